@@ -1,0 +1,50 @@
+//! `/v1/models`: the model groups a caller may use.
+
+use crate::error::GatewayError;
+use crate::http1::RequestHead;
+use crate::server::{HeadBuilder, Responder};
+use crate::state::Worker;
+use serde_json::{json, Value};
+
+fn model_object(id: &str) -> Value {
+    json!({"id": id, "object": "model", "created": 1677610602, "owned_by": "openai"})
+}
+
+/// `GET /v1/models`.
+pub async fn list(
+    worker: &Worker,
+    head: &RequestHead,
+    out: &mut Responder<'_>,
+) -> Result<(), GatewayError> {
+    worker.shared.auth.authenticate(head)?;
+    let data: Vec<Value> = worker
+        .shared
+        .registry
+        .group_names()
+        .iter()
+        .map(|n| model_object(n))
+        .collect();
+    let body = serde_json::to_vec(&json!({"object": "list", "data": data})).expect("json");
+    let _ = out
+        .send(200, HeadBuilder::new(200), "application/json", &body)
+        .await;
+    Ok(())
+}
+
+/// `GET /v1/models/{id}`.
+pub async fn get(
+    worker: &Worker,
+    head: &RequestHead,
+    id: &str,
+    out: &mut Responder<'_>,
+) -> Result<(), GatewayError> {
+    worker.shared.auth.authenticate(head)?;
+    if !worker.shared.registry.has_group(id) {
+        return Err(GatewayError::ModelNotFound(id.to_string()));
+    }
+    let body = serde_json::to_vec(&model_object(id)).expect("json");
+    let _ = out
+        .send(200, HeadBuilder::new(200), "application/json", &body)
+        .await;
+    Ok(())
+}

@@ -1,0 +1,143 @@
+//! The `config.yaml` document as LiteLLM writes it, before validation.
+//!
+//! Field names follow LiteLLM so an operator's existing file loads unchanged.
+//! Sections owned by later features (`router_settings`, `litellm_settings`) are
+//! kept as raw YAML so nothing an operator wrote is lost.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// The whole configuration file.
+#[derive(Debug, Default, Deserialize)]
+pub struct ConfigFile {
+    /// Deployments, grouped by `model_name`.
+    #[serde(default)]
+    pub model_list: Vec<ModelEntry>,
+    /// Proxy-wide settings (master key, request size, database).
+    #[serde(default)]
+    pub general_settings: GeneralSettings,
+    /// Gateway-only knobs that LiteLLM has no name for (timeouts, connection caps).
+    #[serde(default)]
+    pub gateway_settings: GatewaySettings,
+    /// Router behaviour; parsed and kept for the router.
+    #[serde(default)]
+    pub router_settings: Option<serde_yaml::Value>,
+    /// LiteLLM module settings; parsed and kept.
+    #[serde(default)]
+    pub litellm_settings: Option<serde_yaml::Value>,
+    /// LiteLLM's environment block; its values are exported at start-up.
+    #[serde(default)]
+    pub environment_variables: BTreeMap<String, serde_yaml::Value>,
+}
+
+/// One `model_list` entry: a deployment of a model group.
+#[derive(Debug, Deserialize)]
+pub struct ModelEntry {
+    /// The group name clients ask for; may end in `*` (wildcard).
+    pub model_name: Option<String>,
+    /// How to reach the provider.
+    pub litellm_params: Option<LitellmParams>,
+    /// Metadata: id, token limits, prices.
+    #[serde(default)]
+    pub model_info: ModelInfo,
+}
+
+/// `litellm_params` of a deployment.
+#[derive(Debug, Default, Deserialize)]
+pub struct LitellmParams {
+    /// `provider/upstream-model`, e.g. `openai/gpt-4o` or `mock/anything`.
+    pub model: Option<String>,
+    /// Base URL of the provider (ends before `/chat/completions`).
+    pub api_base: Option<String>,
+    /// Provider credential, sent upstream.
+    pub api_key: Option<String>,
+    /// Provider API version (Azure); kept for translators.
+    pub api_version: Option<String>,
+    /// Upstream timeout in seconds.
+    pub timeout: Option<f64>,
+    /// Upstream timeout for streamed responses, in seconds.
+    pub stream_timeout: Option<f64>,
+    /// Requests per minute the deployment accepts.
+    pub rpm: Option<u64>,
+    /// Tokens per minute the deployment accepts.
+    pub tpm: Option<u64>,
+    /// Load-balancing weight.
+    pub weight: Option<f64>,
+    /// Region of the deployment, for region constraints.
+    pub region_name: Option<String>,
+    /// Price per prompt token, USD.
+    pub input_cost_per_token: Option<f64>,
+    /// Price per completion token, USD.
+    pub output_cost_per_token: Option<f64>,
+    /// Headers added to every upstream request.
+    #[serde(default)]
+    pub extra_headers: BTreeMap<String, String>,
+    /// `mock/` provider: the reply text.
+    pub mock_response: Option<String>,
+    /// `mock/` provider: completion tokens to report (default: words of the reply).
+    pub mock_completion_tokens: Option<u32>,
+    /// `mock/` provider: delay before the response, milliseconds.
+    pub mock_latency_ms: Option<u64>,
+    /// `mock/` provider: delay between streamed chunks, milliseconds.
+    pub mock_chunk_delay_ms: Option<u64>,
+    /// `mock/` provider: answer every request with this HTTP error status.
+    pub mock_error_status: Option<u16>,
+    /// Any other parameter LiteLLM knows; kept and reported as unused.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_yaml::Value>,
+}
+
+/// `model_info` of a deployment.
+#[derive(Debug, Default, Deserialize)]
+pub struct ModelInfo {
+    /// Stable deployment id (`x-litellm-model-id`).
+    pub id: Option<String>,
+    /// Context window.
+    pub max_tokens: Option<u64>,
+    /// Max prompt tokens.
+    pub max_input_tokens: Option<u64>,
+    /// Max completion tokens.
+    pub max_output_tokens: Option<u64>,
+    /// Price per prompt token, USD.
+    pub input_cost_per_token: Option<f64>,
+    /// Price per completion token, USD.
+    pub output_cost_per_token: Option<f64>,
+    /// Anything else (mode, base_model, ...).
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_yaml::Value>,
+}
+
+/// `general_settings`.
+#[derive(Debug, Default, Deserialize)]
+pub struct GeneralSettings {
+    /// The admin key (`sk-...`).
+    pub master_key: Option<String>,
+    /// Request body limit in MB (LiteLLM's name).
+    pub max_request_size_mb: Option<f64>,
+    /// Postgres URL, used by governance.
+    pub database_url: Option<String>,
+    /// Everything else, kept for later features.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_yaml::Value>,
+}
+
+/// `gateway_settings`: limits of the HTTP server.
+#[derive(Debug, Default, Deserialize)]
+pub struct GatewaySettings {
+    /// Time allowed to receive a request head, milliseconds.
+    pub header_timeout_ms: Option<u64>,
+    /// Time allowed between body reads, milliseconds.
+    pub body_timeout_ms: Option<u64>,
+    /// Time an idle keep-alive connection is kept, milliseconds.
+    pub keepalive_timeout_ms: Option<u64>,
+    /// Open client connections per process.
+    pub max_connections: Option<usize>,
+    /// Max bytes of a request head.
+    pub max_header_bytes: Option<usize>,
+    /// Max number of request headers.
+    pub max_headers: Option<usize>,
+    /// Seconds in-flight requests get to finish on SIGTERM.
+    pub shutdown_grace_secs: Option<u64>,
+    /// Seconds an idle upstream connection is kept in the pool.
+    pub upstream_idle_secs: Option<u64>,
+}

@@ -1,0 +1,134 @@
+//! Configuration: LiteLLM's `config.yaml`, resolved and validated into the
+//! immutable [`Config`] the data plane reads.
+
+mod env_refs;
+mod file;
+mod validate;
+
+pub use file::{ConfigFile, GatewaySettings, GeneralSettings};
+pub use validate::{Deployment, MockSettings, ServerLimits, UpstreamBase};
+
+use std::path::{Path, PathBuf};
+
+/// A configuration that failed to load; the message names the file, the entry
+/// and what is wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{file}: cannot read: {source}")]
+    Read {
+        /// The config path.
+        file: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The YAML does not parse or does not have LiteLLM's shape.
+    #[error("{file}: {message}")]
+    Syntax {
+        /// The config path.
+        file: PathBuf,
+        /// Parser message with its location.
+        message: String,
+    },
+    /// An `os.environ/NAME` reference names an unset variable.
+    #[error("{file}: {path}: environment variable {var} is not set")]
+    MissingEnv {
+        /// The config path.
+        file: PathBuf,
+        /// Where the reference is.
+        path: String,
+        /// The variable.
+        var: String,
+    },
+    /// A value is present but wrong.
+    #[error("{file}: {entry}: {problem}")]
+    Invalid {
+        /// The config path.
+        file: PathBuf,
+        /// The entry, e.g. `model_list[2] (model_name "gpt-4o")`.
+        entry: String,
+        /// What is wrong.
+        problem: String,
+    },
+}
+
+/// The validated configuration.
+#[derive(Debug)]
+pub struct Config {
+    /// Every deployment, in file order.
+    pub deployments: Vec<Deployment>,
+    /// The admin key, if set.
+    pub master_key: Option<String>,
+    /// HTTP server limits.
+    pub limits: ServerLimits,
+    /// `router_settings`, kept for the router.
+    pub router_settings: Option<serde_yaml::Value>,
+    /// `litellm_settings`, kept for later features.
+    pub litellm_settings: Option<serde_yaml::Value>,
+    /// Non-fatal findings (unknown keys), logged at start.
+    pub warnings: Vec<String>,
+}
+
+impl Config {
+    /// Reads, resolves and validates a config file, reading `os.environ/`
+    /// references from the process environment.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            file: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(path, &text, &|name| std::env::var(name).ok())
+    }
+
+    /// Parses config text; `lookup` reads environment variables.
+    pub fn parse(
+        path: &Path,
+        text: &str,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let syntax = |message: String| ConfigError::Syntax {
+            file: path.to_path_buf(),
+            message,
+        };
+        let mut doc: serde_yaml::Value = if text.trim().is_empty() {
+            serde_yaml::Value::Mapping(Default::default())
+        } else {
+            serde_yaml::from_str(text).map_err(|e| syntax(e.to_string()))?
+        };
+        export_environment_block(&doc);
+        env_refs::resolve(&mut doc, lookup).map_err(|m| ConfigError::MissingEnv {
+            file: path.to_path_buf(),
+            path: m.path,
+            var: m.var,
+        })?;
+        let mut warnings = Vec::new();
+        let parsed: ConfigFile = serde_ignored::deserialize(doc, |unknown| {
+            warnings.push(format!("unknown config key `{unknown}` ignored"));
+        })
+        .map_err(|e| syntax(e.to_string()))?;
+        validate::validate(path, parsed, warnings)
+    }
+}
+
+/// LiteLLM exports `environment_variables` before resolving references.
+fn export_environment_block(doc: &serde_yaml::Value) {
+    let Some(block) = doc
+        .get("environment_variables")
+        .and_then(|v| v.as_mapping())
+    else {
+        return;
+    };
+    for (k, v) in block {
+        let value = match v {
+            serde_yaml::Value::String(s) => s.clone(),
+            serde_yaml::Value::Number(n) => n.to_string(),
+            serde_yaml::Value::Bool(b) => b.to_string(),
+            _ => continue,
+        };
+        if let Some(key) = k.as_str() {
+            if std::env::var_os(key).is_none() {
+                std::env::set_var(key, value);
+            }
+        }
+    }
+}

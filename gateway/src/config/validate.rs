@@ -1,0 +1,442 @@
+//! Turns the parsed file into validated deployments and server limits.
+
+use super::file::{ConfigFile, LitellmParams, ModelEntry};
+use super::{Config, ConfigError};
+use crate::providers::{self, ProviderKind};
+use sha2::{Digest, Sha256};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Default upstream timeout when none is configured (LiteLLM: 6000 s; we
+/// choose a bound a client can live with).
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// One validated deployment of a model group.
+#[derive(Debug)]
+pub struct Deployment {
+    /// Stable id (`model_info.id`, else derived from the entry).
+    pub id: Arc<str>,
+    /// The group clients ask for (`model_name`), `*`-suffixed for wildcards.
+    pub group: String,
+    /// Which translator serves it.
+    pub provider: ProviderKind,
+    /// Provider prefix as written (`openai`, `groq`, `mock`).
+    pub provider_name: String,
+    /// Upstream model name sent to the provider (`*` for wildcard entries).
+    pub upstream_model: String,
+    /// Where to send requests; `None` for in-process providers.
+    pub base: Option<UpstreamBase>,
+    /// Provider credential.
+    pub api_key: Option<String>,
+    /// Provider API version.
+    pub api_version: Option<String>,
+    /// Timeout for a non-streamed response.
+    pub timeout: Duration,
+    /// Timeout between streamed bytes.
+    pub stream_timeout: Duration,
+    /// Requests per minute the deployment accepts.
+    pub rpm: Option<u64>,
+    /// Tokens per minute the deployment accepts.
+    pub tpm: Option<u64>,
+    /// Load-balancing weight.
+    pub weight: f64,
+    /// Region, for region constraints.
+    pub region: Option<String>,
+    /// USD per prompt token.
+    pub input_cost_per_token: Option<f64>,
+    /// USD per completion token.
+    pub output_cost_per_token: Option<f64>,
+    /// Context window and output cap.
+    pub max_input_tokens: Option<u64>,
+    /// Max completion tokens.
+    pub max_output_tokens: Option<u64>,
+    /// Added to every upstream request.
+    pub extra_headers: Vec<(String, String)>,
+    /// Behaviour of the in-process mock provider.
+    pub mock: MockSettings,
+}
+
+impl Deployment {
+    /// Whether this entry serves any model under a prefix (`openai/*`).
+    pub fn is_wildcard(&self) -> bool {
+        self.group.ends_with('*')
+    }
+}
+
+/// Scheme, authority and path prefix of a provider's API.
+#[derive(Debug, Clone)]
+pub struct UpstreamBase {
+    /// `https` when TLS is used.
+    pub tls: bool,
+    /// Host name (for SNI and the Host header).
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+    /// Path prefix without trailing slash, e.g. `/v1`.
+    pub path: String,
+    /// The URL as configured, for `x-litellm-model-api-base`.
+    pub url: String,
+}
+
+/// Settings of the `mock/` provider.
+#[derive(Debug, Clone, Default)]
+pub struct MockSettings {
+    /// Reply text.
+    pub response: Option<String>,
+    /// Completion tokens to report.
+    pub completion_tokens: Option<u32>,
+    /// Delay before answering.
+    pub latency: Duration,
+    /// Delay between streamed chunks.
+    pub chunk_delay: Duration,
+    /// Answer with this error status.
+    pub error_status: Option<u16>,
+}
+
+/// Limits of the HTTP server, with defaults.
+#[derive(Debug, Clone)]
+pub struct ServerLimits {
+    /// Max request body bytes (413 above).
+    pub max_body_bytes: usize,
+    /// Max bytes of a request head (431 above).
+    pub max_header_bytes: usize,
+    /// Max request headers (431 above).
+    pub max_headers: usize,
+    /// Time to receive a request head (408).
+    pub header_timeout: Duration,
+    /// Time between body reads (408).
+    pub body_timeout: Duration,
+    /// Idle keep-alive time.
+    pub keepalive_timeout: Duration,
+    /// Open client connections per process.
+    pub max_connections: usize,
+    /// Grace period for in-flight work on shutdown.
+    pub shutdown_grace: Duration,
+    /// Idle upstream connection lifetime.
+    pub upstream_idle: Duration,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits {
+            max_body_bytes: 64 << 20,
+            max_header_bytes: 64 << 10,
+            max_headers: 100,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            keepalive_timeout: Duration::from_secs(75),
+            max_connections: 100_000,
+            shutdown_grace: Duration::from_secs(30),
+            upstream_idle: Duration::from_secs(60),
+        }
+    }
+}
+
+pub(super) fn validate(
+    path: &Path,
+    file: ConfigFile,
+    mut warnings: Vec<String>,
+) -> Result<Config, ConfigError> {
+    let invalid = |entry: String, problem: String| ConfigError::Invalid {
+        file: path.to_path_buf(),
+        entry,
+        problem,
+    };
+    let mut deployments = Vec::with_capacity(file.model_list.len());
+    for (i, entry) in file.model_list.into_iter().enumerate() {
+        let label = match &entry.model_name {
+            Some(name) => format!("model_list[{i}] (model_name \"{name}\")"),
+            None => format!("model_list[{i}]"),
+        };
+        let dep = deployment(entry, &mut warnings, &label).map_err(|p| invalid(label, p))?;
+        deployments.push(dep);
+    }
+    let mut ids = std::collections::HashSet::new();
+    for d in &deployments {
+        if !ids.insert(d.id.clone()) {
+            return Err(invalid(
+                format!("model_info.id \"{}\"", d.id),
+                "two deployments share this id".into(),
+            ));
+        }
+    }
+    let limits = server_limits(&file.general_settings, &file.gateway_settings)
+        .map_err(|p| invalid("gateway_settings".into(), p))?;
+    let master_key = file.general_settings.master_key.filter(|k| !k.is_empty());
+    if let Some(k) = &master_key {
+        if !k.starts_with("sk-") {
+            warnings.push(
+                "general_settings.master_key should start with `sk-` (LiteLLM requires it)".into(),
+            );
+        }
+    }
+    Ok(Config {
+        deployments,
+        master_key,
+        limits,
+        router_settings: file.router_settings,
+        litellm_settings: file.litellm_settings,
+        warnings,
+    })
+}
+
+fn deployment(
+    entry: ModelEntry,
+    warnings: &mut Vec<String>,
+    label: &str,
+) -> Result<Deployment, String> {
+    let group = entry
+        .model_name
+        .filter(|n| !n.trim().is_empty())
+        .ok_or("model_name is required")?;
+    let params: LitellmParams = entry.litellm_params.ok_or("litellm_params is required")?;
+    let model = params
+        .model
+        .clone()
+        .filter(|m| !m.trim().is_empty())
+        .ok_or("litellm_params.model is required (e.g. `openai/gpt-4o`)")?;
+    let (provider_name, upstream_model) = match model.split_once('/') {
+        Some((p, m)) if providers::lookup(p).is_some() => (p.to_string(), m.to_string()),
+        Some((p, _)) => return Err(format!(
+            "litellm_params.model \"{model}\": provider \"{p}\" is not supported (supported: {})",
+            providers::supported_names().join(", ")
+        )),
+        None => ("openai".to_string(), model.clone()),
+    };
+    let spec = providers::lookup(&provider_name).expect("checked above");
+    if group.ends_with('*') != upstream_model.ends_with('*') && group != "*" {
+        return Err(format!(
+            "a wildcard model_name needs a wildcard litellm_params.model (got \"{group}\" → \"{model}\")"
+        ));
+    }
+    let base = match spec.kind {
+        ProviderKind::Mock => None,
+        ProviderKind::OpenAiCompatible => {
+            let url = params
+                .api_base
+                .clone()
+                .or(spec.default_api_base.map(str::to_string))
+                .ok_or_else(|| {
+                    format!("litellm_params.api_base is required for provider \"{provider_name}\"")
+                })?;
+            Some(parse_base(&url).map_err(|e| format!("litellm_params.api_base \"{url}\": {e}"))?)
+        }
+    };
+    for key in params.other.keys() {
+        warnings.push(format!(
+            "{label}: litellm_params.{key} is not used by this gateway"
+        ));
+    }
+    let seconds = |v: Option<f64>, name: &str| -> Result<Option<Duration>, String> {
+        match v {
+            None => Ok(None),
+            Some(s) if s.is_finite() && s > 0.0 => Ok(Some(Duration::from_secs_f64(s))),
+            Some(s) => Err(format!(
+                "litellm_params.{name} must be a positive number of seconds (got {s})"
+            )),
+        }
+    };
+    let timeout = seconds(params.timeout, "timeout")?.unwrap_or(DEFAULT_TIMEOUT);
+    let stream_timeout = seconds(params.stream_timeout, "stream_timeout")?.unwrap_or(timeout);
+    let weight = match params.weight {
+        None => 1.0,
+        Some(w) if w.is_finite() && w >= 0.0 => w,
+        Some(w) => return Err(format!("litellm_params.weight must be >= 0 (got {w})")),
+    };
+    let id: Arc<str> = match &entry.model_info.id {
+        Some(id) if !id.is_empty() => id.as_str().into(),
+        _ => derived_id(&group, &model, params.api_base.as_deref()).into(),
+    };
+    Ok(Deployment {
+        id,
+        group,
+        provider: spec.kind,
+        provider_name,
+        upstream_model,
+        base,
+        api_key: params.api_key,
+        api_version: params.api_version,
+        timeout,
+        stream_timeout,
+        rpm: params.rpm,
+        tpm: params.tpm,
+        weight,
+        region: params.region_name,
+        input_cost_per_token: params
+            .input_cost_per_token
+            .or(entry.model_info.input_cost_per_token),
+        output_cost_per_token: params
+            .output_cost_per_token
+            .or(entry.model_info.output_cost_per_token),
+        max_input_tokens: entry
+            .model_info
+            .max_input_tokens
+            .or(entry.model_info.max_tokens),
+        max_output_tokens: entry.model_info.max_output_tokens,
+        extra_headers: params.extra_headers.into_iter().collect(),
+        mock: MockSettings {
+            response: params.mock_response,
+            completion_tokens: params.mock_completion_tokens,
+            latency: Duration::from_millis(params.mock_latency_ms.unwrap_or(0)),
+            chunk_delay: Duration::from_millis(params.mock_chunk_delay_ms.unwrap_or(0)),
+            error_status: params.mock_error_status,
+        },
+    })
+}
+
+/// A deployment id stable across restarts and replicas (LiteLLM hashes the
+/// params likewise).
+fn derived_id(group: &str, model: &str, api_base: Option<&str>) -> String {
+    let mut h = Sha256::new();
+    h.update(group.as_bytes());
+    h.update([0]);
+    h.update(model.as_bytes());
+    h.update([0]);
+    h.update(api_base.unwrap_or("").as_bytes());
+    h.finalize()
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Parses `http(s)://host[:port][/path]`.
+pub(crate) fn parse_base(url: &str) -> Result<UpstreamBase, String> {
+    let uri: http::Uri = url.parse().map_err(|e| format!("not a URL ({e})"))?;
+    let tls = match uri.scheme_str() {
+        Some("https") => true,
+        Some("http") => false,
+        Some(other) => return Err(format!("scheme \"{other}\" is not http or https")),
+        None => return Err("missing http:// or https://".into()),
+    };
+    let host = uri.host().ok_or("missing host")?;
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
+    let path = uri.path().trim_end_matches('/').to_string();
+    Ok(UpstreamBase {
+        tls,
+        host,
+        port,
+        path,
+        url: url.to_string(),
+    })
+}
+
+fn server_limits(
+    general: &super::GeneralSettings,
+    gateway: &super::GatewaySettings,
+) -> Result<ServerLimits, String> {
+    let mut limits = ServerLimits::default();
+    if let Some(mb) = general.max_request_size_mb {
+        if !(mb.is_finite() && mb > 0.0) {
+            return Err(format!(
+                "general_settings.max_request_size_mb must be positive (got {mb})"
+            ));
+        }
+        limits.max_body_bytes = (mb * 1024.0 * 1024.0) as usize;
+    }
+    let ms = |v: Option<u64>, d: Duration| v.map(Duration::from_millis).unwrap_or(d);
+    limits.header_timeout = ms(gateway.header_timeout_ms, limits.header_timeout);
+    limits.body_timeout = ms(gateway.body_timeout_ms, limits.body_timeout);
+    limits.keepalive_timeout = ms(gateway.keepalive_timeout_ms, limits.keepalive_timeout);
+    limits.max_connections = gateway.max_connections.unwrap_or(limits.max_connections);
+    limits.max_header_bytes = gateway.max_header_bytes.unwrap_or(limits.max_header_bytes);
+    limits.max_headers = gateway.max_headers.unwrap_or(limits.max_headers);
+    if let Some(s) = gateway.shutdown_grace_secs {
+        limits.shutdown_grace = Duration::from_secs(s);
+    }
+    if let Some(s) = gateway.upstream_idle_secs {
+        limits.upstream_idle = Duration::from_secs(s);
+    }
+    if limits.max_headers == 0 || limits.max_header_bytes < 256 || limits.max_connections == 0 {
+        return Err("max_headers, max_connections must be > 0 and max_header_bytes >= 256".into());
+    }
+    Ok(limits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Config;
+    use std::path::Path;
+
+    fn parse(text: &str) -> Result<Config, String> {
+        Config::parse(Path::new("config.yaml"), text, &|n| {
+            (n == "UP_KEY").then(|| "sk-up".to_string())
+        })
+        .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn loads_litellm_entries() {
+        let c = parse(
+            "model_list:\n  - model_name: gpt-4o\n    litellm_params:\n      model: openai/gpt-4o-2024\n      api_base: http://127.0.0.1:9000/v1/\n      api_key: os.environ/UP_KEY\n      timeout: 2\n      rpm: 10\n    model_info: {id: dep-1}\n  - model_name: groq/*\n    litellm_params: {model: groq/*}\n  - model_name: m\n    litellm_params: {model: mock/x, mock_response: hi}\ngeneral_settings: {master_key: sk-1}\n",
+        )
+        .unwrap();
+        let d = &c.deployments[0];
+        assert_eq!(&*d.id, "dep-1");
+        assert_eq!(d.upstream_model, "gpt-4o-2024");
+        assert_eq!(d.api_key.as_deref(), Some("sk-up"));
+        let base = d.base.as_ref().unwrap();
+        assert_eq!(
+            (base.host.as_str(), base.port, base.path.as_str(), base.tls),
+            ("127.0.0.1", 9000, "/v1", false)
+        );
+        assert!(c.deployments[1].is_wildcard());
+        assert!(c.deployments[1].base.as_ref().unwrap().tls);
+        assert_eq!(c.deployments[2].mock.response.as_deref(), Some("hi"));
+        assert_eq!(c.master_key.as_deref(), Some("sk-1"));
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    }
+
+    #[test]
+    fn names_file_entry_and_problem() {
+        let err = parse("model_list:\n  - model_name: a\n    litellm_params: {model: mock/x}\n  - model_name: gpt\n    litellm_params: {api_base: http://x}\n").unwrap_err();
+        assert_eq!(
+            err,
+            "config.yaml: model_list[1] (model_name \"gpt\"): litellm_params.model is required (e.g. `openai/gpt-4o`)"
+        );
+        let err = parse("model_list:\n  - model_name: a\n    litellm_params: {model: nope/x}\n")
+            .unwrap_err();
+        assert!(err.contains("provider \"nope\" is not supported"), "{err}");
+        let err = parse("model_list:\n  - model_name: a\n    litellm_params: {model: openai/x, api_key: os.environ/MISSING}\n").unwrap_err();
+        assert_eq!(err, "config.yaml: model_list[0].litellm_params.api_key: environment variable MISSING is not set");
+    }
+
+    #[test]
+    fn warns_on_unknown_keys_and_keeps_later_sections() {
+        let c = parse("model_list: []\nrouter_settings: {routing_strategy: least-busy}\nbogus_section: 1\ngateway_settings: {header_timeout_ms: 5, typo: 1}\n").unwrap();
+        assert!(
+            c.warnings.iter().any(|w| w.contains("bogus_section")),
+            "{:?}",
+            c.warnings
+        );
+        assert!(
+            c.warnings
+                .iter()
+                .any(|w| w.contains("gateway_settings.typo")),
+            "{:?}",
+            c.warnings
+        );
+        assert!(c.router_settings.is_some());
+        assert_eq!(c.limits.header_timeout.as_millis(), 5);
+    }
+
+    #[test]
+    fn rejects_bad_values() {
+        assert!(parse("model_list:\n  - model_name: a\n    litellm_params: {model: openai/x, api_base: ftp://h}\n").unwrap_err().contains("not http or https"));
+        assert!(parse(
+            "model_list:\n  - model_name: a\n    litellm_params: {model: openai/x, timeout: -1}\n"
+        )
+        .unwrap_err()
+        .contains("timeout"));
+        assert!(parse(
+            "model_list:\n  - model_name: a\n    litellm_params: {model: hosted_vllm/x}\n"
+        )
+        .unwrap_err()
+        .contains("api_base is required"));
+    }
+}

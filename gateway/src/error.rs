@@ -1,0 +1,229 @@
+//! Every error a client can see, and its one mapping to HTTP: status, and
+//! LiteLLM's body `{"error":{"message","type","param","code"}}`.
+
+use std::time::Duration;
+
+/// An error answered to a client.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// No credential in any accepted header.
+    #[error("Authentication Error, No api key passed in.")]
+    MissingKey,
+    /// A credential that matches no key.
+    #[error("Authentication Error, Invalid proxy server token passed. Received API Key = {0}")]
+    InvalidKey(String),
+    /// A model no group or wildcard serves.
+    #[error("Invalid model name passed in model={0}. Call `/v1/models` to view available models for your key.")]
+    UnknownModel(String),
+    /// The body is not JSON.
+    #[error("Invalid JSON in request body: {0}")]
+    MalformedJson(String),
+    /// A required parameter is absent.
+    #[error("Missing required parameter: '{0}'")]
+    MissingParam(&'static str),
+    /// A parameter has the wrong type or value.
+    #[error("Invalid value for '{param}': {message}")]
+    InvalidParam {
+        /// The parameter.
+        param: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// No route for this method and path.
+    #[error("Route not found: {method} {path}")]
+    RouteNotFound {
+        /// Request method.
+        method: String,
+        /// Request path.
+        path: String,
+    },
+    /// A model id that `/v1/models/{id}` does not know.
+    #[error("The model `{0}` does not exist")]
+    ModelNotFound(String),
+    /// Framing the server cannot parse.
+    #[error("Malformed HTTP request: {0}")]
+    BadHttp(String),
+    /// Body above `max_request_size_mb`.
+    #[error("Request body too large: the limit is {limit_bytes} bytes (general_settings.max_request_size_mb)")]
+    BodyTooLarge {
+        /// The configured limit.
+        limit_bytes: usize,
+    },
+    /// Too many headers or too many header bytes.
+    #[error(
+        "Request header fields too large: at most {max_headers} headers and {max_bytes} bytes"
+    )]
+    HeadersTooLarge {
+        /// Header count limit.
+        max_headers: usize,
+        /// Header bytes limit.
+        max_bytes: usize,
+    },
+    /// The client sent its request too slowly.
+    #[error("Request timeout: the {part} was not received within {}ms", .after.as_millis())]
+    ClientTimeout {
+        /// `request head` or `request body`.
+        part: &'static str,
+        /// The limit.
+        after: Duration,
+    },
+    /// The provider answered with an error status.
+    #[error("{message}")]
+    Upstream {
+        /// The provider's status, passed on.
+        status: u16,
+        /// The provider's message.
+        message: String,
+        /// The provider's error type, when it sent one.
+        error_type: Option<String>,
+        /// The provider's `retry-after`, passed on.
+        retry_after: Option<String>,
+    },
+    /// The provider did not answer in time.
+    #[error("Request timed out: {provider} did not respond within {}s (deployment {deployment})", .after.as_secs_f64())]
+    UpstreamTimeout {
+        /// Provider name.
+        provider: String,
+        /// Deployment id.
+        deployment: String,
+        /// The timeout.
+        after: Duration,
+    },
+    /// The provider could not be reached.
+    #[error("Upstream unreachable: {provider} at {url}: {reason}")]
+    UpstreamUnreachable {
+        /// Provider name.
+        provider: String,
+        /// The api_base.
+        url: String,
+        /// Connect/TLS/IO error.
+        reason: String,
+    },
+    /// The provider sent something that is not HTTP.
+    #[error("Invalid response from {provider}: {reason}")]
+    UpstreamProtocol {
+        /// Provider name.
+        provider: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// Connection cap reached or shutting down.
+    #[error("Service unavailable: {0}")]
+    Unavailable(&'static str),
+}
+
+impl GatewayError {
+    /// HTTP status of this error.
+    pub fn status(&self) -> u16 {
+        use GatewayError::*;
+        match self {
+            MissingKey | InvalidKey(_) => 401,
+            UnknownModel(_)
+            | MalformedJson(_)
+            | MissingParam(_)
+            | InvalidParam { .. }
+            | BadHttp(_) => 400,
+            RouteNotFound { .. } | ModelNotFound(_) => 404,
+            BodyTooLarge { .. } => 413,
+            HeadersTooLarge { .. } => 431,
+            ClientTimeout { .. } | UpstreamTimeout { .. } => 408,
+            Upstream { status, .. } => *status,
+            UpstreamUnreachable { .. } | UpstreamProtocol { .. } => 502,
+            Unavailable(_) => 503,
+        }
+    }
+
+    /// The `type` field, following OpenAI/LiteLLM names.
+    pub fn error_type(&self) -> &str {
+        use GatewayError::*;
+        match self {
+            MissingKey | InvalidKey(_) => "auth_error",
+            RouteNotFound { .. } | ModelNotFound(_) => "not_found_error",
+            ClientTimeout { .. } | UpstreamTimeout { .. } => "timeout_error",
+            Upstream {
+                error_type: Some(t),
+                ..
+            } => t,
+            Upstream { status, .. } => upstream_type(*status),
+            UpstreamUnreachable { .. } | UpstreamProtocol { .. } => "api_connection_error",
+            Unavailable(_) => "service_unavailable_error",
+            _ => "invalid_request_error",
+        }
+    }
+
+    /// The `param` field.
+    pub fn param(&self) -> Option<&str> {
+        match self {
+            GatewayError::UnknownModel(_) => Some("model"),
+            GatewayError::MissingParam(p) | GatewayError::InvalidParam { param: p, .. } => Some(p),
+            _ => None,
+        }
+    }
+
+    /// `retry-after` to send with this error.
+    pub fn retry_after(&self) -> Option<&str> {
+        match self {
+            GatewayError::Upstream { retry_after, .. } => retry_after.as_deref(),
+            GatewayError::Unavailable(_) => Some("1"),
+            _ => None,
+        }
+    }
+
+    /// The JSON body.
+    pub fn body(&self) -> Vec<u8> {
+        let status = self.status().to_string();
+        let body = serde_json::json!({
+            "error": {
+                "message": self.to_string(),
+                "type": self.error_type(),
+                "param": self.param(),
+                "code": status,
+            }
+        });
+        serde_json::to_vec(&body).expect("json of strings")
+    }
+}
+
+fn upstream_type(status: u16) -> &'static str {
+    match status {
+        401 | 403 => "auth_error",
+        404 => "not_found_error",
+        408 => "timeout_error",
+        429 => "rate_limit_error",
+        400..=499 => "invalid_request_error",
+        _ => "api_error",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn body_has_litellm_shape() {
+        let e = GatewayError::UnknownModel("gpt-9".into());
+        let v: serde_json::Value = serde_json::from_slice(&e.body()).unwrap();
+        assert_eq!(e.status(), 400);
+        assert_eq!(v["error"]["param"], "model");
+        assert_eq!(v["error"]["code"], "400");
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+        assert!(v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("model=gpt-9"));
+    }
+
+    #[test]
+    fn upstream_status_and_retry_after_pass_through() {
+        let e = GatewayError::Upstream {
+            status: 429,
+            message: "slow down".into(),
+            error_type: None,
+            retry_after: Some("7".into()),
+        };
+        assert_eq!(
+            (e.status(), e.error_type(), e.retry_after()),
+            (429, "rate_limit_error", Some("7"))
+        );
+    }
+}

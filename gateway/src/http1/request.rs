@@ -1,0 +1,205 @@
+//! Request heads: parsed once with `httparse`, headers kept as ranges into the
+//! head's own bytes so lookups borrow instead of allocating per header.
+
+use std::ops::Range;
+
+/// How the request body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyFraming {
+    /// No body.
+    None,
+    /// `Content-Length` bytes.
+    Length(u64),
+    /// `Transfer-Encoding: chunked`.
+    Chunked,
+}
+
+/// Why a head could not be parsed.
+#[derive(Debug, PartialEq, Eq)]
+pub enum HeadError {
+    /// More bytes are needed.
+    Partial,
+    /// The head is larger than the byte limit.
+    TooLarge,
+    /// More headers than the count limit.
+    TooManyHeaders,
+    /// Not valid HTTP/1.x.
+    Invalid(String),
+}
+
+/// A parsed request head.
+#[derive(Debug)]
+pub struct RequestHead {
+    raw: Vec<u8>,
+    method: Range<usize>,
+    path: Range<usize>,
+    headers: Vec<(Range<usize>, Range<usize>)>,
+    /// HTTP/1.x minor version.
+    pub minor_version: u8,
+    /// Body delimitation.
+    pub framing: BodyFraming,
+    /// Whether the connection may serve another request after this one.
+    pub keep_alive: bool,
+    /// `Expect: 100-continue` was sent.
+    pub expect_continue: bool,
+}
+
+impl RequestHead {
+    /// The request method.
+    pub fn method(&self) -> &str {
+        std::str::from_utf8(&self.raw[self.method.clone()]).unwrap_or("")
+    }
+
+    /// The path without the query string.
+    pub fn path(&self) -> &str {
+        let target = std::str::from_utf8(&self.raw[self.path.clone()]).unwrap_or("");
+        target.split_once('?').map_or(target, |(p, _)| p)
+    }
+
+    /// First value of a header (case-insensitive name), if valid UTF-8.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| self.raw[n.clone()].eq_ignore_ascii_case(name.as_bytes()))
+            .and_then(|(_, v)| std::str::from_utf8(&self.raw[v.clone()]).ok())
+    }
+}
+
+/// Parses a request head from the start of `buf`; returns it with its length.
+pub fn parse_request_head(
+    buf: &[u8],
+    max_headers: usize,
+    max_bytes: usize,
+) -> Result<(RequestHead, usize), HeadError> {
+    let mut storage = vec![httparse::EMPTY_HEADER; max_headers.min(1024)];
+    let mut req = httparse::Request::new(&mut storage);
+    let len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) if n > max_bytes => return Err(HeadError::TooLarge),
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) if buf.len() > max_bytes => return Err(HeadError::TooLarge),
+        Ok(httparse::Status::Partial) => return Err(HeadError::Partial),
+        Err(httparse::Error::TooManyHeaders) => return Err(HeadError::TooManyHeaders),
+        Err(e) => return Err(HeadError::Invalid(e.to_string())),
+    };
+    let base = buf.as_ptr() as usize;
+    let span = |s: &[u8]| {
+        let start = s.as_ptr() as usize - base;
+        start..start + s.len()
+    };
+    let method = span(req.method.unwrap_or("").as_bytes());
+    let path = span(req.path.unwrap_or("").as_bytes());
+    let minor_version = req.version.unwrap_or(1);
+    let mut framing = BodyFraming::None;
+    let mut keep_alive = minor_version >= 1;
+    let mut expect_continue = false;
+    let mut headers = Vec::with_capacity(req.headers.len());
+    for h in req.headers.iter() {
+        let name = h.name.as_bytes();
+        if name.eq_ignore_ascii_case(b"content-length") {
+            let n = std::str::from_utf8(h.value)
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .ok_or_else(|| HeadError::Invalid("invalid Content-Length".into()))?;
+            if matches!(framing, BodyFraming::Length(m) if m != n) {
+                return Err(HeadError::Invalid(
+                    "conflicting Content-Length headers".into(),
+                ));
+            }
+            if framing != BodyFraming::Chunked {
+                framing = BodyFraming::Length(n);
+            }
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            let last = h.value.rsplit(|&b| b == b',').next().unwrap_or(b"");
+            if !trim_ascii(last).eq_ignore_ascii_case(b"chunked") {
+                return Err(HeadError::Invalid("unsupported Transfer-Encoding".into()));
+            }
+            framing = BodyFraming::Chunked;
+        } else if name.eq_ignore_ascii_case(b"connection") {
+            for token in h.value.split(|&b| b == b',') {
+                let token = trim_ascii(token);
+                if token.eq_ignore_ascii_case(b"close") {
+                    keep_alive = false;
+                } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                    keep_alive = true;
+                }
+            }
+        } else if name.eq_ignore_ascii_case(b"expect") {
+            expect_continue = trim_ascii(h.value).eq_ignore_ascii_case(b"100-continue");
+        }
+        headers.push((span(name), span(h.value)));
+    }
+    if framing == BodyFraming::Length(0) {
+        framing = BodyFraming::None;
+    }
+    let raw = buf[..len].to_vec();
+    Ok((
+        RequestHead {
+            raw,
+            method,
+            path,
+            headers,
+            minor_version,
+            framing,
+            keep_alive,
+            expect_continue,
+        },
+        len,
+    ))
+}
+
+fn trim_ascii(s: &[u8]) -> &[u8] {
+    let start = s
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(s.len());
+    let end = s
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(start, |e| e + 1);
+    &s[start..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_pipelined_heads_one_at_a_time() {
+        let wire = b"POST /v1/chat/completions?x=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\nAuthorization: Bearer sk-1\r\n\r\n{}GET /health/liveliness HTTP/1.1\r\nConnection: close\r\n\r\n";
+        let (h, n) = parse_request_head(wire, 100, 65536).unwrap();
+        assert_eq!((h.method(), h.path()), ("POST", "/v1/chat/completions"));
+        assert_eq!(h.header("authorization"), Some("Bearer sk-1"));
+        assert_eq!(h.framing, BodyFraming::Length(2));
+        assert!(h.keep_alive);
+        let (h2, _) = parse_request_head(&wire[n + 2..], 100, 65536).unwrap();
+        assert_eq!(h2.path(), "/health/liveliness");
+        assert!(!h2.keep_alive);
+    }
+
+    #[test]
+    fn enforces_limits_and_framing() {
+        assert_eq!(
+            parse_request_head(b"GET / HTTP/1.1\r\nA: b", 100, 65536).unwrap_err(),
+            HeadError::Partial
+        );
+        assert_eq!(
+            parse_request_head(b"GET / HTTP/1.1\r\nA: bbbbbbbbbbbbbbbbbbbb", 100, 16).unwrap_err(),
+            HeadError::TooLarge
+        );
+        let many = format!("GET / HTTP/1.1\r\n{}\r\n", "A: b\r\n".repeat(5));
+        assert_eq!(
+            parse_request_head(many.as_bytes(), 4, 65536).unwrap_err(),
+            HeadError::TooManyHeaders
+        );
+        let chunked = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n";
+        let (h, _) = parse_request_head(chunked, 100, 65536).unwrap();
+        assert_eq!(h.framing, BodyFraming::Chunked);
+        assert!(h.expect_continue);
+        assert!(matches!(
+            parse_request_head(b"POST / HTTP/1.1\r\nContent-Length: x\r\n\r\n", 100, 65536),
+            Err(HeadError::Invalid(_))
+        ));
+        let (h10, _) = parse_request_head(b"GET / HTTP/1.0\r\n\r\n", 100, 65536).unwrap();
+        assert!(!h10.keep_alive);
+    }
+}

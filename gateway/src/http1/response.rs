@@ -1,0 +1,125 @@
+//! Upstream response heads: status, the few headers the gateway acts on, and
+//! how the body is delimited.
+
+/// How an upstream response body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResponseFraming {
+    /// No body (HEAD, 204, 304).
+    Empty,
+    /// `Content-Length` bytes.
+    Length(u64),
+    /// Chunked transfer coding.
+    Chunked,
+    /// Until the connection closes.
+    UntilClose,
+}
+
+/// A parsed upstream response head.
+#[derive(Debug)]
+pub struct ResponseHead {
+    /// Status code.
+    pub status: u16,
+    /// Body delimitation.
+    pub framing: ResponseFraming,
+    /// `Content-Type`, passed to the client.
+    pub content_type: Option<String>,
+    /// `Retry-After`, passed to the client.
+    pub retry_after: Option<String>,
+    /// Whether the connection can be reused after the body.
+    pub keep_alive: bool,
+}
+
+impl ResponseHead {
+    /// Whether the body is an SSE stream.
+    pub fn is_event_stream(&self) -> bool {
+        self.content_type
+            .as_deref()
+            .is_some_and(|c| c.starts_with("text/event-stream"))
+    }
+}
+
+/// Parses a response head; `Ok(None)` when more bytes are needed.
+pub fn parse_response_head(buf: &[u8]) -> Result<Option<(ResponseHead, usize)>, String> {
+    let mut storage = [httparse::EMPTY_HEADER; 96];
+    let mut res = httparse::Response::new(&mut storage);
+    let len = match res.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) if buf.len() > 256 * 1024 => {
+            return Err("response head too large".into())
+        }
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    let status = res.code.unwrap_or(0);
+    let mut framing = ResponseFraming::UntilClose;
+    let mut content_type = None;
+    let mut retry_after = None;
+    let mut keep_alive = res.version == Some(1);
+    for h in res.headers.iter() {
+        let value = || String::from_utf8_lossy(h.value).trim().to_string();
+        match h.name.to_ascii_lowercase().as_str() {
+            "content-length" if framing != ResponseFraming::Chunked => {
+                let n = value().parse().map_err(|_| "invalid Content-Length")?;
+                framing = ResponseFraming::Length(n);
+            }
+            "transfer-encoding" if value().to_ascii_lowercase().ends_with("chunked") => {
+                framing = ResponseFraming::Chunked;
+            }
+            "content-type" => content_type = Some(value()),
+            "retry-after" => retry_after = Some(value()),
+            "connection" => {
+                let v = value().to_ascii_lowercase();
+                if v.contains("close") {
+                    keep_alive = false;
+                } else if v.contains("keep-alive") {
+                    keep_alive = true;
+                }
+            }
+            _ => {}
+        }
+    }
+    if status == 204 || status == 304 || (100..200).contains(&status) {
+        framing = ResponseFraming::Empty;
+    }
+    if framing == ResponseFraming::UntilClose {
+        keep_alive = false;
+    }
+    Ok(Some((
+        ResponseHead {
+            status,
+            framing,
+            content_type,
+            retry_after,
+            keep_alive,
+        },
+        len,
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_framing_and_passed_headers() {
+        let (h, n) = parse_response_head(b"HTTP/1.1 429 Too Many\r\nRetry-After: 7\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (h.status, h.framing, h.retry_after.as_deref()),
+            (429, ResponseFraming::Length(2), Some("7"))
+        );
+        assert_eq!(n, 95);
+        let (s, _) = parse_response_head(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert!(s.is_event_stream() && s.keep_alive && s.framing == ResponseFraming::Chunked);
+        assert!(parse_response_head(b"HTTP/1.1 200 OK\r\n")
+            .unwrap()
+            .is_none());
+        let (c, _) = parse_response_head(b"HTTP/1.0 200 OK\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert!(!c.keep_alive && c.framing == ResponseFraming::UntilClose);
+    }
+}

@@ -1,0 +1,19 @@
+//! A thread-per-core LLM API gateway that speaks the OpenAI API, drop-in
+//! compatible with the LiteLLM proxy. See `README.md` for the layer table.
+
+pub mod api;
+pub mod auth;
+pub mod config;
+pub mod error;
+pub mod http1;
+pub mod inbound;
+pub mod logging;
+pub mod providers;
+pub mod proxy;
+pub mod router;
+pub mod server;
+pub mod state;
+pub mod upstream;
+
+/// Version reported in `x-litellm-version` and the readiness probe.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

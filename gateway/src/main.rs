@@ -1,0 +1,142 @@
+//! `gateway --config config.yaml [--host 0.0.0.0] [--port 4000] [--workers N] [--json-logs]`
+
+use gateway::config::Config;
+use gateway::server;
+use gateway::state::Shared;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// Command-line options.
+struct Options {
+    config: PathBuf,
+    host: String,
+    port: u16,
+    workers: usize,
+    json_logs: bool,
+}
+
+const USAGE: &str = "usage: gateway --config <config.yaml> [--host 0.0.0.0] [--port 4000] [--workers N] [--json-logs]";
+
+fn parse_args() -> Result<Options, String> {
+    let mut args = std::env::args().skip(1);
+    let mut opts = Options {
+        config: PathBuf::new(),
+        host: "0.0.0.0".into(),
+        port: 4000,
+        workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        json_logs: std::env::var("JSON_LOGS")
+            .is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1"),
+    };
+    let mut config = None;
+    while let Some(arg) = args.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+            _ => (arg.clone(), None),
+        };
+        let mut value = |name: &str| {
+            inline
+                .clone()
+                .or_else(|| args.next())
+                .ok_or(format!("{name} needs a value\n{USAGE}"))
+        };
+        match flag.as_str() {
+            "--config" | "-c" => config = Some(PathBuf::from(value("--config")?)),
+            "--host" => opts.host = value("--host")?,
+            "--port" | "-p" => {
+                opts.port = value("--port")?
+                    .parse()
+                    .map_err(|e| format!("--port: {e}"))?
+            }
+            "--workers" | "--num_workers" => {
+                opts.workers = value("--workers")?
+                    .parse()
+                    .map_err(|e| format!("--workers: {e}"))?;
+                if opts.workers == 0 {
+                    return Err("--workers must be at least 1".into());
+                }
+            }
+            "--json-logs" | "--detailed_debug" if flag == "--json-logs" => opts.json_logs = true,
+            "--help" | "-h" => return Err(USAGE.into()),
+            other => return Err(format!("unknown argument {other}\n{USAGE}")),
+        }
+    }
+    opts.config = config.ok_or(format!("--config is required\n{USAGE}"))?;
+    Ok(opts)
+}
+
+fn main() -> ExitCode {
+    let opts = match parse_args() {
+        Ok(o) => o,
+        Err(msg) => {
+            eprintln!("{msg}");
+            return ExitCode::from(2);
+        }
+    };
+    let _log_guard = gateway::logging::init(opts.json_logs);
+    match run(opts) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(msg) => {
+            tracing::error!("{msg}");
+            eprintln!("gateway: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(opts: Options) -> Result<(), String> {
+    let config = Config::load(&opts.config).map_err(|e| e.to_string())?;
+    for warning in &config.warnings {
+        tracing::warn!("{}: {warning}", opts.config.display());
+    }
+    let driver = server::choose_io_driver(std::env::var("GATEWAY_IO_DRIVER").ok().as_deref())
+        .map_err(|e| e.to_string())?;
+    let tls = gateway::upstream::client_config().map_err(|e| e.to_string())?;
+    let listeners =
+        server::bind_listeners(&opts.host, opts.port, opts.workers).map_err(|e| e.to_string())?;
+    let addr = listeners[0].local_addr().map_err(|e| e.to_string())?;
+    if config.master_key.is_none() {
+        tracing::warn!(
+            "general_settings.master_key is not set: every request is accepted without a key"
+        );
+    }
+    let deployments = config.deployments.len();
+    let shared = Arc::new(Shared::new(config, tls));
+    install_signal_handler(shared.clone())?;
+    tracing::info!(
+        io_driver = %driver,
+        workers = opts.workers,
+        deployments,
+        version = gateway::VERSION,
+        "listening on {addr}"
+    );
+    server::run(shared, listeners, driver).map_err(|e| e.to_string())?;
+    tracing::info!("shut down cleanly");
+    Ok(())
+}
+
+/// SIGTERM/SIGINT start a graceful shutdown; a second one exits at once.
+fn install_signal_handler(shared: Arc<Shared>) -> Result<(), String> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals =
+        signal_hook::iterator::Signals::new([SIGTERM, SIGINT]).map_err(|e| e.to_string())?;
+    std::thread::Builder::new()
+        .name("gateway-signals".into())
+        .spawn(move || {
+            let mut seen = 0;
+            for signal in signals.forever() {
+                seen += 1;
+                if seen > 1 {
+                    eprintln!("gateway: second signal {signal}, exiting now");
+                    std::process::exit(1);
+                }
+                tracing::info!(
+                    signal,
+                    "shutting down: no new connections, finishing in-flight requests"
+                );
+                shared.begin_shutdown();
+            }
+        })
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}

@@ -1,0 +1,169 @@
+//! One client connection: read a request (head, then body), hand it to the
+//! API, repeat while keep-alive holds. Pipelined requests are answered in
+//! order because each is read only after the previous response is written.
+
+use super::response::Responder;
+use crate::api;
+use crate::error::GatewayError;
+use crate::http1::{
+    parse_request_head, BodyFraming, ChunkedDecoder, HeadError, ReadBuffer, RequestHead,
+};
+use crate::state::Worker;
+use bytes::Bytes;
+use monoio::io::AsyncWriteRentExt;
+use monoio::net::TcpStream;
+use std::rc::Rc;
+use std::time::Instant;
+
+/// Serves `stream` until the client or the gateway closes it.
+pub async fn serve(mut stream: TcpStream, worker: Rc<Worker>) {
+    let _ = stream.set_nodelay(true);
+    let mut buf = ReadBuffer::with_capacity(8 * 1024);
+    let mut shutdown = worker.shared.shutdown_signal();
+    loop {
+        if buf.is_empty() {
+            // Idle between requests: close on keep-alive expiry or shutdown.
+            if worker.shared.is_shutting_down() {
+                return;
+            }
+            let keepalive = worker.shared.limits.keepalive_timeout;
+            monoio::select! {
+                read = monoio::time::timeout(keepalive, buf.fill(&mut stream)) => match read {
+                    Ok(Ok(n)) if n > 0 => {}
+                    _ => return,
+                },
+                _ = shutdown.changed() => return,
+            }
+        }
+        let head = match read_head(&mut stream, &mut buf, &worker).await {
+            Ok(Some(head)) => head,
+            Ok(None) => return,
+            Err(err) => {
+                let mut out = Responder::new(&mut stream, false, false);
+                let _ = out.send_error(&err, None).await;
+                return;
+            }
+        };
+        let received_at = Instant::now();
+        let keep_alive = head.keep_alive && !worker.shared.is_shutting_down();
+        let head_only = head.method() == "HEAD";
+        let body = match read_body(&mut stream, &mut buf, &head, &worker).await {
+            Ok(body) => body,
+            Err(err) => {
+                let mut out = Responder::new(&mut stream, false, head_only);
+                let _ = out.send_error(&err, None).await;
+                return;
+            }
+        };
+        let mut out = Responder::new(&mut stream, keep_alive, head_only);
+        api::handle(&worker, &head, body, &mut out, received_at).await;
+        if !out.keep_alive() || worker.shared.is_shutting_down() {
+            return;
+        }
+    }
+}
+
+/// Reads the next request head within the header timeout; `Ok(None)` when the
+/// client closed cleanly between requests.
+async fn read_head(
+    stream: &mut TcpStream,
+    buf: &mut ReadBuffer,
+    worker: &Worker,
+) -> Result<Option<RequestHead>, GatewayError> {
+    let limits = &worker.shared.limits;
+    let deadline = Instant::now() + limits.header_timeout;
+    loop {
+        match parse_request_head(buf.bytes(), limits.max_headers, limits.max_header_bytes) {
+            Ok((head, len)) => {
+                buf.consume(len);
+                return Ok(Some(head));
+            }
+            Err(HeadError::Partial) => {}
+            Err(HeadError::TooLarge | HeadError::TooManyHeaders) => {
+                return Err(GatewayError::HeadersTooLarge {
+                    max_headers: limits.max_headers,
+                    max_bytes: limits.max_header_bytes,
+                })
+            }
+            Err(HeadError::Invalid(e)) => return Err(GatewayError::BadHttp(e)),
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        let timeout = GatewayError::ClientTimeout {
+            part: "request head",
+            after: limits.header_timeout,
+        };
+        match monoio::time::timeout(left, buf.fill(stream)).await {
+            Err(_) => return Err(timeout),
+            // The client left, possibly mid-head: nothing to answer.
+            Ok(Ok(0)) | Ok(Err(_)) => return Ok(None),
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+/// Reads the body the head announces, enforcing the size limit and the body
+/// timeout, answering `Expect: 100-continue` first.
+async fn read_body(
+    stream: &mut TcpStream,
+    buf: &mut ReadBuffer,
+    head: &RequestHead,
+    worker: &Worker,
+) -> Result<Bytes, GatewayError> {
+    let limits = &worker.shared.limits;
+    let too_large = GatewayError::BodyTooLarge {
+        limit_bytes: limits.max_body_bytes,
+    };
+    if let BodyFraming::Length(n) = head.framing {
+        if n > limits.max_body_bytes as u64 {
+            return Err(too_large);
+        }
+    }
+    if head.framing == BodyFraming::None {
+        return Ok(Bytes::new());
+    }
+    if head.expect_continue && buf.is_empty() {
+        let (res, _) = stream
+            .write_all(&b"HTTP/1.1 100 Continue\r\n\r\n"[..])
+            .await;
+        res.map_err(|e| GatewayError::BadHttp(e.to_string()))?;
+    }
+    let mut fill = async |buf: &mut ReadBuffer| -> Result<(), GatewayError> {
+        match monoio::time::timeout(limits.body_timeout, buf.fill(stream)).await {
+            Err(_) => Err(GatewayError::ClientTimeout {
+                part: "request body",
+                after: limits.body_timeout,
+            }),
+            Ok(Ok(0)) | Ok(Err(_)) => Err(GatewayError::BadHttp(
+                "connection closed inside the request body".into(),
+            )),
+            Ok(Ok(_)) => Ok(()),
+        }
+    };
+    match head.framing {
+        BodyFraming::None => Ok(Bytes::new()),
+        BodyFraming::Length(n) => {
+            let n = n as usize;
+            while buf.len() < n {
+                fill(buf).await?;
+            }
+            Ok(Bytes::from(buf.take(n)))
+        }
+        BodyFraming::Chunked => {
+            let mut decoder = ChunkedDecoder::default();
+            let mut body = Vec::new();
+            loop {
+                let used = decoder
+                    .decode(buf.bytes(), &mut body)
+                    .map_err(|e| GatewayError::BadHttp(e.to_string()))?;
+                buf.consume(used);
+                if body.len() > limits.max_body_bytes {
+                    return Err(too_large);
+                }
+                if decoder.is_done() {
+                    return Ok(Bytes::from(body));
+                }
+                fill(buf).await?;
+            }
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! The data plane's server: one monoio runtime per core, each with its own
+//! SO_REUSEPORT listener, connections and upstream pools; graceful shutdown.
+
+mod conn;
+mod listener;
+mod response;
+mod runtime;
+
+pub use listener::{bind_listeners, BindError};
+pub use response::{HeadBuilder, Responder};
+pub use runtime::{choose as choose_io_driver, DriverError, IoDriver};
+
+use crate::state::{Shared, Worker};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Serves on `listeners` (one per core) until shutdown, then waits for
+/// in-flight requests up to the grace period. Returns when every core is done.
+pub fn run(
+    shared: Arc<Shared>,
+    listeners: Vec<std::net::TcpListener>,
+    driver: IoDriver,
+) -> std::io::Result<()> {
+    let workers = listeners.len();
+    let handles: Vec<_> = listeners
+        .into_iter()
+        .enumerate()
+        .map(|(core, listener)| {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name(format!("gateway-core-{core}"))
+                .spawn(move || runtime::block_on(driver, serve_core(shared, listener, workers)))
+        })
+        .collect::<Result<_, _>>()?;
+    for h in handles {
+        match h.join() {
+            Ok(res) => res?,
+            Err(_) => return Err(std::io::Error::other("a core's thread panicked")),
+        }
+    }
+    Ok(())
+}
+
+async fn serve_core(shared: Arc<Shared>, listener: std::net::TcpListener, workers: usize) {
+    let listener = match monoio::net::TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot register the listener with the runtime");
+            shared.begin_shutdown();
+            return;
+        }
+    };
+    let worker = Rc::new(Worker::new(shared.clone(), workers));
+    let sweeper = worker.clone();
+    monoio::spawn(async move {
+        loop {
+            monoio::time::sleep(Duration::from_secs(10)).await;
+            sweeper.upstream.expire_idle();
+        }
+    });
+    let mut shutdown = shared.shutdown_signal();
+    loop {
+        if shared.is_shutting_down() {
+            break;
+        }
+        let accepted = monoio::select! {
+            a = listener.accept() => a,
+            _ = shutdown.changed() => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                monoio::time::sleep(Duration::from_millis(5)).await;
+                continue;
+            }
+        };
+        if worker.open_connections.get() >= worker.max_connections {
+            monoio::spawn(refuse(stream));
+            continue;
+        }
+        let w = worker.clone();
+        monoio::spawn(async move {
+            w.open_connections.set(w.open_connections.get() + 1);
+            conn::serve(stream, w.clone()).await;
+            w.open_connections.set(w.open_connections.get() - 1);
+        });
+    }
+    drop(listener);
+    let deadline = Instant::now() + shared.limits.shutdown_grace;
+    while worker.open_connections.get() > 0 && Instant::now() < deadline {
+        monoio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let left = worker.open_connections.get();
+    if left > 0 {
+        tracing::warn!(
+            connections = left,
+            "grace period over; closing connections still open"
+        );
+    }
+}
+
+/// Answers a connection over the cap with 503 and closes it.
+async fn refuse(mut stream: monoio::net::TcpStream) {
+    let err = crate::error::GatewayError::Unavailable("too many open connections");
+    let mut out = Responder::new(&mut stream, false, false);
+    let _ = out.send_error(&err, None).await;
+}

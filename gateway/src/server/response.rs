@@ -1,0 +1,219 @@
+//! Writing responses to a client connection: whole bodies with
+//! Content-Length, or streams in chunked coding flushed piece by piece.
+
+use crate::error::GatewayError;
+use crate::http1::{encode_chunk, LAST_CHUNK};
+use monoio::io::AsyncWriteRentExt;
+use monoio::net::TcpStream;
+
+/// A response head under construction.
+pub struct HeadBuilder {
+    buf: Vec<u8>,
+}
+
+impl HeadBuilder {
+    /// Starts `HTTP/1.1 <status>`.
+    pub fn new(status: u16) -> Self {
+        let mut buf = Vec::with_capacity(512);
+        buf.extend_from_slice(b"HTTP/1.1 ");
+        buf.extend_from_slice(itoa::Buffer::new().format(status).as_bytes());
+        buf.push(b' ');
+        buf.extend_from_slice(reason(status).as_bytes());
+        buf.extend_from_slice(b"\r\n");
+        HeadBuilder { buf }
+    }
+
+    /// Adds a header; values with CR or LF are dropped, never written.
+    pub fn header(&mut self, name: &str, value: &str) -> &mut Self {
+        if !value.bytes().any(|b| b == b'\r' || b == b'\n') {
+            self.buf.extend_from_slice(name.as_bytes());
+            self.buf.extend_from_slice(b": ");
+            self.buf.extend_from_slice(value.as_bytes());
+            self.buf.extend_from_slice(b"\r\n");
+        }
+        self
+    }
+
+    /// Adds a numeric header.
+    pub fn header_num(&mut self, name: &str, value: u64) -> &mut Self {
+        self.header(name, itoa::Buffer::new().format(value))
+    }
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        413 => "Payload Too Large",
+        422 => "Unprocessable Entity",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        _ => "",
+    }
+}
+
+/// Writes the response to one request on a client connection.
+pub struct Responder<'a> {
+    stream: &'a mut TcpStream,
+    keep_alive: bool,
+    head_only: bool,
+    streaming: bool,
+    /// Status sent, once the head is out.
+    status: Option<u16>,
+}
+
+impl<'a> Responder<'a> {
+    /// A responder for a request that allows keep-alive when `keep_alive`.
+    pub fn new(stream: &'a mut TcpStream, keep_alive: bool, head_only: bool) -> Self {
+        Responder {
+            stream,
+            keep_alive,
+            head_only,
+            streaming: false,
+            status: None,
+        }
+    }
+
+    /// Whether the connection may serve another request afterwards.
+    pub fn keep_alive(&self) -> bool {
+        self.keep_alive
+    }
+
+    /// Forces the connection to close after this response.
+    pub fn close_after(&mut self) {
+        self.keep_alive = false;
+    }
+
+    /// The status sent, if the head was written.
+    pub fn status(&self) -> Option<u16> {
+        self.status
+    }
+
+    /// Whether any byte of the response was written.
+    pub fn started(&self) -> bool {
+        self.status.is_some()
+    }
+
+    fn finish_head(&mut self, mut head: HeadBuilder, status: u16) -> Vec<u8> {
+        if !self.keep_alive {
+            head.header("connection", "close");
+        }
+        head.buf.extend_from_slice(b"\r\n");
+        self.status = Some(status);
+        head.buf
+    }
+
+    /// Sends a complete response with `body`.
+    pub async fn send(
+        &mut self,
+        status: u16,
+        mut head: HeadBuilder,
+        content_type: &str,
+        body: &[u8],
+    ) -> std::io::Result<()> {
+        head.header("content-type", content_type);
+        head.header_num("content-length", body.len() as u64);
+        let mut buf = self.finish_head(head, status);
+        if !self.head_only {
+            buf.extend_from_slice(body);
+        }
+        self.write(buf).await
+    }
+
+    /// Sends an error as LiteLLM's JSON body.
+    pub async fn send_error(
+        &mut self,
+        err: &GatewayError,
+        head: Option<HeadBuilder>,
+    ) -> std::io::Result<()> {
+        let status = err.status();
+        let mut head = head.unwrap_or_else(|| HeadBuilder::new(status));
+        if let Some(ra) = err.retry_after() {
+            head.header("retry-after", ra);
+        }
+        self.send(status, head, "application/json", &err.body())
+            .await
+    }
+
+    /// Sends the head of a chunked response; follow with [`Self::send_chunk`].
+    pub async fn start_stream(
+        &mut self,
+        status: u16,
+        mut head: HeadBuilder,
+        content_type: &str,
+    ) -> std::io::Result<()> {
+        head.header("content-type", content_type);
+        if content_type.starts_with("text/event-stream") {
+            head.header("cache-control", "no-cache");
+        }
+        head.header("transfer-encoding", "chunked");
+        self.streaming = true;
+        let buf = self.finish_head(head, status);
+        self.write(buf).await
+    }
+
+    /// Sends the head of a response of `len` bytes; follow with
+    /// [`Self::send_raw`] as the bytes arrive.
+    pub async fn start_fixed(
+        &mut self,
+        status: u16,
+        mut head: HeadBuilder,
+        content_type: &str,
+        len: u64,
+    ) -> std::io::Result<()> {
+        head.header("content-type", content_type);
+        head.header_num("content-length", len);
+        let buf = self.finish_head(head, status);
+        self.write(buf).await
+    }
+
+    /// Sends body bytes of a fixed-length response.
+    pub async fn send_raw(&mut self, data: Vec<u8>) -> std::io::Result<()> {
+        if data.is_empty() || self.head_only {
+            return Ok(());
+        }
+        self.write(data).await
+    }
+
+    /// Sends one chunk now.
+    pub async fn send_chunk(&mut self, data: &[u8]) -> std::io::Result<()> {
+        if data.is_empty() || self.head_only {
+            return Ok(());
+        }
+        let mut buf = Vec::with_capacity(data.len() + 16);
+        encode_chunk(data, &mut buf);
+        self.write(buf).await
+    }
+
+    /// Ends a chunked response.
+    pub async fn end_stream(&mut self) -> std::io::Result<()> {
+        if self.head_only {
+            return Ok(());
+        }
+        self.write(LAST_CHUNK.to_vec()).await
+    }
+
+    /// Abandons a stream that cannot complete: the client sees the connection
+    /// close without the last chunk, so it knows the body is truncated.
+    pub fn abort_stream(&mut self) {
+        self.keep_alive = false;
+    }
+
+    async fn write(&mut self, buf: Vec<u8>) -> std::io::Result<()> {
+        let (res, _) = self.stream.write_all(buf).await;
+        if res.is_err() {
+            self.keep_alive = false;
+        }
+        res.map(drop)
+    }
+}

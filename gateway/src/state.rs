@@ -1,0 +1,82 @@
+//! State the request path reads: [`Shared`] is built once and read by every
+//! core without locks; [`Worker`] belongs to one core.
+
+use crate::auth::Authenticator;
+use crate::config::{Config, ServerLimits};
+use crate::router::ModelRegistry;
+use crate::upstream::UpstreamClient;
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// Read-only state of the whole process.
+pub struct Shared {
+    /// Model groups and deployments.
+    pub registry: ModelRegistry,
+    /// Credential checks.
+    pub auth: Authenticator,
+    /// HTTP server limits.
+    pub limits: ServerLimits,
+    /// Upstream TLS configuration.
+    pub tls: Arc<rustls::ClientConfig>,
+    shutting_down: AtomicBool,
+    shutdown_tx: watch::Sender<bool>,
+}
+
+impl Shared {
+    /// Builds the process state from a validated config.
+    pub fn new(config: Config, tls: Arc<rustls::ClientConfig>) -> Self {
+        let (shutdown_tx, _) = watch::channel(false);
+        Shared {
+            auth: Authenticator::new(config.master_key.as_deref()),
+            registry: ModelRegistry::new(config.deployments),
+            limits: config.limits,
+            tls,
+            shutting_down: AtomicBool::new(false),
+            shutdown_tx,
+        }
+    }
+
+    /// Starts a graceful shutdown: listeners stop, idle connections close,
+    /// in-flight requests finish.
+    pub fn begin_shutdown(&self) {
+        self.shutting_down.store(true, Ordering::Release);
+        self.shutdown_tx.send_replace(true);
+    }
+
+    /// Whether shutdown has begun.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::Acquire)
+    }
+
+    /// A receiver that wakes when shutdown begins.
+    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown_tx.subscribe()
+    }
+}
+
+/// State of one core's runtime.
+pub struct Worker {
+    /// Process-wide state.
+    pub shared: Arc<Shared>,
+    /// This core's upstream pools.
+    pub upstream: UpstreamClient,
+    /// Open client connections on this core.
+    pub open_connections: Cell<usize>,
+    /// This core's share of `max_connections`.
+    pub max_connections: usize,
+}
+
+impl Worker {
+    /// State for one of `workers` cores.
+    pub fn new(shared: Arc<Shared>, workers: usize) -> Self {
+        let max_connections = shared.limits.max_connections.div_ceil(workers.max(1));
+        Worker {
+            upstream: UpstreamClient::new(shared.tls.clone(), shared.limits.upstream_idle),
+            shared,
+            open_connections: Cell::new(0),
+            max_connections,
+        }
+    }
+}

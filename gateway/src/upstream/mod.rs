@@ -1,0 +1,401 @@
+//! The upstream HTTP/1.1 client of one core: pooled keep-alive connections,
+//! TLS, deadlines, and one retry on a fresh connection when a connection dies
+//! before any response byte.
+
+mod conn;
+mod pool;
+mod tls;
+
+pub use pool::Origin;
+pub use tls::{client_config, TlsSetupError};
+
+use crate::config::UpstreamBase;
+use crate::http1::{
+    parse_response_head, ChunkedDecoder, ReadBuffer, ResponseFraming, ResponseHead,
+};
+use bytes::Bytes;
+use conn::UpstreamConn;
+use monoio::net::TcpStream;
+use pool::Pool;
+use rustls::pki_types::ServerName;
+use std::cell::RefCell;
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Why an upstream exchange failed.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    /// TCP connect, DNS or TLS failed.
+    #[error("{0}")]
+    Connect(String),
+    /// The deadline passed.
+    #[error("timed out")]
+    Timeout,
+    /// The connection failed or closed mid-exchange.
+    #[error("connection lost: {0}")]
+    Io(String),
+    /// The peer's bytes are not a valid HTTP response.
+    #[error("{0}")]
+    Protocol(String),
+}
+
+/// Per-core upstream client.
+pub struct UpstreamClient {
+    pool: Rc<RefCell<Pool>>,
+    tls: monoio_rustls::TlsConnector,
+    resolved: RefCell<std::collections::HashMap<(String, u16), (Vec<SocketAddr>, Instant)>>,
+}
+
+/// How long a resolved host address is reused.
+const DNS_TTL: Duration = Duration::from_secs(60);
+
+impl UpstreamClient {
+    /// A client whose idle connections expire after `idle`.
+    pub fn new(tls: Arc<rustls::ClientConfig>, idle: Duration) -> Self {
+        UpstreamClient {
+            pool: Rc::new(RefCell::new(Pool::new(idle))),
+            tls: monoio_rustls::TlsConnector::from(tls),
+            resolved: RefCell::default(),
+        }
+    }
+
+    /// Drops expired idle connections; called periodically by the worker.
+    pub fn expire_idle(&self) {
+        self.pool.borrow_mut().expire();
+    }
+
+    /// Idle connections held by this core.
+    pub fn idle_connections(&self) -> usize {
+        self.pool.borrow().idle_count()
+    }
+
+    /// Sends `head` and `body` to `base` and reads the response head, all
+    /// before `deadline`.
+    pub async fn send(
+        &self,
+        base: &UpstreamBase,
+        head: Vec<u8>,
+        body: &[Bytes],
+        deadline: Instant,
+    ) -> Result<UpstreamResponse, UpstreamError> {
+        let origin = Origin {
+            host: base.host.clone(),
+            port: base.port,
+            tls: base.tls,
+        };
+        let request = Request::assemble(head, body);
+        let mut retried = false;
+        loop {
+            let pooled = if retried {
+                None
+            } else {
+                self.pool.borrow_mut().take(&origin)
+            };
+            let mut conn = match pooled {
+                Some(c) => c,
+                None => within(deadline, self.connect(&origin)).await??,
+            };
+            match within(deadline, exchange(&mut conn, &request)).await? {
+                Ok((head, buf)) => {
+                    return Ok(UpstreamResponse::new(
+                        head,
+                        conn,
+                        buf,
+                        origin,
+                        self.pool.clone(),
+                    ));
+                }
+                Err(Exchange::DiedBeforeResponse(_)) if !retried => retried = true,
+                Err(Exchange::DiedBeforeResponse(e)) => return Err(UpstreamError::Io(e)),
+                Err(Exchange::Failed(e)) => return Err(e),
+            }
+        }
+    }
+
+    async fn connect(&self, origin: &Origin) -> Result<UpstreamConn, UpstreamError> {
+        let addrs = self.resolve(&origin.host, origin.port)?;
+        let mut last = None;
+        let mut tcp = None;
+        for addr in addrs {
+            match TcpStream::connect_addr(addr).await {
+                Ok(s) => {
+                    tcp = Some(s);
+                    break;
+                }
+                Err(e) => last = Some(format!("connect to {addr}: {e}")),
+            }
+        }
+        let tcp =
+            tcp.ok_or_else(|| UpstreamError::Connect(last.unwrap_or_else(|| "no address".into())))?;
+        let _ = tcp.set_nodelay(true);
+        if !origin.tls {
+            return Ok(UpstreamConn::Plain(tcp));
+        }
+        let name = ServerName::try_from(origin.host.clone()).map_err(|e| {
+            UpstreamError::Connect(format!("invalid TLS server name {}: {e}", origin.host))
+        })?;
+        let tls = self.tls.connect(name, tcp).await.map_err(|e| {
+            UpstreamError::Connect(format!("TLS handshake with {}: {e}", origin.host))
+        })?;
+        Ok(UpstreamConn::Tls(Box::new(tls)))
+    }
+
+    /// Resolves `host` once per TTL per core; IP literals never touch DNS.
+    fn resolve(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, UpstreamError> {
+        if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+            return Ok(vec![SocketAddr::new(ip, port)]);
+        }
+        let key = (host.to_string(), port);
+        if let Some((addrs, at)) = self.resolved.borrow().get(&key) {
+            if at.elapsed() < DNS_TTL {
+                return Ok(addrs.clone());
+            }
+        }
+        use std::net::ToSocketAddrs;
+        let addrs: Vec<SocketAddr> = (host, port)
+            .to_socket_addrs()
+            .map_err(|e| UpstreamError::Connect(format!("resolve {host}: {e}")))?
+            .collect();
+        self.resolved
+            .borrow_mut()
+            .insert(key, (addrs.clone(), Instant::now()));
+        Ok(addrs)
+    }
+}
+
+/// A request serialized for the wire: small ones in one buffer (one write),
+/// large bodies as shared slices.
+struct Request {
+    first: Bytes,
+    rest: Vec<Bytes>,
+}
+
+/// Bodies below this are copied next to the head so one write sends all.
+const COALESCE_LIMIT: usize = 32 * 1024;
+
+impl Request {
+    fn assemble(mut head: Vec<u8>, body: &[Bytes]) -> Request {
+        let body_len: usize = body.iter().map(Bytes::len).sum();
+        if body_len <= COALESCE_LIMIT {
+            for part in body {
+                head.extend_from_slice(part);
+            }
+            return Request {
+                first: head.into(),
+                rest: Vec::new(),
+            };
+        }
+        Request {
+            first: head.into(),
+            rest: body.iter().filter(|b| !b.is_empty()).cloned().collect(),
+        }
+    }
+}
+
+enum Exchange {
+    DiedBeforeResponse(String),
+    Failed(UpstreamError),
+}
+
+async fn within<F: std::future::Future>(
+    deadline: Instant,
+    f: F,
+) -> Result<F::Output, UpstreamError> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    monoio::time::timeout(left, f)
+        .await
+        .map_err(|_| UpstreamError::Timeout)
+}
+
+async fn exchange(
+    conn: &mut UpstreamConn,
+    req: &Request,
+) -> Result<(ResponseHead, ReadBuffer), Exchange> {
+    let died = |e: io::Error| Exchange::DiedBeforeResponse(e.to_string());
+    let (res, _) = conn.write_all(req.first.clone()).await;
+    res.map_err(died)?;
+    for part in &req.rest {
+        let (res, _) = conn.write_all(part.clone()).await;
+        res.map_err(died)?;
+    }
+    conn.flush().await.map_err(died)?;
+    let mut buf = ReadBuffer::with_capacity(8 * 1024);
+    loop {
+        let n = buf.fill(conn).await.map_err(died)?;
+        if n == 0 {
+            return Err(if buf.is_empty() {
+                Exchange::DiedBeforeResponse("closed before responding".into())
+            } else {
+                Exchange::Failed(UpstreamError::Io("closed inside the response head".into()))
+            });
+        }
+        match parse_response_head(buf.bytes()) {
+            Ok(Some((head, len))) if (100..200).contains(&head.status) => buf.consume(len),
+            Ok(Some((head, len))) => {
+                buf.consume(len);
+                return Ok((head, buf));
+            }
+            Ok(None) => {}
+            Err(e) => return Err(Exchange::Failed(UpstreamError::Protocol(e))),
+        }
+    }
+}
+
+enum BodyState {
+    Length(u64),
+    Chunked(ChunkedDecoder),
+    UntilClose,
+    Done,
+}
+
+/// A response whose head has arrived; the body is read piece by piece as the
+/// provider sends it.
+pub struct UpstreamResponse {
+    /// Status and headers.
+    pub head: ResponseHead,
+    conn: Option<UpstreamConn>,
+    buf: ReadBuffer,
+    state: BodyState,
+    origin: Origin,
+    pool: Rc<RefCell<Pool>>,
+}
+
+impl UpstreamResponse {
+    fn new(
+        head: ResponseHead,
+        conn: UpstreamConn,
+        buf: ReadBuffer,
+        origin: Origin,
+        pool: Rc<RefCell<Pool>>,
+    ) -> Self {
+        let state = match head.framing {
+            ResponseFraming::Empty | ResponseFraming::Length(0) => BodyState::Done,
+            ResponseFraming::Length(n) => BodyState::Length(n),
+            ResponseFraming::Chunked => BodyState::Chunked(ChunkedDecoder::default()),
+            ResponseFraming::UntilClose => BodyState::UntilClose,
+        };
+        let mut resp = UpstreamResponse {
+            head,
+            conn: Some(conn),
+            buf,
+            state,
+            origin,
+            pool,
+        };
+        resp.release_if_done();
+        resp
+    }
+
+    /// Body length when the provider declared it.
+    pub fn content_length(&self) -> Option<u64> {
+        match self.head.framing {
+            ResponseFraming::Length(n) => Some(n),
+            ResponseFraming::Empty => Some(0),
+            _ => None,
+        }
+    }
+
+    /// Appends the next decoded body bytes to `out`, waiting at most `idle`;
+    /// returns `false` once the body is complete.
+    pub async fn next_piece(
+        &mut self,
+        out: &mut Vec<u8>,
+        idle: Duration,
+    ) -> Result<bool, UpstreamError> {
+        loop {
+            if matches!(self.state, BodyState::Done) {
+                return Ok(false);
+            }
+            if !self.buf.is_empty() {
+                let before = out.len();
+                self.decode_buffered(out)?;
+                self.release_if_done();
+                if out.len() > before {
+                    return Ok(true);
+                }
+                if matches!(self.state, BodyState::Done) {
+                    return Ok(false);
+                }
+            }
+            let conn = self
+                .conn
+                .as_mut()
+                .ok_or_else(|| UpstreamError::Io("connection gone".into()))?;
+            let n = monoio::time::timeout(idle, self.buf.fill(conn))
+                .await
+                .map_err(|_| UpstreamError::Timeout)?
+                .map_err(|e| UpstreamError::Io(e.to_string()))?;
+            if n == 0 {
+                self.conn = None;
+                return match self.state {
+                    BodyState::UntilClose => {
+                        self.state = BodyState::Done;
+                        Ok(false)
+                    }
+                    _ => Err(UpstreamError::Io(
+                        "closed before the end of the body".into(),
+                    )),
+                };
+            }
+        }
+    }
+
+    /// Reads the rest of the body, up to `limit` bytes, within `idle` per read.
+    pub async fn read_to_end(
+        &mut self,
+        limit: usize,
+        idle: Duration,
+    ) -> Result<Vec<u8>, UpstreamError> {
+        let mut out = Vec::new();
+        while self.next_piece(&mut out, idle).await? {
+            if out.len() > limit {
+                return Err(UpstreamError::Protocol(format!(
+                    "response body over {limit} bytes"
+                )));
+            }
+        }
+        Ok(out)
+    }
+
+    fn decode_buffered(&mut self, out: &mut Vec<u8>) -> Result<(), UpstreamError> {
+        match &mut self.state {
+            BodyState::Length(left) => {
+                let n = (*left).min(self.buf.len() as u64) as usize;
+                out.extend_from_slice(&self.buf.bytes()[..n]);
+                self.buf.consume(n);
+                *left -= n as u64;
+                if *left == 0 {
+                    self.state = BodyState::Done;
+                }
+            }
+            BodyState::Chunked(dec) => {
+                let used = dec
+                    .decode(self.buf.bytes(), out)
+                    .map_err(|e| UpstreamError::Protocol(e.to_string()))?;
+                self.buf.consume(used);
+                if dec.is_done() {
+                    self.state = BodyState::Done;
+                }
+            }
+            BodyState::UntilClose => {
+                out.extend_from_slice(self.buf.bytes());
+                let n = self.buf.len();
+                self.buf.consume(n);
+            }
+            BodyState::Done => {}
+        }
+        Ok(())
+    }
+
+    /// Returns the connection to the pool once the body is fully read.
+    fn release_if_done(&mut self) {
+        if matches!(self.state, BodyState::Done) && self.head.keep_alive && self.buf.is_empty() {
+            if let Some(conn) = self.conn.take() {
+                self.pool.borrow_mut().put(&self.origin, conn);
+            }
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! The rustls client configuration for HTTPS upstreams: the platform's root
+//! store, plus the CA bundle named by `SSL_CERT_FILE`.
+
+use rustls::pki_types::CertificateDer;
+use rustls::{ClientConfig, RootCertStore};
+use std::sync::Arc;
+
+/// Root certificates could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsSetupError {
+    /// `SSL_CERT_FILE` is unreadable or holds no certificate.
+    #[error("SSL_CERT_FILE {path}: {reason}")]
+    CertFile {
+        /// The path.
+        path: String,
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// Builds the client config shared by every core.
+pub fn client_config() -> Result<Arc<ClientConfig>, TlsSetupError> {
+    let mut roots = RootCertStore::empty();
+    let native = rustls_native_certs::load_native_certs();
+    let (added, _ignored) = roots.add_parsable_certificates(native.certs);
+    if added == 0 {
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    }
+    if let Ok(path) = std::env::var("SSL_CERT_FILE") {
+        for cert in read_pem_file(&path)? {
+            roots.add(cert).map_err(|e| TlsSetupError::CertFile {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+fn read_pem_file(path: &str) -> Result<Vec<CertificateDer<'static>>, TlsSetupError> {
+    let err = |reason: String| TlsSetupError::CertFile {
+        path: path.to_string(),
+        reason,
+    };
+    let file = std::fs::File::open(path).map_err(|e| err(e.to_string()))?;
+    let certs = rustls_pemfile::certs(&mut std::io::BufReader::new(file))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| err(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(err("no PEM certificate found".into()));
+    }
+    Ok(certs)
+}
