@@ -45,7 +45,7 @@ impl ModelRegistry {
                 reg.groups.entry(d.group.clone()).or_default().push(d);
             }
         }
-        reg.wildcards.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        reg.wildcards.sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
         reg
     }
 

@@ -46,8 +46,11 @@ pub enum UpstreamError {
 pub struct UpstreamClient {
     pool: Rc<RefCell<Pool>>,
     tls: monoio_rustls::TlsConnector,
-    resolved: RefCell<std::collections::HashMap<(String, u16), (Vec<SocketAddr>, Instant)>>,
+    resolved: RefCell<DnsCache>,
 }
+
+/// Resolved addresses per (host, port), with the time they were resolved.
+type DnsCache = std::collections::HashMap<(String, u16), (Vec<SocketAddr>, Instant)>;
 
 /// How long a resolved host address is reused.
 const DNS_TTL: Duration = Duration::from_secs(60);
