@@ -198,10 +198,12 @@ fn deployment(
         .ok_or("litellm_params.model is required (e.g. `openai/gpt-4o`)")?;
     let (provider_name, upstream_model) = match model.split_once('/') {
         Some((p, m)) if providers::lookup(p).is_some() => (p.to_string(), m.to_string()),
-        Some((p, _)) => return Err(format!(
+        Some((p, _)) => {
+            return Err(format!(
             "litellm_params.model \"{model}\": provider \"{p}\" is not supported (supported: {})",
             providers::supported_names().join(", ")
-        )),
+        ))
+        }
         None => ("openai".to_string(), model.clone()),
     };
     let spec = providers::lookup(&provider_name).expect("checked above");

@@ -65,14 +65,26 @@ impl RequestHead {
     }
 }
 
+/// Header slots kept on the stack while parsing.
+const STACK_HEADERS: usize = 128;
+
 /// Parses a request head from the start of `buf`; returns it with its length.
 pub fn parse_request_head(
     buf: &[u8],
     max_headers: usize,
     max_bytes: usize,
 ) -> Result<(RequestHead, usize), HeadError> {
-    let mut storage = vec![httparse::EMPTY_HEADER; max_headers.min(1024)];
-    let mut req = httparse::Request::new(&mut storage);
+    // Header slots live on the stack for the usual limit; only a raised
+    // limit costs an allocation.
+    let mut stack = [httparse::EMPTY_HEADER; STACK_HEADERS];
+    let mut heap;
+    let storage: &mut [httparse::Header] = if max_headers <= STACK_HEADERS {
+        &mut stack[..max_headers]
+    } else {
+        heap = vec![httparse::EMPTY_HEADER; max_headers];
+        &mut heap
+    };
+    let mut req = httparse::Request::new(storage);
     let len = match req.parse(buf) {
         Ok(httparse::Status::Complete(n)) if n > max_bytes => return Err(HeadError::TooLarge),
         Ok(httparse::Status::Complete(n)) => n,

@@ -45,7 +45,8 @@ impl ModelRegistry {
                 reg.groups.entry(d.group.clone()).or_default().push(d);
             }
         }
-        reg.wildcards.sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
+        reg.wildcards
+            .sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
         reg
     }
 

@@ -39,7 +39,7 @@ pub async fn serve(mut stream: TcpStream, worker: Rc<Worker>) {
             Ok(Some(head)) => head,
             Ok(None) => return,
             Err(err) => {
-                let mut out = Responder::new(&mut stream, false, false);
+                let mut out = Responder::new(&mut stream, false, false, false);
                 let _ = out.send_error(&err, None).await;
                 return;
             }
@@ -50,12 +50,12 @@ pub async fn serve(mut stream: TcpStream, worker: Rc<Worker>) {
         let body = match read_body(&mut stream, &mut buf, &head, &worker).await {
             Ok(body) => body,
             Err(err) => {
-                let mut out = Responder::new(&mut stream, false, head_only);
+                let mut out = Responder::new(&mut stream, false, head_only, false);
                 let _ = out.send_error(&err, None).await;
                 return;
             }
         };
-        let mut out = Responder::new(&mut stream, keep_alive, head_only);
+        let mut out = Responder::new(&mut stream, keep_alive, head_only, head.minor_version == 0);
         api::handle(&worker, &head, body, &mut out, received_at).await;
         if !out.keep_alive() || worker.shared.is_shutting_down() {
             return;

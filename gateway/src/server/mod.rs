@@ -104,6 +104,6 @@ async fn serve_core(shared: Arc<Shared>, listener: std::net::TcpListener, worker
 /// Answers a connection over the cap with 503 and closes it.
 async fn refuse(mut stream: monoio::net::TcpStream) {
     let err = crate::error::GatewayError::Unavailable("too many open connections");
-    let mut out = Responder::new(&mut stream, false, false);
+    let mut out = Responder::new(&mut stream, false, false, false);
     let _ = out.send_error(&err, None).await;
 }

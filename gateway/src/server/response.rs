@@ -67,19 +67,21 @@ pub struct Responder<'a> {
     stream: &'a mut TcpStream,
     keep_alive: bool,
     head_only: bool,
-    streaming: bool,
+    /// HTTP/1.0 clients get streams delimited by connection close.
+    http10: bool,
     /// Status sent, once the head is out.
     status: Option<u16>,
 }
 
 impl<'a> Responder<'a> {
-    /// A responder for a request that allows keep-alive when `keep_alive`.
-    pub fn new(stream: &'a mut TcpStream, keep_alive: bool, head_only: bool) -> Self {
+    /// A responder for a request that allows keep-alive when `keep_alive`;
+    /// `head_only` for HEAD requests, `http10` for HTTP/1.0 clients.
+    pub fn new(stream: &'a mut TcpStream, keep_alive: bool, head_only: bool, http10: bool) -> Self {
         Responder {
             stream,
             keep_alive,
             head_only,
-            streaming: false,
+            http10,
             status: None,
         }
     }
@@ -156,8 +158,11 @@ impl<'a> Responder<'a> {
         if content_type.starts_with("text/event-stream") {
             head.header("cache-control", "no-cache");
         }
-        head.header("transfer-encoding", "chunked");
-        self.streaming = true;
+        if self.http10 {
+            self.keep_alive = false;
+        } else {
+            head.header("transfer-encoding", "chunked");
+        }
         let buf = self.finish_head(head, status);
         self.write(buf).await
     }
@@ -190,6 +195,9 @@ impl<'a> Responder<'a> {
         if data.is_empty() || self.head_only {
             return Ok(());
         }
+        if self.http10 {
+            return self.write(data.to_vec()).await;
+        }
         let mut buf = Vec::with_capacity(data.len() + 16);
         encode_chunk(data, &mut buf);
         self.write(buf).await
@@ -197,7 +205,7 @@ impl<'a> Responder<'a> {
 
     /// Ends a chunked response.
     pub async fn end_stream(&mut self) -> std::io::Result<()> {
-        if self.head_only {
+        if self.head_only || self.http10 {
             return Ok(());
         }
         self.write(LAST_CHUNK.to_vec()).await
