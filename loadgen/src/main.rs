@@ -1,0 +1,34 @@
+//! `loadgen`: load generator and mock LLM provider for the gateway.
+
+use std::process::ExitCode;
+
+use loadgen::cli::Args;
+
+const USAGE: &str = "\
+Usage: loadgen <COMMAND> [OPTIONS]
+
+Commands:
+  mock    run a mock OpenAI/Anthropic-compatible LLM provider
+
+Run `loadgen <COMMAND> --help` for the options of a command.
+";
+
+fn main() -> ExitCode {
+    let mut args = Args::new(std::env::args().skip(1));
+    let result = match args.next_word().as_deref() {
+        Some("mock") => loadgen::mock::main(&mut args),
+        Some("-h" | "--help" | "help") => {
+            print!("{USAGE}");
+            Ok(())
+        }
+        Some(other) => Err(format!("unknown command {other:?}\n\n{USAGE}")),
+        None => Err(USAGE.to_string()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{}", e.trim_end());
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,277 @@
+//! The mock's API surface: routing by path suffix and the response bodies of
+//! each endpoint. Handlers are pure: they turn a parsed request into a
+//! [`Reply`] and never touch the connection.
+
+pub mod anthropic;
+pub mod chat;
+pub mod embeddings;
+pub mod errors;
+pub mod text;
+
+use serde::Serialize;
+
+use super::controls::Controls;
+
+/// The endpoint a request is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// `POST …/chat/completions` (OpenAI chat).
+    ChatCompletions,
+    /// `POST …/completions` (OpenAI legacy text completion).
+    Completions,
+    /// `POST …/embeddings`.
+    Embeddings,
+    /// `POST …/messages` (Anthropic Messages API).
+    Messages,
+    /// `GET …/models`.
+    Models,
+    /// `GET /_stats`.
+    Stats,
+    /// `POST /_stats/reset`.
+    StatsReset,
+    /// Anything else.
+    NotFound,
+}
+
+impl Route {
+    /// Whether the endpoint takes a JSON body and is counted in the stats.
+    pub fn is_llm(self) -> bool {
+        matches!(
+            self,
+            Route::ChatCompletions | Route::Completions | Route::Embeddings | Route::Messages
+        )
+    }
+}
+
+/// Picks the route for `method` and `path` (without query string). LLM
+/// endpoints match on the path suffix, so any prefix (`/v1`, `/custom/v1`,
+/// Azure deployments) works.
+pub fn route(method: &str, path: &str) -> Route {
+    let path = path.trim_end_matches('/');
+    match method {
+        "GET" if path == "/_stats" => Route::Stats,
+        "POST" if path == "/_stats/reset" => Route::StatsReset,
+        "POST" if path.ends_with("/chat/completions") => Route::ChatCompletions,
+        "POST" if path.ends_with("/completions") => Route::Completions,
+        "POST" if path.ends_with("/embeddings") => Route::Embeddings,
+        "POST" if path.ends_with("/messages") => Route::Messages,
+        "GET" if path.ends_with("/models") => Route::Models,
+        _ => Route::NotFound,
+    }
+}
+
+/// Answers a request for an LLM endpoint (see [`Route::is_llm`]) whose
+/// body is the JSON object `body`.
+pub fn handle(route: Route, ctx: &Ctx<'_>, body: &serde_json::Value) -> Reply {
+    match route {
+        Route::ChatCompletions => chat::handle(ctx, body),
+        Route::Completions => text::handle(ctx, body),
+        Route::Embeddings => embeddings::handle(ctx, body),
+        Route::Messages => anthropic::handle(ctx, body),
+        Route::Models | Route::Stats | Route::StatsReset | Route::NotFound => {
+            errors::bad_request("not an LLM endpoint")
+        }
+    }
+}
+
+/// What a handler needs besides the request body.
+pub struct Ctx<'a> {
+    /// Process-wide sequence number, used in response ids.
+    pub id: u64,
+    /// Unix time of the response.
+    pub created: u64,
+    /// The request's model, echoed in the response (`"mock"` if absent).
+    pub model: &'a str,
+    /// Effective per-request controls.
+    pub controls: &'a Controls,
+}
+
+impl Ctx<'_> {
+    /// Delay before streamed token `i`: time-to-first-token for the first,
+    /// the inter-chunk delay for the rest.
+    pub fn token_delay(&self, i: u64) -> u64 {
+        if i == 0 {
+            self.controls.ttft_ms
+        } else {
+            self.controls.chunk_delay_ms
+        }
+    }
+}
+
+/// One server-sent event, written to the wire as its own chunk.
+#[derive(Debug)]
+pub struct Event {
+    /// Milliseconds to wait before sending it.
+    pub delay_ms: u64,
+    /// The complete SSE text, ending in a blank line.
+    pub data: Vec<u8>,
+}
+
+/// A response body.
+#[derive(Debug)]
+pub enum Body {
+    /// Sent in one write with `Content-Length`.
+    Full(Vec<u8>),
+    /// Sent as `text/event-stream` with chunked encoding, one event per write.
+    Stream(Vec<Event>),
+}
+
+/// Tokens to record in the stats once the reply has been fully sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    /// Prompt tokens.
+    pub prompt: u64,
+    /// Completion tokens.
+    pub completion: u64,
+}
+
+/// A handler's response.
+#[derive(Debug)]
+pub struct Reply {
+    /// HTTP status.
+    pub status: u16,
+    /// The body.
+    pub body: Body,
+    /// Set for successfully served LLM requests.
+    pub usage: Option<Usage>,
+}
+
+impl Reply {
+    /// A JSON reply.
+    pub fn json(status: u16, body: Vec<u8>) -> Self {
+        Reply {
+            status,
+            body: Body::Full(body),
+            usage: None,
+        }
+    }
+
+    /// A `200` JSON reply serialized from `value`, counted with `usage`.
+    pub fn ok<T: Serialize>(value: &T, usage: Usage) -> Self {
+        Reply {
+            status: 200,
+            body: Body::Full(to_json(value)),
+            usage: Some(usage),
+        }
+    }
+
+    /// A `200` event-stream reply, counted with `usage`.
+    pub fn stream(events: Vec<Event>, usage: Usage) -> Self {
+        Reply {
+            status: 200,
+            body: Body::Stream(events),
+            usage: Some(usage),
+        }
+    }
+
+    /// The `Content-Type` of the body.
+    pub fn content_type(&self) -> &'static str {
+        match self.body {
+            Body::Full(_) => "application/json",
+            Body::Stream(_) => "text/event-stream",
+        }
+    }
+}
+
+/// Serializes `value` to JSON bytes.
+pub fn to_json<T: Serialize>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).expect("mock response serializes")
+}
+
+/// An SSE event `data: <json>\n\n`, optionally preceded by `event: <name>`.
+pub fn sse<T: Serialize>(event: Option<&str>, value: &T, delay_ms: u64) -> Event {
+    let mut data = Vec::with_capacity(256);
+    if let Some(name) = event {
+        data.extend_from_slice(b"event: ");
+        data.extend_from_slice(name.as_bytes());
+        data.push(b'\n');
+    }
+    data.extend_from_slice(b"data: ");
+    serde_json::to_writer(&mut data, value).expect("mock event serializes");
+    data.extend_from_slice(b"\n\n");
+    Event { delay_ms, data }
+}
+
+/// The OpenAI stream terminator `data: [DONE]`.
+pub fn sse_done() -> Event {
+    Event {
+        delay_ms: 0,
+        data: b"data: [DONE]\n\n".to_vec(),
+    }
+}
+
+/// OpenAI `usage` object.
+#[derive(Debug, Serialize)]
+pub struct OpenAiUsage {
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+    /// Their sum.
+    pub total_tokens: u64,
+}
+
+impl From<Usage> for OpenAiUsage {
+    fn from(u: Usage) -> Self {
+        OpenAiUsage {
+            prompt_tokens: u.prompt,
+            completion_tokens: u.completion,
+            total_tokens: u.prompt + u.completion,
+        }
+    }
+}
+
+/// Whether the request asked for a stream (`"stream": true`).
+pub fn wants_stream(body: &serde_json::Value) -> bool {
+    body.get("stream")
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false)
+}
+
+/// Whether an OpenAI stream should end with a usage chunk
+/// (`stream_options.include_usage`).
+pub fn wants_stream_usage(body: &serde_json::Value) -> bool {
+    body.get("stream_options")
+        .and_then(|o| o.get("include_usage"))
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false)
+}
+
+/// The static `GET …/models` body.
+pub const MODELS_BODY: &[u8] =
+    br#"{"object":"list","data":[{"id":"mock","object":"model","created":0,"owned_by":"mock"}]}"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_by_suffix() {
+        assert_eq!(
+            route("POST", "/v1/chat/completions"),
+            Route::ChatCompletions
+        );
+        assert_eq!(
+            route("POST", "/custom/v1/chat/completions/"),
+            Route::ChatCompletions
+        );
+        assert_eq!(route("POST", "/chat/completions"), Route::ChatCompletions);
+        assert_eq!(route("POST", "/v1/completions"), Route::Completions);
+        assert_eq!(
+            route("POST", "/openai/deployments/d/embeddings"),
+            Route::Embeddings
+        );
+        assert_eq!(route("POST", "/anthropic/v1/messages"), Route::Messages);
+        assert_eq!(route("GET", "/v1/models"), Route::Models);
+        assert_eq!(route("GET", "/_stats"), Route::Stats);
+        assert_eq!(route("POST", "/_stats/reset"), Route::StatsReset);
+        assert_eq!(route("GET", "/v1/chat/completions"), Route::NotFound);
+        assert_eq!(route("POST", "/v1/other"), Route::NotFound);
+    }
+
+    #[test]
+    fn models_body_is_json() {
+        let v: serde_json::Value = serde_json::from_slice(MODELS_BODY).unwrap();
+        assert_eq!(v["data"][0]["id"], "mock");
+    }
+}
