@@ -117,12 +117,9 @@ async fn forward(
     let head = upstream_head(&req, dep);
     let started = Instant::now();
     let deadline = started + timeout;
-    let mut resp = worker
-        .upstream
-        .send(base, head, &req.body, deadline)
-        .await
-        .map_err(|e| upstream_error(e, dep, timeout))?;
+    let sent = worker.upstream.send(base, head, &req.body, deadline).await;
     outcome.upstream_wait = started.elapsed();
+    let mut resp = sent.map_err(|e| upstream_error(e, dep, timeout))?;
     let status = resp.head.status;
     if status >= 400 {
         let body = resp
@@ -399,8 +396,8 @@ fn log_access(
         model_group = o.group.as_deref().unwrap_or(""),
         deployment = o.deployment.map_or("", |d| &d.id),
         stream = o.stream,
-        duration_ms = total.as_secs_f64() * 1000.0,
-        upstream_ms = o.upstream_wait.as_secs_f64() * 1000.0,
+        duration_ms = %format_ms(total),
+        upstream_ms = %format_ms(o.upstream_wait),
         error = error.map(|e| e.to_string()),
         "request"
     );

@@ -126,7 +126,7 @@ pub struct GeneralSettings {
 pub struct GatewaySettings {
     /// Time allowed to receive a request head, milliseconds.
     pub header_timeout_ms: Option<u64>,
-    /// Time allowed between body reads, milliseconds.
+    /// Time allowed to receive the whole request body, milliseconds.
     pub body_timeout_ms: Option<u64>,
     /// Time an idle keep-alive connection is kept, milliseconds.
     pub keepalive_timeout_ms: Option<u64>,

@@ -105,7 +105,7 @@ pub struct ServerLimits {
     pub max_headers: usize,
     /// Time to receive a request head (408).
     pub header_timeout: Duration,
-    /// Time between body reads (408).
+    /// Time to receive the whole body (408).
     pub body_timeout: Duration,
     /// Idle keep-alive time.
     pub keepalive_timeout: Duration,
@@ -124,7 +124,7 @@ impl Default for ServerLimits {
             max_header_bytes: 64 << 10,
             max_headers: 100,
             header_timeout: Duration::from_secs(10),
-            body_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(60),
             keepalive_timeout: Duration::from_secs(75),
             max_connections: 100_000,
             shutdown_grace: Duration::from_secs(30),

@@ -104,14 +104,14 @@ pub fn parse_request_head(
     let mut framing = BodyFraming::None;
     let mut keep_alive = minor_version >= 1;
     let mut expect_continue = false;
+    let mut saw_length = false;
     let mut headers = Vec::with_capacity(req.headers.len());
     for h in req.headers.iter() {
         let name = h.name.as_bytes();
         if name.eq_ignore_ascii_case(b"content-length") {
-            let n = std::str::from_utf8(h.value)
-                .ok()
-                .and_then(|s| s.trim().parse::<u64>().ok())
+            let n = parse_content_length(h.value)
                 .ok_or_else(|| HeadError::Invalid("invalid Content-Length".into()))?;
+            saw_length = true;
             if matches!(framing, BodyFraming::Length(m) if m != n) {
                 return Err(HeadError::Invalid(
                     "conflicting Content-Length headers".into(),
@@ -140,6 +140,11 @@ pub fn parse_request_head(
         }
         headers.push((span(name), span(h.value)));
     }
+    if framing == BodyFraming::Chunked && saw_length {
+        // RFC 9112 §6.1: a request with both is read as chunked and the
+        // connection closed after the response (request smuggling guard).
+        keep_alive = false;
+    }
     if framing == BodyFraming::Length(0) {
         framing = BodyFraming::None;
     }
@@ -157,6 +162,15 @@ pub fn parse_request_head(
         },
         len,
     ))
+}
+
+/// A Content-Length value: ASCII digits only (no sign, no spaces inside).
+pub(crate) fn parse_content_length(value: &[u8]) -> Option<u64> {
+    let digits = trim_ascii(value);
+    if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(digits).ok()?.parse().ok()
 }
 
 fn trim_ascii(s: &[u8]) -> &[u8] {

@@ -59,7 +59,8 @@ pub fn parse_response_head(buf: &[u8]) -> Result<Option<(ResponseHead, usize)>, 
         let value = || String::from_utf8_lossy(h.value).trim().to_string();
         match h.name.to_ascii_lowercase().as_str() {
             "content-length" if framing != ResponseFraming::Chunked => {
-                let n = value().parse().map_err(|_| "invalid Content-Length")?;
+                let n = super::request::parse_content_length(h.value)
+                    .ok_or("invalid Content-Length")?;
                 framing = ResponseFraming::Length(n);
             }
             "transfer-encoding" if value().to_ascii_lowercase().ends_with("chunked") => {

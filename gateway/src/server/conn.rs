@@ -127,8 +127,12 @@ async fn read_body(
             .await;
         res.map_err(|e| GatewayError::BadHttp(e.to_string()))?;
     }
+    // One deadline for the whole body, so a client trickling bytes cannot
+    // hold the connection longer than body_timeout.
+    let deadline = Instant::now() + limits.body_timeout;
     let mut fill = async |buf: &mut ReadBuffer| -> Result<(), GatewayError> {
-        match monoio::time::timeout(limits.body_timeout, buf.fill(stream)).await {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match monoio::time::timeout(left, buf.fill(stream)).await {
             Err(_) => Err(GatewayError::ClientTimeout {
                 part: "request body",
                 after: limits.body_timeout,

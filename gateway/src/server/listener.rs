@@ -68,12 +68,9 @@ fn socket(addr: SocketAddr, reuse_port: bool) -> std::io::Result<Socket> {
     if reuse_port {
         s.set_reuse_port(true)?;
     }
+    // Without SO_REUSEPORT, bind fails against any socket listening on the
+    // port, including another process's SO_REUSEPORT listeners.
     s.bind(&addr.into())?;
-    if !reuse_port {
-        // A listening probe conflicts with every other listener on the port,
-        // including SO_REUSEPORT ones.
-        s.listen(1)?;
-    }
     Ok(s)
 }
 

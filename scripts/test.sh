@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The project's test command: installs what a fresh Debian machine lacks,
+# starts the local services later tests need, then runs format, lint, build
+# and every test. Usage: scripts/test.sh
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+log() { printf '\n== %s\n' "$*"; }
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+apt_updated=0
+apt_install() {
+    if [ "$apt_updated" -eq 0 ]; then
+        as_root apt-get update -qq
+        apt_updated=1
+    fi
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "$@" >/dev/null
+}
+
+# --- toolchain ---------------------------------------------------------------
+if ! cargo fmt --version >/dev/null 2>&1; then
+    log "installing rustfmt"
+    rustup component add rustfmt
+fi
+if ! cargo clippy --version >/dev/null 2>&1; then
+    log "installing clippy"
+    rustup component add clippy
+fi
+
+# --- Python venv with the OpenAI SDK (tests/tests/python_sdk.rs) ------------
+if ! .venv/bin/python -c 'import openai' >/dev/null 2>&1; then
+    log "creating .venv with the openai package"
+    if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
+        apt_install python3-venv
+    fi
+    rm -rf .venv
+    python3 -m venv .venv
+    echo '*' > .venv/.gitignore # keep the venv out of git
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check openai
+fi
+
+# --- services: Redis and PostgreSQL ------------------------------------------
+if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+    log "starting Redis"
+    command -v redis-server >/dev/null 2>&1 || apt_install redis-server
+    as_root mkdir -p /var/lib/redis /var/log/redis
+    as_root redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 \
+        --save "" --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log
+    for _ in $(seq 50); do
+        redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null
+fi
+if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
+    log "starting PostgreSQL"
+    command -v pg_ctlcluster >/dev/null 2>&1 || apt_install postgresql
+    pg_version="$(ls /etc/postgresql | sort -V | tail -n 1)"
+    as_root pg_ctlcluster --skip-systemctl-redirect "$pg_version" main start || true
+    for _ in $(seq 100); do
+        pg_isready -q -h 127.0.0.1 -p 5432 && break
+        sleep 0.2
+    done
+    pg_isready -h 127.0.0.1 -p 5432
+fi
+
+# --- checks ------------------------------------------------------------------
+log "cargo fmt --check"
+cargo fmt --all -- --check
+
+log "cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+
+log "cargo build --bins (the e2e tests run these binaries)"
+cargo build --workspace --bins
+
+if cargo nextest --version >/dev/null 2>&1; then
+    # Doc tests first, so the run closes on nextest's summary of all tests.
+    log "doc tests"
+    cargo test --workspace --doc
+    log "cargo nextest run"
+    cargo nextest run --workspace
+else
+    log "cargo test"
+    cargo test --workspace
+fi

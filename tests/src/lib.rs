@@ -1,0 +1,92 @@
+//! End-to-end test harness for the gateway.
+//!
+//! Tests run the real `gateway` and `loadgen` binaries (built by
+//! `cargo build --workspace --bins`, which `scripts/test.sh` does first) and
+//! talk to them over real loopback sockets with a small blocking HTTP/1.1
+//! client that gives raw control over the bytes on the wire.
+//!
+//! - [`MockServer`]: `loadgen mock`, an OpenAI-compatible upstream with faults.
+//! - [`Gateway`]: the gateway started on a free port with a given config.
+//! - [`http`]: the raw HTTP/1.1 client ([`Conn`], [`Response`], [`SseReader`]).
+//! - [`config`]: config builders and a tiny JSON-to-YAML writer.
+//!
+//! Environment: `E2E_BIN_DIR` overrides where the binaries are looked up
+//! (default: `target/<profile>/` next to the test executable); `E2E_PYTHON`
+//! overrides the interpreter of the OpenAI SDK test (default `.venv/bin/python`).
+
+pub mod config;
+pub mod http;
+mod procs;
+
+pub use config::{base_config, openai_model, to_yaml, MASTER_KEY};
+pub use http::{request, Conn, Response, SseReader};
+pub use procs::{bin_path, free_port, Gateway, MockServer};
+
+use serde_json::Value;
+
+/// Asserts that `resp` is an error in the LiteLLM/OpenAI shape
+/// `{"error":{"message":str,"type":str,"param":str|null,"code":"<status>"}}`
+/// with the given status, and returns the inner `error` object.
+pub fn assert_error(resp: &Response, status: u16) -> serde_json::Map<String, Value> {
+    assert_eq!(
+        resp.status,
+        status,
+        "expected status {status}, got {}: {}",
+        resp.status,
+        resp.text()
+    );
+    let body = resp.json();
+    let err = body
+        .get("error")
+        .and_then(Value::as_object)
+        .unwrap_or_else(|| panic!("error body has no `error` object: {body}"))
+        .clone();
+    assert!(
+        err.get("message").is_some_and(Value::is_string),
+        "error.message must be a string: {body}"
+    );
+    assert!(
+        err.get("type").is_some_and(Value::is_string),
+        "error.type must be a string: {body}"
+    );
+    assert!(
+        err.get("param")
+            .is_some_and(|p| p.is_string() || p.is_null()),
+        "error.param must be present, a string or null: {body}"
+    );
+    assert_eq!(
+        err.get("code"),
+        Some(&Value::String(status.to_string())),
+        "error.code must be the status as a string: {body}"
+    );
+    err
+}
+
+/// The `error.message` of an error object returned by [`assert_error`].
+pub fn error_message(err: &serde_json::Map<String, Value>) -> &str {
+    err["message"].as_str().unwrap_or_default()
+}
+
+/// A string unique to this process and call, for fault ids such as
+/// `reset-once:<id>` that the mock remembers.
+pub fn unique_id(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    format!(
+        "{prefix}-{}-{nanos}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A minimal chat completion request body for `model`.
+pub fn chat_body(model: &str) -> Value {
+    serde_json::json!({
+        "model": model,
+        "messages": [{"role": "user", "content": "Say hello"}],
+    })
+}

@@ -1,0 +1,229 @@
+//! Upstream behaviour: retry of a reset, timeouts, unreachable upstreams,
+//! HTTPS with a private CA, 429 passthrough and upstream error messages.
+
+use std::fs;
+use std::time::{Duration, Instant};
+
+use e2e::config::add_model;
+use e2e::{
+    assert_error, base_config, chat_body, error_message, free_port, openai_model, unique_id,
+    Gateway, MockServer,
+};
+use serde_json::{json, Value};
+
+/// The base config plus one deployment `name` on the mock with `extra` params.
+fn start_with(name: &str, extra: Value) -> (MockServer, Gateway) {
+    let mock = MockServer::start(&[]);
+    let mut config = base_config(mock.port());
+    add_model(
+        &mut config,
+        openai_model(name, &format!("{name}-id"), &mock.api_base(), extra),
+    );
+    let gw = Gateway::start_json(&config, &[]);
+    (mock, gw)
+}
+
+#[test]
+fn reset_before_response_is_retried_once() {
+    let fault = format!("reset-once:{}", unique_id("reset"));
+    let (_mock, gw) = start_with("flaky", json!({"extra_headers": {"x-mock-fault": fault}}));
+    let resp = gw.post("/v1/chat/completions", &chat_body("flaky"));
+    let body = resp.expect_status(200).json();
+    assert_eq!(body["model"], "upstream-gpt", "{body}");
+}
+
+#[test]
+fn persistent_reset_fails_with_an_error_not_a_hang() {
+    let (_mock, gw) = start_with(
+        "broken",
+        json!({"extra_headers": {"x-mock-fault": "reset"}}),
+    );
+    let started = Instant::now();
+    let resp = gw.post("/v1/chat/completions", &chat_body("broken"));
+    assert!(
+        resp.status >= 500,
+        "a reset upstream must give a 5xx, got {}: {}",
+        resp.status,
+        resp.text()
+    );
+    assert_error(&resp, resp.status);
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn hanging_upstream_times_out_with_408() {
+    let (_mock, gw) = start_with(
+        "hangs",
+        json!({"timeout": 1, "extra_headers": {"x-mock-fault": "hang"}}),
+    );
+    let started = Instant::now();
+    let resp = gw.post("/v1/chat/completions", &chat_body("hangs"));
+    let elapsed = started.elapsed();
+    assert_error(&resp, 408);
+    assert!(
+        elapsed < Duration::from_secs(10),
+        "timeout 1 s took {elapsed:?}"
+    );
+}
+
+#[test]
+fn unreachable_upstream_is_502_or_503() {
+    let mock = MockServer::start(&[]);
+    let mut config = base_config(mock.port());
+    let closed = free_port();
+    add_model(
+        &mut config,
+        openai_model(
+            "nowhere",
+            "dep-nowhere",
+            &format!("http://127.0.0.1:{closed}/v1"),
+            json!({}),
+        ),
+    );
+    let gw = Gateway::start_json(&config, &[]);
+    let started = Instant::now();
+    let resp = gw.post("/v1/chat/completions", &chat_body("nowhere"));
+    assert!(
+        resp.status == 502 || resp.status == 503,
+        "expected 502 or 503, got {}: {}",
+        resp.status,
+        resp.text()
+    );
+    let err = assert_error(&resp, resp.status);
+    let msg = error_message(&err).to_ascii_lowercase();
+    assert!(
+        ["refused", "connect", "unreachable"]
+            .iter()
+            .any(|w| msg.contains(w)),
+        "message should name the reason: {msg:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn rate_limit_429_keeps_retry_after() {
+    let (_mock, gw) = start_with(
+        "limited",
+        json!({"extra_headers": {"x-mock-status": "429", "x-mock-retry-after": "7"}}),
+    );
+    let resp = gw.post("/v1/chat/completions", &chat_body("limited"));
+    assert_error(&resp, 429);
+    assert_eq!(
+        resp.header("retry-after"),
+        Some("7"),
+        "headers: {:?}",
+        resp.headers
+    );
+    // A relayed upstream error is still a proxied response.
+    assert_eq!(resp.header("x-litellm-model-group"), Some("limited"));
+    assert_eq!(resp.header("x-litellm-model-id"), Some("limited-id"));
+    assert!(resp.header("x-litellm-call-id").is_some());
+}
+
+#[test]
+fn upstream_400_message_passes_through() {
+    let (_mock, gw) = start_with(
+        "picky",
+        json!({"extra_headers": {
+            "x-mock-status": "400",
+            "x-mock-error-message": "temperature must be at most 2 (mock 51c9)",
+        }}),
+    );
+    let resp = gw.post("/v1/chat/completions", &chat_body("picky"));
+    let err = assert_error(&resp, 400);
+    assert!(
+        error_message(&err).contains("temperature must be at most 2 (mock 51c9)"),
+        "{err:?}"
+    );
+}
+
+/// A CA and a server certificate for `localhost` and 127.0.0.1 signed by it:
+/// returns (ca.pem, server cert pem, server key pem) paths.
+fn make_test_pki(dir: &std::path::Path) -> (String, String, String) {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
+        KeyPair, KeyUsagePurpose,
+    };
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "gateway e2e test CA");
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_key = KeyPair::generate().expect("ca key");
+    let ca_cert = ca_params.self_signed(&ca_key).expect("ca cert");
+    let issuer = Issuer::new(ca_params, ca_key);
+
+    let mut params = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+        .expect("server params");
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "localhost");
+    params.use_authority_key_identifier_extension = true;
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let key = KeyPair::generate().expect("server key");
+    let cert = params.signed_by(&key, &issuer).expect("server cert");
+
+    let ca_path = dir.join("ca.pem");
+    let cert_path = dir.join("server.pem");
+    let key_path = dir.join("server.key");
+    fs::write(&ca_path, ca_cert.pem()).expect("write ca");
+    fs::write(&cert_path, cert.pem()).expect("write cert");
+    fs::write(&key_path, key.serialize_pem()).expect("write key");
+    let s = |p: std::path::PathBuf| p.to_str().expect("utf-8 path").to_string();
+    (s(ca_path), s(cert_path), s(key_path))
+}
+
+#[test]
+fn https_upstream_with_test_ca() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (ca, cert, key) = make_test_pki(dir.path());
+    let mock = MockServer::start(&["--tls-cert", &cert, "--tls-key", &key]);
+    let mut config = base_config(mock.port());
+    add_model(
+        &mut config,
+        openai_model(
+            "secure",
+            "dep-tls",
+            &format!("https://localhost:{}/v1", mock.port()),
+            json!({}),
+        ),
+    );
+    let gw = Gateway::start_json(&config, &[("SSL_CERT_FILE", &ca)]);
+    let resp = gw.post("/v1/chat/completions", &chat_body("secure"));
+    let body = resp.clone().expect_status(200).json();
+    assert_eq!(body["model"], "upstream-gpt", "{body}");
+    assert_eq!(resp.header("x-litellm-model-id"), Some("dep-tls"));
+}
+
+#[test]
+fn https_upstream_with_unknown_ca_is_rejected() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (_ca, cert, key) = make_test_pki(dir.path());
+    let mock = MockServer::start(&["--tls-cert", &cert, "--tls-key", &key]);
+    let mut config = base_config(mock.port());
+    add_model(
+        &mut config,
+        openai_model(
+            "secure",
+            "dep-tls",
+            &format!("https://localhost:{}/v1", mock.port()),
+            json!({}),
+        ),
+    );
+    // No SSL_CERT_FILE: the test CA is not trusted, so the handshake must fail.
+    let gw = Gateway::start_json(&config, &[]);
+    let resp = gw.post("/v1/chat/completions", &chat_body("secure"));
+    assert!(
+        resp.status >= 500,
+        "an untrusted upstream certificate must fail, got {}: {}",
+        resp.status,
+        resp.text()
+    );
+    assert_error(&resp, resp.status);
+}
