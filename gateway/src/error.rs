@@ -12,6 +12,55 @@ pub enum GatewayError {
     /// A credential that matches no key.
     #[error("Authentication Error, Invalid proxy server token passed. Received API Key = {0}")]
     InvalidKey(String),
+    /// The key is blocked (or its team is).
+    #[error("Authentication Error, {0} is blocked. Unblock it with /key/unblock or /team/unblock.")]
+    KeyBlocked(String),
+    /// The key's `expires` is past.
+    #[error("Authentication Error - Expired Key. Key Expiry time {0}")]
+    KeyExpired(String),
+    /// The key store could not be asked in time; refused (fail closed).
+    #[error("Authentication Error, the key could not be verified right now: {0}")]
+    AuthUnavailable(String),
+    /// The key, its team or its user may not use this model.
+    #[error("{scope} not allowed to access model. This {scope} can only access models={allowed:?}. Tried to access {requested}")]
+    ModelAccessDenied {
+        /// `key`, `team` or `user`.
+        scope: String,
+        /// The allowed models.
+        allowed: Vec<String>,
+        /// The requested model.
+        requested: String,
+    },
+    /// A budget would be exceeded.
+    #[error("Budget has been exceeded! {scope} spend: {spend}, max budget: {max}")]
+    BudgetExceeded {
+        /// `key`, `user` or `team`.
+        scope: String,
+        /// Spend so far, USD.
+        spend: f64,
+        /// The budget, USD.
+        max: f64,
+    },
+    /// The management API needs the master key or an admin key.
+    #[error("Only the proxy admin (master key or an admin key) can call {0}")]
+    NotAdmin(String),
+    /// A management request field is missing or wrong.
+    #[error("Invalid field '{field}': {message}")]
+    BadField {
+        /// The field.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A key, team or user that does not exist.
+    #[error("{0} not found")]
+    NotFound(String),
+    /// A key, team or user that already exists.
+    #[error("{0} already exists")]
+    Conflict(String),
+    /// The database failed a management call.
+    #[error("Database error: {0}")]
+    Store(String),
     /// A model no group or wildcard serves.
     #[error("Invalid model name passed in model={0}. Call `/v1/models` to view available models for your key.")]
     UnknownModel(String),
@@ -117,7 +166,13 @@ impl GatewayError {
     pub fn status(&self) -> u16 {
         use GatewayError::*;
         match self {
-            MissingKey | InvalidKey(_) => 401,
+            MissingKey | InvalidKey(_) | KeyBlocked(_) | KeyExpired(_) => 401,
+            AuthUnavailable(_) | Store(_) => 503,
+            ModelAccessDenied { .. } | NotAdmin(_) => 403,
+            BudgetExceeded { .. } => 429,
+            BadField { .. } => 400,
+            NotFound(_) => 404,
+            Conflict(_) => 409,
             UnknownModel(_)
             | MalformedJson(_)
             | MissingParam(_)
@@ -137,7 +192,11 @@ impl GatewayError {
     pub fn error_type(&self) -> &str {
         use GatewayError::*;
         match self {
-            MissingKey | InvalidKey(_) => "auth_error",
+            MissingKey | InvalidKey(_) | KeyBlocked(_) | KeyExpired(_) | AuthUnavailable(_) | NotAdmin(_) => "auth_error",
+            ModelAccessDenied { .. } => "key_model_access_denied",
+            BudgetExceeded { .. } => "budget_exceeded",
+            NotFound(_) => "not_found_error",
+            Store(_) => "internal_server_error",
             RouteNotFound { .. } | ModelNotFound(_) => "not_found_error",
             ClientTimeout { .. } | UpstreamTimeout { .. } => "timeout_error",
             Upstream {
@@ -154,7 +213,8 @@ impl GatewayError {
     /// The `param` field.
     pub fn param(&self) -> Option<&str> {
         match self {
-            GatewayError::UnknownModel(_) => Some("model"),
+            GatewayError::UnknownModel(_) | GatewayError::ModelAccessDenied { .. } => Some("model"),
+            GatewayError::BadField { field, .. } => Some(field),
             GatewayError::MissingParam(p) | GatewayError::InvalidParam { param: p, .. } => Some(p),
             _ => None,
         }

@@ -3,7 +3,9 @@
 
 pub mod api;
 pub mod auth;
+pub mod budget;
 pub mod config;
+pub mod control;
 pub mod error;
 pub mod http1;
 pub mod inbound;
@@ -13,6 +15,7 @@ pub mod proxy;
 pub mod router;
 pub mod server;
 pub mod state;
+pub mod store;
 pub mod upstream;
 
 /// Version reported in `x-litellm-version` and the readiness probe.

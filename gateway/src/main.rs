@@ -101,7 +101,15 @@ fn run(opts: Options) -> Result<(), String> {
         );
     }
     let deployments = config.deployments.len();
-    let shared = Arc::new(Shared::new(config, tls));
+    let keys = Arc::new(gateway::auth::KeyCache::default());
+    let store: Arc<dyn gateway::store::Store> = Arc::new(gateway::store::MemoryStore::default());
+    tracing::warn!("no DATABASE_URL: keys, teams, users and spend live in memory; nothing created through the API survives a restart");
+    let spool = gateway::control::SpoolConfig {
+        dir: config.spool_dir.clone(),
+        max_bytes: 1 << 30,
+    };
+    let control = gateway::control::ControlPlane::start(store, keys.clone(), spool).map_err(|e| format!("cannot start the control plane: {e}"))?;
+    let shared = Arc::new(Shared::new(config, tls, keys, control));
     install_signal_handler(shared.clone())?;
     tracing::info!(
         io_driver = %driver,

@@ -78,7 +78,7 @@ async fn serve<'w>(
     out: &mut Responder<'_>,
     outcome: &mut Outcome<'w>,
 ) -> Result<(), GatewayError> {
-    worker.shared.auth.authenticate(head)?;
+    let _principal = worker.shared.auth.authenticate(head).await?;
     let req = LlmRequest::parse(endpoint, body)?;
     outcome.stream = req.stream;
     let route = worker

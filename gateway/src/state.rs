@@ -1,8 +1,9 @@
 //! State the request path reads: [`Shared`] is built once and read by every
 //! core without locks; [`Worker`] belongs to one core.
 
-use crate::auth::Authenticator;
+use crate::auth::{Authenticator, KeyCache};
 use crate::config::{Config, ServerLimits};
+use crate::control::ControlPlane;
 use crate::router::ModelRegistry;
 use crate::upstream::UpstreamClient;
 use std::cell::Cell;
@@ -20,19 +21,23 @@ pub struct Shared {
     pub limits: ServerLimits,
     /// Upstream TLS configuration.
     pub tls: Arc<rustls::ClientConfig>,
+    /// The control plane (database, writers).
+    pub control: ControlPlane,
     shutting_down: AtomicBool,
     shutdown_tx: watch::Sender<bool>,
 }
 
 impl Shared {
-    /// Builds the process state from a validated config.
-    pub fn new(config: Config, tls: Arc<rustls::ClientConfig>) -> Self {
+    /// Builds the process state from a validated config, the key cache and
+    /// the control plane that fills it.
+    pub fn new(config: Config, tls: Arc<rustls::ClientConfig>, keys: Arc<KeyCache>, control: ControlPlane) -> Self {
         let (shutdown_tx, _) = watch::channel(false);
         Shared {
-            auth: Authenticator::new(config.master_key.as_deref()),
+            auth: Authenticator::new(config.master_key.as_deref(), keys, control.clone()),
             registry: ModelRegistry::new(config.deployments),
             limits: config.limits,
             tls,
+            control,
             shutting_down: AtomicBool::new(false),
             shutdown_tx,
         }

@@ -16,7 +16,7 @@ pub async fn list(
     head: &RequestHead,
     out: &mut Responder<'_>,
 ) -> Result<(), GatewayError> {
-    worker.shared.auth.authenticate(head)?;
+    worker.shared.auth.authenticate(head).await?;
     let data: Vec<Value> = worker
         .shared
         .registry
@@ -38,7 +38,7 @@ pub async fn get(
     id: &str,
     out: &mut Responder<'_>,
 ) -> Result<(), GatewayError> {
-    worker.shared.auth.authenticate(head)?;
+    worker.shared.auth.authenticate(head).await?;
     if !worker.shared.registry.has_group(id) {
         return Err(GatewayError::ModelNotFound(id.to_string()));
     }

@@ -1,51 +1,128 @@
-//! Who is calling: the credential from the request headers, checked against
-//! the master key. Virtual keys plug in behind [`Authenticator::authenticate`].
+//! Who is calling and what they may do: the credential from the request
+//! headers, checked against the master key or a virtual key. Virtual keys are
+//! read from the lock-free cache; an unknown key costs one read-through to the
+//! database via the control plane, bounded by a negative cache and a resync
+//! budget (over budget it fails closed).
 
+mod cache;
+mod checks;
+
+pub use cache::{hash_key, token_hex, KeyCache, KeyEntry, TeamEntry, TokenHash, UserEntry};
+
+use crate::control::ControlPlane;
 use crate::error::GatewayError;
 use crate::http1::RequestHead;
-use sha2::{Digest, Sha256};
+use std::sync::Arc;
+use std::time::Duration;
 use subtle::ConstantTimeEq;
 
+/// How long a read-through may take before the request fails closed.
+const READ_THROUGH_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// An authenticated caller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Principal {
     /// The holder of `general_settings.master_key`.
     Master,
     /// No master key is configured: the gateway is open (LiteLLM's behaviour).
     Anonymous,
+    /// A virtual key.
+    Key(Arc<KeyEntry>),
 }
 
-/// Checks credentials; holds only the sha256 of the master key.
-#[derive(Debug)]
-pub struct Authenticator {
-    master_key_hash: Option<[u8; 32]>,
-}
-
-impl Authenticator {
-    /// An authenticator for `master_key`; `None` leaves the gateway open.
-    pub fn new(master_key: Option<&str>) -> Self {
-        Authenticator {
-            master_key_hash: master_key.map(hash),
+impl Principal {
+    /// Whether the caller may use the management API.
+    pub fn is_admin(&self) -> bool {
+        match self {
+            Principal::Master | Principal::Anonymous => true,
+            Principal::Key(k) => checks::is_admin_key(k),
         }
     }
 
-    /// Authenticates the request's credential.
-    pub fn authenticate(&self, head: &RequestHead) -> Result<Principal, GatewayError> {
+    /// The model group a requested name maps to through the key's aliases.
+    pub fn resolve_alias<'a>(&'a self, model: &'a str) -> &'a str {
+        match self {
+            Principal::Key(k) => k.record.aliases.get(model).and_then(|v| v.as_str()).unwrap_or(model),
+            _ => model,
+        }
+    }
+
+    /// Refuses a model the key, its team or its user may not use.
+    pub fn check_model(&self, model: &str) -> Result<(), GatewayError> {
+        match self {
+            Principal::Key(k) => checks::model_allowed(k, model),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Checks credentials; holds only hashes.
+pub struct Authenticator {
+    master_key_hash: Option<TokenHash>,
+    keys: Arc<KeyCache>,
+    control: ControlPlane,
+}
+
+impl Authenticator {
+    /// An authenticator for `master_key` (`None` leaves the gateway open to
+    /// requests without a key) and the virtual keys in `keys`.
+    pub fn new(master_key: Option<&str>, keys: Arc<KeyCache>, control: ControlPlane) -> Self {
+        Authenticator {
+            master_key_hash: master_key.map(hash_key),
+            keys,
+            control,
+        }
+    }
+
+    /// The key cache this authenticator reads.
+    pub fn keys(&self) -> &Arc<KeyCache> {
+        &self.keys
+    }
+
+    /// Authenticates the request's credential and checks that the key is
+    /// usable (not blocked, not expired).
+    pub async fn authenticate(&self, head: &RequestHead) -> Result<Principal, GatewayError> {
         let Some(expected) = &self.master_key_hash else {
             return Ok(Principal::Anonymous);
         };
         let key = credential(head).ok_or(GatewayError::MissingKey)?;
-        if bool::from(hash(key).ct_eq(expected)) {
-            Ok(Principal::Master)
-        } else {
-            Err(GatewayError::InvalidKey(abbreviate(key)))
+        let hash = hash_key(key);
+        if bool::from(hash.ct_eq(expected)) {
+            return Ok(Principal::Master);
+        }
+        let entry = match self.keys.get(&hash) {
+            Some(entry) => entry,
+            None => self.read_through(&hash, key).await?,
+        };
+        checks::key_usable(&entry, chrono::Utc::now())?;
+        Ok(Principal::Key(entry))
+    }
+
+    async fn read_through(&self, hash: &TokenHash, key: &str) -> Result<Arc<KeyEntry>, GatewayError> {
+        let invalid = || GatewayError::InvalidKey(abbreviate(key));
+        if self.keys.recently_missed(hash) || !self.keys.try_resync() {
+            return Err(invalid());
+        }
+        let token = token_hex(hash);
+        let loaded = self
+            .control
+            .call(READ_THROUGH_TIMEOUT, move |ctx| async move { ctx.keys.load(ctx.store.as_ref(), &token).await })
+            .await
+            .map_err(|e| GatewayError::AuthUnavailable(e.to_string()))?
+            .map_err(|e| GatewayError::AuthUnavailable(e.to_string()))?;
+        match loaded {
+            Some(entry) => Ok(entry),
+            None => {
+                self.keys.note_miss(hash);
+                Err(invalid())
+            }
         }
     }
 }
 
 /// The key from `Authorization: Bearer`, `api-key` or `x-api-key`, as LiteLLM
 /// accepts them.
-fn credential(head: &RequestHead) -> Option<&str> {
+pub fn credential(head: &RequestHead) -> Option<&str> {
     if let Some(v) = head.header("authorization") {
         let v = v.trim();
         let key = v
@@ -63,62 +140,12 @@ fn credential(head: &RequestHead) -> Option<&str> {
         .find(|k| !k.is_empty())
 }
 
-fn hash(key: &str) -> [u8; 32] {
-    Sha256::digest(key.as_bytes()).into()
-}
-
 /// Enough of a key to recognise it, never enough to use it.
-fn abbreviate(key: &str) -> String {
-    let tail: String = key
-        .chars()
-        .rev()
-        .take(4)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect();
-    if key.chars().count() <= 8 {
-        "***".to_string()
-    } else {
-        format!("...{tail}")
+pub fn abbreviate(key: &str) -> String {
+    let chars: Vec<char> = key.chars().collect();
+    if chars.len() <= 8 {
+        return "***".to_string();
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::http1::parse_request_head;
-
-    fn head(extra: &str) -> RequestHead {
-        let raw = format!("POST / HTTP/1.1\r\n{extra}\r\n");
-        parse_request_head(raw.as_bytes(), 100, 65536).unwrap().0
-    }
-
-    #[test]
-    fn accepts_each_header_and_refuses_others() {
-        let auth = Authenticator::new(Some("sk-master-1234"));
-        for h in [
-            "Authorization: Bearer sk-master-1234\r\n",
-            "api-key: sk-master-1234\r\n",
-            "x-api-key: sk-master-1234\r\n",
-        ] {
-            assert_eq!(
-                auth.authenticate(&head(h)).unwrap(),
-                Principal::Master,
-                "{h}"
-            );
-        }
-        assert!(matches!(
-            auth.authenticate(&head("")),
-            Err(GatewayError::MissingKey)
-        ));
-        let err = auth
-            .authenticate(&head("Authorization: Bearer sk-wrong-key-9999\r\n"))
-            .unwrap_err();
-        assert!(err.to_string().ends_with("...9999") && !err.to_string().contains("wrong"));
-        assert_eq!(
-            Authenticator::new(None).authenticate(&head("")).unwrap(),
-            Principal::Anonymous
-        );
-    }
+    let tail: String = chars[chars.len() - 4..].iter().collect();
+    format!("sk-...{tail}")
 }

@@ -138,6 +138,8 @@ pub struct GatewaySettings {
     pub max_headers: Option<usize>,
     /// Seconds in-flight requests get to finish on SIGTERM.
     pub shutdown_grace_secs: Option<u64>,
+    /// Directory where spend rows wait while the database is down.
+    pub spool_dir: Option<String>,
     /// Seconds an idle upstream connection is kept in the pool.
     pub upstream_idle_secs: Option<u64>,
 }

@@ -65,6 +65,10 @@ pub struct Config {
     pub router_settings: Option<serde_yaml::Value>,
     /// `litellm_settings`, kept for later features.
     pub litellm_settings: Option<serde_yaml::Value>,
+    /// `DATABASE_URL` or `general_settings.database_url`.
+    pub database_url: Option<String>,
+    /// Where spend rows wait while the database is down.
+    pub spool_dir: PathBuf,
     /// Non-fatal findings (unknown keys), logged at start.
     pub warnings: Vec<String>,
 }

@@ -171,9 +171,23 @@ pub(super) fn validate(
             );
         }
     }
+    let database_url = file
+        .general_settings
+        .database_url
+        .clone()
+        .filter(|u| !u.is_empty())
+        .or_else(|| std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty()));
+    let spool_dir = file
+        .gateway_settings
+        .spool_dir
+        .clone()
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(".gateway-spool"));
     Ok(Config {
         deployments,
         master_key,
+        database_url,
+        spool_dir,
         limits,
         router_settings: file.router_settings,
         litellm_settings: file.litellm_settings,

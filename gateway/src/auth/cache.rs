@@ -1,0 +1,342 @@
+//! The key cache every core reads without locks (papaya), filled by one
+//! read-through per unknown key, refreshed in place when a key, team or user
+//! changes, with a negative cache and a resync budget so a flood of unknown
+//! keys cannot hammer the database.
+
+use crate::budget::Budget;
+use crate::store::{Change, KeyRecord, SpendLogRow, Store, StoreError, TeamRecord, UserRecord};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A key's sha256: uniformly random already, so the map hashes its first
+/// eight bytes instead of running SipHash over 32.
+pub type TokenHash = [u8; 32];
+
+/// Hasher for [`TokenHash`] keys.
+#[derive(Default)]
+pub struct PrefixHasher(u64);
+
+impl Hasher for PrefixHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            self.0 = self.0.rotate_left(5) ^ u64::from_le_bytes(b);
+        }
+    }
+}
+
+type TokenMap<V> = papaya::HashMap<TokenHash, V, BuildHasherDefault<PrefixHasher>>;
+
+/// A team as the request path needs it.
+#[derive(Debug)]
+pub struct TeamEntry {
+    /// The team's row.
+    pub record: TeamRecord,
+    /// Its budget counter, shared by all its keys.
+    pub budget: Arc<Budget>,
+}
+
+/// A user as the request path needs it.
+#[derive(Debug)]
+pub struct UserEntry {
+    /// The user's row.
+    pub record: UserRecord,
+    /// Its budget counter.
+    pub budget: Arc<Budget>,
+}
+
+/// A key with what it belongs to.
+#[derive(Debug)]
+pub struct KeyEntry {
+    /// The key's row.
+    pub record: KeyRecord,
+    /// Its budget counter; survives refreshes.
+    pub budget: Arc<Budget>,
+    /// Its team, if any.
+    pub team: Option<Arc<TeamEntry>>,
+    /// Its user, if any.
+    pub user: Option<Arc<UserEntry>>,
+}
+
+/// How long an unknown key is refused without asking the database again.
+const NEGATIVE_TTL: Duration = Duration::from_secs(2);
+/// Database read-throughs allowed per window (seed 001: 20 per 5 s).
+const RESYNC_PER_WINDOW: u64 = 20;
+/// Window of the resync budget.
+const RESYNC_WINDOW: Duration = Duration::from_secs(5);
+
+/// The process-wide cache of keys, teams, users and their budgets.
+pub struct KeyCache {
+    keys: TokenMap<Arc<KeyEntry>>,
+    misses: TokenMap<Instant>,
+    teams: papaya::HashMap<String, Arc<TeamEntry>>,
+    users: papaya::HashMap<String, Arc<UserEntry>>,
+    budgets: papaya::HashMap<String, Arc<Budget>>,
+    epoch: Instant,
+    resync_window: AtomicU64,
+    resync_used: AtomicU64,
+}
+
+impl Default for KeyCache {
+    fn default() -> Self {
+        KeyCache {
+            keys: TokenMap::default(),
+            misses: TokenMap::default(),
+            teams: papaya::HashMap::new(),
+            users: papaya::HashMap::new(),
+            budgets: papaya::HashMap::new(),
+            epoch: Instant::now(),
+            resync_window: AtomicU64::new(0),
+            resync_used: AtomicU64::new(0),
+        }
+    }
+}
+
+/// The sha256 of a plain key.
+pub fn hash_key(key: &str) -> TokenHash {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(key.as_bytes()).into()
+}
+
+/// LiteLLM's `token` column: the sha256 in lowercase hex.
+pub fn token_hex(hash: &TokenHash) -> String {
+    hex::encode(hash)
+}
+
+fn parse_token(token: &str) -> Option<TokenHash> {
+    let mut out = [0u8; 32];
+    hex::decode_to_slice(token, &mut out).ok()?;
+    Some(out)
+}
+
+impl KeyCache {
+    /// The cached key, if any.
+    pub fn get(&self, hash: &TokenHash) -> Option<Arc<KeyEntry>> {
+        self.keys.pin().get(hash).cloned()
+    }
+
+    /// Number of cached keys.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether no key is cached.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Whether `hash` was unknown to the database moments ago.
+    pub fn recently_missed(&self, hash: &TokenHash) -> bool {
+        let misses = self.misses.pin();
+        match misses.get(hash) {
+            Some(at) if at.elapsed() < NEGATIVE_TTL => true,
+            Some(_) => {
+                misses.remove(hash);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Remembers that `hash` is unknown.
+    pub fn note_miss(&self, hash: &TokenHash) {
+        let misses = self.misses.pin();
+        if misses.len() > 100_000 {
+            misses.retain(|_, at| at.elapsed() < NEGATIVE_TTL);
+        }
+        misses.insert(*hash, Instant::now());
+    }
+
+    /// Takes one read-through from the resync budget; `false` when spent, in
+    /// which case the caller fails closed.
+    pub fn try_resync(&self) -> bool {
+        let window = self.epoch.elapsed().as_secs() / RESYNC_WINDOW.as_secs();
+        let current = self.resync_window.load(Ordering::Acquire);
+        if current != window
+            && self
+                .resync_window
+                .compare_exchange(current, window, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            self.resync_used.store(0, Ordering::Release);
+        }
+        self.resync_used.fetch_add(1, Ordering::AcqRel) < RESYNC_PER_WINDOW
+    }
+
+    fn budget(&self, id: String, max: Option<f64>, soft: Option<f64>, spend: f64) -> Arc<Budget> {
+        let budgets = self.budgets.pin();
+        match budgets.get(&id) {
+            Some(b) => {
+                b.set_limits(max, soft);
+                b.set_durable(spend);
+                b.clone()
+            }
+            None => {
+                let b = Budget::new(max, soft, spend);
+                budgets.insert(id, b.clone());
+                b
+            }
+        }
+    }
+
+    fn install_team(&self, t: TeamRecord) -> Arc<TeamEntry> {
+        let budget = self.budget(format!("team:{}", t.team_id), t.max_budget, None, t.spend);
+        let entry = Arc::new(TeamEntry { record: t, budget });
+        self.teams.pin().insert(entry.record.team_id.clone(), entry.clone());
+        entry
+    }
+
+    fn install_user(&self, u: UserRecord) -> Arc<UserEntry> {
+        let budget = self.budget(format!("user:{}", u.user_id), u.max_budget, None, u.spend);
+        let entry = Arc::new(UserEntry { record: u, budget });
+        self.users.pin().insert(entry.record.user_id.clone(), entry.clone());
+        entry
+    }
+
+    /// Reads a key with its team and user from `store` and caches them.
+    pub async fn load(&self, store: &dyn Store, token: &str) -> Result<Option<Arc<KeyEntry>>, StoreError> {
+        let Some(hash) = parse_token(token) else {
+            return Ok(None);
+        };
+        let Some(record) = store.get_key(token).await? else {
+            self.keys.pin().remove(&hash);
+            return Ok(None);
+        };
+        let team = match &record.team_id {
+            Some(id) => store.get_team(id).await?.map(|t| self.install_team(t)),
+            None => None,
+        };
+        let user = match &record.user_id {
+            Some(id) => store.get_user(id).await?.map(|u| self.install_user(u)),
+            None => None,
+        };
+        let budget = self.budget(format!("key:{token}"), record.max_budget, record.soft_budget, record.spend);
+        let entry = Arc::new(KeyEntry {
+            record,
+            budget,
+            team,
+            user,
+        });
+        self.misses.pin().remove(&hash);
+        self.keys.pin().insert(hash, entry.clone());
+        Ok(Some(entry))
+    }
+
+    /// Brings what `change` touched up to date: cached keys are re-read in
+    /// place (the request path keeps serving the old copy meanwhile), deleted
+    /// ones removed.
+    pub async fn refresh(&self, store: &dyn Store, change: &Change) {
+        let stale: Vec<String> = match change {
+            Change::Key(token) => {
+                let cached = parse_token(token).is_some_and(|h| self.keys.pin().contains_key(&h));
+                if cached {
+                    vec![token.clone()]
+                } else {
+                    Vec::new()
+                }
+            }
+            Change::Team(id) => {
+                self.teams.pin().remove(id);
+                self.tokens_where(|e| e.record.team_id.as_deref() == Some(id))
+            }
+            Change::User(id) => {
+                self.users.pin().remove(id);
+                self.tokens_where(|e| e.record.user_id.as_deref() == Some(id))
+            }
+        };
+        for token in stale {
+            if let Err(e) = self.load(store, &token).await {
+                tracing::warn!(error = %e, "cannot refresh a changed key; dropping it from the cache");
+                if let Some(h) = parse_token(&token) {
+                    self.keys.pin().remove(&h);
+                }
+            }
+        }
+    }
+
+    fn tokens_where(&self, pred: impl Fn(&KeyEntry) -> bool) -> Vec<String> {
+        self.keys
+            .pin()
+            .iter()
+            .filter(|(_, e)| pred(e))
+            .map(|(h, _)| token_hex(h))
+            .collect()
+    }
+
+    /// Moves a written row's spend from "unflushed" to "durable" on every
+    /// budget it counted against.
+    pub fn mark_flushed(&self, row: &SpendLogRow) {
+        if row.spend <= 0.0 {
+            return;
+        }
+        let budgets = self.budgets.pin();
+        let mut ids = vec![format!("key:{}", row.api_key)];
+        if let Some(u) = &row.user {
+            ids.push(format!("user:{u}"));
+        }
+        if let Some(t) = &row.team_id {
+            ids.push(format!("team:{t}"));
+        }
+        for id in ids {
+            if let Some(b) = budgets.get(&id) {
+                b.flushed(row.spend);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::MemoryStore;
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+    }
+
+    #[test]
+    fn loads_refreshes_and_forgets_keys() {
+        let store = MemoryStore::default();
+        let cache = KeyCache::default();
+        let hash = hash_key("sk-abc");
+        let token = token_hex(&hash);
+        block_on(async {
+            assert!(cache.load(&store, &token).await.unwrap().is_none());
+            let team = TeamRecord { team_id: "t1".into(), max_budget: Some(5.0), ..Default::default() };
+            store.insert_team(&team).await.unwrap();
+            let key = KeyRecord { token: token.clone(), team_id: Some("t1".into()), max_budget: Some(1.0), ..Default::default() };
+            store.insert_key(&key).await.unwrap();
+            let entry = cache.load(&store, &token).await.unwrap().unwrap();
+            assert_eq!(entry.team.as_ref().unwrap().record.max_budget, Some(5.0));
+            let budget = entry.budget.clone();
+
+            let mut blocked = key.clone();
+            blocked.blocked = true;
+            store.update_key(&blocked).await.unwrap();
+            cache.refresh(&store, &Change::Key(token.clone())).await;
+            let fresh = cache.get(&hash).unwrap();
+            assert!(fresh.record.blocked);
+            assert!(Arc::ptr_eq(&fresh.budget, &budget), "budget counters survive a refresh");
+
+            store.delete_keys(&[token.clone()]).await.unwrap();
+            cache.refresh(&store, &Change::Key(token.clone())).await;
+            assert!(cache.get(&hash).is_none());
+        });
+    }
+
+    #[test]
+    fn resync_budget_is_bounded_per_window() {
+        let cache = KeyCache::default();
+        let granted = (0..100).filter(|_| cache.try_resync()).count();
+        assert_eq!(granted as u64, RESYNC_PER_WINDOW);
+        let h = hash_key("nope");
+        cache.note_miss(&h);
+        assert!(cache.recently_missed(&h));
+    }
+}

@@ -1,0 +1,106 @@
+//! Rules a virtual key must pass: not blocked, not expired, model allowed for
+//! the key, its team and its user.
+
+use super::KeyEntry;
+use crate::error::GatewayError;
+use chrono::{DateTime, Utc};
+
+/// Refuses blocked or expired keys and keys of blocked teams.
+pub fn key_usable(entry: &KeyEntry, now: DateTime<Utc>) -> Result<(), GatewayError> {
+    if entry.record.blocked {
+        return Err(GatewayError::KeyBlocked("key".into()));
+    }
+    if let Some(team) = &entry.team {
+        if team.record.blocked {
+            return Err(GatewayError::KeyBlocked(format!("team {}", team.record.team_id)));
+        }
+    }
+    if let Some(expires) = entry.record.expires {
+        if expires <= now {
+            return Err(GatewayError::KeyExpired(expires.to_rfc3339()));
+        }
+    }
+    Ok(())
+}
+
+/// Whether a list of allowed models admits `model` (empty list: all).
+fn list_allows(models: &[String], model: &str) -> bool {
+    models.is_empty()
+        || models.iter().any(|m| {
+            m == model
+                || m == "*"
+                || m == "all-proxy-models"
+                || m == "all-team-models"
+                || m.strip_suffix('*').is_some_and(|prefix| model.starts_with(prefix))
+        })
+}
+
+/// Refuses a model outside the key's, team's or user's allowed models, naming
+/// the allowed ones (seed 004: `key_model_access_denied`).
+pub fn model_allowed(entry: &KeyEntry, model: &str) -> Result<(), GatewayError> {
+    let deny = |scope: &str, allowed: &[String]| GatewayError::ModelAccessDenied {
+        scope: scope.to_string(),
+        allowed: allowed.to_vec(),
+        requested: model.to_string(),
+    };
+    if !list_allows(&entry.record.models, model) {
+        return Err(deny("key", &entry.record.models));
+    }
+    if let Some(team) = &entry.team {
+        if !list_allows(&team.record.models, model) {
+            return Err(deny("team", &team.record.models));
+        }
+    }
+    if let Some(user) = &entry.user {
+        if !list_allows(&user.record.models, model) {
+            return Err(deny("user", &user.record.models));
+        }
+    }
+    Ok(())
+}
+
+/// Keys with `metadata.role = "admin"` (or a `proxy_admin` user) may call the
+/// management API.
+pub fn is_admin_key(entry: &KeyEntry) -> bool {
+    entry.record.metadata.get("role").and_then(|v| v.as_str()) == Some("admin")
+        || entry
+            .user
+            .as_ref()
+            .is_some_and(|u| u.record.user_role.as_deref() == Some("proxy_admin"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::budget::Budget;
+    use crate::store::KeyRecord;
+
+    fn entry(models: &[&str]) -> KeyEntry {
+        KeyEntry {
+            record: KeyRecord { models: models.iter().map(|s| s.to_string()).collect(), ..Default::default() },
+            budget: Budget::new(None, None, 0.0),
+            team: None,
+            user: None,
+        }
+    }
+
+    #[test]
+    fn names_allowed_and_requested_models() {
+        assert!(model_allowed(&entry(&[]), "any").is_ok());
+        assert!(model_allowed(&entry(&["openai/*"]), "openai/gpt-4o").is_ok());
+        let err = model_allowed(&entry(&["chat-fast"]), "chat-deep").unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("chat-fast") && msg.contains("chat-deep"), "{msg}");
+        assert_eq!((err.status(), err.error_type()), (403, "key_model_access_denied"));
+    }
+
+    #[test]
+    fn blocked_and_expired_keys_are_refused() {
+        let mut e = entry(&[]);
+        e.record.blocked = true;
+        assert_eq!(key_usable(&e, Utc::now()).unwrap_err().status(), 401);
+        e.record.blocked = false;
+        e.record.expires = Some(Utc::now() - chrono::Duration::seconds(1));
+        assert!(key_usable(&e, Utc::now()).unwrap_err().to_string().contains("Expired"));
+    }
+}

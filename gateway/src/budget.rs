@@ -1,0 +1,237 @@
+//! Budget counters for admission: exact under concurrency. A request reserves
+//! its worst-case cost before the call and settles the real cost after, so N
+//! concurrent requests can never all pass against the same remaining budget.
+//! Amounts are kept in nano-dollars in atomics: no lock on the request path.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Arc;
+
+const NANOS_PER_USD: f64 = 1e9;
+const NO_LIMIT: i64 = i64::MAX;
+
+/// Converts USD to the counters' unit, rounding up so a cost is never
+/// under-counted.
+pub fn to_nanos(usd: f64) -> i64 {
+    if !usd.is_finite() || usd <= 0.0 {
+        return 0;
+    }
+    (usd * NANOS_PER_USD).ceil().min(i64::MAX as f64 / 2.0) as i64
+}
+
+fn to_usd(nanos: i64) -> f64 {
+    nanos as f64 / NANOS_PER_USD
+}
+
+/// The spend of one key, user or team as this process knows it.
+#[derive(Debug)]
+pub struct Budget {
+    max: AtomicI64,
+    soft: AtomicI64,
+    /// Spend as last read from (or written to) the database.
+    durable: AtomicI64,
+    /// Spend settled here but not yet written.
+    unflushed: AtomicI64,
+    /// Worst-case cost of requests in flight.
+    reserved: AtomicI64,
+    soft_alerted: AtomicBool,
+}
+
+impl Budget {
+    /// A counter with limits in USD and the spend already recorded.
+    pub fn new(max_usd: Option<f64>, soft_usd: Option<f64>, spend_usd: f64) -> Arc<Budget> {
+        let b = Budget {
+            max: AtomicI64::new(NO_LIMIT),
+            soft: AtomicI64::new(NO_LIMIT),
+            durable: AtomicI64::new(to_nanos(spend_usd)),
+            unflushed: AtomicI64::new(0),
+            reserved: AtomicI64::new(0),
+            soft_alerted: AtomicBool::new(false),
+        };
+        b.set_limits(max_usd, soft_usd);
+        Arc::new(b)
+    }
+
+    /// Updates the limits (after an admin change).
+    pub fn set_limits(&self, max_usd: Option<f64>, soft_usd: Option<f64>) {
+        let nanos = |v: Option<f64>| v.filter(|v| v.is_finite() && *v >= 0.0).map_or(NO_LIMIT, |v| (v * NANOS_PER_USD) as i64);
+        self.max.store(nanos(max_usd), Ordering::Release);
+        self.soft.store(nanos(soft_usd), Ordering::Release);
+    }
+
+    /// Replaces the durable spend with the database's figure (after a reset
+    /// or a change announced by another replica).
+    pub fn set_durable(&self, spend_usd: f64) {
+        let nanos = to_nanos(spend_usd);
+        self.durable.store(nanos, Ordering::Release);
+        if self.spent_nanos() < self.soft.load(Ordering::Acquire) {
+            self.soft_alerted.store(false, Ordering::Release);
+        }
+    }
+
+    fn spent_nanos(&self) -> i64 {
+        self.durable.load(Ordering::Acquire) + self.unflushed.load(Ordering::Acquire)
+    }
+
+    /// Spend known here, USD (durable plus settled-but-unwritten).
+    pub fn spent_usd(&self) -> f64 {
+        to_usd(self.spent_nanos())
+    }
+
+    /// The hard limit, USD.
+    pub fn max_usd(&self) -> Option<f64> {
+        let m = self.max.load(Ordering::Acquire);
+        (m != NO_LIMIT).then(|| to_usd(m))
+    }
+
+    /// Whether the spend already reached the hard limit.
+    pub fn exhausted(&self) -> bool {
+        let max = self.max.load(Ordering::Acquire);
+        max != NO_LIMIT && self.spent_nanos() >= max
+    }
+
+    /// Reserves `nanos` if spend + reservations stay within the limit.
+    fn try_reserve(&self, nanos: i64) -> bool {
+        let max = self.max.load(Ordering::Acquire);
+        if max == NO_LIMIT {
+            self.reserved.fetch_add(nanos, Ordering::AcqRel);
+            return true;
+        }
+        self.reserved
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| {
+                (self.spent_nanos() + r + nanos <= max).then_some(r + nanos)
+            })
+            .is_ok()
+    }
+
+    /// Turns a reservation into settled spend. Spend is added before the
+    /// reservation is released, so a concurrent check errs towards refusing.
+    /// Returns true when this settlement crossed the soft budget.
+    fn settle(&self, reserved: i64, actual: i64) -> bool {
+        self.unflushed.fetch_add(actual, Ordering::AcqRel);
+        self.reserved.fetch_sub(reserved, Ordering::AcqRel);
+        let soft = self.soft.load(Ordering::Acquire);
+        soft != NO_LIMIT && self.spent_nanos() >= soft && !self.soft_alerted.swap(true, Ordering::AcqRel)
+    }
+
+    /// Records that `usd` of settled spend is now in the database.
+    pub fn flushed(&self, usd: f64) {
+        let nanos = to_nanos(usd);
+        self.durable.fetch_add(nanos, Ordering::AcqRel);
+        let _ = self
+            .unflushed
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| Some((u - nanos).max(0)));
+    }
+}
+
+/// A scope whose budget refused a request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    /// `key`, `user` or `team`.
+    pub scope: &'static str,
+    /// Spend so far, USD.
+    pub spend: f64,
+    /// The hard limit, USD.
+    pub max: f64,
+}
+
+/// Worst-case cost held against every budget a request belongs to; settled
+/// with the real cost after the response, or released if dropped unsettled.
+#[derive(Debug)]
+pub struct Reservation {
+    held: Vec<(&'static str, Arc<Budget>)>,
+    nanos: i64,
+}
+
+impl Reservation {
+    /// Reserves `usd` against every `(scope, budget)`, all or none.
+    pub fn acquire(budgets: &[(&'static str, Arc<Budget>)], usd: f64) -> Result<Reservation, Refusal> {
+        let nanos = to_nanos(usd);
+        let mut held = Vec::with_capacity(budgets.len());
+        for (scope, budget) in budgets {
+            if !budget.try_reserve(nanos) {
+                for (_, b) in &held {
+                    let b: &Arc<Budget> = b;
+                    b.settle(nanos, 0);
+                }
+                return Err(Refusal {
+                    scope,
+                    spend: budget.spent_usd(),
+                    max: budget.max_usd().unwrap_or(0.0),
+                });
+            }
+            held.push((*scope, budget.clone()));
+        }
+        Ok(Reservation { held, nanos })
+    }
+
+    /// Settles the real cost; returns the scopes whose soft budget this
+    /// request crossed.
+    pub fn settle(mut self, actual_usd: f64) -> Vec<(&'static str, f64)> {
+        let actual = to_nanos(actual_usd);
+        let held = std::mem::take(&mut self.held);
+        held.iter()
+            .filter(|(_, b)| b.settle(self.nanos, actual))
+            .map(|(scope, b)| (*scope, b.spent_usd()))
+            .collect()
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        for (_, b) in &self.held {
+            b.settle(self.nanos, 0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn concurrent_reservations_never_exceed_the_limit() {
+        let budget = Budget::new(Some(0.01), None, 0.0);
+        let admitted = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    for _ in 0..100 {
+                        if let Ok(r) = Reservation::acquire(&[("key", budget.clone())], 0.001) {
+                            admitted.fetch_add(1, Ordering::Relaxed);
+                            std::mem::forget(r.settle(0.001));
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(admitted.load(Ordering::Relaxed), 10);
+        assert!((budget.spent_usd() - 0.01).abs() < 1e-12);
+        assert!(budget.exhausted());
+    }
+
+    #[test]
+    fn all_or_nothing_and_release_on_drop() {
+        let key = Budget::new(Some(1.0), None, 0.0);
+        let team = Budget::new(Some(0.5), None, 0.4);
+        let refused = Reservation::acquire(&[("key", key.clone()), ("team", team.clone())], 0.2).unwrap_err();
+        assert_eq!(refused.scope, "team");
+        let r = Reservation::acquire(&[("key", key.clone()), ("team", team.clone())], 0.05).unwrap();
+        drop(r);
+        assert_eq!(key.reserved.load(Ordering::Relaxed), 0);
+        assert_eq!(team.reserved.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn soft_budget_alerts_once_and_resets() {
+        let key = Budget::new(Some(1.0), Some(0.1), 0.0);
+        let r = Reservation::acquire(&[("key", key.clone())], 0.2).unwrap();
+        assert_eq!(r.settle(0.15).len(), 1);
+        let r = Reservation::acquire(&[("key", key.clone())], 0.2).unwrap();
+        assert!(r.settle(0.01).is_empty(), "alerts once per crossing");
+        key.flushed(0.16);
+        key.set_durable(0.0);
+        assert_eq!(key.spent_usd(), 0.0, "a reset restores the whole budget");
+        let r = Reservation::acquire(&[("key", key.clone())], 0.2).unwrap();
+        assert_eq!(r.settle(0.12).len(), 1, "crossing again after a reset alerts again");
+    }
+}

@@ -1,0 +1,139 @@
+//! The control plane: one thread with a tokio current-thread runtime that owns
+//! every database connection. The data plane reaches it through bounded
+//! channels and never blocks on it: request/reply for reads and management
+//! calls, fire-and-forget for spend rows.
+
+mod writer;
+
+pub use writer::SpoolConfig;
+
+use crate::auth::KeyCache;
+use crate::store::{Change, SpendLogRow, Store};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// What a control-plane job may use.
+pub struct ControlCtx {
+    /// Persistence.
+    pub store: Arc<dyn Store>,
+    /// The key cache the data plane reads; the control plane fills and
+    /// invalidates it.
+    pub keys: Arc<KeyCache>,
+}
+
+impl ControlCtx {
+    /// Applies changes to this replica's caches and announces them to the
+    /// others.
+    pub async fn publish(&self, changes: &[Change]) {
+        if changes.is_empty() {
+            return;
+        }
+        for change in changes {
+            self.keys.refresh(self.store.as_ref(), change).await;
+        }
+        if let Err(e) = self.store.announce(changes).await {
+            tracing::warn!(error = %e, "could not announce changes to other replicas");
+        }
+    }
+}
+
+type Job = Box<dyn FnOnce(Arc<ControlCtx>) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
+
+/// Why a control-plane call did not complete.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// The queue is full: the caller decides (fail closed or 503), never waits.
+    #[error("control plane busy")]
+    Busy,
+    /// The control thread is gone.
+    #[error("control plane stopped")]
+    Stopped,
+    /// No answer within the deadline.
+    #[error("control plane did not answer within {0:?}")]
+    Timeout(Duration),
+}
+
+/// Capacity of the job queue.
+const JOB_QUEUE: usize = 4096;
+/// Capacity of the spend-row queue.
+const SPEND_QUEUE: usize = 65_536;
+
+/// Handle to the control plane; cheap to clone, usable from any thread.
+#[derive(Clone)]
+pub struct ControlPlane {
+    jobs: mpsc::Sender<Job>,
+    spend: mpsc::Sender<SpendLogRow>,
+}
+
+impl ControlPlane {
+    /// Starts the control thread around `store` and the key cache.
+    pub fn start(store: Arc<dyn Store>, keys: Arc<KeyCache>, spool: writer::SpoolConfig) -> std::io::Result<ControlPlane> {
+        let (jobs, mut job_rx) = mpsc::channel::<Job>(JOB_QUEUE);
+        let (spend, spend_rx) = mpsc::channel::<SpendLogRow>(SPEND_QUEUE);
+        let ctx = Arc::new(ControlCtx { store, keys });
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        std::thread::Builder::new().name("gateway-control".into()).spawn(move || {
+            runtime.block_on(async move {
+                tokio::spawn(writer::run(ctx.clone(), spend_rx, spool));
+                tokio::spawn(budget_resets(ctx.clone()));
+                while let Some(job) = job_rx.recv().await {
+                    tokio::spawn(job(ctx.clone()));
+                }
+            });
+        })?;
+        Ok(ControlPlane { jobs, spend })
+    }
+
+    /// Runs `f` on the control plane and waits for its result up to
+    /// `timeout`. Fails at once when the queue is full.
+    pub async fn call<T, F, Fut>(&self, timeout: Duration, f: F) -> Result<T, ControlError>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<ControlCtx>) -> Fut + Send + 'static,
+        Fut: Future<Output = T> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let job: Job = Box::new(move |ctx| {
+            Box::pin(async move {
+                let _ = tx.send(f(ctx).await);
+            })
+        });
+        self.jobs.try_send(job).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => ControlError::Busy,
+            mpsc::error::TrySendError::Closed(_) => ControlError::Stopped,
+        })?;
+        match monoio::time::timeout(timeout, rx).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(_)) => Err(ControlError::Stopped),
+            Err(_) => Err(ControlError::Timeout(timeout)),
+        }
+    }
+
+    /// Hands a spend row to the writer without waiting. Returns the row back
+    /// when the queue is full so the caller can keep it for later.
+    pub fn record(&self, row: SpendLogRow) -> Result<(), SpendLogRow> {
+        self.spend.try_send(row).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(r) | mpsc::error::TrySendError::Closed(r) => r,
+        })
+    }
+}
+
+/// Zeroes budgets whose period ended, every second.
+async fn budget_resets(ctx: Arc<ControlCtx>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        match ctx.store.reset_due_budgets(chrono::Utc::now()).await {
+            Ok(changes) => {
+                if !changes.is_empty() {
+                    tracing::info!(count = changes.len(), "budget period ended: spend reset");
+                }
+                ctx.publish(&changes).await;
+            }
+            Err(e) => tracing::warn!(error = %e, "budget reset sweep failed"),
+        }
+    }
+}

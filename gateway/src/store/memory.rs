@@ -1,0 +1,241 @@
+//! The in-memory store: the same API on one machine without a database.
+//! Nothing survives a restart (the start-up log says so).
+
+use super::{next_reset, Change, KeyRecord, SpendFilter, SpendLogRow, Store, StoreError, TeamRecord, UserRecord};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
+#[derive(Default)]
+struct Tables {
+    keys: HashMap<String, KeyRecord>,
+    teams: HashMap<String, TeamRecord>,
+    users: HashMap<String, UserRecord>,
+    spend_logs: Vec<SpendLogRow>,
+    request_ids: HashSet<String>,
+}
+
+/// Tables in process memory. Only the control-plane thread touches them, so
+/// the mutex is never contended.
+#[derive(Default)]
+pub struct MemoryStore {
+    tables: Mutex<Tables>,
+}
+
+impl MemoryStore {
+    fn with<T>(&self, f: impl FnOnce(&mut Tables) -> T) -> T {
+        let mut guard = self.tables.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut guard)
+    }
+}
+
+fn insert<V: Clone>(map: &mut HashMap<String, V>, id: &str, what: &str, v: &V) -> Result<(), StoreError> {
+    if map.contains_key(id) {
+        return Err(StoreError::Conflict(format!("{what} {id}")));
+    }
+    map.insert(id.to_string(), v.clone());
+    Ok(())
+}
+
+fn delete<V>(map: &mut HashMap<String, V>, ids: &[String]) -> Vec<String> {
+    ids.iter().filter(|id| map.remove(id.as_str()).is_some()).cloned().collect()
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn get_key(&self, token: &str) -> Result<Option<KeyRecord>, StoreError> {
+        Ok(self.with(|t| t.keys.get(token).cloned()))
+    }
+
+    async fn insert_key(&self, key: &KeyRecord) -> Result<(), StoreError> {
+        self.with(|t| insert(&mut t.keys, &key.token, "key", key))
+    }
+
+    async fn update_key(&self, key: &KeyRecord) -> Result<bool, StoreError> {
+        Ok(self.with(|t| match t.keys.get_mut(&key.token) {
+            Some(old) => {
+                let spend = old.spend;
+                *old = key.clone();
+                old.spend = spend;
+                true
+            }
+            None => false,
+        }))
+    }
+
+    async fn set_key_spend(&self, token: &str, spend: f64) -> Result<bool, StoreError> {
+        Ok(self.with(|t| t.keys.get_mut(token).map(|k| k.spend = spend).is_some()))
+    }
+
+    async fn rename_key(&self, old: &str, new: &KeyRecord) -> Result<bool, StoreError> {
+        Ok(self.with(|t| match t.keys.remove(old) {
+            Some(prev) => {
+                let mut next = new.clone();
+                next.spend = prev.spend;
+                t.keys.insert(next.token.clone(), next);
+                true
+            }
+            None => false,
+        }))
+    }
+
+    async fn delete_keys(&self, tokens: &[String]) -> Result<Vec<String>, StoreError> {
+        Ok(self.with(|t| delete(&mut t.keys, tokens)))
+    }
+
+    async fn list_keys(&self, user_id: Option<&str>, team_id: Option<&str>) -> Result<Vec<KeyRecord>, StoreError> {
+        Ok(self.with(|t| {
+            let mut keys: Vec<KeyRecord> = t
+                .keys
+                .values()
+                .filter(|k| user_id.is_none_or(|u| k.user_id.as_deref() == Some(u)))
+                .filter(|k| team_id.is_none_or(|u| k.team_id.as_deref() == Some(u)))
+                .cloned()
+                .collect();
+            keys.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+            keys
+        }))
+    }
+
+    async fn get_team(&self, team_id: &str) -> Result<Option<TeamRecord>, StoreError> {
+        Ok(self.with(|t| t.teams.get(team_id).cloned()))
+    }
+
+    async fn insert_team(&self, team: &TeamRecord) -> Result<(), StoreError> {
+        self.with(|t| insert(&mut t.teams, &team.team_id, "team", team))
+    }
+
+    async fn update_team(&self, team: &TeamRecord) -> Result<bool, StoreError> {
+        Ok(self.with(|t| match t.teams.get_mut(&team.team_id) {
+            Some(old) => {
+                let spend = old.spend;
+                *old = team.clone();
+                old.spend = spend;
+                true
+            }
+            None => false,
+        }))
+    }
+
+    async fn set_team_spend(&self, team_id: &str, spend: f64) -> Result<bool, StoreError> {
+        Ok(self.with(|t| t.teams.get_mut(team_id).map(|k| k.spend = spend).is_some()))
+    }
+
+    async fn delete_teams(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
+        Ok(self.with(|t| delete(&mut t.teams, ids)))
+    }
+
+    async fn list_teams(&self) -> Result<Vec<TeamRecord>, StoreError> {
+        Ok(self.with(|t| {
+            let mut teams: Vec<TeamRecord> = t.teams.values().cloned().collect();
+            teams.sort_by(|a, b| a.team_id.cmp(&b.team_id));
+            teams
+        }))
+    }
+
+    async fn get_user(&self, user_id: &str) -> Result<Option<UserRecord>, StoreError> {
+        Ok(self.with(|t| t.users.get(user_id).cloned()))
+    }
+
+    async fn insert_user(&self, user: &UserRecord) -> Result<(), StoreError> {
+        self.with(|t| insert(&mut t.users, &user.user_id, "user", user))
+    }
+
+    async fn update_user(&self, user: &UserRecord) -> Result<bool, StoreError> {
+        Ok(self.with(|t| match t.users.get_mut(&user.user_id) {
+            Some(old) => {
+                let spend = old.spend;
+                *old = user.clone();
+                old.spend = spend;
+                true
+            }
+            None => false,
+        }))
+    }
+
+    async fn set_user_spend(&self, user_id: &str, spend: f64) -> Result<bool, StoreError> {
+        Ok(self.with(|t| t.users.get_mut(user_id).map(|k| k.spend = spend).is_some()))
+    }
+
+    async fn delete_users(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
+        Ok(self.with(|t| delete(&mut t.users, ids)))
+    }
+
+    async fn record_spend(&self, rows: &[SpendLogRow]) -> Result<Vec<Change>, StoreError> {
+        Ok(self.with(|t| {
+            let mut changes = Vec::new();
+            for row in rows {
+                if !t.request_ids.insert(row.request_id.clone()) {
+                    continue;
+                }
+                t.spend_logs.push(row.clone());
+                if row.spend == 0.0 {
+                    continue;
+                }
+                if let Some(k) = t.keys.get_mut(&row.api_key) {
+                    k.spend += row.spend;
+                    changes.push(Change::Key(k.token.clone()));
+                }
+                if let Some(u) = row.user.as_ref().and_then(|u| t.users.get_mut(u)) {
+                    u.spend += row.spend;
+                }
+                if let Some(team) = row.team_id.as_ref().and_then(|id| t.teams.get_mut(id)) {
+                    team.spend += row.spend;
+                }
+            }
+            changes.dedup();
+            changes
+        }))
+    }
+
+    async fn spend_logs(&self, f: &SpendFilter) -> Result<Vec<SpendLogRow>, StoreError> {
+        Ok(self.with(|t| {
+            let rows = t.spend_logs.iter().filter(|r| {
+                f.api_key.as_ref().is_none_or(|k| &r.api_key == k)
+                    && f.user_id.as_ref().is_none_or(|u| r.user.as_ref() == Some(u))
+                    && f.team_id.as_ref().is_none_or(|u| r.team_id.as_ref() == Some(u))
+                    && f.request_id.as_ref().is_none_or(|id| &r.call_id == id || &r.request_id == id)
+                    && f.start.is_none_or(|s| r.start_time >= s)
+                    && f.end.is_none_or(|e| r.start_time < e)
+            });
+            rows.take(f.limit.map_or(usize::MAX, |l| l.max(0) as usize)).cloned().collect()
+        }))
+    }
+
+    async fn global_spend(&self) -> Result<f64, StoreError> {
+        Ok(self.with(|t| t.keys.values().map(|k| k.spend).sum()))
+    }
+
+    async fn reset_due_budgets(&self, now: DateTime<Utc>) -> Result<Vec<Change>, StoreError> {
+        Ok(self.with(|t| {
+            let mut changes = Vec::new();
+            for k in t.keys.values_mut() {
+                if k.budget_reset_at.is_some_and(|at| at <= now) {
+                    k.spend = 0.0;
+                    k.budget_reset_at = next_reset(k.budget_duration.as_deref(), now);
+                    changes.push(Change::Key(k.token.clone()));
+                }
+            }
+            for team in t.teams.values_mut() {
+                if team.budget_reset_at.is_some_and(|at| at <= now) {
+                    team.spend = 0.0;
+                    team.budget_reset_at = next_reset(team.budget_duration.as_deref(), now);
+                    changes.push(Change::Team(team.team_id.clone()));
+                }
+            }
+            for u in t.users.values_mut() {
+                if u.budget_reset_at.is_some_and(|at| at <= now) {
+                    u.spend = 0.0;
+                    u.budget_reset_at = next_reset(u.budget_duration.as_deref(), now);
+                    changes.push(Change::User(u.user_id.clone()));
+                }
+            }
+            changes
+        }))
+    }
+
+    async fn announce(&self, _changes: &[Change]) -> Result<(), StoreError> {
+        Ok(())
+    }
+}

@@ -1,0 +1,1 @@
+//! The Postgres store (LiteLLM's tables). Being written; see the control plane.

@@ -1,0 +1,246 @@
+//! Rows of LiteLLM's tables, with LiteLLM's field names so the management API
+//! can serialize them as LiteLLM does.
+
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// `LiteLLM_VerificationToken`: a virtual key. `token` is the sha256 (hex) of
+/// the key; the key itself is never stored.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct KeyRecord {
+    /// sha256 hex of the plain key.
+    pub token: String,
+    /// Abbreviated key for display (`sk-...abcd`).
+    pub key_name: Option<String>,
+    /// Operator's label.
+    pub key_alias: Option<String>,
+    /// Spend so far, USD.
+    pub spend: f64,
+    /// Hard budget, USD.
+    pub max_budget: Option<f64>,
+    /// Alert threshold, USD.
+    pub soft_budget: Option<f64>,
+    /// Budget period, e.g. `30d`.
+    pub budget_duration: Option<String>,
+    /// When spend next resets.
+    pub budget_reset_at: Option<DateTime<Utc>>,
+    /// When the key stops working.
+    pub expires: Option<DateTime<Utc>>,
+    /// Allowed model groups; empty means all.
+    pub models: Vec<String>,
+    /// Model aliases: requested name → group.
+    pub aliases: Map<String, Value>,
+    /// Owner.
+    pub user_id: Option<String>,
+    /// Team.
+    pub team_id: Option<String>,
+    /// Concurrent requests allowed.
+    pub max_parallel_requests: Option<i64>,
+    /// Tokens per minute.
+    pub tpm_limit: Option<i64>,
+    /// Requests per minute.
+    pub rpm_limit: Option<i64>,
+    /// Per-model budgets, USD.
+    pub model_max_budget: Map<String, Value>,
+    /// Per-model rpm limits.
+    pub model_rpm_limit: Map<String, Value>,
+    /// Per-model tpm limits.
+    pub model_tpm_limit: Map<String, Value>,
+    /// Refused while true.
+    pub blocked: bool,
+    /// Regions the key may be served from (`eu`, `us`, ...).
+    pub allowed_model_region: Option<String>,
+    /// Free-form metadata.
+    pub metadata: Map<String, Value>,
+    /// Creation time.
+    pub created_at: Option<DateTime<Utc>>,
+    /// Last change.
+    pub updated_at: Option<DateTime<Utc>>,
+}
+
+/// `LiteLLM_TeamTable`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct TeamRecord {
+    /// Id.
+    pub team_id: String,
+    /// Label.
+    pub team_alias: Option<String>,
+    /// Allowed model groups; empty means all.
+    pub models: Vec<String>,
+    /// Member user ids.
+    pub members: Vec<String>,
+    /// Spend so far, USD.
+    pub spend: f64,
+    /// Hard budget, USD.
+    pub max_budget: Option<f64>,
+    /// Budget period.
+    pub budget_duration: Option<String>,
+    /// Next reset.
+    pub budget_reset_at: Option<DateTime<Utc>>,
+    /// Tokens per minute.
+    pub tpm_limit: Option<i64>,
+    /// Requests per minute.
+    pub rpm_limit: Option<i64>,
+    /// Concurrent requests.
+    pub max_parallel_requests: Option<i64>,
+    /// Refused while true.
+    pub blocked: bool,
+    /// Region constraint for the team's keys.
+    pub allowed_model_region: Option<String>,
+    /// Free-form metadata.
+    pub metadata: Map<String, Value>,
+    /// Creation time.
+    pub created_at: Option<DateTime<Utc>>,
+}
+
+/// `LiteLLM_UserTable`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct UserRecord {
+    /// Id.
+    pub user_id: String,
+    /// Email.
+    pub user_email: Option<String>,
+    /// Label.
+    pub user_alias: Option<String>,
+    /// Role (`internal_user`, `proxy_admin`, ...).
+    pub user_role: Option<String>,
+    /// Teams the user is in.
+    pub teams: Vec<String>,
+    /// Allowed model groups; empty means all.
+    pub models: Vec<String>,
+    /// Spend so far, USD.
+    pub spend: f64,
+    /// Hard budget, USD.
+    pub max_budget: Option<f64>,
+    /// Budget period.
+    pub budget_duration: Option<String>,
+    /// Next reset.
+    pub budget_reset_at: Option<DateTime<Utc>>,
+    /// Tokens per minute.
+    pub tpm_limit: Option<i64>,
+    /// Requests per minute.
+    pub rpm_limit: Option<i64>,
+    /// Concurrent requests.
+    pub max_parallel_requests: Option<i64>,
+    /// Free-form metadata.
+    pub metadata: Map<String, Value>,
+    /// Creation time.
+    pub created_at: Option<DateTime<Utc>>,
+}
+
+/// `LiteLLM_SpendLogs`: one row per upstream attempt.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SpendLogRow {
+    /// Unique per attempt: `<call id>` for the first, `<call id>:<n>` after.
+    pub request_id: String,
+    /// The client request's id (`x-litellm-call-id`), shared by its attempts.
+    pub call_id: String,
+    /// 1 for the first attempt.
+    pub attempt: i32,
+    /// `acompletion`, `atext_completion`, `aembedding`.
+    pub call_type: String,
+    /// Hashed key (LiteLLM stores the hash here).
+    pub api_key: String,
+    /// Cost, USD.
+    pub spend: f64,
+    /// Prompt + completion tokens.
+    pub total_tokens: i64,
+    /// Prompt tokens.
+    pub prompt_tokens: i64,
+    /// Completion tokens.
+    pub completion_tokens: i64,
+    /// Start of the attempt.
+    #[serde(rename = "startTime")]
+    pub start_time: DateTime<Utc>,
+    /// First response byte.
+    #[serde(rename = "completionStartTime")]
+    pub completion_start_time: Option<DateTime<Utc>>,
+    /// End of the attempt.
+    #[serde(rename = "endTime")]
+    pub end_time: DateTime<Utc>,
+    /// Upstream model name.
+    pub model: String,
+    /// Deployment id.
+    pub model_id: String,
+    /// Model group.
+    pub model_group: String,
+    /// Provider.
+    pub custom_llm_provider: String,
+    /// Provider base URL.
+    pub api_base: String,
+    /// Deployment region.
+    pub region: Option<String>,
+    /// Key owner.
+    pub user: Option<String>,
+    /// Key team.
+    pub team_id: Option<String>,
+    /// `success` or `failure`.
+    pub status: String,
+    /// HTTP status returned for this attempt.
+    pub status_code: i32,
+    /// Error class (`timeout`, `rate_limit`, ...), empty on success.
+    pub error_class: Option<String>,
+    /// Error message, empty on success.
+    pub error_message: Option<String>,
+}
+
+/// Filters of `/spend/logs`.
+#[derive(Debug, Clone, Default)]
+pub struct SpendFilter {
+    /// Hashed key.
+    pub api_key: Option<String>,
+    /// User id.
+    pub user_id: Option<String>,
+    /// Team id.
+    pub team_id: Option<String>,
+    /// Call id: every attempt of one request.
+    pub request_id: Option<String>,
+    /// Rows starting at or after.
+    pub start: Option<DateTime<Utc>>,
+    /// Rows starting before.
+    pub end: Option<DateTime<Utc>>,
+    /// Most rows returned.
+    pub limit: Option<i64>,
+}
+
+/// Parses LiteLLM's budget durations: `30s`, `10m`, `1h`, `30d`, `1mo`.
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit())?;
+    let (n, unit) = s.split_at(split);
+    let n: i64 = n.parse().ok()?;
+    if n <= 0 {
+        return None;
+    }
+    match unit {
+        "s" => Some(Duration::seconds(n)),
+        "m" | "min" => Some(Duration::minutes(n)),
+        "h" => Some(Duration::hours(n)),
+        "d" => Some(Duration::days(n)),
+        "w" => Some(Duration::weeks(n)),
+        "mo" => Some(Duration::days(30 * n)),
+        _ => None,
+    }
+}
+
+/// When a budget of `duration` that starts now resets.
+pub fn next_reset(duration: Option<&str>, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    duration.and_then(parse_duration).map(|d| now + d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_litellm_durations() {
+        assert_eq!(parse_duration("30s"), Some(Duration::seconds(30)));
+        assert_eq!(parse_duration("1h"), Some(Duration::hours(1)));
+        assert_eq!(parse_duration("30d"), Some(Duration::days(30)));
+        assert_eq!(parse_duration("2mo"), Some(Duration::days(60)));
+        assert_eq!(parse_duration("h"), None);
+        assert_eq!(parse_duration("0s"), None);
+        assert_eq!(parse_duration("5y"), None);
+    }
+}
