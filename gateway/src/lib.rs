@@ -12,6 +12,7 @@ pub mod providers;
 pub mod proxy;
 pub mod router;
 pub mod server;
+pub mod spend;
 pub mod state;
 pub mod upstream;
 
