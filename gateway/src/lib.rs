@@ -14,6 +14,7 @@ pub mod providers;
 pub mod proxy;
 pub mod router;
 pub mod server;
+pub mod spend;
 pub mod state;
 pub mod store;
 pub mod upstream;

@@ -1,0 +1,22 @@
+//! Spend: the USD cost of LLM requests, as pure functions over bytes and
+//! config (no IO, no state).
+//!
+//! Spend tracking and budgets need a cost for every request, and the cost
+//! comes from token usage times a price. Usage is what the provider reports
+//! (a response's `usage`, or a stream's final usage chunk, which
+//! [`inject_include_usage`] asks for), else an estimate from the text at 4
+//! characters a token. Prices come from the deployment's config first
+//! (`input_cost_per_token`, `output_cost_per_token`), then from a table of
+//! public list prices shipped here; a model in neither costs 0. Admission
+//! reserves [`worst_case_cost`] against a budget before the request runs.
+
+mod cost;
+mod prices;
+mod usage;
+
+pub use cost::{cost, worst_case_cost};
+pub use prices::{max_output_tokens, price_for, shipped, ModelPrice, Price};
+pub use usage::{
+    estimate_prompt_tokens, from_response_body, inject_include_usage, StreamUsage, Usage,
+    UsageSource,
+};

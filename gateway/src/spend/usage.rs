@@ -1,0 +1,649 @@
+//! How many tokens a request used: read from the provider's response or
+//! stream when it reports them, estimated from text (4 characters a token,
+//! LiteLLM's rule) when it does not, and estimated up front for budget
+//! reservation.
+
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+
+/// Token counts of one request, the quantity spend is computed from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Prompt (input) tokens.
+    pub prompt_tokens: u64,
+    /// Completion (output) tokens; 0 for embeddings.
+    pub completion_tokens: u64,
+}
+
+/// Whether a stream's usage came from the provider or from counting text,
+/// so callers can log or flag estimated spend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UsageSource {
+    /// The provider sent a `usage` object.
+    Reported,
+    /// No `usage` was seen; counts are estimates.
+    Estimated,
+}
+
+/// An OpenAI `usage` object; other members (`total_tokens`, details) are
+/// skipped.
+#[derive(Deserialize)]
+struct UsageView {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+}
+
+impl UsageView {
+    fn usage(&self) -> Option<Usage> {
+        if self.prompt_tokens.is_none() && self.completion_tokens.is_none() {
+            return None;
+        }
+        Some(Usage {
+            prompt_tokens: self.prompt_tokens.unwrap_or(0),
+            completion_tokens: self.completion_tokens.unwrap_or(0),
+        })
+    }
+}
+
+/// Only `usage` of a response body; serde skips everything else unbuilt.
+#[derive(Deserialize)]
+struct ResponseView {
+    usage: Option<UsageView>,
+}
+
+/// The usage an OpenAI chat, completions or embeddings response reports,
+/// so a non-streamed response is billed on the provider's own count. `None`
+/// when the body is not JSON or carries no usage counts.
+pub fn from_response_body(body: &[u8]) -> Option<Usage> {
+    serde_json::from_slice::<ResponseView>(body)
+        .ok()?
+        .usage?
+        .usage()
+}
+
+/// Most bytes of one SSE event kept while it is incomplete; a larger event
+/// is skipped so a misbehaving upstream cannot grow memory without bound.
+const MAX_EVENT_BYTES: usize = 1 << 20;
+
+/// Usage of an OpenAI SSE stream, fed the bytes as they pass through so the
+/// gateway never buffers the stream. It keeps the last `usage` object seen
+/// (sent in a final chunk when `stream_options.include_usage` is set) and,
+/// as a fallback, counts the characters of the generated text.
+#[derive(Debug, Default)]
+pub struct StreamUsage {
+    /// The current line up to the bytes fed so far.
+    line: Vec<u8>,
+    /// Part of the current line was dropped for size; the line is not blank.
+    line_dropped: bool,
+    /// `data:` values of the current event, joined by `\n`.
+    data: Vec<u8>,
+    /// The current event outgrew [`MAX_EVENT_BYTES`]; ignored to its end.
+    skipping: bool,
+    /// The last reported usage.
+    reported: Option<Usage>,
+    /// Characters of generated text seen.
+    chars: u64,
+}
+
+/// One chunk of a chat or legacy completions stream, borrowed where the
+/// strings have no escapes.
+#[derive(Deserialize)]
+struct ChunkView<'a> {
+    usage: Option<UsageView>,
+    #[serde(borrow)]
+    choices: Option<Vec<ChoiceView<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct ChoiceView<'a> {
+    #[serde(borrow)]
+    delta: Option<DeltaView<'a>>,
+    #[serde(borrow)]
+    text: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct DeltaView<'a> {
+    #[serde(borrow)]
+    content: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    tool_calls: Option<Vec<ToolCallView<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct ToolCallView<'a> {
+    #[serde(borrow)]
+    function: Option<FunctionView<'a>>,
+}
+
+#[derive(Deserialize)]
+struct FunctionView<'a> {
+    #[serde(borrow)]
+    arguments: Option<Cow<'a, str>>,
+}
+
+impl StreamUsage {
+    /// A counter for a new stream.
+    pub fn new() -> StreamUsage {
+        StreamUsage::default()
+    }
+
+    /// Takes the next bytes of the stream, split anywhere.
+    pub fn feed(&mut self, mut bytes: &[u8]) {
+        while let Some(eol) = memchr::memchr(b'\n', bytes) {
+            let head = &bytes[..eol];
+            bytes = &bytes[eol + 1..];
+            if self.line_dropped {
+                // The tail of an oversized line: not blank, and its event is
+                // already being skipped.
+                self.line_dropped = false;
+                self.line.clear();
+            } else if self.line.is_empty() {
+                self.on_line(head);
+            } else if self.fits(head.len()) {
+                let mut line = std::mem::take(&mut self.line);
+                line.extend_from_slice(head);
+                self.on_line(&line);
+                line.clear();
+                self.line = line;
+            } else {
+                self.line.clear();
+                self.skip_event();
+            }
+        }
+        if bytes.is_empty() || self.line_dropped {
+            return;
+        }
+        if self.fits(bytes.len()) {
+            self.line.extend_from_slice(bytes);
+        } else {
+            self.line.clear();
+            self.line_dropped = true;
+            self.skip_event();
+        }
+    }
+
+    /// The stream's usage: the last reported `usage` if any, else
+    /// `prompt_estimate` prompt tokens and a quarter of the generated
+    /// characters (rounded up) as completion tokens. An event left
+    /// unterminated at the end of the stream still counts.
+    pub fn finish(mut self, prompt_estimate: u64) -> (Usage, UsageSource) {
+        if !self.line.is_empty() && !self.line_dropped {
+            let line = std::mem::take(&mut self.line);
+            self.on_line(&line);
+        }
+        self.on_line(b"");
+        match self.reported {
+            Some(usage) => (usage, UsageSource::Reported),
+            None => (
+                Usage {
+                    prompt_tokens: prompt_estimate,
+                    completion_tokens: tokens_of_chars(self.chars),
+                },
+                UsageSource::Estimated,
+            ),
+        }
+    }
+
+    /// Whether `more` bytes fit in the current event's buffers. Lines of a
+    /// skipped event are still buffered (its data is not) so that its end,
+    /// a blank line possibly split as `\r` + `\n`, is recognised.
+    fn fits(&self, more: usize) -> bool {
+        self.line.len() + self.data.len() + more <= MAX_EVENT_BYTES
+    }
+
+    fn skip_event(&mut self) {
+        self.skipping = true;
+        self.data = Vec::new();
+    }
+
+    /// One complete line, without its `\n`.
+    fn on_line(&mut self, line: &[u8]) {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.is_empty() {
+            if !self.skipping && !self.data.is_empty() {
+                let data = std::mem::take(&mut self.data);
+                self.on_event(&data);
+                self.data = data;
+            }
+            self.data.clear();
+            self.skipping = false;
+            return;
+        }
+        if self.skipping {
+            return;
+        }
+        let Some(value) = line.strip_prefix(b"data:") else {
+            return; // `event:`, `id:`, comments
+        };
+        let value = value.strip_prefix(b" ").unwrap_or(value);
+        if self.data.len() + value.len() + 1 > MAX_EVENT_BYTES {
+            self.skip_event();
+            return;
+        }
+        if !self.data.is_empty() {
+            self.data.push(b'\n');
+        }
+        self.data.extend_from_slice(value);
+    }
+
+    /// The data of one complete event.
+    fn on_event(&mut self, data: &[u8]) {
+        let Ok(chunk) = serde_json::from_slice::<ChunkView>(data) else {
+            return; // `[DONE]` and anything else that is not a chunk
+        };
+        if let Some(usage) = chunk.usage.as_ref().and_then(UsageView::usage) {
+            self.reported = Some(usage);
+        }
+        for choice in chunk.choices.iter().flatten() {
+            let mut count = |s: &Option<Cow<str>>| {
+                self.chars += s.as_deref().map_or(0, |s| s.chars().count() as u64);
+            };
+            count(&choice.text);
+            if let Some(delta) = &choice.delta {
+                count(&delta.content);
+                for call in delta.tool_calls.iter().flatten() {
+                    if let Some(f) = &call.function {
+                        count(&f.arguments);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Tokens for `chars` characters of text, rounded up.
+fn tokens_of_chars(chars: u64) -> u64 {
+    chars.div_ceil(4)
+}
+
+/// Text and token ids of a request's input, tallied without building it.
+#[derive(Default)]
+struct Tally {
+    chars: u64,
+    tokens: u64,
+}
+
+impl Tally {
+    /// A JSON string (its characters), number (one token id) or array of
+    /// these; other values count nothing.
+    fn text_or_tokens(&mut self, raw: &RawValue, depth: u8) {
+        match raw.get().as_bytes().first() {
+            Some(b'"') => {
+                if let Ok(s) = serde_json::from_str::<Cow<str>>(raw.get()) {
+                    self.chars += s.chars().count() as u64;
+                }
+            }
+            Some(b'0'..=b'9') => self.tokens += 1,
+            Some(b'[') if depth < 2 => {
+                if let Ok(items) = serde_json::from_str::<Vec<&RawValue>>(raw.get()) {
+                    for item in items {
+                        self.text_or_tokens(item, depth + 1);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A chat message's `content`: a string or an array of parts, of which
+    /// the `text` parts count.
+    fn content(&mut self, raw: &RawValue) {
+        match raw.get().as_bytes().first() {
+            Some(b'"') => self.text_or_tokens(raw, 0),
+            Some(b'[') => {
+                if let Ok(parts) = serde_json::from_str::<Vec<PartView>>(raw.get()) {
+                    for part in parts {
+                        if part.kind.as_deref() == Some("text") {
+                            self.chars += part.text.map_or(0, |t| t.chars().count() as u64);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The input fields of a chat, completions or embeddings request.
+#[derive(Deserialize)]
+struct PromptView<'a> {
+    #[serde(borrow)]
+    messages: Option<Vec<MessageView<'a>>>,
+    #[serde(borrow)]
+    prompt: Option<&'a RawValue>,
+    #[serde(borrow)]
+    input: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct MessageView<'a> {
+    #[serde(borrow)]
+    content: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct PartView<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    text: Option<Cow<'a, str>>,
+}
+
+/// Prompt tokens of a request before it is sent, to reserve budget and as
+/// the prompt count of a stream that reports no usage: a quarter of the
+/// input text's characters, rounded up (LiteLLM's estimate), plus one per
+/// token id of a pre-tokenized `prompt` or `input`; at least 1. Reads chat
+/// `messages[].content` (string or `text` parts), completions `prompt` and
+/// embeddings `input` (string or array); a body that does not parse counts
+/// as a quarter of its bytes.
+pub fn estimate_prompt_tokens(body: &[u8]) -> u64 {
+    let estimate = match serde_json::from_slice::<PromptView>(body) {
+        Ok(view) => {
+            let mut tally = Tally::default();
+            for message in view.messages.iter().flatten() {
+                if let Some(content) = message.content {
+                    tally.content(content);
+                }
+            }
+            for raw in [view.prompt, view.input].into_iter().flatten() {
+                tally.text_or_tokens(raw, 0);
+            }
+            tokens_of_chars(tally.chars) + tally.tokens
+        }
+        Err(_) => tokens_of_chars(body.len() as u64),
+    };
+    estimate.max(1)
+}
+
+/// Whether a top-level member is present, whatever its value (even `null`).
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    serde::de::IgnoredAny::deserialize(d).map(|_| true)
+}
+
+/// The member [`inject_include_usage`] decides on.
+#[derive(Deserialize)]
+struct StreamOptionsView {
+    #[serde(default, deserialize_with = "present")]
+    stream_options: bool,
+}
+
+/// The member added to streamed requests.
+const INCLUDE_USAGE: &[u8] = br#""stream_options":{"include_usage":true}"#;
+
+/// A streamed chat or completions request body with
+/// `"stream_options":{"include_usage":true}` added, so the provider reports
+/// exact usage in the stream's last chunk instead of the gateway estimating
+/// it. The member is spliced in before the closing brace; nothing else is
+/// re-serialized. Call it only for `stream: true` requests: OpenAI rejects
+/// `stream_options` on others. `None` (send the body unchanged) when the
+/// client set `stream_options` itself or the body is not a JSON object.
+pub fn inject_include_usage(body: &[u8]) -> Option<Vec<u8>> {
+    let view: StreamOptionsView = serde_json::from_slice(body).ok()?;
+    if view.stream_options {
+        return None;
+    }
+    let is_ws = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
+    let open = body.iter().position(|b| !is_ws(b))?;
+    let close = body.iter().rposition(|b| !is_ws(b))?;
+    // serde also reads structs from arrays; only an object is wanted.
+    if open >= close || body[open] != b'{' || body[close] != b'}' {
+        return None;
+    }
+    let empty = body[open + 1..close].iter().all(is_ws);
+    let mut out = Vec::with_capacity(body.len() + INCLUDE_USAGE.len() + 1);
+    out.extend_from_slice(&body[..close]);
+    if !empty {
+        out.push(b',');
+    }
+    out.extend_from_slice(INCLUDE_USAGE);
+    out.extend_from_slice(&body[close..]);
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    fn usage(prompt_tokens: u64, completion_tokens: u64) -> Usage {
+        Usage {
+            prompt_tokens,
+            completion_tokens,
+        }
+    }
+
+    #[test]
+    fn response_usage_of_chat_completions_and_embeddings() {
+        let chat = br#"{"id":"x","choices":[{"message":{"role":"assistant","content":"hi"}}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":0}}}"#;
+        assert_eq!(from_response_body(chat), Some(usage(12, 3)));
+        let embeddings = br#"{"object":"list","data":[{"embedding":[0.1,0.2],"index":0}],"model":"text-embedding-3-small","usage":{"prompt_tokens":8,"total_tokens":8}}"#;
+        assert_eq!(from_response_body(embeddings), Some(usage(8, 0)));
+        assert_eq!(from_response_body(br#"{"choices":[]}"#), None);
+        assert_eq!(from_response_body(br#"{"usage":null}"#), None);
+        assert_eq!(from_response_body(br#"{"usage":{"total_tokens":3}}"#), None);
+        assert_eq!(from_response_body(b"not json"), None);
+        assert_eq!(from_response_body(b""), None);
+    }
+
+    #[test]
+    fn response_usage_of_a_large_body() {
+        let text = "x\\\"y".repeat(300_000);
+        let body = format!(
+            r#"{{"choices":[{{"message":{{"content":"{text}"}}}}],"usage":{{"prompt_tokens":1,"completion_tokens":2}}}}"#
+        );
+        assert!(body.len() > 1_000_000);
+        assert_eq!(from_response_body(body.as_bytes()), Some(usage(1, 2)));
+    }
+
+    const STREAM: &str = concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hé\"}}],\"usage\":null}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"llo\\n\"}}],\"usage\":null}\n\n",
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":4,\"total_tokens\":13}}\n\n",
+        "data: [DONE]\n\n",
+    );
+
+    fn run(chunks: &[&[u8]], prompt_estimate: u64) -> (Usage, UsageSource) {
+        let mut s = StreamUsage::new();
+        for c in chunks {
+            s.feed(c);
+        }
+        s.finish(prompt_estimate)
+    }
+
+    #[test]
+    fn stream_reports_the_last_usage() {
+        let got = run(&[STREAM.as_bytes()], 100);
+        assert_eq!(got, (usage(9, 4), UsageSource::Reported));
+    }
+
+    #[test]
+    fn stream_every_split_gives_the_same_result() {
+        let bytes = STREAM.as_bytes();
+        let whole = run(&[bytes], 100);
+        for i in 0..=bytes.len() {
+            assert_eq!(run(&[&bytes[..i], &bytes[i..]], 100), whole, "split at {i}");
+            for j in i..=bytes.len() {
+                let three = run(&[&bytes[..i], &bytes[i..j], &bytes[j..]], 100);
+                assert_eq!(three, whole, "split at {i} and {j}");
+            }
+        }
+        let bytewise: Vec<&[u8]> = bytes.chunks(1).collect();
+        assert_eq!(run(&bytewise, 100), whole);
+    }
+
+    #[test]
+    fn stream_without_usage_is_estimated_from_text() {
+        // "Hé" + "llo\n" = 6 characters (é is two bytes) → 2 tokens.
+        let no_usage = STREAM.replace(
+            "{\"prompt_tokens\":9,\"completion_tokens\":4,\"total_tokens\":13}",
+            "null",
+        );
+        let bytes = no_usage.as_bytes();
+        let whole = run(&[bytes], 7);
+        assert_eq!(whole, (usage(7, 2), UsageSource::Estimated));
+        for i in 0..=bytes.len() {
+            assert_eq!(run(&[&bytes[..i], &bytes[i..]], 7), whole, "split at {i}");
+        }
+    }
+
+    #[test]
+    fn stream_counts_legacy_text_and_tool_arguments() {
+        let stream = concat!(
+            "data: {\"choices\":[{\"text\":\"abcde\",\"index\":0}]}\r\n\r\n",
+            ": keep-alive\n\n",
+            "event: message\ndata: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"a\\\":1}\"}}]}}]}\n\n",
+            "data: not json\n\n",
+            "data: [DONE]\n\n",
+        );
+        // 5 + 7 characters → 3 tokens.
+        assert_eq!(
+            run(&[stream.as_bytes()], 1),
+            (usage(1, 3), UsageSource::Estimated)
+        );
+    }
+
+    #[test]
+    fn stream_data_split_over_lines_and_unterminated_end() {
+        let stream = "data: {\"usage\":\ndata: {\"prompt_tokens\":2,\"completion_tokens\":5}}\n\ndata: {\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":6}}";
+        assert_eq!(
+            run(&[stream.as_bytes()], 1),
+            (usage(3, 6), UsageSource::Reported)
+        );
+        assert_eq!(run(&[], 4), (usage(4, 0), UsageSource::Estimated));
+    }
+
+    #[test]
+    fn stream_skips_an_oversized_event_and_recovers() {
+        let big = format!(
+            "data: {{\"choices\":[{{\"delta\":{{\"content\":\"{}\"}}}}]}}\n\n",
+            "a".repeat(MAX_EVENT_BYTES)
+        );
+        let after = "data: {\"choices\":[{\"delta\":{\"content\":\"abcd\"}}]}\n\n";
+        for piece in [1 << 10, 1 << 16, big.len()] {
+            let mut s = StreamUsage::new();
+            for c in big.as_bytes().chunks(piece) {
+                s.feed(c);
+                assert!(s.line.len() + s.data.len() <= MAX_EVENT_BYTES);
+            }
+            s.feed(after.as_bytes());
+            assert_eq!(
+                s.finish(1),
+                (usage(1, 1), UsageSource::Estimated),
+                "{piece}"
+            );
+        }
+        // An oversized line that ends exactly at a chunk boundary, followed
+        // by the event's blank line in the next chunk.
+        let line = format!("data: \"{}\"\n", "a".repeat(MAX_EVENT_BYTES));
+        let mut s = StreamUsage::new();
+        s.feed(&line.as_bytes()[..line.len() - 1]);
+        s.feed(b"\n");
+        s.feed(b"\n");
+        s.feed(after.as_bytes());
+        assert_eq!(s.finish(1), (usage(1, 1), UsageSource::Estimated));
+        // The same with CRLF and the blank line split between `\r` and `\n`.
+        let mut s = StreamUsage::new();
+        s.feed(line.trim_end().as_bytes());
+        s.feed(b"\r\n");
+        s.feed(b"\r");
+        s.feed(b"\n");
+        s.feed(after.as_bytes());
+        assert_eq!(s.finish(1), (usage(1, 1), UsageSource::Estimated));
+    }
+
+    #[test]
+    fn prompt_estimate_of_chat_messages() {
+        let body = json!({
+            "model": "gpt-4o",
+            "messages": [
+                {"role": "system", "content": "abcd"},
+                {"role": "user", "content": [
+                    {"type": "text", "text": "éfgh"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+                    {"type": "text", "text": "i"}
+                ]},
+                {"role": "assistant", "content": null, "tool_calls": []}
+            ]
+        });
+        // 4 + 4 + 1 = 9 characters → 3 tokens.
+        assert_eq!(estimate_prompt_tokens(body.to_string().as_bytes()), 3);
+        let escaped = br#"{"messages":[{"role":"user","content":"\"\u00e9\"\n"}]}"#;
+        assert_eq!(estimate_prompt_tokens(escaped), 1);
+    }
+
+    #[test]
+    fn prompt_estimate_of_completions_and_embeddings() {
+        let one = |v: Value| estimate_prompt_tokens(v.to_string().as_bytes());
+        assert_eq!(one(json!({"prompt": "abcdefghi"})), 3);
+        assert_eq!(one(json!({"prompt": ["abcd", "efgh"]})), 2);
+        assert_eq!(one(json!({"prompt": [1, 2, 3]})), 3);
+        assert_eq!(one(json!({"prompt": [[1, 2], [3]]})), 3);
+        assert_eq!(one(json!({"input": "abcde"})), 2);
+        assert_eq!(one(json!({"input": ["abcd", "abcd", "a"]})), 3);
+        assert_eq!(one(json!({"input": ""})), 1);
+        assert_eq!(one(json!({"model": "x"})), 1);
+    }
+
+    #[test]
+    fn prompt_estimate_of_an_unparsable_body() {
+        assert_eq!(estimate_prompt_tokens(b"{\"messages\": [oops"), 5);
+        assert_eq!(estimate_prompt_tokens(b""), 1);
+    }
+
+    fn inject(body: &str) -> Option<String> {
+        inject_include_usage(body.as_bytes()).map(|b| String::from_utf8(b).unwrap())
+    }
+
+    fn assert_injected(body: &str) {
+        let out = inject(body).unwrap_or_else(|| panic!("not injected: {body:?}"));
+        let mut before: Value = serde_json::from_str(body).unwrap();
+        before["stream_options"] = json!({"include_usage": true});
+        assert_eq!(
+            serde_json::from_str::<Value>(&out).unwrap(),
+            before,
+            "{out}"
+        );
+        assert!(out.starts_with(&body[..body.rfind('}').unwrap()]), "{out}");
+    }
+
+    #[test]
+    fn injects_include_usage_before_the_final_brace() {
+        assert_eq!(
+            inject(r#"{"stream":true}"#).unwrap(),
+            r#"{"stream":true,"stream_options":{"include_usage":true}}"#
+        );
+        assert_injected(
+            r#"{"model":"m","messages":[{"role":"user","content":"}"}],"stream":true}"#,
+        );
+        assert_injected("{\n  \"model\": \"m\",\n  \"stream\": true\n}\n");
+        assert_injected("  {\"stream\": true, \"x\": {\"y\": {}}}\r\n\t ");
+    }
+
+    #[test]
+    fn injects_into_an_empty_object_without_a_comma() {
+        assert_eq!(
+            inject("{}").unwrap(),
+            r#"{"stream_options":{"include_usage":true}}"#
+        );
+        assert_eq!(
+            inject("{ \n }\n").unwrap(),
+            "{ \n \"stream_options\":{\"include_usage\":true}}\n"
+        );
+    }
+
+    #[test]
+    fn leaves_other_bodies_alone() {
+        assert_eq!(
+            inject(r#"{"stream":true,"stream_options":{"include_usage":false}}"#),
+            None
+        );
+        assert_eq!(inject(r#"{"stream":true,"stream_options":null}"#), None);
+        assert_eq!(inject(r#"[true]"#), None);
+        assert_eq!(inject(r#"{"stream":true"#), None);
+        assert_eq!(inject(""), None);
+        assert_eq!(inject("\"{}\""), None);
+        assert_eq!(inject(r#"{"a":1}{"b":2}"#), None);
+    }
+}
