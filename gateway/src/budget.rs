@@ -53,7 +53,10 @@ impl Budget {
 
     /// Updates the limits (after an admin change).
     pub fn set_limits(&self, max_usd: Option<f64>, soft_usd: Option<f64>) {
-        let nanos = |v: Option<f64>| v.filter(|v| v.is_finite() && *v >= 0.0).map_or(NO_LIMIT, |v| (v * NANOS_PER_USD) as i64);
+        let nanos = |v: Option<f64>| {
+            v.filter(|v| v.is_finite() && *v >= 0.0)
+                .map_or(NO_LIMIT, |v| (v * NANOS_PER_USD) as i64)
+        };
         self.max.store(nanos(max_usd), Ordering::Release);
         self.soft.store(nanos(soft_usd), Ordering::Release);
     }
@@ -110,7 +113,9 @@ impl Budget {
         self.unflushed.fetch_add(actual, Ordering::AcqRel);
         self.reserved.fetch_sub(reserved, Ordering::AcqRel);
         let soft = self.soft.load(Ordering::Acquire);
-        soft != NO_LIMIT && self.spent_nanos() >= soft && !self.soft_alerted.swap(true, Ordering::AcqRel)
+        soft != NO_LIMIT
+            && self.spent_nanos() >= soft
+            && !self.soft_alerted.swap(true, Ordering::AcqRel)
     }
 
     /// Records that `usd` of settled spend is now in the database.
@@ -119,7 +124,9 @@ impl Budget {
         self.durable.fetch_add(nanos, Ordering::AcqRel);
         let _ = self
             .unflushed
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| Some((u - nanos).max(0)));
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
+                Some((u - nanos).max(0))
+            });
     }
 }
 
@@ -144,7 +151,10 @@ pub struct Reservation {
 
 impl Reservation {
     /// Reserves `usd` against every `(scope, budget)`, all or none.
-    pub fn acquire(budgets: &[(&'static str, Arc<Budget>)], usd: f64) -> Result<Reservation, Refusal> {
+    pub fn acquire(
+        budgets: &[(&'static str, Arc<Budget>)],
+        usd: f64,
+    ) -> Result<Reservation, Refusal> {
         let nanos = to_nanos(usd);
         let mut held = Vec::with_capacity(budgets.len());
         for (scope, budget) in budgets {
@@ -213,9 +223,11 @@ mod tests {
     fn all_or_nothing_and_release_on_drop() {
         let key = Budget::new(Some(1.0), None, 0.0);
         let team = Budget::new(Some(0.5), None, 0.4);
-        let refused = Reservation::acquire(&[("key", key.clone()), ("team", team.clone())], 0.2).unwrap_err();
+        let refused =
+            Reservation::acquire(&[("key", key.clone()), ("team", team.clone())], 0.2).unwrap_err();
         assert_eq!(refused.scope, "team");
-        let r = Reservation::acquire(&[("key", key.clone()), ("team", team.clone())], 0.05).unwrap();
+        let r =
+            Reservation::acquire(&[("key", key.clone()), ("team", team.clone())], 0.05).unwrap();
         drop(r);
         assert_eq!(key.reserved.load(Ordering::Relaxed), 0);
         assert_eq!(team.reserved.load(Ordering::Relaxed), 0);
@@ -232,6 +244,10 @@ mod tests {
         key.set_durable(0.0);
         assert_eq!(key.spent_usd(), 0.0, "a reset restores the whole budget");
         let r = Reservation::acquire(&[("key", key.clone())], 0.2).unwrap();
-        assert_eq!(r.settle(0.12).len(), 1, "crossing again after a reset alerts again");
+        assert_eq!(
+            r.settle(0.12).len(),
+            1,
+            "crossing again after a reset alerts again"
+        );
     }
 }

@@ -13,7 +13,9 @@ pub enum GatewayError {
     #[error("Authentication Error, Invalid proxy server token passed. Received API Key = {0}")]
     InvalidKey(String),
     /// The key is blocked (or its team is).
-    #[error("Authentication Error, {0} is blocked. Unblock it with /key/unblock or /team/unblock.")]
+    #[error(
+        "Authentication Error, {0} is blocked. Unblock it with /key/unblock or /team/unblock."
+    )]
     KeyBlocked(String),
     /// The key's `expires` is past.
     #[error("Authentication Error - Expired Key. Key Expiry time {0}")]
@@ -192,7 +194,8 @@ impl GatewayError {
     pub fn error_type(&self) -> &str {
         use GatewayError::*;
         match self {
-            MissingKey | InvalidKey(_) | KeyBlocked(_) | KeyExpired(_) | AuthUnavailable(_) | NotAdmin(_) => "auth_error",
+            MissingKey | InvalidKey(_) | KeyBlocked(_) | KeyExpired(_) | AuthUnavailable(_)
+            | NotAdmin(_) => "auth_error",
             ModelAccessDenied { .. } => "key_model_access_denied",
             BudgetExceeded { .. } => "budget_exceeded",
             NotFound(_) => "not_found_error",

@@ -51,6 +51,8 @@ pub struct LlmRequest {
     pub model: String,
     /// `stream: true`.
     pub stream: bool,
+    /// `max_tokens` or `max_completion_tokens`: the output cap the client set.
+    pub max_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -64,6 +66,8 @@ struct RoutingView<'a> {
     prompt: Option<&'a RawValue>,
     #[serde(borrow)]
     input: Option<&'a RawValue>,
+    max_tokens: Option<serde_json::Value>,
+    max_completion_tokens: Option<serde_json::Value>,
 }
 
 impl LlmRequest {
@@ -114,12 +118,20 @@ impl LlmRequest {
                 })
             }
         };
+        let max_tokens = match view.max_completion_tokens.or(view.max_tokens) {
+            None | Some(serde_json::Value::Null) => None,
+            Some(v) => Some(v.as_u64().ok_or_else(|| GatewayError::InvalidParam {
+                param: "max_tokens",
+                message: "must be a non-negative integer".into(),
+            })?),
+        };
         Ok(LlmRequest {
             endpoint,
             body,
             model_span,
             model,
             stream,
+            max_tokens,
         })
     }
 
@@ -178,5 +190,17 @@ mod tests {
         let e = parse(Endpoint::ChatCompletions, r#"{"model":1,"messages":[]}"#).unwrap_err();
         assert_eq!(e.param(), Some("model"));
         assert!(parse(Endpoint::Embeddings, r#"{"model":"e","input":["a","b"]}"#).is_ok());
+        let capped = parse(
+            Endpoint::ChatCompletions,
+            r#"{"model":"a","messages":[],"max_completion_tokens":120}"#,
+        )
+        .unwrap();
+        assert_eq!(capped.max_tokens, Some(120));
+        let e = parse(
+            Endpoint::ChatCompletions,
+            r#"{"model":"a","messages":[],"max_tokens":-1}"#,
+        )
+        .unwrap_err();
+        assert_eq!(e.param(), Some("max_tokens"));
     }
 }

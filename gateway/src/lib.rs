@@ -15,6 +15,7 @@ pub mod proxy;
 pub mod router;
 pub mod server;
 pub mod spend;
+pub mod sse;
 pub mod state;
 pub mod store;
 pub mod upstream;

@@ -108,7 +108,8 @@ fn run(opts: Options) -> Result<(), String> {
         dir: config.spool_dir.clone(),
         max_bytes: 1 << 30,
     };
-    let control = gateway::control::ControlPlane::start(store, keys.clone(), spool).map_err(|e| format!("cannot start the control plane: {e}"))?;
+    let control = gateway::control::ControlPlane::start(store, keys.clone(), spool)
+        .map_err(|e| format!("cannot start the control plane: {e}"))?;
     let shared = Arc::new(Shared::new(config, tls, keys, control));
     install_signal_handler(shared.clone())?;
     tracing::info!(

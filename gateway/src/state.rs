@@ -30,7 +30,12 @@ pub struct Shared {
 impl Shared {
     /// Builds the process state from a validated config, the key cache and
     /// the control plane that fills it.
-    pub fn new(config: Config, tls: Arc<rustls::ClientConfig>, keys: Arc<KeyCache>, control: ControlPlane) -> Self {
+    pub fn new(
+        config: Config,
+        tls: Arc<rustls::ClientConfig>,
+        keys: Arc<KeyCache>,
+        control: ControlPlane,
+    ) -> Self {
         let (shutdown_tx, _) = watch::channel(false);
         Shared {
             auth: Authenticator::new(config.master_key.as_deref(), keys, control.clone()),
@@ -71,6 +76,8 @@ pub struct Worker {
     pub open_connections: Cell<usize>,
     /// This core's share of `max_connections`.
     pub max_connections: usize,
+    /// Spend rows waiting for room in the control plane's queue.
+    pub spend_backlog: std::cell::RefCell<std::collections::VecDeque<crate::store::SpendLogRow>>,
 }
 
 impl Worker {
@@ -82,6 +89,7 @@ impl Worker {
             shared,
             open_connections: Cell::new(0),
             max_connections,
+            spend_backlog: Default::default(),
         }
     }
 }

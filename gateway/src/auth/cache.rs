@@ -188,19 +188,27 @@ impl KeyCache {
     fn install_team(&self, t: TeamRecord) -> Arc<TeamEntry> {
         let budget = self.budget(format!("team:{}", t.team_id), t.max_budget, None, t.spend);
         let entry = Arc::new(TeamEntry { record: t, budget });
-        self.teams.pin().insert(entry.record.team_id.clone(), entry.clone());
+        self.teams
+            .pin()
+            .insert(entry.record.team_id.clone(), entry.clone());
         entry
     }
 
     fn install_user(&self, u: UserRecord) -> Arc<UserEntry> {
         let budget = self.budget(format!("user:{}", u.user_id), u.max_budget, None, u.spend);
         let entry = Arc::new(UserEntry { record: u, budget });
-        self.users.pin().insert(entry.record.user_id.clone(), entry.clone());
+        self.users
+            .pin()
+            .insert(entry.record.user_id.clone(), entry.clone());
         entry
     }
 
     /// Reads a key with its team and user from `store` and caches them.
-    pub async fn load(&self, store: &dyn Store, token: &str) -> Result<Option<Arc<KeyEntry>>, StoreError> {
+    pub async fn load(
+        &self,
+        store: &dyn Store,
+        token: &str,
+    ) -> Result<Option<Arc<KeyEntry>>, StoreError> {
         let Some(hash) = parse_token(token) else {
             return Ok(None);
         };
@@ -216,7 +224,12 @@ impl KeyCache {
             Some(id) => store.get_user(id).await?.map(|u| self.install_user(u)),
             None => None,
         };
-        let budget = self.budget(format!("key:{token}"), record.max_budget, record.soft_budget, record.spend);
+        let budget = self.budget(
+            format!("key:{token}"),
+            record.max_budget,
+            record.soft_budget,
+            record.spend,
+        );
         let entry = Arc::new(KeyEntry {
             record,
             budget,
@@ -297,7 +310,10 @@ mod tests {
     use crate::store::MemoryStore;
 
     fn block_on<F: std::future::Future>(f: F) -> F::Output {
-        tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(f)
     }
 
     #[test]
@@ -308,9 +324,18 @@ mod tests {
         let token = token_hex(&hash);
         block_on(async {
             assert!(cache.load(&store, &token).await.unwrap().is_none());
-            let team = TeamRecord { team_id: "t1".into(), max_budget: Some(5.0), ..Default::default() };
+            let team = TeamRecord {
+                team_id: "t1".into(),
+                max_budget: Some(5.0),
+                ..Default::default()
+            };
             store.insert_team(&team).await.unwrap();
-            let key = KeyRecord { token: token.clone(), team_id: Some("t1".into()), max_budget: Some(1.0), ..Default::default() };
+            let key = KeyRecord {
+                token: token.clone(),
+                team_id: Some("t1".into()),
+                max_budget: Some(1.0),
+                ..Default::default()
+            };
             store.insert_key(&key).await.unwrap();
             let entry = cache.load(&store, &token).await.unwrap().unwrap();
             assert_eq!(entry.team.as_ref().unwrap().record.max_budget, Some(5.0));
@@ -322,9 +347,15 @@ mod tests {
             cache.refresh(&store, &Change::Key(token.clone())).await;
             let fresh = cache.get(&hash).unwrap();
             assert!(fresh.record.blocked);
-            assert!(Arc::ptr_eq(&fresh.budget, &budget), "budget counters survive a refresh");
+            assert!(
+                Arc::ptr_eq(&fresh.budget, &budget),
+                "budget counters survive a refresh"
+            );
 
-            store.delete_keys(&[token.clone()]).await.unwrap();
+            store
+                .delete_keys(std::slice::from_ref(&token))
+                .await
+                .unwrap();
             cache.refresh(&store, &Change::Key(token.clone())).await;
             assert!(cache.get(&hash).is_none());
         });

@@ -12,7 +12,10 @@ pub fn key_usable(entry: &KeyEntry, now: DateTime<Utc>) -> Result<(), GatewayErr
     }
     if let Some(team) = &entry.team {
         if team.record.blocked {
-            return Err(GatewayError::KeyBlocked(format!("team {}", team.record.team_id)));
+            return Err(GatewayError::KeyBlocked(format!(
+                "team {}",
+                team.record.team_id
+            )));
         }
     }
     if let Some(expires) = entry.record.expires {
@@ -31,7 +34,8 @@ fn list_allows(models: &[String], model: &str) -> bool {
                 || m == "*"
                 || m == "all-proxy-models"
                 || m == "all-team-models"
-                || m.strip_suffix('*').is_some_and(|prefix| model.starts_with(prefix))
+                || m.strip_suffix('*')
+                    .is_some_and(|prefix| model.starts_with(prefix))
         })
 }
 
@@ -77,7 +81,10 @@ mod tests {
 
     fn entry(models: &[&str]) -> KeyEntry {
         KeyEntry {
-            record: KeyRecord { models: models.iter().map(|s| s.to_string()).collect(), ..Default::default() },
+            record: KeyRecord {
+                models: models.iter().map(|s| s.to_string()).collect(),
+                ..Default::default()
+            },
             budget: Budget::new(None, None, 0.0),
             team: None,
             user: None,
@@ -90,8 +97,14 @@ mod tests {
         assert!(model_allowed(&entry(&["openai/*"]), "openai/gpt-4o").is_ok());
         let err = model_allowed(&entry(&["chat-fast"]), "chat-deep").unwrap_err();
         let msg = err.to_string();
-        assert!(msg.contains("chat-fast") && msg.contains("chat-deep"), "{msg}");
-        assert_eq!((err.status(), err.error_type()), (403, "key_model_access_denied"));
+        assert!(
+            msg.contains("chat-fast") && msg.contains("chat-deep"),
+            "{msg}"
+        );
+        assert_eq!(
+            (err.status(), err.error_type()),
+            (403, "key_model_access_denied")
+        );
     }
 
     #[test]
@@ -101,6 +114,9 @@ mod tests {
         assert_eq!(key_usable(&e, Utc::now()).unwrap_err().status(), 401);
         e.record.blocked = false;
         e.record.expires = Some(Utc::now() - chrono::Duration::seconds(1));
-        assert!(key_usable(&e, Utc::now()).unwrap_err().to_string().contains("Expired"));
+        assert!(key_usable(&e, Utc::now())
+            .unwrap_err()
+            .to_string()
+            .contains("Expired"));
     }
 }

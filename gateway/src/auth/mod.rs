@@ -42,7 +42,12 @@ impl Principal {
     /// The model group a requested name maps to through the key's aliases.
     pub fn resolve_alias<'a>(&'a self, model: &'a str) -> &'a str {
         match self {
-            Principal::Key(k) => k.record.aliases.get(model).and_then(|v| v.as_str()).unwrap_or(model),
+            Principal::Key(k) => k
+                .record
+                .aliases
+                .get(model)
+                .and_then(|v| v.as_str())
+                .unwrap_or(model),
             _ => model,
         }
     }
@@ -59,6 +64,7 @@ impl Principal {
 /// Checks credentials; holds only hashes.
 pub struct Authenticator {
     master_key_hash: Option<TokenHash>,
+    master_token: Option<String>,
     keys: Arc<KeyCache>,
     control: ControlPlane,
 }
@@ -69,9 +75,15 @@ impl Authenticator {
     pub fn new(master_key: Option<&str>, keys: Arc<KeyCache>, control: ControlPlane) -> Self {
         Authenticator {
             master_key_hash: master_key.map(hash_key),
+            master_token: master_key.map(|k| token_hex(&hash_key(k))),
             keys,
             control,
         }
+    }
+
+    /// The master key's hashed token, as spend logs record it.
+    pub fn master_token(&self) -> Option<&str> {
+        self.master_token.as_deref()
     }
 
     /// The key cache this authenticator reads.
@@ -98,7 +110,11 @@ impl Authenticator {
         Ok(Principal::Key(entry))
     }
 
-    async fn read_through(&self, hash: &TokenHash, key: &str) -> Result<Arc<KeyEntry>, GatewayError> {
+    async fn read_through(
+        &self,
+        hash: &TokenHash,
+        key: &str,
+    ) -> Result<Arc<KeyEntry>, GatewayError> {
         let invalid = || GatewayError::InvalidKey(abbreviate(key));
         if self.keys.recently_missed(hash) || !self.keys.try_resync() {
             return Err(invalid());
@@ -106,7 +122,9 @@ impl Authenticator {
         let token = token_hex(hash);
         let loaded = self
             .control
-            .call(READ_THROUGH_TIMEOUT, move |ctx| async move { ctx.keys.load(ctx.store.as_ref(), &token).await })
+            .call(READ_THROUGH_TIMEOUT, move |ctx| async move {
+                ctx.keys.load(ctx.store.as_ref(), &token).await
+            })
             .await
             .map_err(|e| GatewayError::AuthUnavailable(e.to_string()))?
             .map_err(|e| GatewayError::AuthUnavailable(e.to_string()))?;

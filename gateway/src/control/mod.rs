@@ -70,20 +70,28 @@ pub struct ControlPlane {
 
 impl ControlPlane {
     /// Starts the control thread around `store` and the key cache.
-    pub fn start(store: Arc<dyn Store>, keys: Arc<KeyCache>, spool: writer::SpoolConfig) -> std::io::Result<ControlPlane> {
+    pub fn start(
+        store: Arc<dyn Store>,
+        keys: Arc<KeyCache>,
+        spool: writer::SpoolConfig,
+    ) -> std::io::Result<ControlPlane> {
         let (jobs, mut job_rx) = mpsc::channel::<Job>(JOB_QUEUE);
         let (spend, spend_rx) = mpsc::channel::<SpendLogRow>(SPEND_QUEUE);
         let ctx = Arc::new(ControlCtx { store, keys });
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        std::thread::Builder::new().name("gateway-control".into()).spawn(move || {
-            runtime.block_on(async move {
-                tokio::spawn(writer::run(ctx.clone(), spend_rx, spool));
-                tokio::spawn(budget_resets(ctx.clone()));
-                while let Some(job) = job_rx.recv().await {
-                    tokio::spawn(job(ctx.clone()));
-                }
-            });
-        })?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        std::thread::Builder::new()
+            .name("gateway-control".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    tokio::spawn(writer::run(ctx.clone(), spend_rx, spool));
+                    tokio::spawn(budget_resets(ctx.clone()));
+                    while let Some(job) = job_rx.recv().await {
+                        tokio::spawn(job(ctx.clone()));
+                    }
+                });
+            })?;
         Ok(ControlPlane { jobs, spend })
     }
 
@@ -114,9 +122,11 @@ impl ControlPlane {
 
     /// Hands a spend row to the writer without waiting. Returns the row back
     /// when the queue is full so the caller can keep it for later.
-    pub fn record(&self, row: SpendLogRow) -> Result<(), SpendLogRow> {
+    pub fn record(&self, row: SpendLogRow) -> Result<(), Box<SpendLogRow>> {
         self.spend.try_send(row).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(r) | mpsc::error::TrySendError::Closed(r) => r,
+            mpsc::error::TrySendError::Full(r) | mpsc::error::TrySendError::Closed(r) => {
+                Box::new(r)
+            }
         })
     }
 }

@@ -82,9 +82,15 @@ fn append_to_spool(spool: &SpoolConfig, rows: &[SpendLogRow]) {
         std::fs::create_dir_all(&spool.dir)?;
         let size = std::fs::metadata(&path).map_or(0, |m| m.len());
         if size > spool.max_bytes {
-            return Err(std::io::Error::other(format!("spool {} is full ({size} bytes)", path.display())));
+            return Err(std::io::Error::other(format!(
+                "spool {} is full ({size} bytes)",
+                path.display()
+            )));
         }
-        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&path)?;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)?;
         let mut buf = Vec::with_capacity(rows.len() * 512);
         for row in rows {
             serde_json::to_writer(&mut buf, row).map_err(std::io::Error::other)?;
@@ -104,7 +110,10 @@ async fn replay_spool(ctx: &ControlCtx, spool: &SpoolConfig) {
     let Ok(text) = std::fs::read_to_string(&path) else {
         return;
     };
-    let rows: Vec<SpendLogRow> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let rows: Vec<SpendLogRow> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
     for chunk in rows.chunks(BATCH) {
         match ctx.store.record_spend(chunk).await {
             Ok(changes) => {
@@ -120,7 +129,10 @@ async fn replay_spool(ctx: &ControlCtx, spool: &SpoolConfig) {
             }
         }
     }
-    tracing::info!(rows = rows.len(), "spooled spend rows written to the database");
+    tracing::info!(
+        rows = rows.len(),
+        "spooled spend rows written to the database"
+    );
     let _ = std::fs::remove_file(&path);
 }
 
@@ -144,7 +156,12 @@ fn adopt_orphan_spools(spool: &SpoolConfig) {
         }
         if let Ok(text) = std::fs::read(&path) {
             let appended = std::fs::create_dir_all(&spool.dir)
-                .and_then(|_| std::fs::OpenOptions::new().create(true).append(true).open(&own))
+                .and_then(|_| {
+                    std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(&own)
+                })
                 .and_then(|mut f| f.write_all(&text));
             if appended.is_ok() {
                 let _ = std::fs::remove_file(&path);

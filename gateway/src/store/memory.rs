@@ -1,7 +1,10 @@
 //! The in-memory store: the same API on one machine without a database.
 //! Nothing survives a restart (the start-up log says so).
 
-use super::{next_reset, Change, KeyRecord, SpendFilter, SpendLogRow, Store, StoreError, TeamRecord, UserRecord};
+use super::{
+    next_reset, Change, KeyRecord, SpendFilter, SpendLogRow, Store, StoreError, TeamRecord,
+    UserRecord,
+};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use std::collections::{HashMap, HashSet};
@@ -30,7 +33,12 @@ impl MemoryStore {
     }
 }
 
-fn insert<V: Clone>(map: &mut HashMap<String, V>, id: &str, what: &str, v: &V) -> Result<(), StoreError> {
+fn insert<V: Clone>(
+    map: &mut HashMap<String, V>,
+    id: &str,
+    what: &str,
+    v: &V,
+) -> Result<(), StoreError> {
     if map.contains_key(id) {
         return Err(StoreError::Conflict(format!("{what} {id}")));
     }
@@ -39,7 +47,10 @@ fn insert<V: Clone>(map: &mut HashMap<String, V>, id: &str, what: &str, v: &V) -
 }
 
 fn delete<V>(map: &mut HashMap<String, V>, ids: &[String]) -> Vec<String> {
-    ids.iter().filter(|id| map.remove(id.as_str()).is_some()).cloned().collect()
+    ids.iter()
+        .filter(|id| map.remove(id.as_str()).is_some())
+        .cloned()
+        .collect()
 }
 
 #[async_trait]
@@ -84,7 +95,11 @@ impl Store for MemoryStore {
         Ok(self.with(|t| delete(&mut t.keys, tokens)))
     }
 
-    async fn list_keys(&self, user_id: Option<&str>, team_id: Option<&str>) -> Result<Vec<KeyRecord>, StoreError> {
+    async fn list_keys(
+        &self,
+        user_id: Option<&str>,
+        team_id: Option<&str>,
+    ) -> Result<Vec<KeyRecord>, StoreError> {
         Ok(self.with(|t| {
             let mut keys: Vec<KeyRecord> = t
                 .keys
@@ -93,7 +108,7 @@ impl Store for MemoryStore {
                 .filter(|k| team_id.is_none_or(|u| k.team_id.as_deref() == Some(u)))
                 .cloned()
                 .collect();
-            keys.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+            keys.sort_by_key(|k| std::cmp::Reverse(k.created_at));
             keys
         }))
     }
@@ -193,13 +208,21 @@ impl Store for MemoryStore {
         Ok(self.with(|t| {
             let rows = t.spend_logs.iter().filter(|r| {
                 f.api_key.as_ref().is_none_or(|k| &r.api_key == k)
-                    && f.user_id.as_ref().is_none_or(|u| r.user.as_ref() == Some(u))
-                    && f.team_id.as_ref().is_none_or(|u| r.team_id.as_ref() == Some(u))
-                    && f.request_id.as_ref().is_none_or(|id| &r.call_id == id || &r.request_id == id)
+                    && f.user_id
+                        .as_ref()
+                        .is_none_or(|u| r.user.as_ref() == Some(u))
+                    && f.team_id
+                        .as_ref()
+                        .is_none_or(|u| r.team_id.as_ref() == Some(u))
+                    && f.request_id
+                        .as_ref()
+                        .is_none_or(|id| &r.call_id == id || &r.request_id == id)
                     && f.start.is_none_or(|s| r.start_time >= s)
                     && f.end.is_none_or(|e| r.start_time < e)
             });
-            rows.take(f.limit.map_or(usize::MAX, |l| l.max(0) as usize)).cloned().collect()
+            rows.take(f.limit.map_or(usize::MAX, |l| l.max(0) as usize))
+                .cloned()
+                .collect()
         }))
     }
 

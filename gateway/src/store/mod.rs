@@ -7,7 +7,9 @@ pub mod postgres;
 mod records;
 
 pub use memory::MemoryStore;
-pub use records::{next_reset, parse_duration, KeyRecord, SpendFilter, SpendLogRow, TeamRecord, UserRecord};
+pub use records::{
+    next_reset, parse_duration, KeyRecord, SpendFilter, SpendLogRow, TeamRecord, UserRecord,
+};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -78,7 +80,11 @@ pub trait Store: Send + Sync {
     /// Deletes keys; returns the tokens that existed.
     async fn delete_keys(&self, tokens: &[String]) -> Result<Vec<String>, StoreError>;
     /// Keys, optionally of one user or team, newest first.
-    async fn list_keys(&self, user_id: Option<&str>, team_id: Option<&str>) -> Result<Vec<KeyRecord>, StoreError>;
+    async fn list_keys(
+        &self,
+        user_id: Option<&str>,
+        team_id: Option<&str>,
+    ) -> Result<Vec<KeyRecord>, StoreError>;
 
     /// A team by id.
     async fn get_team(&self, team_id: &str) -> Result<Option<TeamRecord>, StoreError>;

@@ -1,0 +1,110 @@
+//! Headers on both sides: the upstream request head, LiteLLM's
+//! `x-litellm-*` response headers, the call id, and the access log line.
+
+use super::Outcome;
+use crate::config::Deployment;
+use crate::error::GatewayError;
+use crate::http1::RequestHead;
+use crate::inbound::Endpoint;
+use crate::providers::UpstreamRequest;
+use crate::server::HeadBuilder;
+use bytes::Bytes;
+use std::time::Duration;
+
+/// The upstream request head: fixed headers, then the provider's, then the
+/// deployment's `extra_headers`.
+pub(super) fn upstream_head(req: &UpstreamRequest, dep: &Deployment) -> Vec<u8> {
+    let base = dep.base.as_ref().expect("HTTP providers have a base URL");
+    let body_len: usize = req.body.iter().map(Bytes::len).sum();
+    let mut h = Vec::with_capacity(256 + req.path.len());
+    h.extend_from_slice(b"POST ");
+    h.extend_from_slice(req.path.as_bytes());
+    h.extend_from_slice(b" HTTP/1.1\r\nhost: ");
+    h.extend_from_slice(base.host.as_bytes());
+    let default_port = if base.tls { 443 } else { 80 };
+    if base.port != default_port {
+        h.push(b':');
+        h.extend_from_slice(itoa::Buffer::new().format(base.port).as_bytes());
+    }
+    h.extend_from_slice(
+        b"\r\ncontent-type: application/json\r\naccept-encoding: identity\r\ncontent-length: ",
+    );
+    h.extend_from_slice(itoa::Buffer::new().format(body_len).as_bytes());
+    h.extend_from_slice(b"\r\nuser-agent: gateway/");
+    h.extend_from_slice(crate::VERSION.as_bytes());
+    h.extend_from_slice(b"\r\n");
+    let headers = req.headers.iter().map(|(n, v)| (*n, v.as_str()));
+    let extra = dep
+        .extra_headers
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()));
+    for (name, value) in headers.chain(extra) {
+        if value.bytes().any(|b| b == b'\r' || b == b'\n') {
+            continue;
+        }
+        h.extend_from_slice(name.as_bytes());
+        h.extend_from_slice(b": ");
+        h.extend_from_slice(value.as_bytes());
+        h.extend_from_slice(b"\r\n");
+    }
+    h.extend_from_slice(b"\r\n");
+    h
+}
+
+/// LiteLLM's response headers, as far as the request got.
+pub(super) fn litellm_headers(status: u16, outcome: &Outcome<'_>) -> HeadBuilder {
+    let mut h = HeadBuilder::new(status);
+    h.header("x-litellm-call-id", &outcome.call_id);
+    if let Some(group) = &outcome.group {
+        h.header("x-litellm-model-group", group);
+    }
+    if let Some(dep) = outcome.deployment {
+        h.header("x-litellm-model-id", &dep.id);
+        if let Some(base) = &dep.base {
+            h.header("x-litellm-model-api-base", &base.url);
+        }
+    }
+    let total = outcome.received_at.elapsed();
+    let overhead = total.saturating_sub(outcome.upstream_wait);
+    h.header("x-litellm-response-duration-ms", &format_ms(total));
+    h.header("x-litellm-overhead-duration-ms", &format_ms(overhead));
+    h.header("x-litellm-version", crate::VERSION);
+    h
+}
+
+pub(super) fn format_ms(d: Duration) -> String {
+    format!("{:.3}", d.as_secs_f64() * 1000.0)
+}
+
+pub(super) fn call_id() -> String {
+    let bytes: [u8; 16] = fastrand::u128(..).to_le_bytes();
+    uuid::Builder::from_random_bytes(bytes)
+        .into_uuid()
+        .hyphenated()
+        .to_string()
+}
+
+pub(super) fn log_access(
+    head: &RequestHead,
+    endpoint: Endpoint,
+    status: u16,
+    o: &Outcome<'_>,
+    error: Option<&GatewayError>,
+) {
+    let total = o.received_at.elapsed();
+    tracing::info!(
+        target: "gateway::access",
+        call_id = %o.call_id,
+        method = head.method(),
+        path = head.path(),
+        endpoint = endpoint.path_suffix(),
+        status,
+        model_group = o.group.as_deref().unwrap_or(""),
+        deployment = o.deployment.map_or("", |d| &d.id),
+        stream = o.stream,
+        duration_ms = %format_ms(total),
+        upstream_ms = %format_ms(o.upstream_wait),
+        error = error.map(|e| e.to_string()),
+        "request"
+    );
+}

@@ -1,0 +1,220 @@
+//! Money and evidence: admission against budgets before the call, settlement
+//! after it, and one spend-log row per upstream attempt handed to the control
+//! plane without waiting.
+
+use crate::auth::Principal;
+use crate::budget::Reservation;
+use crate::config::Deployment;
+use crate::error::GatewayError;
+use crate::inbound::{Endpoint, LlmRequest};
+use crate::spend::{self, Price, Usage};
+use crate::state::Worker;
+use crate::store::SpendLogRow;
+use chrono::{DateTime, Utc};
+
+/// Output tokens reserved when neither the request nor the model caps them.
+const DEFAULT_MAX_OUTPUT: u64 = 4096;
+
+/// Reserves the request's worst-case cost against its key's, user's and
+/// team's budgets, all or none. Master-key requests have no budget.
+pub(super) fn admit(
+    principal: &Principal,
+    req: &LlmRequest,
+    dep: &Deployment,
+    upstream_model: &str,
+    price: Price,
+    prompt_estimate: u64,
+) -> Result<Option<Reservation>, GatewayError> {
+    let Some(key) = super::key_of(principal) else {
+        return Ok(None);
+    };
+    let mut budgets = vec![("key", key.budget.clone())];
+    if let Some(user) = &key.user {
+        budgets.push(("user", user.budget.clone()));
+    }
+    if let Some(team) = &key.team {
+        budgets.push(("team", team.budget.clone()));
+    }
+    for (scope, budget) in &budgets {
+        if budget.exhausted() {
+            return Err(GatewayError::BudgetExceeded {
+                scope: scope.to_string(),
+                spend: budget.spent_usd(),
+                max: budget.max_usd().unwrap_or(0.0),
+            });
+        }
+    }
+    let max_output = match req.endpoint {
+        Endpoint::Embeddings => 0,
+        _ => req
+            .max_tokens
+            .or_else(|| spend::max_output_tokens(dep, upstream_model))
+            .unwrap_or(DEFAULT_MAX_OUTPUT),
+    };
+    let worst = spend::worst_case_cost(prompt_estimate, max_output, price);
+    Reservation::acquire(&budgets, worst)
+        .map(Some)
+        .map_err(|r| GatewayError::BudgetExceeded {
+            scope: r.scope.to_string(),
+            spend: r.spend,
+            max: r.max,
+        })
+}
+
+/// Replaces the reservation by the real cost and raises soft-budget alerts.
+pub(super) fn settle(reservation: Option<Reservation>, cost: f64, principal: &Principal) {
+    let Some(reservation) = reservation else {
+        return;
+    };
+    for (scope, spend) in reservation.settle(cost) {
+        let key = super::key_of(principal);
+        tracing::warn!(
+            target: "gateway::alerts",
+            scope,
+            spend,
+            key_alias = key.and_then(|k| k.record.key_alias.as_deref()).unwrap_or(""),
+            key_name = key.and_then(|k| k.record.key_name.as_deref()).unwrap_or(""),
+            "soft budget crossed"
+        );
+    }
+}
+
+/// Times of one upstream attempt.
+pub(super) struct Attempt {
+    request_id: String,
+    call_id: String,
+    number: i32,
+    start: DateTime<Utc>,
+    first_byte: Option<DateTime<Utc>>,
+}
+
+/// What a finished attempt's row says.
+pub(super) struct AttemptInfo<'a> {
+    pub principal: &'a Principal,
+    pub master_token: Option<&'a str>,
+    pub group: &'a str,
+    pub dep: &'a Deployment,
+    pub upstream_model: &'a str,
+    pub endpoint: Endpoint,
+    pub usage: Usage,
+    pub cost: f64,
+    pub status: u16,
+    pub error: Option<&'a GatewayError>,
+}
+
+impl Attempt {
+    /// Starts attempt `number` (1 for the first) of request `call_id`.
+    pub(super) fn start(call_id: &str, number: i32) -> Self {
+        let request_id = if number == 1 {
+            call_id.to_string()
+        } else {
+            format!("{call_id}:{number}")
+        };
+        Attempt {
+            request_id,
+            call_id: call_id.to_string(),
+            number,
+            start: Utc::now(),
+            first_byte: None,
+        }
+    }
+
+    /// Marks the first response byte.
+    pub(super) fn first_byte(&mut self) {
+        self.first_byte = Some(Utc::now());
+    }
+
+    /// The attempt's spend-log row.
+    pub(super) fn finish(self, info: AttemptInfo<'_>) -> SpendLogRow {
+        let key = super::key_of(info.principal);
+        let api_key = match key {
+            Some(k) => k.record.token.clone(),
+            None => info.master_token.unwrap_or_default().to_string(),
+        };
+        SpendLogRow {
+            request_id: self.request_id,
+            call_id: self.call_id,
+            attempt: self.number,
+            call_type: call_type(info.endpoint).to_string(),
+            api_key,
+            spend: info.cost,
+            total_tokens: (info.usage.prompt_tokens + info.usage.completion_tokens) as i64,
+            prompt_tokens: info.usage.prompt_tokens as i64,
+            completion_tokens: info.usage.completion_tokens as i64,
+            start_time: self.start,
+            completion_start_time: self.first_byte,
+            end_time: Utc::now(),
+            model: info.upstream_model.to_string(),
+            model_id: info.dep.id.to_string(),
+            model_group: info.group.to_string(),
+            custom_llm_provider: info.dep.provider_name.clone(),
+            api_base: info
+                .dep
+                .base
+                .as_ref()
+                .map_or_else(String::new, |b| b.url.clone()),
+            region: info.dep.region.clone(),
+            user: key.and_then(|k| k.record.user_id.clone()),
+            team_id: key.and_then(|k| k.record.team_id.clone()),
+            status: if info.error.is_none() {
+                "success"
+            } else {
+                "failure"
+            }
+            .to_string(),
+            status_code: i32::from(info.status),
+            error_class: info.error.map(|e| error_class(e).to_string()),
+            error_message: info.error.map(|e| e.to_string()),
+        }
+    }
+}
+
+fn call_type(endpoint: Endpoint) -> &'static str {
+    match endpoint {
+        Endpoint::ChatCompletions => "acompletion",
+        Endpoint::Completions => "atext_completion",
+        Endpoint::Embeddings => "aembedding",
+    }
+}
+
+/// The retry-policy class of an error (LiteLLM's names).
+pub(crate) fn error_class(err: &GatewayError) -> &'static str {
+    match err {
+        GatewayError::UpstreamTimeout { .. } => "timeout",
+        GatewayError::UpstreamUnreachable { .. } | GatewayError::UpstreamProtocol { .. } => {
+            "api_connection"
+        }
+        GatewayError::Unavailable(_) => "client_disconnected",
+        _ => match err.status() {
+            401 | 403 => "authentication",
+            408 => "timeout",
+            429 => "rate_limit",
+            400..=499 => "bad_request",
+            _ => "internal_server",
+        },
+    }
+}
+
+/// Hands a row to the control plane; rows that do not fit its queue wait on
+/// this core and go first next time, so none is lost while it catches up.
+pub(super) fn submit(worker: &Worker, row: SpendLogRow) {
+    let mut backlog = worker.spend_backlog.borrow_mut();
+    backlog.push_back(row);
+    while let Some(row) = backlog.pop_front() {
+        if let Err(row) = worker.shared.control.record(row) {
+            backlog.push_front(*row);
+            break;
+        }
+    }
+    if backlog.len() > MAX_BACKLOG {
+        let lost = backlog.len() - MAX_BACKLOG;
+        backlog.drain(..lost);
+        tracing::error!(
+            rows = lost,
+            "spend rows LOST: the control plane is not keeping up"
+        );
+    }
+}
+
+/// Rows one core keeps while the control plane's queue is full.
+const MAX_BACKLOG: usize = 100_000;
