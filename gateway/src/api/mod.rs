@@ -1,6 +1,7 @@
 //! Endpoint dispatch: which handler answers a method and path. Paths are
 //! accepted with and without the `/v1` prefix, as LiteLLM does.
 
+mod admin;
 mod health;
 mod models;
 
@@ -41,6 +42,10 @@ pub async fn handle(
                 _ => Endpoint::Embeddings,
             };
             proxy::handle(worker, head, endpoint, body, out, received_at).await;
+            return;
+        }
+        p if admin::is_admin_path(p) => {
+            admin::handle(worker, head, p, &body, out).await;
             return;
         }
         "/health/liveliness" | "/health/liveness" if get => health::liveliness(out).await,

@@ -56,6 +56,12 @@ impl RequestHead {
         target.split_once('?').map_or(target, |(p, _)| p)
     }
 
+    /// The query string after `?`, empty when there is none.
+    pub fn query(&self) -> &str {
+        let target = std::str::from_utf8(&self.raw[self.path.clone()]).unwrap_or("");
+        target.split_once('?').map_or("", |(_, q)| q)
+    }
+
     /// First value of a header (case-insensitive name), if valid UTF-8.
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
@@ -194,11 +200,12 @@ mod tests {
         let wire = b"POST /v1/chat/completions?x=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\nAuthorization: Bearer sk-1\r\n\r\n{}GET /health/liveliness HTTP/1.1\r\nConnection: close\r\n\r\n";
         let (h, n) = parse_request_head(wire, 100, 65536).unwrap();
         assert_eq!((h.method(), h.path()), ("POST", "/v1/chat/completions"));
+        assert_eq!(h.query(), "x=1");
         assert_eq!(h.header("authorization"), Some("Bearer sk-1"));
         assert_eq!(h.framing, BodyFraming::Length(2));
         assert!(h.keep_alive);
         let (h2, _) = parse_request_head(&wire[n + 2..], 100, 65536).unwrap();
-        assert_eq!(h2.path(), "/health/liveliness");
+        assert_eq!((h2.path(), h2.query()), ("/health/liveliness", ""));
         assert!(!h2.keep_alive);
     }
 

@@ -1,0 +1,248 @@
+//! Management request bodies: a JSON object into a typed struct, every
+//! unknown, missing or wrong-typed field refused with a 400 that names it, and
+//! [`Patch`] for fields of partial updates.
+
+use crate::error::GatewayError;
+use crate::store::parse_duration;
+use chrono::{DateTime, Utc};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
+
+/// A 400 naming `field`.
+pub fn bad_field(field: &str, message: impl Into<String>) -> GatewayError {
+    GatewayError::BadField {
+        field: field.to_string(),
+        message: message.into(),
+    }
+}
+
+/// A 400 for a required field that is absent.
+pub fn missing(field: &str) -> GatewayError {
+    bad_field(field, "missing required field")
+}
+
+/// Parses a JSON object body into `T`; an empty body reads as `{}`.
+pub fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, GatewayError> {
+    let start = body.iter().position(|b| !b.is_ascii_whitespace());
+    let body: &[u8] = match start {
+        None => b"{}",
+        Some(i) if body[i] == b'{' => body,
+        Some(_) => {
+            return Err(GatewayError::MalformedJson(
+                "the body must be a JSON object".into(),
+            ))
+        }
+    };
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if inner.is_syntax() || inner.is_eof() {
+            return GatewayError::MalformedJson(inner.to_string());
+        }
+        field_error(&path, &inner.to_string())
+    })?;
+    de.end()
+        .map_err(|e| GatewayError::MalformedJson(e.to_string()))?;
+    Ok(value)
+}
+
+/// Names the field of a deserialization error: its path, or for a missing
+/// field the path of its parent plus the name serde quotes.
+fn field_error(path: &str, message: &str) -> GatewayError {
+    let message = message.rsplit_once(" at line ").map_or(message, |(m, _)| m);
+    let quoted = message
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.split_once('`'))
+        .map(|(name, _)| name);
+    let field = match (quoted, path) {
+        (Some(name), "." | "") => name.to_string(),
+        (Some(name), parent) => format!("{parent}.{name}"),
+        (None, path) => path.to_string(),
+    };
+    bad_field(&field, message)
+}
+
+/// A field of a partial update: absent (keep), `null` (clear) or a value.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub enum Patch<T> {
+    /// Not in the body: the stored value stays.
+    #[default]
+    Keep,
+    /// `null`: the stored value is cleared.
+    Clear,
+    /// A new value.
+    Set(T),
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Patch<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Option::<T>::deserialize(d)?.map_or(Patch::Clear, Patch::Set))
+    }
+}
+
+impl<T> Patch<T> {
+    /// Applies the patch to an optional field.
+    pub fn apply(self, field: &mut Option<T>) {
+        match self {
+            Patch::Keep => {}
+            Patch::Clear => *field = None,
+            Patch::Set(v) => *field = Some(v),
+        }
+    }
+
+    /// Applies the patch to a field whose "unset" is its default (a list, a
+    /// map, a flag).
+    pub fn apply_or_default(self, field: &mut T)
+    where
+        T: Default,
+    {
+        match self {
+            Patch::Keep => {}
+            Patch::Clear => *field = T::default(),
+            Patch::Set(v) => *field = v,
+        }
+    }
+
+    /// Whether the body carried the field (a value or `null`).
+    pub fn is_given(&self) -> bool {
+        !matches!(self, Patch::Keep)
+    }
+}
+
+impl Patch<f64> {
+    /// Applies a USD amount, refusing negative or non-finite ones.
+    pub fn apply_amount(self, name: &str, field: &mut Option<f64>) -> Result<(), GatewayError> {
+        if let Patch::Set(v) = self {
+            if !v.is_finite() || v < 0.0 {
+                return Err(bad_field(name, "must be a non-negative number"));
+            }
+        }
+        self.apply(field);
+        Ok(())
+    }
+}
+
+impl Patch<i64> {
+    /// Applies a count limit (tpm, rpm, parallel requests), refusing negative
+    /// ones.
+    pub fn apply_limit(self, name: &str, field: &mut Option<i64>) -> Result<(), GatewayError> {
+        if matches!(self, Patch::Set(v) if v < 0) {
+            return Err(bad_field(name, "must be a non-negative integer"));
+        }
+        self.apply(field);
+        Ok(())
+    }
+}
+
+impl Patch<String> {
+    /// Applies `budget_duration`: a valid period also schedules the next
+    /// reset from `now`; `null` removes both.
+    pub fn apply_period(
+        self,
+        duration: &mut Option<String>,
+        reset_at: &mut Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> Result<(), GatewayError> {
+        match self {
+            Patch::Keep => {}
+            Patch::Clear => (*duration, *reset_at) = (None, None),
+            Patch::Set(d) => {
+                *reset_at = Some(now + period("budget_duration", &d)?);
+                *duration = Some(d);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Parses a LiteLLM duration (`30s`, `1h`, `30d`, `1mo`) of field `name`.
+pub fn period(name: &str, text: &str) -> Result<chrono::Duration, GatewayError> {
+    parse_duration(text).ok_or_else(|| {
+        bad_field(
+            name,
+            format!("'{text}' is not a duration such as 30s, 10m, 1h, 30d or 1mo"),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Deserialize, Default)]
+    #[serde(default, deny_unknown_fields)]
+    struct Probe {
+        max_budget: Patch<f64>,
+        items: Vec<Item>,
+    }
+
+    #[derive(Debug, Deserialize, Default)]
+    #[serde(deny_unknown_fields)]
+    struct Item {
+        user_id: String,
+    }
+
+    fn field_of(body: &str) -> String {
+        match parse::<Probe>(body.as_bytes()).unwrap_err() {
+            GatewayError::BadField { field, .. } => field,
+            other => panic!("not a field error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn names_unknown_missing_and_mistyped_fields() {
+        assert_eq!(field_of(r#"{"max_budget":"x"}"#), "max_budget");
+        assert_eq!(field_of(r#"{"max_budgets":1}"#), "max_budgets");
+        assert_eq!(field_of(r#"{"items":[{"user_id":1}]}"#), "items[0].user_id");
+        assert_eq!(field_of(r#"{"items":[{}]}"#), "items[0].user_id");
+        let err = parse::<Probe>(br#"{"max_budget":"x"}"#).unwrap_err();
+        assert!(!err.to_string().contains(" at line "), "{err}");
+    }
+
+    #[test]
+    fn tells_absent_from_null() {
+        let p: Probe = parse(b"").unwrap();
+        assert_eq!(p.max_budget, Patch::Keep);
+        let p: Probe = parse(br#"{"max_budget":null}"#).unwrap();
+        assert_eq!(p.max_budget, Patch::Clear);
+        let p: Probe = parse(br#" {"max_budget":2.5, "items":[{"user_id":"u"}]} "#).unwrap();
+        assert_eq!(p.max_budget, Patch::Set(2.5));
+        assert_eq!(p.items[0].user_id, "u");
+    }
+
+    #[test]
+    fn refuses_non_objects_and_trailing_bytes() {
+        for body in ["[1]", "{\"max_budget\":1} x", "{", "nope"] {
+            let err = parse::<Probe>(body.as_bytes()).unwrap_err();
+            assert!(
+                matches!(err, GatewayError::MalformedJson(_)),
+                "{body}: {err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn validates_amounts_limits_and_periods() {
+        let mut v = None;
+        assert!(Patch::Set(-1.0).apply_amount("max_budget", &mut v).is_err());
+        Patch::Set(2.0).apply_amount("max_budget", &mut v).unwrap();
+        assert_eq!(v, Some(2.0));
+        let mut l = Some(5);
+        assert!(Patch::Set(-1).apply_limit("rpm_limit", &mut l).is_err());
+        Patch::Clear.apply_limit("rpm_limit", &mut l).unwrap();
+        assert_eq!(l, None);
+        let now = Utc::now();
+        let (mut d, mut at) = (None, None);
+        assert!(Patch::Set("soon".to_string())
+            .apply_period(&mut d, &mut at, now)
+            .is_err());
+        Patch::Set("1h".to_string())
+            .apply_period(&mut d, &mut at, now)
+            .unwrap();
+        assert_eq!(
+            (d.as_deref(), at),
+            (Some("1h"), Some(now + chrono::Duration::hours(1)))
+        );
+    }
+}

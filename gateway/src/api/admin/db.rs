@@ -1,0 +1,121 @@
+//! Store access for the management handlers: every call runs on the control
+//! plane; store errors become client errors; lookups that miss become 404s.
+
+use super::body::bad_field;
+use crate::auth::{abbreviate, hash_key, token_hex};
+use crate::control::ControlCtx;
+use crate::error::GatewayError;
+use crate::state::Worker;
+use crate::store::{KeyRecord, StoreError, TeamRecord, UserRecord};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a management job gets on the control plane.
+pub type Ctx = Arc<ControlCtx>;
+
+/// How long a management call may take on the control plane.
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Runs `f` on the control plane and waits for its result; a busy, stopped
+/// or late control plane is a 503.
+pub async fn run<T, F, Fut>(worker: &Worker, f: F) -> Result<T, GatewayError>
+where
+    T: Send + 'static,
+    F: FnOnce(Ctx) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<T, GatewayError>> + Send + 'static,
+{
+    worker
+        .shared
+        .control
+        .call(TIMEOUT, f)
+        .await
+        .map_err(|e| GatewayError::Store(e.to_string()))?
+}
+
+/// A store failure as the client sees it: a collision is a 409, anything
+/// else a 503.
+pub fn store_err(e: StoreError) -> GatewayError {
+    match e {
+        StoreError::Conflict(what) => GatewayError::Conflict(what),
+        other => GatewayError::Store(other.to_string()),
+    }
+}
+
+/// The hashed token of a key given plain (`sk-...`) or already hashed, as
+/// LiteLLM accepts both.
+pub fn token_of(key: &str) -> String {
+    if key.starts_with("sk-") {
+        token_hex(&hash_key(key))
+    } else {
+        key.to_ascii_lowercase()
+    }
+}
+
+/// A key as given, safe to echo in an error.
+pub fn shown(key: &str) -> String {
+    if key.starts_with("sk-") {
+        abbreviate(key)
+    } else {
+        key.to_string()
+    }
+}
+
+/// The key named by `given` (plain or hashed), or a 404.
+pub async fn key(ctx: &Ctx, given: &str) -> Result<KeyRecord, GatewayError> {
+    ctx.store
+        .get_key(&token_of(given))
+        .await
+        .map_err(store_err)?
+        .ok_or_else(|| GatewayError::NotFound(format!("Key {}", shown(given))))
+}
+
+/// The team `id`, or a 404.
+pub async fn team(ctx: &Ctx, id: &str) -> Result<TeamRecord, GatewayError> {
+    ctx.store
+        .get_team(id)
+        .await
+        .map_err(store_err)?
+        .ok_or_else(|| GatewayError::NotFound(format!("Team {id}")))
+}
+
+/// The user `id`, or a 404.
+pub async fn user(ctx: &Ctx, id: &str) -> Result<UserRecord, GatewayError> {
+    ctx.store
+        .get_user(id)
+        .await
+        .map_err(store_err)?
+        .ok_or_else(|| GatewayError::NotFound(format!("User {id}")))
+}
+
+/// Refuses a `team_id` field that names no team (400, not 404: the request
+/// is wrong, not the path).
+pub async fn ensure_team(ctx: &Ctx, id: Option<&str>) -> Result<(), GatewayError> {
+    let Some(id) = id else { return Ok(()) };
+    match ctx.store.get_team(id).await.map_err(store_err)? {
+        Some(_) => Ok(()),
+        None => Err(bad_field("team_id", format!("team '{id}' does not exist"))),
+    }
+}
+
+/// Loads a new key into this replica's cache so its first request needs no
+/// read-through.
+pub async fn warm(ctx: &Ctx, token: &str) {
+    if let Err(e) = ctx.keys.load(ctx.store.as_ref(), token).await {
+        tracing::warn!(error = %e, "could not cache a new key; it will be read through on first use");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashes_plain_keys_and_keeps_tokens() {
+        let token = token_of("sk-abc");
+        assert_eq!(token, token_hex(&hash_key("sk-abc")));
+        assert_eq!(token_of(&token.to_uppercase()), token);
+        assert_eq!(shown("sk-abcdefghijkl"), "sk-...ijkl");
+        assert_eq!(shown(&token), token);
+    }
+}

@@ -1,0 +1,563 @@
+//! `/key/*`: virtual keys. Only the sha256 of a key is stored; the plain key
+//! is shown once, in the answer that created it.
+
+use super::body::{bad_field, missing, parse, period, Patch};
+use super::db::{self, ensure_team, run, store_err, token_of, warm, Ctx};
+use super::object;
+use super::query::Query;
+use crate::auth::{abbreviate, credential};
+use crate::error::GatewayError;
+use crate::http1::RequestHead;
+use crate::state::Worker;
+use crate::store::{Change, KeyRecord};
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+/// The body of `/key/generate`, `/key/update` and `/key/regenerate`
+/// (LiteLLM's `GenerateKeyRequest`, `UpdateKeyRequest` and
+/// `RegenerateKeyRequest`, the fields this gateway enforces).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KeyRequest {
+    key: Option<String>,
+    new_key: Option<String>,
+    spend: Patch<f64>,
+    key_alias: Patch<String>,
+    duration: Patch<String>,
+    models: Patch<Vec<String>>,
+    aliases: Patch<Map<String, Value>>,
+    max_budget: Patch<f64>,
+    soft_budget: Patch<f64>,
+    budget_duration: Patch<String>,
+    tpm_limit: Patch<i64>,
+    rpm_limit: Patch<i64>,
+    max_parallel_requests: Patch<i64>,
+    model_max_budget: Patch<Map<String, Value>>,
+    model_rpm_limit: Patch<Map<String, Value>>,
+    model_tpm_limit: Patch<Map<String, Value>>,
+    blocked: Patch<bool>,
+    metadata: Patch<Map<String, Value>>,
+    team_id: Patch<String>,
+    user_id: Patch<String>,
+    allowed_model_region: Patch<String>,
+}
+
+/// The fields of a key request that are not settings of the row.
+struct Handles {
+    /// `key`: the key to change, or the custom key to create.
+    key: Option<String>,
+    /// `new_key`: the custom replacement of `/key/regenerate`.
+    new_key: Option<String>,
+    /// `spend`: a spend to set.
+    spend: Option<f64>,
+}
+
+impl KeyRequest {
+    /// Takes the fields that are not settings of the row.
+    fn take_handles(&mut self) -> Result<Handles, GatewayError> {
+        let mut spend = None;
+        std::mem::take(&mut self.spend).apply_amount("spend", &mut spend)?;
+        Ok(Handles {
+            key: self.key.take(),
+            new_key: self.new_key.take(),
+            spend,
+        })
+    }
+
+    /// The requested `duration`, for the answer.
+    fn duration_text(&self) -> Option<String> {
+        match &self.duration {
+            Patch::Set(d) => Some(d.clone()),
+            _ => None,
+        }
+    }
+
+    /// Applies the given fields to `k` as of `now`.
+    fn apply(self, k: &mut KeyRecord, now: DateTime<Utc>) -> Result<(), GatewayError> {
+        match self.duration {
+            Patch::Keep => {}
+            Patch::Clear => k.expires = None,
+            Patch::Set(d) => k.expires = Some(now + period("duration", &d)?),
+        }
+        self.key_alias.apply(&mut k.key_alias);
+        self.models.apply_or_default(&mut k.models);
+        self.aliases.apply_or_default(&mut k.aliases);
+        self.max_budget
+            .apply_amount("max_budget", &mut k.max_budget)?;
+        self.soft_budget
+            .apply_amount("soft_budget", &mut k.soft_budget)?;
+        self.budget_duration
+            .apply_period(&mut k.budget_duration, &mut k.budget_reset_at, now)?;
+        self.tpm_limit.apply_limit("tpm_limit", &mut k.tpm_limit)?;
+        self.rpm_limit.apply_limit("rpm_limit", &mut k.rpm_limit)?;
+        self.max_parallel_requests
+            .apply_limit("max_parallel_requests", &mut k.max_parallel_requests)?;
+        for (name, patch) in [
+            ("model_rpm_limit", &self.model_rpm_limit),
+            ("model_tpm_limit", &self.model_tpm_limit),
+        ] {
+            if let Patch::Set(limits) = patch {
+                per_model_limits(name, limits)?;
+            }
+        }
+        self.model_max_budget
+            .apply_or_default(&mut k.model_max_budget);
+        self.model_rpm_limit
+            .apply_or_default(&mut k.model_rpm_limit);
+        self.model_tpm_limit
+            .apply_or_default(&mut k.model_tpm_limit);
+        self.blocked.apply_or_default(&mut k.blocked);
+        self.metadata.apply_or_default(&mut k.metadata);
+        self.team_id.apply(&mut k.team_id);
+        self.user_id.apply(&mut k.user_id);
+        self.allowed_model_region.apply(&mut k.allowed_model_region);
+        k.updated_at = Some(now);
+        Ok(())
+    }
+}
+
+/// Refuses per-model limits that are not non-negative integers.
+fn per_model_limits(name: &str, limits: &Map<String, Value>) -> Result<(), GatewayError> {
+    match limits.iter().find(|(_, v)| v.as_u64().is_none()) {
+        Some((model, _)) => Err(bad_field(
+            &format!("{name}.{model}"),
+            "must be a non-negative integer",
+        )),
+        None => Ok(()),
+    }
+}
+
+/// A new key: `sk-` and 32 URL-safe characters, each 6 bits from the
+/// operating system's CSPRNG (192 bits in all).
+pub fn random_key() -> Result<String, GatewayError> {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)
+        .map_err(|_| GatewayError::Unavailable("no system randomness for a new key"))?;
+    let body: String = bytes
+        .iter()
+        .map(|b| char::from(ALPHABET[usize::from(b & 63)]))
+        .collect();
+    Ok(format!("sk-{body}"))
+}
+
+/// Checks a key chosen by the caller (`key` or `new_key`).
+fn custom_key(field: &str, key: String) -> Result<String, GatewayError> {
+    if !key.starts_with("sk-") || key.len() == 3 {
+        return Err(bad_field(field, "a virtual key must start with 'sk-'"));
+    }
+    if !key.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(bad_field(
+            field,
+            "a virtual key may hold only visible ASCII characters",
+        ));
+    }
+    Ok(key)
+}
+
+/// The row of a new key `plain`, created `now`.
+pub fn new_record(plain: &str, now: DateTime<Utc>) -> KeyRecord {
+    KeyRecord {
+        token: token_of(plain),
+        key_name: Some(abbreviate(plain)),
+        created_at: Some(now),
+        updated_at: Some(now),
+        ..Default::default()
+    }
+}
+
+/// Refuses an alias another key already has (LiteLLM keeps them unique).
+pub async fn ensure_alias_free(
+    ctx: &Ctx,
+    alias: Option<&str>,
+    own: &str,
+) -> Result<(), GatewayError> {
+    let Some(alias) = alias else { return Ok(()) };
+    let keys = ctx.store.list_keys(None, None).await.map_err(store_err)?;
+    if keys
+        .iter()
+        .any(|k| k.key_alias.as_deref() == Some(alias) && k.token != own)
+    {
+        return Err(bad_field(
+            "key_alias",
+            format!("'{alias}' is already the alias of another key"),
+        ));
+    }
+    Ok(())
+}
+
+/// Inserts a new key after checking its team and alias, publishes it and
+/// caches it on this replica.
+pub async fn create(ctx: &Ctx, rec: &KeyRecord) -> Result<(), GatewayError> {
+    ensure_team(ctx, rec.team_id.as_deref()).await?;
+    ensure_alias_free(ctx, rec.key_alias.as_deref(), &rec.token).await?;
+    ctx.store.insert_key(rec).await.map_err(store_err)?;
+    ctx.publish(&[Change::Key(rec.token.clone())]).await;
+    warm(ctx, &rec.token).await;
+    Ok(())
+}
+
+/// LiteLLM's `GenerateKeyResponse`: the row, the plain key (only here) and
+/// the hash as `token` and `token_id`.
+pub fn issued(rec: &KeyRecord, plain: &str, duration: Option<String>) -> Map<String, Value> {
+    let mut out = object(rec);
+    out.insert("key".into(), plain.into());
+    out.insert("token_id".into(), rec.token.clone().into());
+    out.insert("duration".into(), duration.into());
+    out
+}
+
+fn no_new_key(new_key: &Option<String>) -> Result<(), GatewayError> {
+    match new_key {
+        Some(_) => Err(bad_field("new_key", "only /key/regenerate takes a new_key")),
+        None => Ok(()),
+    }
+}
+
+/// `POST /key/generate`.
+pub async fn generate(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
+    let mut req: KeyRequest = parse(body)?;
+    let Handles {
+        key,
+        new_key,
+        spend,
+    } = req.take_handles()?;
+    no_new_key(&new_key)?;
+    let plain = match key {
+        Some(k) => custom_key("key", k)?,
+        None => random_key()?,
+    };
+    let now = Utc::now();
+    let mut rec = new_record(&plain, now);
+    let duration = req.duration_text();
+    req.apply(&mut rec, now)?;
+    rec.spend = spend.unwrap_or(0.0);
+    let rec = run(worker, move |ctx| async move {
+        create(&ctx, &rec).await?;
+        Ok(rec)
+    })
+    .await?;
+    Ok(Value::Object(issued(&rec, &plain, duration)))
+}
+
+/// `GET /key/info?key=`: the row without its token, under the key as given
+/// (the caller's own key when none is given).
+pub async fn info(
+    worker: &Worker,
+    head: &RequestHead,
+    mut q: Query,
+) -> Result<Value, GatewayError> {
+    let given = q.take("key");
+    q.finish()?;
+    let given = given
+        .or_else(|| credential(head).map(str::to_string))
+        .ok_or_else(|| missing("key"))?;
+    let lookup = given.clone();
+    let rec = run(
+        worker,
+        move |ctx| async move { db::key(&ctx, &lookup).await },
+    )
+    .await?;
+    let mut info = object(&rec);
+    info.remove("token");
+    Ok(json!({"key": given, "info": info}))
+}
+
+/// `POST /key/update`: the fields given change, the others stay; `spend`
+/// sets the spend (a reset). Takes effect on every replica at once.
+pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
+    let mut req: KeyRequest = parse(body)?;
+    let Handles {
+        key,
+        new_key,
+        spend,
+    } = req.take_handles()?;
+    no_new_key(&new_key)?;
+    let given = key.ok_or_else(|| missing("key"))?;
+    let lookup = given.clone();
+    let rec = run(worker, move |ctx| async move {
+        let mut rec = db::key(&ctx, &lookup).await?;
+        let (team_given, alias_given) = (req.team_id.is_given(), req.key_alias.is_given());
+        req.apply(&mut rec, Utc::now())?;
+        if team_given {
+            ensure_team(&ctx, rec.team_id.as_deref()).await?;
+        }
+        if alias_given {
+            ensure_alias_free(&ctx, rec.key_alias.as_deref(), &rec.token).await?;
+        }
+        if !ctx.store.update_key(&rec).await.map_err(store_err)? {
+            return Err(GatewayError::NotFound(format!(
+                "Key {}",
+                db::shown(&lookup)
+            )));
+        }
+        if let Some(spend) = spend {
+            ctx.store
+                .set_key_spend(&rec.token, spend)
+                .await
+                .map_err(store_err)?;
+            rec.spend = spend;
+        }
+        ctx.publish(&[Change::Key(rec.token.clone())]).await;
+        Ok(rec)
+    })
+    .await?;
+    let mut out = object(&rec);
+    out.insert("key".into(), given.into());
+    Ok(Value::Object(out))
+}
+
+/// The body of `/key/delete`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct DeleteKeys {
+    keys: Vec<String>,
+    key_aliases: Vec<String>,
+}
+
+/// `POST /key/delete`: keys plain or hashed, or by alias; 404 when none
+/// existed.
+pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
+    let req: DeleteKeys = parse(body)?;
+    if req.keys.is_empty() && req.key_aliases.is_empty() {
+        return Err(bad_field(
+            "keys",
+            "give the keys (or key_aliases) to delete",
+        ));
+    }
+    let deleted = run(worker, move |ctx| async move {
+        let mut named: Vec<(String, String)> =
+            req.keys.iter().map(|k| (token_of(k), k.clone())).collect();
+        if !req.key_aliases.is_empty() {
+            let all = ctx.store.list_keys(None, None).await.map_err(store_err)?;
+            named.extend(all.into_iter().filter_map(|k| {
+                let alias = k.key_alias.filter(|a| req.key_aliases.contains(a))?;
+                Some((k.token, alias))
+            }));
+        }
+        let tokens: Vec<String> = named.iter().map(|(t, _)| t.clone()).collect();
+        let gone = ctx.store.delete_keys(&tokens).await.map_err(store_err)?;
+        let changes: Vec<Change> = gone.iter().cloned().map(Change::Key).collect();
+        ctx.publish(&changes).await;
+        Ok(named
+            .into_iter()
+            .filter(|(t, _)| gone.contains(t))
+            .map(|(_, given)| given)
+            .collect::<Vec<_>>())
+    })
+    .await?;
+    if deleted.is_empty() {
+        return Err(GatewayError::NotFound("None of the keys".into()));
+    }
+    Ok(json!({ "deleted_keys": deleted }))
+}
+
+/// `POST /key/regenerate` and `POST /key/{key}/regenerate`: a new plain key
+/// (random, or `new_key`) for the same row; the old one stops working at
+/// once. Other fields in the body update the row as `/key/update` does.
+pub async fn regenerate(
+    worker: &Worker,
+    path_key: Option<&str>,
+    body: &[u8],
+) -> Result<Value, GatewayError> {
+    let mut req: KeyRequest = parse(body)?;
+    let Handles {
+        key,
+        new_key,
+        spend,
+    } = req.take_handles()?;
+    let given = key
+        .or_else(|| path_key.map(str::to_string))
+        .ok_or_else(|| missing("key"))?;
+    let plain = match new_key {
+        Some(k) => custom_key("new_key", k)?,
+        None => random_key()?,
+    };
+    let duration = req.duration_text();
+    let fresh = new_record(&plain, Utc::now());
+    let rec = run(worker, move |ctx| async move {
+        let old = db::key(&ctx, &given).await?;
+        if ctx
+            .store
+            .get_key(&fresh.token)
+            .await
+            .map_err(store_err)?
+            .is_some()
+        {
+            return Err(bad_field("new_key", "that key is already in use"));
+        }
+        let (team_given, alias_given) = (req.team_id.is_given(), req.key_alias.is_given());
+        let mut rec = old.clone();
+        req.apply(&mut rec, Utc::now())?;
+        (rec.token, rec.key_name) = (fresh.token, fresh.key_name);
+        if team_given {
+            ensure_team(&ctx, rec.team_id.as_deref()).await?;
+        }
+        if alias_given {
+            ensure_alias_free(&ctx, rec.key_alias.as_deref(), &old.token).await?;
+        }
+        if !ctx
+            .store
+            .rename_key(&old.token, &rec)
+            .await
+            .map_err(store_err)?
+        {
+            return Err(GatewayError::NotFound(format!("Key {}", db::shown(&given))));
+        }
+        if let Some(spend) = spend {
+            ctx.store
+                .set_key_spend(&rec.token, spend)
+                .await
+                .map_err(store_err)?;
+            rec.spend = spend;
+        }
+        ctx.publish(&[Change::Key(old.token), Change::Key(rec.token.clone())])
+            .await;
+        warm(&ctx, &rec.token).await;
+        Ok(rec)
+    })
+    .await?;
+    Ok(Value::Object(issued(&rec, &plain, duration)))
+}
+
+/// `GET /key/list?user_id=&team_id=&key_alias=&page=&size=&return_full_object=`:
+/// hashed tokens (or rows), newest first, a page at a time.
+pub async fn list(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> {
+    let user_id = q.take("user_id");
+    let team_id = q.take("team_id");
+    let alias = q.take("key_alias");
+    let page: usize = q.take_parsed("page")?.unwrap_or(1);
+    let size: usize = q.take_parsed("size")?.unwrap_or(10);
+    let full: bool = q.take_parsed("return_full_object")?.unwrap_or(false);
+    q.finish()?;
+    if page == 0 {
+        return Err(bad_field("page", "pages start at 1"));
+    }
+    if !(1..=100).contains(&size) {
+        return Err(bad_field("size", "must be between 1 and 100"));
+    }
+    let keys = run(worker, move |ctx| async move {
+        let keys = ctx
+            .store
+            .list_keys(user_id.as_deref(), team_id.as_deref())
+            .await
+            .map_err(store_err)?;
+        Ok(keys
+            .into_iter()
+            .filter(|k| alias.is_none() || k.key_alias == alias)
+            .collect::<Vec<_>>())
+    })
+    .await?;
+    let total = keys.len();
+    let shown: Vec<Value> = keys
+        .iter()
+        .skip((page - 1).saturating_mul(size))
+        .take(size)
+        .map(|k| match full {
+            true => Value::Object(object(k)),
+            false => k.token.clone().into(),
+        })
+        .collect();
+    Ok(json!({
+        "keys": shown,
+        "total_count": total,
+        "current_page": page,
+        "total_pages": total.div_ceil(size),
+    }))
+}
+
+/// The body of `/key/block` and `/key/unblock`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeyRef {
+    key: String,
+}
+
+/// `POST /key/block` and `/key/unblock`: the updated row.
+pub async fn set_blocked(
+    worker: &Worker,
+    body: &[u8],
+    blocked: bool,
+) -> Result<Value, GatewayError> {
+    let KeyRef { key } = parse(body)?;
+    let rec = run(worker, move |ctx| async move {
+        let mut rec = db::key(&ctx, &key).await?;
+        rec.blocked = blocked;
+        rec.updated_at = Some(Utc::now());
+        if !ctx.store.update_key(&rec).await.map_err(store_err)? {
+            return Err(GatewayError::NotFound(format!("Key {}", db::shown(&key))));
+        }
+        ctx.publish(&[Change::Key(rec.token.clone())]).await;
+        Ok(rec)
+    })
+    .await?;
+    Ok(Value::Object(object(&rec)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_keys_are_long_url_safe_and_distinct() {
+        let a = random_key().unwrap();
+        let b = random_key().unwrap();
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 35);
+        assert!(a[3..]
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_'));
+    }
+
+    #[test]
+    fn custom_keys_need_the_prefix() {
+        assert!(custom_key("key", "sk-mine-1".into()).is_ok());
+        for bad in ["mine", "sk-", "sk-has space"] {
+            let err = custom_key("key", bad.into()).unwrap_err();
+            assert_eq!(err.param(), Some("key"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn applies_only_given_fields() {
+        let now = Utc::now();
+        let mut rec = new_record("sk-abcdefgh", now);
+        rec.models = vec!["a".into()];
+        rec.max_budget = Some(1.0);
+        let req: KeyRequest = parse(
+            br#"{"max_budget": 5, "duration": "1h", "budget_duration": "30d", "blocked": true}"#,
+        )
+        .unwrap();
+        req.apply(&mut rec, now).unwrap();
+        assert_eq!(rec.models, vec!["a".to_string()]);
+        assert_eq!(rec.max_budget, Some(5.0));
+        assert_eq!(rec.expires, Some(now + chrono::Duration::hours(1)));
+        assert_eq!(rec.budget_reset_at, Some(now + chrono::Duration::days(30)));
+        assert!(rec.blocked);
+        let req: KeyRequest = parse(br#"{"max_budget": null, "models": null}"#).unwrap();
+        req.apply(&mut rec, now).unwrap();
+        assert_eq!((rec.max_budget, rec.models.len()), (None, 0));
+        assert_eq!(rec.key_name.as_deref(), Some("sk-...efgh"));
+    }
+
+    #[test]
+    fn names_bad_values() {
+        let now = Utc::now();
+        let mut rec = KeyRecord::default();
+        for (body, field) in [
+            (r#"{"duration": "forever"}"#, "duration"),
+            (r#"{"max_budget": -1}"#, "max_budget"),
+            (
+                r#"{"model_rpm_limit": {"gpt-4o": "lots"}}"#,
+                "model_rpm_limit.gpt-4o",
+            ),
+        ] {
+            let req: KeyRequest = parse(body.as_bytes()).unwrap();
+            let err = req.apply(&mut rec, now).unwrap_err();
+            assert_eq!(err.param(), Some(field), "{body}");
+        }
+        let err = parse::<KeyRequest>(br#"{"rpm_limit": "ten"}"#).unwrap_err();
+        assert_eq!(err.param(), Some("rpm_limit"));
+    }
+}

@@ -1,0 +1,193 @@
+//! LiteLLM's management API: virtual keys, teams, users and spend, with
+//! LiteLLM's paths and field names. Every endpoint needs the master key or an
+//! admin key. Every database operation runs on the control plane, and every
+//! change is published there, so the key caches of every replica see it
+//! before the answer goes out.
+
+mod body;
+mod db;
+mod keys;
+mod query;
+mod spend;
+mod teams;
+mod users;
+
+use crate::error::GatewayError;
+use crate::http1::RequestHead;
+use crate::server::{HeadBuilder, Responder};
+use crate::state::Worker;
+use query::Query;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// Whether `path` belongs to the management API.
+pub fn is_admin_path(path: &str) -> bool {
+    ["/key/", "/team/", "/user/", "/spend/"]
+        .iter()
+        .any(|prefix| path.starts_with(prefix))
+        || path == "/global/spend"
+}
+
+/// One management endpoint.
+#[derive(Debug, PartialEq)]
+enum Endpoint<'a> {
+    KeyGenerate,
+    KeyInfo,
+    KeyUpdate,
+    KeyDelete,
+    /// With the key of `/key/{key}/regenerate`.
+    KeyRegenerate(Option<&'a str>),
+    KeyList,
+    /// `true` for `/key/block`.
+    KeyBlock(bool),
+    TeamNew,
+    TeamInfo,
+    TeamUpdate,
+    TeamDelete,
+    TeamList,
+    /// `true` for `/team/block`.
+    TeamBlock(bool),
+    UserNew,
+    UserInfo,
+    UserUpdate,
+    UserDelete,
+    SpendLogs,
+    GlobalSpend,
+}
+
+impl<'a> Endpoint<'a> {
+    /// The endpoint of a method and path, if any.
+    fn parse(method: &str, path: &'a str) -> Option<Endpoint<'a>> {
+        use Endpoint::*;
+        let get = method == "GET" || method == "HEAD";
+        let post = method == "POST";
+        let endpoint = match path {
+            "/key/generate" if post => KeyGenerate,
+            "/key/info" if get => KeyInfo,
+            "/key/update" if post => KeyUpdate,
+            "/key/delete" if post => KeyDelete,
+            "/key/regenerate" if post => KeyRegenerate(None),
+            "/key/list" if get => KeyList,
+            "/key/block" if post => KeyBlock(true),
+            "/key/unblock" if post => KeyBlock(false),
+            "/team/new" if post => TeamNew,
+            "/team/info" if get => TeamInfo,
+            "/team/update" if post => TeamUpdate,
+            "/team/delete" if post => TeamDelete,
+            "/team/list" if get => TeamList,
+            "/team/block" if post => TeamBlock(true),
+            "/team/unblock" if post => TeamBlock(false),
+            "/user/new" if post => UserNew,
+            "/user/info" if get => UserInfo,
+            "/user/update" if post => UserUpdate,
+            "/user/delete" if post => UserDelete,
+            "/spend/logs" if get => SpendLogs,
+            "/global/spend" if get => GlobalSpend,
+            _ if post => {
+                let key = path
+                    .strip_prefix("/key/")?
+                    .strip_suffix("/regenerate")
+                    .filter(|k| !k.is_empty() && !k.contains('/'))?;
+                KeyRegenerate(Some(key))
+            }
+            _ => return None,
+        };
+        Some(endpoint)
+    }
+}
+
+/// A record as a JSON object.
+fn object<T: Serialize>(record: &T) -> Map<String, Value> {
+    match serde_json::to_value(record) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
+    }
+}
+
+/// Answers one management request at `path` (without `/v1`).
+pub async fn handle(
+    worker: &Worker,
+    head: &RequestHead,
+    path: &str,
+    body: &[u8],
+    out: &mut Responder<'_>,
+) {
+    let _ = match answer(worker, head, path, body).await {
+        Ok(value) => {
+            let body = serde_json::to_vec(&value).expect("json");
+            out.send(200, HeadBuilder::new(200), "application/json", &body)
+                .await
+        }
+        Err(err) => out.send_error(&err, None).await,
+    };
+}
+
+async fn answer(
+    worker: &Worker,
+    head: &RequestHead,
+    path: &str,
+    body: &[u8],
+) -> Result<Value, GatewayError> {
+    use Endpoint::*;
+    let endpoint =
+        Endpoint::parse(head.method(), path).ok_or_else(|| GatewayError::RouteNotFound {
+            method: head.method().to_string(),
+            path: head.path().to_string(),
+        })?;
+    if !worker.shared.auth.authenticate(head).await?.is_admin() {
+        return Err(GatewayError::NotAdmin(path.to_string()));
+    }
+    let q = Query::parse(head.query())?;
+    match endpoint {
+        KeyGenerate => keys::generate(worker, body).await,
+        KeyInfo => keys::info(worker, head, q).await,
+        KeyUpdate => keys::update(worker, body).await,
+        KeyDelete => keys::delete(worker, body).await,
+        KeyRegenerate(key) => keys::regenerate(worker, key, body).await,
+        KeyList => keys::list(worker, q).await,
+        KeyBlock(blocked) => keys::set_blocked(worker, body, blocked).await,
+        TeamNew => teams::new(worker, body).await,
+        TeamInfo => teams::info(worker, q).await,
+        TeamUpdate => teams::update(worker, body).await,
+        TeamDelete => teams::delete(worker, body).await,
+        TeamList => teams::list(worker, q).await,
+        TeamBlock(blocked) => teams::set_blocked(worker, body, blocked).await,
+        UserNew => users::new(worker, body).await,
+        UserInfo => users::info(worker, q).await,
+        UserUpdate => users::update(worker, body).await,
+        UserDelete => users::delete(worker, body).await,
+        SpendLogs => spend::logs(worker, q).await,
+        GlobalSpend => spend::global(worker, q).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_methods_and_paths() {
+        assert_eq!(
+            Endpoint::parse("POST", "/key/generate"),
+            Some(Endpoint::KeyGenerate)
+        );
+        assert_eq!(Endpoint::parse("GET", "/key/generate"), None);
+        assert_eq!(
+            Endpoint::parse("HEAD", "/key/info"),
+            Some(Endpoint::KeyInfo)
+        );
+        assert_eq!(
+            Endpoint::parse("POST", "/key/sk-abc/regenerate"),
+            Some(Endpoint::KeyRegenerate(Some("sk-abc")))
+        );
+        assert_eq!(
+            Endpoint::parse("POST", "/key/regenerate"),
+            Some(Endpoint::KeyRegenerate(None))
+        );
+        for path in ["/key//regenerate", "/key/a/b/regenerate", "/key/nope"] {
+            assert_eq!(Endpoint::parse("POST", path), None, "{path}");
+        }
+        assert!(is_admin_path("/team/new") && is_admin_path("/global/spend"));
+        assert!(!is_admin_path("/chat/completions") && !is_admin_path("/key"));
+    }
+}

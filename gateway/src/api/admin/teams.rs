@@ -1,0 +1,333 @@
+//! `/team/*`: teams. A team's member list (user ids) is the truth; the
+//! `teams` list of each member's user row follows it.
+
+use super::body::{bad_field, missing, parse, Patch};
+use super::db::{self, run, store_err, Ctx};
+use super::object;
+use super::query::Query;
+use crate::error::GatewayError;
+use crate::state::Worker;
+use crate::store::{Change, TeamRecord};
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+/// The body of `/team/new` and `/team/update` (LiteLLM's `NewTeamRequest`
+/// and `UpdateTeamRequest`, the fields this gateway enforces).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TeamRequest {
+    team_id: Option<String>,
+    team_alias: Patch<String>,
+    models: Patch<Vec<String>>,
+    max_budget: Patch<f64>,
+    budget_duration: Patch<String>,
+    tpm_limit: Patch<i64>,
+    rpm_limit: Patch<i64>,
+    max_parallel_requests: Patch<i64>,
+    members: Option<Vec<String>>,
+    members_with_roles: Option<Vec<Member>>,
+    metadata: Patch<Map<String, Value>>,
+    blocked: Patch<bool>,
+    allowed_model_region: Patch<String>,
+}
+
+/// One of `members_with_roles`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Member {
+    user_id: Option<String>,
+    user_email: Option<String>,
+    role: String,
+}
+
+impl TeamRequest {
+    /// The member ids of `members` and `members_with_roles`, in order without
+    /// repeats; `None` when the body has neither.
+    fn take_members(&mut self) -> Result<Option<Vec<String>>, GatewayError> {
+        if self.members.is_none() && self.members_with_roles.is_none() {
+            return Ok(None);
+        }
+        let mut ids = self.members.take().unwrap_or_default();
+        let with_roles = self.members_with_roles.take().unwrap_or_default();
+        for (i, m) in with_roles.into_iter().enumerate() {
+            let at = format!("members_with_roles[{i}]");
+            if !matches!(m.role.as_str(), "admin" | "user") {
+                return Err(bad_field(
+                    &format!("{at}.role"),
+                    "must be 'admin' or 'user'",
+                ));
+            }
+            let Some(id) = m.user_id else {
+                let email = m.user_email.unwrap_or_default();
+                return Err(bad_field(
+                    &format!("{at}.user_id"),
+                    format!(
+                        "members are named by user_id (user_email '{email}' alone is not enough)"
+                    ),
+                ));
+            };
+            ids.push(id);
+        }
+        let mut seen = std::collections::HashSet::new();
+        ids.retain(|id| seen.insert(id.clone()));
+        Ok(Some(ids))
+    }
+
+    /// Applies the given fields to `t` as of `now`.
+    fn apply(self, t: &mut TeamRecord, now: DateTime<Utc>) -> Result<(), GatewayError> {
+        self.team_alias.apply(&mut t.team_alias);
+        self.models.apply_or_default(&mut t.models);
+        self.max_budget
+            .apply_amount("max_budget", &mut t.max_budget)?;
+        self.budget_duration
+            .apply_period(&mut t.budget_duration, &mut t.budget_reset_at, now)?;
+        self.tpm_limit.apply_limit("tpm_limit", &mut t.tpm_limit)?;
+        self.rpm_limit.apply_limit("rpm_limit", &mut t.rpm_limit)?;
+        self.max_parallel_requests
+            .apply_limit("max_parallel_requests", &mut t.max_parallel_requests)?;
+        self.metadata.apply_or_default(&mut t.metadata);
+        self.blocked.apply_or_default(&mut t.blocked);
+        self.allowed_model_region.apply(&mut t.allowed_model_region);
+        Ok(())
+    }
+}
+
+/// A team as LiteLLM shows it: its row plus `members_with_roles` (every
+/// member as `user`: roles are not stored).
+pub fn team_json(t: &TeamRecord) -> Value {
+    let mut out = object(t);
+    let members: Vec<Value> = t
+        .members
+        .iter()
+        .map(|id| json!({"user_id": id, "user_email": null, "role": "user"}))
+        .collect();
+    out.insert("members_with_roles".into(), members.into());
+    Value::Object(out)
+}
+
+/// Adds `team_id` to the `teams` of users who joined and removes it from
+/// those who left; ids that name no user are skipped. Returns the changes.
+pub async fn sync_members(
+    ctx: &Ctx,
+    team_id: &str,
+    before: &[String],
+    after: &[String],
+) -> Result<Vec<Change>, GatewayError> {
+    let mut changes = Vec::new();
+    let joined = after.iter().filter(|id| !before.contains(id));
+    let left = before.iter().filter(|id| !after.contains(id));
+    for (id, member) in joined
+        .map(|id| (id, true))
+        .chain(left.map(|id| (id, false)))
+    {
+        let Some(mut user) = ctx.store.get_user(id).await.map_err(store_err)? else {
+            continue;
+        };
+        user.teams.retain(|t| t != team_id);
+        if member {
+            user.teams.push(team_id.to_string());
+        }
+        ctx.store.update_user(&user).await.map_err(store_err)?;
+        changes.push(Change::User(id.clone()));
+    }
+    Ok(changes)
+}
+
+/// `POST /team/new`: `team_id` is a new uuid when not given.
+pub async fn new(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
+    let mut req: TeamRequest = parse(body)?;
+    let members = req.take_members()?.unwrap_or_default();
+    let team_id = match req.team_id.take() {
+        Some(id) if id.is_empty() => return Err(bad_field("team_id", "must not be empty")),
+        Some(id) => id,
+        None => uuid::Uuid::new_v4().to_string(),
+    };
+    let now = Utc::now();
+    let mut team = TeamRecord {
+        team_id,
+        members,
+        created_at: Some(now),
+        ..Default::default()
+    };
+    req.apply(&mut team, now)?;
+    let team = run(worker, move |ctx| async move {
+        ctx.store.insert_team(&team).await.map_err(store_err)?;
+        let mut changes = vec![Change::Team(team.team_id.clone())];
+        changes.extend(sync_members(&ctx, &team.team_id, &[], &team.members).await?);
+        ctx.publish(&changes).await;
+        Ok(team)
+    })
+    .await?;
+    Ok(team_json(&team))
+}
+
+/// `GET /team/info?team_id=`: the team and its keys.
+pub async fn info(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> {
+    let team_id = q.take("team_id").ok_or_else(|| missing("team_id"))?;
+    q.finish()?;
+    let id = team_id.clone();
+    let (team, keys) = run(worker, move |ctx| async move {
+        let team = db::team(&ctx, &id).await?;
+        let keys = ctx
+            .store
+            .list_keys(None, Some(&id))
+            .await
+            .map_err(store_err)?;
+        Ok((team, keys))
+    })
+    .await?;
+    let keys: Vec<Value> = keys.iter().map(|k| Value::Object(object(k))).collect();
+    Ok(json!({"team_id": team_id, "team_info": team_json(&team), "keys": keys}))
+}
+
+/// `POST /team/update`: the fields given change; `members` (or
+/// `members_with_roles`) replaces the member list.
+pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
+    let mut req: TeamRequest = parse(body)?;
+    let team_id = req.team_id.take().ok_or_else(|| missing("team_id"))?;
+    let members = req.take_members()?;
+    let team = run(worker, move |ctx| async move {
+        let mut team = db::team(&ctx, &team_id).await?;
+        let before = team.members.clone();
+        req.apply(&mut team, Utc::now())?;
+        if let Some(members) = members {
+            team.members = members;
+        }
+        if !ctx.store.update_team(&team).await.map_err(store_err)? {
+            return Err(GatewayError::NotFound(format!("Team {team_id}")));
+        }
+        let mut changes = vec![Change::Team(team_id.clone())];
+        changes.extend(sync_members(&ctx, &team_id, &before, &team.members).await?);
+        ctx.publish(&changes).await;
+        Ok(team)
+    })
+    .await?;
+    Ok(json!({"team_id": team.team_id, "data": team_json(&team)}))
+}
+
+/// The body of `/team/delete`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeleteTeams {
+    team_ids: Vec<String>,
+}
+
+/// `POST /team/delete`: the teams, their keys and their place in members'
+/// `teams`; 404 when none existed.
+pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
+    let DeleteTeams { team_ids } = parse(body)?;
+    let gone = run(worker, move |ctx| async move {
+        let mut changes = Vec::new();
+        for id in &team_ids {
+            let Some(team) = ctx.store.get_team(id).await.map_err(store_err)? else {
+                continue;
+            };
+            let keys = ctx
+                .store
+                .list_keys(None, Some(id))
+                .await
+                .map_err(store_err)?;
+            let tokens: Vec<String> = keys.into_iter().map(|k| k.token).collect();
+            let deleted = ctx.store.delete_keys(&tokens).await.map_err(store_err)?;
+            changes.extend(deleted.into_iter().map(Change::Key));
+            changes.extend(sync_members(&ctx, id, &team.members, &[]).await?);
+        }
+        let gone = ctx.store.delete_teams(&team_ids).await.map_err(store_err)?;
+        changes.extend(gone.iter().cloned().map(Change::Team));
+        ctx.publish(&changes).await;
+        Ok(gone)
+    })
+    .await?;
+    if gone.is_empty() {
+        return Err(GatewayError::NotFound("None of the teams".into()));
+    }
+    Ok(json!({ "deleted_teams": gone }))
+}
+
+/// `GET /team/list?user_id=`: every team, or those `user_id` is a member of.
+pub async fn list(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> {
+    let user_id = q.take("user_id");
+    q.finish()?;
+    let teams = run(worker, move |ctx| async move {
+        ctx.store.list_teams().await.map_err(store_err)
+    })
+    .await?;
+    let teams: Vec<Value> = teams
+        .iter()
+        .filter(|t| user_id.as_ref().is_none_or(|u| t.members.contains(u)))
+        .map(team_json)
+        .collect();
+    Ok(Value::Array(teams))
+}
+
+/// The body of `/team/block` and `/team/unblock`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TeamRef {
+    team_id: String,
+}
+
+/// `POST /team/block` and `/team/unblock`: the updated team; its keys are
+/// refused (or allowed again) at once.
+pub async fn set_blocked(
+    worker: &Worker,
+    body: &[u8],
+    blocked: bool,
+) -> Result<Value, GatewayError> {
+    let TeamRef { team_id } = parse(body)?;
+    let team = run(worker, move |ctx| async move {
+        let mut team = db::team(&ctx, &team_id).await?;
+        team.blocked = blocked;
+        if !ctx.store.update_team(&team).await.map_err(store_err)? {
+            return Err(GatewayError::NotFound(format!("Team {team_id}")));
+        }
+        ctx.publish(&[Change::Team(team_id)]).await;
+        Ok(team)
+    })
+    .await?;
+    Ok(team_json(&team))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merges_members_and_checks_roles() {
+        let mut req: TeamRequest = parse(
+            br#"{"members": ["a"], "members_with_roles": [{"user_id": "b", "role": "admin"}, {"user_id": "a", "role": "user"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            req.take_members().unwrap(),
+            Some(vec!["a".into(), "b".into()])
+        );
+        let mut req: TeamRequest =
+            parse(br#"{"members_with_roles": [{"user_id": "b", "role": "owner"}]}"#).unwrap();
+        assert_eq!(
+            req.take_members().unwrap_err().param(),
+            Some("members_with_roles[0].role")
+        );
+        let mut req: TeamRequest =
+            parse(br#"{"members_with_roles": [{"user_email": "x@y", "role": "user"}]}"#).unwrap();
+        assert_eq!(
+            req.take_members().unwrap_err().param(),
+            Some("members_with_roles[0].user_id")
+        );
+        let mut req: TeamRequest = parse(br#"{"team_alias": "t"}"#).unwrap();
+        assert_eq!(req.take_members().unwrap(), None);
+    }
+
+    #[test]
+    fn shows_members_with_roles() {
+        let t = TeamRecord {
+            team_id: "t".into(),
+            members: vec!["u1".into()],
+            ..Default::default()
+        };
+        let v = team_json(&t);
+        assert_eq!(v["members_with_roles"][0]["user_id"], "u1");
+        assert_eq!(v["team_id"], "t");
+    }
+}
