@@ -114,7 +114,9 @@ struct NewUserKey {
 }
 
 impl NewUserKey {
-    /// A key for `user` with the user's models; returns it plain and as a row.
+    /// A key for `user`; returns it plain and as a row. Unlike LiteLLM it
+    /// does not copy the user's models: the user's row governs them, so
+    /// `/user/update` changes what the key may call.
     fn issue(
         self,
         user: &UserRecord,
@@ -123,7 +125,6 @@ impl NewUserKey {
         let plain = random_key()?;
         let mut key = new_record(&plain, now);
         key.user_id = Some(user.user_id.clone());
-        key.models = user.models.clone();
         key.key_alias = self.key_alias;
         key.aliases = self.aliases;
         if let Some(d) = self.duration {
@@ -150,7 +151,8 @@ pub async fn new(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
         created_at: Some(now),
         ..Default::default()
     };
-    user.teams.dedup();
+    let mut seen = std::collections::HashSet::new();
+    user.teams.retain(|t| seen.insert(t.clone()));
     let key_fields = req.take_key_fields();
     req.apply(&mut user, now)?;
     let key = key_fields.map(|f| f.issue(&user, now)).transpose()?;
@@ -308,7 +310,7 @@ mod tests {
         let (plain, key) = fields.issue(&user, now).unwrap();
         assert!(plain.starts_with("sk-"));
         assert_eq!(key.user_id.as_deref(), Some("u1"));
-        assert_eq!(key.models, vec!["m".to_string()]);
+        assert!(key.models.is_empty(), "the user's row governs models");
         assert_eq!(key.expires, Some(now + chrono::Duration::hours(1)));
         let mut req: UserRequest = parse(br#"{"auto_create_key": false}"#).unwrap();
         assert!(req.take_key_fields().is_none());

@@ -1,0 +1,376 @@
+//! The management API on the real binary: keys, teams and users created,
+//! changed and removed through LiteLLM's endpoints take effect on the very
+//! next LLM request. Upstreams are the in-process `mock/` provider.
+
+use std::thread;
+use std::time::Duration;
+
+use e2e::{assert_error, chat_body, error_message, Gateway, Response, MASTER_KEY};
+use serde_json::{json, Value};
+
+fn mock_model(name: &str) -> Value {
+    json!({
+        "model_name": name,
+        "litellm_params": {"model": format!("mock/{name}"), "mock_response": "hi"},
+        "model_info": {"id": format!("{name}-1")},
+    })
+}
+
+fn start() -> Gateway {
+    Gateway::start_json(
+        &json!({
+            "model_list": [mock_model("chat-fast"), mock_model("chat-deep")],
+            "general_settings": {"master_key": MASTER_KEY},
+        }),
+        &[],
+    )
+}
+
+/// `POST path` with `key` as the bearer.
+fn post_as(gw: &Gateway, key: &str, path: &str, body: &Value) -> Response {
+    let auth = format!("Bearer {key}");
+    gw.call(
+        "POST",
+        path,
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        body.to_string().as_bytes(),
+    )
+}
+
+/// A chat completion on `model` with `key`.
+fn chat(gw: &Gateway, key: &str, model: &str) -> Response {
+    post_as(gw, key, "/v1/chat/completions", &chat_body(model))
+}
+
+/// `POST path` as the master key, expecting 200.
+fn admin(gw: &Gateway, path: &str, body: Value) -> Value {
+    gw.post(path, &body).expect_status(200).json()
+}
+
+/// A new key with `body`'s settings; returns the whole answer.
+fn generate(gw: &Gateway, body: Value) -> Value {
+    admin(gw, "/key/generate", body)
+}
+
+fn key_of(answer: &Value) -> String {
+    answer["key"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no key in {answer}"))
+        .to_string()
+}
+
+#[test]
+fn generated_key_works_and_has_litellm_shape() {
+    let gw = start();
+    let answer = generate(
+        &gw,
+        json!({"key_alias": "ci", "max_budget": 10, "metadata": {"app": "e2e"}}),
+    );
+    let key = key_of(&answer);
+    assert!(key.starts_with("sk-") && key.len() >= 25, "{answer}");
+    assert_eq!(
+        answer["key_name"],
+        format!("sk-...{}", &key[key.len() - 4..])
+    );
+    let token = answer["token"].as_str().unwrap();
+    assert_eq!(token.len(), 64, "token is the sha256 hex: {answer}");
+    assert_eq!(answer["token_id"], token);
+    assert_eq!(
+        (
+            &answer["key_alias"],
+            &answer["max_budget"],
+            &answer["metadata"]["app"]
+        ),
+        (&json!("ci"), &json!(10.0), &json!("e2e"))
+    );
+    assert!(answer["expires"].is_null(), "{answer}");
+
+    let body = chat(&gw, &key, "chat-fast").expect_status(200).json();
+    assert_eq!(body["choices"][0]["message"]["content"], "hi", "{body}");
+}
+
+#[test]
+fn key_info_never_shows_another_plain_key() {
+    let gw = start();
+    let a = generate(&gw, json!({"key_alias": "a"}));
+    let b = generate(&gw, json!({"key_alias": "b"}));
+    let (key_a, key_b) = (key_of(&a), key_of(&b));
+
+    let resp = gw.get(&format!("/key/info?key={key_a}")).expect_status(200);
+    let info = resp.json();
+    assert_eq!(info["key"], key_a.as_str());
+    assert_eq!(info["info"]["key_alias"], "a");
+    assert!(info["info"].get("token").is_none(), "{info}");
+    assert!(!resp.text().contains(&key_b), "{info}");
+
+    let by_hash = gw.get(&format!("/key/info?key={}", b["token"].as_str().unwrap()));
+    let text = by_hash.expect_status(200).text();
+    assert!(!text.contains(&key_b) && !text.contains(&key_a), "{text}");
+
+    let listed = gw.get("/key/list?size=100").expect_status(200).json();
+    let text = listed.to_string();
+    assert!(!text.contains(&key_a) && !text.contains(&key_b), "{text}");
+    assert_eq!(listed["total_count"], 2, "{listed}");
+
+    assert_error(&gw.get("/key/info?key=sk-never-issued"), 404);
+}
+
+#[test]
+fn key_models_restrict_access() {
+    let gw = start();
+    let key = key_of(&generate(&gw, json!({"models": ["chat-fast"]})));
+    chat(&gw, &key, "chat-fast").expect_status(200);
+    let err = assert_error(&chat(&gw, &key, "chat-deep"), 403);
+    assert_eq!(err["type"], "key_model_access_denied", "{err:?}");
+    let msg = error_message(&err);
+    assert!(
+        msg.contains("chat-fast") && msg.contains("chat-deep"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn block_and_unblock_take_effect_at_once() {
+    let gw = start();
+    let key = key_of(&generate(&gw, json!({})));
+    chat(&gw, &key, "chat-fast").expect_status(200);
+
+    let blocked = admin(&gw, "/key/block", json!({"key": key}));
+    assert_eq!(blocked["blocked"], true, "{blocked}");
+    assert_error(&chat(&gw, &key, "chat-fast"), 401);
+
+    admin(&gw, "/key/unblock", json!({"key": key}));
+    chat(&gw, &key, "chat-fast").expect_status(200);
+}
+
+#[test]
+fn deleted_key_is_refused() {
+    let gw = start();
+    let answer = generate(&gw, json!({}));
+    let key = key_of(&answer);
+    chat(&gw, &key, "chat-fast").expect_status(200);
+
+    let deleted = admin(&gw, "/key/delete", json!({"keys": [key]}));
+    assert_eq!(deleted["deleted_keys"], json!([key]));
+    assert_error(&chat(&gw, &key, "chat-fast"), 401);
+    assert_error(&gw.post("/key/delete", &json!({"keys": [key]})), 404);
+}
+
+#[test]
+fn regenerated_key_replaces_the_old_one() {
+    let gw = start();
+    let old = key_of(&generate(&gw, json!({"models": ["chat-fast"]})));
+    chat(&gw, &old, "chat-fast").expect_status(200);
+
+    let answer = admin(&gw, &format!("/key/{old}/regenerate"), json!({}));
+    let new = key_of(&answer);
+    assert_ne!(new, old);
+    assert_eq!(
+        answer["models"],
+        json!(["chat-fast"]),
+        "settings kept: {answer}"
+    );
+    assert_error(&chat(&gw, &old, "chat-fast"), 401);
+    chat(&gw, &new, "chat-fast").expect_status(200);
+
+    let again = admin(
+        &gw,
+        "/key/regenerate",
+        json!({"key": new, "new_key": "sk-chosen-1"}),
+    );
+    assert_eq!(again["key"], "sk-chosen-1");
+    assert_error(&chat(&gw, &new, "chat-fast"), 401);
+    chat(&gw, "sk-chosen-1", "chat-fast").expect_status(200);
+}
+
+#[test]
+fn expired_key_is_refused() {
+    let gw = start();
+    let answer = generate(&gw, json!({"duration": "1s"}));
+    assert!(answer["expires"].is_string(), "{answer}");
+    let key = key_of(&answer);
+    thread::sleep(Duration::from_millis(1500));
+    let err = assert_error(&chat(&gw, &key, "chat-fast"), 401);
+    assert!(error_message(&err).contains("Expired"), "{err:?}");
+}
+
+#[test]
+fn updates_take_effect_on_the_next_request() {
+    let gw = start();
+    let key = key_of(&generate(&gw, json!({"models": ["chat-fast"]})));
+    assert_error(&chat(&gw, &key, "chat-deep"), 403);
+
+    let updated = admin(
+        &gw,
+        "/key/update",
+        json!({"key": key, "models": ["chat-fast", "chat-deep"]}),
+    );
+    assert_eq!(
+        updated["models"],
+        json!(["chat-fast", "chat-deep"]),
+        "{updated}"
+    );
+    chat(&gw, &key, "chat-deep").expect_status(200);
+
+    // Spend above the budget refuses; raising the budget admits again.
+    admin(
+        &gw,
+        "/key/update",
+        json!({"key": key, "spend": 2.0, "max_budget": 1.0}),
+    );
+    assert_error(&chat(&gw, &key, "chat-deep"), 429);
+    admin(&gw, "/key/update", json!({"key": key, "max_budget": 100}));
+    chat(&gw, &key, "chat-deep").expect_status(200);
+    let info = gw
+        .get(&format!("/key/info?key={key}"))
+        .expect_status(200)
+        .json();
+    assert_eq!(info["info"]["max_budget"], 100.0, "{info}");
+}
+
+#[test]
+fn blocked_team_refuses_its_keys() {
+    let gw = start();
+    let team = admin(
+        &gw,
+        "/team/new",
+        json!({"team_alias": "blue", "max_budget": 5}),
+    );
+    let team_id = team["team_id"].as_str().unwrap().to_string();
+    let key = key_of(&generate(&gw, json!({"team_id": team_id})));
+    chat(&gw, &key, "chat-fast").expect_status(200);
+
+    let blocked = admin(&gw, "/team/block", json!({"team_id": team_id}));
+    assert_eq!(blocked["blocked"], true, "{blocked}");
+    assert_error(&chat(&gw, &key, "chat-fast"), 401);
+    admin(&gw, "/team/unblock", json!({"team_id": team_id}));
+    chat(&gw, &key, "chat-fast").expect_status(200);
+
+    let info = gw
+        .get(&format!("/team/info?team_id={team_id}"))
+        .expect_status(200)
+        .json();
+    assert_eq!(info["team_info"]["team_alias"], "blue", "{info}");
+    assert_eq!(info["keys"].as_array().map(Vec::len), Some(1), "{info}");
+
+    let err = assert_error(
+        &gw.post("/key/generate", &json!({"team_id": "no-such-team"})),
+        400,
+    );
+    assert_eq!(err["param"], "team_id", "{err:?}");
+}
+
+#[test]
+fn team_models_restrict_its_keys_until_updated() {
+    let gw = start();
+    let team = admin(
+        &gw,
+        "/team/new",
+        json!({"team_id": "red", "models": ["chat-fast"]}),
+    );
+    assert_eq!(team["team_id"], "red");
+    let key = key_of(&generate(&gw, json!({"team_id": "red"})));
+    assert_error(&chat(&gw, &key, "chat-deep"), 403);
+    admin(&gw, "/team/update", json!({"team_id": "red", "models": []}));
+    chat(&gw, &key, "chat-deep").expect_status(200);
+
+    admin(&gw, "/team/delete", json!({"team_ids": ["red"]}));
+    assert_error(&chat(&gw, &key, "chat-fast"), 401);
+    assert_error(&gw.get("/team/info?team_id=red"), 404);
+}
+
+#[test]
+fn only_admins_manage() {
+    let gw = start();
+    let plain = key_of(&generate(&gw, json!({})));
+    let err = assert_error(&post_as(&gw, &plain, "/key/generate", &json!({})), 403);
+    assert_eq!(err["type"], "auth_error", "{err:?}");
+    assert_error(
+        &post_as(&gw, "sk-not-a-key", "/key/generate", &json!({})),
+        401,
+    );
+
+    let admin_key = key_of(&generate(&gw, json!({"metadata": {"role": "admin"}})));
+    let made = post_as(&gw, &admin_key, "/key/generate", &json!({})).expect_status(200);
+    chat(&gw, &key_of(&made.json()), "chat-fast").expect_status(200);
+}
+
+#[test]
+fn bad_fields_are_named() {
+    let gw = start();
+    for (path, body, field) in [
+        ("/key/generate", json!({"max_budget": "lots"}), "max_budget"),
+        ("/key/generate", json!({"modles": ["x"]}), "modles"),
+        ("/key/generate", json!({"duration": "soon"}), "duration"),
+        ("/key/generate", json!({"key": "not-sk"}), "key"),
+        ("/key/update", json!({"models": []}), "key"),
+        (
+            "/team/new",
+            json!({"members_with_roles": [{"user_id": "u", "role": "boss"}]}),
+            "members_with_roles[0].role",
+        ),
+        ("/user/new", json!({"user_role": "king"}), "user_role"),
+    ] {
+        let err = assert_error(&gw.post(path, &body), 400);
+        assert_eq!(err["param"], field, "{path} {body}: {err:?}");
+    }
+    let err = assert_error(&gw.get("/key/list?page=zero"), 400);
+    assert_eq!(err["param"], "page", "{err:?}");
+    let err = assert_error(&gw.get("/spend/logs?start_date=yesterday"), 400);
+    assert_eq!(err["param"], "start_date", "{err:?}");
+}
+
+#[test]
+fn new_user_gets_a_working_key() {
+    let gw = start();
+    admin(&gw, "/team/new", json!({"team_id": "green"}));
+    let user = admin(
+        &gw,
+        "/user/new",
+        json!({"user_id": "alice", "user_email": "alice@example.com", "models": ["chat-fast"], "teams": ["green"]}),
+    );
+    assert_eq!(user["user_id"], "alice", "{user}");
+    let key = key_of(&user);
+    chat(&gw, &key, "chat-fast").expect_status(200);
+    assert_error(&chat(&gw, &key, "chat-deep"), 403);
+
+    let info = gw.get("/user/info?user_id=alice").expect_status(200).json();
+    assert_eq!(
+        info["user_info"]["user_email"], "alice@example.com",
+        "{info}"
+    );
+    assert_eq!(info["keys"][0]["token"], user["token"], "{info}");
+    assert_eq!(info["teams"][0]["team_id"], "green", "{info}");
+    let team = gw.get("/team/info?team_id=green").expect_status(200).json();
+    assert_eq!(team["team_info"]["members"], json!(["alice"]), "{team}");
+    let listed = gw.get("/key/list?user_id=alice").expect_status(200).json();
+    assert_eq!(listed["keys"], json!([user["token"]]), "{listed}");
+
+    admin(
+        &gw,
+        "/user/update",
+        json!({"user_id": "alice", "models": []}),
+    );
+    chat(&gw, &key, "chat-deep").expect_status(200);
+    let deleted = admin(&gw, "/user/delete", json!({"user_ids": ["alice"]}));
+    assert_eq!(deleted["deleted_users"], json!(["alice"]));
+    assert_error(&chat(&gw, &key, "chat-fast"), 401);
+}
+
+#[test]
+fn spend_endpoints_answer() {
+    let gw = start();
+    let global = gw.get("/global/spend").expect_status(200).json();
+    assert!(global["spend"].is_number(), "{global}");
+    let key = key_of(&generate(&gw, json!({})));
+    let logs = gw
+        .get(&format!(
+            "/spend/logs?api_key={key}&start_date=2020-01-01&end_date=2100-01-01"
+        ))
+        .expect_status(200)
+        .json();
+    assert!(logs.is_array(), "{logs}");
+}
