@@ -1,11 +1,12 @@
-//! `/key/*`: virtual keys. Only the sha256 of a key is stored; the plain key
-//! is shown once, in the answer that created it.
+//! `/key/*`: virtual keys, created, read, changed, regenerated, blocked and
+//! deleted by their plain key or hashed token.
 
 use super::body::{bad_field, missing, parse, period, Patch};
-use super::db::{self, ensure_team, run, store_err, token_of, warm, Ctx};
+use super::db::{self, ensure_team, run, store_err, token_of, warm};
+use super::issue::{create, custom_key, ensure_alias_free, issued, new_record, random_key};
 use super::object;
 use super::query::Query;
-use crate::auth::{abbreviate, credential};
+use crate::auth::credential;
 use crate::error::GatewayError;
 use crate::http1::RequestHead;
 use crate::state::Worker;
@@ -128,86 +129,6 @@ fn per_model_limits(name: &str, limits: &Map<String, Value>) -> Result<(), Gatew
     }
 }
 
-/// A new key: `sk-` and 32 URL-safe characters, each 6 bits from the
-/// operating system's CSPRNG (192 bits in all).
-pub fn random_key() -> Result<String, GatewayError> {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes)
-        .map_err(|_| GatewayError::Unavailable("no system randomness for a new key"))?;
-    let body: String = bytes
-        .iter()
-        .map(|b| char::from(ALPHABET[usize::from(b & 63)]))
-        .collect();
-    Ok(format!("sk-{body}"))
-}
-
-/// Checks a key chosen by the caller (`key` or `new_key`).
-fn custom_key(field: &str, key: String) -> Result<String, GatewayError> {
-    if !key.starts_with("sk-") || key.len() == 3 {
-        return Err(bad_field(field, "a virtual key must start with 'sk-'"));
-    }
-    if !key.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(bad_field(
-            field,
-            "a virtual key may hold only visible ASCII characters",
-        ));
-    }
-    Ok(key)
-}
-
-/// The row of a new key `plain`, created `now`.
-pub fn new_record(plain: &str, now: DateTime<Utc>) -> KeyRecord {
-    KeyRecord {
-        token: token_of(plain),
-        key_name: Some(abbreviate(plain)),
-        created_at: Some(now),
-        updated_at: Some(now),
-        ..Default::default()
-    }
-}
-
-/// Refuses an alias another key already has (LiteLLM keeps them unique).
-pub async fn ensure_alias_free(
-    ctx: &Ctx,
-    alias: Option<&str>,
-    own: &str,
-) -> Result<(), GatewayError> {
-    let Some(alias) = alias else { return Ok(()) };
-    let keys = ctx.store.list_keys(None, None).await.map_err(store_err)?;
-    if keys
-        .iter()
-        .any(|k| k.key_alias.as_deref() == Some(alias) && k.token != own)
-    {
-        return Err(bad_field(
-            "key_alias",
-            format!("'{alias}' is already the alias of another key"),
-        ));
-    }
-    Ok(())
-}
-
-/// Inserts a new key after checking its team and alias, publishes it and
-/// caches it on this replica.
-pub async fn create(ctx: &Ctx, rec: &KeyRecord) -> Result<(), GatewayError> {
-    ensure_team(ctx, rec.team_id.as_deref()).await?;
-    ensure_alias_free(ctx, rec.key_alias.as_deref(), &rec.token).await?;
-    ctx.store.insert_key(rec).await.map_err(store_err)?;
-    ctx.publish(&[Change::Key(rec.token.clone())]).await;
-    warm(ctx, &rec.token).await;
-    Ok(())
-}
-
-/// LiteLLM's `GenerateKeyResponse`: the row, the plain key (only here) and
-/// the hash as `token` and `token_id`.
-pub fn issued(rec: &KeyRecord, plain: &str, duration: Option<String>) -> Map<String, Value> {
-    let mut out = object(rec);
-    out.insert("key".into(), plain.into());
-    out.insert("token_id".into(), rec.token.clone().into());
-    out.insert("duration".into(), duration.into());
-    out
-}
-
 fn no_new_key(new_key: &Option<String>) -> Result<(), GatewayError> {
     match new_key {
         Some(_) => Err(bad_field("new_key", "only /key/regenerate takes a new_key")),
@@ -326,6 +247,8 @@ pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
             "give the keys (or key_aliases) to delete",
         ));
     }
+    let asked: Vec<String> = req.keys.iter().map(|k| db::shown(k)).collect();
+    let asked = [asked, req.key_aliases.clone()].concat().join(", ");
     let deleted = run(worker, move |ctx| async move {
         let mut named: Vec<(String, String)> =
             req.keys.iter().map(|k| (token_of(k), k.clone())).collect();
@@ -348,7 +271,7 @@ pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
     })
     .await?;
     if deleted.is_empty() {
-        return Err(GatewayError::NotFound("None of the keys".into()));
+        return Err(GatewayError::NotFound(format!("Keys {asked}")));
     }
     Ok(json!({ "deleted_keys": deleted }))
 }
@@ -498,26 +421,6 @@ pub async fn set_blocked(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn random_keys_are_long_url_safe_and_distinct() {
-        let a = random_key().unwrap();
-        let b = random_key().unwrap();
-        assert_ne!(a, b);
-        assert_eq!(a.len(), 35);
-        assert!(a[3..]
-            .bytes()
-            .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_'));
-    }
-
-    #[test]
-    fn custom_keys_need_the_prefix() {
-        assert!(custom_key("key", "sk-mine-1".into()).is_ok());
-        for bad in ["mine", "sk-", "sk-has space"] {
-            let err = custom_key("key", bad.into()).unwrap_err();
-            assert_eq!(err.param(), Some("key"), "{bad}");
-        }
-    }
 
     #[test]
     fn applies_only_given_fields() {

@@ -6,6 +6,7 @@
 
 mod body;
 mod db;
+mod issue;
 mod keys;
 mod query;
 mod spend;

@@ -217,6 +217,10 @@ struct DeleteTeams {
 /// `teams`; 404 when none existed.
 pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
     let DeleteTeams { team_ids } = parse(body)?;
+    if team_ids.is_empty() {
+        return Err(bad_field("team_ids", "name at least one"));
+    }
+    let asked = team_ids.join(", ");
     let gone = run(worker, move |ctx| async move {
         let mut changes = Vec::new();
         for id in &team_ids {
@@ -240,7 +244,7 @@ pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
     })
     .await?;
     if gone.is_empty() {
-        return Err(GatewayError::NotFound("None of the teams".into()));
+        return Err(GatewayError::NotFound(format!("Teams {asked}")));
     }
     Ok(json!({ "deleted_teams": gone }))
 }

@@ -3,7 +3,7 @@
 
 use super::body::{bad_field, missing, parse, period, Patch};
 use super::db::{self, run, store_err};
-use super::keys::{create, ensure_alias_free, issued, new_record, random_key};
+use super::issue::{create, ensure_alias_free, issued, new_record, random_key};
 use super::object;
 use super::query::Query;
 use super::teams::team_json;
@@ -258,6 +258,10 @@ struct DeleteUsers {
 /// 404 when none existed.
 pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
     let DeleteUsers { user_ids } = parse(body)?;
+    if user_ids.is_empty() {
+        return Err(bad_field("user_ids", "name at least one"));
+    }
+    let asked = user_ids.join(", ");
     let gone = run(worker, move |ctx| async move {
         let mut changes = Vec::new();
         for id in &user_ids {
@@ -288,7 +292,7 @@ pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
     })
     .await?;
     if gone.is_empty() {
-        return Err(GatewayError::NotFound("None of the users".into()));
+        return Err(GatewayError::NotFound(format!("Users {asked}")));
     }
     Ok(json!({ "deleted_users": gone }))
 }
