@@ -12,22 +12,31 @@ fn rewrite(c: &mut Criterion) {
     for size in [1 << 10, 64 << 10, 512 << 10] {
         let body = Bytes::from(chat_body(size));
         g.throughput(Throughput::Bytes(body.len() as u64));
-        g.bench_with_input(BenchmarkId::new("borrowed_view_splice", size), &body, |b, body| {
-            b.iter(|| {
-                let req = LlmRequest::parse(Endpoint::ChatCompletions, body.clone()).unwrap();
-                black_box(req.body_with_model("gpt-4o-2024-08-06"))
-            })
-        });
-        g.bench_with_input(BenchmarkId::new("simd_json_tree_reserialize", size), &body, |b, body| {
-            b.iter(|| {
-                let mut copy = body.to_vec();
-                let mut value: simd_json::OwnedValue = simd_json::to_owned_value(&mut copy).unwrap();
-                if let simd_json::OwnedValue::Object(map) = &mut value {
-                    map.insert("model".into(), "gpt-4o-2024-08-06".into());
-                }
-                black_box(simd_json::to_vec(&value).unwrap())
-            })
-        });
+        g.bench_with_input(
+            BenchmarkId::new("borrowed_view_splice", size),
+            &body,
+            |b, body| {
+                b.iter(|| {
+                    let req = LlmRequest::parse(Endpoint::ChatCompletions, body.clone()).unwrap();
+                    black_box(req.body_with_model("gpt-4o-2024-08-06"))
+                })
+            },
+        );
+        g.bench_with_input(
+            BenchmarkId::new("simd_json_tree_reserialize", size),
+            &body,
+            |b, body| {
+                b.iter(|| {
+                    let mut copy = body.to_vec();
+                    let mut value: simd_json::OwnedValue =
+                        simd_json::to_owned_value(&mut copy).unwrap();
+                    if let simd_json::OwnedValue::Object(map) = &mut value {
+                        map.insert("model".into(), "gpt-4o-2024-08-06".into());
+                    }
+                    black_box(simd_json::to_vec(&value).unwrap())
+                })
+            },
+        );
     }
     g.finish();
 }

@@ -34,7 +34,7 @@ pub enum GatewayError {
         requested: String,
     },
     /// A budget would be exceeded.
-    #[error("Budget has been exceeded! {scope} spend: {spend}, max budget: {max}")]
+    #[error("Budget has been exceeded! {scope} spend: {spend}, max budget: {max}{}", .reserve.map(|r| format!("; this request would reserve up to {r} USD (set max_tokens to reserve less)")).unwrap_or_default())]
     BudgetExceeded {
         /// `key`, `user` or `team`.
         scope: String,
@@ -42,6 +42,9 @@ pub enum GatewayError {
         spend: f64,
         /// The budget, USD.
         max: f64,
+        /// The worst-case cost that did not fit, when the spend alone did not
+        /// exhaust the budget.
+        reserve: Option<f64>,
     },
     /// The management API needs the master key or an admin key.
     #[error("Only the proxy admin (master key or an admin key) can call {0}")]

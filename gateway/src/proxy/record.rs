@@ -41,6 +41,7 @@ pub(super) fn admit(
                 scope: scope.to_string(),
                 spend: budget.spent_usd(),
                 max: budget.max_usd().unwrap_or(0.0),
+                reserve: None,
             });
         }
     }
@@ -51,13 +52,17 @@ pub(super) fn admit(
             .or_else(|| spend::max_output_tokens(dep, upstream_model))
             .unwrap_or(DEFAULT_MAX_OUTPUT),
     };
-    let worst = spend::worst_case_cost(prompt_estimate, max_output, price);
+    // Exactness needs an upper bound, not an estimate: byte-level BPE spends
+    // at least one byte per token, so the body's length bounds the prompt.
+    let prompt_bound = (req.body.len() as u64).max(prompt_estimate);
+    let worst = spend::worst_case_cost(prompt_bound, max_output, price);
     Reservation::acquire(&budgets, worst)
         .map(Some)
         .map_err(|r| GatewayError::BudgetExceeded {
             scope: r.scope.to_string(),
             spend: r.spend,
             max: r.max,
+            reserve: Some(worst),
         })
 }
 

@@ -1,0 +1,253 @@
+//! Budgets and spend: exact admission under a concurrent burst, a bounded
+//! sequential overshoot, recovery by raising the budget, resetting spend or a
+//! budget period, soft-budget alerts, and one spend row per request.
+
+use e2e::{to_yaml, Gateway, MASTER_KEY};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+/// Prices that make each mock request cost about a tenth of a cent.
+const INPUT_COST: f64 = 0.00001;
+const OUTPUT_COST: f64 = 0.0001;
+/// The mock's reply: ten words, ten completion tokens.
+const REPLY: &str = "one two three four five six seven eight nine ten";
+
+fn start() -> Gateway {
+    let config = json!({
+        "model_list": [{
+            "model_name": "priced",
+            "litellm_params": {
+                "model": "mock/priced",
+                "mock_response": REPLY,
+                "input_cost_per_token": INPUT_COST,
+                "output_cost_per_token": OUTPUT_COST,
+            },
+        }, {
+            "model_name": "slow-priced",
+            "litellm_params": {
+                "model": "mock/slow",
+                "mock_response": REPLY,
+                "mock_latency_ms": 200,
+                "input_cost_per_token": INPUT_COST,
+                "output_cost_per_token": OUTPUT_COST,
+            },
+        }],
+        "general_settings": {"master_key": MASTER_KEY},
+    });
+    Gateway::start(&to_yaml(&config), &[])
+}
+
+fn generate(gw: &Gateway, fields: Value) -> String {
+    let resp = gw.post("/key/generate", &fields);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    resp.json()["key"]
+        .as_str()
+        .expect("key in response")
+        .to_string()
+}
+
+fn chat(gw: &Gateway, key: &str, model: &str) -> (u16, Value) {
+    let body =
+        json!({"model": model, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]});
+    let auth = format!("Bearer {key}");
+    let resp = gw.call(
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        body.to_string().as_bytes(),
+    );
+    (resp.status, resp.json())
+}
+
+/// The key's spend as the store records it, once the writer has flushed.
+fn key_spend(gw: &Gateway, key: &str) -> f64 {
+    std::thread::sleep(Duration::from_millis(300));
+    let info = gw.get(&format!("/key/info?key={key}"));
+    assert_eq!(info.status, 200, "{}", info.text());
+    info.json()["info"]["spend"].as_f64().expect("spend")
+}
+
+fn cost_of(resp: &Value) -> f64 {
+    let usage = &resp["usage"];
+    usage["prompt_tokens"].as_f64().unwrap() * INPUT_COST
+        + usage["completion_tokens"].as_f64().unwrap() * OUTPUT_COST
+}
+
+#[test]
+fn sequential_spend_never_passes_the_budget() {
+    let gw = start();
+    let budget = 0.01;
+    let key = generate(&gw, json!({"max_budget": budget}));
+    let mut spent = 0.0;
+    let mut admitted = 0;
+    loop {
+        let (status, body) = chat(&gw, &key, "priced");
+        if status != 200 {
+            assert_eq!(status, 429, "{body}");
+            assert_eq!(body["error"]["type"], "budget_exceeded", "{body}");
+            break;
+        }
+        admitted += 1;
+        spent += cost_of(&body);
+        assert!(admitted < 100, "the budget never refused");
+    }
+    let recorded = key_spend(&gw, &key);
+    assert!(
+        (recorded - spent).abs() < 1e-9,
+        "store says {recorded}, responses say {spent}"
+    );
+    assert!(
+        recorded <= budget + 1e-9,
+        "sequential overshoot: spent {recorded} of {budget}"
+    );
+    assert!(
+        admitted >= 5,
+        "only {admitted} admitted: reservations are too pessimistic"
+    );
+}
+
+#[test]
+fn a_concurrent_burst_cannot_overshoot() {
+    let gw = start();
+    let budget = 0.01;
+    let key = generate(&gw, json!({"max_budget": budget}));
+    let results: Vec<(u16, Value)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..32)
+            .map(|_| s.spawn(|| chat(&gw, &key, "slow-priced")))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let ok: Vec<&Value> = results
+        .iter()
+        .filter(|(s, _)| *s == 200)
+        .map(|(_, b)| b)
+        .collect();
+    let refused = results.iter().filter(|(s, _)| *s == 429).count();
+    assert_eq!(ok.len() + refused, 32, "unexpected statuses: {results:?}");
+    assert!(
+        refused > 0 && !ok.is_empty(),
+        "{} admitted, {refused} refused",
+        ok.len()
+    );
+    let spent: f64 = ok.iter().map(|b| cost_of(b)).sum();
+    let recorded = key_spend(&gw, &key);
+    assert!(
+        (recorded - spent).abs() < 1e-9,
+        "store says {recorded}, responses say {spent}"
+    );
+    assert!(
+        recorded <= budget + 1e-9,
+        "burst overshoot: spent {recorded} of {budget}"
+    );
+}
+
+#[test]
+fn raising_the_budget_or_resetting_spend_restores_access_at_once() {
+    let gw = start();
+    let key = generate(&gw, json!({"max_budget": 0.003}));
+    while chat(&gw, &key, "priced").0 == 200 {}
+    assert_eq!(chat(&gw, &key, "priced").0, 429);
+
+    let resp = gw.post("/key/update", &json!({"key": key, "max_budget": 1.0}));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(
+        chat(&gw, &key, "priced").0,
+        200,
+        "raising max_budget must restore access"
+    );
+
+    let resp = gw.post("/key/update", &json!({"key": key, "max_budget": 0.003}));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(chat(&gw, &key, "priced").0, 429);
+    let resp = gw.post("/key/update", &json!({"key": key, "spend": 0.0}));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(
+        chat(&gw, &key, "priced").0,
+        200,
+        "resetting spend must restore access"
+    );
+    assert!(key_spend(&gw, &key) > 0.0, "spend after the reset is counted again");
+}
+
+#[test]
+fn a_budget_period_resets_spend() {
+    let gw = start();
+    let key = generate(&gw, json!({"max_budget": 0.003, "budget_duration": "2s"}));
+    while chat(&gw, &key, "priced").0 == 200 {}
+    let exhausted = Instant::now();
+    let mut restored = None;
+    while exhausted.elapsed() < Duration::from_secs(8) {
+        std::thread::sleep(Duration::from_millis(200));
+        if chat(&gw, &key, "priced").0 == 200 {
+            restored = Some(exhausted.elapsed());
+            break;
+        }
+    }
+    assert!(
+        restored.is_some(),
+        "spend never reset after budget_duration 2s"
+    );
+}
+
+#[test]
+fn crossing_the_soft_budget_raises_an_alert_before_the_hard_refusal() {
+    let gw = start();
+    let key = generate(
+        &gw,
+        json!({"max_budget": 1.0, "soft_budget": 0.002, "key_alias": "alerting-key"}),
+    );
+    for _ in 0..3 {
+        assert_eq!(chat(&gw, &key, "priced").0, 200);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let out = gw.output();
+    let alerts: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("soft budget crossed"))
+        .collect();
+    assert_eq!(alerts.len(), 1, "expected one alert line:\n{out}");
+    assert!(alerts[0].contains("alerting-key"), "{}", alerts[0]);
+    assert!(!alerts[0].contains(&key), "the alert must not log the key");
+}
+
+#[test]
+fn every_request_leaves_one_spend_row_with_its_cost() {
+    let gw = start();
+    let key = generate(&gw, json!({}));
+    let auth = format!("Bearer {key}");
+    let body = json!({"model": "priced", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]});
+    let resp = gw.call(
+        "POST",
+        "/v1/chat/completions",
+        &[("Authorization", &auth)],
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(resp.status, 200);
+    let call_id = resp
+        .header("x-litellm-call-id")
+        .expect("call id")
+        .to_string();
+    let cost = cost_of(&resp.json());
+    std::thread::sleep(Duration::from_millis(300));
+    let logs = gw.get(&format!("/spend/logs?request_id={call_id}"));
+    assert_eq!(logs.status, 200, "{}", logs.text());
+    let rows = logs.json();
+    let rows = rows.as_array().expect("array of rows");
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let row = &rows[0];
+    assert_eq!(row["model_group"], "priced");
+    assert_eq!(row["status"], "success");
+    assert!(
+        (row["spend"].as_f64().unwrap() - cost).abs() < 1e-12,
+        "{row}"
+    );
+    assert_eq!(row["completion_tokens"], 10);
+    assert!(
+        !row.to_string().contains(&key),
+        "spend logs hold the hash, never the key"
+    );
+}
