@@ -170,7 +170,10 @@ fn raising_the_budget_or_resetting_spend_restores_access_at_once() {
         200,
         "resetting spend must restore access"
     );
-    assert!(key_spend(&gw, &key) > 0.0, "spend after the reset is counted again");
+    assert!(
+        key_spend(&gw, &key) > 0.0,
+        "spend after the reset is counted again"
+    );
 }
 
 #[test]

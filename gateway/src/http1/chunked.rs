@@ -74,7 +74,7 @@ impl ChunkedDecoder {
                         Some(i) => &line[..i],
                         None => line,
                     };
-                    let size = parse_hex(trim(hex)).ok_or(ChunkedError("bad chunk size"))?;
+                    let size = parse_hex(hex.trim_ascii()).ok_or(ChunkedError("bad chunk size"))?;
                     pos += eol + 1;
                     self.state = if size == 0 {
                         State::Trailers
@@ -124,18 +124,6 @@ impl ChunkedDecoder {
         }
         Ok(pos)
     }
-}
-
-fn trim(s: &[u8]) -> &[u8] {
-    let start = s
-        .iter()
-        .position(|b| !b.is_ascii_whitespace())
-        .unwrap_or(s.len());
-    let end = s
-        .iter()
-        .rposition(|b| !b.is_ascii_whitespace())
-        .map_or(start, |e| e + 1);
-    &s[start..end]
 }
 
 fn parse_hex(s: &[u8]) -> Option<u64> {

@@ -128,13 +128,13 @@ pub fn parse_request_head(
             }
         } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
             let last = h.value.rsplit(|&b| b == b',').next().unwrap_or(b"");
-            if !trim_ascii(last).eq_ignore_ascii_case(b"chunked") {
+            if !last.trim_ascii().eq_ignore_ascii_case(b"chunked") {
                 return Err(HeadError::Invalid("unsupported Transfer-Encoding".into()));
             }
             framing = BodyFraming::Chunked;
         } else if name.eq_ignore_ascii_case(b"connection") {
             for token in h.value.split(|&b| b == b',') {
-                let token = trim_ascii(token);
+                let token = token.trim_ascii();
                 if token.eq_ignore_ascii_case(b"close") {
                     keep_alive = false;
                 } else if token.eq_ignore_ascii_case(b"keep-alive") {
@@ -142,7 +142,7 @@ pub fn parse_request_head(
                 }
             }
         } else if name.eq_ignore_ascii_case(b"expect") {
-            expect_continue = trim_ascii(h.value).eq_ignore_ascii_case(b"100-continue");
+            expect_continue = h.value.trim_ascii().eq_ignore_ascii_case(b"100-continue");
         }
         headers.push((span(name), span(h.value)));
     }
@@ -172,23 +172,11 @@ pub fn parse_request_head(
 
 /// A Content-Length value: ASCII digits only (no sign, no spaces inside).
 pub(crate) fn parse_content_length(value: &[u8]) -> Option<u64> {
-    let digits = trim_ascii(value);
+    let digits = value.trim_ascii();
     if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
     std::str::from_utf8(digits).ok()?.parse().ok()
-}
-
-fn trim_ascii(s: &[u8]) -> &[u8] {
-    let start = s
-        .iter()
-        .position(|b| !b.is_ascii_whitespace())
-        .unwrap_or(s.len());
-    let end = s
-        .iter()
-        .rposition(|b| !b.is_ascii_whitespace())
-        .map_or(start, |e| e + 1);
-    &s[start..end]
 }
 
 #[cfg(test)]
