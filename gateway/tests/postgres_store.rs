@@ -823,3 +823,46 @@ async fn due_budgets_reset_like_memory() {
     let again = pg.reset_due_budgets(now).await.unwrap();
     assert!(again.is_empty(), "a reset period is not reset twice");
 }
+
+#[tokio::test]
+async fn a_replica_that_was_not_listening_catches_up_when_it_connects() {
+    let db = TestDb::create().await;
+    let replica_a = store(&db).await;
+    let replica_b = Arc::new(store(&db).await);
+    let cache_b = Arc::new(KeyCache::default());
+    let (mut changed, deleted) = (
+        full_key("sk-changed", now_ms()),
+        full_key("sk-deleted", now_ms()),
+    );
+    for key in [&changed, &deleted] {
+        replica_a.insert_key(key).await.unwrap();
+        cache_b.load(replica_b.as_ref(), &key.token).await.unwrap();
+    }
+    // Changed and deleted while B hears nothing: only its catch-up (every
+    // key that exists plus the tombstones) can tell it.
+    changed.blocked = true;
+    replica_a.update_key(&changed).await.unwrap();
+    replica_a
+        .delete_keys(std::slice::from_ref(&deleted.token))
+        .await
+        .unwrap();
+    let ctx_b = Arc::new(ControlCtx {
+        store: replica_b.clone(),
+        keys: cache_b.clone(),
+    });
+    let listening = tokio::spawn(listener::run(
+        ctx_b,
+        ListenConfig {
+            url: db.url.clone(),
+            own_sessions: replica_b.sessions(),
+        },
+    ));
+    eventually("replica B catches up", || {
+        cache_b.get(&hash_key("sk-deleted")).is_none()
+            && cache_b
+                .get(&hash_key("sk-changed"))
+                .is_some_and(|e| e.record.blocked)
+    })
+    .await;
+    listening.abort();
+}

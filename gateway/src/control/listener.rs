@@ -9,7 +9,7 @@
 //! including keys deleted meanwhile, found through the store's tombstones.
 
 use super::ControlCtx;
-use crate::store::postgres::{pg_config, SessionIds, CHANNEL, RESYNC_TOKENS};
+use crate::store::postgres::{describe, pg_config, SessionIds, CHANNEL, RESYNC_TOKENS};
 use crate::store::Change;
 use chrono::{DateTime, Utc};
 use futures_util::StreamExt;
@@ -72,10 +72,13 @@ pub async fn run(ctx: Arc<ControlCtx>, listen: ListenConfig) {
     }
 }
 
+/// The listener's state across reconnections.
 struct Listener {
     ctx: Arc<ControlCtx>,
     config: Config,
+    /// This process's pool sessions.
     own: Arc<SessionIds>,
+    /// Wait before the next connection attempt.
     backoff: Duration,
     /// Since when notifications may have been missed; `None` while
     /// listening.
@@ -86,16 +89,12 @@ impl Listener {
     /// One connection's life: connect, listen, catch up, then apply
     /// notifications until the connection fails.
     async fn session(&mut self) -> Result<std::convert::Infallible, String> {
-        let (client, connection) = self
-            .config
-            .connect(NoTls)
-            .await
-            .map_err(|e| e.to_string())?;
+        let (client, connection) = self.config.connect(NoTls).await.map_err(|e| describe(&e))?;
         let mut notes = pump(connection);
         client
             .batch_execute(&format!("LISTEN {CHANNEL}"))
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| describe(&e))?;
         self.backoff = MIN_BACKOFF;
         self.resync(&client).await?;
         self.deaf_since = None;
@@ -113,11 +112,11 @@ impl Listener {
         let rows = client
             .query_raw(RESYNC_TOKENS, [&since])
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| describe(&e))?;
         let mut rows = std::pin::pin!(rows);
         let mut count = 0usize;
         while let Some(row) = rows.next().await {
-            let token: String = row.and_then(|r| r.try_get(0)).map_err(|e| e.to_string())?;
+            let token: String = row.and_then(|r| r.try_get(0)).map_err(|e| describe(&e))?;
             self.ctx
                 .keys
                 .refresh(self.ctx.store.as_ref(), &Change::Key(token))
@@ -148,7 +147,7 @@ impl Listener {
                 },
                 _ = ping.tick() => match tokio::time::timeout(PING_TIMEOUT, client.simple_query("SELECT 1")).await {
                     Ok(Ok(_)) => {}
-                    Ok(Err(e)) => return Err(e.to_string()),
+                    Ok(Err(e)) => return Err(describe(&e)),
                     Err(_) => return Err(format!("no answer to a check within {PING_TIMEOUT:?}")),
                 },
             }
@@ -191,7 +190,7 @@ fn pump(mut connection: Connection<Socket, NoTlsStream>) -> mpsc::UnboundedRecei
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    tracing::warn!(error = %e, "change listener connection failed");
+                    tracing::warn!(error = %describe(&e), "change listener connection failed");
                     return;
                 }
             }

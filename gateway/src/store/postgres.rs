@@ -22,7 +22,7 @@ mod spend;
 
 pub use keys::RESYNC_TOKENS;
 pub use migrate::MIGRATIONS;
-pub use pool::{pg_config, redact_url, SessionIds};
+pub use pool::{describe, pg_config, redact_url, SessionIds};
 
 use super::{
     Change, KeyRecord, SpendFilter, SpendLogRow, Store, StoreError, TeamRecord, UserRecord,
@@ -30,11 +30,13 @@ use super::{
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use pool::{classify, is_retryable_conflict, timed, Pool};
+use std::sync::Arc;
+use tokio_postgres::Transaction;
 
-/// Runs `$op`, an expression using `$c`, a pooled `&mut Client`, with the
-/// pool's deadline; a session that failed is replaced on next use. With
-/// `retry`, a transaction that lost a deadlock or serialization conflict
-/// runs again (up to [`CONFLICT_ATTEMPTS`] times).
+/// Runs `$op`, an expression using `$c`, a pooled session (a `&mut Client`
+/// through `Deref`), with the pool's deadline; a session that failed is
+/// replaced on next use. With `retry`, a transaction that lost a deadlock or
+/// serialization conflict runs again (up to [`CONFLICT_ATTEMPTS`] times).
 macro_rules! with_client {
     ($store:expr, $c:ident => $op:expr) => {{
         let mut conn = $store.pool.get().await?;
@@ -54,8 +56,6 @@ macro_rules! with_client {
         }
     }};
 }
-use std::sync::Arc;
-use tokio_postgres::Transaction;
 
 /// The NOTIFY channel of cache invalidations.
 pub const CHANNEL: &str = "gateway_changes";
@@ -77,7 +77,7 @@ impl PostgresStore {
         let config = pg_config(url)?;
         let (mut client, _pid) = pool::connect(&config)
             .await
-            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+            .map_err(|e| StoreError::Unavailable(describe(&e)))?;
         let applied = migrate::migrate(&mut client)
             .await
             .map_err(|e| match classify(&e) {
@@ -124,6 +124,7 @@ async fn notify(tx: &Transaction<'_>, changes: &[Change]) -> Result<(), tokio_po
     Ok(())
 }
 
+/// Tables whose spend and rows the generic helpers update.
 const KEYS: &str = r#""LiteLLM_VerificationToken""#;
 const TEAMS: &str = r#""LiteLLM_TeamTable""#;
 const USERS: &str = r#""LiteLLM_UserTable""#;

@@ -46,6 +46,10 @@ async fn apply(
     sql: &str,
 ) -> Result<bool, tokio_postgres::Error> {
     let tx = client.transaction().await?;
+    // IF NOT EXISTS skips are expected here (on LiteLLM's tables above all):
+    // keep their notices out of the start-up log.
+    tx.batch_execute("SET LOCAL client_min_messages = warning")
+        .await?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK_KEY])
         .await?;
     tx.batch_execute(VERSIONS_TABLE).await?;

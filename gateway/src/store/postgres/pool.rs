@@ -62,6 +62,7 @@ impl SessionIds {
 /// One open connection and what this process set up on it.
 pub(super) struct Session {
     client: Client,
+    /// Its backend process id, registered in `sessions` while it lives.
     pid: i32,
     sessions: Arc<SessionIds>,
     /// Whether the spend staging table exists on this connection.
@@ -90,9 +91,12 @@ impl Drop for Session {
 /// The pool.
 pub(super) struct Pool {
     config: Config,
+    /// One session each, `None` until first used or after a failure.
     slots: Vec<Mutex<Option<Session>>>,
+    /// Round-robin cursor over `slots`.
     next: AtomicUsize,
     sessions: Arc<SessionIds>,
+    /// Set when a connection attempt failed: calls fail fast until then.
     down_until: StdMutex<Option<Instant>>,
 }
 
@@ -153,7 +157,7 @@ impl Pool {
             Err(e) => {
                 *self.down_until.lock().unwrap_or_else(|p| p.into_inner()) =
                     Some(Instant::now() + FAIL_FAST);
-                Err(StoreError::Unavailable(e.to_string()))
+                Err(StoreError::Unavailable(describe(&e)))
             }
         }
     }
@@ -191,7 +195,7 @@ pub(super) async fn connect(config: &Config) -> Result<(Client, i32), tokio_post
     let (client, connection) = config.connect(NoTls).await?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
-            tracing::warn!(error = %e, "Postgres connection closed");
+            tracing::warn!(error = %describe(&e), "Postgres connection closed");
         }
     });
     client.batch_execute("SET TIME ZONE 'UTC'").await?;
@@ -231,13 +235,28 @@ pub(super) fn classify(e: &tokio_postgres::Error) -> StoreError {
     };
     let text = match e.as_db_error() {
         Some(db) => format!("{}: {}", db.code().code(), db.message()),
-        None => e.to_string(),
+        None => describe(e),
     };
     if retryable {
         StoreError::Unavailable(text)
     } else {
         StoreError::Query(text)
     }
+}
+
+/// An error with its causes (`error connecting to server: Connection
+/// refused (os error 111)`).
+pub fn describe(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text = format!("{text}: {cause_text}");
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// Whether the statement failed for lack of serializability or a deadlock:

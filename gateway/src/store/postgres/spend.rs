@@ -338,11 +338,12 @@ pub async fn reset_due(c: &mut Client, now: DateTime<Utc>) -> Result<Vec<Change>
     for token in reset_table(&tx, r#""LiteLLM_VerificationToken""#, "token", now).await? {
         changes.push(Change::Key(token));
     }
-    for team in reset_table(&tx, r#""LiteLLM_TeamTable""#, "team_id", now).await? {
-        changes.push(Change::Team(team));
-    }
+    // Keys, users, teams: the order `record` locks them in.
     for user in reset_table(&tx, r#""LiteLLM_UserTable""#, "user_id", now).await? {
         changes.push(Change::User(user));
+    }
+    for team in reset_table(&tx, r#""LiteLLM_TeamTable""#, "team_id", now).await? {
+        changes.push(Change::Team(team));
     }
     notify(&tx, &changes).await?;
     tx.commit().await?;
