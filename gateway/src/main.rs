@@ -102,13 +102,12 @@ fn run(opts: Options) -> Result<(), String> {
     }
     let deployments = config.deployments.len();
     let keys = Arc::new(gateway::auth::KeyCache::default());
-    let store: Arc<dyn gateway::store::Store> = Arc::new(gateway::store::MemoryStore::default());
-    tracing::warn!("no DATABASE_URL: keys, teams, users and spend live in memory; nothing created through the API survives a restart");
+    let (store, listen) = open_store(config.database_url.as_deref())?;
     let spool = gateway::control::SpoolConfig {
         dir: config.spool_dir.clone(),
         max_bytes: 1 << 30,
     };
-    let control = gateway::control::ControlPlane::start(store, keys.clone(), spool)
+    let control = gateway::control::ControlPlane::start(store, keys.clone(), spool, listen)
         .map_err(|e| format!("cannot start the control plane: {e}"))?;
     let shared = Arc::new(Shared::new(config, tls, keys, control));
     install_signal_handler(shared.clone())?;
@@ -122,6 +121,31 @@ fn run(opts: Options) -> Result<(), String> {
     server::run(shared, listeners, driver).map_err(|e| e.to_string())?;
     tracing::info!("shut down cleanly");
     Ok(())
+}
+
+/// A store with, for Postgres, its change listener's settings.
+type OpenedStore = (
+    Arc<dyn gateway::store::Store>,
+    Option<gateway::control::ListenConfig>,
+);
+
+/// The store: Postgres when a database URL is configured (connected and
+/// migrated now, so a bad URL fails start-up), in memory otherwise; with the
+/// change listener's settings for Postgres.
+fn open_store(database_url: Option<&str>) -> Result<OpenedStore, String> {
+    use gateway::store::postgres::{redact_url, PostgresStore};
+    let Some(url) = database_url else {
+        tracing::warn!("no DATABASE_URL: keys, teams, users and spend live in memory; nothing created through the API survives a restart");
+        return Ok((Arc::new(gateway::store::MemoryStore::default()), None));
+    };
+    let store = PostgresStore::open(url)
+        .map_err(|e| format!("cannot use the database at {}: {e}", redact_url(url)))?;
+    tracing::info!(database = %redact_url(url), "keys, teams, users and spend in Postgres");
+    let listen = gateway::control::ListenConfig {
+        url: url.to_string(),
+        own_sessions: store.sessions(),
+    };
+    Ok((Arc::new(store), Some(listen)))
 }
 
 /// SIGTERM/SIGINT start a graceful shutdown; a second one exits at once.

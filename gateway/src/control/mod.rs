@@ -3,8 +3,10 @@
 //! channels and never blocks on it: request/reply for reads and management
 //! calls, fire-and-forget for spend rows.
 
+pub mod listener;
 mod writer;
 
+pub use listener::ListenConfig;
 pub use writer::SpoolConfig;
 
 use crate::auth::KeyCache;
@@ -25,14 +27,20 @@ pub struct ControlCtx {
 }
 
 impl ControlCtx {
-    /// Applies changes to this replica's caches and announces them to the
-    /// others.
+    /// Applies changes to this replica's caches, once per distinct change,
+    /// and announces them to the others. The Postgres store has already
+    /// announced them (NOTIFY in the transaction that made them; its
+    /// `announce` is a no-op) and this replica's listener skips its own
+    /// notifications, so each cache is refreshed exactly once.
     pub async fn publish(&self, changes: &[Change]) {
         if changes.is_empty() {
             return;
         }
+        let mut seen = std::collections::HashSet::new();
         for change in changes {
-            self.keys.refresh(self.store.as_ref(), change).await;
+            if seen.insert(change.payload()) {
+                self.keys.refresh(self.store.as_ref(), change).await;
+            }
         }
         if let Err(e) = self.store.announce(changes).await {
             tracing::warn!(error = %e, "could not announce changes to other replicas");
@@ -69,11 +77,14 @@ pub struct ControlPlane {
 }
 
 impl ControlPlane {
-    /// Starts the control thread around `store` and the key cache.
+    /// Starts the control thread around `store` and the key cache; with
+    /// `listen` (a Postgres store), it also listens for other replicas'
+    /// changes.
     pub fn start(
         store: Arc<dyn Store>,
         keys: Arc<KeyCache>,
         spool: writer::SpoolConfig,
+        listen: Option<ListenConfig>,
     ) -> std::io::Result<ControlPlane> {
         let (jobs, mut job_rx) = mpsc::channel::<Job>(JOB_QUEUE);
         let (spend, spend_rx) = mpsc::channel::<SpendLogRow>(SPEND_QUEUE);
@@ -87,6 +98,9 @@ impl ControlPlane {
                 runtime.block_on(async move {
                     tokio::spawn(writer::run(ctx.clone(), spend_rx, spool));
                     tokio::spawn(budget_resets(ctx.clone()));
+                    if let Some(listen) = listen {
+                        tokio::spawn(listener::run(ctx.clone(), listen));
+                    }
                     while let Some(job) = job_rx.recv().await {
                         tokio::spawn(job(ctx.clone()));
                     }

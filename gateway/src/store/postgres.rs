@@ -1,1 +1,248 @@
-//! The Postgres store (LiteLLM's tables). Being written; see the control plane.
+//! The Postgres store: keys, teams, users and spend in LiteLLM's tables, so
+//! the gateway runs on a database LiteLLM created (a key LiteLLM issued
+//! authenticates here) and any number of replicas share one fleet view.
+//!
+//! Cross-replica freshness: every mutation sends `NOTIFY gateway_changes`
+//! with its [`Change`] payload inside its own transaction, so a change and
+//! its announcement commit together. The control plane's listener
+//! (`control::listener`) refreshes the other replicas' caches; this replica
+//! refreshes its own when the caller publishes the returned changes, and the
+//! listener skips notifications sent by this process's sessions
+//! ([`SessionIds`]). [`Store::announce`] is therefore a no-op here.
+//!
+//! Limits: timestamps round to the millisecond (LiteLLM's `TIMESTAMP(3)`);
+//! connections are plain text (`NoTls`, see `pool`).
+
+mod accounts;
+mod convert;
+mod keys;
+mod migrate;
+mod pool;
+mod spend;
+
+pub use keys::RESYNC_TOKENS;
+pub use migrate::MIGRATIONS;
+pub use pool::{describe, pg_config, redact_url, SessionIds};
+
+use super::{
+    Change, KeyRecord, SpendFilter, SpendLogRow, Store, StoreError, TeamRecord, UserRecord,
+};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use pool::{classify, is_retryable_conflict, timed, Pool};
+use std::sync::Arc;
+use tokio_postgres::Transaction;
+
+/// Runs `$op`, an expression using `$c`, a pooled session (a `&mut Client`
+/// through `Deref`), with the pool's deadline; a session that failed is
+/// replaced on next use. With `retry`, a transaction that lost a deadlock or
+/// serialization conflict runs again (up to [`CONFLICT_ATTEMPTS`] times).
+macro_rules! with_client {
+    ($store:expr, $c:ident => $op:expr) => {{
+        let mut conn = $store.pool.get().await?;
+        let result = {
+            let $c = conn.session();
+            timed($op).await
+        };
+        conn.settle(result)
+    }};
+    (retry $store:expr, $c:ident => $op:expr) => {{
+        let mut attempt = 1;
+        loop {
+            match with_client!($store, $c => $op) {
+                Err(e) if is_retryable_conflict(&e) && attempt < CONFLICT_ATTEMPTS => attempt += 1,
+                result => break result,
+            }
+        }
+    }};
+}
+
+/// The NOTIFY channel of cache invalidations.
+pub const CHANNEL: &str = "gateway_changes";
+
+/// Times a transaction that hit a deadlock or serialization failure is run
+/// again before the error reaches the caller.
+const CONFLICT_ATTEMPTS: usize = 3;
+
+/// [`Store`] over Postgres.
+pub struct PostgresStore {
+    pool: Pool,
+}
+
+impl PostgresStore {
+    /// Checks the database at `url` and applies pending migrations on one
+    /// connection; returns a store whose pool connects on first use, on the
+    /// runtime that uses it.
+    pub async fn connect(url: &str) -> Result<PostgresStore, StoreError> {
+        let config = pg_config(url)?;
+        let (mut client, _pid) = pool::connect(&config)
+            .await
+            .map_err(|e| StoreError::Unavailable(describe(&e)))?;
+        let applied = migrate::migrate(&mut client)
+            .await
+            .map_err(|e| match classify(&e) {
+                StoreError::Query(m) => StoreError::Query(format!("migration failed: {m}")),
+                other => other,
+            })?;
+        if !applied.is_empty() {
+            tracing::info!(?applied, "database migrations applied");
+        }
+        Ok(PostgresStore {
+            pool: Pool::new(config),
+        })
+    }
+
+    /// [`connect`](Self::connect) from synchronous start-up code, on a
+    /// short-lived runtime (the pool's connections open later, on the
+    /// control plane's runtime).
+    pub fn open(url: &str) -> Result<PostgresStore, StoreError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        runtime.block_on(Self::connect(url))
+    }
+
+    /// The backend process ids of this store's sessions, for the listener to
+    /// skip this process's own notifications.
+    pub fn sessions(&self) -> Arc<SessionIds> {
+        self.pool.sessions()
+    }
+}
+
+/// Sends each change on [`CHANNEL`]; delivered when `tx` commits.
+async fn notify(tx: &Transaction<'_>, changes: &[Change]) -> Result<(), tokio_postgres::Error> {
+    if changes.is_empty() {
+        return Ok(());
+    }
+    let payloads: Vec<String> = changes.iter().map(Change::payload).collect();
+    tx.execute(
+        "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p",
+        &[&CHANNEL, &payloads],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Tables whose spend and rows the generic helpers update.
+const KEYS: &str = r#""LiteLLM_VerificationToken""#;
+const TEAMS: &str = r#""LiteLLM_TeamTable""#;
+const USERS: &str = r#""LiteLLM_UserTable""#;
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn get_key(&self, token: &str) -> Result<Option<KeyRecord>, StoreError> {
+        with_client!(self, c => keys::get(c, token))
+    }
+
+    async fn insert_key(&self, key: &KeyRecord) -> Result<(), StoreError> {
+        let inserted = with_client!(self, c => keys::insert(c, key))?;
+        conflict_unless(inserted, "key", &key.token)
+    }
+
+    async fn update_key(&self, key: &KeyRecord) -> Result<bool, StoreError> {
+        with_client!(self, c => keys::update(c, key))
+    }
+
+    async fn set_key_spend(&self, token: &str, spend: f64) -> Result<bool, StoreError> {
+        let change = Change::Key(token.to_string());
+        with_client!(self, c => accounts::set_spend(c, KEYS, "token", token, spend, change))
+    }
+
+    async fn rename_key(&self, old: &str, new: &KeyRecord) -> Result<bool, StoreError> {
+        with_client!(self, c => keys::rename(c, old, new))
+    }
+
+    async fn delete_keys(&self, tokens: &[String]) -> Result<Vec<String>, StoreError> {
+        with_client!(self, c => keys::delete(c, tokens))
+    }
+
+    async fn list_keys(
+        &self,
+        user_id: Option<&str>,
+        team_id: Option<&str>,
+    ) -> Result<Vec<KeyRecord>, StoreError> {
+        with_client!(self, c => keys::list(c, user_id, team_id))
+    }
+
+    async fn get_team(&self, team_id: &str) -> Result<Option<TeamRecord>, StoreError> {
+        with_client!(self, c => accounts::get_team(c, team_id))
+    }
+
+    async fn insert_team(&self, team: &TeamRecord) -> Result<(), StoreError> {
+        let inserted = with_client!(self, c => accounts::write_team(c, team, true))?;
+        conflict_unless(inserted, "team", &team.team_id)
+    }
+
+    async fn update_team(&self, team: &TeamRecord) -> Result<bool, StoreError> {
+        with_client!(self, c => accounts::write_team(c, team, false))
+    }
+
+    async fn set_team_spend(&self, team_id: &str, spend: f64) -> Result<bool, StoreError> {
+        let change = Change::Team(team_id.to_string());
+        with_client!(self, c => accounts::set_spend(c, TEAMS, "team_id", team_id, spend, change))
+    }
+
+    async fn delete_teams(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
+        with_client!(self, c => accounts::delete(c, TEAMS, "team_id", ids, Change::Team))
+    }
+
+    async fn list_teams(&self) -> Result<Vec<TeamRecord>, StoreError> {
+        with_client!(self, c => accounts::list_teams(c))
+    }
+
+    async fn get_user(&self, user_id: &str) -> Result<Option<UserRecord>, StoreError> {
+        with_client!(self, c => accounts::get_user(c, user_id))
+    }
+
+    async fn insert_user(&self, user: &UserRecord) -> Result<(), StoreError> {
+        let inserted = with_client!(self, c => accounts::write_user(c, user, true))?;
+        conflict_unless(inserted, "user", &user.user_id)
+    }
+
+    async fn update_user(&self, user: &UserRecord) -> Result<bool, StoreError> {
+        with_client!(self, c => accounts::write_user(c, user, false))
+    }
+
+    async fn set_user_spend(&self, user_id: &str, spend: f64) -> Result<bool, StoreError> {
+        let change = Change::User(user_id.to_string());
+        with_client!(self, c => accounts::set_spend(c, USERS, "user_id", user_id, spend, change))
+    }
+
+    async fn delete_users(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
+        with_client!(self, c => accounts::delete(c, USERS, "user_id", ids, Change::User))
+    }
+
+    async fn record_spend(&self, rows: &[SpendLogRow]) -> Result<Vec<Change>, StoreError> {
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        with_client!(retry self, c => spend::record(c, rows))
+    }
+
+    async fn spend_logs(&self, filter: &SpendFilter) -> Result<Vec<SpendLogRow>, StoreError> {
+        with_client!(self, c => spend::logs(c, filter))
+    }
+
+    async fn global_spend(&self) -> Result<f64, StoreError> {
+        with_client!(self, c => spend::global(c))
+    }
+
+    async fn reset_due_budgets(&self, now: DateTime<Utc>) -> Result<Vec<Change>, StoreError> {
+        with_client!(retry self, c => spend::reset_due(c, now))
+    }
+
+    /// A no-op: every mutation announced itself in its own transaction.
+    async fn announce(&self, _changes: &[Change]) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+/// `Conflict` when an insert found its id taken.
+fn conflict_unless(inserted: bool, what: &str, id: &str) -> Result<(), StoreError> {
+    if inserted {
+        Ok(())
+    } else {
+        Err(StoreError::Conflict(format!("{what} {id}")))
+    }
+}

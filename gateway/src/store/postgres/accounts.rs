@@ -1,0 +1,265 @@
+//! Teams (`LiteLLM_TeamTable`) and users (`LiteLLM_UserTable`).
+//!
+//! LiteLLM's team `created_at` is NOT NULL: a team inserted without one gets
+//! the insertion time, and an update without one keeps the stored time.
+
+use super::convert::{as_map, json, naive, utc};
+use super::notify;
+use crate::store::{Change, TeamRecord, UserRecord};
+use chrono::Utc;
+use std::collections::HashSet;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Error, Row};
+
+const SELECT_TEAM: &str = r#"SELECT team_id, team_alias, models, members, spend::float8 AS spend,
+    max_budget::float8 AS max_budget, budget_duration,
+    budget_reset_at::timestamp AS budget_reset_at, tpm_limit::int8 AS tpm_limit,
+    rpm_limit::int8 AS rpm_limit, max_parallel_requests::int8 AS max_parallel_requests, blocked,
+    allowed_model_region, metadata::jsonb AS metadata, created_at::timestamp AS created_at
+FROM "LiteLLM_TeamTable""#;
+
+/// `$1` id, `$2..$14` fields, `$15` now, `$16` spend.
+const INSERT_TEAM: &str = r#"INSERT INTO "LiteLLM_TeamTable" (team_id, team_alias, models,
+    members, max_budget, budget_duration, budget_reset_at, tpm_limit, rpm_limit,
+    max_parallel_requests, blocked, allowed_model_region, metadata, created_at, updated_at, spend)
+VALUES ($1::text, $2::text, $3::text[], $4::text[], $5::float8, $6::text, $7::timestamp,
+    $8::int8, $9::int8, $10::int8, $11::bool, $12::text, $13::jsonb,
+    COALESCE($14::timestamp, $15::timestamp), $15::timestamp, $16::float8)
+ON CONFLICT (team_id) DO NOTHING"#;
+
+/// `$1` id, `$2..$14` fields, `$15` now.
+const UPDATE_TEAM: &str = r#"UPDATE "LiteLLM_TeamTable" SET team_alias = $2::text,
+    models = $3::text[], members = $4::text[], max_budget = $5::float8,
+    budget_duration = $6::text, budget_reset_at = $7::timestamp, tpm_limit = $8::int8,
+    rpm_limit = $9::int8, max_parallel_requests = $10::int8, blocked = $11::bool,
+    allowed_model_region = $12::text, metadata = $13::jsonb,
+    created_at = COALESCE($14::timestamp, created_at), updated_at = $15::timestamp
+WHERE team_id = $1::text"#;
+
+const SELECT_USER: &str = r#"SELECT user_id, user_email, user_alias, user_role, teams, models,
+    spend::float8 AS spend, max_budget::float8 AS max_budget, budget_duration,
+    budget_reset_at::timestamp AS budget_reset_at, tpm_limit::int8 AS tpm_limit,
+    rpm_limit::int8 AS rpm_limit, max_parallel_requests::int8 AS max_parallel_requests,
+    metadata::jsonb AS metadata, created_at::timestamp AS created_at
+FROM "LiteLLM_UserTable""#;
+
+/// `$1` id, `$2..$14` fields, `$15` now, `$16` spend.
+const INSERT_USER: &str = r#"INSERT INTO "LiteLLM_UserTable" (user_id, user_email, user_alias,
+    user_role, teams, models, max_budget, budget_duration, budget_reset_at, tpm_limit, rpm_limit,
+    max_parallel_requests, metadata, created_at, updated_at, spend)
+VALUES ($1::text, $2::text, $3::text, $4::text, $5::text[], $6::text[], $7::float8, $8::text,
+    $9::timestamp, $10::int8, $11::int8, $12::int8, $13::jsonb, $14::timestamp, $15::timestamp,
+    $16::float8)
+ON CONFLICT (user_id) DO NOTHING"#;
+
+/// `$1` id, `$2..$14` fields, `$15` now.
+const UPDATE_USER: &str = r#"UPDATE "LiteLLM_UserTable" SET user_email = $2::text,
+    user_alias = $3::text, user_role = $4::text, teams = $5::text[], models = $6::text[],
+    max_budget = $7::float8, budget_duration = $8::text, budget_reset_at = $9::timestamp,
+    tpm_limit = $10::int8, rpm_limit = $11::int8, max_parallel_requests = $12::int8,
+    metadata = $13::jsonb, created_at = $14::timestamp, updated_at = $15::timestamp
+WHERE user_id = $1::text"#;
+
+/// A team by id.
+pub async fn get_team(c: &Client, id: &str) -> Result<Option<TeamRecord>, Error> {
+    let sql = format!("{SELECT_TEAM} WHERE team_id = $1");
+    c.query_opt(&sql, &[&id])
+        .await?
+        .as_ref()
+        .map(team)
+        .transpose()
+}
+
+/// Every team, by id (byte order, as the in-memory store sorts).
+pub async fn list_teams(c: &Client) -> Result<Vec<TeamRecord>, Error> {
+    let sql = format!(r#"{SELECT_TEAM} ORDER BY team_id COLLATE "C""#);
+    c.query(&sql, &[]).await?.iter().map(team).collect()
+}
+
+/// A user by id.
+pub async fn get_user(c: &Client, id: &str) -> Result<Option<UserRecord>, Error> {
+    let sql = format!("{SELECT_USER} WHERE user_id = $1");
+    c.query_opt(&sql, &[&id])
+        .await?
+        .as_ref()
+        .map(user)
+        .transpose()
+}
+
+/// Inserts (`insert`, with its spend) or updates a team; `false` when the
+/// insert collided or the update found nothing.
+pub async fn write_team(c: &mut Client, t: &TeamRecord, insert: bool) -> Result<bool, Error> {
+    let (reset, created, now) = (
+        naive(t.budget_reset_at),
+        naive(t.created_at),
+        Utc::now().naive_utc(),
+    );
+    let metadata = json(&t.metadata);
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![
+        &t.team_id,
+        &t.team_alias,
+        &t.models,
+        &t.members,
+        &t.max_budget,
+        &t.budget_duration,
+        &reset,
+        &t.tpm_limit,
+        &t.rpm_limit,
+        &t.max_parallel_requests,
+        &t.blocked,
+        &t.allowed_model_region,
+        &metadata,
+        &created,
+        &now,
+    ];
+    let sql = if insert {
+        params.push(&t.spend);
+        INSERT_TEAM
+    } else {
+        UPDATE_TEAM
+    };
+    write(c, sql, &params, Change::Team(t.team_id.clone())).await
+}
+
+/// Inserts (`insert`, with its spend) or updates a user; `false` when the
+/// insert collided or the update found nothing.
+pub async fn write_user(c: &mut Client, u: &UserRecord, insert: bool) -> Result<bool, Error> {
+    let (reset, created, now) = (
+        naive(u.budget_reset_at),
+        naive(u.created_at),
+        Utc::now().naive_utc(),
+    );
+    let metadata = json(&u.metadata);
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![
+        &u.user_id,
+        &u.user_email,
+        &u.user_alias,
+        &u.user_role,
+        &u.teams,
+        &u.models,
+        &u.max_budget,
+        &u.budget_duration,
+        &reset,
+        &u.tpm_limit,
+        &u.rpm_limit,
+        &u.max_parallel_requests,
+        &metadata,
+        &created,
+        &now,
+    ];
+    let sql = if insert {
+        params.push(&u.spend);
+        INSERT_USER
+    } else {
+        UPDATE_USER
+    };
+    write(c, sql, &params, Change::User(u.user_id.clone())).await
+}
+
+/// Runs one insert or update and announces `change` if it touched a row.
+async fn write(
+    c: &mut Client,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+    change: Change,
+) -> Result<bool, Error> {
+    let tx = c.transaction().await?;
+    if tx.execute(sql, params).await? == 0 {
+        return Ok(false);
+    }
+    notify(&tx, &[change]).await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
+fn team(row: &Row) -> Result<TeamRecord, Error> {
+    Ok(TeamRecord {
+        team_id: row.try_get("team_id")?,
+        team_alias: row.try_get("team_alias")?,
+        models: row
+            .try_get::<_, Option<Vec<String>>>("models")?
+            .unwrap_or_default(),
+        members: row
+            .try_get::<_, Option<Vec<String>>>("members")?
+            .unwrap_or_default(),
+        spend: row.try_get::<_, Option<f64>>("spend")?.unwrap_or_default(),
+        max_budget: row.try_get("max_budget")?,
+        budget_duration: row.try_get("budget_duration")?,
+        budget_reset_at: utc(row.try_get("budget_reset_at")?),
+        tpm_limit: row.try_get("tpm_limit")?,
+        rpm_limit: row.try_get("rpm_limit")?,
+        max_parallel_requests: row.try_get("max_parallel_requests")?,
+        blocked: row
+            .try_get::<_, Option<bool>>("blocked")?
+            .unwrap_or_default(),
+        allowed_model_region: row.try_get("allowed_model_region")?,
+        metadata: as_map(row.try_get("metadata")?),
+        created_at: utc(row.try_get("created_at")?),
+    })
+}
+
+fn user(row: &Row) -> Result<UserRecord, Error> {
+    Ok(UserRecord {
+        user_id: row.try_get("user_id")?,
+        user_email: row.try_get("user_email")?,
+        user_alias: row.try_get("user_alias")?,
+        user_role: row.try_get("user_role")?,
+        teams: row
+            .try_get::<_, Option<Vec<String>>>("teams")?
+            .unwrap_or_default(),
+        models: row
+            .try_get::<_, Option<Vec<String>>>("models")?
+            .unwrap_or_default(),
+        spend: row.try_get::<_, Option<f64>>("spend")?.unwrap_or_default(),
+        max_budget: row.try_get("max_budget")?,
+        budget_duration: row.try_get("budget_duration")?,
+        budget_reset_at: utc(row.try_get("budget_reset_at")?),
+        tpm_limit: row.try_get("tpm_limit")?,
+        rpm_limit: row.try_get("rpm_limit")?,
+        max_parallel_requests: row.try_get("max_parallel_requests")?,
+        metadata: as_map(row.try_get("metadata")?),
+        created_at: utc(row.try_get("created_at")?),
+    })
+}
+
+/// Sets the spend of the row of `table` whose `id_column` is `id`, and
+/// announces `change`; `false` if there is no such row.
+pub async fn set_spend(
+    c: &mut Client,
+    table: &str,
+    id_column: &str,
+    id: &str,
+    spend: f64,
+    change: Change,
+) -> Result<bool, Error> {
+    let sql = format!("UPDATE {table} SET spend = $2::float8 WHERE {id_column} = $1");
+    write(c, &sql, &[&id, &spend], change).await
+}
+
+/// Deletes the rows of `table` with these ids and announces each; returns
+/// the ids that existed, in the order asked.
+pub async fn delete(
+    c: &mut Client,
+    table: &str,
+    id_column: &str,
+    ids: &[String],
+    change: fn(String) -> Change,
+) -> Result<Vec<String>, Error> {
+    let tx = c.transaction().await?;
+    let sql = format!("DELETE FROM {table} WHERE {id_column} = ANY($1) RETURNING {id_column}");
+    let rows = tx.query(&sql, &[&ids]).await?;
+    let existed: HashSet<String> = rows
+        .iter()
+        .map(|r| r.try_get(0))
+        .collect::<Result<_, _>>()?;
+    let mut seen = HashSet::new();
+    let deleted: Vec<String> = ids
+        .iter()
+        .filter(|id| existed.contains(*id) && seen.insert(id.as_str()))
+        .cloned()
+        .collect();
+    let changes: Vec<Change> = deleted.iter().cloned().map(change).collect();
+    notify(&tx, &changes).await?;
+    tx.commit().await?;
+    Ok(deleted)
+}

@@ -1,0 +1,377 @@
+//! Virtual keys in `LiteLLM_VerificationToken`. A key's soft budget lives in
+//! `LiteLLM_BudgetTable` (linked by `budget_id`, as LiteLLM keeps it); its
+//! per-model limits in the gateway's columns, falling back to LiteLLM's
+//! `metadata.model_rpm_limit` / `metadata.model_tpm_limit`. Deleted tokens
+//! are remembered in `gateway_key_tombstones` for replicas that were not
+//! listening when the deletion was announced.
+
+use super::convert::{as_map, json, naive, utc};
+use super::notify;
+use crate::store::{Change, KeyRecord};
+use chrono::{Duration, NaiveDateTime, Utc};
+use serde_json::Value;
+use std::collections::HashSet;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Error, Row, Transaction};
+
+/// Tombstones older than this are pruned.
+const TOMBSTONE_RETENTION: Duration = Duration::days(7);
+
+const SELECT: &str = r#"SELECT k.token, k.key_name, k.key_alias, k.spend::float8 AS spend,
+    k.max_budget::float8 AS max_budget, b.soft_budget::float8 AS soft_budget,
+    k.budget_duration, k.budget_reset_at::timestamp AS budget_reset_at,
+    k.expires::timestamp AS expires, k.models, k.aliases::jsonb AS aliases, k.user_id, k.team_id,
+    k.max_parallel_requests::int8 AS max_parallel_requests, k.tpm_limit::int8 AS tpm_limit,
+    k.rpm_limit::int8 AS rpm_limit, k.model_max_budget::jsonb AS model_max_budget,
+    k.model_rpm_limit, k.model_tpm_limit, k.blocked, k.allowed_model_region,
+    k.metadata::jsonb AS metadata, k.created_at::timestamp AS created_at,
+    k.updated_at::timestamp AS updated_at
+FROM "LiteLLM_VerificationToken" k
+LEFT JOIN "LiteLLM_BudgetTable" b ON b.budget_id = k.budget_id"#;
+
+/// `$1` token, `$2..$22` the fields below, `$23` spend.
+const INSERT: &str = r#"INSERT INTO "LiteLLM_VerificationToken" (token, key_name, key_alias,
+    max_budget, budget_duration, budget_reset_at, expires, models, aliases, user_id, team_id,
+    max_parallel_requests, tpm_limit, rpm_limit, model_max_budget, model_rpm_limit,
+    model_tpm_limit, blocked, allowed_model_region, metadata, created_at, updated_at, spend)
+VALUES ($1::text, $2::text, $3::text, $4::float8, $5::text, $6::timestamp, $7::timestamp,
+    $8::text[], $9::jsonb, $10::text, $11::text, $12::int8, $13::int8, $14::int8, $15::jsonb,
+    $16::jsonb, $17::jsonb, $18::bool, $19::text, $20::jsonb, $21::timestamp, $22::timestamp,
+    $23::float8)
+ON CONFLICT (token) DO NOTHING"#;
+
+/// `$1` the token matched, `$2..$22` the fields, `$23` the token set.
+const UPDATE: &str = r#"UPDATE "LiteLLM_VerificationToken" SET token = $23::text,
+    key_name = $2::text, key_alias = $3::text, max_budget = $4::float8,
+    budget_duration = $5::text, budget_reset_at = $6::timestamp, expires = $7::timestamp,
+    models = $8::text[], aliases = $9::jsonb, user_id = $10::text, team_id = $11::text,
+    max_parallel_requests = $12::int8, tpm_limit = $13::int8, rpm_limit = $14::int8,
+    model_max_budget = $15::jsonb, model_rpm_limit = $16::jsonb, model_tpm_limit = $17::jsonb,
+    blocked = $18::bool, allowed_model_region = $19::text, metadata = $20::jsonb,
+    created_at = $21::timestamp, updated_at = $22::timestamp
+WHERE token = $1::text"#;
+
+/// A key's fields as statement parameters, in the order of [`INSERT`] and
+/// [`UPDATE`] (`$2..$22`).
+struct Fields<'a> {
+    key: &'a KeyRecord,
+    budget_reset_at: Option<NaiveDateTime>,
+    expires: Option<NaiveDateTime>,
+    aliases: Value,
+    model_max_budget: Value,
+    model_rpm_limit: Value,
+    model_tpm_limit: Value,
+    metadata: Value,
+    created_at: Option<NaiveDateTime>,
+    updated_at: Option<NaiveDateTime>,
+}
+
+impl<'a> Fields<'a> {
+    fn of(key: &'a KeyRecord) -> Self {
+        Fields {
+            key,
+            budget_reset_at: naive(key.budget_reset_at),
+            expires: naive(key.expires),
+            aliases: json(&key.aliases),
+            model_max_budget: json(&key.model_max_budget),
+            model_rpm_limit: json(&key.model_rpm_limit),
+            model_tpm_limit: json(&key.model_tpm_limit),
+            metadata: json(&key.metadata),
+            created_at: naive(key.created_at),
+            updated_at: naive(key.updated_at),
+        }
+    }
+
+    /// `$1..$22`, `$1` being `token`.
+    fn params<'s>(&'s self, token: &'s String) -> Vec<&'s (dyn ToSql + Sync)> {
+        let k = self.key;
+        vec![
+            token,
+            &k.key_name,
+            &k.key_alias,
+            &k.max_budget,
+            &k.budget_duration,
+            &self.budget_reset_at,
+            &self.expires,
+            &k.models,
+            &self.aliases,
+            &k.user_id,
+            &k.team_id,
+            &k.max_parallel_requests,
+            &k.tpm_limit,
+            &k.rpm_limit,
+            &self.model_max_budget,
+            &self.model_rpm_limit,
+            &self.model_tpm_limit,
+            &k.blocked,
+            &k.allowed_model_region,
+            &self.metadata,
+            &self.created_at,
+            &self.updated_at,
+        ]
+    }
+}
+
+/// A key row as a [`KeyRecord`].
+fn record(row: &Row) -> Result<KeyRecord, Error> {
+    let metadata = as_map(row.try_get("metadata")?);
+    let per_model = |column: &str| -> Result<_, Error> {
+        let own: Option<Value> = row.try_get(column)?;
+        Ok(as_map(own.or_else(|| metadata.get(column).cloned())))
+    };
+    Ok(KeyRecord {
+        token: row.try_get("token")?,
+        key_name: row.try_get("key_name")?,
+        key_alias: row.try_get("key_alias")?,
+        spend: row.try_get::<_, Option<f64>>("spend")?.unwrap_or_default(),
+        max_budget: row.try_get("max_budget")?,
+        soft_budget: row.try_get("soft_budget")?,
+        budget_duration: row.try_get("budget_duration")?,
+        budget_reset_at: utc(row.try_get("budget_reset_at")?),
+        expires: utc(row.try_get("expires")?),
+        models: row
+            .try_get::<_, Option<Vec<String>>>("models")?
+            .unwrap_or_default(),
+        aliases: as_map(row.try_get("aliases")?),
+        user_id: row.try_get("user_id")?,
+        team_id: row.try_get("team_id")?,
+        max_parallel_requests: row.try_get("max_parallel_requests")?,
+        tpm_limit: row.try_get("tpm_limit")?,
+        rpm_limit: row.try_get("rpm_limit")?,
+        model_max_budget: as_map(row.try_get("model_max_budget")?),
+        model_rpm_limit: per_model("model_rpm_limit")?,
+        model_tpm_limit: per_model("model_tpm_limit")?,
+        blocked: row
+            .try_get::<_, Option<bool>>("blocked")?
+            .unwrap_or_default(),
+        allowed_model_region: row.try_get("allowed_model_region")?,
+        metadata,
+        created_at: utc(row.try_get("created_at")?),
+        updated_at: utc(row.try_get("updated_at")?),
+    })
+}
+
+/// A key by token.
+pub async fn get(c: &Client, token: &str) -> Result<Option<KeyRecord>, Error> {
+    let sql = format!("{SELECT} WHERE k.token = $1");
+    c.query_opt(&sql, &[&token])
+        .await?
+        .as_ref()
+        .map(record)
+        .transpose()
+}
+
+/// Keys of one user and/or team, newest first (keys without a creation time
+/// last).
+pub async fn list(
+    c: &Client,
+    user_id: Option<&str>,
+    team_id: Option<&str>,
+) -> Result<Vec<KeyRecord>, Error> {
+    let sql = format!(
+        "{SELECT} WHERE ($1::text IS NULL OR k.user_id = $1) AND ($2::text IS NULL OR k.team_id = $2)
+         ORDER BY k.created_at DESC NULLS LAST, k.token"
+    );
+    c.query(&sql, &[&user_id, &team_id])
+        .await?
+        .iter()
+        .map(record)
+        .collect()
+}
+
+/// Inserts a key; `false` if its token exists.
+pub async fn insert(c: &mut Client, key: &KeyRecord) -> Result<bool, Error> {
+    let tx = c.transaction().await?;
+    let fields = Fields::of(key);
+    let mut params = fields.params(&key.token);
+    params.push(&key.spend);
+    if tx.execute(INSERT, &params).await? == 0 {
+        return Ok(false);
+    }
+    link_soft_budget(&tx, &key.token, key.soft_budget).await?;
+    notify(&tx, &[Change::Key(key.token.clone())]).await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// Replaces a key's fields except its spend; `false` if it does not exist.
+pub async fn update(c: &mut Client, key: &KeyRecord) -> Result<bool, Error> {
+    let tx = c.transaction().await?;
+    if !set_fields(&tx, &key.token, key).await? {
+        return Ok(false);
+    }
+    notify(&tx, &[Change::Key(key.token.clone())]).await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// Gives the key `old` the token and fields of `new`, keeping its spend (and
+/// LiteLLM's columns the gateway does not know). A key already holding the
+/// new token is replaced; the old token is buried.
+pub async fn rename(c: &mut Client, old: &str, new: &KeyRecord) -> Result<bool, Error> {
+    let tx = c.transaction().await?;
+    let exists = tx
+        .query_opt(
+            r#"SELECT 1 FROM "LiteLLM_VerificationToken" WHERE token = $1 FOR UPDATE"#,
+            &[&old],
+        )
+        .await?
+        .is_some();
+    if !exists {
+        return Ok(false);
+    }
+    if new.token != old {
+        delete_rows(&tx, std::slice::from_ref(&new.token)).await?;
+    }
+    let old = old.to_string();
+    set_fields(&tx, &old, new).await?;
+    if new.token != old {
+        bury(&tx, std::slice::from_ref(&old)).await?;
+    }
+    notify(&tx, &[Change::Key(old), Change::Key(new.token.clone())]).await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// Writes `key`'s fields (and token) to the row of `token`, and its soft
+/// budget; `false` if there is no such row.
+async fn set_fields(tx: &Transaction<'_>, token: &String, key: &KeyRecord) -> Result<bool, Error> {
+    let fields = Fields::of(key);
+    let mut params = fields.params(token);
+    params.push(&key.token);
+    if tx.execute(UPDATE, &params).await? == 0 {
+        return Ok(false);
+    }
+    link_soft_budget(tx, &key.token, key.soft_budget).await?;
+    Ok(true)
+}
+
+/// Deletes keys (with the budget rows the gateway made for them); returns
+/// the tokens that existed, in the order asked.
+pub async fn delete(c: &mut Client, tokens: &[String]) -> Result<Vec<String>, Error> {
+    let tx = c.transaction().await?;
+    let existed = delete_rows(&tx, tokens).await?;
+    let mut seen = HashSet::new();
+    let deleted: Vec<String> = tokens
+        .iter()
+        .filter(|t| existed.contains(*t) && seen.insert(t.as_str()))
+        .cloned()
+        .collect();
+    bury(&tx, &deleted).await?;
+    let changes: Vec<Change> = deleted.iter().cloned().map(Change::Key).collect();
+    notify(&tx, &changes).await?;
+    tx.commit().await?;
+    Ok(deleted)
+}
+
+/// Deletes key rows and their gateway-made budget rows; returns the tokens
+/// deleted.
+async fn delete_rows(tx: &Transaction<'_>, tokens: &[String]) -> Result<HashSet<String>, Error> {
+    let sql = r#"DELETE FROM "LiteLLM_VerificationToken" WHERE token = ANY($1) RETURNING token, budget_id"#;
+    let rows = tx.query(sql, &[&tokens]).await?;
+    let mut deleted = HashSet::new();
+    let mut budgets = Vec::new();
+    for row in &rows {
+        let token: String = row.try_get(0)?;
+        if let Some(budget) = row
+            .try_get::<_, Option<String>>(1)?
+            .filter(|b| is_own_budget(b))
+        {
+            budgets.push(budget);
+        }
+        deleted.insert(token);
+    }
+    if !budgets.is_empty() {
+        let sql = r#"DELETE FROM "LiteLLM_BudgetTable" WHERE budget_id = ANY($1)
+            AND NOT EXISTS (SELECT 1 FROM "LiteLLM_VerificationToken" k WHERE k.budget_id = "LiteLLM_BudgetTable".budget_id)"#;
+        tx.execute(sql, &[&budgets]).await?;
+    }
+    Ok(deleted)
+}
+
+/// Records deleted tokens for replicas that missed the announcement, and
+/// prunes old records.
+async fn bury(tx: &Transaction<'_>, tokens: &[String]) -> Result<(), Error> {
+    if tokens.is_empty() {
+        return Ok(());
+    }
+    let now = Utc::now().naive_utc();
+    let sql = "INSERT INTO gateway_key_tombstones (token, deleted_at) SELECT t, $2 FROM unnest($1::text[]) t
+        ON CONFLICT (token) DO UPDATE SET deleted_at = EXCLUDED.deleted_at";
+    tx.execute(sql, &[&tokens, &now]).await?;
+    let horizon = now - TOMBSTONE_RETENTION;
+    tx.execute(
+        "DELETE FROM gateway_key_tombstones WHERE deleted_at < $1",
+        &[&horizon],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Whether a budget row is one the gateway made for a single key.
+fn is_own_budget(budget_id: &str) -> bool {
+    budget_id.starts_with("key-")
+}
+
+/// Stores a key's soft budget the way LiteLLM does: in the budget row the
+/// key links to (updated in place when linked, `key-<token>` created and
+/// linked otherwise). `None` clears it: the gateway's own row is removed,
+/// a LiteLLM row keeps its other limits.
+async fn link_soft_budget(
+    tx: &Transaction<'_>,
+    token: &str,
+    soft: Option<f64>,
+) -> Result<(), Error> {
+    let linked: Option<String> = tx
+        .query_one(
+            r#"SELECT budget_id FROM "LiteLLM_VerificationToken" WHERE token = $1"#,
+            &[&token],
+        )
+        .await?
+        .try_get(0)?;
+    let now = Utc::now().naive_utc();
+    match (soft, linked) {
+        (None, None) => Ok(()),
+        (None, Some(id)) if is_own_budget(&id) => {
+            let unlink =
+                r#"UPDATE "LiteLLM_VerificationToken" SET budget_id = NULL WHERE token = $1"#;
+            tx.execute(unlink, &[&token]).await?;
+            let sql = r#"DELETE FROM "LiteLLM_BudgetTable" WHERE budget_id = $1
+                AND NOT EXISTS (SELECT 1 FROM "LiteLLM_VerificationToken" k WHERE k.budget_id = $1)"#;
+            tx.execute(sql, &[&id]).await?;
+            Ok(())
+        }
+        (soft, Some(id)) => {
+            let sql = r#"UPDATE "LiteLLM_BudgetTable" SET soft_budget = $2::float8, updated_at = $3 WHERE budget_id = $1"#;
+            if tx.execute(sql, &[&id, &soft, &now]).await? == 0 && soft.is_some() {
+                create_own_budget(tx, token, soft, now).await?;
+            }
+            Ok(())
+        }
+        (Some(_), None) => create_own_budget(tx, token, soft, now).await,
+    }
+}
+
+/// Creates (or refreshes) the budget row `key-<token>` and links the key.
+async fn create_own_budget(
+    tx: &Transaction<'_>,
+    token: &str,
+    soft: Option<f64>,
+    now: NaiveDateTime,
+) -> Result<(), Error> {
+    let id = format!("key-{token}");
+    let upsert = r#"INSERT INTO "LiteLLM_BudgetTable"
+            (budget_id, soft_budget, created_at, created_by, updated_at, updated_by)
+        VALUES ($1, $2::float8, $3, 'gateway', $3, 'gateway')
+        ON CONFLICT (budget_id) DO UPDATE SET soft_budget = EXCLUDED.soft_budget,
+            updated_at = EXCLUDED.updated_at, updated_by = EXCLUDED.updated_by"#;
+    tx.execute(upsert, &[&id, &soft, &now]).await?;
+    let link = r#"UPDATE "LiteLLM_VerificationToken" SET budget_id = $2 WHERE token = $1"#;
+    tx.execute(link, &[&token, &id]).await?;
+    Ok(())
+}
+
+/// Every existing token plus those buried since `since`: what a replica
+/// that stopped listening at `since` must re-read.
+pub const RESYNC_TOKENS: &str = r#"SELECT token FROM "LiteLLM_VerificationToken"
+UNION SELECT token FROM gateway_key_tombstones WHERE deleted_at >= $1"#;

@@ -1,0 +1,75 @@
+//! Schema migrations: the SQL files of `migrations/`, embedded in the binary
+//! and applied at start-up in order, each once, each in its own transaction
+//! under a transaction-scoped advisory lock so replicas starting together
+//! apply a file once between them.
+
+use tokio_postgres::Client;
+
+/// `(version, sql)` in the order they apply. A version, once released, never
+/// changes: new schema goes in a new file.
+pub const MIGRATIONS: &[(&str, &str)] = &[
+    (
+        "0001_litellm_tables",
+        include_str!("../../../../migrations/0001_litellm_tables.sql"),
+    ),
+    (
+        "0002_gateway_key_tombstones",
+        include_str!("../../../../migrations/0002_gateway_key_tombstones.sql"),
+    ),
+];
+
+/// Advisory lock key taken by every migration transaction ("gateway" in
+/// ASCII): serializes concurrent start-ups.
+const LOCK_KEY: i64 = 0x0067_6174_6577_6179;
+
+const VERSIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS gateway_schema_migrations (
+    version TEXT PRIMARY KEY,
+    applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+)";
+
+/// Applies every migration not yet recorded in
+/// `gateway_schema_migrations`; returns the versions it applied.
+pub async fn migrate(client: &mut Client) -> Result<Vec<&'static str>, tokio_postgres::Error> {
+    let mut applied = Vec::new();
+    for (version, sql) in MIGRATIONS {
+        if apply(client, version, sql).await? {
+            applied.push(*version);
+        }
+    }
+    Ok(applied)
+}
+
+/// Applies one migration unless already applied; `true` if it ran.
+async fn apply(
+    client: &mut Client,
+    version: &str,
+    sql: &str,
+) -> Result<bool, tokio_postgres::Error> {
+    let tx = client.transaction().await?;
+    // IF NOT EXISTS skips are expected here (on LiteLLM's tables above all):
+    // keep their notices out of the start-up log.
+    tx.batch_execute("SET LOCAL client_min_messages = warning")
+        .await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK_KEY])
+        .await?;
+    tx.batch_execute(VERSIONS_TABLE).await?;
+    let done = tx
+        .query_opt(
+            "SELECT 1 FROM gateway_schema_migrations WHERE version = $1",
+            &[&version],
+        )
+        .await?
+        .is_some();
+    if done {
+        tx.rollback().await?;
+        return Ok(false);
+    }
+    tx.batch_execute(sql).await?;
+    tx.execute(
+        "INSERT INTO gateway_schema_migrations (version) VALUES ($1)",
+        &[&version],
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(true)
+}

@@ -1,0 +1,868 @@
+//! The Postgres store against a real Postgres: each test creates its own
+//! database (`gw_test_<random>`) through the admin URL in
+//! `DATABASE_URL_ADMIN` (default `postgres://postgres@127.0.0.1:5432/postgres`)
+//! and drops it afterwards. Postgres must be reachable (scripts/test.sh
+//! starts it): these tests fail rather than skip without it.
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use futures_util::StreamExt;
+use gateway::auth::{hash_key, token_hex, KeyCache};
+use gateway::control::{listener, ControlCtx, ListenConfig};
+use gateway::store::postgres::{PostgresStore, MIGRATIONS};
+use gateway::store::{
+    Change, KeyRecord, MemoryStore, SpendFilter, SpendLogRow, Store, TeamRecord, UserRecord,
+};
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+use tokio_postgres::{AsyncMessage, NoTls};
+
+const DEFAULT_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+fn admin_url() -> String {
+    std::env::var("DATABASE_URL_ADMIN").unwrap_or_else(|_| DEFAULT_ADMIN_URL.to_string())
+}
+
+/// A scratch database, dropped (with its connections) when the test ends.
+struct TestDb {
+    name: String,
+    url: String,
+}
+
+impl TestDb {
+    async fn create() -> TestDb {
+        let name = format!("gw_test_{:016x}", fastrand::u64(..));
+        let admin = admin(&admin_url()).await;
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .expect("create the test database");
+        let url = with_dbname(&admin_url(), &name);
+        TestDb { name, url }
+    }
+
+    /// A plain client on the test database.
+    async fn client(&self) -> tokio_postgres::Client {
+        admin(&self.url).await
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let admin = admin(&admin_url()).await;
+                let _ = admin.batch_execute(&sql).await;
+            });
+        })
+        .join();
+    }
+}
+
+/// Connects, failing the test with a clear message when Postgres is down.
+async fn admin(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, NoTls)
+        .await
+        .unwrap_or_else(|e| {
+            panic!("Postgres at {url} must be reachable (scripts/test.sh starts it): {e}")
+        });
+    tokio::spawn(connection);
+    client
+}
+
+/// `admin_url` with its database replaced by `name`.
+fn with_dbname(url: &str, name: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, format!("?{q}")),
+        None => (url, String::new()),
+    };
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let host_part = match base[scheme_end..].find('/') {
+        Some(i) => &base[..scheme_end + i],
+        None => base,
+    };
+    format!("{host_part}/{name}{query}")
+}
+
+async fn store(db: &TestDb) -> PostgresStore {
+    PostgresStore::connect(&db.url)
+        .await
+        .expect("connect and migrate")
+}
+
+/// Now, to the millisecond (Postgres keeps LiteLLM's TIMESTAMP(3)).
+fn now_ms() -> DateTime<Utc> {
+    Utc.timestamp_millis_opt(Utc::now().timestamp_millis())
+        .unwrap()
+}
+
+fn map(v: Value) -> Map<String, Value> {
+    v.as_object().cloned().unwrap_or_default()
+}
+
+fn full_key(plain: &str, created: DateTime<Utc>) -> KeyRecord {
+    KeyRecord {
+        token: token_hex(&hash_key(plain)),
+        key_name: Some("sk-...abcd".into()),
+        key_alias: Some(format!("alias-{plain}")),
+        spend: 0.5,
+        max_budget: Some(10.0),
+        soft_budget: Some(8.0),
+        budget_duration: Some("30d".into()),
+        budget_reset_at: Some(created + Duration::days(30)),
+        expires: Some(created + Duration::days(90)),
+        models: vec!["gpt-4o".into(), "claude".into()],
+        aliases: map(json!({"fast": "gpt-4o-mini"})),
+        user_id: Some("u1".into()),
+        team_id: Some("t1".into()),
+        max_parallel_requests: Some(4),
+        tpm_limit: Some(100_000),
+        rpm_limit: Some(60),
+        model_max_budget: map(json!({"gpt-4o": 5.0})),
+        model_rpm_limit: map(json!({"gpt-4o": 10})),
+        model_tpm_limit: map(json!({"gpt-4o": 1000})),
+        blocked: false,
+        allowed_model_region: Some("eu".into()),
+        metadata: map(json!({"owner": "ops", "tags": ["a", "b"]})),
+        created_at: Some(created),
+        updated_at: Some(created),
+    }
+}
+
+fn team(id: &str, created: DateTime<Utc>) -> TeamRecord {
+    TeamRecord {
+        team_id: id.into(),
+        team_alias: Some(format!("team {id}")),
+        models: vec!["gpt-4o".into()],
+        members: vec!["u1".into(), "u2".into()],
+        spend: 1.0,
+        max_budget: Some(100.0),
+        budget_duration: Some("1mo".into()),
+        budget_reset_at: Some(created + Duration::days(30)),
+        tpm_limit: Some(1000),
+        rpm_limit: Some(10),
+        max_parallel_requests: Some(2),
+        blocked: false,
+        allowed_model_region: Some("us".into()),
+        metadata: map(json!({"cost_center": 42})),
+        created_at: Some(created),
+    }
+}
+
+fn user(id: &str, created: DateTime<Utc>) -> UserRecord {
+    UserRecord {
+        user_id: id.into(),
+        user_email: Some(format!("{id}@example.com")),
+        user_alias: Some(id.to_uppercase()),
+        user_role: Some("internal_user".into()),
+        teams: vec!["t1".into()],
+        models: vec![],
+        spend: 2.0,
+        max_budget: Some(50.0),
+        budget_duration: Some("7d".into()),
+        budget_reset_at: Some(created + Duration::days(7)),
+        tpm_limit: None,
+        rpm_limit: Some(5),
+        max_parallel_requests: None,
+        metadata: Map::new(),
+        created_at: Some(created),
+    }
+}
+
+/// Runs the same call on the in-memory and the Postgres store and asserts
+/// they answer alike.
+macro_rules! same {
+    ($mem:expr, $pg:expr, $s:ident => $call:expr) => {{
+        let m = {
+            let $s = &$mem;
+            $call.await.map_err(|e| e.to_string())
+        };
+        let p = {
+            let $s = &$pg;
+            $call.await.map_err(|e| e.to_string())
+        };
+        assert_eq!(m, p, "{}", stringify!($call));
+    }};
+}
+
+#[tokio::test]
+async fn migrations_apply_once_even_when_replicas_race() {
+    let db = TestDb::create().await;
+    let (a, b) = tokio::join!(
+        PostgresStore::connect(&db.url),
+        PostgresStore::connect(&db.url)
+    );
+    a.expect("first replica migrates");
+    b.expect("second replica migrates");
+    store(&db).await;
+    let client = db.client().await;
+    let versions: Vec<String> = client
+        .query(
+            "SELECT version FROM gateway_schema_migrations ORDER BY version",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let expected: Vec<String> = MIGRATIONS.iter().map(|(v, _)| v.to_string()).collect();
+    assert_eq!(versions, expected);
+    // The SQL itself is idempotent too: re-running it changes nothing.
+    for (_, sql) in MIGRATIONS {
+        client
+            .batch_execute(sql)
+            .await
+            .expect("migration SQL re-runs");
+    }
+}
+
+/// LiteLLM's tables as Prisma creates them (the parts the gateway uses, plus
+/// a LiteLLM-only column and a foreign key), before the gateway ever ran.
+const LITELLM_SCHEMA: &str = r#"
+CREATE TABLE "LiteLLM_BudgetTable" (
+    "budget_id" TEXT NOT NULL,
+    "max_budget" DOUBLE PRECISION,
+    "soft_budget" DOUBLE PRECISION,
+    "max_parallel_requests" INTEGER,
+    "tpm_limit" BIGINT,
+    "rpm_limit" BIGINT,
+    "model_max_budget" JSONB,
+    "budget_duration" TEXT,
+    "budget_reset_at" TIMESTAMP(3),
+    "created_at" TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP,
+    "created_by" TEXT NOT NULL,
+    "updated_at" TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP,
+    "updated_by" TEXT NOT NULL,
+    CONSTRAINT "LiteLLM_BudgetTable_pkey" PRIMARY KEY ("budget_id")
+);
+CREATE TABLE "LiteLLM_VerificationToken" (
+    "token" TEXT NOT NULL,
+    "key_name" TEXT,
+    "key_alias" TEXT,
+    "soft_budget_cooldown" BOOLEAN NOT NULL DEFAULT false,
+    "spend" DOUBLE PRECISION NOT NULL DEFAULT 0.0,
+    "expires" TIMESTAMP(3),
+    "models" TEXT[],
+    "aliases" JSONB NOT NULL DEFAULT '{}',
+    "config" JSONB NOT NULL DEFAULT '{}',
+    "user_id" TEXT,
+    "team_id" TEXT,
+    "permissions" JSONB NOT NULL DEFAULT '{}',
+    "max_parallel_requests" INTEGER,
+    "metadata" JSONB NOT NULL DEFAULT '{}',
+    "blocked" BOOLEAN,
+    "tpm_limit" BIGINT,
+    "rpm_limit" BIGINT,
+    "max_budget" DOUBLE PRECISION,
+    "budget_duration" TEXT,
+    "budget_reset_at" TIMESTAMP(3),
+    "model_spend" JSONB NOT NULL DEFAULT '{}',
+    "model_max_budget" JSONB NOT NULL DEFAULT '{}',
+    "budget_id" TEXT,
+    "created_at" TIMESTAMP(3) DEFAULT CURRENT_TIMESTAMP,
+    "created_by" TEXT,
+    "updated_at" TIMESTAMP(3) DEFAULT CURRENT_TIMESTAMP,
+    "updated_by" TEXT,
+    CONSTRAINT "LiteLLM_VerificationToken_pkey" PRIMARY KEY ("token")
+);
+ALTER TABLE "LiteLLM_VerificationToken" ADD CONSTRAINT "LiteLLM_VerificationToken_budget_id_fkey"
+    FOREIGN KEY ("budget_id") REFERENCES "LiteLLM_BudgetTable"("budget_id")
+    ON DELETE SET NULL ON UPDATE CASCADE;
+CREATE TABLE "LiteLLM_TeamTable" (
+    "team_id" TEXT NOT NULL,
+    "team_alias" TEXT,
+    "admins" TEXT[],
+    "members" TEXT[],
+    "members_with_roles" JSONB NOT NULL DEFAULT '{}',
+    "metadata" JSONB NOT NULL DEFAULT '{}',
+    "max_budget" DOUBLE PRECISION,
+    "spend" DOUBLE PRECISION NOT NULL DEFAULT 0.0,
+    "models" TEXT[],
+    "max_parallel_requests" INTEGER,
+    "tpm_limit" BIGINT,
+    "rpm_limit" BIGINT,
+    "budget_duration" TEXT,
+    "budget_reset_at" TIMESTAMP(3),
+    "blocked" BOOLEAN NOT NULL DEFAULT false,
+    "created_at" TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP,
+    "updated_at" TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP,
+    "model_spend" JSONB NOT NULL DEFAULT '{}',
+    "model_max_budget" JSONB NOT NULL DEFAULT '{}',
+    CONSTRAINT "LiteLLM_TeamTable_pkey" PRIMARY KEY ("team_id")
+);
+CREATE TABLE "LiteLLM_UserTable" (
+    "user_id" TEXT NOT NULL,
+    "user_alias" TEXT,
+    "team_id" TEXT,
+    "teams" TEXT[] DEFAULT ARRAY[]::TEXT[],
+    "user_role" TEXT,
+    "max_budget" DOUBLE PRECISION,
+    "spend" DOUBLE PRECISION NOT NULL DEFAULT 0.0,
+    "user_email" TEXT,
+    "models" TEXT[],
+    "metadata" JSONB NOT NULL DEFAULT '{}',
+    "max_parallel_requests" INTEGER,
+    "tpm_limit" BIGINT,
+    "rpm_limit" BIGINT,
+    "budget_duration" TEXT,
+    "budget_reset_at" TIMESTAMP(3),
+    CONSTRAINT "LiteLLM_UserTable_pkey" PRIMARY KEY ("user_id")
+);
+CREATE TABLE "LiteLLM_SpendLogs" (
+    "request_id" TEXT NOT NULL,
+    "call_type" TEXT NOT NULL,
+    "api_key" TEXT NOT NULL DEFAULT '',
+    "spend" DOUBLE PRECISION NOT NULL DEFAULT 0.0,
+    "total_tokens" INTEGER NOT NULL DEFAULT 0,
+    "prompt_tokens" INTEGER NOT NULL DEFAULT 0,
+    "completion_tokens" INTEGER NOT NULL DEFAULT 0,
+    "startTime" TIMESTAMP(3) NOT NULL,
+    "endTime" TIMESTAMP(3) NOT NULL,
+    "completionStartTime" TIMESTAMP(3),
+    "model" TEXT NOT NULL DEFAULT '',
+    "model_id" TEXT DEFAULT '',
+    "model_group" TEXT DEFAULT '',
+    "api_base" TEXT DEFAULT '',
+    "user" TEXT DEFAULT '',
+    "metadata" JSONB DEFAULT '{}',
+    "cache_hit" TEXT DEFAULT '',
+    "cache_key" TEXT DEFAULT '',
+    "request_tags" JSONB DEFAULT '[]',
+    "team_id" TEXT,
+    "end_user" TEXT,
+    "requester_ip_address" TEXT,
+    CONSTRAINT "LiteLLM_SpendLogs_pkey" PRIMARY KEY ("request_id")
+);
+CREATE INDEX "LiteLLM_SpendLogs_startTime_idx" ON "LiteLLM_SpendLogs"("startTime");
+"#;
+
+#[tokio::test]
+async fn runs_on_a_database_litellm_created() {
+    let db = TestDb::create().await;
+    let client = db.client().await;
+    client.batch_execute(LITELLM_SCHEMA).await.unwrap();
+    let token = token_hex(&hash_key("sk-made-by-litellm"));
+    client
+        .batch_execute(&format!(
+            r#"INSERT INTO "LiteLLM_BudgetTable" (budget_id, soft_budget, created_by, updated_by)
+                VALUES ('b-uuid-1', 4.5, 'admin', 'admin');
+            INSERT INTO "LiteLLM_TeamTable" (team_id, team_alias, models, max_budget, spend)
+                VALUES ('team-lite', 'lite team', ARRAY['gpt-4o'], 100, 3);
+            INSERT INTO "LiteLLM_VerificationToken" (token, key_name, key_alias, spend, models,
+                    team_id, metadata, max_budget, budget_id, soft_budget_cooldown, tpm_limit)
+                VALUES ('{token}', 'sk-...itellm', 'legacy', 1.25, ARRAY['gpt-4o'], 'team-lite',
+                    '{{"model_rpm_limit": {{"gpt-4o": 7}}, "note": "kept"}}', 10, 'b-uuid-1',
+                    true, 500);
+            INSERT INTO "LiteLLM_SpendLogs" (request_id, call_type, api_key, spend, total_tokens,
+                    "startTime", "endTime", model, "user", team_id)
+                VALUES ('chatcmpl-1', 'acompletion', '{token}', 0.01, 30,
+                    '2024-05-01 10:00:00', '2024-05-01 10:00:01', 'gpt-4o', '', 'team-lite');"#
+        ))
+        .await
+        .unwrap();
+
+    let pg = store(&db).await;
+    let key = pg
+        .get_key(&token)
+        .await
+        .unwrap()
+        .expect("a LiteLLM key is found");
+    assert_eq!(key.key_alias.as_deref(), Some("legacy"));
+    assert_eq!(key.spend, 1.25);
+    assert_eq!(key.max_budget, Some(10.0));
+    assert_eq!(
+        key.soft_budget,
+        Some(4.5),
+        "soft budget read from LiteLLM's budget row"
+    );
+    assert_eq!(key.models, vec!["gpt-4o".to_string()]);
+    assert_eq!(key.tpm_limit, Some(500));
+    assert!(!key.blocked, "LiteLLM's NULL blocked means not blocked");
+    assert_eq!(
+        key.model_rpm_limit,
+        map(json!({"gpt-4o": 7})),
+        "per-model limits read from metadata"
+    );
+    assert!(key.model_tpm_limit.is_empty());
+    assert!(key.created_at.is_some());
+
+    // A LiteLLM key authenticates: the cache finds it by the key's hash.
+    let cache = KeyCache::default();
+    let entry = cache.load(&pg, &token).await.unwrap().expect("cached");
+    assert_eq!(
+        entry.team.as_ref().map(|t| t.record.team_alias.clone()),
+        Some(Some("lite team".into()))
+    );
+    assert!(cache.get(&hash_key("sk-made-by-litellm")).is_some());
+
+    // LiteLLM's rows read as spend logs; its columns the gateway does not
+    // know survive the gateway's writes.
+    let logs = pg.spend_logs(&SpendFilter::default()).await.unwrap();
+    assert_eq!(logs.len(), 1);
+    assert_eq!(logs[0].call_id, "chatcmpl-1");
+    assert_eq!(logs[0].attempt, 1);
+    assert_eq!(logs[0].total_tokens, 30);
+    let mut changed = key.clone();
+    changed.soft_budget = Some(6.0);
+    changed.blocked = true;
+    assert!(pg.update_key(&changed).await.unwrap());
+    let row = client
+        .query_one(
+            r#"SELECT k.soft_budget_cooldown, k.budget_id, b.soft_budget, k.metadata->>'note'
+               FROM "LiteLLM_VerificationToken" k JOIN "LiteLLM_BudgetTable" b USING (budget_id)
+               WHERE token = $1"#,
+            &[&token],
+        )
+        .await
+        .unwrap();
+    assert!(row.get::<_, bool>(0));
+    assert_eq!(
+        row.get::<_, String>(1),
+        "b-uuid-1",
+        "LiteLLM's budget row is updated in place"
+    );
+    assert_eq!(row.get::<_, f64>(2), 6.0);
+    assert_eq!(row.get::<_, String>(3), "kept");
+    assert_eq!(pg.get_key(&token).await.unwrap(), Some(changed.clone()));
+
+    // Spend rows go into LiteLLM's INTEGER token columns.
+    let rows = vec![spend_row("r-lite", &token, 0.5, now_ms())];
+    pg.record_spend(&rows).await.unwrap();
+    assert_eq!(pg.get_key(&token).await.unwrap().unwrap().spend, 1.75);
+    let deleted = pg.delete_keys(std::slice::from_ref(&token)).await.unwrap();
+    assert_eq!(deleted, vec![token]);
+}
+
+#[tokio::test]
+async fn keys_teams_and_users_round_trip_like_memory() {
+    let db = TestDb::create().await;
+    let (mem, pg) = (MemoryStore::default(), store(&db).await);
+    let t0 = now_ms();
+    let k1 = full_key("sk-one", t0);
+    let mut k2 = KeyRecord {
+        token: token_hex(&hash_key("sk-two")),
+        created_at: Some(t0 + Duration::seconds(1)),
+        ..Default::default()
+    };
+    k2.team_id = Some("t2".into());
+
+    same!(mem, pg, s => s.insert_key(&k1));
+    same!(mem, pg, s => s.insert_key(&k2));
+    same!(mem, pg, s => s.insert_key(&k1)); // conflict in both
+    same!(mem, pg, s => s.get_key(&k1.token));
+    same!(mem, pg, s => s.get_key(&k2.token));
+    same!(mem, pg, s => s.get_key("nope"));
+
+    let mut k1b = k1.clone();
+    k1b.spend = 99.0; // ignored by update
+    k1b.soft_budget = None;
+    k1b.blocked = true;
+    k1b.models.clear();
+    k1b.metadata = map(json!({"model_rpm_limit": {"x": 1}}));
+    k1b.model_rpm_limit = Map::new();
+    k1b.expires = None;
+    same!(mem, pg, s => s.update_key(&k1b));
+    same!(mem, pg, s => s.get_key(&k1.token));
+    k1b.soft_budget = Some(1.5);
+    same!(mem, pg, s => s.update_key(&k1b));
+    same!(mem, pg, s => s.get_key(&k1.token));
+    same!(mem, pg, s => s.update_key(&KeyRecord { token: "missing".into(), ..Default::default() }));
+    same!(mem, pg, s => s.set_key_spend(&k1.token, 3.25));
+    same!(mem, pg, s => s.set_key_spend("missing", 1.0));
+
+    let mut renamed = k1b.clone();
+    renamed.token = token_hex(&hash_key("sk-one-regenerated"));
+    renamed.key_name = Some("sk-...regen".into());
+    same!(mem, pg, s => s.rename_key(&k1.token, &renamed));
+    same!(mem, pg, s => s.get_key(&k1.token));
+    same!(mem, pg, s => s.get_key(&renamed.token));
+    same!(mem, pg, s => s.rename_key("missing", &renamed));
+
+    same!(mem, pg, s => s.list_keys(None, None));
+    same!(mem, pg, s => s.list_keys(Some("u1"), None));
+    same!(mem, pg, s => s.list_keys(None, Some("t2")));
+    same!(mem, pg, s => s.list_keys(Some("u1"), Some("t2")));
+    let gone = vec![k2.token.clone(), "missing".into(), k2.token.clone()];
+    same!(mem, pg, s => s.delete_keys(&gone));
+    same!(mem, pg, s => s.list_keys(None, None));
+    same!(mem, pg, s => s.global_spend());
+
+    let (t1, t2) = (team("t1", t0), team("a-team", t0));
+    same!(mem, pg, s => s.insert_team(&t1));
+    same!(mem, pg, s => s.insert_team(&t2));
+    same!(mem, pg, s => s.insert_team(&t1));
+    same!(mem, pg, s => s.get_team("t1"));
+    let mut t1b = t1.clone();
+    t1b.spend = 50.0;
+    t1b.blocked = true;
+    t1b.members = vec![];
+    t1b.allowed_model_region = None;
+    same!(mem, pg, s => s.update_team(&t1b));
+    same!(mem, pg, s => s.get_team("t1"));
+    same!(mem, pg, s => s.set_team_spend("t1", 7.0));
+    same!(mem, pg, s => s.set_team_spend("none", 7.0));
+    same!(mem, pg, s => s.list_teams());
+    same!(mem, pg, s => s.delete_teams(&["t1".to_string(), "none".to_string()]));
+    same!(mem, pg, s => s.list_teams());
+
+    let (u1, u2) = (
+        user("u1", t0),
+        UserRecord {
+            user_id: "u2".into(),
+            ..Default::default()
+        },
+    );
+    same!(mem, pg, s => s.insert_user(&u1));
+    same!(mem, pg, s => s.insert_user(&u2));
+    same!(mem, pg, s => s.insert_user(&u1));
+    same!(mem, pg, s => s.get_user("u1"));
+    same!(mem, pg, s => s.get_user("u2"));
+    let mut u1b = u1.clone();
+    u1b.user_email = None;
+    u1b.teams = vec!["t1".into(), "t9".into()];
+    u1b.created_at = None;
+    same!(mem, pg, s => s.update_user(&u1b));
+    same!(mem, pg, s => s.get_user("u1"));
+    same!(mem, pg, s => s.set_user_spend("u1", 0.75));
+    same!(mem, pg, s => s.get_user("u1"));
+    same!(mem, pg, s => s.delete_users(&["u2".to_string(), "u2".to_string()]));
+    same!(mem, pg, s => s.get_user("u2"));
+}
+
+fn spend_row(request_id: &str, api_key: &str, spend: f64, start: DateTime<Utc>) -> SpendLogRow {
+    SpendLogRow {
+        request_id: request_id.into(),
+        call_id: request_id
+            .split(':')
+            .next()
+            .unwrap_or(request_id)
+            .to_string(),
+        attempt: 1,
+        call_type: "acompletion".into(),
+        api_key: api_key.into(),
+        spend,
+        total_tokens: 30,
+        prompt_tokens: 10,
+        completion_tokens: 20,
+        start_time: start,
+        completion_start_time: Some(start + Duration::milliseconds(120)),
+        end_time: start + Duration::milliseconds(800),
+        model: "gpt-4o-2024-08-06".into(),
+        model_id: "dep-1".into(),
+        model_group: "gpt-4o".into(),
+        custom_llm_provider: "openai".into(),
+        api_base: "https://api.openai.com/v1".into(),
+        region: Some("eu".into()),
+        user: Some("u1".into()),
+        team_id: Some("t1".into()),
+        status: "success".into(),
+        status_code: 200,
+        error_class: None,
+        error_message: None,
+    }
+}
+
+fn sorted(changes: Vec<Change>) -> Vec<String> {
+    let mut payloads: Vec<String> = changes.iter().map(Change::payload).collect();
+    payloads.sort();
+    payloads
+}
+
+#[tokio::test]
+async fn recording_spend_twice_counts_it_once() {
+    let db = TestDb::create().await;
+    let (mem, pg) = (MemoryStore::default(), store(&db).await);
+    let t0 = now_ms();
+    let key = full_key("sk-spender", t0);
+    let other = KeyRecord {
+        token: token_hex(&hash_key("sk-other")),
+        ..Default::default()
+    };
+    for s in [&mem as &dyn Store, &pg as &dyn Store] {
+        s.insert_key(&key).await.unwrap();
+        s.insert_key(&other).await.unwrap();
+        s.insert_team(&team("t1", t0)).await.unwrap();
+        s.insert_user(&user("u1", t0)).await.unwrap();
+    }
+    let at = |ms: i64| t0 + Duration::milliseconds(ms);
+    let mut failed = spend_row("call-1:2", &key.token, 0.0, at(1));
+    failed.attempt = 2;
+    failed.status = "failure".into();
+    failed.status_code = 429;
+    failed.error_class = Some("rate_limit".into());
+    failed.error_message = Some("slow down\0now".into());
+    let mut no_owner = spend_row("call-3", &other.token, 0.25, at(3));
+    no_owner.user = None;
+    no_owner.team_id = None;
+    let mut huge = spend_row("call-4", "unknown-key", 1.0, at(4));
+    huge.total_tokens = i64::MAX;
+    let rows = vec![
+        spend_row("call-1", &key.token, 0.125, at(0)),
+        failed,
+        spend_row("call-2", &key.token, 0.5, at(2)),
+        spend_row("call-2", &key.token, 9.0, at(2)), // same id: the first wins
+        no_owner,
+        huge,
+    ];
+
+    for _ in 0..2 {
+        let m = mem.record_spend(&rows).await.unwrap();
+        let p = pg.record_spend(&rows).await.unwrap();
+        assert_eq!(sorted(m), sorted(p));
+    }
+    assert_eq!(
+        pg.get_key(&key.token).await.unwrap().unwrap().spend,
+        0.5 + 0.125 + 0.5
+    );
+    same!(mem, pg, s => s.get_key(&key.token));
+    same!(mem, pg, s => s.get_key(&other.token));
+    same!(mem, pg, s => s.get_team("t1"));
+    same!(mem, pg, s => s.get_user("u1"));
+    same!(mem, pg, s => s.global_spend());
+
+    let logs = pg.spend_logs(&SpendFilter::default()).await.unwrap();
+    assert_eq!(logs.len(), 5, "each request id written once");
+    assert_eq!(
+        logs[1].error_message.as_deref(),
+        Some("slow down\u{fffd}now")
+    );
+    assert_eq!(logs[4].total_tokens, i64::from(i32::MAX));
+    let filters = [
+        SpendFilter {
+            api_key: Some(key.token.clone()),
+            ..Default::default()
+        },
+        SpendFilter {
+            user_id: Some("u1".into()),
+            limit: Some(2),
+            ..Default::default()
+        },
+        SpendFilter {
+            team_id: Some("t1".into()),
+            ..Default::default()
+        },
+        SpendFilter {
+            request_id: Some("call-1".into()),
+            ..Default::default()
+        },
+        SpendFilter {
+            start: Some(at(2)),
+            end: Some(at(4)),
+            ..Default::default()
+        },
+        SpendFilter {
+            limit: Some(-1),
+            ..Default::default()
+        },
+    ];
+    for (i, f) in filters.iter().enumerate() {
+        let mut m = mem.spend_logs(f).await.unwrap();
+        for row in &mut m {
+            if let Some(msg) = &mut row.error_message {
+                *msg = msg.replace('\0', "\u{fffd}");
+            }
+            row.total_tokens = row.total_tokens.min(i64::from(i32::MAX));
+        }
+        assert_eq!(m, pg.spend_logs(f).await.unwrap(), "filter {i}");
+    }
+}
+
+#[tokio::test]
+async fn a_key_update_is_notified_to_listeners() {
+    let db = TestDb::create().await;
+    let pg = store(&db).await;
+    let (client, mut connection) = tokio_postgres::connect(&db.url, NoTls).await.unwrap();
+    let (tx, mut notes) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut messages = std::pin::pin!(futures_util::stream::poll_fn(
+            move |cx| connection.poll_message(cx)
+        ));
+        while let Some(Ok(message)) = messages.next().await {
+            if let AsyncMessage::Notification(n) = message {
+                let _ = tx.send(n);
+            }
+        }
+    });
+    client
+        .batch_execute("LISTEN gateway_changes")
+        .await
+        .unwrap();
+
+    let mut key = full_key("sk-watched", now_ms());
+    pg.insert_key(&key).await.unwrap();
+    key.blocked = true;
+    pg.update_key(&key).await.unwrap();
+    let mut payloads = Vec::new();
+    while payloads.len() < 2 {
+        let note = tokio::time::timeout(std::time::Duration::from_secs(5), notes.recv())
+            .await
+            .expect("notified within 5 s")
+            .unwrap();
+        assert_eq!(note.channel(), "gateway_changes");
+        assert!(
+            pg.sessions().contains(note.process_id()),
+            "sent by the store's own session"
+        );
+        payloads.push(note.payload().to_string());
+    }
+    let expected = Change::Key(key.token.clone()).payload();
+    assert_eq!(payloads, vec![expected.clone(), expected]);
+    assert_eq!(
+        Change::parse(&payloads[0]),
+        Some(Change::Key(key.token.clone()))
+    );
+    drop(client);
+}
+
+/// Polls `check` for up to 10 s.
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    for _ in 0..200 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("{what} did not happen within 10 s");
+}
+
+#[tokio::test]
+async fn another_replica_sees_changes_through_its_listener() {
+    let db = TestDb::create().await;
+    let replica_a = store(&db).await;
+    let replica_b = Arc::new(store(&db).await);
+    let cache_b = Arc::new(KeyCache::default());
+    let ctx_b = Arc::new(ControlCtx {
+        store: replica_b.clone(),
+        keys: cache_b.clone(),
+    });
+    let plain = "sk-shared";
+    let mut key = full_key(plain, now_ms());
+    key.team_id = None;
+    key.user_id = None;
+    replica_a.insert_key(&key).await.unwrap();
+    cache_b
+        .load(replica_b.as_ref(), &key.token)
+        .await
+        .unwrap()
+        .unwrap();
+    let listening = tokio::spawn(listener::run(
+        ctx_b.clone(),
+        ListenConfig {
+            url: db.url.clone(),
+            own_sessions: replica_b.sessions(),
+        },
+    ));
+
+    key.blocked = true;
+    replica_a.update_key(&key).await.unwrap();
+    let hash = hash_key(plain);
+    eventually("replica B sees the key blocked", || {
+        cache_b.get(&hash).is_some_and(|e| e.record.blocked)
+    })
+    .await;
+
+    // Cut B's listener off and delete the key meanwhile: after reconnecting,
+    // B re-reads its cached keys and drops the deleted one.
+    let admin = db.client().await;
+    admin
+        .batch_execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = current_database() AND application_name = 'gateway-listener'",
+        )
+        .await
+        .unwrap();
+    replica_a.delete_keys(&[key.token.clone()]).await.unwrap();
+    eventually("replica B drops the deleted key", || {
+        cache_b.get(&hash).is_none()
+    })
+    .await;
+    listening.abort();
+}
+
+#[tokio::test]
+async fn due_budgets_reset_like_memory() {
+    let db = TestDb::create().await;
+    let (mem, pg) = (MemoryStore::default(), store(&db).await);
+    let now = now_ms();
+    let past = Some(now - Duration::hours(1));
+    let mut due_key = full_key("sk-due", now);
+    due_key.budget_reset_at = past;
+    due_key.budget_duration = Some("1h".into());
+    let mut due_no_period = full_key("sk-due-once", now);
+    due_no_period.budget_reset_at = past;
+    due_no_period.budget_duration = None;
+    let not_due = full_key("sk-later", now);
+    let mut due_team = team("t-due", now);
+    due_team.budget_reset_at = Some(now);
+    let mut due_user = user("u-due", now);
+    due_user.budget_reset_at = past;
+    for s in [&mem as &dyn Store, &pg as &dyn Store] {
+        for k in [&due_key, &due_no_period, &not_due] {
+            s.insert_key(k).await.unwrap();
+        }
+        s.insert_team(&due_team).await.unwrap();
+        s.insert_team(&team("t-later", now)).await.unwrap();
+        s.insert_user(&due_user).await.unwrap();
+        s.insert_user(&user("u-later", now)).await.unwrap();
+    }
+    let m = mem.reset_due_budgets(now).await.unwrap();
+    let p = pg.reset_due_budgets(now).await.unwrap();
+    assert_eq!(sorted(m), sorted(p.clone()));
+    assert_eq!(p.len(), 4);
+    for k in [&due_key, &due_no_period, &not_due] {
+        same!(mem, pg, s => s.get_key(&k.token));
+    }
+    same!(mem, pg, s => s.list_teams());
+    same!(mem, pg, s => s.get_user("u-due"));
+    same!(mem, pg, s => s.get_user("u-later"));
+    let again = pg.reset_due_budgets(now).await.unwrap();
+    assert!(again.is_empty(), "a reset period is not reset twice");
+}
+
+#[tokio::test]
+async fn a_replica_that_was_not_listening_catches_up_when_it_connects() {
+    let db = TestDb::create().await;
+    let replica_a = store(&db).await;
+    let replica_b = Arc::new(store(&db).await);
+    let cache_b = Arc::new(KeyCache::default());
+    let (mut changed, deleted) = (
+        full_key("sk-changed", now_ms()),
+        full_key("sk-deleted", now_ms()),
+    );
+    for key in [&changed, &deleted] {
+        replica_a.insert_key(key).await.unwrap();
+        cache_b.load(replica_b.as_ref(), &key.token).await.unwrap();
+    }
+    // Changed and deleted while B hears nothing: only its catch-up (every
+    // key that exists plus the tombstones) can tell it.
+    changed.blocked = true;
+    replica_a.update_key(&changed).await.unwrap();
+    replica_a
+        .delete_keys(std::slice::from_ref(&deleted.token))
+        .await
+        .unwrap();
+    let ctx_b = Arc::new(ControlCtx {
+        store: replica_b.clone(),
+        keys: cache_b.clone(),
+    });
+    let listening = tokio::spawn(listener::run(
+        ctx_b,
+        ListenConfig {
+            url: db.url.clone(),
+            own_sessions: replica_b.sessions(),
+        },
+    ));
+    eventually("replica B catches up", || {
+        cache_b.get(&hash_key("sk-deleted")).is_none()
+            && cache_b
+                .get(&hash_key("sk-changed"))
+                .is_some_and(|e| e.record.blocked)
+    })
+    .await;
+    listening.abort();
+}
