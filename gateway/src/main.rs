@@ -85,7 +85,7 @@ fn main() -> ExitCode {
 }
 
 fn run(opts: Options) -> Result<(), String> {
-    let config = Config::load(&opts.config).map_err(|e| e.to_string())?;
+    let mut config = Config::load(&opts.config).map_err(|e| e.to_string())?;
     for warning in &config.warnings {
         tracing::warn!("{}: {warning}", opts.config.display());
     }
@@ -109,6 +109,7 @@ fn run(opts: Options) -> Result<(), String> {
     };
     let control = gateway::control::ControlPlane::start(store, keys.clone(), spool, listen)
         .map_err(|e| format!("cannot start the control plane: {e}"))?;
+    seed_declared_keys(&control, std::mem::take(&mut config.virtual_keys))?;
     let shared = Arc::new(Shared::new(config, tls, keys, control));
     install_signal_handler(shared.clone())?;
     tracing::info!(
@@ -146,6 +147,31 @@ fn open_store(database_url: Option<&str>) -> Result<OpenedStore, String> {
         own_sessions: store.sessions(),
     };
     Ok((Arc::new(store), Some(listen)))
+}
+
+/// Writes the keys declared in `gateway_settings.virtual_keys` to the store
+/// (the file wins over an older copy), before serving.
+fn seed_declared_keys(control: &gateway::control::ControlPlane, keys: Vec<gateway::store::KeyRecord>) -> Result<(), String> {
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let count = keys.len();
+    let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+        .enable_timer()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(control.call(std::time::Duration::from_secs(30), move |ctx| async move {
+        for key in &keys {
+            if !ctx.store.update_key(key).await? {
+                ctx.store.insert_key(key).await?;
+            }
+        }
+        Ok::<_, gateway::store::StoreError>(())
+    }))
+    .map_err(|e| format!("cannot seed gateway_settings.virtual_keys: {e}"))?
+    .map_err(|e| format!("cannot seed gateway_settings.virtual_keys: {e}"))?;
+    tracing::info!(count, "virtual keys declared in the config are active");
+    Ok(())
 }
 
 /// SIGTERM/SIGINT start a graceful shutdown; a second one exits at once.

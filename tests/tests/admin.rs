@@ -374,3 +374,39 @@ fn spend_endpoints_answer() {
         .json();
     assert!(logs.is_array(), "{logs}");
 }
+
+/// Keys declared in `gateway_settings.virtual_keys` work without the
+/// management API, with their model restrictions, and are listed hashed.
+#[test]
+fn keys_declared_in_the_config_authenticate() {
+    let config = serde_json::json!({
+        "model_list": [
+            {"model_name": "allowed", "litellm_params": {"model": "mock/a"}},
+            {"model_name": "other", "litellm_params": {"model": "mock/b"}},
+        ],
+        "general_settings": {"master_key": e2e::MASTER_KEY},
+        "gateway_settings": {"virtual_keys": [{"key": "os.environ/DECLARED_KEY", "models": ["allowed"]}]},
+    });
+    let gw = e2e::Gateway::start(
+        &e2e::to_yaml(&config),
+        &[("DECLARED_KEY", "sk-declared-e2e-1")],
+    );
+    let chat = |model: &str| {
+        let body =
+            serde_json::json!({"model": model, "messages": [{"role": "user", "content": "hi"}]});
+        gw.call(
+            "POST",
+            "/v1/chat/completions",
+            &[("Authorization", "Bearer sk-declared-e2e-1")],
+            body.to_string().as_bytes(),
+        )
+    };
+    assert_eq!(chat("allowed").status, 200);
+    let denied = chat("other");
+    assert_eq!(denied.status, 403, "{}", denied.text());
+    let list = gw.get("/key/list").text();
+    assert!(
+        !list.contains("sk-declared-e2e-1"),
+        "keys are listed hashed: {list}"
+    );
+}

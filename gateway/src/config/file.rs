@@ -138,8 +138,22 @@ pub struct GatewaySettings {
     pub max_headers: Option<usize>,
     /// Seconds in-flight requests get to finish on SIGTERM.
     pub shutdown_grace_secs: Option<u64>,
+    /// Virtual keys declared in the file, for a single machine without the
+    /// management API; each is the plain `key` plus any key field.
+    #[serde(default)]
+    pub virtual_keys: Vec<ConfigKey>,
     /// Directory where spend rows wait while the database is down.
     pub spool_dir: Option<String>,
     /// Seconds an idle upstream connection is kept in the pool.
     pub upstream_idle_secs: Option<u64>,
+}
+
+/// A virtual key declared in `gateway_settings.virtual_keys`.
+#[derive(Debug, Deserialize)]
+pub struct ConfigKey {
+    /// The plain key (`sk-...`), usually an `os.environ/` reference.
+    pub key: String,
+    /// Limits and permissions, with the management API's field names.
+    #[serde(flatten)]
+    pub fields: crate::store::KeyRecord,
 }

@@ -69,6 +69,8 @@ pub struct Config {
     pub database_url: Option<String>,
     /// Where spend rows wait while the database is down.
     pub spool_dir: PathBuf,
+    /// Keys declared in the file, hashed, to seed the store at start-up.
+    pub virtual_keys: Vec<crate::store::KeyRecord>,
     /// Non-fatal findings (unknown keys), logged at start.
     pub warnings: Vec<String>,
 }

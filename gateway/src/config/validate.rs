@@ -183,11 +183,19 @@ pub(super) fn validate(
         .clone()
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| std::path::PathBuf::from(".gateway-spool"));
+    let virtual_keys = file
+        .gateway_settings
+        .virtual_keys
+        .into_iter()
+        .enumerate()
+        .map(|(i, k)| config_key(k).map_err(|p| invalid(format!("gateway_settings.virtual_keys[{i}]"), p)))
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(Config {
         deployments,
         master_key,
         database_url,
         spool_dir,
+        virtual_keys,
         limits,
         router_settings: file.router_settings,
         litellm_settings: file.litellm_settings,
@@ -298,6 +306,23 @@ fn deployment(
             chunk_delay: Duration::from_millis(params.mock_chunk_delay_ms.unwrap_or(0)),
             error_status: params.mock_error_status,
         },
+    })
+}
+
+/// A declared key as stored: hashed, abbreviated, never in plain text.
+fn config_key(k: super::file::ConfigKey) -> Result<crate::store::KeyRecord, String> {
+    if !k.key.starts_with("sk-") || k.key.len() < 8 {
+        return Err("key must start with `sk-` and be at least 8 characters".into());
+    }
+    if !k.fields.token.is_empty() {
+        return Err("give the plain `key`, not a `token`".into());
+    }
+    let hash = crate::auth::hash_key(&k.key);
+    let tail: String = k.key.chars().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
+    Ok(crate::store::KeyRecord {
+        token: crate::auth::token_hex(&hash),
+        key_name: Some(format!("sk-...{tail}")),
+        ..k.fields
     })
 }
 
@@ -439,6 +464,16 @@ mod tests {
         );
         assert!(c.router_settings.is_some());
         assert_eq!(c.limits.header_timeout.as_millis(), 5);
+    }
+
+    #[test]
+    fn declared_keys_are_stored_hashed() {
+        let c = parse("gateway_settings:\n  virtual_keys:\n    - {key: sk-declared-1, models: [gpt-4o], max_budget: 2.5, rpm_limit: 10}\n").unwrap();
+        let k = &c.virtual_keys[0];
+        assert_eq!(k.token, crate::auth::token_hex(&crate::auth::hash_key("sk-declared-1")));
+        assert_eq!((k.models.clone(), k.max_budget, k.rpm_limit), (vec!["gpt-4o".to_string()], Some(2.5), Some(10)));
+        assert_eq!(k.key_name.as_deref(), Some("sk-...ed-1"));
+        assert!(parse("gateway_settings:\n  virtual_keys:\n    - {key: nope}\n").unwrap_err().contains("virtual_keys[0]"));
     }
 
     #[test]

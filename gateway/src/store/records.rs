@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 /// `LiteLLM_VerificationToken`: a virtual key. `token` is the sha256 (hex) of
 /// the key; the key itself is never stored.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct KeyRecord {
     /// sha256 hex of the plain key.
     pub token: String,
