@@ -110,7 +110,7 @@ fn run(opts: Options) -> Result<(), String> {
     let control = gateway::control::ControlPlane::start(store, keys.clone(), spool, listen)
         .map_err(|e| format!("cannot start the control plane: {e}"))?;
     seed_declared_keys(&control, std::mem::take(&mut config.virtual_keys))?;
-    let shared = Arc::new(Shared::new(config, tls, keys, control));
+    let shared = Arc::new(Shared::new(config, tls, keys, control.clone()));
     install_signal_handler(shared.clone())?;
     tracing::info!(
         io_driver = %driver,
@@ -120,6 +120,9 @@ fn run(opts: Options) -> Result<(), String> {
         "listening on {addr}"
     );
     server::run(shared, listeners, driver).map_err(|e| e.to_string())?;
+    if !control.drain(std::time::Duration::from_secs(10)) {
+        tracing::error!("spend rows may be lost: the writer did not finish within 10 s");
+    }
     tracing::info!("shut down cleanly");
     Ok(())
 }
@@ -151,7 +154,10 @@ fn open_store(database_url: Option<&str>) -> Result<OpenedStore, String> {
 
 /// Writes the keys declared in `gateway_settings.virtual_keys` to the store
 /// (the file wins over an older copy), before serving.
-fn seed_declared_keys(control: &gateway::control::ControlPlane, keys: Vec<gateway::store::KeyRecord>) -> Result<(), String> {
+fn seed_declared_keys(
+    control: &gateway::control::ControlPlane,
+    keys: Vec<gateway::store::KeyRecord>,
+) -> Result<(), String> {
     if keys.is_empty() {
         return Ok(());
     }
@@ -160,14 +166,16 @@ fn seed_declared_keys(control: &gateway::control::ControlPlane, keys: Vec<gatewa
         .enable_timer()
         .build()
         .map_err(|e| e.to_string())?;
-    rt.block_on(control.call(std::time::Duration::from_secs(30), move |ctx| async move {
-        for key in &keys {
-            if !ctx.store.update_key(key).await? {
-                ctx.store.insert_key(key).await?;
+    rt.block_on(
+        control.call(std::time::Duration::from_secs(30), move |ctx| async move {
+            for key in &keys {
+                if !ctx.store.update_key(key).await? {
+                    ctx.store.insert_key(key).await?;
+                }
             }
-        }
-        Ok::<_, gateway::store::StoreError>(())
-    }))
+            Ok::<_, gateway::store::StoreError>(())
+        }),
+    )
     .map_err(|e| format!("cannot seed gateway_settings.virtual_keys: {e}"))?
     .map_err(|e| format!("cannot seed gateway_settings.virtual_keys: {e}"))?;
     tracing::info!(count, "virtual keys declared in the config are active");

@@ -77,7 +77,7 @@ pub struct Worker {
     /// This core's share of `max_connections`.
     pub max_connections: usize,
     /// Spend rows waiting for room in the control plane's queue.
-    pub spend_backlog: std::cell::RefCell<std::collections::VecDeque<crate::store::SpendLogRow>>,
+    pub spend_backlog: std::cell::RefCell<Vec<crate::store::SpendLogRow>>,
 }
 
 impl Worker {

@@ -243,8 +243,9 @@ impl KeyCache {
 
     /// Brings what `change` touched up to date: cached keys are re-read in
     /// place (the request path keeps serving the old copy meanwhile), deleted
-    /// ones removed.
-    pub async fn refresh(&self, store: &dyn Store, change: &Change) {
+    /// ones removed. When the database cannot be read, the cached copies stay
+    /// (availability over freshness) and the error tells the caller to retry.
+    pub async fn refresh(&self, store: &dyn Store, change: &Change) -> Result<(), StoreError> {
         let stale: Vec<String> = match change {
             Change::Key(token) => {
                 let cached = parse_token(token).is_some_and(|h| self.keys.pin().contains_key(&h));
@@ -254,23 +255,13 @@ impl KeyCache {
                     Vec::new()
                 }
             }
-            Change::Team(id) => {
-                self.teams.pin().remove(id);
-                self.tokens_where(|e| e.record.team_id.as_deref() == Some(id))
-            }
-            Change::User(id) => {
-                self.users.pin().remove(id);
-                self.tokens_where(|e| e.record.user_id.as_deref() == Some(id))
-            }
+            Change::Team(id) => self.tokens_where(|e| e.record.team_id.as_deref() == Some(id)),
+            Change::User(id) => self.tokens_where(|e| e.record.user_id.as_deref() == Some(id)),
         };
         for token in stale {
-            if let Err(e) = self.load(store, &token).await {
-                tracing::warn!(error = %e, "cannot refresh a changed key; dropping it from the cache");
-                if let Some(h) = parse_token(&token) {
-                    self.keys.pin().remove(&h);
-                }
-            }
+            self.load(store, &token).await?;
         }
+        Ok(())
     }
 
     fn tokens_where(&self, pred: impl Fn(&KeyEntry) -> bool) -> Vec<String> {
@@ -344,7 +335,10 @@ mod tests {
             let mut blocked = key.clone();
             blocked.blocked = true;
             store.update_key(&blocked).await.unwrap();
-            cache.refresh(&store, &Change::Key(token.clone())).await;
+            cache
+                .refresh(&store, &Change::Key(token.clone()))
+                .await
+                .unwrap();
             let fresh = cache.get(&hash).unwrap();
             assert!(fresh.record.blocked);
             assert!(
@@ -356,7 +350,10 @@ mod tests {
                 .delete_keys(std::slice::from_ref(&token))
                 .await
                 .unwrap();
-            cache.refresh(&store, &Change::Key(token.clone())).await;
+            cache
+                .refresh(&store, &Change::Key(token.clone()))
+                .await
+                .unwrap();
             assert!(cache.get(&hash).is_none());
         });
     }

@@ -188,7 +188,9 @@ pub(super) fn validate(
         .virtual_keys
         .into_iter()
         .enumerate()
-        .map(|(i, k)| config_key(k).map_err(|p| invalid(format!("gateway_settings.virtual_keys[{i}]"), p)))
+        .map(|(i, k)| {
+            config_key(k).map_err(|p| invalid(format!("gateway_settings.virtual_keys[{i}]"), p))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Config {
         deployments,
@@ -318,7 +320,15 @@ fn config_key(k: super::file::ConfigKey) -> Result<crate::store::KeyRecord, Stri
         return Err("give the plain `key`, not a `token`".into());
     }
     let hash = crate::auth::hash_key(&k.key);
-    let tail: String = k.key.chars().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
+    let tail: String = k
+        .key
+        .chars()
+        .rev()
+        .take(4)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
     Ok(crate::store::KeyRecord {
         token: crate::auth::token_hex(&hash),
         key_name: Some(format!("sk-...{tail}")),
@@ -470,10 +480,20 @@ mod tests {
     fn declared_keys_are_stored_hashed() {
         let c = parse("gateway_settings:\n  virtual_keys:\n    - {key: sk-declared-1, models: [gpt-4o], max_budget: 2.5, rpm_limit: 10}\n").unwrap();
         let k = &c.virtual_keys[0];
-        assert_eq!(k.token, crate::auth::token_hex(&crate::auth::hash_key("sk-declared-1")));
-        assert_eq!((k.models.clone(), k.max_budget, k.rpm_limit), (vec!["gpt-4o".to_string()], Some(2.5), Some(10)));
+        assert_eq!(
+            k.token,
+            crate::auth::token_hex(&crate::auth::hash_key("sk-declared-1"))
+        );
+        assert_eq!(
+            (k.models.clone(), k.max_budget, k.rpm_limit),
+            (vec!["gpt-4o".to_string()], Some(2.5), Some(10))
+        );
         assert_eq!(k.key_name.as_deref(), Some("sk-...ed-1"));
-        assert!(parse("gateway_settings:\n  virtual_keys:\n    - {key: nope}\n").unwrap_err().contains("virtual_keys[0]"));
+        assert!(
+            parse("gateway_settings:\n  virtual_keys:\n    - {key: nope}\n")
+                .unwrap_err()
+                .contains("virtual_keys[0]")
+        );
     }
 
     #[test]

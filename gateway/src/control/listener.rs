@@ -120,7 +120,8 @@ impl Listener {
             self.ctx
                 .keys
                 .refresh(self.ctx.store.as_ref(), &Change::Key(token))
-                .await;
+                .await
+                .map_err(|e| format!("resync: {e}"))?;
             count += 1;
         }
         tracing::info!(
@@ -142,7 +143,7 @@ impl Listener {
         loop {
             tokio::select! {
                 note = notes.recv() => match note {
-                    Some(note) => self.apply(&note).await,
+                    Some(note) => self.apply(&note).await?,
                     None => return Err("connection closed".into()),
                 },
                 _ = ping.tick() => match tokio::time::timeout(PING_TIMEOUT, client.simple_query("SELECT 1")).await {
@@ -155,21 +156,26 @@ impl Listener {
     }
 
     /// Refreshes what one notification names, unless this process sent it.
-    async fn apply(&self, note: &Notification) {
+    /// A refresh that fails ends the session, so the reconnect's resync
+    /// catches the change up.
+    async fn apply(&self, note: &Notification) -> Result<(), String> {
         if self.own.contains(note.process_id()) {
-            return;
+            return Ok(());
         }
         match Change::parse(note.payload()) {
-            Some(change) => {
-                self.ctx
-                    .keys
-                    .refresh(self.ctx.store.as_ref(), &change)
-                    .await
+            Some(change) => self
+                .ctx
+                .keys
+                .refresh(self.ctx.store.as_ref(), &change)
+                .await
+                .map_err(|e| format!("refresh after a notification: {e}")),
+            None => {
+                tracing::debug!(
+                    payload = note.payload(),
+                    "ignoring an unknown change notification"
+                );
+                Ok(())
             }
-            None => tracing::debug!(
-                payload = note.payload(),
-                "ignoring an unknown change notification"
-            ),
         }
     }
 }

@@ -38,8 +38,11 @@ impl ControlCtx {
         }
         let mut seen = std::collections::HashSet::new();
         for change in changes {
-            if seen.insert(change.payload()) {
-                self.keys.refresh(self.store.as_ref(), change).await;
+            if !seen.insert(change.payload()) {
+                continue;
+            }
+            if let Err(e) = self.keys.refresh(self.store.as_ref(), change).await {
+                tracing::warn!(error = %e, "cache refresh failed; serving the cached copy until the next change");
             }
         }
         if let Err(e) = self.store.announce(changes).await {
@@ -66,14 +69,15 @@ pub enum ControlError {
 
 /// Capacity of the job queue.
 const JOB_QUEUE: usize = 4096;
-/// Capacity of the spend-row queue.
-const SPEND_QUEUE: usize = 65_536;
+/// Capacity of the spend queue, in batches (each core sends one batch per
+/// flush, not one message per row, so the control thread wakes rarely).
+const SPEND_QUEUE: usize = 4096;
 
 /// Handle to the control plane; cheap to clone, usable from any thread.
 #[derive(Clone)]
 pub struct ControlPlane {
     jobs: mpsc::Sender<Job>,
-    spend: mpsc::Sender<SpendLogRow>,
+    spend: mpsc::Sender<writer::WriterMsg>,
 }
 
 impl ControlPlane {
@@ -87,7 +91,7 @@ impl ControlPlane {
         listen: Option<ListenConfig>,
     ) -> std::io::Result<ControlPlane> {
         let (jobs, mut job_rx) = mpsc::channel::<Job>(JOB_QUEUE);
-        let (spend, spend_rx) = mpsc::channel::<SpendLogRow>(SPEND_QUEUE);
+        let (spend, spend_rx) = mpsc::channel::<writer::WriterMsg>(SPEND_QUEUE);
         let ctx = Arc::new(ControlCtx { store, keys });
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -134,14 +138,30 @@ impl ControlPlane {
         }
     }
 
-    /// Hands a spend row to the writer without waiting. Returns the row back
-    /// when the queue is full so the caller can keep it for later.
-    pub fn record(&self, row: SpendLogRow) -> Result<(), Box<SpendLogRow>> {
-        self.spend.try_send(row).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(r) | mpsc::error::TrySendError::Closed(r) => {
-                Box::new(r)
-            }
-        })
+    /// Hands a batch of spend rows to the writer without waiting. Returns the
+    /// rows when the queue is full so the caller keeps them for later.
+    pub fn record(&self, rows: Vec<SpendLogRow>) -> Result<(), Vec<SpendLogRow>> {
+        self.spend
+            .try_send(writer::WriterMsg::Rows(rows))
+            .map_err(|e| match e {
+                mpsc::error::TrySendError::Full(m) | mpsc::error::TrySendError::Closed(m) => {
+                    m.into_rows()
+                }
+            })
+    }
+
+    /// Writes (or spools) every row handed over so far, waiting up to
+    /// `timeout`; called once at shutdown, from outside any runtime.
+    pub fn drain(&self, timeout: Duration) -> bool {
+        let (done, wait) = std::sync::mpsc::channel();
+        if self
+            .spend
+            .blocking_send(writer::WriterMsg::Drain(done))
+            .is_err()
+        {
+            return false;
+        }
+        wait.recv_timeout(timeout).is_ok()
     }
 }
 

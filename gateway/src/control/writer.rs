@@ -33,28 +33,55 @@ impl SpoolConfig {
     }
 }
 
-/// Runs until the row channel closes.
-pub async fn run(ctx: Arc<ControlCtx>, mut rows: mpsc::Receiver<SpendLogRow>, spool: SpoolConfig) {
+/// What the data plane sends the writer.
+pub enum WriterMsg {
+    /// Rows of one core's flush.
+    Rows(Vec<SpendLogRow>),
+    /// Write everything received so far, then signal.
+    Drain(std::sync::mpsc::Sender<()>),
+}
+
+impl WriterMsg {
+    /// The rows of a message that could not be sent.
+    pub fn into_rows(self) -> Vec<SpendLogRow> {
+        match self {
+            WriterMsg::Rows(rows) => rows,
+            WriterMsg::Drain(_) => Vec::new(),
+        }
+    }
+}
+
+/// Runs until the channel closes.
+pub async fn run(ctx: Arc<ControlCtx>, mut msgs: mpsc::Receiver<WriterMsg>, spool: SpoolConfig) {
     adopt_orphan_spools(&spool);
-    let mut batch = Vec::with_capacity(BATCH);
+    let mut batch: Vec<SpendLogRow> = Vec::with_capacity(BATCH);
     let mut replay = tokio::time::interval(REPLAY_EVERY);
     loop {
         tokio::select! {
-            n = rows.recv_many(&mut batch, BATCH) => {
-                if n == 0 {
-                    return;
+            msg = msgs.recv() => {
+                let Some(msg) = msg else { return };
+                let mut drained = None;
+                match msg {
+                    WriterMsg::Rows(rows) => batch.extend(rows),
+                    WriterMsg::Drain(done) => drained = Some(done),
                 }
                 // Let a burst fill the batch before writing it.
                 let deadline = tokio::time::Instant::now() + FLUSH_EVERY;
-                while batch.len() < BATCH {
-                    let room = BATCH - batch.len();
-                    match tokio::time::timeout_at(deadline, rows.recv_many(&mut batch, room)).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(_) => {}
+                while drained.is_none() && batch.len() < BATCH {
+                    match tokio::time::timeout_at(deadline, msgs.recv()).await {
+                        Ok(Some(WriterMsg::Rows(rows))) => batch.extend(rows),
+                        Ok(Some(WriterMsg::Drain(done))) => drained = Some(done),
+                        Ok(None) | Err(_) => break,
                     }
                 }
-                let rows = std::mem::take(&mut batch);
-                write_or_spool(&ctx, rows, &spool).await;
+                while !batch.is_empty() {
+                    let rest = batch.split_off(batch.len().min(BATCH));
+                    let rows = std::mem::replace(&mut batch, rest);
+                    write_or_spool(&ctx, rows, &spool).await;
+                }
+                if let Some(done) = drained {
+                    let _ = done.send(());
+                }
             }
             _ = replay.tick() => replay_spool(&ctx, &spool).await,
         }

@@ -30,6 +30,8 @@ use bytes::Bytes;
 use headers::{litellm_headers, upstream_head};
 use record::Attempt;
 use relay::UsageTap;
+
+pub use record::flush_spend;
 use std::time::{Duration, Instant};
 
 /// Largest upstream error body read to extract its message.

@@ -200,17 +200,12 @@ pub(crate) fn error_class(err: &GatewayError) -> &'static str {
     }
 }
 
-/// Hands a row to the control plane; rows that do not fit its queue wait on
-/// this core and go first next time, so none is lost while it catches up.
+/// Queues a row on this core; the core's flusher hands queued rows to the
+/// control plane in one batch (see [`flush_spend`]), so a request never wakes
+/// the control thread itself.
 pub(super) fn submit(worker: &Worker, row: SpendLogRow) {
     let mut backlog = worker.spend_backlog.borrow_mut();
-    backlog.push_back(row);
-    while let Some(row) = backlog.pop_front() {
-        if let Err(row) = worker.shared.control.record(row) {
-            backlog.push_front(*row);
-            break;
-        }
-    }
+    backlog.push(row);
     if backlog.len() > MAX_BACKLOG {
         let lost = backlog.len() - MAX_BACKLOG;
         backlog.drain(..lost);
@@ -218,6 +213,20 @@ pub(super) fn submit(worker: &Worker, row: SpendLogRow) {
             rows = lost,
             "spend rows LOST: the control plane is not keeping up"
         );
+    }
+}
+
+/// Hands this core's queued rows to the control plane; rows that do not fit
+/// its queue stay for the next flush, so none is lost while it catches up.
+pub fn flush_spend(worker: &Worker) {
+    let rows = std::mem::take(&mut *worker.spend_backlog.borrow_mut());
+    if rows.is_empty() {
+        return;
+    }
+    if let Err(mut kept) = worker.shared.control.record(rows) {
+        let mut backlog = worker.spend_backlog.borrow_mut();
+        kept.append(&mut backlog);
+        *backlog = kept;
     }
 }
 

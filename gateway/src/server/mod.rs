@@ -42,6 +42,10 @@ pub fn run(
     Ok(())
 }
 
+/// How often each core hands its spend rows to the control plane and its log
+/// lines to the writer thread.
+const FLUSH_EVERY: Duration = Duration::from_millis(20);
+
 async fn serve_core(shared: Arc<Shared>, listener: std::net::TcpListener, workers: usize) {
     let listener = match monoio::net::TcpListener::from_std(listener) {
         Ok(l) => l,
@@ -57,6 +61,15 @@ async fn serve_core(shared: Arc<Shared>, listener: std::net::TcpListener, worker
         loop {
             monoio::time::sleep(Duration::from_secs(10)).await;
             sweeper.upstream.expire_idle();
+        }
+    });
+    crate::logging::buffer_this_thread();
+    let flusher = worker.clone();
+    monoio::spawn(async move {
+        loop {
+            monoio::time::sleep(FLUSH_EVERY).await;
+            crate::proxy::flush_spend(&flusher);
+            crate::logging::flush_this_thread();
         }
     });
     let mut shutdown = shared.shutdown_signal();
