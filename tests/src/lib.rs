@@ -9,6 +9,8 @@
 //! - [`Gateway`]: the gateway started on a free port with a given config.
 //! - [`http`]: the raw HTTP/1.1 client ([`Conn`], [`Response`], [`SseReader`]).
 //! - [`config`]: config builders and a tiny JSON-to-YAML writer.
+//! - [`postgres`]: scratch databases ([`TestDb`]) and a killable private
+//!   server ([`PrivatePostgres`]) for the multi-replica and outage tests.
 //!
 //! Environment: `E2E_BIN_DIR` overrides where the binaries are looked up
 //! (default: `target/<profile>/` next to the test executable); `E2E_PYTHON`
@@ -16,10 +18,12 @@
 
 pub mod config;
 pub mod http;
+pub mod postgres;
 mod procs;
 
 pub use config::{base_config, openai_model, to_yaml, MASTER_KEY};
 pub use http::{request, Conn, Response, SseReader};
+pub use postgres::{PrivatePostgres, TestDb};
 pub use procs::{bin_path, free_port, Gateway, MockServer};
 
 use serde_json::Value;

@@ -116,8 +116,14 @@ impl Authenticator {
         key: &str,
     ) -> Result<Arc<KeyEntry>, GatewayError> {
         let invalid = || GatewayError::InvalidKey(abbreviate(key));
-        if self.keys.recently_missed(hash) || !self.keys.try_resync() {
+        if self.keys.recently_missed(hash) {
             return Err(invalid());
+        }
+        if !self.keys.try_resync() {
+            // Fail closed, but say why: the key may well be valid.
+            return Err(GatewayError::AuthUnavailable(
+                "too many unknown keys are being checked right now; retry shortly".into(),
+            ));
         }
         let token = token_hex(hash);
         let loaded = self
