@@ -34,6 +34,8 @@ pub struct Budget {
     /// Worst-case cost of requests in flight.
     reserved: AtomicI64,
     soft_alerted: AtomicBool,
+    /// Set by the first refusal; cleared when the budget gains room again.
+    refusal_alerted: AtomicBool,
 }
 
 impl Budget {
@@ -46,29 +48,44 @@ impl Budget {
             unflushed: AtomicI64::new(0),
             reserved: AtomicI64::new(0),
             soft_alerted: AtomicBool::new(false),
+            refusal_alerted: AtomicBool::new(false),
         };
         b.set_limits(max_usd, soft_usd);
         Arc::new(b)
     }
 
-    /// Updates the limits (after an admin change).
+    /// Updates the limits (after an admin change). A raised hard limit
+    /// re-arms the refusal alert.
     pub fn set_limits(&self, max_usd: Option<f64>, soft_usd: Option<f64>) {
         let nanos = |v: Option<f64>| {
             v.filter(|v| v.is_finite() && *v >= 0.0)
                 .map_or(NO_LIMIT, |v| (v * NANOS_PER_USD) as i64)
         };
-        self.max.store(nanos(max_usd), Ordering::Release);
+        let max = nanos(max_usd);
+        if self.max.swap(max, Ordering::AcqRel) < max {
+            self.refusal_alerted.store(false, Ordering::Release);
+        }
         self.soft.store(nanos(soft_usd), Ordering::Release);
     }
 
     /// Replaces the durable spend with the database's figure (after a reset
-    /// or a change announced by another replica).
+    /// or a change announced by another replica). Spend going back down
+    /// re-arms the refusal alert, and the soft alert once under the soft limit.
     pub fn set_durable(&self, spend_usd: f64) {
         let nanos = to_nanos(spend_usd);
-        self.durable.store(nanos, Ordering::Release);
+        if self.durable.swap(nanos, Ordering::AcqRel) > nanos {
+            self.refusal_alerted.store(false, Ordering::Release);
+        }
         if self.spent_nanos() < self.soft.load(Ordering::Acquire) {
             self.soft_alerted.store(false, Ordering::Release);
         }
+    }
+
+    /// Whether a refusal by this budget is the first since it last gained
+    /// room (spend reset or lowered, limit raised): the budget-crossed alert
+    /// goes out once per crossing, not once per refused request.
+    pub fn first_refusal(&self) -> bool {
+        !self.refusal_alerted.swap(true, Ordering::AcqRel)
     }
 
     fn spent_nanos(&self) -> i64 {
@@ -84,6 +101,12 @@ impl Budget {
     pub fn max_usd(&self) -> Option<f64> {
         let m = self.max.load(Ordering::Acquire);
         (m != NO_LIMIT).then(|| to_usd(m))
+    }
+
+    /// The soft (alert-only) limit, USD.
+    pub fn soft_usd(&self) -> Option<f64> {
+        let s = self.soft.load(Ordering::Acquire);
+        (s != NO_LIMIT).then(|| to_usd(s))
     }
 
     /// Whether the spend already reached the hard limit.
@@ -175,13 +198,12 @@ impl Reservation {
     }
 
     /// Settles the real cost; returns the scopes whose soft budget this
-    /// request crossed.
-    pub fn settle(mut self, actual_usd: f64) -> Vec<(&'static str, f64)> {
+    /// request crossed, with their budgets for the alert.
+    pub fn settle(mut self, actual_usd: f64) -> Vec<(&'static str, Arc<Budget>)> {
         let actual = to_nanos(actual_usd);
         let held = std::mem::take(&mut self.held);
-        held.iter()
+        held.into_iter()
             .filter(|(_, b)| b.settle(self.nanos, actual))
-            .map(|(scope, b)| (*scope, b.spent_usd()))
             .collect()
     }
 }
@@ -249,5 +271,19 @@ mod tests {
             1,
             "crossing again after a reset alerts again"
         );
+    }
+
+    #[test]
+    fn refusal_alerts_once_until_the_budget_gains_room() {
+        let key = Budget::new(Some(1.0), None, 0.5);
+        assert!(key.first_refusal());
+        assert!(!key.first_refusal(), "once per crossing");
+        key.set_limits(Some(1.0), None);
+        key.set_durable(0.5);
+        assert!(!key.first_refusal(), "an unrelated refresh does not re-arm");
+        key.set_durable(0.0);
+        assert!(key.first_refusal(), "a spend reset re-arms");
+        key.set_limits(Some(2.0), None);
+        assert!(key.first_refusal(), "a raised limit re-arms");
     }
 }

@@ -1,6 +1,7 @@
 //! A thread-per-core LLM API gateway that speaks the OpenAI API, drop-in
 //! compatible with the LiteLLM proxy. See `README.md` for the layer table.
 
+pub mod alerts;
 pub mod api;
 pub mod auth;
 pub mod budget;

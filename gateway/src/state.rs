@@ -1,6 +1,7 @@
 //! State the request path reads: [`Shared`] is built once and read by every
 //! core without locks; [`Worker`] belongs to one core.
 
+use crate::alerts::Alerts;
 use crate::auth::{Authenticator, KeyCache};
 use crate::config::{Config, ServerLimits};
 use crate::control::ControlPlane;
@@ -23,6 +24,8 @@ pub struct Shared {
     pub tls: Arc<rustls::ClientConfig>,
     /// The control plane (database, writers).
     pub control: ControlPlane,
+    /// Budget alerts (log line, webhook and Slack POSTs).
+    pub alerts: Alerts,
     shutting_down: AtomicBool,
     shutdown_tx: watch::Sender<bool>,
 }
@@ -41,6 +44,7 @@ impl Shared {
             auth: Authenticator::new(config.master_key.as_deref(), keys, control.clone()),
             registry: ModelRegistry::new(config.deployments),
             limits: config.limits,
+            alerts: Alerts::new(config.alerts, tls.clone(), control.clone()),
             tls,
             control,
             shutting_down: AtomicBool::new(false),

@@ -116,6 +116,9 @@ pub struct GeneralSettings {
     pub max_request_size_mb: Option<f64>,
     /// Postgres URL, used by governance.
     pub database_url: Option<String>,
+    /// Alert channels (`webhook`, `slack`), LiteLLM's names; their URLs come
+    /// from `WEBHOOK_URL` and `SLACK_WEBHOOK_URL`.
+    pub alerting: Option<Vec<String>>,
     /// Everything else, kept for later features.
     #[serde(flatten)]
     pub other: BTreeMap<String, serde_yaml::Value>,

@@ -71,6 +71,8 @@ pub struct Config {
     pub spool_dir: PathBuf,
     /// Keys declared in the file, hashed, to seed the store at start-up.
     pub virtual_keys: Vec<crate::store::KeyRecord>,
+    /// Where budget alerts are POSTed (`general_settings.alerting`).
+    pub alerts: Vec<crate::alerts::AlertTarget>,
     /// Non-fatal findings (unknown keys), logged at start.
     pub warnings: Vec<String>,
 }
@@ -112,7 +114,7 @@ impl Config {
             warnings.push(format!("unknown config key `{unknown}` ignored"));
         })
         .map_err(|e| syntax(e.to_string()))?;
-        validate::validate(path, parsed, warnings)
+        validate::validate(path, parsed, lookup, warnings)
     }
 }
 

@@ -136,6 +136,7 @@ impl Default for ServerLimits {
 pub(super) fn validate(
     path: &Path,
     file: ConfigFile,
+    lookup: &dyn Fn(&str) -> Option<String>,
     mut warnings: Vec<String>,
 ) -> Result<Config, ConfigError> {
     let invalid = |entry: String, problem: String| ConfigError::Invalid {
@@ -176,7 +177,15 @@ pub(super) fn validate(
         .database_url
         .clone()
         .filter(|u| !u.is_empty())
-        .or_else(|| std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty()));
+        .or_else(|| lookup("DATABASE_URL").filter(|u| !u.is_empty()));
+    let alerting = file
+        .general_settings
+        .alerting
+        .as_deref()
+        .unwrap_or_default();
+    let (alerts, alert_warnings) = crate::alerts::resolve(alerting, lookup)
+        .map_err(|p| invalid("general_settings.alerting".into(), p))?;
+    warnings.extend(alert_warnings);
     let spool_dir = file
         .gateway_settings
         .spool_dir
@@ -198,6 +207,7 @@ pub(super) fn validate(
         database_url,
         spool_dir,
         virtual_keys,
+        alerts,
         limits,
         router_settings: file.router_settings,
         litellm_settings: file.litellm_settings,
@@ -494,6 +504,25 @@ mod tests {
                 .unwrap_err()
                 .contains("virtual_keys[0]")
         );
+    }
+
+    #[test]
+    fn alerting_channels_take_their_urls_from_the_environment() {
+        let env = |n: &str| (n == "WEBHOOK_URL").then(|| "http://127.0.0.1:9/hook".to_string());
+        let text = "general_settings: {alerting: [webhook]}\n";
+        let c = Config::parse(Path::new("config.yaml"), text, &env).unwrap();
+        assert_eq!(c.alerts.len(), 1);
+        assert_eq!(c.alerts[0].url.target, "/hook");
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+        let err = parse("general_settings: {alerting: [slack]}\n").unwrap_err();
+        assert!(
+            err.contains("general_settings.alerting") && err.contains("SLACK_WEBHOOK_URL"),
+            "{err}"
+        );
+        assert!(parse("general_settings: {alerting: null}\n")
+            .unwrap()
+            .alerts
+            .is_empty());
     }
 
     #[test]

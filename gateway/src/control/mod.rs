@@ -1,8 +1,9 @@
 //! The control plane: one thread with a tokio current-thread runtime that owns
 //! every database connection. The data plane reaches it through bounded
 //! channels and never blocks on it: request/reply for reads and management
-//! calls, fire-and-forget for spend rows.
+//! calls, fire-and-forget for spend rows and alerts.
 
+pub mod alerts;
 pub mod listener;
 mod writer;
 
@@ -122,20 +123,33 @@ impl ControlPlane {
         Fut: Future<Output = T> + Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
-        let job: Job = Box::new(move |ctx| {
+        self.submit(Box::new(move |ctx| {
             Box::pin(async move {
                 let _ = tx.send(f(ctx).await);
             })
-        });
-        self.jobs.try_send(job).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(_) => ControlError::Busy,
-            mpsc::error::TrySendError::Closed(_) => ControlError::Stopped,
-        })?;
+        }))?;
         match monoio::time::timeout(timeout, rx).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(_)) => Err(ControlError::Stopped),
             Err(_) => Err(ControlError::Timeout(timeout)),
         }
+    }
+
+    /// Runs `f` on the control plane without waiting for it, for work whose
+    /// result nobody needs (alerts). Fails at once when the queue is full.
+    pub fn spawn<F, Fut>(&self, f: F) -> Result<(), ControlError>
+    where
+        F: FnOnce(Arc<ControlCtx>) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.submit(Box::new(move |ctx| Box::pin(f(ctx))))
+    }
+
+    fn submit(&self, job: Job) -> Result<(), ControlError> {
+        self.jobs.try_send(job).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => ControlError::Busy,
+            mpsc::error::TrySendError::Closed(_) => ControlError::Stopped,
+        })
     }
 
     /// Hands a batch of spend rows to the writer without waiting. Returns the

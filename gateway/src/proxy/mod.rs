@@ -114,6 +114,7 @@ async fn serve<'w>(
     let price = spend::price_for(dep, &upstream_model);
     let prompt_estimate = spend::estimate_prompt_tokens(&req.body);
     let reservation = record::admit(
+        &worker.shared.alerts,
         &principal,
         &req,
         dep,
@@ -162,7 +163,7 @@ async fn serve<'w>(
     } else {
         0.0
     };
-    record::settle(reservation, cost, &principal);
+    record::settle(&worker.shared.alerts, reservation, cost, &principal);
     let row = attempt.finish(record::AttemptInfo {
         principal: &principal,
         master_token: worker.shared.auth.master_token(),

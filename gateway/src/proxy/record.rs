@@ -2,6 +2,7 @@
 //! after it, and one spend-log row per upstream attempt handed to the control
 //! plane without waiting.
 
+use crate::alerts::{Alerts, BudgetAlert, Event};
 use crate::auth::Principal;
 use crate::budget::Reservation;
 use crate::config::Deployment;
@@ -16,8 +17,10 @@ use chrono::{DateTime, Utc};
 const DEFAULT_MAX_OUTPUT: u64 = 4096;
 
 /// Reserves the request's worst-case cost against its key's, user's and
-/// team's budgets, all or none. Master-key requests have no budget.
+/// team's budgets, all or none. Master-key requests have no budget. The
+/// first refusal by a budget raises a budget-crossed alert.
 pub(super) fn admit(
+    alerts: &Alerts,
     principal: &Principal,
     req: &LlmRequest,
     dep: &Deployment,
@@ -35,8 +38,16 @@ pub(super) fn admit(
     if let Some(team) = &key.team {
         budgets.push(("team", team.budget.clone()));
     }
+    let refused = |scope: &'static str| {
+        if let Some((_, budget)) = budgets.iter().find(|(s, _)| *s == scope) {
+            if budget.first_refusal() {
+                alerts.raise(BudgetAlert::new(Event::BudgetCrossed, scope, budget, key));
+            }
+        }
+    };
     for (scope, budget) in &budgets {
         if budget.exhausted() {
+            refused(scope);
             return Err(GatewayError::BudgetExceeded {
                 scope: scope.to_string(),
                 spend: budget.spent_usd(),
@@ -58,29 +69,34 @@ pub(super) fn admit(
     let worst = spend::worst_case_cost(prompt_bound, max_output, price);
     Reservation::acquire(&budgets, worst)
         .map(Some)
-        .map_err(|r| GatewayError::BudgetExceeded {
-            scope: r.scope.to_string(),
-            spend: r.spend,
-            max: r.max,
-            reserve: Some(worst),
+        .map_err(|r| {
+            refused(r.scope);
+            GatewayError::BudgetExceeded {
+                scope: r.scope.to_string(),
+                spend: r.spend,
+                max: r.max,
+                reserve: Some(worst),
+            }
         })
 }
 
 /// Replaces the reservation by the real cost and raises soft-budget alerts.
-pub(super) fn settle(reservation: Option<Reservation>, cost: f64, principal: &Principal) {
-    let Some(reservation) = reservation else {
+pub(super) fn settle(
+    alerts: &Alerts,
+    reservation: Option<Reservation>,
+    cost: f64,
+    principal: &Principal,
+) {
+    let (Some(reservation), Some(key)) = (reservation, super::key_of(principal)) else {
         return;
     };
-    for (scope, spend) in reservation.settle(cost) {
-        let key = super::key_of(principal);
-        tracing::warn!(
-            target: "gateway::alerts",
+    for (scope, budget) in reservation.settle(cost) {
+        alerts.raise(BudgetAlert::new(
+            Event::SoftBudgetCrossed,
             scope,
-            spend,
-            key_alias = key.and_then(|k| k.record.key_alias.as_deref()).unwrap_or(""),
-            key_name = key.and_then(|k| k.record.key_name.as_deref()).unwrap_or(""),
-            "soft budget crossed"
-        );
+            &budget,
+            key,
+        ));
     }
 }
 
