@@ -7,7 +7,12 @@ use super::{
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
+
+/// Spend-log rows kept in memory; older ones are dropped (their spend stays
+/// in the key, user and team totals). Without a database this bounds memory
+/// on a long-running gateway.
+const MAX_SPEND_ROWS: usize = 100_000;
 use std::sync::Mutex;
 
 #[derive(Default)]
@@ -15,7 +20,9 @@ struct Tables {
     keys: HashMap<String, KeyRecord>,
     teams: HashMap<String, TeamRecord>,
     users: HashMap<String, UserRecord>,
-    spend_logs: Vec<SpendLogRow>,
+    /// The most recent rows, oldest first, at most [`MAX_SPEND_ROWS`].
+    spend_logs: VecDeque<SpendLogRow>,
+    /// Ids of the rows kept, so a replayed row is not counted twice.
     request_ids: HashSet<String>,
 }
 
@@ -184,7 +191,12 @@ impl Store for MemoryStore {
                 if !t.request_ids.insert(row.request_id.clone()) {
                     continue;
                 }
-                t.spend_logs.push(row.clone());
+                t.spend_logs.push_back(row.clone());
+                if t.spend_logs.len() > MAX_SPEND_ROWS {
+                    if let Some(old) = t.spend_logs.pop_front() {
+                        t.request_ids.remove(&old.request_id);
+                    }
+                }
                 if row.spend == 0.0 {
                     continue;
                 }
