@@ -163,7 +163,7 @@ pub struct Plan<'r> {
     /// Fallback lists still to try, innermost last.
     pending: Vec<Frame<'r>>,
     /// Groups entered (or skipped) so far.
-    visited: Vec<String>,
+    visited: Vec<Cow<'r, str>>,
     /// The first pick, found by `plan()`.
     first: Option<Pick<'r>>,
     /// Whether a group was skipped for want of rpm/tpm headroom.
@@ -238,7 +238,7 @@ impl Router {
             retries: 0,
             fallbacks: 0,
         };
-        let group = route.group.to_string();
+        let group = route.group.clone();
         plan.first = plan.enter(route, 0, true).or_else(|| plan.advance());
         if plan.first.is_some() {
             return Ok(plan);
@@ -246,12 +246,12 @@ impl Router {
         if plan.at_capacity {
             let ms_left = 60_000 - self.clock.now_ms() % 60_000;
             return Err(GatewayError::NoCapacity {
-                group,
+                group: group.into_owned(),
                 retry_after: ms_left.div_ceil(1000).to_string(),
             });
         }
         Err(GatewayError::NoEligibleDeployment {
-            group,
+            group: group.into_owned(),
             regions: plan.regions.map(Cow::into_owned).unwrap_or_default(),
         })
     }
@@ -310,12 +310,11 @@ impl<'r> Plan<'r> {
     /// what to try instead.
     fn enter(&mut self, route: Route<'r>, depth: u32, check_context: bool) -> Option<Pick<'r>> {
         let router = self.router;
-        let name = route.group.to_string();
-        self.visited.push(name.clone());
+        self.visited.push(route.group.clone());
         if check_context && self.too_small(&route) {
             if let Some(larger) = lookup(&router.settings.context_window_fallbacks, &route) {
                 self.pending.push(Frame {
-                    groups: Cow::Owned(vec![name]),
+                    groups: Cow::Owned(vec![route.group.to_string()]),
                     next: 0,
                     depth,
                     check_context: false,
@@ -378,7 +377,7 @@ impl<'r> Plan<'r> {
             if depth > 0 && self.fallbacks >= router.settings.max_fallbacks {
                 continue;
             }
-            if check_context && self.visited.contains(&name) {
+            if check_context && self.visited.iter().any(|v| *v == name) {
                 continue;
             }
             let Some(route) = router.registry.resolve(&name) else {
