@@ -161,6 +161,24 @@ pub enum GatewayError {
         /// What was wrong.
         reason: String,
     },
+    /// No deployment of the requested group or of its fallbacks is in a
+    /// region the caller may use; nothing was sent (fail closed).
+    #[error("No deployment of model group '{group}' nor of its fallbacks is in an allowed region (allowed_model_region: {regions:?}); the request was not sent")]
+    NoEligibleDeployment {
+        /// The requested model group.
+        group: String,
+        /// The allowed regions.
+        regions: Vec<String>,
+    },
+    /// Every eligible deployment (of the group and its fallbacks) is at its
+    /// own rpm/tpm limit this minute.
+    #[error("No deployments available for model group '{group}': every eligible deployment is at its rpm/tpm limit. Try again in {retry_after} seconds.")]
+    NoCapacity {
+        /// The requested model group.
+        group: String,
+        /// Seconds until the limits reset.
+        retry_after: String,
+    },
     /// Connection cap reached or shutting down.
     #[error("Service unavailable: {0}")]
     Unavailable(&'static str),
@@ -182,7 +200,9 @@ impl GatewayError {
             | MalformedJson(_)
             | MissingParam(_)
             | InvalidParam { .. }
-            | BadHttp(_) => 400,
+            | BadHttp(_)
+            | NoEligibleDeployment { .. } => 400,
+            NoCapacity { .. } => 429,
             RouteNotFound { .. } | ModelNotFound(_) => 404,
             BodyTooLarge { .. } => 413,
             HeadersTooLarge { .. } => 431,
@@ -212,6 +232,7 @@ impl GatewayError {
             Upstream { status, .. } => upstream_type(*status),
             UpstreamUnreachable { .. } | UpstreamProtocol { .. } => "api_connection_error",
             Unavailable(_) => "service_unavailable_error",
+            NoCapacity { .. } => "rate_limit_error",
             _ => "invalid_request_error",
         }
     }
@@ -230,6 +251,7 @@ impl GatewayError {
     pub fn retry_after(&self) -> Option<&str> {
         match self {
             GatewayError::Upstream { retry_after, .. } => retry_after.as_deref(),
+            GatewayError::NoCapacity { retry_after, .. } => Some(retry_after),
             GatewayError::Unavailable(_) => Some("1"),
             _ => None,
         }
@@ -277,6 +299,24 @@ mod tests {
             .as_str()
             .unwrap()
             .contains("model=gpt-9"));
+    }
+
+    #[test]
+    fn routing_refusals() {
+        let e = GatewayError::NoEligibleDeployment {
+            group: "gpt".into(),
+            regions: vec!["eu".into()],
+        };
+        assert_eq!((e.status(), e.error_type()), (400, "invalid_request_error"));
+        assert!(e.to_string().contains("'gpt'") && e.to_string().contains("[\"eu\"]"));
+        let e = GatewayError::NoCapacity {
+            group: "gpt".into(),
+            retry_after: "12".into(),
+        };
+        assert_eq!(
+            (e.status(), e.error_type(), e.retry_after()),
+            (429, "rate_limit_error", Some("12"))
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@ use crate::alerts::Alerts;
 use crate::auth::{Authenticator, KeyCache};
 use crate::config::{Config, ServerLimits};
 use crate::control::ControlPlane;
-use crate::router::ModelRegistry;
+use crate::router::Router;
 use crate::upstream::UpstreamClient;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,8 +14,8 @@ use tokio::sync::watch;
 
 /// Read-only state of the whole process.
 pub struct Shared {
-    /// Model groups and deployments.
-    pub registry: ModelRegistry,
+    /// Model groups, deployments and their live state.
+    pub router: Router,
     /// Credential checks.
     pub auth: Authenticator,
     /// HTTP server limits.
@@ -42,7 +42,7 @@ impl Shared {
         let (shutdown_tx, _) = watch::channel(false);
         Shared {
             auth: Authenticator::new(config.master_key.as_deref(), keys, control.clone()),
-            registry: ModelRegistry::new(config.deployments),
+            router: Router::new(config.deployments, config.router),
             limits: config.limits,
             alerts: Alerts::new(config.alerts, tls.clone(), control.clone()),
             tls,

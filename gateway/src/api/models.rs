@@ -19,7 +19,8 @@ pub async fn list(
     worker.shared.auth.authenticate(head).await?;
     let data: Vec<Value> = worker
         .shared
-        .registry
+        .router
+        .registry()
         .group_names()
         .iter()
         .map(|n| model_object(n))
@@ -39,7 +40,7 @@ pub async fn get(
     out: &mut Responder<'_>,
 ) -> Result<(), GatewayError> {
     worker.shared.auth.authenticate(head).await?;
-    if !worker.shared.registry.has_group(id) {
+    if !worker.shared.router.registry().has_group(id) {
         return Err(GatewayError::ModelNotFound(id.to_string()));
     }
     let body = serde_json::to_vec(&model_object(id)).expect("json");

@@ -61,8 +61,10 @@ pub struct Config {
     pub master_key: Option<String>,
     /// HTTP server limits.
     pub limits: ServerLimits,
-    /// `router_settings`, kept for the router.
+    /// `router_settings` as written.
     pub router_settings: Option<serde_yaml::Value>,
+    /// The router's settings, from `router_settings` and `litellm_settings`.
+    pub router: crate::router::RouterSettings,
     /// `litellm_settings`, kept for later features.
     pub litellm_settings: Option<serde_yaml::Value>,
     /// `DATABASE_URL` or `general_settings.database_url`.

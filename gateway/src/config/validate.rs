@@ -3,6 +3,7 @@
 use super::file::{ConfigFile, LitellmParams, ModelEntry};
 use super::{Config, ConfigError};
 use crate::providers::{self, ProviderKind};
+use crate::router::RouterSettings;
 use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::sync::Arc;
@@ -31,16 +32,18 @@ pub struct Deployment {
     pub api_key: Option<String>,
     /// Provider API version.
     pub api_version: Option<String>,
-    /// Timeout for a non-streamed response.
+    /// Timeout for a non-streamed response (`timeout`, else
+    /// `router_settings.timeout`).
     pub timeout: Duration,
-    /// Timeout between streamed bytes.
+    /// Timeout between streamed bytes (`stream_timeout`, else
+    /// `router_settings.stream_timeout`, else `timeout`).
     pub stream_timeout: Duration,
     /// Requests per minute the deployment accepts.
     pub rpm: Option<u64>,
     /// Tokens per minute the deployment accepts.
     pub tpm: Option<u64>,
-    /// Load-balancing weight.
-    pub weight: f64,
+    /// Simple-shuffle weight, when set.
+    pub weight: Option<f64>,
     /// Region, for region constraints.
     pub region: Option<String>,
     /// USD per prompt token.
@@ -144,13 +147,19 @@ pub(super) fn validate(
         entry,
         problem,
     };
+    let router = RouterSettings::from_config(
+        file.router_settings.as_ref(),
+        file.litellm_settings.as_ref(),
+    )
+    .map_err(|e| invalid(e.field, e.problem))?;
     let mut deployments = Vec::with_capacity(file.model_list.len());
     for (i, entry) in file.model_list.into_iter().enumerate() {
         let label = match &entry.model_name {
             Some(name) => format!("model_list[{i}] (model_name \"{name}\")"),
             None => format!("model_list[{i}]"),
         };
-        let dep = deployment(entry, &mut warnings, &label).map_err(|p| invalid(label, p))?;
+        let dep =
+            deployment(entry, &router, &mut warnings, &label).map_err(|p| invalid(label, p))?;
         deployments.push(dep);
     }
     let mut ids = std::collections::HashSet::new();
@@ -210,6 +219,7 @@ pub(super) fn validate(
         alerts,
         limits,
         router_settings: file.router_settings,
+        router,
         litellm_settings: file.litellm_settings,
         warnings,
     })
@@ -217,6 +227,7 @@ pub(super) fn validate(
 
 fn deployment(
     entry: ModelEntry,
+    router: &RouterSettings,
     warnings: &mut Vec<String>,
     label: &str,
 ) -> Result<Deployment, String> {
@@ -273,12 +284,17 @@ fn deployment(
             )),
         }
     };
-    let timeout = seconds(params.timeout, "timeout")?.unwrap_or(DEFAULT_TIMEOUT);
-    let stream_timeout = seconds(params.stream_timeout, "stream_timeout")?.unwrap_or(timeout);
+    let timeout = seconds(params.timeout, "timeout")?
+        .or(router.timeout)
+        .unwrap_or(DEFAULT_TIMEOUT);
+    let stream_timeout = seconds(params.stream_timeout, "stream_timeout")?
+        .or(router.stream_timeout)
+        .unwrap_or(timeout);
     let weight = match params.weight {
-        None => 1.0,
-        Some(w) if w.is_finite() && w >= 0.0 => w,
-        Some(w) => return Err(format!("litellm_params.weight must be >= 0 (got {w})")),
+        Some(w) if !(w.is_finite() && w >= 0.0) => {
+            return Err(format!("litellm_params.weight must be >= 0 (got {w})"))
+        }
+        w => w,
     };
     let id: Arc<str> = match &entry.model_info.id {
         Some(id) if !id.is_empty() => id.as_str().into(),
@@ -484,6 +500,22 @@ mod tests {
         );
         assert!(c.router_settings.is_some());
         assert_eq!(c.limits.header_timeout.as_millis(), 5);
+    }
+
+    #[test]
+    fn router_settings_are_validated_and_fill_deployment_timeouts() {
+        let c = parse("model_list:\n  - model_name: a\n    litellm_params: {model: mock/x}\n  - model_name: b\n    litellm_params: {model: mock/y, timeout: 3}\nrouter_settings: {timeout: 20, stream_timeout: 4, num_retries: 1}\nlitellm_settings: {num_retries: 9, default_fallbacks: [b]}\n").unwrap();
+        assert_eq!(
+            (c.router.num_retries, c.router.default_fallbacks.clone()),
+            (1, vec!["b".to_string()])
+        );
+        let (a, b) = (&c.deployments[0], &c.deployments[1]);
+        assert_eq!((a.timeout.as_secs(), a.stream_timeout.as_secs()), (20, 4));
+        assert_eq!((b.timeout.as_secs(), b.stream_timeout.as_secs()), (3, 4));
+        assert_eq!(
+            parse("router_settings: {cooldown_time: soon}\n").unwrap_err(),
+            "config.yaml: router_settings.cooldown_time: expected a number of seconds >= 0, got soon"
+        );
     }
 
     #[test]

@@ -23,6 +23,7 @@ use crate::error::GatewayError;
 use crate::http1::RequestHead;
 use crate::inbound::{Endpoint, LlmRequest};
 use crate::providers::{self, MockReply};
+use crate::router::PlanInput;
 use crate::server::Responder;
 use crate::spend;
 use crate::state::Worker;
@@ -101,18 +102,23 @@ async fn serve<'w>(
     let model = principal.resolve_alias(&req.model).to_string();
     principal.check_model(&model)?;
     // 4. route
-    let route = worker
-        .shared
-        .registry
-        .resolve(&model)
-        .ok_or_else(|| GatewayError::UnknownModel(req.model.clone()))?;
-    outcome.group = Some(route.group.to_string());
-    let dep = route.pick();
+    let prompt_estimate = spend::estimate_prompt_tokens(&req.body);
+    let input = PlanInput {
+        prompt_tokens: prompt_estimate,
+        stream: req.stream,
+        ..PlanInput::default()
+    };
+    let mut plan = match worker.shared.router.plan(&model, input) {
+        Err(GatewayError::UnknownModel(_)) => Err(GatewayError::UnknownModel(req.model.clone())),
+        other => other,
+    }?;
+    let pick = plan.next(None).expect("a plan starts with a pick");
+    outcome.group = Some(pick.group.to_string());
+    let dep: &Deployment = pick.deployment;
     outcome.deployment = Some(dep);
-    let upstream_model = route.upstream_model(dep);
+    let upstream_model = pick.upstream_model.clone();
     // 5. admit
     let price = spend::price_for(dep, &upstream_model);
-    let prompt_estimate = spend::estimate_prompt_tokens(&req.body);
     let reservation = record::admit(
         &worker.shared.alerts,
         &principal,
@@ -167,7 +173,7 @@ async fn serve<'w>(
     let row = attempt.finish(record::AttemptInfo {
         principal: &principal,
         master_token: worker.shared.auth.master_token(),
-        group: &route.group,
+        group: &pick.group,
         dep,
         upstream_model: &upstream_model,
         endpoint,

@@ -1,142 +1,227 @@
-//! Model groups and the choice of a deployment. The registry is an immutable
-//! snapshot built from config: lookups borrow, selection takes no lock.
+//! Model groups and the choice of deployments for a request: strategies,
+//! retries, fallbacks, cooldowns and regions.
+//!
+//! [`Router::plan`] turns a request into a [`Plan`], and the request loop
+//! asks the plan for one [`Pick`] after another, reporting each attempt with
+//! [`Router::on_start`] and [`Router::on_end`]:
+//!
+//! ```text
+//! let mut plan = router.plan(model, input)?;          // fails closed: region, rpm/tpm
+//! let mut last = None;
+//! while let Some(pick) = plan.next(last.as_ref()) {   // fallbacks wrap retries wrap the call
+//!     sleep(pick.delay);
+//!     router.on_start(&pick);
+//!     match call(&pick) {
+//!         Ok(usage) => { router.on_end(&pick, elapsed, Ok(tokens)); break }
+//!         Err(e) if a byte reached the client => { router.on_end(..); break }   // never retried
+//!         Err(e) => { let f = AttemptFailure::from_error(class, &e, &pick);
+//!                     router.on_end(&pick, elapsed, Err(&f)); last = Some(f) }
+//!     }
+//! }
+//! ```
+//!
+//! The [`ModelRegistry`] is an immutable snapshot; live state (stats,
+//! cooldowns) is atomics per deployment. Nothing on the request path locks.
+
+mod cooldown;
+mod plan;
+mod registry;
+mod retry;
+mod select;
+mod settings;
+mod stats;
+mod strategy;
+
+pub use plan::{AttemptFailure, Pick, Plan, PlanInput};
+pub use registry::{ModelRegistry, Route};
+pub use retry::PerClass;
+pub use settings::{Fallbacks, FieldError, RouterSettings};
+pub use stats::DeploymentStats;
+pub use strategy::Strategy;
 
 use crate::config::Deployment;
-use std::borrow::Cow;
-use std::collections::HashMap;
-use std::sync::Arc;
+use cooldown::Cooldowns;
+use stats::{minute_of, Clock, Stats};
+use std::time::Duration;
 
-/// Deployments indexed by the group name clients ask for.
-#[derive(Debug, Default)]
-pub struct ModelRegistry {
-    groups: HashMap<String, Vec<Arc<Deployment>>>,
-    /// Wildcard groups as (prefix before `*`, deployments), longest prefix first.
-    wildcards: Vec<(String, Vec<Arc<Deployment>>)>,
-    /// Exact group names in config order, for `/v1/models`.
-    names: Vec<String>,
-}
-
-/// A resolved model group.
+/// The model groups with their live state and the router settings.
 #[derive(Debug)]
-pub struct Route<'a> {
-    /// The group's name (`x-litellm-model-group`): the requested name for
-    /// wildcard groups.
-    pub group: Cow<'a, str>,
-    deployments: &'a [Arc<Deployment>],
-    /// For wildcard groups, the part of the requested name the `*` matched.
-    wildcard_match: Option<String>,
+pub struct Router {
+    registry: ModelRegistry,
+    settings: RouterSettings,
+    stats: Stats,
+    cooldowns: Cooldowns,
+    /// Price per token (input + output) of each slot, for cost-based
+    /// routing; infinite when unknown.
+    costs: Box<[f64]>,
+    /// Lower-case `region_name` of each slot.
+    regions: Box<[Option<String>]>,
+    clock: Clock,
 }
 
-impl ModelRegistry {
-    /// Indexes `deployments` by group.
-    pub fn new(deployments: Vec<Deployment>) -> Self {
-        let mut reg = ModelRegistry::default();
-        for d in deployments {
-            let d = Arc::new(d);
-            if let Some(prefix) = d.group.strip_suffix('*') {
-                match reg.wildcards.iter_mut().find(|(p, _)| p == prefix) {
-                    Some((_, list)) => list.push(d),
-                    None => reg.wildcards.push((prefix.to_string(), vec![d])),
+impl Router {
+    /// A router over `deployments` (slots in this order) with `settings`.
+    pub fn new(deployments: Vec<Deployment>, settings: RouterSettings) -> Router {
+        let registry = ModelRegistry::new(deployments);
+        let deps = registry.deployments();
+        let costs = deps
+            .iter()
+            .map(|d| {
+                let known = d.input_cost_per_token.is_some()
+                    || d.output_cost_per_token.is_some()
+                    || crate::spend::shipped(&d.upstream_model).is_some();
+                let p = crate::spend::price_for(d, &d.upstream_model);
+                if known {
+                    p.input_per_token + p.output_per_token
+                } else {
+                    f64::INFINITY
                 }
-            } else {
-                if !reg.groups.contains_key(&d.group) {
-                    reg.names.push(d.group.clone());
-                }
-                reg.groups.entry(d.group.clone()).or_default().push(d);
-            }
-        }
-        reg.wildcards
-            .sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
-        reg
-    }
-
-    /// Exact group names, in config order.
-    pub fn group_names(&self) -> &[String] {
-        &self.names
-    }
-
-    /// Whether `name` is an exact group.
-    pub fn has_group(&self, name: &str) -> bool {
-        self.groups.contains_key(name)
-    }
-
-    /// The group serving `model`: an exact name first, else the longest
-    /// matching wildcard.
-    pub fn resolve<'a>(&'a self, model: &str) -> Option<Route<'a>> {
-        if let Some((name, deployments)) = self.groups.get_key_value(model) {
-            return Some(Route {
-                group: Cow::Borrowed(name),
-                deployments,
-                wildcard_match: None,
-            });
-        }
-        self.wildcards.iter().find_map(|(prefix, deployments)| {
-            let rest = model.strip_prefix(prefix.as_str())?;
-            (!rest.is_empty()).then(|| Route {
-                group: Cow::Owned(model.to_string()),
-                deployments,
-                wildcard_match: Some(rest.to_string()),
             })
-        })
-    }
-}
-
-impl<'a> Route<'a> {
-    /// Picks a deployment, weighted by `weight` (simple shuffle).
-    pub fn pick(&self) -> &'a Arc<Deployment> {
-        let ds = self.deployments;
-        if ds.len() == 1 {
-            return &ds[0];
+            .collect();
+        let regions = deps
+            .iter()
+            .map(|d| d.region.as_deref().map(str::to_ascii_lowercase))
+            .collect();
+        Router {
+            stats: Stats::new(deps.len()),
+            cooldowns: Cooldowns::new(deps.len()),
+            costs,
+            regions,
+            registry,
+            settings,
+            clock: Clock::new(),
         }
-        let total: f64 = ds.iter().map(|d| d.weight).sum();
-        if total <= 0.0 {
-            return &ds[fastrand::usize(..ds.len())];
-        }
-        let mut x = fastrand::f64() * total;
-        for d in ds {
-            if x < d.weight {
-                return d;
-            }
-            x -= d.weight;
-        }
-        &ds[ds.len() - 1]
     }
 
-    /// The model name to send to `dep`'s provider.
-    pub fn upstream_model(&self, dep: &'a Deployment) -> Cow<'a, str> {
-        match (&self.wildcard_match, dep.upstream_model.strip_suffix('*')) {
-            (Some(rest), Some(prefix)) => Cow::Owned(format!("{prefix}{rest}")),
-            _ => Cow::Borrowed(&dep.upstream_model),
+    /// The model groups.
+    pub fn registry(&self) -> &ModelRegistry {
+        &self.registry
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &RouterSettings {
+        &self.settings
+    }
+
+    /// An attempt is about to be sent: counts it in flight and against the
+    /// deployment's `rpm`.
+    pub fn on_start(&self, pick: &Pick<'_>) {
+        let minute = minute_of(self.clock.now_ms());
+        self.stats.get(pick.slot).start(minute);
+    }
+
+    /// An attempt ended after `latency`: `Ok(tokens)` used, or the failure.
+    /// Updates load, latency and usage, and applies the cooldown rules. Call
+    /// it before asking the plan for the next pick, so the retry sees the
+    /// cooldown.
+    pub fn on_end(&self, pick: &Pick<'_>, latency: Duration, result: Result<u64, &AttemptFailure>) {
+        let now = self.clock.now_ms();
+        let minute = minute_of(now);
+        let stats = self.stats.get(pick.slot);
+        let failure = match result {
+            Ok(tokens) => return stats.succeed(minute, latency, tokens),
+            Err(f) => f,
+        };
+        let fault = cooldown::is_deployment_fault(failure.class, failure.status);
+        stats.fail(minute, latency, fault, failure.class == "timeout");
+        let health = stats.health_in(minute);
+        if cooldown::should_cool(
+            &self.settings,
+            failure.class,
+            failure.status,
+            pick.group_len,
+            health,
+        ) {
+            let time = cooldown::cooldown_time(&self.settings, failure.retry_after);
+            self.cooldowns.start(pick.slot, now, time);
+            stats.reset_health(minute);
+            tracing::info!(
+                deployment = %pick.deployment.id,
+                group = %pick.group,
+                class = failure.class,
+                status = failure.status,
+                seconds = time.as_secs_f64(),
+                "deployment cooling down"
+            );
         }
+    }
+
+    /// The live numbers of the deployment with this id.
+    pub fn stats(&self, deployment_id: &str) -> Option<&DeploymentStats> {
+        self.slot_of(deployment_id).map(|s| self.stats.get(s))
+    }
+
+    /// Whether the deployment with this id is cooling down now.
+    pub fn is_cooling(&self, deployment_id: &str) -> bool {
+        self.slot_of(deployment_id)
+            .is_some_and(|s| self.cooldowns.is_cooling(s, self.clock.now_ms()))
+    }
+
+    fn slot_of(&self, deployment_id: &str) -> Option<usize> {
+        self.registry
+            .deployments()
+            .iter()
+            .position(|d| &*d.id == deployment_id)
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::config::Config;
 
-    fn registry() -> ModelRegistry {
-        let cfg = Config::parse(
-            std::path::Path::new("c.yaml"),
-            "model_list:\n  - model_name: gpt\n    litellm_params: {model: mock/a, weight: 0}\n  - model_name: gpt\n    litellm_params: {model: mock/b, weight: 1}\n  - model_name: openai/*\n    litellm_params: {model: openai/*, api_base: 'http://h'}\n  - model_name: '*'\n    litellm_params: {model: mock/*}\n",
-            &|_| None,
-        )
-        .unwrap();
-        ModelRegistry::new(cfg.deployments)
+    /// A router from a `model_list` document and `router_settings` lines.
+    pub(crate) fn router(models: &str, router_settings: &str) -> Router {
+        let mut yaml = models.to_string();
+        if !router_settings.is_empty() {
+            yaml += "router_settings:\n";
+            for line in router_settings.lines() {
+                yaml += &format!("  {line}\n");
+            }
+        }
+        let cfg = Config::parse(std::path::Path::new("c.yaml"), &yaml, &|_| None).unwrap();
+        Router::new(cfg.deployments, cfg.router)
     }
 
     #[test]
-    fn exact_then_longest_wildcard() {
-        let reg = registry();
-        let r = reg.resolve("gpt").unwrap();
-        for _ in 0..50 {
-            assert_eq!(r.pick().upstream_model, "b", "weight 0 is never picked");
-        }
-        let w = reg.resolve("openai/gpt-4o").unwrap();
-        assert_eq!(w.upstream_model(w.pick()), "gpt-4o");
-        let any = reg.resolve("claude").unwrap();
-        assert_eq!(any.upstream_model(any.pick()), "claude");
-        assert_eq!(reg.group_names(), ["gpt"]);
+    fn on_end_cools_by_the_rules_and_counts_usage() {
+        let r = router(
+            "model_list:\n  - model_name: g\n    litellm_params: {model: mock/a}\n    model_info: {id: a}\n  - model_name: g\n    litellm_params: {model: mock/b}\n    model_info: {id: b}\n",
+            "",
+        );
+        let mut plan = r.plan("g", PlanInput::default()).unwrap();
+        let pick = plan.next(None).unwrap();
+        let id = pick.deployment.id.to_string();
+        r.on_start(&pick);
+        assert_eq!(r.stats(&id).unwrap().in_flight(), 1);
+        r.on_end(&pick, Duration::from_millis(20), Ok(42));
+        let s = r.stats(&id).unwrap();
+        assert_eq!(
+            (s.in_flight(), s.latency()),
+            (0, Some(Duration::from_millis(20)))
+        );
+        assert!(!r.is_cooling(&id));
+        r.on_start(&pick);
+        let bad = pick.failed("bad_request", 400, None);
+        r.on_end(&pick, Duration::from_millis(5), Err(&bad));
+        assert!(!r.is_cooling(&id), "a bad request is the client's");
+        r.on_start(&pick);
+        let limited = pick.failed("rate_limit", 429, None);
+        r.on_end(&pick, Duration::from_millis(5), Err(&limited));
+        assert!(r.is_cooling(&id), "429 in a group of two");
+        assert!(r.stats("nope").is_none() && !r.is_cooling("nope"));
+    }
+
+    #[test]
+    fn cost_and_region_tables() {
+        let r = router(
+            "model_list:\n  - model_name: g\n    litellm_params: {model: mock/gpt-4o, region_name: EU-West}\n  - model_name: g\n    litellm_params: {model: mock/local, input_cost_per_token: 0}\n  - model_name: g\n    litellm_params: {model: mock/unknown-thing}\n",
+            "",
+        );
+        assert!(r.costs[0] > 0.0 && r.costs[0].is_finite());
+        assert_eq!(r.costs[1], 0.0);
+        assert_eq!(r.costs[2], f64::INFINITY);
+        assert_eq!(r.regions[0].as_deref(), Some("eu-west"));
+        assert_eq!(r.settings().routing_strategy, Strategy::SimpleShuffle);
     }
 }
