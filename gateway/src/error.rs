@@ -130,6 +130,9 @@ pub enum GatewayError {
         message: String,
         /// The provider's error type, when it sent one.
         error_type: Option<String>,
+        /// The provider's error code (`context_length_exceeded`,
+        /// `content_policy_violation`...), which picks the fallback kind.
+        provider_code: Option<String>,
         /// The provider's `retry-after`, passed on.
         retry_after: Option<String>,
     },
@@ -325,6 +328,7 @@ mod tests {
             status: 429,
             message: "slow down".into(),
             error_type: None,
+            provider_code: None,
             retry_after: Some("7".into()),
         };
         assert_eq!(

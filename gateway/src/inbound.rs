@@ -135,6 +135,19 @@ impl LlmRequest {
         })
     }
 
+    /// The same request with another body whose `model` sits at the same
+    /// place (an addition after it, such as `stream_options`).
+    pub fn with_body(&self, body: Bytes) -> LlmRequest {
+        LlmRequest {
+            endpoint: self.endpoint,
+            body,
+            model_span: self.model_span.clone(),
+            model: self.model.clone(),
+            stream: self.stream,
+            max_tokens: self.max_tokens,
+        }
+    }
+
     /// The body with `model` replaced by `new_model`, as up to three slices that
     /// share the original buffer: nothing else is re-serialized.
     pub fn body_with_model(&self, new_model: &str) -> [Bytes; 3] {

@@ -52,6 +52,22 @@ impl Principal {
         }
     }
 
+    /// Regions the key (else its team) may be served from; `None`: any.
+    pub fn allowed_regions(&self) -> Option<Vec<String>> {
+        let Principal::Key(k) = self else { return None };
+        let region = k.record.allowed_model_region.as_deref().or_else(|| {
+            k.team
+                .as_ref()
+                .and_then(|t| t.record.allowed_model_region.as_deref())
+        })?;
+        let regions: Vec<String> = region
+            .split(',')
+            .map(|r| r.trim().to_string())
+            .filter(|r| !r.is_empty())
+            .collect();
+        (!regions.is_empty()).then_some(regions)
+    }
+
     /// Refuses a model the key, its team or its user may not use.
     pub fn check_model(&self, model: &str) -> Result<(), GatewayError> {
         match self {

@@ -64,6 +64,14 @@ pub(super) fn litellm_headers(status: u16, outcome: &Outcome<'_>) -> HeadBuilder
             h.header("x-litellm-model-api-base", &base.url);
         }
     }
+    if let Some(max) = outcome.max_fallbacks {
+        h.header_num("x-litellm-attempted-retries", u64::from(outcome.retries));
+        h.header_num(
+            "x-litellm-attempted-fallbacks",
+            u64::from(outcome.fallbacks),
+        );
+        h.header_num("x-litellm-max-fallbacks", u64::from(max));
+    }
     let total = outcome.received_at.elapsed();
     let overhead = total.saturating_sub(outcome.upstream_wait);
     h.header("x-litellm-response-duration-ms", &format_ms(total));

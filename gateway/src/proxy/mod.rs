@@ -23,7 +23,7 @@ use crate::error::GatewayError;
 use crate::http1::RequestHead;
 use crate::inbound::{Endpoint, LlmRequest};
 use crate::providers::{self, MockReply};
-use crate::router::PlanInput;
+use crate::router::{AttemptFailure, Pick, PlanInput};
 use crate::server::Responder;
 use crate::spend;
 use crate::state::Worker;
@@ -46,6 +46,12 @@ pub(crate) struct Outcome<'a> {
     deployment: Option<&'a Deployment>,
     upstream_wait: Duration,
     stream: bool,
+    /// Retries made so far (`x-litellm-attempted-retries`).
+    retries: u32,
+    /// Fallback groups tried so far (`x-litellm-attempted-fallbacks`).
+    fallbacks: u32,
+    /// `x-litellm-max-fallbacks`, once the plan exists.
+    max_fallbacks: Option<u32>,
 }
 
 /// Serves one OpenAI-style LLM request on `endpoint`.
@@ -64,6 +70,9 @@ pub async fn handle(
         deployment: None,
         upstream_wait: Duration::ZERO,
         stream: false,
+        retries: 0,
+        fallbacks: 0,
+        max_fallbacks: None,
     };
     let result = serve(worker, head, endpoint, body, out, &mut outcome).await;
     let mut error = None;
@@ -96,45 +105,117 @@ async fn serve<'w>(
     // 1. authenticate
     let principal = worker.shared.auth.authenticate(head).await?;
     // 2. read
-    let mut req = LlmRequest::parse(endpoint, body)?;
+    let req = LlmRequest::parse(endpoint, body)?;
     outcome.stream = req.stream;
     // 3. authorize
     let model = principal.resolve_alias(&req.model).to_string();
     principal.check_model(&model)?;
-    // 4. route
+    // 4. route: fallbacks wrap retries wrap the call
     let prompt_estimate = spend::estimate_prompt_tokens(&req.body);
     let input = PlanInput {
+        allowed_regions: principal.allowed_regions(),
         prompt_tokens: prompt_estimate,
         stream: req.stream,
         ..PlanInput::default()
     };
-    let mut plan = match worker.shared.router.plan(&model, input) {
+    let router = &worker.shared.router;
+    let mut plan = match router.plan(&model, input) {
         Err(GatewayError::UnknownModel(_)) => Err(GatewayError::UnknownModel(req.model.clone())),
         other => other,
     }?;
-    let pick = plan.next(None).expect("a plan starts with a pick");
-    outcome.group = Some(pick.group.to_string());
+    let with_usage = req
+        .stream
+        .then(|| spend::inject_include_usage(&req.body))
+        .flatten()
+        .map(Bytes::from);
+    let mut last: Option<AttemptFailure> = None;
+    let mut failure: Option<GatewayError> = None;
+    outcome.max_fallbacks = Some(plan.max_fallbacks());
+    while let Some(pick) = plan.next(last.as_ref()) {
+        if pick.fallback_depth > 0 && principal.check_model(&pick.group).is_err() {
+            // A fallback the key may not use is no fallback at all.
+            continue;
+        }
+        if !pick.delay.is_zero() {
+            monoio::time::sleep(pick.delay).await;
+        }
+        outcome.group = Some(pick.group.to_string());
+        outcome.deployment = Some(pick.deployment);
+        outcome.retries = plan.attempted_retries();
+        outcome.fallbacks = plan.attempted_fallbacks();
+        let started = Instant::now();
+        router.on_start(&pick);
+        let attempt = Attempt::start(&outcome.call_id, pick.attempt as i32);
+        let result = attempt_once(
+            worker,
+            &principal,
+            &req,
+            with_usage.as_ref(),
+            &pick,
+            prompt_estimate,
+            attempt,
+            out,
+            outcome,
+        )
+        .await;
+        match result {
+            Ok(tokens) => {
+                router.on_end(&pick, started.elapsed(), Ok(tokens));
+                return Ok(());
+            }
+            Err(err) => {
+                let failed = AttemptFailure::from_error(record::error_class(&err), &err, &pick);
+                router.on_end(&pick, started.elapsed(), Err(&failed));
+                // Never retried: a byte reached the client, or the budget said no.
+                if out.started() || matches!(err, GatewayError::BudgetExceeded { .. }) {
+                    return Err(err);
+                }
+                last = Some(failed);
+                failure = Some(err);
+            }
+        }
+    }
+    Err(failure.unwrap_or_else(|| GatewayError::UnknownModel(req.model.clone())))
+}
+
+/// Phases 5 to 8 for one pick of the plan: admit, translate, call and relay,
+/// settle and record. Returns the tokens used.
+#[allow(clippy::too_many_arguments)]
+async fn attempt_once<'w>(
+    worker: &'w Worker,
+    principal: &Principal,
+    req: &LlmRequest,
+    with_usage: Option<&Bytes>,
+    pick: &Pick<'w>,
+    prompt_estimate: u64,
+    mut attempt: Attempt,
+    out: &mut Responder<'_>,
+    outcome: &mut Outcome<'w>,
+) -> Result<u64, GatewayError> {
     let dep: &Deployment = pick.deployment;
-    outcome.deployment = Some(dep);
-    let upstream_model = pick.upstream_model.clone();
+    let upstream_model = &pick.upstream_model;
     // 5. admit
-    let price = spend::price_for(dep, &upstream_model);
+    let price = spend::price_for(dep, upstream_model);
     let reservation = record::admit(
         &worker.shared.alerts,
-        &principal,
-        &req,
+        principal,
+        req,
         dep,
-        &upstream_model,
+        upstream_model,
         price,
         prompt_estimate,
     )?;
     // 6 and 7. translate, call and relay
-    let mut attempt = Attempt::start(&outcome.call_id, 1);
     let mut tap = UsageTap::new(req.stream, prompt_estimate);
     let result = match providers::http_provider(dep.provider) {
         Some(provider) => {
-            let strip_usage = req.stream && ask_for_stream_usage(&mut req);
-            let upstream_req = provider.build_request(&req, &upstream_model, dep);
+            let strip_usage = with_usage.is_some();
+            let upstream_req = match with_usage {
+                Some(body) => {
+                    provider.build_request(&req.with_body(body.clone()), upstream_model, dep)
+                }
+                None => provider.build_request(req, upstream_model, dep),
+            };
             forward(
                 worker,
                 dep,
@@ -150,8 +231,8 @@ async fn serve<'w>(
         }
         None => {
             serve_mock(
-                &req,
-                &upstream_model,
+                req,
+                upstream_model,
                 dep,
                 out,
                 outcome,
@@ -161,7 +242,7 @@ async fn serve<'w>(
             .await
         }
     };
-    // 8. settle
+    // 8. settle and record
     let usage = tap.finish();
     let billable = result.is_ok() || out.started();
     let cost = if billable {
@@ -169,40 +250,29 @@ async fn serve<'w>(
     } else {
         0.0
     };
-    record::settle(&worker.shared.alerts, reservation, cost, &principal);
+    record::settle(&worker.shared.alerts, reservation, cost, principal);
     let row = attempt.finish(record::AttemptInfo {
-        principal: &principal,
+        principal,
         master_token: worker.shared.auth.master_token(),
         group: &pick.group,
         dep,
-        upstream_model: &upstream_model,
-        endpoint,
+        upstream_model,
+        endpoint: req.endpoint,
         usage: if billable {
             usage
         } else {
             spend::Usage::default()
         },
         cost,
-        status: out
-            .status()
-            .unwrap_or_else(|| result.as_ref().err().map_or(200, GatewayError::status)),
+        status: if result.is_ok() || out.started() {
+            out.status().unwrap_or(200)
+        } else {
+            result.as_ref().err().map_or(200, GatewayError::status)
+        },
         error: result.as_ref().err(),
     });
     record::submit(worker, row);
-    result
-}
-
-/// Asks an OpenAI-compatible upstream for the stream's usage when the client
-/// did not; returns whether the usage chunk must be kept from the client.
-fn ask_for_stream_usage(req: &mut LlmRequest) -> bool {
-    match spend::inject_include_usage(&req.body) {
-        Some(body) => {
-            // The splice lands at the closing brace, after `model`'s span.
-            req.body = Bytes::from(body);
-            true
-        }
-        None => false,
-    }
+    result.map(|()| usage.prompt_tokens + usage.completion_tokens)
 }
 
 /// Phase 7 for a provider reached over HTTP.
@@ -287,6 +357,7 @@ async fn serve_mock(
             status,
             message,
             error_type: None,
+            provider_code: None,
             retry_after: None,
         }),
         MockReply::Success {

@@ -206,6 +206,22 @@ pub(crate) fn error_class(err: &GatewayError) -> &'static str {
             "api_connection"
         }
         GatewayError::Unavailable(_) => "client_disconnected",
+        GatewayError::Upstream {
+            provider_code: Some(code),
+            ..
+        } if matches!(
+            code.as_str(),
+            "context_length_exceeded" | "string_above_max_length"
+        ) =>
+        {
+            "context_window"
+        }
+        GatewayError::Upstream {
+            provider_code: Some(code),
+            ..
+        } if matches!(code.as_str(), "content_policy_violation" | "content_filter") => {
+            "content_policy"
+        }
         _ => match err.status() {
             401 | 403 => "authentication",
             408 => "timeout",

@@ -206,10 +206,15 @@ pub(super) fn error_from_upstream(
         .and_then(|t| t.as_str())
         .filter(|t| !t.is_empty())
         .map(str::to_string);
+    let provider_code = error
+        .and_then(|e| e.get("code"))
+        .and_then(|c| c.as_str())
+        .map(str::to_string);
     GatewayError::Upstream {
         status,
         message,
         error_type,
+        provider_code,
         retry_after,
     }
 }

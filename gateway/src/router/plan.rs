@@ -1096,6 +1096,7 @@ mod tests {
             message: "slow down".into(),
             error_type: None,
             retry_after: Some("2.5".into()),
+            provider_code: None,
         };
         let f = AttemptFailure::from_error("rate_limit", &err, &pick);
         assert_eq!(
