@@ -1,0 +1,97 @@
+//! Relaying one streamed response: an OpenAI SSE stream of 200 events of
+//! about 200 bytes, chunk-decoded as it arrives from upstream and
+//! chunk-encoded again for the client.
+
+use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use gateway::http1::{encode_chunk, ChunkedDecoder, LAST_CHUNK};
+
+/// Events in the stream.
+const EVENTS: usize = 200;
+
+/// The SSE events of one chat-completion stream, as OpenAI sends them: a
+/// `data:` line with a `chat.completion.chunk` per token, then `[DONE]`.
+fn sse_events() -> Vec<Vec<u8>> {
+    let mut events: Vec<Vec<u8>> = (0..EVENTS - 1)
+        .map(|i| {
+            format!(
+                "data: {{\"id\":\"chatcmpl-AbCdEfGhIjKlMnOpQrStUvWxYz012\",\"object\":\"chat.completion.chunk\",\"created\":1731000000,\"model\":\"gpt-4o-2024-08-06\",\"system_fingerprint\":\"fp_45cf54deae\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\" tok{i:04}\"}},\"logprobs\":null,\"finish_reason\":null}}]}}\n\n"
+            )
+            .into_bytes()
+        })
+        .collect();
+    events.push(b"data: [DONE]\n\n".to_vec());
+    events
+}
+
+/// The upstream's wire bytes: one chunk per event (each arrives in its own
+/// read), then the last chunk.
+fn upstream_reads(events: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let mut reads: Vec<Vec<u8>> = events
+        .iter()
+        .map(|e| {
+            let mut wire = Vec::new();
+            encode_chunk(e, &mut wire);
+            wire
+        })
+        .collect();
+    reads.push(LAST_CHUNK.to_vec());
+    reads
+}
+
+fn sse_relay(c: &mut Criterion) {
+    let events = sse_events();
+    let reads = upstream_reads(&events);
+    let payload: usize = events.iter().map(Vec::len).sum();
+    let mut g = c.benchmark_group("sse_relay");
+    g.throughput(Throughput::Bytes(payload as u64));
+
+    g.bench_function(BenchmarkId::new("encode", EVENTS), |b| {
+        let mut out = Vec::with_capacity(64 * 1024);
+        b.iter(|| {
+            out.clear();
+            for e in &events {
+                encode_chunk(black_box(e), &mut out);
+            }
+            out.extend_from_slice(LAST_CHUNK);
+            black_box(out.len())
+        })
+    });
+
+    g.bench_function(BenchmarkId::new("decode", EVENTS), |b| {
+        let mut out = Vec::with_capacity(1024);
+        b.iter(|| {
+            let mut decoder = ChunkedDecoder::default();
+            let mut total = 0;
+            for read in &reads {
+                out.clear();
+                let used = decoder.decode(black_box(read), &mut out).unwrap();
+                debug_assert_eq!(used, read.len());
+                total += out.len();
+            }
+            assert!(decoder.is_done());
+            black_box(total)
+        })
+    });
+
+    g.bench_function(BenchmarkId::new("decode_then_encode", EVENTS), |b| {
+        let mut data = Vec::with_capacity(1024);
+        let mut out = Vec::with_capacity(1024);
+        b.iter(|| {
+            let mut decoder = ChunkedDecoder::default();
+            let mut sent = 0;
+            for read in &reads {
+                data.clear();
+                out.clear();
+                decoder.decode(black_box(read), &mut data).unwrap();
+                encode_chunk(&data, &mut out);
+                sent += out.len();
+            }
+            assert!(decoder.is_done());
+            black_box(sent)
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, sse_relay);
+criterion_main!(benches);
