@@ -1,8 +1,26 @@
 //! Load generation and mock upstreams for benchmarking the gateway.
 //!
-//! Subcommands live in their own modules; [`mock`] is the mock LLM provider.
+//! Subcommands live in their own modules; [`mock`] is the mock LLM provider,
+//! [`load`] the engine the measuring subcommands share.
 #![warn(missing_docs)]
 
+pub mod affinity;
 pub mod cli;
+pub mod client;
+pub mod fdlimit;
+pub mod fleet;
+pub mod gateway_proc;
+pub mod harness;
+pub mod latency;
+pub mod load;
+pub mod missing;
 pub mod mock;
+pub mod output;
+pub mod overhead;
+pub mod overshoot;
+pub mod procfs;
 pub mod rt;
+pub mod run;
+pub mod schedule;
+pub mod soak;
+pub mod units;

@@ -8,7 +8,12 @@ const USAGE: &str = "\
 Usage: loadgen <COMMAND> [OPTIONS]
 
 Commands:
-  mock    run a mock OpenAI/Anthropic-compatible LLM provider
+  mock       run a mock OpenAI/Anthropic-compatible LLM provider
+  run        send load to a URL and report latency percentiles
+  overhead   latency, max rate, CPU and memory the gateway adds over the mock
+  soak       thousands of long-lived streams through the gateway, sampled each second
+  overshoot  how far traffic overshoots per-key limits (needs limits in the gateway)
+  fleet      limits and spend across gateway replicas (needs shared state in the gateway)
 
 Run `loadgen <COMMAND> --help` for the options of a command.
 ";
@@ -17,6 +22,11 @@ fn main() -> ExitCode {
     let mut args = Args::new(std::env::args().skip(1));
     let result = match args.next_word().as_deref() {
         Some("mock") => loadgen::mock::main(&mut args),
+        Some("run") => loadgen::run::main(&mut args),
+        Some("overhead") => loadgen::overhead::main(&mut args),
+        Some("soak") => loadgen::soak::main(&mut args),
+        Some("overshoot") => loadgen::overshoot::main(&mut args),
+        Some("fleet") => loadgen::fleet::main(&mut args),
         Some("-h" | "--help" | "help") => {
             print!("{USAGE}");
             Ok(())

@@ -1,0 +1,104 @@
+//! The measuring set-up shared by `overhead` and `soak`: the load side
+//! (this process: load generator and in-process mock) and the gateway child
+//! process, pinned to separate CPUs when there are enough.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use crate::affinity::{self, CpuSet, Split};
+use crate::client::Target;
+use crate::gateway_proc::{GatewayProcess, GatewaySpec};
+use crate::mock::{self, MockConfig, MockServer};
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct HarnessSpec {
+    /// The gateway binary.
+    pub gateway_bin: PathBuf,
+    /// Gateway worker threads (and CPUs, when pinned).
+    pub gateway_workers: usize,
+    /// Pin the gateway and the load side to separate CPUs.
+    pub pin: bool,
+    /// Mock behaviour (host, port and workers are chosen here).
+    pub mock: MockConfig,
+}
+
+/// A running mock and gateway.
+pub struct Harness {
+    /// The in-process mock provider.
+    pub mock: MockServer,
+    /// The gateway under test.
+    pub gateway: GatewayProcess,
+    /// The CPU split, when pinned.
+    pub cpus: Option<Split>,
+}
+
+impl Harness {
+    /// Pins this process (if asked and possible), starts the mock with one
+    /// worker per load-side CPU, then the gateway.
+    pub fn start(spec: &HarnessSpec) -> Result<Harness, String> {
+        let cpus = spec
+            .pin
+            .then(|| affinity::split(affinity::available_cpus(), spec.gateway_workers))
+            .flatten();
+        if let Some(split) = &cpus {
+            CpuSet::of(split.load.iter().copied())
+                .apply_to_current_thread()
+                .map_err(|e| format!("cannot pin the load side: {e}"))?;
+        }
+        let mock = mock::start(MockConfig {
+            host: "127.0.0.1".into(),
+            port: 0,
+            workers: cpus.as_ref().map_or(1, |s| s.load.len()),
+            ..spec.mock.clone()
+        })
+        .map_err(|e| format!("cannot start the mock: {e}"))?;
+        let gateway = GatewayProcess::start(&GatewaySpec {
+            bin: spec.gateway_bin.clone(),
+            workers: spec.gateway_workers,
+            upstream: mock.addr(),
+            cpus: cpus.as_ref().map(|s| CpuSet::of(s.gateway.iter().copied())),
+        })?;
+        Ok(Harness {
+            mock,
+            gateway,
+            cpus,
+        })
+    }
+
+    /// Chat completions straight at the mock.
+    pub fn direct(&self) -> Target {
+        local_target(self.mock.addr())
+    }
+
+    /// Chat completions through the gateway.
+    pub fn through_gateway(&self) -> Target {
+        local_target(self.gateway.addr())
+    }
+
+    /// One line saying where everything runs.
+    pub fn placement(&self) -> String {
+        match &self.cpus {
+            Some(s) => format!(
+                "gateway pinned to CPU {:?}, load generator + mock to CPU {:?}",
+                s.gateway, s.load
+            ),
+            None => "not pinned: gateway, load generator and mock share all CPUs".to_string(),
+        }
+    }
+
+    /// Number of CPUs the load side runs on.
+    pub fn load_cpus(&self) -> usize {
+        self.cpus
+            .as_ref()
+            .map_or_else(affinity::available_cpus, |s| s.load.len())
+    }
+}
+
+fn local_target(addr: SocketAddr) -> Target {
+    Target {
+        addr,
+        host: addr.to_string(),
+        path: crate::client::target::DEFAULT_PATH.to_string(),
+    }
+}

@@ -1,0 +1,173 @@
+//! A run's results as a JSON-ready summary and as a human table.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::LoadResult;
+use crate::latency::{fmt_us, Summary};
+
+/// The reported figures of one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadSummary {
+    /// Requests sent (or attempted).
+    pub sent: u64,
+    /// Complete responses, any status.
+    pub completed: u64,
+    /// Complete 2xx responses.
+    pub ok: u64,
+    /// Requests without a complete response.
+    pub failed: u64,
+    /// Open loop: requests no connection was free for when they were due.
+    pub late_sends: u64,
+    /// Seconds from the start to the last finished request.
+    pub elapsed_s: f64,
+    /// Complete responses per second.
+    pub achieved_rps: f64,
+    /// Complete responses by status code.
+    pub status: BTreeMap<String, u64>,
+    /// Failures by cause.
+    pub failures: BTreeMap<&'static str, u64>,
+    /// Time to the last byte of each complete response.
+    pub latency: Summary,
+    /// Streams: time to the first body byte.
+    pub first_byte: Option<Summary>,
+}
+
+impl LoadSummary {
+    /// Summarizes `r`; `stream` adds the first-byte percentiles.
+    pub fn new(r: &LoadResult, stream: bool) -> LoadSummary {
+        LoadSummary {
+            sent: r.sent,
+            completed: r.completed(),
+            ok: r.ok(),
+            failed: r.failed(),
+            late_sends: r.late,
+            elapsed_s: r.elapsed.as_secs_f64(),
+            achieved_rps: r.achieved_rps(),
+            status: r
+                .statuses
+                .iter()
+                .map(|(s, n)| (s.to_string(), *n))
+                .collect(),
+            failures: r.failures.iter().map(|(f, n)| (f.label(), *n)).collect(),
+            latency: r.latency.summary(),
+            first_byte: stream.then(|| r.first_byte.summary()),
+        }
+    }
+
+    /// The human table: counts, statuses, failures and latency percentiles
+    /// measured from `basis` (e.g. "intended send").
+    pub fn table(&self, basis: &str) -> String {
+        let mut t = String::new();
+        let _ = writeln!(
+            t,
+            "requests  sent {}  completed {}  2xx {}  failed {}  achieved {:.1} req/s over {:.2}s",
+            self.sent, self.completed, self.ok, self.failed, self.achieved_rps, self.elapsed_s
+        );
+        let statuses: Vec<String> = self
+            .status
+            .iter()
+            .map(|(s, n)| format!("{s}: {n}"))
+            .collect();
+        let _ = writeln!(t, "status    {}", or_none(&statuses));
+        let failures: Vec<String> = self
+            .failures
+            .iter()
+            .map(|(f, n)| format!("{f}: {n}"))
+            .collect();
+        let _ = writeln!(t, "failures  {}", or_none(&failures));
+        if self.late_sends > 0 {
+            let _ = writeln!(
+                t,
+                "late      {} sends fell behind schedule (latency charged from their due time)",
+                self.late_sends
+            );
+        }
+        let _ = writeln!(t, "latency from {basis}:");
+        t.push_str(&latency_header());
+        if let Some(fb) = &self.first_byte {
+            t.push_str(&latency_row("first byte", fb));
+            t.push_str(&latency_row("last byte", &self.latency));
+        } else {
+            t.push_str(&latency_row("response", &self.latency));
+        }
+        t
+    }
+}
+
+fn or_none(items: &[String]) -> String {
+    if items.is_empty() {
+        "none".to_string()
+    } else {
+        items.join("  ")
+    }
+}
+
+/// Column headings matching [`latency_row`].
+pub fn latency_header() -> String {
+    let mut line = format!("  {:<14}", "");
+    for (name, _) in Summary::default().columns() {
+        let _ = write!(line, "{name:>10}");
+    }
+    line.push('\n');
+    line
+}
+
+/// One labelled row of percentiles.
+pub fn latency_row(label: &str, s: &Summary) -> String {
+    signed_row(label, s.columns().map(|(_, v)| v as i64))
+}
+
+/// One labelled row of signed microsecond values (e.g. differences).
+pub fn signed_row(label: &str, values: [i64; 5]) -> String {
+    let mut line = format!("  {label:<14}");
+    for v in values {
+        let _ = write!(line, "{:>10}", fmt_us(v));
+    }
+    line.push('\n');
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::{Failure, Response};
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn table_shows_counts_and_rows() {
+        let mut r = LoadResult {
+            sent: 2,
+            elapsed: Duration::from_secs(1),
+            ..LoadResult::default()
+        };
+        let t0 = Instant::now();
+        let resp = Response {
+            status: 200,
+            first_byte: Some(t0 + Duration::from_micros(300)),
+            keep_alive: true,
+        };
+        r.record(&Ok(resp), t0, t0 + Duration::from_millis(2), true);
+        r.record(&Err(Failure::Closed), t0, t0, true);
+        let s = LoadSummary::new(&r, true);
+        let table = s.table("actual send");
+        assert!(
+            table.contains("sent 2  completed 1  2xx 1  failed 1"),
+            "{table}"
+        );
+        assert!(
+            table.contains("200: 1") && table.contains("closed: 1"),
+            "{table}"
+        );
+        assert!(
+            table.contains("first byte") && table.contains("300µs"),
+            "{table}"
+        );
+        assert!(table.contains("2.00ms"), "{table}");
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["status"]["200"], 1);
+        assert_eq!(json["first_byte"]["p50_us"], 300);
+    }
+}

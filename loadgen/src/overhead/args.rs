@@ -1,0 +1,232 @@
+//! `loadgen overhead` flags.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::cli::Args;
+use crate::client::request::FLAGS_USAGE;
+use crate::client::RequestSpec;
+use crate::gateway_proc;
+use crate::missing::{self, Feature};
+use crate::units::HumanDuration;
+
+/// Usage text of `loadgen overhead`.
+pub fn usage() -> String {
+    format!(
+        "\
+Usage: loadgen overhead [OPTIONS]
+
+Starts the mock provider (in-process) and the gateway (child process,
+routing gpt-4o to the mock), then sends the same open-loop load directly to
+the mock and through the gateway, alternating in rounds, and reports the
+latency the gateway adds, the highest rate each sustains within a p99
+bound, the gateway's CPU time per request and its idle and peak RSS.
+
+Options:
+  --gateway-bin PATH        gateway binary [default: target/release/gateway]
+  --gateway-workers N       gateway --workers; the gateway is pinned to that many
+                            CPUs and the load side to the rest [default: 1]
+  --variant NAME            master-key or virtual-key (one key from /key/generate);
+                            redis-limits and spend-logging need features the gateway
+                            does not have yet [default: master-key]
+  --rate R                  requests/s of the measured rounds [default: 1000]
+  --duration D              length of each round, per target [default: 10s]
+  --rounds N                direct/gateway rounds [default: 3]
+  --connections N           client connections [default: 64]
+  --p99-bound D             max-rate search: the p99 a rate must stay under [default: 5ms]
+  --search-duration D       max-rate search: length of each probe [default: 2s]
+  --no-search               skip the max-rate search
+  --no-pin                  do not pin the gateway and the load side to separate CPUs
+{FLAGS_USAGE}  --json FILE               also write the report as JSON
+  -h, --help                print this help
+"
+    )
+}
+
+/// The configuration variant under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    /// Authentication by the master key.
+    MasterKey,
+    /// Authentication by a virtual key created through `/key/generate`.
+    VirtualKey,
+}
+
+impl Variant {
+    /// The variant named `name`, or why it cannot run.
+    pub fn parse(name: &str) -> Result<Variant, String> {
+        let needs = match name {
+            "master-key" => return Ok(Variant::MasterKey),
+            "virtual-key" => return Ok(Variant::VirtualKey),
+            "redis-limits" => Feature::RedisLimits,
+            "spend-logging" => Feature::SpendLogging,
+            other => {
+                return Err(format!(
+                "unknown variant {other:?} (master-key, virtual-key, redis-limits, spend-logging)"
+            ))
+            }
+        };
+        missing::require(&format!("variant {name}"), needs)?;
+        Err(format!("variant {name} is not implemented yet"))
+    }
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::MasterKey => "master-key",
+            Variant::VirtualKey => "virtual-key",
+        }
+    }
+}
+
+/// Settings of one `loadgen overhead` session.
+#[derive(Debug, Clone)]
+pub struct OverheadArgs {
+    /// The gateway binary.
+    pub gateway_bin: PathBuf,
+    /// Gateway worker threads.
+    pub gateway_workers: usize,
+    /// Configuration variant.
+    pub variant: Variant,
+    /// Rate of the measured rounds.
+    pub rate: f64,
+    /// Length of each round per target.
+    pub duration: Duration,
+    /// Number of rounds.
+    pub rounds: usize,
+    /// Client connections.
+    pub connections: usize,
+    /// The p99 a rate must stay under in the max-rate search.
+    pub p99_bound: Duration,
+    /// Length of each search probe; `None` skips the search.
+    pub search_duration: Option<Duration>,
+    /// Pin gateway and load side to separate CPUs.
+    pub pin: bool,
+    /// Request shape (the model is always the generated config's; the key
+    /// is set by the variant once the gateway runs).
+    pub spec: RequestSpec,
+    /// Where to write the JSON report.
+    pub json: Option<PathBuf>,
+}
+
+/// What the command line asked for.
+#[derive(Debug)]
+pub enum Parsed {
+    /// Measure with these settings.
+    Run(Box<OverheadArgs>),
+    /// Print the usage text.
+    Help,
+}
+
+/// Parses `loadgen overhead` flags. An unsupported variant is an error
+/// naming the feature it needs.
+pub fn parse(args: &mut Args) -> Result<Parsed, String> {
+    let mut o = OverheadArgs {
+        gateway_bin: gateway_proc::default_bin(),
+        gateway_workers: 1,
+        variant: Variant::MasterKey,
+        rate: 1000.0,
+        duration: Duration::from_secs(10),
+        rounds: 3,
+        connections: 64,
+        p99_bound: Duration::from_millis(5),
+        search_duration: Some(Duration::from_secs(2)),
+        pin: true,
+        spec: RequestSpec::default(),
+        json: None,
+    };
+    let mut search = true;
+    while let Some(flag) = args.next_flag()? {
+        if flag == "model" {
+            return Err(format!(
+                "--model: overhead always asks for {}, the group its generated config serves",
+                gateway_proc::MODEL
+            ));
+        }
+        if o.spec.parse_flag(&flag, args)? {
+            continue;
+        }
+        match flag.as_str() {
+            "gateway-bin" => o.gateway_bin = args.value(&flag)?,
+            "gateway-workers" => o.gateway_workers = args.value(&flag)?,
+            "variant" => o.variant = Variant::parse(&args.value::<String>(&flag)?)?,
+            "rate" => o.rate = args.value(&flag)?,
+            "duration" => o.duration = args.value::<HumanDuration>(&flag)?.0,
+            "rounds" => o.rounds = args.value(&flag)?,
+            "connections" => o.connections = args.value(&flag)?,
+            "p99-bound" => o.p99_bound = args.value::<HumanDuration>(&flag)?.0,
+            "search-duration" => o.search_duration = Some(args.value::<HumanDuration>(&flag)?.0),
+            "no-search" => search = false,
+            "no-pin" => o.pin = false,
+            "json" => o.json = Some(args.value(&flag)?),
+            "help" => return Ok(Parsed::Help),
+            other => return Err(format!("unknown option --{other}\n\n{}", usage())),
+        }
+    }
+    if !search {
+        o.search_duration = None;
+    }
+    if o.rounds == 0 || o.gateway_workers == 0 || o.connections == 0 {
+        return Err("--rounds, --gateway-workers and --connections must be at least 1".into());
+    }
+    if !(o.rate > 0.0 && o.rate.is_finite()) {
+        return Err("--rate must be a positive number".into());
+    }
+    o.spec.models = vec![gateway_proc::MODEL.to_string()];
+    Ok(Parsed::Run(Box::new(o)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_str(s: &str) -> Result<Parsed, String> {
+        parse(&mut Args::new(s.split_whitespace().map(String::from)))
+    }
+
+    #[test]
+    fn parses_settings() {
+        let Parsed::Run(o) = parse_str(
+            "--gateway-bin /x/gw --gateway-workers 2 --rate 200 --duration 3s --rounds 2 \
+             --p99-bound 10ms --no-search --no-pin --body-size 64k --stream",
+        )
+        .unwrap() else {
+            panic!("help")
+        };
+        assert_eq!(o.gateway_bin, PathBuf::from("/x/gw"));
+        assert_eq!((o.gateway_workers, o.rate, o.rounds), (2, 200.0, 2));
+        assert_eq!(o.duration, Duration::from_secs(3));
+        assert_eq!(o.p99_bound, Duration::from_millis(10));
+        assert_eq!((o.search_duration, o.pin), (None, false));
+        assert_eq!((o.spec.body_size, o.spec.stream), (65536, true));
+        assert_eq!(o.spec.models, [gateway_proc::MODEL]);
+    }
+
+    #[test]
+    fn unsupported_variants_name_the_missing_feature() {
+        for (variant, feature) in [
+            ("redis-limits", "Redis"),
+            ("spend-logging", "spend logging"),
+        ] {
+            let err = parse_str(&format!("--variant {variant}")).unwrap_err();
+            assert!(
+                err.starts_with(&format!("variant {variant} needs")),
+                "{err}"
+            );
+            assert!(
+                err.contains(feature) && err.ends_with("which the gateway does not have yet"),
+                "{err}"
+            );
+        }
+        assert!(parse_str("--variant nope")
+            .unwrap_err()
+            .contains("unknown variant"));
+        let Parsed::Run(o) = parse_str("--variant virtual-key").unwrap() else {
+            panic!("help")
+        };
+        assert_eq!(o.variant, Variant::VirtualKey);
+        assert!(parse_str("--model x")
+            .unwrap_err()
+            .contains("always asks for"));
+    }
+}

@@ -1,0 +1,264 @@
+//! `loadgen overhead`: what the gateway costs on top of the provider. The
+//! same open-loop load goes straight to the mock and through the gateway,
+//! alternating in rounds within one session so drift affects both alike.
+
+pub mod args;
+pub mod report;
+pub mod search;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::cli::Args;
+use crate::client::{RequestSpec, Target};
+use crate::fdlimit;
+use crate::gateway_proc;
+use crate::harness::{Harness, HarnessSpec};
+use crate::load::{self, LoadConfig, LoadResult, LoadSummary, Mode};
+use crate::mock::MockConfig;
+use crate::output::write_json;
+use crate::procfs;
+use crate::schedule::Schedule;
+use args::{OverheadArgs, Variant};
+use report::{Added, MaxRate, OverheadReport, Probe, Round, Search};
+use search::StepSearch;
+
+/// Length of the discarded warm-up run per target.
+const WARM_UP: Duration = Duration::from_secs(1);
+/// Probes per target in the max-rate search.
+const SEARCH_STEPS: usize = 12;
+/// Highest rate the search tries.
+const SEARCH_CEILING: f64 = 1_000_000.0;
+/// Per-request timeout of every run.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Entry point of `loadgen overhead`.
+pub fn main(args: &mut Args) -> Result<(), String> {
+    let o = match args::parse(args)? {
+        args::Parsed::Run(o) => o,
+        args::Parsed::Help => {
+            print!("{}", args::usage());
+            return Ok(());
+        }
+    };
+    // Client sockets, the mock's side of them, and the gateway's two sides.
+    fdlimit::raise_to(o.connections as u64 * 4 + 1024)?;
+    let harness = Harness::start(&HarnessSpec {
+        gateway_bin: o.gateway_bin.clone(),
+        gateway_workers: o.gateway_workers,
+        pin: o.pin,
+        mock: MockConfig::default(),
+    })?;
+    let key = match o.variant {
+        Variant::MasterKey => gateway_proc::MASTER_KEY.to_string(),
+        Variant::VirtualKey => harness.gateway.generate_key()?,
+    };
+    let report = Session::new(&o, &harness, key).measure()?;
+    print!("{}", report.table());
+    if let Some(path) = &o.json {
+        write_json(path, &report)?;
+    }
+    Ok(())
+}
+
+/// One measuring session against a running harness.
+struct Session<'a> {
+    o: &'a OverheadArgs,
+    harness: &'a Harness,
+    direct: Target,
+    gateway: Target,
+    /// Requests to send: the settings' shape with the variant's key. The
+    /// same bytes go to both targets (the mock ignores the key).
+    spec: RequestSpec,
+    /// 2xx responses over every run, to check against the mock's count.
+    ok_total: u64,
+}
+
+impl<'a> Session<'a> {
+    fn new(o: &'a OverheadArgs, harness: &'a Harness, key: String) -> Self {
+        Session {
+            spec: RequestSpec {
+                keys: vec![key],
+                ..o.spec.clone()
+            },
+            o,
+            harness,
+            direct: harness.direct(),
+            gateway: harness.through_gateway(),
+            ok_total: 0,
+        }
+    }
+
+    fn measure(mut self) -> Result<OverheadReport, String> {
+        let o = self.o;
+        let pid = self.harness.gateway.pid();
+        let idle = procfs::memory(pid)?;
+        for target in [self.direct.clone(), self.gateway.clone()] {
+            self.run(&target, o.rate, WARM_UP)?;
+        }
+        let (mut direct, mut gateway) = (LoadResult::default(), LoadResult::default());
+        let mut per_round = Vec::with_capacity(o.rounds);
+        let mut cpu = Duration::ZERO;
+        for round in 1..=o.rounds {
+            let d = self.run(&self.direct.clone(), o.rate, o.duration)?;
+            let before = procfs::cpu_time(pid)?;
+            let g = self.run(&self.gateway.clone(), o.rate, o.duration)?;
+            cpu += procfs::cpu_time(pid)?.saturating_sub(before);
+            per_round.push(Round {
+                round,
+                direct_p50_us: d.latency.summary().p50_us,
+                direct_p99_us: d.latency.summary().p99_us,
+                gateway_p50_us: g.latency.summary().p50_us,
+                gateway_p99_us: g.latency.summary().p99_us,
+            });
+            direct.merge(&d);
+            gateway.merge(&g);
+        }
+        let peak = procfs::memory(pid)?.peak_kib;
+        let max_rate = match o.search_duration {
+            Some(probe) => Some(self.max_rate(probe)?),
+            None => None,
+        };
+        let stream = o.spec.stream;
+        let (ds, gs) = (
+            LoadSummary::new(&direct, stream),
+            LoadSummary::new(&gateway, stream),
+        );
+        let gateway_requests = gateway.completed();
+        Ok(OverheadReport {
+            variant: o.variant.name(),
+            gateway_bin: o.gateway_bin.display().to_string(),
+            gateway_workers: o.gateway_workers,
+            cpus: self.harness.cpus.clone(),
+            placement: self.harness.placement(),
+            rate: o.rate,
+            round_s: o.duration.as_secs_f64(),
+            rounds: o.rounds,
+            connections: o.connections,
+            body_bytes: o.spec.body_size,
+            stream,
+            added: Added::between(&ds.latency, &gs.latency),
+            added_first_byte: match (&ds.first_byte, &gs.first_byte) {
+                (Some(d), Some(g)) => Some(Added::between(d, g)),
+                _ => None,
+            },
+            direct: ds,
+            gateway: gs,
+            per_round,
+            gateway_cpu_us_per_request: cpu.as_secs_f64() * 1e6 / gateway_requests.max(1) as f64,
+            gateway_cpu_s: cpu.as_secs_f64(),
+            gateway_requests,
+            idle_rss_kib: idle.rss_kib,
+            peak_rss_kib: peak,
+            max_rate,
+            mock_served: self.harness.mock.stats().total.requests,
+            loadgen_2xx: self.ok_total,
+        })
+    }
+
+    /// One open-loop run of `duration` at `rate` against `target`.
+    fn run(
+        &mut self,
+        target: &Target,
+        rate: f64,
+        duration: Duration,
+    ) -> Result<LoadResult, String> {
+        let config = LoadConfig {
+            target: target.clone(),
+            spec: self.spec.clone(),
+            mode: Mode::Open { rate },
+            connections: self.o.connections,
+            workers: 1,
+            duration: Some(duration),
+            requests: None,
+            timeout: REQUEST_TIMEOUT,
+            ramp: Duration::ZERO,
+        };
+        let result = load::run(&config, &Arc::default())?;
+        self.ok_total += result.ok();
+        Ok(result)
+    }
+
+    fn max_rate(&mut self, probe: Duration) -> Result<MaxRate, String> {
+        let direct = self.search(&self.direct.clone(), probe, false)?;
+        let gateway = self.search(&self.gateway.clone(), probe, true)?;
+        Ok(MaxRate {
+            p99_bound_us: self.o.p99_bound.as_micros() as u64,
+            probe_s: probe.as_secs_f64(),
+            ratio: if direct.max_rate > 0.0 {
+                gateway.max_rate / direct.max_rate
+            } else {
+                0.0
+            },
+            direct,
+            gateway,
+        })
+    }
+
+    /// The step search for `target`'s highest sustained rate. A rate that
+    /// fails is probed once more before it counts as failed: noise from
+    /// other work on the machine only ever makes a probe worse.
+    fn search(
+        &mut self,
+        target: &Target,
+        probe: Duration,
+        is_gateway: bool,
+    ) -> Result<Search, String> {
+        let mut steps = StepSearch::new(self.o.rate, SEARCH_STEPS, SEARCH_CEILING);
+        let mut probes = Vec::new();
+        while let Some(rate) = steps.next_rate() {
+            let mut p = self.probe(target, rate, probe, is_gateway)?;
+            if !p.held {
+                probes.push(p);
+                p = self.probe(target, rate, probe, is_gateway)?;
+            }
+            steps.observe(p.held);
+            probes.push(p);
+        }
+        Ok(Search::new(steps.best(), probes))
+    }
+
+    /// One open-loop probe at `rate`: whether it held, and the CPU both
+    /// sides used meanwhile.
+    fn probe(
+        &mut self,
+        target: &Target,
+        rate: f64,
+        probe: Duration,
+        is_gateway: bool,
+    ) -> Result<Probe, String> {
+        let me = std::process::id();
+        let gateway_pid = self.harness.gateway.pid();
+        let (load0, gw0, t0) = (
+            procfs::cpu_time(me)?,
+            procfs::cpu_time(gateway_pid)?,
+            Instant::now(),
+        );
+        let r = self.run(target, rate, probe)?;
+        let wall = t0.elapsed().as_secs_f64();
+        let pct = |used: Duration, cpus: usize| 100.0 * used.as_secs_f64() / wall / cpus as f64;
+        let load_cpu_pct = pct(
+            procfs::cpu_time(me)?.saturating_sub(load0),
+            self.harness.load_cpus(),
+        );
+        let gateway_cpu = if is_gateway {
+            Some(procfs::cpu_time(gateway_pid)?.saturating_sub(gw0))
+        } else {
+            None
+        };
+        let slots = Schedule::new(rate).slots_within(probe);
+        let p99_us = r.latency.summary().p99_us;
+        let errors = r.sent - r.ok();
+        Ok(Probe {
+            rate,
+            held: errors == 0 && r.ok() == slots && p99_us <= self.o.p99_bound.as_micros() as u64,
+            p99_us,
+            errors,
+            achieved_rps: r.achieved_rps(),
+            load_cpu_pct,
+            gateway_cpu_pct: gateway_cpu.map(|used| pct(used, 1)),
+            gateway_cpu_us_per_request: gateway_cpu
+                .map(|used| used.as_secs_f64() * 1e6 / r.ok().max(1) as f64),
+        })
+    }
+}

@@ -1,0 +1,381 @@
+//! The overhead report: JSON-ready figures and the human table.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::affinity::Split;
+use crate::latency::{fmt_us, Summary};
+use crate::load::report::{latency_header, latency_row, signed_row};
+use crate::load::LoadSummary;
+
+/// Latency the gateway adds at each percentile (gateway minus direct), in
+/// microseconds; negative when the difference is within noise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Added {
+    /// At the median.
+    pub p50_us: i64,
+    /// At p90.
+    pub p90_us: i64,
+    /// At p99.
+    pub p99_us: i64,
+    /// At p99.9.
+    pub p999_us: i64,
+    /// At the maximum.
+    pub max_us: i64,
+}
+
+impl Added {
+    /// `gateway` minus `direct`, percentile by percentile.
+    pub fn between(direct: &Summary, gateway: &Summary) -> Added {
+        let d = |g: u64, d: u64| g as i64 - d as i64;
+        Added {
+            p50_us: d(gateway.p50_us, direct.p50_us),
+            p90_us: d(gateway.p90_us, direct.p90_us),
+            p99_us: d(gateway.p99_us, direct.p99_us),
+            p999_us: d(gateway.p999_us, direct.p999_us),
+            max_us: d(gateway.max_us, direct.max_us),
+        }
+    }
+
+    fn values(&self) -> [i64; 5] {
+        [
+            self.p50_us,
+            self.p90_us,
+            self.p99_us,
+            self.p999_us,
+            self.max_us,
+        ]
+    }
+}
+
+/// Median and p99 of one round, per target.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Round {
+    /// Round number, from 1.
+    pub round: usize,
+    /// Direct p50.
+    pub direct_p50_us: u64,
+    /// Direct p99.
+    pub direct_p99_us: u64,
+    /// Through-gateway p50.
+    pub gateway_p50_us: u64,
+    /// Through-gateway p99.
+    pub gateway_p99_us: u64,
+}
+
+/// One probe of the max-rate search.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Probe {
+    /// Scheduled requests/s.
+    pub rate: f64,
+    /// Whether every request got a 2xx and p99 stayed within the bound.
+    pub held: bool,
+    /// Measured p99.
+    pub p99_us: u64,
+    /// Requests that failed or got a non-2xx status.
+    pub errors: u64,
+    /// Complete responses per second.
+    pub achieved_rps: f64,
+    /// CPU use of the load side (load generator + mock), in % of its CPUs.
+    pub load_cpu_pct: f64,
+    /// CPU use of the gateway, in % of one CPU (through-gateway probes only).
+    pub gateway_cpu_pct: Option<f64>,
+    /// Gateway CPU time per 2xx response, µs (through-gateway probes only).
+    pub gateway_cpu_us_per_request: Option<f64>,
+}
+
+/// The search result for one target.
+#[derive(Debug, Clone, Serialize)]
+pub struct Search {
+    /// Highest rate that held (0 if none).
+    pub max_rate: f64,
+    /// Whether the load side was near saturation (>= 90% CPU) on the
+    /// failed probes just above `max_rate`, making it a lower bound set by
+    /// the load generator rather than by the target.
+    pub load_bound: bool,
+    /// Every probe, in order.
+    pub probes: Vec<Probe>,
+}
+
+impl Search {
+    /// The probe at [`Search::max_rate`], if any rate held.
+    pub fn best_probe(&self) -> Option<&Probe> {
+        self.probes
+            .iter()
+            .filter(|p| p.held)
+            .max_by(|a, b| a.rate.total_cmp(&b.rate))
+    }
+
+    /// The result of a search that found `max_rate` after `probes`.
+    pub fn new(max_rate: f64, probes: Vec<Probe>) -> Search {
+        let above: Vec<&Probe> = probes
+            .iter()
+            .filter(|p| !p.held && p.rate > max_rate)
+            .collect();
+        let lowest = above.iter().map(|p| p.rate).fold(f64::INFINITY, f64::min);
+        let load_bound = above
+            .iter()
+            .filter(|p| p.rate == lowest)
+            .any(|p| p.load_cpu_pct >= 90.0);
+        Search {
+            max_rate,
+            load_bound,
+            probes,
+        }
+    }
+}
+
+/// The max-rate comparison.
+#[derive(Debug, Clone, Serialize)]
+pub struct MaxRate {
+    /// The p99 bound a rate must hold.
+    pub p99_bound_us: u64,
+    /// Seconds per probe.
+    pub probe_s: f64,
+    /// Straight to the mock.
+    pub direct: Search,
+    /// Through the gateway.
+    pub gateway: Search,
+    /// Gateway max rate / direct max rate.
+    pub ratio: f64,
+}
+
+/// Everything `loadgen overhead` reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct OverheadReport {
+    /// Configuration variant.
+    pub variant: &'static str,
+    /// The gateway binary.
+    pub gateway_bin: String,
+    /// Gateway worker threads.
+    pub gateway_workers: usize,
+    /// CPU placement, when pinned.
+    pub cpus: Option<Split>,
+    /// Where everything ran, in words.
+    pub placement: String,
+    /// Scheduled rate of the rounds.
+    pub rate: f64,
+    /// Seconds per round per target.
+    pub round_s: f64,
+    /// Number of rounds.
+    pub rounds: usize,
+    /// Client connections.
+    pub connections: usize,
+    /// Request body size.
+    pub body_bytes: usize,
+    /// Whether responses were streamed.
+    pub stream: bool,
+    /// All rounds straight to the mock (the baseline).
+    pub direct: LoadSummary,
+    /// All rounds through the gateway.
+    pub gateway: LoadSummary,
+    /// Per-round medians and p99s.
+    pub per_round: Vec<Round>,
+    /// Latency added by the gateway (last byte).
+    pub added: Added,
+    /// Streams: latency added to the first byte.
+    pub added_first_byte: Option<Added>,
+    /// Gateway CPU time per proxied request, µs.
+    pub gateway_cpu_us_per_request: f64,
+    /// Gateway CPU time over the gateway rounds, s.
+    pub gateway_cpu_s: f64,
+    /// Requests the gateway completed in those rounds.
+    pub gateway_requests: u64,
+    /// Gateway VmRSS before any load, KiB.
+    pub idle_rss_kib: u64,
+    /// Gateway VmHWM after the rounds (before the search), KiB.
+    pub peak_rss_kib: u64,
+    /// Max-rate search, unless skipped.
+    pub max_rate: Option<MaxRate>,
+    /// Requests the mock served over the whole session.
+    pub mock_served: u64,
+    /// 2xx responses the load generator counted over the whole session.
+    pub loadgen_2xx: u64,
+}
+
+impl OverheadReport {
+    /// The human table.
+    pub fn table(&self) -> String {
+        let mut t = String::new();
+        let _ = writeln!(
+            t,
+            "loadgen overhead: variant {}, open loop {} req/s, {} rounds x {:.0}s per target, {} connections, {}-byte bodies{}",
+            self.variant,
+            self.rate,
+            self.rounds,
+            self.round_s,
+            self.connections,
+            self.body_bytes,
+            if self.stream { ", streamed" } else { "" }
+        );
+        let _ = writeln!(
+            t,
+            "{} ({} worker(s)); {}",
+            self.gateway_bin, self.gateway_workers, self.placement
+        );
+        let _ = writeln!(t, "\nlatency from intended send, all rounds merged:");
+        t.push_str(&latency_header());
+        if let (Some(d), Some(g), Some(a)) = (
+            &self.direct.first_byte,
+            &self.gateway.first_byte,
+            &self.added_first_byte,
+        ) {
+            t.push_str(&latency_row("direct ttfb", d));
+            t.push_str(&latency_row("gateway ttfb", g));
+            t.push_str(&signed_row("added ttfb", a.values()));
+        }
+        t.push_str(&latency_row("direct", &self.direct.latency));
+        t.push_str(&latency_row("gateway", &self.gateway.latency));
+        t.push_str(&signed_row("added", self.added.values()));
+        let _ = writeln!(t, "\nper round (p50 / p99):");
+        for r in &self.per_round {
+            let _ = writeln!(
+                t,
+                "  round {}: direct {} / {}, gateway {} / {}",
+                r.round,
+                fmt_us(r.direct_p50_us as i64),
+                fmt_us(r.direct_p99_us as i64),
+                fmt_us(r.gateway_p50_us as i64),
+                fmt_us(r.gateway_p99_us as i64)
+            );
+        }
+        let _ = writeln!(
+            t,
+            "\nrequests: direct {} ok / {} failed, gateway {} ok / {} failed; status through gateway: {:?}",
+            self.direct.ok, self.direct.failed, self.gateway.ok, self.gateway.failed, self.gateway.status
+        );
+        let _ = writeln!(
+            t,
+            "gateway CPU: {:.1} µs/request ({:.2} s over {} requests)",
+            self.gateway_cpu_us_per_request, self.gateway_cpu_s, self.gateway_requests
+        );
+        let _ = writeln!(
+            t,
+            "gateway RSS: idle {:.1} MiB, peak {:.1} MiB",
+            self.idle_rss_kib as f64 / 1024.0,
+            self.peak_rss_kib as f64 / 1024.0
+        );
+        if let Some(m) = &self.max_rate {
+            let _ = writeln!(
+                t,
+                "\nmax rate with p99 <= {} and no errors ({:.0}s probes):",
+                fmt_us(m.p99_bound_us as i64),
+                m.probe_s
+            );
+            for (name, s) in [("direct", &m.direct), ("gateway", &m.gateway)] {
+                let probes: Vec<String> = s
+                    .probes
+                    .iter()
+                    .map(|p| format!("{:.0}{}", p.rate, if p.held { "✓" } else { "✗" }))
+                    .collect();
+                let _ = writeln!(
+                    t,
+                    "  {name:<8} {:>8.0} req/s{}  (probes: {})",
+                    s.max_rate,
+                    if s.load_bound {
+                        "  [load side saturated: a lower bound]"
+                    } else {
+                        ""
+                    },
+                    probes.join(" ")
+                );
+            }
+            let _ = writeln!(t, "  ratio    {:.2} (gateway / direct)", m.ratio);
+            if let Some((p, us)) = m
+                .gateway
+                .best_probe()
+                .and_then(|p| Some((p, p.gateway_cpu_us_per_request?)))
+            {
+                let _ = writeln!(
+                    t,
+                    "  gateway CPU at {:.0} req/s: {us:.1} µs/request ({:.0}% of a CPU)",
+                    p.rate,
+                    p.gateway_cpu_pct.unwrap_or(0.0)
+                );
+            }
+        }
+        let check = if self.mock_served == self.loadgen_2xx {
+            "matches"
+        } else {
+            "DOES NOT match"
+        };
+        let _ = writeln!(
+            t,
+            "\nmock served {} requests; {check} the load generator's {} 2xx",
+            self.mock_served, self.loadgen_2xx
+        );
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn added_is_signed_per_percentile() {
+        let direct = Summary {
+            p50_us: 100,
+            p90_us: 200,
+            p99_us: 400,
+            p999_us: 900,
+            max_us: 5000,
+            ..Summary::default()
+        };
+        let gateway = Summary {
+            p50_us: 150,
+            p90_us: 260,
+            p99_us: 500,
+            p999_us: 800,
+            max_us: 6000,
+            ..Summary::default()
+        };
+        assert_eq!(
+            Added::between(&direct, &gateway).values(),
+            [50, 60, 100, -100, 1000]
+        );
+    }
+
+    #[test]
+    fn load_bound_looks_just_above_the_max_rate() {
+        let probe = |held, load_cpu_pct| Probe {
+            rate: 1.0,
+            held,
+            p99_us: 1,
+            errors: 0,
+            achieved_rps: 1.0,
+            load_cpu_pct,
+            gateway_cpu_pct: None,
+            gateway_cpu_us_per_request: None,
+        };
+        let s = |probes| Search::new(1.0, probes);
+        let at = |rate, held, load_cpu_pct| Probe {
+            rate,
+            ..probe(held, load_cpu_pct)
+        };
+        assert!(s(vec![at(1.0, true, 50.0), at(2.0, false, 95.0)]).load_bound);
+        assert!(!s(vec![at(1.0, true, 50.0), at(2.0, false, 40.0)]).load_bound);
+        assert!(!s(vec![at(1.0, true, 99.0)]).load_bound);
+        // A noisy failure below the max rate does not count; the lowest
+        // failed rate above it does.
+        assert!(
+            !s(vec![
+                at(0.5, false, 99.0),
+                at(1.0, true, 50.0),
+                at(4.0, false, 99.0),
+                at(2.0, false, 50.0)
+            ])
+            .load_bound
+        );
+        let mut low = probe(true, 10.0);
+        low.rate = 0.5;
+        assert_eq!(
+            s(vec![low, probe(true, 10.0), probe(false, 10.0)])
+                .best_probe()
+                .unwrap()
+                .rate,
+            1.0
+        );
+    }
+}

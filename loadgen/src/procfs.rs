@@ -1,0 +1,118 @@
+//! Resource figures of a process from `/proc`: CPU time, resident memory
+//! and open file descriptors.
+
+use std::time::Duration;
+
+/// CPU time (user + system) a process has used so far, from
+/// `/proc/<pid>/stat` (clock-tick resolution).
+pub fn cpu_time(pid: u32) -> Result<Duration, String> {
+    let path = format!("/proc/{pid}/stat");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
+    let ticks = parse_cpu_ticks(&text).ok_or_else(|| format!("{path}: unexpected format"))?;
+    Ok(Duration::from_secs_f64(
+        ticks as f64 / clock_ticks_per_second(),
+    ))
+}
+
+/// `utime + stime` from the text of `/proc/<pid>/stat`.
+fn parse_cpu_ticks(stat: &str) -> Option<u64> {
+    // The command name (field 2) may contain spaces; fields after its
+    // closing parenthesis start at field 3 (state). utime and stime are
+    // fields 14 and 15.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(utime + stime)
+}
+
+fn clock_ticks_per_second() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks > 0 {
+        ticks as f64
+    } else {
+        100.0
+    }
+}
+
+/// Resident and peak resident memory, in KiB, from `/proc/<pid>/status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Memory {
+    /// `VmRSS`: resident now.
+    pub rss_kib: u64,
+    /// `VmHWM`: the highest resident size so far.
+    pub peak_kib: u64,
+}
+
+/// Reads a process's [`Memory`].
+pub fn memory(pid: u32) -> Result<Memory, String> {
+    let path = format!("/proc/{pid}/status");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
+    parse_memory(&text).ok_or_else(|| format!("{path}: no VmRSS/VmHWM lines"))
+}
+
+fn parse_memory(status: &str) -> Option<Memory> {
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))?
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()
+    };
+    Some(Memory {
+        rss_kib: field("VmRSS:")?,
+        peak_kib: field("VmHWM:")?,
+    })
+}
+
+/// Number of open file descriptors (sockets included), from
+/// `/proc/<pid>/fd`.
+pub fn open_fds(pid: u32) -> Result<usize, String> {
+    let path = format!("/proc/{pid}/fd");
+    std::fs::read_dir(&path)
+        .map(|d| d.count())
+        .map_err(|e| format!("{path}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_stat_with_spaces_in_the_name() {
+        let stat =
+            "1234 (my (odd) name) S 1 1234 1234 0 -1 4194304 100 0 0 0 250 75 0 0 20 0 3 0 1 2 3";
+        assert_eq!(parse_cpu_ticks(stat), Some(325));
+        assert_eq!(parse_cpu_ticks("garbage"), None);
+    }
+
+    #[test]
+    fn parses_status_memory_lines() {
+        let status = "Name:\tgateway\nVmHWM:\t   20480 kB\nVmRSS:\t   10240 kB\n";
+        assert_eq!(
+            parse_memory(status),
+            Some(Memory {
+                rss_kib: 10240,
+                peak_kib: 20480
+            })
+        );
+    }
+
+    #[test]
+    fn reads_this_process() {
+        let pid = std::process::id();
+        let spin = std::time::Instant::now();
+        while spin.elapsed() < Duration::from_millis(30) {
+            std::hint::black_box(0);
+        }
+        assert!(cpu_time(pid).unwrap() > Duration::ZERO);
+        let m = memory(pid).unwrap();
+        assert!(m.rss_kib > 0 && m.peak_kib >= m.rss_kib);
+        assert!(open_fds(pid).unwrap() >= 3);
+        assert!(cpu_time(u32::MAX).unwrap_err().contains("/proc/"));
+    }
+}

@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# The project's benchmark command: builds release binaries, measures the
+# gateway's overhead over the mock (loadgen overhead: master-key variant with
+# the max-rate search, virtual-key variant without), a
+# short soak of long-lived streams (loadgen soak) and the criterion suites,
+# then rewrites BENCHMARKS.md from the results. Takes about 10 minutes.
+#
+# Usage: scripts/bench.sh              measure everything, then write BENCHMARKS.md
+#        scripts/bench.sh --from DIR   rewrite BENCHMARKS.md from the saved results in DIR
+# Knobs (environment): BENCH_RATE (req/s, default 1000), BENCH_ROUND (per
+# round and target, default 10s), BENCH_ROUNDS (3), BENCH_STREAMS (1000),
+# BENCH_SOAK (30s). Raw results go to $CARGO_TARGET_DIR/bench-results/.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+rate=${BENCH_RATE:-1000}
+round=${BENCH_ROUND:-10s}
+rounds=${BENCH_ROUNDS:-3}
+streams=${BENCH_STREAMS:-1000}
+soak=${BENCH_SOAK:-30s}
+target=${CARGO_TARGET_DIR:-target}
+out="$target/bench-results/$(date -u +%Y%m%dT%H%M%SZ)"
+
+log() { printf '\n== %s\n' "$*"; }
+
+if ! command -v jq >/dev/null; then
+    log "installing jq"
+    if [ "$(id -u)" -eq 0 ]; then apt-get update -qq && apt-get install -y -qq jq >/dev/null
+    else sudo apt-get update -qq && sudo apt-get install -y -qq jq >/dev/null; fi
+fi
+
+measure() {
+    mkdir -p "$out"
+    date_utc=$(date -u '+%Y-%m-%d %H:%M UTC')
+    commit=$(git rev-parse --short HEAD)
+    git diff --quiet HEAD -- 2>/dev/null || commit="$commit (with uncommitted changes)"
+    cpu_model=$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -n1)
+    [ -n "$cpu_model" ] || cpu_model=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n1)
+    machine="$(nproc) x ${cpu_model:-unknown CPU}, Linux $(uname -r)"
+    load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+    declare -p date_utc commit machine load_before rate round rounds streams soak > "$out/meta.sh"
+
+    log "building release binaries"
+    cargo build --release -p gateway -p loadgen
+    loadgen="$target/release/loadgen"
+    gateway="$target/release/gateway"
+
+    log "loadgen overhead (master-key, $rate req/s, $rounds rounds x $round)"
+    "$loadgen" overhead --gateway-bin "$gateway" --variant master-key --rate "$rate" \
+        --duration "$round" --rounds "$rounds" --json "$out/overhead.json" | tee "$out/overhead.txt"
+
+    log "loadgen overhead (virtual-key, $rate req/s, $rounds rounds x $round)"
+    "$loadgen" overhead --gateway-bin "$gateway" --variant virtual-key --rate "$rate" \
+        --duration "$round" --rounds "$rounds" --no-search --json "$out/overhead-virtual-key.json" \
+        | tee "$out/overhead-virtual-key.txt"
+
+    log "loadgen soak ($streams streams, $soak)"
+    "$loadgen" soak --gateway-bin "$gateway" --streams "$streams" --duration "$soak" \
+        --json "$out/soak.json" | tee "$out/soak.txt"
+
+    log "criterion suites"
+    rm -rf "$target/criterion"
+    suites=()
+    for suite in benches/benches/*.rs; do suites+=(--bench "$(basename "$suite" .rs)"); done
+    cargo bench -p benches "${suites[@]}" -- --warm-up-time 1 --measurement-time 3 | tee "$out/criterion.txt"
+    find "$target/criterion" -path '*/new/benchmark.json' | sort | while read -r bench; do
+        jq -c --slurpfile est "$(dirname "$bench")/estimates.json" \
+            '{group: .group_id, id: ((.function_id // "") + (if .value_str then "/" + .value_str else "" end)),
+              ns: $est[0].mean.point_estimate, lo: $est[0].mean.confidence_interval.lower_bound,
+              hi: $est[0].mean.confidence_interval.upper_bound}' "$bench"
+    done | jq -s '.' > "$out/criterion.json"
+    load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+    declare -p load_after >> "$out/meta.sh"
+}
+
+if [ "${1:-}" = "--from" ]; then
+    out=${2:?usage: scripts/bench.sh --from DIR}
+else
+    measure
+fi
+# shellcheck disable=SC1091
+source "$out/meta.sh"
+
+log "writing BENCHMARKS.md"
+# jq helpers: microseconds and nanoseconds as text.
+fmt='def us: if . == null then "n/a" elif (. | fabs) >= 1000000 then "\(. / 1000000 * 1000 | round / 1000) s"
+        elif (. | fabs) >= 1000 then "\(. / 1000 * 100 | round / 100) ms" else "\(. | round) µs" end;
+     def ns: if . >= 1000000 then "\(. / 1000000 * 100 | round / 100) ms"
+        elif . >= 1000 then "\(. / 1000 * 100 | round / 100) µs" else "\(. * 10 | round / 10) ns" end;
+     def r2: . * 100 | round / 100;
+     def mib: . / 1024 * 10 | round / 10;'
+run_line="Measured $date_utc at commit \`$commit\` on $machine (load average before: $load_before, after: $load_after)."
+{
+cat <<EOF
+# Benchmarks
+
+Written by \`scripts/bench.sh\`; rerun it to refresh every figure. $run_line
+The machine is shared with other work, so compare figures from one run, or
+runs on one quiet machine, not across machines.
+
+## Gateway overhead
+
+\`loadgen overhead --variant master-key --rate $rate --duration $round --rounds $rounds\`.
+$run_line
+
+Baseline: the same open-loop load (latency from each request's intended send
+time) sent straight to the mock provider ("direct"), alternating with the load
+through the gateway in each round. The gateway runs with \`--workers 1\`; the
+load generator and the in-process mock run on the other CPU(s).
+
+EOF
+jq -r "$fmt"'
+  "Placement: \(.placement). \(.connections) connections, \(.body_bytes)-byte chat bodies, \(.gateway.ok) requests through the gateway.\n",
+  "| latency | direct (baseline) | through gateway | added | ratio |",
+  "| --- | --- | --- | --- | --- |",
+  (["p50", "p50_us"], ["p90", "p90_us"], ["p99", "p99_us"], ["p99.9", "p999_us"], ["max", "max_us"]) as [$name, $k]
+  | "| \($name) | \(.direct.latency[$k] | us) | \(.gateway.latency[$k] | us) | \(.added[$k] | us) | \(if .direct.latency[$k] > 0 then (.gateway.latency[$k] / .direct.latency[$k] | r2 | tostring) + "x" else "n/a" end) |"
+' "$out/overhead.json"
+jq -r "$fmt"'
+  "",
+  "| figure | value | baseline |",
+  "| --- | --- | --- |",
+  (if .max_rate then
+    "| max rate with p99 <= \(.max_rate.p99_bound_us | us), no errors | \(.max_rate.gateway.max_rate) req/s\(if .max_rate.gateway.load_bound then " (load side saturated: a lower bound)" else "" end) | direct: \(.max_rate.direct.max_rate) req/s\(if .max_rate.direct.load_bound then " (load side saturated: a lower bound)" else "" end); ratio \(.max_rate.ratio | r2) |",
+    ([.max_rate.gateway.probes[] | select(.held)] | max_by(.rate) // null | if . then
+      "| gateway CPU per request at \(.rate) req/s | \(.gateway_cpu_us_per_request | r2) µs | none (absolute; \(.gateway_cpu_pct | round)% of a CPU) |" else empty end)
+   else empty end),
+  "| gateway CPU per request at \(.rate) req/s | \(.gateway_cpu_us_per_request | r2) µs | none (absolute; utime+stime / requests) |",
+  "| gateway RSS idle / peak | \(.idle_rss_kib | mib) / \(.peak_rss_kib | mib) MiB | none (absolute; VmRSS before load, VmHWM after the rounds) |",
+  "| mock-served requests vs. load generator 2xx | \(.mock_served) vs. \(.loadgen_2xx) | must match |",
+  "",
+  "Per round, p50 / p99 (direct; through gateway): " + ([.per_round[] | "round \(.round): \(.direct_p50_us | us) / \(.direct_p99_us | us); \(.gateway_p50_us | us) / \(.gateway_p99_us | us)"] | join(" · ")) + ".",
+  "Gateway CPU per request is utime+stime of the gateway process over the measured window divided by the requests it served; it falls as the rate rises, most likely because each wake-up and io_uring submission then serves several requests."
+' "$out/overhead.json"
+cat <<EOF
+
+### Virtual-key variant
+
+\`loadgen overhead --variant virtual-key --rate $rate --duration $round --rounds $rounds --no-search\`:
+the same load authenticated by one virtual key from \`/key/generate\` instead of
+the master key. Baseline: direct to the mock, in the same session.
+
+EOF
+jq -r "$fmt"'
+  "| latency | direct (baseline) | through gateway | added |",
+  "| --- | --- | --- | --- |",
+  (["p50", "p50_us"], ["p99", "p99_us"], ["p99.9", "p999_us"]) as [$name, $k]
+  | "| \($name) | \(.direct.latency[$k] | us) | \(.gateway.latency[$k] | us) | \(.added[$k] | us) |"
+' "$out/overhead-virtual-key.json"
+jq -r "$fmt"'
+  "",
+  "Gateway CPU \(.gateway_cpu_us_per_request | r2) µs per request at \(.rate) req/s; RSS idle \(.idle_rss_kib | mib) MiB, peak \(.peak_rss_kib | mib) MiB; \(.gateway.ok) requests, \(.gateway.failed) failed."
+' "$out/overhead-virtual-key.json"
+cat <<EOF
+
+## Soak
+
+\`loadgen soak --streams $streams --duration $soak\` (each stream: 20 tokens, one every 500 ms, from the mock, through the gateway).
+$run_line
+
+EOF
+jq -r "$fmt"'
+  "Placement: \(.placement).\n",
+  "| gateway | min | max | last |",
+  "| --- | --- | --- | --- |",
+  "| RSS (MiB) | \(.ranges.rss_kib.min | mib) | \(.ranges.rss_kib.max | mib) | \(.ranges.rss_kib.last | mib) |",
+  "| CPU (% of one CPU) | \(.ranges.cpu_pct.min | r2) | \(.ranges.cpu_pct.max | r2) | \(.ranges.cpu_pct.last | r2) |",
+  "| open file descriptors | \(.ranges.open_fds.min) | \(.ranges.open_fds.max) | \(.ranges.open_fds.last) |",
+  "| streams open (client side) | \(.ranges.streams_open.min) | \(.ranges.streams_open.max) | \(.ranges.streams_open.last) |",
+  "",
+  "Idle RSS \(.idle_rss_kib | mib) MiB, peak \(.peak_rss_kib | mib) MiB, about \(.kib_per_stream // 0 | r2) KiB per open stream; \(.streams_result.completed) streams completed, \(.streams_result.failed) failed.",
+  "Stream latency from send: first byte p50 \(.streams_result.first_byte.p50_us | us), p99 \(.streams_result.first_byte.p99_us | us); last byte p50 \(.streams_result.latency.p50_us | us), p99 \(.streams_result.latency.p99_us | us) (the mock paces tokens, so these measure pacing, not the gateway)."
+' "$out/soak.json"
+cat <<EOF
+
+## Criterion suites
+
+\`cargo bench -p benches --bench <each suite> -- --warm-up-time 1 --measurement-time 3\`: mean time per
+iteration with its 95% confidence interval. $run_line
+
+Baselines: \`request_rewrite\` compares the gateway's borrowed view + splice with a
+full simd-json tree parse and re-serialization of the same body (ratio =
+borrowed / simd-json tree, lower is better); \`route_select\` is relative to one
+deployment with the same strategy; the other suites are absolute.
+
+| suite | benchmark | mean | 95% CI | ratio to baseline |
+| --- | --- | --- | --- | --- |
+EOF
+jq -r "$fmt"'
+  . as $all
+  | def ns_of($group; $id): [$all[] | select(.group == $group and .id == $id) | .ns] | first;
+    def base($b): if $b.group == "request_rewrite" then
+        ns_of($b.group; $b.id | sub("^[a-z_]+"; "simd_json_tree_reserialize"))
+      elif $b.group == "route_select" then ns_of($b.group; ($b.id | split("/")[0]) + "/1")
+      else null end;
+  sort_by(.group, (.id | split("/")[0]), ((.id | split("/")[1] // "0") | tonumber? // 0))
+  | .[] | . as $b | (base($b)) as $base
+  | "| \(.group) | \(.id) | \(.ns | ns) | \(.lo | ns) – \(.hi | ns) | \(if $base then (.ns / $base | r2 | tostring) + "x" else "absolute" end) |"
+' "$out/criterion.json"
+} > BENCHMARKS.md
+
+log "done: BENCHMARKS.md (raw results in $out)"
