@@ -54,6 +54,9 @@ measure() {
         --duration "$round" --rounds "$rounds" --no-search --json "$out/overhead-virtual-key.json" \
         | tee "$out/overhead-virtual-key.txt"
 
+    log "loadgen overshoot (budget of one cent, bursts of 1, 4, 64, 256)"
+    "$loadgen" overshoot --gateway-bin "$gateway" --json "$out/overshoot.json" | tee "$out/overshoot.txt"
+
     log "loadgen soak ($streams streams, $soak)"
     "$loadgen" soak --gateway-bin "$gateway" --streams "$streams" --duration "$soak" \
         --json "$out/soak.json" | tee "$out/soak.txt"
@@ -152,6 +155,17 @@ jq -r "$fmt"'
   "Gateway CPU \(.gateway_cpu_us_per_request | r2) µs per request at \(.rate) req/s; RSS idle \(.idle_rss_kib | mib) MiB, peak \(.peak_rss_kib | mib) MiB; \(.gateway.ok) requests, \(.gateway.failed) failed."
 ' "$out/overhead-virtual-key.json"
 cat <<EOF
+
+## Budget overshoot
+
+\`loadgen overshoot\` (seed 004's one-cent budget; each burst uses a fresh key).
+$run_line
+
+$(if [ -f "$out/overshoot.txt" ]; then sed -n '/^Budget overshoot/,$p' "$out/overshoot.txt"; else echo "not measured in this run"; fi)
+
+"Headroom refused" is what was left of the budget, in requests of the mean
+admitted cost, when every sender had been refused: the price of reserving each
+request's worst case (prompt bounded by its bytes, plus max_tokens).
 
 ## Soak
 

@@ -121,7 +121,11 @@ impl GatewayProcess {
     /// Creates a virtual key for the served model through `/key/generate`
     /// (authenticated by the master key) and returns it.
     pub fn generate_key(&self) -> Result<String, String> {
-        let body = format!("{{\"models\":[\"{MODEL}\"]}}");
+        self.generate_key_with(&format!("{{\"models\":[\"{MODEL}\"]}}"))
+    }
+
+    /// Creates a virtual key with the given `/key/generate` body.
+    pub fn generate_key_with(&self, body: &str) -> Result<String, String> {
         let request = format!(
             "POST /key/generate HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer {MASTER_KEY}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
@@ -196,7 +200,7 @@ fn health_ok(addr: SocketAddr) -> bool {
 }
 
 /// Sends one `Connection: close` request and reads the response to EOF.
-fn exchange_once(addr: SocketAddr, request: &[u8]) -> std::io::Result<String> {
+pub fn exchange_once(addr: SocketAddr, request: &[u8]) -> std::io::Result<String> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500))?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
     s.write_all(request)?;

@@ -12,7 +12,7 @@ Commands:
   run        send load to a URL and report latency percentiles
   overhead   latency, max rate, CPU and memory the gateway adds over the mock
   soak       thousands of long-lived streams through the gateway, sampled each second
-  overshoot  how far traffic overshoots per-key limits (needs limits in the gateway)
+  overshoot  how far a concurrent burst overshoots a per-key budget
   fleet      limits and spend across gateway replicas (needs shared state in the gateway)
 
 Run `loadgen <COMMAND> --help` for the options of a command.

@@ -9,8 +9,8 @@ use std::fmt;
 pub enum Feature {
     /// Virtual keys issued through `/key/generate`.
     VirtualKeys,
-    /// Per-key rpm/tpm/budget limits.
-    KeyLimits,
+    /// Per-key rpm/tpm limits.
+    RateLimits,
     /// Limit counters shared through Redis.
     RedisLimits,
     /// Spend and attempt logs written to Postgres.
@@ -22,7 +22,7 @@ pub enum Feature {
 /// Features the gateway does not have yet. Remove an entry when its
 /// feature lands, then implement the scenario that needed it.
 const MISSING: &[Feature] = &[
-    Feature::KeyLimits,
+    Feature::RateLimits,
     Feature::RedisLimits,
     Feature::SpendLogging,
     Feature::SharedFleetState,
@@ -32,7 +32,7 @@ impl fmt::Display for Feature {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Feature::VirtualKeys => "virtual keys (issue: virtual keys and key management)",
-            Feature::KeyLimits => "per-key rpm/tpm/budget limits (issue: rate limiting)",
+            Feature::RateLimits => "per-key rpm/tpm limits (issue: rate limiting)",
             Feature::RedisLimits => "rpm/tpm limits shared through Redis (issue: rate limiting)",
             Feature::SpendLogging => "spend logging to Postgres (issue: spend tracking)",
             Feature::SharedFleetState => {
@@ -66,8 +66,8 @@ mod tests {
     #[test]
     fn names_the_missing_feature() {
         assert_eq!(
-            require("overshoot", Feature::KeyLimits).unwrap_err(),
-            "overshoot needs per-key rpm/tpm/budget limits (issue: rate limiting), which the gateway does not have yet"
+            require("overshoot", Feature::RateLimits).unwrap_err(),
+            "overshoot needs per-key rpm/tpm limits (issue: rate limiting), which the gateway does not have yet"
         );
     }
 }

@@ -1,57 +1,85 @@
-//! `loadgen overshoot`: how far concurrent traffic gets past per-key
-//! rpm/tpm/budget limits. Only its arguments exist until the gateway has
-//! the limits to measure.
+//! `loadgen overshoot`: how far traffic gets past a per-key budget. For each
+//! burst size it creates a key with the budget, drives it with that many
+//! concurrent senders until the gateway refuses, and compares the spend the
+//! responses report with the budget (overshoot) and with what was left when
+//! the first refusal came (headroom refused, i.e. false rejections). rpm/tpm
+//! limits are not in the gateway yet: asking for them names the missing
+//! feature and exits 2.
 
 use crate::cli::Args;
+use crate::gateway_proc::{self, GatewayProcess, GatewaySpec, MODEL};
 use crate::missing::{self, Feature};
-use crate::units::HumanDuration;
+use crate::mock::{self, MockConfig};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
 
 /// Usage text of `loadgen overshoot`.
 pub const USAGE: &str = "\
 Usage: loadgen overshoot [OPTIONS]
 
-Measures how far concurrent requests overshoot per-key limits: creates
-virtual keys with limits, sends more than they allow, and compares what the
-mock served with what the limits permit.
+Measures how far concurrent requests overshoot a per-key budget: for each
+burst size, creates a key with --budget, sends from that many concurrent
+senders until the gateway refuses, and compares the spend the responses
+report with the budget.
 
 Options:
   --gateway-bin PATH        gateway binary [default: target/release/gateway]
-  --keys N                  virtual keys to create [default: 10]
-  --rpm N                   requests-per-minute limit per key
-  --tpm N                   tokens-per-minute limit per key
-  --budget USD              budget per key
-  --rate R                  requests/s over all keys [default: 1000]
-  --duration D              length of the run [default: 60s]
+  --budget USD              budget per key [default: 0.01, seed 004's cent]
+  --bursts LIST             concurrent senders per run [default: 1,4,64,256]
+  --max-tokens N            max_tokens of each request [default: 120]
+  --rpm N / --tpm N         rpm/tpm limits (not in the gateway yet: exits 2)
   --json FILE               also write the report as JSON
   -h, --help                print this help
-
-Needs per-key limits and virtual keys in the gateway; exits with status 2
-and names the missing feature until then.
 ";
+
+/// USD per prompt and completion token: the shipped gpt-4o price the
+/// gateway charges for the served model.
+const PRICE: (f64, f64) = (2.5e-6, 1e-5);
+/// Requests one sender makes at most, so a run always ends.
+const MAX_PER_SENDER: usize = 2000;
+
+/// One burst's outcome.
+#[derive(Debug, Clone, serde::Serialize)]
+struct BurstReport {
+    senders: usize,
+    admitted: usize,
+    refused: usize,
+    admitted_spend: f64,
+    recorded_spend: Option<f64>,
+    budget: f64,
+    overshoot_pct: f64,
+    headroom_requests: f64,
+}
 
 /// Entry point of `loadgen overshoot`.
 pub fn main(args: &mut Args) -> Result<(), String> {
-    let mut keys: u64 = 10;
-    let mut limits = 0;
-    let mut rate: f64 = 1000.0;
+    let mut budget: f64 = 0.01;
+    let mut bursts = vec![1usize, 4, 64, 256];
+    let mut max_tokens = 120u64;
+    let mut bin: Option<PathBuf> = None;
+    let mut json: Option<PathBuf> = None;
     while let Some(flag) = args.next_flag()? {
         match flag.as_str() {
-            "keys" => keys = args.value(&flag)?,
+            "budget" => budget = args.value(&flag)?,
+            "bursts" => {
+                let list: String = args.value(&flag)?;
+                bursts = list
+                    .split(',')
+                    .map(|b| {
+                        b.trim()
+                            .parse::<usize>()
+                            .map_err(|e| format!("--bursts {b}: {e}"))
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
+            "max-tokens" => max_tokens = args.value(&flag)?,
             "rpm" | "tpm" => {
                 args.value::<u64>(&flag)?;
-                limits += 1;
+                missing::require("overshoot --rpm/--tpm", Feature::RateLimits)?;
             }
-            "budget" => {
-                args.value::<f64>(&flag)?;
-                limits += 1;
-            }
-            "rate" => rate = args.value(&flag)?,
-            "duration" => {
-                args.value::<HumanDuration>(&flag)?;
-            }
-            "gateway-bin" | "json" => {
-                args.value::<String>(&flag)?;
-            }
+            "gateway-bin" => bin = Some(args.value::<String>(&flag)?.into()),
+            "json" => json = Some(args.value::<String>(&flag)?.into()),
             "help" => {
                 print!("{USAGE}");
                 return Ok(());
@@ -59,15 +87,161 @@ pub fn main(args: &mut Args) -> Result<(), String> {
             other => return Err(format!("unknown option --{other}\n\n{USAGE}")),
         }
     }
-    if keys == 0 || rate <= 0.0 {
-        return Err("--keys and --rate must be positive".into());
+    if !budget.is_finite() || budget <= 0.0 || bursts.is_empty() || bursts.contains(&0) {
+        return Err("--budget must be positive and --bursts a list of positive numbers".into());
     }
-    if limits == 0 {
-        return Err("give at least one of --rpm, --tpm or --budget".into());
+    let upstream = mock::start(MockConfig {
+        port: 0,
+        workers: 1,
+        ..MockConfig::default()
+    })
+    .map_err(|e| format!("cannot start the mock: {e}"))?;
+    let gateway = GatewayProcess::start(&GatewaySpec {
+        bin: bin.unwrap_or_else(gateway_proc::default_bin),
+        workers: 2,
+        upstream: upstream.addr(),
+        cpus: None,
+    })?;
+    let mut reports = Vec::with_capacity(bursts.len());
+    for senders in bursts {
+        reports.push(run_burst(&gateway, budget, senders, max_tokens)?);
     }
-    missing::require("overshoot", Feature::KeyLimits)?;
-    missing::require("overshoot", Feature::VirtualKeys)?;
-    Err("overshoot is not implemented yet".into())
+    print_table(budget, max_tokens, &reports);
+    if let Some(path) = json {
+        let text = serde_json::to_string_pretty(&reports).map_err(|e| e.to_string())?;
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Drives a fresh key with `senders` concurrent senders until refused.
+fn run_burst(
+    gateway: &GatewayProcess,
+    budget: f64,
+    senders: usize,
+    max_tokens: u64,
+) -> Result<BurstReport, String> {
+    let key = gateway.generate_key_with(&format!(
+        "{{\"max_budget\": {budget}, \"models\": [\"{MODEL}\"]}}"
+    ))?;
+    let addr = gateway.addr();
+    let results: Vec<Result<(Vec<f64>, usize), String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..senders)
+            .map(|_| s.spawn(|| send_until_refused(addr, &key, max_tokens)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("a sender panicked".into())))
+            .collect()
+    });
+    let mut costs = Vec::new();
+    let mut refused = 0;
+    for r in results {
+        let (c, n) = r?;
+        costs.extend(c);
+        refused += n;
+    }
+    let admitted_spend: f64 = costs.iter().sum();
+    let mean_cost = if costs.is_empty() {
+        0.0
+    } else {
+        admitted_spend / costs.len() as f64
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    Ok(BurstReport {
+        senders,
+        admitted: costs.len(),
+        refused,
+        admitted_spend,
+        recorded_spend: key_spend(addr, &key),
+        budget,
+        overshoot_pct: ((admitted_spend - budget).max(0.0) / budget) * 100.0,
+        headroom_requests: if mean_cost > 0.0 {
+            (budget - admitted_spend).max(0.0) / mean_cost
+        } else {
+            0.0
+        },
+    })
+}
+
+/// Sends requests until the gateway refuses one; returns each admitted
+/// request's cost and the refusals seen (one per sender).
+fn send_until_refused(
+    addr: SocketAddr,
+    key: &str,
+    max_tokens: u64,
+) -> Result<(Vec<f64>, usize), String> {
+    let body = format!(
+        "{{\"model\":\"{MODEL}\",\"max_tokens\":{max_tokens},\"messages\":[{{\"role\":\"user\",\"content\":\"How far does a burst overshoot a budget?\"}}]}}"
+    );
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut costs = Vec::new();
+    for _ in 0..MAX_PER_SENDER {
+        let response = gateway_proc::exchange_once(addr, request.as_bytes())
+            .map_err(|e| format!("chat request: {e}"))?;
+        let (head, payload) = response
+            .split_once("\r\n\r\n")
+            .ok_or("incomplete response")?;
+        let json: serde_json::Value =
+            serde_json::from_str(payload).map_err(|e| format!("response is not JSON: {e}"))?;
+        if head.starts_with("HTTP/1.1 200") {
+            costs.push(cost_of(&json["usage"]));
+        } else if head.starts_with("HTTP/1.1 429") && json["error"]["type"] == "budget_exceeded" {
+            return Ok((costs, 1));
+        } else {
+            return Err(format!(
+                "unexpected answer: {}",
+                head.lines().next().unwrap_or_default()
+            ));
+        }
+    }
+    Err(format!(
+        "the budget never refused after {MAX_PER_SENDER} requests"
+    ))
+}
+
+/// The cost of a response's usage at [`PRICE`].
+fn cost_of(usage: &serde_json::Value) -> f64 {
+    let tokens = |f: &str| usage[f].as_f64().unwrap_or(0.0);
+    tokens("prompt_tokens") * PRICE.0 + tokens("completion_tokens") * PRICE.1
+}
+
+/// The key's spend as the gateway recorded it (`/key/info`).
+fn key_spend(addr: SocketAddr, key: &str) -> Option<f64> {
+    let request = format!(
+        "GET /key/info?key={key} HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer {}\r\nConnection: close\r\n\r\n",
+        gateway_proc::MASTER_KEY
+    );
+    let response = gateway_proc::exchange_once(addr, request.as_bytes()).ok()?;
+    let (_, payload) = response.split_once("\r\n\r\n")?;
+    serde_json::from_str::<serde_json::Value>(payload).ok()?["info"]["spend"].as_f64()
+}
+
+fn print_table(budget: f64, max_tokens: u64, reports: &[BurstReport]) {
+    println!("Budget overshoot: one key per burst, budget {budget} USD, max_tokens {max_tokens}, gpt-4o prices.");
+    println!(
+        "Baseline: the budget itself (overshoot = admitted spend above it, as a share of it).\n"
+    );
+    println!("| senders | admitted | refused | admitted spend (USD) | recorded spend (USD) | overshoot | headroom refused (requests) |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    for r in reports {
+        let recorded = r
+            .recorded_spend
+            .map_or("?".to_string(), |s| format!("{s:.6}"));
+        println!(
+            "| {} | {} | {} | {:.6} | {} | {:.2} % | {:.1} |",
+            r.senders,
+            r.admitted,
+            r.refused,
+            r.admitted_spend,
+            recorded,
+            r.overshoot_pct,
+            r.headroom_requests
+        );
+    }
 }
 
 #[cfg(test)]
@@ -79,13 +253,20 @@ mod tests {
     }
 
     #[test]
-    fn parses_then_names_the_missing_feature() {
-        let err = run("--keys 5 --rpm 60 --rate 200 --duration 10s").unwrap_err();
+    fn rate_limits_name_the_missing_feature() {
+        let err = run("--rpm 60").unwrap_err();
         assert!(
-            err.starts_with("overshoot needs per-key rpm/tpm/budget limits (issue: rate limiting)"),
+            err.starts_with("overshoot --rpm/--tpm needs per-key rpm/tpm limits"),
             "{err}"
         );
         assert!(run("--rpm x").unwrap_err().contains("--rpm"));
-        assert!(run("--keys 5").unwrap_err().contains("--budget"));
+        assert!(run("--budget 0").unwrap_err().contains("--budget"));
+        assert!(run("--bursts 1,x").unwrap_err().contains("--bursts"));
+    }
+
+    #[test]
+    fn costs_use_the_gpt_4o_price() {
+        let usage = serde_json::json!({"prompt_tokens": 1000, "completion_tokens": 100});
+        assert!((cost_of(&usage) - (0.0025 + 0.001)).abs() < 1e-12);
     }
 }
