@@ -123,6 +123,7 @@ fn full_key(plain: &str, created: DateTime<Utc>) -> KeyRecord {
         tpm_limit: Some(100_000),
         rpm_limit: Some(60),
         model_max_budget: map(json!({"gpt-4o": 5.0})),
+        model_spend: Map::new(),
         model_rpm_limit: map(json!({"gpt-4o": 10})),
         model_tpm_limit: map(json!({"gpt-4o": 1000})),
         blocked: false,
@@ -618,6 +619,12 @@ async fn recording_spend_twice_counts_it_once() {
     assert_eq!(
         pg.get_key(&key.token).await.unwrap().unwrap().spend,
         0.5 + 0.125 + 0.5
+    );
+    let stored = pg.get_key(&key.token).await.unwrap().unwrap();
+    assert_eq!(
+        stored.model_spent(&rows[0].model_group),
+        0.125 + 0.5,
+        "spend per model group"
     );
     same!(mem, pg, s => s.get_key(&key.token));
     same!(mem, pg, s => s.get_key(&other.token));

@@ -254,3 +254,39 @@ fn every_request_leaves_one_spend_row_with_its_cost() {
         "spend logs hold the hash, never the key"
     );
 }
+
+#[test]
+fn a_per_model_budget_refuses_only_that_model() {
+    let gw = start();
+    let key = generate(
+        &gw,
+        json!({"max_budget": 1.0, "model_max_budget": {"priced": {"budget_limit": 0.003}}}),
+    );
+    let mut admitted = 0;
+    loop {
+        let (status, body) = chat(&gw, &key, "priced");
+        if status != 200 {
+            assert_eq!(status, 429, "{body}");
+            assert_eq!(body["error"]["type"], "budget_exceeded", "{body}");
+            assert!(
+                body["error"]["message"].as_str().unwrap().contains("model"),
+                "{body}"
+            );
+            break;
+        }
+        admitted += 1;
+        assert!(admitted < 100, "the model budget never refused");
+    }
+    assert!(admitted >= 1);
+    assert_eq!(
+        chat(&gw, &key, "slow-priced").0,
+        200,
+        "other models keep the key's budget"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let info = gw.get(&format!("/key/info?key={key}")).json();
+    let per_model = info["info"]["model_spend"]["priced"]
+        .as_f64()
+        .expect("model_spend recorded");
+    assert!(per_model > 0.0 && per_model <= 0.003 + 1e-9, "{info}");
+}

@@ -152,6 +152,7 @@ mod tests {
             budget: Budget::new(Some(1.0), Some(0.5), 0.6),
             team: None,
             user: None,
+            model_budgets: Vec::new(),
         }
     }
 

@@ -62,6 +62,18 @@ pub struct KeyEntry {
     pub team: Option<Arc<TeamEntry>>,
     /// Its user, if any.
     pub user: Option<Arc<UserEntry>>,
+    /// Budgets per model group (`model_max_budget`), by group name.
+    pub model_budgets: Vec<(String, Arc<Budget>)>,
+}
+
+impl KeyEntry {
+    /// The key's budget for `group`, if it set one.
+    pub fn model_budget(&self, group: &str) -> Option<&Arc<Budget>> {
+        self.model_budgets
+            .iter()
+            .find(|(g, _)| g == group)
+            .map(|(_, b)| b)
+    }
 }
 
 /// How long an unknown key is refused without asking the database again.
@@ -230,11 +242,24 @@ impl KeyCache {
             record.soft_budget,
             record.spend,
         );
+        let model_budgets = record
+            .model_max_budget
+            .keys()
+            .filter_map(|group| {
+                let max = record.model_budget(group)?;
+                let id = format!("keymodel:{token}:{group}");
+                Some((
+                    group.clone(),
+                    self.budget(id, Some(max), None, record.model_spent(group)),
+                ))
+            })
+            .collect();
         let entry = Arc::new(KeyEntry {
             record,
             budget,
             team,
             user,
+            model_budgets,
         });
         self.misses.pin().remove(&hash);
         self.keys.pin().insert(hash, entry.clone());
@@ -280,7 +305,10 @@ impl KeyCache {
             return;
         }
         let budgets = self.budgets.pin();
-        let mut ids = vec![format!("key:{}", row.api_key)];
+        let mut ids = vec![
+            format!("key:{}", row.api_key),
+            format!("keymodel:{}:{}", row.api_key, row.model_group),
+        ];
         if let Some(u) = &row.user {
             ids.push(format!("user:{u}"));
         }

@@ -88,6 +88,7 @@ mod tests {
             budget: Budget::new(None, None, 0.0),
             team: None,
             user: None,
+            model_budgets: Vec::new(),
         }
     }
 

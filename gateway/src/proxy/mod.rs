@@ -200,8 +200,7 @@ async fn attempt_once<'w>(
         &worker.shared.alerts,
         principal,
         req,
-        dep,
-        upstream_model,
+        pick,
         price,
         prompt_estimate,
     )?;

@@ -8,6 +8,7 @@ use crate::budget::Reservation;
 use crate::config::Deployment;
 use crate::error::GatewayError;
 use crate::inbound::{Endpoint, LlmRequest};
+use crate::router::Pick;
 use crate::spend::{self, Price, Usage};
 use crate::state::Worker;
 use crate::store::SpendLogRow;
@@ -23,11 +24,11 @@ pub(super) fn admit(
     alerts: &Alerts,
     principal: &Principal,
     req: &LlmRequest,
-    dep: &Deployment,
-    upstream_model: &str,
+    pick: &Pick<'_>,
     price: Price,
     prompt_estimate: u64,
 ) -> Result<Option<Reservation>, GatewayError> {
+    let (group, dep, upstream_model) = (&*pick.group, &**pick.deployment, &*pick.upstream_model);
     let Some(key) = super::key_of(principal) else {
         return Ok(None);
     };
@@ -37,6 +38,9 @@ pub(super) fn admit(
     }
     if let Some(team) = &key.team {
         budgets.push(("team", team.budget.clone()));
+    }
+    if let Some(budget) = key.model_budget(group) {
+        budgets.push(("model", budget.clone()));
     }
     let refused = |scope: &'static str| {
         if let Some((_, budget)) = budgets.iter().find(|(s, _)| *s == scope) {

@@ -73,9 +73,10 @@ impl Store for MemoryStore {
     async fn update_key(&self, key: &KeyRecord) -> Result<bool, StoreError> {
         Ok(self.with(|t| match t.keys.get_mut(&key.token) {
             Some(old) => {
-                let spend = old.spend;
+                let (spend, model_spend) = (old.spend, std::mem::take(&mut old.model_spend));
                 *old = key.clone();
                 old.spend = spend;
+                old.model_spend = model_spend;
                 true
             }
             None => false,
@@ -83,7 +84,15 @@ impl Store for MemoryStore {
     }
 
     async fn set_key_spend(&self, token: &str, spend: f64) -> Result<bool, StoreError> {
-        Ok(self.with(|t| t.keys.get_mut(token).map(|k| k.spend = spend).is_some()))
+        Ok(self.with(|t| {
+            t.keys
+                .get_mut(token)
+                .map(|k| {
+                    k.spend = spend;
+                    k.model_spend.clear();
+                })
+                .is_some()
+        }))
     }
 
     async fn rename_key(&self, old: &str, new: &KeyRecord) -> Result<bool, StoreError> {
@@ -91,6 +100,7 @@ impl Store for MemoryStore {
             Some(prev) => {
                 let mut next = new.clone();
                 next.spend = prev.spend;
+                next.model_spend = prev.model_spend;
                 t.keys.insert(next.token.clone(), next);
                 true
             }
@@ -202,6 +212,8 @@ impl Store for MemoryStore {
                 }
                 if let Some(k) = t.keys.get_mut(&row.api_key) {
                     k.spend += row.spend;
+                    let spent = k.model_spent(&row.model_group) + row.spend;
+                    k.model_spend.insert(row.model_group.clone(), spent.into());
                     changes.push(Change::Key(k.token.clone()));
                 }
                 if let Some(u) = row.user.as_ref().and_then(|u| t.users.get_mut(u)) {
@@ -248,6 +260,7 @@ impl Store for MemoryStore {
             for k in t.keys.values_mut() {
                 if k.budget_reset_at.is_some_and(|at| at <= now) {
                     k.spend = 0.0;
+                    k.model_spend.clear();
                     k.budget_reset_at = next_reset(k.budget_duration.as_deref(), now);
                     changes.push(Change::Key(k.token.clone()));
                 }

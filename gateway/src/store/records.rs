@@ -42,8 +42,11 @@ pub struct KeyRecord {
     pub tpm_limit: Option<i64>,
     /// Requests per minute.
     pub rpm_limit: Option<i64>,
-    /// Per-model budgets, USD.
+    /// Per-model budgets, USD: `{"gpt-4o": 0.5}` or LiteLLM's
+    /// `{"gpt-4o": {"budget_limit": 0.5}}`.
     pub model_max_budget: Map<String, Value>,
+    /// Spend per model group, USD (LiteLLM's `model_spend`).
+    pub model_spend: Map<String, Value>,
     /// Per-model rpm limits.
     pub model_rpm_limit: Map<String, Value>,
     /// Per-model tpm limits.
@@ -203,6 +206,23 @@ pub struct SpendFilter {
     pub end: Option<DateTime<Utc>>,
     /// Most rows returned.
     pub limit: Option<i64>,
+}
+
+impl KeyRecord {
+    /// The budget of `model` in `model_max_budget`, in either of LiteLLM's forms.
+    pub fn model_budget(&self, model: &str) -> Option<f64> {
+        let v = self.model_max_budget.get(model)?;
+        v.as_f64()
+            .or_else(|| v.get("budget_limit").and_then(Value::as_f64))
+    }
+
+    /// What the key spent on `model`, USD.
+    pub fn model_spent(&self, model: &str) -> f64 {
+        self.model_spend
+            .get(model)
+            .and_then(Value::as_f64)
+            .unwrap_or(0.0)
+    }
 }
 
 /// Parses LiteLLM's budget durations: `30s`, `10m`, `1h`, `30d`, `1mo`.

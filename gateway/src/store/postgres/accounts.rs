@@ -232,7 +232,10 @@ pub async fn set_spend(
     spend: f64,
     change: Change,
 ) -> Result<bool, Error> {
-    let sql = format!("UPDATE {table} SET spend = $2::float8 WHERE {id_column} = $1");
+    // A spend reset also clears the spend per model.
+    let sql = format!(
+        "UPDATE {table} SET spend = $2::float8, model_spend = '{{}}'::jsonb WHERE {id_column} = $1"
+    );
     write(c, &sql, &[&id, &spend], change).await
 }
 

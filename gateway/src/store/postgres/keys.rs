@@ -23,6 +23,7 @@ const SELECT: &str = r#"SELECT k.token, k.key_name, k.key_alias, k.spend::float8
     k.expires::timestamp AS expires, k.models, k.aliases::jsonb AS aliases, k.user_id, k.team_id,
     k.max_parallel_requests::int8 AS max_parallel_requests, k.tpm_limit::int8 AS tpm_limit,
     k.rpm_limit::int8 AS rpm_limit, k.model_max_budget::jsonb AS model_max_budget,
+    k.model_spend::jsonb AS model_spend,
     k.model_rpm_limit, k.model_tpm_limit, k.blocked, k.allowed_model_region,
     k.metadata::jsonb AS metadata, k.created_at::timestamp AS created_at,
     k.updated_at::timestamp AS updated_at
@@ -139,6 +140,7 @@ fn record(row: &Row) -> Result<KeyRecord, Error> {
         tpm_limit: row.try_get("tpm_limit")?,
         rpm_limit: row.try_get("rpm_limit")?,
         model_max_budget: as_map(row.try_get("model_max_budget")?),
+        model_spend: as_map(row.try_get("model_spend")?),
         model_rpm_limit: per_model("model_rpm_limit")?,
         model_tpm_limit: per_model("model_tpm_limit")?,
         blocked: row

@@ -67,7 +67,7 @@ SELECT DISTINCT ON (request_id) request_id, call_id, attempt, call_type, api_key
     status_code, error_class, error_message
 FROM gateway_spend_staging ORDER BY request_id, ord
 ON CONFLICT (request_id) DO NOTHING
-RETURNING api_key, "user", team_id, spend::float8"#;
+RETURNING api_key, "user", team_id, spend::float8, model_group"#;
 
 const SELECT_LOGS: &str = r#"SELECT request_id, COALESCE(call_id, request_id) AS call_id,
     COALESCE(attempt, 1) AS attempt, call_type, api_key, spend::float8 AS spend,
@@ -96,6 +96,7 @@ pub async fn record(session: &mut Session, rows: &[SpendLogRow]) -> Result<Vec<C
     let inserted = tx.query(INSERT_LOGS, &[]).await?;
     let totals = Totals::of(&inserted)?;
     let keys = add_spend(&tx, r#""LiteLLM_VerificationToken""#, "token", &totals.keys).await?;
+    add_model_spend(&tx, &totals.key_models).await?;
     add_spend(&tx, r#""LiteLLM_UserTable""#, "user_id", &totals.users).await?;
     add_spend(&tx, r#""LiteLLM_TeamTable""#, "team_id", &totals.teams).await?;
     let changes: Vec<Change> = keys.into_iter().map(Change::Key).collect();
@@ -207,6 +208,8 @@ fn clean(s: &str) -> Cow<'_, str> {
 #[derive(Default)]
 struct Totals {
     keys: BTreeMap<String, f64>,
+    /// Per key: spend per model group, as a JSON object.
+    key_models: BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
     users: BTreeMap<String, f64>,
     teams: BTreeMap<String, f64>,
 }
@@ -221,7 +224,18 @@ impl Totals {
             if spend == 0.0 {
                 continue;
             }
-            *totals.keys.entry(row.try_get(0)?).or_default() += spend;
+            let key: String = row.try_get(0)?;
+            let group: Option<String> = row.try_get(4)?;
+            if let Some(group) = group {
+                let per_model = totals.key_models.entry(key.clone()).or_default();
+                let sum = per_model
+                    .get(&group)
+                    .and_then(|v| v.as_f64())
+                    .unwrap_or(0.0)
+                    + spend;
+                per_model.insert(group, sum.into());
+            }
+            *totals.keys.entry(key).or_default() += spend;
             if let Some(user) = row.try_get::<_, Option<String>>(1)? {
                 *totals.users.entry(user).or_default() += spend;
             }
@@ -260,6 +274,30 @@ async fn add_spend(
         .collect::<Result<_, _>>()?;
     updated.sort();
     Ok(updated)
+}
+
+/// Adds spend per model group to keys' `model_spend` (rows already locked
+/// by [`add_spend`]); one row per key, the groups merged in SQL.
+async fn add_model_spend(
+    tx: &Transaction<'_>,
+    per_key: &BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
+) -> Result<(), Error> {
+    if per_key.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<&String> = per_key.keys().collect();
+    let deltas: Vec<serde_json::Value> = per_key
+        .values()
+        .map(|m| serde_json::Value::Object(m.clone()))
+        .collect();
+    let sql = r#"UPDATE "LiteLLM_VerificationToken" t SET model_spend = (
+            SELECT COALESCE(jsonb_object_agg(g, COALESCE((COALESCE(t.model_spend, '{}'::jsonb) ->> g)::float8, 0)
+                + COALESCE((v.delta ->> g)::float8, 0)), '{}'::jsonb)
+            FROM jsonb_object_keys(COALESCE(t.model_spend, '{}'::jsonb) || v.delta) AS g)
+        FROM unnest($1::text[], $2::jsonb[]) AS v(id, delta)
+        WHERE t.token = v.id"#;
+    tx.execute(sql, &[&ids, &deltas]).await?;
+    Ok(())
 }
 
 /// Spend-log rows matching `f`, oldest first.
@@ -360,7 +398,7 @@ async fn reset_table(
     now: DateTime<Utc>,
 ) -> Result<Vec<String>, Error> {
     let due = format!(
-        "UPDATE {table} SET spend = 0 WHERE budget_reset_at <= $1 RETURNING {id}, budget_duration"
+        "UPDATE {table} SET spend = 0, model_spend = '{{}}'::jsonb WHERE budget_reset_at <= $1 RETURNING {id}, budget_duration"
     );
     let rows = tx.query(&due, &[&now.naive_utc()]).await?;
     if rows.is_empty() {
