@@ -162,6 +162,9 @@ pub struct Refusal {
     pub spend: f64,
     /// The hard limit, USD.
     pub max: f64,
+    /// Whether requests still hold reservations on that budget: once they
+    /// settle (usually for less than they reserved) this one may fit.
+    pub in_flight: bool,
 }
 
 /// Worst-case cost held against every budget a request belongs to; settled
@@ -190,6 +193,7 @@ impl Reservation {
                     scope,
                     spend: budget.spent_usd(),
                     max: budget.max_usd().unwrap_or(0.0),
+                    in_flight: budget.reserved.load(Ordering::Acquire) > 0,
                 });
             }
             held.push((*scope, budget.clone()));

@@ -16,14 +16,18 @@ fn mock_model(name: &str) -> Value {
     })
 }
 
-fn start() -> Gateway {
-    Gateway::start_json(
+/// A gateway on a fresh Postgres database, so every management call runs
+/// against LiteLLM's tables (the database outlives the gateway).
+fn start() -> (e2e::TestDb, Gateway) {
+    let db = e2e::TestDb::create();
+    let gw = Gateway::start_json(
         &json!({
             "model_list": [mock_model("chat-fast"), mock_model("chat-deep")],
             "general_settings": {"master_key": MASTER_KEY},
         }),
-        &[],
-    )
+        &[("DATABASE_URL", db.url())],
+    );
+    (db, gw)
 }
 
 /// `POST path` with `key` as the bearer.
@@ -64,7 +68,7 @@ fn key_of(answer: &Value) -> String {
 
 #[test]
 fn generated_key_works_and_has_litellm_shape() {
-    let gw = start();
+    let (_db, gw) = start();
     let answer = generate(
         &gw,
         json!({"key_alias": "ci", "max_budget": 10, "metadata": {"app": "e2e"}}),
@@ -94,7 +98,7 @@ fn generated_key_works_and_has_litellm_shape() {
 
 #[test]
 fn key_info_never_shows_another_plain_key() {
-    let gw = start();
+    let (_db, gw) = start();
     let a = generate(&gw, json!({"key_alias": "a"}));
     let b = generate(&gw, json!({"key_alias": "b"}));
     let (key_a, key_b) = (key_of(&a), key_of(&b));
@@ -120,7 +124,7 @@ fn key_info_never_shows_another_plain_key() {
 
 #[test]
 fn key_models_restrict_access() {
-    let gw = start();
+    let (_db, gw) = start();
     let key = key_of(&generate(&gw, json!({"models": ["chat-fast"]})));
     chat(&gw, &key, "chat-fast").expect_status(200);
     let err = assert_error(&chat(&gw, &key, "chat-deep"), 403);
@@ -134,7 +138,7 @@ fn key_models_restrict_access() {
 
 #[test]
 fn block_and_unblock_take_effect_at_once() {
-    let gw = start();
+    let (_db, gw) = start();
     let key = key_of(&generate(&gw, json!({})));
     chat(&gw, &key, "chat-fast").expect_status(200);
 
@@ -148,7 +152,7 @@ fn block_and_unblock_take_effect_at_once() {
 
 #[test]
 fn deleted_key_is_refused() {
-    let gw = start();
+    let (_db, gw) = start();
     let answer = generate(&gw, json!({}));
     let key = key_of(&answer);
     chat(&gw, &key, "chat-fast").expect_status(200);
@@ -161,7 +165,7 @@ fn deleted_key_is_refused() {
 
 #[test]
 fn regenerated_key_replaces_the_old_one() {
-    let gw = start();
+    let (_db, gw) = start();
     let old = key_of(&generate(&gw, json!({"models": ["chat-fast"]})));
     chat(&gw, &old, "chat-fast").expect_status(200);
 
@@ -188,7 +192,7 @@ fn regenerated_key_replaces_the_old_one() {
 
 #[test]
 fn expired_key_is_refused() {
-    let gw = start();
+    let (_db, gw) = start();
     let answer = generate(&gw, json!({"duration": "1s"}));
     assert!(answer["expires"].is_string(), "{answer}");
     let key = key_of(&answer);
@@ -199,7 +203,7 @@ fn expired_key_is_refused() {
 
 #[test]
 fn updates_take_effect_on_the_next_request() {
-    let gw = start();
+    let (_db, gw) = start();
     let key = key_of(&generate(&gw, json!({"models": ["chat-fast"]})));
     assert_error(&chat(&gw, &key, "chat-deep"), 403);
 
@@ -233,7 +237,7 @@ fn updates_take_effect_on_the_next_request() {
 
 #[test]
 fn blocked_team_refuses_its_keys() {
-    let gw = start();
+    let (_db, gw) = start();
     let team = admin(
         &gw,
         "/team/new",
@@ -265,7 +269,7 @@ fn blocked_team_refuses_its_keys() {
 
 #[test]
 fn team_models_restrict_its_keys_until_updated() {
-    let gw = start();
+    let (_db, gw) = start();
     let team = admin(
         &gw,
         "/team/new",
@@ -284,7 +288,7 @@ fn team_models_restrict_its_keys_until_updated() {
 
 #[test]
 fn only_admins_manage() {
-    let gw = start();
+    let (_db, gw) = start();
     let plain = key_of(&generate(&gw, json!({})));
     let err = assert_error(&post_as(&gw, &plain, "/key/generate", &json!({})), 403);
     assert_eq!(err["type"], "auth_error", "{err:?}");
@@ -300,7 +304,7 @@ fn only_admins_manage() {
 
 #[test]
 fn bad_fields_are_named() {
-    let gw = start();
+    let (_db, gw) = start();
     for (path, body, field) in [
         ("/key/generate", json!({"max_budget": "lots"}), "max_budget"),
         ("/key/generate", json!({"modles": ["x"]}), "modles"),
@@ -325,7 +329,7 @@ fn bad_fields_are_named() {
 
 #[test]
 fn new_user_gets_a_working_key() {
-    let gw = start();
+    let (_db, gw) = start();
     admin(&gw, "/team/new", json!({"team_id": "green"}));
     let user = admin(
         &gw,
@@ -362,7 +366,7 @@ fn new_user_gets_a_working_key() {
 
 #[test]
 fn spend_endpoints_answer() {
-    let gw = start();
+    let (_db, gw) = start();
     let global = gw.get("/global/spend").expect_status(200).json();
     assert!(global["spend"].is_number(), "{global}");
     let key = key_of(&generate(&gw, json!({})));

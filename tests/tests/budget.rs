@@ -12,7 +12,10 @@ const OUTPUT_COST: f64 = 0.0001;
 /// The mock's reply: ten words, ten completion tokens.
 const REPLY: &str = "one two three four five six seven eight nine ten";
 
-fn start() -> Gateway {
+/// A gateway on a fresh Postgres database (which outlives it), so spend and
+/// budgets go through LiteLLM's tables.
+fn start() -> (e2e::TestDb, Gateway) {
+    let db = e2e::TestDb::create();
     let config = json!({
         "model_list": [{
             "model_name": "priced",
@@ -34,7 +37,8 @@ fn start() -> Gateway {
         }],
         "general_settings": {"master_key": MASTER_KEY},
     });
-    Gateway::start(&to_yaml(&config), &[])
+    let gw = Gateway::start(&to_yaml(&config), &[("DATABASE_URL", db.url())]);
+    (db, gw)
 }
 
 fn generate(gw: &Gateway, fields: Value) -> String {
@@ -78,7 +82,7 @@ fn cost_of(resp: &Value) -> f64 {
 
 #[test]
 fn sequential_spend_never_passes_the_budget() {
-    let gw = start();
+    let (_db, gw) = start();
     let budget = 0.01;
     let key = generate(&gw, json!({"max_budget": budget}));
     let mut spent = 0.0;
@@ -107,11 +111,18 @@ fn sequential_spend_never_passes_the_budget() {
         admitted >= 5,
         "only {admitted} admitted: reservations are too pessimistic"
     );
+    let body = json!({"model": "priced", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]});
+    let worst_case = body.to_string().len() as f64 * INPUT_COST + 10.0 * OUTPUT_COST;
+    assert!(
+        budget - recorded < worst_case,
+        "refused with room for another request's worst case: {} left, {worst_case} needed",
+        budget - recorded
+    );
 }
 
 #[test]
 fn a_concurrent_burst_cannot_overshoot() {
-    let gw = start();
+    let (_db, gw) = start();
     let budget = 0.01;
     let key = generate(&gw, json!({"max_budget": budget}));
     let results: Vec<(u16, Value)> = std::thread::scope(|s| {
@@ -146,10 +157,17 @@ fn a_concurrent_burst_cannot_overshoot() {
 
 #[test]
 fn raising_the_budget_or_resetting_spend_restores_access_at_once() {
-    let gw = start();
+    let (_db, gw) = start();
     let key = generate(&gw, json!({"max_budget": 0.003}));
-    while chat(&gw, &key, "priced").0 == 200 {}
-    assert_eq!(chat(&gw, &key, "priced").0, 429);
+    let refusal = loop {
+        let (status, body) = chat(&gw, &key, "priced");
+        if status != 200 {
+            break (status, body);
+        }
+    };
+    assert_eq!(refusal.0, 429, "{}", refusal.1);
+    let again = chat(&gw, &key, "priced");
+    assert_eq!(again.0, 429, "refused once, refused again: {}", again.1);
 
     let resp = gw.post("/key/update", &json!({"key": key, "max_budget": 1.0}));
     assert_eq!(resp.status, 200, "{}", resp.text());
@@ -178,7 +196,7 @@ fn raising_the_budget_or_resetting_spend_restores_access_at_once() {
 
 #[test]
 fn a_budget_period_resets_spend() {
-    let gw = start();
+    let (_db, gw) = start();
     let key = generate(&gw, json!({"max_budget": 0.003, "budget_duration": "2s"}));
     while chat(&gw, &key, "priced").0 == 200 {}
     let exhausted = Instant::now();
@@ -198,7 +216,7 @@ fn a_budget_period_resets_spend() {
 
 #[test]
 fn crossing_the_soft_budget_raises_an_alert_before_the_hard_refusal() {
-    let gw = start();
+    let (_db, gw) = start();
     let key = generate(
         &gw,
         json!({"max_budget": 1.0, "soft_budget": 0.002, "key_alias": "alerting-key"}),
@@ -219,7 +237,7 @@ fn crossing_the_soft_budget_raises_an_alert_before_the_hard_refusal() {
 
 #[test]
 fn every_request_leaves_one_spend_row_with_its_cost() {
-    let gw = start();
+    let (_db, gw) = start();
     let key = generate(&gw, json!({}));
     let auth = format!("Bearer {key}");
     let body = json!({"model": "priced", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]});
@@ -257,7 +275,7 @@ fn every_request_leaves_one_spend_row_with_its_cost() {
 
 #[test]
 fn a_per_model_budget_refuses_only_that_model() {
-    let gw = start();
+    let (_db, gw) = start();
     let key = generate(
         &gw,
         json!({"max_budget": 1.0, "model_max_budget": {"priced": {"budget_limit": 0.003}}}),

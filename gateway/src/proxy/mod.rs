@@ -203,7 +203,8 @@ async fn attempt_once<'w>(
         pick,
         price,
         prompt_estimate,
-    )?;
+    )
+    .await?;
     // 6 and 7. translate, call and relay
     let mut tap = UsageTap::new(req.stream, prompt_estimate);
     let result = match providers::http_provider(dep.provider) {

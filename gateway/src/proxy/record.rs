@@ -13,6 +13,7 @@ use crate::spend::{self, Price, Usage};
 use crate::state::Worker;
 use crate::store::SpendLogRow;
 use chrono::{DateTime, Utc};
+use std::time::Duration;
 
 /// Output tokens reserved when neither the request nor the model caps them.
 const DEFAULT_MAX_OUTPUT: u64 = 4096;
@@ -20,7 +21,7 @@ const DEFAULT_MAX_OUTPUT: u64 = 4096;
 /// Reserves the request's worst-case cost against its key's, user's and
 /// team's budgets, all or none. Master-key requests have no budget. The
 /// first refusal by a budget raises a budget-crossed alert.
-pub(super) fn admit(
+pub(super) async fn admit(
     alerts: &Alerts,
     principal: &Principal,
     req: &LlmRequest,
@@ -71,18 +72,35 @@ pub(super) fn admit(
     // at least one byte per token, so the body's length bounds the prompt.
     let prompt_bound = (req.body.len() as u64).max(prompt_estimate);
     let worst = spend::worst_case_cost(prompt_bound, max_output, price);
-    Reservation::acquire(&budgets, worst)
-        .map(Some)
-        .map_err(|r| {
-            refused(r.scope);
-            GatewayError::BudgetExceeded {
-                scope: r.scope.to_string(),
-                spend: r.spend,
-                max: r.max,
-                reserve: Some(worst),
+    // A request answered a moment ago may not have settled yet (settlement
+    // follows the last byte): give in-flight reservations a short while to
+    // turn into real cost before refusing, so a sequential client is not
+    // refused by its own previous request's reservation.
+    let mut waited = Duration::ZERO;
+    loop {
+        match Reservation::acquire(&budgets, worst) {
+            Ok(reservation) => return Ok(Some(reservation)),
+            Err(r) if r.in_flight && waited < SETTLE_WAIT => {
+                monoio::time::sleep(SETTLE_POLL).await;
+                waited += SETTLE_POLL;
             }
-        })
+            Err(r) => {
+                refused(r.scope);
+                return Err(GatewayError::BudgetExceeded {
+                    scope: r.scope.to_string(),
+                    spend: r.spend,
+                    max: r.max,
+                    reserve: Some(worst),
+                });
+            }
+        }
+    }
 }
+
+/// Longest a refusal waits for in-flight reservations to settle.
+const SETTLE_WAIT: Duration = Duration::from_millis(20);
+/// How often it looks again.
+const SETTLE_POLL: Duration = Duration::from_millis(1);
 
 /// Replaces the reservation by the real cost and raises soft-budget alerts.
 pub(super) fn settle(
