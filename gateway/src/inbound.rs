@@ -53,6 +53,10 @@ pub struct LlmRequest {
     pub stream: bool,
     /// `max_tokens` or `max_completion_tokens`: the output cap the client set.
     pub max_tokens: Option<u64>,
+    /// LiteLLM's per-request `fallbacks` (removed from the forwarded body).
+    pub fallbacks: Option<serde_json::Value>,
+    /// LiteLLM's per-request `num_retries` (removed from the forwarded body).
+    pub num_retries: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -68,6 +72,10 @@ struct RoutingView<'a> {
     input: Option<&'a RawValue>,
     max_tokens: Option<serde_json::Value>,
     max_completion_tokens: Option<serde_json::Value>,
+    #[serde(borrow)]
+    fallbacks: Option<&'a RawValue>,
+    #[serde(borrow)]
+    num_retries: Option<&'a RawValue>,
 }
 
 impl LlmRequest {
@@ -125,6 +133,33 @@ impl LlmRequest {
                 message: "must be a non-negative integer".into(),
             })?),
         };
+        let fallbacks = view
+            .fallbacks
+            .map(|raw| serde_json::from_str(raw.get()).expect("a RawValue is valid JSON"));
+        let num_retries = match view.num_retries.map(|r| r.get()) {
+            None | Some("null") => None,
+            Some(raw) => Some(raw.parse::<u32>().map_err(|_| GatewayError::InvalidParam {
+                param: "num_retries",
+                message: "must be a non-negative integer".into(),
+            })?),
+        };
+        let own: Vec<std::ops::Range<usize>> = [view.fallbacks, view.num_retries]
+            .into_iter()
+            .flatten()
+            .map(|raw| {
+                let start = raw.get().as_ptr() as usize - body.as_ptr() as usize;
+                start..start + raw.get().len()
+            })
+            .collect();
+        if !own.is_empty() {
+            // Rare: re-read the body without the gateway's own fields so the
+            // provider never sees them.
+            let stripped = strip_members(&body, &own);
+            let mut again = LlmRequest::parse(endpoint, Bytes::from(stripped))?;
+            again.fallbacks = fallbacks;
+            again.num_retries = num_retries;
+            return Ok(again);
+        }
         Ok(LlmRequest {
             endpoint,
             body,
@@ -132,6 +167,8 @@ impl LlmRequest {
             model,
             stream,
             max_tokens,
+            fallbacks,
+            num_retries,
         })
     }
 
@@ -145,6 +182,8 @@ impl LlmRequest {
             model: self.model.clone(),
             stream: self.stream,
             max_tokens: self.max_tokens,
+            fallbacks: self.fallbacks.clone(),
+            num_retries: self.num_retries,
         }
     }
 
@@ -158,6 +197,60 @@ impl LlmRequest {
             self.body.slice(self.model_span.end..),
         ]
     }
+}
+
+/// `body` without the top-level members whose values span `values`: each
+/// member's key, colon, value and one adjacent comma are cut out; nothing
+/// else changes.
+fn strip_members(body: &[u8], values: &[std::ops::Range<usize>]) -> Vec<u8> {
+    let mut cuts: Vec<std::ops::Range<usize>> = values
+        .iter()
+        .map(|v| member_span(body, v.clone()))
+        .collect();
+    cuts.sort_by_key(|c| c.start);
+    let mut out = Vec::with_capacity(body.len());
+    let mut at = 0;
+    for cut in cuts {
+        out.extend_from_slice(&body[at..cut.start]);
+        at = cut.end;
+    }
+    out.extend_from_slice(&body[at..]);
+    out
+}
+
+/// The span of a member given its value's span: back over `"key" :`, then
+/// forward over a following comma, else back over a preceding one.
+fn member_span(body: &[u8], value: std::ops::Range<usize>) -> std::ops::Range<usize> {
+    let skip_back = |mut i: usize| {
+        while i > 0 && body[i - 1].is_ascii_whitespace() {
+            i -= 1;
+        }
+        i
+    };
+    let mut start = skip_back(value.start);
+    if start > 0 && body[start - 1] == b':' {
+        start = skip_back(start - 1);
+    }
+    if start > 0 && body[start - 1] == b'"' {
+        // The key: our field names hold no escaped quotes.
+        start -= 1;
+        while start > 0 && body[start - 1] != b'"' {
+            start -= 1;
+        }
+        start = start.saturating_sub(1);
+    }
+    let mut end = value.end;
+    while end < body.len() && body[end].is_ascii_whitespace() {
+        end += 1;
+    }
+    if end < body.len() && body[end] == b',' {
+        return start..end + 1;
+    }
+    let before = skip_back(start);
+    if before > 0 && body[before - 1] == b',' {
+        return before - 1..value.end;
+    }
+    start..value.end
 }
 
 #[cfg(test)]
@@ -186,6 +279,31 @@ mod tests {
             String::from_utf8(joined).unwrap(),
             r#"{"messages":[{"role":"user","content":"hi \"model\": x"}], "model" : "up/\"x\"","stream":true}"#
         );
+    }
+
+    #[test]
+    fn gateway_only_fields_are_read_and_never_forwarded() {
+        for body in [
+            r#"{"fallbacks": ["b"], "model":"a","messages":[],"num_retries":3}"#,
+            r#"{"model":"a", "num_retries" : 3 ,"messages":[], "fallbacks":[{"a":["b"]}]}"#,
+        ] {
+            let r = parse(Endpoint::ChatCompletions, body).unwrap();
+            assert_eq!(r.num_retries, Some(3));
+            assert!(r.fallbacks.is_some());
+            let sent: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+            assert_eq!(
+                sent,
+                serde_json::json!({"model": "a", "messages": []}),
+                "{body}"
+            );
+            assert_eq!(&r.body[r.model_span.clone()], b"\"a\"");
+        }
+        let e = parse(
+            Endpoint::ChatCompletions,
+            r#"{"model":"a","messages":[],"num_retries":-1}"#,
+        )
+        .unwrap_err();
+        assert_eq!(e.param(), Some("num_retries"));
     }
 
     #[test]

@@ -288,3 +288,42 @@ fn a_region_constraint_fails_closed_when_no_deployment_is_in_region() {
         "nothing was served out of region"
     );
 }
+
+#[test]
+fn per_request_fallbacks_and_num_retries_from_the_body() {
+    let mock = MockServer::start(&[]);
+    let gw = start(
+        vec![
+            deployment("chat-deep", "deep", &dead_base(), "deep-model", json!({})),
+            deployment(
+                "chat-fast",
+                "fast",
+                &mock.api_base(),
+                "fast-model",
+                json!({}),
+            ),
+        ],
+        json!({"num_retries": 0}),
+    );
+    let mut body = chat_body("chat-deep");
+    body["fallbacks"] = json!(["chat-fast"]);
+    body["num_retries"] = json!(0);
+    let resp = gw.post("/v1/chat/completions", &body);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(resp.header("x-litellm-model-group"), Some("chat-fast"));
+    assert_eq!(served_by_model(&mock, "fast-model"), 1);
+
+    let resp = gw.post("/v1/chat/completions", &chat_body("chat-deep"));
+    assert_eq!(
+        resp.status,
+        502,
+        "without fallbacks the dead primary fails: {}",
+        resp.text()
+    );
+
+    let mut bad = chat_body("chat-deep");
+    bad["fallbacks"] = json!("chat-fast");
+    let resp = gw.post("/v1/chat/completions", &bad);
+    assert_eq!(resp.status, 400, "{}", resp.text());
+    assert_eq!(resp.json()["error"]["param"], "fallbacks");
+}

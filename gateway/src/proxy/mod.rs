@@ -112,11 +112,22 @@ async fn serve<'w>(
     principal.check_model(&model)?;
     // 4. route: fallbacks wrap retries wrap the call
     let prompt_estimate = spend::estimate_prompt_tokens(&req.body);
+    let fallbacks =
+        match &req.fallbacks {
+            Some(value) => Some(PlanInput::request_fallbacks(value, &model).map_err(
+                |message| GatewayError::InvalidParam {
+                    param: "fallbacks",
+                    message,
+                },
+            )?),
+            None => None,
+        };
     let input = PlanInput {
         allowed_regions: principal.allowed_regions(),
         prompt_tokens: prompt_estimate,
+        num_retries: req.num_retries,
+        fallbacks,
         stream: req.stream,
-        ..PlanInput::default()
     };
     let router = &worker.shared.router;
     let mut plan = match router.plan(&model, input) {
