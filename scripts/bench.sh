@@ -57,6 +57,15 @@ measure() {
     log "loadgen overshoot (budget of one cent, bursts of 1, 4, 64, 256)"
     "$loadgen" overshoot --gateway-bin "$gateway" --json "$out/overshoot.json" | tee "$out/overshoot.txt"
 
+    if pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
+        fleet_db="gw_bench_fleet_$$"
+        log "loadgen fleet (2 replicas on the scratch Postgres database $fleet_db)"
+        psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE $fleet_db"
+        "$loadgen" fleet --database-url "postgres://postgres@127.0.0.1:5432/$fleet_db" \
+            --gateway-bin "$gateway" --json "$out/fleet.json" | tee "$out/fleet.txt"
+        psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE IF EXISTS $fleet_db WITH (FORCE)"
+    fi
+
     log "loadgen soak ($streams streams, $soak)"
     "$loadgen" soak --gateway-bin "$gateway" --streams "$streams" --duration "$soak" \
         --json "$out/soak.json" | tee "$out/soak.txt"
@@ -166,6 +175,13 @@ $(if [ -f "$out/overshoot.txt" ]; then sed -n '/^Budget overshoot/,$p' "$out/ove
 "Headroom refused" is what was left of the budget, in requests of the mean
 admitted cost, when every sender had been refused: the price of reserving each
 request's worst case (prompt bounded by its bytes, plus max_tokens).
+
+## Fleet freshness
+
+\`loadgen fleet\` (two replicas on one scratch Postgres database; changes travel by NOTIFY).
+$run_line
+
+$(if [ -f "$out/fleet.txt" ]; then sed -n '/^Fleet freshness/,$p' "$out/fleet.txt"; else echo "not measured in this run (no Postgres at 127.0.0.1:5432)"; fi)
 
 ## Soak
 

@@ -1,47 +1,57 @@
-//! `loadgen fleet`: several gateway replicas behind one load, checking that
-//! limits and spend hold across the fleet. Only its arguments exist until
-//! replicas share state.
+//! `loadgen fleet`: how fast a change made through one gateway replica is
+//! honoured by the others. Two or more replicas share one Postgres database
+//! (changes travel by NOTIFY); each trial creates a key through one replica
+//! and times, on another, how long until it authenticates, until a block is
+//! refused, an unblock admitted again and a delete refused. Changes the
+//! gateway cannot yet share (models added at runtime, cooldowns) are named
+//! as not measured.
 
 use crate::cli::Args;
-use crate::missing::{self, Feature};
-use crate::units::HumanDuration;
+use crate::gateway_proc::{self, GatewayProcess, GatewaySpec, MASTER_KEY, MODEL};
+use crate::mock::{self, MockConfig};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 /// Usage text of `loadgen fleet`.
 pub const USAGE: &str = "\
-Usage: loadgen fleet [OPTIONS]
+Usage: loadgen fleet --database-url URL [OPTIONS]
 
-Starts several gateway replicas sharing Redis and Postgres, spreads load
-over them and checks that limits and spend hold fleet-wide.
+Starts gateway replicas on one Postgres database and measures how fast a
+change made through one replica is honoured by another: a key created,
+blocked, unblocked, deleted.
 
 Options:
+  --database-url URL        an empty Postgres database the replicas share (required)
   --gateway-bin PATH        gateway binary [default: target/release/gateway]
   --replicas N              gateway processes [default: 2]
-  --keys N                  virtual keys to spread the load over [default: 10]
-  --rate R                  requests/s over all replicas [default: 1000]
-  --duration D              length of the run [default: 60s]
+  --trials N                keys created, blocked and deleted [default: 20]
   --json FILE               also write the report as JSON
   -h, --help                print this help
-
-Needs replicas that share state; exits with status 2 and names the missing
-feature until then.
 ";
+
+/// Longest a change may take to be honoured before the run fails.
+const GIVE_UP: Duration = Duration::from_secs(5);
+/// Pause between probes of the other replica.
+const PROBE_EVERY: Duration = Duration::from_millis(1);
+
+/// The changes timed, in trial order.
+const CHANGES: [&str; 4] = ["create", "block", "unblock", "delete"];
 
 /// Entry point of `loadgen fleet`.
 pub fn main(args: &mut Args) -> Result<(), String> {
     let mut replicas: usize = 2;
-    let mut keys: u64 = 10;
-    let mut rate: f64 = 1000.0;
+    let mut trials: usize = 20;
+    let mut database_url: Option<String> = None;
+    let mut bin: Option<PathBuf> = None;
+    let mut json: Option<PathBuf> = None;
     while let Some(flag) = args.next_flag()? {
         match flag.as_str() {
             "replicas" => replicas = args.value(&flag)?,
-            "keys" => keys = args.value(&flag)?,
-            "rate" => rate = args.value(&flag)?,
-            "duration" => {
-                args.value::<HumanDuration>(&flag)?;
-            }
-            "gateway-bin" | "json" => {
-                args.value::<String>(&flag)?;
-            }
+            "trials" => trials = args.value(&flag)?,
+            "database-url" => database_url = Some(args.value(&flag)?),
+            "gateway-bin" => bin = Some(args.value::<String>(&flag)?.into()),
+            "json" => json = Some(args.value::<String>(&flag)?.into()),
             "help" => {
                 print!("{USAGE}");
                 return Ok(());
@@ -52,11 +62,126 @@ pub fn main(args: &mut Args) -> Result<(), String> {
     if replicas < 2 {
         return Err("--replicas must be at least 2 (one replica is `loadgen overhead`)".into());
     }
-    if keys == 0 || rate <= 0.0 {
-        return Err("--keys and --rate must be positive".into());
+    if trials == 0 {
+        return Err("--trials must be positive".into());
     }
-    missing::require("fleet", Feature::SharedFleetState)?;
-    Err("fleet is not implemented yet".into())
+    let database_url = database_url
+        .ok_or("fleet needs --database-url: an empty Postgres database the replicas share")?;
+    let upstream = mock::start(MockConfig {
+        port: 0,
+        workers: 1,
+        ..MockConfig::default()
+    })
+    .map_err(|e| format!("cannot start the mock: {e}"))?;
+    let bin = bin.unwrap_or_else(gateway_proc::default_bin);
+    let fleet: Vec<GatewayProcess> = (0..replicas)
+        .map(|_| {
+            GatewayProcess::start(&GatewaySpec {
+                bin: bin.clone(),
+                workers: 1,
+                upstream: upstream.addr(),
+                cpus: None,
+                env: vec![("DATABASE_URL".into(), database_url.clone())],
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(trials); CHANGES.len()];
+    for trial in 0..trials {
+        let via = &fleet[trial % replicas];
+        let other = fleet[(trial + 1) % replicas].addr();
+        for (i, t) in run_trial(via, other)?.into_iter().enumerate() {
+            times[i].push(t);
+        }
+    }
+    print_report(replicas, trials, &times);
+    if let Some(path) = json {
+        let report: Vec<serde_json::Value> = CHANGES
+            .iter()
+            .zip(&times)
+            .map(|(change, ts)| {
+                let us: Vec<u128> = ts.iter().map(Duration::as_micros).collect();
+                serde_json::json!({"change": change, "micros": us})
+            })
+            .collect();
+        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// One key's life through `via`, timed on `other`.
+fn run_trial(via: &GatewayProcess, other: SocketAddr) -> Result<[Duration; 4], String> {
+    let key = via.generate_key()?;
+    let created = wait_for(other, &key, 200, Instant::now())?;
+    let body = format!("{{\"key\":\"{key}\"}}");
+    let at = admin(via.addr(), "/key/block", &body)?;
+    let blocked = wait_for(other, &key, 401, at)?;
+    let at = admin(via.addr(), "/key/unblock", &body)?;
+    let unblocked = wait_for(other, &key, 200, at)?;
+    let at = admin(
+        via.addr(),
+        "/key/delete",
+        &format!("{{\"keys\":[\"{key}\"]}}"),
+    )?;
+    let deleted = wait_for(other, &key, 401, at)?;
+    Ok([created, blocked, unblocked, deleted])
+}
+
+/// Calls a management endpoint with the master key; returns when it answered.
+fn admin(addr: SocketAddr, path: &str, body: &str) -> Result<Instant, String> {
+    let status = request(addr, path, MASTER_KEY, body)?;
+    if status != 200 {
+        return Err(format!("POST {path}: status {status}"));
+    }
+    Ok(Instant::now())
+}
+
+/// Probes `addr` with `key` until it answers `status`; the time since `since`.
+fn wait_for(addr: SocketAddr, key: &str, status: u16, since: Instant) -> Result<Duration, String> {
+    let body = format!("{{\"model\":\"{MODEL}\",\"max_tokens\":1,\"messages\":[{{\"role\":\"user\",\"content\":\"hi\"}}]}}");
+    loop {
+        if request(addr, "/v1/chat/completions", key, &body)? == status {
+            return Ok(since.elapsed());
+        }
+        if since.elapsed() > GIVE_UP {
+            return Err(format!(
+                "the other replica did not answer {status} within {GIVE_UP:?}"
+            ));
+        }
+        std::thread::sleep(PROBE_EVERY);
+    }
+}
+
+/// One POST with `key` as the bearer; the response status.
+fn request(addr: SocketAddr, path: &str, key: &str, body: &str) -> Result<u16, String> {
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let response = gateway_proc::exchange_once(addr, request.as_bytes())
+        .map_err(|e| format!("POST {path}: {e}"))?;
+    response
+        .get(9..12)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("POST {path}: no status line"))
+}
+
+fn print_report(replicas: usize, trials: usize, times: &[Vec<Duration>]) {
+    println!("Fleet freshness: {replicas} replicas on one Postgres, {trials} trials; time from the answer of the replica that made the change to the first answer of another replica that honours it (probed every {PROBE_EVERY:?}).\n");
+    println!("| change | p50 | max |");
+    println!("| --- | --- | --- |");
+    for (change, ts) in CHANGES.iter().zip(times) {
+        let mut sorted = ts.clone();
+        sorted.sort();
+        let p50 = sorted[sorted.len() / 2];
+        let max = sorted[sorted.len() - 1];
+        println!(
+            "| key {change} | {:.2} ms | {:.2} ms |",
+            p50.as_secs_f64() * 1e3,
+            max.as_secs_f64() * 1e3
+        );
+    }
+    println!("\nNot measured: a model added at runtime (no /model/* API yet) and a deployment cooled down (cooldowns are per process); the gateway does not share them across replicas yet.");
 }
 
 #[cfg(test)]
@@ -68,10 +193,13 @@ mod tests {
     }
 
     #[test]
-    fn parses_then_names_the_missing_feature() {
-        let err = run("--replicas 3 --rate 100 --duration 5s").unwrap_err();
-        assert!(err.starts_with("fleet needs replicas sharing"), "{err}");
-        assert!(run("--replicas 1").unwrap_err().contains("at least 2"));
-        assert!(run("--bogus").unwrap_err().contains("--bogus"));
+    fn needs_a_database_and_two_replicas() {
+        assert!(run("--replicas 1 --database-url x")
+            .unwrap_err()
+            .contains("--replicas"));
+        assert!(run("--trials 0 --database-url x")
+            .unwrap_err()
+            .contains("--trials"));
+        assert!(run("").unwrap_err().contains("--database-url"));
     }
 }

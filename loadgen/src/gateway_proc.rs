@@ -31,6 +31,8 @@ pub struct GatewaySpec {
     pub upstream: SocketAddr,
     /// CPUs to pin it to, if any.
     pub cpus: Option<CpuSet>,
+    /// Extra environment, e.g. `DATABASE_URL` for replicas sharing Postgres.
+    pub env: Vec<(String, String)>,
 }
 
 /// A running gateway child process.
@@ -50,7 +52,9 @@ impl GatewayProcess {
                 spec.bin.display()
             ));
         }
-        let dir = std::env::temp_dir().join(format!("loadgen-gateway-{}", std::process::id()));
+        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("loadgen-gateway-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let config = dir.join("config.yaml");
         std::fs::write(&config, config_yaml(spec.upstream))
@@ -65,6 +69,7 @@ impl GatewayProcess {
             .arg(port.to_string())
             .arg("--workers")
             .arg(spec.workers.to_string())
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log.try_clone().map_err(|e| e.to_string())?)
             .stderr(log);
@@ -229,6 +234,7 @@ mod tests {
             workers: 1,
             upstream: "127.0.0.1:1".parse().unwrap(),
             cpus: None,
+            env: Vec::new(),
         };
         let err = GatewayProcess::start(&spec).err().unwrap();
         assert!(err.contains("not found"), "{err}");

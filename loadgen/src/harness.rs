@@ -58,6 +58,7 @@ impl Harness {
             workers: spec.gateway_workers,
             upstream: mock.addr(),
             cpus: cpus.as_ref().map(|s| CpuSet::of(s.gateway.iter().copied())),
+            env: Vec::new(),
         })?;
         Ok(Harness {
             mock,

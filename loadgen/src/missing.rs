@@ -15,8 +15,6 @@ pub enum Feature {
     RedisLimits,
     /// Spend and attempt logs written to Postgres.
     SpendLogging,
-    /// Several gateway replicas sharing keys, limits and spend.
-    SharedFleetState,
 }
 
 /// Features the gateway does not have yet. Remove an entry when its
@@ -25,7 +23,6 @@ const MISSING: &[Feature] = &[
     Feature::RateLimits,
     Feature::RedisLimits,
     Feature::SpendLogging,
-    Feature::SharedFleetState,
 ];
 
 impl fmt::Display for Feature {
@@ -35,9 +32,6 @@ impl fmt::Display for Feature {
             Feature::RateLimits => "per-key rpm/tpm limits (issue: rate limiting)",
             Feature::RedisLimits => "rpm/tpm limits shared through Redis (issue: rate limiting)",
             Feature::SpendLogging => "spend logging to Postgres (issue: spend tracking)",
-            Feature::SharedFleetState => {
-                "replicas sharing keys, limits and spend through Redis and Postgres (issue: fleet state)"
-            }
         })
     }
 }

@@ -101,6 +101,7 @@ pub fn main(args: &mut Args) -> Result<(), String> {
         workers: 2,
         upstream: upstream.addr(),
         cpus: None,
+        env: Vec::new(),
     })?;
     let mut reports = Vec::with_capacity(bursts.len());
     for senders in bursts {
