@@ -133,9 +133,16 @@ impl LlmRequest {
                 message: "must be a non-negative integer".into(),
             })?),
         };
-        let fallbacks = view
-            .fallbacks
-            .map(|raw| serde_json::from_str(raw.get()).expect("a RawValue is valid JSON"));
+        let fallbacks =
+            match view.fallbacks {
+                None => None,
+                Some(raw) => Some(serde_json::from_str(raw.get()).map_err(|e| {
+                    GatewayError::InvalidParam {
+                        param: "fallbacks",
+                        message: e.to_string(),
+                    }
+                })?),
+            };
         let num_retries = match view.num_retries.map(|r| r.get()) {
             None | Some("null") => None,
             Some(raw) => Some(raw.parse::<u32>().map_err(|_| GatewayError::InvalidParam {

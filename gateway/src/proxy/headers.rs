@@ -2,7 +2,7 @@
 //! `x-litellm-*` response headers, the call id, and the access log line.
 
 use super::Outcome;
-use crate::config::Deployment;
+use crate::config::{Deployment, UpstreamBase};
 use crate::error::GatewayError;
 use crate::http1::RequestHead;
 use crate::inbound::Endpoint;
@@ -11,10 +11,13 @@ use crate::server::HeadBuilder;
 use bytes::Bytes;
 use std::time::Duration;
 
-/// The upstream request head: fixed headers, then the provider's, then the
-/// deployment's `extra_headers`.
-pub(super) fn upstream_head(req: &UpstreamRequest, dep: &Deployment) -> Vec<u8> {
-    let base = dep.base.as_ref().expect("HTTP providers have a base URL");
+/// The upstream request head for `base`: fixed headers, then the provider's,
+/// then the deployment's `extra_headers`.
+pub(super) fn upstream_head(
+    req: &UpstreamRequest,
+    base: &UpstreamBase,
+    dep: &Deployment,
+) -> Vec<u8> {
     let body_len: usize = req.body.iter().map(Bytes::len).sum();
     let mut h = Vec::with_capacity(256 + req.path.len());
     h.extend_from_slice(b"POST ");

@@ -305,7 +305,7 @@ async fn forward(
     } else {
         dep.timeout
     };
-    let head = upstream_head(&req, dep);
+    let head = upstream_head(&req, base, dep);
     let started = Instant::now();
     let deadline = started + timeout;
     let sent = worker.upstream.send(base, head, &req.body, deadline).await;
