@@ -27,6 +27,24 @@ pub use postgres::{PrivatePostgres, TestDb};
 pub use procs::{bin_path, free_port, Gateway, MockServer};
 
 use serde_json::Value;
+use std::time::{Duration, Instant};
+
+/// Polls `check` every 20 ms until it returns `Some`, for at most `timeout`;
+/// panics naming `what` when it never does. Tests wait on a condition with
+/// this, not on a fixed sleep.
+pub fn eventually<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "gave up after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
 
 /// Asserts that `resp` is an error in the LiteLLM/OpenAI shape
 /// `{"error":{"message":str,"type":str,"param":str|null,"code":"<status>"}}`

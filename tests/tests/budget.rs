@@ -66,12 +66,24 @@ fn chat(gw: &Gateway, key: &str, model: &str) -> (u16, Value) {
     (resp.status, resp.json())
 }
 
-/// The key's spend as the store records it, once the writer has flushed.
+/// The key's spend as the store records it now.
 fn key_spend(gw: &Gateway, key: &str) -> f64 {
-    std::thread::sleep(Duration::from_millis(300));
     let info = gw.get(&format!("/key/info?key={key}"));
     assert_eq!(info.status, 200, "{}", info.text());
     info.json()["info"]["spend"].as_f64().expect("spend")
+}
+
+/// The key's recorded spend once the writer has flushed `expected` (or what
+/// it holds after 5 s, for the caller's assertion to report).
+fn settled_spend(gw: &Gateway, key: &str, expected: f64) -> f64 {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let spend = key_spend(gw, key);
+        if (spend - expected).abs() < 1e-9 || Instant::now() > deadline {
+            return spend;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 fn cost_of(resp: &Value) -> f64 {
@@ -98,7 +110,7 @@ fn sequential_spend_never_passes_the_budget() {
         spent += cost_of(&body);
         assert!(admitted < 100, "the budget never refused");
     }
-    let recorded = key_spend(&gw, &key);
+    let recorded = settled_spend(&gw, &key, spent);
     assert!(
         (recorded - spent).abs() < 1e-9,
         "store says {recorded}, responses say {spent}"
@@ -144,7 +156,7 @@ fn a_concurrent_burst_cannot_overshoot() {
         ok.len()
     );
     let spent: f64 = ok.iter().map(|b| cost_of(b)).sum();
-    let recorded = key_spend(&gw, &key);
+    let recorded = settled_spend(&gw, &key, spent);
     assert!(
         (recorded - spent).abs() < 1e-9,
         "store says {recorded}, responses say {spent}"
@@ -159,11 +171,13 @@ fn a_concurrent_burst_cannot_overshoot() {
 fn raising_the_budget_or_resetting_spend_restores_access_at_once() {
     let (_db, gw) = start();
     let key = generate(&gw, json!({"max_budget": 0.003}));
+    let mut spent = 0.0;
     let refusal = loop {
         let (status, body) = chat(&gw, &key, "priced");
         if status != 200 {
             break (status, body);
         }
+        spent += cost_of(&body);
     };
     assert_eq!(refusal.0, 429, "{}", refusal.1);
     let again = chat(&gw, &key, "priced");
@@ -171,16 +185,15 @@ fn raising_the_budget_or_resetting_spend_restores_access_at_once() {
 
     let resp = gw.post("/key/update", &json!({"key": key, "max_budget": 1.0}));
     assert_eq!(resp.status, 200, "{}", resp.text());
-    assert_eq!(
-        chat(&gw, &key, "priced").0,
-        200,
-        "raising max_budget must restore access"
-    );
+    let (status, body) = chat(&gw, &key, "priced");
+    assert_eq!(status, 200, "raising max_budget must restore access");
+    spent += cost_of(&body);
 
     let resp = gw.post("/key/update", &json!({"key": key, "max_budget": 0.003}));
     assert_eq!(resp.status, 200, "{}", resp.text());
-    std::thread::sleep(Duration::from_millis(300));
     assert_eq!(chat(&gw, &key, "priced").0, 429);
+    // A reset zeroes the spend recorded so far: let what was spent land first.
+    settled_spend(&gw, &key, spent);
     let resp = gw.post("/key/update", &json!({"key": key, "spend": 0.0}));
     assert_eq!(resp.status, 200, "{}", resp.text());
     assert_eq!(
@@ -189,7 +202,9 @@ fn raising_the_budget_or_resetting_spend_restores_access_at_once() {
         "resetting spend must restore access"
     );
     assert!(
-        key_spend(&gw, &key) > 0.0,
+        e2e::eventually("spend after the reset", Duration::from_secs(5), || {
+            Some(key_spend(&gw, &key)).filter(|s| *s > 0.0)
+        }) > 0.0,
         "spend after the reset is counted again"
     );
 }
@@ -224,8 +239,10 @@ fn crossing_the_soft_budget_raises_an_alert_before_the_hard_refusal() {
     for _ in 0..3 {
         assert_eq!(chat(&gw, &key, "priced").0, 200);
     }
-    std::thread::sleep(Duration::from_millis(200));
-    let out = gw.output();
+    let out = e2e::eventually("the soft-budget alert line", Duration::from_secs(5), || {
+        let out = gw.output();
+        out.contains("soft budget crossed").then_some(out)
+    });
     let alerts: Vec<&str> = out
         .lines()
         .filter(|l| l.contains("soft budget crossed"))
@@ -253,10 +270,14 @@ fn every_request_leaves_one_spend_row_with_its_cost() {
         .expect("call id")
         .to_string();
     let cost = cost_of(&resp.json());
-    std::thread::sleep(Duration::from_millis(300));
-    let logs = gw.get(&format!("/spend/logs?request_id={call_id}"));
-    assert_eq!(logs.status, 200, "{}", logs.text());
-    let rows = logs.json();
+    let rows = e2e::eventually("the spend row", Duration::from_secs(5), || {
+        let logs = gw.get(&format!("/spend/logs?request_id={call_id}"));
+        assert_eq!(logs.status, 200, "{}", logs.text());
+        let rows = logs.json();
+        rows.as_array()
+            .is_some_and(|r| !r.is_empty())
+            .then_some(rows)
+    });
     let rows = rows.as_array().expect("array of rows");
     assert_eq!(rows.len(), 1, "{rows:?}");
     let row = &rows[0];
@@ -301,8 +322,12 @@ fn a_per_model_budget_refuses_only_that_model() {
         200,
         "other models keep the key's budget"
     );
-    std::thread::sleep(Duration::from_millis(300));
-    let info = gw.get(&format!("/key/info?key={key}")).json();
+    let info = e2e::eventually("model_spend", Duration::from_secs(5), || {
+        let info = gw.get(&format!("/key/info?key={key}")).json();
+        info["info"]["model_spend"]["priced"]
+            .is_number()
+            .then_some(info)
+    });
     let per_model = info["info"]["model_spend"]["priced"]
         .as_f64()
         .expect("model_spend recorded");

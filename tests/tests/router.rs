@@ -84,9 +84,11 @@ fn a_dead_primary_falls_back_and_both_attempts_are_recorded() {
         assert_eq!(resp.header("x-litellm-attempted-fallbacks"), Some("1"));
         call_ids.push(resp.header("x-litellm-call-id").unwrap().to_string());
     }
-    std::thread::sleep(Duration::from_millis(300));
     for call_id in call_ids {
-        let rows = gw.get(&format!("/spend/logs?request_id={call_id}")).json();
+        let rows = e2e::eventually("both attempts' rows", Duration::from_secs(5), || {
+            let rows = gw.get(&format!("/spend/logs?request_id={call_id}")).json();
+            (rows.as_array().map_or(0, Vec::len) >= 2).then_some(rows)
+        });
         let rows = rows.as_array().expect("rows");
         assert_eq!(rows.len(), 2, "one row per attempt: {rows:?}");
         let failed = rows
