@@ -182,6 +182,25 @@ pub enum GatewayError {
         /// Seconds until the limits reset.
         retry_after: String,
     },
+    /// A rate limit (rpm, tpm or parallel) of one of the request's scopes
+    /// is reached; LiteLLM's message.
+    #[error("Rate limit exceeded for {scope}: {value}. Limit type: {kind}. Current limit: {limit}, Remaining: {remaining}. Limit resets at: {resets_at}")]
+    RateLimited {
+        /// `api_key`, `user`, `team`, `model_per_key`, `end_user` or `server`.
+        scope: &'static str,
+        /// The scope's value (key hash, user id...).
+        value: String,
+        /// `requests`, `tokens` or `parallel`.
+        kind: &'static str,
+        /// The limit.
+        limit: u64,
+        /// What is left of it.
+        remaining: u64,
+        /// When it resets, `YYYY-MM-DD HH:MM:SS UTC`.
+        resets_at: String,
+        /// Seconds until then (`retry-after`).
+        retry_after: String,
+    },
     /// Connection cap reached or shutting down.
     #[error("Service unavailable: {0}")]
     Unavailable(&'static str),
@@ -205,7 +224,7 @@ impl GatewayError {
             | InvalidParam { .. }
             | BadHttp(_)
             | NoEligibleDeployment { .. } => 400,
-            NoCapacity { .. } => 429,
+            NoCapacity { .. } | RateLimited { .. } => 429,
             RouteNotFound { .. } | ModelNotFound(_) => 404,
             BodyTooLarge { .. } => 413,
             HeadersTooLarge { .. } => 431,
@@ -236,6 +255,7 @@ impl GatewayError {
             UpstreamUnreachable { .. } | UpstreamProtocol { .. } => "api_connection_error",
             Unavailable(_) => "service_unavailable_error",
             NoCapacity { .. } => "rate_limit_error",
+            RateLimited { .. } => "throttling_error",
             _ => "invalid_request_error",
         }
     }
@@ -254,7 +274,8 @@ impl GatewayError {
     pub fn retry_after(&self) -> Option<&str> {
         match self {
             GatewayError::Upstream { retry_after, .. } => retry_after.as_deref(),
-            GatewayError::NoCapacity { retry_after, .. } => Some(retry_after),
+            GatewayError::NoCapacity { retry_after, .. }
+            | GatewayError::RateLimited { retry_after, .. } => Some(retry_after),
             GatewayError::Unavailable(_) => Some("1"),
             _ => None,
         }

@@ -57,6 +57,8 @@ pub struct LlmRequest {
     pub fallbacks: Option<serde_json::Value>,
     /// LiteLLM's per-request `num_retries` (removed from the forwarded body).
     pub num_retries: Option<u32>,
+    /// The body's `user`: LiteLLM's end user, a rate-limit scope.
+    pub end_user: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -76,6 +78,7 @@ struct RoutingView<'a> {
     fallbacks: Option<&'a RawValue>,
     #[serde(borrow)]
     num_retries: Option<&'a RawValue>,
+    user: Option<serde_json::Value>,
 }
 
 impl LlmRequest {
@@ -150,6 +153,16 @@ impl LlmRequest {
                 message: "must be a non-negative integer".into(),
             })?),
         };
+        let end_user = match view.user {
+            None | Some(serde_json::Value::Null) => None,
+            Some(serde_json::Value::String(s)) => Some(s),
+            Some(_) => {
+                return Err(GatewayError::InvalidParam {
+                    param: "user",
+                    message: "must be a string".into(),
+                })
+            }
+        };
         let own: Vec<std::ops::Range<usize>> = [view.fallbacks, view.num_retries]
             .into_iter()
             .flatten()
@@ -176,6 +189,7 @@ impl LlmRequest {
             max_tokens,
             fallbacks,
             num_retries,
+            end_user,
         })
     }
 
@@ -191,6 +205,7 @@ impl LlmRequest {
             max_tokens: self.max_tokens,
             fallbacks: self.fallbacks.clone(),
             num_retries: self.num_retries,
+            end_user: self.end_user.clone(),
         }
     }
 

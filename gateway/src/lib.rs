@@ -10,6 +10,7 @@ pub mod control;
 pub mod error;
 pub mod http1;
 pub mod inbound;
+pub mod limits;
 pub mod logging;
 pub mod providers;
 pub mod proxy;

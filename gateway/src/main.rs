@@ -107,10 +107,13 @@ fn run(opts: Options) -> Result<(), String> {
         dir: config.spool_dir.clone(),
         max_bytes: 1 << 30,
     };
-    let control = gateway::control::ControlPlane::start(store, keys.clone(), spool, listen)
-        .map_err(|e| format!("cannot start the control plane: {e}"))?;
+    let (limiter, limiter_runner) = gateway::limits::Limiter::new(config.rate_limits.clone());
+    log_limiter(limiter.settings());
+    let control =
+        gateway::control::ControlPlane::start(store, keys.clone(), spool, listen, limiter_runner)
+            .map_err(|e| format!("cannot start the control plane: {e}"))?;
     seed_declared_keys(&control, std::mem::take(&mut config.virtual_keys))?;
-    let shared = Arc::new(Shared::new(config, tls, keys, control.clone()));
+    let shared = Arc::new(Shared::new(config, tls, keys, control.clone(), limiter));
     install_signal_handler(shared.clone())?;
     tracing::info!(
         io_driver = %driver,
@@ -125,6 +128,24 @@ fn run(opts: Options) -> Result<(), String> {
     }
     tracing::info!("shut down cleanly");
     Ok(())
+}
+
+/// Says where rate limits are counted, so an operator sees it at start-up.
+fn log_limiter(s: &gateway::limits::LimitSettings) {
+    match s.mode {
+        gateway::limits::Mode::Redis => tracing::info!(
+            window_secs = s.window.secs,
+            tpm_reservation = s.reservation,
+            circuit_breaker = s.breaker.enabled,
+            fallback = %s.fallback,
+            "rate limits are counted in Redis, fleet-wide"
+        ),
+        gateway::limits::Mode::Local => tracing::info!(
+            window_secs = s.window.secs,
+            tpm_reservation = s.reservation,
+            "rate limits are counted in this process (no Redis configured)"
+        ),
+    }
 }
 
 /// A store with, for Postgres, its change listener's settings.

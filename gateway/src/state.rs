@@ -5,6 +5,7 @@ use crate::alerts::Alerts;
 use crate::auth::{Authenticator, KeyCache};
 use crate::config::{Config, ServerLimits};
 use crate::control::ControlPlane;
+use crate::limits::Limiter;
 use crate::router::Router;
 use crate::upstream::UpstreamClient;
 use std::cell::Cell;
@@ -26,18 +27,21 @@ pub struct Shared {
     pub control: ControlPlane,
     /// Budget alerts (log line, webhook and Slack POSTs).
     pub alerts: Alerts,
+    /// Rate limits (rpm, tpm, parallel).
+    pub limiter: Limiter,
     shutting_down: AtomicBool,
     shutdown_tx: watch::Sender<bool>,
 }
 
 impl Shared {
-    /// Builds the process state from a validated config, the key cache and
-    /// the control plane that fills it.
+    /// Builds the process state from a validated config, the key cache, the
+    /// control plane that fills it and the rate limiter.
     pub fn new(
         config: Config,
         tls: Arc<rustls::ClientConfig>,
         keys: Arc<KeyCache>,
         control: ControlPlane,
+        limiter: Limiter,
     ) -> Self {
         let (shutdown_tx, _) = watch::channel(false);
         Shared {
@@ -47,6 +51,7 @@ impl Shared {
             alerts: Alerts::new(config.alerts, tls.clone(), control.clone()),
             tls,
             control,
+            limiter,
             shutting_down: AtomicBool::new(false),
             shutdown_tx,
         }

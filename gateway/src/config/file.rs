@@ -149,6 +149,10 @@ pub struct GatewaySettings {
     pub spool_dir: Option<String>,
     /// Seconds an idle upstream connection is kept in the pool.
     pub upstream_idle_secs: Option<u64>,
+    /// Rate limiter knobs LiteLLM has no name for (mode, fallback policy,
+    /// server and end-user limits).
+    #[serde(default)]
+    pub rate_limits: crate::limits::RateLimitsFile,
 }
 
 /// A virtual key declared in `gateway_settings.virtual_keys`.

@@ -75,6 +75,8 @@ pub struct Config {
     pub virtual_keys: Vec<crate::store::KeyRecord>,
     /// Where budget alerts are POSTed (`general_settings.alerting`).
     pub alerts: Vec<crate::alerts::AlertTarget>,
+    /// The rate limiter's settings.
+    pub rate_limits: crate::limits::LimitSettings,
     /// Non-fatal findings (unknown keys), logged at start.
     pub warnings: Vec<String>,
 }

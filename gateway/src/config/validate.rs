@@ -210,7 +210,23 @@ pub(super) fn validate(
             config_key(k).map_err(|p| invalid(format!("gateway_settings.virtual_keys[{i}]"), p))
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let global_parallel = file
+        .general_settings
+        .other
+        .get("global_max_parallel_requests")
+        .and_then(serde_yaml::Value::as_i64);
+    let rate_limits = crate::limits::LimitSettings::resolve(
+        &file.gateway_settings.rate_limits,
+        global_parallel,
+        crate::limits::RedisSources {
+            router_settings: file.router_settings.as_ref(),
+            litellm_settings: file.litellm_settings.as_ref(),
+        },
+        lookup,
+    )
+    .map_err(|p| invalid("gateway_settings.rate_limits".into(), p))?;
     Ok(Config {
+        rate_limits,
         deployments,
         master_key,
         database_url,

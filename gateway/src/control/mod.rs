@@ -84,12 +84,13 @@ pub struct ControlPlane {
 impl ControlPlane {
     /// Starts the control thread around `store` and the key cache; with
     /// `listen` (a Postgres store), it also listens for other replicas'
-    /// changes.
+    /// changes; with `limiter`, it serves the Redis rate limiter's calls.
     pub fn start(
         store: Arc<dyn Store>,
         keys: Arc<KeyCache>,
         spool: writer::SpoolConfig,
         listen: Option<ListenConfig>,
+        limiter: Option<crate::limits::remote::RemoteRunner>,
     ) -> std::io::Result<ControlPlane> {
         let (jobs, mut job_rx) = mpsc::channel::<Job>(JOB_QUEUE);
         let (spend, spend_rx) = mpsc::channel::<writer::WriterMsg>(SPEND_QUEUE);
@@ -103,6 +104,9 @@ impl ControlPlane {
                 runtime.block_on(async move {
                     tokio::spawn(writer::run(ctx.clone(), spend_rx, spool));
                     tokio::spawn(budget_resets(ctx.clone()));
+                    if let Some(limiter) = limiter {
+                        tokio::spawn(limiter.run());
+                    }
                     if let Some(listen) = listen {
                         tokio::spawn(listener::run(ctx.clone(), listen));
                     }

@@ -75,6 +75,11 @@ pub(super) fn litellm_headers(status: u16, outcome: &Outcome<'_>) -> HeadBuilder
         );
         h.header_num("x-litellm-max-fallbacks", u64::from(max));
     }
+    if let Some(rate) = &outcome.rate {
+        for (name, value) in rate.pairs() {
+            h.header_num(name, value);
+        }
+    }
     let total = outcome.received_at.elapsed();
     let overhead = total.saturating_sub(outcome.upstream_wait);
     h.header("x-litellm-response-duration-ms", &format_ms(total));

@@ -5,13 +5,16 @@
 //! 2. **read**: the routing fields of the body, borrowed, never re-serialized (`inbound`).
 //! 3. **authorize**: aliases, then the key's, team's and user's allowed models (`auth`).
 //! 4. **route**: the model group and one of its deployments (`router`).
-//! 5. **admit**: reserve the worst-case cost against every budget (`budget`, `spend`).
-//! 6. **translate**: the provider builds its native request (`providers`).
-//! 7. **call and relay**: the per-core pool sends it; the body streams back as it
+//! 5. **limit**: check and charge rpm, tpm and parallel limits of every scope,
+//!    all or none, once per request (`limits`).
+//! 6. **admit**: reserve the worst-case cost against every budget (`budget`, `spend`).
+//! 7. **translate**: the provider builds its native request (`providers`).
+//! 8. **call and relay**: the per-core pool sends it; the body streams back as it
 //!    arrives, SSE event by event, while usage is read on the side (`upstream`, `relay`).
-//! 8. **settle**: the real cost replaces the reservation; one spend row per
-//!    attempt goes to the control plane without waiting (`record`).
-//! 9. **log**: one access line with durations.
+//! 9. **settle**: the real cost replaces the reservation; one spend row per
+//!    attempt goes to the control plane without waiting (`record`); the rate
+//!    limiter's reservation becomes the real usage and parallel slots are freed.
+//! 10. **log**: one access line with durations.
 
 mod headers;
 mod record;
@@ -22,6 +25,7 @@ use crate::config::Deployment;
 use crate::error::GatewayError;
 use crate::http1::RequestHead;
 use crate::inbound::{Endpoint, LlmRequest};
+use crate::limits::{AdmitInput, RateHeaders};
 use crate::providers::{self, MockReply};
 use crate::router::{AttemptFailure, Pick, PlanInput};
 use crate::server::Responder;
@@ -52,6 +56,10 @@ pub(crate) struct Outcome<'a> {
     fallbacks: u32,
     /// `x-litellm-max-fallbacks`, once the plan exists.
     max_fallbacks: Option<u32>,
+    /// `x-ratelimit-*`, once the limiter admitted the request.
+    rate: Option<RateHeaders>,
+    /// Tokens the attempts really used, for the limiter's reconciliation.
+    tokens_used: u64,
 }
 
 /// Serves one OpenAI-style LLM request on `endpoint`.
@@ -73,6 +81,8 @@ pub async fn handle(
         retries: 0,
         fallbacks: 0,
         max_fallbacks: None,
+        rate: None,
+        tokens_used: 0,
     };
     let result = serve(worker, head, endpoint, body, out, &mut outcome).await;
     let mut error = None;
@@ -129,11 +139,53 @@ async fn serve<'w>(
         fallbacks,
         stream: req.stream,
     };
-    let router = &worker.shared.router;
-    let mut plan = match router.plan(&model, input) {
+    let plan = match worker.shared.router.plan(&model, input) {
         Err(GatewayError::UnknownModel(_)) => Err(GatewayError::UnknownModel(req.model.clone())),
         other => other,
     }?;
+    // 5. limit
+    let mut ticket = worker
+        .shared
+        .limiter
+        .admit(&AdmitInput {
+            principal: &principal,
+            model: &model,
+            end_user: req.end_user.as_deref(),
+            prompt_tokens: prompt_estimate,
+            max_tokens: req.max_tokens,
+            embeddings: req.endpoint == Endpoint::Embeddings,
+            request_id: &outcome.call_id,
+        })
+        .await?;
+    outcome.rate = ticket.as_ref().map(|t| *t.headers());
+    let result = attempts(
+        worker,
+        &principal,
+        &req,
+        plan,
+        prompt_estimate,
+        out,
+        outcome,
+    )
+    .await;
+    if let Some(ticket) = ticket.as_mut() {
+        ticket.add_tokens(outcome.tokens_used);
+    }
+    result
+}
+
+/// Phases 6 to 9 for each pick of the plan until one succeeds, a byte has
+/// reached the client, or the plan is exhausted.
+async fn attempts<'w>(
+    worker: &'w Worker,
+    principal: &Principal,
+    req: &LlmRequest,
+    mut plan: crate::router::Plan<'w>,
+    prompt_estimate: u64,
+    out: &mut Responder<'_>,
+    outcome: &mut Outcome<'w>,
+) -> Result<(), GatewayError> {
+    let router = &worker.shared.router;
     let with_usage = req
         .stream
         .then(|| spend::inject_include_usage(&req.body))
@@ -159,8 +211,8 @@ async fn serve<'w>(
         let attempt = Attempt::start(&outcome.call_id, pick.attempt as i32);
         let result = attempt_once(
             worker,
-            &principal,
-            &req,
+            principal,
+            req,
             with_usage.as_ref(),
             &pick,
             prompt_estimate,
@@ -189,7 +241,7 @@ async fn serve<'w>(
     Err(failure.unwrap_or_else(|| GatewayError::UnknownModel(req.model.clone())))
 }
 
-/// Phases 5 to 8 for one pick of the plan: admit, translate, call and relay,
+/// Phases 6 to 9 for one pick of the plan: admit, translate, call and relay,
 /// settle and record. Returns the tokens used.
 #[allow(clippy::too_many_arguments)]
 async fn attempt_once<'w>(
@@ -205,7 +257,7 @@ async fn attempt_once<'w>(
 ) -> Result<u64, GatewayError> {
     let dep: &Deployment = pick.deployment;
     let upstream_model = &pick.upstream_model;
-    // 5. admit
+    // 6. admit
     let price = spend::price_for(dep, upstream_model);
     let reservation = record::admit(
         &worker.shared.alerts,
@@ -216,7 +268,7 @@ async fn attempt_once<'w>(
         prompt_estimate,
     )
     .await?;
-    // 6 and 7. translate, call and relay
+    // 7 and 8. translate, call and relay
     let mut tap = UsageTap::new(req.stream, prompt_estimate);
     let result = match providers::http_provider(dep.provider) {
         Some(provider) => {
@@ -253,9 +305,12 @@ async fn attempt_once<'w>(
             .await
         }
     };
-    // 8. settle and record
+    // 9. settle and record
     let usage = tap.finish();
     let billable = result.is_ok() || out.started();
+    if billable {
+        outcome.tokens_used += usage.prompt_tokens + usage.completion_tokens;
+    }
     let cost = if billable {
         spend::cost(usage, price)
     } else {

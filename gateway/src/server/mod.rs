@@ -61,6 +61,7 @@ async fn serve_core(shared: Arc<Shared>, listener: std::net::TcpListener, worker
         loop {
             monoio::time::sleep(Duration::from_secs(10)).await;
             sweeper.upstream.expire_idle();
+            sweeper.shared.limiter.sweep();
         }
     });
     crate::logging::buffer_this_thread();

@@ -216,6 +216,20 @@ impl KeyRecord {
             .or_else(|| v.get("budget_limit").and_then(Value::as_f64))
     }
 
+    /// The key's per-model rpm or tpm limit (`field` is `model_rpm_limit` or
+    /// `model_tpm_limit`), from the column or, as LiteLLM also stores it,
+    /// from `metadata`.
+    pub fn model_limit(&self, field: &str, model: &str) -> Option<i64> {
+        let column = match field {
+            "model_rpm_limit" => &self.model_rpm_limit,
+            _ => &self.model_tpm_limit,
+        };
+        column
+            .get(model)
+            .or_else(|| self.metadata.get(field).and_then(|m| m.get(model)))
+            .and_then(Value::as_i64)
+    }
+
     /// What the key spent on `model`, USD.
     pub fn model_spent(&self, model: &str) -> f64 {
         self.model_spend

@@ -1,0 +1,376 @@
+//! Counters in this process: the limiter when no Redis is configured, and
+//! the fallback while Redis is unreachable or the breaker is open.
+//!
+//! Lock-free: each counter is a ring of atomic buckets (the sliding
+//! [`Window`]) or one atomic in-flight count, found in a papaya map. A check
+//! adds first and then sums, undoing its add when the sum is over the
+//! limit, so two racing requests can both be refused near the limit (a
+//! false rejection) but never both admitted past it.
+
+use super::descriptor::{Descriptor, Kind};
+use super::window::Window;
+use super::Verdict;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Bits of a bucket holding its tick; the rest hold the amount.
+const TICK_SHIFT: u32 = 32;
+const AMOUNT_MASK: u64 = (1 << TICK_SHIFT) - 1;
+
+/// One sliding-window counter: `window.buckets` packed `(tick, amount)` slots.
+struct WindowCounter {
+    slots: Box<[AtomicU64]>,
+}
+
+impl WindowCounter {
+    fn new(window: &Window) -> Self {
+        WindowCounter {
+            slots: (0..window.buckets).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    fn slot(&self, tick: u64) -> &AtomicU64 {
+        &self.slots[(tick % self.slots.len() as u64) as usize]
+    }
+
+    /// Adds `amount` (may be negative) to bucket `tick`; a bucket holding an
+    /// older tick is restarted, one holding a newer tick is left alone (the
+    /// unit has aged out). Never goes below zero.
+    fn add(&self, tick: u64, amount: i64) {
+        let slot = self.slot(tick);
+        let mut current = slot.load(Ordering::Acquire);
+        loop {
+            let (slot_tick, value) = (current >> TICK_SHIFT, current & AMOUNT_MASK);
+            let base = match slot_tick.cmp(&(tick & AMOUNT_MASK)) {
+                std::cmp::Ordering::Equal => value as i64,
+                std::cmp::Ordering::Less if amount > 0 => 0,
+                _ => return,
+            };
+            let next = (base + amount).clamp(0, AMOUNT_MASK as i64) as u64;
+            let packed = ((tick & AMOUNT_MASK) << TICK_SHIFT) | next;
+            match slot.compare_exchange_weak(current, packed, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return,
+                Err(seen) => current = seen,
+            }
+        }
+    }
+
+    /// Sum of the live buckets at `now_tick`, and the oldest live tick that
+    /// holds anything.
+    fn sum(&self, window: &Window, now_tick: u64) -> (u64, Option<u64>) {
+        let now = now_tick & AMOUNT_MASK;
+        let mut total = 0;
+        let mut oldest: Option<u64> = None;
+        for slot in self.slots.iter() {
+            let v = slot.load(Ordering::Acquire);
+            let (tick, amount) = (v >> TICK_SHIFT, v & AMOUNT_MASK);
+            if amount > 0 && window.is_live(tick, now) {
+                total += amount;
+                oldest = Some(oldest.map_or(tick, |o| o.min(tick)));
+            }
+        }
+        (total, oldest)
+    }
+
+    fn is_idle(&self, window: &Window, now_tick: u64) -> bool {
+        self.sum(window, now_tick).0 == 0
+    }
+}
+
+enum Counter {
+    Window(WindowCounter),
+    Parallel(AtomicU64),
+}
+
+/// Every counter of this process.
+pub struct LocalLimiter {
+    window: Window,
+    counters: papaya::HashMap<String, Arc<Counter>>,
+}
+
+impl LocalLimiter {
+    /// Counters over `window`.
+    pub fn new(window: Window) -> LocalLimiter {
+        LocalLimiter {
+            window,
+            counters: papaya::HashMap::new(),
+        }
+    }
+
+    fn counter(&self, d: &Descriptor) -> Arc<Counter> {
+        let map = self.counters.pin();
+        if let Some(c) = map.get(d.key.as_str()) {
+            return c.clone();
+        }
+        let fresh = Arc::new(match d.kind {
+            Kind::Parallel => Counter::Parallel(AtomicU64::new(0)),
+            Kind::Requests | Kind::Tokens => Counter::Window(WindowCounter::new(&self.window)),
+        });
+        map.get_or_insert(d.key.clone(), fresh).clone()
+    }
+
+    /// Checks and charges every descriptor at once: all admitted, or none
+    /// charged. `amounts[i]` is charged to `descs[i]`; a descriptor is full
+    /// when its usage plus `max(amount, 1)` would pass `limit(descs[i])`.
+    pub fn admit(
+        &self,
+        descs: &[Descriptor],
+        amounts: &[u64],
+        limit: impl Fn(&Descriptor) -> u64,
+        unix_secs: u64,
+    ) -> Verdict {
+        let tick = self.window.tick(unix_secs);
+        let counters: Vec<Arc<Counter>> = descs.iter().map(|d| self.counter(d)).collect();
+        let mut used = Vec::with_capacity(descs.len());
+        for (i, (d, c)) in descs.iter().zip(&counters).enumerate() {
+            let amount = amounts[i];
+            let need = amount.max(1);
+            let limit = limit(d);
+            let (before, reset_at) = match &**c {
+                Counter::Parallel(n) => {
+                    let before = n.fetch_add(amount, Ordering::AcqRel);
+                    (before, unix_secs + 1)
+                }
+                Counter::Window(w) => {
+                    w.add(tick, amount as i64);
+                    let (sum, oldest) = w.sum(&self.window, tick);
+                    let reset = self.window.expiry_of(oldest.unwrap_or(tick));
+                    (sum.saturating_sub(amount), reset)
+                }
+            };
+            if before + need > limit {
+                for (j, c) in counters.iter().enumerate().take(i + 1) {
+                    undo(c, tick, amounts[j]);
+                }
+                return Verdict::Denied {
+                    index: i,
+                    used: before,
+                    limit,
+                    reset_at,
+                };
+            }
+            used.push(before);
+        }
+        Verdict::Admitted { tick, used }
+    }
+
+    /// Settles an admission: tokens move from the reservation to the real
+    /// usage, parallel slots are freed.
+    pub fn finish(
+        &self,
+        descs: &[Descriptor],
+        amounts: &[u64],
+        admitted_tick: u64,
+        tokens_used: u64,
+        unix_secs: u64,
+    ) {
+        let now_tick = self.window.tick(unix_secs);
+        for (d, &reserved) in descs.iter().zip(amounts) {
+            match d.kind {
+                Kind::Requests => {}
+                Kind::Parallel => {
+                    if let Some(Counter::Parallel(n)) =
+                        self.counters.pin().get(d.key.as_str()).map(|c| &**c)
+                    {
+                        let _ = n.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
+                            Some(v.saturating_sub(1))
+                        });
+                    }
+                }
+                Kind::Tokens => {
+                    let map = self.counters.pin();
+                    let Some(Counter::Window(w)) = map.get(d.key.as_str()).map(|c| &**c) else {
+                        continue;
+                    };
+                    if tokens_used >= reserved {
+                        w.add(now_tick, (tokens_used - reserved) as i64);
+                    } else {
+                        w.add(admitted_tick, -((reserved - tokens_used) as i64));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Drops counters with nothing counted and nothing in flight, so a
+    /// million keys seen once do not stay in memory.
+    pub fn sweep(&self, unix_secs: u64) {
+        let tick = self.window.tick(unix_secs);
+        let map = self.counters.pin();
+        map.retain(|_, c| match &**c {
+            Counter::Parallel(n) => n.load(Ordering::Acquire) > 0,
+            Counter::Window(w) => !w.is_idle(&self.window, tick),
+        });
+    }
+
+    /// Counters held, for tests and metrics.
+    pub fn len(&self) -> usize {
+        self.counters.len()
+    }
+
+    /// Whether no counter is held.
+    pub fn is_empty(&self) -> bool {
+        self.counters.is_empty()
+    }
+
+    /// Current usage of the counter named `key`.
+    pub fn usage(&self, key: &str, unix_secs: u64) -> u64 {
+        match self.counters.pin().get(key).map(|c| &**c) {
+            Some(Counter::Parallel(n)) => n.load(Ordering::Acquire),
+            Some(Counter::Window(w)) => w.sum(&self.window, self.window.tick(unix_secs)).0,
+            None => 0,
+        }
+    }
+}
+
+fn undo(c: &Counter, tick: u64, amount: u64) {
+    match c {
+        Counter::Parallel(n) => {
+            n.fetch_sub(amount, Ordering::AcqRel);
+        }
+        Counter::Window(w) => w.add(tick, -(amount as i64)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limits::descriptor::Scope;
+
+    fn desc(kind: Kind, limit: u64) -> Descriptor {
+        Descriptor::new(Scope::ApiKey, "k", kind, limit)
+    }
+
+    fn admit(l: &LocalLimiter, d: &[Descriptor], amounts: &[u64], t: u64) -> bool {
+        matches!(
+            l.admit(d, amounts, |d| d.limit, t),
+            Verdict::Admitted { .. }
+        )
+    }
+
+    const T0: u64 = 1_800_000_000;
+
+    #[test]
+    fn rpm_admits_up_to_the_limit_then_refuses_until_the_window_slides() {
+        let l = LocalLimiter::new(Window::new(60));
+        let d = [desc(Kind::Requests, 3)];
+        for _ in 0..3 {
+            assert!(admit(&l, &d, &[1], T0));
+        }
+        match l.admit(&d, &[1], |d| d.limit, T0 + 30) {
+            Verdict::Denied {
+                used,
+                limit,
+                reset_at,
+                ..
+            } => {
+                assert_eq!((used, limit), (3, 3));
+                assert_eq!(reset_at, T0 + 61);
+            }
+            Verdict::Admitted { .. } => panic!("admitted past the limit"),
+        }
+        assert!(!admit(&l, &d, &[1], T0 + 60), "still inside the window");
+        assert!(admit(&l, &d, &[1], T0 + 61));
+    }
+
+    #[test]
+    fn no_double_burst_across_a_window_boundary() {
+        // LiteLLM's fixed window would take 3 at 59.9 s and 3 more at 60.1 s.
+        let l = LocalLimiter::new(Window::new(60));
+        let d = [desc(Kind::Requests, 3)];
+        let end_of_first = T0 - T0 % 60 + 59;
+        for _ in 0..3 {
+            assert!(admit(&l, &d, &[1], end_of_first));
+        }
+        for s in 1..60 {
+            assert!(!admit(&l, &d, &[1], end_of_first + s), "second {s}");
+        }
+    }
+
+    #[test]
+    fn all_or_none_across_descriptors() {
+        let l = LocalLimiter::new(Window::new(60));
+        let rpm = desc(Kind::Requests, 10);
+        let tpm = Descriptor::new(Scope::Team, "t", Kind::Tokens, 100);
+        assert!(admit(&l, &[rpm.clone(), tpm.clone()], &[1, 80], T0));
+        assert!(!admit(&l, &[rpm.clone(), tpm.clone()], &[1, 30], T0));
+        // The refused request left no trace on the rpm counter.
+        assert_eq!(l.usage(&rpm.key, T0), 1);
+        assert_eq!(l.usage(&tpm.key, T0), 80);
+    }
+
+    #[test]
+    fn reservation_is_reconciled_to_real_usage() {
+        let l = LocalLimiter::new(Window::new(60));
+        let d = [desc(Kind::Tokens, 200)];
+        let Verdict::Admitted { tick, .. } = l.admit(&d, &[124], |d| d.limit, T0) else {
+            panic!()
+        };
+        assert!(!admit(&l, &d, &[124], T0), "two reservations do not fit");
+        l.finish(&d, &[124], tick, 15, T0 + 1);
+        assert_eq!(l.usage(&d[0].key, T0 + 1), 15);
+        // Using more than reserved charges the difference now.
+        l.finish(&d, &[0], tick, 40, T0 + 2);
+        assert_eq!(l.usage(&d[0].key, T0 + 2), 55);
+    }
+
+    #[test]
+    fn without_reservation_tpm_refuses_only_once_usage_reached_the_limit() {
+        let l = LocalLimiter::new(Window::new(60));
+        let d = [desc(Kind::Tokens, 50)];
+        let mut admitted = 0;
+        while admit(&l, &d, &[0], T0) {
+            admitted += 1;
+            l.finish(&d, &[0], l.window.tick(T0), 16, T0);
+        }
+        assert_eq!(admitted, 4, "16, 32, 48 < 50 admit; 64 refuses");
+    }
+
+    #[test]
+    fn parallel_slots_are_freed_by_finish() {
+        let l = LocalLimiter::new(Window::new(60));
+        let d = [desc(Kind::Parallel, 2)];
+        assert!(admit(&l, &d, &[1], T0));
+        assert!(admit(&l, &d, &[1], T0));
+        assert!(!admit(&l, &d, &[1], T0));
+        l.finish(&d, &[1], 0, 0, T0);
+        assert!(admit(&l, &d, &[1], T0));
+    }
+
+    #[test]
+    fn concurrent_admissions_never_pass_the_limit() {
+        let l = Arc::new(LocalLimiter::new(Window::new(60)));
+        let d = Arc::new([desc(Kind::Requests, 1000)]);
+        let admitted = Arc::new(AtomicU64::new(0));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let (l, d, admitted) = (l.clone(), d.clone(), admitted.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..1000 {
+                        if admit(&l, &d[..], &[1], T0) {
+                            admitted.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(admitted.load(Ordering::Relaxed), 1000);
+        assert_eq!(l.usage(&d[0].key, T0), 1000);
+    }
+
+    #[test]
+    fn sweep_drops_idle_counters_only() {
+        let l = LocalLimiter::new(Window::new(60));
+        let busy = [desc(Kind::Parallel, 5)];
+        let old = [Descriptor::new(Scope::User, "u", Kind::Requests, 5)];
+        assert!(admit(&l, &busy, &[1], T0));
+        assert!(admit(&l, &old, &[1], T0));
+        l.sweep(T0 + 30);
+        assert_eq!(l.len(), 2);
+        l.sweep(T0 + 61);
+        assert_eq!(l.len(), 1, "the rpm counter aged out; the slot is held");
+    }
+}

@@ -1,0 +1,467 @@
+//! Rate limits: rpm, tpm and parallel requests for every scope a request
+//! belongs to (server, key, user, team, the key's per-model limits, end
+//! user), checked and charged all-or-none at admission and settled after
+//! the response.
+//!
+//! With Redis configured, one `admit.lua` call per request decides for the
+//! whole fleet (batched with other cores' calls into one pipeline by the
+//! control plane, [`remote`]). Without Redis, while it is unreachable, or
+//! while the [`breaker`] is open, the same check runs on this process's
+//! lock-free counters ([`local`]) under the configured fallback policy.
+//! Counting is a sliding window ([`window`]): no 2x burst at a boundary.
+//!
+//! TPM reservation (`LITELLM_TPM_TOKEN_RESERVATION_ENABLED`, default on)
+//! charges LiteLLM's estimate at admission and reconciles it to the real
+//! usage; off, TPM admits while usage is under the limit and charges the
+//! real usage after the call.
+
+pub mod breaker;
+mod descriptor;
+mod local;
+pub mod remote;
+mod settings;
+mod window;
+
+pub use breaker::{BreakerSettings, BreakerState};
+pub use descriptor::{Descriptor, Kind, Scope, ScopeLimits};
+pub use local::LocalLimiter;
+pub use settings::{FallbackPolicy, LimitSettings, LimitsFile, Mode, RateLimitsFile, RedisSources};
+pub use window::Window;
+
+use crate::auth::Principal;
+use crate::error::GatewayError;
+use breaker::Breaker;
+use remote::{Call, Entry, RemoteRunner};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+use tokio::sync::{mpsc, oneshot};
+
+/// The answer of a check over all of a request's descriptors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Every descriptor had room; all were charged.
+    Admitted {
+        /// The window bucket charged (reconciliation refunds it).
+        tick: u64,
+        /// Usage of each descriptor before this request.
+        used: Vec<u64>,
+    },
+    /// Descriptor `index` had no room; nothing was charged.
+    Denied {
+        /// Which descriptor.
+        index: usize,
+        /// Its usage.
+        used: u64,
+        /// The limit enforced (0 when the caller should use the descriptor's).
+        limit: u64,
+        /// Unix second when room frees up.
+        reset_at: u64,
+    },
+}
+
+/// What admission needs to know of a request.
+#[derive(Debug)]
+pub struct AdmitInput<'a> {
+    /// The caller.
+    pub principal: &'a Principal,
+    /// The model group asked for (after aliases).
+    pub model: &'a str,
+    /// The body's `user` (LiteLLM's end user).
+    pub end_user: Option<&'a str>,
+    /// Prompt tokens, estimated as LiteLLM does (characters / 4).
+    pub prompt_tokens: u64,
+    /// `max_tokens` / `max_completion_tokens`.
+    pub max_tokens: Option<u64>,
+    /// Embeddings produce no output tokens.
+    pub embeddings: bool,
+    /// The request id; names its parallel slots.
+    pub request_id: &'a str,
+}
+
+/// The limiter of this process.
+pub struct Limiter {
+    settings: LimitSettings,
+    local: LocalLimiter,
+    remote: Option<RemoteHandle>,
+}
+
+struct RemoteHandle {
+    tx: mpsc::Sender<Call>,
+    breaker: Arc<Breaker>,
+}
+
+impl Limiter {
+    /// A limiter for `settings`; in Redis mode also the runner the control
+    /// plane must start.
+    pub fn new(settings: LimitSettings) -> (Limiter, Option<RemoteRunner>) {
+        let local = LocalLimiter::new(settings.window);
+        let (remote, runner) = match (&settings.mode, &settings.redis_url) {
+            (Mode::Redis, Some(url)) => {
+                let (tx, rx) = mpsc::channel(remote::QUEUE);
+                let breaker = Arc::new(Breaker::new(settings.breaker));
+                let runner = RemoteRunner {
+                    rx,
+                    url: url.clone(),
+                    breaker: breaker.clone(),
+                    window: settings.window,
+                    deadline: settings.redis_timeout,
+                    slot_ttl: settings.parallel_slot_ttl,
+                    fallback_note: settings.fallback.to_string(),
+                };
+                (Some(RemoteHandle { tx, breaker }), Some(runner))
+            }
+            _ => (None, None),
+        };
+        (
+            Limiter {
+                settings,
+                local,
+                remote,
+            },
+            runner,
+        )
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &LimitSettings {
+        &self.settings
+    }
+
+    /// The Redis breaker's state; `None` without Redis.
+    pub fn breaker_state(&self) -> Option<BreakerState> {
+        self.remote.as_ref().map(|r| r.breaker.state())
+    }
+
+    /// The descriptors `input` is checked against, tightest scopes last.
+    pub fn descriptors(&self, input: &AdmitInput<'_>) -> Vec<Descriptor> {
+        let mut out = Vec::new();
+        self.settings
+            .server
+            .push_into(Scope::Server, "global", &mut out);
+        if let Principal::Key(k) = input.principal {
+            let r = &k.record;
+            if let Some(team) = &k.team {
+                let t = &team.record;
+                ScopeLimits::from_fields(t.rpm_limit, t.tpm_limit, t.max_parallel_requests)
+                    .push_into(Scope::Team, &t.team_id, &mut out);
+            }
+            if let Some(user) = &k.user {
+                let u = &user.record;
+                ScopeLimits::from_fields(u.rpm_limit, u.tpm_limit, u.max_parallel_requests)
+                    .push_into(Scope::User, &u.user_id, &mut out);
+            }
+            ScopeLimits::from_fields(r.rpm_limit, r.tpm_limit, r.max_parallel_requests).push_into(
+                Scope::ApiKey,
+                &r.token,
+                &mut out,
+            );
+            let per_model = |field: &str| r.model_limit(field, input.model);
+            let model = ScopeLimits::from_fields(
+                per_model("model_rpm_limit"),
+                per_model("model_tpm_limit"),
+                None,
+            );
+            if !model.is_empty() {
+                model.push_into(
+                    Scope::ModelPerKey,
+                    &format!("{}:{}", r.token, input.model),
+                    &mut out,
+                );
+            }
+        }
+        if let Some(user) = input.end_user.filter(|u| !u.is_empty()) {
+            self.settings
+                .end_user
+                .push_into(Scope::EndUser, user, &mut out);
+        }
+        out
+    }
+
+    /// Tokens a request reserves against TPM limits, LiteLLM's estimate:
+    /// the prompt plus `max_tokens`; without a cap the larger of the prompt
+    /// and `min(1024, smallest TPM limit / 4)`; embeddings only the prompt.
+    pub fn reservation(input: &AdmitInput<'_>, descs: &[Descriptor]) -> u64 {
+        if input.embeddings {
+            return input.prompt_tokens;
+        }
+        match input.max_tokens {
+            Some(cap) => input.prompt_tokens.saturating_add(cap),
+            None => {
+                let smallest = descs
+                    .iter()
+                    .filter(|d| d.kind == Kind::Tokens)
+                    .map(|d| d.limit)
+                    .min()
+                    .unwrap_or(4096);
+                input.prompt_tokens.max((smallest / 4).min(1024))
+            }
+        }
+    }
+
+    /// Checks and charges every limit of the request. `Ok(None)`: no limit
+    /// applies. Refused: LiteLLM's 429 naming the scope that is full.
+    pub async fn admit<'l>(
+        &'l self,
+        input: &AdmitInput<'_>,
+    ) -> Result<Option<Ticket<'l>>, GatewayError> {
+        let descs = self.descriptors(input);
+        if descs.is_empty() {
+            return Ok(None);
+        }
+        let reserve = if self.settings.reservation {
+            Self::reservation(input, &descs)
+        } else {
+            0
+        };
+        let amounts: Vec<u64> = descs
+            .iter()
+            .map(|d| match d.kind {
+                Kind::Requests | Kind::Parallel => 1,
+                Kind::Tokens => reserve,
+            })
+            .collect();
+        if let Some(remote) = &self.remote {
+            if let Some(verdict) = self
+                .ask_redis(remote, &descs, &amounts, input.request_id)
+                .await
+            {
+                return self.conclude(verdict, descs, amounts, true, input.request_id);
+            }
+        }
+        let policy = match self.remote {
+            Some(_) => self.settings.fallback,
+            None => FallbackPolicy::Full,
+        };
+        let verdict = self
+            .local
+            .admit(&descs, &amounts, |d| policy.scale(d.limit), unix_now());
+        self.conclude(verdict, descs, amounts, false, input.request_id)
+    }
+
+    /// One admission through Redis; `None` when Redis gave no verdict in
+    /// time (or the breaker is open) and the local counters must decide.
+    async fn ask_redis(
+        &self,
+        remote: &RemoteHandle,
+        descs: &[Descriptor],
+        amounts: &[u64],
+        request_id: &str,
+    ) -> Option<Verdict> {
+        if !remote.breaker.allow() {
+            return None;
+        }
+        let (reply, rx) = oneshot::channel();
+        let call = Call::Admit {
+            entries: entries(descs, amounts, |d| d.limit),
+            request_id: request_id.to_string(),
+            reply,
+        };
+        if remote.tx.try_send(call).is_err() {
+            if remote.breaker.state() == BreakerState::HalfOpen {
+                remote.breaker.abandon_probe();
+            }
+            return None;
+        }
+        match monoio::time::timeout(self.settings.redis_timeout, rx).await {
+            Ok(Ok(Ok(verdict))) => Some(verdict),
+            _ => None,
+        }
+    }
+
+    fn conclude<'l>(
+        &'l self,
+        verdict: Verdict,
+        descs: Vec<Descriptor>,
+        amounts: Vec<u64>,
+        remote: bool,
+        request_id: &str,
+    ) -> Result<Option<Ticket<'l>>, GatewayError> {
+        let now = unix_now();
+        match verdict {
+            Verdict::Admitted { tick, used } => {
+                let headers =
+                    RateHeaders::after(&descs, &amounts, &used, self.settings.window, now);
+                Ok(Some(Ticket {
+                    limiter: self,
+                    descs,
+                    amounts,
+                    tick,
+                    remote,
+                    request_id: request_id.to_string(),
+                    tokens_used: 0,
+                    headers,
+                }))
+            }
+            Verdict::Denied {
+                index,
+                used,
+                limit,
+                reset_at,
+            } => {
+                let d = &descs[index.min(descs.len() - 1)];
+                let limit = if limit == 0 { d.limit } else { limit };
+                Err(GatewayError::RateLimited {
+                    scope: d.scope.as_str(),
+                    value: d.value.clone(),
+                    kind: d.kind.as_str(),
+                    limit,
+                    remaining: limit.saturating_sub(used),
+                    resets_at: format_utc(reset_at),
+                    retry_after: reset_at.saturating_sub(now).max(1).to_string(),
+                })
+            }
+        }
+    }
+
+    /// Drops idle local counters; called every few seconds.
+    pub fn sweep(&self) {
+        self.local.sweep(unix_now());
+    }
+
+    fn finish(&self, t: &Ticket<'_>) {
+        let settle: Vec<usize> = (0..t.descs.len())
+            .filter(|&i| t.descs[i].kind != Kind::Requests)
+            .collect();
+        if settle.is_empty() {
+            return;
+        }
+        if !t.remote {
+            self.local
+                .finish(&t.descs, &t.amounts, t.tick, t.tokens_used, unix_now());
+            return;
+        }
+        let Some(remote) = &self.remote else { return };
+        let call = Call::Finish {
+            entries: settle
+                .iter()
+                .map(|&i| Entry {
+                    key: t.descs[i].key.clone(),
+                    kind: t.descs[i].kind,
+                    limit: t.descs[i].limit,
+                    amount: t.amounts[i],
+                })
+                .collect(),
+            request_id: t.request_id.clone(),
+            tick: t.tick,
+            tokens_used: t.tokens_used,
+        };
+        if remote.tx.try_send(call).is_err() {
+            tracing::warn!("limiter queue full: a settlement was dropped; its reservation lapses with the window and its parallel slot with its TTL");
+        }
+    }
+}
+
+fn entries(
+    descs: &[Descriptor],
+    amounts: &[u64],
+    limit: impl Fn(&Descriptor) -> u64,
+) -> Vec<Entry> {
+    descs
+        .iter()
+        .zip(amounts)
+        .map(|(d, &amount)| Entry {
+            key: d.key.clone(),
+            kind: d.kind,
+            limit: limit(d),
+            amount,
+        })
+        .collect()
+}
+
+/// An admitted request's hold on its limits; settled when dropped (also
+/// when the client goes away mid-stream), so parallel slots are always freed.
+pub struct Ticket<'l> {
+    limiter: &'l Limiter,
+    descs: Vec<Descriptor>,
+    amounts: Vec<u64>,
+    tick: u64,
+    remote: bool,
+    request_id: String,
+    tokens_used: u64,
+    headers: RateHeaders,
+}
+
+impl Ticket<'_> {
+    /// Adds tokens the request really used (reconciled at drop).
+    pub fn add_tokens(&mut self, tokens: u64) {
+        self.tokens_used = self.tokens_used.saturating_add(tokens);
+    }
+
+    /// The `x-ratelimit-*` headers for the response.
+    pub fn headers(&self) -> &RateHeaders {
+        &self.headers
+    }
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        self.limiter.finish(self);
+    }
+}
+
+/// The tightest request and token limits after admission, for OpenAI's
+/// `x-ratelimit-*` headers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RateHeaders {
+    /// (limit, remaining, seconds to reset) of the tightest rpm descriptor.
+    pub requests: Option<(u64, u64, u64)>,
+    /// The same for tpm.
+    pub tokens: Option<(u64, u64, u64)>,
+}
+
+impl RateHeaders {
+    fn after(
+        descs: &[Descriptor],
+        amounts: &[u64],
+        used: &[u64],
+        window: Window,
+        now: u64,
+    ) -> RateHeaders {
+        let mut h = RateHeaders::default();
+        let reset = window.expiry_of(window.tick(now)).saturating_sub(now);
+        for (i, d) in descs.iter().enumerate() {
+            let slot = match d.kind {
+                Kind::Requests => &mut h.requests,
+                Kind::Tokens => &mut h.tokens,
+                Kind::Parallel => continue,
+            };
+            let u = used.get(i).copied().unwrap_or(0) + amounts[i];
+            let remaining = d.limit.saturating_sub(u);
+            if slot.is_none_or(|(_, r, _)| remaining < r) {
+                *slot = Some((d.limit, remaining, reset));
+            }
+        }
+        h
+    }
+
+    /// `(header, value)` pairs, as LiteLLM and OpenAI name them.
+    pub fn pairs(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        let req = self.requests.into_iter().flat_map(|(l, r, s)| {
+            [
+                ("x-ratelimit-limit-requests", l),
+                ("x-ratelimit-remaining-requests", r),
+                ("x-ratelimit-reset-requests", s),
+            ]
+        });
+        let tok = self.tokens.into_iter().flat_map(|(l, r, s)| {
+            [
+                ("x-ratelimit-limit-tokens", l),
+                ("x-ratelimit-remaining-tokens", r),
+                ("x-ratelimit-reset-tokens", s),
+            ]
+        });
+        req.chain(tok)
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn format_utc(unix_secs: u64) -> String {
+    chrono::DateTime::from_timestamp(unix_secs as i64, 0)
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+        .unwrap_or_default()
+}

@@ -1,0 +1,332 @@
+//! The Redis side of the limiter, run on the control plane: limiter calls
+//! from every core are drained from one queue and sent as one pipeline per
+//! flush, each call one `EVALSHA` of `admit.lua` or `finish.lua`.
+//!
+//! Every flush has a deadline; connection errors and timeouts feed the
+//! [`Breaker`], other errors (a script error) only fail the calls. A
+//! `NOSCRIPT` reply loads the scripts again and retries the flush once.
+
+use super::breaker::Breaker;
+use super::descriptor::Kind;
+use super::window::Window;
+use super::Verdict;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot};
+
+const ADMIT_LUA: &str = include_str!("admit.lua");
+const FINISH_LUA: &str = include_str!("finish.lua");
+
+/// Calls drained into one pipeline at most.
+const MAX_BATCH: usize = 512;
+/// Capacity of the queue from the cores.
+pub const QUEUE: usize = 8192;
+
+/// One counter of a call: its key, kind, limit and the amount charged.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// `{scope:value}:kind`.
+    pub key: String,
+    /// What it counts.
+    pub kind: Kind,
+    /// The limit (already scaled by the fallback policy where relevant).
+    pub limit: u64,
+    /// Units charged at admission (reserved tokens, 1 request, 1 slot).
+    pub amount: u64,
+}
+
+/// Why a Redis call gave no verdict; the caller falls back to local counters.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RemoteError {
+    /// Redis could not be reached or did not answer within the deadline.
+    #[error("redis unreachable: {0}")]
+    Unreachable(String),
+    /// Redis answered with an error.
+    #[error("redis error: {0}")]
+    Failed(String),
+}
+
+/// A limiter call from a core.
+#[derive(Debug)]
+pub enum Call {
+    /// Check and charge; the verdict goes back through `reply`.
+    Admit {
+        /// The request's counters.
+        entries: Vec<Entry>,
+        /// Names the request's parallel slots.
+        request_id: String,
+        /// Where the verdict goes.
+        reply: oneshot::Sender<Result<Verdict, RemoteError>>,
+    },
+    /// Settle an admitted request; nobody waits for it.
+    Finish {
+        /// The request's tokens and parallel counters.
+        entries: Vec<Entry>,
+        /// Names the request's parallel slots.
+        request_id: String,
+        /// The bucket of the admission.
+        tick: u64,
+        /// Tokens the request really used.
+        tokens_used: u64,
+    },
+}
+
+/// The Redis connection settings and what the runner reports to.
+pub struct RemoteRunner {
+    /// The calls from the cores.
+    pub rx: mpsc::Receiver<Call>,
+    /// The Redis URL.
+    pub url: String,
+    /// The breaker the cores read.
+    pub breaker: Arc<Breaker>,
+    /// The window the scripts count in.
+    pub window: Window,
+    /// Deadline of one flush.
+    pub deadline: Duration,
+    /// Lifetime of a parallel slot.
+    pub slot_ttl: Duration,
+    /// What the fallback does, for the log line when it engages.
+    pub fallback_note: String,
+}
+
+struct Scripts {
+    admit: String,
+    finish: String,
+}
+
+impl Scripts {
+    fn new() -> Scripts {
+        Scripts {
+            admit: redis::Script::new(ADMIT_LUA).get_hash().to_string(),
+            finish: redis::Script::new(FINISH_LUA).get_hash().to_string(),
+        }
+    }
+}
+
+impl RemoteRunner {
+    /// Serves calls until every sender is gone.
+    pub async fn run(mut self) {
+        let client = match redis::Client::open(self.url.as_str()) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(error = %e, "invalid Redis URL; rate limits are enforced per process");
+                while let Some(call) = self.rx.recv().await {
+                    fail(call, RemoteError::Failed("invalid Redis URL".into()));
+                }
+                return;
+            }
+        };
+        let scripts = Scripts::new();
+        let mut conn: Option<redis::aio::MultiplexedConnection> = None;
+        let mut last_complaint: Option<Instant> = None;
+        let mut batch = Vec::with_capacity(MAX_BATCH);
+        let mut orphans = Vec::new();
+        loop {
+            if orphans.is_empty() {
+                match self.rx.recv().await {
+                    Some(call) => batch.push(call),
+                    None => return,
+                }
+            }
+            batch.append(&mut orphans);
+            while batch.len() < MAX_BATCH {
+                match self.rx.try_recv() {
+                    Ok(call) => batch.push(call),
+                    Err(_) => break,
+                }
+            }
+            let result = tokio::time::timeout(
+                self.deadline,
+                self.flush(&client, &mut conn, &scripts, &batch),
+            )
+            .await
+            .unwrap_or_else(|_| {
+                Err(RemoteError::Unreachable(format!(
+                    "no answer within {} ms",
+                    self.deadline.as_millis()
+                )))
+            });
+            match result {
+                Ok(replies) => {
+                    if self.breaker.on_success() {
+                        tracing::warn!("Redis limiter recovered: circuit breaker closed; limits are fleet-wide again");
+                    }
+                    orphans = deliver(std::mem::take(&mut batch), replies);
+                }
+                Err(err) => {
+                    if matches!(err, RemoteError::Unreachable(_)) {
+                        conn = None;
+                        if self.breaker.on_failure() {
+                            tracing::warn!(error = %err, fallback = %self.fallback_note, "Redis limiter: circuit breaker opened; limits are enforced per process until Redis answers a probe");
+                        }
+                    }
+                    if last_complaint.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
+                        last_complaint = Some(Instant::now());
+                        tracing::warn!(error = %err, fallback = %self.fallback_note, "Redis limiter call failed; this request is limited per process");
+                    }
+                    for call in batch.drain(..) {
+                        fail(call, err.clone());
+                    }
+                }
+            }
+        }
+    }
+
+    async fn flush(
+        &self,
+        client: &redis::Client,
+        conn: &mut Option<redis::aio::MultiplexedConnection>,
+        scripts: &Scripts,
+        batch: &[Call],
+    ) -> Result<Vec<redis::Value>, RemoteError> {
+        if conn.is_none() {
+            let mut fresh = client
+                .get_multiplexed_async_connection()
+                .await
+                .map_err(classify)?;
+            load_scripts(&mut fresh).await?;
+            *conn = Some(fresh);
+        }
+        let c = conn.as_mut().expect("connected above");
+        let pipe = self.pipeline(scripts, batch);
+        match pipe.query_async::<Vec<redis::Value>>(c).await {
+            Err(e) if e.kind() == redis::ErrorKind::NoScriptError => {
+                load_scripts(c).await?;
+                pipe.query_async(c).await.map_err(classify)
+            }
+            other => other.map_err(classify),
+        }
+    }
+
+    fn pipeline(&self, scripts: &Scripts, batch: &[Call]) -> redis::Pipeline {
+        let w = &self.window;
+        let mut pipe = redis::pipe();
+        for call in batch {
+            match call {
+                Call::Admit {
+                    entries,
+                    request_id,
+                    ..
+                } => {
+                    let cmd = pipe.cmd("EVALSHA").arg(&scripts.admit).arg(entries.len());
+                    for e in entries {
+                        cmd.arg(&e.key);
+                    }
+                    cmd.arg(w.bucket_secs)
+                        .arg(w.buckets)
+                        .arg(self.slot_ttl.as_millis() as u64)
+                        .arg(request_id);
+                    for e in entries {
+                        cmd.arg(kind_code(e.kind)).arg(e.limit).arg(e.amount);
+                    }
+                }
+                Call::Finish {
+                    entries,
+                    request_id,
+                    tick,
+                    tokens_used,
+                } => {
+                    let cmd = pipe.cmd("EVALSHA").arg(&scripts.finish).arg(entries.len());
+                    for e in entries {
+                        cmd.arg(&e.key);
+                    }
+                    cmd.arg(w.bucket_secs)
+                        .arg(w.buckets)
+                        .arg(*tick)
+                        .arg(request_id)
+                        .arg(*tokens_used);
+                    for e in entries {
+                        cmd.arg(kind_code(e.kind)).arg(e.amount);
+                    }
+                }
+            }
+        }
+        pipe
+    }
+}
+
+/// Hands each admission its verdict. Returns settlements for admissions
+/// nobody waits for any more: the core gave up at its deadline and limited
+/// the request locally, so what Redis charged is given back in the next
+/// flush and nothing is held twice.
+fn deliver(batch: Vec<Call>, replies: Vec<redis::Value>) -> Vec<Call> {
+    let mut orphans = Vec::new();
+    for (call, reply) in batch.into_iter().zip(replies) {
+        let Call::Admit {
+            entries,
+            request_id,
+            reply: tx,
+        } = call
+        else {
+            continue;
+        };
+        if let Err(Ok(Verdict::Admitted { tick, .. })) = tx.send(parse_admit(&reply)) {
+            orphans.push(Call::Finish {
+                entries: entries
+                    .into_iter()
+                    .filter(|e| e.kind != Kind::Requests)
+                    .collect(),
+                request_id,
+                tick,
+                tokens_used: 0,
+            });
+        }
+    }
+    orphans
+}
+
+fn kind_code(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Requests => "r",
+        Kind::Tokens => "t",
+        Kind::Parallel => "p",
+    }
+}
+
+async fn load_scripts(conn: &mut redis::aio::MultiplexedConnection) -> Result<(), RemoteError> {
+    for body in [ADMIT_LUA, FINISH_LUA] {
+        redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(body)
+            .query_async::<String>(conn)
+            .await
+            .map_err(classify)?;
+    }
+    Ok(())
+}
+
+fn classify(e: redis::RedisError) -> RemoteError {
+    if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout() {
+        RemoteError::Unreachable(e.to_string())
+    } else {
+        RemoteError::Failed(e.to_string())
+    }
+}
+
+fn fail(call: Call, err: RemoteError) {
+    if let Call::Admit { reply, .. } = call {
+        let _ = reply.send(Err(err));
+    }
+}
+
+/// Reads `admit.lua`'s reply.
+fn parse_admit(value: &redis::Value) -> Result<Verdict, RemoteError> {
+    let bad = || RemoteError::Failed(format!("unexpected admit reply {value:?}"));
+    let numbers: Vec<i64> = match value {
+        redis::Value::ServerError(e) => return Err(RemoteError::Failed(format!("{e:?}"))),
+        v => redis::from_redis_value(v).map_err(|_| bad())?,
+    };
+    match numbers.as_slice() {
+        [1, tick, used @ ..] => Ok(Verdict::Admitted {
+            tick: *tick as u64,
+            used: used.iter().map(|u| (*u).max(0) as u64).collect(),
+        }),
+        [0, index, used, reset_at] => Ok(Verdict::Denied {
+            index: (*index as usize).saturating_sub(1),
+            used: (*used).max(0) as u64,
+            limit: 0,
+            reset_at: (*reset_at).max(0) as u64,
+        }),
+        _ => Err(bad()),
+    }
+}

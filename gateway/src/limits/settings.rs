@@ -1,0 +1,401 @@
+//! The limiter's settings: LiteLLM's env vars, Redis from LiteLLM's usual
+//! places, and `gateway_settings.rate_limits` for what LiteLLM has no name for.
+
+use super::breaker::BreakerSettings;
+use super::descriptor::ScopeLimits;
+use super::window::Window;
+use serde::Deserialize;
+use std::time::Duration;
+
+/// Where counters live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// This process's counters only (no Redis configured, or `mode: local`).
+    Local,
+    /// One Redis script call per request, shared by the fleet.
+    Redis,
+}
+
+/// How limits are enforced while Redis cannot be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FallbackPolicy {
+    /// Each replica enforces the full limit (the fleet may admit up to
+    /// `replicas` times it while Redis is out).
+    Full,
+    /// Each replica enforces `limit / replicas` (rounded up), so the fleet
+    /// stays near the limit at the cost of false rejections on uneven load.
+    Share {
+        /// Replicas sharing the limit.
+        replicas: u64,
+    },
+}
+
+impl FallbackPolicy {
+    /// The limit one replica enforces.
+    pub fn scale(&self, limit: u64) -> u64 {
+        match self {
+            FallbackPolicy::Full => limit,
+            FallbackPolicy::Share { replicas } => limit.div_ceil((*replicas).max(1)),
+        }
+    }
+}
+
+impl std::fmt::Display for FallbackPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FallbackPolicy::Full => write!(f, "full limit per replica"),
+            FallbackPolicy::Share { replicas } => {
+                write!(f, "1/{replicas} of each limit per replica")
+            }
+        }
+    }
+}
+
+/// `gateway_settings.rate_limits` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitsFile {
+    /// `local` or `redis` (default: `redis` when Redis is configured).
+    pub mode: Option<String>,
+    /// Deadline of one limiter call to Redis, milliseconds (default 100).
+    pub redis_timeout_ms: Option<u64>,
+    /// `full` (default) or `share`.
+    pub fallback_policy: Option<String>,
+    /// Replicas sharing a limit under the `share` policy.
+    pub fallback_replicas: Option<u64>,
+    /// Seconds a parallel slot outlives a replica that crashed holding it
+    /// (default 600).
+    pub parallel_slot_ttl_secs: Option<u64>,
+    /// Limits on the whole server.
+    #[serde(default)]
+    pub server: LimitsFile,
+    /// Limits on each end user (the body's `user`).
+    #[serde(default)]
+    pub end_user: LimitsFile,
+}
+
+/// rpm/tpm/parallel as written in the config.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsFile {
+    /// Requests per window.
+    pub rpm_limit: Option<i64>,
+    /// Tokens per window.
+    pub tpm_limit: Option<i64>,
+    /// Requests in flight.
+    pub max_parallel_requests: Option<i64>,
+}
+
+impl LimitsFile {
+    fn limits(&self) -> ScopeLimits {
+        ScopeLimits::from_fields(self.rpm_limit, self.tpm_limit, self.max_parallel_requests)
+    }
+}
+
+/// The resolved settings.
+#[derive(Debug, Clone)]
+pub struct LimitSettings {
+    /// Where counters live.
+    pub mode: Mode,
+    /// The Redis URL, when configured.
+    pub redis_url: Option<String>,
+    /// The sliding window (`LITELLM_RATE_LIMIT_WINDOW_SIZE`).
+    pub window: Window,
+    /// `LITELLM_TPM_TOKEN_RESERVATION_ENABLED`.
+    pub reservation: bool,
+    /// `REDIS_CIRCUIT_BREAKER_*`.
+    pub breaker: BreakerSettings,
+    /// Deadline of a limiter call.
+    pub redis_timeout: Duration,
+    /// What the fallback enforces.
+    pub fallback: FallbackPolicy,
+    /// Lifetime of a parallel slot in Redis.
+    pub parallel_slot_ttl: Duration,
+    /// Limits on the whole server.
+    pub server: ScopeLimits,
+    /// Limits on each end user.
+    pub end_user: ScopeLimits,
+}
+
+impl Default for LimitSettings {
+    fn default() -> Self {
+        LimitSettings {
+            mode: Mode::Local,
+            redis_url: None,
+            window: Window::new(60),
+            reservation: true,
+            breaker: BreakerSettings::default(),
+            redis_timeout: Duration::from_millis(100),
+            fallback: FallbackPolicy::Full,
+            parallel_slot_ttl: Duration::from_secs(600),
+            server: ScopeLimits::default(),
+            end_user: ScopeLimits::default(),
+        }
+    }
+}
+
+/// Where LiteLLM reads Redis from, besides the environment.
+pub struct RedisSources<'a> {
+    /// `router_settings` (`redis_url`, `redis_host`, `redis_port`, `redis_password`).
+    pub router_settings: Option<&'a serde_yaml::Value>,
+    /// `litellm_settings` (`cache_params` of a Redis cache).
+    pub litellm_settings: Option<&'a serde_yaml::Value>,
+}
+
+impl LimitSettings {
+    /// Resolves the settings; `Err` names the setting and the problem.
+    pub fn resolve(
+        file: &RateLimitsFile,
+        global_max_parallel_requests: Option<i64>,
+        redis: RedisSources<'_>,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<LimitSettings, String> {
+        let mut s = LimitSettings {
+            redis_url: redis_url(&redis, lookup),
+            ..LimitSettings::default()
+        };
+        if let Some(secs) = env_num(lookup, "LITELLM_RATE_LIMIT_WINDOW_SIZE")? {
+            s.window = Window::new(secs);
+        }
+        if let Some(on) = env_bool(lookup, "LITELLM_TPM_TOKEN_RESERVATION_ENABLED")? {
+            s.reservation = on;
+        }
+        if let Some(on) = env_bool(lookup, "REDIS_CIRCUIT_BREAKER_ENABLED")? {
+            s.breaker.enabled = on;
+        }
+        if let Some(n) = env_num(lookup, "REDIS_CIRCUIT_BREAKER_FAILURE_THRESHOLD")? {
+            s.breaker.threshold = n.max(1) as u32;
+        }
+        if let Some(v) = lookup("REDIS_CIRCUIT_BREAKER_RECOVERY_TIMEOUT") {
+            let secs: f64 = v.trim().parse().map_err(|_| {
+                format!("REDIS_CIRCUIT_BREAKER_RECOVERY_TIMEOUT must be seconds, got {v:?}")
+            })?;
+            s.breaker.recovery = Duration::from_secs_f64(secs.max(0.0));
+        }
+        s.mode = match file.mode.as_deref() {
+            None if s.redis_url.is_some() => Mode::Redis,
+            None | Some("local") => Mode::Local,
+            Some("redis") if s.redis_url.is_some() => Mode::Redis,
+            Some("redis") => {
+                return Err("rate_limits.mode is redis but no Redis is configured (REDIS_HOST, REDIS_URL or router_settings.redis_host)".into())
+            }
+            Some(other) => return Err(format!("rate_limits.mode must be local or redis, got {other:?}")),
+        };
+        if let Some(ms) = file.redis_timeout_ms {
+            s.redis_timeout = Duration::from_millis(ms.max(1));
+        }
+        s.fallback = match file.fallback_policy.as_deref() {
+            None | Some("full") => FallbackPolicy::Full,
+            Some("share") => FallbackPolicy::Share {
+                replicas: file
+                    .fallback_replicas
+                    .ok_or("rate_limits.fallback_policy share needs rate_limits.fallback_replicas")?
+                    .max(1),
+            },
+            Some(other) => {
+                return Err(format!(
+                    "rate_limits.fallback_policy must be full or share, got {other:?}"
+                ))
+            }
+        };
+        if let Some(secs) = file.parallel_slot_ttl_secs {
+            s.parallel_slot_ttl = Duration::from_secs(secs.max(1));
+        }
+        s.server = file.server.limits();
+        if s.server.parallel.is_none() {
+            s.server.parallel =
+                ScopeLimits::from_fields(None, None, global_max_parallel_requests).parallel;
+        }
+        s.end_user = file.end_user.limits();
+        Ok(s)
+    }
+}
+
+fn env_bool(lookup: &dyn Fn(&str) -> Option<String>, name: &str) -> Result<Option<bool>, String> {
+    match lookup(name).map(|v| v.trim().to_ascii_lowercase()) {
+        None => Ok(None),
+        Some(v) if v.is_empty() => Ok(None),
+        Some(v) if ["true", "1", "yes", "on"].contains(&v.as_str()) => Ok(Some(true)),
+        Some(v) if ["false", "0", "no", "off"].contains(&v.as_str()) => Ok(Some(false)),
+        Some(v) => Err(format!("{name} must be true or false, got {v:?}")),
+    }
+}
+
+fn env_num(lookup: &dyn Fn(&str) -> Option<String>, name: &str) -> Result<Option<u64>, String> {
+    match lookup(name) {
+        None => Ok(None),
+        Some(v) if v.trim().is_empty() => Ok(None),
+        Some(v) => v
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|n| *n >= 0.0)
+            .map(|n| Some(n as u64))
+            .ok_or_else(|| format!("{name} must be a non-negative number, got {v:?}")),
+    }
+}
+
+/// `REDIS_URL`, else `REDIS_HOST`/`REDIS_PORT`/`REDIS_PASSWORD`, else
+/// `router_settings.redis_*`, else `litellm_settings.cache_params` of a
+/// Redis cache: LiteLLM's order.
+fn redis_url(
+    sources: &RedisSources<'_>,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Option<String> {
+    let non_empty = |v: Option<String>| v.filter(|v| !v.trim().is_empty());
+    if let Some(url) = non_empty(lookup("REDIS_URL")) {
+        return Some(url);
+    }
+    let yaml_str = |v: Option<&serde_yaml::Value>, k: &str| -> Option<String> {
+        match v?.get(k)? {
+            serde_yaml::Value::String(s) if !s.is_empty() => Some(s.clone()),
+            serde_yaml::Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        }
+    };
+    let build = |host: String, port: Option<String>, password: Option<String>| {
+        let port = port.unwrap_or_else(|| "6379".into());
+        match password {
+            Some(p) => format!("redis://:{p}@{host}:{port}"),
+            None => format!("redis://{host}:{port}"),
+        }
+    };
+    if let Some(host) = non_empty(lookup("REDIS_HOST")) {
+        return Some(build(
+            host,
+            non_empty(lookup("REDIS_PORT")),
+            non_empty(lookup("REDIS_PASSWORD")),
+        ));
+    }
+    let router = sources.router_settings;
+    if let Some(url) = yaml_str(router, "redis_url") {
+        return Some(url);
+    }
+    if let Some(host) = yaml_str(router, "redis_host") {
+        return Some(build(
+            host,
+            yaml_str(router, "redis_port"),
+            yaml_str(router, "redis_password"),
+        ));
+    }
+    let cache = sources.litellm_settings.and_then(|l| l.get("cache_params"));
+    let is_redis = cache
+        .and_then(|c| c.get("type"))
+        .and_then(|t| t.as_str())
+        .is_none_or(|t| t == "redis");
+    if is_redis {
+        if let Some(url) = yaml_str(cache, "url") {
+            return Some(url);
+        }
+        if let Some(host) = yaml_str(cache, "host") {
+            return Some(build(
+                host,
+                yaml_str(cache, "port"),
+                yaml_str(cache, "password"),
+            ));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolve(yaml: &str, env: &[(&str, &str)]) -> Result<LimitSettings, String> {
+        let doc: serde_yaml::Value = serde_yaml::from_str(yaml).unwrap();
+        let file: RateLimitsFile = doc
+            .get("rate_limits")
+            .map(|v| serde_yaml::from_value(v.clone()).unwrap())
+            .unwrap_or_default();
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        LimitSettings::resolve(
+            &file,
+            None,
+            RedisSources {
+                router_settings: doc.get("router_settings"),
+                litellm_settings: doc.get("litellm_settings"),
+            },
+            &move |k| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()),
+        )
+    }
+
+    #[test]
+    fn defaults_are_litellms() {
+        let s = resolve("{}", &[]).unwrap();
+        assert_eq!(s.mode, Mode::Local);
+        assert!(s.reservation && s.breaker.enabled);
+        assert_eq!(s.breaker.threshold, 5);
+        assert_eq!(s.breaker.recovery, Duration::from_secs(60));
+        assert_eq!(s.window.secs, 60);
+        assert_eq!(s.redis_timeout, Duration::from_millis(100));
+    }
+
+    #[test]
+    fn env_vars_switch_reservation_breaker_and_window() {
+        let s = resolve(
+            "{}",
+            &[
+                ("LITELLM_TPM_TOKEN_RESERVATION_ENABLED", "false"),
+                ("REDIS_CIRCUIT_BREAKER_ENABLED", "False"),
+                ("REDIS_CIRCUIT_BREAKER_FAILURE_THRESHOLD", "2"),
+                ("REDIS_CIRCUIT_BREAKER_RECOVERY_TIMEOUT", "1.5"),
+                ("LITELLM_RATE_LIMIT_WINDOW_SIZE", "10"),
+            ],
+        )
+        .unwrap();
+        assert!(!s.reservation && !s.breaker.enabled);
+        assert_eq!(s.breaker.threshold, 2);
+        assert_eq!(s.breaker.recovery, Duration::from_millis(1500));
+        assert_eq!(s.window.secs, 10);
+        assert!(resolve("{}", &[("REDIS_CIRCUIT_BREAKER_ENABLED", "maybe")]).is_err());
+    }
+
+    #[test]
+    fn redis_is_found_where_litellm_looks() {
+        let s = resolve("router_settings: {redis_host: r1, redis_port: 6380}", &[]).unwrap();
+        assert_eq!(s.redis_url.as_deref(), Some("redis://r1:6380"));
+        assert_eq!(s.mode, Mode::Redis);
+        let s = resolve(
+            "litellm_settings: {cache: true, cache_params: {type: redis, host: c, port: 1, password: pw}}",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(s.redis_url.as_deref(), Some("redis://:pw@c:1"));
+        let s = resolve("router_settings: {redis_host: r1}", &[("REDIS_HOST", "e")]).unwrap();
+        assert_eq!(s.redis_url.as_deref(), Some("redis://e:6379"));
+        let s = resolve(
+            "router_settings: {redis_host: r1}\nrate_limits: {mode: local}",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(s.mode, Mode::Local);
+        assert!(resolve("rate_limits: {mode: redis}", &[]).is_err());
+    }
+
+    #[test]
+    fn fallback_share_divides_the_limit() {
+        let s = resolve(
+            "rate_limits: {fallback_policy: share, fallback_replicas: 3}",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(s.fallback.scale(10), 4);
+        assert_eq!(FallbackPolicy::Full.scale(10), 10);
+        assert!(resolve("rate_limits: {fallback_policy: share}", &[]).is_err());
+    }
+
+    #[test]
+    fn server_and_end_user_limits_from_config() {
+        let s = resolve(
+            "rate_limits: {server: {rpm_limit: 1000}, end_user: {tpm_limit: 50, max_parallel_requests: 2}}",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(s.server.rpm, Some(1000));
+        assert_eq!((s.end_user.tpm, s.end_user.parallel), (Some(50), Some(2)));
+    }
+}
