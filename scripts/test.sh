@@ -43,9 +43,10 @@ if ! .venv/bin/python -c 'import openai' >/dev/null 2>&1; then
 fi
 
 # --- services: Redis and PostgreSQL ------------------------------------------
+# The rate-limit tests also start private redis-servers of their own.
+command -v redis-server >/dev/null 2>&1 || apt_install redis-server
 if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
     log "starting Redis"
-    command -v redis-server >/dev/null 2>&1 || apt_install redis-server
     as_root mkdir -p /var/lib/redis /var/log/redis
     as_root redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 \
         --save "" --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log

@@ -11,6 +11,8 @@
 //! - [`config`]: config builders and a tiny JSON-to-YAML writer.
 //! - [`postgres`]: scratch databases ([`TestDb`]) and a killable private
 //!   server ([`PrivatePostgres`]) for the multi-replica and outage tests.
+//! - [`redis`]: a private, stoppable `redis-server` ([`PrivateRedis`]) for
+//!   the rate-limit tests.
 //!
 //! Environment: `E2E_BIN_DIR` overrides where the binaries are looked up
 //! (default: `target/<profile>/` next to the test executable); `E2E_PYTHON`
@@ -20,11 +22,13 @@ pub mod config;
 pub mod http;
 pub mod postgres;
 mod procs;
+pub mod redis;
 
 pub use config::{base_config, openai_model, to_yaml, MASTER_KEY};
 pub use http::{request, Conn, Response, SseReader};
 pub use postgres::{PrivatePostgres, TestDb};
 pub use procs::{bin_path, free_port, Gateway, MockServer};
+pub use redis::PrivateRedis;
 
 use serde_json::Value;
 use std::time::{Duration, Instant};

@@ -1,0 +1,175 @@
+//! A Redis server of the test's own (`redis-server` on a free port, no
+//! persistence), which a test can stop and start again to play an outage,
+//! and a tiny RESP client to read the limiter's counters.
+
+use crate::procs::free_port;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// A private `redis-server`; killed on drop.
+pub struct PrivateRedis {
+    port: u16,
+    child: Mutex<Option<Child>>,
+}
+
+impl PrivateRedis {
+    /// Starts the server and waits until it answers PING; panics if
+    /// `redis-server` is missing (scripts/test.sh installs it).
+    pub fn start() -> PrivateRedis {
+        let r = PrivateRedis {
+            port: free_port(),
+            child: Mutex::new(None),
+        };
+        r.restart();
+        r
+    }
+
+    /// The server's port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Stops the server at once (connections drop, new ones are refused).
+    pub fn stop(&self) {
+        if let Some(mut child) = self.child.lock().unwrap().take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server (again) on the same port, empty.
+    pub fn restart(&self) {
+        self.stop();
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &self.port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed (scripts/test.sh installs it)");
+        *self.child.lock().unwrap() = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.try_command(&["PING"]).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "private redis-server did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Runs one command; panics on a connection error.
+    pub fn command(&self, args: &[&str]) -> Reply {
+        self.try_command(args)
+            .unwrap_or_else(|e| panic!("redis {args:?}: {e}"))
+    }
+
+    fn try_command(&self, args: &[&str]) -> std::io::Result<Reply> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
+        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+        let mut out = format!("*{}\r\n", args.len());
+        for a in args {
+            out.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+        }
+        stream.write_all(out.as_bytes())?;
+        read_reply(&mut BufReader::new(stream))
+    }
+
+    /// The sum of a rate-limit window counter (`{scope:value}:tokens` or
+    /// `:requests`, a hash of bucket to units).
+    pub fn window_total(&self, key: &str) -> i64 {
+        match self.command(&["HVALS", key]) {
+            Reply::Array(items) => items
+                .iter()
+                .map(|i| match i {
+                    Reply::Bulk(Some(s)) => s.parse::<i64>().unwrap_or(0),
+                    _ => 0,
+                })
+                .sum(),
+            other => panic!("HVALS {key}: {other:?}"),
+        }
+    }
+
+    /// Parallel slots held on a counter (`{scope:value}:parallel`).
+    pub fn slots(&self, key: &str) -> i64 {
+        match self.command(&["ZCARD", key]) {
+            Reply::Int(n) => n,
+            other => panic!("ZCARD {key}: {other:?}"),
+        }
+    }
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A RESP reply.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// `+OK`.
+    Status(String),
+    /// `-ERR ...`.
+    Error(String),
+    /// `:n`.
+    Int(i64),
+    /// `$n ...` (None: nil).
+    Bulk(Option<String>),
+    /// `*n ...`.
+    Array(Vec<Reply>),
+}
+
+fn read_reply(r: &mut impl BufRead) -> std::io::Result<Reply> {
+    let mut line = String::new();
+    r.read_line(&mut line)?;
+    let line = line.trim_end();
+    let (tag, rest) = line.split_at(1.min(line.len()));
+    let bad = || {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("bad RESP line {line:?}"),
+        )
+    };
+    Ok(match tag {
+        "+" => Reply::Status(rest.into()),
+        "-" => Reply::Error(rest.into()),
+        ":" => Reply::Int(rest.parse().map_err(|_| bad())?),
+        "$" => {
+            let n: i64 = rest.parse().map_err(|_| bad())?;
+            if n < 0 {
+                Reply::Bulk(None)
+            } else {
+                let mut buf = vec![0; n as usize + 2];
+                r.read_exact(&mut buf)?;
+                buf.truncate(n as usize);
+                Reply::Bulk(Some(String::from_utf8_lossy(&buf).into()))
+            }
+        }
+        "*" => {
+            let n: i64 = rest.parse().map_err(|_| bad())?;
+            let mut items = Vec::new();
+            for _ in 0..n.max(0) {
+                items.push(read_reply(r)?);
+            }
+            Reply::Array(items)
+        }
+        _ => return Err(bad()),
+    })
+}

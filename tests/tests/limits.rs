@@ -1,0 +1,502 @@
+//! Rate limits end to end: every scope, seed 003's TPM reservation cases,
+//! the sliding window at a boundary, parallel slots, the Redis circuit
+//! breaker and a Redis outage. Redis tests run on a private `redis-server`.
+
+use e2e::{to_yaml, Gateway, PrivateRedis, MASTER_KEY};
+use serde_json::{json, Value};
+use sha2::Digest;
+use std::time::{Duration, Instant};
+
+/// Twelve words: the mock reports 12 completion tokens.
+const REPLY: &str = "one two three four five six seven eight nine ten eleven twelve";
+
+fn config(extra_settings: Value, declared_keys: Option<Value>) -> String {
+    let mut config = json!({
+        "model_list": [{
+            "model_name": "m",
+            "litellm_params": {"model": "mock/m", "mock_response": REPLY},
+        }, {
+            "model_name": "slow",
+            "litellm_params": {"model": "mock/slow", "mock_response": REPLY, "mock_latency_ms": 400},
+        }, {
+            "model_name": "hang",
+            "litellm_params": {"model": "mock/hang", "mock_response": REPLY, "mock_latency_ms": 10000},
+        }],
+        "general_settings": {"master_key": MASTER_KEY},
+    });
+    if !extra_settings.is_null() {
+        config["gateway_settings"] = json!({"rate_limits": extra_settings});
+    }
+    if let Some(keys) = declared_keys {
+        config["gateway_settings"]["virtual_keys"] = keys;
+    }
+    to_yaml(&config)
+}
+
+fn start(extra_settings: Value, redis: Option<&PrivateRedis>, envs: &[(&str, &str)]) -> Gateway {
+    let url = redis.map(PrivateRedis::url);
+    let mut all: Vec<(&str, &str)> = envs.to_vec();
+    if let Some(url) = &url {
+        all.push(("REDIS_URL", url));
+    }
+    Gateway::start(&config(extra_settings, None), &all)
+}
+
+fn generate(gw: &Gateway, fields: Value) -> String {
+    let resp = gw.post("/key/generate", &fields);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    resp.json()["key"].as_str().expect("key").to_string()
+}
+
+fn admin(gw: &Gateway, path: &str, body: Value) {
+    let resp = gw.post(path, &body);
+    assert_eq!(resp.status, 200, "{path}: {}", resp.text());
+}
+
+fn token(key: &str) -> String {
+    hex::encode(sha2::Sha256::digest(key.as_bytes()))
+}
+
+struct Reply {
+    status: u16,
+    body: Value,
+    headers: Vec<(String, String)>,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn message(&self) -> &str {
+        self.body["error"]["message"].as_str().unwrap_or("")
+    }
+
+    fn total_tokens(&self) -> i64 {
+        self.body["usage"]["total_tokens"].as_i64().expect("usage")
+    }
+}
+
+fn chat(gw: &Gateway, key: &str, body: Value) -> Reply {
+    let auth = format!("Bearer {key}");
+    let resp = gw.call(
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        body.to_string().as_bytes(),
+    );
+    Reply {
+        status: resp.status,
+        body: serde_json::from_slice(&resp.body).unwrap_or(Value::Null),
+        headers: resp.headers,
+    }
+}
+
+fn hello(model: &str) -> Value {
+    json!({"model": model, "messages": [{"role": "user", "content": "Say hi in one word."}]})
+}
+
+fn hello_capped(model: &str, max_tokens: u64) -> Value {
+    let mut b = hello(model);
+    b["max_tokens"] = json!(max_tokens);
+    b
+}
+
+/// Sends `bodies` at once, one thread each, and returns the replies.
+fn burst(gw: &Gateway, key: &str, bodies: Vec<Value>) -> Vec<Reply> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = bodies
+            .into_iter()
+            .map(|b| s.spawn(move || chat(gw, key, b)))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+fn assert_throttled(r: &Reply, scope: &str, kind: &str) {
+    assert_eq!(r.status, 429, "{}", r.body);
+    let e = &r.body["error"];
+    assert_eq!(e["type"], "throttling_error", "{}", r.body);
+    assert_eq!(e["code"], "429");
+    let m = r.message();
+    assert!(
+        m.starts_with(&format!("Rate limit exceeded for {scope}: ")),
+        "{m}"
+    );
+    assert!(
+        m.contains(&format!("Limit type: {kind}. Current limit: ")),
+        "{m}"
+    );
+    assert!(m.contains(" UTC"), "{m}");
+    assert!(r
+        .header("retry-after")
+        .is_some_and(|v| v.parse::<u64>().is_ok()));
+}
+
+// ---------------------------------------------------------------- local
+
+#[test]
+fn key_rpm_is_enforced_locally_with_headers_and_litellms_429() {
+    let gw = start(Value::Null, None, &[]);
+    let key = generate(&gw, json!({"rpm_limit": 3}));
+    let mut remaining = Vec::new();
+    for _ in 0..3 {
+        let r = chat(&gw, &key, hello("m"));
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.header("x-ratelimit-limit-requests"), Some("3"));
+        remaining.push(
+            r.header("x-ratelimit-remaining-requests")
+                .unwrap()
+                .to_string(),
+        );
+    }
+    assert_eq!(remaining, ["2", "1", "0"]);
+    let r = chat(&gw, &key, hello("m"));
+    assert_throttled(&r, "api_key", "requests");
+    assert!(
+        r.message().contains(&token(&key)),
+        "names the key's hash: {}",
+        r.message()
+    );
+    assert!(r.message().contains("Current limit: 3, Remaining: 0."));
+    // Another key is not affected.
+    let other = generate(&gw, json!({}));
+    assert_eq!(chat(&gw, &other, hello("m")).status, 200);
+}
+
+#[test]
+fn parallel_limit_admits_one_in_flight_and_frees_the_slot() {
+    let gw = start(Value::Null, None, &[]);
+    let key = generate(&gw, json!({"max_parallel_requests": 1}));
+    let replies = burst(&gw, &key, vec![hello("slow"), hello("slow")]);
+    let ok = replies.iter().filter(|r| r.status == 200).count();
+    assert_eq!(ok, 1);
+    let refused = replies.iter().find(|r| r.status != 200).unwrap();
+    assert_throttled(refused, "api_key", "parallel");
+    // The slot is free again once the first finished.
+    assert_eq!(chat(&gw, &key, hello("slow")).status, 200);
+    assert_eq!(chat(&gw, &key, hello("slow")).status, 200);
+}
+
+// ---------------------------------------------------------------- Redis: seed 003
+
+#[test]
+fn seed_003_reservation_on_refuses_what_cannot_fit_its_reservation() {
+    let redis = PrivateRedis::start();
+    let gw = start(Value::Null, Some(&redis), &[]);
+    let key = generate(&gw, json!({"tpm_limit": 200}));
+    // Each reserves ~5 prompt + 120 = 125 tokens: only one fits in 200.
+    let replies = burst(
+        &gw,
+        &key,
+        (0..4).map(|_| hello_capped("slow", 120)).collect(),
+    );
+    let ok: Vec<&Reply> = replies.iter().filter(|r| r.status == 200).collect();
+    assert_eq!(
+        ok.len(),
+        1,
+        "statuses: {:?}",
+        replies.iter().map(|r| r.status).collect::<Vec<_>>()
+    );
+    for r in replies.iter().filter(|r| r.status != 200) {
+        assert_throttled(r, "api_key", "tokens");
+        assert!(
+            r.message().contains("Current limit: 200, Remaining: 7"),
+            "{}",
+            r.message()
+        );
+    }
+    // After the response the reservation became the real usage.
+    let counter = format!("{{api_key:{}}}:tokens", token(&key));
+    let used = ok[0].total_tokens();
+    e2e::eventually("the reservation reconciled", Duration::from_secs(5), || {
+        (redis.window_total(&counter) == used).then_some(())
+    });
+}
+
+#[test]
+fn seed_003_reservation_off_admits_all_four_and_counts_real_usage() {
+    let redis = PrivateRedis::start();
+    let gw = start(
+        Value::Null,
+        Some(&redis),
+        &[("LITELLM_TPM_TOKEN_RESERVATION_ENABLED", "false")],
+    );
+    let key = generate(
+        &gw,
+        json!({"tpm_limit": 200, "model_tpm_limit": {"slow": 1000}}),
+    );
+    let replies = burst(
+        &gw,
+        &key,
+        (0..4).map(|_| hello_capped("slow", 120)).collect(),
+    );
+    assert!(
+        replies.iter().all(|r| r.status == 200),
+        "{:?}",
+        replies.iter().map(|r| &r.body).collect::<Vec<_>>()
+    );
+    let used: i64 = replies.iter().map(Reply::total_tokens).sum();
+    let key_counter = format!("{{api_key:{}}}:tokens", token(&key));
+    let model_counter = format!("{{model_per_key:{}:slow}}:tokens", token(&key));
+    e2e::eventually(
+        "usage charged after the calls",
+        Duration::from_secs(5),
+        || {
+            (redis.window_total(&key_counter) == used && redis.window_total(&model_counter) == used)
+                .then_some(())
+        },
+    );
+}
+
+#[test]
+fn seed_003_sequential_requests_climb_by_real_usage_until_the_cap() {
+    let redis = PrivateRedis::start();
+    let gw = start(
+        Value::Null,
+        Some(&redis),
+        &[("LITELLM_TPM_TOKEN_RESERVATION_ENABLED", "false")],
+    );
+    let key = generate(&gw, json!({"tpm_limit": 200}));
+    let counter = format!("{{api_key:{}}}:tokens", token(&key));
+    let mut total = 0;
+    let mut served = 0;
+    loop {
+        let r = chat(&gw, &key, hello_capped("m", 120));
+        if r.status != 200 {
+            assert_throttled(&r, "api_key", "tokens");
+            assert!(r.message().contains("Remaining: 0."), "{}", r.message());
+            break;
+        }
+        served += 1;
+        total += r.total_tokens();
+        e2e::eventually(
+            "the counter climbs by real usage",
+            Duration::from_secs(5),
+            || (redis.window_total(&counter) == total).then_some(()),
+        );
+        assert!(served < 100, "never refused");
+    }
+    // Refused only once real usage reached the cap, and not before.
+    let per_request = total / served;
+    assert!(
+        total >= 200 && total - per_request < 200,
+        "total {total} over {served} requests"
+    );
+}
+
+// ---------------------------------------------------------------- Redis: scopes
+
+#[test]
+fn every_scope_is_enforced_through_redis() {
+    let redis = PrivateRedis::start();
+    let gw = start(
+        json!({"end_user": {"rpm_limit": 1}, "server": {"rpm_limit": 50}}),
+        Some(&redis),
+        &[],
+    );
+    // user
+    admin(
+        &gw,
+        "/user/new",
+        json!({"user_id": "u-rpm", "rpm_limit": 1}),
+    );
+    let k = generate(&gw, json!({"user_id": "u-rpm"}));
+    assert_eq!(chat(&gw, &k, hello("m")).status, 200);
+    assert_throttled(&chat(&gw, &k, hello("m")), "user", "requests");
+    // team
+    admin(
+        &gw,
+        "/team/new",
+        json!({"team_id": "t-rpm", "rpm_limit": 1}),
+    );
+    let k = generate(&gw, json!({"team_id": "t-rpm"}));
+    assert_eq!(chat(&gw, &k, hello("m")).status, 200);
+    assert_throttled(&chat(&gw, &k, hello("m")), "team", "requests");
+    // the key's per-model limit: another model is not limited
+    let k = generate(&gw, json!({"model_rpm_limit": {"m": 1}}));
+    assert_eq!(chat(&gw, &k, hello("m")).status, 200);
+    assert_throttled(&chat(&gw, &k, hello("m")), "model_per_key", "requests");
+    assert_eq!(chat(&gw, &k, hello("slow")).status, 200);
+    // end user: per `user` in the body
+    let k = generate(&gw, json!({}));
+    let as_user = |u: &str| {
+        let mut b = hello("m");
+        b["user"] = json!(u);
+        chat(&gw, &k, b)
+    };
+    assert_eq!(as_user("alice").status, 200);
+    assert_throttled(&as_user("alice"), "end_user", "requests");
+    assert_eq!(as_user("bob").status, 200);
+    // Each counter lives in Redis under its hash-tagged name.
+    for counter in [
+        "{user:u-rpm}:requests",
+        "{team:t-rpm}:requests",
+        "{end_user:alice}:requests",
+    ] {
+        assert_eq!(redis.window_total(counter), 1, "{counter}");
+    }
+    // server: everything so far counted; fill it up.
+    // Refused requests charged nothing anywhere (all or none).
+    let served = redis.window_total("{server:global}:requests");
+    assert_eq!(served, 6, "server counter");
+    let k = generate(&gw, json!({}));
+    for _ in served..50 {
+        assert_eq!(chat(&gw, &k, hello("m")).status, 200);
+    }
+    assert_throttled(&chat(&gw, &k, hello("m")), "server", "requests");
+}
+
+#[test]
+fn sliding_window_never_admits_twice_the_limit_across_a_boundary() {
+    let redis = PrivateRedis::start();
+    let gw = start(
+        Value::Null,
+        Some(&redis),
+        &[("LITELLM_RATE_LIMIT_WINDOW_SIZE", "2")],
+    );
+    let key = generate(&gw, json!({"rpm_limit": 2}));
+    let started = Instant::now();
+    let mut admitted: Vec<f64> = Vec::new();
+    while started.elapsed() < Duration::from_secs(7) {
+        let r = chat(&gw, &key, hello("m"));
+        match r.status {
+            200 => admitted.push(started.elapsed().as_secs_f64()),
+            429 => assert_throttled(&r, "api_key", "requests"),
+            s => panic!("status {s}"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A fixed window would admit 2 at the end of one window and 2 more at
+    // the start of the next; here any 2 s span holds at most 2.
+    for w in admitted.windows(3) {
+        assert!(
+            w[2] - w[0] >= 2.0,
+            "three admissions within 2 s: {admitted:?}"
+        );
+    }
+    assert!(
+        admitted.len() >= 4,
+        "the window slides and admits again: {admitted:?}"
+    );
+}
+
+#[test]
+fn parallel_slots_are_released_in_redis_and_expire_after_a_crash() {
+    let redis = PrivateRedis::start();
+    // Declared in the file, so a second replica knows it too.
+    let key = "sk-parallel-crash-1";
+    let config = config(
+        json!({"parallel_slot_ttl_secs": 3}),
+        Some(json!([{"key": key, "max_parallel_requests": 1}])),
+    );
+    let url = redis.url();
+    let gw = Gateway::start(&config, &[("REDIS_URL", &url)]);
+    let counter = format!("{{api_key:{}}}:parallel", token(key));
+    let replies = burst(&gw, key, vec![hello("slow"), hello("slow"), hello("slow")]);
+    assert_eq!(replies.iter().filter(|r| r.status == 200).count(), 1);
+    assert_throttled(
+        replies.iter().find(|r| r.status != 200).unwrap(),
+        "api_key",
+        "parallel",
+    );
+    e2e::eventually("the slot freed", Duration::from_secs(5), || {
+        (redis.slots(&counter) == 0).then_some(())
+    });
+    // A replica killed while holding a slot: the slot lapses with its TTL.
+    let mut conn = gw.connect();
+    let body = hello("hang").to_string();
+    let auth = format!("Bearer {key}");
+    conn.send(&e2e::request(
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        body.as_bytes(),
+    ));
+    e2e::eventually("the slot taken", Duration::from_secs(5), || {
+        (redis.slots(&counter) == 1).then_some(())
+    });
+    gw.signal(libc::SIGKILL);
+    drop(gw);
+    let other = Gateway::start(&config, &[("REDIS_URL", &url)]);
+    assert_throttled(&chat(&other, key, hello("m")), "api_key", "parallel");
+    e2e::eventually(
+        "the crashed replica's slot lapsed",
+        Duration::from_secs(8),
+        || (chat(&other, key, hello("m")).status == 200).then_some(()),
+    );
+}
+
+// ---------------------------------------------------------------- Redis: breaker and outage
+
+#[test]
+fn breaker_opens_when_redis_stops_serves_throughout_and_closes_when_it_returns() {
+    let redis = PrivateRedis::start();
+    let gw = start(
+        Value::Null,
+        Some(&redis),
+        &[
+            ("REDIS_CIRCUIT_BREAKER_FAILURE_THRESHOLD", "2"),
+            ("REDIS_CIRCUIT_BREAKER_RECOVERY_TIMEOUT", "1"),
+        ],
+    );
+    let key = generate(&gw, json!({"rpm_limit": 1000}));
+    let counter = format!("{{api_key:{}}}:requests", token(&key));
+    assert_eq!(chat(&gw, &key, hello("m")).status, 200);
+    assert_eq!(redis.window_total(&counter), 1);
+    redis.stop();
+    for _ in 0..10 {
+        assert_eq!(
+            chat(&gw, &key, hello("m")).status,
+            200,
+            "served during the outage"
+        );
+    }
+    e2e::eventually("the breaker opened", Duration::from_secs(5), || {
+        gw.output().contains("circuit breaker opened").then_some(())
+    });
+    redis.restart();
+    e2e::eventually(
+        "the breaker closed on a probe",
+        Duration::from_secs(10),
+        || {
+            assert_eq!(chat(&gw, &key, hello("m")).status, 200);
+            gw.output().contains("circuit breaker closed").then_some(())
+        },
+    );
+    e2e::eventually("counting in Redis again", Duration::from_secs(5), || {
+        assert_eq!(chat(&gw, &key, hello("m")).status, 200);
+        (redis.window_total(&counter) >= 1).then_some(())
+    });
+}
+
+#[test]
+fn breaker_disabled_never_opens_and_limits_still_hold_during_an_outage() {
+    let redis = PrivateRedis::start();
+    let gw = start(
+        Value::Null,
+        Some(&redis),
+        &[
+            ("REDIS_CIRCUIT_BREAKER_ENABLED", "false"),
+            ("REDIS_CIRCUIT_BREAKER_FAILURE_THRESHOLD", "1"),
+        ],
+    );
+    let key = generate(&gw, json!({"rpm_limit": 3}));
+    redis.stop();
+    // Each request tries Redis, gives up at the deadline and is limited by
+    // this process's counters: the limit still holds.
+    let statuses: Vec<u16> = (0..4).map(|_| chat(&gw, &key, hello("m")).status).collect();
+    assert_eq!(statuses, [200, 200, 200, 429]);
+    let out = gw.output();
+    assert!(out.contains("Redis limiter call failed"), "{out}");
+    assert!(!out.contains("circuit breaker opened"), "{out}");
+}
