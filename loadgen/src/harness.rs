@@ -21,6 +21,8 @@ pub struct HarnessSpec {
     pub pin: bool,
     /// Mock behaviour (host, port and workers are chosen here).
     pub mock: MockConfig,
+    /// Extra environment of the gateway (e.g. `REDIS_URL`).
+    pub gateway_env: Vec<(String, String)>,
 }
 
 /// A running mock and gateway.
@@ -58,7 +60,7 @@ impl Harness {
             workers: spec.gateway_workers,
             upstream: mock.addr(),
             cpus: cpus.as_ref().map(|s| CpuSet::of(s.gateway.iter().copied())),
-            env: Vec::new(),
+            env: spec.gateway_env.clone(),
         })?;
         Ok(Harness {
             mock,

@@ -9,28 +9,18 @@ use std::fmt;
 pub enum Feature {
     /// Virtual keys issued through `/key/generate`.
     VirtualKeys,
-    /// Per-key rpm/tpm limits.
-    RateLimits,
-    /// Limit counters shared through Redis.
-    RedisLimits,
     /// Spend and attempt logs written to Postgres.
     SpendLogging,
 }
 
 /// Features the gateway does not have yet. Remove an entry when its
 /// feature lands, then implement the scenario that needed it.
-const MISSING: &[Feature] = &[
-    Feature::RateLimits,
-    Feature::RedisLimits,
-    Feature::SpendLogging,
-];
+const MISSING: &[Feature] = &[Feature::SpendLogging];
 
 impl fmt::Display for Feature {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Feature::VirtualKeys => "virtual keys (issue: virtual keys and key management)",
-            Feature::RateLimits => "per-key rpm/tpm limits (issue: rate limiting)",
-            Feature::RedisLimits => "rpm/tpm limits shared through Redis (issue: rate limiting)",
             Feature::SpendLogging => "spend logging to Postgres (issue: spend tracking)",
         })
     }
@@ -60,8 +50,8 @@ mod tests {
     #[test]
     fn names_the_missing_feature() {
         assert_eq!(
-            require("overshoot", Feature::RateLimits).unwrap_err(),
-            "overshoot needs per-key rpm/tpm limits (issue: rate limiting), which the gateway does not have yet"
+            require("overhead", Feature::SpendLogging).unwrap_err(),
+            "overhead needs spend logging to Postgres (issue: spend tracking), which the gateway does not have yet"
         );
     }
 }

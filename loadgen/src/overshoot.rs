@@ -2,13 +2,13 @@
 //! burst size it creates a key with the budget, drives it with that many
 //! concurrent senders until the gateway refuses, and compares the spend the
 //! responses report with the budget (overshoot) and with what was left when
-//! the first refusal came (headroom refused, i.e. false rejections). rpm/tpm
-//! limits are not in the gateway yet: asking for them names the missing
-//! feature and exits 2.
+//! the first refusal came (headroom refused, i.e. false rejections). With
+//! `--rpm`, `--tpm` or `--parallel` it measures a rate limit instead
+//! ([`crate::limit_overshoot`]).
 
 use crate::cli::Args;
 use crate::gateway_proc::{self, GatewayProcess, GatewaySpec, MODEL};
-use crate::missing::{self, Feature};
+use crate::limit_overshoot::{self, LimitKind, LimitRun, LimiterMode};
 use crate::mock::{self, MockConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -28,7 +28,11 @@ Options:
   --budget USD              budget per key [default: 0.01, seed 004's cent]
   --bursts LIST             concurrent senders per run [default: 1,4,64,256]
   --max-tokens N            max_tokens of each request [default: 120]
-  --rpm N / --tpm N         rpm/tpm limits (not in the gateway yet: exits 2)
+  --rpm N | --tpm N | --parallel N
+                            measure a per-key rate limit instead of a budget
+  --modes LIST              limiter modes for rate limits: local, redis, lease
+                            [default: local,redis]
+  --reservation LIST        TPM reservation settings [default: on,off]
   --json FILE               also write the report as JSON
   -h, --help                print this help
 ";
@@ -59,6 +63,9 @@ pub fn main(args: &mut Args) -> Result<(), String> {
     let mut max_tokens = 120u64;
     let mut bin: Option<PathBuf> = None;
     let mut json: Option<PathBuf> = None;
+    let mut limit: Option<(LimitKind, u64)> = None;
+    let mut modes = vec![LimiterMode::Local, LimiterMode::Redis];
+    let mut reservation = vec![true, false];
     while let Some(flag) = args.next_flag()? {
         match flag.as_str() {
             "budget" => budget = args.value(&flag)?,
@@ -74,9 +81,34 @@ pub fn main(args: &mut Args) -> Result<(), String> {
                     .collect::<Result<_, _>>()?;
             }
             "max-tokens" => max_tokens = args.value(&flag)?,
-            "rpm" | "tpm" => {
-                args.value::<u64>(&flag)?;
-                missing::require("overshoot --rpm/--tpm", Feature::RateLimits)?;
+            "rpm" | "tpm" | "parallel" => {
+                let value: u64 = args.value(&flag)?;
+                limit = Some((
+                    match flag.as_str() {
+                        "rpm" => LimitKind::Rpm,
+                        "tpm" => LimitKind::Tpm,
+                        _ => LimitKind::Parallel,
+                    },
+                    value,
+                ));
+            }
+            "modes" => {
+                let list: String = args.value(&flag)?;
+                modes = list
+                    .split(',')
+                    .map(LimiterMode::parse)
+                    .collect::<Result<_, _>>()?;
+            }
+            "reservation" => {
+                let list: String = args.value(&flag)?;
+                reservation = list
+                    .split(',')
+                    .map(|v| match v.trim() {
+                        "on" => Ok(true),
+                        "off" => Ok(false),
+                        other => Err(format!("--reservation: {other:?} is not on or off")),
+                    })
+                    .collect::<Result<_, _>>()?;
             }
             "gateway-bin" => bin = Some(args.value::<String>(&flag)?.into()),
             "json" => json = Some(args.value::<String>(&flag)?.into()),
@@ -89,6 +121,21 @@ pub fn main(args: &mut Args) -> Result<(), String> {
     }
     if !budget.is_finite() || budget <= 0.0 || bursts.is_empty() || bursts.contains(&0) {
         return Err("--budget must be positive and --bursts a list of positive numbers".into());
+    }
+    if let Some((kind, limit)) = limit {
+        if limit == 0 || modes.is_empty() || reservation.is_empty() {
+            return Err("the limit must be positive, --modes and --reservation not empty".into());
+        }
+        return limit_overshoot::run(&LimitRun {
+            kind,
+            limit,
+            bursts,
+            max_tokens,
+            modes,
+            reservation,
+            bin,
+            json,
+        });
     }
     let upstream = mock::start(MockConfig {
         port: 0,
@@ -254,13 +301,13 @@ mod tests {
     }
 
     #[test]
-    fn rate_limits_name_the_missing_feature() {
-        let err = run("--rpm 60").unwrap_err();
-        assert!(
-            err.starts_with("overshoot --rpm/--tpm needs per-key rpm/tpm limits"),
-            "{err}"
-        );
+    fn bad_options_are_refused_before_anything_starts() {
         assert!(run("--rpm x").unwrap_err().contains("--rpm"));
+        assert!(run("--rpm 0").unwrap_err().contains("positive"));
+        assert!(run("--tpm 5 --modes bogus").unwrap_err().contains("bogus"));
+        assert!(run("--tpm 5 --reservation maybe")
+            .unwrap_err()
+            .contains("maybe"));
         assert!(run("--budget 0").unwrap_err().contains("--budget"));
         assert!(run("--bursts 1,x").unwrap_err().contains("--bursts"));
     }

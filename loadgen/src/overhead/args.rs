@@ -50,6 +50,11 @@ pub enum Variant {
     MasterKey,
     /// Authentication by a virtual key created through `/key/generate`.
     VirtualKey,
+    /// A virtual key with rpm, tpm and parallel limits (never reached),
+    /// counted by the gateway's own counters.
+    LocalLimits,
+    /// The same limits counted in Redis, one script call per request.
+    RedisLimits,
 }
 
 impl Variant {
@@ -58,11 +63,12 @@ impl Variant {
         let needs = match name {
             "master-key" => return Ok(Variant::MasterKey),
             "virtual-key" => return Ok(Variant::VirtualKey),
-            "redis-limits" => Feature::RedisLimits,
+            "local-limits" => return Ok(Variant::LocalLimits),
+            "redis-limits" => return Ok(Variant::RedisLimits),
             "spend-logging" => Feature::SpendLogging,
             other => {
                 return Err(format!(
-                "unknown variant {other:?} (master-key, virtual-key, redis-limits, spend-logging)"
+                "unknown variant {other:?} (master-key, virtual-key, local-limits, redis-limits, spend-logging)"
             ))
             }
         };
@@ -75,6 +81,8 @@ impl Variant {
         match self {
             Variant::MasterKey => "master-key",
             Variant::VirtualKey => "virtual-key",
+            Variant::LocalLimits => "local-limits",
+            Variant::RedisLimits => "redis-limits",
         }
     }
 }
@@ -204,20 +212,12 @@ mod tests {
 
     #[test]
     fn unsupported_variants_name_the_missing_feature() {
-        for (variant, feature) in [
-            ("redis-limits", "Redis"),
-            ("spend-logging", "spend logging"),
-        ] {
-            let err = parse_str(&format!("--variant {variant}")).unwrap_err();
-            assert!(
-                err.starts_with(&format!("variant {variant} needs")),
-                "{err}"
-            );
-            assert!(
-                err.contains(feature) && err.ends_with("which the gateway does not have yet"),
-                "{err}"
-            );
-        }
+        let err = parse_str("--variant spend-logging").unwrap_err();
+        assert!(err.starts_with("variant spend-logging needs"), "{err}");
+        assert!(
+            err.contains("spend logging") && err.ends_with("which the gateway does not have yet"),
+            "{err}"
+        );
         assert!(parse_str("--variant nope")
             .unwrap_err()
             .contains("unknown variant"));
@@ -225,6 +225,10 @@ mod tests {
             panic!("help")
         };
         assert_eq!(o.variant, Variant::VirtualKey);
+        let Parsed::Run(o) = parse_str("--variant redis-limits").unwrap() else {
+            panic!("help")
+        };
+        assert_eq!(o.variant, Variant::RedisLimits);
         assert!(parse_str("--model x")
             .unwrap_err()
             .contains("always asks for"));

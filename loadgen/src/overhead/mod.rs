@@ -18,6 +18,7 @@ use crate::load::{self, LoadConfig, LoadResult, LoadSummary, Mode};
 use crate::mock::MockConfig;
 use crate::output::write_json;
 use crate::procfs;
+use crate::redis_proc::RedisProcess;
 use crate::schedule::Schedule;
 use args::{OverheadArgs, Variant};
 use report::{Added, MaxRate, OverheadReport, Probe, Round, Search};
@@ -43,15 +44,26 @@ pub fn main(args: &mut Args) -> Result<(), String> {
     };
     // Client sockets, the mock's side of them, and the gateway's two sides.
     fdlimit::raise_to(o.connections as u64 * 4 + 1024)?;
+    let redis = match o.variant {
+        Variant::RedisLimits => Some(RedisProcess::start()?),
+        _ => None,
+    };
     let harness = Harness::start(&HarnessSpec {
         gateway_bin: o.gateway_bin.clone(),
         gateway_workers: o.gateway_workers,
         pin: o.pin,
         mock: MockConfig::default(),
+        gateway_env: redis
+            .iter()
+            .map(|r| ("REDIS_URL".to_string(), r.url()))
+            .collect(),
     })?;
     let key = match o.variant {
         Variant::MasterKey => gateway_proc::MASTER_KEY.to_string(),
         Variant::VirtualKey => harness.gateway.generate_key()?,
+        Variant::LocalLimits | Variant::RedisLimits => harness.gateway.generate_key_with(
+            &format!("{{\"models\":[\"{}\"],\"rpm_limit\":1000000000,\"tpm_limit\":1000000000000,\"max_parallel_requests\":1000000}}", gateway_proc::MODEL),
+        )?,
     };
     let report = Session::new(&o, &harness, key).measure()?;
     print!("{}", report.table());

@@ -47,6 +47,7 @@ pub fn main(args: &mut Args) -> Result<(), String> {
             completion_tokens: s.tokens,
             ..MockConfig::default()
         },
+        gateway_env: Vec::new(),
     })?;
     let report = soak(&s, &harness)?;
     print!("{}", report.table());

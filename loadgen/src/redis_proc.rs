@@ -1,0 +1,131 @@
+//! A private `redis-server` for the scenarios that share limits through
+//! Redis, and the two things loadgen asks it: how many scripts ran
+//! (`INFO commandstats`) and to forget everything between runs.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `redis-server` on a free loopback port, without persistence; killed on
+/// drop.
+pub struct RedisProcess {
+    child: Child,
+    port: u16,
+}
+
+impl RedisProcess {
+    /// Starts the server and waits until it answers PING.
+    pub fn start() -> Result<RedisProcess, String> {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| format!("cannot find a free port: {e}"))?
+            .port();
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start redis-server (install redis-server): {e}"))?;
+        let redis = RedisProcess { child, port };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while redis.command(&["PING"]).is_err() {
+            if Instant::now() > deadline {
+                return Err("redis-server did not answer PING within 10 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(redis)
+    }
+
+    /// `redis://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Scripts run so far (`EVALSHA` and `EVAL` calls).
+    pub fn script_calls(&self) -> Result<u64, String> {
+        let info = self.command(&["INFO", "commandstats"])?;
+        Ok(script_calls_in(&info))
+    }
+
+    /// Empties the database and the command statistics.
+    pub fn reset(&self) -> Result<(), String> {
+        self.command(&["FLUSHALL"])?;
+        self.command(&["CONFIG", "RESETSTAT"])?;
+        Ok(())
+    }
+
+    /// Sends one command and returns the reply's text (a bulk string's
+    /// contents, or the status line).
+    fn command(&self, args: &[&str]) -> Result<String, String> {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).map_err(|e| e.to_string())?;
+        s.set_read_timeout(Some(Duration::from_secs(5)))
+            .map_err(|e| e.to_string())?;
+        let mut out = format!("*{}\r\n", args.len());
+        for a in args {
+            out.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+        }
+        s.write_all(out.as_bytes()).map_err(|e| e.to_string())?;
+        let mut reader = BufReader::new(s);
+        let mut line = String::new();
+        reader.read_line(&mut line).map_err(|e| e.to_string())?;
+        match line.as_bytes().first() {
+            Some(b'$') => {
+                let n: usize = line[1..]
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("bad reply {line:?}"))?;
+                let mut buf = vec![0; n + 2];
+                reader.read_exact(&mut buf).map_err(|e| e.to_string())?;
+                buf.truncate(n);
+                Ok(String::from_utf8_lossy(&buf).into())
+            }
+            Some(b'-') => Err(line.trim().to_string()),
+            _ => Ok(line.trim().to_string()),
+        }
+    }
+}
+
+impl Drop for RedisProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sums `calls=` of `cmdstat_evalsha` and `cmdstat_eval` in `INFO commandstats`.
+fn script_calls_in(info: &str) -> u64 {
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_script_calls_from_commandstats() {
+        let info = "# Commandstats\r\ncmdstat_evalsha:calls=41,usec=10,usec_per_call=0.2\r\ncmdstat_eval:calls=1,usec=3\r\ncmdstat_get:calls=9\r\n";
+        assert_eq!(script_calls_in(info), 42);
+        assert_eq!(script_calls_in(""), 0);
+    }
+}
