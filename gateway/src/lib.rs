@@ -11,6 +11,7 @@ pub mod error;
 pub mod http1;
 pub mod inbound;
 pub mod logging;
+pub mod models;
 pub mod providers;
 pub mod proxy;
 pub mod router;

@@ -102,15 +102,22 @@ fn run(opts: Options) -> Result<(), String> {
     }
     let deployments = config.deployments.len();
     let keys = Arc::new(gateway::auth::KeyCache::default());
+    let models = Arc::new(gateway::models::Models::new(
+        std::mem::take(&mut config.deployments),
+        config.router.clone(),
+        config.database_url.is_some(),
+    ));
     let (store, listen) = open_store(config.database_url.as_deref())?;
     let spool = gateway::control::SpoolConfig {
         dir: config.spool_dir.clone(),
         max_bytes: 1 << 30,
     };
-    let control = gateway::control::ControlPlane::start(store, keys.clone(), spool, listen)
-        .map_err(|e| format!("cannot start the control plane: {e}"))?;
+    let control =
+        gateway::control::ControlPlane::start(store, keys.clone(), models.clone(), spool, listen)
+            .map_err(|e| format!("cannot start the control plane: {e}"))?;
     seed_declared_keys(&control, std::mem::take(&mut config.virtual_keys))?;
-    let shared = Arc::new(Shared::new(config, tls, keys, control.clone()));
+    load_stored_models(&control)?;
+    let shared = Arc::new(Shared::new(config, tls, keys, models, control.clone()));
     install_signal_handler(shared.clone())?;
     tracing::info!(
         io_driver = %driver,
@@ -179,6 +186,27 @@ fn seed_declared_keys(
     .map_err(|e| format!("cannot seed gateway_settings.virtual_keys: {e}"))?
     .map_err(|e| format!("cannot seed gateway_settings.virtual_keys: {e}"))?;
     tracing::info!(count, "virtual keys declared in the config are active");
+    Ok(())
+}
+
+/// Serves the models stored through `/model/new` (on top of the config's)
+/// before the first request.
+fn load_stored_models(control: &gateway::control::ControlPlane) -> Result<(), String> {
+    let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+        .enable_timer()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let count = rt
+        .block_on(
+            control.call(std::time::Duration::from_secs(30), |ctx| async move {
+                ctx.models.reload(ctx.store.as_ref()).await
+            }),
+        )
+        .map_err(|e| format!("cannot load the stored models: {e}"))?
+        .map_err(|e| format!("cannot load the stored models: {e}"))?;
+    if count > 0 {
+        tracing::info!(count, "models added through the API are served");
+    }
     Ok(())
 }
 

@@ -33,17 +33,18 @@ use record::Attempt;
 use relay::UsageTap;
 
 pub use record::flush_spend;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Largest upstream error body read to extract its message.
 const MAX_ERROR_BODY: usize = 1 << 20;
 
 /// What the headers and the access log report of one request.
-pub(crate) struct Outcome<'a> {
+pub(crate) struct Outcome {
     call_id: String,
     received_at: Instant,
     group: Option<String>,
-    deployment: Option<&'a Deployment>,
+    deployment: Option<Arc<Deployment>>,
     upstream_wait: Duration,
     stream: bool,
     /// Retries made so far (`x-litellm-attempted-retries`).
@@ -94,13 +95,13 @@ pub async fn handle(
     );
 }
 
-async fn serve<'w>(
-    worker: &'w Worker,
+async fn serve(
+    worker: &Worker,
     head: &RequestHead,
     endpoint: Endpoint,
     body: Bytes,
     out: &mut Responder<'_>,
-    outcome: &mut Outcome<'w>,
+    outcome: &mut Outcome,
 ) -> Result<(), GatewayError> {
     // 1. authenticate
     let principal = worker.shared.auth.authenticate(head).await?;
@@ -129,7 +130,8 @@ async fn serve<'w>(
         fallbacks,
         stream: req.stream,
     };
-    let router = &worker.shared.router;
+    let shared = &worker.shared;
+    let router = shared.models.router_for(&shared.control, &model).await;
     let mut plan = match router.plan(&model, input) {
         Err(GatewayError::UnknownModel(_)) => Err(GatewayError::UnknownModel(req.model.clone())),
         other => other,
@@ -151,7 +153,7 @@ async fn serve<'w>(
             monoio::time::sleep(pick.delay).await;
         }
         outcome.group = Some(pick.group.to_string());
-        outcome.deployment = Some(pick.deployment);
+        outcome.deployment = Some(pick.deployment.clone());
         outcome.retries = plan.attempted_retries();
         outcome.fallbacks = plan.attempted_fallbacks();
         let started = Instant::now();
@@ -192,16 +194,16 @@ async fn serve<'w>(
 /// Phases 5 to 8 for one pick of the plan: admit, translate, call and relay,
 /// settle and record. Returns the tokens used.
 #[allow(clippy::too_many_arguments)]
-async fn attempt_once<'w>(
-    worker: &'w Worker,
+async fn attempt_once(
+    worker: &Worker,
     principal: &Principal,
     req: &LlmRequest,
     with_usage: Option<&Bytes>,
-    pick: &Pick<'w>,
+    pick: &Pick<'_>,
     prompt_estimate: u64,
     mut attempt: Attempt,
     out: &mut Responder<'_>,
-    outcome: &mut Outcome<'w>,
+    outcome: &mut Outcome,
 ) -> Result<u64, GatewayError> {
     let dep: &Deployment = pick.deployment;
     let upstream_model = &pick.upstream_model;
@@ -295,7 +297,7 @@ async fn forward(
     stream: bool,
     strip_usage: bool,
     out: &mut Responder<'_>,
-    outcome: &mut Outcome<'_>,
+    outcome: &mut Outcome,
     tap: &mut UsageTap,
     attempt: &mut Attempt,
 ) -> Result<(), GatewayError> {
@@ -359,7 +361,7 @@ async fn serve_mock(
     model: &str,
     dep: &Deployment,
     out: &mut Responder<'_>,
-    outcome: &mut Outcome<'_>,
+    outcome: &mut Outcome,
     tap: &mut UsageTap,
     attempt: &mut Attempt,
 ) -> Result<(), GatewayError> {
