@@ -195,12 +195,6 @@ pub(crate) struct Stats {
 }
 
 impl Stats {
-    /// Zeroed numbers for `n` deployments.
-    #[cfg(test)]
-    pub(crate) fn new(n: usize) -> Self {
-        Self::from_slots((0..n).map(|_| Arc::default()).collect())
-    }
-
     /// The numbers given for each slot (some carried over from an earlier
     /// snapshot).
     pub(crate) fn from_slots(slots: Vec<Arc<DeploymentStats>>) -> Self {
