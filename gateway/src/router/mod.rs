@@ -254,8 +254,9 @@ pub(crate) mod tests {
         let mut plan = old.plan("g", PlanInput::default()).unwrap();
         let pick = plan.next(None).unwrap();
         old.on_start(&pick);
-        let limited = pick.failed("rate_limit", 429, None);
-        old.on_end(&pick, Duration::from_millis(5), Err(&limited));
+        let refused = pick.failed("authentication", 401, None);
+        old.on_end(&pick, Duration::from_millis(5), Err(&refused));
+        assert!(old.is_cooling("a"));
         let deps = old.registry().deployments();
         let (a, b) = (deps[0].clone(), deps[1].clone());
         let cfg = Config::parse(

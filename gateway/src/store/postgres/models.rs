@@ -47,8 +47,9 @@ pub async fn insert(c: &mut Client, m: &ModelRecord) -> Result<bool, Error> {
     let tx = c.transaction().await?;
     let sql = r#"INSERT INTO "LiteLLM_ProxyModelTable" (model_id, model_name, litellm_params,
             model_info, created_at, created_by, updated_at, updated_by)
-        VALUES ($1, $2, $3::jsonb, $4::jsonb, COALESCE($5, CURRENT_TIMESTAMP), COALESCE($6, 'gateway'),
-            COALESCE($7, CURRENT_TIMESTAMP), COALESCE($8, 'gateway'))
+        VALUES ($1::text, $2::text, $3::jsonb, $4::jsonb,
+            COALESCE($5::timestamp, CURRENT_TIMESTAMP), COALESCE($6::text, 'gateway'),
+            COALESCE($7::timestamp, CURRENT_TIMESTAMP), COALESCE($8::text, 'gateway'))
         ON CONFLICT (model_id) DO NOTHING"#;
     let written = tx
         .execute(
@@ -76,10 +77,11 @@ pub async fn insert(c: &mut Client, m: &ModelRecord) -> Result<bool, Error> {
 /// Replaces a model's name, params and info; `false` if it does not exist.
 pub async fn update(c: &mut Client, m: &ModelRecord) -> Result<bool, Error> {
     let tx = c.transaction().await?;
-    let sql = r#"UPDATE "LiteLLM_ProxyModelTable" SET model_name = $2, litellm_params = $3::jsonb,
-            model_info = $4::jsonb, updated_at = COALESCE($5, CURRENT_TIMESTAMP),
-            updated_by = COALESCE($6, 'gateway')
-        WHERE model_id = $1"#;
+    let sql = r#"UPDATE "LiteLLM_ProxyModelTable" SET model_name = $2::text,
+            litellm_params = $3::jsonb, model_info = $4::jsonb,
+            updated_at = COALESCE($5::timestamp, CURRENT_TIMESTAMP),
+            updated_by = COALESCE($6::text, 'gateway')
+        WHERE model_id = $1::text"#;
     let written = tx
         .execute(
             sql,
