@@ -146,12 +146,12 @@ type OpenedStore = (
 fn open_store(database_url: Option<&str>) -> Result<OpenedStore, String> {
     use gateway::store::postgres::{redact_url, PostgresStore};
     let Some(url) = database_url else {
-        tracing::warn!("no DATABASE_URL: keys, teams, users and spend live in memory; nothing created through the API survives a restart");
+        tracing::warn!("no DATABASE_URL: keys, teams, users, models and spend live in memory; nothing created through the API survives a restart");
         return Ok((Arc::new(gateway::store::MemoryStore::default()), None));
     };
     let store = PostgresStore::open(url)
         .map_err(|e| format!("cannot use the database at {}: {e}", redact_url(url)))?;
-    tracing::info!(database = %redact_url(url), "keys, teams, users and spend in Postgres");
+    tracing::info!(database = %redact_url(url), "keys, teams, users, models and spend in Postgres");
     let listen = gateway::control::ListenConfig {
         url: url.to_string(),
         own_sessions: store.sessions(),

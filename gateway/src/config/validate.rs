@@ -628,6 +628,51 @@ mod tests {
     }
 
     #[test]
+    fn json_entries_follow_the_file_rules_and_name_the_field() {
+        let router = crate::router::RouterSettings::default();
+        let env = |n: &str| (n == "UP_KEY").then(|| "sk-up".to_string());
+        let check = |entry: serde_json::Value| super::deployment_from_json(&entry, &router, &env);
+        let (dep, warnings) = check(serde_json::json!({
+            "model_name": "g",
+            "litellm_params": {"model": "openai/x", "api_base": "http://h:9/v1", "api_key": "os.environ/UP_KEY", "odd": 1},
+            "model_info": {"id": "m1", "max_input_tokens": 10},
+        }))
+        .unwrap();
+        assert_eq!((&*dep.id, dep.api_key.as_deref()), ("m1", Some("sk-up")));
+        assert_eq!(dep.max_input_tokens, Some(10));
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        let field = |entry: serde_json::Value| check(entry).unwrap_err().field;
+        assert_eq!(
+            field(
+                serde_json::json!({"model_name": "g", "litellm_params": {"model": "openai/x", "api_base": "ftp://h"}})
+            ),
+            "litellm_params.api_base"
+        );
+        assert_eq!(
+            field(
+                serde_json::json!({"model_name": "g", "litellm_params": {"model": "mock/x", "rpm": "many"}})
+            ),
+            "litellm_params.rpm"
+        );
+        assert_eq!(
+            field(
+                serde_json::json!({"model_name": "g", "litellm_params": {"model": "mock/x", "timeout": -1}})
+            ),
+            "litellm_params.timeout"
+        );
+        assert_eq!(
+            field(serde_json::json!({"model_name": " ", "litellm_params": {"model": "mock/x"}})),
+            "model_name"
+        );
+        assert_eq!(
+            field(
+                serde_json::json!({"model_name": "g", "litellm_params": {"model": "openai/x", "api_key": "os.environ/NOPE"}})
+            ),
+            "litellm_params.api_key"
+        );
+    }
+
+    #[test]
     fn rejects_bad_values() {
         assert!(parse("model_list:\n  - model_name: a\n    litellm_params: {model: openai/x, api_base: ftp://h}\n").unwrap_err().contains("not http or https"));
         assert!(parse(
