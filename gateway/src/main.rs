@@ -102,6 +102,11 @@ fn run(opts: Options) -> Result<(), String> {
     }
     let deployments = config.deployments.len();
     let keys = Arc::new(gateway::auth::KeyCache::default());
+    let models = Arc::new(gateway::models::Models::new(
+        std::mem::take(&mut config.deployments),
+        config.router.clone(),
+        config.database_url.is_some(),
+    ));
     let (store, listen) = open_store(config.database_url.as_deref())?;
     let spool = gateway::control::SpoolConfig {
         dir: config.spool_dir.clone(),
@@ -109,11 +114,25 @@ fn run(opts: Options) -> Result<(), String> {
     };
     let (limiter, limiter_runner) = gateway::limits::Limiter::new(config.rate_limits.clone());
     log_limiter(limiter.settings());
-    let control =
-        gateway::control::ControlPlane::start(store, keys.clone(), spool, listen, limiter_runner)
-            .map_err(|e| format!("cannot start the control plane: {e}"))?;
+    let control = gateway::control::ControlPlane::start(
+        store,
+        keys.clone(),
+        models.clone(),
+        spool,
+        listen,
+        limiter_runner,
+    )
+    .map_err(|e| format!("cannot start the control plane: {e}"))?;
     seed_declared_keys(&control, std::mem::take(&mut config.virtual_keys))?;
-    let shared = Arc::new(Shared::new(config, tls, keys, control.clone(), limiter));
+    load_stored_models(&control)?;
+    let shared = Arc::new(Shared::new(
+        config,
+        tls,
+        keys,
+        models,
+        control.clone(),
+        limiter,
+    ));
     install_signal_handler(shared.clone())?;
     tracing::info!(
         io_driver = %driver,
@@ -160,12 +179,12 @@ type OpenedStore = (
 fn open_store(database_url: Option<&str>) -> Result<OpenedStore, String> {
     use gateway::store::postgres::{redact_url, PostgresStore};
     let Some(url) = database_url else {
-        tracing::warn!("no DATABASE_URL: keys, teams, users and spend live in memory; nothing created through the API survives a restart");
+        tracing::warn!("no DATABASE_URL: keys, teams, users, models and spend live in memory; nothing created through the API survives a restart");
         return Ok((Arc::new(gateway::store::MemoryStore::default()), None));
     };
     let store = PostgresStore::open(url)
         .map_err(|e| format!("cannot use the database at {}: {e}", redact_url(url)))?;
-    tracing::info!(database = %redact_url(url), "keys, teams, users and spend in Postgres");
+    tracing::info!(database = %redact_url(url), "keys, teams, users, models and spend in Postgres");
     let listen = gateway::control::ListenConfig {
         url: url.to_string(),
         own_sessions: store.sessions(),
@@ -200,6 +219,27 @@ fn seed_declared_keys(
     .map_err(|e| format!("cannot seed gateway_settings.virtual_keys: {e}"))?
     .map_err(|e| format!("cannot seed gateway_settings.virtual_keys: {e}"))?;
     tracing::info!(count, "virtual keys declared in the config are active");
+    Ok(())
+}
+
+/// Serves the models stored through `/model/new` (on top of the config's)
+/// before the first request.
+fn load_stored_models(control: &gateway::control::ControlPlane) -> Result<(), String> {
+    let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+        .enable_timer()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let count = rt
+        .block_on(
+            control.call(std::time::Duration::from_secs(30), |ctx| async move {
+                ctx.models.reload(ctx.store.as_ref()).await
+            }),
+        )
+        .map_err(|e| format!("cannot load the stored models: {e}"))?
+        .map_err(|e| format!("cannot load the stored models: {e}"))?;
+    if count > 0 {
+        tracing::info!(count, "models added through the API are served");
+    }
     Ok(())
 }
 

@@ -6,7 +6,7 @@ use crate::auth::{Authenticator, KeyCache};
 use crate::config::{Config, ServerLimits};
 use crate::control::ControlPlane;
 use crate::limits::Limiter;
-use crate::router::Router;
+use crate::models::Models;
 use crate::upstream::UpstreamClient;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,8 +15,9 @@ use tokio::sync::watch;
 
 /// Read-only state of the whole process.
 pub struct Shared {
-    /// Model groups, deployments and their live state.
-    pub router: Router,
+    /// Model groups, deployments and their live state, as a snapshot
+    /// swapped when models are added, changed or removed at run time.
+    pub models: Arc<Models>,
     /// Credential checks.
     pub auth: Authenticator,
     /// HTTP server limits.
@@ -34,19 +35,21 @@ pub struct Shared {
 }
 
 impl Shared {
-    /// Builds the process state from a validated config, the key cache, the
-    /// control plane that fills it and the rate limiter.
+    /// Builds the process state from a validated config (whose deployments
+    /// are already in `models`), the key cache, the control plane that fills
+    /// both, and the rate limiter.
     pub fn new(
         config: Config,
         tls: Arc<rustls::ClientConfig>,
         keys: Arc<KeyCache>,
+        models: Arc<Models>,
         control: ControlPlane,
         limiter: Limiter,
     ) -> Self {
         let (shutdown_tx, _) = watch::channel(false);
         Shared {
             auth: Authenticator::new(config.master_key.as_deref(), keys, control.clone()),
-            router: Router::new(config.deployments, config.router),
+            models,
             limits: config.limits,
             alerts: Alerts::new(config.alerts, tls.clone(), control.clone()),
             tls,

@@ -8,9 +8,12 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 use futures_util::StreamExt;
 use gateway::auth::{hash_key, token_hex, KeyCache};
 use gateway::control::{listener, ControlCtx, ListenConfig};
+use gateway::models::Models;
+use gateway::router::RouterSettings;
 use gateway::store::postgres::{PostgresStore, MIGRATIONS};
 use gateway::store::{
-    Change, KeyRecord, MemoryStore, SpendFilter, SpendLogRow, Store, TeamRecord, UserRecord,
+    Change, KeyRecord, MemoryStore, ModelRecord, SpendFilter, SpendLogRow, Store, TeamRecord,
+    UserRecord,
 };
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
@@ -746,6 +749,7 @@ async fn another_replica_sees_changes_through_its_listener() {
     let ctx_b = Arc::new(ControlCtx {
         store: replica_b.clone(),
         keys: cache_b.clone(),
+        models: no_models(),
     });
     let plain = "sk-shared";
     let mut key = full_key(plain, now_ms());
@@ -856,6 +860,7 @@ async fn a_replica_that_was_not_listening_catches_up_when_it_connects() {
     let ctx_b = Arc::new(ControlCtx {
         store: replica_b.clone(),
         keys: cache_b.clone(),
+        models: no_models(),
     });
     let listening = tokio::spawn(listener::run(
         ctx_b,
@@ -872,4 +877,160 @@ async fn a_replica_that_was_not_listening_catches_up_when_it_connects() {
     })
     .await;
     listening.abort();
+}
+
+/// A model set without config deployments, reading through on misses.
+fn no_models() -> Arc<Models> {
+    Arc::new(Models::new(Vec::new(), RouterSettings::default(), true))
+}
+
+/// A stored `mock/` deployment of group `name`.
+fn model(id: &str, name: &str, at: DateTime<Utc>) -> ModelRecord {
+    ModelRecord {
+        model_id: id.into(),
+        model_name: name.into(),
+        litellm_params: map(json!({"model": "mock/x", "mock_response": "hi", "api_key": "sk-up"})),
+        model_info: map(json!({"id": id, "max_input_tokens": 100})),
+        created_at: Some(at),
+        created_by: Some("test".into()),
+        updated_at: Some(at),
+        updated_by: Some("test".into()),
+    }
+}
+
+#[tokio::test]
+async fn models_round_trip_like_memory() {
+    let db = TestDb::create().await;
+    let (mem, pg) = (MemoryStore::default(), store(&db).await);
+    let at = now_ms();
+    for s in [&mem as &dyn Store, &pg as &dyn Store] {
+        let m1 = model("m1", "g", at);
+        s.insert_model(&m1).await.unwrap();
+        s.insert_model(&model("m2", "g", at)).await.unwrap();
+        s.insert_model(&model("m3", "h", at)).await.unwrap();
+        assert!(matches!(
+            s.insert_model(&m1).await,
+            Err(gateway::store::StoreError::Conflict(_))
+        ));
+        assert_eq!(s.get_model("m1").await.unwrap(), Some(m1.clone()));
+        assert_eq!(s.get_model("nope").await.unwrap(), None);
+        let named: Vec<String> = s
+            .models_named("g")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| m.model_id)
+            .collect();
+        assert_eq!(named, ["m1", "m2"]);
+        assert_eq!(s.list_models().await.unwrap().len(), 3);
+
+        let mut changed = model("m1", "g2", at + Duration::seconds(5));
+        changed
+            .litellm_params
+            .insert("api_base".into(), json!("http://b"));
+        changed.created_at = Some(at + Duration::days(1));
+        assert!(s.update_model(&changed).await.unwrap());
+        let read = s.get_model("m1").await.unwrap().unwrap();
+        assert_eq!(read.model_name, "g2");
+        assert_eq!(read.litellm_params["api_base"], "http://b");
+        assert_eq!(read.created_at, Some(at), "creation is kept");
+        assert_eq!(read.updated_at, changed.updated_at);
+        assert!(!s.update_model(&model("nope", "g", at)).await.unwrap());
+
+        assert!(s.delete_model("m2").await.unwrap());
+        assert!(!s.delete_model("m2").await.unwrap());
+        assert_eq!(s.models_named("g").await.unwrap(), Vec::new());
+    }
+}
+
+#[tokio::test]
+async fn a_model_change_reaches_another_replica_and_a_reconnect_reloads_them() {
+    let db = TestDb::create().await;
+    let replica_a = store(&db).await;
+    let replica_b = Arc::new(store(&db).await);
+    let models_b = no_models();
+    let ctx_b = Arc::new(ControlCtx {
+        store: replica_b.clone(),
+        keys: Arc::new(KeyCache::default()),
+        models: models_b.clone(),
+    });
+    let listening = tokio::spawn(listener::run(
+        ctx_b,
+        ListenConfig {
+            url: db.url.clone(),
+            own_sessions: replica_b.sessions(),
+        },
+    ));
+    // Written before B listens or after: B serves it either way.
+    replica_a
+        .insert_model(&model("m1", "g", now_ms()))
+        .await
+        .unwrap();
+    let serves = |group: &'static str| {
+        let models = models_b.clone();
+        move || models.router().registry().has_group(group)
+    };
+    eventually("replica B serves the new model", serves("g")).await;
+    assert_eq!(models_b.stored("m1").unwrap().model_name, "g");
+
+    let mut renamed = model("m1", "g2", now_ms());
+    renamed
+        .litellm_params
+        .insert("mock_response".into(), json!("bye"));
+    replica_a.update_model(&renamed).await.unwrap();
+    eventually("replica B serves the renamed model", serves("g2")).await;
+    assert!(!models_b.router().registry().has_group("g"));
+
+    // Cut B's listener off; a model added and one removed meanwhile are
+    // caught up by the reload after the reconnect.
+    let admin = db.client().await;
+    admin
+        .batch_execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = current_database() AND application_name = 'gateway-listener'",
+        )
+        .await
+        .unwrap();
+    replica_a.delete_model("m1").await.unwrap();
+    admin
+        .batch_execute(
+            r#"INSERT INTO "LiteLLM_ProxyModelTable" (model_id, model_name, litellm_params)
+               VALUES ('m9', 'direct', '{"model": "mock/d"}')"#,
+        )
+        .await
+        .unwrap();
+    eventually(
+        "replica B serves the row written while it was deaf",
+        serves("direct"),
+    )
+    .await;
+    eventually("replica B drops the deleted model", || {
+        !models_b.router().registry().has_group("g2")
+    })
+    .await;
+    listening.abort();
+}
+
+#[tokio::test]
+async fn an_invalid_stored_row_keeps_the_deployment_it_replaced() {
+    let store = MemoryStore::default();
+    let models = no_models();
+    store
+        .insert_model(&model("m1", "g", now_ms()))
+        .await
+        .unwrap();
+    models.refresh(&store, "m1").await.unwrap();
+    assert!(models.router().registry().has_group("g"));
+    let mut broken = model("m1", "g", now_ms());
+    broken
+        .litellm_params
+        .insert("model".into(), json!("nope/x"));
+    store.update_model(&broken).await.unwrap();
+    models.refresh(&store, "m1").await.unwrap();
+    let served = models.stored("m1").unwrap();
+    assert_eq!(served.litellm_params["model"], "mock/x");
+    assert_eq!(models.reload(&store).await.unwrap(), 1);
+    store.delete_model("m1").await.unwrap();
+    models.refresh(&store, "m1").await.unwrap();
+    assert!(!models.router().registry().has_group("g"));
 }

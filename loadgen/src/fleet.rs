@@ -2,9 +2,11 @@
 //! honoured by the others. Two or more replicas share one Postgres database
 //! (changes travel by NOTIFY); each trial creates a key through one replica
 //! and times, on another, how long until it authenticates, until a block is
-//! refused, an unblock admitted again and a delete refused. Changes the
-//! gateway cannot yet share (models added at runtime, cooldowns) are named
-//! as not measured.
+//! refused, an unblock admitted again and a delete refused; then adds a
+//! model through `/model/new` and times how long until the other serves it
+//! (by notification or by its read-through of an unknown name), and until
+//! it stops serving it after `/model/delete`. Cooldowns, which the gateway
+//! does not share yet, are named as not measured.
 
 use crate::cli::Args;
 use crate::gateway_proc::{self, GatewayProcess, GatewaySpec, MASTER_KEY, MODEL};
@@ -19,13 +21,13 @@ Usage: loadgen fleet --database-url URL [OPTIONS]
 
 Starts gateway replicas on one Postgres database and measures how fast a
 change made through one replica is honoured by another: a key created,
-blocked, unblocked, deleted.
+blocked, unblocked, deleted; a model added and removed at runtime.
 
 Options:
   --database-url URL        an empty Postgres database the replicas share (required)
   --gateway-bin PATH        gateway binary [default: target/release/gateway]
   --replicas N              gateway processes [default: 2]
-  --trials N                keys created, blocked and deleted [default: 20]
+  --trials N                keys and models created and deleted [default: 20]
   --json FILE               also write the report as JSON
   -h, --help                print this help
 ";
@@ -36,7 +38,14 @@ const GIVE_UP: Duration = Duration::from_secs(5);
 const PROBE_EVERY: Duration = Duration::from_millis(1);
 
 /// The changes timed, in trial order.
-const CHANGES: [&str; 4] = ["create", "block", "unblock", "delete"];
+const CHANGES: [&str; 6] = [
+    "key create",
+    "key block",
+    "key unblock",
+    "key delete",
+    "model create",
+    "model delete",
+];
 
 /// Entry point of `loadgen fleet`.
 pub fn main(args: &mut Args) -> Result<(), String> {
@@ -89,7 +98,9 @@ pub fn main(args: &mut Args) -> Result<(), String> {
     for trial in 0..trials {
         let via = &fleet[trial % replicas];
         let other = fleet[(trial + 1) % replicas].addr();
-        for (i, t) in run_trial(via, other)?.into_iter().enumerate() {
+        let key_times = run_trial(via, other)?;
+        let model_times = run_model_trial(via.addr(), other, trial)?;
+        for (i, t) in key_times.into_iter().chain(model_times).enumerate() {
             times[i].push(t);
         }
     }
@@ -112,19 +123,42 @@ pub fn main(args: &mut Args) -> Result<(), String> {
 /// One key's life through `via`, timed on `other`.
 fn run_trial(via: &GatewayProcess, other: SocketAddr) -> Result<[Duration; 4], String> {
     let key = via.generate_key()?;
-    let created = wait_for(other, &key, 200, Instant::now())?;
+    let created = wait_for(other, &key, MODEL, 200, Instant::now())?;
     let body = format!("{{\"key\":\"{key}\"}}");
     let at = admin(via.addr(), "/key/block", &body)?;
-    let blocked = wait_for(other, &key, 401, at)?;
+    let blocked = wait_for(other, &key, MODEL, 401, at)?;
     let at = admin(via.addr(), "/key/unblock", &body)?;
-    let unblocked = wait_for(other, &key, 200, at)?;
+    let unblocked = wait_for(other, &key, MODEL, 200, at)?;
     let at = admin(
         via.addr(),
         "/key/delete",
         &format!("{{\"keys\":[\"{key}\"]}}"),
     )?;
-    let deleted = wait_for(other, &key, 401, at)?;
+    let deleted = wait_for(other, &key, MODEL, 401, at)?;
     Ok([created, blocked, unblocked, deleted])
+}
+
+/// One model's life through `via` (a `mock/` deployment, group
+/// `fleet-model-<trial>`), timed on `other`: from the `/model/new` answer
+/// until `other` serves it, from the `/model/delete` answer until it
+/// refuses it as unknown.
+fn run_model_trial(
+    via: SocketAddr,
+    other: SocketAddr,
+    trial: usize,
+) -> Result<[Duration; 2], String> {
+    let (name, id) = (
+        format!("fleet-model-{trial}"),
+        format!("fleet-model-id-{trial}"),
+    );
+    let body = format!(
+        "{{\"model_name\":\"{name}\",\"litellm_params\":{{\"model\":\"mock/fleet\",\"mock_response\":\"hi\"}},\"model_info\":{{\"id\":\"{id}\"}}}}"
+    );
+    let at = admin(via, "/model/new", &body)?;
+    let created = wait_for(other, MASTER_KEY, &name, 200, at)?;
+    let at = admin(via, "/model/delete", &format!("{{\"id\":\"{id}\"}}"))?;
+    let deleted = wait_for(other, MASTER_KEY, &name, 400, at)?;
+    Ok([created, deleted])
 }
 
 /// Calls a management endpoint with the master key; returns when it answered.
@@ -136,9 +170,16 @@ fn admin(addr: SocketAddr, path: &str, body: &str) -> Result<Instant, String> {
     Ok(Instant::now())
 }
 
-/// Probes `addr` with `key` until it answers `status`; the time since `since`.
-fn wait_for(addr: SocketAddr, key: &str, status: u16, since: Instant) -> Result<Duration, String> {
-    let body = format!("{{\"model\":\"{MODEL}\",\"max_tokens\":1,\"messages\":[{{\"role\":\"user\",\"content\":\"hi\"}}]}}");
+/// Probes `addr` with `key` and `model` until it answers `status`; the
+/// time since `since`.
+fn wait_for(
+    addr: SocketAddr,
+    key: &str,
+    model: &str,
+    status: u16,
+    since: Instant,
+) -> Result<Duration, String> {
+    let body = format!("{{\"model\":\"{model}\",\"max_tokens\":1,\"messages\":[{{\"role\":\"user\",\"content\":\"hi\"}}]}}");
     loop {
         if request(addr, "/v1/chat/completions", key, &body)? == status {
             return Ok(since.elapsed());
@@ -176,12 +217,12 @@ fn print_report(replicas: usize, trials: usize, times: &[Vec<Duration>]) {
         let p50 = sorted[sorted.len() / 2];
         let max = sorted[sorted.len() - 1];
         println!(
-            "| key {change} | {:.2} ms | {:.2} ms |",
+            "| {change} | {:.2} ms | {:.2} ms |",
             p50.as_secs_f64() * 1e3,
             max.as_secs_f64() * 1e3
         );
     }
-    println!("\nNot measured: a model added at runtime (no /model/* API yet) and a deployment cooled down (cooldowns are per process); the gateway does not share them across replicas yet.");
+    println!("\nA model is served by the other replica on its first request when that request reads the new name through (an unknown name costs one database read); a deleted one goes with the notification.\nNot measured: a deployment cooled down (cooldowns are per process); the gateway does not share them across replicas yet.");
 }
 
 #[cfg(test)]

@@ -17,9 +17,8 @@ pub async fn list(
     out: &mut Responder<'_>,
 ) -> Result<(), GatewayError> {
     worker.shared.auth.authenticate(head).await?;
-    let data: Vec<Value> = worker
-        .shared
-        .router
+    let router = worker.shared.models.router();
+    let data: Vec<Value> = router
         .registry()
         .group_names()
         .iter()
@@ -40,7 +39,7 @@ pub async fn get(
     out: &mut Responder<'_>,
 ) -> Result<(), GatewayError> {
     worker.shared.auth.authenticate(head).await?;
-    if !worker.shared.router.registry().has_group(id) {
+    if !worker.shared.models.router().registry().has_group(id) {
         return Err(GatewayError::ModelNotFound(id.to_string()));
     }
     let body = serde_json::to_vec(&model_object(id)).expect("json");

@@ -282,6 +282,7 @@ impl KeyCache {
             }
             Change::Team(id) => self.tokens_where(|e| e.record.team_id.as_deref() == Some(id)),
             Change::User(id) => self.tokens_where(|e| e.record.user_id.as_deref() == Some(id)),
+            Change::Model(_) => Vec::new(),
         };
         for token in stale {
             self.load(store, &token).await?;

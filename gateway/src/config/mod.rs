@@ -6,7 +6,9 @@ mod file;
 mod validate;
 
 pub use file::{ConfigFile, GatewaySettings, GeneralSettings};
-pub use validate::{Deployment, MockSettings, ServerLimits, UpstreamBase};
+pub use validate::{
+    deployment_from_json, Deployment, EntryError, MockSettings, ServerLimits, UpstreamBase,
+};
 
 use std::path::{Path, PathBuf};
 

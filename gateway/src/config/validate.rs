@@ -158,8 +158,8 @@ pub(super) fn validate(
             Some(name) => format!("model_list[{i}] (model_name \"{name}\")"),
             None => format!("model_list[{i}]"),
         };
-        let dep =
-            deployment(entry, &router, &mut warnings, &label).map_err(|p| invalid(label, p))?;
+        let dep = deployment(entry, &router, &mut warnings, &label)
+            .map_err(|e| invalid(label, e.problem))?;
         deployments.push(dep);
     }
     let mut ids = std::collections::HashSet::new();
@@ -241,37 +241,93 @@ pub(super) fn validate(
     })
 }
 
+/// A `model_list` entry that is not valid: the field at fault and what is
+/// wrong with it (the message names the field too).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{problem}")]
+pub struct EntryError {
+    /// The field, e.g. `litellm_params.api_base`.
+    pub field: String,
+    /// What is wrong.
+    pub problem: String,
+}
+
+fn bad(field: &str, problem: impl Into<String>) -> EntryError {
+    EntryError {
+        field: field.to_string(),
+        problem: problem.into(),
+    }
+}
+
+/// Validates one `model_list` entry given as JSON (a `/model/new` body, a
+/// row of `LiteLLM_ProxyModelTable`) by the rules of the config file, after
+/// resolving its `os.environ/NAME` references with `lookup`. Returns the
+/// deployment and the warnings (unused parameters).
+pub fn deployment_from_json(
+    entry: &serde_json::Value,
+    router: &RouterSettings,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<(Deployment, Vec<String>), EntryError> {
+    let mut doc = serde_yaml::to_value(entry).map_err(|e| bad("model", e.to_string()))?;
+    super::env_refs::resolve(&mut doc, lookup).map_err(|m| {
+        bad(
+            &m.path,
+            format!("{}: environment variable {} is not set", m.path, m.var),
+        )
+    })?;
+    let entry: ModelEntry = serde_path_to_error::deserialize(doc).map_err(|e| {
+        let field = e.path().to_string();
+        let problem = format!("{field}: {}", e.into_inner());
+        bad(&field, problem)
+    })?;
+    let mut warnings = Vec::new();
+    let label = entry.model_name.clone().unwrap_or_default();
+    let dep = deployment(entry, router, &mut warnings, &label)?;
+    Ok((dep, warnings))
+}
+
 fn deployment(
     entry: ModelEntry,
     router: &RouterSettings,
     warnings: &mut Vec<String>,
     label: &str,
-) -> Result<Deployment, String> {
+) -> Result<Deployment, EntryError> {
     let group = entry
         .model_name
         .filter(|n| !n.trim().is_empty())
-        .ok_or("model_name is required")?;
-    let params: LitellmParams = entry.litellm_params.ok_or("litellm_params is required")?;
+        .ok_or_else(|| bad("model_name", "model_name is required"))?;
+    let params: LitellmParams = entry
+        .litellm_params
+        .ok_or_else(|| bad("litellm_params", "litellm_params is required"))?;
     let model = params
         .model
         .clone()
         .filter(|m| !m.trim().is_empty())
-        .ok_or("litellm_params.model is required (e.g. `openai/gpt-4o`)")?;
+        .ok_or_else(|| {
+            bad(
+                "litellm_params.model",
+                "litellm_params.model is required (e.g. `openai/gpt-4o`)",
+            )
+        })?;
     let (provider_name, upstream_model) = match model.split_once('/') {
         Some((p, m)) if providers::lookup(p).is_some() => (p.to_string(), m.to_string()),
         Some((p, _)) => {
-            return Err(format!(
+            return Err(bad(
+                "litellm_params.model",
+                format!(
             "litellm_params.model \"{model}\": provider \"{p}\" is not supported (supported: {})",
             providers::supported_names().join(", ")
-        ))
+        ),
+            ))
         }
         None => ("openai".to_string(), model.clone()),
     };
-    let spec = providers::lookup(&provider_name).expect("checked above");
+    let spec = providers::lookup(&provider_name)
+        .ok_or_else(|| bad("litellm_params.model", "unknown provider"))?;
     if group.ends_with('*') != upstream_model.ends_with('*') && group != "*" {
-        return Err(format!(
+        return Err(bad("litellm_params.model", format!(
             "a wildcard model_name needs a wildcard litellm_params.model (got \"{group}\" → \"{model}\")"
-        ));
+        )));
     }
     let base = match spec.kind {
         ProviderKind::Mock => None,
@@ -281,9 +337,19 @@ fn deployment(
                 .clone()
                 .or(spec.default_api_base.map(str::to_string))
                 .ok_or_else(|| {
-                    format!("litellm_params.api_base is required for provider \"{provider_name}\"")
+                    bad(
+                        "litellm_params.api_base",
+                        format!(
+                            "litellm_params.api_base is required for provider \"{provider_name}\""
+                        ),
+                    )
                 })?;
-            Some(parse_base(&url).map_err(|e| format!("litellm_params.api_base \"{url}\": {e}"))?)
+            Some(parse_base(&url).map_err(|e| {
+                bad(
+                    "litellm_params.api_base",
+                    format!("litellm_params.api_base \"{url}\": {e}"),
+                )
+            })?)
         }
     };
     for key in params.other.keys() {
@@ -291,12 +357,13 @@ fn deployment(
             "{label}: litellm_params.{key} is not used by this gateway"
         ));
     }
-    let seconds = |v: Option<f64>, name: &str| -> Result<Option<Duration>, String> {
+    let seconds = |v: Option<f64>, name: &str| -> Result<Option<Duration>, EntryError> {
         match v {
             None => Ok(None),
             Some(s) if s.is_finite() && s > 0.0 => Ok(Some(Duration::from_secs_f64(s))),
-            Some(s) => Err(format!(
-                "litellm_params.{name} must be a positive number of seconds (got {s})"
+            Some(s) => Err(bad(
+                &format!("litellm_params.{name}"),
+                format!("litellm_params.{name} must be a positive number of seconds (got {s})"),
             )),
         }
     };
@@ -308,7 +375,10 @@ fn deployment(
         .unwrap_or(timeout);
     let weight = match params.weight {
         Some(w) if !(w.is_finite() && w >= 0.0) => {
-            return Err(format!("litellm_params.weight must be >= 0 (got {w})"))
+            return Err(bad(
+                "litellm_params.weight",
+                format!("litellm_params.weight must be >= 0 (got {w})"),
+            ))
         }
         w => w,
     };
@@ -571,6 +641,51 @@ mod tests {
             .unwrap()
             .alerts
             .is_empty());
+    }
+
+    #[test]
+    fn json_entries_follow_the_file_rules_and_name_the_field() {
+        let router = crate::router::RouterSettings::default();
+        let env = |n: &str| (n == "UP_KEY").then(|| "sk-up".to_string());
+        let check = |entry: serde_json::Value| super::deployment_from_json(&entry, &router, &env);
+        let (dep, warnings) = check(serde_json::json!({
+            "model_name": "g",
+            "litellm_params": {"model": "openai/x", "api_base": "http://h:9/v1", "api_key": "os.environ/UP_KEY", "odd": 1},
+            "model_info": {"id": "m1", "max_input_tokens": 10},
+        }))
+        .unwrap();
+        assert_eq!((&*dep.id, dep.api_key.as_deref()), ("m1", Some("sk-up")));
+        assert_eq!(dep.max_input_tokens, Some(10));
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        let field = |entry: serde_json::Value| check(entry).unwrap_err().field;
+        assert_eq!(
+            field(
+                serde_json::json!({"model_name": "g", "litellm_params": {"model": "openai/x", "api_base": "ftp://h"}})
+            ),
+            "litellm_params.api_base"
+        );
+        assert_eq!(
+            field(
+                serde_json::json!({"model_name": "g", "litellm_params": {"model": "mock/x", "rpm": "many"}})
+            ),
+            "litellm_params.rpm"
+        );
+        assert_eq!(
+            field(
+                serde_json::json!({"model_name": "g", "litellm_params": {"model": "mock/x", "timeout": -1}})
+            ),
+            "litellm_params.timeout"
+        );
+        assert_eq!(
+            field(serde_json::json!({"model_name": " ", "litellm_params": {"model": "mock/x"}})),
+            "model_name"
+        );
+        assert_eq!(
+            field(
+                serde_json::json!({"model_name": "g", "litellm_params": {"model": "openai/x", "api_key": "os.environ/NOPE"}})
+            ),
+            "litellm_params.api_key"
+        );
     }
 
     #[test]

@@ -1,12 +1,13 @@
 //! The change listener: `LISTEN gateway_changes` on a dedicated connection,
-//! so a key, team or user changed by another replica is refreshed in this
-//! replica's key cache within one notification hop.
+//! so a key, team, user or model changed by another replica is refreshed in
+//! this replica's key cache or model snapshot within one notification hop.
 //!
 //! Notifications sent by this process's own pool sessions are skipped: the
 //! control plane refreshed its caches when it published those changes. The
 //! connection is re-opened with backoff when lost; after every (re)connect,
-//! every cached key is re-read (notifications sent while deaf are lost),
-//! including keys deleted meanwhile, found through the store's tombstones.
+//! every stored model and every cached key is re-read (notifications sent
+//! while deaf are lost), including keys deleted meanwhile, found through the
+//! store's tombstones.
 
 use super::ControlCtx;
 use crate::store::postgres::{describe, pg_config, SessionIds, CHANNEL, RESYNC_TOKENS};
@@ -98,13 +99,20 @@ impl Listener {
         self.backoff = MIN_BACKOFF;
         self.resync(&client).await?;
         self.deaf_since = None;
-        tracing::info!("listening for key, team and user changes of other replicas");
+        tracing::info!("listening for key, team, user and model changes of other replicas");
         self.serve(&client, &mut notes).await
     }
 
-    /// Re-reads every cached key that exists or was deleted since
-    /// `deaf_since`; a no-op while the cache is empty.
+    /// Re-reads every stored model, and every cached key that exists or was
+    /// deleted since `deaf_since` (none while the key cache is empty).
     async fn resync(&self, client: &Client) -> Result<(), String> {
+        let models = self
+            .ctx
+            .models
+            .reload(self.ctx.store.as_ref())
+            .await
+            .map_err(|e| format!("resync: {e}"))?;
+        tracing::info!(models, "stored models resynchronized after (re)connecting");
         if self.ctx.keys.is_empty() {
             return Ok(());
         }
@@ -165,8 +173,7 @@ impl Listener {
         match Change::parse(note.payload()) {
             Some(change) => self
                 .ctx
-                .keys
-                .refresh(self.ctx.store.as_ref(), &change)
+                .refresh(&change)
                 .await
                 .map_err(|e| format!("refresh after a notification: {e}")),
             None => {

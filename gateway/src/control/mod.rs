@@ -11,7 +11,8 @@ pub use listener::ListenConfig;
 pub use writer::SpoolConfig;
 
 use crate::auth::KeyCache;
-use crate::store::{Change, SpendLogRow, Store};
+use crate::models::Models;
+use crate::store::{Change, SpendLogRow, Store, StoreError};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -25,9 +26,20 @@ pub struct ControlCtx {
     /// The key cache the data plane reads; the control plane fills and
     /// invalidates it.
     pub keys: Arc<KeyCache>,
+    /// The served model set; the control plane swaps its snapshot.
+    pub models: Arc<Models>,
 }
 
 impl ControlCtx {
+    /// Brings this replica's copy of what `change` names up to date: the
+    /// key cache, or the model snapshot.
+    pub async fn refresh(&self, change: &Change) -> Result<(), StoreError> {
+        match change {
+            Change::Model(id) => self.models.refresh(self.store.as_ref(), id).await,
+            other => self.keys.refresh(self.store.as_ref(), other).await,
+        }
+    }
+
     /// Applies changes to this replica's caches, once per distinct change,
     /// and announces them to the others. The Postgres store has already
     /// announced them (NOTIFY in the transaction that made them; its
@@ -42,7 +54,7 @@ impl ControlCtx {
             if !seen.insert(change.payload()) {
                 continue;
             }
-            if let Err(e) = self.keys.refresh(self.store.as_ref(), change).await {
+            if let Err(e) = self.refresh(change).await {
                 tracing::warn!(error = %e, "cache refresh failed; serving the cached copy until the next change");
             }
         }
@@ -82,19 +94,25 @@ pub struct ControlPlane {
 }
 
 impl ControlPlane {
-    /// Starts the control thread around `store` and the key cache; with
-    /// `listen` (a Postgres store), it also listens for other replicas'
-    /// changes; with `limiter`, it serves the Redis rate limiter's calls.
+    /// Starts the control thread around `store`, the key cache and the
+    /// model set; with `listen` (a Postgres store), it also listens for
+    /// other replicas' changes; with `limiter`, it serves the Redis rate
+    /// limiter's calls.
     pub fn start(
         store: Arc<dyn Store>,
         keys: Arc<KeyCache>,
+        models: Arc<Models>,
         spool: writer::SpoolConfig,
         listen: Option<ListenConfig>,
         limiter: Option<crate::limits::remote::RemoteRunner>,
     ) -> std::io::Result<ControlPlane> {
         let (jobs, mut job_rx) = mpsc::channel::<Job>(JOB_QUEUE);
         let (spend, spend_rx) = mpsc::channel::<writer::WriterMsg>(SPEND_QUEUE);
-        let ctx = Arc::new(ControlCtx { store, keys });
+        let ctx = Arc::new(ControlCtx {
+            store,
+            keys,
+            models,
+        });
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;

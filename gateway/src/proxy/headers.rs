@@ -55,13 +55,13 @@ pub(super) fn upstream_head(
 }
 
 /// LiteLLM's response headers, as far as the request got.
-pub(super) fn litellm_headers(status: u16, outcome: &Outcome<'_>) -> HeadBuilder {
+pub(super) fn litellm_headers(status: u16, outcome: &Outcome) -> HeadBuilder {
     let mut h = HeadBuilder::new(status);
     h.header("x-litellm-call-id", &outcome.call_id);
     if let Some(group) = &outcome.group {
         h.header("x-litellm-model-group", group);
     }
-    if let Some(dep) = outcome.deployment {
+    if let Some(dep) = &outcome.deployment {
         h.header("x-litellm-model-id", &dep.id);
         if let Some(base) = &dep.base {
             h.header("x-litellm-model-api-base", &base.url);
@@ -104,7 +104,7 @@ pub(super) fn log_access(
     head: &RequestHead,
     endpoint: Endpoint,
     status: u16,
-    o: &Outcome<'_>,
+    o: &Outcome,
     error: Option<&GatewayError>,
 ) {
     let total = o.received_at.elapsed();
@@ -116,7 +116,7 @@ pub(super) fn log_access(
         endpoint = endpoint.path_suffix(),
         status,
         model_group = o.group.as_deref().unwrap_or(""),
-        deployment = o.deployment.map_or("", |d| &d.id),
+        deployment = o.deployment.as_ref().map_or("", |d| &d.id),
         stream = o.stream,
         duration_ms = %format_ms(total),
         upstream_ms = %format_ms(o.upstream_wait),

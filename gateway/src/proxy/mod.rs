@@ -27,7 +27,7 @@ use crate::http1::RequestHead;
 use crate::inbound::{Endpoint, LlmRequest};
 use crate::limits::{AdmitInput, RateHeaders};
 use crate::providers::{self, MockReply};
-use crate::router::{AttemptFailure, Pick, PlanInput};
+use crate::router::{AttemptFailure, Pick, PlanInput, Router};
 use crate::server::Responder;
 use crate::spend;
 use crate::state::Worker;
@@ -37,17 +37,18 @@ use record::Attempt;
 use relay::UsageTap;
 
 pub use record::flush_spend;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Largest upstream error body read to extract its message.
 const MAX_ERROR_BODY: usize = 1 << 20;
 
 /// What the headers and the access log report of one request.
-pub(crate) struct Outcome<'a> {
+pub(crate) struct Outcome {
     call_id: String,
     received_at: Instant,
     group: Option<String>,
-    deployment: Option<&'a Deployment>,
+    deployment: Option<Arc<Deployment>>,
     upstream_wait: Duration,
     stream: bool,
     /// Retries made so far (`x-litellm-attempted-retries`).
@@ -104,13 +105,13 @@ pub async fn handle(
     );
 }
 
-async fn serve<'w>(
-    worker: &'w Worker,
+async fn serve(
+    worker: &Worker,
     head: &RequestHead,
     endpoint: Endpoint,
     body: Bytes,
     out: &mut Responder<'_>,
-    outcome: &mut Outcome<'w>,
+    outcome: &mut Outcome,
 ) -> Result<(), GatewayError> {
     // 1. authenticate
     let principal = worker.shared.auth.authenticate(head).await?;
@@ -139,7 +140,9 @@ async fn serve<'w>(
         fallbacks,
         stream: req.stream,
     };
-    let plan = match worker.shared.router.plan(&model, input) {
+    let shared = &worker.shared;
+    let router = shared.models.router_for(&shared.control, &model).await;
+    let plan = match router.plan(&model, input) {
         Err(GatewayError::UnknownModel(_)) => Err(GatewayError::UnknownModel(req.model.clone())),
         other => other,
     }?;
@@ -160,6 +163,7 @@ async fn serve<'w>(
     outcome.rate = ticket.as_ref().map(|t| *t.headers());
     let result = attempts(
         worker,
+        &router,
         &principal,
         &req,
         plan,
@@ -176,16 +180,17 @@ async fn serve<'w>(
 
 /// Phases 6 to 9 for each pick of the plan until one succeeds, a byte has
 /// reached the client, or the plan is exhausted.
-async fn attempts<'w>(
-    worker: &'w Worker,
+#[allow(clippy::too_many_arguments)]
+async fn attempts<'r>(
+    worker: &Worker,
+    router: &'r Router,
     principal: &Principal,
     req: &LlmRequest,
-    mut plan: crate::router::Plan<'w>,
+    mut plan: crate::router::Plan<'r>,
     prompt_estimate: u64,
     out: &mut Responder<'_>,
-    outcome: &mut Outcome<'w>,
+    outcome: &mut Outcome,
 ) -> Result<(), GatewayError> {
-    let router = &worker.shared.router;
     let with_usage = req
         .stream
         .then(|| spend::inject_include_usage(&req.body))
@@ -203,7 +208,7 @@ async fn attempts<'w>(
             monoio::time::sleep(pick.delay).await;
         }
         outcome.group = Some(pick.group.to_string());
-        outcome.deployment = Some(pick.deployment);
+        outcome.deployment = Some(pick.deployment.clone());
         outcome.retries = plan.attempted_retries();
         outcome.fallbacks = plan.attempted_fallbacks();
         let started = Instant::now();
@@ -244,16 +249,16 @@ async fn attempts<'w>(
 /// Phases 6 to 9 for one pick of the plan: admit, translate, call and relay,
 /// settle and record. Returns the tokens used.
 #[allow(clippy::too_many_arguments)]
-async fn attempt_once<'w>(
-    worker: &'w Worker,
+async fn attempt_once(
+    worker: &Worker,
     principal: &Principal,
     req: &LlmRequest,
     with_usage: Option<&Bytes>,
-    pick: &Pick<'w>,
+    pick: &Pick<'_>,
     prompt_estimate: u64,
     mut attempt: Attempt,
     out: &mut Responder<'_>,
-    outcome: &mut Outcome<'w>,
+    outcome: &mut Outcome,
 ) -> Result<u64, GatewayError> {
     let dep: &Deployment = pick.deployment;
     let upstream_model = &pick.upstream_model;
@@ -350,7 +355,7 @@ async fn forward(
     stream: bool,
     strip_usage: bool,
     out: &mut Responder<'_>,
-    outcome: &mut Outcome<'_>,
+    outcome: &mut Outcome,
     tap: &mut UsageTap,
     attempt: &mut Attempt,
 ) -> Result<(), GatewayError> {
@@ -414,7 +419,7 @@ async fn serve_mock(
     model: &str,
     dep: &Deployment,
     out: &mut Responder<'_>,
-    outcome: &mut Outcome<'_>,
+    outcome: &mut Outcome,
     tap: &mut UsageTap,
     attempt: &mut Attempt,
 ) -> Result<(), GatewayError> {

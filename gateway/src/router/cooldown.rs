@@ -15,6 +15,7 @@
 
 use super::settings::RouterSettings;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// LiteLLM's default `allowed_fails` when only the policy is set.
@@ -27,15 +28,27 @@ const MAX_COOLDOWN: Duration = Duration::from_secs(3600);
 /// When each deployment's cooldown ends, by slot.
 #[derive(Debug)]
 pub(crate) struct Cooldowns {
-    until: Box<[AtomicU64]>,
+    until: Box<[Arc<AtomicU64>]>,
 }
 
 impl Cooldowns {
     /// No deployment cooling, for `n` deployments.
+    #[cfg(test)]
     pub(crate) fn new(n: usize) -> Self {
+        Self::from_slots((0..n).map(|_| Arc::default()).collect())
+    }
+
+    /// The cooldown ends given for each slot (some carried over from an
+    /// earlier snapshot).
+    pub(crate) fn from_slots(until: Vec<Arc<AtomicU64>>) -> Self {
         Cooldowns {
-            until: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            until: until.into(),
         }
+    }
+
+    /// The cooldown end of `slot`, shared, to carry into a new snapshot.
+    pub(crate) fn shared(&self, slot: usize) -> Arc<AtomicU64> {
+        self.until[slot].clone()
     }
 
     /// Whether the deployment in `slot` is cooling at `now_ms`.

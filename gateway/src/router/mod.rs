@@ -42,6 +42,8 @@ pub use strategy::Strategy;
 use crate::config::Deployment;
 use cooldown::Cooldowns;
 use stats::{minute_of, Clock, Stats};
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The model groups with their live state and the router settings.
@@ -62,8 +64,39 @@ pub struct Router {
 impl Router {
     /// A router over `deployments` (slots in this order) with `settings`.
     pub fn new(deployments: Vec<Deployment>, settings: RouterSettings) -> Router {
-        let registry = ModelRegistry::new(deployments);
+        let shared = deployments.into_iter().map(Arc::new).collect();
+        Router::build(shared, settings, None)
+    }
+
+    /// A router over `deployments` that replaces `previous`: a deployment
+    /// present in both, unchanged (the same `Arc`), keeps its live state
+    /// (stats, cooldown); new or changed deployments start fresh.
+    pub fn build(
+        deployments: Vec<Arc<Deployment>>,
+        settings: RouterSettings,
+        previous: Option<&Router>,
+    ) -> Router {
+        let registry = ModelRegistry::from_shared(deployments);
         let deps = registry.deployments();
+        let before: HashMap<&str, usize> = previous
+            .map(|p| {
+                let prev = p.registry.deployments().iter().enumerate();
+                prev.map(|(slot, d)| (&*d.id, slot)).collect()
+            })
+            .unwrap_or_default();
+        let carried = |d: &Arc<Deployment>| -> Option<(&Router, usize)> {
+            let prev = previous?;
+            let slot = *before.get(&*d.id)?;
+            Arc::ptr_eq(&prev.registry.deployments()[slot], d).then_some((prev, slot))
+        };
+        let stats = deps
+            .iter()
+            .map(|d| carried(d).map_or_else(Arc::default, |(p, s)| p.stats.shared(s)))
+            .collect();
+        let cooldowns = deps
+            .iter()
+            .map(|d| carried(d).map_or_else(Arc::default, |(p, s)| p.cooldowns.shared(s)))
+            .collect();
         let costs = deps
             .iter()
             .map(|d| {
@@ -83,13 +116,13 @@ impl Router {
             .map(|d| d.region.as_deref().map(str::to_ascii_lowercase))
             .collect();
         Router {
-            stats: Stats::new(deps.len()),
-            cooldowns: Cooldowns::new(deps.len()),
+            stats: Stats::from_slots(stats),
+            cooldowns: Cooldowns::from_slots(cooldowns),
             costs,
             regions,
+            clock: previous.map_or_else(Clock::new, |p| p.clock.clone()),
             registry,
             settings,
-            clock: Clock::new(),
         }
     }
 
@@ -210,6 +243,51 @@ pub(crate) mod tests {
         r.on_end(&pick, Duration::from_millis(5), Err(&limited));
         assert!(r.is_cooling(&id), "429 in a group of two");
         assert!(r.stats("nope").is_none() && !r.is_cooling("nope"));
+    }
+
+    #[test]
+    fn a_swap_keeps_unrelated_groups_and_the_live_state_of_unchanged_deployments() {
+        let old = router(
+            "model_list:\n  - model_name: g\n    litellm_params: {model: mock/a}\n    model_info: {id: a}\n  - model_name: h\n    litellm_params: {model: mock/b}\n    model_info: {id: b}\n",
+            "",
+        );
+        let mut plan = old.plan("g", PlanInput::default()).unwrap();
+        let pick = plan.next(None).unwrap();
+        old.on_start(&pick);
+        let refused = pick.failed("authentication", 401, None);
+        old.on_end(&pick, Duration::from_millis(5), Err(&refused));
+        assert!(old.is_cooling("a"));
+        let deps = old.registry().deployments();
+        let (a, b) = (deps[0].clone(), deps[1].clone());
+        let cfg = Config::parse(
+            std::path::Path::new("c.yaml"),
+            "model_list:\n  - model_name: h\n    litellm_params: {model: mock/b2}\n    model_info: {id: b}\n  - model_name: n\n    litellm_params: {model: mock/n}\n",
+            &|_| None,
+        )
+        .unwrap();
+        let mut added: Vec<Arc<Deployment>> = cfg.deployments.into_iter().map(Arc::new).collect();
+        let new_dep = added.remove(1);
+        let changed_b = added.remove(0);
+        let next = Router::build(
+            vec![a, changed_b, new_dep],
+            old.settings().clone(),
+            Some(&old),
+        );
+        assert!(next.registry().has_group("g") && next.registry().has_group("n"));
+        assert_eq!(
+            next.stats("a")
+                .unwrap()
+                .requests_in(minute_of(next.clock.now_ms())),
+            1
+        );
+        assert!(
+            next.is_cooling("a"),
+            "an unchanged deployment keeps its cooldown"
+        );
+        assert_eq!(next.stats("b").unwrap().in_flight(), 0);
+        let again = Router::build(vec![b], old.settings().clone(), Some(&next));
+        assert!(!again.registry().has_group("g"), "a removed group is gone");
+        assert!(!again.is_cooling("b"));
     }
 
     #[test]

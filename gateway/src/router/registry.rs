@@ -53,6 +53,11 @@ pub struct Route<'a> {
 impl ModelRegistry {
     /// Indexes `deployments` by group; slots follow the given order.
     pub fn new(deployments: Vec<Deployment>) -> Self {
+        Self::from_shared(deployments.into_iter().map(Arc::new).collect())
+    }
+
+    /// [`new`](Self::new) over deployments shared with other snapshots.
+    pub fn from_shared(deployments: Vec<Arc<Deployment>>) -> Self {
         let mut reg = ModelRegistry::default();
         let mut exact: Vec<(String, Vec<usize>)> = Vec::new();
         let mut wild: Vec<(String, Vec<usize>)> = Vec::new();
@@ -66,7 +71,7 @@ impl ModelRegistry {
                 Some((_, slots)) => slots.push(slot),
                 None => list.push((d.group.clone(), vec![slot])),
             }
-            reg.deployments.push(Arc::new(d));
+            reg.deployments.push(d);
         }
         for (name, slots) in exact {
             reg.names.push(name.clone());
@@ -114,7 +119,7 @@ impl ModelRegistry {
     }
 
     /// Every deployment, by slot.
-    pub(crate) fn deployments(&self) -> &[Arc<Deployment>] {
+    pub fn deployments(&self) -> &[Arc<Deployment>] {
         &self.deployments
     }
 }

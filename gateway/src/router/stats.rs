@@ -4,6 +4,7 @@
 //! reading and updating them takes no lock.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Milliseconds in a counting window (LiteLLM counts usage per minute).
@@ -17,7 +18,7 @@ const EWMA_NEW_PART: f64 = 0.25;
 
 /// Milliseconds since the router started, offset so that minute boundaries
 /// fall on wall-clock minutes (LiteLLM's `HH-MM` windows).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Clock {
     start: Instant,
     offset_ms: u64,
@@ -190,20 +191,26 @@ impl DeploymentStats {
 /// The live numbers of every deployment, by slot.
 #[derive(Debug)]
 pub(crate) struct Stats {
-    slots: Box<[DeploymentStats]>,
+    slots: Box<[Arc<DeploymentStats>]>,
 }
 
 impl Stats {
-    /// Zeroed numbers for `n` deployments.
-    pub(crate) fn new(n: usize) -> Self {
+    /// The numbers given for each slot (some carried over from an earlier
+    /// snapshot).
+    pub(crate) fn from_slots(slots: Vec<Arc<DeploymentStats>>) -> Self {
         Stats {
-            slots: (0..n).map(|_| DeploymentStats::default()).collect(),
+            slots: slots.into(),
         }
     }
 
     /// The numbers of the deployment in `slot`.
     pub(crate) fn get(&self, slot: usize) -> &DeploymentStats {
         &self.slots[slot]
+    }
+
+    /// The numbers of `slot`, shared, to carry into a new snapshot.
+    pub(crate) fn shared(&self, slot: usize) -> Arc<DeploymentStats> {
+        self.slots[slot].clone()
     }
 }
 

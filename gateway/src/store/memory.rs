@@ -2,8 +2,8 @@
 //! Nothing survives a restart (the start-up log says so).
 
 use super::{
-    next_reset, Change, KeyRecord, SpendFilter, SpendLogRow, Store, StoreError, TeamRecord,
-    UserRecord,
+    next_reset, Change, KeyRecord, ModelRecord, SpendFilter, SpendLogRow, Store, StoreError,
+    TeamRecord, UserRecord,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -20,6 +20,7 @@ struct Tables {
     keys: HashMap<String, KeyRecord>,
     teams: HashMap<String, TeamRecord>,
     users: HashMap<String, UserRecord>,
+    models: HashMap<String, ModelRecord>,
     /// The most recent rows, oldest first, at most [`MAX_SPEND_ROWS`].
     spend_logs: VecDeque<SpendLogRow>,
     /// Ids of the rows kept, so a replayed row is not counted twice.
@@ -192,6 +193,45 @@ impl Store for MemoryStore {
 
     async fn delete_users(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
         Ok(self.with(|t| delete(&mut t.users, ids)))
+    }
+
+    async fn get_model(&self, model_id: &str) -> Result<Option<ModelRecord>, StoreError> {
+        Ok(self.with(|t| t.models.get(model_id).cloned()))
+    }
+
+    async fn models_named(&self, model_name: &str) -> Result<Vec<ModelRecord>, StoreError> {
+        let mut models = self.list_models().await?;
+        models.retain(|m| m.model_name == model_name);
+        Ok(models)
+    }
+
+    async fn list_models(&self) -> Result<Vec<ModelRecord>, StoreError> {
+        Ok(self.with(|t| {
+            let mut models: Vec<ModelRecord> = t.models.values().cloned().collect();
+            models.sort_by(|a, b| a.model_id.cmp(&b.model_id));
+            models
+        }))
+    }
+
+    async fn insert_model(&self, model: &ModelRecord) -> Result<(), StoreError> {
+        self.with(|t| insert(&mut t.models, &model.model_id, "model", model))
+    }
+
+    async fn update_model(&self, model: &ModelRecord) -> Result<bool, StoreError> {
+        Ok(self.with(|t| match t.models.get_mut(&model.model_id) {
+            Some(old) => {
+                let (created_at, created_by) = (old.created_at, old.created_by.take());
+                *old = model.clone();
+                old.created_at = created_at;
+                old.created_by = created_by;
+                true
+            }
+            None => false,
+        }))
+    }
+
+    async fn delete_model(&self, model_id: &str) -> Result<bool, StoreError> {
+        Ok(self.with(|t| t.models.remove(model_id).is_some()))
     }
 
     async fn record_spend(&self, rows: &[SpendLogRow]) -> Result<Vec<Change>, StoreError> {

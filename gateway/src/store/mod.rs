@@ -1,4 +1,4 @@
-//! Persistence of keys, teams, users and spend: one trait, two backends
+//! Persistence of keys, teams, users, models and spend: one trait, two backends
 //! (Postgres when `DATABASE_URL` is set, in-memory otherwise). Only the
 //! control-plane thread calls it; the request path reads caches.
 
@@ -8,7 +8,8 @@ mod records;
 
 pub use memory::MemoryStore;
 pub use records::{
-    next_reset, parse_duration, KeyRecord, SpendFilter, SpendLogRow, TeamRecord, UserRecord,
+    next_reset, parse_duration, KeyRecord, ModelRecord, SpendFilter, SpendLogRow, TeamRecord,
+    UserRecord,
 };
 
 use async_trait::async_trait;
@@ -37,6 +38,8 @@ pub enum Change {
     Team(String),
     /// A user, by id: every key of the user is stale too.
     User(String),
+    /// A model deployment added through the API, by id.
+    Model(String),
 }
 
 impl Change {
@@ -46,6 +49,7 @@ impl Change {
             Change::Key(t) => format!("key:{t}"),
             Change::Team(t) => format!("team:{t}"),
             Change::User(t) => format!("user:{t}"),
+            Change::Model(t) => format!("model:{t}"),
         }
     }
 
@@ -57,6 +61,7 @@ impl Change {
             "key" => Some(Change::Key(id)),
             "team" => Some(Change::Team(id)),
             "user" => Some(Change::User(id)),
+            "model" => Some(Change::Model(id)),
             _ => None,
         }
     }
@@ -109,6 +114,20 @@ pub trait Store: Send + Sync {
     async fn set_user_spend(&self, user_id: &str, spend: f64) -> Result<bool, StoreError>;
     /// Deletes users; returns the ids that existed.
     async fn delete_users(&self, ids: &[String]) -> Result<Vec<String>, StoreError>;
+
+    /// A model deployment by id.
+    async fn get_model(&self, model_id: &str) -> Result<Option<ModelRecord>, StoreError>;
+    /// The model deployments of one group, by id.
+    async fn models_named(&self, model_name: &str) -> Result<Vec<ModelRecord>, StoreError>;
+    /// Every model deployment, by id.
+    async fn list_models(&self) -> Result<Vec<ModelRecord>, StoreError>;
+    /// Inserts a model deployment.
+    async fn insert_model(&self, model: &ModelRecord) -> Result<(), StoreError>;
+    /// Replaces a model deployment's fields (not its creation);
+    /// `false` if it does not exist.
+    async fn update_model(&self, model: &ModelRecord) -> Result<bool, StoreError>;
+    /// Deletes a model deployment; `false` if it did not exist.
+    async fn delete_model(&self, model_id: &str) -> Result<bool, StoreError>;
 
     /// Writes spend-log rows idempotently (by `request_id`) and adds the spend
     /// of newly written rows to their key, user and team, atomically.

@@ -1,4 +1,4 @@
-//! The Postgres store: keys, teams, users and spend in LiteLLM's tables, so
+//! The Postgres store: keys, teams, users, models and spend in LiteLLM's tables, so
 //! the gateway runs on a database LiteLLM created (a key LiteLLM issued
 //! authenticates here) and any number of replicas share one fleet view.
 //!
@@ -17,6 +17,7 @@ mod accounts;
 mod convert;
 mod keys;
 mod migrate;
+mod models;
 mod pool;
 mod spend;
 
@@ -25,7 +26,8 @@ pub use migrate::MIGRATIONS;
 pub use pool::{describe, pg_config, redact_url, SessionIds};
 
 use super::{
-    Change, KeyRecord, SpendFilter, SpendLogRow, Store, StoreError, TeamRecord, UserRecord,
+    Change, KeyRecord, ModelRecord, SpendFilter, SpendLogRow, Store, StoreError, TeamRecord,
+    UserRecord,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -211,6 +213,31 @@ impl Store for PostgresStore {
 
     async fn delete_users(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
         with_client!(self, c => accounts::delete(c, USERS, "user_id", ids, Change::User))
+    }
+
+    async fn get_model(&self, model_id: &str) -> Result<Option<ModelRecord>, StoreError> {
+        with_client!(self, c => models::get(c, model_id))
+    }
+
+    async fn models_named(&self, model_name: &str) -> Result<Vec<ModelRecord>, StoreError> {
+        with_client!(self, c => models::list(c, Some(model_name)))
+    }
+
+    async fn list_models(&self) -> Result<Vec<ModelRecord>, StoreError> {
+        with_client!(self, c => models::list(c, None))
+    }
+
+    async fn insert_model(&self, model: &ModelRecord) -> Result<(), StoreError> {
+        let inserted = with_client!(self, c => models::insert(c, model))?;
+        conflict_unless(inserted, "model", &model.model_id)
+    }
+
+    async fn update_model(&self, model: &ModelRecord) -> Result<bool, StoreError> {
+        with_client!(self, c => models::update(c, model))
+    }
+
+    async fn delete_model(&self, model_id: &str) -> Result<bool, StoreError> {
+        with_client!(self, c => models::delete(c, model_id))
     }
 
     async fn record_spend(&self, rows: &[SpendLogRow]) -> Result<Vec<Change>, StoreError> {

@@ -239,6 +239,42 @@ impl KeyRecord {
     }
 }
 
+/// `LiteLLM_ProxyModelTable`: a deployment added through `/model/new`.
+/// `litellm_params` is kept as given (with its `os.environ/` references);
+/// it is validated each time it is loaded.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ModelRecord {
+    /// The deployment id (`model_info.id`).
+    pub model_id: String,
+    /// The group clients ask for.
+    pub model_name: String,
+    /// How to reach the provider, LiteLLM's names.
+    pub litellm_params: Map<String, Value>,
+    /// Metadata (`id`, token limits, prices, anything else).
+    pub model_info: Map<String, Value>,
+    /// Creation time.
+    pub created_at: Option<DateTime<Utc>>,
+    /// Who created it.
+    pub created_by: Option<String>,
+    /// Last change.
+    pub updated_at: Option<DateTime<Utc>>,
+    /// Who changed it last.
+    pub updated_by: Option<String>,
+}
+
+impl ModelRecord {
+    /// The row as a `model_list` entry (`model_info.id` set to the row's id).
+    pub fn entry(&self) -> Value {
+        let mut info = self.model_info.clone();
+        info.insert("id".into(), Value::String(self.model_id.clone()));
+        serde_json::json!({
+            "model_name": self.model_name,
+            "litellm_params": self.litellm_params,
+            "model_info": info,
+        })
+    }
+}
+
 /// Parses LiteLLM's budget durations: `30s`, `10m`, `1h`, `30d`, `1mo`.
 pub fn parse_duration(s: &str) -> Option<Duration> {
     let s = s.trim();

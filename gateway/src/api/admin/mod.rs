@@ -1,4 +1,4 @@
-//! LiteLLM's management API: virtual keys, teams, users and spend, with
+//! LiteLLM's management API: virtual keys, teams, users, models and spend, with
 //! LiteLLM's paths and field names. Every endpoint needs the master key or an
 //! admin key. Every database operation runs on the control plane, and every
 //! change is published there, so the key caches of every replica see it
@@ -8,6 +8,7 @@ mod body;
 mod db;
 mod issue;
 mod keys;
+mod models;
 mod query;
 mod spend;
 mod teams;
@@ -23,7 +24,7 @@ use serde_json::{Map, Value};
 
 /// Whether `path` belongs to the management API.
 pub fn is_admin_path(path: &str) -> bool {
-    ["/key/", "/team/", "/user/", "/spend/"]
+    ["/key/", "/team/", "/user/", "/model/", "/spend/"]
         .iter()
         .any(|prefix| path.starts_with(prefix))
         || path == "/global/spend"
@@ -52,6 +53,10 @@ enum Endpoint<'a> {
     UserInfo,
     UserUpdate,
     UserDelete,
+    ModelNew,
+    ModelInfo,
+    ModelUpdate,
+    ModelDelete,
     SpendLogs,
     GlobalSpend,
 }
@@ -82,6 +87,10 @@ impl<'a> Endpoint<'a> {
             "/user/info" if get => UserInfo,
             "/user/update" if post => UserUpdate,
             "/user/delete" if post => UserDelete,
+            "/model/new" if post => ModelNew,
+            "/model/info" if get => ModelInfo,
+            "/model/update" if post => ModelUpdate,
+            "/model/delete" if post => ModelDelete,
             "/spend/logs" if get => SpendLogs,
             "/global/spend" if get => GlobalSpend,
             _ if post => {
@@ -157,6 +166,10 @@ async fn answer(
         UserInfo => users::info(worker, q).await,
         UserUpdate => users::update(worker, body).await,
         UserDelete => users::delete(worker, body).await,
+        ModelNew => models::new(worker, body).await,
+        ModelInfo => models::info(worker, q).await,
+        ModelUpdate => models::update(worker, body).await,
+        ModelDelete => models::delete(worker, body).await,
         SpendLogs => spend::logs(worker, q).await,
         GlobalSpend => spend::global(worker, q).await,
     }
@@ -189,6 +202,12 @@ mod tests {
             assert_eq!(Endpoint::parse("POST", path), None, "{path}");
         }
         assert!(is_admin_path("/team/new") && is_admin_path("/global/spend"));
+        assert_eq!(
+            Endpoint::parse("GET", "/model/info"),
+            Some(Endpoint::ModelInfo)
+        );
+        assert_eq!(Endpoint::parse("GET", "/model/new"), None);
+        assert!(is_admin_path("/model/delete") && !is_admin_path("/models"));
         assert!(!is_admin_path("/chat/completions") && !is_admin_path("/key"));
     }
 }

@@ -16,6 +16,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0002_gateway_key_tombstones",
         include_str!("../../../../migrations/0002_gateway_key_tombstones.sql"),
     ),
+    (
+        "0003_proxy_model_name_index",
+        include_str!("../../../../migrations/0003_proxy_model_name_index.sql"),
+    ),
 ];
 
 /// Advisory lock key taken by every migration transaction ("gateway" in
