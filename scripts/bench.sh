@@ -9,7 +9,7 @@
 #        scripts/bench.sh --from DIR   rewrite BENCHMARKS.md from the saved results in DIR
 # Knobs (environment): BENCH_RATE (req/s, default 1000), BENCH_ROUND (per
 # round and target, default 10s), BENCH_ROUNDS (3), BENCH_STREAMS (1000),
-# BENCH_SOAK (30s). Raw results go to $CARGO_TARGET_DIR/bench-results/.
+# BENCH_SOAK (30s), BENCH_LIMITER_MODES (local,redis,lease). Raw results go to $CARGO_TARGET_DIR/bench-results/.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -18,6 +18,7 @@ round=${BENCH_ROUND:-10s}
 rounds=${BENCH_ROUNDS:-3}
 streams=${BENCH_STREAMS:-1000}
 soak=${BENCH_SOAK:-30s}
+limiter_modes=${BENCH_LIMITER_MODES:-local,redis,lease}
 target=${CARGO_TARGET_DIR:-target}
 out="$target/bench-results/$(date -u +%Y%m%dT%H%M%SZ)"
 
@@ -38,7 +39,7 @@ measure() {
     [ -n "$cpu_model" ] || cpu_model=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n1)
     machine="$(nproc) x ${cpu_model:-unknown CPU}, Linux $(uname -r)"
     load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-    declare -p date_utc commit machine load_before rate round rounds streams soak > "$out/meta.sh"
+    declare -p date_utc commit machine load_before rate round rounds streams soak limiter_modes > "$out/meta.sh"
 
     log "building release binaries"
     cargo build --release -p gateway -p loadgen
@@ -53,6 +54,21 @@ measure() {
     "$loadgen" overhead --gateway-bin "$gateway" --variant virtual-key --rate "$rate" \
         --duration "$round" --rounds "$rounds" --no-search --json "$out/overhead-virtual-key.json" \
         | tee "$out/overhead-virtual-key.txt"
+
+    for variant in local-limits redis-limits; do
+        log "loadgen overhead ($variant, $rate req/s, $rounds rounds x $round)"
+        "$loadgen" overhead --gateway-bin "$gateway" --variant "$variant" --rate "$rate" \
+            --duration "$round" --rounds "$rounds" --no-search --json "$out/overhead-$variant.json" \
+            | tee "$out/overhead-$variant.txt"
+    done
+
+    log "loadgen overshoot (rate limits: rpm 100, tpm 200 as seed 003, parallel 8; bursts of 1, 4, 64, 256)"
+    "$loadgen" overshoot --gateway-bin "$gateway" --rpm 100 --modes "$limiter_modes" \
+        --json "$out/overshoot-rpm.json" | tee "$out/overshoot-rpm.txt"
+    "$loadgen" overshoot --gateway-bin "$gateway" --tpm 200 --max-tokens 120 --modes "$limiter_modes" \
+        --reservation on,off --json "$out/overshoot-tpm.json" | tee "$out/overshoot-tpm.txt"
+    "$loadgen" overshoot --gateway-bin "$gateway" --parallel 8 --modes "$limiter_modes" \
+        --json "$out/overshoot-parallel.json" | tee "$out/overshoot-parallel.txt"
 
     log "loadgen overshoot (budget of one cent, bursts of 1, 4, 64, 256)"
     "$loadgen" overshoot --gateway-bin "$gateway" --json "$out/overshoot.json" | tee "$out/overshoot.txt"
@@ -164,6 +180,40 @@ jq -r "$fmt"'
   "Gateway CPU \(.gateway_cpu_us_per_request | r2) µs per request at \(.rate) req/s; RSS idle \(.idle_rss_kib | mib) MiB, peak \(.peak_rss_kib | mib) MiB; \(.gateway.ok) requests, \(.gateway.failed) failed."
 ' "$out/overhead-virtual-key.json"
 cat <<EOF
+
+### Rate limits on vs off
+
+\`loadgen overhead --variant local-limits|redis-limits --rate $rate --duration $round --rounds $rounds --no-search\`:
+the virtual-key load with the key carrying rpm, tpm and parallel limits it never
+reaches, counted by the gateway's own counters (local) or by one Redis script
+call per request on a private \`redis-server\` (redis, plus one settlement call
+for the tpm and parallel counters). Baseline: the virtual-key variant above
+(limits off) and direct to the mock, each in its own session.
+
+| variant | added p50 | added p99 | added p99.9 | gateway CPU / request |
+| --- | --- | --- | --- | --- |
+EOF
+for v in virtual-key local-limits redis-limits; do
+    f="$out/overhead-$v.json"
+    [ -f "$f" ] || continue
+    jq -r --arg v "$v" "$fmt"'
+      "| \($v) | \(.added.p50_us | us) | \(.added.p99_us | us) | \(.added.p999_us | us) | \(.gateway_cpu_us_per_request | r2) µs |"' "$f"
+done
+cat <<EOF
+
+## Rate-limit overshoot
+
+\`loadgen overshoot --rpm 100 | --tpm 200 --max-tokens 120 | --parallel 8 --modes $limiter_modes\`.
+$run_line
+
+$(for k in rpm tpm parallel; do if [ -f "$out/overshoot-$k.txt" ]; then sed -n '/^Rate-limit overshoot/,$p' "$out/overshoot-$k.txt"; echo; fi; done)
+
+With reservation on (the default), each request reserves LiteLLM's estimate
+(prompt characters / 4 + max_tokens) at admission, so no burst passes the
+limit; the headroom it leaves is the reservations of requests that used far
+less than max_tokens (seed 003's false 429s, by design). With reservation off,
+TPM is charged after each call, so a burst is admitted while usage is still
+under the limit and overshoots in proportion to its size.
 
 ## Budget overshoot
 
