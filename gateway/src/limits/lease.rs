@@ -68,6 +68,7 @@ enum Take {
 }
 
 /// Quota of one descriptor charged in Redis and spent here.
+#[derive(Debug)]
 pub struct Lease {
     key: String,
     kind: Kind,
