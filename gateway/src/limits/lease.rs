@@ -196,6 +196,12 @@ impl Lease {
     }
 }
 
+/// A request's takes: the leases, and each descriptor's approximate usage
+/// before the request.
+type Taken = (Vec<Arc<Lease>>, Vec<u64>);
+/// The first descriptor without room: its index, its lease and why.
+type Short = (usize, Arc<Lease>, Take);
+
 /// Every lease of this process, by descriptor key.
 pub struct LeaseTable {
     epoch: Instant,
@@ -259,11 +265,7 @@ impl LeaseTable {
 
     /// Takes `amounts[i]` from every descriptor's lease, or nothing: `Err`
     /// names the first descriptor that had no room, its lease and why.
-    fn take_all(
-        &self,
-        descs: &[Descriptor],
-        amounts: &[u64],
-    ) -> Result<(Vec<Arc<Lease>>, Vec<u64>), (usize, Arc<Lease>, Take)> {
+    fn take_all(&self, descs: &[Descriptor], amounts: &[u64]) -> Result<Taken, Short> {
         let now = self.now_ms();
         let mut taken: Vec<Arc<Lease>> = Vec::with_capacity(descs.len());
         let mut used = Vec::with_capacity(descs.len());
@@ -447,16 +449,16 @@ mod tests {
         assert_eq!(t.size(&d, 1), 10);
         // No lease yet: an empty, expired one asks for a refill.
         assert!(matches!(
-            t.take_all(&[d.clone()], &[1]),
+            t.take_all(std::slice::from_ref(&d), &[1]),
             Err((0, _, Take::Full))
         ));
         grant(&t, &d, 3);
         for before in 0..3 {
-            let (_, used) = t.take_all(&[d.clone()], &[1]).unwrap();
+            let (_, used) = t.take_all(std::slice::from_ref(&d), &[1]).unwrap();
             assert_eq!(used, vec![before]);
         }
         assert!(matches!(
-            t.take_all(&[d.clone()], &[1]),
+            t.take_all(std::slice::from_ref(&d), &[1]),
             Err((0, _, Take::Full))
         ));
     }
@@ -504,7 +506,7 @@ mod tests {
         let t = table();
         let d = desc("k", Kind::Tokens, 1000);
         grant(&t, &d, 100);
-        let (leases, _) = t.take_all(&[d.clone()], &[30]).unwrap();
+        let (leases, _) = t.take_all(std::slice::from_ref(&d), &[30]).unwrap();
         let lease = leases[0].clone();
         // The real usage was 12: reconciled locally while the lease lives.
         assert!(lease.settle(30, 12).is_none());
