@@ -533,8 +533,13 @@ fn lease_mode_admits_exactly_the_limit_over_a_burst_then_429() {
     assert_eq!(health["breaker"], "closed", "{health}");
     let key = generate(&gw, json!({"rpm_limit": 30}));
     let counter = format!("{{api_key:{}}}:requests", token(&key));
+    let before = redis_calls(&gw);
     let replies = burst(&gw, &key, vec![hello("m"); 60]);
     assert_eq!(served(&replies), 30);
+    // Leases of 3: one refill in flight at a time, not one per request.
+    let calls = redis_calls(&gw) - before;
+    eprintln!("lease mode: {calls} Redis calls for a burst of 60 over a limit of 30");
+    assert!(calls < 60, "{calls} Redis calls for a burst of 60");
     for r in replies.iter().filter(|r| r.status != 200) {
         assert_throttled(r, "api_key", "requests");
     }
@@ -620,16 +625,16 @@ fn two_lease_replicas_never_admit_more_than_the_limit_together() {
     let a = Gateway::start(&config, &[("REDIS_URL", &url)]);
     let b = Gateway::start(&config, &[("REDIS_URL", &url)]);
     let counter = format!("{{api_key:{}}}:requests", token(key));
-    let both = |each: usize| {
+    let both = |to_a: usize, to_b: usize| {
         std::thread::scope(|s| {
-            let ha = s.spawn(|| served(&burst(&a, key, vec![hello("m"); each])));
-            let hb = s.spawn(|| served(&burst(&b, key, vec![hello("m"); each])));
+            let ha = s.spawn(|| served(&burst(&a, key, vec![hello("m"); to_a])));
+            let hb = s.spawn(|| served(&burst(&b, key, vec![hello("m"); to_b])));
             (ha.join().unwrap(), hb.join().unwrap())
         })
     };
-    // 30 requests under a limit of 40: a refusal here is a false rejection,
-    // quota parked in the other replica's lease.
-    let (first_a, first_b) = both(15);
+    // Uneven load, exactly the limit in all: a refusal here is a false
+    // rejection, quota parked in the other replica's lease.
+    let (first_a, first_b) = both(34, 6);
     let first = (first_a + first_b) as i64;
     assert!(first_a > 0 && first_b > 0, "{first_a} + {first_b}");
     // Units parked in a lease go back when it ends: Redis counts what was served.
@@ -637,15 +642,15 @@ fn two_lease_replicas_never_admit_more_than_the_limit_together() {
         (redis.window_total(&counter) == first).then_some(())
     });
     // Then far more than the limit from both at once: never more than it.
-    let (second_a, second_b) = both(30);
+    let (second_a, second_b) = both(30, 30);
     let total = first + (second_a + second_b) as i64;
     assert!(total <= limit, "{total} admitted over {limit}");
     e2e::eventually("the second leases ended", Duration::from_secs(5), || {
         (redis.window_total(&counter) == total).then_some(())
     });
     eprintln!(
-        "two replicas, limit {limit}: 15 + 15 under the limit served {first_a} + {first_b} ({} false rejections), then 30 + 30 served {second_a} + {second_b} ({} of the limit left unserved); {total} in all",
-        30 - first,
+        "two replicas, limit {limit}: 34 + 6 served {first_a} + {first_b} ({} false rejections), then 30 + 30 served {second_a} + {second_b} ({} of the limit left unserved); {total} in all",
+        limit - first,
         limit - total
     );
 }
