@@ -18,7 +18,9 @@
 //!
 //! One refill per descriptor is in flight per process: the request that
 //! wins the lease's `refilling` flag asks Redis; the others wait for its
-//! outcome and then take from the new lease (or get its 429). Parallel
+//! outcome and then take from the new lease (or get its 429). A lease is
+//! refilled once: whatever the outcome, a new lease (an empty one when Redis
+//! refused or did not answer) replaces it, so no waiter reads a stale outcome. Parallel
 //! limits are not leased: a request with a parallel descriptor goes through
 //! the per-request path for all its descriptors (a slot must be exact and
 //! must lapse after a crash). Quota parked in another replica's lease can
@@ -333,12 +335,18 @@ impl LeaseTable {
                 .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
-                lease.done.send_replace(None);
                 let outcome = self
                     .refill(limiter, remote, &descs[i], amounts[i], &lease)
                     .await;
+                if outcome != Refill::Granted {
+                    // Refused or unanswered: an empty lease takes this one's
+                    // place, so each lease has one refill and one outcome.
+                    let empty = Lease::new(&descs[i], 0, 0, 0, 0);
+                    for call in self.install(&descs[i], empty, &lease) {
+                        limiter.send(remote, call);
+                    }
+                }
                 lease.done.send_replace(Some(outcome));
-                lease.refilling.store(false, Ordering::Release);
                 outcome
             } else {
                 wait(&lease, limiter.settings.redis_timeout * 2).await
