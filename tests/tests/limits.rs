@@ -654,3 +654,16 @@ fn two_lease_replicas_never_admit_more_than_the_limit_together() {
         limit - total
     );
 }
+
+#[test]
+fn lease_mode_falls_back_to_local_counters_while_redis_is_out() {
+    let redis = PrivateRedis::start();
+    let gw = start(json!({"mode": "lease"}), Some(&redis), &[]);
+    let key = generate(&gw, json!({"rpm_limit": 3}));
+    redis.stop();
+    // No lease can be granted: this process's counters enforce the limit.
+    let statuses: Vec<u16> = (0..4).map(|_| chat(&gw, &key, hello("m")).status).collect();
+    assert_eq!(statuses, [200, 200, 200, 429]);
+    let out = gw.output();
+    assert!(out.contains("Redis limiter call failed"), "{out}");
+}
