@@ -159,6 +159,15 @@ fn log_limiter(s: &gateway::limits::LimitSettings) {
             fallback = %s.fallback,
             "rate limits are counted in Redis, fleet-wide"
         ),
+        gateway::limits::Mode::Lease => tracing::info!(
+            window_secs = s.window.secs,
+            tpm_reservation = s.reservation,
+            circuit_breaker = s.breaker.enabled,
+            fallback = %s.fallback,
+            lease_fraction = s.lease.fraction,
+            lease_ttl_ms = s.lease.ttl.as_millis() as u64,
+            "rate limits are leased from Redis, fleet-wide, and spent in this process"
+        ),
         gateway::limits::Mode::Local => tracing::info!(
             window_secs = s.window.secs,
             tpm_reservation = s.reservation,

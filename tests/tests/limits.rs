@@ -500,3 +500,170 @@ fn breaker_disabled_never_opens_and_limits_still_hold_during_an_outage() {
     assert!(out.contains("Redis limiter call failed"), "{out}");
     assert!(!out.contains("circuit breaker opened"), "{out}");
 }
+
+// ---------------------------------------------------------------- Redis: lease mode
+
+/// `limiter` of `/health/readiness`: mode, Redis calls since start, breaker.
+fn limiter_health(gw: &Gateway) -> Value {
+    let resp = gw.get("/health/readiness");
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    resp.json()["limiter"].clone()
+}
+
+fn redis_calls(gw: &Gateway) -> u64 {
+    limiter_health(gw)["redis_calls"]
+        .as_u64()
+        .expect("limiter.redis_calls")
+}
+
+fn served(replies: &[Reply]) -> usize {
+    replies.iter().filter(|r| r.status == 200).count()
+}
+
+#[test]
+fn lease_mode_admits_exactly_the_limit_over_a_burst_then_429() {
+    let redis = PrivateRedis::start();
+    let gw = start(
+        json!({"mode": "lease", "redis_timeout_ms": 1000}),
+        Some(&redis),
+        &[],
+    );
+    let health = limiter_health(&gw);
+    assert_eq!(health["mode"], "lease", "{health}");
+    assert_eq!(health["breaker"], "closed", "{health}");
+    let key = generate(&gw, json!({"rpm_limit": 30}));
+    let counter = format!("{{api_key:{}}}:requests", token(&key));
+    let before = redis_calls(&gw);
+    let replies = burst(&gw, &key, vec![hello("m"); 60]);
+    assert_eq!(served(&replies), 30);
+    // Leases of 3: one refill in flight at a time, not one per request.
+    let calls = redis_calls(&gw) - before;
+    eprintln!("lease mode: {calls} Redis calls for a burst of 60 over a limit of 30");
+    assert!(calls < 60, "{calls} Redis calls for a burst of 60");
+    for r in replies.iter().filter(|r| r.status != 200) {
+        assert_throttled(r, "api_key", "requests");
+    }
+    assert_throttled(&chat(&gw, &key, hello("m")), "api_key", "requests");
+    assert!(redis.window_total(&counter) <= 30);
+    e2e::eventually("the leases ended", Duration::from_secs(5), || {
+        (redis.window_total(&counter) == 30).then_some(())
+    });
+}
+
+#[test]
+fn lease_mode_returns_unused_units_and_reconciles_tokens() {
+    let redis = PrivateRedis::start();
+    let gw = start(json!({"mode": "lease"}), Some(&redis), &[]);
+    let key = generate(&gw, json!({"rpm_limit": 100, "tpm_limit": 100000}));
+    let requests = format!("{{api_key:{}}}:requests", token(&key));
+    let tokens = format!("{{api_key:{}}}:tokens", token(&key));
+    let mut used = 0;
+    for _ in 0..7 {
+        let r = chat(&gw, &key, hello_capped("m", 50));
+        assert_eq!(r.status, 200, "{}", r.body);
+        used += r.total_tokens();
+    }
+    // A lease charges a tenth of the limit at once...
+    assert!(redis.window_total(&requests) >= 7);
+    // ...and what was not spent goes back when it ends; tokens end at the
+    // real usage, not at the reservations.
+    e2e::eventually("the leases returned", Duration::from_secs(5), || {
+        let counts = (redis.window_total(&requests), redis.window_total(&tokens));
+        (counts == (7, used)).then_some(())
+    });
+}
+
+#[test]
+fn lease_mode_makes_well_under_one_redis_call_per_request() {
+    let redis = PrivateRedis::start();
+    let leased = start(
+        json!({"mode": "lease", "redis_timeout_ms": 1000}),
+        Some(&redis),
+        &[],
+    );
+    let key = generate(&leased, json!({"rpm_limit": 1000, "tpm_limit": 1000000}));
+    let before = redis_calls(&leased);
+    for _ in 0..10 {
+        let replies = burst(&leased, &key, vec![hello("m"); 20]);
+        assert_eq!(served(&replies), 20);
+    }
+    let calls = redis_calls(&leased) - before;
+    eprintln!(
+        "lease mode: {calls} Redis calls for 200 requests ({:.3} per request)",
+        calls as f64 / 200.0
+    );
+    assert!(calls * 4 < 200, "{calls} Redis calls for 200 requests");
+    // Per request, the same counter shows an admission and a settlement each.
+    let per_request = start(Value::Null, Some(&redis), &[]);
+    assert_eq!(limiter_health(&per_request)["mode"], "redis");
+    let key = generate(
+        &per_request,
+        json!({"rpm_limit": 1000, "tpm_limit": 1000000}),
+    );
+    let before = redis_calls(&per_request);
+    for _ in 0..20 {
+        assert_eq!(chat(&per_request, &key, hello("m")).status, 200);
+    }
+    let calls = e2e::eventually("the settlements sent", Duration::from_secs(5), || {
+        let calls = redis_calls(&per_request) - before;
+        (calls >= 40).then_some(calls)
+    });
+    eprintln!("redis mode: {calls} Redis calls for 20 requests");
+}
+
+#[test]
+fn two_lease_replicas_never_admit_more_than_the_limit_together() {
+    let redis = PrivateRedis::start();
+    // Declared in the file, so both replicas know it.
+    let key = "sk-lease-two-1";
+    let limit = 40;
+    let config = config(
+        json!({"mode": "lease", "redis_timeout_ms": 1000}),
+        Some(json!([{"key": key, "rpm_limit": limit}])),
+    );
+    let url = redis.url();
+    let a = Gateway::start(&config, &[("REDIS_URL", &url)]);
+    let b = Gateway::start(&config, &[("REDIS_URL", &url)]);
+    let counter = format!("{{api_key:{}}}:requests", token(key));
+    let both = |to_a: usize, to_b: usize| {
+        std::thread::scope(|s| {
+            let ha = s.spawn(|| served(&burst(&a, key, vec![hello("m"); to_a])));
+            let hb = s.spawn(|| served(&burst(&b, key, vec![hello("m"); to_b])));
+            (ha.join().unwrap(), hb.join().unwrap())
+        })
+    };
+    // Uneven load, exactly the limit in all: a refusal here is a false
+    // rejection, quota parked in the other replica's lease.
+    let (first_a, first_b) = both(34, 6);
+    let first = (first_a + first_b) as i64;
+    assert!(first_a > 0 && first_b > 0, "{first_a} + {first_b}");
+    // Units parked in a lease go back when it ends: Redis counts what was served.
+    e2e::eventually("the first leases ended", Duration::from_secs(5), || {
+        (redis.window_total(&counter) == first).then_some(())
+    });
+    // Then far more than the limit from both at once: never more than it.
+    let (second_a, second_b) = both(30, 30);
+    let total = first + (second_a + second_b) as i64;
+    assert!(total <= limit, "{total} admitted over {limit}");
+    e2e::eventually("the second leases ended", Duration::from_secs(5), || {
+        (redis.window_total(&counter) == total).then_some(())
+    });
+    eprintln!(
+        "two replicas, limit {limit}: 34 + 6 served {first_a} + {first_b} ({} false rejections), then 30 + 30 served {second_a} + {second_b} ({} of the limit left unserved); {total} in all",
+        limit - first,
+        limit - total
+    );
+}
+
+#[test]
+fn lease_mode_falls_back_to_local_counters_while_redis_is_out() {
+    let redis = PrivateRedis::start();
+    let gw = start(json!({"mode": "lease"}), Some(&redis), &[]);
+    let key = generate(&gw, json!({"rpm_limit": 3}));
+    redis.stop();
+    // No lease can be granted: this process's counters enforce the limit.
+    let statuses: Vec<u16> = (0..4).map(|_| chat(&gw, &key, hello("m")).status).collect();
+    assert_eq!(statuses, [200, 200, 200, 429]);
+    let out = gw.output();
+    assert!(out.contains("Redis limiter call failed"), "{out}");
+}

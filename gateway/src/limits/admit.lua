@@ -1,7 +1,10 @@
 -- Checks and charges every descriptor of one request, all or none.
 -- KEYS: the descriptors' counters ({scope:value}:kind).
 -- ARGV: bucket_secs, buckets, slot_ttl_ms, request_id, then per key:
---       kind ('r' requests, 't' tokens, 'p' parallel), limit, amount.
+--       kind ('r' requests, 't' tokens, 'p' parallel, 'l' a lease of rpm or
+--       tpm units), limit, amount, need (units that must fit).
+-- A lease charges min(amount, limit - used): the whole lease when it fits,
+-- what is left otherwise; the caller computes the same from `used`.
 -- Time is the Redis server's. rpm/tpm counters are hashes of bucket -> units
 -- (the sliding window of window.rs); parallel counters are sorted sets of
 -- request ids scored by their expiry, so a crashed replica's slots lapse.
@@ -18,10 +21,9 @@ local oldest = tick - n + 1
 local used = {}
 for i = 1, #KEYS do
   local key = KEYS[i]
-  local base = 4 + (i - 1) * 3
+  local base = 4 + (i - 1) * 4
   local kind = ARGV[base + 1]
   local limit = tonumber(ARGV[base + 2])
-  local amount = tonumber(ARGV[base + 3])
   local u = 0
   local reset = now_s + 1
   if kind == 'p' then
@@ -42,7 +44,7 @@ for i = 1, #KEYS do
     end
     if first ~= nil then reset = (first + n) * g end
   end
-  local need = amount
+  local need = tonumber(ARGV[base + 4])
   if need < 1 then need = 1 end
   if u + need > limit then
     return {0, i, u, reset}
@@ -52,9 +54,12 @@ end
 local out = {1, tick}
 for i = 1, #KEYS do
   local key = KEYS[i]
-  local base = 4 + (i - 1) * 3
+  local base = 4 + (i - 1) * 4
   local kind = ARGV[base + 1]
   local amount = tonumber(ARGV[base + 3])
+  if kind == 'l' then
+    amount = math.min(amount, tonumber(ARGV[base + 2]) - used[i])
+  end
   if kind == 'p' then
     redis.call('ZADD', key, now_ms + ttl, rid)
     redis.call('PEXPIRE', key, ttl)

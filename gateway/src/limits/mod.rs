@@ -10,6 +10,9 @@
 //! lock-free counters ([`local`]) under the configured fallback policy.
 //! Counting is a sliding window ([`window`]): no 2x burst at a boundary.
 //!
+//! In lease mode ([`lease`]) each replica takes rpm/tpm quota from Redis in
+//! leases through the same scripts and spends it with local atomics.
+//!
 //! TPM reservation (`LITELLM_TPM_TOKEN_RESERVATION_ENABLED`, default on)
 //! charges LiteLLM's estimate at admission and reconciles it to the real
 //! usage; off, TPM admits while usage is under the limit and charges the
@@ -17,6 +20,7 @@
 
 pub mod breaker;
 mod descriptor;
+mod lease;
 mod local;
 pub mod remote;
 mod settings;
@@ -25,13 +29,17 @@ mod window;
 pub use breaker::{BreakerSettings, BreakerState};
 pub use descriptor::{Descriptor, Kind, Scope, ScopeLimits};
 pub use local::LocalLimiter;
-pub use settings::{FallbackPolicy, LimitSettings, LimitsFile, Mode, RateLimitsFile, RedisSources};
+pub use settings::{
+    FallbackPolicy, LeaseSettings, LimitSettings, LimitsFile, Mode, RateLimitsFile, RedisSources,
+};
 pub use window::Window;
 
 use crate::auth::Principal;
 use crate::error::GatewayError;
 use breaker::Breaker;
-use remote::{Call, Entry, RemoteRunner};
+use lease::{Lease, LeaseTable, Leased};
+use remote::{Call, Entry, LeaseExpiry, RemoteRunner};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot};
@@ -83,6 +91,8 @@ pub struct Limiter {
     settings: LimitSettings,
     local: LocalLimiter,
     remote: Option<RemoteHandle>,
+    leases: Option<Arc<LeaseTable>>,
+    calls: Arc<AtomicU64>,
 }
 
 struct RemoteHandle {
@@ -95,10 +105,17 @@ impl Limiter {
     /// plane must start.
     pub fn new(settings: LimitSettings) -> (Limiter, Option<RemoteRunner>) {
         let local = LocalLimiter::new(settings.window);
+        let calls = Arc::new(AtomicU64::new(0));
+        let leases = (settings.mode == Mode::Lease && settings.redis_url.is_some())
+            .then(|| Arc::new(LeaseTable::new(settings.lease)));
         let (remote, runner) = match (&settings.mode, &settings.redis_url) {
-            (Mode::Redis, Some(url)) => {
+            (Mode::Redis | Mode::Lease, Some(url)) => {
                 let (tx, rx) = mpsc::channel(remote::QUEUE);
                 let breaker = Arc::new(Breaker::new(settings.breaker));
+                let expiry = leases.as_ref().map(|table| LeaseExpiry {
+                    table: table.clone(),
+                    tx: tx.downgrade(),
+                });
                 let runner = RemoteRunner {
                     rx,
                     url: url.clone(),
@@ -107,6 +124,8 @@ impl Limiter {
                     deadline: settings.redis_timeout,
                     slot_ttl: settings.parallel_slot_ttl,
                     fallback_note: settings.fallback.to_string(),
+                    calls: calls.clone(),
+                    leases: expiry,
                 };
                 (Some(RemoteHandle { tx, breaker }), Some(runner))
             }
@@ -117,6 +136,8 @@ impl Limiter {
                 settings,
                 local,
                 remote,
+                leases,
+                calls,
             },
             runner,
         )
@@ -130,6 +151,17 @@ impl Limiter {
     /// The Redis breaker's state; `None` without Redis.
     pub fn breaker_state(&self) -> Option<BreakerState> {
         self.remote.as_ref().map(|r| r.breaker.state())
+    }
+
+    /// Where counters live, as configured.
+    pub fn mode(&self) -> Mode {
+        self.settings.mode
+    }
+
+    /// Script calls sent to Redis since start (admits, settlements, lease
+    /// grants and ends).
+    pub fn redis_calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
     }
 
     /// The descriptors `input` is checked against, tightest scopes last.
@@ -220,14 +252,38 @@ impl Limiter {
                 Kind::Tokens => reserve,
             })
             .collect();
-        if let Some(remote) = &self.remote {
-            if let Some(verdict) = self
-                .ask_redis(remote, &descs, &amounts, input.request_id)
-                .await
-            {
-                return self.conclude(verdict, descs, amounts, true, input.request_id);
+        let leased = descs.iter().all(|d| d.kind != Kind::Parallel);
+        if let (Some(remote), Some(table), true) = (&self.remote, &self.leases, leased) {
+            match table.admit(self, remote, &descs, &amounts).await {
+                Leased::Admitted { leases, used } => {
+                    let verdict = Verdict::Admitted { tick: 0, used };
+                    let settle = Settle::Lease(leases);
+                    return self.conclude(verdict, descs, amounts, settle, input.request_id);
+                }
+                Leased::Denied(verdict) => {
+                    return self.conclude(verdict, descs, amounts, Settle::Local, input.request_id)
+                }
+                Leased::Contended => {}
+                Leased::Unavailable => return self.admit_locally(descs, amounts, input),
             }
         }
+        if let Some(remote) = &self.remote {
+            let entries = entries(&descs, &amounts, |d| d.limit);
+            if let Some(verdict) = self.ask_redis(remote, entries, input.request_id).await {
+                return self.conclude(verdict, descs, amounts, Settle::Remote, input.request_id);
+            }
+        }
+        self.admit_locally(descs, amounts, input)
+    }
+
+    /// Admission on this process's counters: without Redis, or as the
+    /// fallback while it cannot be used.
+    fn admit_locally<'l>(
+        &'l self,
+        descs: Vec<Descriptor>,
+        amounts: Vec<u64>,
+        input: &AdmitInput<'_>,
+    ) -> Result<Option<Ticket<'l>>, GatewayError> {
         let policy = match self.remote {
             Some(_) => self.settings.fallback,
             None => FallbackPolicy::Full,
@@ -235,7 +291,7 @@ impl Limiter {
         let verdict = self
             .local
             .admit(&descs, &amounts, |d| policy.scale(d.limit), unix_now());
-        self.conclude(verdict, descs, amounts, false, input.request_id)
+        self.conclude(verdict, descs, amounts, Settle::Local, input.request_id)
     }
 
     /// One admission through Redis; `None` when Redis gave no verdict in
@@ -243,8 +299,7 @@ impl Limiter {
     async fn ask_redis(
         &self,
         remote: &RemoteHandle,
-        descs: &[Descriptor],
-        amounts: &[u64],
+        entries: Vec<Entry>,
         request_id: &str,
     ) -> Option<Verdict> {
         if !remote.breaker.allow() {
@@ -252,7 +307,7 @@ impl Limiter {
         }
         let (reply, rx) = oneshot::channel();
         let call = Call::Admit {
-            entries: entries(descs, amounts, |d| d.limit),
+            entries,
             request_id: request_id.to_string(),
             reply,
         };
@@ -273,7 +328,7 @@ impl Limiter {
         verdict: Verdict,
         descs: Vec<Descriptor>,
         amounts: Vec<u64>,
-        remote: bool,
+        settle: Settle,
         request_id: &str,
     ) -> Result<Option<Ticket<'l>>, GatewayError> {
         let now = unix_now();
@@ -286,7 +341,7 @@ impl Limiter {
                     descs,
                     amounts,
                     tick,
-                    remote,
+                    settle,
                     request_id: request_id.to_string(),
                     tokens_used: 0,
                     headers,
@@ -318,6 +373,13 @@ impl Limiter {
         self.local.sweep(unix_now());
     }
 
+    /// Queues a call for Redis; nobody waits for it.
+    fn send(&self, remote: &RemoteHandle, call: Call) {
+        if remote.tx.try_send(call).is_err() {
+            tracing::warn!("limiter queue full: a settlement was dropped; its reservation lapses with the window and its parallel slot with its TTL");
+        }
+    }
+
     fn finish(&self, t: &Ticket<'_>) {
         let settle: Vec<usize> = (0..t.descs.len())
             .filter(|&i| t.descs[i].kind != Kind::Requests)
@@ -325,29 +387,37 @@ impl Limiter {
         if settle.is_empty() {
             return;
         }
-        if !t.remote {
-            self.local
-                .finish(&t.descs, &t.amounts, t.tick, t.tokens_used, unix_now());
-            return;
-        }
-        let Some(remote) = &self.remote else { return };
+        let remote = match &t.settle {
+            Settle::Local => {
+                self.local
+                    .finish(&t.descs, &t.amounts, t.tick, t.tokens_used, unix_now());
+                return;
+            }
+            Settle::Lease(leases) => {
+                // Reconciled on the lease while it lives, in Redis after.
+                for &i in &settle {
+                    let ended = leases[i].settle(t.amounts[i], t.tokens_used);
+                    if let (Some(call), Some(remote)) = (ended, &self.remote) {
+                        self.send(remote, call);
+                    }
+                }
+                return;
+            }
+            Settle::Remote => match &self.remote {
+                Some(remote) => remote,
+                None => return,
+            },
+        };
         let call = Call::Finish {
             entries: settle
                 .iter()
-                .map(|&i| Entry {
-                    key: t.descs[i].key.clone(),
-                    kind: t.descs[i].kind,
-                    limit: t.descs[i].limit,
-                    amount: t.amounts[i],
-                })
+                .map(|&i| Entry::charge(&t.descs[i], t.descs[i].limit, t.amounts[i]))
                 .collect(),
             request_id: t.request_id.clone(),
             tick: t.tick,
             tokens_used: t.tokens_used,
         };
-        if remote.tx.try_send(call).is_err() {
-            tracing::warn!("limiter queue full: a settlement was dropped; its reservation lapses with the window and its parallel slot with its TTL");
-        }
+        self.send(remote, call);
     }
 }
 
@@ -359,13 +429,18 @@ fn entries(
     descs
         .iter()
         .zip(amounts)
-        .map(|(d, &amount)| Entry {
-            key: d.key.clone(),
-            kind: d.kind,
-            limit: limit(d),
-            amount,
-        })
+        .map(|(d, &amount)| Entry::charge(d, limit(d), amount))
         .collect()
+}
+
+/// Where an admission was charged, so its ticket settles there.
+enum Settle {
+    /// This process's counters (also a refusal, which settles nothing).
+    Local,
+    /// Redis, per request.
+    Remote,
+    /// The leases the request took from, one per descriptor.
+    Lease(Vec<Arc<Lease>>),
 }
 
 /// An admitted request's hold on its limits; settled when dropped (also
@@ -375,7 +450,7 @@ pub struct Ticket<'l> {
     descs: Vec<Descriptor>,
     amounts: Vec<u64>,
     tick: u64,
-    remote: bool,
+    settle: Settle,
     request_id: String,
     tokens_used: u64,
     headers: RateHeaders,

@@ -8,8 +8,10 @@
 
 use super::breaker::Breaker;
 use super::descriptor::Kind;
+use super::lease::LeaseTable;
 use super::window::Window;
 use super::Verdict;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
@@ -31,8 +33,34 @@ pub struct Entry {
     pub kind: Kind,
     /// The limit (already scaled by the fallback policy where relevant).
     pub limit: u64,
-    /// Units charged at admission (reserved tokens, 1 request, 1 slot).
+    /// Units charged at admission (reserved tokens, 1 request, 1 slot, the
+    /// lease's size); at a lease's end, the units granted.
     pub amount: u64,
+    /// Units that must fit for the admission to pass (`max(amount, 1)`, or
+    /// the request's own amount for a lease).
+    pub need: u64,
+    /// A lease of rpm/tpm units rather than one request's charge.
+    pub lease: bool,
+}
+
+impl Entry {
+    /// The entry charging `amount` to `d` under `limit`.
+    pub fn charge(d: &super::Descriptor, limit: u64, amount: u64) -> Entry {
+        Entry {
+            key: d.key.clone(),
+            kind: d.kind,
+            limit,
+            amount,
+            need: amount.max(1),
+            lease: false,
+        }
+    }
+
+    /// Units a lease admission charged, given the usage Redis reported:
+    /// what `admit.lua` computes.
+    pub fn granted(&self, used: u64) -> u64 {
+        self.amount.min(self.limit.saturating_sub(used))
+    }
 }
 
 /// Why a Redis call gave no verdict; the caller falls back to local counters.
@@ -87,6 +115,20 @@ pub struct RemoteRunner {
     pub slot_ttl: Duration,
     /// What the fallback does, for the log line when it engages.
     pub fallback_note: String,
+    /// Script calls sent to Redis since start (admits, settlements, lease
+    /// grants and ends), read by `/health/readiness`.
+    pub calls: Arc<AtomicU64>,
+    /// Lease mode: the leases to end when they expire.
+    pub leases: Option<LeaseExpiry>,
+}
+
+/// What the control plane needs to end expired leases.
+pub struct LeaseExpiry {
+    /// The process's leases.
+    pub table: Arc<LeaseTable>,
+    /// The limiter's queue, held weakly so the runner still stops when the
+    /// limiter is gone.
+    pub tx: mpsc::WeakSender<Call>,
 }
 
 struct Scripts {
@@ -116,6 +158,9 @@ impl RemoteRunner {
                 return;
             }
         };
+        if let Some(leases) = self.leases.take() {
+            tokio::spawn(expire_leases(leases));
+        }
         let scripts = Scripts::new();
         let mut conn: Option<redis::aio::MultiplexedConnection> = None;
         let mut last_complaint: Option<Instant> = None;
@@ -135,6 +180,7 @@ impl RemoteRunner {
                     Err(_) => break,
                 }
             }
+            self.calls.fetch_add(batch.len() as u64, Ordering::Relaxed);
             let result = tokio::time::timeout(
                 self.deadline,
                 self.flush(&client, &mut conn, &scripts, &batch),
@@ -217,7 +263,7 @@ impl RemoteRunner {
                         .arg(self.slot_ttl.as_millis() as u64)
                         .arg(request_id);
                     for e in entries {
-                        cmd.arg(kind_code(e.kind)).arg(e.limit).arg(e.amount);
+                        cmd.arg(kind_code(e)).arg(e.limit).arg(e.amount).arg(e.need);
                     }
                 }
                 Call::Finish {
@@ -236,7 +282,7 @@ impl RemoteRunner {
                         .arg(request_id)
                         .arg(*tokens_used);
                     for e in entries {
-                        cmd.arg(kind_code(e.kind)).arg(e.amount);
+                        cmd.arg(kind_code(e)).arg(e.amount);
                     }
                 }
             }
@@ -260,11 +306,16 @@ fn deliver(batch: Vec<Call>, replies: Vec<redis::Value>) -> Vec<Call> {
         else {
             continue;
         };
-        if let Err(Ok(Verdict::Admitted { tick, .. })) = tx.send(parse_admit(&reply)) {
+        if let Err(Ok(Verdict::Admitted { tick, used })) = tx.send(parse_admit(&reply)) {
             orphans.push(Call::Finish {
                 entries: entries
                     .into_iter()
-                    .filter(|e| e.kind != Kind::Requests)
+                    .zip(used.into_iter().chain(std::iter::repeat(0)))
+                    .filter(|(e, _)| e.lease || e.kind != Kind::Requests)
+                    .map(|(e, used)| Entry {
+                        amount: if e.lease { e.granted(used) } else { e.amount },
+                        ..e
+                    })
                     .collect(),
                 request_id,
                 tick,
@@ -275,8 +326,27 @@ fn deliver(batch: Vec<Call>, replies: Vec<redis::Value>) -> Vec<Call> {
     orphans
 }
 
-fn kind_code(kind: Kind) -> &'static str {
-    match kind {
+/// Ends expired leases every half lease life, until the limiter is gone.
+async fn expire_leases(leases: LeaseExpiry) {
+    let every = (leases.table.ttl() / 2).max(Duration::from_millis(5));
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(tx) = leases.tx.upgrade() else {
+            return;
+        };
+        for call in leases.table.end_expired() {
+            if tx.try_send(call).is_err() {
+                tracing::warn!("limiter queue full: an expired lease was not returned; its units lapse with the window");
+            }
+        }
+    }
+}
+
+fn kind_code(e: &Entry) -> &'static str {
+    if e.lease {
+        return "l";
+    }
+    match e.kind {
         Kind::Requests => "r",
         Kind::Tokens => "t",
         Kind::Parallel => "p",

@@ -14,6 +14,40 @@ pub enum Mode {
     Local,
     /// One Redis script call per request, shared by the fleet.
     Redis,
+    /// Each replica takes quota from Redis in leases and spends it locally
+    /// (rpm and tpm; parallel stays per request in Redis).
+    Lease,
+}
+
+impl Mode {
+    /// `local`, `redis` or `lease`, as configured and as `/health/readiness`
+    /// reports it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Local => "local",
+            Mode::Redis => "redis",
+            Mode::Lease => "lease",
+        }
+    }
+}
+
+/// How quota is leased in [`Mode::Lease`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LeaseSettings {
+    /// Share of a limit one lease takes (at least one unit).
+    pub fraction: f64,
+    /// Longest life of a lease; kept under half the window so a lease's
+    /// bucket is still live when the lease ends.
+    pub ttl: Duration,
+}
+
+impl Default for LeaseSettings {
+    fn default() -> Self {
+        LeaseSettings {
+            fraction: 0.1,
+            ttl: Duration::from_millis(1000),
+        }
+    }
 }
 
 /// How limits are enforced while Redis cannot be used.
@@ -55,8 +89,13 @@ impl std::fmt::Display for FallbackPolicy {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RateLimitsFile {
-    /// `local` or `redis` (default: `redis` when Redis is configured).
+    /// `local`, `redis` or `lease` (default: `redis` when Redis is
+    /// configured); the env var `GATEWAY_RATE_LIMIT_MODE` wins over it.
     pub mode: Option<String>,
+    /// Lease mode: share of a limit taken per lease (default 0.1).
+    pub lease_fraction: Option<f64>,
+    /// Lease mode: longest life of a lease, milliseconds (default 1000).
+    pub lease_ttl_ms: Option<u64>,
     /// Deadline of one limiter call to Redis, milliseconds (default 100).
     pub redis_timeout_ms: Option<u64>,
     /// `full` (default) or `share`.
@@ -115,6 +154,8 @@ pub struct LimitSettings {
     pub server: ScopeLimits,
     /// Limits on each end user.
     pub end_user: ScopeLimits,
+    /// Lease mode's knobs.
+    pub lease: LeaseSettings,
 }
 
 impl Default for LimitSettings {
@@ -130,6 +171,7 @@ impl Default for LimitSettings {
             parallel_slot_ttl: Duration::from_secs(600),
             server: ScopeLimits::default(),
             end_user: ScopeLimits::default(),
+            lease: LeaseSettings::default(),
         }
     }
 }
@@ -172,15 +214,38 @@ impl LimitSettings {
             })?;
             s.breaker.recovery = Duration::from_secs_f64(secs.max(0.0));
         }
-        s.mode = match file.mode.as_deref() {
+        let env_mode = lookup("GATEWAY_RATE_LIMIT_MODE").filter(|m| !m.trim().is_empty());
+        let mode = env_mode.as_deref().or(file.mode.as_deref()).map(str::trim);
+        let no_redis = |m: &str| {
+            format!("rate_limits.mode is {m} but no Redis is configured (REDIS_HOST, REDIS_URL or router_settings.redis_host)")
+        };
+        s.mode = match mode {
             None if s.redis_url.is_some() => Mode::Redis,
             None | Some("local") => Mode::Local,
-            Some("redis") if s.redis_url.is_some() => Mode::Redis,
-            Some("redis") => {
-                return Err("rate_limits.mode is redis but no Redis is configured (REDIS_HOST, REDIS_URL or router_settings.redis_host)".into())
+            Some(m @ ("redis" | "lease")) if s.redis_url.is_none() => return Err(no_redis(m)),
+            Some("redis") => Mode::Redis,
+            Some("lease") => Mode::Lease,
+            Some(other) => {
+                return Err(format!(
+                    "rate_limits.mode must be local, redis or lease, got {other:?}"
+                ))
             }
-            Some(other) => return Err(format!("rate_limits.mode must be local or redis, got {other:?}")),
         };
+        if let Some(f) = file.lease_fraction {
+            if !(f > 0.0 && f <= 1.0) {
+                return Err(format!(
+                    "rate_limits.lease_fraction must be in (0, 1], got {f}"
+                ));
+            }
+            s.lease.fraction = f;
+        }
+        if let Some(ms) = file.lease_ttl_ms {
+            s.lease.ttl = Duration::from_millis(ms.max(1));
+        }
+        // A lease's units sit in the bucket it was charged at until it ends:
+        // it must end while that bucket is live (see lease.rs).
+        let half_window = Duration::from_millis(s.window.secs * 500);
+        s.lease.ttl = s.lease.ttl.min(half_window);
         if let Some(ms) = file.redis_timeout_ms {
             s.redis_timeout = Duration::from_millis(ms.max(1));
         }
@@ -374,6 +439,51 @@ mod tests {
         .unwrap();
         assert_eq!(s.mode, Mode::Local);
         assert!(resolve("rate_limits: {mode: redis}", &[]).is_err());
+    }
+
+    #[test]
+    fn lease_mode_from_config_or_env_needs_redis() {
+        let redis = "router_settings: {redis_host: r1}\n";
+        let s = resolve(&format!("{redis}rate_limits: {{mode: lease}}"), &[]).unwrap();
+        assert_eq!(s.mode, Mode::Lease);
+        assert_eq!(s.lease, LeaseSettings::default());
+        let s = resolve(redis, &[("GATEWAY_RATE_LIMIT_MODE", "lease")]).unwrap();
+        assert_eq!(s.mode, Mode::Lease);
+        // The env var wins over the file.
+        let s = resolve(
+            &format!("{redis}rate_limits: {{mode: lease}}"),
+            &[("GATEWAY_RATE_LIMIT_MODE", "redis")],
+        )
+        .unwrap();
+        assert_eq!(s.mode, Mode::Redis);
+        assert!(resolve("rate_limits: {mode: lease}", &[]).is_err());
+        assert!(resolve("{}", &[("GATEWAY_RATE_LIMIT_MODE", "lease")]).is_err());
+        assert!(resolve(redis, &[("GATEWAY_RATE_LIMIT_MODE", "leased")]).is_err());
+        assert_eq!(Mode::Lease.as_str(), "lease");
+    }
+
+    #[test]
+    fn lease_knobs_are_checked_and_the_ttl_kept_under_half_the_window() {
+        let redis = "router_settings: {redis_host: r1}\n";
+        let s = resolve(
+            &format!(
+                "{redis}rate_limits: {{mode: lease, lease_fraction: 0.25, lease_ttl_ms: 300}}"
+            ),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(s.lease.fraction, 0.25);
+        assert_eq!(s.lease.ttl, Duration::from_millis(300));
+        for bad in ["0", "1.5", "-0.1", ".nan"] {
+            let yaml = format!("{redis}rate_limits: {{mode: lease, lease_fraction: {bad}}}");
+            assert!(resolve(&yaml, &[]).is_err(), "{bad}");
+        }
+        let s = resolve(
+            &format!("{redis}rate_limits: {{mode: lease, lease_ttl_ms: 5000}}"),
+            &[("LITELLM_RATE_LIMIT_WINDOW_SIZE", "2")],
+        )
+        .unwrap();
+        assert_eq!(s.lease.ttl, Duration::from_millis(1000));
     }
 
     #[test]

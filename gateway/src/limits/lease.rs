@@ -1,0 +1,547 @@
+//! Lease mode: this process takes rpm/tpm quota from Redis in leases and
+//! spends it locally with atomics, so most requests make no Redis call.
+//!
+//! A lease is granted by `admit.lua` (kind `l`): it charges `lease_fraction`
+//! of the limit (at least the request's own amount; what is left in Redis
+//! when the whole lease does not fit; refused only when not even the
+//! request's amount fits) at the Redis tick `T0`. Requests take from it with
+//! a compare-and-swap on `spent` (exact: no transient over-add), all-or-none
+//! across a request's descriptors (a later descriptor's failure gives the
+//! earlier ones back). A lease ends when it expires (`lease_ttl_ms`, ended
+//! by the control plane) or is replaced by a refill: `finish.lua` (kind
+//! `l`) removes its grant from `T0` and charges what was spent at the
+//! current tick. Every spent unit is therefore counted from `T0` (before it
+//! was spent) until at least a full window after the lease ended (after it
+//! was spent): the fleet never admits more than the limit in any window.
+//! The lease's life is kept under half the window so `T0` is still live
+//! when the lease ends.
+//!
+//! One refill per descriptor is in flight per process: the request that
+//! wins the lease's `refilling` flag asks Redis; the others wait for its
+//! outcome and then take from the new lease (or get its 429). A lease is
+//! refilled once: whatever the outcome, a new lease (an empty one when Redis
+//! refused or did not answer) replaces it, so no waiter reads a stale outcome. Parallel
+//! limits are not leased: a request with a parallel descriptor goes through
+//! the per-request path for all its descriptors (a slot must be exact and
+//! must lapse after a crash). Quota parked in another replica's lease can
+//! refuse a request that would fit the fleet's limit (a false rejection);
+//! it is returned at most `lease_ttl_ms` later.
+
+use super::descriptor::{Descriptor, Kind};
+use super::remote::{Call, Entry};
+use super::settings::LeaseSettings;
+use super::{Limiter, RemoteHandle, Verdict};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// Set in `spent` once a lease has ended: no take succeeds after it.
+const ENDED: u64 = 1 << 63;
+/// Rounds a request tries to take from a fresh lease before it asks Redis
+/// for itself alone.
+const MAX_ROUNDS: usize = 16;
+
+/// How a refill went, as the requests waiting on it learn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refill {
+    /// A new lease is in the table.
+    Granted,
+    /// Redis has less than the request's amount left.
+    Denied {
+        /// Usage Redis reported.
+        used: u64,
+        /// Unix second when room frees up.
+        reset_at: u64,
+    },
+    /// No answer from Redis: the local counters decide.
+    Failed,
+}
+
+/// What a take from a lease found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Take {
+    /// Taken; `spent` before the take.
+    Taken(u64),
+    /// Not enough left, or the lease expired: refill.
+    Full,
+    /// The lease has ended (replaced or expired): read the table again.
+    Ended,
+}
+
+/// Quota of one descriptor charged in Redis and spent here.
+#[derive(Debug)]
+pub struct Lease {
+    key: String,
+    kind: Kind,
+    limit: u64,
+    /// Units charged in Redis.
+    granted: u64,
+    /// The Redis tick they were charged at.
+    tick: u64,
+    /// Usage in Redis before the grant (for the `x-ratelimit-*` headers).
+    base: u64,
+    /// Milliseconds since the table's epoch when the lease stops serving.
+    expires_ms: u64,
+    /// Units taken (reconciled to real token usage); `ENDED` once ended.
+    spent: AtomicU64,
+    refilling: AtomicBool,
+    done: watch::Sender<Option<Refill>>,
+}
+
+impl Lease {
+    fn new(d: &Descriptor, granted: u64, tick: u64, base: u64, expires_ms: u64) -> Lease {
+        Lease {
+            key: d.key.clone(),
+            kind: d.kind,
+            limit: d.limit,
+            granted,
+            tick,
+            base,
+            expires_ms,
+            spent: AtomicU64::new(0),
+            refilling: AtomicBool::new(false),
+            done: watch::Sender::new(None),
+        }
+    }
+
+    /// Takes `amount` when `max(amount, 1)` fits in what is left.
+    fn take(&self, amount: u64, now_ms: u64) -> Take {
+        if self.spent.load(Ordering::Acquire) >= ENDED {
+            return Take::Ended;
+        }
+        if now_ms >= self.expires_ms {
+            return Take::Full;
+        }
+        let need = amount.max(1);
+        match self
+            .spent
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                (s < ENDED && s.saturating_add(need) <= self.granted).then_some(s + amount)
+            }) {
+            Ok(before) => Take::Taken(before),
+            Err(s) if s >= ENDED => Take::Ended,
+            Err(_) => Take::Full,
+        }
+    }
+
+    /// Gives back a take (all-or-none across descriptors). After the end,
+    /// the unit stays charged: more than was spent, never less.
+    fn give_back(&self, amount: u64) {
+        let _ = self
+            .spent
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                (s < ENDED).then(|| s.saturating_sub(amount))
+            });
+    }
+
+    /// Moves a request's reservation to its real usage; `false` when the
+    /// lease has ended and Redis must be settled instead.
+    fn reconcile(&self, reserved: u64, used: u64) -> bool {
+        self.spent
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                (s < ENDED).then(|| {
+                    let s = s.saturating_sub(reserved).saturating_add(used);
+                    s.min(ENDED - 1)
+                })
+            })
+            .is_ok()
+    }
+
+    /// Ends the lease; the `finish.lua` call returning it, unless it had
+    /// already ended or holds nothing.
+    fn end(&self) -> Option<Call> {
+        let spent = self.spent.swap(ENDED, Ordering::AcqRel);
+        if spent >= ENDED || (self.granted == 0 && spent == 0) {
+            return None;
+        }
+        Some(Call::Finish {
+            entries: vec![Entry {
+                key: self.key.clone(),
+                kind: self.kind,
+                limit: self.limit,
+                amount: self.granted,
+                need: 0,
+                lease: true,
+            }],
+            request_id: String::new(),
+            tick: self.tick,
+            tokens_used: spent,
+        })
+    }
+
+    fn is_ended(&self) -> bool {
+        self.spent.load(Ordering::Acquire) >= ENDED
+    }
+
+    /// The `finish.lua` call settling a request's tokens after the lease
+    /// ended (`None` while it lives: settled locally). A refund comes out of
+    /// the lease's own bucket, older than the one its spent units were
+    /// charged again in: it stays counted longer, never shorter.
+    pub fn settle(&self, reserved: u64, used: u64) -> Option<Call> {
+        if self.reconcile(reserved, used) {
+            return None;
+        }
+        Some(Call::Finish {
+            entries: vec![Entry {
+                key: self.key.clone(),
+                kind: self.kind,
+                limit: self.limit,
+                amount: reserved,
+                need: 0,
+                lease: false,
+            }],
+            request_id: String::new(),
+            tick: self.tick,
+            tokens_used: used,
+        })
+    }
+}
+
+/// A request's takes: the leases, and each descriptor's approximate usage
+/// before the request.
+type Taken = (Vec<Arc<Lease>>, Vec<u64>);
+/// The first descriptor without room: its index, its lease and why.
+type Short = (usize, Arc<Lease>, Take);
+
+/// Every lease of this process, by descriptor key.
+pub struct LeaseTable {
+    epoch: Instant,
+    settings: LeaseSettings,
+    leases: papaya::HashMap<String, Arc<Lease>>,
+}
+
+/// How a leased admission went.
+pub(super) enum Leased {
+    /// Taken from every descriptor's lease.
+    Admitted {
+        /// The leases, one per descriptor.
+        leases: Vec<Arc<Lease>>,
+        /// Approximate usage of each descriptor before this request.
+        used: Vec<u64>,
+    },
+    /// Redis has no room left for a descriptor: the 429.
+    Denied(Verdict),
+    /// Redis could not grant a lease: the local counters decide.
+    Unavailable,
+    /// Other requests kept taking the fresh leases first: ask Redis for
+    /// this request alone.
+    Contended,
+}
+
+impl LeaseTable {
+    /// An empty table.
+    pub fn new(settings: LeaseSettings) -> LeaseTable {
+        LeaseTable {
+            epoch: Instant::now(),
+            settings,
+            leases: papaya::HashMap::new(),
+        }
+    }
+
+    /// The longest life of a lease.
+    pub fn ttl(&self) -> Duration {
+        self.settings.ttl
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// Units a lease of `d` asks for: its share of the limit, at least one
+    /// unit and at least `need`.
+    fn size(&self, d: &Descriptor, need: u64) -> u64 {
+        let share = (d.limit as f64 * self.settings.fraction).ceil() as u64;
+        share.max(1).max(need)
+    }
+
+    /// The lease of `d`, an empty expired one when there is none.
+    fn current(&self, d: &Descriptor) -> Arc<Lease> {
+        let map = self.leases.pin();
+        if let Some(l) = map.get(d.key.as_str()) {
+            return l.clone();
+        }
+        map.get_or_insert(d.key.clone(), Arc::new(Lease::new(d, 0, 0, 0, 0)))
+            .clone()
+    }
+
+    /// Takes `amounts[i]` from every descriptor's lease, or nothing: `Err`
+    /// names the first descriptor that had no room, its lease and why.
+    fn take_all(&self, descs: &[Descriptor], amounts: &[u64]) -> Result<Taken, Short> {
+        let now = self.now_ms();
+        let mut taken: Vec<Arc<Lease>> = Vec::with_capacity(descs.len());
+        let mut used = Vec::with_capacity(descs.len());
+        for (i, d) in descs.iter().enumerate() {
+            let lease = self.current(d);
+            match lease.take(amounts[i], now) {
+                Take::Taken(before) => {
+                    used.push(lease.base.saturating_add(before));
+                    taken.push(lease);
+                }
+                failed => {
+                    for (j, l) in taken.iter().enumerate() {
+                        l.give_back(amounts[j]);
+                    }
+                    return Err((i, lease, failed));
+                }
+            }
+        }
+        Ok((taken, used))
+    }
+
+    /// Puts a fresh lease of `d` in the table; the calls returning the
+    /// lease it replaces and `old` (the one the refill was for).
+    fn install(&self, d: &Descriptor, fresh: Lease, old: &Lease) -> Vec<Call> {
+        let map = self.leases.pin();
+        let replaced = map.insert(d.key.clone(), Arc::new(fresh));
+        let mut calls: Vec<Call> = old.end().into_iter().collect();
+        calls.extend(replaced.and_then(|r| r.end()));
+        calls
+    }
+
+    /// Ends every expired lease and forgets ended ones; the calls returning
+    /// them to Redis.
+    pub fn end_expired(&self) -> Vec<Call> {
+        let now = self.now_ms();
+        let map = self.leases.pin();
+        let calls = map
+            .iter()
+            .filter(|(_, l)| now >= l.expires_ms)
+            .filter_map(|(_, l)| l.end())
+            .collect();
+        map.retain(|_, l| !l.is_ended() || l.refilling.load(Ordering::Acquire));
+        calls
+    }
+
+    /// Admits a request whose descriptors are all rpm/tpm from the leases,
+    /// refilling them through Redis as needed.
+    pub(super) async fn admit(
+        &self,
+        limiter: &Limiter,
+        remote: &RemoteHandle,
+        descs: &[Descriptor],
+        amounts: &[u64],
+    ) -> Leased {
+        for _ in 0..MAX_ROUNDS {
+            let (i, lease, why) = match self.take_all(descs, amounts) {
+                Ok((leases, used)) => return Leased::Admitted { leases, used },
+                Err(failed) => failed,
+            };
+            if why == Take::Ended && !Arc::ptr_eq(&lease, &self.current(&descs[i])) {
+                continue;
+            }
+            let outcome = if lease
+                .refilling
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                let outcome = self
+                    .refill(limiter, remote, &descs[i], amounts[i], &lease)
+                    .await;
+                if outcome != Refill::Granted {
+                    // Refused or unanswered: an empty lease takes this one's
+                    // place, so each lease has one refill and one outcome.
+                    let empty = Lease::new(&descs[i], 0, 0, 0, 0);
+                    for call in self.install(&descs[i], empty, &lease) {
+                        limiter.send(remote, call);
+                    }
+                }
+                lease.done.send_replace(Some(outcome));
+                outcome
+            } else {
+                wait(&lease, limiter.settings.redis_timeout * 2).await
+            };
+            match outcome {
+                Refill::Granted => continue,
+                Refill::Denied { used, reset_at } => {
+                    return Leased::Denied(Verdict::Denied {
+                        index: i,
+                        used,
+                        limit: descs[i].limit,
+                        reset_at,
+                    })
+                }
+                Refill::Failed => return Leased::Unavailable,
+            }
+        }
+        Leased::Contended
+    }
+
+    /// Asks Redis for a new lease of `d` replacing `old`.
+    async fn refill(
+        &self,
+        limiter: &Limiter,
+        remote: &RemoteHandle,
+        d: &Descriptor,
+        amount: u64,
+        old: &Lease,
+    ) -> Refill {
+        let need = amount.max(1);
+        let entry = Entry {
+            key: d.key.clone(),
+            kind: d.kind,
+            limit: d.limit,
+            amount: self.size(d, need),
+            need,
+            lease: true,
+        };
+        let granted = |used: u64| entry.granted(used);
+        let asked = limiter
+            .ask_redis(remote, vec![entry.clone()], "lease")
+            .await;
+        match asked {
+            Some(Verdict::Admitted { tick, used }) => {
+                let base = used.first().copied().unwrap_or(0);
+                let expires = self.now_ms() + self.settings.ttl.as_millis() as u64;
+                let fresh = Lease::new(d, granted(base), tick, base, expires);
+                for call in self.install(d, fresh, old) {
+                    limiter.send(remote, call);
+                }
+                Refill::Granted
+            }
+            Some(Verdict::Denied { used, reset_at, .. }) => Refill::Denied { used, reset_at },
+            None => Refill::Failed,
+        }
+    }
+}
+
+/// Waits for the refill in flight on `lease`.
+async fn wait(lease: &Lease, deadline: Duration) -> Refill {
+    let mut rx = lease.done.subscribe();
+    let outcome = match monoio::time::timeout(deadline, rx.wait_for(Option::is_some)).await {
+        Ok(Ok(outcome)) => outcome.unwrap_or(Refill::Failed),
+        _ => Refill::Failed,
+    };
+    outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limits::descriptor::Scope;
+
+    fn desc(value: &str, kind: Kind, limit: u64) -> Descriptor {
+        Descriptor::new(Scope::ApiKey, value, kind, limit)
+    }
+
+    fn table() -> LeaseTable {
+        LeaseTable::new(LeaseSettings {
+            fraction: 0.1,
+            ttl: Duration::from_secs(60),
+        })
+    }
+
+    /// Installs a lease of `granted` units of `d` charged at tick 7.
+    fn grant(t: &LeaseTable, d: &Descriptor, granted: u64) {
+        let old = t.current(d);
+        let fresh = Lease::new(d, granted, 7, 0, t.now_ms() + 60_000);
+        t.install(d, fresh, &old);
+    }
+
+    fn finish_of(call: Call) -> (u64, u64, u64, bool) {
+        match call {
+            Call::Finish {
+                entries,
+                tick,
+                tokens_used,
+                ..
+            } => (entries[0].amount, tick, tokens_used, entries[0].lease),
+            Call::Admit { .. } => panic!("not a settlement"),
+        }
+    }
+
+    #[test]
+    fn a_lease_serves_exactly_its_grant() {
+        let t = table();
+        let d = desc("k", Kind::Requests, 100);
+        assert_eq!(t.size(&d, 1), 10);
+        // No lease yet: an empty, expired one asks for a refill.
+        assert!(matches!(
+            t.take_all(std::slice::from_ref(&d), &[1]),
+            Err((0, _, Take::Full))
+        ));
+        grant(&t, &d, 3);
+        for before in 0..3 {
+            let (_, used) = t.take_all(std::slice::from_ref(&d), &[1]).unwrap();
+            assert_eq!(used, vec![before]);
+        }
+        assert!(matches!(
+            t.take_all(std::slice::from_ref(&d), &[1]),
+            Err((0, _, Take::Full))
+        ));
+    }
+
+    #[test]
+    fn a_take_is_all_or_none_across_descriptors() {
+        let t = table();
+        let rpm = desc("k", Kind::Requests, 100);
+        let tpm = desc("k", Kind::Tokens, 1000);
+        grant(&t, &rpm, 5);
+        grant(&t, &tpm, 100);
+        let both = [rpm.clone(), tpm.clone()];
+        t.take_all(&both, &[1, 60]).unwrap();
+        // 60 more tokens do not fit: the request unit is given back.
+        assert!(matches!(
+            t.take_all(&both, &[1, 60]),
+            Err((1, _, Take::Full))
+        ));
+        assert_eq!(t.current(&rpm).spent.load(Ordering::Acquire), 1);
+        // A zero reservation (reservation off) still needs one unit of room.
+        t.take_all(&both, &[1, 0]).unwrap();
+        assert_eq!(t.current(&tpm).spent.load(Ordering::Acquire), 60);
+    }
+
+    #[test]
+    fn a_refill_asks_for_a_share_but_at_least_the_request() {
+        let t = table();
+        assert_eq!(t.size(&desc("k", Kind::Requests, 5), 1), 1);
+        assert_eq!(t.size(&desc("k", Kind::Tokens, 1000), 300), 300);
+        assert_eq!(t.size(&desc("k", Kind::Tokens, 1000), 20), 100);
+        let e = Entry {
+            key: "k".into(),
+            kind: Kind::Requests,
+            limit: 10,
+            amount: 4,
+            need: 1,
+            lease: true,
+        };
+        // The whole lease when it fits, what is left otherwise.
+        assert_eq!((e.granted(2), e.granted(8), e.granted(12)), (4, 2, 0));
+    }
+
+    #[test]
+    fn an_ended_lease_returns_its_unused_units_and_serves_no_more() {
+        let t = table();
+        let d = desc("k", Kind::Tokens, 1000);
+        grant(&t, &d, 100);
+        let (leases, _) = t.take_all(std::slice::from_ref(&d), &[30]).unwrap();
+        let lease = leases[0].clone();
+        // The real usage was 12: reconciled locally while the lease lives.
+        assert!(lease.settle(30, 12).is_none());
+        // Replaced by a refill: the grant leaves its tick, 12 are charged now.
+        let old = t.current(&d);
+        let calls = t.install(&d, Lease::new(&d, 50, 8, 0, t.now_ms() + 60_000), &old);
+        assert_eq!(calls.len(), 1);
+        let call = calls.into_iter().next().unwrap();
+        assert_eq!(finish_of(call), (100, 7, 12, true));
+        assert_eq!(lease.take(1, t.now_ms()), Take::Ended);
+        assert!(lease.end().is_none(), "ended once");
+        // A request settling after the end settles in Redis at the lease's tick.
+        let call = lease.settle(30, 40).expect("settled in Redis");
+        assert_eq!(finish_of(call), (30, 7, 40, false));
+    }
+
+    #[test]
+    fn expired_leases_are_ended_and_forgotten() {
+        let t = table();
+        let d = desc("k", Kind::Requests, 100);
+        let old = t.current(&d);
+        t.install(&d, Lease::new(&d, 10, 3, 0, 0), &old);
+        let lease = t.current(&d);
+        assert_eq!(lease.take(1, t.now_ms()), Take::Full, "expired");
+        let calls: Vec<_> = t.end_expired().into_iter().map(finish_of).collect();
+        assert_eq!(calls, vec![(10, 3, 0, true)]);
+        assert!(t.leases.is_empty());
+        assert!(t.end_expired().is_empty());
+    }
+}
