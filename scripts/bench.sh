@@ -55,7 +55,7 @@ measure() {
         --duration "$round" --rounds "$rounds" --no-search --json "$out/overhead-virtual-key.json" \
         | tee "$out/overhead-virtual-key.txt"
 
-    for variant in local-limits redis-limits; do
+    for variant in local-limits redis-limits router-group; do
         log "loadgen overhead ($variant, $rate req/s, $rounds rounds x $round)"
         "$loadgen" overhead --gateway-bin "$gateway" --variant "$variant" --rate "$rate" \
             --duration "$round" --rounds "$rounds" --no-search --json "$out/overhead-$variant.json" \
@@ -74,6 +74,15 @@ measure() {
     "$loadgen" overshoot --gateway-bin "$gateway" --json "$out/overshoot.json" | tee "$out/overshoot.txt"
 
     if pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
+        spend_db="gw_bench_spend_$$"
+        log "loadgen overhead (spend-logging on the scratch Postgres database $spend_db)"
+        psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE $spend_db"
+        "$loadgen" overhead --gateway-bin "$gateway" --variant spend-logging --rate "$rate" \
+            --duration "$round" --rounds "$rounds" --no-search \
+            --database-url "postgres://postgres@127.0.0.1:5432/$spend_db" \
+            --json "$out/overhead-spend-logging.json" | tee "$out/overhead-spend-logging.txt"
+        psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE IF EXISTS $spend_db WITH (FORCE)"
+
         fleet_db="gw_bench_fleet_$$"
         log "loadgen fleet (2 replicas on the scratch Postgres database $fleet_db)"
         psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE $fleet_db"
@@ -181,20 +190,24 @@ jq -r "$fmt"'
 ' "$out/overhead-virtual-key.json"
 cat <<EOF
 
-### Rate limits on vs off
+### Variants: limits, router group, spend logging
 
 \`loadgen overhead --variant local-limits|redis-limits --rate $rate --duration $round --rounds $rounds --no-search\`:
 the virtual-key load with the key carrying rpm, tpm and parallel limits it never
 reaches, counted by the gateway's own counters (local) or by one Redis script
 call per request on a private \`redis-server\` (redis, plus one settlement call
-for the tpm and parallel counters). Baseline: the virtual-key variant above
-(limits off) and direct to the mock, each in its own session.
+for the tpm and parallel counters); \`router-group\`: the master key on a
+group of three deployments (simple-shuffle, \`num_retries: 2\`, a fallback
+group configured); \`spend-logging\`: the virtual key with keys and spend rows
+in Postgres (a scratch database). Baselines: master-key (router-group) and
+virtual-key (the others) above, and direct to the mock, each in its own session.
 
 | variant | added p50 | added p99 | added p99.9 | gateway CPU / request |
 | --- | --- | --- | --- | --- |
 EOF
-for v in virtual-key local-limits redis-limits; do
+for v in master-key router-group virtual-key local-limits redis-limits spend-logging; do
     f="$out/overhead-$v.json"
+    [ "$v" = master-key ] && f="$out/overhead.json"
     [ -f "$f" ] || continue
     jq -r --arg v "$v" "$fmt"'
       "| \($v) | \(.added.p50_us | us) | \(.added.p99_us | us) | \(.added.p999_us | us) | \(.gateway_cpu_us_per_request | r2) µs |"' "$f"

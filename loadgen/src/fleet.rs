@@ -91,6 +91,7 @@ pub fn main(args: &mut Args) -> Result<(), String> {
                 upstream: upstream.addr(),
                 cpus: None,
                 env: vec![("DATABASE_URL".into(), database_url.clone())],
+                deployments: 1,
             })
         })
         .collect::<Result<_, _>>()?;

@@ -33,6 +33,9 @@ pub struct GatewaySpec {
     pub cpus: Option<CpuSet>,
     /// Extra environment, e.g. `DATABASE_URL` for replicas sharing Postgres.
     pub env: Vec<(String, String)>,
+    /// Deployments in the served group; above one, a fallback group is
+    /// configured too (see [`config_yaml`]).
+    pub deployments: usize,
 }
 
 /// A running gateway child process.
@@ -57,7 +60,7 @@ impl GatewayProcess {
         let dir = std::env::temp_dir().join(format!("loadgen-gateway-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let config = dir.join("config.yaml");
-        std::fs::write(&config, config_yaml(spec.upstream))
+        std::fs::write(&config, config_yaml(spec.upstream, spec.deployments))
             .map_err(|e| format!("{}: {e}", config.display()))?;
         let log = std::fs::File::create(dir.join("gateway.log"))
             .map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -169,11 +172,28 @@ impl Drop for GatewayProcess {
     }
 }
 
-/// The gateway config: one model group on the mock, and a master key.
-pub fn config_yaml(upstream: SocketAddr) -> String {
-    format!(
-        "model_list:\n  - model_name: {MODEL}\n    litellm_params:\n      model: openai/{MODEL}\n      api_base: \"http://{upstream}/v1\"\n      api_key: sk-mock\ngeneral_settings:\n  master_key: {MASTER_KEY}\n"
-    )
+/// The gateway config: the model group on the mock with `deployments`
+/// deployments, and a master key. With more than one, a one-deployment
+/// fallback group and `router_settings.fallbacks` are added, so the router
+/// does its full work (selection among several, a plan with fallbacks).
+pub fn config_yaml(upstream: SocketAddr, deployments: usize) -> String {
+    let entry = |group: &str, id: String| {
+        format!(
+            "  - model_name: {group}\n    litellm_params:\n      model: openai/{MODEL}\n      api_base: \"http://{upstream}/v1\"\n      api_key: sk-mock\n    model_info:\n      id: {id}\n"
+        )
+    };
+    let mut yaml = String::from("model_list:\n");
+    for i in 0..deployments.max(1) {
+        yaml.push_str(&entry(MODEL, format!("{MODEL}-{i}")));
+    }
+    if deployments > 1 {
+        yaml.push_str(&entry("fallback", "fallback-0".into()));
+        yaml.push_str(&format!(
+            "router_settings:\n  routing_strategy: simple-shuffle\n  num_retries: 2\n  fallbacks: [{{\"{MODEL}\": [\"fallback\"]}}]\n"
+        ));
+    }
+    yaml.push_str(&format!("general_settings:\n  master_key: {MASTER_KEY}\n"));
+    yaml
 }
 
 /// The default binary: `target/release/gateway` next to this executable's
@@ -220,11 +240,15 @@ mod tests {
 
     #[test]
     fn config_points_at_the_upstream() {
-        let yaml = config_yaml("127.0.0.1:9100".parse().unwrap());
+        let yaml = config_yaml("127.0.0.1:9100".parse().unwrap(), 1);
         assert!(yaml.contains("api_base: \"http://127.0.0.1:9100/v1\""));
         assert!(yaml.contains(&format!("master_key: {MASTER_KEY}")));
         let parsed = gateway::config::Config::parse(Path::new("c.yaml"), &yaml, &|_| None).unwrap();
         assert_eq!(parsed.deployments.len(), 1);
+        let yaml = config_yaml("127.0.0.1:9100".parse().unwrap(), 3);
+        let parsed = gateway::config::Config::parse(Path::new("c.yaml"), &yaml, &|_| None).unwrap();
+        assert_eq!(parsed.deployments.len(), 4, "three plus the fallback");
+        assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
     }
 
     #[test]
@@ -235,6 +259,7 @@ mod tests {
             upstream: "127.0.0.1:1".parse().unwrap(),
             cpus: None,
             env: Vec::new(),
+            deployments: 1,
         };
         let err = GatewayProcess::start(&spec).err().unwrap();
         assert!(err.contains("not found"), "{err}");

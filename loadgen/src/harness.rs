@@ -23,6 +23,8 @@ pub struct HarnessSpec {
     pub mock: MockConfig,
     /// Extra environment of the gateway (e.g. `REDIS_URL`).
     pub gateway_env: Vec<(String, String)>,
+    /// Deployments in the served group (see `gateway_proc::config_yaml`).
+    pub gateway_deployments: usize,
 }
 
 /// A running mock and gateway.
@@ -61,6 +63,7 @@ impl Harness {
             upstream: mock.addr(),
             cpus: cpus.as_ref().map(|s| CpuSet::of(s.gateway.iter().copied())),
             env: spec.gateway_env.clone(),
+            deployments: spec.gateway_deployments,
         })?;
         Ok(Harness {
             mock,

@@ -14,7 +14,6 @@ pub mod harness;
 pub mod latency;
 pub mod limit_overshoot;
 pub mod load;
-pub mod missing;
 pub mod mock;
 pub mod output;
 pub mod overhead;

@@ -161,6 +161,7 @@ pub fn run(r: &LimitRun) -> Result<(), String> {
                 upstream: upstream.addr(),
                 cpus: None,
                 env,
+                deployments: 1,
             })?;
             for &senders in &r.bursts {
                 let before = upstream.stats().total;

@@ -149,6 +149,7 @@ pub fn main(args: &mut Args) -> Result<(), String> {
         upstream: upstream.addr(),
         cpus: None,
         env: Vec::new(),
+        deployments: 1,
     })?;
     let mut reports = Vec::with_capacity(bursts.len());
     for senders in bursts {

@@ -7,7 +7,6 @@ use crate::cli::Args;
 use crate::client::request::FLAGS_USAGE;
 use crate::client::RequestSpec;
 use crate::gateway_proc;
-use crate::missing::{self, Feature};
 use crate::units::HumanDuration;
 
 /// Usage text of `loadgen overhead`.
@@ -26,9 +25,14 @@ Options:
   --gateway-bin PATH        gateway binary [default: target/release/gateway]
   --gateway-workers N       gateway --workers; the gateway is pinned to that many
                             CPUs and the load side to the rest [default: 1]
-  --variant NAME            master-key or virtual-key (one key from /key/generate);
-                            redis-limits and spend-logging need features the gateway
-                            does not have yet [default: master-key]
+  --variant NAME            master-key; virtual-key (one key from /key/generate);
+                            local-limits / redis-limits (that key with rpm, tpm and
+                            parallel limits it never reaches, counted in the gateway /
+                            in a private redis-server); router-group (master key, a
+                            group of 3 deployments with retries and a fallback
+                            group); spend-logging (virtual key, keys and spend rows
+                            in Postgres: needs --database-url) [default: master-key]
+  --database-url URL        an empty Postgres database (spend-logging)
   --rate R                  requests/s of the measured rounds [default: 1000]
   --duration D              length of each round, per target [default: 10s]
   --rounds N                direct/gateway rounds [default: 3]
@@ -55,25 +59,27 @@ pub enum Variant {
     LocalLimits,
     /// The same limits counted in Redis, one script call per request.
     RedisLimits,
+    /// The master key on a group of three deployments with retries and a
+    /// fallback group configured.
+    RouterGroup,
+    /// A virtual key on a gateway whose keys and spend rows are in Postgres.
+    SpendLogging,
 }
 
 impl Variant {
-    /// The variant named `name`, or why it cannot run.
+    /// The variant named `name`.
     pub fn parse(name: &str) -> Result<Variant, String> {
-        let needs = match name {
-            "master-key" => return Ok(Variant::MasterKey),
-            "virtual-key" => return Ok(Variant::VirtualKey),
-            "local-limits" => return Ok(Variant::LocalLimits),
-            "redis-limits" => return Ok(Variant::RedisLimits),
-            "spend-logging" => Feature::SpendLogging,
-            other => {
-                return Err(format!(
-                "unknown variant {other:?} (master-key, virtual-key, local-limits, redis-limits, spend-logging)"
-            ))
-            }
-        };
-        missing::require(&format!("variant {name}"), needs)?;
-        Err(format!("variant {name} is not implemented yet"))
+        match name {
+            "master-key" => Ok(Variant::MasterKey),
+            "virtual-key" => Ok(Variant::VirtualKey),
+            "local-limits" => Ok(Variant::LocalLimits),
+            "redis-limits" => Ok(Variant::RedisLimits),
+            "router-group" => Ok(Variant::RouterGroup),
+            "spend-logging" => Ok(Variant::SpendLogging),
+            other => Err(format!(
+                "unknown variant {other:?} (master-key, virtual-key, local-limits, redis-limits, router-group, spend-logging)"
+            )),
+        }
     }
 
     /// Its name on the command line.
@@ -83,6 +89,8 @@ impl Variant {
             Variant::VirtualKey => "virtual-key",
             Variant::LocalLimits => "local-limits",
             Variant::RedisLimits => "redis-limits",
+            Variant::RouterGroup => "router-group",
+            Variant::SpendLogging => "spend-logging",
         }
     }
 }
@@ -115,6 +123,8 @@ pub struct OverheadArgs {
     pub spec: RequestSpec,
     /// Where to write the JSON report.
     pub json: Option<PathBuf>,
+    /// The Postgres database of the spend-logging variant.
+    pub database_url: Option<String>,
 }
 
 /// What the command line asked for.
@@ -126,8 +136,7 @@ pub enum Parsed {
     Help,
 }
 
-/// Parses `loadgen overhead` flags. An unsupported variant is an error
-/// naming the feature it needs.
+/// Parses `loadgen overhead` flags.
 pub fn parse(args: &mut Args) -> Result<Parsed, String> {
     let mut o = OverheadArgs {
         gateway_bin: gateway_proc::default_bin(),
@@ -142,6 +151,7 @@ pub fn parse(args: &mut Args) -> Result<Parsed, String> {
         pin: true,
         spec: RequestSpec::default(),
         json: None,
+        database_url: None,
     };
     let mut search = true;
     while let Some(flag) = args.next_flag()? {
@@ -167,6 +177,7 @@ pub fn parse(args: &mut Args) -> Result<Parsed, String> {
             "no-search" => search = false,
             "no-pin" => o.pin = false,
             "json" => o.json = Some(args.value(&flag)?),
+            "database-url" => o.database_url = Some(args.value(&flag)?),
             "help" => return Ok(Parsed::Help),
             other => return Err(format!("unknown option --{other}\n\n{}", usage())),
         }
@@ -179,6 +190,11 @@ pub fn parse(args: &mut Args) -> Result<Parsed, String> {
     }
     if !(o.rate > 0.0 && o.rate.is_finite()) {
         return Err("--rate must be a positive number".into());
+    }
+    if o.variant == Variant::SpendLogging && o.database_url.is_none() {
+        return Err(
+            "--variant spend-logging needs --database-url (an empty Postgres database)".into(),
+        );
     }
     o.spec.models = vec![gateway_proc::MODEL.to_string()];
     Ok(Parsed::Run(Box::new(o)))
@@ -211,13 +227,15 @@ mod tests {
     }
 
     #[test]
-    fn unsupported_variants_name_the_missing_feature() {
+    fn variants_parse_and_spend_logging_needs_a_database() {
         let err = parse_str("--variant spend-logging").unwrap_err();
-        assert!(err.starts_with("variant spend-logging needs"), "{err}");
-        assert!(
-            err.contains("spend logging") && err.ends_with("which the gateway does not have yet"),
-            "{err}"
-        );
+        assert!(err.contains("--database-url"), "{err}");
+        let Parsed::Run(o) =
+            parse_str("--variant spend-logging --database-url postgres://x/y").unwrap()
+        else {
+            panic!("help")
+        };
+        assert_eq!(o.database_url.as_deref(), Some("postgres://x/y"));
         assert!(parse_str("--variant nope")
             .unwrap_err()
             .contains("unknown variant"));

@@ -56,11 +56,22 @@ pub fn main(args: &mut Args) -> Result<(), String> {
         gateway_env: redis
             .iter()
             .map(|r| ("REDIS_URL".to_string(), r.url()))
+            .chain(
+                o.database_url
+                    .iter()
+                    .filter(|_| o.variant == Variant::SpendLogging)
+                    .map(|u| ("DATABASE_URL".to_string(), u.clone())),
+            )
             .collect(),
+        gateway_deployments: if o.variant == Variant::RouterGroup {
+            3
+        } else {
+            1
+        },
     })?;
     let key = match o.variant {
-        Variant::MasterKey => gateway_proc::MASTER_KEY.to_string(),
-        Variant::VirtualKey => harness.gateway.generate_key()?,
+        Variant::MasterKey | Variant::RouterGroup => gateway_proc::MASTER_KEY.to_string(),
+        Variant::VirtualKey | Variant::SpendLogging => harness.gateway.generate_key()?,
         Variant::LocalLimits | Variant::RedisLimits => harness.gateway.generate_key_with(
             &format!("{{\"models\":[\"{}\"],\"rpm_limit\":1000000000,\"tpm_limit\":1000000000000,\"max_parallel_requests\":1000000}}", gateway_proc::MODEL),
         )?,

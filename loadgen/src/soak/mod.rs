@@ -48,6 +48,7 @@ pub fn main(args: &mut Args) -> Result<(), String> {
             ..MockConfig::default()
         },
         gateway_env: Vec::new(),
+        gateway_deployments: 1,
     })?;
     let report = soak(&s, &harness)?;
     print!("{}", report.table());
