@@ -23,6 +23,7 @@ mod descriptor;
 mod lease;
 mod local;
 pub mod remote;
+mod script;
 mod settings;
 mod window;
 

@@ -9,6 +9,7 @@
 use super::breaker::Breaker;
 use super::descriptor::Kind;
 use super::lease::LeaseTable;
+use super::script;
 use super::window::Window;
 use super::Verdict;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,8 +17,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
-const ADMIT_LUA: &str = include_str!("admit.lua");
-const FINISH_LUA: &str = include_str!("finish.lua");
 
 /// Calls drained into one pipeline at most.
 const MAX_BATCH: usize = 512;
@@ -131,20 +130,6 @@ pub struct LeaseExpiry {
     pub tx: mpsc::WeakSender<Call>,
 }
 
-struct Scripts {
-    admit: String,
-    finish: String,
-}
-
-impl Scripts {
-    fn new() -> Scripts {
-        Scripts {
-            admit: redis::Script::new(ADMIT_LUA).get_hash().to_string(),
-            finish: redis::Script::new(FINISH_LUA).get_hash().to_string(),
-        }
-    }
-}
-
 impl RemoteRunner {
     /// Serves calls until every sender is gone.
     pub async fn run(mut self) {
@@ -161,7 +146,6 @@ impl RemoteRunner {
         if let Some(leases) = self.leases.take() {
             tokio::spawn(expire_leases(leases));
         }
-        let scripts = Scripts::new();
         let mut conn: Option<redis::aio::MultiplexedConnection> = None;
         let mut last_complaint: Option<Instant> = None;
         let mut batch = Vec::with_capacity(MAX_BATCH);
@@ -183,7 +167,7 @@ impl RemoteRunner {
             self.calls.fetch_add(batch.len() as u64, Ordering::Relaxed);
             let result = tokio::time::timeout(
                 self.deadline,
-                self.flush(&client, &mut conn, &scripts, &batch),
+                self.flush(&client, &mut conn, &batch),
             )
             .await
             .unwrap_or_else(|_| {
@@ -222,7 +206,6 @@ impl RemoteRunner {
         &self,
         client: &redis::Client,
         conn: &mut Option<redis::aio::MultiplexedConnection>,
-        scripts: &Scripts,
         batch: &[Call],
     ) -> Result<Vec<redis::Value>, RemoteError> {
         if conn.is_none() {
@@ -234,7 +217,7 @@ impl RemoteRunner {
             *conn = Some(fresh);
         }
         let c = conn.as_mut().expect("connected above");
-        let pipe = self.pipeline(scripts, batch);
+        let pipe = self.pipeline(batch);
         match pipe.query_async::<Vec<redis::Value>>(c).await {
             Err(e) if e.kind() == redis::ErrorKind::NoScriptError => {
                 load_scripts(c).await?;
@@ -244,47 +227,12 @@ impl RemoteRunner {
         }
     }
 
-    fn pipeline(&self, scripts: &Scripts, batch: &[Call]) -> redis::Pipeline {
-        let w = &self.window;
+    fn pipeline(&self, batch: &[Call]) -> redis::Pipeline {
         let mut pipe = redis::pipe();
         for call in batch {
-            match call {
-                Call::Admit {
-                    entries,
-                    request_id,
-                    ..
-                } => {
-                    let cmd = pipe.cmd("EVALSHA").arg(&scripts.admit).arg(entries.len());
-                    for e in entries {
-                        cmd.arg(&e.key);
-                    }
-                    cmd.arg(w.bucket_secs)
-                        .arg(w.buckets)
-                        .arg(self.slot_ttl.as_millis() as u64)
-                        .arg(request_id);
-                    for e in entries {
-                        cmd.arg(kind_code(e)).arg(e.limit).arg(e.amount).arg(e.need);
-                    }
-                }
-                Call::Finish {
-                    entries,
-                    request_id,
-                    tick,
-                    tokens_used,
-                } => {
-                    let cmd = pipe.cmd("EVALSHA").arg(&scripts.finish).arg(entries.len());
-                    for e in entries {
-                        cmd.arg(&e.key);
-                    }
-                    cmd.arg(w.bucket_secs)
-                        .arg(w.buckets)
-                        .arg(*tick)
-                        .arg(request_id)
-                        .arg(*tokens_used);
-                    for e in entries {
-                        cmd.arg(kind_code(e)).arg(e.amount);
-                    }
-                }
+            let cmd = pipe.cmd("EVALSHA");
+            for arg in &script::evalsha(call, &self.window, self.slot_ttl)[1..] {
+                cmd.arg(arg);
             }
         }
         pipe
@@ -307,20 +255,7 @@ fn deliver(batch: Vec<Call>, replies: Vec<redis::Value>) -> Vec<Call> {
             continue;
         };
         if let Err(Ok(Verdict::Admitted { tick, used })) = tx.send(parse_admit(&reply)) {
-            orphans.push(Call::Finish {
-                entries: entries
-                    .into_iter()
-                    .zip(used.into_iter().chain(std::iter::repeat(0)))
-                    .filter(|(e, _)| e.lease || e.kind != Kind::Requests)
-                    .map(|(e, used)| Entry {
-                        amount: if e.lease { e.granted(used) } else { e.amount },
-                        ..e
-                    })
-                    .collect(),
-                request_id,
-                tick,
-                tokens_used: 0,
-            });
+            orphans.push(script::give_back(entries, request_id, tick, used));
         }
     }
     orphans
@@ -342,19 +277,8 @@ async fn expire_leases(leases: LeaseExpiry) {
     }
 }
 
-fn kind_code(e: &Entry) -> &'static str {
-    if e.lease {
-        return "l";
-    }
-    match e.kind {
-        Kind::Requests => "r",
-        Kind::Tokens => "t",
-        Kind::Parallel => "p",
-    }
-}
-
 async fn load_scripts(conn: &mut redis::aio::MultiplexedConnection) -> Result<(), RemoteError> {
-    for body in [ADMIT_LUA, FINISH_LUA] {
+    for body in [script::ADMIT_LUA, script::FINISH_LUA] {
         redis::cmd("SCRIPT")
             .arg("LOAD")
             .arg(body)
@@ -386,17 +310,5 @@ fn parse_admit(value: &redis::Value) -> Result<Verdict, RemoteError> {
         redis::Value::ServerError(e) => return Err(RemoteError::Failed(format!("{e:?}"))),
         v => redis::from_redis_value(v).map_err(|_| bad())?,
     };
-    match numbers.as_slice() {
-        [1, tick, used @ ..] => Ok(Verdict::Admitted {
-            tick: *tick as u64,
-            used: used.iter().map(|u| (*u).max(0) as u64).collect(),
-        }),
-        [0, index, used, reset_at] => Ok(Verdict::Denied {
-            index: (*index as usize).saturating_sub(1),
-            used: (*used).max(0) as u64,
-            limit: 0,
-            reset_at: (*reset_at).max(0) as u64,
-        }),
-        _ => Err(bad()),
-    }
+    script::verdict(&numbers).ok_or_else(bad)
 }
