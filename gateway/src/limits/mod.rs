@@ -20,9 +20,11 @@
 
 pub mod breaker;
 mod descriptor;
+mod direct;
 mod lease;
 mod local;
 pub mod remote;
+mod resp;
 mod script;
 mod settings;
 mod window;
@@ -97,8 +99,25 @@ pub struct Limiter {
 }
 
 struct RemoteHandle {
+    /// The control plane's runner: leases, and per-request calls when the
+    /// URL is not plain `redis://`.
     tx: mpsc::Sender<Call>,
     breaker: Arc<Breaker>,
+    /// Each core's own connection, for per-request calls.
+    direct: Option<Arc<direct::LinkConfig>>,
+}
+
+impl RemoteHandle {
+    /// Queues a per-request call on this core's link (or the control
+    /// plane); `Err` gives it back when the queue is full.
+    fn submit(&self, call: Call) -> Result<(), Call> {
+        match &self.direct {
+            Some(link) => direct::submit(link, call),
+            None => self.tx.try_send(call).map_err(|e| match e {
+                mpsc::error::TrySendError::Full(c) | mpsc::error::TrySendError::Closed(c) => c,
+            }),
+        }
+    }
 }
 
 impl Limiter {
@@ -128,7 +147,24 @@ impl Limiter {
                     calls: calls.clone(),
                     leases: expiry,
                 };
-                (Some(RemoteHandle { tx, breaker }), Some(runner))
+                let direct = direct::LinkConfig::from_url(
+                    url,
+                    settings.window,
+                    settings.parallel_slot_ttl,
+                    settings.redis_timeout,
+                    breaker.clone(),
+                    calls.clone(),
+                    settings.fallback.to_string(),
+                )
+                .map(Arc::new);
+                (
+                    Some(RemoteHandle {
+                        tx,
+                        breaker,
+                        direct,
+                    }),
+                    Some(runner),
+                )
             }
             _ => (None, None),
         };
@@ -312,7 +348,7 @@ impl Limiter {
             request_id: request_id.to_string(),
             reply,
         };
-        if remote.tx.try_send(call).is_err() {
+        if remote.submit(call).is_err() {
             if remote.breaker.state() == BreakerState::HalfOpen {
                 remote.breaker.abandon_probe();
             }
@@ -374,7 +410,7 @@ impl Limiter {
         self.local.sweep(unix_now());
     }
 
-    /// Queues a call for Redis; nobody waits for it.
+    /// Queues a lease's call for the control plane; nobody waits for it.
     fn send(&self, remote: &RemoteHandle, call: Call) {
         if remote.tx.try_send(call).is_err() {
             tracing::warn!("limiter queue full: a settlement was dropped; its reservation lapses with the window and its parallel slot with its TTL");
@@ -418,7 +454,9 @@ impl Limiter {
             tick: t.tick,
             tokens_used: t.tokens_used,
         };
-        self.send(remote, call);
+        if remote.submit(call).is_err() {
+            tracing::warn!("limiter queue full: a settlement was dropped; its reservation lapses with the window and its parallel slot with its TTL");
+        }
     }
 }
 

@@ -17,7 +17,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
-
 /// Calls drained into one pipeline at most.
 const MAX_BATCH: usize = 512;
 /// Capacity of the queue from the cores.
@@ -165,17 +164,15 @@ impl RemoteRunner {
                 }
             }
             self.calls.fetch_add(batch.len() as u64, Ordering::Relaxed);
-            let result = tokio::time::timeout(
-                self.deadline,
-                self.flush(&client, &mut conn, &batch),
-            )
-            .await
-            .unwrap_or_else(|_| {
-                Err(RemoteError::Unreachable(format!(
-                    "no answer within {} ms",
-                    self.deadline.as_millis()
-                )))
-            });
+            let result =
+                tokio::time::timeout(self.deadline, self.flush(&client, &mut conn, &batch))
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(RemoteError::Unreachable(format!(
+                            "no answer within {} ms",
+                            self.deadline.as_millis()
+                        )))
+                    });
             match result {
                 Ok(replies) => {
                     if self.breaker.on_success() {

@@ -151,7 +151,18 @@ mod tests {
         let args = evalsha(&call, &Window::new(60), Duration::from_secs(600));
         assert_eq!(
             args[2..],
-            ["1", "{api_key:k}:tokens", "1", "61", "600000", "r1", "t", "200", "125", "125"]
+            [
+                "1",
+                "{api_key:k}:tokens",
+                "1",
+                "61",
+                "600000",
+                "r1",
+                "t",
+                "200",
+                "125",
+                "125"
+            ]
         );
     }
 

@@ -1,0 +1,386 @@
+//! Each core's own pipelined connection to Redis for per-request limiter
+//! calls, so the request path makes one Redis round trip and no hop to
+//! another thread. Calls queued on a core while a round trip is in flight
+//! go out together in the next one (one pipeline per flush, per core).
+//!
+//! Every round trip has the limiter's deadline; connection errors and
+//! timeouts feed the shared [`Breaker`] and drop the connection (a reply
+//! may be in flight), script errors only fail their calls. A `NOSCRIPT`
+//! reply loads the scripts again and resends those calls once.
+
+use super::breaker::Breaker;
+use super::remote::{Call, RemoteError};
+use super::resp::{self, Reply};
+use super::script;
+use super::window::Window;
+use super::Verdict;
+use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
+use monoio::net::TcpStream;
+use std::cell::{OnceCell, RefCell};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// Calls waiting on one core before new ones are refused (the request then
+/// is limited locally), so a stalled Redis cannot grow memory.
+const MAX_QUEUED: usize = 4096;
+
+/// Where and how the links connect; shared by every core.
+#[derive(Debug)]
+pub struct LinkConfig {
+    /// `host:port`.
+    pub addr: String,
+    /// `AUTH` user, with the password.
+    pub username: Option<String>,
+    /// `AUTH` password.
+    pub password: Option<String>,
+    /// `SELECT` database.
+    pub db: Option<u32>,
+    /// The window the scripts count in.
+    pub window: Window,
+    /// Lifetime of a parallel slot.
+    pub slot_ttl: Duration,
+    /// Deadline of one round trip.
+    pub deadline: Duration,
+    /// The breaker every path reports to.
+    pub breaker: Arc<Breaker>,
+    /// Script calls sent, for `/health/readiness`.
+    pub calls: Arc<AtomicU64>,
+    /// What the fallback does, for the log line when it engages.
+    pub fallback_note: String,
+}
+
+impl LinkConfig {
+    /// Reads `redis://[[user]:password@]host[:port][/db]`; `None` for any
+    /// other scheme (TLS goes through the control plane's client).
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_url(
+        url: &str,
+        window: Window,
+        slot_ttl: Duration,
+        deadline: Duration,
+        breaker: Arc<Breaker>,
+        calls: Arc<AtomicU64>,
+        fallback_note: String,
+    ) -> Option<LinkConfig> {
+        let rest = url.strip_prefix("redis://")?;
+        let (auth, rest) = match rest.rsplit_once('@') {
+            Some((auth, rest)) => (Some(auth), rest),
+            None => (None, rest),
+        };
+        let (hostport, db) = match rest.split_once('/') {
+            Some((h, "")) => (h, None),
+            Some((h, db)) => (h, Some(db.parse().ok()?)),
+            None => (rest, None),
+        };
+        if hostport.is_empty() {
+            return None;
+        }
+        let addr = if hostport.starts_with('[') || hostport.matches(':').count() == 1 {
+            hostport.to_string()
+        } else {
+            format!("{hostport}:6379")
+        };
+        let decode = |s: &str| {
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8()
+                .ok()
+                .map(|s| s.into_owned())
+                .filter(|s| !s.is_empty())
+        };
+        let (username, password) = match auth.map(|a| a.split_once(':')) {
+            Some(Some((user, pass))) => (decode(user), decode(pass)),
+            Some(None) => (None, auth.and_then(decode)),
+            None => (None, None),
+        };
+        Some(LinkConfig {
+            addr,
+            username,
+            password,
+            db,
+            window,
+            slot_ttl,
+            deadline,
+            breaker,
+            calls,
+            fallback_note,
+        })
+    }
+}
+
+/// One core's queue of calls and the task that sends them.
+struct Link {
+    queue: RefCell<Vec<Call>>,
+    wake: Notify,
+}
+
+thread_local! {
+    static LINK: OnceCell<Rc<Link>> = const { OnceCell::new() };
+}
+
+/// Queues `call` on this core's link, starting the link on first use.
+/// Refused (`Err` with the call) when too many calls are waiting.
+pub fn submit(config: &Arc<LinkConfig>, call: Call) -> Result<(), Call> {
+    LINK.with(|cell| {
+        let link = cell.get_or_init(|| {
+            let link = Rc::new(Link {
+                queue: RefCell::new(Vec::new()),
+                wake: Notify::new(),
+            });
+            monoio::spawn(drive(link.clone(), config.clone()));
+            link
+        });
+        let mut queue = link.queue.borrow_mut();
+        if queue.len() >= MAX_QUEUED {
+            return Err(call);
+        }
+        queue.push(call);
+        drop(queue);
+        link.wake.notify_one();
+        Ok(())
+    })
+}
+
+/// Sends whatever is queued, one round trip at a time, for as long as the
+/// core runs.
+async fn drive(link: Rc<Link>, config: Arc<LinkConfig>) {
+    let mut conn: Option<Conn> = None;
+    let mut last_complaint: Option<Instant> = None;
+    loop {
+        if link.queue.borrow().is_empty() {
+            link.wake.notified().await;
+            continue;
+        }
+        let batch = std::mem::take(&mut *link.queue.borrow_mut());
+        config
+            .calls
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        let result = monoio::time::timeout(config.deadline, round_trip(&mut conn, &config, &batch))
+            .await
+            .unwrap_or_else(|_| {
+                Err(RemoteError::Unreachable(format!(
+                    "no answer within {} ms",
+                    config.deadline.as_millis()
+                )))
+            });
+        match result {
+            Ok(replies) => {
+                if config.breaker.on_success() {
+                    tracing::warn!("Redis limiter recovered: circuit breaker closed; limits are fleet-wide again");
+                }
+                let orphans = deliver(batch, replies);
+                link.queue.borrow_mut().extend(orphans);
+            }
+            Err(err) => {
+                if matches!(err, RemoteError::Unreachable(_)) {
+                    conn = None;
+                    if config.breaker.on_failure() {
+                        tracing::warn!(error = %err, fallback = %config.fallback_note, "Redis limiter: circuit breaker opened; limits are enforced per process until Redis answers a probe");
+                    }
+                }
+                if last_complaint.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
+                    last_complaint = Some(Instant::now());
+                    tracing::warn!(error = %err, fallback = %config.fallback_note, "Redis limiter call failed; this request is limited per process");
+                }
+                for call in batch {
+                    if let Call::Admit { reply, .. } = call {
+                        let _ = reply.send(Err(err.clone()));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Hands each admission its verdict; returns the settlements of
+/// admissions nobody waits for any more.
+fn deliver(batch: Vec<Call>, replies: Vec<Reply>) -> Vec<Call> {
+    let mut orphans = Vec::new();
+    for (call, reply) in batch.into_iter().zip(replies) {
+        let Call::Admit {
+            entries,
+            request_id,
+            reply: tx,
+        } = call
+        else {
+            continue;
+        };
+        let verdict = match &reply {
+            Reply::Error(e) => Err(RemoteError::Failed(e.clone())),
+            r => r
+                .integers()
+                .and_then(|n| script::verdict(&n))
+                .ok_or_else(|| RemoteError::Failed(format!("unexpected admit reply {r:?}"))),
+        };
+        if let Err(Ok(Verdict::Admitted { tick, used })) = tx.send(verdict) {
+            orphans.push(script::give_back(entries, request_id, tick, used));
+        }
+    }
+    orphans
+}
+
+/// Sends `batch` and reads one reply per call, connecting first if needed.
+async fn round_trip(
+    conn: &mut Option<Conn>,
+    config: &LinkConfig,
+    batch: &[Call],
+) -> Result<Vec<Reply>, RemoteError> {
+    if conn.is_none() {
+        *conn = Some(Conn::open(config).await?);
+    }
+    let c = conn.as_mut().expect("connected above");
+    let commands: Vec<Vec<String>> = batch
+        .iter()
+        .map(|call| script::evalsha(call, &config.window, config.slot_ttl))
+        .collect();
+    let mut replies = c.exchange(commands.iter()).await?;
+    let missing: Vec<usize> = (0..replies.len())
+        .filter(|&i| matches!(&replies[i], Reply::Error(e) if e.starts_with("NOSCRIPT")))
+        .collect();
+    if !missing.is_empty() {
+        c.load_scripts().await?;
+        let again = c.exchange(missing.iter().map(|&i| &commands[i])).await?;
+        for (i, reply) in missing.into_iter().zip(again) {
+            replies[i] = reply;
+        }
+    }
+    Ok(replies)
+}
+
+/// One connection with its read buffer.
+struct Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    scratch: Vec<u8>,
+}
+
+impl Conn {
+    async fn open(config: &LinkConfig) -> Result<Conn, RemoteError> {
+        let stream = TcpStream::connect(config.addr.as_str())
+            .await
+            .map_err(|e| RemoteError::Unreachable(format!("connect {}: {e}", config.addr)))?;
+        let _ = stream.set_nodelay(true);
+        let mut conn = Conn {
+            stream,
+            buf: Vec::with_capacity(4096),
+            scratch: Vec::with_capacity(16 * 1024),
+        };
+        let mut setup: Vec<Vec<String>> = Vec::new();
+        if let Some(password) = &config.password {
+            let mut auth = vec!["AUTH".to_string()];
+            auth.extend(config.username.clone());
+            auth.push(password.clone());
+            setup.push(auth);
+        }
+        if let Some(db) = config.db {
+            setup.push(vec!["SELECT".into(), db.to_string()]);
+        }
+        for reply in conn.exchange(setup.iter()).await? {
+            if let Reply::Error(e) = reply {
+                return Err(RemoteError::Failed(format!("Redis set-up: {e}")));
+            }
+        }
+        conn.load_scripts().await?;
+        Ok(conn)
+    }
+
+    async fn load_scripts(&mut self) -> Result<(), RemoteError> {
+        let load = [
+            ["SCRIPT", "LOAD", script::ADMIT_LUA],
+            ["SCRIPT", "LOAD", script::FINISH_LUA],
+        ];
+        for reply in self.exchange(load.iter()).await? {
+            if let Reply::Error(e) = reply {
+                return Err(RemoteError::Failed(format!("SCRIPT LOAD: {e}")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes every command, then reads as many replies.
+    async fn exchange<'a, C, S>(
+        &mut self,
+        commands: impl Iterator<Item = &'a C>,
+    ) -> Result<Vec<Reply>, RemoteError>
+    where
+        C: AsRef<[S]> + 'a + ?Sized,
+        S: AsRef<[u8]>,
+    {
+        let mut out = Vec::with_capacity(512);
+        let mut expected = 0;
+        for command in commands {
+            resp::encode(command.as_ref(), &mut out);
+            expected += 1;
+        }
+        if expected == 0 {
+            return Ok(Vec::new());
+        }
+        let (written, _) = self.stream.write_all(out).await;
+        written.map_err(|e| RemoteError::Unreachable(format!("write: {e}")))?;
+        let mut replies = Vec::with_capacity(expected);
+        let mut at = 0;
+        while replies.len() < expected {
+            match resp::parse(&self.buf[at..]).map_err(RemoteError::Failed)? {
+                Some((reply, used)) => {
+                    replies.push(reply);
+                    at += used;
+                }
+                None => {
+                    let mut scratch = std::mem::take(&mut self.scratch);
+                    scratch.clear();
+                    let (read, scratch) = self.stream.read(scratch).await;
+                    let n = read.map_err(|e| RemoteError::Unreachable(format!("read: {e}")))?;
+                    if n == 0 {
+                        return Err(RemoteError::Unreachable("connection closed".into()));
+                    }
+                    self.buf.extend_from_slice(&scratch[..n]);
+                    self.scratch = scratch;
+                }
+            }
+        }
+        self.buf.drain(..at);
+        Ok(replies)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limits::breaker::BreakerSettings;
+
+    fn parse(url: &str) -> Option<LinkConfig> {
+        LinkConfig::from_url(
+            url,
+            Window::new(60),
+            Duration::from_secs(1),
+            Duration::from_millis(100),
+            Arc::new(Breaker::new(BreakerSettings::default())),
+            Arc::default(),
+            String::new(),
+        )
+    }
+
+    #[test]
+    fn reads_redis_urls() {
+        let c = parse("redis://127.0.0.1:6380").unwrap();
+        assert_eq!(
+            (c.addr.as_str(), c.password, c.db),
+            ("127.0.0.1:6380", None, None)
+        );
+        let c = parse("redis://:p%40ss@r1/2").unwrap();
+        assert_eq!(c.addr, "r1:6379");
+        assert_eq!(
+            (c.username, c.password.as_deref(), c.db),
+            (None, Some("p@ss"), Some(2))
+        );
+        let c = parse("redis://user:pw@[::1]:7000/").unwrap();
+        assert_eq!(
+            (c.addr.as_str(), c.username.as_deref()),
+            ("[::1]:7000", Some("user"))
+        );
+        assert!(parse("rediss://secure:6380").is_none());
+        assert!(parse("redis://h/notadb").is_none());
+    }
+}
