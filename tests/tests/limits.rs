@@ -667,6 +667,8 @@ fn lease_mode_falls_back_to_local_counters_while_redis_is_out() {
     let statuses: Vec<u16> = (0..4).map(|_| chat(&gw, &key, hello("m")).status).collect();
     assert_eq!(statuses, [200, 200, 200, 429]);
     e2e::eventually("the fallback logged", Duration::from_secs(5), || {
-        gw.output().contains("Redis limiter call failed").then_some(())
+        gw.output()
+            .contains("Redis limiter call failed")
+            .then_some(())
     });
 }

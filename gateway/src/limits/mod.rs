@@ -79,8 +79,9 @@ pub struct AdmitInput<'a> {
     pub model: &'a str,
     /// The body's `user` (LiteLLM's end user).
     pub end_user: Option<&'a str>,
-    /// Prompt tokens, estimated as LiteLLM does (characters / 4).
-    pub prompt_tokens: u64,
+    /// Prompt tokens, estimated as LiteLLM does (characters / 4), computed
+    /// only when a TPM reservation needs it.
+    pub prompt: &'a crate::spend::PromptEstimate<'a>,
     /// `max_tokens` / `max_completion_tokens`.
     pub max_tokens: Option<u64>,
     /// Embeddings produce no output tokens.
@@ -251,10 +252,10 @@ impl Limiter {
     /// and `min(1024, smallest TPM limit / 4)`; embeddings only the prompt.
     pub fn reservation(input: &AdmitInput<'_>, descs: &[Descriptor]) -> u64 {
         if input.embeddings {
-            return input.prompt_tokens;
+            return input.prompt.get();
         }
         match input.max_tokens {
-            Some(cap) => input.prompt_tokens.saturating_add(cap),
+            Some(cap) => input.prompt.get().saturating_add(cap),
             None => {
                 let smallest = descs
                     .iter()
@@ -262,7 +263,7 @@ impl Limiter {
                     .map(|d| d.limit)
                     .min()
                     .unwrap_or(4096);
-                input.prompt_tokens.max((smallest / 4).min(1024))
+                input.prompt.get().max((smallest / 4).min(1024))
             }
         }
     }
@@ -277,7 +278,7 @@ impl Limiter {
         if descs.is_empty() {
             return Ok(None);
         }
-        let reserve = if self.settings.reservation {
+        let reserve = if self.settings.reservation && descs.iter().any(|d| d.kind == Kind::Tokens) {
             Self::reservation(input, &descs)
         } else {
             0

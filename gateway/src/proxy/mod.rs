@@ -122,7 +122,7 @@ async fn serve(
     let model = principal.resolve_alias(&req.model).to_string();
     principal.check_model(&model)?;
     // 4. route: fallbacks wrap retries wrap the call
-    let prompt_estimate = spend::estimate_prompt_tokens(&req.body);
+    let prompt = spend::PromptEstimate::new(&req.body);
     let fallbacks =
         match &req.fallbacks {
             Some(value) => Some(PlanInput::request_fallbacks(value, &model).map_err(
@@ -133,15 +133,19 @@ async fn serve(
             )?),
             None => None,
         };
+    let shared = &worker.shared;
+    let router = shared.models.router_for(&shared.control, &model).await;
     let input = PlanInput {
         allowed_regions: principal.allowed_regions(),
-        prompt_tokens: prompt_estimate,
+        prompt_tokens: if router.needs_prompt_estimate() {
+            prompt.get()
+        } else {
+            0
+        },
         num_retries: req.num_retries,
         fallbacks,
         stream: req.stream,
     };
-    let shared = &worker.shared;
-    let router = shared.models.router_for(&shared.control, &model).await;
     let plan = match router.plan(&model, input) {
         Err(GatewayError::UnknownModel(_)) => Err(GatewayError::UnknownModel(req.model.clone())),
         other => other,
@@ -154,7 +158,7 @@ async fn serve(
             principal: &principal,
             model: &model,
             end_user: req.end_user.as_deref(),
-            prompt_tokens: prompt_estimate,
+            prompt: &prompt,
             max_tokens: req.max_tokens,
             embeddings: req.endpoint == Endpoint::Embeddings,
             request_id: &outcome.call_id,
@@ -162,14 +166,7 @@ async fn serve(
         .await?;
     outcome.rate = ticket.as_ref().map(|t| *t.headers());
     let result = attempts(
-        worker,
-        &router,
-        &principal,
-        &req,
-        plan,
-        prompt_estimate,
-        out,
-        outcome,
+        worker, &router, &principal, &req, plan, &prompt, out, outcome,
     )
     .await;
     if let Some(ticket) = ticket.as_mut() {
@@ -187,7 +184,7 @@ async fn attempts<'r>(
     principal: &Principal,
     req: &LlmRequest,
     mut plan: crate::router::Plan<'r>,
-    prompt_estimate: u64,
+    prompt: &spend::PromptEstimate<'_>,
     out: &mut Responder<'_>,
     outcome: &mut Outcome,
 ) -> Result<(), GatewayError> {
@@ -220,7 +217,7 @@ async fn attempts<'r>(
             req,
             with_usage.as_ref(),
             &pick,
-            prompt_estimate,
+            prompt,
             attempt,
             out,
             outcome,
@@ -255,7 +252,7 @@ async fn attempt_once(
     req: &LlmRequest,
     with_usage: Option<&Bytes>,
     pick: &Pick<'_>,
-    prompt_estimate: u64,
+    prompt: &spend::PromptEstimate<'_>,
     mut attempt: Attempt,
     out: &mut Responder<'_>,
     outcome: &mut Outcome,
@@ -264,17 +261,9 @@ async fn attempt_once(
     let upstream_model = &pick.upstream_model;
     // 6. admit
     let price = spend::price_for(dep, upstream_model);
-    let reservation = record::admit(
-        &worker.shared.alerts,
-        principal,
-        req,
-        pick,
-        price,
-        prompt_estimate,
-    )
-    .await?;
+    let reservation = record::admit(&worker.shared.alerts, principal, req, pick, price).await?;
     // 7 and 8. translate, call and relay
-    let mut tap = UsageTap::new(req.stream, prompt_estimate);
+    let mut tap = UsageTap::new(req.stream);
     let result = match providers::http_provider(dep.provider) {
         Some(provider) => {
             let strip_usage = with_usage.is_some();
@@ -311,7 +300,7 @@ async fn attempt_once(
         }
     };
     // 9. settle and record
-    let usage = tap.finish();
+    let usage = tap.finish(prompt);
     let billable = result.is_ok() || out.started();
     if billable {
         outcome.tokens_used += usage.prompt_tokens + usage.completion_tokens;

@@ -27,7 +27,6 @@ pub(super) async fn admit(
     req: &LlmRequest,
     pick: &Pick<'_>,
     price: Price,
-    prompt_estimate: u64,
 ) -> Result<Option<Reservation>, GatewayError> {
     let (group, dep, upstream_model) = (&*pick.group, &**pick.deployment, &*pick.upstream_model);
     let Some(key) = super::key_of(principal) else {
@@ -70,7 +69,8 @@ pub(super) async fn admit(
     };
     // Exactness needs an upper bound, not an estimate: byte-level BPE spends
     // at least one byte per token, so the body's length bounds the prompt.
-    let prompt_bound = (req.body.len() as u64).max(prompt_estimate);
+    // Never fewer tokens than bytes: an upper bound without parsing.
+    let prompt_bound = req.body.len() as u64;
     let worst = spend::worst_case_cost(prompt_bound, max_output, price);
     // A request answered a moment ago may not have settled yet (settlement
     // follows the last byte): give in-flight reservations a short while to

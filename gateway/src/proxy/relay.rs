@@ -15,30 +15,20 @@ const MAX_TAPPED_BODY: usize = 8 << 20;
 /// Reads token usage from a response while it is relayed.
 pub(super) enum UsageTap {
     /// A JSON body, kept (bounded) until complete.
-    Body {
-        bytes: Vec<u8>,
-        prompt_estimate: u64,
-    },
+    Body { bytes: Vec<u8> },
     /// An SSE stream, parsed event by event.
-    Stream {
-        usage: StreamUsage,
-        prompt_estimate: u64,
-    },
+    Stream { usage: StreamUsage },
 }
 
 impl UsageTap {
-    /// A tap for a streamed or plain response to a prompt of `prompt_estimate` tokens.
-    pub(super) fn new(stream: bool, prompt_estimate: u64) -> Self {
+    /// A tap for a streamed or plain response.
+    pub(super) fn new(stream: bool) -> Self {
         if stream {
             UsageTap::Stream {
                 usage: StreamUsage::new(),
-                prompt_estimate,
             }
         } else {
-            UsageTap::Body {
-                bytes: Vec::new(),
-                prompt_estimate,
-            }
+            UsageTap::Body { bytes: Vec::new() }
         }
     }
 
@@ -54,20 +44,17 @@ impl UsageTap {
         }
     }
 
-    /// The usage reported by the provider, else estimated.
-    pub(super) fn finish(self) -> Usage {
+    /// The usage reported by the provider, else estimated (the prompt
+    /// from `prompt`).
+    pub(super) fn finish(self, prompt: &spend::PromptEstimate<'_>) -> Usage {
         match self {
-            UsageTap::Body {
-                bytes,
-                prompt_estimate,
-            } => spend::from_response_body(&bytes).unwrap_or(Usage {
-                prompt_tokens: prompt_estimate,
-                completion_tokens: 0,
-            }),
-            UsageTap::Stream {
-                usage,
-                prompt_estimate,
-            } => usage.finish(prompt_estimate).0,
+            UsageTap::Body { bytes } => {
+                spend::from_response_body(&bytes).unwrap_or_else(|| Usage {
+                    prompt_tokens: prompt.get(),
+                    completion_tokens: 0,
+                })
+            }
+            UsageTap::Stream { usage } => usage.finish(|| prompt.get()).0,
         }
     }
 }

@@ -58,6 +58,9 @@ pub struct Router {
     costs: Box<[f64]>,
     /// Lower-case `region_name` of each slot.
     regions: Box<[Option<String>]>,
+    /// Whether any deployment has a `tpm` or `max_input_tokens`, the only
+    /// uses of the prompt estimate in routing.
+    needs_prompt_estimate: bool,
     clock: Clock,
 }
 
@@ -115,7 +118,11 @@ impl Router {
             .iter()
             .map(|d| d.region.as_deref().map(str::to_ascii_lowercase))
             .collect();
+        let needs_prompt_estimate = deps
+            .iter()
+            .any(|d| d.tpm.is_some() || d.max_input_tokens.is_some());
         Router {
+            needs_prompt_estimate,
             stats: Stats::from_slots(stats),
             cooldowns: Cooldowns::from_slots(cooldowns),
             costs,
@@ -124,6 +131,13 @@ impl Router {
             registry,
             settings,
         }
+    }
+
+    /// Whether [`PlanInput::prompt_tokens`] matters to this router (a
+    /// deployment has a `tpm` or a `max_input_tokens`); when not, the
+    /// caller may skip estimating the prompt.
+    pub fn needs_prompt_estimate(&self) -> bool {
+        self.needs_prompt_estimate
     }
 
     /// The model groups.

@@ -168,7 +168,7 @@ impl StreamUsage {
     /// `prompt_estimate` prompt tokens and a quarter of the generated
     /// characters (rounded up) as completion tokens. An event left
     /// unterminated at the end of the stream still counts.
-    pub fn finish(mut self, prompt_estimate: u64) -> (Usage, UsageSource) {
+    pub fn finish(mut self, prompt_estimate: impl FnOnce() -> u64) -> (Usage, UsageSource) {
         if !self.line.is_empty() && !self.line_dropped {
             let line = std::mem::take(&mut self.line);
             self.on_line(&line);
@@ -178,7 +178,7 @@ impl StreamUsage {
             Some(usage) => (usage, UsageSource::Reported),
             None => (
                 Usage {
-                    prompt_tokens: prompt_estimate,
+                    prompt_tokens: prompt_estimate(),
                     completion_tokens: tokens_of_chars(self.chars),
                 },
                 UsageSource::Estimated,
@@ -331,6 +331,40 @@ struct PartView<'a> {
     text: Option<Cow<'a, str>>,
 }
 
+/// A request's prompt estimate, computed on first use: it costs a parse of
+/// the whole body, and most requests (no TPM limit, no context-window
+/// check, usage reported by the provider) never need it.
+pub struct PromptEstimate<'a> {
+    body: &'a [u8],
+    tokens: std::cell::Cell<Option<u64>>,
+}
+
+impl<'a> PromptEstimate<'a> {
+    /// The estimate of `body`'s prompt, not computed yet.
+    pub fn new(body: &'a [u8]) -> Self {
+        PromptEstimate {
+            body,
+            tokens: std::cell::Cell::new(None),
+        }
+    }
+
+    /// [`estimate_prompt_tokens`] of the body, computed once.
+    pub fn get(&self) -> u64 {
+        if let Some(t) = self.tokens.get() {
+            return t;
+        }
+        let t = estimate_prompt_tokens(self.body);
+        self.tokens.set(Some(t));
+        t
+    }
+}
+
+impl std::fmt::Debug for PromptEstimate<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PromptEstimate({:?})", self.tokens.get())
+    }
+}
+
 /// Prompt tokens of a request before it is sent, to reserve budget and as
 /// the prompt count of a stream that reports no usage: a quarter of the
 /// input text's characters, rounded up (LiteLLM's estimate), plus one per
@@ -449,7 +483,7 @@ mod tests {
         for c in chunks {
             s.feed(c);
         }
-        s.finish(prompt_estimate)
+        s.finish(|| prompt_estimate)
     }
 
     #[test]
@@ -529,7 +563,7 @@ mod tests {
             }
             s.feed(after.as_bytes());
             assert_eq!(
-                s.finish(1),
+                s.finish(|| 1),
                 (usage(1, 1), UsageSource::Estimated),
                 "{piece}"
             );
@@ -542,7 +576,7 @@ mod tests {
         s.feed(b"\n");
         s.feed(b"\n");
         s.feed(after.as_bytes());
-        assert_eq!(s.finish(1), (usage(1, 1), UsageSource::Estimated));
+        assert_eq!(s.finish(|| 1), (usage(1, 1), UsageSource::Estimated));
         // The same with CRLF and the blank line split between `\r` and `\n`.
         let mut s = StreamUsage::new();
         s.feed(line.trim_end().as_bytes());
@@ -550,7 +584,7 @@ mod tests {
         s.feed(b"\r");
         s.feed(b"\n");
         s.feed(after.as_bytes());
-        assert_eq!(s.finish(1), (usage(1, 1), UsageSource::Estimated));
+        assert_eq!(s.finish(|| 1), (usage(1, 1), UsageSource::Estimated));
     }
 
     #[test]
