@@ -236,7 +236,7 @@ impl Router {
             return false;
         };
         self.cooldowns
-            .extend_to(slot, self.clock.from_unix(until_unix_ms));
+            .extend_to(slot, self.clock.of_unix(until_unix_ms));
         true
     }
 

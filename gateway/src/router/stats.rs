@@ -47,7 +47,7 @@ impl Clock {
     }
 
     /// `unix_ms` (from another replica) on this clock.
-    pub(crate) fn from_unix(&self, unix_ms: u64) -> u64 {
+    pub(crate) fn of_unix(&self, unix_ms: u64) -> u64 {
         rebase(unix_ms, super::fleet::unix_ms(), self.now_ms())
     }
 }
@@ -285,12 +285,12 @@ mod tests {
         let end = clock.now_ms() + 5_000;
         let unix = clock.to_unix(end);
         assert!(unix.abs_diff(crate::router::fleet::unix_ms() + 5_000) < 50);
-        assert!(clock.from_unix(unix).abs_diff(end) < 50);
+        assert!(clock.of_unix(unix).abs_diff(end) < 50);
         let other = Clock {
             start: Instant::now(),
             offset_ms: 7,
         };
-        assert!(other.from_unix(unix).abs_diff(other.now_ms() + 5_000) < 50);
+        assert!(other.of_unix(unix).abs_diff(other.now_ms() + 5_000) < 50);
     }
 
     #[test]
