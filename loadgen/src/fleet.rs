@@ -97,8 +97,10 @@ pub fn main(args: &mut Args) -> Result<(), String> {
         rows.extend(CHANGES.into_iter().zip(times));
     }
     if cooldowns {
-        let times = crate::fleet_cooldowns::measure(bin.clone(), upstream.addr(), trials)?;
+        let (times, bounds) =
+            crate::fleet_cooldowns::measure(bin.clone(), upstream.addr(), trials)?;
         rows.push(("cooldown (Redis pub/sub)", times));
+        rows.push(("cooldown, from the failing request sent", bounds));
     }
     print_report(replicas, trials, &rows);
     if let Some(path) = json {

@@ -5,7 +5,10 @@
 //! fails with a 429 on one replica only, and a `backup-<i>`. A request to
 //! the failing side cools `cheap-<i>` there (the retry is served by the
 //! backup); the time is from that answer until the other replica's first
-//! answer served by `backup-<i>`. Trials alternate direction.
+//! answer served by `backup-<i>`, and, as an upper bound, from the moment
+//! the failing request was sent (the cooldown is announced when the 429
+//! comes back, before the retry, so the first figure can be shorter than
+//! the hop itself). Trials alternate direction.
 
 use crate::gateway_proc::{self, GatewayProcess, GatewaySpec, MASTER_KEY};
 use crate::redis_proc::RedisProcess;
@@ -19,8 +22,13 @@ const GIVE_UP: Duration = Duration::from_secs(5);
 const PROBE_EVERY: Duration = Duration::from_millis(1);
 
 /// Runs `trials` cooldowns through two replicas of `bin` on a private Redis
-/// and the mock at `upstream`; the propagation time of each.
-pub fn measure(bin: PathBuf, upstream: SocketAddr, trials: usize) -> Result<Vec<Duration>, String> {
+/// and the mock at `upstream`; the propagation time of each, from the
+/// failing replica's answer and from its request.
+pub fn measure(
+    bin: PathBuf,
+    upstream: SocketAddr,
+    trials: usize,
+) -> Result<(Vec<Duration>, Vec<Duration>), String> {
     let redis = RedisProcess::start()?;
     let replicas: Vec<GatewayProcess> = (0..2)
         .map(|side| {
@@ -35,6 +43,7 @@ pub fn measure(bin: PathBuf, upstream: SocketAddr, trials: usize) -> Result<Vec<
         })
         .collect::<Result<_, _>>()?;
     let mut times = Vec::with_capacity(trials);
+    let mut bounds = Vec::with_capacity(trials);
     for trial in 0..trials {
         let via = replicas[trial % 2].addr();
         let other = replicas[(trial + 1) % 2].addr();
@@ -45,6 +54,7 @@ pub fn measure(bin: PathBuf, upstream: SocketAddr, trials: usize) -> Result<Vec<
                 "{group}: the other replica does not serve {cheap} first"
             ));
         }
+        let sent = Instant::now();
         if served_by(via, &group)?.as_deref() != Some(backup.as_str()) {
             return Err(format!(
                 "{group}: the failing {cheap} was not retried on {backup}"
@@ -54,6 +64,7 @@ pub fn measure(bin: PathBuf, upstream: SocketAddr, trials: usize) -> Result<Vec<
         loop {
             if served_by(other, &group)?.as_deref() == Some(backup.as_str()) {
                 times.push(cooled.elapsed());
+                bounds.push(sent.elapsed());
                 break;
             }
             if cooled.elapsed() > GIVE_UP {
@@ -64,7 +75,7 @@ pub fn measure(bin: PathBuf, upstream: SocketAddr, trials: usize) -> Result<Vec<
             std::thread::sleep(PROBE_EVERY);
         }
     }
-    Ok(times)
+    Ok((times, bounds))
 }
 
 /// The config of replica `side` (0 or 1): `trials` groups, the cheap
