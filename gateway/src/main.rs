@@ -102,10 +102,13 @@ fn run(opts: Options) -> Result<(), String> {
     }
     let deployments = config.deployments.len();
     let keys = Arc::new(gateway::auth::KeyCache::default());
+    let (fleet, cooldowns) =
+        gateway::control::cooldowns::shared(config.rate_limits.redis_url.as_deref()).unzip();
     let models = Arc::new(gateway::models::Models::new(
         std::mem::take(&mut config.deployments),
         config.router.clone(),
         config.database_url.is_some(),
+        fleet,
     ));
     let (store, listen) = open_store(config.database_url.as_deref())?;
     let spool = gateway::control::SpoolConfig {
@@ -121,6 +124,7 @@ fn run(opts: Options) -> Result<(), String> {
         spool,
         listen,
         limiter_runner,
+        cooldowns,
     )
     .map_err(|e| format!("cannot start the control plane: {e}"))?;
     seed_declared_keys(&control, std::mem::take(&mut config.virtual_keys))?;

@@ -881,7 +881,12 @@ async fn a_replica_that_was_not_listening_catches_up_when_it_connects() {
 
 /// A model set without config deployments, reading through on misses.
 fn no_models() -> Arc<Models> {
-    Arc::new(Models::new(Vec::new(), RouterSettings::default(), true))
+    Arc::new(Models::new(
+        Vec::new(),
+        RouterSettings::default(),
+        true,
+        None,
+    ))
 }
 
 /// A stored `mock/` deployment of group `name`.

@@ -5,8 +5,9 @@
 //! refused, an unblock admitted again and a delete refused; then adds a
 //! model through `/model/new` and times how long until the other serves it
 //! (by notification or by its read-through of an unknown name), and until
-//! it stops serving it after `/model/delete`. Cooldowns, which the gateway
-//! does not share yet, are named as not measured.
+//! it stops serving it after `/model/delete`. With `--cooldowns`, two
+//! replicas on a private `redis-server` time how fast a cooldown started
+//! by one is honoured by the other (see `fleet_cooldowns`).
 
 use crate::cli::Args;
 use crate::gateway_proc::{self, GatewayProcess, GatewaySpec, MASTER_KEY, MODEL};
@@ -17,14 +18,18 @@ use std::time::{Duration, Instant};
 
 /// Usage text of `loadgen fleet`.
 pub const USAGE: &str = "\
-Usage: loadgen fleet --database-url URL [OPTIONS]
+Usage: loadgen fleet [--database-url URL] [--cooldowns] [OPTIONS]
 
 Starts gateway replicas on one Postgres database and measures how fast a
 change made through one replica is honoured by another: a key created,
-blocked, unblocked, deleted; a model added and removed at runtime.
+blocked, unblocked, deleted; a model added and removed at runtime. With
+--cooldowns, also (or only, without a database) two replicas on a private
+redis-server: a deployment cooled down by one until the other stops
+sending to it.
 
 Options:
-  --database-url URL        an empty Postgres database the replicas share (required)
+  --database-url URL        an empty Postgres database the replicas share
+  --cooldowns               measure cooldown propagation through Redis (needs redis-server)
   --gateway-bin PATH        gateway binary [default: target/release/gateway]
   --replicas N              gateway processes [default: 2]
   --trials N                keys and models created and deleted [default: 20]
@@ -54,6 +59,7 @@ pub fn main(args: &mut Args) -> Result<(), String> {
     let mut database_url: Option<String> = None;
     let mut bin: Option<PathBuf> = None;
     let mut json: Option<PathBuf> = None;
+    let mut cooldowns = false;
     while let Some(flag) = args.next_flag()? {
         match flag.as_str() {
             "replicas" => replicas = args.value(&flag)?,
@@ -61,6 +67,7 @@ pub fn main(args: &mut Args) -> Result<(), String> {
             "database-url" => database_url = Some(args.value(&flag)?),
             "gateway-bin" => bin = Some(args.value::<String>(&flag)?.into()),
             "json" => json = Some(args.value::<String>(&flag)?.into()),
+            "cooldowns" => cooldowns = true,
             "help" => {
                 print!("{USAGE}");
                 return Ok(());
@@ -74,8 +81,9 @@ pub fn main(args: &mut Args) -> Result<(), String> {
     if trials == 0 {
         return Err("--trials must be positive".into());
     }
-    let database_url = database_url
-        .ok_or("fleet needs --database-url: an empty Postgres database the replicas share")?;
+    if database_url.is_none() && !cooldowns {
+        return Err("fleet needs --database-url (an empty Postgres database the replicas share), --cooldowns, or both".into());
+    }
     let upstream = mock::start(MockConfig {
         port: 0,
         workers: 1,
@@ -83,14 +91,49 @@ pub fn main(args: &mut Args) -> Result<(), String> {
     })
     .map_err(|e| format!("cannot start the mock: {e}"))?;
     let bin = bin.unwrap_or_else(gateway_proc::default_bin);
+    let mut rows: Vec<(&str, Vec<Duration>)> = Vec::new();
+    if let Some(url) = database_url {
+        let times = postgres_trials(&bin, upstream.addr(), &url, replicas, trials)?;
+        rows.extend(CHANGES.into_iter().zip(times));
+    }
+    if cooldowns {
+        let (times, bounds) =
+            crate::fleet_cooldowns::measure(bin.clone(), upstream.addr(), trials)?;
+        rows.push(("cooldown (Redis pub/sub)", times));
+        rows.push(("cooldown, from the failing request sent", bounds));
+    }
+    print_report(replicas, trials, &rows);
+    if let Some(path) = json {
+        let report: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|(change, ts)| {
+                let us: Vec<u128> = ts.iter().map(Duration::as_micros).collect();
+                serde_json::json!({"change": change, "micros": us})
+            })
+            .collect();
+        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// The key and model trials on `replicas` gateways sharing the database at
+/// `database_url`; the times of each change in [`CHANGES`] order.
+fn postgres_trials(
+    bin: &std::path::Path,
+    upstream: SocketAddr,
+    database_url: &str,
+    replicas: usize,
+    trials: usize,
+) -> Result<Vec<Vec<Duration>>, String> {
     let fleet: Vec<GatewayProcess> = (0..replicas)
         .map(|_| {
             GatewayProcess::start(&GatewaySpec {
-                bin: bin.clone(),
+                bin: bin.to_path_buf(),
                 workers: 1,
-                upstream: upstream.addr(),
+                upstream,
                 cpus: None,
-                env: vec![("DATABASE_URL".into(), database_url.clone())],
+                env: vec![("DATABASE_URL".into(), database_url.to_string())],
                 deployments: 1,
             })
         })
@@ -105,20 +148,7 @@ pub fn main(args: &mut Args) -> Result<(), String> {
             times[i].push(t);
         }
     }
-    print_report(replicas, trials, &times);
-    if let Some(path) = json {
-        let report: Vec<serde_json::Value> = CHANGES
-            .iter()
-            .zip(&times)
-            .map(|(change, ts)| {
-                let us: Vec<u128> = ts.iter().map(Duration::as_micros).collect();
-                serde_json::json!({"change": change, "micros": us})
-            })
-            .collect();
-        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
-    }
-    Ok(())
+    Ok(times)
 }
 
 /// One key's life through `via`, timed on `other`.
@@ -208,22 +238,23 @@ fn request(addr: SocketAddr, path: &str, key: &str, body: &str) -> Result<u16, S
         .ok_or_else(|| format!("POST {path}: no status line"))
 }
 
-fn print_report(replicas: usize, trials: usize, times: &[Vec<Duration>]) {
-    println!("Fleet freshness: {replicas} replicas on one Postgres, {trials} trials; time from the answer of the replica that made the change to the first answer of another replica that honours it (probed every {PROBE_EVERY:?}).\n");
+fn print_report(replicas: usize, trials: usize, rows: &[(&str, Vec<Duration>)]) {
+    println!("Fleet freshness: {replicas} replicas on one Postgres (cooldowns: 2 replicas on one Redis), {trials} trials; time from the answer of the replica that made the change to the first answer of another replica that honours it (probed every {PROBE_EVERY:?}).\n");
     println!("| change | p50 | max |");
     println!("| --- | --- | --- |");
-    for (change, ts) in CHANGES.iter().zip(times) {
+    for (change, ts) in rows {
         let mut sorted = ts.clone();
         sorted.sort();
-        let p50 = sorted[sorted.len() / 2];
-        let max = sorted[sorted.len() - 1];
+        let (Some(p50), Some(max)) = (sorted.get(sorted.len() / 2), sorted.last()) else {
+            continue;
+        };
         println!(
             "| {change} | {:.2} ms | {:.2} ms |",
             p50.as_secs_f64() * 1e3,
             max.as_secs_f64() * 1e3
         );
     }
-    println!("\nA model is served by the other replica on its first request when that request reads the new name through (an unknown name costs one database read); a deleted one goes with the notification.\nNot measured: a deployment cooled down (cooldowns are per process); the gateway does not share them across replicas yet.");
+    println!("\nA model is served by the other replica on its first request when that request reads the new name through (an unknown name costs one database read); a deleted one goes with the notification. A cooldown travels by Redis pub/sub (LiteLLM's replicas poll Redis every second).");
 }
 
 #[cfg(test)]
@@ -242,6 +273,6 @@ mod tests {
         assert!(run("--trials 0 --database-url x")
             .unwrap_err()
             .contains("--trials"));
-        assert!(run("").unwrap_err().contains("--database-url"));
+        assert!(run("").unwrap_err().contains("--cooldowns"));
     }
 }

@@ -49,6 +49,12 @@ impl GatewayProcess {
     /// Writes the config, starts the binary and waits until
     /// `/health/liveliness` answers 200.
     pub fn start(spec: &GatewaySpec) -> Result<GatewayProcess, String> {
+        GatewayProcess::start_with_config(spec, &config_yaml(spec.upstream, spec.deployments))
+    }
+
+    /// [`GatewayProcess::start`] with the config `yaml` instead of the
+    /// generated one.
+    pub fn start_with_config(spec: &GatewaySpec, yaml: &str) -> Result<GatewayProcess, String> {
         if !spec.bin.is_file() {
             return Err(format!(
                 "gateway binary {} not found (build it with `cargo build --release -p gateway` or pass --gateway-bin)",
@@ -60,8 +66,7 @@ impl GatewayProcess {
         let dir = std::env::temp_dir().join(format!("loadgen-gateway-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let config = dir.join("config.yaml");
-        std::fs::write(&config, config_yaml(spec.upstream, spec.deployments))
-            .map_err(|e| format!("{}: {e}", config.display()))?;
+        std::fs::write(&config, yaml).map_err(|e| format!("{}: {e}", config.display()))?;
         let log = std::fs::File::create(dir.join("gateway.log"))
             .map_err(|e| format!("{}: {e}", dir.display()))?;
         let port = free_port()?;

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod client;
 pub mod fdlimit;
 pub mod fleet;
+pub mod fleet_cooldowns;
 pub mod gateway_proc;
 pub mod harness;
 pub mod latency;

@@ -13,7 +13,7 @@ Commands:
   overhead   latency, max rate, CPU and memory the gateway adds over the mock
   soak       thousands of long-lived streams through the gateway, sampled each second
   overshoot  how far a concurrent burst overshoots a per-key budget
-  fleet      how fast a change on one replica reaches the others (Postgres)
+  fleet      how fast a change on one replica reaches the others (Postgres, Redis cooldowns)
 
 Run `loadgen <COMMAND> --help` for the options of a command.
 ";

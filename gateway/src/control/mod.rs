@@ -4,6 +4,7 @@
 //! calls, fire-and-forget for spend rows and alerts.
 
 pub mod alerts;
+pub mod cooldowns;
 pub mod listener;
 mod writer;
 
@@ -97,7 +98,8 @@ impl ControlPlane {
     /// Starts the control thread around `store`, the key cache and the
     /// model set; with `listen` (a Postgres store), it also listens for
     /// other replicas' changes; with `limiter`, it serves the Redis rate
-    /// limiter's calls.
+    /// limiter's calls; with `cooldowns`, it shares cooldowns through Redis.
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         store: Arc<dyn Store>,
         keys: Arc<KeyCache>,
@@ -105,6 +107,7 @@ impl ControlPlane {
         spool: writer::SpoolConfig,
         listen: Option<ListenConfig>,
         limiter: Option<crate::limits::remote::RemoteRunner>,
+        cooldowns: Option<cooldowns::CooldownRunner>,
     ) -> std::io::Result<ControlPlane> {
         let (jobs, mut job_rx) = mpsc::channel::<Job>(JOB_QUEUE);
         let (spend, spend_rx) = mpsc::channel::<writer::WriterMsg>(SPEND_QUEUE);
@@ -124,6 +127,9 @@ impl ControlPlane {
                     tokio::spawn(budget_resets(ctx.clone()));
                     if let Some(limiter) = limiter {
                         tokio::spawn(limiter.run());
+                    }
+                    if let Some(cooldowns) = cooldowns {
+                        tokio::spawn(cooldowns.run(ctx.models.clone()));
                     }
                     if let Some(listen) = listen {
                         tokio::spawn(listener::run(ctx.clone(), listen));

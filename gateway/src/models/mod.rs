@@ -20,7 +20,7 @@ pub use info::{deployment_json, redacted};
 
 use crate::config::{deployment_from_json, Deployment, EntryError};
 use crate::control::ControlPlane;
-use crate::router::{Router, RouterSettings};
+use crate::router::{FleetLink, Router, RouterSettings};
 use crate::store::{ModelRecord, Store, StoreError};
 use arc_swap::ArcSwap;
 use miss::Misses;
@@ -58,10 +58,19 @@ pub struct Models {
 
 impl Models {
     /// The config file's `deployments` under `settings`; `read_through`
-    /// (a database is configured) enables the read-through of unknown names.
-    pub fn new(deployments: Vec<Deployment>, settings: RouterSettings, read_through: bool) -> Self {
+    /// (a database is configured) enables the read-through of unknown names;
+    /// `fleet` (Redis is configured) shares cooldowns with other replicas.
+    pub fn new(
+        deployments: Vec<Deployment>,
+        settings: RouterSettings,
+        read_through: bool,
+        fleet: Option<FleetLink>,
+    ) -> Self {
         let config: Vec<Arc<Deployment>> = deployments.into_iter().map(Arc::new).collect();
-        let router = Router::build(config.clone(), settings.clone(), None);
+        let mut router = Router::build(config.clone(), settings.clone(), None);
+        if let Some(link) = fleet {
+            router = router.with_fleet(link);
+        }
         Models {
             current: ArcSwap::from_pointee(router),
             config_ids: config.iter().map(|d| d.id.clone()).collect(),

@@ -62,10 +62,15 @@ impl Cooldowns {
     }
 
     /// Cools `slot` from `now_ms` for `time` (a longer cooldown already
-    /// running is kept).
-    pub(crate) fn start(&self, slot: usize, now_ms: u64, time: Duration) {
-        let end = now_ms.saturating_add(time.as_millis() as u64);
-        self.until[slot].fetch_max(end, Relaxed);
+    /// running is kept); returns the end in force.
+    pub(crate) fn start(&self, slot: usize, now_ms: u64, time: Duration) -> u64 {
+        self.extend_to(slot, now_ms.saturating_add(time.as_millis() as u64))
+    }
+
+    /// Cools `slot` until `end_ms` unless it already cools longer; returns
+    /// the end in force.
+    pub(crate) fn extend_to(&self, slot: usize, end_ms: u64) -> u64 {
+        self.until[slot].fetch_max(end_ms, Relaxed).max(end_ms)
     }
 }
 
@@ -91,13 +96,7 @@ pub(crate) fn should_cool(
     if settings.disable_cooldowns || !is_deployment_fault(class, status) {
         return false;
     }
-    if settings.allowed_fails.is_some() || settings.allowed_fails_policy.is_some() {
-        let allowed = settings
-            .allowed_fails_policy
-            .as_ref()
-            .and_then(|p| p.for_class(class))
-            .or(settings.allowed_fails)
-            .unwrap_or(DEFAULT_ALLOWED_FAILS);
+    if let Some(allowed) = allowed_fails(settings, class) {
         return failures > u64::from(allowed);
     }
     if status == 429 && group_len > 1 {
@@ -108,6 +107,22 @@ pub(crate) fn should_cool(
     }
     let total = successes + failures;
     total >= MIN_REQUESTS_FOR_RATE && failures * 2 > total
+}
+
+/// The failures of `class` allowed in a minute before a cooldown, when
+/// `allowed_fails` or `allowed_fails_policy` is set (`None`: the default
+/// rules apply).
+pub(crate) fn allowed_fails(settings: &RouterSettings, class: &str) -> Option<u32> {
+    if settings.allowed_fails.is_none() && settings.allowed_fails_policy.is_none() {
+        return None;
+    }
+    let allowed = settings
+        .allowed_fails_policy
+        .as_ref()
+        .and_then(|p| p.for_class(class))
+        .or(settings.allowed_fails)
+        .unwrap_or(DEFAULT_ALLOWED_FAILS);
+    Some(allowed)
 }
 
 /// How long a cooldown lasts: the upstream's `retry-after` when it sent

@@ -22,8 +22,15 @@
 //!
 //! The [`ModelRegistry`] is an immutable snapshot; live state (stats,
 //! cooldowns) is atomics per deployment. Nothing on the request path locks.
+//!
+//! With Redis configured, the router holds a [`FleetLink`]: the cooldowns
+//! it starts and, with allowed fails, the failures it counts are handed to
+//! the control plane without waiting ([`fleet`]), and cooldowns announced by
+//! other replicas are applied with [`Router::cool_until_unix`] and
+//! [`Router::cool_for`] (atomics only).
 
 mod cooldown;
+pub mod fleet;
 mod plan;
 mod registry;
 mod retry;
@@ -32,6 +39,7 @@ mod settings;
 mod stats;
 mod strategy;
 
+pub use fleet::{FleetEvent, FleetLink};
 pub use plan::{AttemptFailure, Pick, Plan, PlanInput};
 pub use registry::{ModelRegistry, Route};
 pub use retry::PerClass;
@@ -62,6 +70,9 @@ pub struct Router {
     /// uses of the prompt estimate in routing.
     needs_prompt_estimate: bool,
     clock: Clock,
+    /// Where cooldowns and counted failures go to be shared; `None`
+    /// without Redis.
+    fleet: Option<FleetLink>,
 }
 
 impl Router {
@@ -71,9 +82,17 @@ impl Router {
         Router::build(shared, settings, None)
     }
 
+    /// This router, sharing its cooldowns through `link` (kept by the
+    /// snapshots built from it).
+    pub fn with_fleet(mut self, link: FleetLink) -> Router {
+        self.fleet = Some(link);
+        self
+    }
+
     /// A router over `deployments` that replaces `previous`: a deployment
     /// present in both, unchanged (the same `Arc`), keeps its live state
-    /// (stats, cooldown); new or changed deployments start fresh.
+    /// (stats, cooldown); new or changed deployments start fresh. The fleet
+    /// link of `previous` is kept.
     pub fn build(
         deployments: Vec<Arc<Deployment>>,
         settings: RouterSettings,
@@ -128,6 +147,7 @@ impl Router {
             costs,
             regions,
             clock: previous.map_or_else(Clock::new, |p| p.clock.clone()),
+            fleet: previous.and_then(|p| p.fleet.clone()),
             registry,
             settings,
         }
@@ -172,6 +192,18 @@ impl Router {
         let fault = cooldown::is_deployment_fault(failure.class, failure.status);
         stats.fail(minute, latency, fault, failure.class == "timeout");
         let health = stats.health_in(minute);
+        let counted = fault && !self.settings.disable_cooldowns;
+        if let (Some(fleet), Some(allowed), true) = (
+            &self.fleet,
+            cooldown::allowed_fails(&self.settings, failure.class),
+            counted,
+        ) {
+            fleet.send(FleetEvent::Failed {
+                deployment: pick.deployment.id.clone(),
+                allowed,
+                cooldown: cooldown::cooldown_time(&self.settings, failure.retry_after),
+            });
+        }
         if cooldown::should_cool(
             &self.settings,
             failure.class,
@@ -180,8 +212,14 @@ impl Router {
             health,
         ) {
             let time = cooldown::cooldown_time(&self.settings, failure.retry_after);
-            self.cooldowns.start(pick.slot, now, time);
+            let end = self.cooldowns.start(pick.slot, now, time);
             stats.reset_health(minute);
+            if let Some(fleet) = &self.fleet {
+                fleet.send(FleetEvent::Cooled {
+                    deployment: pick.deployment.id.clone(),
+                    until_unix_ms: self.clock.to_unix(end),
+                });
+            }
             tracing::info!(
                 deployment = %pick.deployment.id,
                 group = %pick.group,
@@ -202,6 +240,27 @@ impl Router {
     pub fn is_cooling(&self, deployment_id: &str) -> bool {
         self.slot_of(deployment_id)
             .is_some_and(|s| self.cooldowns.is_cooling(s, self.clock.now_ms()))
+    }
+
+    /// Cools the deployment with this id until `until_unix_ms` (a cooldown
+    /// announced by another replica) unless it already cools longer;
+    /// `false` when no deployment has this id.
+    pub fn cool_until_unix(&self, deployment_id: &str, until_unix_ms: u64) -> bool {
+        let Some(slot) = self.slot_of(deployment_id) else {
+            return false;
+        };
+        self.cooldowns
+            .extend_to(slot, self.clock.of_unix(until_unix_ms));
+        true
+    }
+
+    /// Cools the deployment with this id for `remaining` from now, unless
+    /// it already cools longer; the end in unix milliseconds, `None` when
+    /// no deployment has this id.
+    pub fn cool_for(&self, deployment_id: &str, remaining: Duration) -> Option<u64> {
+        let slot = self.slot_of(deployment_id)?;
+        let end = self.cooldowns.start(slot, self.clock.now_ms(), remaining);
+        Some(self.clock.to_unix(end))
     }
 
     fn slot_of(&self, deployment_id: &str) -> Option<usize> {
@@ -302,6 +361,83 @@ pub(crate) mod tests {
         let again = Router::build(vec![b], old.settings().clone(), Some(&next));
         assert!(!again.registry().has_group("g"), "a removed group is gone");
         assert!(!again.is_cooling("b"));
+    }
+
+    #[test]
+    fn cooldowns_and_counted_failures_go_to_the_fleet_link() {
+        let models = "model_list:\n  - model_name: g\n    litellm_params: {model: mock/a}\n    model_info: {id: a}\n  - model_name: g\n    litellm_params: {model: mock/b}\n    model_info: {id: b}\n";
+        let (link, mut rx) = FleetLink::channel(16);
+        let r = router(models, "").with_fleet(link.clone());
+        let mut plan = r.plan("g", PlanInput::default()).unwrap();
+        let pick = plan.next(None).unwrap();
+        let id = pick.deployment.id.clone();
+        r.on_end(
+            &pick,
+            Duration::ZERO,
+            Err(&pick.failed("bad_request", 400, None)),
+        );
+        assert!(rx.try_recv().is_err(), "a client error is nobody's news");
+        r.on_end(
+            &pick,
+            Duration::ZERO,
+            Err(&pick.failed("rate_limit", 429, None)),
+        );
+        let Ok(FleetEvent::Cooled {
+            deployment,
+            until_unix_ms,
+        }) = rx.try_recv()
+        else {
+            panic!("a cooldown is announced");
+        };
+        assert_eq!(deployment, id);
+        assert!(until_unix_ms.abs_diff(fleet::unix_ms() + 5_000) < 100);
+        assert!(rx.try_recv().is_err(), "no counter without allowed_fails");
+
+        let counted = router(models, "allowed_fails: 1").with_fleet(link);
+        let mut plan = counted.plan("g", PlanInput::default()).unwrap();
+        let pick = plan.next(None).unwrap();
+        let failed = pick.failed("internal_server", 500, None);
+        counted.on_end(&pick, Duration::ZERO, Err(&failed));
+        assert_eq!(
+            rx.try_recv().unwrap(),
+            FleetEvent::Failed {
+                deployment: pick.deployment.id.clone(),
+                allowed: 1,
+                cooldown: Duration::from_secs(5)
+            }
+        );
+        assert!(rx.try_recv().is_err() && !counted.is_cooling(&pick.deployment.id));
+        counted.on_end(&pick, Duration::ZERO, Err(&failed));
+        assert!(matches!(rx.try_recv(), Ok(FleetEvent::Failed { .. })));
+        assert!(
+            matches!(rx.try_recv(), Ok(FleetEvent::Cooled { .. })),
+            "local count 2 > 1"
+        );
+        let next = Router::build(
+            counted.registry().deployments().to_vec(),
+            counted.settings().clone(),
+            Some(&counted),
+        );
+        assert!(next.fleet.is_some(), "a swap keeps the link");
+    }
+
+    #[test]
+    fn cooldowns_from_other_replicas_apply_by_id() {
+        let r = router(
+            "model_list:\n  - model_name: g\n    litellm_params: {model: mock/a}\n    model_info: {id: a}\n",
+            "",
+        );
+        assert!(!r.cool_until_unix("nope", fleet::unix_ms() + 60_000));
+        assert!(r.cool_until_unix("a", fleet::unix_ms().saturating_sub(1_000)));
+        assert!(!r.is_cooling("a"), "an ended cooldown changes nothing");
+        assert!(r.cool_until_unix("a", fleet::unix_ms() + 60_000));
+        assert!(r.is_cooling("a"));
+        assert!(r.cool_for("nope", Duration::from_secs(1)).is_none());
+        let end = r.cool_for("a", Duration::from_secs(1)).unwrap();
+        assert!(
+            end > fleet::unix_ms() + 50_000,
+            "the longer cooldown is kept"
+        );
     }
 
     #[test]

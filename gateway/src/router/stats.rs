@@ -40,6 +40,26 @@ impl Clock {
     pub(crate) fn now_ms(&self) -> u64 {
         self.start.elapsed().as_millis() as u64 + self.offset_ms
     }
+
+    /// `router_ms` of this clock as unix milliseconds, for other replicas.
+    pub(crate) fn to_unix(&self, router_ms: u64) -> u64 {
+        rebase(router_ms, self.now_ms(), super::fleet::unix_ms())
+    }
+
+    /// `unix_ms` (from another replica) on this clock.
+    pub(crate) fn of_unix(&self, unix_ms: u64) -> u64 {
+        rebase(unix_ms, super::fleet::unix_ms(), self.now_ms())
+    }
+}
+
+/// The instant `ms` of a clock that reads `from_now` now, on a clock that
+/// reads `to_now` now (saturating at both ends).
+pub(crate) fn rebase(ms: u64, from_now: u64, to_now: u64) -> u64 {
+    if ms >= from_now {
+        to_now.saturating_add(ms - from_now)
+    } else {
+        to_now.saturating_sub(from_now - ms)
+    }
 }
 
 /// The counting window `now_ms` falls in.
@@ -249,6 +269,28 @@ mod tests {
         assert_eq!(s.health_in(1), (1, 1), "a client error is not counted");
         s.reset_health(1);
         assert_eq!(s.health_in(1), (0, 0));
+    }
+
+    #[test]
+    fn rebase_moves_an_instant_between_clocks() {
+        assert_eq!(rebase(1_500, 1_000, 70_000), 70_500, "future");
+        assert_eq!(rebase(400, 1_000, 70_000), 69_400, "past");
+        assert_eq!(rebase(0, 1_000, 300), 0, "before the target clock began");
+        assert_eq!(rebase(u64::MAX, 0, 10), u64::MAX, "far future saturates");
+    }
+
+    #[test]
+    fn unix_and_router_milliseconds_round_trip() {
+        let clock = Clock::new();
+        let end = clock.now_ms() + 5_000;
+        let unix = clock.to_unix(end);
+        assert!(unix.abs_diff(crate::router::fleet::unix_ms() + 5_000) < 50);
+        assert!(clock.of_unix(unix).abs_diff(end) < 50);
+        let other = Clock {
+            start: Instant::now(),
+            offset_ms: 7,
+        };
+        assert!(other.of_unix(unix).abs_diff(other.now_ms() + 5_000) < 50);
     }
 
     #[test]
