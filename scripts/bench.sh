@@ -9,7 +9,8 @@
 #        scripts/bench.sh --from DIR   rewrite BENCHMARKS.md from the saved results in DIR
 # Knobs (environment): BENCH_RATE (req/s, default 1000), BENCH_ROUND (per
 # round and target, default 10s), BENCH_ROUNDS (3), BENCH_STREAMS (1000),
-# BENCH_SOAK (30s), BENCH_LIMITER_MODES (local,redis,lease). Raw results go to $CARGO_TARGET_DIR/bench-results/.
+# BENCH_SOAK (30s), BENCH_LIMITER_MODES (local,redis,lease), BENCH_VARIANT_ROUNDS
+# (2, for the overhead variants beyond master-key and virtual-key). Raw results go to $CARGO_TARGET_DIR/bench-results/.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -19,6 +20,7 @@ rounds=${BENCH_ROUNDS:-3}
 streams=${BENCH_STREAMS:-1000}
 soak=${BENCH_SOAK:-30s}
 limiter_modes=${BENCH_LIMITER_MODES:-local,redis,lease}
+variant_rounds=${BENCH_VARIANT_ROUNDS:-2}
 target=${CARGO_TARGET_DIR:-target}
 out="$target/bench-results/$(date -u +%Y%m%dT%H%M%SZ)"
 
@@ -39,7 +41,7 @@ measure() {
     [ -n "$cpu_model" ] || cpu_model=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n1)
     machine="$(nproc) x ${cpu_model:-unknown CPU}, Linux $(uname -r)"
     load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-    declare -p date_utc commit machine load_before rate round rounds streams soak limiter_modes > "$out/meta.sh"
+    declare -p date_utc commit machine load_before rate round rounds streams soak limiter_modes variant_rounds > "$out/meta.sh"
 
     log "building release binaries"
     cargo build --release -p gateway -p loadgen
@@ -56,9 +58,9 @@ measure() {
         | tee "$out/overhead-virtual-key.txt"
 
     for variant in local-limits redis-limits router-group; do
-        log "loadgen overhead ($variant, $rate req/s, $rounds rounds x $round)"
+        log "loadgen overhead ($variant, $rate req/s, $variant_rounds rounds x $round)"
         "$loadgen" overhead --gateway-bin "$gateway" --variant "$variant" --rate "$rate" \
-            --duration "$round" --rounds "$rounds" --no-search --json "$out/overhead-$variant.json" \
+            --duration "$round" --rounds "$variant_rounds" --no-search --json "$out/overhead-$variant.json" \
             | tee "$out/overhead-$variant.txt"
     done
 
@@ -78,15 +80,15 @@ measure() {
         log "loadgen overhead (spend-logging on the scratch Postgres database $spend_db)"
         psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE $spend_db"
         "$loadgen" overhead --gateway-bin "$gateway" --variant spend-logging --rate "$rate" \
-            --duration "$round" --rounds "$rounds" --no-search \
+            --duration "$round" --rounds "$variant_rounds" --no-search \
             --database-url "postgres://postgres@127.0.0.1:5432/$spend_db" \
             --json "$out/overhead-spend-logging.json" | tee "$out/overhead-spend-logging.txt"
         psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE IF EXISTS $spend_db WITH (FORCE)"
 
         fleet_db="gw_bench_fleet_$$"
-        log "loadgen fleet (2 replicas on the scratch Postgres database $fleet_db)"
+        log "loadgen fleet (2 replicas on the scratch Postgres database $fleet_db, and on a private Redis)"
         psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE $fleet_db"
-        "$loadgen" fleet --database-url "postgres://postgres@127.0.0.1:5432/$fleet_db" \
+        "$loadgen" fleet --database-url "postgres://postgres@127.0.0.1:5432/$fleet_db" --cooldowns \
             --gateway-bin "$gateway" --json "$out/fleet.json" | tee "$out/fleet.txt"
         psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE IF EXISTS $fleet_db WITH (FORCE)"
     fi
@@ -99,7 +101,7 @@ measure() {
     rm -rf "$target/criterion"
     suites=()
     for suite in benches/benches/*.rs; do suites+=(--bench "$(basename "$suite" .rs)"); done
-    cargo bench -p benches "${suites[@]}" -- --warm-up-time 1 --measurement-time 3 | tee "$out/criterion.txt"
+    cargo bench -p benches "${suites[@]}" -- --warm-up-time 1 --measurement-time 2 | tee "$out/criterion.txt"
     find "$target/criterion" -path '*/new/benchmark.json' | sort | while read -r bench; do
         jq -c --slurpfile est "$(dirname "$bench")/estimates.json" \
             '{group: .group_id, id: ((.function_id // "") + (if .value_str then "/" + .value_str else "" end)),
@@ -192,7 +194,7 @@ cat <<EOF
 
 ### Variants: limits, router group, spend logging
 
-\`loadgen overhead --variant local-limits|redis-limits --rate $rate --duration $round --rounds $rounds --no-search\`:
+\`loadgen overhead --variant local-limits|redis-limits|router-group|spend-logging --rate $rate --duration $round --rounds $variant_rounds --no-search\`:
 the virtual-key load with the key carrying rpm, tpm and parallel limits it never
 reaches, counted by the gateway's own counters (local) or by one Redis script
 call per request on a private \`redis-server\` (redis, plus one settlement call
@@ -241,7 +243,7 @@ request's worst case (prompt bounded by its bytes, plus max_tokens).
 
 ## Fleet freshness
 
-\`loadgen fleet\` (two replicas on one scratch Postgres database; changes travel by NOTIFY).
+\`loadgen fleet --cooldowns\` (two replicas on one scratch Postgres database, where keys and models travel by NOTIFY, and on one private Redis, where cooldowns travel by pub/sub).
 $run_line
 
 $(if [ -f "$out/fleet.txt" ]; then sed -n '/^Fleet freshness/,$p' "$out/fleet.txt"; else echo "not measured in this run (no Postgres at 127.0.0.1:5432)"; fi)
@@ -268,7 +270,7 @@ cat <<EOF
 
 ## Criterion suites
 
-\`cargo bench -p benches --bench <each suite> -- --warm-up-time 1 --measurement-time 3\`: mean time per
+\`cargo bench -p benches --bench <each suite> -- --warm-up-time 1 --measurement-time 2\`: mean time per
 iteration with its 95% confidence interval. $run_line
 
 Baselines: \`request_rewrite\` compares the gateway's borrowed view + splice with a
