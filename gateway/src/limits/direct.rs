@@ -9,6 +9,7 @@
 //! reply loads the scripts again and resends those calls once.
 
 use super::breaker::Breaker;
+use super::outcome::{self, Reporter};
 use super::remote::{Call, RemoteError};
 use super::resp::{self, Reply};
 use super::script;
@@ -20,7 +21,7 @@ use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::Notify;
 
 /// Calls waiting on one core before new ones are refused (the request then
@@ -147,7 +148,11 @@ pub fn submit(config: &Arc<LinkConfig>, call: Call) -> Result<(), Call> {
 /// core runs.
 async fn drive(link: Rc<Link>, config: Arc<LinkConfig>) {
     let mut conn: Option<Conn> = None;
-    let mut last_complaint: Option<Instant> = None;
+    let mut report = Reporter {
+        breaker: &config.breaker,
+        fallback_note: &config.fallback_note,
+        last_complaint: None,
+    };
     loop {
         if link.queue.borrow().is_empty() {
             link.wake.notified().await;
@@ -159,66 +164,30 @@ async fn drive(link: Rc<Link>, config: Arc<LinkConfig>) {
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
         let result = monoio::time::timeout(config.deadline, round_trip(&mut conn, &config, &batch))
             .await
-            .unwrap_or_else(|_| {
-                Err(RemoteError::Unreachable(format!(
-                    "no answer within {} ms",
-                    config.deadline.as_millis()
-                )))
-            });
+            .unwrap_or_else(|_| Err(outcome::timed_out(config.deadline)));
         match result {
             Ok(replies) => {
-                if config.breaker.on_success() {
-                    tracing::warn!("Redis limiter recovered: circuit breaker closed; limits are fleet-wide again");
-                }
-                let orphans = deliver(batch, replies);
+                let orphans = report.succeeded(batch, replies.iter().map(verdict));
                 link.queue.borrow_mut().extend(orphans);
             }
             Err(err) => {
-                if matches!(err, RemoteError::Unreachable(_)) {
+                if report.failed(batch, &err) {
                     conn = None;
-                    if config.breaker.on_failure() {
-                        tracing::warn!(error = %err, fallback = %config.fallback_note, "Redis limiter: circuit breaker opened; limits are enforced per process until Redis answers a probe");
-                    }
-                }
-                if last_complaint.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
-                    last_complaint = Some(Instant::now());
-                    tracing::warn!(error = %err, fallback = %config.fallback_note, "Redis limiter call failed; this request is limited per process");
-                }
-                for call in batch {
-                    if let Call::Admit { reply, .. } = call {
-                        let _ = reply.send(Err(err.clone()));
-                    }
                 }
             }
         }
     }
 }
 
-/// Hands each admission its verdict; returns the settlements of
-/// admissions nobody waits for any more.
-fn deliver(batch: Vec<Call>, replies: Vec<Reply>) -> Vec<Call> {
-    let mut orphans = Vec::new();
-    for (call, reply) in batch.into_iter().zip(replies) {
-        let Call::Admit {
-            entries,
-            request_id,
-            reply: tx,
-        } = call
-        else {
-            continue;
-        };
-        let verdict = match &reply {
-            Reply::Error(e) => Err(RemoteError::Failed(e.clone())),
-            r => r
-                .integers()
-                .and_then(|n| script::verdict(&n))
-                .ok_or_else(|| RemoteError::Failed(format!("unexpected admit reply {r:?}"))),
-        };
-        if let Err(Ok(Verdict::Admitted { tick, used })) = tx.send(verdict) {
-            orphans.push(script::give_back(entries, request_id, tick, used));
-        }
+/// Reads `admit.lua`'s reply.
+fn verdict(reply: &Reply) -> Result<Verdict, RemoteError> {
+    match reply {
+        Reply::Error(e) => Err(RemoteError::Failed(e.clone())),
+        r => r
+            .integers()
+            .and_then(|n| script::verdict(&n))
+            .ok_or_else(|| RemoteError::Failed(format!("unexpected admit reply {r:?}"))),
     }
-    orphans
 }
 
 /// Sends `batch` and reads one reply per call, connecting first if needed.

@@ -23,6 +23,7 @@ mod descriptor;
 mod direct;
 mod lease;
 mod local;
+mod outcome;
 pub mod remote;
 mod resp;
 mod script;

@@ -9,12 +9,13 @@
 use super::breaker::Breaker;
 use super::descriptor::Kind;
 use super::lease::LeaseTable;
+use super::outcome::{self, Reporter};
 use super::script;
 use super::window::Window;
 use super::Verdict;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 /// Calls drained into one pipeline at most.
@@ -137,7 +138,9 @@ impl RemoteRunner {
             Err(e) => {
                 tracing::error!(error = %e, "invalid Redis URL; rate limits are enforced per process");
                 while let Some(call) = self.rx.recv().await {
-                    fail(call, RemoteError::Failed("invalid Redis URL".into()));
+                    if let Call::Admit { reply, .. } = call {
+                        let _ = reply.send(Err(RemoteError::Failed("invalid Redis URL".into())));
+                    }
                 }
                 return;
             }
@@ -146,7 +149,11 @@ impl RemoteRunner {
             tokio::spawn(expire_leases(leases));
         }
         let mut conn: Option<redis::aio::MultiplexedConnection> = None;
-        let mut last_complaint: Option<Instant> = None;
+        let mut report = Reporter {
+            breaker: &self.breaker,
+            fallback_note: &self.fallback_note,
+            last_complaint: None,
+        };
         let mut batch = Vec::with_capacity(MAX_BATCH);
         let mut orphans = Vec::new();
         loop {
@@ -167,32 +174,15 @@ impl RemoteRunner {
             let result =
                 tokio::time::timeout(self.deadline, self.flush(&client, &mut conn, &batch))
                     .await
-                    .unwrap_or_else(|_| {
-                        Err(RemoteError::Unreachable(format!(
-                            "no answer within {} ms",
-                            self.deadline.as_millis()
-                        )))
-                    });
+                    .unwrap_or_else(|_| Err(outcome::timed_out(self.deadline)));
             match result {
                 Ok(replies) => {
-                    if self.breaker.on_success() {
-                        tracing::warn!("Redis limiter recovered: circuit breaker closed; limits are fleet-wide again");
-                    }
-                    orphans = deliver(std::mem::take(&mut batch), replies);
+                    let batch = std::mem::take(&mut batch);
+                    orphans = report.succeeded(batch, replies.iter().map(parse_admit));
                 }
                 Err(err) => {
-                    if matches!(err, RemoteError::Unreachable(_)) {
+                    if report.failed(std::mem::take(&mut batch), &err) {
                         conn = None;
-                        if self.breaker.on_failure() {
-                            tracing::warn!(error = %err, fallback = %self.fallback_note, "Redis limiter: circuit breaker opened; limits are enforced per process until Redis answers a probe");
-                        }
-                    }
-                    if last_complaint.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
-                        last_complaint = Some(Instant::now());
-                        tracing::warn!(error = %err, fallback = %self.fallback_note, "Redis limiter call failed; this request is limited per process");
-                    }
-                    for call in batch.drain(..) {
-                        fail(call, err.clone());
                     }
                 }
             }
@@ -236,28 +226,6 @@ impl RemoteRunner {
     }
 }
 
-/// Hands each admission its verdict. Returns settlements for admissions
-/// nobody waits for any more: the core gave up at its deadline and limited
-/// the request locally, so what Redis charged is given back in the next
-/// flush and nothing is held twice.
-fn deliver(batch: Vec<Call>, replies: Vec<redis::Value>) -> Vec<Call> {
-    let mut orphans = Vec::new();
-    for (call, reply) in batch.into_iter().zip(replies) {
-        let Call::Admit {
-            entries,
-            request_id,
-            reply: tx,
-        } = call
-        else {
-            continue;
-        };
-        if let Err(Ok(Verdict::Admitted { tick, used })) = tx.send(parse_admit(&reply)) {
-            orphans.push(script::give_back(entries, request_id, tick, used));
-        }
-    }
-    orphans
-}
-
 /// Ends expired leases every half lease life, until the limiter is gone.
 async fn expire_leases(leases: LeaseExpiry) {
     let every = (leases.table.ttl() / 2).max(Duration::from_millis(5));
@@ -291,12 +259,6 @@ fn classify(e: redis::RedisError) -> RemoteError {
         RemoteError::Unreachable(e.to_string())
     } else {
         RemoteError::Failed(e.to_string())
-    }
-}
-
-fn fail(call: Call, err: RemoteError) {
-    if let Call::Admit { reply, .. } = call {
-        let _ = reply.send(Err(err));
     }
 }
 
