@@ -17,14 +17,24 @@ use std::sync::Arc;
 const TICK_SHIFT: u32 = 32;
 const AMOUNT_MASK: u64 = (1 << TICK_SHIFT) - 1;
 
-/// One sliding-window counter: `window.buckets` packed `(tick, amount)` slots.
+/// One sliding-window counter: `window.buckets` packed `(tick, amount)`
+/// slots and their running total, so a check reads two words instead of
+/// summing every slot. `total` is the sum of every slot's amount, live or
+/// expired but not yet swept: never less than the live sum, so a stale
+/// remainder can only refuse, never admit too much. Every change to a slot
+/// moves `total` by exactly the slot's change.
 struct WindowCounter {
+    total: AtomicU64,
+    /// Ticks below this have been swept (their amounts left `total`).
+    swept_below: AtomicU64,
     slots: Box<[AtomicU64]>,
 }
 
 impl WindowCounter {
     fn new(window: &Window) -> Self {
         WindowCounter {
+            total: AtomicU64::new(0),
+            swept_below: AtomicU64::new(0),
             slots: (0..window.buckets).map(|_| AtomicU64::new(0)).collect(),
         }
     }
@@ -33,47 +43,94 @@ impl WindowCounter {
         &self.slots[(tick % self.slots.len() as u64) as usize]
     }
 
-    /// Adds `amount` (may be negative) to bucket `tick`; a bucket holding an
-    /// older tick is restarted, one holding a newer tick is left alone (the
-    /// unit has aged out). Never goes below zero.
-    fn add(&self, tick: u64, amount: i64) {
+    /// Moves `total` by `delta` and returns the total after it.
+    fn shift_total(&self, delta: i64) -> u64 {
+        if delta >= 0 {
+            self.total.fetch_add(delta as u64, Ordering::AcqRel) + delta as u64
+        } else {
+            let d = delta.unsigned_abs();
+            self.total.fetch_sub(d, Ordering::AcqRel).saturating_sub(d)
+        }
+    }
+
+    /// Adds `amount` (may be negative) to bucket `tick` and returns the
+    /// running total after it; a bucket holding an older tick is restarted
+    /// (its remainder leaves the total), one holding a newer tick is left
+    /// alone (the unit has aged out). A bucket never goes below zero.
+    fn add(&self, tick: u64, amount: i64) -> u64 {
         let slot = self.slot(tick);
+        let tick = tick & AMOUNT_MASK;
         let mut current = slot.load(Ordering::Acquire);
         loop {
-            let (slot_tick, value) = (current >> TICK_SHIFT, current & AMOUNT_MASK);
-            let base = match slot_tick.cmp(&(tick & AMOUNT_MASK)) {
-                std::cmp::Ordering::Equal => value as i64,
-                std::cmp::Ordering::Less if amount > 0 => 0,
-                _ => return,
+            let (slot_tick, value) = (current >> TICK_SHIFT, (current & AMOUNT_MASK) as i64);
+            let (base, gone) = match slot_tick.cmp(&tick) {
+                std::cmp::Ordering::Equal => (value, 0),
+                std::cmp::Ordering::Less if amount > 0 => (0, value),
+                _ => return self.total.load(Ordering::Acquire),
             };
-            let next = (base + amount).clamp(0, AMOUNT_MASK as i64) as u64;
-            let packed = ((tick & AMOUNT_MASK) << TICK_SHIFT) | next;
+            let next = (base + amount).clamp(0, AMOUNT_MASK as i64);
+            let packed = (tick << TICK_SHIFT) | next as u64;
             match slot.compare_exchange_weak(current, packed, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return,
+                Ok(_) => return self.shift_total(next - base - gone),
                 Err(seen) => current = seen,
             }
         }
     }
 
-    /// Sum of the live buckets at `now_tick`, and the oldest live tick that
-    /// holds anything.
-    fn sum(&self, window: &Window, now_tick: u64) -> (u64, Option<u64>) {
-        let now = now_tick & AMOUNT_MASK;
-        let mut total = 0;
-        let mut oldest: Option<u64> = None;
-        for slot in self.slots.iter() {
-            let v = slot.load(Ordering::Acquire);
-            let (tick, amount) = (v >> TICK_SHIFT, v & AMOUNT_MASK);
-            if amount > 0 && window.is_live(tick, now) {
-                total += amount;
-                oldest = Some(oldest.map_or(tick, |o| o.min(tick)));
+    /// Removes the amounts of buckets that aged out by `now_tick` from the
+    /// total: usually one bucket per new tick, at most every bucket once.
+    fn sweep(&self, window: &Window, now_tick: u64) {
+        let dead_below = (now_tick + 1).saturating_sub(window.buckets) & AMOUNT_MASK;
+        let from = self.swept_below.load(Ordering::Acquire);
+        if from >= dead_below {
+            return;
+        }
+        let n = self.slots.len() as u64;
+        for t in from.max(dead_below.saturating_sub(n))..dead_below {
+            let slot = self.slot(t);
+            let mut current = slot.load(Ordering::Acquire);
+            loop {
+                let (slot_tick, value) = (current >> TICK_SHIFT, current & AMOUNT_MASK);
+                if slot_tick >= dead_below || value == 0 {
+                    break;
+                }
+                let emptied = slot_tick << TICK_SHIFT;
+                match slot.compare_exchange_weak(
+                    current,
+                    emptied,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => {
+                        self.shift_total(-(value as i64));
+                        break;
+                    }
+                    Err(seen) => current = seen,
+                }
             }
         }
-        (total, oldest)
+        self.swept_below.fetch_max(dead_below, Ordering::AcqRel);
+    }
+
+    /// Live usage at `now_tick`.
+    fn usage(&self, window: &Window, now_tick: u64) -> u64 {
+        self.sweep(window, now_tick);
+        self.total.load(Ordering::Acquire)
+    }
+
+    /// The oldest live tick holding anything (when the usage starts to fall).
+    fn oldest(&self, window: &Window, now_tick: u64) -> Option<u64> {
+        let now = now_tick & AMOUNT_MASK;
+        self.slots
+            .iter()
+            .map(|s| s.load(Ordering::Acquire))
+            .filter(|v| v & AMOUNT_MASK > 0 && window.is_live(v >> TICK_SHIFT, now))
+            .map(|v| v >> TICK_SHIFT)
+            .min()
     }
 
     fn is_idle(&self, window: &Window, now_tick: u64) -> bool {
-        self.sum(window, now_tick).0 == 0
+        self.usage(window, now_tick) == 0
     }
 }
 
@@ -132,10 +189,16 @@ impl LocalLimiter {
                     (before, unix_secs + 1)
                 }
                 Counter::Window(w) => {
-                    w.add(tick, amount as i64);
-                    let (sum, oldest) = w.sum(&self.window, tick);
-                    let reset = self.window.expiry_of(oldest.unwrap_or(tick));
-                    (sum.saturating_sub(amount), reset)
+                    w.sweep(&self.window, tick);
+                    let after = w.add(tick, amount as i64);
+                    let before = after.saturating_sub(amount);
+                    let reset = if before + need > limit {
+                        self.window
+                            .expiry_of(w.oldest(&self.window, tick).unwrap_or(tick))
+                    } else {
+                        0
+                    };
+                    (before, reset)
                 }
             };
             if before + need > limit {
@@ -183,6 +246,7 @@ impl LocalLimiter {
                         continue;
                     };
                     if tokens_used >= reserved {
+                        w.sweep(&self.window, now_tick);
                         w.add(now_tick, (tokens_used - reserved) as i64);
                     } else {
                         w.add(admitted_tick, -((reserved - tokens_used) as i64));
@@ -217,7 +281,7 @@ impl LocalLimiter {
     pub fn usage(&self, key: &str, unix_secs: u64) -> u64 {
         match self.counters.pin().get(key).map(|c| &**c) {
             Some(Counter::Parallel(n)) => n.load(Ordering::Acquire),
-            Some(Counter::Window(w)) => w.sum(&self.window, self.window.tick(unix_secs)).0,
+            Some(Counter::Window(w)) => w.usage(&self.window, self.window.tick(unix_secs)),
             None => 0,
         }
     }
@@ -228,7 +292,9 @@ fn undo(c: &Counter, tick: u64, amount: u64) {
         Counter::Parallel(n) => {
             n.fetch_sub(amount, Ordering::AcqRel);
         }
-        Counter::Window(w) => w.add(tick, -(amount as i64)),
+        Counter::Window(w) => {
+            w.add(tick, -(amount as i64));
+        }
     }
 }
 
@@ -236,6 +302,7 @@ fn undo(c: &Counter, tick: u64, amount: u64) {
 mod tests {
     use super::*;
     use crate::limits::descriptor::Scope;
+    use std::sync::Arc;
 
     fn desc(kind: Kind, limit: u64) -> Descriptor {
         Descriptor::new(Scope::ApiKey, "k", kind, limit)
@@ -359,6 +426,51 @@ mod tests {
         }
         assert_eq!(admitted.load(Ordering::Relaxed), 1000);
         assert_eq!(l.usage(&d[0].key, T0), 1000);
+    }
+
+    #[test]
+    fn running_total_matches_the_live_sum_as_buckets_age_out() {
+        let window = Window::new(10);
+        let w = WindowCounter::new(&window);
+        let mut rng = fastrand::Rng::with_seed(7);
+        let mut tick = 1_000_000u64;
+        // What each live tick holds, as a plain model.
+        let mut model: std::collections::BTreeMap<u64, i64> = Default::default();
+        for _ in 0..20_000 {
+            tick += rng.u64(0..3);
+            let at = tick - rng.u64(0..4);
+            let amount = rng.i64(-5..20);
+            w.sweep(&window, tick);
+            w.add(at, amount);
+            // The model: a bucket restarts when a newer tick of its slot is
+            // written with a positive amount; writes to older ticks are lost.
+            let slot_holder = model
+                .keys()
+                .copied()
+                .filter(|t| t % window.buckets == at % window.buckets)
+                .max();
+            match slot_holder {
+                Some(t) if t > at => {}
+                Some(t) if t < at && amount > 0 => {
+                    model.remove(&t);
+                    model.insert(at, amount);
+                }
+                Some(t) if t == at => {
+                    let v = model.get_mut(&t).unwrap();
+                    *v = (*v + amount).max(0);
+                }
+                None if amount > 0 => {
+                    model.insert(at, amount);
+                }
+                _ => {}
+            }
+            let live: i64 = model
+                .iter()
+                .filter(|(t, _)| window.is_live(**t, tick))
+                .map(|(_, v)| *v)
+                .sum();
+            assert_eq!(w.usage(&window, tick) as i64, live, "tick {tick}");
+        }
     }
 
     #[test]
