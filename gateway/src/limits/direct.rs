@@ -158,7 +158,13 @@ async fn drive(link: Rc<Link>, config: Arc<LinkConfig>) {
             link.wake.notified().await;
             continue;
         }
-        let batch = std::mem::take(&mut *link.queue.borrow_mut());
+        let mut batch = std::mem::take(&mut *link.queue.borrow_mut());
+        // An admission whose request already gave up (deadline) and was
+        // limited locally is not sent: nothing was charged for it yet.
+        batch.retain(|call| !matches!(call, Call::Admit { reply, .. } if reply.is_closed()));
+        if batch.is_empty() {
+            continue;
+        }
         config
             .calls
             .fetch_add(batch.len() as u64, Ordering::Relaxed);

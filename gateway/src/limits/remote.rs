@@ -170,6 +170,11 @@ impl RemoteRunner {
                     Err(_) => break,
                 }
             }
+            // Admissions whose request gave up waiting are not sent.
+            batch.retain(|call| !matches!(call, Call::Admit { reply, .. } if reply.is_closed()));
+            if batch.is_empty() {
+                continue;
+            }
             self.calls.fetch_add(batch.len() as u64, Ordering::Relaxed);
             let result =
                 tokio::time::timeout(self.deadline, self.flush(&client, &mut conn, &batch))
