@@ -15,6 +15,7 @@ pub mod logging;
 pub mod models;
 pub mod providers;
 pub mod proxy;
+pub mod read_through;
 pub mod router;
 pub mod server;
 pub mod spend;

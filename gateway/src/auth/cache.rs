@@ -4,11 +4,10 @@
 //! keys cannot hammer the database.
 
 use crate::budget::Budget;
+use crate::read_through::ReadThroughGuard;
 use crate::store::{Change, KeyRecord, SpendLogRow, Store, StoreError, TeamRecord, UserRecord};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 /// A key's sha256: uniformly random already, so the map hashes its first
 /// eight bytes instead of running SipHash over 32.
@@ -76,36 +75,23 @@ impl KeyEntry {
     }
 }
 
-/// How long an unknown key is refused without asking the database again.
-const NEGATIVE_TTL: Duration = Duration::from_secs(2);
-/// Database read-throughs allowed per window (seed 001: 20 per 5 s).
-const RESYNC_PER_WINDOW: u64 = 20;
-/// Window of the resync budget.
-const RESYNC_WINDOW: Duration = Duration::from_secs(5);
-
 /// The process-wide cache of keys, teams, users and their budgets.
 pub struct KeyCache {
     keys: TokenMap<Arc<KeyEntry>>,
-    misses: TokenMap<Instant>,
+    misses: ReadThroughGuard<TokenHash, BuildHasherDefault<PrefixHasher>>,
     teams: papaya::HashMap<String, Arc<TeamEntry>>,
     users: papaya::HashMap<String, Arc<UserEntry>>,
     budgets: papaya::HashMap<String, Arc<Budget>>,
-    epoch: Instant,
-    resync_window: AtomicU64,
-    resync_used: AtomicU64,
 }
 
 impl Default for KeyCache {
     fn default() -> Self {
         KeyCache {
             keys: TokenMap::default(),
-            misses: TokenMap::default(),
+            misses: ReadThroughGuard::default(),
             teams: papaya::HashMap::new(),
             users: papaya::HashMap::new(),
             budgets: papaya::HashMap::new(),
-            epoch: Instant::now(),
-            resync_window: AtomicU64::new(0),
-            resync_used: AtomicU64::new(0),
         }
     }
 }
@@ -145,40 +131,18 @@ impl KeyCache {
 
     /// Whether `hash` was unknown to the database moments ago.
     pub fn recently_missed(&self, hash: &TokenHash) -> bool {
-        let misses = self.misses.pin();
-        match misses.get(hash) {
-            Some(at) if at.elapsed() < NEGATIVE_TTL => true,
-            Some(_) => {
-                misses.remove(hash);
-                false
-            }
-            None => false,
-        }
+        self.misses.recently_missed(hash)
     }
 
     /// Remembers that `hash` is unknown.
     pub fn note_miss(&self, hash: &TokenHash) {
-        let misses = self.misses.pin();
-        if misses.len() > 100_000 {
-            misses.retain(|_, at| at.elapsed() < NEGATIVE_TTL);
-        }
-        misses.insert(*hash, Instant::now());
+        self.misses.note_miss(*hash);
     }
 
     /// Takes one read-through from the resync budget; `false` when spent, in
     /// which case the caller fails closed.
     pub fn try_resync(&self) -> bool {
-        let window = self.epoch.elapsed().as_secs() / RESYNC_WINDOW.as_secs();
-        let current = self.resync_window.load(Ordering::Acquire);
-        if current != window
-            && self
-                .resync_window
-                .compare_exchange(current, window, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-        {
-            self.resync_used.store(0, Ordering::Release);
-        }
-        self.resync_used.fetch_add(1, Ordering::AcqRel) < RESYNC_PER_WINDOW
+        self.misses.try_resync()
     }
 
     fn budget(&self, id: String, max: Option<f64>, soft: Option<f64>, spend: f64) -> Arc<Budget> {
@@ -261,7 +225,7 @@ impl KeyCache {
             user,
             model_budgets,
         });
-        self.misses.pin().remove(&hash);
+        self.misses.forget(&hash);
         self.keys.pin().insert(hash, entry.clone());
         Ok(Some(entry))
     }
@@ -391,7 +355,7 @@ mod tests {
     fn resync_budget_is_bounded_per_window() {
         let cache = KeyCache::default();
         let granted = (0..100).filter(|_| cache.try_resync()).count();
-        assert_eq!(granted as u64, RESYNC_PER_WINDOW);
+        assert_eq!(granted as u64, crate::read_through::RESYNC_PER_WINDOW);
         let h = hash_key("nope");
         cache.note_miss(&h);
         assert!(cache.recently_missed(&h));

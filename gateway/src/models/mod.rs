@@ -14,16 +14,15 @@
 //! a resync budget ([`miss`]); over budget the name is simply unknown (400).
 
 mod info;
-mod miss;
 
 pub use info::{deployment_json, redacted};
 
 use crate::config::{deployment_from_json, Deployment, EntryError};
 use crate::control::ControlPlane;
+use crate::read_through::ReadThroughGuard;
 use crate::router::{FleetLink, Router, RouterSettings};
 use crate::store::{ModelRecord, Store, StoreError};
 use arc_swap::ArcSwap;
-use miss::Misses;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -53,7 +52,7 @@ pub struct Models {
     /// older read never overwrites a newer one.
     sync: tokio::sync::Mutex<()>,
     /// Unknown names and the read-through budget; `None` without a database.
-    misses: Option<Misses>,
+    misses: Option<ReadThroughGuard<String>>,
 }
 
 impl Models {
@@ -78,7 +77,7 @@ impl Models {
             settings,
             stored: Mutex::default(),
             sync: tokio::sync::Mutex::const_new(()),
-            misses: read_through.then(Misses::default),
+            misses: read_through.then(ReadThroughGuard::default),
         }
     }
 
@@ -96,7 +95,7 @@ impl Models {
         let Some(misses) = &self.misses else {
             return router;
         };
-        if router.registry().resolve(model).is_some() || misses.recent(model) {
+        if router.registry().resolve(model).is_some() || misses.recently_missed(model) {
             return router;
         }
         if !misses.try_resync() {
@@ -115,7 +114,7 @@ impl Models {
         match found {
             Ok(Ok(true)) => self.router(),
             Ok(Ok(false)) => {
-                misses.note(model);
+                misses.note_miss(model.to_string());
                 router
             }
             Ok(Err(e)) => {
