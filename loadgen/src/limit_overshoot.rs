@@ -170,14 +170,12 @@ pub fn run(r: &LimitRun) -> Result<(), String> {
                     _ => None,
                 };
                 let (sent, refused) = burst(&gateway, r, senders)?;
-                // Settlements trail the last response by a flush.
-                std::thread::sleep(Duration::from_millis(200));
                 let after = upstream.stats().total;
                 let requests = after.requests - before.requests;
                 let tokens = (after.prompt_tokens + after.completion_tokens)
                     - (before.prompt_tokens + before.completion_tokens);
                 let calls = match (&redis, calls_before) {
-                    (Some(redis), Some(b)) => Some(redis.script_calls()?.saturating_sub(b)),
+                    (Some(redis), Some(b)) => Some(settled_script_calls(redis)?.saturating_sub(b)),
                     _ => None,
                 };
                 let admitted_units = match r.kind {
@@ -216,6 +214,21 @@ pub fn run(r: &LimitRun) -> Result<(), String> {
         std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
     }
     Ok(())
+}
+
+/// Redis's script count once settlements, which trail the last response,
+/// have stopped arriving: two reads 50 ms apart agree (at most 2 s).
+fn settled_script_calls(redis: &RedisProcess) -> Result<u64, String> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    let mut last = redis.script_calls()?;
+    loop {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = redis.script_calls()?;
+        if now == last || std::time::Instant::now() > deadline {
+            return Ok(now);
+        }
+        last = now;
+    }
 }
 
 /// One burst on a fresh key; returns (requests sent, 429s).

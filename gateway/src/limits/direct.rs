@@ -202,10 +202,10 @@ async fn round_trip(
     config: &LinkConfig,
     batch: &[Call],
 ) -> Result<Vec<Reply>, RemoteError> {
-    if conn.is_none() {
-        *conn = Some(Conn::open(config).await?);
-    }
-    let c = conn.as_mut().expect("connected above");
+    let c = match conn {
+        Some(c) => c,
+        None => conn.insert(Conn::open(config).await?),
+    };
     let commands: Vec<Vec<String>> = batch
         .iter()
         .map(|call| script::evalsha(call, &config.window, config.slot_ttl))

@@ -200,15 +200,17 @@ impl RemoteRunner {
         conn: &mut Option<redis::aio::MultiplexedConnection>,
         batch: &[Call],
     ) -> Result<Vec<redis::Value>, RemoteError> {
-        if conn.is_none() {
-            let mut fresh = client
-                .get_multiplexed_async_connection()
-                .await
-                .map_err(classify)?;
-            load_scripts(&mut fresh).await?;
-            *conn = Some(fresh);
-        }
-        let c = conn.as_mut().expect("connected above");
+        let c = match conn {
+            Some(c) => c,
+            None => {
+                let mut fresh = client
+                    .get_multiplexed_async_connection()
+                    .await
+                    .map_err(classify)?;
+                load_scripts(&mut fresh).await?;
+                conn.insert(fresh)
+            }
+        };
         let pipe = self.pipeline(batch);
         match pipe.query_async::<Vec<redis::Value>>(c).await {
             Err(e) if e.kind() == redis::ErrorKind::NoScriptError => {
