@@ -204,6 +204,10 @@ pub enum GatewayError {
     /// Connection cap reached or shutting down.
     #[error("Service unavailable: {0}")]
     Unavailable(&'static str),
+    /// The gateway failed while serving this request (a caught panic); only
+    /// this request is affected.
+    #[error("Internal server error: {0}")]
+    Internal(&'static str),
 }
 
 impl GatewayError {
@@ -232,6 +236,7 @@ impl GatewayError {
             Upstream { status, .. } => *status,
             UpstreamUnreachable { .. } | UpstreamProtocol { .. } => 502,
             Unavailable(_) => 503,
+            Internal(_) => 500,
         }
     }
 
@@ -244,7 +249,7 @@ impl GatewayError {
             ModelAccessDenied { .. } => "key_model_access_denied",
             BudgetExceeded { .. } => "budget_exceeded",
             NotFound(_) => "not_found_error",
-            Store(_) => "internal_server_error",
+            Store(_) | Internal(_) => "internal_server_error",
             RouteNotFound { .. } | ModelNotFound(_) => "not_found_error",
             ClientTimeout { .. } | UpstreamTimeout { .. } => "timeout_error",
             Upstream {

@@ -26,6 +26,7 @@ use crate::error::GatewayError;
 use crate::http1::RequestHead;
 use crate::inbound::{Endpoint, LlmRequest};
 use crate::limits::{AdmitInput, RateHeaders};
+use crate::panic_guard::CatchPanic;
 use crate::providers::{self, MockReply};
 use crate::router::{AttemptFailure, Pick, PlanInput, Router};
 use crate::server::Responder;
@@ -85,7 +86,14 @@ pub async fn handle(
         rate: None,
         tokens_used: 0,
     };
-    let result = serve(worker, head, endpoint, body, out, &mut outcome).await;
+    let served = CatchPanic::new(serve(worker, head, endpoint, body, out, &mut outcome)).await;
+    let result = served.unwrap_or_else(|panic| {
+        // Tickets and reservations were released while unwinding; only this
+        // request fails, and its connection closes.
+        tracing::error!(call_id = %outcome.call_id, panic = %panic, "request panicked");
+        out.close_after();
+        Err(GatewayError::Internal("the request handler failed"))
+    });
     let mut error = None;
     if let Err(err) = result {
         if out.started() {
@@ -120,6 +128,10 @@ async fn serve(
     outcome.stream = req.stream;
     // 3. authorize
     let model = principal.resolve_alias(&req.model).to_string();
+    #[cfg(debug_assertions)]
+    if crate::panic_guard::test_panic_model(&model) {
+        panic!("test hook: the request path panicked");
+    }
     principal.check_model(&model)?;
     // 4. route: fallbacks wrap retries wrap the call
     let prompt = spend::PromptEstimate::new(&req.body);

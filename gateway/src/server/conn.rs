@@ -8,6 +8,7 @@ use crate::error::GatewayError;
 use crate::http1::{
     parse_request_head, BodyFraming, ChunkedDecoder, HeadError, ReadBuffer, RequestHead,
 };
+use crate::panic_guard::CatchPanic;
 use crate::state::Worker;
 use bytes::Bytes;
 use monoio::io::AsyncWriteRentExt;
@@ -56,7 +57,19 @@ pub async fn serve(mut stream: TcpStream, worker: Rc<Worker>) {
             }
         };
         let mut out = Responder::new(&mut stream, keep_alive, head_only, head.minor_version == 0);
-        api::handle(&worker, &head, body, &mut out, received_at).await;
+        let served =
+            CatchPanic::new(api::handle(&worker, &head, body, &mut out, received_at)).await;
+        if let Err(panic) = served {
+            // Whatever the handler held was dropped while unwinding; only
+            // this connection pays: a 500 when nothing was sent, then close.
+            tracing::error!(path = head.path(), panic = %panic, "request handler panicked; connection closed");
+            if !out.started() {
+                out.close_after();
+                let err = GatewayError::Internal("the request handler failed");
+                let _ = out.send_error(&err, None).await;
+            }
+            return;
+        }
         if !out.keep_alive() || worker.shared.is_shutting_down() {
             return;
         }
