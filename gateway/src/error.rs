@@ -201,6 +201,10 @@ pub enum GatewayError {
         /// Seconds until then (`retry-after`).
         retry_after: String,
     },
+    /// The client closed the connection before an answer; nothing more is
+    /// attempted (the status is only logged).
+    #[error("Client closed the connection before the response")]
+    ClientGone,
     /// Connection cap reached or shutting down.
     #[error("Service unavailable: {0}")]
     Unavailable(&'static str),
@@ -237,6 +241,7 @@ impl GatewayError {
             UpstreamUnreachable { .. } | UpstreamProtocol { .. } => 502,
             Unavailable(_) => 503,
             Internal(_) => 500,
+            ClientGone => 499,
         }
     }
 

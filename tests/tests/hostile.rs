@@ -126,3 +126,102 @@ fn a_panic_costs_one_request_and_the_core_serves_on() {
         .then_some(())
     });
 }
+
+fn mock_group(name: &str, id: &str, mock: &e2e::MockServer) -> Value {
+    e2e::openai_model(name, id, &mock.api_base(), json!({}))
+}
+
+/// Requests the mock answered, with its injected errors.
+fn mock_requests(mock: &e2e::MockServer) -> u64 {
+    let stats = mock.stats();
+    let count = |field: &str| {
+        stats[field]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no {field} count in {stats}"))
+    };
+    count("requests") + count("failed")
+}
+
+#[test]
+fn a_fallback_the_key_may_not_use_is_skipped_not_retried() {
+    // Primary answers 429; its only fallback is a group the key may not
+    // use; the body asks for the most retries. This used to spin the core.
+    let mock = e2e::MockServer::start(&["--error-rate", "1", "--error-status", "429"]);
+    let gw = Gateway::start(
+        &to_yaml(&json!({
+            "model_list": [mock_group("primary", "p-1", &mock), mock_group("secret", "s-1", &mock)],
+            "router_settings": {"fallbacks": [{"primary": ["secret"]}]},
+            "general_settings": {"master_key": MASTER_KEY},
+        })),
+        &[],
+    );
+    let resp = gw.post("/key/generate", &json!({"models": ["primary"]}));
+    let key = resp.json()["key"].as_str().unwrap().to_string();
+    let body = br#"{"model":"primary","messages":[{"role":"user","content":"hi"}],"num_retries":10,"fallbacks":["secret"]}"#;
+    let resp = chat(&gw, &key, body);
+    assert_error(&resp, 429);
+    // Only the primary was called, once (a 429 with fallbacks goes to the
+    // fallbacks): the disallowed group never was, nor retried.
+    assert_eq!(mock_requests(&mock), 1, "{}", mock.stats());
+    assert_eq!(chat(&gw, &key, body).status, 429, "the core still serves");
+}
+
+#[test]
+fn retries_stop_at_the_request_s_retry_deadline() {
+    let mock = e2e::MockServer::start(&["--error-rate", "1", "--error-status", "500"]);
+    let gw = Gateway::start(
+        &to_yaml(&json!({
+            "model_list": [mock_group("primary", "p-1", &mock)],
+            "general_settings": {"master_key": MASTER_KEY},
+            "gateway_settings": {"retry_deadline_ms": 300},
+        })),
+        &[],
+    );
+    // Ten retries with backoff (0.5 s, 1 s, 2 s...) would take most of a
+    // minute; the deadline leaves room for the first attempt only.
+    let body =
+        br#"{"model":"primary","messages":[{"role":"user","content":"hi"}],"num_retries":10}"#;
+    let resp = chat(&gw, MASTER_KEY, body);
+    assert_error(&resp, 500);
+    let calls = mock_requests(&mock);
+    assert!((1..=2).contains(&calls), "{}", mock.stats());
+}
+
+#[test]
+fn no_retry_starts_after_the_client_left() {
+    let mock = e2e::MockServer::start(&[
+        "--error-rate",
+        "1",
+        "--error-status",
+        "500",
+        "--latency-ms",
+        "300",
+    ]);
+    let gw = Gateway::start(
+        &to_yaml(&json!({
+            "model_list": [mock_group("primary", "p-1", &mock)],
+            "router_settings": {"num_retries": 5, "retry_after": 0},
+            "general_settings": {"master_key": MASTER_KEY},
+        })),
+        &[],
+    );
+    let body = br#"{"model":"primary","messages":[{"role":"user","content":"hi"}]}"#;
+    let auth = format!("Bearer {MASTER_KEY}");
+    let mut conn = gw.connect();
+    conn.send(&e2e::request(
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        body,
+    ));
+    // The request is read whole before the close is seen; the first
+    // attempt then takes 300 ms, and no retry may start after it.
+    drop(conn);
+    e2e::eventually("the request to end", Duration::from_secs(10), || {
+        gw.output().contains("gateway::access").then_some(())
+    });
+    assert_eq!(mock_requests(&mock), 1, "{}", mock.stats());
+}

@@ -118,6 +118,9 @@ pub struct ServerLimits {
     pub shutdown_grace: Duration,
     /// Idle upstream connection lifetime.
     pub upstream_idle: Duration,
+    /// No retry or fallback starts later than this after the request
+    /// arrived, whatever its `num_retries` and `fallbacks` ask.
+    pub retry_deadline: Duration,
 }
 
 impl Default for ServerLimits {
@@ -132,6 +135,7 @@ impl Default for ServerLimits {
             max_connections: 100_000,
             shutdown_grace: Duration::from_secs(30),
             upstream_idle: Duration::from_secs(60),
+            retry_deadline: Duration::from_secs(30),
         }
     }
 }
@@ -489,6 +493,9 @@ pub(crate) fn parse_base(url: &str) -> Result<UpstreamBase, String> {
     })
 }
 
+/// Longest timeout accepted in `gateway_settings`, milliseconds (one day).
+const MAX_TIMEOUT_MS: u64 = 24 * 3600 * 1000;
+
 fn server_limits(
     general: &super::GeneralSettings,
     gateway: &super::GatewaySettings,
@@ -502,18 +509,50 @@ fn server_limits(
         }
         limits.max_body_bytes = (mb * 1024.0 * 1024.0) as usize;
     }
-    let ms = |v: Option<u64>, d: Duration| v.map(Duration::from_millis).unwrap_or(d);
-    limits.header_timeout = ms(gateway.header_timeout_ms, limits.header_timeout);
-    limits.body_timeout = ms(gateway.body_timeout_ms, limits.body_timeout);
-    limits.keepalive_timeout = ms(gateway.keepalive_timeout_ms, limits.keepalive_timeout);
+    // Deadlines are added to `Instant::now()`: keep them far from overflow.
+    let ms = |name: &str, v: Option<u64>, d: Duration| match v {
+        None => Ok(d),
+        Some(ms) if ms <= MAX_TIMEOUT_MS => Ok(Duration::from_millis(ms)),
+        Some(ms) => Err(format!(
+            "gateway_settings.{name} is {ms}; at most {MAX_TIMEOUT_MS} (one day) is accepted"
+        )),
+    };
+    limits.header_timeout = ms(
+        "header_timeout_ms",
+        gateway.header_timeout_ms,
+        limits.header_timeout,
+    )?;
+    limits.body_timeout = ms(
+        "body_timeout_ms",
+        gateway.body_timeout_ms,
+        limits.body_timeout,
+    )?;
+    limits.keepalive_timeout = ms(
+        "keepalive_timeout_ms",
+        gateway.keepalive_timeout_ms,
+        limits.keepalive_timeout,
+    )?;
+    limits.retry_deadline = ms(
+        "retry_deadline_ms",
+        gateway.retry_deadline_ms,
+        limits.retry_deadline,
+    )?;
     limits.max_connections = gateway.max_connections.unwrap_or(limits.max_connections);
     limits.max_header_bytes = gateway.max_header_bytes.unwrap_or(limits.max_header_bytes);
     limits.max_headers = gateway.max_headers.unwrap_or(limits.max_headers);
     if let Some(s) = gateway.shutdown_grace_secs {
-        limits.shutdown_grace = Duration::from_secs(s);
+        limits.shutdown_grace = ms(
+            "shutdown_grace_secs",
+            Some(s.saturating_mul(1000)),
+            Duration::ZERO,
+        )?;
     }
     if let Some(s) = gateway.upstream_idle_secs {
-        limits.upstream_idle = Duration::from_secs(s);
+        limits.upstream_idle = ms(
+            "upstream_idle_secs",
+            Some(s.saturating_mul(1000)),
+            Duration::ZERO,
+        )?;
     }
     if limits.max_headers == 0 || limits.max_header_bytes < 256 || limits.max_connections == 0 {
         return Err("max_headers, max_connections must be > 0 and max_header_bytes >= 256".into());

@@ -208,10 +208,24 @@ async fn attempts<'r>(
     let mut last: Option<AttemptFailure> = None;
     let mut failure: Option<GatewayError> = None;
     outcome.max_fallbacks = Some(plan.max_fallbacks());
-    while let Some(pick) = plan.next(last.as_ref()) {
+    // Retries and fallbacks start only until this instant, however many
+    // the body or the config ask for.
+    let retry_deadline = outcome.received_at + worker.shared.limits.retry_deadline;
+    let mut next = plan.next(None);
+    while let Some(pick) = next.take() {
         if pick.fallback_depth > 0 && principal.check_model(&pick.group).is_err() {
-            // A fallback the key may not use is no fallback at all.
+            // A fallback the key may not use is no fallback at all: skip
+            // the whole group, never retry it.
+            next = plan.skip_group();
             continue;
+        }
+        if last.is_some() {
+            if out.client_gone() {
+                return Err(failure.unwrap_or(GatewayError::ClientGone));
+            }
+            if Instant::now() + pick.delay >= retry_deadline {
+                break;
+            }
         }
         if !pick.delay.is_zero() {
             monoio::time::sleep(pick.delay).await;
@@ -247,6 +261,7 @@ async fn attempts<'r>(
                 if out.started() || matches!(err, GatewayError::BudgetExceeded { .. }) {
                     return Err(err);
                 }
+                next = plan.next(Some(&failed));
                 last = Some(failed);
                 failure = Some(err);
             }

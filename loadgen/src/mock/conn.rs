@@ -168,6 +168,7 @@ impl<S: AsyncReadRent + AsyncWriteRent> Conn<S> {
         }
 
         let reply = if let Some(status) = controls.injected_error(&shared.config) {
+            shared.stats.record_failure(self.worker.index);
             errors::injected(status, controls.error_message.as_deref())
         } else {
             match (route, &body) {
