@@ -66,6 +66,10 @@ pub enum GatewayError {
     /// The database failed a management call.
     #[error("Database error: {0}")]
     Store(String),
+    /// The request has a budget but its model has no price, so the budget
+    /// could not be enforced.
+    #[error("Model '{0}' has no known price, so the budgets of this key, its user or its team cannot be enforced on it. Set input_cost_per_token and output_cost_per_token on its deployment (on a wildcard entry they price every model it routes).")]
+    Unpriced(String),
     /// A model no group or wildcard serves.
     #[error("Invalid model name passed in model={0}. Call `/v1/models` to view available models for your key.")]
     UnknownModel(String),
@@ -227,6 +231,7 @@ impl GatewayError {
             NotFound(_) => 404,
             Conflict(_) => 409,
             UnknownModel(_)
+            | Unpriced(_)
             | MalformedJson(_)
             | MissingParam(_)
             | InvalidParam { .. }
@@ -273,7 +278,9 @@ impl GatewayError {
     /// The `param` field.
     pub fn param(&self) -> Option<&str> {
         match self {
-            GatewayError::UnknownModel(_) | GatewayError::ModelAccessDenied { .. } => Some("model"),
+            GatewayError::UnknownModel(_)
+            | GatewayError::Unpriced(_)
+            | GatewayError::ModelAccessDenied { .. } => Some("model"),
             GatewayError::BadField { field, .. } => Some(field),
             GatewayError::MissingParam(p) | GatewayError::InvalidParam { param: p, .. } => Some(p),
             _ => None,

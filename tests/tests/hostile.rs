@@ -225,3 +225,49 @@ fn no_retry_starts_after_the_client_left() {
     });
     assert_eq!(mock_requests(&mock), 1, "{}", mock.stats());
 }
+
+#[test]
+fn a_model_without_a_price_cannot_bypass_a_budget() {
+    // A wildcard route lets the client name any model; one the price table
+    // does not know would cost nothing, so a budget would never bind.
+    let gw = Gateway::start(
+        &to_yaml(&json!({
+            "model_list": [
+                {"model_name": "free/*", "litellm_params": {"model": "mock/*", "mock_response": REPLY}},
+                {"model_name": "paid/*", "litellm_params": {
+                    "model": "mock/*", "mock_response": REPLY,
+                    "input_cost_per_token": 0.002, "output_cost_per_token": 0.002,
+                }},
+            ],
+            "general_settings": {"master_key": MASTER_KEY},
+        })),
+        &[],
+    );
+    let budgeted = gw.post("/key/generate", &json!({"max_budget": 0.2}));
+    let budgeted = budgeted.json()["key"].as_str().unwrap().to_string();
+    let unlimited = gw.post("/key/generate", &json!({}));
+    let unlimited = unlimited.json()["key"].as_str().unwrap().to_string();
+    let body = |model: &str| {
+        format!(
+            r#"{{"model":"{model}","messages":[{{"role":"user","content":"hi"}}],"max_tokens":5}}"#
+        )
+    };
+    let err = assert_error(&chat(&gw, &budgeted, body("free/anything").as_bytes()), 400);
+    assert_eq!(err["param"], "model");
+    assert!(
+        err["message"].as_str().unwrap().contains("no known price"),
+        "{err:?}"
+    );
+    // Without a budget nothing needs a price; with a (wildcard) price the
+    // budget applies and binds.
+    assert_eq!(
+        chat(&gw, &unlimited, body("free/anything").as_bytes()).status,
+        200
+    );
+    let mut statuses = Vec::new();
+    for _ in 0..20 {
+        statuses.push(chat(&gw, &budgeted, body("paid/anything").as_bytes()).status);
+    }
+    assert_eq!(statuses[0], 200, "{statuses:?}");
+    assert!(statuses.contains(&429), "the budget binds: {statuses:?}");
+}

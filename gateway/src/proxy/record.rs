@@ -49,6 +49,12 @@ pub(super) async fn admit(
             }
         }
     };
+    if budgets.iter().any(|(_, b)| b.max_usd().is_some()) && !spend::is_priced(dep, upstream_model)
+    {
+        // Free by accident would bypass the budget (a wildcard route lets the
+        // client name any model): refuse until the model has a price.
+        return Err(GatewayError::Unpriced(upstream_model.to_string()));
+    }
     for (scope, budget) in &budgets {
         if budget.exhausted() {
             refused(scope);
