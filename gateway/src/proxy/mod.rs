@@ -330,7 +330,10 @@ async fn attempt_once(
     let usage = tap.finish(prompt);
     let billable = result.is_ok() || out.started();
     if billable {
-        outcome.tokens_used += usage.prompt_tokens + usage.completion_tokens;
+        // Counts come from the upstream: never let them overflow.
+        outcome.tokens_used = outcome
+            .tokens_used
+            .saturating_add(usage.prompt_tokens.saturating_add(usage.completion_tokens));
     }
     let cost = if billable {
         spend::cost(usage, price)
@@ -359,7 +362,7 @@ async fn attempt_once(
         error: result.as_ref().err(),
     });
     record::submit(worker, row);
-    result.map(|()| usage.prompt_tokens + usage.completion_tokens)
+    result.map(|()| usage.prompt_tokens.saturating_add(usage.completion_tokens))
 }
 
 /// Phase 7 for a provider reached over HTTP.

@@ -11,11 +11,14 @@ use std::time::{Duration, Instant};
 
 /// Largest non-streamed body kept to read its `usage`.
 const MAX_TAPPED_BODY: usize = 8 << 20;
+/// Bytes kept of the end of a larger body, where its `usage` stands.
+const TAPPED_TAIL: usize = 64 << 10;
 
 /// Reads token usage from a response while it is relayed.
 pub(super) enum UsageTap {
-    /// A JSON body, kept (bounded) until complete.
-    Body { bytes: Vec<u8> },
+    /// A JSON body, kept whole up to [`MAX_TAPPED_BODY`], then only its last
+    /// [`TAPPED_TAIL`] bytes (`overflowed`).
+    Body { bytes: Vec<u8>, overflowed: bool },
     /// An SSE stream, parsed event by event.
     Stream { usage: StreamUsage },
 }
@@ -28,17 +31,29 @@ impl UsageTap {
                 usage: StreamUsage::new(),
             }
         } else {
-            UsageTap::Body { bytes: Vec::new() }
+            UsageTap::Body {
+                bytes: Vec::new(),
+                overflowed: false,
+            }
         }
     }
 
     /// Sees relayed bytes.
     pub(super) fn feed(&mut self, bytes: &[u8]) {
         match self {
-            UsageTap::Body { bytes: kept, .. } => {
-                if kept.len() + bytes.len() <= MAX_TAPPED_BODY {
+            UsageTap::Body {
+                bytes: kept,
+                overflowed,
+            } => {
+                if !*overflowed && kept.len() + bytes.len() <= MAX_TAPPED_BODY {
                     kept.extend_from_slice(bytes);
+                    return;
                 }
+                *overflowed = true;
+                let piece = &bytes[bytes.len().saturating_sub(TAPPED_TAIL)..];
+                let keep = TAPPED_TAIL - piece.len();
+                kept.drain(..kept.len().saturating_sub(keep));
+                kept.extend_from_slice(piece);
             }
             UsageTap::Stream { usage, .. } => usage.feed(bytes),
         }
@@ -47,13 +62,19 @@ impl UsageTap {
     /// The usage reported by the provider, else estimated (the prompt
     /// from `prompt`).
     pub(super) fn finish(self, prompt: &spend::PromptEstimate<'_>) -> Usage {
+        let estimate = || Usage {
+            prompt_tokens: prompt.get(),
+            completion_tokens: 0,
+        };
         match self {
-            UsageTap::Body { bytes } => {
-                spend::from_response_body(&bytes).unwrap_or_else(|| Usage {
-                    prompt_tokens: prompt.get(),
-                    completion_tokens: 0,
-                })
-            }
+            UsageTap::Body {
+                bytes,
+                overflowed: false,
+            } => spend::from_response_body(&bytes).unwrap_or_else(estimate),
+            UsageTap::Body {
+                bytes,
+                overflowed: true,
+            } => spend::from_response_tail(&bytes).unwrap_or_else(estimate),
             UsageTap::Stream { usage } => usage.finish(|| prompt.get()).0,
         }
     }
@@ -224,5 +245,27 @@ mod tests {
         let e = error_from_upstream(502, b"<html>bad gateway</html>", None);
         assert_eq!(e.to_string(), "<html>bad gateway</html>");
         assert_eq!(e.error_type(), "api_error");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_of_a_body_larger_than_the_tap_is_still_read() {
+        let mut tap = UsageTap::new(false);
+        tap.feed(br#"{"choices":[{"message":{"content":""#);
+        let filler = vec![b'x'; 1 << 20];
+        for _ in 0..9 {
+            tap.feed(&filler);
+        }
+        tap.feed(br#""}}],"usage":{"prompt_tokens":7,"completion_tokens":2400000}}"#);
+        let body = b"{}";
+        let usage = tap.finish(&spend::PromptEstimate::new(body));
+        assert_eq!(
+            (usage.prompt_tokens, usage.completion_tokens),
+            (7, 2_400_000)
+        );
     }
 }

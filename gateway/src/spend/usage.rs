@@ -62,6 +62,30 @@ pub fn from_response_body(body: &[u8]) -> Option<Usage> {
         .usage()
 }
 
+/// The usage of a JSON response body of which only the last bytes were
+/// kept (a body too large to hold): the last top-level-looking `"usage"`
+/// member in `tail`, where OpenAI-style responses put it. `None` when the
+/// tail holds no parsable usage object.
+pub fn from_response_tail(tail: &[u8]) -> Option<Usage> {
+    let mut end = tail.len();
+    while let Some(at) = memchr::memmem::rfind(&tail[..end], b"\"usage\"") {
+        end = at;
+        // A quote escaped inside a string is text, not a member name.
+        if at > 0 && tail[at - 1] == b'\\' {
+            continue;
+        }
+        let rest = &tail[at + b"\"usage\"".len()..];
+        let rest = rest.trim_ascii_start().strip_prefix(b":")?;
+        let parsed = serde_json::Deserializer::from_slice(rest)
+            .into_iter::<UsageView>()
+            .next();
+        if let Some(Ok(view)) = parsed {
+            return view.usage();
+        }
+    }
+    None
+}
+
 /// Most bytes of one SSE event kept while it is incomplete; a larger event
 /// is skipped so a misbehaving upstream cannot grow memory without bound.
 const MAX_EVENT_BYTES: usize = 1 << 20;
@@ -686,6 +710,20 @@ mod tests {
             inject("{ \n }\n").unwrap(),
             "{ \n \"stream_options\":{\"include_usage\":true}}\n"
         );
+    }
+
+    #[test]
+    fn usage_is_found_in_the_tail_of_a_body_too_large_to_keep() {
+        let tail = br#"ntent":"the text said \"usage\": {\"prompt_tokens\": 1}"}}],"usage":{"prompt_tokens":1200,"completion_tokens":34,"total_tokens":1234}}"#;
+        assert_eq!(
+            from_response_tail(tail),
+            Some(Usage {
+                prompt_tokens: 1200,
+                completion_tokens: 34
+            })
+        );
+        assert_eq!(from_response_tail(b"xx\"usage\": nope"), None);
+        assert_eq!(from_response_tail(b"no usage here"), None);
     }
 
     #[test]
