@@ -246,11 +246,6 @@ mod tests {
         assert_eq!(e.to_string(), "<html>bad gateway</html>");
         assert_eq!(e.error_type(), "api_error");
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
 
     #[test]
     fn usage_of_a_body_larger_than_the_tap_is_still_read() {
