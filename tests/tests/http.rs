@@ -381,3 +381,79 @@ fn content_length_must_be_digits_only() {
         "connection kept open after malformed framing"
     );
 }
+
+/// Sends `body_wire` as the (already chunk-encoded) body of a chat request.
+fn chunked_wire_request(body_wire: &[u8]) -> Vec<u8> {
+    let auth = bearer();
+    let mut bytes = request(
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+            ("Transfer-Encoding", "chunked"),
+        ],
+        b"",
+    );
+    bytes.extend_from_slice(body_wire);
+    bytes
+}
+
+#[test]
+fn chunked_framing_is_strict_crlf_with_checked_sizes() {
+    // RFC 9112 §7.1: every line ends in CRLF. A bare LF, a size that
+    // overflows 64 bits, unbounded extensions or trailers are 400 and the
+    // connection closes (the framing of what follows is unknown).
+    let (_mock, gw) = start();
+    let body = chat_body("gpt-4o").to_string();
+    let ext = format!(";{}", "e".repeat(1000));
+    let many_ext: String = body
+        .bytes()
+        .map(|b| format!("1{ext}\r\n{}\r\n", b as char))
+        .collect();
+    let trailers: String = (0..100).map(|i| format!("t{i}: v\r\n")).collect();
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "bare LF after the size",
+            format!("{:x}\n{body}\r\n0\r\n\r\n", body.len()).into_bytes(),
+        ),
+        (
+            "bare LF after the data",
+            format!("{:x}\r\n{body}\n0\r\n\r\n", body.len()).into_bytes(),
+        ),
+        (
+            "bare LF ending the body",
+            format!("{:x}\r\n{body}\r\n0\r\n\n", body.len()).into_bytes(),
+        ),
+        (
+            "size overflowing 64 bits",
+            b"10000000000000001\r\nx\r\n0\r\n\r\n".to_vec(),
+        ),
+        (
+            "extensions over the cap",
+            format!("{many_ext}0\r\n\r\n").into_bytes(),
+        ),
+        (
+            "too many trailers",
+            format!("{:x}\r\n{body}\r\n0\r\n{trailers}\r\n", body.len()).into_bytes(),
+        ),
+    ];
+    for (what, wire) in cases {
+        let mut conn = gw.connect();
+        let resp = conn.roundtrip(&chunked_wire_request(&wire));
+        let err = assert_error(&resp, 400);
+        assert!(
+            conn.closed_within(Duration::from_secs(3)),
+            "{what}: connection kept open after bad chunked framing ({err:?})"
+        );
+    }
+    // Within the bounds, extensions and trailers are accepted and ignored.
+    let wire = format!(
+        "{:x} ;a=\"b; c\"\r\n{body}\r\n0;last\r\nx-t: 1\r\n\r\n",
+        body.len()
+    );
+    let resp = gw
+        .connect()
+        .roundtrip(&chunked_wire_request(wire.as_bytes()));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+}
