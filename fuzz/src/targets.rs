@@ -233,6 +233,10 @@ pub fn config(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let lookup = |name: &str| name.len().is_multiple_of(2).then(|| format!("value-of-{name}"));
+    let lookup = |name: &str| {
+        name.len()
+            .is_multiple_of(2)
+            .then(|| format!("value-of-{name}"))
+    };
     let _ = gateway::config::Config::parse(std::path::Path::new("fuzz.yaml"), text, &lookup);
 }
