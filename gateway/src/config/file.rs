@@ -133,6 +133,9 @@ pub struct GatewaySettings {
     pub body_timeout_ms: Option<u64>,
     /// Time an idle keep-alive connection is kept, milliseconds.
     pub keepalive_timeout_ms: Option<u64>,
+    /// Time allowed for each write to a client, milliseconds: a client that
+    /// stops reading is disconnected after it.
+    pub write_timeout_ms: Option<u64>,
     /// Open client connections per process.
     pub max_connections: Option<usize>,
     /// Max bytes of a request head.
