@@ -2,6 +2,7 @@
 //! accepted with and without the `/v1` prefix, as LiteLLM does.
 
 mod admin;
+pub use admin::fuzz as admin_fuzz;
 mod health;
 mod models;
 #[cfg(debug_assertions)]

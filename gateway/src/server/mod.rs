@@ -5,6 +5,7 @@ mod conn;
 mod listener;
 mod response;
 mod runtime;
+mod socket;
 
 pub use listener::{bind_listeners, BindError};
 pub use response::{HeadBuilder, Responder};

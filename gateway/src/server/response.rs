@@ -5,6 +5,7 @@ use crate::error::GatewayError;
 use crate::http1::{encode_chunk, LAST_CHUNK};
 use monoio::io::AsyncWriteRentExt;
 use monoio::net::TcpStream;
+use std::time::Duration;
 
 /// A response head under construction.
 pub struct HeadBuilder {
@@ -71,7 +72,12 @@ pub struct Responder<'a> {
     http10: bool,
     /// Status sent, once the head is out.
     status: Option<u16>,
+    /// Time each write may take before the client counts as gone.
+    write_timeout: Duration,
 }
+
+/// The write deadline of a [`Responder`] not given one.
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl<'a> Responder<'a> {
     /// A responder for a request that allows keep-alive when `keep_alive`;
@@ -83,7 +89,15 @@ impl<'a> Responder<'a> {
             head_only,
             http10,
             status: None,
+            write_timeout: DEFAULT_WRITE_TIMEOUT,
         }
+    }
+
+    /// Sets the time each write may take: a client that does not read for
+    /// that long is disconnected (the write fails with `TimedOut`).
+    pub fn with_write_timeout(mut self, timeout: Duration) -> Self {
+        self.write_timeout = timeout;
+        self
     }
 
     /// Whether the connection may serve another request afterwards.
@@ -242,10 +256,17 @@ impl<'a> Responder<'a> {
     }
 
     async fn write(&mut self, buf: Vec<u8>) -> std::io::Result<()> {
-        let (res, _) = self.stream.write_all(buf).await;
+        let res = match monoio::time::timeout(self.write_timeout, self.stream.write_all(buf)).await
+        {
+            Ok((res, _)) => res.map(drop),
+            Err(_) => Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the client stopped reading",
+            )),
+        };
         if res.is_err() {
             self.keep_alive = false;
         }
-        res.map(drop)
+        res
     }
 }
