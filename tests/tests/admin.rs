@@ -416,3 +416,87 @@ fn keys_declared_in_the_config_authenticate() {
         "keys are listed hashed: {list}"
     );
 }
+
+/// Out-of-range numbers, durations and dates in admin bodies and queries are
+/// a 400 naming the field, and the process lives on: before issue 10, a
+/// `/key/generate` with `{"duration": "100000000d"}` overflowed chrono and
+/// exited the gateway.
+#[test]
+fn hostile_admin_numbers_are_refused_and_the_gateway_lives() {
+    let gw = Gateway::start_json(
+        &json!({
+            "model_list": [mock_model("chat-fast")],
+            "general_settings": {"master_key": MASTER_KEY},
+        }),
+        &[],
+    );
+    for (path, body, field) in [
+        (
+            "/key/generate",
+            json!({"duration": "100000000d"}),
+            "duration",
+        ),
+        (
+            "/key/generate",
+            json!({"budget_duration": "9223372036854775807s"}),
+            "budget_duration",
+        ),
+        ("/key/generate", json!({"max_budget": 1e300}), "max_budget"),
+        ("/key/generate", json!({"soft_budget": -1}), "soft_budget"),
+        ("/key/generate", json!({"spend": 1e12}), "spend"),
+        ("/key/generate", json!({"tpm_limit": i64::MAX}), "tpm_limit"),
+        ("/key/generate", json!({"rpm_limit": -1}), "rpm_limit"),
+        ("/key/generate", json!({"rpm_limit": 2.5}), "rpm_limit"),
+        (
+            "/key/generate",
+            json!({"model_rpm_limit": {"chat-fast": u64::MAX}}),
+            "model_rpm_limit.chat-fast",
+        ),
+        (
+            "/key/generate",
+            json!({"model_max_budget": {"chat-fast": -3}}),
+            "model_max_budget.chat-fast",
+        ),
+        (
+            "/team/new",
+            json!({"budget_duration": "100000000d"}),
+            "budget_duration",
+        ),
+        ("/team/new", json!({"max_budget": 1e10}), "max_budget"),
+        ("/user/new", json!({"duration": "100000000d"}), "duration"),
+        (
+            "/user/new",
+            json!({"max_parallel_requests": -1}),
+            "max_parallel_requests",
+        ),
+        (
+            "/model/new",
+            json!({"model_name": "m", "litellm_params": {"model": "mock/m", "timeout": 1e300}}),
+            "litellm_params.timeout",
+        ),
+        (
+            "/model/new",
+            json!({"model_name": "m", "litellm_params": {"model": "mock/m", "mock_latency_ms": u64::MAX}}),
+            "litellm_params.mock_latency_ms",
+        ),
+    ] {
+        let err = assert_error(&gw.post(path, &body), 400);
+        assert_eq!(err["param"], field, "{path} {body}: {err:?}");
+    }
+    // `1e400` is valid JSON syntax but no f64: still named.
+    let resp = gw.call(
+        "POST",
+        "/key/generate",
+        &[("Authorization", &format!("Bearer {MASTER_KEY}"))],
+        br#"{"max_budget": 1e400}"#,
+    );
+    assert_eq!(assert_error(&resp, 400)["param"], "max_budget");
+    let err = assert_error(&gw.get("/spend/logs?end_date=%2B262143-12-31"), 400);
+    assert_eq!(err["param"], "end_date", "{err:?}");
+
+    let key = key_of(&generate(
+        &gw,
+        json!({"duration": "36525d", "budget_duration": "1mo"}),
+    ));
+    chat(&gw, &key, "chat-fast").expect_status(200);
+}

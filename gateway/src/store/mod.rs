@@ -8,8 +8,8 @@ mod records;
 
 pub use memory::MemoryStore;
 pub use records::{
-    next_reset, parse_duration, KeyRecord, ModelRecord, SpendFilter, SpendLogRow, TeamRecord,
-    UserRecord,
+    next_reset, parse_duration, usd_value, DurationError, KeyRecord, ModelRecord, SpendFilter,
+    SpendLogRow, TeamRecord, UserRecord, MAX_DURATION,
 };
 
 use async_trait::async_trait;

@@ -29,7 +29,12 @@ fn filter(mut q: Query) -> Result<SpendFilter, GatewayError> {
         team_id: q.take("team_id"),
         request_id: q.take("request_id"),
         start: day(&mut q, "start_date")?,
-        end: day(&mut q, "end_date")?.map(|d| d + chrono::Duration::days(1)),
+        end: day(&mut q, "end_date")?
+            .map(|d| {
+                d.checked_add_signed(chrono::Duration::days(1))
+                    .ok_or_else(|| bad_field("end_date", "is past the last representable date"))
+            })
+            .transpose()?,
         limit: None,
     };
     q.finish()?;
@@ -84,6 +89,8 @@ mod tests {
             ("start_date=02/01/2026", "start_date"),
             ("start_date=2026-01-03&end_date=2026-01-01", "end_date"),
             ("model=x", "model"),
+            ("end_date=+262143-12-31", "end_date"),
+            ("start_date=99999999999-01-01", "start_date"),
         ] {
             let err = filter(Query::parse(query).unwrap()).unwrap_err();
             assert_eq!(err.param(), Some(param), "{query}");
