@@ -129,6 +129,7 @@ fn run(opts: Options) -> Result<(), String> {
     .map_err(|e| format!("cannot start the control plane: {e}"))?;
     seed_declared_keys(&control, std::mem::take(&mut config.virtual_keys))?;
     load_stored_models(&control)?;
+    load_known_keys(&control)?;
     let shared = Arc::new(Shared::new(
         config,
         tls,
@@ -253,6 +254,25 @@ fn load_stored_models(control: &gateway::control::ControlPlane) -> Result<(), St
     if count > 0 {
         tracing::info!(count, "models added through the API are served");
     }
+    Ok(())
+}
+
+/// Reads the set of keys the store holds before the first request, so an
+/// unknown key is refused without the database from the start.
+fn load_known_keys(control: &gateway::control::ControlPlane) -> Result<(), String> {
+    let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+        .enable_timer()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let count = rt
+        .block_on(
+            control.call(std::time::Duration::from_secs(60), |ctx| async move {
+                ctx.keys.reload_known(ctx.store.as_ref()).await
+            }),
+        )
+        .map_err(|e| format!("cannot load the known keys: {e}"))?
+        .map_err(|e| format!("cannot load the known keys: {e}"))?;
+    tracing::info!(count, "virtual keys in the store");
     Ok(())
 }
 

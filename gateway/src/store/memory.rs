@@ -131,6 +131,17 @@ impl Store for MemoryStore {
         }))
     }
 
+    async fn key_tokens(
+        &self,
+        sink: &mut (dyn for<'t> FnMut(&'t str) + Send),
+    ) -> Result<usize, StoreError> {
+        let tokens: Vec<String> = self.with(|t| t.keys.keys().cloned().collect());
+        for token in &tokens {
+            sink(token);
+        }
+        Ok(tokens.len())
+    }
+
     async fn get_team(&self, team_id: &str) -> Result<Option<TeamRecord>, StoreError> {
         Ok(self.with(|t| t.teams.get(team_id).cloned()))
     }

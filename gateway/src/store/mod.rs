@@ -90,6 +90,11 @@ pub trait Store: Send + Sync {
         user_id: Option<&str>,
         team_id: Option<&str>,
     ) -> Result<Vec<KeyRecord>, StoreError>;
+    /// Calls `sink` with the hashed token of every key; returns how many.
+    async fn key_tokens(
+        &self,
+        sink: &mut (dyn for<'t> FnMut(&'t str) + Send),
+    ) -> Result<usize, StoreError>;
 
     /// A team by id.
     async fn get_team(&self, team_id: &str) -> Result<Option<TeamRecord>, StoreError>;
