@@ -1,7 +1,7 @@
 //! `/v1/models`: the model groups a caller may use.
 
+use crate::auth::Principal;
 use crate::error::GatewayError;
-use crate::http1::RequestHead;
 use crate::server::{HeadBuilder, Responder};
 use crate::state::Worker;
 use serde_json::{json, Value};
@@ -13,10 +13,9 @@ fn model_object(id: &str) -> Value {
 /// `GET /v1/models`.
 pub async fn list(
     worker: &Worker,
-    head: &RequestHead,
+    _caller: &Principal,
     out: &mut Responder<'_>,
 ) -> Result<(), GatewayError> {
-    worker.shared.auth.authenticate(head).await?;
     let router = worker.shared.models.router();
     let data: Vec<Value> = router
         .registry()
@@ -34,11 +33,10 @@ pub async fn list(
 /// `GET /v1/models/{id}`.
 pub async fn get(
     worker: &Worker,
-    head: &RequestHead,
+    _caller: &Principal,
     id: &str,
     out: &mut Responder<'_>,
 ) -> Result<(), GatewayError> {
-    worker.shared.auth.authenticate(head).await?;
     if !worker.shared.models.router().registry().has_group(id) {
         return Err(GatewayError::ModelNotFound(id.to_string()));
     }
