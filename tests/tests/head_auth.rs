@@ -46,7 +46,10 @@ fn a_head_without_a_valid_key_gets_its_401_without_sending_the_body() {
 #[test]
 fn a_non_admin_key_gets_its_403_before_a_management_body() {
     let gw = start();
-    let key = gw.post("/key/generate", &json!({})).expect_status(200).json()["key"]
+    let key = gw
+        .post("/key/generate", &json!({}))
+        .expect_status(200)
+        .json()["key"]
         .as_str()
         .expect("a key")
         .to_string();
@@ -63,7 +66,10 @@ fn no_100_continue_for_a_refused_head() {
     let mut conn = gw.connect();
     conn.send(&big_head(
         "/v1/embeddings",
-        &[("Authorization", "Bearer sk-wrong-key-1"), ("Expect", "100-continue")],
+        &[
+            ("Authorization", "Bearer sk-wrong-key-1"),
+            ("Expect", "100-continue"),
+        ],
     ));
     let resp = conn.read_response();
     assert_error(&resp, 401);

@@ -279,6 +279,7 @@ pub(super) fn validate(
         .clone()
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| std::path::PathBuf::from(".gateway-spool"));
+    let model_env_allowlist = file.gateway_settings.model_env_allowlist.clone();
     let virtual_keys = file
         .gateway_settings
         .virtual_keys
@@ -310,6 +311,7 @@ pub(super) fn validate(
         database_url,
         spool_dir,
         virtual_keys,
+        model_env_allowlist,
         alerts,
         limits,
         router_settings: file.router_settings,
