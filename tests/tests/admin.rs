@@ -500,3 +500,47 @@ fn hostile_admin_numbers_are_refused_and_the_gateway_lives() {
     ));
     chat(&gw, &key, "chat-fast").expect_status(200);
 }
+
+/// `/spend/logs` answers one page at a time (issue 10): one call cannot
+/// pull the whole table.
+#[test]
+fn spend_logs_come_a_page_at_a_time() {
+    let gw = Gateway::start_json(
+        &json!({
+            "model_list": [mock_model("chat-fast")],
+            "general_settings": {"master_key": MASTER_KEY},
+        }),
+        &[],
+    );
+    let key = key_of(&generate(&gw, json!({})));
+    for _ in 0..3 {
+        chat(&gw, &key, "chat-fast").expect_status(200);
+    }
+    let page = |query: &str| -> Vec<Value> {
+        let logs = gw
+            .get(&format!("/spend/logs?api_key={key}{query}"))
+            .expect_status(200)
+            .json();
+        logs.as_array()
+            .unwrap_or_else(|| panic!("not a list: {logs}"))
+            .clone()
+    };
+    e2e::eventually("three spend rows", Duration::from_secs(10), || {
+        (page("").len() == 3).then_some(())
+    });
+    let first = page("&page_size=2");
+    let second = page("&page=2&page_size=2");
+    assert_eq!((first.len(), second.len()), (2, 1));
+    assert_ne!(first[1]["request_id"], second[0]["request_id"]);
+    assert_eq!(page("&limit=1").len(), 1);
+    assert!(page("&page=3&page_size=2").is_empty());
+    for (query, param) in [
+        ("page_size=100000", "page_size"),
+        ("page=0", "page"),
+        ("page=9223372036854775807&page_size=1000", "page"),
+        ("limit=-1", "limit"),
+    ] {
+        let err = assert_error(&gw.get(&format!("/spend/logs?{query}")), 400);
+        assert_eq!(err["param"], param, "{query}: {err:?}");
+    }
+}

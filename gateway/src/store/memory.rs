@@ -295,9 +295,11 @@ impl Store for MemoryStore {
                     && f.start.is_none_or(|s| r.start_time >= s)
                     && f.end.is_none_or(|e| r.start_time < e)
             });
-            rows.take(f.limit.map_or(usize::MAX, |l| l.max(0) as usize))
-                .cloned()
-                .collect()
+            let skip = usize::try_from(f.offset).unwrap_or(0);
+            let take = f
+                .limit
+                .map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(0));
+            rows.skip(skip).take(take).cloned().collect()
         }))
     }
 

@@ -206,6 +206,8 @@ pub struct SpendFilter {
     pub end: Option<DateTime<Utc>>,
     /// Most rows returned.
     pub limit: Option<i64>,
+    /// Matching rows skipped first (paging).
+    pub offset: i64,
 }
 
 impl KeyRecord {
