@@ -544,3 +544,41 @@ fn spend_logs_come_a_page_at_a_time() {
         assert_eq!(err["param"], param, "{query}: {err:?}");
     }
 }
+
+/// `/v1/models` lists only what the calling key may use (issue 10): its
+/// allowed groups and its aliases of them, never the others.
+#[test]
+fn models_lists_only_what_the_key_may_use() {
+    let gw = Gateway::start_json(
+        &json!({
+            "model_list": [mock_model("chat-fast"), mock_model("chat-deep")],
+            "general_settings": {"master_key": MASTER_KEY},
+        }),
+        &[],
+    );
+    let key = key_of(&generate(
+        &gw,
+        json!({"models": ["chat-fast"], "aliases": {"quick": "chat-fast", "deep": "chat-deep"}}),
+    ));
+    let get = |path: &str| {
+        gw.call(
+            "GET",
+            path,
+            &[("Authorization", &format!("Bearer {key}"))],
+            b"",
+        )
+    };
+    let listed = get("/v1/models").expect_status(200).json();
+    let ids: Vec<&str> = listed["data"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no data in {listed}"))
+        .iter()
+        .filter_map(|m| m["id"].as_str())
+        .collect();
+    assert_eq!(ids, ["chat-fast", "quick"], "{listed}");
+    get("/models/chat-fast").expect_status(200);
+    assert_error(&get("/v1/models/chat-deep"), 404);
+    assert_error(&get("/v1/models/deep"), 404);
+    let all = gw.get("/v1/models").expect_status(200).json();
+    assert_eq!(all["data"].as_array().map(Vec::len), Some(2), "{all}");
+}

@@ -73,6 +73,36 @@ impl Principal {
         (!regions.is_empty()).then_some(regions)
     }
 
+    /// The model names the key, its team and its user list, without
+    /// wildcards and LiteLLM's special values (`*`, `all-proxy-models`).
+    pub fn listed_models(&self) -> Vec<&str> {
+        let Principal::Key(k) = self else {
+            return Vec::new();
+        };
+        let team = k.team.iter().flat_map(|t| &t.record.models);
+        let user = k.user.iter().flat_map(|u| &u.record.models);
+        k.record
+            .models
+            .iter()
+            .chain(team)
+            .chain(user)
+            .map(String::as_str)
+            .filter(|m| !m.ends_with('*') && !checks::is_special_model_value(m))
+            .collect()
+    }
+
+    /// The key's aliases as (requested name, group).
+    pub fn aliases(&self) -> Vec<(&str, &str)> {
+        let Principal::Key(k) = self else {
+            return Vec::new();
+        };
+        k.record
+            .aliases
+            .iter()
+            .filter_map(|(name, group)| Some((name.as_str(), group.as_str()?)))
+            .collect()
+    }
+
     /// Refuses a model the key, its team or its user may not use.
     pub fn check_model(&self, model: &str) -> Result<(), GatewayError> {
         match self {
