@@ -104,6 +104,8 @@ const MAX_TIMEOUT: Duration = Duration::from_secs(86_400);
 const MAX_MOCK_DELAY_MS: u64 = 3_600_000;
 /// The largest deployment rpm or tpm (10^12).
 const MAX_RATE: u64 = 1_000_000_000_000;
+/// The largest token count a deployment may declare (a billion).
+const MAX_CONTEXT_TOKENS: u64 = 1_000_000_000;
 /// The largest price per token, USD.
 const MAX_TOKEN_PRICE: f64 = 1_000.0;
 /// The largest simple-shuffle weight.
@@ -119,6 +121,15 @@ fn check_numbers(params: &LitellmParams, info: &super::file::ModelInfo) -> Resul
     ] {
         if v.is_some_and(|v| v > MAX_RATE) {
             return out_of_range(field, format!("must be at most {MAX_RATE}"));
+        }
+    }
+    for (field, v) in [
+        ("model_info.max_tokens", info.max_tokens),
+        ("model_info.max_input_tokens", info.max_input_tokens),
+        ("model_info.max_output_tokens", info.max_output_tokens),
+    ] {
+        if v.is_some_and(|v| v > MAX_CONTEXT_TOKENS) {
+            return out_of_range(field, format!("must be at most {MAX_CONTEXT_TOKENS}"));
         }
     }
     for (field, v) in [
