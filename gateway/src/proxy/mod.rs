@@ -1,7 +1,8 @@
 //! The life of an LLM request, one phase after another. Each phase is a call
 //! into the module that owns it; this file only orders them.
 //!
-//! 1. **authenticate**: the credential names a principal (`auth`).
+//! 1. **authenticate**: the credential names a principal (`auth`), from the
+//!    request head before the body was read (`api::admit`); here its result.
 //! 2. **read**: the routing fields of the body, borrowed, never re-serialized (`inbound`).
 //! 3. **authorize**: aliases, then the key's, team's and user's allowed models (`auth`).
 //! 4. **route**: the model group and one of its deployments (`router`).
@@ -64,11 +65,13 @@ pub(crate) struct Outcome {
     tokens_used: u64,
 }
 
-/// Serves one OpenAI-style LLM request on `endpoint`.
+/// Serves one OpenAI-style LLM request on `endpoint`; `caller` is the
+/// result of authenticating its head.
 pub async fn handle(
     worker: &Worker,
     head: &RequestHead,
     endpoint: Endpoint,
+    caller: Result<Principal, GatewayError>,
     body: Bytes,
     out: &mut Responder<'_>,
     received_at: Instant,
@@ -86,7 +89,7 @@ pub async fn handle(
         rate: None,
         tokens_used: 0,
     };
-    let served = CatchPanic::new(serve(worker, head, endpoint, body, out, &mut outcome)).await;
+    let served = CatchPanic::new(serve(worker, endpoint, caller, body, out, &mut outcome)).await;
     let result = served.unwrap_or_else(|panic| {
         // Tickets and reservations were released while unwinding; only this
         // request fails, and its connection closes.
@@ -115,14 +118,14 @@ pub async fn handle(
 
 async fn serve(
     worker: &Worker,
-    head: &RequestHead,
     endpoint: Endpoint,
+    caller: Result<Principal, GatewayError>,
     body: Bytes,
     out: &mut Responder<'_>,
     outcome: &mut Outcome,
 ) -> Result<(), GatewayError> {
     // 1. authenticate
-    let principal = worker.shared.auth.authenticate(head).await?;
+    let principal = caller?;
     // 2. read
     let req = LlmRequest::parse(endpoint, body)?;
     outcome.stream = req.stream;
