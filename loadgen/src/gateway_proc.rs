@@ -214,7 +214,8 @@ pub fn default_bin() -> PathBuf {
 }
 
 /// A port nobody listens on right now.
-fn free_port() -> Result<u16, String> {
+/// A TCP port free on 127.0.0.1 right now.
+pub fn free_port() -> Result<u16, String> {
     let listener =
         TcpListener::bind("127.0.0.1:0").map_err(|e| format!("cannot find a free port: {e}"))?;
     listener

@@ -93,6 +93,13 @@ impl Harness {
         }
     }
 
+    /// The CPUs the gateway is pinned to, for a proxy measured in its place.
+    pub fn gateway_cpus(&self) -> Option<CpuSet> {
+        self.cpus
+            .as_ref()
+            .map(|s| CpuSet::of(s.gateway.iter().copied()))
+    }
+
     /// Number of CPUs the load side runs on.
     pub fn load_cpus(&self) -> usize {
         self.cpus
@@ -101,7 +108,8 @@ impl Harness {
     }
 }
 
-fn local_target(addr: SocketAddr) -> Target {
+/// Chat completions to `addr` on this machine.
+pub fn local_target(addr: SocketAddr) -> Target {
     Target {
         addr,
         host: addr.to_string(),

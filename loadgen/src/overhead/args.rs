@@ -41,6 +41,9 @@ Options:
   --search-duration D       max-rate search: length of each probe [default: 2s]
   --no-search               skip the max-rate search
   --no-pin                  do not pin the gateway and the load side to separate CPUs
+  --no-nginx                skip the nginx baseline (nginx as a plain reverse proxy to
+                            the mock, same workers and CPUs as the gateway; measured
+                            whenever /usr/sbin/nginx exists)
 {FLAGS_USAGE}  --json FILE               also write the report as JSON
   -h, --help                print this help
 "
@@ -118,6 +121,8 @@ pub struct OverheadArgs {
     pub search_duration: Option<Duration>,
     /// Pin gateway and load side to separate CPUs.
     pub pin: bool,
+    /// Measure nginx as a reverse proxy beside the gateway.
+    pub nginx: bool,
     /// Request shape (the model is always the generated config's; the key
     /// is set by the variant once the gateway runs).
     pub spec: RequestSpec,
@@ -149,6 +154,7 @@ pub fn parse(args: &mut Args) -> Result<Parsed, String> {
         p99_bound: Duration::from_millis(5),
         search_duration: Some(Duration::from_secs(2)),
         pin: true,
+        nginx: true,
         spec: RequestSpec::default(),
         json: None,
         database_url: None,
@@ -176,6 +182,7 @@ pub fn parse(args: &mut Args) -> Result<Parsed, String> {
             "search-duration" => o.search_duration = Some(args.value::<HumanDuration>(&flag)?.0),
             "no-search" => search = false,
             "no-pin" => o.pin = false,
+            "no-nginx" => o.nginx = false,
             "json" => o.json = Some(args.value(&flag)?),
             "database-url" => o.database_url = Some(args.value(&flag)?),
             "help" => return Ok(Parsed::Help),
