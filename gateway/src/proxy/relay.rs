@@ -3,6 +3,8 @@
 
 use crate::config::Deployment;
 use crate::error::GatewayError;
+use crate::formats::{Format, StreamTranslator};
+use crate::providers::anthropic;
 use crate::server::Responder;
 use crate::spend::{self, StreamUsage, Usage};
 use crate::sse::UsageChunkFilter;
@@ -12,23 +14,31 @@ use std::time::{Duration, Instant};
 /// Largest non-streamed body kept to read its `usage`.
 const MAX_TAPPED_BODY: usize = 8 << 20;
 
-/// Reads token usage from a response while it is relayed.
+/// Reads token usage from a response while it is relayed, in the format
+/// the provider answers in.
 pub(super) enum UsageTap {
     /// A JSON body, kept (bounded) until complete.
-    Body { bytes: Vec<u8> },
-    /// An SSE stream, parsed event by event.
+    Body { bytes: Vec<u8>, format: Format },
+    /// An OpenAI SSE stream, parsed event by event.
     Stream { usage: StreamUsage },
+    /// An Anthropic Messages event stream.
+    Messages { usage: anthropic::StreamUsage },
 }
 
 impl UsageTap {
-    /// A tap for a streamed or plain response.
-    pub(super) fn new(stream: bool) -> Self {
-        if stream {
-            UsageTap::Stream {
+    /// A tap for a streamed or plain response in `format`.
+    pub(super) fn new(stream: bool, format: Format) -> Self {
+        match (stream, format) {
+            (false, format) => UsageTap::Body {
+                bytes: Vec::new(),
+                format,
+            },
+            (true, Format::OpenAi) => UsageTap::Stream {
                 usage: StreamUsage::new(),
-            }
-        } else {
-            UsageTap::Body { bytes: Vec::new() }
+            },
+            (true, Format::Anthropic) => UsageTap::Messages {
+                usage: anthropic::StreamUsage::default(),
+            },
         }
     }
 
@@ -41,6 +51,7 @@ impl UsageTap {
                 }
             }
             UsageTap::Stream { usage, .. } => usage.feed(bytes),
+            UsageTap::Messages { usage } => usage.feed(bytes),
         }
     }
 
@@ -48,13 +59,18 @@ impl UsageTap {
     /// from `prompt`).
     pub(super) fn finish(self, prompt: &spend::PromptEstimate<'_>) -> Usage {
         match self {
-            UsageTap::Body { bytes } => {
-                spend::from_response_body(&bytes).unwrap_or_else(|| Usage {
+            UsageTap::Body { bytes, format } => {
+                let reported = match format {
+                    Format::OpenAi => spend::from_response_body(&bytes),
+                    Format::Anthropic => anthropic::usage_from_body(&bytes),
+                };
+                reported.unwrap_or_else(|| Usage {
                     prompt_tokens: prompt.get(),
-                    completion_tokens: 0,
+                    ..Usage::default()
                 })
             }
             UsageTap::Stream { usage } => usage.finish(|| prompt.get()).0,
+            UsageTap::Messages { usage } => usage.finish(|| prompt.get()),
         }
     }
 }
@@ -66,6 +82,7 @@ pub(super) struct Relay<'d> {
     deadline: Instant,
     is_stream: bool,
     filter: Option<UsageChunkFilter>,
+    translate: Option<Box<dyn StreamTranslator>>,
 }
 
 impl<'d> Relay<'d> {
@@ -84,7 +101,15 @@ impl<'d> Relay<'d> {
             deadline,
             is_stream,
             filter: strip_usage.then(UsageChunkFilter::default),
+            translate: None,
         }
+    }
+
+    /// Translates the stream into the client's format before it is
+    /// filtered and sent.
+    pub(super) fn translating(mut self, translate: Option<Box<dyn StreamTranslator>>) -> Self {
+        self.translate = translate;
+        self
     }
 
     /// Between pieces a stream may pause up to its timeout; a plain body must
@@ -113,6 +138,18 @@ impl<'d> Relay<'d> {
                 .await
                 .map_err(|e| upstream_error(e, self.dep, self.timeout))?;
             tap.feed(&piece);
+            if let Some(t) = &mut self.translate {
+                let mut translated = Vec::with_capacity(piece.len() * 2);
+                let done = t.feed(&piece, &mut translated).and_then(|()| {
+                    if more {
+                        Ok(())
+                    } else {
+                        t.finish(&mut translated)
+                    }
+                });
+                done.map_err(|e| super::convert::translate_error(self.dep, e))?;
+                piece = translated;
+            }
             if let Some(filter) = &mut self.filter {
                 let mut kept = Vec::with_capacity(piece.len());
                 filter.filter(&piece, &mut kept);
@@ -160,69 +197,5 @@ pub(super) fn upstream_error(
             }
         }
         UpstreamError::Protocol(reason) => GatewayError::UpstreamProtocol { provider, reason },
-    }
-}
-
-/// The provider's error, with its status, message, type and `retry-after`.
-pub(super) fn error_from_upstream(
-    status: u16,
-    body: &[u8],
-    retry_after: Option<String>,
-) -> GatewayError {
-    let json: Option<serde_json::Value> = serde_json::from_slice(body).ok();
-    let error = json.as_ref().and_then(|v| v.get("error"));
-    let message = error
-        .and_then(|e| e.get("message").and_then(|m| m.as_str()).or(e.as_str()))
-        .or_else(|| {
-            json.as_ref()
-                .and_then(|v| v.get("message").or(v.get("detail")))
-                .and_then(|m| m.as_str())
-        })
-        .map(str::to_string)
-        .unwrap_or_else(|| {
-            let text = String::from_utf8_lossy(body);
-            let text: String = text.chars().take(2000).collect();
-            if text.trim().is_empty() {
-                format!("upstream returned status {status}")
-            } else {
-                text
-            }
-        });
-    let error_type = error
-        .and_then(|e| e.get("type"))
-        .and_then(|t| t.as_str())
-        .filter(|t| !t.is_empty())
-        .map(str::to_string);
-    let provider_code = error
-        .and_then(|e| e.get("code"))
-        .and_then(|c| c.as_str())
-        .map(str::to_string);
-    GatewayError::Upstream {
-        status,
-        message,
-        error_type,
-        provider_code,
-        retry_after,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_openai_style_upstream_errors() {
-        let e = error_from_upstream(
-            429,
-            br#"{"error":{"message":"Rate limit reached","type":"requests","code":"429"}}"#,
-            Some("7".into()),
-        );
-        assert_eq!(
-            (e.status(), e.to_string(), e.error_type(), e.retry_after()),
-            (429, "Rate limit reached".into(), "requests", Some("7"))
-        );
-        let e = error_from_upstream(502, b"<html>bad gateway</html>", None);
-        assert_eq!(e.to_string(), "<html>bad gateway</html>");
-        assert_eq!(e.error_type(), "api_error");
     }
 }
