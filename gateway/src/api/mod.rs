@@ -44,6 +44,14 @@ pub async fn handle(
             proxy::handle(worker, head, endpoint, body, out, received_at).await;
             return;
         }
+        "/messages" if method == "POST" => {
+            proxy::handle(worker, head, Endpoint::Messages, body, out, received_at).await;
+            return;
+        }
+        "/messages/count_tokens" if method == "POST" => {
+            proxy::count_tokens(worker, head, body, out).await;
+            return;
+        }
         p if admin::is_admin_path(p) => {
             admin::handle(worker, head, p, &body, out).await;
             return;

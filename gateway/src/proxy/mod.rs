@@ -17,6 +17,7 @@
 //! 10. **log**: one access line with durations.
 
 mod convert;
+mod count_tokens;
 mod headers;
 mod record;
 mod relay;
@@ -38,6 +39,7 @@ use headers::{litellm_headers, upstream_head};
 use record::Attempt;
 use relay::UsageTap;
 
+pub use count_tokens::handle as count_tokens;
 pub use record::flush_spend;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

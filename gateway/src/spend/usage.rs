@@ -338,6 +338,9 @@ struct PromptView<'a> {
     prompt: Option<&'a RawValue>,
     #[serde(borrow)]
     input: Option<&'a RawValue>,
+    /// Anthropic's top-level system prompt (a string or text blocks).
+    #[serde(borrow)]
+    system: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -392,9 +395,9 @@ impl std::fmt::Debug for PromptEstimate<'_> {
 /// the prompt count of a stream that reports no usage: a quarter of the
 /// input text's characters, rounded up (LiteLLM's estimate), plus one per
 /// token id of a pre-tokenized `prompt` or `input`; at least 1. Reads chat
-/// `messages[].content` (string or `text` parts), completions `prompt` and
-/// embeddings `input` (string or array); a body that does not parse counts
-/// as a quarter of its bytes.
+/// and Messages `messages[].content` (string or `text` parts), Messages'
+/// `system`, completions `prompt` and embeddings `input` (string or array);
+/// a body that does not parse counts as a quarter of its bytes.
 pub fn estimate_prompt_tokens(body: &[u8]) -> u64 {
     let estimate = match serde_json::from_slice::<PromptView>(body) {
         Ok(view) => {
@@ -403,6 +406,9 @@ pub fn estimate_prompt_tokens(body: &[u8]) -> u64 {
                 if let Some(content) = message.content {
                     tally.content(content);
                 }
+            }
+            if let Some(system) = view.system {
+                tally.content(system);
             }
             for raw in [view.prompt, view.input].into_iter().flatten() {
                 tally.text_or_tokens(raw, 0);
@@ -636,6 +642,11 @@ mod tests {
         });
         // 4 + 4 + 1 = 9 characters → 3 tokens.
         assert_eq!(estimate_prompt_tokens(body.to_string().as_bytes()), 3);
+        let messages = json!({
+            "system": [{"type": "text", "text": "abcd"}],
+            "messages": [{"role": "user", "content": "efgh"}],
+        });
+        assert_eq!(estimate_prompt_tokens(messages.to_string().as_bytes()), 2);
         let escaped = br#"{"messages":[{"role":"user","content":"\"\u00e9\"\n"}]}"#;
         assert_eq!(estimate_prompt_tokens(escaped), 1);
     }
