@@ -146,6 +146,15 @@ impl Provider for Azure {
         })
     }
 
+    /// Azure OpenAI takes `stream_options` from API version 2024-07-01 on
+    /// (and on its `v1` API); older versions refuse the field.
+    fn accepts_stream_options(&self, dep: &Deployment) -> bool {
+        match (self.0, dep.api_version.as_deref()) {
+            (Flavor::OpenAi, Some(v)) => is_v1(v) || v.get(..10).is_some_and(|d| d >= "2024-07-01"),
+            _ => true,
+        }
+    }
+
     fn error(&self, status: u16, body: &[u8], retry_after: Option<String>) -> GatewayError {
         let mut err = openai_error(status, body, retry_after);
         if let GatewayError::Upstream { message, class, .. } = &mut err {
@@ -245,6 +254,22 @@ mod tests {
             "/v1/chat/completions?api-version=2024-05-01-preview"
         );
         assert_eq!(headers(&out), [("authorization", "Bearer k")]);
+    }
+
+    #[test]
+    fn old_api_versions_get_no_stream_options() {
+        let old = dep(
+            "model: azure/x, api_base: 'https://r.openai.azure.com', api_version: '2024-02-01'",
+        );
+        assert!(!AZURE.accepts_stream_options(&old));
+        for v in ["2024-10-21", "2025-02-01-preview", "v1"] {
+            let d = dep(&format!(
+                "model: azure/x, api_base: 'https://r.openai.azure.com', api_version: '{v}'"
+            ));
+            assert!(AZURE.accepts_stream_options(&d), "{v}");
+        }
+        let default = dep("model: azure/x, api_base: 'https://r.openai.azure.com'");
+        assert!(AZURE.accepts_stream_options(&default));
     }
 
     #[test]

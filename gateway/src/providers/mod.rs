@@ -165,6 +165,12 @@ pub trait Provider: Sync {
         None
     }
 
+    /// Whether the deployment accepts OpenAI's `stream_options`, which the
+    /// gateway adds to streamed requests to be told the usage.
+    fn accepts_stream_options(&self, _dep: &Deployment) -> bool {
+        true
+    }
+
     /// The gateway error for an error answer (`status`, `body`,
     /// `retry-after`), classed for retries, cooldowns and fallbacks.
     fn error(&self, status: u16, body: &[u8], retry_after: Option<String>) -> GatewayError;

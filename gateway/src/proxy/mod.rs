@@ -279,6 +279,7 @@ async fn attempt_once(
     let client = req.endpoint.format();
     let result = match providers::http_provider(dep.provider) {
         Some(provider) => {
+            let with_usage = with_usage.filter(|_| provider.accepts_stream_options(dep));
             let strip_usage = with_usage.is_some();
             let upstream_req = match with_usage {
                 Some(body) => {
