@@ -261,6 +261,16 @@ fn anthropic_serves_chat_completions_whole_streamed_and_with_tools() {
     assert!(evs
         .iter()
         .any(|(_, v)| v["choices"][0]["finish_reason"] == "tool_calls"));
+
+    let format = json!({"type": "json_schema", "json_schema": {"name": "w", "schema": {"type": "object", "properties": {"city": {"type": "string"}}}}});
+    let resp = chat(
+        &gw,
+        json!({"model": "claude", "messages": user("weather?"), "response_format": format}),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let choice = &resp.json()["choices"][0];
+    assert_eq!(choice["message"]["content"], "{\"city\":\"mock\"}");
+    assert_eq!(choice["finish_reason"], "stop");
 }
 
 #[test]

@@ -75,17 +75,22 @@ pub fn from_chat(
             out.entry("thinking").or_insert(thinking);
         }
     }
-    if let Some(Value::Array(tools)) = req.remove("tools") {
-        let tools = tools
+    let mut tools = match req.remove("tools") {
+        Some(Value::Array(tools)) => tools
             .into_iter()
             .map(convert_tool)
-            .collect::<Result<Vec<_>, _>>()?;
-        if !tools.is_empty() {
-            out.insert("tools".into(), Value::Array(tools));
-        }
-    }
+            .collect::<Result<Vec<_>, _>>()?,
+        _ => Vec::new(),
+    };
     let parallel = req.remove("parallel_tool_calls").and_then(|v| v.as_bool());
-    let choice = tool_choice(req.remove("tool_choice"), parallel)?;
+    let mut choice = tool_choice(req.remove("tool_choice"), parallel)?;
+    if let Some(schema) = response_schema(req.remove("response_format"))? {
+        tools.push(json!({"name": JSON_TOOL, "input_schema": schema}));
+        choice.get_or_insert_with(|| json!({"type": "tool", "name": JSON_TOOL}));
+    }
+    if !tools.is_empty() {
+        out.insert("tools".into(), Value::Array(tools));
+    }
     if let Some(choice) = choice {
         out.insert("tool_choice".into(), choice);
     }
@@ -100,6 +105,33 @@ pub fn from_chat(
     let body = serde_json::to_vec(&Value::Object(out))
         .map_err(|e| GatewayError::MalformedJson(e.to_string()))?;
     Ok((body, include_usage))
+}
+
+/// The tool LiteLLM forces to get JSON matching a `response_format`
+/// schema; its input comes back as the message content.
+pub const JSON_TOOL: &str = "json_tool_call";
+
+/// The JSON schema a `response_format` asks for (`json_schema`; a plain
+/// `json_object` asks for any object), `None` for text.
+fn response_schema(format: Option<Value>) -> Result<Option<Value>, GatewayError> {
+    let Some(mut format) = format.filter(|f| !f.is_null()) else {
+        return Ok(None);
+    };
+    match format.get("type").and_then(Value::as_str) {
+        Some("text") => Ok(None),
+        Some("json_object") => Ok(Some(json!({"type": "object"}))),
+        Some("json_schema") => match format.pointer_mut("/json_schema/schema").map(Value::take) {
+            Some(schema) if schema.is_object() => Ok(Some(schema)),
+            _ => Err(invalid(
+                "response_format",
+                "json_schema needs a `schema` object",
+            )),
+        },
+        _ => Err(invalid(
+            "response_format",
+            "type must be text, json_object or json_schema",
+        )),
+    }
 }
 
 /// LiteLLM's thinking budgets for `reasoning_effort`.
@@ -478,6 +510,31 @@ mod tests {
                 {"type": "text", "text": "thanks"},
             ]})
         );
+    }
+
+    #[test]
+    fn response_format_forces_the_json_tool() {
+        let schema = json!({"type": "object", "properties": {"a": {"type": "integer"}}});
+        let out = translate(
+            json!({"messages": [], "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}}),
+        );
+        assert_eq!(
+            out["tools"],
+            json!([{"name": "json_tool_call", "input_schema": schema}])
+        );
+        assert_eq!(
+            out["tool_choice"],
+            json!({"type": "tool", "name": "json_tool_call"})
+        );
+        let out = translate(json!({"messages": [], "response_format": {"type": "text"}}));
+        assert!(out.get("tools").is_none());
+        let e = from_chat(
+            br#"{"messages":[],"response_format":{"type":"yaml"}}"#,
+            "m",
+            1,
+        )
+        .unwrap_err();
+        assert_eq!(e.param(), Some("response_format"));
     }
 
     #[test]

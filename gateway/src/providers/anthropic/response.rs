@@ -58,9 +58,14 @@ pub fn to_chat(body: &[u8]) -> Result<Vec<u8>, TranslateError> {
     let mut reasoning: Option<String> = None;
     let mut thinking_blocks = Vec::new();
     let mut calls = Vec::new();
+    let mut json_answer = None;
     for block in resp["content"].as_array().into_iter().flatten() {
         match block["type"].as_str() {
             Some("text") => text.push_str(block["text"].as_str().unwrap_or_default()),
+            // The forced `response_format` tool: its input is the answer.
+            Some("tool_use") if block["name"] == super::request::JSON_TOOL => {
+                json_answer = Some(block["input"].to_string());
+            }
             Some("tool_use") => calls.push(tool_call(block)),
             Some("thinking") => {
                 reasoning
@@ -70,6 +75,13 @@ pub fn to_chat(body: &[u8]) -> Result<Vec<u8>, TranslateError> {
             }
             Some("redacted_thinking") => thinking_blocks.push(block.clone()),
             _ => {}
+        }
+    }
+    let mut stop = resp["stop_reason"].as_str().unwrap_or("end_turn");
+    if let Some(answer) = json_answer {
+        text = answer;
+        if calls.is_empty() {
+            stop = "end_turn";
         }
     }
     let mut message = json!({
@@ -91,7 +103,7 @@ pub fn to_chat(body: &[u8]) -> Result<Vec<u8>, TranslateError> {
         "choices": [{
             "index": 0,
             "message": message,
-            "finish_reason": finish_reason(resp["stop_reason"].as_str().unwrap_or("end_turn")),
+            "finish_reason": finish_reason(stop),
         }],
         "usage": openai_usage(&resp["usage"]),
     });
@@ -131,6 +143,18 @@ mod tests {
         assert_eq!(out["usage"]["total_tokens"], 135);
         assert_eq!(out["usage"]["prompt_tokens_details"]["cached_tokens"], 100);
         assert_eq!(out["usage"]["cache_creation_input_tokens"], 20);
+    }
+
+    #[test]
+    fn the_json_tool_answer_becomes_the_content() {
+        let body = json!({"id": "m", "model": "c", "stop_reason": "tool_use", "content": [
+            {"type": "tool_use", "id": "t", "name": "json_tool_call", "input": {"a": 1}},
+        ], "usage": {}});
+        let out: Value =
+            serde_json::from_slice(&to_chat(body.to_string().as_bytes()).unwrap()).unwrap();
+        assert_eq!(out["choices"][0]["message"]["content"], "{\"a\":1}");
+        assert!(out["choices"][0]["message"].get("tool_calls").is_none());
+        assert_eq!(out["choices"][0]["finish_reason"], "stop");
     }
 
     #[test]

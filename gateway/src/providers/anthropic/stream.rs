@@ -25,6 +25,8 @@ pub struct MessagesToChat {
     block_args: bool,
     /// OpenAI index of the current tool call (-1: none yet).
     tool_index: i64,
+    /// The stream answers through the forced `response_format` tool.
+    json_answer: bool,
     done: bool,
     finished: bool,
 }
@@ -41,6 +43,7 @@ impl MessagesToChat {
             block: None,
             block_args: false,
             tool_index: -1,
+            json_answer: false,
             done: false,
             finished: false,
         }
@@ -87,6 +90,11 @@ impl MessagesToChat {
                             self.chunk(out, json!({"content": t}), None);
                         }
                     }
+                    "tool_use" if block["name"] == super::request::JSON_TOOL => {
+                        // Its arguments stream as the answer's content.
+                        self.block = Some("json_answer".into());
+                        self.json_answer = true;
+                    }
                     "tool_use" => {
                         self.tool_index += 1;
                         let call = json!({
@@ -111,6 +119,9 @@ impl MessagesToChat {
                 let delta = &event["delta"];
                 match delta["type"].as_str().unwrap_or_default() {
                     "text_delta" => self.chunk(out, json!({"content": delta["text"]}), None),
+                    "input_json_delta" if self.block.as_deref() == Some("json_answer") => {
+                        self.chunk(out, json!({"content": delta["partial_json"]}), None);
+                    }
                     "input_json_delta" if self.block.as_deref() == Some("tool_use") => {
                         let args = delta["partial_json"].as_str().unwrap_or_default();
                         if args.is_empty() {
@@ -148,8 +159,11 @@ impl MessagesToChat {
             }
             "message_delta" => {
                 self.merge_usage(&event["usage"]);
-                let reason =
-                    finish_reason(event["delta"]["stop_reason"].as_str().unwrap_or("end_turn"));
+                let mut stop = event["delta"]["stop_reason"].as_str().unwrap_or("end_turn");
+                if self.json_answer && self.tool_index < 0 {
+                    stop = "end_turn";
+                }
+                let reason = finish_reason(stop);
                 self.finished = true;
                 self.chunk(out, json!({}), Some(reason));
             }
@@ -317,6 +331,30 @@ mod tests {
         assert_eq!(usage["prompt_tokens_details"]["cached_tokens"], 5);
         let without = chunks(&run(s.as_bytes(), false, 0));
         assert!(without.iter().all(|c| c.get("usage").is_none()));
+    }
+
+    #[test]
+    fn the_json_tool_streams_as_content() {
+        let s = [
+            ev("message_start", json!({"type": "message_start", "message": {"id": "m", "model": "c", "usage": {"input_tokens": 1}}})),
+            ev("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "t", "name": "json_tool_call", "input": {}}})),
+            ev("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"a\":"}})),
+            ev("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "1}"}})),
+            ev("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
+            ev("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 3}})),
+            ev("message_stop", json!({"type": "message_stop"})),
+        ]
+        .concat();
+        let c = chunks(&run(s.as_bytes(), false, 0));
+        let text: String = c
+            .iter()
+            .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+            .collect();
+        assert_eq!(text, "{\"a\":1}");
+        assert!(c
+            .iter()
+            .all(|c| c["choices"][0]["delta"].get("tool_calls").is_none()));
+        assert_eq!(c.last().unwrap()["choices"][0]["finish_reason"], "stop");
     }
 
     #[test]
