@@ -11,7 +11,9 @@ use crate::http1::RequestHead;
 use crate::inbound::{Endpoint, LlmRequest};
 use crate::providers::{self, Provider};
 use crate::server::{HeadBuilder, Responder};
+use crate::upstream::{UpstreamError, UpstreamResponse};
 use bytes::Bytes;
+use std::time::{Duration, Instant};
 
 /// Headers of the client's request that a provider of the client's own
 /// format gets too: Anthropic's version and beta features on Messages.
@@ -53,6 +55,26 @@ pub(super) fn request_for<'a>(
         }
     };
     Ok(internal.insert(chat))
+}
+
+/// A whole answer body of at most `limit` bytes, read before `deadline`
+/// (`timeout` is the deployment's, for the error message).
+pub(super) async fn read_body(
+    resp: &mut UpstreamResponse,
+    limit: usize,
+    deadline: Instant,
+    dep: &Deployment,
+    timeout: Duration,
+) -> Result<Vec<u8>, GatewayError> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    match monoio::time::timeout(left, resp.read_to_end(limit, left)).await {
+        Ok(read) => read.map_err(|e| super::relay::upstream_error(e, dep, timeout)),
+        Err(_) => Err(super::relay::upstream_error(
+            UpstreamError::Timeout,
+            dep,
+            timeout,
+        )),
+    }
 }
 
 /// The failure of translating `dep`'s answer.

@@ -88,10 +88,7 @@ async fn serve(
         .await
         .map_err(|e| super::relay::upstream_error(e, dep, dep.timeout))?;
     let status = resp.head.status;
-    let body = resp
-        .read_to_end(MAX_ANSWER, dep.timeout)
-        .await
-        .map_err(|e| super::relay::upstream_error(e, dep, dep.timeout))?;
+    let body = convert::read_body(&mut resp, MAX_ANSWER, deadline, dep, dep.timeout).await?;
     if status >= 400 {
         return Err(provider.error(status, &body, resp.head.retry_after.take()));
     }

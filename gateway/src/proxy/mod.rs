@@ -403,10 +403,8 @@ async fn forward(
     let is_stream = resp.head.is_event_stream();
     let io = |_| GatewayError::Unavailable("client connection lost");
     if !is_stream && !convert::is_passthrough(provider.format(), client) {
-        let body = resp
-            .read_to_end(crate::formats::MAX_BODY_BYTES, timeout)
-            .await
-            .map_err(|e| relay::upstream_error(e, dep, timeout))?;
+        let limit = crate::formats::MAX_BODY_BYTES;
+        let body = convert::read_body(&mut resp, limit, deadline, dep, timeout).await?;
         tap.feed(&body);
         let body = convert::translate_body(Some(provider), client, &body)
             .map_err(|e| convert::translate_error(dep, e))?;
