@@ -66,6 +66,10 @@ pub enum GatewayError {
     /// The database failed a management call.
     #[error("Database error: {0}")]
     Store(String),
+    /// The request has a budget but its model has no price, so the budget
+    /// could not be enforced.
+    #[error("Model '{0}' has no known price, so the budgets of this key, its user or its team cannot be enforced on it. Set input_cost_per_token and output_cost_per_token on its deployment (on a wildcard entry they price every model it routes).")]
+    Unpriced(String),
     /// A model no group or wildcard serves.
     #[error("Invalid model name passed in model={0}. Call `/v1/models` to view available models for your key.")]
     UnknownModel(String),
@@ -204,9 +208,17 @@ pub enum GatewayError {
         /// Seconds until then (`retry-after`).
         retry_after: String,
     },
+    /// The client closed the connection before an answer; nothing more is
+    /// attempted (the status is only logged).
+    #[error("Client closed the connection before the response")]
+    ClientGone,
     /// Connection cap reached or shutting down.
     #[error("Service unavailable: {0}")]
     Unavailable(&'static str),
+    /// The gateway failed while serving this request (a caught panic); only
+    /// this request is affected.
+    #[error("Internal server error: {0}")]
+    Internal(&'static str),
 }
 
 impl GatewayError {
@@ -222,6 +234,7 @@ impl GatewayError {
             NotFound(_) => 404,
             Conflict(_) => 409,
             UnknownModel(_)
+            | Unpriced(_)
             | MalformedJson(_)
             | MissingParam(_)
             | InvalidParam { .. }
@@ -235,6 +248,8 @@ impl GatewayError {
             Upstream { status, .. } => *status,
             UpstreamUnreachable { .. } | UpstreamProtocol { .. } => 502,
             Unavailable(_) => 503,
+            Internal(_) => 500,
+            ClientGone => 499,
         }
     }
 
@@ -247,7 +262,7 @@ impl GatewayError {
             ModelAccessDenied { .. } => "key_model_access_denied",
             BudgetExceeded { .. } => "budget_exceeded",
             NotFound(_) => "not_found_error",
-            Store(_) => "internal_server_error",
+            Store(_) | Internal(_) => "internal_server_error",
             RouteNotFound { .. } | ModelNotFound(_) => "not_found_error",
             ClientTimeout { .. } | UpstreamTimeout { .. } => "timeout_error",
             Upstream {
@@ -266,7 +281,9 @@ impl GatewayError {
     /// The `param` field.
     pub fn param(&self) -> Option<&str> {
         match self {
-            GatewayError::UnknownModel(_) | GatewayError::ModelAccessDenied { .. } => Some("model"),
+            GatewayError::UnknownModel(_)
+            | GatewayError::Unpriced(_)
+            | GatewayError::ModelAccessDenied { .. } => Some("model"),
             GatewayError::BadField { field, .. } => Some(field),
             GatewayError::MissingParam(p) | GatewayError::InvalidParam { param: p, .. } => Some(p),
             _ => None,
@@ -294,7 +311,9 @@ impl GatewayError {
             GatewayError::UpstreamUnreachable { .. } | GatewayError::UpstreamProtocol { .. } => {
                 ErrorClass::ApiConnection
             }
-            GatewayError::Unavailable(_) => ErrorClass::ClientDisconnected,
+            GatewayError::Unavailable(_) | GatewayError::ClientGone => {
+                ErrorClass::ClientDisconnected
+            }
             other => ErrorClass::from_status(other.status()),
         }
     }

@@ -14,6 +14,7 @@ pub mod inbound;
 pub mod limits;
 pub mod logging;
 pub mod models;
+pub mod panic_guard;
 pub mod providers;
 pub mod proxy;
 pub mod read_through;

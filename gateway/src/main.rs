@@ -74,6 +74,7 @@ fn main() -> ExitCode {
         }
     };
     let _log_guard = gateway::logging::init(opts.json_logs);
+    gateway::panic_guard::install_hook();
     match run(opts) {
         Ok(()) => ExitCode::SUCCESS,
         Err(msg) => {

@@ -11,6 +11,7 @@
 //! - [`config`]: config builders and a tiny JSON-to-YAML writer.
 //! - [`postgres`]: scratch databases ([`TestDb`]) and a killable private
 //!   server ([`PrivatePostgres`]) for the multi-replica and outage tests.
+//! - [`raw_upstream`]: a scripted upstream answering fixed bytes ([`RawUpstream`]).
 //! - [`redis`]: a private, stoppable `redis-server` ([`PrivateRedis`]) for
 //!   the rate-limit tests.
 //!
@@ -23,12 +24,14 @@ pub mod config;
 pub mod http;
 pub mod postgres;
 mod procs;
+pub mod raw_upstream;
 pub mod redis;
 
 pub use config::{base_config, openai_model, to_yaml, MASTER_KEY};
 pub use http::{request, Conn, Response, SseReader};
 pub use postgres::{PrivatePostgres, TestDb};
 pub use procs::{bin_path, free_port, Gateway, MockServer};
+pub use raw_upstream::RawUpstream;
 pub use redis::PrivateRedis;
 
 use serde_json::Value;

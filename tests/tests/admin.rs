@@ -10,7 +10,14 @@ use serde_json::{json, Value};
 fn mock_model(name: &str) -> Value {
     json!({
         "model_name": name,
-        "litellm_params": {"model": format!("mock/{name}"), "mock_response": "hi"},
+        // Priced, so budgets apply (an unpriced model is refused to keys
+        // with a budget).
+        "litellm_params": {
+            "model": format!("mock/{name}"),
+            "mock_response": "hi",
+            "input_cost_per_token": 0.000001,
+            "output_cost_per_token": 0.000002,
+        },
         "model_info": {"id": format!("{name}-1")},
     })
 }

@@ -381,3 +381,204 @@ fn content_length_must_be_digits_only() {
         "connection kept open after malformed framing"
     );
 }
+
+/// Sends `body_wire` as the (already chunk-encoded) body of a chat request.
+fn chunked_wire_request(body_wire: &[u8]) -> Vec<u8> {
+    let auth = bearer();
+    let mut bytes = request(
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+            ("Transfer-Encoding", "chunked"),
+        ],
+        b"",
+    );
+    bytes.extend_from_slice(body_wire);
+    bytes
+}
+
+#[test]
+fn chunked_framing_is_strict_crlf_with_checked_sizes() {
+    // RFC 9112 §7.1: every line ends in CRLF. A bare LF, a size that
+    // overflows 64 bits, unbounded extensions or trailers are 400 and the
+    // connection closes (the framing of what follows is unknown).
+    let (_mock, gw) = start();
+    let body = chat_body("gpt-4o").to_string();
+    let ext = format!(";{}", "e".repeat(1000));
+    let many_ext: String = body
+        .bytes()
+        .map(|b| format!("1{ext}\r\n{}\r\n", b as char))
+        .collect();
+    let trailers: String = (0..100).map(|i| format!("t{i}: v\r\n")).collect();
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "bare LF after the size",
+            format!("{:x}\n{body}\r\n0\r\n\r\n", body.len()).into_bytes(),
+        ),
+        (
+            "bare LF after the data",
+            format!("{:x}\r\n{body}\n0\r\n\r\n", body.len()).into_bytes(),
+        ),
+        (
+            "bare LF ending the body",
+            format!("{:x}\r\n{body}\r\n0\r\n\n", body.len()).into_bytes(),
+        ),
+        (
+            "size overflowing 64 bits",
+            b"10000000000000001\r\nx\r\n0\r\n\r\n".to_vec(),
+        ),
+        (
+            "extensions over the cap",
+            format!("{many_ext}0\r\n\r\n").into_bytes(),
+        ),
+        (
+            "too many trailers",
+            format!("{:x}\r\n{body}\r\n0\r\n{trailers}\r\n", body.len()).into_bytes(),
+        ),
+    ];
+    for (what, wire) in cases {
+        let mut conn = gw.connect();
+        let resp = conn.roundtrip(&chunked_wire_request(&wire));
+        let err = assert_error(&resp, 400);
+        assert!(
+            conn.closed_within(Duration::from_secs(3)),
+            "{what}: connection kept open after bad chunked framing ({err:?})"
+        );
+    }
+    // Within the bounds, extensions and trailers are accepted and ignored.
+    let wire = format!(
+        "{:x} ;a=\"b; c\"\r\n{body}\r\n0;last\r\nx-t: 1\r\n\r\n",
+        body.len()
+    );
+    let resp = gw
+        .connect()
+        .roundtrip(&chunked_wire_request(wire.as_bytes()));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+}
+
+/// Reads and discards until the peer closes (true) or `wait` passes (false).
+fn drained_to_close(conn: &e2e::Conn, wait: Duration) -> bool {
+    use std::io::Read;
+    let deadline = std::time::Instant::now() + wait;
+    let mut stream = conn.stream();
+    let mut buf = vec![0u8; 1 << 16];
+    while std::time::Instant::now() < deadline {
+        conn.set_read_timeout(Duration::from_millis(200));
+        match stream.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
+#[test]
+fn a_client_that_stops_reading_is_disconnected_and_its_slot_released() {
+    // A stream far larger than every socket buffer on the way; the client
+    // never reads, so the gateway's writes stall. With a write deadline the
+    // gateway disconnects it, drops the upstream connection and frees the
+    // key's only parallel slot; without one the slot is held forever.
+    let mock = MockServer::start(&[]);
+    let mut config = base_config(mock.port());
+    e2e::config::add_model(
+        &mut config,
+        e2e::openai_model(
+            "endless",
+            "endless-id",
+            &mock.api_base(),
+            json!({"extra_headers": {"x-mock-completion-tokens": "300000"}, "stream_timeout": 600}),
+        ),
+    );
+    config["gateway_settings"]["write_timeout_ms"] = json!(300);
+    let gw = Gateway::start_json(&config, &[]);
+    let created = gw
+        .post("/key/generate", &json!({"max_parallel_requests": 1}))
+        .expect_status(200)
+        .json();
+    let key = format!("Bearer {}", created["key"].as_str().expect("key"));
+    let mut body = chat_body("endless");
+    body["stream"] = json!(true);
+    let mut slow = gw.connect();
+    slow.send(&request(
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("Authorization", &key),
+            ("Content-Type", "application/json"),
+        ],
+        body.to_string().as_bytes(),
+    ));
+    // Admitted and streaming (the mock takes a moment to prepare the stream).
+    slow.set_read_timeout(Duration::from_secs(30));
+    let head = slow.read_head().expect("the stream's head");
+    assert_eq!(head.status, 200);
+    // The slot comes back while the slow client still holds its socket open.
+    let quick = chat_body("local-mock").to_string();
+    e2e::eventually(
+        "the slow reader's parallel slot to come back",
+        Duration::from_secs(20),
+        || {
+            let r = gw.call(
+                "POST",
+                "/v1/chat/completions",
+                &[
+                    ("Authorization", &key),
+                    ("Content-Type", "application/json"),
+                ],
+                quick.as_bytes(),
+            );
+            (r.status == 200).then_some(())
+        },
+    );
+    assert!(
+        drained_to_close(&slow, Duration::from_secs(20)),
+        "the gateway kept the non-reading client's connection open"
+    );
+}
+
+#[test]
+fn pipelined_requests_behind_an_unread_response_are_bounded() {
+    // A client pipelines requests without ever reading the answers. The
+    // gateway reads a request only after answering the previous one, so
+    // what it holds is bounded by its read buffer; once the client's
+    // receive buffer is full, a write stalls past the deadline and the
+    // connection is closed, which ends the client's writes too.
+    let mock = MockServer::start(&[]);
+    let mut config = base_config(mock.port());
+    config["gateway_settings"]["write_timeout_ms"] = json!(300);
+    let gw = Gateway::start_json(&config, &[]);
+    let conn = gw.connect();
+    let mut writer = conn.stream().try_clone().expect("clone socket");
+    writer
+        .set_write_timeout(Some(Duration::from_secs(60)))
+        .expect("write timeout");
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = done.clone();
+    let one = models_request();
+    thread::spawn(move || {
+        let batch = one.repeat(100);
+        // At most 1 GB: far past every buffer, yet bounded if it never ends.
+        for _ in 0..(1 << 30) / batch.len() {
+            if writer.write_all(&batch).is_err() {
+                break;
+            }
+        }
+        flag.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    e2e::eventually(
+        "the gateway to close a pipelining client that never reads",
+        Duration::from_secs(30),
+        || done.load(std::sync::atomic::Ordering::SeqCst).then_some(()),
+    );
+    drop(conn);
+    // And it still serves.
+    gw.connect().roundtrip(&models_request()).expect_status(200);
+}

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use e2e::config::add_model;
 use e2e::{
     assert_error, base_config, chat_body, error_message, free_port, openai_model, unique_id,
-    Gateway, MockServer,
+    Gateway, MockServer, RawUpstream,
 };
 use serde_json::{json, Value};
 
@@ -226,4 +226,44 @@ fn https_upstream_with_unknown_ca_is_rejected() {
         resp.text()
     );
     assert_error(&resp, resp.status);
+}
+
+/// A gateway with deployment `raw` on a [`RawUpstream`] answering `reply`.
+fn start_raw(reply: &[u8]) -> (RawUpstream, Gateway) {
+    let raw = RawUpstream::start(reply.to_vec(), true);
+    let mut config = base_config(free_port());
+    add_model(
+        &mut config,
+        openai_model("raw", "raw-id", &raw.api_base(), json!({})),
+    );
+    let gw = Gateway::start_json(&config, &[]);
+    (raw, gw)
+}
+
+#[test]
+fn upstream_chunked_body_with_bare_lf_is_cut_not_guessed() {
+    // The upstream's chunked framing is read as strictly as a client's: a
+    // bare LF is a protocol error, never a guess at where the body ends. The
+    // relayed body is already under way, so the client sees it cut (no last
+    // chunk, connection closed), never a wrong but complete body.
+    let head =
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
+    let (_good_raw, good) = start_raw(format!("{head}2\r\n{{}}\r\n0\r\n\r\n").as_bytes());
+    let resp = good.post("/v1/chat/completions", &chat_body("raw"));
+    assert_eq!((resp.status, resp.text().as_str()), (200, "{}"));
+    let (raw, gw) = start_raw(format!("{head}2\r\n{{}}\n0\r\n\r\n").as_bytes());
+    let mut conn = gw.connect();
+    conn.send(&e2e::request(
+        "POST",
+        "/v1/chat/completions",
+        &[("Authorization", &format!("Bearer {}", e2e::MASTER_KEY))],
+        chat_body("raw").to_string().as_bytes(),
+    ));
+    let got = conn.try_read_response();
+    assert!(
+        got.is_err(),
+        "a complete response from a bad upstream body: {got:?}"
+    );
+    assert!(conn.closed_within(Duration::from_secs(3)));
+    assert_eq!(raw.requests(), 1, "a protocol error is not retried");
 }

@@ -41,6 +41,7 @@ pub async fn readiness(worker: &Worker, out: &mut Responder<'_>) -> Result<(), G
             "redis_calls": limiter.redis_calls(),
             "breaker": breaker,
         },
+        "panics_caught": crate::panic_guard::caught(),
     });
     let _ = out
         .send(

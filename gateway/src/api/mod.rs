@@ -2,8 +2,11 @@
 //! accepted with and without the `/v1` prefix, as LiteLLM does.
 
 mod admin;
+pub use admin::fuzz as admin_fuzz;
 mod health;
 mod models;
+#[cfg(debug_assertions)]
+mod test_hooks;
 
 use crate::error::GatewayError;
 use crate::http1::RequestHead;
@@ -33,6 +36,13 @@ pub async fn handle(
         .filter(|p| p.starts_with('/'))
         .unwrap_or(path);
     let method = head.method();
+    #[cfg(debug_assertions)]
+    if let Some(result) = test_hooks::handle(unversioned, out).await {
+        if let Err(err) = result {
+            let _ = out.send_error(&err, None).await;
+        }
+        return;
+    }
     let get = method == "GET" || method == "HEAD";
     let result = match unversioned {
         "/chat/completions" | "/completions" | "/embeddings" if method == "POST" => {

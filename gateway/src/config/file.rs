@@ -144,6 +144,12 @@ pub struct GatewaySettings {
     pub body_timeout_ms: Option<u64>,
     /// Time an idle keep-alive connection is kept, milliseconds.
     pub keepalive_timeout_ms: Option<u64>,
+    /// Time after a request arrives during which retries and fallbacks may
+    /// still start, milliseconds.
+    pub retry_deadline_ms: Option<u64>,
+    /// Time allowed for each write to a client, milliseconds: a client that
+    /// stops reading is disconnected after it.
+    pub write_timeout_ms: Option<u64>,
     /// Open client connections per process.
     pub max_connections: Option<usize>,
     /// Max bytes of a request head.

@@ -109,13 +109,12 @@ impl Config {
         } else {
             serde_yaml::from_str(text).map_err(|e| syntax(e.to_string()))?
         };
-        export_environment_block(&doc);
+        let mut warnings = export_environment_block(&doc);
         env_refs::resolve(&mut doc, lookup).map_err(|m| ConfigError::MissingEnv {
             file: path.to_path_buf(),
             path: m.path,
             var: m.var,
         })?;
-        let mut warnings = Vec::new();
         let parsed: ConfigFile = serde_ignored::deserialize(doc, |unknown| {
             warnings.push(format!("unknown config key `{unknown}` ignored"));
         })
@@ -125,12 +124,15 @@ impl Config {
 }
 
 /// LiteLLM exports `environment_variables` before resolving references.
-fn export_environment_block(doc: &serde_yaml::Value) {
+/// A name or value the environment cannot hold (empty, `=` or NUL in the
+/// name, NUL in the value) is skipped with a warning.
+fn export_environment_block(doc: &serde_yaml::Value) -> Vec<String> {
+    let mut warnings = Vec::new();
     let Some(block) = doc
         .get("environment_variables")
         .and_then(|v| v.as_mapping())
     else {
-        return;
+        return warnings;
     };
     for (k, v) in block {
         let value = match v {
@@ -140,9 +142,32 @@ fn export_environment_block(doc: &serde_yaml::Value) {
             _ => continue,
         };
         if let Some(key) = k.as_str() {
-            if std::env::var_os(key).is_none() {
+            if key.is_empty() || key.contains(['=', '\0']) || value.contains('\0') {
+                warnings.push(format!(
+                    "environment_variables.{key:?} ignored: not a valid environment variable"
+                ));
+            } else if std::env::var_os(key).is_none() {
                 std::env::set_var(key, value);
             }
         }
+    }
+    warnings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn environment_names_the_process_cannot_hold_are_warnings_not_panics() {
+        let text = "environment_variables:\n  \"A=B\": x\n  \"\": y\n  \"NUL\\0\": z\n  GATEWAY_TEST_NUL_VALUE: \"a\\0b\"\n  GATEWAY_TEST_EXPORTED: ok\n";
+        let config = Config::parse(Path::new("t.yaml"), text, &|_| None).unwrap();
+        let ignored = config
+            .warnings
+            .iter()
+            .filter(|w| w.contains("not a valid environment variable"))
+            .count();
+        assert_eq!(ignored, 4, "{:?}", config.warnings);
+        assert_eq!(std::env::var("GATEWAY_TEST_EXPORTED").as_deref(), Ok("ok"));
     }
 }

@@ -103,6 +103,10 @@ pub struct MockSettings {
     pub error_status: Option<u16>,
 }
 
+/// The longest wait a setting may ask for (7 days), so that adding it to
+/// the clock cannot overflow.
+const MAX_WAIT_MS: u64 = 7 * 24 * 3600 * 1000;
+
 /// Limits of the HTTP server, with defaults.
 #[derive(Debug, Clone)]
 pub struct ServerLimits {
@@ -118,12 +122,17 @@ pub struct ServerLimits {
     pub body_timeout: Duration,
     /// Idle keep-alive time.
     pub keepalive_timeout: Duration,
+    /// Time for each write to a client; also the socket's TCP_USER_TIMEOUT.
+    pub write_timeout: Duration,
     /// Open client connections per process.
     pub max_connections: usize,
     /// Grace period for in-flight work on shutdown.
     pub shutdown_grace: Duration,
     /// Idle upstream connection lifetime.
     pub upstream_idle: Duration,
+    /// No retry or fallback starts later than this after the request
+    /// arrived, whatever its `num_retries` and `fallbacks` ask.
+    pub retry_deadline: Duration,
 }
 
 impl Default for ServerLimits {
@@ -135,9 +144,11 @@ impl Default for ServerLimits {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(60),
             keepalive_timeout: Duration::from_secs(75),
+            write_timeout: Duration::from_secs(30),
             max_connections: 100_000,
             shutdown_grace: Duration::from_secs(30),
             upstream_idle: Duration::from_secs(60),
+            retry_deadline: Duration::from_secs(30),
         }
     }
 }
@@ -553,19 +564,62 @@ fn server_limits(
         }
         limits.max_body_bytes = (mb * 1024.0 * 1024.0) as usize;
     }
-    let ms = |v: Option<u64>, d: Duration| v.map(Duration::from_millis).unwrap_or(d);
-    limits.header_timeout = ms(gateway.header_timeout_ms, limits.header_timeout);
-    limits.body_timeout = ms(gateway.body_timeout_ms, limits.body_timeout);
-    limits.keepalive_timeout = ms(gateway.keepalive_timeout_ms, limits.keepalive_timeout);
+    // Every wait is added to an Instant: bound them so that cannot overflow.
+    let bounded = |name: &str, v: Option<u64>, unit_ms: u64, d: Duration| match v {
+        None => Ok(d),
+        Some(n) if (1..=MAX_WAIT_MS / unit_ms).contains(&n) => {
+            Ok(Duration::from_millis(n * unit_ms))
+        }
+        Some(n) => Err(format!(
+            "gateway_settings.{name} must be between 1 and {} (got {n})",
+            MAX_WAIT_MS / unit_ms
+        )),
+    };
+    limits.header_timeout = bounded(
+        "header_timeout_ms",
+        gateway.header_timeout_ms,
+        1,
+        limits.header_timeout,
+    )?;
+    limits.body_timeout = bounded(
+        "body_timeout_ms",
+        gateway.body_timeout_ms,
+        1,
+        limits.body_timeout,
+    )?;
+    limits.keepalive_timeout = bounded(
+        "keepalive_timeout_ms",
+        gateway.keepalive_timeout_ms,
+        1,
+        limits.keepalive_timeout,
+    )?;
+    limits.write_timeout = bounded(
+        "write_timeout_ms",
+        gateway.write_timeout_ms,
+        1,
+        limits.write_timeout,
+    )?;
+    limits.retry_deadline = bounded(
+        "retry_deadline_ms",
+        gateway.retry_deadline_ms,
+        1,
+        limits.retry_deadline,
+    )?;
     limits.max_connections = gateway.max_connections.unwrap_or(limits.max_connections);
     limits.max_header_bytes = gateway.max_header_bytes.unwrap_or(limits.max_header_bytes);
     limits.max_headers = gateway.max_headers.unwrap_or(limits.max_headers);
-    if let Some(s) = gateway.shutdown_grace_secs {
-        limits.shutdown_grace = Duration::from_secs(s);
-    }
-    if let Some(s) = gateway.upstream_idle_secs {
-        limits.upstream_idle = Duration::from_secs(s);
-    }
+    limits.shutdown_grace = bounded(
+        "shutdown_grace_secs",
+        gateway.shutdown_grace_secs,
+        1000,
+        limits.shutdown_grace,
+    )?;
+    limits.upstream_idle = bounded(
+        "upstream_idle_secs",
+        gateway.upstream_idle_secs,
+        1000,
+        limits.upstream_idle,
+    )?;
     if limits.max_headers == 0 || limits.max_header_bytes < 256 || limits.max_connections == 0 {
         return Err("max_headers, max_connections must be > 0 and max_header_bytes >= 256".into());
     }
@@ -618,6 +672,34 @@ mod tests {
         assert!(err.contains("provider \"nope\" is not supported"), "{err}");
         let err = parse("model_list:\n  - model_name: a\n    litellm_params: {model: openai/x, api_key: os.environ/MISSING}\n").unwrap_err();
         assert_eq!(err, "config.yaml: model_list[0].litellm_params.api_key: environment variable MISSING is not set");
+    }
+
+    #[test]
+    fn server_waits_are_bounded_so_the_clock_cannot_overflow() {
+        use std::time::Duration;
+        let c =
+            parse("gateway_settings: {write_timeout_ms: 250, shutdown_grace_secs: 3}\n").unwrap();
+        assert_eq!(c.limits.write_timeout, Duration::from_millis(250));
+        assert_eq!(c.limits.shutdown_grace, Duration::from_secs(3));
+        assert_eq!(
+            parse("{}\n").unwrap().limits.write_timeout,
+            Duration::from_secs(30)
+        );
+        for bad in [
+            "header_timeout_ms: 18446744073709551615",
+            "body_timeout_ms: 0",
+            "keepalive_timeout_ms: 604800001",
+            "write_timeout_ms: 0",
+            "shutdown_grace_secs: 18446744073709551615",
+            "upstream_idle_secs: 604801",
+        ] {
+            let err = parse(&format!("gateway_settings: {{{bad}}}\n")).unwrap_err();
+            let name = bad.split(':').next().unwrap();
+            assert!(
+                err.contains(&format!("gateway_settings.{name} must be between")),
+                "{err}"
+            );
+        }
     }
 
     #[test]

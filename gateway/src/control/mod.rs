@@ -76,6 +76,9 @@ pub enum ControlError {
     /// The control thread is gone.
     #[error("control plane stopped")]
     Stopped,
+    /// The job ended without an answer (it panicked; the thread lives on).
+    #[error("the control-plane job failed")]
+    Failed,
     /// No answer within the deadline.
     #[error("control plane did not answer within {0:?}")]
     Timeout(Duration),
@@ -135,7 +138,14 @@ impl ControlPlane {
                         tokio::spawn(listener::run(ctx.clone(), listen));
                     }
                     while let Some(job) = job_rx.recv().await {
-                        tokio::spawn(job(ctx.clone()));
+                        // A panicking job drops its reply channel, so its
+                        // caller gets an error; the thread lives on.
+                        let job = crate::panic_guard::CatchPanic::new(job(ctx.clone()));
+                        tokio::spawn(async move {
+                            if let Err(panic) = job.await {
+                                tracing::error!(panic = %panic, "a control-plane job panicked");
+                            }
+                        });
                     }
                 });
             })?;
@@ -158,7 +168,7 @@ impl ControlPlane {
         }))?;
         match monoio::time::timeout(timeout, rx).await {
             Ok(Ok(v)) => Ok(v),
-            Ok(Err(_)) => Err(ControlError::Stopped),
+            Ok(Err(_)) => Err(ControlError::Failed),
             Err(_) => Err(ControlError::Timeout(timeout)),
         }
     }

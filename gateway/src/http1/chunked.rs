@@ -1,7 +1,21 @@
 //! Chunked transfer coding (RFC 9112 §7.1), incremental in both directions.
+//!
+//! The decoder is strict, for client and upstream bodies alike: every line
+//! ends in CRLF (a bare LF or CR is an error, the usual request-smuggling
+//! vector), the chunk size is hex digits only and may not overflow 64 bits,
+//! and chunk extensions and trailers are accepted but bounded and ignored.
 
 /// The terminating chunk with no trailers.
 pub const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
+
+/// Longest chunk-size line, extensions and CRLF included.
+pub const MAX_SIZE_LINE: usize = 4096;
+/// Most chunk-extension bytes over one whole body.
+pub const MAX_EXTENSION_BYTES: usize = 16 * 1024;
+/// Most trailer-section bytes (field lines with their CRLFs).
+pub const MAX_TRAILER_BYTES: usize = 16 * 1024;
+/// Most trailer fields.
+pub const MAX_TRAILER_FIELDS: usize = 64;
 
 /// Appends `data` as one chunk to `out`.
 pub fn encode_chunk(data: &[u8], out: &mut Vec<u8>) {
@@ -36,6 +50,9 @@ enum State {
 #[derive(Debug)]
 pub struct ChunkedDecoder {
     state: State,
+    extension_bytes: usize,
+    trailer_bytes: usize,
+    trailer_fields: usize,
 }
 
 /// Framing the decoder cannot accept.
@@ -45,7 +62,12 @@ pub struct ChunkedError(&'static str);
 
 impl Default for ChunkedDecoder {
     fn default() -> Self {
-        ChunkedDecoder { state: State::Size }
+        ChunkedDecoder {
+            state: State::Size,
+            extension_bytes: 0,
+            trailer_bytes: 0,
+            trailer_fields: 0,
+        }
     }
 }
 
@@ -56,26 +78,23 @@ impl ChunkedDecoder {
     }
 
     /// Decodes what it can of `input`, appending payload to `out`; returns the
-    /// number of input bytes consumed. Stops at the end of the body.
+    /// number of input bytes consumed. Stops at the end of the body, so bytes
+    /// after it (a pipelined request) are left unconsumed.
     pub fn decode(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<usize, ChunkedError> {
         let mut pos = 0;
         while pos < input.len() {
             match self.state {
                 State::Size => {
-                    let Some(eol) = memchr::memchr(b'\n', &input[pos..]) else {
-                        if input.len() - pos > 1024 {
-                            return Err(ChunkedError("chunk size line too long"));
-                        }
+                    let Some((line, used)) = crlf_line(&input[pos..], MAX_SIZE_LINE)? else {
                         break;
                     };
-                    let line = &input[pos..pos + eol];
-                    let line = line.strip_suffix(b"\r").unwrap_or(line);
-                    let hex = match memchr::memchr(b';', line) {
-                        Some(i) => &line[..i],
-                        None => line,
-                    };
-                    let size = parse_hex(hex.trim_ascii()).ok_or(ChunkedError("bad chunk size"))?;
-                    pos += eol + 1;
+                    let (size, extensions) = parse_size_line(line)?;
+                    self.extension_bytes = self
+                        .extension_bytes
+                        .checked_add(extensions)
+                        .filter(|&n| n <= MAX_EXTENSION_BYTES)
+                        .ok_or(ChunkedError("too many chunk extension bytes"))?;
+                    pos += used;
                     self.state = if size == 0 {
                         State::Trailers
                     } else {
@@ -83,40 +102,43 @@ impl ChunkedDecoder {
                     };
                 }
                 State::Data(left) => {
-                    let n = (input.len() - pos).min(left.min(usize::MAX as u64) as usize);
+                    let n = (input.len() - pos).min(usize::try_from(left).unwrap_or(usize::MAX));
                     out.extend_from_slice(&input[pos..pos + n]);
                     pos += n;
-                    self.state = if n as u64 == left {
+                    // n <= left by construction.
+                    let left = left - n as u64;
+                    self.state = if left == 0 {
                         State::DataEnd
                     } else {
-                        State::Data(left - n as u64)
+                        State::Data(left)
                     };
                 }
                 State::DataEnd => {
                     let rest = &input[pos..];
                     if rest.starts_with(b"\r\n") {
                         pos += 2;
-                    } else if rest.starts_with(b"\n") {
-                        pos += 1;
+                        self.state = State::Size;
                     } else if rest == b"\r" {
                         break;
                     } else {
-                        return Err(ChunkedError("missing CRLF after chunk data"));
+                        return Err(ChunkedError("chunk data not followed by CRLF"));
                     }
-                    self.state = State::Size;
                 }
                 State::Trailers => {
-                    let Some(eol) = memchr::memchr(b'\n', &input[pos..]) else {
-                        if input.len() - pos > 8192 {
-                            return Err(ChunkedError("trailer too long"));
-                        }
+                    let budget = MAX_TRAILER_BYTES - self.trailer_bytes;
+                    let Some((line, used)) = crlf_line(&input[pos..], budget)? else {
                         break;
                     };
-                    let empty = eol == 0 || (eol == 1 && input[pos] == b'\r');
-                    pos += eol + 1;
-                    if empty {
+                    pos += used;
+                    if line.is_empty() {
                         self.state = State::Done;
                         return Ok(pos);
+                    }
+                    check_trailer_field(line)?;
+                    self.trailer_bytes += used;
+                    self.trailer_fields += 1;
+                    if self.trailer_fields > MAX_TRAILER_FIELDS {
+                        return Err(ChunkedError("too many trailer fields"));
                     }
                 }
                 State::Done => return Ok(pos),
@@ -126,19 +148,95 @@ impl ChunkedDecoder {
     }
 }
 
-fn parse_hex(s: &[u8]) -> Option<u64> {
-    if s.is_empty() || s.len() > 15 {
-        return None;
+/// The first line of `input` without its CRLF, and its length with it;
+/// `None` while the line is incomplete and shorter than `max`.
+fn crlf_line(input: &[u8], max: usize) -> Result<Option<(&[u8], usize)>, ChunkedError> {
+    let window = &input[..input.len().min(max)];
+    let Some(eol) = memchr::memchr(b'\n', window) else {
+        if input.len() >= max {
+            return Err(ChunkedError("line too long"));
+        }
+        return Ok(None);
+    };
+    if eol == 0 || window[eol - 1] != b'\r' {
+        return Err(ChunkedError("line ends in a bare LF"));
     }
-    s.iter().try_fold(0u64, |acc, &b| {
-        let d = (b as char).to_digit(16)? as u64;
-        Some(acc * 16 + d)
-    })
+    let line = &window[..eol - 1];
+    if memchr::memchr(b'\r', line).is_some() {
+        return Err(ChunkedError("bare CR in a line"));
+    }
+    Ok(Some((line, eol + 1)))
+}
+
+/// `chunk-size [ chunk-ext ]`: the size, checked against overflow, and the
+/// extension's length. Extensions are `BWS ";" ...` of visible characters.
+fn parse_size_line(line: &[u8]) -> Result<(u64, usize), ChunkedError> {
+    let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+    if digits == 0 {
+        return Err(ChunkedError("bad chunk size"));
+    }
+    let mut size: u64 = 0;
+    for &b in &line[..digits] {
+        let d = u64::from((b as char).to_digit(16).unwrap_or(0));
+        size = size
+            .checked_mul(16)
+            .and_then(|s| s.checked_add(d))
+            .ok_or(ChunkedError("chunk size overflows"))?;
+    }
+    let rest = &line[digits..];
+    if rest.is_empty() {
+        return Ok((size, 0));
+    }
+    let blanks = rest
+        .iter()
+        .take_while(|&&b| b == b' ' || b == b'\t')
+        .count();
+    let ext = &rest[blanks..];
+    if !ext.starts_with(b";") {
+        return Err(ChunkedError("bad chunk size"));
+    }
+    if !ext.iter().all(|&b| field_byte(b)) {
+        return Err(ChunkedError("control character in a chunk extension"));
+    }
+    Ok((size, rest.len()))
+}
+
+/// A byte allowed in a field value or extension: HTAB, SP, visible ASCII and
+/// obs-text; no other control characters.
+fn field_byte(b: u8) -> bool {
+    b == b'\t' || (b' '..=b'~').contains(&b) || b >= 0x80
+}
+
+/// `field-name ":" OWS field-value OWS`, no obs-fold.
+fn check_trailer_field(line: &[u8]) -> Result<(), ChunkedError> {
+    let Some(colon) = memchr::memchr(b':', line) else {
+        return Err(ChunkedError("trailer field without a colon"));
+    };
+    let name = &line[..colon];
+    if name.is_empty() || !name.iter().all(|&b| token_byte(b)) {
+        return Err(ChunkedError("bad trailer field name"));
+    }
+    if !line[colon + 1..].iter().all(|&b| field_byte(b)) {
+        return Err(ChunkedError("control character in a trailer field"));
+    }
+    Ok(())
+}
+
+/// RFC 9110 `tchar`.
+fn token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn decode_all(wire: &[u8]) -> Result<(Vec<u8>, usize, bool), ChunkedError> {
+        let mut d = ChunkedDecoder::default();
+        let mut out = Vec::new();
+        let used = d.decode(wire, &mut out)?;
+        Ok((out, used, d.is_done()))
+    }
 
     #[test]
     fn round_trips_in_every_split() {
@@ -162,9 +260,106 @@ mod tests {
 
     #[test]
     fn rejects_garbage() {
-        let mut d = ChunkedDecoder::default();
-        assert!(d.decode(b"zz\r\n", &mut Vec::new()).is_err());
-        let mut d = ChunkedDecoder::default();
-        assert!(d.decode(b"2\r\nabX", &mut Vec::new()).is_err());
+        for wire in [
+            &b"zz\r\n"[..],
+            b"2\r\nabX",
+            b"+5\r\nhello\r\n",
+            b"-1\r\n",
+            b"0x5\r\nhello\r\n",
+            b" 5\r\nhello\r\n",
+            b"5 \r\nhello\r\n",
+            b"\r\n",
+        ] {
+            assert!(
+                decode_all(wire).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(wire)
+            );
+        }
+    }
+
+    #[test]
+    fn bare_lf_and_bare_cr_are_refused_everywhere() {
+        for wire in [
+            &b"5\nhello\r\n0\r\n\r\n"[..],
+            b"5\r\nhello\n0\r\n\r\n",
+            b"5\r\nhello\r\n0\n\r\n",
+            b"5\r\nhello\r\n0\r\n\n",
+            b"5\r\nhello\r\n0\r\nx: 1\n\r\n",
+            b"5\r\nhelloXY0\r\n\r\n",
+            b"5\r\nhello\r\r\n0\r\n\r\n",
+            b"5\r;a\r\nhello\r\n0\r\n\r\n",
+            b"5;a\rb\r\nhello\r\n0\r\n\r\n",
+        ] {
+            assert!(
+                decode_all(wire).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(wire)
+            );
+        }
+    }
+
+    #[test]
+    fn chunk_size_overflow_is_an_error_and_leading_zeros_are_fine() {
+        assert_eq!(
+            decode_all(b"10000000000000000\r\n"),
+            Err(ChunkedError("chunk size overflows"))
+        );
+        assert!(decode_all(b"ffffffffffffffff\r\n").is_ok());
+        let (out, _, done) = decode_all(b"0000000000000000000005\r\nhello\r\n0\r\n\r\n").unwrap();
+        assert_eq!((out.as_slice(), done), (&b"hello"[..], true));
+    }
+
+    #[test]
+    fn extensions_are_ignored_but_bounded() {
+        let (out, _, done) =
+            decode_all(b"5 ;name=\"quoted; value\"\t;x\r\nhello\r\n0;last\r\n\r\n").unwrap();
+        assert_eq!((out.as_slice(), done), (&b"hello"[..], true));
+        let long = format!("1;{}\r\n", "e".repeat(MAX_SIZE_LINE));
+        assert_eq!(
+            decode_all(long.as_bytes()),
+            Err(ChunkedError("line too long"))
+        );
+        // Many lines each under the line cap still hit the per-body cap.
+        let ext = format!(";{}", "e".repeat(1000));
+        let many: String = (0..20).map(|_| format!("1{ext}\r\nx\r\n")).collect();
+        assert_eq!(
+            decode_all(many.as_bytes()),
+            Err(ChunkedError("too many chunk extension bytes"))
+        );
+        assert!(decode_all(b"1;\x00\r\nx\r\n").is_err());
+    }
+
+    #[test]
+    fn trailers_are_checked_and_bounded() {
+        let (_, used, done) = decode_all(b"0\r\na: 1\r\nb-c:\r\n\r\nX").unwrap();
+        assert!(done);
+        assert_eq!(used, 17);
+        for bad in [
+            &b"0\r\nno colon\r\n\r\n"[..],
+            b"0\r\n: v\r\n\r\n",
+            b"0\r\na: 1\r\n folded\r\n\r\n",
+            b"0\r\na: \x01\r\n\r\n",
+        ] {
+            assert!(
+                decode_all(bad).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        let many: String = std::iter::once("0\r\n".to_string())
+            .chain((0..=MAX_TRAILER_FIELDS).map(|i| format!("t{i}: v\r\n")))
+            .collect();
+        assert_eq!(
+            decode_all(many.as_bytes()),
+            Err(ChunkedError("too many trailer fields"))
+        );
+        let big = format!("0\r\nt: {}\r\n", "v".repeat(MAX_TRAILER_BYTES));
+        assert_eq!(
+            decode_all(big.as_bytes()),
+            Err(ChunkedError("line too long"))
+        );
+        // An unfinished trailer line waits for more bytes.
+        assert_eq!(decode_all(b"0\r\nt: v").unwrap(), (Vec::new(), 3, false));
     }
 }

@@ -127,8 +127,12 @@ pub fn parse_request_head(
                 framing = BodyFraming::Length(n);
             }
         } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
-            let last = h.value.rsplit(|&b| b == b',').next().unwrap_or(b"");
-            if !last.trim_ascii().eq_ignore_ascii_case(b"chunked") {
+            // Only `chunked`, once: other codings (gzip, chunked) are not
+            // decoded here, and a repeated or disguised `chunked` is a
+            // request-smuggling vector, so both are refused.
+            if framing == BodyFraming::Chunked
+                || !h.value.trim_ascii().eq_ignore_ascii_case(b"chunked")
+            {
                 return Err(HeadError::Invalid("unsupported Transfer-Encoding".into()));
             }
             framing = BodyFraming::Chunked;
@@ -220,6 +224,30 @@ mod tests {
             parse_request_head(b"POST / HTTP/1.1\r\nContent-Length: x\r\n\r\n", 100, 65536),
             Err(HeadError::Invalid(_))
         ));
+        for te in [
+            "gzip, chunked",
+            "chunked, chunked",
+            "chunked\r\nTransfer-Encoding: chunked",
+            "identity",
+            "\x0bchunked",
+            "chunked;q=1",
+        ] {
+            let head = format!("POST / HTTP/1.1\r\nTransfer-Encoding: {te}\r\n\r\n");
+            assert!(
+                matches!(
+                    parse_request_head(head.as_bytes(), 100, 65536),
+                    Err(HeadError::Invalid(_))
+                ),
+                "{te:?}"
+            );
+        }
+        let (h, _) = parse_request_head(
+            b"POST / HTTP/1.1\r\nTransfer-Encoding:  Chunked \r\n\r\n",
+            100,
+            65536,
+        )
+        .unwrap();
+        assert_eq!(h.framing, BodyFraming::Chunked);
         let (h10, _) = parse_request_head(b"GET / HTTP/1.0\r\n\r\n", 100, 65536).unwrap();
         assert!(!h10.keep_alive);
     }

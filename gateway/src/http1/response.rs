@@ -51,20 +51,27 @@ pub fn parse_response_head(buf: &[u8]) -> Result<Option<(ResponseHead, usize)>, 
         Err(e) => return Err(e.to_string()),
     };
     let status = res.code.unwrap_or(0);
-    let mut framing = ResponseFraming::UntilClose;
+    let mut length = None;
+    let mut transfer_coding = None;
     let mut content_type = None;
     let mut retry_after = None;
     let mut keep_alive = res.version == Some(1);
     for h in res.headers.iter() {
         let value = || String::from_utf8_lossy(h.value).trim().to_string();
         match h.name.to_ascii_lowercase().as_str() {
-            "content-length" if framing != ResponseFraming::Chunked => {
+            "content-length" => {
                 let n = super::request::parse_content_length(h.value)
                     .ok_or("invalid Content-Length")?;
-                framing = ResponseFraming::Length(n);
+                if length.is_some_and(|m| m != n) {
+                    return Err("conflicting Content-Length headers".into());
+                }
+                length = Some(n);
             }
-            "transfer-encoding" if value().to_ascii_lowercase().ends_with("chunked") => {
-                framing = ResponseFraming::Chunked;
+            // RFC 9112 §6.3: the final coding decides; several headers are
+            // one comma-separated list.
+            "transfer-encoding" => {
+                let last = h.value.rsplit(|&b| b == b',').next().unwrap_or(b"");
+                transfer_coding = Some(last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
             }
             "content-type" => content_type = Some(value()),
             "retry-after" => retry_after = Some(value()),
@@ -78,6 +85,15 @@ pub fn parse_response_head(buf: &[u8]) -> Result<Option<(ResponseHead, usize)>, 
             }
             _ => {}
         }
+    }
+    let mut framing = match (transfer_coding, length) {
+        (Some(true), _) => ResponseFraming::Chunked,
+        (Some(false), _) | (None, None) => ResponseFraming::UntilClose,
+        (None, Some(n)) => ResponseFraming::Length(n),
+    };
+    if transfer_coding.is_some() && length.is_some() {
+        // Both: the coding wins, and the connection is not trusted again.
+        keep_alive = false;
     }
     if status == 204 || status == 304 || (100..200).contains(&status) {
         framing = ResponseFraming::Empty;
@@ -122,5 +138,39 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(!c.keep_alive && c.framing == ResponseFraming::UntilClose);
+    }
+
+    #[test]
+    fn framing_follows_rfc_9112() {
+        let framing = |headers: &str| {
+            let head = format!("HTTP/1.1 200 OK\r\n{headers}\r\n");
+            parse_response_head(head.as_bytes()).map(|h| h.map(|(h, _)| (h.framing, h.keep_alive)))
+        };
+        use ResponseFraming::*;
+        assert_eq!(
+            framing("Content-Length: 5\r\n"),
+            Ok(Some((Length(5), true)))
+        );
+        assert!(framing("Content-Length: 5\r\nContent-Length: 6\r\n").is_err());
+        assert_eq!(
+            framing("Content-Length: 5\r\nContent-Length: 5\r\n"),
+            Ok(Some((Length(5), true)))
+        );
+        assert_eq!(
+            framing("Content-Length: 5\r\nTransfer-Encoding: chunked\r\n"),
+            Ok(Some((Chunked, false)))
+        );
+        assert_eq!(
+            framing("Transfer-Encoding: gzip, chunked\r\n"),
+            Ok(Some((Chunked, true)))
+        );
+        assert_eq!(
+            framing("Transfer-Encoding: notchunked\r\n"),
+            Ok(Some((UntilClose, false)))
+        );
+        assert_eq!(
+            framing("Transfer-Encoding: chunked, gzip\r\n"),
+            Ok(Some((UntilClose, false)))
+        );
     }
 }

@@ -25,7 +25,7 @@ mod lease;
 mod local;
 mod outcome;
 pub mod remote;
-mod resp;
+pub mod resp;
 mod script;
 mod settings;
 mod window;

@@ -47,10 +47,24 @@ pub fn encode<S: AsRef<[u8]>>(args: &[S], out: &mut Vec<u8>) {
     }
 }
 
+/// Deepest nesting of arrays accepted in a reply: the scripts return flat
+/// arrays, and the parser recurses once per level.
+const MAX_DEPTH: usize = 8;
+
 /// Parses one reply at the start of `buf`: `Ok(None)` when it is not all
 /// there yet, else the reply and the bytes it took.
 pub fn parse(buf: &[u8]) -> Result<Option<(Reply, usize)>, String> {
-    let Some(end) = memchr::memmem::find(buf, b"\r\n") else {
+    parse_at_depth(buf, 0)
+}
+
+fn parse_at_depth(buf: &[u8], depth: usize) -> Result<Option<(Reply, usize)>, String> {
+    let Some(&kind) = buf.first() else {
+        return Ok(None);
+    };
+    if !matches!(kind, b'+' | b'-' | b':' | b'$' | b'*') {
+        return Err(format!("unknown reply type {:?}", kind as char));
+    }
+    let Some(end) = memchr::memmem::find(&buf[1..], b"\r\n").map(|i| i + 1) else {
         return Ok(None);
     };
     let line = std::str::from_utf8(&buf[1..end]).map_err(|_| "reply line is not UTF-8")?;
@@ -59,34 +73,37 @@ pub fn parse(buf: &[u8]) -> Result<Option<(Reply, usize)>, String> {
         line.parse::<i64>()
             .map_err(|_| format!("bad number {line:?}"))
     };
-    let kind = *buf.first().ok_or("empty reply")?;
     Ok(Some(match kind {
         b'+' => (Reply::Status(line.to_string()), next),
         b'-' => (Reply::Error(line.to_string()), next),
         b':' => (Reply::Int(number()?), next),
         b'$' => {
-            let n = number()?;
-            if n < 0 {
+            let Ok(n) = usize::try_from(number()?) else {
                 return Ok(Some((Reply::Bulk(None), next)));
-            }
-            let n = n as usize;
-            if buf.len() < next + n + 2 {
+            };
+            let Some(stop) = next.checked_add(n).and_then(|s| s.checked_add(2)) else {
+                return Err(format!("bulk length {n} out of range"));
+            };
+            if buf.len() < stop {
                 return Ok(None);
             }
-            (
-                Reply::Bulk(Some(buf[next..next + n].to_vec())),
-                next + n + 2,
-            )
-        }
-        b'*' => {
-            let n = number()?;
-            if n < 0 {
-                return Ok(Some((Reply::Array(None), next)));
+            if &buf[stop - 2..stop] != b"\r\n" {
+                return Err("bulk string not followed by CRLF".into());
             }
-            let mut items = Vec::with_capacity(n.min(1024) as usize);
+            (Reply::Bulk(Some(buf[next..next + n].to_vec())), stop)
+        }
+        _ => {
+            let Ok(n) = usize::try_from(number()?) else {
+                return Ok(Some((Reply::Array(None), next)));
+            };
+            if n > 0 && depth >= MAX_DEPTH {
+                return Err("reply nested too deeply".into());
+            }
+            // Each item takes at least 3 bytes: no more slots than that.
+            let mut items = Vec::with_capacity(n.min(buf.len() / 3));
             let mut at = next;
             for _ in 0..n {
-                match parse(&buf[at..])? {
+                match parse_at_depth(&buf[at..], depth + 1)? {
                     Some((item, used)) => {
                         items.push(item);
                         at += used;
@@ -96,7 +113,6 @@ pub fn parse(buf: &[u8]) -> Result<Option<(Reply, usize)>, String> {
             }
             (Reply::Array(Some(items)), at)
         }
-        other => return Err(format!("unknown reply type {:?}", other as char)),
     }))
 }
 
@@ -133,6 +149,30 @@ mod tests {
             assert_eq!(parse(&wire[..cut]).unwrap(), None, "cut at {cut}");
         }
         assert!(parse(b"?x\r\n").is_err());
+        assert_eq!(parse(b"").unwrap(), None);
+    }
+
+    #[test]
+    fn hostile_replies_are_errors_not_panics() {
+        // A line ending right after the type byte, or before it.
+        assert!(parse(b"\r\n").is_err());
+        assert_eq!(
+            parse(b"+\r\n").unwrap(),
+            Some((Reply::Status(String::new()), 3))
+        );
+        // The longest bulk length waits for its bytes, without overflow.
+        assert!(parse(format!("${}\r\nx", i64::MAX).as_bytes())
+            .unwrap()
+            .is_none());
+        // A bulk string must end in CRLF exactly where its length says.
+        assert!(parse(b"$1\r\nabc\r\n").is_err());
+        // Nesting is bounded, so the recursion is.
+        let deep = "*1\r\n".repeat(10_000) + ":1\r\n";
+        assert!(parse(deep.as_bytes()).is_err());
+        let ok = "*1\r\n".repeat(MAX_DEPTH) + ":1\r\n";
+        assert!(parse(ok.as_bytes()).unwrap().is_some());
+        // A huge announced array does not reserve memory up front.
+        assert_eq!(parse(b"*9223372036854775807\r\n:1\r\n").unwrap(), None);
         assert_eq!(
             Reply::Array(Some(vec![Reply::Int(1), Reply::Int(2)])).integers(),
             Some(vec![1, 2])

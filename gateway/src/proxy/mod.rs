@@ -29,6 +29,7 @@ use crate::formats::Format;
 use crate::http1::RequestHead;
 use crate::inbound::{Endpoint, LlmRequest};
 use crate::limits::{AdmitInput, RateHeaders};
+use crate::panic_guard::CatchPanic;
 use crate::providers::{self, MockReply};
 use crate::router::{AttemptFailure, Pick, PlanInput, Router};
 use crate::server::Responder;
@@ -89,7 +90,14 @@ pub async fn handle(
         rate: None,
         tokens_used: 0,
     };
-    let result = serve(worker, head, endpoint, body, out, &mut outcome).await;
+    let served = CatchPanic::new(serve(worker, head, endpoint, body, out, &mut outcome)).await;
+    let result = served.unwrap_or_else(|panic| {
+        // Tickets and reservations were released while unwinding; only this
+        // request fails, and its connection closes.
+        tracing::error!(call_id = %outcome.call_id, panic = %panic, "request panicked");
+        out.close_after();
+        Err(GatewayError::Internal("the request handler failed"))
+    });
     let mut error = None;
     if let Err(err) = result {
         if out.started() {
@@ -125,6 +133,10 @@ async fn serve(
     outcome.stream = req.stream;
     // 3. authorize
     let model = principal.resolve_alias(&req.model).to_string();
+    #[cfg(debug_assertions)]
+    if crate::panic_guard::test_panic_model(&model) {
+        panic!("test hook: the request path panicked");
+    }
     principal.check_model(&model)?;
     // 4. route: fallbacks wrap retries wrap the call
     let prompt = spend::PromptEstimate::new(&req.body);
@@ -204,10 +216,24 @@ async fn attempts<'r>(
     let mut last: Option<AttemptFailure> = None;
     let mut failure: Option<GatewayError> = None;
     outcome.max_fallbacks = Some(plan.max_fallbacks());
-    while let Some(pick) = plan.next(last.as_ref()) {
+    // Retries and fallbacks start only until this instant, however many
+    // the body or the config ask for.
+    let retry_deadline = outcome.received_at + worker.shared.limits.retry_deadline;
+    let mut next = plan.next(None);
+    while let Some(pick) = next.take() {
         if pick.fallback_depth > 0 && principal.check_model(&pick.group).is_err() {
-            // A fallback the key may not use is no fallback at all.
+            // A fallback the key may not use is no fallback at all: skip
+            // the whole group, never retry it.
+            next = plan.skip_group();
             continue;
+        }
+        if last.is_some() {
+            if out.client_gone() {
+                return Err(failure.unwrap_or(GatewayError::ClientGone));
+            }
+            if Instant::now() + pick.delay >= retry_deadline {
+                break;
+            }
         }
         if !pick.delay.is_zero() {
             monoio::time::sleep(pick.delay).await;
@@ -245,6 +271,7 @@ async fn attempts<'r>(
                 if out.started() || matches!(err, GatewayError::BudgetExceeded { .. }) {
                     return Err(err);
                 }
+                next = plan.next(Some(&failed));
                 last = Some(failed);
                 failure = Some(err);
             }
@@ -323,7 +350,10 @@ async fn attempt_once(
     let usage = tap.finish(prompt);
     let billable = result.is_ok() || out.started();
     if billable {
-        outcome.tokens_used += usage.prompt_tokens + usage.completion_tokens;
+        // Counts come from the upstream: never let them overflow.
+        outcome.tokens_used = outcome
+            .tokens_used
+            .saturating_add(usage.prompt_tokens.saturating_add(usage.completion_tokens));
     }
     let cost = if billable {
         spend::cost(usage, price)
@@ -352,7 +382,7 @@ async fn attempt_once(
         error: result.as_ref().err(),
     });
     record::submit(worker, row);
-    result.map(|()| usage.prompt_tokens + usage.completion_tokens)
+    result.map(|()| usage.prompt_tokens.saturating_add(usage.completion_tokens))
 }
 
 /// Phase 7 for a provider reached over HTTP; its answer reaches the client

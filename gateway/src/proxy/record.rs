@@ -49,6 +49,12 @@ pub(super) async fn admit(
             }
         }
     };
+    if budgets.iter().any(|(_, b)| b.max_usd().is_some()) && !spend::is_priced(dep, upstream_model)
+    {
+        // Free by accident would bypass the budget (a wildcard route lets the
+        // client name any model): refuse until the model has a price.
+        return Err(GatewayError::Unpriced(upstream_model.to_string()));
+    }
     for (scope, budget) in &budgets {
         if budget.exhausted() {
             refused(scope);
@@ -181,9 +187,13 @@ impl Attempt {
             call_type: call_type(info.endpoint).to_string(),
             api_key,
             spend: info.cost,
-            total_tokens: (info.usage.prompt_tokens + info.usage.completion_tokens) as i64,
-            prompt_tokens: info.usage.prompt_tokens as i64,
-            completion_tokens: info.usage.completion_tokens as i64,
+            total_tokens: column(
+                info.usage
+                    .prompt_tokens
+                    .saturating_add(info.usage.completion_tokens),
+            ),
+            prompt_tokens: column(info.usage.prompt_tokens),
+            completion_tokens: column(info.usage.completion_tokens),
             start_time: self.start,
             completion_start_time: self.first_byte,
             end_time: Utc::now(),
@@ -253,3 +263,8 @@ pub fn flush_spend(worker: &Worker) {
 
 /// Rows one core keeps while the control plane's queue is full.
 const MAX_BACKLOG: usize = 100_000;
+
+/// A token count (read from an upstream) as a BIGINT column, saturating.
+fn column(tokens: u64) -> i64 {
+    i64::try_from(tokens).unwrap_or(i64::MAX)
+}

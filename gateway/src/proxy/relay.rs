@@ -13,12 +13,19 @@ use std::time::{Duration, Instant};
 
 /// Largest non-streamed body kept to read its `usage`.
 const MAX_TAPPED_BODY: usize = 8 << 20;
+/// Bytes kept of the end of a larger body, where its `usage` stands.
+const TAPPED_TAIL: usize = 64 << 10;
 
 /// Reads token usage from a response while it is relayed, in the format
 /// the provider answers in.
 pub(super) enum UsageTap {
-    /// A JSON body, kept (bounded) until complete.
-    Body { bytes: Vec<u8>, format: Format },
+    /// A JSON body in `format`, kept whole up to [`MAX_TAPPED_BODY`], then
+    /// only its last [`TAPPED_TAIL`] bytes (`overflowed`).
+    Body {
+        bytes: Vec<u8>,
+        overflowed: bool,
+        format: Format,
+    },
     /// An OpenAI SSE stream, parsed event by event.
     Stream { usage: StreamUsage },
     /// An Anthropic Messages event stream.
@@ -31,6 +38,7 @@ impl UsageTap {
         match (stream, format) {
             (false, format) => UsageTap::Body {
                 bytes: Vec::new(),
+                overflowed: false,
                 format,
             },
             (true, Format::OpenAi) => UsageTap::Stream {
@@ -45,10 +53,20 @@ impl UsageTap {
     /// Sees relayed bytes.
     pub(super) fn feed(&mut self, bytes: &[u8]) {
         match self {
-            UsageTap::Body { bytes: kept, .. } => {
-                if kept.len() + bytes.len() <= MAX_TAPPED_BODY {
+            UsageTap::Body {
+                bytes: kept,
+                overflowed,
+                ..
+            } => {
+                if !*overflowed && kept.len() + bytes.len() <= MAX_TAPPED_BODY {
                     kept.extend_from_slice(bytes);
+                    return;
                 }
+                *overflowed = true;
+                let piece = &bytes[bytes.len().saturating_sub(TAPPED_TAIL)..];
+                let keep = TAPPED_TAIL - piece.len();
+                kept.drain(..kept.len().saturating_sub(keep));
+                kept.extend_from_slice(piece);
             }
             UsageTap::Stream { usage, .. } => usage.feed(bytes),
             UsageTap::Messages { usage } => usage.feed(bytes),
@@ -58,16 +76,23 @@ impl UsageTap {
     /// The usage reported by the provider, else estimated (the prompt
     /// from `prompt`).
     pub(super) fn finish(self, prompt: &spend::PromptEstimate<'_>) -> Usage {
+        let estimate = || Usage {
+            prompt_tokens: prompt.get(),
+            ..Usage::default()
+        };
         match self {
-            UsageTap::Body { bytes, format } => {
-                let reported = match format {
-                    Format::OpenAi => spend::from_response_body(&bytes),
-                    Format::Anthropic => anthropic::usage_from_body(&bytes),
+            UsageTap::Body {
+                bytes,
+                overflowed,
+                format,
+            } => {
+                let reported = match (format, overflowed) {
+                    (Format::OpenAi, false) => spend::from_response_body(&bytes),
+                    (Format::OpenAi, true) => spend::from_response_tail(&bytes),
+                    (Format::Anthropic, false) => anthropic::usage_from_body(&bytes),
+                    (Format::Anthropic, true) => anthropic::usage_from_tail(&bytes),
                 };
-                reported.unwrap_or_else(|| Usage {
-                    prompt_tokens: prompt.get(),
-                    ..Usage::default()
-                })
+                reported.unwrap_or_else(estimate)
             }
             UsageTap::Stream { usage } => usage.finish(|| prompt.get()).0,
             UsageTap::Messages { usage } => usage.finish(|| prompt.get()),
@@ -197,5 +222,27 @@ pub(super) fn upstream_error(
             }
         }
         UpstreamError::Protocol(reason) => GatewayError::UpstreamProtocol { provider, reason },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_of_a_body_larger_than_the_tap_is_still_read() {
+        let mut tap = UsageTap::new(false, Format::OpenAi);
+        tap.feed(br#"{"choices":[{"message":{"content":""#);
+        let filler = vec![b'x'; 1 << 20];
+        for _ in 0..9 {
+            tap.feed(&filler);
+        }
+        tap.feed(br#""}}],"usage":{"prompt_tokens":7,"completion_tokens":2400000}}"#);
+        let body = b"{}";
+        let usage = tap.finish(&spend::PromptEstimate::new(body));
+        assert_eq!(
+            (usage.prompt_tokens, usage.completion_tokens),
+            (7, 2_400_000)
+        );
     }
 }

@@ -283,6 +283,15 @@ impl<'r> Plan<'r> {
         self.advance()
     }
 
+    /// Abandons the group of the last pick without calling it (the caller
+    /// may not use it) and returns the next pick: the next fallback group,
+    /// never a retry in the abandoned one.
+    pub fn skip_group(&mut self) -> Option<Pick<'r>> {
+        self.first = None;
+        self.current = None;
+        self.advance()
+    }
+
     /// Retries made so far (`x-litellm-attempted-retries`).
     pub fn attempted_retries(&self) -> u32 {
         self.retries
@@ -713,6 +722,30 @@ mod tests {
             "no fallbacks: retry it"
         );
         assert!(after(&mut p, &again, ErrorClass::Authentication, 401).is_none());
+    }
+
+    #[test]
+    fn a_skipped_group_is_left_whole_for_the_next_fallback() {
+        let r = router(
+            &models(&[
+                ("a", "a", ""),
+                ("b", "b1", ""),
+                ("b", "b2", ""),
+                ("c", "c", ""),
+            ]),
+            "num_retries: 10\nfallbacks: [{a: [b, c]}]",
+        );
+        let mut p = plan(&r, "a", PlanInput::default()).unwrap();
+        let first = p.next(None).unwrap();
+        // A retryable class, so `a` would be retried ten times; skip to `b`.
+        let mut in_b = after(&mut p, &first, ErrorClass::InternalServer, 500).unwrap();
+        while in_b.group == "a" {
+            in_b = after(&mut p, &in_b, ErrorClass::InternalServer, 500).unwrap();
+        }
+        assert_eq!(in_b.group, "b");
+        let next = p.skip_group().unwrap();
+        assert_eq!(id(&next), "c", "no retry in the skipped group");
+        assert!(p.skip_group().is_none());
     }
 
     #[test]

@@ -8,6 +8,7 @@ use crate::error::GatewayError;
 use crate::http1::{
     parse_request_head, BodyFraming, ChunkedDecoder, HeadError, ReadBuffer, RequestHead,
 };
+use crate::panic_guard::CatchPanic;
 use crate::state::Worker;
 use bytes::Bytes;
 use monoio::io::AsyncWriteRentExt;
@@ -17,7 +18,8 @@ use std::time::Instant;
 
 /// Serves `stream` until the client or the gateway closes it.
 pub async fn serve(mut stream: TcpStream, worker: Rc<Worker>) {
-    let _ = stream.set_nodelay(true);
+    let write_timeout = worker.shared.limits.write_timeout;
+    super::socket::tune(&stream, write_timeout);
     let mut buf = ReadBuffer::with_capacity(8 * 1024);
     let mut shutdown = worker.shared.shutdown_signal();
     loop {
@@ -39,7 +41,8 @@ pub async fn serve(mut stream: TcpStream, worker: Rc<Worker>) {
             Ok(Some(head)) => head,
             Ok(None) => return,
             Err(err) => {
-                let mut out = Responder::new(&mut stream, false, false, false);
+                let mut out = Responder::new(&mut stream, false, false, false)
+                    .with_write_timeout(write_timeout);
                 let _ = out.send_error(&err, None).await;
                 return;
             }
@@ -50,13 +53,27 @@ pub async fn serve(mut stream: TcpStream, worker: Rc<Worker>) {
         let body = match read_body(&mut stream, &mut buf, &head, &worker).await {
             Ok(body) => body,
             Err(err) => {
-                let mut out = Responder::new(&mut stream, false, head_only, false);
+                let mut out = Responder::new(&mut stream, false, head_only, false)
+                    .with_write_timeout(write_timeout);
                 let _ = out.send_error(&err, None).await;
                 return;
             }
         };
-        let mut out = Responder::new(&mut stream, keep_alive, head_only, head.minor_version == 0);
-        api::handle(&worker, &head, body, &mut out, received_at).await;
+        let mut out = Responder::new(&mut stream, keep_alive, head_only, head.minor_version == 0)
+            .with_write_timeout(write_timeout);
+        let served =
+            CatchPanic::new(api::handle(&worker, &head, body, &mut out, received_at)).await;
+        if let Err(panic) = served {
+            // Whatever the handler held was dropped while unwinding; only
+            // this connection pays: a 500 when nothing was sent, then close.
+            tracing::error!(path = head.path(), panic = %panic, "request handler panicked; connection closed");
+            if !out.started() {
+                out.close_after();
+                let err = GatewayError::Internal("the request handler failed");
+                let _ = out.send_error(&err, None).await;
+            }
+            return;
+        }
         if !out.keep_alive() || worker.shared.is_shutting_down() {
             return;
         }
@@ -122,10 +139,11 @@ async fn read_body(
         return Ok(Bytes::new());
     }
     if head.expect_continue && buf.is_empty() {
-        let (res, _) = stream
-            .write_all(&b"HTTP/1.1 100 Continue\r\n\r\n"[..])
-            .await;
-        res.map_err(|e| GatewayError::BadHttp(e.to_string()))?;
+        let write = stream.write_all(&b"HTTP/1.1 100 Continue\r\n\r\n"[..]);
+        match monoio::time::timeout(limits.write_timeout, write).await {
+            Ok((res, _)) => res.map_err(|e| GatewayError::BadHttp(e.to_string()))?,
+            Err(_) => return Err(GatewayError::BadHttp("client stopped reading".into())),
+        };
     }
     // One deadline for the whole body, so a client trickling bytes cannot
     // hold the connection longer than body_timeout.

@@ -5,11 +5,13 @@ mod conn;
 mod listener;
 mod response;
 mod runtime;
+mod socket;
 
 pub use listener::{bind_listeners, BindError};
 pub use response::{HeadBuilder, Responder};
 pub use runtime::{choose as choose_io_driver, DriverError, IoDriver};
 
+use crate::panic_guard::CatchPanic;
 use crate::state::{Shared, Worker};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -57,7 +59,7 @@ async fn serve_core(shared: Arc<Shared>, listener: std::net::TcpListener, worker
     };
     let worker = Rc::new(Worker::new(shared.clone(), workers));
     let sweeper = worker.clone();
-    monoio::spawn(async move {
+    spawn_guarded("sweeper", async move {
         loop {
             monoio::time::sleep(Duration::from_secs(10)).await;
             sweeper.upstream.expire_idle();
@@ -66,7 +68,7 @@ async fn serve_core(shared: Arc<Shared>, listener: std::net::TcpListener, worker
     });
     crate::logging::buffer_this_thread();
     let flusher = worker.clone();
-    monoio::spawn(async move {
+    spawn_guarded("flusher", async move {
         loop {
             monoio::time::sleep(FLUSH_EVERY).await;
             crate::proxy::flush_spend(&flusher);
@@ -97,7 +99,9 @@ async fn serve_core(shared: Arc<Shared>, listener: std::net::TcpListener, worker
         let w = worker.clone();
         monoio::spawn(async move {
             w.open_connections.set(w.open_connections.get() + 1);
-            conn::serve(stream, w.clone()).await;
+            if let Err(panic) = CatchPanic::new(conn::serve(stream, w.clone())).await {
+                tracing::error!(panic = %panic, "connection panicked; closed");
+            }
             w.open_connections.set(w.open_connections.get() - 1);
         });
     }
@@ -113,6 +117,16 @@ async fn serve_core(shared: Arc<Shared>, listener: std::net::TcpListener, worker
             "grace period over; closing connections still open"
         );
     }
+}
+
+/// Spawns a core's background loop so that a panic in it is logged and ends
+/// that loop only, never the core.
+fn spawn_guarded(what: &'static str, fut: impl std::future::Future<Output = ()> + 'static) {
+    monoio::spawn(async move {
+        if let Err(panic) = CatchPanic::new(fut).await {
+            tracing::error!(task = what, panic = %panic, "a core's background task panicked and stopped");
+        }
+    });
 }
 
 /// Answers a connection over the cap with 503 and closes it.

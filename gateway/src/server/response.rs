@@ -5,6 +5,7 @@ use crate::error::GatewayError;
 use crate::http1::{encode_chunk, LAST_CHUNK};
 use monoio::io::AsyncWriteRentExt;
 use monoio::net::TcpStream;
+use std::time::Duration;
 
 /// A response head under construction.
 pub struct HeadBuilder {
@@ -71,7 +72,12 @@ pub struct Responder<'a> {
     http10: bool,
     /// Status sent, once the head is out.
     status: Option<u16>,
+    /// Time each write may take before the client counts as gone.
+    write_timeout: Duration,
 }
+
+/// The write deadline of a [`Responder`] not given one.
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl<'a> Responder<'a> {
     /// A responder for a request that allows keep-alive when `keep_alive`;
@@ -83,7 +89,15 @@ impl<'a> Responder<'a> {
             head_only,
             http10,
             status: None,
+            write_timeout: DEFAULT_WRITE_TIMEOUT,
         }
+    }
+
+    /// Sets the time each write may take: a client that does not read for
+    /// that long is disconnected (the write fails with `TimedOut`).
+    pub fn with_write_timeout(mut self, timeout: Duration) -> Self {
+        self.write_timeout = timeout;
+        self
     }
 
     /// Whether the connection may serve another request afterwards.
@@ -99,6 +113,30 @@ impl<'a> Responder<'a> {
     /// The status sent, if the head was written.
     pub fn status(&self) -> Option<u16> {
         self.status
+    }
+
+    /// Whether the client has closed its side of the connection (checked
+    /// without blocking; data it pipelined counts as still there). Used
+    /// between attempts, so no retry starts for a client that left.
+    pub fn client_gone(&self) -> bool {
+        use std::os::fd::AsRawFd;
+        let mut byte = 0u8;
+        // SAFETY: a one-byte peek into a local buffer on the socket this
+        // responder borrows; the fd stays open for the call.
+        let n = unsafe {
+            libc::recv(
+                self.stream.as_raw_fd(),
+                (&mut byte as *mut u8).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        n == 0
+            || (n < 0
+                && !matches!(
+                    std::io::Error::last_os_error().raw_os_error(),
+                    Some(libc::EAGAIN) | Some(libc::EINTR)
+                ))
     }
 
     /// Whether any byte of the response was written.
@@ -218,10 +256,17 @@ impl<'a> Responder<'a> {
     }
 
     async fn write(&mut self, buf: Vec<u8>) -> std::io::Result<()> {
-        let (res, _) = self.stream.write_all(buf).await;
+        let res = match monoio::time::timeout(self.write_timeout, self.stream.write_all(buf)).await
+        {
+            Ok((res, _)) => res.map(drop),
+            Err(_) => Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the client stopped reading",
+            )),
+        };
         if res.is_err() {
             self.keep_alive = false;
         }
-        res.map(drop)
+        res
     }
 }

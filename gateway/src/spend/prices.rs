@@ -189,6 +189,16 @@ pub fn price_for(dep: &Deployment, upstream_model: &str) -> Price {
     }
 }
 
+/// Whether anything prices `upstream_model` on `dep`: the deployment's own
+/// `input_cost_per_token` / `output_cost_per_token` (on a wildcard entry,
+/// the default price of every model it routes) or the shipped table. An
+/// unpriced model costs nothing, so budgets cannot be enforced on it.
+pub fn is_priced(dep: &Deployment, upstream_model: &str) -> bool {
+    dep.input_cost_per_token.is_some()
+        || dep.output_cost_per_token.is_some()
+        || shipped(upstream_model).is_some()
+}
+
 /// The completion cap used to bound a request's worst-case cost: the
 /// deployment's `max_output_tokens`, else the shipped table's, else unknown.
 pub fn max_output_tokens(dep: &Deployment, upstream_model: &str) -> Option<u64> {

@@ -83,6 +83,30 @@ pub fn from_response_body(body: &[u8]) -> Option<Usage> {
         .usage()
 }
 
+/// The usage of a JSON response body of which only the last bytes were
+/// kept (a body too large to hold): the last top-level-looking `"usage"`
+/// member in `tail`, where OpenAI-style responses put it. `None` when the
+/// tail holds no parsable usage object.
+pub fn from_response_tail(tail: &[u8]) -> Option<Usage> {
+    let mut end = tail.len();
+    while let Some(at) = memchr::memmem::rfind(&tail[..end], b"\"usage\"") {
+        end = at;
+        // A quote escaped inside a string is text, not a member name.
+        if at > 0 && tail[at - 1] == b'\\' {
+            continue;
+        }
+        let rest = &tail[at + b"\"usage\"".len()..];
+        let rest = rest.trim_ascii_start().strip_prefix(b":")?;
+        let parsed = serde_json::Deserializer::from_slice(rest)
+            .into_iter::<UsageView>()
+            .next();
+        if let Some(Ok(view)) = parsed {
+            return view.usage();
+        }
+    }
+    None
+}
+
 /// Most bytes of one SSE event kept while it is incomplete; a larger event
 /// is skipped so a misbehaving upstream cannot grow memory without bound.
 const MAX_EVENT_BYTES: usize = 1 << 20;
@@ -420,39 +444,60 @@ pub fn estimate_prompt_tokens(body: &[u8]) -> u64 {
     estimate.max(1)
 }
 
-/// Whether a top-level member is present, whatever its value (even `null`).
-fn present<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
-    serde::de::IgnoredAny::deserialize(d).map(|_| true)
-}
-
 /// The member [`inject_include_usage`] decides on.
 #[derive(Deserialize)]
-struct StreamOptionsView {
-    #[serde(default, deserialize_with = "present")]
-    stream_options: bool,
+struct StreamOptionsView<'a> {
+    /// The member as sent, `null` included (a plain `Option` would read a
+    /// null member as absent).
+    #[serde(borrow, default, deserialize_with = "raw_member")]
+    stream_options: Option<&'a serde_json::value::RawValue>,
+}
+
+fn raw_member<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<&'de serde_json::value::RawValue>, D::Error> {
+    <&serde_json::value::RawValue>::deserialize(d).map(Some)
 }
 
 /// The member added to streamed requests.
 const INCLUDE_USAGE: &[u8] = br#""stream_options":{"include_usage":true}"#;
 
-/// A streamed chat or completions request body with
-/// `"stream_options":{"include_usage":true}` added, so the provider reports
-/// exact usage in the stream's last chunk instead of the gateway estimating
-/// it. The member is spliced in before the closing brace; nothing else is
+/// A streamed chat or completions request body that asks the provider for
+/// exact usage in the stream's last chunk, so billing never depends on the
+/// client's choice: `"stream_options":{"include_usage":true}` is spliced in
+/// before the closing brace, or, when the client sent `stream_options`
+/// without `include_usage: true`, its value is replaced by the same object
+/// with `include_usage: true` (its other options kept). Nothing else is
 /// re-serialized. Call it only for `stream: true` requests: OpenAI rejects
-/// `stream_options` on others. `None` (send the body unchanged) when the
-/// client set `stream_options` itself or the body is not a JSON object.
+/// `stream_options` on others. `None` (send the body unchanged, and relay
+/// the usage chunk) when the client asked for usage itself or the body is
+/// not a JSON object.
 pub fn inject_include_usage(body: &[u8]) -> Option<Vec<u8>> {
     let view: StreamOptionsView = serde_json::from_slice(body).ok()?;
-    if view.stream_options {
-        return None;
-    }
     let is_ws = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
     let open = body.iter().position(|b| !is_ws(b))?;
     let close = body.iter().rposition(|b| !is_ws(b))?;
     // serde also reads structs from arrays; only an object is wanted.
     if open >= close || body[open] != b'{' || body[close] != b'}' {
         return None;
+    }
+    if let Some(raw) = view.stream_options {
+        let mut options = match serde_json::from_str(raw.get()).ok()? {
+            serde_json::Value::Object(map) => map,
+            _ => serde_json::Map::new(),
+        };
+        if options.get("include_usage") == Some(&serde_json::Value::Bool(true)) {
+            return None;
+        }
+        options.insert("include_usage".into(), serde_json::Value::Bool(true));
+        let value = serde_json::to_vec(&options).ok()?;
+        let start = (raw.get().as_ptr() as usize).checked_sub(body.as_ptr() as usize)?;
+        let end = start.checked_add(raw.get().len())?;
+        let mut out = Vec::with_capacity(body.len() + value.len());
+        out.extend_from_slice(body.get(..start)?);
+        out.extend_from_slice(&value);
+        out.extend_from_slice(body.get(end..)?);
+        return Some(out);
     }
     let empty = body[open + 1..close].iter().all(is_ws);
     let mut out = Vec::with_capacity(body.len() + INCLUDE_USAGE.len() + 1);
@@ -712,12 +757,38 @@ mod tests {
     }
 
     #[test]
+    fn usage_is_found_in_the_tail_of_a_body_too_large_to_keep() {
+        let tail = br#"ntent":"the text said \"usage\": {\"prompt_tokens\": 1}"}}],"usage":{"prompt_tokens":1200,"completion_tokens":34,"total_tokens":1234}}"#;
+        assert_eq!(from_response_tail(tail), Some(usage(1200, 34)));
+        assert_eq!(from_response_tail(b"xx\"usage\": nope"), None);
+        assert_eq!(from_response_tail(b"no usage here"), None);
+    }
+
+    #[test]
+    fn a_client_that_declines_usage_is_still_billed_from_the_provider_s_count() {
+        // include_usage: false (or null options) must not switch billing off:
+        // the gateway asks for usage anyway and hides the chunk.
+        assert_eq!(
+            inject(r#"{"stream":true,"stream_options":{"include_usage":false}}"#).unwrap(),
+            r#"{"stream":true,"stream_options":{"include_usage":true}}"#
+        );
+        assert_eq!(
+            inject(r#"{"stream_options" : null ,"stream":true}"#).unwrap(),
+            r#"{"stream_options" : {"include_usage":true} ,"stream":true}"#
+        );
+        let kept = inject(r#"{"stream":true,"stream_options":{"x":1}}"#).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Value>(&kept).unwrap(),
+            json!({"stream": true, "stream_options": {"x": 1, "include_usage": true}})
+        );
+    }
+
+    #[test]
     fn leaves_other_bodies_alone() {
         assert_eq!(
-            inject(r#"{"stream":true,"stream_options":{"include_usage":false}}"#),
+            inject(r#"{"stream":true,"stream_options":{"include_usage":true}}"#),
             None
         );
-        assert_eq!(inject(r#"{"stream":true,"stream_options":null}"#), None);
         assert_eq!(inject(r#"[true]"#), None);
         assert_eq!(inject(r#"{"stream":true"#), None);
         assert_eq!(inject(""), None);

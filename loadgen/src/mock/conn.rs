@@ -168,6 +168,7 @@ impl<S: AsyncReadRent + AsyncWriteRent> Conn<S> {
         }
 
         let reply = if let Some(status) = controls.injected_error(&shared.config) {
+            shared.stats.record_failure(self.worker.index);
             match route {
                 // Anthropic's endpoints fail in Anthropic's shape.
                 Route::Messages | Route::CountTokens => api::anthropic::error(

@@ -75,7 +75,7 @@ impl KeyRequest {
     }
 
     /// Applies the given fields to `k` as of `now`.
-    fn apply(self, k: &mut KeyRecord, now: DateTime<Utc>) -> Result<(), GatewayError> {
+    pub(super) fn apply(self, k: &mut KeyRecord, now: DateTime<Utc>) -> Result<(), GatewayError> {
         match self.duration {
             Patch::Keep => {}
             Patch::Clear => k.expires = None,

@@ -6,6 +6,7 @@
 
 mod body;
 mod db;
+pub mod fuzz;
 mod issue;
 mod keys;
 mod models;

@@ -22,7 +22,7 @@ fn day(q: &mut Query, name: &str) -> Result<Option<DateTime<Utc>>, GatewayError>
 
 /// The filter of `/spend/logs`: `api_key` plain or hashed, `end_date`
 /// inclusive (rows before the next midnight).
-fn filter(mut q: Query) -> Result<SpendFilter, GatewayError> {
+pub(super) fn filter(mut q: Query) -> Result<SpendFilter, GatewayError> {
     let filter = SpendFilter {
         api_key: q.take("api_key").map(|k| token_of(&k)),
         user_id: q.take("user_id"),

@@ -19,7 +19,7 @@ mod usage;
 pub use request::from_chat as request_from_chat;
 pub use response::to_chat as response_to_chat;
 pub use stream::MessagesToChat;
-pub use usage::{from_body as usage_from_body, StreamUsage};
+pub use usage::{from_body as usage_from_body, from_tail as usage_from_tail, StreamUsage};
 
 use super::{with_extra_headers, Header, Provider, UpstreamRequest};
 use crate::config::Deployment;

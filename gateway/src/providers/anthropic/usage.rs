@@ -62,6 +62,30 @@ pub fn from_body(body: &[u8]) -> Option<Usage> {
         .map(UsageView::usage)
 }
 
+/// The usage of a Messages response of which only the last bytes were
+/// kept (a body too large to hold): the last `"usage"` member in `tail`,
+/// where Anthropic puts it.
+pub fn from_tail(tail: &[u8]) -> Option<Usage> {
+    let mut end = tail.len();
+    while let Some(at) = memchr::memmem::rfind(&tail[..end], b"\"usage\"") {
+        end = at;
+        if at > 0 && tail[at - 1] == b'\\' {
+            continue; // an escaped quote inside a string
+        }
+        let rest = tail[at + b"\"usage\"".len()..].trim_ascii_start();
+        let Some(rest) = rest.strip_prefix(b":") else {
+            continue;
+        };
+        let parsed = serde_json::Deserializer::from_slice(rest)
+            .into_iter::<UsageView>()
+            .next();
+        if let Some(Ok(view)) = parsed {
+            return Some(view.usage());
+        }
+    }
+    None
+}
+
 /// One stream event, only as far as usage needs it.
 #[derive(Deserialize)]
 struct EventView<'a> {
@@ -209,5 +233,8 @@ mod tests {
         );
         assert_eq!(from_body(b"{}"), None);
         assert_eq!(from_body(b"nope"), None);
+        let tail = br#"xxx \"usage\": no"}],"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":9}}"#;
+        assert_eq!(from_tail(tail).map(|u| u.completion_tokens), Some(9));
+        assert_eq!(from_tail(b"no usage here"), None);
     }
 }

@@ -1,0 +1,246 @@
+//! One function per fuzz target. Each takes arbitrary bytes, drives one
+//! parser of the gateway through its public API and panics when a property
+//! fails; a parser's own panic is a finding too.
+
+use bytes::Bytes;
+use gateway::http1::{
+    encode_chunk, parse_request_head, parse_response_head, BodyFraming, ChunkedDecoder, HeadError,
+    ResponseFraming,
+};
+use gateway::inbound::{Endpoint, LlmRequest};
+use gateway::limits::resp;
+use gateway::sse::UsageChunkFilter;
+use serde_json::Value;
+
+/// Split points derived from the input, so a target that feeds a decoder in
+/// pieces is as deterministic as the input itself.
+fn splits(data: &[u8]) -> Vec<usize> {
+    let mut rng = fastrand::Rng::with_seed(data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    }));
+    let mut cuts: Vec<usize> = (0..rng.usize(0..8))
+        .map(|_| rng.usize(0..=data.len()))
+        .collect();
+    cuts.sort_unstable();
+    cuts
+}
+
+/// The HTTP/1.1 request head parser: no panic; a parsed head lies inside the
+/// input, its accessors work, and its framing is what its headers say.
+pub fn request_head(data: &[u8]) {
+    match parse_request_head(data, 100, 64 * 1024) {
+        Ok((head, len)) => {
+            assert!(len <= data.len() && len <= 64 * 1024);
+            let _ = (head.method(), head.path(), head.query());
+            for name in [
+                "content-length",
+                "transfer-encoding",
+                "host",
+                "authorization",
+            ] {
+                let _ = head.header(name);
+            }
+            if head.framing == BodyFraming::Chunked {
+                let te = head.header("transfer-encoding").unwrap_or_default();
+                assert!(te.trim().eq_ignore_ascii_case("chunked"), "{te:?}");
+            }
+            if matches!(head.framing, BodyFraming::Length(0)) {
+                panic!("Length(0) must read as no body");
+            }
+            // The head alone parses to the same length.
+            let again = parse_request_head(&data[..len], 100, 64 * 1024);
+            assert!(matches!(again, Ok((_, l)) if l == len), "{again:?}");
+        }
+        Err(HeadError::Partial) => assert!(data.len() <= 64 * 1024),
+        Err(_) => {}
+    }
+}
+
+/// Feeds `data` to a fresh decoder at the cut points `cuts`, draining what
+/// it consumed as the server does; returns the payload, the bytes consumed
+/// in all, whether the body ended, and the error if any.
+fn decode_in_pieces(data: &[u8], cuts: &[usize]) -> (Vec<u8>, usize, bool, Option<String>) {
+    let mut decoder = ChunkedDecoder::default();
+    let mut out = Vec::new();
+    let mut pending: Vec<u8> = Vec::new();
+    let mut consumed = 0;
+    let mut from = 0;
+    for &to in cuts.iter().chain(std::iter::once(&data.len())) {
+        pending.extend_from_slice(&data[from..to]);
+        from = to;
+        match decoder.decode(&pending, &mut out) {
+            Ok(used) => {
+                assert!(used <= pending.len());
+                consumed += used;
+                pending.drain(..used);
+            }
+            Err(e) => return (out, consumed, false, Some(e.to_string())),
+        }
+        if decoder.is_done() {
+            break;
+        }
+    }
+    (out, consumed, decoder.is_done(), None)
+}
+
+/// The chunked decoder: whole or in pieces, the same payload, length and
+/// verdict; the payload is never longer than the input; a finished body
+/// re-encoded decodes to itself.
+pub fn chunked(data: &[u8]) {
+    let whole = decode_in_pieces(data, &[]);
+    let pieces = decode_in_pieces(data, &splits(data));
+    assert_eq!(
+        whole.3.is_some(),
+        pieces.3.is_some(),
+        "{whole:?} vs {pieces:?}"
+    );
+    if whole.3.is_none() {
+        assert_eq!(whole, pieces);
+    }
+    assert!(whole.0.len() <= data.len());
+    if whole.2 {
+        let mut wire = Vec::new();
+        encode_chunk(&whole.0, &mut wire);
+        wire.extend_from_slice(gateway::http1::LAST_CHUNK);
+        let again = decode_in_pieces(&wire, &[]);
+        assert_eq!((again.0, again.1, again.2), (whole.0, wire.len(), true));
+    }
+}
+
+/// Upstream response heads: no panic; a parsed head lies inside the input and
+/// interim or bodiless statuses have no body.
+pub fn response_head(data: &[u8]) {
+    if let Ok(Some((head, len))) = parse_response_head(data) {
+        assert!(len <= data.len());
+        if (100..200).contains(&head.status) || head.status == 204 || head.status == 304 {
+            assert_eq!(head.framing, ResponseFraming::Empty);
+        }
+        let _ = head.is_event_stream();
+    }
+}
+
+/// The SSE usage-chunk filter: the same output whatever the read sizes;
+/// events are only removed, never changed; without a `"usage"` field
+/// nothing is removed.
+pub fn sse(data: &[u8]) {
+    let run = |cuts: &[usize]| {
+        let mut filter = UsageChunkFilter::default();
+        let mut out = Vec::new();
+        let mut from = 0;
+        for &to in cuts.iter().chain(std::iter::once(&data.len())) {
+            filter.filter(&data[from..to], &mut out);
+            from = to;
+        }
+        filter.finish(&mut out);
+        out
+    };
+    let whole = run(&[]);
+    assert_eq!(whole, run(&splits(data)));
+    assert!(whole.len() <= data.len());
+    if memchr_usage(data) {
+        return;
+    }
+    assert_eq!(whole, data);
+}
+
+fn memchr_usage(data: &[u8]) -> bool {
+    data.windows(7).any(|w| w == b"\"usage\"")
+}
+
+/// RESP replies: no panic; a parsed reply lies inside the input and parses
+/// again from exactly its own bytes; an encoded command parses back.
+pub fn resp(data: &[u8]) {
+    if let Ok(Some((_, used))) = resp::parse(data) {
+        assert!(used <= data.len() && used > 0);
+        let again = resp::parse(&data[..used]);
+        assert!(matches!(again, Ok(Some((_, u))) if u == used), "{again:?}");
+    }
+    let args: Vec<&[u8]> = data.split(|&b| b == 0).collect();
+    let mut wire = Vec::new();
+    resp::encode(&args, &mut wire);
+    let (reply, used) = resp::parse(&wire)
+        .expect("an encoded command is valid RESP")
+        .expect("an encoded command is complete");
+    assert_eq!(used, wire.len());
+    let items: Vec<resp::Reply> = args
+        .iter()
+        .map(|a| resp::Reply::Bulk(Some(a.to_vec())))
+        .collect();
+    assert_eq!(reply, resp::Reply::Array(Some(items)));
+}
+
+/// The inbound body view and splice (`LlmRequest::parse`): the first byte
+/// picks the endpoint, the rest is the body. An accepted body is forwarded
+/// as valid JSON equal to the received one without `fallbacks` and
+/// `num_retries`, and with another model spliced in, equal to that with
+/// `model` replaced.
+pub fn inbound(data: &[u8]) {
+    let Some((&pick, body)) = data.split_first() else {
+        return;
+    };
+    let endpoint = match pick % 3 {
+        0 => Endpoint::ChatCompletions,
+        1 => Endpoint::Completions,
+        _ => Endpoint::Embeddings,
+    };
+    let Ok(req) = LlmRequest::parse(endpoint, Bytes::copy_from_slice(body)) else {
+        return;
+    };
+    // Valid JSON that `Value` cannot hold (a number beyond f64, such as
+    // 1e309) is forwarded as received: nothing to compare it with.
+    let Ok(received) = serde_json::from_slice::<Value>(body) else {
+        return;
+    };
+    let mut expected = received.clone();
+    let object = expected
+        .as_object_mut()
+        .expect("an accepted body is an object");
+    object.remove("fallbacks");
+    object.remove("num_retries");
+    let forwarded: Value = serde_json::from_slice(&req.body).unwrap_or_else(|e| {
+        panic!(
+            "forwarded body is not JSON ({e}): {:?}",
+            String::from_utf8_lossy(&req.body)
+        )
+    });
+    assert_eq!(forwarded, expected, "forwarded body differs");
+    let model: Value = serde_json::from_slice(&req.body[req.model_span.clone()])
+        .expect("model span holds a JSON value");
+    assert_eq!(model, Value::String(req.model.clone()));
+    let spliced: Vec<u8> = req
+        .body_with_model("up/\"x\"\n")
+        .iter()
+        .flat_map(|b| b.to_vec())
+        .collect();
+    let spliced: Value = serde_json::from_slice(&spliced).expect("spliced body is JSON");
+    expected["model"] = Value::String("up/\"x\"\n".into());
+    assert_eq!(spliced, expected, "spliced body differs");
+}
+
+/// Management bodies and queries: the first byte picks `/key/generate`'s
+/// body (with `duration` and `budget_duration`) or `/spend/logs`' query
+/// (with its dates); any input is an answer, never a panic.
+pub fn admin(data: &[u8]) {
+    let Some((&pick, rest)) = data.split_first() else {
+        return;
+    };
+    if pick % 2 == 0 {
+        let _ = gateway::api::admin_fuzz::key_body(rest);
+    } else if let Ok(query) = std::str::from_utf8(rest) {
+        let _ = gateway::api::admin_fuzz::spend_query(query);
+    }
+}
+
+/// Config loading: any text is a config or a start-up error, never a panic.
+/// `os.environ/` references resolve to fixed values.
+pub fn config(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let lookup = |name: &str| {
+        name.len()
+            .is_multiple_of(2)
+            .then(|| format!("value-of-{name}"))
+    };
+    let _ = gateway::config::Config::parse(std::path::Path::new("fuzz.yaml"), text, &lookup);
+}

@@ -1,0 +1,122 @@
+//! A scripted upstream: a plain TCP server that reads each request (head and
+//! Content-Length body) and answers with fixed bytes, for wire-level faults
+//! the mock provider cannot produce (bad chunked framing, interim heads).
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+/// The server, stopped on drop.
+pub struct RawUpstream {
+    port: u16,
+    stop: Arc<AtomicBool>,
+    requests: Arc<AtomicUsize>,
+    last_request: Arc<Mutex<Vec<u8>>>,
+}
+
+impl RawUpstream {
+    /// Serves every request on every connection with `reply`, then closes
+    /// the connection when `close_after` is set.
+    pub fn start(reply: Vec<u8>, close_after: bool) -> RawUpstream {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind raw upstream");
+        listener
+            .set_nonblocking(true)
+            .expect("nonblocking listener");
+        let port = listener.local_addr().expect("local addr").port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let requests = Arc::new(AtomicUsize::new(0));
+        let last_request = Arc::new(Mutex::new(Vec::new()));
+        let (s, r, l) = (stop.clone(), requests.clone(), last_request.clone());
+        let reply = Arc::new(reply);
+        thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        let (reply, r, l) = (reply.clone(), r.clone(), l.clone());
+                        thread::spawn(move || serve(stream, &reply, close_after, &r, &l));
+                    }
+                    Err(_) => thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        RawUpstream {
+            port,
+            stop,
+            requests,
+            last_request,
+        }
+    }
+
+    /// `http://127.0.0.1:<port>/v1`.
+    pub fn api_base(&self) -> String {
+        crate::config::mock_api_base(self.port)
+    }
+
+    /// Requests read so far.
+    pub fn requests(&self) -> usize {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// The bytes of the last request read (head and body).
+    pub fn last_request(&self) -> Vec<u8> {
+        self.last_request
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for RawUpstream {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn serve(
+    mut stream: TcpStream,
+    reply: &[u8],
+    close_after: bool,
+    requests: &AtomicUsize,
+    last: &Mutex<Vec<u8>>,
+) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+    let mut buf = Vec::new();
+    loop {
+        let Some(len) = read_request(&mut stream, &mut buf) else {
+            return;
+        };
+        if let Ok(mut l) = last.lock() {
+            *l = buf[..len].to_vec();
+        }
+        buf.drain(..len);
+        requests.fetch_add(1, Ordering::Relaxed);
+        if stream.write_all(reply).is_err() || close_after {
+            return;
+        }
+    }
+}
+
+/// Reads one whole request into `buf`; returns its length.
+fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<usize> {
+    let mut chunk = [0u8; 8192];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let body = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            if buf.len() >= end + 4 + body {
+                return Some(end + 4 + body);
+            }
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
