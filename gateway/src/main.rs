@@ -105,12 +105,15 @@ fn run(opts: Options) -> Result<(), String> {
     let keys = Arc::new(gateway::auth::KeyCache::default());
     let (fleet, cooldowns) =
         gateway::control::cooldowns::shared(config.rate_limits.redis_url.as_deref()).unzip();
-    let models = Arc::new(gateway::models::Models::new(
-        std::mem::take(&mut config.deployments),
-        config.router.clone(),
-        config.database_url.is_some(),
-        fleet,
-    ));
+    let models = Arc::new(
+        gateway::models::Models::new(
+            std::mem::take(&mut config.deployments),
+            config.router.clone(),
+            config.database_url.is_some(),
+            fleet,
+        )
+        .with_env_policy(model_env_policy(&config)),
+    );
     let (store, listen) = open_store(config.database_url.as_deref())?;
     let spool = gateway::control::SpoolConfig {
         dir: config.spool_dir.clone(),
@@ -130,6 +133,7 @@ fn run(opts: Options) -> Result<(), String> {
     .map_err(|e| format!("cannot start the control plane: {e}"))?;
     seed_declared_keys(&control, std::mem::take(&mut config.virtual_keys))?;
     load_stored_models(&control)?;
+    load_known_keys(&control)?;
     let shared = Arc::new(Shared::new(
         config,
         tls,
@@ -152,6 +156,26 @@ fn run(opts: Options) -> Result<(), String> {
     }
     tracing::info!("shut down cleanly");
     Ok(())
+}
+
+/// What `os.environ/` references of models added through the API may
+/// resolve: never the gateway's own secrets, and only the allow-listed names
+/// when `gateway_settings.model_env_allowlist` is set.
+fn model_env_policy(config: &Config) -> gateway::models::EnvPolicy {
+    let env = |name: &str| std::env::var(name).unwrap_or_default();
+    let mut policy = gateway::models::EnvPolicy::new(config.model_env_allowlist.clone())
+        .refuse_value(config.master_key.as_deref().unwrap_or_default())
+        .refuse_value(config.database_url.as_deref().unwrap_or_default())
+        .refuse_value(config.rate_limits.redis_url.as_deref().unwrap_or_default())
+        .refuse_value(&env("LITELLM_SALT_KEY"))
+        .refuse_value(&env("REDIS_PASSWORD"));
+    for key in &config.virtual_keys {
+        let mut hash = [0u8; 32];
+        if hex::decode_to_slice(&key.token, &mut hash).is_ok() {
+            policy = policy.refuse_hash(hash);
+        }
+    }
+    policy
 }
 
 /// Says where rate limits are counted, so an operator sees it at start-up.
@@ -254,6 +278,25 @@ fn load_stored_models(control: &gateway::control::ControlPlane) -> Result<(), St
     if count > 0 {
         tracing::info!(count, "models added through the API are served");
     }
+    Ok(())
+}
+
+/// Reads the set of keys the store holds before the first request, so an
+/// unknown key is refused without the database from the start.
+fn load_known_keys(control: &gateway::control::ControlPlane) -> Result<(), String> {
+    let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+        .enable_timer()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let count = rt
+        .block_on(
+            control.call(std::time::Duration::from_secs(60), |ctx| async move {
+                ctx.keys.reload_known(ctx.store.as_ref()).await
+            }),
+        )
+        .map_err(|e| format!("cannot load the known keys: {e}"))?
+        .map_err(|e| format!("cannot load the known keys: {e}"))?;
+    tracing::info!(count, "virtual keys in the store");
     Ok(())
 }
 

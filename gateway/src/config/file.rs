@@ -166,6 +166,10 @@ pub struct GatewaySettings {
     pub spool_dir: Option<String>,
     /// Seconds an idle upstream connection is kept in the pool.
     pub upstream_idle_secs: Option<u64>,
+    /// The only environment variables a model added through the API may
+    /// name with `os.environ/` (`NAME` or `PREFIX*`); unset: any but the
+    /// gateway's own.
+    pub model_env_allowlist: Option<Vec<String>>,
     /// Rate limiter knobs LiteLLM has no name for (mode, fallback policy,
     /// server and end-user limits).
     #[serde(default)]

@@ -75,6 +75,8 @@ pub struct Config {
     pub spool_dir: PathBuf,
     /// Keys declared in the file, hashed, to seed the store at start-up.
     pub virtual_keys: Vec<crate::store::KeyRecord>,
+    /// `gateway_settings.model_env_allowlist`.
+    pub model_env_allowlist: Option<Vec<String>>,
     /// Where budget alerts are POSTed (`general_settings.alerting`).
     pub alerts: Vec<crate::alerts::AlertTarget>,
     /// The rate limiter's settings.

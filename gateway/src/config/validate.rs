@@ -106,6 +106,94 @@ pub struct MockSettings {
 /// The longest wait a setting may ask for (7 days), so that adding it to
 /// the clock cannot overflow.
 const MAX_WAIT_MS: u64 = 7 * 24 * 3600 * 1000;
+/// The longest upstream timeout a deployment may set (a day): longer ones
+/// would overflow deadline arithmetic, and no client waits that long.
+const MAX_TIMEOUT: Duration = Duration::from_secs(86_400);
+/// The longest mock delay (an hour).
+const MAX_MOCK_DELAY_MS: u64 = 3_600_000;
+/// The largest deployment rpm or tpm (10^12).
+const MAX_RATE: u64 = 1_000_000_000_000;
+/// The largest token count a deployment may declare (a billion).
+const MAX_CONTEXT_TOKENS: u64 = 1_000_000_000;
+/// The largest price per token, USD.
+const MAX_TOKEN_PRICE: f64 = 1_000.0;
+/// The largest simple-shuffle weight.
+const MAX_WEIGHT: f64 = 1e9;
+
+/// Range checks of a deployment's numbers besides its timeouts: every one
+/// may come from a `/model/new` body, so each is bounded.
+fn check_numbers(params: &LitellmParams, info: &super::file::ModelInfo) -> Result<(), EntryError> {
+    let out_of_range = |field: &str, what: String| Err(bad(field, format!("{field} {what}")));
+    for (field, v) in [
+        ("litellm_params.rpm", params.rpm),
+        ("litellm_params.tpm", params.tpm),
+    ] {
+        if v.is_some_and(|v| v > MAX_RATE) {
+            return out_of_range(field, format!("must be at most {MAX_RATE}"));
+        }
+    }
+    for (field, v) in [
+        ("model_info.max_tokens", info.max_tokens),
+        ("model_info.max_input_tokens", info.max_input_tokens),
+        ("model_info.max_output_tokens", info.max_output_tokens),
+    ] {
+        if v.is_some_and(|v| v > MAX_CONTEXT_TOKENS) {
+            return out_of_range(field, format!("must be at most {MAX_CONTEXT_TOKENS}"));
+        }
+    }
+    for (field, v) in [
+        ("litellm_params.mock_latency_ms", params.mock_latency_ms),
+        (
+            "litellm_params.mock_chunk_delay_ms",
+            params.mock_chunk_delay_ms,
+        ),
+    ] {
+        if v.is_some_and(|v| v > MAX_MOCK_DELAY_MS) {
+            return out_of_range(field, format!("must be at most {MAX_MOCK_DELAY_MS}"));
+        }
+    }
+    if let Some(status) = params.mock_error_status {
+        if !(400..=599).contains(&status) {
+            return out_of_range(
+                "litellm_params.mock_error_status",
+                format!("must be an HTTP error status, 400 to 599 (got {status})"),
+            );
+        }
+    }
+    if let Some(w) = params.weight {
+        if !(w.is_finite() && (0.0..=MAX_WEIGHT).contains(&w)) {
+            return out_of_range(
+                "litellm_params.weight",
+                format!("must be >= 0 and at most {MAX_WEIGHT} (got {w})"),
+            );
+        }
+    }
+    for (field, v) in [
+        (
+            "litellm_params.input_cost_per_token",
+            params.input_cost_per_token,
+        ),
+        (
+            "litellm_params.output_cost_per_token",
+            params.output_cost_per_token,
+        ),
+        ("model_info.input_cost_per_token", info.input_cost_per_token),
+        (
+            "model_info.output_cost_per_token",
+            info.output_cost_per_token,
+        ),
+    ] {
+        if let Some(p) = v {
+            if !(p.is_finite() && (0.0..=MAX_TOKEN_PRICE).contains(&p)) {
+                return out_of_range(
+                    field,
+                    format!("must be a price in USD from 0 to {MAX_TOKEN_PRICE} (got {p})"),
+                );
+            }
+        }
+    }
+    Ok(())
+}
 
 /// Limits of the HTTP server, with defaults.
 #[derive(Debug, Clone)]
@@ -218,6 +306,7 @@ pub(super) fn validate(
         .clone()
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| std::path::PathBuf::from(".gateway-spool"));
+    let model_env_allowlist = file.gateway_settings.model_env_allowlist.clone();
     let virtual_keys = file
         .gateway_settings
         .virtual_keys
@@ -249,6 +338,7 @@ pub(super) fn validate(
         database_url,
         spool_dir,
         virtual_keys,
+        model_env_allowlist,
         alerts,
         limits,
         router_settings: file.router_settings,
@@ -415,28 +505,26 @@ fn deployment(
     let seconds = |v: Option<f64>, name: &str| -> Result<Option<Duration>, EntryError> {
         match v {
             None => Ok(None),
-            Some(s) if s.is_finite() && s > 0.0 => Ok(Some(Duration::from_secs_f64(s))),
+            Some(s) if s.is_finite() && s > 0.0 && s <= MAX_TIMEOUT.as_secs_f64() => {
+                Ok(Some(Duration::from_secs_f64(s)))
+            }
             Some(s) => Err(bad(
                 &format!("litellm_params.{name}"),
-                format!("litellm_params.{name} must be a positive number of seconds (got {s})"),
+                format!(
+                    "litellm_params.{name} must be a positive number of seconds, at most {} (got {s})",
+                    MAX_TIMEOUT.as_secs()
+                ),
             )),
         }
     };
+    check_numbers(&params, &entry.model_info)?;
     let timeout = seconds(params.timeout, "timeout")?
         .or(router.timeout)
         .unwrap_or(DEFAULT_TIMEOUT);
     let stream_timeout = seconds(params.stream_timeout, "stream_timeout")?
         .or(router.stream_timeout)
         .unwrap_or(timeout);
-    let weight = match params.weight {
-        Some(w) if !(w.is_finite() && w >= 0.0) => {
-            return Err(bad(
-                "litellm_params.weight",
-                format!("litellm_params.weight must be >= 0 (got {w})"),
-            ))
-        }
-        w => w,
-    };
+    let weight = params.weight;
     let id: Arc<str> = match &entry.model_info.id {
         Some(id) if !id.is_empty() => id.as_str().into(),
         _ => derived_id(&group, &model, params.api_base.as_deref()).into(),
@@ -854,6 +942,83 @@ mod tests {
                 .unwrap_err()
                 .contains("api_base is required")
         );
+    }
+
+    #[test]
+    fn bounds_every_number_of_an_entry() {
+        let router = crate::router::RouterSettings::default();
+        let env = |_: &str| None;
+        for (params, info, field) in [
+            (
+                serde_json::json!({"timeout": 1e300}),
+                serde_json::json!({}),
+                "litellm_params.timeout",
+            ),
+            (
+                serde_json::json!({"stream_timeout": 86401}),
+                serde_json::json!({}),
+                "litellm_params.stream_timeout",
+            ),
+            (
+                serde_json::json!({"rpm": u64::MAX}),
+                serde_json::json!({}),
+                "litellm_params.rpm",
+            ),
+            (
+                serde_json::json!({"tpm": 1_000_000_000_001u64}),
+                serde_json::json!({}),
+                "litellm_params.tpm",
+            ),
+            (
+                serde_json::json!({"weight": 1e300}),
+                serde_json::json!({}),
+                "litellm_params.weight",
+            ),
+            (
+                serde_json::json!({"weight": -1}),
+                serde_json::json!({}),
+                "litellm_params.weight",
+            ),
+            (
+                serde_json::json!({"mock_latency_ms": u64::MAX}),
+                serde_json::json!({}),
+                "litellm_params.mock_latency_ms",
+            ),
+            (
+                serde_json::json!({"mock_chunk_delay_ms": 3_600_001}),
+                serde_json::json!({}),
+                "litellm_params.mock_chunk_delay_ms",
+            ),
+            (
+                serde_json::json!({"mock_error_status": 200}),
+                serde_json::json!({}),
+                "litellm_params.mock_error_status",
+            ),
+            (
+                serde_json::json!({"input_cost_per_token": -1e-6}),
+                serde_json::json!({}),
+                "litellm_params.input_cost_per_token",
+            ),
+            (
+                serde_json::json!({"output_cost_per_token": 1e9}),
+                serde_json::json!({}),
+                "litellm_params.output_cost_per_token",
+            ),
+            (
+                serde_json::json!({}),
+                serde_json::json!({"input_cost_per_token": -1}),
+                "model_info.input_cost_per_token",
+            ),
+        ] {
+            let mut litellm_params = params.as_object().unwrap().clone();
+            litellm_params.insert("model".into(), "mock/x".into());
+            let entry = serde_json::json!({"model_name": "g", "litellm_params": litellm_params, "model_info": info});
+            let err = super::deployment_from_json(&entry, &router, &env).unwrap_err();
+            assert_eq!(err.field, field, "{entry}");
+        }
+        let entry = serde_json::json!({"model_name": "g", "litellm_params": {"model": "mock/x", "timeout": 86400, "weight": 2, "rpm": 1_000_000_000_000u64, "mock_error_status": 503}});
+        let (dep, _) = super::deployment_from_json(&entry, &router, &env).unwrap();
+        assert_eq!(dep.timeout, std::time::Duration::from_secs(86_400));
     }
 
     #[test]

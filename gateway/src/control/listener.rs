@@ -103,8 +103,9 @@ impl Listener {
         self.serve(&client, &mut notes).await
     }
 
-    /// Re-reads every stored model, and every cached key that exists or was
-    /// deleted since `deaf_since` (none while the key cache is empty).
+    /// Re-reads every stored model, the set of known keys, and every cached
+    /// key that exists or was deleted since `deaf_since` (none while the key
+    /// cache is empty).
     async fn resync(&self, client: &Client) -> Result<(), String> {
         let models = self
             .ctx
@@ -113,6 +114,13 @@ impl Listener {
             .await
             .map_err(|e| format!("resync: {e}"))?;
         tracing::info!(models, "stored models resynchronized after (re)connecting");
+        let known = self
+            .ctx
+            .keys
+            .reload_known(self.ctx.store.as_ref())
+            .await
+            .map_err(|e| format!("resync: {e}"))?;
+        tracing::info!(known, "known keys reloaded after (re)connecting");
         if self.ctx.keys.is_empty() {
             return Ok(());
         }

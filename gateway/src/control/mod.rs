@@ -11,7 +11,7 @@ mod writer;
 pub use listener::ListenConfig;
 pub use writer::SpoolConfig;
 
-use crate::auth::KeyCache;
+use crate::auth::{KeyCache, KNOWN_KEYS_RELOAD};
 use crate::models::Models;
 use crate::store::{Change, SpendLogRow, Store, StoreError};
 use std::future::Future;
@@ -128,6 +128,7 @@ impl ControlPlane {
                 runtime.block_on(async move {
                     tokio::spawn(writer::run(ctx.clone(), spend_rx, spool));
                     tokio::spawn(budget_resets(ctx.clone()));
+                    tokio::spawn(known_keys_reloads(ctx.clone()));
                     if let Some(limiter) = limiter {
                         tokio::spawn(limiter.run());
                     }
@@ -214,6 +215,24 @@ impl ControlPlane {
             return false;
         }
         wait.recv_timeout(timeout).is_ok()
+    }
+}
+
+/// Reads the set of known keys again every [`KNOWN_KEYS_RELOAD`] (the first
+/// read is start-up's), so keys written by a writer that does not announce
+/// them become known and deleted ones are dropped.
+async fn known_keys_reloads(ctx: Arc<ControlCtx>) {
+    let mut tick = tokio::time::interval(KNOWN_KEYS_RELOAD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        match ctx.keys.reload_known(ctx.store.as_ref()).await {
+            Ok(count) => tracing::debug!(count, "known keys reloaded"),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not reload the known keys; keeping the current set")
+            }
+        }
     }
 }
 

@@ -13,8 +13,10 @@
 //! of that name's rows ([`Models::router_for`]), behind a negative cache and
 //! a resync budget ([`miss`]); over budget the name is simply unknown (400).
 
+mod env_policy;
 mod info;
 
+pub use env_policy::EnvPolicy;
 pub use info::{deployment_json, redacted};
 
 use crate::config::{deployment_from_json, Deployment, EntryError};
@@ -53,6 +55,8 @@ pub struct Models {
     sync: tokio::sync::Mutex<()>,
     /// Unknown names and the read-through budget; `None` without a database.
     misses: Option<ReadThroughGuard<String>>,
+    /// Which `os.environ/` references a stored row may resolve.
+    env: EnvPolicy,
 }
 
 impl Models {
@@ -78,7 +82,15 @@ impl Models {
             stored: Mutex::default(),
             sync: tokio::sync::Mutex::const_new(()),
             misses: read_through.then(ReadThroughGuard::default),
+            env: EnvPolicy::default(),
         }
+    }
+
+    /// Sets which `os.environ/` references a stored row may resolve (by
+    /// default, any but the gateway's own variables).
+    pub fn with_env_policy(mut self, env: EnvPolicy) -> Self {
+        self.env = env;
+        self
     }
 
     /// The snapshot in force.
@@ -129,9 +141,16 @@ impl Models {
     }
 
     /// Validates a row as a deployment, by the config file's rules.
+    /// Its `os.environ/` references must pass the [`EnvPolicy`].
     pub fn validate(&self, record: &ModelRecord) -> Result<Deployment, EntryError> {
-        let lookup = |name: &str| std::env::var(name).ok();
-        let (dep, warnings) = deployment_from_json(&record.entry(), &self.settings, &lookup)?;
+        let env = |name: &str| std::env::var(name).ok();
+        let entry = record.entry();
+        self.env.check(&entry, &env)?;
+        let lookup = |name: &str| match self.env.refusal(name, &env) {
+            Some(_) => None,
+            None => env(name),
+        };
+        let (dep, warnings) = deployment_from_json(&entry, &self.settings, &lookup)?;
         for w in warnings {
             tracing::warn!(model_id = %record.model_id, "{w}");
         }

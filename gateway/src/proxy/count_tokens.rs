@@ -5,6 +5,7 @@
 //! Anthropic's shape. Counting is free: no limit or budget is charged.
 
 use super::{convert, headers};
+use crate::auth::Principal;
 use crate::error::GatewayError;
 use crate::formats::Format;
 use crate::http1::RequestHead;
@@ -20,10 +21,17 @@ use std::time::Instant;
 /// Largest answer read from the upstream counting endpoint.
 const MAX_ANSWER: usize = 1 << 20;
 
-/// Answers one count-tokens request.
-pub async fn handle(worker: &Worker, head: &RequestHead, body: Bytes, out: &mut Responder<'_>) {
+/// Answers one count-tokens request from `caller` (authenticated from the
+/// head).
+pub async fn handle(
+    worker: &Worker,
+    head: &RequestHead,
+    caller: Result<Principal, GatewayError>,
+    body: Bytes,
+    out: &mut Responder<'_>,
+) {
     let call_id = headers::call_id();
-    if let Err(err) = serve(worker, head, body, out, &call_id).await {
+    if let Err(err) = serve(worker, head, caller, body, out, &call_id).await {
         if out.started() {
             out.abort_stream();
             return;
@@ -37,12 +45,13 @@ pub async fn handle(worker: &Worker, head: &RequestHead, body: Bytes, out: &mut 
 async fn serve(
     worker: &Worker,
     head: &RequestHead,
+    caller: Result<Principal, GatewayError>,
     body: Bytes,
     out: &mut Responder<'_>,
     call_id: &str,
 ) -> Result<(), GatewayError> {
     let shared = &worker.shared;
-    let principal = shared.auth.authenticate(head).await?;
+    let principal = caller?;
     let mut req = LlmRequest::parse(Endpoint::Messages, body)?;
     req.forward_headers = convert::forward_headers(head, Endpoint::Messages);
     let model = principal.resolve_alias(&req.model).to_string();

@@ -1,7 +1,8 @@
 //! The life of an LLM request, one phase after another. Each phase is a call
 //! into the module that owns it; this file only orders them.
 //!
-//! 1. **authenticate**: the credential names a principal (`auth`).
+//! 1. **authenticate**: the credential names a principal (`auth`), from the
+//!    request head before the body was read (`api::admit`); here its result.
 //! 2. **read**: the routing fields of the body, borrowed, never re-serialized (`inbound`).
 //! 3. **authorize**: aliases, then the key's, team's and user's allowed models (`auth`).
 //! 4. **route**: the model group and one of its deployments (`router`).
@@ -68,11 +69,13 @@ pub(crate) struct Outcome {
     tokens_used: u64,
 }
 
-/// Serves one OpenAI-style LLM request on `endpoint`.
+/// Serves one OpenAI-style LLM request on `endpoint`; `caller` is the
+/// result of authenticating its head.
 pub async fn handle(
     worker: &Worker,
     head: &RequestHead,
     endpoint: Endpoint,
+    caller: Result<Principal, GatewayError>,
     body: Bytes,
     out: &mut Responder<'_>,
     received_at: Instant,
@@ -90,7 +93,16 @@ pub async fn handle(
         rate: None,
         tokens_used: 0,
     };
-    let served = CatchPanic::new(serve(worker, head, endpoint, body, out, &mut outcome)).await;
+    let forward = convert::forward_headers(head, endpoint);
+    let served = CatchPanic::new(serve(
+        worker,
+        endpoint,
+        (caller, forward),
+        body,
+        out,
+        &mut outcome,
+    ))
+    .await;
     let result = served.unwrap_or_else(|panic| {
         // Tickets and reservations were released while unwinding; only this
         // request fails, and its connection closes.
@@ -119,17 +131,17 @@ pub async fn handle(
 
 async fn serve(
     worker: &Worker,
-    head: &RequestHead,
     endpoint: Endpoint,
+    (caller, forward_headers): (Result<Principal, GatewayError>, Vec<(&'static str, String)>),
     body: Bytes,
     out: &mut Responder<'_>,
     outcome: &mut Outcome,
 ) -> Result<(), GatewayError> {
     // 1. authenticate
-    let principal = worker.shared.auth.authenticate(head).await?;
+    let principal = caller?;
     // 2. read
     let mut req = LlmRequest::parse(endpoint, body)?;
-    req.forward_headers = convert::forward_headers(head, endpoint);
+    req.forward_headers = forward_headers;
     outcome.stream = req.stream;
     // 3. authorize
     let model = principal.resolve_alias(&req.model).to_string();
