@@ -31,7 +31,10 @@ Options:
                             in a private redis-server); router-group (master key, a
                             group of 3 deployments with retries and a fallback
                             group); spend-logging (virtual key, keys and spend rows
-                            in Postgres: needs --database-url) [default: master-key]
+                            in Postgres: needs --database-url); anthropic (chat
+                            completions to an anthropic/ deployment, translated both
+                            ways); messages (Anthropic /v1/messages, direct and to an
+                            anthropic/ deployment, passed through) [default: master-key]
   --database-url URL        an empty Postgres database (spend-logging)
   --rate R                  requests/s of the measured rounds [default: 1000]
   --duration D              length of each round, per target [default: 10s]
@@ -67,6 +70,12 @@ pub enum Variant {
     RouterGroup,
     /// A virtual key on a gateway whose keys and spend rows are in Postgres.
     SpendLogging,
+    /// The master key; chat completions served by an `anthropic/`
+    /// deployment, so every request and answer is translated.
+    Anthropic,
+    /// The master key; Anthropic `/v1/messages` requests (to the mock
+    /// directly, and through the gateway to an `anthropic/` deployment).
+    Messages,
 }
 
 impl Variant {
@@ -79,8 +88,10 @@ impl Variant {
             "redis-limits" => Ok(Variant::RedisLimits),
             "router-group" => Ok(Variant::RouterGroup),
             "spend-logging" => Ok(Variant::SpendLogging),
+            "anthropic" => Ok(Variant::Anthropic),
+            "messages" => Ok(Variant::Messages),
             other => Err(format!(
-                "unknown variant {other:?} (master-key, virtual-key, local-limits, redis-limits, router-group, spend-logging)"
+                "unknown variant {other:?} (master-key, virtual-key, local-limits, redis-limits, router-group, spend-logging, anthropic, messages)"
             )),
         }
     }
@@ -94,6 +105,8 @@ impl Variant {
             Variant::RedisLimits => "redis-limits",
             Variant::RouterGroup => "router-group",
             Variant::SpendLogging => "spend-logging",
+            Variant::Anthropic => "anthropic",
+            Variant::Messages => "messages",
         }
     }
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crate::cli::Args;
 use crate::client::{RequestSpec, Target};
 use crate::fdlimit;
-use crate::gateway_proc;
+use crate::gateway_proc::{self, UpstreamApi};
 use crate::harness::{Harness, HarnessSpec};
 use crate::load::{self, LoadConfig, LoadResult, LoadSummary, Mode};
 use crate::mock::MockConfig;
@@ -31,6 +31,8 @@ const WARM_UP: Duration = Duration::from_secs(1);
 const SEARCH_STEPS: usize = 12;
 /// Highest rate the search tries.
 const SEARCH_CEILING: f64 = 1_000_000.0;
+/// Where the `messages` variant sends its requests.
+const MESSAGES_PATH: &str = "/v1/messages";
 /// Per-request timeout of every run.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -69,9 +71,15 @@ pub fn main(args: &mut Args) -> Result<(), String> {
         } else {
             1
         },
+        gateway_api: match o.variant {
+            Variant::Anthropic | Variant::Messages => UpstreamApi::Anthropic,
+            _ => UpstreamApi::OpenAi,
+        },
     })?;
     let key = match o.variant {
-        Variant::MasterKey | Variant::RouterGroup => gateway_proc::MASTER_KEY.to_string(),
+        Variant::MasterKey | Variant::RouterGroup | Variant::Anthropic | Variant::Messages => {
+            gateway_proc::MASTER_KEY.to_string()
+        }
         Variant::VirtualKey | Variant::SpendLogging => harness.gateway.generate_key()?,
         Variant::LocalLimits | Variant::RedisLimits => harness.gateway.generate_key_with(
             &format!("{{\"models\":[\"{}\"],\"rpm_limit\":1000000000,\"tpm_limit\":1000000000000,\"max_parallel_requests\":1000000}}", gateway_proc::MODEL),
@@ -126,6 +134,11 @@ impl<'a> Session<'a> {
         nginx: Option<&'a NginxProcess>,
         key: String,
     ) -> Self {
+        let (mut direct, mut gateway) = (harness.direct(), harness.through_gateway());
+        if o.variant == Variant::Messages {
+            direct.path = MESSAGES_PATH.to_string();
+            gateway.path = MESSAGES_PATH.to_string();
+        }
         Session {
             nginx,
             spec: RequestSpec {
@@ -134,8 +147,8 @@ impl<'a> Session<'a> {
             },
             o,
             harness,
-            direct: harness.direct(),
-            gateway: harness.through_gateway(),
+            direct,
+            gateway,
             ok_total: 0,
         }
     }
@@ -144,7 +157,10 @@ impl<'a> Session<'a> {
     fn target(&self, side: Side) -> Target {
         match (side, self.nginx) {
             (Side::Direct, _) => self.direct.clone(),
-            (Side::Nginx, Some(n)) => crate::harness::local_target(n.addr()),
+            (Side::Nginx, Some(n)) => Target {
+                path: self.direct.path.clone(),
+                ..crate::harness::local_target(n.addr())
+            },
             (Side::Nginx, None) | (Side::Gateway, _) => self.gateway.clone(),
         }
     }
