@@ -267,3 +267,19 @@ fn upstream_chunked_body_with_bare_lf_is_cut_not_guessed() {
     assert!(conn.closed_within(Duration::from_secs(3)));
     assert_eq!(raw.requests(), 1, "a protocol error is not retried");
 }
+
+#[test]
+fn interim_heads_in_the_same_read_as_the_final_one_are_skipped() {
+    // 100 Continue and 103 Early Hints followed by the final head and body in
+    // one write: the gateway skips the interim heads without waiting for
+    // another read (before, it waited until the upstream timed out: 408).
+    let body = r#"{"id":"x","object":"chat.completion","model":"upstream","choices":[{"index":0,"message":{"role":"assistant","content":"after 1xx"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}"#;
+    let reply = format!(
+        "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let (_raw, gw) = start_raw(reply.as_bytes());
+    let resp = gw.post("/v1/chat/completions", &chat_body("raw"));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(resp.json()["choices"][0]["message"]["content"], "after 1xx");
+}

@@ -226,26 +226,42 @@ async fn exchange(
     }
     conn.flush().await.map_err(died)?;
     let mut buf = ReadBuffer::with_capacity(8 * 1024);
+    let mut interim = 0;
     loop {
         let n = buf.fill(conn).await.map_err(died)?;
         if n == 0 {
-            return Err(if buf.is_empty() {
+            return Err(if buf.is_empty() && interim == 0 {
                 Exchange::DiedBeforeResponse("closed before responding".into())
             } else {
                 Exchange::Failed(UpstreamError::Io("closed inside the response head".into()))
             });
         }
-        match parse_response_head(buf.bytes()) {
-            Ok(Some((head, len))) if (100..200).contains(&head.status) => buf.consume(len),
-            Ok(Some((head, len))) => {
-                buf.consume(len);
-                return Ok((head, buf));
+        // One read may hold interim heads (100 Continue, 103) and the final
+        // head: skip the former without waiting for another read.
+        loop {
+            match parse_response_head(buf.bytes()) {
+                Ok(Some((head, len))) if (100..200).contains(&head.status) => {
+                    buf.consume(len);
+                    interim += 1;
+                    if interim > MAX_INTERIM_HEADS {
+                        return Err(Exchange::Failed(UpstreamError::Protocol(
+                            "too many interim responses".into(),
+                        )));
+                    }
+                }
+                Ok(Some((head, len))) => {
+                    buf.consume(len);
+                    return Ok((head, buf));
+                }
+                Ok(None) => break,
+                Err(e) => return Err(Exchange::Failed(UpstreamError::Protocol(e))),
             }
-            Ok(None) => {}
-            Err(e) => return Err(Exchange::Failed(UpstreamError::Protocol(e))),
         }
     }
 }
+
+/// Most interim (1xx) heads accepted before the final one.
+const MAX_INTERIM_HEADS: usize = 16;
 
 enum BodyState {
     Length(u64),
