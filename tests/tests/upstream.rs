@@ -283,3 +283,49 @@ fn interim_heads_in_the_same_read_as_the_final_one_are_skipped() {
     assert_eq!(resp.status, 200, "{}", resp.text());
     assert_eq!(resp.json()["choices"][0]["message"]["content"], "after 1xx");
 }
+
+#[test]
+fn api_base_userinfo_and_query_are_never_echoed() {
+    // Credentials in an api_base (userinfo, a key in the query string) stay
+    // out of the headers, the error messages and /model/info.
+    let mock = MockServer::start(&[]);
+    let mut config = base_config(mock.port());
+    let secret_base = format!(
+        "http://user:hunter2@127.0.0.1:{}/v1?key=sk-query-secret",
+        mock.port()
+    );
+    add_model(
+        &mut config,
+        openai_model("creds", "creds-id", &secret_base, json!({})),
+    );
+    let dead = format!(
+        "http://user:hunter2@127.0.0.1:{}/v1?key=sk-query-secret",
+        free_port()
+    );
+    add_model(
+        &mut config,
+        openai_model("creds-dead", "creds-dead-id", &dead, json!({})),
+    );
+    let gw = Gateway::start_json(&config, &[]);
+    let leaks = |text: &str| text.contains("hunter2") || text.contains("sk-query-secret");
+    let ok = gw.post("/v1/chat/completions", &chat_body("creds"));
+    assert_eq!(ok.status, 200, "{}", ok.text());
+    assert_eq!(
+        ok.header("x-litellm-model-api-base"),
+        Some(mock.api_base().as_str())
+    );
+    let failed = gw.post("/v1/chat/completions", &chat_body("creds-dead"));
+    assert!(failed.status >= 500, "{}", failed.text());
+    let info = gw.get("/model/info").expect_status(200);
+    for (what, text) in [
+        ("headers", format!("{:?}{:?}", ok.headers, failed.headers)),
+        ("error", failed.text()),
+        ("/model/info", info.text()),
+        ("log", gw.output()),
+    ] {
+        assert!(
+            !leaks(&text),
+            "credentials of api_base in the {what}: {text}"
+        );
+    }
+}
