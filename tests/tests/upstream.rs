@@ -329,3 +329,24 @@ fn api_base_userinfo_and_query_are_never_echoed() {
         );
     }
 }
+
+#[test]
+fn api_base_host_names_resolve() {
+    // A name, not an IP literal: resolved off the core, then cached.
+    let mock = MockServer::start(&[]);
+    let mut config = base_config(mock.port());
+    add_model(
+        &mut config,
+        openai_model(
+            "by-name",
+            "by-name-id",
+            &format!("http://localhost:{}/v1", mock.port()),
+            json!({}),
+        ),
+    );
+    let gw = Gateway::start_json(&config, &[]);
+    for _ in 0..3 {
+        let resp = gw.post("/v1/chat/completions", &chat_body("by-name"));
+        assert_eq!(resp.status, 200, "{}", resp.text());
+    }
+}
