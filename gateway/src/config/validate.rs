@@ -84,7 +84,8 @@ pub struct UpstreamBase {
     pub port: u16,
     /// Path prefix without trailing slash, e.g. `/v1`.
     pub path: String,
-    /// The URL as configured, for `x-litellm-model-api-base`.
+    /// The URL as configured without userinfo, query or fragment (see
+    /// [`redact_url`]): what headers, errors, logs and spend rows show.
     pub url: String,
 }
 
@@ -635,8 +636,25 @@ pub(crate) fn parse_base(url: &str) -> Result<UpstreamBase, String> {
         host,
         port,
         path,
-        url: url.to_string(),
+        url: redact_url(url),
     })
+}
+
+/// `url` without its userinfo (`user:password@`), query and fragment, which
+/// may carry credentials: the form of an `api_base` that is ever shown.
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    let path = tail.split(['?', '#']).next().unwrap_or_default();
+    if scheme.is_empty() {
+        format!("{host}{path}")
+    } else {
+        format!("{scheme}://{host}{path}")
+    }
 }
 
 fn server_limits(
@@ -760,6 +778,29 @@ mod tests {
         assert!(err.contains("provider \"nope\" is not supported"), "{err}");
         let err = parse("model_list:\n  - model_name: a\n    litellm_params: {model: openai/x, api_key: os.environ/MISSING}\n").unwrap_err();
         assert_eq!(err, "config.yaml: model_list[0].litellm_params.api_key: environment variable MISSING is not set");
+    }
+
+    #[test]
+    fn api_base_credentials_are_never_kept_for_display() {
+        use super::{parse_base, redact_url};
+        for (given, shown) in [
+            (
+                "https://user:pa%40ss@api.example.com:8443/v1/?key=sk-1#f",
+                "https://api.example.com:8443/v1/",
+            ),
+            ("http://token@h/v1", "http://h/v1"),
+            ("http://h:1/v1?api-key=x", "http://h:1/v1"),
+            ("http://h:1/v1/", "http://h:1/v1/"),
+            ("http://[::1]:9/v1", "http://[::1]:9/v1"),
+        ] {
+            assert_eq!(redact_url(given), shown);
+        }
+        let base = parse_base("https://user:secret@api.example.com/v1?key=sk-1").unwrap();
+        assert_eq!(base.url, "https://api.example.com/v1");
+        assert_eq!(
+            (base.host.as_str(), base.path.as_str()),
+            ("api.example.com", "/v1")
+        );
     }
 
     #[test]
