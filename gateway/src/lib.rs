@@ -12,6 +12,7 @@ pub mod http1;
 pub mod inbound;
 pub mod limits;
 pub mod logging;
+pub mod metrics;
 pub mod models;
 pub mod panic_guard;
 pub mod providers;

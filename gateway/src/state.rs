@@ -30,6 +30,8 @@ pub struct Shared {
     pub alerts: Alerts,
     /// Rate limits (rpm, tpm, parallel).
     pub limiter: Limiter,
+    /// Prometheus metrics (each core attaches its own tables).
+    pub metrics: Arc<crate::metrics::Metrics>,
     shutting_down: AtomicBool,
     shutdown_tx: watch::Sender<bool>,
 }
@@ -48,6 +50,7 @@ impl Shared {
     ) -> Self {
         let (shutdown_tx, _) = watch::channel(false);
         Shared {
+            metrics: crate::metrics::Metrics::new(config.metrics.clone()),
             auth: Authenticator::new(config.master_key.as_deref(), keys, control.clone()),
             models,
             limits: config.limits,

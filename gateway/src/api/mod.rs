@@ -8,6 +8,7 @@
 mod admin;
 pub use admin::fuzz as admin_fuzz;
 mod health;
+mod metrics;
 mod models;
 #[cfg(debug_assertions)]
 mod test_hooks;
@@ -30,13 +31,15 @@ enum Route<'a> {
     Admin(&'a str),
     Liveliness,
     Readiness,
+    /// `/metrics`, when metrics are on.
+    Metrics,
     Models,
     /// `/models/{id}`.
     Model(&'a str),
     NotFound,
 }
 
-fn route(head: &RequestHead) -> Route<'_> {
+fn route<'h>(worker: &Worker, head: &'h RequestHead) -> Route<'h> {
     let path = head.path();
     let path = if path.len() > 1 {
         path.trim_end_matches('/')
@@ -56,6 +59,7 @@ fn route(head: &RequestHead) -> Route<'_> {
         p if admin::is_admin_path(p) => Route::Admin(p),
         "/health/liveliness" | "/health/liveness" if get => Route::Liveliness,
         "/health/readiness" if get => Route::Readiness,
+        "/metrics" if get && worker.shared.metrics.enabled() => Route::Metrics,
         "/models" if get => Route::Models,
         p if get && p.starts_with("/models/") => Route::Model(&p["/models/".len()..]),
         _ => Route::NotFound,
@@ -83,8 +87,14 @@ impl Admission {
 /// admin's.
 pub async fn admit(worker: &Worker, head: &RequestHead) -> Admission {
     let auth = &worker.shared.auth;
-    let result = match route(head) {
+    let result = match route(worker, head) {
         Route::Llm(_) | Route::Models | Route::Model(_) => auth.authenticate(head).await.map(Some),
+        Route::Metrics if !worker.shared.metrics.require_auth() => Ok(None),
+        Route::Metrics => match auth.authenticate(head).await {
+            Ok(p) if p.is_admin() => Ok(Some(p)),
+            Ok(_) => Err(GatewayError::NotAdmin("/metrics".to_string())),
+            Err(e) => Err(e),
+        },
         Route::Admin(path) => match auth.authenticate(head).await {
             Ok(p) if p.is_admin() => Ok(Some(p)),
             Ok(_) => Err(GatewayError::NotAdmin(path.to_string())),
@@ -105,7 +115,7 @@ pub async fn handle(
     out: &mut Responder<'_>,
     received_at: Instant,
 ) {
-    let result = match route(head) {
+    let result = match route(worker, head) {
         Route::Llm(endpoint) => {
             let caller = admission.caller();
             proxy::handle(worker, head, endpoint, caller, body, out, received_at).await;
@@ -117,6 +127,10 @@ pub async fn handle(
         }
         Route::Liveliness => health::liveliness(out).await,
         Route::Readiness => health::readiness(worker, out).await,
+        Route::Metrics => match admission.0 {
+            Ok(_) => metrics::scrape(worker, out).await,
+            Err(e) => Err(e),
+        },
         Route::Models => match admission.caller() {
             Ok(caller) => models::list(worker, &caller, out).await,
             Err(e) => Err(e),

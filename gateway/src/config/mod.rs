@@ -81,6 +81,8 @@ pub struct Config {
     pub alerts: Vec<crate::alerts::AlertTarget>,
     /// The rate limiter's settings.
     pub rate_limits: crate::limits::LimitSettings,
+    /// Prometheus metrics.
+    pub metrics: crate::metrics::MetricsSettings,
     /// Non-fatal findings (unknown keys), logged at start.
     pub warnings: Vec<String>,
 }

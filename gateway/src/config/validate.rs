@@ -325,8 +325,14 @@ pub(super) fn validate(
         lookup,
     )
     .map_err(|p| invalid("gateway_settings.rate_limits".into(), p))?;
+    let metrics = crate::metrics::MetricsSettings::resolve(
+        file.litellm_settings.as_ref(),
+        &file.gateway_settings.metrics,
+    )
+    .map_err(|p| invalid("metrics".into(), p))?;
     Ok(Config {
         rate_limits,
+        metrics,
         deployments,
         master_key,
         database_url,

@@ -523,6 +523,11 @@ pub struct RateHeaders {
     pub requests: Option<(u64, u64, u64)>,
     /// The same for tpm.
     pub tokens: Option<(u64, u64, u64)>,
+    /// (limit, used in the window) of the key's own rpm, for LiteLLM's
+    /// `litellm_api_key_rate_limit_*` metrics.
+    pub api_key_requests: Option<(u64, u64)>,
+    /// The same for the key's tpm.
+    pub api_key_tokens: Option<(u64, u64)>,
 }
 
 impl RateHeaders {
@@ -541,7 +546,14 @@ impl RateHeaders {
                 Kind::Tokens => &mut h.tokens,
                 Kind::Parallel => continue,
             };
-            let u = used.get(i).copied().unwrap_or(0) + amounts[i];
+            let u = used.get(i).copied().unwrap_or(0).saturating_add(amounts[i]);
+            if d.scope == Scope::ApiKey {
+                let own = match d.kind {
+                    Kind::Requests => &mut h.api_key_requests,
+                    _ => &mut h.api_key_tokens,
+                };
+                *own = Some((d.limit, u));
+            }
             let remaining = d.limit.saturating_sub(u);
             if slot.is_none_or(|(_, r, _)| remaining < r) {
                 *slot = Some((d.limit, remaining, reset));

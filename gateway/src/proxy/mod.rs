@@ -63,6 +63,8 @@ pub(crate) struct Outcome {
     rate: Option<RateHeaders>,
     /// Tokens the attempts really used, for the limiter's reconciliation.
     tokens_used: u64,
+    /// What the Prometheus metrics record of the request.
+    metrics: crate::metrics::RequestMetrics,
 }
 
 /// Serves one OpenAI-style LLM request on `endpoint`; `caller` is the
@@ -88,7 +90,13 @@ pub async fn handle(
         max_fallbacks: None,
         rate: None,
         tokens_used: 0,
+        metrics: Default::default(),
     };
+    if let Ok(caller) = &caller {
+        outcome
+            .metrics
+            .identify(caller, worker.shared.auth.master_token());
+    }
     let served = CatchPanic::new(serve(worker, endpoint, caller, body, out, &mut outcome)).await;
     let result = served.unwrap_or_else(|panic| {
         // Tickets and reservations were released while unwinding; only this
@@ -114,6 +122,15 @@ pub async fn handle(
         &outcome,
         error.as_ref(),
     );
+    outcome.metrics.finish(crate::metrics::Finish {
+        path: head.path(),
+        endpoint: endpoint.path_suffix(),
+        status: out.status(),
+        error: error.as_ref(),
+        total: outcome.received_at.elapsed(),
+        upstream_wait: outcome.upstream_wait,
+        rate: outcome.rate.as_ref(),
+    });
 }
 
 async fn serve(
@@ -131,6 +148,12 @@ async fn serve(
     outcome.stream = req.stream;
     // 3. authorize
     let model = principal.resolve_alias(&req.model).to_string();
+    outcome
+        .metrics
+        .requested(req.end_user.as_deref(), &model, || {
+            let router = worker.shared.models.router();
+            router.registry().resolve(&model).is_some()
+        });
     #[cfg(debug_assertions)]
     if crate::panic_guard::test_panic_model(&model) {
         panic!("test hook: the request path panicked");
@@ -364,6 +387,9 @@ async fn attempt_once(
         },
         error: result.as_ref().err(),
     });
+    outcome
+        .metrics
+        .attempt(principal, &row, pick.fallback_depth, req.stream);
     record::submit(worker, row);
     result.map(|()| usage.prompt_tokens.saturating_add(usage.completion_tokens))
 }
@@ -394,6 +420,7 @@ async fn forward(
     outcome.upstream_wait = started.elapsed();
     let mut resp = sent.map_err(|e| relay::upstream_error(e, dep, timeout))?;
     attempt.first_byte();
+    outcome.metrics.upstream_head(&resp.head);
     let status = resp.head.status;
     if status >= 400 {
         let body = resp

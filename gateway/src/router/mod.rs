@@ -214,6 +214,7 @@ impl Router {
             let time = cooldown::cooldown_time(&self.settings, failure.retry_after);
             let end = self.cooldowns.start(pick.slot, now, time);
             stats.reset_health(minute);
+            crate::metrics::cooled_down(pick.deployment, failure.status);
             if let Some(fleet) = &self.fleet {
                 fleet.send(FleetEvent::Cooled {
                     deployment: pick.deployment.id.clone(),
