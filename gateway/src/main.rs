@@ -143,6 +143,12 @@ fn run(opts: Options) -> Result<(), String> {
         limiter,
     ));
     install_signal_handler(shared.clone())?;
+    if shared.health.settings().background {
+        let health = shared.health.clone();
+        control
+            .spawn(move |ctx| health.run(ctx.models.clone()))
+            .map_err(|e| format!("cannot start the background health checks: {e}"))?;
+    }
     tracing::info!(
         io_driver = %driver,
         workers = opts.workers,

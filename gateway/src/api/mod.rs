@@ -31,6 +31,8 @@ enum Route<'a> {
     Admin(&'a str),
     Liveliness,
     Readiness,
+    /// `/health`: every deployment's health (admin).
+    Health,
     /// `/metrics`, when metrics are on.
     Metrics,
     Models,
@@ -59,6 +61,7 @@ fn route<'h>(worker: &Worker, head: &'h RequestHead) -> Route<'h> {
         p if admin::is_admin_path(p) => Route::Admin(p),
         "/health/liveliness" | "/health/liveness" if get => Route::Liveliness,
         "/health/readiness" if get => Route::Readiness,
+        "/health" if get => Route::Health,
         "/metrics" if get && worker.shared.metrics.enabled() => Route::Metrics,
         "/models" if get => Route::Models,
         p if get && p.starts_with("/models/") => Route::Model(&p["/models/".len()..]),
@@ -100,6 +103,11 @@ pub async fn admit(worker: &Worker, head: &RequestHead) -> Admission {
             Ok(_) => Err(GatewayError::NotAdmin(path.to_string())),
             Err(e) => Err(e),
         },
+        Route::Health => match auth.authenticate(head).await {
+            Ok(p) if p.is_admin() => Ok(Some(p)),
+            Ok(_) => Err(GatewayError::NotAdmin("/health".to_string())),
+            Err(e) => Err(e),
+        },
         Route::Liveliness | Route::Readiness | Route::NotFound => Ok(None),
     };
     Admission(result)
@@ -127,6 +135,10 @@ pub async fn handle(
         }
         Route::Liveliness => health::liveliness(out).await,
         Route::Readiness => health::readiness(worker, out).await,
+        Route::Health => match admission.0 {
+            Ok(_) => health::deployments(worker, head, out).await,
+            Err(e) => Err(e),
+        },
         Route::Metrics => match admission.0 {
             Ok(_) => metrics::scrape(worker, out).await,
             Err(e) => Err(e),

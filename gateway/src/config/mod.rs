@@ -83,6 +83,8 @@ pub struct Config {
     pub rate_limits: crate::limits::LimitSettings,
     /// Prometheus metrics.
     pub metrics: crate::metrics::MetricsSettings,
+    /// Deployment health checks.
+    pub health: crate::control::health::HealthSettings,
     /// Non-fatal findings (unknown keys), logged at start.
     pub warnings: Vec<String>,
 }

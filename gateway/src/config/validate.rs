@@ -330,7 +330,10 @@ pub(super) fn validate(
         &file.gateway_settings.metrics,
     )
     .map_err(|p| invalid("metrics".into(), p))?;
+    let health = crate::control::health::HealthSettings::from_general(&file.general_settings.other)
+        .map_err(|p| invalid("general_settings".into(), p))?;
     Ok(Config {
+        health,
         rate_limits,
         metrics,
         deployments,

@@ -146,9 +146,10 @@ impl Metrics {
     }
 
     /// Gives the calling thread (a data-plane core, the control plane) its
-    /// own tables; nothing when metrics are off.
+    /// own tables, once; nothing when metrics are off.
     pub fn attach_this_thread(&self) {
-        if !self.enabled() {
+        let attached = CORE.try_with(|c| c.try_borrow().map_or(true, |c| c.is_some()));
+        if !self.enabled() || attached.unwrap_or(true) {
             return;
         }
         let (writer, data) = CoreWriter::new(self.caps.clone());
