@@ -18,6 +18,7 @@ pub mod panic_guard;
 pub mod providers;
 pub mod proxy;
 pub mod read_through;
+pub mod reload;
 pub mod router;
 pub mod server;
 pub mod spend;

@@ -307,15 +307,27 @@ fn load_known_keys(control: &gateway::control::ControlPlane) -> Result<(), Strin
 }
 
 /// SIGTERM/SIGINT start a graceful shutdown; a second one exits at once.
+/// SIGHUP reloads the config file (on the control plane).
 fn install_signal_handler(shared: Arc<Shared>) -> Result<(), String> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let mut signals =
-        signal_hook::iterator::Signals::new([SIGTERM, SIGINT]).map_err(|e| e.to_string())?;
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
+        .map_err(|e| e.to_string())?;
     std::thread::Builder::new()
         .name("gateway-signals".into())
         .spawn(move || {
             let mut seen = 0;
             for signal in signals.forever() {
+                if signal == SIGHUP {
+                    tracing::info!("SIGHUP: reloading the config file");
+                    let target = shared.clone();
+                    let queued = shared.control.spawn(move |_| async move {
+                        let _ = target.reloader.reload(&target).await;
+                    });
+                    if let Err(e) = queued {
+                        tracing::error!(error = %e, "config reload not started");
+                    }
+                    continue;
+                }
                 seen += 1;
                 if seen > 1 {
                     eprintln!("gateway: second signal {signal}, exiting now");

@@ -36,6 +36,8 @@ pub struct Shared {
     pub health: Arc<crate::control::health::Health>,
     /// Whether a database is configured (else everything is in memory).
     pub database: bool,
+    /// Reloads of the config file.
+    pub reloader: crate::reload::Reloader,
     shutting_down: AtomicBool,
     shutdown_tx: watch::Sender<bool>,
 }
@@ -54,7 +56,9 @@ impl Shared {
     ) -> Self {
         let (shutdown_tx, _) = watch::channel(false);
         let metrics = crate::metrics::Metrics::new(config.metrics.clone());
+        let reloader = crate::reload::Reloader::new(&config);
         Shared {
+            reloader,
             health: Arc::new(crate::control::health::Health::new(
                 config.health.clone(),
                 tls.clone(),

@@ -10,6 +10,7 @@ pub use admin::fuzz as admin_fuzz;
 mod health;
 mod metrics;
 mod models;
+mod reload;
 #[cfg(debug_assertions)]
 mod test_hooks;
 
@@ -33,6 +34,8 @@ enum Route<'a> {
     Readiness,
     /// `/health`: every deployment's health (admin).
     Health,
+    /// `POST /config/reload`: re-read the config file (admin).
+    Reload,
     /// `/metrics`, when metrics are on.
     Metrics,
     Models,
@@ -62,6 +65,7 @@ fn route<'h>(worker: &Worker, head: &'h RequestHead) -> Route<'h> {
         "/health/liveliness" | "/health/liveness" if get => Route::Liveliness,
         "/health/readiness" if get => Route::Readiness,
         "/health" if get => Route::Health,
+        "/config/reload" if method == "POST" => Route::Reload,
         "/metrics" if get && worker.shared.metrics.enabled() => Route::Metrics,
         "/models" if get => Route::Models,
         p if get && p.starts_with("/models/") => Route::Model(&p["/models/".len()..]),
@@ -103,9 +107,9 @@ pub async fn admit(worker: &Worker, head: &RequestHead) -> Admission {
             Ok(_) => Err(GatewayError::NotAdmin(path.to_string())),
             Err(e) => Err(e),
         },
-        Route::Health => match auth.authenticate(head).await {
+        Route::Health | Route::Reload => match auth.authenticate(head).await {
             Ok(p) if p.is_admin() => Ok(Some(p)),
-            Ok(_) => Err(GatewayError::NotAdmin("/health".to_string())),
+            Ok(_) => Err(GatewayError::NotAdmin(head.path().to_string())),
             Err(e) => Err(e),
         },
         Route::Liveliness | Route::Readiness | Route::NotFound => Ok(None),
@@ -137,6 +141,10 @@ pub async fn handle(
         Route::Readiness => health::readiness(worker, out).await,
         Route::Health => match admission.0 {
             Ok(_) => health::deployments(worker, head, out).await,
+            Err(e) => Err(e),
+        },
+        Route::Reload => match admission.0 {
+            Ok(_) => reload::reload(worker, out).await,
             Err(e) => Err(e),
         },
         Route::Metrics => match admission.0 {
