@@ -69,7 +69,15 @@ fn main() -> ExitCode {
     let opts = match parse_args() {
         Ok(o) => o,
         Err(msg) => {
-            eprintln!("{msg}");
+            // Not parsed: JSON when the arguments or the environment ask.
+            let json = std::env::args().any(|a| a == "--json-logs")
+                || std::env::var("JSON_LOGS")
+                    .is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
+            if json {
+                gateway::logging::emergency(true, "gateway", &msg);
+            } else {
+                eprintln!("{msg}");
+            }
             return ExitCode::from(2);
         }
     };
@@ -79,7 +87,9 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(msg) => {
             tracing::error!("{msg}");
-            eprintln!("gateway: {msg}");
+            if !gateway::logging::json() {
+                eprintln!("gateway: {msg}");
+            }
             ExitCode::FAILURE
         }
     }
@@ -330,7 +340,11 @@ fn install_signal_handler(shared: Arc<Shared>) -> Result<(), String> {
                 }
                 seen += 1;
                 if seen > 1 {
-                    eprintln!("gateway: second signal {signal}, exiting now");
+                    gateway::logging::emergency(
+                        gateway::logging::json(),
+                        "gateway",
+                        &format!("second signal {signal}, exiting now"),
+                    );
                     std::process::exit(1);
                 }
                 tracing::info!(

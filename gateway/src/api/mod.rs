@@ -117,6 +117,35 @@ pub async fn admit(worker: &Worker, head: &RequestHead) -> Admission {
     Admission(result)
 }
 
+/// Answers a request whose body could not be read (too large, too slow,
+/// bad framing) with `err`: an LLM request as the proxy answers refusals
+/// (call id, access line, metrics), any other with the bare error.
+pub async fn refuse(
+    worker: &Worker,
+    head: &RequestHead,
+    err: GatewayError,
+    out: &mut Responder<'_>,
+    received_at: Instant,
+) {
+    match route(worker, head) {
+        Route::Llm(endpoint) => {
+            proxy::handle(
+                worker,
+                head,
+                endpoint,
+                Err(err),
+                Bytes::new(),
+                out,
+                received_at,
+            )
+            .await
+        }
+        _ => {
+            let _ = out.send_error(&err, None).await;
+        }
+    }
+}
+
 /// Answers one request admitted by [`admit`] (or refused there: the refusal
 /// is answered here, by the handler of its route, with an empty body).
 pub async fn handle(

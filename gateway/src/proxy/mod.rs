@@ -49,6 +49,8 @@ const MAX_ERROR_BODY: usize = 1 << 20;
 pub(crate) struct Outcome {
     call_id: String,
     received_at: Instant,
+    /// The model group asked for (after the key's aliases), once read.
+    requested: Option<String>,
     group: Option<String>,
     deployment: Option<Arc<Deployment>>,
     upstream_wait: Duration,
@@ -81,6 +83,7 @@ pub async fn handle(
     let mut outcome = Outcome {
         call_id: headers::call_id(),
         received_at,
+        requested: None,
         group: None,
         deployment: None,
         upstream_wait: Duration::ZERO,
@@ -148,6 +151,7 @@ async fn serve(
     outcome.stream = req.stream;
     // 3. authorize
     let model = principal.resolve_alias(&req.model).to_string();
+    outcome.requested = Some(model.clone());
     outcome
         .metrics
         .requested(req.end_user.as_deref(), &model, || {
