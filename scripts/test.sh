@@ -42,6 +42,9 @@ if ! .venv/bin/python -c 'import openai, anthropic' >/dev/null 2>&1; then
     .venv/bin/python -m pip install --quiet --disable-pip-version-check openai anthropic
 fi
 
+# --- promtool (tests/tests/metrics.rs checks the /metrics exposition) -------
+command -v promtool >/dev/null 2>&1 || apt_install --no-install-recommends prometheus
+
 # --- services: Redis and PostgreSQL ------------------------------------------
 # The rate-limit tests also start private redis-servers of their own.
 command -v redis-server >/dev/null 2>&1 || apt_install redis-server

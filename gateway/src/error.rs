@@ -215,6 +215,9 @@ pub enum GatewayError {
     /// Connection cap reached or shutting down.
     #[error("Service unavailable: {0}")]
     Unavailable(&'static str),
+    /// A config reload found the file invalid; the running config serves on.
+    #[error("config reload refused, the running config keeps serving: {0}")]
+    ConfigRejected(String),
     /// The gateway failed while serving this request (a caught panic); only
     /// this request is affected.
     #[error("Internal server error: {0}")]
@@ -230,7 +233,7 @@ impl GatewayError {
             AuthUnavailable(_) | Store(_) => 503,
             ModelAccessDenied { .. } | NotAdmin(_) => 403,
             BudgetExceeded { .. } => 429,
-            BadField { .. } => 400,
+            BadField { .. } | ConfigRejected(_) => 400,
             NotFound(_) => 404,
             Conflict(_) => 409,
             UnknownModel(_)

@@ -69,7 +69,15 @@ fn main() -> ExitCode {
     let opts = match parse_args() {
         Ok(o) => o,
         Err(msg) => {
-            eprintln!("{msg}");
+            // Not parsed: JSON when the arguments or the environment ask.
+            let json = std::env::args().any(|a| a == "--json-logs")
+                || std::env::var("JSON_LOGS")
+                    .is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
+            if json {
+                gateway::logging::emergency(true, "gateway", &msg);
+            } else {
+                eprintln!("{msg}");
+            }
             return ExitCode::from(2);
         }
     };
@@ -79,7 +87,9 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(msg) => {
             tracing::error!("{msg}");
-            eprintln!("gateway: {msg}");
+            if !gateway::logging::json() {
+                eprintln!("gateway: {msg}");
+            }
             ExitCode::FAILURE
         }
     }
@@ -143,6 +153,12 @@ fn run(opts: Options) -> Result<(), String> {
         limiter,
     ));
     install_signal_handler(shared.clone())?;
+    if shared.health.settings().background {
+        let health = shared.health.clone();
+        control
+            .spawn(move |ctx| health.run(ctx.models.clone()))
+            .map_err(|e| format!("cannot start the background health checks: {e}"))?;
+    }
     tracing::info!(
         io_driver = %driver,
         workers = opts.workers,
@@ -301,18 +317,34 @@ fn load_known_keys(control: &gateway::control::ControlPlane) -> Result<(), Strin
 }
 
 /// SIGTERM/SIGINT start a graceful shutdown; a second one exits at once.
+/// SIGHUP reloads the config file (on the control plane).
 fn install_signal_handler(shared: Arc<Shared>) -> Result<(), String> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let mut signals =
-        signal_hook::iterator::Signals::new([SIGTERM, SIGINT]).map_err(|e| e.to_string())?;
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
+        .map_err(|e| e.to_string())?;
     std::thread::Builder::new()
         .name("gateway-signals".into())
         .spawn(move || {
             let mut seen = 0;
             for signal in signals.forever() {
+                if signal == SIGHUP {
+                    tracing::info!("SIGHUP: reloading the config file");
+                    let target = shared.clone();
+                    let queued = shared.control.spawn(move |_| async move {
+                        let _ = target.reloader.reload(&target).await;
+                    });
+                    if let Err(e) = queued {
+                        tracing::error!(error = %e, "config reload not started");
+                    }
+                    continue;
+                }
                 seen += 1;
                 if seen > 1 {
-                    eprintln!("gateway: second signal {signal}, exiting now");
+                    gateway::logging::emergency(
+                        gateway::logging::json(),
+                        "gateway",
+                        &format!("second signal {signal}, exiting now"),
+                    );
                     std::process::exit(1);
                 }
                 tracing::info!(

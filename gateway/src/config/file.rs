@@ -174,6 +174,9 @@ pub struct GatewaySettings {
     /// server and end-user limits).
     #[serde(default)]
     pub rate_limits: crate::limits::RateLimitsFile,
+    /// Prometheus metrics without LiteLLM's callback, and their series cap.
+    #[serde(default)]
+    pub metrics: crate::metrics::MetricsFile,
 }
 
 /// A virtual key declared in `gateway_settings.virtual_keys`.

@@ -13,8 +13,9 @@ use std::time::Duration;
 /// choose a bound a client can live with).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// One validated deployment of a model group.
-#[derive(Debug)]
+/// One validated deployment of a model group. Two are equal when every
+/// setting is: a reload keeps the live state of an equal one.
+#[derive(Debug, PartialEq)]
 pub struct Deployment {
     /// Stable id (`model_info.id`, else derived from the entry).
     pub id: Arc<str>,
@@ -74,7 +75,7 @@ impl Deployment {
 }
 
 /// Scheme, authority and path prefix of a provider's API.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct UpstreamBase {
     /// `https` when TLS is used.
     pub tls: bool,
@@ -90,7 +91,7 @@ pub struct UpstreamBase {
 }
 
 /// Settings of the `mock/` provider.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct MockSettings {
     /// Reply text.
     pub response: Option<String>,
@@ -197,7 +198,7 @@ fn check_numbers(params: &LitellmParams, info: &super::file::ModelInfo) -> Resul
 }
 
 /// Limits of the HTTP server, with defaults.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ServerLimits {
     /// Max request body bytes (413 above).
     pub max_body_bytes: usize,
@@ -332,8 +333,18 @@ pub(super) fn validate(
         lookup,
     )
     .map_err(|p| invalid("gateway_settings.rate_limits".into(), p))?;
+    let metrics = crate::metrics::MetricsSettings::resolve(
+        file.litellm_settings.as_ref(),
+        &file.gateway_settings.metrics,
+    )
+    .map_err(|p| invalid("metrics".into(), p))?;
+    let health = crate::control::health::HealthSettings::from_general(&file.general_settings.other)
+        .map_err(|p| invalid("general_settings".into(), p))?;
     Ok(Config {
+        source: path.to_path_buf(),
+        health,
         rate_limits,
+        metrics,
         deployments,
         master_key,
         database_url,

@@ -5,6 +5,7 @@
 
 pub mod alerts;
 pub mod cooldowns;
+pub mod health;
 pub mod listener;
 mod writer;
 

@@ -92,6 +92,11 @@ pub(super) fn call_id() -> String {
         .to_string()
 }
 
+/// The access line of one LLM request (target `gateway::access`): exactly
+/// one per request, refusals included, with the call id the client got,
+/// the status, the model group asked for and the one that answered, and
+/// the durations in milliseconds. No credential: the error text of an
+/// upstream has the deployment's key masked.
 pub(super) fn log_access(
     head: &RequestHead,
     endpoint: Endpoint,
@@ -100,6 +105,13 @@ pub(super) fn log_access(
     error: Option<&GatewayError>,
 ) {
     let total = o.received_at.elapsed();
+    let error = error.map(|e| {
+        let text = e.to_string();
+        match o.deployment.as_ref().and_then(|d| d.api_key.as_deref()) {
+            Some(key) if key.len() >= 4 && text.contains(key) => text.replace(key, "***"),
+            _ => text,
+        }
+    });
     tracing::info!(
         target: "gateway::access",
         call_id = %o.call_id,
@@ -107,12 +119,18 @@ pub(super) fn log_access(
         path = head.path(),
         endpoint = endpoint.path_suffix(),
         status,
+        requested_model = o.requested.as_deref().unwrap_or(""),
         model_group = o.group.as_deref().unwrap_or(""),
         deployment = o.deployment.as_ref().map_or("", |d| &d.id),
         stream = o.stream,
-        duration_ms = %format_ms(total),
-        upstream_ms = %format_ms(o.upstream_wait),
-        error = error.map(|e| e.to_string()),
+        duration_ms = millis(total),
+        upstream_ms = millis(o.upstream_wait),
+        error,
         "request"
     );
+}
+
+/// `d` in milliseconds, to the microsecond.
+fn millis(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1_000_000.0).round() / 1000.0
 }

@@ -53,6 +53,8 @@ const MAX_ERROR_BODY: usize = 1 << 20;
 pub(crate) struct Outcome {
     call_id: String,
     received_at: Instant,
+    /// The model group asked for (after the key's aliases), once read.
+    requested: Option<String>,
     group: Option<String>,
     deployment: Option<Arc<Deployment>>,
     upstream_wait: Duration,
@@ -67,6 +69,8 @@ pub(crate) struct Outcome {
     rate: Option<RateHeaders>,
     /// Tokens the attempts really used, for the limiter's reconciliation.
     tokens_used: u64,
+    /// What the Prometheus metrics record of the request.
+    metrics: crate::metrics::RequestMetrics,
 }
 
 /// Serves one OpenAI-style LLM request on `endpoint`; `caller` is the
@@ -83,6 +87,7 @@ pub async fn handle(
     let mut outcome = Outcome {
         call_id: headers::call_id(),
         received_at,
+        requested: None,
         group: None,
         deployment: None,
         upstream_wait: Duration::ZERO,
@@ -92,7 +97,13 @@ pub async fn handle(
         max_fallbacks: None,
         rate: None,
         tokens_used: 0,
+        metrics: Default::default(),
     };
+    if let Ok(caller) = &caller {
+        outcome
+            .metrics
+            .identify(caller, worker.shared.auth.master_token());
+    }
     let forward = convert::forward_headers(head, endpoint);
     let served = CatchPanic::new(serve(
         worker,
@@ -127,6 +138,15 @@ pub async fn handle(
         &outcome,
         error.as_ref(),
     );
+    outcome.metrics.finish(crate::metrics::Finish {
+        path: head.path(),
+        endpoint: endpoint.path_suffix(),
+        status: out.status(),
+        error: error.as_ref(),
+        total: outcome.received_at.elapsed(),
+        upstream_wait: outcome.upstream_wait,
+        rate: outcome.rate.as_ref(),
+    });
 }
 
 async fn serve(
@@ -145,6 +165,13 @@ async fn serve(
     outcome.stream = req.stream;
     // 3. authorize
     let model = principal.resolve_alias(&req.model).to_string();
+    outcome.requested = Some(model.clone());
+    outcome
+        .metrics
+        .requested(req.end_user.as_deref(), &model, || {
+            let router = worker.shared.models.router();
+            router.registry().resolve(&model).is_some()
+        });
     #[cfg(debug_assertions)]
     if crate::panic_guard::test_panic_model(&model) {
         panic!("test hook: the request path panicked");
@@ -393,6 +420,9 @@ async fn attempt_once(
         },
         error: result.as_ref().err(),
     });
+    outcome
+        .metrics
+        .attempt(principal, &row, pick.fallback_depth, req.stream);
     record::submit(worker, row);
     result.map(|()| usage.prompt_tokens.saturating_add(usage.completion_tokens))
 }
@@ -425,6 +455,7 @@ async fn forward(
     outcome.upstream_wait = started.elapsed();
     let mut resp = sent.map_err(|e| relay::upstream_error(e, dep, timeout))?;
     attempt.first_byte();
+    outcome.metrics.upstream_head(&resp.head);
     let status = resp.head.status;
     if status >= 400 {
         let body = resp

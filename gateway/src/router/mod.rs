@@ -52,6 +52,7 @@ use crate::error::ErrorClass;
 use cooldown::Cooldowns;
 use stats::{minute_of, Clock, Stats};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -62,6 +63,9 @@ pub struct Router {
     settings: RouterSettings,
     stats: Stats,
     cooldowns: Cooldowns,
+    /// Whether each slot failed its last background health check: such a
+    /// deployment is picked only when its whole group is cooling or down.
+    down: Box<[Arc<AtomicBool>]>,
     /// Price per token (input + output) of each slot, for cost-based
     /// routing; infinite when unknown.
     costs: Box<[f64]>,
@@ -120,6 +124,10 @@ impl Router {
             .iter()
             .map(|d| carried(d).map_or_else(Arc::default, |(p, s)| p.cooldowns.shared(s)))
             .collect();
+        let down = deps
+            .iter()
+            .map(|d| carried(d).map_or_else(Arc::default, |(p, s)| p.down[s].clone()))
+            .collect();
         let costs = deps
             .iter()
             .map(|d| {
@@ -145,6 +153,7 @@ impl Router {
             needs_prompt_estimate,
             stats: Stats::from_slots(stats),
             cooldowns: Cooldowns::from_slots(cooldowns),
+            down,
             costs,
             regions,
             clock: previous.map_or_else(Clock::new, |p| p.clock.clone()),
@@ -215,6 +224,7 @@ impl Router {
             let time = cooldown::cooldown_time(&self.settings, failure.retry_after);
             let end = self.cooldowns.start(pick.slot, now, time);
             stats.reset_health(minute);
+            crate::metrics::cooled_down(pick.deployment, failure.status);
             if let Some(fleet) = &self.fleet {
                 fleet.send(FleetEvent::Cooled {
                     deployment: pick.deployment.id.clone(),
@@ -262,6 +272,22 @@ impl Router {
         let slot = self.slot_of(deployment_id)?;
         let end = self.cooldowns.start(slot, self.clock.now_ms(), remaining);
         Some(self.clock.to_unix(end))
+    }
+
+    /// Records a background health check of the deployment with this id:
+    /// an unhealthy one ranks with cooling deployments until a check finds
+    /// it healthy; `false` when no deployment has this id.
+    pub fn set_healthy(&self, deployment_id: &str, healthy: bool) -> bool {
+        let Some(slot) = self.slot_of(deployment_id) else {
+            return false;
+        };
+        self.down[slot].store(!healthy, Relaxed);
+        true
+    }
+
+    /// Whether the deployment in `slot` failed its last health check.
+    pub(crate) fn is_down(&self, slot: usize) -> bool {
+        self.down[slot].load(Relaxed)
     }
 
     fn slot_of(&self, deployment_id: &str) -> Option<usize> {
@@ -439,6 +465,39 @@ pub(crate) mod tests {
             end > fleet::unix_ms() + 50_000,
             "the longer cooldown is kept"
         );
+    }
+
+    #[test]
+    fn an_unhealthy_deployment_is_not_picked_while_its_group_has_another() {
+        let r = router(
+            "model_list:\n  - model_name: g\n    litellm_params: {model: mock/a}\n    model_info: {id: a}\n  - model_name: g\n    litellm_params: {model: mock/b}\n    model_info: {id: b}\n",
+            "",
+        );
+        assert!(r.set_healthy("a", false) && !r.set_healthy("nope", false));
+        for _ in 0..50 {
+            let mut plan = r.plan("g", PlanInput::default()).unwrap();
+            assert_eq!(&*plan.next(None).unwrap().deployment.id, "b");
+        }
+        r.set_healthy("b", false);
+        let mut plan = r.plan("g", PlanInput::default()).unwrap();
+        assert!(
+            plan.next(None).is_some(),
+            "a group is never down to nothing"
+        );
+        r.set_healthy("a", true);
+        let next = Router::build(
+            r.registry().deployments().to_vec(),
+            r.settings().clone(),
+            Some(&r),
+        );
+        for _ in 0..50 {
+            let mut plan = next.plan("g", PlanInput::default()).unwrap();
+            assert_eq!(
+                &*plan.next(None).unwrap().deployment.id,
+                "a",
+                "a swap keeps health"
+            );
+        }
     }
 
     #[test]

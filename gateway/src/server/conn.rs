@@ -65,7 +65,7 @@ pub async fn serve(mut stream: TcpStream, worker: Rc<Worker>) {
                 Err(err) => {
                     let mut out = Responder::new(&mut stream, false, head_only, false)
                         .with_write_timeout(write_timeout);
-                    let _ = out.send_error(&err, None).await;
+                    api::refuse(&worker, &head, err, &mut out, received_at).await;
                     return;
                 }
             }

@@ -58,6 +58,7 @@ async fn serve_core(shared: Arc<Shared>, listener: std::net::TcpListener, worker
         }
     };
     let worker = Rc::new(Worker::new(shared.clone(), workers));
+    shared.metrics.attach_this_thread();
     let sweeper = worker.clone();
     spawn_guarded("sweeper", async move {
         loop {
