@@ -212,6 +212,11 @@ pub enum GatewayError {
     /// Connection cap reached or shutting down.
     #[error("Service unavailable: {0}")]
     Unavailable(&'static str),
+    /// The shutdown grace period ended before the response was complete.
+    #[error(
+        "Service unavailable: cut off, the gateway shut down before the response was complete"
+    )]
+    CutOff,
     /// The gateway failed while serving this request (a caught panic); only
     /// this request is affected.
     #[error("Internal server error: {0}")]
@@ -244,7 +249,7 @@ impl GatewayError {
             ClientTimeout { .. } | UpstreamTimeout { .. } => 408,
             Upstream { status, .. } => *status,
             UpstreamUnreachable { .. } | UpstreamProtocol { .. } => 502,
-            Unavailable(_) => 503,
+            Unavailable(_) | CutOff => 503,
             Internal(_) => 500,
             ClientGone => 499,
         }
@@ -268,7 +273,7 @@ impl GatewayError {
             } => t,
             Upstream { status, .. } => upstream_type(*status),
             UpstreamUnreachable { .. } | UpstreamProtocol { .. } => "api_connection_error",
-            Unavailable(_) => "service_unavailable_error",
+            Unavailable(_) | CutOff => "service_unavailable_error",
             NoCapacity { .. } => "rate_limit_error",
             RateLimited { .. } => "throttling_error",
             _ => "invalid_request_error",

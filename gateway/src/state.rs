@@ -32,6 +32,8 @@ pub struct Shared {
     pub limiter: Limiter,
     shutting_down: AtomicBool,
     shutdown_tx: watch::Sender<bool>,
+    /// Set when the grace period is over: requests still running stop.
+    cut_off_tx: watch::Sender<bool>,
 }
 
 impl Shared {
@@ -47,6 +49,7 @@ impl Shared {
         limiter: Limiter,
     ) -> Self {
         let (shutdown_tx, _) = watch::channel(false);
+        let (cut_off_tx, _) = watch::channel(false);
         Shared {
             auth: Authenticator::new(config.master_key.as_deref(), keys, control.clone()),
             models,
@@ -57,6 +60,7 @@ impl Shared {
             limiter,
             shutting_down: AtomicBool::new(false),
             shutdown_tx,
+            cut_off_tx,
         }
     }
 
@@ -76,6 +80,17 @@ impl Shared {
     pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
         self.shutdown_tx.subscribe()
     }
+
+    /// Ends the grace period: upstream calls still running stop, and each
+    /// leaves a spend row saying it was cut off.
+    pub fn cut_off(&self) {
+        self.cut_off_tx.send_replace(true);
+    }
+
+    /// A receiver that wakes when the grace period is over.
+    pub fn cut_off_signal(&self) -> watch::Receiver<bool> {
+        self.cut_off_tx.subscribe()
+    }
 }
 
 /// State of one core's runtime.
@@ -90,6 +105,8 @@ pub struct Worker {
     pub max_connections: usize,
     /// Spend rows waiting for room in the control plane's queue.
     pub spend_backlog: std::cell::RefCell<Vec<crate::store::SpendLogRow>>,
+    /// Upstream calls running on this core (a cut-off waits for their rows).
+    pub attempts_in_flight: Cell<usize>,
 }
 
 impl Worker {
@@ -102,6 +119,7 @@ impl Worker {
             open_connections: Cell::new(0),
             max_connections,
             spend_backlog: Default::default(),
+            attempts_in_flight: Cell::new(0),
         }
     }
 }

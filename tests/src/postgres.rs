@@ -340,6 +340,38 @@ impl PrivatePostgres {
         psql(&self.url(), sql)
     }
 
+    /// The server's process ids: the postmaster, then its children (every
+    /// backend and background worker).
+    fn pids(&self) -> Vec<libc::pid_t> {
+        let pid_file = self.data_dir().join("postmaster.pid");
+        let main = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|text| text.lines().next()?.trim().parse::<libc::pid_t>().ok());
+        let Some(main) = main else {
+            return Vec::new(); // not running
+        };
+        let mut pids = vec![main];
+        pids.extend(crate::procs::children_of(main));
+        pids
+    }
+
+    /// Freezes the server (SIGSTOP to the postmaster and every backend):
+    /// connections stay open and new ones are accepted by the kernel, but
+    /// nothing answers until [`thaw`](PrivatePostgres::thaw). The nastiest
+    /// outage for a client: no error, only silence.
+    pub fn freeze(&self) {
+        for pid in self.pids() {
+            crate::procs::signal_pid(pid, libc::SIGSTOP);
+        }
+    }
+
+    /// Resumes a frozen server.
+    pub fn thaw(&self) {
+        for pid in self.pids().into_iter().rev() {
+            crate::procs::signal_pid(pid, libc::SIGCONT);
+        }
+    }
+
     /// The server log so far.
     pub fn log(&self) -> String {
         std::fs::read(self.log_path())
@@ -355,8 +387,10 @@ impl PrivatePostgres {
 
 impl Drop for PrivatePostgres {
     fn drop(&mut self) {
-        // Stopped whatever its state; an already stopped server makes pg_ctl
-        // fail, which is fine. The temp dir is removed after this.
+        // Stopped whatever its state (a frozen one is thawed first); an
+        // already stopped server makes pg_ctl fail, which is fine. The temp
+        // dir is removed after this.
+        self.thaw();
         let _ = self
             .tool("pg_ctl")
             .arg("-D")

@@ -45,6 +45,25 @@ impl PrivateRedis {
         }
     }
 
+    /// Freezes the server (SIGSTOP): connections stay open and the kernel
+    /// still accepts new ones, but nothing answers until
+    /// [`thaw`](PrivateRedis::thaw).
+    pub fn freeze(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    /// Resumes a frozen server.
+    pub fn thaw(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    fn signal(&self, sig: libc::c_int) {
+        if let Some(child) = self.child.lock().unwrap().as_ref() {
+            let pid = libc::pid_t::try_from(child.id()).expect("pid fits pid_t");
+            crate::procs::signal_pid(pid, sig);
+        }
+    }
+
     /// Starts the server (again) on the same port, empty.
     pub fn restart(&self) {
         self.stop();

@@ -260,8 +260,14 @@ async fn attempts<'r>(
             Err(err) => {
                 let failed = AttemptFailure::from_error(record::error_class(&err), &err, &pick);
                 router.on_end(&pick, started.elapsed(), Err(&failed));
-                // Never retried: a byte reached the client, or the budget said no.
-                if out.started() || matches!(err, GatewayError::BudgetExceeded { .. }) {
+                // Never retried: a byte reached the client, the budget said
+                // no, or the grace period of a shutdown is over.
+                if out.started()
+                    || matches!(
+                        err,
+                        GatewayError::BudgetExceeded { .. } | GatewayError::CutOff
+                    )
+                {
                     return Err(err);
                 }
                 next = plan.next(Some(&failed));
@@ -292,7 +298,8 @@ async fn attempt_once(
     // 6. admit
     let price = spend::price_for(dep, upstream_model);
     let reservation = record::admit(&worker.shared.alerts, principal, req, pick, price).await?;
-    // 7 and 8. translate, call and relay
+    // 7 and 8. translate, call and relay; cut off when the shutdown grace
+    // period ends (the row below then says so)
     let mut tap = UsageTap::new(req.stream);
     let result = match providers::http_provider(dep.provider) {
         Some(provider) => {
@@ -303,7 +310,7 @@ async fn attempt_once(
                 }
                 None => provider.build_request(req, upstream_model, dep),
             };
-            forward(
+            let call = forward(
                 worker,
                 dep,
                 upstream_req,
@@ -313,11 +320,11 @@ async fn attempt_once(
                 outcome,
                 &mut tap,
                 &mut attempt,
-            )
-            .await
+            );
+            crate::server::unless_cut_off(worker, call).await
         }
         None => {
-            serve_mock(
+            let call = serve_mock(
                 req,
                 upstream_model,
                 dep,
@@ -325,8 +332,8 @@ async fn attempt_once(
                 outcome,
                 &mut tap,
                 &mut attempt,
-            )
-            .await
+            );
+            crate::server::unless_cut_off(worker, call).await
         }
     };
     // 9. settle and record

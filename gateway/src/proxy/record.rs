@@ -238,6 +238,7 @@ pub(crate) fn error_class(err: &GatewayError) -> &'static str {
             "api_connection"
         }
         GatewayError::Unavailable(_) => "client_disconnected",
+        GatewayError::CutOff => "cut_off",
         GatewayError::Upstream {
             provider_code: Some(code),
             ..

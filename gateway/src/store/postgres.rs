@@ -270,6 +270,10 @@ impl Store for PostgresStore {
     async fn announce(&self, _changes: &[Change]) -> Result<(), StoreError> {
         Ok(())
     }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        with_client!(self, c => c.simple_query("SELECT 1")).map(drop)
+    }
 }
 
 /// `Conflict` when an insert found its id taken.

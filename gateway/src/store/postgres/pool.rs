@@ -25,8 +25,13 @@ pub(super) const POOL_SIZE: usize = 4;
 const OP_TIMEOUT: Duration = Duration::from_secs(15);
 /// Longest a connection attempt may take when the URL does not say.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// After a failed connection attempt, calls fail at once for this long.
+/// After a failed connection attempt or a lost session, calls fail at once
+/// for this long (the spend writer spools, management calls answer 503)
+/// rather than queue behind connection attempts.
 const FAIL_FAST: Duration = Duration::from_secs(1);
+/// Longest a call waits for a session when every one is busy (a frozen
+/// database holds each for up to [`OP_TIMEOUT`]).
+const CHECKOUT_WAIT: Duration = Duration::from_secs(2);
 /// Query parameters Prisma (and so LiteLLM's `DATABASE_URL`) accepts that
 /// tokio-postgres does not; they tune Prisma's own pool and are dropped.
 const PRISMA_ONLY_PARAMS: &[&str] = &[
@@ -100,9 +105,21 @@ pub(super) struct Pool {
     down_until: StdMutex<Option<Instant>>,
 }
 
-/// A session checked out of the pool; back in when dropped.
+/// A session checked out of the pool; back in when dropped. A session
+/// dropped before [`Conn::settle`] (its caller gave up mid-operation) is
+/// closed rather than reused, so no one inherits a half-done exchange.
 pub(super) struct Conn<'a> {
+    pool: &'a Pool,
     slot: MutexGuard<'a, Option<Session>>,
+    settled: bool,
+}
+
+impl Drop for Conn<'_> {
+    fn drop(&mut self) {
+        if !self.settled {
+            *self.slot = None;
+        }
+    }
 }
 
 impl Pool {
@@ -124,18 +141,33 @@ impl Pool {
 
     /// A free session (the next busy one when all are busy), connected.
     pub async fn get(&self) -> Result<Conn<'_>, StoreError> {
+        if self.recently_down() {
+            return Err(StoreError::Unavailable(
+                "database unavailable (retrying shortly)".into(),
+            ));
+        }
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         let n = self.slots.len();
         let free = (0..n).find_map(|i| self.slots[(start + i) % n].try_lock().ok());
         let mut slot = match free {
             Some(slot) => slot,
-            None => self.slots[start % n].lock().await,
+            None => tokio::time::timeout(CHECKOUT_WAIT, self.slots[start % n].lock())
+                .await
+                .map_err(|_| {
+                    StoreError::Unavailable(format!(
+                        "every database session stayed busy for {CHECKOUT_WAIT:?}"
+                    ))
+                })?,
         };
         if slot.as_ref().is_none_or(|s| s.client.is_closed()) {
             *slot = None;
             *slot = Some(self.open().await?);
         }
-        Ok(Conn { slot })
+        Ok(Conn {
+            pool: self,
+            slot,
+            settled: false,
+        })
     }
 
     async fn open(&self) -> Result<Session, StoreError> {
@@ -155,11 +187,16 @@ impl Pool {
                 })
             }
             Err(e) => {
-                *self.down_until.lock().unwrap_or_else(|p| p.into_inner()) =
-                    Some(Instant::now() + FAIL_FAST);
+                self.mark_down();
                 Err(StoreError::Unavailable(describe(&e)))
             }
         }
+    }
+
+    /// Calls fail at once for [`FAIL_FAST`]: the database just failed.
+    fn mark_down(&self) {
+        *self.down_until.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(Instant::now() + FAIL_FAST);
     }
 
     fn recently_down(&self) -> bool {
@@ -179,11 +216,13 @@ impl Conn<'_> {
     /// Passes `result` on, dropping the session when it says the database is
     /// unavailable (other than a lost conflict) so the next call reconnects.
     pub fn settle<T>(&mut self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+        self.settled = true;
         if let Err(e @ StoreError::Unavailable(_)) = &result {
             if is_retryable_conflict(e) {
                 return result;
             }
             *self.slot = None;
+            self.pool.mark_down();
         }
         result
     }
