@@ -221,3 +221,79 @@ fn the_control_plane_answers_while_postgres_is_frozen() {
     );
     gw.get("/key/list").expect_status(200);
 }
+
+/// Admissions that reach Redis but are answered too late (Redis frozen with
+/// SIGSTOP: the calls wait in its socket buffers and run when it thaws) are
+/// served locally, so they must charge nothing in Redis when they finally
+/// run: no request unit for the window, and above all no parallel slot for
+/// `parallel_slot_ttl_secs` (600 s by default).
+#[test]
+fn late_redis_answers_leave_no_charge_and_no_slot_behind() {
+    let redis = e2e::PrivateRedis::start();
+    let url = redis.url();
+    let config = local_config(json!({}), json!({}));
+    let gw = Gateway::start(
+        &to_yaml(&config),
+        &[
+            ("REDIS_URL", &url),
+            ("REDIS_CIRCUIT_BREAKER_FAILURE_THRESHOLD", "3"),
+            ("REDIS_CIRCUIT_BREAKER_RECOVERY_TIMEOUT", "1"),
+        ],
+    );
+    let new_key = || {
+        gw.post(
+            "/key/generate",
+            &json!({"rpm_limit": 1000, "max_parallel_requests": 10}),
+        )
+        .expect_status(200)
+        .json()["key"]
+            .as_str()
+            .expect("a key")
+            .to_string()
+    };
+    let (frozen_key, probe_key) = (new_key(), new_key());
+    let chat_as = |key: &str| {
+        let auth = format!("Bearer {key}");
+        gw.call(
+            "POST",
+            "/v1/chat/completions",
+            &[
+                ("Authorization", &auth),
+                ("Content-Type", "application/json"),
+            ],
+            chat_body("local").to_string().as_bytes(),
+        )
+    };
+    let counter = |key: &str, kind: &str| format!("{{api_key:{}}}:{kind}", token(key));
+    chat_as(&frozen_key).expect_status(200);
+    assert_eq!(redis.window_total(&counter(&frozen_key, "requests")), 1);
+
+    redis.freeze();
+    for _ in 0..6 {
+        chat_as(&frozen_key).expect_status(200);
+    }
+    e2e::eventually("the breaker opened", Duration::from_secs(10), || {
+        gw.output().contains("circuit breaker opened").then_some(())
+    });
+    redis.thaw();
+    // Once a probe closes the breaker, Redis has run everything it held.
+    eventually("the breaker closed", Duration::from_secs(20), || {
+        chat_as(&probe_key).expect_status(200);
+        gw.output().contains("circuit breaker closed").then_some(())
+    });
+    chat_as(&probe_key).expect_status(200);
+    assert_eq!(
+        redis.window_total(&counter(&frozen_key, "requests")),
+        1,
+        "admissions run after their deadline charged requests\n{}",
+        gw.output()
+    );
+    eventually("no parallel slot left", Duration::from_secs(10), || {
+        (redis.slots(&counter(&frozen_key, "parallel")) == 0).then_some(())
+    });
+}
+
+fn token(key: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(key.as_bytes()))
+}

@@ -9,7 +9,9 @@
 //! reply loads the scripts again and resends those calls once.
 
 use super::breaker::Breaker;
+use super::clock::{parse_time, RedisClock};
 use super::outcome::{self, Reporter};
+use super::release::Releases;
 use super::remote::{Call, RemoteError};
 use super::resp::{self, Reply};
 use super::script;
@@ -21,7 +23,7 @@ use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 /// Calls waiting on one core before new ones are refused (the request then
@@ -145,7 +147,7 @@ pub fn submit(config: &Arc<LinkConfig>, call: Call) -> Result<(), Call> {
 }
 
 /// Sends whatever is queued, one round trip at a time, for as long as the
-/// core runs.
+/// core runs; slot releases a failed round trip left go once they are due.
 async fn drive(link: Rc<Link>, config: Arc<LinkConfig>) {
     let mut conn: Option<Conn> = None;
     let mut report = Reporter {
@@ -153,12 +155,23 @@ async fn drive(link: Rc<Link>, config: Arc<LinkConfig>) {
         fallback_note: &config.fallback_note,
         last_complaint: None,
     };
+    let mut releases = Releases::default();
     loop {
-        if link.queue.borrow().is_empty() {
-            link.wake.notified().await;
+        let mut batch = std::mem::take(&mut *link.queue.borrow_mut());
+        batch.extend(releases.due(Instant::now()));
+        if batch.is_empty() {
+            match releases.next_due() {
+                Some(at) => {
+                    let wait = at.saturating_duration_since(Instant::now());
+                    monoio::select! {
+                        _ = link.wake.notified() => {}
+                        _ = monoio::time::sleep(wait) => {}
+                    }
+                }
+                None => link.wake.notified().await,
+            }
             continue;
         }
-        let mut batch = std::mem::take(&mut *link.queue.borrow_mut());
         // An admission whose request already gave up (deadline) and was
         // limited locally is not sent: nothing was charged for it yet.
         batch.retain(|call| !matches!(call, Call::Admit { reply, .. } if reply.is_closed()));
@@ -177,6 +190,7 @@ async fn drive(link: Rc<Link>, config: Arc<LinkConfig>) {
                 link.queue.borrow_mut().extend(orphans);
             }
             Err(err) => {
+                releases.after_failure(&batch);
                 if report.failed(batch, &err) {
                     conn = None;
                 }
@@ -191,8 +205,8 @@ fn verdict(reply: &Reply) -> Result<Verdict, RemoteError> {
         Reply::Error(e) => Err(RemoteError::Failed(e.clone())),
         r => r
             .integers()
-            .and_then(|n| script::verdict(&n))
-            .ok_or_else(|| RemoteError::Failed(format!("unexpected admit reply {r:?}"))),
+            .ok_or_else(|| RemoteError::Failed(format!("unexpected admit reply {r:?}")))
+            .and_then(|n| script::verdict(&n)),
     }
 }
 
@@ -206,9 +220,10 @@ async fn round_trip(
         Some(c) => c,
         None => conn.insert(Conn::open(config).await?),
     };
+    let clock = c.clock;
     let commands: Vec<Vec<String>> = batch
         .iter()
-        .map(|call| script::evalsha(call, &config.window, config.slot_ttl))
+        .map(|call| script::evalsha(call, &config.window, config.slot_ttl, Some(&clock)))
         .collect();
     let mut replies = c.exchange(commands.iter()).await?;
     let missing: Vec<usize> = (0..replies.len())
@@ -224,11 +239,12 @@ async fn round_trip(
     Ok(replies)
 }
 
-/// One connection with its read buffer.
+/// One connection with its read buffer and its reading of Redis's clock.
 struct Conn {
     stream: TcpStream,
     buf: Vec<u8>,
     scratch: Vec<u8>,
+    clock: RedisClock,
 }
 
 impl Conn {
@@ -241,6 +257,7 @@ impl Conn {
             stream,
             buf: Vec::with_capacity(4096),
             scratch: Vec::with_capacity(16 * 1024),
+            clock: RedisClock::from_time(0, 0, Instant::now(), Instant::now()),
         };
         let mut setup: Vec<Vec<String>> = Vec::new();
         if let Some(password) = &config.password {
@@ -257,8 +274,29 @@ impl Conn {
                 return Err(RemoteError::Failed(format!("Redis set-up: {e}")));
             }
         }
+        conn.clock = conn.read_clock().await?;
         conn.load_scripts().await?;
         Ok(conn)
+    }
+
+    /// Reads Redis's clock (`TIME`).
+    async fn read_clock(&mut self) -> Result<RedisClock, RemoteError> {
+        let sent = Instant::now();
+        let reply = self.exchange([["TIME"]].iter()).await?;
+        let answered = Instant::now();
+        let parts: Vec<String> = match reply.first() {
+            Some(Reply::Array(Some(items))) => items
+                .iter()
+                .filter_map(|i| match i {
+                    Reply::Bulk(Some(b)) => String::from_utf8(b.clone()).ok(),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        let (secs, micros) = parse_time(&parts)
+            .ok_or_else(|| RemoteError::Failed(format!("unexpected TIME reply {reply:?}")))?;
+        Ok(RedisClock::from_time(secs, micros, sent, answered))
     }
 
     async fn load_scripts(&mut self) -> Result<(), RemoteError> {

@@ -19,11 +19,13 @@
 //! real usage after the call.
 
 pub mod breaker;
+mod clock;
 mod descriptor;
 mod direct;
 mod lease;
 mod local;
 mod outcome;
+mod release;
 pub mod remote;
 pub mod resp;
 mod script;
@@ -348,6 +350,7 @@ impl Limiter {
         let call = Call::Admit {
             entries,
             request_id: request_id.to_string(),
+            deadline: std::time::Instant::now() + self.settings.redis_timeout,
             reply,
         };
         if remote.submit(call).is_err() {
