@@ -14,6 +14,8 @@
 //! - [`raw_upstream`]: a scripted upstream answering fixed bytes ([`RawUpstream`]).
 //! - [`redis`]: a private, stoppable `redis-server` ([`PrivateRedis`]) for
 //!   the rate-limit tests.
+//! - [`load`]: steady client load for the fault tests, recording what each
+//!   request saw ([`load::Load`]).
 //!
 //! Environment: `E2E_BIN_DIR` overrides where the binaries are looked up
 //! (default: `target/<profile>/` next to the test executable); `E2E_PYTHON`
@@ -21,6 +23,7 @@
 
 pub mod config;
 pub mod http;
+pub mod load;
 pub mod postgres;
 mod procs;
 pub mod raw_upstream;
