@@ -31,7 +31,10 @@ fn gateway_sessions_encrypted(pg: &PrivatePostgres) -> String {
 }
 
 fn generate_and_spend(gw: &Gateway) {
-    let key = gw.post("/key/generate", &json!({})).expect_status(200).json()["key"]
+    let key = gw
+        .post("/key/generate", &json!({}))
+        .expect_status(200)
+        .json()["key"]
         .as_str()
         .expect("a key")
         .to_string();
@@ -66,7 +69,10 @@ fn postgres_verify_full_with_a_private_ca() {
     );
     let sessions = gateway_sessions_encrypted(&pg);
     let (encrypted, all) = sessions.split_once('/').expect("a ratio");
-    assert!(all != "0" && encrypted == all, "encrypted sessions: {sessions}");
+    assert!(
+        all != "0" && encrypted == all,
+        "encrypted sessions: {sessions}"
+    );
     drop(gw);
 
     // The same CA through SSL_CERT_FILE, the gateway's bundle for every hop.
@@ -107,5 +113,78 @@ fn postgres_require_encrypts_and_verify_full_refuses_an_unknown_ca() {
     generate_and_spend(&gw);
     let sessions = gateway_sessions_encrypted(&pg);
     let (encrypted, all) = sessions.split_once('/').expect("a ratio");
-    assert!(all != "0" && encrypted == all, "encrypted sessions: {sessions}");
+    assert!(
+        all != "0" && encrypted == all,
+        "encrypted sessions: {sessions}"
+    );
+}
+
+fn rate_limited_config(mode: &str) -> String {
+    let mut config = local_config();
+    config["gateway_settings"] = json!({"rate_limits": {"mode": mode}});
+    to_yaml(&config)
+}
+
+fn chat_with(gw: &Gateway, key: &str) -> u16 {
+    let auth = format!("Bearer {key}");
+    gw.call(
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        chat_body("local").to_string().as_bytes(),
+    )
+    .status
+}
+
+fn token(key: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(key.as_bytes()))
+}
+
+/// `rediss://` with a CA from `SSL_CERT_FILE`: per-request limiter calls
+/// (each core's own connection) and lease grants (the control plane's
+/// client) both count in Redis over TLS, and the limit holds.
+#[test]
+fn redis_over_tls_on_the_cores_and_the_control_plane() {
+    let pki = TestPki::new();
+    let redis = e2e::PrivateRedis::start_tls(path_str(&pki.cert), path_str(&pki.key));
+    let url = redis.tls_url();
+    for mode in ["redis", "lease"] {
+        let gw = Gateway::start(
+            &rate_limited_config(mode),
+            &[("REDIS_URL", &url), ("SSL_CERT_FILE", path_str(&pki.ca))],
+        );
+        let key = gw
+            .post("/key/generate", &json!({"rpm_limit": 3}))
+            .expect_status(200)
+            .json()["key"]
+            .as_str()
+            .expect("a key")
+            .to_string();
+        let statuses: Vec<u16> = (0..4).map(|_| chat_with(&gw, &key)).collect();
+        assert_eq!(statuses, [200, 200, 200, 429], "{mode}\n{}", gw.output());
+        let counted = redis.window_total(&format!("{{api_key:{}}}:requests", token(&key)));
+        assert!(counted >= 3, "{mode}: counted in Redis: {counted}");
+        let out = gw.output();
+        assert!(
+            !out.contains("Redis limiter call failed") && !out.contains("circuit breaker"),
+            "{mode}: Redis over TLS failed\n{out}"
+        );
+        if mode == "redis" {
+            // The cores' own links (named so) are on the TLS port.
+            let clients = match redis.command(&["CLIENT", "LIST"]) {
+                e2e::redis::Reply::Bulk(Some(text)) => text,
+                other => panic!("CLIENT LIST: {other:?}"),
+            };
+            let tls_port = url.rsplit(':').next().expect("a port");
+            assert!(
+                clients.lines().any(|l| l.contains(&format!("laddr=127.0.0.1:{tls_port} "))
+                    && l.contains("name=gateway-limiter-core ")),
+                "no core link on the TLS port:\n{clients}"
+            );
+        }
+    }
 }

@@ -17,14 +17,19 @@ use super::resp::{self, Reply};
 use super::script;
 use super::window::Window;
 use super::Verdict;
-use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
+use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
+use monoio_rustls::ClientTlsStream;
+use rustls::pki_types::ServerName;
 use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
+
+/// The name each core's link gives itself (`CLIENT SETNAME`).
+pub const LINK_NAME: &str = "gateway-limiter-core";
 
 /// Calls waiting on one core before new ones are refused (the request then
 /// is limited locally), so a stalled Redis cannot grow memory.
@@ -53,11 +58,29 @@ pub struct LinkConfig {
     pub calls: Arc<AtomicU64>,
     /// What the fallback does, for the log line when it engages.
     pub fallback_note: String,
+    /// `rediss://`: the TLS connector and the server's name.
+    pub tls: Option<RedisTls>,
+}
+
+/// How a `rediss://` link wraps its connection.
+pub struct RedisTls {
+    connector: monoio_rustls::TlsConnector,
+    name: ServerName<'static>,
+}
+
+impl std::fmt::Debug for RedisTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisTls")
+            .field("name", &self.name)
+            .finish()
+    }
 }
 
 impl LinkConfig {
-    /// Reads `redis://[[user]:password@]host[:port][/db]`; `None` for any
-    /// other scheme (TLS goes through the control plane's client).
+    /// Reads `redis://[[user]:password@]host[:port][/db]`, and the same
+    /// with `rediss://` when `tls` (the client config: the gateway's roots)
+    /// is given; `None` for anything else (`rediss://...#insecure` among
+    /// them), which goes through the control plane's client.
     #[allow(clippy::too_many_arguments)]
     pub fn from_url(
         url: &str,
@@ -67,8 +90,13 @@ impl LinkConfig {
         breaker: Arc<Breaker>,
         calls: Arc<AtomicU64>,
         fallback_note: String,
+        tls: Option<Arc<rustls::ClientConfig>>,
     ) -> Option<LinkConfig> {
-        let rest = url.strip_prefix("redis://")?;
+        let (rest, tls) = match (url.strip_prefix("redis://"), url.strip_prefix("rediss://")) {
+            (Some(rest), _) => (rest, None),
+            (None, Some(rest)) if !rest.contains('#') => (rest, Some(tls?)),
+            _ => return None,
+        };
         let (auth, rest) = match rest.rsplit_once('@') {
             Some((auth, rest)) => (Some(auth), rest),
             None => (None, rest),
@@ -98,6 +126,19 @@ impl LinkConfig {
             Some(None) => (None, auth.and_then(decode)),
             None => (None, None),
         };
+        let tls = match tls {
+            Some(config) => {
+                let host = match addr.rsplit_once(':') {
+                    Some((host, _)) => host.trim_start_matches('[').trim_end_matches(']'),
+                    None => addr.as_str(),
+                };
+                Some(RedisTls {
+                    connector: monoio_rustls::TlsConnector::from(config),
+                    name: ServerName::try_from(host.to_string()).ok()?,
+                })
+            }
+            None => None,
+        };
         Some(LinkConfig {
             addr,
             username,
@@ -109,6 +150,7 @@ impl LinkConfig {
             breaker,
             calls,
             fallback_note,
+            tls,
         })
     }
 }
@@ -239,9 +281,35 @@ async fn round_trip(
     Ok(replies)
 }
 
+/// A link's socket: plain, or TLS for `rediss://`.
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<ClientTlsStream<TcpStream>>),
+}
+
+impl Stream {
+    /// Writes all of `buf` (and, over TLS, flushes its records).
+    async fn send(&mut self, buf: Vec<u8>) -> std::io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.write_all(buf).await.0.map(drop),
+            Stream::Tls(s) => {
+                s.write_all(buf).await.0?;
+                s.flush().await
+            }
+        }
+    }
+
+    async fn read(&mut self, buf: Vec<u8>) -> monoio::BufResult<usize, Vec<u8>> {
+        match self {
+            Stream::Plain(s) => s.read(buf).await,
+            Stream::Tls(s) => s.read(buf).await,
+        }
+    }
+}
+
 /// One connection with its read buffer and its reading of Redis's clock.
 struct Conn {
-    stream: TcpStream,
+    stream: Stream,
     buf: Vec<u8>,
     scratch: Vec<u8>,
     clock: RedisClock,
@@ -253,6 +321,19 @@ impl Conn {
             .await
             .map_err(|e| RemoteError::Unreachable(format!("connect {}: {e}", config.addr)))?;
         let _ = stream.set_nodelay(true);
+        let stream = match &config.tls {
+            None => Stream::Plain(stream),
+            Some(tls) => {
+                let secured = tls
+                    .connector
+                    .connect(tls.name.clone(), stream)
+                    .await
+                    .map_err(|e| {
+                        RemoteError::Unreachable(format!("TLS handshake with {}: {e}", config.addr))
+                    })?;
+                Stream::Tls(Box::new(secured))
+            }
+        };
         let mut conn = Conn {
             stream,
             buf: Vec::with_capacity(4096),
@@ -269,6 +350,8 @@ impl Conn {
         if let Some(db) = config.db {
             setup.push(vec!["SELECT".into(), db.to_string()]);
         }
+        // Named, so `CLIENT LIST` tells the cores' links apart.
+        setup.push(vec!["CLIENT".into(), "SETNAME".into(), LINK_NAME.into()]);
         for reply in conn.exchange(setup.iter()).await? {
             if let Reply::Error(e) = reply {
                 return Err(RemoteError::Failed(format!("Redis set-up: {e}")));
@@ -330,8 +413,10 @@ impl Conn {
         if expected == 0 {
             return Ok(Vec::new());
         }
-        let (written, _) = self.stream.write_all(out).await;
-        written.map_err(|e| RemoteError::Unreachable(format!("write: {e}")))?;
+        self.stream
+            .send(out)
+            .await
+            .map_err(|e| RemoteError::Unreachable(format!("write: {e}")))?;
         let mut replies = Vec::with_capacity(expected);
         let mut at = 0;
         while replies.len() < expected {
@@ -364,6 +449,7 @@ mod tests {
     use crate::limits::breaker::BreakerSettings;
 
     fn parse(url: &str) -> Option<LinkConfig> {
+        let tls = crate::upstream::client_config().ok();
         LinkConfig::from_url(
             url,
             Window::new(60),
@@ -372,6 +458,7 @@ mod tests {
             Arc::new(Breaker::new(BreakerSettings::default())),
             Arc::default(),
             String::new(),
+            tls,
         )
     }
 
@@ -393,7 +480,15 @@ mod tests {
             (c.addr.as_str(), c.username.as_deref()),
             ("[::1]:7000", Some("user"))
         );
-        assert!(parse("rediss://secure:6380").is_none());
+        let secure = parse("rediss://:pw@secure.example:6380/1").unwrap();
+        assert_eq!(secure.addr, "secure.example:6380");
+        assert!(secure.tls.is_some());
+        assert!(parse("redis://plain:6380").unwrap().tls.is_none());
+        assert!(
+            parse("rediss://secure:6380/#insecure").is_none(),
+            "left to the control plane's client"
+        );
+        assert!(parse("redis+unix:///tmp/r.sock").is_none());
         assert!(parse("redis://h/notadb").is_none());
     }
 }

@@ -25,6 +25,7 @@ mod direct;
 mod lease;
 mod local;
 mod outcome;
+pub mod redis_client;
 mod release;
 pub mod remote;
 pub mod resp;
@@ -151,6 +152,14 @@ impl Limiter {
                     calls: calls.clone(),
                     leases: expiry,
                 };
+                let tls = url
+                    .starts_with("rediss://")
+                    .then(crate::upstream::client_config)
+                    .and_then(|config| {
+                        config
+                            .inspect_err(|e| tracing::warn!(error = %e, "no TLS roots for rediss:// on the cores; limiter calls go through the control plane"))
+                            .ok()
+                    });
                 let direct = direct::LinkConfig::from_url(
                     url,
                     settings.window,
@@ -159,6 +168,7 @@ impl Limiter {
                     breaker.clone(),
                     calls.clone(),
                     settings.fallback.to_string(),
+                    tls,
                 )
                 .map(Arc::new);
                 (

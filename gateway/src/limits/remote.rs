@@ -138,7 +138,7 @@ pub struct LeaseExpiry {
 impl RemoteRunner {
     /// Serves calls until every sender is gone.
     pub async fn run(mut self) {
-        let client = match redis::Client::open(self.url.as_str()) {
+        let client = match super::redis_client::client(&self.url) {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(error = %e, "invalid Redis URL; rate limits are enforced per process");
