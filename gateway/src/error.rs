@@ -218,6 +218,11 @@ pub enum GatewayError {
     /// A config reload found the file invalid; the running config serves on.
     #[error("config reload refused, the running config keeps serving: {0}")]
     ConfigRejected(String),
+    /// The shutdown grace period ended before the response was complete.
+    #[error(
+        "Service unavailable: cut off, the gateway shut down before the response was complete"
+    )]
+    CutOff,
     /// The gateway failed while serving this request (a caught panic); only
     /// this request is affected.
     #[error("Internal server error: {0}")]
@@ -250,7 +255,7 @@ impl GatewayError {
             ClientTimeout { .. } | UpstreamTimeout { .. } => 408,
             Upstream { status, .. } => *status,
             UpstreamUnreachable { .. } | UpstreamProtocol { .. } => 502,
-            Unavailable(_) => 503,
+            Unavailable(_) | CutOff => 503,
             Internal(_) => 500,
             ClientGone => 499,
         }
@@ -274,7 +279,7 @@ impl GatewayError {
             } => t,
             Upstream { status, .. } => upstream_type(*status),
             UpstreamUnreachable { .. } | UpstreamProtocol { .. } => "api_connection_error",
-            Unavailable(_) => "service_unavailable_error",
+            Unavailable(_) | CutOff => "service_unavailable_error",
             NoCapacity { .. } => "rate_limit_error",
             RateLimited { .. } => "throttling_error",
             _ => "invalid_request_error",
@@ -317,6 +322,7 @@ impl GatewayError {
             GatewayError::Unavailable(_) | GatewayError::ClientGone => {
                 ErrorClass::ClientDisconnected
             }
+            GatewayError::CutOff => ErrorClass::CutOff,
             other => ErrorClass::from_status(other.status()),
         }
     }
@@ -367,6 +373,8 @@ pub enum ErrorClass {
     ApiConnection,
     /// The client went away; nobody's fault upstream.
     ClientDisconnected,
+    /// The shutdown grace period ended before the response was complete.
+    CutOff,
 }
 
 impl ErrorClass {
@@ -396,6 +404,7 @@ impl ErrorClass {
             ErrorClass::InternalServer => "internal_server",
             ErrorClass::ApiConnection => "api_connection",
             ErrorClass::ClientDisconnected => "client_disconnected",
+            ErrorClass::CutOff => "cut_off",
         }
     }
 }

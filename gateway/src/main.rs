@@ -167,8 +167,11 @@ fn run(opts: Options) -> Result<(), String> {
         "listening on {addr}"
     );
     server::run(shared, listeners, driver).map_err(|e| e.to_string())?;
-    if !control.drain(std::time::Duration::from_secs(10)) {
-        tracing::error!("spend rows may be lost: the writer did not finish within 10 s");
+    if !control.drain() {
+        tracing::error!(
+            "spend rows may be lost: the writer did not finish within {:?}",
+            gateway::control::DRAIN_TIMEOUT
+        );
     }
     tracing::info!("shut down cleanly");
     Ok(())

@@ -40,6 +40,8 @@ pub struct Shared {
     pub reloader: crate::reload::Reloader,
     shutting_down: AtomicBool,
     shutdown_tx: watch::Sender<bool>,
+    /// Set when the grace period is over: requests still running stop.
+    cut_off_tx: watch::Sender<bool>,
 }
 
 impl Shared {
@@ -57,6 +59,7 @@ impl Shared {
         let (shutdown_tx, _) = watch::channel(false);
         let metrics = crate::metrics::Metrics::new(config.metrics.clone());
         let reloader = crate::reload::Reloader::new(&config);
+        let (cut_off_tx, _) = watch::channel(false);
         Shared {
             reloader,
             health: Arc::new(crate::control::health::Health::new(
@@ -75,6 +78,7 @@ impl Shared {
             limiter,
             shutting_down: AtomicBool::new(false),
             shutdown_tx,
+            cut_off_tx,
         }
     }
 
@@ -94,6 +98,17 @@ impl Shared {
     pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
         self.shutdown_tx.subscribe()
     }
+
+    /// Ends the grace period: upstream calls still running stop, and each
+    /// leaves a spend row saying it was cut off.
+    pub fn cut_off(&self) {
+        self.cut_off_tx.send_replace(true);
+    }
+
+    /// A receiver that wakes when the grace period is over.
+    pub fn cut_off_signal(&self) -> watch::Receiver<bool> {
+        self.cut_off_tx.subscribe()
+    }
 }
 
 /// State of one core's runtime.
@@ -108,6 +123,8 @@ pub struct Worker {
     pub max_connections: usize,
     /// Spend rows waiting for room in the control plane's queue.
     pub spend_backlog: std::cell::RefCell<Vec<crate::store::SpendLogRow>>,
+    /// Upstream calls running on this core (a cut-off waits for their rows).
+    pub attempts_in_flight: Cell<usize>,
 }
 
 impl Worker {
@@ -120,6 +137,7 @@ impl Worker {
             open_connections: Cell::new(0),
             max_connections,
             spend_backlog: Default::default(),
+            attempts_in_flight: Cell::new(0),
         }
     }
 }

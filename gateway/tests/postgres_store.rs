@@ -867,6 +867,70 @@ async fn due_budgets_reset_like_memory() {
     assert!(again.is_empty(), "a reset period is not reset twice");
 }
 
+/// A row settled before a budget reset but written after it (queued on a
+/// core, spooled while Postgres was down, or sent by a slower replica) is
+/// logged but not counted in the new period, for the key, its user and its
+/// team; a row settled after the reset counts. Each store says which caches
+/// must re-read the figure.
+#[tokio::test]
+async fn rows_settled_before_a_reset_do_not_count_in_the_new_period() {
+    let db = TestDb::create().await;
+    let (mem, pg) = (MemoryStore::default(), store(&db).await);
+    let now = now_ms();
+    let past = Some(now - Duration::hours(1));
+    let mut key = full_key("sk-racer", now);
+    key.budget_reset_at = past;
+    key.budget_duration = Some("1h".into());
+    let mut t1 = team("t1", now);
+    t1.budget_reset_at = past;
+    let mut u1 = user("u1", now);
+    u1.budget_reset_at = past;
+    for s in [&mem as &dyn Store, &pg as &dyn Store] {
+        s.insert_key(&key).await.unwrap();
+        s.insert_team(&t1).await.unwrap();
+        s.insert_user(&u1).await.unwrap();
+    }
+    // Settled a second before the reset, written after it.
+    let before = spend_row("call-before", &key.token, 0.25, now - Duration::seconds(2));
+    for s in [&mem as &dyn Store, &pg as &dyn Store] {
+        assert_eq!(s.reset_due_budgets(now).await.unwrap().len(), 3);
+    }
+    let m = mem
+        .record_spend(std::slice::from_ref(&before))
+        .await
+        .unwrap();
+    let p = pg
+        .record_spend(std::slice::from_ref(&before))
+        .await
+        .unwrap();
+    assert_eq!(sorted(m), sorted(p.clone()));
+    assert_eq!(
+        sorted(p),
+        sorted(vec![
+            Change::Key(key.token.clone()),
+            Change::User("u1".into()),
+            Change::Team("t1".into())
+        ]),
+        "every cache that counted the row re-reads its figure"
+    );
+    // Settled after the reset: counted.
+    let after = spend_row("call-after", &key.token, 0.5, now + Duration::seconds(1));
+    mem.record_spend(std::slice::from_ref(&after))
+        .await
+        .unwrap();
+    pg.record_spend(std::slice::from_ref(&after)).await.unwrap();
+    let stored = pg.get_key(&key.token).await.unwrap().unwrap();
+    assert_eq!(stored.spend, 0.5, "only the new period's row counts");
+    assert_eq!(stored.model_spent(&after.model_group), 0.5);
+    assert_eq!(pg.get_team("t1").await.unwrap().unwrap().spend, 0.5);
+    assert_eq!(pg.get_user("u1").await.unwrap().unwrap().spend, 0.5);
+    same!(mem, pg, s => s.get_key(&key.token));
+    same!(mem, pg, s => s.get_team("t1"));
+    same!(mem, pg, s => s.get_user("u1"));
+    let logs = pg.spend_logs(&SpendFilter::default()).await.unwrap();
+    assert_eq!(logs.len(), 2, "both rows are logged");
+}
+
 #[tokio::test]
 async fn a_replica_that_was_not_listening_catches_up_when_it_connects() {
     let db = TestDb::create().await;

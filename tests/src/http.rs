@@ -228,6 +228,17 @@ impl Conn {
         })
     }
 
+    /// Reads the whole body of a response whose head was read; an error
+    /// when it ends early (framing unfinished) or times out.
+    pub fn try_read_body(&mut self, head: &Head) -> io::Result<Vec<u8>> {
+        let mut kind = head.body_kind();
+        let mut body = Vec::new();
+        while let Some(piece) = self.read_body_piece(&mut kind)? {
+            body.extend_from_slice(&piece);
+        }
+        Ok(body)
+    }
+
     /// Sends `bytes` and reads one response; panics on failure.
     pub fn roundtrip(&mut self, bytes: &[u8]) -> Response {
         self.send(bytes);

@@ -14,6 +14,9 @@
 //! - [`raw_upstream`]: a scripted upstream answering fixed bytes ([`RawUpstream`]).
 //! - [`redis`]: a private, stoppable `redis-server` ([`PrivateRedis`]) for
 //!   the rate-limit tests.
+//! - [`pki`]: a CA of the test's own and server certificates it signs.
+//! - [`load`]: steady client load for the fault tests, recording what each
+//!   request saw ([`load::Load`]).
 //!
 //! Environment: `E2E_BIN_DIR` overrides where the binaries are looked up
 //! (default: `target/<profile>/` next to the test executable); `E2E_PYTHON`
@@ -22,6 +25,8 @@
 
 pub mod config;
 pub mod http;
+pub mod load;
+pub mod pki;
 pub mod postgres;
 mod procs;
 pub mod raw_upstream;

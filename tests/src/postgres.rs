@@ -194,12 +194,25 @@ pub struct PrivatePostgres {
     bin: PathBuf,
     port: u16,
     as_postgres: bool,
+    /// Server options beyond the port, socket and durability ones.
+    extra_options: String,
 }
 
 impl PrivatePostgres {
     /// Creates the cluster and starts the server; panics (with the tool's
     /// output) if the binaries are missing or the server does not start.
     pub fn start() -> PrivatePostgres {
+        Self::start_with(None)
+    }
+
+    /// [`start`](PrivatePostgres::start) with TLS on (`ssl = on`), serving
+    /// the PEM certificate chain and key at the given paths (copied into
+    /// the server's dir); clients may still connect without TLS.
+    pub fn start_tls(cert: &Path, key: &Path) -> PrivatePostgres {
+        Self::start_with(Some((cert, key)))
+    }
+
+    fn start_with(tls: Option<(&Path, &Path)>) -> PrivatePostgres {
         let bin = pg_bin_dir();
         let dir = tempfile::Builder::new()
             .prefix("e2e-pg-")
@@ -219,7 +232,11 @@ impl PrivatePostgres {
             bin,
             port: free_port(),
             as_postgres,
+            extra_options: String::new(),
         };
+        if let Some((cert, key)) = tls {
+            pg.install_tls(cert, key);
+        }
         let mut initdb = pg.tool("initdb");
         initdb.arg("-D").arg(pg.data_dir()).args([
             "-U",
@@ -243,6 +260,29 @@ impl PrivatePostgres {
             }
         }
         pg
+    }
+
+    /// Copies the certificate and key where the server reads them (the key
+    /// readable by its owner only, as Postgres requires) and turns TLS on.
+    fn install_tls(&mut self, cert: &Path, key: &Path) {
+        use std::os::unix::fs::PermissionsExt;
+        let tls_dir = self.dir.path().join("tls");
+        std::fs::create_dir_all(&tls_dir).expect("tls dir");
+        let (cert_to, key_to) = (tls_dir.join("server.crt"), tls_dir.join("server.key"));
+        std::fs::copy(cert, &cert_to).expect("copy the server certificate");
+        std::fs::copy(key, &key_to).expect("copy the server key");
+        std::fs::set_permissions(&key_to, std::fs::Permissions::from_mode(0o600))
+            .expect("chmod the server key");
+        if self.as_postgres {
+            let mut chown = Command::new("chown");
+            chown.args(["-R", "postgres:postgres"]).arg(&tls_dir);
+            run_ok(chown, "giving the TLS files to the postgres user");
+        }
+        self.extra_options = format!(
+            " -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+            cert_to.display(),
+            key_to.display()
+        );
     }
 
     fn data_dir(&self) -> PathBuf {
@@ -273,9 +313,10 @@ impl PrivatePostgres {
     /// `pg_ctl start -w` on the data dir; on failure returns the server log.
     fn try_start(&self) -> Result<(), String> {
         let options = format!(
-            "-p {} -c listen_addresses=127.0.0.1 -k {} -c fsync=off -c max_connections=100",
+            "-p {} -c listen_addresses=127.0.0.1 -k {} -c fsync=off -c max_connections=100{}",
             self.port,
-            self.dir.path().display()
+            self.dir.path().display(),
+            self.extra_options
         );
         let out = self
             .tool("pg_ctl")
@@ -340,6 +381,38 @@ impl PrivatePostgres {
         psql(&self.url(), sql)
     }
 
+    /// The server's process ids: the postmaster, then its children (every
+    /// backend and background worker).
+    fn pids(&self) -> Vec<libc::pid_t> {
+        let pid_file = self.data_dir().join("postmaster.pid");
+        let main = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|text| text.lines().next()?.trim().parse::<libc::pid_t>().ok());
+        let Some(main) = main else {
+            return Vec::new(); // not running
+        };
+        let mut pids = vec![main];
+        pids.extend(crate::procs::children_of(main));
+        pids
+    }
+
+    /// Freezes the server (SIGSTOP to the postmaster and every backend):
+    /// connections stay open and new ones are accepted by the kernel, but
+    /// nothing answers until [`thaw`](PrivatePostgres::thaw). The nastiest
+    /// outage for a client: no error, only silence.
+    pub fn freeze(&self) {
+        for pid in self.pids() {
+            crate::procs::signal_pid(pid, libc::SIGSTOP);
+        }
+    }
+
+    /// Resumes a frozen server.
+    pub fn thaw(&self) {
+        for pid in self.pids().into_iter().rev() {
+            crate::procs::signal_pid(pid, libc::SIGCONT);
+        }
+    }
+
     /// The server log so far.
     pub fn log(&self) -> String {
         std::fs::read(self.log_path())
@@ -355,8 +428,10 @@ impl PrivatePostgres {
 
 impl Drop for PrivatePostgres {
     fn drop(&mut self) {
-        // Stopped whatever its state; an already stopped server makes pg_ctl
-        // fail, which is fine. The temp dir is removed after this.
+        // Stopped whatever its state (a frozen one is thawed first); an
+        // already stopped server makes pg_ctl fail, which is fine. The temp
+        // dir is removed after this.
+        self.thaw();
         let _ = self
             .tool("pg_ctl")
             .arg("-D")

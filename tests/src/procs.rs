@@ -79,6 +79,35 @@ fn wait_exit(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
     }
 }
 
+/// Sends `sig` to `pid`, ignoring a process that is already gone.
+pub(crate) fn signal_pid(pid: libc::pid_t, sig: libc::c_int) {
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+/// The processes whose parent is `parent` (read from `/proc/*/stat`).
+pub(crate) fn children_of(parent: libc::pid_t) -> Vec<libc::pid_t> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<libc::pid_t>().ok())
+        .filter(|pid| {
+            // `pid (comm) state ppid ...`; comm may hold spaces and parens.
+            fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    let rest = &stat[stat.rfind(')')? + 1..];
+                    rest.split_whitespace().nth(1)?.parse::<libc::pid_t>().ok()
+                })
+                == Some(parent)
+        })
+        .collect()
+}
+
 /// The mock LLM provider (`loadgen mock`), killed on drop.
 pub struct MockServer {
     child: Child,

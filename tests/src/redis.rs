@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 /// A private `redis-server`; killed on drop.
 pub struct PrivateRedis {
     port: u16,
+    /// With TLS: its port and the server's certificate and key files.
+    tls: Option<(u16, String, String)>,
     child: Mutex<Option<Child>>,
 }
 
@@ -21,10 +23,32 @@ impl PrivateRedis {
     pub fn start() -> PrivateRedis {
         let r = PrivateRedis {
             port: free_port(),
+            tls: None,
             child: Mutex::new(None),
         };
         r.restart();
         r
+    }
+
+    /// [`start`](PrivateRedis::start) with a TLS port besides the plain
+    /// one (which the test's own checks use), serving the PEM certificate
+    /// chain and key at the given paths; clients need no certificate.
+    pub fn start_tls(cert: &str, key: &str) -> PrivateRedis {
+        let r = PrivateRedis {
+            port: free_port(),
+            tls: Some((free_port(), cert.to_string(), key.to_string())),
+            child: Mutex::new(None),
+        };
+        r.restart();
+        r
+    }
+
+    /// `rediss://localhost:<tls port>` (started with [`start_tls`]).
+    ///
+    /// [`start_tls`]: PrivateRedis::start_tls
+    pub fn tls_url(&self) -> String {
+        let (port, _, _) = self.tls.as_ref().expect("started with TLS");
+        format!("rediss://localhost:{port}")
     }
 
     /// The server's port on 127.0.0.1.
@@ -45,20 +69,45 @@ impl PrivateRedis {
         }
     }
 
+    /// Freezes the server (SIGSTOP): connections stay open and the kernel
+    /// still accepts new ones, but nothing answers until
+    /// [`thaw`](PrivateRedis::thaw).
+    pub fn freeze(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    /// Resumes a frozen server.
+    pub fn thaw(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    fn signal(&self, sig: libc::c_int) {
+        if let Some(child) = self.child.lock().unwrap().as_ref() {
+            let pid = libc::pid_t::try_from(child.id()).expect("pid fits pid_t");
+            crate::procs::signal_pid(pid, sig);
+        }
+    }
+
     /// Starts the server (again) on the same port, empty.
     pub fn restart(&self) {
         self.stop();
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &self.port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
+        let mut cmd = Command::new("redis-server");
+        cmd.args([
+            "--port",
+            &self.port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ]);
+        if let Some((port, cert, key)) = &self.tls {
+            cmd.args(["--tls-port", &port.to_string()])
+                .args(["--tls-cert-file", cert, "--tls-key-file", key])
+                .args(["--tls-auth-clients", "no"]);
+        }
+        let child = cmd
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

@@ -10,7 +10,9 @@
 //! store's tombstones.
 
 use super::ControlCtx;
-use crate::store::postgres::{describe, pg_config, SessionIds, CHANNEL, RESYNC_TOKENS};
+use crate::store::postgres::{
+    describe, pg_target, PgConnection, PgTarget, SessionIds, CHANNEL, RESYNC_TOKENS,
+};
 use crate::store::Change;
 use chrono::{DateTime, Utc};
 use futures_util::StreamExt;
@@ -18,8 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
-use tokio_postgres::tls::NoTlsStream;
-use tokio_postgres::{AsyncMessage, Client, Config, Connection, NoTls, Notification, Socket};
+use tokio_postgres::{AsyncMessage, Client, Notification};
 
 /// First wait after a failed connection; doubles up to [`MAX_BACKOFF`].
 const MIN_BACKOFF: Duration = Duration::from_millis(200);
@@ -52,15 +53,15 @@ pub struct ListenConfig {
 
 /// Listens until the process ends.
 pub async fn run(ctx: Arc<ControlCtx>, listen: ListenConfig) {
-    let config = match pg_config(&listen.url) {
-        Ok(mut config) => {
+    let config = match pg_target(&listen.url) {
+        Ok(mut target) => {
             // Named apart from the pool's sessions in pg_stat_activity.
             let name = format!(
                 "{}-listener",
-                config.get_application_name().unwrap_or("gateway")
+                target.config.get_application_name().unwrap_or("gateway")
             );
-            config.application_name(name);
-            config
+            target.config.application_name(name);
+            target
         }
         Err(e) => {
             tracing::error!(error = %e, "change listener not started: other replicas' changes will not reach this one");
@@ -87,7 +88,7 @@ pub async fn run(ctx: Arc<ControlCtx>, listen: ListenConfig) {
 /// The listener's state across reconnections.
 struct Listener {
     ctx: Arc<ControlCtx>,
-    config: Config,
+    config: PgTarget,
     /// This process's pool sessions.
     own: Arc<SessionIds>,
     /// Wait before the next connection attempt.
@@ -101,7 +102,7 @@ impl Listener {
     /// One connection's life: connect, listen, catch up, then apply
     /// notifications until the connection fails.
     async fn session(&mut self) -> Result<std::convert::Infallible, String> {
-        let (client, connection) = self.config.connect(NoTls).await.map_err(|e| describe(&e))?;
+        let (client, connection) = self.config.connect().await.map_err(|e| describe(&e))?;
         let mut notes = pump(connection);
         client
             .batch_execute(&format!("LISTEN {CHANNEL}"))
@@ -209,7 +210,7 @@ impl Listener {
 
 /// Drives the connection on its own task and forwards its notifications;
 /// the channel closes when the connection ends.
-fn pump(mut connection: Connection<Socket, NoTlsStream>) -> mpsc::UnboundedReceiver<Notification> {
+fn pump(mut connection: PgConnection) -> mpsc::UnboundedReceiver<Notification> {
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         let messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));

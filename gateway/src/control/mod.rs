@@ -7,10 +7,11 @@ pub mod alerts;
 pub mod cooldowns;
 pub mod health;
 pub mod listener;
+mod spool;
 mod writer;
 
 pub use listener::ListenConfig;
-pub use writer::SpoolConfig;
+pub use spool::SpoolConfig;
 
 use crate::auth::{KeyCache, KNOWN_KEYS_RELOAD};
 use crate::models::Models;
@@ -85,6 +86,9 @@ pub enum ControlError {
     Timeout(Duration),
 }
 
+/// How long [`ControlPlane::drain`] waits for the writer at shutdown.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Capacity of the job queue.
 const JOB_QUEUE: usize = 4096;
 /// Capacity of the spend queue, in batches (each core sends one batch per
@@ -108,7 +112,7 @@ impl ControlPlane {
         store: Arc<dyn Store>,
         keys: Arc<KeyCache>,
         models: Arc<Models>,
-        spool: writer::SpoolConfig,
+        spool: SpoolConfig,
         listen: Option<ListenConfig>,
         limiter: Option<crate::limits::remote::RemoteRunner>,
         cooldowns: Option<cooldowns::CooldownRunner>,
@@ -205,8 +209,9 @@ impl ControlPlane {
     }
 
     /// Writes (or spools) every row handed over so far, waiting up to
-    /// `timeout`; called once at shutdown, from outside any runtime.
-    pub fn drain(&self, timeout: Duration) -> bool {
+    /// [`DRAIN_TIMEOUT`]; called once at shutdown, from outside any runtime.
+    pub fn drain(&self) -> bool {
+        let timeout = DRAIN_TIMEOUT;
         let (done, wait) = std::sync::mpsc::channel();
         if self
             .spend

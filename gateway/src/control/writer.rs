@@ -1,12 +1,14 @@
 //! The spend writer: batches spend-log rows from every core, writes them with
 //! their spend totals in one transaction, and spools them to a local file
-//! while the database is down, replaying the spool when it returns. Writes
-//! are idempotent by `request_id`, so a replay never duplicates a row.
+//! ([`super::spool`]) while the database is down, replaying the spool a
+//! batch at a time once the database answers again. Writes are idempotent
+//! by `request_id`, so a replay never duplicates a row. At shutdown it
+//! drains: every row received is written, or spooled when the database does
+//! not take it within [`DRAIN_WRITE`].
 
+use super::spool::{Spool, SpoolConfig};
 use super::ControlCtx;
 use crate::store::{SpendLogRow, StoreError};
-use std::io::Write;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -17,27 +19,28 @@ const BATCH: usize = 1000;
 const FLUSH_EVERY: Duration = Duration::from_millis(50);
 /// How often a non-empty spool is retried.
 const REPLAY_EVERY: Duration = Duration::from_secs(1);
-
-/// Where rows wait while the database is down.
-#[derive(Debug, Clone)]
-pub struct SpoolConfig {
-    /// Directory of spool files (one per process).
-    pub dir: PathBuf,
-    /// Largest spool file; rows beyond it are logged as lost.
-    pub max_bytes: u64,
-}
-
-impl SpoolConfig {
-    fn own_file(&self) -> PathBuf {
-        self.dir.join(format!("spend-{}.jsonl", std::process::id()))
-    }
-}
+/// Longest one replay runs before the writer serves live rows again; a
+/// spool with more rows continues [`REPLAY_AGAIN`] later.
+const REPLAY_SLICE: Duration = Duration::from_millis(500);
+/// Pause between two slices of a long replay.
+const REPLAY_AGAIN: Duration = Duration::from_millis(20);
+/// Longest one write may take; the rows of a slower one are spooled (and
+/// replayed idempotently, should the write have committed after all).
+const WRITE_DEADLINE: Duration = Duration::from_secs(5);
+/// Longest the check before a replay may take.
+const PING_DEADLINE: Duration = Duration::from_secs(2);
+/// Longest one write may take while draining at shutdown; the rows of a
+/// slower one (and every row after it) are spooled for the next process.
+const DRAIN_WRITE: Duration = Duration::from_secs(3);
+/// Longest the writes of a drain may take together (the process waits
+/// [`super::DRAIN_TIMEOUT`] for the whole drain); the rest is spooled.
+const DRAIN_WRITES: Duration = Duration::from_secs(7);
 
 /// What the data plane sends the writer.
 pub enum WriterMsg {
     /// Rows of one core's flush.
     Rows(Vec<SpendLogRow>),
-    /// Write everything received so far, then signal.
+    /// Write (or spool) everything received so far, then signal.
     Drain(std::sync::mpsc::Sender<()>),
 }
 
@@ -52,10 +55,10 @@ impl WriterMsg {
 }
 
 /// Runs until the channel closes.
-pub async fn run(ctx: Arc<ControlCtx>, mut msgs: mpsc::Receiver<WriterMsg>, spool: SpoolConfig) {
-    adopt_orphan_spools(&spool);
+pub async fn run(ctx: Arc<ControlCtx>, mut msgs: mpsc::Receiver<WriterMsg>, config: SpoolConfig) {
+    let mut spool = Spool::open(config);
     let mut batch: Vec<SpendLogRow> = Vec::with_capacity(BATCH);
-    let mut replay = tokio::time::interval(REPLAY_EVERY);
+    let mut next_replay = tokio::time::Instant::now();
     loop {
         tokio::select! {
             msg = msgs.recv() => {
@@ -74,126 +77,170 @@ pub async fn run(ctx: Arc<ControlCtx>, mut msgs: mpsc::Receiver<WriterMsg>, spoo
                         Ok(None) | Err(_) => break,
                     }
                 }
-                while !batch.is_empty() {
-                    let rest = batch.split_off(batch.len().min(BATCH));
-                    let rows = std::mem::replace(&mut batch, rest);
-                    write_or_spool(&ctx, rows, &spool).await;
-                }
-                if let Some(done) = drained {
-                    let _ = done.send(());
+                let rows = std::mem::take(&mut batch);
+                match drained {
+                    Some(done) => {
+                        drain(&ctx, rows, &mut spool).await;
+                        let _ = done.send(());
+                    }
+                    None => {
+                        for chunk in rows.chunks(BATCH) {
+                            let written =
+                                tokio::time::timeout(WRITE_DEADLINE, write(&ctx, chunk, &mut spool))
+                                    .await;
+                            if !matches!(written, Ok(Ok(()))) {
+                                spool.append(chunk);
+                            }
+                        }
+                    }
                 }
             }
-            _ = replay.tick() => replay_spool(&ctx, &spool).await,
-        }
-    }
-}
-
-async fn write_or_spool(ctx: &ControlCtx, rows: Vec<SpendLogRow>, spool: &SpoolConfig) {
-    match ctx.store.record_spend(&rows).await {
-        Ok(changes) => {
-            for row in &rows {
-                ctx.keys.mark_flushed(row);
+            _ = tokio::time::sleep_until(next_replay) => {
+                let pause = match replay_spool(&ctx, &mut spool).await {
+                    Replay::Unfinished => REPLAY_AGAIN,
+                    Replay::Done | Replay::Stopped => REPLAY_EVERY,
+                };
+                next_replay = tokio::time::Instant::now() + pause;
             }
-            ctx.publish(&changes).await;
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, rows = rows.len(), "spend write failed; spooling to disk");
-            append_to_spool(spool, &rows);
         }
     }
 }
 
-fn append_to_spool(spool: &SpoolConfig, rows: &[SpendLogRow]) {
-    let path = spool.own_file();
-    let result = (|| -> std::io::Result<()> {
-        std::fs::create_dir_all(&spool.dir)?;
-        let size = std::fs::metadata(&path).map_or(0, |m| m.len());
-        if size > spool.max_bytes {
-            return Err(std::io::Error::other(format!(
-                "spool {} is full ({size} bytes)",
-                path.display()
-            )));
-        }
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)?;
-        let mut buf = Vec::with_capacity(rows.len() * 512);
-        for row in rows {
-            serde_json::to_writer(&mut buf, row).map_err(std::io::Error::other)?;
-            buf.push(b'\n');
-        }
-        file.write_all(&buf)?;
-        file.sync_data()
-    })();
-    if let Err(e) = result {
-        tracing::error!(error = %e, rows = rows.len(), "spend rows LOST: cannot spool them");
-    }
-}
-
-/// Replays this process's spool file; removes it once every row is written.
-async fn replay_spool(ctx: &ControlCtx, spool: &SpoolConfig) {
-    let path = spool.own_file();
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        return;
-    };
-    let rows: Vec<SpendLogRow> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+/// Writes `rows` with a deadline on each batch; spools the batch that
+/// missed it and every batch after.
+async fn drain(ctx: &ControlCtx, rows: Vec<SpendLogRow>, spool: &mut Spool) {
+    let mut database_up = true;
+    let mut spooled = 0;
+    let until = tokio::time::Instant::now() + DRAIN_WRITES;
     for chunk in rows.chunks(BATCH) {
-        match ctx.store.record_spend(chunk).await {
-            Ok(changes) => {
-                for row in chunk {
-                    ctx.keys.mark_flushed(row);
-                }
-                ctx.publish(&changes).await;
-            }
-            Err(StoreError::Unavailable(_)) => return,
-            Err(e) => {
-                tracing::warn!(error = %e, "spool replay failed; will retry");
-                return;
+        let left = until.saturating_duration_since(tokio::time::Instant::now());
+        if database_up && !left.is_zero() {
+            match tokio::time::timeout(DRAIN_WRITE.min(left), write(ctx, chunk, spool)).await {
+                Ok(Ok(())) => continue,
+                Ok(Err(_)) | Err(_) => database_up = false,
             }
         }
+        if spool.append(chunk) {
+            spooled += chunk.len();
+        }
     }
-    tracing::info!(
-        rows = rows.len(),
-        "spooled spend rows written to the database"
-    );
-    let _ = std::fs::remove_file(&path);
+    if spooled > 0 {
+        tracing::warn!(
+            rows = spooled,
+            "shutting down with the database unavailable: spend rows left in the spool for the next start"
+        );
+    }
 }
 
-/// Takes over spool files of processes that no longer run, so their rows are
-/// replayed by this one.
-fn adopt_orphan_spools(spool: &SpoolConfig) {
-    let Ok(entries) = std::fs::read_dir(&spool.dir) else {
-        return;
-    };
-    let own = spool.own_file();
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let pid = path
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .and_then(|s| s.strip_prefix("spend-"))
-            .and_then(|p| p.parse::<u32>().ok());
-        let Some(pid) = pid else { continue };
-        if path == own || std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            continue;
+/// Writes `rows`; `Err` when the database is unavailable (the caller
+/// spools them). A batch the database refuses for its content is written
+/// row by row, and only the rows it refuses alone are lost (logged).
+async fn write(
+    ctx: &ControlCtx,
+    rows: &[SpendLogRow],
+    spool: &mut Spool,
+) -> Result<(), StoreError> {
+    match write_batch(ctx, rows).await {
+        Err(StoreError::Query(e)) if rows.len() > 1 => {
+            tracing::warn!(error = %e, rows = rows.len(), "a spend batch was refused; writing its rows one by one");
+            for row in rows {
+                match write_batch(ctx, std::slice::from_ref(row)).await {
+                    Err(StoreError::Query(e)) => {
+                        spool.count_lost(1);
+                        tracing::error!(request_id = %row.request_id, error = %e, lost_since_start = spool.lost(), "spend row LOST: the database refuses it");
+                    }
+                    other => other?,
+                }
+            }
+            Ok(())
         }
-        if let Ok(text) = std::fs::read(&path) {
-            let appended = std::fs::create_dir_all(&spool.dir)
-                .and_then(|_| {
-                    std::fs::OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(&own)
-                })
-                .and_then(|mut f| f.write_all(&text));
-            if appended.is_ok() {
-                let _ = std::fs::remove_file(&path);
-                tracing::info!(from = %path.display(), "adopted the spend spool of a stopped process");
+        Err(StoreError::Query(e)) => {
+            spool.count_lost(1);
+            tracing::error!(error = %e, lost_since_start = spool.lost(), "spend row LOST: the database refuses it");
+            Ok(())
+        }
+        other => other,
+    }
+}
+
+/// One transaction; marks the rows flushed and publishes what changed.
+async fn write_batch(ctx: &ControlCtx, rows: &[SpendLogRow]) -> Result<(), StoreError> {
+    let changes = ctx.store.record_spend(rows).await.inspect_err(|e| {
+        if matches!(e, StoreError::Unavailable(_)) {
+            tracing::warn!(error = %e, rows = rows.len(), "spend write failed; spooling to disk");
+        }
+    })?;
+    for row in rows {
+        ctx.keys.mark_flushed(row);
+    }
+    ctx.publish(&changes).await;
+    Ok(())
+}
+
+/// How a replay slice ended.
+enum Replay {
+    /// Nothing (more) to replay.
+    Done,
+    /// The slice ran out with rows left.
+    Unfinished,
+    /// The database or the spool failed; try again later.
+    Stopped,
+}
+
+/// Replays the spool a batch at a time once the database answers, for at
+/// most [`REPLAY_SLICE`]; each file goes once all its rows are written.
+async fn replay_spool(ctx: &ControlCtx, spool: &mut Spool) -> Replay {
+    spool.adopt_new_orphans();
+    if spool.is_empty() {
+        return Replay::Done;
+    }
+    match tokio::time::timeout(PING_DEADLINE, ctx.store.ping()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "database still unavailable; the spool waits");
+            return Replay::Stopped;
+        }
+        Err(_) => return Replay::Stopped,
+    }
+    let until = tokio::time::Instant::now() + REPLAY_SLICE;
+    let mut written = 0usize;
+    let mut outcome = Replay::Done;
+    'files: for path in spool.files() {
+        loop {
+            if tokio::time::Instant::now() >= until {
+                outcome = Replay::Unfinished;
+                break 'files;
+            }
+            let batch = match spool.read_batch(&path, BATCH) {
+                Ok(batch) => batch,
+                Err(e) => {
+                    tracing::warn!(file = %path.display(), error = %e, "cannot read the spool; will retry");
+                    outcome = Replay::Stopped;
+                    break 'files;
+                }
+            };
+            if !batch.rows.is_empty() {
+                let written_now =
+                    tokio::time::timeout(WRITE_DEADLINE, write(ctx, &batch.rows, spool)).await;
+                if !matches!(written_now, Ok(Ok(()))) {
+                    outcome = Replay::Stopped;
+                    break 'files;
+                }
+            }
+            written += batch.rows.len();
+            spool.replayed_to(&path, batch.end);
+            if batch.eof {
+                break;
             }
         }
+        let replayed_all =
+            std::fs::metadata(&path).is_ok_and(|m| m.len() == spool.replayed_up_to(&path));
+        if replayed_all {
+            spool.finished(&path);
+        }
     }
+    if written > 0 {
+        tracing::info!(rows = written, "spooled spend rows written to the database");
+    }
+    outcome
 }

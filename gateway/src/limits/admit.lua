@@ -1,6 +1,7 @@
 -- Checks and charges every descriptor of one request, all or none.
 -- KEYS: the descriptors' counters ({scope:value}:kind).
--- ARGV: bucket_secs, buckets, slot_ttl_ms, request_id, then per key:
+-- ARGV: bucket_secs, buckets, slot_ttl_ms, request_id, expire_at_ms (the
+--       caller's deadline in Redis time, 0 for none), then per key:
 --       kind ('r' requests, 't' tokens, 'p' parallel, 'l' a lease of rpm or
 --       tpm units), limit, amount, need (units that must fit).
 -- A lease charges min(amount, limit - used): the whole lease when it fits,
@@ -8,7 +9,9 @@
 -- Time is the Redis server's. rpm/tpm counters are hashes of bucket -> units
 -- (the sliding window of window.rs); parallel counters are sorted sets of
 -- request ids scored by their expiry, so a crashed replica's slots lapse.
--- Returns {1, tick, used_1, ..., used_n} or {0, index, used, reset_at}.
+-- Returns {1, tick, used_1, ..., used_n} or {0, index, used, reset_at}, or
+-- {2} when run after the caller's deadline (a call that waited in a frozen
+-- server or a lost connection): nothing is charged, as nobody waits for it.
 local t = redis.call('TIME')
 local now_s = tonumber(t[1])
 local now_ms = now_s * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -16,12 +19,16 @@ local g = tonumber(ARGV[1])
 local n = tonumber(ARGV[2])
 local ttl = tonumber(ARGV[3])
 local rid = ARGV[4]
+local expire_at = tonumber(ARGV[5])
+if expire_at > 0 and now_ms > expire_at then
+  return {2}
+end
 local tick = math.floor(now_s / g)
 local oldest = tick - n + 1
 local used = {}
 for i = 1, #KEYS do
   local key = KEYS[i]
-  local base = 4 + (i - 1) * 4
+  local base = 5 + (i - 1) * 4
   local kind = ARGV[base + 1]
   local limit = tonumber(ARGV[base + 2])
   local u = 0
@@ -54,7 +61,7 @@ end
 local out = {1, tick}
 for i = 1, #KEYS do
   local key = KEYS[i]
-  local base = 4 + (i - 1) * 4
+  local base = 5 + (i - 1) * 4
   local kind = ARGV[base + 1]
   local amount = tonumber(ARGV[base + 3])
   if kind == 'l' then

@@ -9,20 +9,27 @@
 //! reply loads the scripts again and resends those calls once.
 
 use super::breaker::Breaker;
+use super::clock::{parse_time, RedisClock};
 use super::outcome::{self, Reporter};
+use super::release::Releases;
 use super::remote::{Call, RemoteError};
 use super::resp::{self, Reply};
 use super::script;
 use super::window::Window;
 use super::Verdict;
-use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
+use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
+use monoio_rustls::ClientTlsStream;
+use rustls::pki_types::ServerName;
 use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::Notify;
+
+/// The name each core's link gives itself (`CLIENT SETNAME`).
+pub const LINK_NAME: &str = "gateway-limiter-core";
 
 /// Calls waiting on one core before new ones are refused (the request then
 /// is limited locally), so a stalled Redis cannot grow memory.
@@ -51,11 +58,29 @@ pub struct LinkConfig {
     pub calls: Arc<AtomicU64>,
     /// What the fallback does, for the log line when it engages.
     pub fallback_note: String,
+    /// `rediss://`: the TLS connector and the server's name.
+    pub tls: Option<RedisTls>,
+}
+
+/// How a `rediss://` link wraps its connection.
+pub struct RedisTls {
+    connector: monoio_rustls::TlsConnector,
+    name: ServerName<'static>,
+}
+
+impl std::fmt::Debug for RedisTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisTls")
+            .field("name", &self.name)
+            .finish()
+    }
 }
 
 impl LinkConfig {
-    /// Reads `redis://[[user]:password@]host[:port][/db]`; `None` for any
-    /// other scheme (TLS goes through the control plane's client).
+    /// Reads `redis://[[user]:password@]host[:port][/db]`, and the same
+    /// with `rediss://` when `tls` (the client config: the gateway's roots)
+    /// is given; `None` for anything else (`rediss://...#insecure` among
+    /// them), which goes through the control plane's client.
     #[allow(clippy::too_many_arguments)]
     pub fn from_url(
         url: &str,
@@ -65,8 +90,13 @@ impl LinkConfig {
         breaker: Arc<Breaker>,
         calls: Arc<AtomicU64>,
         fallback_note: String,
+        tls: Option<Arc<rustls::ClientConfig>>,
     ) -> Option<LinkConfig> {
-        let rest = url.strip_prefix("redis://")?;
+        let (rest, tls) = match (url.strip_prefix("redis://"), url.strip_prefix("rediss://")) {
+            (Some(rest), _) => (rest, None),
+            (None, Some(rest)) if !rest.contains('#') => (rest, Some(tls?)),
+            _ => return None,
+        };
         let (auth, rest) = match rest.rsplit_once('@') {
             Some((auth, rest)) => (Some(auth), rest),
             None => (None, rest),
@@ -96,6 +126,19 @@ impl LinkConfig {
             Some(None) => (None, auth.and_then(decode)),
             None => (None, None),
         };
+        let tls = match tls {
+            Some(config) => {
+                let host = match addr.rsplit_once(':') {
+                    Some((host, _)) => host.trim_start_matches('[').trim_end_matches(']'),
+                    None => addr.as_str(),
+                };
+                Some(RedisTls {
+                    connector: monoio_rustls::TlsConnector::from(config),
+                    name: ServerName::try_from(host.to_string()).ok()?,
+                })
+            }
+            None => None,
+        };
         Some(LinkConfig {
             addr,
             username,
@@ -107,6 +150,7 @@ impl LinkConfig {
             breaker,
             calls,
             fallback_note,
+            tls,
         })
     }
 }
@@ -145,7 +189,7 @@ pub fn submit(config: &Arc<LinkConfig>, call: Call) -> Result<(), Call> {
 }
 
 /// Sends whatever is queued, one round trip at a time, for as long as the
-/// core runs.
+/// core runs; slot releases a failed round trip left go once they are due.
 async fn drive(link: Rc<Link>, config: Arc<LinkConfig>) {
     let mut conn: Option<Conn> = None;
     let mut report = Reporter {
@@ -153,12 +197,23 @@ async fn drive(link: Rc<Link>, config: Arc<LinkConfig>) {
         fallback_note: &config.fallback_note,
         last_complaint: None,
     };
+    let mut releases = Releases::default();
     loop {
-        if link.queue.borrow().is_empty() {
-            link.wake.notified().await;
+        let mut batch = std::mem::take(&mut *link.queue.borrow_mut());
+        batch.extend(releases.due(Instant::now()));
+        if batch.is_empty() {
+            match releases.next_due() {
+                Some(at) => {
+                    let wait = at.saturating_duration_since(Instant::now());
+                    monoio::select! {
+                        _ = link.wake.notified() => {}
+                        _ = monoio::time::sleep(wait) => {}
+                    }
+                }
+                None => link.wake.notified().await,
+            }
             continue;
         }
-        let mut batch = std::mem::take(&mut *link.queue.borrow_mut());
         // An admission whose request already gave up (deadline) and was
         // limited locally is not sent: nothing was charged for it yet.
         batch.retain(|call| !matches!(call, Call::Admit { reply, .. } if reply.is_closed()));
@@ -177,6 +232,7 @@ async fn drive(link: Rc<Link>, config: Arc<LinkConfig>) {
                 link.queue.borrow_mut().extend(orphans);
             }
             Err(err) => {
+                releases.after_failure(&batch);
                 if report.failed(batch, &err) {
                     conn = None;
                 }
@@ -191,8 +247,8 @@ fn verdict(reply: &Reply) -> Result<Verdict, RemoteError> {
         Reply::Error(e) => Err(RemoteError::Failed(e.clone())),
         r => r
             .integers()
-            .and_then(|n| script::verdict(&n))
-            .ok_or_else(|| RemoteError::Failed(format!("unexpected admit reply {r:?}"))),
+            .ok_or_else(|| RemoteError::Failed(format!("unexpected admit reply {r:?}")))
+            .and_then(|n| script::verdict(&n)),
     }
 }
 
@@ -206,9 +262,10 @@ async fn round_trip(
         Some(c) => c,
         None => conn.insert(Conn::open(config).await?),
     };
+    let clock = c.clock;
     let commands: Vec<Vec<String>> = batch
         .iter()
-        .map(|call| script::evalsha(call, &config.window, config.slot_ttl))
+        .map(|call| script::evalsha(call, &config.window, config.slot_ttl, Some(&clock)))
         .collect();
     let mut replies = c.exchange(commands.iter()).await?;
     let missing: Vec<usize> = (0..replies.len())
@@ -224,11 +281,38 @@ async fn round_trip(
     Ok(replies)
 }
 
-/// One connection with its read buffer.
+/// A link's socket: plain, or TLS for `rediss://`.
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<ClientTlsStream<TcpStream>>),
+}
+
+impl Stream {
+    /// Writes all of `buf` (and, over TLS, flushes its records).
+    async fn send(&mut self, buf: Vec<u8>) -> std::io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.write_all(buf).await.0.map(drop),
+            Stream::Tls(s) => {
+                s.write_all(buf).await.0?;
+                s.flush().await
+            }
+        }
+    }
+
+    async fn read(&mut self, buf: Vec<u8>) -> monoio::BufResult<usize, Vec<u8>> {
+        match self {
+            Stream::Plain(s) => s.read(buf).await,
+            Stream::Tls(s) => s.read(buf).await,
+        }
+    }
+}
+
+/// One connection with its read buffer and its reading of Redis's clock.
 struct Conn {
-    stream: TcpStream,
+    stream: Stream,
     buf: Vec<u8>,
     scratch: Vec<u8>,
+    clock: RedisClock,
 }
 
 impl Conn {
@@ -237,10 +321,24 @@ impl Conn {
             .await
             .map_err(|e| RemoteError::Unreachable(format!("connect {}: {e}", config.addr)))?;
         let _ = stream.set_nodelay(true);
+        let stream = match &config.tls {
+            None => Stream::Plain(stream),
+            Some(tls) => {
+                let secured = tls
+                    .connector
+                    .connect(tls.name.clone(), stream)
+                    .await
+                    .map_err(|e| {
+                        RemoteError::Unreachable(format!("TLS handshake with {}: {e}", config.addr))
+                    })?;
+                Stream::Tls(Box::new(secured))
+            }
+        };
         let mut conn = Conn {
             stream,
             buf: Vec::with_capacity(4096),
             scratch: Vec::with_capacity(16 * 1024),
+            clock: RedisClock::from_time(0, 0, Instant::now(), Instant::now()),
         };
         let mut setup: Vec<Vec<String>> = Vec::new();
         if let Some(password) = &config.password {
@@ -252,13 +350,36 @@ impl Conn {
         if let Some(db) = config.db {
             setup.push(vec!["SELECT".into(), db.to_string()]);
         }
+        // Named, so `CLIENT LIST` tells the cores' links apart.
+        setup.push(vec!["CLIENT".into(), "SETNAME".into(), LINK_NAME.into()]);
         for reply in conn.exchange(setup.iter()).await? {
             if let Reply::Error(e) = reply {
                 return Err(RemoteError::Failed(format!("Redis set-up: {e}")));
             }
         }
+        conn.clock = conn.read_clock().await?;
         conn.load_scripts().await?;
         Ok(conn)
+    }
+
+    /// Reads Redis's clock (`TIME`).
+    async fn read_clock(&mut self) -> Result<RedisClock, RemoteError> {
+        let sent = Instant::now();
+        let reply = self.exchange([["TIME"]].iter()).await?;
+        let answered = Instant::now();
+        let parts: Vec<String> = match reply.first() {
+            Some(Reply::Array(Some(items))) => items
+                .iter()
+                .filter_map(|i| match i {
+                    Reply::Bulk(Some(b)) => String::from_utf8(b.clone()).ok(),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        let (secs, micros) = parse_time(&parts)
+            .ok_or_else(|| RemoteError::Failed(format!("unexpected TIME reply {reply:?}")))?;
+        Ok(RedisClock::from_time(secs, micros, sent, answered))
     }
 
     async fn load_scripts(&mut self) -> Result<(), RemoteError> {
@@ -292,8 +413,10 @@ impl Conn {
         if expected == 0 {
             return Ok(Vec::new());
         }
-        let (written, _) = self.stream.write_all(out).await;
-        written.map_err(|e| RemoteError::Unreachable(format!("write: {e}")))?;
+        self.stream
+            .send(out)
+            .await
+            .map_err(|e| RemoteError::Unreachable(format!("write: {e}")))?;
         let mut replies = Vec::with_capacity(expected);
         let mut at = 0;
         while replies.len() < expected {
@@ -326,6 +449,7 @@ mod tests {
     use crate::limits::breaker::BreakerSettings;
 
     fn parse(url: &str) -> Option<LinkConfig> {
+        let tls = crate::upstream::client_config().ok();
         LinkConfig::from_url(
             url,
             Window::new(60),
@@ -334,6 +458,7 @@ mod tests {
             Arc::new(Breaker::new(BreakerSettings::default())),
             Arc::default(),
             String::new(),
+            tls,
         )
     }
 
@@ -355,7 +480,15 @@ mod tests {
             (c.addr.as_str(), c.username.as_deref()),
             ("[::1]:7000", Some("user"))
         );
-        assert!(parse("rediss://secure:6380").is_none());
+        let secure = parse("rediss://:pw@secure.example:6380/1").unwrap();
+        assert_eq!(secure.addr, "secure.example:6380");
+        assert!(secure.tls.is_some());
+        assert!(parse("redis://plain:6380").unwrap().tls.is_none());
+        assert!(
+            parse("rediss://secure:6380/#insecure").is_none(),
+            "left to the control plane's client"
+        );
+        assert!(parse("redis+unix:///tmp/r.sock").is_none());
         assert!(parse("redis://h/notadb").is_none());
     }
 }

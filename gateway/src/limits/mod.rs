@@ -19,11 +19,14 @@
 //! real usage after the call.
 
 pub mod breaker;
+mod clock;
 mod descriptor;
 mod direct;
 mod lease;
 mod local;
 mod outcome;
+pub mod redis_client;
+mod release;
 pub mod remote;
 pub mod resp;
 mod script;
@@ -159,6 +162,14 @@ impl Limiter {
                     calls: calls.clone(),
                     leases: expiry,
                 };
+                let tls = url
+                    .starts_with("rediss://")
+                    .then(crate::upstream::client_config)
+                    .and_then(|config| {
+                        config
+                            .inspect_err(|e| tracing::warn!(error = %e, "no TLS roots for rediss:// on the cores; limiter calls go through the control plane"))
+                            .ok()
+                    });
                 let direct = direct::LinkConfig::from_url(
                     url,
                     settings.window,
@@ -167,6 +178,7 @@ impl Limiter {
                     breaker.clone(),
                     calls.clone(),
                     settings.fallback.to_string(),
+                    tls,
                 )
                 .map(Arc::new);
                 (
@@ -375,6 +387,7 @@ impl Limiter {
         let call = Call::Admit {
             entries,
             request_id: request_id.to_string(),
+            deadline: std::time::Instant::now() + self.settings.redis_timeout,
             reply,
         };
         if remote.submit(call).is_err() {

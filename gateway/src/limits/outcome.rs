@@ -41,6 +41,7 @@ impl Reporter<'_> {
                 entries,
                 request_id,
                 reply,
+                ..
             } = call
             else {
                 continue;

@@ -7,9 +7,11 @@
 //! `NOSCRIPT` reply loads the scripts again and retries the flush once.
 
 use super::breaker::Breaker;
+use super::clock::{parse_time, RedisClock};
 use super::descriptor::Kind;
 use super::lease::LeaseTable;
 use super::outcome::{self, Reporter};
+use super::release::Releases;
 use super::script;
 use super::window::Window;
 use super::Verdict;
@@ -82,6 +84,9 @@ pub enum Call {
         entries: Vec<Entry>,
         /// Names the request's parallel slots.
         request_id: String,
+        /// When the caller stops waiting; Redis refuses to run the call
+        /// after it, so a late run charges nothing.
+        deadline: std::time::Instant,
         /// Where the verdict goes.
         reply: oneshot::Sender<Result<Verdict, RemoteError>>,
     },
@@ -133,7 +138,7 @@ pub struct LeaseExpiry {
 impl RemoteRunner {
     /// Serves calls until every sender is gone.
     pub async fn run(mut self) {
-        let client = match redis::Client::open(self.url.as_str()) {
+        let client = match super::redis_client::client(&self.url) {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(error = %e, "invalid Redis URL; rate limits are enforced per process");
@@ -148,7 +153,7 @@ impl RemoteRunner {
         if let Some(leases) = self.leases.take() {
             tokio::spawn(expire_leases(leases));
         }
-        let mut conn: Option<redis::aio::MultiplexedConnection> = None;
+        let mut conn: Option<Linked> = None;
         let mut report = Reporter {
             breaker: &self.breaker,
             fallback_note: &self.fallback_note,
@@ -156,14 +161,26 @@ impl RemoteRunner {
         };
         let mut batch = Vec::with_capacity(MAX_BATCH);
         let mut orphans = Vec::new();
+        let mut releases = Releases::default();
         loop {
             if orphans.is_empty() {
-                match self.rx.recv().await {
-                    Some(call) => batch.push(call),
-                    None => return,
+                let due_at = releases.next_due();
+                let release_timer = async {
+                    match due_at {
+                        Some(at) => tokio::time::sleep_until(at.into()).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    call = self.rx.recv() => match call {
+                        Some(call) => batch.push(call),
+                        None => return,
+                    },
+                    _ = release_timer => {}
                 }
             }
             batch.append(&mut orphans);
+            batch.extend(releases.due(std::time::Instant::now()));
             while batch.len() < MAX_BATCH {
                 match self.rx.try_recv() {
                     Ok(call) => batch.push(call),
@@ -186,6 +203,7 @@ impl RemoteRunner {
                     orphans = report.succeeded(batch, replies.iter().map(parse_admit));
                 }
                 Err(err) => {
+                    releases.after_failure(&batch);
                     if report.failed(std::mem::take(&mut batch), &err) {
                         conn = None;
                     }
@@ -197,21 +215,23 @@ impl RemoteRunner {
     async fn flush(
         &self,
         client: &redis::Client,
-        conn: &mut Option<redis::aio::MultiplexedConnection>,
+        conn: &mut Option<Linked>,
         batch: &[Call],
     ) -> Result<Vec<redis::Value>, RemoteError> {
-        let c = match conn {
+        let linked = match conn {
             Some(c) => c,
             None => {
                 let mut fresh = client
                     .get_multiplexed_async_connection()
                     .await
                     .map_err(classify)?;
+                let clock = read_clock(&mut fresh).await?;
                 load_scripts(&mut fresh).await?;
-                conn.insert(fresh)
+                conn.insert(Linked { conn: fresh, clock })
             }
         };
-        let pipe = self.pipeline(batch);
+        let pipe = self.pipeline(batch, &linked.clock);
+        let c = &mut linked.conn;
         match pipe.query_async::<Vec<redis::Value>>(c).await {
             Err(e) if e.kind() == redis::ErrorKind::NoScriptError => {
                 load_scripts(c).await?;
@@ -221,11 +241,11 @@ impl RemoteRunner {
         }
     }
 
-    fn pipeline(&self, batch: &[Call]) -> redis::Pipeline {
+    fn pipeline(&self, batch: &[Call], clock: &RedisClock) -> redis::Pipeline {
         let mut pipe = redis::pipe();
         for call in batch {
             let cmd = pipe.cmd("EVALSHA");
-            for arg in &script::evalsha(call, &self.window, self.slot_ttl)[1..] {
+            for arg in &script::evalsha(call, &self.window, self.slot_ttl, Some(clock))[1..] {
                 cmd.arg(arg);
             }
         }
@@ -247,6 +267,27 @@ async fn expire_leases(leases: LeaseExpiry) {
             }
         }
     }
+}
+
+/// A connection with its reading of Redis's clock.
+struct Linked {
+    conn: redis::aio::MultiplexedConnection,
+    clock: RedisClock,
+}
+
+/// Reads Redis's clock (`TIME`).
+async fn read_clock(
+    conn: &mut redis::aio::MultiplexedConnection,
+) -> Result<RedisClock, RemoteError> {
+    let sent = std::time::Instant::now();
+    let parts: Vec<String> = redis::cmd("TIME")
+        .query_async(conn)
+        .await
+        .map_err(classify)?;
+    let answered = std::time::Instant::now();
+    let (secs, micros) = parse_time(&parts)
+        .ok_or_else(|| RemoteError::Failed(format!("unexpected TIME reply {parts:?}")))?;
+    Ok(RedisClock::from_time(secs, micros, sent, answered))
 }
 
 async fn load_scripts(conn: &mut redis::aio::MultiplexedConnection) -> Result<(), RemoteError> {
@@ -276,5 +317,5 @@ fn parse_admit(value: &redis::Value) -> Result<Verdict, RemoteError> {
         redis::Value::ServerError(e) => return Err(RemoteError::Failed(format!("{e:?}"))),
         v => redis::from_redis_value(v).map_err(|_| bad())?,
     };
-    script::verdict(&numbers).ok_or_else(bad)
+    script::verdict(&numbers)
 }

@@ -2,8 +2,9 @@
 //! their reply a [`Verdict`]: shared by the per-core Redis links
 //! ([`super::direct`]) and the control plane's runner ([`super::remote`]).
 
+use super::clock::RedisClock;
 use super::descriptor::Kind;
-use super::remote::{Call, Entry};
+use super::remote::{Call, Entry, RemoteError};
 use super::window::Window;
 use super::Verdict;
 use sha1_smol::Sha1;
@@ -43,8 +44,15 @@ fn kind_code(e: &Entry) -> &'static str {
     }
 }
 
-/// `EVALSHA <sha> <numkeys> <keys...> <argv...>` for `call`, as strings.
-pub fn evalsha(call: &Call, window: &Window, slot_ttl: Duration) -> Vec<String> {
+/// `EVALSHA <sha> <numkeys> <keys...> <argv...>` for `call`, as strings;
+/// an admission's deadline is written in Redis time by `clock` (without a
+/// reading, it has none).
+pub fn evalsha(
+    call: &Call,
+    window: &Window,
+    slot_ttl: Duration,
+    clock: Option<&RedisClock>,
+) -> Vec<String> {
     let shas = shas();
     let mut out = Vec::with_capacity(16);
     out.push("EVALSHA".to_string());
@@ -52,6 +60,7 @@ pub fn evalsha(call: &Call, window: &Window, slot_ttl: Duration) -> Vec<String> 
         Call::Admit {
             entries,
             request_id,
+            deadline,
             ..
         } => {
             out.push(shas.admit.clone());
@@ -61,6 +70,7 @@ pub fn evalsha(call: &Call, window: &Window, slot_ttl: Duration) -> Vec<String> 
             out.push(window.buckets.to_string());
             out.push((slot_ttl.as_millis() as u64).to_string());
             out.push(request_id.clone());
+            out.push(clock.map_or(0, |c| c.redis_ms(*deadline)).to_string());
             for e in entries {
                 out.push(kind_code(e).to_string());
                 out.push(e.limit.to_string());
@@ -91,9 +101,15 @@ pub fn evalsha(call: &Call, window: &Window, slot_ttl: Duration) -> Vec<String> 
     out
 }
 
-/// Reads `admit.lua`'s reply: `{1, tick, used...}` or `{0, index, used, reset_at}`.
-pub fn verdict(numbers: &[i64]) -> Option<Verdict> {
-    match numbers {
+/// Reads `admit.lua`'s reply: `{1, tick, used...}`, `{0, index, used,
+/// reset_at}`, or `{2}` (run after its deadline: nothing charged).
+pub fn verdict(numbers: &[i64]) -> Result<Verdict, RemoteError> {
+    let verdict = match numbers {
+        [2] => {
+            return Err(RemoteError::Failed(
+                "Redis ran the admission after its deadline; nothing was charged".into(),
+            ))
+        }
         [1, tick, used @ ..] => Some(Verdict::Admitted {
             tick: *tick as u64,
             used: used.iter().map(|u| (*u).max(0) as u64).collect(),
@@ -105,7 +121,8 @@ pub fn verdict(numbers: &[i64]) -> Option<Verdict> {
             reset_at: (*reset_at).max(0) as u64,
         }),
         _ => None,
-    }
+    };
+    verdict.ok_or_else(|| RemoteError::Failed(format!("unexpected admit reply {numbers:?}")))
 }
 
 /// The settlement that gives back what an admission charged when nobody
@@ -143,12 +160,20 @@ mod tests {
     fn admit_arguments_follow_the_script() {
         let d = Descriptor::new(Scope::ApiKey, "k", Kind::Tokens, 200);
         let (reply, _rx) = tokio::sync::oneshot::channel();
+        let sent = std::time::Instant::now();
         let call = Call::Admit {
             entries: vec![Entry::charge(&d, 200, 125)],
             request_id: "r1".into(),
+            deadline: sent + Duration::from_millis(100),
             reply,
         };
-        let args = evalsha(&call, &Window::new(60), Duration::from_secs(600));
+        let clock = RedisClock::from_time(5, 0, sent, sent);
+        let args = evalsha(
+            &call,
+            &Window::new(60),
+            Duration::from_secs(600),
+            Some(&clock),
+        );
         assert_eq!(
             args[2..],
             [
@@ -158,6 +183,7 @@ mod tests {
                 "61",
                 "600000",
                 "r1",
+                "5100",
                 "t",
                 "200",
                 "125",
@@ -169,14 +195,14 @@ mod tests {
     #[test]
     fn replies_become_verdicts() {
         assert_eq!(
-            verdict(&[1, 7, 3, 4]),
+            verdict(&[1, 7, 3, 4]).ok(),
             Some(Verdict::Admitted {
                 tick: 7,
                 used: vec![3, 4]
             })
         );
         assert_eq!(
-            verdict(&[0, 2, 150, 99]),
+            verdict(&[0, 2, 150, 99]).ok(),
             Some(Verdict::Denied {
                 index: 1,
                 used: 150,
@@ -184,6 +210,7 @@ mod tests {
                 reset_at: 99
             })
         );
-        assert_eq!(verdict(&[5]), None);
+        assert!(verdict(&[5]).is_err());
+        assert!(verdict(&[2]).is_err(), "expired: no verdict");
     }
 }

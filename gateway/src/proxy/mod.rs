@@ -306,8 +306,14 @@ async fn attempts<'r>(
             Err(err) => {
                 let failed = AttemptFailure::from_error(err.class(), &err, &pick);
                 router.on_end(&pick, started.elapsed(), Err(&failed));
-                // Never retried: a byte reached the client, or the budget said no.
-                if out.started() || matches!(err, GatewayError::BudgetExceeded { .. }) {
+                // Never retried: a byte reached the client, the budget said
+                // no, or the grace period of a shutdown is over.
+                if out.started()
+                    || matches!(
+                        err,
+                        GatewayError::BudgetExceeded { .. } | GatewayError::CutOff
+                    )
+                {
                     return Err(err);
                 }
                 next = plan.next(Some(&failed));
@@ -340,7 +346,8 @@ async fn attempt_once(
     // 6. admit
     let price = spend::price_for(dep, upstream_model);
     let reservation = record::admit(&worker.shared.alerts, principal, req, pick, price).await?;
-    // 7 and 8. translate, call and relay
+    // 7 and 8. translate, call and relay; cut off when the shutdown grace
+    // period ends (the row below then says so)
     let mut tap = UsageTap::new(req.stream, providers::format_of(dep.provider));
     let client = req.endpoint.format();
     let result = match providers::http_provider(dep.provider) {
@@ -355,7 +362,7 @@ async fn attempt_once(
             };
             match upstream_req {
                 Ok(upstream_req) => {
-                    forward(
+                    let call = forward(
                         worker,
                         dep,
                         (provider, client),
@@ -366,14 +373,14 @@ async fn attempt_once(
                         outcome,
                         &mut tap,
                         &mut attempt,
-                    )
-                    .await
+                    );
+                    crate::server::unless_cut_off(worker, call).await
                 }
                 Err(err) => Err(err),
             }
         }
         None => {
-            serve_mock(
+            let call = serve_mock(
                 (sent, client),
                 upstream_model,
                 dep,
@@ -381,8 +388,8 @@ async fn attempt_once(
                 outcome,
                 &mut tap,
                 &mut attempt,
-            )
-            .await
+            );
+            crate::server::unless_cut_off(worker, call).await
         }
     };
     // 9. settle and record

@@ -73,7 +73,7 @@ impl PerClass {
             ErrorClass::ContentPolicy => self.content_policy,
             ErrorClass::BadRequest | ErrorClass::ContextWindow => self.bad_request,
             ErrorClass::InternalServer | ErrorClass::Overloaded => self.internal_server,
-            ErrorClass::ApiConnection | ErrorClass::ClientDisconnected => None,
+            ErrorClass::ApiConnection | ErrorClass::ClientDisconnected | ErrorClass::CutOff => None,
         }
     }
 }

@@ -5,11 +5,13 @@ mod conn;
 mod listener;
 mod response;
 mod runtime;
+mod shutdown;
 mod socket;
 
 pub use listener::{bind_listeners, BindError};
 pub use response::{HeadBuilder, Responder};
 pub use runtime::{choose as choose_io_driver, DriverError, IoDriver};
+pub use shutdown::unless_cut_off;
 
 use crate::panic_guard::CatchPanic;
 use crate::state::{Shared, Worker};
@@ -108,16 +110,8 @@ async fn serve_core(shared: Arc<Shared>, listener: std::net::TcpListener, worker
     }
     drop(listener);
     let deadline = Instant::now() + shared.limits.shutdown_grace;
-    while worker.open_connections.get() > 0 && Instant::now() < deadline {
-        monoio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let left = worker.open_connections.get();
-    if left > 0 {
-        tracing::warn!(
-            connections = left,
-            "grace period over; closing connections still open"
-        );
-    }
+    shutdown::finish_core(&worker, deadline).await;
+    crate::logging::flush_this_thread();
 }
 
 /// Spawns a core's background loop so that a panic in it is logged and ends

@@ -25,6 +25,20 @@ struct Tables {
     spend_logs: VecDeque<SpendLogRow>,
     /// Ids of the rows kept, so a replayed row is not counted twice.
     request_ids: HashSet<String>,
+    /// When the current budget period of a key, user or team began (its
+    /// last reset), by `key:<token>`, `user:<id>`, `team:<id>`: rows settled
+    /// before it do not count.
+    periods: HashMap<String, DateTime<Utc>>,
+}
+
+impl Tables {
+    /// Whether a row settled at `settled` counts in the current period of
+    /// `scope` `id`.
+    fn counts(&self, scope: &str, id: &str, settled: DateTime<Utc>) -> bool {
+        self.periods
+            .get(&format!("{scope}:{id}"))
+            .is_none_or(|start| settled >= *start)
+    }
 }
 
 /// Tables in process memory. Only the control-plane thread touches them, so
@@ -261,20 +275,36 @@ impl Store for MemoryStore {
                 if row.spend == 0.0 {
                     continue;
                 }
+                // A row of an earlier budget period is logged, not counted;
+                // the key is still announced so its cache drops the row's
+                // unflushed spend.
+                let settled = row.end_time;
+                let key_counts = t.counts("key", &row.api_key, settled);
                 if let Some(k) = t.keys.get_mut(&row.api_key) {
-                    k.spend += row.spend;
-                    let spent = k.model_spent(&row.model_group) + row.spend;
-                    k.model_spend.insert(row.model_group.clone(), spent.into());
+                    if key_counts {
+                        k.spend += row.spend;
+                        let spent = k.model_spent(&row.model_group) + row.spend;
+                        k.model_spend.insert(row.model_group.clone(), spent.into());
+                    }
                     changes.push(Change::Key(k.token.clone()));
                 }
-                if let Some(u) = row.user.as_ref().and_then(|u| t.users.get_mut(u)) {
-                    u.spend += row.spend;
+                if let Some(id) = &row.user {
+                    if !t.counts("user", id, settled) {
+                        changes.push(Change::User(id.clone()));
+                    } else if let Some(u) = t.users.get_mut(id) {
+                        u.spend += row.spend;
+                    }
                 }
-                if let Some(team) = row.team_id.as_ref().and_then(|id| t.teams.get_mut(id)) {
-                    team.spend += row.spend;
+                if let Some(id) = &row.team_id {
+                    if !t.counts("team", id, settled) {
+                        changes.push(Change::Team(id.clone()));
+                    } else if let Some(team) = t.teams.get_mut(id) {
+                        team.spend += row.spend;
+                    }
                 }
             }
-            changes.dedup();
+            let mut seen = HashSet::new();
+            changes.retain(|c| seen.insert(c.payload()));
             changes
         }))
     }
@@ -331,6 +361,15 @@ impl Store for MemoryStore {
                     u.budget_reset_at = next_reset(u.budget_duration.as_deref(), now);
                     changes.push(Change::User(u.user_id.clone()));
                 }
+            }
+            for change in &changes {
+                let scoped = match change {
+                    Change::Key(id) => format!("key:{id}"),
+                    Change::User(id) => format!("user:{id}"),
+                    Change::Team(id) => format!("team:{id}"),
+                    Change::Model(_) => continue,
+                };
+                t.periods.insert(scoped, now);
             }
             changes
         }))

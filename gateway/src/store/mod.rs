@@ -147,9 +147,8 @@ pub trait Store: Send + Sync {
     async fn reset_due_budgets(&self, now: DateTime<Utc>) -> Result<Vec<Change>, StoreError>;
     /// Announces changes to every replica (Postgres NOTIFY); a no-op in memory.
     async fn announce(&self, changes: &[Change]) -> Result<(), StoreError>;
-
-    /// Whether the store answers now (a round trip to the database); the
-    /// memory store always does.
+    /// Whether the store answers now (one round trip), checked before work
+    /// that is wasted when it does not (a spool replay).
     async fn ping(&self) -> Result<(), StoreError> {
         Ok(())
     }

@@ -10,8 +10,8 @@
 //! listener skips notifications sent by this process's sessions
 //! ([`SessionIds`]). [`Store::announce`] is therefore a no-op here.
 //!
-//! Limits: timestamps round to the millisecond (LiteLLM's `TIMESTAMP(3)`);
-//! connections are plain text (`NoTls`, see `pool`).
+//! Limits: timestamps round to the millisecond (LiteLLM's `TIMESTAMP(3)`).
+//! TLS as the URL's `sslmode` asks (`tls`).
 
 mod accounts;
 mod convert;
@@ -20,10 +20,12 @@ mod migrate;
 mod models;
 mod pool;
 mod spend;
+mod tls;
 
 pub use keys::RESYNC_TOKENS;
 pub use migrate::MIGRATIONS;
-pub use pool::{describe, pg_config, redact_url, SessionIds};
+pub use pool::{describe, pg_target, redact_url, PgConnection, PgTarget, SessionIds};
+pub use tls::SslMode;
 
 use super::{
     Change, KeyRecord, ModelRecord, SpendFilter, SpendLogRow, Store, StoreError, TeamRecord,
@@ -76,7 +78,7 @@ impl PostgresStore {
     /// connection; returns a store whose pool connects on first use, on the
     /// runtime that uses it.
     pub async fn connect(url: &str) -> Result<PostgresStore, StoreError> {
-        let config = pg_config(url)?;
+        let config = pg_target(url)?;
         let (mut client, _pid) = pool::connect(&config)
             .await
             .map_err(|e| StoreError::Unavailable(describe(&e)))?;

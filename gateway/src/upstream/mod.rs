@@ -8,7 +8,7 @@ mod pool;
 mod tls;
 
 pub use pool::Origin;
-pub use tls::{client_config, TlsSetupError};
+pub use tls::{add_pem_file, client_config, root_store, TlsSetupError};
 
 use crate::config::UpstreamBase;
 use crate::http1::{

@@ -18,8 +18,10 @@ pub enum TlsSetupError {
     },
 }
 
-/// Builds the client config shared by every core.
-pub fn client_config() -> Result<Arc<ClientConfig>, TlsSetupError> {
+/// The platform's root certificates (webpki's when it has none), plus the
+/// CA bundle named by `SSL_CERT_FILE`: what every TLS client of the gateway
+/// trusts (upstreams, Postgres, Redis).
+pub fn root_store() -> Result<RootCertStore, TlsSetupError> {
     let mut roots = RootCertStore::empty();
     let native = rustls_native_certs::load_native_certs();
     let (added, _ignored) = roots.add_parsable_certificates(native.certs);
@@ -27,13 +29,25 @@ pub fn client_config() -> Result<Arc<ClientConfig>, TlsSetupError> {
         roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     }
     if let Ok(path) = std::env::var("SSL_CERT_FILE") {
-        for cert in read_pem_file(&path)? {
-            roots.add(cert).map_err(|e| TlsSetupError::CertFile {
-                path: path.clone(),
-                reason: e.to_string(),
-            })?;
-        }
+        add_pem_file(&mut roots, &path)?;
     }
+    Ok(roots)
+}
+
+/// Adds the certificates of the PEM file at `path` to `roots`.
+pub fn add_pem_file(roots: &mut RootCertStore, path: &str) -> Result<(), TlsSetupError> {
+    for cert in read_pem_file(path)? {
+        roots.add(cert).map_err(|e| TlsSetupError::CertFile {
+            path: path.to_string(),
+            reason: e.to_string(),
+        })?;
+    }
+    Ok(())
+}
+
+/// Builds the client config shared by every core.
+pub fn client_config() -> Result<Arc<ClientConfig>, TlsSetupError> {
+    let roots = root_store()?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()

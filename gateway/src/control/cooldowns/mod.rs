@@ -81,7 +81,7 @@ impl CooldownRunner {
     /// Announces this replica's cooldowns and applies the others' to
     /// `models`, until every sender is gone.
     pub async fn run(mut self, models: Arc<Models>) {
-        let client = match redis::Client::open(self.url.as_str()) {
+        let client = match crate::limits::redis_client::client(&self.url) {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(error = %e, "invalid Redis URL; cooldowns are per process");

@@ -20,6 +20,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0003_proxy_model_name_index",
         include_str!("../../../../migrations/0003_proxy_model_name_index.sql"),
     ),
+    (
+        "0004_gateway_budget_periods",
+        include_str!("../../../../migrations/0004_gateway_budget_periods.sql"),
+    ),
 ];
 
 /// Advisory lock key taken by every migration transaction ("gateway" in

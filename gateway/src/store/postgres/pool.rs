@@ -4,18 +4,18 @@
 //! database is unreachable so callers (the spend writer) spool at once rather
 //! than queue behind connection attempts.
 //!
-//! TLS: connections use `NoTls`. A `DATABASE_URL` with `sslmode=require` fails
-//! to connect with a clear error; the default `sslmode=prefer` connects in
-//! plain text.
+//! TLS: as `sslmode` in the URL asks (rustls; see [`super::tls`]).
 
 use super::super::StoreError;
+use super::tls::{connector, SslMode};
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{Mutex, MutexGuard};
-use tokio_postgres::{Client, Config, NoTls};
+use tokio_postgres::{Client, Config, Socket};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// Connections in the pool. The control plane is one thread; a handful of
 /// sessions lets a slow spend batch and a management call overlap.
@@ -25,8 +25,13 @@ pub(super) const POOL_SIZE: usize = 4;
 const OP_TIMEOUT: Duration = Duration::from_secs(15);
 /// Longest a connection attempt may take when the URL does not say.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// After a failed connection attempt, calls fail at once for this long.
+/// After a failed connection attempt or a lost session, calls fail at once
+/// for this long (the spend writer spools, management calls answer 503)
+/// rather than queue behind connection attempts.
 const FAIL_FAST: Duration = Duration::from_secs(1);
+/// Longest a call waits for a session when every one is busy (a frozen
+/// database holds each for up to [`OP_TIMEOUT`]).
+const CHECKOUT_WAIT: Duration = Duration::from_secs(2);
 /// Query parameters Prisma (and so LiteLLM's `DATABASE_URL`) accepts that
 /// tokio-postgres does not; they tune Prisma's own pool and are dropped.
 const PRISMA_ONLY_PARAMS: &[&str] = &[
@@ -88,9 +93,31 @@ impl Drop for Session {
     }
 }
 
+/// Where and how to connect: the driver's settings and the TLS connector
+/// `sslmode` asks for.
+#[derive(Clone)]
+pub struct PgTarget {
+    /// The driver's settings (host, user, timeouts, application name...).
+    pub config: Config,
+    tls: MakeRustlsConnect,
+}
+
+/// A connection's I/O half, to be driven by a task.
+pub type PgConnection = tokio_postgres::Connection<
+    Socket,
+    <MakeRustlsConnect as tokio_postgres::tls::MakeTlsConnect<Socket>>::Stream,
+>;
+
+impl PgTarget {
+    /// Opens a connection (TLS as the URL's `sslmode` asks).
+    pub async fn connect(&self) -> Result<(Client, PgConnection), tokio_postgres::Error> {
+        self.config.connect(self.tls.clone()).await
+    }
+}
+
 /// The pool.
 pub(super) struct Pool {
-    config: Config,
+    config: PgTarget,
     /// One session each, `None` until first used or after a failure.
     slots: Vec<Mutex<Option<Session>>>,
     /// Round-robin cursor over `slots`.
@@ -100,14 +127,26 @@ pub(super) struct Pool {
     down_until: StdMutex<Option<Instant>>,
 }
 
-/// A session checked out of the pool; back in when dropped.
+/// A session checked out of the pool; back in when dropped. A session
+/// dropped before [`Conn::settle`] (its caller gave up mid-operation) is
+/// closed rather than reused, so no one inherits a half-done exchange.
 pub(super) struct Conn<'a> {
+    pool: &'a Pool,
     slot: MutexGuard<'a, Option<Session>>,
+    settled: bool,
+}
+
+impl Drop for Conn<'_> {
+    fn drop(&mut self) {
+        if !self.settled {
+            *self.slot = None;
+        }
+    }
 }
 
 impl Pool {
     /// A pool for `config`; connects lazily.
-    pub fn new(config: Config) -> Pool {
+    pub fn new(config: PgTarget) -> Pool {
         Pool {
             config,
             slots: (0..POOL_SIZE).map(|_| Mutex::new(None)).collect(),
@@ -124,18 +163,33 @@ impl Pool {
 
     /// A free session (the next busy one when all are busy), connected.
     pub async fn get(&self) -> Result<Conn<'_>, StoreError> {
+        if self.recently_down() {
+            return Err(StoreError::Unavailable(
+                "database unavailable (retrying shortly)".into(),
+            ));
+        }
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         let n = self.slots.len();
         let free = (0..n).find_map(|i| self.slots[(start + i) % n].try_lock().ok());
         let mut slot = match free {
             Some(slot) => slot,
-            None => self.slots[start % n].lock().await,
+            None => tokio::time::timeout(CHECKOUT_WAIT, self.slots[start % n].lock())
+                .await
+                .map_err(|_| {
+                    StoreError::Unavailable(format!(
+                        "every database session stayed busy for {CHECKOUT_WAIT:?}"
+                    ))
+                })?,
         };
         if slot.as_ref().is_none_or(|s| s.client.is_closed()) {
             *slot = None;
             *slot = Some(self.open().await?);
         }
-        Ok(Conn { slot })
+        Ok(Conn {
+            pool: self,
+            slot,
+            settled: false,
+        })
     }
 
     async fn open(&self) -> Result<Session, StoreError> {
@@ -155,11 +209,16 @@ impl Pool {
                 })
             }
             Err(e) => {
-                *self.down_until.lock().unwrap_or_else(|p| p.into_inner()) =
-                    Some(Instant::now() + FAIL_FAST);
+                self.mark_down();
                 Err(StoreError::Unavailable(describe(&e)))
             }
         }
+    }
+
+    /// Calls fail at once for [`FAIL_FAST`]: the database just failed.
+    fn mark_down(&self) {
+        *self.down_until.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(Instant::now() + FAIL_FAST);
     }
 
     fn recently_down(&self) -> bool {
@@ -179,11 +238,13 @@ impl Conn<'_> {
     /// Passes `result` on, dropping the session when it says the database is
     /// unavailable (other than a lost conflict) so the next call reconnects.
     pub fn settle<T>(&mut self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+        self.settled = true;
         if let Err(e @ StoreError::Unavailable(_)) = &result {
             if is_retryable_conflict(e) {
                 return result;
             }
             *self.slot = None;
+            self.pool.mark_down();
         }
         result
     }
@@ -191,8 +252,8 @@ impl Conn<'_> {
 
 /// Opens one connection, driven by a task on the current runtime; returns
 /// the client and its backend process id.
-pub(super) async fn connect(config: &Config) -> Result<(Client, i32), tokio_postgres::Error> {
-    let (client, connection) = config.connect(NoTls).await?;
+pub(super) async fn connect(config: &PgTarget) -> Result<(Client, i32), tokio_postgres::Error> {
+    let (client, connection) = config.connect().await?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::warn!(error = %describe(&e), "Postgres connection closed");
@@ -266,47 +327,80 @@ pub(super) fn is_retryable_conflict(e: &StoreError) -> bool {
 }
 
 /// Parses a `DATABASE_URL` as LiteLLM accepts it: Prisma-only query
-/// parameters are dropped (`schema` becomes the search path), a connect
-/// timeout and an application name are set when absent.
-pub fn pg_config(url: &str) -> Result<Config, StoreError> {
-    let (cleaned, schema) = strip_prisma_params(url);
-    let mut config: Config = cleaned
-        .parse()
-        .map_err(|e| StoreError::Query(format!("invalid database URL {}: {e}", redact_url(url))))?;
+/// parameters are dropped (`schema` becomes the search path), `sslmode`
+/// (libpq's values, `verify-ca` and `verify-full` included) and
+/// `sslrootcert` choose the TLS connector, a connect timeout and an
+/// application name are set when absent.
+pub fn pg_target(url: &str) -> Result<PgTarget, StoreError> {
+    let (cleaned, taken) = strip_params(url);
+    let invalid = |e: &dyn std::fmt::Display| {
+        StoreError::Query(format!("invalid database URL {}: {e}", redact_url(url)))
+    };
+    let mut config: Config = cleaned.parse().map_err(|e| invalid(&e))?;
+    let mode = match taken.sslmode.as_deref() {
+        Some(m) => SslMode::parse(m).map_err(|e| invalid(&e))?,
+        None => SslMode::Prefer,
+    };
+    config.ssl_mode(mode.driver());
+    let tls = connector(mode, taken.sslrootcert.as_deref())?;
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(CONNECT_TIMEOUT);
     }
     if config.get_application_name().is_none() {
         config.application_name("gateway");
     }
-    if let Some(schema) = schema.filter(|s| s != "public") {
+    if let Some(schema) = taken.schema.filter(|s| s != "public") {
         let quoted = schema.replace('"', "\"\"");
         config.options(format!("-c search_path=\"{quoted}\",public"));
     }
-    Ok(config)
+    Ok(PgTarget { config, tls })
 }
 
-/// Removes the query parameters tokio-postgres would reject; returns the URL
-/// and the `schema` parameter, if any.
-fn strip_prisma_params(url: &str) -> (String, Option<String>) {
-    let Some((base, query)) = url.split_once('?') else {
-        return (url.to_string(), None);
+/// Parameters read from the URL rather than passed to the driver.
+#[derive(Debug, Default, PartialEq)]
+struct Taken {
+    schema: Option<String>,
+    sslmode: Option<String>,
+    sslrootcert: Option<String>,
+}
+
+/// Removes the parameters tokio-postgres would reject or that the gateway
+/// reads itself, from a URL's query or a `key=value` string; returns what
+/// is left and what was taken.
+fn strip_params(url: &str) -> (String, Taken) {
+    let mut taken = Taken::default();
+    let mut keep = |pair: &str, decode: bool| {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let value = if decode {
+            percent_encoding::percent_decode_str(value)
+                .decode_utf8_lossy()
+                .into_owned()
+        } else {
+            value.to_string()
+        };
+        match key {
+            "schema" => taken.schema = Some(value),
+            "sslmode" => taken.sslmode = Some(value),
+            "sslrootcert" => taken.sslrootcert = Some(value),
+            _ => return !key.is_empty() && !PRISMA_ONLY_PARAMS.contains(&key),
+        }
+        false
     };
-    let mut schema = None;
-    let kept: Vec<&str> = query
-        .split('&')
-        .filter(|pair| {
-            let key = pair.split('=').next().unwrap_or_default();
-            if key == "schema" {
-                schema = pair.split_once('=').map(|(_, v)| v.to_string());
-            }
-            !key.is_empty() && !PRISMA_ONLY_PARAMS.contains(&key)
-        })
-        .collect();
+    if !url.contains("://") {
+        let kept: Vec<&str> = url
+            .split_whitespace()
+            .filter(|pair| keep(pair, false))
+            .collect();
+        return (kept.join(" "), taken);
+    }
+    let Some((base, query)) = url.split_once('?') else {
+        return (url.to_string(), taken);
+    };
+    let kept: Vec<&str> = query.split('&').filter(|pair| keep(pair, true)).collect();
     if kept.is_empty() {
-        (base.to_string(), schema)
+        (base.to_string(), taken)
     } else {
-        (format!("{base}?{}", kept.join("&")), schema)
+        (format!("{base}?{}", kept.join("&")), taken)
     }
 }
 
@@ -355,13 +449,38 @@ mod tests {
 
     #[test]
     fn drops_prisma_parameters() {
-        let (url, schema) =
-            strip_prisma_params("postgres://u@h/db?connection_limit=5&sslmode=disable&schema=lite");
-        assert_eq!(url, "postgres://u@h/db?sslmode=disable");
-        assert_eq!(schema.as_deref(), Some("lite"));
-        let config = pg_config("postgres://u@h/db?pool_timeout=10&schema=public").unwrap();
-        assert_eq!(config.get_dbname(), Some("db"));
-        assert_eq!(config.get_options(), None);
+        let (url, taken) = strip_params(
+            "postgres://u@h/db?connection_limit=5&sslmode=disable&schema=lite&application_name=x",
+        );
+        assert_eq!(url, "postgres://u@h/db?application_name=x");
+        assert_eq!(taken.schema.as_deref(), Some("lite"));
+        assert_eq!(taken.sslmode.as_deref(), Some("disable"));
+        let target = pg_target("postgres://u@h/db?pool_timeout=10&schema=public").unwrap();
+        assert_eq!(target.config.get_dbname(), Some("db"));
+        assert_eq!(target.config.get_options(), None);
+    }
+
+    #[test]
+    fn reads_sslmode_and_sslrootcert() {
+        let (url, taken) =
+            strip_params("postgres://u@h/db?sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem");
+        assert_eq!(url, "postgres://u@h/db");
+        assert_eq!(taken.sslmode.as_deref(), Some("verify-full"));
+        assert_eq!(taken.sslrootcert.as_deref(), Some("/etc/ca.pem"));
+        let (kv, taken) = strip_params("host=h user=u sslmode=require dbname=d");
+        assert_eq!(kv, "host=h user=u dbname=d");
+        assert_eq!(taken.sslmode.as_deref(), Some("require"));
+        let required = pg_target("postgres://u@h/db?sslmode=verify-ca").unwrap();
+        assert_eq!(
+            required.config.get_ssl_mode(),
+            tokio_postgres::config::SslMode::Require
+        );
+        let default = pg_target("postgres://u@h/db").unwrap();
+        assert_eq!(
+            default.config.get_ssl_mode(),
+            tokio_postgres::config::SslMode::Prefer
+        );
+        assert!(pg_target("postgres://u@h/db?sslmode=sometimes").is_err());
     }
 
     #[test]

@@ -67,7 +67,7 @@ SELECT DISTINCT ON (request_id) request_id, call_id, attempt, call_type, api_key
     status_code, error_class, error_message
 FROM gateway_spend_staging ORDER BY request_id, ord
 ON CONFLICT (request_id) DO NOTHING
-RETURNING api_key, "user", team_id, spend::float8, model_group"#;
+RETURNING api_key, "user", team_id, spend::float8, model_group, "endTime"::timestamp"#;
 
 const SELECT_LOGS: &str = r#"SELECT request_id, COALESCE(call_id, request_id) AS call_id,
     COALESCE(attempt, 1) AS attempt, call_type, api_key, spend::float8 AS spend,
@@ -85,7 +85,10 @@ LIMIT $7 OFFSET $8"#;
 
 /// Writes `rows` once each and adds the spend of the newly written ones to
 /// their key, user and team, in one transaction; announces each key whose
-/// spend changed. Returns those keys.
+/// spend changed. A row settled before its key's (user's, team's) last
+/// budget reset is logged but not counted in the new period: the rows are
+/// locked first, so a reset committed before sees its period start here,
+/// and one that comes after zeroes what this adds. Returns the changes.
 pub async fn record(session: &mut Session, rows: &[SpendLogRow]) -> Result<Vec<Change>, Error> {
     if !session.staged {
         session.batch_execute(STAGING).await?;
@@ -94,12 +97,25 @@ pub async fn record(session: &mut Session, rows: &[SpendLogRow]) -> Result<Vec<C
     let tx = session.transaction().await?;
     stage(&tx, rows).await?;
     let inserted = tx.query(INSERT_LOGS, &[]).await?;
-    let totals = Totals::of(&inserted)?;
-    let keys = add_spend(&tx, r#""LiteLLM_VerificationToken""#, "token", &totals.keys).await?;
+    let inserted = Inserted::of(&inserted)?;
+    let ids = inserted.ids();
+    lock(&tx, r#""LiteLLM_VerificationToken""#, "token", &ids.keys).await?;
+    lock(&tx, r#""LiteLLM_UserTable""#, "user_id", &ids.users).await?;
+    lock(&tx, r#""LiteLLM_TeamTable""#, "team_id", &ids.teams).await?;
+    let periods = Periods::read(&tx, &ids).await?;
+    let totals = Totals::of(&inserted, &periods);
+    let mut keys = add_spend(&tx, r#""LiteLLM_VerificationToken""#, "token", &totals.keys).await?;
     add_model_spend(&tx, &totals.key_models).await?;
     add_spend(&tx, r#""LiteLLM_UserTable""#, "user_id", &totals.users).await?;
     add_spend(&tx, r#""LiteLLM_TeamTable""#, "team_id", &totals.teams).await?;
-    let changes: Vec<Change> = keys.into_iter().map(Change::Key).collect();
+    // Keys with rows of an earlier period: their caches counted those rows
+    // as unflushed spend, and must read the figure that leaves them out.
+    keys.extend(totals.stale_keys);
+    keys.sort();
+    keys.dedup();
+    let mut changes: Vec<Change> = keys.into_iter().map(Change::Key).collect();
+    changes.extend(totals.stale_users.into_iter().map(Change::User));
+    changes.extend(totals.stale_teams.into_iter().map(Change::Team));
     notify(&tx, &changes).await?;
     tx.commit().await?;
     Ok(changes)
@@ -203,8 +219,124 @@ fn clean(s: &str) -> Cow<'_, str> {
     }
 }
 
-/// Spend of newly written rows per key, user and team (sorted, so
-/// concurrent writers lock rows in one order).
+/// A newly written row with spend: who it counts for and when it settled.
+struct InsertedRow {
+    key: String,
+    user: Option<String>,
+    team: Option<String>,
+    spend: f64,
+    group: Option<String>,
+    settled: NaiveDateTime,
+}
+
+/// The rows the INSERT wrote that carry spend (zero-spend rows touch
+/// nothing, as in memory).
+struct Inserted(Vec<InsertedRow>);
+
+/// The ids a batch touches, sorted, so concurrent writers lock rows in one
+/// order.
+#[derive(Default)]
+struct Ids {
+    keys: Vec<String>,
+    users: Vec<String>,
+    teams: Vec<String>,
+}
+
+impl Inserted {
+    /// Reads `api_key, user, team_id, spend, model_group, endTime` rows.
+    fn of(rows: &[Row]) -> Result<Inserted, Error> {
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let spend: f64 = row.try_get::<_, Option<f64>>(3)?.unwrap_or_default();
+            if spend == 0.0 {
+                continue;
+            }
+            out.push(InsertedRow {
+                key: row.try_get(0)?,
+                user: row.try_get(1)?,
+                team: row.try_get(2)?,
+                spend,
+                group: row.try_get(4)?,
+                settled: row.try_get(5)?,
+            });
+        }
+        Ok(Inserted(out))
+    }
+
+    fn ids(&self) -> Ids {
+        let sorted = |mut v: Vec<String>| {
+            v.sort();
+            v.dedup();
+            v
+        };
+        Ids {
+            keys: sorted(self.0.iter().map(|r| r.key.clone()).collect()),
+            users: sorted(self.0.iter().filter_map(|r| r.user.clone()).collect()),
+            teams: sorted(self.0.iter().filter_map(|r| r.team.clone()).collect()),
+        }
+    }
+}
+
+/// Locks the rows of `ids` in `table`, in id order.
+async fn lock(tx: &Transaction<'_>, table: &str, id: &str, ids: &[String]) -> Result<(), Error> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let sql = format!("SELECT 1 FROM {table} WHERE {id} = ANY($1) ORDER BY {id} FOR UPDATE");
+    tx.execute(&sql, &[&ids]).await?;
+    Ok(())
+}
+
+/// When the current budget period of each key, user and team began (its
+/// last reset); none for those never reset.
+#[derive(Default)]
+struct Periods {
+    started: std::collections::HashMap<(String, String), NaiveDateTime>,
+}
+
+impl Periods {
+    async fn read(tx: &Transaction<'_>, ids: &Ids) -> Result<Periods, Error> {
+        let mut scopes: Vec<&str> = Vec::new();
+        let mut names: Vec<&str> = Vec::new();
+        for (scope, list) in [
+            ("key", &ids.keys),
+            ("user", &ids.users),
+            ("team", &ids.teams),
+        ] {
+            for id in list {
+                scopes.push(scope);
+                names.push(id);
+            }
+        }
+        if scopes.is_empty() {
+            return Ok(Periods::default());
+        }
+        let rows = tx
+            .query(
+                "SELECT p.scope, p.id, p.started_at FROM gateway_budget_periods p
+                 JOIN unnest($1::text[], $2::text[]) AS v(scope, id)
+                   ON p.scope = v.scope AND p.id = v.id",
+                &[&scopes, &names],
+            )
+            .await?;
+        let mut started = std::collections::HashMap::with_capacity(rows.len());
+        for row in &rows {
+            started.insert((row.try_get(0)?, row.try_get(1)?), row.try_get(2)?);
+        }
+        Ok(Periods { started })
+    }
+
+    /// Whether a row settled at `settled` counts in the current period of
+    /// `scope` `id`.
+    fn counts(&self, scope: &str, id: &str, settled: NaiveDateTime) -> bool {
+        self.started
+            .get(&(scope.to_string(), id.to_string()))
+            .is_none_or(|start| settled >= *start)
+    }
+}
+
+/// Spend of newly written rows per key, user and team, each only for rows
+/// of its current period; and who had rows of an earlier one.
 #[derive(Default)]
 struct Totals {
     keys: BTreeMap<String, f64>,
@@ -212,43 +344,55 @@ struct Totals {
     key_models: BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
     users: BTreeMap<String, f64>,
     teams: BTreeMap<String, f64>,
+    stale_keys: Vec<String>,
+    stale_users: Vec<String>,
+    stale_teams: Vec<String>,
 }
 
 impl Totals {
-    /// Sums `api_key, user, team_id, spend` rows; zero-spend rows touch
-    /// nothing, as in memory.
-    fn of(inserted: &[Row]) -> Result<Totals, Error> {
+    fn of(inserted: &Inserted, periods: &Periods) -> Totals {
         let mut totals = Totals::default();
-        for row in inserted {
-            let spend: f64 = row.try_get::<_, Option<f64>>(3)?.unwrap_or_default();
-            if spend == 0.0 {
-                continue;
+        for row in &inserted.0 {
+            if periods.counts("key", &row.key, row.settled) {
+                if let Some(group) = &row.group {
+                    let per_model = totals.key_models.entry(row.key.clone()).or_default();
+                    let sum =
+                        per_model.get(group).and_then(|v| v.as_f64()).unwrap_or(0.0) + row.spend;
+                    per_model.insert(group.clone(), sum.into());
+                }
+                *totals.keys.entry(row.key.clone()).or_default() += row.spend;
+            } else {
+                totals.stale_keys.push(row.key.clone());
             }
-            let key: String = row.try_get(0)?;
-            let group: Option<String> = row.try_get(4)?;
-            if let Some(group) = group {
-                let per_model = totals.key_models.entry(key.clone()).or_default();
-                let sum = per_model
-                    .get(&group)
-                    .and_then(|v| v.as_f64())
-                    .unwrap_or(0.0)
-                    + spend;
-                per_model.insert(group, sum.into());
+            if let Some(user) = &row.user {
+                if periods.counts("user", user, row.settled) {
+                    *totals.users.entry(user.clone()).or_default() += row.spend;
+                } else {
+                    totals.stale_users.push(user.clone());
+                }
             }
-            *totals.keys.entry(key).or_default() += spend;
-            if let Some(user) = row.try_get::<_, Option<String>>(1)? {
-                *totals.users.entry(user).or_default() += spend;
-            }
-            if let Some(team) = row.try_get::<_, Option<String>>(2)? {
-                *totals.teams.entry(team).or_default() += spend;
+            if let Some(team) = &row.team {
+                if periods.counts("team", team, row.settled) {
+                    *totals.teams.entry(team.clone()).or_default() += row.spend;
+                } else {
+                    totals.stale_teams.push(team.clone());
+                }
             }
         }
-        Ok(totals)
+        for list in [
+            &mut totals.stale_keys,
+            &mut totals.stale_users,
+            &mut totals.stale_teams,
+        ] {
+            list.sort();
+            list.dedup();
+        }
+        totals
     }
 }
 
-/// Adds `amounts` to the spend of existing rows of `table`, locking them in
-/// id order; returns the ids updated.
+/// Adds `amounts` to the spend of existing rows of `table` (already
+/// locked by [`lock`]); returns the ids updated.
 async fn add_spend(
     tx: &Transaction<'_>,
     table: &str,
@@ -260,8 +404,6 @@ async fn add_spend(
     }
     let ids: Vec<&String> = amounts.keys().collect();
     let values: Vec<f64> = amounts.values().copied().collect();
-    let lock = format!("SELECT 1 FROM {table} WHERE {id} = ANY($1) ORDER BY {id} FOR UPDATE");
-    tx.execute(&lock, &[&ids]).await?;
     let sql = format!(
         "UPDATE {table} t SET spend = t.spend + v.amount
          FROM unnest($1::text[], $2::float8[]) AS v(id, amount)
@@ -385,9 +527,38 @@ pub async fn reset_due(c: &mut Client, now: DateTime<Utc>) -> Result<Vec<Change>
     for team in reset_table(&tx, r#""LiteLLM_TeamTable""#, "team_id", now).await? {
         changes.push(Change::Team(team));
     }
+    start_periods(&tx, &changes, now).await?;
     notify(&tx, &changes).await?;
     tx.commit().await?;
     Ok(changes)
+}
+
+/// Records that the budget periods of `changes` began at `now`.
+async fn start_periods(
+    tx: &Transaction<'_>,
+    changes: &[Change],
+    now: DateTime<Utc>,
+) -> Result<(), Error> {
+    let (scopes, ids): (Vec<&str>, Vec<&str>) = changes
+        .iter()
+        .filter_map(|c| match c {
+            Change::Key(id) => Some(("key", id.as_str())),
+            Change::User(id) => Some(("user", id.as_str())),
+            Change::Team(id) => Some(("team", id.as_str())),
+            Change::Model(_) => None,
+        })
+        .unzip();
+    if ids.is_empty() {
+        return Ok(());
+    }
+    tx.execute(
+        "INSERT INTO gateway_budget_periods (scope, id, started_at)
+         SELECT scope, id, $3 FROM unnest($1::text[], $2::text[]) AS v(scope, id)
+         ON CONFLICT (scope, id) DO UPDATE SET started_at = EXCLUDED.started_at",
+        &[&scopes, &ids, &now.naive_utc()],
+    )
+    .await?;
+    Ok(())
 }
 
 /// Resets the due rows of one table; returns their ids. A replica running

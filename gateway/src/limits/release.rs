@@ -1,0 +1,176 @@
+//! Parallel slots must not outlive a Redis outage. A slot is held in Redis
+//! for `parallel_slot_ttl_secs` (600 s by default) unless its settlement
+//! frees it; a settlement lost in a failed round trip, or an admission whose
+//! round trip failed after Redis may have run it, would hold the slot that
+//! long. Such slots are released again (`ZREM` of the request's id, which
+//! is idempotent and harmless for a slot never taken) once Redis answers:
+//! right after the outage for a lost settlement, and for an admission only
+//! once its deadline has passed, after which Redis refuses to run it
+//! (`admit.lua` checks the deadline), so the release cannot come first.
+//!
+//! Token reservations and rpm units of such calls are not retried: giving
+//! one back twice would under-count, and each lapses with the window.
+
+use super::descriptor::Kind;
+use super::remote::Call;
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+/// Releases one path keeps; more are dropped (their slots lapse with their
+/// TTL), so a long outage cannot grow memory.
+const MAX_PENDING: usize = 16_384;
+/// Pause before a release is sent again after a failed round trip.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+/// Margin after an admission's deadline before its release is sent.
+const AFTER_DEADLINE: Duration = Duration::from_secs(1);
+
+/// Slot releases waiting for Redis, each with the instant it may go.
+#[derive(Debug, Default)]
+pub struct Releases {
+    pending: VecDeque<(Instant, Call)>,
+    dropped: u64,
+}
+
+impl Releases {
+    /// Keeps the releases a failed round trip of `batch` calls for.
+    pub fn after_failure(&mut self, batch: &[Call]) {
+        let now = Instant::now();
+        for call in batch {
+            let (entries, request_id, not_before) = match call {
+                Call::Admit {
+                    entries,
+                    request_id,
+                    deadline,
+                    ..
+                } => (entries, request_id, (*deadline).max(now) + AFTER_DEADLINE),
+                Call::Finish {
+                    entries,
+                    request_id,
+                    ..
+                } => (entries, request_id, now + RETRY_AFTER),
+            };
+            let slots: Vec<_> = entries
+                .iter()
+                .filter(|e| e.kind == Kind::Parallel && !e.lease)
+                .cloned()
+                .collect();
+            if slots.is_empty() {
+                continue;
+            }
+            if self.pending.len() >= MAX_PENDING {
+                self.dropped += 1;
+                if self.dropped.is_power_of_two() {
+                    tracing::warn!(
+                        dropped = self.dropped,
+                        "too many parallel-slot releases waiting for Redis; the slots of the dropped ones lapse with parallel_slot_ttl_secs"
+                    );
+                }
+                continue;
+            }
+            let release = Call::Finish {
+                entries: slots,
+                request_id: request_id.clone(),
+                tick: 0,
+                tokens_used: 0,
+            };
+            self.pending.push_back((not_before, release));
+        }
+    }
+
+    /// The releases that may go now.
+    pub fn due(&mut self, now: Instant) -> Vec<Call> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < self.pending.len() {
+            if self.pending[i].0 <= now {
+                if let Some((_, call)) = self.pending.remove(i) {
+                    out.push(call);
+                }
+            } else {
+                i += 1;
+            }
+        }
+        out
+    }
+
+    /// When the next release may go.
+    pub fn next_due(&self) -> Option<Instant> {
+        self.pending.iter().map(|(at, _)| *at).min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limits::descriptor::{Descriptor, Scope};
+    use crate::limits::remote::Entry;
+
+    fn entries() -> Vec<Entry> {
+        let p = Descriptor::new(Scope::ApiKey, "k", Kind::Parallel, 2);
+        let t = Descriptor::new(Scope::ApiKey, "k", Kind::Tokens, 100);
+        vec![Entry::charge(&p, 2, 1), Entry::charge(&t, 100, 40)]
+    }
+
+    fn slots_of(call: &Call) -> (usize, u64, u64) {
+        match call {
+            Call::Finish {
+                entries,
+                tick,
+                tokens_used,
+                ..
+            } => {
+                assert!(entries.iter().all(|e| e.kind == Kind::Parallel));
+                (entries.len(), *tick, *tokens_used)
+            }
+            Call::Admit { .. } => panic!("a release is a settlement"),
+        }
+    }
+
+    #[test]
+    fn a_failed_admission_releases_its_slot_only_after_its_deadline() {
+        let mut r = Releases::default();
+        let (reply, _rx) = tokio::sync::oneshot::channel();
+        let deadline = Instant::now() + Duration::from_millis(100);
+        r.after_failure(&[Call::Admit {
+            entries: entries(),
+            request_id: "r1".into(),
+            deadline,
+            reply,
+        }]);
+        assert!(r.due(Instant::now()).is_empty(), "not before the deadline");
+        let at = r.next_due().expect("a release");
+        assert!(at >= deadline + AFTER_DEADLINE);
+        let due = r.due(at);
+        assert_eq!(due.len(), 1);
+        assert_eq!(slots_of(&due[0]), (1, 0, 0), "only the slot, nothing else");
+        assert!(r.next_due().is_none());
+    }
+
+    #[test]
+    fn a_lost_settlement_is_retried_for_its_slots_only() {
+        let mut r = Releases::default();
+        let finish = Call::Finish {
+            entries: entries(),
+            request_id: "r2".into(),
+            tick: 7,
+            tokens_used: 12,
+        };
+        let rpm_only = Call::Finish {
+            entries: vec![Entry::charge(
+                &Descriptor::new(Scope::ApiKey, "k", Kind::Tokens, 100),
+                100,
+                5,
+            )],
+            request_id: "r3".into(),
+            tick: 7,
+            tokens_used: 3,
+        };
+        r.after_failure(&[finish, rpm_only]);
+        let due = r.due(Instant::now() + RETRY_AFTER);
+        assert_eq!(due.len(), 1, "token refunds are not retried");
+        assert_eq!(slots_of(&due[0]), (1, 0, 0));
+        // A release whose own round trip failed is kept again.
+        r.after_failure(&due);
+        assert_eq!(r.due(Instant::now() + RETRY_AFTER * 2).len(), 1);
+    }
+}

@@ -1,0 +1,192 @@
+//! TLS on every hop the gateway owns, against real servers with a CA of the
+//! test's own: Postgres with `sslmode=require` / `verify-full`, Redis over
+//! `rediss://` on the per-core path and the control plane, and clients
+//! terminating TLS at the gateway, with the certificate reloaded on SIGHUP.
+
+use e2e::pki::{path_str, TestPki};
+use e2e::{chat_body, to_yaml, Gateway, PrivatePostgres, MASTER_KEY};
+use serde_json::{json, Value};
+
+fn local_config() -> Value {
+    json!({
+        "model_list": [{
+            "model_name": "local",
+            "litellm_params": {
+                "model": "mock/local",
+                "mock_response": "one two three",
+                "input_cost_per_token": 0.00001,
+                "output_cost_per_token": 0.0001,
+            },
+        }],
+        "general_settings": {"master_key": MASTER_KEY},
+    })
+}
+
+/// Whether every session the gateway holds on `pg` is encrypted.
+fn gateway_sessions_encrypted(pg: &PrivatePostgres) -> String {
+    pg.query(
+        "SELECT count(*) FILTER (WHERE s.ssl) || '/' || count(*) FROM pg_stat_ssl s
+         JOIN pg_stat_activity a USING (pid) WHERE a.application_name LIKE 'gateway%'",
+    )
+}
+
+fn generate_and_spend(gw: &Gateway) {
+    let key = gw
+        .post("/key/generate", &json!({}))
+        .expect_status(200)
+        .json()["key"]
+        .as_str()
+        .expect("a key")
+        .to_string();
+    let auth = format!("Bearer {key}");
+    gw.call(
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        chat_body("local").to_string().as_bytes(),
+    )
+    .expect_status(200);
+}
+
+/// `sslmode=verify-full` with the CA given by `sslrootcert` (or by
+/// `SSL_CERT_FILE`): the gateway checks the chain and the host name, and
+/// every session it holds (pool and change listener) is encrypted.
+#[test]
+fn postgres_verify_full_with_a_private_ca() {
+    let pki = TestPki::new();
+    let pg = PrivatePostgres::start_tls(&pki.cert, &pki.key);
+    let encoded_ca = path_str(&pki.ca).replace('/', "%2F");
+    let url = format!("{}?sslmode=verify-full&sslrootcert={encoded_ca}", pg.url());
+    let gw = Gateway::start(&to_yaml(&local_config()), &[("DATABASE_URL", &url)]);
+    generate_and_spend(&gw);
+    e2e::eventually(
+        "the spend row in Postgres",
+        std::time::Duration::from_secs(10),
+        || (pg.query(r#"SELECT count(*) FROM "LiteLLM_SpendLogs""#) == "1").then_some(()),
+    );
+    let sessions = gateway_sessions_encrypted(&pg);
+    let (encrypted, all) = sessions.split_once('/').expect("a ratio");
+    assert!(
+        all != "0" && encrypted == all,
+        "encrypted sessions: {sessions}"
+    );
+    drop(gw);
+
+    // The same CA through SSL_CERT_FILE, the gateway's bundle for every hop.
+    let url = format!("{}?sslmode=verify-full", pg.url());
+    let gw = Gateway::start(
+        &to_yaml(&local_config()),
+        &[("DATABASE_URL", &url), ("SSL_CERT_FILE", path_str(&pki.ca))],
+    );
+    generate_and_spend(&gw);
+}
+
+/// `verify-full` against a server whose CA the gateway does not trust is a
+/// start-up error naming the certificate problem; `require` (encryption
+/// without authentication, as libpq) connects, encrypted.
+#[test]
+fn postgres_require_encrypts_and_verify_full_refuses_an_unknown_ca() {
+    let pki = TestPki::new();
+    let pg = PrivatePostgres::start_tls(&pki.cert, &pki.key);
+    let url = format!("{}?sslmode=verify-full", pg.url());
+    let mut gw = Gateway::spawn(
+        &to_yaml(&local_config()),
+        &[("DATABASE_URL", &url)],
+        e2e::free_port(),
+        &[],
+    );
+    let status = gw
+        .wait_exit(std::time::Duration::from_secs(30))
+        .expect("start-up fails");
+    assert!(!status.success());
+    let out = gw.output();
+    assert!(
+        out.to_ascii_lowercase().contains("certificate"),
+        "the error names the certificate: {out}"
+    );
+
+    let url = format!("{}?sslmode=require", pg.url());
+    let gw = Gateway::start(&to_yaml(&local_config()), &[("DATABASE_URL", &url)]);
+    generate_and_spend(&gw);
+    let sessions = gateway_sessions_encrypted(&pg);
+    let (encrypted, all) = sessions.split_once('/').expect("a ratio");
+    assert!(
+        all != "0" && encrypted == all,
+        "encrypted sessions: {sessions}"
+    );
+}
+
+fn rate_limited_config(mode: &str) -> String {
+    let mut config = local_config();
+    config["gateway_settings"] = json!({"rate_limits": {"mode": mode}});
+    to_yaml(&config)
+}
+
+fn chat_with(gw: &Gateway, key: &str) -> u16 {
+    let auth = format!("Bearer {key}");
+    gw.call(
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        chat_body("local").to_string().as_bytes(),
+    )
+    .status
+}
+
+fn token(key: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(key.as_bytes()))
+}
+
+/// `rediss://` with a CA from `SSL_CERT_FILE`: per-request limiter calls
+/// (each core's own connection) and lease grants (the control plane's
+/// client) both count in Redis over TLS, and the limit holds.
+#[test]
+fn redis_over_tls_on_the_cores_and_the_control_plane() {
+    let pki = TestPki::new();
+    let redis = e2e::PrivateRedis::start_tls(path_str(&pki.cert), path_str(&pki.key));
+    let url = redis.tls_url();
+    for mode in ["redis", "lease"] {
+        let gw = Gateway::start(
+            &rate_limited_config(mode),
+            &[("REDIS_URL", &url), ("SSL_CERT_FILE", path_str(&pki.ca))],
+        );
+        let key = gw
+            .post("/key/generate", &json!({"rpm_limit": 3}))
+            .expect_status(200)
+            .json()["key"]
+            .as_str()
+            .expect("a key")
+            .to_string();
+        let statuses: Vec<u16> = (0..4).map(|_| chat_with(&gw, &key)).collect();
+        assert_eq!(statuses, [200, 200, 200, 429], "{mode}\n{}", gw.output());
+        let counted = redis.window_total(&format!("{{api_key:{}}}:requests", token(&key)));
+        assert!(counted >= 3, "{mode}: counted in Redis: {counted}");
+        let out = gw.output();
+        assert!(
+            !out.contains("Redis limiter call failed") && !out.contains("circuit breaker"),
+            "{mode}: Redis over TLS failed\n{out}"
+        );
+        if mode == "redis" {
+            // The cores' own links (named so) are on the TLS port.
+            let clients = match redis.command(&["CLIENT", "LIST"]) {
+                e2e::redis::Reply::Bulk(Some(text)) => text,
+                other => panic!("CLIENT LIST: {other:?}"),
+            };
+            let tls_port = url.rsplit(':').next().expect("a port");
+            assert!(
+                clients
+                    .lines()
+                    .any(|l| l.contains(&format!("laddr=127.0.0.1:{tls_port} "))
+                        && l.contains("name=gateway-limiter-core ")),
+                "no core link on the TLS port:\n{clients}"
+            );
+        }
+    }
+}
