@@ -65,8 +65,8 @@ pub(crate) struct Outcome {
     rate: Option<RateHeaders>,
     /// Tokens the attempts really used, for the limiter's reconciliation.
     tokens_used: u64,
-    /// What the Prometheus metrics record of the request.
-    metrics: crate::metrics::RequestMetrics,
+    /// What metrics and traces record of the request.
+    telemetry: crate::telemetry::Telemetry,
 }
 
 /// Serves one OpenAI-style LLM request on `endpoint`; `caller` is the
@@ -93,11 +93,11 @@ pub async fn handle(
         max_fallbacks: None,
         rate: None,
         tokens_used: 0,
-        metrics: Default::default(),
+        telemetry: crate::telemetry::Telemetry::begin(head, received_at),
     };
     if let Ok(caller) = &caller {
         outcome
-            .metrics
+            .telemetry
             .identify(caller, worker.shared.auth.master_token());
     }
     let served = CatchPanic::new(serve(worker, endpoint, caller, body, out, &mut outcome)).await;
@@ -125,7 +125,11 @@ pub async fn handle(
         &outcome,
         error.as_ref(),
     );
-    outcome.metrics.finish(crate::metrics::Finish {
+    outcome.telemetry.finish(crate::metrics::Finish {
+        call_id: &outcome.call_id,
+        requested: outcome.requested.as_deref(),
+        retries: outcome.retries,
+        fallbacks: outcome.fallbacks,
         path: head.path(),
         endpoint: endpoint.path_suffix(),
         status: out.status(),
@@ -153,7 +157,7 @@ async fn serve(
     let model = principal.resolve_alias(&req.model).to_string();
     outcome.requested = Some(model.clone());
     outcome
-        .metrics
+        .telemetry
         .requested(req.end_user.as_deref(), &model, || {
             let router = worker.shared.models.router();
             router.registry().resolve(&model).is_some()
@@ -392,7 +396,7 @@ async fn attempt_once(
         error: result.as_ref().err(),
     });
     outcome
-        .metrics
+        .telemetry
         .attempt(principal, &row, pick.fallback_depth, req.stream);
     record::submit(worker, row);
     result.map(|()| usage.prompt_tokens.saturating_add(usage.completion_tokens))
@@ -403,7 +407,7 @@ async fn attempt_once(
 async fn forward(
     worker: &Worker,
     dep: &Deployment,
-    req: providers::UpstreamRequest,
+    mut req: providers::UpstreamRequest,
     stream: bool,
     strip_usage: bool,
     out: &mut Responder<'_>,
@@ -417,6 +421,9 @@ async fn forward(
     } else {
         dep.timeout
     };
+    if let Some(traceparent) = outcome.telemetry.traceparent() {
+        req.headers.push(("traceparent", traceparent));
+    }
     let head = upstream_head(&req, base, dep);
     let started = Instant::now();
     let deadline = started + timeout;
@@ -424,7 +431,7 @@ async fn forward(
     outcome.upstream_wait = started.elapsed();
     let mut resp = sent.map_err(|e| relay::upstream_error(e, dep, timeout))?;
     attempt.first_byte();
-    outcome.metrics.upstream_head(&resp.head);
+    outcome.telemetry.upstream_head(&resp.head);
     let status = resp.head.status;
     if status >= 400 {
         let body = resp
