@@ -139,6 +139,9 @@ pub enum GatewayError {
         provider_code: Option<String>,
         /// The provider's `retry-after`, passed on.
         retry_after: Option<String>,
+        /// What kind of failure the provider's answer is, as its provider
+        /// classified it.
+        class: ErrorClass,
     },
     /// The provider did not answer in time.
     #[error("Request timed out: {provider} did not respond within {}s (deployment {deployment})", .after.as_secs_f64())]
@@ -301,6 +304,23 @@ impl GatewayError {
         }
     }
 
+    /// The failure class retries, cooldowns and fallbacks read: the
+    /// provider's classification of an upstream answer, else one implied by
+    /// the error itself.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            GatewayError::Upstream { class, .. } => *class,
+            GatewayError::UpstreamTimeout { .. } => ErrorClass::Timeout,
+            GatewayError::UpstreamUnreachable { .. } | GatewayError::UpstreamProtocol { .. } => {
+                ErrorClass::ApiConnection
+            }
+            GatewayError::Unavailable(_) | GatewayError::ClientGone => {
+                ErrorClass::ClientDisconnected
+            }
+            other => ErrorClass::from_status(other.status()),
+        }
+    }
+
     /// The JSON body.
     pub fn body(&self) -> Vec<u8> {
         let status = self.status().to_string();
@@ -313,6 +333,70 @@ impl GatewayError {
             }
         });
         serde_json::to_vec(&body).expect("json of strings")
+    }
+}
+
+/// What kind of failure an attempt ended in, LiteLLM's exception classes:
+/// retries (`retry_policy`), cooldowns (`allowed_fails_policy`) and the
+/// fallback lists (`context_window_fallbacks`, `content_policy_fallbacks`)
+/// decide on it. Providers classify their own error answers; the gateway's
+/// own failures (timeouts, connection errors) are classed here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorClass {
+    /// The provider did not answer in time (`TimeoutError`).
+    Timeout,
+    /// The provider refused for rate (`RateLimitError`, 429).
+    RateLimit,
+    /// The provider is over capacity (Anthropic's 529 `overloaded_error`);
+    /// retried and cooled like a rate limit, counted as an internal error
+    /// by the policies.
+    Overloaded,
+    /// The deployment's credential was refused (`AuthenticationError`).
+    Authentication,
+    /// The request is wrong for the provider (`BadRequestError`).
+    BadRequest,
+    /// The provider refused the content (`ContentPolicyViolationError`).
+    ContentPolicy,
+    /// The prompt does not fit the model (`ContextWindowExceededError`, a
+    /// bad request in LiteLLM's policies).
+    ContextWindow,
+    /// The provider failed (`InternalServerError`).
+    InternalServer,
+    /// The provider could not be reached or spoke no HTTP
+    /// (`APIConnectionError`).
+    ApiConnection,
+    /// The client went away; nobody's fault upstream.
+    ClientDisconnected,
+}
+
+impl ErrorClass {
+    /// The class an HTTP error status implies when nothing more specific is
+    /// known.
+    pub fn from_status(status: u16) -> ErrorClass {
+        match status {
+            401 | 403 => ErrorClass::Authentication,
+            408 => ErrorClass::Timeout,
+            429 => ErrorClass::RateLimit,
+            529 => ErrorClass::Overloaded,
+            400..=499 => ErrorClass::BadRequest,
+            _ => ErrorClass::InternalServer,
+        }
+    }
+
+    /// The name written to spend logs (`error_class`) and log lines.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::Timeout => "timeout",
+            ErrorClass::RateLimit => "rate_limit",
+            ErrorClass::Overloaded => "overloaded",
+            ErrorClass::Authentication => "authentication",
+            ErrorClass::BadRequest => "bad_request",
+            ErrorClass::ContentPolicy => "content_policy",
+            ErrorClass::ContextWindow => "context_window",
+            ErrorClass::InternalServer => "internal_server",
+            ErrorClass::ApiConnection => "api_connection",
+            ErrorClass::ClientDisconnected => "client_disconnected",
+        }
     }
 }
 
@@ -371,6 +455,7 @@ mod tests {
             error_type: None,
             provider_code: None,
             retry_after: Some("7".into()),
+            class: ErrorClass::RateLimit,
         };
         assert_eq!(
             (e.status(), e.error_type(), e.retry_after()),

@@ -8,6 +8,7 @@ pub mod budget;
 pub mod config;
 pub mod control;
 pub mod error;
+pub mod formats;
 pub mod http1;
 pub mod inbound;
 pub mod limits;

@@ -1,5 +1,6 @@
 //! Endpoint dispatch: which handler answers a method and path. Paths are
-//! accepted with and without the `/v1` prefix, as LiteLLM does.
+//! accepted with and without the `/v1` prefix, as LiteLLM does; Anthropic's
+//! `/v1/messages` is served beside OpenAI's endpoints.
 //!
 //! A request is admitted from its head alone ([`admit`]), before its body is
 //! read and before `100 Continue`: the routes that need a credential get
@@ -28,6 +29,8 @@ use std::time::Instant;
 enum Route<'a> {
     /// An LLM endpoint.
     Llm(Endpoint),
+    /// Anthropic's `/v1/messages/count_tokens`.
+    CountTokens,
     /// The management API, at this path (without `/v1`).
     Admin(&'a str),
     Liveliness,
@@ -61,6 +64,8 @@ fn route<'h>(worker: &Worker, head: &'h RequestHead) -> Route<'h> {
         "/chat/completions" if method == "POST" => Route::Llm(Endpoint::ChatCompletions),
         "/completions" if method == "POST" => Route::Llm(Endpoint::Completions),
         "/embeddings" if method == "POST" => Route::Llm(Endpoint::Embeddings),
+        "/messages" if method == "POST" => Route::Llm(Endpoint::Messages),
+        "/messages/count_tokens" if method == "POST" => Route::CountTokens,
         p if admin::is_admin_path(p) => Route::Admin(p),
         "/health/liveliness" | "/health/liveness" if get => Route::Liveliness,
         "/health/readiness" if get => Route::Readiness,
@@ -95,7 +100,9 @@ impl Admission {
 pub async fn admit(worker: &Worker, head: &RequestHead) -> Admission {
     let auth = &worker.shared.auth;
     let result = match route(worker, head) {
-        Route::Llm(_) | Route::Models | Route::Model(_) => auth.authenticate(head).await.map(Some),
+        Route::Llm(_) | Route::CountTokens | Route::Models | Route::Model(_) => {
+            auth.authenticate(head).await.map(Some)
+        }
         Route::Metrics if !worker.shared.metrics.require_auth() => Ok(None),
         Route::Metrics => match auth.authenticate(head).await {
             Ok(p) if p.is_admin() => Ok(Some(p)),
@@ -160,6 +167,10 @@ pub async fn handle(
         Route::Llm(endpoint) => {
             let caller = admission.caller();
             proxy::handle(worker, head, endpoint, caller, body, out, received_at).await;
+            return;
+        }
+        Route::CountTokens => {
+            proxy::count_tokens(worker, head, admission.caller(), body, out).await;
             return;
         }
         Route::Admin(p) => {

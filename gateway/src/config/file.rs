@@ -51,8 +51,11 @@ pub struct LitellmParams {
     pub api_base: Option<String>,
     /// Provider credential, sent upstream.
     pub api_key: Option<String>,
-    /// Provider API version (Azure); kept for translators.
+    /// Provider API version (Azure); else `AZURE_API_VERSION`.
     pub api_version: Option<String>,
+    /// Azure AD token, sent as a Bearer token when there is no `api_key`
+    /// (Azure); else `AZURE_AD_TOKEN`.
+    pub azure_ad_token: Option<String>,
     /// Upstream timeout in seconds.
     pub timeout: Option<f64>,
     /// Upstream timeout for streamed responses, in seconds.
@@ -69,6 +72,10 @@ pub struct LitellmParams {
     pub input_cost_per_token: Option<f64>,
     /// Price per completion token, USD.
     pub output_cost_per_token: Option<f64>,
+    /// Price per prompt token read from the provider's cache, USD.
+    pub cache_read_input_token_cost: Option<f64>,
+    /// Price per prompt token written to the provider's cache, USD.
+    pub cache_creation_input_token_cost: Option<f64>,
     /// Headers added to every upstream request.
     #[serde(default)]
     pub extra_headers: BTreeMap<String, String>,
@@ -102,6 +109,10 @@ pub struct ModelInfo {
     pub input_cost_per_token: Option<f64>,
     /// Price per completion token, USD.
     pub output_cost_per_token: Option<f64>,
+    /// Price per prompt token read from the provider's cache, USD.
+    pub cache_read_input_token_cost: Option<f64>,
+    /// Price per prompt token written to the provider's cache, USD.
+    pub cache_creation_input_token_cost: Option<f64>,
     /// Anything else (mode, base_model, ...).
     #[serde(flatten)]
     pub other: BTreeMap<String, serde_yaml::Value>,

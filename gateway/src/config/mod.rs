@@ -8,7 +8,8 @@ mod validate;
 pub use file::{ConfigFile, GatewaySettings, GeneralSettings};
 pub(crate) use validate::parse_base;
 pub use validate::{
-    deployment_from_json, Deployment, EntryError, MockSettings, ServerLimits, UpstreamBase,
+    deployment_from_json, redact_url, Deployment, EntryError, MockSettings, ServerLimits,
+    UpstreamBase,
 };
 
 use std::path::{Path, PathBuf};

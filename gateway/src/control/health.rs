@@ -281,7 +281,9 @@ async fn probe(dep: &Deployment, tls: &Arc<rustls::ClientConfig>) -> Result<(), 
         };
     };
     let base = dep.base.as_ref().ok_or("the deployment has no api_base")?;
-    let upstream = provider.build_request(&req, &dep.upstream_model, dep);
+    let upstream = provider
+        .build_request(&req, &dep.upstream_model, dep)
+        .map_err(|e| e.to_string())?;
     let (method, path, body): (&str, String, Vec<u8>) = if dep.is_wildcard() {
         ("GET", format!("{}/models", base.path), Vec::new())
     } else {
@@ -292,13 +294,13 @@ async fn probe(dep: &Deployment, tls: &Arc<rustls::ClientConfig>) -> Result<(), 
             .collect();
         ("POST", upstream.path.clone(), body)
     };
-    let headers = std::iter::once(("content-type", "application/json"))
-        .chain(upstream.headers.iter().map(|(n, v)| (*n, v.as_str())))
-        .chain(
-            dep.extra_headers
-                .iter()
-                .map(|(n, v)| (n.as_str(), v.as_str())),
-        );
+    // The provider's headers already carry the deployment's extra headers.
+    let headers = std::iter::once(("content-type", "application/json")).chain(
+        upstream
+            .headers
+            .iter()
+            .map(|(n, v)| (n.as_ref(), v.as_str())),
+    );
     let mut request = http_once::head(base, method, &path, body.len(), headers);
     request.extend_from_slice(&body);
     let answer = http_once::exchange(base, &request, tls).await?;

@@ -2,7 +2,7 @@
 //! `x-litellm-*` response headers, the call id, and the access log line.
 
 use super::Outcome;
-use crate::config::{Deployment, UpstreamBase};
+use crate::config::UpstreamBase;
 use crate::error::GatewayError;
 use crate::http1::RequestHead;
 use crate::inbound::Endpoint;
@@ -11,13 +11,9 @@ use crate::server::HeadBuilder;
 use bytes::Bytes;
 use std::time::Duration;
 
-/// The upstream request head for `base`: fixed headers, then the provider's,
-/// then the deployment's `extra_headers`.
-pub(super) fn upstream_head(
-    req: &UpstreamRequest,
-    base: &UpstreamBase,
-    dep: &Deployment,
-) -> Vec<u8> {
+/// The upstream request head for `base`: fixed headers, then the
+/// provider's (which include the deployment's `extra_headers`).
+pub(super) fn upstream_head(req: &UpstreamRequest, base: &UpstreamBase) -> Vec<u8> {
     let body_len: usize = req.body.iter().map(Bytes::len).sum();
     let mut h = Vec::with_capacity(256 + req.path.len());
     h.extend_from_slice(b"POST ");
@@ -36,13 +32,9 @@ pub(super) fn upstream_head(
     h.extend_from_slice(b"\r\nuser-agent: gateway/");
     h.extend_from_slice(crate::VERSION.as_bytes());
     h.extend_from_slice(b"\r\n");
-    let headers = req.headers.iter().map(|(n, v)| (*n, v.as_str()));
-    let extra = dep
-        .extra_headers
-        .iter()
-        .map(|(n, v)| (n.as_str(), v.as_str()));
-    for (name, value) in headers.chain(extra) {
-        if value.bytes().any(|b| b == b'\r' || b == b'\n') {
+    for (name, value) in &req.headers {
+        let bad = |s: &str| s.bytes().any(|b| b == b'\r' || b == b'\n');
+        if bad(name) || bad(value) {
             continue;
         }
         h.extend_from_slice(name.as_bytes());

@@ -17,6 +17,8 @@
 //!    limiter's reservation becomes the real usage and parallel slots are freed.
 //! 10. **log**: one access line with durations.
 
+mod convert;
+mod count_tokens;
 mod headers;
 mod record;
 mod relay;
@@ -24,6 +26,7 @@ mod relay;
 use crate::auth::Principal;
 use crate::config::Deployment;
 use crate::error::GatewayError;
+use crate::formats::Format;
 use crate::http1::RequestHead;
 use crate::inbound::{Endpoint, LlmRequest};
 use crate::limits::{AdmitInput, RateHeaders};
@@ -38,6 +41,7 @@ use headers::{litellm_headers, upstream_head};
 use record::Attempt;
 use relay::UsageTap;
 
+pub use count_tokens::handle as count_tokens;
 pub use record::flush_spend;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -100,7 +104,16 @@ pub async fn handle(
             .telemetry
             .identify(caller, worker.shared.auth.master_token());
     }
-    let served = CatchPanic::new(serve(worker, endpoint, caller, body, out, &mut outcome)).await;
+    let forward = convert::forward_headers(head, endpoint);
+    let served = CatchPanic::new(serve(
+        worker,
+        endpoint,
+        (caller, forward),
+        body,
+        out,
+        &mut outcome,
+    ))
+    .await;
     let result = served.unwrap_or_else(|panic| {
         // Tickets and reservations were released while unwinding; only this
         // request fails, and its connection closes.
@@ -114,7 +127,7 @@ pub async fn handle(
             out.abort_stream();
         } else {
             let headers = litellm_headers(err.status(), &outcome);
-            let _ = out.send_error(&err, Some(headers)).await;
+            convert::send_error(out, endpoint.format(), &err, headers).await;
         }
         error = Some(err);
     }
@@ -143,7 +156,7 @@ pub async fn handle(
 async fn serve(
     worker: &Worker,
     endpoint: Endpoint,
-    caller: Result<Principal, GatewayError>,
+    (caller, forward_headers): (Result<Principal, GatewayError>, Vec<(&'static str, String)>),
     body: Bytes,
     out: &mut Responder<'_>,
     outcome: &mut Outcome,
@@ -151,7 +164,8 @@ async fn serve(
     // 1. authenticate
     let principal = caller?;
     // 2. read
-    let req = LlmRequest::parse(endpoint, body)?;
+    let mut req = LlmRequest::parse(endpoint, body)?;
+    req.forward_headers = forward_headers;
     outcome.stream = req.stream;
     // 3. authorize
     let model = principal.resolve_alias(&req.model).to_string();
@@ -234,11 +248,14 @@ async fn attempts<'r>(
     out: &mut Responder<'_>,
     outcome: &mut Outcome,
 ) -> Result<(), GatewayError> {
-    let with_usage = req
-        .stream
+    // A Messages request gets its usage chunk from its translation.
+    let with_usage = (req.stream && req.endpoint.format() == Format::OpenAi)
         .then(|| spend::inject_include_usage(&req.body))
         .flatten()
         .map(Bytes::from);
+    // The Messages request in the internal form, made once when a provider
+    // needs it.
+    let mut internal = None;
     let mut last: Option<AttemptFailure> = None;
     let mut failure: Option<GatewayError> = None;
     outcome.max_fallbacks = Some(plan.max_fallbacks());
@@ -269,12 +286,14 @@ async fn attempts<'r>(
         outcome.retries = plan.attempted_retries();
         outcome.fallbacks = plan.attempted_fallbacks();
         let started = Instant::now();
+        let sent = convert::request_for(req, pick.deployment, &mut internal)?;
         router.on_start(&pick);
         let attempt = Attempt::start(&outcome.call_id, pick.attempt as i32);
         let result = attempt_once(
             worker,
             principal,
             req,
+            sent,
             with_usage.as_ref(),
             &pick,
             prompt,
@@ -289,7 +308,7 @@ async fn attempts<'r>(
                 return Ok(());
             }
             Err(err) => {
-                let failed = AttemptFailure::from_error(record::error_class(&err), &err, &pick);
+                let failed = AttemptFailure::from_error(err.class(), &err, &pick);
                 router.on_end(&pick, started.elapsed(), Err(&failed));
                 // Never retried: a byte reached the client, or the budget said no.
                 if out.started() || matches!(err, GatewayError::BudgetExceeded { .. }) {
@@ -305,12 +324,14 @@ async fn attempts<'r>(
 }
 
 /// Phases 6 to 9 for one pick of the plan: admit, translate, call and relay,
-/// settle and record. Returns the tokens used.
+/// settle and record. Returns the tokens used. `sent` is `req` in the form
+/// the pick's provider takes (see `convert::request_for`).
 #[allow(clippy::too_many_arguments)]
 async fn attempt_once(
     worker: &Worker,
     principal: &Principal,
     req: &LlmRequest,
+    sent: &LlmRequest,
     with_usage: Option<&Bytes>,
     pick: &Pick<'_>,
     prompt: &spend::PromptEstimate<'_>,
@@ -324,32 +345,40 @@ async fn attempt_once(
     let price = spend::price_for(dep, upstream_model);
     let reservation = record::admit(&worker.shared.alerts, principal, req, pick, price).await?;
     // 7 and 8. translate, call and relay
-    let mut tap = UsageTap::new(req.stream);
+    let mut tap = UsageTap::new(req.stream, providers::format_of(dep.provider));
+    let client = req.endpoint.format();
     let result = match providers::http_provider(dep.provider) {
         Some(provider) => {
+            let with_usage = with_usage.filter(|_| provider.accepts_stream_options(dep));
             let strip_usage = with_usage.is_some();
             let upstream_req = match with_usage {
                 Some(body) => {
-                    provider.build_request(&req.with_body(body.clone()), upstream_model, dep)
+                    provider.build_request(&sent.with_body(body.clone()), upstream_model, dep)
                 }
-                None => provider.build_request(req, upstream_model, dep),
+                None => provider.build_request(sent, upstream_model, dep),
             };
-            forward(
-                worker,
-                dep,
-                upstream_req,
-                req.stream,
-                strip_usage,
-                out,
-                outcome,
-                &mut tap,
-                &mut attempt,
-            )
-            .await
+            match upstream_req {
+                Ok(upstream_req) => {
+                    forward(
+                        worker,
+                        dep,
+                        (provider, client),
+                        upstream_req,
+                        req.stream,
+                        strip_usage,
+                        out,
+                        outcome,
+                        &mut tap,
+                        &mut attempt,
+                    )
+                    .await
+                }
+                Err(err) => Err(err),
+            }
         }
         None => {
             serve_mock(
-                req,
+                (sent, client),
                 upstream_model,
                 dep,
                 out,
@@ -402,11 +431,13 @@ async fn attempt_once(
     result.map(|()| usage.prompt_tokens.saturating_add(usage.completion_tokens))
 }
 
-/// Phase 7 for a provider reached over HTTP.
+/// Phase 7 for a provider reached over HTTP; its answer reaches the client
+/// in the client's format.
 #[allow(clippy::too_many_arguments)]
 async fn forward(
     worker: &Worker,
     dep: &Deployment,
+    (provider, client): (&dyn providers::Provider, Format),
     mut req: providers::UpstreamRequest,
     stream: bool,
     strip_usage: bool,
@@ -422,9 +453,9 @@ async fn forward(
         dep.timeout
     };
     if let Some(traceparent) = outcome.telemetry.traceparent() {
-        req.headers.push(("traceparent", traceparent));
+        req.headers.push(("traceparent".into(), traceparent));
     }
-    let head = upstream_head(&req, base, dep);
+    let head = upstream_head(&req, base);
     let started = Instant::now();
     let deadline = started + timeout;
     let sent = worker.upstream.send(base, head, &req.body, deadline).await;
@@ -438,11 +469,7 @@ async fn forward(
             .read_to_end(MAX_ERROR_BODY, timeout)
             .await
             .unwrap_or_default();
-        return Err(relay::error_from_upstream(
-            status,
-            &body,
-            resp.head.retry_after.take(),
-        ));
+        return Err(provider.error(status, &body, resp.head.retry_after.take()));
     }
     let mut headers = litellm_headers(status, outcome);
     if let Some(ra) = &resp.head.retry_after {
@@ -455,7 +482,22 @@ async fn forward(
         .unwrap_or_else(|| "application/json".into());
     let is_stream = resp.head.is_event_stream();
     let io = |_| GatewayError::Unavailable("client connection lost");
-    let mut relay = relay::Relay::new(dep, timeout, deadline, is_stream, strip_usage && is_stream);
+    if !is_stream && !convert::is_passthrough(provider.format(), client) {
+        let limit = crate::formats::MAX_BODY_BYTES;
+        let body = convert::read_body(&mut resp, limit, deadline, dep, timeout).await?;
+        tap.feed(&body);
+        let body = convert::translate_body(Some(provider), client, &body)
+            .map_err(|e| convert::translate_error(dep, e))?;
+        return out
+            .send(status, headers, "application/json", &body)
+            .await
+            .map_err(io);
+    }
+    let translate = is_stream
+        .then(|| convert::stream_translator(Some(provider), client, req.include_usage))
+        .flatten();
+    let mut relay = relay::Relay::new(dep, timeout, deadline, is_stream, strip_usage && is_stream)
+        .translating(translate);
     match resp.content_length() {
         Some(len) if !is_stream => {
             out.start_fixed(status, headers, &content_type, len)
@@ -473,9 +515,10 @@ async fn forward(
     }
 }
 
-/// Phase 7 for the in-process mock provider.
+/// Phase 7 for the in-process mock provider, answering `req` in the
+/// internal form, translated to the `client`'s format.
 async fn serve_mock(
-    req: &LlmRequest,
+    (req, client): (&LlmRequest, Format),
     model: &str,
     dep: &Deployment,
     out: &mut Responder<'_>,
@@ -490,6 +533,7 @@ async fn serve_mock(
             error_type: None,
             provider_code: None,
             retry_after: None,
+            class: crate::error::ErrorClass::from_status(status),
         }),
         MockReply::Success {
             content_type,
@@ -505,9 +549,11 @@ async fn serve_mock(
             attempt.first_byte();
             let headers = litellm_headers(200, outcome);
             let io = |_| GatewayError::Unavailable("client connection lost");
+            let translated = |e| convert::translate_error(dep, e);
             if content_type != "text/event-stream" {
                 let body = parts.concat();
                 tap.feed(&body);
+                let body = convert::translate_body(None, client, &body).map_err(translated)?;
                 return out
                     .send(200, headers, content_type, &body)
                     .await
@@ -516,12 +562,21 @@ async fn serve_mock(
             out.start_stream(200, headers, content_type)
                 .await
                 .map_err(io)?;
+            let mut translate = convert::stream_translator(None, client, false);
             for (i, part) in parts.iter().enumerate() {
                 if i > 0 && !chunk_delay.is_zero() {
                     monoio::time::sleep(chunk_delay).await;
                 }
                 tap.feed(part);
-                out.send_chunk(part).await.map_err(io)?;
+                let mut piece = part.to_vec();
+                if let Some(t) = &mut translate {
+                    piece.clear();
+                    t.feed(part, &mut piece).map_err(translated)?;
+                    if i + 1 == parts.len() {
+                        t.finish(&mut piece).map_err(translated)?;
+                    }
+                }
+                out.send_chunk(&piece).await.map_err(io)?;
             }
             out.end_stream().await.map_err(io)
         }

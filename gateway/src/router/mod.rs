@@ -48,6 +48,7 @@ pub use stats::DeploymentStats;
 pub use strategy::Strategy;
 
 use crate::config::Deployment;
+use crate::error::ErrorClass;
 use cooldown::Cooldowns;
 use stats::{minute_of, Clock, Stats};
 use std::collections::HashMap;
@@ -199,7 +200,7 @@ impl Router {
             Err(f) => f,
         };
         let fault = cooldown::is_deployment_fault(failure.class, failure.status);
-        stats.fail(minute, latency, fault, failure.class == "timeout");
+        stats.fail(minute, latency, fault, failure.class == ErrorClass::Timeout);
         let health = stats.health_in(minute);
         let counted = fault && !self.settings.disable_cooldowns;
         if let (Some(fleet), Some(allowed), true) = (
@@ -233,7 +234,7 @@ impl Router {
             tracing::info!(
                 deployment = %pick.deployment.id,
                 group = %pick.group,
-                class = failure.class,
+                class = failure.class.as_str(),
                 status = failure.status,
                 seconds = time.as_secs_f64(),
                 "deployment cooling down"
@@ -334,11 +335,11 @@ pub(crate) mod tests {
         );
         assert!(!r.is_cooling(&id));
         r.on_start(&pick);
-        let bad = pick.failed("bad_request", 400, None);
+        let bad = pick.failed(ErrorClass::BadRequest, 400, None);
         r.on_end(&pick, Duration::from_millis(5), Err(&bad));
         assert!(!r.is_cooling(&id), "a bad request is the client's");
         r.on_start(&pick);
-        let limited = pick.failed("rate_limit", 429, None);
+        let limited = pick.failed(ErrorClass::RateLimit, 429, None);
         r.on_end(&pick, Duration::from_millis(5), Err(&limited));
         assert!(r.is_cooling(&id), "429 in a group of two");
         assert!(r.stats("nope").is_none() && !r.is_cooling("nope"));
@@ -353,7 +354,7 @@ pub(crate) mod tests {
         let mut plan = old.plan("g", PlanInput::default()).unwrap();
         let pick = plan.next(None).unwrap();
         old.on_start(&pick);
-        let refused = pick.failed("authentication", 401, None);
+        let refused = pick.failed(ErrorClass::Authentication, 401, None);
         old.on_end(&pick, Duration::from_millis(5), Err(&refused));
         assert!(old.is_cooling("a"));
         let deps = old.registry().deployments();
@@ -400,13 +401,13 @@ pub(crate) mod tests {
         r.on_end(
             &pick,
             Duration::ZERO,
-            Err(&pick.failed("bad_request", 400, None)),
+            Err(&pick.failed(ErrorClass::BadRequest, 400, None)),
         );
         assert!(rx.try_recv().is_err(), "a client error is nobody's news");
         r.on_end(
             &pick,
             Duration::ZERO,
-            Err(&pick.failed("rate_limit", 429, None)),
+            Err(&pick.failed(ErrorClass::RateLimit, 429, None)),
         );
         let Ok(FleetEvent::Cooled {
             deployment,
@@ -422,7 +423,7 @@ pub(crate) mod tests {
         let counted = router(models, "allowed_fails: 1").with_fleet(link);
         let mut plan = counted.plan("g", PlanInput::default()).unwrap();
         let pick = plan.next(None).unwrap();
-        let failed = pick.failed("internal_server", 500, None);
+        let failed = pick.failed(ErrorClass::InternalServer, 500, None);
         counted.on_end(&pick, Duration::ZERO, Err(&failed));
         assert_eq!(
             rx.try_recv().unwrap(),
