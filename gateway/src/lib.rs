@@ -15,6 +15,7 @@ pub mod limits;
 pub mod logging;
 pub mod metrics;
 pub mod models;
+pub mod otel;
 pub mod panic_guard;
 pub mod providers;
 pub mod proxy;
@@ -26,6 +27,7 @@ pub mod spend;
 pub mod sse;
 pub mod state;
 pub mod store;
+pub mod telemetry;
 pub mod upstream;
 
 /// Version reported in `x-litellm-version` and the readiness probe.

@@ -153,6 +153,10 @@ fn run(opts: Options) -> Result<(), String> {
         limiter,
     ));
     install_signal_handler(shared.clone())?;
+    shared
+        .tracer
+        .start(&control, shared.tls.clone())
+        .map_err(|e| format!("cannot start the trace exporter: {e}"))?;
     if shared.health.settings().background {
         let health = shared.health.clone();
         control

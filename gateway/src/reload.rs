@@ -31,6 +31,7 @@ struct Fixed {
     model_env_allowlist: Option<Vec<String>>,
     metrics: crate::metrics::MetricsSettings,
     health: crate::control::health::HealthSettings,
+    otel: crate::otel::OtelSettings,
     virtual_keys: Vec<String>,
 }
 
@@ -47,6 +48,7 @@ impl Fixed {
             model_env_allowlist: config.model_env_allowlist.clone(),
             metrics: config.metrics.clone(),
             health: config.health.clone(),
+            otel: config.otel.clone(),
             virtual_keys: config
                 .virtual_keys
                 .iter()
@@ -91,6 +93,10 @@ impl Fixed {
         check(
             self.health != next.health,
             "general_settings health checks (background_health_checks, health_check_interval, health_check_timeout)",
+        );
+        check(
+            self.otel != next.otel,
+            "traces (litellm_settings callbacks otel, OTEL_* variables)",
         );
         check(
             self.virtual_keys != next.virtual_keys,

@@ -38,6 +38,8 @@ pub struct Shared {
     pub database: bool,
     /// Reloads of the config file.
     pub reloader: crate::reload::Reloader,
+    /// OpenTelemetry traces (each core attaches its span buffer).
+    pub tracer: Arc<crate::otel::Tracer>,
     shutting_down: AtomicBool,
     shutdown_tx: watch::Sender<bool>,
     /// Set when the grace period is over: requests still running stop.
@@ -62,6 +64,7 @@ impl Shared {
         let (cut_off_tx, _) = watch::channel(false);
         Shared {
             reloader,
+            tracer: crate::otel::Tracer::new(config.otel.clone()),
             health: Arc::new(crate::control::health::Health::new(
                 config.health.clone(),
                 tls.clone(),

@@ -130,11 +130,14 @@ pub async fn readiness(worker: &Worker, out: &mut Responder<'_>) -> Result<(), G
     } else {
         ("Not connected", "Not connected")
     };
-    let callbacks: &[&str] = if shared.metrics.enabled() {
-        &["prometheus"]
-    } else {
-        &[]
-    };
+    let mut callbacks = Vec::new();
+    if shared.metrics.enabled() {
+        callbacks.push("prometheus");
+    }
+    if shared.tracer.enabled() {
+        callbacks.push("otel");
+    }
+    let (exported, dropped) = shared.tracer.counts();
     let body = serde_json::json!({
         "status": "healthy",
         "db": db,
@@ -149,6 +152,10 @@ pub async fn readiness(worker: &Worker, out: &mut Responder<'_>) -> Result<(), G
             "breaker": breaker,
         },
         "panics_caught": crate::panic_guard::caught(),
+        "otel": shared.tracer.enabled().then(|| serde_json::json!({
+            "spans_exported": exported,
+            "spans_dropped": dropped,
+        })),
     });
     let _ = out
         .send(

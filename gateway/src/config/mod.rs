@@ -6,6 +6,7 @@ mod file;
 mod validate;
 
 pub use file::{ConfigFile, GatewaySettings, GeneralSettings};
+pub(crate) use validate::parse_base;
 pub use validate::{
     deployment_from_json, redact_url, Deployment, EntryError, MockSettings, ServerLimits,
     UpstreamBase,
@@ -88,6 +89,8 @@ pub struct Config {
     pub metrics: crate::metrics::MetricsSettings,
     /// Deployment health checks.
     pub health: crate::control::health::HealthSettings,
+    /// OpenTelemetry traces.
+    pub otel: crate::otel::OtelSettings,
     /// Non-fatal findings (unknown keys), logged at start.
     pub warnings: Vec<String>,
 }

@@ -340,7 +340,10 @@ pub(super) fn validate(
     .map_err(|p| invalid("metrics".into(), p))?;
     let health = crate::control::health::HealthSettings::from_general(&file.general_settings.other)
         .map_err(|p| invalid("general_settings".into(), p))?;
+    let otel = crate::otel::OtelSettings::resolve(file.litellm_settings.as_ref(), lookup)
+        .map_err(|p| invalid("litellm_settings.callbacks (otel)".into(), p))?;
     Ok(Config {
+        otel,
         source: path.to_path_buf(),
         health,
         rate_limits,

@@ -11,19 +11,16 @@
 //! group has another (see `Router::set_healthy`), and
 //! `litellm_deployment_state` follows (0 healthy, 2 unhealthy).
 
+use super::http_once;
 use crate::config::Deployment;
-use crate::http1::parse_response_head;
 use crate::inbound::{Endpoint, LlmRequest};
 use crate::models::Models;
 use crate::providers::{self, MockReply};
 use bytes::Bytes;
-use rustls::pki_types::ServerName;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 
 /// LiteLLM's `DEFAULT_HEALTH_CHECK_PROMPT`.
@@ -34,8 +31,6 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(300);
 /// Probes in flight at once.
 const CONCURRENCY: usize = 64;
-/// Most bytes of an answer read for its error message.
-const MAX_ANSWER: usize = 64 << 10;
 /// Longest error message shown.
 const MAX_ERROR: usize = 500;
 /// Longest interval or timeout an operator may set (a day).
@@ -299,78 +294,29 @@ async fn probe(dep: &Deployment, tls: &Arc<rustls::ClientConfig>) -> Result<(), 
             .collect();
         ("POST", upstream.path.clone(), body)
     };
-    let mut head = format!("{method} {path} HTTP/1.1\r\nhost: {}", base.host);
-    if base.port != if base.tls { 443 } else { 80 } {
-        head.push_str(&format!(":{}", base.port));
-    }
-    head.push_str(&format!(
-        "\r\nuser-agent: gateway/{}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
-        crate::VERSION,
-        body.len()
-    ));
     // The provider's headers already carry the deployment's extra headers.
-    for (name, value) in &upstream.headers {
-        if !value.bytes().any(|b| b == b'\r' || b == b'\n') {
-            head.push_str(&format!("{name}: {value}\r\n"));
-        }
-    }
-    head.push_str("\r\n");
-    let mut request = head.into_bytes();
+    let headers = std::iter::once(("content-type", "application/json")).chain(
+        upstream
+            .headers
+            .iter()
+            .map(|(n, v)| (n.as_ref(), v.as_str())),
+    );
+    let mut request = http_once::head(base, method, &path, body.len(), headers);
     request.extend_from_slice(&body);
-    let tcp = TcpStream::connect((base.host.as_str(), base.port))
-        .await
-        .map_err(|e| format!("cannot connect to {}: {e}", base.url))?;
-    let _ = tcp.set_nodelay(true);
-    let answer = if base.tls {
-        let name = ServerName::try_from(base.host.clone()).map_err(|e| e.to_string())?;
-        let tls = tokio_rustls::TlsConnector::from(tls.clone())
-            .connect(name, tcp)
-            .await
-            .map_err(|e| format!("TLS with {}: {e}", base.host))?;
-        exchange(tls, &request).await
-    } else {
-        exchange(tcp, &request).await
-    }
-    .map_err(|e| format!("{}: {e}", base.url))?;
+    let answer = http_once::exchange(base, &request, tls).await?;
     judge(&answer)
 }
 
-/// Writes `request` and reads the answer (connection closed after it) up to
-/// [`MAX_ANSWER`] bytes.
-async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
-    mut stream: S,
-    request: &[u8],
-) -> std::io::Result<Vec<u8>> {
-    stream.write_all(request).await?;
-    stream.flush().await?;
-    let mut answer = Vec::with_capacity(4096);
-    let mut chunk = [0u8; 4096];
-    while answer.len() < MAX_ANSWER {
-        let n = stream.read(&mut chunk).await?;
-        if n == 0 {
-            break;
-        }
-        answer.extend_from_slice(&chunk[..n]);
-    }
-    Ok(answer)
-}
-
 /// Healthy on a 2xx; otherwise the status and the upstream's message.
-fn judge(answer: &[u8]) -> Result<(), String> {
-    let (head, len) = match parse_response_head(answer) {
-        Ok(Some(parsed)) => parsed,
-        Ok(None) => return Err("the answer ended before its head".into()),
-        Err(e) => return Err(format!("not an HTTP answer: {e}")),
-    };
-    if (200..300).contains(&head.status) {
+fn judge(answer: &http_once::Answer) -> Result<(), String> {
+    if (200..300).contains(&answer.status) {
         return Ok(());
     }
-    let body = &answer[len..];
-    let message = serde_json::from_slice::<Value>(body)
+    let message = serde_json::from_slice::<Value>(&answer.body)
         .ok()
         .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
-        .unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_string());
-    Err(format!("status {}: {message}", head.status))
+        .unwrap_or_else(|| String::from_utf8_lossy(&answer.body).trim().to_string());
+    Err(format!("status {}: {message}", answer.status))
 }
 
 #[cfg(test)]
@@ -401,11 +347,16 @@ mod tests {
 
     #[test]
     fn answers_are_judged_by_status_with_the_upstream_message() {
-        assert!(judge(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}").is_ok());
-        let err = judge(b"HTTP/1.1 401 Unauthorized\r\n\r\n{\"error\":{\"message\":\"bad key\"}}")
-            .unwrap_err();
+        let answer = |status, body: &[u8]| http_once::Answer {
+            status,
+            body: body.to_vec(),
+        };
+        assert!(judge(&answer(200, b"{}")).is_ok());
+        let err = judge(&answer(401, b"{\"error\":{\"message\":\"bad key\"}}")).unwrap_err();
         assert_eq!(err, "status 401: bad key");
-        assert!(judge(b"SSH-2.0\r\n\r\n").is_err());
-        assert!(judge(b"").is_err());
+        assert_eq!(
+            judge(&answer(502, b" down ")).unwrap_err(),
+            "status 502: down"
+        );
     }
 }

@@ -6,6 +6,7 @@
 pub mod alerts;
 pub mod cooldowns;
 pub mod health;
+pub mod http_once;
 pub mod listener;
 mod spool;
 mod writer;

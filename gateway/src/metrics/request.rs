@@ -37,8 +37,16 @@ pub struct RequestMetrics {
     remaining: (Option<u64>, Option<u64>),
 }
 
-/// What [`RequestMetrics::finish`] needs of the end of a request.
+/// What the end of a request says (for metrics and traces).
 pub struct Finish<'a> {
+    /// The call id the client got.
+    pub call_id: &'a str,
+    /// The model group asked for, once read.
+    pub requested: Option<&'a str>,
+    /// Retries made.
+    pub retries: u32,
+    /// Fallback groups tried.
+    pub fallbacks: u32,
     /// The request path as called.
     pub path: &'a str,
     /// The endpoint's path without `/v1` (`/chat/completions`).

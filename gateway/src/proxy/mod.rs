@@ -69,8 +69,8 @@ pub(crate) struct Outcome {
     rate: Option<RateHeaders>,
     /// Tokens the attempts really used, for the limiter's reconciliation.
     tokens_used: u64,
-    /// What the Prometheus metrics record of the request.
-    metrics: crate::metrics::RequestMetrics,
+    /// What metrics and traces record of the request.
+    telemetry: crate::telemetry::Telemetry,
 }
 
 /// Serves one OpenAI-style LLM request on `endpoint`; `caller` is the
@@ -97,11 +97,11 @@ pub async fn handle(
         max_fallbacks: None,
         rate: None,
         tokens_used: 0,
-        metrics: Default::default(),
+        telemetry: crate::telemetry::Telemetry::begin(head, received_at),
     };
     if let Ok(caller) = &caller {
         outcome
-            .metrics
+            .telemetry
             .identify(caller, worker.shared.auth.master_token());
     }
     let forward = convert::forward_headers(head, endpoint);
@@ -138,7 +138,11 @@ pub async fn handle(
         &outcome,
         error.as_ref(),
     );
-    outcome.metrics.finish(crate::metrics::Finish {
+    outcome.telemetry.finish(crate::metrics::Finish {
+        call_id: &outcome.call_id,
+        requested: outcome.requested.as_deref(),
+        retries: outcome.retries,
+        fallbacks: outcome.fallbacks,
         path: head.path(),
         endpoint: endpoint.path_suffix(),
         status: out.status(),
@@ -167,7 +171,7 @@ async fn serve(
     let model = principal.resolve_alias(&req.model).to_string();
     outcome.requested = Some(model.clone());
     outcome
-        .metrics
+        .telemetry
         .requested(req.end_user.as_deref(), &model, || {
             let router = worker.shared.models.router();
             router.registry().resolve(&model).is_some()
@@ -428,7 +432,7 @@ async fn attempt_once(
         error: result.as_ref().err(),
     });
     outcome
-        .metrics
+        .telemetry
         .attempt(principal, &row, pick.fallback_depth, req.stream);
     record::submit(worker, row);
     result.map(|()| usage.prompt_tokens.saturating_add(usage.completion_tokens))
@@ -441,7 +445,7 @@ async fn forward(
     worker: &Worker,
     dep: &Deployment,
     (provider, client): (&dyn providers::Provider, Format),
-    req: providers::UpstreamRequest,
+    mut req: providers::UpstreamRequest,
     stream: bool,
     strip_usage: bool,
     out: &mut Responder<'_>,
@@ -455,6 +459,9 @@ async fn forward(
     } else {
         dep.timeout
     };
+    if let Some(traceparent) = outcome.telemetry.traceparent() {
+        req.headers.push(("traceparent".into(), traceparent));
+    }
     let head = upstream_head(&req, base);
     let started = Instant::now();
     let deadline = started + timeout;
@@ -462,7 +469,7 @@ async fn forward(
     outcome.upstream_wait = started.elapsed();
     let mut resp = sent.map_err(|e| relay::upstream_error(e, dep, timeout))?;
     attempt.first_byte();
-    outcome.metrics.upstream_head(&resp.head);
+    outcome.telemetry.upstream_head(&resp.head);
     let status = resp.head.status;
     if status >= 400 {
         let body = resp
