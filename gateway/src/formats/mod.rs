@@ -24,6 +24,9 @@ pub enum Format {
     OpenAi,
     /// Anthropic's Messages API.
     Anthropic,
+    /// AWS Bedrock's Converse API (a provider's format only: JSON answers,
+    /// binary event streams).
+    Bedrock,
 }
 
 /// Most bytes of one translated stream event; a larger event ends the

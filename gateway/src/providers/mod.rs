@@ -8,8 +8,11 @@
 
 pub mod anthropic;
 mod azure;
+pub mod bedrock;
+pub mod eventstream;
 mod mock;
 mod openai;
+pub mod sigv4;
 
 pub use mock::{reply as mock_reply, MockReply};
 
@@ -31,6 +34,8 @@ pub enum ProviderKind {
     AzureAi,
     /// Anthropic's Messages API (`anthropic/`).
     Anthropic,
+    /// AWS Bedrock's Converse API (`bedrock/`).
+    Bedrock,
     /// The in-process mock: no network.
     Mock,
 }
@@ -100,6 +105,7 @@ const PROVIDERS: &[(&str, ProviderSpec)] = &[
         "anthropic",
         spec(ProviderKind::Anthropic, Some("https://api.anthropic.com")),
     ),
+    ("bedrock", spec(ProviderKind::Bedrock, None)),
     ("mock", spec(ProviderKind::Mock, None)),
 ];
 
@@ -194,6 +200,7 @@ pub fn http_provider(kind: ProviderKind) -> Option<&'static dyn Provider> {
         ProviderKind::Azure => Some(&azure::AZURE),
         ProviderKind::AzureAi => Some(&azure::AZURE_AI),
         ProviderKind::Anthropic => Some(&anthropic::Anthropic),
+        ProviderKind::Bedrock => Some(&bedrock::Bedrock),
         ProviderKind::Mock => None,
     }
 }

@@ -106,7 +106,8 @@ pub(super) fn translate_body(
         None => body.to_vec(),
     };
     match client {
-        Format::OpenAi => Ok(internal),
+        // No client speaks a provider-only format.
+        Format::OpenAi | Format::Bedrock => Ok(internal),
         Format::Anthropic => formats::anthropic::from_chat(&internal),
     }
 }
@@ -124,7 +125,7 @@ pub(super) fn stream_translator(
     }
     let to_internal = provider.and_then(|p| p.stream_to_internal(include_usage));
     let to_client: Option<Box<dyn StreamTranslator>> = match client {
-        Format::OpenAi => None,
+        Format::OpenAi | Format::Bedrock => None,
         Format::Anthropic => Some(Box::new(Events::new(
             formats::anthropic::ChatToMessages::new(),
         ))),
@@ -143,7 +144,7 @@ pub(super) async fn send_error(
     mut head: HeadBuilder,
 ) {
     match client {
-        Format::OpenAi => {
+        Format::OpenAi | Format::Bedrock => {
             let _ = out.send_error(err, Some(head)).await;
         }
         Format::Anthropic => {

@@ -4,7 +4,7 @@
 use crate::config::Deployment;
 use crate::error::GatewayError;
 use crate::formats::{Format, StreamTranslator};
-use crate::providers::anthropic;
+use crate::providers::{anthropic, bedrock};
 use crate::server::Responder;
 use crate::spend::{self, StreamUsage, Usage};
 use crate::sse::UsageChunkFilter;
@@ -30,6 +30,8 @@ pub(super) enum UsageTap {
     Stream { usage: StreamUsage },
     /// An Anthropic Messages event stream.
     Messages { usage: anthropic::StreamUsage },
+    /// A Bedrock ConverseStream answer, decoded for its `metadata` event.
+    Converse { usage: Box<bedrock::ConverseToChat> },
 }
 
 impl UsageTap {
@@ -46,6 +48,9 @@ impl UsageTap {
             },
             (true, Format::Anthropic) => UsageTap::Messages {
                 usage: anthropic::StreamUsage::default(),
+            },
+            (true, Format::Bedrock) => UsageTap::Converse {
+                usage: Box::new(bedrock::ConverseToChat::new(false)),
             },
         }
     }
@@ -70,6 +75,11 @@ impl UsageTap {
             }
             UsageTap::Stream { usage, .. } => usage.feed(bytes),
             UsageTap::Messages { usage } => usage.feed(bytes),
+            UsageTap::Converse { usage } => {
+                // A broken stream is the relay's error; the tap keeps what
+                // it read.
+                let _ = usage.feed(bytes, &mut Vec::new());
+            }
         }
     }
 
@@ -91,11 +101,16 @@ impl UsageTap {
                     (Format::OpenAi, true) => spend::from_response_tail(&bytes),
                     (Format::Anthropic, false) => anthropic::usage_from_body(&bytes),
                     (Format::Anthropic, true) => anthropic::usage_from_tail(&bytes),
+                    (Format::Bedrock, false) => bedrock::usage_from_body(&bytes),
+                    // Converse answers put `usage` after the message: a
+                    // cut body is estimated.
+                    (Format::Bedrock, true) => None,
                 };
                 reported.unwrap_or_else(estimate)
             }
             UsageTap::Stream { usage } => usage.finish(|| prompt.get()).0,
             UsageTap::Messages { usage } => usage.finish(|| prompt.get()),
+            UsageTap::Converse { usage } => usage.usage().unwrap_or_else(estimate),
         }
     }
 }
