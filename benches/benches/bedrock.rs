@@ -1,0 +1,100 @@
+//! Bedrock's protocol work: SigV4 signing of a 1 KB and a 64 KB body, the
+//! event-stream decoder over one text-delta message, and the Converse
+//! translators (a chat request, a whole answer, one stream message into
+//! chat chunks).
+
+use benches::chat_body;
+use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use gateway::formats::StreamTranslator;
+use gateway::providers::bedrock;
+use gateway::providers::eventstream::{encode_event, Decoder};
+use gateway::providers::sigv4::{sign, Credentials, SigningInput};
+use serde_json::json;
+
+fn signing(c: &mut Criterion) {
+    let mut g = c.benchmark_group("sigv4_sign");
+    let creds = Credentials {
+        access_key_id: "AKIDEXAMPLE".into(),
+        secret_access_key: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY".into(),
+        session_token: None,
+    };
+    for size in [1 << 10, 64 << 10] {
+        let body = chat_body(size);
+        g.throughput(Throughput::Bytes(body.len() as u64));
+        g.bench_with_input(BenchmarkId::from_parameter(size), &body, |b, body| {
+            b.iter(|| {
+                black_box(sign(
+                    &creds,
+                    &SigningInput {
+                        method: "POST",
+                        path: "/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse",
+                        query: "",
+                        headers: &[
+                            ("host", "bedrock-runtime.us-east-1.amazonaws.com"),
+                            ("content-type", "application/json"),
+                        ],
+                        payload: &[body],
+                        amz_date: "20250101T000000Z",
+                        region: "us-east-1",
+                        service: "bedrock",
+                        double_encode: true,
+                    },
+                ))
+            })
+        });
+    }
+    g.finish();
+}
+
+fn decoding(c: &mut Criterion) {
+    let msg = encode_event(
+        "contentBlockDelta",
+        br#"{"contentBlockIndex":0,"delta":{"text":" tok0042"},"p":"abcdefghijklmnop"}"#,
+    );
+    c.bench_function("eventstream_decode_message", |b| {
+        let mut d = Decoder::new();
+        b.iter(|| {
+            let mut n = 0;
+            d.feed(black_box(&msg), &mut |m| {
+                n += m.payload.len();
+                Ok(())
+            })
+            .unwrap();
+            black_box(n)
+        })
+    });
+}
+
+fn translators(c: &mut Criterion) {
+    let mut g = c.benchmark_group("translate_bedrock");
+    let chat = chat_body(1 << 10);
+    g.bench_function("chat_to_converse_1k", |b| {
+        b.iter(|| black_box(bedrock::request_from_chat(&chat).unwrap()))
+    });
+    let answer = serde_json::to_vec(&json!({
+        "output": {"message": {"role": "assistant", "content": [{"text": "word ".repeat(200)}]}},
+        "stopReason": "end_turn",
+        "usage": {"inputTokens": 1000, "outputTokens": 200, "totalTokens": 1200},
+    }))
+    .unwrap();
+    g.bench_function("converse_to_chat", |b| {
+        b.iter(|| black_box(bedrock::response_to_chat(&answer).unwrap()))
+    });
+    let msg = encode_event(
+        "contentBlockDelta",
+        br#"{"contentBlockIndex":0,"delta":{"text":" tok0042"}}"#,
+    );
+    g.bench_function("converse_stream_message_to_chat", |b| {
+        let mut t = bedrock::ConverseToChat::new(true);
+        let mut out = Vec::with_capacity(512);
+        b.iter(|| {
+            out.clear();
+            t.feed(black_box(&msg), &mut out).unwrap();
+            black_box(out.len())
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, signing, decoding, translators);
+criterion_main!(benches);
