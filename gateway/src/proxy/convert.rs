@@ -46,7 +46,10 @@ pub(super) fn request_for<'a>(
     let chat = match internal.take() {
         Some(chat) => chat,
         None => {
-            let body = formats::anthropic::to_chat(&req.body, &req.model)?;
+            let body = match client {
+                Format::Responses => formats::responses::to_chat(&req.body, &req.model)?,
+                _ => formats::anthropic::to_chat(&req.body, &req.model)?,
+            };
             let mut chat = LlmRequest::parse(Endpoint::ChatCompletions, Bytes::from(body))?;
             chat.fallbacks = req.fallbacks.clone();
             chat.num_retries = req.num_retries;
@@ -109,6 +112,7 @@ pub(super) fn translate_body(
         // No client speaks a provider-only format.
         Format::OpenAi | Format::Bedrock => Ok(internal),
         Format::Anthropic => formats::anthropic::from_chat(&internal),
+        Format::Responses => formats::responses::from_chat(&internal),
     }
 }
 
@@ -129,6 +133,9 @@ pub(super) fn stream_translator(
         Format::Anthropic => Some(Box::new(Events::new(
             formats::anthropic::ChatToMessages::new(),
         ))),
+        Format::Responses => Some(Box::new(Events::new(
+            formats::responses::ChatToResponses::new(),
+        ))),
     };
     match (to_internal, to_client) {
         (Some(a), Some(b)) => Some(Box::new(Chain(a, b))),
@@ -144,7 +151,7 @@ pub(super) async fn send_error(
     mut head: HeadBuilder,
 ) {
     match client {
-        Format::OpenAi | Format::Bedrock => {
+        Format::OpenAi | Format::Bedrock | Format::Responses => {
             let _ = out.send_error(err, Some(head)).await;
         }
         Format::Anthropic => {

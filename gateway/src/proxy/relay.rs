@@ -43,7 +43,7 @@ impl UsageTap {
                 overflowed: false,
                 format,
             },
-            (true, Format::OpenAi) => UsageTap::Stream {
+            (true, Format::OpenAi | Format::Responses) => UsageTap::Stream {
                 usage: StreamUsage::new(),
             },
             (true, Format::Anthropic) => UsageTap::Messages {
@@ -97,8 +97,10 @@ impl UsageTap {
                 format,
             } => {
                 let reported = match (format, overflowed) {
-                    (Format::OpenAi, false) => spend::from_response_body(&bytes),
-                    (Format::OpenAi, true) => spend::from_response_tail(&bytes),
+                    (Format::OpenAi | Format::Responses, false) => {
+                        spend::from_response_body(&bytes)
+                    }
+                    (Format::OpenAi | Format::Responses, true) => spend::from_response_tail(&bytes),
                     (Format::Anthropic, false) => anthropic::usage_from_body(&bytes),
                     (Format::Anthropic, true) => anthropic::usage_from_tail(&bytes),
                     (Format::Bedrock, false) => bedrock::usage_from_body(&bytes),
