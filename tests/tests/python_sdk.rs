@@ -1,9 +1,9 @@
 //! The official OpenAI and Anthropic Python SDKs against the gateway
 //! (`tests/python/test_openai_sdk.py`, `tests/python/test_anthropic_sdk.py`):
 //! OpenAI's SDK (chat, streaming, embeddings, `responses.create` bridged) to
-//! an OpenAI-compatible, an Azure, an Anthropic and a Bedrock deployment;
+//! an OpenAI-compatible, an Azure, an Anthropic, a Bedrock and a Gemini deployment;
 //! Anthropic's SDK on `/v1/messages` to an Anthropic deployment (passed
-//! through), an OpenAI one and a Bedrock one (translated).
+//! through), an OpenAI one, a Bedrock one and a Gemini one (translated).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -127,6 +127,12 @@ fn gateway(mock: &MockServer) -> Gateway {
             "aws_region_name": "us-east-1",
         }}),
     );
+    add_model(
+        &mut config,
+        json!({"model_name": "gemini-flash", "litellm_params": {
+            "model": "gemini/gemini-2.0-flash", "api_base": bare, "api_key": "mock-gemini-api-key",
+        }}),
+    );
     Gateway::start_json(&config, &[])
 }
 
@@ -140,6 +146,7 @@ fn openai_python_sdk() {
         ("azure-gpt", "azure-embed"),
         ("claude", "text-embedding-3-small"),
         ("bedrock-claude", "text-embedding-3-small"),
+        ("gemini-flash", "text-embedding-3-small"),
     ] {
         run_script(
             "test_openai_sdk.py",
@@ -158,7 +165,12 @@ fn anthropic_python_sdk() {
     let mock = MockServer::start(&[]);
     let gw = gateway(&mock);
     let base_url = format!("http://127.0.0.1:{}", gw.port());
-    for (model, tools) in [("claude", "1"), ("gpt-4o", "0"), ("bedrock-claude", "1")] {
+    for (model, tools) in [
+        ("claude", "1"),
+        ("gpt-4o", "0"),
+        ("bedrock-claude", "1"),
+        ("gemini-flash", "1"),
+    ] {
         run_script(
             "test_anthropic_sdk.py",
             &[

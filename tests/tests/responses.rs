@@ -1,6 +1,6 @@
 //! OpenAI's Responses API (`POST /v1/responses`, `/responses`) bridged
 //! through chat completions to every kind of deployment: the in-process
-//! mock, an OpenAI-compatible, an Anthropic and a Bedrock one on the
+//! mock, an OpenAI-compatible, an Anthropic, a Bedrock and a Gemini one on the
 //! faithful mock; whole and streamed, with function tools; keys and errors
 //! as on chat completions.
 
@@ -19,6 +19,7 @@ fn start(mock: &MockServer) -> Gateway {
                 "api_base": base, "aws_access_key_id": "AKIDMOCK",
                 "aws_secret_access_key": "mock-aws-secret-access-key", "aws_region_name": "us-east-1",
             }},
+            {"model_name": "gemini", "litellm_params": {"model": "gemini/gemini-2.0-flash", "api_base": base, "api_key": "mock-gemini-api-key"}},
         ],
         "general_settings": {"master_key": MASTER_KEY},
     });
@@ -67,6 +68,7 @@ fn responses_are_served_by_every_provider_whole_and_streamed() {
         ("gpt", "lorem ipsum dolor"),
         ("claude", "lorem ipsum dolor"),
         ("bedrock", "lorem ipsum dolor"),
+        ("gemini", "lorem ipsum dolor"),
     ] {
         let resp = gw.post(
             "/v1/responses",
@@ -114,7 +116,7 @@ fn responses_call_function_tools_and_refuse_what_cannot_be_bridged() {
     let mock = MockServer::start(&["--completion-tokens", "2"]);
     let gw = start(&mock);
     let tools = json!([{"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]);
-    for model in ["claude", "bedrock"] {
+    for model in ["claude", "bedrock", "gemini"] {
         let resp = gw.post(
             "/v1/responses",
             &json!({"model": model, "input": "weather?", "tools": tools, "tool_choice": "required"}),

@@ -418,6 +418,7 @@ fn provider_env(kind: ProviderKind) -> [Option<&'static str>; 4] {
             None,
             None,
         ],
+        ProviderKind::Gemini => [Some("GEMINI_API_BASE"), Some("GEMINI_API_KEY"), None, None],
         ProviderKind::OpenAiCompatible | ProviderKind::Mock | ProviderKind::Bedrock => [None; 4],
     }
 }

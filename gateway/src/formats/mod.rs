@@ -25,6 +25,8 @@ pub enum Format {
     OpenAi,
     /// Anthropic's Messages API.
     Anthropic,
+    /// Google's Gemini API (a provider's format only).
+    Gemini,
     /// OpenAI's Responses API (a client format only, bridged through chat
     /// completions).
     Responses,

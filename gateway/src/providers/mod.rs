@@ -10,6 +10,7 @@ pub mod anthropic;
 mod azure;
 pub mod bedrock;
 pub mod eventstream;
+pub mod gemini;
 mod mock;
 mod openai;
 pub mod sigv4;
@@ -36,6 +37,8 @@ pub enum ProviderKind {
     Anthropic,
     /// AWS Bedrock's Converse API (`bedrock/`).
     Bedrock,
+    /// Google AI Studio's Gemini API (`gemini/`).
+    Gemini,
     /// The in-process mock: no network.
     Mock,
 }
@@ -106,6 +109,13 @@ const PROVIDERS: &[(&str, ProviderSpec)] = &[
         spec(ProviderKind::Anthropic, Some("https://api.anthropic.com")),
     ),
     ("bedrock", spec(ProviderKind::Bedrock, None)),
+    (
+        "gemini",
+        spec(
+            ProviderKind::Gemini,
+            Some("https://generativelanguage.googleapis.com"),
+        ),
+    ),
     ("mock", spec(ProviderKind::Mock, None)),
 ];
 
@@ -201,6 +211,7 @@ pub fn http_provider(kind: ProviderKind) -> Option<&'static dyn Provider> {
         ProviderKind::AzureAi => Some(&azure::AZURE_AI),
         ProviderKind::Anthropic => Some(&anthropic::Anthropic),
         ProviderKind::Bedrock => Some(&bedrock::Bedrock),
+        ProviderKind::Gemini => Some(&gemini::Gemini),
         ProviderKind::Mock => None,
     }
 }

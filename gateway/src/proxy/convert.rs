@@ -110,7 +110,7 @@ pub(super) fn translate_body(
     };
     match client {
         // No client speaks a provider-only format.
-        Format::OpenAi | Format::Bedrock => Ok(internal),
+        Format::OpenAi | Format::Bedrock | Format::Gemini => Ok(internal),
         Format::Anthropic => formats::anthropic::from_chat(&internal),
         Format::Responses => formats::responses::from_chat(&internal),
     }
@@ -129,7 +129,7 @@ pub(super) fn stream_translator(
     }
     let to_internal = provider.and_then(|p| p.stream_to_internal(include_usage));
     let to_client: Option<Box<dyn StreamTranslator>> = match client {
-        Format::OpenAi | Format::Bedrock => None,
+        Format::OpenAi | Format::Bedrock | Format::Gemini => None,
         Format::Anthropic => Some(Box::new(Events::new(
             formats::anthropic::ChatToMessages::new(),
         ))),
@@ -151,7 +151,7 @@ pub(super) async fn send_error(
     mut head: HeadBuilder,
 ) {
     match client {
-        Format::OpenAi | Format::Bedrock | Format::Responses => {
+        Format::OpenAi | Format::Bedrock | Format::Gemini | Format::Responses => {
             let _ = out.send_error(err, Some(head)).await;
         }
         Format::Anthropic => {

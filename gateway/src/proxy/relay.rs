@@ -4,7 +4,7 @@
 use crate::config::Deployment;
 use crate::error::GatewayError;
 use crate::formats::{Format, StreamTranslator};
-use crate::providers::{anthropic, bedrock};
+use crate::providers::{anthropic, bedrock, gemini};
 use crate::server::Responder;
 use crate::spend::{self, StreamUsage, Usage};
 use crate::sse::UsageChunkFilter;
@@ -30,8 +30,12 @@ pub(super) enum UsageTap {
     Stream { usage: StreamUsage },
     /// An Anthropic Messages event stream.
     Messages { usage: anthropic::StreamUsage },
-    /// A Bedrock ConverseStream answer, decoded for its `metadata` event.
-    Converse { usage: Box<bedrock::ConverseToChat> },
+    /// A stream in a provider's own framing (Bedrock's event stream,
+    /// Gemini's answers), translated to the internal form to read its usage.
+    Translated {
+        translator: Box<dyn StreamTranslator>,
+        usage: StreamUsage,
+    },
 }
 
 impl UsageTap {
@@ -49,8 +53,13 @@ impl UsageTap {
             (true, Format::Anthropic) => UsageTap::Messages {
                 usage: anthropic::StreamUsage::default(),
             },
-            (true, Format::Bedrock) => UsageTap::Converse {
-                usage: Box::new(bedrock::ConverseToChat::new(false)),
+            (true, Format::Bedrock) => UsageTap::Translated {
+                translator: Box::new(bedrock::ConverseToChat::new(true)),
+                usage: StreamUsage::new(),
+            },
+            (true, Format::Gemini) => UsageTap::Translated {
+                translator: Box::new(crate::formats::Events::new(gemini::GeminiToChat::new(true))),
+                usage: StreamUsage::new(),
             },
         }
     }
@@ -75,10 +84,12 @@ impl UsageTap {
             }
             UsageTap::Stream { usage, .. } => usage.feed(bytes),
             UsageTap::Messages { usage } => usage.feed(bytes),
-            UsageTap::Converse { usage } => {
+            UsageTap::Translated { translator, usage } => {
                 // A broken stream is the relay's error; the tap keeps what
                 // it read.
-                let _ = usage.feed(bytes, &mut Vec::new());
+                let mut internal = Vec::new();
+                let _ = translator.feed(bytes, &mut internal);
+                usage.feed(&internal);
             }
         }
     }
@@ -107,12 +118,22 @@ impl UsageTap {
                     // Converse answers put `usage` after the message: a
                     // cut body is estimated.
                     (Format::Bedrock, true) => None,
+                    (Format::Gemini, false) => gemini::usage_from_body(&bytes),
+                    (Format::Gemini, true) => None,
                 };
                 reported.unwrap_or_else(estimate)
             }
             UsageTap::Stream { usage } => usage.finish(|| prompt.get()).0,
             UsageTap::Messages { usage } => usage.finish(|| prompt.get()),
-            UsageTap::Converse { usage } => usage.usage().unwrap_or_else(estimate),
+            UsageTap::Translated {
+                mut translator,
+                mut usage,
+            } => {
+                let mut internal = Vec::new();
+                let _ = translator.finish(&mut internal);
+                usage.feed(&internal);
+                usage.finish(|| prompt.get()).0
+            }
         }
     }
 }

@@ -175,6 +175,10 @@ impl<S: AsyncReadRent + AsyncWriteRent> Conn<S> {
                     status,
                     controls.error_message.as_deref().unwrap_or("mock error"),
                 ),
+                Route::GenerateContent => api::gemini::error(
+                    status,
+                    controls.error_message.as_deref().unwrap_or("mock error"),
+                ),
                 Route::Converse => api::bedrock::error(
                     status,
                     controls.error_message.as_deref().unwrap_or("mock error"),

@@ -9,10 +9,9 @@
 //! message (`:message-type` `exception` or `error`) becomes an error chunk
 //! and ends the stream.
 
-use super::response::{completion_id, finish_reason, openai_usage, usage_of};
+use super::response::{completion_id, finish_reason, openai_usage};
 use crate::formats::{unix_now, write_event, StreamTranslator, TranslateError, DONE};
 use crate::providers::eventstream::{Decoder, FrameError, Message};
-use crate::spend::Usage;
 use serde_json::{json, Value};
 
 /// Translates ConverseStream messages into chat completion chunks.
@@ -23,8 +22,7 @@ pub struct ConverseToChat {
     created: u64,
     /// OpenAI index of the current tool call (-1: none yet).
     tool_index: i64,
-    /// The usage of the `metadata` event.
-    usage: Option<Usage>,
+    /// The usage of the `metadata` event, in OpenAI's shape.
     usage_json: Option<Value>,
     finished: bool,
     done: bool,
@@ -39,16 +37,10 @@ impl ConverseToChat {
             id: completion_id(),
             created: unix_now(),
             tool_index: -1,
-            usage: None,
             usage_json: None,
             finished: false,
             done: false,
         }
-    }
-
-    /// The usage the stream reported so far.
-    pub fn usage(&self) -> Option<Usage> {
-        self.usage
     }
 
     fn chunk(&self, out: &mut Vec<u8>, delta: Value, finish: Option<&str>) {
@@ -130,7 +122,6 @@ impl ConverseToChat {
                 self.chunk(out, json!({}), Some(finish_reason(stop)));
             }
             "metadata" => {
-                self.usage = Some(usage_of(&event["usage"]));
                 self.usage_json = Some(openai_usage(&event["usage"]));
                 self.stop(out);
             }
@@ -269,7 +260,6 @@ mod tests {
                 None => first = Some(got),
                 Some(f) => assert_eq!(f, &got, "split at {split}"),
             }
-            assert_eq!(t.usage().map(|u| u.prompt_tokens), Some(4));
         }
         let got = first.unwrap();
         let text: String = got

@@ -8,6 +8,7 @@ pub mod bedrock;
 pub mod chat;
 pub mod embeddings;
 pub mod errors;
+pub mod gemini;
 pub mod text;
 
 use serde::Serialize;
@@ -30,6 +31,9 @@ pub enum Route {
     CountTokens,
     /// `POST …/model/{id}/converse` and `…/converse-stream` (AWS Bedrock).
     Converse,
+    /// `POST …/models/{model}:generateContent` and
+    /// `…:streamGenerateContent` (Gemini).
+    GenerateContent,
     /// `GET …/models`.
     Models,
     /// `GET /_stats`.
@@ -51,6 +55,7 @@ impl Route {
                 | Route::Messages
                 | Route::CountTokens
                 | Route::Converse
+                | Route::GenerateContent
         )
     }
 }
@@ -69,6 +74,7 @@ pub fn route(method: &str, path: &str) -> Route {
         "POST" if path.ends_with("/messages") => Route::Messages,
         "POST" if path.ends_with("/messages/count_tokens") => Route::CountTokens,
         "POST" if bedrock::parse_path(path).is_some() => Route::Converse,
+        "POST" if gemini::parse_path(path).is_some() => Route::GenerateContent,
         "GET" if path.ends_with("/models") => Route::Models,
         _ => Route::NotFound,
     }
@@ -91,6 +97,7 @@ pub fn handle(route: Route, ctx: &Ctx<'_>, body: &serde_json::Value) -> Reply {
         Route::Messages => anthropic::handle(ctx, body),
         Route::CountTokens => anthropic::count_tokens(ctx, body),
         Route::Converse => bedrock::handle(ctx, body),
+        Route::GenerateContent => gemini::handle(ctx, body),
         Route::Models | Route::Stats | Route::StatsReset | Route::NotFound => {
             errors::bad_request("not an LLM endpoint")
         }
