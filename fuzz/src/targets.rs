@@ -341,16 +341,13 @@ pub fn eventstream(data: &[u8]) {
         let mut got = Vec::new();
         let mut from = 0;
         for &to in cuts.iter().chain(std::iter::once(&data.len())) {
-            let r = d.feed(&data[from..to], &mut |m| {
+            d.feed(&data[from..to], &mut |m| {
                 got.push(m);
                 Ok(())
-            });
-            if let Err(e) = r {
-                return Err(e);
-            }
+            })?;
             from = to;
         }
-        Ok(got)
+        Ok::<_, gateway::providers::eventstream::FrameError>(got)
     };
     assert_eq!(decode(&[]), decode(&splits(data)));
     const TYPES: [&str; 7] = [
