@@ -510,12 +510,19 @@ fn deployment(
                         ),
                     )
                 })?;
-            Some(parse_base(&url).map_err(|e| {
+            let mut base = parse_base(&url).map_err(|e| {
                 bad(
                     "litellm_params.api_base",
                     format!("litellm_params.api_base \"{url}\": {e}"),
                 )
-            })?)
+            })?;
+            // LiteLLM's Ollama bases name the server; its OpenAI API is below `/v1`.
+            if matches!(provider_name.as_str(), "ollama" | "ollama_chat")
+                && !base.path.ends_with("/v1")
+            {
+                base.path.push_str("/v1");
+            }
+            Some(base)
         }
     };
     for key in params.other.keys() {

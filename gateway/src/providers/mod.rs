@@ -74,6 +74,10 @@ const PROVIDERS: &[(&str, ProviderSpec)] = &[
         openai_like(Some("https://api.openai.com/v1")),
     ),
     ("hosted_vllm", openai_like(None)),
+    // Ollama through its OpenAI-compatible API (`/v1` is appended to a
+    // base without it, see `config`).
+    ("ollama", openai_like(Some("http://localhost:11434"))),
+    ("ollama_chat", openai_like(Some("http://localhost:11434"))),
     ("openai_like", openai_like(None)),
     ("litellm_proxy", openai_like(None)),
     ("lm_studio", openai_like(None)),
