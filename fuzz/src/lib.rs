@@ -66,6 +66,10 @@ pub const TARGETS: &[Target] = &[
         name: "translate",
         run: targets::translate,
     },
+    Target {
+        name: "eventstream",
+        run: targets::eventstream,
+    },
 ];
 
 /// The target called `name`.

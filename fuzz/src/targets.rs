@@ -326,3 +326,58 @@ pub fn config(data: &[u8]) {
     };
     let _ = gateway::config::Config::parse(std::path::Path::new("fuzz.yaml"), text, &lookup);
 }
+
+/// AWS event-stream framing and the ConverseStream translator: the decoder
+/// gives the same messages (or the same error) whatever the read sizes and
+/// never buffers past a message; frames built from the input (event type
+/// from its first byte, the rest as payload, pieces split at 0xff) go
+/// through the translator without a panic, and it fails or succeeds alike
+/// whatever the read sizes.
+pub fn eventstream(data: &[u8]) {
+    use gateway::providers::bedrock::ConverseToChat;
+    use gateway::providers::eventstream::{encode_event, Decoder};
+    let decode = |cuts: &[usize]| {
+        let mut d = Decoder::new();
+        let mut got = Vec::new();
+        let mut from = 0;
+        for &to in cuts.iter().chain(std::iter::once(&data.len())) {
+            d.feed(&data[from..to], &mut |m| {
+                got.push(m);
+                Ok(())
+            })?;
+            from = to;
+        }
+        Ok::<_, gateway::providers::eventstream::FrameError>(got)
+    };
+    assert_eq!(decode(&[]), decode(&splits(data)));
+    const TYPES: [&str; 7] = [
+        "messageStart",
+        "contentBlockStart",
+        "contentBlockDelta",
+        "contentBlockStop",
+        "messageStop",
+        "metadata",
+        "unknown",
+    ];
+    let frames: Vec<u8> = data
+        .split(|&b| b == 0xff)
+        .filter(|p| !p.is_empty())
+        .flat_map(|p| encode_event(TYPES[usize::from(p[0]) % TYPES.len()], &p[1..]))
+        .collect();
+    let translate = |cuts: &[usize]| {
+        let mut t = ConverseToChat::new(true);
+        let mut out = Vec::new();
+        let mut from = 0;
+        for &to in cuts.iter().chain(std::iter::once(&frames.len())) {
+            t.feed(&frames[from..to], &mut out)?;
+            from = to;
+        }
+        t.finish(&mut out)?;
+        Ok::<_, TranslateError>(out)
+    };
+    let whole = translate(&[]);
+    assert_eq!(whole.is_ok(), translate(&splits(&frames)).is_ok());
+    if let Ok(out) = whole {
+        assert!(out.ends_with(b"data: [DONE]\n\n"));
+    }
+}

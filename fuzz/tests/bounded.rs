@@ -63,3 +63,8 @@ fn translate() {
 fn config() {
     pass("config", 100_000);
 }
+
+#[test]
+fn eventstream() {
+    pass("eventstream", 50_000);
+}

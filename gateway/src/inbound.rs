@@ -18,6 +18,8 @@ pub enum Endpoint {
     Embeddings,
     /// `/v1/messages`: Anthropic's Messages API.
     Messages,
+    /// `/v1/responses`: OpenAI's Responses API.
+    Responses,
 }
 
 impl Endpoint {
@@ -28,6 +30,7 @@ impl Endpoint {
             Endpoint::Completions => "/completions",
             Endpoint::Embeddings => "/embeddings",
             Endpoint::Messages => "/messages",
+            Endpoint::Responses => "/responses",
         }
     }
 
@@ -35,6 +38,7 @@ impl Endpoint {
     pub fn format(self) -> crate::formats::Format {
         match self {
             Endpoint::Messages => crate::formats::Format::Anthropic,
+            Endpoint::Responses => crate::formats::Format::Responses,
             _ => crate::formats::Format::OpenAi,
         }
     }
@@ -44,7 +48,7 @@ impl Endpoint {
         match self {
             Endpoint::ChatCompletions | Endpoint::Messages => "messages",
             Endpoint::Completions => "prompt",
-            Endpoint::Embeddings => "input",
+            Endpoint::Embeddings | Endpoint::Responses => "input",
         }
     }
 }
@@ -90,6 +94,7 @@ struct RoutingView<'a> {
     input: Option<&'a RawValue>,
     max_tokens: Option<serde_json::Value>,
     max_completion_tokens: Option<serde_json::Value>,
+    max_output_tokens: Option<serde_json::Value>,
     n: Option<serde_json::Value>,
     #[serde(borrow)]
     fallbacks: Option<&'a RawValue>,
@@ -200,7 +205,7 @@ impl LlmRequest {
         let input = match endpoint {
             Endpoint::ChatCompletions | Endpoint::Messages => view.messages,
             Endpoint::Completions => view.prompt,
-            Endpoint::Embeddings => view.input,
+            Endpoint::Embeddings | Endpoint::Responses => view.input,
         };
         match input {
             None => return Err(GatewayError::MissingParam(endpoint.input_field())),
@@ -234,7 +239,15 @@ impl LlmRequest {
                 0,
                 MAX_OUTPUT_TOKENS,
             )?,
-            bounded_int("max_tokens", &view.max_tokens, 0, MAX_OUTPUT_TOKENS)?,
+            match endpoint {
+                Endpoint::Responses => bounded_int(
+                    "max_output_tokens",
+                    &view.max_output_tokens,
+                    0,
+                    MAX_OUTPUT_TOKENS,
+                )?,
+                _ => bounded_int("max_tokens", &view.max_tokens, 0, MAX_OUTPUT_TOKENS)?,
+            },
         ) {
             (Some(c), _) | (None, Some(c)) => Some(c),
             (None, None) => None,

@@ -1,8 +1,9 @@
 //! The official OpenAI and Anthropic Python SDKs against the gateway
 //! (`tests/python/test_openai_sdk.py`, `tests/python/test_anthropic_sdk.py`):
-//! OpenAI's SDK to an OpenAI-compatible, an Azure and an Anthropic
-//! deployment; Anthropic's SDK on `/v1/messages` to an Anthropic deployment
-//! (passed through) and an OpenAI one (translated).
+//! OpenAI's SDK (chat, streaming, embeddings, `responses.create` bridged) to
+//! an OpenAI-compatible, an Azure, an Anthropic, a Bedrock and a Gemini deployment;
+//! Anthropic's SDK on `/v1/messages` to an Anthropic deployment (passed
+//! through), an OpenAI one, a Bedrock one and a Gemini one (translated).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -116,6 +117,22 @@ fn gateway(mock: &MockServer) -> Gateway {
             "model": "anthropic/claude-sonnet-4-20250514", "api_base": bare, "api_key": "sk-ant-upstream",
         }}),
     );
+    add_model(
+        &mut config,
+        json!({"model_name": "bedrock-claude", "litellm_params": {
+            "model": "bedrock/converse/anthropic.claude-3-5-sonnet-20240620-v1:0",
+            "aws_bedrock_runtime_endpoint": bare,
+            "aws_access_key_id": "AKIDMOCK",
+            "aws_secret_access_key": "mock-aws-secret-access-key",
+            "aws_region_name": "us-east-1",
+        }}),
+    );
+    add_model(
+        &mut config,
+        json!({"model_name": "gemini-flash", "litellm_params": {
+            "model": "gemini/gemini-2.0-flash", "api_base": bare, "api_key": "mock-gemini-api-key",
+        }}),
+    );
     Gateway::start_json(&config, &[])
 }
 
@@ -128,6 +145,8 @@ fn openai_python_sdk() {
         ("gpt-4o", "text-embedding-3-small"),
         ("azure-gpt", "azure-embed"),
         ("claude", "text-embedding-3-small"),
+        ("bedrock-claude", "text-embedding-3-small"),
+        ("gemini-flash", "text-embedding-3-small"),
     ] {
         run_script(
             "test_openai_sdk.py",
@@ -146,7 +165,12 @@ fn anthropic_python_sdk() {
     let mock = MockServer::start(&[]);
     let gw = gateway(&mock);
     let base_url = format!("http://127.0.0.1:{}", gw.port());
-    for (model, tools) in [("claude", "1"), ("gpt-4o", "0")] {
+    for (model, tools) in [
+        ("claude", "1"),
+        ("gpt-4o", "0"),
+        ("bedrock-claude", "1"),
+        ("gemini-flash", "1"),
+    ] {
         run_script(
             "test_anthropic_sdk.py",
             &[

@@ -56,6 +56,16 @@ pub struct LitellmParams {
     /// Azure AD token, sent as a Bearer token when there is no `api_key`
     /// (Azure); else `AZURE_AD_TOKEN`.
     pub azure_ad_token: Option<String>,
+    /// AWS access key id (Bedrock); else `AWS_ACCESS_KEY_ID`.
+    pub aws_access_key_id: Option<String>,
+    /// AWS secret access key (Bedrock); else `AWS_SECRET_ACCESS_KEY`.
+    pub aws_secret_access_key: Option<String>,
+    /// AWS session token (Bedrock); else `AWS_SESSION_TOKEN`.
+    pub aws_session_token: Option<String>,
+    /// AWS region (Bedrock); else `AWS_REGION_NAME`, `AWS_REGION`.
+    pub aws_region_name: Option<String>,
+    /// Bedrock runtime endpoint; else `AWS_BEDROCK_RUNTIME_ENDPOINT`.
+    pub aws_bedrock_runtime_endpoint: Option<String>,
     /// Upstream timeout in seconds.
     pub timeout: Option<f64>,
     /// Upstream timeout for streamed responses, in seconds.

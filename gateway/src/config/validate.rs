@@ -35,6 +35,8 @@ pub struct Deployment {
     pub api_version: Option<String>,
     /// Azure AD token, used when there is no `api_key` (Azure).
     pub azure_ad_token: Option<String>,
+    /// Region and credentials (Bedrock).
+    pub aws: Option<crate::providers::bedrock::AwsSettings>,
     /// Timeout for a non-streamed response (`timeout`, else
     /// `router_settings.timeout`).
     pub timeout: Duration,
@@ -430,7 +432,8 @@ fn provider_env(kind: ProviderKind) -> [Option<&'static str>; 4] {
             None,
             None,
         ],
-        ProviderKind::OpenAiCompatible | ProviderKind::Mock => [None; 4],
+        ProviderKind::Gemini => [Some("GEMINI_API_BASE"), Some("GEMINI_API_KEY"), None, None],
+        ProviderKind::OpenAiCompatible | ProviderKind::Mock | ProviderKind::Bedrock => [None; 4],
     }
 }
 
@@ -488,6 +491,23 @@ fn deployment(
     let api_key = params.api_key.clone().or_else(|| env(env_key));
     let api_version = params.api_version.clone().or_else(|| env(env_version));
     let azure_ad_token = params.azure_ad_token.clone().or_else(|| env(env_token));
+    let (aws, env_base) = match spec.kind {
+        ProviderKind::Bedrock => {
+            let (aws, endpoint) = crate::providers::bedrock::resolve(
+                &crate::providers::bedrock::AwsParams {
+                    access_key_id: params.aws_access_key_id.as_deref(),
+                    secret_access_key: params.aws_secret_access_key.as_deref(),
+                    session_token: params.aws_session_token.as_deref(),
+                    region_name: params.aws_region_name.as_deref(),
+                    runtime_endpoint: params.aws_bedrock_runtime_endpoint.as_deref(),
+                },
+                lookup,
+            )
+            .map_err(|p| bad("litellm_params", format!("litellm_params: {p}")))?;
+            (Some(aws), Some(endpoint))
+        }
+        _ => (None, env_base),
+    };
     let base = match spec.kind {
         ProviderKind::Mock => None,
         _ => {
@@ -504,12 +524,19 @@ fn deployment(
                         ),
                     )
                 })?;
-            Some(parse_base(&url).map_err(|e| {
+            let mut base = parse_base(&url).map_err(|e| {
                 bad(
                     "litellm_params.api_base",
                     format!("litellm_params.api_base \"{url}\": {e}"),
                 )
-            })?)
+            })?;
+            // LiteLLM's Ollama bases name the server; its OpenAI API is below `/v1`.
+            if matches!(provider_name.as_str(), "ollama" | "ollama_chat")
+                && !base.path.ends_with("/v1")
+            {
+                base.path.push_str("/v1");
+            }
+            Some(base)
         }
     };
     for key in params.other.keys() {
@@ -554,6 +581,7 @@ fn deployment(
         api_key,
         api_version,
         azure_ad_token,
+        aws,
         timeout,
         stream_timeout,
         rpm: params.rpm,

@@ -13,6 +13,7 @@
 //! streams event by event with at most one event buffered.
 
 pub mod anthropic;
+pub mod responses;
 
 use crate::sse::{EventReader, EventTooLarge};
 
@@ -24,6 +25,14 @@ pub enum Format {
     OpenAi,
     /// Anthropic's Messages API.
     Anthropic,
+    /// Google's Gemini API (a provider's format only).
+    Gemini,
+    /// OpenAI's Responses API (a client format only, bridged through chat
+    /// completions).
+    Responses,
+    /// AWS Bedrock's Converse API (a provider's format only: JSON answers,
+    /// binary event streams).
+    Bedrock,
 }
 
 /// Most bytes of one translated stream event; a larger event ends the

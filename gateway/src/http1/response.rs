@@ -34,11 +34,12 @@ pub struct ResponseHead {
 }
 
 impl ResponseHead {
-    /// Whether the body is an SSE stream.
+    /// Whether the body is an event stream: SSE, or AWS's binary framing.
     pub fn is_event_stream(&self) -> bool {
-        self.content_type
-            .as_deref()
-            .is_some_and(|c| c.starts_with("text/event-stream"))
+        self.content_type.as_deref().is_some_and(|c| {
+            c.starts_with("text/event-stream")
+                || c.starts_with("application/vnd.amazon.eventstream")
+        })
     }
 }
 

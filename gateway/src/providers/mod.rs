@@ -8,8 +8,12 @@
 
 pub mod anthropic;
 mod azure;
+pub mod bedrock;
+pub mod eventstream;
+pub mod gemini;
 mod mock;
 mod openai;
+pub mod sigv4;
 
 pub use mock::{reply as mock_reply, MockReply};
 
@@ -31,6 +35,10 @@ pub enum ProviderKind {
     AzureAi,
     /// Anthropic's Messages API (`anthropic/`).
     Anthropic,
+    /// AWS Bedrock's Converse API (`bedrock/`).
+    Bedrock,
+    /// Google AI Studio's Gemini API (`gemini/`).
+    Gemini,
     /// The in-process mock: no network.
     Mock,
 }
@@ -66,6 +74,10 @@ const PROVIDERS: &[(&str, ProviderSpec)] = &[
         openai_like(Some("https://api.openai.com/v1")),
     ),
     ("hosted_vllm", openai_like(None)),
+    // Ollama through its OpenAI-compatible API (`/v1` is appended to a
+    // base without it, see `config`).
+    ("ollama", openai_like(Some("http://localhost:11434"))),
+    ("ollama_chat", openai_like(Some("http://localhost:11434"))),
     ("openai_like", openai_like(None)),
     ("litellm_proxy", openai_like(None)),
     ("lm_studio", openai_like(None)),
@@ -99,6 +111,14 @@ const PROVIDERS: &[(&str, ProviderSpec)] = &[
     (
         "anthropic",
         spec(ProviderKind::Anthropic, Some("https://api.anthropic.com")),
+    ),
+    ("bedrock", spec(ProviderKind::Bedrock, None)),
+    (
+        "gemini",
+        spec(
+            ProviderKind::Gemini,
+            Some("https://generativelanguage.googleapis.com"),
+        ),
     ),
     ("mock", spec(ProviderKind::Mock, None)),
 ];
@@ -194,6 +214,8 @@ pub fn http_provider(kind: ProviderKind) -> Option<&'static dyn Provider> {
         ProviderKind::Azure => Some(&azure::AZURE),
         ProviderKind::AzureAi => Some(&azure::AZURE_AI),
         ProviderKind::Anthropic => Some(&anthropic::Anthropic),
+        ProviderKind::Bedrock => Some(&bedrock::Bedrock),
+        ProviderKind::Gemini => Some(&gemini::Gemini),
         ProviderKind::Mock => None,
     }
 }

@@ -73,4 +73,24 @@ mod tests {
         let body: Vec<u8> = out.body.iter().flat_map(|b| b.to_vec()).collect();
         assert_eq!(body, br#"{"model":"up","input":"x"}"#);
     }
+
+    #[test]
+    fn ollama_prefixes_reach_its_openai_api() {
+        let cfg = Config::parse(
+            std::path::Path::new("c.yaml"),
+            "model_list:\n  - model_name: a\n    litellm_params: {model: ollama_chat/llama3}\n  - model_name: b\n    litellm_params: {model: ollama/llama3, api_base: 'http://gpu:11434/v1'}\n",
+            &|_| None,
+        )
+        .unwrap();
+        let req = LlmRequest::parse(
+            Endpoint::ChatCompletions,
+            r#"{"model":"a","messages":[]}"#.into(),
+        )
+        .unwrap();
+        for (dep, host) in cfg.deployments.iter().zip(["localhost", "gpu"]) {
+            assert_eq!(dep.base.as_ref().unwrap().host, host);
+            let out = OpenAiCompatible.build_request(&req, "llama3", dep).unwrap();
+            assert_eq!(out.path, "/v1/chat/completions");
+        }
+    }
 }

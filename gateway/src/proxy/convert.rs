@@ -46,7 +46,10 @@ pub(super) fn request_for<'a>(
     let chat = match internal.take() {
         Some(chat) => chat,
         None => {
-            let body = formats::anthropic::to_chat(&req.body, &req.model)?;
+            let body = match client {
+                Format::Responses => formats::responses::to_chat(&req.body, &req.model)?,
+                _ => formats::anthropic::to_chat(&req.body, &req.model)?,
+            };
             let mut chat = LlmRequest::parse(Endpoint::ChatCompletions, Bytes::from(body))?;
             chat.fallbacks = req.fallbacks.clone();
             chat.num_retries = req.num_retries;
@@ -106,8 +109,10 @@ pub(super) fn translate_body(
         None => body.to_vec(),
     };
     match client {
-        Format::OpenAi => Ok(internal),
+        // No client speaks a provider-only format.
+        Format::OpenAi | Format::Bedrock | Format::Gemini => Ok(internal),
         Format::Anthropic => formats::anthropic::from_chat(&internal),
+        Format::Responses => formats::responses::from_chat(&internal),
     }
 }
 
@@ -124,9 +129,12 @@ pub(super) fn stream_translator(
     }
     let to_internal = provider.and_then(|p| p.stream_to_internal(include_usage));
     let to_client: Option<Box<dyn StreamTranslator>> = match client {
-        Format::OpenAi => None,
+        Format::OpenAi | Format::Bedrock | Format::Gemini => None,
         Format::Anthropic => Some(Box::new(Events::new(
             formats::anthropic::ChatToMessages::new(),
+        ))),
+        Format::Responses => Some(Box::new(Events::new(
+            formats::responses::ChatToResponses::new(),
         ))),
     };
     match (to_internal, to_client) {
@@ -143,7 +151,7 @@ pub(super) async fn send_error(
     mut head: HeadBuilder,
 ) {
     match client {
-        Format::OpenAi => {
+        Format::OpenAi | Format::Bedrock | Format::Gemini | Format::Responses => {
             let _ = out.send_error(err, Some(head)).await;
         }
         Format::Anthropic => {

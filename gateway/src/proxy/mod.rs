@@ -503,6 +503,11 @@ async fn forward(
     let translate = is_stream
         .then(|| convert::stream_translator(Some(provider), client, req.include_usage))
         .flatten();
+    // A translated stream is server-sent events whatever the provider's framing.
+    let content_type = match translate {
+        Some(_) => "text/event-stream".to_string(),
+        None => content_type,
+    };
     let mut relay = relay::Relay::new(dep, timeout, deadline, is_stream, strip_usage && is_stream)
         .translating(translate);
     match resp.content_length() {

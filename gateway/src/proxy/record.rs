@@ -228,6 +228,7 @@ fn call_type(endpoint: Endpoint) -> &'static str {
         Endpoint::Completions => "atext_completion",
         Endpoint::Embeddings => "aembedding",
         Endpoint::Messages => "anthropic_messages",
+        Endpoint::Responses => "aresponses",
     }
 }
 

@@ -4,7 +4,7 @@
 use crate::config::Deployment;
 use crate::error::GatewayError;
 use crate::formats::{Format, StreamTranslator};
-use crate::providers::anthropic;
+use crate::providers::{anthropic, bedrock, gemini};
 use crate::server::Responder;
 use crate::spend::{self, StreamUsage, Usage};
 use crate::sse::UsageChunkFilter;
@@ -30,6 +30,12 @@ pub(super) enum UsageTap {
     Stream { usage: StreamUsage },
     /// An Anthropic Messages event stream.
     Messages { usage: anthropic::StreamUsage },
+    /// A stream in a provider's own framing (Bedrock's event stream,
+    /// Gemini's answers), translated to the internal form to read its usage.
+    Translated {
+        translator: Box<dyn StreamTranslator>,
+        usage: StreamUsage,
+    },
 }
 
 impl UsageTap {
@@ -41,11 +47,19 @@ impl UsageTap {
                 overflowed: false,
                 format,
             },
-            (true, Format::OpenAi) => UsageTap::Stream {
+            (true, Format::OpenAi | Format::Responses) => UsageTap::Stream {
                 usage: StreamUsage::new(),
             },
             (true, Format::Anthropic) => UsageTap::Messages {
                 usage: anthropic::StreamUsage::default(),
+            },
+            (true, Format::Bedrock) => UsageTap::Translated {
+                translator: Box::new(bedrock::ConverseToChat::new(true)),
+                usage: StreamUsage::new(),
+            },
+            (true, Format::Gemini) => UsageTap::Translated {
+                translator: Box::new(crate::formats::Events::new(gemini::GeminiToChat::new(true))),
+                usage: StreamUsage::new(),
             },
         }
     }
@@ -70,6 +84,13 @@ impl UsageTap {
             }
             UsageTap::Stream { usage, .. } => usage.feed(bytes),
             UsageTap::Messages { usage } => usage.feed(bytes),
+            UsageTap::Translated { translator, usage } => {
+                // A broken stream is the relay's error; the tap keeps what
+                // it read.
+                let mut internal = Vec::new();
+                let _ = translator.feed(bytes, &mut internal);
+                usage.feed(&internal);
+            }
         }
     }
 
@@ -87,15 +108,32 @@ impl UsageTap {
                 format,
             } => {
                 let reported = match (format, overflowed) {
-                    (Format::OpenAi, false) => spend::from_response_body(&bytes),
-                    (Format::OpenAi, true) => spend::from_response_tail(&bytes),
+                    (Format::OpenAi | Format::Responses, false) => {
+                        spend::from_response_body(&bytes)
+                    }
+                    (Format::OpenAi | Format::Responses, true) => spend::from_response_tail(&bytes),
                     (Format::Anthropic, false) => anthropic::usage_from_body(&bytes),
                     (Format::Anthropic, true) => anthropic::usage_from_tail(&bytes),
+                    (Format::Bedrock, false) => bedrock::usage_from_body(&bytes),
+                    // Converse answers put `usage` after the message: a
+                    // cut body is estimated.
+                    (Format::Bedrock, true) => None,
+                    (Format::Gemini, false) => gemini::usage_from_body(&bytes),
+                    (Format::Gemini, true) => None,
                 };
                 reported.unwrap_or_else(estimate)
             }
             UsageTap::Stream { usage } => usage.finish(|| prompt.get()).0,
             UsageTap::Messages { usage } => usage.finish(|| prompt.get()),
+            UsageTap::Translated {
+                mut translator,
+                mut usage,
+            } => {
+                let mut internal = Vec::new();
+                let _ = translator.finish(&mut internal);
+                usage.feed(&internal);
+                usage.finish(|| prompt.get()).0
+            }
         }
     }
 }

@@ -175,6 +175,14 @@ impl<S: AsyncReadRent + AsyncWriteRent> Conn<S> {
                     status,
                     controls.error_message.as_deref().unwrap_or("mock error"),
                 ),
+                Route::GenerateContent => api::gemini::error(
+                    status,
+                    controls.error_message.as_deref().unwrap_or("mock error"),
+                ),
+                Route::Converse => api::bedrock::error(
+                    status,
+                    controls.error_message.as_deref().unwrap_or("mock error"),
+                ),
                 _ => errors::injected(status, controls.error_message.as_deref()),
             }
         } else {
@@ -264,7 +272,7 @@ impl<S: AsyncReadRent + AsyncWriteRent> Conn<S> {
                 out.extend_from_slice(&body);
                 self.write(out).await?;
             }
-            Body::Stream(events) => {
+            Body::Stream(events) | Body::EventStream(events) => {
                 let head = http::response_head(
                     reply.status,
                     content_type,

@@ -108,7 +108,7 @@ impl Provider for Anthropic {
                     include_usage,
                 )
             }
-            Endpoint::Completions | Endpoint::Embeddings => {
+            Endpoint::Completions | Endpoint::Embeddings | Endpoint::Responses => {
                 return Err(GatewayError::InvalidParam {
                     param: "model",
                     message: format!(

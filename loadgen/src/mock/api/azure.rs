@@ -134,6 +134,7 @@ pub fn decorate(mut reply: Reply) -> Reply {
             }
             Body::Stream(out)
         }
+        other @ Body::EventStream(_) => other,
     };
     reply
 }

@@ -4,9 +4,11 @@
 
 pub mod anthropic;
 pub mod azure;
+pub mod bedrock;
 pub mod chat;
 pub mod embeddings;
 pub mod errors;
+pub mod gemini;
 pub mod text;
 
 use serde::Serialize;
@@ -27,6 +29,11 @@ pub enum Route {
     Messages,
     /// `POST …/messages/count_tokens` (Anthropic token counting).
     CountTokens,
+    /// `POST …/model/{id}/converse` and `…/converse-stream` (AWS Bedrock).
+    Converse,
+    /// `POST …/models/{model}:generateContent` and
+    /// `…:streamGenerateContent` (Gemini).
+    GenerateContent,
     /// `GET …/models`.
     Models,
     /// `GET /_stats`.
@@ -47,6 +54,8 @@ impl Route {
                 | Route::Embeddings
                 | Route::Messages
                 | Route::CountTokens
+                | Route::Converse
+                | Route::GenerateContent
         )
     }
 }
@@ -64,6 +73,8 @@ pub fn route(method: &str, path: &str) -> Route {
         "POST" if path.ends_with("/embeddings") => Route::Embeddings,
         "POST" if path.ends_with("/messages") => Route::Messages,
         "POST" if path.ends_with("/messages/count_tokens") => Route::CountTokens,
+        "POST" if bedrock::parse_path(path).is_some() => Route::Converse,
+        "POST" if gemini::parse_path(path).is_some() => Route::GenerateContent,
         "GET" if path.ends_with("/models") => Route::Models,
         _ => Route::NotFound,
     }
@@ -85,6 +96,8 @@ pub fn handle(route: Route, ctx: &Ctx<'_>, body: &serde_json::Value) -> Reply {
         Route::Embeddings => embeddings::handle(ctx, body),
         Route::Messages => anthropic::handle(ctx, body),
         Route::CountTokens => anthropic::count_tokens(ctx, body),
+        Route::Converse => bedrock::handle(ctx, body),
+        Route::GenerateContent => gemini::handle(ctx, body),
         Route::Models | Route::Stats | Route::StatsReset | Route::NotFound => {
             errors::bad_request("not an LLM endpoint")
         }
@@ -138,6 +151,9 @@ pub enum Body {
     Full(Vec<u8>),
     /// Sent as `text/event-stream` with chunked encoding, one event per write.
     Stream(Vec<Event>),
+    /// Sent as `application/vnd.amazon.eventstream` (binary messages) with
+    /// chunked encoding, one message per write.
+    EventStream(Vec<Event>),
 }
 
 /// Tokens to record in the stats once the reply has been fully sent.
@@ -188,11 +204,21 @@ impl Reply {
         }
     }
 
+    /// A `200` AWS event-stream reply, counted with `usage`.
+    pub fn event_stream(events: Vec<Event>, usage: Usage) -> Self {
+        Reply {
+            status: 200,
+            body: Body::EventStream(events),
+            usage: Some(usage),
+        }
+    }
+
     /// The `Content-Type` of the body.
     pub fn content_type(&self) -> &'static str {
         match self.body {
             Body::Full(_) => "application/json",
             Body::Stream(_) => "text/event-stream",
+            Body::EventStream(_) => "application/vnd.amazon.eventstream",
         }
     }
 }
@@ -304,6 +330,10 @@ mod tests {
         assert_eq!(
             route("POST", "/v1/messages/count_tokens"),
             Route::CountTokens
+        );
+        assert_eq!(
+            route("POST", "/model/us.anthropic.claude%3A0/converse-stream"),
+            Route::Converse
         );
         assert_eq!(route("GET", "/v1/models"), Route::Models);
         assert_eq!(route("GET", "/_stats"), Route::Stats);
