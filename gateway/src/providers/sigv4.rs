@@ -6,8 +6,9 @@
 
 use sha2::{Digest, Sha256};
 
-/// Long-term or temporary AWS credentials.
-#[derive(Clone)]
+/// Long-term or temporary AWS credentials (compared only to tell whether a
+/// config reload changed a deployment).
+#[derive(Clone, PartialEq)]
 pub struct Credentials {
     /// `AKIA…` / `ASIA…`.
     pub access_key_id: String,

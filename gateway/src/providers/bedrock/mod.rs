@@ -40,7 +40,7 @@ use std::borrow::Cow;
 pub const DEFAULT_REGION: &str = "us-west-2";
 
 /// A deployment's AWS settings.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AwsSettings {
     /// Keys, when configured.
     pub credentials: Option<Credentials>,
