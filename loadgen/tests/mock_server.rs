@@ -267,7 +267,16 @@ fn reset_once_then_served_and_counted() {
     assert_eq!(r.status, 200);
     assert_eq!(r.json()["type"], "message");
 
-    let stats = roundtrip(addr, "GET /_stats HTTP/1.1\r\nHost: t\r\n\r\n").json();
+    // The mock counts a request once its last byte is written, which can
+    // come just after the client has read it: wait for the count.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let stats = loop {
+        let stats = roundtrip(addr, "GET /_stats HTTP/1.1\r\nHost: t\r\n\r\n").json();
+        if stats["requests"] == 1 || std::time::Instant::now() > deadline {
+            break stats;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
     assert_eq!(stats["requests"], 1);
     assert_eq!(stats["by_model"]["claude"]["completion_tokens"], 2);
     assert_eq!(stats["by_key"]["ak"]["requests"], 1);
