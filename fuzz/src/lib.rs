@@ -62,6 +62,10 @@ pub const TARGETS: &[Target] = &[
         name: "config",
         run: targets::config,
     },
+    Target {
+        name: "translate",
+        run: targets::translate,
+    },
 ];
 
 /// The target called `name`.

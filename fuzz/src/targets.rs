@@ -3,12 +3,14 @@
 //! fails; a parser's own panic is a finding too.
 
 use bytes::Bytes;
+use gateway::formats::{anthropic as client, Events, StreamTranslator, TranslateError};
 use gateway::http1::{
     encode_chunk, parse_request_head, parse_response_head, BodyFraming, ChunkedDecoder, HeadError,
     ResponseFraming,
 };
 use gateway::inbound::{Endpoint, LlmRequest};
 use gateway::limits::resp;
+use gateway::providers::anthropic as provider;
 use gateway::sse::UsageChunkFilter;
 use serde_json::Value;
 
@@ -178,15 +180,20 @@ pub fn inbound(data: &[u8]) {
     let Some((&pick, body)) = data.split_first() else {
         return;
     };
-    let endpoint = match pick % 3 {
+    let endpoint = match pick % 4 {
         0 => Endpoint::ChatCompletions,
         1 => Endpoint::Completions,
-        _ => Endpoint::Embeddings,
+        2 => Endpoint::Embeddings,
+        _ => Endpoint::Messages,
     };
     let Ok(req) = LlmRequest::parse(endpoint, Bytes::copy_from_slice(body)) else {
         return;
     };
-    let received: Value = serde_json::from_slice(body).expect("an accepted body is JSON");
+    // Valid JSON that `Value` cannot hold (a number beyond f64, such as
+    // 1e309) is forwarded as received: nothing to compare it with.
+    let Ok(received) = serde_json::from_slice::<Value>(body) else {
+        return;
+    };
     let mut expected = received.clone();
     let object = expected
         .as_object_mut()
@@ -211,6 +218,85 @@ pub fn inbound(data: &[u8]) {
     let spliced: Value = serde_json::from_slice(&spliced).expect("spliced body is JSON");
     expected["model"] = Value::String("up/\"x\"\n".into());
     assert_eq!(spliced, expected, "spliced body differs");
+}
+
+/// Runs stream translator `t` over `data` cut at `cuts`: its output, or
+/// the error it stopped with.
+fn translate_stream(
+    mut t: Box<dyn StreamTranslator>,
+    data: &[u8],
+    cuts: &[usize],
+) -> Result<Vec<u8>, TranslateError> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    for &to in cuts.iter().chain(std::iter::once(&data.len())) {
+        t.feed(&data[from..to], &mut out)?;
+        from = to;
+    }
+    t.finish(&mut out)?;
+    Ok(out)
+}
+
+/// The events of a translated stream, each with `"created"` blanked (the
+/// chunks carry the second they were made).
+fn translated_events(out: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(out);
+    assert!(
+        text.is_empty() || text.ends_with("\n\n"),
+        "a translated stream ends on an event boundary: {text:?}"
+    );
+    text.split("\n\n")
+        .map(|e| match e.find("\"created\":") {
+            Some(at) => {
+                let digits = e[at + 10..]
+                    .find(|c: char| !c.is_ascii_digit())
+                    .unwrap_or(0);
+                format!("{}{}", &e[..at + 10], &e[at + 10 + digits..])
+            }
+            None => e.to_string(),
+        })
+        .collect()
+}
+
+/// The format translators (`formats`, `providers::anthropic`): the first
+/// byte picks one, the rest is its input. Any input is an answer or an
+/// error, never a panic; a translated body is JSON; a translated stream is
+/// the same whatever the read sizes and ends on an event boundary.
+pub fn translate(data: &[u8]) {
+    let Some((&pick, input)) = data.split_first() else {
+        return;
+    };
+    let json_or_err = |r: Result<Vec<u8>, String>| {
+        if let Ok(body) = r {
+            serde_json::from_slice::<Value>(&body).expect("a translated body is JSON");
+        }
+    };
+    match pick % 6 {
+        0 => json_or_err(
+            provider::request_from_chat(input, "claude-x", 4096)
+                .map(|(b, _)| b)
+                .map_err(|e| e.to_string()),
+        ),
+        1 => json_or_err(client::to_chat(input, "gpt-x").map_err(|e| e.to_string())),
+        2 => json_or_err(provider::response_to_chat(input).map_err(|e| e.0)),
+        3 => json_or_err(client::from_chat(input).map_err(|e| e.0)),
+        kind => {
+            let make = || -> Box<dyn StreamTranslator> {
+                if kind == 4 {
+                    Box::new(Events::new(provider::MessagesToChat::new(true)))
+                } else {
+                    Box::new(Events::new(client::ChatToMessages::new()))
+                }
+            };
+            let whole = translate_stream(make(), input, &[]);
+            let split = translate_stream(make(), input, &splits(input));
+            match (whole, split) {
+                (Ok(a), Ok(b)) => assert_eq!(translated_events(&a), translated_events(&b)),
+                (Err(_), Err(_)) => {}
+                (a, b) => panic!("the split changed the outcome: {a:?} vs {b:?}"),
+            }
+        }
+    }
 }
 
 /// Management bodies and queries: the first byte picks `/key/generate`'s

@@ -16,6 +16,8 @@ pub enum Endpoint {
     Completions,
     /// `/v1/embeddings`.
     Embeddings,
+    /// `/v1/messages`: Anthropic's Messages API.
+    Messages,
 }
 
 impl Endpoint {
@@ -25,13 +27,22 @@ impl Endpoint {
             Endpoint::ChatCompletions => "/chat/completions",
             Endpoint::Completions => "/completions",
             Endpoint::Embeddings => "/embeddings",
+            Endpoint::Messages => "/messages",
+        }
+    }
+
+    /// The format the client speaks on this endpoint.
+    pub fn format(self) -> crate::formats::Format {
+        match self {
+            Endpoint::Messages => crate::formats::Format::Anthropic,
+            _ => crate::formats::Format::OpenAi,
         }
     }
 
     /// The body field that carries the input, required on this endpoint.
     fn input_field(self) -> &'static str {
         match self {
-            Endpoint::ChatCompletions => "messages",
+            Endpoint::ChatCompletions | Endpoint::Messages => "messages",
             Endpoint::Completions => "prompt",
             Endpoint::Embeddings => "input",
         }
@@ -51,14 +62,19 @@ pub struct LlmRequest {
     pub model: String,
     /// `stream: true`.
     pub stream: bool,
-    /// `max_tokens` or `max_completion_tokens`: the output cap the client set.
+    /// The output the request may cost: `max_completion_tokens` (else
+    /// `max_tokens`) times `n`, when the client set a cap.
     pub max_tokens: Option<u64>,
     /// LiteLLM's per-request `fallbacks` (removed from the forwarded body).
     pub fallbacks: Option<serde_json::Value>,
     /// LiteLLM's per-request `num_retries` (removed from the forwarded body).
     pub num_retries: Option<u32>,
-    /// The body's `user`: LiteLLM's end user, a rate-limit scope.
+    /// The body's `user` (`metadata.user_id` on Messages): LiteLLM's end
+    /// user, a rate-limit scope.
     pub end_user: Option<String>,
+    /// Headers of the client's request that a provider of the client's own
+    /// format receives too (`anthropic-version`, `anthropic-beta`).
+    pub forward_headers: Vec<(&'static str, String)>,
 }
 
 #[derive(Deserialize)]
@@ -74,33 +90,115 @@ struct RoutingView<'a> {
     input: Option<&'a RawValue>,
     max_tokens: Option<serde_json::Value>,
     max_completion_tokens: Option<serde_json::Value>,
+    n: Option<serde_json::Value>,
     #[serde(borrow)]
     fallbacks: Option<&'a RawValue>,
     #[serde(borrow)]
     num_retries: Option<&'a RawValue>,
     user: Option<serde_json::Value>,
+    #[serde(borrow)]
+    metadata: Option<&'a RawValue>,
 }
 
-impl LlmRequest {
-    /// Reads the routing fields of `body` for `endpoint`.
-    pub fn parse(endpoint: Endpoint, body: Bytes) -> Result<LlmRequest, GatewayError> {
+/// `metadata.user_id` of a Messages request.
+#[derive(Deserialize)]
+struct MetadataView {
+    user_id: Option<serde_json::Value>,
+}
+
+/// Largest `max_tokens` / `max_completion_tokens` accepted: above any
+/// model's output window, small enough that reservations cannot overflow.
+pub const MAX_OUTPUT_TOKENS: u64 = 10_000_000;
+/// Largest `n` (OpenAI's own cap).
+pub const MAX_CHOICES: u64 = 128;
+/// Largest `num_retries` a body may ask for.
+pub const MAX_REQUEST_RETRIES: u32 = 10;
+/// Most model groups a body's `fallbacks` may name.
+pub const MAX_REQUEST_FALLBACKS: usize = 16;
+/// Longest model name, in bytes.
+pub const MAX_MODEL_BYTES: usize = 256;
+/// Longest `user` (end-user id), in bytes.
+pub const MAX_USER_BYTES: usize = 256;
+/// Deepest nesting of arrays and objects accepted in a body (serde_json's
+/// own limit for the values it builds).
+pub const MAX_JSON_DEPTH: usize = 128;
+
+/// The routing fields of one body, as read (before any checks).
+struct Fields<'a> {
+    view: RoutingView<'a>,
+    /// Value spans of the gateway's own members (`fallbacks`, `num_retries`).
+    own: Vec<Range<usize>>,
+}
+
+impl<'a> Fields<'a> {
+    fn read(body: &'a [u8]) -> Result<Fields<'a>, GatewayError> {
         if body.is_empty() {
             return Err(GatewayError::MalformedJson(
                 "the body is empty; expected a JSON object".into(),
             ));
         }
-        let view: RoutingView = serde_json::from_slice(&body)
-            .map_err(|e| GatewayError::MalformedJson(e.to_string()))?;
+        check_depth(body)?;
+        let view: RoutingView =
+            serde_json::from_slice(body).map_err(|e| GatewayError::MalformedJson(e.to_string()))?;
+        let own = [view.fallbacks, view.num_retries]
+            .into_iter()
+            .flatten()
+            .map(|raw| span_in(body, raw))
+            .collect();
+        Ok(Fields { view, own })
+    }
+}
+
+/// Byte range of `raw` inside `body`, which it borrows from.
+fn span_in(body: &[u8], raw: &RawValue) -> Range<usize> {
+    let start = raw.get().as_ptr() as usize - body.as_ptr() as usize;
+    start..start + raw.get().len()
+}
+
+impl LlmRequest {
+    /// Reads the routing fields of `body` for `endpoint`. Every field the
+    /// gateway reads is type- and range-checked: a wrong one is a 400 naming
+    /// it. `fallbacks` and `num_retries` are cut out of the forwarded body.
+    pub fn parse(endpoint: Endpoint, body: Bytes) -> Result<LlmRequest, GatewayError> {
+        let fields = Fields::read(&body)?;
+        if fields.own.is_empty() {
+            return Self::checked(endpoint, &fields.view, body.clone());
+        }
+        // Rare: read the gateway's own fields, then re-read the body without
+        // them so the provider never sees them.
+        let fallbacks = read_fallbacks(fields.view.fallbacks)?;
+        let num_retries = read_num_retries(fields.view.num_retries)?;
+        let stripped = Bytes::from(strip_members(&body, &fields.own));
+        let again = Fields::read(&stripped)?;
+        if !again.own.is_empty() {
+            // Cannot happen for a body serde accepted (duplicates are refused).
+            return Err(GatewayError::MalformedJson(
+                "fallbacks / num_retries could not be removed from the body".into(),
+            ));
+        }
+        let mut req = Self::checked(endpoint, &again.view, stripped.clone())?;
+        req.fallbacks = fallbacks;
+        req.num_retries = num_retries;
+        Ok(req)
+    }
+
+    /// Checks every routing field of `view` (read from `body`) except the
+    /// gateway's own, which the caller fills in.
+    fn checked(
+        endpoint: Endpoint,
+        view: &RoutingView<'_>,
+        body: Bytes,
+    ) -> Result<LlmRequest, GatewayError> {
         let raw_model = view.model.ok_or(GatewayError::MissingParam("model"))?;
         let model: String =
             serde_json::from_str(raw_model.get()).map_err(|_| GatewayError::InvalidParam {
                 param: "model",
                 message: "must be a string".into(),
             })?;
-        let start = raw_model.get().as_ptr() as usize - body.as_ptr() as usize;
-        let model_span = start..start + raw_model.get().len();
+        check_name("model", &model, MAX_MODEL_BYTES)?;
+        let model_span = span_in(&body, raw_model);
         let input = match endpoint {
-            Endpoint::ChatCompletions => view.messages,
+            Endpoint::ChatCompletions | Endpoint::Messages => view.messages,
             Endpoint::Completions => view.prompt,
             Endpoint::Embeddings => view.input,
         };
@@ -111,7 +209,7 @@ impl LlmRequest {
             }
             Some(_) => {}
         }
-        if endpoint == Endpoint::ChatCompletions
+        if matches!(endpoint, Endpoint::ChatCompletions | Endpoint::Messages)
             && !view.messages.is_some_and(|m| m.get().starts_with('['))
         {
             return Err(GatewayError::InvalidParam {
@@ -119,9 +217,9 @@ impl LlmRequest {
                 message: "must be an array of messages".into(),
             });
         }
-        let stream = match view.stream {
+        let stream = match &view.stream {
             None | Some(serde_json::Value::Null) => false,
-            Some(serde_json::Value::Bool(b)) => b,
+            Some(serde_json::Value::Bool(b)) => *b,
             Some(_) => {
                 return Err(GatewayError::InvalidParam {
                     param: "stream",
@@ -129,33 +227,39 @@ impl LlmRequest {
                 })
             }
         };
-        let max_tokens = match view.max_completion_tokens.or(view.max_tokens) {
-            None | Some(serde_json::Value::Null) => None,
-            Some(v) => Some(v.as_u64().ok_or_else(|| GatewayError::InvalidParam {
-                param: "max_tokens",
-                message: "must be a non-negative integer".into(),
-            })?),
+        let cap = match (
+            bounded_int(
+                "max_completion_tokens",
+                &view.max_completion_tokens,
+                0,
+                MAX_OUTPUT_TOKENS,
+            )?,
+            bounded_int("max_tokens", &view.max_tokens, 0, MAX_OUTPUT_TOKENS)?,
+        ) {
+            (Some(c), _) | (None, Some(c)) => Some(c),
+            (None, None) => None,
         };
-        let fallbacks =
-            match view.fallbacks {
-                None => None,
-                Some(raw) => Some(serde_json::from_str(raw.get()).map_err(|e| {
-                    GatewayError::InvalidParam {
-                        param: "fallbacks",
-                        message: e.to_string(),
-                    }
-                })?),
-            };
-        let num_retries = match view.num_retries.map(|r| r.get()) {
-            None | Some("null") => None,
-            Some(raw) => Some(raw.parse::<u32>().map_err(|_| GatewayError::InvalidParam {
-                param: "num_retries",
-                message: "must be a non-negative integer".into(),
-            })?),
+        let choices = bounded_int("n", &view.n, 1, MAX_CHOICES)?.unwrap_or(1);
+        // n choices may each use the cap: the output the request can cost.
+        let max_tokens = cap.map(|c| c.saturating_mul(choices));
+        let user = match (endpoint, view.metadata) {
+            (Endpoint::Messages, Some(raw)) => {
+                serde_json::from_str::<Option<MetadataView>>(raw.get())
+                    .map_err(|_| GatewayError::InvalidParam {
+                        param: "metadata",
+                        message: "must be an object".into(),
+                    })?
+                    .and_then(|m| m.user_id)
+            }
+            (Endpoint::Messages, None) => None,
+            _ => view.user.clone(),
         };
-        let end_user = match view.user {
+        let end_user = match &user {
             None | Some(serde_json::Value::Null) => None,
-            Some(serde_json::Value::String(s)) => Some(s),
+            Some(serde_json::Value::String(s)) => {
+                check_name("user", s, MAX_USER_BYTES)?;
+                Some(s.clone())
+            }
             Some(_) => {
                 return Err(GatewayError::InvalidParam {
                     param: "user",
@@ -163,23 +267,6 @@ impl LlmRequest {
                 })
             }
         };
-        let own: Vec<std::ops::Range<usize>> = [view.fallbacks, view.num_retries]
-            .into_iter()
-            .flatten()
-            .map(|raw| {
-                let start = raw.get().as_ptr() as usize - body.as_ptr() as usize;
-                start..start + raw.get().len()
-            })
-            .collect();
-        if !own.is_empty() {
-            // Rare: re-read the body without the gateway's own fields so the
-            // provider never sees them.
-            let stripped = strip_members(&body, &own);
-            let mut again = LlmRequest::parse(endpoint, Bytes::from(stripped))?;
-            again.fallbacks = fallbacks;
-            again.num_retries = num_retries;
-            return Ok(again);
-        }
         Ok(LlmRequest {
             endpoint,
             body,
@@ -187,9 +274,10 @@ impl LlmRequest {
             model,
             stream,
             max_tokens,
-            fallbacks,
-            num_retries,
+            fallbacks: None,
+            num_retries: None,
             end_user,
+            forward_headers: Vec::new(),
         })
     }
 
@@ -206,6 +294,7 @@ impl LlmRequest {
             fallbacks: self.fallbacks.clone(),
             num_retries: self.num_retries,
             end_user: self.end_user.clone(),
+            forward_headers: self.forward_headers.clone(),
         }
     }
 
@@ -221,18 +310,146 @@ impl LlmRequest {
     }
 }
 
-/// `body` without the top-level members whose values span `values`: each
-/// member's key, colon, value and one adjacent comma are cut out; nothing
-/// else changes.
-fn strip_members(body: &[u8], values: &[std::ops::Range<usize>]) -> Vec<u8> {
-    let mut cuts: Vec<std::ops::Range<usize>> = values
+/// Refuses bodies nested deeper than [`MAX_JSON_DEPTH`]: the values the
+/// gateway skips unread are not depth-checked by serde, and whatever reads
+/// them later (a provider's translation, the upstream) must not recurse
+/// without bound. One pass, strings skipped.
+fn check_depth(body: &[u8]) -> Result<(), GatewayError> {
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < body.len() {
+        match body[i] {
+            b'"' => {
+                i += 1;
+                while i < body.len() {
+                    match body[i] {
+                        b'\\' => i += 2,
+                        b'"' => break,
+                        _ => i += 1,
+                    }
+                }
+            }
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_JSON_DEPTH {
+                    return Err(GatewayError::MalformedJson(format!(
+                        "nested deeper than {MAX_JSON_DEPTH} levels"
+                    )));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+/// An integer field in `min..=max`, or `None` when absent or null; any
+/// other value (string, negative, fractional, too large) is a 400 naming it.
+fn bounded_int(
+    param: &'static str,
+    value: &Option<serde_json::Value>,
+    min: u64,
+    max: u64,
+) -> Result<Option<u64>, GatewayError> {
+    let v = match value {
+        None | Some(serde_json::Value::Null) => return Ok(None),
+        Some(v) => v,
+    };
+    match v.as_u64() {
+        Some(n) if (min..=max).contains(&n) => Ok(Some(n)),
+        _ => Err(GatewayError::InvalidParam {
+            param,
+            message: format!("must be an integer from {min} to {max}"),
+        }),
+    }
+}
+
+/// A name that becomes a limiter key, a log field or a header: at most
+/// `max` bytes and no control characters.
+fn check_name(param: &'static str, value: &str, max: usize) -> Result<(), GatewayError> {
+    if value.len() > max {
+        return Err(GatewayError::InvalidParam {
+            param,
+            message: format!("is {} bytes long; at most {max} are accepted", value.len()),
+        });
+    }
+    if value.chars().any(char::is_control) {
+        return Err(GatewayError::InvalidParam {
+            param,
+            message: "must not contain control characters".into(),
+        });
+    }
+    Ok(())
+}
+
+/// The body's `fallbacks`: any JSON (the router reads its shape), at most
+/// [`MAX_REQUEST_FALLBACKS`] entries.
+fn read_fallbacks(raw: Option<&RawValue>) -> Result<Option<serde_json::Value>, GatewayError> {
+    let Some(raw) = raw else { return Ok(None) };
+    let value: serde_json::Value =
+        serde_json::from_str(raw.get()).map_err(|e| GatewayError::InvalidParam {
+            param: "fallbacks",
+            message: e.to_string(),
+        })?;
+    if value
+        .as_array()
+        .is_some_and(|a| a.len() > MAX_REQUEST_FALLBACKS)
+    {
+        return Err(GatewayError::InvalidParam {
+            param: "fallbacks",
+            message: format!("at most {MAX_REQUEST_FALLBACKS} fallback groups are accepted"),
+        });
+    }
+    Ok(Some(value))
+}
+
+/// The body's `num_retries`: an integer from 0 to [`MAX_REQUEST_RETRIES`].
+fn read_num_retries(raw: Option<&RawValue>) -> Result<Option<u32>, GatewayError> {
+    let Some(raw) = raw else { return Ok(None) };
+    let value = serde_json::from_str(raw.get()).map_err(|e| GatewayError::InvalidParam {
+        param: "num_retries",
+        message: e.to_string(),
+    })?;
+    let n = bounded_int(
+        "num_retries",
+        &Some(value),
+        0,
+        u64::from(MAX_REQUEST_RETRIES),
+    )?;
+    Ok(n.and_then(|n| u32::try_from(n).ok()))
+}
+
+/// `body` without the top-level members whose values span `values`. The
+/// members are cut as runs (members next to each other, separated by one
+/// comma), and each run takes one adjacent comma with it, the following
+/// one else the preceding one, so the cuts never overlap and the rest is
+/// untouched, valid JSON.
+fn strip_members(body: &[u8], values: &[Range<usize>]) -> Vec<u8> {
+    let mut members: Vec<Range<usize>> = values
         .iter()
-        .map(|v| member_span(body, v.clone()))
+        .map(|v| member_bounds(body, v.clone()))
         .collect();
-    cuts.sort_by_key(|c| c.start);
+    members.sort_by_key(|m| m.start);
+    let mut runs: Vec<Range<usize>> = Vec::with_capacity(members.len());
+    for m in members {
+        match runs.last_mut() {
+            Some(last) if last.end <= m.start && is_separator(&body[last.end..m.start]) => {
+                last.end = m.end
+            }
+            _ => runs.push(m),
+        }
+    }
     let mut out = Vec::with_capacity(body.len());
     let mut at = 0;
-    for cut in cuts {
+    for run in runs {
+        let cut = with_comma(body, run);
+        if cut.start < at {
+            // Overlapping cuts cannot come from distinct members; keep the
+            // body whole rather than slice backwards.
+            continue;
+        }
         out.extend_from_slice(&body[at..cut.start]);
         at = cut.end;
     }
@@ -240,9 +457,41 @@ fn strip_members(body: &[u8], values: &[std::ops::Range<usize>]) -> Vec<u8> {
     out
 }
 
-/// The span of a member given its value's span: back over `"key" :`, then
-/// forward over a following comma, else back over a preceding one.
-fn member_span(body: &[u8], value: std::ops::Range<usize>) -> std::ops::Range<usize> {
+/// Whitespace, one comma, whitespace: what separates two members.
+fn is_separator(between: &[u8]) -> bool {
+    let mut commas = 0;
+    for b in between {
+        match b {
+            b',' => commas += 1,
+            b if b.is_ascii_whitespace() => {}
+            _ => return false,
+        }
+    }
+    commas == 1
+}
+
+/// `run` widened over the comma that follows it, else the one before it.
+fn with_comma(body: &[u8], run: Range<usize>) -> Range<usize> {
+    let mut end = run.end;
+    while end < body.len() && body[end].is_ascii_whitespace() {
+        end += 1;
+    }
+    if end < body.len() && body[end] == b',' {
+        return run.start..end + 1;
+    }
+    let mut before = run.start;
+    while before > 0 && body[before - 1].is_ascii_whitespace() {
+        before -= 1;
+    }
+    if before > 0 && body[before - 1] == b',' {
+        return before - 1..run.end;
+    }
+    run
+}
+
+/// The span of a member, `"key"` to the end of its value, given its
+/// value's span: back over the colon and the key.
+fn member_bounds(body: &[u8], value: Range<usize>) -> Range<usize> {
     let skip_back = |mut i: usize| {
         while i > 0 && body[i - 1].is_ascii_whitespace() {
             i -= 1;
@@ -254,23 +503,13 @@ fn member_span(body: &[u8], value: std::ops::Range<usize>) -> std::ops::Range<us
         start = skip_back(start - 1);
     }
     if start > 0 && body[start - 1] == b'"' {
-        // The key: our field names hold no escaped quotes.
+        // The key: the names we cut decode to no quote, so the raw key
+        // holds none (an escaped quote would decode to one).
         start -= 1;
         while start > 0 && body[start - 1] != b'"' {
             start -= 1;
         }
         start = start.saturating_sub(1);
-    }
-    let mut end = value.end;
-    while end < body.len() && body[end].is_ascii_whitespace() {
-        end += 1;
-    }
-    if end < body.len() && body[end] == b',' {
-        return start..end + 1;
-    }
-    let before = skip_back(start);
-    if before > 0 && body[before - 1] == b',' {
-        return before - 1..value.end;
     }
     start..value.end
 }
@@ -329,6 +568,25 @@ mod tests {
     }
 
     #[test]
+    fn messages_requests_read_their_end_user_from_metadata() {
+        let r = parse(
+            Endpoint::Messages,
+            r#"{"model":"claude","max_tokens":3,"messages":[],"user":"ignored","metadata":{"user_id":"u-1"},"stream":true}"#,
+        )
+        .unwrap();
+        assert_eq!((r.end_user.as_deref(), r.stream), (Some("u-1"), true));
+        assert_eq!(r.max_tokens, Some(3));
+        let e = parse(Endpoint::Messages, r#"{"model":"c","messages":{}}"#).unwrap_err();
+        assert_eq!(e.param(), Some("messages"));
+        let e = parse(
+            Endpoint::Messages,
+            r#"{"model":"c","messages":[],"metadata":[]}"#,
+        )
+        .unwrap_err();
+        assert_eq!(e.param(), Some("metadata"));
+    }
+
+    #[test]
     fn names_what_is_wrong() {
         let e = parse(
             Endpoint::ChatCompletions,
@@ -355,5 +613,204 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.param(), Some("max_tokens"));
+    }
+
+    fn forwarded(r: &LlmRequest) -> serde_json::Value {
+        serde_json::from_slice(&r.body).expect("the forwarded body is JSON")
+    }
+
+    #[test]
+    fn adjacent_gateway_fields_at_the_end_are_cut_cleanly() {
+        // The OpenAI SDK's extra_body puts both fields last: the two cuts
+        // used to overlap and panic the core.
+        for body in [
+            r#"{"model":"a","messages":[],"fallbacks":["gpt-4o"],"num_retries":1}"#,
+            r#"{"model":"a","messages":[], "num_retries" : 1 , "fallbacks":["gpt-4o"] }"#,
+            r#"{"fallbacks":["gpt-4o"],"num_retries":1,"model":"a","messages":[]}"#,
+            r#"{"fallbacks":["gpt-4o"],"model":"a","num_retries":1,"messages":[]}"#,
+        ] {
+            let r = parse(Endpoint::ChatCompletions, body).unwrap();
+            assert_eq!(r.num_retries, Some(1), "{body}");
+            assert_eq!(r.fallbacks, Some(serde_json::json!(["gpt-4o"])));
+            assert_eq!(
+                forwarded(&r),
+                serde_json::json!({"model": "a", "messages": []}),
+                "{body}"
+            );
+            assert_eq!(&r.body[r.model_span.clone()], b"\"a\"");
+        }
+        let only = parse(
+            Endpoint::Embeddings,
+            r#"{"num_retries":0,"fallbacks":[],"model":"e","input":"x"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            forwarded(&only),
+            serde_json::json!({"model": "e", "input": "x"})
+        );
+    }
+
+    #[test]
+    fn numbers_from_the_client_are_range_checked() {
+        let cases = [
+            (r#""max_tokens":18446744071562067968"#, "max_tokens"),
+            (r#""max_tokens":10000001"#, "max_tokens"),
+            (r#""max_tokens":1.5"#, "max_tokens"),
+            (r#""max_tokens":"5""#, "max_tokens"),
+            (r#""max_completion_tokens":-3"#, "max_completion_tokens"),
+            (r#""n":0"#, "n"),
+            (r#""n":129"#, "n"),
+            (r#""n":true"#, "n"),
+            (r#""num_retries":11"#, "num_retries"),
+            (r#""num_retries":1.5"#, "num_retries"),
+            (r#""num_retries":"2""#, "num_retries"),
+            (r#""num_retries":4294967296"#, "num_retries"),
+            (r#""user":"a\nb""#, "user"),
+            (r#""stream":"yes""#, "stream"),
+        ];
+        for (field, param) in cases {
+            let body = format!(r#"{{"model":"a","messages":[],{field}}}"#);
+            let e = parse(Endpoint::ChatCompletions, &body).unwrap_err();
+            assert_eq!(e.param(), Some(param), "{body}: {e}");
+            assert_eq!(e.status(), 400);
+        }
+        let long_user = format!(
+            r#"{{"model":"a","messages":[],"user":"{}"}}"#,
+            "u".repeat(MAX_USER_BYTES + 1)
+        );
+        let e = parse(Endpoint::ChatCompletions, &long_user).unwrap_err();
+        assert_eq!(e.param(), Some("user"));
+        let long_model = format!(r#"{{"model":"{}","messages":[]}}"#, "m".repeat(300));
+        let e = parse(Endpoint::ChatCompletions, &long_model).unwrap_err();
+        assert_eq!(e.param(), Some("model"));
+        let many = format!(
+            r#"{{"model":"a","messages":[],"fallbacks":[{}]}}"#,
+            vec!["\"b\""; MAX_REQUEST_FALLBACKS + 1].join(",")
+        );
+        let e = parse(Endpoint::ChatCompletions, &many).unwrap_err();
+        assert_eq!(e.param(), Some("fallbacks"));
+        // n multiplies the output the request may cost.
+        let r = parse(
+            Endpoint::ChatCompletions,
+            r#"{"model":"a","messages":[],"max_tokens":100,"n":3}"#,
+        )
+        .unwrap();
+        assert_eq!(r.max_tokens, Some(300));
+    }
+
+    #[test]
+    fn hostile_json_is_a_400_not_a_crash() {
+        let deep = format!(
+            r#"{{"model":"a","messages":{}{}}}"#,
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        assert_eq!(
+            parse(Endpoint::ChatCompletions, &deep)
+                .unwrap_err()
+                .status(),
+            400
+        );
+        let mut bad_utf8 = br#"{"model":"a","messages":[{"role":"user","content":"x"#.to_vec();
+        bad_utf8.extend_from_slice(&[0xff, 0xfe]);
+        bad_utf8.extend_from_slice(br#""}]}"#);
+        let e = LlmRequest::parse(Endpoint::ChatCompletions, Bytes::from(bad_utf8)).unwrap_err();
+        assert_eq!(e.status(), 400);
+        let dup = r#"{"model":"a","messages":[],"num_retries":1,"num_retries":2}"#;
+        assert_eq!(
+            parse(Endpoint::ChatCompletions, dup).unwrap_err().status(),
+            400
+        );
+    }
+
+    mod property {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// A JSON value of a few kinds, rendered with random spacing.
+        fn value() -> impl Strategy<Value = String> {
+            prop_oneof![
+                Just("1".to_string()),
+                Just("null".to_string()),
+                Just(r#""s,\"x\":""#.to_string()),
+                Just(r#"["a", {"b": [1, 2]}]"#.to_string()),
+                Just(r#"{"fallbacks": 1, "num_retries": 2}"#.to_string()),
+            ]
+        }
+
+        fn ws() -> impl Strategy<Value = &'static str> {
+            prop_oneof![Just(""), Just(" "), Just("\n\t "), Just("  ")]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(4000))]
+            /// Whatever order and spacing the members come in, the forwarded
+            /// body is valid JSON equal to the parsed body without the
+            /// gateway's fields, and the model span still names the model.
+            #[test]
+            fn the_splice_removes_exactly_the_gateway_fields(
+                extra in proptest::collection::vec(value(), 0..3),
+                with_fallbacks in any::<bool>(),
+                with_retries in any::<bool>(),
+                order in proptest::collection::vec(any::<u8>(), 8),
+                spaces in proptest::collection::vec(ws(), 12),
+                new_model in "[a-z/\"]{0,8}",
+            ) {
+                let mut members: Vec<String> = vec![
+                    r#""model":"m""#.to_string(),
+                    r#""messages":[{"role":"user","content":"hi"}]"#.to_string(),
+                ];
+                for (i, v) in extra.iter().enumerate() {
+                    members.push(format!(r#""x{i}":{v}"#));
+                }
+                if with_fallbacks {
+                    members.push(r#""fallbacks":["b"]"#.to_string());
+                }
+                if with_retries {
+                    members.push(r#""num_retries":2"#.to_string());
+                }
+                // A permutation from the random bytes.
+                let mut keyed: Vec<(u8, String)> = members
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, m)| (order[i % order.len()].wrapping_add(i as u8), m))
+                    .collect();
+                keyed.sort_by_key(|(k, _)| *k);
+                let mut body = String::from("{");
+                for (i, (_, m)) in keyed.iter().enumerate() {
+                    if i > 0 {
+                        body.push_str(spaces[i % spaces.len()]);
+                        body.push(',');
+                    }
+                    body.push_str(spaces[(i + 5) % spaces.len()]);
+                    body.push_str(&m.replacen(':', &format!("{}:{}", spaces[i % 3], spaces[(i + 1) % 4]), 1));
+                }
+                body.push_str(spaces[11]);
+                body.push('}');
+
+                let r = parse(Endpoint::ChatCompletions, &body).unwrap();
+                let mut expected: serde_json::Value = serde_json::from_str(&body).unwrap();
+                let obj = expected.as_object_mut().unwrap();
+                obj.remove("fallbacks");
+                obj.remove("num_retries");
+                prop_assert_eq!(forwarded(&r), expected.clone());
+                prop_assert_eq!(r.num_retries, with_retries.then_some(2));
+                prop_assert_eq!(r.fallbacks.is_some(), with_fallbacks);
+                let joined: Vec<u8> = r
+                    .body_with_model(&new_model)
+                    .iter()
+                    .flat_map(|b| b.to_vec())
+                    .collect();
+                let rewritten: serde_json::Value = serde_json::from_slice(&joined).unwrap();
+                expected["model"] = serde_json::Value::String(new_model.clone());
+                prop_assert_eq!(rewritten, expected);
+            }
+
+            /// Arbitrary bytes never panic the reader.
+            #[test]
+            fn arbitrary_bodies_never_panic(body in proptest::collection::vec(any::<u8>(), 0..256)) {
+                let _ = LlmRequest::parse(Endpoint::ChatCompletions, Bytes::from(body));
+            }
+        }
     }
 }

@@ -69,16 +69,27 @@ fn main() -> ExitCode {
     let opts = match parse_args() {
         Ok(o) => o,
         Err(msg) => {
-            eprintln!("{msg}");
+            // Not parsed: JSON when the arguments or the environment ask.
+            let json = std::env::args().any(|a| a == "--json-logs")
+                || std::env::var("JSON_LOGS")
+                    .is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
+            if json {
+                gateway::logging::emergency(true, "gateway", &msg);
+            } else {
+                eprintln!("{msg}");
+            }
             return ExitCode::from(2);
         }
     };
     let _log_guard = gateway::logging::init(opts.json_logs);
+    gateway::panic_guard::install_hook();
     match run(opts) {
         Ok(()) => ExitCode::SUCCESS,
         Err(msg) => {
             tracing::error!("{msg}");
-            eprintln!("gateway: {msg}");
+            if !gateway::logging::json() {
+                eprintln!("gateway: {msg}");
+            }
             ExitCode::FAILURE
         }
     }
@@ -104,12 +115,15 @@ fn run(opts: Options) -> Result<(), String> {
     let keys = Arc::new(gateway::auth::KeyCache::default());
     let (fleet, cooldowns) =
         gateway::control::cooldowns::shared(config.rate_limits.redis_url.as_deref()).unzip();
-    let models = Arc::new(gateway::models::Models::new(
-        std::mem::take(&mut config.deployments),
-        config.router.clone(),
-        config.database_url.is_some(),
-        fleet,
-    ));
+    let models = Arc::new(
+        gateway::models::Models::new(
+            std::mem::take(&mut config.deployments),
+            config.router.clone(),
+            config.database_url.is_some(),
+            fleet,
+        )
+        .with_env_policy(model_env_policy(&config)),
+    );
     let (store, listen) = open_store(config.database_url.as_deref())?;
     let spool = gateway::control::SpoolConfig {
         dir: config.spool_dir.clone(),
@@ -129,6 +143,7 @@ fn run(opts: Options) -> Result<(), String> {
     .map_err(|e| format!("cannot start the control plane: {e}"))?;
     seed_declared_keys(&control, std::mem::take(&mut config.virtual_keys))?;
     load_stored_models(&control)?;
+    load_known_keys(&control)?;
     let shared = Arc::new(Shared::new(
         config,
         tls,
@@ -138,6 +153,12 @@ fn run(opts: Options) -> Result<(), String> {
         limiter,
     ));
     install_signal_handler(shared.clone())?;
+    if shared.health.settings().background {
+        let health = shared.health.clone();
+        control
+            .spawn(move |ctx| health.run(ctx.models.clone()))
+            .map_err(|e| format!("cannot start the background health checks: {e}"))?;
+    }
     tracing::info!(
         io_driver = %driver,
         workers = opts.workers,
@@ -151,6 +172,26 @@ fn run(opts: Options) -> Result<(), String> {
     }
     tracing::info!("shut down cleanly");
     Ok(())
+}
+
+/// What `os.environ/` references of models added through the API may
+/// resolve: never the gateway's own secrets, and only the allow-listed names
+/// when `gateway_settings.model_env_allowlist` is set.
+fn model_env_policy(config: &Config) -> gateway::models::EnvPolicy {
+    let env = |name: &str| std::env::var(name).unwrap_or_default();
+    let mut policy = gateway::models::EnvPolicy::new(config.model_env_allowlist.clone())
+        .refuse_value(config.master_key.as_deref().unwrap_or_default())
+        .refuse_value(config.database_url.as_deref().unwrap_or_default())
+        .refuse_value(config.rate_limits.redis_url.as_deref().unwrap_or_default())
+        .refuse_value(&env("LITELLM_SALT_KEY"))
+        .refuse_value(&env("REDIS_PASSWORD"));
+    for key in &config.virtual_keys {
+        let mut hash = [0u8; 32];
+        if hex::decode_to_slice(&key.token, &mut hash).is_ok() {
+            policy = policy.refuse_hash(hash);
+        }
+    }
+    policy
 }
 
 /// Says where rate limits are counted, so an operator sees it at start-up.
@@ -256,19 +297,54 @@ fn load_stored_models(control: &gateway::control::ControlPlane) -> Result<(), St
     Ok(())
 }
 
+/// Reads the set of keys the store holds before the first request, so an
+/// unknown key is refused without the database from the start.
+fn load_known_keys(control: &gateway::control::ControlPlane) -> Result<(), String> {
+    let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+        .enable_timer()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let count = rt
+        .block_on(
+            control.call(std::time::Duration::from_secs(60), |ctx| async move {
+                ctx.keys.reload_known(ctx.store.as_ref()).await
+            }),
+        )
+        .map_err(|e| format!("cannot load the known keys: {e}"))?
+        .map_err(|e| format!("cannot load the known keys: {e}"))?;
+    tracing::info!(count, "virtual keys in the store");
+    Ok(())
+}
+
 /// SIGTERM/SIGINT start a graceful shutdown; a second one exits at once.
+/// SIGHUP reloads the config file (on the control plane).
 fn install_signal_handler(shared: Arc<Shared>) -> Result<(), String> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let mut signals =
-        signal_hook::iterator::Signals::new([SIGTERM, SIGINT]).map_err(|e| e.to_string())?;
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
+        .map_err(|e| e.to_string())?;
     std::thread::Builder::new()
         .name("gateway-signals".into())
         .spawn(move || {
             let mut seen = 0;
             for signal in signals.forever() {
+                if signal == SIGHUP {
+                    tracing::info!("SIGHUP: reloading the config file");
+                    let target = shared.clone();
+                    let queued = shared.control.spawn(move |_| async move {
+                        let _ = target.reloader.reload(&target).await;
+                    });
+                    if let Err(e) = queued {
+                        tracing::error!(error = %e, "config reload not started");
+                    }
+                    continue;
+                }
                 seen += 1;
                 if seen > 1 {
-                    eprintln!("gateway: second signal {signal}, exiting now");
+                    gateway::logging::emergency(
+                        gateway::logging::json(),
+                        "gateway",
+                        &format!("second signal {signal}, exiting now"),
+                    );
                     std::process::exit(1);
                 }
                 tracing::info!(

@@ -2,7 +2,9 @@
 //! and model names: a name the database did not know moments ago is not
 //! asked for again for [`NEGATIVE_TTL`], and at most [`RESYNC_PER_WINDOW`]
 //! read-throughs run per [`RESYNC_WINDOW`], so a flood of unknown names
-//! cannot hammer the database. Lock-free.
+//! cannot hammer the database. Keys in the known set (`auth::known`) are
+//! read through without the budget, so the flood cannot lock them out.
+//! Lock-free.
 
 use std::borrow::Borrow;
 use std::collections::hash_map::RandomState;

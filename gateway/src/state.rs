@@ -30,6 +30,14 @@ pub struct Shared {
     pub alerts: Alerts,
     /// Rate limits (rpm, tpm, parallel).
     pub limiter: Limiter,
+    /// Prometheus metrics (each core attaches its own tables).
+    pub metrics: Arc<crate::metrics::Metrics>,
+    /// Deployment health checks.
+    pub health: Arc<crate::control::health::Health>,
+    /// Whether a database is configured (else everything is in memory).
+    pub database: bool,
+    /// Reloads of the config file.
+    pub reloader: crate::reload::Reloader,
     shutting_down: AtomicBool,
     shutdown_tx: watch::Sender<bool>,
 }
@@ -47,7 +55,17 @@ impl Shared {
         limiter: Limiter,
     ) -> Self {
         let (shutdown_tx, _) = watch::channel(false);
+        let metrics = crate::metrics::Metrics::new(config.metrics.clone());
+        let reloader = crate::reload::Reloader::new(&config);
         Shared {
+            reloader,
+            health: Arc::new(crate::control::health::Health::new(
+                config.health.clone(),
+                tls.clone(),
+                metrics.clone(),
+            )),
+            metrics,
+            database: config.database_url.is_some(),
             auth: Authenticator::new(config.master_key.as_deref(), keys, control.clone()),
             models,
             limits: config.limits,

@@ -461,6 +461,19 @@ async fn keys_teams_and_users_round_trip_like_memory() {
     same!(mem, pg, s => s.get_key(&k1.token));
     same!(mem, pg, s => s.get_key(&k2.token));
     same!(mem, pg, s => s.get_key("nope"));
+    let mut tokens = Vec::new();
+    for s in [&mem as &dyn Store, &pg as &dyn Store] {
+        let mut seen = Vec::new();
+        let count = s
+            .key_tokens(&mut |t| seen.push(t.to_string()))
+            .await
+            .unwrap();
+        seen.sort();
+        assert_eq!(count, seen.len());
+        tokens.push(seen);
+    }
+    assert_eq!(tokens[0], tokens[1], "key_tokens");
+    assert_eq!(tokens[0].len(), 2);
 
     let mut k1b = k1.clone();
     k1b.spend = 99.0; // ignored by update
@@ -667,6 +680,25 @@ async fn recording_spend_twice_counts_it_once() {
         },
         SpendFilter {
             limit: Some(-1),
+            ..Default::default()
+        },
+        SpendFilter {
+            limit: Some(2),
+            offset: 2,
+            ..Default::default()
+        },
+        SpendFilter {
+            api_key: Some(key.token.clone()),
+            limit: Some(1),
+            offset: 1,
+            ..Default::default()
+        },
+        SpendFilter {
+            offset: 4,
+            ..Default::default()
+        },
+        SpendFilter {
+            offset: -3,
             ..Default::default()
         },
     ];

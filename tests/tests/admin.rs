@@ -10,7 +10,14 @@ use serde_json::{json, Value};
 fn mock_model(name: &str) -> Value {
     json!({
         "model_name": name,
-        "litellm_params": {"model": format!("mock/{name}"), "mock_response": "hi"},
+        // Priced, so budgets apply (an unpriced model is refused to keys
+        // with a budget).
+        "litellm_params": {
+            "model": format!("mock/{name}"),
+            "mock_response": "hi",
+            "input_cost_per_token": 0.000001,
+            "output_cost_per_token": 0.000002,
+        },
         "model_info": {"id": format!("{name}-1")},
     })
 }
@@ -415,4 +422,170 @@ fn keys_declared_in_the_config_authenticate() {
         !list.contains("sk-declared-e2e-1"),
         "keys are listed hashed: {list}"
     );
+}
+
+/// Out-of-range numbers, durations and dates in admin bodies and queries are
+/// a 400 naming the field, and the process lives on: before issue 10, a
+/// `/key/generate` with `{"duration": "100000000d"}` overflowed chrono and
+/// exited the gateway.
+#[test]
+fn hostile_admin_numbers_are_refused_and_the_gateway_lives() {
+    let gw = Gateway::start_json(
+        &json!({
+            "model_list": [mock_model("chat-fast")],
+            "general_settings": {"master_key": MASTER_KEY},
+        }),
+        &[],
+    );
+    for (path, body, field) in [
+        (
+            "/key/generate",
+            json!({"duration": "100000000d"}),
+            "duration",
+        ),
+        (
+            "/key/generate",
+            json!({"budget_duration": "9223372036854775807s"}),
+            "budget_duration",
+        ),
+        ("/key/generate", json!({"max_budget": 1e300}), "max_budget"),
+        ("/key/generate", json!({"soft_budget": -1}), "soft_budget"),
+        ("/key/generate", json!({"spend": 1e12}), "spend"),
+        ("/key/generate", json!({"tpm_limit": i64::MAX}), "tpm_limit"),
+        ("/key/generate", json!({"rpm_limit": -1}), "rpm_limit"),
+        ("/key/generate", json!({"rpm_limit": 2.5}), "rpm_limit"),
+        (
+            "/key/generate",
+            json!({"model_rpm_limit": {"chat-fast": u64::MAX}}),
+            "model_rpm_limit.chat-fast",
+        ),
+        (
+            "/key/generate",
+            json!({"model_max_budget": {"chat-fast": -3}}),
+            "model_max_budget.chat-fast",
+        ),
+        (
+            "/team/new",
+            json!({"budget_duration": "100000000d"}),
+            "budget_duration",
+        ),
+        ("/team/new", json!({"max_budget": 1e10}), "max_budget"),
+        ("/user/new", json!({"duration": "100000000d"}), "duration"),
+        (
+            "/user/new",
+            json!({"max_parallel_requests": -1}),
+            "max_parallel_requests",
+        ),
+        (
+            "/model/new",
+            json!({"model_name": "m", "litellm_params": {"model": "mock/m", "timeout": 1e300}}),
+            "litellm_params.timeout",
+        ),
+        (
+            "/model/new",
+            json!({"model_name": "m", "litellm_params": {"model": "mock/m", "mock_latency_ms": u64::MAX}}),
+            "litellm_params.mock_latency_ms",
+        ),
+    ] {
+        let err = assert_error(&gw.post(path, &body), 400);
+        assert_eq!(err["param"], field, "{path} {body}: {err:?}");
+    }
+    // `1e400` is valid JSON syntax but no f64: still named.
+    let resp = gw.call(
+        "POST",
+        "/key/generate",
+        &[("Authorization", &format!("Bearer {MASTER_KEY}"))],
+        br#"{"max_budget": 1e400}"#,
+    );
+    assert_eq!(assert_error(&resp, 400)["param"], "max_budget");
+    let err = assert_error(&gw.get("/spend/logs?end_date=%2B262143-12-31"), 400);
+    assert_eq!(err["param"], "end_date", "{err:?}");
+
+    let key = key_of(&generate(
+        &gw,
+        json!({"duration": "36525d", "budget_duration": "1mo"}),
+    ));
+    chat(&gw, &key, "chat-fast").expect_status(200);
+}
+
+/// `/spend/logs` answers one page at a time (issue 10): one call cannot
+/// pull the whole table.
+#[test]
+fn spend_logs_come_a_page_at_a_time() {
+    let gw = Gateway::start_json(
+        &json!({
+            "model_list": [mock_model("chat-fast")],
+            "general_settings": {"master_key": MASTER_KEY},
+        }),
+        &[],
+    );
+    let key = key_of(&generate(&gw, json!({})));
+    for _ in 0..3 {
+        chat(&gw, &key, "chat-fast").expect_status(200);
+    }
+    let page = |query: &str| -> Vec<Value> {
+        let logs = gw
+            .get(&format!("/spend/logs?api_key={key}{query}"))
+            .expect_status(200)
+            .json();
+        logs.as_array()
+            .unwrap_or_else(|| panic!("not a list: {logs}"))
+            .clone()
+    };
+    e2e::eventually("three spend rows", Duration::from_secs(10), || {
+        (page("").len() == 3).then_some(())
+    });
+    let first = page("&page_size=2");
+    let second = page("&page=2&page_size=2");
+    assert_eq!((first.len(), second.len()), (2, 1));
+    assert_ne!(first[1]["request_id"], second[0]["request_id"]);
+    assert_eq!(page("&limit=1").len(), 1);
+    assert!(page("&page=3&page_size=2").is_empty());
+    for (query, param) in [
+        ("page_size=100000", "page_size"),
+        ("page=0", "page"),
+        ("page=9223372036854775807&page_size=1000", "page"),
+        ("limit=-1", "limit"),
+    ] {
+        let err = assert_error(&gw.get(&format!("/spend/logs?{query}")), 400);
+        assert_eq!(err["param"], param, "{query}: {err:?}");
+    }
+}
+
+/// `/v1/models` lists only what the calling key may use (issue 10): its
+/// allowed groups and its aliases of them, never the others.
+#[test]
+fn models_lists_only_what_the_key_may_use() {
+    let gw = Gateway::start_json(
+        &json!({
+            "model_list": [mock_model("chat-fast"), mock_model("chat-deep")],
+            "general_settings": {"master_key": MASTER_KEY},
+        }),
+        &[],
+    );
+    let key = key_of(&generate(
+        &gw,
+        json!({"models": ["chat-fast"], "aliases": {"quick": "chat-fast", "deep": "chat-deep"}}),
+    ));
+    let get = |path: &str| {
+        gw.call(
+            "GET",
+            path,
+            &[("Authorization", &format!("Bearer {key}"))],
+            b"",
+        )
+    };
+    let listed = get("/v1/models").expect_status(200).json();
+    let ids: Vec<&str> = listed["data"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no data in {listed}"))
+        .iter()
+        .filter_map(|m| m["id"].as_str())
+        .collect();
+    assert_eq!(ids, ["chat-fast", "quick"], "{listed}");
+    get("/models/chat-fast").expect_status(200);
+    assert_error(&get("/v1/models/chat-deep"), 404);
+    assert_error(&get("/v1/models/deep"), 404);
+    let all = gw.get("/v1/models").expect_status(200).json();
+    assert_eq!(all["data"].as_array().map(Vec::len), Some(2), "{all}");
 }

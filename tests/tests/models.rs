@@ -293,3 +293,88 @@ fn a_model_written_straight_into_the_table_is_read_through_and_loaded_at_start()
     assert_eq!(info["data"][0]["model_name"], "direct-model", "{info}");
     assert_eq!(reply(chat(&later, "direct-model")), "direct");
 }
+
+/// `os.environ/NAME` in a `/model/*` body never resolves to the gateway's
+/// own secrets (issue 10): an admin key could otherwise send them as the
+/// `api_key` or a header to a host it chooses. Provider keys still resolve.
+#[test]
+fn os_environ_references_never_reach_the_gateways_secrets() {
+    let gw = Gateway::start_json(
+        &config(),
+        &[
+            ("LITELLM_MASTER_KEY", MASTER_KEY),
+            ("LITELLM_SALT_KEY", "sk-salt-e2e"),
+            ("REDIS_PASSWORD", "hunter2"),
+            ("COPY_OF_THE_MASTER_KEY", MASTER_KEY),
+            ("PROVIDER_KEY", "sk-provider-e2e"),
+        ],
+    );
+    let entry = |id: &str, params: Value| {
+        let mut litellm_params = json!({"model": "mock/rt", "mock_response": "ok"});
+        for (k, v) in params.as_object().expect("params") {
+            litellm_params[k] = v.clone();
+        }
+        json!({"model_name": "rt-env", "litellm_params": litellm_params, "model_info": {"id": id}})
+    };
+    for (params, field) in [
+        (
+            json!({"api_key": "os.environ/LITELLM_MASTER_KEY"}),
+            "litellm_params.api_key",
+        ),
+        (
+            json!({"api_key": "os.environ/LITELLM_SALT_KEY"}),
+            "litellm_params.api_key",
+        ),
+        (
+            json!({"api_key": "os.environ/DATABASE_URL"}),
+            "litellm_params.api_key",
+        ),
+        (
+            json!({"api_key": "os.environ/COPY_OF_THE_MASTER_KEY"}),
+            "litellm_params.api_key",
+        ),
+        (
+            json!({"extra_headers": {"x-leak": "os.environ/REDIS_PASSWORD"}}),
+            "litellm_params.extra_headers.x-leak",
+        ),
+    ] {
+        let resp = gw.post("/model/new", &entry("rt-env-1", params.clone()));
+        assert_bad_field(&resp, field);
+        assert!(!resp.text().contains(MASTER_KEY), "{}", resp.text());
+    }
+    assert_unknown_model(&chat(&gw, "rt-env"));
+
+    let ok = entry("rt-env-1", json!({"api_key": "os.environ/PROVIDER_KEY"}));
+    gw.post("/model/new", &ok).expect_status(200);
+    assert_eq!(reply(chat(&gw, "rt-env")), "ok");
+    let leak = json!({"litellm_params": {"api_key": "os.environ/LITELLM_MASTER_KEY"}, "model_info": {"id": "rt-env-1"}});
+    assert_bad_field(&gw.post("/model/update", &leak), "litellm_params.api_key");
+}
+
+/// With `gateway_settings.model_env_allowlist`, only the listed names (or
+/// prefixes) resolve for models added through the API.
+#[test]
+fn only_allow_listed_variables_resolve_when_a_list_is_set() {
+    let mut cfg = config();
+    cfg["gateway_settings"] = json!({"model_env_allowlist": ["PROVIDER_*"]});
+    let gw = Gateway::start_json(
+        &cfg,
+        &[
+            ("PROVIDER_KEY", "sk-provider-e2e"),
+            ("OTHER_KEY", "sk-other"),
+        ],
+    );
+    let entry = |var: &str| {
+        json!({
+            "model_name": "rt-allow",
+            "litellm_params": {"model": "mock/rt", "api_key": format!("os.environ/{var}")},
+            "model_info": {"id": "rt-allow-1"},
+        })
+    };
+    assert_bad_field(
+        &gw.post("/model/new", &entry("OTHER_KEY")),
+        "litellm_params.api_key",
+    );
+    gw.post("/model/new", &entry("PROVIDER_KEY"))
+        .expect_status(200);
+}

@@ -1,11 +1,21 @@
 //! Endpoint dispatch: which handler answers a method and path. Paths are
-//! accepted with and without the `/v1` prefix, as LiteLLM does.
+//! accepted with and without the `/v1` prefix, as LiteLLM does; Anthropic's
+//! `/v1/messages` is served beside OpenAI's endpoints.
+//!
+//! A request is admitted from its head alone ([`admit`]), before its body is
+//! read and before `100 Continue`: the routes that need a credential get
+//! their caller there, so a request without a valid one costs no body.
 
 mod admin;
 pub use admin::fuzz as admin_fuzz;
 mod health;
+mod metrics;
 mod models;
+mod reload;
+#[cfg(debug_assertions)]
+mod test_hooks;
 
+use crate::auth::Principal;
 use crate::error::GatewayError;
 use crate::http1::RequestHead;
 use crate::inbound::Endpoint;
@@ -15,14 +25,29 @@ use crate::state::Worker;
 use bytes::Bytes;
 use std::time::Instant;
 
-/// Answers one request.
-pub async fn handle(
-    worker: &Worker,
-    head: &RequestHead,
-    body: Bytes,
-    out: &mut Responder<'_>,
-    received_at: Instant,
-) {
+/// Which handler a request goes to, from its method and path.
+enum Route<'a> {
+    /// An LLM endpoint.
+    Llm(Endpoint),
+    /// Anthropic's `/v1/messages/count_tokens`.
+    CountTokens,
+    /// The management API, at this path (without `/v1`).
+    Admin(&'a str),
+    Liveliness,
+    Readiness,
+    /// `/health`: every deployment's health (admin).
+    Health,
+    /// `POST /config/reload`: re-read the config file (admin).
+    Reload,
+    /// `/metrics`, when metrics are on.
+    Metrics,
+    Models,
+    /// `/models/{id}`.
+    Model(&'a str),
+    NotFound,
+}
+
+fn route<'h>(worker: &Worker, head: &'h RequestHead) -> Route<'h> {
     let path = head.path();
     let path = if path.len() > 1 {
         path.trim_end_matches('/')
@@ -35,30 +60,158 @@ pub async fn handle(
         .unwrap_or(path);
     let method = head.method();
     let get = method == "GET" || method == "HEAD";
-    let result = match unversioned {
-        "/chat/completions" | "/completions" | "/embeddings" if method == "POST" => {
-            let endpoint = match unversioned {
-                "/chat/completions" => Endpoint::ChatCompletions,
-                "/completions" => Endpoint::Completions,
-                _ => Endpoint::Embeddings,
-            };
-            proxy::handle(worker, head, endpoint, body, out, received_at).await;
+    match unversioned {
+        "/chat/completions" if method == "POST" => Route::Llm(Endpoint::ChatCompletions),
+        "/completions" if method == "POST" => Route::Llm(Endpoint::Completions),
+        "/embeddings" if method == "POST" => Route::Llm(Endpoint::Embeddings),
+        "/messages" if method == "POST" => Route::Llm(Endpoint::Messages),
+        "/messages/count_tokens" if method == "POST" => Route::CountTokens,
+        p if admin::is_admin_path(p) => Route::Admin(p),
+        "/health/liveliness" | "/health/liveness" if get => Route::Liveliness,
+        "/health/readiness" if get => Route::Readiness,
+        "/health" if get => Route::Health,
+        "/config/reload" if method == "POST" => Route::Reload,
+        "/metrics" if get && worker.shared.metrics.enabled() => Route::Metrics,
+        "/models" if get => Route::Models,
+        p if get && p.starts_with("/models/") => Route::Model(&p["/models/".len()..]),
+        _ => Route::NotFound,
+    }
+}
+
+/// What the request head alone decided: the caller, for the routes that
+/// need a credential (`None` for the others), or why it is refused.
+pub struct Admission(Result<Option<Principal>, GatewayError>);
+
+impl Admission {
+    /// Whether the request is refused already, so its body need not be read.
+    pub fn is_refused(&self) -> bool {
+        self.0.is_err()
+    }
+
+    /// The caller of a route that needs one.
+    fn caller(self) -> Result<Principal, GatewayError> {
+        self.0.and_then(|p| p.ok_or(GatewayError::MissingKey))
+    }
+}
+
+/// Authenticates a request from its head, before its body is read: LLM
+/// endpoints and `/models` need a valid credential, the management API an
+/// admin's.
+pub async fn admit(worker: &Worker, head: &RequestHead) -> Admission {
+    let auth = &worker.shared.auth;
+    let result = match route(worker, head) {
+        Route::Llm(_) | Route::CountTokens | Route::Models | Route::Model(_) => {
+            auth.authenticate(head).await.map(Some)
+        }
+        Route::Metrics if !worker.shared.metrics.require_auth() => Ok(None),
+        Route::Metrics => match auth.authenticate(head).await {
+            Ok(p) if p.is_admin() => Ok(Some(p)),
+            Ok(_) => Err(GatewayError::NotAdmin("/metrics".to_string())),
+            Err(e) => Err(e),
+        },
+        Route::Admin(path) => match auth.authenticate(head).await {
+            Ok(p) if p.is_admin() => Ok(Some(p)),
+            Ok(_) => Err(GatewayError::NotAdmin(path.to_string())),
+            Err(e) => Err(e),
+        },
+        Route::Health | Route::Reload => match auth.authenticate(head).await {
+            Ok(p) if p.is_admin() => Ok(Some(p)),
+            Ok(_) => Err(GatewayError::NotAdmin(head.path().to_string())),
+            Err(e) => Err(e),
+        },
+        Route::Liveliness | Route::Readiness | Route::NotFound => Ok(None),
+    };
+    Admission(result)
+}
+
+/// Answers a request whose body could not be read (too large, too slow,
+/// bad framing) with `err`: an LLM request as the proxy answers refusals
+/// (call id, access line, metrics), any other with the bare error.
+pub async fn refuse(
+    worker: &Worker,
+    head: &RequestHead,
+    err: GatewayError,
+    out: &mut Responder<'_>,
+    received_at: Instant,
+) {
+    match route(worker, head) {
+        Route::Llm(endpoint) => {
+            proxy::handle(
+                worker,
+                head,
+                endpoint,
+                Err(err),
+                Bytes::new(),
+                out,
+                received_at,
+            )
+            .await
+        }
+        _ => {
+            let _ = out.send_error(&err, None).await;
+        }
+    }
+}
+
+/// Answers one request admitted by [`admit`] (or refused there: the refusal
+/// is answered here, by the handler of its route, with an empty body).
+pub async fn handle(
+    worker: &Worker,
+    head: &RequestHead,
+    admission: Admission,
+    body: Bytes,
+    out: &mut Responder<'_>,
+    received_at: Instant,
+) {
+    let result = match route(worker, head) {
+        Route::Llm(endpoint) => {
+            let caller = admission.caller();
+            proxy::handle(worker, head, endpoint, caller, body, out, received_at).await;
             return;
         }
-        p if admin::is_admin_path(p) => {
-            admin::handle(worker, head, p, &body, out).await;
+        Route::CountTokens => {
+            proxy::count_tokens(worker, head, admission.caller(), body, out).await;
             return;
         }
-        "/health/liveliness" | "/health/liveness" if get => health::liveliness(out).await,
-        "/health/readiness" if get => health::readiness(worker, out).await,
-        "/models" if get => models::list(worker, head, out).await,
-        p if get && p.starts_with("/models/") => {
-            models::get(worker, head, &p["/models/".len()..], out).await
+        Route::Admin(p) => {
+            admin::handle(worker, head, p, admission.caller(), &body, out).await;
+            return;
         }
-        _ => Err(GatewayError::RouteNotFound {
-            method: method.to_string(),
-            path: head.path().to_string(),
-        }),
+        Route::Liveliness => health::liveliness(out).await,
+        Route::Readiness => health::readiness(worker, out).await,
+        Route::Health => match admission.0 {
+            Ok(_) => health::deployments(worker, head, out).await,
+            Err(e) => Err(e),
+        },
+        Route::Reload => match admission.0 {
+            Ok(_) => reload::reload(worker, out).await,
+            Err(e) => Err(e),
+        },
+        Route::Metrics => match admission.0 {
+            Ok(_) => metrics::scrape(worker, out).await,
+            Err(e) => Err(e),
+        },
+        Route::Models => match admission.caller() {
+            Ok(caller) => models::list(worker, &caller, out).await,
+            Err(e) => Err(e),
+        },
+        Route::Model(id) => match admission.caller() {
+            Ok(caller) => models::get(worker, &caller, id, out).await,
+            Err(e) => Err(e),
+        },
+        Route::NotFound => {
+            #[cfg(debug_assertions)]
+            if let Some(result) = test_hooks::handle(head.path(), out).await {
+                if let Err(err) = result {
+                    let _ = out.send_error(&err, None).await;
+                }
+                return;
+            }
+            Err(GatewayError::RouteNotFound {
+                method: head.method().to_string(),
+                path: head.path().to_string(),
+            })
+        }
     };
     if let Err(err) = result {
         let _ = out.send_error(&err, None).await;

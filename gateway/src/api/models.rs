@@ -1,7 +1,10 @@
-//! `/v1/models`: the model groups a caller may use.
+//! `/v1/models`: the model names a caller may use, and nothing else: the
+//! groups its key, team and user allow, the names they list that a
+//! wildcard group serves, and the key's aliases of allowed groups.
 
+use crate::auth::Principal;
 use crate::error::GatewayError;
-use crate::http1::RequestHead;
+use crate::router::ModelRegistry;
 use crate::server::{HeadBuilder, Responder};
 use crate::state::Worker;
 use serde_json::{json, Value};
@@ -10,41 +13,174 @@ fn model_object(id: &str) -> Value {
     json!({"id": id, "object": "model", "created": 1677610602, "owned_by": "openai"})
 }
 
+/// Whether `caller` may ask for `name`: it names (directly or through the
+/// caller's alias) a served group the caller may use.
+fn usable(caller: &Principal, registry: &ModelRegistry, name: &str) -> bool {
+    let target = caller.resolve_alias(name);
+    registry.resolve(target).is_some() && caller.check_model(target).is_ok()
+}
+
+/// The names `caller` may ask for: the exact groups in config order, then
+/// listed names served by a wildcard group, then aliases; no repeats.
+fn visible(caller: &Principal, registry: &ModelRegistry) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    let groups = registry.group_names().iter().map(String::as_str);
+    let listed = caller.listed_models();
+    let aliases: Vec<&str> = caller.aliases().into_iter().map(|(a, _)| a).collect();
+    for name in groups.chain(listed).chain(aliases) {
+        if usable(caller, registry, name) && !names.iter().any(|n| n == name) {
+            names.push(name.to_string());
+        }
+    }
+    names
+}
+
 /// `GET /v1/models`.
 pub async fn list(
     worker: &Worker,
-    head: &RequestHead,
+    caller: &Principal,
     out: &mut Responder<'_>,
 ) -> Result<(), GatewayError> {
-    worker.shared.auth.authenticate(head).await?;
     let router = worker.shared.models.router();
-    let data: Vec<Value> = router
-        .registry()
-        .group_names()
+    let data: Vec<Value> = visible(caller, router.registry())
         .iter()
         .map(|n| model_object(n))
         .collect();
-    let body = serde_json::to_vec(&json!({"object": "list", "data": data})).expect("json");
+    let body = json!({"object": "list", "data": data}).to_string();
     let _ = out
-        .send(200, HeadBuilder::new(200), "application/json", &body)
+        .send(
+            200,
+            HeadBuilder::new(200),
+            "application/json",
+            body.as_bytes(),
+        )
         .await;
     Ok(())
 }
 
-/// `GET /v1/models/{id}`.
+/// `GET /v1/models/{id}`: a 404 for a name the caller may not use.
 pub async fn get(
     worker: &Worker,
-    head: &RequestHead,
+    caller: &Principal,
     id: &str,
     out: &mut Responder<'_>,
 ) -> Result<(), GatewayError> {
-    worker.shared.auth.authenticate(head).await?;
-    if !worker.shared.models.router().registry().has_group(id) {
+    if !usable(caller, worker.shared.models.router().registry(), id) {
         return Err(GatewayError::ModelNotFound(id.to_string()));
     }
-    let body = serde_json::to_vec(&model_object(id)).expect("json");
+    let body = model_object(id).to_string();
     let _ = out
-        .send(200, HeadBuilder::new(200), "application/json", &body)
+        .send(
+            200,
+            HeadBuilder::new(200),
+            "application/json",
+            body.as_bytes(),
+        )
         .await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::{KeyEntry, TeamEntry};
+    use crate::budget::Budget;
+    use crate::config::deployment_from_json;
+    use crate::router::RouterSettings;
+    use crate::store::{KeyRecord, TeamRecord};
+    use std::sync::Arc;
+
+    fn registry() -> ModelRegistry {
+        let settings = RouterSettings::default();
+        let deployments = ["gpt-4o", "gpt-4o-mini", "claude", "openai/*"]
+            .iter()
+            .map(|name| {
+                let model = if name.ends_with('*') {
+                    "mock/*".to_string()
+                } else {
+                    format!("mock/{name}")
+                };
+                let entry = json!({"model_name": name, "litellm_params": {"model": model}});
+                Arc::new(
+                    deployment_from_json(&entry, &settings, &|_| None)
+                        .unwrap()
+                        .0,
+                )
+            })
+            .collect();
+        ModelRegistry::from_shared(deployments)
+    }
+
+    fn key(models: &[&str], aliases: Value, team_models: Option<&[&str]>) -> Principal {
+        let strings = |m: &[&str]| m.iter().map(|s| s.to_string()).collect();
+        let team = team_models.map(|t| {
+            Arc::new(TeamEntry {
+                record: TeamRecord {
+                    team_id: "t".into(),
+                    models: strings(t),
+                    ..Default::default()
+                },
+                budget: Budget::new(None, None, 0.0),
+            })
+        });
+        Principal::Key(Arc::new(KeyEntry {
+            record: KeyRecord {
+                models: strings(models),
+                aliases: aliases.as_object().cloned().unwrap_or_default(),
+                ..Default::default()
+            },
+            budget: Budget::new(None, None, 0.0),
+            team,
+            user: None,
+            model_budgets: Vec::new(),
+        }))
+    }
+
+    #[test]
+    fn lists_only_what_the_caller_may_use() {
+        let reg = registry();
+        assert_eq!(
+            visible(&Principal::Master, &reg),
+            ["gpt-4o", "gpt-4o-mini", "claude"]
+        );
+        assert_eq!(
+            visible(&key(&[], json!({}), None), &reg),
+            ["gpt-4o", "gpt-4o-mini", "claude"]
+        );
+        assert_eq!(
+            visible(&key(&["gpt-4o-mini"], json!({}), None), &reg),
+            ["gpt-4o-mini"]
+        );
+        assert_eq!(
+            visible(&key(&["gpt-4o*"], json!({}), None), &reg),
+            ["gpt-4o", "gpt-4o-mini"]
+        );
+        assert_eq!(
+            visible(
+                &key(&["all-proxy-models"], json!({}), Some(&["claude"])),
+                &reg
+            ),
+            ["claude"],
+            "the team narrows the key"
+        );
+        assert_eq!(
+            visible(&key(&["openai/gpt-x", "nowhere"], json!({}), None), &reg),
+            ["openai/gpt-x"],
+            "a listed name a wildcard serves; an unserved one is not shown"
+        );
+        assert_eq!(
+            visible(
+                &key(
+                    &["claude"],
+                    json!({"fast": "claude", "sneaky": "gpt-4o", "broken": 3}),
+                    None
+                ),
+                &reg
+            ),
+            ["claude", "fast"],
+            "aliases of allowed groups only"
+        );
+        let k = key(&["claude"], json!({}), None);
+        assert!(usable(&k, &reg, "claude") && !usable(&k, &reg, "gpt-4o"));
+    }
 }

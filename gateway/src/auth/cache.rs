@@ -1,8 +1,13 @@
 //! The key cache every core reads without locks (papaya), filled by one
-//! read-through per unknown key, refreshed in place when a key, team or user
-//! changes, with a negative cache and a resync budget so a flood of unknown
-//! keys cannot hammer the database.
+//! read-through per uncached key, refreshed in place when a key, team or user
+//! changes. Beside it, the set of every key the store holds
+//! ([`KnownKeys`]): a key inside it is always read through; a key outside it
+//! only within a small shared budget, so a flood of random keys costs the
+//! database a few reads per second and never delays a real key. A negative
+//! cache stops a key the store just did not have from being asked for again
+//! at once.
 
+use super::known::{prefix, KnownKeys};
 use crate::budget::Budget;
 use crate::read_through::ReadThroughGuard;
 use crate::store::{Change, KeyRecord, SpendLogRow, Store, StoreError, TeamRecord, UserRecord};
@@ -78,6 +83,7 @@ impl KeyEntry {
 /// The process-wide cache of keys, teams, users and their budgets.
 pub struct KeyCache {
     keys: TokenMap<Arc<KeyEntry>>,
+    known: KnownKeys,
     misses: ReadThroughGuard<TokenHash, BuildHasherDefault<PrefixHasher>>,
     teams: papaya::HashMap<String, Arc<TeamEntry>>,
     users: papaya::HashMap<String, Arc<UserEntry>>,
@@ -88,6 +94,7 @@ impl Default for KeyCache {
     fn default() -> Self {
         KeyCache {
             keys: TokenMap::default(),
+            known: KnownKeys::default(),
             misses: ReadThroughGuard::default(),
             teams: papaya::HashMap::new(),
             users: papaya::HashMap::new(),
@@ -139,10 +146,38 @@ impl KeyCache {
         self.misses.note_miss(*hash);
     }
 
-    /// Takes one read-through from the resync budget; `false` when spent, in
-    /// which case the caller fails closed.
+    /// Takes one read-through of a key outside the known set from the
+    /// shared budget; `false` when spent (the key is then refused).
     pub fn try_resync(&self) -> bool {
         self.misses.try_resync()
+    }
+
+    /// Whether the store may hold the key of `hash`; when not, a
+    /// read-through needs the shared budget.
+    pub fn is_known(&self, hash: &TokenHash) -> bool {
+        self.known.contains(hash)
+    }
+
+    /// Number of keys the store holds, as last loaded (an upper bound).
+    pub fn known_len(&self) -> usize {
+        self.known.count()
+    }
+
+    /// Reads the token of every key in `store` into the known set (start-up,
+    /// periodically, and after the change listener reconnects); returns how
+    /// many keys the store holds.
+    pub async fn reload_known(&self, store: &dyn Store) -> Result<usize, StoreError> {
+        let reload = self.known.begin_reload();
+        let mut prefixes = Vec::new();
+        let count = store
+            .key_tokens(&mut |token| {
+                if let Some(hash) = parse_token(token) {
+                    prefixes.push(prefix(&hash));
+                }
+            })
+            .await?;
+        self.known.finish_reload(reload, prefixes);
+        Ok(count)
     }
 
     fn budget(&self, id: String, max: Option<f64>, soft: Option<f64>, spend: f64) -> Arc<Budget> {
@@ -226,6 +261,7 @@ impl KeyCache {
             model_budgets,
         });
         self.misses.forget(&hash);
+        self.known.insert(&hash);
         self.keys.pin().insert(hash, entry.clone());
         Ok(Some(entry))
     }
@@ -237,8 +273,15 @@ impl KeyCache {
     pub async fn refresh(&self, store: &dyn Store, change: &Change) -> Result<(), StoreError> {
         let stale: Vec<String> = match change {
             Change::Key(token) => {
-                let cached = parse_token(token).is_some_and(|h| self.keys.pin().contains_key(&h));
-                if cached {
+                let Some(hash) = parse_token(token) else {
+                    return Ok(());
+                };
+                // A key created elsewhere becomes known here; a deleted one
+                // stays known (a read-through that misses) until the next
+                // reload.
+                self.known.insert(&hash);
+                self.misses.forget(&hash);
+                if self.keys.pin().contains_key(&hash) {
                     vec![token.clone()]
                 } else {
                     Vec::new()
@@ -352,12 +395,49 @@ mod tests {
     }
 
     #[test]
+    fn knows_stored_keys_and_those_announced_or_loaded_later() {
+        let store = MemoryStore::default();
+        let cache = KeyCache::default();
+        let token_of = |k: &str| token_hex(&hash_key(k));
+        block_on(async {
+            for k in ["sk-one", "sk-two"] {
+                let rec = KeyRecord {
+                    token: token_of(k),
+                    ..Default::default()
+                };
+                store.insert_key(&rec).await.unwrap();
+            }
+            assert!(!cache.is_known(&hash_key("sk-one")));
+            assert_eq!(cache.reload_known(&store).await.unwrap(), 2);
+            assert!(cache.is_known(&hash_key("sk-one")) && cache.is_known(&hash_key("sk-two")));
+            assert!(!cache.is_known(&hash_key("sk-random")));
+            cache
+                .refresh(&store, &Change::Key(token_of("sk-three")))
+                .await
+                .unwrap();
+            assert!(cache.is_known(&hash_key("sk-three")), "announced");
+            assert!(cache.get(&hash_key("sk-three")).is_none(), "not cached");
+            let four = KeyRecord {
+                token: token_of("sk-four"),
+                ..Default::default()
+            };
+            store.insert_key(&four).await.unwrap();
+            cache.load(&store, &four.token).await.unwrap().unwrap();
+            assert!(cache.is_known(&hash_key("sk-four")), "loaded");
+            // A reload drops the announced key the store does not hold.
+            cache.reload_known(&store).await.unwrap();
+            assert!(!cache.is_known(&hash_key("sk-three")));
+            assert_eq!(cache.known_len(), 3);
+            let h = hash_key("sk-one");
+            cache.note_miss(&h);
+            assert!(cache.recently_missed(&h));
+        });
+    }
+
+    #[test]
     fn resync_budget_is_bounded_per_window() {
         let cache = KeyCache::default();
         let granted = (0..100).filter(|_| cache.try_resync()).count();
         assert_eq!(granted as u64, crate::read_through::RESYNC_PER_WINDOW);
-        let h = hash_key("nope");
-        cache.note_miss(&h);
-        assert!(cache.recently_missed(&h));
     }
 }

@@ -26,14 +26,18 @@ pub fn key_usable(entry: &KeyEntry, now: DateTime<Utc>) -> Result<(), GatewayErr
     Ok(())
 }
 
+/// Whether `m` is one of LiteLLM's values meaning "every model" rather
+/// than a model name.
+pub fn is_special_model_value(m: &str) -> bool {
+    matches!(m, "*" | "all-proxy-models" | "all-team-models")
+}
+
 /// Whether a list of allowed models admits `model` (empty list: all).
 fn list_allows(models: &[String], model: &str) -> bool {
     models.is_empty()
         || models.iter().any(|m| {
             m == model
-                || m == "*"
-                || m == "all-proxy-models"
-                || m == "all-team-models"
+                || is_special_model_value(m)
                 || m.strip_suffix('*')
                     .is_some_and(|prefix| model.starts_with(prefix))
         })

@@ -1,13 +1,18 @@
 //! Who is calling and what they may do: the credential from the request
 //! headers, checked against the master key or a virtual key. Virtual keys are
-//! read from the lock-free cache; an unknown key costs one read-through to the
-//! database via the control plane, bounded by a negative cache and a resync
-//! budget (over budget it fails closed).
+//! read from the lock-free cache. An uncached key in the set of keys the
+//! store holds costs one read-through via the control plane, never refused
+//! for lack of budget; a key outside that set shares a small read-through
+//! budget with the others like it and is a 401 past it. So a flood of random
+//! keys costs the database a few reads per second and cannot lock real keys
+//! out, and an unknown key is a 401, never a 503.
 
 mod cache;
 mod checks;
+mod known;
 
 pub use cache::{hash_key, token_hex, KeyCache, KeyEntry, TeamEntry, TokenHash, UserEntry};
+pub use known::RELOAD_EVERY as KNOWN_KEYS_RELOAD;
 
 use crate::control::ControlPlane;
 use crate::error::GatewayError;
@@ -68,6 +73,36 @@ impl Principal {
         (!regions.is_empty()).then_some(regions)
     }
 
+    /// The model names the key, its team and its user list, without
+    /// wildcards and LiteLLM's special values (`*`, `all-proxy-models`).
+    pub fn listed_models(&self) -> Vec<&str> {
+        let Principal::Key(k) = self else {
+            return Vec::new();
+        };
+        let team = k.team.iter().flat_map(|t| &t.record.models);
+        let user = k.user.iter().flat_map(|u| &u.record.models);
+        k.record
+            .models
+            .iter()
+            .chain(team)
+            .chain(user)
+            .map(String::as_str)
+            .filter(|m| !m.ends_with('*') && !checks::is_special_model_value(m))
+            .collect()
+    }
+
+    /// The key's aliases as (requested name, group).
+    pub fn aliases(&self) -> Vec<(&str, &str)> {
+        let Principal::Key(k) = self else {
+            return Vec::new();
+        };
+        k.record
+            .aliases
+            .iter()
+            .filter_map(|(name, group)| Some((name.as_str(), group.as_str()?)))
+            .collect()
+    }
+
     /// Refuses a model the key, its team or its user may not use.
     pub fn check_model(&self, model: &str) -> Result<(), GatewayError> {
         match self {
@@ -126,6 +161,14 @@ impl Authenticator {
         Ok(Principal::Key(entry))
     }
 
+    /// Reads an uncached key from the store. A key in the known set always
+    /// gets its read-through; a database failure then is a 503 (the key may
+    /// well be valid). A key outside it is almost surely random, but may be
+    /// one created moments ago on another replica (its announcement is on
+    /// the way) or written by a LiteLLM proxy sharing the database (known
+    /// from the next reload): it gets a read-through from a small shared
+    /// budget, and is a 401 when the budget is spent or the database cannot
+    /// answer. Either way it never costs a known key anything.
     async fn read_through(
         &self,
         hash: &TokenHash,
@@ -135,11 +178,9 @@ impl Authenticator {
         if self.keys.recently_missed(hash) {
             return Err(invalid());
         }
-        if !self.keys.try_resync() {
-            // Fail closed, but say why: the key may well be valid.
-            return Err(GatewayError::AuthUnavailable(
-                "too many unknown keys are being checked right now; retry shortly".into(),
-            ));
+        let known = self.keys.is_known(hash);
+        if !known && !self.keys.try_resync() {
+            return Err(invalid());
         }
         let token = token_hex(hash);
         let loaded = self
@@ -148,14 +189,16 @@ impl Authenticator {
                 ctx.keys.load(ctx.store.as_ref(), &token).await
             })
             .await
-            .map_err(|e| GatewayError::AuthUnavailable(e.to_string()))?
-            .map_err(|e| GatewayError::AuthUnavailable(e.to_string()))?;
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.map_err(|e| e.to_string()));
         match loaded {
-            Some(entry) => Ok(entry),
-            None => {
+            Ok(Some(entry)) => Ok(entry),
+            Ok(None) => {
                 self.keys.note_miss(hash);
                 Err(invalid())
             }
+            Err(e) if known => Err(GatewayError::AuthUnavailable(e)),
+            Err(_) => Err(invalid()),
         }
     }
 }

@@ -51,8 +51,11 @@ pub struct LitellmParams {
     pub api_base: Option<String>,
     /// Provider credential, sent upstream.
     pub api_key: Option<String>,
-    /// Provider API version (Azure); kept for translators.
+    /// Provider API version (Azure); else `AZURE_API_VERSION`.
     pub api_version: Option<String>,
+    /// Azure AD token, sent as a Bearer token when there is no `api_key`
+    /// (Azure); else `AZURE_AD_TOKEN`.
+    pub azure_ad_token: Option<String>,
     /// Upstream timeout in seconds.
     pub timeout: Option<f64>,
     /// Upstream timeout for streamed responses, in seconds.
@@ -69,6 +72,10 @@ pub struct LitellmParams {
     pub input_cost_per_token: Option<f64>,
     /// Price per completion token, USD.
     pub output_cost_per_token: Option<f64>,
+    /// Price per prompt token read from the provider's cache, USD.
+    pub cache_read_input_token_cost: Option<f64>,
+    /// Price per prompt token written to the provider's cache, USD.
+    pub cache_creation_input_token_cost: Option<f64>,
     /// Headers added to every upstream request.
     #[serde(default)]
     pub extra_headers: BTreeMap<String, String>,
@@ -102,6 +109,10 @@ pub struct ModelInfo {
     pub input_cost_per_token: Option<f64>,
     /// Price per completion token, USD.
     pub output_cost_per_token: Option<f64>,
+    /// Price per prompt token read from the provider's cache, USD.
+    pub cache_read_input_token_cost: Option<f64>,
+    /// Price per prompt token written to the provider's cache, USD.
+    pub cache_creation_input_token_cost: Option<f64>,
     /// Anything else (mode, base_model, ...).
     #[serde(flatten)]
     pub other: BTreeMap<String, serde_yaml::Value>,
@@ -133,6 +144,9 @@ pub struct GatewaySettings {
     pub body_timeout_ms: Option<u64>,
     /// Time an idle keep-alive connection is kept, milliseconds.
     pub keepalive_timeout_ms: Option<u64>,
+    /// Time after a request arrives during which retries and fallbacks may
+    /// still start, milliseconds.
+    pub retry_deadline_ms: Option<u64>,
     /// Time allowed for each write to a client, milliseconds: a client that
     /// stops reading is disconnected after it.
     pub write_timeout_ms: Option<u64>,
@@ -152,10 +166,17 @@ pub struct GatewaySettings {
     pub spool_dir: Option<String>,
     /// Seconds an idle upstream connection is kept in the pool.
     pub upstream_idle_secs: Option<u64>,
+    /// The only environment variables a model added through the API may
+    /// name with `os.environ/` (`NAME` or `PREFIX*`); unset: any but the
+    /// gateway's own.
+    pub model_env_allowlist: Option<Vec<String>>,
     /// Rate limiter knobs LiteLLM has no name for (mode, fallback policy,
     /// server and end-user limits).
     #[serde(default)]
     pub rate_limits: crate::limits::RateLimitsFile,
+    /// Prometheus metrics without LiteLLM's callback, and their series cap.
+    #[serde(default)]
+    pub metrics: crate::metrics::MetricsFile,
 }
 
 /// A virtual key declared in `gateway_settings.virtual_keys`.

@@ -13,8 +13,9 @@ use std::time::Duration;
 /// choose a bound a client can live with).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// One validated deployment of a model group.
-#[derive(Debug)]
+/// One validated deployment of a model group. Two are equal when every
+/// setting is: a reload keeps the live state of an equal one.
+#[derive(Debug, PartialEq)]
 pub struct Deployment {
     /// Stable id (`model_info.id`, else derived from the entry).
     pub id: Arc<str>,
@@ -30,8 +31,10 @@ pub struct Deployment {
     pub base: Option<UpstreamBase>,
     /// Provider credential.
     pub api_key: Option<String>,
-    /// Provider API version.
+    /// Provider API version (Azure).
     pub api_version: Option<String>,
+    /// Azure AD token, used when there is no `api_key` (Azure).
+    pub azure_ad_token: Option<String>,
     /// Timeout for a non-streamed response (`timeout`, else
     /// `router_settings.timeout`).
     pub timeout: Duration,
@@ -50,6 +53,10 @@ pub struct Deployment {
     pub input_cost_per_token: Option<f64>,
     /// USD per completion token.
     pub output_cost_per_token: Option<f64>,
+    /// USD per prompt token read from the provider's prompt cache.
+    pub cache_read_input_token_cost: Option<f64>,
+    /// USD per prompt token written to the provider's prompt cache.
+    pub cache_creation_input_token_cost: Option<f64>,
     /// Context window and output cap.
     pub max_input_tokens: Option<u64>,
     /// Max completion tokens.
@@ -68,7 +75,7 @@ impl Deployment {
 }
 
 /// Scheme, authority and path prefix of a provider's API.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct UpstreamBase {
     /// `https` when TLS is used.
     pub tls: bool,
@@ -84,7 +91,7 @@ pub struct UpstreamBase {
 }
 
 /// Settings of the `mock/` provider.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct MockSettings {
     /// Reply text.
     pub response: Option<String>,
@@ -101,9 +108,97 @@ pub struct MockSettings {
 /// The longest wait a setting may ask for (7 days), so that adding it to
 /// the clock cannot overflow.
 const MAX_WAIT_MS: u64 = 7 * 24 * 3600 * 1000;
+/// The longest upstream timeout a deployment may set (a day): longer ones
+/// would overflow deadline arithmetic, and no client waits that long.
+const MAX_TIMEOUT: Duration = Duration::from_secs(86_400);
+/// The longest mock delay (an hour).
+const MAX_MOCK_DELAY_MS: u64 = 3_600_000;
+/// The largest deployment rpm or tpm (10^12).
+const MAX_RATE: u64 = 1_000_000_000_000;
+/// The largest token count a deployment may declare (a billion).
+const MAX_CONTEXT_TOKENS: u64 = 1_000_000_000;
+/// The largest price per token, USD.
+const MAX_TOKEN_PRICE: f64 = 1_000.0;
+/// The largest simple-shuffle weight.
+const MAX_WEIGHT: f64 = 1e9;
+
+/// Range checks of a deployment's numbers besides its timeouts: every one
+/// may come from a `/model/new` body, so each is bounded.
+fn check_numbers(params: &LitellmParams, info: &super::file::ModelInfo) -> Result<(), EntryError> {
+    let out_of_range = |field: &str, what: String| Err(bad(field, format!("{field} {what}")));
+    for (field, v) in [
+        ("litellm_params.rpm", params.rpm),
+        ("litellm_params.tpm", params.tpm),
+    ] {
+        if v.is_some_and(|v| v > MAX_RATE) {
+            return out_of_range(field, format!("must be at most {MAX_RATE}"));
+        }
+    }
+    for (field, v) in [
+        ("model_info.max_tokens", info.max_tokens),
+        ("model_info.max_input_tokens", info.max_input_tokens),
+        ("model_info.max_output_tokens", info.max_output_tokens),
+    ] {
+        if v.is_some_and(|v| v > MAX_CONTEXT_TOKENS) {
+            return out_of_range(field, format!("must be at most {MAX_CONTEXT_TOKENS}"));
+        }
+    }
+    for (field, v) in [
+        ("litellm_params.mock_latency_ms", params.mock_latency_ms),
+        (
+            "litellm_params.mock_chunk_delay_ms",
+            params.mock_chunk_delay_ms,
+        ),
+    ] {
+        if v.is_some_and(|v| v > MAX_MOCK_DELAY_MS) {
+            return out_of_range(field, format!("must be at most {MAX_MOCK_DELAY_MS}"));
+        }
+    }
+    if let Some(status) = params.mock_error_status {
+        if !(400..=599).contains(&status) {
+            return out_of_range(
+                "litellm_params.mock_error_status",
+                format!("must be an HTTP error status, 400 to 599 (got {status})"),
+            );
+        }
+    }
+    if let Some(w) = params.weight {
+        if !(w.is_finite() && (0.0..=MAX_WEIGHT).contains(&w)) {
+            return out_of_range(
+                "litellm_params.weight",
+                format!("must be >= 0 and at most {MAX_WEIGHT} (got {w})"),
+            );
+        }
+    }
+    for (field, v) in [
+        (
+            "litellm_params.input_cost_per_token",
+            params.input_cost_per_token,
+        ),
+        (
+            "litellm_params.output_cost_per_token",
+            params.output_cost_per_token,
+        ),
+        ("model_info.input_cost_per_token", info.input_cost_per_token),
+        (
+            "model_info.output_cost_per_token",
+            info.output_cost_per_token,
+        ),
+    ] {
+        if let Some(p) = v {
+            if !(p.is_finite() && (0.0..=MAX_TOKEN_PRICE).contains(&p)) {
+                return out_of_range(
+                    field,
+                    format!("must be a price in USD from 0 to {MAX_TOKEN_PRICE} (got {p})"),
+                );
+            }
+        }
+    }
+    Ok(())
+}
 
 /// Limits of the HTTP server, with defaults.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ServerLimits {
     /// Max request body bytes (413 above).
     pub max_body_bytes: usize,
@@ -125,6 +220,9 @@ pub struct ServerLimits {
     pub shutdown_grace: Duration,
     /// Idle upstream connection lifetime.
     pub upstream_idle: Duration,
+    /// No retry or fallback starts later than this after the request
+    /// arrived, whatever its `num_retries` and `fallbacks` ask.
+    pub retry_deadline: Duration,
 }
 
 impl Default for ServerLimits {
@@ -140,6 +238,7 @@ impl Default for ServerLimits {
             max_connections: 100_000,
             shutdown_grace: Duration::from_secs(30),
             upstream_idle: Duration::from_secs(60),
+            retry_deadline: Duration::from_secs(30),
         }
     }
 }
@@ -166,7 +265,7 @@ pub(super) fn validate(
             Some(name) => format!("model_list[{i}] (model_name \"{name}\")"),
             None => format!("model_list[{i}]"),
         };
-        let dep = deployment(entry, &router, &mut warnings, &label)
+        let dep = deployment(entry, &router, lookup, &mut warnings, &label)
             .map_err(|e| invalid(label, e.problem))?;
         deployments.push(dep);
     }
@@ -209,6 +308,7 @@ pub(super) fn validate(
         .clone()
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| std::path::PathBuf::from(".gateway-spool"));
+    let model_env_allowlist = file.gateway_settings.model_env_allowlist.clone();
     let virtual_keys = file
         .gateway_settings
         .virtual_keys
@@ -233,13 +333,24 @@ pub(super) fn validate(
         lookup,
     )
     .map_err(|p| invalid("gateway_settings.rate_limits".into(), p))?;
+    let metrics = crate::metrics::MetricsSettings::resolve(
+        file.litellm_settings.as_ref(),
+        &file.gateway_settings.metrics,
+    )
+    .map_err(|p| invalid("metrics".into(), p))?;
+    let health = crate::control::health::HealthSettings::from_general(&file.general_settings.other)
+        .map_err(|p| invalid("general_settings".into(), p))?;
     Ok(Config {
+        source: path.to_path_buf(),
+        health,
         rate_limits,
+        metrics,
         deployments,
         master_key,
         database_url,
         spool_dir,
         virtual_keys,
+        model_env_allowlist,
         alerts,
         limits,
         router_settings: file.router_settings,
@@ -290,13 +401,40 @@ pub fn deployment_from_json(
     })?;
     let mut warnings = Vec::new();
     let label = entry.model_name.clone().unwrap_or_default();
-    let dep = deployment(entry, router, &mut warnings, &label)?;
+    let dep = deployment(entry, router, lookup, &mut warnings, &label)?;
     Ok((dep, warnings))
+}
+
+/// The environment variables LiteLLM reads for a provider's `api_base`,
+/// `api_key`, `api_version` and Azure AD token when the entry sets none.
+fn provider_env(kind: ProviderKind) -> [Option<&'static str>; 4] {
+    match kind {
+        ProviderKind::Azure => [
+            Some("AZURE_API_BASE"),
+            Some("AZURE_API_KEY"),
+            Some("AZURE_API_VERSION"),
+            Some("AZURE_AD_TOKEN"),
+        ],
+        ProviderKind::AzureAi => [
+            Some("AZURE_AI_API_BASE"),
+            Some("AZURE_AI_API_KEY"),
+            None,
+            None,
+        ],
+        ProviderKind::Anthropic => [
+            Some("ANTHROPIC_API_BASE"),
+            Some("ANTHROPIC_API_KEY"),
+            None,
+            None,
+        ],
+        ProviderKind::OpenAiCompatible | ProviderKind::Mock => [None; 4],
+    }
 }
 
 fn deployment(
     entry: ModelEntry,
     router: &RouterSettings,
+    lookup: &dyn Fn(&str) -> Option<String>,
     warnings: &mut Vec<String>,
     label: &str,
 ) -> Result<Deployment, EntryError> {
@@ -337,12 +475,23 @@ fn deployment(
             "a wildcard model_name needs a wildcard litellm_params.model (got \"{group}\" → \"{model}\")"
         )));
     }
+    let [env_base, env_key, env_version, env_token] = provider_env(spec.kind);
+    let env = |name: Option<&str>| name.and_then(lookup).filter(|v| !v.is_empty());
+    let env_base = match spec.kind {
+        // LiteLLM also reads `ANTHROPIC_BASE_URL`.
+        ProviderKind::Anthropic => env(env_base).or_else(|| env(Some("ANTHROPIC_BASE_URL"))),
+        _ => env(env_base),
+    };
+    let api_key = params.api_key.clone().or_else(|| env(env_key));
+    let api_version = params.api_version.clone().or_else(|| env(env_version));
+    let azure_ad_token = params.azure_ad_token.clone().or_else(|| env(env_token));
     let base = match spec.kind {
         ProviderKind::Mock => None,
-        ProviderKind::OpenAiCompatible => {
+        _ => {
             let url = params
                 .api_base
                 .clone()
+                .or(env_base)
                 .or(spec.default_api_base.map(str::to_string))
                 .ok_or_else(|| {
                     bad(
@@ -368,28 +517,26 @@ fn deployment(
     let seconds = |v: Option<f64>, name: &str| -> Result<Option<Duration>, EntryError> {
         match v {
             None => Ok(None),
-            Some(s) if s.is_finite() && s > 0.0 => Ok(Some(Duration::from_secs_f64(s))),
+            Some(s) if s.is_finite() && s > 0.0 && s <= MAX_TIMEOUT.as_secs_f64() => {
+                Ok(Some(Duration::from_secs_f64(s)))
+            }
             Some(s) => Err(bad(
                 &format!("litellm_params.{name}"),
-                format!("litellm_params.{name} must be a positive number of seconds (got {s})"),
+                format!(
+                    "litellm_params.{name} must be a positive number of seconds, at most {} (got {s})",
+                    MAX_TIMEOUT.as_secs()
+                ),
             )),
         }
     };
+    check_numbers(&params, &entry.model_info)?;
     let timeout = seconds(params.timeout, "timeout")?
         .or(router.timeout)
         .unwrap_or(DEFAULT_TIMEOUT);
     let stream_timeout = seconds(params.stream_timeout, "stream_timeout")?
         .or(router.stream_timeout)
         .unwrap_or(timeout);
-    let weight = match params.weight {
-        Some(w) if !(w.is_finite() && w >= 0.0) => {
-            return Err(bad(
-                "litellm_params.weight",
-                format!("litellm_params.weight must be >= 0 (got {w})"),
-            ))
-        }
-        w => w,
-    };
+    let weight = params.weight;
     let id: Arc<str> = match &entry.model_info.id {
         Some(id) if !id.is_empty() => id.as_str().into(),
         _ => derived_id(&group, &model, params.api_base.as_deref()).into(),
@@ -401,8 +548,9 @@ fn deployment(
         provider_name,
         upstream_model,
         base,
-        api_key: params.api_key,
-        api_version: params.api_version,
+        api_key,
+        api_version,
+        azure_ad_token,
         timeout,
         stream_timeout,
         rpm: params.rpm,
@@ -415,6 +563,12 @@ fn deployment(
         output_cost_per_token: params
             .output_cost_per_token
             .or(entry.model_info.output_cost_per_token),
+        cache_read_input_token_cost: params
+            .cache_read_input_token_cost
+            .or(entry.model_info.cache_read_input_token_cost),
+        cache_creation_input_token_cost: params
+            .cache_creation_input_token_cost
+            .or(entry.model_info.cache_creation_input_token_cost),
         max_input_tokens: entry
             .model_info
             .max_input_tokens
@@ -561,6 +715,12 @@ fn server_limits(
         gateway.write_timeout_ms,
         1,
         limits.write_timeout,
+    )?;
+    limits.retry_deadline = bounded(
+        "retry_deadline_ms",
+        gateway.retry_deadline_ms,
+        1,
+        limits.retry_deadline,
     )?;
     limits.max_connections = gateway.max_connections.unwrap_or(limits.max_connections);
     limits.max_header_bytes = gateway.max_header_bytes.unwrap_or(limits.max_header_bytes);
@@ -799,6 +959,118 @@ mod tests {
             ),
             "litellm_params.api_key"
         );
+    }
+
+    #[test]
+    fn azure_and_anthropic_read_litellms_environment_variables() {
+        let env = |n: &str| match n {
+            "AZURE_API_KEY" => Some("az-key".to_string()),
+            "AZURE_API_VERSION" => Some("2024-06-01".to_string()),
+            "AZURE_API_BASE" => Some("https://r.openai.azure.com".to_string()),
+            "ANTHROPIC_API_KEY" => Some("sk-ant".to_string()),
+            _ => None,
+        };
+        let c = Config::parse(
+            Path::new("config.yaml"),
+            "model_list:\n  - model_name: a\n    litellm_params: {model: azure/gpt}\n  - model_name: b\n    litellm_params: {model: azure/gpt, api_key: own, api_version: v1, api_base: 'https://o.openai.azure.com'}\n  - model_name: c\n    litellm_params: {model: anthropic/claude-x, cache_read_input_token_cost: 0.1}\n",
+            &env,
+        )
+        .unwrap();
+        let (a, b, c) = (&c.deployments[0], &c.deployments[1], &c.deployments[2]);
+        assert_eq!(
+            (a.api_key.as_deref(), a.api_version.as_deref()),
+            (Some("az-key"), Some("2024-06-01"))
+        );
+        assert_eq!(a.base.as_ref().unwrap().host, "r.openai.azure.com");
+        assert_eq!(
+            (b.api_key.as_deref(), b.api_version.as_deref()),
+            (Some("own"), Some("v1"))
+        );
+        assert_eq!(c.api_key.as_deref(), Some("sk-ant"));
+        assert_eq!(c.base.as_ref().unwrap().url, "https://api.anthropic.com");
+        assert_eq!(c.cache_read_input_token_cost, Some(0.1));
+        assert!(
+            parse("model_list:\n  - model_name: a\n    litellm_params: {model: azure/gpt}\n")
+                .unwrap_err()
+                .contains("api_base is required")
+        );
+    }
+
+    #[test]
+    fn bounds_every_number_of_an_entry() {
+        let router = crate::router::RouterSettings::default();
+        let env = |_: &str| None;
+        for (params, info, field) in [
+            (
+                serde_json::json!({"timeout": 1e300}),
+                serde_json::json!({}),
+                "litellm_params.timeout",
+            ),
+            (
+                serde_json::json!({"stream_timeout": 86401}),
+                serde_json::json!({}),
+                "litellm_params.stream_timeout",
+            ),
+            (
+                serde_json::json!({"rpm": u64::MAX}),
+                serde_json::json!({}),
+                "litellm_params.rpm",
+            ),
+            (
+                serde_json::json!({"tpm": 1_000_000_000_001u64}),
+                serde_json::json!({}),
+                "litellm_params.tpm",
+            ),
+            (
+                serde_json::json!({"weight": 1e300}),
+                serde_json::json!({}),
+                "litellm_params.weight",
+            ),
+            (
+                serde_json::json!({"weight": -1}),
+                serde_json::json!({}),
+                "litellm_params.weight",
+            ),
+            (
+                serde_json::json!({"mock_latency_ms": u64::MAX}),
+                serde_json::json!({}),
+                "litellm_params.mock_latency_ms",
+            ),
+            (
+                serde_json::json!({"mock_chunk_delay_ms": 3_600_001}),
+                serde_json::json!({}),
+                "litellm_params.mock_chunk_delay_ms",
+            ),
+            (
+                serde_json::json!({"mock_error_status": 200}),
+                serde_json::json!({}),
+                "litellm_params.mock_error_status",
+            ),
+            (
+                serde_json::json!({"input_cost_per_token": -1e-6}),
+                serde_json::json!({}),
+                "litellm_params.input_cost_per_token",
+            ),
+            (
+                serde_json::json!({"output_cost_per_token": 1e9}),
+                serde_json::json!({}),
+                "litellm_params.output_cost_per_token",
+            ),
+            (
+                serde_json::json!({}),
+                serde_json::json!({"input_cost_per_token": -1}),
+                "model_info.input_cost_per_token",
+            ),
+        ] {
+            let mut litellm_params = params.as_object().unwrap().clone();
+            litellm_params.insert("model".into(), "mock/x".into());
+            let entry = serde_json::json!({"model_name": "g", "litellm_params": litellm_params, "model_info": info});
+            let err = super::deployment_from_json(&entry, &router, &env).unwrap_err();
+            assert_eq!(err.field, field, "{entry}");
+        }
+        let entry = serde_json::json!({"model_name": "g", "litellm_params": {"model": "mock/x", "timeout": 86400, "weight": 2, "rpm": 1_000_000_000_000u64, "mock_error_status": 503}});
+        let (dep, _) = super::deployment_from_json(&entry, &router, &env).unwrap();
+        assert_eq!(dep.timeout, std::time::Duration::from_secs(86_400));
     }
 
     #[test]

@@ -14,6 +14,7 @@ use crate::store::postgres::{describe, pg_config, SessionIds, CHANNEL, RESYNC_TO
 use crate::store::Change;
 use chrono::{DateTime, Utc};
 use futures_util::StreamExt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -31,6 +32,15 @@ const PING_TIMEOUT: Duration = Duration::from_secs(5);
 /// Tombstones are read from this long before the connection was lost, to
 /// cover clock differences between replicas.
 const CLOCK_SKEW: chrono::Duration = chrono::Duration::seconds(60);
+
+/// Whether the listener is connected and caught up.
+static LISTENING: AtomicBool = AtomicBool::new(false);
+
+/// Whether this process hears other replicas' changes now (for
+/// `/health/readiness`).
+pub fn is_listening() -> bool {
+    LISTENING.load(Ordering::Relaxed)
+}
 
 /// Where and how to listen.
 pub struct ListenConfig {
@@ -66,6 +76,7 @@ pub async fn run(ctx: Arc<ControlCtx>, listen: ListenConfig) {
     };
     loop {
         let Err(e) = listener.session().await;
+        LISTENING.store(false, Ordering::Relaxed);
         listener.deaf_since.get_or_insert_with(Utc::now);
         tracing::warn!(error = %e, retry_in = ?listener.backoff, "change listener disconnected");
         tokio::time::sleep(listener.backoff).await;
@@ -99,12 +110,14 @@ impl Listener {
         self.backoff = MIN_BACKOFF;
         self.resync(&client).await?;
         self.deaf_since = None;
+        LISTENING.store(true, Ordering::Relaxed);
         tracing::info!("listening for key, team, user and model changes of other replicas");
         self.serve(&client, &mut notes).await
     }
 
-    /// Re-reads every stored model, and every cached key that exists or was
-    /// deleted since `deaf_since` (none while the key cache is empty).
+    /// Re-reads every stored model, the set of known keys, and every cached
+    /// key that exists or was deleted since `deaf_since` (none while the key
+    /// cache is empty).
     async fn resync(&self, client: &Client) -> Result<(), String> {
         let models = self
             .ctx
@@ -113,6 +126,13 @@ impl Listener {
             .await
             .map_err(|e| format!("resync: {e}"))?;
         tracing::info!(models, "stored models resynchronized after (re)connecting");
+        let known = self
+            .ctx
+            .keys
+            .reload_known(self.ctx.store.as_ref())
+            .await
+            .map_err(|e| format!("resync: {e}"))?;
+        tracing::info!(known, "known keys reloaded after (re)connecting");
         if self.ctx.keys.is_empty() {
             return Ok(());
         }

@@ -5,13 +5,14 @@
 
 pub mod alerts;
 pub mod cooldowns;
+pub mod health;
 pub mod listener;
 mod writer;
 
 pub use listener::ListenConfig;
 pub use writer::SpoolConfig;
 
-use crate::auth::KeyCache;
+use crate::auth::{KeyCache, KNOWN_KEYS_RELOAD};
 use crate::models::Models;
 use crate::store::{Change, SpendLogRow, Store, StoreError};
 use std::future::Future;
@@ -76,6 +77,9 @@ pub enum ControlError {
     /// The control thread is gone.
     #[error("control plane stopped")]
     Stopped,
+    /// The job ended without an answer (it panicked; the thread lives on).
+    #[error("the control-plane job failed")]
+    Failed,
     /// No answer within the deadline.
     #[error("control plane did not answer within {0:?}")]
     Timeout(Duration),
@@ -125,6 +129,7 @@ impl ControlPlane {
                 runtime.block_on(async move {
                     tokio::spawn(writer::run(ctx.clone(), spend_rx, spool));
                     tokio::spawn(budget_resets(ctx.clone()));
+                    tokio::spawn(known_keys_reloads(ctx.clone()));
                     if let Some(limiter) = limiter {
                         tokio::spawn(limiter.run());
                     }
@@ -135,7 +140,14 @@ impl ControlPlane {
                         tokio::spawn(listener::run(ctx.clone(), listen));
                     }
                     while let Some(job) = job_rx.recv().await {
-                        tokio::spawn(job(ctx.clone()));
+                        // A panicking job drops its reply channel, so its
+                        // caller gets an error; the thread lives on.
+                        let job = crate::panic_guard::CatchPanic::new(job(ctx.clone()));
+                        tokio::spawn(async move {
+                            if let Err(panic) = job.await {
+                                tracing::error!(panic = %panic, "a control-plane job panicked");
+                            }
+                        });
                     }
                 });
             })?;
@@ -158,7 +170,7 @@ impl ControlPlane {
         }))?;
         match monoio::time::timeout(timeout, rx).await {
             Ok(Ok(v)) => Ok(v),
-            Ok(Err(_)) => Err(ControlError::Stopped),
+            Ok(Err(_)) => Err(ControlError::Failed),
             Err(_) => Err(ControlError::Timeout(timeout)),
         }
     }
@@ -204,6 +216,24 @@ impl ControlPlane {
             return false;
         }
         wait.recv_timeout(timeout).is_ok()
+    }
+}
+
+/// Reads the set of known keys again every [`KNOWN_KEYS_RELOAD`] (the first
+/// read is start-up's), so keys written by a writer that does not announce
+/// them become known and deleted ones are dropped.
+async fn known_keys_reloads(ctx: Arc<ControlCtx>) {
+    let mut tick = tokio::time::interval(KNOWN_KEYS_RELOAD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        match ctx.keys.reload_known(ctx.store.as_ref()).await {
+            Ok(count) => tracing::debug!(count, "known keys reloaded"),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not reload the known keys; keeping the current set")
+            }
+        }
     }
 }
 

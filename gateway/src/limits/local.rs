@@ -57,7 +57,11 @@ impl WindowCounter {
     /// running total after it; a bucket holding an older tick is restarted
     /// (its remainder leaves the total), one holding a newer tick is left
     /// alone (the unit has aged out). A bucket never goes below zero.
-    fn add(&self, tick: u64, amount: i64) -> u64 {
+    ///
+    /// Returns the total after it and the change actually applied to the
+    /// bucket (less than `amount` when the bucket was clamped or had aged
+    /// out), so an undo can remove exactly what was added.
+    fn add(&self, tick: u64, amount: i64) -> (u64, i64) {
         let slot = self.slot(tick);
         let tick = tick & AMOUNT_MASK;
         let mut current = slot.load(Ordering::Acquire);
@@ -66,12 +70,12 @@ impl WindowCounter {
             let (base, gone) = match slot_tick.cmp(&tick) {
                 std::cmp::Ordering::Equal => (value, 0),
                 std::cmp::Ordering::Less if amount > 0 => (0, value),
-                _ => return self.total.load(Ordering::Acquire),
+                _ => return (self.total.load(Ordering::Acquire), 0),
             };
-            let next = (base + amount).clamp(0, AMOUNT_MASK as i64);
+            let next = base.saturating_add(amount).clamp(0, AMOUNT_MASK as i64);
             let packed = (tick << TICK_SHIFT) | next as u64;
             match slot.compare_exchange_weak(current, packed, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return self.shift_total(next - base - gone),
+                Ok(_) => return (self.shift_total(next - base - gone), next - base),
                 Err(seen) => current = seen,
             }
         }
@@ -179,31 +183,36 @@ impl LocalLimiter {
         let tick = self.window.tick(unix_secs);
         let counters: Vec<Arc<Counter>> = descs.iter().map(|d| self.counter(d)).collect();
         let mut used = Vec::with_capacity(descs.len());
+        // What each add really applied, so a refusal undoes exactly that.
+        let mut applied: Vec<i64> = Vec::with_capacity(descs.len());
         for (i, (d, c)) in descs.iter().zip(&counters).enumerate() {
             let amount = amounts[i];
             let need = amount.max(1);
             let limit = limit(d);
-            let (before, reset_at) = match &**c {
+            let (before, reset_at, whole) = match &**c {
                 Counter::Parallel(n) => {
                     let before = n.fetch_add(amount, Ordering::AcqRel);
-                    (before, unix_secs + 1)
+                    applied.push(i64::try_from(amount).unwrap_or(i64::MAX));
+                    (before, unix_secs + 1, true)
                 }
                 Counter::Window(w) => {
                     w.sweep(&self.window, tick);
-                    let after = w.add(tick, amount as i64);
-                    let before = after.saturating_sub(amount);
-                    let reset = if before + need > limit {
+                    let delta = i64::try_from(amount).unwrap_or(i64::MAX);
+                    let (after, added) = w.add(tick, delta);
+                    applied.push(added);
+                    let before = after.saturating_sub(added.unsigned_abs());
+                    let reset = if before.saturating_add(need) > limit {
                         self.window
                             .expiry_of(w.oldest(&self.window, tick).unwrap_or(tick))
                     } else {
                         0
                     };
-                    (before, reset)
+                    (before, reset, added == delta)
                 }
             };
-            if before + need > limit {
-                for (j, c) in counters.iter().enumerate().take(i + 1) {
-                    undo(c, tick, amounts[j]);
+            if !whole || before.saturating_add(need) > limit {
+                for (c, &added) in counters.iter().zip(&applied) {
+                    undo(c, tick, added);
                 }
                 return Verdict::Denied {
                     index: i,
@@ -245,11 +254,12 @@ impl LocalLimiter {
                     let Some(Counter::Window(w)) = map.get(d.key.as_str()).map(|c| &**c) else {
                         continue;
                     };
+                    let delta = |d: u64| i64::try_from(d).unwrap_or(i64::MAX);
                     if tokens_used >= reserved {
                         w.sweep(&self.window, now_tick);
-                        w.add(now_tick, (tokens_used - reserved) as i64);
+                        w.add(now_tick, delta(tokens_used - reserved));
                     } else {
-                        w.add(admitted_tick, -((reserved - tokens_used) as i64));
+                        w.add(admitted_tick, -delta(reserved - tokens_used));
                     }
                 }
             }
@@ -287,13 +297,14 @@ impl LocalLimiter {
     }
 }
 
-fn undo(c: &Counter, tick: u64, amount: u64) {
+/// Takes back exactly what an admission's add applied to `c`.
+fn undo(c: &Counter, tick: u64, applied: i64) {
     match c {
         Counter::Parallel(n) => {
-            n.fetch_sub(amount, Ordering::AcqRel);
+            n.fetch_sub(applied.unsigned_abs(), Ordering::AcqRel);
         }
         Counter::Window(w) => {
-            w.add(tick, -(amount as i64));
+            w.add(tick, -applied);
         }
     }
 }
@@ -316,6 +327,25 @@ mod tests {
     }
 
     const T0: u64 = 1_800_000_000;
+
+    #[test]
+    fn a_reservation_too_large_to_count_is_refused_and_leaves_nothing_behind() {
+        let l = LocalLimiter::new(Window::new(60));
+        let d = [desc(Kind::Requests, 100), desc(Kind::Tokens, 1000)];
+        let tokens = d[1].key.clone();
+        // 2^64 - 2^31 used to wrap through `as i64`: the add was clamped away
+        // and the undo added the amount back, refusing the key for a window.
+        for huge in [18_446_744_071_562_067_968u64, u64::MAX, 1 << 40] {
+            assert!(!admit(&l, &d, &[1, huge], T0));
+            assert_eq!(l.usage(&tokens, T0), 0, "{huge}");
+            assert_eq!(l.usage(&d[0].key, T0), 0, "{huge}");
+        }
+        assert!(admit(&l, &d, &[1, 10], T0));
+        assert_eq!(l.usage(&tokens, T0), 10);
+        // Settling with a wild usage report saturates instead of wrapping.
+        l.finish(&d, &[1, 10], Window::new(60).tick(T0), u64::MAX, T0);
+        assert!(l.usage(&tokens, T0) >= 1000);
+    }
 
     #[test]
     fn rpm_admits_up_to_the_limit_then_refuses_until_the_window_slides() {

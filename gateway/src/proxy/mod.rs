@@ -1,7 +1,8 @@
 //! The life of an LLM request, one phase after another. Each phase is a call
 //! into the module that owns it; this file only orders them.
 //!
-//! 1. **authenticate**: the credential names a principal (`auth`).
+//! 1. **authenticate**: the credential names a principal (`auth`), from the
+//!    request head before the body was read (`api::admit`); here its result.
 //! 2. **read**: the routing fields of the body, borrowed, never re-serialized (`inbound`).
 //! 3. **authorize**: aliases, then the key's, team's and user's allowed models (`auth`).
 //! 4. **route**: the model group and one of its deployments (`router`).
@@ -16,6 +17,8 @@
 //!    limiter's reservation becomes the real usage and parallel slots are freed.
 //! 10. **log**: one access line with durations.
 
+mod convert;
+mod count_tokens;
 mod headers;
 mod record;
 mod relay;
@@ -23,9 +26,11 @@ mod relay;
 use crate::auth::Principal;
 use crate::config::Deployment;
 use crate::error::GatewayError;
+use crate::formats::Format;
 use crate::http1::RequestHead;
 use crate::inbound::{Endpoint, LlmRequest};
 use crate::limits::{AdmitInput, RateHeaders};
+use crate::panic_guard::CatchPanic;
 use crate::providers::{self, MockReply};
 use crate::router::{AttemptFailure, Pick, PlanInput, Router};
 use crate::server::Responder;
@@ -36,6 +41,7 @@ use headers::{litellm_headers, upstream_head};
 use record::Attempt;
 use relay::UsageTap;
 
+pub use count_tokens::handle as count_tokens;
 pub use record::flush_spend;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -47,6 +53,8 @@ const MAX_ERROR_BODY: usize = 1 << 20;
 pub(crate) struct Outcome {
     call_id: String,
     received_at: Instant,
+    /// The model group asked for (after the key's aliases), once read.
+    requested: Option<String>,
     group: Option<String>,
     deployment: Option<Arc<Deployment>>,
     upstream_wait: Duration,
@@ -61,13 +69,17 @@ pub(crate) struct Outcome {
     rate: Option<RateHeaders>,
     /// Tokens the attempts really used, for the limiter's reconciliation.
     tokens_used: u64,
+    /// What the Prometheus metrics record of the request.
+    metrics: crate::metrics::RequestMetrics,
 }
 
-/// Serves one OpenAI-style LLM request on `endpoint`.
+/// Serves one OpenAI-style LLM request on `endpoint`; `caller` is the
+/// result of authenticating its head.
 pub async fn handle(
     worker: &Worker,
     head: &RequestHead,
     endpoint: Endpoint,
+    caller: Result<Principal, GatewayError>,
     body: Bytes,
     out: &mut Responder<'_>,
     received_at: Instant,
@@ -75,6 +87,7 @@ pub async fn handle(
     let mut outcome = Outcome {
         call_id: headers::call_id(),
         received_at,
+        requested: None,
         group: None,
         deployment: None,
         upstream_wait: Duration::ZERO,
@@ -84,15 +97,37 @@ pub async fn handle(
         max_fallbacks: None,
         rate: None,
         tokens_used: 0,
+        metrics: Default::default(),
     };
-    let result = serve(worker, head, endpoint, body, out, &mut outcome).await;
+    if let Ok(caller) = &caller {
+        outcome
+            .metrics
+            .identify(caller, worker.shared.auth.master_token());
+    }
+    let forward = convert::forward_headers(head, endpoint);
+    let served = CatchPanic::new(serve(
+        worker,
+        endpoint,
+        (caller, forward),
+        body,
+        out,
+        &mut outcome,
+    ))
+    .await;
+    let result = served.unwrap_or_else(|panic| {
+        // Tickets and reservations were released while unwinding; only this
+        // request fails, and its connection closes.
+        tracing::error!(call_id = %outcome.call_id, panic = %panic, "request panicked");
+        out.close_after();
+        Err(GatewayError::Internal("the request handler failed"))
+    });
     let mut error = None;
     if let Err(err) = result {
         if out.started() {
             out.abort_stream();
         } else {
             let headers = litellm_headers(err.status(), &outcome);
-            let _ = out.send_error(&err, Some(headers)).await;
+            convert::send_error(out, endpoint.format(), &err, headers).await;
         }
         error = Some(err);
     }
@@ -103,23 +138,44 @@ pub async fn handle(
         &outcome,
         error.as_ref(),
     );
+    outcome.metrics.finish(crate::metrics::Finish {
+        path: head.path(),
+        endpoint: endpoint.path_suffix(),
+        status: out.status(),
+        error: error.as_ref(),
+        total: outcome.received_at.elapsed(),
+        upstream_wait: outcome.upstream_wait,
+        rate: outcome.rate.as_ref(),
+    });
 }
 
 async fn serve(
     worker: &Worker,
-    head: &RequestHead,
     endpoint: Endpoint,
+    (caller, forward_headers): (Result<Principal, GatewayError>, Vec<(&'static str, String)>),
     body: Bytes,
     out: &mut Responder<'_>,
     outcome: &mut Outcome,
 ) -> Result<(), GatewayError> {
     // 1. authenticate
-    let principal = worker.shared.auth.authenticate(head).await?;
+    let principal = caller?;
     // 2. read
-    let req = LlmRequest::parse(endpoint, body)?;
+    let mut req = LlmRequest::parse(endpoint, body)?;
+    req.forward_headers = forward_headers;
     outcome.stream = req.stream;
     // 3. authorize
     let model = principal.resolve_alias(&req.model).to_string();
+    outcome.requested = Some(model.clone());
+    outcome
+        .metrics
+        .requested(req.end_user.as_deref(), &model, || {
+            let router = worker.shared.models.router();
+            router.registry().resolve(&model).is_some()
+        });
+    #[cfg(debug_assertions)]
+    if crate::panic_guard::test_panic_model(&model) {
+        panic!("test hook: the request path panicked");
+    }
     principal.check_model(&model)?;
     // 4. route: fallbacks wrap retries wrap the call
     let prompt = spend::PromptEstimate::new(&req.body);
@@ -188,18 +244,35 @@ async fn attempts<'r>(
     out: &mut Responder<'_>,
     outcome: &mut Outcome,
 ) -> Result<(), GatewayError> {
-    let with_usage = req
-        .stream
+    // A Messages request gets its usage chunk from its translation.
+    let with_usage = (req.stream && req.endpoint.format() == Format::OpenAi)
         .then(|| spend::inject_include_usage(&req.body))
         .flatten()
         .map(Bytes::from);
+    // The Messages request in the internal form, made once when a provider
+    // needs it.
+    let mut internal = None;
     let mut last: Option<AttemptFailure> = None;
     let mut failure: Option<GatewayError> = None;
     outcome.max_fallbacks = Some(plan.max_fallbacks());
-    while let Some(pick) = plan.next(last.as_ref()) {
+    // Retries and fallbacks start only until this instant, however many
+    // the body or the config ask for.
+    let retry_deadline = outcome.received_at + worker.shared.limits.retry_deadline;
+    let mut next = plan.next(None);
+    while let Some(pick) = next.take() {
         if pick.fallback_depth > 0 && principal.check_model(&pick.group).is_err() {
-            // A fallback the key may not use is no fallback at all.
+            // A fallback the key may not use is no fallback at all: skip
+            // the whole group, never retry it.
+            next = plan.skip_group();
             continue;
+        }
+        if last.is_some() {
+            if out.client_gone() {
+                return Err(failure.unwrap_or(GatewayError::ClientGone));
+            }
+            if Instant::now() + pick.delay >= retry_deadline {
+                break;
+            }
         }
         if !pick.delay.is_zero() {
             monoio::time::sleep(pick.delay).await;
@@ -209,12 +282,14 @@ async fn attempts<'r>(
         outcome.retries = plan.attempted_retries();
         outcome.fallbacks = plan.attempted_fallbacks();
         let started = Instant::now();
+        let sent = convert::request_for(req, pick.deployment, &mut internal)?;
         router.on_start(&pick);
         let attempt = Attempt::start(&outcome.call_id, pick.attempt as i32);
         let result = attempt_once(
             worker,
             principal,
             req,
+            sent,
             with_usage.as_ref(),
             &pick,
             prompt,
@@ -229,12 +304,13 @@ async fn attempts<'r>(
                 return Ok(());
             }
             Err(err) => {
-                let failed = AttemptFailure::from_error(record::error_class(&err), &err, &pick);
+                let failed = AttemptFailure::from_error(err.class(), &err, &pick);
                 router.on_end(&pick, started.elapsed(), Err(&failed));
                 // Never retried: a byte reached the client, or the budget said no.
                 if out.started() || matches!(err, GatewayError::BudgetExceeded { .. }) {
                     return Err(err);
                 }
+                next = plan.next(Some(&failed));
                 last = Some(failed);
                 failure = Some(err);
             }
@@ -244,12 +320,14 @@ async fn attempts<'r>(
 }
 
 /// Phases 6 to 9 for one pick of the plan: admit, translate, call and relay,
-/// settle and record. Returns the tokens used.
+/// settle and record. Returns the tokens used. `sent` is `req` in the form
+/// the pick's provider takes (see `convert::request_for`).
 #[allow(clippy::too_many_arguments)]
 async fn attempt_once(
     worker: &Worker,
     principal: &Principal,
     req: &LlmRequest,
+    sent: &LlmRequest,
     with_usage: Option<&Bytes>,
     pick: &Pick<'_>,
     prompt: &spend::PromptEstimate<'_>,
@@ -263,32 +341,40 @@ async fn attempt_once(
     let price = spend::price_for(dep, upstream_model);
     let reservation = record::admit(&worker.shared.alerts, principal, req, pick, price).await?;
     // 7 and 8. translate, call and relay
-    let mut tap = UsageTap::new(req.stream);
+    let mut tap = UsageTap::new(req.stream, providers::format_of(dep.provider));
+    let client = req.endpoint.format();
     let result = match providers::http_provider(dep.provider) {
         Some(provider) => {
+            let with_usage = with_usage.filter(|_| provider.accepts_stream_options(dep));
             let strip_usage = with_usage.is_some();
             let upstream_req = match with_usage {
                 Some(body) => {
-                    provider.build_request(&req.with_body(body.clone()), upstream_model, dep)
+                    provider.build_request(&sent.with_body(body.clone()), upstream_model, dep)
                 }
-                None => provider.build_request(req, upstream_model, dep),
+                None => provider.build_request(sent, upstream_model, dep),
             };
-            forward(
-                worker,
-                dep,
-                upstream_req,
-                req.stream,
-                strip_usage,
-                out,
-                outcome,
-                &mut tap,
-                &mut attempt,
-            )
-            .await
+            match upstream_req {
+                Ok(upstream_req) => {
+                    forward(
+                        worker,
+                        dep,
+                        (provider, client),
+                        upstream_req,
+                        req.stream,
+                        strip_usage,
+                        out,
+                        outcome,
+                        &mut tap,
+                        &mut attempt,
+                    )
+                    .await
+                }
+                Err(err) => Err(err),
+            }
         }
         None => {
             serve_mock(
-                req,
+                (sent, client),
                 upstream_model,
                 dep,
                 out,
@@ -303,7 +389,10 @@ async fn attempt_once(
     let usage = tap.finish(prompt);
     let billable = result.is_ok() || out.started();
     if billable {
-        outcome.tokens_used += usage.prompt_tokens + usage.completion_tokens;
+        // Counts come from the upstream: never let them overflow.
+        outcome.tokens_used = outcome
+            .tokens_used
+            .saturating_add(usage.prompt_tokens.saturating_add(usage.completion_tokens));
     }
     let cost = if billable {
         spend::cost(usage, price)
@@ -331,15 +420,20 @@ async fn attempt_once(
         },
         error: result.as_ref().err(),
     });
+    outcome
+        .metrics
+        .attempt(principal, &row, pick.fallback_depth, req.stream);
     record::submit(worker, row);
-    result.map(|()| usage.prompt_tokens + usage.completion_tokens)
+    result.map(|()| usage.prompt_tokens.saturating_add(usage.completion_tokens))
 }
 
-/// Phase 7 for a provider reached over HTTP.
+/// Phase 7 for a provider reached over HTTP; its answer reaches the client
+/// in the client's format.
 #[allow(clippy::too_many_arguments)]
 async fn forward(
     worker: &Worker,
     dep: &Deployment,
+    (provider, client): (&dyn providers::Provider, Format),
     req: providers::UpstreamRequest,
     stream: bool,
     strip_usage: bool,
@@ -354,24 +448,21 @@ async fn forward(
     } else {
         dep.timeout
     };
-    let head = upstream_head(&req, base, dep);
+    let head = upstream_head(&req, base);
     let started = Instant::now();
     let deadline = started + timeout;
     let sent = worker.upstream.send(base, head, &req.body, deadline).await;
     outcome.upstream_wait = started.elapsed();
     let mut resp = sent.map_err(|e| relay::upstream_error(e, dep, timeout))?;
     attempt.first_byte();
+    outcome.metrics.upstream_head(&resp.head);
     let status = resp.head.status;
     if status >= 400 {
         let body = resp
             .read_to_end(MAX_ERROR_BODY, timeout)
             .await
             .unwrap_or_default();
-        return Err(relay::error_from_upstream(
-            status,
-            &body,
-            resp.head.retry_after.take(),
-        ));
+        return Err(provider.error(status, &body, resp.head.retry_after.take()));
     }
     let mut headers = litellm_headers(status, outcome);
     if let Some(ra) = &resp.head.retry_after {
@@ -384,7 +475,22 @@ async fn forward(
         .unwrap_or_else(|| "application/json".into());
     let is_stream = resp.head.is_event_stream();
     let io = |_| GatewayError::Unavailable("client connection lost");
-    let mut relay = relay::Relay::new(dep, timeout, deadline, is_stream, strip_usage && is_stream);
+    if !is_stream && !convert::is_passthrough(provider.format(), client) {
+        let limit = crate::formats::MAX_BODY_BYTES;
+        let body = convert::read_body(&mut resp, limit, deadline, dep, timeout).await?;
+        tap.feed(&body);
+        let body = convert::translate_body(Some(provider), client, &body)
+            .map_err(|e| convert::translate_error(dep, e))?;
+        return out
+            .send(status, headers, "application/json", &body)
+            .await
+            .map_err(io);
+    }
+    let translate = is_stream
+        .then(|| convert::stream_translator(Some(provider), client, req.include_usage))
+        .flatten();
+    let mut relay = relay::Relay::new(dep, timeout, deadline, is_stream, strip_usage && is_stream)
+        .translating(translate);
     match resp.content_length() {
         Some(len) if !is_stream => {
             out.start_fixed(status, headers, &content_type, len)
@@ -402,9 +508,10 @@ async fn forward(
     }
 }
 
-/// Phase 7 for the in-process mock provider.
+/// Phase 7 for the in-process mock provider, answering `req` in the
+/// internal form, translated to the `client`'s format.
 async fn serve_mock(
-    req: &LlmRequest,
+    (req, client): (&LlmRequest, Format),
     model: &str,
     dep: &Deployment,
     out: &mut Responder<'_>,
@@ -419,6 +526,7 @@ async fn serve_mock(
             error_type: None,
             provider_code: None,
             retry_after: None,
+            class: crate::error::ErrorClass::from_status(status),
         }),
         MockReply::Success {
             content_type,
@@ -434,9 +542,11 @@ async fn serve_mock(
             attempt.first_byte();
             let headers = litellm_headers(200, outcome);
             let io = |_| GatewayError::Unavailable("client connection lost");
+            let translated = |e| convert::translate_error(dep, e);
             if content_type != "text/event-stream" {
                 let body = parts.concat();
                 tap.feed(&body);
+                let body = convert::translate_body(None, client, &body).map_err(translated)?;
                 return out
                     .send(200, headers, content_type, &body)
                     .await
@@ -445,12 +555,21 @@ async fn serve_mock(
             out.start_stream(200, headers, content_type)
                 .await
                 .map_err(io)?;
+            let mut translate = convert::stream_translator(None, client, false);
             for (i, part) in parts.iter().enumerate() {
                 if i > 0 && !chunk_delay.is_zero() {
                     monoio::time::sleep(chunk_delay).await;
                 }
                 tap.feed(part);
-                out.send_chunk(part).await.map_err(io)?;
+                let mut piece = part.to_vec();
+                if let Some(t) = &mut translate {
+                    piece.clear();
+                    t.feed(part, &mut piece).map_err(translated)?;
+                    if i + 1 == parts.len() {
+                        t.finish(&mut piece).map_err(translated)?;
+                    }
+                }
+                out.send_chunk(&piece).await.map_err(io)?;
             }
             out.end_stream().await.map_err(io)
         }

@@ -49,6 +49,12 @@ pub(super) async fn admit(
             }
         }
     };
+    if budgets.iter().any(|(_, b)| b.max_usd().is_some()) && !spend::is_priced(dep, upstream_model)
+    {
+        // Free by accident would bypass the budget (a wildcard route lets the
+        // client name any model): refuse until the model has a price.
+        return Err(GatewayError::Unpriced(upstream_model.to_string()));
+    }
     for (scope, budget) in &budgets {
         if budget.exhausted() {
             refused(scope);
@@ -181,9 +187,13 @@ impl Attempt {
             call_type: call_type(info.endpoint).to_string(),
             api_key,
             spend: info.cost,
-            total_tokens: (info.usage.prompt_tokens + info.usage.completion_tokens) as i64,
-            prompt_tokens: info.usage.prompt_tokens as i64,
-            completion_tokens: info.usage.completion_tokens as i64,
+            total_tokens: column(
+                info.usage
+                    .prompt_tokens
+                    .saturating_add(info.usage.completion_tokens),
+            ),
+            prompt_tokens: column(info.usage.prompt_tokens),
+            completion_tokens: column(info.usage.completion_tokens),
             start_time: self.start,
             completion_start_time: self.first_byte,
             end_time: Utc::now(),
@@ -206,7 +216,7 @@ impl Attempt {
             }
             .to_string(),
             status_code: i32::from(info.status),
-            error_class: info.error.map(|e| error_class(e).to_string()),
+            error_class: info.error.map(|e| e.class().as_str().to_string()),
             error_message: info.error.map(|e| e.to_string()),
         }
     }
@@ -217,40 +227,7 @@ fn call_type(endpoint: Endpoint) -> &'static str {
         Endpoint::ChatCompletions => "acompletion",
         Endpoint::Completions => "atext_completion",
         Endpoint::Embeddings => "aembedding",
-    }
-}
-
-/// The retry-policy class of an error (LiteLLM's names).
-pub(crate) fn error_class(err: &GatewayError) -> &'static str {
-    match err {
-        GatewayError::UpstreamTimeout { .. } => "timeout",
-        GatewayError::UpstreamUnreachable { .. } | GatewayError::UpstreamProtocol { .. } => {
-            "api_connection"
-        }
-        GatewayError::Unavailable(_) => "client_disconnected",
-        GatewayError::Upstream {
-            provider_code: Some(code),
-            ..
-        } if matches!(
-            code.as_str(),
-            "context_length_exceeded" | "string_above_max_length"
-        ) =>
-        {
-            "context_window"
-        }
-        GatewayError::Upstream {
-            provider_code: Some(code),
-            ..
-        } if matches!(code.as_str(), "content_policy_violation" | "content_filter") => {
-            "content_policy"
-        }
-        _ => match err.status() {
-            401 | 403 => "authentication",
-            408 => "timeout",
-            429 => "rate_limit",
-            400..=499 => "bad_request",
-            _ => "internal_server",
-        },
+        Endpoint::Messages => "anthropic_messages",
     }
 }
 
@@ -286,3 +263,8 @@ pub fn flush_spend(worker: &Worker) {
 
 /// Rows one core keeps while the control plane's queue is full.
 const MAX_BACKLOG: usize = 100_000;
+
+/// A token count (read from an upstream) as a BIGINT column, saturating.
+fn column(tokens: u64) -> i64 {
+    i64::try_from(tokens).unwrap_or(i64::MAX)
+}

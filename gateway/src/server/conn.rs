@@ -1,5 +1,6 @@
-//! One client connection: read a request (head, then body), hand it to the
-//! API, repeat while keep-alive holds. Pipelined requests are answered in
+//! One client connection: read a request head, let the API admit it (the
+//! credential is checked before the body is read), read the body, hand it
+//! to the API, repeat while keep-alive holds. Pipelined requests are answered in
 //! order because each is read only after the previous response is written.
 
 use super::response::Responder;
@@ -8,12 +9,13 @@ use crate::error::GatewayError;
 use crate::http1::{
     parse_request_head, BodyFraming, ChunkedDecoder, HeadError, ReadBuffer, RequestHead,
 };
+use crate::panic_guard::CatchPanic;
 use crate::state::Worker;
 use bytes::Bytes;
-use monoio::io::AsyncWriteRentExt;
+use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
 use std::rc::Rc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Serves `stream` until the client or the gateway closes it.
 pub async fn serve(mut stream: TcpStream, worker: Rc<Worker>) {
@@ -47,22 +49,97 @@ pub async fn serve(mut stream: TcpStream, worker: Rc<Worker>) {
             }
         };
         let received_at = Instant::now();
-        let keep_alive = head.keep_alive && !worker.shared.is_shutting_down();
+        let mut keep_alive = head.keep_alive && !worker.shared.is_shutting_down();
         let head_only = head.method() == "HEAD";
-        let body = match read_body(&mut stream, &mut buf, &head, &worker).await {
-            Ok(body) => body,
-            Err(err) => {
-                let mut out = Responder::new(&mut stream, false, head_only, false)
-                    .with_write_timeout(write_timeout);
-                let _ = out.send_error(&err, None).await;
-                return;
+        // Authenticated from the head: a refused request's body is read (and
+        // dropped) only when it is small and already on its way; otherwise
+        // it is never read and the connection closes after the answer.
+        let admission = api::admit(&worker, &head).await;
+        let skip_body = admission.is_refused() && !cheap_to_discard(&head);
+        let body = if skip_body {
+            keep_alive = false;
+            Bytes::new()
+        } else {
+            match read_body(&mut stream, &mut buf, &head, &worker).await {
+                Ok(body) => body,
+                Err(err) => {
+                    let mut out = Responder::new(&mut stream, false, head_only, false)
+                        .with_write_timeout(write_timeout);
+                    api::refuse(&worker, &head, err, &mut out, received_at).await;
+                    return;
+                }
             }
         };
         let mut out = Responder::new(&mut stream, keep_alive, head_only, head.minor_version == 0)
             .with_write_timeout(write_timeout);
-        api::handle(&worker, &head, body, &mut out, received_at).await;
+        let served = CatchPanic::new(api::handle(
+            &worker,
+            &head,
+            admission,
+            body,
+            &mut out,
+            received_at,
+        ))
+        .await;
+        if let Err(panic) = served {
+            // Whatever the handler held was dropped while unwinding; only
+            // this connection pays: a 500 when nothing was sent, then close.
+            tracing::error!(path = head.path(), panic = %panic, "request handler panicked; connection closed");
+            if !out.started() {
+                out.close_after();
+                let err = GatewayError::Internal("the request handler failed");
+                let _ = out.send_error(&err, None).await;
+            }
+            return;
+        }
+        if skip_body {
+            linger(&mut stream).await;
+            return;
+        }
         if !out.keep_alive() || worker.shared.is_shutting_down() {
             return;
+        }
+    }
+}
+
+/// Largest body of a refused request that is read and dropped to keep the
+/// connection; a larger one is never read.
+const REFUSED_BODY_CAP: u64 = 64 * 1024;
+/// How long a connection closed without reading its request body lingers,
+/// dropping what the client still sends (see [`linger`]).
+const LINGER: Duration = Duration::from_secs(2);
+/// Most bytes dropped while lingering.
+const LINGER_BYTES: usize = 1 << 20;
+
+/// Whether a refused request's body is small enough to read and drop,
+/// keeping the connection: none, or a Content-Length body of at most
+/// [`REFUSED_BODY_CAP`] whose client is not waiting for `100 Continue`.
+fn cheap_to_discard(head: &RequestHead) -> bool {
+    match head.framing {
+        BodyFraming::None => true,
+        BodyFraming::Length(n) => n <= REFUSED_BODY_CAP && !head.expect_continue,
+        BodyFraming::Chunked => false,
+    }
+}
+
+/// Closes a connection whose request body was not read: the write side
+/// first, then what the client still sends is read and dropped (up to
+/// [`LINGER_BYTES`] for [`LINGER`]), so the kernel does not answer unread
+/// bytes with a reset that could destroy the answer before the client reads
+/// it.
+async fn linger(stream: &mut TcpStream) {
+    let _ = stream.shutdown().await;
+    let deadline = Instant::now() + LINGER;
+    let mut dropped = 0;
+    let mut scratch = vec![0u8; 16 * 1024];
+    while dropped < LINGER_BYTES {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match monoio::time::timeout(left, stream.read(scratch)).await {
+            Ok((Ok(n), back)) if n > 0 => {
+                dropped += n;
+                scratch = back;
+            }
+            _ => return,
         }
     }
 }

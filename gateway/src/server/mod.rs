@@ -11,6 +11,7 @@ pub use listener::{bind_listeners, BindError};
 pub use response::{HeadBuilder, Responder};
 pub use runtime::{choose as choose_io_driver, DriverError, IoDriver};
 
+use crate::panic_guard::CatchPanic;
 use crate::state::{Shared, Worker};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -57,8 +58,9 @@ async fn serve_core(shared: Arc<Shared>, listener: std::net::TcpListener, worker
         }
     };
     let worker = Rc::new(Worker::new(shared.clone(), workers));
+    shared.metrics.attach_this_thread();
     let sweeper = worker.clone();
-    monoio::spawn(async move {
+    spawn_guarded("sweeper", async move {
         loop {
             monoio::time::sleep(Duration::from_secs(10)).await;
             sweeper.upstream.expire_idle();
@@ -67,7 +69,7 @@ async fn serve_core(shared: Arc<Shared>, listener: std::net::TcpListener, worker
     });
     crate::logging::buffer_this_thread();
     let flusher = worker.clone();
-    monoio::spawn(async move {
+    spawn_guarded("flusher", async move {
         loop {
             monoio::time::sleep(FLUSH_EVERY).await;
             crate::proxy::flush_spend(&flusher);
@@ -98,7 +100,9 @@ async fn serve_core(shared: Arc<Shared>, listener: std::net::TcpListener, worker
         let w = worker.clone();
         monoio::spawn(async move {
             w.open_connections.set(w.open_connections.get() + 1);
-            conn::serve(stream, w.clone()).await;
+            if let Err(panic) = CatchPanic::new(conn::serve(stream, w.clone())).await {
+                tracing::error!(panic = %panic, "connection panicked; closed");
+            }
             w.open_connections.set(w.open_connections.get() - 1);
         });
     }
@@ -114,6 +118,16 @@ async fn serve_core(shared: Arc<Shared>, listener: std::net::TcpListener, worker
             "grace period over; closing connections still open"
         );
     }
+}
+
+/// Spawns a core's background loop so that a panic in it is logged and ends
+/// that loop only, never the core.
+fn spawn_guarded(what: &'static str, fut: impl std::future::Future<Output = ()> + 'static) {
+    monoio::spawn(async move {
+        if let Err(panic) = CatchPanic::new(fut).await {
+            tracing::error!(task = what, panic = %panic, "a core's background task panicked and stopped");
+        }
+    });
 }
 
 /// Answers a connection over the cap with 503 and closes it.

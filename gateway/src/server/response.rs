@@ -115,6 +115,30 @@ impl<'a> Responder<'a> {
         self.status
     }
 
+    /// Whether the client has closed its side of the connection (checked
+    /// without blocking; data it pipelined counts as still there). Used
+    /// between attempts, so no retry starts for a client that left.
+    pub fn client_gone(&self) -> bool {
+        use std::os::fd::AsRawFd;
+        let mut byte = 0u8;
+        // SAFETY: a one-byte peek into a local buffer on the socket this
+        // responder borrows; the fd stays open for the call.
+        let n = unsafe {
+            libc::recv(
+                self.stream.as_raw_fd(),
+                (&mut byte as *mut u8).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        n == 0
+            || (n < 0
+                && !matches!(
+                    std::io::Error::last_os_error().raw_os_error(),
+                    Some(libc::EAGAIN) | Some(libc::EINTR)
+                ))
+    }
+
     /// Whether any byte of the response was written.
     pub fn started(&self) -> bool {
         self.status.is_some()

@@ -10,10 +10,17 @@ use std::borrow::Cow;
 /// Token counts of one request, the quantity spend is computed from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
-    /// Prompt (input) tokens.
+    /// Prompt (input) tokens, cached ones included.
     pub prompt_tokens: u64,
     /// Completion (output) tokens; 0 for embeddings.
     pub completion_tokens: u64,
+    /// Of the prompt tokens, those read from the provider's prompt cache
+    /// (OpenAI's `prompt_tokens_details.cached_tokens`, Anthropic's
+    /// `cache_read_input_tokens`).
+    pub cached_tokens: u64,
+    /// Of the prompt tokens, those written to the provider's prompt cache
+    /// (Anthropic's `cache_creation_input_tokens`).
+    pub cache_creation_tokens: u64,
 }
 
 /// Whether a stream's usage came from the provider or from counting text,
@@ -26,12 +33,20 @@ pub enum UsageSource {
     Estimated,
 }
 
-/// An OpenAI `usage` object; other members (`total_tokens`, details) are
-/// skipped.
+/// An OpenAI `usage` object; other members (`total_tokens`, other
+/// details) are skipped. `cache_creation_input_tokens` is how LiteLLM and
+/// the gateway report Anthropic's cache writes in OpenAI's shape.
 #[derive(Deserialize)]
 struct UsageView {
     prompt_tokens: Option<u64>,
     completion_tokens: Option<u64>,
+    prompt_tokens_details: Option<DetailsView>,
+    cache_creation_input_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct DetailsView {
+    cached_tokens: Option<u64>,
 }
 
 impl UsageView {
@@ -42,6 +57,12 @@ impl UsageView {
         Some(Usage {
             prompt_tokens: self.prompt_tokens.unwrap_or(0),
             completion_tokens: self.completion_tokens.unwrap_or(0),
+            cached_tokens: self
+                .prompt_tokens_details
+                .as_ref()
+                .and_then(|d| d.cached_tokens)
+                .unwrap_or(0),
+            cache_creation_tokens: self.cache_creation_input_tokens.unwrap_or(0),
         })
     }
 }
@@ -60,6 +81,30 @@ pub fn from_response_body(body: &[u8]) -> Option<Usage> {
         .ok()?
         .usage?
         .usage()
+}
+
+/// The usage of a JSON response body of which only the last bytes were
+/// kept (a body too large to hold): the last top-level-looking `"usage"`
+/// member in `tail`, where OpenAI-style responses put it. `None` when the
+/// tail holds no parsable usage object.
+pub fn from_response_tail(tail: &[u8]) -> Option<Usage> {
+    let mut end = tail.len();
+    while let Some(at) = memchr::memmem::rfind(&tail[..end], b"\"usage\"") {
+        end = at;
+        // A quote escaped inside a string is text, not a member name.
+        if at > 0 && tail[at - 1] == b'\\' {
+            continue;
+        }
+        let rest = &tail[at + b"\"usage\"".len()..];
+        let rest = rest.trim_ascii_start().strip_prefix(b":")?;
+        let parsed = serde_json::Deserializer::from_slice(rest)
+            .into_iter::<UsageView>()
+            .next();
+        if let Some(Ok(view)) = parsed {
+            return view.usage();
+        }
+    }
+    None
 }
 
 /// Most bytes of one SSE event kept while it is incomplete; a larger event
@@ -180,6 +225,7 @@ impl StreamUsage {
                 Usage {
                     prompt_tokens: prompt_estimate(),
                     completion_tokens: tokens_of_chars(self.chars),
+                    ..Usage::default()
                 },
                 UsageSource::Estimated,
             ),
@@ -253,8 +299,9 @@ impl StreamUsage {
     }
 }
 
-/// Tokens for `chars` characters of text, rounded up.
-fn tokens_of_chars(chars: u64) -> u64 {
+/// Tokens for `chars` characters of text, rounded up (LiteLLM's estimate
+/// of 4 characters a token).
+pub fn tokens_of_chars(chars: u64) -> u64 {
     chars.div_ceil(4)
 }
 
@@ -315,6 +362,9 @@ struct PromptView<'a> {
     prompt: Option<&'a RawValue>,
     #[serde(borrow)]
     input: Option<&'a RawValue>,
+    /// Anthropic's top-level system prompt (a string or text blocks).
+    #[serde(borrow)]
+    system: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -369,9 +419,9 @@ impl std::fmt::Debug for PromptEstimate<'_> {
 /// the prompt count of a stream that reports no usage: a quarter of the
 /// input text's characters, rounded up (LiteLLM's estimate), plus one per
 /// token id of a pre-tokenized `prompt` or `input`; at least 1. Reads chat
-/// `messages[].content` (string or `text` parts), completions `prompt` and
-/// embeddings `input` (string or array); a body that does not parse counts
-/// as a quarter of its bytes.
+/// and Messages `messages[].content` (string or `text` parts), Messages'
+/// `system`, completions `prompt` and embeddings `input` (string or array);
+/// a body that does not parse counts as a quarter of its bytes.
 pub fn estimate_prompt_tokens(body: &[u8]) -> u64 {
     let estimate = match serde_json::from_slice::<PromptView>(body) {
         Ok(view) => {
@@ -380,6 +430,9 @@ pub fn estimate_prompt_tokens(body: &[u8]) -> u64 {
                 if let Some(content) = message.content {
                     tally.content(content);
                 }
+            }
+            if let Some(system) = view.system {
+                tally.content(system);
             }
             for raw in [view.prompt, view.input].into_iter().flatten() {
                 tally.text_or_tokens(raw, 0);
@@ -391,39 +444,60 @@ pub fn estimate_prompt_tokens(body: &[u8]) -> u64 {
     estimate.max(1)
 }
 
-/// Whether a top-level member is present, whatever its value (even `null`).
-fn present<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
-    serde::de::IgnoredAny::deserialize(d).map(|_| true)
-}
-
 /// The member [`inject_include_usage`] decides on.
 #[derive(Deserialize)]
-struct StreamOptionsView {
-    #[serde(default, deserialize_with = "present")]
-    stream_options: bool,
+struct StreamOptionsView<'a> {
+    /// The member as sent, `null` included (a plain `Option` would read a
+    /// null member as absent).
+    #[serde(borrow, default, deserialize_with = "raw_member")]
+    stream_options: Option<&'a serde_json::value::RawValue>,
+}
+
+fn raw_member<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<&'de serde_json::value::RawValue>, D::Error> {
+    <&serde_json::value::RawValue>::deserialize(d).map(Some)
 }
 
 /// The member added to streamed requests.
 const INCLUDE_USAGE: &[u8] = br#""stream_options":{"include_usage":true}"#;
 
-/// A streamed chat or completions request body with
-/// `"stream_options":{"include_usage":true}` added, so the provider reports
-/// exact usage in the stream's last chunk instead of the gateway estimating
-/// it. The member is spliced in before the closing brace; nothing else is
+/// A streamed chat or completions request body that asks the provider for
+/// exact usage in the stream's last chunk, so billing never depends on the
+/// client's choice: `"stream_options":{"include_usage":true}` is spliced in
+/// before the closing brace, or, when the client sent `stream_options`
+/// without `include_usage: true`, its value is replaced by the same object
+/// with `include_usage: true` (its other options kept). Nothing else is
 /// re-serialized. Call it only for `stream: true` requests: OpenAI rejects
-/// `stream_options` on others. `None` (send the body unchanged) when the
-/// client set `stream_options` itself or the body is not a JSON object.
+/// `stream_options` on others. `None` (send the body unchanged, and relay
+/// the usage chunk) when the client asked for usage itself or the body is
+/// not a JSON object.
 pub fn inject_include_usage(body: &[u8]) -> Option<Vec<u8>> {
     let view: StreamOptionsView = serde_json::from_slice(body).ok()?;
-    if view.stream_options {
-        return None;
-    }
     let is_ws = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
     let open = body.iter().position(|b| !is_ws(b))?;
     let close = body.iter().rposition(|b| !is_ws(b))?;
     // serde also reads structs from arrays; only an object is wanted.
     if open >= close || body[open] != b'{' || body[close] != b'}' {
         return None;
+    }
+    if let Some(raw) = view.stream_options {
+        let mut options = match serde_json::from_str(raw.get()).ok()? {
+            serde_json::Value::Object(map) => map,
+            _ => serde_json::Map::new(),
+        };
+        if options.get("include_usage") == Some(&serde_json::Value::Bool(true)) {
+            return None;
+        }
+        options.insert("include_usage".into(), serde_json::Value::Bool(true));
+        let value = serde_json::to_vec(&options).ok()?;
+        let start = (raw.get().as_ptr() as usize).checked_sub(body.as_ptr() as usize)?;
+        let end = start.checked_add(raw.get().len())?;
+        let mut out = Vec::with_capacity(body.len() + value.len());
+        out.extend_from_slice(body.get(..start)?);
+        out.extend_from_slice(&value);
+        out.extend_from_slice(body.get(end..)?);
+        return Some(out);
     }
     let empty = body[open + 1..close].iter().all(is_ws);
     let mut out = Vec::with_capacity(body.len() + INCLUDE_USAGE.len() + 1);
@@ -445,6 +519,7 @@ mod tests {
         Usage {
             prompt_tokens,
             completion_tokens,
+            ..Usage::default()
         }
     }
 
@@ -452,6 +527,15 @@ mod tests {
     fn response_usage_of_chat_completions_and_embeddings() {
         let chat = br#"{"id":"x","choices":[{"message":{"role":"assistant","content":"hi"}}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":0}}}"#;
         assert_eq!(from_response_body(chat), Some(usage(12, 3)));
+        let cached = br#"{"usage":{"prompt_tokens":120,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":100,"cache_creation_tokens":15},"cache_creation_input_tokens":15}}"#;
+        assert_eq!(
+            from_response_body(cached),
+            Some(Usage {
+                cached_tokens: 100,
+                cache_creation_tokens: 15,
+                ..usage(120, 3)
+            })
+        );
         let embeddings = br#"{"object":"list","data":[{"embedding":[0.1,0.2],"index":0}],"model":"text-embedding-3-small","usage":{"prompt_tokens":8,"total_tokens":8}}"#;
         assert_eq!(from_response_body(embeddings), Some(usage(8, 0)));
         assert_eq!(from_response_body(br#"{"choices":[]}"#), None);
@@ -603,6 +687,11 @@ mod tests {
         });
         // 4 + 4 + 1 = 9 characters → 3 tokens.
         assert_eq!(estimate_prompt_tokens(body.to_string().as_bytes()), 3);
+        let messages = json!({
+            "system": [{"type": "text", "text": "abcd"}],
+            "messages": [{"role": "user", "content": "efgh"}],
+        });
+        assert_eq!(estimate_prompt_tokens(messages.to_string().as_bytes()), 2);
         let escaped = br#"{"messages":[{"role":"user","content":"\"\u00e9\"\n"}]}"#;
         assert_eq!(estimate_prompt_tokens(escaped), 1);
     }
@@ -668,12 +757,38 @@ mod tests {
     }
 
     #[test]
+    fn usage_is_found_in_the_tail_of_a_body_too_large_to_keep() {
+        let tail = br#"ntent":"the text said \"usage\": {\"prompt_tokens\": 1}"}}],"usage":{"prompt_tokens":1200,"completion_tokens":34,"total_tokens":1234}}"#;
+        assert_eq!(from_response_tail(tail), Some(usage(1200, 34)));
+        assert_eq!(from_response_tail(b"xx\"usage\": nope"), None);
+        assert_eq!(from_response_tail(b"no usage here"), None);
+    }
+
+    #[test]
+    fn a_client_that_declines_usage_is_still_billed_from_the_provider_s_count() {
+        // include_usage: false (or null options) must not switch billing off:
+        // the gateway asks for usage anyway and hides the chunk.
+        assert_eq!(
+            inject(r#"{"stream":true,"stream_options":{"include_usage":false}}"#).unwrap(),
+            r#"{"stream":true,"stream_options":{"include_usage":true}}"#
+        );
+        assert_eq!(
+            inject(r#"{"stream_options" : null ,"stream":true}"#).unwrap(),
+            r#"{"stream_options" : {"include_usage":true} ,"stream":true}"#
+        );
+        let kept = inject(r#"{"stream":true,"stream_options":{"x":1}}"#).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Value>(&kept).unwrap(),
+            json!({"stream": true, "stream_options": {"x": 1, "include_usage": true}})
+        );
+    }
+
+    #[test]
     fn leaves_other_bodies_alone() {
         assert_eq!(
-            inject(r#"{"stream":true,"stream_options":{"include_usage":false}}"#),
+            inject(r#"{"stream":true,"stream_options":{"include_usage":true}}"#),
             None
         );
-        assert_eq!(inject(r#"{"stream":true,"stream_options":null}"#), None);
         assert_eq!(inject(r#"[true]"#), None);
         assert_eq!(inject(r#"{"stream":true"#), None);
         assert_eq!(inject(""), None);

@@ -131,6 +131,17 @@ impl Store for MemoryStore {
         }))
     }
 
+    async fn key_tokens(
+        &self,
+        sink: &mut (dyn for<'t> FnMut(&'t str) + Send),
+    ) -> Result<usize, StoreError> {
+        let tokens: Vec<String> = self.with(|t| t.keys.keys().cloned().collect());
+        for token in &tokens {
+            sink(token);
+        }
+        Ok(tokens.len())
+    }
+
     async fn get_team(&self, team_id: &str) -> Result<Option<TeamRecord>, StoreError> {
         Ok(self.with(|t| t.teams.get(team_id).cloned()))
     }
@@ -284,9 +295,11 @@ impl Store for MemoryStore {
                     && f.start.is_none_or(|s| r.start_time >= s)
                     && f.end.is_none_or(|e| r.start_time < e)
             });
-            rows.take(f.limit.map_or(usize::MAX, |l| l.max(0) as usize))
-                .cloned()
-                .collect()
+            let skip = usize::try_from(f.offset).unwrap_or(0);
+            let take = f
+                .limit
+                .map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(0));
+            rows.skip(skip).take(take).cloned().collect()
         }))
     }
 

@@ -8,8 +8,8 @@ mod records;
 
 pub use memory::MemoryStore;
 pub use records::{
-    next_reset, parse_duration, KeyRecord, ModelRecord, SpendFilter, SpendLogRow, TeamRecord,
-    UserRecord,
+    next_reset, parse_duration, usd_value, DurationError, KeyRecord, ModelRecord, SpendFilter,
+    SpendLogRow, TeamRecord, UserRecord, MAX_DURATION,
 };
 
 use async_trait::async_trait;
@@ -90,6 +90,11 @@ pub trait Store: Send + Sync {
         user_id: Option<&str>,
         team_id: Option<&str>,
     ) -> Result<Vec<KeyRecord>, StoreError>;
+    /// Calls `sink` with the hashed token of every key; returns how many.
+    async fn key_tokens(
+        &self,
+        sink: &mut (dyn for<'t> FnMut(&'t str) + Send),
+    ) -> Result<usize, StoreError>;
 
     /// A team by id.
     async fn get_team(&self, team_id: &str) -> Result<Option<TeamRecord>, StoreError>;
@@ -142,4 +147,10 @@ pub trait Store: Send + Sync {
     async fn reset_due_budgets(&self, now: DateTime<Utc>) -> Result<Vec<Change>, StoreError>;
     /// Announces changes to every replica (Postgres NOTIFY); a no-op in memory.
     async fn announce(&self, changes: &[Change]) -> Result<(), StoreError>;
+
+    /// Whether the store answers now (a round trip to the database); the
+    /// memory store always does.
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }

@@ -167,6 +167,13 @@ impl Store for PostgresStore {
         with_client!(self, c => keys::list(c, user_id, team_id))
     }
 
+    async fn key_tokens(
+        &self,
+        sink: &mut (dyn for<'t> FnMut(&'t str) + Send),
+    ) -> Result<usize, StoreError> {
+        with_client!(self, c => keys::tokens(c, sink))
+    }
+
     async fn get_team(&self, team_id: &str) -> Result<Option<TeamRecord>, StoreError> {
         with_client!(self, c => accounts::get_team(c, team_id))
     }
@@ -262,6 +269,10 @@ impl Store for PostgresStore {
     /// A no-op: every mutation announced itself in its own transaction.
     async fn announce(&self, _changes: &[Change]) -> Result<(), StoreError> {
         Ok(())
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        with_client!(self, c => c.simple_query("SELECT 1")).map(drop)
     }
 }
 

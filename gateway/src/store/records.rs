@@ -206,14 +206,15 @@ pub struct SpendFilter {
     pub end: Option<DateTime<Utc>>,
     /// Most rows returned.
     pub limit: Option<i64>,
+    /// Matching rows skipped first (paging).
+    pub offset: i64,
 }
 
 impl KeyRecord {
     /// The budget of `model` in `model_max_budget`, in either of LiteLLM's forms.
     pub fn model_budget(&self, model: &str) -> Option<f64> {
         let v = self.model_max_budget.get(model)?;
-        v.as_f64()
-            .or_else(|| v.get("budget_limit").and_then(Value::as_f64))
+        usd_value(v).or_else(|| v.get("budget_limit").and_then(usd_value))
     }
 
     /// The key's per-model rpm or tpm limit (`field` is `model_rpm_limit` or
@@ -237,6 +238,18 @@ impl KeyRecord {
             .and_then(Value::as_f64)
             .unwrap_or(0.0)
     }
+}
+
+/// A USD amount as LiteLLM stores it: a JSON number, or a string holding
+/// one (LiteLLM's documented `{"budget_limit": "0.0001"}`); `None` for
+/// anything else or a non-finite value.
+pub fn usd_value(v: &Value) -> Option<f64> {
+    let n = match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse::<f64>().ok(),
+        _ => None,
+    }?;
+    n.is_finite().then_some(n)
 }
 
 /// `LiteLLM_ProxyModelTable`: a deployment added through `/model/new`.
@@ -275,29 +288,52 @@ impl ModelRecord {
     }
 }
 
-/// Parses LiteLLM's budget durations: `30s`, `10m`, `1h`, `30d`, `1mo`.
-pub fn parse_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit())?;
-    let (n, unit) = s.split_at(split);
-    let n: i64 = n.parse().ok()?;
-    if n <= 0 {
-        return None;
-    }
-    match unit {
-        "s" => Some(Duration::seconds(n)),
-        "m" | "min" => Some(Duration::minutes(n)),
-        "h" => Some(Duration::hours(n)),
-        "d" => Some(Duration::days(n)),
-        "w" => Some(Duration::weeks(n)),
-        "mo" => Some(Duration::days(30 * n)),
-        _ => None,
-    }
+/// The longest duration accepted (100 years): past any key lifetime or
+/// budget period, far inside chrono's and Postgres's date ranges.
+pub const MAX_DURATION: Duration = Duration::days(36_525);
+
+/// Why a duration was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DurationError {
+    /// Not a positive count and a unit.
+    Malformed,
+    /// Longer than [`MAX_DURATION`].
+    TooLong,
 }
 
-/// When a budget of `duration` that starts now resets.
+/// Parses LiteLLM's budget durations: `30s`, `10m`, `1h`, `30d`, `1w`,
+/// `1mo` (30 days), with checked arithmetic and at most [`MAX_DURATION`].
+pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or(DurationError::Malformed)?;
+    let (digits, unit) = s.split_at(split);
+    let seconds_per: i64 = match unit {
+        "s" => 1,
+        "m" | "min" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        "w" => 7 * 86_400,
+        "mo" => 30 * 86_400,
+        _ => return Err(DurationError::Malformed),
+    };
+    if digits.is_empty() || digits.bytes().all(|b| b == b'0') {
+        return Err(DurationError::Malformed);
+    }
+    // More digits than an i64 holds is too long, not malformed.
+    let n: i64 = digits.parse().map_err(|_| DurationError::TooLong)?;
+    n.checked_mul(seconds_per)
+        .and_then(Duration::try_seconds)
+        .filter(|d| *d <= MAX_DURATION)
+        .ok_or(DurationError::TooLong)
+}
+
+/// When a budget of `duration` that starts now resets; `None` without a
+/// duration, or with one that does not parse or does not fit.
 pub fn next_reset(duration: Option<&str>, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-    duration.and_then(parse_duration).map(|d| now + d)
+    let d = parse_duration(duration?).ok()?;
+    now.checked_add_signed(d)
 }
 
 #[cfg(test)]
@@ -306,12 +342,34 @@ mod tests {
 
     #[test]
     fn parses_litellm_durations() {
-        assert_eq!(parse_duration("30s"), Some(Duration::seconds(30)));
-        assert_eq!(parse_duration("1h"), Some(Duration::hours(1)));
-        assert_eq!(parse_duration("30d"), Some(Duration::days(30)));
-        assert_eq!(parse_duration("2mo"), Some(Duration::days(60)));
-        assert_eq!(parse_duration("h"), None);
-        assert_eq!(parse_duration("0s"), None);
-        assert_eq!(parse_duration("5y"), None);
+        assert_eq!(parse_duration("30s"), Ok(Duration::seconds(30)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::hours(1)));
+        assert_eq!(parse_duration("30d"), Ok(Duration::days(30)));
+        assert_eq!(parse_duration("2mo"), Ok(Duration::days(60)));
+        assert_eq!(parse_duration("36525d"), Ok(MAX_DURATION));
+        for bad in [
+            "h", "0s", "000d", "5y", "", "-1d", "+1d", "1.5h", "1 d", "d1",
+        ] {
+            assert_eq!(parse_duration(bad), Err(DurationError::Malformed), "{bad}");
+        }
+    }
+
+    #[test]
+    fn refuses_durations_that_overflow_or_exceed_the_cap() {
+        for huge in [
+            "100000000d",
+            "36526d",
+            "9223372036854775807s",
+            "9223372036854775807mo",
+            "99999999999999999999999999w",
+        ] {
+            assert_eq!(parse_duration(huge), Err(DurationError::TooLong), "{huge}");
+        }
+        let now = Utc::now();
+        assert_eq!(next_reset(Some("100000000d"), now), None);
+        assert_eq!(next_reset(Some("nope"), now), None);
+        assert_eq!(next_reset(Some("1d"), now), Some(now + Duration::days(1)));
+        let end_of_time = DateTime::<Utc>::MAX_UTC;
+        assert_eq!(next_reset(Some("1d"), end_of_time), None);
     }
 }

@@ -37,6 +37,7 @@ impl Counters {
 #[derive(Default)]
 struct Table {
     total: Counters,
+    failed: u64,
     by_model: HashMap<String, Counters>,
     by_key: HashMap<String, Counters>,
 }
@@ -52,6 +53,9 @@ pub struct Snapshot {
     /// Totals over everything.
     #[serde(flatten)]
     pub total: Counters,
+    /// Requests answered with an injected error (`--error-rate`,
+    /// `x-mock-status`): attempts a gateway made that did not succeed.
+    pub failed: u64,
     /// Totals per request `model`.
     pub by_model: BTreeMap<String, Counters>,
     /// Totals per API key (bearer token or `x-api-key`).
@@ -93,12 +97,19 @@ impl Stats {
         }
     }
 
+    /// Records one request answered with an injected error on `worker`'s
+    /// shard.
+    pub fn record_failure(&self, worker: usize) {
+        self.lock(worker).failed += 1;
+    }
+
     /// Merges all shards.
     pub fn snapshot(&self) -> Snapshot {
         let mut snap = Snapshot::default();
         for i in 0..self.shards.len() {
             let t = self.lock(i);
             snap.total.merge(&t.total);
+            snap.failed += t.failed;
             for (k, c) in &t.by_model {
                 snap.by_model.entry(k.clone()).or_default().merge(c);
             }

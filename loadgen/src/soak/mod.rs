@@ -49,6 +49,7 @@ pub fn main(args: &mut Args) -> Result<(), String> {
         },
         gateway_env: Vec::new(),
         gateway_deployments: 1,
+        gateway_api: crate::gateway_proc::UpstreamApi::OpenAi,
     })?;
     let report = soak(&s, &harness)?;
     print!("{}", report.table());

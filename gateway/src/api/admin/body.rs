@@ -1,12 +1,22 @@
 //! Management request bodies: a JSON object into a typed struct, every
-//! unknown, missing or wrong-typed field refused with a 400 that names it, and
-//! [`Patch`] for fields of partial updates.
+//! unknown, missing or wrong-typed field refused with a 400 that names it,
+//! [`Patch`] for fields of partial updates, and the range checks of every
+//! number an admin sends (amounts, limits, durations), all with checked
+//! arithmetic.
 
 use crate::error::GatewayError;
-use crate::store::parse_duration;
+use crate::store::{parse_duration, DurationError, MAX_DURATION};
 use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
+
+/// The largest USD amount a budget or a spend may hold (a billion dollars):
+/// room for any real budget, far inside the nano-dollar counters' range.
+pub const MAX_USD: f64 = 1e9;
+
+/// The largest rpm, tpm or parallel-request limit (10^12): exact in the
+/// limiter's counters and in Redis's Lua numbers.
+pub const MAX_LIMIT: i64 = 1_000_000_000_000;
 
 /// A 400 naming `field`.
 pub fn bad_field(field: &str, message: impl Into<String>) -> GatewayError {
@@ -37,7 +47,8 @@ pub fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, GatewayError> {
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
-        if inner.is_syntax() || inner.is_eof() {
+        let out_of_range = inner.to_string().starts_with("number out of range");
+        if (inner.is_syntax() && !out_of_range) || inner.is_eof() {
             return GatewayError::MalformedJson(inner.to_string());
         }
         field_error(&path, &inner.to_string())
@@ -110,13 +121,35 @@ impl<T> Patch<T> {
     }
 }
 
+/// Checks a USD amount of field `name`: finite, non-negative, at most
+/// [`MAX_USD`].
+pub fn amount(name: &str, v: f64) -> Result<f64, GatewayError> {
+    if !v.is_finite() || v < 0.0 {
+        return Err(bad_field(name, "must be a non-negative number"));
+    }
+    if v > MAX_USD {
+        return Err(bad_field(name, format!("must be at most {MAX_USD} USD")));
+    }
+    Ok(v)
+}
+
+/// Checks a count limit of field `name`: non-negative, at most
+/// [`MAX_LIMIT`].
+pub fn limit(name: &str, v: i64) -> Result<i64, GatewayError> {
+    if v < 0 {
+        return Err(bad_field(name, "must be a non-negative integer"));
+    }
+    if v > MAX_LIMIT {
+        return Err(bad_field(name, format!("must be at most {MAX_LIMIT}")));
+    }
+    Ok(v)
+}
+
 impl Patch<f64> {
-    /// Applies a USD amount, refusing negative or non-finite ones.
+    /// Applies a USD amount, checked by [`amount`].
     pub fn apply_amount(self, name: &str, field: &mut Option<f64>) -> Result<(), GatewayError> {
         if let Patch::Set(v) = self {
-            if !v.is_finite() || v < 0.0 {
-                return Err(bad_field(name, "must be a non-negative number"));
-            }
+            amount(name, v)?;
         }
         self.apply(field);
         Ok(())
@@ -124,11 +157,11 @@ impl Patch<f64> {
 }
 
 impl Patch<i64> {
-    /// Applies a count limit (tpm, rpm, parallel requests), refusing negative
-    /// ones.
+    /// Applies a count limit (tpm, rpm, parallel requests), checked by
+    /// [`limit`].
     pub fn apply_limit(self, name: &str, field: &mut Option<i64>) -> Result<(), GatewayError> {
-        if matches!(self, Patch::Set(v) if v < 0) {
-            return Err(bad_field(name, "must be a non-negative integer"));
+        if let Patch::Set(v) = self {
+            limit(name, v)?;
         }
         self.apply(field);
         Ok(())
@@ -148,7 +181,7 @@ impl Patch<String> {
             Patch::Keep => {}
             Patch::Clear => (*duration, *reset_at) = (None, None),
             Patch::Set(d) => {
-                *reset_at = Some(now + period("budget_duration", &d)?);
+                *reset_at = Some(after("budget_duration", now, &d)?);
                 *duration = Some(d);
             }
         }
@@ -156,12 +189,30 @@ impl Patch<String> {
     }
 }
 
-/// Parses a LiteLLM duration (`30s`, `1h`, `30d`, `1mo`) of field `name`.
+/// Parses a LiteLLM duration (`30s`, `1h`, `30d`, `1mo`) of field `name`,
+/// at most [`MAX_DURATION`].
 pub fn period(name: &str, text: &str) -> Result<chrono::Duration, GatewayError> {
-    parse_duration(text).ok_or_else(|| {
-        bad_field(
+    parse_duration(text).map_err(|e| match e {
+        DurationError::Malformed => bad_field(
             name,
             format!("'{text}' is not a duration such as 30s, 10m, 1h, 30d or 1mo"),
+        ),
+        DurationError::TooLong => bad_field(
+            name,
+            format!(
+                "'{text}' is too long: at most {} days",
+                MAX_DURATION.num_days()
+            ),
+        ),
+    })
+}
+
+/// The time the duration `text` of field `name` after `now` ends.
+pub fn after(name: &str, now: DateTime<Utc>, text: &str) -> Result<DateTime<Utc>, GatewayError> {
+    now.checked_add_signed(period(name, text)?).ok_or_else(|| {
+        bad_field(
+            name,
+            format!("'{text}' ends past the last representable date"),
         )
     })
 }
@@ -225,18 +276,30 @@ mod tests {
     #[test]
     fn validates_amounts_limits_and_periods() {
         let mut v = None;
-        assert!(Patch::Set(-1.0).apply_amount("max_budget", &mut v).is_err());
+        for bad in [-1.0, f64::NAN, f64::INFINITY, 1e10, f64::MAX] {
+            let err = Patch::Set(bad).apply_amount("max_budget", &mut v);
+            assert_eq!(err.unwrap_err().param(), Some("max_budget"), "{bad}");
+        }
+        assert_eq!(v, None);
         Patch::Set(2.0).apply_amount("max_budget", &mut v).unwrap();
         assert_eq!(v, Some(2.0));
         let mut l = Some(5);
-        assert!(Patch::Set(-1).apply_limit("rpm_limit", &mut l).is_err());
+        for bad in [-1, i64::MIN, MAX_LIMIT + 1, i64::MAX] {
+            let err = Patch::Set(bad).apply_limit("rpm_limit", &mut l);
+            assert_eq!(err.unwrap_err().param(), Some("rpm_limit"), "{bad}");
+        }
+        assert_eq!(l, Some(5));
         Patch::Clear.apply_limit("rpm_limit", &mut l).unwrap();
         assert_eq!(l, None);
         let now = Utc::now();
         let (mut d, mut at) = (None, None);
-        assert!(Patch::Set("soon".to_string())
-            .apply_period(&mut d, &mut at, now)
-            .is_err());
+        for bad in ["soon", "100000000d", "9223372036854775807s", "-1d"] {
+            let err = Patch::Set(bad.to_string()).apply_period(&mut d, &mut at, now);
+            assert_eq!(err.unwrap_err().param(), Some("budget_duration"), "{bad}");
+        }
+        assert_eq!((d.as_deref(), at), (None, None));
+        let err = after("duration", DateTime::<Utc>::MAX_UTC, "1s").unwrap_err();
+        assert_eq!(err.param(), Some("duration"));
         Patch::Set("1h".to_string())
             .apply_period(&mut d, &mut at, now)
             .unwrap();

@@ -1,7 +1,7 @@
 //! `/key/*`: virtual keys, created, read, changed, regenerated, blocked and
 //! deleted by their plain key or hashed token.
 
-use super::body::{bad_field, missing, parse, period, Patch};
+use super::body::{after, amount, bad_field, limit, missing, parse, period, Patch};
 use super::db::{self, ensure_team, run, store_err, token_of, warm};
 use super::issue::{create, custom_key, ensure_alias_free, issued, new_record, random_key};
 use super::object;
@@ -79,7 +79,7 @@ impl KeyRequest {
         match self.duration {
             Patch::Keep => {}
             Patch::Clear => k.expires = None,
-            Patch::Set(d) => k.expires = Some(now + period("duration", &d)?),
+            Patch::Set(d) => k.expires = Some(after("duration", now, &d)?),
         }
         self.key_alias.apply(&mut k.key_alias);
         self.models.apply_or_default(&mut k.models);
@@ -102,6 +102,9 @@ impl KeyRequest {
                 per_model_limits(name, limits)?;
             }
         }
+        if let Patch::Set(budgets) = &self.model_max_budget {
+            per_model_budgets(budgets)?;
+        }
         self.model_max_budget
             .apply_or_default(&mut k.model_max_budget);
         self.model_rpm_limit
@@ -118,15 +121,43 @@ impl KeyRequest {
     }
 }
 
-/// Refuses per-model limits that are not non-negative integers.
+/// Refuses per-model limits that are not integers within [`limit`]'s range.
 fn per_model_limits(name: &str, limits: &Map<String, Value>) -> Result<(), GatewayError> {
-    match limits.iter().find(|(_, v)| v.as_u64().is_none()) {
-        Some((model, _)) => Err(bad_field(
-            &format!("{name}.{model}"),
-            "must be a non-negative integer",
-        )),
-        None => Ok(()),
+    for (model, v) in limits {
+        let field = format!("{name}.{model}");
+        let n = v
+            .as_i64()
+            .ok_or_else(|| bad_field(&field, "must be a non-negative integer"))?;
+        limit(&field, n)?;
     }
+    Ok(())
+}
+
+/// Refuses per-model budgets that are not USD amounts within [`amount`]'s
+/// range, in either of LiteLLM's forms (`0.5` or
+/// `{"budget_limit": 0.5, "time_period": "1d"}`, numbers also as strings).
+fn per_model_budgets(budgets: &Map<String, Value>) -> Result<(), GatewayError> {
+    for (model, v) in budgets {
+        let field = format!("model_max_budget.{model}");
+        let (limit_value, field) = match v {
+            Value::Object(o) => {
+                if let Some(p) = o.get("time_period").filter(|p| !p.is_null()) {
+                    let at = format!("{field}.time_period");
+                    let text = p
+                        .as_str()
+                        .ok_or_else(|| bad_field(&at, "must be a duration"))?;
+                    period(&at, text)?;
+                }
+                let value = o.get("budget_limit").unwrap_or(&Value::Null);
+                (value, format!("{field}.budget_limit"))
+            }
+            other => (other, field),
+        };
+        let usd = crate::store::usd_value(limit_value)
+            .ok_or_else(|| bad_field(&field, "must be a non-negative number"))?;
+        amount(&field, usd)?;
+    }
+    Ok(())
 }
 
 fn no_new_key(new_key: &Option<String>) -> Result<(), GatewayError> {
@@ -455,12 +486,55 @@ mod tests {
                 r#"{"model_rpm_limit": {"gpt-4o": "lots"}}"#,
                 "model_rpm_limit.gpt-4o",
             ),
+            (r#"{"duration": "100000000d"}"#, "duration"),
+            (r#"{"duration": "99999999999999999999mo"}"#, "duration"),
+            (r#"{"budget_duration": "100000000d"}"#, "budget_duration"),
+            (r#"{"max_budget": 1e300}"#, "max_budget"),
+            (r#"{"soft_budget": -0.5}"#, "soft_budget"),
+            (r#"{"tpm_limit": 9223372036854775807}"#, "tpm_limit"),
+            (r#"{"rpm_limit": -1}"#, "rpm_limit"),
+            (r#"{"max_parallel_requests": -5}"#, "max_parallel_requests"),
+            (
+                r#"{"model_tpm_limit": {"m": 18446744073709551615}}"#,
+                "model_tpm_limit.m",
+            ),
+            (r#"{"model_rpm_limit": {"m": -1}}"#, "model_rpm_limit.m"),
+            (r#"{"model_max_budget": {"m": -1}}"#, "model_max_budget.m"),
+            (
+                r#"{"model_max_budget": {"m": "lots"}}"#,
+                "model_max_budget.m",
+            ),
+            (
+                r#"{"model_max_budget": {"m": {"budget_limit": 1e12}}}"#,
+                "model_max_budget.m.budget_limit",
+            ),
+            (
+                r#"{"model_max_budget": {"m": {"budget_limit": 1, "time_period": "100000000d"}}}"#,
+                "model_max_budget.m.time_period",
+            ),
         ] {
             let req: KeyRequest = parse(body.as_bytes()).unwrap();
             let err = req.apply(&mut rec, now).unwrap_err();
             assert_eq!(err.param(), Some(field), "{body}");
         }
-        let err = parse::<KeyRequest>(br#"{"rpm_limit": "ten"}"#).unwrap_err();
-        assert_eq!(err.param(), Some("rpm_limit"));
+        for (body, field) in [
+            (r#"{"rpm_limit": "ten"}"#, "rpm_limit"),
+            (r#"{"tpm_limit": 1.5}"#, "tpm_limit"),
+            (r#"{"tpm_limit": 1e30}"#, "tpm_limit"),
+            (r#"{"max_budget": 1e400}"#, "max_budget"),
+            (r#"{"spend": "free"}"#, "spend"),
+        ] {
+            let err = parse::<KeyRequest>(body.as_bytes()).unwrap_err();
+            assert_eq!(err.param(), Some(field), "{body}");
+        }
+        let mut req: KeyRequest = parse(br#"{"spend": 1e10}"#).unwrap();
+        assert_eq!(req.take_handles().err().unwrap().param(), Some("spend"));
+        let ok: KeyRequest = parse(
+            br#"{"model_max_budget": {"a": 0.5, "b": "2", "c": {"budget_limit": "0.1", "time_period": "1d"}}, "model_rpm_limit": {"a": 10}}"#,
+        )
+        .unwrap();
+        ok.apply(&mut rec, now).unwrap();
+        assert_eq!(rec.model_budget("b"), Some(2.0));
+        assert_eq!(rec.model_budget("c"), Some(0.1));
     }
 }

@@ -10,11 +10,12 @@ pub mod fuzz;
 mod issue;
 mod keys;
 mod models;
-mod query;
+pub(super) mod query;
 mod spend;
 mod teams;
 mod users;
 
+use crate::auth::Principal;
 use crate::error::GatewayError;
 use crate::http1::RequestHead;
 use crate::server::{HeadBuilder, Responder};
@@ -116,14 +117,16 @@ fn object<T: Serialize>(record: &T) -> Map<String, Value> {
 }
 
 /// Answers one management request at `path` (without `/v1`).
+/// `caller` is the result of authenticating the head.
 pub async fn handle(
     worker: &Worker,
     head: &RequestHead,
     path: &str,
+    caller: Result<Principal, GatewayError>,
     body: &[u8],
     out: &mut Responder<'_>,
 ) {
-    let _ = match answer(worker, head, path, body).await {
+    let _ = match answer(worker, head, path, caller, body).await {
         Ok(value) => {
             let body = serde_json::to_vec(&value).expect("json");
             out.send(200, HeadBuilder::new(200), "application/json", &body)
@@ -137,17 +140,18 @@ async fn answer(
     worker: &Worker,
     head: &RequestHead,
     path: &str,
+    caller: Result<Principal, GatewayError>,
     body: &[u8],
 ) -> Result<Value, GatewayError> {
     use Endpoint::*;
+    if !caller?.is_admin() {
+        return Err(GatewayError::NotAdmin(path.to_string()));
+    }
     let endpoint =
         Endpoint::parse(head.method(), path).ok_or_else(|| GatewayError::RouteNotFound {
             method: head.method().to_string(),
             path: head.path().to_string(),
         })?;
-    if !worker.shared.auth.authenticate(head).await?.is_admin() {
-        return Err(GatewayError::NotAdmin(path.to_string()));
-    }
     let q = Query::parse(head.query())?;
     match endpoint {
         KeyGenerate => keys::generate(worker, body).await,

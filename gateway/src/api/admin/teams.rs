@@ -324,6 +324,23 @@ mod tests {
     }
 
     #[test]
+    fn names_out_of_range_numbers_and_durations() {
+        for (body, field) in [
+            (r#"{"max_budget": 2e9}"#, "max_budget"),
+            (r#"{"budget_duration": "100000000d"}"#, "budget_duration"),
+            (r#"{"tpm_limit": 1000000000001}"#, "tpm_limit"),
+            (r#"{"rpm_limit": -3}"#, "rpm_limit"),
+            (r#"{"max_parallel_requests": -1}"#, "max_parallel_requests"),
+        ] {
+            let req: TeamRequest = parse(body.as_bytes()).unwrap();
+            let err = req
+                .apply(&mut TeamRecord::default(), Utc::now())
+                .unwrap_err();
+            assert_eq!(err.param(), Some(field), "{body}");
+        }
+    }
+
+    #[test]
     fn shows_members_with_roles() {
         let t = TeamRecord {
             team_id: "t".into(),

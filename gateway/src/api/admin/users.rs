@@ -1,7 +1,7 @@
 //! `/user/*`: internal users. As in LiteLLM, `/user/new` also issues a key
 //! for the new user.
 
-use super::body::{bad_field, missing, parse, period, Patch};
+use super::body::{after, bad_field, missing, parse, Patch};
 use super::db::{self, run, store_err};
 use super::issue::{create, ensure_alias_free, issued, new_record, random_key};
 use super::object;
@@ -128,7 +128,7 @@ impl NewUserKey {
         key.key_alias = self.key_alias;
         key.aliases = self.aliases;
         if let Some(d) = self.duration {
-            key.expires = Some(now + period("duration", &d)?);
+            key.expires = Some(after("duration", now, &d)?);
         }
         Ok((plain, key))
     }
@@ -329,5 +329,27 @@ mod tests {
         assert_eq!(err.param(), Some("user_role"));
         let req: UserRequest = parse(br#"{"user_id": "u", "teams": ["t"]}"#).unwrap();
         assert_eq!(req.only_updates().unwrap_err().param(), Some("teams"));
+    }
+
+    #[test]
+    fn names_out_of_range_numbers_and_durations() {
+        let now = Utc::now();
+        for (body, field) in [
+            (r#"{"max_budget": 1e300}"#, "max_budget"),
+            (r#"{"budget_duration": "100000000d"}"#, "budget_duration"),
+            (r#"{"tpm_limit": 1000000000000000}"#, "tpm_limit"),
+            (r#"{"rpm_limit": -1}"#, "rpm_limit"),
+            (r#"{"max_parallel_requests": -1}"#, "max_parallel_requests"),
+        ] {
+            let req: UserRequest = parse(body.as_bytes()).unwrap();
+            let err = req.apply(&mut UserRecord::default(), now).unwrap_err();
+            assert_eq!(err.param(), Some(field), "{body}");
+        }
+        let mut req: UserRequest = parse(br#"{"spend": -1}"#).unwrap();
+        assert_eq!(req.take_spend().unwrap_err().param(), Some("spend"));
+        let mut req: UserRequest = parse(br#"{"duration": "100000000d"}"#).unwrap();
+        let fields = req.take_key_fields().unwrap();
+        let err = fields.issue(&UserRecord::default(), now).unwrap_err();
+        assert_eq!(err.param(), Some("duration"));
     }
 }

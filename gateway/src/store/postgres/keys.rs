@@ -163,6 +163,29 @@ pub async fn get(c: &Client, token: &str) -> Result<Option<KeyRecord>, Error> {
         .transpose()
 }
 
+/// Calls `sink` with every key's token, streamed (a million keys are never
+/// held at once); returns how many.
+pub async fn tokens(
+    c: &Client,
+    sink: &mut (dyn for<'t> FnMut(&'t str) + Send),
+) -> Result<usize, Error> {
+    use futures_util::StreamExt;
+    let rows = c
+        .query_raw(
+            r#"SELECT token FROM "LiteLLM_VerificationToken""#,
+            std::iter::empty::<&str>(),
+        )
+        .await?;
+    let mut rows = std::pin::pin!(rows);
+    let mut count = 0;
+    while let Some(row) = rows.next().await {
+        let row = row?;
+        sink(row.try_get::<_, &str>(0)?);
+        count += 1;
+    }
+    Ok(count)
+}
+
 /// Keys of one user and/or team, newest first (keys without a creation time
 /// last).
 pub async fn list(

@@ -81,7 +81,7 @@ WHERE ($1::text IS NULL OR api_key = $1) AND ($2::text IS NULL OR "user" = $2)
     AND ($3::text IS NULL OR team_id = $3) AND ($4::text IS NULL OR call_id = $4 OR request_id = $4)
     AND ($5::timestamp IS NULL OR "startTime" >= $5) AND ($6::timestamp IS NULL OR "startTime" < $6)
 ORDER BY "startTime", request_id
-LIMIT $7"#;
+LIMIT $7 OFFSET $8"#;
 
 /// Writes `rows` once each and adds the spend of the newly written ones to
 /// their key, user and team, in one transaction; announces each key whose
@@ -304,7 +304,8 @@ async fn add_model_spend(
 pub async fn logs(c: &Client, f: &SpendFilter) -> Result<Vec<SpendLogRow>, Error> {
     let (start, end) = (naive(f.start), naive(f.end));
     let limit = f.limit.map(|l| l.max(0));
-    let params: [&(dyn ToSql + Sync); 7] = [
+    let offset = f.offset.max(0);
+    let params: [&(dyn ToSql + Sync); 8] = [
         &f.api_key,
         &f.user_id,
         &f.team_id,
@@ -312,6 +313,7 @@ pub async fn logs(c: &Client, f: &SpendFilter) -> Result<Vec<SpendLogRow>, Error
         &start,
         &end,
         &limit,
+        &offset,
     ];
     c.query(SELECT_LOGS, &params)
         .await?

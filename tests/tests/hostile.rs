@@ -1,0 +1,273 @@
+//! Hostile input on the request path: inputs that used to kill the process
+//! or poison a key's counters, and the panic isolation that keeps a bug in
+//! one request from taking a core down.
+
+use e2e::{assert_error, to_yaml, Gateway, MASTER_KEY};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+const REPLY: &str = "one two three";
+
+fn config() -> String {
+    to_yaml(&json!({
+        "model_list": [
+            {"model_name": "m", "litellm_params": {"model": "mock/m", "mock_response": REPLY}},
+            {"model_name": "m2", "litellm_params": {"model": "mock/m2", "mock_response": REPLY}},
+        ],
+        "general_settings": {"master_key": MASTER_KEY},
+    }))
+}
+
+fn chat(gw: &Gateway, key: &str, body: &[u8]) -> e2e::Response {
+    let auth = format!("Bearer {key}");
+    gw.call(
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        body,
+    )
+}
+
+fn readiness(gw: &Gateway) -> Value {
+    let resp = gw.get("/health/readiness");
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    resp.json()
+}
+
+#[test]
+fn the_openai_sdk_extra_body_with_fallbacks_and_num_retries_is_served() {
+    // `extra_body={"fallbacks": [...], "num_retries": 1}` puts both fields
+    // last, side by side: this body used to panic the core and exit the
+    // process.
+    let gw = Gateway::start(&config(), &[]);
+    let body = br#"{"messages":[{"role":"user","content":"hi"}],"model":"m","fallbacks":["m2"],"num_retries":1}"#;
+    for _ in 0..4 {
+        let resp = chat(&gw, MASTER_KEY, body);
+        assert_eq!(resp.status, 200, "{}", resp.text());
+        assert_eq!(resp.json()["choices"][0]["message"]["content"], REPLY);
+    }
+    assert_eq!(readiness(&gw)["panics_caught"], 0);
+}
+
+#[test]
+fn an_out_of_range_max_tokens_is_a_400_and_does_not_poison_the_key() {
+    let gw = Gateway::start(&config(), &[]);
+    let resp = gw.post("/key/generate", &json!({"tpm_limit": 100_000}));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let key = resp.json()["key"].as_str().unwrap().to_string();
+    for (field, value) in [
+        ("max_tokens", "18446744071562067968"),
+        ("max_tokens", "-1"),
+        ("max_completion_tokens", "2.5"),
+        ("n", "0"),
+        ("num_retries", "1000000"),
+    ] {
+        let body = format!(
+            r#"{{"model":"m","messages":[{{"role":"user","content":"hi"}}],"{field}":{value}}}"#
+        );
+        let err = assert_error(&chat(&gw, &key, body.as_bytes()), 400);
+        assert_eq!(err["param"], field, "{body}: {err:?}");
+    }
+    // The refused requests charged nothing: the key is served at once.
+    let body = br#"{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":100}"#;
+    let resp = chat(&gw, &key, body);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+}
+
+#[test]
+fn a_panic_costs_one_request_and_the_core_serves_on() {
+    let gw = Gateway::start(&config(), &[("GATEWAY_TEST_HOOKS", "1")]);
+    let ok_body = br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
+    // Each of the two cores is hit more than once (connections spread
+    // across the SO_REUSEPORT listeners).
+    for round in 0..6 {
+        let auth = format!("Bearer {MASTER_KEY}");
+        let resp = gw.call("POST", "/__test/panic", &[("Authorization", &auth)], b"{}");
+        let err = assert_error(&resp, 500);
+        assert_eq!(err["type"], "internal_server_error");
+        assert_eq!(resp.header("connection"), Some("close"), "round {round}");
+
+        let panic_body =
+            br#"{"model":"__test_panic__","messages":[{"role":"user","content":"hi"}]}"#;
+        let resp = chat(&gw, MASTER_KEY, panic_body);
+        assert_error(&resp, 500);
+        assert!(
+            resp.header("x-litellm-call-id").is_some(),
+            "the LLM path answers with its call id"
+        );
+
+        let resp = chat(&gw, MASTER_KEY, ok_body);
+        assert_eq!(resp.status, 200, "round {round}: {}", resp.text());
+    }
+    // A panic after the head went out: the stream is cut, the core lives.
+    let mut conn = gw.connect();
+    conn.send(&e2e::request("GET", "/__test/panic-mid-stream", &[], b""));
+    let head = conn
+        .read_head()
+        .expect("the head was sent before the panic");
+    assert_eq!(head.status, 200);
+    let mut events = conn.sse(&head);
+    let mut seen = 0;
+    while let Ok(Some(_)) = events.next_event() {
+        seen += 1;
+    }
+    assert!(seen <= 1, "the stream ends at the panic");
+    assert_eq!(chat(&gw, MASTER_KEY, ok_body).status, 200);
+    assert_eq!(readiness(&gw)["panics_caught"], 13);
+    // Logged once each, with the call id on the LLM path.
+    e2e::eventually("the panics in the log", Duration::from_secs(5), || {
+        let log = gw.output();
+        (log.matches("request panicked").count() == 6
+            && log.contains("test hook: the request path panicked")
+            && log.contains("call_id"))
+        .then_some(())
+    });
+}
+
+fn mock_group(name: &str, id: &str, mock: &e2e::MockServer) -> Value {
+    e2e::openai_model(name, id, &mock.api_base(), json!({}))
+}
+
+/// Requests the mock answered, with its injected errors.
+fn mock_requests(mock: &e2e::MockServer) -> u64 {
+    let stats = mock.stats();
+    let count = |field: &str| {
+        stats[field]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no {field} count in {stats}"))
+    };
+    count("requests") + count("failed")
+}
+
+#[test]
+fn a_fallback_the_key_may_not_use_is_skipped_not_retried() {
+    // Primary answers 429; its only fallback is a group the key may not
+    // use; the body asks for the most retries. This used to spin the core.
+    let mock = e2e::MockServer::start(&["--error-rate", "1", "--error-status", "429"]);
+    let gw = Gateway::start(
+        &to_yaml(&json!({
+            "model_list": [mock_group("primary", "p-1", &mock), mock_group("secret", "s-1", &mock)],
+            "router_settings": {"fallbacks": [{"primary": ["secret"]}]},
+            "general_settings": {"master_key": MASTER_KEY},
+        })),
+        &[],
+    );
+    let resp = gw.post("/key/generate", &json!({"models": ["primary"]}));
+    let key = resp.json()["key"].as_str().unwrap().to_string();
+    let body = br#"{"model":"primary","messages":[{"role":"user","content":"hi"}],"num_retries":10,"fallbacks":["secret"]}"#;
+    let resp = chat(&gw, &key, body);
+    assert_error(&resp, 429);
+    // Only the primary was called, once (a 429 with fallbacks goes to the
+    // fallbacks): the disallowed group never was, nor retried.
+    assert_eq!(mock_requests(&mock), 1, "{}", mock.stats());
+    assert_eq!(chat(&gw, &key, body).status, 429, "the core still serves");
+}
+
+#[test]
+fn retries_stop_at_the_request_s_retry_deadline() {
+    let mock = e2e::MockServer::start(&["--error-rate", "1", "--error-status", "500"]);
+    let gw = Gateway::start(
+        &to_yaml(&json!({
+            "model_list": [mock_group("primary", "p-1", &mock)],
+            "general_settings": {"master_key": MASTER_KEY},
+            "gateway_settings": {"retry_deadline_ms": 300},
+        })),
+        &[],
+    );
+    // Ten retries with backoff (0.5 s, 1 s, 2 s...) would take most of a
+    // minute; the deadline leaves room for the first attempt only.
+    let body =
+        br#"{"model":"primary","messages":[{"role":"user","content":"hi"}],"num_retries":10}"#;
+    let resp = chat(&gw, MASTER_KEY, body);
+    assert_error(&resp, 500);
+    let calls = mock_requests(&mock);
+    assert!((1..=2).contains(&calls), "{}", mock.stats());
+}
+
+#[test]
+fn no_retry_starts_after_the_client_left() {
+    let mock = e2e::MockServer::start(&[
+        "--error-rate",
+        "1",
+        "--error-status",
+        "500",
+        "--latency-ms",
+        "300",
+    ]);
+    let gw = Gateway::start(
+        &to_yaml(&json!({
+            "model_list": [mock_group("primary", "p-1", &mock)],
+            "router_settings": {"num_retries": 5, "retry_after": 0},
+            "general_settings": {"master_key": MASTER_KEY},
+        })),
+        &[],
+    );
+    let body = br#"{"model":"primary","messages":[{"role":"user","content":"hi"}]}"#;
+    let auth = format!("Bearer {MASTER_KEY}");
+    let mut conn = gw.connect();
+    conn.send(&e2e::request(
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        body,
+    ));
+    // The request is read whole before the close is seen; the first
+    // attempt then takes 300 ms, and no retry may start after it.
+    drop(conn);
+    e2e::eventually("the request to end", Duration::from_secs(10), || {
+        gw.output().contains("gateway::access").then_some(())
+    });
+    assert_eq!(mock_requests(&mock), 1, "{}", mock.stats());
+}
+
+#[test]
+fn a_model_without_a_price_cannot_bypass_a_budget() {
+    // A wildcard route lets the client name any model; one the price table
+    // does not know would cost nothing, so a budget would never bind.
+    let gw = Gateway::start(
+        &to_yaml(&json!({
+            "model_list": [
+                {"model_name": "free/*", "litellm_params": {"model": "mock/*", "mock_response": REPLY}},
+                {"model_name": "paid/*", "litellm_params": {
+                    "model": "mock/*", "mock_response": REPLY,
+                    "input_cost_per_token": 0.002, "output_cost_per_token": 0.002,
+                }},
+            ],
+            "general_settings": {"master_key": MASTER_KEY},
+        })),
+        &[],
+    );
+    let budgeted = gw.post("/key/generate", &json!({"max_budget": 0.2}));
+    let budgeted = budgeted.json()["key"].as_str().unwrap().to_string();
+    let unlimited = gw.post("/key/generate", &json!({}));
+    let unlimited = unlimited.json()["key"].as_str().unwrap().to_string();
+    let body = |model: &str| {
+        format!(
+            r#"{{"model":"{model}","messages":[{{"role":"user","content":"hi"}}],"max_tokens":5}}"#
+        )
+    };
+    let err = assert_error(&chat(&gw, &budgeted, body("free/anything").as_bytes()), 400);
+    assert_eq!(err["param"], "model");
+    assert!(
+        err["message"].as_str().unwrap().contains("no known price"),
+        "{err:?}"
+    );
+    // Without a budget nothing needs a price; with a (wildcard) price the
+    // budget applies and binds.
+    assert_eq!(
+        chat(&gw, &unlimited, body("free/anything").as_bytes()).status,
+        200
+    );
+    let mut statuses = Vec::new();
+    for _ in 0..20 {
+        statuses.push(chat(&gw, &budgeted, body("paid/anything").as_bytes()).status);
+    }
+    assert_eq!(statuses[0], 200, "{statuses:?}");
+    assert!(statuses.contains(&429), "the budget binds: {statuses:?}");
+}
