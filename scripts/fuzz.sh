@@ -46,8 +46,9 @@ if [ "$engine" = afl ]; then
         input=fuzz/corpus/$t
         # A rerun resumes from the previous queue.
         if [ -f "$out/default/fuzzer_stats" ]; then input=-; fi
+        # Without a UI AFL++ prints a line per test case: keep the end.
         FUZZ_TARGET="$t" cargo afl fuzz -V "$seconds" -i "$input" -o "$out" \
-            -x "fuzz/dict/$t.dict" -- "$harness" >"$out/afl.log" 2>&1 || true
+            -x "fuzz/dict/$t.dict" -- "$harness" 2>&1 | tail -n 200 >"$out/afl.log" || true
         stats="$out/default/fuzzer_stats"
         field() { sed -n "s/^$1 *: *//p" "$stats" 2>/dev/null | head -n 1; }
         line="target=$t engine=afl seconds=$seconds executions=$(field execs_done) \
