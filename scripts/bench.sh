@@ -57,7 +57,7 @@ measure() {
         --duration "$round" --rounds "$rounds" --no-search --json "$out/overhead-virtual-key.json" \
         | tee "$out/overhead-virtual-key.txt"
 
-    for variant in local-limits redis-limits router-group; do
+    for variant in local-limits redis-limits router-group anthropic messages; do
         log "loadgen overhead ($variant, $rate req/s, $variant_rounds rounds x $round)"
         "$loadgen" overhead --gateway-bin "$gateway" --variant "$variant" --rate "$rate" \
             --duration "$round" --rounds "$variant_rounds" --no-search --json "$out/overhead-$variant.json" \
@@ -201,13 +201,18 @@ call per request on a private \`redis-server\` (redis, plus one settlement call
 for the tpm and parallel counters); \`router-group\`: the master key on a
 group of three deployments (simple-shuffle, \`num_retries: 2\`, a fallback
 group configured); \`spend-logging\`: the virtual key with keys and spend rows
-in Postgres (a scratch database). Baselines: master-key (router-group) and
-virtual-key (the others) above, and direct to the mock, each in its own session.
+in Postgres (a scratch database); \`anthropic\`: the master key's chat
+completions served by an \`anthropic/\` deployment (request, answer and usage
+translated: its CPU minus master-key's is the translation's); \`messages\`:
+Anthropic \`/v1/messages\` requests, direct to the mock's Messages endpoint and
+through the gateway to an \`anthropic/\` deployment (passed through).
+Baselines: master-key (router-group, anthropic, messages) and virtual-key (the
+others) above, and direct to the mock, each in its own session.
 
 | variant | added p50 | added p99 | added p99.9 | gateway CPU / request |
 | --- | --- | --- | --- | --- |
 EOF
-for v in master-key router-group virtual-key local-limits redis-limits spend-logging; do
+for v in master-key router-group anthropic messages virtual-key local-limits redis-limits spend-logging; do
     f="$out/overhead-$v.json"
     [ "$v" = master-key ] && f="$out/overhead.json"
     [ -f "$f" ] || continue

@@ -30,17 +30,20 @@ if ! cargo clippy --version >/dev/null 2>&1; then
     rustup component add clippy
 fi
 
-# --- Python venv with the OpenAI SDK (tests/tests/python_sdk.rs) ------------
-if ! .venv/bin/python -c 'import openai' >/dev/null 2>&1; then
-    log "creating .venv with the openai package"
+# --- Python venv with the OpenAI and Anthropic SDKs (tests/tests/python_sdk.rs)
+if ! .venv/bin/python -c 'import openai, anthropic' >/dev/null 2>&1; then
+    log "creating .venv with the openai and anthropic packages"
     if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
         apt_install python3-venv
     fi
     rm -rf .venv
     python3 -m venv .venv
     echo '*' > .venv/.gitignore # keep the venv out of git
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check openai
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check openai anthropic
 fi
+
+# --- promtool (tests/tests/metrics.rs checks the /metrics exposition) -------
+command -v promtool >/dev/null 2>&1 || apt_install --no-install-recommends prometheus
 
 # --- services: Redis and PostgreSQL ------------------------------------------
 # The rate-limit tests also start private redis-servers of their own.

@@ -62,6 +62,14 @@ pub const TARGETS: &[Target] = &[
         name: "config",
         run: targets::config,
     },
+    Target {
+        name: "translate",
+        run: targets::translate,
+    },
+    Target {
+        name: "eventstream",
+        run: targets::eventstream,
+    },
 ];
 
 /// The target called `name`.

@@ -3,12 +3,14 @@
 //! fails; a parser's own panic is a finding too.
 
 use bytes::Bytes;
+use gateway::formats::{anthropic as client, Events, StreamTranslator, TranslateError};
 use gateway::http1::{
     encode_chunk, parse_request_head, parse_response_head, BodyFraming, ChunkedDecoder, HeadError,
     ResponseFraming,
 };
 use gateway::inbound::{Endpoint, LlmRequest};
 use gateway::limits::resp;
+use gateway::providers::anthropic as provider;
 use gateway::sse::UsageChunkFilter;
 use serde_json::Value;
 
@@ -178,10 +180,11 @@ pub fn inbound(data: &[u8]) {
     let Some((&pick, body)) = data.split_first() else {
         return;
     };
-    let endpoint = match pick % 3 {
+    let endpoint = match pick % 4 {
         0 => Endpoint::ChatCompletions,
         1 => Endpoint::Completions,
-        _ => Endpoint::Embeddings,
+        2 => Endpoint::Embeddings,
+        _ => Endpoint::Messages,
     };
     let Ok(req) = LlmRequest::parse(endpoint, Bytes::copy_from_slice(body)) else {
         return;
@@ -217,6 +220,85 @@ pub fn inbound(data: &[u8]) {
     assert_eq!(spliced, expected, "spliced body differs");
 }
 
+/// Runs stream translator `t` over `data` cut at `cuts`: its output, or
+/// the error it stopped with.
+fn translate_stream(
+    mut t: Box<dyn StreamTranslator>,
+    data: &[u8],
+    cuts: &[usize],
+) -> Result<Vec<u8>, TranslateError> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    for &to in cuts.iter().chain(std::iter::once(&data.len())) {
+        t.feed(&data[from..to], &mut out)?;
+        from = to;
+    }
+    t.finish(&mut out)?;
+    Ok(out)
+}
+
+/// The events of a translated stream, each with `"created"` blanked (the
+/// chunks carry the second they were made).
+fn translated_events(out: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(out);
+    assert!(
+        text.is_empty() || text.ends_with("\n\n"),
+        "a translated stream ends on an event boundary: {text:?}"
+    );
+    text.split("\n\n")
+        .map(|e| match e.find("\"created\":") {
+            Some(at) => {
+                let digits = e[at + 10..]
+                    .find(|c: char| !c.is_ascii_digit())
+                    .unwrap_or(0);
+                format!("{}{}", &e[..at + 10], &e[at + 10 + digits..])
+            }
+            None => e.to_string(),
+        })
+        .collect()
+}
+
+/// The format translators (`formats`, `providers::anthropic`): the first
+/// byte picks one, the rest is its input. Any input is an answer or an
+/// error, never a panic; a translated body is JSON; a translated stream is
+/// the same whatever the read sizes and ends on an event boundary.
+pub fn translate(data: &[u8]) {
+    let Some((&pick, input)) = data.split_first() else {
+        return;
+    };
+    let json_or_err = |r: Result<Vec<u8>, String>| {
+        if let Ok(body) = r {
+            serde_json::from_slice::<Value>(&body).expect("a translated body is JSON");
+        }
+    };
+    match pick % 6 {
+        0 => json_or_err(
+            provider::request_from_chat(input, "claude-x", 4096)
+                .map(|(b, _)| b)
+                .map_err(|e| e.to_string()),
+        ),
+        1 => json_or_err(client::to_chat(input, "gpt-x").map_err(|e| e.to_string())),
+        2 => json_or_err(provider::response_to_chat(input).map_err(|e| e.0)),
+        3 => json_or_err(client::from_chat(input).map_err(|e| e.0)),
+        kind => {
+            let make = || -> Box<dyn StreamTranslator> {
+                if kind == 4 {
+                    Box::new(Events::new(provider::MessagesToChat::new(true)))
+                } else {
+                    Box::new(Events::new(client::ChatToMessages::new()))
+                }
+            };
+            let whole = translate_stream(make(), input, &[]);
+            let split = translate_stream(make(), input, &splits(input));
+            match (whole, split) {
+                (Ok(a), Ok(b)) => assert_eq!(translated_events(&a), translated_events(&b)),
+                (Err(_), Err(_)) => {}
+                (a, b) => panic!("the split changed the outcome: {a:?} vs {b:?}"),
+            }
+        }
+    }
+}
+
 /// Management bodies and queries: the first byte picks `/key/generate`'s
 /// body (with `duration` and `budget_duration`) or `/spend/logs`' query
 /// (with its dates); any input is an answer, never a panic.
@@ -243,4 +325,59 @@ pub fn config(data: &[u8]) {
             .then(|| format!("value-of-{name}"))
     };
     let _ = gateway::config::Config::parse(std::path::Path::new("fuzz.yaml"), text, &lookup);
+}
+
+/// AWS event-stream framing and the ConverseStream translator: the decoder
+/// gives the same messages (or the same error) whatever the read sizes and
+/// never buffers past a message; frames built from the input (event type
+/// from its first byte, the rest as payload, pieces split at 0xff) go
+/// through the translator without a panic, and it fails or succeeds alike
+/// whatever the read sizes.
+pub fn eventstream(data: &[u8]) {
+    use gateway::providers::bedrock::ConverseToChat;
+    use gateway::providers::eventstream::{encode_event, Decoder};
+    let decode = |cuts: &[usize]| {
+        let mut d = Decoder::new();
+        let mut got = Vec::new();
+        let mut from = 0;
+        for &to in cuts.iter().chain(std::iter::once(&data.len())) {
+            d.feed(&data[from..to], &mut |m| {
+                got.push(m);
+                Ok(())
+            })?;
+            from = to;
+        }
+        Ok::<_, gateway::providers::eventstream::FrameError>(got)
+    };
+    assert_eq!(decode(&[]), decode(&splits(data)));
+    const TYPES: [&str; 7] = [
+        "messageStart",
+        "contentBlockStart",
+        "contentBlockDelta",
+        "contentBlockStop",
+        "messageStop",
+        "metadata",
+        "unknown",
+    ];
+    let frames: Vec<u8> = data
+        .split(|&b| b == 0xff)
+        .filter(|p| !p.is_empty())
+        .flat_map(|p| encode_event(TYPES[usize::from(p[0]) % TYPES.len()], &p[1..]))
+        .collect();
+    let translate = |cuts: &[usize]| {
+        let mut t = ConverseToChat::new(true);
+        let mut out = Vec::new();
+        let mut from = 0;
+        for &to in cuts.iter().chain(std::iter::once(&frames.len())) {
+            t.feed(&frames[from..to], &mut out)?;
+            from = to;
+        }
+        t.finish(&mut out)?;
+        Ok::<_, TranslateError>(out)
+    };
+    let whole = translate(&[]);
+    assert_eq!(whole.is_ok(), translate(&splits(&frames)).is_ok());
+    if let Ok(out) = whole {
+        assert!(out.ends_with(b"data: [DONE]\n\n"));
+    }
 }

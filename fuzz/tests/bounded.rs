@@ -55,6 +55,16 @@ fn admin() {
 }
 
 #[test]
+fn translate() {
+    pass("translate", 60_000);
+}
+
+#[test]
 fn config() {
     pass("config", 100_000);
+}
+
+#[test]
+fn eventstream() {
+    pass("eventstream", 50_000);
 }

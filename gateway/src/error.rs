@@ -139,6 +139,9 @@ pub enum GatewayError {
         provider_code: Option<String>,
         /// The provider's `retry-after`, passed on.
         retry_after: Option<String>,
+        /// What kind of failure the provider's answer is, as its provider
+        /// classified it.
+        class: ErrorClass,
     },
     /// The provider did not answer in time.
     #[error("Request timed out: {provider} did not respond within {}s (deployment {deployment})", .after.as_secs_f64())]
@@ -212,6 +215,9 @@ pub enum GatewayError {
     /// Connection cap reached or shutting down.
     #[error("Service unavailable: {0}")]
     Unavailable(&'static str),
+    /// A config reload found the file invalid; the running config serves on.
+    #[error("config reload refused, the running config keeps serving: {0}")]
+    ConfigRejected(String),
     /// The shutdown grace period ended before the response was complete.
     #[error(
         "Service unavailable: cut off, the gateway shut down before the response was complete"
@@ -232,7 +238,7 @@ impl GatewayError {
             AuthUnavailable(_) | Store(_) => 503,
             ModelAccessDenied { .. } | NotAdmin(_) => 403,
             BudgetExceeded { .. } => 429,
-            BadField { .. } => 400,
+            BadField { .. } | ConfigRejected(_) => 400,
             NotFound(_) => 404,
             Conflict(_) => 409,
             UnknownModel(_)
@@ -303,6 +309,24 @@ impl GatewayError {
         }
     }
 
+    /// The failure class retries, cooldowns and fallbacks read: the
+    /// provider's classification of an upstream answer, else one implied by
+    /// the error itself.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            GatewayError::Upstream { class, .. } => *class,
+            GatewayError::UpstreamTimeout { .. } => ErrorClass::Timeout,
+            GatewayError::UpstreamUnreachable { .. } | GatewayError::UpstreamProtocol { .. } => {
+                ErrorClass::ApiConnection
+            }
+            GatewayError::Unavailable(_) | GatewayError::ClientGone => {
+                ErrorClass::ClientDisconnected
+            }
+            GatewayError::CutOff => ErrorClass::CutOff,
+            other => ErrorClass::from_status(other.status()),
+        }
+    }
+
     /// The JSON body.
     pub fn body(&self) -> Vec<u8> {
         let status = self.status().to_string();
@@ -315,6 +339,73 @@ impl GatewayError {
             }
         });
         serde_json::to_vec(&body).expect("json of strings")
+    }
+}
+
+/// What kind of failure an attempt ended in, LiteLLM's exception classes:
+/// retries (`retry_policy`), cooldowns (`allowed_fails_policy`) and the
+/// fallback lists (`context_window_fallbacks`, `content_policy_fallbacks`)
+/// decide on it. Providers classify their own error answers; the gateway's
+/// own failures (timeouts, connection errors) are classed here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorClass {
+    /// The provider did not answer in time (`TimeoutError`).
+    Timeout,
+    /// The provider refused for rate (`RateLimitError`, 429).
+    RateLimit,
+    /// The provider is over capacity (Anthropic's 529 `overloaded_error`);
+    /// retried and cooled like a rate limit, counted as an internal error
+    /// by the policies.
+    Overloaded,
+    /// The deployment's credential was refused (`AuthenticationError`).
+    Authentication,
+    /// The request is wrong for the provider (`BadRequestError`).
+    BadRequest,
+    /// The provider refused the content (`ContentPolicyViolationError`).
+    ContentPolicy,
+    /// The prompt does not fit the model (`ContextWindowExceededError`, a
+    /// bad request in LiteLLM's policies).
+    ContextWindow,
+    /// The provider failed (`InternalServerError`).
+    InternalServer,
+    /// The provider could not be reached or spoke no HTTP
+    /// (`APIConnectionError`).
+    ApiConnection,
+    /// The client went away; nobody's fault upstream.
+    ClientDisconnected,
+    /// The shutdown grace period ended before the response was complete.
+    CutOff,
+}
+
+impl ErrorClass {
+    /// The class an HTTP error status implies when nothing more specific is
+    /// known.
+    pub fn from_status(status: u16) -> ErrorClass {
+        match status {
+            401 | 403 => ErrorClass::Authentication,
+            408 => ErrorClass::Timeout,
+            429 => ErrorClass::RateLimit,
+            529 => ErrorClass::Overloaded,
+            400..=499 => ErrorClass::BadRequest,
+            _ => ErrorClass::InternalServer,
+        }
+    }
+
+    /// The name written to spend logs (`error_class`) and log lines.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::Timeout => "timeout",
+            ErrorClass::RateLimit => "rate_limit",
+            ErrorClass::Overloaded => "overloaded",
+            ErrorClass::Authentication => "authentication",
+            ErrorClass::BadRequest => "bad_request",
+            ErrorClass::ContentPolicy => "content_policy",
+            ErrorClass::ContextWindow => "context_window",
+            ErrorClass::InternalServer => "internal_server",
+            ErrorClass::ApiConnection => "api_connection",
+            ErrorClass::ClientDisconnected => "client_disconnected",
+            ErrorClass::CutOff => "cut_off",
+        }
     }
 }
 
@@ -373,6 +464,7 @@ mod tests {
             error_type: None,
             provider_code: None,
             retry_after: Some("7".into()),
+            class: ErrorClass::RateLimit,
         };
         assert_eq!(
             (e.status(), e.error_type(), e.retry_after()),

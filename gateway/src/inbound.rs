@@ -16,6 +16,10 @@ pub enum Endpoint {
     Completions,
     /// `/v1/embeddings`.
     Embeddings,
+    /// `/v1/messages`: Anthropic's Messages API.
+    Messages,
+    /// `/v1/responses`: OpenAI's Responses API.
+    Responses,
 }
 
 impl Endpoint {
@@ -25,15 +29,26 @@ impl Endpoint {
             Endpoint::ChatCompletions => "/chat/completions",
             Endpoint::Completions => "/completions",
             Endpoint::Embeddings => "/embeddings",
+            Endpoint::Messages => "/messages",
+            Endpoint::Responses => "/responses",
+        }
+    }
+
+    /// The format the client speaks on this endpoint.
+    pub fn format(self) -> crate::formats::Format {
+        match self {
+            Endpoint::Messages => crate::formats::Format::Anthropic,
+            Endpoint::Responses => crate::formats::Format::Responses,
+            _ => crate::formats::Format::OpenAi,
         }
     }
 
     /// The body field that carries the input, required on this endpoint.
     fn input_field(self) -> &'static str {
         match self {
-            Endpoint::ChatCompletions => "messages",
+            Endpoint::ChatCompletions | Endpoint::Messages => "messages",
             Endpoint::Completions => "prompt",
-            Endpoint::Embeddings => "input",
+            Endpoint::Embeddings | Endpoint::Responses => "input",
         }
     }
 }
@@ -58,8 +73,12 @@ pub struct LlmRequest {
     pub fallbacks: Option<serde_json::Value>,
     /// LiteLLM's per-request `num_retries` (removed from the forwarded body).
     pub num_retries: Option<u32>,
-    /// The body's `user`: LiteLLM's end user, a rate-limit scope.
+    /// The body's `user` (`metadata.user_id` on Messages): LiteLLM's end
+    /// user, a rate-limit scope.
     pub end_user: Option<String>,
+    /// Headers of the client's request that a provider of the client's own
+    /// format receives too (`anthropic-version`, `anthropic-beta`).
+    pub forward_headers: Vec<(&'static str, String)>,
 }
 
 #[derive(Deserialize)]
@@ -75,12 +94,21 @@ struct RoutingView<'a> {
     input: Option<&'a RawValue>,
     max_tokens: Option<serde_json::Value>,
     max_completion_tokens: Option<serde_json::Value>,
+    max_output_tokens: Option<serde_json::Value>,
     n: Option<serde_json::Value>,
     #[serde(borrow)]
     fallbacks: Option<&'a RawValue>,
     #[serde(borrow)]
     num_retries: Option<&'a RawValue>,
     user: Option<serde_json::Value>,
+    #[serde(borrow)]
+    metadata: Option<&'a RawValue>,
+}
+
+/// `metadata.user_id` of a Messages request.
+#[derive(Deserialize)]
+struct MetadataView {
+    user_id: Option<serde_json::Value>,
 }
 
 /// Largest `max_tokens` / `max_completion_tokens` accepted: above any
@@ -175,9 +203,9 @@ impl LlmRequest {
         check_name("model", &model, MAX_MODEL_BYTES)?;
         let model_span = span_in(&body, raw_model);
         let input = match endpoint {
-            Endpoint::ChatCompletions => view.messages,
+            Endpoint::ChatCompletions | Endpoint::Messages => view.messages,
             Endpoint::Completions => view.prompt,
-            Endpoint::Embeddings => view.input,
+            Endpoint::Embeddings | Endpoint::Responses => view.input,
         };
         match input {
             None => return Err(GatewayError::MissingParam(endpoint.input_field())),
@@ -186,7 +214,7 @@ impl LlmRequest {
             }
             Some(_) => {}
         }
-        if endpoint == Endpoint::ChatCompletions
+        if matches!(endpoint, Endpoint::ChatCompletions | Endpoint::Messages)
             && !view.messages.is_some_and(|m| m.get().starts_with('['))
         {
             return Err(GatewayError::InvalidParam {
@@ -211,7 +239,15 @@ impl LlmRequest {
                 0,
                 MAX_OUTPUT_TOKENS,
             )?,
-            bounded_int("max_tokens", &view.max_tokens, 0, MAX_OUTPUT_TOKENS)?,
+            match endpoint {
+                Endpoint::Responses => bounded_int(
+                    "max_output_tokens",
+                    &view.max_output_tokens,
+                    0,
+                    MAX_OUTPUT_TOKENS,
+                )?,
+                _ => bounded_int("max_tokens", &view.max_tokens, 0, MAX_OUTPUT_TOKENS)?,
+            },
         ) {
             (Some(c), _) | (None, Some(c)) => Some(c),
             (None, None) => None,
@@ -219,7 +255,19 @@ impl LlmRequest {
         let choices = bounded_int("n", &view.n, 1, MAX_CHOICES)?.unwrap_or(1);
         // n choices may each use the cap: the output the request can cost.
         let max_tokens = cap.map(|c| c.saturating_mul(choices));
-        let end_user = match &view.user {
+        let user = match (endpoint, view.metadata) {
+            (Endpoint::Messages, Some(raw)) => {
+                serde_json::from_str::<Option<MetadataView>>(raw.get())
+                    .map_err(|_| GatewayError::InvalidParam {
+                        param: "metadata",
+                        message: "must be an object".into(),
+                    })?
+                    .and_then(|m| m.user_id)
+            }
+            (Endpoint::Messages, None) => None,
+            _ => view.user.clone(),
+        };
+        let end_user = match &user {
             None | Some(serde_json::Value::Null) => None,
             Some(serde_json::Value::String(s)) => {
                 check_name("user", s, MAX_USER_BYTES)?;
@@ -242,6 +290,7 @@ impl LlmRequest {
             fallbacks: None,
             num_retries: None,
             end_user,
+            forward_headers: Vec::new(),
         })
     }
 
@@ -258,6 +307,7 @@ impl LlmRequest {
             fallbacks: self.fallbacks.clone(),
             num_retries: self.num_retries,
             end_user: self.end_user.clone(),
+            forward_headers: self.forward_headers.clone(),
         }
     }
 
@@ -528,6 +578,25 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.param(), Some("num_retries"));
+    }
+
+    #[test]
+    fn messages_requests_read_their_end_user_from_metadata() {
+        let r = parse(
+            Endpoint::Messages,
+            r#"{"model":"claude","max_tokens":3,"messages":[],"user":"ignored","metadata":{"user_id":"u-1"},"stream":true}"#,
+        )
+        .unwrap();
+        assert_eq!((r.end_user.as_deref(), r.stream), (Some("u-1"), true));
+        assert_eq!(r.max_tokens, Some(3));
+        let e = parse(Endpoint::Messages, r#"{"model":"c","messages":{}}"#).unwrap_err();
+        assert_eq!(e.param(), Some("messages"));
+        let e = parse(
+            Endpoint::Messages,
+            r#"{"model":"c","messages":[],"metadata":[]}"#,
+        )
+        .unwrap_err();
+        assert_eq!(e.param(), Some("metadata"));
     }
 
     #[test]

@@ -8,21 +8,26 @@ pub mod budget;
 pub mod config;
 pub mod control;
 pub mod error;
+pub mod formats;
 pub mod http1;
 pub mod inbound;
 pub mod limits;
 pub mod logging;
+pub mod metrics;
 pub mod models;
+pub mod otel;
 pub mod panic_guard;
 pub mod providers;
 pub mod proxy;
 pub mod read_through;
+pub mod reload;
 pub mod router;
 pub mod server;
 pub mod spend;
 pub mod sse;
 pub mod state;
 pub mod store;
+pub mod telemetry;
 pub mod upstream;
 
 /// Version reported in `x-litellm-version` and the readiness probe.

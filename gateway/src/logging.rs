@@ -10,6 +10,8 @@ use tracing_appender::non_blocking::{NonBlocking, WorkerGuard};
 use tracing_subscriber::EnvFilter;
 
 static SINK: OnceLock<NonBlocking> = OnceLock::new();
+/// Whether lines are JSON objects.
+static JSON: OnceLock<bool> = OnceLock::new();
 
 /// Lines a core buffers before handing them over without waiting for its flush.
 const MAX_BUFFERED: usize = 64 * 1024;
@@ -22,6 +24,7 @@ thread_local! {
 /// Installs the global subscriber; keep the guard alive until exit so
 /// buffered lines are flushed.
 pub fn init(json: bool) -> WorkerGuard {
+    let _ = JSON.set(json);
     let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .lossy(true)
         .finish(std::io::stdout());
@@ -36,6 +39,32 @@ pub fn init(json: bool) -> WorkerGuard {
         builder.with_ansi(false).init();
     }
     guard
+}
+
+/// Whether `--json-logs` (or `JSON_LOGS=true`) asked for JSON lines.
+pub fn json() -> bool {
+    JSON.get().copied().unwrap_or(false)
+}
+
+/// Writes one error line to stderr at once, bypassing the writer thread,
+/// for the moments it may not get to run: a fatal start-up error, an
+/// immediate exit, an uncaught panic. A JSON object with `--json-logs`
+/// (`json` decides before logging is set up), else plain text.
+pub fn emergency(json: bool, target: &str, message: &str) {
+    let line = if json {
+        let mut line = serde_json::json!({
+            "timestamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+            "level": "ERROR",
+            "target": target,
+            "message": message,
+        })
+        .to_string();
+        line.push('\n');
+        line
+    } else {
+        format!("gateway: {message}\n")
+    };
+    let _ = std::io::stderr().write_all(line.as_bytes());
 }
 
 /// Makes this thread batch its log lines until [`flush_this_thread`].

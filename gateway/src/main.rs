@@ -96,7 +96,15 @@ fn main() -> ExitCode {
     let opts = match parse_args() {
         Ok(o) => o,
         Err(msg) => {
-            eprintln!("{msg}");
+            // Not parsed: JSON when the arguments or the environment ask.
+            let json = std::env::args().any(|a| a == "--json-logs")
+                || std::env::var("JSON_LOGS")
+                    .is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
+            if json {
+                gateway::logging::emergency(true, "gateway", &msg);
+            } else {
+                eprintln!("{msg}");
+            }
             return ExitCode::from(2);
         }
     };
@@ -106,7 +114,9 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(msg) => {
             tracing::error!("{msg}");
-            eprintln!("gateway: {msg}");
+            if !gateway::logging::json() {
+                eprintln!("gateway: {msg}");
+            }
             ExitCode::FAILURE
         }
     }
@@ -173,6 +183,16 @@ fn run(opts: Options) -> Result<(), String> {
     }
     let shared = Arc::new(shared);
     install_signal_handler(shared.clone())?;
+    shared
+        .tracer
+        .start(&control, shared.tls.clone())
+        .map_err(|e| format!("cannot start the trace exporter: {e}"))?;
+    if shared.health.settings().background {
+        let health = shared.health.clone();
+        control
+            .spawn(move |ctx| health.run(ctx.models.clone()))
+            .map_err(|e| format!("cannot start the background health checks: {e}"))?;
+    }
     tracing::info!(
         io_driver = %driver,
         workers = opts.workers,
@@ -335,7 +355,8 @@ fn load_known_keys(control: &gateway::control::ControlPlane) -> Result<(), Strin
 }
 
 /// SIGTERM/SIGINT start a graceful shutdown; a second one exits at once.
-/// SIGHUP reloads the client TLS certificate.
+/// SIGHUP reloads the config file (on the control plane) and the client
+/// TLS certificate.
 fn install_signal_handler(shared: Arc<Shared>) -> Result<(), String> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
@@ -347,11 +368,23 @@ fn install_signal_handler(shared: Arc<Shared>) -> Result<(), String> {
             for signal in signals.forever() {
                 if signal == SIGHUP {
                     reload_client_tls(&shared);
+                    tracing::info!("SIGHUP: reloading the config file");
+                    let target = shared.clone();
+                    let queued = shared.control.spawn(move |_| async move {
+                        let _ = target.reloader.reload(&target).await;
+                    });
+                    if let Err(e) = queued {
+                        tracing::error!(error = %e, "config reload not started");
+                    }
                     continue;
                 }
                 seen += 1;
                 if seen > 1 {
-                    eprintln!("gateway: second signal {signal}, exiting now");
+                    gateway::logging::emergency(
+                        gateway::logging::json(),
+                        "gateway",
+                        &format!("second signal {signal}, exiting now"),
+                    );
                     std::process::exit(1);
                 }
                 tracing::info!(

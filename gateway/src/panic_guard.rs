@@ -37,6 +37,18 @@ pub fn install_hook() {
                 .unwrap_or_default();
             let text = format!("{}{location}", payload_text(info.payload()));
             LAST.with(|l| *l.borrow_mut() = Some(text));
+        } else if crate::logging::json() {
+            let location = info
+                .location()
+                .map(|l| format!(" at {}:{}", l.file(), l.line()))
+                .unwrap_or_default();
+            let thread = std::thread::current();
+            let message = format!(
+                "thread '{}' panicked: {}{location}",
+                thread.name().unwrap_or("unnamed"),
+                payload_text(info.payload())
+            );
+            crate::logging::emergency(true, "panic", &message);
         } else {
             previous(info);
         }

@@ -32,6 +32,16 @@ pub struct Shared {
     pub limiter: Limiter,
     /// TLS the gateway terminates for clients, when configured.
     pub client_tls: Option<Arc<crate::server::ClientTls>>,
+    /// Prometheus metrics (each core attaches its own tables).
+    pub metrics: Arc<crate::metrics::Metrics>,
+    /// Deployment health checks.
+    pub health: Arc<crate::control::health::Health>,
+    /// Whether a database is configured (else everything is in memory).
+    pub database: bool,
+    /// Reloads of the config file.
+    pub reloader: crate::reload::Reloader,
+    /// OpenTelemetry traces (each core attaches its span buffer).
+    pub tracer: Arc<crate::otel::Tracer>,
     shutting_down: AtomicBool,
     shutdown_tx: watch::Sender<bool>,
     /// Set when the grace period is over: requests still running stop.
@@ -51,8 +61,19 @@ impl Shared {
         limiter: Limiter,
     ) -> Self {
         let (shutdown_tx, _) = watch::channel(false);
+        let metrics = crate::metrics::Metrics::new(config.metrics.clone());
+        let reloader = crate::reload::Reloader::new(&config);
         let (cut_off_tx, _) = watch::channel(false);
         Shared {
+            reloader,
+            tracer: crate::otel::Tracer::new(config.otel.clone()),
+            health: Arc::new(crate::control::health::Health::new(
+                config.health.clone(),
+                tls.clone(),
+                metrics.clone(),
+            )),
+            metrics,
+            database: config.database_url.is_some(),
             auth: Authenticator::new(config.master_key.as_deref(), keys, control.clone()),
             models,
             limits: config.limits,

@@ -201,6 +201,23 @@ pub fn config_yaml(upstream: SocketAddr, deployments: usize) -> String {
     yaml
 }
 
+/// The API of the deployments the gateway routes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamApi {
+    /// OpenAI's (`openai/`).
+    OpenAi,
+    /// Anthropic's Messages (`anthropic/`).
+    Anthropic,
+}
+
+/// The gateway config with the model group on one `anthropic/` deployment
+/// on the mock (whose Messages endpoint checks what Anthropic's does).
+pub fn anthropic_config_yaml(upstream: SocketAddr) -> String {
+    format!(
+        "model_list:\n  - model_name: {MODEL}\n    litellm_params:\n      model: anthropic/{MODEL}\n      api_base: \"http://{upstream}\"\n      api_key: sk-mock\n    model_info:\n      id: {MODEL}-anthropic\ngeneral_settings:\n  master_key: {MASTER_KEY}\n"
+    )
+}
+
 /// The default binary: `target/release/gateway` next to this executable's
 /// target directory, else relative to the working directory.
 pub fn default_bin() -> PathBuf {
@@ -214,7 +231,8 @@ pub fn default_bin() -> PathBuf {
 }
 
 /// A port nobody listens on right now.
-fn free_port() -> Result<u16, String> {
+/// A TCP port free on 127.0.0.1 right now.
+pub fn free_port() -> Result<u16, String> {
     let listener =
         TcpListener::bind("127.0.0.1:0").map_err(|e| format!("cannot find a free port: {e}"))?;
     listener
@@ -254,6 +272,9 @@ mod tests {
         let parsed = gateway::config::Config::parse(Path::new("c.yaml"), &yaml, &|_| None).unwrap();
         assert_eq!(parsed.deployments.len(), 4, "three plus the fallback");
         assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+        let yaml = anthropic_config_yaml("127.0.0.1:9100".parse().unwrap());
+        let parsed = gateway::config::Config::parse(Path::new("c.yaml"), &yaml, &|_| None).unwrap();
+        assert_eq!(parsed.deployments[0].provider_name, "anthropic");
     }
 
     #[test]

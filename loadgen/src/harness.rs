@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use crate::affinity::{self, CpuSet, Split};
 use crate::client::Target;
-use crate::gateway_proc::{GatewayProcess, GatewaySpec};
+use crate::gateway_proc::{self, GatewayProcess, GatewaySpec, UpstreamApi};
 use crate::mock::{self, MockConfig, MockServer};
 
 /// What to start.
@@ -25,6 +25,8 @@ pub struct HarnessSpec {
     pub gateway_env: Vec<(String, String)>,
     /// Deployments in the served group (see `gateway_proc::config_yaml`).
     pub gateway_deployments: usize,
+    /// The API of that group's deployments.
+    pub gateway_api: UpstreamApi,
 }
 
 /// A running mock and gateway.
@@ -57,14 +59,21 @@ impl Harness {
             ..spec.mock.clone()
         })
         .map_err(|e| format!("cannot start the mock: {e}"))?;
-        let gateway = GatewayProcess::start(&GatewaySpec {
+        let gateway_spec = GatewaySpec {
             bin: spec.gateway_bin.clone(),
             workers: spec.gateway_workers,
             upstream: mock.addr(),
             cpus: cpus.as_ref().map(|s| CpuSet::of(s.gateway.iter().copied())),
             env: spec.gateway_env.clone(),
             deployments: spec.gateway_deployments,
-        })?;
+        };
+        let gateway = match spec.gateway_api {
+            UpstreamApi::OpenAi => GatewayProcess::start(&gateway_spec)?,
+            UpstreamApi::Anthropic => GatewayProcess::start_with_config(
+                &gateway_spec,
+                &gateway_proc::anthropic_config_yaml(mock.addr()),
+            )?,
+        };
         Ok(Harness {
             mock,
             gateway,
@@ -93,6 +102,13 @@ impl Harness {
         }
     }
 
+    /// The CPUs the gateway is pinned to, for a proxy measured in its place.
+    pub fn gateway_cpus(&self) -> Option<CpuSet> {
+        self.cpus
+            .as_ref()
+            .map(|s| CpuSet::of(s.gateway.iter().copied()))
+    }
+
     /// Number of CPUs the load side runs on.
     pub fn load_cpus(&self) -> usize {
         self.cpus
@@ -101,7 +117,8 @@ impl Harness {
     }
 }
 
-fn local_target(addr: SocketAddr) -> Target {
+/// Chat completions to `addr` on this machine.
+pub fn local_target(addr: SocketAddr) -> Target {
     Target {
         addr,
         host: addr.to_string(),

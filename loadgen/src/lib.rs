@@ -16,6 +16,7 @@ pub mod latency;
 pub mod limit_overshoot;
 pub mod load;
 pub mod mock;
+pub mod nginx_proc;
 pub mod output;
 pub mod overhead;
 pub mod overshoot;

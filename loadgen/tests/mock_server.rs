@@ -248,7 +248,11 @@ fn reset_once_then_served_and_counted() {
     let addr = server(MockConfig::default());
     let req = post(
         "/v1/messages",
-        &["x-api-key: ak", "x-mock-fault: reset-once:t1"],
+        &[
+            "x-api-key: ak",
+            "anthropic-version: 2023-06-01",
+            "x-mock-fault: reset-once:t1",
+        ],
         r#"{"model":"claude","max_tokens":2,"messages":[{"role":"user","content":"hi"}]}"#,
     );
     let mut s = connect(addr);

@@ -6,6 +6,9 @@ Environment:
   GATEWAY_MODEL             chat model group (default gpt-4o)
   GATEWAY_EMBEDDING_MODEL   embedding model group (default: GATEWAY_MODEL)
 
+Chat, streaming, embeddings and the Responses API (`responses.create`,
+whole and streamed, bridged through chat completions).
+
 Run directly (exits non-zero on any failure); tests/tests/python_sdk.rs starts
 a mock upstream and a gateway and runs this file.
 """
@@ -63,6 +66,34 @@ def test_embeddings():
         assert item.embedding and all(isinstance(x, float) for x in item.embedding)
 
 
+def test_responses():
+    resp = client().responses.create(
+        model=MODEL, input="Say hello", instructions="Be brief"
+    )
+    assert resp.object == "response" and resp.status == "completed", resp
+    assert resp.output_text, f"empty output_text: {resp!r}"
+    assert resp.usage is not None, resp
+    assert resp.usage.input_tokens > 0 and resp.usage.output_tokens > 0, resp.usage
+
+
+def test_responses_stream():
+    stream = client().responses.create(model=MODEL, input="Say hello", stream=True)
+    deltas = []
+    kinds = []
+    completed = None
+    for event in stream:
+        kinds.append(event.type)
+        if event.type == "response.output_text.delta":
+            deltas.append(event.delta)
+        elif event.type == "response.completed":
+            completed = event.response
+    assert kinds[0] == "response.created", kinds
+    assert "".join(deltas), f"no text deltas in {kinds}"
+    assert completed is not None, f"no response.completed in {kinds}"
+    assert completed.output_text == "".join(deltas), completed
+    assert completed.usage is not None and completed.usage.output_tokens > 0, completed
+
+
 def test_models_list():
     ids = [m.id for m in client().models.list()]
     assert MODEL in ids, f"{MODEL} not in {ids}"
@@ -93,6 +124,8 @@ TESTS = [
     test_chat,
     test_chat_stream,
     test_embeddings,
+    test_responses,
+    test_responses_stream,
     test_models_list,
     test_bad_key_raises_authentication_error,
     test_unknown_model_raises_bad_request,

@@ -21,7 +21,8 @@
 //!
 //! Environment: `E2E_BIN_DIR` overrides where the binaries are looked up
 //! (default: `target/<profile>/` next to the test executable); `E2E_PYTHON`
-//! overrides the interpreter of the OpenAI SDK test (default `.venv/bin/python`).
+//! overrides the interpreter of the OpenAI and Anthropic SDK tests (default
+//! `.venv/bin/python`).
 
 pub mod config;
 pub mod http;

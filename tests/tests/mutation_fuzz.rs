@@ -466,7 +466,13 @@ fn mutated_requests_never_kill_the_gateway() {
                 gw.output()
             );
         }
-        let wire = wire.unwrap_or_else(|e| panic!("no clean answer: {e}\n{}", describe()));
+        let wire = wire.unwrap_or_else(|e| {
+            panic!(
+                "no clean answer (a core may have died): {e}\n{}\n{}",
+                describe(),
+                gw.output()
+            )
+        });
         let answers = parse_answers(&wire).unwrap_or_else(|e| {
             panic!(
                 "malformed answer ({e}): {:?}\n{}",

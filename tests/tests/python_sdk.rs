@@ -1,5 +1,9 @@
-//! The official OpenAI Python SDK against the gateway
-//! (`tests/python/test_openai_sdk.py`).
+//! The official OpenAI and Anthropic Python SDKs against the gateway
+//! (`tests/python/test_openai_sdk.py`, `tests/python/test_anthropic_sdk.py`):
+//! OpenAI's SDK (chat, streaming, embeddings, `responses.create` bridged) to
+//! an OpenAI-compatible, an Azure, an Anthropic, a Bedrock and a Gemini deployment;
+//! Anthropic's SDK on `/v1/messages` to an Anthropic deployment (passed
+//! through), an OpenAI one, a Bedrock one and a Gemini one (translated).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -22,48 +26,35 @@ fn python() -> PathBuf {
     assert!(
         python.exists(),
         "Python interpreter {} not found: run scripts/test.sh (it creates .venv with the \
-         openai package) or set E2E_PYTHON",
+         openai and anthropic packages) or set E2E_PYTHON",
         python.display()
     );
     python
 }
 
-#[test]
-fn openai_python_sdk() {
+/// Runs `tests/python/<script>` with `envs`; panics with its output (and the
+/// gateway's) unless it exits 0 within two minutes.
+fn run_script(script: &str, envs: &[(&str, String)], gw: &Gateway) {
     let python = python();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/test_openai_sdk.py");
-    let mock = MockServer::start(&[]);
-    let mut config = base_config(mock.port());
-    add_model(
-        &mut config,
-        openai_model(
-            "text-embedding-3-small",
-            "dep-embed",
-            &mock.api_base(),
-            json!({"model": "openai/upstream-embed"}),
-        ),
-    );
-    let gw = Gateway::start_json(&config, &[]);
-
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("python")
+        .join(script);
     let dir = tempfile::tempdir().expect("temp dir");
     let out_path = dir.path().join("python.out");
     let out = std::fs::File::create(&out_path).expect("output file");
-    let mut child = Command::new(&python)
-        .arg(&script)
-        .env(
-            "GATEWAY_BASE_URL",
-            format!("http://127.0.0.1:{}/v1", gw.port()),
-        )
+    let mut cmd = Command::new(&python);
+    cmd.arg(&script)
         .env("GATEWAY_MASTER_KEY", MASTER_KEY)
-        .env("GATEWAY_MODEL", "gpt-4o")
-        .env("GATEWAY_EMBEDDING_MODEL", "text-embedding-3-small")
         .env("PYTHONUNBUFFERED", "1")
         .stdin(Stdio::null())
         .stdout(out.try_clone().expect("clone output file"))
-        .stderr(out)
+        .stderr(out);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
         .spawn()
         .unwrap_or_else(|e| panic!("run {}: {e}", python.display()));
-
     let deadline = Instant::now() + Duration::from_secs(120);
     let status = loop {
         if let Some(status) = child.try_wait().expect("wait for python") {
@@ -78,17 +69,116 @@ fn openai_python_sdk() {
     };
     let output = std::fs::read_to_string(&out_path).unwrap_or_default();
     println!("{output}");
-    let hint = if output.contains("No module named 'openai'") {
-        "\n(the interpreter lacks the openai package: run scripts/test.sh)"
+    let hint = if output.contains("No module named") {
+        "\n(the interpreter lacks the openai or anthropic package: run scripts/test.sh)"
     } else {
         ""
     };
     match status {
         Some(s) => assert!(
             s.success(),
-            "OpenAI SDK checks failed ({s}):\n{output}{hint}\n{}",
+            "{} checks failed ({s}) with {envs:?}:\n{output}{hint}\n{}",
+            script.display(),
             gw.output()
         ),
-        None => panic!("OpenAI SDK checks timed out after 120 s:\n{output}"),
+        None => panic!("{} timed out after 120 s:\n{output}", script.display()),
+    }
+}
+
+/// A gateway on one mock with an OpenAI-compatible (`gpt-4o`), an
+/// embeddings, an Azure (`azure-gpt`, `azure-embed`) and an Anthropic
+/// (`claude`) group.
+fn gateway(mock: &MockServer) -> Gateway {
+    let mut config = base_config(mock.port());
+    add_model(
+        &mut config,
+        openai_model(
+            "text-embedding-3-small",
+            "dep-embed",
+            &mock.api_base(),
+            json!({"model": "openai/upstream-embed"}),
+        ),
+    );
+    let bare = format!("http://127.0.0.1:{}", mock.port());
+    for (group, model) in [
+        ("azure-gpt", "azure/gpt-4o-deployment"),
+        ("azure-embed", "azure/embed-deployment"),
+    ] {
+        add_model(
+            &mut config,
+            json!({"model_name": group, "litellm_params": {
+                "model": model, "api_base": bare, "api_key": "azure-key", "api_version": "2024-10-21",
+            }}),
+        );
+    }
+    add_model(
+        &mut config,
+        json!({"model_name": "claude", "litellm_params": {
+            "model": "anthropic/claude-sonnet-4-20250514", "api_base": bare, "api_key": "sk-ant-upstream",
+        }}),
+    );
+    add_model(
+        &mut config,
+        json!({"model_name": "bedrock-claude", "litellm_params": {
+            "model": "bedrock/converse/anthropic.claude-3-5-sonnet-20240620-v1:0",
+            "aws_bedrock_runtime_endpoint": bare,
+            "aws_access_key_id": "AKIDMOCK",
+            "aws_secret_access_key": "mock-aws-secret-access-key",
+            "aws_region_name": "us-east-1",
+        }}),
+    );
+    add_model(
+        &mut config,
+        json!({"model_name": "gemini-flash", "litellm_params": {
+            "model": "gemini/gemini-2.0-flash", "api_base": bare, "api_key": "mock-gemini-api-key",
+        }}),
+    );
+    Gateway::start_json(&config, &[])
+}
+
+#[test]
+fn openai_python_sdk() {
+    let mock = MockServer::start(&[]);
+    let gw = gateway(&mock);
+    let base_url = format!("http://127.0.0.1:{}/v1", gw.port());
+    for (model, embeddings) in [
+        ("gpt-4o", "text-embedding-3-small"),
+        ("azure-gpt", "azure-embed"),
+        ("claude", "text-embedding-3-small"),
+        ("bedrock-claude", "text-embedding-3-small"),
+        ("gemini-flash", "text-embedding-3-small"),
+    ] {
+        run_script(
+            "test_openai_sdk.py",
+            &[
+                ("GATEWAY_BASE_URL", base_url.clone()),
+                ("GATEWAY_MODEL", model.to_string()),
+                ("GATEWAY_EMBEDDING_MODEL", embeddings.to_string()),
+            ],
+            &gw,
+        );
+    }
+}
+
+#[test]
+fn anthropic_python_sdk() {
+    let mock = MockServer::start(&[]);
+    let gw = gateway(&mock);
+    let base_url = format!("http://127.0.0.1:{}", gw.port());
+    for (model, tools) in [
+        ("claude", "1"),
+        ("gpt-4o", "0"),
+        ("bedrock-claude", "1"),
+        ("gemini-flash", "1"),
+    ] {
+        run_script(
+            "test_anthropic_sdk.py",
+            &[
+                ("GATEWAY_BASE_URL", base_url.clone()),
+                ("GATEWAY_MODEL", model.to_string()),
+                ("GATEWAY_TOOLS", tools.to_string()),
+            ],
+            &gw,
+        );
     }
 }

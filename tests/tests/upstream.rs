@@ -267,3 +267,86 @@ fn upstream_chunked_body_with_bare_lf_is_cut_not_guessed() {
     assert!(conn.closed_within(Duration::from_secs(3)));
     assert_eq!(raw.requests(), 1, "a protocol error is not retried");
 }
+
+#[test]
+fn interim_heads_in_the_same_read_as_the_final_one_are_skipped() {
+    // 100 Continue and 103 Early Hints followed by the final head and body in
+    // one write: the gateway skips the interim heads without waiting for
+    // another read (before, it waited until the upstream timed out: 408).
+    let body = r#"{"id":"x","object":"chat.completion","model":"upstream","choices":[{"index":0,"message":{"role":"assistant","content":"after 1xx"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}"#;
+    let reply = format!(
+        "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let (_raw, gw) = start_raw(reply.as_bytes());
+    let resp = gw.post("/v1/chat/completions", &chat_body("raw"));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(resp.json()["choices"][0]["message"]["content"], "after 1xx");
+}
+
+#[test]
+fn api_base_userinfo_and_query_are_never_echoed() {
+    // Credentials in an api_base (userinfo, a key in the query string) stay
+    // out of the headers, the error messages and /model/info.
+    let mock = MockServer::start(&[]);
+    let mut config = base_config(mock.port());
+    let secret_base = format!(
+        "http://user:hunter2@127.0.0.1:{}/v1?key=sk-query-secret",
+        mock.port()
+    );
+    add_model(
+        &mut config,
+        openai_model("creds", "creds-id", &secret_base, json!({})),
+    );
+    let dead = format!(
+        "http://user:hunter2@127.0.0.1:{}/v1?key=sk-query-secret",
+        free_port()
+    );
+    add_model(
+        &mut config,
+        openai_model("creds-dead", "creds-dead-id", &dead, json!({})),
+    );
+    let gw = Gateway::start_json(&config, &[]);
+    let leaks = |text: &str| text.contains("hunter2") || text.contains("sk-query-secret");
+    let ok = gw.post("/v1/chat/completions", &chat_body("creds"));
+    assert_eq!(ok.status, 200, "{}", ok.text());
+    assert_eq!(
+        ok.header("x-litellm-model-api-base"),
+        Some(mock.api_base().as_str())
+    );
+    let failed = gw.post("/v1/chat/completions", &chat_body("creds-dead"));
+    assert!(failed.status >= 500, "{}", failed.text());
+    let info = gw.get("/model/info").expect_status(200);
+    for (what, text) in [
+        ("headers", format!("{:?}{:?}", ok.headers, failed.headers)),
+        ("error", failed.text()),
+        ("/model/info", info.text()),
+        ("log", gw.output()),
+    ] {
+        assert!(
+            !leaks(&text),
+            "credentials of api_base in the {what}: {text}"
+        );
+    }
+}
+
+#[test]
+fn api_base_host_names_resolve() {
+    // A name, not an IP literal: resolved off the core, then cached.
+    let mock = MockServer::start(&[]);
+    let mut config = base_config(mock.port());
+    add_model(
+        &mut config,
+        openai_model(
+            "by-name",
+            "by-name-id",
+            &format!("http://localhost:{}/v1", mock.port()),
+            json!({}),
+        ),
+    );
+    let gw = Gateway::start_json(&config, &[]);
+    for _ in 0..3 {
+        let resp = gw.post("/v1/chat/completions", &chat_body("by-name"));
+        assert_eq!(resp.status, 200, "{}", resp.text());
+    }
+}

@@ -15,7 +15,8 @@ use std::sync::Arc;
 /// The request path's way to raise an alert: a log line always, a POST to
 /// every configured target when there is one.
 pub struct Alerts {
-    targets: Arc<[AlertTarget]>,
+    /// Where alerts go; a reload replaces them.
+    targets: arc_swap::ArcSwap<Vec<AlertTarget>>,
     tls: Arc<rustls::ClientConfig>,
     control: ControlPlane,
 }
@@ -28,10 +29,15 @@ impl Alerts {
         control: ControlPlane,
     ) -> Self {
         Alerts {
-            targets: targets.into(),
+            targets: arc_swap::ArcSwap::from_pointee(targets),
             tls,
             control,
         }
+    }
+
+    /// Sends later alerts to `targets` (a reloaded config's).
+    pub fn set_targets(&self, targets: Vec<AlertTarget>) {
+        self.targets.store(Arc::new(targets));
     }
 
     /// Logs `alert` (target `gateway::alerts`) and hands it to the control
@@ -47,10 +53,10 @@ impl Alerts {
             "{}",
             alert.event.log_text()
         );
-        if self.targets.is_empty() {
+        let targets = self.targets.load_full();
+        if targets.is_empty() {
             return;
         }
-        let targets = self.targets.clone();
         let tls = self.tls.clone();
         let queued = self
             .control

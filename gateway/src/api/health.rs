@@ -1,8 +1,77 @@
-//! Health probes for orchestrators; no credential needed, as in LiteLLM.
+//! Health: probes for orchestrators (no credential needed, as in LiteLLM)
+//! and `GET /health`, the health of every deployment (admin).
 
+use super::admin::query::Query;
 use crate::error::GatewayError;
+use crate::http1::RequestHead;
 use crate::server::{HeadBuilder, Responder};
 use crate::state::Worker;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Time the control plane gets beyond the probe timeout to answer.
+const CHECK_SLACK: Duration = Duration::from_secs(5);
+
+/// `GET /health[?model=<group or provider/model>][&model_id=<id>]`:
+/// LiteLLM's `healthy_endpoints` / `unhealthy_endpoints` with their counts,
+/// from the last background check when those run, else from a check made
+/// now on the control plane. A request for one model with nothing healthy
+/// is a 503, as in LiteLLM.
+pub async fn deployments(
+    worker: &Worker,
+    head: &RequestHead,
+    out: &mut Responder<'_>,
+) -> Result<(), GatewayError> {
+    let mut query = Query::parse(head.query())?;
+    let model = query.take("model");
+    let model_id = query.take("model_id");
+    query.finish()?;
+    let wanted = |group: &str, shown: &str, id: &str| {
+        model.as_deref().is_none_or(|m| m == group || m == shown)
+            && model_id.as_deref().is_none_or(|m| m == id)
+    };
+    let health = worker.shared.health.clone();
+    let background = health.settings().background;
+    let report = match health.latest().filter(|_| background) {
+        Some(report) => report,
+        None => {
+            let router = worker.shared.models.router();
+            let deps: Vec<_> = router
+                .registry()
+                .deployments()
+                .iter()
+                .filter(|d| {
+                    let shown = format!("{}/{}", d.provider_name, d.upstream_model);
+                    wanted(&d.group, &shown, &d.id)
+                })
+                .cloned()
+                .collect();
+            let timeout = health.settings().timeout + CHECK_SLACK;
+            worker
+                .shared
+                .control
+                .call(timeout, move |_| async move {
+                    Arc::new(health.check(&deps).await)
+                })
+                .await
+                .map_err(|_| GatewayError::Unavailable("the health check did not finish"))?
+        }
+    };
+    let (body, healthy) = report.body(|e| {
+        let shown = e.shown["model"].as_str().unwrap_or_default();
+        wanted(&e.group, shown, &e.model_id)
+    });
+    let status = if (model.is_some() || model_id.is_some()) && healthy == 0 {
+        503
+    } else {
+        200
+    };
+    let body = serde_json::to_vec(&body).unwrap_or_default();
+    let _ = out
+        .send(status, HeadBuilder::new(status), "application/json", &body)
+        .await;
+    Ok(())
+}
 
 /// `GET /health/liveliness`: the process serves requests.
 pub async fn liveliness(out: &mut Responder<'_>) -> Result<(), GatewayError> {
@@ -17,31 +86,76 @@ pub async fn liveliness(out: &mut Responder<'_>) -> Result<(), GatewayError> {
     Ok(())
 }
 
-/// `GET /health/readiness`: ready unless shutting down. Also reports the
-/// rate limiter: where it counts (`local`, `redis`, `lease`), the script
-/// calls it sent to Redis since start, and its circuit breaker.
+/// Longest the readiness probe waits for the database's answer.
+const DB_PING_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// `GET /health/readiness`: ready unless shutting down, with LiteLLM's
+/// fields: `db` (`connected`, `disconnected` or `Not connected` without a
+/// database, asked now), `cache` (`redis` when Redis is configured),
+/// `success_callbacks`; and this gateway's: `redis` (`connected`,
+/// `disconnected`, `reconnecting`, from the limiter's circuit breaker),
+/// `change_listener` (whether other replicas' changes are heard), the rate
+/// limiter (where it counts, script calls sent to Redis, breaker) and
+/// panics caught. Postgres or Redis down does not make it a 503: the data
+/// plane keeps serving (LiteLLM's `allow_requests_on_db_unavailable`).
 pub async fn readiness(worker: &Worker, out: &mut Responder<'_>) -> Result<(), GatewayError> {
     if worker.shared.is_shutting_down() {
         return Err(GatewayError::Unavailable("shutting down"));
     }
-    let limiter = &worker.shared.limiter;
+    let shared = &worker.shared;
+    let limiter = &shared.limiter;
     let breaker = limiter.breaker_state().map(|b| match b {
         crate::limits::BreakerState::Closed => "closed",
         crate::limits::BreakerState::Open => "open",
         crate::limits::BreakerState::HalfOpen => "half_open",
     });
+    let redis = limiter.breaker_state().map(|b| match b {
+        crate::limits::BreakerState::Closed => "connected",
+        crate::limits::BreakerState::Open => "disconnected",
+        crate::limits::BreakerState::HalfOpen => "reconnecting",
+    });
+    let redis_configured = limiter.settings().redis_url.is_some();
+    let (db, listener) = if shared.database {
+        let ping = shared
+            .control
+            .call(DB_PING_TIMEOUT, |ctx| async move { ctx.store.ping().await })
+            .await;
+        let db = if matches!(ping, Ok(Ok(()))) {
+            "connected"
+        } else {
+            "disconnected"
+        };
+        let heard = crate::control::listener::is_listening();
+        (db, if heard { "connected" } else { "disconnected" })
+    } else {
+        ("Not connected", "Not connected")
+    };
+    let mut callbacks = Vec::new();
+    if shared.metrics.enabled() {
+        callbacks.push("prometheus");
+    }
+    if shared.tracer.enabled() {
+        callbacks.push("otel");
+    }
+    let (exported, dropped) = shared.tracer.counts();
     let body = serde_json::json!({
         "status": "healthy",
-        "db": "Not connected",
-        "cache": null,
+        "db": db,
+        "cache": redis_configured.then_some("redis"),
+        "redis": redis,
+        "change_listener": listener,
         "litellm_version": crate::VERSION,
-        "success_callbacks": [],
+        "success_callbacks": callbacks,
         "limiter": {
             "mode": limiter.mode().as_str(),
             "redis_calls": limiter.redis_calls(),
             "breaker": breaker,
         },
         "panics_caught": crate::panic_guard::caught(),
+        "otel": shared.tracer.enabled().then(|| serde_json::json!({
+            "spans_exported": exported,
+            "spans_dropped": dropped,
+        })),
     });
     let _ = out
         .send(

@@ -1,5 +1,6 @@
 //! Endpoint dispatch: which handler answers a method and path. Paths are
-//! accepted with and without the `/v1` prefix, as LiteLLM does.
+//! accepted with and without the `/v1` prefix, as LiteLLM does; Anthropic's
+//! `/v1/messages` is served beside OpenAI's endpoints.
 //!
 //! A request is admitted from its head alone ([`admit`]), before its body is
 //! read and before `100 Continue`: the routes that need a credential get
@@ -8,7 +9,9 @@
 mod admin;
 pub use admin::fuzz as admin_fuzz;
 mod health;
+mod metrics;
 mod models;
+mod reload;
 #[cfg(debug_assertions)]
 mod test_hooks;
 
@@ -26,17 +29,25 @@ use std::time::Instant;
 enum Route<'a> {
     /// An LLM endpoint.
     Llm(Endpoint),
+    /// Anthropic's `/v1/messages/count_tokens`.
+    CountTokens,
     /// The management API, at this path (without `/v1`).
     Admin(&'a str),
     Liveliness,
     Readiness,
+    /// `/health`: every deployment's health (admin).
+    Health,
+    /// `POST /config/reload`: re-read the config file (admin).
+    Reload,
+    /// `/metrics`, when metrics are on.
+    Metrics,
     Models,
     /// `/models/{id}`.
     Model(&'a str),
     NotFound,
 }
 
-fn route(head: &RequestHead) -> Route<'_> {
+fn route<'h>(worker: &Worker, head: &'h RequestHead) -> Route<'h> {
     let path = head.path();
     let path = if path.len() > 1 {
         path.trim_end_matches('/')
@@ -53,9 +64,15 @@ fn route(head: &RequestHead) -> Route<'_> {
         "/chat/completions" if method == "POST" => Route::Llm(Endpoint::ChatCompletions),
         "/completions" if method == "POST" => Route::Llm(Endpoint::Completions),
         "/embeddings" if method == "POST" => Route::Llm(Endpoint::Embeddings),
+        "/messages" if method == "POST" => Route::Llm(Endpoint::Messages),
+        "/responses" if method == "POST" => Route::Llm(Endpoint::Responses),
+        "/messages/count_tokens" if method == "POST" => Route::CountTokens,
         p if admin::is_admin_path(p) => Route::Admin(p),
         "/health/liveliness" | "/health/liveness" if get => Route::Liveliness,
         "/health/readiness" if get => Route::Readiness,
+        "/health" if get => Route::Health,
+        "/config/reload" if method == "POST" => Route::Reload,
+        "/metrics" if get && worker.shared.metrics.enabled() => Route::Metrics,
         "/models" if get => Route::Models,
         p if get && p.starts_with("/models/") => Route::Model(&p["/models/".len()..]),
         _ => Route::NotFound,
@@ -83,16 +100,58 @@ impl Admission {
 /// admin's.
 pub async fn admit(worker: &Worker, head: &RequestHead) -> Admission {
     let auth = &worker.shared.auth;
-    let result = match route(head) {
-        Route::Llm(_) | Route::Models | Route::Model(_) => auth.authenticate(head).await.map(Some),
+    let result = match route(worker, head) {
+        Route::Llm(_) | Route::CountTokens | Route::Models | Route::Model(_) => {
+            auth.authenticate(head).await.map(Some)
+        }
+        Route::Metrics if !worker.shared.metrics.require_auth() => Ok(None),
+        Route::Metrics => match auth.authenticate(head).await {
+            Ok(p) if p.is_admin() => Ok(Some(p)),
+            Ok(_) => Err(GatewayError::NotAdmin("/metrics".to_string())),
+            Err(e) => Err(e),
+        },
         Route::Admin(path) => match auth.authenticate(head).await {
             Ok(p) if p.is_admin() => Ok(Some(p)),
             Ok(_) => Err(GatewayError::NotAdmin(path.to_string())),
             Err(e) => Err(e),
         },
+        Route::Health | Route::Reload => match auth.authenticate(head).await {
+            Ok(p) if p.is_admin() => Ok(Some(p)),
+            Ok(_) => Err(GatewayError::NotAdmin(head.path().to_string())),
+            Err(e) => Err(e),
+        },
         Route::Liveliness | Route::Readiness | Route::NotFound => Ok(None),
     };
     Admission(result)
+}
+
+/// Answers a request whose body could not be read (too large, too slow,
+/// bad framing) with `err`: an LLM request as the proxy answers refusals
+/// (call id, access line, metrics), any other with the bare error.
+pub async fn refuse(
+    worker: &Worker,
+    head: &RequestHead,
+    err: GatewayError,
+    out: &mut Responder<'_>,
+    received_at: Instant,
+) {
+    match route(worker, head) {
+        Route::Llm(endpoint) => {
+            proxy::handle(
+                worker,
+                head,
+                endpoint,
+                Err(err),
+                Bytes::new(),
+                out,
+                received_at,
+            )
+            .await
+        }
+        _ => {
+            let _ = out.send_error(&err, None).await;
+        }
+    }
 }
 
 /// Answers one request admitted by [`admit`] (or refused there: the refusal
@@ -105,10 +164,14 @@ pub async fn handle(
     out: &mut Responder<'_>,
     received_at: Instant,
 ) {
-    let result = match route(head) {
+    let result = match route(worker, head) {
         Route::Llm(endpoint) => {
             let caller = admission.caller();
             proxy::handle(worker, head, endpoint, caller, body, out, received_at).await;
+            return;
+        }
+        Route::CountTokens => {
+            proxy::count_tokens(worker, head, admission.caller(), body, out).await;
             return;
         }
         Route::Admin(p) => {
@@ -117,6 +180,18 @@ pub async fn handle(
         }
         Route::Liveliness => health::liveliness(out).await,
         Route::Readiness => health::readiness(worker, out).await,
+        Route::Health => match admission.0 {
+            Ok(_) => health::deployments(worker, head, out).await,
+            Err(e) => Err(e),
+        },
+        Route::Reload => match admission.0 {
+            Ok(_) => reload::reload(worker, out).await,
+            Err(e) => Err(e),
+        },
+        Route::Metrics => match admission.0 {
+            Ok(_) => metrics::scrape(worker, out).await,
+            Err(e) => Err(e),
+        },
         Route::Models => match admission.caller() {
             Ok(caller) => models::list(worker, &caller, out).await,
             Err(e) => Err(e),

@@ -51,8 +51,21 @@ pub struct LitellmParams {
     pub api_base: Option<String>,
     /// Provider credential, sent upstream.
     pub api_key: Option<String>,
-    /// Provider API version (Azure); kept for translators.
+    /// Provider API version (Azure); else `AZURE_API_VERSION`.
     pub api_version: Option<String>,
+    /// Azure AD token, sent as a Bearer token when there is no `api_key`
+    /// (Azure); else `AZURE_AD_TOKEN`.
+    pub azure_ad_token: Option<String>,
+    /// AWS access key id (Bedrock); else `AWS_ACCESS_KEY_ID`.
+    pub aws_access_key_id: Option<String>,
+    /// AWS secret access key (Bedrock); else `AWS_SECRET_ACCESS_KEY`.
+    pub aws_secret_access_key: Option<String>,
+    /// AWS session token (Bedrock); else `AWS_SESSION_TOKEN`.
+    pub aws_session_token: Option<String>,
+    /// AWS region (Bedrock); else `AWS_REGION_NAME`, `AWS_REGION`.
+    pub aws_region_name: Option<String>,
+    /// Bedrock runtime endpoint; else `AWS_BEDROCK_RUNTIME_ENDPOINT`.
+    pub aws_bedrock_runtime_endpoint: Option<String>,
     /// Upstream timeout in seconds.
     pub timeout: Option<f64>,
     /// Upstream timeout for streamed responses, in seconds.
@@ -69,6 +82,10 @@ pub struct LitellmParams {
     pub input_cost_per_token: Option<f64>,
     /// Price per completion token, USD.
     pub output_cost_per_token: Option<f64>,
+    /// Price per prompt token read from the provider's cache, USD.
+    pub cache_read_input_token_cost: Option<f64>,
+    /// Price per prompt token written to the provider's cache, USD.
+    pub cache_creation_input_token_cost: Option<f64>,
     /// Headers added to every upstream request.
     #[serde(default)]
     pub extra_headers: BTreeMap<String, String>,
@@ -102,6 +119,10 @@ pub struct ModelInfo {
     pub input_cost_per_token: Option<f64>,
     /// Price per completion token, USD.
     pub output_cost_per_token: Option<f64>,
+    /// Price per prompt token read from the provider's cache, USD.
+    pub cache_read_input_token_cost: Option<f64>,
+    /// Price per prompt token written to the provider's cache, USD.
+    pub cache_creation_input_token_cost: Option<f64>,
     /// Anything else (mode, base_model, ...).
     #[serde(flatten)]
     pub other: BTreeMap<String, serde_yaml::Value>,
@@ -163,6 +184,9 @@ pub struct GatewaySettings {
     /// server and end-user limits).
     #[serde(default)]
     pub rate_limits: crate::limits::RateLimitsFile,
+    /// Prometheus metrics without LiteLLM's callback, and their series cap.
+    #[serde(default)]
+    pub metrics: crate::metrics::MetricsFile,
 }
 
 /// A virtual key declared in `gateway_settings.virtual_keys`.

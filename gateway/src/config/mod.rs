@@ -6,8 +6,10 @@ mod file;
 mod validate;
 
 pub use file::{ConfigFile, GatewaySettings, GeneralSettings};
+pub(crate) use validate::parse_base;
 pub use validate::{
-    deployment_from_json, Deployment, EntryError, MockSettings, ServerLimits, UpstreamBase,
+    deployment_from_json, redact_url, Deployment, EntryError, MockSettings, ServerLimits,
+    UpstreamBase,
 };
 
 use std::path::{Path, PathBuf};
@@ -57,6 +59,8 @@ pub enum ConfigError {
 /// The validated configuration.
 #[derive(Debug)]
 pub struct Config {
+    /// The file it was read from.
+    pub source: PathBuf,
     /// Every deployment, in file order.
     pub deployments: Vec<Deployment>,
     /// The admin key, if set.
@@ -81,6 +85,12 @@ pub struct Config {
     pub alerts: Vec<crate::alerts::AlertTarget>,
     /// The rate limiter's settings.
     pub rate_limits: crate::limits::LimitSettings,
+    /// Prometheus metrics.
+    pub metrics: crate::metrics::MetricsSettings,
+    /// Deployment health checks.
+    pub health: crate::control::health::HealthSettings,
+    /// OpenTelemetry traces.
+    pub otel: crate::otel::OtelSettings,
     /// Non-fatal findings (unknown keys), logged at start.
     pub warnings: Vec<String>,
 }
@@ -89,11 +99,38 @@ impl Config {
     /// Reads, resolves and validates a config file, reading `os.environ/`
     /// references from the process environment.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = Self::read(path)?;
+        Self::parse(path, &text, &|name| std::env::var(name).ok())
+    }
+
+    /// Reads a config file again while the process serves: as [`Config::load`],
+    /// except that `environment_variables` are not exported (changing the
+    /// environment of a running multi-threaded process is unsound); the
+    /// file's own `os.environ/` references see them beside the environment.
+    pub fn reload(path: &Path) -> Result<Config, ConfigError> {
+        let text = Self::read(path)?;
+        let doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap_or_default();
+        let block = doc
+            .get("environment_variables")
+            .and_then(|v| v.as_mapping());
+        let from_block = |name: &str| {
+            let value = block?.get(name)?;
+            match value {
+                serde_yaml::Value::String(s) => Some(s.clone()),
+                serde_yaml::Value::Number(n) => Some(n.to_string()),
+                serde_yaml::Value::Bool(b) => Some(b.to_string()),
+                _ => None,
+            }
+        };
+        let lookup = |name: &str| std::env::var(name).ok().or_else(|| from_block(name));
+        Self::parse_with(path, &text, &lookup, false)
+    }
+
+    fn read(path: &Path) -> Result<String, ConfigError> {
+        std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             file: path.to_path_buf(),
             source,
-        })?;
-        Self::parse(path, &text, &|name| std::env::var(name).ok())
+        })
     }
 
     /// Parses config text; `lookup` reads environment variables.
@@ -101,6 +138,16 @@ impl Config {
         path: &Path,
         text: &str,
         lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        Self::parse_with(path, text, lookup, true)
+    }
+
+    /// Parses config text, exporting `environment_variables` when `export`.
+    fn parse_with(
+        path: &Path,
+        text: &str,
+        lookup: &dyn Fn(&str) -> Option<String>,
+        export: bool,
     ) -> Result<Config, ConfigError> {
         let syntax = |message: String| ConfigError::Syntax {
             file: path.to_path_buf(),
@@ -111,7 +158,11 @@ impl Config {
         } else {
             serde_yaml::from_str(text).map_err(|e| syntax(e.to_string()))?
         };
-        let mut warnings = export_environment_block(&doc);
+        let mut warnings = if export {
+            export_environment_block(&doc)
+        } else {
+            Vec::new()
+        };
         env_refs::resolve(&mut doc, lookup).map_err(|m| ConfigError::MissingEnv {
             file: path.to_path_buf(),
             path: m.path,

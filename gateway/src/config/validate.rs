@@ -13,8 +13,9 @@ use std::time::Duration;
 /// choose a bound a client can live with).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// One validated deployment of a model group.
-#[derive(Debug)]
+/// One validated deployment of a model group. Two are equal when every
+/// setting is: a reload keeps the live state of an equal one.
+#[derive(Debug, PartialEq)]
 pub struct Deployment {
     /// Stable id (`model_info.id`, else derived from the entry).
     pub id: Arc<str>,
@@ -30,8 +31,12 @@ pub struct Deployment {
     pub base: Option<UpstreamBase>,
     /// Provider credential.
     pub api_key: Option<String>,
-    /// Provider API version.
+    /// Provider API version (Azure).
     pub api_version: Option<String>,
+    /// Azure AD token, used when there is no `api_key` (Azure).
+    pub azure_ad_token: Option<String>,
+    /// Region and credentials (Bedrock).
+    pub aws: Option<crate::providers::bedrock::AwsSettings>,
     /// Timeout for a non-streamed response (`timeout`, else
     /// `router_settings.timeout`).
     pub timeout: Duration,
@@ -50,6 +55,10 @@ pub struct Deployment {
     pub input_cost_per_token: Option<f64>,
     /// USD per completion token.
     pub output_cost_per_token: Option<f64>,
+    /// USD per prompt token read from the provider's prompt cache.
+    pub cache_read_input_token_cost: Option<f64>,
+    /// USD per prompt token written to the provider's prompt cache.
+    pub cache_creation_input_token_cost: Option<f64>,
     /// Context window and output cap.
     pub max_input_tokens: Option<u64>,
     /// Max completion tokens.
@@ -68,7 +77,7 @@ impl Deployment {
 }
 
 /// Scheme, authority and path prefix of a provider's API.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct UpstreamBase {
     /// `https` when TLS is used.
     pub tls: bool,
@@ -78,12 +87,13 @@ pub struct UpstreamBase {
     pub port: u16,
     /// Path prefix without trailing slash, e.g. `/v1`.
     pub path: String,
-    /// The URL as configured, for `x-litellm-model-api-base`.
+    /// The URL as configured without userinfo, query or fragment (see
+    /// [`redact_url`]): what headers, errors, logs and spend rows show.
     pub url: String,
 }
 
 /// Settings of the `mock/` provider.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct MockSettings {
     /// Reply text.
     pub response: Option<String>,
@@ -190,7 +200,7 @@ fn check_numbers(params: &LitellmParams, info: &super::file::ModelInfo) -> Resul
 }
 
 /// Limits of the HTTP server, with defaults.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ServerLimits {
     /// Max request body bytes (413 above).
     pub max_body_bytes: usize,
@@ -257,7 +267,7 @@ pub(super) fn validate(
             Some(name) => format!("model_list[{i}] (model_name \"{name}\")"),
             None => format!("model_list[{i}]"),
         };
-        let dep = deployment(entry, &router, &mut warnings, &label)
+        let dep = deployment(entry, &router, lookup, &mut warnings, &label)
             .map_err(|e| invalid(label, e.problem))?;
         deployments.push(dep);
     }
@@ -325,8 +335,21 @@ pub(super) fn validate(
         lookup,
     )
     .map_err(|p| invalid("gateway_settings.rate_limits".into(), p))?;
+    let metrics = crate::metrics::MetricsSettings::resolve(
+        file.litellm_settings.as_ref(),
+        &file.gateway_settings.metrics,
+    )
+    .map_err(|p| invalid("metrics".into(), p))?;
+    let health = crate::control::health::HealthSettings::from_general(&file.general_settings.other)
+        .map_err(|p| invalid("general_settings".into(), p))?;
+    let otel = crate::otel::OtelSettings::resolve(file.litellm_settings.as_ref(), lookup)
+        .map_err(|p| invalid("litellm_settings.callbacks (otel)".into(), p))?;
     Ok(Config {
+        otel,
+        source: path.to_path_buf(),
+        health,
         rate_limits,
+        metrics,
         deployments,
         master_key,
         database_url,
@@ -383,13 +406,41 @@ pub fn deployment_from_json(
     })?;
     let mut warnings = Vec::new();
     let label = entry.model_name.clone().unwrap_or_default();
-    let dep = deployment(entry, router, &mut warnings, &label)?;
+    let dep = deployment(entry, router, lookup, &mut warnings, &label)?;
     Ok((dep, warnings))
+}
+
+/// The environment variables LiteLLM reads for a provider's `api_base`,
+/// `api_key`, `api_version` and Azure AD token when the entry sets none.
+fn provider_env(kind: ProviderKind) -> [Option<&'static str>; 4] {
+    match kind {
+        ProviderKind::Azure => [
+            Some("AZURE_API_BASE"),
+            Some("AZURE_API_KEY"),
+            Some("AZURE_API_VERSION"),
+            Some("AZURE_AD_TOKEN"),
+        ],
+        ProviderKind::AzureAi => [
+            Some("AZURE_AI_API_BASE"),
+            Some("AZURE_AI_API_KEY"),
+            None,
+            None,
+        ],
+        ProviderKind::Anthropic => [
+            Some("ANTHROPIC_API_BASE"),
+            Some("ANTHROPIC_API_KEY"),
+            None,
+            None,
+        ],
+        ProviderKind::Gemini => [Some("GEMINI_API_BASE"), Some("GEMINI_API_KEY"), None, None],
+        ProviderKind::OpenAiCompatible | ProviderKind::Mock | ProviderKind::Bedrock => [None; 4],
+    }
 }
 
 fn deployment(
     entry: ModelEntry,
     router: &RouterSettings,
+    lookup: &dyn Fn(&str) -> Option<String>,
     warnings: &mut Vec<String>,
     label: &str,
 ) -> Result<Deployment, EntryError> {
@@ -430,12 +481,40 @@ fn deployment(
             "a wildcard model_name needs a wildcard litellm_params.model (got \"{group}\" → \"{model}\")"
         )));
     }
+    let [env_base, env_key, env_version, env_token] = provider_env(spec.kind);
+    let env = |name: Option<&str>| name.and_then(lookup).filter(|v| !v.is_empty());
+    let env_base = match spec.kind {
+        // LiteLLM also reads `ANTHROPIC_BASE_URL`.
+        ProviderKind::Anthropic => env(env_base).or_else(|| env(Some("ANTHROPIC_BASE_URL"))),
+        _ => env(env_base),
+    };
+    let api_key = params.api_key.clone().or_else(|| env(env_key));
+    let api_version = params.api_version.clone().or_else(|| env(env_version));
+    let azure_ad_token = params.azure_ad_token.clone().or_else(|| env(env_token));
+    let (aws, env_base) = match spec.kind {
+        ProviderKind::Bedrock => {
+            let (aws, endpoint) = crate::providers::bedrock::resolve(
+                &crate::providers::bedrock::AwsParams {
+                    access_key_id: params.aws_access_key_id.as_deref(),
+                    secret_access_key: params.aws_secret_access_key.as_deref(),
+                    session_token: params.aws_session_token.as_deref(),
+                    region_name: params.aws_region_name.as_deref(),
+                    runtime_endpoint: params.aws_bedrock_runtime_endpoint.as_deref(),
+                },
+                lookup,
+            )
+            .map_err(|p| bad("litellm_params", format!("litellm_params: {p}")))?;
+            (Some(aws), Some(endpoint))
+        }
+        _ => (None, env_base),
+    };
     let base = match spec.kind {
         ProviderKind::Mock => None,
-        ProviderKind::OpenAiCompatible => {
+        _ => {
             let url = params
                 .api_base
                 .clone()
+                .or(env_base)
                 .or(spec.default_api_base.map(str::to_string))
                 .ok_or_else(|| {
                     bad(
@@ -445,12 +524,19 @@ fn deployment(
                         ),
                     )
                 })?;
-            Some(parse_base(&url).map_err(|e| {
+            let mut base = parse_base(&url).map_err(|e| {
                 bad(
                     "litellm_params.api_base",
                     format!("litellm_params.api_base \"{url}\": {e}"),
                 )
-            })?)
+            })?;
+            // LiteLLM's Ollama bases name the server; its OpenAI API is below `/v1`.
+            if matches!(provider_name.as_str(), "ollama" | "ollama_chat")
+                && !base.path.ends_with("/v1")
+            {
+                base.path.push_str("/v1");
+            }
+            Some(base)
         }
     };
     for key in params.other.keys() {
@@ -492,8 +578,10 @@ fn deployment(
         provider_name,
         upstream_model,
         base,
-        api_key: params.api_key,
-        api_version: params.api_version,
+        api_key,
+        api_version,
+        azure_ad_token,
+        aws,
         timeout,
         stream_timeout,
         rpm: params.rpm,
@@ -506,6 +594,12 @@ fn deployment(
         output_cost_per_token: params
             .output_cost_per_token
             .or(entry.model_info.output_cost_per_token),
+        cache_read_input_token_cost: params
+            .cache_read_input_token_cost
+            .or(entry.model_info.cache_read_input_token_cost),
+        cache_creation_input_token_cost: params
+            .cache_creation_input_token_cost
+            .or(entry.model_info.cache_creation_input_token_cost),
         max_input_tokens: entry
             .model_info
             .max_input_tokens
@@ -584,8 +678,25 @@ pub(crate) fn parse_base(url: &str) -> Result<UpstreamBase, String> {
         host,
         port,
         path,
-        url: url.to_string(),
+        url: redact_url(url),
     })
+}
+
+/// `url` without its userinfo (`user:password@`), query and fragment, which
+/// may carry credentials: the form of an `api_base` that is ever shown.
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    let path = tail.split(['?', '#']).next().unwrap_or_default();
+    if scheme.is_empty() {
+        format!("{host}{path}")
+    } else {
+        format!("{scheme}://{host}{path}")
+    }
 }
 
 fn server_limits(
@@ -709,6 +820,29 @@ mod tests {
         assert!(err.contains("provider \"nope\" is not supported"), "{err}");
         let err = parse("model_list:\n  - model_name: a\n    litellm_params: {model: openai/x, api_key: os.environ/MISSING}\n").unwrap_err();
         assert_eq!(err, "config.yaml: model_list[0].litellm_params.api_key: environment variable MISSING is not set");
+    }
+
+    #[test]
+    fn api_base_credentials_are_never_kept_for_display() {
+        use super::{parse_base, redact_url};
+        for (given, shown) in [
+            (
+                "https://user:pa%40ss@api.example.com:8443/v1/?key=sk-1#f",
+                "https://api.example.com:8443/v1/",
+            ),
+            ("http://token@h/v1", "http://h/v1"),
+            ("http://h:1/v1?api-key=x", "http://h:1/v1"),
+            ("http://h:1/v1/", "http://h:1/v1/"),
+            ("http://[::1]:9/v1", "http://[::1]:9/v1"),
+        ] {
+            assert_eq!(redact_url(given), shown);
+        }
+        let base = parse_base("https://user:secret@api.example.com/v1?key=sk-1").unwrap();
+        assert_eq!(base.url, "https://api.example.com/v1");
+        assert_eq!(
+            (base.host.as_str(), base.path.as_str()),
+            ("api.example.com", "/v1")
+        );
     }
 
     #[test]
@@ -855,6 +989,41 @@ mod tests {
                 serde_json::json!({"model_name": "g", "litellm_params": {"model": "openai/x", "api_key": "os.environ/NOPE"}})
             ),
             "litellm_params.api_key"
+        );
+    }
+
+    #[test]
+    fn azure_and_anthropic_read_litellms_environment_variables() {
+        let env = |n: &str| match n {
+            "AZURE_API_KEY" => Some("az-key".to_string()),
+            "AZURE_API_VERSION" => Some("2024-06-01".to_string()),
+            "AZURE_API_BASE" => Some("https://r.openai.azure.com".to_string()),
+            "ANTHROPIC_API_KEY" => Some("sk-ant".to_string()),
+            _ => None,
+        };
+        let c = Config::parse(
+            Path::new("config.yaml"),
+            "model_list:\n  - model_name: a\n    litellm_params: {model: azure/gpt}\n  - model_name: b\n    litellm_params: {model: azure/gpt, api_key: own, api_version: v1, api_base: 'https://o.openai.azure.com'}\n  - model_name: c\n    litellm_params: {model: anthropic/claude-x, cache_read_input_token_cost: 0.1}\n",
+            &env,
+        )
+        .unwrap();
+        let (a, b, c) = (&c.deployments[0], &c.deployments[1], &c.deployments[2]);
+        assert_eq!(
+            (a.api_key.as_deref(), a.api_version.as_deref()),
+            (Some("az-key"), Some("2024-06-01"))
+        );
+        assert_eq!(a.base.as_ref().unwrap().host, "r.openai.azure.com");
+        assert_eq!(
+            (b.api_key.as_deref(), b.api_version.as_deref()),
+            (Some("own"), Some("v1"))
+        );
+        assert_eq!(c.api_key.as_deref(), Some("sk-ant"));
+        assert_eq!(c.base.as_ref().unwrap().url, "https://api.anthropic.com");
+        assert_eq!(c.cache_read_input_token_cost, Some(0.1));
+        assert!(
+            parse("model_list:\n  - model_name: a\n    litellm_params: {model: azure/gpt}\n")
+                .unwrap_err()
+                .contains("api_base is required")
         );
     }
 

@@ -33,7 +33,7 @@ enum PostError {
 
 /// Sends `alert` to every target, concurrently.
 pub async fn deliver(
-    targets: Arc<[AlertTarget]>,
+    targets: Arc<Vec<AlertTarget>>,
     tls: Arc<rustls::ClientConfig>,
     alert: BudgetAlert,
 ) {

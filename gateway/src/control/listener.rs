@@ -16,6 +16,7 @@ use crate::store::postgres::{
 use crate::store::Change;
 use chrono::{DateTime, Utc};
 use futures_util::StreamExt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -32,6 +33,15 @@ const PING_TIMEOUT: Duration = Duration::from_secs(5);
 /// Tombstones are read from this long before the connection was lost, to
 /// cover clock differences between replicas.
 const CLOCK_SKEW: chrono::Duration = chrono::Duration::seconds(60);
+
+/// Whether the listener is connected and caught up.
+static LISTENING: AtomicBool = AtomicBool::new(false);
+
+/// Whether this process hears other replicas' changes now (for
+/// `/health/readiness`).
+pub fn is_listening() -> bool {
+    LISTENING.load(Ordering::Relaxed)
+}
 
 /// Where and how to listen.
 pub struct ListenConfig {
@@ -67,6 +77,7 @@ pub async fn run(ctx: Arc<ControlCtx>, listen: ListenConfig) {
     };
     loop {
         let Err(e) = listener.session().await;
+        LISTENING.store(false, Ordering::Relaxed);
         listener.deaf_since.get_or_insert_with(Utc::now);
         tracing::warn!(error = %e, retry_in = ?listener.backoff, "change listener disconnected");
         tokio::time::sleep(listener.backoff).await;
@@ -100,6 +111,7 @@ impl Listener {
         self.backoff = MIN_BACKOFF;
         self.resync(&client).await?;
         self.deaf_since = None;
+        LISTENING.store(true, Ordering::Relaxed);
         tracing::info!("listening for key, team, user and model changes of other replicas");
         self.serve(&client, &mut notes).await
     }

@@ -5,6 +5,8 @@
 
 pub mod alerts;
 pub mod cooldowns;
+pub mod health;
+pub mod http_once;
 pub mod listener;
 mod spool;
 mod writer;

@@ -27,14 +27,19 @@ pub struct ResponseHead {
     pub retry_after: Option<String>,
     /// Whether the connection can be reused after the body.
     pub keep_alive: bool,
+    /// `x-ratelimit-remaining-requests`, when a whole number.
+    pub ratelimit_remaining_requests: Option<u64>,
+    /// `x-ratelimit-remaining-tokens`, when a whole number.
+    pub ratelimit_remaining_tokens: Option<u64>,
 }
 
 impl ResponseHead {
-    /// Whether the body is an SSE stream.
+    /// Whether the body is an event stream: SSE, or AWS's binary framing.
     pub fn is_event_stream(&self) -> bool {
-        self.content_type
-            .as_deref()
-            .is_some_and(|c| c.starts_with("text/event-stream"))
+        self.content_type.as_deref().is_some_and(|c| {
+            c.starts_with("text/event-stream")
+                || c.starts_with("application/vnd.amazon.eventstream")
+        })
     }
 }
 
@@ -55,6 +60,8 @@ pub fn parse_response_head(buf: &[u8]) -> Result<Option<(ResponseHead, usize)>, 
     let mut transfer_coding = None;
     let mut content_type = None;
     let mut retry_after = None;
+    let mut remaining_requests = None;
+    let mut remaining_tokens = None;
     let mut keep_alive = res.version == Some(1);
     for h in res.headers.iter() {
         let value = || String::from_utf8_lossy(h.value).trim().to_string();
@@ -75,6 +82,8 @@ pub fn parse_response_head(buf: &[u8]) -> Result<Option<(ResponseHead, usize)>, 
             }
             "content-type" => content_type = Some(value()),
             "retry-after" => retry_after = Some(value()),
+            "x-ratelimit-remaining-requests" => remaining_requests = whole_number(h.value),
+            "x-ratelimit-remaining-tokens" => remaining_tokens = whole_number(h.value),
             "connection" => {
                 let v = value().to_ascii_lowercase();
                 if v.contains("close") {
@@ -108,9 +117,16 @@ pub fn parse_response_head(buf: &[u8]) -> Result<Option<(ResponseHead, usize)>, 
             content_type,
             retry_after,
             keep_alive,
+            ratelimit_remaining_requests: remaining_requests,
+            ratelimit_remaining_tokens: remaining_tokens,
         },
         len,
     )))
+}
+
+/// A header value that is a whole number (surrounding spaces allowed).
+fn whole_number(value: &[u8]) -> Option<u64> {
+    std::str::from_utf8(value).ok()?.trim().parse().ok()
 }
 
 #[cfg(test)]

@@ -97,10 +97,20 @@ pub struct AdmitInput<'a> {
 /// The limiter of this process.
 pub struct Limiter {
     settings: LimitSettings,
+    /// The server's and end users' limits from the config file, which a
+    /// reload replaces (the copies in `settings` are those of start-up).
+    scopes: arc_swap::ArcSwap<FileScopes>,
     local: LocalLimiter,
     remote: Option<RemoteHandle>,
     leases: Option<Arc<LeaseTable>>,
     calls: Arc<AtomicU64>,
+}
+
+/// The limits of the config file a reload may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileScopes {
+    server: ScopeLimits,
+    end_user: ScopeLimits,
 }
 
 struct RemoteHandle {
@@ -182,9 +192,14 @@ impl Limiter {
             }
             _ => (None, None),
         };
+        let scopes = arc_swap::ArcSwap::from_pointee(FileScopes {
+            server: settings.server,
+            end_user: settings.end_user,
+        });
         (
             Limiter {
                 settings,
+                scopes,
                 local,
                 remote,
                 leases,
@@ -197,6 +212,21 @@ impl Limiter {
     /// The settings in force.
     pub fn settings(&self) -> &LimitSettings {
         &self.settings
+    }
+
+    /// Applies a reloaded config: its server and end-user limits take
+    /// effect for the next request; `false` when something else differs
+    /// (mode, Redis, window, reservation, breaker, lease), which only a
+    /// restart applies.
+    pub fn reload(&self, next: &LimitSettings) -> bool {
+        self.scopes.store(Arc::new(FileScopes {
+            server: next.server,
+            end_user: next.end_user,
+        }));
+        let mut rest = next.clone();
+        rest.server = self.settings.server;
+        rest.end_user = self.settings.end_user;
+        rest == self.settings
     }
 
     /// The Redis breaker's state; `None` without Redis.
@@ -218,9 +248,8 @@ impl Limiter {
     /// The descriptors `input` is checked against, tightest scopes last.
     pub fn descriptors(&self, input: &AdmitInput<'_>) -> Vec<Descriptor> {
         let mut out = Vec::new();
-        self.settings
-            .server
-            .push_into(Scope::Server, "global", &mut out);
+        let scopes = self.scopes.load();
+        scopes.server.push_into(Scope::Server, "global", &mut out);
         if let Principal::Key(k) = input.principal {
             let r = &k.record;
             if let Some(team) = &k.team {
@@ -253,9 +282,7 @@ impl Limiter {
             }
         }
         if let Some(user) = input.end_user.filter(|u| !u.is_empty()) {
-            self.settings
-                .end_user
-                .push_into(Scope::EndUser, user, &mut out);
+            scopes.end_user.push_into(Scope::EndUser, user, &mut out);
         }
         out
     }
@@ -536,6 +563,11 @@ pub struct RateHeaders {
     pub requests: Option<(u64, u64, u64)>,
     /// The same for tpm.
     pub tokens: Option<(u64, u64, u64)>,
+    /// (limit, used in the window) of the key's own rpm, for LiteLLM's
+    /// `litellm_api_key_rate_limit_*` metrics.
+    pub api_key_requests: Option<(u64, u64)>,
+    /// The same for the key's tpm.
+    pub api_key_tokens: Option<(u64, u64)>,
 }
 
 impl RateHeaders {
@@ -554,7 +586,14 @@ impl RateHeaders {
                 Kind::Tokens => &mut h.tokens,
                 Kind::Parallel => continue,
             };
-            let u = used.get(i).copied().unwrap_or(0) + amounts[i];
+            let u = used.get(i).copied().unwrap_or(0).saturating_add(amounts[i]);
+            if d.scope == Scope::ApiKey {
+                let own = match d.kind {
+                    Kind::Requests => &mut h.api_key_requests,
+                    _ => &mut h.api_key_tokens,
+                };
+                *own = Some((d.limit, u));
+            }
             let remaining = d.limit.saturating_sub(u);
             if slot.is_none_or(|(_, r, _)| remaining < r) {
                 *slot = Some((d.limit, remaining, reset));

@@ -132,7 +132,7 @@ impl LimitsFile {
 }
 
 /// The resolved settings.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LimitSettings {
     /// Where counters live.
     pub mode: Mode,

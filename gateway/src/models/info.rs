@@ -16,10 +16,14 @@ const SECRETS: &[&str] = &[
     "client_secret",
 ];
 
-/// `params` without its secrets.
+/// `params` without its secrets, and its `api_base` without userinfo,
+/// query or fragment.
 pub fn redacted(params: &Map<String, Value>) -> Map<String, Value> {
     let mut out = params.clone();
     out.retain(|k, _| !SECRETS.contains(&k.as_str()));
+    if let Some(Value::String(base)) = out.get_mut("api_base") {
+        *base = crate::config::redact_url(base);
+    }
     out
 }
 
@@ -92,5 +96,10 @@ mod tests {
         let shown = redacted(params.as_object().unwrap());
         assert!(!shown.contains_key("api_key"));
         assert_eq!(shown["api_base"], "http://h");
+        let params = json!({"api_base": "http://u:p@h/v1?key=k"});
+        assert_eq!(
+            redacted(params.as_object().unwrap())["api_base"],
+            "http://h/v1"
+        );
     }
 }

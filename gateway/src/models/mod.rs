@@ -15,9 +15,11 @@
 
 mod env_policy;
 mod info;
+mod reload;
 
 pub use env_policy::EnvPolicy;
 pub use info::{deployment_json, redacted};
+pub use reload::FileReload;
 
 use crate::config::{deployment_from_json, Deployment, EntryError};
 use crate::control::ControlPlane;
@@ -40,13 +42,29 @@ struct Stored {
     deployment: Arc<Deployment>,
 }
 
+/// What the config file contributes: its deployments (always served) and
+/// the router settings; replaced whole by a reload.
+struct FileSet {
+    deployments: Vec<Arc<Deployment>>,
+    ids: HashSet<Arc<str>>,
+    settings: RouterSettings,
+}
+
+impl FileSet {
+    fn new(deployments: Vec<Arc<Deployment>>, settings: RouterSettings) -> Self {
+        FileSet {
+            ids: deployments.iter().map(|d| d.id.clone()).collect(),
+            deployments,
+            settings,
+        }
+    }
+}
+
 /// The served model set; see the module documentation.
 pub struct Models {
     current: ArcSwap<Router>,
-    settings: RouterSettings,
-    /// The config file's deployments, always served.
-    config: Vec<Arc<Deployment>>,
-    config_ids: HashSet<Arc<str>>,
+    /// The config file's part. Read and written off the request path.
+    file: Mutex<FileSet>,
     /// Deployments added through the API, by id. Written by the control
     /// plane only; the request path never takes this lock.
     stored: Mutex<BTreeMap<String, Stored>>,
@@ -76,9 +94,7 @@ impl Models {
         }
         Models {
             current: ArcSwap::from_pointee(router),
-            config_ids: config.iter().map(|d| d.id.clone()).collect(),
-            config,
-            settings,
+            file: Mutex::new(FileSet::new(config, settings)),
             stored: Mutex::default(),
             sync: tokio::sync::Mutex::const_new(()),
             misses: read_through.then(ReadThroughGuard::default),
@@ -150,7 +166,8 @@ impl Models {
             Some(_) => None,
             None => env(name),
         };
-        let (dep, warnings) = deployment_from_json(&entry, &self.settings, &lookup)?;
+        let settings = self.file().settings.clone();
+        let (dep, warnings) = deployment_from_json(&entry, &settings, &lookup)?;
         for w in warnings {
             tracing::warn!(model_id = %record.model_id, "{w}");
         }
@@ -159,7 +176,7 @@ impl Models {
 
     /// Whether `id` is a deployment of the config file.
     pub fn is_config(&self, id: &str) -> bool {
-        self.config_ids.contains(id)
+        self.file().ids.contains(id)
     }
 
     /// The stored row of the API-added deployment `id`, as served.
@@ -246,14 +263,26 @@ impl Models {
 
     /// Builds and swaps in the snapshot of the config plus `stored`.
     fn publish(&self, stored: &BTreeMap<String, Stored>) {
-        let mut deployments = self.config.clone();
-        deployments.extend(stored.values().map(|s| s.deployment.clone()));
+        let (mut deployments, settings) = {
+            let file = self.file();
+            (file.deployments.clone(), file.settings.clone())
+        };
+        deployments.extend(
+            stored
+                .iter()
+                .filter(|(id, _)| !self.is_config(id))
+                .map(|(_, s)| s.deployment.clone()),
+        );
         let previous = self.current.load();
-        let router = Router::build(deployments, self.settings.clone(), Some(&previous));
+        let router = Router::build(deployments, settings, Some(&previous));
         self.current.store(Arc::new(router));
         if let Some(misses) = &self.misses {
             misses.clear();
         }
+    }
+
+    fn file(&self) -> std::sync::MutexGuard<'_, FileSet> {
+        self.file.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Stored>> {

@@ -1,21 +1,44 @@
-//! Providers translate between the OpenAI API the gateway speaks and each
-//! provider's native API. They are pure data translation: they know nothing
-//! of auth, limits, routing or connection state.
+//! Providers translate between the gateway's internal form (OpenAI's API,
+//! see `formats`) and each provider's native API, in both directions: the
+//! request (URL, headers, credentials, body), the whole response, the
+//! stream event by event, the usage, and error answers mapped to an
+//! [`ErrorClass`] that retries, cooldowns and fallbacks read. They are pure
+//! data translation: they know nothing of auth, limits, routing or
+//! connection state.
 
+pub mod anthropic;
+mod azure;
+pub mod bedrock;
+pub mod eventstream;
+pub mod gemini;
 mod mock;
 mod openai;
+pub mod sigv4;
 
 pub use mock::{reply as mock_reply, MockReply};
 
 use crate::config::Deployment;
+use crate::error::{ErrorClass, GatewayError};
+use crate::formats::{Format, StreamTranslator, TranslateError};
 use crate::inbound::LlmRequest;
 use bytes::Bytes;
+use std::borrow::Cow;
 
 /// Which translator serves a deployment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProviderKind {
     /// OpenAI and every server speaking its API.
     OpenAiCompatible,
+    /// Azure OpenAI (`azure/<deployment>`).
+    Azure,
+    /// Azure AI Foundry's OpenAI-compatible inference (`azure_ai/`).
+    AzureAi,
+    /// Anthropic's Messages API (`anthropic/`).
+    Anthropic,
+    /// AWS Bedrock's Converse API (`bedrock/`).
+    Bedrock,
+    /// Google AI Studio's Gemini API (`gemini/`).
+    Gemini,
     /// The in-process mock: no network.
     Mock,
 }
@@ -27,6 +50,13 @@ pub struct ProviderSpec {
     pub kind: ProviderKind,
     /// API base used when the deployment sets none.
     pub default_api_base: Option<&'static str>,
+}
+
+const fn spec(kind: ProviderKind, base: Option<&'static str>) -> ProviderSpec {
+    ProviderSpec {
+        kind,
+        default_api_base: base,
+    }
 }
 
 const fn openai_like(base: Option<&'static str>) -> ProviderSpec {
@@ -44,6 +74,10 @@ const PROVIDERS: &[(&str, ProviderSpec)] = &[
         openai_like(Some("https://api.openai.com/v1")),
     ),
     ("hosted_vllm", openai_like(None)),
+    // Ollama through its OpenAI-compatible API (`/v1` is appended to a
+    // base without it, see `config`).
+    ("ollama", openai_like(Some("http://localhost:11434"))),
+    ("ollama_chat", openai_like(Some("http://localhost:11434"))),
     ("openai_like", openai_like(None)),
     ("litellm_proxy", openai_like(None)),
     ("lm_studio", openai_like(None)),
@@ -72,13 +106,21 @@ const PROVIDERS: &[(&str, ProviderSpec)] = &[
         "nvidia_nim",
         openai_like(Some("https://integrate.api.nvidia.com/v1")),
     ),
+    ("azure", spec(ProviderKind::Azure, None)),
+    ("azure_ai", spec(ProviderKind::AzureAi, None)),
     (
-        "mock",
-        ProviderSpec {
-            kind: ProviderKind::Mock,
-            default_api_base: None,
-        },
+        "anthropic",
+        spec(ProviderKind::Anthropic, Some("https://api.anthropic.com")),
     ),
+    ("bedrock", spec(ProviderKind::Bedrock, None)),
+    (
+        "gemini",
+        spec(
+            ProviderKind::Gemini,
+            Some("https://generativelanguage.googleapis.com"),
+        ),
+    ),
+    ("mock", spec(ProviderKind::Mock, None)),
 ];
 
 /// The spec of a provider prefix, if supported.
@@ -94,32 +136,191 @@ pub fn supported_names() -> Vec<&'static str> {
     PROVIDERS.iter().map(|(name, _)| *name).collect()
 }
 
+/// A header of an upstream request.
+pub type Header = (Cow<'static, str>, String);
+
 /// A request ready for the wire: what a provider decides about it.
 #[derive(Debug)]
 pub struct UpstreamRequest {
     /// Path and query, below the deployment's host.
     pub path: String,
-    /// Provider-specific headers (credentials, versions).
-    pub headers: Vec<(&'static str, String)>,
+    /// Every header besides the fixed ones (host, length, content type):
+    /// credentials, versions, the deployment's `extra_headers`.
+    pub headers: Vec<Header>,
     /// Body, in parts written back to back.
     pub body: [Bytes; 3],
+    /// Whether the stream the client gets should end with a usage chunk
+    /// (`stream_options.include_usage`), for providers that build the
+    /// internal stream themselves.
+    pub include_usage: bool,
 }
 
 /// A translator for a provider reached over HTTP.
 pub trait Provider: Sync {
+    /// The format of its answers, and of the requests it takes as they are.
+    fn format(&self) -> Format;
+
     /// Builds the upstream request for `req`, asking for `upstream_model`.
+    /// A request in the provider's own format (`req.endpoint.format()`)
+    /// passes with only the model replaced; any other is in the internal
+    /// form and is translated. Fails when the request cannot be expressed
+    /// in the provider's API.
     fn build_request(
         &self,
         req: &LlmRequest,
         upstream_model: &str,
         dep: &Deployment,
-    ) -> UpstreamRequest;
+    ) -> Result<UpstreamRequest, GatewayError>;
+
+    /// A whole success body in the internal form; `None` when the body
+    /// already is (the provider speaks OpenAI's API).
+    fn response_to_internal(&self, _body: &[u8]) -> Option<Result<Vec<u8>, TranslateError>> {
+        None
+    }
+
+    /// A translator of its event stream into the internal one; `None`
+    /// when the stream already is. `include_usage` is
+    /// [`UpstreamRequest::include_usage`].
+    fn stream_to_internal(&self, _include_usage: bool) -> Option<Box<dyn StreamTranslator>> {
+        None
+    }
+
+    /// Whether the deployment accepts OpenAI's `stream_options`, which the
+    /// gateway adds to streamed requests to be told the usage.
+    fn accepts_stream_options(&self, _dep: &Deployment) -> bool {
+        true
+    }
+
+    /// The gateway error for an error answer (`status`, `body`,
+    /// `retry-after`), classed for retries, cooldowns and fallbacks.
+    fn error(&self, status: u16, body: &[u8], retry_after: Option<String>) -> GatewayError;
+
+    /// The upstream request counting the tokens of a Messages request,
+    /// when the provider has an endpoint for it.
+    fn count_tokens_request(
+        &self,
+        _req: &LlmRequest,
+        _upstream_model: &str,
+        _dep: &Deployment,
+    ) -> Option<UpstreamRequest> {
+        None
+    }
 }
 
 /// The HTTP translator of `kind`; `None` for in-process providers.
 pub fn http_provider(kind: ProviderKind) -> Option<&'static dyn Provider> {
     match kind {
         ProviderKind::OpenAiCompatible => Some(&openai::OpenAiCompatible),
+        ProviderKind::Azure => Some(&azure::AZURE),
+        ProviderKind::AzureAi => Some(&azure::AZURE_AI),
+        ProviderKind::Anthropic => Some(&anthropic::Anthropic),
+        ProviderKind::Bedrock => Some(&bedrock::Bedrock),
+        ProviderKind::Gemini => Some(&gemini::Gemini),
         ProviderKind::Mock => None,
+    }
+}
+
+/// The format a deployment of `kind` answers in (the mock answers in
+/// OpenAI's).
+pub fn format_of(kind: ProviderKind) -> Format {
+    http_provider(kind).map_or(Format::OpenAi, |p| p.format())
+}
+
+/// `own` headers, then the deployment's `extra_headers`; an extra header
+/// replaces an own header of the same name, as LiteLLM's do.
+fn with_extra_headers(mut own: Vec<Header>, dep: &Deployment) -> Vec<Header> {
+    own.retain(|(name, _)| {
+        !dep.extra_headers
+            .iter()
+            .any(|(extra, _)| extra.eq_ignore_ascii_case(name))
+    });
+    own.extend(
+        dep.extra_headers
+            .iter()
+            .map(|(n, v)| (Cow::Owned(n.clone()), v.clone())),
+    );
+    own
+}
+
+/// The error for an answer in OpenAI's shape
+/// (`{"error":{"message","type","code"}}`, else `message` or `detail`, else
+/// the text), classed by its code (context window, content policy) and
+/// status. Shared by every provider speaking OpenAI's API.
+pub fn openai_error(status: u16, body: &[u8], retry_after: Option<String>) -> GatewayError {
+    let json: Option<serde_json::Value> = serde_json::from_slice(body).ok();
+    let error = json.as_ref().and_then(|v| v.get("error"));
+    let message = error
+        .and_then(|e| e.get("message").and_then(|m| m.as_str()).or(e.as_str()))
+        .or_else(|| {
+            json.as_ref()
+                .and_then(|v| v.get("message").or(v.get("detail")))
+                .and_then(|m| m.as_str())
+        })
+        .map(str::to_string)
+        .unwrap_or_else(|| {
+            let text = String::from_utf8_lossy(body);
+            let text: String = text.chars().take(2000).collect();
+            if text.trim().is_empty() {
+                format!("upstream returned status {status}")
+            } else {
+                text
+            }
+        });
+    let error_type = error
+        .and_then(|e| e.get("type"))
+        .and_then(|t| t.as_str())
+        .filter(|t| !t.is_empty())
+        .map(str::to_string);
+    let provider_code = error
+        .and_then(|e| e.get("code"))
+        .and_then(|c| c.as_str())
+        .map(str::to_string);
+    let class = match provider_code.as_deref() {
+        Some("context_length_exceeded" | "string_above_max_length") => ErrorClass::ContextWindow,
+        Some("content_policy_violation" | "content_filter") => ErrorClass::ContentPolicy,
+        _ => ErrorClass::from_status(status),
+    };
+    GatewayError::Upstream {
+        status,
+        message,
+        error_type,
+        provider_code,
+        retry_after,
+        class,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_openai_style_upstream_errors() {
+        let e = openai_error(
+            429,
+            br#"{"error":{"message":"Rate limit reached","type":"requests","code":"429"}}"#,
+            Some("7".into()),
+        );
+        assert_eq!(
+            (e.status(), e.to_string(), e.error_type(), e.retry_after()),
+            (429, "Rate limit reached".into(), "requests", Some("7"))
+        );
+        assert_eq!(e.class(), ErrorClass::RateLimit);
+        let e = openai_error(502, b"<html>bad gateway</html>", None);
+        assert_eq!(e.to_string(), "<html>bad gateway</html>");
+        assert_eq!(e.error_type(), "api_error");
+        assert_eq!(e.class(), ErrorClass::InternalServer);
+        let e = openai_error(
+            400,
+            br#"{"error":{"message":"too long","code":"context_length_exceeded"}}"#,
+            None,
+        );
+        assert_eq!(e.class(), ErrorClass::ContextWindow);
+        let e = openai_error(
+            400,
+            br#"{"error":{"message":"no","code":"content_filter"}}"#,
+            None,
+        );
+        assert_eq!(e.class(), ErrorClass::ContentPolicy);
     }
 }

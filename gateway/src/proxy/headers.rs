@@ -2,7 +2,7 @@
 //! `x-litellm-*` response headers, the call id, and the access log line.
 
 use super::Outcome;
-use crate::config::{Deployment, UpstreamBase};
+use crate::config::UpstreamBase;
 use crate::error::GatewayError;
 use crate::http1::RequestHead;
 use crate::inbound::Endpoint;
@@ -11,13 +11,9 @@ use crate::server::HeadBuilder;
 use bytes::Bytes;
 use std::time::Duration;
 
-/// The upstream request head for `base`: fixed headers, then the provider's,
-/// then the deployment's `extra_headers`.
-pub(super) fn upstream_head(
-    req: &UpstreamRequest,
-    base: &UpstreamBase,
-    dep: &Deployment,
-) -> Vec<u8> {
+/// The upstream request head for `base`: fixed headers, then the
+/// provider's (which include the deployment's `extra_headers`).
+pub(super) fn upstream_head(req: &UpstreamRequest, base: &UpstreamBase) -> Vec<u8> {
     let body_len: usize = req.body.iter().map(Bytes::len).sum();
     let mut h = Vec::with_capacity(256 + req.path.len());
     h.extend_from_slice(b"POST ");
@@ -36,13 +32,9 @@ pub(super) fn upstream_head(
     h.extend_from_slice(b"\r\nuser-agent: gateway/");
     h.extend_from_slice(crate::VERSION.as_bytes());
     h.extend_from_slice(b"\r\n");
-    let headers = req.headers.iter().map(|(n, v)| (*n, v.as_str()));
-    let extra = dep
-        .extra_headers
-        .iter()
-        .map(|(n, v)| (n.as_str(), v.as_str()));
-    for (name, value) in headers.chain(extra) {
-        if value.bytes().any(|b| b == b'\r' || b == b'\n') {
+    for (name, value) in &req.headers {
+        let bad = |s: &str| s.bytes().any(|b| b == b'\r' || b == b'\n');
+        if bad(name) || bad(value) {
             continue;
         }
         h.extend_from_slice(name.as_bytes());
@@ -100,6 +92,11 @@ pub(super) fn call_id() -> String {
         .to_string()
 }
 
+/// The access line of one LLM request (target `gateway::access`): exactly
+/// one per request, refusals included, with the call id the client got,
+/// the status, the model group asked for and the one that answered, and
+/// the durations in milliseconds. No credential: the error text of an
+/// upstream has the deployment's key masked.
 pub(super) fn log_access(
     head: &RequestHead,
     endpoint: Endpoint,
@@ -108,6 +105,13 @@ pub(super) fn log_access(
     error: Option<&GatewayError>,
 ) {
     let total = o.received_at.elapsed();
+    let error = error.map(|e| {
+        let text = e.to_string();
+        match o.deployment.as_ref().and_then(|d| d.api_key.as_deref()) {
+            Some(key) if key.len() >= 4 && text.contains(key) => text.replace(key, "***"),
+            _ => text,
+        }
+    });
     tracing::info!(
         target: "gateway::access",
         call_id = %o.call_id,
@@ -115,12 +119,18 @@ pub(super) fn log_access(
         path = head.path(),
         endpoint = endpoint.path_suffix(),
         status,
+        requested_model = o.requested.as_deref().unwrap_or(""),
         model_group = o.group.as_deref().unwrap_or(""),
         deployment = o.deployment.as_ref().map_or("", |d| &d.id),
         stream = o.stream,
-        duration_ms = %format_ms(total),
-        upstream_ms = %format_ms(o.upstream_wait),
-        error = error.map(|e| e.to_string()),
+        duration_ms = millis(total),
+        upstream_ms = millis(o.upstream_wait),
+        error,
         "request"
     );
+}
+
+/// `d` in milliseconds, to the microsecond.
+fn millis(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1_000_000.0).round() / 1000.0
 }

@@ -17,6 +17,8 @@
 //!    limiter's reservation becomes the real usage and parallel slots are freed.
 //! 10. **log**: one access line with durations.
 
+mod convert;
+mod count_tokens;
 mod headers;
 mod record;
 mod relay;
@@ -24,6 +26,7 @@ mod relay;
 use crate::auth::Principal;
 use crate::config::Deployment;
 use crate::error::GatewayError;
+use crate::formats::Format;
 use crate::http1::RequestHead;
 use crate::inbound::{Endpoint, LlmRequest};
 use crate::limits::{AdmitInput, RateHeaders};
@@ -38,6 +41,7 @@ use headers::{litellm_headers, upstream_head};
 use record::Attempt;
 use relay::UsageTap;
 
+pub use count_tokens::handle as count_tokens;
 pub use record::flush_spend;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -49,6 +53,8 @@ const MAX_ERROR_BODY: usize = 1 << 20;
 pub(crate) struct Outcome {
     call_id: String,
     received_at: Instant,
+    /// The model group asked for (after the key's aliases), once read.
+    requested: Option<String>,
     group: Option<String>,
     deployment: Option<Arc<Deployment>>,
     upstream_wait: Duration,
@@ -63,6 +69,8 @@ pub(crate) struct Outcome {
     rate: Option<RateHeaders>,
     /// Tokens the attempts really used, for the limiter's reconciliation.
     tokens_used: u64,
+    /// What metrics and traces record of the request.
+    telemetry: crate::telemetry::Telemetry,
 }
 
 /// Serves one OpenAI-style LLM request on `endpoint`; `caller` is the
@@ -79,6 +87,7 @@ pub async fn handle(
     let mut outcome = Outcome {
         call_id: headers::call_id(),
         received_at,
+        requested: None,
         group: None,
         deployment: None,
         upstream_wait: Duration::ZERO,
@@ -88,8 +97,23 @@ pub async fn handle(
         max_fallbacks: None,
         rate: None,
         tokens_used: 0,
+        telemetry: crate::telemetry::Telemetry::begin(head, received_at),
     };
-    let served = CatchPanic::new(serve(worker, endpoint, caller, body, out, &mut outcome)).await;
+    if let Ok(caller) = &caller {
+        outcome
+            .telemetry
+            .identify(caller, worker.shared.auth.master_token());
+    }
+    let forward = convert::forward_headers(head, endpoint);
+    let served = CatchPanic::new(serve(
+        worker,
+        endpoint,
+        (caller, forward),
+        body,
+        out,
+        &mut outcome,
+    ))
+    .await;
     let result = served.unwrap_or_else(|panic| {
         // Tickets and reservations were released while unwinding; only this
         // request fails, and its connection closes.
@@ -103,7 +127,7 @@ pub async fn handle(
             out.abort_stream();
         } else {
             let headers = litellm_headers(err.status(), &outcome);
-            let _ = out.send_error(&err, Some(headers)).await;
+            convert::send_error(out, endpoint.format(), &err, headers).await;
         }
         error = Some(err);
     }
@@ -114,12 +138,25 @@ pub async fn handle(
         &outcome,
         error.as_ref(),
     );
+    outcome.telemetry.finish(crate::metrics::Finish {
+        call_id: &outcome.call_id,
+        requested: outcome.requested.as_deref(),
+        retries: outcome.retries,
+        fallbacks: outcome.fallbacks,
+        path: head.path(),
+        endpoint: endpoint.path_suffix(),
+        status: out.status(),
+        error: error.as_ref(),
+        total: outcome.received_at.elapsed(),
+        upstream_wait: outcome.upstream_wait,
+        rate: outcome.rate.as_ref(),
+    });
 }
 
 async fn serve(
     worker: &Worker,
     endpoint: Endpoint,
-    caller: Result<Principal, GatewayError>,
+    (caller, forward_headers): (Result<Principal, GatewayError>, Vec<(&'static str, String)>),
     body: Bytes,
     out: &mut Responder<'_>,
     outcome: &mut Outcome,
@@ -127,10 +164,18 @@ async fn serve(
     // 1. authenticate
     let principal = caller?;
     // 2. read
-    let req = LlmRequest::parse(endpoint, body)?;
+    let mut req = LlmRequest::parse(endpoint, body)?;
+    req.forward_headers = forward_headers;
     outcome.stream = req.stream;
     // 3. authorize
     let model = principal.resolve_alias(&req.model).to_string();
+    outcome.requested = Some(model.clone());
+    outcome
+        .telemetry
+        .requested(req.end_user.as_deref(), &model, || {
+            let router = worker.shared.models.router();
+            router.registry().resolve(&model).is_some()
+        });
     #[cfg(debug_assertions)]
     if crate::panic_guard::test_panic_model(&model) {
         panic!("test hook: the request path panicked");
@@ -203,11 +248,14 @@ async fn attempts<'r>(
     out: &mut Responder<'_>,
     outcome: &mut Outcome,
 ) -> Result<(), GatewayError> {
-    let with_usage = req
-        .stream
+    // A Messages request gets its usage chunk from its translation.
+    let with_usage = (req.stream && req.endpoint.format() == Format::OpenAi)
         .then(|| spend::inject_include_usage(&req.body))
         .flatten()
         .map(Bytes::from);
+    // The Messages request in the internal form, made once when a provider
+    // needs it.
+    let mut internal = None;
     let mut last: Option<AttemptFailure> = None;
     let mut failure: Option<GatewayError> = None;
     outcome.max_fallbacks = Some(plan.max_fallbacks());
@@ -238,12 +286,14 @@ async fn attempts<'r>(
         outcome.retries = plan.attempted_retries();
         outcome.fallbacks = plan.attempted_fallbacks();
         let started = Instant::now();
+        let sent = convert::request_for(req, pick.deployment, &mut internal)?;
         router.on_start(&pick);
         let attempt = Attempt::start(&outcome.call_id, pick.attempt as i32);
         let result = attempt_once(
             worker,
             principal,
             req,
+            sent,
             with_usage.as_ref(),
             &pick,
             prompt,
@@ -258,7 +308,7 @@ async fn attempts<'r>(
                 return Ok(());
             }
             Err(err) => {
-                let failed = AttemptFailure::from_error(record::error_class(&err), &err, &pick);
+                let failed = AttemptFailure::from_error(err.class(), &err, &pick);
                 router.on_end(&pick, started.elapsed(), Err(&failed));
                 // Never retried: a byte reached the client, the budget said
                 // no, or the grace period of a shutdown is over.
@@ -280,12 +330,14 @@ async fn attempts<'r>(
 }
 
 /// Phases 6 to 9 for one pick of the plan: admit, translate, call and relay,
-/// settle and record. Returns the tokens used.
+/// settle and record. Returns the tokens used. `sent` is `req` in the form
+/// the pick's provider takes (see `convert::request_for`).
 #[allow(clippy::too_many_arguments)]
 async fn attempt_once(
     worker: &Worker,
     principal: &Principal,
     req: &LlmRequest,
+    sent: &LlmRequest,
     with_usage: Option<&Bytes>,
     pick: &Pick<'_>,
     prompt: &spend::PromptEstimate<'_>,
@@ -300,32 +352,40 @@ async fn attempt_once(
     let reservation = record::admit(&worker.shared.alerts, principal, req, pick, price).await?;
     // 7 and 8. translate, call and relay; cut off when the shutdown grace
     // period ends (the row below then says so)
-    let mut tap = UsageTap::new(req.stream);
+    let mut tap = UsageTap::new(req.stream, providers::format_of(dep.provider));
+    let client = req.endpoint.format();
     let result = match providers::http_provider(dep.provider) {
         Some(provider) => {
+            let with_usage = with_usage.filter(|_| provider.accepts_stream_options(dep));
             let strip_usage = with_usage.is_some();
             let upstream_req = match with_usage {
                 Some(body) => {
-                    provider.build_request(&req.with_body(body.clone()), upstream_model, dep)
+                    provider.build_request(&sent.with_body(body.clone()), upstream_model, dep)
                 }
-                None => provider.build_request(req, upstream_model, dep),
+                None => provider.build_request(sent, upstream_model, dep),
             };
-            let call = forward(
-                worker,
-                dep,
-                upstream_req,
-                req.stream,
-                strip_usage,
-                out,
-                outcome,
-                &mut tap,
-                &mut attempt,
-            );
-            crate::server::unless_cut_off(worker, call).await
+            match upstream_req {
+                Ok(upstream_req) => {
+                    let call = forward(
+                        worker,
+                        dep,
+                        (provider, client),
+                        upstream_req,
+                        req.stream,
+                        strip_usage,
+                        out,
+                        outcome,
+                        &mut tap,
+                        &mut attempt,
+                    );
+                    crate::server::unless_cut_off(worker, call).await
+                }
+                Err(err) => Err(err),
+            }
         }
         None => {
             let call = serve_mock(
-                req,
+                (sent, client),
                 upstream_model,
                 dep,
                 out,
@@ -371,16 +431,21 @@ async fn attempt_once(
         },
         error: result.as_ref().err(),
     });
+    outcome
+        .telemetry
+        .attempt(principal, &row, pick.fallback_depth, req.stream);
     record::submit(worker, row);
     result.map(|()| usage.prompt_tokens.saturating_add(usage.completion_tokens))
 }
 
-/// Phase 7 for a provider reached over HTTP.
+/// Phase 7 for a provider reached over HTTP; its answer reaches the client
+/// in the client's format.
 #[allow(clippy::too_many_arguments)]
 async fn forward(
     worker: &Worker,
     dep: &Deployment,
-    req: providers::UpstreamRequest,
+    (provider, client): (&dyn providers::Provider, Format),
+    mut req: providers::UpstreamRequest,
     stream: bool,
     strip_usage: bool,
     out: &mut Responder<'_>,
@@ -394,24 +459,24 @@ async fn forward(
     } else {
         dep.timeout
     };
-    let head = upstream_head(&req, base, dep);
+    if let Some(traceparent) = outcome.telemetry.traceparent() {
+        req.headers.push(("traceparent".into(), traceparent));
+    }
+    let head = upstream_head(&req, base);
     let started = Instant::now();
     let deadline = started + timeout;
     let sent = worker.upstream.send(base, head, &req.body, deadline).await;
     outcome.upstream_wait = started.elapsed();
     let mut resp = sent.map_err(|e| relay::upstream_error(e, dep, timeout))?;
     attempt.first_byte();
+    outcome.telemetry.upstream_head(&resp.head);
     let status = resp.head.status;
     if status >= 400 {
         let body = resp
             .read_to_end(MAX_ERROR_BODY, timeout)
             .await
             .unwrap_or_default();
-        return Err(relay::error_from_upstream(
-            status,
-            &body,
-            resp.head.retry_after.take(),
-        ));
+        return Err(provider.error(status, &body, resp.head.retry_after.take()));
     }
     let mut headers = litellm_headers(status, outcome);
     if let Some(ra) = &resp.head.retry_after {
@@ -424,7 +489,27 @@ async fn forward(
         .unwrap_or_else(|| "application/json".into());
     let is_stream = resp.head.is_event_stream();
     let io = |_| GatewayError::Unavailable("client connection lost");
-    let mut relay = relay::Relay::new(dep, timeout, deadline, is_stream, strip_usage && is_stream);
+    if !is_stream && !convert::is_passthrough(provider.format(), client) {
+        let limit = crate::formats::MAX_BODY_BYTES;
+        let body = convert::read_body(&mut resp, limit, deadline, dep, timeout).await?;
+        tap.feed(&body);
+        let body = convert::translate_body(Some(provider), client, &body)
+            .map_err(|e| convert::translate_error(dep, e))?;
+        return out
+            .send(status, headers, "application/json", &body)
+            .await
+            .map_err(io);
+    }
+    let translate = is_stream
+        .then(|| convert::stream_translator(Some(provider), client, req.include_usage))
+        .flatten();
+    // A translated stream is server-sent events whatever the provider's framing.
+    let content_type = match translate {
+        Some(_) => "text/event-stream".to_string(),
+        None => content_type,
+    };
+    let mut relay = relay::Relay::new(dep, timeout, deadline, is_stream, strip_usage && is_stream)
+        .translating(translate);
     match resp.content_length() {
         Some(len) if !is_stream => {
             out.start_fixed(status, headers, &content_type, len)
@@ -442,9 +527,10 @@ async fn forward(
     }
 }
 
-/// Phase 7 for the in-process mock provider.
+/// Phase 7 for the in-process mock provider, answering `req` in the
+/// internal form, translated to the `client`'s format.
 async fn serve_mock(
-    req: &LlmRequest,
+    (req, client): (&LlmRequest, Format),
     model: &str,
     dep: &Deployment,
     out: &mut Responder<'_>,
@@ -459,6 +545,7 @@ async fn serve_mock(
             error_type: None,
             provider_code: None,
             retry_after: None,
+            class: crate::error::ErrorClass::from_status(status),
         }),
         MockReply::Success {
             content_type,
@@ -474,9 +561,11 @@ async fn serve_mock(
             attempt.first_byte();
             let headers = litellm_headers(200, outcome);
             let io = |_| GatewayError::Unavailable("client connection lost");
+            let translated = |e| convert::translate_error(dep, e);
             if content_type != "text/event-stream" {
                 let body = parts.concat();
                 tap.feed(&body);
+                let body = convert::translate_body(None, client, &body).map_err(translated)?;
                 return out
                     .send(200, headers, content_type, &body)
                     .await
@@ -485,12 +574,21 @@ async fn serve_mock(
             out.start_stream(200, headers, content_type)
                 .await
                 .map_err(io)?;
+            let mut translate = convert::stream_translator(None, client, false);
             for (i, part) in parts.iter().enumerate() {
                 if i > 0 && !chunk_delay.is_zero() {
                     monoio::time::sleep(chunk_delay).await;
                 }
                 tap.feed(part);
-                out.send_chunk(part).await.map_err(io)?;
+                let mut piece = part.to_vec();
+                if let Some(t) = &mut translate {
+                    piece.clear();
+                    t.feed(part, &mut piece).map_err(translated)?;
+                    if i + 1 == parts.len() {
+                        t.finish(&mut piece).map_err(translated)?;
+                    }
+                }
+                out.send_chunk(&piece).await.map_err(io)?;
             }
             out.end_stream().await.map_err(io)
         }

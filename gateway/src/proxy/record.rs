@@ -216,7 +216,7 @@ impl Attempt {
             }
             .to_string(),
             status_code: i32::from(info.status),
-            error_class: info.error.map(|e| error_class(e).to_string()),
+            error_class: info.error.map(|e| e.class().as_str().to_string()),
             error_message: info.error.map(|e| e.to_string()),
         }
     }
@@ -227,41 +227,8 @@ fn call_type(endpoint: Endpoint) -> &'static str {
         Endpoint::ChatCompletions => "acompletion",
         Endpoint::Completions => "atext_completion",
         Endpoint::Embeddings => "aembedding",
-    }
-}
-
-/// The retry-policy class of an error (LiteLLM's names).
-pub(crate) fn error_class(err: &GatewayError) -> &'static str {
-    match err {
-        GatewayError::UpstreamTimeout { .. } => "timeout",
-        GatewayError::UpstreamUnreachable { .. } | GatewayError::UpstreamProtocol { .. } => {
-            "api_connection"
-        }
-        GatewayError::Unavailable(_) => "client_disconnected",
-        GatewayError::CutOff => "cut_off",
-        GatewayError::Upstream {
-            provider_code: Some(code),
-            ..
-        } if matches!(
-            code.as_str(),
-            "context_length_exceeded" | "string_above_max_length"
-        ) =>
-        {
-            "context_window"
-        }
-        GatewayError::Upstream {
-            provider_code: Some(code),
-            ..
-        } if matches!(code.as_str(), "content_policy_violation" | "content_filter") => {
-            "content_policy"
-        }
-        _ => match err.status() {
-            401 | 403 => "authentication",
-            408 => "timeout",
-            429 => "rate_limit",
-            400..=499 => "bad_request",
-            _ => "internal_server",
-        },
+        Endpoint::Messages => "anthropic_messages",
+        Endpoint::Responses => "aresponses",
     }
 }
 

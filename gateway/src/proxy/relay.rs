@@ -3,6 +3,8 @@
 
 use crate::config::Deployment;
 use crate::error::GatewayError;
+use crate::formats::{Format, StreamTranslator};
+use crate::providers::{anthropic, bedrock, gemini};
 use crate::server::Responder;
 use crate::spend::{self, StreamUsage, Usage};
 use crate::sse::UsageChunkFilter;
@@ -14,27 +16,51 @@ const MAX_TAPPED_BODY: usize = 8 << 20;
 /// Bytes kept of the end of a larger body, where its `usage` stands.
 const TAPPED_TAIL: usize = 64 << 10;
 
-/// Reads token usage from a response while it is relayed.
+/// Reads token usage from a response while it is relayed, in the format
+/// the provider answers in.
 pub(super) enum UsageTap {
-    /// A JSON body, kept whole up to [`MAX_TAPPED_BODY`], then only its last
-    /// [`TAPPED_TAIL`] bytes (`overflowed`).
-    Body { bytes: Vec<u8>, overflowed: bool },
-    /// An SSE stream, parsed event by event.
+    /// A JSON body in `format`, kept whole up to [`MAX_TAPPED_BODY`], then
+    /// only its last [`TAPPED_TAIL`] bytes (`overflowed`).
+    Body {
+        bytes: Vec<u8>,
+        overflowed: bool,
+        format: Format,
+    },
+    /// An OpenAI SSE stream, parsed event by event.
     Stream { usage: StreamUsage },
+    /// An Anthropic Messages event stream.
+    Messages { usage: anthropic::StreamUsage },
+    /// A stream in a provider's own framing (Bedrock's event stream,
+    /// Gemini's answers), translated to the internal form to read its usage.
+    Translated {
+        translator: Box<dyn StreamTranslator>,
+        usage: StreamUsage,
+    },
 }
 
 impl UsageTap {
-    /// A tap for a streamed or plain response.
-    pub(super) fn new(stream: bool) -> Self {
-        if stream {
-            UsageTap::Stream {
-                usage: StreamUsage::new(),
-            }
-        } else {
-            UsageTap::Body {
+    /// A tap for a streamed or plain response in `format`.
+    pub(super) fn new(stream: bool, format: Format) -> Self {
+        match (stream, format) {
+            (false, format) => UsageTap::Body {
                 bytes: Vec::new(),
                 overflowed: false,
-            }
+                format,
+            },
+            (true, Format::OpenAi | Format::Responses) => UsageTap::Stream {
+                usage: StreamUsage::new(),
+            },
+            (true, Format::Anthropic) => UsageTap::Messages {
+                usage: anthropic::StreamUsage::default(),
+            },
+            (true, Format::Bedrock) => UsageTap::Translated {
+                translator: Box::new(bedrock::ConverseToChat::new(true)),
+                usage: StreamUsage::new(),
+            },
+            (true, Format::Gemini) => UsageTap::Translated {
+                translator: Box::new(crate::formats::Events::new(gemini::GeminiToChat::new(true))),
+                usage: StreamUsage::new(),
+            },
         }
     }
 
@@ -44,6 +70,7 @@ impl UsageTap {
             UsageTap::Body {
                 bytes: kept,
                 overflowed,
+                ..
             } => {
                 if !*overflowed && kept.len() + bytes.len() <= MAX_TAPPED_BODY {
                     kept.extend_from_slice(bytes);
@@ -56,6 +83,14 @@ impl UsageTap {
                 kept.extend_from_slice(piece);
             }
             UsageTap::Stream { usage, .. } => usage.feed(bytes),
+            UsageTap::Messages { usage } => usage.feed(bytes),
+            UsageTap::Translated { translator, usage } => {
+                // A broken stream is the relay's error; the tap keeps what
+                // it read.
+                let mut internal = Vec::new();
+                let _ = translator.feed(bytes, &mut internal);
+                usage.feed(&internal);
+            }
         }
     }
 
@@ -64,18 +99,41 @@ impl UsageTap {
     pub(super) fn finish(self, prompt: &spend::PromptEstimate<'_>) -> Usage {
         let estimate = || Usage {
             prompt_tokens: prompt.get(),
-            completion_tokens: 0,
+            ..Usage::default()
         };
         match self {
             UsageTap::Body {
                 bytes,
-                overflowed: false,
-            } => spend::from_response_body(&bytes).unwrap_or_else(estimate),
-            UsageTap::Body {
-                bytes,
-                overflowed: true,
-            } => spend::from_response_tail(&bytes).unwrap_or_else(estimate),
+                overflowed,
+                format,
+            } => {
+                let reported = match (format, overflowed) {
+                    (Format::OpenAi | Format::Responses, false) => {
+                        spend::from_response_body(&bytes)
+                    }
+                    (Format::OpenAi | Format::Responses, true) => spend::from_response_tail(&bytes),
+                    (Format::Anthropic, false) => anthropic::usage_from_body(&bytes),
+                    (Format::Anthropic, true) => anthropic::usage_from_tail(&bytes),
+                    (Format::Bedrock, false) => bedrock::usage_from_body(&bytes),
+                    // Converse answers put `usage` after the message: a
+                    // cut body is estimated.
+                    (Format::Bedrock, true) => None,
+                    (Format::Gemini, false) => gemini::usage_from_body(&bytes),
+                    (Format::Gemini, true) => None,
+                };
+                reported.unwrap_or_else(estimate)
+            }
             UsageTap::Stream { usage } => usage.finish(|| prompt.get()).0,
+            UsageTap::Messages { usage } => usage.finish(|| prompt.get()),
+            UsageTap::Translated {
+                mut translator,
+                mut usage,
+            } => {
+                let mut internal = Vec::new();
+                let _ = translator.finish(&mut internal);
+                usage.feed(&internal);
+                usage.finish(|| prompt.get()).0
+            }
         }
     }
 }
@@ -87,6 +145,7 @@ pub(super) struct Relay<'d> {
     deadline: Instant,
     is_stream: bool,
     filter: Option<UsageChunkFilter>,
+    translate: Option<Box<dyn StreamTranslator>>,
 }
 
 impl<'d> Relay<'d> {
@@ -105,7 +164,15 @@ impl<'d> Relay<'d> {
             deadline,
             is_stream,
             filter: strip_usage.then(UsageChunkFilter::default),
+            translate: None,
         }
+    }
+
+    /// Translates the stream into the client's format before it is
+    /// filtered and sent.
+    pub(super) fn translating(mut self, translate: Option<Box<dyn StreamTranslator>>) -> Self {
+        self.translate = translate;
+        self
     }
 
     /// Between pieces a stream may pause up to its timeout; a plain body must
@@ -134,6 +201,18 @@ impl<'d> Relay<'d> {
                 .await
                 .map_err(|e| upstream_error(e, self.dep, self.timeout))?;
             tap.feed(&piece);
+            if let Some(t) = &mut self.translate {
+                let mut translated = Vec::with_capacity(piece.len() * 2);
+                let done = t.feed(&piece, &mut translated).and_then(|()| {
+                    if more {
+                        Ok(())
+                    } else {
+                        t.finish(&mut translated)
+                    }
+                });
+                done.map_err(|e| super::convert::translate_error(self.dep, e))?;
+                piece = translated;
+            }
             if let Some(filter) = &mut self.filter {
                 let mut kept = Vec::with_capacity(piece.len());
                 filter.filter(&piece, &mut kept);
@@ -184,72 +263,13 @@ pub(super) fn upstream_error(
     }
 }
 
-/// The provider's error, with its status, message, type and `retry-after`.
-pub(super) fn error_from_upstream(
-    status: u16,
-    body: &[u8],
-    retry_after: Option<String>,
-) -> GatewayError {
-    let json: Option<serde_json::Value> = serde_json::from_slice(body).ok();
-    let error = json.as_ref().and_then(|v| v.get("error"));
-    let message = error
-        .and_then(|e| e.get("message").and_then(|m| m.as_str()).or(e.as_str()))
-        .or_else(|| {
-            json.as_ref()
-                .and_then(|v| v.get("message").or(v.get("detail")))
-                .and_then(|m| m.as_str())
-        })
-        .map(str::to_string)
-        .unwrap_or_else(|| {
-            let text = String::from_utf8_lossy(body);
-            let text: String = text.chars().take(2000).collect();
-            if text.trim().is_empty() {
-                format!("upstream returned status {status}")
-            } else {
-                text
-            }
-        });
-    let error_type = error
-        .and_then(|e| e.get("type"))
-        .and_then(|t| t.as_str())
-        .filter(|t| !t.is_empty())
-        .map(str::to_string);
-    let provider_code = error
-        .and_then(|e| e.get("code"))
-        .and_then(|c| c.as_str())
-        .map(str::to_string);
-    GatewayError::Upstream {
-        status,
-        message,
-        error_type,
-        provider_code,
-        retry_after,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn reads_openai_style_upstream_errors() {
-        let e = error_from_upstream(
-            429,
-            br#"{"error":{"message":"Rate limit reached","type":"requests","code":"429"}}"#,
-            Some("7".into()),
-        );
-        assert_eq!(
-            (e.status(), e.to_string(), e.error_type(), e.retry_after()),
-            (429, "Rate limit reached".into(), "requests", Some("7"))
-        );
-        let e = error_from_upstream(502, b"<html>bad gateway</html>", None);
-        assert_eq!(e.to_string(), "<html>bad gateway</html>");
-        assert_eq!(e.error_type(), "api_error");
-    }
-
-    #[test]
     fn usage_of_a_body_larger_than_the_tap_is_still_read() {
-        let mut tap = UsageTap::new(false);
+        let mut tap = UsageTap::new(false, Format::OpenAi);
         tap.feed(br#"{"choices":[{"message":{"content":""#);
         let filler = vec![b'x'; 1 << 20];
         for _ in 0..9 {

@@ -14,6 +14,7 @@
 //! deployment whose cooldown ends first (see `select`).
 
 use super::settings::RouterSettings;
+use crate::error::ErrorClass;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,10 +77,15 @@ impl Cooldowns {
 
 /// Whether a failure is the deployment's fault (and counts toward its
 /// failure rate and allowed fails).
-pub(crate) fn is_deployment_fault(class: &str, status: u16) -> bool {
+pub(crate) fn is_deployment_fault(class: ErrorClass, status: u16) -> bool {
     matches!(
         class,
-        "timeout" | "rate_limit" | "authentication" | "internal_server" | "api_connection"
+        ErrorClass::Timeout
+            | ErrorClass::RateLimit
+            | ErrorClass::Overloaded
+            | ErrorClass::Authentication
+            | ErrorClass::InternalServer
+            | ErrorClass::ApiConnection
     ) || status == 404
 }
 
@@ -88,7 +94,7 @@ pub(crate) fn is_deployment_fault(class: &str, status: u16) -> bool {
 /// failure included).
 pub(crate) fn should_cool(
     settings: &RouterSettings,
-    class: &str,
+    class: ErrorClass,
     status: u16,
     group_len: usize,
     (successes, failures): (u64, u64),
@@ -99,7 +105,8 @@ pub(crate) fn should_cool(
     if let Some(allowed) = allowed_fails(settings, class) {
         return failures > u64::from(allowed);
     }
-    if status == 429 && group_len > 1 {
+    // An overloaded provider (Anthropic's 529) is at capacity like a 429.
+    if (status == 429 || class == ErrorClass::Overloaded) && group_len > 1 {
         return true;
     }
     if matches!(status, 401 | 403 | 404) {
@@ -112,7 +119,7 @@ pub(crate) fn should_cool(
 /// The failures of `class` allowed in a minute before a cooldown, when
 /// `allowed_fails` or `allowed_fails_policy` is set (`None`: the default
 /// rules apply).
-pub(crate) fn allowed_fails(settings: &RouterSettings, class: &str) -> Option<u32> {
+pub(crate) fn allowed_fails(settings: &RouterSettings, class: ErrorClass) -> Option<u32> {
     if settings.allowed_fails.is_none() && settings.allowed_fails_policy.is_none() {
         return None;
     }
@@ -151,35 +158,35 @@ mod tests {
     #[test]
     fn default_rules() {
         let s = RouterSettings::default();
-        assert!(should_cool(&s, "rate_limit", 429, 2, (0, 1)));
+        assert!(should_cool(&s, ErrorClass::RateLimit, 429, 2, (0, 1)));
         assert!(
-            !should_cool(&s, "rate_limit", 429, 1, (0, 1)),
+            !should_cool(&s, ErrorClass::RateLimit, 429, 1, (0, 1)),
             "single deployment"
         );
-        assert!(should_cool(&s, "authentication", 401, 1, (0, 1)));
-        assert!(should_cool(&s, "bad_request", 404, 3, (9, 1)));
+        assert!(should_cool(&s, ErrorClass::Authentication, 401, 1, (0, 1)));
+        assert!(should_cool(&s, ErrorClass::BadRequest, 404, 3, (9, 1)));
         assert!(
-            !should_cool(&s, "bad_request", 400, 3, (0, 9)),
+            !should_cool(&s, ErrorClass::BadRequest, 400, 3, (0, 9)),
             "client's fault"
         );
-        assert!(!should_cool(&s, "content_policy", 400, 3, (0, 9)));
+        assert!(!should_cool(&s, ErrorClass::ContentPolicy, 400, 3, (0, 9)));
         assert!(
-            !should_cool(&s, "internal_server", 500, 3, (1, 3)),
+            !should_cool(&s, ErrorClass::InternalServer, 500, 3, (1, 3)),
             "only 4 requests"
         );
         assert!(
-            should_cool(&s, "internal_server", 500, 3, (2, 3)),
+            should_cool(&s, ErrorClass::InternalServer, 500, 3, (2, 3)),
             "3 of 5 failed"
         );
         assert!(
-            !should_cool(&s, "timeout", 408, 3, (3, 3)),
+            !should_cool(&s, ErrorClass::Timeout, 408, 3, (3, 3)),
             "half is not more than half"
         );
         let off = RouterSettings {
             disable_cooldowns: true,
             ..RouterSettings::default()
         };
-        assert!(!should_cool(&off, "rate_limit", 429, 2, (0, 9)));
+        assert!(!should_cool(&off, ErrorClass::RateLimit, 429, 2, (0, 9)));
     }
 
     #[test]
@@ -188,9 +195,9 @@ mod tests {
             allowed_fails: Some(2),
             ..RouterSettings::default()
         };
-        assert!(!should_cool(&s, "rate_limit", 429, 3, (0, 2)));
-        assert!(should_cool(&s, "rate_limit", 429, 3, (0, 3)));
-        assert!(!should_cool(&s, "authentication", 401, 3, (0, 1)));
+        assert!(!should_cool(&s, ErrorClass::RateLimit, 429, 3, (0, 2)));
+        assert!(should_cool(&s, ErrorClass::RateLimit, 429, 3, (0, 3)));
+        assert!(!should_cool(&s, ErrorClass::Authentication, 401, 3, (0, 1)));
         let policy = RouterSettings {
             allowed_fails_policy: Some(PerClass {
                 timeout: Some(0),
@@ -198,12 +205,18 @@ mod tests {
             }),
             ..RouterSettings::default()
         };
-        assert!(should_cool(&policy, "timeout", 408, 3, (0, 1)));
+        assert!(should_cool(&policy, ErrorClass::Timeout, 408, 3, (0, 1)));
         assert!(
-            !should_cool(&policy, "internal_server", 500, 3, (0, 3)),
+            !should_cool(&policy, ErrorClass::InternalServer, 500, 3, (0, 3)),
             "default 3"
         );
-        assert!(should_cool(&policy, "internal_server", 500, 3, (0, 4)));
+        assert!(should_cool(
+            &policy,
+            ErrorClass::InternalServer,
+            500,
+            3,
+            (0, 4)
+        ));
     }
 
     #[test]

@@ -48,9 +48,11 @@ pub use stats::DeploymentStats;
 pub use strategy::Strategy;
 
 use crate::config::Deployment;
+use crate::error::ErrorClass;
 use cooldown::Cooldowns;
 use stats::{minute_of, Clock, Stats};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -61,6 +63,9 @@ pub struct Router {
     settings: RouterSettings,
     stats: Stats,
     cooldowns: Cooldowns,
+    /// Whether each slot failed its last background health check: such a
+    /// deployment is picked only when its whole group is cooling or down.
+    down: Box<[Arc<AtomicBool>]>,
     /// Price per token (input + output) of each slot, for cost-based
     /// routing; infinite when unknown.
     costs: Box<[f64]>,
@@ -119,6 +124,10 @@ impl Router {
             .iter()
             .map(|d| carried(d).map_or_else(Arc::default, |(p, s)| p.cooldowns.shared(s)))
             .collect();
+        let down = deps
+            .iter()
+            .map(|d| carried(d).map_or_else(Arc::default, |(p, s)| p.down[s].clone()))
+            .collect();
         let costs = deps
             .iter()
             .map(|d| {
@@ -144,6 +153,7 @@ impl Router {
             needs_prompt_estimate,
             stats: Stats::from_slots(stats),
             cooldowns: Cooldowns::from_slots(cooldowns),
+            down,
             costs,
             regions,
             clock: previous.map_or_else(Clock::new, |p| p.clock.clone()),
@@ -190,7 +200,7 @@ impl Router {
             Err(f) => f,
         };
         let fault = cooldown::is_deployment_fault(failure.class, failure.status);
-        stats.fail(minute, latency, fault, failure.class == "timeout");
+        stats.fail(minute, latency, fault, failure.class == ErrorClass::Timeout);
         let health = stats.health_in(minute);
         let counted = fault && !self.settings.disable_cooldowns;
         if let (Some(fleet), Some(allowed), true) = (
@@ -214,6 +224,7 @@ impl Router {
             let time = cooldown::cooldown_time(&self.settings, failure.retry_after);
             let end = self.cooldowns.start(pick.slot, now, time);
             stats.reset_health(minute);
+            crate::metrics::cooled_down(pick.deployment, failure.status);
             if let Some(fleet) = &self.fleet {
                 fleet.send(FleetEvent::Cooled {
                     deployment: pick.deployment.id.clone(),
@@ -223,7 +234,7 @@ impl Router {
             tracing::info!(
                 deployment = %pick.deployment.id,
                 group = %pick.group,
-                class = failure.class,
+                class = failure.class.as_str(),
                 status = failure.status,
                 seconds = time.as_secs_f64(),
                 "deployment cooling down"
@@ -261,6 +272,22 @@ impl Router {
         let slot = self.slot_of(deployment_id)?;
         let end = self.cooldowns.start(slot, self.clock.now_ms(), remaining);
         Some(self.clock.to_unix(end))
+    }
+
+    /// Records a background health check of the deployment with this id:
+    /// an unhealthy one ranks with cooling deployments until a check finds
+    /// it healthy; `false` when no deployment has this id.
+    pub fn set_healthy(&self, deployment_id: &str, healthy: bool) -> bool {
+        let Some(slot) = self.slot_of(deployment_id) else {
+            return false;
+        };
+        self.down[slot].store(!healthy, Relaxed);
+        true
+    }
+
+    /// Whether the deployment in `slot` failed its last health check.
+    pub(crate) fn is_down(&self, slot: usize) -> bool {
+        self.down[slot].load(Relaxed)
     }
 
     fn slot_of(&self, deployment_id: &str) -> Option<usize> {
@@ -308,11 +335,11 @@ pub(crate) mod tests {
         );
         assert!(!r.is_cooling(&id));
         r.on_start(&pick);
-        let bad = pick.failed("bad_request", 400, None);
+        let bad = pick.failed(ErrorClass::BadRequest, 400, None);
         r.on_end(&pick, Duration::from_millis(5), Err(&bad));
         assert!(!r.is_cooling(&id), "a bad request is the client's");
         r.on_start(&pick);
-        let limited = pick.failed("rate_limit", 429, None);
+        let limited = pick.failed(ErrorClass::RateLimit, 429, None);
         r.on_end(&pick, Duration::from_millis(5), Err(&limited));
         assert!(r.is_cooling(&id), "429 in a group of two");
         assert!(r.stats("nope").is_none() && !r.is_cooling("nope"));
@@ -327,7 +354,7 @@ pub(crate) mod tests {
         let mut plan = old.plan("g", PlanInput::default()).unwrap();
         let pick = plan.next(None).unwrap();
         old.on_start(&pick);
-        let refused = pick.failed("authentication", 401, None);
+        let refused = pick.failed(ErrorClass::Authentication, 401, None);
         old.on_end(&pick, Duration::from_millis(5), Err(&refused));
         assert!(old.is_cooling("a"));
         let deps = old.registry().deployments();
@@ -374,13 +401,13 @@ pub(crate) mod tests {
         r.on_end(
             &pick,
             Duration::ZERO,
-            Err(&pick.failed("bad_request", 400, None)),
+            Err(&pick.failed(ErrorClass::BadRequest, 400, None)),
         );
         assert!(rx.try_recv().is_err(), "a client error is nobody's news");
         r.on_end(
             &pick,
             Duration::ZERO,
-            Err(&pick.failed("rate_limit", 429, None)),
+            Err(&pick.failed(ErrorClass::RateLimit, 429, None)),
         );
         let Ok(FleetEvent::Cooled {
             deployment,
@@ -396,7 +423,7 @@ pub(crate) mod tests {
         let counted = router(models, "allowed_fails: 1").with_fleet(link);
         let mut plan = counted.plan("g", PlanInput::default()).unwrap();
         let pick = plan.next(None).unwrap();
-        let failed = pick.failed("internal_server", 500, None);
+        let failed = pick.failed(ErrorClass::InternalServer, 500, None);
         counted.on_end(&pick, Duration::ZERO, Err(&failed));
         assert_eq!(
             rx.try_recv().unwrap(),
@@ -438,6 +465,39 @@ pub(crate) mod tests {
             end > fleet::unix_ms() + 50_000,
             "the longer cooldown is kept"
         );
+    }
+
+    #[test]
+    fn an_unhealthy_deployment_is_not_picked_while_its_group_has_another() {
+        let r = router(
+            "model_list:\n  - model_name: g\n    litellm_params: {model: mock/a}\n    model_info: {id: a}\n  - model_name: g\n    litellm_params: {model: mock/b}\n    model_info: {id: b}\n",
+            "",
+        );
+        assert!(r.set_healthy("a", false) && !r.set_healthy("nope", false));
+        for _ in 0..50 {
+            let mut plan = r.plan("g", PlanInput::default()).unwrap();
+            assert_eq!(&*plan.next(None).unwrap().deployment.id, "b");
+        }
+        r.set_healthy("b", false);
+        let mut plan = r.plan("g", PlanInput::default()).unwrap();
+        assert!(
+            plan.next(None).is_some(),
+            "a group is never down to nothing"
+        );
+        r.set_healthy("a", true);
+        let next = Router::build(
+            r.registry().deployments().to_vec(),
+            r.settings().clone(),
+            Some(&r),
+        );
+        for _ in 0..50 {
+            let mut plan = next.plan("g", PlanInput::default()).unwrap();
+            assert_eq!(
+                &*plan.next(None).unwrap().deployment.id,
+                "a",
+                "a swap keeps health"
+            );
+        }
     }
 
     #[test]

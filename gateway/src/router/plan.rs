@@ -19,7 +19,7 @@ use super::select::{select, Ask, Selection, FAILED};
 use super::settings::Fallbacks;
 use super::Router;
 use crate::config::Deployment;
-use crate::error::GatewayError;
+use crate::error::{ErrorClass, GatewayError};
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
@@ -83,10 +83,8 @@ impl PlanInput {
 /// Why an attempt failed, as the request loop reports it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AttemptFailure {
-    /// LiteLLM's class: `timeout`, `rate_limit`, `authentication`,
-    /// `bad_request`, `content_policy`, `context_window`,
-    /// `internal_server`, `api_connection`.
-    pub class: &'static str,
+    /// What kind of failure it was.
+    pub class: ErrorClass,
     /// HTTP status answered (or implied).
     pub status: u16,
     /// The upstream's `retry-after`.
@@ -96,9 +94,9 @@ pub struct AttemptFailure {
 }
 
 impl AttemptFailure {
-    /// The failure of `pick` with `err`, classed `class` (e.g. by the spend
-    /// log's error class); a `retry-after` in seconds is read from `err`.
-    pub fn from_error(class: &'static str, err: &GatewayError, pick: &Pick<'_>) -> AttemptFailure {
+    /// The failure of `pick` with `err`, classed `class` (usually
+    /// `err.class()`); a `retry-after` in seconds is read from `err`.
+    pub fn from_error(class: ErrorClass, err: &GatewayError, pick: &Pick<'_>) -> AttemptFailure {
         let retry_after = err
             .retry_after()
             .and_then(|s| s.trim().parse::<f64>().ok())
@@ -135,7 +133,7 @@ impl Pick<'_> {
     /// The failure of this attempt.
     pub fn failed(
         &self,
-        class: &'static str,
+        class: ErrorClass,
         status: u16,
         retry_after: Option<Duration>,
     ) -> AttemptFailure {
@@ -409,8 +407,8 @@ impl<'r> Plan<'r> {
             return None;
         }
         let specific = match f.class {
-            "content_policy" => lookup(&settings.content_policy_fallbacks, &cur.route),
-            "context_window" => lookup(&settings.context_window_fallbacks, &cur.route),
+            ErrorClass::ContentPolicy => lookup(&settings.content_policy_fallbacks, &cur.route),
+            ErrorClass::ContextWindow => lookup(&settings.context_window_fallbacks, &cur.route),
             _ => None,
         };
         if specific.is_some() {
@@ -437,10 +435,12 @@ impl<'r> Plan<'r> {
         };
         let same = failed == Some(slot);
         match f.class {
-            "rate_limit" if tier >= FAILED && self.has_fallbacks(&cur.route, cur.depth) => {
+            ErrorClass::RateLimit
+                if tier >= FAILED && self.has_fallbacks(&cur.route, cur.depth) =>
+            {
                 return None
             }
-            "authentication" if same => return None,
+            ErrorClass::Authentication if same => return None,
             _ if same && f.retry_after.is_some_and(|ra| ra > MAX_RETRY_AFTER) => return None,
             _ => {}
         }
@@ -498,12 +498,12 @@ impl<'r> Plan<'r> {
         &self,
         route: &Route<'r>,
         depth: u32,
-        class: &str,
+        class: ErrorClass,
     ) -> Option<Cow<'r, [String]>> {
         let settings = &self.router.settings;
         let specific = match class {
-            "content_policy" => lookup(&settings.content_policy_fallbacks, route),
-            "context_window" => lookup(&settings.context_window_fallbacks, route),
+            ErrorClass::ContentPolicy => lookup(&settings.content_policy_fallbacks, route),
+            ErrorClass::ContextWindow => lookup(&settings.context_window_fallbacks, route),
             _ => None,
         };
         specific
@@ -562,7 +562,7 @@ mod tests {
     fn after<'r>(
         p: &mut Plan<'r>,
         pick: &Pick<'r>,
-        class: &'static str,
+        class: ErrorClass,
         status: u16,
     ) -> Option<Pick<'r>> {
         p.next(Some(&pick.failed(class, status, None)))
@@ -573,7 +573,7 @@ mod tests {
     }
 
     /// The deployments a plan calls when every attempt fails with `class`.
-    fn walk(p: &mut Plan<'_>, class: &'static str, status: u16) -> Vec<String> {
+    fn walk(p: &mut Plan<'_>, class: ErrorClass, status: u16) -> Vec<String> {
         let mut seen = Vec::new();
         let mut pick = p.next(None);
         while let Some(cur) = pick {
@@ -595,8 +595,8 @@ mod tests {
             (first.attempt, first.retry_of_group, first.delay),
             (1, 0, Duration::ZERO)
         );
-        let second = after(&mut p, &first, "internal_server", 500).unwrap();
-        let third = after(&mut p, &second, "timeout", 408).unwrap();
+        let second = after(&mut p, &first, ErrorClass::InternalServer, 500).unwrap();
+        let third = after(&mut p, &second, ErrorClass::Timeout, 408).unwrap();
         let mut ids = vec![id(&first), id(&second), id(&third)];
         ids.sort();
         assert_eq!(ids, ["a", "b", "c"], "each retry goes elsewhere");
@@ -605,7 +605,7 @@ mod tests {
             (3, 2, Duration::ZERO)
         );
         assert!(
-            after(&mut p, &third, "timeout", 408).is_none(),
+            after(&mut p, &third, ErrorClass::Timeout, 408).is_none(),
             "2 retries spent"
         );
         assert_eq!(
@@ -626,16 +626,16 @@ mod tests {
         );
         let mut p = plan(&r, "g", PlanInput::default()).unwrap();
         let first = p.next(None).unwrap();
-        let second = after(&mut p, &first, "internal_server", 500).unwrap();
+        let second = after(&mut p, &first, ErrorClass::InternalServer, 500).unwrap();
         assert_eq!(id(&second), "a");
         assert!(
             second.delay >= Duration::from_millis(375)
                 && second.delay <= Duration::from_millis(500)
         );
-        let asked = first.failed("rate_limit", 429, Some(Duration::from_secs(7)));
+        let asked = first.failed(ErrorClass::RateLimit, 429, Some(Duration::from_secs(7)));
         let third = p.next(Some(&asked)).unwrap();
         assert_eq!(third.delay, Duration::from_secs(7), "retry-after honoured");
-        let too_long = first.failed("rate_limit", 429, Some(Duration::from_secs(3600)));
+        let too_long = first.failed(ErrorClass::RateLimit, 429, Some(Duration::from_secs(3600)));
         assert!(p.next(Some(&too_long)).is_none(), "not waited for");
     }
 
@@ -647,7 +647,7 @@ mod tests {
         );
         let mut p = plan(&r, "g", PlanInput::default()).unwrap();
         let first = p.next(None).unwrap();
-        let next = after(&mut p, &first, "timeout", 408).unwrap();
+        let next = after(&mut p, &first, ErrorClass::Timeout, 408).unwrap();
         assert_eq!(
             (next.group.as_ref(), next.fallback_depth),
             ("h", 1),
@@ -655,13 +655,18 @@ mod tests {
         );
         let mut p = plan(&r, "g", PlanInput::default()).unwrap();
         let first = p.next(None).unwrap();
-        let next = after(&mut p, &first, "bad_request", 400).unwrap();
+        let next = after(&mut p, &first, ErrorClass::BadRequest, 400).unwrap();
         assert_eq!(
             (next.group.as_ref(), next.retry_of_group),
             ("g", 1),
             "policy allows one"
         );
-        assert_eq!(after(&mut p, &next, "bad_request", 400).unwrap().group, "h");
+        assert_eq!(
+            after(&mut p, &next, ErrorClass::BadRequest, 400)
+                .unwrap()
+                .group,
+            "h"
+        );
         let r = router(
             &models(&[("g", "a", ""), ("g", "b", ""), ("h", "h", "")]),
             "fallbacks: [{g: [h]}]",
@@ -669,13 +674,15 @@ mod tests {
         let mut p = plan(&r, "g", PlanInput::default()).unwrap();
         let first = p.next(None).unwrap();
         assert_eq!(
-            after(&mut p, &first, "bad_request", 400).unwrap().group,
+            after(&mut p, &first, ErrorClass::BadRequest, 400)
+                .unwrap()
+                .group,
             "h",
             "no retry by default"
         );
         let mut p = plan(&r, "g", PlanInput::default()).unwrap();
         let first = p.next(None).unwrap();
-        let next = after(&mut p, &first, "content_policy", 400).unwrap();
+        let next = after(&mut p, &first, ErrorClass::ContentPolicy, 400).unwrap();
         assert_eq!(
             next.group, "h",
             "content policy: no retry, regular fallbacks"
@@ -691,26 +698,30 @@ mod tests {
         let mut p = plan(&r, "g", PlanInput::default()).unwrap();
         let first = p.next(None).unwrap();
         assert_eq!(
-            after(&mut p, &first, "authentication", 401).unwrap().group,
+            after(&mut p, &first, ErrorClass::Authentication, 401)
+                .unwrap()
+                .group,
             "h"
         );
         let mut p = plan(&r, "g", PlanInput::default()).unwrap();
         let first = p.next(None).unwrap();
         assert_eq!(
-            after(&mut p, &first, "rate_limit", 429).unwrap().group,
+            after(&mut p, &first, ErrorClass::RateLimit, 429)
+                .unwrap()
+                .group,
             "h",
             "straight to fallbacks"
         );
         let r = router(&models(&[("g", "a", "")]), "");
         let mut p = plan(&r, "g", PlanInput::default()).unwrap();
         let first = p.next(None).unwrap();
-        let again = after(&mut p, &first, "rate_limit", 429).unwrap();
+        let again = after(&mut p, &first, ErrorClass::RateLimit, 429).unwrap();
         assert_eq!(
             (id(&again), again.retry_of_group),
             ("a".into(), 1),
             "no fallbacks: retry it"
         );
-        assert!(after(&mut p, &again, "authentication", 401).is_none());
+        assert!(after(&mut p, &again, ErrorClass::Authentication, 401).is_none());
     }
 
     #[test]
@@ -727,9 +738,9 @@ mod tests {
         let mut p = plan(&r, "a", PlanInput::default()).unwrap();
         let first = p.next(None).unwrap();
         // A retryable class, so `a` would be retried ten times; skip to `b`.
-        let mut in_b = after(&mut p, &first, "internal_server", 500).unwrap();
+        let mut in_b = after(&mut p, &first, ErrorClass::InternalServer, 500).unwrap();
         while in_b.group == "a" {
-            in_b = after(&mut p, &in_b, "internal_server", 500).unwrap();
+            in_b = after(&mut p, &in_b, ErrorClass::InternalServer, 500).unwrap();
         }
         assert_eq!(in_b.group, "b");
         let next = p.skip_group().unwrap();
@@ -745,7 +756,7 @@ mod tests {
         );
         let mut p = plan(&r, "a", PlanInput::default()).unwrap();
         assert_eq!(
-            walk(&mut p, "internal_server", 500),
+            walk(&mut p, ErrorClass::InternalServer, 500),
             ["a:a", "b:b", "d:d", "c:c", "e:e"]
         );
         assert_eq!(p.attempted_fallbacks(), 4);
@@ -759,7 +770,10 @@ mod tests {
             "num_retries: 0\nmax_fallbacks: 2\nfallbacks: [{a: [b, c, d]}]",
         );
         let mut p = plan(&r, "a", PlanInput::default()).unwrap();
-        assert_eq!(walk(&mut p, "internal_server", 500), ["a:a", "b:b", "c:c"]);
+        assert_eq!(
+            walk(&mut p, ErrorClass::InternalServer, 500),
+            ["a:a", "b:b", "c:c"]
+        );
         assert_eq!((p.attempted_fallbacks(), p.max_fallbacks()), (2, 2));
     }
 
@@ -844,16 +858,16 @@ mod tests {
             "content_policy_fallbacks: [{g: [safe]}]\ncontext_window_fallbacks: [{g: [long]}]\nfallbacks: [{g: [other]}]\nretry_policy: {ContentPolicyViolationErrorRetries: 3}",
         );
         for (class, status, group) in [
-            ("content_policy", 400, "safe"),
-            ("context_window", 400, "long"),
-            ("internal_server", 500, "g"),
+            (ErrorClass::ContentPolicy, 400, "safe"),
+            (ErrorClass::ContextWindow, 400, "long"),
+            (ErrorClass::InternalServer, 500, "g"),
         ] {
             let mut p = plan(&r, "g", PlanInput::default()).unwrap();
             let first = p.next(None).unwrap();
             assert_eq!(
                 after(&mut p, &first, class, status).unwrap().group,
                 group,
-                "{class}"
+                "{class:?}"
             );
         }
         let mut p = plan(
@@ -867,7 +881,9 @@ mod tests {
         .unwrap();
         let first = p.next(None).unwrap();
         assert_eq!(
-            after(&mut p, &first, "api_connection", 502).unwrap().group,
+            after(&mut p, &first, ErrorClass::ApiConnection, 502)
+                .unwrap()
+                .group,
             "other"
         );
     }
@@ -890,7 +906,7 @@ mod tests {
         };
         let mut p = plan(&r, "g", eu.clone()).unwrap();
         assert_eq!(
-            walk(&mut p, "internal_server", 500),
+            walk(&mut p, ErrorClass::InternalServer, 500),
             ["g:g-eu", "g:g-eu", "g:g-eu", "g:g-eu", "k:k-eu", "k:k-eu", "k:k-eu", "k:k-eu"]
         );
         let mut p = plan(&r, "h", eu.clone()).unwrap_err();
@@ -993,7 +1009,7 @@ mod tests {
             },
         )
         .unwrap();
-        let groups: Vec<_> = walk(&mut p, "internal_server", 500)
+        let groups: Vec<_> = walk(&mut p, ErrorClass::InternalServer, 500)
             .into_iter()
             .map(|s| s[..1].to_string())
             .collect();
@@ -1013,7 +1029,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            walk(&mut p, "internal_server", 500).len(),
+            walk(&mut p, ErrorClass::InternalServer, 500).len(),
             1,
             "no retries, fallbacks disabled"
         );
@@ -1027,7 +1043,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            walk(&mut p, "internal_server", 500).len(),
+            walk(&mut p, ErrorClass::InternalServer, 500).len(),
             8,
             "4 in g, then 4 in h"
         );
@@ -1051,12 +1067,12 @@ mod tests {
         let mut p = plan(&r, "g", PlanInput::default()).unwrap();
         let first = p.next(None).unwrap();
         r.on_start(&first);
-        let f = first.failed("rate_limit", 429, Some(Duration::from_secs(30)));
+        let f = first.failed(ErrorClass::RateLimit, 429, Some(Duration::from_secs(30)));
         r.on_end(&first, Duration::from_millis(3), Err(&f));
         assert!(r.is_cooling(&id(&first)));
         let second = p.next(Some(&f)).unwrap();
         assert_ne!(id(&second), id(&first));
-        let third = after(&mut p, &second, "internal_server", 500).unwrap();
+        let third = after(&mut p, &second, ErrorClass::InternalServer, 500).unwrap();
         assert_eq!(id(&third), id(&second), "healthy and tried beats cooling");
         assert!(third.delay > Duration::ZERO);
         for _ in 0..20 {
@@ -1107,7 +1123,9 @@ mod tests {
             "router-wide timeout"
         );
         assert_eq!(
-            after(&mut p, &first, "timeout", 408).unwrap().group,
+            after(&mut p, &first, ErrorClass::Timeout, 408)
+                .unwrap()
+                .group,
             "z",
             "keyed by pattern"
         );
@@ -1130,12 +1148,13 @@ mod tests {
             error_type: None,
             retry_after: Some("2.5".into()),
             provider_code: None,
+            class: ErrorClass::RateLimit,
         };
-        let f = AttemptFailure::from_error("rate_limit", &err, &pick);
+        let f = AttemptFailure::from_error(ErrorClass::RateLimit, &err, &pick);
         assert_eq!(
             f,
             AttemptFailure {
-                class: "rate_limit",
+                class: ErrorClass::RateLimit,
                 status: 429,
                 retry_after: Some(Duration::from_millis(2500)),
                 deployment: "a".into(),

@@ -1,6 +1,7 @@
 //! How many retries an error class gets, and how long to wait before one.
 
 use super::settings::{count, show};
+use crate::error::ErrorClass;
 use serde_yaml::Value;
 use std::time::Duration;
 
@@ -61,17 +62,18 @@ impl PerClass {
         Ok(p)
     }
 
-    /// The number for a LiteLLM error class (`"timeout"`, `"rate_limit"`,
-    /// ...), when set.
-    pub fn for_class(&self, class: &str) -> Option<u32> {
+    /// The number for an error class, when set (an overloaded provider
+    /// counts as an internal server error, a context-window error as a bad
+    /// request, as in LiteLLM).
+    pub fn for_class(&self, class: ErrorClass) -> Option<u32> {
         match class {
-            "timeout" => self.timeout,
-            "rate_limit" => self.rate_limit,
-            "authentication" => self.authentication,
-            "content_policy" => self.content_policy,
-            "bad_request" | "context_window" => self.bad_request,
-            "internal_server" => self.internal_server,
-            _ => None,
+            ErrorClass::Timeout => self.timeout,
+            ErrorClass::RateLimit => self.rate_limit,
+            ErrorClass::Authentication => self.authentication,
+            ErrorClass::ContentPolicy => self.content_policy,
+            ErrorClass::BadRequest | ErrorClass::ContextWindow => self.bad_request,
+            ErrorClass::InternalServer | ErrorClass::Overloaded => self.internal_server,
+            ErrorClass::ApiConnection | ErrorClass::ClientDisconnected | ErrorClass::CutOff => None,
         }
     }
 }
@@ -80,9 +82,9 @@ impl PerClass {
 /// set, else none for a request the provider refused as such (bad request,
 /// context window, content policy: the same request fails the same way;
 /// LiteLLM retries them and wastes the calls), else `num_retries`.
-pub(crate) fn retries_for(policy: &PerClass, class: &str, num_retries: u32) -> u32 {
+pub(crate) fn retries_for(policy: &PerClass, class: ErrorClass, num_retries: u32) -> u32 {
     policy.for_class(class).unwrap_or(match class {
-        "bad_request" | "context_window" | "content_policy" => 0,
+        ErrorClass::BadRequest | ErrorClass::ContextWindow | ErrorClass::ContentPolicy => 0,
         _ => num_retries,
     })
 }
@@ -119,15 +121,18 @@ mod tests {
             bad_request: Some(1),
             ..Default::default()
         };
-        assert_eq!(retries_for(&p, "timeout", 2), 5);
-        assert_eq!(retries_for(&p, "bad_request", 2), 1);
-        assert_eq!(retries_for(&p, "context_window", 2), 1);
-        assert_eq!(retries_for(&p, "rate_limit", 2), 2);
-        assert_eq!(retries_for(&p, "internal_server", 3), 3);
-        assert_eq!(retries_for(&p, "api_connection", 3), 3);
-        assert_eq!(retries_for(&p, "authentication", 3), 3);
-        assert_eq!(retries_for(&p, "content_policy", 3), 0);
-        assert_eq!(retries_for(&PerClass::default(), "bad_request", 3), 0);
+        assert_eq!(retries_for(&p, ErrorClass::Timeout, 2), 5);
+        assert_eq!(retries_for(&p, ErrorClass::BadRequest, 2), 1);
+        assert_eq!(retries_for(&p, ErrorClass::ContextWindow, 2), 1);
+        assert_eq!(retries_for(&p, ErrorClass::RateLimit, 2), 2);
+        assert_eq!(retries_for(&p, ErrorClass::InternalServer, 3), 3);
+        assert_eq!(retries_for(&p, ErrorClass::ApiConnection, 3), 3);
+        assert_eq!(retries_for(&p, ErrorClass::Authentication, 3), 3);
+        assert_eq!(retries_for(&p, ErrorClass::ContentPolicy, 3), 0);
+        assert_eq!(
+            retries_for(&PerClass::default(), ErrorClass::BadRequest, 3),
+            0
+        );
     }
 
     #[test]

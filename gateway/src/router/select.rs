@@ -133,7 +133,7 @@ fn excluded(router: &Router, slot: usize, ask: &Ask<'_>, minute: u64) -> Option<
 }
 
 fn tier(router: &Router, slot: usize, ask: &Ask<'_>) -> u8 {
-    if router.cooldowns.is_cooling(slot, ask.now_ms) {
+    if router.cooldowns.is_cooling(slot, ask.now_ms) || router.is_down(slot) {
         COOLING
     } else if ask.failed == Some(slot) {
         FAILED

@@ -324,12 +324,25 @@ mod tests {
             (s.num_retries, s.retry_after),
             (3, Duration::from_millis(500))
         );
-        assert_eq!(s.retry_policy.for_class("timeout"), Some(4));
-        assert_eq!(s.retry_policy.for_class("bad_request"), Some(0));
-        assert_eq!(s.retry_policy.for_class("rate_limit"), None);
+        assert_eq!(
+            s.retry_policy.for_class(crate::error::ErrorClass::Timeout),
+            Some(4)
+        );
+        assert_eq!(
+            s.retry_policy
+                .for_class(crate::error::ErrorClass::BadRequest),
+            Some(0)
+        );
+        assert_eq!(
+            s.retry_policy
+                .for_class(crate::error::ErrorClass::RateLimit),
+            None
+        );
         assert_eq!(s.allowed_fails, Some(2));
         assert_eq!(
-            s.allowed_fails_policy.unwrap().for_class("rate_limit"),
+            s.allowed_fails_policy
+                .unwrap()
+                .for_class(crate::error::ErrorClass::RateLimit),
             Some(10)
         );
         assert_eq!(s.cooldown_time, Duration::from_secs(30));

@@ -85,7 +85,7 @@ pub async fn serve(tcp: TcpStream, worker: Rc<Worker>) {
                 Err(err) => {
                     let mut out = Responder::new(&mut stream, false, head_only, false)
                         .with_write_timeout(write_timeout);
-                    let _ = out.send_error(&err, None).await;
+                    api::refuse(&worker, &head, err, &mut out, received_at).await;
                     return;
                 }
             }

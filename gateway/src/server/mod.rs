@@ -64,6 +64,8 @@ async fn serve_core(shared: Arc<Shared>, listener: std::net::TcpListener, worker
         }
     };
     let worker = Rc::new(Worker::new(shared.clone(), workers));
+    shared.metrics.attach_this_thread();
+    shared.tracer.attach_this_thread();
     let sweeper = worker.clone();
     spawn_guarded("sweeper", async move {
         loop {
@@ -78,6 +80,7 @@ async fn serve_core(shared: Arc<Shared>, listener: std::net::TcpListener, worker
         loop {
             monoio::time::sleep(FLUSH_EVERY).await;
             crate::proxy::flush_spend(&flusher);
+            crate::otel::flush_this_thread();
             crate::logging::flush_this_thread();
         }
     });

@@ -5,17 +5,31 @@ use super::prices::Price;
 use super::usage::Usage;
 
 /// USD spent by a finished request, to charge keys, users, teams and
-/// budgets.
+/// budgets: prompt tokens read from or written to the provider's cache at
+/// their own prices (LiteLLM's formula), the rest at the input price.
 pub fn cost(usage: Usage, price: Price) -> f64 {
-    usage.prompt_tokens as f64 * price.input_per_token
+    let cached = usage.cached_tokens.min(usage.prompt_tokens);
+    let created = usage
+        .cache_creation_tokens
+        .min(usage.prompt_tokens - cached);
+    let plain = usage.prompt_tokens - cached - created;
+    let input = price.input_per_token;
+    plain as f64 * input
+        + cached as f64 * price.cache_read_per_token.unwrap_or(input)
+        + created as f64 * price.cache_creation_per_token.unwrap_or(input)
         + usage.completion_tokens as f64 * price.output_per_token
 }
 
 /// The most a request can cost, reserved against a budget at admission so
-/// concurrent requests cannot overspend it: the estimated prompt plus the
-/// full completion cap.
+/// concurrent requests cannot overspend it: the estimated prompt at the
+/// dearest prompt price (a cache write can cost more than plain input) plus
+/// the full completion cap.
 pub fn worst_case_cost(prompt_estimate: u64, max_output: u64, price: Price) -> f64 {
-    prompt_estimate as f64 * price.input_per_token + max_output as f64 * price.output_per_token
+    let prompt_price = price
+        .input_per_token
+        .max(price.cache_read_per_token.unwrap_or(0.0))
+        .max(price.cache_creation_per_token.unwrap_or(0.0));
+    prompt_estimate as f64 * prompt_price + max_output as f64 * price.output_per_token
 }
 
 #[cfg(test)]
@@ -25,6 +39,8 @@ mod tests {
     const PRICE: Price = Price {
         input_per_token: 2.5e-6,
         output_per_token: 10e-6,
+        cache_read_per_token: None,
+        cache_creation_per_token: None,
     };
 
     fn close(a: f64, b: f64) -> bool {
@@ -36,6 +52,7 @@ mod tests {
         let usage = Usage {
             prompt_tokens: 1_000_000,
             completion_tokens: 500,
+            ..Default::default()
         };
         assert!(close(cost(usage, PRICE), 2.5 + 0.005));
         assert_eq!(cost(Usage::default(), PRICE), 0.0);
@@ -49,7 +66,37 @@ mod tests {
         let usage = Usage {
             prompt_tokens: 400,
             completion_tokens: 16_384,
+            ..Default::default()
         };
         assert_eq!(worst_case_cost(400, 16_384, PRICE), cost(usage, PRICE));
+    }
+
+    #[test]
+    fn cached_and_cache_creation_tokens_have_their_own_prices() {
+        let price = Price {
+            input_per_token: 3e-6,
+            output_per_token: 15e-6,
+            cache_read_per_token: Some(0.3e-6),
+            cache_creation_per_token: Some(3.75e-6),
+        };
+        let usage = Usage {
+            prompt_tokens: 1_000 + 10_000 + 2_000,
+            completion_tokens: 100,
+            cached_tokens: 10_000,
+            cache_creation_tokens: 2_000,
+        };
+        let want = 1_000.0 * 3e-6 + 10_000.0 * 0.3e-6 + 2_000.0 * 3.75e-6 + 100.0 * 15e-6;
+        assert!(close(cost(usage, price), want));
+        // Without cache prices, cached tokens cost the input price.
+        assert!(close(cost(usage, PRICE), 13_000.0 * 2.5e-6 + 100.0 * 10e-6));
+        // Inconsistent counts never go negative.
+        let odd = Usage {
+            prompt_tokens: 5,
+            cached_tokens: 9,
+            cache_creation_tokens: 9,
+            ..Default::default()
+        };
+        assert!(close(cost(odd, price), 5.0 * 0.3e-6));
+        assert!(close(worst_case_cost(10, 0, price), 10.0 * 3.75e-6));
     }
 }

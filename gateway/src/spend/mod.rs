@@ -18,5 +18,5 @@ pub use cost::{cost, worst_case_cost};
 pub use prices::{is_priced, max_output_tokens, price_for, shipped, ModelPrice, Price};
 pub use usage::{
     estimate_prompt_tokens, from_response_body, from_response_tail, inject_include_usage,
-    PromptEstimate, StreamUsage, Usage, UsageSource,
+    tokens_of_chars, PromptEstimate, StreamUsage, Usage, UsageSource,
 };

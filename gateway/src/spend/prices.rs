@@ -10,6 +10,12 @@ pub struct Price {
     pub input_per_token: f64,
     /// USD per completion (output) token.
     pub output_per_token: f64,
+    /// USD per prompt token read from the provider's prompt cache
+    /// (`cache_read_input_token_cost`); `None`: the input price.
+    pub cache_read_per_token: Option<f64>,
+    /// USD per prompt token written to the provider's prompt cache
+    /// (`cache_creation_input_token_cost`); `None`: the input price.
+    pub cache_creation_per_token: Option<f64>,
 }
 
 /// A shipped table entry: the list price and the completion cap, so a
@@ -31,10 +37,26 @@ const fn row(name: &'static str, input: f64, output: f64, max_out: u64) -> Row {
             price: Price {
                 input_per_token: input,
                 output_per_token: output,
+                cache_read_per_token: None,
+                cache_creation_per_token: None,
             },
             max_output_tokens: if max_out == 0 { None } else { Some(max_out) },
         },
     }
+}
+
+/// A row with prompt-cache prices: reads and (5-minute) writes, per token,
+/// as Anthropic lists them (a tenth and five quarters of the input price).
+const fn cached_row(
+    name: &'static str,
+    (input, output): (f64, f64),
+    (read, write): (f64, f64),
+    max_out: u64,
+) -> Row {
+    let mut r = row(name, input, output, max_out);
+    r.entry.price.cache_read_per_token = Some(read);
+    r.entry.price.cache_creation_per_token = Some(write);
+    r
 }
 
 struct Row {
@@ -72,13 +94,48 @@ static TABLE: &[Row] = &[
     row("text-embedding-3-large", 0.13e-6, 0.0, 0),
     row("text-embedding-ada-002", 0.10e-6, 0.0, 0),
     // Anthropic
-    row("claude-3-5-sonnet", 3.00e-6, 15.00e-6, 8_192),
-    row("claude-3-7-sonnet", 3.00e-6, 15.00e-6, 64_000),
-    row("claude-sonnet-4", 3.00e-6, 15.00e-6, 64_000),
-    row("claude-3-5-haiku", 0.80e-6, 4.00e-6, 8_192),
-    row("claude-3-haiku", 0.25e-6, 1.25e-6, 4_096),
-    row("claude-3-opus", 15.00e-6, 75.00e-6, 4_096),
-    row("claude-opus-4", 15.00e-6, 75.00e-6, 32_000),
+    cached_row(
+        "claude-3-5-sonnet",
+        (3.00e-6, 15.00e-6),
+        (0.30e-6, 3.75e-6),
+        8_192,
+    ),
+    cached_row(
+        "claude-3-7-sonnet",
+        (3.00e-6, 15.00e-6),
+        (0.30e-6, 3.75e-6),
+        64_000,
+    ),
+    cached_row(
+        "claude-sonnet-4",
+        (3.00e-6, 15.00e-6),
+        (0.30e-6, 3.75e-6),
+        64_000,
+    ),
+    cached_row(
+        "claude-3-5-haiku",
+        (0.80e-6, 4.00e-6),
+        (0.08e-6, 1.00e-6),
+        8_192,
+    ),
+    cached_row(
+        "claude-3-haiku",
+        (0.25e-6, 1.25e-6),
+        (0.03e-6, 0.30e-6),
+        4_096,
+    ),
+    cached_row(
+        "claude-3-opus",
+        (15.00e-6, 75.00e-6),
+        (1.50e-6, 18.75e-6),
+        4_096,
+    ),
+    cached_row(
+        "claude-opus-4",
+        (15.00e-6, 75.00e-6),
+        (1.50e-6, 18.75e-6),
+        32_000,
+    ),
     // Google (prompts up to 128k / 200k tokens)
     row("gemini-1.5-pro", 1.25e-6, 5.00e-6, 8_192),
     row("gemini-1.5-flash", 0.075e-6, 0.30e-6, 8_192),
@@ -113,14 +170,22 @@ pub fn shipped(model: &str) -> Option<&'static ModelPrice> {
 
 /// The price billed for a request served by `dep` as `upstream_model` (the
 /// concrete name, which differs from `dep.upstream_model` on wildcard
-/// entries). Each of the deployment's `input_cost_per_token` and
-/// `output_cost_per_token` wins on its own; a side without a configured or
-/// shipped price costs 0, so unknown and self-hosted models are free.
+/// entries). Each of the deployment's `input_cost_per_token`,
+/// `output_cost_per_token`, `cache_read_input_token_cost` and
+/// `cache_creation_input_token_cost` wins on its own; a side without a
+/// configured or shipped price costs 0, so unknown and self-hosted models
+/// are free (cache prices default to the input price).
 pub fn price_for(dep: &Deployment, upstream_model: &str) -> Price {
     let table = shipped(upstream_model).map(|m| m.price).unwrap_or_default();
     Price {
         input_per_token: dep.input_cost_per_token.unwrap_or(table.input_per_token),
         output_per_token: dep.output_cost_per_token.unwrap_or(table.output_per_token),
+        cache_read_per_token: dep
+            .cache_read_input_token_cost
+            .or(table.cache_read_per_token),
+        cache_creation_per_token: dep
+            .cache_creation_input_token_cost
+            .or(table.cache_creation_per_token),
     }
 }
 
@@ -224,8 +289,26 @@ mod tests {
             price_for(&both, "gpt-4o"),
             Price {
                 input_per_token: 0.5,
-                output_per_token: 2.0
+                output_per_token: 2.0,
+                ..Default::default()
             }
+        );
+        let cached =
+            deployment("cache_read_input_token_cost: 0.1, cache_creation_input_token_cost: 0.7");
+        let p = price_for(&cached, "claude-3-5-sonnet-20241022");
+        assert_eq!(
+            (p.cache_read_per_token, p.cache_creation_per_token),
+            (Some(0.1), Some(0.7))
+        );
+        assert_eq!(p.input_per_token, 3.0e-6);
+        let p = price_for(&deployment(""), "claude-sonnet-4-20250514");
+        assert_eq!(
+            (p.cache_read_per_token, p.cache_creation_per_token),
+            (Some(0.30e-6), Some(3.75e-6))
+        );
+        assert_eq!(
+            price_for(&deployment(""), "gpt-4o").cache_read_per_token,
+            None
         );
         let input_only = deployment("input_cost_per_token: 0.5");
         let p = price_for(&input_only, "gpt-4o");

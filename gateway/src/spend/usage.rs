@@ -10,10 +10,17 @@ use std::borrow::Cow;
 /// Token counts of one request, the quantity spend is computed from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
-    /// Prompt (input) tokens.
+    /// Prompt (input) tokens, cached ones included.
     pub prompt_tokens: u64,
     /// Completion (output) tokens; 0 for embeddings.
     pub completion_tokens: u64,
+    /// Of the prompt tokens, those read from the provider's prompt cache
+    /// (OpenAI's `prompt_tokens_details.cached_tokens`, Anthropic's
+    /// `cache_read_input_tokens`).
+    pub cached_tokens: u64,
+    /// Of the prompt tokens, those written to the provider's prompt cache
+    /// (Anthropic's `cache_creation_input_tokens`).
+    pub cache_creation_tokens: u64,
 }
 
 /// Whether a stream's usage came from the provider or from counting text,
@@ -26,12 +33,20 @@ pub enum UsageSource {
     Estimated,
 }
 
-/// An OpenAI `usage` object; other members (`total_tokens`, details) are
-/// skipped.
+/// An OpenAI `usage` object; other members (`total_tokens`, other
+/// details) are skipped. `cache_creation_input_tokens` is how LiteLLM and
+/// the gateway report Anthropic's cache writes in OpenAI's shape.
 #[derive(Deserialize)]
 struct UsageView {
     prompt_tokens: Option<u64>,
     completion_tokens: Option<u64>,
+    prompt_tokens_details: Option<DetailsView>,
+    cache_creation_input_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct DetailsView {
+    cached_tokens: Option<u64>,
 }
 
 impl UsageView {
@@ -42,6 +57,12 @@ impl UsageView {
         Some(Usage {
             prompt_tokens: self.prompt_tokens.unwrap_or(0),
             completion_tokens: self.completion_tokens.unwrap_or(0),
+            cached_tokens: self
+                .prompt_tokens_details
+                .as_ref()
+                .and_then(|d| d.cached_tokens)
+                .unwrap_or(0),
+            cache_creation_tokens: self.cache_creation_input_tokens.unwrap_or(0),
         })
     }
 }
@@ -204,6 +225,7 @@ impl StreamUsage {
                 Usage {
                     prompt_tokens: prompt_estimate(),
                     completion_tokens: tokens_of_chars(self.chars),
+                    ..Usage::default()
                 },
                 UsageSource::Estimated,
             ),
@@ -277,8 +299,9 @@ impl StreamUsage {
     }
 }
 
-/// Tokens for `chars` characters of text, rounded up.
-fn tokens_of_chars(chars: u64) -> u64 {
+/// Tokens for `chars` characters of text, rounded up (LiteLLM's estimate
+/// of 4 characters a token).
+pub fn tokens_of_chars(chars: u64) -> u64 {
     chars.div_ceil(4)
 }
 
@@ -339,6 +362,9 @@ struct PromptView<'a> {
     prompt: Option<&'a RawValue>,
     #[serde(borrow)]
     input: Option<&'a RawValue>,
+    /// Anthropic's top-level system prompt (a string or text blocks).
+    #[serde(borrow)]
+    system: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -393,9 +419,9 @@ impl std::fmt::Debug for PromptEstimate<'_> {
 /// the prompt count of a stream that reports no usage: a quarter of the
 /// input text's characters, rounded up (LiteLLM's estimate), plus one per
 /// token id of a pre-tokenized `prompt` or `input`; at least 1. Reads chat
-/// `messages[].content` (string or `text` parts), completions `prompt` and
-/// embeddings `input` (string or array); a body that does not parse counts
-/// as a quarter of its bytes.
+/// and Messages `messages[].content` (string or `text` parts), Messages'
+/// `system`, completions `prompt` and embeddings `input` (string or array);
+/// a body that does not parse counts as a quarter of its bytes.
 pub fn estimate_prompt_tokens(body: &[u8]) -> u64 {
     let estimate = match serde_json::from_slice::<PromptView>(body) {
         Ok(view) => {
@@ -404,6 +430,9 @@ pub fn estimate_prompt_tokens(body: &[u8]) -> u64 {
                 if let Some(content) = message.content {
                     tally.content(content);
                 }
+            }
+            if let Some(system) = view.system {
+                tally.content(system);
             }
             for raw in [view.prompt, view.input].into_iter().flatten() {
                 tally.text_or_tokens(raw, 0);
@@ -490,6 +519,7 @@ mod tests {
         Usage {
             prompt_tokens,
             completion_tokens,
+            ..Usage::default()
         }
     }
 
@@ -497,6 +527,15 @@ mod tests {
     fn response_usage_of_chat_completions_and_embeddings() {
         let chat = br#"{"id":"x","choices":[{"message":{"role":"assistant","content":"hi"}}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":0}}}"#;
         assert_eq!(from_response_body(chat), Some(usage(12, 3)));
+        let cached = br#"{"usage":{"prompt_tokens":120,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":100,"cache_creation_tokens":15},"cache_creation_input_tokens":15}}"#;
+        assert_eq!(
+            from_response_body(cached),
+            Some(Usage {
+                cached_tokens: 100,
+                cache_creation_tokens: 15,
+                ..usage(120, 3)
+            })
+        );
         let embeddings = br#"{"object":"list","data":[{"embedding":[0.1,0.2],"index":0}],"model":"text-embedding-3-small","usage":{"prompt_tokens":8,"total_tokens":8}}"#;
         assert_eq!(from_response_body(embeddings), Some(usage(8, 0)));
         assert_eq!(from_response_body(br#"{"choices":[]}"#), None);
@@ -648,6 +687,11 @@ mod tests {
         });
         // 4 + 4 + 1 = 9 characters → 3 tokens.
         assert_eq!(estimate_prompt_tokens(body.to_string().as_bytes()), 3);
+        let messages = json!({
+            "system": [{"type": "text", "text": "abcd"}],
+            "messages": [{"role": "user", "content": "efgh"}],
+        });
+        assert_eq!(estimate_prompt_tokens(messages.to_string().as_bytes()), 2);
         let escaped = br#"{"messages":[{"role":"user","content":"\"\u00e9\"\n"}]}"#;
         assert_eq!(estimate_prompt_tokens(escaped), 1);
     }
@@ -715,13 +759,7 @@ mod tests {
     #[test]
     fn usage_is_found_in_the_tail_of_a_body_too_large_to_keep() {
         let tail = br#"ntent":"the text said \"usage\": {\"prompt_tokens\": 1}"}}],"usage":{"prompt_tokens":1200,"completion_tokens":34,"total_tokens":1234}}"#;
-        assert_eq!(
-            from_response_tail(tail),
-            Some(Usage {
-                prompt_tokens: 1200,
-                completion_tokens: 34
-            })
-        );
+        assert_eq!(from_response_tail(tail), Some(usage(1200, 34)));
         assert_eq!(from_response_tail(b"xx\"usage\": nope"), None);
         assert_eq!(from_response_tail(b"no usage here"), None);
     }

@@ -1,8 +1,9 @@
 //! The upstream HTTP/1.1 client of one core: pooled keep-alive connections,
-//! TLS, deadlines, and one retry on a fresh connection when a connection dies
-//! before any response byte.
+//! TLS, DNS off the core (`dns`), deadlines, and one retry on a fresh
+//! connection when a connection dies before any response byte.
 
 mod conn;
+mod dns;
 mod pool;
 mod tls;
 
@@ -20,7 +21,6 @@ use pool::Pool;
 use rustls::pki_types::ServerName;
 use std::cell::RefCell;
 use std::io;
-use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -46,14 +46,8 @@ pub enum UpstreamError {
 pub struct UpstreamClient {
     pool: Rc<RefCell<Pool>>,
     tls: monoio_rustls::TlsConnector,
-    resolved: RefCell<DnsCache>,
+    dns: dns::Resolver,
 }
-
-/// Resolved addresses per (host, port), with the time they were resolved.
-type DnsCache = std::collections::HashMap<(String, u16), (Vec<SocketAddr>, Instant)>;
-
-/// How long a resolved host address is reused.
-const DNS_TTL: Duration = Duration::from_secs(60);
 
 impl UpstreamClient {
     /// A client whose idle connections expire after `idle`.
@@ -61,7 +55,7 @@ impl UpstreamClient {
         UpstreamClient {
             pool: Rc::new(RefCell::new(Pool::new(idle))),
             tls: monoio_rustls::TlsConnector::from(tls),
-            resolved: RefCell::default(),
+            dns: dns::Resolver::default(),
         }
     }
 
@@ -119,7 +113,11 @@ impl UpstreamClient {
     }
 
     async fn connect(&self, origin: &Origin) -> Result<UpstreamConn, UpstreamError> {
-        let addrs = self.resolve(&origin.host, origin.port)?;
+        let addrs = self
+            .dns
+            .resolve(&origin.host, origin.port)
+            .await
+            .map_err(UpstreamError::Connect)?;
         let mut last = None;
         let mut tcp = None;
         for addr in addrs {
@@ -144,28 +142,6 @@ impl UpstreamClient {
             UpstreamError::Connect(format!("TLS handshake with {}: {e}", origin.host))
         })?;
         Ok(UpstreamConn::Tls(Box::new(tls)))
-    }
-
-    /// Resolves `host` once per TTL per core; IP literals never touch DNS.
-    fn resolve(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, UpstreamError> {
-        if let Ok(ip) = host.parse::<std::net::IpAddr>() {
-            return Ok(vec![SocketAddr::new(ip, port)]);
-        }
-        let key = (host.to_string(), port);
-        if let Some((addrs, at)) = self.resolved.borrow().get(&key) {
-            if at.elapsed() < DNS_TTL {
-                return Ok(addrs.clone());
-            }
-        }
-        use std::net::ToSocketAddrs;
-        let addrs: Vec<SocketAddr> = (host, port)
-            .to_socket_addrs()
-            .map_err(|e| UpstreamError::Connect(format!("resolve {host}: {e}")))?
-            .collect();
-        self.resolved
-            .borrow_mut()
-            .insert(key, (addrs.clone(), Instant::now()));
-        Ok(addrs)
     }
 }
 
@@ -226,26 +202,42 @@ async fn exchange(
     }
     conn.flush().await.map_err(died)?;
     let mut buf = ReadBuffer::with_capacity(8 * 1024);
+    let mut interim = 0;
     loop {
         let n = buf.fill(conn).await.map_err(died)?;
         if n == 0 {
-            return Err(if buf.is_empty() {
+            return Err(if buf.is_empty() && interim == 0 {
                 Exchange::DiedBeforeResponse("closed before responding".into())
             } else {
                 Exchange::Failed(UpstreamError::Io("closed inside the response head".into()))
             });
         }
-        match parse_response_head(buf.bytes()) {
-            Ok(Some((head, len))) if (100..200).contains(&head.status) => buf.consume(len),
-            Ok(Some((head, len))) => {
-                buf.consume(len);
-                return Ok((head, buf));
+        // One read may hold interim heads (100 Continue, 103) and the final
+        // head: skip the former without waiting for another read.
+        loop {
+            match parse_response_head(buf.bytes()) {
+                Ok(Some((head, len))) if (100..200).contains(&head.status) => {
+                    buf.consume(len);
+                    interim += 1;
+                    if interim > MAX_INTERIM_HEADS {
+                        return Err(Exchange::Failed(UpstreamError::Protocol(
+                            "too many interim responses".into(),
+                        )));
+                    }
+                }
+                Ok(Some((head, len))) => {
+                    buf.consume(len);
+                    return Ok((head, buf));
+                }
+                Ok(None) => break,
+                Err(e) => return Err(Exchange::Failed(UpstreamError::Protocol(e))),
             }
-            Ok(None) => {}
-            Err(e) => return Err(Exchange::Failed(UpstreamError::Protocol(e))),
         }
     }
 }
+
+/// Most interim (1xx) heads accepted before the final one.
+const MAX_INTERIM_HEADS: usize = 16;
 
 enum BodyState {
     Length(u64),

@@ -79,26 +79,42 @@ pub struct RequestMix {
 }
 
 impl RequestMix {
-    /// Renders `spec` for `target`.
+    /// Renders `spec` for `target`. A target path ending in `/messages`
+    /// gets Anthropic Messages requests (the key in `x-api-key`, an
+    /// `anthropic-version`), any other chat completions requests.
     pub fn new(spec: &RequestSpec, target: &Target) -> RequestMix {
-        let prefix = format!(
+        let messages = target.path.ends_with("/messages");
+        let mut prefix = format!(
             "POST {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: loadgen\r\nContent-Type: application/json\r\n",
             target.path, target.host
-        )
-        .into_bytes();
+        );
+        if messages {
+            prefix.push_str("anthropic-version: 2023-06-01\r\n");
+        }
+        let prefix = prefix.into_bytes();
         let auth = if spec.keys.is_empty() {
             vec![Vec::new()]
         } else {
             spec.keys
                 .iter()
-                .map(|k| format!("Authorization: Bearer {k}\r\n").into_bytes())
+                .map(|k| {
+                    if messages {
+                        format!("x-api-key: {k}\r\n").into_bytes()
+                    } else {
+                        format!("Authorization: Bearer {k}\r\n").into_bytes()
+                    }
+                })
                 .collect()
         };
         let bodies = spec
             .models
             .iter()
             .map(|model| {
-                let body = chat_body(model, spec.body_size, spec.max_tokens, spec.stream);
+                let body = if messages {
+                    messages_body(model, spec.body_size, spec.max_tokens, spec.stream)
+                } else {
+                    chat_body(model, spec.body_size, spec.max_tokens, spec.stream)
+                };
                 let end = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
                 (end, body)
             })
@@ -128,15 +144,35 @@ impl RequestMix {
 /// A chat-completions body for `model` of about `size` bytes: one user
 /// message padded with prose.
 pub fn chat_body(model: &str, size: usize, max_tokens: u64, stream: bool) -> Vec<u8> {
-    let render = |content: &str| {
-        serde_json::to_vec(&json!({
+    padded(size, |content| {
+        json!({
             "model": model,
             "messages": [{"role": "user", "content": content}],
             "max_tokens": max_tokens,
             "stream": stream,
-        }))
-        .expect("a JSON value always serializes")
-    };
+        })
+    })
+}
+
+/// An Anthropic Messages body for `model` of about `size` bytes, as Claude
+/// Code sends one: a system block and one user message padded with prose.
+pub fn messages_body(model: &str, size: usize, max_tokens: u64, stream: bool) -> Vec<u8> {
+    padded(size, |content| {
+        json!({
+            "model": model,
+            "max_tokens": max_tokens,
+            "system": [{"type": "text", "text": "You are a helpful assistant."}],
+            "messages": [{"role": "user", "content": [{"type": "text", "text": content}]}],
+            "stream": stream,
+        })
+    })
+}
+
+/// `body(filler)` serialized, the filler prose sized so the whole is about
+/// `size` bytes.
+fn padded(size: usize, body: impl Fn(&str) -> serde_json::Value) -> Vec<u8> {
+    let render =
+        |content: &str| serde_json::to_vec(&body(content)).expect("a JSON value always serializes");
     let bare = render("").len();
     let words = "the quick brown fox jumps over the lazy dog while the gateway routes ";
     let filler: String = words
@@ -173,6 +209,27 @@ mod tests {
             chat_body("m", 10, 1, false).len() > 10,
             "never truncated below valid JSON"
         );
+    }
+
+    #[test]
+    fn messages_targets_get_anthropic_requests() {
+        let target = Target::parse("http://127.0.0.1:1/v1/messages").unwrap();
+        let mix = RequestMix::new(&spec(&["claude"], &["k1"]), &target);
+        let mut out = Vec::new();
+        mix.write(0, &mut out);
+        let text = String::from_utf8(out).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(
+            head.contains("\r\nx-api-key: k1\r\n")
+                && head.contains("anthropic-version: 2023-06-01")
+        );
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(
+            (v["model"].as_str(), v["max_tokens"].as_u64()),
+            (Some("claude"), Some(7))
+        );
+        assert!(v["messages"][0]["content"][0]["text"].is_string());
+        assert_eq!(messages_body("m", 4096, 1, false).len(), 4096);
     }
 
     #[test]

@@ -169,7 +169,22 @@ impl<S: AsyncReadRent + AsyncWriteRent> Conn<S> {
 
         let reply = if let Some(status) = controls.injected_error(&shared.config) {
             shared.stats.record_failure(self.worker.index);
-            errors::injected(status, controls.error_message.as_deref())
+            match route {
+                // Anthropic's endpoints fail in Anthropic's shape.
+                Route::Messages | Route::CountTokens => api::anthropic::error(
+                    status,
+                    controls.error_message.as_deref().unwrap_or("mock error"),
+                ),
+                Route::GenerateContent => api::gemini::error(
+                    status,
+                    controls.error_message.as_deref().unwrap_or("mock error"),
+                ),
+                Route::Converse => api::bedrock::error(
+                    status,
+                    controls.error_message.as_deref().unwrap_or("mock error"),
+                ),
+                _ => errors::injected(status, controls.error_message.as_deref()),
+            }
         } else {
             match (route, &body) {
                 (Route::NotFound, _) => errors::not_found(&req.method, req.path()),
@@ -180,6 +195,7 @@ impl<S: AsyncReadRent + AsyncWriteRent> Conn<S> {
                         created: unix_now(),
                         model: model.unwrap_or("mock"),
                         controls: &controls,
+                        req: &req,
                     };
                     api::handle(route, &ctx, v)
                 }
@@ -256,7 +272,7 @@ impl<S: AsyncReadRent + AsyncWriteRent> Conn<S> {
                 out.extend_from_slice(&body);
                 self.write(out).await?;
             }
-            Body::Stream(events) => {
+            Body::Stream(events) | Body::EventStream(events) => {
                 let head = http::response_head(
                     reply.status,
                     content_type,
@@ -330,7 +346,7 @@ struct Account<'a> {
 }
 
 /// The caller's key: the bearer token (or whole `Authorization` value), else
-/// `x-api-key`.
+/// `x-api-key` (Anthropic), else `api-key` (Azure).
 fn api_key(req: &Request) -> Option<&str> {
     if let Some(auth) = req.header("authorization") {
         let auth = auth.trim();
@@ -339,7 +355,9 @@ fn api_key(req: &Request) -> Option<&str> {
             _ => auth,
         });
     }
-    req.header("x-api-key").map(str::trim)
+    req.header("x-api-key")
+        .or_else(|| req.header("api-key"))
+        .map(str::trim)
 }
 
 fn unix_now() -> u64 {

@@ -31,7 +31,10 @@ Options:
                             in a private redis-server); router-group (master key, a
                             group of 3 deployments with retries and a fallback
                             group); spend-logging (virtual key, keys and spend rows
-                            in Postgres: needs --database-url) [default: master-key]
+                            in Postgres: needs --database-url); anthropic (chat
+                            completions to an anthropic/ deployment, translated both
+                            ways); messages (Anthropic /v1/messages, direct and to an
+                            anthropic/ deployment, passed through) [default: master-key]
   --database-url URL        an empty Postgres database (spend-logging)
   --rate R                  requests/s of the measured rounds [default: 1000]
   --duration D              length of each round, per target [default: 10s]
@@ -41,6 +44,9 @@ Options:
   --search-duration D       max-rate search: length of each probe [default: 2s]
   --no-search               skip the max-rate search
   --no-pin                  do not pin the gateway and the load side to separate CPUs
+  --no-nginx                skip the nginx baseline (nginx as a plain reverse proxy to
+                            the mock, same workers and CPUs as the gateway; measured
+                            whenever /usr/sbin/nginx exists)
 {FLAGS_USAGE}  --json FILE               also write the report as JSON
   -h, --help                print this help
 "
@@ -64,6 +70,12 @@ pub enum Variant {
     RouterGroup,
     /// A virtual key on a gateway whose keys and spend rows are in Postgres.
     SpendLogging,
+    /// The master key; chat completions served by an `anthropic/`
+    /// deployment, so every request and answer is translated.
+    Anthropic,
+    /// The master key; Anthropic `/v1/messages` requests (to the mock
+    /// directly, and through the gateway to an `anthropic/` deployment).
+    Messages,
 }
 
 impl Variant {
@@ -76,8 +88,10 @@ impl Variant {
             "redis-limits" => Ok(Variant::RedisLimits),
             "router-group" => Ok(Variant::RouterGroup),
             "spend-logging" => Ok(Variant::SpendLogging),
+            "anthropic" => Ok(Variant::Anthropic),
+            "messages" => Ok(Variant::Messages),
             other => Err(format!(
-                "unknown variant {other:?} (master-key, virtual-key, local-limits, redis-limits, router-group, spend-logging)"
+                "unknown variant {other:?} (master-key, virtual-key, local-limits, redis-limits, router-group, spend-logging, anthropic, messages)"
             )),
         }
     }
@@ -91,6 +105,8 @@ impl Variant {
             Variant::RedisLimits => "redis-limits",
             Variant::RouterGroup => "router-group",
             Variant::SpendLogging => "spend-logging",
+            Variant::Anthropic => "anthropic",
+            Variant::Messages => "messages",
         }
     }
 }
@@ -118,6 +134,8 @@ pub struct OverheadArgs {
     pub search_duration: Option<Duration>,
     /// Pin gateway and load side to separate CPUs.
     pub pin: bool,
+    /// Measure nginx as a reverse proxy beside the gateway.
+    pub nginx: bool,
     /// Request shape (the model is always the generated config's; the key
     /// is set by the variant once the gateway runs).
     pub spec: RequestSpec,
@@ -149,6 +167,7 @@ pub fn parse(args: &mut Args) -> Result<Parsed, String> {
         p99_bound: Duration::from_millis(5),
         search_duration: Some(Duration::from_secs(2)),
         pin: true,
+        nginx: true,
         spec: RequestSpec::default(),
         json: None,
         database_url: None,
@@ -176,6 +195,7 @@ pub fn parse(args: &mut Args) -> Result<Parsed, String> {
             "search-duration" => o.search_duration = Some(args.value::<HumanDuration>(&flag)?.0),
             "no-search" => search = false,
             "no-pin" => o.pin = false,
+            "no-nginx" => o.nginx = false,
             "json" => o.json = Some(args.value(&flag)?),
             "database-url" => o.database_url = Some(args.value(&flag)?),
             "help" => return Ok(Parsed::Help),

@@ -12,16 +12,17 @@ use std::time::{Duration, Instant};
 use crate::cli::Args;
 use crate::client::{RequestSpec, Target};
 use crate::fdlimit;
-use crate::gateway_proc;
+use crate::gateway_proc::{self, UpstreamApi};
 use crate::harness::{Harness, HarnessSpec};
 use crate::load::{self, LoadConfig, LoadResult, LoadSummary, Mode};
 use crate::mock::MockConfig;
+use crate::nginx_proc::{self, NginxProcess};
 use crate::output::write_json;
 use crate::procfs;
 use crate::redis_proc::RedisProcess;
 use crate::schedule::Schedule;
 use args::{OverheadArgs, Variant};
-use report::{Added, MaxRate, OverheadReport, Probe, Round, Search};
+use report::{Added, MaxRate, NginxBaseline, OverheadReport, Probe, Round, Search};
 use search::StepSearch;
 
 /// Length of the discarded warm-up run per target.
@@ -30,6 +31,8 @@ const WARM_UP: Duration = Duration::from_secs(1);
 const SEARCH_STEPS: usize = 12;
 /// Highest rate the search tries.
 const SEARCH_CEILING: f64 = 1_000_000.0;
+/// Where the `messages` variant sends its requests.
+const MESSAGES_PATH: &str = "/v1/messages";
 /// Per-request timeout of every run.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -68,15 +71,33 @@ pub fn main(args: &mut Args) -> Result<(), String> {
         } else {
             1
         },
+        gateway_api: match o.variant {
+            Variant::Anthropic | Variant::Messages => UpstreamApi::Anthropic,
+            _ => UpstreamApi::OpenAi,
+        },
     })?;
     let key = match o.variant {
-        Variant::MasterKey | Variant::RouterGroup => gateway_proc::MASTER_KEY.to_string(),
+        Variant::MasterKey | Variant::RouterGroup | Variant::Anthropic | Variant::Messages => {
+            gateway_proc::MASTER_KEY.to_string()
+        }
         Variant::VirtualKey | Variant::SpendLogging => harness.gateway.generate_key()?,
         Variant::LocalLimits | Variant::RedisLimits => harness.gateway.generate_key_with(
             &format!("{{\"models\":[\"{}\"],\"rpm_limit\":1000000000,\"tpm_limit\":1000000000000,\"max_parallel_requests\":1000000}}", gateway_proc::MODEL),
         )?,
     };
-    let report = Session::new(&o, &harness, key).measure()?;
+    let nginx = match (o.nginx, nginx_proc::binary()) {
+        (true, Some(_)) => Some(NginxProcess::start(
+            o.gateway_workers,
+            harness.mock.addr(),
+            harness.gateway_cpus(),
+        )?),
+        (true, None) => {
+            eprintln!("nginx not installed: no nginx baseline (install Debian's nginx package)");
+            None
+        }
+        (false, _) => None,
+    };
+    let report = Session::new(&o, &harness, nginx.as_ref(), key).measure()?;
     print!("{}", report.table());
     if let Some(path) = &o.json {
         write_json(path, &report)?;
@@ -84,10 +105,19 @@ pub fn main(args: &mut Args) -> Result<(), String> {
     Ok(())
 }
 
+/// Which process a run measures.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Direct,
+    Nginx,
+    Gateway,
+}
+
 /// One measuring session against a running harness.
 struct Session<'a> {
     o: &'a OverheadArgs,
     harness: &'a Harness,
+    nginx: Option<&'a NginxProcess>,
     direct: Target,
     gateway: Target,
     /// Requests to send: the settings' shape with the variant's key. The
@@ -98,17 +128,51 @@ struct Session<'a> {
 }
 
 impl<'a> Session<'a> {
-    fn new(o: &'a OverheadArgs, harness: &'a Harness, key: String) -> Self {
+    fn new(
+        o: &'a OverheadArgs,
+        harness: &'a Harness,
+        nginx: Option<&'a NginxProcess>,
+        key: String,
+    ) -> Self {
+        let (mut direct, mut gateway) = (harness.direct(), harness.through_gateway());
+        if o.variant == Variant::Messages {
+            direct.path = MESSAGES_PATH.to_string();
+            gateway.path = MESSAGES_PATH.to_string();
+        }
         Session {
+            nginx,
             spec: RequestSpec {
                 keys: vec![key],
                 ..o.spec.clone()
             },
             o,
             harness,
-            direct: harness.direct(),
-            gateway: harness.through_gateway(),
+            direct,
+            gateway,
             ok_total: 0,
+        }
+    }
+
+    /// The target of `side`.
+    fn target(&self, side: Side) -> Target {
+        match (side, self.nginx) {
+            (Side::Direct, _) => self.direct.clone(),
+            (Side::Nginx, Some(n)) => Target {
+                path: self.direct.path.clone(),
+                ..crate::harness::local_target(n.addr())
+            },
+            (Side::Nginx, None) | (Side::Gateway, _) => self.gateway.clone(),
+        }
+    }
+
+    /// CPU time used so far by the process behind `side` (none for the
+    /// mock, which shares the load generator's process).
+    fn cpu(&self, side: Side) -> Result<Option<Duration>, String> {
+        match (side, self.nginx) {
+            (Side::Direct, _) => Ok(None),
+            (Side::Nginx, Some(n)) => n.cpu_time().map(Some),
+            (Side::Nginx, None) => Ok(None),
+            (Side::Gateway, _) => procfs::cpu_time(self.harness.gateway.pid()).map(Some),
         }
     }
 
@@ -116,14 +180,29 @@ impl<'a> Session<'a> {
         let o = self.o;
         let pid = self.harness.gateway.pid();
         let idle = procfs::memory(pid)?;
-        for target in [self.direct.clone(), self.gateway.clone()] {
-            self.run(&target, o.rate, WARM_UP)?;
+        let sides: &[Side] = if self.nginx.is_some() {
+            &[Side::Direct, Side::Nginx, Side::Gateway]
+        } else {
+            &[Side::Direct, Side::Gateway]
+        };
+        for &side in sides {
+            self.run(&self.target(side), o.rate, WARM_UP)?;
         }
         let (mut direct, mut gateway) = (LoadResult::default(), LoadResult::default());
+        let mut nginx = LoadResult::default();
         let mut per_round = Vec::with_capacity(o.rounds);
-        let mut cpu = Duration::ZERO;
+        let (mut cpu, mut nginx_cpu) = (Duration::ZERO, Duration::ZERO);
         for round in 1..=o.rounds {
             let d = self.run(&self.direct.clone(), o.rate, o.duration)?;
+            if self.nginx.is_some() {
+                let before = self.cpu(Side::Nginx)?.unwrap_or_default();
+                let n = self.run(&self.target(Side::Nginx), o.rate, o.duration)?;
+                nginx_cpu += self
+                    .cpu(Side::Nginx)?
+                    .unwrap_or_default()
+                    .saturating_sub(before);
+                nginx.merge(&n);
+            }
             let before = procfs::cpu_time(pid)?;
             let g = self.run(&self.gateway.clone(), o.rate, o.duration)?;
             cpu += procfs::cpu_time(pid)?.saturating_sub(before);
@@ -148,6 +227,18 @@ impl<'a> Session<'a> {
             LoadSummary::new(&gateway, stream),
         );
         let gateway_requests = gateway.completed();
+        let gateway_cpu_us_per_request = cpu.as_secs_f64() * 1e6 / gateway_requests.max(1) as f64;
+        let nginx = self.nginx.map(|_| {
+            let ns = LoadSummary::new(&nginx, stream);
+            NginxBaseline::new(
+                &ds,
+                ns,
+                nginx_cpu.as_secs_f64() * 1e6 / nginx.completed().max(1) as f64,
+                &gs,
+                gateway_cpu_us_per_request,
+                max_rate.as_ref(),
+            )
+        });
         Ok(OverheadReport {
             variant: o.variant.name(),
             gateway_bin: o.gateway_bin.display().to_string(),
@@ -168,7 +259,8 @@ impl<'a> Session<'a> {
             direct: ds,
             gateway: gs,
             per_round,
-            gateway_cpu_us_per_request: cpu.as_secs_f64() * 1e6 / gateway_requests.max(1) as f64,
+            gateway_cpu_us_per_request,
+            nginx,
             gateway_cpu_s: cpu.as_secs_f64(),
             gateway_requests,
             idle_rss_kib: idle.rss_kib,
@@ -203,9 +295,14 @@ impl<'a> Session<'a> {
     }
 
     fn max_rate(&mut self, probe: Duration) -> Result<MaxRate, String> {
-        let direct = self.search(&self.direct.clone(), probe, false)?;
-        let gateway = self.search(&self.gateway.clone(), probe, true)?;
+        let direct = self.search(Side::Direct, probe)?;
+        let nginx = match self.nginx {
+            Some(_) => Some(self.search(Side::Nginx, probe)?),
+            None => None,
+        };
+        let gateway = self.search(Side::Gateway, probe)?;
         Ok(MaxRate {
+            nginx,
             p99_bound_us: self.o.p99_bound.as_micros() as u64,
             probe_s: probe.as_secs_f64(),
             ratio: if direct.max_rate > 0.0 {
@@ -221,19 +318,14 @@ impl<'a> Session<'a> {
     /// The step search for `target`'s highest sustained rate. A rate that
     /// fails is probed once more before it counts as failed: noise from
     /// other work on the machine only ever makes a probe worse.
-    fn search(
-        &mut self,
-        target: &Target,
-        probe: Duration,
-        is_gateway: bool,
-    ) -> Result<Search, String> {
+    fn search(&mut self, side: Side, probe: Duration) -> Result<Search, String> {
         let mut steps = StepSearch::new(self.o.rate, SEARCH_STEPS, SEARCH_CEILING);
         let mut probes = Vec::new();
         while let Some(rate) = steps.next_rate() {
-            let mut p = self.probe(target, rate, probe, is_gateway)?;
+            let mut p = self.probe(side, rate, probe)?;
             if !p.held {
                 probes.push(p);
-                p = self.probe(target, rate, probe, is_gateway)?;
+                p = self.probe(side, rate, probe)?;
             }
             steps.observe(p.held);
             probes.push(p);
@@ -243,31 +335,19 @@ impl<'a> Session<'a> {
 
     /// One open-loop probe at `rate`: whether it held, and the CPU both
     /// sides used meanwhile.
-    fn probe(
-        &mut self,
-        target: &Target,
-        rate: f64,
-        probe: Duration,
-        is_gateway: bool,
-    ) -> Result<Probe, String> {
+    fn probe(&mut self, side: Side, rate: f64, probe: Duration) -> Result<Probe, String> {
         let me = std::process::id();
-        let gateway_pid = self.harness.gateway.pid();
-        let (load0, gw0, t0) = (
-            procfs::cpu_time(me)?,
-            procfs::cpu_time(gateway_pid)?,
-            Instant::now(),
-        );
-        let r = self.run(target, rate, probe)?;
+        let (load0, proxy0, t0) = (procfs::cpu_time(me)?, self.cpu(side)?, Instant::now());
+        let r = self.run(&self.target(side), rate, probe)?;
         let wall = t0.elapsed().as_secs_f64();
         let pct = |used: Duration, cpus: usize| 100.0 * used.as_secs_f64() / wall / cpus as f64;
         let load_cpu_pct = pct(
             procfs::cpu_time(me)?.saturating_sub(load0),
             self.harness.load_cpus(),
         );
-        let gateway_cpu = if is_gateway {
-            Some(procfs::cpu_time(gateway_pid)?.saturating_sub(gw0))
-        } else {
-            None
+        let gateway_cpu = match (proxy0, self.cpu(side)?) {
+            (Some(before), Some(after)) => Some(after.saturating_sub(before)),
+            _ => None,
         };
         let slots = Schedule::new(rate).slots_within(probe);
         let p99_us = r.latency.summary().p99_us;

@@ -135,10 +135,74 @@ pub struct MaxRate {
     pub probe_s: f64,
     /// Straight to the mock.
     pub direct: Search,
+    /// Through nginx, when measured.
+    pub nginx: Option<Search>,
     /// Through the gateway.
     pub gateway: Search,
     /// Gateway max rate / direct max rate.
     pub ratio: f64,
+}
+
+/// nginx as a plain reverse proxy, measured in the same session: the floor
+/// any proxy pays here, and the gateway's figures as ratios to it.
+#[derive(Debug, Clone, Serialize)]
+pub struct NginxBaseline {
+    /// All rounds through nginx.
+    pub latency: LoadSummary,
+    /// Latency nginx adds over direct.
+    pub added: Added,
+    /// Streams: first-byte latency nginx adds.
+    pub added_first_byte: Option<Added>,
+    /// nginx CPU time (master and workers) per proxied request, µs.
+    pub cpu_us_per_request: f64,
+    /// Gateway CPU per request / nginx CPU per request.
+    pub cpu_ratio: f64,
+    /// Gateway max rate / nginx max rate, when searched.
+    pub throughput_ratio: Option<f64>,
+    /// Gateway added p99 minus nginx added p99, µs.
+    pub added_p99_over_nginx_us: i64,
+    /// Streams: the same at the first byte.
+    pub added_ttfb_p99_over_nginx_us: Option<i64>,
+}
+
+impl NginxBaseline {
+    /// The baseline from nginx's rounds, with the gateway's figures of the
+    /// same session as ratios.
+    pub fn new(
+        direct: &LoadSummary,
+        nginx: LoadSummary,
+        cpu_us_per_request: f64,
+        gateway: &LoadSummary,
+        gateway_cpu_us_per_request: f64,
+        max_rate: Option<&MaxRate>,
+    ) -> NginxBaseline {
+        let added = Added::between(&direct.latency, &nginx.latency);
+        let gateway_added = Added::between(&direct.latency, &gateway.latency);
+        let first_byte = |s: &LoadSummary| s.first_byte;
+        let added_first_byte = match (first_byte(direct), first_byte(&nginx)) {
+            (Some(d), Some(n)) => Some(Added::between(&d, &n)),
+            _ => None,
+        };
+        let added_ttfb_p99_over_nginx_us = match (first_byte(direct), first_byte(gateway)) {
+            (Some(d), Some(g)) => {
+                added_first_byte.map(|n| Added::between(&d, &g).p99_us - n.p99_us)
+            }
+            _ => None,
+        };
+        NginxBaseline {
+            cpu_ratio: gateway_cpu_us_per_request / cpu_us_per_request.max(f64::MIN_POSITIVE),
+            throughput_ratio: max_rate.and_then(|m| {
+                let n = m.nginx.as_ref()?.max_rate;
+                (n > 0.0).then(|| m.gateway.max_rate / n)
+            }),
+            added_p99_over_nginx_us: gateway_added.p99_us - added.p99_us,
+            added_ttfb_p99_over_nginx_us,
+            latency: nginx,
+            added,
+            added_first_byte,
+            cpu_us_per_request,
+        }
+    }
 }
 
 /// Everything `loadgen overhead` reports.
@@ -178,6 +242,8 @@ pub struct OverheadReport {
     pub added_first_byte: Option<Added>,
     /// Gateway CPU time per proxied request, µs.
     pub gateway_cpu_us_per_request: f64,
+    /// nginx as a reverse proxy in the same session, when measured.
+    pub nginx: Option<NginxBaseline>,
     /// Gateway CPU time over the gateway rounds, s.
     pub gateway_cpu_s: f64,
     /// Requests the gateway completed in those rounds.
@@ -225,7 +291,17 @@ impl OverheadReport {
             t.push_str(&latency_row("gateway ttfb", g));
             t.push_str(&signed_row("added ttfb", a.values()));
         }
+        if let Some(n) = &self.nginx {
+            if let (Some(f), Some(a)) = (&n.latency.first_byte, &n.added_first_byte) {
+                t.push_str(&latency_row("nginx ttfb", f));
+                t.push_str(&signed_row("nginx added ttfb", a.values()));
+            }
+        }
         t.push_str(&latency_row("direct", &self.direct.latency));
+        if let Some(n) = &self.nginx {
+            t.push_str(&latency_row("nginx", &n.latency.latency));
+            t.push_str(&signed_row("nginx added", n.added.values()));
+        }
         t.push_str(&latency_row("gateway", &self.gateway.latency));
         t.push_str(&signed_row("added", self.added.values()));
         let _ = writeln!(t, "\nper round (p50 / p99):");
@@ -250,6 +326,21 @@ impl OverheadReport {
             "gateway CPU: {:.1} µs/request ({:.2} s over {} requests)",
             self.gateway_cpu_us_per_request, self.gateway_cpu_s, self.gateway_requests
         );
+        if let Some(n) = &self.nginx {
+            let _ = writeln!(
+                t,
+                "nginx CPU: {:.1} µs/request; gateway / nginx: CPU {:.2}x, added p99 {:+} µs{}{}",
+                n.cpu_us_per_request,
+                n.cpu_ratio,
+                n.added_p99_over_nginx_us,
+                n.added_ttfb_p99_over_nginx_us
+                    .map(|d| format!(", added ttfb p99 {d:+} µs"))
+                    .unwrap_or_default(),
+                n.throughput_ratio
+                    .map(|r| format!(", max rate {r:.2}x"))
+                    .unwrap_or_default(),
+            );
+        }
         let _ = writeln!(
             t,
             "gateway RSS: idle {:.1} MiB, peak {:.1} MiB",
@@ -263,7 +354,12 @@ impl OverheadReport {
                 fmt_us(m.p99_bound_us as i64),
                 m.probe_s
             );
-            for (name, s) in [("direct", &m.direct), ("gateway", &m.gateway)] {
+            let searched = [
+                Some(("direct", &m.direct)),
+                m.nginx.as_ref().map(|n| ("nginx", n)),
+                Some(("gateway", &m.gateway)),
+            ];
+            for (name, s) in searched.into_iter().flatten() {
                 let probes: Vec<String> = s
                     .probes
                     .iter()

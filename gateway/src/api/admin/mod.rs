@@ -10,7 +10,7 @@ pub mod fuzz;
 mod issue;
 mod keys;
 mod models;
-mod query;
+pub(super) mod query;
 mod spend;
 mod teams;
 mod users;

@@ -134,12 +134,16 @@ mod tests {
     use crate::mock::controls::Controls;
     use serde_json::json;
 
+    static REQ: std::sync::LazyLock<crate::mock::http::Request> =
+        std::sync::LazyLock::new(|| crate::mock::api::test_request("/v1/chat/completions", &[]));
+
     fn ctx(controls: &Controls) -> Ctx<'_> {
         Ctx {
             id: 7,
             created: 1,
             model: "gpt-x",
             controls,
+            req: &REQ,
         }
     }
 

@@ -124,6 +124,7 @@ mod tests {
             created: 0,
             model: "emb",
             controls: &controls,
+            req: &crate::mock::api::test_request("/v1/x", &[]),
         };
         let reply = handle(&ctx, &body);
         let Body::Full(b) = reply.body else { panic!() };

@@ -3,14 +3,18 @@
 //! [`Reply`] and never touch the connection.
 
 pub mod anthropic;
+pub mod azure;
+pub mod bedrock;
 pub mod chat;
 pub mod embeddings;
 pub mod errors;
+pub mod gemini;
 pub mod text;
 
 use serde::Serialize;
 
 use super::controls::Controls;
+use super::http::Request;
 
 /// The endpoint a request is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +27,13 @@ pub enum Route {
     Embeddings,
     /// `POST …/messages` (Anthropic Messages API).
     Messages,
+    /// `POST …/messages/count_tokens` (Anthropic token counting).
+    CountTokens,
+    /// `POST …/model/{id}/converse` and `…/converse-stream` (AWS Bedrock).
+    Converse,
+    /// `POST …/models/{model}:generateContent` and
+    /// `…:streamGenerateContent` (Gemini).
+    GenerateContent,
     /// `GET …/models`.
     Models,
     /// `GET /_stats`.
@@ -38,7 +49,13 @@ impl Route {
     pub fn is_llm(self) -> bool {
         matches!(
             self,
-            Route::ChatCompletions | Route::Completions | Route::Embeddings | Route::Messages
+            Route::ChatCompletions
+                | Route::Completions
+                | Route::Embeddings
+                | Route::Messages
+                | Route::CountTokens
+                | Route::Converse
+                | Route::GenerateContent
         )
     }
 }
@@ -55,22 +72,39 @@ pub fn route(method: &str, path: &str) -> Route {
         "POST" if path.ends_with("/completions") => Route::Completions,
         "POST" if path.ends_with("/embeddings") => Route::Embeddings,
         "POST" if path.ends_with("/messages") => Route::Messages,
+        "POST" if path.ends_with("/messages/count_tokens") => Route::CountTokens,
+        "POST" if bedrock::parse_path(path).is_some() => Route::Converse,
+        "POST" if gemini::parse_path(path).is_some() => Route::GenerateContent,
         "GET" if path.ends_with("/models") => Route::Models,
         _ => Route::NotFound,
     }
 }
 
 /// Answers a request for an LLM endpoint (see [`Route::is_llm`]) whose
-/// body is the JSON object `body`.
+/// body is the JSON object `body`. Azure OpenAI paths
+/// (`/openai/deployments/<name>/…`) get Azure's checks and extras.
 pub fn handle(route: Route, ctx: &Ctx<'_>, body: &serde_json::Value) -> Reply {
-    match route {
+    let azure = azure::deployment(ctx.req.path());
+    if azure.is_some() {
+        if let Err(refusal) = azure::check(ctx, body) {
+            return refusal;
+        }
+    }
+    let reply = match route {
         Route::ChatCompletions => chat::handle(ctx, body),
         Route::Completions => text::handle(ctx, body),
         Route::Embeddings => embeddings::handle(ctx, body),
         Route::Messages => anthropic::handle(ctx, body),
+        Route::CountTokens => anthropic::count_tokens(ctx, body),
+        Route::Converse => bedrock::handle(ctx, body),
+        Route::GenerateContent => gemini::handle(ctx, body),
         Route::Models | Route::Stats | Route::StatsReset | Route::NotFound => {
             errors::bad_request("not an LLM endpoint")
         }
+    };
+    match azure {
+        Some(_) if route != Route::Embeddings => azure::decorate(reply),
+        _ => reply,
     }
 }
 
@@ -84,6 +118,9 @@ pub struct Ctx<'a> {
     pub model: &'a str,
     /// Effective per-request controls.
     pub controls: &'a Controls,
+    /// The request: path, query and headers, for the checks a real
+    /// endpoint makes.
+    pub req: &'a Request,
 }
 
 impl Ctx<'_> {
@@ -114,6 +151,9 @@ pub enum Body {
     Full(Vec<u8>),
     /// Sent as `text/event-stream` with chunked encoding, one event per write.
     Stream(Vec<Event>),
+    /// Sent as `application/vnd.amazon.eventstream` (binary messages) with
+    /// chunked encoding, one message per write.
+    EventStream(Vec<Event>),
 }
 
 /// Tokens to record in the stats once the reply has been fully sent.
@@ -164,11 +204,21 @@ impl Reply {
         }
     }
 
+    /// A `200` AWS event-stream reply, counted with `usage`.
+    pub fn event_stream(events: Vec<Event>, usage: Usage) -> Self {
+        Reply {
+            status: 200,
+            body: Body::EventStream(events),
+            usage: Some(usage),
+        }
+    }
+
     /// The `Content-Type` of the body.
     pub fn content_type(&self) -> &'static str {
         match self.body {
             Body::Full(_) => "application/json",
             Body::Stream(_) => "text/event-stream",
+            Body::EventStream(_) => "application/vnd.amazon.eventstream",
         }
     }
 }
@@ -241,6 +291,21 @@ pub fn wants_stream_usage(body: &serde_json::Value) -> bool {
 pub const MODELS_BODY: &[u8] =
     br#"{"object":"list","data":[{"id":"mock","object":"model","created":0,"owned_by":"mock"}]}"#;
 
+/// A request to `target` with `headers`, for handler tests.
+#[cfg(test)]
+pub(crate) fn test_request(target: &str, headers: &[(&str, &str)]) -> Request {
+    Request {
+        method: "POST".into(),
+        target: target.into(),
+        minor_version: 1,
+        headers: headers
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect(),
+        body: Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -262,6 +327,14 @@ mod tests {
             Route::Embeddings
         );
         assert_eq!(route("POST", "/anthropic/v1/messages"), Route::Messages);
+        assert_eq!(
+            route("POST", "/v1/messages/count_tokens"),
+            Route::CountTokens
+        );
+        assert_eq!(
+            route("POST", "/model/us.anthropic.claude%3A0/converse-stream"),
+            Route::Converse
+        );
         assert_eq!(route("GET", "/v1/models"), Route::Models);
         assert_eq!(route("GET", "/_stats"), Route::Stats);
         assert_eq!(route("POST", "/_stats/reset"), Route::StatsReset);

@@ -99,6 +99,7 @@ mod tests {
             created: 2,
             model: "davinci",
             controls: &controls,
+            req: &crate::mock::api::test_request("/v1/x", &[]),
         };
         let reply = handle(
             &ctx,

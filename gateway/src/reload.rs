@@ -1,0 +1,181 @@
+//! Reloading `config.yaml` while serving (SIGHUP, or `POST /config/reload`):
+//! the file is read and validated whole first; an invalid one is refused
+//! with a log line naming the file, the entry and the problem, and nothing
+//! changes. A valid one replaces, on the control plane:
+//!
+//! - the model list and router settings: one new router snapshot swapped
+//!   atomically (`Models::reload_file`); requests and streams in flight
+//!   keep the snapshot they started with, and deployments the reload left
+//!   unchanged keep their stats, cooldowns and health;
+//! - the server's and end users' rate limits (`Limiter::reload`);
+//! - the alert targets (`Alerts::set_targets`).
+//!
+//! Everything else is read once at start-up: a reload that changes it
+//! says so in a warning naming the setting, and it takes effect at the next
+//! restart (the listening address and worker count are command-line
+//! settings and never reloaded).
+
+use crate::config::{Config, ServerLimits};
+use crate::models::FileReload;
+use crate::state::Shared;
+use sha2::{Digest, Sha256};
+use std::path::PathBuf;
+
+/// What is in force of the settings a reload cannot change.
+#[derive(Debug, PartialEq)]
+struct Fixed {
+    database_url: Option<String>,
+    master_key_hash: Option<[u8; 32]>,
+    limits: ServerLimits,
+    spool_dir: PathBuf,
+    model_env_allowlist: Option<Vec<String>>,
+    metrics: crate::metrics::MetricsSettings,
+    health: crate::control::health::HealthSettings,
+    otel: crate::otel::OtelSettings,
+    virtual_keys: Vec<String>,
+}
+
+impl Fixed {
+    fn of(config: &Config) -> Fixed {
+        Fixed {
+            database_url: config.database_url.clone(),
+            master_key_hash: config
+                .master_key
+                .as_deref()
+                .map(|k| Sha256::digest(k.as_bytes()).into()),
+            limits: config.limits.clone(),
+            spool_dir: config.spool_dir.clone(),
+            model_env_allowlist: config.model_env_allowlist.clone(),
+            metrics: config.metrics.clone(),
+            health: config.health.clone(),
+            otel: config.otel.clone(),
+            virtual_keys: config
+                .virtual_keys
+                .iter()
+                .map(|k| k.token.clone())
+                .collect(),
+        }
+    }
+
+    /// The settings that differ between `self` (in force) and `next`, by
+    /// the name an operator finds in the file.
+    fn changed(&self, next: &Fixed) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        let mut check = |differs: bool, name: &'static str| {
+            if differs {
+                out.push(name);
+            }
+        };
+        check(
+            self.database_url != next.database_url,
+            "general_settings.database_url (DATABASE_URL)",
+        );
+        check(
+            self.master_key_hash != next.master_key_hash,
+            "general_settings.master_key",
+        );
+        check(
+            self.limits != next.limits,
+            "gateway_settings server limits (timeouts, sizes, max_connections, general_settings.max_request_size_mb)",
+        );
+        check(
+            self.spool_dir != next.spool_dir,
+            "gateway_settings.spool_dir",
+        );
+        check(
+            self.model_env_allowlist != next.model_env_allowlist,
+            "gateway_settings.model_env_allowlist",
+        );
+        check(
+            self.metrics != next.metrics,
+            "metrics (litellm_settings callbacks, gateway_settings.metrics)",
+        );
+        check(
+            self.health != next.health,
+            "general_settings health checks (background_health_checks, health_check_interval, health_check_timeout)",
+        );
+        check(
+            self.otel != next.otel,
+            "traces (litellm_settings callbacks otel, OTEL_* variables)",
+        );
+        check(
+            self.virtual_keys != next.virtual_keys,
+            "gateway_settings.virtual_keys",
+        );
+        out
+    }
+}
+
+/// What a reload did.
+#[derive(Debug)]
+pub struct ReloadReport {
+    /// What happened to the file's deployments.
+    pub models: FileReload,
+    /// Settings that changed in the file but keep their start-up value.
+    pub not_reloaded: Vec<&'static str>,
+}
+
+/// Reloads of one config file.
+pub struct Reloader {
+    path: PathBuf,
+    fixed: Fixed,
+    /// One reload at a time.
+    running: tokio::sync::Mutex<()>,
+}
+
+impl Reloader {
+    /// Reloads of the file `config` was read from, against its settings.
+    pub fn new(config: &Config) -> Reloader {
+        Reloader {
+            path: config.source.clone(),
+            fixed: Fixed::of(config),
+            running: tokio::sync::Mutex::const_new(()),
+        }
+    }
+
+    /// Reads the file again and applies it to `shared`; run it on the
+    /// control plane. `Err` (the file, the entry, the problem) when the
+    /// file is invalid: nothing changed.
+    pub async fn reload(&self, shared: &Shared) -> Result<ReloadReport, String> {
+        let _one = self.running.lock().await;
+        let config = match Config::reload(&self.path) {
+            Ok(config) => config,
+            Err(e) => {
+                tracing::error!(error = %e, "config reload refused; the running config keeps serving");
+                return Err(e.to_string());
+            }
+        };
+        for warning in &config.warnings {
+            tracing::warn!("{}: {warning}", self.path.display());
+        }
+        let mut not_reloaded = self.fixed.changed(&Fixed::of(&config));
+        if !shared.limiter.reload(&config.rate_limits) {
+            not_reloaded.push(
+                "gateway_settings.rate_limits (mode, Redis, window, reservation, breaker, lease; server and end_user limits are reloaded)",
+            );
+        }
+        for setting in &not_reloaded {
+            tracing::warn!(
+                setting,
+                "config reload: this setting changed but is not reloadable; it takes effect at the next restart"
+            );
+        }
+        shared.alerts.set_targets(config.alerts);
+        let models = shared
+            .models
+            .reload_file(config.deployments, config.router)
+            .await;
+        tracing::info!(
+            file = %self.path.display(),
+            kept = models.kept,
+            changed = models.changed,
+            added = models.added,
+            removed = models.removed,
+            "config reloaded"
+        );
+        Ok(ReloadReport {
+            models,
+            not_reloaded,
+        })
+    }
+}

@@ -1,0 +1,68 @@
+//! What an LLM request reports about itself, in one place for the request
+//! path: Prometheus metrics (`metrics`) and OpenTelemetry traces (`otel`).
+//! Each phase is one call here; each is a no-op for what is switched off.
+
+use crate::auth::Principal;
+use crate::http1::{RequestHead, ResponseHead};
+use crate::metrics::{Finish, RequestMetrics};
+use crate::otel::RequestTrace;
+use crate::store::SpendLogRow;
+use std::time::Instant;
+
+/// One request's metrics and trace.
+#[derive(Default)]
+pub struct Telemetry {
+    metrics: RequestMetrics,
+    trace: RequestTrace,
+}
+
+impl Telemetry {
+    /// A request that arrived at `received_at` with `head` (its
+    /// `traceparent` is continued).
+    pub fn begin(head: &RequestHead, received_at: Instant) -> Telemetry {
+        Telemetry {
+            metrics: RequestMetrics::default(),
+            trace: RequestTrace::begin(head, received_at),
+        }
+    }
+
+    /// The authenticated caller; `master_token` is the master key's hash.
+    pub fn identify(&mut self, principal: &Principal, master_token: Option<&str>) {
+        self.metrics.identify(principal, master_token);
+        self.trace.identify(principal, master_token);
+    }
+
+    /// The body's end user and the requested model group (`known`: some
+    /// group or wildcard serves it).
+    pub fn requested(&mut self, end_user: Option<&str>, model: &str, known: impl FnOnce() -> bool) {
+        self.metrics.requested(end_user, model, known);
+    }
+
+    /// The `traceparent` header for the attempt about to be sent upstream.
+    pub fn traceparent(&mut self) -> Option<String> {
+        self.trace.traceparent()
+    }
+
+    /// The upstream's response head of the attempt under way.
+    pub fn upstream_head(&mut self, head: &ResponseHead) {
+        self.metrics.upstream_head(head);
+    }
+
+    /// One upstream attempt ended, as its spend row says.
+    pub fn attempt(
+        &mut self,
+        principal: &Principal,
+        row: &SpendLogRow,
+        fallback_depth: u32,
+        stream: bool,
+    ) {
+        self.metrics.attempt(principal, row, fallback_depth, stream);
+        self.trace.attempt(row, fallback_depth);
+    }
+
+    /// The request ended.
+    pub fn finish(&mut self, end: Finish<'_>) {
+        self.trace.finish(&end);
+        self.metrics.finish(end);
+    }
+}

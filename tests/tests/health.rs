@@ -1,0 +1,196 @@
+//! Deployment health: `GET /health` probes every deployment (a live one, a
+//! dead one, one answering errors) and reports them as LiteLLM does without
+//! secrets; background checks keep traffic off a dead deployment and set
+//! `litellm_deployment_state`; `/health/readiness` reports the database,
+//! Redis and the change listener.
+
+use e2e::config::{add_model, openai_model, UPSTREAM_KEY};
+use e2e::{base_config, free_port, Gateway, MockServer, TestDb, MASTER_KEY};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// An api_base where nothing listens.
+fn dead_base() -> String {
+    format!("http://127.0.0.1:{}/v1", free_port())
+}
+
+fn ids(list: &Value) -> Vec<String> {
+    let mut ids: Vec<String> = list
+        .as_array()
+        .unwrap_or_else(|| panic!("a list: {list}"))
+        .iter()
+        .map(|e| e["model_id"].as_str().unwrap().to_string())
+        .collect();
+    ids.sort();
+    ids
+}
+
+#[test]
+fn health_reports_live_and_dead_deployments_without_secrets() {
+    let mock = MockServer::start(&[]);
+    let mut config = base_config(mock.port());
+    add_model(
+        &mut config,
+        openai_model("dead", "dead-1", &dead_base(), json!({})),
+    );
+    add_model(
+        &mut config,
+        openai_model(
+            "refused",
+            "refused-1",
+            &mock.api_base(),
+            json!({"extra_headers": {"x-mock-status": "401", "x-mock-error-message": format!("Incorrect API key provided: {UPSTREAM_KEY}")}}),
+        ),
+    );
+    add_model(
+        &mut config,
+        json!({"model_name": "failing-mock", "litellm_params": {"model": "mock/x", "mock_error_status": 500}, "model_info": {"id": "failing-1"}}),
+    );
+    let gw = Gateway::start_json(&config, &[]);
+
+    assert_eq!(gw.call("GET", "/health", &[], b"").status, 401);
+    let plain = gw.post("/key/generate", &json!({})).json()["key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let auth = format!("Bearer {plain}");
+    assert_eq!(
+        gw.call("GET", "/health", &[("Authorization", &auth)], b"")
+            .status,
+        403
+    );
+
+    let before = mock.stats();
+    let resp = gw.get("/health");
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let text = resp.text();
+    let body = resp.json();
+    assert_eq!(ids(&body["healthy_endpoints"]), ["dep-1", "local-1"]);
+    assert_eq!(
+        ids(&body["unhealthy_endpoints"]),
+        ["dead-1", "failing-1", "refused-1"]
+    );
+    assert_eq!(body["healthy_count"], 2);
+    assert_eq!(body["unhealthy_count"], 3);
+    let live = &body["healthy_endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["model_id"] == "dep-1")
+        .unwrap()
+        .clone();
+    assert_eq!(live["model"], "openai/upstream-gpt");
+    assert_eq!(live["api_base"], mock.api_base());
+    assert_eq!(live["custom_llm_provider"], "openai");
+    assert!(live.get("error").is_none());
+    let unhealthy = body["unhealthy_endpoints"].as_array().unwrap();
+    let error_of = |id: &str| {
+        unhealthy.iter().find(|e| e["model_id"] == id).unwrap()["error"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(error_of("dead-1").contains("cannot connect"), "{text}");
+    assert!(error_of("refused-1").starts_with("status 401"), "{text}");
+    assert!(error_of("failing-1").starts_with("status 500"), "{text}");
+    assert!(
+        !text.contains(UPSTREAM_KEY) && !text.contains("api_key"),
+        "no secret in the health report: {text}"
+    );
+    let after = mock.stats();
+    let delta = |field: &str| after[field].as_u64().unwrap() - before[field].as_u64().unwrap();
+    assert_eq!(
+        (delta("requests"), delta("failed")),
+        (1, 1),
+        "one real call per deployment on the mock"
+    );
+    assert_eq!(
+        delta("completion_tokens"),
+        1,
+        "the probe asks for one token"
+    );
+
+    let dead = gw.get("/health?model=dead");
+    assert_eq!(dead.status, 503, "{}", dead.text());
+    assert_eq!(dead.json()["unhealthy_count"], 1);
+    let one = gw.get("/health?model_id=dep-1");
+    assert_eq!(one.status, 200);
+    assert_eq!(one.json()["healthy_count"], 1);
+    assert_eq!(one.json()["unhealthy_count"], 0);
+    assert_eq!(gw.get("/health?bogus=1").status, 400);
+}
+
+#[test]
+fn background_checks_keep_traffic_off_a_dead_deployment() {
+    let mock = MockServer::start(&[]);
+    let mut config = base_config(mock.port());
+    config["model_list"] = json!([
+        openai_model("g", "live", &mock.api_base(), json!({})),
+        openai_model("g", "dead", &dead_base(), json!({})),
+    ]);
+    config["general_settings"]["background_health_checks"] = json!(true);
+    config["general_settings"]["health_check_interval"] = json!(1);
+    config["router_settings"] = json!({"num_retries": 0});
+    config["litellm_settings"] = json!({"callbacks": ["prometheus"]});
+    let gw = Gateway::start_json(&config, &[]);
+
+    let report = e2e::eventually("a background check", Duration::from_secs(10), || {
+        let body = gw.get("/health").json();
+        (body["unhealthy_count"] == 1).then_some(body)
+    });
+    assert_eq!(ids(&report["unhealthy_endpoints"]), ["dead"]);
+    assert_eq!(ids(&report["healthy_endpoints"]), ["live"]);
+    for _ in 0..20 {
+        let resp = gw.post(
+            "/v1/chat/completions",
+            &json!({"model": "g", "messages": [{"role": "user", "content": "hi"}]}),
+        );
+        assert_eq!(resp.status, 200, "{}", resp.text());
+        assert_eq!(resp.header("x-litellm-model-id"), Some("live"));
+    }
+    let metrics = gw.get("/metrics").text();
+    let state = |id: &str| {
+        metrics
+            .lines()
+            .find(|l| {
+                l.starts_with("litellm_deployment_state{")
+                    && l.contains(&format!("model_id=\"{id}\""))
+            })
+            .and_then(|l| l.rsplit(' ').next())
+            .map(str::to_string)
+    };
+    assert_eq!(state("dead").as_deref(), Some("2"), "{metrics}");
+    assert_eq!(state("live").as_deref(), Some("0"), "{metrics}");
+}
+
+#[test]
+fn readiness_reports_the_database_redis_and_the_change_listener() {
+    let mock = MockServer::start(&[]);
+    let alone = Gateway::start_json(&base_config(mock.port()), &[]);
+    let body = alone.get("/health/readiness").json();
+    assert_eq!(body["status"], "healthy");
+    assert_eq!(body["db"], "Not connected");
+    assert_eq!(body["change_listener"], "Not connected");
+    assert_eq!(body["cache"], Value::Null);
+
+    let db = TestDb::create();
+    let mut config = base_config(mock.port());
+    config["litellm_settings"] = json!({"callbacks": ["prometheus"]});
+    let gw = Gateway::start_json(
+        &config,
+        &[
+            ("DATABASE_URL", db.url()),
+            ("REDIS_URL", "redis://127.0.0.1:6379"),
+        ],
+    );
+    let body = e2e::eventually("the listener connects", Duration::from_secs(10), || {
+        let body = gw.call("GET", "/health/readiness", &[], b"").json();
+        (body["change_listener"] == "connected").then_some(body)
+    });
+    assert_eq!(body["status"], "healthy");
+    assert_eq!(body["db"], "connected");
+    assert_eq!(body["cache"], "redis");
+    assert_eq!(body["redis"], "connected");
+    assert_eq!(body["success_callbacks"], json!(["prometheus"]));
+    assert!(!body.to_string().contains(MASTER_KEY));
+}
