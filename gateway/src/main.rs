@@ -1,4 +1,5 @@
-//! `gateway --config config.yaml [--host 0.0.0.0] [--port 4000] [--workers N] [--json-logs]`
+//! `gateway --config config.yaml [--host 0.0.0.0] [--port 4000] [--workers N] [--json-logs]
+//! [--ssl_certfile_path cert.pem --ssl_keyfile_path key.pem]`
 
 use gateway::config::Config;
 use gateway::server;
@@ -14,9 +15,12 @@ struct Options {
     port: u16,
     workers: usize,
     json_logs: bool,
+    /// Client TLS: the PEM certificate chain and key (LiteLLM's flags, or
+    /// `SSL_CERTFILE_PATH` / `SSL_KEYFILE_PATH`).
+    tls: Option<(PathBuf, PathBuf)>,
 }
 
-const USAGE: &str = "usage: gateway --config <config.yaml> [--host 0.0.0.0] [--port 4000] [--workers N] [--json-logs]";
+const USAGE: &str = "usage: gateway --config <config.yaml> [--host 0.0.0.0] [--port 4000] [--workers N] [--json-logs] [--ssl_certfile_path <cert.pem> --ssl_keyfile_path <key.pem>]";
 
 fn parse_args() -> Result<Options, String> {
     let mut args = std::env::args().skip(1);
@@ -27,8 +31,16 @@ fn parse_args() -> Result<Options, String> {
         workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
         json_logs: std::env::var("JSON_LOGS")
             .is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1"),
+        tls: None,
     };
     let mut config = None;
+    let env_path = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let mut certfile = env_path("SSL_CERTFILE_PATH");
+    let mut keyfile = env_path("SSL_KEYFILE_PATH");
     while let Some(arg) = args.next() {
         let (flag, inline) = match arg.split_once('=') {
             Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
@@ -57,11 +69,26 @@ fn parse_args() -> Result<Options, String> {
                 }
             }
             "--json-logs" | "--detailed_debug" if flag == "--json-logs" => opts.json_logs = true,
+            "--ssl_certfile_path" | "--ssl-certfile-path" => {
+                certfile = Some(PathBuf::from(value("--ssl_certfile_path")?))
+            }
+            "--ssl_keyfile_path" | "--ssl-keyfile-path" => {
+                keyfile = Some(PathBuf::from(value("--ssl_keyfile_path")?))
+            }
             "--help" | "-h" => return Err(USAGE.into()),
             other => return Err(format!("unknown argument {other}\n{USAGE}")),
         }
     }
     opts.config = config.ok_or(format!("--config is required\n{USAGE}"))?;
+    opts.tls = match (certfile, keyfile) {
+        (Some(cert), Some(key)) => Some((cert, key)),
+        (None, None) => None,
+        _ => {
+            return Err(format!(
+                "client TLS needs both a certificate and a key (--ssl_certfile_path and --ssl_keyfile_path, or SSL_CERTFILE_PATH and SSL_KEYFILE_PATH)\n{USAGE}"
+            ))
+        }
+    };
     Ok(opts)
 }
 
@@ -103,6 +130,12 @@ fn run(opts: Options) -> Result<(), String> {
     let driver = server::choose_io_driver(std::env::var("GATEWAY_IO_DRIVER").ok().as_deref())
         .map_err(|e| e.to_string())?;
     let tls = gateway::upstream::client_config().map_err(|e| e.to_string())?;
+    let client_tls = match &opts.tls {
+        Some((cert, key)) => Some(Arc::new(
+            server::ClientTls::load(cert, key).map_err(|e| format!("client TLS: {e}"))?,
+        )),
+        None => None,
+    };
     let listeners =
         server::bind_listeners(&opts.host, opts.port, opts.workers).map_err(|e| e.to_string())?;
     let addr = listeners[0].local_addr().map_err(|e| e.to_string())?;
@@ -144,14 +177,11 @@ fn run(opts: Options) -> Result<(), String> {
     seed_declared_keys(&control, std::mem::take(&mut config.virtual_keys))?;
     load_stored_models(&control)?;
     load_known_keys(&control)?;
-    let shared = Arc::new(Shared::new(
-        config,
-        tls,
-        keys,
-        models,
-        control.clone(),
-        limiter,
-    ));
+    let mut shared = Shared::new(config, tls, keys, models, control.clone(), limiter);
+    if let Some(client_tls) = client_tls {
+        shared = shared.with_client_tls(client_tls);
+    }
+    let shared = Arc::new(shared);
     install_signal_handler(shared.clone())?;
     shared
         .tracer
@@ -168,7 +198,8 @@ fn run(opts: Options) -> Result<(), String> {
         workers = opts.workers,
         deployments,
         version = gateway::VERSION,
-        "listening on {addr}"
+        "listening on {}://{addr}",
+        if opts.tls.is_some() { "https" } else { "http" }
     );
     server::run(shared, listeners, driver).map_err(|e| e.to_string())?;
     if !control.drain() {
@@ -324,7 +355,8 @@ fn load_known_keys(control: &gateway::control::ControlPlane) -> Result<(), Strin
 }
 
 /// SIGTERM/SIGINT start a graceful shutdown; a second one exits at once.
-/// SIGHUP reloads the config file (on the control plane).
+/// SIGHUP reloads the config file (on the control plane) and the client
+/// TLS certificate.
 fn install_signal_handler(shared: Arc<Shared>) -> Result<(), String> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
@@ -335,6 +367,7 @@ fn install_signal_handler(shared: Arc<Shared>) -> Result<(), String> {
             let mut seen = 0;
             for signal in signals.forever() {
                 if signal == SIGHUP {
+                    reload_client_tls(&shared);
                     tracing::info!("SIGHUP: reloading the config file");
                     let target = shared.clone();
                     let queued = shared.control.spawn(move |_| async move {
@@ -363,4 +396,21 @@ fn install_signal_handler(shared: Arc<Shared>) -> Result<(), String> {
         })
         .map_err(|e| e.to_string())?;
     Ok(())
+}
+
+/// Reads the client TLS certificate and key again (SIGHUP): new connections
+/// get them; a bad file keeps the certificate in use and is logged.
+fn reload_client_tls(shared: &Shared) {
+    let Some(tls) = &shared.client_tls else {
+        return;
+    };
+    match tls.reload() {
+        Ok(()) => tracing::info!(
+            cert = %tls.cert_path().display(),
+            "client TLS certificate reloaded"
+        ),
+        Err(e) => {
+            tracing::error!(error = %e, "client TLS certificate NOT reloaded; the one in use stays")
+        }
+    }
 }

@@ -30,6 +30,8 @@ pub struct Shared {
     pub alerts: Alerts,
     /// Rate limits (rpm, tpm, parallel).
     pub limiter: Limiter,
+    /// TLS the gateway terminates for clients, when configured.
+    pub client_tls: Option<Arc<crate::server::ClientTls>>,
     /// Prometheus metrics (each core attaches its own tables).
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Deployment health checks.
@@ -79,10 +81,17 @@ impl Shared {
             tls,
             control,
             limiter,
+            client_tls: None,
             shutting_down: AtomicBool::new(false),
             shutdown_tx,
             cut_off_tx,
         }
+    }
+
+    /// Terminates TLS for clients with `tls`.
+    pub fn with_client_tls(mut self, tls: Arc<crate::server::ClientTls>) -> Self {
+        self.client_tls = Some(tls);
+        self
     }
 
     /// Starts a graceful shutdown: listeners stop, idle connections close,

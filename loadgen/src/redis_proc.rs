@@ -21,30 +21,30 @@ impl RedisProcess {
             .and_then(|l| l.local_addr())
             .map_err(|e| format!("cannot find a free port: {e}"))?
             .port();
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot start redis-server (install redis-server): {e}"))?;
+        let child = spawn(port)?;
         let redis = RedisProcess { child, port };
+        redis.wait_ready()?;
+        Ok(redis)
+    }
+
+    /// Kills the server (as a crash would: everything in it is lost) and
+    /// starts it again, empty, on the same port.
+    pub fn restart(&mut self) -> Result<(), String> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = spawn(self.port)?;
+        self.wait_ready()
+    }
+
+    fn wait_ready(&self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(10);
-        while redis.command(&["PING"]).is_err() {
+        while self.command(&["PING"]).is_err() {
             if Instant::now() > deadline {
                 return Err("redis-server did not answer PING within 10 s".into());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        Ok(redis)
+        Ok(())
     }
 
     /// `redis://127.0.0.1:<port>`.
@@ -94,6 +94,25 @@ impl RedisProcess {
             _ => Ok(line.trim().to_string()),
         }
     }
+}
+
+/// `redis-server` on `port`, without persistence.
+fn spawn(port: u16) -> Result<Child, String> {
+    Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start redis-server (install redis-server): {e}"))
 }
 
 impl Drop for RedisProcess {

@@ -15,6 +15,7 @@
 //! - [`redis`]: a private, stoppable `redis-server` ([`PrivateRedis`]) for
 //!   the rate-limit tests.
 //! - [`pki`]: a CA of the test's own and server certificates it signs.
+//! - [`tls_client`]: a blocking HTTPS client ([`tls_client::TlsConn`]).
 //! - [`load`]: steady client load for the fault tests, recording what each
 //!   request saw ([`load::Load`]).
 //!
@@ -31,6 +32,7 @@ pub mod postgres;
 mod procs;
 pub mod raw_upstream;
 pub mod redis;
+pub mod tls_client;
 
 pub use config::{base_config, openai_model, to_yaml, MASTER_KEY};
 pub use http::{request, Conn, Response, SseReader};

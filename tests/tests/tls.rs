@@ -190,3 +190,156 @@ fn redis_over_tls_on_the_cores_and_the_control_plane() {
         }
     }
 }
+
+/// A gateway terminating TLS: started with `args` (the flags) and `envs`,
+/// ready once it answers over HTTPS.
+fn start_https(pki: &TestPki, envs: &[(&str, &str)], args: &[&str]) -> Gateway {
+    let mut config = local_config();
+    config["model_list"]
+        .as_array_mut()
+        .expect("a model list")
+        .push(json!({
+            "model_name": "stream",
+            "litellm_params": {"model": "mock/s", "mock_response": "a b c d e f", "mock_chunk_delay_ms": 5},
+        }));
+    let mut gw = Gateway::spawn(&to_yaml(&config), envs, e2e::free_port(), args);
+    let client = e2e::tls_client::trusting(&pki.ca);
+    let port = gw.port();
+    e2e::eventually::<()>(
+        "the gateway answering over HTTPS",
+        std::time::Duration::from_secs(30),
+        || {
+            if let Some(status) = gw.wait_exit(std::time::Duration::ZERO) {
+                panic!("gateway exited with {status}\n{}", gw.output());
+            }
+            let mut conn = e2e::tls_client::TlsConn::connect(port, &client).ok()?;
+            conn.send(&e2e::request(
+                "GET",
+                "/health/liveliness",
+                &[("Connection", "close")],
+                b"",
+            ))
+            .ok()?;
+            let answer = conn.read_until(b"\r\n\r\n", 1).ok()?;
+            answer.starts_with(b"HTTP/1.1 200").then_some(())
+        },
+    );
+    gw
+}
+
+fn https_chat(stream: bool, close: bool) -> Vec<u8> {
+    let mut body = chat_body(if stream { "stream" } else { "local" });
+    body["stream"] = json!(stream);
+    let auth = format!("Bearer {MASTER_KEY}");
+    let connection = if close { "close" } else { "keep-alive" };
+    e2e::request(
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+            ("Connection", connection),
+        ],
+        body.to_string().as_bytes(),
+    )
+}
+
+/// Clients reach the gateway over HTTPS (LiteLLM's `--ssl_certfile_path` /
+/// `--ssl_keyfile_path`): keep-alive requests, a stream, and a plain HTTP
+/// request to the TLS port is closed, not hung.
+#[test]
+fn clients_speak_https_with_keep_alive_and_streams() {
+    let pki = TestPki::new();
+    let gw = start_https(
+        &pki,
+        &[],
+        &[
+            "--ssl_certfile_path",
+            path_str(&pki.cert),
+            "--ssl_keyfile_path",
+            path_str(&pki.key),
+        ],
+    );
+    let client = e2e::tls_client::trusting(&pki.ca);
+    let mut conn = e2e::tls_client::TlsConn::connect(gw.port(), &client).expect("handshake");
+    assert_eq!(conn.peer_cert(), e2e::tls_client::cert_der(&pki.cert));
+    // Two requests on one connection, then a stream that closes it.
+    conn.send(&https_chat(false, false)).expect("send");
+    let first = conn.read_until(b"\"usage\"", 1).expect("first answer");
+    assert!(
+        first.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&first)
+    );
+    conn.send(&https_chat(false, false)).expect("send");
+    let second = conn.read_until(b"\"usage\"", 1).expect("second answer");
+    assert!(
+        second.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&second)
+    );
+    conn.send(&https_chat(true, true)).expect("send");
+    let stream = conn.read_until(b"0\r\n\r\n", 1).expect("the stream");
+    let text = String::from_utf8_lossy(&stream);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("data: [DONE]"), "{text}");
+
+    // Plain HTTP on the TLS port: the handshake fails and the connection closes.
+    let mut plain = gw.connect();
+    plain.set_read_timeout(std::time::Duration::from_secs(5));
+    let _ = plain.try_send(&e2e::request("GET", "/health/liveliness", &[], b""));
+    assert!(
+        plain.try_read_response().is_err(),
+        "plain HTTP answered on the TLS port"
+    );
+}
+
+/// `SSL_CERTFILE_PATH` / `SSL_KEYFILE_PATH` turn TLS on too; SIGHUP reloads
+/// the certificate: new connections get the new one, a connection opened
+/// before keeps working, and a broken file keeps the one in use.
+#[test]
+fn sighup_reloads_the_certificate() {
+    let mut pki = TestPki::new();
+    let gw = start_https(
+        &pki,
+        &[
+            ("SSL_CERTFILE_PATH", path_str(&pki.cert)),
+            ("SSL_KEYFILE_PATH", path_str(&pki.key)),
+        ],
+        &[],
+    );
+    let client = e2e::tls_client::trusting(&pki.ca);
+    let first = e2e::tls_client::cert_der(&pki.cert);
+    let mut open = e2e::tls_client::TlsConn::connect(gw.port(), &client).expect("handshake");
+    assert_eq!(open.peer_cert(), first);
+
+    pki.issue("second");
+    let second = e2e::tls_client::cert_der(&pki.cert);
+    assert_ne!(first, second);
+    gw.signal(libc::SIGHUP);
+    e2e::eventually(
+        "new connections get the new certificate",
+        std::time::Duration::from_secs(10),
+        || {
+            let conn = e2e::tls_client::TlsConn::connect(gw.port(), &client).ok()?;
+            (conn.peer_cert() == second).then_some(())
+        },
+    );
+    open.send(&https_chat(false, true)).expect("send");
+    let answer = open.read_until(b"\"usage\"", 1).expect("answer");
+    assert!(
+        answer.starts_with(b"HTTP/1.1 200"),
+        "the open connection still works"
+    );
+
+    // A broken file: the reload fails, the certificate in use stays.
+    std::fs::write(&pki.key, "not a key").expect("break the key");
+    gw.signal(libc::SIGHUP);
+    e2e::eventually(
+        "the failed reload logged",
+        std::time::Duration::from_secs(10),
+        || gw.output().contains("NOT reloaded").then_some(()),
+    );
+    let conn = e2e::tls_client::TlsConn::connect(gw.port(), &client).expect("handshake");
+    assert_eq!(conn.peer_cert(), second);
+}

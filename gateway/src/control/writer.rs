@@ -244,3 +244,86 @@ async fn replay_spool(ctx: &ControlCtx, spool: &mut Spool) -> Replay {
     }
     outcome
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::KeyCache;
+    use crate::models::Models;
+    use crate::router::RouterSettings;
+    use crate::store::{MemoryStore, SpendFilter, Store};
+    use std::io::Write;
+
+    fn row(id: &str) -> SpendLogRow {
+        SpendLogRow {
+            request_id: id.into(),
+            call_id: id.into(),
+            attempt: 1,
+            call_type: "acompletion".into(),
+            api_key: "k".into(),
+            spend: 0.0,
+            total_tokens: 0,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            start_time: chrono::Utc::now(),
+            completion_start_time: None,
+            end_time: chrono::Utc::now(),
+            model: "m".into(),
+            model_id: "d".into(),
+            model_group: "g".into(),
+            custom_llm_provider: "openai".into(),
+            api_base: String::new(),
+            region: None,
+            user: None,
+            team_id: None,
+            status: "success".into(),
+            status_code: 200,
+            error_class: None,
+            error_message: None,
+        }
+    }
+
+    /// A spool left by a crash (its last line torn) is replayed a batch at
+    /// a time into the store, and removed once every row is written.
+    #[test]
+    fn a_torn_spool_is_replayed_and_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let live = dir
+            .path()
+            .join(format!("spend-{}.jsonl", std::process::id()));
+        let mut file = std::fs::File::create(&live).unwrap();
+        for i in 0..(BATCH + 5) {
+            serde_json::to_writer(&mut file, &row(&format!("r{i}"))).unwrap();
+            file.write_all(b"\n").unwrap();
+        }
+        file.write_all(b"{\"request_id\":\"torn").unwrap();
+        drop(file);
+        let store = Arc::new(MemoryStore::default());
+        let ctx = ControlCtx {
+            store: store.clone(),
+            keys: Arc::new(KeyCache::default()),
+            models: Arc::new(Models::new(
+                Vec::new(),
+                RouterSettings::default(),
+                false,
+                None,
+            )),
+        };
+        let mut spool = Spool::open(SpoolConfig {
+            dir: dir.path().to_path_buf(),
+            max_bytes: 1 << 30,
+        });
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let outcome = runtime.block_on(replay_spool(&ctx, &mut spool));
+        assert!(matches!(outcome, Replay::Done));
+        let rows = runtime
+            .block_on(store.spend_logs(&SpendFilter::default()))
+            .unwrap();
+        assert_eq!(rows.len(), BATCH + 5, "every whole row, once");
+        assert!(!live.exists(), "the replayed spool is removed");
+        assert_eq!(spool.lost(), 0);
+    }
+}

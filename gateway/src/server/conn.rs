@@ -4,6 +4,7 @@
 //! order because each is read only after the previous response is written.
 
 use super::response::Responder;
+use super::stream::ClientStream;
 use crate::api;
 use crate::error::GatewayError;
 use crate::http1::{
@@ -12,15 +13,34 @@ use crate::http1::{
 use crate::panic_guard::CatchPanic;
 use crate::state::Worker;
 use bytes::Bytes;
-use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
+use monoio::io::AsyncReadRent;
 use monoio::net::TcpStream;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-/// Serves `stream` until the client or the gateway closes it.
-pub async fn serve(mut stream: TcpStream, worker: Rc<Worker>) {
+/// Serves `tcp` until the client or the gateway closes it; with client
+/// TLS, after a handshake that must finish within the header timeout.
+pub async fn serve(tcp: TcpStream, worker: Rc<Worker>) {
     let write_timeout = worker.shared.limits.write_timeout;
-    super::socket::tune(&stream, write_timeout);
+    super::socket::tune(&tcp, write_timeout);
+    let mut stream = match &worker.shared.client_tls {
+        None => ClientStream::Plain(tcp),
+        Some(tls) => {
+            let acceptor = tls.acceptor();
+            let handshake = ClientStream::accept_tls(tcp, &acceptor);
+            match monoio::time::timeout(worker.shared.limits.header_timeout, handshake).await {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "client TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!("client TLS handshake timed out");
+                    return;
+                }
+            }
+        }
+    };
     let mut buf = ReadBuffer::with_capacity(8 * 1024);
     let mut shutdown = worker.shared.shutdown_signal();
     loop {
@@ -127,7 +147,7 @@ fn cheap_to_discard(head: &RequestHead) -> bool {
 /// [`LINGER_BYTES`] for [`LINGER`]), so the kernel does not answer unread
 /// bytes with a reset that could destroy the answer before the client reads
 /// it.
-async fn linger(stream: &mut TcpStream) {
+async fn linger(stream: &mut ClientStream) {
     let _ = stream.shutdown().await;
     let deadline = Instant::now() + LINGER;
     let mut dropped = 0;
@@ -147,7 +167,7 @@ async fn linger(stream: &mut TcpStream) {
 /// Reads the next request head within the header timeout; `Ok(None)` when the
 /// client closed cleanly between requests.
 async fn read_head(
-    stream: &mut TcpStream,
+    stream: &mut ClientStream,
     buf: &mut ReadBuffer,
     worker: &Worker,
 ) -> Result<Option<RequestHead>, GatewayError> {
@@ -185,7 +205,7 @@ async fn read_head(
 /// Reads the body the head announces, enforcing the size limit and the body
 /// timeout, answering `Expect: 100-continue` first.
 async fn read_body(
-    stream: &mut TcpStream,
+    stream: &mut ClientStream,
     buf: &mut ReadBuffer,
     head: &RequestHead,
     worker: &Worker,

@@ -7,11 +7,15 @@ mod response;
 mod runtime;
 mod shutdown;
 mod socket;
+mod stream;
+mod tls;
 
 pub use listener::{bind_listeners, BindError};
 pub use response::{HeadBuilder, Responder};
 pub use runtime::{choose as choose_io_driver, DriverError, IoDriver};
 pub use shutdown::unless_cut_off;
+pub use stream::ClientStream;
+pub use tls::{ClientTls, ClientTlsError};
 
 use crate::panic_guard::CatchPanic;
 use crate::state::{Shared, Worker};
@@ -98,7 +102,9 @@ async fn serve_core(shared: Arc<Shared>, listener: std::net::TcpListener, worker
             }
         };
         if worker.open_connections.get() >= worker.max_connections {
-            monoio::spawn(refuse(stream));
+            if shared.client_tls.is_none() {
+                monoio::spawn(refuse(stream));
+            }
             continue;
         }
         let w = worker.clone();
@@ -126,8 +132,10 @@ fn spawn_guarded(what: &'static str, fut: impl std::future::Future<Output = ()> 
     });
 }
 
-/// Answers a connection over the cap with 503 and closes it.
-async fn refuse(mut stream: monoio::net::TcpStream) {
+/// Answers a connection over the cap with 503 and closes it (with client
+/// TLS it is closed unanswered: a handshake is what the cap saves).
+async fn refuse(stream: monoio::net::TcpStream) {
+    let mut stream = ClientStream::Plain(stream);
     let err = crate::error::GatewayError::Unavailable("too many open connections");
     let mut out = Responder::new(&mut stream, false, false, false);
     let _ = out.send_error(&err, None).await;

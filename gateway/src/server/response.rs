@@ -1,10 +1,9 @@
 //! Writing responses to a client connection: whole bodies with
 //! Content-Length, or streams in chunked coding flushed piece by piece.
 
+use super::stream::ClientStream;
 use crate::error::GatewayError;
 use crate::http1::{encode_chunk, LAST_CHUNK};
-use monoio::io::AsyncWriteRentExt;
-use monoio::net::TcpStream;
 use std::time::Duration;
 
 /// A response head under construction.
@@ -65,7 +64,7 @@ fn reason(status: u16) -> &'static str {
 
 /// Writes the response to one request on a client connection.
 pub struct Responder<'a> {
-    stream: &'a mut TcpStream,
+    stream: &'a mut ClientStream,
     keep_alive: bool,
     head_only: bool,
     /// HTTP/1.0 clients get streams delimited by connection close.
@@ -82,7 +81,12 @@ pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 impl<'a> Responder<'a> {
     /// A responder for a request that allows keep-alive when `keep_alive`;
     /// `head_only` for HEAD requests, `http10` for HTTP/1.0 clients.
-    pub fn new(stream: &'a mut TcpStream, keep_alive: bool, head_only: bool, http10: bool) -> Self {
+    pub fn new(
+        stream: &'a mut ClientStream,
+        keep_alive: bool,
+        head_only: bool,
+        http10: bool,
+    ) -> Self {
         Responder {
             stream,
             keep_alive,
@@ -119,13 +123,12 @@ impl<'a> Responder<'a> {
     /// without blocking; data it pipelined counts as still there). Used
     /// between attempts, so no retry starts for a client that left.
     pub fn client_gone(&self) -> bool {
-        use std::os::fd::AsRawFd;
         let mut byte = 0u8;
         // SAFETY: a one-byte peek into a local buffer on the socket this
         // responder borrows; the fd stays open for the call.
         let n = unsafe {
             libc::recv(
-                self.stream.as_raw_fd(),
+                self.stream.raw_fd(),
                 (&mut byte as *mut u8).cast(),
                 1,
                 libc::MSG_PEEK | libc::MSG_DONTWAIT,

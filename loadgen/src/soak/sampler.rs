@@ -25,6 +25,8 @@ pub struct Sample {
     pub completed: u64,
     /// Streams failed so far.
     pub failed: u64,
+    /// Requests of every kind (streams and non-streaming) completed so far.
+    pub all_completed: u64,
 }
 
 /// Takes [`Sample`]s of one process.
@@ -45,8 +47,13 @@ impl Sampler {
         })
     }
 
-    /// Takes a sample now.
-    pub fn sample(&mut self, progress: ProgressSnapshot) -> Result<Sample, String> {
+    /// Takes a sample now: the streams' progress, and the requests of
+    /// every kind completed so far.
+    pub fn sample(
+        &mut self,
+        progress: ProgressSnapshot,
+        all_completed: u64,
+    ) -> Result<Sample, String> {
         let now = Instant::now();
         let cpu = procfs::cpu_time(self.pid)?;
         let (then, cpu_then) = std::mem::replace(&mut self.last, (now, cpu));
@@ -63,6 +70,7 @@ impl Sampler {
             streams_open: progress.in_flight,
             completed: progress.completed,
             failed: progress.failed,
+            all_completed,
         })
     }
 }
@@ -120,14 +128,17 @@ mod tests {
         let mut s = Sampler::new(std::process::id()).unwrap();
         std::thread::sleep(Duration::from_millis(20));
         let sample = s
-            .sample(ProgressSnapshot {
-                in_flight: 2,
-                completed: 5,
-                failed: 0,
-            })
+            .sample(
+                ProgressSnapshot {
+                    in_flight: 2,
+                    completed: 5,
+                    failed: 0,
+                },
+                7,
+            )
             .unwrap();
         assert!(sample.rss_kib > 0 && sample.open_fds >= 3);
-        assert_eq!(sample.streams_open, 2);
+        assert_eq!((sample.streams_open, sample.all_completed), (2, 7));
         assert!(sample.t_s > 0.0);
     }
 }
