@@ -116,8 +116,9 @@ struct MetadataView {
 pub const MAX_OUTPUT_TOKENS: u64 = 10_000_000;
 /// Largest `n` (OpenAI's own cap).
 pub const MAX_CHOICES: u64 = 128;
-/// Largest `num_retries` a body may ask for.
-pub const MAX_REQUEST_RETRIES: u32 = 10;
+/// Largest `num_retries` any body may ask for; the configured maximum
+/// (`gateway_settings.max_request_retries`) is at most this.
+pub const MAX_REQUEST_RETRIES: u32 = 100;
 /// Most model groups a body's `fallbacks` may name.
 pub const MAX_REQUEST_FALLBACKS: usize = 16;
 /// Longest model name, in bytes.
@@ -674,7 +675,7 @@ mod tests {
             (r#""n":0"#, "n"),
             (r#""n":129"#, "n"),
             (r#""n":true"#, "n"),
-            (r#""num_retries":11"#, "num_retries"),
+            (r#""num_retries":101"#, "num_retries"),
             (r#""num_retries":1.5"#, "num_retries"),
             (r#""num_retries":"2""#, "num_retries"),
             (r#""num_retries":4294967296"#, "num_retries"),

@@ -64,6 +64,8 @@ fn an_out_of_range_max_tokens_is_a_400_and_does_not_poison_the_key() {
         ("max_completion_tokens", "2.5"),
         ("n", "0"),
         ("num_retries", "1000000"),
+        // Above gateway_settings.max_request_retries (10 by default).
+        ("num_retries", "11"),
     ] {
         let body = format!(
             r#"{{"model":"m","messages":[{{"role":"user","content":"hi"}}],"{field}":{value}}}"#

@@ -157,6 +157,8 @@ pub struct GatewaySettings {
     /// Time after a request arrives during which retries and fallbacks may
     /// still start, milliseconds.
     pub retry_deadline_ms: Option<u64>,
+    /// Most retries a request body's `num_retries` may ask for.
+    pub max_request_retries: Option<u32>,
     /// Time allowed for each write to a client, milliseconds: a client that
     /// stops reading is disconnected after it.
     pub write_timeout_ms: Option<u64>,

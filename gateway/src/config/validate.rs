@@ -225,6 +225,8 @@ pub struct ServerLimits {
     /// No retry or fallback starts later than this after the request
     /// arrived, whatever its `num_retries` and `fallbacks` ask.
     pub retry_deadline: Duration,
+    /// Most retries a request body's `num_retries` may ask for (400 above).
+    pub max_request_retries: u32,
 }
 
 impl Default for ServerLimits {
@@ -241,6 +243,7 @@ impl Default for ServerLimits {
             shutdown_grace: Duration::from_secs(30),
             upstream_idle: Duration::from_secs(60),
             retry_deadline: Duration::from_secs(30),
+            max_request_retries: 10,
         }
     }
 }
@@ -747,6 +750,15 @@ fn server_limits(
         1,
         limits.write_timeout,
     )?;
+    if let Some(n) = gateway.max_request_retries {
+        if n > crate::inbound::MAX_REQUEST_RETRIES {
+            return Err(format!(
+                "gateway_settings.max_request_retries must be at most {} (got {n})",
+                crate::inbound::MAX_REQUEST_RETRIES
+            ));
+        }
+        limits.max_request_retries = n;
+    }
     limits.retry_deadline = bounded(
         "retry_deadline_ms",
         gateway.retry_deadline_ms,

@@ -167,6 +167,15 @@ async fn serve(
     let mut req = LlmRequest::parse(endpoint, body)?;
     req.forward_headers = forward_headers;
     outcome.stream = req.stream;
+    let most = worker.shared.limits.max_request_retries;
+    if req.num_retries.is_some_and(|n| n > most) {
+        return Err(GatewayError::InvalidParam {
+            param: "num_retries",
+            message: format!(
+                "at most {most} retries may be asked for (gateway_settings.max_request_retries)"
+            ),
+        });
+    }
     // 3. authorize
     let model = principal.resolve_alias(&req.model).to_string();
     outcome.requested = Some(model.clone());

@@ -43,6 +43,7 @@ pub fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, GatewayError> {
             ))
         }
     };
+    check_sizes(body)?;
     let mut de = serde_json::Deserializer::from_slice(body);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
@@ -56,6 +57,81 @@ pub fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, GatewayError> {
     de.end()
         .map_err(|e| GatewayError::MalformedJson(e.to_string()))?;
     Ok(value)
+}
+
+/// Longest string accepted anywhere in a management body (aliases,
+/// metadata values, ids, provider parameters); they become log fields,
+/// spend-row columns, metric labels and limiter keys.
+pub const MAX_STRING_BYTES: usize = 16 * 1024;
+/// Most members or items of one object or array in a management body.
+pub const MAX_ITEMS: usize = 10_000;
+
+/// Refuses a body with a string longer than [`MAX_STRING_BYTES`] or an
+/// object or array of more than [`MAX_ITEMS`], naming where (400). Bodies
+/// that are not JSON are left to the typed parse, which says why.
+fn check_sizes(body: &[u8]) -> Result<(), GatewayError> {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return Ok(());
+    };
+    fn walk(v: &serde_json::Value, path: &mut String) -> Result<(), GatewayError> {
+        use serde_json::Value;
+        let at = |path: &str| {
+            if path.is_empty() {
+                ".".to_string()
+            } else {
+                path.to_string()
+            }
+        };
+        match v {
+            Value::String(s) if s.len() > MAX_STRING_BYTES => Err(bad_field(
+                &at(path),
+                format!(
+                    "is {} bytes long; at most {MAX_STRING_BYTES} are accepted",
+                    s.len()
+                ),
+            )),
+            Value::Array(items) if items.len() > MAX_ITEMS => Err(bad_field(
+                &at(path),
+                format!(
+                    "has {} items; at most {MAX_ITEMS} are accepted",
+                    items.len()
+                ),
+            )),
+            Value::Object(map) if map.len() > MAX_ITEMS => Err(bad_field(
+                &at(path),
+                format!(
+                    "has {} members; at most {MAX_ITEMS} are accepted",
+                    map.len()
+                ),
+            )),
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    let len = path.len();
+                    path.push_str(&format!("[{i}]"));
+                    walk(item, path)?;
+                    path.truncate(len);
+                }
+                Ok(())
+            }
+            Value::Object(map) => {
+                for (key, item) in map {
+                    if key.len() > MAX_STRING_BYTES {
+                        return Err(bad_field(&at(path), "has a member name too long"));
+                    }
+                    let len = path.len();
+                    if !path.is_empty() {
+                        path.push('.');
+                    }
+                    path.push_str(key);
+                    walk(item, path)?;
+                    path.truncate(len);
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+    walk(&value, &mut String::new())
 }
 
 /// Names the field of a deserialization error: its path, or for a missing
@@ -307,5 +383,33 @@ mod tests {
             (d.as_deref(), at),
             (Some("1h"), Some(now + chrono::Duration::hours(1)))
         );
+    }
+
+    #[test]
+    fn oversized_strings_and_lists_are_refused_naming_where() {
+        let long = "x".repeat(MAX_STRING_BYTES + 1);
+        let body = format!(r#"{{"metadata":{{"team":{{"note":"{long}"}}}}}}"#);
+        let err = parse::<serde_json::Value>(body.as_bytes()).unwrap_err();
+        assert_eq!(err.param(), Some("metadata.team.note"), "{err}");
+        let body = format!(r#"{{"key_alias":"{long}"}}"#);
+        assert_eq!(
+            parse::<serde_json::Value>(body.as_bytes())
+                .unwrap_err()
+                .param(),
+            Some("key_alias")
+        );
+        let many = vec!["\"m\""; MAX_ITEMS + 1].join(",");
+        let body = format!(r#"{{"models":[{many}]}}"#);
+        assert_eq!(
+            parse::<serde_json::Value>(body.as_bytes())
+                .unwrap_err()
+                .param(),
+            Some("models")
+        );
+        let ok = format!(
+            r#"{{"metadata":{{"note":"{}"}}}}"#,
+            "x".repeat(MAX_STRING_BYTES)
+        );
+        assert!(parse::<serde_json::Value>(ok.as_bytes()).is_ok());
     }
 }
