@@ -96,13 +96,20 @@ struct RoutingView<'a> {
     max_completion_tokens: Option<serde_json::Value>,
     max_output_tokens: Option<serde_json::Value>,
     n: Option<serde_json::Value>,
-    #[serde(borrow)]
+    /// The gateway's own members, `null` included (a plain `Option` reads
+    /// a null member as absent, and it would then be forwarded).
+    #[serde(borrow, default, deserialize_with = "raw_member")]
     fallbacks: Option<&'a RawValue>,
-    #[serde(borrow)]
+    #[serde(borrow, default, deserialize_with = "raw_member")]
     num_retries: Option<&'a RawValue>,
     user: Option<serde_json::Value>,
     #[serde(borrow)]
     metadata: Option<&'a RawValue>,
+}
+
+/// A member's raw value, present even when it is `null`.
+fn raw_member<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
 }
 
 /// `metadata.user_id` of a Messages request.
@@ -407,6 +414,9 @@ fn read_fallbacks(raw: Option<&RawValue>) -> Result<Option<serde_json::Value>, G
             param: "fallbacks",
             message: e.to_string(),
         })?;
+    if value.is_null() {
+        return Ok(None);
+    }
     if value
         .as_array()
         .is_some_and(|a| a.len() > MAX_REQUEST_FALLBACKS)
@@ -662,6 +672,28 @@ mod tests {
             forwarded(&only),
             serde_json::json!({"model": "e", "input": "x"})
         );
+    }
+
+    #[test]
+    fn null_gateway_fields_are_cut_too() {
+        // Found by the fuzzer: a null member was read as absent and forwarded.
+        for body in [
+            r#"{"model":"a","messages":[],"num_retries":null}"#,
+            r#"{"model":"a","fallbacks":null,"messages":[]}"#,
+            r#"{"model":"a","messages":[],"fallbacks":null,"num_retries":null}"#,
+        ] {
+            let r = parse(Endpoint::ChatCompletions, body).unwrap();
+            assert_eq!(
+                (r.num_retries, r.fallbacks.is_some()),
+                (None, false),
+                "{body}"
+            );
+            assert_eq!(
+                forwarded(&r),
+                serde_json::json!({"model": "a", "messages": []}),
+                "{body}"
+            );
+        }
     }
 
     #[test]
