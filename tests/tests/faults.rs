@@ -297,3 +297,45 @@ fn token(key: &str) -> String {
     use sha2::Digest;
     hex::encode(sha2::Sha256::digest(key.as_bytes()))
 }
+
+/// The cores' Redis links name themselves (`CLIENT SETNAME`); a server
+/// whose ACL refuses that command still counts every request.
+#[test]
+fn a_redis_acl_refusing_client_setname_still_counts_limits() {
+    let redis = e2e::PrivateRedis::start();
+    redis.command(&[
+        "ACL", "SETUSER", "limited", "on", ">secret", "~*", "+@all", "-client",
+    ]);
+    let url = format!("redis://limited:secret@127.0.0.1:{}", redis.port());
+    let config = local_config(json!({}), json!({}));
+    let gw = Gateway::start(&to_yaml(&config), &[("REDIS_URL", &url)]);
+    let key = gw
+        .post("/key/generate", &json!({"rpm_limit": 2}))
+        .expect_status(200)
+        .json()["key"]
+        .as_str()
+        .expect("a key")
+        .to_string();
+    let auth = format!("Bearer {key}");
+    let statuses: Vec<u16> = (0..3)
+        .map(|_| {
+            gw.call(
+                "POST",
+                "/v1/chat/completions",
+                &[
+                    ("Authorization", &auth),
+                    ("Content-Type", "application/json"),
+                ],
+                chat_body("local").to_string().as_bytes(),
+            )
+            .status
+        })
+        .collect();
+    assert_eq!(statuses, [200, 200, 429]);
+    assert_eq!(
+        redis.window_total(&format!("{{api_key:{}}}:requests", token(&key))),
+        2,
+        "counted in Redis\n{}",
+        gw.output()
+    );
+}
