@@ -123,5 +123,6 @@ pub fn local_target(addr: SocketAddr) -> Target {
         addr,
         host: addr.to_string(),
         path: crate::client::target::DEFAULT_PATH.to_string(),
+        tls: None,
     }
 }

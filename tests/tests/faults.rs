@@ -59,32 +59,93 @@ fn count(db: &TestDb, filter: &str) -> usize {
     .expect("a count")
 }
 
-/// The rows of the last requests before SIGTERM (still on a core, or in
-/// the control plane's batch) are written before the process exits.
+/// The rows of the last requests (still on a core, or in the control
+/// plane's batch, when the process stops) are written before it exits:
+/// requests in flight at SIGTERM finish during the grace period and their
+/// rows are flushed by the cores' last flush, not lost with the runtime.
 #[test]
 fn sigterm_writes_the_rows_of_the_last_requests() {
     let db = TestDb::create();
     let spool = tempfile::tempdir().expect("spool dir");
     let config = local_config(
-        json!({}),
+        json!({"mock_latency_ms": 300}),
         json!({"spool_dir": spool.path().to_str().expect("utf-8 path")}),
     );
     let mut gw = Gateway::start(&to_yaml(&config), &[("DATABASE_URL", db.url())]);
-    const N: usize = 40;
-    for _ in 0..N {
+    const SEQUENTIAL: usize = 5;
+    for _ in 0..SEQUENTIAL {
         post_chat(&gw, &chat_body("local")).expect_status(200);
     }
+    // Requests in flight when the signal comes, on both cores.
+    const IN_FLIGHT: usize = 16;
+    let auth = format!("Bearer {MASTER_KEY}");
+    let body = chat_body("local").to_string();
+    let mut conns: Vec<e2e::Conn> = (0..IN_FLIGHT)
+        .map(|_| {
+            let mut conn = gw.connect();
+            conn.send(&request(
+                "POST",
+                "/v1/chat/completions",
+                &[
+                    ("Authorization", &auth),
+                    ("Content-Type", "application/json"),
+                ],
+                body.as_bytes(),
+            ));
+            conn
+        })
+        .collect();
+    // Every request reached the gateway (each holds a connection) before
+    // the signal: the mock's latency keeps them in flight.
+    eventually("the requests in flight", Duration::from_secs(10), || {
+        (count_open(&gw) >= IN_FLIGHT).then_some(())
+    });
     gw.signal(libc::SIGTERM);
+    for conn in &mut conns {
+        conn.read_response().expect_status(200);
+    }
     let status = gw
         .wait_exit(Duration::from_secs(20))
         .unwrap_or_else(|| panic!("gateway still running after SIGTERM\n{}", gw.output()));
     assert!(status.success(), "exit status {status}\n{}", gw.output());
     assert_eq!(
         count(&db, "true"),
-        N,
+        SEQUENTIAL + IN_FLIGHT,
         "every answered request has its row once the process exited\n{}",
         gw.output()
     );
+}
+
+/// Client connections the gateway holds open, from its `/proc` fd table:
+/// the sockets established with a peer on its port.
+fn count_open(gw: &Gateway) -> usize {
+    let port = format!(":{:04X} ", gw.port());
+    let inodes: std::collections::HashSet<String> =
+        std::fs::read_dir(format!("/proc/{}/fd", gw.pid()))
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| std::fs::read_link(e.path()).ok())
+                    .filter_map(|l| {
+                        let l = l.to_string_lossy().into_owned();
+                        l.strip_prefix("socket:[")?
+                            .strip_suffix(']')
+                            .map(str::to_string)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+    let tcp = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    tcp.lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // local address, state 01 (established), inode
+            f.len() > 9
+                && format!("{} ", f[1]).contains(&port)
+                && f[3] == "01"
+                && inodes.contains(f[9])
+        })
+        .count()
 }
 
 /// A stream still running when the grace period ends is cut off, and its
@@ -296,4 +357,46 @@ fn late_redis_answers_leave_no_charge_and_no_slot_behind() {
 fn token(key: &str) -> String {
     use sha2::Digest;
     hex::encode(sha2::Sha256::digest(key.as_bytes()))
+}
+
+/// The cores' Redis links name themselves (`CLIENT SETNAME`); a server
+/// whose ACL refuses that command still counts every request.
+#[test]
+fn a_redis_acl_refusing_client_setname_still_counts_limits() {
+    let redis = e2e::PrivateRedis::start();
+    redis.command(&[
+        "ACL", "SETUSER", "limited", "on", ">secret", "~*", "+@all", "-client",
+    ]);
+    let url = format!("redis://limited:secret@127.0.0.1:{}", redis.port());
+    let config = local_config(json!({}), json!({}));
+    let gw = Gateway::start(&to_yaml(&config), &[("REDIS_URL", &url)]);
+    let key = gw
+        .post("/key/generate", &json!({"rpm_limit": 2}))
+        .expect_status(200)
+        .json()["key"]
+        .as_str()
+        .expect("a key")
+        .to_string();
+    let auth = format!("Bearer {key}");
+    let statuses: Vec<u16> = (0..3)
+        .map(|_| {
+            gw.call(
+                "POST",
+                "/v1/chat/completions",
+                &[
+                    ("Authorization", &auth),
+                    ("Content-Type", "application/json"),
+                ],
+                chat_body("local").to_string().as_bytes(),
+            )
+            .status
+        })
+        .collect();
+    assert_eq!(statuses, [200, 200, 429]);
+    assert_eq!(
+        redis.window_total(&format!("{{api_key:{}}}:requests", token(&key))),
+        2,
+        "counted in Redis\n{}",
+        gw.output()
+    );
 }

@@ -265,7 +265,7 @@ async fn round_trip(
     let clock = c.clock;
     let commands: Vec<Vec<String>> = batch
         .iter()
-        .map(|call| script::evalsha(call, &config.window, config.slot_ttl, Some(&clock)))
+        .map(|call| script::evalsha(call, &config.window, config.slot_ttl, clock.as_ref()))
         .collect();
     let mut replies = c.exchange(commands.iter()).await?;
     let missing: Vec<usize> = (0..replies.len())
@@ -312,7 +312,7 @@ struct Conn {
     stream: Stream,
     buf: Vec<u8>,
     scratch: Vec<u8>,
-    clock: RedisClock,
+    clock: Option<RedisClock>,
 }
 
 impl Conn {
@@ -338,7 +338,7 @@ impl Conn {
             stream,
             buf: Vec::with_capacity(4096),
             scratch: Vec::with_capacity(16 * 1024),
-            clock: RedisClock::from_time(0, 0, Instant::now(), Instant::now()),
+            clock: None,
         };
         let mut setup: Vec<Vec<String>> = Vec::new();
         if let Some(password) = &config.password {
@@ -350,10 +350,12 @@ impl Conn {
         if let Some(db) = config.db {
             setup.push(vec!["SELECT".into(), db.to_string()]);
         }
-        // Named, so `CLIENT LIST` tells the cores' links apart.
+        // Named, so `CLIENT LIST` tells the cores' links apart (a server
+        // whose ACL refuses it serves the link all the same).
         setup.push(vec!["CLIENT".into(), "SETNAME".into(), LINK_NAME.into()]);
-        for reply in conn.exchange(setup.iter()).await? {
-            if let Reply::Error(e) = reply {
+        let named = setup.len() - 1;
+        for (i, reply) in conn.exchange(setup.iter()).await?.into_iter().enumerate() {
+            if let (Reply::Error(e), false) = (reply, i == named) {
                 return Err(RemoteError::Failed(format!("Redis set-up: {e}")));
             }
         }
@@ -362,8 +364,9 @@ impl Conn {
         Ok(conn)
     }
 
-    /// Reads Redis's clock (`TIME`).
-    async fn read_clock(&mut self) -> Result<RedisClock, RemoteError> {
+    /// Reads Redis's clock (`TIME`); without it (a server whose ACL refuses
+    /// TIME) admissions go without a deadline.
+    async fn read_clock(&mut self) -> Result<Option<RedisClock>, RemoteError> {
         let sent = Instant::now();
         let reply = self.exchange([["TIME"]].iter()).await?;
         let answered = Instant::now();
@@ -377,9 +380,8 @@ impl Conn {
                 .collect(),
             _ => Vec::new(),
         };
-        let (secs, micros) = parse_time(&parts)
-            .ok_or_else(|| RemoteError::Failed(format!("unexpected TIME reply {reply:?}")))?;
-        Ok(RedisClock::from_time(secs, micros, sent, answered))
+        Ok(parse_time(&parts)
+            .map(|(secs, micros)| RedisClock::from_time(secs, micros, sent, answered)))
     }
 
     async fn load_scripts(&mut self) -> Result<(), RemoteError> {

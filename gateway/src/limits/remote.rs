@@ -230,7 +230,7 @@ impl RemoteRunner {
                 conn.insert(Linked { conn: fresh, clock })
             }
         };
-        let pipe = self.pipeline(batch, &linked.clock);
+        let pipe = self.pipeline(batch, linked.clock.as_ref());
         let c = &mut linked.conn;
         match pipe.query_async::<Vec<redis::Value>>(c).await {
             Err(e) if e.kind() == redis::ErrorKind::NoScriptError => {
@@ -241,11 +241,11 @@ impl RemoteRunner {
         }
     }
 
-    fn pipeline(&self, batch: &[Call], clock: &RedisClock) -> redis::Pipeline {
+    fn pipeline(&self, batch: &[Call], clock: Option<&RedisClock>) -> redis::Pipeline {
         let mut pipe = redis::pipe();
         for call in batch {
             let cmd = pipe.cmd("EVALSHA");
-            for arg in &script::evalsha(call, &self.window, self.slot_ttl, Some(clock))[1..] {
+            for arg in &script::evalsha(call, &self.window, self.slot_ttl, clock)[1..] {
                 cmd.arg(arg);
             }
         }
@@ -272,22 +272,29 @@ async fn expire_leases(leases: LeaseExpiry) {
 /// A connection with its reading of Redis's clock.
 struct Linked {
     conn: redis::aio::MultiplexedConnection,
-    clock: RedisClock,
+    clock: Option<RedisClock>,
 }
 
-/// Reads Redis's clock (`TIME`).
+/// Reads Redis's clock (`TIME`); without it (a server whose ACL refuses
+/// TIME) admissions go without a deadline.
 async fn read_clock(
     conn: &mut redis::aio::MultiplexedConnection,
-) -> Result<RedisClock, RemoteError> {
+) -> Result<Option<RedisClock>, RemoteError> {
     let sent = std::time::Instant::now();
-    let parts: Vec<String> = redis::cmd("TIME")
-        .query_async(conn)
-        .await
-        .map_err(classify)?;
+    let parts: Vec<String> = match redis::cmd("TIME").query_async(conn).await {
+        Ok(parts) => parts,
+        Err(e) => {
+            return match classify(e) {
+                RemoteError::Failed(_) => Ok(None),
+                unreachable => Err(unreachable),
+            }
+        }
+    };
     let answered = std::time::Instant::now();
-    let (secs, micros) = parse_time(&parts)
-        .ok_or_else(|| RemoteError::Failed(format!("unexpected TIME reply {parts:?}")))?;
-    Ok(RedisClock::from_time(secs, micros, sent, answered))
+    Ok(
+        parse_time(&parts)
+            .map(|(secs, micros)| RedisClock::from_time(secs, micros, sent, answered)),
+    )
 }
 
 async fn load_scripts(conn: &mut redis::aio::MultiplexedConnection) -> Result<(), RemoteError> {

@@ -1,13 +1,17 @@
 //! One keep-alive client connection: send a request, read one response
 //! (Content-Length, chunked or until close) and note when its body began.
 
-use std::net::SocketAddr;
 use std::time::Instant;
 
 use gateway::http1::{parse_response_head, ChunkedDecoder, ReadBuffer, ResponseFraming};
-use monoio::io::AsyncWriteRentExt;
+use monoio::buf::{IoBufMut, IoVecBufMut};
+use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
+use monoio::BufResult;
+use monoio_rustls::ClientTlsStream;
 use serde::Serialize;
+
+use super::target::Target;
 
 /// Initial capacity of the read buffer.
 const READ_BUFFER: usize = 16 * 1024;
@@ -55,9 +59,47 @@ pub struct Response {
     pub keep_alive: bool,
 }
 
+/// A connection's socket: plain, or TLS for `https://` targets.
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<ClientTlsStream<TcpStream>>),
+}
+
+impl Stream {
+    /// Writes all of `buf` (over TLS, flushed to the socket).
+    async fn send(&mut self, buf: Vec<u8>) -> BufResult<usize, Vec<u8>> {
+        match self {
+            Stream::Plain(s) => s.write_all(buf).await,
+            Stream::Tls(s) => {
+                let (res, buf) = s.write_all(buf).await;
+                match res {
+                    Ok(n) => (s.flush().await.map(|()| n), buf),
+                    Err(e) => (Err(e), buf),
+                }
+            }
+        }
+    }
+}
+
+impl AsyncReadRent for Stream {
+    async fn read<T: IoBufMut>(&mut self, buf: T) -> BufResult<usize, T> {
+        match self {
+            Stream::Plain(s) => s.read(buf).await,
+            Stream::Tls(s) => s.read(buf).await,
+        }
+    }
+
+    async fn readv<T: IoVecBufMut>(&mut self, buf: T) -> BufResult<usize, T> {
+        match self {
+            Stream::Plain(s) => s.readv(buf).await,
+            Stream::Tls(s) => s.readv(buf).await,
+        }
+    }
+}
+
 /// An open client connection.
 pub struct Connection {
-    stream: TcpStream,
+    stream: Stream,
     buf: ReadBuffer,
     /// Decoded chunk payload, discarded after each read.
     scratch: Vec<u8>,
@@ -66,12 +108,22 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Connects to `addr` with `TCP_NODELAY`.
-    pub async fn open(addr: SocketAddr) -> Result<Connection, Failure> {
-        let stream = TcpStream::connect(addr)
+    /// Connects to `target` with `TCP_NODELAY` (and TLS for `https://`; a
+    /// failed handshake counts as a failed connect).
+    pub async fn open(target: &Target) -> Result<Connection, Failure> {
+        let tcp = TcpStream::connect(target.addr)
             .await
             .map_err(|_| Failure::Connect)?;
-        stream.set_nodelay(true).map_err(|_| Failure::Connect)?;
+        tcp.set_nodelay(true).map_err(|_| Failure::Connect)?;
+        let stream = match &target.tls {
+            None => Stream::Plain(tcp),
+            Some(tls) => Stream::Tls(Box::new(
+                tls.connector
+                    .connect(tls.name.clone(), tcp)
+                    .await
+                    .map_err(|_| Failure::Connect)?,
+            )),
+        };
         Ok(Connection {
             stream,
             buf: ReadBuffer::with_capacity(READ_BUFFER),
@@ -89,7 +141,7 @@ impl Connection {
     /// Sends the request in [`Connection::request_buf`] and reads the whole
     /// response. After an error the connection must be dropped.
     pub async fn exchange(&mut self) -> Result<Response, Failure> {
-        let (res, out) = self.stream.write_all(std::mem::take(&mut self.out)).await;
+        let (res, out) = self.stream.send(std::mem::take(&mut self.out)).await;
         self.out = out;
         res.map_err(|_| Failure::Write)?;
         self.read_response().await

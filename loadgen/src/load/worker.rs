@@ -3,14 +3,14 @@
 //! or the closed-loop budget) whenever their connection is free.
 
 use std::cell::{Cell, RefCell};
-use std::net::SocketAddr;
+
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{LoadResult, Mode, Shared};
-use crate::client::{Connection, Failure, RequestMix, Response};
+use crate::client::{Connection, Failure, RequestMix, Response, Target};
 use crate::rt;
 use crate::schedule::{self, Schedule};
 
@@ -94,14 +94,14 @@ pub(super) fn run(shared: Arc<Shared>, index: usize) -> LoadResult {
 async fn connection_task(ctx: Rc<Ctx>, conn: usize) {
     let shared = &ctx.shared;
     let cfg = &shared.config;
-    let addr = cfg.target.addr;
+    let target = &cfg.target;
     let offset = cfg
         .ramp
         .mul_f64(conn as f64 / cfg.connections.max(1) as f64);
     let mut connection = None;
     if offset.is_zero() {
         // Connect before the start so the first sends do not pay for it.
-        connection = Connection::open(addr).await.ok();
+        connection = Connection::open(target).await.ok();
     }
     monoio::time::sleep_until((shared.start + offset).into()).await;
     while let Some(job) = ctx.next_job() {
@@ -124,7 +124,7 @@ async fn connection_task(ctx: Rc<Ctx>, conn: usize) {
         shared.progress.start();
         let outcome = monoio::time::timeout(
             cfg.timeout,
-            exchange(&mut connection, addr, &shared.mix, job.index),
+            exchange(&mut connection, target, &shared.mix, job.index),
         )
         .await
         .unwrap_or(Err(Failure::Timeout));
@@ -152,13 +152,13 @@ async fn connection_task(ctx: Rc<Ctx>, conn: usize) {
 /// Sends request `index` on `slot`'s connection, opening one if needed.
 async fn exchange(
     slot: &mut Option<Connection>,
-    addr: SocketAddr,
+    target: &Target,
     mix: &RequestMix,
     index: u64,
 ) -> Result<Response, Failure> {
     let conn = match slot {
         Some(c) => c,
-        None => slot.insert(Connection::open(addr).await?),
+        None => slot.insert(Connection::open(target).await?),
     };
     mix.write(index, conn.request_buf());
     conn.exchange().await
