@@ -127,7 +127,9 @@ fn reloads_under_streaming_load_without_a_failed_request() {
         message.contains("model_list[0]"),
         "names the entry: {message}"
     );
-    assert!(gw.output().contains("config reload refused"));
+    e2e::eventually("the refusal logged", Duration::from_secs(5), || {
+        gw.output().contains("config reload refused").then_some(())
+    });
     assert_eq!(
         chat(&gw, "h", "after-refusal"),
         200,
