@@ -1,11 +1,12 @@
-//! Rate limits on a Redis Cluster: a private three-master Cluster, two
-//! gateway replicas configured the LiteLLM way (`REDIS_CLUSTER_NODES`).
-//! No overshoot for rpm, tpm with reservation and parallel limits across
-//! the replicas, while a request's counters live on different slots; a
-//! slot moved under the replicas (`MOVED`); one master killed and started
-//! again under load.
+//! Rate limits and cooldowns on a Redis Cluster: a private three-master
+//! Cluster, two gateway replicas configured the LiteLLM way
+//! (`REDIS_CLUSTER_NODES`). No overshoot for rpm, tpm with reservation,
+//! parallel and leased limits across the replicas, while a request's
+//! counters live on different slots; a slot moved under the replicas
+//! (`MOVED`); one master killed and started again under load; cooldowns
+//! and allowed-fails counters shared through the Cluster.
 
-use e2e::{to_yaml, Gateway, PrivateCluster, MASTER_KEY};
+use e2e::{chat_body, openai_model, to_yaml, Gateway, MockServer, PrivateCluster, MASTER_KEY};
 use serde_json::{json, Value};
 use sha2::Digest;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -248,4 +249,107 @@ fn a_master_killed_and_restarted_under_load_keeps_serving_and_counts_correctly()
     e2e::eventually("each request counted once", Duration::from_secs(5), || {
         (cluster.window_total(&counter) == start + 20).then_some(())
     });
+}
+
+#[test]
+fn two_lease_replicas_on_a_cluster_never_admit_more_than_the_limit() {
+    let cluster = PrivateCluster::start();
+    let key = "sk-cluster-lease-1";
+    let (a, b) = replicas(
+        &cluster,
+        json!([{"key": key, "rpm_limit": 30}]),
+        &[("GATEWAY_RATE_LIMIT_MODE", "lease")],
+    );
+    let replies = both(&a, &b, key, &hello("m"), 30, 30);
+    let served = served(&replies) as i64;
+    assert!(served > 0 && served <= 30, "{served} admitted over 30");
+    assert_refused(&replies, "requests");
+    // Leases end through the control plane's Cluster client: Redis then
+    // counts exactly what was served.
+    let counter = format!("{{api_key:{}}}:requests", token(key));
+    e2e::eventually("the leases ended", Duration::from_secs(5), || {
+        (cluster.window_total(&counter) == served).then_some(())
+    });
+}
+
+/// A group `chat` of `cheap` (answering `fails` when given; chosen first,
+/// it is free) and `backup`, on the mock; routed by cost.
+fn cooling_replica(
+    mock: &MockServer,
+    cluster: &PrivateCluster,
+    fails: Option<u16>,
+    settings: Value,
+) -> Gateway {
+    let mut cheap = json!({
+        "model": "openai/cheap-model",
+        "input_cost_per_token": 0,
+        "output_cost_per_token": 0,
+    });
+    if let Some(status) = fails {
+        cheap["extra_headers"] = json!({"x-mock-status": status.to_string()});
+    }
+    let mut router = json!({"routing_strategy": "cost-based-routing", "retry_after": 0});
+    if let (Some(r), Value::Object(extra)) = (router.as_object_mut(), settings) {
+        r.extend(extra);
+    }
+    let config = json!({
+        "model_list": [
+            openai_model("chat", "cheap", &mock.api_base(), cheap),
+            openai_model("chat", "backup", &mock.api_base(), json!({"model": "openai/backup-model"})),
+        ],
+        "router_settings": router,
+        "general_settings": {"master_key": MASTER_KEY},
+    });
+    Gateway::start(
+        &to_yaml(&config),
+        &[("REDIS_CLUSTER_NODES", &cluster.nodes_json())],
+    )
+}
+
+fn served_by(gw: &Gateway) -> (u16, String) {
+    let resp = gw.post("/v1/chat/completions", &chat_body("chat"));
+    let id = resp.header("x-litellm-model-id").unwrap_or("").to_string();
+    (resp.status, id)
+}
+
+#[test]
+fn cooldowns_and_allowed_fails_are_shared_through_a_cluster() {
+    let cluster = PrivateCluster::start();
+    let mock = MockServer::start(&[]);
+    // A cooldown started on a reaches b by pub/sub, and its key is set.
+    let settings = json!({"num_retries": 1, "cooldown_time": 30});
+    let a = cooling_replica(&mock, &cluster, Some(429), settings.clone());
+    let b = cooling_replica(&mock, &cluster, None, settings);
+    assert_eq!(served_by(&b), (200, "cheap".into()));
+    assert_eq!(served_by(&a), (200, "backup".into()), "a cooled cheap");
+    e2e::eventually("b applies a's cooldown", Duration::from_secs(2), || {
+        (served_by(&b) == (200, "backup".into())).then_some(())
+    });
+    assert!(matches!(
+        cluster.command(&["PTTL", "deployment:cheap:cooldown"]),
+        e2e::redis::Reply::Int(ms) if ms > 0
+    ));
+    drop((a, b));
+
+    // Failures on either replica add up in the Cluster's counter.
+    let cluster = PrivateCluster::start();
+    let settings = json!({"num_retries": 0, "allowed_fails": 2, "cooldown_time": 30});
+    let a = cooling_replica(&mock, &cluster, Some(500), settings.clone());
+    let b = cooling_replica(&mock, &cluster, Some(500), settings);
+    for gw in [&a, &b, &a] {
+        assert_ne!(served_by(gw).0, 200, "cheap fails and is not retried");
+    }
+    e2e::eventually(
+        "the fleet's failures exceed allowed_fails",
+        Duration::from_secs(2),
+        || {
+            (cluster.command(&["EXISTS", "deployment:cheap:cooldown"]) == e2e::redis::Reply::Int(1))
+                .then_some(())
+        },
+    );
+    for gw in [&a, &b] {
+        e2e::eventually("cheap cooling on both", Duration::from_secs(2), || {
+            (served_by(gw) == (200, "backup".into())).then_some(())
+        });
+    }
 }
