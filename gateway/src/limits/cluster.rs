@@ -17,7 +17,6 @@ use super::resp::Reply;
 use super::script;
 use super::slots::{redirect, Redirect, Topology};
 use super::split::{self, Merged};
-use super::Verdict;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -60,8 +59,7 @@ impl ClusterLink {
         let deadline = Instant::now() + config.deadline;
         self.refresh(config, deadline).await;
         let parts = split::split(batch);
-        let mut outcomes: Vec<Option<Result<Option<Verdict>, RemoteError>>> =
-            (0..parts.len()).map(|_| None).collect();
+        let mut outcomes: Vec<Option<split::Outcome>> = (0..parts.len()).map(|_| None).collect();
         let mut sends = Vec::with_capacity(parts.len());
         for (i, part) in parts.iter().enumerate() {
             match self.topology.as_ref().and_then(|t| t.node_of(part.slot)) {
@@ -106,7 +104,7 @@ impl ClusterLink {
         deadline: Instant,
         parts: &[split::Part],
         sends: Vec<Send>,
-        outcomes: &mut [Option<Result<Option<Verdict>, RemoteError>>],
+        outcomes: &mut [Option<split::Outcome>],
     ) -> Vec<Send> {
         let mut by_node: Vec<(String, Vec<Send>)> = Vec::new();
         for send in sends {

@@ -110,16 +110,15 @@ pub struct Merged {
     pub unreachable: Option<RemoteError>,
 }
 
+/// A part's outcome: `Ok(Some(verdict))` for an admission's part,
+/// `Ok(None)` for a settlement's.
+pub type Outcome = Result<Option<Verdict>, RemoteError>;
+
 /// Combines each part's outcome (`Ok(Some(verdict))` for an admission's
 /// part, `Ok(None)` for a settlement's) into one outcome per call.
-pub fn merge(
-    batch: &[Call],
-    parts: Vec<Part>,
-    outcomes: Vec<Result<Option<Verdict>, RemoteError>>,
-) -> Merged {
+pub fn merge(batch: &[Call], parts: Vec<Part>, outcomes: Vec<Outcome>) -> Merged {
     let mut merged = Merged::default();
-    let mut by_call: Vec<Vec<(Part, Result<Option<Verdict>, RemoteError>)>> =
-        batch.iter().map(|_| Vec::new()).collect();
+    let mut by_call: Vec<Vec<(Part, Outcome)>> = batch.iter().map(|_| Vec::new()).collect();
     for (part, outcome) in parts.into_iter().zip(outcomes) {
         if let Err(e @ RemoteError::Unreachable(_)) = &outcome {
             merged.unreachable.get_or_insert_with(|| e.clone());
@@ -146,7 +145,7 @@ pub fn merge(
 /// One admission's verdict from its parts.
 fn admission(
     n: usize,
-    parts: Vec<(Part, Result<Option<Verdict>, RemoteError>)>,
+    parts: Vec<(Part, Outcome)>,
     merged: &mut Merged,
 ) -> Result<Verdict, RemoteError> {
     let mut used = vec![0; n];
