@@ -70,6 +70,8 @@ impl PrivateCluster {
             .args(["--bind", "127.0.0.1"])
             .args(["--cluster-enabled", "yes"])
             .args(["--cluster-node-timeout", "1000"])
+            // The other masters keep serving their slots while one is down.
+            .args(["--cluster-require-full-coverage", "no"])
             .args(["--cluster-config-file", "nodes.conf"])
             .args(["--appendonly", "yes", "--appendfsync", "always"])
             .args(["--save", ""])

@@ -7,9 +7,14 @@
 //! new owner (at most [`MAX_HOPS`] redirects) and has the whole map read
 //! again before the next round trip; an `ASK` reply resends the part after
 //! `ASKING`, map unchanged. A node that cannot be reached or does not
-//! answer within the limiter's deadline fails only its parts, counts as a
-//! failure for the breaker (as a standalone Redis would), loses its
+//! answer within the limiter's deadline fails only its parts, loses its
 //! connection, and has the map read again (a replica may have taken over).
+//!
+//! For the breaker the Cluster is one Redis: a round trip succeeds only
+//! when every master of the map is reachable. While a master is down, each
+//! round trip counts as a failure (calls to the other masters still get
+//! their answers), and one in every [`REFRESH_EVERY`] tries to connect to
+//! it again, so the breaker closes once it is back, and only then.
 
 use super::direct::{self, Conn, LinkConfig};
 use super::remote::{Call, RemoteError};
@@ -33,6 +38,8 @@ pub struct ClusterLink {
     stale: bool,
     last_refresh: Option<Instant>,
     conns: HashMap<String, Conn>,
+    /// Masters that could not be reached: when they were last tried, why.
+    down: HashMap<String, (Instant, RemoteError)>,
 }
 
 /// Where one part goes in one hop.
@@ -51,6 +58,7 @@ impl ClusterLink {
             stale: true,
             last_refresh: None,
             conns: HashMap::new(),
+            down: HashMap::new(),
         }
     }
 
@@ -89,11 +97,42 @@ impl ClusterLink {
                 "more than {MAX_HOPS} Cluster redirects"
             ))));
         }
+        self.retry_down(config, deadline).await;
         let outcomes = outcomes
             .into_iter()
             .map(|o| o.unwrap_or_else(|| Err(RemoteError::Failed("no reply".into()))))
             .collect();
-        split::merge(batch, parts, outcomes)
+        let mut merged = split::merge(batch, parts, outcomes);
+        if merged.unreachable.is_none() {
+            merged.unreachable = self.down.values().next().map(|(_, e)| e.clone());
+        }
+        merged
+    }
+
+    /// Connects again to the masters that were down and were not tried in
+    /// the last [`REFRESH_EVERY`].
+    async fn retry_down(&mut self, config: &LinkConfig, deadline: Instant) {
+        let due: Vec<String> = self
+            .down
+            .iter()
+            .filter(|(_, (at, _))| at.elapsed() >= REFRESH_EVERY)
+            .map(|(addr, _)| addr.clone())
+            .collect();
+        for addr in due {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let opened = monoio::time::timeout(left, Conn::open(config, &addr))
+                .await
+                .unwrap_or_else(|_| Err(super::outcome::timed_out(config.deadline)));
+            match opened {
+                Ok(conn) => {
+                    self.down.remove(&addr);
+                    self.conns.insert(addr, conn);
+                }
+                Err(e) => {
+                    self.down.insert(addr, (Instant::now(), e));
+                }
+            }
+        }
     }
 
     /// Sends every part of `sends` to its node, all nodes at once; the
@@ -131,10 +170,14 @@ impl ClusterLink {
         for (addr, group, result) in futures_util::future::join_all(exchanges).await {
             let replies = match result {
                 Ok((conn, replies)) => {
+                    self.down.remove(&addr);
                     self.conns.insert(addr.clone(), conn);
                     replies
                 }
                 Err(e) => {
+                    if matches!(e, RemoteError::Unreachable(_)) {
+                        self.down.insert(addr.clone(), (Instant::now(), e.clone()));
+                    }
                     self.stale = true;
                     for send in group {
                         outcomes[send.part] = Some(Err(e.clone()));
@@ -220,9 +263,11 @@ impl ClusterLink {
             let Ok(Ok((conn, topology))) = read else {
                 continue;
             };
+            self.down.remove(&addr);
             self.conns.insert(addr, conn);
             // Connections to nodes no longer masters are closed.
             self.conns.retain(|a, _| topology.nodes().contains(a));
+            self.down.retain(|a, _| topology.nodes().contains(a));
             self.topology = Some(topology);
             self.stale = false;
             return;
