@@ -10,6 +10,10 @@
 //! lock-free counters ([`local`]) under the configured fallback policy.
 //! Counting is a sliding window ([`window`]): no 2x burst at a boundary.
 //!
+//! On a Redis Cluster ([`slots`], [`split`], [`cluster`]) each request is
+//! admitted slot by slot in one round trip, the slots that admitted being
+//! given back when another refuses.
+//!
 //! In lease mode ([`lease`]) each replica takes rpm/tpm quota from Redis in
 //! leases through the same scripts and spends it with local atomics.
 //!
