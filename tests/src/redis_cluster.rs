@@ -208,6 +208,31 @@ impl PrivateCluster {
         );
     }
 
+    /// Starts moving the (empty) slot of `key` to master `to`: the owner
+    /// marks it `MIGRATING`, `to` marks it `IMPORTING`, so the owner
+    /// answers `ASK` for keys it does not hold. Returns the slot, for
+    /// [`finish_migration`](Self::finish_migration).
+    pub fn start_migration(&self, key: &str, to: usize) -> String {
+        let slot = match self.on(0, &["CLUSTER", "KEYSLOT", key]) {
+            Reply::Int(s) => s.to_string(),
+            other => panic!("CLUSTER KEYSLOT: {other:?}"),
+        };
+        let from = self.node_of(key);
+        let (from_id, to_id) = (self.id_of(from), self.id_of(to));
+        self.on(to, &["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from_id]);
+        self.on(from, &["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to_id]);
+        slot
+    }
+
+    /// Ends a migration: every master hands `slot` to `to`.
+    pub fn finish_migration(&self, slot: &str, to: usize) {
+        let id = self.id_of(to);
+        self.on(to, &["CLUSTER", "SETSLOT", slot, "NODE", &id]);
+        for i in (0..self.nodes.len()).filter(|&i| i != to) {
+            self.on(i, &["CLUSTER", "SETSLOT", slot, "NODE", &id]);
+        }
+    }
+
     fn node_of_from(&self, i: usize, key: &str) -> usize {
         match self.try_on(i, &["EXISTS", key]) {
             Ok(Reply::Error(e)) if e.starts_with("MOVED") => self.index_of_redirect(&e),

@@ -3,7 +3,7 @@
 //! (`REDIS_CLUSTER_NODES`). No overshoot for rpm, tpm with reservation,
 //! parallel and leased limits across the replicas, while a request's
 //! counters live on different slots; a slot moved under the replicas
-//! (`MOVED`); one master killed and started again under load; cooldowns
+//! (`MOVED`) and one being migrated (`ASK`); one master killed and started again under load; cooldowns
 //! and allowed-fails counters shared through the Cluster.
 
 use e2e::{chat_body, openai_model, to_yaml, Gateway, MockServer, PrivateCluster, MASTER_KEY};
@@ -104,12 +104,16 @@ fn assert_refused(replies: &[(u16, Value)], kind: &str) {
 }
 
 #[test]
-fn two_replicas_on_a_cluster_never_overshoot_rpm_and_follow_a_moved_slot() {
+fn two_replicas_on_a_cluster_never_overshoot_rpm_and_follow_moved_and_ask() {
     let cluster = PrivateCluster::start();
-    let (key, moved) = ("sk-cluster-rpm-1", "sk-cluster-moved-1");
+    let (key, moved, asked) = ("sk-cluster-rpm-1", "sk-cluster-moved-1", "sk-cluster-ask-1");
     let (a, b) = replicas(
         &cluster,
-        json!([{"key": key, "rpm_limit": 20}, {"key": moved, "rpm_limit": 5}]),
+        json!([
+            {"key": key, "rpm_limit": 20},
+            {"key": moved, "rpm_limit": 5},
+            {"key": asked, "rpm_limit": 3},
+        ]),
         &[],
     );
     let counter = format!("{{api_key:{}}}:requests", token(key));
@@ -136,6 +140,24 @@ fn two_replicas_on_a_cluster_never_overshoot_rpm_and_follow_a_moved_slot() {
     assert_refused(&replies, "requests");
     assert_eq!(cluster.node_of(&moved_counter), to);
     assert_eq!(cluster.window_total(&moved_counter), 5);
+
+    // A slot being migrated: its owner answers ASK for the counter it does
+    // not hold yet; the replicas ask the importing master.
+    let asked_counter = format!("{{api_key:{}}}:requests", token(asked));
+    let to = (cluster.node_of(&asked_counter) + 1) % 3;
+    let slot = cluster.start_migration(&asked_counter, to);
+    let replies = both(&a, &b, asked, &hello("m"), 2, 2);
+    assert_eq!(served(&replies), 3);
+    assert_refused(&replies, "requests");
+    cluster.finish_migration(&slot, to);
+    e2e::eventually("the migration ended", Duration::from_secs(10), || {
+        (cluster.node_of(&asked_counter) == to).then_some(())
+    });
+    assert_eq!(
+        cluster.window_total(&asked_counter),
+        3,
+        "counted on the importing master"
+    );
     let out = a.output() + &b.output();
     assert!(!out.contains("Redis limiter call failed"), "{out}");
 }
