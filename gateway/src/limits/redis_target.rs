@@ -28,6 +28,7 @@ pub fn target(
         let password = text(block, "password").or_else(|| env("REDIS_PASSWORD"));
         let username = text(block, "username").or_else(|| env("REDIS_USERNAME"));
         if let Some(nodes) = block.get("startup_nodes").filter(|n| !n.is_null()) {
+            no_tls(block, NAME)?;
             let nodes = startup_nodes(nodes, &format!("{NAME}.startup_nodes"))?;
             return Ok(Some(cluster(nodes, username, password)));
         }
@@ -69,6 +70,7 @@ pub fn target(
         .is_none_or(|t| t == "redis");
     if let (Some(cache), true) = (cache, is_redis) {
         if let Some(nodes) = cache.get("redis_startup_nodes").filter(|n| !n.is_null()) {
+            no_tls(cache, "litellm_settings.cache_params")?;
             let nodes = startup_nodes(nodes, "litellm_settings.cache_params.redis_startup_nodes")?;
             let password = text(cache, "password").or_else(|| env("REDIS_PASSWORD"));
             let username = text(cache, "username").or_else(|| env("REDIS_USERNAME"));
@@ -76,6 +78,17 @@ pub fn target(
         }
     }
     Ok(None)
+}
+
+/// Refuses `ssl: true` beside startup nodes: the Cluster links speak plain
+/// RESP only (a TLS Cluster would otherwise fail at every call).
+fn no_tls(block: &Value, name: &str) -> Result<(), String> {
+    match block.get("ssl").and_then(Value::as_bool) {
+        Some(true) => Err(format!(
+            "{name}: ssl with startup_nodes (a Redis Cluster over TLS) is not supported yet"
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// A string or number setting, when not empty.
@@ -236,6 +249,8 @@ mod tests {
         );
         let url = "general_settings: {coordination_redis: {url: 'redis://u:6379/0'}}\n";
         assert_eq!(resolve(url, &[]).unwrap().unwrap().0, "redis://u:6379/0");
+        let tls = "general_settings: {coordination_redis: {ssl: true, startup_nodes: [{host: k, port: 1}]}}\n";
+        assert!(resolve(tls, &[]).unwrap_err().contains("not supported"));
         let empty = "general_settings: {coordination_redis: {ssl: true}}\n";
         assert!(resolve(empty, &[])
             .unwrap_err()
