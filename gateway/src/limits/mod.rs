@@ -45,7 +45,8 @@ use crate::auth::Principal;
 use crate::error::GatewayError;
 use breaker::Breaker;
 use lease::{Lease, LeaseTable, Leased};
-use remote::{Call, Entry, LeaseExpiry, RemoteRunner};
+use remote::{Call, Entry, LeaseExpiry, RemoteRunner, ScriptDone};
+pub use remote::{LuaScript, RemoteError, ScriptCall};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -399,6 +400,88 @@ impl Limiter {
         match monoio::time::timeout(self.settings.redis_timeout, rx).await {
             Ok(Ok(Ok(verdict))) => Some(verdict),
             _ => None,
+        }
+    }
+
+    /// Whether shared counters of other modules (budgets) live in Redis:
+    /// the limiter speaks to Redis (mode `redis` or `lease`).
+    pub fn shared(&self) -> bool {
+        self.remote.is_some()
+    }
+
+    /// How long a hold taken in Redis lives unless settled
+    /// (`parallel_slot_ttl_secs`): what a crashed replica's holds cost.
+    pub fn hold_ttl(&self) -> std::time::Duration {
+        self.settings.parallel_slot_ttl
+    }
+
+    /// Runs `call` on this core's Redis link and waits for its integers up
+    /// to the Redis deadline; the argument at `deadline_arg`, if any,
+    /// becomes that deadline in Redis time (the script must refuse to run
+    /// after it).
+    /// `None` without Redis, while the breaker is open, when the queue is
+    /// full or no answer came in time: the caller decides per process. A
+    /// reply that comes after the caller gave up goes to `late`, which may
+    /// return a call that undoes it.
+    pub async fn eval(
+        &self,
+        call: ScriptCall,
+        deadline_arg: Option<usize>,
+        late: impl FnOnce(&[i64]) -> Option<ScriptCall> + Send + Sync + 'static,
+    ) -> Option<Vec<i64>> {
+        let remote = self.remote.as_ref()?;
+        if !remote.breaker.allow() {
+            return None;
+        }
+        let (reply, rx) = oneshot::channel();
+        let deadline = std::time::Instant::now() + self.settings.redis_timeout;
+        let done = ScriptDone(Box::new(move |result| match reply.send(result) {
+            Err(Ok(numbers)) => late(&numbers).map(|undo| Call::Script {
+                call: undo,
+                deadline: None,
+                done: ScriptDone(Box::new(|_| None)),
+            }),
+            _ => None,
+        }));
+        let call = Call::Script {
+            call,
+            deadline: deadline_arg.map(|i| (i, deadline)),
+            done,
+        };
+        if remote.submit(call).is_err() {
+            if remote.breaker.state() == BreakerState::HalfOpen {
+                remote.breaker.abandon_probe();
+            }
+            return None;
+        }
+        match monoio::time::timeout(self.settings.redis_timeout, rx).await {
+            Ok(Ok(Ok(numbers))) => Some(numbers),
+            _ => None,
+        }
+    }
+
+    /// Sends `call` without waiting; `failed` runs when it did not (or may
+    /// not have) run: Redis unavailable, breaker open, queue full.
+    pub fn send_script(&self, call: ScriptCall, failed: impl FnOnce() + Send + Sync + 'static) {
+        let Some(remote) = self.remote.as_ref().filter(|r| r.breaker.allow()) else {
+            failed();
+            return;
+        };
+        let call = Call::Script {
+            call,
+            deadline: None,
+            done: ScriptDone(Box::new(move |result| {
+                if result.is_err() {
+                    failed();
+                }
+                None
+            })),
+        };
+        if let Err(Call::Script { done, .. }) = remote.submit(call) {
+            if remote.breaker.state() == BreakerState::HalfOpen {
+                remote.breaker.abandon_probe();
+            }
+            let _ = (done.0)(Err(RemoteError::Unreachable("limiter queue full".into())));
         }
     }
 

@@ -24,11 +24,12 @@ impl Reporter<'_> {
     /// A round trip succeeded: closes the breaker if it was open, then hands
     /// each admission its verdict. Returns the settlements of admissions
     /// nobody waits for any more (the core gave up at its deadline and
-    /// limited the request locally), for the next round trip.
+    /// limited the request locally), for the next round trip, and what
+    /// other modules' scripts hand back.
     pub fn succeeded(
         &self,
         batch: Vec<Call>,
-        verdicts: impl Iterator<Item = Result<Verdict, RemoteError>>,
+        replies: impl Iterator<Item = Result<Vec<i64>, RemoteError>>,
     ) -> Vec<Call> {
         if self.breaker.on_success() {
             tracing::warn!(
@@ -36,16 +37,21 @@ impl Reporter<'_> {
             );
         }
         let mut orphans = Vec::new();
-        for (call, verdict) in batch.into_iter().zip(verdicts) {
-            let Call::Admit {
-                entries,
-                request_id,
-                reply,
-                ..
-            } = call
-            else {
-                continue;
+        for (call, numbers) in batch.into_iter().zip(replies) {
+            let (entries, request_id, reply) = match call {
+                Call::Admit {
+                    entries,
+                    request_id,
+                    reply,
+                    ..
+                } => (entries, request_id, reply),
+                Call::Script { done, .. } => {
+                    orphans.extend((done.0)(numbers));
+                    continue;
+                }
+                Call::Finish { .. } => continue,
             };
+            let verdict = numbers.and_then(|n| script::verdict(&n));
             if let Err(Ok(Verdict::Admitted { tick, used })) = reply.send(verdict) {
                 orphans.push(script::give_back(entries, request_id, tick, used));
             }
@@ -70,8 +76,14 @@ impl Reporter<'_> {
             tracing::warn!(error = %err, fallback = %self.fallback_note, "Redis limiter call failed; this request is limited per process");
         }
         for call in batch {
-            if let Call::Admit { reply, .. } = call {
-                let _ = reply.send(Err(err.clone()));
+            match call {
+                Call::Admit { reply, .. } => {
+                    let _ = reply.send(Err(err.clone()));
+                }
+                Call::Script { done, .. } => {
+                    let _ = (done.0)(Err(err.clone()));
+                }
+                Call::Finish { .. } => {}
             }
         }
         unreachable
