@@ -215,12 +215,20 @@ fn exhaust(fleet: &Fleet, key: &str, token: &str, budget: f64, spent_before: f64
 #[test]
 fn two_replicas_hammering_one_key_stay_within_its_budget() {
     let fleet = Fleet::start();
-    // About nine requests' worth: each replica alone would admit about as
-    // many, so counting per replica would spend nearly twice the budget.
-    let budget = 0.01;
+    // About sixteen requests' worth: each replica alone would admit about
+    // as many, so counting per replica would spend nearly twice the budget.
+    let budget = 0.02;
     let (key, token) = generate(&fleet.replicas[0], json!({"max_budget": budget}));
+    // One request on each first, so both have the key cached when the
+    // burst starts.
+    let mut spent = 0.0;
+    for gw in &fleet.replicas {
+        let (status, body) = chat(gw, &key);
+        assert_eq!(status, 200, "{body}");
+        spent += cost_of(&body);
+    }
     let (costs, per_replica) = hammer(&fleet.replicas, &key);
-    let spent: f64 = costs.iter().sum();
+    spent += costs.iter().sum::<f64>();
     println!("admitted per replica: {per_replica:?}; spent {spent:.6} of {budget}");
     assert!(
         per_replica.iter().all(|&n| n > 0),

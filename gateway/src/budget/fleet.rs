@@ -115,7 +115,8 @@ pub(super) async fn reserve(
         for &i in members {
             let b = &budgets[i].1;
             let max = b.max.load(Ordering::Acquire);
-            owed[i] = b.owed.load(Ordering::Acquire);
+            // Taken, so concurrent reservations do not pay it twice.
+            owed[i] = b.owed.swap(0, Ordering::AcqRel);
             args.push(b.place.as_ref().map_or("", |p| &p.prefix).to_string());
             args.push(if max == super::NO_LIMIT { -1 } else { max }.to_string());
             args.push(b.spent_nanos().to_string());
@@ -132,14 +133,10 @@ pub(super) async fn reserve(
         .eval(call, Some(DEADLINE_ARG), move |late| {
             (late.first() == Some(&1)).then(|| undo.into_call())
         })
-        .await?;
-    match reply.as_slice() {
-        [1] => {
-            pay_debts(budgets, &owed);
-            Some(Ok(()))
-        }
-        [0, principal, counter, spent, reserved] => {
-            pay_debts(budgets, &owed);
+        .await;
+    match reply.as_deref() {
+        Some([1]) => Some(Ok(())),
+        Some([0, principal, counter, spent, reserved]) => {
             let (_, members) = groups.get(usize::try_from(*principal).ok()?.checked_sub(1)?)?;
             let i = *members.get(usize::try_from(*counter).ok()?.checked_sub(1)?)?;
             let (scope, b) = &budgets[i];
@@ -150,15 +147,16 @@ pub(super) async fn reserve(
                 in_flight: *reserved > 0,
             }))
         }
-        _ => None,
-    }
-}
-
-/// Redis counted what each budget owed it (with the reservation's reply).
-fn pay_debts(budgets: &[(&'static str, Arc<Budget>)], owed: &[i64]) {
-    for ((_, b), &o) in budgets.iter().zip(owed) {
-        if o != 0 {
-            b.owed.fetch_sub(o, Ordering::AcqRel);
+        _ => {
+            // Not counted (as far as this replica knows): still owed. A
+            // reply lost after Redis ran the call counts it twice, which
+            // errs towards refusing.
+            for ((_, b), o) in budgets.iter().zip(owed) {
+                if o != 0 {
+                    b.owed.fetch_add(o, Ordering::AcqRel);
+                }
+            }
+            None
         }
     }
 }
