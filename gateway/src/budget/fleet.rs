@@ -29,7 +29,7 @@
 
 use super::{Budget, Refusal};
 use crate::limits::{Limiter, LuaScript, ScriptCall};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// `reserve.lua`: check and hold the worst case, all or none.
@@ -41,6 +41,8 @@ static SET: LuaScript = LuaScript::new(include_str!("set.lua"));
 
 /// Index of the deadline among `reserve.lua`'s arguments.
 const DEADLINE_ARG: usize = 3;
+/// Index of the deadline among `settle.lua`'s arguments.
+const SETTLE_DEADLINE_ARG: usize = 2;
 
 /// Where a budget's counter lives: its principal's hash and the counter's
 /// field prefix within it.
@@ -71,6 +73,13 @@ impl Place {
     fn holds(&self) -> String {
         format!("{}:holds", self.hash)
     }
+}
+
+/// A hold's id in Redis: the request's id and a number unique in this
+/// process.
+pub(super) fn hold_id(request_id: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("{request_id}#{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 /// The budgets of one request grouped by principal (hash), in order.
@@ -128,11 +137,15 @@ pub(super) async fn reserve(
         keys,
         args,
     };
-    let undo = SettleCall::new(&groups, budgets, request_id, 0);
+    let release = SettleCall::new(&groups, budgets, request_id, 0).into_call();
+    let late_release = release.clone();
     let reply = limiter
-        .eval(call, Some(DEADLINE_ARG), move |late| {
-            (late.first() == Some(&1)).then(|| undo.into_call())
-        })
+        .eval(
+            call,
+            Some(DEADLINE_ARG),
+            move |late| (late.first() == Some(&1)).then_some(late_release),
+            Some(release),
+        )
         .await;
     match reply.as_deref() {
         Some([1]) => Some(Ok(())),
@@ -175,7 +188,7 @@ impl SettleCall {
         cost: i64,
     ) -> SettleCall {
         let mut keys = Vec::with_capacity(groups.len() * 2);
-        let mut args = vec![request_id.to_string(), cost.to_string()];
+        let mut args = vec![request_id.to_string(), cost.to_string(), "0".to_string()];
         for (place, members) in groups {
             keys.push(place.hash.clone());
             keys.push(place.holds());
@@ -209,8 +222,9 @@ pub(super) fn settle(
         return;
     };
     let call = SettleCall::new(&groups, budgets, request_id, cost).into_call();
+    let release = SettleCall::new(&groups, budgets, request_id, 0).into_call();
     let owing: Vec<Arc<Budget>> = budgets.iter().map(|(_, b)| b.clone()).collect();
-    limiter.send_script(call, move || {
+    limiter.send_script(call, SETTLE_DEADLINE_ARG, release, move || {
         if cost > 0 {
             for b in owing {
                 b.owed.fetch_add(cost, Ordering::AcqRel);
@@ -233,7 +247,7 @@ pub async fn set_spend(limiter: &Limiter, scope: &str, id: &str, usd: f64) {
         keys: vec![place.hash],
         args: vec![super::to_nanos(usd).to_string()],
     };
-    if limiter.eval(call, None, |_| None).await.is_none() {
+    if limiter.eval(call, None, |_| None, None).await.is_none() {
         tracing::warn!(scope, "Redis did not confirm an admin's spend change; the fleet's budget counter may keep its old figure until the next budget period or spend change");
     }
 }
@@ -271,7 +285,10 @@ mod tests {
                 "{budget:user:u}:holds"
             ]
         );
-        assert_eq!(settle.args, ["r1", "7", "2", "", "model:gpt-4o:", "1", ""]);
+        assert_eq!(
+            settle.args,
+            ["r1", "7", "0", "2", "", "model:gpt-4o:", "1", ""]
+        );
         let unplaced = vec![("key", Budget::new(Some(1.0), None, 0.0))];
         assert!(principals(&unplaced).is_none(), "no place: per process");
     }

@@ -217,7 +217,7 @@ enum Held<'l> {
     /// In this process's counters; `owe`: Redis is configured, so the
     /// spend must reach its counters later.
     Local { owe: bool },
-    /// In Redis, under the request's id.
+    /// In Redis, under the hold's id (see [`fleet::hold_id`]).
     Fleet {
         limiter: &'l Limiter,
         request_id: String,
@@ -250,14 +250,17 @@ impl<'l> Reservation<'l> {
         let shared = limiter.shared();
         if shared && budgets.iter().any(|(_, b)| b.max_usd().is_some()) {
             let nanos = to_nanos(usd);
-            match fleet::reserve(limiter, budgets, nanos, request_id).await {
+            // One hold per attempt: an undo of an earlier, failed attempt
+            // of this request can never release a later one.
+            let hold = fleet::hold_id(request_id);
+            match fleet::reserve(limiter, budgets, nanos, &hold).await {
                 Some(Ok(())) => {
                     return Ok(Reservation {
                         held: budgets.to_vec(),
                         nanos,
                         place: Held::Fleet {
                             limiter,
-                            request_id: request_id.to_string(),
+                            request_id: hold,
                         },
                     })
                 }

@@ -3,12 +3,22 @@
 -- the release (a hold already lapsed or released is skipped); the cost is
 -- added whether the hold was still there or not.
 -- KEYS: per principal, its hash and its holds (as reserve.lua).
--- ARGV: request_id, cost, then per principal: counters, then their prefixes.
+-- ARGV: request_id, cost, deadline (Redis ms; 0 none), then per principal:
+-- counters, then their prefixes.
 -- A counter that is missing (Redis lost it) is left missing: the next
 -- reservation seeds it with a figure that includes this cost.
+-- Reply: {1}; {2} when run after its deadline (nothing done: the sender
+-- owes the cost and releases the holds later).
+local deadline = tonumber(ARGV[3])
+if deadline > 0 then
+  local t = redis.call('TIME')
+  if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > deadline then
+    return {2}
+  end
+end
 local rid = ARGV[1]
 local cost = ARGV[2]
-local pos = 3
+local pos = 4
 for i = 1, #KEYS / 2 do
   local h = KEYS[2 * i - 1]
   local z = KEYS[2 * i]

@@ -418,16 +418,17 @@ impl Limiter {
     /// Runs `call` on this core's Redis link and waits for its integers up
     /// to the Redis deadline; the argument at `deadline_arg`, if any,
     /// becomes that deadline in Redis time (the script must refuse to run
-    /// after it).
-    /// `None` without Redis, while the breaker is open, when the queue is
-    /// full or no answer came in time: the caller decides per process. A
-    /// reply that comes after the caller gave up goes to `late`, which may
-    /// return a call that undoes it.
+    /// after it). `None` without Redis, while the breaker is open, when the
+    /// queue is full or no answer came in time: the caller decides per
+    /// process. A reply that comes after the caller gave up goes to `late`,
+    /// which may return a call that undoes it; `undo` is sent once Redis
+    /// answers again when the round trip failed (Redis may have run it).
     pub async fn eval(
         &self,
         call: ScriptCall,
         deadline_arg: Option<usize>,
         late: impl FnOnce(&[i64]) -> Option<ScriptCall> + Send + Sync + 'static,
+        undo: Option<ScriptCall>,
     ) -> Option<Vec<i64>> {
         let remote = self.remote.as_ref()?;
         if !remote.breaker.allow() {
@@ -436,17 +437,14 @@ impl Limiter {
         let (reply, rx) = oneshot::channel();
         let deadline = std::time::Instant::now() + self.settings.redis_timeout;
         let done = ScriptDone(Box::new(move |result| match reply.send(result) {
-            Err(Ok(numbers)) => late(&numbers).map(|undo| Call::Script {
-                call: undo,
-                deadline: None,
-                done: ScriptDone(Box::new(|_| None)),
-            }),
+            Err(Ok(numbers)) => late(&numbers).map(Call::undo),
             _ => None,
         }));
         let call = Call::Script {
             call,
             deadline: deadline_arg.map(|i| (i, deadline)),
             done,
+            undo: undo.map(Box::new),
         };
         if remote.submit(call).is_err() {
             if remote.breaker.state() == BreakerState::HalfOpen {
@@ -460,22 +458,48 @@ impl Limiter {
         }
     }
 
-    /// Sends `call` without waiting; `failed` runs when it did not (or may
-    /// not have) run: Redis unavailable, breaker open, queue full.
-    pub fn send_script(&self, call: ScriptCall, failed: impl FnOnce() + Send + Sync + 'static) {
-        let Some(remote) = self.remote.as_ref().filter(|r| r.breaker.allow()) else {
+    /// Sends `call` without waiting, with the Redis deadline at
+    /// `deadline_arg` as in [`Limiter::eval`]; `failed` runs when it did not
+    /// run (Redis unavailable, breaker open, queue full, past its deadline:
+    /// the script answers `{2}`) or may not have; then `undo` is sent once
+    /// Redis answers again.
+    pub fn send_script(
+        &self,
+        call: ScriptCall,
+        deadline_arg: usize,
+        undo: ScriptCall,
+        failed: impl FnOnce() + Send + Sync + 'static,
+    ) {
+        let Some(remote) = self.remote.as_ref() else {
             failed();
             return;
         };
+        if !remote.breaker.allow() {
+            failed();
+            // Like a parallel slot's release: sent (and kept while it
+            // fails) even while the breaker is open.
+            let _ = remote.submit(Call::undo(undo));
+            return;
+        }
+        let deadline = std::time::Instant::now() + self.settings.redis_timeout;
+        let again = undo.clone();
         let call = Call::Script {
             call,
-            deadline: None,
-            done: ScriptDone(Box::new(move |result| {
-                if result.is_err() {
+            deadline: Some((deadline_arg, deadline)),
+            done: ScriptDone(Box::new(move |result| match result.as_deref() {
+                Ok([1]) => None,
+                // Not run (past its deadline): the undo goes next.
+                Ok(_) => {
                     failed();
+                    Some(Call::undo(again))
                 }
-                None
+                // The failed round trip keeps the undo.
+                Err(_) => {
+                    failed();
+                    None
+                }
             })),
+            undo: Some(Box::new(undo)),
         };
         if let Err(Call::Script { done, .. }) = remote.submit(call) {
             if remote.breaker.state() == BreakerState::HalfOpen {

@@ -110,6 +110,9 @@ pub enum Call {
         deadline: Option<(usize, std::time::Instant)>,
         /// Told the outcome; may return a call to send next (a give-back).
         done: ScriptDone,
+        /// Sent again once Redis answers (after the deadline) when the round
+        /// trip failed: undoes what the call may have done; idempotent.
+        undo: Option<Box<ScriptCall>>,
     },
 }
 
@@ -142,7 +145,7 @@ impl LuaScript {
 }
 
 /// One run of a [`LuaScript`]: its keys and arguments.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ScriptCall {
     /// The script.
     pub script: &'static LuaScript,
@@ -166,6 +169,17 @@ impl std::fmt::Debug for ScriptDone {
 }
 
 impl Call {
+    /// An undo sent on its own: nobody waits for it, and a failed round
+    /// trip keeps it for the next.
+    pub fn undo(undo: ScriptCall) -> Call {
+        Call::Script {
+            call: undo.clone(),
+            deadline: None,
+            done: ScriptDone(Box::new(|_| None)),
+            undo: Some(Box::new(undo)),
+        }
+    }
+
     /// The script of a [`Call::Script`] (to load after `NOSCRIPT`).
     pub fn extra_script(&self) -> Option<&'static LuaScript> {
         match self {
