@@ -3,7 +3,8 @@
 //! through both at once overshoots by at most one request's reconciliation
 //! (with worst-case reservations: not at all); a new budget period and an
 //! admin's spend reset admit again on both; a replica started later (also
-//! after Redis lost everything) reads the running totals.
+//! after Redis lost everything) reads the running totals; spend settled
+//! while Redis was frozen reaches its counter once Redis answers again.
 //!
 //! Each test has its own scratch database ([`TestDb`]) and its own
 //! `redis-server` ([`PrivateRedis`]); the model is the in-process `mock/`
@@ -35,15 +36,22 @@ struct Fleet {
     redis: PrivateRedis,
     db: TestDb,
     spools: TempDir,
+    envs: Vec<(&'static str, &'static str)>,
 }
 
 impl Fleet {
     fn start() -> Fleet {
+        Fleet::start_with(&[])
+    }
+
+    /// Two replicas with the extra environment `envs`.
+    fn start_with(envs: &[(&'static str, &'static str)]) -> Fleet {
         let mut fleet = Fleet {
             replicas: Vec::new(),
             redis: PrivateRedis::start(),
             db: TestDb::create(),
             spools: tempfile::tempdir().expect("spool temp dir"),
+            envs: envs.to_vec(),
         };
         for _ in 0..2 {
             let replica = fleet.replica();
@@ -70,10 +78,9 @@ impl Fleet {
             "gateway_settings": {"spool_dir": spool.to_str().expect("utf-8 temp path")},
         });
         let url = self.redis.url();
-        Gateway::start(
-            &to_yaml(&config),
-            &[("DATABASE_URL", self.db.url()), ("REDIS_URL", &url)],
-        )
+        let mut envs = vec![("DATABASE_URL", self.db.url()), ("REDIS_URL", &url)];
+        envs.extend(self.envs.iter().copied());
+        Gateway::start(&to_yaml(&config), &envs)
     }
 }
 
@@ -344,4 +351,52 @@ fn a_replica_started_later_reads_the_running_totals() {
     fleet.replicas.remove(0);
     let again = fleet.replica();
     assert_eq!(chat(&again, &key).0, 429, "the total survives a restart");
+}
+
+/// The key's fleet counter in Redis, USD (`None` while Redis has none).
+fn counted(fleet: &Fleet, token: &str) -> Option<f64> {
+    let hash = format!("{{budget:key:{token}}}");
+    match fleet.redis.command(&["HGET", &hash, "spent"]) {
+        e2e::redis::Reply::Bulk(Some(v)) => v.parse::<f64>().ok().map(|n| n / 1e9),
+        _ => None,
+    }
+}
+
+#[test]
+fn spend_settled_while_redis_is_frozen_reaches_its_counter_afterwards() {
+    let fleet = Fleet::start_with(&[("REDIS_CIRCUIT_BREAKER_RECOVERY_TIMEOUT", "1")]);
+    let gw = &fleet.replicas[0];
+    let (key, token) = generate(gw, json!({"max_budget": 1.0}));
+    let mut spent = 0.0;
+    let mut spend = |spent: &mut f64| {
+        let (status, body) = chat(gw, &key);
+        assert_eq!(status, 200, "{body}");
+        *spent += cost_of(&body);
+    };
+    spend(&mut spent);
+    spend(&mut spent);
+    fleet.redis.freeze();
+    // Served on the replica's own counters meanwhile.
+    for _ in 0..3 {
+        spend(&mut spent);
+    }
+    fleet.redis.thaw();
+    assert!(
+        counted(&fleet, &token).is_some_and(|c| c < spent - 1e-6),
+        "Redis missed the spend of the outage"
+    );
+    // Once the breaker lets calls through again, the key's next
+    // reservation pays what was settled meanwhile.
+    e2e::eventually(
+        "Redis counts the outage's spend",
+        Duration::from_secs(10),
+        || {
+            spend(&mut spent);
+            std::thread::sleep(Duration::from_millis(100));
+            counted(&fleet, &token)
+                .filter(|c| (c - spent).abs() < 1e-6)
+                .map(|_| ())
+        },
+    );
+    assert!((recorded_spend(&fleet, &token, spent) - spent).abs() < 1e-9);
 }
