@@ -368,7 +368,7 @@ fn spend_settled_while_redis_is_frozen_reaches_its_counter_afterwards() {
     let gw = &fleet.replicas[0];
     let (key, token) = generate(gw, json!({"max_budget": 1.0}));
     let mut spent = 0.0;
-    let mut spend = |spent: &mut f64| {
+    let spend = |spent: &mut f64| {
         let (status, body) = chat(gw, &key);
         assert_eq!(status, 200, "{body}");
         *spent += cost_of(&body);
