@@ -6,13 +6,15 @@
 --   per principal: gen, counters, and per counter: prefix ('' for the
 --   principal's own budget, 'model:<group>:' for a key's per-model one),
 --   max (-1 none), seed, owed.
--- A principal's hash holds `gen` (its budget period, the caller's
--- budget_reset_at in ms), `<prefix>spent`, `<prefix>reserved` and one
--- `hold:<request_id>` per admitted request in flight. A counter missing
--- is seeded with the caller's figure (Postgres's total plus what it
--- settled but has not written); a caller with a newer period starts the
--- period over from its figures; `owed` (spend the caller settled while
--- Redis did not take it) is added to an existing counter.
+-- A principal's hash holds `gen` (when its budget period ends: the
+-- caller's budget_reset_at in ms, 0 without one), `<prefix>spent`,
+-- `<prefix>reserved` and one `hold:<request_id>` per admitted request in
+-- flight. A counter missing is seeded with the caller's figure (Postgres's
+-- total plus what it settled but has not written); a caller whose period
+-- is still running, on a counter whose period ended, starts the period
+-- over from its figures; a caller whose period ended (it has not read the
+-- reset yet) neither resets nor seeds; `owed` (spend the caller settled
+-- while Redis did not take it) is added to an existing counter.
 -- Reply: {1} admitted; {0, principal, counter, spent, reserved} refused
 -- (seeds and owed applied all the same); {2} run after its deadline
 -- (nothing done).
@@ -54,20 +56,24 @@ for i = 1, #KEYS / 2 do
     release(h, r)
     redis.call('ZREM', z, r)
   end
+  -- a caller whose period already ended has not read the reset yet
+  local stale = gen > 0 and gen <= now
   local stored = redis.call('HGET', h, 'gen')
-  local stale = false
   if not stored then
     redis.call('HSET', h, 'gen', ARGV[pos - 2])
-  elseif gen > tonumber(stored) then
-    -- a new budget period: every counter starts over from the caller's
-    for _, f in ipairs(redis.call('HKEYS', h)) do
-      if string.sub(f, -5) == 'spent' and string.sub(f, 1, 5) ~= 'hold:' then
-        redis.call('HDEL', h, f)
+  elseif gen ~= tonumber(stored) and not stale then
+    local ended = tonumber(stored)
+    if ended > 0 and ended <= now then
+      -- the counter's period ended and the caller read the next one:
+      -- every counter starts over from the caller's figures
+      for _, f in ipairs(redis.call('HKEYS', h)) do
+        if string.sub(f, -5) == 'spent' and string.sub(f, 1, 5) ~= 'hold:' then
+          redis.call('HDEL', h, f)
+        end
       end
     end
+    -- (otherwise an admin changed the period's length: no reset)
     redis.call('HSET', h, 'gen', ARGV[pos - 2])
-  elseif gen < tonumber(stored) then
-    stale = true
   end
   local prefixes = {}
   for c = 1, n do
