@@ -18,8 +18,9 @@
 //! settled but has not written). The spend writer never touches Redis, so
 //! Postgres totals catching up never count twice. A budget period's end
 //! reaches Redis with the first reservation by a replica that read the new
-//! period (its `budget_reset_at` is later than the counter's): the counter
-//! starts over from that replica's figure. An admin's spend change is
+//! period (its `budget_reset_at` is still ahead while the counter's has
+//! passed; an admin's change of the period's length resets nothing): the
+//! counter starts over from that replica's figure. An admin's spend change is
 //! written to Redis by the replica that made it ([`set_spend`]).
 //!
 //! While Redis cannot be used (breaker open, no answer within the limiter's

@@ -110,9 +110,9 @@ impl Budget {
         }
     }
 
-    /// Sets its budget period (the `budget_reset_at` it was read with): a
-    /// later one in Redis means this replica's figures are stale, an
-    /// earlier one that the fleet's counter must start over.
+    /// Sets its budget period (the `budget_reset_at` it was read with), so
+    /// the fleet's counter in Redis learns when a period ended (see
+    /// `reserve.lua`).
     pub fn set_period(&self, reset_at: Option<chrono::DateTime<chrono::Utc>>) {
         let ms = reset_at.map_or(0, |t| t.timestamp_millis().max(0));
         self.period.store(ms, Ordering::Release);
