@@ -359,7 +359,14 @@ async fn attempt_once(
     let upstream_model = &pick.upstream_model;
     // 6. admit
     let price = spend::price_for(dep, upstream_model);
-    let reservation = record::admit(&worker.shared.alerts, principal, req, pick, price).await?;
+    let reservation = record::admit(
+        (&worker.shared.alerts, &worker.shared.limiter),
+        principal,
+        (req, &attempt),
+        pick,
+        price,
+    )
+    .await?;
     // 7 and 8. translate, call and relay; cut off when the shutdown grace
     // period ends (the row below then says so)
     let mut tap = UsageTap::new(req.stream, providers::format_of(dep.provider));

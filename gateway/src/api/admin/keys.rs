@@ -255,6 +255,9 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
         Ok(rec)
     })
     .await?;
+    if let Some(spend) = spend {
+        crate::budget::fleet::set_spend(&worker.shared.limiter, "key", &rec.token, spend).await;
+    }
     let mut out = object(&rec);
     out.insert("key".into(), given.into());
     Ok(Value::Object(out))
@@ -372,6 +375,9 @@ pub async fn regenerate(
         Ok(rec)
     })
     .await?;
+    if let Some(spend) = spend {
+        crate::budget::fleet::set_spend(&worker.shared.limiter, "key", &rec.token, spend).await;
+    }
     Ok(Value::Object(issued(&rec, &plain, duration)))
 }
 

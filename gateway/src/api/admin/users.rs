@@ -244,6 +244,9 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
         Ok(user)
     })
     .await?;
+    if let Some(spend) = spend {
+        crate::budget::fleet::set_spend(&worker.shared.limiter, "user", &user.user_id, spend).await;
+    }
     Ok(json!({"user_id": user.user_id, "data": object(&user)}))
 }
 
