@@ -25,6 +25,8 @@ pub struct ResponseHead {
     pub content_type: Option<String>,
     /// `Retry-After`, passed to the client.
     pub retry_after: Option<String>,
+    /// `Location`, for redirects the gateway follows itself.
+    pub location: Option<String>,
     /// Whether the connection can be reused after the body.
     pub keep_alive: bool,
     /// `x-ratelimit-remaining-requests`, when a whole number.
@@ -60,6 +62,7 @@ pub fn parse_response_head(buf: &[u8]) -> Result<Option<(ResponseHead, usize)>, 
     let mut transfer_coding = None;
     let mut content_type = None;
     let mut retry_after = None;
+    let mut location = None;
     let mut remaining_requests = None;
     let mut remaining_tokens = None;
     let mut keep_alive = res.version == Some(1);
@@ -82,6 +85,7 @@ pub fn parse_response_head(buf: &[u8]) -> Result<Option<(ResponseHead, usize)>, 
             }
             "content-type" => content_type = Some(value()),
             "retry-after" => retry_after = Some(value()),
+            "location" => location = Some(value()),
             "x-ratelimit-remaining-requests" => remaining_requests = whole_number(h.value),
             "x-ratelimit-remaining-tokens" => remaining_tokens = whole_number(h.value),
             "connection" => {
@@ -116,6 +120,7 @@ pub fn parse_response_head(buf: &[u8]) -> Result<Option<(ResponseHead, usize)>, 
             framing,
             content_type,
             retry_after,
+            location,
             keep_alive,
             ratelimit_remaining_requests: remaining_requests,
             ratelimit_remaining_tokens: remaining_tokens,
