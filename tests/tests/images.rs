@@ -170,6 +170,11 @@ fn deployments(mock: &MockServer) -> Value {
             "api_base": format!("http://127.0.0.1:{}", mock.port()),
             "api_key": "mock-gemini-api-key",
             "timeout": 10}},
+        {"model_name": "sonnet", "litellm_params": {
+            "model": "anthropic/claude-3-5-sonnet-20241022",
+            "api_base": format!("http://127.0.0.1:{}", mock.port()),
+            "api_key": "sk-ant-upstream",
+            "timeout": 10}},
     ])
 }
 

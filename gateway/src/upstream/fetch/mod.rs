@@ -173,7 +173,7 @@ impl ImageFetcher {
             Host::Ipv6(ip) => ip.to_string(),
             other => other.to_string(),
         };
-        if !self.settings.allowed_hosts.permits(&host_name, port) {
+        if self.settings.check_addresses && !self.settings.allowed_hosts.permits(&host_name, port) {
             for addr in &addrs {
                 if let Some(reason) = ssrf::forbidden(addr.ip()) {
                     tracing::warn!(host = %host_name, %addr, reason, "image URL refused: non-public address");

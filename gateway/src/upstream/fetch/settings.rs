@@ -43,6 +43,9 @@ pub struct ImageFetchSettings {
     pub cache_bytes: usize,
     /// Hosts allowed whatever they resolve to.
     pub allowed_hosts: AllowedHosts,
+    /// Whether resolved addresses are checked at all (LiteLLM's
+    /// `litellm_settings.user_url_validation`, on unless set to false).
+    pub check_addresses: bool,
 }
 
 impl Default for ImageFetchSettings {
@@ -55,6 +58,7 @@ impl Default for ImageFetchSettings {
             cache_entries: 10,
             cache_bytes: 64 << 20,
             allowed_hosts: AllowedHosts::default(),
+            check_addresses: true,
         }
     }
 }
@@ -115,6 +119,13 @@ impl ImageFetchSettings {
             }
             s.cache_bytes = (n as usize) << 20;
         }
+        match litellm_settings.and_then(|l| l.get("user_url_validation")) {
+            None => {}
+            Some(serde_yaml::Value::Bool(b)) => s.check_addresses = *b,
+            Some(_) => {
+                return Err("litellm_settings.user_url_validation must be true or false".into())
+            }
+        }
         let hosts = litellm_settings.and_then(|l| l.get("user_url_allowed_hosts"));
         if let Some(hosts) = hosts {
             let list: Vec<String> = serde_yaml::from_value(hosts.clone()).map_err(|_| {
@@ -164,6 +175,12 @@ mod tests {
         assert!(resolve("{timeout_ms: 0}", "{}", None).is_err());
         assert!(resolve("{max_redirects: 11}", "{}", None).is_err());
         assert!(resolve("{}", "{user_url_allowed_hosts: 3}", None).is_err());
+        assert!(
+            !resolve("{}", "{user_url_validation: false}", None)
+                .unwrap()
+                .check_addresses
+        );
+        assert!(resolve("{}", "{user_url_validation: 'no'}", None).is_err());
         assert!(resolve("{}", "{user_url_allowed_hosts: ['a/b']}", None).is_err());
     }
 }

@@ -469,9 +469,21 @@ mod tests {
             json!({"messages": [{"role": "user", "content": []}]}),
             json!({"messages": [{"role": "user", "content": [{"text": "a"}]}, {"role": "user", "content": [{"text": "b"}]}]}),
             json!({"messages": [], "model": "x"}),
+            json!({"messages": [{"role": "user", "content": [{"image": {"format": "png", "source": {"bytes": "/9j/4AAQ"}}}]}]}),
+            json!({"messages": [{"role": "user", "content": [{"image": {"format": "tiff", "source": {"bytes": "AAAA"}}}]}]}),
+            json!({"messages": [{"role": "user", "content": [{"image": {"format": "png", "source": {"url": "https://x/y.png"}}}]}]}),
         ] {
             assert_eq!(run(path, bad, SECRET).status, 400);
         }
+        let jpeg = json!({"messages": [{"role": "user", "content": [{"text": "mock-describe-images"}, {"image": {"format": "jpeg", "source": {"bytes": "/9j/4AAQ"}}}]}]});
+        let Body::Full(answer) = run("/model/m/converse", jpeg, SECRET).body else {
+            panic!()
+        };
+        let answer: Value = serde_json::from_slice(&answer).unwrap();
+        assert_eq!(
+            answer["output"]["message"]["content"][0]["text"],
+            "image/jpeg 6"
+        );
         let body = json!({"messages": [{"role": "user", "content": [{"text": "hi"}]}], "inferenceConfig": {"maxTokens": 3}});
         let reply = run(path, body, SECRET);
         assert_eq!(reply.content_type(), "application/vnd.amazon.eventstream");
