@@ -147,6 +147,11 @@ fn serve(mut stream: TcpStream, port: u16, seen: &Mutex<Seen>) {
             seen.lock().unwrap().endless_finished = true;
             return;
         }
+        "/700k-a.png" | "/700k-b.png" => {
+            let mut body = PNG.to_vec();
+            body.resize(700 * 1024, 0);
+            ok("image/png", &body)
+        }
         "/slow.png" => {
             thread::sleep(Duration::from_secs(4));
             ok("image/png", PNG)
@@ -343,6 +348,14 @@ fn oversized_non_image_missing_and_slow_images_are_refused() {
         "larger than the limit of 1048576 bytes",
     );
     refused(&post("/page.html"), "does not serve an image");
+    // Each fits the cap, not both: the request's images share it.
+    let two = json!({"model": "flash", "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": images.url("/700k-a.png")}},
+        {"type": "image_url", "image_url": {"url": images.url("/700k-b.png")}},
+    ]}]});
+    let err = assert_error(&gw.post("/v1/chat/completions", &two), 400);
+    assert_eq!(err["param"], "messages[0].content[1].image_url");
+    assert!(error_message(&err).contains("together are larger than the limit of 1048576 bytes"));
     refused(&post("/missing.png"), "status 404");
     refused(&post("/slow.png"), "timed out after 1500ms");
     refused(

@@ -8,13 +8,11 @@ use crate::error::GatewayError;
 use crate::inbound::{Endpoint, LlmRequest};
 use crate::providers::{Provider, ProviderKind};
 use crate::state::Worker;
+use crate::upstream::fetch::FetchError;
 use bytes::Bytes;
-use futures_util::stream::{self, StreamExt};
 use serde_json::Value;
+use std::collections::HashMap;
 use std::rc::Rc;
-
-/// Images fetched at once for one request.
-const PARALLEL_FETCHES: usize = 4;
 
 /// A request with its images inlined for one kind of provider, reused by
 /// later attempts on the same kind.
@@ -51,20 +49,26 @@ pub(super) async fn inline<'m>(
     if refs.is_empty() {
         return Ok(None);
     }
+    // One at a time, within one deadline and one size budget for all.
     let fetcher = &worker.images;
-    let mut urls: Vec<&str> = refs.iter().map(|r| r.url.as_str()).collect();
-    urls.sort_unstable();
-    urls.dedup();
-    let fetched: Vec<(String, Result<Rc<str>, _>)> = stream::iter(urls)
-        .map(|url| async move { (url.to_string(), fetcher.data_url(url).await) })
-        .buffered(PARALLEL_FETCHES)
-        .collect()
-        .await;
+    let mut budget = fetcher.budget();
+    let mut fetched: HashMap<&str, Result<Rc<str>, FetchError>> = HashMap::new();
     for r in &refs {
-        let (_, data) = fetched
-            .iter()
-            .find(|(u, _)| *u == r.url)
-            .expect("every URL was fetched");
+        if fetched.contains_key(r.url.as_str()) {
+            continue;
+        }
+        let data = fetcher.data_url(&r.url, &mut budget).await;
+        let failed = data.is_err();
+        fetched.insert(&r.url, data);
+        if failed {
+            break;
+        }
+    }
+    for r in &refs {
+        // URLs after the first failure were not fetched; it comes first.
+        let Some(data) = fetched.get(r.url.as_str()) else {
+            break;
+        };
         let data = data.as_ref().map_err(|e| GatewayError::ImageUrl {
             param: format!("messages[{}].content[{}].image_url", r.message, r.part),
             reason: e.to_string(),

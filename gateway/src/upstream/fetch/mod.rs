@@ -55,11 +55,13 @@ pub enum FetchError {
     /// A body that is not `image/*`.
     #[error("the URL does not serve an image (content type {0:?})")]
     NotImage(String),
-    /// A body above the cap.
-    #[error("the image is larger than the limit of {limit} bytes")]
+    /// A body above the cap, alone or with the request's other images.
+    #[error("{} larger than the limit of {limit} bytes", if *.together { "the images of this request together are" } else { "the image is" })]
     TooLarge {
         /// The cap, bytes.
         limit: usize,
+        /// Whether the request's other images took part of it.
+        together: bool,
     },
     /// More redirects than allowed.
     #[error("more than {0} redirects")]
@@ -72,6 +74,15 @@ pub struct ImageFetcher {
     tls: monoio_rustls::TlsConnector,
     dns: Resolver,
     cache: RefCell<ImageCache>,
+}
+
+/// What one request may still fetch.
+#[derive(Debug)]
+pub struct FetchBudget {
+    /// Image bytes left.
+    bytes: usize,
+    /// When every fetch of the request must be done.
+    deadline: Instant,
 }
 
 /// Bodies above this are base64-encoded on a thread, not on the core.
@@ -91,27 +102,61 @@ impl ImageFetcher {
         }
     }
 
+    /// The budget of one request: its images together are fetched within
+    /// the timeout and weigh at most the size cap.
+    pub fn budget(&self) -> FetchBudget {
+        FetchBudget {
+            bytes: self.settings.max_bytes,
+            deadline: Instant::now() + self.settings.timeout,
+        }
+    }
+
     /// The image at `url` as a `data:<media type>;base64,...` URL, from the
-    /// cache or fetched.
-    pub async fn data_url(&self, url: &str) -> Result<Rc<str>, FetchError> {
-        if self.settings.max_bytes == 0 {
+    /// cache or fetched, charged to `budget`.
+    pub async fn data_url(
+        &self,
+        url: &str,
+        budget: &mut FetchBudget,
+    ) -> Result<Rc<str>, FetchError> {
+        let max = self.settings.max_bytes;
+        if max == 0 {
             return Err(FetchError::Disabled);
         }
-        if let Some(hit) = self.cache.borrow_mut().get(url) {
+        let cached = self.cache.borrow_mut().get(url);
+        if let Some(hit) = cached {
+            let size = decoded_len(&hit);
+            budget.bytes = budget.bytes.checked_sub(size).ok_or(FetchError::TooLarge {
+                limit: max,
+                together: true,
+            })?;
             return Ok(hit);
         }
-        let timeout = self.settings.timeout;
-        let deadline = Instant::now() + timeout;
-        let (media_type, body) = monoio::time::timeout(timeout, self.follow(url, deadline))
+        let left = budget.deadline.saturating_duration_since(Instant::now());
+        let limit = budget.bytes;
+        let fetch = self.follow(url, limit, budget.deadline);
+        let (media_type, body) = monoio::time::timeout(left, fetch)
             .await
-            .map_err(|_| FetchError::Timeout(timeout))??;
+            .map_err(|_| FetchError::Timeout(self.settings.timeout))?
+            .map_err(|e| match e {
+                FetchError::TooLarge { .. } => FetchError::TooLarge {
+                    limit: max,
+                    together: limit < max,
+                },
+                other => other,
+            })?;
+        budget.bytes -= body.len();
         let data: Rc<str> = encode(&media_type, body).await.into();
         self.cache.borrow_mut().insert(url, data.clone());
         Ok(data)
     }
 
     /// GETs `url`, following redirects; the media type and the body.
-    async fn follow(&self, url: &str, deadline: Instant) -> Result<(String, Vec<u8>), FetchError> {
+    async fn follow(
+        &self,
+        url: &str,
+        limit: usize,
+        deadline: Instant,
+    ) -> Result<(String, Vec<u8>), FetchError> {
         let mut target = Url::parse(url).map_err(|e| FetchError::BadUrl(format!("{e}")))?;
         let mut redirects = 0u8;
         loop {
@@ -136,7 +181,7 @@ impl ImageFetcher {
                 return Err(FetchError::Status(status));
             }
             let media_type = image_media_type(resp.head.content_type.as_deref())?;
-            let body = self.read_capped(&mut resp, deadline).await?;
+            let body = self.read_capped(&mut resp, limit, deadline).await?;
             return Ok((media_type, body));
         }
     }
@@ -236,15 +281,18 @@ impl ImageFetcher {
         Ok(UpstreamConn::Tls(Box::new(stream)))
     }
 
-    /// The body, refused as soon as it passes the cap (a declared length
-    /// above it is refused before reading).
+    /// The body, refused as soon as it passes `limit` bytes (a declared
+    /// length above it is refused before reading).
     async fn read_capped(
         &self,
         resp: &mut UpstreamResponse,
+        limit: usize,
         deadline: Instant,
     ) -> Result<Vec<u8>, FetchError> {
-        let limit = self.settings.max_bytes;
-        let too_large = FetchError::TooLarge { limit };
+        let too_large = FetchError::TooLarge {
+            limit,
+            together: false,
+        };
         let declared = resp.content_length();
         if declared.is_some_and(|n| n > limit as u64) {
             return Err(too_large);
@@ -307,6 +355,13 @@ async fn encode(media_type: &str, body: Vec<u8>) -> String {
     }
 }
 
+/// The bytes a `data:...;base64,` URL holds.
+fn decoded_len(data_url: &str) -> usize {
+    let b64 = data_url.split_once(',').map_or("", |(_, d)| d);
+    let pad = b64.bytes().rev().take_while(|&b| b == b'=').count();
+    (b64.len() / 4 * 3).saturating_sub(pad)
+}
+
 fn data_url(prefix: &str, body: &[u8]) -> String {
     let mut out = String::with_capacity(prefix.len() + body.len().div_ceil(3) * 4);
     out.push_str(prefix);
@@ -352,5 +407,8 @@ mod tests {
         let big = vec![7u8; ENCODE_ON_CORE_MAX + 3];
         let encoded = rt().block_on(encode("image/png", big.clone()));
         assert_eq!(encoded, data_url("data:image/png;base64,", &big));
+        assert_eq!(decoded_len(&encoded), big.len());
+        assert_eq!(decoded_len(&small), 6);
+        assert_eq!(decoded_len("data:image/gif;base64,R0lGOA=="), 4);
     }
 }
