@@ -221,7 +221,7 @@ impl ImageFetcher {
         if self.settings.check_addresses && !self.settings.allowed_hosts.permits(&host_name, port) {
             for addr in &addrs {
                 if let Some(reason) = ssrf::forbidden(addr.ip()) {
-                    tracing::warn!(host = %host_name, %addr, reason, "image URL refused: non-public address");
+                    tracing::info!(host = %host_name, %addr, reason, "image URL refused: non-public address");
                     return Err(FetchError::Forbidden { reason });
                 }
             }
