@@ -144,7 +144,7 @@ impl ImageFetcher {
                 },
                 other => other,
             })?;
-        budget.bytes -= body.len();
+        budget.bytes = budget.bytes.saturating_sub(body.len());
         let data: Rc<str> = encode(&media_type, body).await.into();
         self.cache.borrow_mut().insert(url, data.clone());
         Ok(data)
