@@ -87,6 +87,15 @@ pub enum GatewayError {
         /// What is wrong.
         message: String,
     },
+    /// An image named by URL that the gateway had to inline and could not
+    /// (refused address, too large, not an image, unreachable, too slow).
+    #[error("Invalid value for '{param}': {reason}")]
+    ImageUrl {
+        /// Where the image is, e.g. `messages[0].content[1].image_url`.
+        param: String,
+        /// Why it was not inlined.
+        reason: String,
+    },
     /// No route for this method and path.
     #[error("Route not found: {method} {path}")]
     RouteNotFound {
@@ -246,6 +255,7 @@ impl GatewayError {
             | MalformedJson(_)
             | MissingParam(_)
             | InvalidParam { .. }
+            | ImageUrl { .. }
             | BadHttp(_)
             | NoEligibleDeployment { .. } => 400,
             NoCapacity { .. } | RateLimited { .. } => 429,
@@ -292,7 +302,9 @@ impl GatewayError {
             GatewayError::UnknownModel(_)
             | GatewayError::Unpriced(_)
             | GatewayError::ModelAccessDenied { .. } => Some("model"),
-            GatewayError::BadField { field, .. } => Some(field),
+            GatewayError::BadField { field, .. } | GatewayError::ImageUrl { param: field, .. } => {
+                Some(field)
+            }
             GatewayError::MissingParam(p) | GatewayError::InvalidParam { param: p, .. } => Some(p),
             _ => None,
         }

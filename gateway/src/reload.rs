@@ -32,6 +32,7 @@ struct Fixed {
     metrics: crate::metrics::MetricsSettings,
     health: crate::control::health::HealthSettings,
     otel: crate::otel::OtelSettings,
+    images: crate::upstream::fetch::ImageFetchSettings,
     virtual_keys: Vec<String>,
 }
 
@@ -49,6 +50,7 @@ impl Fixed {
             metrics: config.metrics.clone(),
             health: config.health.clone(),
             otel: config.otel.clone(),
+            images: config.images.clone(),
             virtual_keys: config
                 .virtual_keys
                 .iter()
@@ -97,6 +99,10 @@ impl Fixed {
         check(
             self.otel != next.otel,
             "traces (litellm_settings callbacks otel, OTEL_* variables)",
+        );
+        check(
+            self.images != next.images,
+            "image URL fetching (gateway_settings.image_url_fetch, litellm_settings.user_url_allowed_hosts, user_url_validation, MAX_IMAGE_URL_DOWNLOAD_SIZE_MB)",
         );
         check(
             self.virtual_keys != next.virtual_keys,

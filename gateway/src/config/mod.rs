@@ -91,6 +91,8 @@ pub struct Config {
     pub health: crate::control::health::HealthSettings,
     /// OpenTelemetry traces.
     pub otel: crate::otel::OtelSettings,
+    /// Fetching images named by URL.
+    pub images: crate::upstream::fetch::ImageFetchSettings,
     /// Non-fatal findings (unknown keys), logged at start.
     pub warnings: Vec<String>,
 }

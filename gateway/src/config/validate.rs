@@ -348,8 +348,15 @@ pub(super) fn validate(
         .map_err(|p| invalid("general_settings".into(), p))?;
     let otel = crate::otel::OtelSettings::resolve(file.litellm_settings.as_ref(), lookup)
         .map_err(|p| invalid("litellm_settings.callbacks (otel)".into(), p))?;
+    let images = crate::upstream::fetch::ImageFetchSettings::resolve(
+        &file.gateway_settings.image_url_fetch,
+        file.litellm_settings.as_ref(),
+        lookup,
+    )
+    .map_err(|p| invalid("image URL fetching".into(), p))?;
     Ok(Config {
         otel,
+        images,
         source: path.to_path_buf(),
         health,
         rate_limits,

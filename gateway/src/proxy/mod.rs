@@ -9,7 +9,8 @@
 //! 5. **limit**: check and charge rpm, tpm and parallel limits of every scope,
 //!    all or none, once per request (`limits`).
 //! 6. **admit**: reserve the worst-case cost against every budget (`budget`, `spend`).
-//! 7. **translate**: the provider builds its native request (`providers`).
+//! 7. **translate**: images by URL the provider refuses are fetched and
+//!    inlined (`images`); the provider builds its native request (`providers`).
 //! 8. **call and relay**: the per-core pool sends it; the body streams back as it
 //!    arrives, SSE event by event, while usage is read on the side (`upstream`, `relay`).
 //! 9. **settle**: the real cost replaces the reservation; one spend row per
@@ -21,6 +22,7 @@ mod access;
 mod convert;
 mod count_tokens;
 mod headers;
+mod images;
 mod record;
 mod relay;
 
@@ -266,6 +268,9 @@ async fn attempts<'r>(
     // The Messages request in the internal form, made once when a provider
     // needs it.
     let mut internal = None;
+    // The request with images by URL inlined, made once when a provider
+    // needs it.
+    let mut inlined = None;
     let mut last: Option<AttemptFailure> = None;
     let mut failure: Option<GatewayError> = None;
     outcome.max_fallbacks = Some(plan.max_fallbacks());
@@ -296,20 +301,21 @@ async fn attempts<'r>(
         outcome.retries = plan.attempted_retries();
         outcome.fallbacks = plan.attempted_fallbacks();
         let started = Instant::now();
-        let sent = convert::request_for(req, pick.deployment, &mut internal)?;
+        let mut sent = convert::request_for(req, pick.deployment, &mut internal)?;
+        let mut sent_usage = with_usage.as_ref();
+        let kind = pick.deployment.provider;
+        if let Some(provider) = providers::http_provider(kind) {
+            let usage_chunk = with_usage.is_some();
+            let inline = images::inline(worker, (provider, kind), sent, usage_chunk, &mut inlined);
+            if let Some(done) = inline.await? {
+                sent = &done.req;
+                sent_usage = done.with_usage.as_ref();
+            }
+        }
         router.on_start(&pick);
         let attempt = Attempt::start(&outcome.call_id, pick.attempt as i32);
         let result = attempt_once(
-            worker,
-            principal,
-            req,
-            sent,
-            with_usage.as_ref(),
-            &pick,
-            prompt,
-            attempt,
-            out,
-            outcome,
+            worker, principal, req, sent, sent_usage, &pick, prompt, attempt, out, outcome,
         )
         .await;
         match result {

@@ -9,6 +9,7 @@ pub mod chat;
 pub mod embeddings;
 pub mod errors;
 pub mod gemini;
+pub mod images;
 pub mod text;
 
 use serde::Serialize;
