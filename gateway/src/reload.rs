@@ -76,7 +76,7 @@ impl Fixed {
         );
         check(
             self.limits != next.limits,
-            "gateway_settings server limits (timeouts, sizes, max_connections, general_settings.max_request_size_mb)",
+            "gateway_settings server limits (timeouts, sizes, max_connections, general_settings.max_request_size_mb, general_settings.allowed_routes)",
         );
         check(
             self.spool_dir != next.spool_dir,

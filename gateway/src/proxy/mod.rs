@@ -153,6 +153,46 @@ pub async fn handle(
     });
 }
 
+/// The group `requested` names for `principal`: through the key's aliases,
+/// then `router_settings.model_group_alias`.
+pub(crate) fn resolve_model(worker: &Worker, principal: &Principal, requested: &str) -> String {
+    let asked = principal.resolve_alias(requested);
+    let router = worker.shared.models.router();
+    router
+        .settings()
+        .group_alias(asked)
+        .unwrap_or(asked)
+        .to_string()
+}
+
+/// Whether `principal` may call `model`, the group [`resolve_model`] gave
+/// for `requested`: a key may list a config alias instead of its group.
+pub(crate) fn check_access(
+    principal: &Principal,
+    requested: &str,
+    model: &str,
+) -> Result<(), GatewayError> {
+    principal.check_model(model).or_else(|e| {
+        let asked = principal.resolve_alias(requested);
+        if asked != model && principal.check_model(asked).is_ok() {
+            Ok(())
+        } else {
+            Err(e)
+        }
+    })
+}
+
+/// [`resolve_model`] then [`check_access`].
+pub(crate) fn authorize_model(
+    worker: &Worker,
+    principal: &Principal,
+    requested: &str,
+) -> Result<String, GatewayError> {
+    let model = resolve_model(worker, principal, requested);
+    check_access(principal, requested, &model)?;
+    Ok(model)
+}
+
 async fn serve(
     worker: &Worker,
     endpoint: Endpoint,
@@ -177,7 +217,7 @@ async fn serve(
         });
     }
     // 3. authorize
-    let model = principal.resolve_alias(&req.model).to_string();
+    let model = resolve_model(worker, &principal, &req.model);
     outcome.requested = Some(model.clone());
     outcome
         .telemetry
@@ -189,7 +229,7 @@ async fn serve(
     if crate::panic_guard::test_panic_model(&model) {
         panic!("test hook: the request path panicked");
     }
-    principal.check_model(&model)?;
+    check_access(&principal, &req.model, &model)?;
     // 4. route: fallbacks wrap retries wrap the call
     let prompt = spend::PromptEstimate::new(&req.body);
     let fallbacks =
@@ -214,6 +254,7 @@ async fn serve(
         num_retries: req.num_retries,
         fallbacks,
         stream: req.stream,
+        tags: req.tags.clone(),
     };
     let plan = match router.plan(&model, input) {
         Err(GatewayError::UnknownModel(_)) => Err(GatewayError::UnknownModel(req.model.clone())),

@@ -29,6 +29,39 @@ pub enum StoreError {
     Query(String),
 }
 
+/// One entry of a team's `members_with_roles` (LiteLLM's `Member`).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct TeamMember {
+    /// The member's user id.
+    pub user_id: String,
+    /// The member's email, when known.
+    pub user_email: Option<String>,
+    /// `admin` or `user`.
+    pub role: String,
+}
+
+/// A change of one team membership, applied atomically by the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberOp {
+    /// Joins the team (the user row is created when missing).
+    Add,
+    /// Changes the role (and email, when given) of a member.
+    Update,
+    /// Leaves the team.
+    Remove,
+}
+
+/// What a [`MemberOp`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberOutcome {
+    /// The team does not exist.
+    NoTeam,
+    /// Nothing to do: already a member (add) or not one (update, remove).
+    Unchanged,
+    /// Applied.
+    Changed,
+}
+
 /// Something whose cached copy is stale after a change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
@@ -119,6 +152,24 @@ pub trait Store: Send + Sync {
     async fn set_user_spend(&self, user_id: &str, spend: f64) -> Result<bool, StoreError>;
     /// Deletes users; returns the ids that existed.
     async fn delete_users(&self, ids: &[String]) -> Result<Vec<String>, StoreError>;
+
+    /// Applies one membership change atomically (one statement: concurrent
+    /// changes of one team never lose each other), keeping the team's
+    /// `members` and `members_with_roles` and the user's `teams` in step.
+    async fn change_team_member(
+        &self,
+        team_id: &str,
+        op: MemberOp,
+        member: &TeamMember,
+    ) -> Result<MemberOutcome, StoreError>;
+    /// The team's `members_with_roles`.
+    async fn team_members(&self, team_id: &str) -> Result<Vec<TeamMember>, StoreError>;
+    /// Users, newest first, `limit` from `offset`, and how many there are.
+    async fn list_users(
+        &self,
+        offset: i64,
+        limit: i64,
+    ) -> Result<(Vec<UserRecord>, i64), StoreError>;
 
     /// A model deployment by id.
     async fn get_model(&self, model_id: &str) -> Result<Option<ModelRecord>, StoreError>;

@@ -1,7 +1,8 @@
 //! `/user/*`: internal users. As in LiteLLM, `/user/new` also issues a key
 //! for the new user.
 
-use super::body::{after, bad_field, missing, parse, Patch};
+use super::accepted;
+use super::body::{after, bad_field, missing, parse, parse_accepting, Patch};
 use super::db::{self, run, store_err};
 use super::issue::{create, ensure_alias_free, issued, new_record, random_key};
 use super::object;
@@ -137,7 +138,7 @@ impl NewUserKey {
 /// `POST /user/new`: `user_id` is a new uuid when not given; the user joins
 /// `teams` (which must exist); the answer carries the new key as `key`.
 pub async fn new(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
-    let mut req: UserRequest = parse(body)?;
+    let (mut req, _): (UserRequest, _) = parse_accepting(body, accepted::USER)?;
     let user_id = match req.user_id.take() {
         Some(id) if id.is_empty() => return Err(bad_field("user_id", "must not be empty")),
         Some(id) => id,
@@ -223,7 +224,7 @@ pub async fn info(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> 
 
 /// `POST /user/update`: the fields given change; `spend` sets the spend.
 pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
-    let mut req: UserRequest = parse(body)?;
+    let (mut req, _): (UserRequest, _) = parse_accepting(body, accepted::USER)?;
     req.only_updates()?;
     let user_id = req.user_id.take().ok_or_else(|| missing("user_id"))?;
     let spend = req.take_spend()?;
@@ -245,6 +246,76 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
     })
     .await?;
     Ok(json!({"user_id": user.user_id, "data": object(&user)}))
+}
+
+/// The most users one `/user/list` page holds (LiteLLM's cap).
+const MAX_PAGE_SIZE: i64 = 100;
+
+/// `GET /user/list?page=&page_size=&user_ids=`: users newest first, a page
+/// at a time (LiteLLM's defaults: page 1 of 25), or those `user_ids`
+/// (comma-separated) names. LiteLLM's `sort_by`/`sort_order` are accepted
+/// and the order stays newest first; its other filters (`role`, `team`,
+/// `user_email`, `organization_id`) are refused rather than ignored.
+pub async fn list(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> {
+    let page: i64 = q.take_parsed("page")?.unwrap_or(1);
+    let page_size: i64 = q.take_parsed("page_size")?.unwrap_or(25);
+    if page < 1 || page > 1_000_000 {
+        return Err(bad_field("page", "must be from 1 to 1000000"));
+    }
+    if !(1..=MAX_PAGE_SIZE).contains(&page_size) {
+        return Err(bad_field(
+            "page_size",
+            format!("must be from 1 to {MAX_PAGE_SIZE}"),
+        ));
+    }
+    let ids: Option<Vec<String>> = q.take("user_ids").map(|v| {
+        v.split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect()
+    });
+    for ignored in ["sort_by", "sort_order"] {
+        q.take(ignored);
+    }
+    for unsupported in ["role", "team", "user_email", "organization_id"] {
+        if q.take(unsupported).is_some() {
+            return Err(bad_field(unsupported, "this filter is not supported here"));
+        }
+    }
+    q.finish()?;
+    let offset = (page - 1) * page_size;
+    let (users, total) = run(worker, move |ctx| async move {
+        match ids {
+            Some(ids) => {
+                let mut users = Vec::new();
+                for id in ids.iter().take(MAX_PAGE_SIZE as usize) {
+                    users.extend(ctx.store.get_user(id).await.map_err(store_err)?);
+                }
+                let total = users.len() as i64;
+                let page = users
+                    .into_iter()
+                    .skip(offset as usize)
+                    .take(page_size as usize)
+                    .collect::<Vec<_>>();
+                Ok((page, total))
+            }
+            None => ctx
+                .store
+                .list_users(offset, page_size)
+                .await
+                .map_err(store_err),
+        }
+    })
+    .await?;
+    let users: Vec<Value> = users.iter().map(|u| Value::Object(object(u))).collect();
+    let total_pages = (total + page_size - 1) / page_size;
+    Ok(json!({
+        "users": users,
+        "total": total,
+        "page": page,
+        "page_size": page_size,
+        "total_pages": total_pages,
+    }))
 }
 
 /// The body of `/user/delete`.
