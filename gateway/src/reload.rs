@@ -33,6 +33,7 @@ struct Fixed {
     health: crate::control::health::HealthSettings,
     otel: crate::otel::OtelSettings,
     virtual_keys: Vec<String>,
+    team_defaults: crate::config::TeamDefaults,
 }
 
 impl Fixed {
@@ -54,6 +55,7 @@ impl Fixed {
                 .iter()
                 .map(|k| k.token.clone())
                 .collect(),
+            team_defaults: config.team_defaults.clone(),
         }
     }
 
@@ -101,6 +103,10 @@ impl Fixed {
         check(
             self.virtual_keys != next.virtual_keys,
             "gateway_settings.virtual_keys",
+        );
+        check(
+            self.team_defaults != next.team_defaults,
+            "litellm_settings.default_team_params / default_team_settings",
         );
         out
     }

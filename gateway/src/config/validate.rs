@@ -354,7 +354,10 @@ pub(super) fn validate(
         .map_err(|p| invalid("general_settings".into(), p))?;
     let otel = crate::otel::OtelSettings::resolve(file.litellm_settings.as_ref(), lookup)
         .map_err(|p| invalid("litellm_settings.callbacks (otel)".into(), p))?;
+    let team_defaults = super::TeamDefaults::from_litellm_settings(file.litellm_settings.as_ref())
+        .map_err(|p| invalid("litellm_settings".into(), p))?;
     Ok(Config {
+        team_defaults,
         otel,
         source: path.to_path_buf(),
         health,

@@ -84,12 +84,7 @@ pub(crate) fn tag_pool(router: &Router, group: &Group, tags: Option<&[String]>) 
         return TagPool::All;
     };
     let deps = router.registry.deployments();
-    let any = |f: &dyn Fn(&String) -> bool| {
-        group
-            .slots
-            .iter()
-            .any(|&s| deps[s].tags.iter().any(|t| f(t)))
-    };
+    let any = |f: &dyn Fn(&String) -> bool| group.slots.iter().any(|&s| deps[s].tags.iter().any(f));
     if !tags.is_empty() && any(&|t| tags.contains(t)) {
         TagPool::Matching
     } else if any(&|t| t == "default") {

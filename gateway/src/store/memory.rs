@@ -2,11 +2,13 @@
 //! Nothing survives a restart (the start-up log says so).
 
 use super::{
-    next_reset, Change, KeyRecord, MemberOp, MemberOutcome, ModelRecord, SpendFilter, SpendLogRow,
-    Store, StoreError, TeamMember, TeamRecord, UserRecord,
+    next_reset, Change, KeyRecord, MemberOp, MemberOutcome, ModelRecord, RowKind, SpendFilter,
+    SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use serde::{de::DeserializeOwned, Serialize};
+use serde_json::{Map, Value};
 use std::collections::{HashMap, HashSet, VecDeque};
 
 /// Spend-log rows kept in memory; older ones are dropped (their spend stays
@@ -68,6 +70,24 @@ fn insert<V: Clone>(
     }
     map.insert(id.to_string(), v.clone());
     Ok(())
+}
+
+/// Overwrites `fields` of row `id` of `map`; `false` when it is absent.
+fn patch_in<V: Serialize + DeserializeOwned>(
+    map: &mut HashMap<String, V>,
+    id: &str,
+    fields: &Map<String, Value>,
+) -> Result<bool, StoreError> {
+    let Some(row) = map.get_mut(id) else {
+        return Ok(false);
+    };
+    let bad = |e: serde_json::Error| StoreError::Query(e.to_string());
+    let mut value = serde_json::to_value(&*row).map_err(bad)?;
+    for (k, v) in fields {
+        value[k] = v.clone();
+    }
+    *row = serde_json::from_value(value).map_err(bad)?;
+    Ok(true)
 }
 
 fn delete<V>(map: &mut HashMap<String, V>, ids: &[String]) -> Vec<String> {
@@ -223,6 +243,25 @@ impl Store for MemoryStore {
 
     async fn delete_users(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
         Ok(self.with(|t| delete(&mut t.users, ids)))
+    }
+
+    async fn patch(
+        &self,
+        kind: RowKind,
+        id: &str,
+        fields: &Map<String, Value>,
+    ) -> Result<bool, StoreError> {
+        if let Some(k) = fields
+            .keys()
+            .find(|k| !kind.columns().contains(&k.as_str()))
+        {
+            return Err(StoreError::Query(format!("{k} cannot be patched")));
+        }
+        self.with(|t| match kind {
+            RowKind::Key => patch_in(&mut t.keys, id, fields),
+            RowKind::Team => patch_in(&mut t.teams, id, fields),
+            RowKind::User => patch_in(&mut t.users, id, fields),
+        })
     }
 
     async fn change_team_member(

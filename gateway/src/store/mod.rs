@@ -62,6 +62,85 @@ pub enum MemberOutcome {
     Changed,
 }
 
+/// A row of LiteLLM's account tables that [`Store::patch`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowKind {
+    /// `LiteLLM_VerificationToken`, by token.
+    Key,
+    /// `LiteLLM_TeamTable`, by team id.
+    Team,
+    /// `LiteLLM_UserTable`, by user id.
+    User,
+}
+
+impl RowKind {
+    /// The fields [`Store::patch`] writes: the record's fields that are
+    /// columns of the table under the same name (not spend, which is only
+    /// added to, nor creation times).
+    pub fn columns(self) -> &'static [&'static str] {
+        match self {
+            RowKind::Key => &[
+                "key_alias",
+                "max_budget",
+                "budget_duration",
+                "budget_reset_at",
+                "expires",
+                "models",
+                "aliases",
+                "user_id",
+                "team_id",
+                "max_parallel_requests",
+                "tpm_limit",
+                "rpm_limit",
+                "model_max_budget",
+                "model_rpm_limit",
+                "model_tpm_limit",
+                "blocked",
+                "allowed_model_region",
+                "metadata",
+            ],
+            RowKind::Team => &[
+                "team_alias",
+                "models",
+                "members",
+                "max_budget",
+                "budget_duration",
+                "budget_reset_at",
+                "tpm_limit",
+                "rpm_limit",
+                "max_parallel_requests",
+                "blocked",
+                "allowed_model_region",
+                "metadata",
+            ],
+            RowKind::User => &[
+                "user_email",
+                "user_alias",
+                "user_role",
+                "teams",
+                "models",
+                "max_budget",
+                "budget_duration",
+                "budget_reset_at",
+                "tpm_limit",
+                "rpm_limit",
+                "max_parallel_requests",
+                "metadata",
+            ],
+        }
+    }
+
+    /// What a patch of row `id` makes stale.
+    pub fn change(self, id: &str) -> Change {
+        let id = id.to_string();
+        match self {
+            RowKind::Key => Change::Key(id),
+            RowKind::Team => Change::Team(id),
+            RowKind::User => Change::User(id),
+        }
+    }
+}
+
 /// Something whose cached copy is stale after a change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
@@ -153,6 +232,17 @@ pub trait Store: Send + Sync {
     /// Deletes users; returns the ids that existed.
     async fn delete_users(&self, ids: &[String]) -> Result<Vec<String>, StoreError>;
 
+    /// Writes only `fields` (names from [`RowKind::columns`], values as the
+    /// record serializes them) of row `id`, in one statement: concurrent
+    /// patches of different fields of one row never lose one another.
+    /// `false` if the row does not exist; a field outside the columns is
+    /// an error.
+    async fn patch(
+        &self,
+        kind: RowKind,
+        id: &str,
+        fields: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<bool, StoreError>;
     /// Applies one membership change atomically (one statement: concurrent
     /// changes of one team never lose each other), keeping the team's
     /// `members` and `members_with_roles` and the user's `teams` in step.

@@ -29,8 +29,8 @@ pub use pool::{describe, pg_target, redact_url, PgConnection, PgTarget, SessionI
 pub use tls::SslMode;
 
 use super::{
-    Change, KeyRecord, MemberOp, MemberOutcome, ModelRecord, SpendFilter, SpendLogRow, Store,
-    StoreError, TeamMember, TeamRecord, UserRecord,
+    Change, KeyRecord, MemberOp, MemberOutcome, ModelRecord, RowKind, SpendFilter, SpendLogRow,
+    Store, StoreError, TeamMember, TeamRecord, UserRecord,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -223,6 +223,21 @@ impl Store for PostgresStore {
 
     async fn delete_users(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
         with_client!(self, c => accounts::delete(c, USERS, "user_id", ids, Change::User))
+    }
+
+    async fn patch(
+        &self,
+        kind: RowKind,
+        id: &str,
+        fields: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<bool, StoreError> {
+        if let Some(k) = fields
+            .keys()
+            .find(|k| !kind.columns().contains(&k.as_str()))
+        {
+            return Err(StoreError::Query(format!("{k} cannot be patched")));
+        }
+        with_client!(retry self, c => members::patch(c, kind, id, fields))
     }
 
     async fn change_team_member(

@@ -13,7 +13,7 @@ use crate::auth::credential;
 use crate::error::GatewayError;
 use crate::http1::RequestHead;
 use crate::state::Worker;
-use crate::store::{Change, KeyRecord};
+use crate::store::{Change, KeyRecord, RowKind};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -244,7 +244,8 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
     let given = key.ok_or_else(|| missing("key"))?;
     let lookup = given.clone();
     let rec = run(worker, move |ctx| async move {
-        let mut rec = db::key(&ctx, &lookup).await?;
+        let before = db::key(&ctx, &lookup).await?;
+        let mut rec = before.clone();
         let (team_given, alias_given) = (req.team_id.is_given(), req.key_alias.is_given());
         req.apply(&mut rec, Utc::now())?;
         if team_given {
@@ -253,7 +254,13 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
         if alias_given {
             ensure_alias_free(&ctx, rec.key_alias.as_deref(), &rec.token).await?;
         }
-        if !ctx.store.update_key(&rec).await.map_err(store_err)? {
+        let token = rec.token.clone();
+        let store = ctx.store.clone();
+        let written = db::write_changes(&ctx, RowKind::Key, &token, (&before, &rec), || async {
+            store.update_key(&rec).await
+        })
+        .await?;
+        if !written {
             return Err(GatewayError::NotFound(format!(
                 "Key {}",
                 db::shown(&lookup)
@@ -261,13 +268,12 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
         }
         if let Some(spend) = spend {
             ctx.store
-                .set_key_spend(&rec.token, spend)
+                .set_key_spend(&token, spend)
                 .await
                 .map_err(store_err)?;
-            rec.spend = spend;
         }
-        ctx.publish(&[Change::Key(rec.token.clone())]).await;
-        Ok(rec)
+        ctx.publish(&[Change::Key(token.clone())]).await;
+        db::key(&ctx, &token).await
     })
     .await?;
     let mut out = object(&rec);

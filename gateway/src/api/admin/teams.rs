@@ -9,7 +9,7 @@ use super::object;
 use super::query::Query;
 use crate::error::GatewayError;
 use crate::state::Worker;
-use crate::store::{Change, MemberOp, TeamMember, TeamRecord};
+use crate::store::{Change, MemberOp, RowKind, TeamMember, TeamRecord};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -37,6 +37,9 @@ pub struct TeamRequest {
     extra_metadata: Map<String, Value>,
 }
 
+/// Member ids, and the roles given with them.
+type Members = (Vec<String>, Vec<TeamMember>);
+
 /// One of `members_with_roles`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -57,7 +60,7 @@ impl TeamRequest {
 
     /// The member ids of `members` and `members_with_roles`, in order without
     /// repeats, and the roles given; `None` when the body has neither.
-    fn take_members(&mut self) -> Result<Option<(Vec<String>, Vec<TeamMember>)>, GatewayError> {
+    fn take_members(&mut self) -> Result<Option<Members>, GatewayError> {
         if self.members.is_none() && self.members_with_roles.is_none() {
             return Ok(None);
         }
@@ -91,6 +94,23 @@ impl TeamRequest {
         let mut seen = std::collections::HashSet::new();
         ids.retain(|id| seen.insert(id.clone()));
         Ok(Some((ids, roles)))
+    }
+
+    /// Fills what the request leaves out from the configured defaults, as
+    /// LiteLLM does: an absent or null budget or limit, an absent duration.
+    fn apply_defaults(&mut self, d: &crate::config::TeamDefaults) {
+        if let (Some(v), false) = (d.max_budget, matches!(self.max_budget, Patch::Set(_))) {
+            self.max_budget = Patch::Set(v);
+        }
+        if let (Some(v), false) = (&d.budget_duration, self.budget_duration.is_given()) {
+            self.budget_duration = Patch::Set(v.clone());
+        }
+        if let (Some(v), false) = (d.tpm_limit, matches!(self.tpm_limit, Patch::Set(_))) {
+            self.tpm_limit = Patch::Set(v);
+        }
+        if let (Some(v), false) = (d.rpm_limit, matches!(self.rpm_limit, Patch::Set(_))) {
+            self.rpm_limit = Patch::Set(v);
+        }
     }
 
     /// Applies the given fields to `t` as of `now`.
@@ -174,6 +194,7 @@ fn team_id_of(team: &Value) -> Value {
 /// `POST /team/new`: `team_id` is a new uuid when not given.
 pub async fn new(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
     let mut req = TeamRequest::read(body)?;
+    req.apply_defaults(&worker.shared.team_defaults);
     let (members, roles) = req.take_members()?.unwrap_or_default();
     let team_id = match req.team_id.take() {
         Some(id) if id.is_empty() => return Err(bad_field("team_id", "must not be empty")),
@@ -231,7 +252,8 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
     let team_id = req.team_id.take().ok_or_else(|| missing("team_id"))?;
     let members = req.take_members()?;
     let team = run(worker, move |ctx| async move {
-        let mut team = db::team(&ctx, &team_id).await?;
+        let old = db::team(&ctx, &team_id).await?;
+        let mut team = old.clone();
         let before = team.members.clone();
         req.apply(&mut team, Utc::now())?;
         let mut roles = Vec::new();
@@ -239,9 +261,15 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
             team.members = members;
             roles = given;
         }
-        if !ctx.store.update_team(&team).await.map_err(store_err)? {
+        let store = ctx.store.clone();
+        let written = db::write_changes(&ctx, RowKind::Team, &team_id, (&old, &team), || async {
+            store.update_team(&team).await
+        })
+        .await?;
+        if !written {
             return Err(GatewayError::NotFound(format!("Team {team_id}")));
         }
+        let team = db::team(&ctx, &team_id).await?;
         let mut changes = vec![Change::Team(team_id.clone())];
         changes.extend(sync_members(&ctx, &team_id, &before, &team.members).await?);
         set_roles(&ctx, &team_id, &roles).await?;

@@ -10,7 +10,7 @@ use super::query::Query;
 use super::teams::team_json;
 use crate::error::GatewayError;
 use crate::state::Worker;
-use crate::store::{Change, KeyRecord, UserRecord};
+use crate::store::{Change, KeyRecord, RowKind, UserRecord};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -229,9 +229,15 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
     let user_id = req.user_id.take().ok_or_else(|| missing("user_id"))?;
     let spend = req.take_spend()?;
     let user = run(worker, move |ctx| async move {
-        let mut user = db::user(&ctx, &user_id).await?;
+        let old = db::user(&ctx, &user_id).await?;
+        let mut user = old.clone();
         req.apply(&mut user, Utc::now())?;
-        if !ctx.store.update_user(&user).await.map_err(store_err)? {
+        let store = ctx.store.clone();
+        let written = db::write_changes(&ctx, RowKind::User, &user_id, (&old, &user), || async {
+            store.update_user(&user).await
+        })
+        .await?;
+        if !written {
             return Err(GatewayError::NotFound(format!("User {user_id}")));
         }
         if let Some(spend) = spend {
@@ -239,10 +245,9 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
                 .set_user_spend(&user_id, spend)
                 .await
                 .map_err(store_err)?;
-            user.spend = spend;
         }
-        ctx.publish(&[Change::User(user_id)]).await;
-        Ok(user)
+        ctx.publish(&[Change::User(user_id.clone())]).await;
+        db::user(&ctx, &user_id).await
     })
     .await?;
     Ok(json!({"user_id": user.user_id, "data": object(&user)}))
@@ -259,7 +264,7 @@ const MAX_PAGE_SIZE: i64 = 100;
 pub async fn list(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> {
     let page: i64 = q.take_parsed("page")?.unwrap_or(1);
     let page_size: i64 = q.take_parsed("page_size")?.unwrap_or(25);
-    if page < 1 || page > 1_000_000 {
+    if !(1..=1_000_000).contains(&page) {
         return Err(bad_field("page", "must be from 1 to 1000000"));
     }
     if !(1..=MAX_PAGE_SIZE).contains(&page_size) {

@@ -1,10 +1,12 @@
-//! Team memberships (`LiteLLM_TeamTable.members` and `members_with_roles`,
+//! Row patches (only the changed columns of a key, team or user) and team
+//! memberships (`LiteLLM_TeamTable.members` and `members_with_roles`,
 //! `LiteLLM_UserTable.teams`) changed by single statements, so concurrent
 //! changes of one team serialize on its row lock and none is lost, and
 //! users listed a page at a time.
 
 use super::notify;
-use crate::store::{Change, MemberOp, MemberOutcome, TeamMember};
+use crate::store::{Change, MemberOp, MemberOutcome, RowKind, TeamMember};
+use serde_json::{Map, Value};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Error};
 
@@ -132,4 +134,41 @@ pub async fn roles(c: &Client, team_id: &str) -> Result<Vec<TeamMember>, Error> 
         .filter_map(|e| serde_json::from_value::<TeamMember>(e).ok())
         .filter(|m| !m.user_id.is_empty())
         .collect())
+}
+
+/// Writes `fields` of row `id` (names checked against
+/// [`RowKind::columns`] by the caller) from one JSON object through
+/// `jsonb_populate_record`, which gives each value its column's type, and
+/// announces the row; `false` when it does not exist.
+pub async fn patch(
+    c: &mut Client,
+    kind: RowKind,
+    id: &str,
+    fields: &Map<String, Value>,
+) -> Result<bool, Error> {
+    let (table, id_column) = match kind {
+        RowKind::Key => (r#""LiteLLM_VerificationToken""#, "token"),
+        RowKind::Team => (r#""LiteLLM_TeamTable""#, "team_id"),
+        RowKind::User => (r#""LiteLLM_UserTable""#, "user_id"),
+    };
+    let set: Vec<String> = fields
+        .keys()
+        .map(|column| format!("{column} = r.{column}"))
+        .chain(std::iter::once(
+            "updated_at = CURRENT_TIMESTAMP".to_string(),
+        ))
+        .collect();
+    let sql = format!(
+        "UPDATE {table} t SET {} FROM jsonb_populate_record(NULL::{table}, $2::jsonb) AS r \
+         WHERE t.{id_column} = $1::text",
+        set.join(", ")
+    );
+    let values = Value::Object(fields.clone());
+    let tx = c.transaction().await?;
+    let found = tx.execute(&sql, &[&id, &values]).await? > 0;
+    if found {
+        notify(&tx, &[kind.change(id)]).await?;
+    }
+    tx.commit().await?;
+    Ok(found)
 }
