@@ -423,3 +423,121 @@ fn key_health_and_model_group_info_answer_any_key() {
     );
     chat.expect_status(200);
 }
+
+/// Sends every `(field, value)` of `fields` as its own `path` update of the
+/// row `id_field = id`, all at once.
+fn update_at_once(gw: &Gateway, path: &str, id_field: &str, id: &str, fields: &[(&str, Value)]) {
+    thread::scope(|s| {
+        for (field, value) in fields {
+            s.spawn(move || {
+                let mut body = json!({ id_field: id });
+                body[*field] = value.clone();
+                gw.post(path, &body).expect_status(200);
+            });
+        }
+    });
+}
+
+#[test]
+fn concurrent_updates_of_different_fields_of_one_row_are_all_kept() {
+    let (_db, gw) = start();
+    let key = admin(&gw, "/key/generate", json!({}));
+    let key = key["key"].as_str().unwrap().to_string();
+    admin(&gw, "/team/new", json!({"team_id": "t-busy"}));
+    admin(
+        &gw,
+        "/user/new",
+        json!({"user_id": "u-busy", "auto_create_key": false}),
+    );
+    for round in 1..=3i64 {
+        let n = round as f64;
+        let key_fields = [
+            ("max_budget", json!(10.0 * n)),
+            ("rpm_limit", json!(100 + round)),
+            ("tpm_limit", json!(1000 + round)),
+            ("max_parallel_requests", json!(round)),
+            ("key_alias", json!(format!("alias-{round}"))),
+            ("models", json!([format!("m{round}")])),
+            ("metadata", json!({"round": round})),
+            ("aliases", json!({"a": format!("m{round}")})),
+            (
+                "model_max_budget",
+                json!({format!("m{round}"): {"budget_limit": n}}),
+            ),
+            ("budget_duration", json!(format!("{round}d"))),
+            (
+                "allowed_model_region",
+                json!(if round % 2 == 0 { "eu" } else { "us" }),
+            ),
+            ("blocked", json!(round % 2 == 0)),
+        ];
+        update_at_once(&gw, "/key/update", "key", &key, &key_fields);
+        let info = gw
+            .get(&format!("/key/info?key={key}"))
+            .expect_status(200)
+            .json();
+        for (field, want) in &key_fields {
+            assert_eq!(
+                &info["info"][*field], want,
+                "key {field}, round {round}: {info}"
+            );
+        }
+
+        let team_fields = [
+            ("team_alias", json!(format!("team-{round}"))),
+            ("models", json!([format!("m{round}")])),
+            ("max_budget", json!(5.0 * n)),
+            ("tpm_limit", json!(2000 + round)),
+            ("rpm_limit", json!(200 + round)),
+            ("max_parallel_requests", json!(round + 1)),
+            ("metadata", json!({"team_round": round})),
+            ("budget_duration", json!(format!("{round}h"))),
+            (
+                "allowed_model_region",
+                json!(if round % 2 == 0 { "us" } else { "eu" }),
+            ),
+        ];
+        update_at_once(&gw, "/team/update", "team_id", "t-busy", &team_fields);
+        let info = gw
+            .get("/team/info?team_id=t-busy")
+            .expect_status(200)
+            .json();
+        for (field, want) in &team_fields {
+            assert_eq!(
+                &info["team_info"][*field], want,
+                "team {field}, round {round}: {info}"
+            );
+        }
+
+        let user_fields = [
+            ("user_alias", json!(format!("user-{round}"))),
+            ("user_email", json!(format!("u{round}@x.io"))),
+            ("models", json!([format!("m{round}")])),
+            ("max_budget", json!(2.0 * n)),
+            ("tpm_limit", json!(3000 + round)),
+            ("rpm_limit", json!(300 + round)),
+            ("max_parallel_requests", json!(round + 2)),
+            ("metadata", json!({"user_round": round})),
+            ("budget_duration", json!(format!("{round}m"))),
+            (
+                "user_role",
+                json!(if round % 2 == 0 {
+                    "internal_user_viewer"
+                } else {
+                    "internal_user"
+                }),
+            ),
+        ];
+        update_at_once(&gw, "/user/update", "user_id", "u-busy", &user_fields);
+        let info = gw
+            .get("/user/info?user_id=u-busy")
+            .expect_status(200)
+            .json();
+        for (field, want) in &user_fields {
+            assert_eq!(
+                &info["user_info"][*field], want,
+                "user {field}, round {round}: {info}"
+            );
+        }
+    }
+}

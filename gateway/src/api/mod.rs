@@ -207,6 +207,7 @@ pub async fn handle(
             Ok(caller) => models::get(worker, &caller, id, out).await,
             Err(e) => Err(e),
         },
+        Route::NotFound if admission.is_refused() => admission.caller().map(drop),
         Route::NotFound => {
             #[cfg(debug_assertions)]
             if let Some(result) = test_hooks::handle(head.path(), out).await {
