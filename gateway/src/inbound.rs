@@ -606,6 +606,46 @@ mod tests {
     }
 
     #[test]
+    fn tags_are_read_from_the_body_or_metadata_and_cut_from_the_body() {
+        let r = parse(
+            Endpoint::ChatCompletions,
+            r#"{"model":"a","messages":[],"tags":["x","y"],"metadata":{"tags":["z"]}}"#,
+        )
+        .unwrap();
+        assert_eq!(r.tags, ["x", "y"]);
+        let sent: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(
+            sent,
+            serde_json::json!({"model": "a", "messages": [], "metadata": {"tags": ["z"]}})
+        );
+        let r = parse(
+            Endpoint::ChatCompletions,
+            r#"{"model":"a","messages":[],"metadata":{"tags":["z"]}}"#,
+        )
+        .unwrap();
+        assert_eq!(r.tags, ["z"]);
+        let r = parse(
+            Endpoint::ChatCompletions,
+            r#"{"model":"a","messages":[],"metadata":"m"}"#,
+        );
+        assert!(r.unwrap().tags.is_empty());
+        for (body, param) in [
+            (r#"{"model":"a","messages":[],"tags":"x"}"#, "tags"),
+            (r#"{"model":"a","messages":[],"tags":[1]}"#, "tags"),
+            (
+                r#"{"model":"a","messages":[],"metadata":{"tags":{}}}"#,
+                "metadata.tags",
+            ),
+        ] {
+            let err = parse(Endpoint::ChatCompletions, body).unwrap_err();
+            assert_eq!(err.param(), Some(param), "{body}");
+        }
+        let many = vec!["\"t\""; MAX_TAGS + 1].join(",");
+        let body = format!(r#"{{"model":"a","messages":[],"tags":[{many}]}}"#);
+        assert!(parse(Endpoint::ChatCompletions, &body).is_err());
+    }
+
+    #[test]
     fn rewrites_only_the_model() {
         let r = parse(
             Endpoint::ChatCompletions,

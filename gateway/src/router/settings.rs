@@ -387,6 +387,31 @@ mod tests {
     }
 
     #[test]
+    fn reads_group_aliases_in_both_forms() {
+        let s = parse(
+            "model_group_alias: {gpt-4: gpt-4o, old: {model: legacy, hidden: true}}\nenable_tag_filtering: true",
+            "{}",
+        )
+        .unwrap();
+        assert_eq!(s.group_alias("gpt-4"), Some("gpt-4o"));
+        assert_eq!(s.group_alias("old"), Some("legacy"));
+        assert_eq!(s.group_alias("gpt-4o"), None);
+        let listed: Vec<_> = s.listed_aliases().collect();
+        assert_eq!(listed, [("gpt-4", "gpt-4o")]);
+        assert!(s.enable_tag_filtering);
+        for bad in [
+            "model_group_alias: [a]",
+            "model_group_alias: {a: 1}",
+            "model_group_alias: {a: {hidden: true}}",
+            "model_group_alias: {a: {model: b, hidden: maybe}}",
+            "model_group_alias: {a: ''}",
+        ] {
+            let err = parse(bad, "{}").unwrap_err();
+            assert!(err.contains("model_group_alias"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
     fn defaults_match_litellm() {
         let s = RouterSettings::from_config(None, None).unwrap();
         assert_eq!(s, RouterSettings::default());

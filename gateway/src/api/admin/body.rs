@@ -430,6 +430,30 @@ mod tests {
     }
 
     #[test]
+    fn accepted_fields_are_typed_dropped_or_kept_for_metadata() {
+        let accepted = [("tags", Kind::List), ("tpd_limit", Kind::Int)];
+        let (p, meta): (Probe, _) = parse_accepting(
+            br#"{"max_budget": 1, "tags": ["a"], "tpd_limit": 5}"#,
+            &accepted,
+        )
+        .unwrap();
+        assert_eq!(p.max_budget, Patch::Set(1.0));
+        assert_eq!(meta.get("tags"), Some(&serde_json::json!(["a"])));
+        assert!(!meta.contains_key("tpd_limit"));
+        let (_, meta): (Probe, _) = parse_accepting(br#"{"tags": null}"#, &accepted).unwrap();
+        assert!(meta.is_empty());
+        for (body, field) in [
+            (r#"{"tags": "a"}"#, "tags"),
+            (r#"{"tpd_limit": 1.5}"#, "tpd_limit"),
+            (r#"{"tags": [], "max_budgett": 1}"#, "max_budgett"),
+            (r#"{"tags": [], "max_budget": "x"}"#, "max_budget"),
+        ] {
+            let err = parse_accepting::<Probe>(body.as_bytes(), &accepted).unwrap_err();
+            assert_eq!(err.param(), Some(field), "{body}");
+        }
+    }
+
+    #[test]
     fn names_unknown_missing_and_mistyped_fields() {
         assert_eq!(field_of(r#"{"max_budget":"x"}"#), "max_budget");
         assert_eq!(field_of(r#"{"max_budgets":1}"#), "max_budgets");
