@@ -457,14 +457,18 @@ pub async fn set_blocked(
 ) -> Result<Value, GatewayError> {
     let KeyRef { key } = parse(body)?;
     let rec = run(worker, move |ctx| async move {
-        let mut rec = db::key(&ctx, &key).await?;
-        rec.blocked = blocked;
-        rec.updated_at = Some(Utc::now());
-        if !ctx.store.update_key(&rec).await.map_err(store_err)? {
+        let token = db::key(&ctx, &key).await?.token;
+        let fields = Map::from_iter([("blocked".to_string(), Value::Bool(blocked))]);
+        if !ctx
+            .store
+            .patch(RowKind::Key, &token, &fields)
+            .await
+            .map_err(store_err)?
+        {
             return Err(GatewayError::NotFound(format!("Key {}", db::shown(&key))));
         }
-        ctx.publish(&[Change::Key(rec.token.clone())]).await;
-        Ok(rec)
+        ctx.publish(&[Change::Key(token.clone())]).await;
+        db::key(&ctx, &token).await
     })
     .await?;
     Ok(Value::Object(object(&rec)))

@@ -168,7 +168,13 @@ pub async fn sync_members(
         if member {
             user.teams.push(team_id.to_string());
         }
-        ctx.store.update_user(&user).await.map_err(store_err)?;
+        // Only `teams` is written: a concurrent change of the user's other
+        // fields is kept.
+        let fields = Map::from_iter([("teams".to_string(), Value::from(user.teams))]);
+        ctx.store
+            .patch(RowKind::User, id, &fields)
+            .await
+            .map_err(store_err)?;
         changes.push(Change::User(id.clone()));
     }
     Ok(changes)
@@ -356,13 +362,17 @@ pub async fn set_blocked(
 ) -> Result<Value, GatewayError> {
     let TeamRef { team_id } = parse(body)?;
     let team = run(worker, move |ctx| async move {
-        let mut team = db::team(&ctx, &team_id).await?;
-        team.blocked = blocked;
-        if !ctx.store.update_team(&team).await.map_err(store_err)? {
+        let fields = Map::from_iter([("blocked".to_string(), Value::Bool(blocked))]);
+        if !ctx
+            .store
+            .patch(RowKind::Team, &team_id, &fields)
+            .await
+            .map_err(store_err)?
+        {
             return Err(GatewayError::NotFound(format!("Team {team_id}")));
         }
-        ctx.publish(&[Change::Team(team_id)]).await;
-        Ok(team)
+        ctx.publish(&[Change::Team(team_id.clone())]).await;
+        db::team(&ctx, &team_id).await
     })
     .await?;
     Ok(team_json(&team))

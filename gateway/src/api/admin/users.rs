@@ -10,7 +10,7 @@ use super::query::Query;
 use super::teams::team_json;
 use crate::error::GatewayError;
 use crate::state::Worker;
-use crate::store::{Change, KeyRecord, RowKind, UserRecord};
+use crate::store::{Change, KeyRecord, MemberOp, RowKind, TeamMember, UserRecord};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -170,12 +170,17 @@ pub async fn new(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
         }
         ctx.store.insert_user(&user).await.map_err(store_err)?;
         let mut changes = vec![Change::User(user.user_id.clone())];
-        for mut team in teams
-            .into_iter()
-            .filter(|t| !t.members.contains(&user.user_id))
-        {
-            team.members.push(user.user_id.clone());
-            ctx.store.update_team(&team).await.map_err(store_err)?;
+        let member = TeamMember {
+            user_id: user.user_id.clone(),
+            user_email: user.user_email.clone(),
+            role: "user".into(),
+        };
+        for team in teams {
+            // One statement per team: a concurrent change of the team is kept.
+            ctx.store
+                .change_team_member(&team.team_id, MemberOp::Add, &member)
+                .await
+                .map_err(store_err)?;
             changes.push(Change::Team(team.team_id));
         }
         ctx.publish(&changes).await;
@@ -352,13 +357,16 @@ pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
             let tokens: Vec<String> = keys.into_iter().map(|k| k.token).collect();
             let deleted = ctx.store.delete_keys(&tokens).await.map_err(store_err)?;
             changes.extend(deleted.into_iter().map(Change::Key));
+            let member = TeamMember {
+                user_id: id.clone(),
+                ..Default::default()
+            };
             for team_id in &user.teams {
-                let Some(mut team) = ctx.store.get_team(team_id).await.map_err(store_err)? else {
-                    continue;
-                };
-                team.members.retain(|m| m != id);
-                ctx.store.update_team(&team).await.map_err(store_err)?;
-                changes.push(Change::Team(team.team_id));
+                ctx.store
+                    .change_team_member(team_id, MemberOp::Remove, &member)
+                    .await
+                    .map_err(store_err)?;
+                changes.push(Change::Team(team_id.clone()));
             }
         }
         let gone = ctx.store.delete_users(&user_ids).await.map_err(store_err)?;
