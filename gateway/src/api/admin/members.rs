@@ -136,7 +136,7 @@ fn members_of(member: Value) -> Result<(Vec<TeamMember>, bool), GatewayError> {
 }
 
 /// The team with its roles, as LiteLLM shows it.
-async fn team_with_roles(ctx: &Ctx, team_id: &str) -> Result<Value, GatewayError> {
+pub(super) async fn team_with_roles(ctx: &Ctx, team_id: &str) -> Result<Value, GatewayError> {
     let team = super::db::team(ctx, team_id).await?;
     let roles = ctx.store.team_members(team_id).await.map_err(store_err)?;
     Ok(team_json_with_roles(&team, &roles))

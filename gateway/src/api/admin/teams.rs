@@ -361,7 +361,7 @@ pub async fn set_blocked(
     blocked: bool,
 ) -> Result<Value, GatewayError> {
     let TeamRef { team_id } = parse(body)?;
-    let team = run(worker, move |ctx| async move {
+    run(worker, move |ctx| async move {
         let fields = Map::from_iter([("blocked".to_string(), Value::Bool(blocked))]);
         if !ctx
             .store
@@ -372,10 +372,9 @@ pub async fn set_blocked(
             return Err(GatewayError::NotFound(format!("Team {team_id}")));
         }
         ctx.publish(&[Change::Team(team_id.clone())]).await;
-        db::team(&ctx, &team_id).await
+        super::members::team_with_roles(&ctx, &team_id).await
     })
-    .await?;
-    Ok(team_json(&team))
+    .await
 }
 
 #[cfg(test)]
