@@ -5,6 +5,7 @@
 //! shapes. Every test runs against LiteLLM's tables in Postgres.
 
 use std::thread;
+use std::time::Duration;
 
 use e2e::{assert_error, chat_body, error_message, Gateway, Response, TestDb, MASTER_KEY};
 use serde_json::{json, Value};
@@ -17,8 +18,8 @@ fn mock_model(name: &str) -> Value {
             "mock_response": "hi",
             "input_cost_per_token": 0.000001,
             "output_cost_per_token": 0.000002,
-            "tpm": 1000,
-            "rpm": 10,
+            "tpm": 1000000,
+            "rpm": 10000,
         },
         "model_info": {"id": format!("{name}-1"), "max_input_tokens": 8000, "max_output_tokens": 1000},
     })
@@ -395,8 +396,8 @@ fn key_health_and_model_group_info_answer_any_key() {
             &json!("chat-fast"),
             &json!(["mock"]),
             &json!(8000),
-            &json!(1000),
-            &json!(10)
+            &json!(1000000),
+            &json!(10000)
         ),
         "{g}"
     );
@@ -540,4 +541,72 @@ fn concurrent_updates_of_different_fields_of_one_row_are_all_kept() {
             );
         }
     }
+}
+
+#[test]
+fn a_model_budget_with_a_time_period_opens_again_in_the_next_window() {
+    let (db, gw) = start();
+    let answer = admin(
+        &gw,
+        "/key/generate",
+        json!({"model_max_budget": {"chat-fast": {"budget_limit": 1, "time_period": "2s"}}}),
+    );
+    let key = answer["key"].as_str().unwrap().to_string();
+    let token = answer["token"].as_str().unwrap().to_string();
+    let chat = |gw: &Gateway| {
+        call_as(
+            gw,
+            &key,
+            "POST",
+            "/v1/chat/completions",
+            Some(&chat_body("chat-fast")),
+        )
+    };
+    chat(&gw).expect_status(200);
+    // The key is cached: its first window is recorded (spend kept).
+    let windows = |gw: &Gateway| {
+        let info = gw
+            .get(&format!("/key/info?key={key}"))
+            .expect_status(200)
+            .json();
+        info["info"]["metadata"]["gateway_model_budget_windows"]["chat-fast"].clone()
+    };
+    let first = e2e::eventually("a first window", Duration::from_secs(10), || {
+        windows(&gw).as_str().map(str::to_string)
+    });
+    // Spend past the model's budget, written as LiteLLM would, announced
+    // (again until it is seen: a window may end in between).
+    let overspend = format!(
+        r#"UPDATE "LiteLLM_VerificationToken" SET model_spend = '{{"chat-fast": 5}}' WHERE token = '{token}'; NOTIFY gateway_changes, 'key:{token}'"#
+    );
+    let refused = e2e::eventually("the model budget refuses", Duration::from_secs(10), || {
+        db.query(&overspend);
+        thread::sleep(Duration::from_millis(50));
+        let r = chat(&gw);
+        (r.status == 429).then_some(r)
+    });
+    let err = assert_error(&refused, 429);
+    assert_eq!(err["type"], "budget_exceeded", "{err:?}");
+    // The next window zeroes the model's spend and the key may call it again.
+    e2e::eventually("the next window", Duration::from_secs(15), || {
+        thread::sleep(Duration::from_millis(100));
+        let r = chat(&gw);
+        if r.status != 200 {
+            assert_eq!(assert_error(&r, 429)["type"], "budget_exceeded");
+        }
+        (r.status == 200).then_some(())
+    });
+    let later = windows(&gw);
+    assert!(
+        later.as_str() > Some(first.as_str()),
+        "{later} after {first}"
+    );
+    let info = gw
+        .get(&format!("/key/info?key={key}"))
+        .expect_status(200)
+        .json();
+    let spent = info["info"]["model_spend"]["chat-fast"]
+        .as_f64()
+        .unwrap_or(0.0);
+    assert!(spent < 1.0, "model spend reset: {info}");
 }

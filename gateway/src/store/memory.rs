@@ -264,6 +264,38 @@ impl Store for MemoryStore {
         })
     }
 
+    async fn start_model_window(
+        &self,
+        token: &str,
+        model: &str,
+        start: &str,
+    ) -> Result<bool, StoreError> {
+        Ok(self.with(|t| {
+            let Some(k) = t.keys.get_mut(token) else {
+                return false;
+            };
+            let windows = k
+                .metadata
+                .entry(super::MODEL_WINDOWS)
+                .or_insert_with(|| Value::Object(Map::new()));
+            if !windows.is_object() {
+                *windows = Value::Object(Map::new());
+            }
+            let recorded = windows
+                .get(model)
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            if recorded.as_deref() >= Some(start) {
+                return false;
+            }
+            windows[model] = Value::String(start.to_string());
+            if recorded.is_some() {
+                k.model_spend.remove(model);
+            }
+            true
+        }))
+    }
+
     async fn change_team_member(
         &self,
         team_id: &str,

@@ -9,7 +9,7 @@ mod records;
 pub use memory::MemoryStore;
 pub use records::{
     next_reset, parse_duration, usd_value, DurationError, KeyRecord, ModelRecord, SpendFilter,
-    SpendLogRow, TeamRecord, UserRecord, MAX_DURATION,
+    SpendLogRow, TeamRecord, UserRecord, MAX_DURATION, MODEL_WINDOWS,
 };
 
 use async_trait::async_trait;
@@ -242,6 +242,18 @@ pub trait Store: Send + Sync {
         kind: RowKind,
         id: &str,
         fields: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<bool, StoreError>;
+    /// Starts the budget window `start` (RFC 3339, from
+    /// [`KeyRecord::due_model_windows`]) of `model` on key `token`: records
+    /// it in `metadata.`[`MODEL_WINDOWS`] and zeroes the key's
+    /// `model_spend` of `model`, unless no window was recorded before (the
+    /// first one only starts). One statement, applied once however many
+    /// replicas ask; `false` when nothing changed.
+    async fn start_model_window(
+        &self,
+        token: &str,
+        model: &str,
+        start: &str,
     ) -> Result<bool, StoreError>;
     /// Applies one membership change atomically (one statement: concurrent
     /// changes of one team never lose each other), keeping the team's

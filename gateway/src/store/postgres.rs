@@ -240,6 +240,15 @@ impl Store for PostgresStore {
         with_client!(retry self, c => members::patch(c, kind, id, fields))
     }
 
+    async fn start_model_window(
+        &self,
+        token: &str,
+        model: &str,
+        start: &str,
+    ) -> Result<bool, StoreError> {
+        with_client!(retry self, c => members::start_model_window(c, token, model, start))
+    }
+
     async fn change_team_member(
         &self,
         team_id: &str,

@@ -1,5 +1,5 @@
-//! Row patches (only the changed columns of a key, team or user) and team
-//! memberships (`LiteLLM_TeamTable.members` and `members_with_roles`,
+//! Row patches (only the changed columns of a key, team or user), per-model
+//! budget windows of keys, and team memberships (`LiteLLM_TeamTable.members` and `members_with_roles`,
 //! `LiteLLM_UserTable.teams`) changed by single statements, so concurrent
 //! changes of one team serialize on its row lock and none is lost, and
 //! users listed a page at a time.
@@ -171,4 +171,33 @@ pub async fn patch(
     }
     tx.commit().await?;
     Ok(found)
+}
+
+/// [`Store::start_model_window`](crate::store::Store::start_model_window):
+/// `$1` token, `$2` model, `$3` window start; the row is announced.
+pub async fn start_model_window(
+    c: &mut Client,
+    token: &str,
+    model: &str,
+    start: &str,
+) -> Result<bool, Error> {
+    let windows = crate::store::MODEL_WINDOWS;
+    let sql = format!(
+        r#"UPDATE "LiteLLM_VerificationToken" SET
+            model_spend = CASE WHEN metadata #>> ARRAY['{windows}', $2::text] IS NULL
+                THEN model_spend ELSE COALESCE(model_spend, '{{}}'::jsonb) - $2::text END,
+            metadata = jsonb_set(
+                CASE WHEN jsonb_typeof(metadata -> '{windows}') = 'object' THEN metadata
+                    ELSE COALESCE(metadata, '{{}}'::jsonb) || jsonb_build_object('{windows}', '{{}}'::jsonb) END,
+                ARRAY['{windows}', $2::text], to_jsonb($3::text))
+        WHERE token = $1::text
+            AND COALESCE(metadata #>> ARRAY['{windows}', $2::text], '') < $3::text"#
+    );
+    let tx = c.transaction().await?;
+    let changed = tx.execute(&sql, &[&token, &model, &start]).await? > 0;
+    if changed {
+        notify(&tx, &[Change::Key(token.to_string())]).await?;
+    }
+    tx.commit().await?;
+    Ok(changed)
 }
