@@ -137,6 +137,23 @@ fn tag_filtering_routes_by_the_request_tags_with_a_default() {
             "a"
         );
     }
+    // A key's tags (and its team's) route its requests too.
+    let key = gw
+        .post("/key/generate", &json!({"tags": ["paid"]}))
+        .expect_status(200)
+        .json();
+    let key = key["key"].as_str().unwrap();
+    let team = json!({"team_id": "free-team", "tags": ["free"]});
+    gw.post("/team/new", &team).expect_status(200);
+    let member = gw
+        .post("/key/generate", &json!({"team_id": "free-team"}))
+        .expect_status(200)
+        .json();
+    let member = member["key"].as_str().unwrap();
+    for _ in 0..4 {
+        assert_eq!(reply(chat_as(&gw, key, "tagged", json!({}))), "paid");
+        assert_eq!(reply(chat_as(&gw, member, "tagged", json!({}))), "free");
+    }
     // No deployment carries the tag and none is `default`: LiteLLM's 401.
     let err = assert_error(
         &chat_as(&gw, MASTER_KEY, "strict", json!({"tags": ["zzz"]})),

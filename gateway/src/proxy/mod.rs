@@ -182,6 +182,29 @@ pub(crate) fn check_access(
     })
 }
 
+/// The tags tag-based routing reads: the request's, then its key's and its
+/// team's `metadata.tags`, without repeats (LiteLLM merges them so).
+fn routing_tags(principal: &Principal, request: &[String]) -> Vec<String> {
+    let mut tags = request.to_vec();
+    let Principal::Key(k) = principal else {
+        return tags;
+    };
+    let team = k.team.as_ref().map(|t| &t.record.metadata);
+    for metadata in std::iter::once(&k.record.metadata).chain(team) {
+        let listed = metadata.get("tags").and_then(serde_json::Value::as_array);
+        for tag in listed
+            .into_iter()
+            .flatten()
+            .filter_map(serde_json::Value::as_str)
+        {
+            if !tags.iter().any(|t| t == tag) {
+                tags.push(tag.to_string());
+            }
+        }
+    }
+    tags
+}
+
 /// [`resolve_model`] then [`check_access`].
 pub(crate) fn authorize_model(
     worker: &Worker,
@@ -254,7 +277,11 @@ async fn serve(
         num_retries: req.num_retries,
         fallbacks,
         stream: req.stream,
-        tags: req.tags.clone(),
+        tags: if router.settings().enable_tag_filtering {
+            routing_tags(&principal, &req.tags)
+        } else {
+            Vec::new()
+        },
     };
     let plan = match router.plan(&model, input) {
         Err(GatewayError::UnknownModel(_)) => Err(GatewayError::UnknownModel(req.model.clone())),
