@@ -189,6 +189,19 @@ pub enum GatewayError {
         /// The allowed regions.
         regions: Vec<String>,
     },
+    /// With `router_settings.enable_tag_filtering`, no deployment of the
+    /// group carries one of the request's tags, nor the `default` tag
+    /// (LiteLLM's 401).
+    #[error("Not allowed to access model due to tags configuration. Passed model={group} and tags={tags:?}")]
+    NoTaggedDeployment {
+        /// The requested model group.
+        group: String,
+        /// The request's tags.
+        tags: Vec<String>,
+    },
+    /// A route outside `general_settings.allowed_routes` (LiteLLM's 403).
+    #[error("Access forbidden: Route {0} not allowed")]
+    RouteForbidden(String),
     /// Every eligible deployment (of the group and its fallbacks) is at its
     /// own rpm/tpm limit this minute.
     #[error("No deployments available for model group '{group}': every eligible deployment is at its rpm/tpm limit. Try again in {retry_after} seconds.")]
@@ -244,6 +257,8 @@ impl GatewayError {
         use GatewayError::*;
         match self {
             MissingKey | InvalidKey(_) | KeyBlocked(_) | KeyExpired(_) => 401,
+            NoTaggedDeployment { .. } => 401,
+            RouteForbidden(_) => 403,
             AuthUnavailable(_) | Store(_) => 503,
             ModelAccessDenied { .. } | NotAdmin(_) => 403,
             BudgetExceeded { .. } => 429,
@@ -275,8 +290,14 @@ impl GatewayError {
     pub fn error_type(&self) -> &str {
         use GatewayError::*;
         match self {
-            MissingKey | InvalidKey(_) | KeyBlocked(_) | KeyExpired(_) | AuthUnavailable(_)
-            | NotAdmin(_) => "auth_error",
+            MissingKey
+            | InvalidKey(_)
+            | KeyBlocked(_)
+            | KeyExpired(_)
+            | AuthUnavailable(_)
+            | NotAdmin(_)
+            | NoTaggedDeployment { .. }
+            | RouteForbidden(_) => "auth_error",
             ModelAccessDenied { .. } => "key_model_access_denied",
             BudgetExceeded { .. } => "budget_exceeded",
             NotFound(_) => "not_found_error",

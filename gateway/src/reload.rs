@@ -34,6 +34,7 @@ struct Fixed {
     otel: crate::otel::OtelSettings,
     images: crate::upstream::fetch::ImageFetchSettings,
     virtual_keys: Vec<String>,
+    team_defaults: crate::config::TeamDefaults,
 }
 
 impl Fixed {
@@ -56,6 +57,7 @@ impl Fixed {
                 .iter()
                 .map(|k| k.token.clone())
                 .collect(),
+            team_defaults: config.team_defaults.clone(),
         }
     }
 
@@ -78,7 +80,7 @@ impl Fixed {
         );
         check(
             self.limits != next.limits,
-            "gateway_settings server limits (timeouts, sizes, max_connections, general_settings.max_request_size_mb)",
+            "gateway_settings server limits (timeouts, sizes, max_connections, general_settings.max_request_size_mb, general_settings.allowed_routes)",
         );
         check(
             self.spool_dir != next.spool_dir,
@@ -107,6 +109,10 @@ impl Fixed {
         check(
             self.virtual_keys != next.virtual_keys,
             "gateway_settings.virtual_keys",
+        );
+        check(
+            self.team_defaults != next.team_defaults,
+            "litellm_settings.default_team_params / default_team_settings",
         );
         out
     }

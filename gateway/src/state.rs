@@ -39,6 +39,8 @@ pub struct Shared {
     pub health: Arc<crate::control::health::Health>,
     /// Whether a database is configured (else everything is in memory).
     pub database: bool,
+    /// Defaults of teams `/team/new` creates (`litellm_settings`).
+    pub team_defaults: crate::config::TeamDefaults,
     /// Reloads of the config file.
     pub reloader: crate::reload::Reloader,
     /// OpenTelemetry traces (each core attaches its span buffer).
@@ -78,6 +80,7 @@ impl Shared {
             )),
             metrics,
             database: config.database_url.is_some(),
+            team_defaults: config.team_defaults.clone(),
             auth: Authenticator::new(config.master_key.as_deref(), keys, control.clone()),
             models,
             limits: config.limits,

@@ -127,6 +127,25 @@ impl KeyCache {
         self.keys.pin().get(hash).cloned()
     }
 
+    /// The per-model budget windows of cached keys that are due as of
+    /// `now` ([`KeyRecord::due_model_windows`]), as (token, model, start).
+    pub fn due_model_windows(
+        &self,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Vec<(String, String, String)> {
+        let keys = self.keys.pin();
+        let mut due = Vec::new();
+        for (_, entry) in keys.iter() {
+            if entry.model_budgets.is_empty() {
+                continue;
+            }
+            for (model, start) in entry.record.due_model_windows(now) {
+                due.push((entry.record.token.clone(), model, start));
+            }
+        }
+        due
+    }
+
     /// Number of cached keys.
     pub fn len(&self) -> usize {
         self.keys.len()

@@ -156,6 +156,69 @@ pub async fn handle(
     });
 }
 
+/// The group `requested` names for `principal`: through the key's aliases,
+/// then `router_settings.model_group_alias`.
+pub(crate) fn resolve_model(worker: &Worker, principal: &Principal, requested: &str) -> String {
+    let asked = principal.resolve_alias(requested);
+    let router = worker.shared.models.router();
+    router
+        .settings()
+        .group_alias(asked)
+        .unwrap_or(asked)
+        .to_string()
+}
+
+/// Whether `principal` may call `model`, the group [`resolve_model`] gave
+/// for `requested`: a key may list a config alias instead of its group.
+pub(crate) fn check_access(
+    principal: &Principal,
+    requested: &str,
+    model: &str,
+) -> Result<(), GatewayError> {
+    principal.check_model(model).or_else(|e| {
+        let asked = principal.resolve_alias(requested);
+        if asked != model && principal.check_model(asked).is_ok() {
+            Ok(())
+        } else {
+            Err(e)
+        }
+    })
+}
+
+/// The tags tag-based routing reads: the request's, then its key's and its
+/// team's `metadata.tags`, without repeats (LiteLLM merges them so).
+fn routing_tags(principal: &Principal, request: &[String]) -> Vec<String> {
+    let mut tags = request.to_vec();
+    let Principal::Key(k) = principal else {
+        return tags;
+    };
+    let team = k.team.as_ref().map(|t| &t.record.metadata);
+    for metadata in std::iter::once(&k.record.metadata).chain(team) {
+        let listed = metadata.get("tags").and_then(serde_json::Value::as_array);
+        for tag in listed
+            .into_iter()
+            .flatten()
+            .filter_map(serde_json::Value::as_str)
+        {
+            if !tags.iter().any(|t| t == tag) {
+                tags.push(tag.to_string());
+            }
+        }
+    }
+    tags
+}
+
+/// [`resolve_model`] then [`check_access`].
+pub(crate) fn authorize_model(
+    worker: &Worker,
+    principal: &Principal,
+    requested: &str,
+) -> Result<String, GatewayError> {
+    let model = resolve_model(worker, principal, requested);
+    check_access(principal, requested, &model)?;
+    Ok(model)
+}
+
 async fn serve(
     worker: &Worker,
     endpoint: Endpoint,
@@ -180,7 +243,7 @@ async fn serve(
         });
     }
     // 3. authorize
-    let model = principal.resolve_alias(&req.model).to_string();
+    let model = resolve_model(worker, &principal, &req.model);
     outcome.requested = Some(model.clone());
     outcome
         .telemetry
@@ -192,7 +255,7 @@ async fn serve(
     if crate::panic_guard::test_panic_model(&model) {
         panic!("test hook: the request path panicked");
     }
-    principal.check_model(&model)?;
+    check_access(&principal, &req.model, &model)?;
     // 4. route: fallbacks wrap retries wrap the call
     let prompt = spend::PromptEstimate::new(&req.body);
     let fallbacks =
@@ -217,6 +280,11 @@ async fn serve(
         num_retries: req.num_retries,
         fallbacks,
         stream: req.stream,
+        tags: if router.settings().enable_tag_filtering {
+            routing_tags(&principal, &req.tags)
+        } else {
+            Vec::new()
+        },
     };
     let plan = match router.plan(&model, input) {
         Err(GatewayError::UnknownModel(_)) => Err(GatewayError::UnknownModel(req.model.clone())),
