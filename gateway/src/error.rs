@@ -237,7 +237,9 @@ impl GatewayError {
             MissingKey | InvalidKey(_) | KeyBlocked(_) | KeyExpired(_) => 401,
             AuthUnavailable(_) | Store(_) => 503,
             ModelAccessDenied { .. } | NotAdmin(_) => 403,
-            BudgetExceeded { .. } => 429,
+            // LiteLLM's `budget_exceeded_status_code` (422 since it stopped
+            // answering 429, which SDKs retry).
+            BudgetExceeded { .. } => 422,
             BadField { .. } | ConfigRejected(_) => 400,
             NotFound(_) => 404,
             Conflict(_) => 409,
@@ -265,8 +267,10 @@ impl GatewayError {
     pub fn error_type(&self) -> &str {
         use GatewayError::*;
         match self {
-            MissingKey | InvalidKey(_) | KeyBlocked(_) | KeyExpired(_) | AuthUnavailable(_)
-            | NotAdmin(_) => "auth_error",
+            MissingKey | InvalidKey(_) | KeyBlocked(_) | AuthUnavailable(_) | NotAdmin(_) => {
+                "auth_error"
+            }
+            KeyExpired(_) => "expired_key",
             ModelAccessDenied { .. } => "key_model_access_denied",
             BudgetExceeded { .. } => "budget_exceeded",
             NotFound(_) => "not_found_error",
