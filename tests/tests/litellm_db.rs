@@ -169,9 +169,8 @@ fn a_litellm_database_serves_here_and_litellm_reads_what_the_gateway_wrote() {
     assert_eq!(upstream_requests(&mock, new_key), 1, "{}", mock.stats());
 
     // Spend is added to what LiteLLM recorded (0.5), never overwritten.
-    let good_token = db.query(&format!(
-        r#"SELECT token FROM "LiteLLM_VerificationToken" WHERE key_alias = 'lite-good'"#
-    ));
+    let good_token =
+        db.query(r#"SELECT token FROM "LiteLLM_VerificationToken" WHERE key_alias = 'lite-good'"#);
     e2e::eventually("the good key's spend rows", Duration::from_secs(10), || {
         let n: u32 = db
             .query(&format!(

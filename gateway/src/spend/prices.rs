@@ -7,7 +7,6 @@
 
 use crate::config::Deployment;
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::sync::OnceLock;
 
 /// USD per token (and per second, for hosts that bill by time), the units
@@ -48,11 +47,25 @@ pub struct ModelPrice {
 /// tokens; empty where LiteLLM has no value.
 static TSV: &str = include_str!("../../data/model_prices.tsv");
 
-/// The parsed table: rows by full name, and by the part after the last `/`
-/// for names that only appear with a provider prefix.
+/// The parsed table: rows sorted by full name, and for names that only
+/// appear with a provider prefix, the part after the last `/` pointing at
+/// the first such row in name order (sorted, for binary search; about
+/// half a megabyte for the whole map).
 struct Table {
-    rows: HashMap<&'static str, ModelPrice>,
-    bare: HashMap<&'static str, ModelPrice>,
+    rows: Vec<(&'static str, ModelPrice)>,
+    bare: Vec<(&'static str, u32)>,
+}
+
+impl Table {
+    fn get(&self, name: &str) -> Option<&ModelPrice> {
+        let i = self.rows.binary_search_by(|(n, _)| (*n).cmp(name)).ok()?;
+        Some(&self.rows[i].1)
+    }
+
+    fn get_bare(&self, name: &str) -> Option<&ModelPrice> {
+        let i = self.bare.binary_search_by(|(n, _)| (*n).cmp(name)).ok()?;
+        Some(&self.rows[self.bare[i].1 as usize].1)
+    }
 }
 
 fn table() -> &'static Table {
@@ -61,26 +74,30 @@ fn table() -> &'static Table {
 }
 
 /// Parses the TSV; a malformed row is skipped (the refresh script writes
-/// none, and a unit test checks every row parses).
+/// none, and a unit test checks every row parses), and of two rows with one
+/// name the first is kept.
 fn parse(text: &'static str) -> Table {
-    let mut rows = HashMap::new();
-    for line in text.lines().filter(|l| !l.starts_with('#')) {
-        if let Some((name, entry)) = parse_row(line) {
-            rows.insert(name, entry);
-        }
-    }
-    let mut bare: HashMap<&'static str, ModelPrice> = HashMap::new();
-    let mut names: Vec<&&'static str> = rows.keys().collect();
-    // Sorted, so which provider's row a bare name gets does not depend on
-    // hash order: the first in name order.
-    names.sort_unstable();
-    for name in names {
-        if let Some((_, base)) = name.rsplit_once('/') {
-            if !base.is_empty() && !rows.contains_key(base) && !bare.contains_key(base) {
-                bare.insert(base, rows[*name]);
-            }
-        }
-    }
+    let mut rows: Vec<(&'static str, ModelPrice)> = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(parse_row)
+        .collect();
+    rows.sort_by(|a, b| a.0.cmp(b.0));
+    rows.dedup_by(|b, a| a.0 == b.0);
+    rows.shrink_to_fit();
+    let mut bare: Vec<(&'static str, u32)> = rows
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (name, _))| {
+            let (_, base) = name.rsplit_once('/')?;
+            let own_row = rows.binary_search_by(|(n, _)| (*n).cmp(base)).is_ok();
+            (!base.is_empty() && !own_row).then_some((base, i as u32))
+        })
+        .collect();
+    // Stable: of equal bare names the first full name stays first.
+    bare.sort_by(|a, b| a.0.cmp(b.0));
+    bare.dedup_by(|b, a| a.0 == b.0);
+    bare.shrink_to_fit();
     Table { rows, bare }
 }
 
@@ -144,12 +161,12 @@ pub fn shipped(model: &str) -> Option<&'static ModelPrice> {
         Cow::Borrowed(model)
     };
     let t = table();
-    if let Some(hit) = t.rows.get(lower.as_ref()) {
+    if let Some(hit) = t.get(&lower) {
         return Some(hit);
     }
     let mut name = lower.rsplit('/').next().unwrap_or(&lower);
     loop {
-        if let Some(hit) = t.rows.get(name).or_else(|| t.bare.get(name)) {
+        if let Some(hit) = t.get(name).or_else(|| t.get_bare(name)) {
             return Some(hit);
         }
         name = &name[..name.rfind('-')?];
