@@ -187,6 +187,15 @@ def setup(url, api_base):
                 VALUES ({lit(model["id"])}, {lit(model["name"])}, {lit(params)}::jsonb,
                     {lit({"id": model["id"]})}::jsonb, 'litellm', 'litellm')""",
         )
+    # A model LiteLLM blocked: not served there, nor here.
+    params = encrypt_params({"model": "openai/gpt-4o", "api_base": api_base, "api_key": "sk-upstream-blocked"}, "")
+    psql(
+        url,
+        f"""INSERT INTO "LiteLLM_ProxyModelTable" (model_id, model_name, litellm_params, model_info, blocked,
+                created_by, updated_by)
+            VALUES ('m-blocked', 'lite-blocked', {lit(params)}::jsonb, '{{"id": "m-blocked"}}'::jsonb, true,
+                'litellm', 'litellm')""",
+    )
     print(json.dumps(fx))
 
 

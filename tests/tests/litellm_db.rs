@@ -122,6 +122,10 @@ fn a_litellm_database_serves_here_and_litellm_reads_what_the_gateway_wrote() {
         );
     }
 
+    // A model LiteLLM blocked is not served.
+    assert_error(&chat(&gw, &key("good"), "lite-blocked"), 400);
+    assert_eq!(upstream_requests(&mock, "sk-upstream-blocked"), 0);
+
     // LiteLLM's refusals, with its status codes and types.
     let err = assert_error(&chat(&gw, &key("blocked"), "lite-gcm"), 401);
     assert_eq!(err["type"], "auth_error", "{err:?}");

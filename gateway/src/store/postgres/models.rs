@@ -2,7 +2,8 @@
 //! `LiteLLM_ProxyModelTable`. Every change sends its [`Change::Model`] in
 //! the transaction that makes it. Every string of `litellm_params` is
 //! stored sealed, as LiteLLM stores it ([`ParamCipher`]), and opened on
-//! read.
+//! read. A row LiteLLM marked `blocked` is not read (not served, as in
+//! LiteLLM, whose router hides blocked deployments).
 
 use super::convert::{as_map, json, naive, utc};
 use super::notify;
@@ -37,7 +38,7 @@ pub async fn get(
     cipher: &ParamCipher,
     model_id: &str,
 ) -> Result<Option<ModelRecord>, Error> {
-    let sql = format!("{SELECT} WHERE model_id = $1");
+    let sql = format!("{SELECT} WHERE model_id = $1 AND NOT blocked");
     c.query_opt(&sql, &[&model_id])
         .await?
         .as_ref()
@@ -51,7 +52,9 @@ pub async fn list(
     cipher: &ParamCipher,
     name: Option<&str>,
 ) -> Result<Vec<ModelRecord>, Error> {
-    let sql = format!("{SELECT} WHERE ($1::text IS NULL OR model_name = $1) ORDER BY model_id");
+    let sql = format!(
+        "{SELECT} WHERE ($1::text IS NULL OR model_name = $1) AND NOT blocked ORDER BY model_id"
+    );
     c.query(&sql, &[&name])
         .await?
         .iter()
