@@ -395,7 +395,7 @@ mod tests {
             .iter()
             .map(|p| match &p.sub {
                 Call::Finish { tick, .. } => *tick,
-                Call::Admit { .. } => panic!("a settlement's part is a settlement"),
+                _ => panic!("a settlement's part is a settlement"),
             })
             .collect();
         assert_eq!(ticks, [11, 10]);
