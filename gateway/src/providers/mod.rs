@@ -14,6 +14,7 @@ pub mod gemini;
 mod mock;
 mod openai;
 pub mod sigv4;
+pub mod vertex;
 
 pub use mock::{reply as mock_reply, MockReply};
 
@@ -39,6 +40,10 @@ pub enum ProviderKind {
     Bedrock,
     /// Google AI Studio's Gemini API (`gemini/`).
     Gemini,
+    /// Google Vertex AI (`vertex_ai/`): Gemini's API with OAuth tokens.
+    Vertex,
+    /// Anthropic's models on Vertex AI (`vertex_ai/claude-…`).
+    VertexAnthropic,
     /// The in-process mock: no network.
     Mock,
 }
@@ -120,6 +125,7 @@ const PROVIDERS: &[(&str, ProviderSpec)] = &[
             Some("https://generativelanguage.googleapis.com"),
         ),
     ),
+    ("vertex_ai", spec(ProviderKind::Vertex, None)),
     ("mock", spec(ProviderKind::Mock, None)),
 ];
 
@@ -216,6 +222,8 @@ pub fn http_provider(kind: ProviderKind) -> Option<&'static dyn Provider> {
         ProviderKind::Anthropic => Some(&anthropic::Anthropic),
         ProviderKind::Bedrock => Some(&bedrock::Bedrock),
         ProviderKind::Gemini => Some(&gemini::Gemini),
+        ProviderKind::Vertex => Some(&vertex::Vertex),
+        ProviderKind::VertexAnthropic => Some(&vertex::VertexAnthropic),
         ProviderKind::Mock => None,
     }
 }

@@ -367,11 +367,14 @@ async fn attempt_once(
         Some(provider) => {
             let with_usage = with_usage.filter(|_| provider.accepts_stream_options(dep));
             let strip_usage = with_usage.is_some();
-            let upstream_req = match with_usage {
-                Some(body) => {
-                    provider.build_request(&sent.with_body(body.clone()), upstream_model, dep)
-                }
-                None => provider.build_request(sent, upstream_model, dep),
+            let upstream_req = match credentials_ready(worker, dep).await {
+                Err(err) => Err(err),
+                Ok(()) => match with_usage {
+                    Some(body) => {
+                        provider.build_request(&sent.with_body(body.clone()), upstream_model, dep)
+                    }
+                    None => provider.build_request(sent, upstream_model, dep),
+                },
             };
             match upstream_req {
                 Ok(upstream_req) => {
@@ -445,6 +448,21 @@ async fn attempt_once(
         .attempt(principal, &row, pick.fallback_depth, req.stream);
     record::submit(worker, row);
     result.map(|()| usage.prompt_tokens.saturating_add(usage.completion_tokens))
+}
+
+/// Phase 7's credentials that are fetched rather than configured: a
+/// Vertex AI deployment's Google access token. A cached one is read at
+/// once; otherwise the control plane fetches it while this request waits
+/// (bounded by the deployment's timeout, at most 20 s).
+async fn credentials_ready(worker: &Worker, dep: &Deployment) -> Result<(), GatewayError> {
+    let Some(source) = dep.vertex.as_ref().and_then(|v| v.auth.as_ref()) else {
+        return Ok(());
+    };
+    let wait = dep.timeout.min(Duration::from_secs(20));
+    source
+        .ready(&worker.shared.control, &worker.shared.tls, wait)
+        .await
+        .map(drop)
 }
 
 /// Phase 7 for a provider reached over HTTP; its answer reaches the client

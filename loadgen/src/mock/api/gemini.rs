@@ -1,7 +1,8 @@
 //! `POST …/models/{model}:generateContent` and
 //! `…:streamGenerateContent?alt=sse`: Google's Gemini API, with the checks
 //! the real endpoint makes: the API key (`x-goog-api-key` or `?key=`) must
-//! be [`API_KEY`] (else 400 `API key not valid`), streams need `alt=sse`,
+//! be [`API_KEY`] (else 400 `API key not valid`), or on Vertex AI paths
+//! (`…/projects/…`) a Bearer token (see `vertex`); streams need `alt=sse`,
 //! `contents` must hold `user`/`model` turns with parts, unknown top-level
 //! fields are refused. Answers have the real shapes: `candidates` with
 //! parts, `finishReason`, `usageMetadata`, `modelVersion`; streams are SSE
@@ -76,7 +77,10 @@ fn check(ctx: &Ctx<'_>, body: &Value, stream: bool) -> Result<(), Reply> {
         .req
         .header("x-goog-api-key")
         .or_else(|| query_param(&ctx.req.target, "key"));
-    if key != Some(API_KEY) {
+    if ctx.req.path().contains("/projects/") {
+        // Vertex AI: an OAuth token, not an API key.
+        super::vertex::check(ctx.req, ctx.created)?;
+    } else if key != Some(API_KEY) {
         return Err(error(
             400,
             "API key not valid. Please pass a valid API key.",
