@@ -273,3 +273,33 @@ fn vertex_serves_anthropic_models_through_raw_predict() {
     assert_eq!(grants(&mock), 1);
     assert_eq!(mock.stats()["requests"], 4);
 }
+
+#[test]
+fn vertex_embeddings_use_predict_with_token_counts() {
+    let mock = MockServer::start(&[]);
+    let key = key_file(KEY_FILE, mock.port());
+    let gw = start(
+        vec![vertex(
+            "embed",
+            &mock,
+            json!({"model": "vertex_ai/text-embedding-005", "vertex_credentials": key.path()}),
+        )],
+        &[],
+    );
+    let resp = gw.post(
+        "/v1/embeddings",
+        &json!({"model": "embed", "input": ["the quick brown fox", "jumps"]}),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let body = resp.json();
+    assert_eq!(body["data"].as_array().unwrap().len(), 2);
+    let tokens = body["usage"]["prompt_tokens"].as_u64().unwrap();
+    // The mock's statistics.token_count, summed over the inputs.
+    assert_eq!(
+        tokens,
+        mock.stats()["prompt_tokens"].as_u64().unwrap(),
+        "{body}"
+    );
+    assert!(tokens > 0);
+    assert_eq!(grants(&mock), 1);
+}

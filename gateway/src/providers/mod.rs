@@ -184,6 +184,12 @@ pub trait Provider: Sync {
         None
     }
 
+    /// A whole embeddings answer in the internal form (OpenAI's); `None`
+    /// when the body already is.
+    fn embeddings_to_internal(&self, _body: &[u8]) -> Option<Result<Vec<u8>, TranslateError>> {
+        None
+    }
+
     /// A translator of its event stream into the internal one; `None`
     /// when the stream already is. `include_usage` is
     /// [`UpstreamRequest::include_usage`].

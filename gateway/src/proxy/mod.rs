@@ -381,7 +381,7 @@ async fn attempt_once(
                     let call = forward(
                         worker,
                         dep,
-                        (provider, client),
+                        (provider, client, sent.endpoint),
                         upstream_req,
                         req.stream,
                         strip_usage,
@@ -471,7 +471,7 @@ async fn credentials_ready(worker: &Worker, dep: &Deployment) -> Result<(), Gate
 async fn forward(
     worker: &Worker,
     dep: &Deployment,
-    (provider, client): (&dyn providers::Provider, Format),
+    (provider, client, endpoint): (&dyn providers::Provider, Format, Endpoint),
     mut req: providers::UpstreamRequest,
     stream: bool,
     strip_usage: bool,
@@ -520,7 +520,8 @@ async fn forward(
         let limit = crate::formats::MAX_BODY_BYTES;
         let body = convert::read_body(&mut resp, limit, deadline, dep, timeout).await?;
         tap.feed(&body);
-        let body = convert::translate_body(Some(provider), client, &body)
+        let embeddings = endpoint == Endpoint::Embeddings;
+        let body = convert::translate_body(Some(provider), client, embeddings, &body)
             .map_err(|e| convert::translate_error(dep, e))?;
         return out
             .send(status, headers, "application/json", &body)
@@ -592,7 +593,8 @@ async fn serve_mock(
             if content_type != "text/event-stream" {
                 let body = parts.concat();
                 tap.feed(&body);
-                let body = convert::translate_body(None, client, &body).map_err(translated)?;
+                let body =
+                    convert::translate_body(None, client, false, &body).map_err(translated)?;
                 return out
                     .send(200, headers, content_type, &body)
                     .await

@@ -190,11 +190,11 @@ impl<S: AsyncReadRent + AsyncWriteRent> Conn<S> {
                     status,
                     controls.error_message.as_deref().unwrap_or("mock error"),
                 ),
-                Route::GenerateContent => api::gemini::error(
+                Route::GenerateContent | Route::GoogleEmbed => api::gemini::error(
                     status,
                     controls.error_message.as_deref().unwrap_or("mock error"),
                 ),
-                Route::Converse => api::bedrock::error(
+                Route::Converse | Route::Invoke => api::bedrock::error(
                     status,
                     controls.error_message.as_deref().unwrap_or("mock error"),
                 ),

@@ -157,12 +157,19 @@ fn read_key_file(path: &str, what: &str) -> Result<String, String> {
 /// The Vertex AI translator.
 pub struct Vertex;
 
-/// The path of `method` on `model` below `dep`'s base (see the module doc).
-fn model_path(dep: &Deployment, settings: &VertexSettings, model: &str, stream: bool) -> String {
-    let method = if stream {
-        "streamGenerateContent"
-    } else {
-        "generateContent"
+/// The path of `endpoint`'s method on `model` below `dep`'s base (see the
+/// module doc).
+fn model_path(
+    dep: &Deployment,
+    settings: &VertexSettings,
+    model: &str,
+    endpoint: Endpoint,
+    stream: bool,
+) -> String {
+    let method = match (endpoint, stream) {
+        (Endpoint::Embeddings, _) => "predict",
+        (_, true) => "streamGenerateContent",
+        (_, false) => "generateContent",
     };
     let base = dep.base.as_ref().map_or("", |b| b.path.as_str());
     let enc = super::sigv4::uri_encode;
@@ -177,7 +184,7 @@ fn model_path(dep: &Deployment, settings: &VertexSettings, model: &str, stream: 
     } else {
         format!("{base}:{method}")
     };
-    if stream {
+    if stream && endpoint != Endpoint::Embeddings {
         path.push_str("?alt=sse");
     }
     path
@@ -220,22 +227,25 @@ impl Provider for Vertex {
         upstream_model: &str,
         dep: &Deployment,
     ) -> Result<UpstreamRequest, GatewayError> {
-        if req.endpoint != Endpoint::ChatCompletions {
-            return Err(GatewayError::InvalidParam {
-                param: "model",
-                message: format!(
-                    "provider vertex_ai serves /chat/completions, /v1/messages and /v1/responses, not {}",
-                    req.endpoint.path_suffix()
-                ),
-            });
-        }
+        let (body, include_usage) = match req.endpoint {
+            Endpoint::ChatCompletions => gemini::request_from_chat(&req.body)?,
+            Endpoint::Embeddings => (gemini::embeddings::vertex_request(&req.body)?, false),
+            _ => {
+                return Err(GatewayError::InvalidParam {
+                    param: "model",
+                    message: format!(
+                        "provider vertex_ai serves /chat/completions, /embeddings, /v1/messages and /v1/responses, not {}",
+                        req.endpoint.path_suffix()
+                    ),
+                })
+            }
+        };
         let settings = dep.vertex.as_ref().ok_or(GatewayError::Internal(
             "a vertex_ai deployment without settings",
         ))?;
         let own = vec![authorization(settings)?];
-        let (body, include_usage) = gemini::request_from_chat(&req.body)?;
         Ok(UpstreamRequest {
-            path: model_path(dep, settings, upstream_model, req.stream),
+            path: model_path(dep, settings, upstream_model, req.endpoint, req.stream),
             headers: with_extra_headers(own, dep),
             body: [body.into(), Default::default(), Default::default()],
             include_usage,
@@ -244,6 +254,10 @@ impl Provider for Vertex {
 
     fn response_to_internal(&self, body: &[u8]) -> Option<Result<Vec<u8>, TranslateError>> {
         Some(gemini::response_to_chat(body))
+    }
+
+    fn embeddings_to_internal(&self, body: &[u8]) -> Option<Result<Vec<u8>, TranslateError>> {
+        Some(gemini::embeddings::to_openai(body))
     }
 
     fn stream_to_internal(&self, include_usage: bool) -> Option<Box<dyn StreamTranslator>> {
@@ -285,7 +299,13 @@ mod tests {
     }
 
     fn path_of(d: &Deployment, stream: bool) -> String {
-        model_path(d, d.vertex.as_ref().unwrap(), &d.upstream_model, stream)
+        model_path(
+            d,
+            d.vertex.as_ref().unwrap(),
+            &d.upstream_model,
+            Endpoint::ChatCompletions,
+            stream,
+        )
     }
 
     #[test]
@@ -311,6 +331,11 @@ mod tests {
             "/v1/projects/mock-project/locations/us-central1/publishers/google/models/gemini-2.0-flash:generateContent"
         );
         assert!(path_of(&d, true).ends_with(":streamGenerateContent?alt=sse"));
+        let v = d.vertex.as_ref().unwrap();
+        assert!(
+            model_path(&d, v, "text-embedding-005", Endpoint::Embeddings, false)
+                .ends_with("/publishers/google/models/text-embedding-005:predict")
+        );
         let d = dep(
             &format!("model: vertex_ai/m, vertex_project: p1, vertex_location: global, vertex_credentials: '{creds}'"),
             &[],

@@ -72,20 +72,27 @@ fn query_param<'a>(target: &'a str, name: &str) -> Option<&'a str> {
         .map(|(_, v)| v)
 }
 
-fn check(ctx: &Ctx<'_>, body: &Value, stream: bool) -> Result<(), Reply> {
+/// The credentials check: the API key (AI Studio) or, on Vertex AI
+/// paths (`…/projects/…`), the OAuth token.
+pub fn check_credentials(ctx: &Ctx<'_>) -> Result<(), Reply> {
     let key = ctx
         .req
         .header("x-goog-api-key")
         .or_else(|| query_param(&ctx.req.target, "key"));
     if ctx.req.path().contains("/projects/") {
-        // Vertex AI: an OAuth token, not an API key.
-        super::vertex::check(ctx.req, ctx.created)?;
+        super::vertex::check(ctx.req, ctx.created)
     } else if key != Some(API_KEY) {
-        return Err(error(
+        Err(error(
             400,
             "API key not valid. Please pass a valid API key.",
-        ));
+        ))
+    } else {
+        Ok(())
     }
+}
+
+fn check(ctx: &Ctx<'_>, body: &Value, stream: bool) -> Result<(), Reply> {
+    check_credentials(ctx)?;
     if stream && query_param(&ctx.req.target, "alt") != Some("sse") {
         return Err(error(400, "the mock streams only with alt=sse"));
     }

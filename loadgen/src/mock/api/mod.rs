@@ -6,6 +6,7 @@ pub mod anthropic;
 pub mod azure;
 pub mod bedrock;
 pub mod chat;
+pub mod embed;
 pub mod embeddings;
 pub mod errors;
 pub mod gemini;
@@ -38,6 +39,11 @@ pub enum Route {
     /// `POST …/publishers/anthropic/models/{model}:rawPredict` and
     /// `…:streamRawPredict` (Anthropic on Vertex AI).
     RawPredict,
+    /// `POST …/models/{m}:batchEmbedContents` (Gemini) and
+    /// `…/publishers/google/models/{m}:predict` (Vertex AI embeddings).
+    GoogleEmbed,
+    /// `POST …/model/{id}/invoke` (Bedrock InvokeModel: embeddings).
+    Invoke,
     /// `POST …/token` (Google's OAuth token endpoint).
     Token,
     /// `GET …/models`.
@@ -63,6 +69,8 @@ impl Route {
                 | Route::Converse
                 | Route::GenerateContent
                 | Route::RawPredict
+                | Route::GoogleEmbed
+                | Route::Invoke
         )
     }
 }
@@ -83,6 +91,8 @@ pub fn route(method: &str, path: &str) -> Route {
         "POST" if bedrock::parse_path(path).is_some() => Route::Converse,
         "POST" if gemini::parse_path(path).is_some() => Route::GenerateContent,
         "POST" if vertex::raw_predict_path(path).is_some() => Route::RawPredict,
+        "POST" if embed::google_path(path).is_some() => Route::GoogleEmbed,
+        "POST" if embed::invoke_path(path).is_some() => Route::Invoke,
         "POST" if path.ends_with("/token") => Route::Token,
         "GET" if path.ends_with("/models") => Route::Models,
         _ => Route::NotFound,
@@ -108,6 +118,8 @@ pub fn handle(route: Route, ctx: &Ctx<'_>, body: &serde_json::Value) -> Reply {
         Route::Converse => bedrock::handle(ctx, body),
         Route::GenerateContent => gemini::handle(ctx, body),
         Route::RawPredict => vertex::raw_predict(ctx, body),
+        Route::GoogleEmbed => embed::google(ctx, body),
+        Route::Invoke => embed::bedrock_invoke(ctx, body),
         Route::Models | Route::Token | Route::Stats | Route::StatsReset | Route::NotFound => {
             errors::bad_request("not an LLM endpoint")
         }
