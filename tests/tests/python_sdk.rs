@@ -1,6 +1,6 @@
 //! The official OpenAI and Anthropic Python SDKs against the gateway
 //! (`tests/python/test_openai_sdk.py`, `tests/python/test_anthropic_sdk.py`):
-//! OpenAI's SDK (chat, streaming, embeddings, `responses.create` bridged) to
+//! OpenAI's SDK (chat, streaming, embeddings, `responses.create` passed through or bridged) to
 //! an OpenAI-compatible, an Azure, an Anthropic, a Bedrock and a Gemini deployment;
 //! Anthropic's SDK on `/v1/messages` to an Anthropic deployment (passed
 //! through), an OpenAI one, a Bedrock one and a Gemini one (translated).

@@ -73,6 +73,9 @@ pub struct LitellmParams {
     /// Service-account key (Vertex AI): JSON text, a mapping or a file
     /// path; else `VERTEXAI_CREDENTIALS`, `GOOGLE_APPLICATION_CREDENTIALS`.
     pub vertex_credentials: Option<serde_yaml::Value>,
+    /// Bridge `/v1/responses` through chat completions even though the
+    /// deployment (`openai/`, `azure/`) serves the Responses API.
+    pub use_chat_completions_api: Option<bool>,
     /// Upstream timeout in seconds.
     pub timeout: Option<f64>,
     /// Upstream timeout for streamed responses, in seconds.

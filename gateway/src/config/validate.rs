@@ -39,6 +39,9 @@ pub struct Deployment {
     pub aws: Option<crate::providers::bedrock::AwsSettings>,
     /// Project, location and token source (Vertex AI).
     pub vertex: Option<crate::providers::vertex::VertexSettings>,
+    /// `use_chat_completions_api`: bridge Responses requests through chat
+    /// completions even where the upstream serves them.
+    pub use_chat_completions_api: bool,
     /// Timeout for a non-streamed response (`timeout`, else
     /// `router_settings.timeout`).
     pub timeout: Duration,
@@ -627,6 +630,7 @@ fn deployment(
         azure_ad_token,
         aws,
         vertex,
+        use_chat_completions_api: params.use_chat_completions_api.unwrap_or(false),
         timeout,
         stream_timeout,
         rpm: params.rpm,

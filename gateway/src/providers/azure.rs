@@ -5,6 +5,7 @@
 //! leading stream chunk with empty `choices`) included.
 //!
 //! Azure OpenAI: `{api_base}/openai/deployments/{deployment}/{endpoint}?api-version=…`
+//! (`{api_base}/openai/responses?api-version=…` for the Responses API)
 //! (`api_version` else `AZURE_API_VERSION` else LiteLLM's default), or
 //! `{api_base}/openai/v1/{endpoint}` for the `v1`, `latest` and `preview`
 //! versions; the key goes in `api-key`, an Azure AD token as a Bearer
@@ -19,7 +20,7 @@ use super::{openai_error, with_extra_headers, Header, Provider, UpstreamRequest}
 use crate::config::Deployment;
 use crate::error::{ErrorClass, GatewayError};
 use crate::formats::Format;
-use crate::inbound::LlmRequest;
+use crate::inbound::{Endpoint, LlmRequest};
 use std::borrow::Cow;
 
 /// Which Azure API.
@@ -61,6 +62,13 @@ impl Azure {
                 let version = version.unwrap_or(DEFAULT_API_VERSION);
                 if is_v1(version) {
                     format!("{base_path}/openai/v1{suffix}")
+                } else if req.endpoint == Endpoint::Responses {
+                    // The Responses API is not under a deployment: the
+                    // body's `model` names it.
+                    format!(
+                        "{base_path}/openai/responses?api-version={}",
+                        query_value(version)
+                    )
                 } else {
                     let deployment = query_value(upstream_model);
                     format!(

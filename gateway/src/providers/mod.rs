@@ -234,6 +234,18 @@ pub fn http_provider(kind: ProviderKind) -> Option<&'static dyn Provider> {
     }
 }
 
+/// Whether `dep` serves OpenAI's Responses API itself, so `/v1/responses`
+/// passes through to it: OpenAI (`openai/`) and Azure OpenAI deployments,
+/// unless `use_chat_completions_api` is set (LiteLLM's rule).
+pub fn serves_responses(dep: &Deployment) -> bool {
+    !dep.use_chat_completions_api
+        && match dep.provider {
+            ProviderKind::Azure => true,
+            ProviderKind::OpenAiCompatible => dep.provider_name == "openai",
+            _ => false,
+        }
+}
+
 /// The format a deployment of `kind` answers in (the mock answers in
 /// OpenAI's).
 pub fn format_of(kind: ProviderKind) -> Format {

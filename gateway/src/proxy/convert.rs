@@ -40,7 +40,10 @@ pub(super) fn request_for<'a>(
     internal: &'a mut Option<LlmRequest>,
 ) -> Result<&'a LlmRequest, GatewayError> {
     let client = req.endpoint.format();
-    if client == Format::OpenAi || client == providers::format_of(dep.provider) {
+    if client == Format::OpenAi
+        || client == providers::format_of(dep.provider)
+        || (client == Format::Responses && providers::serves_responses(dep))
+    {
         return Ok(req);
     }
     let chat = match internal.take() {

@@ -361,7 +361,14 @@ async fn attempt_once(
     let reservation = record::admit(&worker.shared.alerts, principal, req, pick, price).await?;
     // 7 and 8. translate, call and relay; cut off when the shutdown grace
     // period ends (the row below then says so)
-    let mut tap = UsageTap::new(req.stream, providers::format_of(dep.provider));
+    // A Responses request still in its own form passes through to a
+    // provider serving that API, and is answered in it.
+    let wire = if sent.endpoint == Endpoint::Responses {
+        Format::Responses
+    } else {
+        providers::format_of(dep.provider)
+    };
+    let mut tap = UsageTap::new(req.stream, wire);
     let client = req.endpoint.format();
     let result = match providers::http_provider(dep.provider) {
         Some(provider) => {
@@ -516,7 +523,11 @@ async fn forward(
         .unwrap_or_else(|| "application/json".into());
     let is_stream = resp.head.is_event_stream();
     let io = |_| GatewayError::Unavailable("client connection lost");
-    if !is_stream && !convert::is_passthrough(provider.format(), client) {
+    // A Responses request reaching the provider untranslated is answered
+    // in the Responses API: relayed as it is.
+    let passthrough = convert::is_passthrough(provider.format(), client)
+        || (endpoint == Endpoint::Responses && client == Format::Responses);
+    if !is_stream && !passthrough {
         let limit = crate::formats::MAX_BODY_BYTES;
         let body = convert::read_body(&mut resp, limit, deadline, dep, timeout).await?;
         tap.feed(&body);
@@ -528,7 +539,7 @@ async fn forward(
             .await
             .map_err(io);
     }
-    let translate = is_stream
+    let translate = (is_stream && !passthrough)
         .then(|| convert::stream_translator(Some(provider), client, req.include_usage))
         .flatten();
     // A translated stream is server-sent events whatever the provider's framing.

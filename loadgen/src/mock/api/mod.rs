@@ -10,6 +10,7 @@ pub mod embed;
 pub mod embeddings;
 pub mod errors;
 pub mod gemini;
+pub mod responses;
 pub mod text;
 pub mod vertex;
 
@@ -44,6 +45,8 @@ pub enum Route {
     GoogleEmbed,
     /// `POST …/model/{id}/invoke` (Bedrock InvokeModel: embeddings).
     Invoke,
+    /// `POST …/responses` (OpenAI's Responses API).
+    Responses,
     /// `POST …/token` (Google's OAuth token endpoint).
     Token,
     /// `GET …/models`.
@@ -71,6 +74,7 @@ impl Route {
                 | Route::RawPredict
                 | Route::GoogleEmbed
                 | Route::Invoke
+                | Route::Responses
         )
     }
 }
@@ -93,6 +97,7 @@ pub fn route(method: &str, path: &str) -> Route {
         "POST" if vertex::raw_predict_path(path).is_some() => Route::RawPredict,
         "POST" if embed::google_path(path).is_some() => Route::GoogleEmbed,
         "POST" if embed::invoke_path(path).is_some() => Route::Invoke,
+        "POST" if path.ends_with("/responses") => Route::Responses,
         "POST" if path.ends_with("/token") => Route::Token,
         "GET" if path.ends_with("/models") => Route::Models,
         _ => Route::NotFound,
@@ -120,6 +125,7 @@ pub fn handle(route: Route, ctx: &Ctx<'_>, body: &serde_json::Value) -> Reply {
         Route::RawPredict => vertex::raw_predict(ctx, body),
         Route::GoogleEmbed => embed::google(ctx, body),
         Route::Invoke => embed::bedrock_invoke(ctx, body),
+        Route::Responses => responses::handle(ctx, body),
         Route::Models | Route::Token | Route::Stats | Route::StatsReset | Route::NotFound => {
             errors::bad_request("not an LLM endpoint")
         }
