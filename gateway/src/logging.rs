@@ -81,6 +81,76 @@ pub fn flush_this_thread() {
     });
 }
 
+/// Appends one pre-formatted line (`write` must end it with `\n`) the way
+/// `tracing` lines go: into this thread's batch on a core, else straight to
+/// the writer thread. For hot lines formatted by hand (the access line).
+pub fn write_line(write: impl FnOnce(&mut Vec<u8>)) {
+    let handed = BUFFER.with(|b| match b.borrow_mut().as_mut() {
+        Some(buf) => {
+            write(buf);
+            if buf.len() >= MAX_BUFFERED {
+                hand_over(buf);
+            }
+            None
+        }
+        None => Some(write),
+    });
+    if let Some(write) = handed {
+        let mut line = Vec::with_capacity(256);
+        write(&mut line);
+        hand_over(&mut line);
+    }
+}
+
+/// Appends `now` as `tracing`'s timestamps read (RFC 3339, UTC, to the
+/// microsecond: `2026-12-01T14:33:33.655958Z`).
+pub fn write_timestamp(buf: &mut Vec<u8>, now: std::time::SystemTime) {
+    let since = now
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = since.as_secs();
+    let (year, month, day) = civil_from_days(secs / 86_400);
+    let of_day = secs % 86_400;
+    let two = |buf: &mut Vec<u8>, n: u64| {
+        buf.push(b'0' + (n / 10 % 10) as u8);
+        buf.push(b'0' + (n % 10) as u8);
+    };
+    buf.extend_from_slice(itoa::Buffer::new().format(year).as_bytes());
+    buf.push(b'-');
+    two(buf, month);
+    buf.push(b'-');
+    two(buf, day);
+    buf.push(b'T');
+    two(buf, of_day / 3600);
+    buf.push(b':');
+    two(buf, of_day / 60 % 60);
+    buf.push(b':');
+    two(buf, of_day % 60);
+    buf.push(b'.');
+    let micros = u64::from(since.subsec_micros());
+    let mut div = 100_000;
+    while div > 0 {
+        buf.push(b'0' + (micros / div % 10) as u8);
+        div /= 10;
+    }
+    buf.push(b'Z');
+}
+
+/// The proleptic Gregorian date of `days` after 1970-01-01 (Howard
+/// Hinnant's `civil_from_days`, for non-negative days).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    (year, month, day)
+}
+
 fn hand_over(buf: &mut Vec<u8>) {
     if buf.is_empty() {
         return;
@@ -118,5 +188,37 @@ impl Write for LineWriter {
 
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    fn stamp(secs: u64, micros: u32) -> String {
+        let mut buf = Vec::new();
+        let at = UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_micros(micros.into());
+        write_timestamp(&mut buf, at);
+        String::from_utf8(buf).unwrap()
+    }
+
+    #[test]
+    fn timestamps_read_as_chrono_writes_them() {
+        for secs in [
+            0,
+            59,
+            86_399,
+            951_782_400,
+            1_709_164_800,
+            1_764_599_613,
+            4_102_444_799,
+        ] {
+            for micros in [0, 7, 655_958, 999_999] {
+                let at = chrono::DateTime::from_timestamp(secs as i64, micros * 1000).unwrap();
+                let want = at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+                assert_eq!(stamp(secs, micros), want);
+            }
+        }
     }
 }

@@ -313,20 +313,23 @@ impl KeyCache {
             return;
         }
         let budgets = self.budgets.pin();
-        let mut ids = vec![
-            format!("key:{}", row.api_key),
-            format!("keymodel:{}:{}", row.api_key, row.model_group),
-        ];
-        if let Some(u) = &row.user {
-            ids.push(format!("user:{u}"));
-        }
-        if let Some(t) = &row.team_id {
-            ids.push(format!("team:{t}"));
-        }
-        for id in ids {
-            if let Some(b) = budgets.get(&id) {
+        let mut id = String::with_capacity(96);
+        let mut flush = |parts: &[&str]| {
+            id.clear();
+            for part in parts {
+                id.push_str(part);
+            }
+            if let Some(b) = budgets.get(id.as_str()) {
                 b.flushed(row.spend);
             }
+        };
+        flush(&["key:", &row.api_key]);
+        flush(&["keymodel:", &row.api_key, ":", &row.model_group]);
+        if let Some(u) = &row.user {
+            flush(&["user:", u]);
+        }
+        if let Some(t) = &row.team_id {
+            flush(&["team:", t]);
         }
     }
 }

@@ -65,34 +65,34 @@ pub fn parse_response_head(buf: &[u8]) -> Result<Option<(ResponseHead, usize)>, 
     let mut keep_alive = res.version == Some(1);
     for h in res.headers.iter() {
         let value = || String::from_utf8_lossy(h.value).trim().to_string();
-        match h.name.to_ascii_lowercase().as_str() {
-            "content-length" => {
-                let n = super::request::parse_content_length(h.value)
-                    .ok_or("invalid Content-Length")?;
-                if length.is_some_and(|m| m != n) {
-                    return Err("conflicting Content-Length headers".into());
-                }
-                length = Some(n);
+        let is = |name: &str| h.name.eq_ignore_ascii_case(name);
+        if is("content-length") {
+            let n =
+                super::request::parse_content_length(h.value).ok_or("invalid Content-Length")?;
+            if length.is_some_and(|m| m != n) {
+                return Err("conflicting Content-Length headers".into());
             }
+            length = Some(n);
+        } else if is("transfer-encoding") {
             // RFC 9112 §6.3: the final coding decides; several headers are
             // one comma-separated list.
-            "transfer-encoding" => {
-                let last = h.value.rsplit(|&b| b == b',').next().unwrap_or(b"");
-                transfer_coding = Some(last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+            let last = h.value.rsplit(|&b| b == b',').next().unwrap_or(b"");
+            transfer_coding = Some(last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+        } else if is("content-type") {
+            content_type = Some(value());
+        } else if is("retry-after") {
+            retry_after = Some(value());
+        } else if is("x-ratelimit-remaining-requests") {
+            remaining_requests = whole_number(h.value);
+        } else if is("x-ratelimit-remaining-tokens") {
+            remaining_tokens = whole_number(h.value);
+        } else if is("connection") {
+            let v = value().to_ascii_lowercase();
+            if v.contains("close") {
+                keep_alive = false;
+            } else if v.contains("keep-alive") {
+                keep_alive = true;
             }
-            "content-type" => content_type = Some(value()),
-            "retry-after" => retry_after = Some(value()),
-            "x-ratelimit-remaining-requests" => remaining_requests = whole_number(h.value),
-            "x-ratelimit-remaining-tokens" => remaining_tokens = whole_number(h.value),
-            "connection" => {
-                let v = value().to_ascii_lowercase();
-                if v.contains("close") {
-                    keep_alive = false;
-                } else if v.contains("keep-alive") {
-                    keep_alive = true;
-                }
-            }
-            _ => {}
         }
     }
     let mut framing = match (transfer_coding, length) {

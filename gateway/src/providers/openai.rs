@@ -26,10 +26,10 @@ impl Provider for OpenAiCompatible {
         let base_path = dep.base.as_ref().map_or("", |b| b.path.as_str());
         let mut headers = Vec::with_capacity(1 + dep.extra_headers.len());
         if let Some(key) = dep.api_key.as_deref().filter(|k| !k.is_empty()) {
-            headers.push((Cow::Borrowed("authorization"), format!("Bearer {key}")));
+            headers.push((Cow::Borrowed("authorization"), ["Bearer ", key].concat()));
         }
         Ok(UpstreamRequest {
-            path: format!("{base_path}{}", req.endpoint.path_suffix()),
+            path: [base_path, req.endpoint.path_suffix()].concat(),
             headers: with_extra_headers(headers, dep),
             body: req.body_with_model(upstream_model),
             include_usage: false,

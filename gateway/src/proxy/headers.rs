@@ -1,15 +1,11 @@
 //! Headers on both sides: the upstream request head, LiteLLM's
-//! `x-litellm-*` response headers, the call id, and the access log line.
+//! `x-litellm-*` response headers and the call id.
 
 use super::Outcome;
 use crate::config::UpstreamBase;
-use crate::error::GatewayError;
-use crate::http1::RequestHead;
-use crate::inbound::Endpoint;
 use crate::providers::UpstreamRequest;
 use crate::server::HeadBuilder;
 use bytes::Bytes;
-use std::time::Duration;
 
 /// The upstream request head for `base`: fixed headers, then the
 /// provider's (which include the deployment's `extra_headers`).
@@ -74,14 +70,16 @@ pub(super) fn litellm_headers(status: u16, outcome: &Outcome) -> HeadBuilder {
     }
     let total = outcome.received_at.elapsed();
     let overhead = total.saturating_sub(outcome.upstream_wait);
-    h.header("x-litellm-response-duration-ms", &format_ms(total));
-    h.header("x-litellm-overhead-duration-ms", &format_ms(overhead));
+    for (name, d) in [
+        ("x-litellm-response-duration-ms", total),
+        ("x-litellm-overhead-duration-ms", overhead),
+    ] {
+        let mut ms = Vec::with_capacity(24);
+        super::access::write_millis(&mut ms, d);
+        h.header(name, std::str::from_utf8(&ms).unwrap_or_default());
+    }
     h.header("x-litellm-version", crate::VERSION);
     h
-}
-
-pub(super) fn format_ms(d: Duration) -> String {
-    format!("{:.3}", d.as_secs_f64() * 1000.0)
 }
 
 pub(super) fn call_id() -> String {
@@ -90,47 +88,4 @@ pub(super) fn call_id() -> String {
         .into_uuid()
         .hyphenated()
         .to_string()
-}
-
-/// The access line of one LLM request (target `gateway::access`): exactly
-/// one per request, refusals included, with the call id the client got,
-/// the status, the model group asked for and the one that answered, and
-/// the durations in milliseconds. No credential: the error text of an
-/// upstream has the deployment's key masked.
-pub(super) fn log_access(
-    head: &RequestHead,
-    endpoint: Endpoint,
-    status: u16,
-    o: &Outcome,
-    error: Option<&GatewayError>,
-) {
-    let total = o.received_at.elapsed();
-    let error = error.map(|e| {
-        let text = e.to_string();
-        match o.deployment.as_ref().and_then(|d| d.api_key.as_deref()) {
-            Some(key) if key.len() >= 4 && text.contains(key) => text.replace(key, "***"),
-            _ => text,
-        }
-    });
-    tracing::info!(
-        target: "gateway::access",
-        call_id = %o.call_id,
-        method = head.method(),
-        path = head.path(),
-        endpoint = endpoint.path_suffix(),
-        status,
-        requested_model = o.requested.as_deref().unwrap_or(""),
-        model_group = o.group.as_deref().unwrap_or(""),
-        deployment = o.deployment.as_ref().map_or("", |d| &d.id),
-        stream = o.stream,
-        duration_ms = millis(total),
-        upstream_ms = millis(o.upstream_wait),
-        error,
-        "request"
-    );
-}
-
-/// `d` in milliseconds, to the microsecond.
-fn millis(d: Duration) -> f64 {
-    (d.as_secs_f64() * 1_000_000.0).round() / 1000.0
 }

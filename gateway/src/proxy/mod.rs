@@ -17,6 +17,7 @@
 //!    limiter's reservation becomes the real usage and parallel slots are freed.
 //! 10. **log**: one access line with durations.
 
+mod access;
 mod convert;
 mod count_tokens;
 mod headers;
@@ -131,7 +132,7 @@ pub async fn handle(
         }
         error = Some(err);
     }
-    headers::log_access(
+    access::log_access(
         head,
         endpoint,
         out.status().unwrap_or(0),

@@ -35,9 +35,11 @@ impl Tables {
     /// Whether a row settled at `settled` counts in the current period of
     /// `scope` `id`.
     fn counts(&self, scope: &str, id: &str, settled: DateTime<Utc>) -> bool {
-        self.periods
-            .get(&format!("{scope}:{id}"))
-            .is_none_or(|start| settled >= *start)
+        self.periods.is_empty()
+            || self
+                .periods
+                .get(&format!("{scope}:{id}"))
+                .is_none_or(|start| settled >= *start)
     }
 }
 

@@ -1,0 +1,277 @@
+//! The access line of one LLM request (target `gateway::access`), formatted
+//! by hand into the core's log batch: the same text and JSON shapes the
+//! `tracing` formatter writes, at a tenth of its cost (no field visitor,
+//! no `fmt` machinery, no float formatting). `RUST_LOG` still decides
+//! whether it is written.
+
+use super::Outcome;
+use crate::error::GatewayError;
+use crate::http1::RequestHead;
+use crate::inbound::Endpoint;
+use std::time::{Duration, SystemTime};
+
+const TARGET: &str = "gateway::access";
+
+/// Writes the access line: exactly one per request, refusals included, with
+/// the call id the client got, the status, the model group asked for and
+/// the one that answered, and the durations in milliseconds. No
+/// credential: the error text of an upstream has the deployment's key
+/// masked.
+pub(super) fn log_access(
+    head: &RequestHead,
+    endpoint: Endpoint,
+    status: u16,
+    o: &Outcome,
+    error: Option<&GatewayError>,
+) {
+    if !tracing::enabled!(target: TARGET, tracing::Level::INFO) {
+        return;
+    }
+    let error = error.map(|e| {
+        let text = e.to_string();
+        match o.deployment.as_ref().and_then(|d| d.api_key.as_deref()) {
+            Some(key) if key.len() >= 4 && text.contains(key) => text.replace(key, "***"),
+            _ => text,
+        }
+    });
+    let total = o.received_at.elapsed();
+    let strings: [(&str, &str); 7] = [
+        ("method", head.method()),
+        ("path", head.path()),
+        ("endpoint", endpoint.path_suffix()),
+        ("requested_model", o.requested.as_deref().unwrap_or("")),
+        ("model_group", o.group.as_deref().unwrap_or("")),
+        ("deployment", o.deployment.as_ref().map_or("", |d| &d.id)),
+        ("error", error.as_deref().unwrap_or("")),
+    ];
+    let line = Line {
+        call_id: &o.call_id,
+        strings: &strings,
+        status,
+        stream: o.stream,
+        duration: total,
+        upstream: o.upstream_wait,
+        has_error: error.is_some(),
+    };
+    let json = crate::logging::json();
+    crate::logging::write_line(|buf| {
+        if json {
+            line.write_json(buf, SystemTime::now());
+        } else {
+            line.write_text(buf, SystemTime::now());
+        }
+    });
+}
+
+/// The fields of one access line.
+struct Line<'a> {
+    call_id: &'a str,
+    /// Method, path, endpoint, models, deployment, then the error.
+    strings: &'a [(&'a str, &'a str); 7],
+    status: u16,
+    stream: bool,
+    duration: Duration,
+    upstream: Duration,
+    has_error: bool,
+}
+
+impl Line<'_> {
+    /// `2026-12-01T14:33:33.655958Z  INFO gateway::access: request call_id=… method="POST" …`
+    fn write_text(&self, buf: &mut Vec<u8>, now: SystemTime) {
+        crate::logging::write_timestamp(buf, now);
+        buf.extend_from_slice(b"  INFO ");
+        buf.extend_from_slice(TARGET.as_bytes());
+        buf.extend_from_slice(b": request call_id=");
+        buf.extend_from_slice(self.call_id.as_bytes());
+        let (first, rest) = self.strings.split_at(3);
+        for (name, value) in first {
+            text_string(buf, name, value);
+        }
+        buf.extend_from_slice(b" status=");
+        buf.extend_from_slice(itoa::Buffer::new().format(self.status).as_bytes());
+        for (name, value) in &rest[..3] {
+            text_string(buf, name, value);
+        }
+        buf.extend_from_slice(if self.stream {
+            b" stream=true"
+        } else {
+            b" stream=false"
+        });
+        buf.extend_from_slice(b" duration_ms=");
+        write_millis(buf, self.duration);
+        buf.extend_from_slice(b" upstream_ms=");
+        write_millis(buf, self.upstream);
+        if self.has_error {
+            let (name, value) = rest[3];
+            text_string(buf, name, value);
+        }
+        buf.push(b'\n');
+    }
+
+    /// `{"timestamp":…,"level":"INFO","message":"request","call_id":…,…,"target":"gateway::access"}`
+    fn write_json(&self, buf: &mut Vec<u8>, now: SystemTime) {
+        buf.extend_from_slice(b"{\"timestamp\":\"");
+        crate::logging::write_timestamp(buf, now);
+        buf.extend_from_slice(b"\",\"level\":\"INFO\",\"message\":\"request\",\"call_id\":");
+        json_string(buf, self.call_id);
+        let (first, rest) = self.strings.split_at(3);
+        for (name, value) in first {
+            json_member(buf, name, value);
+        }
+        buf.extend_from_slice(b",\"status\":");
+        buf.extend_from_slice(itoa::Buffer::new().format(self.status).as_bytes());
+        for (name, value) in &rest[..3] {
+            json_member(buf, name, value);
+        }
+        buf.extend_from_slice(if self.stream {
+            b",\"stream\":true"
+        } else {
+            b",\"stream\":false"
+        });
+        buf.extend_from_slice(b",\"duration_ms\":");
+        write_millis(buf, self.duration);
+        buf.extend_from_slice(b",\"upstream_ms\":");
+        write_millis(buf, self.upstream);
+        if self.has_error {
+            let (name, value) = rest[3];
+            json_member(buf, name, value);
+        }
+        buf.extend_from_slice(b",\"target\":\"");
+        buf.extend_from_slice(TARGET.as_bytes());
+        buf.extend_from_slice(b"\"}\n");
+    }
+}
+
+/// `d` in milliseconds to the microsecond (rounded), as `11.457`.
+pub(super) fn write_millis(buf: &mut Vec<u8>, d: Duration) {
+    let micros = d.as_nanos().saturating_add(500) / 1000;
+    buf.extend_from_slice(itoa::Buffer::new().format(micros / 1000).as_bytes());
+    buf.push(b'.');
+    let frac = (micros % 1000) as u16;
+    buf.extend_from_slice(&[
+        b'0' + (frac / 100) as u8,
+        b'0' + (frac / 10 % 10) as u8,
+        b'0' + (frac % 10) as u8,
+    ]);
+}
+
+/// ` name="value"`, escaped as `tracing` writes a `&str` field.
+fn text_string(buf: &mut Vec<u8>, name: &str, value: &str) {
+    buf.push(b' ');
+    buf.extend_from_slice(name.as_bytes());
+    buf.push(b'=');
+    json_string(buf, value);
+}
+
+/// `,"name":"value"`.
+fn json_member(buf: &mut Vec<u8>, name: &str, value: &str) {
+    buf.extend_from_slice(b",\"");
+    buf.extend_from_slice(name.as_bytes());
+    buf.extend_from_slice(b"\":");
+    json_string(buf, value);
+}
+
+/// `value` as a JSON string: quotes, backslashes and control characters
+/// escaped, so no client-chosen text can break or forge a line.
+fn json_string(buf: &mut Vec<u8>, value: &str) {
+    buf.push(b'"');
+    let bytes = value.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escape: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0..=0x1f | 0x7f => b"",
+            _ => continue,
+        };
+        buf.extend_from_slice(&bytes[start..i]);
+        if escape.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            buf.extend_from_slice(b"\\u00");
+            buf.push(HEX[usize::from(b >> 4)]);
+            buf.push(HEX[usize::from(b & 0xf)]);
+        } else {
+            buf.extend_from_slice(escape);
+        }
+        start = i + 1;
+    }
+    buf.extend_from_slice(&bytes[start..]);
+    buf.push(b'"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(error: Option<&str>) -> (String, serde_json::Value) {
+        let strings = [
+            ("method", "POST"),
+            ("path", "/v1/chat/completions"),
+            ("endpoint", "/chat/completions"),
+            ("requested_model", "gpt-4o"),
+            ("model_group", "g\"roup\n"),
+            ("deployment", "d1"),
+            ("error", error.unwrap_or("")),
+        ];
+        let line = Line {
+            call_id: "abc",
+            strings: &strings,
+            status: 429,
+            stream: true,
+            duration: Duration::from_micros(11_457),
+            upstream: Duration::from_nanos(999_500),
+            has_error: error.is_some(),
+        };
+        let now = std::time::UNIX_EPOCH + Duration::from_secs(1_764_599_613);
+        let (mut text, mut json) = (Vec::new(), Vec::new());
+        line.write_text(&mut text, now);
+        line.write_json(&mut json, now);
+        let json = serde_json::from_slice(&json).expect("one JSON object");
+        (String::from_utf8(text).unwrap(), json)
+    }
+
+    #[test]
+    fn the_text_line_reads_as_tracing_writes_it() {
+        let (text, _) = line(Some("upstream said \"no\""));
+        assert_eq!(
+            text,
+            "2025-12-01T14:33:33.000000Z  INFO gateway::access: request call_id=abc method=\"POST\" \
+             path=\"/v1/chat/completions\" endpoint=\"/chat/completions\" status=429 \
+             requested_model=\"gpt-4o\" model_group=\"g\\\"roup\\n\" deployment=\"d1\" stream=true \
+             duration_ms=11.457 upstream_ms=1.000 error=\"upstream said \\\"no\\\"\"\n"
+        );
+        assert!(!line(None).0.contains("error="));
+    }
+
+    #[test]
+    fn the_json_line_has_every_field_typed() {
+        let (_, json) = line(None);
+        assert_eq!(json["timestamp"], "2025-12-01T14:33:33.000000Z");
+        assert_eq!(json["level"], "INFO");
+        assert_eq!(json["target"], "gateway::access");
+        assert_eq!(json["message"], "request");
+        assert_eq!(json["call_id"], "abc");
+        assert_eq!(json["status"], 429);
+        assert_eq!(json["stream"], true);
+        assert_eq!(json["model_group"], "g\"roup\n");
+        assert_eq!(json["duration_ms"], 11.457);
+        assert!(json.get("error").is_none());
+        assert_eq!(line(Some("x\u{1}")).1["error"], "x\u{1}");
+    }
+
+    #[test]
+    fn millis_round_to_the_microsecond() {
+        let text = |d| {
+            let mut buf = Vec::new();
+            write_millis(&mut buf, d);
+            String::from_utf8(buf).unwrap()
+        };
+        assert_eq!(text(Duration::ZERO), "0.000");
+        assert_eq!(text(Duration::from_nanos(1_499)), "0.001");
+        assert_eq!(text(Duration::from_secs(3)), "3000.000");
+        assert_eq!(text(Duration::MAX), "18446744073709551616000.000");
+    }
+}
