@@ -303,3 +303,39 @@ fn vertex_embeddings_use_predict_with_token_counts() {
     assert!(tokens > 0);
     assert_eq!(grants(&mock), 1);
 }
+
+#[test]
+fn vertex_health_checks_fetch_their_own_token() {
+    let mock = MockServer::start(&[]);
+    let good = key_file(KEY_FILE, mock.port());
+    let unknown = key_file(UNKNOWN_KEY, mock.port());
+    let gw = start(
+        vec![
+            vertex("good", &mock, json!({"vertex_credentials": good.path()})),
+            vertex(
+                "unknown-key",
+                &mock,
+                json!({"vertex_credentials": unknown.path()}),
+            ),
+        ],
+        &[],
+    );
+    // No request has fetched a token yet: the probe fetches it.
+    let resp = gw.get("/health");
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let body = resp.json();
+    let ids = |list: &Value| -> Vec<String> {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["model_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ids(&body["healthy_endpoints"]), ["good"], "{body}");
+    assert_eq!(ids(&body["unhealthy_endpoints"]), ["unknown-key"], "{body}");
+    let error = body["unhealthy_endpoints"][0]["error"].as_str().unwrap();
+    assert!(error.contains("Invalid JWT Signature."), "{error}");
+    // The probe's token serves requests too.
+    assert_eq!(chat(&gw, "good", false).status, 200);
+    assert_eq!(grants(&mock), 1);
+}

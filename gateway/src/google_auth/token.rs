@@ -192,25 +192,63 @@ impl TokenSource {
         self.start(control, tls)?;
         let deadline = Instant::now() + wait;
         loop {
-            if let Some(token) = self.current() {
-                return Ok(token);
-            }
-            if let Some(err) = &outcomes.borrow_and_update().error {
-                return Err(err.to_gateway());
+            if let Some(settled) = self.settled(&mut outcomes) {
+                return settled;
             }
             let left = deadline.saturating_duration_since(Instant::now());
             match monoio::time::timeout(left, outcomes.changed()).await {
                 Ok(Ok(())) => {}
-                Ok(Err(_)) | Err(_) => {
-                    return Err(TokenError::unavailable(format!(
-                        "no Google access token for {} within {}s",
-                        self.account.client_email,
-                        wait.as_secs()
-                    ))
-                    .to_gateway())
-                }
+                Ok(Err(_)) | Err(_) => return Err(self.timed_out(wait)),
             }
         }
+    }
+
+    /// [`TokenSource::ready`] for the control plane's own jobs (health
+    /// probes): the refresher is started on this runtime, the wait is on
+    /// its timer.
+    pub async fn ready_on_control(
+        self: &Arc<Self>,
+        tls: &Arc<rustls::ClientConfig>,
+        wait: Duration,
+    ) -> Result<Arc<AccessToken>, GatewayError> {
+        if let Some(token) = self.current() {
+            return Ok(token);
+        }
+        let mut outcomes = self.status.subscribe();
+        if !self.running.swap(true, Ordering::AcqRel) {
+            tokio::spawn(refresh_loop(Arc::downgrade(self), tls.clone()));
+        }
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if let Some(settled) = self.settled(&mut outcomes) {
+                return settled;
+            }
+            match tokio::time::timeout_at(deadline, outcomes.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => return Err(self.timed_out(wait)),
+            }
+        }
+    }
+
+    /// A usable token, or the last fetch's failure; `None` while waiting.
+    fn settled(
+        &self,
+        outcomes: &mut watch::Receiver<Status>,
+    ) -> Option<Result<Arc<AccessToken>, GatewayError>> {
+        if let Some(token) = self.current() {
+            return Some(Ok(token));
+        }
+        let error = outcomes.borrow_and_update().error.clone();
+        error.map(|e| Err(e.to_gateway()))
+    }
+
+    fn timed_out(&self, wait: Duration) -> GatewayError {
+        TokenError::unavailable(format!(
+            "no Google access token for {} within {}s",
+            self.account.client_email,
+            wait.as_secs()
+        ))
+        .to_gateway()
     }
 
     /// Starts the refresh loop on the control plane unless it runs.
