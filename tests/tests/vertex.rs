@@ -339,3 +339,27 @@ fn vertex_health_checks_fetch_their_own_token() {
     assert_eq!(chat(&gw, "good", false).status, 200);
     assert_eq!(grants(&mock), 1);
 }
+
+#[test]
+fn vertex_concurrent_first_requests_share_one_token_fetch() {
+    let mock = MockServer::start(&["--completion-tokens", "2"]);
+    let key = key_file(KEY_FILE, mock.port());
+    let gw = start(
+        vec![vertex(
+            "v",
+            &mock,
+            json!({"vertex_credentials": key.path()}),
+        )],
+        &[],
+    );
+    // Every request arrives before any token exists.
+    let gw = &gw;
+    let statuses: Vec<u16> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..12)
+            .map(|i| s.spawn(move || chat(gw, "v", i % 2 == 0).status))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(statuses.iter().all(|&s| s == 200), "{statuses:?}");
+    assert_eq!(grants(&mock), 1, "one fetch shared by all");
+}
