@@ -242,6 +242,20 @@ mod tests {
             .build_request(&req(Endpoint::ChatCompletions), "x", &d)
             .unwrap();
         assert_eq!(out.path, "/openai/v1/chat/completions");
+        let out = AZURE
+            .build_request(&req(Endpoint::Responses), "x", &d)
+            .unwrap();
+        assert_eq!(out.path, "/openai/v1/responses");
+        // The Responses API is not under a deployment.
+        let d = dep("model: azure/my-gpt, api_base: 'https://r.openai.azure.com', api_key: k, api_version: 2025-03-01-preview");
+        let out = AZURE
+            .build_request(&req(Endpoint::Responses), "my-gpt", &d)
+            .unwrap();
+        assert_eq!(out.path, "/openai/responses?api-version=2025-03-01-preview");
+        let body: Vec<u8> = out.body.iter().flat_map(|b| b.to_vec()).collect();
+        assert!(String::from_utf8(body)
+            .unwrap()
+            .contains(r#""model":"my-gpt""#));
     }
 
     #[test]

@@ -321,6 +321,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_openai_and_azure_serve_the_responses_api() {
+        let config = crate::config::Config::parse(
+            std::path::Path::new("c.yaml"),
+            "model_list:\n  - model_name: a\n    litellm_params: {model: openai/gpt-4o}\n  - model_name: b\n    litellm_params: {model: azure/d, api_base: 'https://r.openai.azure.com'}\n  - model_name: c\n    litellm_params: {model: openai/gpt-4o, use_chat_completions_api: true}\n  - model_name: d\n    litellm_params: {model: groq/llama}\n  - model_name: e\n    litellm_params: {model: anthropic/claude}\n",
+            &|_| None,
+        )
+        .unwrap();
+        let serves: Vec<bool> = config.deployments.iter().map(serves_responses).collect();
+        assert_eq!(serves, [true, true, false, false, false]);
+    }
+
+    #[test]
     fn reads_openai_style_upstream_errors() {
         let e = openai_error(
             429,
