@@ -391,6 +391,14 @@ mod tests {
         )
         .unwrap();
         assert!(d.vertex.as_ref().unwrap().auth.is_some());
+        // A mapping, as YAML writes the key file inline.
+        let compact: serde_json::Value = serde_json::from_str(KEY).unwrap();
+        let d = dep(
+            &format!("model: vertex_ai/m, vertex_credentials: {compact}"),
+            &[],
+        )
+        .unwrap();
+        assert!(d.vertex.as_ref().unwrap().auth.is_some());
         let d = dep(
             "model: vertex_ai/m",
             &[("VERTEXAI_CREDENTIALS", KEY), ("VERTEXAI_PROJECT", "other")],
