@@ -80,7 +80,7 @@ pub fn check_credentials(ctx: &Ctx<'_>) -> Result<(), Reply> {
         .header("x-goog-api-key")
         .or_else(|| query_param(&ctx.req.target, "key"));
     if ctx.req.path().contains("/projects/") {
-        super::vertex::check(ctx.req, ctx.created)
+        super::vertex::check(ctx.req, ctx.created, "google")
     } else if key != Some(API_KEY) {
         Err(error(
             400,

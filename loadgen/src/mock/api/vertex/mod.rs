@@ -227,8 +227,9 @@ fn token_valid(bearer: &str, now: u64) -> bool {
 }
 
 /// Checks a Vertex AI call made at `now`: its bearer token, and that its
-/// path names the account's project and a location.
-pub fn check(req: &Request, now: u64) -> Result<(), Reply> {
+/// path names the account's project, a location and `publisher`
+/// (`google` for Gemini models, `anthropic` for Claude).
+pub fn check(req: &Request, now: u64, publisher: &str) -> Result<(), Reply> {
     let bearer = req
         .header("authorization")
         .and_then(|a| a.strip_prefix("Bearer "))
@@ -251,7 +252,7 @@ pub fn check(req: &Request, now: u64) -> Result<(), Reply> {
         segments.next(),
         segments.next(),
     ];
-    let [Some("projects"), Some(project), Some("locations"), Some(location), Some("publishers"), Some("google" | "anthropic"), Some("models")] =
+    let [Some("projects"), Some(project), Some("locations"), Some(location), Some("publishers"), Some(found), Some("models")] =
         shape
     else {
         return Err(google_error(
@@ -259,7 +260,7 @@ pub fn check(req: &Request, now: u64) -> Result<(), Reply> {
             &format!("The requested URL {path} was not found on this server."),
         ));
     };
-    if !matches!(version, "v1" | "v1beta1") || location.is_empty() {
+    if !matches!(version, "v1" | "v1beta1") || location.is_empty() || found != publisher {
         return Err(google_error(
             404,
             &format!("The requested URL {path} was not found on this server."),
@@ -289,7 +290,7 @@ pub fn raw_predict_path(path: &str) -> Option<(&str, bool)> {
 /// Answers `:rawPredict` / `:streamRawPredict` for an Anthropic model.
 pub fn raw_predict(ctx: &Ctx<'_>, body: &Value) -> Reply {
     use super::anthropic;
-    if let Err(refusal) = check(ctx.req, ctx.created) {
+    if let Err(refusal) = check(ctx.req, ctx.created, "anthropic") {
         return refusal;
     }
     let Some((model, stream)) = raw_predict_path(ctx.req.path()) else {
@@ -361,7 +362,11 @@ mod tests {
         let access = grant["access_token"].as_str().unwrap();
         let call = |bearer: &str, path: &str, at: u64| {
             let auth = format!("Bearer {bearer}");
-            check(&test_request(path, &[("authorization", &auth)]), at)
+            check(
+                &test_request(path, &[("authorization", &auth)]),
+                at,
+                "google",
+            )
         };
         let path = "/v1/projects/mock-project/locations/us-central1/publishers/google/models/m:generateContent";
         assert!(call(access, path, now + 59).is_ok());
@@ -372,6 +377,8 @@ mod tests {
         let other =
             "/v1/projects/other/locations/us-central1/publishers/google/models/m:generateContent";
         assert_eq!(call(access, other, now).unwrap_err().status, 403);
+        let claude = "/v1/projects/mock-project/locations/us-central1/publishers/anthropic/models/c:generateContent";
+        assert_eq!(call(access, claude, now).unwrap_err().status, 404);
         assert_eq!(
             call(access, "/v1/models/m:generateContent", now)
                 .unwrap_err()
