@@ -363,3 +363,40 @@ fn vertex_concurrent_first_requests_share_one_token_fetch() {
     assert!(statuses.iter().all(|&s| s == 200), "{statuses:?}");
     assert_eq!(grants(&mock), 1, "one fetch shared by all");
 }
+
+#[test]
+fn vertex_takes_user_credentials_from_gcloud() {
+    let mock = MockServer::start(&["--completion-tokens", "2"]);
+    let user = include_str!("../../loadgen/src/mock/api/vertex/authorized_user.json");
+    let file = key_file(user, mock.port());
+    let wrong = key_file(
+        &user.replace("1//mock-refresh-token", "1//revoked"),
+        mock.port(),
+    );
+    let gw = start(
+        vec![
+            // `gcloud auth application-default login`'s file, its
+            // quota_project_id the project.
+            vertex("user", &mock, json!({})),
+            vertex(
+                "revoked",
+                &mock,
+                json!({"vertex_credentials": wrong.path()}),
+            ),
+        ],
+        &[(
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            file.path().to_str().unwrap(),
+        )],
+    );
+    for stream in [false, true] {
+        let resp = chat(&gw, "user", stream);
+        assert_eq!(resp.status, 200, "{}", resp.text());
+    }
+    assert_eq!(grants(&mock), 1);
+    let err = e2e::assert_error(&chat(&gw, "revoked", false), 401);
+    assert!(
+        e2e::error_message(&err).contains("invalid_grant"),
+        "{err:?}"
+    );
+}

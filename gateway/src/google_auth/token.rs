@@ -9,7 +9,7 @@
 //! ones while no token is valid, as a 401 (the token endpoint refused the
 //! credentials) or a 503 (it could not be reached), never as a hang.
 
-use super::account::ServiceAccount;
+use super::account::Credentials;
 use crate::config::UpstreamBase;
 use crate::control::{http_once, ControlPlane};
 use crate::error::{ErrorClass, GatewayError};
@@ -102,7 +102,7 @@ struct Status {
 /// The tokens of one service account, shared by every deployment (and
 /// every config reload) using the same key.
 pub struct TokenSource {
-    account: ServiceAccount,
+    account: Credentials,
     token_base: UpstreamBase,
     token_path: String,
     fingerprint: [u8; 32],
@@ -114,7 +114,7 @@ pub struct TokenSource {
 impl fmt::Debug for TokenSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TokenSource")
-            .field("account", &self.account.client_email)
+            .field("account", &self.account.identity())
             .finish_non_exhaustive()
     }
 }
@@ -143,9 +143,9 @@ impl TokenSource {
         {
             return Ok(found);
         }
-        let account = ServiceAccount::from_json(json)?;
-        let token_base = crate::config::parse_base(&account.token_uri)
-            .map_err(|e| format!("token_uri \"{}\": {e}", account.token_uri))?;
+        let account = Credentials::from_json(json)?;
+        let token_base = crate::config::parse_base(account.token_uri())
+            .map_err(|e| format!("token_uri \"{}\": {e}", account.token_uri()))?;
         let token_path = if token_base.path.is_empty() {
             "/".to_string()
         } else {
@@ -166,7 +166,7 @@ impl TokenSource {
 
     /// The account's `project_id`.
     pub fn project_id(&self) -> Option<&str> {
-        self.account.project_id.as_deref()
+        self.account.project_id()
     }
 
     /// The cached token, when still usable.
@@ -245,7 +245,7 @@ impl TokenSource {
     fn timed_out(&self, wait: Duration) -> GatewayError {
         TokenError::unavailable(format!(
             "no Google access token for {} within {}s",
-            self.account.client_email,
+            self.account.identity(),
             wait.as_secs()
         ))
         .to_gateway()
@@ -270,18 +270,15 @@ impl TokenSource {
             })
     }
 
-    /// One exchange of a fresh assertion for a token.
+    /// One token request: a fresh assertion, or the refresh token.
     async fn fetch(&self, tls: &Arc<rustls::ClientConfig>) -> Result<AccessToken, TokenError> {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        let assertion = self
+        let body = self
             .account
-            .assertion(now)
+            .token_request(now)
             .map_err(TokenError::unavailable)?;
-        let body = format!(
-            "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion={assertion}"
-        );
         let mut request = http_once::head(
             &self.token_base,
             "POST",
@@ -304,7 +301,7 @@ impl TokenSource {
                 ))
             })?;
         grant(
-            &self.account.client_email,
+            self.account.identity(),
             answer.status,
             &answer.body,
             started,
@@ -332,7 +329,7 @@ fn grant(
             _ => format!("status {status}"),
         };
         let message =
-            format!("Google's token endpoint refused service account {account}: {reason}");
+            format!("Google's token endpoint refused the credentials of {account}: {reason}");
         return Err(match status {
             400 | 401 | 403 => TokenError {
                 status: 401,
@@ -404,12 +401,12 @@ async fn refresh_loop(source: Weak<TokenSource>, tls: Arc<rustls::ClientConfig>)
                 let pause = token.refresh_at.saturating_duration_since(Instant::now());
                 src.token.store(Some(Arc::new(token)));
                 src.status.send_replace(Status { error: None });
-                tracing::debug!(account = %src.account.client_email, "Google access token refreshed");
+                tracing::debug!(account = %src.account.identity(), "Google access token refreshed");
                 backoff = MIN_BACKOFF;
                 pause
             }
             Err(err) => {
-                tracing::warn!(account = %src.account.client_email, error = %err.message, "could not get a Google access token; retrying");
+                tracing::warn!(account = %src.account.identity(), error = %err.message, "could not get a Google access token; retrying");
                 src.status.send_replace(Status { error: Some(err) });
                 let pause = backoff;
                 backoff = (backoff * 2).min(MAX_BACKOFF);

@@ -16,10 +16,11 @@
 //! Settings are LiteLLM's: `vertex_project` (else `VERTEXAI_PROJECT`,
 //! `VERTEX_PROJECT`, else the key file's `project_id`), `vertex_location`
 //! (else `VERTEXAI_LOCATION`, else `us-central1`), `vertex_credentials`:
-//! a service-account key as JSON text, a mapping, or a file path (else
-//! `VERTEXAI_CREDENTIALS`, else the file `GOOGLE_APPLICATION_CREDENTIALS`
-//! names). Without credentials a deployment answers 401: metadata-server
-//! and user credentials are not fetched.
+//! a service-account key or `authorized_user` credentials as JSON text, a
+//! mapping, or a file path (else `VERTEXAI_CREDENTIALS`, else the file
+//! `GOOGLE_APPLICATION_CREDENTIALS` names). Without credentials a
+//! deployment answers 401: metadata-server and workload-identity
+//! credentials are not fetched.
 //!
 //! Models named `claude-…` are Anthropic's, served by `anthropic`
 //! (`:rawPredict`, the Messages API).
@@ -95,7 +96,7 @@ pub fn resolve(
                 .and_then(|a| a.project_id())
                 .map(str::to_string)
         })
-        .ok_or("vertex_project is required (or VERTEXAI_PROJECT, or a key file with project_id)")?;
+        .ok_or("vertex_project is required (or VERTEXAI_PROJECT, or credentials with project_id or quota_project_id)")?;
     let valid_project = project.len() <= 128
         && project
             .bytes()
@@ -413,9 +414,14 @@ mod tests {
                 "cannot read the key file",
             ),
             (
-                "model: vertex_ai/m, vertex_credentials: '{\"type\": \"authorized_user\"}'",
+                "model: vertex_ai/m, vertex_credentials: '{\"type\": \"external_account\"}'",
                 &[][..],
                 "not supported",
+            ),
+            (
+                "model: vertex_ai/m, vertex_credentials: '{\"type\": \"authorized_user\"}'",
+                &[][..],
+                "have no client_id",
             ),
             (
                 "model: vertex_ai/m, vertex_project: p, vertex_location: 'evil.com/'",

@@ -34,6 +34,9 @@ pub const SERVICE_ACCOUNT: &str = include_str!("service_account.json");
 /// A key file of the same account with a private key the mock does not
 /// know: its assertions fail the signature check.
 pub const UNKNOWN_KEY: &str = include_str!("unknown_key.json");
+/// User credentials (`authorized_user`) the mock knows: their refresh
+/// token is exchanged with `grant_type=refresh_token`.
+pub const AUTHORIZED_USER: &str = include_str!("authorized_user.json");
 /// The scope Vertex AI needs.
 const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
 const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
@@ -126,6 +129,9 @@ pub fn token(req: &Request, scheme: &str, now: u64, ttl: u64) -> Result<Reply, R
         ));
     }
     let grant = form_field(&req.body, "grant_type").unwrap_or_default();
+    if grant == "refresh_token" {
+        return refresh(req, now, ttl);
+    }
     if grant != JWT_BEARER {
         return Err(oauth_error(
             "unsupported_grant_type",
@@ -191,14 +197,43 @@ pub fn token(req: &Request, scheme: &str, now: u64, ttl: u64) -> Result<Reply, R
             "Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe. Check your iat and exp values in the JWT claim.",
         ));
     }
-    let payload = URL_SAFE_NO_PAD.encode(json!({"sub": known.email, "exp": now + ttl}).to_string());
+    Ok(granted(&known.email, now, ttl))
+}
+
+/// A token for `sub` living `ttl` seconds from `now`.
+fn granted(sub: &str, now: u64, ttl: u64) -> Reply {
+    let known = known();
+    let payload = URL_SAFE_NO_PAD.encode(json!({"sub": sub, "exp": now + ttl}).to_string());
     let tag = URL_SAFE_NO_PAD.encode(hmac::sign(&known.mac, payload.as_bytes()));
     let answer = json!({
         "access_token": format!("ya29.mock.{payload}.{tag}"),
         "expires_in": ttl,
         "token_type": "Bearer",
+        "scope": SCOPE,
     });
-    Ok(Reply::json(200, to_json(&answer)))
+    Reply::json(200, to_json(&answer))
+}
+
+/// `grant_type=refresh_token`: the client and its refresh token must be
+/// [`AUTHORIZED_USER`]'s (else Google's `invalid_client`, 401, or
+/// `invalid_grant`).
+fn refresh(req: &Request, now: u64, ttl: u64) -> Result<Reply, Reply> {
+    let user: Value = serde_json::from_str(AUTHORIZED_USER).expect("the mock's user file is JSON");
+    let field = |name: &str| form_field(&req.body, name).unwrap_or_default();
+    if field("client_id") != user["client_id"].as_str().unwrap_or_default()
+        || field("client_secret") != user["client_secret"].as_str().unwrap_or_default()
+    {
+        return Err(Reply::json(
+            401,
+            to_json(
+                &json!({"error": "invalid_client", "error_description": "The OAuth client was not found."}),
+            ),
+        ));
+    }
+    if field("refresh_token") != user["refresh_token"].as_str().unwrap_or_default() {
+        return Err(oauth_error("invalid_grant", "Bad Request"));
+    }
+    Ok(granted(&field("client_id"), now, ttl))
 }
 
 /// Google's error answer for Vertex calls.
@@ -409,6 +444,15 @@ mod tests {
             .unwrap()
             .contains("short-lived"));
         let mut req = token_request(SERVICE_ACCOUNT, "http://127.0.0.1:9/token", now);
+        let user = gateway::google_auth::Credentials::from_json(AUTHORIZED_USER).unwrap();
+        req.body = user.token_request(now).unwrap().into_bytes();
+        let access = body(&token(&req, "http", now, 60).unwrap())["access_token"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(call(&access, path, now).is_ok());
+        req.body = req.body.iter().copied().chain(*b"x").collect();
+        assert_eq!(refused(req.clone(), now)["error"], "invalid_grant");
         req.body = b"grant_type=password".to_vec();
         assert_eq!(refused(req, now)["error"], "unsupported_grant_type");
     }
