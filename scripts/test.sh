@@ -46,8 +46,11 @@ fi
 command -v promtool >/dev/null 2>&1 || apt_install --no-install-recommends prometheus
 
 # --- services: Redis and PostgreSQL ------------------------------------------
-# The rate-limit tests also start private redis-servers of their own.
+# The rate-limit tests also start private redis-servers of their own, and
+# tests/tests/cluster.rs a private three-master Redis Cluster (Redis >= 7
+# for --cluster-port, joined with `redis-cli --cluster create`).
 command -v redis-server >/dev/null 2>&1 || apt_install redis-server
+command -v redis-cli >/dev/null 2>&1 || apt_install redis-tools
 if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
     log "starting Redis"
     as_root mkdir -p /var/lib/redis /var/log/redis

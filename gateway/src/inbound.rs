@@ -337,9 +337,9 @@ impl LlmRequest {
 /// without bound. One pass, strings skipped.
 fn check_depth(body: &[u8]) -> Result<(), GatewayError> {
     // The nesting cannot exceed the number of opening brackets; counting
-    // them is a vectorised pass, so only bodies with that many brackets
+    // them is a SIMD pass, so only bodies with that many brackets
     // pay for the exact scan below.
-    let opening = body.iter().filter(|&&b| b == b'[' || b == b'{').count();
+    let opening = memchr::memchr2_iter(b'[', b'{', body).count();
     if opening <= MAX_JSON_DEPTH {
         return Ok(());
     }

@@ -174,8 +174,11 @@ fn run(opts: Options) -> Result<(), String> {
     }
     let deployments = config.deployments.len();
     let keys = Arc::new(gateway::auth::KeyCache::default());
-    let (fleet, cooldowns) =
-        gateway::control::cooldowns::shared(config.rate_limits.redis_url.as_deref()).unzip();
+    let (fleet, cooldowns) = gateway::control::cooldowns::shared(
+        config.rate_limits.redis_url.as_deref(),
+        &config.rate_limits.redis_cluster,
+    )
+    .unzip();
     let models = Arc::new(
         gateway::models::Models::new(
             std::mem::take(&mut config.deployments),

@@ -14,6 +14,8 @@
 //! - [`raw_upstream`]: a scripted upstream answering fixed bytes ([`RawUpstream`]).
 //! - [`redis`]: a private, stoppable `redis-server` ([`PrivateRedis`]) for
 //!   the rate-limit tests.
+//! - [`redis_cluster`]: a private three-master Redis Cluster
+//!   ([`PrivateCluster`]) whose masters can be killed and restarted.
 //! - [`pki`]: a CA of the test's own and server certificates it signs.
 //! - [`tls_client`]: a blocking HTTPS client ([`tls_client::TlsConn`]).
 //! - [`load`]: steady client load for the fault tests, recording what each
@@ -32,6 +34,7 @@ pub mod postgres;
 mod procs;
 pub mod raw_upstream;
 pub mod redis;
+pub mod redis_cluster;
 pub mod tls_client;
 
 pub use config::{base_config, openai_model, to_yaml, MASTER_KEY};
@@ -40,6 +43,7 @@ pub use postgres::{PrivatePostgres, TestDb};
 pub use procs::{bin_path, free_port, Gateway, MockServer};
 pub use raw_upstream::RawUpstream;
 pub use redis::PrivateRedis;
+pub use redis_cluster::PrivateCluster;
 
 use serde_json::Value;
 use std::time::{Duration, Instant};

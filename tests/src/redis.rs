@@ -185,7 +185,7 @@ pub enum Reply {
     Array(Vec<Reply>),
 }
 
-fn read_reply(r: &mut impl BufRead) -> std::io::Result<Reply> {
+pub(crate) fn read_reply(r: &mut impl BufRead) -> std::io::Result<Reply> {
     let mut line = String::new();
     r.read_line(&mut line)?;
     let line = line.trim_end();

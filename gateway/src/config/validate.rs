@@ -339,6 +339,7 @@ pub(super) fn validate(
         crate::limits::RedisSources {
             router_settings: file.router_settings.as_ref(),
             litellm_settings: file.litellm_settings.as_ref(),
+            coordination_redis: file.general_settings.other.get("coordination_redis"),
         },
         lookup,
     )

@@ -10,6 +10,7 @@
 
 use super::breaker::Breaker;
 use super::clock::{parse_time, RedisClock};
+use super::cluster::ClusterLink;
 use super::outcome::{self, Reporter};
 use super::release::Releases;
 use super::remote::{Call, RemoteError};
@@ -60,6 +61,8 @@ pub struct LinkConfig {
     pub fallback_note: String,
     /// `rediss://`: the TLS connector and the server's name.
     pub tls: Option<RedisTls>,
+    /// A Redis Cluster's startup nodes (`host:port`); empty for one server.
+    pub cluster: Vec<String>,
 }
 
 /// How a `rediss://` link wraps its connection.
@@ -151,6 +154,7 @@ impl LinkConfig {
             calls,
             fallback_note,
             tls,
+            cluster: Vec::new(),
         })
     }
 }
@@ -192,6 +196,7 @@ pub fn submit(config: &Arc<LinkConfig>, call: Call) -> Result<(), Call> {
 /// core runs; slot releases a failed round trip left go once they are due.
 async fn drive(link: Rc<Link>, config: Arc<LinkConfig>) {
     let mut conn: Option<Conn> = None;
+    let mut cluster = (!config.cluster.is_empty()).then(|| ClusterLink::new(&config.cluster));
     let mut report = Reporter {
         breaker: &config.breaker,
         fallback_note: &config.fallback_note,
@@ -223,6 +228,19 @@ async fn drive(link: Rc<Link>, config: Arc<LinkConfig>) {
         config
             .calls
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        if let Some(cluster) = &mut cluster {
+            let merged = cluster.round_trip(&config, &batch).await;
+            releases.after_failure(&merged.lost);
+            let orphans = report.concluded(
+                batch,
+                merged.verdicts.into_iter(),
+                merged.unreachable.as_ref(),
+            );
+            let mut queue = link.queue.borrow_mut();
+            queue.extend(orphans);
+            queue.extend(merged.compensations);
+            continue;
+        }
         let result = monoio::time::timeout(config.deadline, round_trip(&mut conn, &config, &batch))
             .await
             .unwrap_or_else(|_| Err(outcome::timed_out(config.deadline)));
@@ -242,7 +260,7 @@ async fn drive(link: Rc<Link>, config: Arc<LinkConfig>) {
 }
 
 /// Reads `admit.lua`'s reply.
-fn verdict(reply: &Reply) -> Result<Verdict, RemoteError> {
+pub(super) fn verdict(reply: &Reply) -> Result<Verdict, RemoteError> {
     match reply {
         Reply::Error(e) => Err(RemoteError::Failed(e.clone())),
         r => r
@@ -260,7 +278,7 @@ async fn round_trip(
 ) -> Result<Vec<Reply>, RemoteError> {
     let c = match conn {
         Some(c) => c,
-        None => conn.insert(Conn::open(config).await?),
+        None => conn.insert(Conn::open(config, &config.addr).await?),
     };
     let clock = c.clock;
     let commands: Vec<Vec<String>> = batch
@@ -308,18 +326,21 @@ impl Stream {
 }
 
 /// One connection with its read buffer and its reading of Redis's clock.
-struct Conn {
+pub(super) struct Conn {
     stream: Stream,
     buf: Vec<u8>,
     scratch: Vec<u8>,
-    clock: Option<RedisClock>,
+    /// The server's clock, read when the connection opened.
+    pub(super) clock: Option<RedisClock>,
 }
 
 impl Conn {
-    async fn open(config: &LinkConfig) -> Result<Conn, RemoteError> {
-        let stream = TcpStream::connect(config.addr.as_str())
+    /// Connects to `addr` (`config.addr`, or a Cluster node), logs in and
+    /// loads the scripts.
+    pub(super) async fn open(config: &LinkConfig, addr: &str) -> Result<Conn, RemoteError> {
+        let stream = TcpStream::connect(addr)
             .await
-            .map_err(|e| RemoteError::Unreachable(format!("connect {}: {e}", config.addr)))?;
+            .map_err(|e| RemoteError::Unreachable(format!("connect {addr}: {e}")))?;
         let _ = stream.set_nodelay(true);
         let stream = match &config.tls {
             None => Stream::Plain(stream),
@@ -329,7 +350,7 @@ impl Conn {
                     .connect(tls.name.clone(), stream)
                     .await
                     .map_err(|e| {
-                        RemoteError::Unreachable(format!("TLS handshake with {}: {e}", config.addr))
+                        RemoteError::Unreachable(format!("TLS handshake with {addr}: {e}"))
                     })?;
                 Stream::Tls(Box::new(secured))
             }
@@ -384,7 +405,8 @@ impl Conn {
             .map(|(secs, micros)| RedisClock::from_time(secs, micros, sent, answered)))
     }
 
-    async fn load_scripts(&mut self) -> Result<(), RemoteError> {
+    /// Loads both scripts (after a `NOSCRIPT`).
+    pub(super) async fn load_scripts(&mut self) -> Result<(), RemoteError> {
         let load = [
             ["SCRIPT", "LOAD", script::ADMIT_LUA],
             ["SCRIPT", "LOAD", script::FINISH_LUA],
@@ -398,7 +420,7 @@ impl Conn {
     }
 
     /// Writes every command, then reads as many replies.
-    async fn exchange<'a, C, S>(
+    pub(super) async fn exchange<'a, C, S>(
         &mut self,
         commands: impl Iterator<Item = &'a C>,
     ) -> Result<Vec<Reply>, RemoteError>

@@ -166,6 +166,7 @@ impl Lease {
             }],
             request_id: String::new(),
             tick: self.tick,
+            ticks: Vec::new(),
             tokens_used: spent,
         })
     }
@@ -193,6 +194,7 @@ impl Lease {
             }],
             request_id: String::new(),
             tick: self.tick,
+            ticks: Vec::new(),
             tokens_used: used,
         })
     }
@@ -390,7 +392,7 @@ impl LeaseTable {
             .ask_redis(remote, vec![entry.clone()], "lease")
             .await;
         match asked {
-            Some(Verdict::Admitted { tick, used }) => {
+            Some(Verdict::Admitted { tick, used, .. }) => {
                 let base = used.first().copied().unwrap_or(0);
                 let expires = self.now_ms() + self.settings.ttl.as_millis() as u64;
                 let fresh = Lease::new(d, granted(base), tick, base, expires);

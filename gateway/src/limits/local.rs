@@ -223,7 +223,11 @@ impl LocalLimiter {
             }
             used.push(before);
         }
-        Verdict::Admitted { tick, used }
+        Verdict::Admitted {
+            tick,
+            used,
+            ticks: Vec::new(),
+        }
     }
 
     /// Settles an admission: tokens move from the reservation to the real

@@ -10,6 +10,10 @@
 //! lock-free counters ([`local`]) under the configured fallback policy.
 //! Counting is a sliding window ([`window`]): no 2x burst at a boundary.
 //!
+//! On a Redis Cluster ([`slots`], [`split`], [`cluster`]) each request is
+//! admitted slot by slot in one round trip, the slots that admitted being
+//! given back when another refuses.
+//!
 //! In lease mode ([`lease`]) each replica takes rpm/tpm quota from Redis in
 //! leases through the same scripts and spends it with local atomics.
 //!
@@ -20,17 +24,22 @@
 
 pub mod breaker;
 mod clock;
+mod cluster;
 mod descriptor;
 mod direct;
 mod lease;
 mod local;
 mod outcome;
 pub mod redis_client;
+mod redis_target;
 mod release;
 pub mod remote;
+mod remote_cluster;
 pub mod resp;
 mod script;
 mod settings;
+mod slots;
+mod split;
 mod window;
 
 pub use breaker::{BreakerSettings, BreakerState};
@@ -60,6 +69,10 @@ pub enum Verdict {
         tick: u64,
         /// Usage of each descriptor before this request.
         used: Vec<u64>,
+        /// The bucket each descriptor was charged in, when they differ
+        /// (a Redis Cluster charges each slot on its own node's clock);
+        /// empty when all were charged in `tick`.
+        ticks: Vec<u64>,
     },
     /// Descriptor `index` had no room; nothing was charged.
     Denied {
@@ -161,6 +174,7 @@ impl Limiter {
                     fallback_note: settings.fallback.to_string(),
                     calls: calls.clone(),
                     leases: expiry,
+                    cluster: settings.redis_cluster.clone(),
                 };
                 let tls = url
                     .starts_with("rediss://")
@@ -180,7 +194,10 @@ impl Limiter {
                     settings.fallback.to_string(),
                     tls,
                 )
-                .map(Arc::new);
+                .map(|mut link| {
+                    link.cluster = settings.redis_cluster.clone();
+                    Arc::new(link)
+                });
                 (
                     Some(RemoteHandle {
                         tx,
@@ -334,7 +351,11 @@ impl Limiter {
         if let (Some(remote), Some(table), true) = (&self.remote, &self.leases, leased) {
             match table.admit(self, remote, &descs, &amounts).await {
                 Leased::Admitted { leases, used } => {
-                    let verdict = Verdict::Admitted { tick: 0, used };
+                    let verdict = Verdict::Admitted {
+                        tick: 0,
+                        used,
+                        ticks: Vec::new(),
+                    };
                     let settle = Settle::Lease(leases);
                     return self.conclude(verdict, descs, amounts, settle, input.request_id);
                 }
@@ -412,7 +433,7 @@ impl Limiter {
     ) -> Result<Option<Ticket<'l>>, GatewayError> {
         let now = unix_now();
         match verdict {
-            Verdict::Admitted { tick, used } => {
+            Verdict::Admitted { tick, used, ticks } => {
                 let headers =
                     RateHeaders::after(&descs, &amounts, &used, self.settings.window, now);
                 Ok(Some(Ticket {
@@ -420,6 +441,7 @@ impl Limiter {
                     descs,
                     amounts,
                     tick,
+                    ticks,
                     settle,
                     request_id: request_id.to_string(),
                     tokens_used: 0,
@@ -494,6 +516,10 @@ impl Limiter {
                 .collect(),
             request_id: t.request_id.clone(),
             tick: t.tick,
+            ticks: match t.ticks.is_empty() {
+                true => Vec::new(),
+                false => settle.iter().map(|&i| t.ticks[i]).collect(),
+            },
             tokens_used: t.tokens_used,
         };
         if remote.submit(call).is_err() {
@@ -531,6 +557,7 @@ pub struct Ticket<'l> {
     descs: Vec<Descriptor>,
     amounts: Vec<u64>,
     tick: u64,
+    ticks: Vec<u64>,
     settle: Settle,
     request_id: String,
     tokens_used: u64,

@@ -35,22 +35,26 @@ impl Reporter<'_> {
                 "Redis limiter recovered: circuit breaker closed; limits are fleet-wide again"
             );
         }
-        let mut orphans = Vec::new();
-        for (call, verdict) in batch.into_iter().zip(verdicts) {
-            let Call::Admit {
-                entries,
-                request_id,
-                reply,
-                ..
-            } = call
-            else {
-                continue;
-            };
-            if let Err(Ok(Verdict::Admitted { tick, used })) = reply.send(verdict) {
-                orphans.push(script::give_back(entries, request_id, tick, used));
+        hand_out(batch, verdicts)
+    }
+
+    /// A round trip over a Redis Cluster, where some nodes may have
+    /// answered and others not: an unreachable node counts as a failure
+    /// for the breaker (as a standalone Redis would), every admission gets
+    /// its own verdict. Returns what [`succeeded`](Self::succeeded) does.
+    pub fn concluded(
+        &mut self,
+        batch: Vec<Call>,
+        verdicts: impl Iterator<Item = Result<Verdict, RemoteError>>,
+        unreachable: Option<&RemoteError>,
+    ) -> Vec<Call> {
+        match unreachable {
+            Some(err) => {
+                self.complain(err, true);
+                hand_out(batch, verdicts)
             }
+            None => self.succeeded(batch, verdicts),
         }
-        orphans
     }
 
     /// A round trip failed: every admission of `batch` gets `err` (and is
@@ -59,6 +63,17 @@ impl Reporter<'_> {
     /// also what the breaker counts.
     pub fn failed(&mut self, batch: Vec<Call>, err: &RemoteError) -> bool {
         let unreachable = matches!(err, RemoteError::Unreachable(_));
+        self.complain(err, unreachable);
+        for call in batch {
+            if let Call::Admit { reply, .. } = call {
+                let _ = reply.send(Err(err.clone()));
+            }
+        }
+        unreachable
+    }
+
+    /// Tells the breaker (when `unreachable`) and logs, at most once per 10 s.
+    fn complain(&mut self, err: &RemoteError, unreachable: bool) {
         if unreachable && self.breaker.on_failure() {
             tracing::warn!(error = %err, fallback = %self.fallback_note, "Redis limiter: circuit breaker opened; limits are enforced per process until Redis answers a probe");
         }
@@ -69,13 +84,31 @@ impl Reporter<'_> {
             self.last_complaint = Some(Instant::now());
             tracing::warn!(error = %err, fallback = %self.fallback_note, "Redis limiter call failed; this request is limited per process");
         }
-        for call in batch {
-            if let Call::Admit { reply, .. } = call {
-                let _ = reply.send(Err(err.clone()));
-            }
-        }
-        unreachable
     }
+}
+
+/// Hands each admission of `batch` its verdict; the settlements of those
+/// nobody waits for any more.
+fn hand_out(
+    batch: Vec<Call>,
+    verdicts: impl Iterator<Item = Result<Verdict, RemoteError>>,
+) -> Vec<Call> {
+    let mut orphans = Vec::new();
+    for (call, verdict) in batch.into_iter().zip(verdicts) {
+        let Call::Admit {
+            entries,
+            request_id,
+            reply,
+            ..
+        } = call
+        else {
+            continue;
+        };
+        if let Err(Ok(Verdict::Admitted { tick, used, ticks })) = reply.send(verdict) {
+            orphans.push(script::give_back(entries, request_id, tick, used, ticks));
+        }
+    }
+    orphans
 }
 
 /// The error of a round trip that did not finish within `deadline`.

@@ -71,6 +71,7 @@ impl Releases {
                 entries: slots,
                 request_id: request_id.clone(),
                 tick: 0,
+                ticks: Vec::new(),
                 tokens_used: 0,
             };
             self.pending.push_back((not_before, release));
@@ -153,6 +154,7 @@ mod tests {
             entries: entries(),
             request_id: "r2".into(),
             tick: 7,
+            ticks: Vec::new(),
             tokens_used: 12,
         };
         let rpm_only = Call::Finish {
@@ -163,6 +165,7 @@ mod tests {
             )],
             request_id: "r3".into(),
             tick: 7,
+            ticks: Vec::new(),
             tokens_used: 3,
         };
         r.after_failure(&[finish, rpm_only]);

@@ -12,6 +12,7 @@ use super::descriptor::Kind;
 use super::lease::LeaseTable;
 use super::outcome::{self, Reporter};
 use super::release::Releases;
+use super::remote_cluster::ClusterRunner;
 use super::script;
 use super::window::Window;
 use super::Verdict;
@@ -98,6 +99,9 @@ pub enum Call {
         request_id: String,
         /// The bucket of the admission.
         tick: u64,
+        /// The bucket of each entry when they differ (see
+        /// [`Verdict::Admitted`]); empty when all are `tick`.
+        ticks: Vec<u64>,
         /// Tokens the request really used.
         tokens_used: u64,
     },
@@ -124,6 +128,8 @@ pub struct RemoteRunner {
     pub calls: Arc<AtomicU64>,
     /// Lease mode: the leases to end when they expire.
     pub leases: Option<LeaseExpiry>,
+    /// A Redis Cluster's startup nodes; empty for one server.
+    pub cluster: Vec<String>,
 }
 
 /// What the control plane needs to end expired leases.
@@ -153,6 +159,16 @@ impl RemoteRunner {
         if let Some(leases) = self.leases.take() {
             tokio::spawn(expire_leases(leases));
         }
+        let mut cluster = match self.cluster.is_empty() {
+            true => None,
+            false => match ClusterRunner::new(&self.url, &self.cluster, self.deadline) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    tracing::error!(error = %e, "invalid Redis Cluster nodes; the control plane's limiter calls fail");
+                    None
+                }
+            },
+        };
         let mut conn: Option<Linked> = None;
         let mut report = Reporter {
             breaker: &self.breaker,
@@ -193,6 +209,32 @@ impl RemoteRunner {
                 continue;
             }
             self.calls.fetch_add(batch.len() as u64, Ordering::Relaxed);
+            if let Some(cluster) = &mut cluster {
+                let merged = tokio::time::timeout(
+                    self.deadline,
+                    cluster.round_trip(&batch, &self.window, self.slot_ttl),
+                )
+                .await;
+                match merged {
+                    Ok(merged) => {
+                        releases.after_failure(&merged.lost);
+                        orphans = report.concluded(
+                            std::mem::take(&mut batch),
+                            merged.verdicts.into_iter(),
+                            merged.unreachable.as_ref(),
+                        );
+                        orphans.extend(merged.compensations);
+                    }
+                    Err(_) => {
+                        releases.after_failure(&batch);
+                        report.failed(
+                            std::mem::take(&mut batch),
+                            &outcome::timed_out(self.deadline),
+                        );
+                    }
+                }
+                continue;
+            }
             let result =
                 tokio::time::timeout(self.deadline, self.flush(&client, &mut conn, &batch))
                     .await
@@ -309,7 +351,8 @@ async fn load_scripts(conn: &mut redis::aio::MultiplexedConnection) -> Result<()
     Ok(())
 }
 
-fn classify(e: redis::RedisError) -> RemoteError {
+/// Whether a redis crate error means Redis could not be reached.
+pub(super) fn classify(e: redis::RedisError) -> RemoteError {
     if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout() {
         RemoteError::Unreachable(e.to_string())
     } else {
@@ -318,7 +361,7 @@ fn classify(e: redis::RedisError) -> RemoteError {
 }
 
 /// Reads `admit.lua`'s reply.
-fn parse_admit(value: &redis::Value) -> Result<Verdict, RemoteError> {
+pub(super) fn parse_admit(value: &redis::Value) -> Result<Verdict, RemoteError> {
     let bad = || RemoteError::Failed(format!("unexpected admit reply {value:?}"));
     let numbers: Vec<i64> = match value {
         redis::Value::ServerError(e) => return Err(RemoteError::Failed(format!("{e:?}"))),

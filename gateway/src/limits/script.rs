@@ -83,6 +83,7 @@ pub fn evalsha(
             request_id,
             tick,
             tokens_used,
+            ..
         } => {
             out.push(shas.finish.clone());
             out.push(entries.len().to_string());
@@ -113,6 +114,7 @@ pub fn verdict(numbers: &[i64]) -> Result<Verdict, RemoteError> {
         [1, tick, used @ ..] => Some(Verdict::Admitted {
             tick: *tick as u64,
             used: used.iter().map(|u| (*u).max(0) as u64).collect(),
+            ticks: Vec::new(),
         }),
         [0, index, used, reset_at] => Some(Verdict::Denied {
             index: (*index as usize).saturating_sub(1),
@@ -127,20 +129,54 @@ pub fn verdict(numbers: &[i64]) -> Result<Verdict, RemoteError> {
 
 /// The settlement that gives back what an admission charged when nobody
 /// waits for its verdict any more (the core gave up at its deadline and
-/// limited the request locally), so nothing is held twice.
-pub fn give_back(entries: Vec<Entry>, request_id: String, tick: u64, used: Vec<u64>) -> Call {
-    Call::Finish {
-        entries: entries
-            .into_iter()
-            .zip(used.into_iter().chain(std::iter::repeat(0)))
-            .filter(|(e, _)| e.lease || e.kind != Kind::Requests)
-            .map(|(e, used)| Entry {
+/// limited the request locally), so nothing is held twice; its request
+/// units stay counted, as the request was served.
+pub fn give_back(
+    entries: Vec<Entry>,
+    request_id: String,
+    tick: u64,
+    used: Vec<u64>,
+    ticks: Vec<u64>,
+) -> Call {
+    undo(entries, request_id, tick, used, ticks, false)
+}
+
+/// The settlement that takes back everything a part of a refused
+/// admission charged (a Redis Cluster admits each slot on its own; when
+/// another slot refuses, the slots that admitted are compensated).
+pub fn compensate(entries: Vec<Entry>, request_id: String, tick: u64, used: Vec<u64>) -> Call {
+    undo(entries, request_id, tick, used, Vec::new(), true)
+}
+
+fn undo(
+    entries: Vec<Entry>,
+    request_id: String,
+    tick: u64,
+    used: Vec<u64>,
+    ticks: Vec<u64>,
+    requests_too: bool,
+) -> Call {
+    let mut kept_ticks = Vec::new();
+    let entries = entries
+        .into_iter()
+        .zip(used.into_iter().chain(std::iter::repeat(0)))
+        .enumerate()
+        .filter(|(_, (e, _))| requests_too || e.lease || e.kind != Kind::Requests)
+        .map(|(i, (e, used))| {
+            if let Some(t) = ticks.get(i) {
+                kept_ticks.push(*t);
+            }
+            Entry {
                 amount: if e.lease { e.granted(used) } else { e.amount },
                 ..e
-            })
-            .collect(),
+            }
+        })
+        .collect();
+    Call::Finish {
+        entries,
         request_id,
         tick,
+        ticks: kept_ticks,
         tokens_used: 0,
     }
 }
@@ -198,7 +234,8 @@ mod tests {
             verdict(&[1, 7, 3, 4]).ok(),
             Some(Verdict::Admitted {
                 tick: 7,
-                used: vec![3, 4]
+                used: vec![3, 4],
+                ticks: Vec::new(),
             })
         );
         assert_eq!(

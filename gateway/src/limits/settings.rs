@@ -136,8 +136,11 @@ impl LimitsFile {
 pub struct LimitSettings {
     /// Where counters live.
     pub mode: Mode,
-    /// The Redis URL, when configured.
+    /// The Redis URL, when configured (for a Cluster: the first startup
+    /// node's, with the password).
     pub redis_url: Option<String>,
+    /// A Redis Cluster's startup nodes (`host:port`); empty for one server.
+    pub redis_cluster: Vec<String>,
     /// The sliding window (`LITELLM_RATE_LIMIT_WINDOW_SIZE`).
     pub window: Window,
     /// `LITELLM_TPM_TOKEN_RESERVATION_ENABLED`.
@@ -163,6 +166,7 @@ impl Default for LimitSettings {
         LimitSettings {
             mode: Mode::Local,
             redis_url: None,
+            redis_cluster: Vec::new(),
             window: Window::new(60),
             reservation: true,
             breaker: BreakerSettings::default(),
@@ -182,6 +186,8 @@ pub struct RedisSources<'a> {
     pub router_settings: Option<&'a serde_yaml::Value>,
     /// `litellm_settings` (`cache_params` of a Redis cache).
     pub litellm_settings: Option<&'a serde_yaml::Value>,
+    /// `general_settings.coordination_redis`, which wins over the rest.
+    pub coordination_redis: Option<&'a serde_yaml::Value>,
 }
 
 impl LimitSettings {
@@ -192,8 +198,13 @@ impl LimitSettings {
         redis: RedisSources<'_>,
         lookup: &dyn Fn(&str) -> Option<String>,
     ) -> Result<LimitSettings, String> {
+        let (redis_url, redis_cluster) = match super::redis_target::target(&redis, lookup)? {
+            Some((url, nodes)) => (Some(url), nodes),
+            None => (redis_url(&redis, lookup), Vec::new()),
+        };
         let mut s = LimitSettings {
-            redis_url: redis_url(&redis, lookup),
+            redis_url,
+            redis_cluster,
             ..LimitSettings::default()
         };
         if let Some(secs) = env_num(lookup, "LITELLM_RATE_LIMIT_WINDOW_SIZE")? {
@@ -383,6 +394,9 @@ mod tests {
             RedisSources {
                 router_settings: doc.get("router_settings"),
                 litellm_settings: doc.get("litellm_settings"),
+                coordination_redis: doc
+                    .get("general_settings")
+                    .and_then(|g| g.get("coordination_redis")),
             },
             &move |k| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()),
         )

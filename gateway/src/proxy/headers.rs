@@ -11,7 +11,15 @@ use bytes::Bytes;
 /// provider's (which include the deployment's `extra_headers`).
 pub(super) fn upstream_head(req: &UpstreamRequest, base: &UpstreamBase) -> Vec<u8> {
     let body_len: usize = req.body.iter().map(Bytes::len).sum();
-    let mut h = Vec::with_capacity(256 + req.path.len());
+    // Room for the body too: the upstream client copies a small one behind
+    // the head so both leave in one write.
+    let coalesced = if body_len <= crate::upstream::COALESCE_LIMIT {
+        body_len
+    } else {
+        0
+    };
+    let headers_len: usize = req.headers.iter().map(|(n, v)| n.len() + v.len() + 4).sum();
+    let mut h = Vec::with_capacity(256 + req.path.len() + headers_len + coalesced);
     h.extend_from_slice(b"POST ");
     h.extend_from_slice(req.path.as_bytes());
     h.extend_from_slice(b" HTTP/1.1\r\nhost: ");

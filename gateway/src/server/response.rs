@@ -25,7 +25,7 @@ impl HeadBuilder {
 
     /// Adds a header; values with CR or LF are dropped, never written.
     pub fn header(&mut self, name: &str, value: &str) -> &mut Self {
-        if !value.bytes().any(|b| b == b'\r' || b == b'\n') {
+        if memchr::memchr2(b'\r', b'\n', value.as_bytes()).is_none() {
             self.buf.extend_from_slice(name.as_bytes());
             self.buf.extend_from_slice(b": ");
             self.buf.extend_from_slice(value.as_bytes());
@@ -73,7 +73,14 @@ pub struct Responder<'a> {
     status: Option<u16>,
     /// Time each write may take before the client counts as gone.
     write_timeout: Duration,
+    /// A fixed-length response's head, held back so it leaves in one write
+    /// (one TCP segment) with the first body bytes.
+    pending_head: Vec<u8>,
 }
+
+/// Body bytes up to this are copied behind a held-back head; more are
+/// written after it.
+const COALESCE_LIMIT: usize = 64 * 1024;
 
 /// The write deadline of a [`Responder`] not given one.
 pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -94,6 +101,7 @@ impl<'a> Responder<'a> {
             http10,
             status: None,
             write_timeout: DEFAULT_WRITE_TIMEOUT,
+            pending_head: Vec::new(),
         }
     }
 
@@ -209,7 +217,8 @@ impl<'a> Responder<'a> {
     }
 
     /// Sends the head of a response of `len` bytes; follow with
-    /// [`Self::send_raw`] as the bytes arrive.
+    /// [`Self::send_raw`] as the bytes arrive. The head leaves with the
+    /// first of them.
     pub async fn start_fixed(
         &mut self,
         status: u16,
@@ -220,6 +229,10 @@ impl<'a> Responder<'a> {
         head.header("content-type", content_type);
         head.header_num("content-length", len);
         let buf = self.finish_head(head, status);
+        if len > 0 && !self.head_only {
+            self.pending_head = buf;
+            return Ok(());
+        }
         self.write(buf).await
     }
 
@@ -227,6 +240,14 @@ impl<'a> Responder<'a> {
     pub async fn send_raw(&mut self, data: Vec<u8>) -> std::io::Result<()> {
         if data.is_empty() || self.head_only {
             return Ok(());
+        }
+        if !self.pending_head.is_empty() {
+            let mut head = std::mem::take(&mut self.pending_head);
+            if data.len() <= COALESCE_LIMIT {
+                head.extend_from_slice(&data);
+                return self.write(head).await;
+            }
+            self.write(head).await?;
         }
         self.write(data).await
     }

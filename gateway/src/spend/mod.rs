@@ -11,6 +11,7 @@
 //! reserves [`worst_case_cost`] against a budget before the request runs.
 
 mod cost;
+mod member;
 mod prices;
 mod usage;
 

@@ -81,6 +81,17 @@ struct ResponseView {
 /// so a non-streamed response is billed on the provider's own count. `None`
 /// when the body is not JSON or carries no usage counts.
 pub fn from_response_body(body: &[u8]) -> Option<Usage> {
+    // Fast path: parse only the top-level `usage` member; anything unusual
+    // (no such plain member, a value that does not parse) takes the full
+    // parse, so the answer is the same.
+    if let Some(at) = super::member::find(body, b"usage") {
+        let value = serde_json::Deserializer::from_slice(&body[at..])
+            .into_iter::<Option<UsageView>>()
+            .next();
+        if let Some(Ok(view)) = value {
+            return view?.usage();
+        }
+    }
     serde_json::from_slice::<ResponseView>(body)
         .ok()?
         .usage?

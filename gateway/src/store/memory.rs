@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 /// Spend-log rows kept in memory; older ones are dropped (their spend stays
 /// in the key, user and team totals). Without a database this bounds memory
 /// on a long-running gateway.
-const MAX_SPEND_ROWS: usize = 100_000;
+const MAX_SPEND_ROWS: usize = 10_000;
 use std::sync::Mutex;
 
 #[derive(Default)]

@@ -153,7 +153,7 @@ struct Request {
 }
 
 /// Bodies below this are copied next to the head so one write sends all.
-const COALESCE_LIMIT: usize = 32 * 1024;
+pub const COALESCE_LIMIT: usize = 32 * 1024;
 
 impl Request {
     fn assemble(mut head: Vec<u8>, body: &[Bytes]) -> Request {

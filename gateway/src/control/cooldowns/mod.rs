@@ -22,10 +22,14 @@
 //!   announces it. So a deployment failing a little on every replica cools
 //!   once the fleet's failures add up, one Redis round trip later.
 //!   Starting a cooldown resets the counter (as the local count is reset).
+//! - **Redis Cluster.** With startup nodes, each command is routed by its
+//!   key's slot and the subscription is held on one node (a Cluster
+//!   forwards every `PUBLISH` to all nodes); see [`store`].
 //! - **Outage.** Every Redis error leaves each replica on its own view;
 //!   each side logs once when Redis is lost and once when it is back.
 
 pub mod message;
+mod store;
 
 use crate::models::Models;
 use crate::router::fleet::{self, FleetEvent, FleetLink};
@@ -33,6 +37,7 @@ use futures_util::StreamExt;
 use message::{allowed_fails_key, cooldown_key, Announcement, CHANNEL};
 use std::sync::Arc;
 use std::time::Duration;
+use store::{Store, StoreConn};
 use tokio::sync::mpsc;
 
 /// Events sent in one pipeline at most.
@@ -65,23 +70,34 @@ pub enum FleetError {
 pub struct CooldownRunner {
     rx: mpsc::Receiver<FleetEvent>,
     url: String,
+    cluster: Vec<String>,
     replica: String,
 }
 
-/// With Redis at `redis_url`, the link the routers send on and the runner
-/// for the control plane; `None` without Redis (cooldowns stay per process).
-pub fn shared(redis_url: Option<&str>) -> Option<(FleetLink, CooldownRunner)> {
+/// With Redis at `redis_url` (a Cluster when `cluster` names its startup
+/// nodes), the link the routers send on and the runner for the control
+/// plane; `None` without Redis (cooldowns stay per process).
+pub fn shared(redis_url: Option<&str>, cluster: &[String]) -> Option<(FleetLink, CooldownRunner)> {
     let url = redis_url?.to_string();
     let (link, rx) = FleetLink::channel(fleet::QUEUE);
     let replica = uuid::Uuid::new_v4().simple().to_string();
-    Some((link, CooldownRunner { rx, url, replica }))
+    let cluster = cluster.to_vec();
+    Some((
+        link,
+        CooldownRunner {
+            rx,
+            url,
+            cluster,
+            replica,
+        },
+    ))
 }
 
 impl CooldownRunner {
     /// Announces this replica's cooldowns and applies the others' to
     /// `models`, until every sender is gone.
     pub async fn run(mut self, models: Arc<Models>) {
-        let client = match crate::limits::redis_client::client(&self.url) {
+        let client = match Store::new(&self.url, &self.cluster) {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(error = %e, "invalid Redis URL; cooldowns are per process");
@@ -101,11 +117,11 @@ impl CooldownRunner {
 /// Sends the cores' events to Redis, one pipeline per flush.
 async fn announce(
     mut rx: mpsc::Receiver<FleetEvent>,
-    client: redis::Client,
+    client: Store,
     models: Arc<Models>,
     replica: String,
 ) {
-    let mut conn: Option<redis::aio::MultiplexedConnection> = None;
+    let mut conn: Option<StoreConn> = None;
     let mut down = false;
     let mut batch = Vec::with_capacity(MAX_BATCH);
     let mut follow_ups = Vec::new();
@@ -148,8 +164,8 @@ async fn announce(
 
 /// Sends `batch`; the fleet counts of its `Failed` events, in order.
 async fn flush(
-    client: &redis::Client,
-    conn: &mut Option<redis::aio::MultiplexedConnection>,
+    client: &Store,
+    conn: &mut Option<StoreConn>,
     replica: &str,
     batch: &[FleetEvent],
 ) -> Result<Vec<i64>, FleetError> {
@@ -159,9 +175,10 @@ async fn flush(
     }
     let c = match conn {
         Some(c) => c,
-        None => conn.insert(client.get_multiplexed_async_connection().await?),
+        None => conn.insert(client.connect().await?),
     };
-    Ok(pipe.query_async(c).await?)
+    let counts = c.query(&pipe, |cmd| store::is(cmd, "INCR")).await?;
+    Ok(redis::from_redis_value(&redis::Value::Array(counts))?)
 }
 
 /// The commands of `batch` at `now_unix_ms`; only the `INCR` replies are
@@ -247,7 +264,7 @@ fn crossed(models: &Models, batch: &[FleetEvent], counts: &[i64]) -> Vec<FleetEv
 }
 
 /// Applies the other replicas' cooldowns, reconnecting with a backoff.
-async fn listen(client: redis::Client, models: Arc<Models>, replica: String) {
+async fn listen(client: Store, models: Arc<Models>, replica: String) {
     let mut backoff = MIN_BACKOFF;
     let mut down = false;
     loop {
@@ -266,13 +283,13 @@ async fn listen(client: redis::Client, models: Arc<Models>, replica: String) {
 
 /// One subscription: subscribe, catch up, apply messages until it ends.
 async fn subscribe(
-    client: &redis::Client,
+    client: &Store,
     models: &Models,
     replica: &str,
     down: &mut bool,
     backoff: &mut Duration,
 ) -> Result<(), FleetError> {
-    let mut pubsub = within(client.get_async_pubsub()).await?;
+    let mut pubsub = within(client.pubsub()).await?;
     within(pubsub.subscribe(CHANNEL)).await?;
     let caught_up = within(catch_up(client, models)).await?;
     if *down {
@@ -302,7 +319,7 @@ async fn within<T, E: Into<FleetError>>(
 
 /// Reads the time left of every known deployment's cooldown and applies
 /// it; how many deployments are cooling.
-async fn catch_up(client: &redis::Client, models: &Models) -> Result<usize, FleetError> {
+async fn catch_up(client: &Store, models: &Models) -> Result<usize, FleetError> {
     let router = models.router();
     let ids: Vec<&str> = router
         .registry()
@@ -317,8 +334,9 @@ async fn catch_up(client: &redis::Client, models: &Models) -> Result<usize, Flee
     for id in &ids {
         pipe.cmd("PTTL").arg(cooldown_key(id));
     }
-    let mut conn = client.get_multiplexed_async_connection().await?;
-    let left: Vec<i64> = pipe.query_async(&mut conn).await?;
+    let mut conn = client.connect().await?;
+    let left = conn.query(&pipe, |_| true).await?;
+    let left: Vec<i64> = redis::from_redis_value(&redis::Value::Array(left))?;
     let mut cooling = 0;
     for (id, ms) in ids.iter().zip(left) {
         if ms > 0
@@ -483,8 +501,8 @@ mod tests {
 
     #[test]
     fn without_redis_nothing_is_shared() {
-        assert!(shared(None).is_none());
-        let (_, runner) = shared(Some("redis://127.0.0.1:1")).unwrap();
+        assert!(shared(None, &[]).is_none());
+        let (_, runner) = shared(Some("redis://127.0.0.1:1"), &[]).unwrap();
         assert_eq!(runner.replica.len(), 32);
     }
 }
