@@ -87,6 +87,15 @@ pub enum GatewayError {
         /// What is wrong.
         message: String,
     },
+    /// An image named by URL that the gateway had to inline and could not
+    /// (refused address, too large, not an image, unreachable, too slow).
+    #[error("Invalid value for '{param}': {reason}")]
+    ImageUrl {
+        /// Where the image is, e.g. `messages[0].content[1].image_url`.
+        param: String,
+        /// Why it was not inlined.
+        reason: String,
+    },
     /// No route for this method and path.
     #[error("Route not found: {method} {path}")]
     RouteNotFound {
@@ -180,6 +189,19 @@ pub enum GatewayError {
         /// The allowed regions.
         regions: Vec<String>,
     },
+    /// With `router_settings.enable_tag_filtering`, no deployment of the
+    /// group carries one of the request's tags, nor the `default` tag
+    /// (LiteLLM's 401).
+    #[error("Not allowed to access model due to tags configuration. Passed model={group} and tags={tags:?}")]
+    NoTaggedDeployment {
+        /// The requested model group.
+        group: String,
+        /// The request's tags.
+        tags: Vec<String>,
+    },
+    /// A route outside `general_settings.allowed_routes` (LiteLLM's 403).
+    #[error("Access forbidden: Route {0} not allowed")]
+    RouteForbidden(String),
     /// Every eligible deployment (of the group and its fallbacks) is at its
     /// own rpm/tpm limit this minute.
     #[error("No deployments available for model group '{group}': every eligible deployment is at its rpm/tpm limit. Try again in {retry_after} seconds.")]
@@ -235,6 +257,8 @@ impl GatewayError {
         use GatewayError::*;
         match self {
             MissingKey | InvalidKey(_) | KeyBlocked(_) | KeyExpired(_) => 401,
+            NoTaggedDeployment { .. } => 401,
+            RouteForbidden(_) => 403,
             AuthUnavailable(_) | Store(_) => 503,
             ModelAccessDenied { .. } | NotAdmin(_) => 403,
             BudgetExceeded { .. } => 429,
@@ -246,6 +270,7 @@ impl GatewayError {
             | MalformedJson(_)
             | MissingParam(_)
             | InvalidParam { .. }
+            | ImageUrl { .. }
             | BadHttp(_)
             | NoEligibleDeployment { .. } => 400,
             NoCapacity { .. } | RateLimited { .. } => 429,
@@ -265,8 +290,14 @@ impl GatewayError {
     pub fn error_type(&self) -> &str {
         use GatewayError::*;
         match self {
-            MissingKey | InvalidKey(_) | KeyBlocked(_) | KeyExpired(_) | AuthUnavailable(_)
-            | NotAdmin(_) => "auth_error",
+            MissingKey
+            | InvalidKey(_)
+            | KeyBlocked(_)
+            | KeyExpired(_)
+            | AuthUnavailable(_)
+            | NotAdmin(_)
+            | NoTaggedDeployment { .. }
+            | RouteForbidden(_) => "auth_error",
             ModelAccessDenied { .. } => "key_model_access_denied",
             BudgetExceeded { .. } => "budget_exceeded",
             NotFound(_) => "not_found_error",
@@ -292,7 +323,9 @@ impl GatewayError {
             GatewayError::UnknownModel(_)
             | GatewayError::Unpriced(_)
             | GatewayError::ModelAccessDenied { .. } => Some("model"),
-            GatewayError::BadField { field, .. } => Some(field),
+            GatewayError::BadField { field, .. } | GatewayError::ImageUrl { param: field, .. } => {
+                Some(field)
+            }
             GatewayError::MissingParam(p) | GatewayError::InvalidParam { param: p, .. } => Some(p),
             _ => None,
         }

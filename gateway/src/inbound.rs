@@ -76,6 +76,9 @@ pub struct LlmRequest {
     /// The body's `user` (`metadata.user_id` on Messages): LiteLLM's end
     /// user, a rate-limit scope.
     pub end_user: Option<String>,
+    /// LiteLLM's request tags: `tags` (removed from the forwarded body),
+    /// else `metadata.tags`; tag-based routing reads them.
+    pub tags: Vec<String>,
     /// Headers of the client's request that a provider of the client's own
     /// format receives too (`anthropic-version`, `anthropic-beta`).
     pub forward_headers: Vec<(&'static str, String)>,
@@ -102,6 +105,8 @@ struct RoutingView<'a> {
     fallbacks: Option<&'a RawValue>,
     #[serde(borrow, default, deserialize_with = "raw_member")]
     num_retries: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "raw_member")]
+    tags: Option<&'a RawValue>,
     user: Option<serde_json::Value>,
     #[serde(borrow)]
     metadata: Option<&'a RawValue>,
@@ -116,6 +121,40 @@ fn raw_member<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawV
 #[derive(Deserialize)]
 struct MetadataView {
     user_id: Option<serde_json::Value>,
+}
+
+/// `metadata.tags` of a request.
+#[derive(Deserialize)]
+struct MetadataTags {
+    tags: Option<serde_json::Value>,
+}
+
+/// Most tags one request may carry.
+pub const MAX_TAGS: usize = 64;
+
+/// A request's tags: a list of at most [`MAX_TAGS`] strings, each a valid
+/// name of at most [`MAX_MODEL_BYTES`]; `null` is none.
+fn read_tags(param: &'static str, v: &serde_json::Value) -> Result<Vec<String>, GatewayError> {
+    let bad = |message: &str| GatewayError::InvalidParam {
+        param,
+        message: message.to_string(),
+    };
+    let items = match v {
+        serde_json::Value::Null => return Ok(Vec::new()),
+        serde_json::Value::Array(items) => items,
+        _ => return Err(bad("must be a list of strings")),
+    };
+    if items.len() > MAX_TAGS {
+        return Err(bad(&format!("at most {MAX_TAGS} tags are accepted")));
+    }
+    items
+        .iter()
+        .map(|t| {
+            let t = t.as_str().ok_or_else(|| bad("must be a list of strings"))?;
+            check_name(param, t, MAX_MODEL_BYTES)?;
+            Ok(t.to_string())
+        })
+        .collect()
 }
 
 /// Largest `max_tokens` / `max_completion_tokens` accepted: above any
@@ -153,7 +192,7 @@ impl<'a> Fields<'a> {
         check_depth(body)?;
         let view: RoutingView =
             serde_json::from_slice(body).map_err(|e| GatewayError::MalformedJson(e.to_string()))?;
-        let own = [view.fallbacks, view.num_retries]
+        let own = [view.fallbacks, view.num_retries, view.tags]
             .into_iter()
             .flatten()
             .map(|raw| span_in(body, raw))
@@ -181,6 +220,14 @@ impl LlmRequest {
         // them so the provider never sees them.
         let fallbacks = read_fallbacks(fields.view.fallbacks)?;
         let num_retries = read_num_retries(fields.view.num_retries)?;
+        let tags = match fields.view.tags {
+            Some(raw) => {
+                let v: serde_json::Value = serde_json::from_str(raw.get())
+                    .map_err(|e| GatewayError::MalformedJson(e.to_string()))?;
+                read_tags("tags", &v)?
+            }
+            None => Vec::new(),
+        };
         let stripped = Bytes::from(strip_members(&body, &fields.own));
         let again = Fields::read(&stripped)?;
         if !again.own.is_empty() {
@@ -192,6 +239,9 @@ impl LlmRequest {
         let mut req = Self::checked(endpoint, &again.view, stripped.clone())?;
         req.fallbacks = fallbacks;
         req.num_retries = num_retries;
+        if fields.view.tags.is_some() {
+            req.tags = tags;
+        }
         Ok(req)
     }
 
@@ -275,6 +325,13 @@ impl LlmRequest {
             (Endpoint::Messages, None) => None,
             _ => view.user.clone(),
         };
+        let tags = match (endpoint, view.metadata) {
+            (Endpoint::Messages, _) | (_, None) => Vec::new(),
+            (_, Some(raw)) => match serde_json::from_str::<MetadataTags>(raw.get()) {
+                Ok(MetadataTags { tags: Some(v) }) => read_tags("metadata.tags", &v)?,
+                _ => Vec::new(),
+            },
+        };
         let end_user = match &user {
             None | Some(serde_json::Value::Null) => None,
             Some(serde_json::Value::String(s)) => {
@@ -298,6 +355,7 @@ impl LlmRequest {
             fallbacks: None,
             num_retries: None,
             end_user,
+            tags,
             forward_headers: Vec::new(),
         })
     }
@@ -315,6 +373,7 @@ impl LlmRequest {
             fallbacks: self.fallbacks.clone(),
             num_retries: self.num_retries,
             end_user: self.end_user.clone(),
+            tags: self.tags.clone(),
             forward_headers: self.forward_headers.clone(),
         }
     }
@@ -551,6 +610,46 @@ mod tests {
 
     fn parse(endpoint: Endpoint, body: &str) -> Result<LlmRequest, GatewayError> {
         LlmRequest::parse(endpoint, Bytes::copy_from_slice(body.as_bytes()))
+    }
+
+    #[test]
+    fn tags_are_read_from_the_body_or_metadata_and_cut_from_the_body() {
+        let r = parse(
+            Endpoint::ChatCompletions,
+            r#"{"model":"a","messages":[],"tags":["x","y"],"metadata":{"tags":["z"]}}"#,
+        )
+        .unwrap();
+        assert_eq!(r.tags, ["x", "y"]);
+        let sent: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(
+            sent,
+            serde_json::json!({"model": "a", "messages": [], "metadata": {"tags": ["z"]}})
+        );
+        let r = parse(
+            Endpoint::ChatCompletions,
+            r#"{"model":"a","messages":[],"metadata":{"tags":["z"]}}"#,
+        )
+        .unwrap();
+        assert_eq!(r.tags, ["z"]);
+        let r = parse(
+            Endpoint::ChatCompletions,
+            r#"{"model":"a","messages":[],"metadata":"m"}"#,
+        );
+        assert!(r.unwrap().tags.is_empty());
+        for (body, param) in [
+            (r#"{"model":"a","messages":[],"tags":"x"}"#, "tags"),
+            (r#"{"model":"a","messages":[],"tags":[1]}"#, "tags"),
+            (
+                r#"{"model":"a","messages":[],"metadata":{"tags":{}}}"#,
+                "metadata.tags",
+            ),
+        ] {
+            let err = parse(Endpoint::ChatCompletions, body).unwrap_err();
+            assert_eq!(err.param(), Some(param), "{body}");
+        }
+        let many = vec!["\"t\""; MAX_TAGS + 1].join(",");
+        let body = format!(r#"{{"model":"a","messages":[],"tags":[{many}]}}"#);
+        assert!(parse(Endpoint::ChatCompletions, &body).is_err());
     }
 
     #[test]

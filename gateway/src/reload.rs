@@ -32,7 +32,9 @@ struct Fixed {
     metrics: crate::metrics::MetricsSettings,
     health: crate::control::health::HealthSettings,
     otel: crate::otel::OtelSettings,
+    images: crate::upstream::fetch::ImageFetchSettings,
     virtual_keys: Vec<String>,
+    team_defaults: crate::config::TeamDefaults,
 }
 
 impl Fixed {
@@ -49,11 +51,13 @@ impl Fixed {
             metrics: config.metrics.clone(),
             health: config.health.clone(),
             otel: config.otel.clone(),
+            images: config.images.clone(),
             virtual_keys: config
                 .virtual_keys
                 .iter()
                 .map(|k| k.token.clone())
                 .collect(),
+            team_defaults: config.team_defaults.clone(),
         }
     }
 
@@ -76,7 +80,7 @@ impl Fixed {
         );
         check(
             self.limits != next.limits,
-            "gateway_settings server limits (timeouts, sizes, max_connections, general_settings.max_request_size_mb)",
+            "gateway_settings server limits (timeouts, sizes, max_connections, general_settings.max_request_size_mb, general_settings.allowed_routes)",
         );
         check(
             self.spool_dir != next.spool_dir,
@@ -99,8 +103,16 @@ impl Fixed {
             "traces (litellm_settings callbacks otel, OTEL_* variables)",
         );
         check(
+            self.images != next.images,
+            "image URL fetching (gateway_settings.image_url_fetch, litellm_settings.user_url_allowed_hosts, user_url_validation, MAX_IMAGE_URL_DOWNLOAD_SIZE_MB)",
+        );
+        check(
             self.virtual_keys != next.virtual_keys,
             "gateway_settings.virtual_keys",
+        );
+        check(
+            self.team_defaults != next.team_defaults,
+            "litellm_settings.default_team_params / default_team_settings",
         );
         out
     }

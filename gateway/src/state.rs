@@ -7,6 +7,7 @@ use crate::config::{Config, ServerLimits};
 use crate::control::ControlPlane;
 use crate::limits::Limiter;
 use crate::models::Models;
+use crate::upstream::fetch::ImageFetcher;
 use crate::upstream::UpstreamClient;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,10 +39,14 @@ pub struct Shared {
     pub health: Arc<crate::control::health::Health>,
     /// Whether a database is configured (else everything is in memory).
     pub database: bool,
+    /// Defaults of teams `/team/new` creates (`litellm_settings`).
+    pub team_defaults: crate::config::TeamDefaults,
     /// Reloads of the config file.
     pub reloader: crate::reload::Reloader,
     /// OpenTelemetry traces (each core attaches its span buffer).
     pub tracer: Arc<crate::otel::Tracer>,
+    /// How images named by URL are fetched.
+    pub images: Arc<crate::upstream::fetch::ImageFetchSettings>,
     shutting_down: AtomicBool,
     shutdown_tx: watch::Sender<bool>,
     /// Set when the grace period is over: requests still running stop.
@@ -67,6 +72,7 @@ impl Shared {
         Shared {
             reloader,
             tracer: crate::otel::Tracer::new(config.otel.clone()),
+            images: Arc::new(config.images.clone()),
             health: Arc::new(crate::control::health::Health::new(
                 config.health.clone(),
                 tls.clone(),
@@ -74,6 +80,7 @@ impl Shared {
             )),
             metrics,
             database: config.database_url.is_some(),
+            team_defaults: config.team_defaults.clone(),
             auth: Authenticator::new(config.master_key.as_deref(), keys, control.clone()),
             models,
             limits: config.limits,
@@ -129,6 +136,8 @@ pub struct Worker {
     pub shared: Arc<Shared>,
     /// This core's upstream pools.
     pub upstream: UpstreamClient,
+    /// This core's image fetcher and its cache of recent images.
+    pub images: ImageFetcher,
     /// Open client connections on this core.
     pub open_connections: Cell<usize>,
     /// This core's share of `max_connections`.
@@ -145,6 +154,7 @@ impl Worker {
         let max_connections = shared.limits.max_connections.div_ceil(workers.max(1));
         Worker {
             upstream: UpstreamClient::new(shared.tls.clone(), shared.limits.upstream_idle),
+            images: ImageFetcher::new(shared.images.clone(), shared.tls.clone()),
             shared,
             open_connections: Cell::new(0),
             max_connections,

@@ -4,7 +4,10 @@
 //! responses report with the budget (overshoot) and with what was left when
 //! the first refusal came (headroom refused, i.e. false rejections). With
 //! `--rpm`, `--tpm` or `--parallel` it measures a rate limit instead
-//! ([`crate::limit_overshoot`]).
+//! ([`crate::limit_overshoot`]). With `--replicas 2 --database-url URL` it
+//! measures a budget across two replicas sharing Postgres, with the
+//! budget's counters in a private Redis (fleet-wide) and without Redis
+//! (each replica counts alone).
 
 use crate::cli::Args;
 use crate::gateway_proc::{self, GatewayProcess, GatewaySpec, MODEL};
@@ -33,6 +36,12 @@ Options:
   --modes LIST              limiter modes for rate limits: local, redis, lease
                             [default: local,redis]
   --reservation LIST        TPM reservation settings [default: on,off]
+  --replicas N              gateways sharing the key, senders spread over them
+                            [default: 1]; 2 or more needs --database-url
+  --database-url URL        an empty Postgres database the replicas share
+  --budget-modes LIST       with replicas: redis (budgets in a private
+                            redis-server), local (each replica alone)
+                            [default: redis,local]
   --json FILE               also write the report as JSON
   -h, --help                print this help
 ";
@@ -46,6 +55,10 @@ const MAX_PER_SENDER: usize = 2000;
 /// One burst's outcome.
 #[derive(Debug, Clone, serde::Serialize)]
 struct BurstReport {
+    replicas: usize,
+    /// Where budget counters live: `process` (one replica), `redis` or
+    /// `local` (several replicas).
+    counters: &'static str,
     senders: usize,
     admitted: usize,
     refused: usize,
@@ -66,6 +79,9 @@ pub fn main(args: &mut Args) -> Result<(), String> {
     let mut limit: Option<(LimitKind, u64)> = None;
     let mut modes = vec![LimiterMode::Local, LimiterMode::Redis];
     let mut reservation = vec![true, false];
+    let mut replicas = 1usize;
+    let mut database_url: Option<String> = None;
+    let mut budget_modes = vec!["redis", "local"];
     while let Some(flag) = args.next_flag()? {
         match flag.as_str() {
             "budget" => budget = args.value(&flag)?,
@@ -110,6 +126,19 @@ pub fn main(args: &mut Args) -> Result<(), String> {
                     })
                     .collect::<Result<_, _>>()?;
             }
+            "replicas" => replicas = args.value(&flag)?,
+            "database-url" => database_url = Some(args.value(&flag)?),
+            "budget-modes" => {
+                let list: String = args.value(&flag)?;
+                budget_modes = list
+                    .split(',')
+                    .map(|m| match m.trim() {
+                        "redis" => Ok("redis"),
+                        "local" => Ok("local"),
+                        other => Err(format!("--budget-modes: {other:?} is not redis or local")),
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
             "gateway-bin" => bin = Some(args.value::<String>(&flag)?.into()),
             "json" => json = Some(args.value::<String>(&flag)?.into()),
             "help" => {
@@ -137,23 +166,60 @@ pub fn main(args: &mut Args) -> Result<(), String> {
             json,
         });
     }
+    if replicas == 0 || (replicas > 1 && (database_url.is_none() || budget_modes.is_empty())) {
+        return Err(
+            "--replicas must be positive; two or more need --database-url and --budget-modes"
+                .into(),
+        );
+    }
     let upstream = mock::start(MockConfig {
         port: 0,
         workers: 1,
         ..MockConfig::default()
     })
     .map_err(|e| format!("cannot start the mock: {e}"))?;
-    let gateway = GatewayProcess::start(&GatewaySpec {
+    let spec = GatewaySpec {
         bin: bin.unwrap_or_else(gateway_proc::default_bin),
-        workers: 2,
+        workers: if replicas > 1 { 1 } else { 2 },
         upstream: upstream.addr(),
         cpus: None,
         env: Vec::new(),
         deployments: 1,
-    })?;
+    };
     let mut reports = Vec::with_capacity(bursts.len());
-    for senders in bursts {
-        reports.push(run_burst(&gateway, budget, senders, max_tokens)?);
+    match database_url.filter(|_| replicas > 1) {
+        Some(url) => {
+            for mode in budget_modes {
+                // Kept until the mode's replicas are gone.
+                let redis = match mode {
+                    "redis" => Some(crate::redis_proc::RedisProcess::start()?),
+                    _ => None,
+                };
+                let mut spec = spec.clone();
+                spec.env.push(("DATABASE_URL".into(), url.clone()));
+                if let Some(r) = &redis {
+                    spec.env.push(("REDIS_URL".into(), r.url()));
+                }
+                let fleet: Vec<GatewayProcess> = (0..replicas)
+                    .map(|_| GatewayProcess::start(&spec))
+                    .collect::<Result<_, _>>()?;
+                for &senders in &bursts {
+                    reports.push(run_burst(&fleet, mode, budget, senders, max_tokens)?);
+                }
+            }
+        }
+        None => {
+            let gateway = GatewayProcess::start(&spec)?;
+            for senders in bursts {
+                reports.push(run_burst(
+                    std::slice::from_ref(&gateway),
+                    "process",
+                    budget,
+                    senders,
+                    max_tokens,
+                )?);
+            }
+        }
     }
     print_table(budget, max_tokens, &reports);
     if let Some(path) = json {
@@ -163,20 +229,26 @@ pub fn main(args: &mut Args) -> Result<(), String> {
     Ok(())
 }
 
-/// Drives a fresh key with `senders` concurrent senders until refused.
+/// Drives a fresh key with `senders` concurrent senders until refused, the
+/// senders spread over the `fleet`'s replicas in turn.
 fn run_burst(
-    gateway: &GatewayProcess,
+    fleet: &[GatewayProcess],
+    counters: &'static str,
     budget: f64,
     senders: usize,
     max_tokens: u64,
 ) -> Result<BurstReport, String> {
-    let key = gateway.generate_key_with(&format!(
+    let key = fleet[0].generate_key_with(&format!(
         "{{\"max_budget\": {budget}, \"models\": [\"{MODEL}\"]}}"
     ))?;
-    let addr = gateway.addr();
+    let addr = fleet[0].addr();
     let results: Vec<Result<(Vec<f64>, usize), String>> = std::thread::scope(|s| {
+        let key = &key;
         let handles: Vec<_> = (0..senders)
-            .map(|_| s.spawn(|| send_until_refused(addr, &key, max_tokens)))
+            .map(|i| {
+                let to = fleet[i % fleet.len()].addr();
+                s.spawn(move || send_until_refused(to, key, max_tokens))
+            })
             .collect();
         handles
             .into_iter()
@@ -198,6 +270,8 @@ fn run_burst(
     };
     std::thread::sleep(Duration::from_millis(300));
     Ok(BurstReport {
+        replicas: fleet.len(),
+        counters,
         senders,
         admitted: costs.len(),
         refused,
@@ -274,14 +348,16 @@ fn print_table(budget: f64, max_tokens: u64, reports: &[BurstReport]) {
     println!(
         "Baseline: the budget itself (overshoot = admitted spend above it, as a share of it).\n"
     );
-    println!("| senders | admitted | refused | admitted spend (USD) | recorded spend (USD) | overshoot | headroom refused (requests) |");
-    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    println!("| replicas | budget counters | senders | admitted | refused | admitted spend (USD) | recorded spend (USD) | overshoot | headroom refused (requests) |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for r in reports {
         let recorded = r
             .recorded_spend
             .map_or("?".to_string(), |s| format!("{s:.6}"));
         println!(
-            "| {} | {} | {} | {:.6} | {} | {:.2} % | {:.1} |",
+            "| {} | {} | {} | {} | {} | {:.6} | {} | {:.2} % | {:.1} |",
+            r.replicas,
+            r.counters,
             r.senders,
             r.admitted,
             r.refused,
@@ -311,6 +387,12 @@ mod tests {
             .contains("maybe"));
         assert!(run("--budget 0").unwrap_err().contains("--budget"));
         assert!(run("--bursts 1,x").unwrap_err().contains("--bursts"));
+        assert!(run("--replicas 2").unwrap_err().contains("--database-url"));
+        assert!(
+            run("--replicas 2 --database-url postgres://x --budget-modes both")
+                .unwrap_err()
+                .contains("both")
+        );
     }
 
     #[test]

@@ -100,7 +100,14 @@ impl Admission {
 /// admin's.
 pub async fn admit(worker: &Worker, head: &RequestHead) -> Admission {
     let auth = &worker.shared.auth;
-    let result = match route(worker, head) {
+    let route = route(worker, head);
+    if let Some(allowed) = &worker.shared.limits.allowed_routes {
+        let public = matches!(route, Route::Liveliness | Route::Readiness);
+        if !public && !allowed.iter().any(|r| r == head.path()) {
+            return Admission(Err(GatewayError::RouteForbidden(head.path().to_string())));
+        }
+    }
+    let result = match route {
         Route::Llm(_) | Route::CountTokens | Route::Models | Route::Model(_) => {
             auth.authenticate(head).await.map(Some)
         }
@@ -111,7 +118,7 @@ pub async fn admit(worker: &Worker, head: &RequestHead) -> Admission {
             Err(e) => Err(e),
         },
         Route::Admin(path) => match auth.authenticate(head).await {
-            Ok(p) if p.is_admin() => Ok(Some(p)),
+            Ok(p) if p.is_admin() || !admin::needs_admin(path) => Ok(Some(p)),
             Ok(_) => Err(GatewayError::NotAdmin(path.to_string())),
             Err(e) => Err(e),
         },
@@ -200,6 +207,7 @@ pub async fn handle(
             Ok(caller) => models::get(worker, &caller, id, out).await,
             Err(e) => Err(e),
         },
+        Route::NotFound if admission.is_refused() => admission.caller().map(drop),
         Route::NotFound => {
             #[cfg(debug_assertions)]
             if let Some(result) = test_hooks::handle(head.path(), out).await {

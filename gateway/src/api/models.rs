@@ -4,7 +4,7 @@
 
 use crate::auth::Principal;
 use crate::error::GatewayError;
-use crate::router::ModelRegistry;
+use crate::router::{ModelRegistry, RouterSettings};
 use crate::server::{HeadBuilder, Responder};
 use crate::state::Worker;
 use serde_json::{json, Value};
@@ -15,20 +15,48 @@ fn model_object(id: &str) -> Value {
 
 /// Whether `caller` may ask for `name`: it names (directly or through the
 /// caller's alias) a served group the caller may use.
+#[cfg(test)]
 fn usable(caller: &Principal, registry: &ModelRegistry, name: &str) -> bool {
-    let target = caller.resolve_alias(name);
-    registry.resolve(target).is_some() && caller.check_model(target).is_ok()
+    usable_with(caller, registry, &RouterSettings::default(), name)
+}
+
+/// [`usable`] with the config's `model_group_alias` resolved too: a key may
+/// list the alias or its group.
+fn usable_with(
+    caller: &Principal,
+    registry: &ModelRegistry,
+    settings: &RouterSettings,
+    name: &str,
+) -> bool {
+    let asked = caller.resolve_alias(name);
+    let target = settings.group_alias(asked).unwrap_or(asked);
+    registry.resolve(target).is_some()
+        && (caller.check_model(target).is_ok()
+            || (target != asked && caller.check_model(asked).is_ok()))
 }
 
 /// The names `caller` may ask for: the exact groups in config order, then
 /// listed names served by a wildcard group, then aliases; no repeats.
+#[cfg(test)]
 fn visible(caller: &Principal, registry: &ModelRegistry) -> Vec<String> {
+    visible_with(caller, registry, &RouterSettings::default())
+}
+
+/// [`visible`], then the config's `model_group_alias` names that are not
+/// hidden, sorted.
+fn visible_with(
+    caller: &Principal,
+    registry: &ModelRegistry,
+    settings: &RouterSettings,
+) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     let groups = registry.group_names().iter().map(String::as_str);
     let listed = caller.listed_models();
     let aliases: Vec<&str> = caller.aliases().into_iter().map(|(a, _)| a).collect();
-    for name in groups.chain(listed).chain(aliases) {
-        if usable(caller, registry, name) && !names.iter().any(|n| n == name) {
+    let mut config_aliases: Vec<&str> = settings.listed_aliases().map(|(a, _)| a).collect();
+    config_aliases.sort_unstable();
+    for name in groups.chain(listed).chain(aliases).chain(config_aliases) {
+        if usable_with(caller, registry, settings, name) && !names.iter().any(|n| n == name) {
             names.push(name.to_string());
         }
     }
@@ -42,7 +70,7 @@ pub async fn list(
     out: &mut Responder<'_>,
 ) -> Result<(), GatewayError> {
     let router = worker.shared.models.router();
-    let data: Vec<Value> = visible(caller, router.registry())
+    let data: Vec<Value> = visible_with(caller, router.registry(), router.settings())
         .iter()
         .map(|n| model_object(n))
         .collect();
@@ -65,7 +93,8 @@ pub async fn get(
     id: &str,
     out: &mut Responder<'_>,
 ) -> Result<(), GatewayError> {
-    if !usable(caller, worker.shared.models.router().registry(), id) {
+    let router = worker.shared.models.router();
+    if !usable_with(caller, router.registry(), router.settings(), id) {
         return Err(GatewayError::ModelNotFound(id.to_string()));
     }
     let body = model_object(id).to_string();

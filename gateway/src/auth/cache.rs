@@ -8,6 +8,7 @@
 //! at once.
 
 use super::known::{prefix, KnownKeys};
+use crate::budget::fleet::Place;
 use crate::budget::Budget;
 use crate::read_through::ReadThroughGuard;
 use crate::store::{Change, KeyRecord, SpendLogRow, Store, StoreError, TeamRecord, UserRecord};
@@ -126,6 +127,25 @@ impl KeyCache {
         self.keys.pin().get(hash).cloned()
     }
 
+    /// The per-model budget windows of cached keys that are due as of
+    /// `now` ([`KeyRecord::due_model_windows`]), as (token, model, start).
+    pub fn due_model_windows(
+        &self,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Vec<(String, String, String)> {
+        let keys = self.keys.pin();
+        let mut due = Vec::new();
+        for (_, entry) in keys.iter() {
+            if entry.model_budgets.is_empty() {
+                continue;
+            }
+            for (model, start) in entry.record.due_model_windows(now) {
+                due.push((entry.record.token.clone(), model, start));
+            }
+        }
+        due
+    }
+
     /// Number of cached keys.
     pub fn len(&self) -> usize {
         self.keys.len()
@@ -180,24 +200,41 @@ impl KeyCache {
         Ok(count)
     }
 
-    fn budget(&self, id: String, max: Option<f64>, soft: Option<f64>, spend: f64) -> Arc<Budget> {
+    /// The budget counter `id` (kept across refreshes), brought up to
+    /// date with its row: limits, spend and budget period.
+    fn budget(
+        &self,
+        id: String,
+        place: Place,
+        period: Option<chrono::DateTime<chrono::Utc>>,
+        (max, soft): (Option<f64>, Option<f64>),
+        spend: f64,
+    ) -> Arc<Budget> {
         let budgets = self.budgets.pin();
-        match budgets.get(&id) {
+        let b = match budgets.get(&id) {
             Some(b) => {
                 b.set_limits(max, soft);
                 b.set_durable(spend);
                 b.clone()
             }
             None => {
-                let b = Budget::new(max, soft, spend);
+                let b = Budget::at(Some(place), max, soft, spend);
                 budgets.insert(id, b.clone());
                 b
             }
-        }
+        };
+        b.set_period(period);
+        b
     }
 
     fn install_team(&self, t: TeamRecord) -> Arc<TeamEntry> {
-        let budget = self.budget(format!("team:{}", t.team_id), t.max_budget, None, t.spend);
+        let budget = self.budget(
+            format!("team:{}", t.team_id),
+            Place::principal("team", &t.team_id),
+            t.budget_reset_at,
+            (t.max_budget, None),
+            t.spend,
+        );
         let entry = Arc::new(TeamEntry { record: t, budget });
         self.teams
             .pin()
@@ -206,7 +243,13 @@ impl KeyCache {
     }
 
     fn install_user(&self, u: UserRecord) -> Arc<UserEntry> {
-        let budget = self.budget(format!("user:{}", u.user_id), u.max_budget, None, u.spend);
+        let budget = self.budget(
+            format!("user:{}", u.user_id),
+            Place::principal("user", &u.user_id),
+            u.budget_reset_at,
+            (u.max_budget, None),
+            u.spend,
+        );
         let entry = Arc::new(UserEntry { record: u, budget });
         self.users
             .pin()
@@ -237,8 +280,9 @@ impl KeyCache {
         };
         let budget = self.budget(
             format!("key:{token}"),
-            record.max_budget,
-            record.soft_budget,
+            Place::principal("key", token),
+            record.budget_reset_at,
+            (record.max_budget, record.soft_budget),
             record.spend,
         );
         let model_budgets = record
@@ -249,7 +293,13 @@ impl KeyCache {
                 let id = format!("keymodel:{token}:{group}");
                 Some((
                     group.clone(),
-                    self.budget(id, Some(max), None, record.model_spent(group)),
+                    self.budget(
+                        id,
+                        Place::key_model(token, group),
+                        record.budget_reset_at,
+                        (Some(max), None),
+                        record.model_spent(group),
+                    ),
                 ))
             })
             .collect();

@@ -199,6 +199,9 @@ pub struct GatewaySettings {
     /// Prometheus metrics without LiteLLM's callback, and their series cap.
     #[serde(default)]
     pub metrics: crate::metrics::MetricsFile,
+    /// How images named by URL are fetched for providers that refuse URLs.
+    #[serde(default)]
+    pub image_url_fetch: crate::upstream::fetch::ImageFetchFile,
 }
 
 /// A virtual key declared in `gateway_settings.virtual_keys`.

@@ -3,9 +3,11 @@
 
 mod env_refs;
 mod file;
+mod team_defaults;
 mod validate;
 
 pub use file::{ConfigFile, GatewaySettings, GeneralSettings};
+pub use team_defaults::TeamDefaults;
 pub(crate) use validate::parse_base;
 pub use validate::{
     deployment_from_json, redact_url, Deployment, EntryError, MockSettings, ServerLimits,
@@ -91,6 +93,10 @@ pub struct Config {
     pub health: crate::control::health::HealthSettings,
     /// OpenTelemetry traces.
     pub otel: crate::otel::OtelSettings,
+    /// Fetching images named by URL.
+    pub images: crate::upstream::fetch::ImageFetchSettings,
+    /// Defaults of teams `/team/new` creates.
+    pub team_defaults: TeamDefaults,
     /// Non-fatal findings (unknown keys), logged at start.
     pub warnings: Vec<String>,
 }

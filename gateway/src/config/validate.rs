@@ -72,6 +72,9 @@ pub struct Deployment {
     pub extra_headers: Vec<(String, String)>,
     /// Behaviour of the in-process mock provider.
     pub mock: MockSettings,
+    /// `litellm_params.tags`, for tag-based routing
+    /// (`router_settings.enable_tag_filtering`).
+    pub tags: Vec<String>,
 }
 
 impl Deployment {
@@ -232,6 +235,9 @@ pub struct ServerLimits {
     pub retry_deadline: Duration,
     /// Most retries a request body's `num_retries` may ask for (400 above).
     pub max_request_retries: u32,
+    /// `general_settings.allowed_routes`: when set, the only paths served
+    /// (403 for others; the public health probes always answer).
+    pub allowed_routes: Option<Vec<String>>,
 }
 
 impl Default for ServerLimits {
@@ -249,6 +255,7 @@ impl Default for ServerLimits {
             upstream_idle: Duration::from_secs(60),
             retry_deadline: Duration::from_secs(30),
             max_request_retries: 10,
+            allowed_routes: None,
         }
     }
 }
@@ -353,8 +360,18 @@ pub(super) fn validate(
         .map_err(|p| invalid("general_settings".into(), p))?;
     let otel = crate::otel::OtelSettings::resolve(file.litellm_settings.as_ref(), lookup)
         .map_err(|p| invalid("litellm_settings.callbacks (otel)".into(), p))?;
+    let images = crate::upstream::fetch::ImageFetchSettings::resolve(
+        &file.gateway_settings.image_url_fetch,
+        file.litellm_settings.as_ref(),
+        lookup,
+    )
+    .map_err(|p| invalid("image URL fetching".into(), p))?;
+    let team_defaults = super::TeamDefaults::from_litellm_settings(file.litellm_settings.as_ref())
+        .map_err(|p| invalid("litellm_settings".into(), p))?;
     Ok(Config {
+        team_defaults,
         otel,
+        images,
         source: path.to_path_buf(),
         health,
         rate_limits,
@@ -461,9 +478,10 @@ fn deployment(
         .model_name
         .filter(|n| !n.trim().is_empty())
         .ok_or_else(|| bad("model_name", "model_name is required"))?;
-    let params: LitellmParams = entry
+    let mut params: LitellmParams = entry
         .litellm_params
         .ok_or_else(|| bad("litellm_params", "litellm_params is required"))?;
+    let tags = deployment_tags(params.other.remove("tags"))?;
     let model = params
         .model
         .clone()
@@ -663,7 +681,26 @@ fn deployment(
             chunk_delay: Duration::from_millis(params.mock_chunk_delay_ms.unwrap_or(0)),
             error_status: params.mock_error_status,
         },
+        tags,
     })
+}
+
+/// `litellm_params.tags`: a list of strings.
+fn deployment_tags(v: Option<serde_yaml::Value>) -> Result<Vec<String>, EntryError> {
+    let shape = || {
+        bad(
+            "litellm_params.tags",
+            "litellm_params.tags must be a list of strings",
+        )
+    };
+    match v {
+        None | Some(serde_yaml::Value::Null) => Ok(Vec::new()),
+        Some(serde_yaml::Value::Sequence(items)) => items
+            .iter()
+            .map(|t| t.as_str().map(str::to_string).ok_or_else(shape))
+            .collect(),
+        Some(_) => Err(shape()),
+    }
 }
 
 /// A declared key as stored: hashed, abbreviated, never in plain text.
@@ -754,6 +791,16 @@ fn server_limits(
     gateway: &super::GatewaySettings,
 ) -> Result<ServerLimits, String> {
     let mut limits = ServerLimits::default();
+    if let Some(v) = general.other.get("allowed_routes").filter(|v| !v.is_null()) {
+        let shape = || "general_settings.allowed_routes must be a list of paths".to_string();
+        let routes = v
+            .as_sequence()
+            .ok_or_else(shape)?
+            .iter()
+            .map(|r| r.as_str().map(str::to_string).ok_or_else(shape))
+            .collect::<Result<Vec<_>, _>>()?;
+        limits.allowed_routes = Some(routes);
+    }
     if let Some(mb) = general.max_request_size_mb {
         if !(mb.is_finite() && mb > 0.0) {
             return Err(format!(

@@ -134,6 +134,7 @@ impl ControlPlane {
                 runtime.block_on(async move {
                     tokio::spawn(writer::run(ctx.clone(), spend_rx, spool));
                     tokio::spawn(budget_resets(ctx.clone()));
+                    tokio::spawn(model_budget_windows(ctx.clone()));
                     tokio::spawn(known_keys_reloads(ctx.clone()));
                     if let Some(limiter) = limiter {
                         tokio::spawn(limiter.run());
@@ -239,6 +240,39 @@ async fn known_keys_reloads(ctx: Arc<ControlCtx>) {
             Err(e) => {
                 tracing::warn!(error = %e, "could not reload the known keys; keeping the current set")
             }
+        }
+    }
+}
+
+/// How often the per-model budget windows of cached keys are checked.
+const MODEL_WINDOW_SWEEP: Duration = Duration::from_secs(1);
+
+/// Starts the per-model budget windows (`model_max_budget.{model}.time_period`)
+/// of cached keys that are due: their per-model spend goes back to zero.
+/// Keys no replica has cached are not in use; theirs start when they are
+/// next read.
+async fn model_budget_windows(ctx: Arc<ControlCtx>) {
+    let mut tick = tokio::time::interval(MODEL_WINDOW_SWEEP);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let mut changes = Vec::new();
+        for (token, model, start) in ctx.keys.due_model_windows(chrono::Utc::now()) {
+            match ctx.store.start_model_window(&token, &model, &start).await {
+                Ok(true) => changes.push(Change::Key(token)),
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "model budget window sweep failed");
+                    break;
+                }
+            }
+        }
+        if !changes.is_empty() {
+            tracing::info!(count = changes.len(), "model budget windows started");
+            // A window recorded without a change elsewhere still refreshes
+            // this replica's copy, so the key is not due again.
+            changes.dedup();
+            ctx.publish(&changes).await;
         }
     }
 }

@@ -25,6 +25,8 @@ pub struct ResponseHead {
     pub content_type: Option<String>,
     /// `Retry-After`, passed to the client.
     pub retry_after: Option<String>,
+    /// `Location`, for redirects the gateway follows itself.
+    pub location: Option<String>,
     /// Whether the connection can be reused after the body.
     pub keep_alive: bool,
     /// `x-ratelimit-remaining-requests`, when a whole number.
@@ -60,6 +62,7 @@ pub fn parse_response_head(buf: &[u8]) -> Result<Option<(ResponseHead, usize)>, 
     let mut transfer_coding = None;
     let mut content_type = None;
     let mut retry_after = None;
+    let mut location = None;
     let mut remaining_requests = None;
     let mut remaining_tokens = None;
     let mut keep_alive = res.version == Some(1);
@@ -82,6 +85,8 @@ pub fn parse_response_head(buf: &[u8]) -> Result<Option<(ResponseHead, usize)>, 
             content_type = Some(value());
         } else if is("retry-after") {
             retry_after = Some(value());
+        } else if is("location") {
+            location = Some(value());
         } else if is("x-ratelimit-remaining-requests") {
             remaining_requests = whole_number(h.value);
         } else if is("x-ratelimit-remaining-tokens") {
@@ -116,6 +121,7 @@ pub fn parse_response_head(buf: &[u8]) -> Result<Option<(ResponseHead, usize)>, 
             framing,
             content_type,
             retry_after,
+            location,
             keep_alive,
             ratelimit_remaining_requests: remaining_requests,
             ratelimit_remaining_tokens: remaining_tokens,

@@ -220,7 +220,7 @@ impl ClusterLink {
                 }
                 outcomes[send.part] = Some(match &part.sub {
                     Call::Admit { .. } => direct::verdict(&reply).map(Some),
-                    Call::Finish { .. } => match reply {
+                    Call::Finish { .. } | Call::Script { .. } => match reply {
                         Reply::Error(e) => Err(RemoteError::Failed(e)),
                         _ => Ok(None),
                     },

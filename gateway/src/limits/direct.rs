@@ -246,7 +246,7 @@ async fn drive(link: Rc<Link>, config: Arc<LinkConfig>) {
             .unwrap_or_else(|_| Err(outcome::timed_out(config.deadline)));
         match result {
             Ok(replies) => {
-                let orphans = report.succeeded(batch, replies.iter().map(verdict));
+                let orphans = report.succeeded(batch, replies.iter().map(numbers));
                 link.queue.borrow_mut().extend(orphans);
             }
             Err(err) => {
@@ -261,12 +261,16 @@ async fn drive(link: Rc<Link>, config: Arc<LinkConfig>) {
 
 /// Reads `admit.lua`'s reply.
 pub(super) fn verdict(reply: &Reply) -> Result<Verdict, RemoteError> {
+    numbers(reply).and_then(|n| script::verdict(&n))
+}
+
+/// Reads a script's reply: an array of integers.
+fn numbers(reply: &Reply) -> Result<Vec<i64>, RemoteError> {
     match reply {
         Reply::Error(e) => Err(RemoteError::Failed(e.clone())),
         r => r
             .integers()
-            .ok_or_else(|| RemoteError::Failed(format!("unexpected admit reply {r:?}")))
-            .and_then(|n| script::verdict(&n)),
+            .ok_or_else(|| RemoteError::Failed(format!("unexpected script reply {r:?}"))),
     }
 }
 
@@ -291,6 +295,13 @@ async fn round_trip(
         .collect();
     if !missing.is_empty() {
         c.load_scripts().await?;
+        let mut extra: Vec<&str> = missing
+            .iter()
+            .filter_map(|&i| batch[i].extra_script().map(|s| s.body()))
+            .collect();
+        extra.sort_unstable();
+        extra.dedup();
+        c.load(&extra).await?;
         let again = c.exchange(missing.iter().map(|&i| &commands[i])).await?;
         for (i, reply) in missing.into_iter().zip(again) {
             replies[i] = reply;
@@ -407,10 +418,12 @@ impl Conn {
 
     /// Loads both scripts (after a `NOSCRIPT`).
     pub(super) async fn load_scripts(&mut self) -> Result<(), RemoteError> {
-        let load = [
-            ["SCRIPT", "LOAD", script::ADMIT_LUA],
-            ["SCRIPT", "LOAD", script::FINISH_LUA],
-        ];
+        self.load(&[script::ADMIT_LUA, script::FINISH_LUA]).await
+    }
+
+    /// `SCRIPT LOAD` of each of `bodies`.
+    async fn load(&mut self, bodies: &[&str]) -> Result<(), RemoteError> {
+        let load: Vec<[&str; 3]> = bodies.iter().map(|b| ["SCRIPT", "LOAD", b]).collect();
         for reply in self.exchange(load.iter()).await? {
             if let Reply::Error(e) = reply {
                 return Err(RemoteError::Failed(format!("SCRIPT LOAD: {e}")));

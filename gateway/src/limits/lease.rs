@@ -448,7 +448,7 @@ mod tests {
                 tokens_used,
                 ..
             } => (entries[0].amount, tick, tokens_used, entries[0].lease),
-            Call::Admit { .. } => panic!("not a settlement"),
+            _ => panic!("not a settlement"),
         }
     }
 

@@ -54,7 +54,8 @@ use crate::auth::Principal;
 use crate::error::GatewayError;
 use breaker::Breaker;
 use lease::{Lease, LeaseTable, Leased};
-use remote::{Call, Entry, LeaseExpiry, RemoteRunner};
+use remote::{Call, Entry, LeaseExpiry, RemoteRunner, ScriptDone};
+pub use remote::{LuaScript, RemoteError, ScriptCall};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -420,6 +421,121 @@ impl Limiter {
         match monoio::time::timeout(self.settings.redis_timeout, rx).await {
             Ok(Ok(Ok(verdict))) => Some(verdict),
             _ => None,
+        }
+    }
+
+    /// Whether shared counters of other modules (budgets) live in Redis:
+    /// the limiter speaks to one Redis server (mode `redis` or `lease`).
+    pub fn shared(&self) -> bool {
+        self.script_link().is_some()
+    }
+
+    /// The Redis link other modules' scripts run on: none on a Redis
+    /// Cluster, where one request's budgets live on several slots and a
+    /// script must not span them (budgets are kept per process there).
+    fn script_link(&self) -> Option<&RemoteHandle> {
+        self.remote
+            .as_ref()
+            .filter(|_| self.settings.redis_cluster.is_empty())
+    }
+
+    /// How long a hold taken in Redis lives unless settled
+    /// (`parallel_slot_ttl_secs`): what a crashed replica's holds cost.
+    pub fn hold_ttl(&self) -> std::time::Duration {
+        self.settings.parallel_slot_ttl
+    }
+
+    /// Runs `call` on this core's Redis link and waits for its integers up
+    /// to the Redis deadline; the argument at `deadline_arg`, if any,
+    /// becomes that deadline in Redis time (the script must refuse to run
+    /// after it). `None` without Redis, while the breaker is open, when the
+    /// queue is full or no answer came in time: the caller decides per
+    /// process. A reply that comes after the caller gave up goes to `late`,
+    /// which may return a call that undoes it; `undo` is sent once Redis
+    /// answers again when the round trip failed (Redis may have run it).
+    pub async fn eval(
+        &self,
+        call: ScriptCall,
+        deadline_arg: Option<usize>,
+        late: impl FnOnce(&[i64]) -> Option<ScriptCall> + Send + Sync + 'static,
+        undo: Option<ScriptCall>,
+    ) -> Option<Vec<i64>> {
+        let remote = self.script_link()?;
+        if !remote.breaker.allow() {
+            return None;
+        }
+        let (reply, rx) = oneshot::channel();
+        let deadline = std::time::Instant::now() + self.settings.redis_timeout;
+        let done = ScriptDone(Box::new(move |result| match reply.send(result) {
+            Err(Ok(numbers)) => late(&numbers).map(Call::undo),
+            _ => None,
+        }));
+        let call = Call::Script {
+            call,
+            deadline: deadline_arg.map(|i| (i, deadline)),
+            done,
+            undo: undo.map(Box::new),
+        };
+        if remote.submit(call).is_err() {
+            if remote.breaker.state() == BreakerState::HalfOpen {
+                remote.breaker.abandon_probe();
+            }
+            return None;
+        }
+        match monoio::time::timeout(self.settings.redis_timeout, rx).await {
+            Ok(Ok(Ok(numbers))) => Some(numbers),
+            _ => None,
+        }
+    }
+
+    /// Sends `call` without waiting, with the Redis deadline at
+    /// `deadline_arg` as in [`Limiter::eval`]; `failed` runs when it did not
+    /// run (Redis unavailable, breaker open, queue full, past its deadline:
+    /// the script answers `{2}`) or may not have; then `undo` is sent once
+    /// Redis answers again.
+    pub fn send_script(
+        &self,
+        call: ScriptCall,
+        deadline_arg: usize,
+        undo: ScriptCall,
+        failed: impl FnOnce() + Send + Sync + 'static,
+    ) {
+        let Some(remote) = self.script_link() else {
+            failed();
+            return;
+        };
+        if !remote.breaker.allow() {
+            failed();
+            // Like a parallel slot's release: sent (and kept while it
+            // fails) even while the breaker is open.
+            let _ = remote.submit(Call::undo(undo));
+            return;
+        }
+        let deadline = std::time::Instant::now() + self.settings.redis_timeout;
+        let again = undo.clone();
+        let call = Call::Script {
+            call,
+            deadline: Some((deadline_arg, deadline)),
+            done: ScriptDone(Box::new(move |result| match result.as_deref() {
+                Ok([1]) => None,
+                // Not run (past its deadline): the undo goes next.
+                Ok(_) => {
+                    failed();
+                    Some(Call::undo(again))
+                }
+                // The failed round trip keeps the undo.
+                Err(_) => {
+                    failed();
+                    None
+                }
+            })),
+            undo: Some(Box::new(undo)),
+        };
+        if let Err(Call::Script { done, .. }) = remote.submit(call) {
+            if remote.breaker.state() == BreakerState::HalfOpen {
+                remote.breaker.abandon_probe();
+            }
+            let _ = (done.0)(Err(RemoteError::Unreachable("limiter queue full".into())));
         }
     }
 

@@ -21,27 +21,36 @@ pub struct Reporter<'a> {
 }
 
 impl Reporter<'_> {
-    /// A round trip succeeded: closes the breaker if it was open, then hands
-    /// each admission its verdict. Returns the settlements of admissions
+    /// A round trip to a standalone Redis succeeded: closes the breaker if
+    /// it was open, then hands each admission its verdict and each other
+    /// module's script its numbers. Returns the settlements of admissions
     /// nobody waits for any more (the core gave up at its deadline and
-    /// limited the request locally), for the next round trip.
+    /// limited the request locally), for the next round trip, and what
+    /// other modules' scripts hand back.
     pub fn succeeded(
         &self,
         batch: Vec<Call>,
-        verdicts: impl Iterator<Item = Result<Verdict, RemoteError>>,
+        replies: impl Iterator<Item = Result<Vec<i64>, RemoteError>>,
     ) -> Vec<Call> {
-        if self.breaker.on_success() {
-            tracing::warn!(
-                "Redis limiter recovered: circuit breaker closed; limits are fleet-wide again"
-            );
+        self.breaker_closes();
+        let mut orphans = Vec::new();
+        for (call, numbers) in batch.into_iter().zip(replies) {
+            match call {
+                Call::Script { done, .. } => orphans.extend((done.0)(numbers)),
+                call => orphans.extend(hand_verdict(
+                    call,
+                    numbers.and_then(|n| script::verdict(&n)),
+                )),
+            }
         }
-        hand_out(batch, verdicts)
+        orphans
     }
 
     /// A round trip over a Redis Cluster, where some nodes may have
     /// answered and others not: an unreachable node counts as a failure
     /// for the breaker (as a standalone Redis would), every admission gets
-    /// its own verdict. Returns what [`succeeded`](Self::succeeded) does.
+    /// its own verdict (merged over its slots). Returns what
+    /// [`succeeded`](Self::succeeded) does.
     pub fn concluded(
         &mut self,
         batch: Vec<Call>,
@@ -49,24 +58,48 @@ impl Reporter<'_> {
         unreachable: Option<&RemoteError>,
     ) -> Vec<Call> {
         match unreachable {
-            Some(err) => {
-                self.complain(err, true);
-                hand_out(batch, verdicts)
+            Some(err) => self.complain(err, true),
+            None => self.breaker_closes(),
+        }
+        let mut orphans = Vec::new();
+        for (call, verdict) in batch.into_iter().zip(verdicts) {
+            match (call, verdict) {
+                (Call::Script { done, .. }, verdict) => {
+                    let err = verdict.err().unwrap_or_else(|| {
+                        RemoteError::Failed("a script is not run on a Redis Cluster".into())
+                    });
+                    orphans.extend((done.0)(Err(err)));
+                }
+                (call, verdict) => orphans.extend(hand_verdict(call, verdict)),
             }
-            None => self.succeeded(batch, verdicts),
+        }
+        orphans
+    }
+
+    fn breaker_closes(&self) {
+        if self.breaker.on_success() {
+            tracing::warn!(
+                "Redis limiter recovered: circuit breaker closed; limits are fleet-wide again"
+            );
         }
     }
 
     /// A round trip failed: every admission of `batch` gets `err` (and is
-    /// limited locally). Returns whether the connection must be dropped
-    /// (unreachable or timed out, a reply may still be in flight), which is
-    /// also what the breaker counts.
+    /// limited locally), every script its error. Returns whether the
+    /// connection must be dropped (unreachable or timed out, a reply may
+    /// still be in flight), which is also what the breaker counts.
     pub fn failed(&mut self, batch: Vec<Call>, err: &RemoteError) -> bool {
         let unreachable = matches!(err, RemoteError::Unreachable(_));
         self.complain(err, unreachable);
         for call in batch {
-            if let Call::Admit { reply, .. } = call {
-                let _ = reply.send(Err(err.clone()));
+            match call {
+                Call::Admit { reply, .. } => {
+                    let _ = reply.send(Err(err.clone()));
+                }
+                Call::Script { done, .. } => {
+                    let _ = (done.0)(Err(err.clone()));
+                }
+                Call::Finish { .. } => {}
             }
         }
         unreachable
@@ -87,28 +120,24 @@ impl Reporter<'_> {
     }
 }
 
-/// Hands each admission of `batch` its verdict; the settlements of those
-/// nobody waits for any more.
-fn hand_out(
-    batch: Vec<Call>,
-    verdicts: impl Iterator<Item = Result<Verdict, RemoteError>>,
-) -> Vec<Call> {
-    let mut orphans = Vec::new();
-    for (call, verdict) in batch.into_iter().zip(verdicts) {
-        let Call::Admit {
-            entries,
-            request_id,
-            reply,
-            ..
-        } = call
-        else {
-            continue;
-        };
-        if let Err(Ok(Verdict::Admitted { tick, used, ticks })) = reply.send(verdict) {
-            orphans.push(script::give_back(entries, request_id, tick, used, ticks));
+/// Hands an admission its verdict; the settlement to send back when
+/// nobody waits for it any more.
+fn hand_verdict(call: Call, verdict: Result<Verdict, RemoteError>) -> Option<Call> {
+    let Call::Admit {
+        entries,
+        request_id,
+        reply,
+        ..
+    } = call
+    else {
+        return None;
+    };
+    match reply.send(verdict) {
+        Err(Ok(Verdict::Admitted { tick, used, ticks })) => {
+            Some(script::give_back(entries, request_id, tick, used, ticks))
         }
+        _ => None,
     }
-    orphans
 }
 
 /// The error of a round trip that did not finish within `deadline`.

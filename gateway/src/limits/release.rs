@@ -10,9 +10,11 @@
 //!
 //! Token reservations and rpm units of such calls are not retried: giving
 //! one back twice would under-count, and each lapses with the window.
+//! Other modules' scripts may name an idempotent undo (a budget hold's
+//! release), kept and sent the same way.
 
 use super::descriptor::Kind;
-use super::remote::Call;
+use super::remote::{Call, ScriptCall};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -48,6 +50,17 @@ impl Releases {
                     request_id,
                     ..
                 } => (entries, request_id, now + RETRY_AFTER),
+                Call::Script {
+                    undo: Some(undo),
+                    deadline,
+                    ..
+                } => {
+                    let not_before =
+                        deadline.map_or(now + RETRY_AFTER, |(_, d)| d.max(now) + AFTER_DEADLINE);
+                    self.keep(not_before, Call::undo(ScriptCall::clone(undo)));
+                    continue;
+                }
+                Call::Script { undo: None, .. } => continue,
             };
             let slots: Vec<_> = entries
                 .iter()
@@ -57,16 +70,6 @@ impl Releases {
             if slots.is_empty() {
                 continue;
             }
-            if self.pending.len() >= MAX_PENDING {
-                self.dropped += 1;
-                if self.dropped.is_power_of_two() {
-                    tracing::warn!(
-                        dropped = self.dropped,
-                        "too many parallel-slot releases waiting for Redis; the slots of the dropped ones lapse with parallel_slot_ttl_secs"
-                    );
-                }
-                continue;
-            }
             let release = Call::Finish {
                 entries: slots,
                 request_id: request_id.clone(),
@@ -74,8 +77,23 @@ impl Releases {
                 ticks: Vec::new(),
                 tokens_used: 0,
             };
-            self.pending.push_back((not_before, release));
+            self.keep(not_before, release);
         }
+    }
+
+    /// Keeps `release` until `not_before`, unless too many wait already.
+    fn keep(&mut self, not_before: Instant, release: Call) {
+        if self.pending.len() >= MAX_PENDING {
+            self.dropped += 1;
+            if self.dropped.is_power_of_two() {
+                tracing::warn!(
+                    dropped = self.dropped,
+                    "too many releases waiting for Redis; the dropped ones lapse with parallel_slot_ttl_secs"
+                );
+            }
+            return;
+        }
+        self.pending.push_back((not_before, release));
     }
 
     /// The releases that may go now.
@@ -104,7 +122,7 @@ impl Releases {
 mod tests {
     use super::*;
     use crate::limits::descriptor::{Descriptor, Scope};
-    use crate::limits::remote::Entry;
+    use crate::limits::remote::{Entry, LuaScript, ScriptDone};
 
     fn entries() -> Vec<Entry> {
         let p = Descriptor::new(Scope::ApiKey, "k", Kind::Parallel, 2);
@@ -123,7 +141,7 @@ mod tests {
                 assert!(entries.iter().all(|e| e.kind == Kind::Parallel));
                 (entries.len(), *tick, *tokens_used)
             }
-            Call::Admit { .. } => panic!("a release is a settlement"),
+            _ => panic!("a release is a settlement"),
         }
     }
 
@@ -175,5 +193,36 @@ mod tests {
         // A release whose own round trip failed is kept again.
         r.after_failure(&due);
         assert_eq!(r.due(Instant::now() + RETRY_AFTER * 2).len(), 1);
+    }
+
+    #[test]
+    fn a_failed_script_sends_its_undo_after_its_deadline_until_redis_answers() {
+        static SCRIPT: LuaScript = LuaScript::new("return {1}");
+        let call = |arg: &str| ScriptCall {
+            script: &SCRIPT,
+            keys: vec!["{k}".into()],
+            args: vec![arg.into()],
+        };
+        let script = |undo: Option<ScriptCall>| Call::Script {
+            call: call("do"),
+            deadline: Some((0, Instant::now() + Duration::from_millis(100))),
+            done: ScriptDone(Box::new(|_| None)),
+            undo: undo.map(Box::new),
+        };
+        let mut r = Releases::default();
+        r.after_failure(&[script(Some(call("undo"))), script(None)]);
+        assert!(r.due(Instant::now()).is_empty(), "not before the deadline");
+        let due = r.due(Instant::now() + Duration::from_millis(100) + AFTER_DEADLINE);
+        assert_eq!(due.len(), 1, "only the call with an undo");
+        let Call::Script { call: sent, .. } = &due[0] else {
+            panic!("an undo is a script call");
+        };
+        assert_eq!(sent.args, ["undo"]);
+        r.after_failure(&due);
+        assert_eq!(
+            r.due(Instant::now() + RETRY_AFTER * 2).len(),
+            1,
+            "kept while it fails"
+        );
     }
 }

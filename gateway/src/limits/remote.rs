@@ -105,6 +105,92 @@ pub enum Call {
         /// Tokens the request really used.
         tokens_used: u64,
     },
+    /// Another module's script (budgets), run on the same links.
+    Script {
+        /// What to run.
+        call: ScriptCall,
+        /// Where the caller's deadline goes in the arguments, and the
+        /// deadline: Redis refuses to run the script after it.
+        deadline: Option<(usize, std::time::Instant)>,
+        /// Told the outcome; may return a call to send next (a give-back).
+        done: ScriptDone,
+        /// Sent again once Redis answers (after the deadline) when the round
+        /// trip failed: undoes what the call may have done; idempotent.
+        undo: Option<Box<ScriptCall>>,
+    },
+}
+
+/// A Lua script of another module, known by its body and digest.
+#[derive(Debug)]
+pub struct LuaScript {
+    body: &'static str,
+    sha: std::sync::OnceLock<String>,
+}
+
+impl LuaScript {
+    /// The script `body`.
+    pub const fn new(body: &'static str) -> LuaScript {
+        LuaScript {
+            body,
+            sha: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Its text, for `SCRIPT LOAD`.
+    pub fn body(&self) -> &'static str {
+        self.body
+    }
+
+    /// Its SHA1, for `EVALSHA`.
+    pub fn sha(&self) -> &str {
+        self.sha
+            .get_or_init(|| sha1_smol::Sha1::from(self.body).digest().to_string())
+    }
+}
+
+/// One run of a [`LuaScript`]: its keys and arguments.
+#[derive(Debug, Clone)]
+pub struct ScriptCall {
+    /// The script.
+    pub script: &'static LuaScript,
+    /// `KEYS`.
+    pub keys: Vec<String>,
+    /// `ARGV`.
+    pub args: Vec<String>,
+}
+
+/// What a script call's sender is told: the script's integers or the
+/// error; it may hand back a call to send next.
+pub struct ScriptDone(pub Box<DoneFn>);
+
+/// The callback inside a [`ScriptDone`].
+pub type DoneFn = dyn FnOnce(Result<Vec<i64>, RemoteError>) -> Option<Call> + Send + Sync;
+
+impl std::fmt::Debug for ScriptDone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ScriptDone")
+    }
+}
+
+impl Call {
+    /// An undo sent on its own: nobody waits for it, and a failed round
+    /// trip keeps it for the next.
+    pub fn undo(undo: ScriptCall) -> Call {
+        Call::Script {
+            call: undo.clone(),
+            deadline: None,
+            done: ScriptDone(Box::new(|_| None)),
+            undo: Some(Box::new(undo)),
+        }
+    }
+
+    /// The script of a [`Call::Script`] (to load after `NOSCRIPT`).
+    pub fn extra_script(&self) -> Option<&'static LuaScript> {
+        match self {
+            Call::Script { call, .. } => Some(call.script),
+            _ => None,
+        }
+    }
 }
 
 /// The Redis connection settings and what the runner reports to.
@@ -242,7 +328,7 @@ impl RemoteRunner {
             match result {
                 Ok(replies) => {
                     let batch = std::mem::take(&mut batch);
-                    orphans = report.succeeded(batch, replies.iter().map(parse_admit));
+                    orphans = report.succeeded(batch, replies.iter().map(parse_numbers));
                 }
                 Err(err) => {
                     releases.after_failure(&batch);
@@ -268,7 +354,7 @@ impl RemoteRunner {
                     .await
                     .map_err(classify)?;
                 let clock = read_clock(&mut fresh).await?;
-                load_scripts(&mut fresh).await?;
+                load_scripts(&mut fresh, batch).await?;
                 conn.insert(Linked { conn: fresh, clock })
             }
         };
@@ -276,7 +362,7 @@ impl RemoteRunner {
         let c = &mut linked.conn;
         match pipe.query_async::<Vec<redis::Value>>(c).await {
             Err(e) if e.kind() == redis::ErrorKind::NoScriptError => {
-                load_scripts(c).await?;
+                load_scripts(c, batch).await?;
                 pipe.query_async(c).await.map_err(classify)
             }
             other => other.map_err(classify),
@@ -339,8 +425,17 @@ async fn read_clock(
     )
 }
 
-async fn load_scripts(conn: &mut redis::aio::MultiplexedConnection) -> Result<(), RemoteError> {
-    for body in [script::ADMIT_LUA, script::FINISH_LUA] {
+async fn load_scripts(
+    conn: &mut redis::aio::MultiplexedConnection,
+    batch: &[Call],
+) -> Result<(), RemoteError> {
+    let extra = batch
+        .iter()
+        .filter_map(|c| c.extra_script().map(|s| s.body()));
+    for body in [script::ADMIT_LUA, script::FINISH_LUA]
+        .into_iter()
+        .chain(extra)
+    {
         redis::cmd("SCRIPT")
             .arg("LOAD")
             .arg(body)
@@ -362,10 +457,14 @@ pub(super) fn classify(e: redis::RedisError) -> RemoteError {
 
 /// Reads `admit.lua`'s reply.
 pub(super) fn parse_admit(value: &redis::Value) -> Result<Verdict, RemoteError> {
-    let bad = || RemoteError::Failed(format!("unexpected admit reply {value:?}"));
-    let numbers: Vec<i64> = match value {
-        redis::Value::ServerError(e) => return Err(RemoteError::Failed(format!("{e:?}"))),
-        v => redis::from_redis_value(v).map_err(|_| bad())?,
-    };
-    script::verdict(&numbers)
+    parse_numbers(value).and_then(|n| script::verdict(&n))
+}
+
+/// Reads a script's reply: an array of integers.
+fn parse_numbers(value: &redis::Value) -> Result<Vec<i64>, RemoteError> {
+    let bad = || RemoteError::Failed(format!("unexpected script reply {value:?}"));
+    match value {
+        redis::Value::ServerError(e) => Err(RemoteError::Failed(format!("{e:?}"))),
+        v => redis::from_redis_value(v).map_err(|_| bad()),
+    }
 }

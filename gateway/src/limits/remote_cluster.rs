@@ -60,9 +60,10 @@ impl ClusterRunner {
         let sends = parts.iter().map(|part| {
             let mut conn = conn.clone();
             let args = script::evalsha(&part.sub, window, slot_ttl, None);
-            let body = match part.sub {
+            let body = match &part.sub {
                 Call::Admit { .. } => script::ADMIT_LUA,
                 Call::Finish { .. } => script::FINISH_LUA,
+                Call::Script { call, .. } => call.script.body(),
             };
             async move {
                 let mut cmd = redis::cmd("EVAL");
@@ -80,7 +81,7 @@ impl ClusterRunner {
             .map(|(part, reply)| match (reply, &part.sub) {
                 (Err(e), _) => Err(super::remote::classify(e)),
                 (Ok(v), Call::Admit { .. }) => parse_admit(&v).map(Some),
-                (Ok(_), Call::Finish { .. }) => Ok(None),
+                (Ok(_), Call::Finish { .. } | Call::Script { .. }) => Ok(None),
             })
             .collect();
         let merged = split::merge(batch, parts, outcomes);

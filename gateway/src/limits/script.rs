@@ -4,7 +4,7 @@
 
 use super::clock::RedisClock;
 use super::descriptor::Kind;
-use super::remote::{Call, Entry, RemoteError};
+use super::remote::{Call, Entry, RemoteError, ScriptCall};
 use super::window::Window;
 use super::Verdict;
 use sha1_smol::Sha1;
@@ -96,6 +96,22 @@ pub fn evalsha(
             for e in entries {
                 out.push(kind_code(e).to_string());
                 out.push(e.amount.to_string());
+            }
+        }
+        Call::Script {
+            call: ScriptCall { script, keys, args },
+            deadline,
+            ..
+        } => {
+            out.push(script.sha().to_string());
+            out.push(keys.len().to_string());
+            out.extend(keys.iter().cloned());
+            let at = out.len();
+            out.extend(args.iter().cloned());
+            if let Some((i, instant)) = deadline {
+                if let Some(arg) = out.get_mut(at + i) {
+                    *arg = clock.map_or(0, |c| c.redis_ms(*instant)).to_string();
+                }
             }
         }
     }

@@ -39,6 +39,9 @@ pub fn split(batch: &[Call]) -> Vec<Part> {
     for (call, c) in batch.iter().enumerate() {
         let entries = match c {
             Call::Admit { entries, .. } | Call::Finish { entries, .. } => entries,
+            // Other modules' scripts span slots; they are not run on a
+            // Cluster (see `Limiter::shared`).
+            Call::Script { .. } => continue,
         };
         let mut slots: Vec<(u16, Vec<usize>)> = Vec::new();
         for (i, e) in entries.iter().enumerate() {
@@ -49,7 +52,9 @@ pub fn split(batch: &[Call]) -> Vec<Part> {
             }
         }
         for (slot, idx) in slots {
-            let sub = sub_call(c, &idx);
+            let Some(sub) = sub_call(c, &idx) else {
+                continue;
+            };
             parts.push(Part {
                 call,
                 entries: idx,
@@ -61,8 +66,8 @@ pub fn split(batch: &[Call]) -> Vec<Part> {
     parts
 }
 
-fn sub_call(call: &Call, idx: &[usize]) -> Call {
-    match call {
+fn sub_call(call: &Call, idx: &[usize]) -> Option<Call> {
+    Some(match call {
         Call::Admit {
             entries,
             request_id,
@@ -91,7 +96,8 @@ fn sub_call(call: &Call, idx: &[usize]) -> Call {
             ticks: Vec::new(),
             tokens_used: *tokens_used,
         },
-    }
+        Call::Script { .. } => return None,
+    })
 }
 
 /// What the parts' replies mean for the batch.
@@ -136,6 +142,9 @@ pub fn merge(batch: &[Call], parts: Vec<Part>, outcomes: Vec<Outcome>) -> Merged
                 Err(RemoteError::Failed("a settlement has no verdict".into()))
             }
             Call::Admit { entries, .. } => admission(entries.len(), parts, &mut merged),
+            Call::Script { .. } => Err(RemoteError::Failed(
+                "a script spanning slots is not run on a Redis Cluster".into(),
+            )),
         };
         merged.verdicts.push(verdict);
     }
@@ -386,7 +395,9 @@ mod tests {
             .iter()
             .map(|p| match &p.sub {
                 Call::Finish { tick, .. } => *tick,
-                Call::Admit { .. } => panic!("a settlement's part is a settlement"),
+                Call::Admit { .. } | Call::Script { .. } => {
+                    panic!("a settlement's part is a settlement")
+                }
             })
             .collect();
         assert_eq!(ticks, [11, 10]);

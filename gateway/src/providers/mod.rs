@@ -197,6 +197,13 @@ pub trait Provider: Sync {
         None
     }
 
+    /// Whether the provider refuses this http(s) image URL, so the gateway
+    /// fetches the image and sends it inline (as a data URL in the
+    /// request it translates).
+    fn inlines_image_url(&self, _url: &str) -> bool {
+        false
+    }
+
     /// Whether the deployment accepts OpenAI's `stream_options`, which the
     /// gateway adds to streamed requests to be told the usage.
     fn accepts_stream_options(&self, _dep: &Deployment) -> bool {

@@ -54,8 +54,7 @@ async fn serve(
     let principal = caller?;
     let mut req = LlmRequest::parse(Endpoint::Messages, body)?;
     req.forward_headers = convert::forward_headers(head, Endpoint::Messages);
-    let model = principal.resolve_alias(&req.model).to_string();
-    principal.check_model(&model)?;
+    let model = super::authorize_model(worker, &principal, &req.model)?;
     let router = shared.models.router_for(&shared.control, &model).await;
     let input = PlanInput {
         allowed_regions: principal.allowed_regions(),

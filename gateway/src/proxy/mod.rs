@@ -9,7 +9,8 @@
 //! 5. **limit**: check and charge rpm, tpm and parallel limits of every scope,
 //!    all or none, once per request (`limits`).
 //! 6. **admit**: reserve the worst-case cost against every budget (`budget`, `spend`).
-//! 7. **translate**: the provider builds its native request (`providers`).
+//! 7. **translate**: images by URL the provider refuses are fetched and
+//!    inlined (`images`); the provider builds its native request (`providers`).
 //! 8. **call and relay**: the per-core pool sends it; the body streams back as it
 //!    arrives, SSE event by event, while usage is read on the side (`upstream`, `relay`).
 //! 9. **settle**: the real cost replaces the reservation; one spend row per
@@ -21,6 +22,7 @@ mod access;
 mod convert;
 mod count_tokens;
 mod headers;
+mod images;
 mod record;
 mod relay;
 
@@ -154,6 +156,69 @@ pub async fn handle(
     });
 }
 
+/// The group `requested` names for `principal`: through the key's aliases,
+/// then `router_settings.model_group_alias`.
+pub(crate) fn resolve_model(worker: &Worker, principal: &Principal, requested: &str) -> String {
+    let asked = principal.resolve_alias(requested);
+    let router = worker.shared.models.router();
+    router
+        .settings()
+        .group_alias(asked)
+        .unwrap_or(asked)
+        .to_string()
+}
+
+/// Whether `principal` may call `model`, the group [`resolve_model`] gave
+/// for `requested`: a key may list a config alias instead of its group.
+pub(crate) fn check_access(
+    principal: &Principal,
+    requested: &str,
+    model: &str,
+) -> Result<(), GatewayError> {
+    principal.check_model(model).or_else(|e| {
+        let asked = principal.resolve_alias(requested);
+        if asked != model && principal.check_model(asked).is_ok() {
+            Ok(())
+        } else {
+            Err(e)
+        }
+    })
+}
+
+/// The tags tag-based routing reads: the request's, then its key's and its
+/// team's `metadata.tags`, without repeats (LiteLLM merges them so).
+fn routing_tags(principal: &Principal, request: &[String]) -> Vec<String> {
+    let mut tags = request.to_vec();
+    let Principal::Key(k) = principal else {
+        return tags;
+    };
+    let team = k.team.as_ref().map(|t| &t.record.metadata);
+    for metadata in std::iter::once(&k.record.metadata).chain(team) {
+        let listed = metadata.get("tags").and_then(serde_json::Value::as_array);
+        for tag in listed
+            .into_iter()
+            .flatten()
+            .filter_map(serde_json::Value::as_str)
+        {
+            if !tags.iter().any(|t| t == tag) {
+                tags.push(tag.to_string());
+            }
+        }
+    }
+    tags
+}
+
+/// [`resolve_model`] then [`check_access`].
+pub(crate) fn authorize_model(
+    worker: &Worker,
+    principal: &Principal,
+    requested: &str,
+) -> Result<String, GatewayError> {
+    let model = resolve_model(worker, principal, requested);
+    check_access(principal, requested, &model)?;
+    Ok(model)
+}
+
 async fn serve(
     worker: &Worker,
     endpoint: Endpoint,
@@ -178,7 +243,7 @@ async fn serve(
         });
     }
     // 3. authorize
-    let model = principal.resolve_alias(&req.model).to_string();
+    let model = resolve_model(worker, &principal, &req.model);
     outcome.requested = Some(model.clone());
     outcome
         .telemetry
@@ -190,7 +255,7 @@ async fn serve(
     if crate::panic_guard::test_panic_model(&model) {
         panic!("test hook: the request path panicked");
     }
-    principal.check_model(&model)?;
+    check_access(&principal, &req.model, &model)?;
     // 4. route: fallbacks wrap retries wrap the call
     let prompt = spend::PromptEstimate::new(&req.body);
     let fallbacks =
@@ -215,6 +280,11 @@ async fn serve(
         num_retries: req.num_retries,
         fallbacks,
         stream: req.stream,
+        tags: if router.settings().enable_tag_filtering {
+            routing_tags(&principal, &req.tags)
+        } else {
+            Vec::new()
+        },
     };
     let plan = match router.plan(&model, input) {
         Err(GatewayError::UnknownModel(_)) => Err(GatewayError::UnknownModel(req.model.clone())),
@@ -266,6 +336,9 @@ async fn attempts<'r>(
     // The Messages request in the internal form, made once when a provider
     // needs it.
     let mut internal = None;
+    // The request with images by URL inlined, made once when a provider
+    // needs it.
+    let mut inlined = None;
     let mut last: Option<AttemptFailure> = None;
     let mut failure: Option<GatewayError> = None;
     outcome.max_fallbacks = Some(plan.max_fallbacks());
@@ -296,20 +369,21 @@ async fn attempts<'r>(
         outcome.retries = plan.attempted_retries();
         outcome.fallbacks = plan.attempted_fallbacks();
         let started = Instant::now();
-        let sent = convert::request_for(req, pick.deployment, &mut internal)?;
+        let mut sent = convert::request_for(req, pick.deployment, &mut internal)?;
+        let mut sent_usage = with_usage.as_ref();
+        let kind = pick.deployment.provider;
+        if let Some(provider) = providers::http_provider(kind) {
+            let usage_chunk = with_usage.is_some();
+            let inline = images::inline(worker, (provider, kind), sent, usage_chunk, &mut inlined);
+            if let Some(done) = inline.await? {
+                sent = &done.req;
+                sent_usage = done.with_usage.as_ref();
+            }
+        }
         router.on_start(&pick);
         let attempt = Attempt::start(&outcome.call_id, pick.attempt as i32);
         let result = attempt_once(
-            worker,
-            principal,
-            req,
-            sent,
-            with_usage.as_ref(),
-            &pick,
-            prompt,
-            attempt,
-            out,
-            outcome,
+            worker, principal, req, sent, sent_usage, &pick, prompt, attempt, out, outcome,
         )
         .await;
         match result {
@@ -359,7 +433,14 @@ async fn attempt_once(
     let upstream_model = &pick.upstream_model;
     // 6. admit
     let price = spend::price_for(dep, upstream_model);
-    let reservation = record::admit(&worker.shared.alerts, principal, req, pick, price).await?;
+    let reservation = record::admit(
+        (&worker.shared.alerts, &worker.shared.limiter),
+        principal,
+        (req, &attempt),
+        pick,
+        price,
+    )
+    .await?;
     // 7 and 8. translate, call and relay; cut off when the shutdown grace
     // period ends (the row below then says so)
     // A Responses request still in its own form passes through to a

@@ -8,6 +8,7 @@ use crate::budget::Reservation;
 use crate::config::Deployment;
 use crate::error::GatewayError;
 use crate::inbound::{Endpoint, LlmRequest};
+use crate::limits::Limiter;
 use crate::router::Pick;
 use crate::spend::{self, Price, Usage};
 use crate::state::Worker;
@@ -19,15 +20,16 @@ use std::time::Duration;
 const DEFAULT_MAX_OUTPUT: u64 = 4096;
 
 /// Reserves the request's worst-case cost against its key's, user's and
-/// team's budgets, all or none. Master-key requests have no budget. The
-/// first refusal by a budget raises a budget-crossed alert.
-pub(super) async fn admit(
-    alerts: &Alerts,
+/// team's budgets, all or none (fleet-wide with Redis, see
+/// `budget::fleet`). Master-key requests have no budget. The first refusal
+/// by a budget raises a budget-crossed alert.
+pub(super) async fn admit<'l>(
+    (alerts, limiter): (&Alerts, &'l Limiter),
     principal: &Principal,
-    req: &LlmRequest,
+    (req, attempt): (&LlmRequest, &Attempt),
     pick: &Pick<'_>,
     price: Price,
-) -> Result<Option<Reservation>, GatewayError> {
+) -> Result<Option<Reservation<'l>>, GatewayError> {
     let (group, dep, upstream_model) = (&*pick.group, &**pick.deployment, &*pick.upstream_model);
     let Some(key) = super::key_of(principal) else {
         return Ok(None);
@@ -84,7 +86,7 @@ pub(super) async fn admit(
     // refused by its own previous request's reservation.
     let mut waited = Duration::ZERO;
     loop {
-        match Reservation::acquire(&budgets, worst) {
+        match Reservation::acquire_shared(limiter, &budgets, worst, &attempt.request_id).await {
             Ok(reservation) => return Ok(Some(reservation)),
             Err(r) if r.in_flight && waited < SETTLE_WAIT => {
                 monoio::time::sleep(SETTLE_POLL).await;
@@ -111,7 +113,7 @@ const SETTLE_POLL: Duration = Duration::from_millis(1);
 /// Replaces the reservation by the real cost and raises soft-budget alerts.
 pub(super) fn settle(
     alerts: &Alerts,
-    reservation: Option<Reservation>,
+    reservation: Option<Reservation<'_>>,
     cost: f64,
     principal: &Principal,
 ) {

@@ -43,7 +43,7 @@ pub use fleet::{FleetEvent, FleetLink};
 pub use plan::{AttemptFailure, Pick, Plan, PlanInput};
 pub use registry::{ModelRegistry, Route};
 pub use retry::PerClass;
-pub use settings::{Fallbacks, FieldError, RouterSettings};
+pub use settings::{Fallbacks, FieldError, GroupAlias, RouterSettings};
 pub use stats::DeploymentStats;
 pub use strategy::Strategy;
 

@@ -40,6 +40,9 @@ pub struct PlanInput {
     pub fallbacks: Option<Vec<String>>,
     /// Whether the response streams (selects `stream_timeout`).
     pub stream: bool,
+    /// The request's tags (`tags`, else `metadata.tags`), for tag-based
+    /// routing; read only with `enable_tag_filtering`.
+    pub tags: Vec<String>,
 }
 
 impl PlanInput {
@@ -152,6 +155,8 @@ pub struct Plan<'r> {
     router: &'r Router,
     rng: fastrand::Rng,
     regions: Option<Cow<'r, [String]>>,
+    /// The request's tags with `enable_tag_filtering`, else `None`.
+    tags: Option<Vec<String>>,
     prompt_tokens: u64,
     stream: bool,
     num_retries: u32,
@@ -223,6 +228,7 @@ impl Router {
             router: self,
             rng,
             regions,
+            tags: self.settings.enable_tag_filtering.then_some(input.tags),
             prompt_tokens: input.prompt_tokens,
             stream: input.stream,
             num_retries: input.num_retries.unwrap_or(self.settings.num_retries),
@@ -240,6 +246,18 @@ impl Router {
         plan.first = plan.enter(route, 0, true).or_else(|| plan.advance());
         if plan.first.is_some() {
             return Ok(plan);
+        }
+        if let Some(tags) = plan.tags.take() {
+            let route = self.registry.resolve(model);
+            if route.is_some_and(|r| {
+                super::select::tag_pool(self, r.members, Some(&tags))
+                    == super::select::TagPool::Nothing
+            }) {
+                return Err(GatewayError::NoTaggedDeployment {
+                    group: group.into_owned(),
+                    tags,
+                });
+            }
         }
         if plan.at_capacity {
             let ms_left = 60_000 - self.clock.now_ms() % 60_000;
@@ -337,6 +355,7 @@ impl<'r> Plan<'r> {
         }
         let ask = Ask {
             regions: self.regions.as_deref(),
+            tags: self.tags.as_deref(),
             prompt_tokens: self.prompt_tokens,
             context_filter: router.settings.enable_pre_call_checks && !self.too_small(&route),
             tried: &[],
@@ -422,6 +441,7 @@ impl<'r> Plan<'r> {
             .find(|&s| deployments[s].id == f.deployment);
         let ask = Ask {
             regions: self.regions.as_deref(),
+            tags: self.tags.as_deref(),
             prompt_tokens: self.prompt_tokens,
             context_filter: settings.enable_pre_call_checks && !self.too_small(&cur.route),
             tried: &cur.tried,

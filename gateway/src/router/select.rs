@@ -29,6 +29,9 @@ const FAST_DRAWS: usize = 4;
 pub(crate) struct Ask<'a> {
     /// Allowed regions, lower-case; `None` allows every deployment.
     pub(crate) regions: Option<&'a [String]>,
+    /// The request's tags when `enable_tag_filtering` is on (see
+    /// [`TagPool`]); `None` when it is off.
+    pub(crate) tags: Option<&'a [String]>,
     /// Prompt estimate, for `tpm` headroom and the context filter.
     pub(crate) prompt_tokens: u64,
     /// Whether to exclude deployments whose context window is too small.
@@ -57,9 +60,46 @@ pub(crate) enum Selection {
     AtCapacity,
 }
 
+/// Which deployments of a group tag-based routing leaves, as LiteLLM's
+/// `get_deployments_for_tag`: those carrying one of the request's tags;
+/// else those tagged `default`; else, for a request without tags, all of
+/// them; else none.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum TagPool {
+    /// No filtering.
+    All,
+    /// Deployments with one of the request's tags.
+    Matching,
+    /// Deployments tagged `default`.
+    Default,
+    /// None: the request has tags no deployment carries, and none is
+    /// `default`.
+    Nothing,
+}
+
+/// The [`TagPool`] of `group` for a request with `tags` (`None`: filtering
+/// off).
+pub(crate) fn tag_pool(router: &Router, group: &Group, tags: Option<&[String]>) -> TagPool {
+    let Some(tags) = tags else {
+        return TagPool::All;
+    };
+    let deps = router.registry.deployments();
+    let any = |f: &dyn Fn(&String) -> bool| group.slots.iter().any(|&s| deps[s].tags.iter().any(f));
+    if !tags.is_empty() && any(&|t| tags.contains(t)) {
+        TagPool::Matching
+    } else if any(&|t| t == "default") {
+        TagPool::Default
+    } else if tags.is_empty() {
+        TagPool::All
+    } else {
+        TagPool::Nothing
+    }
+}
+
 /// Why a deployment is excluded.
 #[derive(Debug, PartialEq)]
 enum Excluded {
+    Tag,
     Region,
     Capacity,
     Context,
@@ -74,10 +114,13 @@ pub(crate) fn select(
 ) -> Selection {
     let strategy = router.settings.routing_strategy;
     let minute = minute_of(ask.now_ms);
+    let pool = tag_pool(router, group, ask.tags);
     if strategy == Strategy::SimpleShuffle {
         for _ in 0..FAST_DRAWS {
             let Some(slot) = group.sample(rng) else { break };
-            if excluded(router, slot, ask, minute).is_none() && tier(router, slot, ask) == UNTRIED {
+            if excluded(router, slot, ask, pool, minute).is_none()
+                && tier(router, slot, ask) == UNTRIED
+            {
                 return Selection::Picked {
                     slot,
                     tier: UNTRIED,
@@ -89,7 +132,7 @@ pub(crate) fn select(
     let mut choice = Choice::new();
     let mut at_capacity = false;
     for (i, &slot) in group.slots.iter().enumerate() {
-        match excluded(router, slot, ask, minute) {
+        match excluded(router, slot, ask, pool, minute) {
             Some(Excluded::Capacity) => at_capacity = true,
             Some(_) => {}
             None => {
@@ -113,8 +156,26 @@ pub(crate) fn select(
     }
 }
 
-fn excluded(router: &Router, slot: usize, ask: &Ask<'_>, minute: u64) -> Option<Excluded> {
+fn excluded(
+    router: &Router,
+    slot: usize,
+    ask: &Ask<'_>,
+    pool: TagPool,
+    minute: u64,
+) -> Option<Excluded> {
     let dep = &router.registry.deployments()[slot];
+    let tagged = match pool {
+        TagPool::All => true,
+        TagPool::Matching => {
+            let wanted = ask.tags.unwrap_or_default();
+            dep.tags.iter().any(|t| wanted.contains(t))
+        }
+        TagPool::Default => dep.tags.iter().any(|t| t == "default"),
+        TagPool::Nothing => false,
+    };
+    if !tagged {
+        return Some(Excluded::Tag);
+    }
     if let Some(allowed) = ask.regions {
         let region = router.regions[slot].as_deref();
         if !region.is_some_and(|r| allowed.iter().any(|a| a == r)) {
@@ -153,6 +214,7 @@ mod tests {
     fn ask(now_ms: u64) -> Ask<'static> {
         Ask {
             regions: None,
+            tags: None,
             prompt_tokens: 10,
             context_filter: false,
             tried: &[],

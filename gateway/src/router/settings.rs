@@ -55,6 +55,38 @@ pub struct RouterSettings {
     /// `allowed_model_region` (this gateway's): regions allowed when the key
     /// and team set none.
     pub allowed_model_region: Option<Vec<String>>,
+    /// `model_group_alias`: a name clients may ask for and the group that
+    /// serves it.
+    pub model_group_alias: HashMap<String, GroupAlias>,
+    /// `enable_tag_filtering`: route by the request's tags and the
+    /// deployments' `tags`.
+    pub enable_tag_filtering: bool,
+}
+
+/// One `model_group_alias` entry: `alias: group` or
+/// `alias: {model: group, hidden: true}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupAlias {
+    /// The group served.
+    pub target: String,
+    /// Left out of `/v1/models`.
+    pub hidden: bool,
+}
+
+impl RouterSettings {
+    /// The group `model` names through `model_group_alias`, if it is an
+    /// alias (one hop, as LiteLLM resolves it).
+    pub fn group_alias(&self, model: &str) -> Option<&str> {
+        self.model_group_alias.get(model).map(|a| a.target.as_str())
+    }
+
+    /// The aliases `/v1/models` lists (not hidden), with their groups.
+    pub fn listed_aliases(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.model_group_alias
+            .iter()
+            .filter(|(_, a)| !a.hidden)
+            .map(|(name, a)| (name.as_str(), a.target.as_str()))
+    }
 }
 
 impl Default for RouterSettings {
@@ -77,6 +109,8 @@ impl Default for RouterSettings {
             stream_timeout: None,
             enable_pre_call_checks: false,
             allowed_model_region: None,
+            model_group_alias: HashMap::new(),
+            enable_tag_filtering: false,
         }
     }
 }
@@ -201,8 +235,58 @@ impl RouterSettings {
             allowed_model_region: s
                 .parse(&["allowed_model_region"], strings)?
                 .map(|rs| rs.iter().map(|r| r.to_ascii_lowercase()).collect()),
+            model_group_alias: s
+                .parse(&["model_group_alias"], group_aliases)?
+                .unwrap_or_default(),
+            enable_tag_filtering: s
+                .parse(&["enable_tag_filtering"], boolean)?
+                .unwrap_or(false),
         })
     }
+}
+
+/// `model_group_alias`: `{alias: group}` or `{alias: {model: group, hidden: bool}}`.
+fn group_aliases(v: &Value) -> Result<HashMap<String, GroupAlias>, String> {
+    let map = v
+        .as_mapping()
+        .ok_or_else(|| format!("expected a mapping of alias: group, got {}", show(v)))?;
+    let mut out = HashMap::new();
+    for (k, entry) in map {
+        let alias = k
+            .as_str()
+            .ok_or_else(|| format!("alias {} is not a string", show(k)))?;
+        let parsed = match entry {
+            Value::String(target) => GroupAlias {
+                target: target.clone(),
+                hidden: false,
+            },
+            Value::Mapping(m) => {
+                let target = m
+                    .get("model")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| format!("{alias}: `model` must name a group"))?;
+                let hidden = match m.get("hidden") {
+                    None | Some(Value::Null) => false,
+                    Some(h) => boolean(h).map_err(|e| format!("{alias}.hidden: {e}"))?,
+                };
+                GroupAlias {
+                    target: target.to_string(),
+                    hidden,
+                }
+            }
+            other => {
+                return Err(format!(
+                    "{alias}: expected a group name or {{model, hidden}}, got {}",
+                    show(other)
+                ))
+            }
+        };
+        if parsed.target.is_empty() {
+            return Err(format!("{alias}: the group name is empty"));
+        }
+        out.insert(alias.to_string(), parsed);
+    }
+    Ok(out)
 }
 
 /// A number, or a string holding one (what an `os.environ/` reference gives).
@@ -300,6 +384,31 @@ mod tests {
         let r: Value = serde_yaml::from_str(router).unwrap();
         let l: Value = serde_yaml::from_str(litellm).unwrap();
         RouterSettings::from_config(Some(&r), Some(&l)).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn reads_group_aliases_in_both_forms() {
+        let s = parse(
+            "model_group_alias: {gpt-4: gpt-4o, old: {model: legacy, hidden: true}}\nenable_tag_filtering: true",
+            "{}",
+        )
+        .unwrap();
+        assert_eq!(s.group_alias("gpt-4"), Some("gpt-4o"));
+        assert_eq!(s.group_alias("old"), Some("legacy"));
+        assert_eq!(s.group_alias("gpt-4o"), None);
+        let listed: Vec<_> = s.listed_aliases().collect();
+        assert_eq!(listed, [("gpt-4", "gpt-4o")]);
+        assert!(s.enable_tag_filtering);
+        for bad in [
+            "model_group_alias: [a]",
+            "model_group_alias: {a: 1}",
+            "model_group_alias: {a: {hidden: true}}",
+            "model_group_alias: {a: {model: b, hidden: maybe}}",
+            "model_group_alias: {a: ''}",
+        ] {
+            let err = parse(bad, "{}").unwrap_err();
+            assert!(err.contains("model_group_alias"), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -2,11 +2,13 @@
 //! Nothing survives a restart (the start-up log says so).
 
 use super::{
-    next_reset, Change, KeyRecord, ModelRecord, SpendFilter, SpendLogRow, Store, StoreError,
-    TeamRecord, UserRecord,
+    next_reset, Change, KeyRecord, MemberOp, MemberOutcome, ModelRecord, RowKind, SpendFilter,
+    SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use serde::{de::DeserializeOwned, Serialize};
+use serde_json::{Map, Value};
 use std::collections::{HashMap, HashSet, VecDeque};
 
 /// Spend-log rows kept in memory; older ones are dropped (their spend stays
@@ -21,6 +23,8 @@ struct Tables {
     teams: HashMap<String, TeamRecord>,
     users: HashMap<String, UserRecord>,
     models: HashMap<String, ModelRecord>,
+    /// `members_with_roles` by team id.
+    roles: HashMap<String, Vec<TeamMember>>,
     /// The most recent rows, oldest first, at most [`MAX_SPEND_ROWS`].
     spend_logs: VecDeque<SpendLogRow>,
     /// Ids of the rows kept, so a replayed row is not counted twice.
@@ -68,6 +72,24 @@ fn insert<V: Clone>(
     }
     map.insert(id.to_string(), v.clone());
     Ok(())
+}
+
+/// Overwrites `fields` of row `id` of `map`; `false` when it is absent.
+fn patch_in<V: Serialize + DeserializeOwned>(
+    map: &mut HashMap<String, V>,
+    id: &str,
+    fields: &Map<String, Value>,
+) -> Result<bool, StoreError> {
+    let Some(row) = map.get_mut(id) else {
+        return Ok(false);
+    };
+    let bad = |e: serde_json::Error| StoreError::Query(e.to_string());
+    let mut value = serde_json::to_value(&*row).map_err(bad)?;
+    for (k, v) in fields {
+        value[k] = v.clone();
+    }
+    *row = serde_json::from_value(value).map_err(bad)?;
+    Ok(true)
 }
 
 fn delete<V>(map: &mut HashMap<String, V>, ids: &[String]) -> Vec<String> {
@@ -183,7 +205,10 @@ impl Store for MemoryStore {
     }
 
     async fn delete_teams(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
-        Ok(self.with(|t| delete(&mut t.teams, ids)))
+        Ok(self.with(|t| {
+            ids.iter().for_each(|id| drop(t.roles.remove(id)));
+            delete(&mut t.teams, ids)
+        }))
     }
 
     async fn list_teams(&self) -> Result<Vec<TeamRecord>, StoreError> {
@@ -220,6 +245,127 @@ impl Store for MemoryStore {
 
     async fn delete_users(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
         Ok(self.with(|t| delete(&mut t.users, ids)))
+    }
+
+    async fn patch(
+        &self,
+        kind: RowKind,
+        id: &str,
+        fields: &Map<String, Value>,
+    ) -> Result<bool, StoreError> {
+        if let Some(k) = fields
+            .keys()
+            .find(|k| !kind.columns().contains(&k.as_str()))
+        {
+            return Err(StoreError::Query(format!("{k} cannot be patched")));
+        }
+        self.with(|t| match kind {
+            RowKind::Key => patch_in(&mut t.keys, id, fields),
+            RowKind::Team => patch_in(&mut t.teams, id, fields),
+            RowKind::User => patch_in(&mut t.users, id, fields),
+        })
+    }
+
+    async fn start_model_window(
+        &self,
+        token: &str,
+        model: &str,
+        start: &str,
+    ) -> Result<bool, StoreError> {
+        Ok(self.with(|t| {
+            let Some(k) = t.keys.get_mut(token) else {
+                return false;
+            };
+            let windows = k
+                .metadata
+                .entry(super::MODEL_WINDOWS)
+                .or_insert_with(|| Value::Object(Map::new()));
+            if !windows.is_object() {
+                *windows = Value::Object(Map::new());
+            }
+            let recorded = windows
+                .get(model)
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            if recorded.as_deref() >= Some(start) {
+                return false;
+            }
+            windows[model] = Value::String(start.to_string());
+            if recorded.is_some() {
+                k.model_spend.remove(model);
+            }
+            true
+        }))
+    }
+
+    async fn change_team_member(
+        &self,
+        team_id: &str,
+        op: MemberOp,
+        member: &TeamMember,
+    ) -> Result<MemberOutcome, StoreError> {
+        let id = &member.user_id;
+        Ok(self.with(|t| {
+            let Some(team) = t.teams.get_mut(team_id) else {
+                return MemberOutcome::NoTeam;
+            };
+            let is_member = team.members.contains(id);
+            if is_member == (op == MemberOp::Add) {
+                return MemberOutcome::Unchanged;
+            }
+            let roles = t.roles.entry(team_id.to_string()).or_default();
+            let old_email = roles
+                .iter()
+                .find(|m| &m.user_id == id)
+                .and_then(|m| m.user_email.clone());
+            roles.retain(|m| &m.user_id != id);
+            match op {
+                MemberOp::Remove => team.members.retain(|m| m != id),
+                MemberOp::Add | MemberOp::Update => {
+                    if op == MemberOp::Add {
+                        team.members.push(id.clone());
+                    }
+                    let mut m = member.clone();
+                    m.user_email = m.user_email.or(old_email);
+                    roles.push(m);
+                }
+            }
+            let user = t.users.entry(id.clone()).or_insert_with(|| UserRecord {
+                user_id: id.clone(),
+                user_email: member.user_email.clone(),
+                user_role: Some("internal_user".into()),
+                created_at: Some(Utc::now()),
+                ..Default::default()
+            });
+            user.teams.retain(|x| x != team_id);
+            if op != MemberOp::Remove {
+                user.teams.push(team_id.to_string());
+            }
+            MemberOutcome::Changed
+        }))
+    }
+
+    async fn team_members(&self, team_id: &str) -> Result<Vec<TeamMember>, StoreError> {
+        Ok(self.with(|t| t.roles.get(team_id).cloned().unwrap_or_default()))
+    }
+
+    async fn list_users(
+        &self,
+        offset: i64,
+        limit: i64,
+    ) -> Result<(Vec<UserRecord>, i64), StoreError> {
+        Ok(self.with(|t| {
+            let mut users: Vec<&UserRecord> = t.users.values().collect();
+            users.sort_by(|a, b| (b.created_at, &a.user_id).cmp(&(a.created_at, &b.user_id)));
+            let total = users.len() as i64;
+            let page = users
+                .into_iter()
+                .skip(usize::try_from(offset).unwrap_or(usize::MAX))
+                .take(usize::try_from(limit).unwrap_or(0))
+                .cloned()
+                .collect();
+            (page, total)
+        }))
     }
 
     async fn get_model(&self, model_id: &str) -> Result<Option<ModelRecord>, StoreError> {

@@ -9,7 +9,7 @@ mod records;
 pub use memory::MemoryStore;
 pub use records::{
     next_reset, parse_duration, usd_value, DurationError, KeyRecord, ModelRecord, SpendFilter,
-    SpendLogRow, TeamRecord, UserRecord, MAX_DURATION,
+    SpendLogRow, TeamRecord, UserRecord, MAX_DURATION, MODEL_WINDOWS,
 };
 
 use async_trait::async_trait;
@@ -27,6 +27,118 @@ pub enum StoreError {
     /// A query failed for another reason.
     #[error("database error: {0}")]
     Query(String),
+}
+
+/// One entry of a team's `members_with_roles` (LiteLLM's `Member`).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct TeamMember {
+    /// The member's user id.
+    pub user_id: String,
+    /// The member's email, when known.
+    pub user_email: Option<String>,
+    /// `admin` or `user`.
+    pub role: String,
+}
+
+/// A change of one team membership, applied atomically by the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberOp {
+    /// Joins the team (the user row is created when missing).
+    Add,
+    /// Changes the role (and email, when given) of a member.
+    Update,
+    /// Leaves the team.
+    Remove,
+}
+
+/// What a [`MemberOp`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberOutcome {
+    /// The team does not exist.
+    NoTeam,
+    /// Nothing to do: already a member (add) or not one (update, remove).
+    Unchanged,
+    /// Applied.
+    Changed,
+}
+
+/// A row of LiteLLM's account tables that [`Store::patch`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowKind {
+    /// `LiteLLM_VerificationToken`, by token.
+    Key,
+    /// `LiteLLM_TeamTable`, by team id.
+    Team,
+    /// `LiteLLM_UserTable`, by user id.
+    User,
+}
+
+impl RowKind {
+    /// The fields [`Store::patch`] writes: the record's fields that are
+    /// columns of the table under the same name (not spend, which is only
+    /// added to, nor creation times).
+    pub fn columns(self) -> &'static [&'static str] {
+        match self {
+            RowKind::Key => &[
+                "key_alias",
+                "max_budget",
+                "budget_duration",
+                "budget_reset_at",
+                "expires",
+                "models",
+                "aliases",
+                "user_id",
+                "team_id",
+                "max_parallel_requests",
+                "tpm_limit",
+                "rpm_limit",
+                "model_max_budget",
+                "model_rpm_limit",
+                "model_tpm_limit",
+                "blocked",
+                "allowed_model_region",
+                "metadata",
+            ],
+            RowKind::Team => &[
+                "team_alias",
+                "models",
+                "members",
+                "max_budget",
+                "budget_duration",
+                "budget_reset_at",
+                "tpm_limit",
+                "rpm_limit",
+                "max_parallel_requests",
+                "blocked",
+                "allowed_model_region",
+                "metadata",
+            ],
+            RowKind::User => &[
+                "user_email",
+                "user_alias",
+                "user_role",
+                "teams",
+                "models",
+                "max_budget",
+                "budget_duration",
+                "budget_reset_at",
+                "tpm_limit",
+                "rpm_limit",
+                "max_parallel_requests",
+                "metadata",
+            ],
+        }
+    }
+
+    /// What a patch of row `id` makes stale.
+    pub fn change(self, id: &str) -> Change {
+        let id = id.to_string();
+        match self {
+            RowKind::Key => Change::Key(id),
+            RowKind::Team => Change::Team(id),
+            RowKind::User => Change::User(id),
+        }
+    }
 }
 
 /// Something whose cached copy is stale after a change.
@@ -119,6 +231,47 @@ pub trait Store: Send + Sync {
     async fn set_user_spend(&self, user_id: &str, spend: f64) -> Result<bool, StoreError>;
     /// Deletes users; returns the ids that existed.
     async fn delete_users(&self, ids: &[String]) -> Result<Vec<String>, StoreError>;
+
+    /// Writes only `fields` (names from [`RowKind::columns`], values as the
+    /// record serializes them) of row `id`, in one statement: concurrent
+    /// patches of different fields of one row never lose one another.
+    /// `false` if the row does not exist; a field outside the columns is
+    /// an error.
+    async fn patch(
+        &self,
+        kind: RowKind,
+        id: &str,
+        fields: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<bool, StoreError>;
+    /// Starts the budget window `start` (RFC 3339, from
+    /// [`KeyRecord::due_model_windows`]) of `model` on key `token`: records
+    /// it in `metadata.`[`MODEL_WINDOWS`] and zeroes the key's
+    /// `model_spend` of `model`, unless no window was recorded before (the
+    /// first one only starts). One statement, applied once however many
+    /// replicas ask; `false` when nothing changed.
+    async fn start_model_window(
+        &self,
+        token: &str,
+        model: &str,
+        start: &str,
+    ) -> Result<bool, StoreError>;
+    /// Applies one membership change atomically (one statement: concurrent
+    /// changes of one team never lose each other), keeping the team's
+    /// `members` and `members_with_roles` and the user's `teams` in step.
+    async fn change_team_member(
+        &self,
+        team_id: &str,
+        op: MemberOp,
+        member: &TeamMember,
+    ) -> Result<MemberOutcome, StoreError>;
+    /// The team's `members_with_roles`.
+    async fn team_members(&self, team_id: &str) -> Result<Vec<TeamMember>, StoreError>;
+    /// Users, newest first, `limit` from `offset`, and how many there are.
+    async fn list_users(
+        &self,
+        offset: i64,
+        limit: i64,
+    ) -> Result<(Vec<UserRecord>, i64), StoreError>;
 
     /// A model deployment by id.
     async fn get_model(&self, model_id: &str) -> Result<Option<ModelRecord>, StoreError>;

@@ -16,6 +16,7 @@
 mod accounts;
 mod convert;
 mod keys;
+mod members;
 mod migrate;
 mod models;
 mod pool;
@@ -28,8 +29,8 @@ pub use pool::{describe, pg_target, redact_url, PgConnection, PgTarget, SessionI
 pub use tls::SslMode;
 
 use super::{
-    Change, KeyRecord, ModelRecord, SpendFilter, SpendLogRow, Store, StoreError, TeamRecord,
-    UserRecord,
+    Change, KeyRecord, MemberOp, MemberOutcome, ModelRecord, RowKind, SpendFilter, SpendLogRow,
+    Store, StoreError, TeamMember, TeamRecord, UserRecord,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -222,6 +223,51 @@ impl Store for PostgresStore {
 
     async fn delete_users(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
         with_client!(self, c => accounts::delete(c, USERS, "user_id", ids, Change::User))
+    }
+
+    async fn patch(
+        &self,
+        kind: RowKind,
+        id: &str,
+        fields: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<bool, StoreError> {
+        if let Some(k) = fields
+            .keys()
+            .find(|k| !kind.columns().contains(&k.as_str()))
+        {
+            return Err(StoreError::Query(format!("{k} cannot be patched")));
+        }
+        with_client!(retry self, c => members::patch(c, kind, id, fields))
+    }
+
+    async fn start_model_window(
+        &self,
+        token: &str,
+        model: &str,
+        start: &str,
+    ) -> Result<bool, StoreError> {
+        with_client!(retry self, c => members::start_model_window(c, token, model, start))
+    }
+
+    async fn change_team_member(
+        &self,
+        team_id: &str,
+        op: MemberOp,
+        member: &TeamMember,
+    ) -> Result<MemberOutcome, StoreError> {
+        with_client!(retry self, c => members::change(c, team_id, op, member))
+    }
+
+    async fn team_members(&self, team_id: &str) -> Result<Vec<TeamMember>, StoreError> {
+        with_client!(self, c => members::roles(c, team_id))
+    }
+
+    async fn list_users(
+        &self,
+        offset: i64,
+        limit: i64,
+    ) -> Result<(Vec<UserRecord>, i64), StoreError> {
+        with_client!(self, c => accounts::list_users(c, offset, limit))
     }
 
     async fn get_model(&self, model_id: &str) -> Result<Option<ModelRecord>, StoreError> {

@@ -231,6 +231,42 @@ impl KeyRecord {
             .and_then(Value::as_i64)
     }
 
+    /// The `time_period` of `model`'s entry in `model_max_budget`, if it
+    /// has a valid one.
+    pub fn model_budget_period(&self, model: &str) -> Option<Duration> {
+        let text = self
+            .model_max_budget
+            .get(model)?
+            .get("time_period")?
+            .as_str()?;
+        parse_duration(text).ok()
+    }
+
+    /// The per-model budget windows in force: for each `model_max_budget`
+    /// entry with a `time_period`, the start of its current window as of
+    /// `now` (windows are aligned to multiples of the period since the Unix
+    /// epoch, so every replica computes the same ones), as
+    /// [`MODEL_WINDOWS`] records it, when that differs from what is
+    /// recorded.
+    pub fn due_model_windows(&self, now: DateTime<Utc>) -> Vec<(String, String)> {
+        self.model_max_budget
+            .keys()
+            .filter_map(|model| {
+                let period = self.model_budget_period(model)?.num_seconds();
+                let secs = now.timestamp();
+                let start = secs.checked_sub(secs.rem_euclid(period.max(1)))?;
+                let start = DateTime::<Utc>::from_timestamp(start, 0)?
+                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+                let recorded = self
+                    .metadata
+                    .get(MODEL_WINDOWS)
+                    .and_then(|w| w.get(model))
+                    .and_then(Value::as_str);
+                (recorded < Some(start.as_str())).then(|| (model.clone(), start))
+            })
+            .collect()
+    }
+
     /// What the key spent on `model`, USD.
     pub fn model_spent(&self, model: &str) -> f64 {
         self.model_spend
@@ -239,6 +275,10 @@ impl KeyRecord {
             .unwrap_or(0.0)
     }
 }
+
+/// The `metadata` member where the start of each per-model budget window
+/// (`model_max_budget.{model}.time_period`) is recorded, by model.
+pub const MODEL_WINDOWS: &str = "gateway_model_budget_windows";
 
 /// A USD amount as LiteLLM stores it: a JSON number, or a string holding
 /// one (LiteLLM's documented `{"budget_limit": "0.0001"}`); `None` for

@@ -4,6 +4,7 @@
 
 mod conn;
 mod dns;
+pub mod fetch;
 mod pool;
 mod tls;
 
@@ -101,8 +102,7 @@ impl UpstreamClient {
                         head,
                         conn,
                         buf,
-                        origin,
-                        self.pool.clone(),
+                        Some((origin, self.pool.clone())),
                     ));
                 }
                 Err(Exchange::DiedBeforeResponse(_)) if !retried => retried = true,
@@ -254,8 +254,9 @@ pub struct UpstreamResponse {
     conn: Option<UpstreamConn>,
     buf: ReadBuffer,
     state: BodyState,
-    origin: Origin,
-    pool: Rc<RefCell<Pool>>,
+    /// Where the connection returns once the body is read; `None` for
+    /// one-off connections.
+    pool: Option<(Origin, Rc<RefCell<Pool>>)>,
 }
 
 impl UpstreamResponse {
@@ -263,8 +264,7 @@ impl UpstreamResponse {
         head: ResponseHead,
         conn: UpstreamConn,
         buf: ReadBuffer,
-        origin: Origin,
-        pool: Rc<RefCell<Pool>>,
+        pool: Option<(Origin, Rc<RefCell<Pool>>)>,
     ) -> Self {
         let state = match head.framing {
             ResponseFraming::Empty | ResponseFraming::Length(0) => BodyState::Done,
@@ -277,7 +277,6 @@ impl UpstreamResponse {
             conn: Some(conn),
             buf,
             state,
-            origin,
             pool,
         };
         resp.release_if_done();
@@ -388,8 +387,8 @@ impl UpstreamResponse {
     /// Returns the connection to the pool once the body is fully read.
     fn release_if_done(&mut self) {
         if matches!(self.state, BodyState::Done) && self.head.keep_alive && self.buf.is_empty() {
-            if let Some(conn) = self.conn.take() {
-                self.pool.borrow_mut().put(&self.origin, conn);
+            if let (Some((origin, pool)), Some(conn)) = (&self.pool, self.conn.take()) {
+                pool.borrow_mut().put(origin, conn);
             }
         }
     }

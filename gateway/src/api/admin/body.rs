@@ -9,6 +9,7 @@ use crate::store::{parse_duration, DurationError, MAX_DURATION};
 use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
+use serde_json::{Map, Value};
 
 /// The largest USD amount a budget or a spend may hold (a billion dollars):
 /// room for any real budget, far inside the nano-dollar counters' range.
@@ -57,6 +58,117 @@ pub fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, GatewayError> {
     de.end()
         .map_err(|e| GatewayError::MalformedJson(e.to_string()))?;
     Ok(value)
+}
+
+/// The JSON type of a field that LiteLLM's request type declares and this
+/// gateway accepts without enforcing it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A string.
+    Str,
+    /// Any number.
+    Num,
+    /// An integer.
+    Int,
+    /// `true` or `false`.
+    Bool,
+    /// An array.
+    List,
+    /// An object.
+    Object,
+}
+
+impl Kind {
+    /// Whether `v` is of this kind; `null` always is (LiteLLM's fields are
+    /// optional).
+    fn admits(self, v: &Value) -> bool {
+        match (self, v) {
+            (_, Value::Null) => true,
+            (Kind::Str, Value::String(_)) | (Kind::Bool, Value::Bool(_)) => true,
+            (Kind::Num, Value::Number(_)) => true,
+            (Kind::Int, Value::Number(n)) => n.is_i64() || n.is_u64(),
+            (Kind::List, Value::Array(_)) | (Kind::Object, Value::Object(_)) => true,
+            _ => false,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Str => "a string",
+            Kind::Num => "a number",
+            Kind::Int => "an integer",
+            Kind::Bool => "a boolean",
+            Kind::List => "a list",
+            Kind::Object => "an object",
+        }
+    }
+}
+
+/// The fields LiteLLM keeps in the row's `metadata` rather than in a column
+/// of its own (its `LiteLLM_ManagementEndpoint_MetadataFields` and
+/// `..._Premium`); given on a key or team, they land there here too.
+const METADATA_FIELDS: [&str; 27] = [
+    "model_itpm_limit",
+    "model_otpm_limit",
+    "default_estimated_output_tokens",
+    "default_estimated_output_tokens_per_model",
+    "mcp_rpm_limit",
+    "tag_rpm_limit",
+    "rpm_limit_type",
+    "tpm_limit_type",
+    "enforced_params",
+    "temp_budget_increase",
+    "temp_budget_expiry",
+    "allowed_vector_store_indexes",
+    "enforced_batch_output_expires_after",
+    "enforced_file_expires_after",
+    "throttle_on_budget_exceeded",
+    "enable_prompt_caching",
+    "end_user_budget_id",
+    "require_trace_id",
+    "disable_global_guardrails",
+    "guardrails",
+    "policies",
+    "tags",
+    "team_member_key_duration",
+    "prompts",
+    "logging",
+    "secret_manager_settings",
+    "allowed_passthrough_routes",
+];
+
+/// Parses like [`parse`], after taking out the fields of `accepted`: fields
+/// LiteLLM's request type declares that this gateway does not enforce. Each
+/// is checked against its [`Kind`] (400 naming it), then dropped, except
+/// those LiteLLM keeps in `metadata`, which are returned for the caller to
+/// store there. Names in neither `T` nor `accepted` are still a 400: a typo
+/// is refused, not silently ignored.
+pub fn parse_accepting<T: DeserializeOwned>(
+    body: &[u8],
+    accepted: &[(&str, Kind)],
+) -> Result<(T, Map<String, Value>), GatewayError> {
+    let mut for_metadata = Map::new();
+    let Ok(Value::Object(mut fields)) = serde_json::from_slice::<Value>(body) else {
+        return Ok((parse(body)?, for_metadata));
+    };
+    if !accepted.iter().any(|(name, _)| fields.contains_key(*name)) {
+        return Ok((parse(body)?, for_metadata));
+    }
+    check_sizes(body)?;
+    for (name, kind) in accepted {
+        let Some(v) = fields.remove(*name) else {
+            continue;
+        };
+        if !kind.admits(&v) {
+            return Err(bad_field(name, format!("must be {}", kind.name())));
+        }
+        if !v.is_null() && METADATA_FIELDS.contains(name) {
+            for_metadata.insert(name.to_string(), v);
+        }
+    }
+    let rest = serde_json::to_vec(&Value::Object(fields))
+        .map_err(|e| GatewayError::MalformedJson(e.to_string()))?;
+    Ok((parse(&rest)?, for_metadata))
 }
 
 /// Longest string accepted anywhere in a management body (aliases,
@@ -314,6 +426,30 @@ mod tests {
         match parse::<Probe>(body.as_bytes()).unwrap_err() {
             GatewayError::BadField { field, .. } => field,
             other => panic!("not a field error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn accepted_fields_are_typed_dropped_or_kept_for_metadata() {
+        let accepted = [("tags", Kind::List), ("tpd_limit", Kind::Int)];
+        let (p, meta): (Probe, _) = parse_accepting(
+            br#"{"max_budget": 1, "tags": ["a"], "tpd_limit": 5}"#,
+            &accepted,
+        )
+        .unwrap();
+        assert_eq!(p.max_budget, Patch::Set(1.0));
+        assert_eq!(meta.get("tags"), Some(&serde_json::json!(["a"])));
+        assert!(!meta.contains_key("tpd_limit"));
+        let (_, meta): (Probe, _) = parse_accepting(br#"{"tags": null}"#, &accepted).unwrap();
+        assert!(meta.is_empty());
+        for (body, field) in [
+            (r#"{"tags": "a"}"#, "tags"),
+            (r#"{"tpd_limit": 1.5}"#, "tpd_limit"),
+            (r#"{"tags": [], "max_budgett": 1}"#, "max_budgett"),
+            (r#"{"tags": [], "max_budget": "x"}"#, "max_budget"),
+        ] {
+            let err = parse_accepting::<Probe>(body.as_bytes(), &accepted).unwrap_err();
+            assert_eq!(err.param(), Some(field), "{body}");
         }
     }
 

@@ -6,7 +6,9 @@ use crate::auth::{abbreviate, hash_key, token_hex};
 use crate::control::ControlCtx;
 use crate::error::GatewayError;
 use crate::state::Worker;
-use crate::store::{KeyRecord, StoreError, TeamRecord, UserRecord};
+use crate::store::{KeyRecord, RowKind, StoreError, TeamRecord, UserRecord};
+use serde::Serialize;
+use serde_json::{Map, Value};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -95,6 +97,57 @@ pub async fn ensure_team(ctx: &Ctx, id: Option<&str>) -> Result<(), GatewayError
     match ctx.store.get_team(id).await.map_err(store_err)? {
         Some(_) => Ok(()),
         None => Err(bad_field("team_id", format!("team '{id}' does not exist"))),
+    }
+}
+
+/// The fields of `after` that differ from `before`, when every one of them
+/// is a column [`Store::patch`](crate::store::Store::patch) writes (so an
+/// update writes only what it changes); `None` when one is not. The
+/// record's own `updated_at` is left to the store.
+pub fn changed_columns<T: Serialize>(
+    kind: RowKind,
+    before: &T,
+    after: &T,
+) -> Option<Map<String, Value>> {
+    let (Value::Object(old), Value::Object(new)) = (
+        serde_json::to_value(before).ok()?,
+        serde_json::to_value(after).ok()?,
+    ) else {
+        return None;
+    };
+    let mut changed = Map::new();
+    for (k, v) in new {
+        if k == "updated_at" || old.get(&k) == Some(&v) {
+            continue;
+        }
+        if !kind.columns().contains(&k.as_str()) {
+            return None;
+        }
+        changed.insert(k, v);
+    }
+    Some(changed)
+}
+
+/// Writes the changes from `before` to `after` of row `id`: only the
+/// changed columns when [`changed_columns`] allows (nothing when nothing
+/// changed), else the whole row through `full`. `false` when the row is
+/// gone.
+pub async fn write_changes<T, F, Fut>(
+    ctx: &Ctx,
+    kind: RowKind,
+    id: &str,
+    (before, after): (&T, &T),
+    full: F,
+) -> Result<bool, GatewayError>
+where
+    T: Serialize,
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<bool, StoreError>>,
+{
+    match changed_columns(kind, before, after) {
+        Some(fields) if fields.is_empty() => Ok(true),
+        Some(fields) => ctx.store.patch(kind, id, &fields).await.map_err(store_err),
+        None => full().await.map_err(store_err),
     }
 }
 

@@ -2,7 +2,6 @@
 //! (key bodies with their durations, spend queries with their dates),
 //! without a worker or a store.
 
-use super::body::parse;
 use super::keys::KeyRequest;
 use super::query::Query;
 use crate::error::GatewayError;
@@ -11,7 +10,7 @@ use chrono::Utc;
 /// Parses a `/key/generate`-style body and applies it to a fresh key row as
 /// of now, as the handler does before anything is stored.
 pub fn key_body(body: &[u8]) -> Result<(), GatewayError> {
-    let req: KeyRequest = parse(body)?;
+    let req = KeyRequest::read(body)?;
     let now = Utc::now();
     let mut row = super::issue::new_record("sk-fuzz", now);
     req.apply(&mut row, now)

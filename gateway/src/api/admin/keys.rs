@@ -1,7 +1,10 @@
 //! `/key/*`: virtual keys, created, read, changed, regenerated, blocked and
 //! deleted by their plain key or hashed token.
 
-use super::body::{after, amount, bad_field, limit, missing, parse, period, Patch};
+use super::accepted;
+use super::body::{
+    after, amount, bad_field, limit, missing, parse, parse_accepting, period, Patch,
+};
 use super::db::{self, ensure_team, run, store_err, token_of, warm};
 use super::issue::{create, custom_key, ensure_alias_free, issued, new_record, random_key};
 use super::object;
@@ -10,7 +13,7 @@ use crate::auth::credential;
 use crate::error::GatewayError;
 use crate::http1::RequestHead;
 use crate::state::Worker;
-use crate::store::{Change, KeyRecord};
+use crate::store::{Change, KeyRecord, RowKind};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -42,6 +45,9 @@ pub struct KeyRequest {
     team_id: Patch<String>,
     user_id: Patch<String>,
     allowed_model_region: Patch<String>,
+    /// Fields LiteLLM keeps in `metadata` ([`parse_accepting`]).
+    #[serde(skip)]
+    extra_metadata: Map<String, Value>,
 }
 
 /// The fields of a key request that are not settings of the row.
@@ -55,6 +61,14 @@ struct Handles {
 }
 
 impl KeyRequest {
+    /// Parses a body, accepting LiteLLM's fields this gateway does not
+    /// enforce ([`accepted::KEY`]).
+    pub(super) fn read(body: &[u8]) -> Result<KeyRequest, GatewayError> {
+        let (mut req, extra): (KeyRequest, _) = parse_accepting(body, accepted::KEY)?;
+        req.extra_metadata = extra;
+        Ok(req)
+    }
+
     /// Takes the fields that are not settings of the row.
     fn take_handles(&mut self) -> Result<Handles, GatewayError> {
         let mut spend = None;
@@ -113,6 +127,7 @@ impl KeyRequest {
             .apply_or_default(&mut k.model_tpm_limit);
         self.blocked.apply_or_default(&mut k.blocked);
         self.metadata.apply_or_default(&mut k.metadata);
+        k.metadata.extend(self.extra_metadata);
         self.team_id.apply(&mut k.team_id);
         self.user_id.apply(&mut k.user_id);
         self.allowed_model_region.apply(&mut k.allowed_model_region);
@@ -169,7 +184,7 @@ fn no_new_key(new_key: &Option<String>) -> Result<(), GatewayError> {
 
 /// `POST /key/generate`.
 pub async fn generate(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
-    let mut req: KeyRequest = parse(body)?;
+    let mut req = KeyRequest::read(body)?;
     let Handles {
         key,
         new_key,
@@ -219,7 +234,7 @@ pub async fn info(
 /// `POST /key/update`: the fields given change, the others stay; `spend`
 /// sets the spend (a reset). Takes effect on every replica at once.
 pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
-    let mut req: KeyRequest = parse(body)?;
+    let mut req = KeyRequest::read(body)?;
     let Handles {
         key,
         new_key,
@@ -229,7 +244,8 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
     let given = key.ok_or_else(|| missing("key"))?;
     let lookup = given.clone();
     let rec = run(worker, move |ctx| async move {
-        let mut rec = db::key(&ctx, &lookup).await?;
+        let before = db::key(&ctx, &lookup).await?;
+        let mut rec = before.clone();
         let (team_given, alias_given) = (req.team_id.is_given(), req.key_alias.is_given());
         req.apply(&mut rec, Utc::now())?;
         if team_given {
@@ -238,7 +254,13 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
         if alias_given {
             ensure_alias_free(&ctx, rec.key_alias.as_deref(), &rec.token).await?;
         }
-        if !ctx.store.update_key(&rec).await.map_err(store_err)? {
+        let token = rec.token.clone();
+        let store = ctx.store.clone();
+        let written = db::write_changes(&ctx, RowKind::Key, &token, (&before, &rec), || async {
+            store.update_key(&rec).await
+        })
+        .await?;
+        if !written {
             return Err(GatewayError::NotFound(format!(
                 "Key {}",
                 db::shown(&lookup)
@@ -246,15 +268,17 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
         }
         if let Some(spend) = spend {
             ctx.store
-                .set_key_spend(&rec.token, spend)
+                .set_key_spend(&token, spend)
                 .await
                 .map_err(store_err)?;
-            rec.spend = spend;
         }
-        ctx.publish(&[Change::Key(rec.token.clone())]).await;
-        Ok(rec)
+        ctx.publish(&[Change::Key(token.clone())]).await;
+        db::key(&ctx, &token).await
     })
     .await?;
+    if let Some(spend) = spend {
+        crate::budget::fleet::set_spend(&worker.shared.limiter, "key", &rec.token, spend).await;
+    }
     let mut out = object(&rec);
     out.insert("key".into(), given.into());
     Ok(Value::Object(out))
@@ -315,7 +339,7 @@ pub async fn regenerate(
     path_key: Option<&str>,
     body: &[u8],
 ) -> Result<Value, GatewayError> {
-    let mut req: KeyRequest = parse(body)?;
+    let mut req = KeyRequest::read(body)?;
     let Handles {
         key,
         new_key,
@@ -372,6 +396,9 @@ pub async fn regenerate(
         Ok(rec)
     })
     .await?;
+    if let Some(spend) = spend {
+        crate::budget::fleet::set_spend(&worker.shared.limiter, "key", &rec.token, spend).await;
+    }
     Ok(Value::Object(issued(&rec, &plain, duration)))
 }
 
@@ -436,14 +463,18 @@ pub async fn set_blocked(
 ) -> Result<Value, GatewayError> {
     let KeyRef { key } = parse(body)?;
     let rec = run(worker, move |ctx| async move {
-        let mut rec = db::key(&ctx, &key).await?;
-        rec.blocked = blocked;
-        rec.updated_at = Some(Utc::now());
-        if !ctx.store.update_key(&rec).await.map_err(store_err)? {
+        let token = db::key(&ctx, &key).await?.token;
+        let fields = Map::from_iter([("blocked".to_string(), Value::Bool(blocked))]);
+        if !ctx
+            .store
+            .patch(RowKind::Key, &token, &fields)
+            .await
+            .map_err(store_err)?
+        {
             return Err(GatewayError::NotFound(format!("Key {}", db::shown(&key))));
         }
-        ctx.publish(&[Change::Key(rec.token.clone())]).await;
-        Ok(rec)
+        ctx.publish(&[Change::Key(token.clone())]).await;
+        db::key(&ctx, &token).await
     })
     .await?;
     Ok(Value::Object(object(&rec)))

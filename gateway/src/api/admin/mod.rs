@@ -4,11 +4,14 @@
 //! change is published there, so the key caches of every replica see it
 //! before the answer goes out.
 
+mod accepted;
 mod body;
 mod db;
 pub mod fuzz;
 mod issue;
 mod keys;
+mod members;
+mod model_groups;
 mod models;
 pub(super) mod query;
 mod spend;
@@ -26,10 +29,23 @@ use serde_json::{Map, Value};
 
 /// Whether `path` belongs to the management API.
 pub fn is_admin_path(path: &str) -> bool {
-    ["/key/", "/team/", "/user/", "/model/", "/spend/"]
-        .iter()
-        .any(|prefix| path.starts_with(prefix))
+    [
+        "/key/",
+        "/team/",
+        "/user/",
+        "/model/",
+        "/spend/",
+        "/model_group/",
+    ]
+    .iter()
+    .any(|prefix| path.starts_with(prefix))
         || path == "/global/spend"
+}
+
+/// Whether `path` of the management API needs an admin: `/key/health` and
+/// `/model_group/info` answer any valid key about itself, as in LiteLLM.
+pub fn needs_admin(path: &str) -> bool {
+    !matches!(path, "/key/health" | "/model_group/info")
 }
 
 /// One management endpoint.
@@ -51,6 +67,12 @@ enum Endpoint<'a> {
     TeamList,
     /// `true` for `/team/block`.
     TeamBlock(bool),
+    TeamMemberAdd,
+    TeamMemberDelete,
+    TeamMemberUpdate,
+    UserList,
+    KeyHealth,
+    ModelGroupInfo,
     UserNew,
     UserInfo,
     UserUpdate,
@@ -85,6 +107,12 @@ impl<'a> Endpoint<'a> {
             "/team/list" if get => TeamList,
             "/team/block" if post => TeamBlock(true),
             "/team/unblock" if post => TeamBlock(false),
+            "/team/member_add" if post => TeamMemberAdd,
+            "/team/member_delete" if post => TeamMemberDelete,
+            "/team/member_update" if post => TeamMemberUpdate,
+            "/user/list" if get => UserList,
+            "/key/health" if post => KeyHealth,
+            "/model_group/info" if get => ModelGroupInfo,
             "/user/new" if post => UserNew,
             "/user/info" if get => UserInfo,
             "/user/update" if post => UserUpdate,
@@ -144,7 +172,8 @@ async fn answer(
     body: &[u8],
 ) -> Result<Value, GatewayError> {
     use Endpoint::*;
-    if !caller?.is_admin() {
+    let caller = caller?;
+    if needs_admin(path) && !caller.is_admin() {
         return Err(GatewayError::NotAdmin(path.to_string()));
     }
     let endpoint =
@@ -167,6 +196,15 @@ async fn answer(
         TeamDelete => teams::delete(worker, body).await,
         TeamList => teams::list(worker, q).await,
         TeamBlock(blocked) => teams::set_blocked(worker, body, blocked).await,
+        TeamMemberAdd => members::add(worker, body).await,
+        TeamMemberDelete => members::delete(worker, body).await,
+        TeamMemberUpdate => members::update(worker, body).await,
+        UserList => users::list(worker, q).await,
+        KeyHealth => {
+            q.finish()?;
+            Ok(serde_json::json!({"key": "healthy", "logging_callbacks": null}))
+        }
+        ModelGroupInfo => model_groups::info(worker, &caller, q),
         UserNew => users::new(worker, body).await,
         UserInfo => users::info(worker, q).await,
         UserUpdate => users::update(worker, body).await,

@@ -1,13 +1,15 @@
 //! `/team/*`: teams. A team's member list (user ids) is the truth; the
 //! `teams` list of each member's user row follows it.
 
-use super::body::{bad_field, missing, parse, Patch};
+use super::accepted;
+use super::body::{bad_field, missing, parse, parse_accepting, Patch};
 use super::db::{self, run, store_err, Ctx};
+use super::members::team_json_with_roles;
 use super::object;
 use super::query::Query;
 use crate::error::GatewayError;
 use crate::state::Worker;
-use crate::store::{Change, TeamRecord};
+use crate::store::{Change, MemberOp, RowKind, TeamMember, TeamRecord};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -30,7 +32,13 @@ pub struct TeamRequest {
     metadata: Patch<Map<String, Value>>,
     blocked: Patch<bool>,
     allowed_model_region: Patch<String>,
+    /// Fields LiteLLM keeps in `metadata` ([`parse_accepting`]).
+    #[serde(skip)]
+    extra_metadata: Map<String, Value>,
 }
+
+/// Member ids, and the roles given with them.
+type Members = (Vec<String>, Vec<TeamMember>);
 
 /// One of `members_with_roles`.
 #[derive(Debug, Deserialize)]
@@ -42,12 +50,21 @@ struct Member {
 }
 
 impl TeamRequest {
+    /// Parses a body, accepting LiteLLM's fields this gateway does not
+    /// enforce ([`accepted::TEAM`]).
+    fn read(body: &[u8]) -> Result<TeamRequest, GatewayError> {
+        let (mut req, extra): (TeamRequest, _) = parse_accepting(body, accepted::TEAM)?;
+        req.extra_metadata = extra;
+        Ok(req)
+    }
+
     /// The member ids of `members` and `members_with_roles`, in order without
-    /// repeats; `None` when the body has neither.
-    fn take_members(&mut self) -> Result<Option<Vec<String>>, GatewayError> {
+    /// repeats, and the roles given; `None` when the body has neither.
+    fn take_members(&mut self) -> Result<Option<Members>, GatewayError> {
         if self.members.is_none() && self.members_with_roles.is_none() {
             return Ok(None);
         }
+        let mut roles = Vec::new();
         let mut ids = self.members.take().unwrap_or_default();
         let with_roles = self.members_with_roles.take().unwrap_or_default();
         for (i, m) in with_roles.into_iter().enumerate() {
@@ -67,11 +84,33 @@ impl TeamRequest {
                     ),
                 ));
             };
-            ids.push(id);
+            ids.push(id.clone());
+            roles.push(TeamMember {
+                user_id: id,
+                user_email: m.user_email,
+                role: m.role,
+            });
         }
         let mut seen = std::collections::HashSet::new();
         ids.retain(|id| seen.insert(id.clone()));
-        Ok(Some(ids))
+        Ok(Some((ids, roles)))
+    }
+
+    /// Fills what the request leaves out from the configured defaults, as
+    /// LiteLLM does: an absent or null budget or limit, an absent duration.
+    fn apply_defaults(&mut self, d: &crate::config::TeamDefaults) {
+        if let (Some(v), false) = (d.max_budget, matches!(self.max_budget, Patch::Set(_))) {
+            self.max_budget = Patch::Set(v);
+        }
+        if let (Some(v), false) = (&d.budget_duration, self.budget_duration.is_given()) {
+            self.budget_duration = Patch::Set(v.clone());
+        }
+        if let (Some(v), false) = (d.tpm_limit, matches!(self.tpm_limit, Patch::Set(_))) {
+            self.tpm_limit = Patch::Set(v);
+        }
+        if let (Some(v), false) = (d.rpm_limit, matches!(self.rpm_limit, Patch::Set(_))) {
+            self.rpm_limit = Patch::Set(v);
+        }
     }
 
     /// Applies the given fields to `t` as of `now`.
@@ -87,6 +126,7 @@ impl TeamRequest {
         self.max_parallel_requests
             .apply_limit("max_parallel_requests", &mut t.max_parallel_requests)?;
         self.metadata.apply_or_default(&mut t.metadata);
+        t.metadata.extend(self.extra_metadata);
         self.blocked.apply_or_default(&mut t.blocked);
         self.allowed_model_region.apply(&mut t.allowed_model_region);
         Ok(())
@@ -128,16 +168,40 @@ pub async fn sync_members(
         if member {
             user.teams.push(team_id.to_string());
         }
-        ctx.store.update_user(&user).await.map_err(store_err)?;
+        // Only `teams` is written: a concurrent change of the user's other
+        // fields is kept.
+        let fields = Map::from_iter([("teams".to_string(), Value::from(user.teams))]);
+        ctx.store
+            .patch(RowKind::User, id, &fields)
+            .await
+            .map_err(store_err)?;
         changes.push(Change::User(id.clone()));
     }
     Ok(changes)
 }
 
+/// Stores the roles of `members_with_roles` (their members are in the team
+/// already).
+async fn set_roles(ctx: &Ctx, team_id: &str, roles: &[TeamMember]) -> Result<(), GatewayError> {
+    for m in roles {
+        ctx.store
+            .change_team_member(team_id, MemberOp::Update, m)
+            .await
+            .map_err(store_err)?;
+    }
+    Ok(())
+}
+
+/// The `team_id` of a team as JSON.
+fn team_id_of(team: &Value) -> Value {
+    team.get("team_id").cloned().unwrap_or(Value::Null)
+}
+
 /// `POST /team/new`: `team_id` is a new uuid when not given.
 pub async fn new(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
-    let mut req: TeamRequest = parse(body)?;
-    let members = req.take_members()?.unwrap_or_default();
+    let mut req = TeamRequest::read(body)?;
+    req.apply_defaults(&worker.shared.team_defaults);
+    let (members, roles) = req.take_members()?.unwrap_or_default();
     let team_id = match req.team_id.take() {
         Some(id) if id.is_empty() => return Err(bad_field("team_id", "must not be empty")),
         Some(id) => id,
@@ -151,15 +215,20 @@ pub async fn new(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
         ..Default::default()
     };
     req.apply(&mut team, now)?;
-    let team = run(worker, move |ctx| async move {
+    run(worker, move |ctx| async move {
         ctx.store.insert_team(&team).await.map_err(store_err)?;
         let mut changes = vec![Change::Team(team.team_id.clone())];
         changes.extend(sync_members(&ctx, &team.team_id, &[], &team.members).await?);
+        set_roles(&ctx, &team.team_id, &roles).await?;
         ctx.publish(&changes).await;
-        Ok(team)
+        let roles = ctx
+            .store
+            .team_members(&team.team_id)
+            .await
+            .map_err(store_err)?;
+        Ok(team_json_with_roles(&team, &roles))
     })
-    .await?;
-    Ok(team_json(&team))
+    .await
 }
 
 /// `GET /team/info?team_id=`: the team and its keys.
@@ -169,41 +238,53 @@ pub async fn info(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> 
     let id = team_id.clone();
     let (team, keys) = run(worker, move |ctx| async move {
         let team = db::team(&ctx, &id).await?;
+        let roles = ctx.store.team_members(&id).await.map_err(store_err)?;
         let keys = ctx
             .store
             .list_keys(None, Some(&id))
             .await
             .map_err(store_err)?;
-        Ok((team, keys))
+        Ok((team_json_with_roles(&team, &roles), keys))
     })
     .await?;
     let keys: Vec<Value> = keys.iter().map(|k| Value::Object(object(k))).collect();
-    Ok(json!({"team_id": team_id, "team_info": team_json(&team), "keys": keys}))
+    Ok(json!({"team_id": team_id, "team_info": team, "keys": keys}))
 }
 
 /// `POST /team/update`: the fields given change; `members` (or
 /// `members_with_roles`) replaces the member list.
 pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
-    let mut req: TeamRequest = parse(body)?;
+    let mut req = TeamRequest::read(body)?;
     let team_id = req.team_id.take().ok_or_else(|| missing("team_id"))?;
     let members = req.take_members()?;
     let team = run(worker, move |ctx| async move {
-        let mut team = db::team(&ctx, &team_id).await?;
+        let old = db::team(&ctx, &team_id).await?;
+        let mut team = old.clone();
         let before = team.members.clone();
         req.apply(&mut team, Utc::now())?;
-        if let Some(members) = members {
+        let mut roles = Vec::new();
+        if let Some((members, given)) = members {
             team.members = members;
+            roles = given;
         }
-        if !ctx.store.update_team(&team).await.map_err(store_err)? {
+        let store = ctx.store.clone();
+        let written = db::write_changes(&ctx, RowKind::Team, &team_id, (&old, &team), || async {
+            store.update_team(&team).await
+        })
+        .await?;
+        if !written {
             return Err(GatewayError::NotFound(format!("Team {team_id}")));
         }
+        let team = db::team(&ctx, &team_id).await?;
         let mut changes = vec![Change::Team(team_id.clone())];
         changes.extend(sync_members(&ctx, &team_id, &before, &team.members).await?);
+        set_roles(&ctx, &team_id, &roles).await?;
         ctx.publish(&changes).await;
-        Ok(team)
+        let roles = ctx.store.team_members(&team_id).await.map_err(store_err)?;
+        Ok(team_json_with_roles(&team, &roles))
     })
     .await?;
-    Ok(json!({"team_id": team.team_id, "data": team_json(&team)}))
+    Ok(json!({"team_id": team_id_of(&team), "data": team}))
 }
 
 /// The body of `/team/delete`.
@@ -280,17 +361,20 @@ pub async fn set_blocked(
     blocked: bool,
 ) -> Result<Value, GatewayError> {
     let TeamRef { team_id } = parse(body)?;
-    let team = run(worker, move |ctx| async move {
-        let mut team = db::team(&ctx, &team_id).await?;
-        team.blocked = blocked;
-        if !ctx.store.update_team(&team).await.map_err(store_err)? {
+    run(worker, move |ctx| async move {
+        let fields = Map::from_iter([("blocked".to_string(), Value::Bool(blocked))]);
+        if !ctx
+            .store
+            .patch(RowKind::Team, &team_id, &fields)
+            .await
+            .map_err(store_err)?
+        {
             return Err(GatewayError::NotFound(format!("Team {team_id}")));
         }
-        ctx.publish(&[Change::Team(team_id)]).await;
-        Ok(team)
+        ctx.publish(&[Change::Team(team_id.clone())]).await;
+        super::members::team_with_roles(&ctx, &team_id).await
     })
-    .await?;
-    Ok(team_json(&team))
+    .await
 }
 
 #[cfg(test)]
@@ -303,10 +387,9 @@ mod tests {
             br#"{"members": ["a"], "members_with_roles": [{"user_id": "b", "role": "admin"}, {"user_id": "a", "role": "user"}]}"#,
         )
         .unwrap();
-        assert_eq!(
-            req.take_members().unwrap(),
-            Some(vec!["a".into(), "b".into()])
-        );
+        let (ids, roles) = req.take_members().unwrap().unwrap();
+        assert_eq!(ids, vec!["a".to_string(), "b".to_string()]);
+        assert_eq!((roles[0].role.as_str(), roles.len()), ("admin", 2));
         let mut req: TeamRequest =
             parse(br#"{"members_with_roles": [{"user_id": "b", "role": "owner"}]}"#).unwrap();
         assert_eq!(
@@ -320,7 +403,7 @@ mod tests {
             Some("members_with_roles[0].user_id")
         );
         let mut req: TeamRequest = parse(br#"{"team_alias": "t"}"#).unwrap();
-        assert_eq!(req.take_members().unwrap(), None);
+        assert!(req.take_members().unwrap().is_none());
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `/user/*`: internal users. As in LiteLLM, `/user/new` also issues a key
 //! for the new user.
 
-use super::body::{after, bad_field, missing, parse, Patch};
+use super::accepted;
+use super::body::{after, bad_field, missing, parse, parse_accepting, Patch};
 use super::db::{self, run, store_err};
 use super::issue::{create, ensure_alias_free, issued, new_record, random_key};
 use super::object;
@@ -9,7 +10,7 @@ use super::query::Query;
 use super::teams::team_json;
 use crate::error::GatewayError;
 use crate::state::Worker;
-use crate::store::{Change, KeyRecord, UserRecord};
+use crate::store::{Change, KeyRecord, MemberOp, RowKind, TeamMember, UserRecord};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -137,7 +138,7 @@ impl NewUserKey {
 /// `POST /user/new`: `user_id` is a new uuid when not given; the user joins
 /// `teams` (which must exist); the answer carries the new key as `key`.
 pub async fn new(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
-    let mut req: UserRequest = parse(body)?;
+    let (mut req, _): (UserRequest, _) = parse_accepting(body, accepted::USER)?;
     let user_id = match req.user_id.take() {
         Some(id) if id.is_empty() => return Err(bad_field("user_id", "must not be empty")),
         Some(id) => id,
@@ -169,12 +170,17 @@ pub async fn new(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
         }
         ctx.store.insert_user(&user).await.map_err(store_err)?;
         let mut changes = vec![Change::User(user.user_id.clone())];
-        for mut team in teams
-            .into_iter()
-            .filter(|t| !t.members.contains(&user.user_id))
-        {
-            team.members.push(user.user_id.clone());
-            ctx.store.update_team(&team).await.map_err(store_err)?;
+        let member = TeamMember {
+            user_id: user.user_id.clone(),
+            user_email: user.user_email.clone(),
+            role: "user".into(),
+        };
+        for team in teams {
+            // One statement per team: a concurrent change of the team is kept.
+            ctx.store
+                .change_team_member(&team.team_id, MemberOp::Add, &member)
+                .await
+                .map_err(store_err)?;
             changes.push(Change::Team(team.team_id));
         }
         ctx.publish(&changes).await;
@@ -223,14 +229,20 @@ pub async fn info(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> 
 
 /// `POST /user/update`: the fields given change; `spend` sets the spend.
 pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
-    let mut req: UserRequest = parse(body)?;
+    let (mut req, _): (UserRequest, _) = parse_accepting(body, accepted::USER)?;
     req.only_updates()?;
     let user_id = req.user_id.take().ok_or_else(|| missing("user_id"))?;
     let spend = req.take_spend()?;
     let user = run(worker, move |ctx| async move {
-        let mut user = db::user(&ctx, &user_id).await?;
+        let old = db::user(&ctx, &user_id).await?;
+        let mut user = old.clone();
         req.apply(&mut user, Utc::now())?;
-        if !ctx.store.update_user(&user).await.map_err(store_err)? {
+        let store = ctx.store.clone();
+        let written = db::write_changes(&ctx, RowKind::User, &user_id, (&old, &user), || async {
+            store.update_user(&user).await
+        })
+        .await?;
+        if !written {
             return Err(GatewayError::NotFound(format!("User {user_id}")));
         }
         if let Some(spend) = spend {
@@ -238,13 +250,85 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
                 .set_user_spend(&user_id, spend)
                 .await
                 .map_err(store_err)?;
-            user.spend = spend;
         }
-        ctx.publish(&[Change::User(user_id)]).await;
-        Ok(user)
+        ctx.publish(&[Change::User(user_id.clone())]).await;
+        db::user(&ctx, &user_id).await
     })
     .await?;
+    if let Some(spend) = spend {
+        crate::budget::fleet::set_spend(&worker.shared.limiter, "user", &user.user_id, spend).await;
+    }
     Ok(json!({"user_id": user.user_id, "data": object(&user)}))
+}
+
+/// The most users one `/user/list` page holds (LiteLLM's cap).
+const MAX_PAGE_SIZE: i64 = 100;
+
+/// `GET /user/list?page=&page_size=&user_ids=`: users newest first, a page
+/// at a time (LiteLLM's defaults: page 1 of 25), or those `user_ids`
+/// (comma-separated) names. LiteLLM's `sort_by`/`sort_order` are accepted
+/// and the order stays newest first; its other filters (`role`, `team`,
+/// `user_email`, `organization_id`) are refused rather than ignored.
+pub async fn list(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> {
+    let page: i64 = q.take_parsed("page")?.unwrap_or(1);
+    let page_size: i64 = q.take_parsed("page_size")?.unwrap_or(25);
+    if !(1..=1_000_000).contains(&page) {
+        return Err(bad_field("page", "must be from 1 to 1000000"));
+    }
+    if !(1..=MAX_PAGE_SIZE).contains(&page_size) {
+        return Err(bad_field(
+            "page_size",
+            format!("must be from 1 to {MAX_PAGE_SIZE}"),
+        ));
+    }
+    let ids: Option<Vec<String>> = q.take("user_ids").map(|v| {
+        v.split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect()
+    });
+    for ignored in ["sort_by", "sort_order"] {
+        q.take(ignored);
+    }
+    for unsupported in ["role", "team", "user_email", "organization_id"] {
+        if q.take(unsupported).is_some() {
+            return Err(bad_field(unsupported, "this filter is not supported here"));
+        }
+    }
+    q.finish()?;
+    let offset = (page - 1) * page_size;
+    let (users, total) = run(worker, move |ctx| async move {
+        match ids {
+            Some(ids) => {
+                let mut users = Vec::new();
+                for id in ids.iter().take(MAX_PAGE_SIZE as usize) {
+                    users.extend(ctx.store.get_user(id).await.map_err(store_err)?);
+                }
+                let total = users.len() as i64;
+                let page = users
+                    .into_iter()
+                    .skip(offset as usize)
+                    .take(page_size as usize)
+                    .collect::<Vec<_>>();
+                Ok((page, total))
+            }
+            None => ctx
+                .store
+                .list_users(offset, page_size)
+                .await
+                .map_err(store_err),
+        }
+    })
+    .await?;
+    let users: Vec<Value> = users.iter().map(|u| Value::Object(object(u))).collect();
+    let total_pages = (total + page_size - 1) / page_size;
+    Ok(json!({
+        "users": users,
+        "total": total,
+        "page": page,
+        "page_size": page_size,
+        "total_pages": total_pages,
+    }))
 }
 
 /// The body of `/user/delete`.
@@ -276,13 +360,16 @@ pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
             let tokens: Vec<String> = keys.into_iter().map(|k| k.token).collect();
             let deleted = ctx.store.delete_keys(&tokens).await.map_err(store_err)?;
             changes.extend(deleted.into_iter().map(Change::Key));
+            let member = TeamMember {
+                user_id: id.clone(),
+                ..Default::default()
+            };
             for team_id in &user.teams {
-                let Some(mut team) = ctx.store.get_team(team_id).await.map_err(store_err)? else {
-                    continue;
-                };
-                team.members.retain(|m| m != id);
-                ctx.store.update_team(&team).await.map_err(store_err)?;
-                changes.push(Change::Team(team.team_id));
+                ctx.store
+                    .change_team_member(team_id, MemberOp::Remove, &member)
+                    .await
+                    .map_err(store_err)?;
+                changes.push(Change::Team(team_id.clone()));
             }
         }
         let gone = ctx.store.delete_users(&user_ids).await.map_err(store_err)?;

@@ -90,6 +90,13 @@ impl Provider for Anthropic {
         Format::Anthropic
     }
 
+    /// Anthropic fetches `https` image URLs itself (`url` sources) but not
+    /// plain `http` ones, which are inlined, as LiteLLM does.
+    fn inlines_image_url(&self, url: &str) -> bool {
+        url.get(..7)
+            .is_some_and(|s| s.eq_ignore_ascii_case("http://"))
+    }
+
     fn build_request(
         &self,
         req: &LlmRequest,

@@ -186,6 +186,12 @@ impl Provider for Bedrock {
         Some(Box::new(ConverseToChat::new(include_usage)))
     }
 
+    /// Converse takes image bytes only (or S3 locations): every http(s)
+    /// image is inlined, as LiteLLM does.
+    fn inlines_image_url(&self, _url: &str) -> bool {
+        true
+    }
+
     fn accepts_stream_options(&self, _dep: &Deployment) -> bool {
         false
     }

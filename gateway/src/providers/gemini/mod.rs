@@ -95,6 +95,12 @@ impl Provider for Gemini {
         Some(Box::new(Events::new(GeminiToChat::new(include_usage))))
     }
 
+    /// `inlineData` for every http(s) image: `fileData` takes Google
+    /// Cloud Storage and Files API URIs (the gateway sends no `gs://`).
+    fn inlines_image_url(&self, _url: &str) -> bool {
+        true
+    }
+
     fn accepts_stream_options(&self, _dep: &Deployment) -> bool {
         false
     }

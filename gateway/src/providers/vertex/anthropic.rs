@@ -123,6 +123,11 @@ impl Provider for VertexAnthropic {
         false
     }
 
+    /// As Anthropic's own API: plain `http` images go inline.
+    fn inlines_image_url(&self, url: &str) -> bool {
+        Anthropic.inlines_image_url(url)
+    }
+
     /// Anthropic's errors in Anthropic's shape; Google's front end (auth,
     /// quota, paths) answers in Google's.
     fn error(&self, status: u16, body: &[u8], retry_after: Option<String>) -> GatewayError {

@@ -261,6 +261,11 @@ impl Provider for Vertex {
         Some(gemini::embeddings::to_openai(body))
     }
 
+    /// As Gemini: every http(s) image goes inline.
+    fn inlines_image_url(&self, url: &str) -> bool {
+        gemini::Gemini.inlines_image_url(url)
+    }
+
     fn stream_to_internal(&self, include_usage: bool) -> Option<Box<dyn StreamTranslator>> {
         Some(Box::new(Events::new(GeminiToChat::new(include_usage))))
     }

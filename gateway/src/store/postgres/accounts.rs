@@ -86,6 +86,29 @@ pub async fn get_user(c: &Client, id: &str) -> Result<Option<UserRecord>, Error>
         .transpose()
 }
 
+/// Users newest first, `limit` from `offset`, and how many there are.
+pub async fn list_users(
+    c: &Client,
+    offset: i64,
+    limit: i64,
+) -> Result<(Vec<UserRecord>, i64), Error> {
+    let sql = format!(
+        r#"{SELECT_USER} ORDER BY created_at DESC NULLS LAST, user_id COLLATE "C"
+        LIMIT $1 OFFSET $2"#
+    );
+    let users = c
+        .query(&sql, &[&limit, &offset])
+        .await?
+        .iter()
+        .map(user)
+        .collect::<Result<_, _>>()?;
+    let total: i64 = c
+        .query_one(r#"SELECT count(*) FROM "LiteLLM_UserTable""#, &[])
+        .await?
+        .try_get(0)?;
+    Ok((users, total))
+}
+
 /// Inserts (`insert`, with its spend) or updates a team; `false` when the
 /// insert collided or the update found nothing.
 pub async fn write_team(c: &mut Client, t: &TeamRecord, insert: bool) -> Result<bool, Error> {

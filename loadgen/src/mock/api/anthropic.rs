@@ -11,11 +11,14 @@
 //! first) tool, its input made from the tool's schema; `thinking` enabled
 //! adds a thinking block; a prompt containing `mock-context-window` is
 //! refused as too long; `x-mock-cache-read-tokens` and
-//! `x-mock-cache-creation-tokens` set the cache counts reported.
+//! `x-mock-cache-creation-tokens` set the cache counts reported. `image`
+//! blocks need a `base64` source whose bytes match its `media_type` (jpeg,
+//! png, gif, webp) or a `url` source over https; a prompt containing
+//! `mock-describe-images` is answered with what they were (`images`).
 
 use serde_json::{json, Map, Value};
 
-use super::{sse, to_json, wants_stream, Ctx, Event, Reply, Usage};
+use super::{images, sse, to_json, wants_stream, Ctx, Event, Reply, Usage};
 use crate::mock::tokens;
 
 /// Prompt text that makes the mock refuse the request as too long.
@@ -95,7 +98,55 @@ pub fn check_fields(body: &Value, counting: bool) -> Result<(), Reply> {
             ));
         }
     }
+    for block in image_blocks(body) {
+        check_image(block)?;
+    }
     Ok(())
+}
+
+/// The `image` blocks of every message.
+fn image_blocks(body: &Value) -> impl Iterator<Item = &Value> {
+    let messages = body["messages"].as_array().into_iter().flatten();
+    messages
+        .flat_map(|m| m["content"].as_array().into_iter().flatten())
+        .filter(|b| b["type"] == "image")
+}
+
+/// An image block's source: base64 bytes of its media type, or an https
+/// URL; what it is, as `<media type> <bytes>` or `url <url>`.
+fn check_image(block: &Value) -> Result<String, Reply> {
+    let source = &block["source"];
+    match source["type"].as_str() {
+        Some("base64") => {
+            let media = source["media_type"].as_str().unwrap_or_default();
+            let format = match media {
+                "image/jpeg" | "image/png" | "image/gif" | "image/webp" => &media[6..],
+                _ => {
+                    return Err(error(
+                        400,
+                        &format!("messages: image source media_type {media:?} is not one of image/jpeg, image/png, image/gif, image/webp"),
+                    ))
+                }
+            };
+            let data = source["data"].as_str().unwrap_or_default();
+            let len = images::check(format, data).map_err(|m| error(400, &m))?;
+            Ok(format!("{media} {len}"))
+        }
+        Some("url") => {
+            let url = source["url"].as_str().unwrap_or_default();
+            if !url.starts_with("https://") {
+                return Err(error(
+                    400,
+                    "messages: image source url must be an https URL",
+                ));
+            }
+            Ok(format!("url {url}"))
+        }
+        _ => Err(error(
+            400,
+            "messages: image source type must be base64 or url",
+        )),
+    }
 }
 
 /// Answers `count_tokens`: the prompt estimate.
@@ -191,7 +242,14 @@ pub fn answer(ctx: &Ctx<'_>, body: &Value) -> Reply {
     } else {
         "end_turn"
     };
-    let text = tokens::text(usage.completion);
+    let text = if prompt.contains("mock-describe-images") {
+        let seen: Vec<String> = image_blocks(body)
+            .filter_map(|b| check_image(b).ok())
+            .collect();
+        seen.join("\n")
+    } else {
+        tokens::text(usage.completion)
+    };
     let counted = Usage {
         prompt: usage.prompt + cache_read + cache_creation,
         completion: usage.completion,

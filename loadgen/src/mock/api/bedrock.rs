@@ -11,13 +11,15 @@
 //! Behaviour: `toolConfig.toolChoice` `any`/`tool` (or a prompt containing
 //! `mock-tool-use`) answers with a `toolUse` block; a prompt containing
 //! `mock-context-window` is refused as too long; `x-mock-cache-read-tokens`
-//! and `x-mock-cache-creation-tokens` set the cache counts.
+//! and `x-mock-cache-creation-tokens` set the cache counts. `image` blocks
+//! must carry base64 `bytes` of their `format` (png, jpeg, gif, webp), as
+//! Converse takes no URLs; `mock-describe-images` lists them (`images`).
 
 use gateway::providers::eventstream::encode_event;
 use gateway::providers::sigv4::{self, Credentials, SigningInput};
 use serde_json::{json, Map, Value};
 
-use super::{to_json, Ctx, Event, Reply, Usage};
+use super::{images, to_json, Ctx, Event, Reply, Usage};
 use crate::mock::tokens;
 
 /// The secret access key the mock signs with (any access key id).
@@ -205,9 +207,41 @@ fn check_body(body: &Value) -> Result<(), Reply> {
                     "The text field in the ContentBlock object is blank.",
                 ));
             }
+            if let Some(image) = block.get("image") {
+                check_image(image)?;
+            }
         }
     }
     Ok(())
+}
+
+/// An `ImageBlock`: a known `format` and `source.bytes` of that format.
+fn check_image(image: &Value) -> Result<(String, usize), Reply> {
+    let format = image["format"].as_str().unwrap_or_default();
+    if !matches!(format, "png" | "jpeg" | "gif" | "webp") {
+        return Err(error(
+            400,
+            &format!("Malformed input request: #/messages/content/image/format: {format} is not a valid enum value"),
+        ));
+    }
+    let Some(data) = image.pointer("/source/bytes").and_then(Value::as_str) else {
+        return Err(error(
+            400,
+            "Malformed input request: #/messages/content/image/source: bytes is required",
+        ));
+    };
+    let len = images::check(format, data).map_err(|m| error(400, &m))?;
+    Ok((format!("image/{format}"), len))
+}
+
+/// The images of every message, as (media type, bytes).
+fn images_seen(body: &Value) -> Vec<(String, usize)> {
+    let messages = body["messages"].as_array().into_iter().flatten();
+    let blocks = messages.flat_map(|m| m["content"].as_array().into_iter().flatten());
+    blocks
+        .filter_map(|b| b.get("image"))
+        .filter_map(|i| check_image(i).ok())
+        .collect()
 }
 
 fn header_count(ctx: &Ctx<'_>, name: &str) -> u64 {
@@ -295,7 +329,12 @@ pub fn handle(ctx: &Ctx<'_>, body: &Value) -> Reply {
     };
     let tool_id = format!("tooluse_mock_{}", ctx.id);
     if !stream {
-        let mut content = vec![json!({"text": tokens::text(completion)})];
+        let text = if prompt.contains("mock-describe-images") {
+            images::describe(&images_seen(body))
+        } else {
+            tokens::text(completion)
+        };
+        let mut content = vec![json!({"text": text})];
         if let Some(tool) = tool {
             content.push(json!({"toolUse": {"toolUseId": tool_id, "name": tool["toolSpec"]["name"], "input": tool_input(tool)}}));
         }
@@ -431,9 +470,21 @@ mod tests {
             json!({"messages": [{"role": "user", "content": []}]}),
             json!({"messages": [{"role": "user", "content": [{"text": "a"}]}, {"role": "user", "content": [{"text": "b"}]}]}),
             json!({"messages": [], "model": "x"}),
+            json!({"messages": [{"role": "user", "content": [{"image": {"format": "png", "source": {"bytes": "/9j/4AAQ"}}}]}]}),
+            json!({"messages": [{"role": "user", "content": [{"image": {"format": "tiff", "source": {"bytes": "AAAA"}}}]}]}),
+            json!({"messages": [{"role": "user", "content": [{"image": {"format": "png", "source": {"url": "https://x/y.png"}}}]}]}),
         ] {
             assert_eq!(run(path, bad, SECRET).status, 400);
         }
+        let jpeg = json!({"messages": [{"role": "user", "content": [{"text": "mock-describe-images"}, {"image": {"format": "jpeg", "source": {"bytes": "/9j/4AAQ"}}}]}]});
+        let Body::Full(answer) = run("/model/m/converse", jpeg, SECRET).body else {
+            panic!()
+        };
+        let answer: Value = serde_json::from_slice(&answer).unwrap();
+        assert_eq!(
+            answer["output"]["message"]["content"][0]["text"],
+            "image/jpeg 6"
+        );
         let body = json!({"messages": [{"role": "user", "content": [{"text": "hi"}]}], "inferenceConfig": {"maxTokens": 3}});
         let reply = run(path, body, SECRET);
         assert_eq!(reply.content_type(), "application/vnd.amazon.eventstream");

@@ -10,11 +10,13 @@
 //!
 //! Behaviour: `toolConfig.functionCallingConfig.mode` `ANY` (or a prompt
 //! containing `mock-tool-use`) answers with a `functionCall` part; a prompt
-//! containing `mock-context-window` is refused as too long.
+//! containing `mock-context-window` is refused as too long. `inlineData`
+//! parts must carry base64 `data` matching their image `mimeType`;
+//! `mock-describe-images` lists them (`images`).
 
 use serde_json::{json, Map, Value};
 
-use super::{to_json, Ctx, Event, Reply, Usage};
+use super::{images, to_json, Ctx, Event, Reply, Usage};
 use crate::mock::tokens;
 
 /// The only API key the mock accepts.
@@ -121,8 +123,42 @@ fn check(ctx: &Ctx<'_>, body: &Value, stream: bool) -> Result<(), Reply> {
                 "* GenerateContentRequest.contents.parts: contents.parts must not be empty.",
             ));
         }
+        for part in c["parts"].as_array().into_iter().flatten() {
+            if let Some(blob) = part.get("inlineData") {
+                check_blob(blob)?;
+            }
+        }
     }
     Ok(())
+}
+
+/// An `inlineData` blob: a MIME type and base64 `data`, checked against
+/// the type when it is an image.
+fn check_blob(blob: &Value) -> Result<(String, usize), Reply> {
+    let (Some(mime), Some(data)) = (blob["mimeType"].as_str(), blob["data"].as_str()) else {
+        return Err(error(
+            400,
+            "* GenerateContentRequest.contents.parts.inline_data: mimeType and data are required",
+        ));
+    };
+    let format = match mime.strip_prefix("image/") {
+        Some("jpg") => "jpeg",
+        Some(f) => f,
+        None => return Ok((mime.to_string(), data.len() / 4 * 3)),
+    };
+    let len = images::check(format, data)
+        .map_err(|m| error(400, &format!("Unable to process input image. {m}")))?;
+    Ok((mime.to_string(), len))
+}
+
+/// The inline blobs of every turn, as (MIME type, bytes).
+fn images_seen(body: &Value) -> Vec<(String, usize)> {
+    let contents = body["contents"].as_array().into_iter().flatten();
+    let parts = contents.flat_map(|c| c["parts"].as_array().into_iter().flatten());
+    parts
+        .filter_map(|p| p.get("inlineData"))
+        .filter_map(|b| check_blob(b).ok())
+        .collect()
 }
 
 fn chosen_tool<'a>(body: &'a Value, prompt: &str) -> Option<&'a Value> {
@@ -203,7 +239,12 @@ pub fn handle(ctx: &Ctx<'_>, body: &Value) -> Reply {
     let call = tool.map(|d| json!({"functionCall": {"name": d["name"], "args": tool_args(d)}}));
     let version = model.to_string();
     if !stream {
-        let mut parts = vec![json!({"text": tokens::text(completion)})];
+        let text = if prompt.contains("mock-describe-images") {
+            images::describe(&images_seen(body))
+        } else {
+            tokens::text(completion)
+        };
+        let mut parts = vec![json!({"text": text})];
         parts.extend(call);
         let answer = json!({
             "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],

@@ -10,6 +10,7 @@ pub mod embed;
 pub mod embeddings;
 pub mod errors;
 pub mod gemini;
+pub mod images;
 pub mod responses;
 pub mod text;
 pub mod vertex;

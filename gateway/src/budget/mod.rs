@@ -2,7 +2,15 @@
 //! its worst-case cost before the call and settles the real cost after, so N
 //! concurrent requests can never all pass against the same remaining budget.
 //! Amounts are kept in nano-dollars in atomics: no lock on the request path.
+//!
+//! With Redis (the limiter's links), the same rule holds for the fleet
+//! ([`fleet`]): reservations and settlements go to one counter per budget in
+//! Redis, and these counters here are the fallback while Redis cannot be
+//! used, exactly as without Redis.
 
+pub mod fleet;
+
+use crate::limits::Limiter;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 
@@ -36,11 +44,29 @@ pub struct Budget {
     soft_alerted: AtomicBool,
     /// Set by the first refusal; cleared when the budget gains room again.
     refusal_alerted: AtomicBool,
+    /// Where its fleet-wide counter lives in Redis, if it has one.
+    place: Option<fleet::Place>,
+    /// Its budget period (`budget_reset_at`, Unix ms; 0 without one).
+    period: AtomicI64,
+    /// Spend settled here that Redis has not counted yet (settled while
+    /// Redis could not be used), added to its counter by the next
+    /// reservation that reaches it.
+    owed: AtomicI64,
 }
 
 impl Budget {
     /// A counter with limits in USD and the spend already recorded.
     pub fn new(max_usd: Option<f64>, soft_usd: Option<f64>, spend_usd: f64) -> Arc<Budget> {
+        Budget::at(None, max_usd, soft_usd, spend_usd)
+    }
+
+    /// [`Budget::new`] with its place in Redis.
+    pub fn at(
+        place: Option<fleet::Place>,
+        max_usd: Option<f64>,
+        soft_usd: Option<f64>,
+        spend_usd: f64,
+    ) -> Arc<Budget> {
         let b = Budget {
             max: AtomicI64::new(NO_LIMIT),
             soft: AtomicI64::new(NO_LIMIT),
@@ -49,6 +75,9 @@ impl Budget {
             reserved: AtomicI64::new(0),
             soft_alerted: AtomicBool::new(false),
             refusal_alerted: AtomicBool::new(false),
+            place,
+            period: AtomicI64::new(0),
+            owed: AtomicI64::new(0),
         };
         b.set_limits(max_usd, soft_usd);
         Arc::new(b)
@@ -79,6 +108,14 @@ impl Budget {
         if self.spent_nanos() < self.soft.load(Ordering::Acquire) {
             self.soft_alerted.store(false, Ordering::Release);
         }
+    }
+
+    /// Sets its budget period (the `budget_reset_at` it was read with), so
+    /// the fleet's counter in Redis learns when a period ended (see
+    /// `reserve.lua`).
+    pub fn set_period(&self, reset_at: Option<chrono::DateTime<chrono::Utc>>) {
+        let ms = reset_at.map_or(0, |t| t.timestamp_millis().max(0));
+        self.period.store(ms, Ordering::Release);
     }
 
     /// Whether a refusal by this budget is the first since it last gained
@@ -169,18 +206,79 @@ pub struct Refusal {
 
 /// Worst-case cost held against every budget a request belongs to; settled
 /// with the real cost after the response, or released if dropped unsettled.
-#[derive(Debug)]
-pub struct Reservation {
+pub struct Reservation<'l> {
     held: Vec<(&'static str, Arc<Budget>)>,
     nanos: i64,
+    place: Held<'l>,
 }
 
-impl Reservation {
-    /// Reserves `usd` against every `(scope, budget)`, all or none.
+/// Where a reservation is held.
+enum Held<'l> {
+    /// In this process's counters; `owe`: Redis is configured, so the
+    /// spend must reach its counters later.
+    Local { owe: bool },
+    /// In Redis, under the hold's id (see [`fleet::hold_id`]).
+    Fleet {
+        limiter: &'l Limiter,
+        request_id: String,
+    },
+}
+
+impl std::fmt::Debug for Reservation<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reservation")
+            .field(
+                "scopes",
+                &self.held.iter().map(|(s, _)| s).collect::<Vec<_>>(),
+            )
+            .field("nanos", &self.nanos)
+            .field("fleet", &matches!(self.place, Held::Fleet { .. }))
+            .finish()
+    }
+}
+
+impl<'l> Reservation<'l> {
+    /// Reserves `usd` against every `(scope, budget)`, all or none: in Redis
+    /// when the limiter has it and a budget has a limit (see [`fleet`]),
+    /// else (and while Redis cannot answer) in this process.
+    pub async fn acquire_shared(
+        limiter: &'l Limiter,
+        budgets: &[(&'static str, Arc<Budget>)],
+        usd: f64,
+        request_id: &str,
+    ) -> Result<Reservation<'l>, Refusal> {
+        let shared = limiter.shared();
+        if shared && budgets.iter().any(|(_, b)| b.max_usd().is_some()) {
+            let nanos = to_nanos(usd);
+            // One hold per attempt: an undo of an earlier, failed attempt
+            // of this request can never release a later one.
+            let hold = fleet::hold_id(request_id);
+            match fleet::reserve(limiter, budgets, nanos, &hold).await {
+                Some(Ok(())) => {
+                    return Ok(Reservation {
+                        held: budgets.to_vec(),
+                        nanos,
+                        place: Held::Fleet {
+                            limiter,
+                            request_id: hold,
+                        },
+                    })
+                }
+                Some(Err(refusal)) => return Err(refusal),
+                None => {}
+            }
+        }
+        let mut local = Reservation::acquire(budgets, usd)?;
+        local.place = Held::Local { owe: shared };
+        Ok(local)
+    }
+
+    /// Reserves `usd` against every `(scope, budget)` in this process, all
+    /// or none.
     pub fn acquire(
         budgets: &[(&'static str, Arc<Budget>)],
         usd: f64,
-    ) -> Result<Reservation, Refusal> {
+    ) -> Result<Reservation<'l>, Refusal> {
         let nanos = to_nanos(usd);
         let mut held = Vec::with_capacity(budgets.len());
         for (scope, budget) in budgets {
@@ -198,7 +296,11 @@ impl Reservation {
             }
             held.push((*scope, budget.clone()));
         }
-        Ok(Reservation { held, nanos })
+        Ok(Reservation {
+            held,
+            nanos,
+            place: Held::Local { owe: false },
+        })
     }
 
     /// Settles the real cost; returns the scopes whose soft budget this
@@ -206,16 +308,44 @@ impl Reservation {
     pub fn settle(mut self, actual_usd: f64) -> Vec<(&'static str, Arc<Budget>)> {
         let actual = to_nanos(actual_usd);
         let held = std::mem::take(&mut self.held);
+        self.finish(&held, actual);
+        let local_reserve = match self.place {
+            Held::Local { .. } => self.nanos,
+            Held::Fleet { .. } => 0,
+        };
         held.into_iter()
-            .filter(|(_, b)| b.settle(self.nanos, actual))
+            .filter(|(_, b)| b.settle(local_reserve, actual))
             .collect()
+    }
+
+    /// Tells Redis (or, when it cannot take it, each budget's debt to it).
+    fn finish(&self, held: &[(&'static str, Arc<Budget>)], actual: i64) {
+        match &self.place {
+            Held::Local { owe: true } if actual > 0 => {
+                for (_, b) in held {
+                    b.owed.fetch_add(actual, Ordering::AcqRel);
+                }
+            }
+            Held::Local { .. } => {}
+            Held::Fleet {
+                limiter,
+                request_id,
+            } => fleet::settle(limiter, held, request_id, actual),
+        }
     }
 }
 
-impl Drop for Reservation {
+impl Drop for Reservation<'_> {
     fn drop(&mut self) {
-        for (_, b) in &self.held {
-            b.settle(self.nanos, 0);
+        let held = std::mem::take(&mut self.held);
+        if held.is_empty() {
+            return;
+        }
+        self.finish(&held, 0);
+        if let Held::Local { .. } = self.place {
+            for (_, b) in &held {
+                b.settle(self.nanos, 0);
+            }
         }
     }
 }

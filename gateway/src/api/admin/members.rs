@@ -1,0 +1,372 @@
+//! `/team/member_add`, `/team/member_delete`, `/team/member_update`: one
+//! membership at a time, each an atomic store change (concurrent calls on
+//! one team never lose each other), roles kept in `members_with_roles`.
+//! LiteLLM's per-member team budgets and limits (`max_budget_in_team`, ...)
+//! are refused rather than silently not enforced.
+
+use super::body::{bad_field, parse};
+use super::db::{run, store_err, Ctx};
+use super::object;
+use super::teams::team_json;
+use crate::error::GatewayError;
+use crate::state::Worker;
+use crate::store::{Change, MemberOp, MemberOutcome, TeamMember};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+/// One of LiteLLM's `Member`s.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MemberIn {
+    user_id: Option<String>,
+    user_email: Option<String>,
+    #[serde(default = "default_role")]
+    role: String,
+}
+
+fn default_role() -> String {
+    "user".to_string()
+}
+
+/// The body of `/team/member_add` (`TeamMemberAddRequest`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MemberAdd {
+    team_id: String,
+    /// One `Member` or a list of them.
+    member: Value,
+    #[serde(default)]
+    max_budget_in_team: Option<f64>,
+    #[serde(default)]
+    budget_duration: Option<String>,
+    #[serde(default)]
+    allowed_models: Option<Vec<String>>,
+}
+
+/// The body of `/team/member_delete` and `/team/member_update`
+/// (`TeamMemberDeleteRequest`, `TeamMemberUpdateRequest`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MemberRef {
+    team_id: String,
+    #[serde(default)]
+    user_id: Option<String>,
+    #[serde(default)]
+    user_email: Option<String>,
+    #[serde(default)]
+    role: Option<String>,
+    #[serde(default)]
+    max_budget_in_team: Option<f64>,
+    #[serde(default)]
+    tpm_limit: Option<i64>,
+    #[serde(default)]
+    rpm_limit: Option<i64>,
+    #[serde(default)]
+    budget_duration: Option<String>,
+    #[serde(default)]
+    allowed_models: Option<Vec<String>>,
+    #[serde(default)]
+    temp_budget_increase: Option<f64>,
+    #[serde(default)]
+    temp_budget_expiry: Option<String>,
+    #[serde(default)]
+    model_max_budget: Option<Map<String, Value>>,
+}
+
+/// Refuses the first per-member budget or limit given (not null).
+fn refuse_member_limits(given: &[(&str, bool)]) -> Result<(), GatewayError> {
+    match given.iter().find(|(_, g)| *g) {
+        Some((name, _)) => Err(bad_field(
+            name,
+            "per-member team budgets and limits are not supported by this gateway; \
+             set them on the user or the member's keys",
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Checks a role of field `at`.
+fn role(at: &str, role: &str) -> Result<(), GatewayError> {
+    match role {
+        "admin" | "user" => Ok(()),
+        _ => Err(bad_field(at, "must be 'admin' or 'user'")),
+    }
+}
+
+/// The members of a `member` field, checked, with the field path of each.
+fn members_of(member: Value) -> Result<(Vec<TeamMember>, bool), GatewayError> {
+    let (items, many) = match member {
+        Value::Array(items) => (items, true),
+        one @ Value::Object(_) => (vec![one], false),
+        _ => return Err(bad_field("member", "must be a member or a list of members")),
+    };
+    if items.is_empty() {
+        return Err(bad_field("member", "name at least one member"));
+    }
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.into_iter().enumerate() {
+        let at = if many {
+            format!("member[{i}]")
+        } else {
+            "member".to_string()
+        };
+        let m: MemberIn = serde_path_to_error::deserialize(item).map_err(|e| {
+            let inner = e.path().to_string();
+            let field = if inner == "." {
+                at.clone()
+            } else {
+                format!("{at}.{inner}")
+            };
+            bad_field(&field, e.into_inner().to_string())
+        })?;
+        role(&format!("{at}.role"), &m.role)?;
+        let Some(user_id) = m.user_id.filter(|id| !id.is_empty()) else {
+            return Err(bad_field(
+                &format!("{at}.user_id"),
+                "members are named by user_id here (user_email alone is not enough)",
+            ));
+        };
+        out.push(TeamMember {
+            user_id,
+            user_email: m.user_email,
+            role: m.role,
+        });
+    }
+    Ok((out, many))
+}
+
+/// The team with its roles, as LiteLLM shows it.
+pub(super) async fn team_with_roles(ctx: &Ctx, team_id: &str) -> Result<Value, GatewayError> {
+    let team = super::db::team(ctx, team_id).await?;
+    let roles = ctx.store.team_members(team_id).await.map_err(store_err)?;
+    Ok(team_json_with_roles(&team, &roles))
+}
+
+/// [`team_json`] with the roles stored for its members.
+pub fn team_json_with_roles(team: &crate::store::TeamRecord, roles: &[TeamMember]) -> Value {
+    let mut out = team_json(team);
+    let members: Vec<Value> = team
+        .members
+        .iter()
+        .map(|id| match roles.iter().find(|m| &m.user_id == id) {
+            Some(m) => json!({"user_id": id, "user_email": m.user_email, "role": m.role}),
+            None => json!({"user_id": id, "user_email": null, "role": "user"}),
+        })
+        .collect();
+    out["members_with_roles"] = members.into();
+    out
+}
+
+/// `POST /team/member_add`: adds one member or a list; a member already in
+/// the team is a 400 (for a list, only when all are).
+pub async fn add(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
+    let req: MemberAdd = parse(body)?;
+    refuse_member_limits(&[
+        ("max_budget_in_team", req.max_budget_in_team.is_some()),
+        ("budget_duration", req.budget_duration.is_some()),
+        ("allowed_models", req.allowed_models.is_some()),
+    ])?;
+    let (members, many) = members_of(req.member)?;
+    let team_id = req.team_id;
+    run(worker, move |ctx| async move {
+        let mut added = Vec::new();
+        for m in &members {
+            match ctx
+                .store
+                .change_team_member(&team_id, MemberOp::Add, m)
+                .await
+                .map_err(store_err)?
+            {
+                MemberOutcome::NoTeam => {
+                    return Err(GatewayError::NotFound(format!("Team {team_id}")))
+                }
+                MemberOutcome::Unchanged => {}
+                MemberOutcome::Changed => added.push(m.user_id.clone()),
+            }
+        }
+        let mut changes = vec![Change::Team(team_id.clone())];
+        changes.extend(added.iter().cloned().map(Change::User));
+        ctx.publish(&changes).await;
+        if added.is_empty() {
+            let message = if many {
+                "all users are already in the team"
+            } else {
+                "the user is already in the team"
+            };
+            return Err(bad_field("member", message));
+        }
+        let mut users = Vec::new();
+        for id in &added {
+            users.extend(ctx.store.get_user(id).await.map_err(store_err)?);
+        }
+        let mut out = team_with_roles(&ctx, &team_id).await?;
+        out["updated_users"] = users
+            .iter()
+            .map(|u| Value::Object(object(u)))
+            .collect::<Vec<_>>()
+            .into();
+        out["updated_team_memberships"] = json!([]);
+        Ok(out)
+    })
+    .await
+}
+
+/// The user id a `MemberRef` names (by `user_id`, else by the email stored
+/// in the team's roles).
+async fn resolve(ctx: &Ctx, r: &MemberRef) -> Result<String, GatewayError> {
+    if let Some(id) = &r.user_id {
+        return Ok(id.clone());
+    }
+    let Some(email) = &r.user_email else {
+        return Err(bad_field(
+            "user_id",
+            "either user_id or user_email is required",
+        ));
+    };
+    let roles = ctx
+        .store
+        .team_members(&r.team_id)
+        .await
+        .map_err(store_err)?;
+    roles
+        .into_iter()
+        .find(|m| m.user_email.as_deref() == Some(email))
+        .map(|m| m.user_id)
+        .ok_or_else(|| {
+            bad_field(
+                "user_email",
+                format!("no member of the team has email '{email}'"),
+            )
+        })
+}
+
+/// `POST /team/member_delete`: the team without the member.
+pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
+    let req: MemberRef = parse(body)?;
+    if req.user_id.is_none() && req.user_email.is_none() {
+        return Err(bad_field(
+            "user_id",
+            "either user_id or user_email is required",
+        ));
+    }
+    run(worker, move |ctx| async move {
+        let user_id = resolve(&ctx, &req).await?;
+        let m = TeamMember {
+            user_id: user_id.clone(),
+            ..Default::default()
+        };
+        let team_id = req.team_id;
+        match ctx
+            .store
+            .change_team_member(&team_id, MemberOp::Remove, &m)
+            .await
+            .map_err(store_err)?
+        {
+            MemberOutcome::NoTeam => Err(bad_field(
+                "team_id",
+                format!("team '{team_id}' does not exist"),
+            )),
+            MemberOutcome::Unchanged => Err(bad_field(
+                "user_id",
+                format!("user '{user_id}' is not a member of team '{team_id}'"),
+            )),
+            MemberOutcome::Changed => {
+                ctx.publish(&[Change::Team(team_id.clone()), Change::User(user_id)])
+                    .await;
+                team_with_roles(&ctx, &team_id).await
+            }
+        }
+    })
+    .await
+}
+
+/// `POST /team/member_update`: the member's role (LiteLLM's
+/// `TeamMemberUpdateResponse`).
+pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
+    let req: MemberRef = parse(body)?;
+    refuse_member_limits(&[
+        ("max_budget_in_team", req.max_budget_in_team.is_some()),
+        ("tpm_limit", req.tpm_limit.is_some()),
+        ("rpm_limit", req.rpm_limit.is_some()),
+        ("budget_duration", req.budget_duration.is_some()),
+        ("allowed_models", req.allowed_models.is_some()),
+        ("temp_budget_increase", req.temp_budget_increase.is_some()),
+        ("temp_budget_expiry", req.temp_budget_expiry.is_some()),
+        ("model_max_budget", req.model_max_budget.is_some()),
+    ])?;
+    if let Some(r) = &req.role {
+        role("role", r)?;
+    }
+    if req.user_id.is_none() && req.user_email.is_none() {
+        return Err(bad_field(
+            "user_id",
+            "either user_id or user_email is required",
+        ));
+    }
+    run(worker, move |ctx| async move {
+        let user_id = resolve(&ctx, &req).await?;
+        let team_id = req.team_id.clone();
+        let roles = ctx.store.team_members(&team_id).await.map_err(store_err)?;
+        let current = roles.iter().find(|m| m.user_id == user_id);
+        let m = TeamMember {
+            user_id: user_id.clone(),
+            user_email: req.user_email.clone(),
+            role: req
+                .role
+                .clone()
+                .or_else(|| current.map(|c| c.role.clone()))
+                .unwrap_or_else(default_role),
+        };
+        match ctx
+            .store
+            .change_team_member(&team_id, MemberOp::Update, &m)
+            .await
+            .map_err(store_err)?
+        {
+            MemberOutcome::NoTeam => Err(GatewayError::NotFound(format!("Team {team_id}"))),
+            MemberOutcome::Unchanged => Err(bad_field(
+                "user_id",
+                format!("user '{user_id}' is not a member of team '{team_id}'"),
+            )),
+            MemberOutcome::Changed => {
+                ctx.publish(&[Change::Team(team_id.clone())]).await;
+                let roles = ctx.store.team_members(&team_id).await.map_err(store_err)?;
+                let email = roles
+                    .iter()
+                    .find(|r| r.user_id == user_id)
+                    .and_then(|r| r.user_email.clone());
+                Ok(json!({
+                    "team_id": team_id,
+                    "user_id": user_id,
+                    "user_email": email,
+                    "role": m.role,
+                    "max_budget_in_team": null,
+                    "tpm_limit": null,
+                    "rpm_limit": null,
+                }))
+            }
+        }
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_one_member_or_a_list_naming_bad_ones() {
+        let (one, many) = members_of(json!({"user_id": "u", "role": "admin"})).unwrap();
+        assert!(!many);
+        assert_eq!(one[0].role, "admin");
+        let (list, many) = members_of(json!([{"user_id": "a"}, {"user_id": "b"}])).unwrap();
+        assert!(many && list.len() == 2 && list[1].role == "user");
+        let err = members_of(json!([{"user_id": "a"}, {"user_id": "b", "role": "owner"}]));
+        assert_eq!(err.unwrap_err().param(), Some("member[1].role"));
+        let err = members_of(json!({"user_id": 5}));
+        assert_eq!(err.unwrap_err().param(), Some("member.user_id"));
+        let err = members_of(json!({"user_email": "x@y"}));
+        assert_eq!(err.unwrap_err().param(), Some("member.user_id"));
+        assert_eq!(members_of(json!("u")).unwrap_err().param(), Some("member"));
+    }
+}

@@ -1,0 +1,203 @@
+//! Row patches (only the changed columns of a key, team or user), per-model
+//! budget windows of keys, and team memberships (`LiteLLM_TeamTable.members` and `members_with_roles`,
+//! `LiteLLM_UserTable.teams`) changed by single statements, so concurrent
+//! changes of one team serialize on its row lock and none is lost, and
+//! users listed a page at a time.
+
+use super::notify;
+use crate::store::{Change, MemberOp, MemberOutcome, RowKind, TeamMember};
+use serde_json::{Map, Value};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Error};
+
+/// `members_with_roles` as a JSON array (LiteLLM's column defaults to `{}`)
+/// without the entry of user `$2`.
+const OTHER_ROLES: &str = r#"(SELECT COALESCE(jsonb_agg(e), '[]'::jsonb)
+    FROM jsonb_array_elements(CASE WHEN jsonb_typeof(members_with_roles) = 'array'
+        THEN members_with_roles ELSE '[]'::jsonb END) AS e
+    WHERE e->>'user_id' IS DISTINCT FROM $2::text)"#;
+
+/// The stored email of user `$2` in `members_with_roles`.
+const OLD_EMAIL: &str = r#"(SELECT e->>'user_email'
+    FROM jsonb_array_elements(CASE WHEN jsonb_typeof(members_with_roles) = 'array'
+        THEN members_with_roles ELSE '[]'::jsonb END) AS e
+    WHERE e->>'user_id' = $2::text LIMIT 1)"#;
+
+/// The new entry of user `$2`: email `$3` (else the stored one), role `$4`.
+fn entry() -> String {
+    format!(
+        "jsonb_build_array(jsonb_build_object('user_id', $2::text, \
+         'user_email', COALESCE($3::text, {OLD_EMAIL}), 'role', $4::text))"
+    )
+}
+
+/// Applies `op` for `m` on team `team_id` and announces the team and the
+/// user, in one transaction.
+pub async fn change(
+    c: &mut Client,
+    team_id: &str,
+    op: MemberOp,
+    m: &TeamMember,
+) -> Result<MemberOutcome, Error> {
+    let members = "COALESCE(members, ARRAY[]::text[])";
+    let team_sql = match op {
+        MemberOp::Add => format!(
+            r#"UPDATE "LiteLLM_TeamTable" SET members = array_append({members}, $2::text),
+                members_with_roles = {OTHER_ROLES} || {entry},
+                updated_at = CURRENT_TIMESTAMP
+            WHERE team_id = $1::text AND NOT ($2::text = ANY({members}))"#,
+            entry = entry()
+        ),
+        MemberOp::Update => format!(
+            r#"UPDATE "LiteLLM_TeamTable" SET members_with_roles = {OTHER_ROLES} || {entry},
+                updated_at = CURRENT_TIMESTAMP
+            WHERE team_id = $1::text AND $2::text = ANY({members})"#,
+            entry = entry()
+        ),
+        MemberOp::Remove => format!(
+            r#"UPDATE "LiteLLM_TeamTable" SET members = array_remove({members}, $2::text),
+                members_with_roles = {OTHER_ROLES}, updated_at = CURRENT_TIMESTAMP
+            WHERE team_id = $1::text AND $2::text = ANY({members})"#
+        ),
+    };
+    let email = m.user_email.as_deref();
+    let params: Vec<&(dyn ToSql + Sync)> = match op {
+        MemberOp::Remove => vec![&team_id, &m.user_id],
+        _ => vec![&team_id, &m.user_id, &email, &m.role],
+    };
+    let tx = c.transaction().await?;
+    let changed = tx.execute(&team_sql, &params).await?;
+    if changed == 0 {
+        let exists = tx
+            .query_opt(
+                r#"SELECT 1 FROM "LiteLLM_TeamTable" WHERE team_id = $1"#,
+                &[&team_id],
+            )
+            .await?
+            .is_some();
+        tx.rollback().await?;
+        return Ok(if exists {
+            MemberOutcome::Unchanged
+        } else {
+            MemberOutcome::NoTeam
+        });
+    }
+    let teams = r#"COALESCE("LiteLLM_UserTable".teams, ARRAY[]::text[])"#;
+    let user_sql = if op == MemberOp::Remove {
+        format!(
+            r#"UPDATE "LiteLLM_UserTable" SET teams = array_remove({teams}, $1::text),
+                updated_at = CURRENT_TIMESTAMP
+            WHERE user_id = $2::text"#
+        )
+    } else {
+        format!(
+            r#"INSERT INTO "LiteLLM_UserTable" (user_id, user_email, user_role, teams)
+            VALUES ($2::text, $3::text, 'internal_user', ARRAY[$1::text])
+            ON CONFLICT (user_id) DO UPDATE SET teams = CASE WHEN $1::text = ANY({teams})
+                THEN {teams} ELSE array_append({teams}, $1::text) END"#
+        )
+    };
+    tx.execute(&user_sql, &params[..params.len().min(3)])
+        .await?;
+    notify(
+        &tx,
+        &[
+            Change::Team(team_id.to_string()),
+            Change::User(m.user_id.clone()),
+        ],
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(MemberOutcome::Changed)
+}
+
+/// The team's `members_with_roles`; entries that are not LiteLLM's
+/// `Member` shape are skipped.
+pub async fn roles(c: &Client, team_id: &str) -> Result<Vec<TeamMember>, Error> {
+    let row = c
+        .query_opt(
+            r#"SELECT members_with_roles::jsonb AS m FROM "LiteLLM_TeamTable"
+            WHERE team_id = $1"#,
+            &[&team_id],
+        )
+        .await?;
+    let Some(row) = row else {
+        return Ok(Vec::new());
+    };
+    let value: serde_json::Value = row.try_get("m")?;
+    let entries = match value {
+        serde_json::Value::Array(items) => items,
+        _ => Vec::new(),
+    };
+    Ok(entries
+        .into_iter()
+        .filter_map(|e| serde_json::from_value::<TeamMember>(e).ok())
+        .filter(|m| !m.user_id.is_empty())
+        .collect())
+}
+
+/// Writes `fields` of row `id` (names checked against
+/// [`RowKind::columns`] by the caller) from one JSON object through
+/// `jsonb_populate_record`, which gives each value its column's type, and
+/// announces the row; `false` when it does not exist.
+pub async fn patch(
+    c: &mut Client,
+    kind: RowKind,
+    id: &str,
+    fields: &Map<String, Value>,
+) -> Result<bool, Error> {
+    let (table, id_column) = match kind {
+        RowKind::Key => (r#""LiteLLM_VerificationToken""#, "token"),
+        RowKind::Team => (r#""LiteLLM_TeamTable""#, "team_id"),
+        RowKind::User => (r#""LiteLLM_UserTable""#, "user_id"),
+    };
+    let set: Vec<String> = fields
+        .keys()
+        .map(|column| format!("{column} = r.{column}"))
+        .chain(std::iter::once(
+            "updated_at = CURRENT_TIMESTAMP".to_string(),
+        ))
+        .collect();
+    let sql = format!(
+        "UPDATE {table} t SET {} FROM jsonb_populate_record(NULL::{table}, $2::jsonb) AS r \
+         WHERE t.{id_column} = $1::text",
+        set.join(", ")
+    );
+    let values = Value::Object(fields.clone());
+    let tx = c.transaction().await?;
+    let found = tx.execute(&sql, &[&id, &values]).await? > 0;
+    if found {
+        notify(&tx, &[kind.change(id)]).await?;
+    }
+    tx.commit().await?;
+    Ok(found)
+}
+
+/// [`Store::start_model_window`](crate::store::Store::start_model_window):
+/// `$1` token, `$2` model, `$3` window start; the row is announced.
+pub async fn start_model_window(
+    c: &mut Client,
+    token: &str,
+    model: &str,
+    start: &str,
+) -> Result<bool, Error> {
+    let windows = crate::store::MODEL_WINDOWS;
+    let sql = format!(
+        r#"UPDATE "LiteLLM_VerificationToken" SET
+            model_spend = CASE WHEN metadata #>> ARRAY['{windows}', $2::text] IS NULL
+                THEN model_spend ELSE COALESCE(model_spend, '{{}}'::jsonb) - $2::text END,
+            metadata = jsonb_set(
+                CASE WHEN jsonb_typeof(metadata -> '{windows}') = 'object' THEN metadata
+                    ELSE COALESCE(metadata, '{{}}'::jsonb) || jsonb_build_object('{windows}', '{{}}'::jsonb) END,
+                ARRAY['{windows}', $2::text], to_jsonb($3::text))
+        WHERE token = $1::text
+            AND COALESCE(metadata #>> ARRAY['{windows}', $2::text], '') < $3::text"#
+    );
+    let tx = c.transaction().await?;
+    let changed = tx.execute(&sql, &[&token, &model, &start]).await? > 0;
+    if changed {
+        notify(&tx, &[Change::Key(token.to_string())]).await?;
+    }
+    tx.commit().await?;
+    Ok(changed)
+}

@@ -1,0 +1,402 @@
+//! Budgets exact across the fleet: two replicas sharing Redis and Postgres
+//! reserve and settle one key's budget in Redis, so hammering the key
+//! through both at once overshoots by at most one request's reconciliation
+//! (with worst-case reservations: not at all); a new budget period and an
+//! admin's spend reset admit again on both; a replica started later (also
+//! after Redis lost everything) reads the running totals; spend settled
+//! while Redis was frozen reaches its counter once Redis answers again.
+//!
+//! Each test has its own scratch database ([`TestDb`]) and its own
+//! `redis-server` ([`PrivateRedis`]); the model is the in-process `mock/`
+//! provider with a latency, so requests overlap.
+
+use e2e::{to_yaml, Gateway, PrivateRedis, TestDb, MASTER_KEY};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+
+/// Prices that make each request cost about a tenth of a cent.
+const INPUT_COST: f64 = 0.00001;
+const OUTPUT_COST: f64 = 0.0001;
+/// The mock's reply: ten words, ten completion tokens.
+const REPLY: &str = "one two three four five six seven eight nine ten";
+/// The priced model group (the mock answers after [`LATENCY_MS`]).
+const MODEL: &str = "fleet-budget";
+/// How long the mock takes per answer, so concurrent requests overlap.
+const LATENCY_MS: u64 = 30;
+/// Senders per replica in a burst.
+const SENDERS: usize = 8;
+/// Requests one sender makes at most.
+const PER_SENDER: usize = 40;
+
+/// Replicas sharing one database and one Redis. Fields drop in order: the
+/// gateways stop before Redis and the database go.
+struct Fleet {
+    replicas: Vec<Gateway>,
+    redis: PrivateRedis,
+    db: TestDb,
+    spools: TempDir,
+    envs: Vec<(&'static str, &'static str)>,
+}
+
+impl Fleet {
+    fn start() -> Fleet {
+        Fleet::start_with(&[])
+    }
+
+    /// Two replicas with the extra environment `envs`.
+    fn start_with(envs: &[(&'static str, &'static str)]) -> Fleet {
+        let mut fleet = Fleet {
+            replicas: Vec::new(),
+            redis: PrivateRedis::start(),
+            db: TestDb::create(),
+            spools: tempfile::tempdir().expect("spool temp dir"),
+            envs: envs.to_vec(),
+        };
+        for _ in 0..2 {
+            let replica = fleet.replica();
+            fleet.replicas.push(replica);
+        }
+        fleet
+    }
+
+    /// One more replica on the fleet's database and Redis.
+    fn replica(&self) -> Gateway {
+        let spool = self.spools.path().join(e2e::unique_id("spool"));
+        let config = json!({
+            "model_list": [{
+                "model_name": MODEL,
+                "litellm_params": {
+                    "model": "mock/priced",
+                    "mock_response": REPLY,
+                    "mock_latency_ms": LATENCY_MS,
+                    "input_cost_per_token": INPUT_COST,
+                    "output_cost_per_token": OUTPUT_COST,
+                },
+            }],
+            "general_settings": {"master_key": MASTER_KEY},
+            "gateway_settings": {"spool_dir": spool.to_str().expect("utf-8 temp path")},
+        });
+        let url = self.redis.url();
+        let mut envs = vec![("DATABASE_URL", self.db.url()), ("REDIS_URL", &url)];
+        envs.extend(self.envs.iter().copied());
+        Gateway::start(&to_yaml(&config), &envs)
+    }
+}
+
+/// A chat completion through `gw` with `key`: (status, body).
+fn chat(gw: &Gateway, key: &str) -> (u16, Value) {
+    let body =
+        json!({"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]});
+    let auth = format!("Bearer {key}");
+    let resp = gw.call(
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        body.to_string().as_bytes(),
+    );
+    (resp.status, resp.json())
+}
+
+/// The worst case one request reserves: its body's bytes as prompt tokens
+/// plus `max_tokens` of output.
+fn worst_case() -> f64 {
+    let body =
+        json!({"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]});
+    body.to_string().len() as f64 * INPUT_COST + 10.0 * OUTPUT_COST
+}
+
+fn cost_of(body: &Value) -> f64 {
+    let usage = &body["usage"];
+    usage["prompt_tokens"].as_f64().expect("prompt_tokens") * INPUT_COST
+        + usage["completion_tokens"]
+            .as_f64()
+            .expect("completion_tokens")
+            * OUTPUT_COST
+}
+
+/// A key with `fields` made through `gw`: (plain key, sha256 token).
+fn generate(gw: &Gateway, fields: Value) -> (String, String) {
+    let resp = gw.post("/key/generate", &fields).expect_status(200).json();
+    let field = |name: &str| resp[name].as_str().expect(name).to_string();
+    (field("key"), field("token"))
+}
+
+/// The key's spend in Postgres once the writers have flushed `expected`
+/// (or what it holds after 5 s, for the caller's assertion to report).
+fn recorded_spend(fleet: &Fleet, token: &str, expected: f64) -> f64 {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let spend: f64 = fleet
+            .db
+            .query(&format!(
+                r#"SELECT spend FROM "LiteLLM_VerificationToken" WHERE token = '{token}'"#
+            ))
+            .trim()
+            .parse()
+            .expect("a number");
+        if (spend - expected).abs() < 1e-9 || Instant::now() > deadline {
+            return spend;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// [`SENDERS`] senders per replica, all at once, each sending until three
+/// refusals in a row (a refusal may come while others' reservations are
+/// still in flight); returns the cost of every admitted request and how
+/// many each replica admitted.
+fn hammer(replicas: &[Gateway], key: &str) -> (Vec<f64>, Vec<usize>) {
+    let results: Vec<(usize, Vec<f64>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..SENDERS * replicas.len())
+            .map(|i| {
+                let at = i % replicas.len();
+                let gw = &replicas[at];
+                s.spawn(move || (at, send_until_refused(gw, key)))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("sender"))
+            .collect()
+    });
+    let mut counts = vec![0; replicas.len()];
+    let mut costs = Vec::new();
+    for (at, c) in results {
+        counts[at] += c.len();
+        costs.extend(c);
+    }
+    (costs, counts)
+}
+
+fn send_until_refused(gw: &Gateway, key: &str) -> Vec<f64> {
+    let mut costs = Vec::new();
+    let mut refusals = 0;
+    for _ in 0..PER_SENDER {
+        let (status, body) = chat(gw, key);
+        match status {
+            200 => {
+                refusals = 0;
+                costs.push(cost_of(&body));
+            }
+            429 => {
+                assert_eq!(body["error"]["type"], "budget_exceeded", "{body}");
+                refusals += 1;
+                if refusals == 3 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(LATENCY_MS * 2));
+            }
+            other => panic!("unexpected {other}: {body}"),
+        }
+    }
+    costs
+}
+
+/// Spends through both replicas until both refuse: the admitted spend
+/// stays within the budget (the gap to it is less than one more request's
+/// worst case) and lands once in Postgres. Returns the spend.
+fn exhaust(fleet: &Fleet, key: &str, token: &str, budget: f64, spent_before: f64) -> f64 {
+    let (costs, per_replica) = hammer(&fleet.replicas, key);
+    let spent: f64 = costs.iter().sum::<f64>() + spent_before;
+    println!("admitted per replica: {per_replica:?}; spent {spent:.6} of {budget}");
+    assert!(
+        spent <= budget + 1e-9,
+        "two replicas overshot the budget: spent {spent} of {budget}"
+    );
+    assert!(
+        budget - spent < 2.0 * worst_case(),
+        "refused with room left: spent {spent} of {budget}"
+    );
+    let recorded = recorded_spend(fleet, token, spent);
+    assert!(
+        (recorded - spent).abs() < 1e-9,
+        "Postgres says {recorded}, the responses {spent}"
+    );
+    spent
+}
+
+#[test]
+fn two_replicas_hammering_one_key_stay_within_its_budget() {
+    let fleet = Fleet::start();
+    // About sixteen requests' worth: each replica alone would admit about
+    // as many, so counting per replica would spend nearly twice the budget.
+    let budget = 0.02;
+    let (key, token) = generate(&fleet.replicas[0], json!({"max_budget": budget}));
+    // One request on each first, so both have the key cached when the
+    // burst starts.
+    let mut spent = 0.0;
+    for gw in &fleet.replicas {
+        let (status, body) = chat(gw, &key);
+        assert_eq!(status, 200, "{body}");
+        spent += cost_of(&body);
+    }
+    let (costs, per_replica) = hammer(&fleet.replicas, &key);
+    spent += costs.iter().sum::<f64>();
+    println!("admitted per replica: {per_replica:?}; spent {spent:.6} of {budget}");
+    assert!(
+        per_replica.iter().all(|&n| n > 0),
+        "both replicas admitted: {per_replica:?}"
+    );
+    assert!(
+        spent <= budget + 1e-9,
+        "two replicas overshot the budget: spent {spent} of {budget}"
+    );
+    assert!(
+        budget - spent < 2.0 * worst_case(),
+        "refused with room left: spent {spent} of {budget}"
+    );
+    let recorded = recorded_spend(&fleet, &token, spent);
+    assert!(
+        (recorded - spent).abs() < 1e-9,
+        "Postgres says {recorded}, the responses {spent}"
+    );
+    // Every hold was released; Redis counted what Postgres recorded.
+    let hash = format!("{{budget:key:{token}}}");
+    let field = |name: &str| match fleet.redis.command(&["HGET", &hash, name]) {
+        e2e::redis::Reply::Bulk(Some(v)) => v.parse::<i64>().ok(),
+        _ => None,
+    };
+    e2e::eventually("holds released", Duration::from_secs(5), || {
+        (field("reserved") == Some(0)).then_some(())
+    });
+    let counted = field("spent").expect("a spent counter") as f64 / 1e9;
+    assert!(
+        (counted - spent).abs() < 1e-6,
+        "Redis counted {counted}, the responses say {spent}"
+    );
+}
+
+/// Spends `key` through both replicas in turn until both refuse.
+fn spend_until_both_refuse(fleet: &Fleet, key: &str) {
+    let mut refused = [false, false];
+    for i in 0.. {
+        assert!(i < 200, "the budget never refused");
+        let at = i % 2;
+        match chat(&fleet.replicas[at], key) {
+            (200, _) => refused = [false, false],
+            (429, body) => {
+                assert_eq!(body["error"]["type"], "budget_exceeded", "{body}");
+                refused[at] = true;
+                if refused == [true, true] {
+                    return;
+                }
+            }
+            (status, body) => panic!("unexpected {status}: {body}"),
+        }
+    }
+}
+
+#[test]
+fn a_new_budget_period_and_a_spend_reset_admit_again_on_both_replicas() {
+    let fleet = Fleet::start();
+    let budget = 0.004;
+    let key = generate(
+        &fleet.replicas[0],
+        json!({"max_budget": budget, "budget_duration": "2s"}),
+    )
+    .0;
+    spend_until_both_refuse(&fleet, &key);
+    // The period ends on its own: both replicas admit again.
+    let exhausted = Instant::now();
+    for (i, gw) in fleet.replicas.iter().enumerate() {
+        let after = e2e::eventually(
+            "admitted again after the budget period",
+            Duration::from_secs(10),
+            || (chat(gw, &key).0 == 200).then(|| exhausted.elapsed()),
+        );
+        println!("replica {i} admitted again {after:?} after exhaustion");
+    }
+    // An admin's spend reset on one replica restores the other at once.
+    let key = generate(&fleet.replicas[0], json!({"max_budget": budget})).0;
+    spend_until_both_refuse(&fleet, &key);
+    fleet.replicas[0]
+        .post("/key/update", &json!({"key": key, "spend": 0.0}))
+        .expect_status(200);
+    assert_eq!(
+        chat(&fleet.replicas[1], &key).0,
+        200,
+        "a spend reset on one replica restores access on the other at once"
+    );
+}
+
+#[test]
+fn a_replica_started_later_reads_the_running_totals() {
+    let mut fleet = Fleet::start();
+    let budget = 0.01;
+    let (key, token) = generate(&fleet.replicas[0], json!({"max_budget": budget}));
+    // About half the budget through replica 0 alone.
+    let mut spent = 0.0;
+    while spent < budget / 2.0 {
+        let (status, body) = chat(&fleet.replicas[0], &key);
+        assert_eq!(status, 200, "{body}");
+        spent += cost_of(&body);
+    }
+    recorded_spend(&fleet, &token, spent);
+    // Restart the whole fleet, and make Redis forget everything: the new
+    // replicas read the totals from Postgres and seed the fleet's counter
+    // with them.
+    fleet.replicas.clear();
+    fleet.redis.restart();
+    for _ in 0..2 {
+        let replica = fleet.replica();
+        fleet.replicas.push(replica);
+    }
+    spent = exhaust(&fleet, &key, &token, budget, spent);
+    assert!(spent <= budget + 1e-9);
+    // And once more: a restarted replica refuses the exhausted key at once.
+    fleet.replicas.remove(0);
+    let again = fleet.replica();
+    assert_eq!(chat(&again, &key).0, 429, "the total survives a restart");
+}
+
+/// The key's fleet counter in Redis, USD (`None` while Redis has none).
+fn counted(fleet: &Fleet, token: &str) -> Option<f64> {
+    let hash = format!("{{budget:key:{token}}}");
+    match fleet.redis.command(&["HGET", &hash, "spent"]) {
+        e2e::redis::Reply::Bulk(Some(v)) => v.parse::<f64>().ok().map(|n| n / 1e9),
+        _ => None,
+    }
+}
+
+#[test]
+fn spend_settled_while_redis_is_frozen_reaches_its_counter_afterwards() {
+    let fleet = Fleet::start_with(&[("REDIS_CIRCUIT_BREAKER_RECOVERY_TIMEOUT", "1")]);
+    let gw = &fleet.replicas[0];
+    let (key, token) = generate(gw, json!({"max_budget": 1.0}));
+    let mut spent = 0.0;
+    let spend = |spent: &mut f64| {
+        let (status, body) = chat(gw, &key);
+        assert_eq!(status, 200, "{body}");
+        *spent += cost_of(&body);
+    };
+    spend(&mut spent);
+    spend(&mut spent);
+    fleet.redis.freeze();
+    // Served on the replica's own counters meanwhile.
+    for _ in 0..3 {
+        spend(&mut spent);
+    }
+    fleet.redis.thaw();
+    assert!(
+        counted(&fleet, &token).is_some_and(|c| c < spent - 1e-6),
+        "Redis missed the spend of the outage"
+    );
+    // Once the breaker lets calls through again, the key's next
+    // reservation pays what was settled meanwhile.
+    e2e::eventually(
+        "Redis counts the outage's spend",
+        Duration::from_secs(10),
+        || {
+            spend(&mut spent);
+            std::thread::sleep(Duration::from_millis(100));
+            counted(&fleet, &token)
+                .filter(|c| (c - spent).abs() < 1e-6)
+                .map(|_| ())
+        },
+    );
+    assert!((recorded_spend(&fleet, &token, spent) - spent).abs() < 1e-9);
+}
