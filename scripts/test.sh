@@ -42,6 +42,22 @@ if ! .venv/bin/python -c 'import openai, anthropic' >/dev/null 2>&1; then
     .venv/bin/python -m pip install --quiet --disable-pip-version-check openai anthropic
 fi
 
+# --- LiteLLM's own packages, pinned (tests/tests/litellm_db.rs builds a
+# LiteLLM database from litellm-proxy-extras' migrations and reads the
+# gateway's rows back with litellm's parsers; pynacl and cryptography are
+# what litellm's encryption helpers import).
+LITELLM_PINS=(litellm==1.110.2 litellm-proxy-extras==0.4.110 pynacl==1.6.2 cryptography==50.0.2)
+if ! .venv/bin/python - "${LITELLM_PINS[@]}" >/dev/null 2>&1 <<'PY'
+import importlib.metadata as m, sys
+for pin in sys.argv[1:]:
+    name, version = pin.split("==")
+    assert m.version(name) == version, pin
+PY
+then
+    log "installing ${LITELLM_PINS[*]} into .venv"
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check "${LITELLM_PINS[@]}"
+fi
+
 # --- promtool (tests/tests/metrics.rs checks the /metrics exposition) -------
 command -v promtool >/dev/null 2>&1 || apt_install --no-install-recommends prometheus
 

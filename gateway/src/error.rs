@@ -261,7 +261,9 @@ impl GatewayError {
             RouteForbidden(_) => 403,
             AuthUnavailable(_) | Store(_) => 503,
             ModelAccessDenied { .. } | NotAdmin(_) => 403,
-            BudgetExceeded { .. } => 429,
+            // LiteLLM's `budget_exceeded_status_code` (422 since it stopped
+            // answering 429, which SDKs retry).
+            BudgetExceeded { .. } => 422,
             BadField { .. } | ConfigRejected(_) => 400,
             NotFound(_) => 404,
             Conflict(_) => 409,
@@ -293,11 +295,11 @@ impl GatewayError {
             MissingKey
             | InvalidKey(_)
             | KeyBlocked(_)
-            | KeyExpired(_)
             | AuthUnavailable(_)
             | NotAdmin(_)
             | NoTaggedDeployment { .. }
             | RouteForbidden(_) => "auth_error",
+            KeyExpired(_) => "expired_key",
             ModelAccessDenied { .. } => "key_model_access_denied",
             BudgetExceeded { .. } => "budget_exceeded",
             NotFound(_) => "not_found_error",

@@ -188,7 +188,7 @@ fn run(opts: Options) -> Result<(), String> {
         )
         .with_env_policy(model_env_policy(&config)),
     );
-    let (store, listen) = open_store(config.database_url.as_deref())?;
+    let (store, listen) = open_store(config.database_url.as_deref(), config.model_cipher.clone())?;
     let spool = gateway::control::SpoolConfig {
         dir: config.spool_dir.clone(),
         max_bytes: 1 << 30,
@@ -299,14 +299,18 @@ type OpenedStore = (
 /// The store: Postgres when a database URL is configured (connected and
 /// migrated now, so a bad URL fails start-up), in memory otherwise; with the
 /// change listener's settings for Postgres.
-fn open_store(database_url: Option<&str>) -> Result<OpenedStore, String> {
+fn open_store(
+    database_url: Option<&str>,
+    cipher: gateway::store::cipher::ParamCipher,
+) -> Result<OpenedStore, String> {
     use gateway::store::postgres::{redact_url, PostgresStore};
     let Some(url) = database_url else {
         tracing::warn!("no DATABASE_URL: keys, teams, users, models and spend live in memory; nothing created through the API survives a restart");
         return Ok((Arc::new(gateway::store::MemoryStore::default()), None));
     };
     let store = PostgresStore::open(url)
-        .map_err(|e| format!("cannot use the database at {}: {e}", redact_url(url)))?;
+        .map_err(|e| format!("cannot use the database at {}: {e}", redact_url(url)))?
+        .with_cipher(cipher);
     tracing::info!(database = %redact_url(url), "keys, teams, users, models and spend in Postgres");
     let listen = gateway::control::ListenConfig {
         url: url.to_string(),

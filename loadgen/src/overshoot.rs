@@ -312,7 +312,7 @@ fn send_until_refused(
             serde_json::from_str(payload).map_err(|e| format!("response is not JSON: {e}"))?;
         if head.starts_with("HTTP/1.1 200") {
             costs.push(cost_of(&json["usage"]));
-        } else if head.starts_with("HTTP/1.1 429") && json["error"]["type"] == "budget_exceeded" {
+        } else if head.starts_with("HTTP/1.1 422") && json["error"]["type"] == "budget_exceeded" {
             return Ok((costs, 1));
         } else {
             return Err(format!(

@@ -234,7 +234,7 @@ fn updates_take_effect_on_the_next_request() {
         "/key/update",
         json!({"key": key, "spend": 2.0, "max_budget": 1.0}),
     );
-    assert_error(&chat(&gw, &key, "chat-deep"), 429);
+    assert_error(&chat(&gw, &key, "chat-deep"), 422);
     admin(&gw, "/key/update", json!({"key": key, "max_budget": 100}));
     chat(&gw, &key, "chat-deep").expect_status(200);
     let info = gw

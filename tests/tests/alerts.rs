@@ -154,7 +154,7 @@ fn each_budget_crossing_posts_one_alert_per_channel() {
 
     let mut refused = 0;
     for _ in 0..100 {
-        if chat(&gw, &key) == 429 {
+        if chat(&gw, &key) == 422 {
             refused += 1;
             if refused == 3 {
                 break;

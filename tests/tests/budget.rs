@@ -102,7 +102,7 @@ fn sequential_spend_never_passes_the_budget() {
     loop {
         let (status, body) = chat(&gw, &key, "priced");
         if status != 200 {
-            assert_eq!(status, 429, "{body}");
+            assert_eq!(status, 422, "{body}");
             assert_eq!(body["error"]["type"], "budget_exceeded", "{body}");
             break;
         }
@@ -148,7 +148,7 @@ fn a_concurrent_burst_cannot_overshoot() {
         .filter(|(s, _)| *s == 200)
         .map(|(_, b)| b)
         .collect();
-    let refused = results.iter().filter(|(s, _)| *s == 429).count();
+    let refused = results.iter().filter(|(s, _)| *s == 422).count();
     assert_eq!(ok.len() + refused, 32, "unexpected statuses: {results:?}");
     assert!(
         refused > 0 && !ok.is_empty(),
@@ -179,9 +179,9 @@ fn raising_the_budget_or_resetting_spend_restores_access_at_once() {
         }
         spent += cost_of(&body);
     };
-    assert_eq!(refusal.0, 429, "{}", refusal.1);
+    assert_eq!(refusal.0, 422, "{}", refusal.1);
     let again = chat(&gw, &key, "priced");
-    assert_eq!(again.0, 429, "refused once, refused again: {}", again.1);
+    assert_eq!(again.0, 422, "refused once, refused again: {}", again.1);
 
     let resp = gw.post("/key/update", &json!({"key": key, "max_budget": 1.0}));
     assert_eq!(resp.status, 200, "{}", resp.text());
@@ -191,7 +191,7 @@ fn raising_the_budget_or_resetting_spend_restores_access_at_once() {
 
     let resp = gw.post("/key/update", &json!({"key": key, "max_budget": 0.003}));
     assert_eq!(resp.status, 200, "{}", resp.text());
-    assert_eq!(chat(&gw, &key, "priced").0, 429);
+    assert_eq!(chat(&gw, &key, "priced").0, 422);
     // A reset zeroes the spend recorded so far: let what was spent land first.
     settled_spend(&gw, &key, spent);
     let resp = gw.post("/key/update", &json!({"key": key, "spend": 0.0}));
@@ -305,7 +305,7 @@ fn a_per_model_budget_refuses_only_that_model() {
     loop {
         let (status, body) = chat(&gw, &key, "priced");
         if status != 200 {
-            assert_eq!(status, 429, "{body}");
+            assert_eq!(status, 422, "{body}");
             assert_eq!(body["error"]["type"], "budget_exceeded", "{body}");
             assert!(
                 body["error"]["message"].as_str().unwrap().contains("model"),

@@ -255,20 +255,20 @@ fn changes_through_one_replica_reach_the_other_within_milliseconds() {
     chat(a, &key, PRICED).expect_status(200);
     admin(b, "/key/update", json!({"key": key, "max_budget": 0.0001}));
     let t = propagation(
-        "max_budget lowered via B, 429 on A",
+        "max_budget lowered via B, 422 on A",
         Instant::now(),
         200,
-        429,
+        422,
         || chat(a, &key, PRICED),
     );
     seen.push(("max_budget lowered", t));
-    let err = assert_error(&chat(a, &key, PRICED), 429);
+    let err = assert_error(&chat(a, &key, PRICED), 422);
     assert_eq!(err["type"], "budget_exceeded", "{err:?}");
     admin(b, "/key/update", json!({"key": key, "max_budget": 1.0}));
     let t = propagation(
         "max_budget raised via B, 200 on A",
         Instant::now(),
-        429,
+        422,
         200,
         || chat(a, &key, PRICED),
     );

@@ -182,7 +182,7 @@ fn send_until_refused(gw: &Gateway, key: &str) -> Vec<f64> {
                 refusals = 0;
                 costs.push(cost_of(&body));
             }
-            429 => {
+            422 => {
                 assert_eq!(body["error"]["type"], "budget_exceeded", "{body}");
                 refusals += 1;
                 if refusals == 3 {
@@ -278,7 +278,7 @@ fn spend_until_both_refuse(fleet: &Fleet, key: &str) {
         let at = i % 2;
         match chat(&fleet.replicas[at], key) {
             (200, _) => refused = [false, false],
-            (429, body) => {
+            (422, body) => {
                 assert_eq!(body["error"]["type"], "budget_exceeded", "{body}");
                 refused[at] = true;
                 if refused == [true, true] {
@@ -350,7 +350,7 @@ fn a_replica_started_later_reads_the_running_totals() {
     // And once more: a restarted replica refuses the exhausted key at once.
     fleet.replicas.remove(0);
     let again = fleet.replica();
-    assert_eq!(chat(&again, &key).0, 429, "the total survives a restart");
+    assert_eq!(chat(&again, &key).0, 422, "the total survives a restart");
 }
 
 /// The key's fleet counter in Redis, USD (`None` while Redis has none).

@@ -271,5 +271,5 @@ fn a_model_without_a_price_cannot_bypass_a_budget() {
         statuses.push(chat(&gw, &budgeted, body("paid/anything").as_bytes()).status);
     }
     assert_eq!(statuses[0], 200, "{statuses:?}");
-    assert!(statuses.contains(&429), "the budget binds: {statuses:?}");
+    assert!(statuses.contains(&422), "the budget binds: {statuses:?}");
 }

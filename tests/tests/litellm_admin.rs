@@ -583,16 +583,16 @@ fn a_model_budget_with_a_time_period_opens_again_in_the_next_window() {
         db.query(&overspend);
         thread::sleep(Duration::from_millis(50));
         let r = chat(&gw);
-        (r.status == 429).then_some(r)
+        (r.status == 422).then_some(r)
     });
-    let err = assert_error(&refused, 429);
+    let err = assert_error(&refused, 422);
     assert_eq!(err["type"], "budget_exceeded", "{err:?}");
     // The next window zeroes the model's spend and the key may call it again.
     e2e::eventually("the next window", Duration::from_secs(15), || {
         thread::sleep(Duration::from_millis(100));
         let r = chat(&gw);
         if r.status != 200 {
-            assert_eq!(assert_error(&r, 429)["type"], "budget_exceeded");
+            assert_eq!(assert_error(&r, 422)["type"], "budget_exceeded");
         }
         (r.status == 200).then_some(())
     });

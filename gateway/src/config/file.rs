@@ -96,6 +96,11 @@ pub struct LitellmParams {
     pub cache_read_input_token_cost: Option<f64>,
     /// Price per prompt token written to the provider's cache, USD.
     pub cache_creation_input_token_cost: Option<f64>,
+    /// Price per second of the call's prompt side, USD (hosts that bill
+    /// by time).
+    pub input_cost_per_second: Option<f64>,
+    /// Price per second of the call's completion side, USD.
+    pub output_cost_per_second: Option<f64>,
     /// Headers added to every upstream request.
     #[serde(default)]
     pub extra_headers: BTreeMap<String, String>,
@@ -133,6 +138,11 @@ pub struct ModelInfo {
     pub cache_read_input_token_cost: Option<f64>,
     /// Price per prompt token written to the provider's cache, USD.
     pub cache_creation_input_token_cost: Option<f64>,
+    /// Price per second of the call's prompt side, USD (hosts that bill
+    /// by time).
+    pub input_cost_per_second: Option<f64>,
+    /// Price per second of the call's completion side, USD.
+    pub output_cost_per_second: Option<f64>,
     /// Anything else (mode, base_model, ...).
     #[serde(flatten)]
     pub other: BTreeMap<String, serde_yaml::Value>,

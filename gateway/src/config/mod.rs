@@ -77,6 +77,10 @@ pub struct Config {
     pub litellm_settings: Option<serde_yaml::Value>,
     /// `DATABASE_URL` or `general_settings.database_url`.
     pub database_url: Option<String>,
+    /// Seals and opens the params of models stored in the database, keyed
+    /// from `LITELLM_SALT_KEY` (else the master key), writing with
+    /// `general_settings.encryption_algorithm` (LiteLLM's names).
+    pub model_cipher: crate::store::cipher::ParamCipher,
     /// Where spend rows wait while the database is down.
     pub spool_dir: PathBuf,
     /// Keys declared in the file, hashed, to seed the store at start-up.

@@ -64,6 +64,9 @@ pub struct Deployment {
     pub cache_read_input_token_cost: Option<f64>,
     /// USD per prompt token written to the provider's prompt cache.
     pub cache_creation_input_token_cost: Option<f64>,
+    /// USD per second of a call, prompt and completion sides together
+    /// (`input_cost_per_second` + `output_cost_per_second`).
+    pub cost_per_second: Option<f64>,
     /// Context window and output cap.
     pub max_input_tokens: Option<u64>,
     /// Max completion tokens.
@@ -194,6 +197,22 @@ fn check_numbers(params: &LitellmParams, info: &super::file::ModelInfo) -> Resul
             "model_info.output_cost_per_token",
             info.output_cost_per_token,
         ),
+        (
+            "litellm_params.input_cost_per_second",
+            params.input_cost_per_second,
+        ),
+        (
+            "litellm_params.output_cost_per_second",
+            params.output_cost_per_second,
+        ),
+        (
+            "model_info.input_cost_per_second",
+            info.input_cost_per_second,
+        ),
+        (
+            "model_info.output_cost_per_second",
+            info.output_cost_per_second,
+        ),
     ] {
         if let Some(p) = v {
             if !(p.is_finite() && (0.0..=MAX_TOKEN_PRICE).contains(&p)) {
@@ -311,6 +330,18 @@ pub(super) fn validate(
         .clone()
         .filter(|u| !u.is_empty())
         .or_else(|| lookup("DATABASE_URL").filter(|u| !u.is_empty()));
+    let model_cipher = crate::store::cipher::ParamCipher::new(
+        lookup("LITELLM_SALT_KEY")
+            .filter(|k| !k.is_empty())
+            .or_else(|| master_key.clone())
+            .as_deref(),
+        crate::store::cipher::Algorithm::from_setting(
+            file.general_settings
+                .other
+                .get("encryption_algorithm")
+                .and_then(serde_yaml::Value::as_str),
+        ),
+    );
     let alerting = file
         .general_settings
         .alerting
@@ -379,6 +410,7 @@ pub(super) fn validate(
         deployments,
         master_key,
         database_url,
+        model_cipher,
         spool_dir,
         virtual_keys,
         model_env_allowlist,
@@ -668,6 +700,17 @@ fn deployment(
         cache_creation_input_token_cost: params
             .cache_creation_input_token_cost
             .or(entry.model_info.cache_creation_input_token_cost),
+        cost_per_second: match (
+            params
+                .input_cost_per_second
+                .or(entry.model_info.input_cost_per_second),
+            params
+                .output_cost_per_second
+                .or(entry.model_info.output_cost_per_second),
+        ) {
+            (None, None) => None,
+            (i, o) => Some(i.unwrap_or(0.0) + o.unwrap_or(0.0)),
+        },
         max_input_tokens: entry
             .model_info
             .max_input_tokens

@@ -507,7 +507,7 @@ async fn attempt_once(
             .saturating_add(usage.prompt_tokens.saturating_add(usage.completion_tokens));
     }
     let cost = if billable {
-        spend::cost(usage, price)
+        spend::cost(usage, price) + spend::time_cost(attempt.elapsed(), price)
     } else {
         0.0
     };

@@ -170,6 +170,11 @@ impl Attempt {
         }
     }
 
+    /// Time since the attempt started.
+    pub(super) fn elapsed(&self) -> std::time::Duration {
+        (Utc::now() - self.start).to_std().unwrap_or_default()
+    }
+
     /// Marks the first response byte.
     pub(super) fn first_byte(&mut self) {
         self.first_byte = Some(Utc::now());

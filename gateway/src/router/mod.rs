@@ -71,6 +71,9 @@ pub struct Router {
     costs: Box<[f64]>,
     /// Lower-case `region_name` of each slot.
     regions: Box<[Option<String>]>,
+    /// Context window of each slot: its `max_input_tokens`, else the
+    /// shipped price map's.
+    windows: Box<[Option<u64>]>,
     /// Whether any deployment has a `tpm` or `max_input_tokens`, the only
     /// uses of the prompt estimate in routing.
     needs_prompt_estimate: bool,
@@ -146,9 +149,14 @@ impl Router {
             .iter()
             .map(|d| d.region.as_deref().map(str::to_ascii_lowercase))
             .collect();
+        let windows: Box<[Option<u64>]> = deps
+            .iter()
+            .map(|d| crate::spend::max_input_tokens(d, &d.upstream_model))
+            .collect();
         let needs_prompt_estimate = deps
             .iter()
-            .any(|d| d.tpm.is_some() || d.max_input_tokens.is_some());
+            .zip(windows.iter())
+            .any(|(d, w)| d.tpm.is_some() || w.is_some());
         Router {
             needs_prompt_estimate,
             stats: Stats::from_slots(stats),
@@ -156,6 +164,7 @@ impl Router {
             down,
             costs,
             regions,
+            windows,
             clock: previous.map_or_else(Clock::new, |p| p.clock.clone()),
             fleet: previous.and_then(|p| p.fleet.clone()),
             registry,
@@ -164,7 +173,7 @@ impl Router {
     }
 
     /// Whether [`PlanInput::prompt_tokens`] matters to this router (a
-    /// deployment has a `tpm` or a `max_input_tokens`); when not, the
+    /// deployment has a `tpm` or a context window); when not, the
     /// caller may skip estimating the prompt.
     pub fn needs_prompt_estimate(&self) -> bool {
         self.needs_prompt_estimate

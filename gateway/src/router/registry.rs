@@ -34,8 +34,8 @@ pub(crate) struct Group {
     pub(crate) weights: Vec<f64>,
     /// Running sums of `weights`, for sampling without a scan.
     cumulative: Vec<f64>,
-    /// The largest `max_input_tokens` of the members; `None` when a member
-    /// has no limit.
+    /// The largest context window of the members (`max_input_tokens`, else
+    /// the shipped price map's); `None` when a member has no limit.
     pub(crate) max_input_tokens: Option<u64>,
 }
 
@@ -137,7 +137,7 @@ impl Group {
             .collect();
         let max_input_tokens = members
             .iter()
-            .map(|d| d.max_input_tokens)
+            .map(|d| crate::spend::max_input_tokens(d, &d.upstream_model))
             .try_fold(0, |max, m| m.map(|m| max.max(m)));
         Group {
             name,

@@ -182,7 +182,7 @@ fn excluded(
             return Some(Excluded::Region);
         }
     }
-    if ask.context_filter && dep.max_input_tokens.is_some_and(|m| ask.prompt_tokens > m) {
+    if ask.context_filter && router.windows[slot].is_some_and(|m| ask.prompt_tokens > m) {
         return Some(Excluded::Context);
     }
     let stats = router.stats.get(slot);

@@ -20,6 +20,13 @@ pub fn cost(usage: Usage, price: Price) -> f64 {
         + usage.completion_tokens as f64 * price.output_per_token
 }
 
+/// USD for the time a call took on a deployment billed by the second
+/// (`per_second`); 0 for the rest. Not reserved at admission: the duration
+/// is unknown until the call ends.
+pub fn time_cost(elapsed: std::time::Duration, price: Price) -> f64 {
+    price.per_second.map_or(0.0, |p| p * elapsed.as_secs_f64())
+}
+
 /// The most a request can cost, reserved against a budget at admission so
 /// concurrent requests cannot overspend it: the estimated prompt at the
 /// dearest prompt price (a cache write can cost more than plain input) plus
@@ -41,6 +48,7 @@ mod tests {
         output_per_token: 10e-6,
         cache_read_per_token: None,
         cache_creation_per_token: None,
+        per_second: None,
     };
 
     fn close(a: f64, b: f64) -> bool {
@@ -72,12 +80,24 @@ mod tests {
     }
 
     #[test]
+    fn time_is_billed_by_the_second() {
+        let timed = Price {
+            per_second: Some(0.5),
+            ..Default::default()
+        };
+        let secs = std::time::Duration::from_millis(1_500);
+        assert!(close(time_cost(secs, timed), 0.75));
+        assert_eq!(time_cost(secs, PRICE), 0.0);
+    }
+
+    #[test]
     fn cached_and_cache_creation_tokens_have_their_own_prices() {
         let price = Price {
             input_per_token: 3e-6,
             output_per_token: 15e-6,
             cache_read_per_token: Some(0.3e-6),
             cache_creation_per_token: Some(3.75e-6),
+            per_second: None,
         };
         let usage = Usage {
             prompt_tokens: 1_000 + 10_000 + 2_000,

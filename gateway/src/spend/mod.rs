@@ -6,8 +6,9 @@
 //! (a response's `usage`, or a stream's final usage chunk, which
 //! [`inject_include_usage`] asks for), else an estimate from the text at 4
 //! characters a token. Prices come from the deployment's config first
-//! (`input_cost_per_token`, `output_cost_per_token`), then from a table of
-//! public list prices shipped here; a model in neither costs 0. Admission
+//! (`input_cost_per_token`, `output_cost_per_token`, cache prices, per-second
+//! prices), then from LiteLLM's model price map shipped here
+//! (`gateway/data/model_prices.tsv`); a model in neither costs 0. Admission
 //! reserves [`worst_case_cost`] against a budget before the request runs.
 
 mod cost;
@@ -15,8 +16,10 @@ mod member;
 mod prices;
 mod usage;
 
-pub use cost::{cost, worst_case_cost};
-pub use prices::{is_priced, max_output_tokens, price_for, shipped, ModelPrice, Price};
+pub use cost::{cost, time_cost, worst_case_cost};
+pub use prices::{
+    is_priced, max_input_tokens, max_output_tokens, price_for, shipped, ModelPrice, Price,
+};
 pub use usage::{
     estimate_prompt_tokens, from_response_body, from_response_tail, inject_include_usage,
     tokens_of_chars, PromptEstimate, StreamUsage, Usage, UsageSource,

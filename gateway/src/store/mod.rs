@@ -2,6 +2,7 @@
 //! (Postgres when `DATABASE_URL` is set, in-memory otherwise). Only the
 //! control-plane thread calls it; the request path reads caches.
 
+pub mod cipher;
 mod memory;
 pub mod postgres;
 mod records;

@@ -28,6 +28,7 @@ pub use migrate::MIGRATIONS;
 pub use pool::{describe, pg_target, redact_url, PgConnection, PgTarget, SessionIds};
 pub use tls::SslMode;
 
+use super::cipher::ParamCipher;
 use super::{
     Change, KeyRecord, MemberOp, MemberOutcome, ModelRecord, RowKind, SpendFilter, SpendLogRow,
     Store, StoreError, TeamMember, TeamRecord, UserRecord,
@@ -72,6 +73,7 @@ const CONFLICT_ATTEMPTS: usize = 3;
 /// [`Store`] over Postgres.
 pub struct PostgresStore {
     pool: Pool,
+    cipher: ParamCipher,
 }
 
 impl PostgresStore {
@@ -94,6 +96,7 @@ impl PostgresStore {
         }
         Ok(PostgresStore {
             pool: Pool::new(config),
+            cipher: ParamCipher::default(),
         })
     }
 
@@ -106,6 +109,12 @@ impl PostgresStore {
             .build()
             .map_err(|e| StoreError::Unavailable(e.to_string()))?;
         runtime.block_on(Self::connect(url))
+    }
+
+    /// This store sealing and opening model params with `cipher` (keyless
+    /// by default: params stored as they are).
+    pub fn with_cipher(self, cipher: ParamCipher) -> PostgresStore {
+        PostgresStore { cipher, ..self }
     }
 
     /// The backend process ids of this store's sessions, for the listener to
@@ -271,24 +280,24 @@ impl Store for PostgresStore {
     }
 
     async fn get_model(&self, model_id: &str) -> Result<Option<ModelRecord>, StoreError> {
-        with_client!(self, c => models::get(c, model_id))
+        with_client!(self, c => models::get(c, &self.cipher, model_id))
     }
 
     async fn models_named(&self, model_name: &str) -> Result<Vec<ModelRecord>, StoreError> {
-        with_client!(self, c => models::list(c, Some(model_name)))
+        with_client!(self, c => models::list(c, &self.cipher, Some(model_name)))
     }
 
     async fn list_models(&self) -> Result<Vec<ModelRecord>, StoreError> {
-        with_client!(self, c => models::list(c, None))
+        with_client!(self, c => models::list(c, &self.cipher, None))
     }
 
     async fn insert_model(&self, model: &ModelRecord) -> Result<(), StoreError> {
-        let inserted = with_client!(self, c => models::insert(c, model))?;
+        let inserted = with_client!(self, c => models::insert(c, &self.cipher, model))?;
         conflict_unless(inserted, "model", &model.model_id)
     }
 
     async fn update_model(&self, model: &ModelRecord) -> Result<bool, StoreError> {
-        with_client!(self, c => models::update(c, model))
+        with_client!(self, c => models::update(c, &self.cipher, model))
     }
 
     async fn delete_model(&self, model_id: &str) -> Result<bool, StoreError> {

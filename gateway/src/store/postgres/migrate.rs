@@ -24,6 +24,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0004_gateway_budget_periods",
         include_str!("../../../../migrations/0004_gateway_budget_periods.sql"),
     ),
+    (
+        "0005_litellm_round_trip",
+        include_str!("../../../../migrations/0005_litellm_round_trip.sql"),
+    ),
 ];
 
 /// Advisory lock key taken by every migration transaction ("gateway" in

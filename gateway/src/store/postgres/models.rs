@@ -1,9 +1,13 @@
 //! Model deployments added through the API, in LiteLLM's
 //! `LiteLLM_ProxyModelTable`. Every change sends its [`Change::Model`] in
-//! the transaction that makes it.
+//! the transaction that makes it. Every string of `litellm_params` is
+//! stored sealed, as LiteLLM stores it ([`ParamCipher`]), and opened on
+//! read. A row LiteLLM marked `blocked` is not read (not served, as in
+//! LiteLLM, whose router hides blocked deployments).
 
 use super::convert::{as_map, json, naive, utc};
 use super::notify;
+use crate::store::cipher::ParamCipher;
 use crate::store::{Change, ModelRecord};
 use tokio_postgres::{Client, Error, Row};
 
@@ -12,12 +16,14 @@ const SELECT: &str = r#"SELECT model_id, model_name, litellm_params::jsonb AS li
     updated_at::timestamp AS updated_at, updated_by
 FROM "LiteLLM_ProxyModelTable""#;
 
-/// A model row as a [`ModelRecord`].
-fn record(row: &Row) -> Result<ModelRecord, Error> {
+/// A model row as a [`ModelRecord`], its params opened.
+fn record(row: &Row, cipher: &ParamCipher) -> Result<ModelRecord, Error> {
+    let mut litellm_params = as_map(row.try_get("litellm_params")?);
+    cipher.open_params(&mut litellm_params);
     Ok(ModelRecord {
         model_id: row.try_get("model_id")?,
         model_name: row.try_get("model_name")?,
-        litellm_params: as_map(row.try_get("litellm_params")?),
+        litellm_params,
         model_info: as_map(row.try_get("model_info")?),
         created_at: utc(row.try_get("created_at")?),
         created_by: row.try_get("created_by")?,
@@ -27,23 +33,37 @@ fn record(row: &Row) -> Result<ModelRecord, Error> {
 }
 
 /// A model by id.
-pub async fn get(c: &Client, model_id: &str) -> Result<Option<ModelRecord>, Error> {
-    let sql = format!("{SELECT} WHERE model_id = $1");
+pub async fn get(
+    c: &Client,
+    cipher: &ParamCipher,
+    model_id: &str,
+) -> Result<Option<ModelRecord>, Error> {
+    let sql = format!("{SELECT} WHERE model_id = $1 AND NOT blocked");
     c.query_opt(&sql, &[&model_id])
         .await?
         .as_ref()
-        .map(record)
+        .map(|r| record(r, cipher))
         .transpose()
 }
 
 /// Models whose `model_name` is `name` (or every model), by id.
-pub async fn list(c: &Client, name: Option<&str>) -> Result<Vec<ModelRecord>, Error> {
-    let sql = format!("{SELECT} WHERE ($1::text IS NULL OR model_name = $1) ORDER BY model_id");
-    c.query(&sql, &[&name]).await?.iter().map(record).collect()
+pub async fn list(
+    c: &Client,
+    cipher: &ParamCipher,
+    name: Option<&str>,
+) -> Result<Vec<ModelRecord>, Error> {
+    let sql = format!(
+        "{SELECT} WHERE ($1::text IS NULL OR model_name = $1) AND NOT blocked ORDER BY model_id"
+    );
+    c.query(&sql, &[&name])
+        .await?
+        .iter()
+        .map(|r| record(r, cipher))
+        .collect()
 }
 
-/// Inserts a model; `false` if its id exists.
-pub async fn insert(c: &mut Client, m: &ModelRecord) -> Result<bool, Error> {
+/// Inserts a model, its params sealed; `false` if its id exists.
+pub async fn insert(c: &mut Client, cipher: &ParamCipher, m: &ModelRecord) -> Result<bool, Error> {
     let tx = c.transaction().await?;
     let sql = r#"INSERT INTO "LiteLLM_ProxyModelTable" (model_id, model_name, litellm_params,
             model_info, created_at, created_by, updated_at, updated_by)
@@ -57,7 +77,7 @@ pub async fn insert(c: &mut Client, m: &ModelRecord) -> Result<bool, Error> {
             &[
                 &m.model_id,
                 &m.model_name,
-                &json(&m.litellm_params),
+                &json(&cipher.seal_params(&m.litellm_params)),
                 &json(&m.model_info),
                 &naive(m.created_at),
                 &m.created_by,
@@ -74,8 +94,9 @@ pub async fn insert(c: &mut Client, m: &ModelRecord) -> Result<bool, Error> {
     Ok(true)
 }
 
-/// Replaces a model's name, params and info; `false` if it does not exist.
-pub async fn update(c: &mut Client, m: &ModelRecord) -> Result<bool, Error> {
+/// Replaces a model's name, params (sealed) and info; `false` if it does
+/// not exist.
+pub async fn update(c: &mut Client, cipher: &ParamCipher, m: &ModelRecord) -> Result<bool, Error> {
     let tx = c.transaction().await?;
     let sql = r#"UPDATE "LiteLLM_ProxyModelTable" SET model_name = $2::text,
             litellm_params = $3::jsonb, model_info = $4::jsonb,
@@ -88,7 +109,7 @@ pub async fn update(c: &mut Client, m: &ModelRecord) -> Result<bool, Error> {
             &[
                 &m.model_id,
                 &m.model_name,
-                &json(&m.litellm_params),
+                &json(&cipher.seal_params(&m.litellm_params)),
                 &json(&m.model_info),
                 &naive(m.updated_at),
                 &m.updated_by,

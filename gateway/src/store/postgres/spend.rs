@@ -56,15 +56,27 @@ const STAGING_TYPES: [Type; 25] = [
 /// Moves staged rows into the log, skipping request ids already written;
 /// returns the rows actually inserted. Token counts are clamped to
 /// LiteLLM's INTEGER columns so one odd row cannot fail a batch forever.
+/// LiteLLM's columns: `litellm_call_id` is the client request's id,
+/// `request_duration_ms` the attempt's, `metadata` LiteLLM's
+/// `SpendLogsMetadata` names (`user_api_key*`, `status`,
+/// `error_information`).
 const INSERT_LOGS: &str = r#"INSERT INTO "LiteLLM_SpendLogs" (request_id, call_id, attempt,
     call_type, api_key, spend, total_tokens, prompt_tokens, completion_tokens, "startTime",
     "completionStartTime", "endTime", model, model_id, model_group, custom_llm_provider, api_base,
-    region, "user", team_id, status, status_code, error_class, error_message)
+    region, "user", team_id, status, status_code, error_class, error_message, litellm_call_id,
+    request_duration_ms, metadata)
 SELECT DISTINCT ON (request_id) request_id, call_id, attempt, call_type, api_key, spend,
     LEAST(total_tokens, 2147483647), LEAST(prompt_tokens, 2147483647),
     LEAST(completion_tokens, 2147483647), start_time, completion_start_time, end_time, model,
     model_id, model_group, custom_llm_provider, api_base, region, user_id, team_id, status,
-    status_code, error_class, error_message
+    status_code, error_class, error_message, call_id,
+    LEAST(GREATEST(EXTRACT(EPOCH FROM (end_time - start_time)) * 1000, 0), 2147483647)::int4,
+    jsonb_strip_nulls(jsonb_build_object('user_api_key', api_key,
+        'user_api_key_user_id', user_id, 'user_api_key_team_id', team_id, 'status', status,
+        'attempt', attempt,
+        'error_information', CASE WHEN error_class IS NULL THEN NULL ELSE jsonb_build_object(
+            'error_class', error_class, 'error_message', error_message,
+            'error_code', status_code::text, 'llm_provider', custom_llm_provider) END))
 FROM gateway_spend_staging ORDER BY request_id, ord
 ON CONFLICT (request_id) DO NOTHING
 RETURNING api_key, "user", team_id, spend::float8, model_group, "endTime"::timestamp"#;
@@ -108,6 +120,7 @@ pub async fn record(session: &mut Session, rows: &[SpendLogRow]) -> Result<Vec<C
     add_model_spend(&tx, &totals.key_models).await?;
     add_spend(&tx, r#""LiteLLM_UserTable""#, "user_id", &totals.users).await?;
     add_spend(&tx, r#""LiteLLM_TeamTable""#, "team_id", &totals.teams).await?;
+    add_lifetime_spend(&tx, &inserted).await?;
     // Keys with rows of an earlier period: their caches counted those rows
     // as unflushed spend, and must read the figure that leaves them out.
     keys.extend(totals.stale_keys);
@@ -439,6 +452,49 @@ async fn add_model_spend(
         FROM unnest($1::text[], $2::jsonb[]) AS v(id, delta)
         WHERE t.token = v.id"#;
     tx.execute(sql, &[&ids, &deltas]).await?;
+    Ok(())
+}
+
+/// Adds every newly written row's spend, whatever its budget period, to its
+/// key's `total_spend` (and marks the key `last_active`) and to the
+/// `LiteLLM_TeamMembership` row of its user in its team, as LiteLLM does: a
+/// membership row is created only while the user is on the team's roster.
+async fn add_lifetime_spend(tx: &Transaction<'_>, inserted: &Inserted) -> Result<(), Error> {
+    let mut keys: BTreeMap<&str, f64> = BTreeMap::new();
+    let mut members: BTreeMap<(&str, &str), f64> = BTreeMap::new();
+    for row in &inserted.0 {
+        *keys.entry(&row.key).or_default() += row.spend;
+        if let (Some(user), Some(team)) = (&row.user, &row.team) {
+            *members.entry((user, team)).or_default() += row.spend;
+        }
+    }
+    if !keys.is_empty() {
+        let ids: Vec<&str> = keys.keys().copied().collect();
+        let amounts: Vec<f64> = keys.values().copied().collect();
+        let sql = r#"UPDATE "LiteLLM_VerificationToken" t
+            SET total_spend = t.total_spend + v.amount,
+                last_active = (now() AT TIME ZONE 'UTC')
+            FROM unnest($1::text[], $2::float8[]) AS v(id, amount) WHERE t.token = v.id"#;
+        tx.execute(sql, &[&ids, &amounts]).await?;
+    }
+    if !members.is_empty() {
+        let users: Vec<&str> = members.keys().map(|k| k.0).collect();
+        let teams: Vec<&str> = members.keys().map(|k| k.1).collect();
+        let amounts: Vec<f64> = members.values().copied().collect();
+        let sql = r#"INSERT INTO "LiteLLM_TeamMembership" (user_id, team_id, spend, total_spend)
+            SELECT m.user_id, m.team_id, m.amount, m.amount
+            FROM unnest($1::text[], $2::text[], $3::float8[]) AS m(user_id, team_id, amount)
+            WHERE EXISTS (SELECT 1 FROM "LiteLLM_TeamTable" t WHERE t.team_id = m.team_id
+                    AND (m.user_id = ANY(t.members) OR t.members_with_roles
+                        @> jsonb_build_array(jsonb_build_object('user_id', m.user_id))))
+                OR EXISTS (SELECT 1 FROM "LiteLLM_TeamMembership" x
+                    WHERE x.user_id = m.user_id AND x.team_id = m.team_id)
+            ON CONFLICT (user_id, team_id) DO UPDATE
+            SET spend = "LiteLLM_TeamMembership".spend + EXCLUDED.spend,
+                total_spend = GREATEST("LiteLLM_TeamMembership".total_spend,
+                    "LiteLLM_TeamMembership".spend) + EXCLUDED.total_spend"#;
+        tx.execute(sql, &[&users, &teams, &amounts]).await?;
+    }
     Ok(())
 }
 

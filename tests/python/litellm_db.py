@@ -1,0 +1,284 @@
+"""A LiteLLM database made and read by LiteLLM's own code (tests/tests/litellm_db.rs).
+
+    litellm_db.py setup DATABASE_URL MOCK_API_BASE   -> prints the fixture as JSON
+    litellm_db.py verify DATABASE_URL FIXTURE_JSON    -> exits 0 when LiteLLM reads the gateway's rows
+
+`setup` builds the schema from the SQL migrations shipped in the
+litellm-proxy-extras package (in order, with psql), then inserts keys
+(including blocked, expired and over-budget ones), a team, a user, a team
+membership, an end user and two models in LiteLLM's shape: tokens hashed with
+LiteLLM's `hash_token`, every string of `litellm_params` encrypted with
+LiteLLM's `encrypt_value_helper` (one model with the default NaCl SecretBox,
+one with `encryption_algorithm: aes-256-gcm`).
+
+`verify` reads back what the gateway wrote through LiteLLM's parsers: its
+pydantic `LiteLLM_SpendLogs` and `LiteLLM_VerificationToken` types, and its
+`decrypt_value_helper` for the params of the model the gateway stored on
+/model/new.
+
+LiteLLM's proxy server module cannot be imported here (it needs the proxy's
+optional dependencies and Prisma), so it is stubbed with the two globals the
+encryption helpers read: `master_key` and `general_settings`.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import types
+from datetime import datetime, timedelta, timezone
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+SALT_KEY = os.environ["LITELLM_SALT_KEY"]
+
+_proxy_server = types.ModuleType("litellm.proxy.proxy_server")
+_proxy_server.master_key = None
+_proxy_server.general_settings = {}
+sys.modules["litellm.proxy.proxy_server"] = _proxy_server
+
+import litellm_proxy_extras  # noqa: E402
+from litellm.models.spend_logs import LiteLLM_SpendLogs  # noqa: E402
+from litellm.models.verification_token import LiteLLM_VerificationToken  # noqa: E402
+from litellm.proxy._types import hash_token  # noqa: E402
+from litellm.proxy.common_utils.encrypt_decrypt_utils import (  # noqa: E402
+    decrypt_value_helper,
+    encrypt_value_helper,
+)
+
+
+def psql(url, sql=None, file=None):
+    """Runs SQL with psql (stop on the first error); returns stdout."""
+    cmd = ["psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-d", url]
+    cmd += ["-f", file] if file else ["-c", sql]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"psql failed ({out.returncode}): {out.stderr}")
+    return out.stdout
+
+
+def rows(url, sql):
+    """The rows of a SELECT as dicts (row_to_json)."""
+    out = psql(url, f"SELECT row_to_json(t) FROM ({sql}) t")
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def lit(value):
+    """A SQL literal of a JSON-able value or string."""
+    if value is None:
+        return "NULL"
+    if not isinstance(value, str):
+        value = json.dumps(value)
+    return "'" + value.replace("'", "''") + "'"
+
+
+def sql_value(v):
+    """A SQL value: JSON objects as jsonb, booleans and numbers bare."""
+    if isinstance(v, dict):
+        return f"{lit(v)}::jsonb"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    return lit(v)
+
+
+def apply_migrations(url):
+    root = os.path.join(os.path.dirname(litellm_proxy_extras.__file__), "migrations")
+    names = sorted(d for d in os.listdir(root) if os.path.isfile(os.path.join(root, d, "migration.sql")))
+    assert names, f"no migrations under {root}"
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
+        # One session; Prisma runs each file outside a transaction (some use
+        # CREATE INDEX CONCURRENTLY), and so does this.
+        f.write("SET synchronous_commit TO off;\nSET client_min_messages TO error;\n")
+        for name in names:
+            f.write(f"\\i '{os.path.join(root, name, 'migration.sql')}'\n")
+    try:
+        psql(url, file=f.name)
+    finally:
+        os.unlink(f.name)
+    return len(names)
+
+
+def encrypt_params(params, algorithm):
+    _proxy_server.general_settings = {"encryption_algorithm": algorithm} if algorithm else {}
+    try:
+        return {k: encrypt_value_helper(v) if isinstance(v, str) else v for k, v in params.items()}
+    finally:
+        _proxy_server.general_settings = {}
+
+
+def setup(url, api_base):
+    migrations = apply_migrations(url)
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    fx = {
+        "migrations": migrations,
+        "team_id": "team-lite",
+        "user_id": "user-lite",
+        "end_user_id": "end-user-lite",
+        "keys": {
+            "good": "sk-lite-good",
+            "blocked": "sk-lite-blocked",
+            "expired": "sk-lite-expired",
+            "spent": "sk-lite-spent",
+            "narrow": "sk-lite-narrow",
+        },
+        "good_spend": 0.5,
+        "good_total_spend": 7.0,
+        "models": {
+            "secretbox": {"name": "lite-secretbox", "id": "m-secretbox", "api_key": "sk-upstream-secretbox"},
+            "gcm": {"name": "lite-gcm", "id": "m-gcm", "api_key": "sk-upstream-gcm"},
+        },
+    }
+    psql(
+        url,
+        f"""INSERT INTO "LiteLLM_TeamTable" (team_id, team_alias, admins, members, members_with_roles,
+                max_budget, spend, models, tpm_limit, rpm_limit, blocked, created_at, updated_at)
+            VALUES ('team-lite', 'Lite team', ARRAY[]::text[], ARRAY['user-lite'],
+                {lit([{"user_id": "user-lite", "role": "user"}])}::jsonb,
+                100, 2.0, ARRAY[]::text[], 100000, 1000, false, now(), now());
+        INSERT INTO "LiteLLM_UserTable" (user_id, user_alias, teams, user_role, max_budget, spend, models)
+            VALUES ('user-lite', 'Lite user', ARRAY['team-lite'], 'internal_user', 50, 1.0, ARRAY[]::text[]);
+        INSERT INTO "LiteLLM_TeamMembership" (user_id, team_id, spend, total_spend)
+            VALUES ('user-lite', 'team-lite', 0.25, 0.25);
+        INSERT INTO "LiteLLM_EndUserTable" (user_id, alias, spend, blocked) VALUES ('end-user-lite', 'Lite end user', 0, false);
+        """,
+    )
+    keys = [
+        # name, extra columns
+        ("good", {"spend": fx["good_spend"], "total_spend": fx["good_total_spend"], "max_budget": 10.0,
+                  "rpm_limit": 1000, "tpm_limit": 1000000,
+                  "model_max_budget": {"lite-gcm": {"budget_limit": 5.0, "time_period": "30d"}}}),
+        ("blocked", {"blocked": True}),
+        ("expired", {"expires": (now - timedelta(hours=1)).isoformat()}),
+        ("spent", {"spend": 2.0, "max_budget": 1.0}),
+        ("narrow", {"models": ["lite-gcm"]}),
+    ]
+    for name, extra in keys:
+        token = hash_token(fx["keys"][name])
+        cols = {
+            "token": token,
+            "key_name": "sk-...lite",
+            "key_alias": f"lite-{name}",
+            "user_id": "user-lite",
+            "team_id": "team-lite",
+            "metadata": {"owner": "litellm"},
+            "created_by": "litellm",
+            "updated_by": "litellm",
+            **extra,
+        }
+        models = cols.pop("models", [])
+        names = ", ".join(f'"{c}"' for c in cols) + ", models"
+        values = ", ".join(sql_value(v) for v in cols.values())
+        psql(url, f'INSERT INTO "LiteLLM_VerificationToken" ({names}) VALUES ({values}, ARRAY{models!r}::text[])')
+    for algorithm, model in (("", fx["models"]["secretbox"]), ("aes-256-gcm", fx["models"]["gcm"])):
+        params = encrypt_params(
+            {"model": "openai/gpt-4o", "api_base": api_base, "api_key": model["api_key"], "input_cost_per_token": 1e-6,
+             "output_cost_per_token": 2e-6},
+            algorithm,
+        )
+        assert params["api_key"] != model["api_key"]
+        assert params["model"] != "openai/gpt-4o"
+        assert params["api_key"].startswith("v2:gcm:") == (algorithm == "aes-256-gcm")
+        psql(
+            url,
+            f"""INSERT INTO "LiteLLM_ProxyModelTable" (model_id, model_name, litellm_params, model_info,
+                    created_by, updated_by)
+                VALUES ({lit(model["id"])}, {lit(model["name"])}, {lit(params)}::jsonb,
+                    {lit({"id": model["id"]})}::jsonb, 'litellm', 'litellm')""",
+        )
+    # A model LiteLLM blocked: not served there, nor here.
+    params = encrypt_params({"model": "openai/gpt-4o", "api_base": api_base, "api_key": "sk-upstream-blocked"}, "")
+    psql(
+        url,
+        f"""INSERT INTO "LiteLLM_ProxyModelTable" (model_id, model_name, litellm_params, model_info, blocked,
+                created_by, updated_by)
+            VALUES ('m-blocked', 'lite-blocked', {lit(params)}::jsonb, '{{"id": "m-blocked"}}'::jsonb, true,
+                'litellm', 'litellm')""",
+    )
+    print(json.dumps(fx))
+
+
+def verify(url, fx):
+    checks = []
+    # Spend logs, through LiteLLM's pydantic type.
+    logs = rows(url, 'SELECT * FROM "LiteLLM_SpendLogs" ORDER BY "startTime"')
+    assert logs, "the gateway wrote no spend rows"
+    good = hash_token(fx["keys"]["good"])
+    for row in logs:
+        for col in ("metadata", "request_tags", "messages", "response"):
+            if row.get(col) is not None and not isinstance(row[col], str):
+                row[col] = json.dumps(row[col])
+        parsed = LiteLLM_SpendLogs(**row)
+        assert parsed.request_id and parsed.call_type, row
+        assert row["litellm_call_id"], f"litellm_call_id missing: {row}"
+        assert row["status"] in ("success", "failure"), row
+        assert isinstance(row["request_duration_ms"], int), row
+        meta = json.loads(row["metadata"])
+        assert meta.get("user_api_key") == parsed.api_key, meta
+        assert isinstance(json.loads(row["request_tags"]), list), row
+    ours = [r for r in logs if r["api_key"] == good and r["status"] == "success"]
+    assert len(ours) >= 2, f"want the good key's rows: {logs}"
+    for r in ours:
+        meta = json.loads(r["metadata"])
+        assert meta.get("user_api_key_team_id") == fx["team_id"], meta
+        assert meta.get("user_api_key_user_id") == fx["user_id"], meta
+        assert r["spend"] > 0 and r["prompt_tokens"] > 0 and r["total_tokens"] > 0, r
+    checks.append(f"{len(logs)} spend rows parsed")
+    spent = sum(r["spend"] for r in logs if r["api_key"] == good)
+
+    # The good key, through LiteLLM's pydantic type: spend added to what
+    # LiteLLM had, limits and model_max_budget as LiteLLM wrote them.
+    [key] = rows(url, f"SELECT * FROM \"LiteLLM_VerificationToken\" WHERE token = {lit(good)}")
+    token = LiteLLM_VerificationToken(**key)
+    assert abs(token.spend - (fx["good_spend"] + spent)) < 1e-9, (token.spend, spent)
+    assert abs(token.total_spend - (fx["good_total_spend"] + spent)) < 1e-9, (token.total_spend, spent)
+    assert token.max_budget == 10.0 and token.rpm_limit == 1000 and token.tpm_limit == 1000000, token
+    assert token.model_max_budget == {"lite-gcm": {"budget_limit": 5.0, "time_period": "30d"}}, token.model_max_budget
+    assert token.metadata == {"owner": "litellm"}, token.metadata
+    assert token.last_active is not None, "last_active not set"
+    assert set(token.model_spend) == {"lite-secretbox", "lite-gcm"}, token.model_spend
+    checks.append(f"key spend {token.spend:.6f} = {fx['good_spend']} + {spent:.6f}")
+
+    # Team, user and membership spend added (every key here is the user's,
+    # in the team).
+    team_spent = sum(r["spend"] for r in logs if r["team_id"] == fx["team_id"])
+    user_spent = sum(r["spend"] for r in logs if r["user"] == fx["user_id"])
+    assert team_spent > spent, (team_spent, spent)
+    [team] = rows(url, "SELECT spend FROM \"LiteLLM_TeamTable\" WHERE team_id = 'team-lite'")
+    assert abs(team["spend"] - (2.0 + team_spent)) < 1e-9, team
+    [user] = rows(url, "SELECT spend FROM \"LiteLLM_UserTable\" WHERE user_id = 'user-lite'")
+    assert abs(user["spend"] - (1.0 + user_spent)) < 1e-9, user
+    [member] = rows(url, "SELECT spend, total_spend FROM \"LiteLLM_TeamMembership\" WHERE user_id = 'user-lite'")
+    assert abs(member["spend"] - (0.25 + team_spent)) < 1e-9, member
+    assert abs(member["total_spend"] - (0.25 + team_spent)) < 1e-9, member
+    checks.append("team, user and membership spend added")
+
+    # The model the gateway stored on /model/new, opened by LiteLLM.
+    new = fx["new_model"]
+    [model] = rows(url, f"SELECT * FROM \"LiteLLM_ProxyModelTable\" WHERE model_id = {lit(new['id'])}")
+    assert model["model_name"] == new["name"], model
+    assert model["blocked"] is False and model["created_by"] and model["updated_by"], model
+    params = model["litellm_params"]
+    for k, v in params.items():
+        if isinstance(v, str):
+            assert decrypt_value_helper(value=v, key=k) is not None, f"{k} not encrypted as LiteLLM does: {v}"
+    assert params["api_key"] != new["api_key"], "api_key stored in plain text"
+    assert decrypt_value_helper(value=params["api_key"], key="api_key") == new["api_key"]
+    assert decrypt_value_helper(value=params["model"], key="model") == "openai/gpt-4o"
+    checks.append("model params opened by LiteLLM")
+    print("; ".join(checks))
+
+
+def main():
+    cmd, url = sys.argv[1], sys.argv[2]
+    if cmd == "setup":
+        setup(url, sys.argv[3])
+    elif cmd == "verify":
+        verify(url, json.loads(sys.argv[3]))
+    else:
+        raise SystemExit(f"unknown command {cmd}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,201 @@
+//! The switch from LiteLLM and back, against LiteLLM's own artefacts: a
+//! database built by the SQL migrations of the `litellm-proxy-extras`
+//! package and filled by the `litellm` package's helpers (hashed tokens,
+//! model params encrypted with NaCl SecretBox and AES-256-GCM), served by
+//! the gateway, then read back through LiteLLM's parsers
+//! (`tests/python/litellm_db.py`; the packages are pinned in
+//! `scripts/test.sh` and installed into `.venv`).
+
+use e2e::{assert_error, to_yaml, Gateway, MockServer, TestDb, MASTER_KEY};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// The salt key both LiteLLM's helpers and the gateway encrypt with.
+const SALT_KEY: &str = "sk-salt-litedb-test";
+
+/// `E2E_PYTHON`, else `.venv/bin/python` at the workspace root.
+fn python() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf();
+    let python = std::env::var_os("E2E_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join(".venv/bin/python"));
+    assert!(
+        python.exists(),
+        "Python interpreter {} not found: run scripts/test.sh (it installs the pinned litellm \
+         packages into .venv) or set E2E_PYTHON",
+        python.display()
+    );
+    python
+}
+
+/// Runs `tests/python/litellm_db.py args...`; its stdout, or a panic with
+/// its output.
+fn harness(args: &[&str]) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/litellm_db.py");
+    let out = Command::new(python())
+        .arg(script)
+        .args(args)
+        .env("LITELLM_SALT_KEY", SALT_KEY)
+        .env("PYTHONUNBUFFERED", "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run litellm_db.py");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "litellm_db.py {} failed ({}):\n--- stdout ---\n{stdout}\n--- stderr ---\n{}",
+        args[0],
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn chat(gw: &Gateway, key: &str, model: &str) -> e2e::Response {
+    let body = json!({"model": model, "max_tokens": 16,
+        "messages": [{"role": "user", "content": "hello there"}]});
+    let auth = format!("Bearer {key}");
+    gw.call(
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        body.to_string().as_bytes(),
+    )
+}
+
+/// Requests the mock received with upstream key `api_key`.
+fn upstream_requests(mock: &MockServer, api_key: &str) -> u64 {
+    mock.stats()["by_key"][api_key]["requests"]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_litellm_database_serves_here_and_litellm_reads_what_the_gateway_wrote() {
+    let db = TestDb::create();
+    let mock = MockServer::start(&[]);
+    let fixture: Value = serde_json::from_str(
+        harness(&["setup", db.url(), &mock.api_base()])
+            .lines()
+            .last()
+            .expect("fixture line"),
+    )
+    .expect("fixture JSON");
+    assert!(fixture["migrations"].as_u64().unwrap() > 100, "{fixture}");
+    let key = |name: &str| fixture["keys"][name].as_str().unwrap().to_string();
+    let model = |which: &str, field: &str| {
+        fixture["models"][which][field]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+
+    let config = json!({
+        "model_list": [{
+            "model_name": "local-mock",
+            "litellm_params": {"model": "mock/local", "mock_response": "hi"},
+        }],
+        "general_settings": {"master_key": MASTER_KEY},
+    });
+    let gw = Gateway::start(
+        &to_yaml(&config),
+        &[("DATABASE_URL", db.url()), ("LITELLM_SALT_KEY", SALT_KEY)],
+    );
+
+    // Models LiteLLM encrypted are served, their api_key opened and sent.
+    for which in ["secretbox", "gcm"] {
+        let resp = chat(&gw, &key("good"), &model(which, "name"));
+        assert_eq!(resp.status, 200, "{which}: {}", resp.text());
+        assert_eq!(
+            upstream_requests(&mock, &model(which, "api_key")),
+            1,
+            "{which}: the upstream saw the decrypted key: {}",
+            mock.stats()
+        );
+    }
+
+    // A model LiteLLM blocked is not served.
+    assert_error(&chat(&gw, &key("good"), "lite-blocked"), 400);
+    assert_eq!(upstream_requests(&mock, "sk-upstream-blocked"), 0);
+
+    // LiteLLM's refusals, with its status codes and types.
+    let err = assert_error(&chat(&gw, &key("blocked"), "lite-gcm"), 401);
+    assert_eq!(err["type"], "auth_error", "{err:?}");
+    let err = assert_error(&chat(&gw, &key("expired"), "lite-gcm"), 401);
+    assert_eq!(err["type"], "expired_key", "{err:?}");
+    let err = assert_error(&chat(&gw, &key("spent"), "lite-gcm"), 422);
+    assert_eq!(err["type"], "budget_exceeded", "{err:?}");
+    assert_error(&chat(&gw, &key("narrow"), "lite-secretbox"), 403);
+    assert_eq!(chat(&gw, &key("narrow"), "lite-gcm").status, 200);
+
+    // LiteLLM's key fields read as LiteLLM wrote them.
+    let info = gw
+        .get(&format!("/key/info?key={}", key("good")))
+        .expect_status(200)
+        .json();
+    let info = &info["info"];
+    assert_eq!(info["max_budget"], 10.0, "{info}");
+    assert_eq!(info["rpm_limit"], 1000, "{info}");
+    assert_eq!(
+        info["model_max_budget"],
+        json!({"lite-gcm": {"budget_limit": 5.0, "time_period": "30d"}}),
+        "{info}"
+    );
+
+    // A model added here is stored encrypted, as LiteLLM stores it.
+    let new_key = "sk-upstream-added-here";
+    gw.post(
+        "/model/new",
+        &json!({
+            "model_name": "added-here",
+            "litellm_params": {"model": "openai/gpt-4o", "api_base": mock.api_base(),
+                "api_key": new_key},
+            "model_info": {"id": "m-added-here"},
+        }),
+    )
+    .expect_status(200);
+    let stored = db.query(
+        r#"SELECT litellm_params::text FROM "LiteLLM_ProxyModelTable" WHERE model_id = 'm-added-here'"#,
+    );
+    assert!(!stored.contains(new_key), "stored in plain text: {stored}");
+    assert!(!stored.contains("gpt-4o"), "stored in plain text: {stored}");
+    e2e::eventually("the added model to serve", Duration::from_secs(5), || {
+        (chat(&gw, MASTER_KEY, "added-here").status == 200).then_some(())
+    });
+    assert_eq!(upstream_requests(&mock, new_key), 1, "{}", mock.stats());
+
+    // Spend is added to what LiteLLM recorded (0.5), never overwritten.
+    let good_token =
+        db.query(r#"SELECT token FROM "LiteLLM_VerificationToken" WHERE key_alias = 'lite-good'"#);
+    e2e::eventually("the good key's spend rows", Duration::from_secs(10), || {
+        let n: u32 = db
+            .query(&format!(
+                r#"SELECT count(*) FROM "LiteLLM_SpendLogs" WHERE api_key = '{good_token}'"#
+            ))
+            .parse()
+            .unwrap();
+        let spend: f64 = db
+            .query(&format!(
+                r#"SELECT spend FROM "LiteLLM_VerificationToken" WHERE token = '{good_token}'"#
+            ))
+            .parse()
+            .unwrap();
+        (n == 2 && spend > 0.5).then_some(())
+    });
+
+    let mut fixture = fixture;
+    fixture["new_model"] = json!({"name": "added-here", "id": "m-added-here", "api_key": new_key});
+    let verified = harness(&["verify", db.url(), &fixture.to_string()]);
+    assert!(
+        verified.contains("model params opened by LiteLLM"),
+        "{verified}"
+    );
+}
