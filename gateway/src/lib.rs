@@ -9,6 +9,7 @@ pub mod config;
 pub mod control;
 pub mod error;
 pub mod formats;
+pub mod google_auth;
 pub mod http1;
 pub mod inbound;
 pub mod limits;

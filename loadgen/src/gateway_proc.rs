@@ -208,6 +208,34 @@ pub enum UpstreamApi {
     OpenAi,
     /// Anthropic's Messages (`anthropic/`).
     Anthropic,
+    /// AWS Bedrock's Converse (`bedrock/`), signed with SigV4.
+    Bedrock,
+    /// Google Vertex AI (`vertex_ai/`), with a service account's tokens.
+    Vertex,
+}
+
+/// The gateway config with the model group on one `bedrock/` deployment on
+/// the mock (which recomputes each SigV4 signature).
+pub fn bedrock_config_yaml(upstream: SocketAddr) -> String {
+    format!(
+        "model_list:\n  - model_name: {MODEL}\n    litellm_params:\n      model: bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0\n      aws_bedrock_runtime_endpoint: \"http://{upstream}\"\n      aws_access_key_id: AKIDMOCK\n      aws_secret_access_key: {}\n      aws_region_name: us-east-1\n    model_info:\n      id: {MODEL}-bedrock\ngeneral_settings:\n  master_key: {MASTER_KEY}\n",
+        crate::mock::api::bedrock::SECRET
+    )
+}
+
+/// The gateway config with the model group on one `vertex_ai/` deployment
+/// on the mock, whose token endpoint serves the service account's tokens
+/// (the key inline, its `token_uri` pointed at the mock).
+pub fn vertex_config_yaml(upstream: SocketAddr) -> String {
+    let key = crate::mock::api::vertex::SERVICE_ACCOUNT.replace(
+        "https://oauth2.googleapis.com/token",
+        &format!("http://{upstream}/token"),
+    );
+    // A JSON string is a YAML double-quoted scalar.
+    let key = serde_json::to_string(&key).expect("a string serializes");
+    format!(
+        "model_list:\n  - model_name: {MODEL}\n    litellm_params:\n      model: vertex_ai/gemini-2.0-flash\n      api_base: \"http://{upstream}\"\n      vertex_location: us-central1\n      vertex_credentials: {key}\n    model_info:\n      id: {MODEL}-vertex\ngeneral_settings:\n  master_key: {MASTER_KEY}\n"
+    )
 }
 
 /// The gateway config with the model group on one `anthropic/` deployment
@@ -275,6 +303,16 @@ mod tests {
         let yaml = anthropic_config_yaml("127.0.0.1:9100".parse().unwrap());
         let parsed = gateway::config::Config::parse(Path::new("c.yaml"), &yaml, &|_| None).unwrap();
         assert_eq!(parsed.deployments[0].provider_name, "anthropic");
+        let upstream = "127.0.0.1:9100".parse().unwrap();
+        for (yaml, provider) in [
+            (bedrock_config_yaml(upstream), "bedrock"),
+            (vertex_config_yaml(upstream), "vertex_ai"),
+        ] {
+            let parsed = gateway::config::Config::parse(Path::new("c.yaml"), &yaml, &|_| None)
+                .unwrap_or_else(|e| panic!("{provider}: {e}"));
+            assert_eq!(parsed.deployments[0].provider_name, provider);
+            assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+        }
     }
 
     #[test]

@@ -73,6 +73,14 @@ impl Harness {
                 &gateway_spec,
                 &gateway_proc::anthropic_config_yaml(mock.addr()),
             )?,
+            UpstreamApi::Bedrock => GatewayProcess::start_with_config(
+                &gateway_spec,
+                &gateway_proc::bedrock_config_yaml(mock.addr()),
+            )?,
+            UpstreamApi::Vertex => GatewayProcess::start_with_config(
+                &gateway_spec,
+                &gateway_proc::vertex_config_yaml(mock.addr()),
+            )?,
         };
         Ok(Harness {
             mock,

@@ -221,3 +221,65 @@ fn bedrock_wrong_secrets_throttling_and_long_prompts_take_their_paths() {
     );
     e2e::assert_error(&resp, 400);
 }
+
+#[test]
+fn bedrock_embeddings_go_through_invoke_model() {
+    let mock = MockServer::start(&[]);
+    let gw = start(
+        vec![
+            bedrock(
+                "titan",
+                "br-titan",
+                &mock,
+                json!({"model": "bedrock/amazon.titan-embed-text-v2:0"}),
+            ),
+            bedrock(
+                "cohere",
+                "br-cohere",
+                &mock,
+                json!({"model": "bedrock/cohere.embed-english-v3"}),
+            ),
+            bedrock(
+                "titan-wrong-secret",
+                "br-titan-bad",
+                &mock,
+                json!({"model": "bedrock/amazon.titan-embed-text-v2:0", "aws_secret_access_key": "nope"}),
+            ),
+        ],
+        json!({"router_settings": {"num_retries": 0}}),
+    );
+    let resp = gw.post(
+        "/v1/embeddings",
+        &json!({"model": "titan", "input": "the quick brown fox", "dimensions": 256}),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let body = resp.json();
+    assert_eq!(body["object"], "list");
+    assert_eq!(body["data"][0]["object"], "embedding");
+    assert_eq!(body["data"][0]["embedding"].as_array().unwrap().len(), 8);
+    let tokens = body["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert!(tokens > 0, "{body}");
+    assert_eq!(body["usage"]["total_tokens"], tokens);
+    // Titan embeds one input per call.
+    let resp = gw.post(
+        "/v1/embeddings",
+        &json!({"model": "titan", "input": ["a", "b"]}),
+    );
+    e2e::assert_error(&resp, 400);
+
+    let resp = gw.post(
+        "/v1/embeddings",
+        &json!({"model": "cohere", "input": ["first text", "second text", "third"]}),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let data = resp.json()["data"].as_array().unwrap().clone();
+    assert_eq!(data.len(), 3);
+    assert_eq!(data[2]["index"], 2);
+
+    let resp = gw.post(
+        "/v1/embeddings",
+        &json!({"model": "titan-wrong-secret", "input": "x"}),
+    );
+    e2e::assert_error(&resp, 403);
+    assert_eq!(mock.stats()["requests"], 2);
+}

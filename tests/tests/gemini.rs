@@ -210,3 +210,35 @@ fn gemini_wrong_keys_rate_limits_and_long_prompts_take_their_paths() {
     );
     e2e::assert_error(&resp, 400);
 }
+
+#[test]
+fn gemini_embeddings_use_batch_embed_contents() {
+    let mock = MockServer::start(&[]);
+    let gw = start(
+        vec![gemini(
+            "embed",
+            "gm-embed",
+            &mock,
+            json!({"model": "gemini/text-embedding-004"}),
+        )],
+        json!({}),
+    );
+    let resp = gw.post(
+        "/v1/embeddings",
+        &json!({"model": "embed", "input": ["one", "two"], "dimensions": 8}),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let body = resp.json();
+    assert_eq!(body["object"], "list");
+    let data = body["data"].as_array().unwrap();
+    assert_eq!(data.len(), 2);
+    assert_eq!(data[1]["index"], 1);
+    assert_eq!(data[1]["embedding"].as_array().unwrap().len(), 8);
+    assert!(body["usage"].is_object());
+    let resp = gw.post(
+        "/v1/embeddings",
+        &json!({"model": "embed", "input": [[1, 2, 3]]}),
+    );
+    e2e::assert_error(&resp, 400);
+    assert_eq!(mock.stats()["requests"], 1);
+}

@@ -1,9 +1,11 @@
 //! The official OpenAI and Anthropic Python SDKs against the gateway
 //! (`tests/python/test_openai_sdk.py`, `tests/python/test_anthropic_sdk.py`):
-//! OpenAI's SDK (chat, streaming, embeddings, `responses.create` bridged) to
-//! an OpenAI-compatible, an Azure, an Anthropic, a Bedrock and a Gemini deployment;
-//! Anthropic's SDK on `/v1/messages` to an Anthropic deployment (passed
-//! through), an OpenAI one, a Bedrock one and a Gemini one (translated).
+//! OpenAI's SDK (chat, streaming, embeddings, `responses.create` passed through or bridged) to
+//! an OpenAI-compatible, an Azure, an Anthropic, a Bedrock, a Gemini and
+//! Vertex AI (Gemini, Claude) deployments, embeddings on each provider's
+//! own API; Anthropic's SDK on `/v1/messages` to an Anthropic deployment and
+//! Claude on Vertex AI (passed through), an OpenAI one, a Bedrock one, a
+//! Gemini one and Gemini on Vertex AI (translated).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -86,8 +88,9 @@ fn run_script(script: &str, envs: &[(&str, String)], gw: &Gateway) {
 }
 
 /// A gateway on one mock with an OpenAI-compatible (`gpt-4o`), an
-/// embeddings, an Azure (`azure-gpt`, `azure-embed`) and an Anthropic
-/// (`claude`) group.
+/// embeddings, an Azure (`azure-gpt`, `azure-embed`), an Anthropic
+/// (`claude`), Bedrock, Gemini and Vertex AI (Gemini, embeddings, Claude)
+/// groups.
 fn gateway(mock: &MockServer) -> Gateway {
     let mut config = base_config(mock.port());
     add_model(
@@ -127,12 +130,44 @@ fn gateway(mock: &MockServer) -> Gateway {
             "aws_region_name": "us-east-1",
         }}),
     );
+    for (group, model) in [
+        ("gemini-flash", "gemini/gemini-2.0-flash"),
+        ("gemini-embed", "gemini/text-embedding-004"),
+    ] {
+        add_model(
+            &mut config,
+            json!({"model_name": group, "litellm_params": {
+                "model": model, "api_base": bare, "api_key": "mock-gemini-api-key",
+            }}),
+        );
+    }
     add_model(
         &mut config,
-        json!({"model_name": "gemini-flash", "litellm_params": {
-            "model": "gemini/gemini-2.0-flash", "api_base": bare, "api_key": "mock-gemini-api-key",
+        json!({"model_name": "bedrock-embed", "litellm_params": {
+            "model": "bedrock/cohere.embed-english-v3",
+            "aws_bedrock_runtime_endpoint": bare,
+            "aws_access_key_id": "AKIDMOCK",
+            "aws_secret_access_key": "mock-aws-secret-access-key",
+            "aws_region_name": "us-east-1",
         }}),
     );
+    // The mock's service account, its tokens from the mock's token endpoint.
+    let key = include_str!("../../loadgen/src/mock/api/vertex/service_account.json").replace(
+        "https://oauth2.googleapis.com/token",
+        &format!("{bare}/token"),
+    );
+    for (group, model) in [
+        ("vertex-gemini", "vertex_ai/gemini-2.0-flash"),
+        ("vertex-embed", "vertex_ai/text-embedding-005"),
+        ("vertex-claude", "vertex_ai/claude-sonnet-4@20250514"),
+    ] {
+        add_model(
+            &mut config,
+            json!({"model_name": group, "litellm_params": {
+                "model": model, "api_base": bare, "vertex_credentials": key,
+            }}),
+        );
+    }
     Gateway::start_json(&config, &[])
 }
 
@@ -145,8 +180,10 @@ fn openai_python_sdk() {
         ("gpt-4o", "text-embedding-3-small"),
         ("azure-gpt", "azure-embed"),
         ("claude", "text-embedding-3-small"),
-        ("bedrock-claude", "text-embedding-3-small"),
-        ("gemini-flash", "text-embedding-3-small"),
+        ("bedrock-claude", "bedrock-embed"),
+        ("gemini-flash", "gemini-embed"),
+        ("vertex-gemini", "vertex-embed"),
+        ("vertex-claude", "text-embedding-3-small"),
     ] {
         run_script(
             "test_openai_sdk.py",
@@ -170,6 +207,8 @@ fn anthropic_python_sdk() {
         ("gpt-4o", "0"),
         ("bedrock-claude", "1"),
         ("gemini-flash", "1"),
+        ("vertex-gemini", "1"),
+        ("vertex-claude", "1"),
     ] {
         run_script(
             "test_anthropic_sdk.py",

@@ -1,8 +1,10 @@
-//! OpenAI's Responses API (`POST /v1/responses`, `/responses`) bridged
-//! through chat completions to every kind of deployment: the in-process
-//! mock, an OpenAI-compatible, an Anthropic, a Bedrock and a Gemini one on the
-//! faithful mock; whole and streamed, with function tools; keys and errors
-//! as on chat completions.
+//! OpenAI's Responses API (`POST /v1/responses`, `/responses`): passed
+//! through to OpenAI and Azure deployments (the mock serves the API), and
+//! bridged through chat completions to every other kind: the in-process
+//! mock, an OpenAI-compatible server, an Anthropic, a Bedrock and a Gemini
+//! one on the faithful mock, and an `openai/` deployment with
+//! `use_chat_completions_api`; whole and streamed, with function tools;
+//! keys, errors and spend rows as on chat completions.
 
 use e2e::{to_yaml, Gateway, MockServer, MASTER_KEY};
 use serde_json::{json, Value};
@@ -164,7 +166,7 @@ fn responses_call_function_tools_and_refuse_what_cannot_be_bridged() {
     let err = e2e::assert_error(
         &gw.post(
             "/v1/responses",
-            &json!({"model": "gpt", "input": "x", "previous_response_id": "resp_1"}),
+            &json!({"model": "claude", "input": "x", "previous_response_id": "resp_1"}),
         ),
         400,
     );
@@ -181,4 +183,86 @@ fn responses_call_function_tools_and_refuse_what_cannot_be_bridged() {
         br#"{"model":"gpt","input":"x"}"#,
     );
     e2e::assert_error(&resp, 401);
+}
+
+#[test]
+fn responses_pass_through_to_openai_and_azure_and_bridge_the_rest() {
+    let mock = MockServer::start(&["--completion-tokens", "3"]);
+    let base = format!("http://127.0.0.1:{}", mock.port());
+    let config = json!({
+        "model_list": [
+            {"model_name": "gpt", "litellm_params": {"model": "openai/gpt-4o", "api_base": format!("{base}/v1"), "api_key": "sk-up"}},
+            {"model_name": "azure", "litellm_params": {"model": "azure/gpt-4o-prod", "api_base": base, "api_key": "azure-key", "api_version": "2025-03-01-preview"}},
+            {"model_name": "bridged", "litellm_params": {"model": "openai/gpt-4o", "api_base": format!("{base}/v1"), "api_key": "sk-up", "use_chat_completions_api": true}},
+            {"model_name": "vllm", "litellm_params": {"model": "hosted_vllm/llama", "api_base": format!("{base}/v1")}},
+        ],
+        "general_settings": {"master_key": MASTER_KEY},
+    });
+    let gw = Gateway::start(&to_yaml(&config), &[]);
+    let spend_row = |call_id: &str| {
+        e2e::eventually("the spend row", std::time::Duration::from_secs(5), || {
+            let rows = gw.get(&format!("/spend/logs?request_id={call_id}")).json();
+            rows.as_array().and_then(|r| r.first().cloned())
+        })
+    };
+    for (model, passed_through) in [
+        ("gpt", true),
+        ("azure", true),
+        ("bridged", false),
+        ("vllm", false),
+    ] {
+        let resp = gw.post(
+            "/v1/responses",
+            &json!({"model": model, "instructions": "be brief", "input": "hi"}),
+        );
+        assert_eq!(resp.status, 200, "{model}: {}", resp.text());
+        let body = resp.json();
+        let id = body["id"].as_str().unwrap();
+        // The mock's own ids, or the bridge's made from a chat completion's.
+        assert_eq!(
+            id.starts_with("resp_mock"),
+            passed_through,
+            "{model}: {body}"
+        );
+        assert_eq!(output_text(&body), "lorem ipsum dolor", "{model}");
+        let input_tokens = body["usage"]["input_tokens"].as_u64().unwrap();
+        let row = spend_row(resp.header("x-litellm-call-id").unwrap());
+        assert_eq!(row["prompt_tokens"], input_tokens, "{model}: {row}");
+        assert_eq!(row["completion_tokens"], 3, "{model}: {row}");
+        assert_eq!(row["call_type"], "aresponses", "{model}: {row}");
+
+        let resp = gw.post(
+            "/v1/responses",
+            &json!({"model": model, "input": "hi", "stream": true}),
+        );
+        assert_eq!(resp.status, 200, "{model}: {}", resp.text());
+        let evs = events(&resp.text());
+        let names: Vec<&str> = evs.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names.first(), Some(&"response.created"), "{model}");
+        assert_eq!(names.last(), Some(&"response.completed"), "{model}");
+        let (_, done) = evs.last().unwrap();
+        assert_eq!(
+            done["response"]["id"]
+                .as_str()
+                .unwrap()
+                .starts_with("resp_mock"),
+            passed_through,
+            "{model}: {done}"
+        );
+        let text: String = evs
+            .iter()
+            .filter(|(n, _)| n == "response.output_text.delta")
+            .filter_map(|(_, v)| v["delta"].as_str())
+            .collect();
+        assert_eq!(text, "lorem ipsum dolor", "{model}");
+        let row = spend_row(resp.header("x-litellm-call-id").unwrap());
+        assert_eq!(row["completion_tokens"], 3, "{model}: {row}");
+    }
+    // Passed through, a stored response is the upstream's business.
+    let resp = gw.post(
+        "/v1/responses",
+        &json!({"model": "gpt", "input": "x", "previous_response_id": "resp_1"}),
+    );
+    let err = e2e::assert_error(&resp, 400);
+    assert!(e2e::error_message(&err).contains("not found"), "{err:?}");
 }

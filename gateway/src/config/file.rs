@@ -66,6 +66,16 @@ pub struct LitellmParams {
     pub aws_region_name: Option<String>,
     /// Bedrock runtime endpoint; else `AWS_BEDROCK_RUNTIME_ENDPOINT`.
     pub aws_bedrock_runtime_endpoint: Option<String>,
+    /// Google Cloud project (Vertex AI); else `VERTEXAI_PROJECT`.
+    pub vertex_project: Option<String>,
+    /// Vertex AI location; else `VERTEXAI_LOCATION`, else `us-central1`.
+    pub vertex_location: Option<String>,
+    /// Service-account key (Vertex AI): JSON text, a mapping or a file
+    /// path; else `VERTEXAI_CREDENTIALS`, `GOOGLE_APPLICATION_CREDENTIALS`.
+    pub vertex_credentials: Option<serde_yaml::Value>,
+    /// Bridge `/v1/responses` through chat completions even though the
+    /// deployment (`openai/`, `azure/`) serves the Responses API.
+    pub use_chat_completions_api: Option<bool>,
     /// Upstream timeout in seconds.
     pub timeout: Option<f64>,
     /// Upstream timeout for streamed responses, in seconds.

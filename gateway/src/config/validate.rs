@@ -37,6 +37,11 @@ pub struct Deployment {
     pub azure_ad_token: Option<String>,
     /// Region and credentials (Bedrock).
     pub aws: Option<crate::providers::bedrock::AwsSettings>,
+    /// Project, location and token source (Vertex AI).
+    pub vertex: Option<crate::providers::vertex::VertexSettings>,
+    /// `use_chat_completions_api`: bridge Responses requests through chat
+    /// completions even where the upstream serves them.
+    pub use_chat_completions_api: bool,
     /// Timeout for a non-streamed response (`timeout`, else
     /// `router_settings.timeout`).
     pub timeout: Duration,
@@ -486,7 +491,11 @@ fn provider_env(kind: ProviderKind) -> [Option<&'static str>; 4] {
             None,
         ],
         ProviderKind::Gemini => [Some("GEMINI_API_BASE"), Some("GEMINI_API_KEY"), None, None],
-        ProviderKind::OpenAiCompatible | ProviderKind::Mock | ProviderKind::Bedrock => [None; 4],
+        ProviderKind::OpenAiCompatible
+        | ProviderKind::Mock
+        | ProviderKind::Bedrock
+        | ProviderKind::Vertex
+        | ProviderKind::VertexAnthropic => [None; 4],
     }
 }
 
@@ -562,6 +571,34 @@ fn deployment(
         }
         _ => (None, env_base),
     };
+    let (vertex, env_base) = match spec.kind {
+        ProviderKind::Vertex => {
+            let credentials = match &params.vertex_credentials {
+                None | Some(serde_yaml::Value::Null) => None,
+                Some(serde_yaml::Value::String(s)) => Some(s.clone()),
+                Some(v @ serde_yaml::Value::Mapping(_)) => Some(serde_json::to_string(v).map_err(
+                    |e| bad("litellm_params.vertex_credentials", format!("litellm_params.vertex_credentials: {e}")),
+                )?),
+                Some(_) => {
+                    return Err(bad(
+                        "litellm_params.vertex_credentials",
+                        "litellm_params.vertex_credentials must be a key file's JSON, a mapping or a path",
+                    ))
+                }
+            };
+            let (vertex, base) = crate::providers::vertex::resolve(
+                &crate::providers::vertex::VertexParams {
+                    project: params.vertex_project.as_deref(),
+                    location: params.vertex_location.as_deref(),
+                    credentials: credentials.as_deref(),
+                },
+                lookup,
+            )
+            .map_err(|p| bad("litellm_params", format!("litellm_params: {p}")))?;
+            (Some(vertex), Some(base))
+        }
+        _ => (None, env_base),
+    };
     let base = match spec.kind {
         ProviderKind::Mock => None,
         _ => {
@@ -625,10 +662,17 @@ fn deployment(
         Some(id) if !id.is_empty() => id.as_str().into(),
         _ => derived_id(&group, &model, params.api_base.as_deref()).into(),
     };
+    // Anthropic's models on Vertex AI speak the Messages API.
+    let provider = match spec.kind {
+        ProviderKind::Vertex if crate::providers::vertex::is_anthropic_model(&upstream_model) => {
+            ProviderKind::VertexAnthropic
+        }
+        kind => kind,
+    };
     Ok(Deployment {
         id,
         group,
-        provider: spec.kind,
+        provider,
         provider_name,
         upstream_model,
         base,
@@ -636,6 +680,8 @@ fn deployment(
         api_version,
         azure_ad_token,
         aws,
+        vertex,
+        use_chat_completions_api: params.use_chat_completions_api.unwrap_or(false),
         timeout,
         stream_timeout,
         rpm: params.rpm,

@@ -31,6 +31,8 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(300);
 /// Probes in flight at once.
 const CONCURRENCY: usize = 64;
+/// Longest wait for a Vertex AI deployment's first access token.
+const TOKEN_WAIT: Duration = Duration::from_secs(20);
 /// Longest error message shown.
 const MAX_ERROR: usize = 500;
 /// Longest interval or timeout an operator may set (a day).
@@ -281,6 +283,12 @@ async fn probe(dep: &Deployment, tls: &Arc<rustls::ClientConfig>) -> Result<(), 
         };
     };
     let base = dep.base.as_ref().ok_or("the deployment has no api_base")?;
+    if let Some(source) = dep.vertex.as_ref().and_then(|v| v.auth.as_ref()) {
+        source
+            .ready_on_control(tls, TOKEN_WAIT)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
     let upstream = provider
         .build_request(&req, &dep.upstream_model, dep)
         .map_err(|e| e.to_string())?;

@@ -1,11 +1,12 @@
 //! One HTTP/1.1 exchange from the control plane over a fresh connection
 //! (TLS for https, with the upstream CA roots): write a request built by
 //! the caller with `connection: close`, read the answer until the peer
-//! closes, up to a cap. For health probes and trace exports; the caller
-//! puts the deadline around it.
+//! closes, up to a cap, and undo a chunked transfer coding. For health
+//! probes, trace exports and token exchanges; the caller puts the deadline
+//! around it.
 
 use crate::config::UpstreamBase;
-use crate::http1::parse_response_head;
+use crate::http1::{parse_response_head, ResponseFraming};
 use rustls::pki_types::ServerName;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -72,10 +73,22 @@ pub async fn exchange(
     }
     .map_err(|e| format!("{}: {e}", base.url))?;
     match parse_response_head(&bytes) {
-        Ok(Some((head, len))) => Ok(Answer {
-            status: head.status,
-            body: bytes[len..].to_vec(),
-        }),
+        Ok(Some((head, len))) => {
+            let body = &bytes[len..];
+            let body = if head.framing == ResponseFraming::Chunked {
+                let mut decoded = Vec::with_capacity(body.len());
+                crate::http1::ChunkedDecoder::default()
+                    .decode(body, &mut decoded)
+                    .map_err(|e| format!("{}: {e}", base.url))?;
+                decoded
+            } else {
+                body.to_vec()
+            };
+            Ok(Answer {
+                status: head.status,
+                body,
+            })
+        }
         Ok(None) => Err(format!("{}: the answer ended before its head", base.url)),
         Err(e) => Err(format!("{}: not an HTTP answer: {e}", base.url)),
     }

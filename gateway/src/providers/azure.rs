@@ -5,6 +5,7 @@
 //! leading stream chunk with empty `choices`) included.
 //!
 //! Azure OpenAI: `{api_base}/openai/deployments/{deployment}/{endpoint}?api-version=…`
+//! (`{api_base}/openai/responses?api-version=…` for the Responses API)
 //! (`api_version` else `AZURE_API_VERSION` else LiteLLM's default), or
 //! `{api_base}/openai/v1/{endpoint}` for the `v1`, `latest` and `preview`
 //! versions; the key goes in `api-key`, an Azure AD token as a Bearer
@@ -19,7 +20,7 @@ use super::{openai_error, with_extra_headers, Header, Provider, UpstreamRequest}
 use crate::config::Deployment;
 use crate::error::{ErrorClass, GatewayError};
 use crate::formats::Format;
-use crate::inbound::LlmRequest;
+use crate::inbound::{Endpoint, LlmRequest};
 use std::borrow::Cow;
 
 /// Which Azure API.
@@ -61,6 +62,13 @@ impl Azure {
                 let version = version.unwrap_or(DEFAULT_API_VERSION);
                 if is_v1(version) {
                     format!("{base_path}/openai/v1{suffix}")
+                } else if req.endpoint == Endpoint::Responses {
+                    // The Responses API is not under a deployment: the
+                    // body's `model` names it.
+                    format!(
+                        "{base_path}/openai/responses?api-version={}",
+                        query_value(version)
+                    )
                 } else {
                     let deployment = query_value(upstream_model);
                     format!(
@@ -234,6 +242,20 @@ mod tests {
             .build_request(&req(Endpoint::ChatCompletions), "x", &d)
             .unwrap();
         assert_eq!(out.path, "/openai/v1/chat/completions");
+        let out = AZURE
+            .build_request(&req(Endpoint::Responses), "x", &d)
+            .unwrap();
+        assert_eq!(out.path, "/openai/v1/responses");
+        // The Responses API is not under a deployment.
+        let d = dep("model: azure/my-gpt, api_base: 'https://r.openai.azure.com', api_key: k, api_version: 2025-03-01-preview");
+        let out = AZURE
+            .build_request(&req(Endpoint::Responses), "my-gpt", &d)
+            .unwrap();
+        assert_eq!(out.path, "/openai/responses?api-version=2025-03-01-preview");
+        let body: Vec<u8> = out.body.iter().flat_map(|b| b.to_vec()).collect();
+        assert!(String::from_utf8(body)
+            .unwrap()
+            .contains(r#""model":"my-gpt""#));
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod gemini;
 mod mock;
 mod openai;
 pub mod sigv4;
+pub mod vertex;
 
 pub use mock::{reply as mock_reply, MockReply};
 
@@ -39,6 +40,10 @@ pub enum ProviderKind {
     Bedrock,
     /// Google AI Studio's Gemini API (`gemini/`).
     Gemini,
+    /// Google Vertex AI (`vertex_ai/`): Gemini's API with OAuth tokens.
+    Vertex,
+    /// Anthropic's models on Vertex AI (`vertex_ai/claude-…`).
+    VertexAnthropic,
     /// The in-process mock: no network.
     Mock,
 }
@@ -120,6 +125,7 @@ const PROVIDERS: &[(&str, ProviderSpec)] = &[
             Some("https://generativelanguage.googleapis.com"),
         ),
     ),
+    ("vertex_ai", spec(ProviderKind::Vertex, None)),
     ("mock", spec(ProviderKind::Mock, None)),
 ];
 
@@ -178,6 +184,12 @@ pub trait Provider: Sync {
         None
     }
 
+    /// A whole embeddings answer in the internal form (OpenAI's); `None`
+    /// when the body already is.
+    fn embeddings_to_internal(&self, _body: &[u8]) -> Option<Result<Vec<u8>, TranslateError>> {
+        None
+    }
+
     /// A translator of its event stream into the internal one; `None`
     /// when the stream already is. `include_usage` is
     /// [`UpstreamRequest::include_usage`].
@@ -223,8 +235,22 @@ pub fn http_provider(kind: ProviderKind) -> Option<&'static dyn Provider> {
         ProviderKind::Anthropic => Some(&anthropic::Anthropic),
         ProviderKind::Bedrock => Some(&bedrock::Bedrock),
         ProviderKind::Gemini => Some(&gemini::Gemini),
+        ProviderKind::Vertex => Some(&vertex::Vertex),
+        ProviderKind::VertexAnthropic => Some(&vertex::VertexAnthropic),
         ProviderKind::Mock => None,
     }
+}
+
+/// Whether `dep` serves OpenAI's Responses API itself, so `/v1/responses`
+/// passes through to it: OpenAI (`openai/`) and Azure OpenAI deployments,
+/// unless `use_chat_completions_api` is set (LiteLLM's rule).
+pub fn serves_responses(dep: &Deployment) -> bool {
+    !dep.use_chat_completions_api
+        && match dep.provider {
+            ProviderKind::Azure => true,
+            ProviderKind::OpenAiCompatible => dep.provider_name == "openai",
+            _ => false,
+        }
 }
 
 /// The format a deployment of `kind` answers in (the mock answers in
@@ -300,6 +326,18 @@ pub fn openai_error(status: u16, body: &[u8], retry_after: Option<String>) -> Ga
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_openai_and_azure_serve_the_responses_api() {
+        let config = crate::config::Config::parse(
+            std::path::Path::new("c.yaml"),
+            "model_list:\n  - model_name: a\n    litellm_params: {model: openai/gpt-4o}\n  - model_name: b\n    litellm_params: {model: azure/d, api_base: 'https://r.openai.azure.com'}\n  - model_name: c\n    litellm_params: {model: openai/gpt-4o, use_chat_completions_api: true}\n  - model_name: d\n    litellm_params: {model: groq/llama}\n  - model_name: e\n    litellm_params: {model: anthropic/claude}\n",
+            &|_| None,
+        )
+        .unwrap();
+        let serves: Vec<bool> = config.deployments.iter().map(serves_responses).collect();
+        assert_eq!(serves, [true, true, false, false, false]);
+    }
 
     #[test]
     fn reads_openai_style_upstream_errors() {

@@ -40,7 +40,10 @@ pub(super) fn request_for<'a>(
     internal: &'a mut Option<LlmRequest>,
 ) -> Result<&'a LlmRequest, GatewayError> {
     let client = req.endpoint.format();
-    if client == Format::OpenAi || client == providers::format_of(dep.provider) {
+    if client == Format::OpenAi
+        || client == providers::format_of(dep.provider)
+        || (client == Format::Responses && providers::serves_responses(dep))
+    {
         return Ok(req);
     }
     let chat = match internal.take() {
@@ -94,17 +97,26 @@ pub(super) fn is_passthrough(wire: Format, client: Format) -> bool {
 }
 
 /// A whole success body from `provider` (`None`: the in-process mock,
-/// which answers in the internal form) in the `client`'s format.
+/// which answers in the internal form) in the `client`'s format; an
+/// embeddings answer when `embeddings`.
 pub(super) fn translate_body(
     provider: Option<&dyn Provider>,
     client: Format,
+    embeddings: bool,
     body: &[u8],
 ) -> Result<Vec<u8>, TranslateError> {
     let wire = provider.map_or(Format::OpenAi, |p| p.format());
     if is_passthrough(wire, client) {
         return Ok(body.to_vec());
     }
-    let internal = match provider.and_then(|p| p.response_to_internal(body)) {
+    let translated = provider.and_then(|p| {
+        if embeddings {
+            p.embeddings_to_internal(body)
+        } else {
+            p.response_to_internal(body)
+        }
+    });
+    let internal = match translated {
         Some(translated) => translated?,
         None => body.to_vec(),
     };
@@ -182,16 +194,23 @@ mod tests {
         assert!(stream_translator(anthropic, Format::OpenAi, true).is_some());
         let body = br#"{"id":"m","type":"message","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":2}}"#;
         assert_eq!(
-            translate_body(anthropic, Format::Anthropic, body).unwrap(),
+            translate_body(anthropic, Format::Anthropic, false, body).unwrap(),
             body
         );
-        let chat: Value =
-            serde_json::from_slice(&translate_body(anthropic, Format::OpenAi, body).unwrap())
-                .unwrap();
+        let chat: Value = serde_json::from_slice(
+            &translate_body(anthropic, Format::OpenAi, false, body).unwrap(),
+        )
+        .unwrap();
         assert_eq!(chat["choices"][0]["message"]["content"], "hi");
         let openai_body = json!({"id": "c", "model": "m", "choices": [{"message": {"content": "yo"}, "finish_reason": "stop"}]});
         let msg: Value = serde_json::from_slice(
-            &translate_body(None, Format::Anthropic, openai_body.to_string().as_bytes()).unwrap(),
+            &translate_body(
+                None,
+                Format::Anthropic,
+                false,
+                openai_body.to_string().as_bytes(),
+            )
+            .unwrap(),
         )
         .unwrap();
         assert_eq!(msg["content"][0]["text"], "yo");

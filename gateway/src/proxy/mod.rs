@@ -443,24 +443,34 @@ async fn attempt_once(
     .await?;
     // 7 and 8. translate, call and relay; cut off when the shutdown grace
     // period ends (the row below then says so)
-    let mut tap = UsageTap::new(req.stream, providers::format_of(dep.provider));
+    // A Responses request still in its own form passes through to a
+    // provider serving that API, and is answered in it.
+    let wire = if sent.endpoint == Endpoint::Responses {
+        Format::Responses
+    } else {
+        providers::format_of(dep.provider)
+    };
+    let mut tap = UsageTap::new(req.stream, wire);
     let client = req.endpoint.format();
     let result = match providers::http_provider(dep.provider) {
         Some(provider) => {
             let with_usage = with_usage.filter(|_| provider.accepts_stream_options(dep));
             let strip_usage = with_usage.is_some();
-            let upstream_req = match with_usage {
-                Some(body) => {
-                    provider.build_request(&sent.with_body(body.clone()), upstream_model, dep)
-                }
-                None => provider.build_request(sent, upstream_model, dep),
+            let upstream_req = match credentials_ready(worker, dep).await {
+                Err(err) => Err(err),
+                Ok(()) => match with_usage {
+                    Some(body) => {
+                        provider.build_request(&sent.with_body(body.clone()), upstream_model, dep)
+                    }
+                    None => provider.build_request(sent, upstream_model, dep),
+                },
             };
             match upstream_req {
                 Ok(upstream_req) => {
                     let call = forward(
                         worker,
                         dep,
-                        (provider, client),
+                        (provider, client, sent.endpoint),
                         upstream_req,
                         req.stream,
                         strip_usage,
@@ -529,13 +539,28 @@ async fn attempt_once(
     result.map(|()| usage.prompt_tokens.saturating_add(usage.completion_tokens))
 }
 
+/// Phase 7's credentials that are fetched rather than configured: a
+/// Vertex AI deployment's Google access token. A cached one is read at
+/// once; otherwise the control plane fetches it while this request waits
+/// (bounded by the deployment's timeout, at most 20 s).
+async fn credentials_ready(worker: &Worker, dep: &Deployment) -> Result<(), GatewayError> {
+    let Some(source) = dep.vertex.as_ref().and_then(|v| v.auth.as_ref()) else {
+        return Ok(());
+    };
+    let wait = dep.timeout.min(Duration::from_secs(20));
+    source
+        .ready(&worker.shared.control, &worker.shared.tls, wait)
+        .await
+        .map(drop)
+}
+
 /// Phase 7 for a provider reached over HTTP; its answer reaches the client
 /// in the client's format.
 #[allow(clippy::too_many_arguments)]
 async fn forward(
     worker: &Worker,
     dep: &Deployment,
-    (provider, client): (&dyn providers::Provider, Format),
+    (provider, client, endpoint): (&dyn providers::Provider, Format, Endpoint),
     mut req: providers::UpstreamRequest,
     stream: bool,
     strip_usage: bool,
@@ -580,18 +605,23 @@ async fn forward(
         .unwrap_or_else(|| "application/json".into());
     let is_stream = resp.head.is_event_stream();
     let io = |_| GatewayError::Unavailable("client connection lost");
-    if !is_stream && !convert::is_passthrough(provider.format(), client) {
+    // A Responses request reaching the provider untranslated is answered
+    // in the Responses API: relayed as it is.
+    let passthrough = convert::is_passthrough(provider.format(), client)
+        || (endpoint == Endpoint::Responses && client == Format::Responses);
+    if !is_stream && !passthrough {
         let limit = crate::formats::MAX_BODY_BYTES;
         let body = convert::read_body(&mut resp, limit, deadline, dep, timeout).await?;
         tap.feed(&body);
-        let body = convert::translate_body(Some(provider), client, &body)
+        let embeddings = endpoint == Endpoint::Embeddings;
+        let body = convert::translate_body(Some(provider), client, embeddings, &body)
             .map_err(|e| convert::translate_error(dep, e))?;
         return out
             .send(status, headers, "application/json", &body)
             .await
             .map_err(io);
     }
-    let translate = is_stream
+    let translate = (is_stream && !passthrough)
         .then(|| convert::stream_translator(Some(provider), client, req.include_usage))
         .flatten();
     // A translated stream is server-sent events whatever the provider's framing.
@@ -656,7 +686,8 @@ async fn serve_mock(
             if content_type != "text/event-stream" {
                 let body = parts.concat();
                 tap.feed(&body);
-                let body = convert::translate_body(None, client, &body).map_err(translated)?;
+                let body =
+                    convert::translate_body(None, client, false, &body).map_err(translated)?;
                 return out
                     .send(200, headers, content_type, &body)
                     .await

@@ -33,13 +33,17 @@ pub enum UsageSource {
     Estimated,
 }
 
-/// An OpenAI `usage` object; other members (`total_tokens`, other
-/// details) are skipped. `cache_creation_input_tokens` is how LiteLLM and
+/// An OpenAI `usage` object (chat's names, or the Responses API's
+/// `input_tokens`, `output_tokens`, `input_tokens_details`); other members
+/// (`total_tokens`, other details) are skipped. `cache_creation_input_tokens` is how LiteLLM and
 /// the gateway report Anthropic's cache writes in OpenAI's shape.
 #[derive(Deserialize)]
 struct UsageView {
+    #[serde(alias = "input_tokens")]
     prompt_tokens: Option<u64>,
+    #[serde(alias = "output_tokens")]
     completion_tokens: Option<u64>,
+    #[serde(alias = "input_tokens_details")]
     prompt_tokens_details: Option<DetailsView>,
     cache_creation_input_tokens: Option<u64>,
 }
@@ -147,6 +151,9 @@ pub struct StreamUsage {
 #[derive(Deserialize)]
 struct ChunkView<'a> {
     usage: Option<UsageView>,
+    /// The Responses API's `response.completed` (and `.incomplete`,
+    /// `.failed`) events carry the usage in their `response`.
+    response: Option<ResponseView>,
     #[serde(borrow)]
     choices: Option<Vec<ChoiceView<'a>>>,
 }
@@ -290,7 +297,11 @@ impl StreamUsage {
         let Ok(chunk) = serde_json::from_slice::<ChunkView>(data) else {
             return; // `[DONE]` and anything else that is not a chunk
         };
-        if let Some(usage) = chunk.usage.as_ref().and_then(UsageView::usage) {
+        let usage = chunk
+            .usage
+            .as_ref()
+            .or_else(|| chunk.response.as_ref().and_then(|r| r.usage.as_ref()));
+        if let Some(usage) = usage.and_then(UsageView::usage) {
             self.reported = Some(usage);
         }
         for choice in chunk.choices.iter().flatten() {
@@ -680,6 +691,24 @@ mod tests {
         s.feed(b"\n");
         s.feed(after.as_bytes());
         assert_eq!(s.finish(|| 1), (usage(1, 1), UsageSource::Estimated));
+    }
+
+    #[test]
+    fn responses_api_usage_is_read_from_bodies_and_completed_events() {
+        let body = br#"{"object":"response","usage":{"input_tokens":7,"input_tokens_details":{"cached_tokens":2},"output_tokens":3,"total_tokens":10}}"#;
+        let u = from_response_body(body).unwrap();
+        assert_eq!(
+            (u.prompt_tokens, u.completion_tokens, u.cached_tokens),
+            (7, 3, 2)
+        );
+        let mut s = StreamUsage::new();
+        s.feed(b"event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"usage\":null}}\n\n");
+        s.feed(b"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":4}}}\n\n");
+        let (u, source) = s.finish(|| 99);
+        assert_eq!(
+            (u.prompt_tokens, u.completion_tokens, source),
+            (5, 4, UsageSource::Reported)
+        );
     }
 
     #[test]

@@ -81,9 +81,11 @@ pub struct RequestMix {
 impl RequestMix {
     /// Renders `spec` for `target`. A target path ending in `/messages`
     /// gets Anthropic Messages requests (the key in `x-api-key`, an
-    /// `anthropic-version`), any other chat completions requests.
+    /// `anthropic-version`), one ending in `/responses` Responses API
+    /// requests, any other chat completions requests.
     pub fn new(spec: &RequestSpec, target: &Target) -> RequestMix {
         let messages = target.path.ends_with("/messages");
+        let responses = target.path.ends_with("/responses");
         let mut prefix = format!(
             "POST {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: loadgen\r\nContent-Type: application/json\r\n",
             target.path, target.host
@@ -112,6 +114,8 @@ impl RequestMix {
             .map(|model| {
                 let body = if messages {
                     messages_body(model, spec.body_size, spec.max_tokens, spec.stream)
+                } else if responses {
+                    responses_body(model, spec.body_size, spec.max_tokens, spec.stream)
                 } else {
                     chat_body(model, spec.body_size, spec.max_tokens, spec.stream)
                 };
@@ -149,6 +153,20 @@ pub fn chat_body(model: &str, size: usize, max_tokens: u64, stream: bool) -> Vec
             "model": model,
             "messages": [{"role": "user", "content": content}],
             "max_tokens": max_tokens,
+            "stream": stream,
+        })
+    })
+}
+
+/// A Responses API body for `model` of about `size` bytes: instructions
+/// and an input padded with prose.
+pub fn responses_body(model: &str, size: usize, max_tokens: u64, stream: bool) -> Vec<u8> {
+    padded(size, |content| {
+        json!({
+            "model": model,
+            "instructions": "You are a helpful assistant.",
+            "input": content,
+            "max_output_tokens": max_tokens,
             "stream": stream,
         })
     })
@@ -230,6 +248,16 @@ mod tests {
         );
         assert!(v["messages"][0]["content"][0]["text"].is_string());
         assert_eq!(messages_body("m", 4096, 1, false).len(), 4096);
+        let target = Target::parse("http://127.0.0.1:1/v1/responses").unwrap();
+        let mix = RequestMix::new(&spec(&["gpt"], &["k1"]), &target);
+        let mut out = Vec::new();
+        mix.write(0, &mut out);
+        let text = String::from_utf8(out.clone()).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.contains("Authorization: Bearer k1"));
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["max_output_tokens"], 7);
+        assert!(v["input"].is_string());
     }
 
     #[test]

@@ -20,6 +20,7 @@ Options:
   --completion-tokens N     completion length, capped by max_tokens [default: 16]
   --error-rate F            fraction (0..1) of requests failed with --error-status [default: 0]
   --error-status CODE       status of --error-rate failures [default: 500]
+  --token-ttl-secs N        expires_in of OAuth tokens granted at POST …/token [default: 3599]
   --tls-cert PEM            serve HTTPS with this certificate chain (needs --tls-key)
   --tls-key PEM             private key for --tls-cert
   -h, --help                print this help
@@ -52,6 +53,8 @@ pub struct MockConfig {
     pub error_rate: f64,
     /// Status of randomly failed requests.
     pub error_status: u16,
+    /// Lifetime of the OAuth access tokens granted (`POST …/token`).
+    pub token_ttl_secs: u64,
     /// PEM certificate chain; with `tls_key`, serve HTTPS.
     pub tls_cert: Option<PathBuf>,
     /// PEM private key for `tls_cert`.
@@ -70,6 +73,7 @@ impl Default for MockConfig {
             completion_tokens: 16,
             error_rate: 0.0,
             error_status: 500,
+            token_ttl_secs: 3599,
             tls_cert: None,
             tls_key: None,
         }
@@ -100,6 +104,7 @@ impl MockConfig {
                 "completion-tokens" => c.completion_tokens = args.value(&flag)?,
                 "error-rate" => c.error_rate = args.value(&flag)?,
                 "error-status" => c.error_status = args.value(&flag)?,
+                "token-ttl-secs" => c.token_ttl_secs = args.value(&flag)?,
                 "tls-cert" => c.tls_cert = Some(args.value(&flag)?),
                 "tls-key" => c.tls_key = Some(args.value(&flag)?),
                 "help" => return Ok(Parsed::Help),
@@ -120,6 +125,9 @@ impl MockConfig {
         }
         if !(100..=999).contains(&self.error_status) {
             return Err("--error-status must be an HTTP status code".into());
+        }
+        if !(1..=86_400).contains(&self.token_ttl_secs) {
+            return Err("--token-ttl-secs must be 1 to 86400".into());
         }
         if self.tls_cert.is_some() != self.tls_key.is_some() {
             return Err("--tls-cert and --tls-key must be given together".into());

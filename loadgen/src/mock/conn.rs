@@ -129,6 +129,21 @@ impl<S: AsyncReadRent + AsyncWriteRent> Conn<S> {
                 shared.stats.reset();
                 Some(Reply::json(200, br#"{"ok":true}"#.to_vec()))
             }
+            Route::Token => {
+                let scheme = if shared.tls.is_some() {
+                    "https"
+                } else {
+                    "http"
+                };
+                let ttl = shared.config.token_ttl_secs;
+                Some(match api::vertex::token(&req, scheme, unix_now(), ttl) {
+                    Ok(granted) => {
+                        shared.stats.record_token_grant(self.worker.index);
+                        granted
+                    }
+                    Err(refused) => refused,
+                })
+            }
             _ => None,
         };
         if let Some(reply) = reply {
@@ -171,15 +186,15 @@ impl<S: AsyncReadRent + AsyncWriteRent> Conn<S> {
             shared.stats.record_failure(self.worker.index);
             match route {
                 // Anthropic's endpoints fail in Anthropic's shape.
-                Route::Messages | Route::CountTokens => api::anthropic::error(
+                Route::Messages | Route::CountTokens | Route::RawPredict => api::anthropic::error(
                     status,
                     controls.error_message.as_deref().unwrap_or("mock error"),
                 ),
-                Route::GenerateContent => api::gemini::error(
+                Route::GenerateContent | Route::GoogleEmbed => api::gemini::error(
                     status,
                     controls.error_message.as_deref().unwrap_or("mock error"),
                 ),
-                Route::Converse => api::bedrock::error(
+                Route::Converse | Route::Invoke => api::bedrock::error(
                     status,
                     controls.error_message.as_deref().unwrap_or("mock error"),
                 ),

@@ -38,6 +38,7 @@ impl Counters {
 struct Table {
     total: Counters,
     failed: u64,
+    token_grants: u64,
     by_model: HashMap<String, Counters>,
     by_key: HashMap<String, Counters>,
 }
@@ -56,6 +57,8 @@ pub struct Snapshot {
     /// Requests answered with an injected error (`--error-rate`,
     /// `x-mock-status`): attempts a gateway made that did not succeed.
     pub failed: u64,
+    /// OAuth access tokens granted (`POST …/token`).
+    pub token_grants: u64,
     /// Totals per request `model`.
     pub by_model: BTreeMap<String, Counters>,
     /// Totals per API key (bearer token or `x-api-key`).
@@ -103,6 +106,11 @@ impl Stats {
         self.lock(worker).failed += 1;
     }
 
+    /// Records one access token granted on `worker`'s shard.
+    pub fn record_token_grant(&self, worker: usize) {
+        self.lock(worker).token_grants += 1;
+    }
+
     /// Merges all shards.
     pub fn snapshot(&self) -> Snapshot {
         let mut snap = Snapshot::default();
@@ -110,6 +118,7 @@ impl Stats {
             let t = self.lock(i);
             snap.total.merge(&t.total);
             snap.failed += t.failed;
+            snap.token_grants += t.token_grants;
             for (k, c) in &t.by_model {
                 snap.by_model.entry(k.clone()).or_default().merge(c);
             }

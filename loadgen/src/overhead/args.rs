@@ -34,7 +34,13 @@ Options:
                             in Postgres: needs --database-url); anthropic (chat
                             completions to an anthropic/ deployment, translated both
                             ways); messages (Anthropic /v1/messages, direct and to an
-                            anthropic/ deployment, passed through) [default: master-key]
+                            anthropic/ deployment, passed through); bedrock (chat
+                            completions to a bedrock/ deployment: SigV4, Converse,
+                            event-stream decoding when streamed); vertex (chat
+                            completions to a vertex_ai/ deployment: Gemini's API and
+                            a cached OAuth token); responses (OpenAI /v1/responses,
+                            direct and passed through to an openai/ deployment)
+                            [default: master-key]
   --database-url URL        an empty Postgres database (spend-logging)
   --rate R                  requests/s of the measured rounds [default: 1000]
   --duration D              length of each round, per target [default: 10s]
@@ -76,6 +82,15 @@ pub enum Variant {
     /// The master key; Anthropic `/v1/messages` requests (to the mock
     /// directly, and through the gateway to an `anthropic/` deployment).
     Messages,
+    /// The master key; chat completions served by a `bedrock/` deployment
+    /// (SigV4 per request, Converse both ways).
+    Bedrock,
+    /// The master key; chat completions served by a `vertex_ai/`
+    /// deployment (Gemini's API both ways, the cached OAuth token).
+    Vertex,
+    /// The master key; OpenAI `/v1/responses` requests (to the mock
+    /// directly, and through the gateway to an `openai/` deployment).
+    Responses,
 }
 
 impl Variant {
@@ -90,8 +105,11 @@ impl Variant {
             "spend-logging" => Ok(Variant::SpendLogging),
             "anthropic" => Ok(Variant::Anthropic),
             "messages" => Ok(Variant::Messages),
+            "bedrock" => Ok(Variant::Bedrock),
+            "vertex" => Ok(Variant::Vertex),
+            "responses" => Ok(Variant::Responses),
             other => Err(format!(
-                "unknown variant {other:?} (master-key, virtual-key, local-limits, redis-limits, router-group, spend-logging, anthropic, messages)"
+                "unknown variant {other:?} (master-key, virtual-key, local-limits, redis-limits, router-group, spend-logging, anthropic, messages, bedrock, vertex, responses)"
             )),
         }
     }
@@ -107,6 +125,9 @@ impl Variant {
             Variant::SpendLogging => "spend-logging",
             Variant::Anthropic => "anthropic",
             Variant::Messages => "messages",
+            Variant::Bedrock => "bedrock",
+            Variant::Vertex => "vertex",
+            Variant::Responses => "responses",
         }
     }
 }

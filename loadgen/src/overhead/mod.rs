@@ -33,6 +33,8 @@ const SEARCH_STEPS: usize = 12;
 const SEARCH_CEILING: f64 = 1_000_000.0;
 /// Where the `messages` variant sends its requests.
 const MESSAGES_PATH: &str = "/v1/messages";
+/// The path of OpenAI's Responses API, for the `responses` variant.
+const RESPONSES_PATH: &str = "/v1/responses";
 /// Per-request timeout of every run.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -73,11 +75,19 @@ pub fn main(args: &mut Args) -> Result<(), String> {
         },
         gateway_api: match o.variant {
             Variant::Anthropic | Variant::Messages => UpstreamApi::Anthropic,
+            Variant::Bedrock => UpstreamApi::Bedrock,
+            Variant::Vertex => UpstreamApi::Vertex,
             _ => UpstreamApi::OpenAi,
         },
     })?;
     let key = match o.variant {
-        Variant::MasterKey | Variant::RouterGroup | Variant::Anthropic | Variant::Messages => {
+        Variant::MasterKey
+        | Variant::RouterGroup
+        | Variant::Anthropic
+        | Variant::Messages
+        | Variant::Bedrock
+        | Variant::Vertex
+        | Variant::Responses => {
             gateway_proc::MASTER_KEY.to_string()
         }
         Variant::VirtualKey | Variant::SpendLogging => harness.gateway.generate_key()?,
@@ -138,6 +148,10 @@ impl<'a> Session<'a> {
         if o.variant == Variant::Messages {
             direct.path = MESSAGES_PATH.to_string();
             gateway.path = MESSAGES_PATH.to_string();
+        }
+        if o.variant == Variant::Responses {
+            direct.path = RESPONSES_PATH.to_string();
+            gateway.path = RESPONSES_PATH.to_string();
         }
         Session {
             nginx,

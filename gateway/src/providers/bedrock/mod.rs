@@ -16,10 +16,12 @@
 //! Chat completions requests (and Messages requests, through the internal
 //! form) are translated (`request`); answers come back as JSON
 //! (`response`) or as a binary event stream (`stream`, framing in
-//! `eventstream`). Errors: `ThrottlingException` (429) is a rate limit, a
+//! `eventstream`). Embeddings (Titan, Cohere) go through InvokeModel
+//! (`embeddings`). Errors: `ThrottlingException` (429) is a rate limit, a
 //! `ValidationException` about input length the context-window class,
 //! 5xx and `ModelStreamErrorException` (424) internal errors.
 
+pub mod embeddings;
 mod request;
 mod response;
 mod stream;
@@ -137,20 +139,26 @@ impl Provider for Bedrock {
         upstream_model: &str,
         dep: &Deployment,
     ) -> Result<UpstreamRequest, GatewayError> {
-        if req.endpoint != Endpoint::ChatCompletions {
-            return Err(GatewayError::InvalidParam {
-                param: "model",
-                message: format!(
-                    "provider bedrock serves /chat/completions and /v1/messages, not {}",
-                    req.endpoint.path_suffix()
-                ),
-            });
-        }
-        let (body, include_usage) = request::from_chat(&req.body)?;
-        let method = if req.stream {
-            "converse-stream"
-        } else {
-            "converse"
+        let (body, include_usage, method) = match (req.endpoint, req.stream) {
+            (Endpoint::ChatCompletions, stream) => {
+                let (body, include_usage) = request::from_chat(&req.body)?;
+                let method = if stream { "converse-stream" } else { "converse" };
+                (body, include_usage, method)
+            }
+            (Endpoint::Embeddings, _) => (
+                embeddings::request(&req.body, model_id(upstream_model))?,
+                false,
+                "invoke",
+            ),
+            _ => {
+                return Err(GatewayError::InvalidParam {
+                    param: "model",
+                    message: format!(
+                        "provider bedrock serves /chat/completions, /embeddings and /v1/messages, not {}",
+                        req.endpoint.path_suffix()
+                    ),
+                })
+            }
         };
         let base_path = dep.base.as_ref().map_or("", |b| b.path.as_str());
         let path = format!(
@@ -168,6 +176,10 @@ impl Provider for Bedrock {
 
     fn response_to_internal(&self, body: &[u8]) -> Option<Result<Vec<u8>, TranslateError>> {
         Some(response::to_chat(body))
+    }
+
+    fn embeddings_to_internal(&self, body: &[u8]) -> Option<Result<Vec<u8>, TranslateError>> {
+        Some(embeddings::to_openai(body))
     }
 
     fn stream_to_internal(&self, include_usage: bool) -> Option<Box<dyn StreamTranslator>> {

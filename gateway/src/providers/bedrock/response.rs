@@ -98,8 +98,10 @@ pub fn to_chat(body: &[u8]) -> Result<Vec<u8>, TranslateError> {
 /// The usage of a whole Converse answer.
 pub fn usage_from_body(body: &[u8]) -> Option<Usage> {
     let resp: Value = serde_json::from_slice(body).ok()?;
-    let u = resp.get("usage")?;
-    Some(usage_of(u))
+    match resp.get("usage") {
+        Some(u) => Some(usage_of(u)),
+        None => super::embeddings::usage(&resp),
+    }
 }
 
 /// The gateway's usage for a Converse `usage` object.

@@ -9,8 +9,10 @@
 //! through the internal form) are translated (`request`), answers and
 //! streams translated back (`response`). Errors keep Google's status and
 //! message: 429 `RESOURCE_EXHAUSTED` is a rate limit, a 400 about the input
-//! token count the context-window class.
+//! token count the context-window class. Embeddings go to
+//! `:batchEmbedContents` (`embeddings`).
 
+pub mod embeddings;
 mod request;
 mod response;
 
@@ -27,16 +29,21 @@ use std::borrow::Cow;
 /// The Gemini translator.
 pub struct Gemini;
 
-/// `{prefix}/models/{model}:{method}` below `dep`'s base; the prefix is
-/// the base's path, else `/v1beta`.
-pub(crate) fn model_path(dep: &Deployment, model: &str, stream: bool) -> String {
+/// `{prefix}/models/{model}:{method}` below `dep`'s base for `endpoint`;
+/// the prefix is the base's path, else `/v1beta`.
+pub(crate) fn model_path(
+    dep: &Deployment,
+    model: &str,
+    endpoint: Endpoint,
+    stream: bool,
+) -> String {
     let base = dep.base.as_ref().map_or("", |b| b.path.as_str());
     let prefix = if base.is_empty() { "/v1beta" } else { base };
     let model = super::sigv4::uri_encode(model.strip_prefix("models/").unwrap_or(model));
-    if stream {
-        format!("{prefix}/models/{model}:streamGenerateContent?alt=sse")
-    } else {
-        format!("{prefix}/models/{model}:generateContent")
+    match (endpoint, stream) {
+        (Endpoint::Embeddings, _) => format!("{prefix}/models/{model}:batchEmbedContents"),
+        (_, true) => format!("{prefix}/models/{model}:streamGenerateContent?alt=sse"),
+        (_, false) => format!("{prefix}/models/{model}:generateContent"),
     }
 }
 
@@ -51,22 +58,25 @@ impl Provider for Gemini {
         upstream_model: &str,
         dep: &Deployment,
     ) -> Result<UpstreamRequest, GatewayError> {
-        if req.endpoint != Endpoint::ChatCompletions {
-            return Err(GatewayError::InvalidParam {
-                param: "model",
-                message: format!(
-                    "provider gemini serves /chat/completions, /v1/messages and /v1/responses, not {}",
-                    req.endpoint.path_suffix()
-                ),
-            });
-        }
-        let (body, include_usage) = request::from_chat(&req.body)?;
+        let (body, include_usage) = match req.endpoint {
+            Endpoint::ChatCompletions => request::from_chat(&req.body)?,
+            Endpoint::Embeddings => (embeddings::studio_request(&req.body, upstream_model)?, false),
+            _ => {
+                return Err(GatewayError::InvalidParam {
+                    param: "model",
+                    message: format!(
+                        "provider gemini serves /chat/completions, /embeddings, /v1/messages and /v1/responses, not {}",
+                        req.endpoint.path_suffix()
+                    ),
+                })
+            }
+        };
         let mut own: Vec<Header> = Vec::with_capacity(1);
         if let Some(key) = dep.api_key.as_deref().filter(|k| !k.is_empty()) {
             own.push((Cow::Borrowed("x-goog-api-key"), key.to_string()));
         }
         Ok(UpstreamRequest {
-            path: model_path(dep, upstream_model, req.stream),
+            path: model_path(dep, upstream_model, req.endpoint, req.stream),
             headers: with_extra_headers(own, dep),
             body: [body.into(), Default::default(), Default::default()],
             include_usage,
@@ -75,6 +85,10 @@ impl Provider for Gemini {
 
     fn response_to_internal(&self, body: &[u8]) -> Option<Result<Vec<u8>, TranslateError>> {
         Some(response::to_chat(body))
+    }
+
+    fn embeddings_to_internal(&self, body: &[u8]) -> Option<Result<Vec<u8>, TranslateError>> {
+        Some(embeddings::to_openai(body))
     }
 
     fn stream_to_internal(&self, include_usage: bool) -> Option<Box<dyn StreamTranslator>> {

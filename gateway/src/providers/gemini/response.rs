@@ -136,9 +136,14 @@ pub fn to_chat(body: &[u8]) -> Result<Vec<u8>, TranslateError> {
     Ok(serde_json::to_vec(&out)?)
 }
 
-/// The usage of a whole Gemini answer.
+/// The usage of a whole Gemini answer (embeddings answers included).
 pub fn usage_from_body(body: &[u8]) -> Option<Usage> {
     let resp: Value = serde_json::from_slice(body).ok()?;
+    if resp.get("candidates").is_none() {
+        if let Some(usage) = super::embeddings::usage(&resp) {
+            return Some(usage);
+        }
+    }
     resp.get("usageMetadata").map(usage_of)
 }
 

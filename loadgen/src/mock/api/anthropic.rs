@@ -79,6 +79,11 @@ fn check(ctx: &Ctx<'_>, body: &Value, counting: bool) -> Result<(), Reply> {
     if !body.get("model").is_some_and(Value::is_string) {
         return Err(error(400, "model: Field required"));
     }
+    check_fields(body, counting)
+}
+
+/// The body's required and known fields (`model` aside).
+pub fn check_fields(body: &Value, counting: bool) -> Result<(), Reply> {
     if !body.get("messages").is_some_and(Value::is_array) {
         return Err(error(400, "messages: Field required"));
     }
@@ -202,6 +207,12 @@ pub fn handle(ctx: &Ctx<'_>, body: &Value) -> Reply {
     if let Err(refusal) = check(ctx, body, false) {
         return refusal;
     }
+    answer(ctx, body)
+}
+
+/// The answer to a Messages request whose credentials and fields were
+/// checked.
+pub fn answer(ctx: &Ctx<'_>, body: &Value) -> Reply {
     let prompt = body
         .get("messages")
         .map(Value::to_string)

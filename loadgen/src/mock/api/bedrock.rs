@@ -51,7 +51,8 @@ pub fn parse_path(path: &str) -> Option<(String, bool)> {
     Some((id, stream))
 }
 
-fn percent_decode(s: &str) -> Option<String> {
+/// `s` with its `%XX` escapes decoded.
+pub fn percent_decode(s: &str) -> Option<String> {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -74,7 +75,7 @@ pub fn error(status: u16, message: &str) -> Reply {
 }
 
 /// Verifies the SigV4 signature as AWS does.
-fn check_signature(ctx: &Ctx<'_>) -> Result<(), Reply> {
+pub fn check_signature(ctx: &Ctx<'_>) -> Result<(), Reply> {
     let req = ctx.req;
     let Some(auth) = req.header("authorization") else {
         return Err(error(403, "Missing Authentication Token"));

@@ -84,7 +84,8 @@ fn input_count(input: &Value) -> usize {
     }
 }
 
-fn vector(index: usize) -> [f32; DIMENSIONS] {
+/// The mock vector of input `index`.
+pub fn vector(index: usize) -> [f32; DIMENSIONS] {
     std::array::from_fn(|j| (((index * DIMENSIONS + j) % 13) as f32 - 6.0) / 10.0)
 }
 

@@ -1,7 +1,8 @@
 //! `POST …/models/{model}:generateContent` and
 //! `…:streamGenerateContent?alt=sse`: Google's Gemini API, with the checks
 //! the real endpoint makes: the API key (`x-goog-api-key` or `?key=`) must
-//! be [`API_KEY`] (else 400 `API key not valid`), streams need `alt=sse`,
+//! be [`API_KEY`] (else 400 `API key not valid`), or on Vertex AI paths
+//! (`…/projects/…`) a Bearer token (see `vertex`); streams need `alt=sse`,
 //! `contents` must hold `user`/`model` turns with parts, unknown top-level
 //! fields are refused. Answers have the real shapes: `candidates` with
 //! parts, `finishReason`, `usageMetadata`, `modelVersion`; streams are SSE
@@ -73,17 +74,27 @@ fn query_param<'a>(target: &'a str, name: &str) -> Option<&'a str> {
         .map(|(_, v)| v)
 }
 
-fn check(ctx: &Ctx<'_>, body: &Value, stream: bool) -> Result<(), Reply> {
+/// The credentials check: the API key (AI Studio) or, on Vertex AI
+/// paths (`…/projects/…`), the OAuth token.
+pub fn check_credentials(ctx: &Ctx<'_>) -> Result<(), Reply> {
     let key = ctx
         .req
         .header("x-goog-api-key")
         .or_else(|| query_param(&ctx.req.target, "key"));
-    if key != Some(API_KEY) {
-        return Err(error(
+    if ctx.req.path().contains("/projects/") {
+        super::vertex::check(ctx.req, ctx.created, "google")
+    } else if key != Some(API_KEY) {
+        Err(error(
             400,
             "API key not valid. Please pass a valid API key.",
-        ));
+        ))
+    } else {
+        Ok(())
     }
+}
+
+fn check(ctx: &Ctx<'_>, body: &Value, stream: bool) -> Result<(), Reply> {
+    check_credentials(ctx)?;
     if stream && query_param(&ctx.req.target, "alt") != Some("sse") {
         return Err(error(400, "the mock streams only with alt=sse"));
     }

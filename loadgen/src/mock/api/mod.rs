@@ -6,11 +6,14 @@ pub mod anthropic;
 pub mod azure;
 pub mod bedrock;
 pub mod chat;
+pub mod embed;
 pub mod embeddings;
 pub mod errors;
 pub mod gemini;
 pub mod images;
+pub mod responses;
 pub mod text;
+pub mod vertex;
 
 use serde::Serialize;
 
@@ -35,6 +38,18 @@ pub enum Route {
     /// `POST …/models/{model}:generateContent` and
     /// `…:streamGenerateContent` (Gemini).
     GenerateContent,
+    /// `POST …/publishers/anthropic/models/{model}:rawPredict` and
+    /// `…:streamRawPredict` (Anthropic on Vertex AI).
+    RawPredict,
+    /// `POST …/models/{m}:batchEmbedContents` (Gemini) and
+    /// `…/publishers/google/models/{m}:predict` (Vertex AI embeddings).
+    GoogleEmbed,
+    /// `POST …/model/{id}/invoke` (Bedrock InvokeModel: embeddings).
+    Invoke,
+    /// `POST …/responses` (OpenAI's Responses API).
+    Responses,
+    /// `POST …/token` (Google's OAuth token endpoint).
+    Token,
     /// `GET …/models`.
     Models,
     /// `GET /_stats`.
@@ -57,6 +72,10 @@ impl Route {
                 | Route::CountTokens
                 | Route::Converse
                 | Route::GenerateContent
+                | Route::RawPredict
+                | Route::GoogleEmbed
+                | Route::Invoke
+                | Route::Responses
         )
     }
 }
@@ -76,6 +95,11 @@ pub fn route(method: &str, path: &str) -> Route {
         "POST" if path.ends_with("/messages/count_tokens") => Route::CountTokens,
         "POST" if bedrock::parse_path(path).is_some() => Route::Converse,
         "POST" if gemini::parse_path(path).is_some() => Route::GenerateContent,
+        "POST" if vertex::raw_predict_path(path).is_some() => Route::RawPredict,
+        "POST" if embed::google_path(path).is_some() => Route::GoogleEmbed,
+        "POST" if embed::invoke_path(path).is_some() => Route::Invoke,
+        "POST" if path.ends_with("/responses") => Route::Responses,
+        "POST" if path.ends_with("/token") => Route::Token,
         "GET" if path.ends_with("/models") => Route::Models,
         _ => Route::NotFound,
     }
@@ -99,7 +123,11 @@ pub fn handle(route: Route, ctx: &Ctx<'_>, body: &serde_json::Value) -> Reply {
         Route::CountTokens => anthropic::count_tokens(ctx, body),
         Route::Converse => bedrock::handle(ctx, body),
         Route::GenerateContent => gemini::handle(ctx, body),
-        Route::Models | Route::Stats | Route::StatsReset | Route::NotFound => {
+        Route::RawPredict => vertex::raw_predict(ctx, body),
+        Route::GoogleEmbed => embed::google(ctx, body),
+        Route::Invoke => embed::bedrock_invoke(ctx, body),
+        Route::Responses => responses::handle(ctx, body),
+        Route::Models | Route::Token | Route::Stats | Route::StatsReset | Route::NotFound => {
             errors::bad_request("not an LLM endpoint")
         }
     };
@@ -337,6 +365,14 @@ mod tests {
             Route::Converse
         );
         assert_eq!(route("GET", "/v1/models"), Route::Models);
+        assert_eq!(route("POST", "/token"), Route::Token);
+        assert_eq!(
+            route(
+                "POST",
+                "/v1/projects/p/locations/l/publishers/google/models/m:streamGenerateContent"
+            ),
+            Route::GenerateContent
+        );
         assert_eq!(route("GET", "/_stats"), Route::Stats);
         assert_eq!(route("POST", "/_stats/reset"), Route::StatsReset);
         assert_eq!(route("GET", "/v1/chat/completions"), Route::NotFound);
