@@ -57,7 +57,7 @@ measure() {
         --duration "$round" --rounds "$rounds" --no-search --json "$out/overhead-virtual-key.json" \
         | tee "$out/overhead-virtual-key.txt"
 
-    for variant in local-limits redis-limits router-group anthropic messages; do
+    for variant in local-limits redis-limits router-group anthropic messages bedrock vertex responses metrics tracing; do
         log "loadgen overhead ($variant, $rate req/s, $variant_rounds rounds x $round)"
         "$loadgen" overhead --gateway-bin "$gateway" --variant "$variant" --rate "$rate" \
             --duration "$round" --rounds "$variant_rounds" --no-search --json "$out/overhead-$variant.json" \
@@ -212,12 +212,43 @@ others) above, and direct to the mock, each in its own session.
 | variant | added p50 | added p99 | added p99.9 | gateway CPU / request |
 | --- | --- | --- | --- | --- |
 EOF
-for v in master-key router-group anthropic messages virtual-key local-limits redis-limits spend-logging; do
+variants="master-key router-group anthropic messages bedrock vertex responses metrics tracing virtual-key local-limits redis-limits spend-logging"
+for v in $variants; do
     f="$out/overhead-$v.json"
     [ "$v" = master-key ] && f="$out/overhead.json"
     [ -f "$f" ] || continue
     jq -r --arg v "$v" "$fmt"'
       "| \($v) | \(.added.p50_us | us) | \(.added.p99_us | us) | \(.added.p999_us | us) | \(.gateway_cpu_us_per_request | r2) µs |"' "$f"
+done
+cat <<EOF
+
+\`bedrock\`, \`vertex\`: the master key's chat completions served by a
+\`bedrock/\` (SigV4, Converse) or \`vertex_ai/\` (Gemini's API, cached OAuth
+token) deployment; \`responses\`: OpenAI \`/v1/responses\` requests, direct and
+passed through to an \`openai/\` deployment; \`metrics\`: master-key with
+LiteLLM's \`prometheus\` callback (its CPU minus master-key's is what metrics
+cost); \`tracing\`: master-key with LiteLLM's \`otel\` callback, one trace per
+request exported over OTLP/HTTP to a sink in the load generator (its CPU minus
+master-key's is what tracing costs, export included).
+
+### Against nginx
+
+nginx as a plain reverse proxy to the same mock (keep-alive upstream, no
+access log, same worker count and CPU), measured in each session beside the
+gateway. Targets: CPU per request <= 1.2x nginx's, throughput >= 0.9x,
+added p99 <= nginx's + 50 µs (master key); the full pipeline <= 1.6x CPU and
+>= 0.6x throughput.
+
+| variant | gateway CPU / request | nginx CPU / request | CPU ratio | throughput ratio | added p99 minus nginx's |
+| --- | --- | --- | --- | --- | --- |
+EOF
+for v in $variants; do
+    f="$out/overhead-$v.json"
+    [ "$v" = master-key ] && f="$out/overhead.json"
+    [ -f "$f" ] || continue
+    jq -r --arg v "$v" "$fmt"'
+      select(.nginx != null) |
+      "| \($v) | \(.gateway_cpu_us_per_request | r2) µs | \(.nginx.cpu_us_per_request | r2) µs | \(.nginx.cpu_ratio | r2)x | \(if .nginx.throughput_ratio then (.nginx.throughput_ratio | r2) else "not searched" end) | \(.nginx.added_p99_over_nginx_us) µs |"' "$f"
 done
 cat <<EOF
 

@@ -21,12 +21,16 @@ pub struct HarnessSpec {
     pub pin: bool,
     /// Mock behaviour (host, port and workers are chosen here).
     pub mock: MockConfig,
-    /// Extra environment of the gateway (e.g. `REDIS_URL`).
+    /// Extra environment of the gateway (e.g. `REDIS_URL`); `{mock}` in a
+    /// value becomes the mock's `host:port`.
     pub gateway_env: Vec<(String, String)>,
     /// Deployments in the served group (see `gateway_proc::config_yaml`).
     pub gateway_deployments: usize,
     /// The API of that group's deployments.
     pub gateway_api: UpstreamApi,
+    /// YAML appended to the generated gateway config (e.g. a
+    /// `litellm_settings` block turning on metrics or traces).
+    pub gateway_extra_config: String,
 }
 
 /// A running mock and gateway.
@@ -64,24 +68,21 @@ impl Harness {
             workers: spec.gateway_workers,
             upstream: mock.addr(),
             cpus: cpus.as_ref().map(|s| CpuSet::of(s.gateway.iter().copied())),
-            env: spec.gateway_env.clone(),
+            env: spec
+                .gateway_env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.replace("{mock}", &mock.addr().to_string())))
+                .collect(),
             deployments: spec.gateway_deployments,
         };
-        let gateway = match spec.gateway_api {
-            UpstreamApi::OpenAi => GatewayProcess::start(&gateway_spec)?,
-            UpstreamApi::Anthropic => GatewayProcess::start_with_config(
-                &gateway_spec,
-                &gateway_proc::anthropic_config_yaml(mock.addr()),
-            )?,
-            UpstreamApi::Bedrock => GatewayProcess::start_with_config(
-                &gateway_spec,
-                &gateway_proc::bedrock_config_yaml(mock.addr()),
-            )?,
-            UpstreamApi::Vertex => GatewayProcess::start_with_config(
-                &gateway_spec,
-                &gateway_proc::vertex_config_yaml(mock.addr()),
-            )?,
+        let mut yaml = match spec.gateway_api {
+            UpstreamApi::OpenAi => gateway_proc::config_yaml(mock.addr(), spec.gateway_deployments),
+            UpstreamApi::Anthropic => gateway_proc::anthropic_config_yaml(mock.addr()),
+            UpstreamApi::Bedrock => gateway_proc::bedrock_config_yaml(mock.addr()),
+            UpstreamApi::Vertex => gateway_proc::vertex_config_yaml(mock.addr()),
         };
+        yaml.push_str(&spec.gateway_extra_config);
+        let gateway = GatewayProcess::start_with_config(&gateway_spec, &yaml)?;
         Ok(Harness {
             mock,
             gateway,

@@ -125,6 +125,9 @@ impl<S: AsyncReadRent + AsyncWriteRent> Conn<S> {
 
         let reply = match route {
             Route::Stats => Some(Reply::json(200, api::to_json(&shared.stats.snapshot()))),
+            // OTLP/HTTP's answer to a full success: an empty
+            // ExportTraceServiceResponse (`{}` in its JSON encoding).
+            Route::Traces => Some(Reply::json(200, b"{}".to_vec())),
             Route::StatsReset => {
                 shared.stats.reset();
                 Some(Reply::json(200, br#"{"ok":true}"#.to_vec()))

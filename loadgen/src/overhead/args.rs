@@ -39,8 +39,12 @@ Options:
                             event-stream decoding when streamed); vertex (chat
                             completions to a vertex_ai/ deployment: Gemini's API and
                             a cached OAuth token); responses (OpenAI /v1/responses,
-                            direct and passed through to an openai/ deployment)
-                            [default: master-key]
+                            direct and passed through to an openai/ deployment);
+                            metrics (master-key with LiteLLM's prometheus callback:
+                            every request recorded in the /metrics families);
+                            tracing (master-key with LiteLLM's otel callback:
+                            one trace per request, exported as OTLP/HTTP to a
+                            sink in this process) [default: master-key]
   --database-url URL        an empty Postgres database (spend-logging)
   --rate R                  requests/s of the measured rounds [default: 1000]
   --duration D              length of each round, per target [default: 10s]
@@ -91,6 +95,12 @@ pub enum Variant {
     /// The master key; OpenAI `/v1/responses` requests (to the mock
     /// directly, and through the gateway to an `openai/` deployment).
     Responses,
+    /// The master key with Prometheus metrics on
+    /// (`litellm_settings.callbacks: ["prometheus"]`).
+    Metrics,
+    /// The master key with OpenTelemetry traces on
+    /// (`litellm_settings.callbacks: ["otel"]`, OTLP/HTTP export).
+    Tracing,
 }
 
 impl Variant {
@@ -108,8 +118,10 @@ impl Variant {
             "bedrock" => Ok(Variant::Bedrock),
             "vertex" => Ok(Variant::Vertex),
             "responses" => Ok(Variant::Responses),
+            "metrics" => Ok(Variant::Metrics),
+            "tracing" => Ok(Variant::Tracing),
             other => Err(format!(
-                "unknown variant {other:?} (master-key, virtual-key, local-limits, redis-limits, router-group, spend-logging, anthropic, messages, bedrock, vertex, responses)"
+                "unknown variant {other:?} (master-key, virtual-key, local-limits, redis-limits, router-group, spend-logging, anthropic, messages, bedrock, vertex, responses, metrics, tracing)"
             )),
         }
     }
@@ -128,6 +140,8 @@ impl Variant {
             Variant::Bedrock => "bedrock",
             Variant::Vertex => "vertex",
             Variant::Responses => "responses",
+            Variant::Metrics => "metrics",
+            Variant::Tracing => "tracing",
         }
     }
 }

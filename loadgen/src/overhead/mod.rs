@@ -67,6 +67,15 @@ pub fn main(args: &mut Args) -> Result<(), String> {
                     .filter(|_| o.variant == Variant::SpendLogging)
                     .map(|u| ("DATABASE_URL".to_string(), u.clone())),
             )
+            .chain(
+                [
+                    ("OTEL_EXPORTER", "otlp_http"),
+                    ("OTEL_ENDPOINT", "http://{mock}/v1/traces"),
+                ]
+                .into_iter()
+                .filter(|_| o.variant == Variant::Tracing)
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+            )
             .collect(),
         gateway_deployments: if o.variant == Variant::RouterGroup {
             3
@@ -79,6 +88,11 @@ pub fn main(args: &mut Args) -> Result<(), String> {
             Variant::Vertex => UpstreamApi::Vertex,
             _ => UpstreamApi::OpenAi,
         },
+        gateway_extra_config: match o.variant {
+            Variant::Metrics => "litellm_settings:\n  callbacks: [\"prometheus\"]\n".into(),
+            Variant::Tracing => "litellm_settings:\n  callbacks: [\"otel\"]\n".into(),
+            _ => String::new(),
+        },
     })?;
     let key = match o.variant {
         Variant::MasterKey
@@ -87,7 +101,9 @@ pub fn main(args: &mut Args) -> Result<(), String> {
         | Variant::Messages
         | Variant::Bedrock
         | Variant::Vertex
-        | Variant::Responses => {
+        | Variant::Responses
+        | Variant::Metrics
+        | Variant::Tracing => {
             gateway_proc::MASTER_KEY.to_string()
         }
         Variant::VirtualKey | Variant::SpendLogging => harness.gateway.generate_key()?,

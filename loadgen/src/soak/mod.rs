@@ -69,6 +69,7 @@ pub fn main(args: &mut Args) -> Result<(), String> {
         gateway_env,
         gateway_deployments: 1,
         gateway_api: crate::gateway_proc::UpstreamApi::OpenAi,
+        gateway_extra_config: String::new(),
     })?;
     let report = soak(&s, &harness, redis)?;
     print!("{}", report.table());

@@ -50,6 +50,9 @@ pub enum Route {
     Responses,
     /// `POST …/token` (Google's OAuth token endpoint).
     Token,
+    /// `POST /v1/traces` (an OpenTelemetry collector's OTLP/HTTP sink: the
+    /// spans are accepted and dropped).
+    Traces,
     /// `GET …/models`.
     Models,
     /// `GET /_stats`.
@@ -100,6 +103,7 @@ pub fn route(method: &str, path: &str) -> Route {
         "POST" if embed::invoke_path(path).is_some() => Route::Invoke,
         "POST" if path.ends_with("/responses") => Route::Responses,
         "POST" if path.ends_with("/token") => Route::Token,
+        "POST" if path == "/v1/traces" => Route::Traces,
         "GET" if path.ends_with("/models") => Route::Models,
         _ => Route::NotFound,
     }
@@ -127,9 +131,12 @@ pub fn handle(route: Route, ctx: &Ctx<'_>, body: &serde_json::Value) -> Reply {
         Route::GoogleEmbed => embed::google(ctx, body),
         Route::Invoke => embed::bedrock_invoke(ctx, body),
         Route::Responses => responses::handle(ctx, body),
-        Route::Models | Route::Token | Route::Stats | Route::StatsReset | Route::NotFound => {
-            errors::bad_request("not an LLM endpoint")
-        }
+        Route::Models
+        | Route::Token
+        | Route::Traces
+        | Route::Stats
+        | Route::StatsReset
+        | Route::NotFound => errors::bad_request("not an LLM endpoint"),
     };
     match azure {
         Some(_) if route != Route::Embeddings => azure::decorate(reply),
@@ -365,6 +372,7 @@ mod tests {
             Route::Converse
         );
         assert_eq!(route("GET", "/v1/models"), Route::Models);
+        assert_eq!(route("POST", "/v1/traces"), Route::Traces);
         assert_eq!(route("POST", "/token"), Route::Token);
         assert_eq!(
             route(
