@@ -235,7 +235,12 @@ def verify(url, fx):
     assert abs(token.total_spend - (fx["good_total_spend"] + spent)) < 1e-9, (token.total_spend, spent)
     assert token.max_budget == 10.0 and token.rpm_limit == 1000 and token.tpm_limit == 1000000, token
     assert token.model_max_budget == {"lite-gcm": {"budget_limit": 5.0, "time_period": "30d"}}, token.model_max_budget
-    assert token.metadata == {"owner": "litellm"}, token.metadata
+    # LiteLLM's metadata is kept; the gateway adds only its per-model budget
+    # windows (model_max_budget's time_period), under its own name.
+    metadata = dict(token.metadata)
+    windows = metadata.pop("gateway_model_budget_windows", {})
+    assert metadata == {"owner": "litellm"}, token.metadata
+    assert set(windows) <= {"lite-secretbox", "lite-gcm"}, windows
     assert token.last_active is not None, "last_active not set"
     assert set(token.model_spend) == {"lite-secretbox", "lite-gcm"}, token.model_spend
     checks.append(f"key spend {token.spend:.6f} = {fx['good_spend']} + {spent:.6f}")
