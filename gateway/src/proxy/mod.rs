@@ -272,7 +272,7 @@ async fn serve(
     let router = shared.models.router_for(&shared.control, &model).await;
     let input = PlanInput {
         allowed_regions: principal.allowed_regions(),
-        prompt_tokens: if router.needs_prompt_estimate() {
+        prompt_tokens: if router.needs_prompt_estimate(prompt.upper_bound()) {
             prompt.get()
         } else {
             0

@@ -74,9 +74,10 @@ pub struct Router {
     /// Context window of each slot: its `max_input_tokens`, else the
     /// shipped price map's.
     windows: Box<[Option<u64>]>,
-    /// Whether any deployment has a `tpm` or `max_input_tokens`, the only
-    /// uses of the prompt estimate in routing.
-    needs_prompt_estimate: bool,
+    /// Above how many prompt tokens the estimate matters to routing: 0 when
+    /// a deployment has a `tpm`, else the smallest `max_input_tokens`;
+    /// `None` when no deployment has either.
+    prompt_estimate_above: Option<u64>,
     clock: Clock,
     /// Where cooldowns and counted failures go to be shared; `None`
     /// without Redis.
@@ -153,12 +154,13 @@ impl Router {
             .iter()
             .map(|d| crate::spend::max_input_tokens(d, &d.upstream_model))
             .collect();
-        let needs_prompt_estimate = deps
-            .iter()
-            .zip(windows.iter())
-            .any(|(d, w)| d.tpm.is_some() || w.is_some());
+        let prompt_estimate_above = if deps.iter().any(|d| d.tpm.is_some()) {
+            Some(0)
+        } else {
+            windows.iter().flatten().copied().min()
+        };
         Router {
-            needs_prompt_estimate,
+            prompt_estimate_above,
             stats: Stats::from_slots(stats),
             cooldowns: Cooldowns::from_slots(cooldowns),
             down,
@@ -172,11 +174,13 @@ impl Router {
         }
     }
 
-    /// Whether [`PlanInput::prompt_tokens`] matters to this router (a
-    /// deployment has a `tpm` or a context window); when not, the
-    /// caller may skip estimating the prompt.
-    pub fn needs_prompt_estimate(&self) -> bool {
-        self.needs_prompt_estimate
+    /// Whether [`PlanInput::prompt_tokens`] matters to this router for a
+    /// prompt of at most `upper_bound` tokens: a deployment has a `tpm`, or
+    /// a context window the prompt might not fit. When not, the caller may
+    /// skip estimating the prompt.
+    pub fn needs_prompt_estimate(&self, upper_bound: u64) -> bool {
+        self.prompt_estimate_above
+            .is_some_and(|above| upper_bound > above)
     }
 
     /// The model groups.

@@ -420,6 +420,14 @@ impl<'a> PromptEstimate<'a> {
         }
     }
 
+    /// A bound the estimate never exceeds, without computing it: every
+    /// character or token id it counts takes at least one byte of the body.
+    pub fn upper_bound(&self) -> u64 {
+        self.tokens
+            .get()
+            .unwrap_or_else(|| (self.body.len() as u64).max(1))
+    }
+
     /// [`estimate_prompt_tokens`] of the body, computed once.
     pub fn get(&self) -> u64 {
         if let Some(t) = self.tokens.get() {
@@ -753,6 +761,15 @@ mod tests {
     fn prompt_estimate_of_an_unparsable_body() {
         assert_eq!(estimate_prompt_tokens(b"{\"messages\": [oops"), 5);
         assert_eq!(estimate_prompt_tokens(b""), 1);
+        for body in [
+            &b""[..],
+            b"{\"messages\": [oops",
+            b"{\"prompt\":[1,2,3,4,5]}",
+            b"{\"messages\":[{\"role\":\"user\",\"content\":\"\\u00e9\\n\"}]}",
+        ] {
+            let estimate = PromptEstimate::new(body);
+            assert!(estimate.upper_bound() >= estimate.get(), "{body:?}");
+        }
     }
 
     fn inject(body: &str) -> Option<String> {
