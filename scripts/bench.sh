@@ -328,6 +328,8 @@ jq -r "$fmt"'
   | .[] | . as $b | (base($b)) as $base
   | "| \(.group) | \(.id) | \(.ns | ns) | \(.lo | ns) – \(.hi | ns) | \(if $base then (.ns / $base | r2 | tostring) + "x" else "absolute" end) |"
 ' "$out/criterion.json"
+# Hand-measured figures (callgrind instruction counts), kept as written.
+[ -f benches/instructions.md ] && cat benches/instructions.md
 } > BENCHMARKS.md
 
 log "done: BENCHMARKS.md (raw results in $out)"
