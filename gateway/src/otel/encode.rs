@@ -46,71 +46,62 @@ pub(crate) fn json(origin: &Origin<'_>, spans: &[SpanRecord]) -> Vec<u8> {
     serde_json::to_vec(&body).unwrap_or_default()
 }
 
-/// The protobuf body for `spans`.
+/// The protobuf body for `spans`, encoded into one buffer: each nested
+/// message is written in place and its length filled in after it.
 pub(crate) fn protobuf(origin: &Origin<'_>, spans: &[SpanRecord]) -> Vec<u8> {
-    let mut resource = Vec::new();
-    message(
-        &mut resource,
-        1,
-        &key_value("service.name", &Value::Str(origin.service_name.into())),
-    );
-    let mut scope = Vec::new();
-    string(&mut scope, 1, origin.scope);
-    let mut scope_spans = Vec::new();
-    message(&mut scope_spans, 1, &scope);
-    for s in spans {
-        message(&mut scope_spans, 2, &span(s));
-    }
-    let mut resource_spans = Vec::new();
-    message(&mut resource_spans, 1, &resource);
-    message(&mut resource_spans, 2, &scope_spans);
-    let mut request = Vec::new();
-    message(&mut request, 1, &resource_spans);
-    request
+    let mut out = Vec::with_capacity(256 + spans.len() * 512);
+    nested(&mut out, 1, |resource_spans| {
+        nested(resource_spans, 1, |resource| {
+            nested(resource, 1, |kv| {
+                key_value(kv, "service.name", &Value::Str(origin.service_name.into()))
+            });
+        });
+        nested(resource_spans, 2, |scope_spans| {
+            nested(scope_spans, 1, |scope| string(scope, 1, origin.scope));
+            for s in spans {
+                nested(scope_spans, 2, |out| span(out, s));
+            }
+        });
+    });
+    out
 }
 
 /// `opentelemetry.proto.trace.v1.Span`.
-fn span(s: &SpanRecord) -> Vec<u8> {
-    let mut out = Vec::with_capacity(256);
-    bytes(&mut out, 1, &s.trace_id);
-    bytes(&mut out, 2, &s.span_id);
+fn span(out: &mut Vec<u8>, s: &SpanRecord) {
+    bytes(out, 1, &s.trace_id);
+    bytes(out, 2, &s.span_id);
     if let Some(parent) = &s.parent {
-        bytes(&mut out, 4, parent);
+        bytes(out, 4, parent);
     }
-    string(&mut out, 5, s.name);
-    tag(&mut out, 6, 0);
-    varint(&mut out, s.kind as u64);
-    tag(&mut out, 7, 1);
+    string(out, 5, s.name);
+    tag(out, 6, 0);
+    varint(out, s.kind as u64);
+    tag(out, 7, 1);
     out.extend_from_slice(&s.start_unix_ns.to_le_bytes());
-    tag(&mut out, 8, 1);
+    tag(out, 8, 1);
     out.extend_from_slice(&s.end_unix_ns.to_le_bytes());
     for (k, v) in &s.attributes {
-        message(&mut out, 9, &key_value(k, v));
+        nested(out, 9, |kv| key_value(kv, k, v));
     }
-    let mut status = Vec::new();
-    if let Some(m) = &s.error {
-        string(&mut status, 2, m);
-        tag(&mut status, 3, 0);
-        varint(&mut status, 2);
-    }
-    message(&mut out, 15, &status);
-    out
+    nested(out, 15, |status| {
+        if let Some(m) = &s.error {
+            string(status, 2, m);
+            tag(status, 3, 0);
+            varint(status, 2);
+        }
+    });
 }
 
-/// `opentelemetry.proto.common.v1.KeyValue`.
-fn key_value(key: &str, value: &Value) -> Vec<u8> {
-    let mut any = Vec::new();
-    match value {
-        Value::Str(s) => string(&mut any, 1, s),
+/// The fields of an `opentelemetry.proto.common.v1.KeyValue`.
+fn key_value(out: &mut Vec<u8>, key: &str, value: &Value) {
+    string(out, 1, key);
+    nested(out, 2, |any| match value {
+        Value::Str(s) => string(any, 1, s),
         Value::Int(i) => {
-            tag(&mut any, 3, 0);
-            varint(&mut any, *i as u64);
+            tag(any, 3, 0);
+            varint(any, *i as u64);
         }
-    }
-    let mut out = Vec::new();
-    string(&mut out, 1, key);
-    message(&mut out, 2, &any);
-    out
+    });
 }
 
 fn tag(out: &mut Vec<u8>, field: u32, wire: u8) {
@@ -135,8 +126,22 @@ fn string(out: &mut Vec<u8>, field: u32, value: &str) {
     bytes(out, field, value.as_bytes());
 }
 
-fn message(out: &mut Vec<u8>, field: u32, encoded: &[u8]) {
-    bytes(out, field, encoded);
+/// A length-delimited message `field` whose fields `body` writes: a
+/// one-byte length is reserved, and widened (the body moved along) only
+/// for bodies of 128 bytes or more.
+fn nested(out: &mut Vec<u8>, field: u32, body: impl FnOnce(&mut Vec<u8>)) {
+    tag(out, field, 2);
+    let at = out.len();
+    out.push(0);
+    body(out);
+    let len = out.len() - at - 1;
+    if len < 0x80 {
+        out[at] = len as u8;
+        return;
+    }
+    let mut prefix = Vec::with_capacity(10);
+    varint(&mut prefix, len as u64);
+    out.splice(at..=at, prefix);
 }
 
 #[cfg(test)]
@@ -177,8 +182,15 @@ mod tests {
         let text = String::from_utf8_lossy(&body);
         assert!(text.contains("litellm_request") && text.contains("gpt-4o"));
         // A negative int64 is ten varint bytes.
-        let kv = key_value("k", &Value::Int(-1));
+        let mut kv = Vec::new();
+        key_value(&mut kv, "k", &Value::Int(-1));
         assert_eq!(kv.len(), 3 + 2 + 11);
+        // Lengths of 128 bytes and more take two varint bytes, in place.
+        let mut long = Vec::new();
+        nested(&mut long, 1, |out| string(out, 2, &"x".repeat(200)));
+        let mut expected = vec![0x0a, 0xcb, 0x01, 0x12, 0xc8, 0x01];
+        expected.extend_from_slice(&[b'x'; 200]);
+        assert_eq!(long, expected);
     }
 
     #[test]
