@@ -78,7 +78,14 @@ pub(crate) fn parse_traceparent(value: &str) -> Option<(TraceId, SpanId)> {
 
 /// The `traceparent` naming `span` of `trace`, sampled.
 pub(crate) fn traceparent(trace: &TraceId, span: &SpanId) -> String {
-    format!("00-{}-{}-01", hex::encode(trace), hex::encode(span))
+    let mut out = [0u8; 55];
+    out[..3].copy_from_slice(b"00-");
+    // Both encodes fill exactly the slices given (twice the input length).
+    let _ = hex::encode_to_slice(trace, &mut out[3..35]);
+    out[35] = b'-';
+    let _ = hex::encode_to_slice(span, &mut out[36..52]);
+    out[52..].copy_from_slice(b"-01");
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
