@@ -268,7 +268,13 @@ impl RequestMetrics {
                 let overhead = end.total.saturating_sub(end.upstream_wait);
                 observe(w, Fam::OverheadLatency, v, overhead.as_secs_f64());
                 if let Some(rate) = end.rate {
-                    key_rate_limits(w, v, rate);
+                    // Stamped when the request arrived (its counts were
+                    // read at admission, just after): a request that
+                    // arrived later wins, even if this one records last.
+                    let arrived = w
+                        .stamp()
+                        .saturating_sub(u64::try_from(end.total.as_nanos()).unwrap_or(u64::MAX));
+                    key_rate_limits(w, v, rate, arrived.max(1));
                 }
             }
         });
@@ -303,15 +309,15 @@ fn budgets(w: &mut CoreWriter, principal: &Principal, v: &LabelValues) {
 
 /// LiteLLM's `litellm_api_key_rate_limit_{allowed,used}_metric`: the key's
 /// rpm and tpm limits and what the window has used of them.
-fn key_rate_limits(w: &mut CoreWriter, v: &mut LabelValues, rate: &RateHeaders) {
+fn key_rate_limits(w: &mut CoreWriter, v: &mut LabelValues, rate: &RateHeaders, stamp: u64) {
     for (kind, limit) in [
         ("requests", rate.api_key_requests),
         ("tokens", rate.api_key_tokens),
     ] {
         if let Some((allowed, used)) = limit {
             v.set(L::RateLimitType, w.intern(kind));
-            set(w, Fam::ApiKeyRateLimitAllowed, v, allowed as f64);
-            set(w, Fam::ApiKeyRateLimitUsed, v, used as f64);
+            set_at(w, Fam::ApiKeyRateLimitAllowed, v, allowed as f64, stamp);
+            set_at(w, Fam::ApiKeyRateLimitUsed, v, used as f64, stamp);
         }
     }
 }
@@ -327,6 +333,12 @@ pub(crate) fn inc(w: &mut CoreWriter, fam: Fam, v: &LabelValues, n: f64) {
 /// Sets the gauge `fam` at the labels of `v`.
 pub(crate) fn set(w: &mut CoreWriter, fam: Fam, v: &LabelValues, value: f64) {
     let stamp = w.stamp();
+    set_at(w, fam, v, value, stamp);
+}
+
+/// Sets the gauge `fam` at the labels of `v` as of `stamp` (a later stamp
+/// from any core wins).
+fn set_at(w: &mut CoreWriter, fam: Fam, v: &LabelValues, value: f64, stamp: u64) {
     let (labels, len) = v.of(fam);
     if let Some(s) = w.series(fam, &labels[..len]) {
         s.set(value, stamp);
