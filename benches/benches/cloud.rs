@@ -1,8 +1,9 @@
 //! The cloud providers' protocol work: SigV4 signing of a 1 KB and a 64 KB
 //! body, the event-stream decoder over one text-delta message, the Converse
 //! and Gemini translators (a chat request, a whole answer, one stream
-//! message into chat chunks), and the Responses bridge (request, whole
-//! answer, one chunk into events).
+//! message into chat chunks), the Responses bridge (request, whole
+//! answer, one chunk into events), and the embeddings translators of
+//! Bedrock (Titan, Cohere) and Gemini / Vertex (request, 768-float answer).
 
 use benches::chat_body;
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -152,11 +153,51 @@ fn gemini_and_responses(c: &mut Criterion) {
     g.finish();
 }
 
+fn embeddings(c: &mut Criterion) {
+    let mut g = c.benchmark_group("translate_embeddings");
+    let one = serde_json::to_vec(&json!({"model": "e", "input": "word ".repeat(200)})).unwrap();
+    let many = serde_json::to_vec(&json!({
+        "model": "e",
+        "input": (0..16).map(|i| format!("text {i} ").repeat(20)).collect::<Vec<_>>(),
+    }))
+    .unwrap();
+    g.bench_function("chat_to_titan_1k", |b| {
+        b.iter(|| {
+            black_box(bedrock::embeddings::request(&one, "amazon.titan-embed-text-v2:0").unwrap())
+        })
+    });
+    g.bench_function("chat_to_cohere_16_inputs", |b| {
+        b.iter(|| {
+            black_box(bedrock::embeddings::request(&many, "cohere.embed-english-v3").unwrap())
+        })
+    });
+    g.bench_function("chat_to_gemini_batch_16_inputs", |b| {
+        b.iter(|| {
+            black_box(gemini::embeddings::studio_request(&many, "text-embedding-004").unwrap())
+        })
+    });
+    g.bench_function("chat_to_vertex_predict_16_inputs", |b| {
+        b.iter(|| black_box(gemini::embeddings::vertex_request(&many).unwrap()))
+    });
+    let vector: Vec<f64> = (0..768).map(|i| f64::from(i) / 768.0).collect();
+    let titan =
+        serde_json::to_vec(&json!({"embedding": vector, "inputTextTokenCount": 200})).unwrap();
+    g.bench_function("titan_768_to_openai", |b| {
+        b.iter(|| black_box(bedrock::embeddings::to_openai(&titan).unwrap()))
+    });
+    let google = serde_json::to_vec(&json!({"embeddings": [{"values": vector}]})).unwrap();
+    g.bench_function("gemini_768_to_openai", |b| {
+        b.iter(|| black_box(gemini::embeddings::to_openai(&google).unwrap()))
+    });
+    g.finish();
+}
+
 criterion_group!(
     benches,
     signing,
     decoding,
     translators,
-    gemini_and_responses
+    gemini_and_responses,
+    embeddings
 );
 criterion_main!(benches);
