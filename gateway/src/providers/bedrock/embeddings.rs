@@ -8,7 +8,7 @@
 
 use crate::error::GatewayError;
 use crate::formats::TranslateError;
-use crate::providers::gemini::embeddings::inputs;
+use crate::providers::gemini::embeddings::{inputs, openai_list};
 use crate::spend::Usage;
 use serde_json::{json, Map, Value};
 
@@ -81,20 +81,7 @@ pub fn to_openai(body: &[u8]) -> Result<Vec<u8>, TranslateError> {
     let resp: Value = serde_json::from_slice(body)?;
     let (vectors, tokens) = read(&resp)
         .ok_or_else(|| TranslateError("the embeddings answer has no embedding".into()))?;
-    let mut data = Vec::with_capacity(vectors.len());
-    for (index, values) in vectors.into_iter().enumerate() {
-        if !values.is_array() {
-            return Err(TranslateError("an embedding is not a list".into()));
-        }
-        data.push(json!({"object": "embedding", "index": index, "embedding": values}));
-    }
-    let out = json!({
-        "object": "list",
-        "data": data,
-        "model": "",
-        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-    });
-    Ok(serde_json::to_vec(&out)?)
+    openai_list(vectors, tokens, "an embedding is not a list")
 }
 
 /// The usage of an embeddings answer, when it reports one (Titan).

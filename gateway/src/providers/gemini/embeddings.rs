@@ -109,10 +109,21 @@ pub fn to_openai(body: &[u8]) -> Result<Vec<u8>, TranslateError> {
     let (vectors, tokens) = read(&resp).ok_or(TranslateError(
         "the embeddings answer has neither embeddings nor predictions".into(),
     ))?;
+    openai_list(vectors, tokens, "an embedding has no values")
+}
+
+/// OpenAI's embeddings list of `vectors` with `tokens` of usage; an entry
+/// that is not a list of numbers is the error `not_a_list`. Bedrock's
+/// answers end here too.
+pub fn openai_list(
+    vectors: Vec<&Value>,
+    tokens: u64,
+    not_a_list: &str,
+) -> Result<Vec<u8>, TranslateError> {
     let mut data = Vec::with_capacity(vectors.len());
     for (index, values) in vectors.into_iter().enumerate() {
         if !values.is_array() {
-            return Err(TranslateError("an embedding has no values".into()));
+            return Err(TranslateError(not_a_list.into()));
         }
         data.push(json!({"object": "embedding", "index": index, "embedding": values}));
     }
