@@ -171,35 +171,12 @@ fn json_member(buf: &mut Vec<u8>, name: &str, value: &str) {
     json_string(buf, value);
 }
 
-/// `value` as a JSON string: quotes, backslashes and control characters
-/// escaped, so no client-chosen text can break or forge a line.
+/// `value` as a JSON string (serde_json's escaping: quotes, backslashes
+/// and control characters), so no client-chosen text can break or forge a
+/// line.
 fn json_string(buf: &mut Vec<u8>, value: &str) {
-    buf.push(b'"');
-    let bytes = value.as_bytes();
-    let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let escape: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0..=0x1f | 0x7f => b"",
-            _ => continue,
-        };
-        buf.extend_from_slice(&bytes[start..i]);
-        if escape.is_empty() {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            buf.extend_from_slice(b"\\u00");
-            buf.push(HEX[usize::from(b >> 4)]);
-            buf.push(HEX[usize::from(b & 0xf)]);
-        } else {
-            buf.extend_from_slice(escape);
-        }
-        start = i + 1;
-    }
-    buf.extend_from_slice(&bytes[start..]);
-    buf.push(b'"');
+    // Writing into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *buf, value);
 }
 
 #[cfg(test)]
