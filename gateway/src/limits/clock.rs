@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 pub struct RedisClock {
     at: Instant,
     redis_ms: u64,
+    /// How far the server's reading may be from `at`: half the round trip.
+    uncertainty: Duration,
 }
 
 impl RedisClock {
@@ -21,7 +23,18 @@ impl RedisClock {
         RedisClock {
             at: sent + half,
             redis_ms: secs.saturating_mul(1000).saturating_add(micros / 1000),
+            uncertainty: half,
         }
+    }
+
+    /// A deadline at `instant` in Redis time, never later than it: the
+    /// reading's uncertainty (half its round trip) is taken off, so
+    /// a script Redis runs before this deadline ran before the caller gave
+    /// up at `instant` (a script that may have run is never also counted as
+    /// not run).
+    pub fn deadline_ms(&self, instant: Instant) -> u64 {
+        let slack = u64::try_from(self.uncertainty.as_millis()).unwrap_or(u64::MAX);
+        self.redis_ms(instant).saturating_sub(slack).max(1)
     }
 
     /// `instant` in Redis time, Unix milliseconds (at least 1: 0 means "no
@@ -57,6 +70,11 @@ mod tests {
         assert_eq!(clock.redis_ms(sent + Duration::from_millis(2)), 1_000_500);
         assert_eq!(clock.redis_ms(sent + Duration::from_millis(102)), 1_000_600);
         assert_eq!(clock.redis_ms(sent), 1_000_498);
+        // As a deadline: the 2 ms of uncertainty earlier.
+        assert_eq!(
+            clock.deadline_ms(sent + Duration::from_millis(102)),
+            1_000_598
+        );
         assert_eq!(parse_time(&["17".into(), "250".into()]), Some((17, 250)));
         assert_eq!(parse_time(&["x".into()]), None);
     }

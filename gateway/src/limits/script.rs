@@ -70,7 +70,7 @@ pub fn evalsha(
             out.push(window.buckets.to_string());
             out.push((slot_ttl.as_millis() as u64).to_string());
             out.push(request_id.clone());
-            out.push(clock.map_or(0, |c| c.redis_ms(*deadline)).to_string());
+            out.push(clock.map_or(0, |c| c.deadline_ms(*deadline)).to_string());
             for e in entries {
                 out.push(kind_code(e).to_string());
                 out.push(e.limit.to_string());
@@ -110,7 +110,7 @@ pub fn evalsha(
             out.extend(args.iter().cloned());
             if let Some((i, instant)) = deadline {
                 if let Some(arg) = out.get_mut(at + i) {
-                    *arg = clock.map_or(0, |c| c.redis_ms(*instant)).to_string();
+                    *arg = clock.map_or(0, |c| c.deadline_ms(*instant)).to_string();
                 }
             }
         }
