@@ -16,6 +16,13 @@ static JSON: OnceLock<bool> = OnceLock::new();
 /// Lines a core buffers before handing them over without waiting for its flush.
 const MAX_BUFFERED: usize = 64 * 1024;
 
+/// Writes (a core's buffer of up to [`MAX_BUFFERED`] bytes, or one line)
+/// queued for the writer thread before new ones are dropped: a log
+/// destination that stalls (a full disk, a pipe nobody reads) costs at most
+/// 16 MiB here, never unbounded memory. The default (128,000) would hold
+/// 8 GiB of core buffers.
+const MAX_QUEUED_WRITES: usize = 256;
+
 thread_local! {
     /// `Some` on threads that batch their lines (the data-plane cores).
     static BUFFER: RefCell<Option<Vec<u8>>> = const { RefCell::new(None) };
@@ -27,6 +34,7 @@ pub fn init(json: bool) -> WorkerGuard {
     let _ = JSON.set(json);
     let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .lossy(true)
+        .buffered_lines_limit(MAX_QUEUED_WRITES)
         .finish(std::io::stdout());
     let _ = SINK.set(writer);
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));

@@ -24,6 +24,10 @@ const REPLAY_EVERY: Duration = Duration::from_secs(1);
 const REPLAY_SLICE: Duration = Duration::from_millis(500);
 /// Pause between two slices of a long replay.
 const REPLAY_AGAIN: Duration = Duration::from_millis(20);
+/// Flushes from the cores waiting in the queue (each about 20 ms of one
+/// core's rows) from which live rows are parked in the spool rather than
+/// written, so a database slower than the traffic costs disk, not memory.
+const PARK_WHEN_QUEUED: usize = 512;
 /// Longest one write may take; the rows of a slower one are spooled (and
 /// replayed idempotently, should the write have committed after all).
 const WRITE_DEADLINE: Duration = Duration::from_secs(5);
@@ -59,6 +63,7 @@ pub async fn run(ctx: Arc<ControlCtx>, mut msgs: mpsc::Receiver<WriterMsg>, conf
     let mut spool = Spool::open(config);
     let mut batch: Vec<SpendLogRow> = Vec::with_capacity(BATCH);
     let mut next_replay = tokio::time::Instant::now();
+    let mut parking = false;
     loop {
         tokio::select! {
             msg = msgs.recv() => {
@@ -84,14 +89,8 @@ pub async fn run(ctx: Arc<ControlCtx>, mut msgs: mpsc::Receiver<WriterMsg>, conf
                         let _ = done.send(());
                     }
                     None => {
-                        for chunk in rows.chunks(BATCH) {
-                            let written =
-                                tokio::time::timeout(WRITE_DEADLINE, write(&ctx, chunk, &mut spool))
-                                    .await;
-                            if !matches!(written, Ok(Ok(()))) {
-                                spool.append(chunk);
-                            }
-                        }
+                        let queued = msgs.len();
+                        write_or_park(&ctx, &rows, queued, &mut spool, &mut parking).await;
                     }
                 }
             }
@@ -102,6 +101,42 @@ pub async fn run(ctx: Arc<ControlCtx>, mut msgs: mpsc::Receiver<WriterMsg>, conf
                 };
                 next_replay = tokio::time::Instant::now() + pause;
             }
+        }
+    }
+}
+
+/// Writes a batch of live rows, each chunk within [`WRITE_DEADLINE`] (a
+/// chunk that misses it is spooled). While [`PARK_WHEN_QUEUED`] or more
+/// flushes wait behind it, the database is not keeping up: the batch goes
+/// to the spool instead (an append, far cheaper than a write), so the
+/// queue drains and memory stays bounded; the replay writes it later.
+/// `parking` remembers the episode, for one log line at each end.
+async fn write_or_park(
+    ctx: &ControlCtx,
+    rows: &[SpendLogRow],
+    queued: usize,
+    spool: &mut Spool,
+    parking: &mut bool,
+) {
+    if queued >= PARK_WHEN_QUEUED {
+        if !*parking {
+            tracing::warn!(
+                queued_flushes = queued,
+                "the database is not keeping up with spend rows: parking them in the spool until it does"
+            );
+            *parking = true;
+        }
+        spool.append(rows);
+        return;
+    }
+    if *parking && queued == 0 {
+        tracing::info!("the spend queue has drained: writing rows to the database again");
+        *parking = false;
+    }
+    for chunk in rows.chunks(BATCH) {
+        let written = tokio::time::timeout(WRITE_DEADLINE, write(ctx, chunk, spool)).await;
+        if !matches!(written, Ok(Ok(()))) {
+            spool.append(chunk);
         }
     }
 }
@@ -281,6 +316,65 @@ mod tests {
             error_class: None,
             error_message: None,
         }
+    }
+
+    fn ctx_over(store: Arc<MemoryStore>) -> ControlCtx {
+        ControlCtx {
+            store,
+            keys: Arc::new(KeyCache::default()),
+            models: Arc::new(Models::new(
+                Vec::new(),
+                RouterSettings::default(),
+                false,
+                None,
+            )),
+        }
+    }
+
+    /// With a long queue behind it, a batch is parked in the spool rather
+    /// than written (memory stays bounded while the database lags), and the
+    /// replay writes it once; with a short queue it is written at once.
+    #[test]
+    fn a_lagging_database_parks_rows_in_the_spool_until_replayed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(MemoryStore::default());
+        let ctx = ctx_over(store.clone());
+        let mut spool = Spool::open(SpoolConfig {
+            dir: dir.path().to_path_buf(),
+            max_bytes: 1 << 30,
+        });
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let logged = |runtime: &tokio::runtime::Runtime| {
+            runtime
+                .block_on(store.spend_logs(&SpendFilter::default()))
+                .unwrap()
+                .len()
+        };
+        let parked: Vec<SpendLogRow> = (0..30).map(|i| row(&format!("p{i}"))).collect();
+        let mut parking = false;
+        runtime.block_on(write_or_park(
+            &ctx,
+            &parked,
+            PARK_WHEN_QUEUED,
+            &mut spool,
+            &mut parking,
+        ));
+        assert!(parking);
+        assert_eq!(logged(&runtime), 0, "parked, not written");
+        assert!(!spool.is_empty(), "the rows are in the spool");
+        let live: Vec<SpendLogRow> = (0..5).map(|i| row(&format!("l{i}"))).collect();
+        runtime.block_on(write_or_park(&ctx, &live, 0, &mut spool, &mut parking));
+        assert!(!parking, "the episode ends with the queue");
+        assert_eq!(logged(&runtime), 5, "written at once");
+        assert!(matches!(
+            runtime.block_on(replay_spool(&ctx, &mut spool)),
+            Replay::Done
+        ));
+        assert_eq!(logged(&runtime), 35, "every parked row written once");
+        assert_eq!(spool.lost(), 0);
     }
 
     /// A spool left by a crash (its last line torn) is replayed a batch at
