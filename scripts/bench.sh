@@ -85,6 +85,15 @@ measure() {
             --json "$out/overhead-spend-logging.json" | tee "$out/overhead-spend-logging.txt"
         psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE IF EXISTS $spend_db WITH (FORCE)"
 
+        full_db="gw_bench_full_$$"
+        log "loadgen overhead (full-pipeline: limits in Redis, keys and spend in the scratch database $full_db, a router group; with the max-rate search)"
+        psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE $full_db"
+        "$loadgen" overhead --gateway-bin "$gateway" --variant full-pipeline --rate "$rate" \
+            --duration "$round" --rounds "$variant_rounds" \
+            --database-url "postgres://postgres@127.0.0.1:5432/$full_db" \
+            --json "$out/overhead-full-pipeline.json" | tee "$out/overhead-full-pipeline.txt"
+        psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE IF EXISTS $full_db WITH (FORCE)"
+
         fleet_db="gw_bench_fleet_$$"
         log "loadgen fleet (2 replicas on the scratch Postgres database $fleet_db, and on a private Redis)"
         psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE $fleet_db"
@@ -212,7 +221,7 @@ others) above, and direct to the mock, each in its own session.
 | variant | added p50 | added p99 | added p99.9 | gateway CPU / request |
 | --- | --- | --- | --- | --- |
 EOF
-variants="master-key router-group anthropic messages bedrock vertex responses metrics tracing virtual-key local-limits redis-limits spend-logging"
+variants="master-key router-group anthropic messages bedrock vertex responses metrics tracing virtual-key local-limits redis-limits spend-logging full-pipeline"
 for v in $variants; do
     f="$out/overhead-$v.json"
     [ "$v" = master-key ] && f="$out/overhead.json"
@@ -229,7 +238,10 @@ passed through to an \`openai/\` deployment; \`metrics\`: master-key with
 LiteLLM's \`prometheus\` callback (its CPU minus master-key's is what metrics
 cost); \`tracing\`: master-key with LiteLLM's \`otel\` callback, one trace per
 request exported over OTLP/HTTP to a sink in the load generator (its CPU minus
-master-key's is what tracing costs, export included).
+master-key's is what tracing costs, export included); \`full-pipeline\`: the
+redis-limits key with keys and spend rows in Postgres on the router-group's
+group of three deployments (what the 1.6x target is about; its max rate is
+searched).
 
 ### Against nginx
 

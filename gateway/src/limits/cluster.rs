@@ -18,7 +18,7 @@
 
 use super::direct::{self, Conn, LinkConfig};
 use super::remote::{Call, RemoteError};
-use super::resp::Reply;
+use super::resp::{self, Reply};
 use super::script;
 use super::slots::{redirect, Redirect, Topology};
 use super::split::{self, Merged};
@@ -331,19 +331,23 @@ async fn pipeline(
     calls: &[(&Call, bool)],
 ) -> Result<Vec<Reply>, RemoteError> {
     let clock = conn.clock;
-    let mut commands: Vec<Vec<String>> = Vec::with_capacity(calls.len() * 2);
+    let mut encoded = conn.take_out();
+    let mut expected = 0;
     for (call, asking) in calls {
         if *asking {
-            commands.push(vec!["ASKING".to_string()]);
+            resp::encode(&["ASKING"], &mut encoded);
+            expected += 1;
         }
-        commands.push(script::evalsha(
+        script::encode_evalsha(
             call,
             &config.window,
             config.slot_ttl,
             clock.as_ref(),
-        ));
+            &mut encoded,
+        );
+        expected += 1;
     }
-    let replies = conn.exchange(commands.iter()).await?;
+    let replies = conn.exchange_encoded(encoded, expected).await?;
     let mut out = Vec::with_capacity(calls.len());
     let mut replies = replies.into_iter();
     for (_, asking) in calls {

@@ -285,11 +285,14 @@ async fn round_trip(
         None => conn.insert(Conn::open(config, &config.addr).await?),
     };
     let clock = c.clock;
-    let commands: Vec<Vec<String>> = batch
-        .iter()
-        .map(|call| script::evalsha(call, &config.window, config.slot_ttl, clock.as_ref()))
-        .collect();
-    let mut replies = c.exchange(commands.iter()).await?;
+    let encode = |calls: &mut dyn Iterator<Item = &Call>, out: &mut Vec<u8>| {
+        for call in calls {
+            script::encode_evalsha(call, &config.window, config.slot_ttl, clock.as_ref(), out);
+        }
+    };
+    let mut out = c.take_out();
+    encode(&mut batch.iter(), &mut out);
+    let mut replies = c.exchange_encoded(out, batch.len()).await?;
     let missing: Vec<usize> = (0..replies.len())
         .filter(|&i| matches!(&replies[i], Reply::Error(e) if e.starts_with("NOSCRIPT")))
         .collect();
@@ -302,7 +305,9 @@ async fn round_trip(
         extra.sort_unstable();
         extra.dedup();
         c.load(&extra).await?;
-        let again = c.exchange(missing.iter().map(|&i| &commands[i])).await?;
+        let mut out = c.take_out();
+        encode(&mut missing.iter().map(|&i| &batch[i]), &mut out);
+        let again = c.exchange_encoded(out, missing.len()).await?;
         for (i, reply) in missing.into_iter().zip(again) {
             replies[i] = reply;
         }
@@ -317,13 +322,20 @@ enum Stream {
 }
 
 impl Stream {
-    /// Writes all of `buf` (and, over TLS, flushes its records).
-    async fn send(&mut self, buf: Vec<u8>) -> std::io::Result<()> {
+    /// Writes all of `buf` (and, over TLS, flushes its records); gives the
+    /// buffer back for the next command.
+    async fn send(&mut self, buf: Vec<u8>) -> (std::io::Result<()>, Vec<u8>) {
         match self {
-            Stream::Plain(s) => s.write_all(buf).await.0.map(drop),
+            Stream::Plain(s) => {
+                let (sent, buf) = s.write_all(buf).await;
+                (sent.map(drop), buf)
+            }
             Stream::Tls(s) => {
-                s.write_all(buf).await.0?;
-                s.flush().await
+                let (sent, buf) = s.write_all(buf).await;
+                match sent {
+                    Ok(_) => (s.flush().await, buf),
+                    Err(e) => (Err(e), buf),
+                }
             }
         }
     }
@@ -341,6 +353,8 @@ pub(super) struct Conn {
     stream: Stream,
     buf: Vec<u8>,
     scratch: Vec<u8>,
+    /// The outgoing buffer, kept between round trips.
+    out: Vec<u8>,
     /// The server's clock, read when the connection opened.
     pub(super) clock: Option<RedisClock>,
 }
@@ -370,6 +384,7 @@ impl Conn {
             stream,
             buf: Vec::with_capacity(4096),
             scratch: Vec::with_capacity(16 * 1024),
+            out: Vec::with_capacity(4096),
             clock: None,
         };
         let mut setup: Vec<Vec<String>> = Vec::new();
@@ -441,19 +456,36 @@ impl Conn {
         C: AsRef<[S]> + 'a + ?Sized,
         S: AsRef<[u8]>,
     {
-        let mut out = Vec::with_capacity(512);
+        let mut out = self.take_out();
         let mut expected = 0;
         for command in commands {
             resp::encode(command.as_ref(), &mut out);
             expected += 1;
         }
+        self.exchange_encoded(out, expected).await
+    }
+
+    /// The outgoing buffer, empty, to encode commands into.
+    pub(super) fn take_out(&mut self) -> Vec<u8> {
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        out
+    }
+
+    /// Writes `out` (`expected` encoded commands), then reads as many
+    /// replies.
+    pub(super) async fn exchange_encoded(
+        &mut self,
+        out: Vec<u8>,
+        expected: usize,
+    ) -> Result<Vec<Reply>, RemoteError> {
         if expected == 0 {
+            self.out = out;
             return Ok(Vec::new());
         }
-        self.stream
-            .send(out)
-            .await
-            .map_err(|e| RemoteError::Unreachable(format!("write: {e}")))?;
+        let (sent, out) = self.stream.send(out).await;
+        self.out = out;
+        sent.map_err(|e| RemoteError::Unreachable(format!("write: {e}")))?;
         let mut replies = Vec::with_capacity(expected);
         let mut at = 0;
         while replies.len() < expected {

@@ -34,16 +34,53 @@ impl Reply {
 
 /// Appends `args` as one command.
 pub fn encode<S: AsRef<[u8]>>(args: &[S], out: &mut Vec<u8>) {
-    out.push(b'*');
-    out.extend_from_slice(itoa::Buffer::new().format(args.len()).as_bytes());
-    out.extend_from_slice(b"\r\n");
+    let mut command = Command::start(out, args.len());
     for a in args {
-        let a = a.as_ref();
-        out.push(b'$');
-        out.extend_from_slice(itoa::Buffer::new().format(a.len()).as_bytes());
+        command.arg(a.as_ref());
+    }
+}
+
+/// Where a command's arguments go: owned strings, or RESP bytes on a
+/// link's outgoing buffer (no string per argument on the request path).
+pub trait ArgSink {
+    /// One argument.
+    fn arg(&mut self, a: &[u8]);
+    /// One integer argument, in decimal.
+    fn int(&mut self, n: u64) {
+        self.arg(itoa::Buffer::new().format(n).as_bytes());
+    }
+}
+
+impl ArgSink for Vec<String> {
+    fn arg(&mut self, a: &[u8]) {
+        self.push(String::from_utf8_lossy(a).into_owned());
+    }
+}
+
+/// One command being written: its array header first, then each argument
+/// as a bulk string; the caller gives exactly the count it announced.
+pub struct Command<'a> {
+    out: &'a mut Vec<u8>,
+}
+
+impl<'a> Command<'a> {
+    /// Starts a command of `argc` arguments at the end of `out`.
+    pub fn start(out: &'a mut Vec<u8>, argc: usize) -> Command<'a> {
+        out.push(b'*');
+        out.extend_from_slice(itoa::Buffer::new().format(argc).as_bytes());
         out.extend_from_slice(b"\r\n");
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
+        Command { out }
+    }
+}
+
+impl ArgSink for Command<'_> {
+    fn arg(&mut self, a: &[u8]) {
+        self.out.push(b'$');
+        self.out
+            .extend_from_slice(itoa::Buffer::new().format(a.len()).as_bytes());
+        self.out.extend_from_slice(b"\r\n");
+        self.out.extend_from_slice(a);
+        self.out.extend_from_slice(b"\r\n");
     }
 }
 

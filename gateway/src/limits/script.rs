@@ -5,6 +5,7 @@
 use super::clock::RedisClock;
 use super::descriptor::Kind;
 use super::remote::{Call, Entry, RemoteError, ScriptCall};
+use super::resp::{ArgSink, Command};
 use super::window::Window;
 use super::Verdict;
 use sha1_smol::Sha1;
@@ -44,6 +45,18 @@ fn kind_code(e: &Entry) -> &'static str {
     }
 }
 
+/// The number of arguments [`evalsha`] gives `call`, `EVALSHA` included.
+pub fn arg_count(call: &Call) -> usize {
+    match call {
+        Call::Admit { entries, .. } => 3 + entries.len() + 5 + 4 * entries.len(),
+        Call::Finish { entries, .. } => 3 + entries.len() + 5 + 2 * entries.len(),
+        Call::Script {
+            call: ScriptCall { keys, args, .. },
+            ..
+        } => 3 + keys.len() + args.len(),
+    }
+}
+
 /// `EVALSHA <sha> <numkeys> <keys...> <argv...>` for `call`, as strings;
 /// an admission's deadline is written in Redis time by `clock` (without a
 /// reading, it has none).
@@ -53,9 +66,33 @@ pub fn evalsha(
     slot_ttl: Duration,
     clock: Option<&RedisClock>,
 ) -> Vec<String> {
+    let mut out = Vec::with_capacity(arg_count(call));
+    write_evalsha(call, window, slot_ttl, clock, &mut out);
+    out
+}
+
+/// Appends `call` to `out` as one RESP command, [`evalsha`]'s arguments.
+pub fn encode_evalsha(
+    call: &Call,
+    window: &Window,
+    slot_ttl: Duration,
+    clock: Option<&RedisClock>,
+    out: &mut Vec<u8>,
+) {
+    let mut command = Command::start(out, arg_count(call));
+    write_evalsha(call, window, slot_ttl, clock, &mut command);
+}
+
+/// Writes [`evalsha`]'s arguments, in order, into `out`.
+fn write_evalsha(
+    call: &Call,
+    window: &Window,
+    slot_ttl: Duration,
+    clock: Option<&RedisClock>,
+    out: &mut impl ArgSink,
+) {
     let shas = shas();
-    let mut out = Vec::with_capacity(16);
-    out.push("EVALSHA".to_string());
+    out.arg(b"EVALSHA");
     match call {
         Call::Admit {
             entries,
@@ -63,19 +100,21 @@ pub fn evalsha(
             deadline,
             ..
         } => {
-            out.push(shas.admit.clone());
-            out.push(entries.len().to_string());
-            out.extend(entries.iter().map(|e| e.key.clone()));
-            out.push(window.bucket_secs.to_string());
-            out.push(window.buckets.to_string());
-            out.push((slot_ttl.as_millis() as u64).to_string());
-            out.push(request_id.clone());
-            out.push(clock.map_or(0, |c| c.deadline_ms(*deadline)).to_string());
+            out.arg(shas.admit.as_bytes());
+            out.int(entries.len() as u64);
             for e in entries {
-                out.push(kind_code(e).to_string());
-                out.push(e.limit.to_string());
-                out.push(e.amount.to_string());
-                out.push(e.need.to_string());
+                out.arg(e.key.as_bytes());
+            }
+            out.int(window.bucket_secs);
+            out.int(window.buckets);
+            out.int(slot_ttl.as_millis() as u64);
+            out.arg(request_id.as_bytes());
+            out.int(clock.map_or(0, |c| c.deadline_ms(*deadline)));
+            for e in entries {
+                out.arg(kind_code(e).as_bytes());
+                out.int(e.limit);
+                out.int(e.amount);
+                out.int(e.need);
             }
         }
         Call::Finish {
@@ -85,17 +124,19 @@ pub fn evalsha(
             tokens_used,
             ..
         } => {
-            out.push(shas.finish.clone());
-            out.push(entries.len().to_string());
-            out.extend(entries.iter().map(|e| e.key.clone()));
-            out.push(window.bucket_secs.to_string());
-            out.push(window.buckets.to_string());
-            out.push(tick.to_string());
-            out.push(request_id.clone());
-            out.push(tokens_used.to_string());
+            out.arg(shas.finish.as_bytes());
+            out.int(entries.len() as u64);
             for e in entries {
-                out.push(kind_code(e).to_string());
-                out.push(e.amount.to_string());
+                out.arg(e.key.as_bytes());
+            }
+            out.int(window.bucket_secs);
+            out.int(window.buckets);
+            out.int(*tick);
+            out.arg(request_id.as_bytes());
+            out.int(*tokens_used);
+            for e in entries {
+                out.arg(kind_code(e).as_bytes());
+                out.int(e.amount);
             }
         }
         Call::Script {
@@ -103,19 +144,21 @@ pub fn evalsha(
             deadline,
             ..
         } => {
-            out.push(script.sha().to_string());
-            out.push(keys.len().to_string());
-            out.extend(keys.iter().cloned());
-            let at = out.len();
-            out.extend(args.iter().cloned());
-            if let Some((i, instant)) = deadline {
-                if let Some(arg) = out.get_mut(at + i) {
-                    *arg = clock.map_or(0, |c| c.deadline_ms(*instant)).to_string();
+            out.arg(script.sha().as_bytes());
+            out.int(keys.len() as u64);
+            for k in keys {
+                out.arg(k.as_bytes());
+            }
+            for (i, a) in args.iter().enumerate() {
+                match deadline {
+                    Some((at, instant)) if *at == i => {
+                        out.int(clock.map_or(0, |c| c.deadline_ms(*instant)))
+                    }
+                    _ => out.arg(a.as_bytes()),
                 }
             }
         }
     }
-    out
 }
 
 /// Reads `admit.lua`'s reply: `{1, tick, used...}`, `{0, index, used,
@@ -241,6 +284,67 @@ mod tests {
                 "125",
                 "125"
             ]
+        );
+    }
+
+    #[test]
+    fn resp_encoding_equals_the_strings_encoded() {
+        let d = Descriptor::new(Scope::ApiKey, "k", Kind::Tokens, 200);
+        let p = Descriptor::new(Scope::Team, "t", Kind::Parallel, 2);
+        let (reply, _rx) = tokio::sync::oneshot::channel();
+        let sent = std::time::Instant::now();
+        let clock = RedisClock::from_time(5, 0, sent, sent);
+        static LUA: super::super::remote::LuaScript =
+            super::super::remote::LuaScript::new("return 1");
+        let calls = [
+            Call::Admit {
+                entries: vec![Entry::charge(&d, 200, 125), Entry::charge(&p, 2, 1)],
+                request_id: "r1".into(),
+                deadline: sent + Duration::from_millis(100),
+                reply,
+            },
+            Call::Finish {
+                entries: vec![Entry::charge(&d, 200, 125)],
+                request_id: "r1".into(),
+                tick: 9,
+                ticks: Vec::new(),
+                tokens_used: 40,
+            },
+            Call::Script {
+                call: ScriptCall {
+                    script: &LUA,
+                    keys: vec!["{b:1}:spend".into()],
+                    args: vec!["a".into(), "0".into(), "c".into()],
+                },
+                deadline: Some((1, sent + Duration::from_millis(50))),
+                done: super::super::remote::ScriptDone(Box::new(|_| None)),
+                undo: None,
+            },
+        ];
+        for call in &calls {
+            let window = Window::new(60);
+            let ttl = Duration::from_secs(600);
+            let strings = evalsha(call, &window, ttl, Some(&clock));
+            assert_eq!(strings.len(), arg_count(call));
+            let mut expected = Vec::new();
+            crate::limits::resp::encode(&strings, &mut expected);
+            let mut direct = Vec::new();
+            encode_evalsha(call, &window, ttl, Some(&clock), &mut direct);
+            assert_eq!(
+                String::from_utf8(direct).unwrap(),
+                String::from_utf8(expected).unwrap()
+            );
+        }
+        let script_args = evalsha(
+            &calls[2],
+            &Window::new(60),
+            Duration::from_secs(1),
+            Some(&clock),
+        );
+        assert_eq!(
+            script_args[4..],
+            ["a", "5050", "c"],
+            "the deadline replaces its argument"
         );
     }
 

@@ -3,6 +3,7 @@
 //! LiteLLM's rule) when it does not, and estimated up front for budget
 //! reservation.
 
+use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 use std::borrow::Cow;
@@ -355,52 +356,206 @@ impl Tally {
             _ => {}
         }
     }
-
-    /// A chat message's `content`: a string or an array of parts, of which
-    /// the `text` parts count.
-    fn content(&mut self, raw: &RawValue) {
-        match raw.get().as_bytes().first() {
-            Some(b'"') => self.text_or_tokens(raw, 0),
-            Some(b'[') => {
-                if let Ok(parts) = serde_json::from_str::<Vec<PartView>>(raw.get()) {
-                    for part in parts {
-                        if part.kind.as_deref() == Some("text") {
-                            self.chars += part.text.map_or(0, |t| t.chars().count() as u64);
-                        }
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
 }
 
 /// The input fields of a chat, completions or embeddings request.
 #[derive(Deserialize)]
 struct PromptView<'a> {
-    #[serde(borrow)]
-    messages: Option<Vec<MessageView<'a>>>,
+    messages: Option<Vec<MessageView>>,
     #[serde(borrow)]
     prompt: Option<&'a RawValue>,
     #[serde(borrow)]
     input: Option<&'a RawValue>,
     /// Anthropic's top-level system prompt (a string or text blocks).
-    #[serde(borrow)]
-    system: Option<&'a RawValue>,
+    system: Option<ContentChars>,
 }
 
 #[derive(Deserialize)]
-struct MessageView<'a> {
-    #[serde(borrow)]
-    content: Option<&'a RawValue>,
+struct MessageView {
+    content: Option<ContentChars>,
 }
 
-#[derive(Deserialize)]
-struct PartView<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    text: Option<Cow<'a, str>>,
+/// The characters of a chat message's `content` (or Messages' `system`),
+/// counted while it is parsed, with no second pass over its text: a
+/// string, or the `text` parts of an array of parts; anything else counts
+/// nothing.
+struct ContentChars(u64);
+
+impl<'de> Deserialize<'de> for ContentChars {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ContentVisitor)
+    }
+}
+
+struct ContentVisitor;
+
+impl<'de> Visitor<'de> for ContentVisitor {
+    type Value = ContentChars;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("message content")
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<ContentChars, E> {
+        Ok(ContentChars(s.chars().count() as u64))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut parts: A) -> Result<ContentChars, A::Error> {
+        let mut chars = 0u64;
+        while let Some(part) = parts.next_element::<PartChars>()? {
+            chars = chars.saturating_add(part.0);
+        }
+        Ok(ContentChars(chars))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ContentChars, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(ContentChars(0))
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<ContentChars, E> {
+        Ok(ContentChars(0))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<ContentChars, E> {
+        Ok(ContentChars(0))
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<ContentChars, E> {
+        Ok(ContentChars(0))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<ContentChars, E> {
+        Ok(ContentChars(0))
+    }
+
+    fn visit_unit<E>(self) -> Result<ContentChars, E> {
+        Ok(ContentChars(0))
+    }
+}
+
+/// One part of a content array: the characters of its `text` when its
+/// `type` is `"text"`; any other value counts nothing.
+struct PartChars(u64);
+
+impl<'de> Deserialize<'de> for PartChars {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(PartVisitor)
+    }
+}
+
+struct PartVisitor;
+
+impl<'de> Visitor<'de> for PartVisitor {
+    type Value = PartChars;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a content part")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<PartChars, A::Error> {
+        let (mut is_text, mut text) = (false, None);
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            match key.as_ref() {
+                "type" => is_text = map.next_value::<MaybeStr>()?.0.as_deref() == Some("text"),
+                "text" => {
+                    text = map
+                        .next_value::<MaybeStr>()?
+                        .0
+                        .map(|t| t.chars().count() as u64)
+                }
+                _ => map.next_value::<IgnoredAny>().map(drop)?,
+            }
+        }
+        Ok(PartChars(if is_text { text.unwrap_or(0) } else { 0 }))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<PartChars, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(PartChars(0))
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<PartChars, E> {
+        Ok(PartChars(0))
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<PartChars, E> {
+        Ok(PartChars(0))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<PartChars, E> {
+        Ok(PartChars(0))
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<PartChars, E> {
+        Ok(PartChars(0))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<PartChars, E> {
+        Ok(PartChars(0))
+    }
+
+    fn visit_unit<E>(self) -> Result<PartChars, E> {
+        Ok(PartChars(0))
+    }
+}
+
+/// A string value, borrowed where it has no escapes; `None` for any other
+/// value.
+struct MaybeStr<'a>(Option<Cow<'a, str>>);
+
+impl<'de> Deserialize<'de> for MaybeStr<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(MaybeStrVisitor)
+    }
+}
+
+struct MaybeStrVisitor;
+
+impl<'de> Visitor<'de> for MaybeStrVisitor {
+    type Value = MaybeStr<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any value")
+    }
+
+    fn visit_borrowed_str<E>(self, s: &'de str) -> Result<MaybeStr<'de>, E> {
+        Ok(MaybeStr(Some(Cow::Borrowed(s))))
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<MaybeStr<'de>, E> {
+        Ok(MaybeStr(Some(Cow::Owned(s.to_owned()))))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<MaybeStr<'de>, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(MaybeStr(None))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<MaybeStr<'de>, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(MaybeStr(None))
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<MaybeStr<'de>, E> {
+        Ok(MaybeStr(None))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<MaybeStr<'de>, E> {
+        Ok(MaybeStr(None))
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<MaybeStr<'de>, E> {
+        Ok(MaybeStr(None))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<MaybeStr<'de>, E> {
+        Ok(MaybeStr(None))
+    }
+
+    fn visit_unit<E>(self) -> Result<MaybeStr<'de>, E> {
+        Ok(MaybeStr(None))
+    }
 }
 
 /// A request's prompt estimate, computed on first use: it costs a parse of
@@ -456,13 +611,13 @@ pub fn estimate_prompt_tokens(body: &[u8]) -> u64 {
     let estimate = match serde_json::from_slice::<PromptView>(body) {
         Ok(view) => {
             let mut tally = Tally::default();
-            for message in view.messages.iter().flatten() {
-                if let Some(content) = message.content {
-                    tally.content(content);
-                }
-            }
-            if let Some(system) = view.system {
-                tally.content(system);
+            let contents = view
+                .messages
+                .iter()
+                .flatten()
+                .filter_map(|m| m.content.as_ref());
+            for content in contents.chain(view.system.as_ref()) {
+                tally.chars = tally.chars.saturating_add(content.0);
             }
             for raw in [view.prompt, view.input].into_iter().flatten() {
                 tally.text_or_tokens(raw, 0);
@@ -742,6 +897,18 @@ mod tests {
         assert_eq!(estimate_prompt_tokens(messages.to_string().as_bytes()), 2);
         let escaped = br#"{"messages":[{"role":"user","content":"\"\u00e9\"\n"}]}"#;
         assert_eq!(estimate_prompt_tokens(escaped), 1);
+        // Only well-formed text parts count, whatever order their members
+        // come in; odd parts count nothing and spoil nothing.
+        let odd = json!({"messages": [{"role": "user", "content": [
+            "loose",
+            {"type": "text", "text": 5},
+            {"text": "abcdefgh", "type": "text"},
+            {"type": {"x": 1}, "text": "zz"},
+            [1, 2],
+            {"type": "text", "text": "\"é\""}
+        ]}]});
+        // 8 + 3 = 11 characters → 3 tokens.
+        assert_eq!(estimate_prompt_tokens(odd.to_string().as_bytes()), 3);
     }
 
     #[test]

@@ -44,8 +44,10 @@ Options:
                             every request recorded in the /metrics families);
                             tracing (master-key with LiteLLM's otel callback:
                             one trace per request, exported as OTLP/HTTP to a
-                            sink in this process) [default: master-key]
-  --database-url URL        an empty Postgres database (spend-logging)
+                            sink in this process); full-pipeline (the key of
+                            redis-limits, spend rows in Postgres, the group of
+                            router-group: needs --database-url) [default: master-key]
+  --database-url URL        an empty Postgres database (spend-logging, full-pipeline)
   --rate R                  requests/s of the measured rounds [default: 1000]
   --duration D              length of each round, per target [default: 10s]
   --rounds N                direct/gateway rounds [default: 3]
@@ -101,6 +103,10 @@ pub enum Variant {
     /// The master key with OpenTelemetry traces on
     /// (`litellm_settings.callbacks: ["otel"]`, OTLP/HTTP export).
     Tracing,
+    /// Everything a production request goes through at once: the key of
+    /// [`Variant::RedisLimits`], keys and spend rows in Postgres, and the
+    /// group of [`Variant::RouterGroup`].
+    FullPipeline,
 }
 
 impl Variant {
@@ -120,8 +126,9 @@ impl Variant {
             "responses" => Ok(Variant::Responses),
             "metrics" => Ok(Variant::Metrics),
             "tracing" => Ok(Variant::Tracing),
+            "full-pipeline" => Ok(Variant::FullPipeline),
             other => Err(format!(
-                "unknown variant {other:?} (master-key, virtual-key, local-limits, redis-limits, router-group, spend-logging, anthropic, messages, bedrock, vertex, responses, metrics, tracing)"
+                "unknown variant {other:?} (master-key, virtual-key, local-limits, redis-limits, router-group, spend-logging, anthropic, messages, bedrock, vertex, responses, metrics, tracing, full-pipeline)"
             )),
         }
     }
@@ -142,7 +149,24 @@ impl Variant {
             Variant::Responses => "responses",
             Variant::Metrics => "metrics",
             Variant::Tracing => "tracing",
+            Variant::FullPipeline => "full-pipeline",
         }
+    }
+
+    /// Whether it keeps keys and spend rows in Postgres (`--database-url`).
+    pub fn needs_database(self) -> bool {
+        matches!(self, Variant::SpendLogging | Variant::FullPipeline)
+    }
+
+    /// Whether it counts its limits in a private `redis-server`.
+    pub fn needs_redis(self) -> bool {
+        matches!(self, Variant::RedisLimits | Variant::FullPipeline)
+    }
+
+    /// Whether its model is a group of three deployments with retries and
+    /// a fallback group.
+    pub fn routes_a_group(self) -> bool {
+        matches!(self, Variant::RouterGroup | Variant::FullPipeline)
     }
 }
 
@@ -246,10 +270,11 @@ pub fn parse(args: &mut Args) -> Result<Parsed, String> {
     if !(o.rate > 0.0 && o.rate.is_finite()) {
         return Err("--rate must be a positive number".into());
     }
-    if o.variant == Variant::SpendLogging && o.database_url.is_none() {
-        return Err(
-            "--variant spend-logging needs --database-url (an empty Postgres database)".into(),
-        );
+    if o.variant.needs_database() && o.database_url.is_none() {
+        return Err(format!(
+            "--variant {} needs --database-url (an empty Postgres database)",
+            o.variant.name()
+        ));
     }
     o.spec.models = vec![gateway_proc::MODEL.to_string()];
     Ok(Parsed::Run(Box::new(o)))
@@ -291,6 +316,8 @@ mod tests {
             panic!("help")
         };
         assert_eq!(o.database_url.as_deref(), Some("postgres://x/y"));
+        let err = parse_str("--variant full-pipeline").unwrap_err();
+        assert!(err.contains("full-pipeline needs --database-url"), "{err}");
         assert!(parse_str("--variant nope")
             .unwrap_err()
             .contains("unknown variant"));

@@ -49,9 +49,9 @@ pub fn main(args: &mut Args) -> Result<(), String> {
     };
     // Client sockets, the mock's side of them, and the gateway's two sides.
     fdlimit::raise_to(o.connections as u64 * 4 + 1024)?;
-    let redis = match o.variant {
-        Variant::RedisLimits => Some(RedisProcess::start()?),
-        _ => None,
+    let redis = match o.variant.needs_redis() {
+        true => Some(RedisProcess::start()?),
+        false => None,
     };
     let harness = Harness::start(&HarnessSpec {
         gateway_bin: o.gateway_bin.clone(),
@@ -64,7 +64,7 @@ pub fn main(args: &mut Args) -> Result<(), String> {
             .chain(
                 o.database_url
                     .iter()
-                    .filter(|_| o.variant == Variant::SpendLogging)
+                    .filter(|_| o.variant.needs_database())
                     .map(|u| ("DATABASE_URL".to_string(), u.clone())),
             )
             .chain(
@@ -77,11 +77,7 @@ pub fn main(args: &mut Args) -> Result<(), String> {
                 .map(|(k, v)| (k.to_string(), v.to_string())),
             )
             .collect(),
-        gateway_deployments: if o.variant == Variant::RouterGroup {
-            3
-        } else {
-            1
-        },
+        gateway_deployments: if o.variant.routes_a_group() { 3 } else { 1 },
         gateway_api: match o.variant {
             Variant::Anthropic | Variant::Messages => UpstreamApi::Anthropic,
             Variant::Bedrock => UpstreamApi::Bedrock,
@@ -107,7 +103,7 @@ pub fn main(args: &mut Args) -> Result<(), String> {
             gateway_proc::MASTER_KEY.to_string()
         }
         Variant::VirtualKey | Variant::SpendLogging => harness.gateway.generate_key()?,
-        Variant::LocalLimits | Variant::RedisLimits => harness.gateway.generate_key_with(
+        Variant::LocalLimits | Variant::RedisLimits | Variant::FullPipeline => harness.gateway.generate_key_with(
             &format!("{{\"models\":[\"{}\"],\"rpm_limit\":1000000000,\"tpm_limit\":1000000000000,\"max_parallel_requests\":1000000}}", gateway_proc::MODEL),
         )?,
     };
