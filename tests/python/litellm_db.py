@@ -154,7 +154,7 @@ def setup(url, api_base):
             VALUES ('budget-lite', 40, 5000, 'litellm', 'litellm');
         INSERT INTO "LiteLLM_OrganizationTable" (organization_id, organization_alias, budget_id, models,
                 metadata, spend, created_by, updated_by)
-            VALUES ('org-lite', 'Lite org', 'budget-lite', ARRAY['lite-gcm'], '{"tier": "gold"}'::jsonb, 1.5,
+            VALUES ('org-lite', 'Lite org', 'budget-lite', ARRAY['lite-gcm'], '{{"tier": "gold"}}'::jsonb, 1.5,
                 'litellm', 'litellm');
         INSERT INTO "LiteLLM_OrganizationMembership" (user_id, organization_id, user_role)
             VALUES ('user-lite', 'org-lite', 'org_admin');

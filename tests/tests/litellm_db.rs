@@ -200,7 +200,11 @@ fn a_litellm_database_serves_here_and_litellm_reads_what_the_gateway_wrote() {
     assert_eq!(org["organization_alias"], "Lite org", "{org}");
     assert_eq!(org["litellm_budget_table"]["tpm_limit"], 5000, "{org}");
     assert_eq!(org["members"][0]["user_role"], "org_admin", "{org}");
-    assert_eq!((&org["spend"], &org["metadata"]["tier"]), (&json!(1.5), &json!("gold")), "{org}");
+    assert_eq!(
+        (&org["spend"], &org["metadata"]["tier"]),
+        (&json!(1.5), &json!("gold")),
+        "{org}"
+    );
     let gateway_org = json!({"id": "org-gw", "alias": "Gateway org", "models": ["lite-gcm"],
         "metadata": {"owner": "gateway", "model_rpm_limit": {"lite-gcm": 3}}, "max_budget": 7.0,
         "member_budget": 2.0});
@@ -231,7 +235,10 @@ fn a_litellm_database_serves_here_and_litellm_reads_what_the_gateway_wrote() {
     )
     .expect_status(200);
     // A budget an organization of LiteLLM's uses is kept (its foreign key).
-    assert_error(&gw.post("/budget/delete", &json!({"id": "budget-lite"})), 400);
+    assert_error(
+        &gw.post("/budget/delete", &json!({"id": "budget-lite"})),
+        400,
+    );
 
     let mut fixture = fixture;
     fixture["gateway_org"] = gateway_org;

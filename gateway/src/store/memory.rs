@@ -463,11 +463,17 @@ impl Store for MemoryStore {
         id: &str,
         fields: &Map<String, Value>,
     ) -> Result<bool, StoreError> {
-        if let Some(k) = fields.keys().find(|k| !table.columns().contains(&k.as_str())) {
+        if let Some(k) = fields
+            .keys()
+            .find(|k| !table.columns().contains(&k.as_str()))
+        {
             return Err(StoreError::Query(format!("{k} cannot be patched")));
         }
         let mut fields = fields.clone();
-        fields.insert("updated_at".into(), serde_json::to_value(Utc::now()).unwrap_or_default());
+        fields.insert(
+            "updated_at".into(),
+            serde_json::to_value(Utc::now()).unwrap_or_default(),
+        );
         self.with(|t| match table {
             OrgTable::Budget => patch_in(&mut t.budgets, id, &fields),
             OrgTable::Organization => {

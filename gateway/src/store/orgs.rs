@@ -181,7 +181,10 @@ mod tests {
             b.created_at.unwrap().to_rfc3339(),
             "2026-01-02T03:04:05.678+00:00"
         );
-        assert_eq!(b.updated_at, b.created_at.map(|t| t.with_nanosecond(0).unwrap()));
+        assert_eq!(
+            b.updated_at,
+            b.created_at.map(|t| t.with_nanosecond(0).unwrap())
+        );
         assert_eq!(b.budget_reset_at, None);
         let bad = serde_json::from_value::<OrgRecord>(serde_json::json!({"created_at": "soon"}));
         assert!(bad.is_err());

@@ -345,7 +345,10 @@ impl Store for PostgresStore {
         id: &str,
         fields: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<bool, StoreError> {
-        if let Some(k) = fields.keys().find(|k| !table.columns().contains(&k.as_str())) {
+        if let Some(k) = fields
+            .keys()
+            .find(|k| !table.columns().contains(&k.as_str()))
+        {
             return Err(StoreError::Query(format!("{k} cannot be patched")));
         }
         with_client!(retry self, c => orgs::patch(c, table, id, fields))

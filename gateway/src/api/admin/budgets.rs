@@ -137,7 +137,9 @@ fn duration(text: &str) -> Result<(), GatewayError> {
     parse_duration(text).map(drop).map_err(|_| {
         bad_field(
             "budget_duration",
-            format!("Invalid budget_duration '{text}'. Use a format like '1h', '24h', '7d', or '30d'."),
+            format!(
+                "Invalid budget_duration '{text}'. Use a format like '1h', '24h', '7d', or '30d'."
+            ),
         )
     })
 }
@@ -213,7 +215,10 @@ impl BudgetFields {
             Patch::Set(d) => {
                 duration(&d)?;
                 if !reset_given {
-                    put("budget_reset_at", json!(super::body::after("budget_duration", now, &d)?));
+                    put(
+                        "budget_reset_at",
+                        json!(super::body::after("budget_duration", now, &d)?),
+                    );
                 }
                 put("budget_duration", json!(d));
             }
@@ -268,7 +273,11 @@ pub async fn new(worker: &Worker, caller: &Principal, body: &[u8]) -> Result<Val
 }
 
 /// `POST /budget/update`: the given fields change; the updated row.
-pub async fn update(worker: &Worker, caller: &Principal, body: &[u8]) -> Result<Value, GatewayError> {
+pub async fn update(
+    worker: &Worker,
+    caller: &Principal,
+    body: &[u8],
+) -> Result<Value, GatewayError> {
     let req: BudgetRequest = parse(body)?;
     let (id, fields) = req.fields();
     let Some(id) = id else {
@@ -287,7 +296,9 @@ pub async fn update(worker: &Worker, caller: &Principal, body: &[u8]) -> Result<
         }
         let ids = [id.clone()];
         let row = store.budgets(Some(&ids[..])).await.map_err(store_err)?;
-        let row = row.first().ok_or_else(|| GatewayError::NotFound(format!("Budget {id}")))?;
+        let row = row
+            .first()
+            .ok_or_else(|| GatewayError::NotFound(format!("Budget {id}")))?;
         Ok(budget_json(row))
     })
     .await
@@ -345,7 +356,10 @@ pub async fn settings(worker: &Worker, mut q: Query) -> Result<Value, GatewayErr
     let id = q.take("budget_id").ok_or_else(|| missing("budget_id"))?;
     q.finish()?;
     let row = run(worker, move |ctx| async move {
-        ctx.store.budgets(Some(std::slice::from_ref(&id))).await.map_err(store_err)
+        ctx.store
+            .budgets(Some(std::slice::from_ref(&id)))
+            .await
+            .map_err(store_err)
     })
     .await?;
     let values = row.first().map(budget_json).unwrap_or(Value::Null);
@@ -414,14 +428,27 @@ mod tests {
     fn checks_fields_with_litellm_messages() {
         let err = columns(r#"{"max_budget": -1}"#).unwrap_err();
         assert_eq!(err.param(), Some("max_budget"));
-        assert!(err.to_string().contains("max_budget must be a non-negative finite number. Received: -1.0"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("max_budget must be a non-negative finite number. Received: -1.0"),
+            "{err}"
+        );
         let err = columns(r#"{"budget_duration": "soon"}"#).unwrap_err();
-        assert!(err.to_string().contains("Invalid budget_duration 'soon'"), "{err}");
+        assert!(
+            err.to_string().contains("Invalid budget_duration 'soon'"),
+            "{err}"
+        );
         for (body, field) in [
             (r#"{"soft_budget": 2e9}"#, "soft_budget"),
             (r#"{"tpm_limit": -1}"#, "tpm_limit"),
-            (r#"{"max_parallel_requests": 3000000000}"#, "max_parallel_requests"),
-            (r#"{"model_max_budget": {"m": {"budget_limit": "x"}}}"#, "model_max_budget"),
+            (
+                r#"{"max_parallel_requests": 3000000000}"#,
+                "max_parallel_requests",
+            ),
+            (
+                r#"{"model_max_budget": {"m": {"budget_limit": "x"}}}"#,
+                "model_max_budget",
+            ),
             (r#"{"model_max_budget": {"m": 5}}"#, "model_max_budget"),
             (r#"{"budget_reset_at": "tomorrow"}"#, "budget_reset_at"),
         ] {

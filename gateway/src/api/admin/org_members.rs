@@ -55,7 +55,10 @@ struct MemberAdd {
 }
 
 /// The members of a `member` field, checked, with the user email of each.
-fn members_of(org_id: &str, member: Value) -> Result<Vec<(OrgMembership, Option<String>)>, GatewayError> {
+fn members_of(
+    org_id: &str,
+    member: Value,
+) -> Result<Vec<(OrgMembership, Option<String>)>, GatewayError> {
     let (items, many) = match member {
         Value::Array(items) => (items, true),
         one @ Value::Object(_) => (vec![one], false),
@@ -66,10 +69,18 @@ fn members_of(org_id: &str, member: Value) -> Result<Vec<(OrgMembership, Option<
     }
     let mut out = Vec::with_capacity(items.len());
     for (i, item) in items.into_iter().enumerate() {
-        let at = if many { format!("member[{i}]") } else { "member".to_string() };
+        let at = if many {
+            format!("member[{i}]")
+        } else {
+            "member".to_string()
+        };
         let m: MemberIn = serde_path_to_error::deserialize(item).map_err(|e| {
             let inner = e.path().to_string();
-            let field = if inner == "." { at.clone() } else { format!("{at}.{inner}") };
+            let field = if inner == "." {
+                at.clone()
+            } else {
+                format!("{at}.{inner}")
+            };
             let message = e.into_inner().to_string();
             let field = match message.strip_prefix("missing field `") {
                 Some(rest) => format!("{at}.{}", rest.split('`').next().unwrap_or_default()),
@@ -145,7 +156,11 @@ pub async fn add(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
 }
 
 /// The membership of `user_id` in `org_id`, if any.
-async fn membership(ctx: &Ctx, org_id: &str, user_id: &str) -> Result<Option<OrgMembership>, GatewayError> {
+async fn membership(
+    ctx: &Ctx,
+    org_id: &str,
+    user_id: &str,
+) -> Result<Option<OrgMembership>, GatewayError> {
     let all = ctx.store.org_members(org_id).await.map_err(store_err)?;
     Ok(all.into_iter().find(|m| m.user_id == user_id))
 }
@@ -171,7 +186,10 @@ impl MemberRef {
     fn read(body: &[u8]) -> Result<MemberRef, GatewayError> {
         let r: MemberRef = parse(body)?;
         if r.user_id.is_none() && r.user_email.is_none() {
-            return Err(bad_field("user_id", "Either user id or user email must be provided"));
+            return Err(bad_field(
+                "user_id",
+                "Either user id or user email must be provided",
+            ));
         }
         Ok(r)
     }
@@ -184,7 +202,12 @@ impl MemberRef {
         }
         let email = self.user_email.clone().unwrap_or_default();
         let mut found = Vec::new();
-        for m in ctx.store.org_members(&self.organization_id).await.map_err(store_err)? {
+        for m in ctx
+            .store
+            .org_members(&self.organization_id)
+            .await
+            .map_err(store_err)?
+        {
             let user = ctx.store.get_user(&m.user_id).await.map_err(store_err)?;
             if user.and_then(|u| u.user_email).as_deref() == Some(email.as_str()) {
                 found.push(m.user_id);
@@ -205,7 +228,11 @@ impl MemberRef {
 
 /// `PATCH /organization/member_update`: the member's role and budget in the
 /// organization; the membership with its budget row.
-pub async fn update(worker: &Worker, caller: &Principal, body: &[u8]) -> Result<Value, GatewayError> {
+pub async fn update(
+    worker: &Worker,
+    caller: &Principal,
+    body: &[u8],
+) -> Result<Value, GatewayError> {
     let req = MemberRef::read(body)?;
     if let Some(r) = &req.role {
         role("role", r)?;
@@ -223,10 +250,11 @@ pub async fn update(worker: &Worker, caller: &Principal, body: &[u8]) -> Result<
             ));
         }
         let user_id = req.user_id(&ctx).await?;
-        let not_member = || {
-            GatewayError::NotFound(format!("Member {user_id} of organization {org_id}"))
-        };
-        let current = membership(&ctx, &org_id, &user_id).await?.ok_or_else(not_member)?;
+        let not_member =
+            || GatewayError::NotFound(format!("Member {user_id} of organization {org_id}"));
+        let current = membership(&ctx, &org_id, &user_id)
+            .await?
+            .ok_or_else(not_member)?;
         let mut change = OrgMembership {
             user_id: user_id.clone(),
             organization_id: org_id.clone(),
@@ -264,7 +292,9 @@ pub async fn update(worker: &Worker, caller: &Principal, body: &[u8]) -> Result<
         if outcome != MemberOutcome::Changed {
             return Err(not_member());
         }
-        let m = membership(&ctx, &org_id, &user_id).await?.ok_or_else(not_member)?;
+        let m = membership(&ctx, &org_id, &user_id)
+            .await?
+            .ok_or_else(not_member)?;
         let user = ctx.store.get_user(&user_id).await.map_err(store_err)?;
         let mut out = membership_json(&m, user.as_ref());
         if let Some(id) = &m.budget_id {
@@ -287,10 +317,11 @@ pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
             return Err(GatewayError::NotFound(format!("Organization {org_id}")));
         }
         let user_id = req.user_id(&ctx).await?;
-        let not_member = || {
-            GatewayError::NotFound(format!("Member {user_id} of organization {org_id}"))
-        };
-        let m = membership(&ctx, &org_id, &user_id).await?.ok_or_else(not_member)?;
+        let not_member =
+            || GatewayError::NotFound(format!("Member {user_id} of organization {org_id}"));
+        let m = membership(&ctx, &org_id, &user_id)
+            .await?
+            .ok_or_else(not_member)?;
         match ctx
             .store
             .change_org_member(MemberOp::Remove, &m, None)
@@ -322,8 +353,14 @@ mod tests {
         for (member, field) in [
             (json!([{"user_id": "a", "role": "admin"}]), "member[0].role"),
             (json!({"user_id": "a"}), "member.role"),
-            (json!({"user_id": 5, "role": "internal_user"}), "member.user_id"),
-            (json!({"user_email": "x@y", "role": "internal_user"}), "member.user_id"),
+            (
+                json!({"user_id": 5, "role": "internal_user"}),
+                "member.user_id",
+            ),
+            (
+                json!({"user_email": "x@y", "role": "internal_user"}),
+                "member.user_id",
+            ),
             (json!("u"), "member"),
             (json!([]), "member"),
         ] {

@@ -109,11 +109,23 @@ mod tests {
 
     #[test]
     fn routes_litellm_methods() {
-        assert_eq!(parse("PATCH", "/organization/update"), Some(OrgRoute::OrgUpdate));
-        assert_eq!(parse("POST", "/organization/update"), Some(OrgRoute::OrgUpdate));
-        assert_eq!(parse("DELETE", "/organization/member_delete"), Some(OrgRoute::MemberDelete));
+        assert_eq!(
+            parse("PATCH", "/organization/update"),
+            Some(OrgRoute::OrgUpdate)
+        );
+        assert_eq!(
+            parse("POST", "/organization/update"),
+            Some(OrgRoute::OrgUpdate)
+        );
+        assert_eq!(
+            parse("DELETE", "/organization/member_delete"),
+            Some(OrgRoute::MemberDelete)
+        );
         assert_eq!(parse("GET", "/organization/info"), Some(OrgRoute::OrgInfo));
-        assert_eq!(parse("POST", "/organization/info"), Some(OrgRoute::OrgInfoMany));
+        assert_eq!(
+            parse("POST", "/organization/info"),
+            Some(OrgRoute::OrgInfoMany)
+        );
         assert_eq!(parse("GET", "/budget/new"), None);
         assert_eq!(parse("DELETE", "/budget/delete"), None);
         assert_eq!(parse("POST", "/budget/nope"), None);

@@ -184,21 +184,35 @@ pub(super) fn membership_json(m: &OrgMembership, user: Option<&crate::store::Use
 /// The organization `id`, or `None`.
 pub(super) async fn find(ctx: &Ctx, id: &str) -> Result<Option<OrgRecord>, GatewayError> {
     let ids = [id.to_string()];
-    let mut orgs = ctx.store.organizations(Some(&ids[..])).await.map_err(store_err)?;
+    let mut orgs = ctx
+        .store
+        .organizations(Some(&ids[..]))
+        .await
+        .map_err(store_err)?;
     Ok(orgs.pop())
 }
 
 /// The budget row `id`, if any.
 async fn budget_of(ctx: &Ctx, id: &str) -> Result<Option<BudgetRecord>, GatewayError> {
     let ids = [id.to_string()];
-    Ok(ctx.store.budgets(Some(&ids[..])).await.map_err(store_err)?.pop())
+    Ok(ctx
+        .store
+        .budgets(Some(&ids[..]))
+        .await
+        .map_err(store_err)?
+        .pop())
 }
 
 /// An organization with its budget, members (with their users) and teams.
 async fn full_json(ctx: &Ctx, o: &OrgRecord) -> Result<Value, GatewayError> {
     let budget = budget_of(ctx, &o.budget_id).await?;
     let mut members = Vec::new();
-    for m in ctx.store.org_members(&o.organization_id).await.map_err(store_err)? {
+    for m in ctx
+        .store
+        .org_members(&o.organization_id)
+        .await
+        .map_err(store_err)?
+    {
         let user = ctx.store.get_user(&m.user_id).await.map_err(store_err)?;
         members.push(membership_json(&m, user.as_ref()));
     }
@@ -232,7 +246,12 @@ pub async fn new(worker: &Worker, caller: &Principal, body: &[u8]) -> Result<Val
     };
     let budget = match req.budget_id.take() {
         Some(id) => Err(id),
-        None => Ok(new_record(uuid::Uuid::new_v4().to_string(), columns, &who, now)?),
+        None => Ok(new_record(
+            uuid::Uuid::new_v4().to_string(),
+            columns,
+            &who,
+            now,
+        )?),
     };
     let mut models = Vec::new();
     std::mem::take(&mut req.models).apply_or_default(&mut models);
@@ -276,7 +295,11 @@ pub async fn new(worker: &Worker, caller: &Principal, body: &[u8]) -> Result<Val
 /// `PATCH /organization/update`: alias, models and metadata (merged) on
 /// the organization, budget fields on its budget row; the organization
 /// with its members, teams and budget.
-pub async fn update(worker: &Worker, caller: &Principal, body: &[u8]) -> Result<Value, GatewayError> {
+pub async fn update(
+    worker: &Worker,
+    caller: &Principal,
+    body: &[u8],
+) -> Result<Value, GatewayError> {
     let mut req = OrgRequest::read(body)?;
     let Some(org_id) = req.organization_id.take() else {
         return Err(bad_field("organization_id", "organization_id is required"));
@@ -288,7 +311,12 @@ pub async fn update(worker: &Worker, caller: &Principal, body: &[u8]) -> Result<
         Patch::Set(a) => {
             fields.insert("organization_alias".into(), a.into());
         }
-        Patch::Clear => return Err(bad_field("organization_alias", "organization_alias cannot be cleared; it is required")),
+        Patch::Clear => {
+            return Err(bad_field(
+                "organization_alias",
+                "organization_alias cannot be cleared; it is required",
+            ))
+        }
         Patch::Keep => {}
     }
     match std::mem::take(&mut req.models) {
@@ -438,7 +466,11 @@ pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
                 continue;
             };
             let budget = budget_of(&ctx, &org.budget_id).await?;
-            deleted.push(org_json(&org, budget.as_ref(), Some((Vec::new(), Vec::new()))));
+            deleted.push(org_json(
+                &org,
+                budget.as_ref(),
+                Some((Vec::new(), Vec::new())),
+            ));
         }
         Ok(Value::Array(deleted))
     })
@@ -448,7 +480,11 @@ pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
 /// LiteLLM's checks of a team in organization `org_id` (`/team/new`, and
 /// `/team/update` moving a team): the organization exists, and the team's
 /// models, budget and limits are within its own.
-pub(super) async fn check_team(ctx: &Ctx, team: &TeamRecord, org_id: &str) -> Result<(), GatewayError> {
+pub(super) async fn check_team(
+    ctx: &Ctx,
+    team: &TeamRecord,
+    org_id: &str,
+) -> Result<(), GatewayError> {
     let Some(org) = find(ctx, org_id).await? else {
         return Err(bad_field(
             "organization_id",
@@ -459,7 +495,9 @@ pub(super) async fn check_team(ctx: &Ctx, team: &TeamRecord, org_id: &str) -> Re
     let over = |name: &str, team: Option<f64>, org_limit: Option<f64>| match (team, org_limit) {
         (Some(t), Some(o)) if t > o => Err(bad_field(
             name,
-            format!("Team {name} ({t}) exceeds organization's {name} ({o}). Organization: {org_id}"),
+            format!(
+                "Team {name} ({t}) exceeds organization's {name} ({o}). Organization: {org_id}"
+            ),
         )),
         _ => Ok(()),
     };

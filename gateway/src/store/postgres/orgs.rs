@@ -24,7 +24,11 @@ fn names(table: OrgTable) -> (&'static str, &'static str) {
 }
 
 /// The rows of `table` with these ids (all when `None`), by id.
-pub async fn select(c: &Client, table: OrgTable, ids: Option<&[String]>) -> Result<Vec<Value>, Error> {
+pub async fn select(
+    c: &Client,
+    table: OrgTable,
+    ids: Option<&[String]>,
+) -> Result<Vec<Value>, Error> {
     let (name, id) = names(table);
     let rows = match ids {
         Some(ids) => {
@@ -34,7 +38,9 @@ pub async fn select(c: &Client, table: OrgTable, ids: Option<&[String]>) -> Resu
             c.query(&sql, &[&ids]).await?
         }
         None => {
-            let sql = format!(r#"SELECT jsonb_strip_nulls(to_jsonb(t)) FROM {name} t ORDER BY {id} COLLATE "C""#);
+            let sql = format!(
+                r#"SELECT jsonb_strip_nulls(to_jsonb(t)) FROM {name} t ORDER BY {id} COLLATE "C""#
+            );
             c.query(&sql, &[]).await?
         }
     };
@@ -93,7 +99,12 @@ pub async fn insert_org(
 /// row `id` in one statement, `updated_at` with them; an organization's
 /// `metadata` is merged into the stored one, as LiteLLM's update merges it.
 /// `false` when the row does not exist.
-pub async fn patch(c: &Client, table: OrgTable, id: &str, fields: &Map<String, Value>) -> Result<bool, Error> {
+pub async fn patch(
+    c: &Client,
+    table: OrgTable,
+    id: &str,
+    fields: &Map<String, Value>,
+) -> Result<bool, Error> {
     let (name, id_column) = names(table);
     let set: Vec<String> = fields
         .keys()
@@ -104,7 +115,9 @@ pub async fn patch(c: &Client, table: OrgTable, id: &str, fields: &Map<String, V
             }
             _ => format!("{k} = r.{k}"),
         })
-        .chain(std::iter::once("updated_at = CURRENT_TIMESTAMP".to_string()))
+        .chain(std::iter::once(
+            "updated_at = CURRENT_TIMESTAMP".to_string(),
+        ))
         .collect();
     let sql = format!(
         "UPDATE {name} t SET {} FROM jsonb_populate_record(NULL::{name}, $2::jsonb) AS r \
@@ -117,8 +130,13 @@ pub async fn patch(c: &Client, table: OrgTable, id: &str, fields: &Map<String, V
 
 /// Deletes a budget row; the row as it was, when it existed.
 pub async fn delete_budget(c: &Client, id: &str) -> Result<Option<Value>, Error> {
-    let sql = format!("DELETE FROM {BUDGETS} t WHERE budget_id = $1 RETURNING jsonb_strip_nulls(to_jsonb(t))");
-    c.query_opt(&sql, &[&id]).await?.map(|r| r.try_get(0)).transpose()
+    let sql = format!(
+        "DELETE FROM {BUDGETS} t WHERE budget_id = $1 RETURNING jsonb_strip_nulls(to_jsonb(t))"
+    );
+    c.query_opt(&sql, &[&id])
+        .await?
+        .map(|r| r.try_get(0))
+        .transpose()
 }
 
 /// Deletes an organization and its memberships in one transaction, and
@@ -126,13 +144,18 @@ pub async fn delete_budget(c: &Client, id: &str) -> Result<Option<Value>, Error>
 /// row as it was, when it existed.
 pub async fn delete_org(c: &mut Client, id: &str) -> Result<Option<Value>, Error> {
     let tx = c.transaction().await?;
-    tx.execute(&format!("DELETE FROM {MEMBERS} WHERE organization_id = $1"), &[&id])
-        .await?;
+    tx.execute(
+        &format!("DELETE FROM {MEMBERS} WHERE organization_id = $1"),
+        &[&id],
+    )
+    .await?;
     for table in [r#""LiteLLM_TeamTable""#, r#""LiteLLM_VerificationToken""#] {
         let sql = format!("UPDATE {table} SET organization_id = NULL WHERE organization_id = $1");
         tx.execute(&sql, &[&id]).await?;
     }
-    let sql = format!("DELETE FROM {ORGS} t WHERE organization_id = $1 RETURNING jsonb_strip_nulls(to_jsonb(t))");
+    let sql = format!(
+        "DELETE FROM {ORGS} t WHERE organization_id = $1 RETURNING jsonb_strip_nulls(to_jsonb(t))"
+    );
     let row = tx.query_opt(&sql, &[&id]).await?;
     tx.commit().await?;
     row.map(|r| r.try_get(0)).transpose()
