@@ -588,3 +588,30 @@ fn organizations_in_memory() {
 fn organizations_in_postgres() {
     organizations(true);
 }
+
+/// Concurrent changes of one organization never lose one another: members
+/// added at once all join, and metadata given by concurrent updates is
+/// merged in one statement each.
+#[test]
+fn concurrent_organization_changes_are_all_kept() {
+    let (_db, gw) = start(true);
+    let org = ok(gw.post("/organization/new", &json!({"organization_alias": "Busy"})));
+    let org_id = org["organization_id"].as_str().unwrap().to_string();
+    std::thread::scope(|s| {
+        for i in 0..8 {
+            let (gw, org_id) = (&gw, &org_id);
+            s.spawn(move || {
+                let member = json!({"user_id": format!("cu{i}"), "role": "internal_user"});
+                let add = json!({"organization_id": org_id, "member": member});
+                ok(gw.post("/organization/member_add", &add));
+                let update = json!({"organization_id": org_id, "metadata": {format!("k{i}"): i}});
+                ok(call(gw, "PATCH", "/organization/update", &update));
+            });
+        }
+    });
+    let info = ok(gw.get(&format!("/organization/info?organization_id={org_id}")));
+    assert_eq!(info["members"].as_array().unwrap().len(), 8, "{info}");
+    for i in 0..8 {
+        assert_eq!(info["metadata"][format!("k{i}")], i, "{info}");
+    }
+}
