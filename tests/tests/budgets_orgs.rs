@@ -95,6 +95,13 @@ fn budgets(postgres: bool) {
         (json!({"max_budget": "ten"}), "max_budget"),
         (json!({"rpm_limit": 1.5}), "rpm_limit"),
         (json!({"max_budgett": 1}), "max_budgett"),
+        (json!({"tpd_limit": 10_000_000_000_000_i64}), "tpd_limit"),
+        (
+            json!({"max_parallel_requests": 3_000_000_000_i64}),
+            "max_parallel_requests",
+        ),
+        (json!({"max_budget": 2e9}), "max_budget"),
+        (json!({"budget_id": "b".repeat(20_000)}), "budget_id"),
         (
             json!({"model_max_budget": {"m": {"budget_limit": "x"}}}),
             "model_max_budget",

@@ -1,4 +1,5 @@
-//! Persistence of keys, teams, users, models and spend: one trait, two backends
+//! Persistence of keys, teams, users, models, budgets, organizations and
+//! spend: one trait, two backends
 //! (Postgres when `DATABASE_URL` is set, in-memory otherwise). Only the
 //! control-plane thread calls it; the request path reads caches.
 

@@ -126,7 +126,8 @@ fn utc_or_naive<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DateTime<Utc>>
         .transpose()
 }
 
-/// A table of [`BudgetRecord`]s, [`OrgRecord`]s or [`OrgMembership`]s.
+/// A table whose rows [`Store::patch_org_row`](super::Store::patch_org_row)
+/// writes: [`BudgetRecord`]s or [`OrgRecord`]s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OrgTable {
     /// `LiteLLM_BudgetTable`, by `budget_id`.
