@@ -140,16 +140,17 @@ pub async fn add(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
                 MemberOutcome::Changed => {}
             }
             let user = ctx.store.get_user(&m.user_id).await.map_err(store_err)?;
+            if let Some(joined) = membership(&ctx, &org_id, &m.user_id).await? {
+                let mut shown = membership_json(&joined, user.as_ref());
+                shown["user"] = Value::Null;
+                memberships.push(shown);
+            }
             users.extend(user.map(|u| Value::Object(object(&u))));
-            memberships.extend(membership(&ctx, &org_id, &m.user_id).await?);
         }
         Ok(json!({
             "organization_id": org_id,
             "updated_users": users,
-            "updated_organization_memberships": memberships
-                .iter()
-                .map(|m| Value::Object(object(m)))
-                .collect::<Vec<_>>(),
+            "updated_organization_memberships": memberships,
         }))
     })
     .await
