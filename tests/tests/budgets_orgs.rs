@@ -427,6 +427,12 @@ fn organizations(postgres: bool) {
         added["updated_users"][0]["user_email"], "u1@x.io",
         "{added}"
     );
+    let first = &added["updated_organization_memberships"][0];
+    assert_eq!(
+        (&first["user_email"], &first["organization_id"]),
+        (&json!("u1@x.io"), &json!(org_id)),
+        "{added}"
+    );
     let roles: Vec<&Value> = added["updated_organization_memberships"]
         .as_array()
         .unwrap()
