@@ -141,6 +141,7 @@ fn team(id: &str, created: DateTime<Utc>) -> TeamRecord {
     TeamRecord {
         team_id: id.into(),
         team_alias: Some(format!("team {id}")),
+        organization_id: Some("org-1".into()),
         models: vec!["gpt-4o".into()],
         members: vec!["u1".into(), "u2".into()],
         spend: 1.0,

@@ -11,10 +11,15 @@ LiteLLM's `hash_token`, every string of `litellm_params` encrypted with
 LiteLLM's `encrypt_value_helper` (one model with the default NaCl SecretBox,
 one with `encryption_algorithm: aes-256-gcm`).
 
+`setup` also inserts a budget, an organization using it and a membership,
+in LiteLLM's shape.
+
 `verify` reads back what the gateway wrote through LiteLLM's parsers: its
-pydantic `LiteLLM_SpendLogs` and `LiteLLM_VerificationToken` types, and its
+pydantic `LiteLLM_SpendLogs` and `LiteLLM_VerificationToken` types, its
 `decrypt_value_helper` for the params of the model the gateway stored on
-/model/new.
+/model/new, and its `LiteLLM_OrganizationTable`, `LiteLLM_BudgetTableFull`
+and `LiteLLM_OrganizationMembershipTable` types for the organization, budget
+and memberships the gateway made on /organization/*.
 
 LiteLLM's proxy server module cannot be imported here (it needs the proxy's
 optional dependencies and Prisma), so it is stubbed with the two globals the
@@ -38,6 +43,9 @@ _proxy_server.general_settings = {}
 sys.modules["litellm.proxy.proxy_server"] = _proxy_server
 
 import litellm_proxy_extras  # noqa: E402
+from litellm.models.budget import LiteLLM_BudgetTableFull  # noqa: E402
+from litellm.models.organization import LiteLLM_OrganizationTable  # noqa: E402
+from litellm.models.organization_membership import LiteLLM_OrganizationMembershipTable  # noqa: E402
 from litellm.models.spend_logs import LiteLLM_SpendLogs  # noqa: E402
 from litellm.models.verification_token import LiteLLM_VerificationToken  # noqa: E402
 from litellm.proxy._types import hash_token  # noqa: E402
@@ -142,6 +150,14 @@ def setup(url, api_base):
         INSERT INTO "LiteLLM_TeamMembership" (user_id, team_id, spend, total_spend)
             VALUES ('user-lite', 'team-lite', 0.25, 0.25);
         INSERT INTO "LiteLLM_EndUserTable" (user_id, alias, spend, blocked) VALUES ('end-user-lite', 'Lite end user', 0, false);
+        INSERT INTO "LiteLLM_BudgetTable" (budget_id, max_budget, tpm_limit, created_by, updated_by)
+            VALUES ('budget-lite', 40, 5000, 'litellm', 'litellm');
+        INSERT INTO "LiteLLM_OrganizationTable" (organization_id, organization_alias, budget_id, models,
+                metadata, spend, created_by, updated_by)
+            VALUES ('org-lite', 'Lite org', 'budget-lite', ARRAY['lite-gcm'], '{{"tier": "gold"}}'::jsonb, 1.5,
+                'litellm', 'litellm');
+        INSERT INTO "LiteLLM_OrganizationMembership" (user_id, organization_id, user_role)
+            VALUES ('user-lite', 'org-lite', 'org_admin');
         """,
     )
     keys = [
@@ -272,6 +288,25 @@ def verify(url, fx):
     assert decrypt_value_helper(value=params["api_key"], key="api_key") == new["api_key"]
     assert decrypt_value_helper(value=params["model"], key="model") == "openai/gpt-4o"
     checks.append("model params opened by LiteLLM")
+
+    # The organization, its budget and memberships the gateway made.
+    org_fx = fx["gateway_org"]
+    [org] = rows(url, f"SELECT * FROM \"LiteLLM_OrganizationTable\" WHERE organization_id = {lit(org_fx['id'])}")
+    [budget] = rows(url, f"SELECT * FROM \"LiteLLM_BudgetTable\" WHERE budget_id = {lit(org['budget_id'])}")
+    parsed_org = LiteLLM_OrganizationTable(**org, litellm_budget_table=budget)
+    assert parsed_org.organization_alias == org_fx["alias"], parsed_org
+    assert parsed_org.models == org_fx["models"] and parsed_org.spend == 0.0, parsed_org
+    assert parsed_org.metadata == org_fx["metadata"], parsed_org.metadata
+    assert parsed_org.litellm_budget_table.max_budget == org_fx["max_budget"], parsed_org.litellm_budget_table
+    parsed_budget = LiteLLM_BudgetTableFull(**budget)
+    assert parsed_budget.budget_duration == "30d" and parsed_budget.budget_reset_at is not None, parsed_budget
+    assert budget["created_by"] and budget["updated_by"], budget
+    members = rows(url, f"SELECT * FROM \"LiteLLM_OrganizationMembership\" WHERE organization_id = {lit(org_fx['id'])}")
+    parsed = [LiteLLM_OrganizationMembershipTable(**m) for m in members]
+    assert [(m.user_id, m.user_role) for m in parsed] == [(fx["user_id"], "internal_user")], parsed
+    [member_budget] = rows(url, f"SELECT * FROM \"LiteLLM_BudgetTable\" WHERE budget_id = {lit(parsed[0].budget_id)}")
+    assert LiteLLM_BudgetTableFull(**member_budget).max_budget == org_fx["member_budget"], member_budget
+    checks.append("organization, budget and membership parsed by LiteLLM")
     print("; ".join(checks))
 
 

@@ -191,11 +191,65 @@ fn a_litellm_database_serves_here_and_litellm_reads_what_the_gateway_wrote() {
         (n == 2 && spend > 0.5).then_some(())
     });
 
+    // The organization LiteLLM stored reads here; one made here, LiteLLM
+    // reads (below).
+    let org = gw
+        .get("/organization/info?organization_id=org-lite")
+        .expect_status(200)
+        .json();
+    assert_eq!(org["organization_alias"], "Lite org", "{org}");
+    assert_eq!(org["litellm_budget_table"]["tpm_limit"], 5000, "{org}");
+    assert_eq!(org["members"][0]["user_role"], "org_admin", "{org}");
+    assert_eq!(
+        (&org["spend"], &org["metadata"]["tier"]),
+        (&json!(1.5), &json!("gold")),
+        "{org}"
+    );
+    let gateway_org = json!({"id": "org-gw", "alias": "Gateway org", "models": ["lite-gcm"],
+        "metadata": {"owner": "gateway", "model_rpm_limit": {"lite-gcm": 3}}, "max_budget": 7.0,
+        "member_budget": 2.0});
+    gw.post(
+        "/organization/new",
+        &json!({"organization_id": "org-gw", "organization_alias": "Gateway org",
+            "models": ["lite-gcm"], "max_budget": 7, "budget_duration": "30d",
+            "metadata": {"owner": "gateway"}, "model_rpm_limit": {"lite-gcm": 3}}),
+    )
+    .expect_status(200);
+    gw.post(
+        "/organization/member_add",
+        &json!({"organization_id": "org-gw",
+            "member": {"user_id": "user-lite", "role": "internal_user"}}),
+    )
+    .expect_status(200);
+    gw.call(
+        "PATCH",
+        "/organization/member_update",
+        &[
+            ("Authorization", &format!("Bearer {MASTER_KEY}")),
+            ("Content-Type", "application/json"),
+        ],
+        json!({"organization_id": "org-gw", "user_id": "user-lite",
+            "max_budget_in_organization": 2})
+        .to_string()
+        .as_bytes(),
+    )
+    .expect_status(200);
+    // A budget an organization of LiteLLM's uses is kept (its foreign key).
+    assert_error(
+        &gw.post("/budget/delete", &json!({"id": "budget-lite"})),
+        400,
+    );
+
     let mut fixture = fixture;
+    fixture["gateway_org"] = gateway_org;
     fixture["new_model"] = json!({"name": "added-here", "id": "m-added-here", "api_key": new_key});
     let verified = harness(&["verify", db.url(), &fixture.to_string()]);
     assert!(
         verified.contains("model params opened by LiteLLM"),
+        "{verified}"
+    );
+    assert!(
+        verified.contains("organization, budget and membership parsed by LiteLLM"),
         "{verified}"
     );
 }

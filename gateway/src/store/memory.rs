@@ -2,8 +2,9 @@
 //! Nothing survives a restart (the start-up log says so).
 
 use super::{
-    next_reset, Change, KeyRecord, MemberOp, MemberOutcome, ModelRecord, RowKind, SpendFilter,
-    SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord,
+    next_reset, BudgetRecord, Change, KeyRecord, MemberOp, MemberOutcome, ModelRecord,
+    OrgMembership, OrgRecord, OrgTable, RowKind, SpendFilter, SpendLogRow, Store, StoreError,
+    TeamMember, TeamRecord, UserRecord,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -25,6 +26,10 @@ struct Tables {
     models: HashMap<String, ModelRecord>,
     /// `members_with_roles` by team id.
     roles: HashMap<String, Vec<TeamMember>>,
+    budgets: HashMap<String, BudgetRecord>,
+    orgs: HashMap<String, OrgRecord>,
+    /// Organization memberships by organization id, then user id.
+    org_members: HashMap<String, std::collections::BTreeMap<String, OrgMembership>>,
     /// The most recent rows, oldest first, at most [`MAX_SPEND_ROWS`].
     spend_logs: VecDeque<SpendLogRow>,
     /// Ids of the rows kept, so a replayed row is not counted twice.
@@ -90,6 +95,16 @@ fn patch_in<V: Serialize + DeserializeOwned>(
     }
     *row = serde_json::from_value(value).map_err(bad)?;
     Ok(true)
+}
+
+/// The rows of `map` with these ids (every one when `None`), by id.
+fn select<V: Clone>(map: &HashMap<String, V>, ids: Option<&[String]>) -> Vec<V> {
+    let mut found: Vec<(&String, &V)> = match ids {
+        Some(ids) => map.iter().filter(|(k, _)| ids.contains(k)).collect(),
+        None => map.iter().collect(),
+    };
+    found.sort_by(|a, b| a.0.cmp(b.0));
+    found.into_iter().map(|(_, v)| v.clone()).collect()
 }
 
 fn delete<V>(map: &mut HashMap<String, V>, ids: &[String]) -> Vec<String> {
@@ -407,6 +422,147 @@ impl Store for MemoryStore {
         Ok(self.with(|t| t.models.remove(model_id).is_some()))
     }
 
+    async fn budgets(&self, ids: Option<&[String]>) -> Result<Vec<BudgetRecord>, StoreError> {
+        Ok(self.with(|t| select(&t.budgets, ids)))
+    }
+
+    async fn insert_budget(&self, budget: &BudgetRecord) -> Result<(), StoreError> {
+        self.with(|t| insert(&mut t.budgets, &budget.budget_id, "budget", budget))
+    }
+
+    async fn delete_budget(&self, budget_id: &str) -> Result<Option<BudgetRecord>, StoreError> {
+        Ok(self.with(|t| t.budgets.remove(budget_id)))
+    }
+
+    async fn organizations(&self, ids: Option<&[String]>) -> Result<Vec<OrgRecord>, StoreError> {
+        Ok(self.with(|t| select(&t.orgs, ids)))
+    }
+
+    async fn insert_organization(
+        &self,
+        org: &OrgRecord,
+        budget: Option<&BudgetRecord>,
+    ) -> Result<(), StoreError> {
+        self.with(|t| {
+            if t.orgs.contains_key(&org.organization_id) {
+                return Err(StoreError::Conflict(format!(
+                    "organization {}",
+                    org.organization_id
+                )));
+            }
+            if let Some(b) = budget {
+                insert(&mut t.budgets, &b.budget_id, "budget", b)?;
+            }
+            insert(&mut t.orgs, &org.organization_id, "organization", org)
+        })
+    }
+
+    async fn patch_org_row(
+        &self,
+        table: OrgTable,
+        id: &str,
+        fields: &Map<String, Value>,
+    ) -> Result<bool, StoreError> {
+        if let Some(k) = fields
+            .keys()
+            .find(|k| !table.columns().contains(&k.as_str()))
+        {
+            return Err(StoreError::Query(format!("{k} cannot be patched")));
+        }
+        let mut fields = fields.clone();
+        fields.insert(
+            "updated_at".into(),
+            serde_json::to_value(Utc::now()).unwrap_or_default(),
+        );
+        self.with(|t| match table {
+            OrgTable::Budget => patch_in(&mut t.budgets, id, &fields),
+            OrgTable::Organization => {
+                if let (Some(Value::Object(new)), Some(org)) =
+                    (fields.get_mut("metadata"), t.orgs.get(id))
+                {
+                    let mut merged = org.metadata.clone();
+                    merged.extend(std::mem::take(new));
+                    *new = merged;
+                }
+                patch_in(&mut t.orgs, id, &fields)
+            }
+        })
+    }
+
+    async fn delete_organization(&self, org_id: &str) -> Result<Option<OrgRecord>, StoreError> {
+        Ok(self.with(|t| {
+            t.org_members.remove(org_id);
+            t.teams
+                .values_mut()
+                .filter(|team| team.organization_id.as_deref() == Some(org_id))
+                .for_each(|team| team.organization_id = None);
+            t.orgs.remove(org_id)
+        }))
+    }
+
+    async fn org_members(&self, org_id: &str) -> Result<Vec<OrgMembership>, StoreError> {
+        Ok(self.with(|t| {
+            t.org_members
+                .get(org_id)
+                .map(|m| m.values().cloned().collect())
+                .unwrap_or_default()
+        }))
+    }
+
+    async fn change_org_member(
+        &self,
+        op: MemberOp,
+        member: &OrgMembership,
+        user_email: Option<&str>,
+    ) -> Result<MemberOutcome, StoreError> {
+        let now = Utc::now();
+        Ok(self.with(|t| {
+            if !t.orgs.contains_key(&member.organization_id) {
+                return MemberOutcome::NoTeam;
+            }
+            let members = t
+                .org_members
+                .entry(member.organization_id.clone())
+                .or_default();
+            let id = &member.user_id;
+            let changed = match op {
+                MemberOp::Add if members.contains_key(id) => false,
+                MemberOp::Add => {
+                    let m = OrgMembership {
+                        spend: Some(0.0),
+                        created_at: Some(now),
+                        updated_at: Some(now),
+                        ..member.clone()
+                    };
+                    members.insert(id.clone(), m);
+                    t.users.entry(id.clone()).or_insert_with(|| UserRecord {
+                        user_id: id.clone(),
+                        user_email: user_email.map(str::to_string),
+                        user_role: Some("internal_user".into()),
+                        created_at: Some(now),
+                        ..Default::default()
+                    });
+                    true
+                }
+                MemberOp::Update => match members.get_mut(id) {
+                    Some(m) => {
+                        m.user_role = member.user_role.clone().or(m.user_role.take());
+                        m.budget_id = member.budget_id.clone().or(m.budget_id.take());
+                        m.updated_at = Some(now);
+                        true
+                    }
+                    None => false,
+                },
+                MemberOp::Remove => members.remove(id).is_some(),
+            };
+            if changed {
+                MemberOutcome::Changed
+            } else {
+                MemberOutcome::Unchanged
+            }
+        }))
+    }
+
     async fn record_spend(&self, rows: &[SpendLogRow]) -> Result<Vec<Change>, StoreError> {
         Ok(self.with(|t| {
             let mut changes = Vec::new();
@@ -448,6 +604,11 @@ impl Store for MemoryStore {
                         changes.push(Change::Team(id.clone()));
                     } else if let Some(team) = t.teams.get_mut(id) {
                         team.spend += row.spend;
+                        // An organization's spend is its teams' (LiteLLM's).
+                        let org = team.organization_id.as_deref();
+                        if let Some(o) = org.and_then(|o| t.orgs.get_mut(o)) {
+                            o.spend += row.spend;
+                        }
                     }
                 }
             }

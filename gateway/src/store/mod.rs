@@ -1,13 +1,16 @@
-//! Persistence of keys, teams, users, models and spend: one trait, two backends
+//! Persistence of keys, teams, users, models, budgets, organizations and
+//! spend: one trait, two backends
 //! (Postgres when `DATABASE_URL` is set, in-memory otherwise). Only the
 //! control-plane thread calls it; the request path reads caches.
 
 pub mod cipher;
 mod memory;
+pub mod orgs;
 pub mod postgres;
 mod records;
 
 pub use memory::MemoryStore;
+pub use orgs::{BudgetRecord, OrgMembership, OrgRecord, OrgTable};
 pub use records::{
     next_reset, parse_duration, usd_value, DurationError, KeyRecord, ModelRecord, SpendFilter,
     SpendLogRow, TeamRecord, UserRecord, MAX_DURATION, MODEL_WINDOWS,
@@ -55,7 +58,7 @@ pub enum MemberOp {
 /// What a [`MemberOp`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemberOutcome {
-    /// The team does not exist.
+    /// The team (or organization) does not exist.
     NoTeam,
     /// Nothing to do: already a member (add) or not one (update, remove).
     Unchanged,
@@ -102,6 +105,7 @@ impl RowKind {
             ],
             RowKind::Team => &[
                 "team_alias",
+                "organization_id",
                 "models",
                 "members",
                 "max_budget",
@@ -287,6 +291,46 @@ pub trait Store: Send + Sync {
     async fn update_model(&self, model: &ModelRecord) -> Result<bool, StoreError>;
     /// Deletes a model deployment; `false` if it did not exist.
     async fn delete_model(&self, model_id: &str) -> Result<bool, StoreError>;
+
+    /// Budget rows with these ids (every one when `None`), by id.
+    async fn budgets(&self, ids: Option<&[String]>) -> Result<Vec<BudgetRecord>, StoreError>;
+    /// Inserts a budget row (`Conflict` when its id is taken).
+    async fn insert_budget(&self, budget: &BudgetRecord) -> Result<(), StoreError>;
+    /// Deletes a budget row; the row as it was, when it existed.
+    async fn delete_budget(&self, budget_id: &str) -> Result<Option<BudgetRecord>, StoreError>;
+    /// Organizations with these ids (every one when `None`), by id.
+    async fn organizations(&self, ids: Option<&[String]>) -> Result<Vec<OrgRecord>, StoreError>;
+    /// Inserts `budget` (when given) and the organization, atomically
+    /// (`Conflict` naming which id was taken).
+    async fn insert_organization(
+        &self,
+        org: &OrgRecord,
+        budget: Option<&BudgetRecord>,
+    ) -> Result<(), StoreError>;
+    /// Writes only `fields` (names from [`OrgTable::columns`]) of row `id`
+    /// in one statement, `updated_at` with them; an organization's
+    /// `metadata` is merged into the stored one. `false` when the row does
+    /// not exist.
+    async fn patch_org_row(
+        &self,
+        table: OrgTable,
+        id: &str,
+        fields: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<bool, StoreError>;
+    /// Deletes an organization and its memberships, detaching its teams;
+    /// the row as it was, when it existed.
+    async fn delete_organization(&self, org_id: &str) -> Result<Option<OrgRecord>, StoreError>;
+    /// The memberships of an organization, by user id.
+    async fn org_members(&self, org_id: &str) -> Result<Vec<OrgMembership>, StoreError>;
+    /// Applies one membership change atomically: `Add` creates the user row
+    /// when missing (with `user_email`); `Update` writes the role and budget
+    /// given. `NoTeam` when the organization does not exist.
+    async fn change_org_member(
+        &self,
+        op: MemberOp,
+        member: &OrgMembership,
+        user_email: Option<&str>,
+    ) -> Result<MemberOutcome, StoreError>;
 
     /// Writes spend-log rows idempotently (by `request_id`) and adds the spend
     /// of newly written rows to their key, user and team, atomically.

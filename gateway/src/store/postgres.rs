@@ -19,6 +19,7 @@ mod keys;
 mod members;
 mod migrate;
 mod models;
+mod orgs;
 mod pool;
 mod spend;
 mod tls;
@@ -30,8 +31,9 @@ pub use tls::SslMode;
 
 use super::cipher::ParamCipher;
 use super::{
-    Change, KeyRecord, MemberOp, MemberOutcome, ModelRecord, RowKind, SpendFilter, SpendLogRow,
-    Store, StoreError, TeamMember, TeamRecord, UserRecord,
+    BudgetRecord, Change, KeyRecord, MemberOp, MemberOutcome, ModelRecord, OrgMembership,
+    OrgRecord, OrgTable, RowKind, SpendFilter, SpendLogRow, Store, StoreError, TeamMember,
+    TeamRecord, UserRecord,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -304,6 +306,72 @@ impl Store for PostgresStore {
         with_client!(self, c => models::delete(c, model_id))
     }
 
+    async fn budgets(&self, ids: Option<&[String]>) -> Result<Vec<BudgetRecord>, StoreError> {
+        from_rows(with_client!(self, c => orgs::select(c, OrgTable::Budget, ids))?)
+    }
+
+    async fn insert_budget(&self, budget: &BudgetRecord) -> Result<(), StoreError> {
+        let row = to_row(budget)?;
+        let inserted = with_client!(self, c => orgs::insert_budget(c, &row))?;
+        conflict_unless(inserted, "budget", &budget.budget_id)
+    }
+
+    async fn delete_budget(&self, budget_id: &str) -> Result<Option<BudgetRecord>, StoreError> {
+        let row = with_client!(self, c => orgs::delete_budget(c, budget_id))?;
+        Ok(from_rows(row.into_iter().collect())?.pop())
+    }
+
+    async fn organizations(&self, ids: Option<&[String]>) -> Result<Vec<OrgRecord>, StoreError> {
+        from_rows(with_client!(self, c => orgs::select(c, OrgTable::Organization, ids))?)
+    }
+
+    async fn insert_organization(
+        &self,
+        org: &OrgRecord,
+        budget: Option<&BudgetRecord>,
+    ) -> Result<(), StoreError> {
+        let row = to_row(org)?;
+        let budget_row = budget.map(to_row).transpose()?;
+        match with_client!(self, c => orgs::insert_org(c, &row, budget_row.as_ref()))? {
+            Ok(()) => Ok(()),
+            Err("budget") => conflict_unless(false, "budget", &org.budget_id),
+            Err(what) => conflict_unless(false, what, &org.organization_id),
+        }
+    }
+
+    async fn patch_org_row(
+        &self,
+        table: OrgTable,
+        id: &str,
+        fields: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<bool, StoreError> {
+        if let Some(k) = fields
+            .keys()
+            .find(|k| !table.columns().contains(&k.as_str()))
+        {
+            return Err(StoreError::Query(format!("{k} cannot be patched")));
+        }
+        with_client!(retry self, c => orgs::patch(c, table, id, fields))
+    }
+
+    async fn delete_organization(&self, org_id: &str) -> Result<Option<OrgRecord>, StoreError> {
+        let row = with_client!(retry self, c => orgs::delete_org(c, org_id))?;
+        Ok(from_rows(row.into_iter().collect())?.pop())
+    }
+
+    async fn org_members(&self, org_id: &str) -> Result<Vec<OrgMembership>, StoreError> {
+        from_rows(with_client!(self, c => orgs::members(c, org_id))?)
+    }
+
+    async fn change_org_member(
+        &self,
+        op: MemberOp,
+        member: &OrgMembership,
+        user_email: Option<&str>,
+    ) -> Result<MemberOutcome, StoreError> {
+        with_client!(retry self, c => orgs::change_member(c, op, member, user_email))
+    }
+
     async fn record_spend(&self, rows: &[SpendLogRow]) -> Result<Vec<Change>, StoreError> {
         if rows.is_empty() {
             return Ok(Vec::new());
@@ -331,6 +399,20 @@ impl Store for PostgresStore {
     async fn ping(&self) -> Result<(), StoreError> {
         with_client!(self, c => c.simple_query("SELECT 1")).map(drop)
     }
+}
+
+/// A record as a JSON row for [`orgs`].
+fn to_row<T: serde::Serialize>(record: &T) -> Result<serde_json::Value, StoreError> {
+    serde_json::to_value(record).map_err(|e| StoreError::Query(e.to_string()))
+}
+
+/// JSON rows from [`orgs`] as records.
+fn from_rows<T: serde::de::DeserializeOwned>(
+    rows: Vec<serde_json::Value>,
+) -> Result<Vec<T>, StoreError> {
+    rows.into_iter()
+        .map(|r| serde_json::from_value(r).map_err(|e| StoreError::Query(e.to_string())))
+        .collect()
 }
 
 /// `Conflict` when an insert found its id taken.

@@ -70,6 +70,9 @@ pub struct TeamRecord {
     pub team_id: String,
     /// Label.
     pub team_alias: Option<String>,
+    /// The organization the team belongs to.
+    #[serde(default)]
+    pub organization_id: Option<String>,
     /// Allowed model groups; empty means all.
     pub models: Vec<String>,
     /// Member user ids.

@@ -51,7 +51,6 @@ pub const KEY: &[(&str, Kind)] = &[
 
 /// `NewTeamRequest` (with `TeamBase`) and `UpdateTeamRequest`.
 pub const TEAM: &[(&str, Kind)] = &[
-    ("organization_id", Str),
     ("admins", List),
     ("team_member_permissions", List),
     ("tpd_limit", Int),

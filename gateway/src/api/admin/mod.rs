@@ -6,6 +6,7 @@
 
 mod accepted;
 mod body;
+mod budgets;
 mod db;
 pub mod fuzz;
 mod issue;
@@ -13,6 +14,9 @@ mod keys;
 mod members;
 mod model_groups;
 mod models;
+mod org_members;
+mod org_routes;
+mod orgs;
 pub(super) mod query;
 mod spend;
 mod teams;
@@ -23,6 +27,7 @@ use crate::error::GatewayError;
 use crate::http1::RequestHead;
 use crate::server::{HeadBuilder, Responder};
 use crate::state::Worker;
+use org_routes::OrgRoute;
 use query::Query;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -36,6 +41,8 @@ pub fn is_admin_path(path: &str) -> bool {
         "/model/",
         "/spend/",
         "/model_group/",
+        "/budget/",
+        "/organization/",
     ]
     .iter()
     .any(|prefix| path.starts_with(prefix))
@@ -83,12 +90,17 @@ enum Endpoint<'a> {
     ModelDelete,
     SpendLogs,
     GlobalSpend,
+    /// `/budget/*` and `/organization/*` ([`org_routes`]).
+    Org(OrgRoute),
 }
 
 impl<'a> Endpoint<'a> {
     /// The endpoint of a method and path, if any.
     fn parse(method: &str, path: &'a str) -> Option<Endpoint<'a>> {
         use Endpoint::*;
+        if let Some(route) = org_routes::parse(method, path) {
+            return Some(Org(route));
+        }
         let get = method == "GET" || method == "HEAD";
         let post = method == "POST";
         let endpoint = match path {
@@ -215,6 +227,7 @@ async fn answer(
         ModelDelete => models::delete(worker, body).await,
         SpendLogs => spend::logs(worker, q).await,
         GlobalSpend => spend::global(worker, q).await,
+        Org(route) => org_routes::answer(worker, &caller, route, q, body).await,
     }
 }
 

@@ -21,6 +21,7 @@ use serde_json::{json, Map, Value};
 pub struct TeamRequest {
     team_id: Option<String>,
     team_alias: Patch<String>,
+    organization_id: Patch<String>,
     models: Patch<Vec<String>>,
     max_budget: Patch<f64>,
     budget_duration: Patch<String>,
@@ -116,6 +117,7 @@ impl TeamRequest {
     /// Applies the given fields to `t` as of `now`.
     fn apply(self, t: &mut TeamRecord, now: DateTime<Utc>) -> Result<(), GatewayError> {
         self.team_alias.apply(&mut t.team_alias);
+        self.organization_id.apply(&mut t.organization_id);
         self.models.apply_or_default(&mut t.models);
         self.max_budget
             .apply_amount("max_budget", &mut t.max_budget)?;
@@ -216,6 +218,9 @@ pub async fn new(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
     };
     req.apply(&mut team, now)?;
     run(worker, move |ctx| async move {
+        if let Some(org) = &team.organization_id {
+            super::orgs::check_team(&ctx, &team, org).await?;
+        }
         ctx.store.insert_team(&team).await.map_err(store_err)?;
         let mut changes = vec![Change::Team(team.team_id.clone())];
         changes.extend(sync_members(&ctx, &team.team_id, &[], &team.members).await?);
@@ -257,11 +262,15 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
     let mut req = TeamRequest::read(body)?;
     let team_id = req.team_id.take().ok_or_else(|| missing("team_id"))?;
     let members = req.take_members()?;
+    let org_given = req.organization_id.is_given();
     let team = run(worker, move |ctx| async move {
         let old = db::team(&ctx, &team_id).await?;
         let mut team = old.clone();
         let before = team.members.clone();
         req.apply(&mut team, Utc::now())?;
+        if let (true, Some(org)) = (org_given, &team.organization_id) {
+            super::orgs::check_team(&ctx, &team, org).await?;
+        }
         let mut roles = Vec::new();
         if let Some((members, given)) = members {
             team.members = members;
@@ -294,6 +303,35 @@ struct DeleteTeams {
     team_ids: Vec<String>,
 }
 
+/// Deletes the teams, their keys and their place in members' `teams`;
+/// the ids that existed and the changes to publish.
+pub(super) async fn delete_rows(
+    ctx: &Ctx,
+    team_ids: &[String],
+) -> Result<(Vec<String>, Vec<Change>), GatewayError> {
+    let mut changes = Vec::new();
+    if team_ids.is_empty() {
+        return Ok((Vec::new(), changes));
+    }
+    for id in team_ids {
+        let Some(team) = ctx.store.get_team(id).await.map_err(store_err)? else {
+            continue;
+        };
+        let keys = ctx
+            .store
+            .list_keys(None, Some(id))
+            .await
+            .map_err(store_err)?;
+        let tokens: Vec<String> = keys.into_iter().map(|k| k.token).collect();
+        let deleted = ctx.store.delete_keys(&tokens).await.map_err(store_err)?;
+        changes.extend(deleted.into_iter().map(Change::Key));
+        changes.extend(sync_members(ctx, id, &team.members, &[]).await?);
+    }
+    let gone = ctx.store.delete_teams(team_ids).await.map_err(store_err)?;
+    changes.extend(gone.iter().cloned().map(Change::Team));
+    Ok((gone, changes))
+}
+
 /// `POST /team/delete`: the teams, their keys and their place in members'
 /// `teams`; 404 when none existed.
 pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
@@ -303,23 +341,7 @@ pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
     }
     let asked = team_ids.join(", ");
     let gone = run(worker, move |ctx| async move {
-        let mut changes = Vec::new();
-        for id in &team_ids {
-            let Some(team) = ctx.store.get_team(id).await.map_err(store_err)? else {
-                continue;
-            };
-            let keys = ctx
-                .store
-                .list_keys(None, Some(id))
-                .await
-                .map_err(store_err)?;
-            let tokens: Vec<String> = keys.into_iter().map(|k| k.token).collect();
-            let deleted = ctx.store.delete_keys(&tokens).await.map_err(store_err)?;
-            changes.extend(deleted.into_iter().map(Change::Key));
-            changes.extend(sync_members(&ctx, id, &team.members, &[]).await?);
-        }
-        let gone = ctx.store.delete_teams(&team_ids).await.map_err(store_err)?;
-        changes.extend(gone.iter().cloned().map(Change::Team));
+        let (gone, changes) = delete_rows(&ctx, &team_ids).await?;
         ctx.publish(&changes).await;
         Ok(gone)
     })

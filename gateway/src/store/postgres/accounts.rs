@@ -11,24 +11,26 @@ use std::collections::HashSet;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Error, Row};
 
-const SELECT_TEAM: &str = r#"SELECT team_id, team_alias, models, members, spend::float8 AS spend,
+const SELECT_TEAM: &str = r#"SELECT team_id, team_alias, organization_id, models, members, spend::float8 AS spend,
     max_budget::float8 AS max_budget, budget_duration,
     budget_reset_at::timestamp AS budget_reset_at, tpm_limit::int8 AS tpm_limit,
     rpm_limit::int8 AS rpm_limit, max_parallel_requests::int8 AS max_parallel_requests, blocked,
     allowed_model_region, metadata::jsonb AS metadata, created_at::timestamp AS created_at
 FROM "LiteLLM_TeamTable""#;
 
-/// `$1` id, `$2..$14` fields, `$15` now, `$16` spend.
+/// `$1` id, `$2..$14` fields, `$15` now, `$16` organization, `$17` spend.
 const INSERT_TEAM: &str = r#"INSERT INTO "LiteLLM_TeamTable" (team_id, team_alias, models,
     members, max_budget, budget_duration, budget_reset_at, tpm_limit, rpm_limit,
-    max_parallel_requests, blocked, allowed_model_region, metadata, created_at, updated_at, spend)
+    max_parallel_requests, blocked, allowed_model_region, metadata, created_at, updated_at,
+    organization_id, spend)
 VALUES ($1::text, $2::text, $3::text[], $4::text[], $5::float8, $6::text, $7::timestamp,
     $8::int8, $9::int8, $10::int8, $11::bool, $12::text, $13::jsonb,
-    COALESCE($14::timestamp, $15::timestamp), $15::timestamp, $16::float8)
+    COALESCE($14::timestamp, $15::timestamp), $15::timestamp, $16::text, $17::float8)
 ON CONFLICT (team_id) DO NOTHING"#;
 
-/// `$1` id, `$2..$14` fields, `$15` now.
+/// `$1` id, `$2..$14` fields, `$15` now, `$16` organization.
 const UPDATE_TEAM: &str = r#"UPDATE "LiteLLM_TeamTable" SET team_alias = $2::text,
+    organization_id = $16::text,
     models = $3::text[], members = $4::text[], max_budget = $5::float8,
     budget_duration = $6::text, budget_reset_at = $7::timestamp, tpm_limit = $8::int8,
     rpm_limit = $9::int8, max_parallel_requests = $10::int8, blocked = $11::bool,
@@ -134,6 +136,7 @@ pub async fn write_team(c: &mut Client, t: &TeamRecord, insert: bool) -> Result<
         &metadata,
         &created,
         &now,
+        &t.organization_id,
     ];
     let sql = if insert {
         params.push(&t.spend);
@@ -199,6 +202,7 @@ fn team(row: &Row) -> Result<TeamRecord, Error> {
     Ok(TeamRecord {
         team_id: row.try_get("team_id")?,
         team_alias: row.try_get("team_alias")?,
+        organization_id: row.try_get("organization_id")?,
         models: row
             .try_get::<_, Option<Vec<String>>>("models")?
             .unwrap_or_default(),

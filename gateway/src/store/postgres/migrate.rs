@@ -28,6 +28,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0005_litellm_round_trip",
         include_str!("../../../../migrations/0005_litellm_round_trip.sql"),
     ),
+    (
+        "0006_litellm_organizations",
+        include_str!("../../../../migrations/0006_litellm_organizations.sql"),
+    ),
 ];
 
 /// Advisory lock key taken by every migration transaction ("gateway" in

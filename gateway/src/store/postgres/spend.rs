@@ -120,6 +120,7 @@ pub async fn record(session: &mut Session, rows: &[SpendLogRow]) -> Result<Vec<C
     add_model_spend(&tx, &totals.key_models).await?;
     add_spend(&tx, r#""LiteLLM_UserTable""#, "user_id", &totals.users).await?;
     add_spend(&tx, r#""LiteLLM_TeamTable""#, "team_id", &totals.teams).await?;
+    add_org_spend(&tx, &totals.teams).await?;
     add_lifetime_spend(&tx, &inserted).await?;
     // Keys with rows of an earlier period: their caches counted those rows
     // as unflushed spend, and must read the figure that leaves them out.
@@ -429,6 +430,28 @@ async fn add_spend(
         .collect::<Result<_, _>>()?;
     updated.sort();
     Ok(updated)
+}
+
+/// Adds the teams' spend to their organizations' (LiteLLM's
+/// `LiteLLM_OrganizationTable.spend`), locking those rows in id order.
+async fn add_org_spend(tx: &Transaction<'_>, teams: &BTreeMap<String, f64>) -> Result<(), Error> {
+    if teams.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<&String> = teams.keys().collect();
+    let values: Vec<f64> = teams.values().copied().collect();
+    let sql = r#"WITH v AS (
+            SELECT t.organization_id AS id, sum(v.amount) AS amount
+            FROM unnest($1::text[], $2::float8[]) AS v(team, amount)
+            JOIN "LiteLLM_TeamTable" t ON t.team_id = v.team
+            WHERE t.organization_id IS NOT NULL GROUP BY 1),
+        locked AS (
+            SELECT o.organization_id FROM "LiteLLM_OrganizationTable" o JOIN v ON v.id = o.organization_id
+            ORDER BY o.organization_id COLLATE "C" FOR UPDATE OF o)
+        UPDATE "LiteLLM_OrganizationTable" o SET spend = o.spend + v.amount
+        FROM v, locked WHERE o.organization_id = v.id AND locked.organization_id = v.id"#;
+    tx.execute(sql, &[&ids, &values]).await?;
+    Ok(())
 }
 
 /// Adds spend per model group to keys' `model_spend` (rows already locked
