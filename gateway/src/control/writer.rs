@@ -280,6 +280,7 @@ mod tests {
             status_code: 200,
             error_class: None,
             error_message: None,
+            end_user: None,
         }
     }
 

@@ -1,9 +1,12 @@
 //! The in-memory store: the same API on one machine without a database.
 //! Nothing survives a restart (the start-up log says so).
 
+mod end_users;
+
 use super::{
-    next_reset, Change, KeyRecord, MemberOp, MemberOutcome, ModelRecord, RowKind, SpendFilter,
-    SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord,
+    next_reset, Change, EndUserBudget, EndUserRecord, EndUserUpdate, KeyRecord, MemberOp,
+    MemberOutcome, ModelRecord, RowKind, SpendFilter, SpendLogRow, Store, StoreError, TeamMember,
+    TeamRecord, UserRecord,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -33,6 +36,8 @@ struct Tables {
     /// last reset), by `key:<token>`, `user:<id>`, `team:<id>`: rows settled
     /// before it do not count.
     periods: HashMap<String, DateTime<Utc>>,
+    /// End users and their budget rows.
+    end_users: end_users::EndUsers,
 }
 
 impl Tables {
@@ -407,6 +412,59 @@ impl Store for MemoryStore {
         Ok(self.with(|t| t.models.remove(model_id).is_some()))
     }
 
+    async fn get_end_user(&self, user_id: &str) -> Result<Option<EndUserRecord>, StoreError> {
+        Ok(self.with(|t| t.end_users.get(user_id)))
+    }
+
+    async fn insert_end_user(
+        &self,
+        user: &EndUserRecord,
+        budget: Option<&EndUserBudget>,
+    ) -> Result<(), StoreError> {
+        self.with(|t| t.end_users.insert(user, budget))
+    }
+
+    async fn update_end_user(
+        &self,
+        user_id: &str,
+        update: &EndUserUpdate,
+        new_budget_id: &str,
+    ) -> Result<Option<Vec<String>>, StoreError> {
+        Ok(self.with(|t| t.end_users.update(user_id, update, new_budget_id)))
+    }
+
+    async fn set_end_users_blocked(
+        &self,
+        ids: &[String],
+        blocked: bool,
+    ) -> Result<Vec<EndUserRecord>, StoreError> {
+        Ok(self.with(|t| t.end_users.set_blocked(ids, blocked)))
+    }
+
+    async fn delete_end_users(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
+        Ok(self.with(|t| t.end_users.delete(ids)))
+    }
+
+    async fn list_end_users(
+        &self,
+        offset: i64,
+        limit: i64,
+        search: Option<&str>,
+    ) -> Result<Vec<EndUserRecord>, StoreError> {
+        Ok(self.with(|t| t.end_users.list(offset, limit, search)))
+    }
+
+    async fn restricted_end_users(
+        &self,
+        sink: &mut (dyn for<'t> FnMut(&'t str, bool) + Send),
+    ) -> Result<usize, StoreError> {
+        Ok(self.with(|t| t.end_users.restricted(sink)))
+    }
+
+    async fn budget_exists(&self, budget_id: &str) -> Result<bool, StoreError> {
+        Ok(self.with(|t| t.end_users.budget_exists(budget_id)))
+    }
+
     async fn record_spend(&self, rows: &[SpendLogRow]) -> Result<Vec<Change>, StoreError> {
         Ok(self.with(|t| {
             let mut changes = Vec::new();
@@ -448,6 +506,11 @@ impl Store for MemoryStore {
                         changes.push(Change::Team(id.clone()));
                     } else if let Some(team) = t.teams.get_mut(id) {
                         team.spend += row.spend;
+                    }
+                }
+                if let Some(id) = &row.end_user {
+                    if t.end_users.add_spend(id, row.spend) {
+                        changes.push(Change::EndUser(id.clone()));
                     }
                 }
             }
@@ -515,10 +578,11 @@ impl Store for MemoryStore {
                     Change::Key(id) => format!("key:{id}"),
                     Change::User(id) => format!("user:{id}"),
                     Change::Team(id) => format!("team:{id}"),
-                    Change::Model(_) => continue,
+                    Change::Model(_) | Change::EndUser(_) => continue,
                 };
                 t.periods.insert(scoped, now);
             }
+            changes.extend(t.end_users.reset_due(now).into_iter().map(Change::EndUser));
             changes
         }))
     }

@@ -6,6 +6,7 @@
 
 mod accepted;
 mod body;
+mod customers;
 mod db;
 pub mod fuzz;
 mod issue;
@@ -36,6 +37,8 @@ pub fn is_admin_path(path: &str) -> bool {
         "/model/",
         "/spend/",
         "/model_group/",
+        "/customer/",
+        "/end_user/",
     ]
     .iter()
     .any(|prefix| path.starts_with(prefix))
@@ -83,12 +86,16 @@ enum Endpoint<'a> {
     ModelDelete,
     SpendLogs,
     GlobalSpend,
+    Customer(customers::Op),
 }
 
 impl<'a> Endpoint<'a> {
     /// The endpoint of a method and path, if any.
     fn parse(method: &str, path: &'a str) -> Option<Endpoint<'a>> {
         use Endpoint::*;
+        if let Some(op) = customers::route(method, path) {
+            return Some(Customer(op));
+        }
         let get = method == "GET" || method == "HEAD";
         let post = method == "POST";
         let endpoint = match path {
@@ -215,6 +222,7 @@ async fn answer(
         ModelDelete => models::delete(worker, body).await,
         SpendLogs => spend::logs(worker, q).await,
         GlobalSpend => spend::global(worker, q).await,
+        Customer(op) => customers::handle(worker, op, q, body).await,
     }
 }
 

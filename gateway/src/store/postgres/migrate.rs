@@ -28,6 +28,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0005_litellm_round_trip",
         include_str!("../../../../migrations/0005_litellm_round_trip.sql"),
     ),
+    (
+        "0007_litellm_end_users",
+        include_str!("../../../../migrations/0007_litellm_end_users.sql"),
+    ),
 ];
 
 /// Advisory lock key taken by every migration transaction ("gateway" in
