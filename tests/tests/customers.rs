@@ -402,3 +402,69 @@ fn an_end_users_rpm_limit_applies_to_it_alone() {
         assert_eq!(chat(&gw, "chatty").status, 200, "{store}");
     }
 }
+
+#[test]
+fn an_end_users_budget_period_resets_its_spend() {
+    for (store, _db, gw) in gateways() {
+        admin(
+            &gw,
+            "/customer/new",
+            json!({"user_id": "monthly", "max_budget": 0.003, "budget_duration": "2s"}),
+        );
+        let mut served = 0;
+        while chat(&gw, "monthly").status == 200 {
+            served += 1;
+            assert!(served < 10, "{store}: never refused");
+        }
+        // Once the period ends, the spend is zeroed and requests pass again.
+        e2e::eventually("the budget period's reset", Duration::from_secs(15), || {
+            (chat(&gw, "monthly").status == 200).then_some(())
+        });
+        let row = info(&gw, "monthly").expect_status(200).json();
+        assert!(
+            row["litellm_budget_table"]["budget_reset_at"].is_string(),
+            "{store}: the next reset is scheduled: {row}"
+        );
+    }
+}
+
+#[test]
+fn concurrent_updates_of_one_end_user_keep_every_field() {
+    for (store, _db, gw) in gateways() {
+        admin(
+            &gw,
+            "/customer/new",
+            json!({"user_id": "busy", "max_budget": 1.0}),
+        );
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for i in 0..20 {
+                    admin(
+                        &gw,
+                        "/customer/update",
+                        json!({"user_id": "busy", "alias": format!("alias-{i}")}),
+                    );
+                }
+            });
+            s.spawn(|| {
+                for i in 0..20 {
+                    admin(
+                        &gw,
+                        "/customer/update",
+                        json!({"user_id": "busy", "rpm_limit": 100 + i}),
+                    );
+                }
+            });
+        });
+        let row = info(&gw, "busy").expect_status(200).json();
+        assert_eq!(row["alias"], "alias-19", "{store}: {row}");
+        assert_eq!(
+            row["litellm_budget_table"]["rpm_limit"], 119,
+            "{store}: {row}"
+        );
+        assert_eq!(
+            row["litellm_budget_table"]["max_budget"], 1.0,
+            "{store}: {row}"
+        );
+    }
+}
