@@ -78,8 +78,11 @@ impl EndUsers {
 
     /// Sets `blocked`; blocking creates missing rows.
     pub(super) fn set_blocked(&mut self, ids: &[String], blocked: bool) -> Vec<EndUserRecord> {
-        let mut out = Vec::new();
+        let mut out: Vec<EndUserRecord> = Vec::new();
         for id in ids {
+            if out.iter().any(|u| &u.user_id == id) {
+                continue;
+            }
             if blocked && !self.rows.contains_key(id) {
                 let row = EndUserRecord {
                     user_id: id.clone(),
