@@ -468,3 +468,31 @@ fn concurrent_updates_of_one_end_user_keep_every_field() {
         );
     }
 }
+
+#[test]
+fn a_change_made_on_one_replica_reaches_the_other() {
+    let db = TestDb::create();
+    let config = json!({
+        "model_list": [{
+            "model_name": "priced",
+            "litellm_params": {"model": "mock/priced", "mock_response": "hi",
+                "input_cost_per_token": INPUT_COST, "output_cost_per_token": OUTPUT_COST},
+        }],
+        "general_settings": {"master_key": MASTER_KEY},
+    });
+    let a = Gateway::start_json(&config, &[("DATABASE_URL", db.url())]);
+    let b = Gateway::start_json(&config, &[("DATABASE_URL", db.url())]);
+    assert_eq!(chat(&b, "roaming").status, 200);
+    admin(&a, "/customer/block", json!({"user_ids": ["roaming"]}));
+    e2e::eventually(
+        "the block to reach the other replica",
+        Duration::from_secs(10),
+        || (chat(&b, "roaming").status == 400).then_some(()),
+    );
+    admin(&a, "/customer/unblock", json!({"user_ids": ["roaming"]}));
+    e2e::eventually(
+        "the unblock to reach the other replica",
+        Duration::from_secs(10),
+        || (chat(&b, "roaming").status == 200).then_some(()),
+    );
+}
