@@ -496,3 +496,85 @@ fn a_change_made_on_one_replica_reaches_the_other() {
         || (chat(&b, "roaming").status == 200).then_some(()),
     );
 }
+
+/// The cost of an answered request, from its usage.
+fn cost_of(body: &Value) -> f64 {
+    let usage = &body["usage"];
+    usage["prompt_tokens"].as_f64().expect("prompt_tokens") * INPUT_COST
+        + usage["completion_tokens"]
+            .as_f64()
+            .expect("completion_tokens")
+            * OUTPUT_COST
+}
+
+#[test]
+fn two_replicas_sharing_redis_keep_an_end_user_within_its_budget() {
+    let db = TestDb::create();
+    let redis = e2e::PrivateRedis::start();
+    let config = json!({
+        "model_list": [{
+            "model_name": "priced",
+            "litellm_params": {"model": "mock/priced", "mock_latency_ms": 30,
+                "mock_response": "one two three four five six seven eight nine ten",
+                "input_cost_per_token": INPUT_COST, "output_cost_per_token": OUTPUT_COST},
+        }],
+        "general_settings": {"master_key": MASTER_KEY},
+    });
+    let url = redis.url();
+    let env = [("DATABASE_URL", db.url()), ("REDIS_URL", url.as_str())];
+    let replicas = [
+        Gateway::start_json(&config, &env),
+        Gateway::start_json(&config, &env),
+    ];
+    let budget = 0.01;
+    admin(
+        &replicas[0],
+        "/customer/new",
+        json!({"user_id": "shared", "max_budget": budget}),
+    );
+    // Each replica alone would admit about the whole budget; together they
+    // must not pass it. Senders stop after three refusals in a row.
+    let spent: f64 = std::thread::scope(|s| {
+        let senders: Vec<_> = (0..8)
+            .map(|i| {
+                let gw = &replicas[i % 2];
+                s.spawn(move || {
+                    let (mut costs, mut refusals) = (0.0, 0);
+                    for _ in 0..40 {
+                        let resp = chat(gw, "shared");
+                        match resp.status {
+                            200 => {
+                                refusals = 0;
+                                costs += cost_of(&resp.json());
+                            }
+                            422 => {
+                                refusals += 1;
+                                if refusals == 3 {
+                                    break;
+                                }
+                                std::thread::sleep(Duration::from_millis(60));
+                            }
+                            other => panic!("unexpected {other}: {}", resp.text()),
+                        }
+                    }
+                    costs
+                })
+            })
+            .collect();
+        senders.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    assert!(spent > 0.0, "nothing admitted");
+    assert!(
+        spent <= budget + 1e-9,
+        "two replicas overshot the end user's budget: spent {spent} of {budget}"
+    );
+    let hash = "{budget:end_user:shared}";
+    e2e::eventually(
+        "the end user's counter in Redis",
+        Duration::from_secs(5),
+        || match redis.command(&["HGET", hash, "reserved"]) {
+            e2e::redis::Reply::Bulk(Some(v)) if v == "0" => Some(()),
+            _ => None,
+        },
+    );
+}
