@@ -65,16 +65,6 @@ impl EndUserCache {
         self.misses.note_miss(id.to_string());
     }
 
-    /// Number of restricted end users cached.
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// Whether none is cached.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
     /// Reads the ids of every restricted end user into the set, and the
     /// cached ones again (start-up, periodically, after the change listener
     /// reconnects: changes nobody announced, such as a LiteLLM proxy's on
