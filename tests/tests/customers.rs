@@ -578,3 +578,21 @@ fn two_replicas_sharing_redis_keep_an_end_user_within_its_budget() {
         },
     );
 }
+
+#[test]
+fn an_end_users_region_limits_the_deployments_that_serve_it() {
+    for (store, _db, gw) in gateways() {
+        admin(
+            &gw,
+            "/customer/new",
+            json!({"user_id": "european", "allowed_model_region": "eu"}),
+        );
+        // The only deployment has no region: none may serve this end user.
+        let err = assert_error(&chat(&gw, "european"), 400);
+        assert!(
+            error_message(&err).contains("allowed region"),
+            "{store}: {err:?}"
+        );
+        assert_eq!(chat(&gw, "anywhere").status, 200, "{store}");
+    }
+}

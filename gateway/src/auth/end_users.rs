@@ -1,6 +1,6 @@
 //! End users (the body's `user`) as the request path reads them: a
-//! lock-free cache of the end users whose row restricts them (blocked, or
-//! a budget row with a budget or limits), beside the set of every such id
+//! lock-free cache of the end users whose row restricts them (blocked, a
+//! budget row with a budget or limits, a region), beside the set of every such id
 //! the store holds ([`KnownKeys`] over the id's sha256). As in LiteLLM,
 //! which reads only its "restricted" end users, an id outside the set
 //! costs nothing: no row, or a row that restricts nothing, means no

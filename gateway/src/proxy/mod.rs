@@ -274,7 +274,12 @@ async fn serve(
     let shared = &worker.shared;
     let router = shared.models.router_for(&shared.control, &model).await;
     let input = PlanInput {
-        allowed_regions: principal.allowed_regions(),
+        // The end user's region, else the key's (its team's).
+        allowed_regions: end_user
+            .as_ref()
+            .and_then(|e| e.record.allowed_model_region.clone())
+            .map(|region| vec![region])
+            .or_else(|| principal.allowed_regions()),
         prompt_tokens: if router.needs_prompt_estimate(prompt.upper_bound()) {
             prompt.get()
         } else {

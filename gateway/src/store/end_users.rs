@@ -62,11 +62,11 @@ pub struct EndUserBudget {
 }
 
 impl EndUserRecord {
-    /// Whether the row restricts what its end user may do (blocked, or a
-    /// budget row): only such rows are read on the request path, as
-    /// LiteLLM reads only its "restricted" end users.
+    /// Whether the row restricts what its end user may do (blocked, a
+    /// budget row, a region): only such rows are read on the request path,
+    /// as LiteLLM reads only its "restricted" end users.
     pub fn is_restricted(&self) -> bool {
-        self.blocked || self.budget_id.is_some()
+        self.blocked || self.budget_id.is_some() || self.allowed_model_region.is_some()
     }
 }
 

@@ -310,7 +310,7 @@ pub async fn restricted(
     let rows = c
         .query(
             r#"SELECT user_id, blocked FROM "LiteLLM_EndUserTable"
-            WHERE blocked OR budget_id IS NOT NULL"#,
+            WHERE blocked OR budget_id IS NOT NULL OR allowed_model_region IS NOT NULL"#,
             &[],
         )
         .await?;
