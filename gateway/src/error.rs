@@ -46,6 +46,24 @@ pub enum GatewayError {
         /// exhaust the budget.
         reserve: Option<f64>,
     },
+    /// The request's end user (its `user`) is over its budget row's
+    /// `max_budget`: LiteLLM's message.
+    #[error("ExceededBudget: End User={end_user} over budget. Spend={spend}, Budget={max}{}", .reserve.map(|r| format!("; this request would reserve up to {r} USD (set max_tokens to reserve less)")).unwrap_or_default())]
+    EndUserBudgetExceeded {
+        /// The end user's id.
+        end_user: String,
+        /// Its spend so far, USD.
+        spend: f64,
+        /// Its budget, USD.
+        max: f64,
+        /// The worst-case cost that did not fit, when the spend alone did
+        /// not exhaust the budget.
+        reserve: Option<f64>,
+    },
+    /// The request's end user is blocked (`/customer/block`): LiteLLM's
+    /// blocked-user refusal.
+    #[error("User blocked from making LLM API Calls. User={0}")]
+    EndUserBlocked(String),
     /// The management API needs the master key or an admin key.
     #[error("Only the proxy admin (master key or an admin key) can call {0}")]
     NotAdmin(String),
@@ -63,6 +81,17 @@ pub enum GatewayError {
     /// A key, team or user that already exists.
     #[error("{0} already exists")]
     Conflict(String),
+    /// An end user (`/customer/*`) that does not exist: LiteLLM's message.
+    #[error("{message}")]
+    CustomerNotFound {
+        /// LiteLLM's message, naming the ids.
+        message: String,
+        /// The field that named them.
+        param: &'static str,
+    },
+    /// `/customer/new` of an id that exists: LiteLLM's message.
+    #[error("Customer already exists, passed user_id={0}. Please pass a new user_id.")]
+    CustomerExists(String),
     /// The database failed a management call.
     #[error("Database error: {0}")]
     Store(String),
@@ -263,9 +292,11 @@ impl GatewayError {
             ModelAccessDenied { .. } | NotAdmin(_) => 403,
             // LiteLLM's `budget_exceeded_status_code` (422 since it stopped
             // answering 429, which SDKs retry).
-            BudgetExceeded { .. } => 422,
+            BudgetExceeded { .. } | EndUserBudgetExceeded { .. } => 422,
+            EndUserBlocked(_) => 400,
             BadField { .. } | ConfigRejected(_) => 400,
-            NotFound(_) => 404,
+            NotFound(_) | CustomerNotFound { .. } => 404,
+            CustomerExists(_) => 400,
             Conflict(_) => 409,
             UnknownModel(_)
             | Unpriced(_)
@@ -301,8 +332,10 @@ impl GatewayError {
             | RouteForbidden(_) => "auth_error",
             KeyExpired(_) => "expired_key",
             ModelAccessDenied { .. } => "key_model_access_denied",
-            BudgetExceeded { .. } => "budget_exceeded",
+            BudgetExceeded { .. } | EndUserBudgetExceeded { .. } => "budget_exceeded",
             NotFound(_) => "not_found_error",
+            CustomerNotFound { .. } => "not_found",
+            CustomerExists(_) => "bad_request",
             Store(_) | Internal(_) => "internal_server_error",
             RouteNotFound { .. } | ModelNotFound(_) => "not_found_error",
             ClientTimeout { .. } | UpstreamTimeout { .. } => "timeout_error",
@@ -328,7 +361,10 @@ impl GatewayError {
             GatewayError::BadField { field, .. } | GatewayError::ImageUrl { param: field, .. } => {
                 Some(field)
             }
-            GatewayError::MissingParam(p) | GatewayError::InvalidParam { param: p, .. } => Some(p),
+            GatewayError::MissingParam(p)
+            | GatewayError::InvalidParam { param: p, .. }
+            | GatewayError::CustomerNotFound { param: p, .. } => Some(p),
+            GatewayError::CustomerExists(_) => Some("user_id"),
             _ => None,
         }
     }

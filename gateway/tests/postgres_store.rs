@@ -12,8 +12,8 @@ use gateway::models::Models;
 use gateway::router::RouterSettings;
 use gateway::store::postgres::{PostgresStore, MIGRATIONS};
 use gateway::store::{
-    Change, KeyRecord, MemoryStore, ModelRecord, SpendFilter, SpendLogRow, Store, TeamRecord,
-    UserRecord,
+    BudgetFields, Change, EndUserBudget, EndUserRecord, EndUserUpdate, KeyRecord, MemoryStore,
+    ModelRecord, SpendFilter, SpendLogRow, Store, TeamRecord, UserRecord,
 };
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
@@ -582,6 +582,7 @@ fn spend_row(request_id: &str, api_key: &str, spend: f64, start: DateTime<Utc>) 
         status_code: 200,
         error_class: None,
         error_message: None,
+        end_user: None,
     }
 }
 
@@ -1135,4 +1136,112 @@ async fn an_invalid_stored_row_keeps_the_deployment_it_replaced() {
     store.delete_model("m1").await.unwrap();
     models.refresh(&store, "m1").await.unwrap();
     assert!(!models.router().registry().has_group("g"));
+}
+
+#[tokio::test]
+async fn end_users_and_their_budget_rows_round_trip_like_memory() {
+    let db = TestDb::create().await;
+    let (mem, pg) = (MemoryStore::default(), store(&db).await);
+    let t0 = now_ms();
+    let budget = EndUserBudget {
+        budget_id: "b1".into(),
+        max_budget: Some(2.0),
+        rpm_limit: Some(5),
+        budget_duration: Some("1h".into()),
+        budget_reset_at: Some(t0 + Duration::hours(1)),
+        created_at: Some(t0),
+        ..Default::default()
+    };
+    let rich = EndUserRecord {
+        user_id: "rich".into(),
+        alias: Some("Rich".into()),
+        spend: 0.5,
+        models: vec!["m".into()],
+        ..Default::default()
+    };
+    let plain = EndUserRecord {
+        user_id: "plain".into(),
+        ..Default::default()
+    };
+    same!(mem, pg, s => s.insert_end_user(&rich, Some(&budget)));
+    same!(mem, pg, s => s.insert_end_user(&plain, None));
+    same!(mem, pg, s => s.insert_end_user(&plain, None)); // conflict in both
+    same!(mem, pg, s => s.get_end_user("rich"));
+    same!(mem, pg, s => s.get_end_user("nobody"));
+    same!(mem, pg, s => s.budget_exists("b1"));
+    same!(mem, pg, s => s.budget_exists("nope"));
+
+    // Linking another end user to the budget row, then changing the row
+    // through the first: both are stale.
+    let link = EndUserUpdate {
+        budget_id: Some("b1".into()),
+        alias: Some("Plain".into()),
+        ..Default::default()
+    };
+    same!(mem, pg, s => s.update_end_user("plain", &link, "unused"));
+    let edit = EndUserUpdate {
+        blocked: Some(true),
+        budget: BudgetFields {
+            max_budget: Some(3.0),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    same!(mem, pg, s => s.update_end_user("rich", &edit, "unused"));
+    same!(mem, pg, s => s.update_end_user("ghost", &edit, "unused"));
+    same!(mem, pg, s => s.get_end_user("plain"));
+    same!(mem, pg, s => s.get_end_user("rich"));
+
+    let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let block = ids(&["new", "new", "plain"]);
+    same!(mem, pg, s => s.set_end_users_blocked(&block, true));
+    let unblock = ids(&["rich", "ghost"]);
+    same!(mem, pg, s => s.set_end_users_blocked(&unblock, false));
+    same!(mem, pg, s => s.list_end_users(0, 10, None));
+    same!(mem, pg, s => s.list_end_users(0, 10, Some("PLA")));
+    same!(mem, pg, s => s.list_end_users(1, 1, None));
+    let mut restricted = Vec::new();
+    for s in [&mem as &dyn Store, &pg as &dyn Store] {
+        let mut seen = Vec::new();
+        let n = s
+            .restricted_end_users(&mut |id, blocked| seen.push((id.to_string(), blocked)))
+            .await
+            .unwrap();
+        assert_eq!(n, seen.len());
+        seen.sort();
+        restricted.push(seen);
+    }
+    assert_eq!(restricted[0], restricted[1]);
+    assert_eq!(
+        restricted[0],
+        [
+            ("new".to_string(), true),
+            ("plain".to_string(), true),
+            ("rich".to_string(), false)
+        ]
+    );
+
+    // Spend is added to the end user's row (created when missing); only
+    // end users with a budget row are announced.
+    let mut first = spend_row("r-eu-1", "tok", 0.25, t0);
+    first.end_user = Some("rich".into());
+    let mut second = spend_row("r-eu-2", "tok", 0.5, t0);
+    second.end_user = Some("fresh".into());
+    let rows = [first, second];
+    same!(mem, pg, s => s.record_spend(&rows));
+    same!(mem, pg, s => s.record_spend(&rows));
+    same!(mem, pg, s => s.get_end_user("rich"));
+    same!(mem, pg, s => s.get_end_user("fresh"));
+
+    // The budget row's period ends: its end users' spend is zeroed.
+    let later = t0 + Duration::hours(2);
+    let m = sorted(mem.reset_due_budgets(later).await.unwrap());
+    let p = sorted(pg.reset_due_budgets(later).await.unwrap());
+    assert_eq!(m, p);
+    assert_eq!(m, ["end_user:plain", "end_user:rich"]);
+    same!(mem, pg, s => s.get_end_user("rich"));
+    let logs = pg.spend_logs(&SpendFilter::default()).await.unwrap();
+    assert_eq!(logs[0].end_user.as_deref(), Some("rich"));
+    same!(mem, pg, s => s.delete_end_users(&unblock));
+    same!(mem, pg, s => s.get_end_user("rich"));
 }

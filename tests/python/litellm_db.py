@@ -46,6 +46,7 @@ import litellm_proxy_extras  # noqa: E402
 from litellm.models.budget import LiteLLM_BudgetTableFull  # noqa: E402
 from litellm.models.organization import LiteLLM_OrganizationTable  # noqa: E402
 from litellm.models.organization_membership import LiteLLM_OrganizationMembershipTable  # noqa: E402
+from litellm.models.end_user import LiteLLM_EndUserTable  # noqa: E402
 from litellm.models.spend_logs import LiteLLM_SpendLogs  # noqa: E402
 from litellm.models.verification_token import LiteLLM_VerificationToken  # noqa: E402
 from litellm.proxy._types import hash_token  # noqa: E402
@@ -124,6 +125,7 @@ def setup(url, api_base):
         "team_id": "team-lite",
         "user_id": "user-lite",
         "end_user_id": "end-user-lite",
+        "end_user_spend": 0.25,
         "keys": {
             "good": "sk-lite-good",
             "blocked": "sk-lite-blocked",
@@ -149,7 +151,6 @@ def setup(url, api_base):
             VALUES ('user-lite', 'Lite user', ARRAY['team-lite'], 'internal_user', 50, 1.0, ARRAY[]::text[]);
         INSERT INTO "LiteLLM_TeamMembership" (user_id, team_id, spend, total_spend)
             VALUES ('user-lite', 'team-lite', 0.25, 0.25);
-        INSERT INTO "LiteLLM_EndUserTable" (user_id, alias, spend, blocked) VALUES ('end-user-lite', 'Lite end user', 0, false);
         INSERT INTO "LiteLLM_BudgetTable" (budget_id, max_budget, tpm_limit, created_by, updated_by)
             VALUES ('budget-lite', 40, 5000, 'litellm', 'litellm');
         INSERT INTO "LiteLLM_OrganizationTable" (organization_id, organization_alias, budget_id, models,
@@ -158,6 +159,13 @@ def setup(url, api_base):
                 'litellm', 'litellm');
         INSERT INTO "LiteLLM_OrganizationMembership" (user_id, organization_id, user_role)
             VALUES ('user-lite', 'org-lite', 'org_admin');
+        INSERT INTO "LiteLLM_BudgetTable" (budget_id, max_budget, rpm_limit, created_by, updated_by)
+            VALUES ('budget-lite-eu', 10.0, 1000, 'litellm', 'litellm'),
+                   ('budget-lite-small', 0.5, NULL, 'litellm', 'litellm');
+        INSERT INTO "LiteLLM_EndUserTable" (user_id, alias, spend, blocked, budget_id)
+            VALUES ('end-user-lite', 'Lite end user', 0.25, false, 'budget-lite-eu'),
+                   ('end-user-spent', NULL, 1.0, false, 'budget-lite-small'),
+                   ('end-user-blocked', NULL, 0, true, NULL);
         """,
     )
     keys = [
@@ -274,6 +282,19 @@ def verify(url, fx):
     assert abs(member["spend"] - (0.25 + team_spent)) < 1e-9, member
     assert abs(member["total_spend"] - (0.25 + team_spent)) < 1e-9, member
     checks.append("team, user and membership spend added")
+
+    # The end user's spend added to what LiteLLM recorded, read through
+    # LiteLLM's pydantic type with its budget row.
+    end_user_spent = sum(r["spend"] for r in logs if r.get("end_user") == fx["end_user_id"])
+    assert end_user_spent > 0, f"no spend row names the end user: {logs}"
+    [end_user] = rows(url, f"SELECT * FROM \"LiteLLM_EndUserTable\" WHERE user_id = {lit(fx['end_user_id'])}")
+    [budget] = rows(url, "SELECT * FROM \"LiteLLM_BudgetTable\" WHERE budget_id = 'budget-lite-eu'")
+    end_user["litellm_budget_table"] = budget
+    parsed_end_user = LiteLLM_EndUserTable(**end_user)
+    assert abs(parsed_end_user.spend - (fx["end_user_spend"] + end_user_spent)) < 1e-9, (parsed_end_user, end_user_spent)
+    assert parsed_end_user.litellm_budget_table.max_budget == 10.0, parsed_end_user
+    assert parsed_end_user.blocked is False, parsed_end_user
+    checks.append(f"end user spend {parsed_end_user.spend:.6f} = {fx['end_user_spend']} + {end_user_spent:.6f}")
 
     # The model the gateway stored on /model/new, opened by LiteLLM.
     new = fx["new_model"]

@@ -57,8 +57,16 @@ fn harness(args: &[&str]) -> String {
 }
 
 fn chat(gw: &Gateway, key: &str, model: &str) -> e2e::Response {
-    let body = json!({"model": model, "max_tokens": 16,
+    chat_for(gw, key, model, None)
+}
+
+/// [`chat`] on behalf of end user `user` (the body's `user`), if any.
+fn chat_for(gw: &Gateway, key: &str, model: &str, user: Option<&str>) -> e2e::Response {
+    let mut body = json!({"model": model, "max_tokens": 16,
         "messages": [{"role": "user", "content": "hello there"}]});
+    if let Some(user) = user {
+        body["user"] = json!(user);
+    }
     let auth = format!("Bearer {key}");
     gw.call(
         "POST",
@@ -69,6 +77,11 @@ fn chat(gw: &Gateway, key: &str, model: &str) -> e2e::Response {
         ],
         body.to_string().as_bytes(),
     )
+}
+
+/// A string field of the fixture.
+fn fx_str(fixture: &Value, name: &str) -> String {
+    fixture[name].as_str().expect("fixture field").to_string()
 }
 
 /// Requests the mock received with upstream key `api_key`.
@@ -135,6 +148,40 @@ fn a_litellm_database_serves_here_and_litellm_reads_what_the_gateway_wrote() {
     assert_eq!(err["type"], "budget_exceeded", "{err:?}");
     assert_error(&chat(&gw, &key("narrow"), "lite-secretbox"), 403);
     assert_eq!(chat(&gw, &key("narrow"), "lite-gcm").status, 200);
+
+    // End users LiteLLM stored: a blocked one refused, one over its budget
+    // row's max_budget refused, with LiteLLM's statuses and messages; one
+    // within its budget served.
+    let narrow = key("narrow");
+    let err = assert_error(
+        &chat_for(&gw, &narrow, "lite-gcm", Some("end-user-blocked")),
+        400,
+    );
+    assert_eq!(
+        err["message"], "User blocked from making LLM API Calls. User=end-user-blocked",
+        "{err:?}"
+    );
+    let err = assert_error(
+        &chat_for(&gw, &narrow, "lite-gcm", Some("end-user-spent")),
+        422,
+    );
+    assert_eq!(err["type"], "budget_exceeded", "{err:?}");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("ExceededBudget: End User=end-user-spent over budget."),
+        "{err:?}"
+    );
+    let end_user = fx_str(&fixture, "end_user_id");
+    let resp = chat_for(&gw, &narrow, "lite-gcm", Some(&end_user));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let info = gw
+        .get(&format!("/customer/info?end_user_id={end_user}"))
+        .expect_status(200)
+        .json();
+    assert_eq!(info["litellm_budget_table"]["max_budget"], 10.0, "{info}");
+    assert_eq!(info["alias"], "Lite end user", "{info}");
 
     // LiteLLM's key fields read as LiteLLM wrote them.
     let info = gw
@@ -239,6 +286,15 @@ fn a_litellm_database_serves_here_and_litellm_reads_what_the_gateway_wrote() {
         &gw.post("/budget/delete", &json!({"id": "budget-lite"})),
         400,
     );
+    e2e::eventually("the end user's spend", Duration::from_secs(10), || {
+        let spend: f64 = db
+            .query(&format!(
+                r#"SELECT spend FROM "LiteLLM_EndUserTable" WHERE user_id = '{end_user}'"#
+            ))
+            .parse()
+            .unwrap();
+        (spend > 0.25).then_some(())
+    });
 
     let mut fixture = fixture;
     fixture["gateway_org"] = gateway_org;

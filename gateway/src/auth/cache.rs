@@ -7,6 +7,7 @@
 //! cache stops a key the store just did not have from being asked for again
 //! at once.
 
+use super::end_users::EndUserCache;
 use super::known::{prefix, KnownKeys};
 use crate::budget::fleet::Place;
 use crate::budget::Budget;
@@ -89,6 +90,7 @@ pub struct KeyCache {
     teams: papaya::HashMap<String, Arc<TeamEntry>>,
     users: papaya::HashMap<String, Arc<UserEntry>>,
     budgets: papaya::HashMap<String, Arc<Budget>>,
+    end_users: EndUserCache,
 }
 
 impl Default for KeyCache {
@@ -100,6 +102,7 @@ impl Default for KeyCache {
             teams: papaya::HashMap::new(),
             users: papaya::HashMap::new(),
             budgets: papaya::HashMap::new(),
+            end_users: EndUserCache::default(),
         }
     }
 }
@@ -146,6 +149,11 @@ impl KeyCache {
         due
     }
 
+    /// The end users (the body's `user`) whose rows restrict them.
+    pub fn end_users(&self) -> &EndUserCache {
+        &self.end_users
+    }
+
     /// Number of cached keys.
     pub fn len(&self) -> usize {
         self.keys.len()
@@ -183,10 +191,12 @@ impl KeyCache {
         self.known.count()
     }
 
-    /// Reads the token of every key in `store` into the known set (start-up,
-    /// periodically, and after the change listener reconnects); returns how
-    /// many keys the store holds.
+    /// Reads the token of every key in `store` into the known set, and the
+    /// id of every restricted end user into theirs (start-up, periodically,
+    /// and after the change listener reconnects); returns how many keys the
+    /// store holds.
     pub async fn reload_known(&self, store: &dyn Store) -> Result<usize, StoreError> {
+        self.end_users.reload(store).await?;
         let reload = self.known.begin_reload();
         let mut prefixes = Vec::new();
         let count = store
@@ -340,6 +350,7 @@ impl KeyCache {
             Change::Team(id) => self.tokens_where(|e| e.record.team_id.as_deref() == Some(id)),
             Change::User(id) => self.tokens_where(|e| e.record.user_id.as_deref() == Some(id)),
             Change::Model(_) => Vec::new(),
+            Change::EndUser(id) => return self.end_users.refresh(store, id).await,
         };
         for token in stale {
             self.load(store, &token).await?;
@@ -380,6 +391,9 @@ impl KeyCache {
         }
         if let Some(t) = &row.team_id {
             flush(&["team:", t]);
+        }
+        if let Some(e) = &row.end_user {
+            self.end_users.flushed(e, row.spend);
         }
     }
 }

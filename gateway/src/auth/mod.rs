@@ -9,9 +9,11 @@
 
 mod cache;
 mod checks;
+mod end_users;
 mod known;
 
 pub use cache::{hash_key, token_hex, KeyCache, KeyEntry, TeamEntry, TokenHash, UserEntry};
+pub use end_users::{EndUserCache, EndUserEntry};
 pub use known::RELOAD_EVERY as KNOWN_KEYS_RELOAD;
 
 use crate::control::ControlPlane;
@@ -200,6 +202,40 @@ impl Authenticator {
             Err(e) if known => Err(GatewayError::AuthUnavailable(e)),
             Err(_) => Err(invalid()),
         }
+    }
+
+    /// The end user a request names (its `user`), when its row restricts
+    /// it; refused when blocked, as LiteLLM refuses it (400). An id without
+    /// a restricting row in the store costs no read; one with a row not yet
+    /// cached costs one read-through, and a database that cannot answer
+    /// then is a 503 (fail closed: the end user may be blocked).
+    pub async fn end_user(
+        &self,
+        id: Option<&str>,
+    ) -> Result<Option<Arc<EndUserEntry>>, GatewayError> {
+        let Some(id) = id.filter(|id| !id.is_empty()) else {
+            return Ok(None);
+        };
+        let cache = self.keys.end_users();
+        let entry = match cache.get(id) {
+            Some(entry) => Some(entry),
+            None if !cache.worth_reading(id) => None,
+            None => {
+                let owned = id.to_string();
+                self.control
+                    .call(READ_THROUGH_TIMEOUT, move |ctx| async move {
+                        ctx.keys.end_users().load(ctx.store.as_ref(), &owned).await
+                    })
+                    .await
+                    .map_err(|e| e.to_string())
+                    .and_then(|r| r.map_err(|e| e.to_string()))
+                    .map_err(GatewayError::AuthUnavailable)?
+            }
+        };
+        if entry.as_ref().is_some_and(|e| e.record.blocked) {
+            return Err(GatewayError::EndUserBlocked(id.to_string()));
+        }
+        Ok(entry)
     }
 }
 

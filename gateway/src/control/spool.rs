@@ -372,6 +372,7 @@ mod tests {
             status_code: 200,
             error_class: None,
             error_message: Some("ünïcödé".into()),
+            end_user: None,
         }
     }
 

@@ -315,6 +315,7 @@ mod tests {
             status_code: 200,
             error_class: None,
             error_message: None,
+            end_user: None,
         }
     }
 

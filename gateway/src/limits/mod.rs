@@ -97,6 +97,9 @@ pub struct AdmitInput<'a> {
     pub model: &'a str,
     /// The body's `user` (LiteLLM's end user).
     pub end_user: Option<&'a str>,
+    /// The limits of the end user's budget row (`/customer/*`), each one
+    /// set taking the place of the config's `rate_limits.end_user` one.
+    pub end_user_limits: Option<ScopeLimits>,
     /// Prompt tokens, estimated as LiteLLM does (characters / 4), computed
     /// only when a TPM reservation needs it.
     pub prompt: &'a crate::spend::PromptEstimate<'a>,
@@ -300,7 +303,16 @@ impl Limiter {
             }
         }
         if let Some(user) = input.end_user.filter(|u| !u.is_empty()) {
-            scopes.end_user.push_into(Scope::EndUser, user, &mut out);
+            let file = scopes.end_user;
+            let limits = match input.end_user_limits {
+                Some(row) => ScopeLimits {
+                    rpm: row.rpm.or(file.rpm),
+                    tpm: row.tpm.or(file.tpm),
+                    parallel: row.parallel.or(file.parallel),
+                },
+                None => file,
+            };
+            limits.push_into(Scope::EndUser, user, &mut out);
         }
         out
     }

@@ -256,6 +256,9 @@ async fn serve(
         panic!("test hook: the request path panicked");
     }
     check_access(&principal, &req.model, &model)?;
+    // The end user (`user`): refused when blocked; its budget and limits
+    // join the key's below.
+    let end_user = worker.shared.auth.end_user(req.end_user.as_deref()).await?;
     // 4. route: fallbacks wrap retries wrap the call
     let prompt = spend::PromptEstimate::new(&req.body);
     let fallbacks =
@@ -271,7 +274,12 @@ async fn serve(
     let shared = &worker.shared;
     let router = shared.models.router_for(&shared.control, &model).await;
     let input = PlanInput {
-        allowed_regions: principal.allowed_regions(),
+        // The end user's region, else the key's (its team's).
+        allowed_regions: end_user
+            .as_ref()
+            .and_then(|e| e.record.allowed_model_region.clone())
+            .map(|region| vec![region])
+            .or_else(|| principal.allowed_regions()),
         prompt_tokens: if router.needs_prompt_estimate(prompt.upper_bound()) {
             prompt.get()
         } else {
@@ -298,6 +306,7 @@ async fn serve(
             principal: &principal,
             model: &model,
             end_user: req.end_user.as_deref(),
+            end_user_limits: end_user.as_ref().map(|e| e.limits()),
             prompt: &prompt,
             max_tokens: req.max_tokens,
             embeddings: req.endpoint == Endpoint::Embeddings,
@@ -305,14 +314,25 @@ async fn serve(
         })
         .await?;
     outcome.rate = ticket.as_ref().map(|t| *t.headers());
-    let result = attempts(
-        worker, &router, &principal, &req, plan, &prompt, out, outcome,
-    )
-    .await;
+    let caller = Caller {
+        principal: &principal,
+        end_user: end_user.as_deref(),
+    };
+    let result = attempts(worker, &router, caller, &req, plan, &prompt, out, outcome).await;
     if let Some(ticket) = ticket.as_mut() {
         ticket.add_tokens(outcome.tokens_used);
     }
     result
+}
+
+/// Who a request is for: its caller, and its end user when that one's row
+/// restricts it.
+#[derive(Clone, Copy)]
+pub(crate) struct Caller<'a> {
+    /// The authenticated caller.
+    pub principal: &'a Principal,
+    /// The body's `user`, when restricted (budget, limits).
+    pub end_user: Option<&'a crate::auth::EndUserEntry>,
 }
 
 /// Phases 6 to 9 for each pick of the plan until one succeeds, a byte has
@@ -321,7 +341,7 @@ async fn serve(
 async fn attempts<'r>(
     worker: &Worker,
     router: &'r Router,
-    principal: &Principal,
+    caller: Caller<'_>,
     req: &LlmRequest,
     mut plan: crate::router::Plan<'r>,
     prompt: &spend::PromptEstimate<'_>,
@@ -345,6 +365,7 @@ async fn attempts<'r>(
     // Retries and fallbacks start only until this instant, however many
     // the body or the config ask for.
     let retry_deadline = outcome.received_at + worker.shared.limits.retry_deadline;
+    let principal = caller.principal;
     let mut next = plan.next(None);
     while let Some(pick) = next.take() {
         if pick.fallback_depth > 0 && principal.check_model(&pick.group).is_err() {
@@ -383,7 +404,7 @@ async fn attempts<'r>(
         router.on_start(&pick);
         let attempt = Attempt::start(&outcome.call_id, pick.attempt as i32);
         let result = attempt_once(
-            worker, principal, req, sent, sent_usage, &pick, prompt, attempt, out, outcome,
+            worker, caller, req, sent, sent_usage, &pick, prompt, attempt, out, outcome,
         )
         .await;
         match result {
@@ -399,7 +420,9 @@ async fn attempts<'r>(
                 if out.started()
                     || matches!(
                         err,
-                        GatewayError::BudgetExceeded { .. } | GatewayError::CutOff
+                        GatewayError::BudgetExceeded { .. }
+                            | GatewayError::EndUserBudgetExceeded { .. }
+                            | GatewayError::CutOff
                     )
                 {
                     return Err(err);
@@ -419,7 +442,7 @@ async fn attempts<'r>(
 #[allow(clippy::too_many_arguments)]
 async fn attempt_once(
     worker: &Worker,
-    principal: &Principal,
+    caller: Caller<'_>,
     req: &LlmRequest,
     sent: &LlmRequest,
     with_usage: Option<&Bytes>,
@@ -433,9 +456,10 @@ async fn attempt_once(
     let upstream_model = &pick.upstream_model;
     // 6. admit
     let price = spend::price_for(dep, upstream_model);
+    let principal = caller.principal;
     let reservation = record::admit(
         (&worker.shared.alerts, &worker.shared.limiter),
-        principal,
+        caller,
         (req, &attempt),
         pick,
         price,
@@ -531,6 +555,7 @@ async fn attempt_once(
             result.as_ref().err().map_or(200, GatewayError::status)
         },
         error: result.as_ref().err(),
+        end_user: req.end_user.as_deref(),
     });
     outcome
         .telemetry

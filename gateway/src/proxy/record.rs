@@ -2,6 +2,7 @@
 //! after it, and one spend-log row per upstream attempt handed to the control
 //! plane without waiting.
 
+use super::Caller;
 use crate::alerts::{Alerts, BudgetAlert, Event};
 use crate::auth::Principal;
 use crate::budget::Reservation;
@@ -19,37 +20,60 @@ use std::time::Duration;
 /// Output tokens reserved when neither the request nor the model caps them.
 const DEFAULT_MAX_OUTPUT: u64 = 4096;
 
-/// Reserves the request's worst-case cost against its key's, user's and
-/// team's budgets, all or none (fleet-wide with Redis, see
-/// `budget::fleet`). Master-key requests have no budget. The first refusal
-/// by a budget raises a budget-crossed alert.
+/// Reserves the request's worst-case cost against its key's, user's,
+/// team's and end user's budgets, all or none (fleet-wide with Redis, see
+/// `budget::fleet`). Master-key requests have no budget but their end
+/// user's. The first refusal by a key's budget raises a budget-crossed
+/// alert.
 pub(super) async fn admit<'l>(
     (alerts, limiter): (&Alerts, &'l Limiter),
-    principal: &Principal,
+    caller: Caller<'_>,
     (req, attempt): (&LlmRequest, &Attempt),
     pick: &Pick<'_>,
     price: Price,
 ) -> Result<Option<Reservation<'l>>, GatewayError> {
     let (group, dep, upstream_model) = (&*pick.group, &**pick.deployment, &*pick.upstream_model);
-    let Some(key) = super::key_of(principal) else {
+    let key = super::key_of(caller.principal);
+    let mut budgets = Vec::with_capacity(5);
+    if let Some(key) = key {
+        budgets.push(("key", key.budget.clone()));
+        if let Some(user) = &key.user {
+            budgets.push(("user", user.budget.clone()));
+        }
+        if let Some(team) = &key.team {
+            budgets.push(("team", team.budget.clone()));
+        }
+        if let Some(budget) = key.model_budget(group) {
+            budgets.push(("model", budget.clone()));
+        }
+    }
+    if let Some(end_user) = caller.end_user {
+        budgets.push((END_USER, end_user.budget.clone()));
+    }
+    if budgets.is_empty() {
         return Ok(None);
-    };
-    let mut budgets = vec![("key", key.budget.clone())];
-    if let Some(user) = &key.user {
-        budgets.push(("user", user.budget.clone()));
-    }
-    if let Some(team) = &key.team {
-        budgets.push(("team", team.budget.clone()));
-    }
-    if let Some(budget) = key.model_budget(group) {
-        budgets.push(("model", budget.clone()));
     }
     let refused = |scope: &'static str| {
+        let Some(key) = key else { return };
         if let Some((_, budget)) = budgets.iter().find(|(s, _)| *s == scope) {
             if budget.first_refusal() {
                 alerts.raise(BudgetAlert::new(Event::BudgetCrossed, scope, budget, key));
             }
         }
+    };
+    let exceeded = |scope: &str, spend: f64, max: f64, reserve: Option<f64>| match caller.end_user {
+        Some(e) if scope == END_USER => GatewayError::EndUserBudgetExceeded {
+            end_user: e.record.user_id.clone(),
+            spend,
+            max,
+            reserve,
+        },
+        _ => GatewayError::BudgetExceeded {
+            scope: scope.to_string(),
+            spend,
+            max,
+            reserve,
+        },
     };
     if budgets.iter().any(|(_, b)| b.max_usd().is_some()) && !spend::is_priced(dep, upstream_model)
     {
@@ -60,12 +84,8 @@ pub(super) async fn admit<'l>(
     for (scope, budget) in &budgets {
         if budget.exhausted() {
             refused(scope);
-            return Err(GatewayError::BudgetExceeded {
-                scope: scope.to_string(),
-                spend: budget.spent_usd(),
-                max: budget.max_usd().unwrap_or(0.0),
-                reserve: None,
-            });
+            let max = budget.max_usd().unwrap_or(0.0);
+            return Err(exceeded(scope, budget.spent_usd(), max, None));
         }
     }
     let max_output = match req.endpoint {
@@ -94,16 +114,14 @@ pub(super) async fn admit<'l>(
             }
             Err(r) => {
                 refused(r.scope);
-                return Err(GatewayError::BudgetExceeded {
-                    scope: r.scope.to_string(),
-                    spend: r.spend,
-                    max: r.max,
-                    reserve: Some(worst),
-                });
+                return Err(exceeded(r.scope, r.spend, r.max, Some(worst)));
             }
         }
     }
 }
+
+/// The budget scope of the request's end user.
+const END_USER: &str = "end_user";
 
 /// Longest a refusal waits for in-flight reservations to settle.
 const SETTLE_WAIT: Duration = Duration::from_millis(20);
@@ -117,10 +135,14 @@ pub(super) fn settle(
     cost: f64,
     principal: &Principal,
 ) {
-    let (Some(reservation), Some(key)) = (reservation, super::key_of(principal)) else {
+    let Some(reservation) = reservation else {
         return;
     };
-    for (scope, budget) in reservation.settle(cost) {
+    let crossed = reservation.settle(cost);
+    let Some(key) = super::key_of(principal) else {
+        return;
+    };
+    for (scope, budget) in crossed {
         alerts.raise(BudgetAlert::new(
             Event::SoftBudgetCrossed,
             scope,
@@ -151,6 +173,7 @@ pub(super) struct AttemptInfo<'a> {
     pub cost: f64,
     pub status: u16,
     pub error: Option<&'a GatewayError>,
+    pub end_user: Option<&'a str>,
 }
 
 impl Attempt {
@@ -225,6 +248,7 @@ impl Attempt {
             status_code: i32::from(info.status),
             error_class: info.error.map(|e| e.class().as_str().to_string()),
             error_message: info.error.map(|e| e.to_string()),
+            end_user: info.end_user.filter(|e| !e.is_empty()).map(str::to_string),
         }
     }
 }

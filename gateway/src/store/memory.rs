@@ -1,10 +1,12 @@
 //! The in-memory store: the same API on one machine without a database.
 //! Nothing survives a restart (the start-up log says so).
 
+mod end_users;
+
 use super::{
-    next_reset, BudgetRecord, Change, KeyRecord, MemberOp, MemberOutcome, ModelRecord,
-    OrgMembership, OrgRecord, OrgTable, RowKind, SpendFilter, SpendLogRow, Store, StoreError,
-    TeamMember, TeamRecord, UserRecord,
+    next_reset, BudgetRecord, Change, EndUserBudget, EndUserRecord, EndUserUpdate, KeyRecord,
+    MemberOp, MemberOutcome, ModelRecord, OrgMembership, OrgRecord, OrgTable, RowKind, SpendFilter,
+    SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -38,6 +40,8 @@ struct Tables {
     /// last reset), by `key:<token>`, `user:<id>`, `team:<id>`: rows settled
     /// before it do not count.
     periods: HashMap<String, DateTime<Utc>>,
+    /// End users and their budget rows.
+    end_users: end_users::EndUsers,
 }
 
 impl Tables {
@@ -563,6 +567,63 @@ impl Store for MemoryStore {
         }))
     }
 
+    async fn get_end_user(&self, user_id: &str) -> Result<Option<EndUserRecord>, StoreError> {
+        Ok(self.with(|t| t.end_users.get(user_id)))
+    }
+
+    async fn insert_end_user(
+        &self,
+        user: &EndUserRecord,
+        budget: Option<&EndUserBudget>,
+    ) -> Result<(), StoreError> {
+        self.with(|t| t.end_users.insert(user, budget))
+    }
+
+    async fn update_end_user(
+        &self,
+        user_id: &str,
+        update: &EndUserUpdate,
+        new_budget_id: &str,
+    ) -> Result<Option<Vec<String>>, StoreError> {
+        Ok(self.with(|t| t.end_users.update(user_id, update, new_budget_id)))
+    }
+
+    async fn set_end_users_blocked(
+        &self,
+        ids: &[String],
+        blocked: bool,
+    ) -> Result<Vec<EndUserRecord>, StoreError> {
+        Ok(self.with(|t| t.end_users.set_blocked(ids, blocked)))
+    }
+
+    async fn delete_end_users(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
+        Ok(self.with(|t| t.end_users.delete(ids)))
+    }
+
+    async fn list_end_users(
+        &self,
+        offset: i64,
+        limit: i64,
+        search: Option<&str>,
+    ) -> Result<Vec<EndUserRecord>, StoreError> {
+        Ok(self.with(|t| t.end_users.list(offset, limit, search)))
+    }
+
+    async fn restricted_end_users(
+        &self,
+        sink: &mut (dyn for<'t> FnMut(&'t str, bool) + Send),
+    ) -> Result<usize, StoreError> {
+        Ok(self.with(|t| t.end_users.restricted(sink)))
+    }
+
+    async fn budget_exists(&self, budget_id: &str) -> Result<bool, StoreError> {
+        Ok(
+            self.with(|t| {
+                t.budgets.contains_key(budget_id) || t.end_users.budget_exists(budget_id)
+            }),
+        )
+    }
+
     async fn record_spend(&self, rows: &[SpendLogRow]) -> Result<Vec<Change>, StoreError> {
         Ok(self.with(|t| {
             let mut changes = Vec::new();
@@ -609,6 +670,11 @@ impl Store for MemoryStore {
                         if let Some(o) = org.and_then(|o| t.orgs.get_mut(o)) {
                             o.spend += row.spend;
                         }
+                    }
+                }
+                if let Some(id) = &row.end_user {
+                    if t.end_users.add_spend(id, row.spend) {
+                        changes.push(Change::EndUser(id.clone()));
                     }
                 }
             }
@@ -676,10 +742,11 @@ impl Store for MemoryStore {
                     Change::Key(id) => format!("key:{id}"),
                     Change::User(id) => format!("user:{id}"),
                     Change::Team(id) => format!("team:{id}"),
-                    Change::Model(_) => continue,
+                    Change::Model(_) | Change::EndUser(_) => continue,
                 };
                 t.periods.insert(scoped, now);
             }
+            changes.extend(t.end_users.reset_due(now).into_iter().map(Change::EndUser));
             changes
         }))
     }

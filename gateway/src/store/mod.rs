@@ -4,11 +4,13 @@
 //! control-plane thread calls it; the request path reads caches.
 
 pub mod cipher;
+mod end_users;
 mod memory;
 pub mod orgs;
 pub mod postgres;
 mod records;
 
+pub use end_users::{BudgetFields, EndUserBudget, EndUserRecord, EndUserUpdate};
 pub use memory::MemoryStore;
 pub use orgs::{BudgetRecord, OrgMembership, OrgRecord, OrgTable};
 pub use records::{
@@ -157,6 +159,8 @@ pub enum Change {
     User(String),
     /// A model deployment added through the API, by id.
     Model(String),
+    /// An end user (`LiteLLM_EndUserTable`), by id.
+    EndUser(String),
 }
 
 impl Change {
@@ -167,6 +171,7 @@ impl Change {
             Change::Team(t) => format!("team:{t}"),
             Change::User(t) => format!("user:{t}"),
             Change::Model(t) => format!("model:{t}"),
+            Change::EndUser(t) => format!("end_user:{t}"),
         }
     }
 
@@ -179,6 +184,7 @@ impl Change {
             "team" => Some(Change::Team(id)),
             "user" => Some(Change::User(id)),
             "model" => Some(Change::Model(id)),
+            "end_user" => Some(Change::EndUser(id)),
             _ => None,
         }
     }
@@ -331,9 +337,56 @@ pub trait Store: Send + Sync {
         member: &OrgMembership,
         user_email: Option<&str>,
     ) -> Result<MemberOutcome, StoreError>;
+    /// An end user with its budget row.
+    async fn get_end_user(&self, user_id: &str) -> Result<Option<EndUserRecord>, StoreError>;
+    /// Inserts an end user and, when given, its new budget row (linked as
+    /// its `budget_id`), atomically; `Conflict` when the id is taken.
+    async fn insert_end_user(
+        &self,
+        user: &EndUserRecord,
+        budget: Option<&EndUserBudget>,
+    ) -> Result<(), StoreError>;
+    /// Applies `update` atomically (each given column written in place,
+    /// never read and written back); a budget row it creates gets
+    /// `new_budget_id`. `None` when the end user does not exist, else the
+    /// end users whose cached copies are stale: it, and every end user
+    /// sharing the budget row it changed.
+    async fn update_end_user(
+        &self,
+        user_id: &str,
+        update: &EndUserUpdate,
+        new_budget_id: &str,
+    ) -> Result<Option<Vec<String>>, StoreError>;
+    /// Sets `blocked` of end users; blocking creates the rows missing (as
+    /// LiteLLM's upsert does). Returns the rows written.
+    async fn set_end_users_blocked(
+        &self,
+        ids: &[String],
+        blocked: bool,
+    ) -> Result<Vec<EndUserRecord>, StoreError>;
+    /// Deletes end users; returns the ids that existed.
+    async fn delete_end_users(&self, ids: &[String]) -> Result<Vec<String>, StoreError>;
+    /// End users by id, `limit` from `offset`, those whose id or alias
+    /// contains `search` (any case) when given.
+    async fn list_end_users(
+        &self,
+        offset: i64,
+        limit: i64,
+        search: Option<&str>,
+    ) -> Result<Vec<EndUserRecord>, StoreError>;
+    /// Calls `sink` with the id of every end user whose row restricts it
+    /// ([`EndUserRecord::is_restricted`]) and whether it is blocked;
+    /// returns how many.
+    async fn restricted_end_users(
+        &self,
+        sink: &mut (dyn for<'t> FnMut(&'t str, bool) + Send),
+    ) -> Result<usize, StoreError>;
+    /// Whether budget row `budget_id` exists.
+    async fn budget_exists(&self, budget_id: &str) -> Result<bool, StoreError>;
 
     /// Writes spend-log rows idempotently (by `request_id`) and adds the spend
-    /// of newly written rows to their key, user and team, atomically.
+    /// of newly written rows to their key, user, team and end user
+    /// (created when missing, as LiteLLM does), atomically.
     /// Returns the changes to announce.
     async fn record_spend(&self, rows: &[SpendLogRow]) -> Result<Vec<Change>, StoreError>;
     /// Spend-log rows matching a filter, oldest first.
@@ -341,7 +394,8 @@ pub trait Store: Send + Sync {
     /// Total spend over all keys.
     async fn global_spend(&self) -> Result<f64, StoreError>;
     /// Zeroes the spend of keys, teams and users whose `budget_reset_at` is
-    /// past and schedules the next reset; returns what changed.
+    /// past, and of the end users of budget rows whose `budget_reset_at`
+    /// is, and schedules the next reset; returns what changed.
     async fn reset_due_budgets(&self, now: DateTime<Utc>) -> Result<Vec<Change>, StoreError>;
     /// Announces changes to every replica (Postgres NOTIFY); a no-op in memory.
     async fn announce(&self, changes: &[Change]) -> Result<(), StoreError>;

@@ -15,6 +15,7 @@
 
 mod accounts;
 mod convert;
+mod end_users;
 mod keys;
 mod members;
 mod migrate;
@@ -31,9 +32,9 @@ pub use tls::SslMode;
 
 use super::cipher::ParamCipher;
 use super::{
-    BudgetRecord, Change, KeyRecord, MemberOp, MemberOutcome, ModelRecord, OrgMembership,
-    OrgRecord, OrgTable, RowKind, SpendFilter, SpendLogRow, Store, StoreError, TeamMember,
-    TeamRecord, UserRecord,
+    BudgetRecord, Change, EndUserBudget, EndUserRecord, EndUserUpdate, KeyRecord, MemberOp,
+    MemberOutcome, ModelRecord, OrgMembership, OrgRecord, OrgTable, RowKind, SpendFilter,
+    SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -144,6 +145,7 @@ async fn notify(tx: &Transaction<'_>, changes: &[Change]) -> Result<(), tokio_po
 const KEYS: &str = r#""LiteLLM_VerificationToken""#;
 const TEAMS: &str = r#""LiteLLM_TeamTable""#;
 const USERS: &str = r#""LiteLLM_UserTable""#;
+const END_USERS: &str = r#""LiteLLM_EndUserTable""#;
 
 #[async_trait]
 impl Store for PostgresStore {
@@ -370,6 +372,60 @@ impl Store for PostgresStore {
         user_email: Option<&str>,
     ) -> Result<MemberOutcome, StoreError> {
         with_client!(retry self, c => orgs::change_member(c, op, member, user_email))
+    }
+
+    async fn get_end_user(&self, user_id: &str) -> Result<Option<EndUserRecord>, StoreError> {
+        with_client!(self, c => end_users::get(c, user_id))
+    }
+
+    async fn insert_end_user(
+        &self,
+        user: &EndUserRecord,
+        budget: Option<&EndUserBudget>,
+    ) -> Result<(), StoreError> {
+        let inserted = with_client!(self, c => end_users::insert(c, user, budget))?;
+        conflict_unless(inserted, "end user", &user.user_id)
+    }
+
+    async fn update_end_user(
+        &self,
+        user_id: &str,
+        update: &EndUserUpdate,
+        new_budget_id: &str,
+    ) -> Result<Option<Vec<String>>, StoreError> {
+        with_client!(retry self, c => end_users::update(c, user_id, update, new_budget_id))
+    }
+
+    async fn set_end_users_blocked(
+        &self,
+        ids: &[String],
+        blocked: bool,
+    ) -> Result<Vec<EndUserRecord>, StoreError> {
+        with_client!(retry self, c => end_users::set_blocked(c, ids, blocked))
+    }
+
+    async fn delete_end_users(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
+        with_client!(self, c => accounts::delete(c, END_USERS, "user_id", ids, Change::EndUser))
+    }
+
+    async fn list_end_users(
+        &self,
+        offset: i64,
+        limit: i64,
+        search: Option<&str>,
+    ) -> Result<Vec<EndUserRecord>, StoreError> {
+        with_client!(self, c => end_users::list(c, offset, limit, search))
+    }
+
+    async fn restricted_end_users(
+        &self,
+        sink: &mut (dyn for<'t> FnMut(&'t str, bool) + Send),
+    ) -> Result<usize, StoreError> {
+        with_client!(self, c => end_users::restricted(c, sink))
+    }
+
+    async fn budget_exists(&self, budget_id: &str) -> Result<bool, StoreError> {
+        with_client!(self, c => end_users::budget_exists(c, budget_id))
     }
 
     async fn record_spend(&self, rows: &[SpendLogRow]) -> Result<Vec<Change>, StoreError> {

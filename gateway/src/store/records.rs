@@ -190,6 +190,9 @@ pub struct SpendLogRow {
     pub error_class: Option<String>,
     /// Error message, empty on success.
     pub error_message: Option<String>,
+    /// The request's end user (its `user`), LiteLLM's `end_user` column.
+    #[serde(default)]
+    pub end_user: Option<String>,
 }
 
 /// Filters of `/spend/logs`.

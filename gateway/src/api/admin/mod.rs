@@ -7,6 +7,7 @@
 mod accepted;
 mod body;
 mod budgets;
+mod customers;
 mod db;
 pub mod fuzz;
 mod issue;
@@ -43,6 +44,8 @@ pub fn is_admin_path(path: &str) -> bool {
         "/model_group/",
         "/budget/",
         "/organization/",
+        "/customer/",
+        "/end_user/",
     ]
     .iter()
     .any(|prefix| path.starts_with(prefix))
@@ -92,6 +95,7 @@ enum Endpoint<'a> {
     GlobalSpend,
     /// `/budget/*` and `/organization/*` ([`org_routes`]).
     Org(OrgRoute),
+    Customer(customers::Op),
 }
 
 impl<'a> Endpoint<'a> {
@@ -100,6 +104,9 @@ impl<'a> Endpoint<'a> {
         use Endpoint::*;
         if let Some(route) = org_routes::parse(method, path) {
             return Some(Org(route));
+        }
+        if let Some(op) = customers::route(method, path) {
+            return Some(Customer(op));
         }
         let get = method == "GET" || method == "HEAD";
         let post = method == "POST";
@@ -228,6 +235,7 @@ async fn answer(
         SpendLogs => spend::logs(worker, q).await,
         GlobalSpend => spend::global(worker, q).await,
         Org(route) => org_routes::answer(worker, &caller, route, q, body).await,
+        Customer(op) => customers::handle(worker, op, q, body).await,
     }
 }
 

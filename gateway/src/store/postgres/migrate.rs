@@ -32,6 +32,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0006_litellm_organizations",
         include_str!("../../../../migrations/0006_litellm_organizations.sql"),
     ),
+    (
+        "0007_litellm_end_users",
+        include_str!("../../../../migrations/0007_litellm_end_users.sql"),
+    ),
 ];
 
 /// Advisory lock key taken by every migration transaction ("gateway" in

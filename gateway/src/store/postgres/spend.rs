@@ -21,11 +21,11 @@ const STAGING: &str = "CREATE TEMP TABLE IF NOT EXISTS gateway_spend_staging (
     start_time TIMESTAMP, completion_start_time TIMESTAMP, end_time TIMESTAMP, model TEXT,
     model_id TEXT, model_group TEXT, custom_llm_provider TEXT, api_base TEXT, region TEXT,
     user_id TEXT, team_id TEXT, status TEXT, status_code INT4, error_class TEXT,
-    error_message TEXT
+    error_message TEXT, end_user TEXT
 ) ON COMMIT DELETE ROWS";
 
 /// Column types of [`STAGING`], in order.
-const STAGING_TYPES: [Type; 25] = [
+const STAGING_TYPES: [Type; 26] = [
     Type::INT8,
     Type::TEXT,
     Type::TEXT,
@@ -51,6 +51,7 @@ const STAGING_TYPES: [Type; 25] = [
     Type::INT4,
     Type::TEXT,
     Type::TEXT,
+    Type::TEXT,
 ];
 
 /// Moves staged rows into the log, skipping request ids already written;
@@ -64,7 +65,7 @@ const INSERT_LOGS: &str = r#"INSERT INTO "LiteLLM_SpendLogs" (request_id, call_i
     call_type, api_key, spend, total_tokens, prompt_tokens, completion_tokens, "startTime",
     "completionStartTime", "endTime", model, model_id, model_group, custom_llm_provider, api_base,
     region, "user", team_id, status, status_code, error_class, error_message, litellm_call_id,
-    request_duration_ms, metadata)
+    request_duration_ms, metadata, end_user)
 SELECT DISTINCT ON (request_id) request_id, call_id, attempt, call_type, api_key, spend,
     LEAST(total_tokens, 2147483647), LEAST(prompt_tokens, 2147483647),
     LEAST(completion_tokens, 2147483647), start_time, completion_start_time, end_time, model,
@@ -76,10 +77,10 @@ SELECT DISTINCT ON (request_id) request_id, call_id, attempt, call_type, api_key
         'attempt', attempt,
         'error_information', CASE WHEN error_class IS NULL THEN NULL ELSE jsonb_build_object(
             'error_class', error_class, 'error_message', error_message,
-            'error_code', status_code::text, 'llm_provider', custom_llm_provider) END))
+            'error_code', status_code::text, 'llm_provider', custom_llm_provider) END)), end_user
 FROM gateway_spend_staging ORDER BY request_id, ord
 ON CONFLICT (request_id) DO NOTHING
-RETURNING api_key, "user", team_id, spend::float8, model_group, "endTime"::timestamp"#;
+RETURNING api_key, "user", team_id, spend::float8, model_group, "endTime"::timestamp, end_user"#;
 
 const SELECT_LOGS: &str = r#"SELECT request_id, COALESCE(call_id, request_id) AS call_id,
     COALESCE(attempt, 1) AS attempt, call_type, api_key, spend::float8 AS spend,
@@ -87,7 +88,7 @@ const SELECT_LOGS: &str = r#"SELECT request_id, COALESCE(call_id, request_id) AS
     completion_tokens::int8 AS completion_tokens, "startTime"::timestamp AS start_time,
     "completionStartTime"::timestamp AS completion_start_time, "endTime"::timestamp AS end_time,
     model, model_id, model_group, custom_llm_provider, api_base, region, "user", team_id, status,
-    status_code, error_class, error_message
+    status_code, error_class, error_message, end_user
 FROM "LiteLLM_SpendLogs"
 WHERE ($1::text IS NULL OR api_key = $1) AND ($2::text IS NULL OR "user" = $2)
     AND ($3::text IS NULL OR team_id = $3) AND ($4::text IS NULL OR call_id = $4 OR request_id = $4)
@@ -121,6 +122,7 @@ pub async fn record(session: &mut Session, rows: &[SpendLogRow]) -> Result<Vec<C
     add_spend(&tx, r#""LiteLLM_UserTable""#, "user_id", &totals.users).await?;
     add_spend(&tx, r#""LiteLLM_TeamTable""#, "team_id", &totals.teams).await?;
     add_org_spend(&tx, &totals.teams).await?;
+    let end_users = super::end_users::add_spend(&tx, &inserted.end_users()).await?;
     add_lifetime_spend(&tx, &inserted).await?;
     // Keys with rows of an earlier period: their caches counted those rows
     // as unflushed spend, and must read the figure that leaves them out.
@@ -130,6 +132,7 @@ pub async fn record(session: &mut Session, rows: &[SpendLogRow]) -> Result<Vec<C
     let mut changes: Vec<Change> = keys.into_iter().map(Change::Key).collect();
     changes.extend(totals.stale_users.into_iter().map(Change::User));
     changes.extend(totals.stale_teams.into_iter().map(Change::Team));
+    changes.extend(end_users.into_iter().map(Change::EndUser));
     notify(&tx, &changes).await?;
     tx.commit().await?;
     Ok(changes)
@@ -156,7 +159,7 @@ struct Staged<'a> {
     ord: i64,
     row: &'a SpendLogRow,
     text: [Cow<'a, str>; 9],
-    opt_text: [Option<Cow<'a, str>>; 5],
+    opt_text: [Option<Cow<'a, str>>; 6],
     start: NaiveDateTime,
     first_byte: Option<NaiveDateTime>,
     end: NaiveDateTime,
@@ -185,6 +188,7 @@ impl<'a> Staged<'a> {
                 opt(&r.team_id),
                 opt(&r.error_class),
                 opt(&r.error_message),
+                opt(&r.end_user),
             ],
             start: r.start_time.naive_utc(),
             first_byte: naive(r.completion_start_time),
@@ -193,7 +197,7 @@ impl<'a> Staged<'a> {
     }
 
     /// Values in [`STAGING_TYPES`] order.
-    fn params(&self) -> [&(dyn ToSql + Sync); 25] {
+    fn params(&self) -> [&(dyn ToSql + Sync); 26] {
         let (t, o, r) = (&self.text, &self.opt_text, self.row);
         [
             &self.ord,
@@ -221,6 +225,7 @@ impl<'a> Staged<'a> {
             &r.status_code,
             &o[3],
             &o[4],
+            &o[5],
         ]
     }
 }
@@ -241,6 +246,7 @@ struct InsertedRow {
     spend: f64,
     group: Option<String>,
     settled: NaiveDateTime,
+    end_user: Option<String>,
 }
 
 /// The rows the INSERT wrote that carry spend (zero-spend rows touch
@@ -272,9 +278,21 @@ impl Inserted {
                 spend,
                 group: row.try_get(4)?,
                 settled: row.try_get(5)?,
+                end_user: row.try_get(6)?,
             });
         }
         Ok(Inserted(out))
+    }
+
+    /// Spend per end user, by id.
+    fn end_users(&self) -> BTreeMap<String, f64> {
+        let mut totals = BTreeMap::new();
+        for r in &self.0 {
+            if let Some(id) = &r.end_user {
+                *totals.entry(id.clone()).or_insert(0.0) += r.spend;
+            }
+        }
+        totals
     }
 
     fn ids(&self) -> Ids {
@@ -582,6 +600,7 @@ fn log_row(row: &Row) -> Result<SpendLogRow, Error> {
             .unwrap_or_default(),
         error_class: row.try_get("error_class")?,
         error_message: row.try_get("error_message")?,
+        end_user: row.try_get("end_user")?,
     })
 }
 
@@ -607,6 +626,8 @@ pub async fn reset_due(c: &mut Client, now: DateTime<Utc>) -> Result<Vec<Change>
         changes.push(Change::Team(team));
     }
     start_periods(&tx, &changes, now).await?;
+    let end_users = super::end_users::reset_due(&tx, now).await?;
+    changes.extend(end_users.into_iter().map(Change::EndUser));
     notify(&tx, &changes).await?;
     tx.commit().await?;
     Ok(changes)
@@ -624,7 +645,7 @@ async fn start_periods(
             Change::Key(id) => Some(("key", id.as_str())),
             Change::User(id) => Some(("user", id.as_str())),
             Change::Team(id) => Some(("team", id.as_str())),
-            Change::Model(_) => None,
+            Change::Model(_) | Change::EndUser(_) => None,
         })
         .unzip();
     if ids.is_empty() {

@@ -1,0 +1,199 @@
+//! End users (the body's `user`) as the request path reads them: a
+//! lock-free cache of the end users whose row restricts them (blocked, a
+//! budget row with a budget or limits, a region), beside the set of every such id
+//! the store holds ([`KnownKeys`] over the id's sha256). As in LiteLLM,
+//! which reads only its "restricted" end users, an id outside the set
+//! costs nothing: no row, or a row that restricts nothing, means no
+//! restriction. An id inside it and not cached is read through once; a
+//! miss is remembered for a moment so a flood of one id cannot hammer the
+//! database. Cached entries are refreshed in place when their row changes
+//! (`end_user:<id>` notifications), their budget counters kept.
+
+use super::known::{prefix, KnownKeys};
+use super::{hash_key, TokenHash};
+use crate::budget::fleet::Place;
+use crate::budget::Budget;
+use crate::limits::ScopeLimits;
+use crate::read_through::ReadThroughGuard;
+use crate::store::{EndUserRecord, Store, StoreError};
+use std::sync::Arc;
+
+/// A restricted end user as the request path needs it.
+#[derive(Debug)]
+pub struct EndUserEntry {
+    /// Its row, with its budget row.
+    pub record: EndUserRecord,
+    /// Its budget counter (spend against its budget row's `max_budget`);
+    /// survives refreshes.
+    pub budget: Arc<Budget>,
+}
+
+impl EndUserEntry {
+    /// The rpm, tpm and parallel limits of its budget row.
+    pub fn limits(&self) -> ScopeLimits {
+        let b = self.record.litellm_budget_table.as_ref();
+        ScopeLimits::from_fields(
+            b.and_then(|b| b.rpm_limit),
+            b.and_then(|b| b.tpm_limit),
+            b.and_then(|b| b.max_parallel_requests),
+        )
+    }
+}
+
+/// The process-wide cache of restricted end users.
+#[derive(Default)]
+pub struct EndUserCache {
+    entries: papaya::HashMap<String, Arc<EndUserEntry>>,
+    restricted: KnownKeys,
+    misses: ReadThroughGuard<String>,
+}
+
+impl EndUserCache {
+    /// The cached end user `id`, if any.
+    pub fn get(&self, id: &str) -> Option<Arc<EndUserEntry>> {
+        self.entries.pin().get(id).cloned()
+    }
+
+    /// Whether the store may hold a restricting row for `id` that is not
+    /// cached: only then is it worth a read-through.
+    pub fn worth_reading(&self, id: &str) -> bool {
+        self.restricted.contains(&hash_key(id)) && !self.misses.recently_missed(id)
+    }
+
+    /// Remembers that `id` has no restricting row.
+    pub fn note_miss(&self, id: &str) {
+        self.misses.note_miss(id.to_string());
+    }
+
+    /// Reads the ids of every restricted end user into the set, and the
+    /// cached ones again (start-up, periodically, after the change listener
+    /// reconnects: changes nobody announced, such as a LiteLLM proxy's on
+    /// the same database, are seen within that period); returns how many
+    /// there are.
+    pub async fn reload(&self, store: &dyn Store) -> Result<usize, StoreError> {
+        let reload = self.restricted.begin_reload();
+        let mut prefixes = Vec::new();
+        let count = store
+            .restricted_end_users(&mut |id, _| prefixes.push(prefix(&hash_key(id))))
+            .await?;
+        self.restricted.finish_reload(reload, prefixes);
+        self.misses.clear();
+        let cached: Vec<String> = self.entries.pin().keys().cloned().collect();
+        for id in cached {
+            self.load(store, &id).await?;
+        }
+        Ok(count)
+    }
+
+    /// Reads end user `id` from `store`: cached when its row restricts it
+    /// (its budget counter kept from an earlier copy), dropped otherwise.
+    pub async fn load(
+        &self,
+        store: &dyn Store,
+        id: &str,
+    ) -> Result<Option<Arc<EndUserEntry>>, StoreError> {
+        let record = store.get_end_user(id).await?;
+        let Some(record) = record.filter(EndUserRecord::is_restricted) else {
+            self.entries.pin().remove(id);
+            self.note_miss(id);
+            return Ok(None);
+        };
+        let budget_row = record.litellm_budget_table.as_ref();
+        let max = budget_row.and_then(|b| b.max_budget);
+        let soft = budget_row.and_then(|b| b.soft_budget);
+        let period = budget_row.and_then(|b| b.budget_reset_at);
+        let entries = self.entries.pin();
+        let budget = match entries.get(id) {
+            Some(old) => {
+                old.budget.set_limits(max, soft);
+                old.budget.set_durable(record.spend);
+                old.budget.clone()
+            }
+            None => Budget::at(
+                Some(Place::principal("end_user", id)),
+                max,
+                soft,
+                record.spend,
+            ),
+        };
+        budget.set_period(period);
+        let entry = Arc::new(EndUserEntry { record, budget });
+        entries.insert(id.to_string(), entry.clone());
+        let hash: TokenHash = hash_key(id);
+        self.restricted.insert(&hash);
+        self.misses.forget(id);
+        Ok(Some(entry))
+    }
+
+    /// Brings end user `id` up to date after a change of its row: re-read
+    /// when cached or now restricted, so the next request sees the change.
+    pub async fn refresh(&self, store: &dyn Store, id: &str) -> Result<(), StoreError> {
+        self.misses.forget(id);
+        self.load(store, id).await.map(drop)
+    }
+
+    /// Moves `usd` of end user `id`'s settled spend to "durable" once
+    /// written.
+    pub fn flushed(&self, id: &str, usd: f64) {
+        if let Some(e) = self.entries.pin().get(id) {
+            e.budget.flushed(usd);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{EndUserBudget, MemoryStore};
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    #[test]
+    fn only_restricted_end_users_are_read_and_cached() {
+        let store = MemoryStore::default();
+        let cache = EndUserCache::default();
+        block_on(async {
+            let plain = EndUserRecord {
+                user_id: "plain".into(),
+                ..Default::default()
+            };
+            store.insert_end_user(&plain, None).await.unwrap();
+            let budget = EndUserBudget {
+                budget_id: "b1".into(),
+                max_budget: Some(2.0),
+                rpm_limit: Some(7),
+                ..Default::default()
+            };
+            let rich = EndUserRecord {
+                user_id: "rich".into(),
+                spend: 0.5,
+                ..Default::default()
+            };
+            store.insert_end_user(&rich, Some(&budget)).await.unwrap();
+            assert!(!cache.worth_reading("rich"), "nothing loaded yet");
+            assert_eq!(cache.reload(&store).await.unwrap(), 1);
+            assert!(cache.worth_reading("rich") && !cache.worth_reading("plain"));
+            let entry = cache.load(&store, "rich").await.unwrap().unwrap();
+            assert_eq!(entry.budget.max_usd(), Some(2.0));
+            assert_eq!(entry.limits().rpm, Some(7));
+            assert!(cache.load(&store, "plain").await.unwrap().is_none());
+            assert!(cache.get("plain").is_none() && cache.get("rich").is_some());
+
+            let counter = entry.budget.clone();
+            let ids = ["rich".to_string()];
+            store.set_end_users_blocked(&ids, true).await.unwrap();
+            cache.refresh(&store, "rich").await.unwrap();
+            let fresh = cache.get("rich").unwrap();
+            assert!(fresh.record.blocked);
+            assert!(Arc::ptr_eq(&fresh.budget, &counter), "the counter survives");
+            store.delete_end_users(&ids).await.unwrap();
+            cache.refresh(&store, "rich").await.unwrap();
+            assert!(cache.get("rich").is_none());
+        });
+    }
+}
