@@ -108,6 +108,9 @@ pub struct LimitRun {
     pub database_url: Option<String>,
     /// One `redis-server` or a Cluster, for the Redis modes.
     pub redis: RedisKind,
+    /// The gateways' Redis deadline (`redis_timeout_ms`), when not the
+    /// default.
+    pub redis_timeout_ms: Option<u64>,
 }
 
 /// One burst's outcome.
@@ -130,6 +133,9 @@ pub struct LimitReport {
     headroom_refused_pct: f64,
     /// Redis script calls per request sent (admitted or refused).
     redis_calls_per_request: Option<f64>,
+    /// A replica logged falling back to its own counters during the burst
+    /// (a Redis call without an answer within the deadline).
+    redis_fallback: bool,
 }
 
 /// Runs every mode × reservation × burst and prints the table.
@@ -180,8 +186,10 @@ pub fn run(r: &LimitRun) -> Result<(), String> {
                 env,
                 deployments: 1,
             };
+            let yaml = gateway_proc::config_yaml(upstream.addr(), 1)
+                + &gateway_proc::redis_timeout_yaml(r.redis_timeout_ms);
             let fleet: Vec<GatewayProcess> = (0..r.replicas)
-                .map(|_| GatewayProcess::start(&spec))
+                .map(|_| GatewayProcess::start_with_config(&spec, &yaml))
                 .collect::<Result<_, _>>()?;
             for &senders in &r.bursts {
                 let before = upstream.stats().total;
@@ -189,6 +197,7 @@ pub fn run(r: &LimitRun) -> Result<(), String> {
                     Some(redis) if mode != LimiterMode::Local => Some(redis.script_calls()?),
                     _ => None,
                 };
+                let fallbacks = gateway_proc::redis_fallbacks(&fleet);
                 let (sent, refused) = burst(&fleet, r, senders)?;
                 let after = upstream.stats().total;
                 let requests = after.requests - before.requests;
@@ -226,6 +235,7 @@ pub fn run(r: &LimitRun) -> Result<(), String> {
                         0.0
                     },
                     redis_calls_per_request: calls.map(|c| c as f64 / sent.max(1) as f64),
+                    redis_fallback: gateway_proc::redis_fallbacks(&fleet) > fallbacks,
                 });
             }
         }
@@ -331,15 +341,16 @@ fn print_table(r: &LimitRun, reports: &[LimitReport]) {
         r.replicas,
         r.redis.name()
     );
+    println!("\"Fell back\": a replica logged a Redis call without an answer within redis_timeout_ms{} during the burst, so some requests were limited on its own counters.", r.redis_timeout_ms.map_or(" (100 ms)".to_string(), |ms| format!(" ({ms} ms)")));
     println!("Baseline: the limit itself. Overshoot = admitted units above it; headroom refused = units left unused when every sender was refused (false rejections); both as % of the limit. Units: requests (rpm), prompt+completion tokens (tpm), requests in flight together (parallel).\n");
-    println!("| mode | replicas | Redis | reservation | senders | admitted requests | admitted tokens | refused | overshoot | headroom refused | Redis calls / request |");
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| mode | replicas | Redis | reservation | senders | admitted requests | admitted tokens | refused | overshoot | headroom refused | Redis calls / request | fell back |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for x in reports {
         let calls = x
             .redis_calls_per_request
             .map_or("-".to_string(), |c| format!("{c:.2}"));
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.2} % | {:.1} % | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.2} % | {:.1} % | {} | {} |",
             x.mode.name(),
             x.replicas,
             x.redis.unwrap_or("-"),
@@ -350,7 +361,8 @@ fn print_table(r: &LimitRun, reports: &[LimitReport]) {
             x.refused,
             x.overshoot_pct,
             x.headroom_refused_pct,
-            calls
+            calls,
+            if x.redis_fallback { "yes" } else { "no" }
         );
     }
 }

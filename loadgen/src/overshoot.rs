@@ -41,6 +41,8 @@ Options:
   --reservation LIST        TPM reservation settings [default: on,off]
   --replicas N              gateways sharing the key, senders spread over them
                             [default: 1]; 2 or more needs --database-url
+  --redis-timeout-ms N      the gateways' Redis deadline [default: the
+                            gateway's, 100]
   --redis single|cluster    the private Redis of the Redis modes: one
                             redis-server or a three-master Redis Cluster
                             [default: single]
@@ -73,6 +75,9 @@ struct BurstReport {
     budget: f64,
     overshoot_pct: f64,
     headroom_requests: f64,
+    /// A replica logged falling back to its own counters during the burst
+    /// (a Redis call without an answer within the deadline).
+    redis_fallback: bool,
 }
 
 /// Entry point of `loadgen overshoot`.
@@ -89,6 +94,7 @@ pub fn main(args: &mut Args) -> Result<(), String> {
     let mut database_url: Option<String> = None;
     let mut budget_modes = vec!["redis", "local"];
     let mut redis = RedisKind::Single;
+    let mut redis_timeout_ms: Option<u64> = None;
     while let Some(flag) = args.next_flag()? {
         match flag.as_str() {
             "budget" => budget = args.value(&flag)?,
@@ -147,6 +153,7 @@ pub fn main(args: &mut Args) -> Result<(), String> {
                     .collect::<Result<_, _>>()?;
             }
             "redis" => redis = RedisKind::parse(&args.value::<String>(&flag)?)?,
+            "redis-timeout-ms" => redis_timeout_ms = Some(args.value(&flag)?),
             "gateway-bin" => bin = Some(args.value::<String>(&flag)?.into()),
             "json" => json = Some(args.value::<String>(&flag)?.into()),
             "help" => {
@@ -181,6 +188,7 @@ pub fn main(args: &mut Args) -> Result<(), String> {
             replicas,
             database_url,
             redis,
+            redis_timeout_ms,
         });
     }
     let upstream = mock::start(MockConfig {
@@ -217,8 +225,10 @@ pub fn main(args: &mut Args) -> Result<(), String> {
                 if let Some(r) = &server {
                     spec.env.push(r.env());
                 }
+                let yaml = gateway_proc::config_yaml(spec.upstream, 1)
+                    + &gateway_proc::redis_timeout_yaml(redis_timeout_ms);
                 let fleet: Vec<GatewayProcess> = (0..replicas)
-                    .map(|_| GatewayProcess::start(&spec))
+                    .map(|_| GatewayProcess::start_with_config(&spec, &yaml))
                     .collect::<Result<_, _>>()?;
                 for &senders in &bursts {
                     reports.push(run_burst(&fleet, counters, budget, senders, max_tokens)?);
@@ -259,6 +269,7 @@ fn run_burst(
         "{{\"max_budget\": {budget}, \"models\": [\"{MODEL}\"]}}"
     ))?;
     let addr = fleet[0].addr();
+    let fallbacks = gateway_proc::redis_fallbacks(fleet);
     let results: Vec<Result<(Vec<f64>, usize), String>> = std::thread::scope(|s| {
         let key = &key;
         let handles: Vec<_> = (0..senders)
@@ -301,6 +312,7 @@ fn run_burst(
         } else {
             0.0
         },
+        redis_fallback: gateway_proc::redis_fallbacks(fleet) > fallbacks,
     })
 }
 
@@ -365,14 +377,14 @@ fn print_table(budget: f64, max_tokens: u64, reports: &[BurstReport]) {
     println!(
         "Baseline: the budget itself (overshoot = admitted spend above it, as a share of it).\n"
     );
-    println!("| replicas | budget counters | senders | admitted | refused | admitted spend (USD) | recorded spend (USD) | overshoot | headroom refused (requests) |");
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| replicas | budget counters | senders | admitted | refused | admitted spend (USD) | recorded spend (USD) | overshoot | headroom refused (requests) | fell back |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for r in reports {
         let recorded = r
             .recorded_spend
             .map_or("?".to_string(), |s| format!("{s:.6}"));
         println!(
-            "| {} | {} | {} | {} | {} | {:.6} | {} | {:.2} % | {:.1} |",
+            "| {} | {} | {} | {} | {} | {:.6} | {} | {:.2} % | {:.1} | {} |",
             r.replicas,
             r.counters,
             r.senders,
@@ -381,7 +393,8 @@ fn print_table(budget: f64, max_tokens: u64, reports: &[BurstReport]) {
             r.admitted_spend,
             recorded,
             r.overshoot_pct,
-            r.headroom_requests
+            r.headroom_requests,
+            if r.redis_fallback { "yes" } else { "no" }
         );
     }
 }
