@@ -161,14 +161,6 @@ impl GatewayProcess {
             .ok_or_else(|| fail(format!("no \"key\" in {body}")))
     }
 
-    /// Lines of its log so far that contain one of `needles`.
-    pub fn log_lines_with(&self, needles: &[&str]) -> usize {
-        let text = std::fs::read_to_string(self.dir.join("gateway.log")).unwrap_or_default();
-        text.lines()
-            .filter(|l| needles.iter().any(|n| l.contains(n)))
-            .count()
-    }
-
     /// The last lines of its log.
     pub fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(self.dir.join("gateway.log")).unwrap_or_default();
@@ -207,19 +199,6 @@ pub fn config_yaml(upstream: SocketAddr, deployments: usize) -> String {
     }
     yaml.push_str(&format!("general_settings:\n  master_key: {MASTER_KEY}\n"));
     yaml
-}
-
-/// The log lines of a gateway whose Redis limiter fell back to its own
-/// counters (a call without an answer in time, the breaker opening).
-pub const REDIS_FALLBACK_LINES: [&str; 2] =
-    ["Redis limiter call failed", "circuit breaker opened"];
-
-/// Fallback lines logged so far by every gateway of `fleet`.
-pub fn redis_fallbacks(fleet: &[GatewayProcess]) -> usize {
-    fleet
-        .iter()
-        .map(|g| g.log_lines_with(&REDIS_FALLBACK_LINES))
-        .sum()
 }
 
 /// `gateway_settings.rate_limits.redis_timeout_ms: ms`, to append to a

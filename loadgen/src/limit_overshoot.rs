@@ -111,6 +111,8 @@ pub struct LimitRun {
     /// The gateways' Redis deadline (`redis_timeout_ms`), when not the
     /// default.
     pub redis_timeout_ms: Option<u64>,
+    /// How long the mock takes per answer.
+    pub latency_ms: u64,
 }
 
 /// One burst's outcome.
@@ -133,9 +135,6 @@ pub struct LimitReport {
     headroom_refused_pct: f64,
     /// Redis script calls per request sent (admitted or refused).
     redis_calls_per_request: Option<f64>,
-    /// A replica logged falling back to its own counters during the burst
-    /// (a Redis call without an answer within the deadline).
-    redis_fallback: bool,
 }
 
 /// Runs every mode × reservation × burst and prints the table.
@@ -150,7 +149,7 @@ pub fn run(r: &LimitRun) -> Result<(), String> {
     let upstream = mock::start(MockConfig {
         port: 0,
         workers: 1,
-        latency_ms: 50,
+        latency_ms: r.latency_ms,
         ..MockConfig::default()
     })
     .map_err(|e| format!("cannot start the mock: {e}"))?;
@@ -197,7 +196,6 @@ pub fn run(r: &LimitRun) -> Result<(), String> {
                     Some(redis) if mode != LimiterMode::Local => Some(redis.script_calls()?),
                     _ => None,
                 };
-                let fallbacks = gateway_proc::redis_fallbacks(&fleet);
                 let (sent, refused) = burst(&fleet, r, senders)?;
                 let after = upstream.stats().total;
                 let requests = after.requests - before.requests;
@@ -235,7 +233,6 @@ pub fn run(r: &LimitRun) -> Result<(), String> {
                         0.0
                     },
                     redis_calls_per_request: calls.map(|c| c as f64 / sent.max(1) as f64),
-                    redis_fallback: gateway_proc::redis_fallbacks(&fleet) > fallbacks,
                 });
             }
         }
@@ -334,23 +331,26 @@ fn send(
 
 fn print_table(r: &LimitRun, reports: &[LimitReport]) {
     println!(
-        "Rate-limit overshoot: one key per burst, {} {}, max_tokens {}, mock latency 50 ms, {} replica(s), Redis: {}.",
+        "Rate-limit overshoot: one key per burst, {} {}, max_tokens {}, mock latency {} ms, {} replica(s), Redis: {}.",
         r.kind.field(),
         r.limit,
         r.max_tokens,
+        r.latency_ms,
         r.replicas,
         r.redis.name()
     );
-    println!("\"Fell back\": a replica logged a Redis call without an answer within redis_timeout_ms{} during the burst, so some requests were limited on its own counters.", r.redis_timeout_ms.map_or(" (100 ms)".to_string(), |ms| format!(" ({ms} ms)")));
+    if let Some(ms) = r.redis_timeout_ms {
+        println!("Redis deadline (redis_timeout_ms): {ms} ms.");
+    }
     println!("Baseline: the limit itself. Overshoot = admitted units above it; headroom refused = units left unused when every sender was refused (false rejections); both as % of the limit. Units: requests (rpm), prompt+completion tokens (tpm), requests in flight together (parallel).\n");
-    println!("| mode | replicas | Redis | reservation | senders | admitted requests | admitted tokens | refused | overshoot | headroom refused | Redis calls / request | fell back |");
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| mode | replicas | Redis | reservation | senders | admitted requests | admitted tokens | refused | overshoot | headroom refused | Redis calls / request |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for x in reports {
         let calls = x
             .redis_calls_per_request
             .map_or("-".to_string(), |c| format!("{c:.2}"));
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.2} % | {:.1} % | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.2} % | {:.1} % | {} |",
             x.mode.name(),
             x.replicas,
             x.redis.unwrap_or("-"),
@@ -361,8 +361,7 @@ fn print_table(r: &LimitRun, reports: &[LimitReport]) {
             x.refused,
             x.overshoot_pct,
             x.headroom_refused_pct,
-            calls,
-            if x.redis_fallback { "yes" } else { "no" }
+            calls
         );
     }
 }
