@@ -187,7 +187,9 @@ fn wait(port: u16, ready: impl Fn(&str) -> bool, command: &[&str]) -> Result<(),
             return Ok(());
         }
         if Instant::now() > deadline {
-            return Err(format!("redis-server on {port}: {command:?} not ready within 10 s"));
+            return Err(format!(
+                "redis-server on {port}: {command:?} not ready within 10 s"
+            ));
         }
         std::thread::sleep(Duration::from_millis(50));
     }

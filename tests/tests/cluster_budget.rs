@@ -84,7 +84,10 @@ impl Fleet {
             .post("/team/new", &json!({"team_id": team, "max_budget": budget}))
             .expect_status(200);
         let resp = self.replicas[0]
-            .post("/key/generate", &json!({"team_id": team, "max_budget": 1.0}))
+            .post(
+                "/key/generate",
+                &json!({"team_id": team, "max_budget": 1.0}),
+            )
             .expect_status(200)
             .json();
         let field = |name: &str| resp[name].as_str().expect(name).to_string();
@@ -340,7 +343,10 @@ fn a_refusing_slot_releases_the_hold_taken_on_the_slot_before_it() {
             other => panic!("unexpected {other}: {body}"),
         }
     }
-    assert!(served >= 1 && refused >= 1, "{served} served, {refused} refused");
+    assert!(
+        served >= 1 && refused >= 1,
+        "{served} served, {refused} refused"
+    );
     // Every refusal's hold on the team's slot was given back: the team's
     // counter holds nothing and counted only what was served, as the key's.
     let team_spent = fleet.counted(&team_hash);

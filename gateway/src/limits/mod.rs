@@ -46,10 +46,10 @@ mod window;
 pub use breaker::{BreakerSettings, BreakerState};
 pub use descriptor::{Descriptor, Kind, Scope, ScopeLimits};
 pub use local::LocalLimiter;
-pub use slots::key_slot;
 pub use settings::{
     FallbackPolicy, LeaseSettings, LimitSettings, LimitsFile, Mode, RateLimitsFile, RedisSources,
 };
+pub use slots::key_slot;
 pub use window::Window;
 
 use crate::auth::Principal;

@@ -479,10 +479,17 @@ mod tests {
         let batch = [script(), admit(request())];
         let parts = split(&batch);
         assert_eq!(parts.len(), 4);
-        assert_eq!((parts[0].call, parts[0].slot), (0, key_slot(b"budget:key:k")));
+        assert_eq!(
+            (parts[0].call, parts[0].slot),
+            (0, key_slot(b"budget:key:k"))
+        );
         let outcomes = |first: Outcome| {
             let mut all = vec![first];
-            all.extend([admitted(1, vec![0]), admitted(1, vec![0, 0]), admitted(1, vec![0])]);
+            all.extend([
+                admitted(1, vec![0]),
+                admitted(1, vec![0, 0]),
+                admitted(1, vec![0]),
+            ]);
             all
         };
         let m = merge(&batch, parts, outcomes(Ok(Answer::Numbers(vec![1]))));
