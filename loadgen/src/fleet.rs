@@ -12,6 +12,7 @@
 use crate::cli::Args;
 use crate::gateway_proc::{self, GatewayProcess, GatewaySpec, MASTER_KEY, MODEL};
 use crate::mock::{self, MockConfig};
+use crate::redis_target::RedisKind;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -30,6 +31,8 @@ sending to it.
 Options:
   --database-url URL        an empty Postgres database the replicas share
   --cooldowns               measure cooldown propagation through Redis (needs redis-server)
+  --redis single|cluster    the cooldowns' Redis: one redis-server or a private
+                            three-master Redis Cluster [default: single]
   --gateway-bin PATH        gateway binary [default: target/release/gateway]
   --replicas N              gateway processes [default: 2]
   --trials N                keys and models created and deleted [default: 20]
@@ -60,6 +63,7 @@ pub fn main(args: &mut Args) -> Result<(), String> {
     let mut bin: Option<PathBuf> = None;
     let mut json: Option<PathBuf> = None;
     let mut cooldowns = false;
+    let mut redis = RedisKind::Single;
     while let Some(flag) = args.next_flag()? {
         match flag.as_str() {
             "replicas" => replicas = args.value(&flag)?,
@@ -68,6 +72,7 @@ pub fn main(args: &mut Args) -> Result<(), String> {
             "gateway-bin" => bin = Some(args.value::<String>(&flag)?.into()),
             "json" => json = Some(args.value::<String>(&flag)?.into()),
             "cooldowns" => cooldowns = true,
+            "redis" => redis = RedisKind::parse(&args.value::<String>(&flag)?)?,
             "help" => {
                 print!("{USAGE}");
                 return Ok(());
@@ -98,8 +103,11 @@ pub fn main(args: &mut Args) -> Result<(), String> {
     }
     if cooldowns {
         let (times, bounds) =
-            crate::fleet_cooldowns::measure(bin.clone(), upstream.addr(), trials)?;
-        rows.push(("cooldown (Redis pub/sub)", times));
+            crate::fleet_cooldowns::measure(bin.clone(), upstream.addr(), trials, redis)?;
+        rows.push(match redis {
+            RedisKind::Single => ("cooldown (Redis pub/sub)", times),
+            RedisKind::Cluster => ("cooldown (Redis Cluster pub/sub)", times),
+        });
         rows.push(("cooldown, from the failing request sent", bounds));
     }
     print_report(replicas, trials, &rows);

@@ -1,6 +1,6 @@
 //! `loadgen fleet --cooldowns`: how fast a cooldown started by one gateway
 //! replica is honoured by another. Two replicas share a private
-//! `redis-server`; each trial has its own model group of a free deployment
+//! `redis-server` (or a private three-master Redis Cluster); each trial has its own model group of a free deployment
 //! (`cheap-<i>`, always chosen by cost-based routing unless it cools) that
 //! fails with a 429 on one replica only, and a `backup-<i>`. A request to
 //! the failing side cools `cheap-<i>` there (the retry is served by the
@@ -11,7 +11,7 @@
 //! the hop itself). Trials alternate direction.
 
 use crate::gateway_proc::{self, GatewayProcess, GatewaySpec, MASTER_KEY};
-use crate::redis_proc::RedisProcess;
+use crate::redis_target::{RedisKind, RedisTarget};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -22,14 +22,15 @@ const GIVE_UP: Duration = Duration::from_secs(5);
 const PROBE_EVERY: Duration = Duration::from_millis(1);
 
 /// Runs `trials` cooldowns through two replicas of `bin` on a private Redis
-/// and the mock at `upstream`; the propagation time of each, from the
-/// failing replica's answer and from its request.
+/// of `kind` and the mock at `upstream`; the propagation time of each, from
+/// the failing replica's answer and from its request.
 pub fn measure(
     bin: PathBuf,
     upstream: SocketAddr,
     trials: usize,
+    kind: RedisKind,
 ) -> Result<(Vec<Duration>, Vec<Duration>), String> {
-    let redis = RedisProcess::start()?;
+    let redis = RedisTarget::start(kind)?;
     let replicas: Vec<GatewayProcess> = (0..2)
         .map(|side| {
             let spec = GatewaySpec {
@@ -37,7 +38,7 @@ pub fn measure(
                 workers: 1,
                 upstream,
                 cpus: None,
-                env: vec![("REDIS_URL".into(), redis.url())],
+                env: vec![redis.env()],
                 deployments: 1,
             };
             GatewayProcess::start_with_config(&spec, &config_yaml(upstream, trials, side))

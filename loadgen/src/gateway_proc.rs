@@ -201,6 +201,13 @@ pub fn config_yaml(upstream: SocketAddr, deployments: usize) -> String {
     yaml
 }
 
+/// `gateway_settings.rate_limits.redis_timeout_ms: ms`, to append to a
+/// config (none without `ms`).
+pub fn redis_timeout_yaml(ms: Option<u64>) -> String {
+    ms.map(|ms| format!("gateway_settings:\n  rate_limits:\n    redis_timeout_ms: {ms}\n"))
+        .unwrap_or_default()
+}
+
 /// The API of the deployments the gateway routes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UpstreamApi {

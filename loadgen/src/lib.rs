@@ -22,6 +22,7 @@ pub mod overhead;
 pub mod overshoot;
 pub mod procfs;
 pub mod redis_proc;
+pub mod redis_target;
 pub mod rt;
 pub mod run;
 pub mod schedule;

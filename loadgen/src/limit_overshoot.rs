@@ -9,11 +9,16 @@
 //! is read from the mock's counts (requests, prompt + completion tokens),
 //! compared with the limit (overshoot) and with what was left unused when
 //! every sender had been refused (headroom refused: false rejections). Redis
-//! calls per request come from Redis's own `INFO commandstats`.
+//! calls per request come from Redis's own `INFO commandstats` (summed over
+//! the masters of a Cluster).
+//!
+//! With `--replicas N` (and a database the replicas share) the senders are
+//! spread over N gateways counting in the same Redis; with `--redis
+//! cluster` that Redis is a private three-master Redis Cluster.
 
 use crate::gateway_proc::{self, GatewayProcess, GatewaySpec, MODEL};
 use crate::mock::{self, MockConfig};
-use crate::redis_proc::RedisProcess;
+use crate::redis_target::{RedisKind, RedisTarget};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Barrier;
@@ -97,6 +102,17 @@ pub struct LimitRun {
     pub bin: Option<PathBuf>,
     /// Where to write the JSON report.
     pub json: Option<PathBuf>,
+    /// Gateways sharing the key (two or more share `database_url`).
+    pub replicas: usize,
+    /// The database the replicas share.
+    pub database_url: Option<String>,
+    /// One `redis-server` or a Cluster, for the Redis modes.
+    pub redis: RedisKind,
+    /// The gateways' Redis deadline (`redis_timeout_ms`), when not the
+    /// default.
+    pub redis_timeout_ms: Option<u64>,
+    /// How long the mock takes per answer.
+    pub latency_ms: u64,
 }
 
 /// One burst's outcome.
@@ -104,6 +120,9 @@ pub struct LimitRun {
 pub struct LimitReport {
     kind: LimitKind,
     mode: LimiterMode,
+    replicas: usize,
+    /// `single` or `cluster` (Redis modes only).
+    redis: Option<&'static str>,
     reservation: bool,
     senders: usize,
     limit: u64,
@@ -122,7 +141,7 @@ pub struct LimitReport {
 pub fn run(r: &LimitRun) -> Result<(), String> {
     let needs_redis = r.modes.iter().any(|m| *m != LimiterMode::Local);
     let redis = if needs_redis {
-        Some(RedisProcess::start()?)
+        Some(RedisTarget::start(r.redis)?)
     } else {
         None
     };
@@ -130,7 +149,7 @@ pub fn run(r: &LimitRun) -> Result<(), String> {
     let upstream = mock::start(MockConfig {
         port: 0,
         workers: 1,
-        latency_ms: 50,
+        latency_ms: r.latency_ms,
         ..MockConfig::default()
     })
     .map_err(|e| format!("cannot start the mock: {e}"))?;
@@ -149,27 +168,35 @@ pub fn run(r: &LimitRun) -> Result<(), String> {
             if let Some(redis) = &redis {
                 redis.reset()?;
                 if mode != LimiterMode::Local {
-                    env.push(("REDIS_URL".into(), redis.url()));
+                    env.push(redis.env());
                 }
             }
             if mode == LimiterMode::Lease {
                 env.push(("GATEWAY_RATE_LIMIT_MODE".into(), "lease".into()));
             }
-            let gateway = GatewayProcess::start(&GatewaySpec {
+            if let Some(url) = r.database_url.as_ref().filter(|_| r.replicas > 1) {
+                env.push(("DATABASE_URL".into(), url.clone()));
+            }
+            let spec = GatewaySpec {
                 bin: r.bin.clone().unwrap_or_else(gateway_proc::default_bin),
-                workers: 2,
+                workers: if r.replicas > 1 { 1 } else { 2 },
                 upstream: upstream.addr(),
                 cpus: None,
                 env,
                 deployments: 1,
-            })?;
+            };
+            let yaml = gateway_proc::config_yaml(upstream.addr(), 1)
+                + &gateway_proc::redis_timeout_yaml(r.redis_timeout_ms);
+            let fleet: Vec<GatewayProcess> = (0..r.replicas)
+                .map(|_| GatewayProcess::start_with_config(&spec, &yaml))
+                .collect::<Result<_, _>>()?;
             for &senders in &r.bursts {
                 let before = upstream.stats().total;
                 let calls_before = match &redis {
                     Some(redis) if mode != LimiterMode::Local => Some(redis.script_calls()?),
                     _ => None,
                 };
-                let (sent, refused) = burst(&gateway, r, senders)?;
+                let (sent, refused) = burst(&fleet, r, senders)?;
                 let after = upstream.stats().total;
                 let requests = after.requests - before.requests;
                 let tokens = (after.prompt_tokens + after.completion_tokens)
@@ -191,6 +218,8 @@ pub fn run(r: &LimitRun) -> Result<(), String> {
                 reports.push(LimitReport {
                     kind: r.kind,
                     mode,
+                    replicas: r.replicas,
+                    redis: (mode != LimiterMode::Local).then(|| r.redis.name()),
                     reservation,
                     senders,
                     limit: r.limit,
@@ -218,7 +247,7 @@ pub fn run(r: &LimitRun) -> Result<(), String> {
 
 /// Redis's script count once settlements, which trail the last response,
 /// have stopped arriving: two reads 50 ms apart agree (at most 2 s).
-fn settled_script_calls(redis: &RedisProcess) -> Result<u64, String> {
+fn settled_script_calls(redis: &RedisTarget) -> Result<u64, String> {
     let deadline = std::time::Instant::now() + Duration::from_secs(2);
     let mut last = redis.script_calls()?;
     loop {
@@ -231,19 +260,23 @@ fn settled_script_calls(redis: &RedisProcess) -> Result<u64, String> {
     }
 }
 
-/// One burst on a fresh key; returns (requests sent, 429s).
-fn burst(gateway: &GatewayProcess, r: &LimitRun, senders: usize) -> Result<(usize, usize), String> {
-    let key = gateway.generate_key_with(&format!(
+/// One burst on a fresh key, the senders spread over the `fleet`'s
+/// replicas in turn; returns (requests sent, 429s).
+fn burst(fleet: &[GatewayProcess], r: &LimitRun, senders: usize) -> Result<(usize, usize), String> {
+    let key = fleet[0].generate_key_with(&format!(
         "{{\"{}\": {}, \"models\": [\"{MODEL}\"]}}",
         r.kind.field(),
         r.limit
     ))?;
-    let addr = gateway.addr();
     let once = r.kind == LimitKind::Parallel;
     let barrier = Barrier::new(senders);
     let results: Vec<Result<(usize, usize), String>> = std::thread::scope(|s| {
+        let (key, barrier) = (&key, &barrier);
         let handles: Vec<_> = (0..senders)
-            .map(|_| s.spawn(|| send(addr, &key, r.max_tokens, once, &barrier)))
+            .map(|i| {
+                let addr = fleet[i % fleet.len()].addr();
+                s.spawn(move || send(addr, key, r.max_tokens, once, barrier))
+            })
             .collect();
         handles
             .into_iter()
@@ -298,21 +331,29 @@ fn send(
 
 fn print_table(r: &LimitRun, reports: &[LimitReport]) {
     println!(
-        "Rate-limit overshoot: one key per burst, {} {}, max_tokens {}, mock latency 50 ms.",
+        "Rate-limit overshoot: one key per burst, {} {}, max_tokens {}, mock latency {} ms, {} replica(s), Redis: {}.",
         r.kind.field(),
         r.limit,
-        r.max_tokens
+        r.max_tokens,
+        r.latency_ms,
+        r.replicas,
+        r.redis.name()
     );
+    if let Some(ms) = r.redis_timeout_ms {
+        println!("Redis deadline (redis_timeout_ms): {ms} ms.");
+    }
     println!("Baseline: the limit itself. Overshoot = admitted units above it; headroom refused = units left unused when every sender was refused (false rejections); both as % of the limit. Units: requests (rpm), prompt+completion tokens (tpm), requests in flight together (parallel).\n");
-    println!("| mode | reservation | senders | admitted requests | admitted tokens | refused | overshoot | headroom refused | Redis calls / request |");
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| mode | replicas | Redis | reservation | senders | admitted requests | admitted tokens | refused | overshoot | headroom refused | Redis calls / request |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for x in reports {
         let calls = x
             .redis_calls_per_request
             .map_or("-".to_string(), |c| format!("{c:.2}"));
         println!(
-            "| {} | {} | {} | {} | {} | {} | {:.2} % | {:.1} % | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.2} % | {:.1} % | {} |",
             x.mode.name(),
+            x.replicas,
+            x.redis.unwrap_or("-"),
             if x.reservation { "on" } else { "off" },
             x.senders,
             x.admitted_requests,

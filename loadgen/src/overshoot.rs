@@ -7,12 +7,15 @@
 //! ([`crate::limit_overshoot`]). With `--replicas 2 --database-url URL` it
 //! measures a budget across two replicas sharing Postgres, with the
 //! budget's counters in a private Redis (fleet-wide) and without Redis
-//! (each replica counts alone).
+//! (each replica counts alone). `--redis cluster` makes that Redis (and the
+//! rate limits' one) a private three-master Redis Cluster; `--replicas`
+//! spreads a rate limit's senders over the replicas too.
 
 use crate::cli::Args;
 use crate::gateway_proc::{self, GatewayProcess, GatewaySpec, MODEL};
 use crate::limit_overshoot::{self, LimitKind, LimitRun, LimiterMode};
 use crate::mock::{self, MockConfig};
+use crate::redis_target::{RedisKind, RedisTarget};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -38,6 +41,14 @@ Options:
   --reservation LIST        TPM reservation settings [default: on,off]
   --replicas N              gateways sharing the key, senders spread over them
                             [default: 1]; 2 or more needs --database-url
+  --mock-latency-ms N       how long the mock takes per answer, for rate
+                            limits [default: 50]; longer keeps a --parallel
+                            burst in flight together on a loaded machine
+  --redis-timeout-ms N      the gateways' Redis deadline [default: the
+                            gateway's, 100]
+  --redis single|cluster    the private Redis of the Redis modes: one
+                            redis-server or a three-master Redis Cluster
+                            [default: single]
   --database-url URL        an empty Postgres database the replicas share
   --budget-modes LIST       with replicas: redis (budgets in a private
                             redis-server), local (each replica alone)
@@ -56,8 +67,8 @@ const MAX_PER_SENDER: usize = 2000;
 #[derive(Debug, Clone, serde::Serialize)]
 struct BurstReport {
     replicas: usize,
-    /// Where budget counters live: `process` (one replica), `redis` or
-    /// `local` (several replicas).
+    /// Where budget counters live: `process` (one replica), `redis`,
+    /// `redis cluster` or `local` (several replicas).
     counters: &'static str,
     senders: usize,
     admitted: usize,
@@ -82,6 +93,9 @@ pub fn main(args: &mut Args) -> Result<(), String> {
     let mut replicas = 1usize;
     let mut database_url: Option<String> = None;
     let mut budget_modes = vec!["redis", "local"];
+    let mut redis = RedisKind::Single;
+    let mut redis_timeout_ms: Option<u64> = None;
+    let mut latency_ms = 50u64;
     while let Some(flag) = args.next_flag()? {
         match flag.as_str() {
             "budget" => budget = args.value(&flag)?,
@@ -139,6 +153,9 @@ pub fn main(args: &mut Args) -> Result<(), String> {
                     })
                     .collect::<Result<_, _>>()?;
             }
+            "redis" => redis = RedisKind::parse(&args.value::<String>(&flag)?)?,
+            "redis-timeout-ms" => redis_timeout_ms = Some(args.value(&flag)?),
+            "mock-latency-ms" => latency_ms = args.value(&flag)?,
             "gateway-bin" => bin = Some(args.value::<String>(&flag)?.into()),
             "json" => json = Some(args.value::<String>(&flag)?.into()),
             "help" => {
@@ -150,6 +167,12 @@ pub fn main(args: &mut Args) -> Result<(), String> {
     }
     if !budget.is_finite() || budget <= 0.0 || bursts.is_empty() || bursts.contains(&0) {
         return Err("--budget must be positive and --bursts a list of positive numbers".into());
+    }
+    if replicas == 0 || (replicas > 1 && (database_url.is_none() || budget_modes.is_empty())) {
+        return Err(
+            "--replicas must be positive; two or more need --database-url and --budget-modes"
+                .into(),
+        );
     }
     if let Some((kind, limit)) = limit {
         if limit == 0 || modes.is_empty() || reservation.is_empty() {
@@ -164,13 +187,12 @@ pub fn main(args: &mut Args) -> Result<(), String> {
             reservation,
             bin,
             json,
+            replicas,
+            database_url,
+            redis,
+            redis_timeout_ms,
+            latency_ms,
         });
-    }
-    if replicas == 0 || (replicas > 1 && (database_url.is_none() || budget_modes.is_empty())) {
-        return Err(
-            "--replicas must be positive; two or more need --database-url and --budget-modes"
-                .into(),
-        );
     }
     let upstream = mock::start(MockConfig {
         port: 0,
@@ -191,20 +213,28 @@ pub fn main(args: &mut Args) -> Result<(), String> {
         Some(url) => {
             for mode in budget_modes {
                 // Kept until the mode's replicas are gone.
-                let redis = match mode {
-                    "redis" => Some(crate::redis_proc::RedisProcess::start()?),
-                    _ => None,
+                let (server, counters) = match (mode, redis) {
+                    ("redis", kind) => (
+                        Some(RedisTarget::start(kind)?),
+                        match kind {
+                            RedisKind::Single => "redis",
+                            RedisKind::Cluster => "redis cluster",
+                        },
+                    ),
+                    _ => (None, "local"),
                 };
                 let mut spec = spec.clone();
                 spec.env.push(("DATABASE_URL".into(), url.clone()));
-                if let Some(r) = &redis {
-                    spec.env.push(("REDIS_URL".into(), r.url()));
+                if let Some(r) = &server {
+                    spec.env.push(r.env());
                 }
+                let yaml = gateway_proc::config_yaml(spec.upstream, 1)
+                    + &gateway_proc::redis_timeout_yaml(redis_timeout_ms);
                 let fleet: Vec<GatewayProcess> = (0..replicas)
-                    .map(|_| GatewayProcess::start(&spec))
+                    .map(|_| GatewayProcess::start_with_config(&spec, &yaml))
                     .collect::<Result<_, _>>()?;
                 for &senders in &bursts {
-                    reports.push(run_burst(&fleet, mode, budget, senders, max_tokens)?);
+                    reports.push(run_burst(&fleet, counters, budget, senders, max_tokens)?);
                 }
             }
         }
@@ -388,6 +418,10 @@ mod tests {
         assert!(run("--budget 0").unwrap_err().contains("--budget"));
         assert!(run("--bursts 1,x").unwrap_err().contains("--bursts"));
         assert!(run("--replicas 2").unwrap_err().contains("--database-url"));
+        assert!(run("--rpm 5 --replicas 2")
+            .unwrap_err()
+            .contains("--database-url"));
+        assert!(run("--redis sentinel").unwrap_err().contains("sentinel"));
         assert!(
             run("--replicas 2 --database-url postgres://x --budget-modes both")
                 .unwrap_err()

@@ -17,10 +17,7 @@ pub struct RedisProcess {
 impl RedisProcess {
     /// Starts the server and waits until it answers PING.
     pub fn start() -> Result<RedisProcess, String> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| format!("cannot find a free port: {e}"))?
-            .port();
+        let port = free_port()?;
         let child = spawn(port)?;
         let redis = RedisProcess { child, port };
         redis.wait_ready()?;
@@ -65,40 +62,54 @@ impl RedisProcess {
         Ok(())
     }
 
-    /// Sends one command and returns the reply's text (a bulk string's
-    /// contents, or the status line).
+    /// Sends one command and returns the reply's text.
     fn command(&self, args: &[&str]) -> Result<String, String> {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).map_err(|e| e.to_string())?;
-        s.set_read_timeout(Some(Duration::from_secs(5)))
-            .map_err(|e| e.to_string())?;
-        let mut out = format!("*{}\r\n", args.len());
-        for a in args {
-            out.push_str(&format!("${}\r\n{a}\r\n", a.len()));
-        }
-        s.write_all(out.as_bytes()).map_err(|e| e.to_string())?;
-        let mut reader = BufReader::new(s);
-        let mut line = String::new();
-        reader.read_line(&mut line).map_err(|e| e.to_string())?;
-        match line.as_bytes().first() {
-            Some(b'$') => {
-                let n: usize = line[1..]
-                    .trim()
-                    .parse()
-                    .map_err(|_| format!("bad reply {line:?}"))?;
-                let mut buf = vec![0; n + 2];
-                reader.read_exact(&mut buf).map_err(|e| e.to_string())?;
-                buf.truncate(n);
-                Ok(String::from_utf8_lossy(&buf).into())
-            }
-            Some(b'-') => Err(line.trim().to_string()),
-            _ => Ok(line.trim().to_string()),
-        }
+        command(self.port, args)
     }
 }
 
-/// `redis-server` on `port`, without persistence.
-fn spawn(port: u16) -> Result<Child, String> {
+/// A free loopback port.
+pub(crate) fn free_port() -> Result<u16, String> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("cannot find a free port: {e}"))
+}
+
+/// Sends one command to the server on loopback `port` and returns the
+/// reply's text (a bulk string's contents, or the status line).
+pub(crate) fn command(port: u16, args: &[&str]) -> Result<String, String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    let mut out = format!("*{}\r\n", args.len());
+    for a in args {
+        out.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    s.write_all(out.as_bytes()).map_err(|e| e.to_string())?;
+    let mut reader = BufReader::new(s);
+    let mut line = String::new();
+    reader.read_line(&mut line).map_err(|e| e.to_string())?;
+    match line.as_bytes().first() {
+        Some(b'$') => {
+            let n: usize = line[1..]
+                .trim()
+                .parse()
+                .map_err(|_| format!("bad reply {line:?}"))?;
+            let mut buf = vec![0; n + 2];
+            reader.read_exact(&mut buf).map_err(|e| e.to_string())?;
+            buf.truncate(n);
+            Ok(String::from_utf8_lossy(&buf).into())
+        }
+        Some(b'-') => Err(line.trim().to_string()),
+        _ => Ok(line.trim().to_string()),
+    }
+}
+
+/// `redis-server` on `port`, without persistence (with `extra` arguments).
+pub(crate) fn spawn_with(port: u16, extra: &[&str]) -> Result<Child, String> {
     Command::new("redis-server")
+        .args(extra)
         .args([
             "--port",
             &port.to_string(),
@@ -115,6 +126,10 @@ fn spawn(port: u16) -> Result<Child, String> {
         .map_err(|e| format!("cannot start redis-server (install redis-server): {e}"))
 }
 
+fn spawn(port: u16) -> Result<Child, String> {
+    spawn_with(port, &[])
+}
+
 impl Drop for RedisProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -123,7 +138,7 @@ impl Drop for RedisProcess {
 }
 
 /// Sums `calls=` of `cmdstat_evalsha` and `cmdstat_eval` in `INFO commandstats`.
-fn script_calls_in(info: &str) -> u64 {
+pub(crate) fn script_calls_in(info: &str) -> u64 {
     info.lines()
         .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
         .filter_map(|l| {

@@ -9,8 +9,19 @@
 //! flight) lives in one Cluster slot: `{budget:key:<token>}`,
 //! `{budget:user:<id>}`, `{budget:team:<id>}`, each with a sorted set
 //! `<hash>:holds` (request id → expiry) so a crashed replica's holds lapse
-//! after `parallel_slot_ttl_secs`. One `reserve.lua` call touches the
-//! principals of one request together (key, its user, its team).
+//! after `parallel_slot_ttl_secs`. On one Redis, one `reserve.lua` call
+//! touches the principals of one request together (key, its user, its
+//! team).
+//!
+//! On a Redis Cluster the principals' hashes live on different slots and
+//! no script may span them: a request reserves slot by slot, in ascending
+//! slot order, one `reserve.lua` call per slot (each atomic on its slot);
+//! when a slot refuses, the slots already reserved are released (a
+//! `settle.lua` run with no cost), and the request is refused. Each
+//! counter is still checked before it is charged, so the fleet's overshoot
+//! stays one request's reconciliation; settlements go to every slot at
+//! once. A replica dying between the slots leaves its holds until they
+//! lapse (`parallel_slot_ttl_secs`): room refused meanwhile, never spent.
 //!
 //! Postgres stays the record; Redis is the running total. A counter Redis
 //! does not have is seeded by the first reservation that needs it, from
@@ -84,10 +95,8 @@ pub(super) fn hold_id(request_id: &str) -> String {
 }
 
 /// The budgets of one request grouped by principal (hash), in order.
-fn principals<'a>(
-    budgets: &'a [(&'static str, Arc<Budget>)],
-) -> Option<Vec<(&'a Place, Vec<usize>)>> {
-    let mut out: Vec<(&Place, Vec<usize>)> = Vec::with_capacity(budgets.len());
+fn principals<'a>(budgets: &'a [(&'static str, Arc<Budget>)]) -> Option<Vec<Group<'a>>> {
+    let mut out: Vec<Group> = Vec::with_capacity(budgets.len());
     for (i, (_, b)) in budgets.iter().enumerate() {
         let place = b.place.as_ref()?;
         match out.iter_mut().find(|(p, _)| p.hash == place.hash) {
@@ -98,17 +107,62 @@ fn principals<'a>(
     Some(out)
 }
 
+/// One principal's place and the indices of its budgets in the request's.
+type Group<'a> = (&'a Place, Vec<usize>);
+
+/// The principals one script call touches together: all of them on one
+/// Redis; on a Cluster those of one hash slot, the slots in ascending
+/// order (every replica reserves in the same order, so two requests racing
+/// for the last room of two budgets cannot each take one and both be
+/// refused).
+fn shards(groups: Vec<Group<'_>>, cluster: bool) -> Vec<Vec<Group<'_>>> {
+    if !cluster {
+        return vec![groups];
+    }
+    let mut by_slot: std::collections::BTreeMap<u16, Vec<Group>> = Default::default();
+    for group in groups {
+        let slot = crate::limits::key_slot(group.0.hash.as_bytes());
+        by_slot.entry(slot).or_default().push(group);
+    }
+    by_slot.into_values().collect()
+}
+
 /// Reserves `nanos` against every budget in Redis, all or none. `None` when
 /// Redis gave no verdict (the caller reserves in the process) or a budget
 /// has no place in Redis.
+///
+/// On a Cluster, one `reserve.lua` call per slot, one slot after the
+/// other in slot order; when a slot refuses (or gives no verdict) the
+/// slots already reserved are released again (compensation, without
+/// waiting) and the refusal (or the fallback) is the request's.
 pub(super) async fn reserve(
     limiter: &Limiter,
     budgets: &[(&'static str, Arc<Budget>)],
     nanos: i64,
     request_id: &str,
 ) -> Option<Result<(), Refusal>> {
-    let groups = principals(budgets)?;
-    let mut keys = Vec::with_capacity(groups.len() * 2);
+    let shards = shards(principals(budgets)?, limiter.cluster());
+    for (n, shard) in shards.iter().enumerate() {
+        let verdict = reserve_shard(limiter, shard, budgets, nanos, request_id).await;
+        if !matches!(verdict, Some(Ok(()))) {
+            for held in &shards[..n] {
+                release(limiter, held, budgets, request_id);
+            }
+            return verdict;
+        }
+    }
+    Some(Ok(()))
+}
+
+/// One `reserve.lua` call for the principals of `shard`.
+async fn reserve_shard(
+    limiter: &Limiter,
+    shard: &[Group<'_>],
+    budgets: &[(&'static str, Arc<Budget>)],
+    nanos: i64,
+    request_id: &str,
+) -> Option<Result<(), Refusal>> {
+    let mut keys = Vec::with_capacity(shard.len() * 2);
     let mut args = vec![
         limiter.hold_ttl().as_millis().to_string(),
         request_id.to_string(),
@@ -116,7 +170,7 @@ pub(super) async fn reserve(
         "0".to_string(),
     ];
     let mut owed = vec![0i64; budgets.len()];
-    for (place, members) in &groups {
+    for (place, members) in shard {
         keys.push(place.hash.clone());
         keys.push(place.holds());
         let period = budgets[members[0]].1.period.load(Ordering::Acquire);
@@ -138,7 +192,7 @@ pub(super) async fn reserve(
         keys,
         args,
     };
-    let release = SettleCall::new(&groups, budgets, request_id, 0).into_call();
+    let release = SettleCall::new(shard, budgets, request_id, 0).into_call();
     let late_release = release.clone();
     let reply = limiter
         .eval(
@@ -151,7 +205,7 @@ pub(super) async fn reserve(
     match reply.as_deref() {
         Some([1]) => Some(Ok(())),
         Some([0, principal, counter, spent, reserved]) => {
-            let (_, members) = groups.get(usize::try_from(*principal).ok()?.checked_sub(1)?)?;
+            let (_, members) = shard.get(usize::try_from(*principal).ok()?.checked_sub(1)?)?;
             let i = *members.get(usize::try_from(*counter).ok()?.checked_sub(1)?)?;
             let (scope, b) = &budgets[i];
             Some(Err(Refusal {
@@ -175,6 +229,20 @@ pub(super) async fn reserve(
     }
 }
 
+/// Releases the holds `shard` took for a request another slot refused (or
+/// gave no verdict for), without waiting; kept and sent again while Redis
+/// does not answer.
+fn release(
+    limiter: &Limiter,
+    shard: &[Group<'_>],
+    budgets: &[(&'static str, Arc<Budget>)],
+    request_id: &str,
+) {
+    let call = SettleCall::new(shard, budgets, request_id, 0).into_call();
+    let again = call.clone();
+    limiter.send_script(call, SETTLE_DEADLINE_ARG, again, || {});
+}
+
 /// The arguments of one `settle.lua` call.
 struct SettleCall {
     keys: Vec<String>,
@@ -183,7 +251,7 @@ struct SettleCall {
 
 impl SettleCall {
     fn new(
-        groups: &[(&Place, Vec<usize>)],
+        groups: &[Group<'_>],
         budgets: &[(&'static str, Arc<Budget>)],
         request_id: &str,
         cost: i64,
@@ -212,7 +280,8 @@ impl SettleCall {
 }
 
 /// Releases a request's holds in Redis and adds its real cost, without
-/// waiting; a settlement Redis may not have counted is owed by each budget.
+/// waiting (on a Cluster one call per slot, all at once); a settlement
+/// Redis may not have counted is owed by each budget it names.
 pub(super) fn settle(
     limiter: &Limiter,
     budgets: &[(&'static str, Arc<Budget>)],
@@ -222,16 +291,21 @@ pub(super) fn settle(
     let Some(groups) = principals(budgets) else {
         return;
     };
-    let call = SettleCall::new(&groups, budgets, request_id, cost).into_call();
-    let release = SettleCall::new(&groups, budgets, request_id, 0).into_call();
-    let owing: Vec<Arc<Budget>> = budgets.iter().map(|(_, b)| b.clone()).collect();
-    limiter.send_script(call, SETTLE_DEADLINE_ARG, release, move || {
-        if cost > 0 {
-            for b in owing {
-                b.owed.fetch_add(cost, Ordering::AcqRel);
+    for shard in shards(groups, limiter.cluster()) {
+        let call = SettleCall::new(&shard, budgets, request_id, cost).into_call();
+        let release = SettleCall::new(&shard, budgets, request_id, 0).into_call();
+        let owing: Vec<Arc<Budget>> = shard
+            .iter()
+            .flat_map(|(_, members)| members.iter().map(|&i| budgets[i].1.clone()))
+            .collect();
+        limiter.send_script(call, SETTLE_DEADLINE_ARG, release, move || {
+            if cost > 0 {
+                for b in owing {
+                    b.owed.fetch_add(cost, Ordering::AcqRel);
+                }
             }
-        }
-    });
+        });
+    }
 }
 
 /// An admin set the spend of a key, user or team (`scope`, `id`) to `usd`
@@ -290,6 +364,12 @@ mod tests {
             settle.args,
             ["r1", "7", "0", "2", "", "model:gpt-4o:", "1", ""]
         );
+        let one_redis = shards(principals(&budgets).unwrap(), false);
+        assert_eq!(one_redis.len(), 1, "one call on one Redis");
+        let slot = |p: &Place| crate::limits::key_slot(p.hash.as_bytes());
+        let cluster = shards(principals(&budgets).unwrap(), true);
+        assert_eq!(cluster.len(), 2, "one call per slot on a Cluster");
+        assert!(slot(cluster[0][0].0) < slot(cluster[1][0].0), "slot order");
         let unplaced = vec![("key", Budget::new(Some(1.0), None, 0.0))];
         assert!(principals(&unplaced).is_none(), "no place: per process");
     }

@@ -21,7 +21,7 @@ use super::remote::{Call, RemoteError};
 use super::resp::{self, Reply};
 use super::script;
 use super::slots::{redirect, Redirect, Topology};
-use super::split::{self, Merged};
+use super::split::{self, Answer, Merged};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -219,10 +219,11 @@ impl ClusterLink {
                     }
                 }
                 outcomes[send.part] = Some(match &part.sub {
-                    Call::Admit { .. } => direct::verdict(&reply).map(Some),
-                    Call::Finish { .. } | Call::Script { .. } => match reply {
+                    Call::Admit { .. } => direct::verdict(&reply).map(Answer::Verdict),
+                    Call::Script { .. } => direct::numbers(&reply).map(Answer::Numbers),
+                    Call::Finish { .. } => match reply {
                         Reply::Error(e) => Err(RemoteError::Failed(e)),
-                        _ => Ok(None),
+                        _ => Ok(Answer::Settled),
                     },
                 });
             }
@@ -295,7 +296,8 @@ async fn slots_of(
 
 /// Sends `calls` to the node at `addr` as one pipeline (each after
 /// `ASKING` when asked to), loading the scripts and resending once on
-/// `NOSCRIPT`; one reply per call, and the connection to keep.
+/// `NOSCRIPT` (other modules' scripts too); one reply per call, and the
+/// connection to keep.
 async fn on_node(
     config: &LinkConfig,
     addr: &str,
@@ -312,6 +314,13 @@ async fn on_node(
         .collect();
     if !missing.is_empty() {
         conn.load_scripts().await?;
+        let mut extra: Vec<&str> = missing
+            .iter()
+            .filter_map(|&i| calls[i].0.extra_script().map(|s| s.body()))
+            .collect();
+        extra.sort_unstable();
+        extra.dedup();
+        conn.load(&extra).await?;
         let again: Vec<(&Call, bool)> = missing.iter().map(|&i| calls[i]).collect();
         for (i, reply) in missing
             .into_iter()

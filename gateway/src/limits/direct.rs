@@ -233,7 +233,7 @@ async fn drive(link: Rc<Link>, config: Arc<LinkConfig>) {
             releases.after_failure(&merged.lost);
             let orphans = report.concluded(
                 batch,
-                merged.verdicts.into_iter(),
+                merged.answers.into_iter(),
                 merged.unreachable.as_ref(),
             );
             let mut queue = link.queue.borrow_mut();
@@ -265,7 +265,7 @@ pub(super) fn verdict(reply: &Reply) -> Result<Verdict, RemoteError> {
 }
 
 /// Reads a script's reply: an array of integers.
-fn numbers(reply: &Reply) -> Result<Vec<i64>, RemoteError> {
+pub(super) fn numbers(reply: &Reply) -> Result<Vec<i64>, RemoteError> {
     match reply {
         Reply::Error(e) => Err(RemoteError::Failed(e.clone())),
         r => r
@@ -437,7 +437,7 @@ impl Conn {
     }
 
     /// `SCRIPT LOAD` of each of `bodies`.
-    async fn load(&mut self, bodies: &[&str]) -> Result<(), RemoteError> {
+    pub(super) async fn load(&mut self, bodies: &[&str]) -> Result<(), RemoteError> {
         let load: Vec<[&str; 3]> = bodies.iter().map(|b| ["SCRIPT", "LOAD", b]).collect();
         for reply in self.exchange(load.iter()).await? {
             if let Reply::Error(e) = reply {

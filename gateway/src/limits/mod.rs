@@ -12,7 +12,8 @@
 //!
 //! On a Redis Cluster ([`slots`], [`split`], [`cluster`]) each request is
 //! admitted slot by slot in one round trip, the slots that admitted being
-//! given back when another refuses.
+//! given back when another refuses. Other modules' scripts ([`Limiter::eval`])
+//! run there too, one slot per call.
 //!
 //! In lease mode ([`lease`]) each replica takes rpm/tpm quota from Redis in
 //! leases through the same scripts and spends it with local atomics.
@@ -48,6 +49,7 @@ pub use local::LocalLimiter;
 pub use settings::{
     FallbackPolicy, LeaseSettings, LimitSettings, LimitsFile, Mode, RateLimitsFile, RedisSources,
 };
+pub use slots::key_slot;
 pub use window::Window;
 
 use crate::auth::Principal;
@@ -437,18 +439,17 @@ impl Limiter {
     }
 
     /// Whether shared counters of other modules (budgets) live in Redis:
-    /// the limiter speaks to one Redis server (mode `redis` or `lease`).
+    /// the limiter speaks to Redis, one server or a Cluster (mode `redis`
+    /// or `lease`).
     pub fn shared(&self) -> bool {
-        self.script_link().is_some()
+        self.remote.is_some()
     }
 
-    /// The Redis link other modules' scripts run on: none on a Redis
-    /// Cluster, where one request's budgets live on several slots and a
-    /// script must not span them (budgets are kept per process there).
-    fn script_link(&self) -> Option<&RemoteHandle> {
-        self.remote
-            .as_ref()
-            .filter(|_| self.settings.redis_cluster.is_empty())
+    /// Whether that Redis is a Cluster: a script may only touch keys of one
+    /// hash slot ([`key_slot`]), so a caller whose keys span slots makes
+    /// one call per slot.
+    pub fn cluster(&self) -> bool {
+        self.remote.is_some() && !self.settings.redis_cluster.is_empty()
     }
 
     /// How long a hold taken in Redis lives unless settled
@@ -472,7 +473,7 @@ impl Limiter {
         late: impl FnOnce(&[i64]) -> Option<ScriptCall> + Send + Sync + 'static,
         undo: Option<ScriptCall>,
     ) -> Option<Vec<i64>> {
-        let remote = self.script_link()?;
+        let remote = self.remote.as_ref()?;
         if !remote.breaker.allow() {
             return None;
         }
@@ -512,7 +513,7 @@ impl Limiter {
         undo: ScriptCall,
         failed: impl FnOnce() + Send + Sync + 'static,
     ) {
-        let Some(remote) = self.script_link() else {
+        let Some(remote) = self.remote.as_ref() else {
             failed();
             return;
         };

@@ -7,6 +7,7 @@
 use super::breaker::Breaker;
 use super::remote::{Call, RemoteError};
 use super::script;
+use super::split::Answer;
 use super::Verdict;
 use std::time::{Duration, Instant};
 
@@ -49,12 +50,12 @@ impl Reporter<'_> {
     /// A round trip over a Redis Cluster, where some nodes may have
     /// answered and others not: an unreachable node counts as a failure
     /// for the breaker (as a standalone Redis would), every admission gets
-    /// its own verdict (merged over its slots). Returns what
-    /// [`succeeded`](Self::succeeded) does.
+    /// its own verdict (merged over its slots), every other module's script
+    /// its integers. Returns what [`succeeded`](Self::succeeded) does.
     pub fn concluded(
         &mut self,
         batch: Vec<Call>,
-        verdicts: impl Iterator<Item = Result<Verdict, RemoteError>>,
+        answers: impl Iterator<Item = Result<Answer, RemoteError>>,
         unreachable: Option<&RemoteError>,
     ) -> Vec<Call> {
         match unreachable {
@@ -62,15 +63,26 @@ impl Reporter<'_> {
             None => self.breaker_closes(),
         }
         let mut orphans = Vec::new();
-        for (call, verdict) in batch.into_iter().zip(verdicts) {
-            match (call, verdict) {
-                (Call::Script { done, .. }, verdict) => {
-                    let err = verdict.err().unwrap_or_else(|| {
-                        RemoteError::Failed("a script is not run on a Redis Cluster".into())
+        for (call, answer) in batch.into_iter().zip(answers) {
+            match (call, answer) {
+                (Call::Script { done, .. }, answer) => {
+                    let numbers = answer.and_then(|a| match a {
+                        Answer::Numbers(n) => Ok(n),
+                        other => Err(RemoteError::Failed(format!(
+                            "unexpected script reply {other:?}"
+                        ))),
                     });
-                    orphans.extend((done.0)(Err(err)));
+                    orphans.extend((done.0)(numbers));
                 }
-                (call, verdict) => orphans.extend(hand_verdict(call, verdict)),
+                (call, answer) => {
+                    let verdict = answer.and_then(|a| match a {
+                        Answer::Verdict(v) => Ok(v),
+                        other => Err(RemoteError::Failed(format!(
+                            "unexpected admission reply {other:?}"
+                        ))),
+                    });
+                    orphans.extend(hand_verdict(call, verdict));
+                }
             }
         }
         orphans

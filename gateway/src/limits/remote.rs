@@ -306,7 +306,7 @@ impl RemoteRunner {
                         releases.after_failure(&merged.lost);
                         orphans = report.concluded(
                             std::mem::take(&mut batch),
-                            merged.verdicts.into_iter(),
+                            merged.answers.into_iter(),
                             merged.unreachable.as_ref(),
                         );
                         orphans.extend(merged.compensations);
@@ -461,7 +461,7 @@ pub(super) fn parse_admit(value: &redis::Value) -> Result<Verdict, RemoteError> 
 }
 
 /// Reads a script's reply: an array of integers.
-fn parse_numbers(value: &redis::Value) -> Result<Vec<i64>, RemoteError> {
+pub(super) fn parse_numbers(value: &redis::Value) -> Result<Vec<i64>, RemoteError> {
     let bad = || RemoteError::Failed(format!("unexpected script reply {value:?}"));
     match value {
         redis::Value::ServerError(e) => Err(RemoteError::Failed(format!("{e:?}"))),

@@ -4,9 +4,9 @@
 //! routed by its key through the redis crate's Cluster client (which
 //! follows `MOVED` / `ASK` and reads the slot map again), all at once.
 
-use super::remote::{parse_admit, Call};
+use super::remote::{parse_admit, parse_numbers, Call};
 use super::script;
-use super::split::{self, Merged};
+use super::split::{self, Answer, Merged};
 use super::window::Window;
 use std::time::Duration;
 
@@ -80,8 +80,9 @@ impl ClusterRunner {
             .zip(replies)
             .map(|(part, reply)| match (reply, &part.sub) {
                 (Err(e), _) => Err(super::remote::classify(e)),
-                (Ok(v), Call::Admit { .. }) => parse_admit(&v).map(Some),
-                (Ok(_), Call::Finish { .. } | Call::Script { .. }) => Ok(None),
+                (Ok(v), Call::Admit { .. }) => parse_admit(&v).map(Answer::Verdict),
+                (Ok(v), Call::Script { .. }) => parse_numbers(&v).map(Answer::Numbers),
+                (Ok(_), Call::Finish { .. }) => Ok(Answer::Settled),
             })
             .collect();
         let merged = split::merge(batch, parts, outcomes);

@@ -14,6 +14,11 @@
 //! between the two leaves them charged until they leave the window (rpm,
 //! tpm) or their slot TTL ends (parallel). Settlements are split the same
 //! way, each part in the bucket its slot charged.
+//!
+//! Other modules' scripts (budgets) name keys of one slot per call (their
+//! caller groups its keys by slot, [`super::key_slot`]): such a call is
+//! one part, sent to its slot's master, and its integers go back as they
+//! came.
 
 use super::remote::{Call, RemoteError};
 use super::script;
@@ -39,9 +44,20 @@ pub fn split(batch: &[Call]) -> Vec<Part> {
     for (call, c) in batch.iter().enumerate() {
         let entries = match c {
             Call::Admit { entries, .. } | Call::Finish { entries, .. } => entries,
-            // Other modules' scripts span slots; they are not run on a
-            // Cluster (see `Limiter::shared`).
-            Call::Script { .. } => continue,
+            Call::Script { call: script, .. } => {
+                // One slot per call (a call spanning slots gets Redis's
+                // CROSSSLOT error, a failure of its own).
+                let slot = script.keys.first().map_or(0, |k| key_slot(k.as_bytes()));
+                if let Some(sub) = sub_call(c, &[]) {
+                    parts.push(Part {
+                        call,
+                        entries: Vec::new(),
+                        slot,
+                        sub,
+                    });
+                }
+                continue;
+            }
         };
         let mut slots: Vec<(u16, Vec<usize>)> = Vec::new();
         for (i, e) in entries.iter().enumerate() {
@@ -96,16 +112,28 @@ fn sub_call(call: &Call, idx: &[usize]) -> Option<Call> {
             ticks: Vec::new(),
             tokens_used: *tokens_used,
         },
-        Call::Script { .. } => return None,
+        // Nobody waits on the part: the whole call's sender is told its
+        // integers; the undo goes with it so a lost part is undone later.
+        Call::Script {
+            call,
+            deadline,
+            undo,
+            ..
+        } => Call::Script {
+            call: call.clone(),
+            deadline: *deadline,
+            done: super::remote::ScriptDone(Box::new(|_| None)),
+            undo: undo.clone(),
+        },
     })
 }
 
 /// What the parts' replies mean for the batch.
 #[derive(Debug, Default)]
 pub struct Merged {
-    /// One per call of the batch: an admission's verdict (a settlement's
-    /// entry is unused).
-    pub verdicts: Vec<Result<Verdict, RemoteError>>,
+    /// One per call of the batch: an admission's verdict, a script's
+    /// integers (a settlement's entry is unused).
+    pub answers: Vec<Result<Answer, RemoteError>>,
     /// The settlements giving back what the admitting parts of a refused
     /// (or unanswered) admission charged.
     pub compensations: Vec<Call>,
@@ -116,12 +144,21 @@ pub struct Merged {
     pub unreachable: Option<RemoteError>,
 }
 
-/// A part's outcome: `Ok(Some(verdict))` for an admission's part,
-/// `Ok(None)` for a settlement's.
-pub type Outcome = Result<Option<Verdict>, RemoteError>;
+/// What a part (or a whole call) got back from Redis.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// An admission's verdict.
+    Verdict(Verdict),
+    /// Another module's script's integers.
+    Numbers(Vec<i64>),
+    /// A settlement ran.
+    Settled,
+}
 
-/// Combines each part's outcome (`Ok(Some(verdict))` for an admission's
-/// part, `Ok(None)` for a settlement's) into one outcome per call.
+/// A part's outcome.
+pub type Outcome = Result<Answer, RemoteError>;
+
+/// Combines each part's outcome into one outcome per call.
 pub fn merge(batch: &[Call], parts: Vec<Part>, outcomes: Vec<Outcome>) -> Merged {
     let mut merged = Merged::default();
     let mut by_call: Vec<Vec<(Part, Outcome)>> = batch.iter().map(|_| Vec::new()).collect();
@@ -141,14 +178,26 @@ pub fn merge(batch: &[Call], parts: Vec<Part>, outcomes: Vec<Outcome>) -> Merged
                 }
                 Err(RemoteError::Failed("a settlement has no verdict".into()))
             }
-            Call::Admit { entries, .. } => admission(entries.len(), parts, &mut merged),
-            Call::Script { .. } => Err(RemoteError::Failed(
-                "a script spanning slots is not run on a Redis Cluster".into(),
-            )),
+            Call::Admit { entries, .. } => {
+                admission(entries.len(), parts, &mut merged).map(Answer::Verdict)
+            }
+            Call::Script { .. } => script(parts, &mut merged),
         };
-        merged.verdicts.push(verdict);
+        merged.answers.push(verdict);
     }
     merged
+}
+
+/// A script's integers from its one part; a lost part's undo is kept.
+fn script(parts: Vec<(Part, Outcome)>, merged: &mut Merged) -> Result<Answer, RemoteError> {
+    let mut answer = Err(RemoteError::Failed("no script reply".into()));
+    for (part, outcome) in parts {
+        if outcome.is_err() {
+            merged.lost.push(part.sub);
+        }
+        answer = outcome;
+    }
+    answer
 }
 
 /// One admission's verdict from its parts.
@@ -164,14 +213,14 @@ fn admission(
     let mut admitted = Vec::new();
     for (part, outcome) in parts {
         match outcome {
-            Ok(Some(Verdict::Admitted { tick, used: u, .. })) => {
+            Ok(Answer::Verdict(Verdict::Admitted { tick, used: u, .. })) => {
                 for (k, &i) in part.entries.iter().enumerate() {
                     used[i] = u.get(k).copied().unwrap_or(0);
                     ticks[i] = tick;
                 }
                 admitted.push((part, tick, u));
             }
-            Ok(Some(Verdict::Denied {
+            Ok(Answer::Verdict(Verdict::Denied {
                 index,
                 used,
                 limit,
@@ -190,7 +239,7 @@ fn admission(
                     });
                 }
             }
-            Ok(None) => {
+            Ok(_) => {
                 error.get_or_insert(RemoteError::Failed("no admission reply".into()));
             }
             Err(e) => {
@@ -256,8 +305,8 @@ mod tests {
         ]
     }
 
-    fn admitted(tick: u64, used: Vec<u64>) -> Result<Option<Verdict>, RemoteError> {
-        Ok(Some(Verdict::Admitted {
+    fn admitted(tick: u64, used: Vec<u64>) -> Outcome {
+        Ok(Answer::Verdict(Verdict::Admitted {
             tick,
             used,
             ticks: Vec::new(),
@@ -292,12 +341,12 @@ mod tests {
         );
         assert!(m.compensations.is_empty() && m.lost.is_empty() && m.unreachable.is_none());
         assert_eq!(
-            m.verdicts[0].as_ref().ok(),
-            Some(&Verdict::Admitted {
+            m.answers[0].as_ref().ok(),
+            Some(&Answer::Verdict(Verdict::Admitted {
                 tick: 10,
                 used: vec![5, 2, 30, 0],
                 ticks: vec![10, 11, 11, 10],
-            })
+            }))
         );
         // The same bucket everywhere: no per-entry buckets.
         let parts = split(&batch);
@@ -310,7 +359,9 @@ mod tests {
                 admitted(10, vec![0]),
             ],
         );
-        assert!(matches!(&m.verdicts[0], Ok(Verdict::Admitted { ticks, .. }) if ticks.is_empty()));
+        assert!(
+            matches!(&m.answers[0], Ok(Answer::Verdict(Verdict::Admitted { ticks, .. })) if ticks.is_empty())
+        );
     }
 
     #[test]
@@ -322,7 +373,7 @@ mod tests {
             parts,
             vec![
                 admitted(10, vec![5]),
-                Ok(Some(Verdict::Denied {
+                Ok(Answer::Verdict(Verdict::Denied {
                     index: 1,
                     used: 90,
                     limit: 0,
@@ -332,13 +383,13 @@ mod tests {
             ],
         );
         assert_eq!(
-            m.verdicts[0].as_ref().ok(),
-            Some(&Verdict::Denied {
+            m.answers[0].as_ref().ok(),
+            Some(&Answer::Verdict(Verdict::Denied {
                 index: 2,
                 used: 90,
                 limit: 0,
                 reset_at: 99
-            }),
+            })),
             "the index is the call's"
         );
         assert_eq!(m.compensations.len(), 2);
@@ -372,7 +423,7 @@ mod tests {
             parts,
             vec![admitted(10, vec![5]), admitted(10, vec![1, 2]), Err(down)],
         );
-        assert!(matches!(m.verdicts[0], Err(RemoteError::Unreachable(_))));
+        assert!(matches!(m.answers[0], Err(RemoteError::Unreachable(_))));
         assert!(m.unreachable.is_some());
         assert_eq!(m.compensations.len(), 2);
         assert_eq!(m.lost.len(), 1, "the lost part's slot is released later");
@@ -402,9 +453,54 @@ mod tests {
         let m = merge(
             &batch,
             parts,
-            vec![Ok(None), Err(RemoteError::Unreachable("x".into()))],
+            vec![
+                Ok(Answer::Settled),
+                Err(RemoteError::Unreachable("x".into())),
+            ],
         );
         assert_eq!(m.lost.len(), 1);
         assert!(m.compensations.is_empty());
+    }
+
+    #[test]
+    fn a_script_is_one_part_on_its_keys_slot_and_keeps_its_undo_when_lost() {
+        static SCRIPT: crate::limits::LuaScript = crate::limits::LuaScript::new("return {1}");
+        let call = crate::limits::ScriptCall {
+            script: &SCRIPT,
+            keys: vec!["{budget:key:k}".into(), "{budget:key:k}:holds".into()],
+            args: vec!["r1".into()],
+        };
+        let script = || Call::Script {
+            call: call.clone(),
+            deadline: None,
+            done: crate::limits::remote::ScriptDone(Box::new(|_| None)),
+            undo: Some(Box::new(call.clone())),
+        };
+        let batch = [script(), admit(request())];
+        let parts = split(&batch);
+        assert_eq!(parts.len(), 4);
+        assert_eq!(
+            (parts[0].call, parts[0].slot),
+            (0, key_slot(b"budget:key:k"))
+        );
+        let outcomes = |first: Outcome| {
+            let mut all = vec![first];
+            all.extend([
+                admitted(1, vec![0]),
+                admitted(1, vec![0, 0]),
+                admitted(1, vec![0]),
+            ]);
+            all
+        };
+        let m = merge(&batch, parts, outcomes(Ok(Answer::Numbers(vec![1]))));
+        assert_eq!(m.answers[0].as_ref().ok(), Some(&Answer::Numbers(vec![1])));
+        assert!(m.lost.is_empty());
+        let down = RemoteError::Unreachable("connect: refused".into());
+        let m = merge(&batch, split(&batch), outcomes(Err(down)));
+        assert!(m.answers[0].is_err());
+        assert!(
+            matches!(&m.lost[..], [Call::Script { undo: Some(_), .. }]),
+            "the lost part carries its undo"
+        );
     }
 }
