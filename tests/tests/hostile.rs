@@ -295,7 +295,11 @@ fn a_panicking_control_plane_job_fails_its_caller_and_the_thread_lives() {
     gw.post("/key/generate", &json!({})).expect_status(200);
     assert_eq!(readiness(&gw)["panics_caught"], 2);
     e2e::eventually("the panics in the log", Duration::from_secs(5), || {
-        (gw.output().matches("a control-plane job panicked").count() == 2).then_some(())
+        let log = gw.output();
+        let lines = log
+            .lines()
+            .filter(|l| l.contains("a control-plane job panicked"));
+        (lines.count() == 2).then_some(())
     });
 }
 
@@ -329,7 +333,9 @@ fn fast_failing_attempts_stop_at_the_retry_deadline_too() {
         )
     };
     let body = |model: &str| {
-        format!(r#"{{"model":"{model}","messages":[{{"role":"user","content":"hi"}}],"num_retries":2}}"#)
+        format!(
+            r#"{{"model":"{model}","messages":[{{"role":"user","content":"hi"}}],"num_retries":2}}"#
+        )
     };
     let generous = start(30_000);
     let resp = chat(&generous, MASTER_KEY, body("limited").as_bytes());
@@ -407,7 +413,10 @@ fn a_non_streamed_answer_has_a_total_deadline() {
     if head.status == 200 {
         // Relayed as it came: the body is cut at the deadline.
         let body = conn.try_read_body(&head);
-        assert!(body.is_err(), "the whole trickled body was relayed: {body:?}");
+        assert!(
+            body.is_err(),
+            "the whole trickled body was relayed: {body:?}"
+        );
     } else {
         assert_eq!(head.status, 408, "{head:?}");
     }
@@ -491,7 +500,10 @@ fn values_copied_into_headers_never_carry_cr_or_lf() {
     let gw = Gateway::start(&config(), &[]);
     // A model name from the client is refused before it could be echoed.
     let body = br#"{"model":"m\r\nx-injected: yes","messages":[{"role":"user","content":"hi"}]}"#;
-    assert_eq!(assert_error(&chat(&gw, MASTER_KEY, body), 400)["param"], "model");
+    assert_eq!(
+        assert_error(&chat(&gw, MASTER_KEY, body), 400)["param"],
+        "model"
+    );
     // A deployment id from an admin is echoed in x-litellm-model-id: a value
     // with CR/LF is refused, or never written.
     let added = gw.post(
@@ -507,7 +519,12 @@ fn values_copied_into_headers_never_carry_cr_or_lf() {
         let resp = chat(&gw, MASTER_KEY, body);
         assert_eq!(resp.status, 200, "{}", resp.text());
         assert_eq!(resp.header("x-injected"), None, "{:?}", resp.headers);
-        assert_eq!(resp.header("x-litellm-model-id"), None, "{:?}", resp.headers);
+        assert_eq!(
+            resp.header("x-litellm-model-id"),
+            None,
+            "{:?}",
+            resp.headers
+        );
         assert_eq!(resp.json()["choices"][0]["message"]["content"], REPLY);
     } else {
         assert_error(&added, 400);

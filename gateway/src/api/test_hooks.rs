@@ -28,14 +28,14 @@ pub(super) async fn handle(
             panic!("test hook: panic mid-stream")
         }
         "/__test/panic-control-job" => {
-            let job = worker.shared.control.call(
-                std::time::Duration::from_secs(5),
-                |_ctx| async {
+            let job = worker
+                .shared
+                .control
+                .call(std::time::Duration::from_secs(5), |_ctx| async {
                     if enabled() {
                         panic!("test hook: a control-plane job panicked");
                     }
-                },
-            );
+                });
             Some(job.await.map_err(|e| GatewayError::Store(e.to_string())))
         }
         _ => None,

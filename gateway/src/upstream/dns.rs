@@ -130,7 +130,11 @@ impl Resolver {
 
     /// Starts a lookup of `host:port` on its own thread, unless
     /// [`MAX_IN_FLIGHT`] are running already.
-    fn start_lookup(&self, host: &str, port: u16) -> Result<watch::Receiver<Option<Answer>>, String> {
+    fn start_lookup(
+        &self,
+        host: &str,
+        port: u16,
+    ) -> Result<watch::Receiver<Option<Answer>>, String> {
         let running = self.in_flight.fetch_add(1, Ordering::AcqRel);
         if running >= self.max_in_flight {
             self.in_flight.fetch_sub(1, Ordering::AcqRel);
