@@ -714,6 +714,13 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.param(), Some("metadata"));
+        // metadata.user_id becomes the end user: capped like `user`.
+        let long = format!(
+            r#"{{"model":"c","messages":[],"metadata":{{"user_id":"{}"}}}}"#,
+            "u".repeat(MAX_USER_BYTES + 1)
+        );
+        let e = parse(Endpoint::Messages, &long).unwrap_err();
+        assert_eq!(e.param(), Some("user"));
     }
 
     #[test]

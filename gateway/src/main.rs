@@ -252,6 +252,8 @@ fn model_env_policy(config: &Config) -> gateway::models::EnvPolicy {
         .refuse_value(config.master_key.as_deref().unwrap_or_default())
         .refuse_value(config.database_url.as_deref().unwrap_or_default())
         .refuse_value(config.rate_limits.redis_url.as_deref().unwrap_or_default())
+        .refuse_url_password(config.database_url.as_deref().unwrap_or_default())
+        .refuse_url_password(config.rate_limits.redis_url.as_deref().unwrap_or_default())
         .refuse_value(&env("LITELLM_SALT_KEY"))
         .refuse_value(&env("REDIS_PASSWORD"));
     for key in &config.virtual_keys {

@@ -273,3 +273,260 @@ fn a_model_without_a_price_cannot_bypass_a_budget() {
     assert_eq!(statuses[0], 200, "{statuses:?}");
     assert!(statuses.contains(&422), "the budget binds: {statuses:?}");
 }
+
+#[test]
+fn a_panicking_control_plane_job_fails_its_caller_and_the_thread_lives() {
+    let gw = Gateway::start(&config(), &[("GATEWAY_TEST_HOOKS", "1")]);
+    let auth = format!("Bearer {MASTER_KEY}");
+    for _ in 0..2 {
+        let resp = gw.call(
+            "GET",
+            "/__test/panic-control-job",
+            &[("Authorization", &auth)],
+            b"",
+        );
+        let err = assert_error(&resp, 503);
+        assert!(
+            e2e::error_message(&err).contains("the control-plane job failed"),
+            "the caller gets the job's failure, not a timeout: {err:?}"
+        );
+    }
+    // The control thread still runs jobs: key management goes through it.
+    gw.post("/key/generate", &json!({})).expect_status(200);
+    assert_eq!(readiness(&gw)["panics_caught"], 2);
+    e2e::eventually("the panics in the log", Duration::from_secs(5), || {
+        let log = gw.output();
+        let lines = log
+            .lines()
+            .filter(|l| l.contains("a control-plane job panicked"));
+        (lines.count() == 2).then_some(())
+    });
+}
+
+/// Retries made for one request that keeps failing, read from its
+/// `x-litellm-attempted-retries` header.
+fn attempted_retries(resp: &e2e::Response) -> u64 {
+    resp.header("x-litellm-attempted-retries")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no attempted-retries header: {:?}", resp.headers))
+}
+
+#[test]
+fn fast_failing_attempts_stop_at_the_retry_deadline_too() {
+    // Attempts that fail at once (429s, refused connections) are held to
+    // the same deadline as slow ones: with a generous one the retries the
+    // body asks for happen; with a short one the backoff would carry the
+    // first retry past it, so none starts.
+    let mock = e2e::MockServer::start(&["--error-rate", "1", "--error-status", "429"]);
+    let refused = format!("http://127.0.0.1:{}/v1", e2e::free_port());
+    let start = |deadline_ms: u64| {
+        Gateway::start(
+            &to_yaml(&json!({
+                "model_list": [
+                    mock_group("limited", "l-1", &mock),
+                    e2e::openai_model("refused", "r-1", &refused, json!({})),
+                ],
+                "general_settings": {"master_key": MASTER_KEY},
+                "gateway_settings": {"retry_deadline_ms": deadline_ms},
+            })),
+            &[],
+        )
+    };
+    let body = |model: &str| {
+        format!(
+            r#"{{"model":"{model}","messages":[{{"role":"user","content":"hi"}}],"num_retries":2}}"#
+        )
+    };
+    let generous = start(30_000);
+    let resp = chat(&generous, MASTER_KEY, body("limited").as_bytes());
+    assert_error(&resp, 429);
+    assert_eq!(attempted_retries(&resp), 2, "{:?}", resp.headers);
+    let resp = chat(&generous, MASTER_KEY, body("refused").as_bytes());
+    assert!(resp.status >= 500, "{}", resp.text());
+    assert_eq!(attempted_retries(&resp), 2, "{:?}", resp.headers);
+    drop(generous);
+
+    let short = start(100);
+    for model in ["limited", "refused"] {
+        let resp = chat(&short, MASTER_KEY, body(model).as_bytes());
+        assert!(resp.status >= 400, "{model}: {}", resp.text());
+        assert_eq!(attempted_retries(&resp), 0, "{model}: {:?}", resp.headers);
+    }
+}
+
+/// An upstream that answers every request with a 200 head announcing
+/// `len` bytes of body, then sends one byte every `every`.
+fn trickling_upstream(len: usize, every: Duration) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 1 << 16];
+                let _ = stream.read(&mut buf);
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len}\r\n\r\n"
+                );
+                if stream.write_all(head.as_bytes()).is_err() {
+                    return;
+                }
+                for _ in 0..len {
+                    std::thread::sleep(every);
+                    if stream.write_all(b" ").is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    format!("http://127.0.0.1:{port}/v1")
+}
+
+#[test]
+fn a_non_streamed_answer_has_a_total_deadline() {
+    // Each byte comes well within the 2 s timeout, but the whole body would
+    // take 20 s: the deployment's timeout bounds the whole answer.
+    let base = trickling_upstream(100, Duration::from_millis(200));
+    let gw = Gateway::start(
+        &to_yaml(&json!({
+            "model_list": [e2e::openai_model("trickle", "t-1", &base, json!({"timeout": 2}))],
+            "router_settings": {"num_retries": 0},
+            "general_settings": {"master_key": MASTER_KEY},
+        })),
+        &[],
+    );
+    let auth = format!("Bearer {MASTER_KEY}");
+    let mut conn = gw.connect();
+    conn.send(&e2e::request(
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        br#"{"model":"trickle","messages":[{"role":"user","content":"hi"}]}"#,
+    ));
+    conn.set_read_timeout(Duration::from_secs(60));
+    let head = conn.read_head().expect("a response head");
+    if head.status == 200 {
+        // Relayed as it came: the body is cut at the deadline.
+        let body = conn.try_read_body(&head);
+        assert!(
+            body.is_err(),
+            "the whole trickled body was relayed: {body:?}"
+        );
+    } else {
+        assert_eq!(head.status, 408, "{head:?}");
+    }
+}
+
+#[test]
+fn include_usage_false_is_still_billed_and_the_usage_chunk_hidden() {
+    let mock = e2e::MockServer::start(&[]);
+    let gw = Gateway::start(
+        &to_yaml(&json!({
+            "model_list": [e2e::openai_model("metered", "m-1", &mock.api_base(), json!({
+                "input_cost_per_token": 0.001,
+                "output_cost_per_token": 0.002,
+                "extra_headers": {"x-mock-completion-tokens": "37"},
+            }))],
+            "general_settings": {"master_key": MASTER_KEY},
+        })),
+        &[],
+    );
+    let key = gw.post("/key/generate", &json!({})).json()["key"]
+        .as_str()
+        .expect("a key")
+        .to_string();
+    let stream = |include_usage: bool| -> Vec<Value> {
+        let body = json!({
+            "model": "metered",
+            "messages": [{"role": "user", "content": "count the tokens of this prompt"}],
+            "stream": true,
+            "stream_options": {"include_usage": include_usage},
+        });
+        let auth = format!("Bearer {key}");
+        let mut conn = gw.connect();
+        conn.send(&e2e::request(
+            "POST",
+            "/v1/chat/completions",
+            &[
+                ("Authorization", &auth),
+                ("Content-Type", "application/json"),
+            ],
+            body.to_string().as_bytes(),
+        ));
+        let head = conn.read_head().expect("head");
+        assert_eq!(head.status, 200, "{head:?}");
+        let mut sse = conn.sse(&head);
+        let mut chunks = Vec::new();
+        while let Some(data) = sse.next_event().expect("event") {
+            if data != "[DONE]" {
+                chunks.push(serde_json::from_str(&data).expect("a JSON chunk"));
+            }
+        }
+        chunks
+    };
+    let usage_of = |chunks: &[Value]| -> Vec<Value> {
+        chunks
+            .iter()
+            .filter(|c| !c["usage"].is_null())
+            .map(|c| c["usage"].clone())
+            .collect()
+    };
+    // What the upstream reports when asked, as the client who asks sees it.
+    let asked = usage_of(&stream(true));
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0]["completion_tokens"], 37, "{asked:?}");
+    // Not asked: no usage chunk reaches the client...
+    assert_eq!(usage_of(&stream(false)), Vec::<Value>::new());
+    // ...yet both requests are billed from the upstream's counts.
+    let rows = e2e::eventually("two spend rows", Duration::from_secs(10), || {
+        let logs = gw.get(&format!("/spend/logs?api_key={key}")).json();
+        let rows = logs.as_array().cloned().unwrap_or_default();
+        (rows.len() == 2).then_some(rows)
+    });
+    for row in &rows {
+        assert_eq!(row["completion_tokens"], 37, "{row}");
+        assert_eq!(row["prompt_tokens"], asked[0]["prompt_tokens"], "{row}");
+        assert!(row["spend"].as_f64().is_some_and(|s| s > 0.0), "{row}");
+    }
+}
+
+#[test]
+fn values_copied_into_headers_never_carry_cr_or_lf() {
+    let gw = Gateway::start(&config(), &[]);
+    // A model name from the client is refused before it could be echoed.
+    let body = br#"{"model":"m\r\nx-injected: yes","messages":[{"role":"user","content":"hi"}]}"#;
+    assert_eq!(
+        assert_error(&chat(&gw, MASTER_KEY, body), 400)["param"],
+        "model"
+    );
+    // A deployment id from an admin is echoed in x-litellm-model-id: a value
+    // with CR/LF is refused, or never written.
+    let added = gw.post(
+        "/model/new",
+        &json!({
+            "model_name": "crlf",
+            "litellm_params": {"model": "mock/crlf", "mock_response": REPLY},
+            "model_info": {"id": "dep\r\nx-injected: yes"},
+        }),
+    );
+    if added.status == 200 {
+        let body = br#"{"model":"crlf","messages":[{"role":"user","content":"hi"}]}"#;
+        let resp = chat(&gw, MASTER_KEY, body);
+        assert_eq!(resp.status, 200, "{}", resp.text());
+        assert_eq!(resp.header("x-injected"), None, "{:?}", resp.headers);
+        assert_eq!(
+            resp.header("x-litellm-model-id"),
+            None,
+            "{:?}",
+            resp.headers
+        );
+        assert_eq!(resp.json()["choices"][0]["message"]["content"], REPLY);
+    } else {
+        assert_error(&added, 400);
+    }
+}

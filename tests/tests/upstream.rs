@@ -317,10 +317,21 @@ fn api_base_userinfo_and_query_are_never_echoed() {
     let failed = gw.post("/v1/chat/completions", &chat_body("creds-dead"));
     assert!(failed.status >= 500, "{}", failed.text());
     let info = gw.get("/model/info").expect_status(200);
+    // Each attempt left a spend row, its api_base shown without credentials.
+    let rows = e2e::eventually("the spend rows", Duration::from_secs(10), || {
+        let logs = gw.get("/spend/logs").expect_status(200).json();
+        let rows = logs.as_array().cloned().unwrap_or_default();
+        let bases: Vec<String> = rows
+            .iter()
+            .filter_map(|r| r["api_base"].as_str().map(str::to_string))
+            .collect();
+        (bases.iter().any(|b| *b == mock.api_base()) && rows.len() >= 2).then_some(logs)
+    });
     for (what, text) in [
         ("headers", format!("{:?}{:?}", ok.headers, failed.headers)),
         ("error", failed.text()),
         ("/model/info", info.text()),
+        ("spend rows", rows.to_string()),
         ("log", gw.output()),
     ] {
         assert!(

@@ -210,7 +210,7 @@ pub async fn handle(
         Route::NotFound if admission.is_refused() => admission.caller().map(drop),
         Route::NotFound => {
             #[cfg(debug_assertions)]
-            if let Some(result) = test_hooks::handle(head.path(), out).await {
+            if let Some(result) = test_hooks::handle(worker, head.path(), out).await {
                 if let Err(err) = result {
                     let _ = out.send_error(&err, None).await;
                 }

@@ -4,10 +4,14 @@
 use crate::error::GatewayError;
 use crate::panic_guard::test_hooks_enabled as enabled;
 use crate::server::{HeadBuilder, Responder};
+use crate::state::Worker;
 
 /// Serves `path` when it is a test hook: `/__test/panic` panics before any
-/// byte is sent, `/__test/panic-mid-stream` after the head and one chunk.
+/// byte is sent, `/__test/panic-mid-stream` after the head and one chunk,
+/// `/__test/panic-control-job` sends the control plane a job that panics
+/// (the caller gets the job's failure, a 503).
 pub(super) async fn handle(
+    worker: &Worker,
     path: &str,
     out: &mut Responder<'_>,
 ) -> Option<Result<(), GatewayError>> {
@@ -22,6 +26,17 @@ pub(super) async fn handle(
                 .await;
             let _ = out.send_chunk(b"data: {}\n\n").await;
             panic!("test hook: panic mid-stream")
+        }
+        "/__test/panic-control-job" => {
+            let job = worker
+                .shared
+                .control
+                .call(std::time::Duration::from_secs(5), |_ctx| async {
+                    if enabled() {
+                        panic!("test hook: a control-plane job panicked");
+                    }
+                });
+            Some(job.await.map_err(|e| GatewayError::Store(e.to_string())))
         }
         _ => None,
     }

@@ -7,8 +7,9 @@
 //! - the gateway's own variables are never resolved ([`DENIED`], and any
 //!   name starting with `REDIS_`);
 //! - nor is any variable whose value is one of the gateway's secrets (the
-//!   master key, the salt key, the database and Redis URLs, the Redis
-//!   password, a key declared in the config), whatever its name;
+//!   master key, the salt key, the database and Redis URLs and the
+//!   passwords inside them, the Redis password, a key declared in the
+//!   config), whatever its name;
 //! - with `gateway_settings.model_env_allowlist` set, only the names it
 //!   lists resolve (`NAME`, or `PREFIX*` for every name with that prefix).
 //!
@@ -64,6 +65,28 @@ impl EnvPolicy {
             self.secrets.push(Sha256::digest(secret.as_bytes()).into());
         }
         self
+    }
+
+    /// Also refuses any variable whose value is the password of `url`'s
+    /// userinfo (`scheme://user:password@host`), as written or
+    /// percent-decoded: a config may build the database or Redis URL from a
+    /// password kept in a variable of any name.
+    pub fn refuse_url_password(self, url: &str) -> Self {
+        let Some(password) = url::Url::parse(url)
+            .ok()
+            .and_then(|u| u.password().map(str::to_string))
+        else {
+            return self;
+        };
+        let decoded = percent_encoding::percent_decode_str(&password)
+            .decode_utf8_lossy()
+            .into_owned();
+        let policy = self.refuse_value(&password);
+        if decoded == password {
+            policy
+        } else {
+            policy.refuse_value(&decoded)
+        }
     }
 
     /// Also refuses any variable whose value has this sha256 (a declared
@@ -220,5 +243,30 @@ mod tests {
             Some("litellm_params.api_base"),
             "never, even if listed"
         );
+    }
+
+    #[test]
+    fn refuses_the_passwords_inside_the_gateways_urls() {
+        let policy = EnvPolicy::default()
+            .refuse_url_password("postgres://gw:pg%2Fsecret@db:5432/litellm")
+            .refuse_url_password("redis://:redis-secret@cache:6379")
+            .refuse_url_password("redis://cache:6379")
+            .refuse_url_password("not a url");
+        let env = |name: &str| match name {
+            "DB_PASS" => Some("pg/secret".to_string()),
+            "DB_PASS_ENCODED" => Some("pg%2Fsecret".to_string()),
+            "CACHE_PW" => Some("redis-secret".to_string()),
+            "PROVIDER" => Some("sk-provider".to_string()),
+            _ => None,
+        };
+        for name in ["DB_PASS", "DB_PASS_ENCODED", "CACHE_PW"] {
+            let why = policy.refusal(name, &env);
+            assert!(
+                why.as_deref()
+                    .is_some_and(|w| w.contains("one of the gateway's secrets")),
+                "{name}: {why:?}"
+            );
+        }
+        assert_eq!(policy.refusal("PROVIDER", &env), None);
     }
 }

@@ -294,3 +294,22 @@ impl<'a> Responder<'a> {
         res
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_values_with_cr_or_lf_are_dropped() {
+        let mut head = HeadBuilder::new(200);
+        head.header("x-a", "plain")
+            .header("x-b", "split\r\nx-injected: yes")
+            .header("x-c", "bare\nlf")
+            .header("x-d", "bare\rcr")
+            .header_num("x-e", 7);
+        assert_eq!(
+            String::from_utf8(head.buf).unwrap(),
+            "HTTP/1.1 200 OK\r\nx-a: plain\r\nx-e: 7\r\n"
+        );
+    }
+}

@@ -3,10 +3,17 @@
 //! cached per core for [`ANSWER_TTL`], failures for [`FAILURE_TTL`] (the
 //! system resolver reports no TTL), and callers asking for a name already
 //! being looked up wait for that lookup instead of starting another.
+//!
+//! Names can come from clients (image URLs), so both costs are bounded: at
+//! most [`MAX_IN_FLIGHT`] lookup threads per resolver (a further name is
+//! refused until one ends) and at most [`MAX_ENTRIES`] cached names (expired
+//! ones are dropped when it is full; past that, answers are not cached).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
@@ -15,9 +22,16 @@ pub const ANSWER_TTL: Duration = Duration::from_secs(60);
 /// How long a failed lookup is remembered, so a dead name cannot make every
 /// request start a lookup.
 pub const FAILURE_TTL: Duration = Duration::from_secs(5);
+/// Most names one resolver caches.
+pub const MAX_ENTRIES: usize = 4096;
+/// Most lookup threads one resolver runs at once.
+pub const MAX_IN_FLIGHT: usize = 32;
 
 /// The outcome of one lookup.
 pub type Answer = Result<Vec<SocketAddr>, String>;
+
+/// A blocking lookup of `host:port`, run on a lookup thread.
+type Lookup = fn(&str, u16) -> Answer;
 
 enum Entry {
     Known { answer: Answer, until: Instant },
@@ -25,9 +39,25 @@ enum Entry {
 }
 
 /// The resolver of one core.
-#[derive(Default)]
 pub struct Resolver {
     entries: RefCell<HashMap<(String, u16), Entry>>,
+    /// Lookup threads running (each decrements it when it ends).
+    in_flight: Arc<AtomicUsize>,
+    max_entries: usize,
+    max_in_flight: usize,
+    lookup: Lookup,
+}
+
+impl Default for Resolver {
+    fn default() -> Self {
+        Resolver {
+            entries: RefCell::default(),
+            in_flight: Arc::default(),
+            max_entries: MAX_ENTRIES,
+            max_in_flight: MAX_IN_FLIGHT,
+            lookup: system_lookup,
+        }
+    }
 }
 
 impl Resolver {
@@ -45,8 +75,10 @@ impl Resolver {
                 }
                 Some(Entry::Pending(rx)) => rx.clone(),
                 _ => {
-                    let rx = lookup_on_a_thread(host.to_string(), port);
-                    entries.insert(key.clone(), Entry::Pending(rx.clone()));
+                    let rx = self.start_lookup(host, port)?;
+                    if self.room_for(&mut entries, &key) {
+                        entries.insert(key.clone(), Entry::Pending(rx.clone()));
+                    }
                     rx
                 }
             }
@@ -69,38 +101,81 @@ impl Resolver {
         } else {
             FAILURE_TTL
         };
-        self.entries.borrow_mut().insert(
-            key,
-            Entry::Known {
-                answer: answer.clone(),
-                until: Instant::now() + ttl,
-            },
-        );
+        let mut entries = self.entries.borrow_mut();
+        if self.room_for(&mut entries, &key) {
+            entries.insert(
+                key,
+                Entry::Known {
+                    answer: answer.clone(),
+                    until: Instant::now() + ttl,
+                },
+            );
+        }
         answer
+    }
+
+    /// Whether `key` may be cached: it is already, or there is room once
+    /// expired answers are dropped.
+    fn room_for(&self, entries: &mut HashMap<(String, u16), Entry>, key: &(String, u16)) -> bool {
+        if entries.contains_key(key) || entries.len() < self.max_entries {
+            return true;
+        }
+        let now = Instant::now();
+        entries.retain(|_, e| match e {
+            Entry::Known { until, .. } => now < *until,
+            Entry::Pending(_) => true,
+        });
+        entries.len() < self.max_entries
+    }
+
+    /// Starts a lookup of `host:port` on its own thread, unless
+    /// [`MAX_IN_FLIGHT`] are running already.
+    fn start_lookup(
+        &self,
+        host: &str,
+        port: u16,
+    ) -> Result<watch::Receiver<Option<Answer>>, String> {
+        let running = self.in_flight.fetch_add(1, Ordering::AcqRel);
+        if running >= self.max_in_flight {
+            self.in_flight.fetch_sub(1, Ordering::AcqRel);
+            return Err(format!(
+                "resolve {host}: {running} host name lookups are running already"
+            ));
+        }
+        let (tx, rx) = watch::channel(None);
+        let in_flight = self.in_flight.clone();
+        let lookup = self.lookup;
+        let host = host.to_string();
+        let spawned = std::thread::Builder::new()
+            .name("gateway-dns".into())
+            .spawn(move || {
+                let answer = lookup(&host, port);
+                // Counted out before answering, so a caller that got its
+                // answer sees room for the next lookup.
+                in_flight.fetch_sub(1, Ordering::AcqRel);
+                let _ = tx.send(Some(answer));
+            });
+        // A failure to spawn drops `tx`: the waiters see the channel close.
+        if spawned.is_err() {
+            self.in_flight.fetch_sub(1, Ordering::AcqRel);
+        }
+        Ok(rx)
     }
 }
 
-/// Starts `getaddrinfo` for `host:port` on its own thread.
-fn lookup_on_a_thread(host: String, port: u16) -> watch::Receiver<Option<Answer>> {
-    let (tx, rx) = watch::channel(None);
-    // A failure to spawn drops `tx`: the waiters see the channel close.
-    let _ = std::thread::Builder::new()
-        .name("gateway-dns".into())
-        .spawn(move || {
-            let answer = (host.as_str(), port)
-                .to_socket_addrs()
-                .map(|addrs| addrs.collect::<Vec<_>>())
-                .map_err(|e| format!("resolve {host}: {e}"))
-                .and_then(|addrs| {
-                    if addrs.is_empty() {
-                        Err(format!("resolve {host}: no address"))
-                    } else {
-                        Ok(addrs)
-                    }
-                });
-            let _ = tx.send(Some(answer));
-        });
-    rx
+/// `getaddrinfo` for `host:port`.
+fn system_lookup(host: &str, port: u16) -> Answer {
+    (host, port)
+        .to_socket_addrs()
+        .map(|addrs| addrs.collect::<Vec<_>>())
+        .map_err(|e| format!("resolve {host}: {e}"))
+        .and_then(|addrs| {
+            if addrs.is_empty() {
+                Err(format!("resolve {host}: no address"))
+            } else {
+                Ok(addrs)
+            }
+        })
 }
 
 #[cfg(test)]
@@ -160,6 +235,59 @@ mod tests {
                 panic!("failure not cached");
             };
             assert!(*until <= Instant::now() + FAILURE_TTL);
+        });
+    }
+
+    fn slow_lookup(_: &str, port: u16) -> Answer {
+        std::thread::sleep(Duration::from_millis(300));
+        Ok(vec![SocketAddr::new(IpAddr::from([127, 0, 0, 1]), port)])
+    }
+
+    #[test]
+    fn lookup_threads_are_bounded() {
+        block_on(async {
+            let r = Resolver {
+                max_in_flight: 2,
+                lookup: slow_lookup,
+                ..Resolver::default()
+            };
+            let (a, b, c) = futures_util::future::join3(
+                r.resolve("a.example", 80),
+                r.resolve("b.example", 80),
+                r.resolve("c.example", 80),
+            )
+            .await;
+            assert!(a.is_ok() && b.is_ok(), "{a:?} {b:?}");
+            let err = c.unwrap_err();
+            assert!(err.contains("lookups are running already"), "{err}");
+            // A refusal is not cached: once the others ended, it resolves.
+            assert!(r.resolve("c.example", 80).await.is_ok());
+            assert_eq!(r.in_flight.load(Ordering::Acquire), 0);
+        });
+    }
+
+    #[test]
+    fn the_cache_is_bounded() {
+        block_on(async {
+            let r = Resolver {
+                max_entries: 4,
+                ..Resolver::default()
+            };
+            for port in 1..=20 {
+                assert!(r.resolve("localhost", port).await.is_ok());
+                assert!(r.entries.borrow().len() <= 4);
+            }
+            // Expired answers make room for new ones.
+            for entry in r.entries.borrow_mut().values_mut() {
+                if let Entry::Known { until, .. } = entry {
+                    *until = Instant::now();
+                }
+            }
+            assert!(r.resolve("localhost", 21).await.is_ok());
+            assert!(r
+                .entries
+                .borrow()
+                .contains_key(&("localhost".to_string(), 21)));
         });
     }
 }
