@@ -516,8 +516,9 @@ fn a_client_that_stops_reading_is_disconnected_and_its_slot_released() {
         ],
         body.to_string().as_bytes(),
     ));
-    // Admitted and streaming (the mock takes a moment to prepare the stream).
-    slow.set_read_timeout(Duration::from_secs(30));
+    // Admitted and streaming (the mock, a debug build, prepares the whole
+    // 300,000-token stream first: seconds, or far more on a loaded machine).
+    slow.set_read_timeout(Duration::from_secs(120));
     let head = slow.read_head().expect("the stream's head");
     assert_eq!(head.status, 200);
     // The slot comes back while the slow client still holds its socket open.
