@@ -519,19 +519,25 @@ fn two_replicas_sharing_redis_keep_an_end_user_within_its_budget() {
                 "input_cost_per_token": INPUT_COST, "output_cost_per_token": OUTPUT_COST},
         }],
         "general_settings": {"master_key": MASTER_KEY},
+        // A reservation Redis answers after its deadline falls back to the
+        // process's own counters (each replica alone): on a loaded machine
+        // 100 ms is too short for what this test checks.
+        "gateway_settings": {"rate_limits": {"redis_timeout_ms": 2000}},
     });
     let url = redis.url();
     let env = [("DATABASE_URL", db.url()), ("REDIS_URL", url.as_str())];
-    let replicas = [
-        Gateway::start_json(&config, &env),
-        Gateway::start_json(&config, &env),
-    ];
+    let first = Gateway::start_json(&config, &env);
     let budget = 0.01;
     admin(
-        &replicas[0],
+        &first,
         "/customer/new",
         json!({"user_id": "shared", "max_budget": budget}),
     );
+    // The second replica starts knowing the end user is restricted (a
+    // replica that has not heard of the change yet serves the id as an
+    // unrestricted one, as LiteLLM's cache does: not what this test is
+    // about).
+    let replicas = [first, Gateway::start_json(&config, &env)];
     // Each replica alone would admit about the whole budget; together they
     // must not pass it. Senders stop after three refusals in a row.
     let spent: f64 = std::thread::scope(|s| {
