@@ -191,8 +191,10 @@ pub fn cooled_down(dep: &Deployment, status: u16) {
         deployment_labels(w, dep, &dep.group, &mut v);
         let status = w.intern(itoa::Buffer::new().format(status));
         v.set(families::L::ExceptionStatus, status);
-        request::inc(w, families::Fam::DeploymentCooledDown, &v, 1.0);
-        request::set(w, families::Fam::DeploymentState, &v, 2.0);
+        let c = w.combo(&v);
+        request::inc(w, families::Fam::DeploymentCooledDown, c, 1.0);
+        let stamp = w.stamp();
+        request::set(w, families::Fam::DeploymentState, c, 2.0, stamp);
     });
 }
 
@@ -202,7 +204,9 @@ pub fn deployment_state(dep: &Deployment, state: u8) {
     with_core(|w| {
         let mut v = labels::LabelValues::default();
         deployment_labels(w, dep, &dep.upstream_model, &mut v);
-        request::set(w, families::Fam::DeploymentState, &v, f64::from(state));
+        let c = w.combo(&v);
+        let stamp = w.stamp();
+        request::set(w, families::Fam::DeploymentState, c, f64::from(state), stamp);
     });
 }
 

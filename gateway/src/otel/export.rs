@@ -37,6 +37,7 @@ pub(super) async fn run(
     let mut tick = tokio::time::interval(EXPORT_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut warned: Option<Instant> = None;
+    let mut body = Vec::new();
     loop {
         tokio::select! {
             batch = rx.recv() => {
@@ -49,24 +50,25 @@ pub(super) async fn run(
                 while pending.len() >= MAX_BATCH {
                     let rest = pending.split_off(MAX_BATCH);
                     let full = std::mem::replace(&mut pending, rest);
-                    export(&tracer, full, &tls, &mut warned).await;
+                    export(&tracer, full, (&tls, &mut body), &mut warned).await;
                 }
             }
             _ = tick.tick() => {
                 if !pending.is_empty() {
                     let batch = std::mem::take(&mut pending);
-                    export(&tracer, batch, &tls, &mut warned).await;
+                    export(&tracer, batch, (&tls, &mut body), &mut warned).await;
                 }
             }
         }
     }
 }
 
-/// Sends one batch; counts it exported or dropped.
+/// Sends one batch (encoded into `buffer`, reused across batches); counts
+/// it exported or dropped.
 async fn export(
     tracer: &Tracer,
     spans: Vec<SpanRecord>,
-    tls: &Arc<rustls::ClientConfig>,
+    (tls, buffer): (&Arc<rustls::ClientConfig>, &mut Vec<u8>),
     warned: &mut Option<Instant>,
 ) {
     let s = &tracer.settings;
@@ -74,7 +76,7 @@ async fn export(
         service_name: &s.service_name,
         scope: SCOPE,
     };
-    let (body, content_type) = match s.protocol {
+    let content_type = match s.protocol {
         Protocol::Console => {
             for span in &spans {
                 log_span(span);
@@ -82,14 +84,21 @@ async fn export(
             tracer.exported.fetch_add(spans.len() as u64, Relaxed);
             return;
         }
-        Protocol::HttpProtobuf => (encode::protobuf(&origin, &spans), "application/x-protobuf"),
-        Protocol::HttpJson => (encode::json(&origin, &spans), "application/json"),
+        Protocol::HttpProtobuf => {
+            encode::protobuf(&origin, &spans, buffer);
+            "application/x-protobuf"
+        }
+        Protocol::HttpJson => {
+            *buffer = encode::json(&origin, &spans);
+            "application/json"
+        }
     };
+    let body = &buffer[..];
     let base = &s.endpoint;
     let headers = std::iter::once(("content-type", content_type))
         .chain(s.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     let mut request = http_once::head(base, "POST", &base.path, body.len(), headers);
-    request.extend_from_slice(&body);
+    request.extend_from_slice(body);
     let sent = tokio::time::timeout(EXPORT_TIMEOUT, http_once::exchange(base, &request, tls)).await;
     let failure = match sent {
         Ok(Ok(answer)) if (200..300).contains(&answer.status) => None,
@@ -119,25 +128,22 @@ async fn export(
 
 /// The `console` exporter: one log line per span.
 fn log_span(span: &SpanRecord) {
-    let attributes: serde_json::Map<String, serde_json::Value> = span
-        .attributes
-        .iter()
-        .map(|(k, v)| {
-            let v = match v {
-                Value::Str(s) => serde_json::Value::from(s.as_str()),
-                Value::Int(i) => serde_json::Value::from(*i),
-            };
-            (k.to_string(), v)
-        })
-        .collect();
+    let mut attributes = serde_json::Map::new();
+    span.attributes(|k, v| {
+        let v = match v {
+            Value::Str(s) => serde_json::Value::from(s),
+            Value::Int(i) => serde_json::Value::from(i),
+        };
+        attributes.insert(k.to_string(), v);
+    });
     tracing::info!(
         target: "gateway::otel",
         trace_id = %hex::encode(span.trace_id),
         span_id = %hex::encode(span.span_id),
         parent_span_id = %span.parent.map(hex::encode).unwrap_or_default(),
-        name = span.name,
+        name = span.name(),
         duration_ms = span.end_unix_ns.saturating_sub(span.start_unix_ns) as f64 / 1e6,
-        error = span.error.as_deref(),
+        error = span.error().as_deref(),
         attributes = %serde_json::Value::Object(attributes),
         "span"
     );
