@@ -2,8 +2,10 @@
 //! hand-encoded: the few messages a span needs) and JSON (`http/json`, the
 //! OTLP JSON mapping: hex ids, nanosecond times as strings).
 
-use super::span::{SpanRecord, Value};
+use super::span::{Caller, SpanRecord, Upstream, Value};
+use crate::config::Deployment;
 use serde_json::json;
+use std::sync::Arc;
 
 /// The resource and scope every span is sent under.
 pub(crate) struct Origin<'a> {
@@ -48,70 +50,181 @@ pub(crate) fn json(origin: &Origin<'_>, spans: &[SpanRecord]) -> Vec<u8> {
     serde_json::to_vec(&body).unwrap_or_default()
 }
 
-/// The protobuf body for `spans`, encoded into `out` (cleared first, so
-/// its buffer is reused from batch to batch). Each span and its
-/// attributes are sized before they are written, so nothing moves; only
-/// the two outer messages, which hold the whole batch, are shifted once
-/// by their length.
-pub(crate) fn protobuf(origin: &Origin<'_>, spans: &[SpanRecord], out: &mut Vec<u8>) {
-    out.clear();
-    out.reserve(256 + spans.len() * 400);
-    nested(out, 1, |resource_spans| {
-        nested(resource_spans, 1, |resource| {
-            key_value(resource, "service.name", Value::Str(origin.service_name));
-        });
-        nested(resource_spans, 2, |scope_spans| {
-            nested(scope_spans, 1, |scope| string(scope, 1, origin.scope));
-            for s in spans {
-                span(scope_spans, s);
-            }
-        });
-    });
+/// Slots of each memo of encoded attributes (a power of two).
+const BLOCKS: usize = 64;
+
+/// A deployment's encoded attributes: a root span's, then an attempt's
+/// additions.
+struct DeploymentBlock {
+    dep: Arc<Deployment>,
+    bytes: Vec<u8>,
+    root_len: usize,
 }
 
-/// Field 2 of `ScopeSpans`: one `opentelemetry.proto.trace.v1.Span`.
-fn span(out: &mut Vec<u8>, s: &SpanRecord) {
-    let error = s.error();
-    let mut attributes = 0;
-    s.attributes(|k, v| attributes += field_len(key_value_len(k, v)));
-    let status = error.as_ref().map_or(0, |m| field_len(m.len()) + 2);
-    let parent = if s.parent.is_some() { 10 } else { 0 };
-    let name = s.name();
-    let len = 18 + 10 + parent + field_len(name.len()) + 1 + varint_len(s.kind() as u64)
-        + 18
-        + attributes
-        + 1
-        + varint_len(status as u64)
-        + status;
-    out.reserve(len + 4);
-    tag(out, 2, 2);
+/// The protobuf encoder of the exporter. Attributes that repeat from span
+/// to span (a deployment's, a caller's) are encoded once and kept, by the
+/// address of what they describe, which each slot keeps alive.
+pub(crate) struct Protobuf {
+    deployments: Box<[Option<DeploymentBlock>]>,
+    callers: Box<[Option<(Caller, Vec<u8>)>]>,
+    /// Attributes of a deployment called under another name (not kept).
+    scratch: Vec<u8>,
+}
+
+impl Default for Protobuf {
+    fn default() -> Self {
+        Protobuf {
+            deployments: (0..BLOCKS).map(|_| None).collect(),
+            callers: (0..BLOCKS).map(|_| None).collect(),
+            scratch: Vec::new(),
+        }
+    }
+}
+
+/// The memo slot of what lives at `address`.
+fn slot_of<T: ?Sized>(address: *const T) -> usize {
+    (address.cast::<u8>() as usize >> 4) % BLOCKS
+}
+
+impl Protobuf {
+    /// Appends the `ExportTraceServiceRequest` of `spans` to `out`.
+    pub(crate) fn encode(&mut self, origin: &Origin<'_>, spans: &[SpanRecord], out: &mut Vec<u8>) {
+        out.reserve(256 + spans.len() * 300);
+        nested(out, 1, |resource_spans| {
+            nested(resource_spans, 1, |resource| {
+                nested(resource, 1, |kv| {
+                    key_value(kv, "service.name", Value::Str(origin.service_name))
+                });
+            });
+            nested(resource_spans, 2, |scope_spans| {
+                nested(scope_spans, 1, |scope| string(scope, 1, origin.scope));
+                for s in spans {
+                    self.span(scope_spans, s);
+                }
+            });
+        });
+    }
+
+    /// The encoded attributes of `up` (a root span's, or an attempt's).
+    fn upstream(&mut self, up: &Upstream, attempt: bool) -> &[u8] {
+        if !up.is_plain() {
+            let scratch = &mut self.scratch;
+            scratch.clear();
+            up.attributes(attempt, |k, v| attribute(scratch, k, v));
+            return scratch;
+        }
+        let slot = &mut self.deployments[slot_of(Arc::as_ptr(&up.dep))];
+        if !slot.as_ref().is_some_and(|b| Arc::ptr_eq(&b.dep, &up.dep)) {
+            let (mut bytes, mut root_len) = (Vec::new(), 0);
+            up.attributes(true, |k, v| {
+                attribute(&mut bytes, k, v);
+                if root_attribute(k) {
+                    root_len = bytes.len();
+                }
+            });
+            *slot = Some(DeploymentBlock {
+                dep: up.dep.clone(),
+                bytes,
+                root_len,
+            });
+        }
+        match &*slot {
+            Some(block) if attempt => &block.bytes,
+            Some(block) => &block.bytes[..block.root_len],
+            None => &[],
+        }
+    }
+
+    /// The encoded attributes of `caller`.
+    fn caller(&mut self, caller: &Caller) -> &[u8] {
+        let address = match caller {
+            Caller::Key(k) => Arc::as_ptr(k).cast::<u8>(),
+            Caller::Master(t) => Arc::as_ptr(t).cast::<u8>(),
+            Caller::Unknown => return &[],
+        };
+        let slot = &mut self.callers[slot_of(address)];
+        if !slot.as_ref().is_some_and(|(c, _)| c.same(caller)) {
+            let mut bytes = Vec::new();
+            caller.attributes(|k, v| attribute(&mut bytes, k, v));
+            *slot = Some((caller.clone(), bytes));
+        }
+        slot.as_ref().map_or(&[], |(_, bytes)| bytes)
+    }
+
+    /// Field 2 of `ScopeSpans`: one `opentelemetry.proto.trace.v1.Span`,
+    /// sized before it is written.
+    fn span(&mut self, out: &mut Vec<u8>, s: &SpanRecord) {
+        let error = s.error();
+        let mut own = 0;
+        s.own_attributes(|k, v| own += field_len(key_value_len(k, v)));
+        if let Some(kind) = s.error_type() {
+            own += field_len(key_value_len("error.type", Value::Str(kind)));
+        }
+        let up_len = s.upstream().map_or(0, |(up, attempt)| self.upstream(up, attempt).len());
+        let caller_len = s.caller().map_or(0, |c| self.caller(c).len());
+        let status = error.as_ref().map_or(0, |m| field_len(m.len()) + 2);
+        let parent = if s.parent.is_some() { 10 } else { 0 };
+        let name = s.name();
+        let len = 18 + 10 + parent + field_len(name.len()) + 1 + varint_len(s.kind() as u64)
+            + 18
+            + own
+            + up_len
+            + caller_len
+            + 1
+            + varint_len(status as u64)
+            + status;
+        out.reserve(len + 4);
+        tag(out, 2, 2);
+        varint(out, len as u64);
+        let start = out.len();
+        bytes(out, 1, &s.trace_id);
+        bytes(out, 2, &s.span_id);
+        if let Some(parent) = &s.parent {
+            bytes(out, 4, parent);
+        }
+        string(out, 5, name);
+        tag(out, 6, 0);
+        varint(out, s.kind() as u64);
+        tag(out, 7, 1);
+        out.extend_from_slice(&s.start_unix_ns.to_le_bytes());
+        tag(out, 8, 1);
+        out.extend_from_slice(&s.end_unix_ns.to_le_bytes());
+        s.own_attributes(|k, v| attribute(out, k, v));
+        if let Some((up, attempt)) = s.upstream() {
+            out.extend_from_slice(self.upstream(up, attempt));
+        }
+        if let Some(c) = s.caller() {
+            out.extend_from_slice(self.caller(c));
+        }
+        if let Some(kind) = s.error_type() {
+            attribute(out, "error.type", Value::Str(kind));
+        }
+        tag(out, 15, 2);
+        varint(out, status as u64);
+        if let Some(m) = &error {
+            string(out, 2, m);
+            tag(out, 3, 0);
+            varint(out, 2);
+        }
+        debug_assert_eq!(out.len() - start, len, "span size");
+    }
+}
+
+/// Whether a root span names the deployment attribute `key` too.
+fn root_attribute(key: &str) -> bool {
+    matches!(
+        key,
+        "gen_ai.system" | "gen_ai.response.model" | "litellm.model_group" | "litellm.model_id"
+    )
+}
+
+/// Field 9 of a `Span`: one attribute, its length computed first.
+fn attribute(out: &mut Vec<u8>, key: &str, value: Value<'_>) {
+    let len = key_value_len(key, value);
+    out.reserve(len + 11);
+    tag(out, 9, 2);
     varint(out, len as u64);
-    let start = out.len();
-    bytes(out, 1, &s.trace_id);
-    bytes(out, 2, &s.span_id);
-    if let Some(parent) = &s.parent {
-        bytes(out, 4, parent);
-    }
-    string(out, 5, name);
-    tag(out, 6, 0);
-    varint(out, s.kind() as u64);
-    tag(out, 7, 1);
-    out.extend_from_slice(&s.start_unix_ns.to_le_bytes());
-    tag(out, 8, 1);
-    out.extend_from_slice(&s.end_unix_ns.to_le_bytes());
-    s.attributes(|k, v| {
-        tag(out, 9, 2);
-        varint(out, key_value_len(k, v) as u64);
-        key_value(out, k, v);
-    });
-    tag(out, 15, 2);
-    varint(out, status as u64);
-    if let Some(m) = &error {
-        string(out, 2, m);
-        tag(out, 3, 0);
-        varint(out, 2);
-    }
-    debug_assert_eq!(out.len() - start, len, "span size");
+    key_value(out, key, value);
 }
 
 /// Bytes of a varint.
@@ -210,12 +323,16 @@ mod tests {
     use std::sync::Arc;
 
     fn upstream() -> Upstream {
-        let text = "model_list:\n  - model_name: g\n    litellm_params: {model: openai/gpt-4o, api_base: \"http://up.example/v1\", api_key: k}\n";
-        let dep = Config::parse(std::path::Path::new("c.yaml"), text, &|_| None)
+        upstream_of("gpt-4o")
+    }
+
+    fn upstream_of(model: &str) -> Upstream {
+        let text = format!("model_list:\n  - model_name: g\n    litellm_params: {{model: openai/{model}, api_base: \"http://up.example/v1\", api_key: k}}\n");
+        let dep = Config::parse(std::path::Path::new("c.yaml"), &text, &|_| None)
             .unwrap()
             .deployments
             .remove(0);
-        Upstream::new(&Arc::new(dep), "g", "gpt-4o")
+        Upstream::new(&Arc::new(dep), "g", model)
     }
 
     fn root() -> SpanRecord {
@@ -327,8 +444,14 @@ mod tests {
             service_name: "svc",
             scope: "litellm",
         };
+        let mut encoder = Protobuf::default();
         let mut body = vec![0xff; 7];
-        protobuf(&origin, &[root(), attempt()], &mut body);
+        encoder.encode(&origin, &[root(), attempt()], &mut body);
+        assert_eq!(body[..7], [0xff; 7], "appended after what the buffer held");
+        let body = body.split_off(7);
+        let mut again = Vec::new();
+        encoder.encode(&origin, &[root(), attempt()], &mut again);
+        assert_eq!(again, body, "attributes kept from the first batch");
         let [(1, Err(resource_spans))] = fields(&body)[..] else {
             panic!("one ResourceSpans")
         };
@@ -395,6 +518,41 @@ mod tests {
         assert_eq!(get("server.address"), Some("http://up.example/v1"));
         assert_eq!(get("error.type"), Some("internal_server"));
         assert_eq!(status[..], [(2, Err(&b"500 internal_server"[..])), (3, Ok(2))]);
+    }
+
+    #[test]
+    fn kept_attributes_follow_the_deployment_and_names_of_each_span() {
+        let origin = Origin {
+            service_name: "svc",
+            scope: "litellm",
+        };
+        let model_of = |body: &[u8]| {
+            let text = String::from_utf8_lossy(body).into_owned();
+            ["gpt-4o", "gpt-4o-mini", "other-name"]
+                .into_iter()
+                .filter(|m| text.contains(&format!("\x06{m}")))
+                .collect::<Vec<_>>()
+        };
+        let mut encoder = Protobuf::default();
+        let mut span = attempt();
+        let mut body = Vec::new();
+        encoder.encode(&origin, std::slice::from_ref(&span), &mut body);
+        assert_eq!(model_of(&body), ["gpt-4o"]);
+        // A reloaded deployment is another entry: its own attributes.
+        if let Detail::Attempt(a) = &mut span.detail {
+            a.upstream = upstream_of("gpt-4o-mini");
+        }
+        body.clear();
+        encoder.encode(&origin, std::slice::from_ref(&span), &mut body);
+        assert_eq!(model_of(&body), ["gpt-4o-mini"]);
+        // Called under another model name (a wildcard): not the kept block.
+        if let Detail::Attempt(a) = &mut span.detail {
+            let dep = a.upstream.dep.clone();
+            a.upstream = Upstream::new(&dep, "g", "other-name");
+        }
+        body.clear();
+        encoder.encode(&origin, std::slice::from_ref(&span), &mut body);
+        assert_eq!(model_of(&body), ["other-name"]);
     }
 
     #[test]

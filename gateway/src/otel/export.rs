@@ -37,7 +37,10 @@ pub(super) async fn run(
     let mut tick = tokio::time::interval(EXPORT_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut warned: Option<Instant> = None;
-    let mut body = Vec::new();
+    let mut encoder = Encoder {
+        protobuf: encode::Protobuf::default(),
+        buffer: Vec::new(),
+    };
     loop {
         tokio::select! {
             batch = rx.recv() => {
@@ -48,27 +51,37 @@ pub(super) async fn run(
                 }
                 pending.extend(batch.into_iter().take(room));
                 while pending.len() >= MAX_BATCH {
-                    let rest = pending.split_off(MAX_BATCH);
-                    let full = std::mem::replace(&mut pending, rest);
-                    export(&tracer, full, (&tls, &mut body), &mut warned).await;
+                    export(&tracer, &pending[..MAX_BATCH], (&tls, &mut encoder), &mut warned).await;
+                    pending.drain(..MAX_BATCH);
                 }
             }
             _ = tick.tick() => {
                 if !pending.is_empty() {
-                    let batch = std::mem::take(&mut pending);
-                    export(&tracer, batch, (&tls, &mut body), &mut warned).await;
+                    export(&tracer, &pending, (&tls, &mut encoder), &mut warned).await;
+                    // The capacity stays for the next batches.
+                    pending.clear();
                 }
             }
         }
     }
 }
 
-/// Sends one batch (encoded into `buffer`, reused across batches); counts
-/// it exported or dropped.
+/// What the exporter keeps from batch to batch: the protobuf encoder's
+/// memos and the request buffer.
+struct Encoder {
+    protobuf: encode::Protobuf,
+    buffer: Vec<u8>,
+}
+
+/// Room left before a body for the request head, which is written in front
+/// of it afterwards (a longer head is copied in front instead).
+const HEAD_ROOM: usize = 1024;
+
+/// Sends one batch; counts it exported or dropped.
 async fn export(
     tracer: &Tracer,
-    spans: Vec<SpanRecord>,
-    (tls, buffer): (&Arc<rustls::ClientConfig>, &mut Vec<u8>),
+    spans: &[SpanRecord],
+    (tls, encoder): (&Arc<rustls::ClientConfig>, &mut Encoder),
     warned: &mut Option<Instant>,
 ) {
     let s = &tracer.settings;
@@ -76,30 +89,42 @@ async fn export(
         service_name: &s.service_name,
         scope: SCOPE,
     };
+    let buffer = &mut encoder.buffer;
+    buffer.clear();
+    buffer.resize(HEAD_ROOM, 0);
     let content_type = match s.protocol {
         Protocol::Console => {
-            for span in &spans {
+            for span in spans {
                 log_span(span);
             }
             tracer.exported.fetch_add(spans.len() as u64, Relaxed);
             return;
         }
         Protocol::HttpProtobuf => {
-            encode::protobuf(&origin, &spans, buffer);
+            encoder.protobuf.encode(&origin, spans, buffer);
             "application/x-protobuf"
         }
         Protocol::HttpJson => {
-            *buffer = encode::json(&origin, &spans);
+            buffer.extend_from_slice(&encode::json(&origin, spans));
             "application/json"
         }
     };
-    let body = &buffer[..];
     let base = &s.endpoint;
     let headers = std::iter::once(("content-type", content_type))
         .chain(s.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    let mut request = http_once::head(base, "POST", &base.path, body.len(), headers);
-    request.extend_from_slice(body);
-    let sent = tokio::time::timeout(EXPORT_TIMEOUT, http_once::exchange(base, &request, tls)).await;
+    let head = http_once::head(base, "POST", &base.path, buffer.len() - HEAD_ROOM, headers);
+    let joined;
+    let request = match HEAD_ROOM.checked_sub(head.len()) {
+        Some(at) => {
+            buffer[at..HEAD_ROOM].copy_from_slice(&head);
+            &buffer[at..]
+        }
+        None => {
+            joined = [&head[..], &buffer[HEAD_ROOM..]].concat();
+            &joined[..]
+        }
+    };
+    let sent = tokio::time::timeout(EXPORT_TIMEOUT, http_once::exchange(base, request, tls)).await;
     let failure = match sent {
         Ok(Ok(answer)) if (200..300).contains(&answer.status) => None,
         Ok(Ok(answer)) => Some(format!("the collector answered {}", answer.status)),

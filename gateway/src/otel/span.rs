@@ -166,29 +166,34 @@ impl SpanRecord {
         }
     }
 
-    /// Calls `f` with every attribute, in order.
+    /// Calls `f` with every attribute, in order: the span's own, then its
+    /// deployment's ([`Self::upstream`]), its caller's ([`Self::caller`]),
+    /// and `error.type` ([`Self::error_type`]).
     pub(crate) fn attributes<'a>(&'a self, mut f: impl FnMut(&'static str, Value<'a>)) {
+        self.own_attributes(&mut f);
+        if let Some((up, attempt)) = self.upstream() {
+            up.attributes(attempt, &mut f);
+        }
+        if let Some(caller) = self.caller() {
+            caller.attributes(&mut f);
+        }
+        if let Some(kind) = self.error_type() {
+            f("error.type", Value::Str(kind));
+        }
+    }
+
+    /// The attributes that differ from span to span: ids, counts, the call
+    /// id, the requested model.
+    pub(crate) fn own_attributes<'a>(&'a self, mut f: impl FnMut(&'static str, Value<'a>)) {
         let call_id = Value::Str(&self.call_id);
         match &self.detail {
             Detail::Attempt(a) => {
-                let (up, dep) = (&a.upstream, &a.upstream.dep);
-                f("gen_ai.system", Value::Str(&dep.provider_name));
-                f("gen_ai.request.model", Value::Str(up.model()));
-                f("gen_ai.response.model", Value::Str(up.model()));
                 f("gen_ai.usage.input_tokens", Value::Int(a.input_tokens));
                 f("gen_ai.usage.output_tokens", Value::Int(a.output_tokens));
                 f("litellm.call_id", call_id);
-                f("litellm.model_group", Value::Str(up.group()));
-                f("litellm.model_id", Value::Str(&dep.id));
                 f("litellm.attempt", Value::Int(i64::from(a.attempt)));
                 f("litellm.fallback_depth", Value::Int(i64::from(a.fallback_depth)));
                 f("http.response.status_code", Value::Int(i64::from(a.status)));
-                if let Some(base) = dep.base.as_ref().filter(|b| !b.url.is_empty()) {
-                    f("server.address", Value::Str(&base.url));
-                }
-                if let Some(class) = &a.error_class {
-                    f("error.type", Value::Str(class));
-                }
             }
             Detail::Root(r) => {
                 f("gen_ai.operation.name", Value::Str(r.operation));
@@ -208,32 +213,91 @@ impl SpanRecord {
                     }
                     _ => {}
                 }
-                if let Some(last) = &r.last {
-                    f("gen_ai.system", Value::Str(&last.dep.provider_name));
-                    f("gen_ai.response.model", Value::Str(last.model()));
-                    f("litellm.model_group", Value::Str(last.group()));
-                    f("litellm.model_id", Value::Str(&last.dep.id));
-                }
-                let mut caller = |k, v: Option<&'a str>| {
-                    if let Some(v) = v {
-                        f(k, Value::Str(v));
-                    }
-                };
-                match &r.caller {
-                    Caller::Key(k) => {
-                        let record = &k.record;
-                        caller("metadata.user_api_key_hash", Some(&record.token));
-                        caller("metadata.user_api_key_alias", record.key_alias.as_deref());
-                        caller("metadata.user_api_key_team_id", record.team_id.as_deref());
-                        caller("metadata.user_api_key_user_id", record.user_id.as_deref());
-                    }
-                    Caller::Master(token) => caller("metadata.user_api_key_hash", Some(token)),
-                    Caller::Unknown => {}
-                }
-                if let Some((_, kind)) = &r.error {
-                    f("error.type", Value::Str(kind));
-                }
             }
+        }
+    }
+
+    /// The deployment the span names, and whether the span is its attempt
+    /// (which says more of it than a root span).
+    pub(crate) fn upstream(&self) -> Option<(&Upstream, bool)> {
+        match &self.detail {
+            Detail::Attempt(a) => Some((&a.upstream, true)),
+            Detail::Root(r) => r.last.as_ref().map(|up| (up, false)),
+        }
+    }
+
+    /// The caller a root span names.
+    pub(crate) fn caller(&self) -> Option<&Caller> {
+        match &self.detail {
+            Detail::Root(r) => Some(&r.caller),
+            Detail::Attempt(_) => None,
+        }
+    }
+
+    /// The `error.type` of a failed span.
+    pub(crate) fn error_type(&self) -> Option<&str> {
+        match &self.detail {
+            Detail::Attempt(a) => a.error_class.as_deref(),
+            Detail::Root(r) => r.error.as_ref().map(|(_, kind)| &**kind),
+        }
+    }
+}
+
+impl Upstream {
+    /// Whether its names are the deployment's own, so its attributes are
+    /// the same on every span that names it.
+    pub(crate) fn is_plain(&self) -> bool {
+        self.group.is_none() && self.model.is_none()
+    }
+
+    /// Its attributes: those of a root span, then those an attempt adds.
+    pub(crate) fn attributes<'a>(
+        &'a self,
+        attempt: bool,
+        mut f: impl FnMut(&'static str, Value<'a>),
+    ) {
+        let dep = &self.dep;
+        f("gen_ai.system", Value::Str(&dep.provider_name));
+        f("gen_ai.response.model", Value::Str(self.model()));
+        f("litellm.model_group", Value::Str(self.group()));
+        f("litellm.model_id", Value::Str(&dep.id));
+        if attempt {
+            f("gen_ai.request.model", Value::Str(self.model()));
+            if let Some(base) = dep.base.as_ref().filter(|b| !b.url.is_empty()) {
+                f("server.address", Value::Str(&base.url));
+            }
+        }
+    }
+}
+
+impl Caller {
+    /// LiteLLM's `metadata.*` attributes of the caller.
+    pub(crate) fn attributes<'a>(&'a self, mut f: impl FnMut(&'static str, Value<'a>)) {
+        let mut put = |k, v: Option<&'a str>| {
+            if let Some(v) = v {
+                f(k, Value::Str(v));
+            }
+        };
+        match self {
+            Caller::Key(k) => {
+                let record = &k.record;
+                put("metadata.user_api_key_hash", Some(&record.token));
+                put("metadata.user_api_key_alias", record.key_alias.as_deref());
+                put("metadata.user_api_key_team_id", record.team_id.as_deref());
+                put("metadata.user_api_key_user_id", record.user_id.as_deref());
+            }
+            Caller::Master(token) => put("metadata.user_api_key_hash", Some(token)),
+            Caller::Unknown => {}
+        }
+    }
+
+    /// Whether `other` is the same caller (the same key entry or token).
+    pub(crate) fn same(&self, other: &Caller) -> bool {
+        match (self, other) {
+            (Caller::Key(a), Caller::Key(b)) => Arc::ptr_eq(a, b),
+            (Caller::Master(a), Caller::Master(b)) => Arc::ptr_eq(a, b),
+            (Caller::Unknown, Caller::Unknown) => true,
+            _ => false,
         }
     }
 }
