@@ -4,8 +4,10 @@
 //! Each core records into its own tables (a thread-local [`store::CoreWriter`]):
 //! no lock and no write to memory another core writes, on the request path.
 //! A scrape reads every core's tables and merges them ([`render`]); it runs
-//! off the cores. Label values are interned per core, so an observation
-//! hashes a few small integers, and nothing is allocated for a series that
+//! off the cores. Label values are interned per core (a text at an address
+//! seen before is found without hashing it) and a request's label set is
+//! memoized with the series it resolved in each family, so a request hashes
+//! its labels once per phase, and nothing is allocated for a series that
 //! exists. The number of series per family is capped
 //! ([`MetricsSettings::max_series`]): past it a counter or histogram
 //! records on its `other` series, so totals stay exact, a gauge is not
