@@ -69,9 +69,18 @@ impl Telemetry {
         upstream: Upstream<'_>,
         (fallback_depth, stream): (u32, bool),
     ) {
-        let Upstream { deployment, group, model } = upstream;
-        self.metrics
-            .attempt(principal, row, (&**deployment, group, model), fallback_depth, stream);
+        let Upstream {
+            deployment,
+            group,
+            model,
+        } = upstream;
+        self.metrics.attempt(
+            principal,
+            row,
+            (&**deployment, group, model),
+            fallback_depth,
+            stream,
+        );
         self.trace
             .attempt(row, (deployment, group, model), fallback_depth);
     }

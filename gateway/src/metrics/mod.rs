@@ -208,7 +208,13 @@ pub fn deployment_state(dep: &Deployment, state: u8) {
         deployment_labels(w, dep, &dep.upstream_model, &mut v);
         let c = w.combo(&v);
         let stamp = w.stamp();
-        request::set(w, families::Fam::DeploymentState, c, f64::from(state), stamp);
+        request::set(
+            w,
+            families::Fam::DeploymentState,
+            c,
+            f64::from(state),
+            stamp,
+        );
     });
 }
 

@@ -300,18 +300,36 @@ fn budgets(w: &mut CoreWriter, principal: &Principal, c: ComboId, stamp: u64) {
     };
     let remaining =
         |b: &crate::budget::Budget| b.max_usd().map_or(f64::INFINITY, |max| max - b.spent_usd());
-    set(w, Fam::RemainingApiKeyBudget, c, remaining(&key.budget), stamp);
+    set(
+        w,
+        Fam::RemainingApiKeyBudget,
+        c,
+        remaining(&key.budget),
+        stamp,
+    );
     if let Some(max) = key.budget.max_usd() {
         set(w, Fam::ApiKeyMaxBudget, c, max, stamp);
     }
     if let Some(team) = &key.team {
-        set(w, Fam::RemainingTeamBudget, c, remaining(&team.budget), stamp);
+        set(
+            w,
+            Fam::RemainingTeamBudget,
+            c,
+            remaining(&team.budget),
+            stamp,
+        );
         if let Some(max) = team.budget.max_usd() {
             set(w, Fam::TeamMaxBudget, c, max, stamp);
         }
     }
     if let Some(user) = &key.user {
-        set(w, Fam::RemainingUserBudget, c, remaining(&user.budget), stamp);
+        set(
+            w,
+            Fam::RemainingUserBudget,
+            c,
+            remaining(&user.budget),
+            stamp,
+        );
         if let Some(max) = user.budget.max_usd() {
             set(w, Fam::UserMaxBudget, c, max, stamp);
         }

@@ -263,7 +263,13 @@ impl CoreWriter {
         let address = text.as_ptr() as usize;
         let slot = (address ^ (address >> 7) ^ text.len()) % RECENT;
         let (seen, id) = self.recent[slot];
-        if seen == address && self.data.symbols.get(id as usize).is_some_and(|s| **s == *text) {
+        if seen == address
+            && self
+                .data
+                .symbols
+                .get(id as usize)
+                .is_some_and(|s| **s == *text)
+        {
             return id;
         }
         let id = self.intern_hashed(text);
@@ -342,11 +348,15 @@ impl CoreWriter {
             Slot::Unknown => return None,
             Slot::Series(id) => id,
             Slot::Overflow(id) => {
-                family.dropped.store(family.dropped.load(Relaxed) + 1, Relaxed);
+                family
+                    .dropped
+                    .store(family.dropped.load(Relaxed) + 1, Relaxed);
                 id
             }
             Slot::Dropped => {
-                family.dropped.store(family.dropped.load(Relaxed) + 1, Relaxed);
+                family
+                    .dropped
+                    .store(family.dropped.load(Relaxed) + 1, Relaxed);
                 return None;
             }
         };

@@ -160,12 +160,19 @@ impl Protobuf {
         if let Some(kind) = s.error_type() {
             own += field_len(key_value_len("error.type", Value::Str(kind)));
         }
-        let up_len = s.upstream().map_or(0, |(up, attempt)| self.upstream(up, attempt).len());
+        let up_len = s
+            .upstream()
+            .map_or(0, |(up, attempt)| self.upstream(up, attempt).len());
         let caller_len = s.caller().map_or(0, |c| self.caller(c).len());
         let status = error.as_ref().map_or(0, |m| field_len(m.len()) + 2);
         let parent = if s.parent.is_some() { 10 } else { 0 };
         let name = s.name();
-        let len = 18 + 10 + parent + field_len(name.len()) + 1 + varint_len(s.kind() as u64)
+        let len = 18
+            + 10
+            + parent
+            + field_len(name.len())
+            + 1
+            + varint_len(s.kind() as u64)
             + 18
             + own
             + up_len
@@ -457,9 +464,13 @@ mod tests {
         };
         let rs = fields(resource_spans);
         let (1, Err(resource)) = rs[0] else { panic!() };
-        let (1, Err(service)) = fields(resource)[0] else { panic!() };
+        let (1, Err(service)) = fields(resource)[0] else {
+            panic!()
+        };
         assert!(String::from_utf8_lossy(service).ends_with("svc"));
-        let (2, Err(scope_spans)) = rs[1] else { panic!() };
+        let (2, Err(scope_spans)) = rs[1] else {
+            panic!()
+        };
         let ss = fields(scope_spans);
         assert_eq!(ss.len(), 3, "the scope and two spans");
         let mut decoded = Vec::new();
@@ -506,10 +517,18 @@ mod tests {
         assert_eq!(attributes, &expected);
         assert!(attributes.contains(&("gen_ai.usage.input_tokens".into(), "-1".into())));
         assert!(attributes.contains(&("metadata.user_api_key_hash".into(), "hash".into())));
-        assert_eq!(status[..], [(2, Err(&b"429 rate_limit_error"[..])), (3, Ok(2))]);
+        assert_eq!(
+            status[..],
+            [(2, Err(&b"429 rate_limit_error"[..])), (3, Ok(2))]
+        );
         let (f, attributes, status) = &decoded[1];
         assert_eq!(f[4], (6, Ok(3)));
-        let get = |k: &str| attributes.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        let get = |k: &str| {
+            attributes
+                .iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.as_str())
+        };
         assert_eq!(get("gen_ai.system"), Some("openai"));
         assert_eq!(get("litellm.model_group"), Some("g"));
         assert_eq!(get("gen_ai.response.model"), Some("gpt-4o"));
@@ -517,7 +536,10 @@ mod tests {
         assert_eq!(get("http.response.status_code"), Some("500"));
         assert_eq!(get("server.address"), Some("http://up.example/v1"));
         assert_eq!(get("error.type"), Some("internal_server"));
-        assert_eq!(status[..], [(2, Err(&b"500 internal_server"[..])), (3, Ok(2))]);
+        assert_eq!(
+            status[..],
+            [(2, Err(&b"500 internal_server"[..])), (3, Ok(2))]
+        );
     }
 
     #[test]

@@ -79,7 +79,9 @@ impl RequestTrace {
         let Some(c) = self.0.as_mut() else { return };
         c.caller = match principal {
             Principal::Key(k) => Caller::Key(k.clone()),
-            Principal::Master => master_token.map_or(Caller::Unknown, |t| Caller::Master(t.clone())),
+            Principal::Master => {
+                master_token.map_or(Caller::Unknown, |t| Caller::Master(t.clone()))
+            }
             Principal::Anonymous => Caller::Unknown,
         };
     }

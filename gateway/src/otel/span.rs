@@ -192,7 +192,10 @@ impl SpanRecord {
                 f("gen_ai.usage.output_tokens", Value::Int(a.output_tokens));
                 f("litellm.call_id", call_id);
                 f("litellm.attempt", Value::Int(i64::from(a.attempt)));
-                f("litellm.fallback_depth", Value::Int(i64::from(a.fallback_depth)));
+                f(
+                    "litellm.fallback_depth",
+                    Value::Int(i64::from(a.fallback_depth)),
+                );
                 f("http.response.status_code", Value::Int(i64::from(a.status)));
             }
             Detail::Root(r) => {
