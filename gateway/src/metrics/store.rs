@@ -474,7 +474,8 @@ mod tests {
         let (mut w, data) = CoreWriter::new(caps.clone());
         let (mut w2, data2) = CoreWriter::new(caps);
         let fam = Fam::DeploymentCooledDown;
-        for (w, x) in [(&mut w, 3), (&mut w, 3), (&mut w2, 4)] {
+        for (second, x) in [(false, 3), (false, 3), (true, 4)] {
+            let w = if second { &mut w2 } else { &mut w };
             let c = combo(w, x);
             w.combo_series(c, fam).unwrap().add_f64(0, 1.0);
         }
