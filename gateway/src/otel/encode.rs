@@ -548,11 +548,16 @@ mod tests {
             service_name: "svc",
             scope: "litellm",
         };
+        // The models whose string value (its length, then its bytes) is in
+        // `body`.
         let model_of = |body: &[u8]| {
-            let text = String::from_utf8_lossy(body).into_owned();
             ["gpt-4o", "gpt-4o-mini", "other-name"]
                 .into_iter()
-                .filter(|m| text.contains(&format!("\x06{m}")))
+                .filter(|m| {
+                    let mut needle = vec![m.len() as u8];
+                    needle.extend_from_slice(m.as_bytes());
+                    body.windows(needle.len()).any(|w| w == needle)
+                })
                 .collect::<Vec<_>>()
         };
         let mut encoder = Protobuf::default();
