@@ -61,12 +61,15 @@ struct DeploymentBlock {
     root_len: usize,
 }
 
+/// A caller's encoded attributes.
+type CallerBlock = (Caller, Vec<u8>);
+
 /// The protobuf encoder of the exporter. Attributes that repeat from span
 /// to span (a deployment's, a caller's) are encoded once and kept, by the
 /// address of what they describe, which each slot keeps alive.
 pub(crate) struct Protobuf {
     deployments: Box<[Option<DeploymentBlock>]>,
-    callers: Box<[Option<(Caller, Vec<u8>)>]>,
+    callers: Box<[Option<CallerBlock>]>,
     /// Attributes of a deployment called under another name (not kept).
     scratch: Vec<u8>,
 }
