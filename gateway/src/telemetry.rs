@@ -3,11 +3,24 @@
 //! Each phase is one call here; each is a no-op for what is switched off.
 
 use crate::auth::Principal;
+use crate::config::Deployment;
 use crate::http1::{RequestHead, ResponseHead};
 use crate::metrics::{Finish, RequestMetrics};
 use crate::otel::RequestTrace;
 use crate::store::SpendLogRow;
+use std::sync::Arc;
 use std::time::Instant;
+
+/// Where an upstream attempt went: its labels and attributes are read from
+/// here (the router's snapshot), not copied from the spend row.
+pub struct Upstream<'a> {
+    /// The deployment called.
+    pub deployment: &'a Arc<Deployment>,
+    /// The model group it served.
+    pub group: &'a str,
+    /// The model name sent to its provider.
+    pub model: &'a str,
+}
 
 /// One request's metrics and trace.
 #[derive(Default)]
@@ -27,8 +40,8 @@ impl Telemetry {
     }
 
     /// The authenticated caller; `master_token` is the master key's hash.
-    pub fn identify(&mut self, principal: &Principal, master_token: Option<&str>) {
-        self.metrics.identify(principal, master_token);
+    pub fn identify(&mut self, principal: &Principal, master_token: Option<&Arc<str>>) {
+        self.metrics.identify(principal, master_token.map(|t| &**t));
         self.trace.identify(principal, master_token);
     }
 
@@ -48,16 +61,28 @@ impl Telemetry {
         self.metrics.upstream_head(head);
     }
 
-    /// One upstream attempt ended, as its spend row says.
+    /// One upstream attempt to `upstream` ended, as its spend row says.
     pub fn attempt(
         &mut self,
         principal: &Principal,
         row: &SpendLogRow,
-        fallback_depth: u32,
-        stream: bool,
+        upstream: Upstream<'_>,
+        (fallback_depth, stream): (u32, bool),
     ) {
-        self.metrics.attempt(principal, row, fallback_depth, stream);
-        self.trace.attempt(row, fallback_depth);
+        let Upstream {
+            deployment,
+            group,
+            model,
+        } = upstream;
+        self.metrics.attempt(
+            principal,
+            row,
+            (&**deployment, group, model),
+            fallback_depth,
+            stream,
+        );
+        self.trace
+            .attempt(row, (deployment, group, model), fallback_depth);
     }
 
     /// The request ended.

@@ -117,7 +117,7 @@ impl Principal {
 /// Checks credentials; holds only hashes.
 pub struct Authenticator {
     master_key_hash: Option<TokenHash>,
-    master_token: Option<String>,
+    master_token: Option<Arc<str>>,
     keys: Arc<KeyCache>,
     control: ControlPlane,
 }
@@ -128,7 +128,7 @@ impl Authenticator {
     pub fn new(master_key: Option<&str>, keys: Arc<KeyCache>, control: ControlPlane) -> Self {
         Authenticator {
             master_key_hash: master_key.map(hash_key),
-            master_token: master_key.map(|k| token_hex(&hash_key(k))),
+            master_token: master_key.map(|k| token_hex(&hash_key(k)).into()),
             keys,
             control,
         }
@@ -137,6 +137,11 @@ impl Authenticator {
     /// The master key's hashed token, as spend logs record it.
     pub fn master_token(&self) -> Option<&str> {
         self.master_token.as_deref()
+    }
+
+    /// The master key's hash, shared (traces keep it without a copy).
+    pub fn master_token_shared(&self) -> Option<&Arc<str>> {
+        self.master_token.as_ref()
     }
 
     /// The key cache this authenticator reads.

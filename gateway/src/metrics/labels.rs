@@ -22,6 +22,11 @@ impl LabelValues {
         self.0[l as usize] = v;
     }
 
+    /// Every label's symbol, in [`L`] order.
+    pub(crate) fn raw(&self) -> &[u32; LABEL_COUNT] {
+        &self.0
+    }
+
     /// The symbol of label `l`.
     pub(crate) fn get(&self, l: L) -> u32 {
         self.0[l as usize]

@@ -4,8 +4,10 @@
 //! Each core records into its own tables (a thread-local [`store::CoreWriter`]):
 //! no lock and no write to memory another core writes, on the request path.
 //! A scrape reads every core's tables and merges them ([`render`]); it runs
-//! off the cores. Label values are interned per core, so an observation
-//! hashes a few small integers, and nothing is allocated for a series that
+//! off the cores. Label values are interned per core (a text at an address
+//! seen before is found without hashing it) and a request's label set is
+//! memoized with the series it resolved in each family, so a request hashes
+//! its labels once per phase, and nothing is allocated for a series that
 //! exists. The number of series per family is capped
 //! ([`MetricsSettings::max_series`]): past it a counter or histogram
 //! records on its `other` series, so totals stay exact, a gauge is not
@@ -191,8 +193,10 @@ pub fn cooled_down(dep: &Deployment, status: u16) {
         deployment_labels(w, dep, &dep.group, &mut v);
         let status = w.intern(itoa::Buffer::new().format(status));
         v.set(families::L::ExceptionStatus, status);
-        request::inc(w, families::Fam::DeploymentCooledDown, &v, 1.0);
-        request::set(w, families::Fam::DeploymentState, &v, 2.0);
+        let c = w.combo(&v);
+        request::inc(w, families::Fam::DeploymentCooledDown, c, 1.0);
+        let stamp = w.stamp();
+        request::set(w, families::Fam::DeploymentState, c, 2.0, stamp);
     });
 }
 
@@ -202,7 +206,15 @@ pub fn deployment_state(dep: &Deployment, state: u8) {
     with_core(|w| {
         let mut v = labels::LabelValues::default();
         deployment_labels(w, dep, &dep.upstream_model, &mut v);
-        request::set(w, families::Fam::DeploymentState, &v, f64::from(state));
+        let c = w.combo(&v);
+        let stamp = w.stamp();
+        request::set(
+            w,
+            families::Fam::DeploymentState,
+            c,
+            f64::from(state),
+            stamp,
+        );
     });
 }
 

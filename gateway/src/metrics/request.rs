@@ -9,9 +9,10 @@
 
 use super::families::{Fam, L};
 use super::labels::{gateway_class, is_upstream, route, upstream_class, LabelValues};
-use super::store::{CoreWriter, NONE, OTHER};
+use super::store::{ComboId, CoreWriter, NONE, OTHER};
 use super::with_core;
 use crate::auth::Principal;
+use crate::config::Deployment;
 use crate::error::GatewayError;
 use crate::http1::ResponseHead;
 use crate::limits::RateHeaders;
@@ -111,13 +112,16 @@ impl RequestMetrics {
         );
     }
 
-    /// One upstream attempt ended, as its spend row says; `fallback_depth`
-    /// is 0 for the requested group. `principal` gives the remaining
-    /// budgets.
+    /// One upstream attempt to `dep` (serving `group` with the upstream
+    /// model `model`) ended, as its spend row says; `fallback_depth` is 0
+    /// for the requested group. `principal` gives the remaining budgets.
+    /// Label values are read from the deployment, whose texts keep their
+    /// addresses (see [`CoreWriter::intern`]).
     pub fn attempt(
         &mut self,
         principal: &Principal,
         row: &SpendLogRow,
+        (dep, group, model): (&Deployment, &str, &str),
         fallback_depth: u32,
         stream: bool,
     ) {
@@ -125,28 +129,23 @@ impl RequestMetrics {
         let this = &mut *self;
         with_core(|w| {
             let v = &mut this.labels;
-            let group = w.intern(&row.model_group);
+            let group = w.intern(group);
             v.set(L::ModelGroup, group);
-            let model = w.intern(&row.model);
+            let model = w.intern(model);
             v.set(L::Model, model);
             v.set(L::LitellmModelName, model);
-            v.set(L::ModelId, w.intern(&row.model_id));
-            let base = if row.api_base.is_empty() {
-                NONE
-            } else {
-                w.intern(&row.api_base)
+            v.set(L::ModelId, w.intern(&dep.id));
+            let base = match &dep.base {
+                Some(b) if !b.url.is_empty() => w.intern(&b.url),
+                _ => NONE,
             };
             v.set(L::ApiBase, base);
-            v.set(L::ApiProvider, w.intern(&row.custom_llm_provider));
+            v.set(L::ApiProvider, w.intern(&dep.provider_name));
             let ok = row.error_class.is_none();
-            inc(w, Fam::DeploymentTotal, v, 1.0);
             let status = u16::try_from(row.status_code).unwrap_or(0);
-            if ok {
-                inc(w, Fam::DeploymentSuccess, v, 1.0);
-                set(w, Fam::DeploymentState, v, 0.0);
-            } else {
+            if !ok {
                 let class = upstream_class(
-                    &row.custom_llm_provider,
+                    &dep.provider_name,
                     row.error_class.as_deref().unwrap_or(""),
                     status,
                 );
@@ -154,29 +153,37 @@ impl RequestMetrics {
                 let status = w.intern(itoa::Buffer::new().format(status));
                 v.set(L::ExceptionStatus, status);
                 v.set(L::ExceptionClass, class);
-                inc(w, Fam::DeploymentFailure, v, 1.0);
-                set(w, Fam::DeploymentState, v, 1.0);
                 this.last_class = Some(class);
                 if fallback_depth == 0 {
                     this.original_failure = Some((status, class));
                 }
             }
+            let c = w.combo(v);
+            let stamp = w.stamp();
+            inc(w, Fam::DeploymentTotal, c, 1.0);
+            if ok {
+                inc(w, Fam::DeploymentSuccess, c, 1.0);
+                set(w, Fam::DeploymentState, c, 0.0, stamp);
+            } else {
+                inc(w, Fam::DeploymentFailure, c, 1.0);
+                set(w, Fam::DeploymentState, c, 1.0, stamp);
+            }
             let billed = row.total_tokens > 0 || row.spend > 0.0;
             if ok || billed {
-                inc(w, Fam::Spend, v, row.spend);
-                inc(w, Fam::TotalTokens, v, row.total_tokens as f64);
-                inc(w, Fam::InputTokens, v, row.prompt_tokens as f64);
-                inc(w, Fam::OutputTokens, v, row.completion_tokens as f64);
+                inc(w, Fam::Spend, c, row.spend);
+                inc(w, Fam::TotalTokens, c, row.total_tokens as f64);
+                inc(w, Fam::InputTokens, c, row.prompt_tokens as f64);
+                inc(w, Fam::OutputTokens, c, row.completion_tokens as f64);
             }
             if ok {
                 let seconds = |d: chrono::TimeDelta| d.to_std().map_or(0.0, |d| d.as_secs_f64());
                 let latency = seconds(row.end_time - row.start_time);
-                observe(w, Fam::LlmApiLatency, v, latency);
+                observe(w, Fam::LlmApiLatency, c, latency);
                 let first = row
                     .completion_start_time
                     .map(|t| seconds(t - row.start_time));
                 if let (true, Some(ttft)) = (stream, first) {
-                    observe(w, Fam::TimeToFirstToken, v, ttft);
+                    observe(w, Fam::TimeToFirstToken, c, ttft);
                 }
                 if row.completion_tokens > 0 {
                     let per = if stream {
@@ -187,17 +194,17 @@ impl RequestMetrics {
                     observe(
                         w,
                         Fam::LatencyPerOutputToken,
-                        v,
+                        c,
                         per / row.completion_tokens as f64,
                     );
                 }
                 if let Some(n) = remaining.0 {
-                    set(w, Fam::RemainingRequests, v, n as f64);
+                    set(w, Fam::RemainingRequests, c, n as f64, stamp);
                 }
                 if let Some(n) = remaining.1 {
-                    set(w, Fam::RemainingTokens, v, n as f64);
+                    set(w, Fam::RemainingTokens, c, n as f64, stamp);
                 }
-                budgets(w, principal, v);
+                budgets(w, principal, c, stamp);
             }
             this.fallback(w, fallback_depth, group, ok);
         });
@@ -228,7 +235,8 @@ impl RequestMetrics {
         v.set(L::ExceptionStatus, status);
         v.set(L::ExceptionClass, class);
         v.set(L::ModelId, NONE);
-        inc(w, fam, &v, 1.0);
+        let c = w.combo(&v);
+        inc(w, fam, c, 1.0);
     }
 
     /// The request ended: LiteLLM's proxy-level counters, and on success
@@ -260,13 +268,16 @@ impl RequestMetrics {
                 };
                 v.set(L::ExceptionStatus, w.intern(digits.format(err.status())));
                 v.set(L::ExceptionClass, class);
-                inc(w, Fam::ProxyFailedRequests, v, 1.0);
             }
-            inc(w, Fam::ProxyTotalRequests, v, 1.0);
+            let c = w.combo(v);
+            if end.error.is_some() {
+                inc(w, Fam::ProxyFailedRequests, c, 1.0);
+            }
+            inc(w, Fam::ProxyTotalRequests, c, 1.0);
             if end.error.is_none() {
-                observe(w, Fam::RequestTotalLatency, v, end.total.as_secs_f64());
+                observe(w, Fam::RequestTotalLatency, c, end.total.as_secs_f64());
                 let overhead = end.total.saturating_sub(end.upstream_wait);
-                observe(w, Fam::OverheadLatency, v, overhead.as_secs_f64());
+                observe(w, Fam::OverheadLatency, c, overhead.as_secs_f64());
                 if let Some(rate) = end.rate {
                     // Stamped when the request arrived (its counts were
                     // read at admission, just after): a request that
@@ -283,26 +294,44 @@ impl RequestMetrics {
 
 /// LiteLLM's remaining and maximum budgets of the key, its team and its
 /// user (`+Inf` remaining without a budget).
-fn budgets(w: &mut CoreWriter, principal: &Principal, v: &LabelValues) {
+fn budgets(w: &mut CoreWriter, principal: &Principal, c: ComboId, stamp: u64) {
     let Principal::Key(key) = principal else {
         return;
     };
     let remaining =
         |b: &crate::budget::Budget| b.max_usd().map_or(f64::INFINITY, |max| max - b.spent_usd());
-    set(w, Fam::RemainingApiKeyBudget, v, remaining(&key.budget));
+    set(
+        w,
+        Fam::RemainingApiKeyBudget,
+        c,
+        remaining(&key.budget),
+        stamp,
+    );
     if let Some(max) = key.budget.max_usd() {
-        set(w, Fam::ApiKeyMaxBudget, v, max);
+        set(w, Fam::ApiKeyMaxBudget, c, max, stamp);
     }
     if let Some(team) = &key.team {
-        set(w, Fam::RemainingTeamBudget, v, remaining(&team.budget));
+        set(
+            w,
+            Fam::RemainingTeamBudget,
+            c,
+            remaining(&team.budget),
+            stamp,
+        );
         if let Some(max) = team.budget.max_usd() {
-            set(w, Fam::TeamMaxBudget, v, max);
+            set(w, Fam::TeamMaxBudget, c, max, stamp);
         }
     }
     if let Some(user) = &key.user {
-        set(w, Fam::RemainingUserBudget, v, remaining(&user.budget));
+        set(
+            w,
+            Fam::RemainingUserBudget,
+            c,
+            remaining(&user.budget),
+            stamp,
+        );
         if let Some(max) = user.budget.max_usd() {
-            set(w, Fam::UserMaxBudget, v, max);
+            set(w, Fam::UserMaxBudget, c, max, stamp);
         }
     }
 }
@@ -316,44 +345,36 @@ fn key_rate_limits(w: &mut CoreWriter, v: &mut LabelValues, rate: &RateHeaders, 
     ] {
         if let Some((allowed, used)) = limit {
             v.set(L::RateLimitType, w.intern(kind));
-            set_at(w, Fam::ApiKeyRateLimitAllowed, v, allowed as f64, stamp);
-            set_at(w, Fam::ApiKeyRateLimitUsed, v, used as f64, stamp);
+            let c = w.combo(v);
+            set(w, Fam::ApiKeyRateLimitAllowed, c, allowed as f64, stamp);
+            set(w, Fam::ApiKeyRateLimitUsed, c, used as f64, stamp);
         }
     }
 }
 
-/// Adds `n` to the counter `fam` at the labels of `v`.
-pub(crate) fn inc(w: &mut CoreWriter, fam: Fam, v: &LabelValues, n: f64) {
-    let (labels, len) = v.of(fam);
-    if let Some(s) = w.series(fam, &labels[..len]) {
+/// Adds `n` to the counter `fam` at the labels of `c`.
+pub(crate) fn inc(w: &mut CoreWriter, fam: Fam, c: ComboId, n: f64) {
+    if let Some(s) = w.combo_series(c, fam) {
         s.add_f64(0, n);
     }
 }
 
-/// Sets the gauge `fam` at the labels of `v`.
-pub(crate) fn set(w: &mut CoreWriter, fam: Fam, v: &LabelValues, value: f64) {
-    let stamp = w.stamp();
-    set_at(w, fam, v, value, stamp);
-}
-
-/// Sets the gauge `fam` at the labels of `v` as of `stamp` (a later stamp
+/// Sets the gauge `fam` at the labels of `c` as of `stamp` (a later stamp
 /// from any core wins).
-fn set_at(w: &mut CoreWriter, fam: Fam, v: &LabelValues, value: f64, stamp: u64) {
-    let (labels, len) = v.of(fam);
-    if let Some(s) = w.series(fam, &labels[..len]) {
+pub(crate) fn set(w: &mut CoreWriter, fam: Fam, c: ComboId, value: f64, stamp: u64) {
+    if let Some(s) = w.combo_series(c, fam) {
         s.set(value, stamp);
     }
 }
 
-/// Observes `value` in the histogram `fam` at the labels of `v`.
-pub(crate) fn observe(w: &mut CoreWriter, fam: Fam, v: &LabelValues, value: f64) {
+/// Observes `value` in the histogram `fam` at the labels of `c`.
+pub(crate) fn observe(w: &mut CoreWriter, fam: Fam, c: ComboId, value: f64) {
     let buckets = fam.spec().buckets;
     let bucket = buckets
         .iter()
         .position(|b| value <= *b)
         .unwrap_or(buckets.len());
-    let (labels, len) = v.of(fam);
-    if let Some(s) = w.series(fam, &labels[..len]) {
+    if let Some(s) = w.combo_series(c, fam) {
         s.add_one(bucket);
         s.add_f64(buckets.len() + 1, value);
     }

@@ -37,6 +37,10 @@ pub(super) async fn run(
     let mut tick = tokio::time::interval(EXPORT_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut warned: Option<Instant> = None;
+    let mut encoder = Encoder {
+        protobuf: encode::Protobuf::default(),
+        buffer: Vec::new(),
+    };
     loop {
         tokio::select! {
             batch = rx.recv() => {
@@ -47,26 +51,37 @@ pub(super) async fn run(
                 }
                 pending.extend(batch.into_iter().take(room));
                 while pending.len() >= MAX_BATCH {
-                    let rest = pending.split_off(MAX_BATCH);
-                    let full = std::mem::replace(&mut pending, rest);
-                    export(&tracer, full, &tls, &mut warned).await;
+                    export(&tracer, &pending[..MAX_BATCH], (&tls, &mut encoder), &mut warned).await;
+                    pending.drain(..MAX_BATCH);
                 }
             }
             _ = tick.tick() => {
                 if !pending.is_empty() {
-                    let batch = std::mem::take(&mut pending);
-                    export(&tracer, batch, &tls, &mut warned).await;
+                    export(&tracer, &pending, (&tls, &mut encoder), &mut warned).await;
+                    // The capacity stays for the next batches.
+                    pending.clear();
                 }
             }
         }
     }
 }
 
+/// What the exporter keeps from batch to batch: the protobuf encoder's
+/// memos and the request buffer.
+struct Encoder {
+    protobuf: encode::Protobuf,
+    buffer: Vec<u8>,
+}
+
+/// Room left before a body for the request head, which is written in front
+/// of it afterwards (a longer head is copied in front instead).
+const HEAD_ROOM: usize = 1024;
+
 /// Sends one batch; counts it exported or dropped.
 async fn export(
     tracer: &Tracer,
-    spans: Vec<SpanRecord>,
-    tls: &Arc<rustls::ClientConfig>,
+    spans: &[SpanRecord],
+    (tls, encoder): (&Arc<rustls::ClientConfig>, &mut Encoder),
     warned: &mut Option<Instant>,
 ) {
     let s = &tracer.settings;
@@ -74,23 +89,42 @@ async fn export(
         service_name: &s.service_name,
         scope: SCOPE,
     };
-    let (body, content_type) = match s.protocol {
+    let buffer = &mut encoder.buffer;
+    buffer.clear();
+    buffer.resize(HEAD_ROOM, 0);
+    let content_type = match s.protocol {
         Protocol::Console => {
-            for span in &spans {
+            for span in spans {
                 log_span(span);
             }
             tracer.exported.fetch_add(spans.len() as u64, Relaxed);
             return;
         }
-        Protocol::HttpProtobuf => (encode::protobuf(&origin, &spans), "application/x-protobuf"),
-        Protocol::HttpJson => (encode::json(&origin, &spans), "application/json"),
+        Protocol::HttpProtobuf => {
+            encoder.protobuf.encode(&origin, spans, buffer);
+            "application/x-protobuf"
+        }
+        Protocol::HttpJson => {
+            buffer.extend_from_slice(&encode::json(&origin, spans));
+            "application/json"
+        }
     };
     let base = &s.endpoint;
     let headers = std::iter::once(("content-type", content_type))
         .chain(s.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    let mut request = http_once::head(base, "POST", &base.path, body.len(), headers);
-    request.extend_from_slice(&body);
-    let sent = tokio::time::timeout(EXPORT_TIMEOUT, http_once::exchange(base, &request, tls)).await;
+    let head = http_once::head(base, "POST", &base.path, buffer.len() - HEAD_ROOM, headers);
+    let joined;
+    let request = match HEAD_ROOM.checked_sub(head.len()) {
+        Some(at) => {
+            buffer[at..HEAD_ROOM].copy_from_slice(&head);
+            &buffer[at..]
+        }
+        None => {
+            joined = [&head[..], &buffer[HEAD_ROOM..]].concat();
+            &joined[..]
+        }
+    };
+    let sent = tokio::time::timeout(EXPORT_TIMEOUT, http_once::exchange(base, request, tls)).await;
     let failure = match sent {
         Ok(Ok(answer)) if (200..300).contains(&answer.status) => None,
         Ok(Ok(answer)) => Some(format!("the collector answered {}", answer.status)),
@@ -119,25 +153,22 @@ async fn export(
 
 /// The `console` exporter: one log line per span.
 fn log_span(span: &SpanRecord) {
-    let attributes: serde_json::Map<String, serde_json::Value> = span
-        .attributes
-        .iter()
-        .map(|(k, v)| {
-            let v = match v {
-                Value::Str(s) => serde_json::Value::from(s.as_str()),
-                Value::Int(i) => serde_json::Value::from(*i),
-            };
-            (k.to_string(), v)
-        })
-        .collect();
+    let mut attributes = serde_json::Map::new();
+    span.attributes(|k, v| {
+        let v = match v {
+            Value::Str(s) => serde_json::Value::from(s),
+            Value::Int(i) => serde_json::Value::from(i),
+        };
+        attributes.insert(k.to_string(), v);
+    });
     tracing::info!(
         target: "gateway::otel",
         trace_id = %hex::encode(span.trace_id),
         span_id = %hex::encode(span.span_id),
         parent_span_id = %span.parent.map(hex::encode).unwrap_or_default(),
-        name = span.name,
+        name = span.name(),
         duration_ms = span.end_unix_ns.saturating_sub(span.start_unix_ns) as f64 / 1e6,
-        error = span.error.as_deref(),
+        error = span.error().as_deref(),
         attributes = %serde_json::Value::Object(attributes),
         "span"
     );

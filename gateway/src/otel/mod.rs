@@ -146,8 +146,9 @@ pub fn flush_this_thread() {
                 if buffer.spans.is_empty() {
                     return;
                 }
-                let spans = std::mem::take(&mut buffer.spans);
-                let n = spans.len();
+                // The next buffer starts at this one's size: no regrowing.
+                let n = buffer.spans.len();
+                let spans = std::mem::replace(&mut buffer.spans, Vec::with_capacity(n));
                 if buffer.tracer.tx.try_send(spans).is_err() {
                     buffer.tracer.drop_spans(n);
                 }

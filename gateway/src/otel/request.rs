@@ -3,19 +3,17 @@
 //! Nothing is kept or allocated when tracing is off.
 
 use super::span::{
-    new_span_id, new_trace_id, parse_traceparent, traceparent, SpanId, SpanRecord, TraceId, Value,
-    KIND_CLIENT, KIND_SERVER,
+    new_span_id, new_trace_id, parse_traceparent, traceparent, AttemptSpan, Caller, Detail,
+    Requested, RootSpan, SpanId, SpanRecord, TraceId, Upstream,
 };
 use super::{active, record};
 use crate::auth::Principal;
+use crate::config::Deployment;
 use crate::http1::RequestHead;
 use crate::metrics::Finish;
 use crate::store::SpendLogRow;
+use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
-
-/// LiteLLM's span names.
-const ROOT: &str = "litellm_request";
-const ATTEMPT: &str = "raw_gen_ai_request";
 
 /// One request's trace; see the module documentation.
 #[derive(Default)]
@@ -28,11 +26,19 @@ struct Context {
     start_unix_ns: u64,
     /// The span id sent upstream for the attempt under way.
     attempt_span: Option<SpanId>,
-    caller: Vec<(&'static str, Value)>,
+    caller: Caller,
+    /// The call id, once a span needs it (shared by the request's spans).
+    call_id: Option<Arc<str>>,
     input_tokens: i64,
     output_tokens: i64,
-    /// The last attempt's provider, model, group and deployment.
-    last: Option<[String; 4]>,
+    /// The last attempt's deployment.
+    last: Option<Upstream>,
+}
+
+impl Context {
+    fn call_id(&mut self, call_id: &str) -> Arc<str> {
+        self.call_id.get_or_insert_with(|| call_id.into()).clone()
+    }
 }
 
 fn unix_ns() -> u64 {
@@ -59,31 +65,25 @@ impl RequestTrace {
             parent,
             start_unix_ns: unix_ns().saturating_sub(waited),
             attempt_span: None,
-            caller: Vec::new(),
+            caller: Caller::Unknown,
+            call_id: None,
             input_tokens: 0,
             output_tokens: 0,
             last: None,
         })))
     }
 
-    /// The caller's key hash, alias, team and user (LiteLLM's `metadata.*`).
-    pub fn identify(&mut self, principal: &Principal, master_token: Option<&str>) {
+    /// The caller's key hash, alias, team and user (LiteLLM's `metadata.*`),
+    /// kept as references to the key's entry.
+    pub fn identify(&mut self, principal: &Principal, master_token: Option<&Arc<str>>) {
         let Some(c) = self.0.as_mut() else { return };
-        let mut put = |k: &'static str, v: Option<&str>| {
-            if let Some(v) = v {
-                c.caller.push((k, Value::Str(v.to_string())));
+        c.caller = match principal {
+            Principal::Key(k) => Caller::Key(k.clone()),
+            Principal::Master => {
+                master_token.map_or(Caller::Unknown, |t| Caller::Master(t.clone()))
             }
+            Principal::Anonymous => Caller::Unknown,
         };
-        match principal {
-            Principal::Key(k) => {
-                put("metadata.user_api_key_hash", Some(&k.record.token));
-                put("metadata.user_api_key_alias", k.record.key_alias.as_deref());
-                put("metadata.user_api_key_team_id", k.record.team_id.as_deref());
-                put("metadata.user_api_key_user_id", k.record.user_id.as_deref());
-            }
-            Principal::Master => put("metadata.user_api_key_hash", master_token),
-            Principal::Anonymous => {}
-        }
     }
 
     /// The `traceparent` for the upstream request of the attempt under
@@ -94,8 +94,14 @@ impl RequestTrace {
         Some(traceparent(&c.trace_id, &span))
     }
 
-    /// An upstream attempt ended, as its spend row says: its child span.
-    pub fn attempt(&mut self, row: &SpendLogRow, fallback_depth: u32) {
+    /// An upstream attempt to `dep` (serving `group` with the upstream model
+    /// `model`) ended, as its spend row says: its child span.
+    pub fn attempt(
+        &mut self,
+        row: &SpendLogRow,
+        (dep, group, model): (&Arc<Deployment>, &str, &str),
+        fallback_depth: u32,
+    ) {
         let Some(c) = self.0.as_mut() else { return };
         let span_id = c.attempt_span.take().unwrap_or_else(new_span_id);
         let ns = |t: chrono::DateTime<chrono::Utc>| {
@@ -105,59 +111,31 @@ impl RequestTrace {
         };
         c.input_tokens = c.input_tokens.saturating_add(row.prompt_tokens);
         c.output_tokens = c.output_tokens.saturating_add(row.completion_tokens);
-        let mut attributes = vec![
-            ("gen_ai.system", Value::Str(row.custom_llm_provider.clone())),
-            ("gen_ai.request.model", Value::Str(row.model.clone())),
-            ("gen_ai.response.model", Value::Str(row.model.clone())),
-            ("gen_ai.usage.input_tokens", Value::Int(row.prompt_tokens)),
-            (
-                "gen_ai.usage.output_tokens",
-                Value::Int(row.completion_tokens),
-            ),
-            ("litellm.call_id", Value::Str(row.call_id.clone())),
-            ("litellm.model_group", Value::Str(row.model_group.clone())),
-            ("litellm.model_id", Value::Str(row.model_id.clone())),
-            ("litellm.attempt", Value::Int(i64::from(row.attempt))),
-            (
-                "litellm.fallback_depth",
-                Value::Int(i64::from(fallback_depth)),
-            ),
-            (
-                "http.response.status_code",
-                Value::Int(i64::from(row.status_code)),
-            ),
-        ];
-        if !row.api_base.is_empty() {
-            attributes.push(("server.address", Value::Str(row.api_base.clone())));
-        }
-        if let Some(class) = &row.error_class {
-            attributes.push(("error.type", Value::Str(class.clone())));
-        }
+        let upstream = Upstream::new(dep, group, model);
+        let call_id = c.call_id(&row.call_id);
         record(SpanRecord {
             trace_id: c.trace_id,
             span_id,
             parent: Some(c.root),
-            name: ATTEMPT,
-            kind: KIND_CLIENT,
             start_unix_ns: ns(row.start_time),
             end_unix_ns: ns(row.end_time),
-            attributes,
-            error: row
-                .error_class
-                .as_ref()
-                .map(|class| format!("{} {class}", row.status_code)),
+            call_id,
+            detail: Detail::Attempt(AttemptSpan {
+                upstream: upstream.clone(),
+                input_tokens: row.prompt_tokens,
+                output_tokens: row.completion_tokens,
+                attempt: row.attempt,
+                fallback_depth,
+                status: row.status_code,
+                error_class: row.error_class.as_deref().map(Box::from),
+            }),
         });
-        c.last = Some([
-            row.custom_llm_provider.clone(),
-            row.model.clone(),
-            row.model_group.clone(),
-            row.model_id.clone(),
-        ]);
+        c.last = Some(upstream);
     }
 
     /// The request ended: its root span.
     pub fn finish(&mut self, end: &Finish<'_>) {
-        let Some(c) = self.0.take() else { return };
+        let Some(mut c) = self.0.take() else { return };
         let status = end
             .status
             .filter(|s| *s != 0)
@@ -169,40 +147,31 @@ impl RequestTrace {
             "/embeddings" => "embeddings",
             other => other.trim_start_matches('/'),
         };
-        let mut attributes = vec![
-            ("gen_ai.operation.name", Value::Str(operation.to_string())),
-            ("litellm.call_id", Value::Str(end.call_id.to_string())),
-            ("http.route", Value::Str(end.endpoint.to_string())),
-            ("http.response.status_code", Value::Int(i64::from(status))),
-            ("litellm.retries", Value::Int(i64::from(end.retries))),
-            ("litellm.fallbacks", Value::Int(i64::from(end.fallbacks))),
-            ("gen_ai.usage.input_tokens", Value::Int(c.input_tokens)),
-            ("gen_ai.usage.output_tokens", Value::Int(c.output_tokens)),
-        ];
-        if let Some(model) = end.requested {
-            attributes.push(("gen_ai.request.model", Value::Str(model.to_string())));
-        }
-        if let Some([provider, model, group, id]) = c.last {
-            attributes.push(("gen_ai.system", Value::Str(provider)));
-            attributes.push(("gen_ai.response.model", Value::Str(model)));
-            attributes.push(("litellm.model_group", Value::Str(group)));
-            attributes.push(("litellm.model_id", Value::Str(id)));
-        }
-        attributes.extend(c.caller);
-        let error = end.error.map(|e| {
-            attributes.push(("error.type", Value::Str(e.error_type().to_string())));
-            format!("{} {}", e.status(), e.error_type())
+        let requested = end.requested.map(|model| match &c.last {
+            Some(last) if last.group_is(model) => Requested::Group,
+            _ => Requested::Named(model.into()),
         });
+        let call_id = c.call_id(end.call_id);
         record(SpanRecord {
             trace_id: c.trace_id,
             span_id: c.root,
             parent: c.parent,
-            name: ROOT,
-            kind: KIND_SERVER,
             start_unix_ns: c.start_unix_ns,
             end_unix_ns: unix_ns(),
-            attributes,
-            error,
+            call_id,
+            detail: Detail::Root(RootSpan {
+                operation,
+                route: end.endpoint,
+                status,
+                retries: end.retries,
+                fallbacks: end.fallbacks,
+                input_tokens: c.input_tokens,
+                output_tokens: c.output_tokens,
+                requested,
+                last: c.last,
+                caller: c.caller,
+                error: end.error.map(|e| (e.status(), e.error_type().into())),
+            }),
         });
     }
 }

@@ -105,7 +105,7 @@ pub async fn handle(
     if let Ok(caller) = &caller {
         outcome
             .telemetry
-            .identify(caller, worker.shared.auth.master_token());
+            .identify(caller, worker.shared.auth.master_token_shared());
     }
     let forward = convert::forward_headers(head, endpoint);
     let served = CatchPanic::new(serve(
@@ -557,9 +557,16 @@ async fn attempt_once(
         error: result.as_ref().err(),
         end_user: req.end_user.as_deref(),
     });
-    outcome
-        .telemetry
-        .attempt(principal, &row, pick.fallback_depth, req.stream);
+    outcome.telemetry.attempt(
+        principal,
+        &row,
+        crate::telemetry::Upstream {
+            deployment: pick.deployment,
+            group: &pick.group,
+            model: &pick.upstream_model,
+        },
+        (pick.fallback_depth, req.stream),
+    );
     record::submit(worker, row);
     result.map(|()| usage.prompt_tokens.saturating_add(usage.completion_tokens))
 }
