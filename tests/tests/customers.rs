@@ -404,6 +404,30 @@ fn an_end_users_rpm_limit_applies_to_it_alone() {
 }
 
 #[test]
+fn a_budget_row_changed_through_budget_update_reaches_its_end_users() {
+    // In Postgres `/budget/update` edits the row `/customer/new` made (in
+    // memory an end user's budget rows are its own: README).
+    let (store, _db, gw) = gateways().pop().expect("the Postgres gateway");
+    assert_eq!(store, "postgres");
+    admin(
+        &gw,
+        "/customer/new",
+        json!({"user_id": "row-reader", "rpm_limit": 1}),
+    );
+    assert_eq!(chat(&gw, "row-reader").status, 200);
+    assert_error(&chat(&gw, "row-reader"), 429);
+    let row = info(&gw, "row-reader").expect_status(200).json();
+    let budget_id = row["budget_id"].as_str().expect("budget_id").to_string();
+    admin(
+        &gw,
+        "/budget/update",
+        json!({"budget_id": budget_id, "rpm_limit": 100}),
+    );
+    // The end user's cached limits follow the row at once.
+    assert_eq!(chat(&gw, "row-reader").status, 200);
+}
+
+#[test]
 fn an_end_users_budget_period_resets_its_spend() {
     for (store, _db, gw) in gateways() {
         admin(

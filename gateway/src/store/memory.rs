@@ -616,6 +616,10 @@ impl Store for MemoryStore {
         Ok(self.with(|t| t.end_users.restricted(sink)))
     }
 
+    async fn end_users_of_budget(&self, budget_id: &str) -> Result<Vec<String>, StoreError> {
+        Ok(self.with(|t| t.end_users.of_budget(budget_id)))
+    }
+
     async fn budget_exists(&self, budget_id: &str) -> Result<bool, StoreError> {
         Ok(
             self.with(|t| {

@@ -383,6 +383,9 @@ pub trait Store: Send + Sync {
     ) -> Result<usize, StoreError>;
     /// Whether budget row `budget_id` exists.
     async fn budget_exists(&self, budget_id: &str) -> Result<bool, StoreError>;
+    /// Ids of the end users whose budget row is `budget_id` (whose cached
+    /// copies a change of that row makes stale).
+    async fn end_users_of_budget(&self, budget_id: &str) -> Result<Vec<String>, StoreError>;
 
     /// Writes spend-log rows idempotently (by `request_id`) and adds the spend
     /// of newly written rows to their key, user, team and end user

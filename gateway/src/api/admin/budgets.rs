@@ -10,7 +10,7 @@ use crate::auth::Principal;
 use crate::error::GatewayError;
 use crate::state::Worker;
 use crate::store::orgs::parse_time;
-use crate::store::{parse_duration, BudgetRecord, OrgTable, StoreError};
+use crate::store::{parse_duration, BudgetRecord, Change, OrgTable, StoreError};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -294,6 +294,11 @@ pub async fn update(
         {
             return Err(GatewayError::NotFound(format!("Budget {id}")));
         }
+        // End users read their limits and budget from this row: their
+        // cached copies are refreshed (here, and on every replica).
+        let users = store.end_users_of_budget(&id).await.map_err(store_err)?;
+        let changes: Vec<Change> = users.into_iter().map(Change::EndUser).collect();
+        ctx.publish(&changes).await;
         let ids = [id.clone()];
         let row = store.budgets(Some(&ids[..])).await.map_err(store_err)?;
         let row = row

@@ -137,6 +137,18 @@ impl EndUsers {
         n
     }
 
+    /// Ids of the end users whose budget row is `id`.
+    pub(super) fn of_budget(&self, id: &str) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .rows
+            .values()
+            .filter(|u| u.budget_id.as_deref() == Some(id))
+            .map(|u| u.user_id.clone())
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
     /// Whether budget row `id` exists.
     pub(super) fn budget_exists(&self, id: &str) -> bool {
         self.budgets.contains_key(id)

@@ -320,6 +320,16 @@ pub async fn restricted(
     Ok(rows.len())
 }
 
+/// Ids of the end users whose budget row is `id`.
+pub async fn of_budget(c: &Client, id: &str) -> Result<Vec<String>, Error> {
+    let sql = r#"SELECT user_id FROM "LiteLLM_EndUserTable" WHERE budget_id = $1 ORDER BY user_id"#;
+    Ok(c.query(sql, &[&id])
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect())
+}
+
 /// Whether budget row `id` exists.
 pub async fn budget_exists(c: &Client, id: &str) -> Result<bool, Error> {
     let sql = r#"SELECT 1 FROM "LiteLLM_BudgetTable" WHERE budget_id = $1"#;
