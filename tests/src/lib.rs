@@ -18,6 +18,8 @@
 //!   ([`PrivateCluster`]) whose masters can be killed and restarted.
 //! - [`pki`]: a CA of the test's own and server certificates it signs.
 //! - [`tls_client`]: a blocking HTTPS client ([`tls_client::TlsConn`]).
+//! - [`budget_burst`]: bursts against a priced model until a budget refuses
+//!   (the fleet-budget tests).
 //! - [`load`]: steady client load for the fault tests, recording what each
 //!   request saw ([`load::Load`]).
 //!
@@ -26,6 +28,7 @@
 //! overrides the interpreter of the OpenAI and Anthropic SDK tests (default
 //! `.venv/bin/python`).
 
+pub mod budget_burst;
 pub mod config;
 pub mod http;
 pub mod load;

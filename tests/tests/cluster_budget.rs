@@ -10,24 +10,16 @@
 //! and the budget holds again. The standalone versions are in
 //! `fleet_budget.rs`.
 
+use e2e::budget_burst::{
+    chat, cost_of, hammer, worst_case, INPUT_COST, LATENCY_MS, OUTPUT_COST, REPLY,
+};
 use e2e::{to_yaml, Gateway, PrivateCluster, TestDb, MASTER_KEY};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
-/// Prices that make each request cost about a tenth of a cent.
-const INPUT_COST: f64 = 0.00001;
-const OUTPUT_COST: f64 = 0.0001;
-/// The mock's reply: ten words, ten completion tokens.
-const REPLY: &str = "one two three four five six seven eight nine ten";
 /// The priced model group (the mock answers after [`LATENCY_MS`]).
 const MODEL: &str = "cluster-budget";
-/// How long the mock takes per answer, so concurrent requests overlap.
-const LATENCY_MS: u64 = 30;
-/// Senders per replica in a burst.
-const SENDERS: usize = 8;
-/// Requests one sender makes at most.
-const PER_SENDER: usize = 40;
 
 /// Two replicas sharing one database and one Cluster. Fields drop in
 /// order: the gateways stop before the Cluster and the database go.
@@ -140,96 +132,12 @@ impl Fleet {
     }
 }
 
-fn body() -> Value {
-    json!({"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]})
-}
-
-/// A chat completion through `gw` with `key`: (status, body).
-fn chat(gw: &Gateway, key: &str) -> (u16, Value) {
-    let auth = format!("Bearer {key}");
-    let resp = gw.call(
-        "POST",
-        "/v1/chat/completions",
-        &[
-            ("Authorization", &auth),
-            ("Content-Type", "application/json"),
-        ],
-        body().to_string().as_bytes(),
-    );
-    (resp.status, resp.json())
-}
-
-/// The worst case one request reserves: its body's bytes as prompt tokens
-/// plus `max_tokens` of output.
-fn worst_case() -> f64 {
-    body().to_string().len() as f64 * INPUT_COST + 10.0 * OUTPUT_COST
-}
-
-fn cost_of(body: &Value) -> f64 {
-    let usage = &body["usage"];
-    usage["prompt_tokens"].as_f64().expect("prompt_tokens") * INPUT_COST
-        + usage["completion_tokens"]
-            .as_f64()
-            .expect("completion_tokens")
-            * OUTPUT_COST
-}
-
-/// [`SENDERS`] senders per replica, all at once, each sending until three
-/// refusals in a row; the cost of every admitted request and how many each
-/// replica admitted.
-fn hammer(replicas: &[Gateway], key: &str) -> (Vec<f64>, Vec<usize>) {
-    let results: Vec<(usize, Vec<f64>)> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..SENDERS * replicas.len())
-            .map(|i| {
-                let at = i % replicas.len();
-                let gw = &replicas[at];
-                s.spawn(move || (at, send_until_refused(gw, key)))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("sender"))
-            .collect()
-    });
-    let mut counts = vec![0; replicas.len()];
-    let mut costs = Vec::new();
-    for (at, c) in results {
-        counts[at] += c.len();
-        costs.extend(c);
-    }
-    (costs, counts)
-}
-
-fn send_until_refused(gw: &Gateway, key: &str) -> Vec<f64> {
-    let mut costs = Vec::new();
-    let mut refusals = 0;
-    for _ in 0..PER_SENDER {
-        let (status, body) = chat(gw, key);
-        match status {
-            200 => {
-                refusals = 0;
-                costs.push(cost_of(&body));
-            }
-            422 => {
-                assert_eq!(body["error"]["type"], "budget_exceeded", "{body}");
-                refusals += 1;
-                if refusals == 3 {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(LATENCY_MS * 2));
-            }
-            other => panic!("unexpected {other}: {body}"),
-        }
-    }
-    costs
-}
-
 /// Hammers `key` through both replicas until they refuse: the admitted
 /// spend (plus `before`) stays within `budget`, less than one more
 /// request's worst case short of it, and both replicas refuse the key
 /// afterwards, naming the team. Returns the spend.
 fn exhaust(fleet: &Fleet, key: &str, budget: f64, before: f64) -> f64 {
-    let (costs, per_replica) = hammer(&fleet.replicas, key);
+    let (costs, per_replica) = hammer(&fleet.replicas, MODEL, key);
     let spent = costs.iter().sum::<f64>() + before;
     println!("admitted per replica: {per_replica:?}; spent {spent:.6} of {budget}");
     assert!(
@@ -237,11 +145,11 @@ fn exhaust(fleet: &Fleet, key: &str, budget: f64, before: f64) -> f64 {
         "two replicas overshot the team's budget: spent {spent} of {budget}"
     );
     assert!(
-        budget - spent < 2.0 * worst_case(),
+        budget - spent < 2.0 * worst_case(MODEL),
         "refused with room left: spent {spent} of {budget}"
     );
     for gw in &fleet.replicas {
-        let (status, body) = chat(gw, key);
+        let (status, body) = chat(gw, MODEL, key);
         assert_eq!(status, 422, "refused once spent: {body}");
         assert!(refused_by(&body, "team"), "{body}");
     }
@@ -279,7 +187,7 @@ fn two_replicas_on_a_cluster_hold_a_team_budget_whose_counters_span_slots() {
     // One request on each first, so both have the key cached.
     let mut spent = 0.0;
     for gw in &fleet.replicas {
-        let (status, body) = chat(gw, &key);
+        let (status, body) = chat(gw, MODEL, &key);
         assert_eq!(status, 200, "{body}");
         spent += cost_of(&body);
     }
@@ -321,7 +229,7 @@ fn a_refusing_slot_releases_the_hold_taken_on_the_slot_before_it() {
             let resp = fleet.replicas[0]
                 .post(
                     "/key/generate",
-                    &json!({"team_id": team, "max_budget": 3.0 * worst_case()}),
+                    &json!({"team_id": team, "max_budget": 3.0 * worst_case(MODEL)}),
                 )
                 .expect_status(200)
                 .json();
@@ -333,7 +241,7 @@ fn a_refusing_slot_releases_the_hold_taken_on_the_slot_before_it() {
     let key = key.expect("key");
     let (mut served, mut refused) = (0, 0);
     for i in 0..12 {
-        let (status, body) = chat(&fleet.replicas[i % 2], &key);
+        let (status, body) = chat(&fleet.replicas[i % 2], MODEL, &key);
         match status {
             200 => served += 1,
             422 => {
@@ -370,7 +278,7 @@ fn a_master_killed_mid_way_neither_frees_budget_nor_counts_twice() {
     let (team_hash, key_hash) = hashes(team, &token);
     let mut spent = 0.0;
     let spend = |gw: &Gateway, spent: &mut f64| {
-        let (status, body) = chat(gw, &key);
+        let (status, body) = chat(gw, MODEL, &key);
         assert_eq!(status, 200, "{body}");
         *spent += cost_of(&body);
     };

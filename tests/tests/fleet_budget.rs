@@ -10,24 +10,16 @@
 //! `redis-server` ([`PrivateRedis`]); the model is the in-process `mock/`
 //! provider with a latency, so requests overlap.
 
+use e2e::budget_burst::{
+    chat, cost_of, hammer, worst_case, INPUT_COST, LATENCY_MS, OUTPUT_COST, REPLY,
+};
 use e2e::{to_yaml, Gateway, PrivateRedis, TestDb, MASTER_KEY};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
-/// Prices that make each request cost about a tenth of a cent.
-const INPUT_COST: f64 = 0.00001;
-const OUTPUT_COST: f64 = 0.0001;
-/// The mock's reply: ten words, ten completion tokens.
-const REPLY: &str = "one two three four five six seven eight nine ten";
 /// The priced model group (the mock answers after [`LATENCY_MS`]).
 const MODEL: &str = "fleet-budget";
-/// How long the mock takes per answer, so concurrent requests overlap.
-const LATENCY_MS: u64 = 30;
-/// Senders per replica in a burst.
-const SENDERS: usize = 8;
-/// Requests one sender makes at most.
-const PER_SENDER: usize = 40;
 
 /// Replicas sharing one database and one Redis. Fields drop in order: the
 /// gateways stop before Redis and the database go.
@@ -84,40 +76,6 @@ impl Fleet {
     }
 }
 
-/// A chat completion through `gw` with `key`: (status, body).
-fn chat(gw: &Gateway, key: &str) -> (u16, Value) {
-    let body =
-        json!({"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]});
-    let auth = format!("Bearer {key}");
-    let resp = gw.call(
-        "POST",
-        "/v1/chat/completions",
-        &[
-            ("Authorization", &auth),
-            ("Content-Type", "application/json"),
-        ],
-        body.to_string().as_bytes(),
-    );
-    (resp.status, resp.json())
-}
-
-/// The worst case one request reserves: its body's bytes as prompt tokens
-/// plus `max_tokens` of output.
-fn worst_case() -> f64 {
-    let body =
-        json!({"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]});
-    body.to_string().len() as f64 * INPUT_COST + 10.0 * OUTPUT_COST
-}
-
-fn cost_of(body: &Value) -> f64 {
-    let usage = &body["usage"];
-    usage["prompt_tokens"].as_f64().expect("prompt_tokens") * INPUT_COST
-        + usage["completion_tokens"]
-            .as_f64()
-            .expect("completion_tokens")
-            * OUTPUT_COST
-}
-
 /// A key with `fields` made through `gw`: (plain key, sha256 token).
 fn generate(gw: &Gateway, fields: Value) -> (String, String) {
     let resp = gw.post("/key/generate", &fields).expect_status(200).json();
@@ -145,62 +103,11 @@ fn recorded_spend(fleet: &Fleet, token: &str, expected: f64) -> f64 {
     }
 }
 
-/// [`SENDERS`] senders per replica, all at once, each sending until three
-/// refusals in a row (a refusal may come while others' reservations are
-/// still in flight); returns the cost of every admitted request and how
-/// many each replica admitted.
-fn hammer(replicas: &[Gateway], key: &str) -> (Vec<f64>, Vec<usize>) {
-    let results: Vec<(usize, Vec<f64>)> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..SENDERS * replicas.len())
-            .map(|i| {
-                let at = i % replicas.len();
-                let gw = &replicas[at];
-                s.spawn(move || (at, send_until_refused(gw, key)))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("sender"))
-            .collect()
-    });
-    let mut counts = vec![0; replicas.len()];
-    let mut costs = Vec::new();
-    for (at, c) in results {
-        counts[at] += c.len();
-        costs.extend(c);
-    }
-    (costs, counts)
-}
-
-fn send_until_refused(gw: &Gateway, key: &str) -> Vec<f64> {
-    let mut costs = Vec::new();
-    let mut refusals = 0;
-    for _ in 0..PER_SENDER {
-        let (status, body) = chat(gw, key);
-        match status {
-            200 => {
-                refusals = 0;
-                costs.push(cost_of(&body));
-            }
-            422 => {
-                assert_eq!(body["error"]["type"], "budget_exceeded", "{body}");
-                refusals += 1;
-                if refusals == 3 {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(LATENCY_MS * 2));
-            }
-            other => panic!("unexpected {other}: {body}"),
-        }
-    }
-    costs
-}
-
 /// Spends through both replicas until both refuse: the admitted spend
 /// stays within the budget (the gap to it is less than one more request's
 /// worst case) and lands once in Postgres. Returns the spend.
 fn exhaust(fleet: &Fleet, key: &str, token: &str, budget: f64, spent_before: f64) -> f64 {
-    let (costs, per_replica) = hammer(&fleet.replicas, key);
+    let (costs, per_replica) = hammer(&fleet.replicas, MODEL, key);
     let spent: f64 = costs.iter().sum::<f64>() + spent_before;
     println!("admitted per replica: {per_replica:?}; spent {spent:.6} of {budget}");
     assert!(
@@ -208,7 +115,7 @@ fn exhaust(fleet: &Fleet, key: &str, token: &str, budget: f64, spent_before: f64
         "two replicas overshot the budget: spent {spent} of {budget}"
     );
     assert!(
-        budget - spent < 2.0 * worst_case(),
+        budget - spent < 2.0 * worst_case(MODEL),
         "refused with room left: spent {spent} of {budget}"
     );
     let recorded = recorded_spend(fleet, token, spent);
@@ -230,11 +137,11 @@ fn two_replicas_hammering_one_key_stay_within_its_budget() {
     // burst starts.
     let mut spent = 0.0;
     for gw in &fleet.replicas {
-        let (status, body) = chat(gw, &key);
+        let (status, body) = chat(gw, MODEL, &key);
         assert_eq!(status, 200, "{body}");
         spent += cost_of(&body);
     }
-    let (costs, per_replica) = hammer(&fleet.replicas, &key);
+    let (costs, per_replica) = hammer(&fleet.replicas, MODEL, &key);
     spent += costs.iter().sum::<f64>();
     println!("admitted per replica: {per_replica:?}; spent {spent:.6} of {budget}");
     assert!(
@@ -246,7 +153,7 @@ fn two_replicas_hammering_one_key_stay_within_its_budget() {
         "two replicas overshot the budget: spent {spent} of {budget}"
     );
     assert!(
-        budget - spent < 2.0 * worst_case(),
+        budget - spent < 2.0 * worst_case(MODEL),
         "refused with room left: spent {spent} of {budget}"
     );
     let recorded = recorded_spend(&fleet, &token, spent);
@@ -276,7 +183,7 @@ fn spend_until_both_refuse(fleet: &Fleet, key: &str) {
     for i in 0.. {
         assert!(i < 200, "the budget never refused");
         let at = i % 2;
-        match chat(&fleet.replicas[at], key) {
+        match chat(&fleet.replicas[at], MODEL, key) {
             (200, _) => refused = [false, false],
             (422, body) => {
                 assert_eq!(body["error"]["type"], "budget_exceeded", "{body}");
@@ -306,7 +213,7 @@ fn a_new_budget_period_and_a_spend_reset_admit_again_on_both_replicas() {
         let after = e2e::eventually(
             "admitted again after the budget period",
             Duration::from_secs(10),
-            || (chat(gw, &key).0 == 200).then(|| exhausted.elapsed()),
+            || (chat(gw, MODEL, &key).0 == 200).then(|| exhausted.elapsed()),
         );
         println!("replica {i} admitted again {after:?} after exhaustion");
     }
@@ -317,7 +224,7 @@ fn a_new_budget_period_and_a_spend_reset_admit_again_on_both_replicas() {
         .post("/key/update", &json!({"key": key, "spend": 0.0}))
         .expect_status(200);
     assert_eq!(
-        chat(&fleet.replicas[1], &key).0,
+        chat(&fleet.replicas[1], MODEL, &key).0,
         200,
         "a spend reset on one replica restores access on the other at once"
     );
@@ -331,7 +238,7 @@ fn a_replica_started_later_reads_the_running_totals() {
     // About half the budget through replica 0 alone.
     let mut spent = 0.0;
     while spent < budget / 2.0 {
-        let (status, body) = chat(&fleet.replicas[0], &key);
+        let (status, body) = chat(&fleet.replicas[0], MODEL, &key);
         assert_eq!(status, 200, "{body}");
         spent += cost_of(&body);
     }
@@ -350,7 +257,11 @@ fn a_replica_started_later_reads_the_running_totals() {
     // And once more: a restarted replica refuses the exhausted key at once.
     fleet.replicas.remove(0);
     let again = fleet.replica();
-    assert_eq!(chat(&again, &key).0, 422, "the total survives a restart");
+    assert_eq!(
+        chat(&again, MODEL, &key).0,
+        422,
+        "the total survives a restart"
+    );
 }
 
 /// The key's fleet counter in Redis, USD (`None` while Redis has none).
@@ -369,7 +280,7 @@ fn spend_settled_while_redis_is_frozen_reaches_its_counter_afterwards() {
     let (key, token) = generate(gw, json!({"max_budget": 1.0}));
     let mut spent = 0.0;
     let spend = |spent: &mut f64| {
-        let (status, body) = chat(gw, &key);
+        let (status, body) = chat(gw, MODEL, &key);
         assert_eq!(status, 200, "{body}");
         *spent += cost_of(&body);
     };
