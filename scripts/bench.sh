@@ -32,6 +32,14 @@ if ! command -v jq >/dev/null; then
     else sudo apt-get update -qq && sudo apt-get install -y -qq jq >/dev/null; fi
 fi
 
+if [ ! -x /usr/sbin/nginx ]; then
+    log "installing nginx (the reverse-proxy baseline)"
+    if [ "$(id -u)" -eq 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light >/dev/null
+    else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light >/dev/null; fi
+    # The package starts a system nginx on port 80; the benchmarks start their own.
+    systemctl stop nginx >/dev/null 2>&1 || true
+fi
+
 measure() {
     mkdir -p "$out"
     date_utc=$(date -u '+%Y-%m-%d %H:%M UTC')

@@ -51,6 +51,18 @@ impl Harness {
             .pin
             .then(|| affinity::split(affinity::available_cpus(), spec.gateway_workers))
             .flatten();
+        Harness::start_on(spec, cpus)
+    }
+
+    /// Starts a second mock and gateway placed as `first`'s: the gateway on
+    /// `first`'s gateway CPUs, the mock on its load side. (Once `first` has
+    /// pinned this process, the CPUs this process sees are the load side
+    /// only, so [`Harness::start`] would no longer split them.)
+    pub fn start_beside(spec: &HarnessSpec, first: &Harness) -> Result<Harness, String> {
+        Harness::start_on(spec, first.cpus.clone())
+    }
+
+    fn start_on(spec: &HarnessSpec, cpus: Option<Split>) -> Result<Harness, String> {
         if let Some(split) = &cpus {
             CpuSet::of(split.load.iter().copied())
                 .apply_to_current_thread()

@@ -59,6 +59,11 @@ Options:
   --no-nginx                skip the nginx baseline (nginx as a plain reverse proxy to
                             the mock, same workers and CPUs as the gateway; measured
                             whenever /usr/sbin/nginx exists)
+  --paired                  measure only what the variant adds to the gateway's CPU
+                            per request: a master-key gateway from the same binary
+                            runs beside the variant's on the same CPUs, and the same
+                            load goes to each in turn (ABBA rounds); not for
+                            messages or responses (another path)
 {FLAGS_USAGE}  --json FILE               also write the report as JSON
   -h, --help                print this help
 "
@@ -202,6 +207,9 @@ pub struct OverheadArgs {
     pub json: Option<PathBuf>,
     /// The Postgres database of the spend-logging variant.
     pub database_url: Option<String>,
+    /// Measure the variant against a master-key gateway beside it instead
+    /// of against the mock and nginx.
+    pub paired: bool,
 }
 
 /// What the command line asked for.
@@ -230,6 +238,7 @@ pub fn parse(args: &mut Args) -> Result<Parsed, String> {
         spec: RequestSpec::default(),
         json: None,
         database_url: None,
+        paired: false,
     };
     let mut search = true;
     while let Some(flag) = args.next_flag()? {
@@ -255,6 +264,7 @@ pub fn parse(args: &mut Args) -> Result<Parsed, String> {
             "no-search" => search = false,
             "no-pin" => o.pin = false,
             "no-nginx" => o.nginx = false,
+            "paired" => o.paired = true,
             "json" => o.json = Some(args.value(&flag)?),
             "database-url" => o.database_url = Some(args.value(&flag)?),
             "help" => return Ok(Parsed::Help),
@@ -273,6 +283,12 @@ pub fn parse(args: &mut Args) -> Result<Parsed, String> {
     if o.variant.needs_database() && o.database_url.is_none() {
         return Err(format!(
             "--variant {} needs --database-url (an empty Postgres database)",
+            o.variant.name()
+        ));
+    }
+    if o.paired && matches!(o.variant, Variant::Messages | Variant::Responses) {
+        return Err(format!(
+            "--paired compares chat completions with master-key's; --variant {} uses another path",
             o.variant.name()
         ));
     }
@@ -329,6 +345,13 @@ mod tests {
             panic!("help")
         };
         assert_eq!(o.variant, Variant::RedisLimits);
+        let Parsed::Run(o) = parse_str("--variant metrics --paired").unwrap() else {
+            panic!("help")
+        };
+        assert!(o.paired);
+        assert!(parse_str("--variant messages --paired")
+            .unwrap_err()
+            .contains("another path"));
         assert!(parse_str("--model x")
             .unwrap_err()
             .contains("always asks for"));

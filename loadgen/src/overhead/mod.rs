@@ -3,6 +3,7 @@
 //! alternating in rounds within one session so drift affects both alike.
 
 pub mod args;
+pub mod paired;
 pub mod report;
 pub mod search;
 
@@ -53,7 +54,87 @@ pub fn main(args: &mut Args) -> Result<(), String> {
         true => Some(RedisProcess::start()?),
         false => None,
     };
-    let harness = Harness::start(&HarnessSpec {
+    let harness = Harness::start(&harness_spec(&o, redis.as_ref()))?;
+    let key = match o.variant {
+        Variant::MasterKey
+        | Variant::RouterGroup
+        | Variant::Anthropic
+        | Variant::Messages
+        | Variant::Bedrock
+        | Variant::Vertex
+        | Variant::Responses
+        | Variant::Metrics
+        | Variant::Tracing => {
+            gateway_proc::MASTER_KEY.to_string()
+        }
+        Variant::VirtualKey | Variant::SpendLogging => harness.gateway.generate_key()?,
+        Variant::LocalLimits | Variant::RedisLimits | Variant::FullPipeline => harness.gateway.generate_key_with(
+            &format!("{{\"models\":[\"{}\"],\"rpm_limit\":1000000000,\"tpm_limit\":1000000000000,\"max_parallel_requests\":1000000}}", gateway_proc::MODEL),
+        )?,
+    };
+    if o.paired {
+        return paired_main(&o, &harness, key);
+    }
+    let nginx = match (o.nginx, nginx_proc::binary()) {
+        (true, Some(_)) => Some(NginxProcess::start(
+            o.gateway_workers,
+            harness.mock.addr(),
+            harness.gateway_cpus(),
+        )?),
+        (true, None) => {
+            eprintln!("nginx not installed: no nginx baseline (install Debian's nginx package)");
+            None
+        }
+        (false, _) => None,
+    };
+    let report = Session::new(&o, &harness, nginx.as_ref(), key).measure()?;
+    print!("{}", report.table());
+    if let Some(path) = &o.json {
+        write_json(path, &report)?;
+    }
+    Ok(())
+}
+
+/// `--paired`: starts a master-key gateway beside the variant's and
+/// reports what the variant adds to the CPU per request.
+fn paired_main(o: &OverheadArgs, harness: &Harness, key: String) -> Result<(), String> {
+    let base_args = OverheadArgs {
+        variant: Variant::MasterKey,
+        ..o.clone()
+    };
+    let base = Harness::start_beside(&harness_spec(&base_args, None), harness)?;
+    let base_spec = RequestSpec {
+        keys: vec![gateway_proc::MASTER_KEY.to_string()],
+        ..o.spec.clone()
+    };
+    let variant_spec = RequestSpec {
+        keys: vec![key],
+        ..o.spec.clone()
+    };
+    let report = paired::measure(
+        o,
+        &paired::Side {
+            target: base.through_gateway(),
+            pid: base.gateway.pid(),
+            spec: &base_spec,
+        },
+        &paired::Side {
+            target: harness.through_gateway(),
+            pid: harness.gateway.pid(),
+            spec: &variant_spec,
+        },
+    )?;
+    print!("{}", report.table());
+    if let Some(path) = &o.json {
+        write_json(path, &report)?;
+    }
+    Ok(())
+}
+
+/// What to start for `o`'s variant: the mock and the gateway configured as
+/// the variant asks, with `redis` for the variants counting limits there.
+fn harness_spec(o: &OverheadArgs, redis: Option<&RedisProcess>) -> HarnessSpec {
+    HarnessSpec {
         gateway_bin: o.gateway_bin.clone(),
         gateway_workers: o.gateway_workers,
         pin: o.pin,
@@ -89,42 +170,7 @@ pub fn main(args: &mut Args) -> Result<(), String> {
             Variant::Tracing => "litellm_settings:\n  callbacks: [\"otel\"]\n".into(),
             _ => String::new(),
         },
-    })?;
-    let key = match o.variant {
-        Variant::MasterKey
-        | Variant::RouterGroup
-        | Variant::Anthropic
-        | Variant::Messages
-        | Variant::Bedrock
-        | Variant::Vertex
-        | Variant::Responses
-        | Variant::Metrics
-        | Variant::Tracing => {
-            gateway_proc::MASTER_KEY.to_string()
-        }
-        Variant::VirtualKey | Variant::SpendLogging => harness.gateway.generate_key()?,
-        Variant::LocalLimits | Variant::RedisLimits | Variant::FullPipeline => harness.gateway.generate_key_with(
-            &format!("{{\"models\":[\"{}\"],\"rpm_limit\":1000000000,\"tpm_limit\":1000000000000,\"max_parallel_requests\":1000000}}", gateway_proc::MODEL),
-        )?,
-    };
-    let nginx = match (o.nginx, nginx_proc::binary()) {
-        (true, Some(_)) => Some(NginxProcess::start(
-            o.gateway_workers,
-            harness.mock.addr(),
-            harness.gateway_cpus(),
-        )?),
-        (true, None) => {
-            eprintln!("nginx not installed: no nginx baseline (install Debian's nginx package)");
-            None
-        }
-        (false, _) => None,
-    };
-    let report = Session::new(&o, &harness, nginx.as_ref(), key).measure()?;
-    print!("{}", report.table());
-    if let Some(path) = &o.json {
-        write_json(path, &report)?;
     }
-    Ok(())
 }
 
 /// Which process a run measures.
