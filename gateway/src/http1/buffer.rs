@@ -4,6 +4,9 @@
 use monoio::buf::{IoBufMut, SliceMut};
 use monoio::io::AsyncReadRent;
 
+/// What a buffer with no memory (new, or released) allocates to read into.
+const RELEASED_REFILL: usize = 8 * 1024;
+
 /// Bytes read from a socket and not yet consumed by the parser.
 #[derive(Debug, Default)]
 pub struct ReadBuffer {
@@ -52,13 +55,37 @@ impl ReadBuffer {
         out
     }
 
+    /// Frees the memory when nothing is buffered: a connection whose
+    /// request is being answered (a stream held open for minutes) reads
+    /// nothing meanwhile. The next [`ReadBuffer::fill`] allocates again.
+    pub fn release_if_empty(&mut self) {
+        if self.is_empty() {
+            self.data = Vec::new();
+            self.start = 0;
+        }
+    }
+
+    /// Moves what is buffered into an allocation of `capacity` bytes (or
+    /// of what is buffered, when more), when that is smaller than now.
+    pub fn shrink_to(&mut self, capacity: usize) {
+        let capacity = capacity.max(self.len());
+        if capacity < self.data.capacity() {
+            let mut data = Vec::with_capacity(capacity);
+            data.extend_from_slice(self.bytes());
+            self.data = data;
+            self.start = 0;
+        }
+    }
+
     /// Reads once from `io`, appending; returns the bytes read (0 at EOF).
     pub async fn fill<R: AsyncReadRent>(&mut self, io: &mut R) -> std::io::Result<usize> {
         if self.start > 0 && self.start * 2 >= self.data.capacity() {
             self.data.drain(..self.start);
             self.start = 0;
         }
-        if self.data.capacity() - self.data.len() < 4096 {
+        if self.data.capacity() == 0 {
+            self.data.reserve(RELEASED_REFILL);
+        } else if self.data.capacity() - self.data.len() < (self.data.capacity() / 2).min(4096) {
             self.data.reserve(16 * 1024);
         }
         let len = self.data.len();
@@ -67,5 +94,60 @@ impl ReadBuffer {
         let (res, tail) = io.read(tail).await;
         self.data = tail.into_inner();
         res
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_released_buffer_holds_no_memory_and_reads_again() {
+        monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let mut buf = ReadBuffer::with_capacity(8 * 1024);
+                let mut input: &[u8] = b"GET / HTTP/1.1\r\n\r\n";
+                assert_eq!(buf.fill(&mut input).await.unwrap(), 18);
+                // Something unread: kept.
+                buf.release_if_empty();
+                assert_eq!(buf.bytes(), b"GET / HTTP/1.1\r\n\r\n");
+                buf.consume(18);
+                buf.release_if_empty();
+                assert_eq!(buf.data.capacity(), 0);
+                let mut more: &[u8] = b"next";
+                assert_eq!(buf.fill(&mut more).await.unwrap(), 4);
+                assert_eq!(buf.bytes(), b"next");
+                assert_eq!(buf.data.capacity(), RELEASED_REFILL);
+            });
+    }
+
+    #[test]
+    fn a_shrunk_buffer_keeps_its_bytes_and_reads_without_growing() {
+        monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let mut buf = ReadBuffer::with_capacity(8 * 1024);
+                let mut input: &[u8] = b"head+data: 1";
+                buf.fill(&mut input).await.unwrap();
+                buf.consume(5);
+                buf.shrink_to(1024);
+                assert_eq!(buf.bytes(), b"data: 1");
+                assert_eq!(buf.data.capacity(), 1024);
+                buf.consume(7);
+                // An empty small buffer reads into what it has.
+                let mut event: &[u8] = b"data: 2\n\n";
+                buf.fill(&mut event).await.unwrap();
+                assert_eq!(buf.bytes(), b"data: 2\n\n");
+                assert_eq!(buf.data.capacity(), 1024);
+                // Never below what is buffered, never grown by shrinking.
+                buf.shrink_to(4);
+                assert_eq!(buf.bytes(), b"data: 2\n\n");
+                assert_eq!(buf.data.capacity(), 9);
+                buf.shrink_to(64 * 1024);
+                assert_eq!(buf.data.capacity(), 9);
+            });
     }
 }

@@ -34,11 +34,35 @@ pub(super) async fn inline<'m>(
     usage_chunk: bool,
     memo: &'m mut Option<Inlined>,
 ) -> Result<Option<&'m Inlined>, GatewayError> {
-    if sent.endpoint != Endpoint::ChatCompletions
-        || memchr::memmem::find(&sent.body, b"image_url").is_none()
-    {
+    if !may_name_images(sent) {
         return Ok(None);
     }
+    // Boxed: fetching is rare and its future large; inline, every
+    // request's future (streams held open included) would carry its size.
+    Box::pin(fetch_and_inline(
+        worker,
+        (provider, kind),
+        sent,
+        usage_chunk,
+        memo,
+    ))
+    .await
+}
+
+/// Whether `sent` may carry `image_url` parts: one substring search.
+fn may_name_images(sent: &LlmRequest) -> bool {
+    sent.endpoint == Endpoint::ChatCompletions
+        && memchr::memmem::find(&sent.body, b"image_url").is_some()
+}
+
+/// [`inline`] for a request that may name images.
+async fn fetch_and_inline<'m>(
+    worker: &Worker,
+    (provider, kind): (&dyn Provider, ProviderKind),
+    sent: &LlmRequest,
+    usage_chunk: bool,
+    memo: &'m mut Option<Inlined>,
+) -> Result<Option<&'m Inlined>, GatewayError> {
     if memo.as_ref().is_some_and(|m| m.kind == kind) {
         return Ok(memo.as_ref());
     }

@@ -491,7 +491,11 @@ async fn attempt_once(
             };
             match upstream_req {
                 Ok(upstream_req) => {
-                    let call = forward(
+                    // Boxed and never bound to a local: a future moved into
+                    // another is stored twice in its caller's state, and
+                    // this one is the largest of a request (every open
+                    // stream carries it).
+                    let call = Box::pin(forward(
                         worker,
                         dep,
                         (provider, client, sent.endpoint),
@@ -502,14 +506,15 @@ async fn attempt_once(
                         outcome,
                         &mut tap,
                         &mut attempt,
-                    );
+                    ));
                     crate::server::unless_cut_off(worker, call).await
                 }
                 Err(err) => Err(err),
             }
         }
         None => {
-            let call = serve_mock(
+            // Boxed, as `forward` above.
+            let call = Box::pin(serve_mock(
                 (sent, client),
                 upstream_model,
                 dep,
@@ -517,7 +522,7 @@ async fn attempt_once(
                 outcome,
                 &mut tap,
                 &mut attempt,
-            );
+            ));
             crate::server::unless_cut_off(worker, call).await
         }
     };
@@ -613,7 +618,9 @@ async fn forward(
     let head = upstream_head(&req, base);
     let started = Instant::now();
     let deadline = started + timeout;
-    let sent = worker.upstream.send(base, head, &req.body, deadline).await;
+    // Boxed: sending is this future's largest state and is over before the
+    // relay, which a stream may hold for minutes.
+    let sent = Box::pin(worker.upstream.send(base, head, &req.body, deadline)).await;
     outcome.upstream_wait = started.elapsed();
     let mut resp = sent.map_err(|e| relay::upstream_error(e, dep, timeout))?;
     attempt.first_byte();

@@ -90,6 +90,8 @@ pub async fn serve(tcp: TcpStream, worker: Rc<Worker>) {
                 }
             }
         };
+        // Nothing is read while the request is answered (unless pipelined).
+        buf.release_if_empty();
         let mut out = Responder::new(&mut stream, keep_alive, head_only, head.minor_version == 0)
             .with_write_timeout(write_timeout);
         let served = CatchPanic::new(api::handle(

@@ -94,7 +94,11 @@ impl UpstreamClient {
             };
             let mut conn = match pooled {
                 Some(c) => c,
-                None => within(deadline, self.connect(&origin)).await??,
+                // Boxed: connecting (DNS, TCP, TLS) is the largest state of
+                // this future and is rare with pooled connections; inline,
+                // every request's future (streams held open included)
+                // would carry its size.
+                None => within(deadline, Box::pin(self.connect(&origin))).await??,
             };
             match within(deadline, exchange(&mut conn, &request)).await? {
                 Ok((head, buf)) => {
@@ -246,6 +250,9 @@ enum BodyState {
     Done,
 }
 
+/// Read buffer of an event-stream response (8 KiB for heads and bodies).
+const STREAM_READ_BUFFER: usize = 2 * 1024;
+
 /// A response whose head has arrived; the body is read piece by piece as the
 /// provider sends it.
 pub struct UpstreamResponse {
@@ -272,6 +279,11 @@ impl UpstreamResponse {
             ResponseFraming::Chunked => BodyState::Chunked(ChunkedDecoder::default()),
             ResponseFraming::UntilClose => BodyState::UntilClose,
         };
+        let mut buf = buf;
+        if head.is_event_stream() {
+            // Events are small and a stream may stay open for minutes.
+            buf.shrink_to(STREAM_READ_BUFFER);
+        }
         let mut resp = UpstreamResponse {
             head,
             conn: Some(conn),
