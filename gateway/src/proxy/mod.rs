@@ -585,8 +585,8 @@ async fn credentials_ready(worker: &Worker, dep: &Deployment) -> Result<(), Gate
         return Ok(());
     };
     let wait = dep.timeout.min(Duration::from_secs(20));
-    source
-        .ready(&worker.shared.control, &worker.shared.tls, wait)
+    // Boxed: a token refresh is rare and its future large.
+    Box::pin(source.ready(&worker.shared.control, &worker.shared.tls, wait))
         .await
         .map(drop)
 }

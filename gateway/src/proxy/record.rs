@@ -106,7 +106,15 @@ pub(super) async fn admit<'l>(
     // refused by its own previous request's reservation.
     let mut waited = Duration::ZERO;
     loop {
-        match Reservation::acquire_shared(limiter, &budgets, worst, &attempt.request_id).await {
+        // Boxed: the fleet-wide reservation (a Redis exchange) is large and
+        // over before the call; inline, a stream held open would carry it.
+        let acquire = Box::pin(Reservation::acquire_shared(
+            limiter,
+            &budgets,
+            worst,
+            &attempt.request_id,
+        ));
+        match acquire.await {
             Ok(reservation) => return Ok(Some(reservation)),
             Err(r) if r.in_flight && waited < SETTLE_WAIT => {
                 monoio::time::sleep(SETTLE_POLL).await;
