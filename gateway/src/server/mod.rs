@@ -3,6 +3,7 @@
 
 mod conn;
 mod listener;
+mod memory;
 mod response;
 mod runtime;
 mod shutdown;
@@ -68,10 +69,17 @@ async fn serve_core(shared: Arc<Shared>, listener: std::net::TcpListener, worker
     shared.tracer.attach_this_thread();
     let sweeper = worker.clone();
     spawn_guarded("sweeper", async move {
+        let mut open_before = 0;
         loop {
             monoio::time::sleep(Duration::from_secs(10)).await;
             sweeper.upstream.expire_idle();
             sweeper.shared.limiter.sweep();
+            // Connections closed since the last sweep: give their memory back.
+            let open = sweeper.open_connections.get();
+            if open < open_before {
+                memory::collect_freed();
+            }
+            open_before = open;
         }
     });
     crate::logging::buffer_this_thread();
