@@ -30,7 +30,7 @@ struct Fixed {
     spool_dir: PathBuf,
     model_env_allowlist: Option<Vec<String>>,
     metrics: crate::metrics::MetricsSettings,
-    health: crate::control::health::HealthSettings,
+    health: crate::health::HealthSettings,
     otel: crate::otel::OtelSettings,
     images: crate::upstream::fetch::ImageFetchSettings,
     virtual_keys: Vec<String>,

@@ -190,10 +190,11 @@ impl Authenticator {
             return Err(invalid());
         }
         let token = token_hex(hash);
+        let keys = self.keys.clone();
         let loaded = self
             .control
             .call(READ_THROUGH_TIMEOUT, move |ctx| async move {
-                ctx.keys.load(ctx.store.as_ref(), &token).await
+                keys.load(ctx.store(), &token).await
             })
             .await
             .map_err(|e| e.to_string())
@@ -227,9 +228,10 @@ impl Authenticator {
             None if !cache.worth_reading(id) => None,
             None => {
                 let owned = id.to_string();
+                let keys = self.keys.clone();
                 self.control
                     .call(READ_THROUGH_TIMEOUT, move |ctx| async move {
-                        ctx.keys.end_users().load(ctx.store.as_ref(), &owned).await
+                        keys.end_users().load(ctx.store(), &owned).await
                     })
                     .await
                     .map_err(|e| e.to_string())

@@ -27,7 +27,7 @@ mod record;
 mod relay;
 
 use crate::auth::Principal;
-use crate::config::Deployment;
+use crate::deployment::Deployment;
 use crate::error::GatewayError;
 use crate::formats::Format;
 use crate::http1::RequestHead;

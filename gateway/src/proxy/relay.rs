@@ -1,7 +1,7 @@
 //! Relaying a provider's response body to the client as it arrives, reading
 //! usage on the side, and turning upstream failures into client errors.
 
-use crate::config::Deployment;
+use crate::deployment::Deployment;
 use crate::error::GatewayError;
 use crate::formats::{Format, StreamTranslator};
 use crate::providers::{anthropic, bedrock, gemini};
