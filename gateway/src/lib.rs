@@ -8,6 +8,7 @@ pub mod budget;
 pub mod config;
 pub mod control;
 pub mod deployment;
+pub mod downstream;
 pub mod error;
 pub mod formats;
 pub mod google_auth;

@@ -160,7 +160,8 @@ fn run(opts: Options) -> Result<(), String> {
     let tls = gateway::upstream::client_config().map_err(|e| e.to_string())?;
     let client_tls = match &opts.tls {
         Some((cert, key)) => Some(Arc::new(
-            server::ClientTls::load(cert, key).map_err(|e| format!("client TLS: {e}"))?,
+            gateway::downstream::ClientTls::load(cert, key)
+                .map_err(|e| format!("client TLS: {e}"))?,
         )),
         None => None,
     };
@@ -439,7 +440,10 @@ fn install_signal_handler(shared: Arc<Shared>) -> Result<(), String> {
                     tracing::info!("SIGHUP: reloading the config file");
                     let target = shared.clone();
                     let queued = shared.control.spawn(move |_| async move {
-                        let _ = target.reloader.reload(&target).await;
+                        let _ = target
+                            .reloader
+                            .reload(&target.limiter, &target.alerts, &target.models)
+                            .await;
                     });
                     if let Err(e) = queued {
                         tracing::error!(error = %e, "config reload not started");

@@ -38,7 +38,7 @@ pub struct Shared {
     /// Rate limits (rpm, tpm, parallel).
     pub limiter: Limiter,
     /// TLS the gateway terminates for clients, when configured.
-    pub client_tls: Option<Arc<crate::server::ClientTls>>,
+    pub client_tls: Option<Arc<crate::downstream::ClientTls>>,
     /// Prometheus metrics (each core attaches its own tables).
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Deployment health checks.
@@ -109,7 +109,7 @@ impl Shared {
     }
 
     /// Terminates TLS for clients with `tls`.
-    pub fn with_client_tls(mut self, tls: Arc<crate::server::ClientTls>) -> Self {
+    pub fn with_client_tls(mut self, tls: Arc<crate::downstream::ClientTls>) -> Self {
         self.client_tls = Some(tls);
         self
     }

@@ -2,9 +2,9 @@
 //! and `GET /health`, the health of every deployment (admin).
 
 use super::admin::query::Query;
+use crate::downstream::{HeadBuilder, Responder};
 use crate::error::GatewayError;
 use crate::http1::RequestHead;
-use crate::server::{HeadBuilder, Responder};
 use crate::state::Worker;
 use std::sync::Arc;
 use std::time::Duration;

@@ -91,7 +91,7 @@ pub struct Config {
     /// Prometheus metrics.
     pub metrics: crate::metrics::MetricsSettings,
     /// Deployment health checks.
-    pub health: crate::health::HealthSettings,
+    pub health: crate::health::settings::HealthSettings,
     /// OpenTelemetry traces.
     pub otel: crate::otel::OtelSettings,
     /// Fetching images named by URL.

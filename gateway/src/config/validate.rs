@@ -284,8 +284,9 @@ pub(super) fn validate(
         &file.gateway_settings.metrics,
     )
     .map_err(|p| invalid("metrics".into(), p))?;
-    let health = crate::health::HealthSettings::from_general(&file.general_settings.other)
-        .map_err(|p| invalid("general_settings".into(), p))?;
+    let health =
+        crate::health::settings::HealthSettings::from_general(&file.general_settings.other)
+            .map_err(|p| invalid("general_settings".into(), p))?;
     let otel = crate::otel::OtelSettings::resolve(file.litellm_settings.as_ref(), lookup)
         .map_err(|p| invalid("litellm_settings.callbacks (otel)".into(), p))?;
     let images = crate::upstream::fetch::ImageFetchSettings::resolve(

@@ -11,9 +11,7 @@
 //! group has another (see `Router::set_healthy`), and
 //! `litellm_deployment_state` follows (0 healthy, 2 unhealthy).
 
-mod settings;
-
-pub use settings::HealthSettings;
+pub mod settings;
 
 use crate::deployment::Deployment;
 use crate::inbound::{Endpoint, LlmRequest};
@@ -22,6 +20,7 @@ use crate::providers::{self, MockReply};
 use crate::upstream::once as http_once;
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
+use settings::HealthSettings;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Semaphore;

@@ -5,12 +5,12 @@
 //! (OpenAI) form and the client format's translator takes it on from there.
 
 use crate::deployment::Deployment;
+use crate::downstream::{HeadBuilder, Responder};
 use crate::error::GatewayError;
 use crate::formats::{self, Chain, Events, Format, StreamTranslator, TranslateError};
 use crate::http1::RequestHead;
 use crate::inbound::{Endpoint, LlmRequest};
 use crate::providers::{self, Provider};
-use crate::server::{HeadBuilder, Responder};
 use crate::upstream::{UpstreamError, UpstreamResponse};
 use bytes::Bytes;
 use std::time::{Duration, Instant};

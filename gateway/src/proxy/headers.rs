@@ -2,8 +2,8 @@
 //! `x-litellm-*` response headers and the call id.
 
 use super::Outcome;
+use crate::downstream::HeadBuilder;
 use crate::providers::UpstreamRequest;
-use crate::server::HeadBuilder;
 use crate::upstream::UpstreamBase;
 use bytes::Bytes;
 

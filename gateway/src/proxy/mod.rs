@@ -21,6 +21,7 @@
 mod access;
 mod convert;
 mod count_tokens;
+mod cut_off;
 mod headers;
 mod images;
 mod record;
@@ -28,6 +29,7 @@ mod relay;
 
 use crate::auth::Principal;
 use crate::deployment::Deployment;
+use crate::downstream::Responder;
 use crate::error::GatewayError;
 use crate::formats::Format;
 use crate::http1::RequestHead;
@@ -36,7 +38,6 @@ use crate::limits::{AdmitInput, RateHeaders};
 use crate::panic_guard::CatchPanic;
 use crate::providers::{self, MockReply};
 use crate::router::{AttemptFailure, Pick, PlanInput, Router};
-use crate::server::Responder;
 use crate::spend;
 use crate::state::Worker;
 use bytes::Bytes;
@@ -503,7 +504,7 @@ async fn attempt_once(
                         &mut tap,
                         &mut attempt,
                     );
-                    crate::server::unless_cut_off(worker, call).await
+                    cut_off::unless_cut_off(worker, call).await
                 }
                 Err(err) => Err(err),
             }
@@ -518,7 +519,7 @@ async fn attempt_once(
                 &mut tap,
                 &mut attempt,
             );
-            crate::server::unless_cut_off(worker, call).await
+            cut_off::unless_cut_off(worker, call).await
         }
     };
     // 9. settle and record

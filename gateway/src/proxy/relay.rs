@@ -2,10 +2,10 @@
 //! usage on the side, and turning upstream failures into client errors.
 
 use crate::deployment::Deployment;
+use crate::downstream::Responder;
 use crate::error::GatewayError;
 use crate::formats::{Format, StreamTranslator};
 use crate::providers::{anthropic, bedrock, gemini};
-use crate::server::Responder;
 use crate::spend::{self, StreamUsage, Usage};
 use crate::sse::UsageChunkFilter;
 use crate::upstream::{UpstreamError, UpstreamResponse};
