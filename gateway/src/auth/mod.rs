@@ -19,6 +19,7 @@ pub use known::RELOAD_EVERY as KNOWN_KEYS_RELOAD;
 use crate::control::ControlPlane;
 use crate::error::GatewayError;
 use crate::http1::RequestHead;
+use crate::limits::KeyRows;
 use std::sync::Arc;
 use std::time::Duration;
 use subtle::ConstantTimeEq;
@@ -57,6 +58,18 @@ impl Principal {
                 .unwrap_or(model),
             _ => model,
         }
+    }
+
+    /// The rows whose rate limits apply to this caller: a virtual key's,
+    /// its team's and its user's; `None` for the master key and an open
+    /// gateway.
+    pub fn key_rows(&self) -> Option<KeyRows<'_>> {
+        let Principal::Key(k) = self else { return None };
+        Some(KeyRows {
+            key: &k.record,
+            team: k.team.as_ref().map(|t| &t.record),
+            user: k.user.as_ref().map(|u| &u.record),
+        })
     }
 
     /// Regions the key (else its team) may be served from; `None`: any.

@@ -304,7 +304,7 @@ async fn serve(
         .shared
         .limiter
         .admit(&AdmitInput {
-            principal: &principal,
+            key: principal.key_rows(),
             model: &model,
             end_user: req.end_user.as_deref(),
             end_user_limits: end_user.as_ref().map(|e| e.limits()),
