@@ -18,7 +18,14 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
-/// What a control-plane job may use: the store.
+/// What a control-plane job may use: the store. Only [`ControlPlane::start`]
+/// builds one, so code elsewhere cannot reach the store through it:
+///
+/// ```compile_fail
+/// use std::sync::Arc;
+/// let store: Arc<dyn gateway::store::Store> = Arc::new(gateway::store::MemoryStore::default());
+/// let ctx = gateway::control::ControlCtx { store };
+/// ```
 pub struct ControlCtx {
     store: Arc<dyn Store>,
 }
