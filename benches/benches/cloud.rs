@@ -7,9 +7,10 @@
 
 use benches::chat_body;
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use gateway::deployment::Credentials;
 use gateway::formats::{responses, EventTranslator, StreamTranslator};
 use gateway::providers::eventstream::{encode_event, Decoder};
-use gateway::providers::sigv4::{sign, Credentials, SigningInput};
+use gateway::providers::sigv4::{sign, SigningInput};
 use gateway::providers::{bedrock, gemini};
 use serde_json::json;
 

@@ -160,7 +160,8 @@ fn run(opts: Options) -> Result<(), String> {
     let tls = gateway::upstream::client_config().map_err(|e| e.to_string())?;
     let client_tls = match &opts.tls {
         Some((cert, key)) => Some(Arc::new(
-            server::ClientTls::load(cert, key).map_err(|e| format!("client TLS: {e}"))?,
+            gateway::downstream::ClientTls::load(cert, key)
+                .map_err(|e| format!("client TLS: {e}"))?,
         )),
         None => None,
     };
@@ -174,7 +175,7 @@ fn run(opts: Options) -> Result<(), String> {
     }
     let deployments = config.deployments.len();
     let keys = Arc::new(gateway::auth::KeyCache::default());
-    let (fleet, cooldowns) = gateway::control::cooldowns::shared(
+    let (fleet, cooldowns) = gateway::router::cooldowns::shared(
         config.rate_limits.redis_url.as_deref(),
         &config.rate_limits.redis_cluster,
     )
@@ -188,27 +189,22 @@ fn run(opts: Options) -> Result<(), String> {
         )
         .with_env_policy(model_env_policy(&config)),
     );
+    let caches = gateway::sync::Caches { keys, models };
     let (store, listen) = open_store(config.database_url.as_deref(), config.model_cipher.clone())?;
-    let spool = gateway::control::SpoolConfig {
+    let spool = gateway::spend::writer::SpoolConfig {
         dir: config.spool_dir.clone(),
         max_bytes: 1 << 30,
     };
     let (limiter, limiter_runner) = gateway::limits::Limiter::new(config.rate_limits.clone());
     log_limiter(limiter.settings());
-    let control = gateway::control::ControlPlane::start(
-        store,
-        keys.clone(),
-        models.clone(),
-        spool,
-        listen,
-        limiter_runner,
-        cooldowns,
-    )
-    .map_err(|e| format!("cannot start the control plane: {e}"))?;
+    let control = gateway::control::ControlPlane::start(store)
+        .map_err(|e| format!("cannot start the control plane: {e}"))?;
+    let spend = start_services(&control, &caches, spool, listen, limiter_runner, cooldowns)
+        .map_err(|e| format!("cannot start the control plane's services: {e}"))?;
     seed_declared_keys(&control, std::mem::take(&mut config.virtual_keys))?;
-    load_stored_models(&control)?;
-    load_known_keys(&control)?;
-    let mut shared = Shared::new(config, tls, keys, models, control.clone(), limiter);
+    load_stored_models(&control, &caches.models)?;
+    load_known_keys(&control, &caches.keys)?;
+    let mut shared = Shared::new(config, tls, caches, control.clone(), spend.clone(), limiter);
     if let Some(client_tls) = client_tls {
         shared = shared.with_client_tls(client_tls);
     }
@@ -220,8 +216,9 @@ fn run(opts: Options) -> Result<(), String> {
         .map_err(|e| format!("cannot start the trace exporter: {e}"))?;
     if shared.health.settings().background {
         let health = shared.health.clone();
+        let models = shared.models.clone();
         control
-            .spawn(move |ctx| health.run(ctx.models.clone()))
+            .spawn(move |_| health.run(models))
             .map_err(|e| format!("cannot start the background health checks: {e}"))?;
     }
     tracing::info!(
@@ -233,10 +230,10 @@ fn run(opts: Options) -> Result<(), String> {
         if opts.tls.is_some() { "https" } else { "http" }
     );
     server::run(shared, listeners, driver).map_err(|e| e.to_string())?;
-    if !control.drain() {
+    if !spend.drain() {
         tracing::error!(
             "spend rows may be lost: the writer did not finish within {:?}",
-            gateway::control::DRAIN_TIMEOUT
+            gateway::spend::writer::DRAIN_TIMEOUT
         );
     }
     tracing::info!("shut down cleanly");
@@ -292,10 +289,37 @@ fn log_limiter(s: &gateway::limits::LimitSettings) {
     }
 }
 
+/// Starts the control plane's background services, in this order: the spend
+/// writer, the cache sweeps, the Redis rate limiter's runner, cooldown
+/// sharing, and (with Postgres) the change listener. Returns the writer.
+fn start_services(
+    control: &gateway::control::ControlPlane,
+    caches: &gateway::sync::Caches,
+    spool: gateway::spend::writer::SpoolConfig,
+    listen: Option<gateway::sync::listener::ListenConfig>,
+    limiter: Option<gateway::limits::remote::RemoteRunner>,
+    cooldowns: Option<gateway::router::cooldowns::CooldownRunner>,
+) -> Result<gateway::spend::writer::SpendWriter, gateway::control::ControlError> {
+    let spend = gateway::spend::writer::SpendWriter::start(control, caches.clone(), spool)?;
+    caches.start_sweeps(control)?;
+    if let Some(limiter) = limiter {
+        control.spawn(move |_| limiter.run())?;
+    }
+    if let Some(cooldowns) = cooldowns {
+        let models = caches.models.clone();
+        control.spawn(move |_| cooldowns.run(models))?;
+    }
+    if let Some(listen) = listen {
+        let caches = caches.clone();
+        control.spawn(move |ctx| gateway::sync::listener::run(caches.on(ctx), listen))?;
+    }
+    Ok(spend)
+}
+
 /// A store with, for Postgres, its change listener's settings.
 type OpenedStore = (
     Arc<dyn gateway::store::Store>,
-    Option<gateway::control::ListenConfig>,
+    Option<gateway::sync::listener::ListenConfig>,
 );
 
 /// The store: Postgres when a database URL is configured (connected and
@@ -314,7 +338,7 @@ fn open_store(
         .map_err(|e| format!("cannot use the database at {}: {e}", redact_url(url)))?
         .with_cipher(cipher);
     tracing::info!(database = %redact_url(url), "keys, teams, users, models and spend in Postgres");
-    let listen = gateway::control::ListenConfig {
+    let listen = gateway::sync::listener::ListenConfig {
         url: url.to_string(),
         own_sessions: store.sessions(),
     };
@@ -338,8 +362,8 @@ fn seed_declared_keys(
     rt.block_on(
         control.call(std::time::Duration::from_secs(30), move |ctx| async move {
             for key in &keys {
-                if !ctx.store.update_key(key).await? {
-                    ctx.store.insert_key(key).await?;
+                if !ctx.store().update_key(key).await? {
+                    ctx.store().insert_key(key).await?;
                 }
             }
             Ok::<_, gateway::store::StoreError>(())
@@ -353,7 +377,11 @@ fn seed_declared_keys(
 
 /// Serves the models stored through `/model/new` (on top of the config's)
 /// before the first request.
-fn load_stored_models(control: &gateway::control::ControlPlane) -> Result<(), String> {
+fn load_stored_models(
+    control: &gateway::control::ControlPlane,
+    models: &Arc<gateway::models::Models>,
+) -> Result<(), String> {
+    let models = models.clone();
     let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
         .enable_timer()
         .build()
@@ -361,7 +389,7 @@ fn load_stored_models(control: &gateway::control::ControlPlane) -> Result<(), St
     let count = rt
         .block_on(
             control.call(std::time::Duration::from_secs(30), |ctx| async move {
-                ctx.models.reload(ctx.store.as_ref()).await
+                models.reload(ctx.store()).await
             }),
         )
         .map_err(|e| format!("cannot load the stored models: {e}"))?
@@ -374,7 +402,11 @@ fn load_stored_models(control: &gateway::control::ControlPlane) -> Result<(), St
 
 /// Reads the set of keys the store holds before the first request, so an
 /// unknown key is refused without the database from the start.
-fn load_known_keys(control: &gateway::control::ControlPlane) -> Result<(), String> {
+fn load_known_keys(
+    control: &gateway::control::ControlPlane,
+    keys: &Arc<gateway::auth::KeyCache>,
+) -> Result<(), String> {
+    let keys = keys.clone();
     let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
         .enable_timer()
         .build()
@@ -382,7 +414,7 @@ fn load_known_keys(control: &gateway::control::ControlPlane) -> Result<(), Strin
     let count = rt
         .block_on(
             control.call(std::time::Duration::from_secs(60), |ctx| async move {
-                ctx.keys.reload_known(ctx.store.as_ref()).await
+                keys.reload_known(ctx.store()).await
             }),
         )
         .map_err(|e| format!("cannot load the known keys: {e}"))?
@@ -408,7 +440,10 @@ fn install_signal_handler(shared: Arc<Shared>) -> Result<(), String> {
                     tracing::info!("SIGHUP: reloading the config file");
                     let target = shared.clone();
                     let queued = shared.control.spawn(move |_| async move {
-                        let _ = target.reloader.reload(&target).await;
+                        let _ = target
+                            .reloader
+                            .reload(&target.limiter, &target.alerts, &target.models)
+                            .await;
                     });
                     if let Err(e) = queued {
                         tracing::error!(error = %e, "config reload not started");

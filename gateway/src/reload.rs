@@ -15,9 +15,11 @@
 //! restart (the listening address and worker count are command-line
 //! settings and never reloaded).
 
+use crate::alerts::Alerts;
 use crate::config::{Config, ServerLimits};
+use crate::limits::Limiter;
 use crate::models::FileReload;
-use crate::state::Shared;
+use crate::models::Models;
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 
@@ -30,7 +32,7 @@ struct Fixed {
     spool_dir: PathBuf,
     model_env_allowlist: Option<Vec<String>>,
     metrics: crate::metrics::MetricsSettings,
-    health: crate::control::health::HealthSettings,
+    health: crate::health::settings::HealthSettings,
     otel: crate::otel::OtelSettings,
     images: crate::upstream::fetch::ImageFetchSettings,
     virtual_keys: Vec<String>,
@@ -145,10 +147,16 @@ impl Reloader {
         }
     }
 
-    /// Reads the file again and applies it to `shared`; run it on the
-    /// control plane. `Err` (the file, the entry, the problem) when the
-    /// file is invalid: nothing changed.
-    pub async fn reload(&self, shared: &Shared) -> Result<ReloadReport, String> {
+    /// Reads the file again and applies it to the rate limiter, the alert
+    /// targets and the model set; run it on the control plane. `Err` (the
+    /// file, the entry, the problem) when the file is invalid: nothing
+    /// changed.
+    pub async fn reload(
+        &self,
+        limiter: &Limiter,
+        alerts: &Alerts,
+        models: &Models,
+    ) -> Result<ReloadReport, String> {
         let _one = self.running.lock().await;
         let config = match Config::reload(&self.path) {
             Ok(config) => config,
@@ -161,7 +169,7 @@ impl Reloader {
             tracing::warn!("{}: {warning}", self.path.display());
         }
         let mut not_reloaded = self.fixed.changed(&Fixed::of(&config));
-        if !shared.limiter.reload(&config.rate_limits) {
+        if !limiter.reload(&config.rate_limits) {
             not_reloaded.push(
                 "gateway_settings.rate_limits (mode, Redis, window, reservation, breaker, lease; server and end_user limits are reloaded)",
             );
@@ -172,11 +180,8 @@ impl Reloader {
                 "config reload: this setting changed but is not reloadable; it takes effect at the next restart"
             );
         }
-        shared.alerts.set_targets(config.alerts);
-        let models = shared
-            .models
-            .reload_file(config.deployments, config.router)
-            .await;
+        alerts.set_targets(config.alerts);
+        let models = models.reload_file(config.deployments, config.router).await;
         tracing::info!(
             file = %self.path.display(),
             kept = models.kept,

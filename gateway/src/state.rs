@@ -2,11 +2,13 @@
 //! core without locks; [`Worker`] belongs to one core.
 
 use crate::alerts::Alerts;
-use crate::auth::{Authenticator, KeyCache};
+use crate::auth::Authenticator;
 use crate::config::{Config, ServerLimits};
 use crate::control::ControlPlane;
 use crate::limits::Limiter;
 use crate::models::Models;
+use crate::spend::writer::SpendWriter;
+use crate::sync::Caches;
 use crate::upstream::fetch::ImageFetcher;
 use crate::upstream::UpstreamClient;
 use std::cell::Cell;
@@ -25,18 +27,22 @@ pub struct Shared {
     pub limits: ServerLimits,
     /// Upstream TLS configuration.
     pub tls: Arc<rustls::ClientConfig>,
-    /// The control plane (database, writers).
+    /// The control plane (the thread that owns the database).
     pub control: ControlPlane,
+    /// The key cache and model set that control-plane jobs refresh.
+    pub caches: Caches,
+    /// The spend writer (spend rows to the database, else the spool).
+    pub spend: SpendWriter,
     /// Budget alerts (log line, webhook and Slack POSTs).
     pub alerts: Alerts,
     /// Rate limits (rpm, tpm, parallel).
     pub limiter: Limiter,
     /// TLS the gateway terminates for clients, when configured.
-    pub client_tls: Option<Arc<crate::server::ClientTls>>,
+    pub client_tls: Option<Arc<crate::downstream::ClientTls>>,
     /// Prometheus metrics (each core attaches its own tables).
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Deployment health checks.
-    pub health: Arc<crate::control::health::Health>,
+    pub health: Arc<crate::health::Health>,
     /// Whether a database is configured (else everything is in memory).
     pub database: bool,
     /// Defaults of teams `/team/new` creates (`litellm_settings`).
@@ -55,14 +61,15 @@ pub struct Shared {
 
 impl Shared {
     /// Builds the process state from a validated config (whose deployments
-    /// are already in `models`), the key cache, the control plane that fills
-    /// both, and the rate limiter.
+    /// are already in the caches' model set), the key cache and model set,
+    /// the control plane that fills both, the spend writer, and the rate
+    /// limiter.
     pub fn new(
         config: Config,
         tls: Arc<rustls::ClientConfig>,
-        keys: Arc<KeyCache>,
-        models: Arc<Models>,
+        caches: Caches,
         control: ControlPlane,
+        spend: SpendWriter,
         limiter: Limiter,
     ) -> Self {
         let (shutdown_tx, _) = watch::channel(false);
@@ -73,7 +80,7 @@ impl Shared {
             reloader,
             tracer: crate::otel::Tracer::new(config.otel.clone()),
             images: Arc::new(config.images.clone()),
-            health: Arc::new(crate::control::health::Health::new(
+            health: Arc::new(crate::health::Health::new(
                 config.health.clone(),
                 tls.clone(),
                 metrics.clone(),
@@ -81,8 +88,14 @@ impl Shared {
             metrics,
             database: config.database_url.is_some(),
             team_defaults: config.team_defaults.clone(),
-            auth: Authenticator::new(config.master_key.as_deref(), keys, control.clone()),
-            models,
+            auth: Authenticator::new(
+                config.master_key.as_deref(),
+                caches.keys.clone(),
+                control.clone(),
+            ),
+            models: caches.models.clone(),
+            caches,
+            spend,
             limits: config.limits,
             alerts: Alerts::new(config.alerts, tls.clone(), control.clone()),
             tls,
@@ -96,7 +109,7 @@ impl Shared {
     }
 
     /// Terminates TLS for clients with `tls`.
-    pub fn with_client_tls(mut self, tls: Arc<crate::server::ClientTls>) -> Self {
+    pub fn with_client_tls(mut self, tls: Arc<crate::downstream::ClientTls>) -> Self {
         self.client_tls = Some(tls);
         self
     }

@@ -3,7 +3,7 @@
 //! Each phase is one call here; each is a no-op for what is switched off.
 
 use crate::auth::Principal;
-use crate::config::Deployment;
+use crate::deployment::Deployment;
 use crate::http1::{RequestHead, ResponseHead};
 use crate::metrics::{Finish, RequestMetrics};
 use crate::otel::RequestTrace;

@@ -7,7 +7,7 @@
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use futures_util::StreamExt;
 use gateway::auth::{hash_key, token_hex, KeyCache};
-use gateway::control::{listener, ControlCtx, ListenConfig};
+use gateway::control::ControlPlane;
 use gateway::models::Models;
 use gateway::router::RouterSettings;
 use gateway::store::postgres::{PostgresStore, MIGRATIONS};
@@ -15,6 +15,8 @@ use gateway::store::{
     BudgetFields, Change, EndUserBudget, EndUserRecord, EndUserUpdate, KeyRecord, MemoryStore,
     ModelRecord, SpendFilter, SpendLogRow, Store, TeamRecord, UserRecord,
 };
+use gateway::sync::listener::{self, ListenConfig};
+use gateway::sync::Caches;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use tokio_postgres::{AsyncMessage, NoTls};
@@ -780,11 +782,10 @@ async fn another_replica_sees_changes_through_its_listener() {
     let replica_a = store(&db).await;
     let replica_b = Arc::new(store(&db).await);
     let cache_b = Arc::new(KeyCache::default());
-    let ctx_b = Arc::new(ControlCtx {
-        store: replica_b.clone(),
+    let caches_b = Caches {
         keys: cache_b.clone(),
         models: no_models(),
-    });
+    };
     let plain = "sk-shared";
     let mut key = full_key(plain, now_ms());
     key.team_id = None;
@@ -795,13 +796,7 @@ async fn another_replica_sees_changes_through_its_listener() {
         .await
         .unwrap()
         .unwrap();
-    let listening = tokio::spawn(listener::run(
-        ctx_b.clone(),
-        ListenConfig {
-            url: db.url.clone(),
-            own_sessions: replica_b.sessions(),
-        },
-    ));
+    let control_b = listen(&db, replica_b.clone(), caches_b);
 
     key.blocked = true;
     replica_a.update_key(&key).await.unwrap();
@@ -826,7 +821,7 @@ async fn another_replica_sees_changes_through_its_listener() {
         cache_b.get(&hash).is_none()
     })
     .await;
-    listening.abort();
+    drop(control_b);
 }
 
 #[tokio::test]
@@ -955,18 +950,11 @@ async fn a_replica_that_was_not_listening_catches_up_when_it_connects() {
         .delete_keys(std::slice::from_ref(&deleted.token))
         .await
         .unwrap();
-    let ctx_b = Arc::new(ControlCtx {
-        store: replica_b.clone(),
+    let caches_b = Caches {
         keys: cache_b.clone(),
         models: no_models(),
-    });
-    let listening = tokio::spawn(listener::run(
-        ctx_b,
-        ListenConfig {
-            url: db.url.clone(),
-            own_sessions: replica_b.sessions(),
-        },
-    ));
+    };
+    let control_b = listen(&db, replica_b.clone(), caches_b);
     eventually("replica B catches up", || {
         cache_b.get(&hash_key("sk-deleted")).is_none()
             && cache_b
@@ -974,7 +962,21 @@ async fn a_replica_that_was_not_listening_catches_up_when_it_connects() {
                 .is_some_and(|e| e.record.blocked)
     })
     .await;
-    listening.abort();
+    drop(control_b);
+}
+
+/// Starts replica B's control plane over `store`, its listener filling
+/// `caches`; both stop when the returned handle is dropped.
+fn listen(db: &TestDb, store: Arc<PostgresStore>, caches: Caches) -> ControlPlane {
+    let config = ListenConfig {
+        url: db.url.clone(),
+        own_sessions: store.sessions(),
+    };
+    let control = ControlPlane::start(store).expect("start the control plane");
+    control
+        .spawn(move |ctx| listener::run(caches.on(ctx), config))
+        .expect("start the listener");
+    control
 }
 
 /// A model set without config deployments, reading through on misses.
@@ -1052,18 +1054,11 @@ async fn a_model_change_reaches_another_replica_and_a_reconnect_reloads_them() {
     let replica_a = store(&db).await;
     let replica_b = Arc::new(store(&db).await);
     let models_b = no_models();
-    let ctx_b = Arc::new(ControlCtx {
-        store: replica_b.clone(),
+    let caches_b = Caches {
         keys: Arc::new(KeyCache::default()),
         models: models_b.clone(),
-    });
-    let listening = tokio::spawn(listener::run(
-        ctx_b,
-        ListenConfig {
-            url: db.url.clone(),
-            own_sessions: replica_b.sessions(),
-        },
-    ));
+    };
+    let control_b = listen(&db, replica_b.clone(), caches_b);
     // Written before B listens or after: B serves it either way.
     replica_a
         .insert_model(&model("m1", "g", now_ms()))
@@ -1111,7 +1106,7 @@ async fn a_model_change_reaches_another_replica_and_a_reconnect_reloads_them() {
         !models_b.router().registry().has_group("g2")
     })
     .await;
-    listening.abort();
+    drop(control_b);
 }
 
 #[tokio::test]

@@ -1,8 +1,9 @@
 //! Budget alerts as LiteLLM sends them: the `general_settings.alerting`
 //! channels and their URLs (`target`), what an alert says (`payload`), and
 //! the hand-over to the control plane, which delivers it off the request
-//! path (`control::alerts`).
+//! path (`deliver`).
 
+mod deliver;
 mod payload;
 mod target;
 
@@ -60,7 +61,7 @@ impl Alerts {
         let tls = self.tls.clone();
         let queued = self
             .control
-            .spawn(move |_| crate::control::alerts::deliver(targets, tls, alert));
+            .spawn(move |_| deliver::deliver(targets, tls, alert));
         if let Err(e) = queued {
             tracing::warn!(target: "gateway::alerts", error = %e, "alert not sent");
         }

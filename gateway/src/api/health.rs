@@ -2,9 +2,9 @@
 //! and `GET /health`, the health of every deployment (admin).
 
 use super::admin::query::Query;
+use crate::downstream::{HeadBuilder, Responder};
 use crate::error::GatewayError;
 use crate::http1::RequestHead;
-use crate::server::{HeadBuilder, Responder};
 use crate::state::Worker;
 use std::sync::Arc;
 use std::time::Duration;
@@ -118,14 +118,17 @@ pub async fn readiness(worker: &Worker, out: &mut Responder<'_>) -> Result<(), G
     let (db, listener) = if shared.database {
         let ping = shared
             .control
-            .call(DB_PING_TIMEOUT, |ctx| async move { ctx.store.ping().await })
+            .call(
+                DB_PING_TIMEOUT,
+                |ctx| async move { ctx.store().ping().await },
+            )
             .await;
         let db = if matches!(ping, Ok(Ok(()))) {
             "connected"
         } else {
             "disconnected"
         };
-        let heard = crate::control::listener::is_listening();
+        let heard = crate::sync::listener::is_listening();
         (db, if heard { "connected" } else { "disconnected" })
     } else {
         ("Not connected", "Not connected")

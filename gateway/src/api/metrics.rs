@@ -5,8 +5,8 @@
 //! LiteLLM. The text is rendered on the control plane's blocking pool, so a
 //! scrape never holds up a core.
 
+use crate::downstream::{HeadBuilder, Responder};
 use crate::error::GatewayError;
-use crate::server::{HeadBuilder, Responder};
 use crate::state::Worker;
 use std::time::Duration;
 

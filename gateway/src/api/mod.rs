@@ -16,11 +16,11 @@ mod reload;
 mod test_hooks;
 
 use crate::auth::Principal;
+use crate::downstream::Responder;
 use crate::error::GatewayError;
 use crate::http1::RequestHead;
 use crate::inbound::Endpoint;
 use crate::proxy;
-use crate::server::Responder;
 use crate::state::Worker;
 use bytes::Bytes;
 use std::time::Instant;

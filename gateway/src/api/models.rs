@@ -3,9 +3,9 @@
 //! wildcard group serves, and the key's aliases of allowed groups.
 
 use crate::auth::Principal;
+use crate::downstream::{HeadBuilder, Responder};
 use crate::error::GatewayError;
 use crate::router::{ModelRegistry, RouterSettings};
-use crate::server::{HeadBuilder, Responder};
 use crate::state::Worker;
 use serde_json::{json, Value};
 

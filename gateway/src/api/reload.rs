@@ -2,8 +2,8 @@
 //! (see `crate::reload`) and answers what changed, or a 400 naming the
 //! invalid entry (nothing changed then).
 
+use crate::downstream::{HeadBuilder, Responder};
 use crate::error::GatewayError;
-use crate::server::{HeadBuilder, Responder};
 use crate::state::Worker;
 use serde_json::json;
 use std::time::Duration;
@@ -18,7 +18,10 @@ pub async fn reload(worker: &Worker, out: &mut Responder<'_>) -> Result<(), Gate
         .shared
         .control
         .call(RELOAD_TIMEOUT, move |_| async move {
-            shared.reloader.reload(&shared).await
+            shared
+                .reloader
+                .reload(&shared.limiter, &shared.alerts, &shared.models)
+                .await
         })
         .await
         .map_err(|_| GatewayError::Unavailable("the config reload did not finish"))?;

@@ -1,9 +1,9 @@
 //! Routes that exist only in debug builds run with `GATEWAY_TEST_HOOKS=1`,
 //! for end-to-end tests of failure handling that no real input should reach.
 
+use crate::downstream::{HeadBuilder, Responder};
 use crate::error::GatewayError;
 use crate::panic_guard::test_hooks_enabled as enabled;
-use crate::server::{HeadBuilder, Responder};
 use crate::state::Worker;
 
 /// Serves `path` when it is a test hook: `/__test/panic` panics before any

@@ -19,6 +19,7 @@ pub use known::RELOAD_EVERY as KNOWN_KEYS_RELOAD;
 use crate::control::ControlPlane;
 use crate::error::GatewayError;
 use crate::http1::RequestHead;
+use crate::limits::KeyRows;
 use std::sync::Arc;
 use std::time::Duration;
 use subtle::ConstantTimeEq;
@@ -57,6 +58,18 @@ impl Principal {
                 .unwrap_or(model),
             _ => model,
         }
+    }
+
+    /// The rows whose rate limits apply to this caller: a virtual key's,
+    /// its team's and its user's; `None` for the master key and an open
+    /// gateway.
+    pub fn key_rows(&self) -> Option<KeyRows<'_>> {
+        let Principal::Key(k) = self else { return None };
+        Some(KeyRows {
+            key: &k.record,
+            team: k.team.as_ref().map(|t| &t.record),
+            user: k.user.as_ref().map(|u| &u.record),
+        })
     }
 
     /// Regions the key (else its team) may be served from; `None`: any.
@@ -190,10 +203,11 @@ impl Authenticator {
             return Err(invalid());
         }
         let token = token_hex(hash);
+        let keys = self.keys.clone();
         let loaded = self
             .control
             .call(READ_THROUGH_TIMEOUT, move |ctx| async move {
-                ctx.keys.load(ctx.store.as_ref(), &token).await
+                keys.load(ctx.store(), &token).await
             })
             .await
             .map_err(|e| e.to_string())
@@ -227,9 +241,10 @@ impl Authenticator {
             None if !cache.worth_reading(id) => None,
             None => {
                 let owned = id.to_string();
+                let keys = self.keys.clone();
                 self.control
                     .call(READ_THROUGH_TIMEOUT, move |ctx| async move {
-                        ctx.keys.end_users().load(ctx.store.as_ref(), &owned).await
+                        keys.end_users().load(ctx.store(), &owned).await
                     })
                     .await
                     .map_err(|e| e.to_string())

@@ -8,12 +8,9 @@ mod validate;
 
 pub use file::{ConfigFile, GatewaySettings, GeneralSettings};
 pub use team_defaults::TeamDefaults;
-pub(crate) use validate::parse_base;
-pub use validate::{
-    deployment_from_json, redact_url, Deployment, EntryError, MockSettings, ServerLimits,
-    UpstreamBase,
-};
+pub use validate::{deployment_from_json, EntryError, ServerLimits};
 
+use crate::deployment::Deployment;
 use std::path::{Path, PathBuf};
 
 /// A configuration that failed to load; the message names the file, the entry
@@ -94,7 +91,7 @@ pub struct Config {
     /// Prometheus metrics.
     pub metrics: crate::metrics::MetricsSettings,
     /// Deployment health checks.
-    pub health: crate::control::health::HealthSettings,
+    pub health: crate::health::settings::HealthSettings,
     /// OpenTelemetry traces.
     pub otel: crate::otel::OtelSettings,
     /// Fetching images named by URL.

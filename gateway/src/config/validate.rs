@@ -2,8 +2,10 @@
 
 use super::file::{ConfigFile, LitellmParams, ModelEntry};
 use super::{Config, ConfigError};
-use crate::providers::{self, ProviderKind};
+use crate::deployment::{Deployment, MockSettings, ProviderKind};
+use crate::providers;
 use crate::router::RouterSettings;
+use crate::upstream::parse_base;
 use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::sync::Arc;
@@ -12,111 +14,6 @@ use std::time::Duration;
 /// Default upstream timeout when none is configured (LiteLLM: 6000 s; we
 /// choose a bound a client can live with).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
-
-/// One validated deployment of a model group. Two are equal when every
-/// setting is: a reload keeps the live state of an equal one.
-#[derive(Debug, PartialEq)]
-pub struct Deployment {
-    /// Stable id (`model_info.id`, else derived from the entry).
-    pub id: Arc<str>,
-    /// The group clients ask for (`model_name`), `*`-suffixed for wildcards.
-    pub group: String,
-    /// Which translator serves it.
-    pub provider: ProviderKind,
-    /// Provider prefix as written (`openai`, `groq`, `mock`).
-    pub provider_name: String,
-    /// Upstream model name sent to the provider (`*` for wildcard entries).
-    pub upstream_model: String,
-    /// Where to send requests; `None` for in-process providers.
-    pub base: Option<UpstreamBase>,
-    /// Provider credential.
-    pub api_key: Option<String>,
-    /// Provider API version (Azure).
-    pub api_version: Option<String>,
-    /// Azure AD token, used when there is no `api_key` (Azure).
-    pub azure_ad_token: Option<String>,
-    /// Region and credentials (Bedrock).
-    pub aws: Option<crate::providers::bedrock::AwsSettings>,
-    /// Project, location and token source (Vertex AI).
-    pub vertex: Option<crate::providers::vertex::VertexSettings>,
-    /// `use_chat_completions_api`: bridge Responses requests through chat
-    /// completions even where the upstream serves them.
-    pub use_chat_completions_api: bool,
-    /// Timeout for a non-streamed response (`timeout`, else
-    /// `router_settings.timeout`).
-    pub timeout: Duration,
-    /// Timeout between streamed bytes (`stream_timeout`, else
-    /// `router_settings.stream_timeout`, else `timeout`).
-    pub stream_timeout: Duration,
-    /// Requests per minute the deployment accepts.
-    pub rpm: Option<u64>,
-    /// Tokens per minute the deployment accepts.
-    pub tpm: Option<u64>,
-    /// Simple-shuffle weight, when set.
-    pub weight: Option<f64>,
-    /// Region, for region constraints.
-    pub region: Option<String>,
-    /// USD per prompt token.
-    pub input_cost_per_token: Option<f64>,
-    /// USD per completion token.
-    pub output_cost_per_token: Option<f64>,
-    /// USD per prompt token read from the provider's prompt cache.
-    pub cache_read_input_token_cost: Option<f64>,
-    /// USD per prompt token written to the provider's prompt cache.
-    pub cache_creation_input_token_cost: Option<f64>,
-    /// USD per second of a call, prompt and completion sides together
-    /// (`input_cost_per_second` + `output_cost_per_second`).
-    pub cost_per_second: Option<f64>,
-    /// Context window and output cap.
-    pub max_input_tokens: Option<u64>,
-    /// Max completion tokens.
-    pub max_output_tokens: Option<u64>,
-    /// Added to every upstream request.
-    pub extra_headers: Vec<(String, String)>,
-    /// Behaviour of the in-process mock provider.
-    pub mock: MockSettings,
-    /// `litellm_params.tags`, for tag-based routing
-    /// (`router_settings.enable_tag_filtering`).
-    pub tags: Vec<String>,
-}
-
-impl Deployment {
-    /// Whether this entry serves any model under a prefix (`openai/*`).
-    pub fn is_wildcard(&self) -> bool {
-        self.group.ends_with('*')
-    }
-}
-
-/// Scheme, authority and path prefix of a provider's API.
-#[derive(Debug, Clone, PartialEq)]
-pub struct UpstreamBase {
-    /// `https` when TLS is used.
-    pub tls: bool,
-    /// Host name (for SNI and the Host header).
-    pub host: String,
-    /// TCP port.
-    pub port: u16,
-    /// Path prefix without trailing slash, e.g. `/v1`.
-    pub path: String,
-    /// The URL as configured without userinfo, query or fragment (see
-    /// [`redact_url`]): what headers, errors, logs and spend rows show.
-    pub url: String,
-}
-
-/// Settings of the `mock/` provider.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct MockSettings {
-    /// Reply text.
-    pub response: Option<String>,
-    /// Completion tokens to report.
-    pub completion_tokens: Option<u32>,
-    /// Delay before answering.
-    pub latency: Duration,
-    /// Delay between streamed chunks.
-    pub chunk_delay: Duration,
-    /// Answer with this error status.
-    pub error_status: Option<u16>,
-}
 
 /// The longest wait a setting may ask for (7 days), so that adding it to
 /// the clock cannot overflow.
@@ -387,8 +284,9 @@ pub(super) fn validate(
         &file.gateway_settings.metrics,
     )
     .map_err(|p| invalid("metrics".into(), p))?;
-    let health = crate::control::health::HealthSettings::from_general(&file.general_settings.other)
-        .map_err(|p| invalid("general_settings".into(), p))?;
+    let health =
+        crate::health::settings::HealthSettings::from_general(&file.general_settings.other)
+            .map_err(|p| invalid("general_settings".into(), p))?;
     let otel = crate::otel::OtelSettings::resolve(file.litellm_settings.as_ref(), lookup)
         .map_err(|p| invalid("litellm_settings.callbacks (otel)".into(), p))?;
     let images = crate::upstream::fetch::ImageFetchSettings::resolve(
@@ -787,48 +685,6 @@ fn derived_id(group: &str, model: &str, api_base: Option<&str>) -> String {
         .collect()
 }
 
-/// Parses `http(s)://host[:port][/path]`.
-pub(crate) fn parse_base(url: &str) -> Result<UpstreamBase, String> {
-    let uri: http::Uri = url.parse().map_err(|e| format!("not a URL ({e})"))?;
-    let tls = match uri.scheme_str() {
-        Some("https") => true,
-        Some("http") => false,
-        Some(other) => return Err(format!("scheme \"{other}\" is not http or https")),
-        None => return Err("missing http:// or https://".into()),
-    };
-    let host = uri.host().ok_or("missing host")?;
-    let host = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_string();
-    let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
-    let path = uri.path().trim_end_matches('/').to_string();
-    Ok(UpstreamBase {
-        tls,
-        host,
-        port,
-        path,
-        url: redact_url(url),
-    })
-}
-
-/// `url` without its userinfo (`user:password@`), query and fragment, which
-/// may carry credentials: the form of an `api_base` that is ever shown.
-pub fn redact_url(url: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    let host = authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, host)| host);
-    let path = tail.split(['?', '#']).next().unwrap_or_default();
-    if scheme.is_empty() {
-        format!("{host}{path}")
-    } else {
-        format!("{scheme}://{host}{path}")
-    }
-}
-
 fn server_limits(
     general: &super::GeneralSettings,
     gateway: &super::GatewaySettings,
@@ -969,29 +825,6 @@ mod tests {
         assert!(err.contains("provider \"nope\" is not supported"), "{err}");
         let err = parse("model_list:\n  - model_name: a\n    litellm_params: {model: openai/x, api_key: os.environ/MISSING}\n").unwrap_err();
         assert_eq!(err, "config.yaml: model_list[0].litellm_params.api_key: environment variable MISSING is not set");
-    }
-
-    #[test]
-    fn api_base_credentials_are_never_kept_for_display() {
-        use super::{parse_base, redact_url};
-        for (given, shown) in [
-            (
-                "https://user:pa%40ss@api.example.com:8443/v1/?key=sk-1#f",
-                "https://api.example.com:8443/v1/",
-            ),
-            ("http://token@h/v1", "http://h/v1"),
-            ("http://h:1/v1?api-key=x", "http://h:1/v1"),
-            ("http://h:1/v1/", "http://h:1/v1/"),
-            ("http://[::1]:9/v1", "http://[::1]:9/v1"),
-        ] {
-            assert_eq!(redact_url(given), shown);
-        }
-        let base = parse_base("https://user:secret@api.example.com/v1?key=sk-1").unwrap();
-        assert_eq!(base.url, "https://api.example.com/v1");
-        assert_eq!(
-            (base.host.as_str(), base.path.as_str()),
-            ("api.example.com", "/v1")
-        );
     }
 
     #[test]

@@ -10,9 +10,10 @@
 //! credentials) or a 503 (it could not be reached), never as a hang.
 
 use super::account::Credentials;
-use crate::config::UpstreamBase;
-use crate::control::{http_once, ControlPlane};
+use crate::control::ControlPlane;
 use crate::error::{ErrorClass, GatewayError};
+use crate::upstream::once as http_once;
+use crate::upstream::UpstreamBase;
 use arc_swap::ArcSwapOption;
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -144,7 +145,7 @@ impl TokenSource {
             return Ok(found);
         }
         let account = Credentials::from_json(json)?;
-        let token_base = crate::config::parse_base(account.token_uri())
+        let token_base = crate::upstream::parse_base(account.token_uri())
             .map_err(|e| format!("token_uri \"{}\": {e}", account.token_uri()))?;
         let token_path = if token_base.path.is_empty() {
             "/".to_string()

@@ -52,8 +52,8 @@ pub use settings::{
 pub use slots::key_slot;
 pub use window::Window;
 
-use crate::auth::Principal;
 use crate::error::GatewayError;
+use crate::store::{KeyRecord, TeamRecord, UserRecord};
 use breaker::Breaker;
 use lease::{Lease, LeaseTable, Leased};
 use remote::{Call, Entry, LeaseExpiry, RemoteRunner, ScriptDone};
@@ -90,11 +90,23 @@ pub enum Verdict {
     },
 }
 
+/// The stored rows whose limits a virtual key's request is checked against.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyRows<'a> {
+    /// The key.
+    pub key: &'a KeyRecord,
+    /// The key's team, if it has one.
+    pub team: Option<&'a TeamRecord>,
+    /// The key's user, if it has one.
+    pub user: Option<&'a UserRecord>,
+}
+
 /// What admission needs to know of a request.
 #[derive(Debug)]
 pub struct AdmitInput<'a> {
-    /// The caller.
-    pub principal: &'a Principal,
+    /// The caller's rows when a virtual key calls; `None` for the master
+    /// key and an open gateway, which have no limits of their own.
+    pub key: Option<KeyRows<'a>>,
     /// The model group asked for (after aliases).
     pub model: &'a str,
     /// The body's `user` (LiteLLM's end user).
@@ -273,15 +285,13 @@ impl Limiter {
         let mut out = Vec::new();
         let scopes = self.scopes.load();
         scopes.server.push_into(Scope::Server, "global", &mut out);
-        if let Principal::Key(k) = input.principal {
-            let r = &k.record;
-            if let Some(team) = &k.team {
-                let t = &team.record;
+        if let Some(rows) = input.key {
+            let r = rows.key;
+            if let Some(t) = rows.team {
                 ScopeLimits::from_fields(t.rpm_limit, t.tpm_limit, t.max_parallel_requests)
                     .push_into(Scope::Team, &t.team_id, &mut out);
             }
-            if let Some(user) = &k.user {
-                let u = &user.record;
+            if let Some(u) = rows.user {
                 ScopeLimits::from_fields(u.rpm_limit, u.tpm_limit, u.max_parallel_requests)
                     .push_into(Scope::User, &u.user_id, &mut out);
             }

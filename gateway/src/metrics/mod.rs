@@ -25,7 +25,7 @@ mod store;
 
 pub use request::{Finish, RequestMetrics};
 
-use crate::config::Deployment;
+use crate::deployment::Deployment;
 use serde::Deserialize;
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex};

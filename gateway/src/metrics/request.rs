@@ -12,7 +12,7 @@ use super::labels::{gateway_class, is_upstream, route, upstream_class, LabelValu
 use super::store::{ComboId, CoreWriter, NONE, OTHER};
 use super::with_core;
 use crate::auth::Principal;
-use crate::config::Deployment;
+use crate::deployment::Deployment;
 use crate::error::GatewayError;
 use crate::http1::ResponseHead;
 use crate::limits::RateHeaders;

@@ -1,7 +1,7 @@
 //! Deployments as `/model/info` shows them: LiteLLM's
 //! `{"model_name", "litellm_params", "model_info"}` with the secrets left out.
 
-use crate::config::Deployment;
+use crate::deployment::Deployment;
 use crate::store::ModelRecord;
 use serde_json::{json, Map, Value};
 
@@ -22,7 +22,7 @@ pub fn redacted(params: &Map<String, Value>) -> Map<String, Value> {
     let mut out = params.clone();
     out.retain(|k, _| !SECRETS.contains(&k.as_str()));
     if let Some(Value::String(base)) = out.get_mut("api_base") {
-        *base = crate::config::redact_url(base);
+        *base = crate::upstream::redact_url(base);
     }
     out
 }

@@ -21,8 +21,9 @@ pub use env_policy::EnvPolicy;
 pub use info::{deployment_json, redacted};
 pub use reload::FileReload;
 
-use crate::config::{deployment_from_json, Deployment, EntryError};
+use crate::config::{deployment_from_json, EntryError};
 use crate::control::ControlPlane;
+use crate::deployment::Deployment;
 use crate::read_through::ReadThroughGuard;
 use crate::router::{FleetLink, Router, RouterSettings};
 use crate::store::{ModelRecord, Store, StoreError};
@@ -118,7 +119,7 @@ impl Models {
     /// read-through of the name's stored rows when it is unknown and a
     /// database is configured (unless the name missed moments ago or the
     /// budget is spent). A failed read-through leaves the name unknown.
-    pub async fn router_for(&self, control: &ControlPlane, model: &str) -> Arc<Router> {
+    pub async fn router_for(self: &Arc<Self>, control: &ControlPlane, model: &str) -> Arc<Router> {
         let router = self.router();
         let Some(misses) = &self.misses else {
             return router;
@@ -134,9 +135,10 @@ impl Models {
             return router;
         }
         let name = model.to_string();
+        let models = self.clone();
         let found = control
             .call(READ_THROUGH_TIMEOUT, move |ctx| async move {
-                ctx.models.load_named(ctx.store.as_ref(), &name).await
+                models.load_named(ctx.store(), &name).await
             })
             .await;
         match found {

@@ -5,7 +5,7 @@
 //! cooldown, health); changed and new ones start fresh.
 
 use super::{FileSet, Models};
-use crate::config::Deployment;
+use crate::deployment::Deployment;
 use crate::router::RouterSettings;
 use std::collections::HashMap;
 use std::sync::Arc;

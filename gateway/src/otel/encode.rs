@@ -3,7 +3,7 @@
 //! OTLP JSON mapping: hex ids, nanosecond times as strings).
 
 use super::span::{Caller, SpanRecord, Upstream, Value};
-use crate::config::Deployment;
+use crate::deployment::Deployment;
 use serde_json::json;
 use std::sync::Arc;
 

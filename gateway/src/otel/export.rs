@@ -8,7 +8,7 @@ use super::encode::{self, Origin};
 use super::settings::Protocol;
 use super::span::{SpanRecord, Value};
 use super::Tracer;
-use crate::control::http_once;
+use crate::upstream::once as http_once;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -8,7 +8,7 @@ use super::span::{
 };
 use super::{active, record};
 use crate::auth::Principal;
-use crate::config::Deployment;
+use crate::deployment::Deployment;
 use crate::http1::RequestHead;
 use crate::metrics::Finish;
 use crate::store::SpendLogRow;

@@ -5,7 +5,7 @@
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` or LiteLLM's `OTEL_ENDPOINT`,
 //! `OTEL_EXPORTER_OTLP_HEADERS` or `OTEL_HEADERS`, and `OTEL_SERVICE_NAME`.
 
-use crate::config::UpstreamBase;
+use crate::upstream::UpstreamBase;
 
 /// How spans leave the process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,7 +85,8 @@ impl OtelSettings {
                 },
             },
         };
-        let endpoint = crate::config::parse_base(url.trim()).map_err(|e| format!("{name}: {e}"))?;
+        let endpoint =
+            crate::upstream::parse_base(url.trim()).map_err(|e| format!("{name}: {e}"))?;
         let headers = env("OTEL_EXPORTER_OTLP_HEADERS")
             .or_else(|| env("OTEL_HEADERS"))
             .map(|h| parse_headers(&h))

@@ -3,7 +3,7 @@
 //! upstream's.
 
 use crate::auth::KeyEntry;
-use crate::config::Deployment;
+use crate::deployment::Deployment;
 use std::sync::Arc;
 
 /// A trace id (16 bytes, never all zero).

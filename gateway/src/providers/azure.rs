@@ -17,7 +17,7 @@
 //! `api-key` on Azure hosts, else as a Bearer token (LiteLLM's rule).
 
 use super::{openai_error, with_extra_headers, Header, Provider, UpstreamRequest};
-use crate::config::Deployment;
+use crate::deployment::Deployment;
 use crate::error::{ErrorClass, GatewayError};
 use crate::formats::Format;
 use crate::inbound::{Endpoint, LlmRequest};

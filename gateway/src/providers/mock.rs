@@ -2,7 +2,7 @@
 //! network, for the quickstart, tests and benchmarks. Reply text, token counts,
 //! latency, chunk cadence and an error status come from the deployment.
 
-use crate::config::MockSettings;
+use crate::deployment::MockSettings;
 use crate::inbound::{Endpoint, LlmRequest};
 use bytes::Bytes;
 use serde_json::{json, Value};

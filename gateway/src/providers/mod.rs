@@ -18,35 +18,12 @@ pub mod vertex;
 
 pub use mock::{reply as mock_reply, MockReply};
 
-use crate::config::Deployment;
+use crate::deployment::{Deployment, ProviderKind};
 use crate::error::{ErrorClass, GatewayError};
 use crate::formats::{Format, StreamTranslator, TranslateError};
 use crate::inbound::LlmRequest;
 use bytes::Bytes;
 use std::borrow::Cow;
-
-/// Which translator serves a deployment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProviderKind {
-    /// OpenAI and every server speaking its API.
-    OpenAiCompatible,
-    /// Azure OpenAI (`azure/<deployment>`).
-    Azure,
-    /// Azure AI Foundry's OpenAI-compatible inference (`azure_ai/`).
-    AzureAi,
-    /// Anthropic's Messages API (`anthropic/`).
-    Anthropic,
-    /// AWS Bedrock's Converse API (`bedrock/`).
-    Bedrock,
-    /// Google AI Studio's Gemini API (`gemini/`).
-    Gemini,
-    /// Google Vertex AI (`vertex_ai/`): Gemini's API with OAuth tokens.
-    Vertex,
-    /// Anthropic's models on Vertex AI (`vertex_ai/claude-…`).
-    VertexAnthropic,
-    /// The in-process mock: no network.
-    Mock,
-}
 
 /// What the gateway knows about a `provider/` prefix.
 #[derive(Debug)]

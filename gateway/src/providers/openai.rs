@@ -3,7 +3,7 @@
 //! form.
 
 use super::{openai_error, with_extra_headers, Provider, UpstreamRequest};
-use crate::config::Deployment;
+use crate::deployment::Deployment;
 use crate::error::GatewayError;
 use crate::formats::Format;
 use crate::inbound::LlmRequest;

@@ -4,32 +4,8 @@
 //! (checked against its vectors below). HMAC-SHA256 is RFC 2104 over
 //! `sha2`.
 
+use crate::deployment::Credentials;
 use sha2::{Digest, Sha256};
-
-/// Long-term or temporary AWS credentials (compared only to tell whether a
-/// config reload changed a deployment).
-#[derive(Clone, PartialEq)]
-pub struct Credentials {
-    /// `AKIA…` / `ASIA…`.
-    pub access_key_id: String,
-    /// The secret key; never shown.
-    pub secret_access_key: String,
-    /// The session token of temporary credentials.
-    pub session_token: Option<String>,
-}
-
-impl std::fmt::Debug for Credentials {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Credentials")
-            .field("access_key_id", &self.access_key_id)
-            .field("secret_access_key", &"<redacted>")
-            .field(
-                "session_token",
-                &self.session_token.as_ref().map(|_| "<redacted>"),
-            )
-            .finish()
-    }
-}
 
 /// What is signed besides the credentials.
 #[derive(Debug)]

@@ -4,13 +4,13 @@
 //! otherwise the provider's translator brings the answer to the internal
 //! (OpenAI) form and the client format's translator takes it on from there.
 
-use crate::config::Deployment;
+use crate::deployment::Deployment;
+use crate::downstream::{HeadBuilder, Responder};
 use crate::error::GatewayError;
 use crate::formats::{self, Chain, Events, Format, StreamTranslator, TranslateError};
 use crate::http1::RequestHead;
 use crate::inbound::{Endpoint, LlmRequest};
 use crate::providers::{self, Provider};
-use crate::server::{HeadBuilder, Responder};
 use crate::upstream::{UpstreamError, UpstreamResponse};
 use bytes::Bytes;
 use std::time::{Duration, Instant};
@@ -185,8 +185,8 @@ mod tests {
 
     #[test]
     fn only_differing_formats_are_translated() {
-        let anthropic = providers::http_provider(providers::ProviderKind::Anthropic);
-        let openai = providers::http_provider(providers::ProviderKind::OpenAiCompatible);
+        let anthropic = providers::http_provider(crate::deployment::ProviderKind::Anthropic);
+        let openai = providers::http_provider(crate::deployment::ProviderKind::OpenAiCompatible);
         assert!(stream_translator(openai, Format::OpenAi, true).is_none());
         assert!(stream_translator(anthropic, Format::Anthropic, true).is_none());
         assert!(stream_translator(None, Format::OpenAi, true).is_none());

@@ -6,13 +6,13 @@
 
 use super::{convert, headers};
 use crate::auth::Principal;
+use crate::downstream::{HeadBuilder, Responder};
 use crate::error::GatewayError;
 use crate::formats::Format;
 use crate::http1::RequestHead;
 use crate::inbound::{Endpoint, LlmRequest};
 use crate::providers;
 use crate::router::PlanInput;
-use crate::server::{HeadBuilder, Responder};
 use crate::spend;
 use crate::state::Worker;
 use bytes::Bytes;

@@ -2,9 +2,9 @@
 //! `x-litellm-*` response headers and the call id.
 
 use super::Outcome;
-use crate::config::UpstreamBase;
+use crate::downstream::HeadBuilder;
 use crate::providers::UpstreamRequest;
-use crate::server::HeadBuilder;
+use crate::upstream::UpstreamBase;
 use bytes::Bytes;
 
 /// The upstream request head for `base`: fixed headers, then the

@@ -4,9 +4,10 @@
 //! chat completions request (the internal form) carries `image_url` parts;
 //! a request without any is untouched and costs one substring search.
 
+use crate::deployment::ProviderKind;
 use crate::error::GatewayError;
 use crate::inbound::{Endpoint, LlmRequest};
-use crate::providers::{Provider, ProviderKind};
+use crate::providers::Provider;
 use crate::state::Worker;
 use crate::upstream::fetch::FetchError;
 use bytes::Bytes;

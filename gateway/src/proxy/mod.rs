@@ -21,13 +21,15 @@
 mod access;
 mod convert;
 mod count_tokens;
+mod cut_off;
 mod headers;
 mod images;
 mod record;
 mod relay;
 
 use crate::auth::Principal;
-use crate::config::Deployment;
+use crate::deployment::Deployment;
+use crate::downstream::Responder;
 use crate::error::GatewayError;
 use crate::formats::Format;
 use crate::http1::RequestHead;
@@ -36,7 +38,6 @@ use crate::limits::{AdmitInput, RateHeaders};
 use crate::panic_guard::CatchPanic;
 use crate::providers::{self, MockReply};
 use crate::router::{AttemptFailure, Pick, PlanInput, Router};
-use crate::server::Responder;
 use crate::spend;
 use crate::state::Worker;
 use bytes::Bytes;
@@ -303,7 +304,7 @@ async fn serve(
         .shared
         .limiter
         .admit(&AdmitInput {
-            principal: &principal,
+            key: principal.key_rows(),
             model: &model,
             end_user: req.end_user.as_deref(),
             end_user_limits: end_user.as_ref().map(|e| e.limits()),
@@ -507,7 +508,7 @@ async fn attempt_once(
                         &mut tap,
                         &mut attempt,
                     ));
-                    crate::server::unless_cut_off(worker, call).await
+                    cut_off::unless_cut_off(worker, call).await
                 }
                 Err(err) => Err(err),
             }
@@ -523,7 +524,7 @@ async fn attempt_once(
                 &mut tap,
                 &mut attempt,
             ));
-            crate::server::unless_cut_off(worker, call).await
+            cut_off::unless_cut_off(worker, call).await
         }
     };
     // 9. settle and record

@@ -6,7 +6,7 @@ use super::Caller;
 use crate::alerts::{Alerts, BudgetAlert, Event};
 use crate::auth::Principal;
 use crate::budget::Reservation;
-use crate::config::Deployment;
+use crate::deployment::Deployment;
 use crate::error::GatewayError;
 use crate::inbound::{Endpoint, LlmRequest};
 use crate::limits::Limiter;
@@ -287,14 +287,14 @@ pub(super) fn submit(worker: &Worker, row: SpendLogRow) {
     }
 }
 
-/// Hands this core's queued rows to the control plane; rows that do not fit
+/// Hands this core's queued rows to the spend writer; rows that do not fit
 /// its queue stay for the next flush, so none is lost while it catches up.
 pub fn flush_spend(worker: &Worker) {
     let rows = std::mem::take(&mut *worker.spend_backlog.borrow_mut());
     if rows.is_empty() {
         return;
     }
-    if let Err(mut kept) = worker.shared.control.record(rows) {
+    if let Err(mut kept) = worker.shared.spend.record(rows) {
         let mut backlog = worker.spend_backlog.borrow_mut();
         kept.append(&mut backlog);
         *backlog = kept;

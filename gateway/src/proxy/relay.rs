@@ -1,11 +1,11 @@
 //! Relaying a provider's response body to the client as it arrives, reading
 //! usage on the side, and turning upstream failures into client errors.
 
-use crate::config::Deployment;
+use crate::deployment::Deployment;
+use crate::downstream::Responder;
 use crate::error::GatewayError;
 use crate::formats::{Format, StreamTranslator};
 use crate::providers::{anthropic, bedrock, gemini};
-use crate::server::Responder;
 use crate::spend::{self, StreamUsage, Usage};
 use crate::sse::UsageChunkFilter;
 use crate::upstream::{UpstreamError, UpstreamResponse};

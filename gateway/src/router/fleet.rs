@@ -11,7 +11,7 @@
 //! is logged at most every [`WARN_EVERY_SECS`] seconds.
 //!
 //! The control plane's side (Redis keys, pub/sub) is
-//! `crate::control::cooldowns`.
+//! `crate::router::cooldowns`.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;

@@ -30,6 +30,7 @@
 //! [`Router::cool_for`] (atomics only).
 
 mod cooldown;
+pub mod cooldowns;
 pub mod fleet;
 mod plan;
 mod registry;
@@ -47,7 +48,7 @@ pub use settings::{Fallbacks, FieldError, GroupAlias, RouterSettings};
 pub use stats::DeploymentStats;
 pub use strategy::Strategy;
 
-use crate::config::Deployment;
+use crate::deployment::Deployment;
 use crate::error::ErrorClass;
 use cooldown::Cooldowns;
 use stats::{minute_of, Clock, Stats};

@@ -18,7 +18,7 @@ use super::retry::{backoff, retries_for, MAX_RETRY_AFTER};
 use super::select::{select, Ask, Selection, FAILED};
 use super::settings::Fallbacks;
 use super::Router;
-use crate::config::Deployment;
+use crate::deployment::Deployment;
 use crate::error::{ErrorClass, GatewayError};
 use std::borrow::Cow;
 use std::sync::Arc;

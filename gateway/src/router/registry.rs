@@ -5,7 +5,7 @@
 //! Every deployment has a *slot*, its index in config order; the router's
 //! live state (stats, cooldowns) is kept in arrays indexed by slot.
 
-use crate::config::Deployment;
+use crate::deployment::Deployment;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -3,9 +3,8 @@
 //! to the API, repeat while keep-alive holds. Pipelined requests are answered in
 //! order because each is read only after the previous response is written.
 
-use super::response::Responder;
-use super::stream::ClientStream;
 use crate::api;
+use crate::downstream::{ClientStream, Responder};
 use crate::error::GatewayError;
 use crate::http1::{
     parse_request_head, BodyFraming, ChunkedDecoder, HeadError, ReadBuffer, RequestHead,

@@ -4,20 +4,14 @@
 mod conn;
 mod listener;
 mod memory;
-mod response;
 mod runtime;
 mod shutdown;
 mod socket;
-mod stream;
-mod tls;
 
 pub use listener::{bind_listeners, BindError};
-pub use response::{HeadBuilder, Responder};
 pub use runtime::{choose as choose_io_driver, DriverError, IoDriver};
-pub use shutdown::unless_cut_off;
-pub use stream::ClientStream;
-pub use tls::{ClientTls, ClientTlsError};
 
+use crate::downstream::{ClientStream, Responder};
 use crate::panic_guard::CatchPanic;
 use crate::state::{Shared, Worker};
 use std::rc::Rc;

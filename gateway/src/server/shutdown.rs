@@ -1,11 +1,9 @@
 //! The end of a core's life: wait for in-flight requests up to the grace
 //! period, cut off the upstream calls still running (each then records its
-//! spend row saying so), and hand every queued spend row to the control
-//! plane before the core's runtime stops.
+//! spend row saying so; see `proxy::cut_off`), and hand every queued spend
+//! row to the control plane before the core's runtime stops.
 
-use crate::error::GatewayError;
 use crate::state::Worker;
-use std::future::Future;
 use std::time::{Duration, Instant};
 
 /// How long a core waits, after the cut-off, for its cut calls to record
@@ -17,39 +15,6 @@ const CUT_OFF_WAIT: Duration = Duration::from_secs(2);
 const FLUSH_WAIT: Duration = Duration::from_secs(5);
 /// Poll interval of the waits above.
 const POLL: Duration = Duration::from_millis(5);
-
-/// Runs an upstream call (`fut`) until it ends or the grace period is over;
-/// then it is dropped (its upstream connection closes) and the request gets
-/// [`GatewayError::CutOff`], which its spend row records.
-pub async fn unless_cut_off<F>(worker: &Worker, fut: F) -> Result<(), GatewayError>
-where
-    F: Future<Output = Result<(), GatewayError>>,
-{
-    let _running = InFlight::enter(worker);
-    let mut cut = worker.shared.cut_off_signal();
-    monoio::select! {
-        result = fut => result,
-        _ = cut.wait_for(|cut| *cut) => Err(GatewayError::CutOff),
-    }
-}
-
-/// Counts one upstream call in [`Worker::attempts_in_flight`] while it lives.
-struct InFlight<'w>(&'w Worker);
-
-impl<'w> InFlight<'w> {
-    fn enter(worker: &'w Worker) -> Self {
-        let n = &worker.attempts_in_flight;
-        n.set(n.get() + 1);
-        InFlight(worker)
-    }
-}
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        let n = &self.0.attempts_in_flight;
-        n.set(n.get().saturating_sub(1));
-    }
-}
 
 /// After the listener closed: lets open connections finish until
 /// `deadline`, then cuts off the upstream calls still running, waits for

@@ -10,11 +10,15 @@
 //! prices), then from LiteLLM's model price map shipped here
 //! (`gateway/data/model_prices.tsv`); a model in neither costs 0. Admission
 //! reserves [`worst_case_cost`] against a budget before the request runs.
+//!
+//! [`writer`] is spend's background half: it writes the rows to the store
+//! from the control plane (a layer above the pure cost functions).
 
 mod cost;
 mod member;
 mod prices;
 mod usage;
+pub mod writer;
 
 pub use cost::{cost, time_cost, worst_case_cost};
 pub use prices::{

@@ -5,7 +5,7 @@
 //! MIT licence, see `gateway/data/LICENSE-litellm`). The table is parsed
 //! once, on first use, into a map over the embedded text.
 
-use crate::config::Deployment;
+use crate::deployment::Deployment;
 use std::borrow::Cow;
 use std::sync::OnceLock;
 

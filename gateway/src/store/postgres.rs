@@ -5,7 +5,7 @@
 //! Cross-replica freshness: every mutation sends `NOTIFY gateway_changes`
 //! with its [`Change`] payload inside its own transaction, so a change and
 //! its announcement commit together. The control plane's listener
-//! (`control::listener`) refreshes the other replicas' caches; this replica
+//! (`sync::listener`) refreshes the other replicas' caches; this replica
 //! refreshes its own when the caller publishes the returned changes, and the
 //! listener skips notifications sent by this process's sessions
 //! ([`SessionIds`]). [`Store::announce`] is therefore a no-op here.

@@ -2,16 +2,19 @@
 //! TLS, DNS off the core (`dns`), deadlines, and one retry on a fresh
 //! connection when a connection dies before any response byte.
 
+mod base;
 mod conn;
 mod dns;
 pub mod fetch;
+pub mod once;
 mod pool;
 mod tls;
 
+pub(crate) use base::parse_base;
+pub use base::{redact_url, UpstreamBase};
 pub use pool::Origin;
 pub use tls::{add_pem_file, client_config, root_store, TlsSetupError};
 
-use crate::config::UpstreamBase;
 use crate::http1::{
     parse_response_head, ChunkedDecoder, ReadBuffer, ResponseFraming, ResponseHead,
 };

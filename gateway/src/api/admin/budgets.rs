@@ -260,7 +260,7 @@ pub async fn new(worker: &Worker, caller: &Principal, body: &[u8]) -> Result<Val
     };
     let budget = new_record(id, fields.columns(now)?, &actor(caller), now)?;
     run(worker, move |ctx| async move {
-        match ctx.store.insert_budget(&budget).await {
+        match ctx.store().insert_budget(&budget).await {
             Ok(()) => Ok(budget_json(&budget)),
             Err(StoreError::Conflict(_)) => Err(bad_field(
                 "budget_id",
@@ -286,7 +286,7 @@ pub async fn update(
     let mut columns = fields.columns(Utc::now())?;
     columns.insert("updated_by".into(), json!(actor(caller)));
     run(worker, move |ctx| async move {
-        let store = &ctx.store;
+        let store = ctx.store();
         if !store
             .patch_org_row(OrgTable::Budget, &id, &columns)
             .await
@@ -336,7 +336,7 @@ pub async fn list(worker: &Worker, q: Query) -> Result<Value, GatewayError> {
 
 async fn list_of(worker: &Worker, ids: Option<Vec<String>>) -> Result<Value, GatewayError> {
     let rows = run(worker, move |ctx| async move {
-        ctx.store.budgets(ids.as_deref()).await.map_err(store_err)
+        ctx.store().budgets(ids.as_deref()).await.map_err(store_err)
     })
     .await?;
     Ok(Value::Array(rows.iter().map(budget_json).collect()))
@@ -361,7 +361,7 @@ pub async fn settings(worker: &Worker, mut q: Query) -> Result<Value, GatewayErr
     let id = q.take("budget_id").ok_or_else(|| missing("budget_id"))?;
     q.finish()?;
     let row = run(worker, move |ctx| async move {
-        ctx.store
+        ctx.store()
             .budgets(Some(std::slice::from_ref(&id)))
             .await
             .map_err(store_err)
@@ -402,7 +402,7 @@ struct BudgetRef {
 pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
     let BudgetRef { id } = parse(body)?;
     run(worker, move |ctx| async move {
-        let orgs = ctx.store.organizations(None).await.map_err(store_err)?;
+        let orgs = ctx.store().organizations(None).await.map_err(store_err)?;
         if let Some(org) = orgs.iter().find(|o| o.budget_id == id) {
             return Err(bad_field(
                 "id",
@@ -412,7 +412,7 @@ pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
                 ),
             ));
         }
-        match ctx.store.delete_budget(&id).await.map_err(store_err)? {
+        match ctx.store().delete_budget(&id).await.map_err(store_err)? {
             Some(row) => Ok(budget_json(&row)),
             None => Err(GatewayError::NotFound(format!("Budget {id}"))),
         }

@@ -227,14 +227,14 @@ pub async fn new(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
     };
     let user = run(worker, move |ctx| async move {
         if let (None, Some(id)) = (&budget, &user.budget_id) {
-            if !ctx.store.budget_exists(id).await.map_err(store_err)? {
+            if !ctx.store().budget_exists(id).await.map_err(store_err)? {
                 return Err(bad_field(
                     "budget_id",
                     format!("budget '{id}' does not exist"),
                 ));
             }
         }
-        let inserted = ctx.store.insert_end_user(&user, budget.as_ref()).await;
+        let inserted = ctx.store().insert_end_user(&user, budget.as_ref()).await;
         if let Err(crate::store::StoreError::Conflict(_)) = inserted {
             return Err(GatewayError::CustomerExists(user.user_id.clone()));
         }
@@ -252,7 +252,7 @@ async fn read(
     id: &str,
     param: &'static str,
 ) -> Result<EndUserRecord, GatewayError> {
-    ctx.store
+    ctx.store()
         .get_end_user(id)
         .await
         .map_err(store_err)?
@@ -295,7 +295,7 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
     let new_budget_id = uuid::Uuid::new_v4().to_string();
     let user = run(worker, move |ctx| async move {
         if let Some(id) = &update.budget_id {
-            if !ctx.store.budget_exists(id).await.map_err(store_err)? {
+            if !ctx.store().budget_exists(id).await.map_err(store_err)? {
                 return Err(bad_field(
                     "budget_id",
                     format!("budget '{id}' does not exist"),
@@ -303,7 +303,7 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
             }
         }
         let stale = ctx
-            .store
+            .store()
             .update_end_user(&user_id, &update, &new_budget_id)
             .await
             .map_err(store_err)?
@@ -346,7 +346,7 @@ pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
         let mut missing = Vec::new();
         for id in &ids {
             if ctx
-                .store
+                .store()
                 .get_end_user(id)
                 .await
                 .map_err(store_err)?
@@ -361,7 +361,11 @@ pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
                 param: "user_ids",
             });
         }
-        let gone = ctx.store.delete_end_users(&ids).await.map_err(store_err)?;
+        let gone = ctx
+            .store()
+            .delete_end_users(&ids)
+            .await
+            .map_err(store_err)?;
         let changes: Vec<Change> = gone.iter().cloned().map(Change::EndUser).collect();
         ctx.publish(&changes).await;
         Ok(gone.len())
@@ -385,7 +389,7 @@ pub async fn set_blocked(
     let ids = user_ids(body)?;
     run(worker, move |ctx| async move {
         let rows = ctx
-            .store
+            .store()
             .set_end_users_blocked(&ids, blocked)
             .await
             .map_err(store_err)?;
@@ -399,7 +403,7 @@ pub async fn set_blocked(
             return Ok(json!({ "blocked_users": rows }));
         }
         let mut still = Vec::new();
-        ctx.store
+        ctx.store()
             .restricted_end_users(&mut |id, blocked| {
                 if blocked {
                     still.push(id.to_string());
@@ -435,7 +439,7 @@ pub async fn list(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> 
     q.finish()?;
     let offset = (page - 1) * page_size;
     let users = run(worker, move |ctx| async move {
-        ctx.store
+        ctx.store()
             .list_end_users(offset, page_size, search.as_deref())
             .await
             .map_err(store_err)

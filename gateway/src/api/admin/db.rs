@@ -3,18 +3,19 @@
 
 use super::body::bad_field;
 use crate::auth::{abbreviate, hash_key, token_hex};
-use crate::control::ControlCtx;
 use crate::error::GatewayError;
 use crate::state::Worker;
 use crate::store::{KeyRecord, RowKind, StoreError, TeamRecord, UserRecord};
+use crate::sync::SyncCtx;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// What a management job gets on the control plane.
-pub type Ctx = Arc<ControlCtx>;
+/// What a management job gets on the control plane: the store and the
+/// caches its changes refresh.
+pub type Ctx = Arc<SyncCtx>;
 
 /// How long a management call may take on the control plane.
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -27,10 +28,11 @@ where
     F: FnOnce(Ctx) -> Fut + Send + 'static,
     Fut: Future<Output = Result<T, GatewayError>> + Send + 'static,
 {
+    let caches = worker.shared.caches.clone();
     worker
         .shared
         .control
-        .call(TIMEOUT, f)
+        .call(TIMEOUT, move |ctx| f(caches.on(ctx)))
         .await
         .map_err(|e| GatewayError::Store(e.to_string()))?
 }
@@ -65,7 +67,7 @@ pub fn shown(key: &str) -> String {
 
 /// The key named by `given` (plain or hashed), or a 404.
 pub async fn key(ctx: &Ctx, given: &str) -> Result<KeyRecord, GatewayError> {
-    ctx.store
+    ctx.store()
         .get_key(&token_of(given))
         .await
         .map_err(store_err)?
@@ -74,7 +76,7 @@ pub async fn key(ctx: &Ctx, given: &str) -> Result<KeyRecord, GatewayError> {
 
 /// The team `id`, or a 404.
 pub async fn team(ctx: &Ctx, id: &str) -> Result<TeamRecord, GatewayError> {
-    ctx.store
+    ctx.store()
         .get_team(id)
         .await
         .map_err(store_err)?
@@ -83,7 +85,7 @@ pub async fn team(ctx: &Ctx, id: &str) -> Result<TeamRecord, GatewayError> {
 
 /// The user `id`, or a 404.
 pub async fn user(ctx: &Ctx, id: &str) -> Result<UserRecord, GatewayError> {
-    ctx.store
+    ctx.store()
         .get_user(id)
         .await
         .map_err(store_err)?
@@ -94,7 +96,7 @@ pub async fn user(ctx: &Ctx, id: &str) -> Result<UserRecord, GatewayError> {
 /// is wrong, not the path).
 pub async fn ensure_team(ctx: &Ctx, id: Option<&str>) -> Result<(), GatewayError> {
     let Some(id) = id else { return Ok(()) };
-    match ctx.store.get_team(id).await.map_err(store_err)? {
+    match ctx.store().get_team(id).await.map_err(store_err)? {
         Some(_) => Ok(()),
         None => Err(bad_field("team_id", format!("team '{id}' does not exist"))),
     }
@@ -146,7 +148,11 @@ where
 {
     match changed_columns(kind, before, after) {
         Some(fields) if fields.is_empty() => Ok(true),
-        Some(fields) => ctx.store.patch(kind, id, &fields).await.map_err(store_err),
+        Some(fields) => ctx
+            .store()
+            .patch(kind, id, &fields)
+            .await
+            .map_err(store_err),
         None => full().await.map_err(store_err),
     }
 }
@@ -154,7 +160,7 @@ where
 /// Loads a new key into this replica's cache so its first request needs no
 /// read-through.
 pub async fn warm(ctx: &Ctx, token: &str) {
-    if let Err(e) = ctx.keys.load(ctx.store.as_ref(), token).await {
+    if let Err(e) = ctx.keys.load(ctx.store(), token).await {
         tracing::warn!(error = %e, "could not cache a new key; it will be read through on first use");
     }
 }

@@ -57,7 +57,7 @@ pub async fn ensure_alias_free(
     own: &str,
 ) -> Result<(), GatewayError> {
     let Some(alias) = alias else { return Ok(()) };
-    let keys = ctx.store.list_keys(None, None).await.map_err(store_err)?;
+    let keys = ctx.store().list_keys(None, None).await.map_err(store_err)?;
     if keys
         .iter()
         .any(|k| k.key_alias.as_deref() == Some(alias) && k.token != own)
@@ -75,7 +75,7 @@ pub async fn ensure_alias_free(
 pub async fn create(ctx: &Ctx, rec: &KeyRecord) -> Result<(), GatewayError> {
     ensure_team(ctx, rec.team_id.as_deref()).await?;
     ensure_alias_free(ctx, rec.key_alias.as_deref(), &rec.token).await?;
-    ctx.store.insert_key(rec).await.map_err(store_err)?;
+    ctx.store().insert_key(rec).await.map_err(store_err)?;
     ctx.publish(&[Change::Key(rec.token.clone())]).await;
     warm(ctx, &rec.token).await;
     Ok(())

@@ -255,7 +255,7 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
             ensure_alias_free(&ctx, rec.key_alias.as_deref(), &rec.token).await?;
         }
         let token = rec.token.clone();
-        let store = ctx.store.clone();
+        let store = ctx.store();
         let written = db::write_changes(&ctx, RowKind::Key, &token, (&before, &rec), || async {
             store.update_key(&rec).await
         })
@@ -267,7 +267,7 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
             )));
         }
         if let Some(spend) = spend {
-            ctx.store
+            ctx.store()
                 .set_key_spend(&token, spend)
                 .await
                 .map_err(store_err)?;
@@ -308,14 +308,14 @@ pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
         let mut named: Vec<(String, String)> =
             req.keys.iter().map(|k| (token_of(k), k.clone())).collect();
         if !req.key_aliases.is_empty() {
-            let all = ctx.store.list_keys(None, None).await.map_err(store_err)?;
+            let all = ctx.store().list_keys(None, None).await.map_err(store_err)?;
             named.extend(all.into_iter().filter_map(|k| {
                 let alias = k.key_alias.filter(|a| req.key_aliases.contains(a))?;
                 Some((k.token, alias))
             }));
         }
         let tokens: Vec<String> = named.iter().map(|(t, _)| t.clone()).collect();
-        let gone = ctx.store.delete_keys(&tokens).await.map_err(store_err)?;
+        let gone = ctx.store().delete_keys(&tokens).await.map_err(store_err)?;
         let changes: Vec<Change> = gone.iter().cloned().map(Change::Key).collect();
         ctx.publish(&changes).await;
         Ok(named
@@ -357,7 +357,7 @@ pub async fn regenerate(
     let rec = run(worker, move |ctx| async move {
         let old = db::key(&ctx, &given).await?;
         if ctx
-            .store
+            .store()
             .get_key(&fresh.token)
             .await
             .map_err(store_err)?
@@ -376,7 +376,7 @@ pub async fn regenerate(
             ensure_alias_free(&ctx, rec.key_alias.as_deref(), &old.token).await?;
         }
         if !ctx
-            .store
+            .store()
             .rename_key(&old.token, &rec)
             .await
             .map_err(store_err)?
@@ -384,7 +384,7 @@ pub async fn regenerate(
             return Err(GatewayError::NotFound(format!("Key {}", db::shown(&given))));
         }
         if let Some(spend) = spend {
-            ctx.store
+            ctx.store()
                 .set_key_spend(&rec.token, spend)
                 .await
                 .map_err(store_err)?;
@@ -420,7 +420,7 @@ pub async fn list(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> 
     }
     let keys = run(worker, move |ctx| async move {
         let keys = ctx
-            .store
+            .store()
             .list_keys(user_id.as_deref(), team_id.as_deref())
             .await
             .map_err(store_err)?;
@@ -466,7 +466,7 @@ pub async fn set_blocked(
         let token = db::key(&ctx, &key).await?.token;
         let fields = Map::from_iter([("blocked".to_string(), Value::Bool(blocked))]);
         if !ctx
-            .store
+            .store()
             .patch(RowKind::Key, &token, &fields)
             .await
             .map_err(store_err)?

@@ -138,7 +138,7 @@ fn members_of(member: Value) -> Result<(Vec<TeamMember>, bool), GatewayError> {
 /// The team with its roles, as LiteLLM shows it.
 pub(super) async fn team_with_roles(ctx: &Ctx, team_id: &str) -> Result<Value, GatewayError> {
     let team = super::db::team(ctx, team_id).await?;
-    let roles = ctx.store.team_members(team_id).await.map_err(store_err)?;
+    let roles = ctx.store().team_members(team_id).await.map_err(store_err)?;
     Ok(team_json_with_roles(&team, &roles))
 }
 
@@ -172,7 +172,7 @@ pub async fn add(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
         let mut added = Vec::new();
         for m in &members {
             match ctx
-                .store
+                .store()
                 .change_team_member(&team_id, MemberOp::Add, m)
                 .await
                 .map_err(store_err)?
@@ -197,7 +197,7 @@ pub async fn add(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
         }
         let mut users = Vec::new();
         for id in &added {
-            users.extend(ctx.store.get_user(id).await.map_err(store_err)?);
+            users.extend(ctx.store().get_user(id).await.map_err(store_err)?);
         }
         let mut out = team_with_roles(&ctx, &team_id).await?;
         out["updated_users"] = users
@@ -224,7 +224,7 @@ async fn resolve(ctx: &Ctx, r: &MemberRef) -> Result<String, GatewayError> {
         ));
     };
     let roles = ctx
-        .store
+        .store()
         .team_members(&r.team_id)
         .await
         .map_err(store_err)?;
@@ -257,7 +257,7 @@ pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
         };
         let team_id = req.team_id;
         match ctx
-            .store
+            .store()
             .change_team_member(&team_id, MemberOp::Remove, &m)
             .await
             .map_err(store_err)?
@@ -306,7 +306,11 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
     run(worker, move |ctx| async move {
         let user_id = resolve(&ctx, &req).await?;
         let team_id = req.team_id.clone();
-        let roles = ctx.store.team_members(&team_id).await.map_err(store_err)?;
+        let roles = ctx
+            .store()
+            .team_members(&team_id)
+            .await
+            .map_err(store_err)?;
         let current = roles.iter().find(|m| m.user_id == user_id);
         let m = TeamMember {
             user_id: user_id.clone(),
@@ -318,7 +322,7 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
                 .unwrap_or_else(default_role),
         };
         match ctx
-            .store
+            .store()
             .change_team_member(&team_id, MemberOp::Update, &m)
             .await
             .map_err(store_err)?
@@ -330,7 +334,11 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
             )),
             MemberOutcome::Changed => {
                 ctx.publish(&[Change::Team(team_id.clone())]).await;
-                let roles = ctx.store.team_members(&team_id).await.map_err(store_err)?;
+                let roles = ctx
+                    .store()
+                    .team_members(&team_id)
+                    .await
+                    .map_err(store_err)?;
                 let email = roles
                     .iter()
                     .find(|r| r.user_id == user_id)

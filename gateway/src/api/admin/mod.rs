@@ -24,9 +24,9 @@ mod teams;
 mod users;
 
 use crate::auth::Principal;
+use crate::downstream::{HeadBuilder, Responder};
 use crate::error::GatewayError;
 use crate::http1::RequestHead;
-use crate::server::{HeadBuilder, Responder};
 use crate::state::Worker;
 use org_routes::OrgRoute;
 use query::Query;

@@ -4,7 +4,7 @@
 
 use super::query::Query;
 use crate::auth::Principal;
-use crate::config::Deployment;
+use crate::deployment::Deployment;
 use crate::error::GatewayError;
 use crate::state::Worker;
 use serde_json::{json, Value};

@@ -103,7 +103,7 @@ pub async fn new(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
         return Err(GatewayError::Conflict(format!("model {id}")));
     }
     run(worker, move |ctx| async move {
-        ctx.store.insert_model(&record).await.map_err(store_err)?;
+        ctx.store().insert_model(&record).await.map_err(store_err)?;
         ctx.publish(&[Change::Model(record.model_id.clone())]).await;
         Ok(shown(&record))
     })
@@ -119,7 +119,7 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
     }
     run(worker, move |ctx| async move {
         let mut record = ctx
-            .store
+            .store()
             .get_model(&id)
             .await
             .map_err(store_err)?
@@ -132,7 +132,7 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
         record.updated_at = Some(Utc::now());
         record.updated_by = Some("gateway".into());
         ctx.models.validate(&record).map_err(invalid)?;
-        if !ctx.store.update_model(&record).await.map_err(store_err)? {
+        if !ctx.store().update_model(&record).await.map_err(store_err)? {
             return Err(GatewayError::NotFound(format!("Model {id}")));
         }
         ctx.publish(&[Change::Model(id)]).await;
@@ -160,7 +160,7 @@ pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
         return Err(config_owned(&id));
     }
     run(worker, move |ctx| async move {
-        if !ctx.store.delete_model(&id).await.map_err(store_err)? {
+        if !ctx.store().delete_model(&id).await.map_err(store_err)? {
             return Err(GatewayError::NotFound(format!("Model {id}")));
         }
         ctx.publish(&[Change::Model(id.clone())]).await;

@@ -122,7 +122,7 @@ pub async fn add(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
         let mut memberships = Vec::new();
         for (m, email) in &members {
             match ctx
-                .store
+                .store()
                 .change_org_member(MemberOp::Add, m, email.as_deref())
                 .await
                 .map_err(store_err)?
@@ -139,7 +139,7 @@ pub async fn add(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
                 }
                 MemberOutcome::Changed => {}
             }
-            let user = ctx.store.get_user(&m.user_id).await.map_err(store_err)?;
+            let user = ctx.store().get_user(&m.user_id).await.map_err(store_err)?;
             if let Some(joined) = membership(&ctx, &org_id, &m.user_id).await? {
                 let mut shown = membership_json(&joined, user.as_ref());
                 shown["user"] = Value::Null;
@@ -162,7 +162,7 @@ async fn membership(
     org_id: &str,
     user_id: &str,
 ) -> Result<Option<OrgMembership>, GatewayError> {
-    let all = ctx.store.org_members(org_id).await.map_err(store_err)?;
+    let all = ctx.store().org_members(org_id).await.map_err(store_err)?;
     Ok(all.into_iter().find(|m| m.user_id == user_id))
 }
 
@@ -204,12 +204,12 @@ impl MemberRef {
         let email = self.user_email.clone().unwrap_or_default();
         let mut found = Vec::new();
         for m in ctx
-            .store
+            .store()
             .org_members(&self.organization_id)
             .await
             .map_err(store_err)?
         {
-            let user = ctx.store.get_user(&m.user_id).await.map_err(store_err)?;
+            let user = ctx.store().get_user(&m.user_id).await.map_err(store_err)?;
             if user.and_then(|u| u.user_email).as_deref() == Some(email.as_str()) {
                 found.push(m.user_id);
             }
@@ -269,7 +269,7 @@ pub async fn update(
             ]);
             let patched = match &current.budget_id {
                 Some(id) => ctx
-                    .store
+                    .store()
                     .patch_org_row(OrgTable::Budget, id, &fields)
                     .await
                     .map_err(store_err)?,
@@ -281,12 +281,15 @@ pub async fn update(
                 let mut columns = fields;
                 columns.remove("updated_by");
                 let budget = new_record(id.clone(), columns, &who, now)?;
-                ctx.store.insert_budget(&budget).await.map_err(store_err)?;
+                ctx.store()
+                    .insert_budget(&budget)
+                    .await
+                    .map_err(store_err)?;
                 change.budget_id = Some(id);
             }
         }
         let outcome = ctx
-            .store
+            .store()
             .change_org_member(MemberOp::Update, &change, None)
             .await
             .map_err(store_err)?;
@@ -296,11 +299,15 @@ pub async fn update(
         let m = membership(&ctx, &org_id, &user_id)
             .await?
             .ok_or_else(not_member)?;
-        let user = ctx.store.get_user(&user_id).await.map_err(store_err)?;
+        let user = ctx.store().get_user(&user_id).await.map_err(store_err)?;
         let mut out = membership_json(&m, user.as_ref());
         if let Some(id) = &m.budget_id {
             let ids = [id.clone()];
-            let budget = ctx.store.budgets(Some(&ids[..])).await.map_err(store_err)?;
+            let budget = ctx
+                .store()
+                .budgets(Some(&ids[..]))
+                .await
+                .map_err(store_err)?;
             out["litellm_budget_table"] = budget.first().map_or(Value::Null, budget_json);
         }
         out["user"] = Value::Null;
@@ -324,7 +331,7 @@ pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
             .await?
             .ok_or_else(not_member)?;
         match ctx
-            .store
+            .store()
             .change_org_member(MemberOp::Remove, &m, None)
             .await
             .map_err(store_err)?

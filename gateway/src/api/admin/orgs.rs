@@ -185,7 +185,7 @@ pub(super) fn membership_json(m: &OrgMembership, user: Option<&crate::store::Use
 pub(super) async fn find(ctx: &Ctx, id: &str) -> Result<Option<OrgRecord>, GatewayError> {
     let ids = [id.to_string()];
     let mut orgs = ctx
-        .store
+        .store()
         .organizations(Some(&ids[..]))
         .await
         .map_err(store_err)?;
@@ -196,7 +196,7 @@ pub(super) async fn find(ctx: &Ctx, id: &str) -> Result<Option<OrgRecord>, Gatew
 async fn budget_of(ctx: &Ctx, id: &str) -> Result<Option<BudgetRecord>, GatewayError> {
     let ids = [id.to_string()];
     Ok(ctx
-        .store
+        .store()
         .budgets(Some(&ids[..]))
         .await
         .map_err(store_err)?
@@ -208,16 +208,16 @@ async fn full_json(ctx: &Ctx, o: &OrgRecord) -> Result<Value, GatewayError> {
     let budget = budget_of(ctx, &o.budget_id).await?;
     let mut members = Vec::new();
     for m in ctx
-        .store
+        .store()
         .org_members(&o.organization_id)
         .await
         .map_err(store_err)?
     {
-        let user = ctx.store.get_user(&m.user_id).await.map_err(store_err)?;
+        let user = ctx.store().get_user(&m.user_id).await.map_err(store_err)?;
         members.push(membership_json(&m, user.as_ref()));
     }
     let teams: Vec<Value> = ctx
-        .store
+        .store()
         .list_teams()
         .await
         .map_err(store_err)?
@@ -283,7 +283,7 @@ pub async fn new(worker: &Worker, caller: &Principal, body: &[u8]) -> Result<Val
                 (found, None)
             }
         };
-        ctx.store
+        ctx.store()
             .insert_organization(&org, new_budget.as_ref())
             .await
             .map_err(store_err)?;
@@ -339,13 +339,13 @@ pub async fn update(
         let not_found = || GatewayError::NotFound(format!("Organization {org_id}"));
         let org = find(&ctx, &org_id).await?.ok_or_else(not_found)?;
         if !budget.is_empty() {
-            ctx.store
+            ctx.store()
                 .patch_org_row(OrgTable::Budget, &org.budget_id, &budget)
                 .await
                 .map_err(store_err)?;
         }
         if !ctx
-            .store
+            .store()
             .patch_org_row(OrgTable::Organization, &org_id, &fields)
             .await
             .map_err(store_err)?
@@ -394,7 +394,7 @@ pub async fn info_many(worker: &Worker, body: &[u8]) -> Result<Value, GatewayErr
     }
     run(worker, move |ctx| async move {
         let orgs = ctx
-            .store
+            .store()
             .organizations(Some(organizations.as_slice()))
             .await
             .map_err(store_err)?;
@@ -416,7 +416,7 @@ pub async fn list(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> 
     let alias = q.take("org_alias").map(|a| a.to_lowercase());
     q.finish()?;
     run(worker, move |ctx| async move {
-        let orgs = ctx.store.organizations(None).await.map_err(store_err)?;
+        let orgs = ctx.store().organizations(None).await.map_err(store_err)?;
         let mut out = Vec::new();
         for o in orgs.iter().filter(|o| {
             org_id.as_ref().is_none_or(|id| &o.organization_id == id)
@@ -452,7 +452,7 @@ pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
         let mut deleted = Vec::new();
         for id in &organization_ids {
             let teams: Vec<String> = ctx
-                .store
+                .store()
                 .list_teams()
                 .await
                 .map_err(store_err)?
@@ -462,7 +462,12 @@ pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
                 .collect();
             let changes = super::teams::delete_rows(&ctx, &teams).await?.1;
             ctx.publish(&changes).await;
-            let Some(org) = ctx.store.delete_organization(id).await.map_err(store_err)? else {
+            let Some(org) = ctx
+                .store()
+                .delete_organization(id)
+                .await
+                .map_err(store_err)?
+            else {
                 continue;
             };
             let budget = budget_of(&ctx, &org.budget_id).await?;

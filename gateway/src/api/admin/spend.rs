@@ -96,7 +96,7 @@ pub(super) fn filter(mut q: Query) -> Result<SpendFilter, GatewayError> {
 pub async fn logs(worker: &Worker, q: Query) -> Result<Value, GatewayError> {
     let filter = filter(q)?;
     let rows = run(worker, move |ctx| async move {
-        ctx.store.spend_logs(&filter).await.map_err(store_err)
+        ctx.store().spend_logs(&filter).await.map_err(store_err)
     })
     .await?;
     Ok(serde_json::to_value(rows).expect("spend rows are JSON"))
@@ -106,7 +106,7 @@ pub async fn logs(worker: &Worker, q: Query) -> Result<Value, GatewayError> {
 pub async fn global(worker: &Worker, q: Query) -> Result<Value, GatewayError> {
     q.finish()?;
     let spend = run(worker, |ctx| async move {
-        ctx.store.global_spend().await.map_err(store_err)
+        ctx.store().global_spend().await.map_err(store_err)
     })
     .await?;
     Ok(json!({"spend": spend, "max_budget": null}))

@@ -163,7 +163,7 @@ pub async fn sync_members(
         .map(|id| (id, true))
         .chain(left.map(|id| (id, false)))
     {
-        let Some(mut user) = ctx.store.get_user(id).await.map_err(store_err)? else {
+        let Some(mut user) = ctx.store().get_user(id).await.map_err(store_err)? else {
             continue;
         };
         user.teams.retain(|t| t != team_id);
@@ -173,7 +173,7 @@ pub async fn sync_members(
         // Only `teams` is written: a concurrent change of the user's other
         // fields is kept.
         let fields = Map::from_iter([("teams".to_string(), Value::from(user.teams))]);
-        ctx.store
+        ctx.store()
             .patch(RowKind::User, id, &fields)
             .await
             .map_err(store_err)?;
@@ -186,7 +186,7 @@ pub async fn sync_members(
 /// already).
 async fn set_roles(ctx: &Ctx, team_id: &str, roles: &[TeamMember]) -> Result<(), GatewayError> {
     for m in roles {
-        ctx.store
+        ctx.store()
             .change_team_member(team_id, MemberOp::Update, m)
             .await
             .map_err(store_err)?;
@@ -221,13 +221,13 @@ pub async fn new(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
         if let Some(org) = &team.organization_id {
             super::orgs::check_team(&ctx, &team, org).await?;
         }
-        ctx.store.insert_team(&team).await.map_err(store_err)?;
+        ctx.store().insert_team(&team).await.map_err(store_err)?;
         let mut changes = vec![Change::Team(team.team_id.clone())];
         changes.extend(sync_members(&ctx, &team.team_id, &[], &team.members).await?);
         set_roles(&ctx, &team.team_id, &roles).await?;
         ctx.publish(&changes).await;
         let roles = ctx
-            .store
+            .store()
             .team_members(&team.team_id)
             .await
             .map_err(store_err)?;
@@ -243,9 +243,9 @@ pub async fn info(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> 
     let id = team_id.clone();
     let (team, keys) = run(worker, move |ctx| async move {
         let team = db::team(&ctx, &id).await?;
-        let roles = ctx.store.team_members(&id).await.map_err(store_err)?;
+        let roles = ctx.store().team_members(&id).await.map_err(store_err)?;
         let keys = ctx
-            .store
+            .store()
             .list_keys(None, Some(&id))
             .await
             .map_err(store_err)?;
@@ -276,7 +276,7 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
             team.members = members;
             roles = given;
         }
-        let store = ctx.store.clone();
+        let store = ctx.store();
         let written = db::write_changes(&ctx, RowKind::Team, &team_id, (&old, &team), || async {
             store.update_team(&team).await
         })
@@ -289,7 +289,11 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
         changes.extend(sync_members(&ctx, &team_id, &before, &team.members).await?);
         set_roles(&ctx, &team_id, &roles).await?;
         ctx.publish(&changes).await;
-        let roles = ctx.store.team_members(&team_id).await.map_err(store_err)?;
+        let roles = ctx
+            .store()
+            .team_members(&team_id)
+            .await
+            .map_err(store_err)?;
         Ok(team_json_with_roles(&team, &roles))
     })
     .await?;
@@ -314,20 +318,24 @@ pub(super) async fn delete_rows(
         return Ok((Vec::new(), changes));
     }
     for id in team_ids {
-        let Some(team) = ctx.store.get_team(id).await.map_err(store_err)? else {
+        let Some(team) = ctx.store().get_team(id).await.map_err(store_err)? else {
             continue;
         };
         let keys = ctx
-            .store
+            .store()
             .list_keys(None, Some(id))
             .await
             .map_err(store_err)?;
         let tokens: Vec<String> = keys.into_iter().map(|k| k.token).collect();
-        let deleted = ctx.store.delete_keys(&tokens).await.map_err(store_err)?;
+        let deleted = ctx.store().delete_keys(&tokens).await.map_err(store_err)?;
         changes.extend(deleted.into_iter().map(Change::Key));
         changes.extend(sync_members(ctx, id, &team.members, &[]).await?);
     }
-    let gone = ctx.store.delete_teams(team_ids).await.map_err(store_err)?;
+    let gone = ctx
+        .store()
+        .delete_teams(team_ids)
+        .await
+        .map_err(store_err)?;
     changes.extend(gone.iter().cloned().map(Change::Team));
     Ok((gone, changes))
 }
@@ -357,7 +365,7 @@ pub async fn list(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> 
     let user_id = q.take("user_id");
     q.finish()?;
     let teams = run(worker, move |ctx| async move {
-        ctx.store.list_teams().await.map_err(store_err)
+        ctx.store().list_teams().await.map_err(store_err)
     })
     .await?;
     let teams: Vec<Value> = teams
@@ -386,7 +394,7 @@ pub async fn set_blocked(
     run(worker, move |ctx| async move {
         let fields = Map::from_iter([("blocked".to_string(), Value::Bool(blocked))]);
         if !ctx
-            .store
+            .store()
             .patch(RowKind::Team, &team_id, &fields)
             .await
             .map_err(store_err)?

@@ -160,7 +160,7 @@ pub async fn new(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
     let (user, key) = run(worker, move |ctx| async move {
         let mut teams = Vec::new();
         for id in &user.teams {
-            match ctx.store.get_team(id).await.map_err(store_err)? {
+            match ctx.store().get_team(id).await.map_err(store_err)? {
                 Some(team) => teams.push(team),
                 None => return Err(bad_field("teams", format!("team '{id}' does not exist"))),
             }
@@ -168,7 +168,7 @@ pub async fn new(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
         if let Some((_, k)) = &key {
             ensure_alias_free(&ctx, k.key_alias.as_deref(), &k.token).await?;
         }
-        ctx.store.insert_user(&user).await.map_err(store_err)?;
+        ctx.store().insert_user(&user).await.map_err(store_err)?;
         let mut changes = vec![Change::User(user.user_id.clone())];
         let member = TeamMember {
             user_id: user.user_id.clone(),
@@ -177,7 +177,7 @@ pub async fn new(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
         };
         for team in teams {
             // One statement per team: a concurrent change of the team is kept.
-            ctx.store
+            ctx.store()
                 .change_team_member(&team.team_id, MemberOp::Add, &member)
                 .await
                 .map_err(store_err)?;
@@ -206,13 +206,13 @@ pub async fn info(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> 
     let (user, keys, teams) = run(worker, move |ctx| async move {
         let user = db::user(&ctx, &id).await?;
         let keys = ctx
-            .store
+            .store()
             .list_keys(Some(&id), None)
             .await
             .map_err(store_err)?;
         let mut teams = Vec::new();
         for team in &user.teams {
-            teams.extend(ctx.store.get_team(team).await.map_err(store_err)?);
+            teams.extend(ctx.store().get_team(team).await.map_err(store_err)?);
         }
         Ok((user, keys, teams))
     })
@@ -237,7 +237,7 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
         let old = db::user(&ctx, &user_id).await?;
         let mut user = old.clone();
         req.apply(&mut user, Utc::now())?;
-        let store = ctx.store.clone();
+        let store = ctx.store();
         let written = db::write_changes(&ctx, RowKind::User, &user_id, (&old, &user), || async {
             store.update_user(&user).await
         })
@@ -246,7 +246,7 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
             return Err(GatewayError::NotFound(format!("User {user_id}")));
         }
         if let Some(spend) = spend {
-            ctx.store
+            ctx.store()
                 .set_user_spend(&user_id, spend)
                 .await
                 .map_err(store_err)?;
@@ -302,7 +302,7 @@ pub async fn list(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> 
             Some(ids) => {
                 let mut users = Vec::new();
                 for id in ids.iter().take(MAX_PAGE_SIZE as usize) {
-                    users.extend(ctx.store.get_user(id).await.map_err(store_err)?);
+                    users.extend(ctx.store().get_user(id).await.map_err(store_err)?);
                 }
                 let total = users.len() as i64;
                 let page = users
@@ -313,7 +313,7 @@ pub async fn list(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> 
                 Ok((page, total))
             }
             None => ctx
-                .store
+                .store()
                 .list_users(offset, page_size)
                 .await
                 .map_err(store_err),
@@ -349,30 +349,34 @@ pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
     let gone = run(worker, move |ctx| async move {
         let mut changes = Vec::new();
         for id in &user_ids {
-            let Some(user) = ctx.store.get_user(id).await.map_err(store_err)? else {
+            let Some(user) = ctx.store().get_user(id).await.map_err(store_err)? else {
                 continue;
             };
             let keys = ctx
-                .store
+                .store()
                 .list_keys(Some(id), None)
                 .await
                 .map_err(store_err)?;
             let tokens: Vec<String> = keys.into_iter().map(|k| k.token).collect();
-            let deleted = ctx.store.delete_keys(&tokens).await.map_err(store_err)?;
+            let deleted = ctx.store().delete_keys(&tokens).await.map_err(store_err)?;
             changes.extend(deleted.into_iter().map(Change::Key));
             let member = TeamMember {
                 user_id: id.clone(),
                 ..Default::default()
             };
             for team_id in &user.teams {
-                ctx.store
+                ctx.store()
                     .change_team_member(team_id, MemberOp::Remove, &member)
                     .await
                     .map_err(store_err)?;
                 changes.push(Change::Team(team_id.clone()));
             }
         }
-        let gone = ctx.store.delete_users(&user_ids).await.map_err(store_err)?;
+        let gone = ctx
+            .store()
+            .delete_users(&user_ids)
+            .await
+            .map_err(store_err)?;
         changes.extend(gone.iter().cloned().map(Change::User));
         ctx.publish(&changes).await;
         Ok(gone)

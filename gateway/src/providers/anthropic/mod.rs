@@ -22,7 +22,7 @@ pub use stream::MessagesToChat;
 pub use usage::{from_body as usage_from_body, from_tail as usage_from_tail, StreamUsage};
 
 use super::{with_extra_headers, Header, Provider, UpstreamRequest};
-use crate::config::Deployment;
+use crate::deployment::Deployment;
 use crate::error::{ErrorClass, GatewayError};
 use crate::formats::{Events, Format, StreamTranslator, TranslateError};
 use crate::inbound::{Endpoint, LlmRequest};

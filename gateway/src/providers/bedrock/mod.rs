@@ -30,9 +30,9 @@ pub use request::from_chat as request_from_chat;
 pub use response::{to_chat as response_to_chat, usage_from_body};
 pub use stream::ConverseToChat;
 
-use super::sigv4::{self, Credentials, SigningInput};
+use super::sigv4::{self, SigningInput};
 use super::{with_extra_headers, Header, Provider, UpstreamRequest};
-use crate::config::Deployment;
+use crate::deployment::{AwsSettings, Credentials, Deployment};
 use crate::error::{ErrorClass, GatewayError};
 use crate::formats::{Format, StreamTranslator, TranslateError};
 use crate::inbound::{Endpoint, LlmRequest};
@@ -40,15 +40,6 @@ use std::borrow::Cow;
 
 /// The region when nothing names one (LiteLLM's default).
 pub const DEFAULT_REGION: &str = "us-west-2";
-
-/// A deployment's AWS settings.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AwsSettings {
-    /// Keys, when configured.
-    pub credentials: Option<Credentials>,
-    /// Region signed for.
-    pub region: String,
-}
 
 /// The `litellm_params` AWS keys of a deployment.
 #[derive(Debug, Default)]
@@ -304,7 +295,7 @@ fn sign(
 
 /// The `host` header the gateway sends for `base` (the port when not the
 /// scheme's).
-pub fn host_header(base: &crate::config::UpstreamBase) -> String {
+pub fn host_header(base: &crate::upstream::UpstreamBase) -> String {
     let default_port = if base.tls { 443 } else { 80 };
     if base.port == default_port {
         base.host.clone()

@@ -20,7 +20,7 @@ pub use request::from_chat as request_from_chat;
 pub use response::{to_chat as response_to_chat, usage_from_body, GeminiToChat};
 
 use super::{openai_error, with_extra_headers, Header, Provider, UpstreamRequest};
-use crate::config::Deployment;
+use crate::deployment::Deployment;
 use crate::error::{ErrorClass, GatewayError};
 use crate::formats::{Events, Format, StreamTranslator, TranslateError};
 use crate::inbound::{Endpoint, LlmRequest};

@@ -6,8 +6,9 @@
 //! so changed, chat completions requests are translated by `anthropic`,
 //! answers and streams translated back by it.
 
-use super::{authorization, VertexSettings};
-use crate::config::Deployment;
+use super::authorization;
+use crate::deployment::Deployment;
+use crate::deployment::VertexSettings;
 use crate::error::GatewayError;
 use crate::formats::{Events, Format, StreamTranslator, TranslateError};
 use crate::inbound::{Endpoint, LlmRequest};

@@ -31,27 +31,15 @@ pub use anthropic::{VertexAnthropic, VERTEX_ANTHROPIC_VERSION};
 
 use super::gemini::{self, GeminiToChat};
 use super::{with_extra_headers, Header, Provider, UpstreamRequest};
-use crate::config::Deployment;
+use crate::deployment::{Deployment, VertexSettings};
 use crate::error::{ErrorClass, GatewayError};
 use crate::formats::{Events, Format, StreamTranslator, TranslateError};
 use crate::google_auth::{TokenSource, MAX_KEY_FILE};
 use crate::inbound::{Endpoint, LlmRequest};
 use std::borrow::Cow;
-use std::sync::Arc;
 
 /// The location when nothing names one (LiteLLM's default).
 pub const DEFAULT_LOCATION: &str = "us-central1";
-
-/// A deployment's Vertex AI settings.
-#[derive(Debug, Clone, PartialEq)]
-pub struct VertexSettings {
-    /// Google Cloud project id.
-    pub project: String,
-    /// Region, multi-region or `global`.
-    pub location: String,
-    /// Where access tokens come from; `None` without credentials.
-    pub auth: Option<Arc<TokenSource>>,
-}
 
 /// The `litellm_params` Vertex keys of a deployment.
 #[derive(Debug, Default)]

@@ -15,8 +15,9 @@
 //! must carry base64 `bytes` of their `format` (png, jpeg, gif, webp), as
 //! Converse takes no URLs; `mock-describe-images` lists them (`images`).
 
+use gateway::deployment::Credentials;
 use gateway::providers::eventstream::encode_event;
-use gateway::providers::sigv4::{self, Credentials, SigningInput};
+use gateway::providers::sigv4::{self, SigningInput};
 use serde_json::{json, Map, Value};
 
 use super::{images, to_json, Ctx, Event, Reply, Usage};

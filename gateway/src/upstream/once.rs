@@ -5,7 +5,7 @@
 //! probes, trace exports and token exchanges; the caller puts the deadline
 //! around it.
 
-use crate::config::UpstreamBase;
+use super::UpstreamBase;
 use crate::http1::{parse_response_head, ResponseFraming};
 use rustls::pki_types::ServerName;
 use std::sync::Arc;

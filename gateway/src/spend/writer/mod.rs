@@ -6,9 +6,14 @@
 //! drains: every row received is written, or spooled when the database does
 //! not take it within [`DRAIN_WRITE`].
 
-use super::spool::{Spool, SpoolConfig};
-use super::ControlCtx;
+mod spool;
+
+pub use spool::SpoolConfig;
+
+use crate::control::{ControlError, ControlPlane};
 use crate::store::{SpendLogRow, StoreError};
+use crate::sync::{Caches, SyncCtx};
+use spool::Spool;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -37,11 +42,60 @@ const PING_DEADLINE: Duration = Duration::from_secs(2);
 /// slower one (and every row after it) are spooled for the next process.
 const DRAIN_WRITE: Duration = Duration::from_secs(3);
 /// Longest the writes of a drain may take together (the process waits
-/// [`super::DRAIN_TIMEOUT`] for the whole drain); the rest is spooled.
+/// [`DRAIN_TIMEOUT`] for the whole drain); the rest is spooled.
 const DRAIN_WRITES: Duration = Duration::from_secs(7);
 
+/// How long [`SpendWriter::drain`] waits for the writer at shutdown.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Capacity of the spend queue, in batches (each core sends one batch per
+/// flush, not one message per row, so the control thread wakes rarely).
+const SPEND_QUEUE: usize = 4096;
+
+/// Handle to the spend writer; cheap to clone, usable from any thread.
+#[derive(Clone)]
+pub struct SpendWriter {
+    spend: mpsc::Sender<WriterMsg>,
+}
+
+impl SpendWriter {
+    /// Starts the writer on the control plane; it refreshes `caches` after
+    /// each write and spools to `spool` while the database is down.
+    pub fn start(
+        control: &ControlPlane,
+        caches: Caches,
+        spool: SpoolConfig,
+    ) -> Result<SpendWriter, ControlError> {
+        let (spend, spend_rx) = mpsc::channel::<WriterMsg>(SPEND_QUEUE);
+        control.spawn(move |ctx| run(caches.on(ctx), spend_rx, spool))?;
+        Ok(SpendWriter { spend })
+    }
+
+    /// Hands a batch of spend rows to the writer without waiting. Returns the
+    /// rows when the queue is full so the caller keeps them for later.
+    pub fn record(&self, rows: Vec<SpendLogRow>) -> Result<(), Vec<SpendLogRow>> {
+        self.spend
+            .try_send(WriterMsg::Rows(rows))
+            .map_err(|e| match e {
+                mpsc::error::TrySendError::Full(m) | mpsc::error::TrySendError::Closed(m) => {
+                    m.into_rows()
+                }
+            })
+    }
+
+    /// Writes (or spools) every row handed over so far, waiting up to
+    /// [`DRAIN_TIMEOUT`]; called once at shutdown, from outside any runtime.
+    pub fn drain(&self) -> bool {
+        let (done, wait) = std::sync::mpsc::channel();
+        if self.spend.blocking_send(WriterMsg::Drain(done)).is_err() {
+            return false;
+        }
+        wait.recv_timeout(DRAIN_TIMEOUT).is_ok()
+    }
+}
+
 /// What the data plane sends the writer.
-pub enum WriterMsg {
+enum WriterMsg {
     /// Rows of one core's flush.
     Rows(Vec<SpendLogRow>),
     /// Write (or spool) everything received so far, then signal.
@@ -50,7 +104,7 @@ pub enum WriterMsg {
 
 impl WriterMsg {
     /// The rows of a message that could not be sent.
-    pub fn into_rows(self) -> Vec<SpendLogRow> {
+    fn into_rows(self) -> Vec<SpendLogRow> {
         match self {
             WriterMsg::Rows(rows) => rows,
             WriterMsg::Drain(_) => Vec::new(),
@@ -59,7 +113,7 @@ impl WriterMsg {
 }
 
 /// Runs until the channel closes.
-pub async fn run(ctx: Arc<ControlCtx>, mut msgs: mpsc::Receiver<WriterMsg>, config: SpoolConfig) {
+async fn run(ctx: Arc<SyncCtx>, mut msgs: mpsc::Receiver<WriterMsg>, config: SpoolConfig) {
     let mut spool = Spool::open(config);
     let mut batch: Vec<SpendLogRow> = Vec::with_capacity(BATCH);
     let mut next_replay = tokio::time::Instant::now();
@@ -112,7 +166,7 @@ pub async fn run(ctx: Arc<ControlCtx>, mut msgs: mpsc::Receiver<WriterMsg>, conf
 /// queue drains and memory stays bounded; the replay writes it later.
 /// `parking` remembers the episode, for one log line at each end.
 async fn write_or_park(
-    ctx: &ControlCtx,
+    ctx: &SyncCtx,
     rows: &[SpendLogRow],
     queued: usize,
     spool: &mut Spool,
@@ -143,7 +197,7 @@ async fn write_or_park(
 
 /// Writes `rows` with a deadline on each batch; spools the batch that
 /// missed it and every batch after.
-async fn drain(ctx: &ControlCtx, rows: Vec<SpendLogRow>, spool: &mut Spool) {
+async fn drain(ctx: &SyncCtx, rows: Vec<SpendLogRow>, spool: &mut Spool) {
     let mut database_up = true;
     let mut spooled = 0;
     let until = tokio::time::Instant::now() + DRAIN_WRITES;
@@ -170,11 +224,7 @@ async fn drain(ctx: &ControlCtx, rows: Vec<SpendLogRow>, spool: &mut Spool) {
 /// Writes `rows`; `Err` when the database is unavailable (the caller
 /// spools them). A batch the database refuses for its content is written
 /// row by row, and only the rows it refuses alone are lost (logged).
-async fn write(
-    ctx: &ControlCtx,
-    rows: &[SpendLogRow],
-    spool: &mut Spool,
-) -> Result<(), StoreError> {
+async fn write(ctx: &SyncCtx, rows: &[SpendLogRow], spool: &mut Spool) -> Result<(), StoreError> {
     match write_batch(ctx, rows).await {
         Err(StoreError::Query(e)) if rows.len() > 1 => {
             tracing::warn!(error = %e, rows = rows.len(), "a spend batch was refused; writing its rows one by one");
@@ -199,8 +249,8 @@ async fn write(
 }
 
 /// One transaction; marks the rows flushed and publishes what changed.
-async fn write_batch(ctx: &ControlCtx, rows: &[SpendLogRow]) -> Result<(), StoreError> {
-    let changes = ctx.store.record_spend(rows).await.inspect_err(|e| {
+async fn write_batch(ctx: &SyncCtx, rows: &[SpendLogRow]) -> Result<(), StoreError> {
+    let changes = ctx.store().record_spend(rows).await.inspect_err(|e| {
         if matches!(e, StoreError::Unavailable(_)) {
             tracing::warn!(error = %e, rows = rows.len(), "spend write failed; spooling to disk");
         }
@@ -224,12 +274,12 @@ enum Replay {
 
 /// Replays the spool a batch at a time once the database answers, for at
 /// most [`REPLAY_SLICE`]; each file goes once all its rows are written.
-async fn replay_spool(ctx: &ControlCtx, spool: &mut Spool) -> Replay {
+async fn replay_spool(ctx: &SyncCtx, spool: &mut Spool) -> Replay {
     spool.adopt_new_orphans();
     if spool.is_empty() {
         return Replay::Done;
     }
-    match tokio::time::timeout(PING_DEADLINE, ctx.store.ping()).await {
+    match tokio::time::timeout(PING_DEADLINE, ctx.store().ping()).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => {
             tracing::debug!(error = %e, "database still unavailable; the spool waits");
@@ -284,6 +334,7 @@ async fn replay_spool(ctx: &ControlCtx, spool: &mut Spool) -> Replay {
 mod tests {
     use super::*;
     use crate::auth::KeyCache;
+    use crate::control::ControlCtx;
     use crate::models::Models;
     use crate::router::RouterSettings;
     use crate::store::{MemoryStore, SpendFilter, Store};
@@ -319,9 +370,8 @@ mod tests {
         }
     }
 
-    fn ctx_over(store: Arc<MemoryStore>) -> ControlCtx {
-        ControlCtx {
-            store,
+    fn ctx_over(store: Arc<MemoryStore>) -> Arc<SyncCtx> {
+        let caches = Caches {
             keys: Arc::new(KeyCache::default()),
             models: Arc::new(Models::new(
                 Vec::new(),
@@ -329,7 +379,8 @@ mod tests {
                 false,
                 None,
             )),
-        }
+        };
+        caches.on(ControlCtx::for_tests(store))
     }
 
     /// With a long queue behind it, a batch is parked in the spool rather
@@ -394,16 +445,7 @@ mod tests {
         file.write_all(b"{\"request_id\":\"torn").unwrap();
         drop(file);
         let store = Arc::new(MemoryStore::default());
-        let ctx = ControlCtx {
-            store: store.clone(),
-            keys: Arc::new(KeyCache::default()),
-            models: Arc::new(Models::new(
-                Vec::new(),
-                RouterSettings::default(),
-                false,
-                None,
-            )),
-        };
+        let ctx = ctx_over(store.clone());
         let mut spool = Spool::open(SpoolConfig {
             dir: dir.path().to_path_buf(),
             max_bytes: 1 << 30,

@@ -4,7 +4,7 @@
 //! after a second, then logged with the URL's host (never the whole URL:
 //! Slack's carries its secret).
 
-use crate::alerts::{AlertTarget, AlertUrl, BudgetAlert};
+use super::{AlertTarget, AlertUrl, BudgetAlert};
 use rustls::pki_types::ServerName;
 use std::sync::Arc;
 use std::time::Duration;

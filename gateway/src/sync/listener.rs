@@ -9,7 +9,7 @@
 //! while deaf are lost), including keys deleted meanwhile, found through the
 //! store's tombstones.
 
-use super::ControlCtx;
+use super::SyncCtx;
 use crate::store::postgres::{
     describe, pg_target, PgConnection, PgTarget, SessionIds, CHANNEL, RESYNC_TOKENS,
 };
@@ -52,7 +52,7 @@ pub struct ListenConfig {
 }
 
 /// Listens until the process ends.
-pub async fn run(ctx: Arc<ControlCtx>, listen: ListenConfig) {
+pub async fn run(ctx: Arc<SyncCtx>, listen: ListenConfig) {
     let config = match pg_target(&listen.url) {
         Ok(mut target) => {
             // Named apart from the pool's sessions in pg_stat_activity.
@@ -87,7 +87,7 @@ pub async fn run(ctx: Arc<ControlCtx>, listen: ListenConfig) {
 
 /// The listener's state across reconnections.
 struct Listener {
-    ctx: Arc<ControlCtx>,
+    ctx: Arc<SyncCtx>,
     config: PgTarget,
     /// This process's pool sessions.
     own: Arc<SessionIds>,
@@ -123,14 +123,14 @@ impl Listener {
         let models = self
             .ctx
             .models
-            .reload(self.ctx.store.as_ref())
+            .reload(self.ctx.store())
             .await
             .map_err(|e| format!("resync: {e}"))?;
         tracing::info!(models, "stored models resynchronized after (re)connecting");
         let known = self
             .ctx
             .keys
-            .reload_known(self.ctx.store.as_ref())
+            .reload_known(self.ctx.store())
             .await
             .map_err(|e| format!("resync: {e}"))?;
         tracing::info!(known, "known keys reloaded after (re)connecting");
@@ -148,7 +148,7 @@ impl Listener {
             let token: String = row.and_then(|r| r.try_get(0)).map_err(|e| describe(&e))?;
             self.ctx
                 .keys
-                .refresh(self.ctx.store.as_ref(), &Change::Key(token))
+                .refresh(self.ctx.store(), &Change::Key(token))
                 .await
                 .map_err(|e| format!("resync: {e}"))?;
             count += 1;
