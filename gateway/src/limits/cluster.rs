@@ -1,4 +1,5 @@
-//! A core's link to a Redis Cluster: one connection per master, the slot
+//! A link to a Redis Cluster, a core's or the control plane's (the same
+//! code over either runtime's [`Wire`]): one connection per master, the slot
 //! map read with `CLUSTER SLOTS` from the startup nodes (or any known
 //! master), each call split by slot ([`super::split`]) and every node's
 //! share sent in the same round trip, all nodes at once.
@@ -16,44 +17,51 @@
 //! their answers), and one in every [`REFRESH_EVERY`] tries to connect to
 //! it again, so the breaker closes once it is back, and only then.
 
-use super::direct::{self, Conn, LinkConfig};
+use super::conn::{self, Commands, Conn, Endpoint, ScriptCalls, Wire};
+use super::direct::{self, LinkConfig};
 use super::remote::{Call, RemoteError};
-use super::resp::{self, Reply};
-use super::script;
+use super::resp::Reply;
 use super::slots::{redirect, Redirect, Topology};
 use super::split::{self, Answer, Merged};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-/// Redirects one part may follow in one round trip.
+/// Redirects one command may follow in one round trip.
 const MAX_HOPS: usize = 3;
 /// Least time between two reads of the slot map.
 const REFRESH_EVERY: Duration = Duration::from_millis(250);
 
-/// One core's connections to a Cluster and its slot map.
-pub struct ClusterLink {
+/// Connections to a Cluster and its slot map, on the runtime of `W`.
+pub struct ClusterLink<W> {
     seeds: Vec<String>,
+    /// Connections read Redis's clock and load the limiter's scripts.
+    scripts: bool,
     topology: Option<Topology>,
     /// The map must be read again (a redirect or a lost node).
     stale: bool,
     last_refresh: Option<Instant>,
-    conns: HashMap<String, Conn>,
+    conns: HashMap<String, Conn<W>>,
     /// Masters that could not be reached: when they were last tried, why.
     down: HashMap<String, (Instant, RemoteError)>,
 }
 
-/// Where one part goes in one hop.
+/// Where one command goes in one hop.
 struct Send {
-    part: usize,
+    command: usize,
     addr: String,
     asking: bool,
 }
 
-impl ClusterLink {
-    /// A link that starts from `seeds` (`host:port`).
-    pub fn new(seeds: &[String]) -> ClusterLink {
+/// Each command's reply, or why it got none.
+pub type Replies = Vec<Result<Reply, RemoteError>>;
+
+impl<W: Wire> ClusterLink<W> {
+    /// A link that starts from `seeds` (`host:port`); with `scripts`, its
+    /// connections read the clock and load the limiter's scripts.
+    pub fn new(seeds: &[String], scripts: bool) -> ClusterLink<W> {
         ClusterLink {
             seeds: seeds.to_vec(),
+            scripts,
             topology: None,
             stale: true,
             last_refresh: None,
@@ -62,24 +70,73 @@ impl ClusterLink {
         }
     }
 
-    /// Sends `batch` and combines the replies, within the limiter's deadline.
+    /// Sends the limiter's `batch` and combines the replies, within the
+    /// limiter's deadline.
     pub async fn round_trip(&mut self, config: &LinkConfig, batch: &[Call]) -> Merged {
-        let deadline = Instant::now() + config.deadline;
-        self.refresh(config, deadline).await;
         let parts = split::split(batch);
-        let mut outcomes: Vec<Option<split::Outcome>> = (0..parts.len()).map(|_| None).collect();
-        let mut sends = Vec::with_capacity(parts.len());
-        for (i, part) in parts.iter().enumerate() {
-            match self.topology.as_ref().and_then(|t| t.node_of(part.slot)) {
+        let calls = ScriptCalls {
+            calls: parts.iter().map(|p| (&p.sub, p.slot)).collect(),
+            window: &config.window,
+            slot_ttl: config.slot_ttl,
+        };
+        let replies = self
+            .exchange(&config.endpoint, config.deadline, &calls)
+            .await;
+        drop(calls);
+        let outcomes = parts
+            .iter()
+            .zip(replies)
+            .map(|(part, reply)| {
+                let reply = reply?;
+                match &part.sub {
+                    Call::Admit { .. } => direct::verdict(&reply).map(Answer::Verdict),
+                    Call::Script { .. } => direct::numbers(&reply).map(Answer::Numbers),
+                    Call::Finish { .. } => match reply {
+                        Reply::Error(e) => Err(RemoteError::Failed(e)),
+                        _ => Ok(Answer::Settled),
+                    },
+                }
+            })
+            .collect();
+        let mut merged = split::merge(batch, parts, outcomes);
+        if merged.unreachable.is_none() {
+            merged.unreachable = self.unreachable();
+        }
+        merged
+    }
+
+    /// Why a master of the map is down, if one is: the Cluster counts as
+    /// unreachable for the breaker until every master answers.
+    pub fn unreachable(&self) -> Option<RemoteError> {
+        self.down.values().next().map(|(_, e)| e.clone())
+    }
+
+    /// Sends each of `commands` to the master of its slot, all masters at
+    /// once, following redirects, within `deadline`; one reply per command
+    /// (a redirect or `CLUSTERDOWN` / `TRYAGAIN` is never one).
+    pub async fn exchange<C: Commands>(
+        &mut self,
+        endpoint: &Endpoint,
+        deadline: Duration,
+        commands: &C,
+    ) -> Replies {
+        let limit = deadline;
+        let deadline = Instant::now() + limit;
+        self.refresh(endpoint, limit, deadline).await;
+        let mut replies: Vec<Option<Result<Reply, RemoteError>>> =
+            (0..commands.len()).map(|_| None).collect();
+        let mut sends = Vec::with_capacity(commands.len());
+        for (i, reply) in replies.iter_mut().enumerate() {
+            let slot = commands.slot(i);
+            match self.topology.as_ref().and_then(|t| t.node_of(slot)) {
                 Some(addr) => sends.push(Send {
-                    part: i,
+                    command: i,
                     addr: addr.to_string(),
                     asking: false,
                 }),
                 None => {
-                    outcomes[i] = Some(Err(RemoteError::Unreachable(format!(
-                        "no Cluster node known for slot {}",
-                        part.slot
+                    *reply = Some(Err(RemoteError::Unreachable(format!(
+                        "no Cluster node known for slot {slot}"
                     ))))
                 }
             }
@@ -89,29 +146,32 @@ impl ClusterLink {
                 break;
             }
             sends = self
-                .hop(config, deadline, &parts, sends, &mut outcomes)
+                .hop(endpoint, limit, deadline, commands, sends, &mut replies)
                 .await;
         }
         for send in sends {
-            outcomes[send.part] = Some(Err(RemoteError::Failed(format!(
+            replies[send.command] = Some(Err(RemoteError::Failed(format!(
                 "more than {MAX_HOPS} Cluster redirects"
             ))));
         }
-        self.retry_down(config, deadline).await;
-        let outcomes = outcomes
+        self.retry_down(endpoint, limit, deadline).await;
+        replies
             .into_iter()
             .map(|o| o.unwrap_or_else(|| Err(RemoteError::Failed("no reply".into()))))
-            .collect();
-        let mut merged = split::merge(batch, parts, outcomes);
-        if merged.unreachable.is_none() {
-            merged.unreachable = self.down.values().next().map(|(_, e)| e.clone());
+            .collect()
+    }
+
+    /// Opens a connection to `addr` as this link's connections are.
+    async fn open(&self, endpoint: &Endpoint, addr: &str) -> Result<Conn<W>, RemoteError> {
+        match self.scripts {
+            true => Conn::open_for_scripts(endpoint, addr).await,
+            false => Conn::open(endpoint, addr).await,
         }
-        merged
     }
 
     /// Connects again to the masters that were down and were not tried in
     /// the last [`REFRESH_EVERY`].
-    async fn retry_down(&mut self, config: &LinkConfig, deadline: Instant) {
+    async fn retry_down(&mut self, endpoint: &Endpoint, limit: Duration, deadline: Instant) {
         let due: Vec<String> = self
             .down
             .iter()
@@ -120,9 +180,9 @@ impl ClusterLink {
             .collect();
         for addr in due {
             let left = deadline.saturating_duration_since(Instant::now());
-            let opened = monoio::time::timeout(left, Conn::open(config, &addr))
+            let opened = W::timeout(left, self.open(endpoint, &addr))
                 .await
-                .unwrap_or_else(|_| Err(super::outcome::timed_out(config.deadline)));
+                .unwrap_or_else(|| Err(super::outcome::timed_out(limit)));
             match opened {
                 Ok(conn) => {
                     self.down.remove(&addr);
@@ -135,15 +195,16 @@ impl ClusterLink {
         }
     }
 
-    /// Sends every part of `sends` to its node, all nodes at once; the
-    /// parts redirected elsewhere, for the next hop.
-    async fn hop(
+    /// Sends every command of `sends` to its node, all nodes at once; the
+    /// commands redirected elsewhere, for the next hop.
+    async fn hop<C: Commands>(
         &mut self,
-        config: &LinkConfig,
+        endpoint: &Endpoint,
+        limit: Duration,
         deadline: Instant,
-        parts: &[split::Part],
+        commands: &C,
         sends: Vec<Send>,
-        outcomes: &mut [Option<split::Outcome>],
+        replies: &mut [Option<Result<Reply, RemoteError>>],
     ) -> Vec<Send> {
         let mut by_node: Vec<(String, Vec<Send>)> = Vec::new();
         for send in sends {
@@ -152,27 +213,28 @@ impl ClusterLink {
                 None => by_node.push((send.addr.clone(), vec![send])),
             }
         }
+        let scripts = self.scripts;
         let exchanges = by_node.into_iter().map(|(addr, group)| {
             let conn = self.conns.remove(&addr);
-            let calls: Vec<(&Call, bool)> = group
-                .iter()
-                .map(|s| (&parts[s.part].sub, s.asking))
-                .collect();
+            let picks: Vec<(usize, bool)> = group.iter().map(|s| (s.command, s.asking)).collect();
             async move {
                 let left = deadline.saturating_duration_since(Instant::now());
-                let result = monoio::time::timeout(left, on_node(config, &addr, conn, &calls))
-                    .await
-                    .unwrap_or_else(|_| Err(super::outcome::timed_out(config.deadline)));
+                let result = W::timeout(
+                    left,
+                    on_node(endpoint, scripts, &addr, conn, commands, &picks),
+                )
+                .await
+                .unwrap_or_else(|| Err(super::outcome::timed_out(limit)));
                 (addr, group, result)
             }
         });
         let mut next = Vec::new();
         for (addr, group, result) in futures_util::future::join_all(exchanges).await {
-            let replies = match result {
-                Ok((conn, replies)) => {
+            let answers = match result {
+                Ok((conn, answers)) => {
                     self.down.remove(&addr);
                     self.conns.insert(addr.clone(), conn);
-                    replies
+                    answers
                 }
                 Err(e) => {
                     if matches!(e, RemoteError::Unreachable(_)) {
@@ -180,13 +242,12 @@ impl ClusterLink {
                     }
                     self.stale = true;
                     for send in group {
-                        outcomes[send.part] = Some(Err(e.clone()));
+                        replies[send.command] = Some(Err(e.clone()));
                     }
                     continue;
                 }
             };
-            for (send, reply) in group.into_iter().zip(replies) {
-                let part = &parts[send.part];
+            for (send, reply) in group.into_iter().zip(answers) {
                 if let Reply::Error(e) = &reply {
                     match redirect(e) {
                         Some(Redirect::Moved { slot, addr: to }) => {
@@ -196,7 +257,7 @@ impl ClusterLink {
                             }
                             self.stale = true;
                             next.push(Send {
-                                part: send.part,
+                                command: send.command,
                                 addr: to,
                                 asking: false,
                             });
@@ -204,7 +265,7 @@ impl ClusterLink {
                         }
                         Some(Redirect::Ask { addr: to }) => {
                             next.push(Send {
-                                part: send.part,
+                                command: send.command,
                                 addr: with_host(&to, &addr),
                                 asking: true,
                             });
@@ -212,20 +273,13 @@ impl ClusterLink {
                         }
                         None if e.starts_with("CLUSTERDOWN") || e.starts_with("TRYAGAIN") => {
                             self.stale = true;
-                            outcomes[send.part] = Some(Err(RemoteError::Unreachable(e.clone())));
+                            replies[send.command] = Some(Err(RemoteError::Unreachable(e.clone())));
                             continue;
                         }
                         None => {}
                     }
                 }
-                outcomes[send.part] = Some(match &part.sub {
-                    Call::Admit { .. } => direct::verdict(&reply).map(Answer::Verdict),
-                    Call::Script { .. } => direct::numbers(&reply).map(Answer::Numbers),
-                    Call::Finish { .. } => match reply {
-                        Reply::Error(e) => Err(RemoteError::Failed(e)),
-                        _ => Ok(Answer::Settled),
-                    },
-                });
+                replies[send.command] = Some(Ok(reply));
             }
         }
         next
@@ -235,7 +289,7 @@ impl ClusterLink {
     /// read in the last [`REFRESH_EVERY`]: from the startup nodes first,
     /// then the known masters; the first answer wins. A failed read keeps
     /// the map it had.
-    async fn refresh(&mut self, config: &LinkConfig, deadline: Instant) {
+    async fn refresh(&mut self, endpoint: &Endpoint, limit: Duration, deadline: Instant) {
         let due = self.topology.is_none()
             || (self.stale
                 && self
@@ -259,9 +313,18 @@ impl ClusterLink {
             if left.is_zero() {
                 return;
             }
-            let conn = self.conns.remove(&addr);
-            let read = monoio::time::timeout(left, slots_of(config, &addr, conn)).await;
-            let Ok(Ok((conn, topology))) = read else {
+            let conn = match self.conns.remove(&addr) {
+                Some(c) => Ok(c),
+                None => W::timeout(left, self.open(endpoint, &addr))
+                    .await
+                    .unwrap_or_else(|| Err(super::outcome::timed_out(limit))),
+            };
+            let Ok(conn) = conn else {
+                continue;
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            let read = W::timeout(left, slots_of(conn, &addr)).await;
+            let Some(Ok((conn, topology))) = read else {
                 continue;
             };
             self.down.remove(&addr);
@@ -276,16 +339,11 @@ impl ClusterLink {
     }
 }
 
-/// `CLUSTER SLOTS` from `addr`, over `conn` or a new connection.
-async fn slots_of(
-    config: &LinkConfig,
+/// `CLUSTER SLOTS` from `addr` over `conn`.
+async fn slots_of<W: Wire>(
+    mut conn: Conn<W>,
     addr: &str,
-    conn: Option<Conn>,
-) -> Result<(Conn, Topology), RemoteError> {
-    let mut conn = match conn {
-        Some(c) => c,
-        None => Conn::open(config, addr).await?,
-    };
+) -> Result<(Conn<W>, Topology), RemoteError> {
     let reply = conn.exchange([["CLUSTER", "SLOTS"]].iter()).await?;
     let topology = reply
         .first()
@@ -294,78 +352,24 @@ async fn slots_of(
     Ok((conn, topology))
 }
 
-/// Sends `calls` to the node at `addr` as one pipeline (each after
-/// `ASKING` when asked to), loading the scripts and resending once on
-/// `NOSCRIPT` (other modules' scripts too); one reply per call, and the
-/// connection to keep.
-async fn on_node(
-    config: &LinkConfig,
+/// Sends `picks` of `commands` to the node at `addr` as one pipeline
+/// ([`conn::send`]), over `conn` or a new connection; one reply per pick,
+/// and the connection to keep.
+async fn on_node<W: Wire, C: Commands>(
+    endpoint: &Endpoint,
+    scripts: bool,
     addr: &str,
-    conn: Option<Conn>,
-    calls: &[(&Call, bool)],
-) -> Result<(Conn, Vec<Reply>), RemoteError> {
-    let mut conn = match conn {
-        Some(c) => c,
-        None => Conn::open(config, addr).await?,
+    conn: Option<Conn<W>>,
+    commands: &C,
+    picks: &[(usize, bool)],
+) -> Result<(Conn<W>, Vec<Reply>), RemoteError> {
+    let mut conn = match (conn, scripts) {
+        (Some(c), _) => c,
+        (None, true) => Conn::open_for_scripts(endpoint, addr).await?,
+        (None, false) => Conn::open(endpoint, addr).await?,
     };
-    let mut replies = pipeline(&mut conn, config, calls).await?;
-    let missing: Vec<usize> = (0..replies.len())
-        .filter(|&i| matches!(&replies[i], Reply::Error(e) if e.starts_with("NOSCRIPT")))
-        .collect();
-    if !missing.is_empty() {
-        conn.load_scripts().await?;
-        let mut extra: Vec<&str> = missing
-            .iter()
-            .filter_map(|&i| calls[i].0.extra_script().map(|s| s.body()))
-            .collect();
-        extra.sort_unstable();
-        extra.dedup();
-        conn.load(&extra).await?;
-        let again: Vec<(&Call, bool)> = missing.iter().map(|&i| calls[i]).collect();
-        for (i, reply) in missing
-            .into_iter()
-            .zip(pipeline(&mut conn, config, &again).await?)
-        {
-            replies[i] = reply;
-        }
-    }
+    let replies = conn::send(&mut conn, commands, picks).await?;
     Ok((conn, replies))
-}
-
-/// One exchange of `calls`, with the node's clock for the deadlines; the
-/// `ASKING` replies are dropped.
-async fn pipeline(
-    conn: &mut Conn,
-    config: &LinkConfig,
-    calls: &[(&Call, bool)],
-) -> Result<Vec<Reply>, RemoteError> {
-    let clock = conn.clock;
-    let mut encoded = conn.take_out();
-    let mut expected = 0;
-    for (call, asking) in calls {
-        if *asking {
-            resp::encode(&["ASKING"], &mut encoded);
-            expected += 1;
-        }
-        script::encode_evalsha(
-            call,
-            &config.window,
-            config.slot_ttl,
-            clock.as_ref(),
-            &mut encoded,
-        );
-        expected += 1;
-    }
-    let replies = conn.exchange_encoded(encoded, expected).await?;
-    let mut out = Vec::with_capacity(calls.len());
-    let mut replies = replies.into_iter();
-    for (_, asking) in calls {
-        if *asking {
-            replies.next();
-        }
-        out.extend(replies.next());
-    }
-    Ok(out)
 }
 
 /// A redirect's address with the answering node's host when it names

@@ -26,24 +26,25 @@
 pub mod breaker;
 mod clock;
 mod cluster;
+pub(crate) mod conn;
 mod descriptor;
 mod direct;
 mod lease;
 mod local;
 mod outcome;
-pub mod redis_client;
 mod redis_target;
 mod release;
 pub mod remote;
-mod remote_cluster;
 pub mod resp;
 mod script;
 mod settings;
 mod slots;
 mod split;
+pub(crate) mod tokio_wire;
 mod window;
 
 pub use breaker::{BreakerSettings, BreakerState};
+pub(crate) use cluster::ClusterLink;
 pub use descriptor::{Descriptor, Kind, Scope, ScopeLimits};
 pub use local::LocalLimiter;
 pub use settings::{

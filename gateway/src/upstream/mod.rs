@@ -9,7 +9,10 @@ mod pool;
 mod tls;
 
 pub use pool::Origin;
-pub use tls::{add_pem_file, client_config, root_store, TlsSetupError};
+pub use tls::{
+    add_pem_file, client_config, root_store, unverified_client_config, AnyCertificate,
+    TlsSetupError,
+};
 
 use crate::config::UpstreamBase;
 use crate::http1::{

@@ -1,0 +1,461 @@
+//! One Redis connection, the same on either runtime: where it goes
+//! ([`Endpoint`], read from a `redis://` / `rediss://` URL), how it logs
+//! in (`AUTH`, `SELECT`, `CLIENT SETNAME`), reads Redis's clock and loads
+//! the scripts, and how a pipeline of commands goes out and its replies
+//! come back ([`send`]: `ASKING` where a Cluster asked for it, and the
+//! calls that got `NOSCRIPT` resent once after the scripts are loaded).
+//!
+//! Only the socket and the timer differ between the cores (monoio,
+//! [`super::direct`]) and the control plane (tokio, [`super::tokio_wire`]):
+//! each is a [`Wire`].
+
+use super::clock::{parse_time, RedisClock};
+use super::remote::{Call, RemoteError};
+use super::resp::{self, Reply};
+use super::script;
+use super::slots::key_slot;
+use super::window::Window;
+use rustls::pki_types::ServerName;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A socket to Redis on one runtime, and that runtime's timer.
+pub trait Wire: Sized {
+    /// Connects to `addr` (`host:port`), over TLS when `tls` is given.
+    fn connect(
+        addr: &str,
+        tls: Option<&RedisTls>,
+    ) -> impl Future<Output = Result<Self, RemoteError>>;
+    /// Writes all of `out` (and flushes it); gives the buffer back.
+    fn send(&mut self, out: Vec<u8>) -> impl Future<Output = (std::io::Result<()>, Vec<u8>)>;
+    /// Appends what arrives to `buf`; 0 when the connection closed.
+    fn receive(&mut self, buf: &mut Vec<u8>) -> impl Future<Output = std::io::Result<usize>>;
+    /// `f`'s output, or `None` when `limit` passes first.
+    fn timeout<F: Future>(limit: Duration, f: F) -> impl Future<Output = Option<F::Output>>;
+}
+
+/// How a `rediss://` connection is secured: the client config (the
+/// gateway's roots) and the server's name.
+#[derive(Clone)]
+pub struct RedisTls {
+    /// The rustls client config.
+    pub config: Arc<rustls::ClientConfig>,
+    /// The name the server's certificate must carry.
+    pub name: ServerName<'static>,
+}
+
+impl std::fmt::Debug for RedisTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisTls")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+/// Where a connection goes and how it logs in.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// `host:port`.
+    pub addr: String,
+    /// `AUTH` user, with the password.
+    pub username: Option<String>,
+    /// `AUTH` password.
+    pub password: Option<String>,
+    /// `SELECT` database.
+    pub db: Option<u32>,
+    /// `rediss://`: how the connection is secured.
+    pub tls: Option<RedisTls>,
+    /// What the connection calls itself (`CLIENT SETNAME`).
+    pub name: &'static str,
+}
+
+impl Endpoint {
+    /// Reads `redis://[[user]:password@]host[:port][/db]`, and the same
+    /// with `rediss://` (`#insecure` at the end: the certificate is not
+    /// checked) when `tls` gives a client config for it (`tls(true)` checks
+    /// the certificate, `tls(false)` does not); `None` for anything else.
+    pub fn from_url(
+        url: &str,
+        name: &'static str,
+        tls: impl FnOnce(bool) -> Option<Arc<rustls::ClientConfig>>,
+    ) -> Option<Endpoint> {
+        let (rest, secure) = match (url.strip_prefix("redis://"), url.strip_prefix("rediss://")) {
+            (Some(rest), _) => (rest, false),
+            (None, Some(rest)) => (rest, true),
+            _ => return None,
+        };
+        let (rest, verify) = match rest.split_once('#') {
+            None => (rest, true),
+            Some((rest, "insecure")) if secure => (rest, false),
+            Some(_) => return None,
+        };
+        let (auth, rest) = match rest.rsplit_once('@') {
+            Some((auth, rest)) => (Some(auth), rest),
+            None => (None, rest),
+        };
+        let (hostport, db) = match rest.split_once('/') {
+            Some((h, "")) => (h, None),
+            Some((h, db)) => (h, Some(db.parse().ok()?)),
+            None => (rest, None),
+        };
+        if hostport.is_empty() {
+            return None;
+        }
+        let addr = if hostport.starts_with('[') || hostport.matches(':').count() == 1 {
+            hostport.to_string()
+        } else {
+            format!("{hostport}:6379")
+        };
+        let decode = |s: &str| {
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8()
+                .ok()
+                .map(|s| s.into_owned())
+                .filter(|s| !s.is_empty())
+        };
+        let (username, password) = match auth.map(|a| a.split_once(':')) {
+            Some(Some((user, pass))) => (decode(user), decode(pass)),
+            Some(None) => (None, auth.and_then(decode)),
+            None => (None, None),
+        };
+        let tls = match secure {
+            true => {
+                let host = match addr.rsplit_once(':') {
+                    Some((host, _)) => host.trim_start_matches('[').trim_end_matches(']'),
+                    None => addr.as_str(),
+                };
+                Some(RedisTls {
+                    config: tls(verify)?,
+                    name: ServerName::try_from(host.to_string()).ok()?,
+                })
+            }
+            false => None,
+        };
+        Some(Endpoint {
+            addr,
+            username,
+            password,
+            db,
+            tls,
+            name,
+        })
+    }
+}
+
+/// Commands to send, each to the master of its slot on a Cluster.
+pub trait Commands: Sync {
+    /// How many.
+    fn len(&self) -> usize;
+    /// The slot of command `i`.
+    fn slot(&self, i: usize) -> u16;
+    /// Appends command `i` to `out`, deadlines in Redis time by `clock`.
+    fn encode(&self, i: usize, clock: Option<&RedisClock>, out: &mut Vec<u8>);
+    /// The script command `i` runs besides the limiter's two, to load
+    /// after `NOSCRIPT`.
+    fn extra_script(&self, i: usize) -> Option<&'static str>;
+}
+
+/// Limiter calls, each one `EVALSHA`.
+pub struct ScriptCalls<'a> {
+    /// The calls, with the slot of each (its first key's).
+    pub calls: Vec<(&'a Call, u16)>,
+    /// The window the scripts count in.
+    pub window: &'a Window,
+    /// Lifetime of a parallel slot.
+    pub slot_ttl: Duration,
+}
+
+impl<'a> ScriptCalls<'a> {
+    /// The calls of `batch`, slots unused (one server).
+    pub fn of(batch: &'a [Call], window: &'a Window, slot_ttl: Duration) -> ScriptCalls<'a> {
+        ScriptCalls {
+            calls: batch.iter().map(|c| (c, 0)).collect(),
+            window,
+            slot_ttl,
+        }
+    }
+}
+
+impl Commands for ScriptCalls<'_> {
+    fn len(&self) -> usize {
+        self.calls.len()
+    }
+
+    fn slot(&self, i: usize) -> u16 {
+        self.calls[i].1
+    }
+
+    fn encode(&self, i: usize, clock: Option<&RedisClock>, out: &mut Vec<u8>) {
+        script::encode_evalsha(self.calls[i].0, self.window, self.slot_ttl, clock, out);
+    }
+
+    fn extra_script(&self, i: usize) -> Option<&'static str> {
+        self.calls[i].0.extra_script().map(|s| s.body())
+    }
+}
+
+/// Plain commands (their arguments), each routed by its first argument
+/// after the name (its key, or a channel).
+pub struct Plain<'a>(pub &'a [Vec<Vec<u8>>]);
+
+impl Commands for Plain<'_> {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn slot(&self, i: usize) -> u16 {
+        self.0[i].get(1).map_or(0, |key| key_slot(key))
+    }
+
+    fn encode(&self, i: usize, _clock: Option<&RedisClock>, out: &mut Vec<u8>) {
+        resp::encode(&self.0[i], out);
+    }
+
+    fn extra_script(&self, _i: usize) -> Option<&'static str> {
+        None
+    }
+}
+
+/// One connection with its read buffer and its reading of Redis's clock.
+pub struct Conn<W> {
+    wire: W,
+    buf: Vec<u8>,
+    /// Bytes of `buf` already parsed.
+    at: usize,
+    /// The outgoing buffer, kept between round trips.
+    out: Vec<u8>,
+    /// The server's clock, read when the connection opened for scripts.
+    pub clock: Option<RedisClock>,
+}
+
+impl<W: Wire> Conn<W> {
+    /// Connects to `addr` (the endpoint's, or a Cluster node) and logs in;
+    /// a server whose ACL refuses `CLIENT SETNAME` serves it all the same.
+    pub async fn open(endpoint: &Endpoint, addr: &str) -> Result<Conn<W>, RemoteError> {
+        let wire = W::connect(addr, endpoint.tls.as_ref()).await?;
+        let mut conn = Conn {
+            wire,
+            buf: Vec::with_capacity(4096),
+            at: 0,
+            out: Vec::with_capacity(4096),
+            clock: None,
+        };
+        let mut setup: Vec<Vec<String>> = Vec::new();
+        if let Some(password) = &endpoint.password {
+            let mut auth = vec!["AUTH".to_string()];
+            auth.extend(endpoint.username.clone());
+            auth.push(password.clone());
+            setup.push(auth);
+        }
+        if let Some(db) = endpoint.db {
+            setup.push(vec!["SELECT".into(), db.to_string()]);
+        }
+        setup.push(vec![
+            "CLIENT".into(),
+            "SETNAME".into(),
+            endpoint.name.into(),
+        ]);
+        let named = setup.len() - 1;
+        for (i, reply) in conn.exchange(setup.iter()).await?.into_iter().enumerate() {
+            if let (Reply::Error(e), false) = (reply, i == named) {
+                return Err(RemoteError::Failed(format!("Redis set-up: {e}")));
+            }
+        }
+        Ok(conn)
+    }
+
+    /// [`open`](Self::open), then reads Redis's clock and loads the
+    /// limiter's scripts.
+    pub async fn open_for_scripts(endpoint: &Endpoint, addr: &str) -> Result<Conn<W>, RemoteError> {
+        let mut conn = Self::open(endpoint, addr).await?;
+        conn.clock = conn.read_clock().await?;
+        conn.load_scripts().await?;
+        Ok(conn)
+    }
+
+    /// Reads Redis's clock (`TIME`); without it (a server whose ACL refuses
+    /// TIME) admissions go without a deadline.
+    async fn read_clock(&mut self) -> Result<Option<RedisClock>, RemoteError> {
+        let sent = Instant::now();
+        let reply = self.exchange([["TIME"]].iter()).await?;
+        let answered = Instant::now();
+        let parts: Vec<String> = match reply.first() {
+            Some(Reply::Array(Some(items))) => items
+                .iter()
+                .filter_map(|i| match i {
+                    Reply::Bulk(Some(b)) => String::from_utf8(b.clone()).ok(),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        Ok(parse_time(&parts)
+            .map(|(secs, micros)| RedisClock::from_time(secs, micros, sent, answered)))
+    }
+
+    /// Loads the limiter's two scripts.
+    pub async fn load_scripts(&mut self) -> Result<(), RemoteError> {
+        self.load(&[script::ADMIT_LUA, script::FINISH_LUA]).await
+    }
+
+    /// `SCRIPT LOAD` of each of `bodies`.
+    pub async fn load(&mut self, bodies: &[&str]) -> Result<(), RemoteError> {
+        let load: Vec<[&str; 3]> = bodies.iter().map(|b| ["SCRIPT", "LOAD", b]).collect();
+        for reply in self.exchange(load.iter()).await? {
+            if let Reply::Error(e) = reply {
+                return Err(RemoteError::Failed(format!("SCRIPT LOAD: {e}")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes every command, then reads as many replies.
+    pub async fn exchange<'a, C, S>(
+        &mut self,
+        commands: impl Iterator<Item = &'a C>,
+    ) -> Result<Vec<Reply>, RemoteError>
+    where
+        C: AsRef<[S]> + 'a + ?Sized,
+        S: AsRef<[u8]>,
+    {
+        let mut out = self.take_out();
+        let mut expected = 0;
+        for command in commands {
+            resp::encode(command.as_ref(), &mut out);
+            expected += 1;
+        }
+        self.exchange_encoded(out, expected).await
+    }
+
+    /// The outgoing buffer, empty, to encode commands into.
+    pub fn take_out(&mut self) -> Vec<u8> {
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        out
+    }
+
+    /// Writes `out` (`expected` encoded commands), then reads as many
+    /// replies.
+    pub async fn exchange_encoded(
+        &mut self,
+        out: Vec<u8>,
+        expected: usize,
+    ) -> Result<Vec<Reply>, RemoteError> {
+        if expected == 0 {
+            self.out = out;
+            return Ok(Vec::new());
+        }
+        let (sent, out) = self.wire.send(out).await;
+        self.out = out;
+        sent.map_err(|e| RemoteError::Unreachable(format!("write: {e}")))?;
+        let mut replies = Vec::with_capacity(expected);
+        while replies.len() < expected {
+            replies.push(self.receive().await?);
+        }
+        self.buf.drain(..self.at);
+        self.at = 0;
+        Ok(replies)
+    }
+
+    /// The next reply (or pushed message) on the connection.
+    pub async fn receive(&mut self) -> Result<Reply, RemoteError> {
+        loop {
+            if let Some((reply, used)) =
+                resp::parse(&self.buf[self.at..]).map_err(RemoteError::Failed)?
+            {
+                self.at += used;
+                if self.at == self.buf.len() {
+                    self.buf.clear();
+                    self.at = 0;
+                }
+                return Ok(reply);
+            }
+            let n = self
+                .wire
+                .receive(&mut self.buf)
+                .await
+                .map_err(|e| RemoteError::Unreachable(format!("read: {e}")))?;
+            if n == 0 {
+                return Err(RemoteError::Unreachable("connection closed".into()));
+            }
+        }
+    }
+}
+
+/// Sends the commands `picks` names (index into `commands`, and whether
+/// `ASKING` goes first) as one pipeline; one reply per pick, `ASKING`'s
+/// dropped. The picks that got `NOSCRIPT` are sent again once, after the
+/// scripts are loaded (other modules' scripts too).
+pub async fn send<W: Wire, C: Commands>(
+    conn: &mut Conn<W>,
+    commands: &C,
+    picks: &[(usize, bool)],
+) -> Result<Vec<Reply>, RemoteError> {
+    let mut replies = pipeline(conn, commands, picks).await?;
+    let missing: Vec<usize> = (0..replies.len())
+        .filter(|&i| matches!(&replies[i], Reply::Error(e) if e.starts_with("NOSCRIPT")))
+        .collect();
+    if !missing.is_empty() {
+        conn.load_scripts().await?;
+        let mut extra: Vec<&str> = missing
+            .iter()
+            .filter_map(|&i| commands.extra_script(picks[i].0))
+            .collect();
+        extra.sort_unstable();
+        extra.dedup();
+        conn.load(&extra).await?;
+        let again: Vec<(usize, bool)> = missing.iter().map(|&i| picks[i]).collect();
+        for (i, reply) in missing
+            .into_iter()
+            .zip(pipeline(conn, commands, &again).await?)
+        {
+            replies[i] = reply;
+        }
+    }
+    Ok(replies)
+}
+
+/// One exchange of `picks`, with the connection's clock for the deadlines.
+async fn pipeline<W: Wire, C: Commands>(
+    conn: &mut Conn<W>,
+    commands: &C,
+    picks: &[(usize, bool)],
+) -> Result<Vec<Reply>, RemoteError> {
+    let clock = conn.clock;
+    let mut encoded = conn.take_out();
+    let mut expected = 0;
+    for &(i, asking) in picks {
+        if asking {
+            resp::encode(&["ASKING"], &mut encoded);
+            expected += 1;
+        }
+        commands.encode(i, clock.as_ref(), &mut encoded);
+        expected += 1;
+    }
+    let replies = conn.exchange_encoded(encoded, expected).await?;
+    let mut out = Vec::with_capacity(picks.len());
+    let mut replies = replies.into_iter();
+    for &(_, asking) in picks {
+        if asking {
+            replies.next();
+        }
+        out.extend(replies.next());
+    }
+    Ok(out)
+}
+
+/// Sends `batch` to one server as one pipeline and reads one reply per
+/// call, opening the connection first when there is none.
+pub async fn round_trip<W: Wire>(
+    conn: &mut Option<Conn<W>>,
+    endpoint: &Endpoint,
+    calls: &ScriptCalls<'_>,
+) -> Result<Vec<Reply>, RemoteError> {
+    let c = match conn {
+        Some(c) => c,
+        None => conn.insert(Conn::open_for_scripts(endpoint, &endpoint.addr).await?),
+    };
+    let picks: Vec<(usize, bool)> = (0..calls.len()).map(|i| (i, false)).collect();
+    send(c, calls, &picks).await
+}
