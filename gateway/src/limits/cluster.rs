@@ -384,6 +384,97 @@ fn with_host(to: &str, from: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limits::conn::Plain;
+    use crate::limits::slots::key_slot;
+    use crate::limits::tokio_wire::tests::{endpoint, fake_redis, text};
+    use crate::limits::tokio_wire::TokioWire;
+    use std::sync::{Arc, Mutex, OnceLock};
+
+    fn slots_reply(ranges: &[(u16, u16, &str)]) -> Vec<u8> {
+        let mut out = format!("*{}\r\n", ranges.len());
+        for (start, end, addr) in ranges {
+            let (host, port) = addr.rsplit_once(':').unwrap();
+            out += &format!(
+                "*3\r\n:{start}\r\n:{end}\r\n*2\r\n${}\r\n{host}\r\n:{port}\r\n",
+                host.len()
+            );
+        }
+        out.into_bytes()
+    }
+
+    /// On the control plane's runtime: a `MOVED` key goes to its new
+    /// master (and goes there directly afterwards), an `ASK` key is sent
+    /// after `ASKING` and keeps asking its old master.
+    #[tokio::test(flavor = "current_thread")]
+    async fn commands_follow_moved_and_ask_redirects() {
+        let asking = Arc::new(Mutex::new(false));
+        let b_asking = asking.clone();
+        let b = fake_redis(Arc::new(move |args| {
+            let mut asking = b_asking.lock().unwrap();
+            match text(args).as_str() {
+                "ASKING" => {
+                    *asking = true;
+                    b"+OK\r\n".to_vec()
+                }
+                "GET moved" => b"$1\r\nm\r\n".to_vec(),
+                "GET asked" if std::mem::take(&mut *asking) => b"$1\r\na\r\n".to_vec(),
+                "GET asked" => b"-ERR not asked\r\n".to_vec(),
+                _ => b"+OK\r\n".to_vec(),
+            }
+        }))
+        .await;
+        let a_addr: Arc<OnceLock<String>> = Arc::default();
+        let a_seen = Arc::new(Mutex::new(Vec::<String>::new()));
+        let (me, seen, to) = (a_addr.clone(), a_seen.clone(), b.clone());
+        let moved = key_slot(b"moved");
+        let a = fake_redis(Arc::new(move |args| {
+            let me = me.get().unwrap();
+            let command = text(args);
+            let mut seen = seen.lock().unwrap();
+            seen.push(command.clone());
+            let answered_moved = seen.iter().any(|c| c == "GET moved");
+            match command.as_str() {
+                "CLUSTER SLOTS" if answered_moved => slots_reply(&[
+                    (0, moved - 1, me),
+                    (moved, moved, &to),
+                    (moved + 1, 16383, me),
+                ]),
+                "CLUSTER SLOTS" => slots_reply(&[(0, 16383, me)]),
+                "GET moved" => format!("-MOVED {moved} {to}\r\n").into_bytes(),
+                "GET asked" => format!("-ASK {} {to}\r\n", key_slot(b"asked")).into_bytes(),
+                _ => b"+OK\r\n".to_vec(),
+            }
+        }))
+        .await;
+        a_addr.set(a.clone()).unwrap();
+        assert!(moved > 0 && moved < 16383);
+        let commands: Vec<Vec<Vec<u8>>> = vec![
+            vec![b"GET".to_vec(), b"moved".to_vec()],
+            vec![b"GET".to_vec(), b"asked".to_vec()],
+        ];
+        let mut link = ClusterLink::<TokioWire>::new(std::slice::from_ref(&a), false);
+        for round in 0..2 {
+            let replies: Vec<Result<Reply, String>> = link
+                .exchange(&endpoint(&a), Duration::from_secs(5), &Plain(&commands))
+                .await
+                .into_iter()
+                .map(|r| r.map_err(|e| e.to_string()))
+                .collect();
+            assert_eq!(
+                replies,
+                [
+                    Ok(Reply::Bulk(Some(b"m".to_vec()))),
+                    Ok(Reply::Bulk(Some(b"a".to_vec())))
+                ],
+                "round {round}"
+            );
+        }
+        let seen = a_seen.lock().unwrap();
+        let count = |c: &str| seen.iter().filter(|s| *s == c).count();
+        assert_eq!(count("GET moved"), 1, "went to the new master: {seen:?}");
+        assert_eq!(count("GET asked"), 2, "ASK leaves the map as it was");
+        assert!(link.unreachable().is_none());
+    }
 
     #[test]
     fn a_redirect_without_a_host_keeps_the_answering_nodes() {

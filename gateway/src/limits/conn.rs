@@ -459,3 +459,108 @@ pub async fn round_trip<W: Wire>(
     let picks: Vec<(usize, bool)> = (0..calls.len()).map(|i| (i, false)).collect();
     send(c, calls, &picks).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limits::remote::{LuaScript, ScriptCall, ScriptDone};
+    use crate::limits::tokio_wire::tests::{endpoint, fake_redis, text};
+    use crate::limits::tokio_wire::TokioWire;
+    use std::sync::Mutex;
+
+    static MISSING: LuaScript = LuaScript::new("return {7}");
+    static CACHED: LuaScript = LuaScript::new("return {1}");
+
+    fn call(script: &'static LuaScript) -> Call {
+        Call::Script {
+            call: ScriptCall {
+                script,
+                keys: vec!["{k}:a".into()],
+                args: Vec::new(),
+            },
+            deadline: None,
+            done: ScriptDone(Box::new(|_| None)),
+            undo: None,
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn noscript_loads_the_scripts_and_resends_only_those_calls() {
+        let sent = Arc::new(Mutex::new(Vec::<String>::new()));
+        let log = sent.clone();
+        let addr = fake_redis(Arc::new(move |args| {
+            let mut sent = log.lock().unwrap();
+            let loaded = sent.iter().any(|c| c == "SCRIPT LOAD return {7}");
+            let command = text(args);
+            sent.push(command.clone());
+            match args[0].as_slice() {
+                b"TIME" => b"*2\r\n$10\r\n1700000000\r\n$1\r\n5\r\n".to_vec(),
+                b"EVALSHA" if command.contains(MISSING.sha()) && !loaded => {
+                    b"-NOSCRIPT No matching script.\r\n".to_vec()
+                }
+                b"EVALSHA" if command.contains(MISSING.sha()) => b"*1\r\n:7\r\n".to_vec(),
+                b"EVALSHA" => b"*1\r\n:1\r\n".to_vec(),
+                _ => b"+OK\r\n".to_vec(),
+            }
+        }))
+        .await;
+        let batch = [call(&CACHED), call(&MISSING)];
+        let window = Window::new(60);
+        let calls = ScriptCalls::of(&batch, &window, Duration::from_secs(1));
+        let mut conn = None;
+        let replies = round_trip::<TokioWire>(&mut conn, &endpoint(&addr), &calls)
+            .await
+            .unwrap();
+        let one = |n| Reply::Array(Some(vec![Reply::Int(n)]));
+        assert_eq!(replies, [one(1), one(7)]);
+        assert!(conn.as_ref().unwrap().clock.is_some(), "TIME was read");
+        let sent = sent.lock().unwrap();
+        let evals = |sha: &str| {
+            sent.iter()
+                .filter(|c| c.starts_with("EVALSHA") && c.contains(sha))
+                .count()
+        };
+        assert_eq!(evals(CACHED.sha()), 1, "not resent: {sent:?}");
+        assert_eq!(evals(MISSING.sha()), 2, "resent once: {sent:?}");
+        let loads: Vec<&String> = sent
+            .iter()
+            .filter(|c| c.starts_with("SCRIPT LOAD"))
+            .collect();
+        assert_eq!(
+            loads.len(),
+            5,
+            "admit and finish at open, again, and the missing one"
+        );
+        assert_eq!(loads[4], "SCRIPT LOAD return {7}");
+    }
+
+    #[test]
+    fn urls_are_read_the_same_for_every_runtime() {
+        let tls = |verify: bool| verify.then(crate::upstream::unverified_client_config);
+        let e = Endpoint::from_url("redis://u:p%40ss@[::1]:7000/3", "n", tls).unwrap();
+        assert_eq!(
+            (
+                e.addr.as_str(),
+                e.username.as_deref(),
+                e.password.as_deref(),
+                e.db
+            ),
+            ("[::1]:7000", Some("u"), Some("p@ss"), Some(3))
+        );
+        assert_eq!(
+            Endpoint::from_url("redis://h", "n", tls).unwrap().addr,
+            "h:6379"
+        );
+        assert!(Endpoint::from_url("rediss://h:1", "n", tls)
+            .unwrap()
+            .tls
+            .is_some());
+        assert!(
+            Endpoint::from_url("rediss://h:1#insecure", "n", tls).is_none(),
+            "no unchecked config given"
+        );
+        assert!(Endpoint::from_url("rediss://h:1#other", "n", |_| None).is_none());
+        assert!(Endpoint::from_url("redis://h:1#insecure", "n", tls).is_none());
+        assert!(Endpoint::from_url("http://h:1", "n", tls).is_none());
+    }
+}

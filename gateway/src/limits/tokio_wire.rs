@@ -98,18 +98,20 @@ impl Wire for TokioWire {
 pub(crate) mod tests {
     use super::*;
     use crate::limits::conn::{self, Conn, Plain};
-    use crate::limits::resp::Reply;
+    use crate::limits::resp::{self, Reply};
+    use std::sync::Arc;
     use tokio::net::TcpListener;
 
-    /// A fake Redis on a local port: answers each connection's bytes with
-    /// `answer` (what it read so far, all of it), until it closes.
-    pub(crate) async fn fake_redis(
-        answer: impl Fn(&[u8]) -> Option<Vec<u8>> + Send + Sync + 'static,
-    ) -> String {
+    /// The reply a fake Redis gives one command (its arguments).
+    pub(crate) type Answer = dyn Fn(&[Vec<u8>]) -> Vec<u8> + Send + Sync;
+
+    /// A fake Redis on a local port: each command it reads gets the RESP
+    /// bytes `answer` gives it, written a byte at a time (so replies reach
+    /// the client split across reads). Its `host:port`.
+    pub(crate) async fn fake_redis(answer: Arc<Answer>) -> String {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         tokio::spawn(async move {
-            let answer = std::sync::Arc::new(answer);
             loop {
                 let Ok((mut socket, _)) = listener.accept().await else {
                     return;
@@ -126,9 +128,20 @@ pub(crate) mod tests {
                             return;
                         }
                         seen.extend_from_slice(&chunk[..n]);
-                        if let Some(reply) = answer(&seen) {
-                            seen.clear();
-                            if socket.write_all(&reply).await.is_err() {
+                        let mut out = Vec::new();
+                        while let Ok(Some((Reply::Array(Some(items)), used))) = resp::parse(&seen) {
+                            let args: Vec<Vec<u8>> = items
+                                .into_iter()
+                                .filter_map(|i| match i {
+                                    Reply::Bulk(Some(b)) => Some(b),
+                                    _ => None,
+                                })
+                                .collect();
+                            out.extend(answer(&args));
+                            seen.drain(..used);
+                        }
+                        for byte in out {
+                            if socket.write_all(&[byte]).await.is_err() {
                                 return;
                             }
                         }
@@ -139,22 +152,26 @@ pub(crate) mod tests {
         addr
     }
 
-    fn endpoint(addr: &str) -> Endpoint {
+    /// `args` as text, for assertions.
+    pub(crate) fn text(args: &[Vec<u8>]) -> String {
+        args.iter()
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    pub(crate) fn endpoint(addr: &str) -> Endpoint {
         Endpoint::from_url(&format!("redis://{addr}"), "t", |_| None).unwrap()
     }
 
     #[tokio::test(flavor = "current_thread")]
     async fn a_pipeline_gets_one_reply_per_command_split_across_reads() {
-        // Replies only once all four commands (set-up, then three) arrived,
-        // each then dribbled in one write: the parser waits for more.
-        let addr = fake_redis(|seen| {
-            let text = String::from_utf8_lossy(seen);
-            if text.contains("SETNAME") {
-                return Some(b"+OK\r\n".to_vec());
-            }
-            (text.matches("INCR").count() == 2 && text.contains("PTTL"))
-                .then(|| b":1\r\n-ERR wrong type\r\n*2\r\n$1\r\na\r\n:-2\r\n".to_vec())
-        })
+        let addr = fake_redis(Arc::new(|args| match text(args).as_str() {
+            "INCR a" => b":1\r\n".to_vec(),
+            "INCR b" => b"-ERR wrong type\r\n".to_vec(),
+            "PTTL c" => b"*2\r\n$1\r\na\r\n:-2\r\n".to_vec(),
+            _ => b"+OK\r\n".to_vec(),
+        }))
         .await;
         let mut conn = Conn::<TokioWire>::open(&endpoint(&addr), &addr)
             .await
@@ -164,22 +181,28 @@ pub(crate) mod tests {
             .map(|c| c.iter().map(|a| a.as_bytes().to_vec()).collect())
             .collect();
         let picks = [(0, false), (1, false), (2, false)];
-        let replies = conn::send(&mut conn, &Plain(&commands), &picks)
-            .await
-            .unwrap();
-        assert_eq!(
-            replies,
-            [
-                Reply::Int(1),
-                Reply::Error("ERR wrong type".into()),
-                Reply::Array(Some(vec![Reply::Bulk(Some(b"a".to_vec())), Reply::Int(-2)])),
-            ]
-        );
+        for _ in 0..2 {
+            let replies = conn::send(&mut conn, &Plain(&commands), &picks)
+                .await
+                .unwrap();
+            assert_eq!(
+                replies,
+                [
+                    Reply::Int(1),
+                    Reply::Error("ERR wrong type".into()),
+                    Reply::Array(Some(vec![Reply::Bulk(Some(b"a".to_vec())), Reply::Int(-2)])),
+                ]
+            );
+        }
     }
 
     #[tokio::test(flavor = "current_thread")]
     async fn a_closed_connection_is_unreachable_and_refused_set_up_a_failure() {
-        let addr = fake_redis(|_| Some(b"-WRONGPASS invalid password\r\n".to_vec())).await;
+        let addr = fake_redis(Arc::new(|args| match text(args).starts_with("AUTH") {
+            true => b"-WRONGPASS invalid password\r\n".to_vec(),
+            false => b"+OK\r\n".to_vec(),
+        }))
+        .await;
         let mut with_password = endpoint(&addr);
         with_password.password = Some("x".into());
         let err = Conn::<TokioWire>::open(&with_password, &addr)
@@ -198,5 +221,17 @@ pub(crate) mod tests {
             .err()
             .unwrap();
         assert!(matches!(err, RemoteError::Unreachable(_)), "{err:?}");
+    }
+
+    #[test]
+    fn control_endpoints_take_insecure_tls_and_refuse_other_urls() {
+        let secure = control_endpoint("rediss://:pw@secure.example:6380/1").unwrap();
+        assert!(secure.tls.is_some());
+        assert_eq!(secure.name, CONTROL_NAME);
+        let insecure = control_endpoint("rediss://secure.example:6380/#insecure").unwrap();
+        assert!(insecure.tls.is_some(), "TLS without the check");
+        assert!(control_endpoint("redis://plain:6379#insecure").is_err());
+        let err = control_endpoint("redis+unix://u:secret@/tmp/r.sock").unwrap_err();
+        assert!(!err.contains("secret"), "{err}");
     }
 }

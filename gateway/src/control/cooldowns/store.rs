@@ -161,3 +161,34 @@ pub fn integers(replies: &[Reply]) -> Result<Vec<i64>, RemoteError> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limits::tokio_wire::tests::{fake_redis, text};
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn pipelines_keep_the_asked_replies_and_subscriptions_get_messages() {
+        let addr = fake_redis(Arc::new(|args| match text(args).as_str() {
+            "INCR n" => b":3\r\n".to_vec(),
+            "INCR bad" => b"-WRONGTYPE not a number\r\n".to_vec(),
+            "SUBSCRIBE ch" => {
+                b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$5\r\nhello\r\n"
+                    .to_vec()
+            }
+            _ => b"+OK\r\n".to_vec(),
+        }))
+        .await;
+        let store = Store::new(&format!("redis://{addr}"), &[]).unwrap();
+        let mut conn = store.connect().await.unwrap();
+        let mut pipe = Pipeline::default();
+        pipe.push(false, vec![b"SET".to_vec(), b"k".to_vec(), b"1".to_vec()]);
+        pipe.push(true, vec![b"INCR".to_vec(), b"n".to_vec()]);
+        let replies = conn.query(&pipe).await.unwrap();
+        assert_eq!(integers(&replies).unwrap(), [3]);
+        pipe.push(false, vec![b"INCR".to_vec(), b"bad".to_vec()]);
+        assert!(conn.query(&pipe).await.is_err(), "an error reply fails it");
+        let mut subscription = store.subscribe("ch").await.unwrap();
+        assert_eq!(subscription.next_message().await.unwrap(), b"hello");
+    }
+}
