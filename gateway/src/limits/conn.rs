@@ -27,6 +27,8 @@ pub trait Wire: Sized {
         addr: &str,
         tls: Option<&RedisTls>,
     ) -> impl Future<Output = Result<Self, RemoteError>>;
+    /// Connects to the Unix socket at `path`.
+    fn connect_unix(path: &str) -> impl Future<Output = Result<Self, RemoteError>>;
     /// Writes all of `out` (and flushes it); gives the buffer back.
     fn send(&mut self, out: Vec<u8>) -> impl Future<Output = (std::io::Result<()>, Vec<u8>)>;
     /// Appends what arrives to `buf`; 0 when the connection closed.
@@ -56,8 +58,10 @@ impl std::fmt::Debug for RedisTls {
 /// Where a connection goes and how it logs in.
 #[derive(Debug, Clone)]
 pub struct Endpoint {
-    /// `host:port`.
+    /// `host:port`, or the socket's path when `unix`.
     pub addr: String,
+    /// A Unix socket (`unix://` or `redis+unix://`).
+    pub unix: bool,
     /// `AUTH` user, with the password.
     pub username: Option<String>,
     /// `AUTH` password.
@@ -80,6 +84,9 @@ impl Endpoint {
         name: &'static str,
         tls: impl FnOnce(bool) -> Option<Arc<rustls::ClientConfig>>,
     ) -> Option<Endpoint> {
+        if url.starts_with("unix://") || url.starts_with("redis+unix://") {
+            return Self::from_unix_url(url, name);
+        }
         let (rest, secure) = match (url.strip_prefix("redis://"), url.strip_prefix("rediss://")) {
             (Some(rest), _) => (rest, false),
             (None, Some(rest)) => (rest, true),
@@ -134,12 +141,38 @@ impl Endpoint {
         };
         Some(Endpoint {
             addr,
+            unix: false,
             username,
             password,
             db,
             tls,
             name,
         })
+    }
+
+    /// Reads `unix:///path` or `redis+unix:///path`, with `db`, `user`
+    /// and `pass` in the query (as the redis crate and redis-py read them).
+    fn from_unix_url(url: &str, name: &'static str) -> Option<Endpoint> {
+        let parsed = url::Url::parse(url).ok()?;
+        let path = parsed.to_file_path().ok()?;
+        let mut endpoint = Endpoint {
+            addr: path.to_str()?.to_string(),
+            unix: true,
+            username: None,
+            password: None,
+            db: None,
+            tls: None,
+            name,
+        };
+        for (k, v) in parsed.query_pairs() {
+            match &*k {
+                "db" => endpoint.db = Some(v.parse().ok()?),
+                "user" => endpoint.username = Some(v.into_owned()),
+                "pass" | "password" => endpoint.password = Some(v.into_owned()),
+                _ => {}
+            }
+        }
+        Some(endpoint)
     }
 }
 
@@ -233,7 +266,10 @@ impl<W: Wire> Conn<W> {
     /// Connects to `addr` (the endpoint's, or a Cluster node) and logs in;
     /// a server whose ACL refuses `CLIENT SETNAME` serves it all the same.
     pub async fn open(endpoint: &Endpoint, addr: &str) -> Result<Conn<W>, RemoteError> {
-        let wire = W::connect(addr, endpoint.tls.as_ref()).await?;
+        let wire = match endpoint.unix {
+            true => W::connect_unix(addr).await?,
+            false => W::connect(addr, endpoint.tls.as_ref()).await?,
+        };
         let mut conn = Conn {
             wire,
             buf: Vec::with_capacity(4096),
@@ -371,6 +407,10 @@ impl<W: Wire> Conn<W> {
                 }
                 return Ok(reply);
             }
+            // What was parsed goes before more is read, so a connection
+            // that only receives (a subscription) keeps a bounded buffer.
+            self.buf.drain(..self.at);
+            self.at = 0;
             let n = self
                 .wire
                 .receive(&mut self.buf)
@@ -562,5 +602,22 @@ mod tests {
         assert!(Endpoint::from_url("rediss://h:1#other", "n", |_| None).is_none());
         assert!(Endpoint::from_url("redis://h:1#insecure", "n", tls).is_none());
         assert!(Endpoint::from_url("http://h:1", "n", tls).is_none());
+        let unix = Endpoint::from_url("redis+unix:///tmp/r.sock?db=2&pass=p%20w", "n", tls);
+        let unix = unix.unwrap();
+        assert_eq!(
+            (
+                unix.unix,
+                unix.addr.as_str(),
+                unix.db,
+                unix.password.as_deref()
+            ),
+            (true, "/tmp/r.sock", Some(2), Some("p w"))
+        );
+        assert!(
+            Endpoint::from_url("unix:///tmp/r.sock", "n", tls)
+                .unwrap()
+                .unix
+        );
+        assert!(Endpoint::from_url("unix:///tmp/r.sock?db=x", "n", tls).is_none());
     }
 }

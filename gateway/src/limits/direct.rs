@@ -59,8 +59,8 @@ pub struct LinkConfig {
 impl LinkConfig {
     /// Reads `redis://[[user]:password@]host[:port][/db]`, and the same
     /// with `rediss://` when `tls` (the client config: the gateway's roots)
-    /// is given; `None` for anything else (`rediss://...#insecure` among
-    /// them), which goes through the control plane's client.
+    /// is given; `None` for anything else (`rediss://...#insecure` and
+    /// Unix sockets among them), which goes through the control plane.
     #[allow(clippy::too_many_arguments)]
     pub fn from_url(
         url: &str,
@@ -72,8 +72,8 @@ impl LinkConfig {
         fallback_note: String,
         tls: Option<Arc<rustls::ClientConfig>>,
     ) -> Option<LinkConfig> {
-        let endpoint =
-            Endpoint::from_url(url, LINK_NAME, |verify| verify.then_some(tls).flatten())?;
+        let endpoint = Endpoint::from_url(url, LINK_NAME, |verify| verify.then_some(tls).flatten())
+            .filter(|e| !e.unix)?;
         Some(LinkConfig {
             endpoint,
             window,
@@ -247,6 +247,12 @@ impl Wire for MonoioWire {
         })
     }
 
+    async fn connect_unix(path: &str) -> Result<MonoioWire, RemoteError> {
+        Err(RemoteError::Failed(format!(
+            "{path}: the cores reach Redis over TCP only (Unix sockets go through the control plane)"
+        )))
+    }
+
     async fn send(&mut self, buf: Vec<u8>) -> (std::io::Result<()>, Vec<u8>) {
         match &mut self.stream {
             Stream::Plain(s) => {
@@ -332,6 +338,7 @@ mod tests {
             "left to the control plane's client"
         );
         assert!(parse("redis+unix:///tmp/r.sock").is_none());
+        assert!(parse("unix:///tmp/r.sock").is_none());
         assert!(parse("redis://h/notadb").is_none());
     }
 }

@@ -7,7 +7,7 @@ use super::remote::RemoteError;
 use std::future::Future;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 use tokio_rustls::client::TlsStream;
 
 /// The name the control plane's connections give themselves.
@@ -42,12 +42,14 @@ fn redact(url: &str) -> String {
 /// Bytes read from the socket at most per read.
 const READ_CHUNK: usize = 16 * 1024;
 
-/// A tokio socket to Redis: plain, or TLS for `rediss://`.
+/// A tokio socket to Redis: plain, TLS for `rediss://`, or a Unix socket.
 pub enum TokioWire {
     /// `redis://`.
     Plain(TcpStream),
     /// `rediss://`.
     Tls(Box<TlsStream<TcpStream>>),
+    /// `unix://`, `redis+unix://`.
+    Unix(UnixStream),
 }
 
 impl Wire for TokioWire {
@@ -70,9 +72,17 @@ impl Wire for TokioWire {
         })
     }
 
+    async fn connect_unix(path: &str) -> Result<TokioWire, RemoteError> {
+        UnixStream::connect(path)
+            .await
+            .map(TokioWire::Unix)
+            .map_err(|e| RemoteError::Unreachable(format!("connect {path}: {e}")))
+    }
+
     async fn send(&mut self, out: Vec<u8>) -> (std::io::Result<()>, Vec<u8>) {
         let sent = match self {
             TokioWire::Plain(s) => s.write_all(&out).await,
+            TokioWire::Unix(s) => s.write_all(&out).await,
             TokioWire::Tls(s) => match s.write_all(&out).await {
                 Ok(()) => s.flush().await,
                 Err(e) => Err(e),
@@ -86,6 +96,7 @@ impl Wire for TokioWire {
         match self {
             TokioWire::Plain(s) => s.read_buf(buf).await,
             TokioWire::Tls(s) => s.read_buf(buf).await,
+            TokioWire::Unix(s) => s.read_buf(buf).await,
         }
     }
 
@@ -112,44 +123,43 @@ pub(crate) mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         tokio::spawn(async move {
-            loop {
-                let Ok((mut socket, _)) = listener.accept().await else {
-                    return;
-                };
-                let answer = answer.clone();
-                tokio::spawn(async move {
-                    let mut seen = Vec::new();
-                    let mut chunk = [0u8; 4096];
-                    loop {
-                        let Ok(n) = socket.read(&mut chunk).await else {
-                            return;
-                        };
-                        if n == 0 {
-                            return;
-                        }
-                        seen.extend_from_slice(&chunk[..n]);
-                        let mut out = Vec::new();
-                        while let Ok(Some((Reply::Array(Some(items)), used))) = resp::parse(&seen) {
-                            let args: Vec<Vec<u8>> = items
-                                .into_iter()
-                                .filter_map(|i| match i {
-                                    Reply::Bulk(Some(b)) => Some(b),
-                                    _ => None,
-                                })
-                                .collect();
-                            out.extend(answer(&args));
-                            seen.drain(..used);
-                        }
-                        for byte in out {
-                            if socket.write_all(&[byte]).await.is_err() {
-                                return;
-                            }
-                        }
-                    }
-                });
+            while let Ok((socket, _)) = listener.accept().await {
+                tokio::spawn(serve(socket, answer.clone()));
             }
         });
         addr
+    }
+
+    /// Answers the commands read on `socket` until it closes.
+    async fn serve(mut socket: impl AsyncReadExt + AsyncWriteExt + Unpin, answer: Arc<Answer>) {
+        let mut seen = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let Ok(n) = socket.read(&mut chunk).await else {
+                return;
+            };
+            if n == 0 {
+                return;
+            }
+            seen.extend_from_slice(&chunk[..n]);
+            let mut out = Vec::new();
+            while let Ok(Some((Reply::Array(Some(items)), used))) = resp::parse(&seen) {
+                let args: Vec<Vec<u8>> = items
+                    .into_iter()
+                    .filter_map(|i| match i {
+                        Reply::Bulk(Some(b)) => Some(b),
+                        _ => None,
+                    })
+                    .collect();
+                out.extend(answer(&args));
+                seen.drain(..used);
+            }
+            for byte in out {
+                if socket.write_all(&[byte]).await.is_err() {
+                    return;
+                }
+            }
+        }
     }
 
     /// `args` as text, for assertions.
@@ -231,7 +241,34 @@ pub(crate) mod tests {
         let insecure = control_endpoint("rediss://secure.example:6380/#insecure").unwrap();
         assert!(insecure.tls.is_some(), "TLS without the check");
         assert!(control_endpoint("redis://plain:6379#insecure").is_err());
-        let err = control_endpoint("redis+unix://u:secret@/tmp/r.sock").unwrap_err();
+        let err = control_endpoint("http://u:secret@h:1/").unwrap_err();
         assert!(!err.contains("secret"), "{err}");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn unix_sockets_are_reached_with_their_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("redis.sock");
+        let listener = tokio::net::UnixListener::bind(&path).unwrap();
+        tokio::spawn(async move {
+            if let Ok((socket, _)) = listener.accept().await {
+                serve(
+                    socket,
+                    Arc::new(|args| match text(args).as_str() {
+                        "SELECT 3" => b"+OK\r\n".to_vec(),
+                        "INCR a" => b":1\r\n".to_vec(),
+                        c if c.starts_with("CLIENT SETNAME") => b"+OK\r\n".to_vec(),
+                        _ => b"-ERR unexpected\r\n".to_vec(),
+                    }),
+                )
+                .await
+            }
+        });
+        let endpoint = control_endpoint(&format!("unix://{}?db=3", path.display())).unwrap();
+        let mut conn = Conn::<TokioWire>::open(&endpoint, &endpoint.addr)
+            .await
+            .unwrap();
+        let replies = conn.exchange([["INCR", "a"]].iter()).await.unwrap();
+        assert_eq!(replies, [Reply::Int(1)]);
     }
 }
