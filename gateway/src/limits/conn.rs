@@ -92,10 +92,10 @@ impl Endpoint {
             (None, Some(rest)) => (rest, true),
             _ => return None,
         };
-        let (rest, verify) = match rest.split_once('#') {
-            None => (rest, true),
-            Some((rest, "insecure")) if secure => (rest, false),
-            Some(_) => return None,
+        let (rest, verify) = match (secure, rest.split_once('#')) {
+            (false, _) | (true, None) => (rest, true),
+            (true, Some((rest, "insecure"))) => (rest, false),
+            (true, Some(_)) => return None,
         };
         let (auth, rest) = match rest.rsplit_once('@') {
             Some((auth, rest)) => (Some(auth), rest),
@@ -600,7 +600,12 @@ mod tests {
             "no unchecked config given"
         );
         assert!(Endpoint::from_url("rediss://h:1#other", "n", |_| None).is_none());
-        assert!(Endpoint::from_url("redis://h:1#insecure", "n", tls).is_none());
+        let hash = Endpoint::from_url("redis://:pa#ss@h:1", "n", tls).unwrap();
+        assert_eq!(
+            hash.password.as_deref(),
+            Some("pa#ss"),
+            "redis:// has no fragment"
+        );
         assert!(Endpoint::from_url("http://h:1", "n", tls).is_none());
         let unix = Endpoint::from_url("redis+unix:///tmp/r.sock?db=2&pass=p%20w", "n", tls);
         let unix = unix.unwrap();
