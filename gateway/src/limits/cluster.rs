@@ -112,15 +112,14 @@ impl<W: Wire> ClusterLink<W> {
     }
 
     /// Sends each of `commands` to the master of its slot, all masters at
-    /// once, following redirects, within `deadline`; one reply per command
+    /// once, following redirects, within `limit`; one reply per command
     /// (a redirect or `CLUSTERDOWN` / `TRYAGAIN` is never one).
     pub async fn exchange<C: Commands>(
         &mut self,
         endpoint: &Endpoint,
-        deadline: Duration,
+        limit: Duration,
         commands: &C,
     ) -> Replies {
-        let limit = deadline;
         let deadline = Instant::now() + limit;
         self.refresh(endpoint, limit, deadline).await;
         let mut replies: Vec<Option<Result<Reply, RemoteError>>> =
@@ -161,14 +160,6 @@ impl<W: Wire> ClusterLink<W> {
             .collect()
     }
 
-    /// Opens a connection to `addr` as this link's connections are.
-    async fn open(&self, endpoint: &Endpoint, addr: &str) -> Result<Conn<W>, RemoteError> {
-        match self.scripts {
-            true => Conn::open_for_scripts(endpoint, addr).await,
-            false => Conn::open(endpoint, addr).await,
-        }
-    }
-
     /// Connects again to the masters that were down and were not tried in
     /// the last [`REFRESH_EVERY`].
     async fn retry_down(&mut self, endpoint: &Endpoint, limit: Duration, deadline: Instant) {
@@ -180,7 +171,7 @@ impl<W: Wire> ClusterLink<W> {
             .collect();
         for addr in due {
             let left = deadline.saturating_duration_since(Instant::now());
-            let opened = W::timeout(left, self.open(endpoint, &addr))
+            let opened = W::timeout(left, open(endpoint, self.scripts, &addr))
                 .await
                 .unwrap_or_else(|| Err(super::outcome::timed_out(limit)));
             match opened {
@@ -315,7 +306,7 @@ impl<W: Wire> ClusterLink<W> {
             }
             let conn = match self.conns.remove(&addr) {
                 Some(c) => Ok(c),
-                None => W::timeout(left, self.open(endpoint, &addr))
+                None => W::timeout(left, open(endpoint, self.scripts, &addr))
                     .await
                     .unwrap_or_else(|| Err(super::outcome::timed_out(limit))),
             };
@@ -336,6 +327,19 @@ impl<W: Wire> ClusterLink<W> {
             self.stale = false;
             return;
         }
+    }
+}
+
+/// A connection to `addr`; with `scripts`, it reads the clock and loads
+/// the limiter's scripts.
+async fn open<W: Wire>(
+    endpoint: &Endpoint,
+    scripts: bool,
+    addr: &str,
+) -> Result<Conn<W>, RemoteError> {
+    match scripts {
+        true => Conn::open_for_scripts(endpoint, addr).await,
+        false => Conn::open(endpoint, addr).await,
     }
 }
 
@@ -363,10 +367,9 @@ async fn on_node<W: Wire, C: Commands>(
     commands: &C,
     picks: &[(usize, bool)],
 ) -> Result<(Conn<W>, Vec<Reply>), RemoteError> {
-    let mut conn = match (conn, scripts) {
-        (Some(c), _) => c,
-        (None, true) => Conn::open_for_scripts(endpoint, addr).await?,
-        (None, false) => Conn::open(endpoint, addr).await?,
+    let mut conn = match conn {
+        Some(c) => c,
+        None => open(endpoint, scripts, addr).await?,
     };
     let replies = conn::send(&mut conn, commands, picks).await?;
     Ok((conn, replies))
