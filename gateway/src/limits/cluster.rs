@@ -17,7 +17,7 @@
 //! their answers), and one in every [`REFRESH_EVERY`] tries to connect to
 //! it again, so the breaker closes once it is back, and only then.
 
-use super::conn::{self, Commands, Conn, Endpoint, ScriptCalls, Wire};
+use super::conn::{self, Commands, Conn, Endpoint, Picks, ScriptCalls, Wire};
 use super::direct::{self, LinkConfig};
 use super::remote::{Call, RemoteError};
 use super::resp::Reply;
@@ -75,14 +75,13 @@ impl<W: Wire> ClusterLink<W> {
     pub async fn round_trip(&mut self, config: &LinkConfig, batch: &[Call]) -> Merged {
         let parts = split::split(batch);
         let calls = ScriptCalls {
-            calls: parts.iter().map(|p| (&p.sub, p.slot)).collect(),
+            calls: &parts,
             window: &config.window,
             slot_ttl: config.slot_ttl,
         };
         let replies = self
             .exchange(&config.endpoint, config.deadline, &calls)
             .await;
-        drop(calls);
         let outcomes = parts
             .iter()
             .zip(replies)
@@ -212,7 +211,14 @@ impl<W: Wire> ClusterLink<W> {
                 let left = deadline.saturating_duration_since(Instant::now());
                 let result = W::timeout(
                     left,
-                    on_node(endpoint, scripts, &addr, conn, commands, &picks),
+                    on_node(
+                        endpoint,
+                        scripts,
+                        &addr,
+                        conn,
+                        commands,
+                        Picks::These(&picks),
+                    ),
                 )
                 .await
                 .unwrap_or_else(|| Err(super::outcome::timed_out(limit)));
@@ -365,7 +371,7 @@ async fn on_node<W: Wire, C: Commands>(
     addr: &str,
     conn: Option<Conn<W>>,
     commands: &C,
-    picks: &[(usize, bool)],
+    picks: Picks<'_>,
 ) -> Result<(Conn<W>, Vec<Reply>), RemoteError> {
     let mut conn = match conn {
         Some(c) => c,

@@ -14,6 +14,7 @@ use super::remote::{Call, RemoteError};
 use super::resp::{self, Reply};
 use super::script;
 use super::slots::key_slot;
+use super::split::Part;
 use super::window::Window;
 use rustls::pki_types::ServerName;
 use std::future::Future;
@@ -189,42 +190,60 @@ pub trait Commands: Sync {
     fn extra_script(&self, i: usize) -> Option<&'static str>;
 }
 
-/// Limiter calls, each one `EVALSHA`.
-pub struct ScriptCalls<'a> {
-    /// The calls, with the slot of each (its first key's).
-    pub calls: Vec<(&'a Call, u16)>,
+/// Something that is sent as one limiter call, on a slot.
+pub trait AsCall: Sync {
+    /// The call.
+    fn call(&self) -> &Call;
+    /// Its slot (unused on one server).
+    fn slot(&self) -> u16;
+}
+
+impl AsCall for Call {
+    fn call(&self) -> &Call {
+        self
+    }
+
+    fn slot(&self) -> u16 {
+        0
+    }
+}
+
+impl AsCall for Part {
+    fn call(&self) -> &Call {
+        &self.sub
+    }
+
+    fn slot(&self) -> u16 {
+        self.slot
+    }
+}
+
+/// Limiter calls (a batch, or a batch's parts by slot), each one
+/// `EVALSHA`.
+pub struct ScriptCalls<'a, T> {
+    /// The calls.
+    pub calls: &'a [T],
     /// The window the scripts count in.
     pub window: &'a Window,
     /// Lifetime of a parallel slot.
     pub slot_ttl: Duration,
 }
 
-impl<'a> ScriptCalls<'a> {
-    /// The calls of `batch`, slots unused (one server).
-    pub fn of(batch: &'a [Call], window: &'a Window, slot_ttl: Duration) -> ScriptCalls<'a> {
-        ScriptCalls {
-            calls: batch.iter().map(|c| (c, 0)).collect(),
-            window,
-            slot_ttl,
-        }
-    }
-}
-
-impl Commands for ScriptCalls<'_> {
+impl<T: AsCall> Commands for ScriptCalls<'_, T> {
     fn len(&self) -> usize {
         self.calls.len()
     }
 
     fn slot(&self, i: usize) -> u16 {
-        self.calls[i].1
+        self.calls[i].slot()
     }
 
     fn encode(&self, i: usize, clock: Option<&RedisClock>, out: &mut Vec<u8>) {
-        script::encode_evalsha(self.calls[i].0, self.window, self.slot_ttl, clock, out);
+        script::encode_evalsha(self.calls[i].call(), self.window, self.slot_ttl, clock, out);
     }
 
     fn extra_script(&self, i: usize) -> Option<&'static str> {
-        self.calls[i].0.extra_script().map(|s| s.body())
+        self.calls[i].call().extra_script().map(|s| s.body())
     }
 }
 
@@ -423,14 +442,41 @@ impl<W: Wire> Conn<W> {
     }
 }
 
-/// Sends the commands `picks` names (index into `commands`, and whether
-/// `ASKING` goes first) as one pipeline; one reply per pick, `ASKING`'s
+/// Which commands of a pipeline go out: all, in order, or these (each
+/// an index, and whether `ASKING` goes first).
+#[derive(Debug, Clone, Copy)]
+pub enum Picks<'a> {
+    /// Every command, without `ASKING`.
+    All,
+    /// These.
+    These(&'a [(usize, bool)]),
+}
+
+impl Picks<'_> {
+    /// How many, of `commands`.
+    fn len(self, commands: &impl Commands) -> usize {
+        match self {
+            Picks::All => commands.len(),
+            Picks::These(p) => p.len(),
+        }
+    }
+
+    /// The `i`-th.
+    fn get(self, i: usize) -> (usize, bool) {
+        match self {
+            Picks::All => (i, false),
+            Picks::These(p) => p[i],
+        }
+    }
+}
+
+/// Sends the commands `picks` names as one pipeline; one reply per pick, `ASKING`'s
 /// dropped. The picks that got `NOSCRIPT` are sent again once, after the
 /// scripts are loaded (other modules' scripts too).
 pub async fn send<W: Wire, C: Commands>(
     conn: &mut Conn<W>,
     commands: &C,
-    picks: &[(usize, bool)],
+    picks: Picks<'_>,
 ) -> Result<Vec<Reply>, RemoteError> {
     let mut replies = pipeline(conn, commands, picks).await?;
     let missing: Vec<usize> = (0..replies.len())
@@ -440,15 +486,15 @@ pub async fn send<W: Wire, C: Commands>(
         conn.load_scripts().await?;
         let mut extra: Vec<&str> = missing
             .iter()
-            .filter_map(|&i| commands.extra_script(picks[i].0))
+            .filter_map(|&i| commands.extra_script(picks.get(i).0))
             .collect();
         extra.sort_unstable();
         extra.dedup();
         conn.load(&extra).await?;
-        let again: Vec<(usize, bool)> = missing.iter().map(|&i| picks[i]).collect();
+        let again: Vec<(usize, bool)> = missing.iter().map(|&i| picks.get(i)).collect();
         for (i, reply) in missing
             .into_iter()
-            .zip(pipeline(conn, commands, &again).await?)
+            .zip(pipeline(conn, commands, Picks::These(&again)).await?)
         {
             replies[i] = reply;
         }
@@ -460,12 +506,13 @@ pub async fn send<W: Wire, C: Commands>(
 async fn pipeline<W: Wire, C: Commands>(
     conn: &mut Conn<W>,
     commands: &C,
-    picks: &[(usize, bool)],
+    picks: Picks<'_>,
 ) -> Result<Vec<Reply>, RemoteError> {
     let clock = conn.clock;
     let mut encoded = conn.take_out();
     let mut expected = 0;
-    for &(i, asking) in picks {
+    let n = picks.len(commands);
+    for (i, asking) in (0..n).map(|i| picks.get(i)) {
         if asking {
             resp::encode(&["ASKING"], &mut encoded);
             expected += 1;
@@ -474,9 +521,12 @@ async fn pipeline<W: Wire, C: Commands>(
         expected += 1;
     }
     let replies = conn.exchange_encoded(encoded, expected).await?;
-    let mut out = Vec::with_capacity(picks.len());
+    if !matches!(picks, Picks::These(p) if p.iter().any(|(_, asking)| *asking)) {
+        return Ok(replies);
+    }
+    let mut out = Vec::with_capacity(n);
     let mut replies = replies.into_iter();
-    for &(_, asking) in picks {
+    for (_, asking) in (0..n).map(|i| picks.get(i)) {
         if asking {
             replies.next();
         }
@@ -490,14 +540,13 @@ async fn pipeline<W: Wire, C: Commands>(
 pub async fn round_trip<W: Wire>(
     conn: &mut Option<Conn<W>>,
     endpoint: &Endpoint,
-    calls: &ScriptCalls<'_>,
+    calls: &ScriptCalls<'_, Call>,
 ) -> Result<Vec<Reply>, RemoteError> {
     let c = match conn {
         Some(c) => c,
         None => conn.insert(Conn::open_for_scripts(endpoint, &endpoint.addr).await?),
     };
-    let picks: Vec<(usize, bool)> = (0..calls.len()).map(|i| (i, false)).collect();
-    send(c, calls, &picks).await
+    send(c, calls, Picks::All).await
 }
 
 #[cfg(test)]
@@ -546,7 +595,11 @@ mod tests {
         .await;
         let batch = [call(&CACHED), call(&MISSING)];
         let window = Window::new(60);
-        let calls = ScriptCalls::of(&batch, &window, Duration::from_secs(1));
+        let calls = ScriptCalls {
+            calls: &batch,
+            window: &window,
+            slot_ttl: Duration::from_secs(1),
+        };
         let mut conn = None;
         let replies = round_trip::<TokioWire>(&mut conn, &endpoint(&addr), &calls)
             .await

@@ -170,14 +170,17 @@ async fn drive(link: Rc<Link>, config: Arc<LinkConfig>) {
             queue.extend(merged.compensations);
             continue;
         }
-        let calls = ScriptCalls::of(&batch, &config.window, config.slot_ttl);
+        let calls = ScriptCalls {
+            calls: &batch,
+            window: &config.window,
+            slot_ttl: config.slot_ttl,
+        };
         let result = monoio::time::timeout(
             config.deadline,
             conn::round_trip(&mut conn, &config.endpoint, &calls),
         )
         .await
         .unwrap_or_else(|_| Err(outcome::timed_out(config.deadline)));
-        drop(calls);
         match result {
             Ok(replies) => {
                 let orphans = report.succeeded(batch, replies.iter().map(numbers));

@@ -311,14 +311,17 @@ impl RemoteRunner {
                 orphans.extend(merged.compensations);
                 continue;
             }
-            let calls = ScriptCalls::of(&batch, &config.window, config.slot_ttl);
+            let calls = ScriptCalls {
+                calls: &batch,
+                window: &config.window,
+                slot_ttl: config.slot_ttl,
+            };
             let result = tokio::time::timeout(
                 config.deadline,
                 conn::round_trip(&mut conn, &config.endpoint, &calls),
             )
             .await
             .unwrap_or_else(|_| Err(outcome::timed_out(config.deadline)));
-            drop(calls);
             match result {
                 Ok(replies) => {
                     let batch = std::mem::take(&mut batch);

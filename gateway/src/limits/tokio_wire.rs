@@ -108,7 +108,7 @@ impl Wire for TokioWire {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::limits::conn::{self, Conn, Plain};
+    use crate::limits::conn::{self, Conn, Picks, Plain};
     use crate::limits::resp::{self, Reply};
     use std::sync::Arc;
     use tokio::net::TcpListener;
@@ -190,9 +190,8 @@ pub(crate) mod tests {
             .iter()
             .map(|c| c.iter().map(|a| a.as_bytes().to_vec()).collect())
             .collect();
-        let picks = [(0, false), (1, false), (2, false)];
         for _ in 0..2 {
-            let replies = conn::send(&mut conn, &Plain(&commands), &picks)
+            let replies = conn::send(&mut conn, &Plain(&commands), Picks::All)
                 .await
                 .unwrap();
             assert_eq!(
