@@ -6,12 +6,13 @@
 //! Every round trip has the limiter's deadline; connection errors and
 //! timeouts feed the shared [`Breaker`] and drop the connection (a reply
 //! may be in flight), script errors only fail their calls. A `NOSCRIPT`
-//! reply loads the scripts again and resends those calls once.
+//! reply loads the scripts again and resends those calls once. The flush
+//! itself is [`super::link`], shared with the control plane.
 
 use super::breaker::Breaker;
-use super::cluster::ClusterLink;
-use super::conn::{self, Endpoint, RedisTls, ScriptCalls, Wire};
-use super::outcome::{self, Reporter};
+use super::conn::{Endpoint, RedisTls, Wire};
+use super::link::Upstream;
+use super::outcome::Reporter;
 use super::release::Releases;
 use super::remote::{Call, RemoteError};
 use super::resp::Reply;
@@ -123,9 +124,7 @@ pub fn submit(config: &Arc<LinkConfig>, call: Call) -> Result<(), Call> {
 /// Sends whatever is queued, one round trip at a time, for as long as the
 /// core runs; slot releases a failed round trip left go once they are due.
 async fn drive(link: Rc<Link>, config: Arc<LinkConfig>) {
-    let mut conn: Option<Conn> = None;
-    let mut cluster =
-        (!config.cluster.is_empty()).then(|| ClusterLink::<MonoioWire>::new(&config.cluster, true));
+    let mut upstream = Upstream::<MonoioWire>::new(&config);
     let mut report = Reporter {
         breaker: &config.breaker,
         fallback_note: &config.fallback_note,
@@ -157,42 +156,10 @@ async fn drive(link: Rc<Link>, config: Arc<LinkConfig>) {
         config
             .calls
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
-        if let Some(cluster) = &mut cluster {
-            let merged = cluster.round_trip(&config, &batch).await;
-            releases.after_failure(&merged.lost);
-            let orphans = report.concluded(
-                batch,
-                merged.answers.into_iter(),
-                merged.unreachable.as_ref(),
-            );
-            let mut queue = link.queue.borrow_mut();
-            queue.extend(orphans);
-            queue.extend(merged.compensations);
-            continue;
-        }
-        let calls = ScriptCalls {
-            calls: &batch,
-            window: &config.window,
-            slot_ttl: config.slot_ttl,
-        };
-        let result = monoio::time::timeout(
-            config.deadline,
-            conn::round_trip(&mut conn, &config.endpoint, &calls),
-        )
-        .await
-        .unwrap_or_else(|_| Err(outcome::timed_out(config.deadline)));
-        match result {
-            Ok(replies) => {
-                let orphans = report.succeeded(batch, replies.iter().map(numbers));
-                link.queue.borrow_mut().extend(orphans);
-            }
-            Err(err) => {
-                releases.after_failure(&batch);
-                if report.failed(batch, &err) {
-                    conn = None;
-                }
-            }
-        }
+        let next = upstream
+            .flush(&config, &mut report, &mut releases, batch)
+            .await;
+        link.queue.borrow_mut().extend(next);
     }
 }
 
@@ -222,9 +189,6 @@ enum Stream {
     Plain(TcpStream),
     Tls(Box<ClientTlsStream<TcpStream>>),
 }
-
-/// A core's connection.
-pub(super) type Conn = conn::Conn<MonoioWire>;
 
 impl Wire for MonoioWire {
     async fn connect(addr: &str, tls: Option<&RedisTls>) -> Result<MonoioWire, RemoteError> {

@@ -30,6 +30,7 @@ pub(crate) mod conn;
 mod descriptor;
 mod direct;
 mod lease;
+mod link;
 mod local;
 mod outcome;
 mod redis_target;

@@ -9,12 +9,11 @@
 //! `NOSCRIPT` reply loads the scripts again and resends those calls once.
 
 use super::breaker::Breaker;
-use super::cluster::ClusterLink;
-use super::conn::{self, Conn, ScriptCalls};
 use super::descriptor::Kind;
-use super::direct::{self, LinkConfig};
+use super::direct::LinkConfig;
 use super::lease::LeaseTable;
-use super::outcome::{self, Reporter};
+use super::link::Upstream;
+use super::outcome::Reporter;
 use super::release::Releases;
 use super::tokio_wire::{self, TokioWire};
 use super::window::Window;
@@ -258,9 +257,7 @@ impl RemoteRunner {
             fallback_note: self.fallback_note.clone(),
             cluster: self.cluster.clone(),
         };
-        let mut cluster = (!config.cluster.is_empty())
-            .then(|| ClusterLink::<TokioWire>::new(&config.cluster, true));
-        let mut conn: Option<Conn<TokioWire>> = None;
+        let mut upstream = Upstream::<TokioWire>::new(&config);
         let mut report = Reporter {
             breaker: &config.breaker,
             fallback_note: &config.fallback_note,
@@ -300,40 +297,14 @@ impl RemoteRunner {
                 continue;
             }
             self.calls.fetch_add(batch.len() as u64, Ordering::Relaxed);
-            if let Some(cluster) = &mut cluster {
-                let merged = cluster.round_trip(&config, &batch).await;
-                releases.after_failure(&merged.lost);
-                orphans = report.concluded(
+            orphans = upstream
+                .flush(
+                    &config,
+                    &mut report,
+                    &mut releases,
                     std::mem::take(&mut batch),
-                    merged.answers.into_iter(),
-                    merged.unreachable.as_ref(),
-                );
-                orphans.extend(merged.compensations);
-                continue;
-            }
-            let calls = ScriptCalls {
-                calls: &batch,
-                window: &config.window,
-                slot_ttl: config.slot_ttl,
-            };
-            let result = tokio::time::timeout(
-                config.deadline,
-                conn::round_trip(&mut conn, &config.endpoint, &calls),
-            )
-            .await
-            .unwrap_or_else(|_| Err(outcome::timed_out(config.deadline)));
-            match result {
-                Ok(replies) => {
-                    let batch = std::mem::take(&mut batch);
-                    orphans = report.succeeded(batch, replies.iter().map(direct::numbers));
-                }
-                Err(err) => {
-                    releases.after_failure(&batch);
-                    if report.failed(std::mem::take(&mut batch), &err) {
-                        conn = None;
-                    }
-                }
-            }
+                )
+                .await;
         }
     }
 }
