@@ -35,6 +35,7 @@ mod cluster;
 pub(crate) mod conn;
 mod descriptor;
 mod direct;
+mod endpoint;
 mod lease;
 mod link;
 mod local;
