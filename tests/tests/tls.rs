@@ -191,6 +191,45 @@ fn redis_over_tls_on_the_cores_and_the_control_plane() {
     }
 }
 
+/// `rediss://...#insecure` (the certificate not checked, no CA given): the
+/// cores leave such a URL to the control plane, whose connection speaks
+/// TLS all the same; the limit holds and is counted in Redis.
+#[test]
+fn insecure_rediss_goes_through_the_control_plane_over_tls() {
+    let pki = TestPki::new();
+    let redis = e2e::PrivateRedis::start_tls(path_str(&pki.cert), path_str(&pki.key));
+    let url = format!("{}#insecure", redis.tls_url());
+    let gw = Gateway::start(&rate_limited_config("redis"), &[("REDIS_URL", &url)]);
+    let key = gw
+        .post("/key/generate", &json!({"rpm_limit": 3}))
+        .expect_status(200)
+        .json()["key"]
+        .as_str()
+        .expect("a key")
+        .to_string();
+    let statuses: Vec<u16> = (0..4).map(|_| chat_with(&gw, &key)).collect();
+    assert_eq!(statuses, [200, 200, 200, 429], "{}", gw.output());
+    let counted = redis.window_total(&format!("{{api_key:{}}}:requests", token(&key)));
+    assert!(counted >= 3, "counted in Redis: {counted}");
+    let clients = match redis.command(&["CLIENT", "LIST"]) {
+        e2e::redis::Reply::Bulk(Some(text)) => text,
+        other => panic!("CLIENT LIST: {other:?}"),
+    };
+    let tls_port = redis
+        .tls_url()
+        .rsplit(':')
+        .next()
+        .expect("a port")
+        .to_string();
+    let on_tls = |name: &str| {
+        clients
+            .lines()
+            .any(|l| l.contains(&format!("laddr=127.0.0.1:{tls_port} ")) && l.contains(name))
+    };
+    assert!(on_tls("name=gateway-control "), "{clients}");
+    assert!(!on_tls("name=gateway-limiter-core "), "{clients}");
+}
+
 /// A gateway terminating TLS: started with `args` (the flags) and `envs`,
 /// ready once it answers over HTTPS.
 fn start_https(pki: &TestPki, envs: &[(&str, &str)], args: &[&str]) -> Gateway {

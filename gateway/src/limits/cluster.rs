@@ -1,4 +1,5 @@
-//! A core's link to a Redis Cluster: one connection per master, the slot
+//! A link to a Redis Cluster, a core's or the control plane's (the same
+//! code over either runtime's [`Wire`]): one connection per master, the slot
 //! map read with `CLUSTER SLOTS` from the startup nodes (or any known
 //! master), each call split by slot ([`super::split`]) and every node's
 //! share sent in the same round trip, all nodes at once.
@@ -16,44 +17,51 @@
 //! their answers), and one in every [`REFRESH_EVERY`] tries to connect to
 //! it again, so the breaker closes once it is back, and only then.
 
-use super::direct::{self, Conn, LinkConfig};
+use super::conn::{self, Commands, Conn, Endpoint, Picks, ScriptCalls, Wire};
+use super::direct::{self, LinkConfig};
 use super::remote::{Call, RemoteError};
-use super::resp::{self, Reply};
-use super::script;
+use super::resp::Reply;
 use super::slots::{redirect, Redirect, Topology};
 use super::split::{self, Answer, Merged};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-/// Redirects one part may follow in one round trip.
+/// Redirects one command may follow in one round trip.
 const MAX_HOPS: usize = 3;
 /// Least time between two reads of the slot map.
 const REFRESH_EVERY: Duration = Duration::from_millis(250);
 
-/// One core's connections to a Cluster and its slot map.
-pub struct ClusterLink {
+/// Connections to a Cluster and its slot map, on the runtime of `W`.
+pub struct ClusterLink<W> {
     seeds: Vec<String>,
+    /// Connections read Redis's clock and load the limiter's scripts.
+    scripts: bool,
     topology: Option<Topology>,
     /// The map must be read again (a redirect or a lost node).
     stale: bool,
     last_refresh: Option<Instant>,
-    conns: HashMap<String, Conn>,
+    conns: HashMap<String, Conn<W>>,
     /// Masters that could not be reached: when they were last tried, why.
     down: HashMap<String, (Instant, RemoteError)>,
 }
 
-/// Where one part goes in one hop.
+/// Where one command goes in one hop.
 struct Send {
-    part: usize,
+    command: usize,
     addr: String,
     asking: bool,
 }
 
-impl ClusterLink {
-    /// A link that starts from `seeds` (`host:port`).
-    pub fn new(seeds: &[String]) -> ClusterLink {
+/// Each command's reply, or why it got none.
+pub type Replies = Vec<Result<Reply, RemoteError>>;
+
+impl<W: Wire> ClusterLink<W> {
+    /// A link that starts from `seeds` (`host:port`); with `scripts`, its
+    /// connections read the clock and load the limiter's scripts.
+    pub fn new(seeds: &[String], scripts: bool) -> ClusterLink<W> {
         ClusterLink {
             seeds: seeds.to_vec(),
+            scripts,
             topology: None,
             stale: true,
             last_refresh: None,
@@ -62,24 +70,71 @@ impl ClusterLink {
         }
     }
 
-    /// Sends `batch` and combines the replies, within the limiter's deadline.
+    /// Sends the limiter's `batch` and combines the replies, within the
+    /// limiter's deadline.
     pub async fn round_trip(&mut self, config: &LinkConfig, batch: &[Call]) -> Merged {
-        let deadline = Instant::now() + config.deadline;
-        self.refresh(config, deadline).await;
         let parts = split::split(batch);
-        let mut outcomes: Vec<Option<split::Outcome>> = (0..parts.len()).map(|_| None).collect();
-        let mut sends = Vec::with_capacity(parts.len());
-        for (i, part) in parts.iter().enumerate() {
-            match self.topology.as_ref().and_then(|t| t.node_of(part.slot)) {
+        let calls = ScriptCalls {
+            calls: &parts,
+            window: &config.window,
+            slot_ttl: config.slot_ttl,
+        };
+        let replies = self
+            .exchange(&config.endpoint, config.deadline, &calls)
+            .await;
+        let outcomes = parts
+            .iter()
+            .zip(replies)
+            .map(|(part, reply)| {
+                let reply = reply?;
+                match &part.sub {
+                    Call::Admit { .. } => direct::verdict(&reply).map(Answer::Verdict),
+                    Call::Script { .. } => direct::numbers(&reply).map(Answer::Numbers),
+                    Call::Finish { .. } => match reply {
+                        Reply::Error(e) => Err(RemoteError::Failed(e)),
+                        _ => Ok(Answer::Settled),
+                    },
+                }
+            })
+            .collect();
+        let mut merged = split::merge(batch, parts, outcomes);
+        if merged.unreachable.is_none() {
+            merged.unreachable = self.unreachable();
+        }
+        merged
+    }
+
+    /// Why a master of the map is down, if one is: the Cluster counts as
+    /// unreachable for the breaker until every master answers.
+    pub fn unreachable(&self) -> Option<RemoteError> {
+        self.down.values().next().map(|(_, e)| e.clone())
+    }
+
+    /// Sends each of `commands` to the master of its slot, all masters at
+    /// once, following redirects, within `limit`; one reply per command
+    /// (a redirect or `CLUSTERDOWN` / `TRYAGAIN` is never one).
+    pub async fn exchange<C: Commands>(
+        &mut self,
+        endpoint: &Endpoint,
+        limit: Duration,
+        commands: &C,
+    ) -> Replies {
+        let deadline = Instant::now() + limit;
+        self.refresh(endpoint, limit, deadline).await;
+        let mut replies: Vec<Option<Result<Reply, RemoteError>>> =
+            (0..commands.len()).map(|_| None).collect();
+        let mut sends = Vec::with_capacity(commands.len());
+        for (i, reply) in replies.iter_mut().enumerate() {
+            let slot = commands.slot(i);
+            match self.topology.as_ref().and_then(|t| t.node_of(slot)) {
                 Some(addr) => sends.push(Send {
-                    part: i,
+                    command: i,
                     addr: addr.to_string(),
                     asking: false,
                 }),
                 None => {
-                    outcomes[i] = Some(Err(RemoteError::Unreachable(format!(
-                        "no Cluster node known for slot {}",
-                        part.slot
+                    *reply = Some(Err(RemoteError::Unreachable(format!(
+                        "no Cluster node known for slot {slot}"
                     ))))
                 }
             }
@@ -89,29 +144,24 @@ impl ClusterLink {
                 break;
             }
             sends = self
-                .hop(config, deadline, &parts, sends, &mut outcomes)
+                .hop(endpoint, limit, deadline, commands, sends, &mut replies)
                 .await;
         }
         for send in sends {
-            outcomes[send.part] = Some(Err(RemoteError::Failed(format!(
+            replies[send.command] = Some(Err(RemoteError::Failed(format!(
                 "more than {MAX_HOPS} Cluster redirects"
             ))));
         }
-        self.retry_down(config, deadline).await;
-        let outcomes = outcomes
+        self.retry_down(endpoint, limit, deadline).await;
+        replies
             .into_iter()
             .map(|o| o.unwrap_or_else(|| Err(RemoteError::Failed("no reply".into()))))
-            .collect();
-        let mut merged = split::merge(batch, parts, outcomes);
-        if merged.unreachable.is_none() {
-            merged.unreachable = self.down.values().next().map(|(_, e)| e.clone());
-        }
-        merged
+            .collect()
     }
 
     /// Connects again to the masters that were down and were not tried in
     /// the last [`REFRESH_EVERY`].
-    async fn retry_down(&mut self, config: &LinkConfig, deadline: Instant) {
+    async fn retry_down(&mut self, endpoint: &Endpoint, limit: Duration, deadline: Instant) {
         let due: Vec<String> = self
             .down
             .iter()
@@ -120,9 +170,9 @@ impl ClusterLink {
             .collect();
         for addr in due {
             let left = deadline.saturating_duration_since(Instant::now());
-            let opened = monoio::time::timeout(left, Conn::open(config, &addr))
+            let opened = W::timeout(left, open(endpoint, self.scripts, &addr))
                 .await
-                .unwrap_or_else(|_| Err(super::outcome::timed_out(config.deadline)));
+                .unwrap_or_else(|| Err(super::outcome::timed_out(limit)));
             match opened {
                 Ok(conn) => {
                     self.down.remove(&addr);
@@ -135,15 +185,16 @@ impl ClusterLink {
         }
     }
 
-    /// Sends every part of `sends` to its node, all nodes at once; the
-    /// parts redirected elsewhere, for the next hop.
-    async fn hop(
+    /// Sends every command of `sends` to its node, all nodes at once; the
+    /// commands redirected elsewhere, for the next hop.
+    async fn hop<C: Commands>(
         &mut self,
-        config: &LinkConfig,
+        endpoint: &Endpoint,
+        limit: Duration,
         deadline: Instant,
-        parts: &[split::Part],
+        commands: &C,
         sends: Vec<Send>,
-        outcomes: &mut [Option<split::Outcome>],
+        replies: &mut [Option<Result<Reply, RemoteError>>],
     ) -> Vec<Send> {
         let mut by_node: Vec<(String, Vec<Send>)> = Vec::new();
         for send in sends {
@@ -152,27 +203,35 @@ impl ClusterLink {
                 None => by_node.push((send.addr.clone(), vec![send])),
             }
         }
+        let scripts = self.scripts;
         let exchanges = by_node.into_iter().map(|(addr, group)| {
             let conn = self.conns.remove(&addr);
-            let calls: Vec<(&Call, bool)> = group
-                .iter()
-                .map(|s| (&parts[s.part].sub, s.asking))
-                .collect();
+            let picks: Vec<(usize, bool)> = group.iter().map(|s| (s.command, s.asking)).collect();
             async move {
                 let left = deadline.saturating_duration_since(Instant::now());
-                let result = monoio::time::timeout(left, on_node(config, &addr, conn, &calls))
-                    .await
-                    .unwrap_or_else(|_| Err(super::outcome::timed_out(config.deadline)));
+                let result = W::timeout(
+                    left,
+                    on_node(
+                        endpoint,
+                        scripts,
+                        &addr,
+                        conn,
+                        commands,
+                        Picks::These(&picks),
+                    ),
+                )
+                .await
+                .unwrap_or_else(|| Err(super::outcome::timed_out(limit)));
                 (addr, group, result)
             }
         });
         let mut next = Vec::new();
         for (addr, group, result) in futures_util::future::join_all(exchanges).await {
-            let replies = match result {
-                Ok((conn, replies)) => {
+            let answers = match result {
+                Ok((conn, answers)) => {
                     self.down.remove(&addr);
                     self.conns.insert(addr.clone(), conn);
-                    replies
+                    answers
                 }
                 Err(e) => {
                     if matches!(e, RemoteError::Unreachable(_)) {
@@ -180,13 +239,12 @@ impl ClusterLink {
                     }
                     self.stale = true;
                     for send in group {
-                        outcomes[send.part] = Some(Err(e.clone()));
+                        replies[send.command] = Some(Err(e.clone()));
                     }
                     continue;
                 }
             };
-            for (send, reply) in group.into_iter().zip(replies) {
-                let part = &parts[send.part];
+            for (send, reply) in group.into_iter().zip(answers) {
                 if let Reply::Error(e) = &reply {
                     match redirect(e) {
                         Some(Redirect::Moved { slot, addr: to }) => {
@@ -196,7 +254,7 @@ impl ClusterLink {
                             }
                             self.stale = true;
                             next.push(Send {
-                                part: send.part,
+                                command: send.command,
                                 addr: to,
                                 asking: false,
                             });
@@ -204,7 +262,7 @@ impl ClusterLink {
                         }
                         Some(Redirect::Ask { addr: to }) => {
                             next.push(Send {
-                                part: send.part,
+                                command: send.command,
                                 addr: with_host(&to, &addr),
                                 asking: true,
                             });
@@ -212,20 +270,13 @@ impl ClusterLink {
                         }
                         None if e.starts_with("CLUSTERDOWN") || e.starts_with("TRYAGAIN") => {
                             self.stale = true;
-                            outcomes[send.part] = Some(Err(RemoteError::Unreachable(e.clone())));
+                            replies[send.command] = Some(Err(RemoteError::Unreachable(e.clone())));
                             continue;
                         }
                         None => {}
                     }
                 }
-                outcomes[send.part] = Some(match &part.sub {
-                    Call::Admit { .. } => direct::verdict(&reply).map(Answer::Verdict),
-                    Call::Script { .. } => direct::numbers(&reply).map(Answer::Numbers),
-                    Call::Finish { .. } => match reply {
-                        Reply::Error(e) => Err(RemoteError::Failed(e)),
-                        _ => Ok(Answer::Settled),
-                    },
-                });
+                replies[send.command] = Some(Ok(reply));
             }
         }
         next
@@ -235,7 +286,7 @@ impl ClusterLink {
     /// read in the last [`REFRESH_EVERY`]: from the startup nodes first,
     /// then the known masters; the first answer wins. A failed read keeps
     /// the map it had.
-    async fn refresh(&mut self, config: &LinkConfig, deadline: Instant) {
+    async fn refresh(&mut self, endpoint: &Endpoint, limit: Duration, deadline: Instant) {
         let due = self.topology.is_none()
             || (self.stale
                 && self
@@ -259,9 +310,18 @@ impl ClusterLink {
             if left.is_zero() {
                 return;
             }
-            let conn = self.conns.remove(&addr);
-            let read = monoio::time::timeout(left, slots_of(config, &addr, conn)).await;
-            let Ok(Ok((conn, topology))) = read else {
+            let conn = match self.conns.remove(&addr) {
+                Some(c) => Ok(c),
+                None => W::timeout(left, open(endpoint, self.scripts, &addr))
+                    .await
+                    .unwrap_or_else(|| Err(super::outcome::timed_out(limit))),
+            };
+            let Ok(conn) = conn else {
+                continue;
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            let read = W::timeout(left, slots_of(conn, &addr)).await;
+            let Some(Ok((conn, topology))) = read else {
                 continue;
             };
             self.down.remove(&addr);
@@ -276,16 +336,24 @@ impl ClusterLink {
     }
 }
 
-/// `CLUSTER SLOTS` from `addr`, over `conn` or a new connection.
-async fn slots_of(
-    config: &LinkConfig,
+/// A connection to `addr`; with `scripts`, it reads the clock and loads
+/// the limiter's scripts.
+async fn open<W: Wire>(
+    endpoint: &Endpoint,
+    scripts: bool,
     addr: &str,
-    conn: Option<Conn>,
-) -> Result<(Conn, Topology), RemoteError> {
-    let mut conn = match conn {
-        Some(c) => c,
-        None => Conn::open(config, addr).await?,
-    };
+) -> Result<Conn<W>, RemoteError> {
+    match scripts {
+        true => Conn::open_for_scripts(endpoint, addr).await,
+        false => Conn::open(endpoint, addr).await,
+    }
+}
+
+/// `CLUSTER SLOTS` from `addr` over `conn`.
+async fn slots_of<W: Wire>(
+    mut conn: Conn<W>,
+    addr: &str,
+) -> Result<(Conn<W>, Topology), RemoteError> {
     let reply = conn.exchange([["CLUSTER", "SLOTS"]].iter()).await?;
     let topology = reply
         .first()
@@ -294,78 +362,23 @@ async fn slots_of(
     Ok((conn, topology))
 }
 
-/// Sends `calls` to the node at `addr` as one pipeline (each after
-/// `ASKING` when asked to), loading the scripts and resending once on
-/// `NOSCRIPT` (other modules' scripts too); one reply per call, and the
-/// connection to keep.
-async fn on_node(
-    config: &LinkConfig,
+/// Sends `picks` of `commands` to the node at `addr` as one pipeline
+/// ([`conn::send`]), over `conn` or a new connection; one reply per pick,
+/// and the connection to keep.
+async fn on_node<W: Wire, C: Commands>(
+    endpoint: &Endpoint,
+    scripts: bool,
     addr: &str,
-    conn: Option<Conn>,
-    calls: &[(&Call, bool)],
-) -> Result<(Conn, Vec<Reply>), RemoteError> {
+    conn: Option<Conn<W>>,
+    commands: &C,
+    picks: Picks<'_>,
+) -> Result<(Conn<W>, Vec<Reply>), RemoteError> {
     let mut conn = match conn {
         Some(c) => c,
-        None => Conn::open(config, addr).await?,
+        None => open(endpoint, scripts, addr).await?,
     };
-    let mut replies = pipeline(&mut conn, config, calls).await?;
-    let missing: Vec<usize> = (0..replies.len())
-        .filter(|&i| matches!(&replies[i], Reply::Error(e) if e.starts_with("NOSCRIPT")))
-        .collect();
-    if !missing.is_empty() {
-        conn.load_scripts().await?;
-        let mut extra: Vec<&str> = missing
-            .iter()
-            .filter_map(|&i| calls[i].0.extra_script().map(|s| s.body()))
-            .collect();
-        extra.sort_unstable();
-        extra.dedup();
-        conn.load(&extra).await?;
-        let again: Vec<(&Call, bool)> = missing.iter().map(|&i| calls[i]).collect();
-        for (i, reply) in missing
-            .into_iter()
-            .zip(pipeline(&mut conn, config, &again).await?)
-        {
-            replies[i] = reply;
-        }
-    }
+    let replies = conn::send(&mut conn, commands, picks).await?;
     Ok((conn, replies))
-}
-
-/// One exchange of `calls`, with the node's clock for the deadlines; the
-/// `ASKING` replies are dropped.
-async fn pipeline(
-    conn: &mut Conn,
-    config: &LinkConfig,
-    calls: &[(&Call, bool)],
-) -> Result<Vec<Reply>, RemoteError> {
-    let clock = conn.clock;
-    let mut encoded = conn.take_out();
-    let mut expected = 0;
-    for (call, asking) in calls {
-        if *asking {
-            resp::encode(&["ASKING"], &mut encoded);
-            expected += 1;
-        }
-        script::encode_evalsha(
-            call,
-            &config.window,
-            config.slot_ttl,
-            clock.as_ref(),
-            &mut encoded,
-        );
-        expected += 1;
-    }
-    let replies = conn.exchange_encoded(encoded, expected).await?;
-    let mut out = Vec::with_capacity(calls.len());
-    let mut replies = replies.into_iter();
-    for (_, asking) in calls {
-        if *asking {
-            replies.next();
-        }
-        out.extend(replies.next());
-    }
-    Ok(out)
 }
 
 /// A redirect's address with the answering node's host when it names
@@ -380,6 +393,97 @@ fn with_host(to: &str, from: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limits::conn::Plain;
+    use crate::limits::slots::key_slot;
+    use crate::limits::tokio_wire::tests::{endpoint, fake_redis, text};
+    use crate::limits::tokio_wire::TokioWire;
+    use std::sync::{Arc, Mutex, OnceLock};
+
+    fn slots_reply(ranges: &[(u16, u16, &str)]) -> Vec<u8> {
+        let mut out = format!("*{}\r\n", ranges.len());
+        for (start, end, addr) in ranges {
+            let (host, port) = addr.rsplit_once(':').unwrap();
+            out += &format!(
+                "*3\r\n:{start}\r\n:{end}\r\n*2\r\n${}\r\n{host}\r\n:{port}\r\n",
+                host.len()
+            );
+        }
+        out.into_bytes()
+    }
+
+    /// On the control plane's runtime: a `MOVED` key goes to its new
+    /// master (and goes there directly afterwards), an `ASK` key is sent
+    /// after `ASKING` and keeps asking its old master.
+    #[tokio::test(flavor = "current_thread")]
+    async fn commands_follow_moved_and_ask_redirects() {
+        let asking = Arc::new(Mutex::new(false));
+        let b_asking = asking.clone();
+        let b = fake_redis(Arc::new(move |args| {
+            let mut asking = b_asking.lock().unwrap();
+            match text(args).as_str() {
+                "ASKING" => {
+                    *asking = true;
+                    b"+OK\r\n".to_vec()
+                }
+                "GET moved" => b"$1\r\nm\r\n".to_vec(),
+                "GET asked" if std::mem::take(&mut *asking) => b"$1\r\na\r\n".to_vec(),
+                "GET asked" => b"-ERR not asked\r\n".to_vec(),
+                _ => b"+OK\r\n".to_vec(),
+            }
+        }))
+        .await;
+        let a_addr: Arc<OnceLock<String>> = Arc::default();
+        let a_seen = Arc::new(Mutex::new(Vec::<String>::new()));
+        let (me, seen, to) = (a_addr.clone(), a_seen.clone(), b.clone());
+        let moved = key_slot(b"moved");
+        let a = fake_redis(Arc::new(move |args| {
+            let me = me.get().unwrap();
+            let command = text(args);
+            let mut seen = seen.lock().unwrap();
+            seen.push(command.clone());
+            let answered_moved = seen.iter().any(|c| c == "GET moved");
+            match command.as_str() {
+                "CLUSTER SLOTS" if answered_moved => slots_reply(&[
+                    (0, moved - 1, me),
+                    (moved, moved, &to),
+                    (moved + 1, 16383, me),
+                ]),
+                "CLUSTER SLOTS" => slots_reply(&[(0, 16383, me)]),
+                "GET moved" => format!("-MOVED {moved} {to}\r\n").into_bytes(),
+                "GET asked" => format!("-ASK {} {to}\r\n", key_slot(b"asked")).into_bytes(),
+                _ => b"+OK\r\n".to_vec(),
+            }
+        }))
+        .await;
+        a_addr.set(a.clone()).unwrap();
+        assert!(moved > 0 && moved < 16383);
+        let commands: Vec<Vec<Vec<u8>>> = vec![
+            vec![b"GET".to_vec(), b"moved".to_vec()],
+            vec![b"GET".to_vec(), b"asked".to_vec()],
+        ];
+        let mut link = ClusterLink::<TokioWire>::new(std::slice::from_ref(&a), false);
+        for round in 0..2 {
+            let replies: Vec<Result<Reply, String>> = link
+                .exchange(&endpoint(&a), Duration::from_secs(5), &Plain(&commands))
+                .await
+                .into_iter()
+                .map(|r| r.map_err(|e| e.to_string()))
+                .collect();
+            assert_eq!(
+                replies,
+                [
+                    Ok(Reply::Bulk(Some(b"m".to_vec()))),
+                    Ok(Reply::Bulk(Some(b"a".to_vec())))
+                ],
+                "round {round}"
+            );
+        }
+        let seen = a_seen.lock().unwrap();
+        let count = |c: &str| seen.iter().filter(|s| *s == c).count();
+        assert_eq!(count("GET moved"), 1, "went to the new master: {seen:?}");
+        assert_eq!(count("GET asked"), 2, "ASK leaves the map as it was");
+        assert!(link.unreachable().is_none());
+    }
 
     #[test]
     fn a_redirect_without_a_host_keeps_the_answering_nodes() {

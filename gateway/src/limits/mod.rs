@@ -10,6 +10,12 @@
 //! lock-free counters ([`local`]) under the configured fallback policy.
 //! Counting is a sliding window ([`window`]): no 2x burst at a boundary.
 //!
+//! The cores ([`direct`]) and the control plane ([`remote`], and cooldown
+//! sharing) speak Redis through one client: the RESP codec ([`resp`]), one
+//! connection's code ([`conn`]) over either runtime's socket ([`tokio_wire`]
+//! for the control plane), and one flush with its deadline, breaker and
+//! reconnection ([`link`]).
+//!
 //! On a Redis Cluster ([`slots`], [`split`], [`cluster`]) each request is
 //! admitted slot by slot in one round trip, the slots that admitted being
 //! given back when another refuses. Other modules' scripts ([`Limiter::eval`])
@@ -26,24 +32,27 @@
 pub mod breaker;
 mod clock;
 mod cluster;
+pub(crate) mod conn;
 mod descriptor;
 mod direct;
+mod endpoint;
 mod lease;
+mod link;
 mod local;
 mod outcome;
-pub mod redis_client;
 mod redis_target;
 mod release;
 pub mod remote;
-mod remote_cluster;
 pub mod resp;
 mod script;
 mod settings;
 mod slots;
 mod split;
+pub(crate) mod tokio_wire;
 mod window;
 
 pub use breaker::{BreakerSettings, BreakerState};
+pub(crate) use cluster::ClusterLink;
 pub use descriptor::{Descriptor, Kind, Scope, ScopeLimits};
 pub use local::LocalLimiter;
 pub use settings::{

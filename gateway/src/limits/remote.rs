@@ -1,19 +1,21 @@
 //! The Redis side of the limiter, run on the control plane: limiter calls
 //! from every core are drained from one queue and sent as one pipeline per
-//! flush, each call one `EVALSHA` of `admit.lua` or `finish.lua`.
+//! flush, each call one `EVALSHA` of `admit.lua` or `finish.lua`, over the
+//! same connection code as the cores' links ([`super::conn`], on tokio:
+//! [`super::tokio_wire`]; a Cluster through [`ClusterLink`]).
 //!
 //! Every flush has a deadline; connection errors and timeouts feed the
 //! [`Breaker`], other errors (a script error) only fail the calls. A
-//! `NOSCRIPT` reply loads the scripts again and retries the flush once.
+//! `NOSCRIPT` reply loads the scripts again and resends those calls once.
 
 use super::breaker::Breaker;
-use super::clock::{parse_time, RedisClock};
 use super::descriptor::Kind;
+use super::direct::LinkConfig;
 use super::lease::LeaseTable;
-use super::outcome::{self, Reporter};
+use super::link::Upstream;
+use super::outcome::Reporter;
 use super::release::Releases;
-use super::remote_cluster::ClusterRunner;
-use super::script;
+use super::tokio_wire::{self, TokioWire};
 use super::window::Window;
 use super::Verdict;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -230,8 +232,8 @@ pub struct LeaseExpiry {
 impl RemoteRunner {
     /// Serves calls until every sender is gone.
     pub async fn run(mut self) {
-        let client = match super::redis_client::client(&self.url) {
-            Ok(c) => c,
+        let endpoint = match tokio_wire::control_endpoint(&self.url) {
+            Ok(e) => e,
             Err(e) => {
                 tracing::error!(error = %e, "invalid Redis URL; rate limits are enforced per process");
                 while let Some(call) = self.rx.recv().await {
@@ -245,20 +247,20 @@ impl RemoteRunner {
         if let Some(leases) = self.leases.take() {
             tokio::spawn(expire_leases(leases));
         }
-        let mut cluster = match self.cluster.is_empty() {
-            true => None,
-            false => match ClusterRunner::new(&self.url, &self.cluster, self.deadline) {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    tracing::error!(error = %e, "invalid Redis Cluster nodes; the control plane's limiter calls fail");
-                    None
-                }
-            },
+        let config = LinkConfig {
+            endpoint,
+            window: self.window,
+            slot_ttl: self.slot_ttl,
+            deadline: self.deadline,
+            breaker: self.breaker.clone(),
+            calls: self.calls.clone(),
+            fallback_note: self.fallback_note.clone(),
+            cluster: self.cluster.clone(),
         };
-        let mut conn: Option<Linked> = None;
+        let mut upstream = Upstream::<TokioWire>::new(&config);
         let mut report = Reporter {
-            breaker: &self.breaker,
-            fallback_note: &self.fallback_note,
+            breaker: &config.breaker,
+            fallback_note: &config.fallback_note,
             last_complaint: None,
         };
         let mut batch = Vec::with_capacity(MAX_BATCH);
@@ -295,89 +297,15 @@ impl RemoteRunner {
                 continue;
             }
             self.calls.fetch_add(batch.len() as u64, Ordering::Relaxed);
-            if let Some(cluster) = &mut cluster {
-                let merged = tokio::time::timeout(
-                    self.deadline,
-                    cluster.round_trip(&batch, &self.window, self.slot_ttl),
+            orphans = upstream
+                .flush(
+                    &config,
+                    &mut report,
+                    &mut releases,
+                    std::mem::take(&mut batch),
                 )
                 .await;
-                match merged {
-                    Ok(merged) => {
-                        releases.after_failure(&merged.lost);
-                        orphans = report.concluded(
-                            std::mem::take(&mut batch),
-                            merged.answers.into_iter(),
-                            merged.unreachable.as_ref(),
-                        );
-                        orphans.extend(merged.compensations);
-                    }
-                    Err(_) => {
-                        releases.after_failure(&batch);
-                        report.failed(
-                            std::mem::take(&mut batch),
-                            &outcome::timed_out(self.deadline),
-                        );
-                    }
-                }
-                continue;
-            }
-            let result =
-                tokio::time::timeout(self.deadline, self.flush(&client, &mut conn, &batch))
-                    .await
-                    .unwrap_or_else(|_| Err(outcome::timed_out(self.deadline)));
-            match result {
-                Ok(replies) => {
-                    let batch = std::mem::take(&mut batch);
-                    orphans = report.succeeded(batch, replies.iter().map(parse_numbers));
-                }
-                Err(err) => {
-                    releases.after_failure(&batch);
-                    if report.failed(std::mem::take(&mut batch), &err) {
-                        conn = None;
-                    }
-                }
-            }
         }
-    }
-
-    async fn flush(
-        &self,
-        client: &redis::Client,
-        conn: &mut Option<Linked>,
-        batch: &[Call],
-    ) -> Result<Vec<redis::Value>, RemoteError> {
-        let linked = match conn {
-            Some(c) => c,
-            None => {
-                let mut fresh = client
-                    .get_multiplexed_async_connection()
-                    .await
-                    .map_err(classify)?;
-                let clock = read_clock(&mut fresh).await?;
-                load_scripts(&mut fresh, batch).await?;
-                conn.insert(Linked { conn: fresh, clock })
-            }
-        };
-        let pipe = self.pipeline(batch, linked.clock.as_ref());
-        let c = &mut linked.conn;
-        match pipe.query_async::<Vec<redis::Value>>(c).await {
-            Err(e) if e.kind() == redis::ErrorKind::NoScriptError => {
-                load_scripts(c, batch).await?;
-                pipe.query_async(c).await.map_err(classify)
-            }
-            other => other.map_err(classify),
-        }
-    }
-
-    fn pipeline(&self, batch: &[Call], clock: Option<&RedisClock>) -> redis::Pipeline {
-        let mut pipe = redis::pipe();
-        for call in batch {
-            let cmd = pipe.cmd("EVALSHA");
-            for arg in &script::evalsha(call, &self.window, self.slot_ttl, clock)[1..] {
-                cmd.arg(arg);
-            }
-        }
-        pipe
     }
 }
 
@@ -394,77 +322,5 @@ async fn expire_leases(leases: LeaseExpiry) {
                 tracing::warn!("limiter queue full: an expired lease was not returned; its units lapse with the window");
             }
         }
-    }
-}
-
-/// A connection with its reading of Redis's clock.
-struct Linked {
-    conn: redis::aio::MultiplexedConnection,
-    clock: Option<RedisClock>,
-}
-
-/// Reads Redis's clock (`TIME`); without it (a server whose ACL refuses
-/// TIME) admissions go without a deadline.
-async fn read_clock(
-    conn: &mut redis::aio::MultiplexedConnection,
-) -> Result<Option<RedisClock>, RemoteError> {
-    let sent = std::time::Instant::now();
-    let parts: Vec<String> = match redis::cmd("TIME").query_async(conn).await {
-        Ok(parts) => parts,
-        Err(e) => {
-            return match classify(e) {
-                RemoteError::Failed(_) => Ok(None),
-                unreachable => Err(unreachable),
-            }
-        }
-    };
-    let answered = std::time::Instant::now();
-    Ok(
-        parse_time(&parts)
-            .map(|(secs, micros)| RedisClock::from_time(secs, micros, sent, answered)),
-    )
-}
-
-async fn load_scripts(
-    conn: &mut redis::aio::MultiplexedConnection,
-    batch: &[Call],
-) -> Result<(), RemoteError> {
-    let extra = batch
-        .iter()
-        .filter_map(|c| c.extra_script().map(|s| s.body()));
-    for body in [script::ADMIT_LUA, script::FINISH_LUA]
-        .into_iter()
-        .chain(extra)
-    {
-        redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(body)
-            .query_async::<String>(conn)
-            .await
-            .map_err(classify)?;
-    }
-    Ok(())
-}
-
-/// Whether a redis crate error means Redis could not be reached.
-pub(super) fn classify(e: redis::RedisError) -> RemoteError {
-    if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout() {
-        RemoteError::Unreachable(e.to_string())
-    } else {
-        RemoteError::Failed(e.to_string())
-    }
-}
-
-/// Reads `admit.lua`'s reply.
-pub(super) fn parse_admit(value: &redis::Value) -> Result<Verdict, RemoteError> {
-    parse_numbers(value).and_then(|n| script::verdict(&n))
-}
-
-/// Reads a script's reply: an array of integers.
-pub(super) fn parse_numbers(value: &redis::Value) -> Result<Vec<i64>, RemoteError> {
-    let bad = || RemoteError::Failed(format!("unexpected script reply {value:?}"));
-    match value {
-        redis::Value::ServerError(e) => Err(RemoteError::Failed(format!("{e:?}"))),
-        v => redis::from_redis_value(v).map_err(|_| bad()),
     }
 }

@@ -59,7 +59,8 @@ pub fn arg_count(call: &Call) -> usize {
 
 /// `EVALSHA <sha> <numkeys> <keys...> <argv...>` for `call`, as strings;
 /// an admission's deadline is written in Redis time by `clock` (without a
-/// reading, it has none).
+/// reading, it has none). The tests compare [`encode_evalsha`] with it.
+#[cfg(test)]
 pub fn evalsha(
     call: &Call,
     window: &Window,
@@ -246,9 +247,14 @@ mod tests {
     use crate::limits::descriptor::{Descriptor, Scope};
 
     #[test]
-    fn digests_match_redis_crate() {
-        assert_eq!(shas().admit, redis::Script::new(ADMIT_LUA).get_hash());
-        assert_eq!(shas().finish, redis::Script::new(FINISH_LUA).get_hash());
+    fn digests_are_sha1_hex_as_redis_names_scripts() {
+        // `SCRIPT LOAD "return 1"` answers this digest.
+        static ONE: super::super::remote::LuaScript =
+            super::super::remote::LuaScript::new("return 1");
+        assert_eq!(ONE.sha(), "e0e1f9fabfc9d4800c877a703b823ac0578ff8db");
+        assert_eq!(shas().admit, Sha1::from(ADMIT_LUA).digest().to_string());
+        assert_eq!(shas().admit.len(), 40);
+        assert_ne!(shas().admit, shas().finish);
     }
 
     #[test]

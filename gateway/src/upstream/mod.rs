@@ -13,7 +13,10 @@ mod tls;
 pub(crate) use base::parse_base;
 pub use base::{redact_url, UpstreamBase};
 pub use pool::Origin;
-pub use tls::{add_pem_file, client_config, root_store, TlsSetupError};
+pub use tls::{
+    add_pem_file, client_config, root_store, unverified_client_config, AnyCertificate,
+    TlsSetupError,
+};
 
 use crate::http1::{
     parse_response_head, ChunkedDecoder, ReadBuffer, ResponseFraming, ResponseHead,

@@ -1,8 +1,10 @@
 //! The rustls client configuration for HTTPS upstreams: the platform's root
 //! store, plus the CA bundle named by `SSL_CERT_FILE`.
 
-use rustls::pki_types::CertificateDer;
-use rustls::{ClientConfig, RootCertStore};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use std::sync::Arc;
 
 /// Root certificates could not be loaded.
@@ -55,6 +57,77 @@ pub fn client_config() -> Result<Arc<ClientConfig>, TlsSetupError> {
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(Arc::new(config))
+}
+
+/// A client config that checks no certificate (encryption without
+/// authentication), for the clients a setting tells so: Postgres's
+/// `sslmode=prefer` / `require`, Redis's `rediss://...#insecure`.
+pub fn unverified_client_config() -> Arc<ClientConfig> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default protocol versions")
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyCertificate::new(provider)))
+        .with_no_client_auth();
+    Arc::new(config)
+}
+
+/// Accepts any certificate: encryption without authentication; the
+/// handshake's signatures are still checked.
+#[derive(Debug)]
+pub struct AnyCertificate(Arc<CryptoProvider>);
+
+impl AnyCertificate {
+    /// The verifier, checking signatures with `provider`'s algorithms.
+    pub fn new(provider: Arc<CryptoProvider>) -> AnyCertificate {
+        AnyCertificate(provider)
+    }
+}
+
+impl ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
 }
 
 fn read_pem_file(path: &str) -> Result<Vec<CertificateDer<'static>>, TlsSetupError> {

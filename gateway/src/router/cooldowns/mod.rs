@@ -31,13 +31,13 @@
 pub mod message;
 mod store;
 
+use crate::limits::RemoteError;
 use crate::models::Models;
 use crate::router::fleet::{self, FleetEvent, FleetLink};
-use futures_util::StreamExt;
 use message::{allowed_fails_key, cooldown_key, Announcement, CHANNEL};
 use std::sync::Arc;
 use std::time::Duration;
-use store::{Store, StoreConn};
+use store::{Pipeline, Store, StoreConn};
 use tokio::sync::mpsc;
 
 /// Events sent in one pipeline at most.
@@ -56,13 +56,10 @@ pub const FAILS_WINDOW: Duration = Duration::from_secs(60);
 pub enum FleetError {
     /// Redis refused or dropped the call.
     #[error("redis: {0}")]
-    Redis(#[from] redis::RedisError),
+    Redis(#[from] RemoteError),
     /// No answer within the deadline.
     #[error("redis did not answer within {0:?}")]
     Timeout(Duration),
-    /// The subscription ended (the connection closed).
-    #[error("the subscription connection closed")]
-    Closed,
 }
 
 /// The control plane's side of shared cooldowns: what it reads from the
@@ -170,21 +167,22 @@ async fn flush(
     batch: &[FleetEvent],
 ) -> Result<Vec<i64>, FleetError> {
     let pipe = pipeline(replica, batch, fleet::unix_ms());
-    if pipe.cmd_iter().next().is_none() {
+    if pipe.is_empty() {
         return Ok(Vec::new());
     }
     let c = match conn {
         Some(c) => c,
         None => conn.insert(client.connect().await?),
     };
-    let counts = c.query(&pipe, |cmd| store::is(cmd, "INCR")).await?;
-    Ok(redis::from_redis_value(&redis::Value::Array(counts))?)
+    let counts = c.query(&pipe).await?;
+    Ok(store::integers(&counts)?)
 }
 
 /// The commands of `batch` at `now_unix_ms`; only the `INCR` replies are
 /// kept. A cooldown already over is not sent.
-fn pipeline(replica: &str, batch: &[FleetEvent], now_unix_ms: u64) -> redis::Pipeline {
-    let mut pipe = redis::pipe();
+fn pipeline(replica: &str, batch: &[FleetEvent], now_unix_ms: u64) -> Pipeline {
+    let number = |n: u64| n.to_string().into_bytes();
+    let mut pipe = Pipeline::default();
     for event in batch {
         match event {
             FleetEvent::Cooled {
@@ -200,29 +198,41 @@ fn pipeline(replica: &str, batch: &[FleetEvent], now_unix_ms: u64) -> redis::Pip
                     deployment: deployment.to_string(),
                     until_unix_ms: *until_unix_ms,
                 };
-                pipe.cmd("SET")
-                    .arg(cooldown_key(deployment))
-                    .arg(until_unix_ms)
-                    .arg("PX")
-                    .arg(left)
-                    .ignore()
-                    .cmd("PUBLISH")
-                    .arg(CHANNEL)
-                    .arg(message.encode())
-                    .ignore()
-                    .cmd("DEL")
-                    .arg(allowed_fails_key(deployment))
-                    .ignore();
+                pipe.push(
+                    false,
+                    vec![
+                        b"SET".to_vec(),
+                        cooldown_key(deployment).into_bytes(),
+                        number(*until_unix_ms),
+                        b"PX".to_vec(),
+                        number(left),
+                    ],
+                );
+                pipe.push(
+                    false,
+                    vec![
+                        b"PUBLISH".to_vec(),
+                        CHANNEL.as_bytes().to_vec(),
+                        message.encode(),
+                    ],
+                );
+                pipe.push(
+                    false,
+                    vec![b"DEL".to_vec(), allowed_fails_key(deployment).into_bytes()],
+                );
             }
             FleetEvent::Failed { deployment, .. } => {
-                let key = allowed_fails_key(deployment);
-                pipe.cmd("INCR")
-                    .arg(&key)
-                    .cmd("EXPIRE")
-                    .arg(&key)
-                    .arg(FAILS_WINDOW.as_secs())
-                    .arg("NX")
-                    .ignore();
+                let key = allowed_fails_key(deployment).into_bytes();
+                pipe.push(true, vec![b"INCR".to_vec(), key.clone()]);
+                pipe.push(
+                    false,
+                    vec![
+                        b"EXPIRE".to_vec(),
+                        key,
+                        number(FAILS_WINDOW.as_secs()),
+                        b"NX".to_vec(),
+                    ],
+                );
             }
         }
     }
@@ -268,10 +278,7 @@ async fn listen(client: Store, models: Arc<Models>, replica: String) {
     let mut backoff = MIN_BACKOFF;
     let mut down = false;
     loop {
-        let error = match subscribe(&client, &models, &replica, &mut down, &mut backoff).await {
-            Ok(()) => FleetError::Closed,
-            Err(e) => e,
-        };
+        let Err(error) = subscribe(&client, &models, &replica, &mut down, &mut backoff).await;
         if !down {
             down = true;
             tracing::warn!(error = %error, "cooldown subscription lost: this replica routes on its own view until Redis returns");
@@ -281,16 +288,16 @@ async fn listen(client: Store, models: Arc<Models>, replica: String) {
     }
 }
 
-/// One subscription: subscribe, catch up, apply messages until it ends.
+/// One subscription: subscribe, catch up, apply messages until it ends
+/// (the connection closed or failed: the error).
 async fn subscribe(
     client: &Store,
     models: &Models,
     replica: &str,
     down: &mut bool,
     backoff: &mut Duration,
-) -> Result<(), FleetError> {
-    let mut pubsub = within(client.pubsub()).await?;
-    within(pubsub.subscribe(CHANNEL)).await?;
+) -> Result<std::convert::Infallible, FleetError> {
+    let mut subscription = within(client.subscribe(CHANNEL)).await?;
     let caught_up = within(catch_up(client, models)).await?;
     if *down {
         *down = false;
@@ -300,11 +307,10 @@ async fn subscribe(
         );
     }
     *backoff = MIN_BACKOFF;
-    let mut messages = pubsub.on_message();
-    while let Some(msg) = messages.next().await {
-        apply(models, replica, msg.get_payload_bytes());
+    loop {
+        let payload = subscription.next_message().await?;
+        apply(models, replica, &payload);
     }
-    Ok(())
 }
 
 /// Runs `f` within [`DEADLINE`].
@@ -330,13 +336,12 @@ async fn catch_up(client: &Store, models: &Models) -> Result<usize, FleetError> 
     if ids.is_empty() {
         return Ok(0);
     }
-    let mut pipe = redis::pipe();
+    let mut pipe = Pipeline::default();
     for id in &ids {
-        pipe.cmd("PTTL").arg(cooldown_key(id));
+        pipe.push(true, vec![b"PTTL".to_vec(), cooldown_key(id).into_bytes()]);
     }
     let mut conn = client.connect().await?;
-    let left = conn.query(&pipe, |_| true).await?;
-    let left: Vec<i64> = redis::from_redis_value(&redis::Value::Array(left))?;
+    let left = store::integers(&conn.query(&pipe).await?)?;
     let mut cooling = 0;
     for (id, ms) in ids.iter().zip(left) {
         if ms > 0
@@ -395,17 +400,13 @@ mod tests {
         Models::new(cfg.deployments, RouterSettings::default(), false, None)
     }
 
-    fn packed(pipe: &redis::Pipeline) -> String {
-        String::from_utf8_lossy(&pipe.get_packed_pipeline()).into_owned()
-    }
-
     #[test]
     fn a_cooldown_is_stored_published_and_resets_the_counter() {
         let batch = [FleetEvent::Cooled {
             deployment: "a".into(),
             until_unix_ms: 10_500,
         }];
-        let text = packed(&pipeline("r1", &batch, 10_000));
+        let text = pipeline("r1", &batch, 10_000).packed();
         for part in [
             "SET",
             "deployment:a:cooldown",
@@ -421,10 +422,7 @@ mod tests {
             assert!(text.contains(part), "{part} in {text:?}");
         }
         let over = pipeline("r1", &batch, 10_500);
-        assert!(
-            over.cmd_iter().next().is_none(),
-            "an ended cooldown is not sent"
-        );
+        assert!(over.is_empty(), "an ended cooldown is not sent");
     }
 
     #[test]
@@ -434,7 +432,7 @@ mod tests {
             allowed: 1,
             cooldown: Duration::from_secs(5),
         }];
-        let text = packed(&pipeline("r1", &batch, 0));
+        let text = pipeline("r1", &batch, 0).packed();
         for part in [
             "INCR",
             "deployment:b:allowed_fails",

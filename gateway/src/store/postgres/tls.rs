@@ -13,9 +13,9 @@
 //! bundle named by `SSL_CERT_FILE`) and the file named by `sslrootcert`.
 
 use super::super::StoreError;
+use crate::upstream::AnyCertificate;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
-use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, SignatureScheme};
 use std::sync::Arc;
@@ -74,7 +74,7 @@ pub fn connector(mode: SslMode, rootcert: Option<&str>) -> Result<MakeRustlsConn
         (SslMode::VerifyFull, _) => Check::ChainAndName,
     };
     let verifier: Arc<dyn ServerCertVerifier> = match check {
-        Check::Nothing => Arc::new(AnyCertificate(provider.clone())),
+        Check::Nothing => Arc::new(AnyCertificate::new(provider.clone())),
         Check::Chain | Check::ChainAndName => {
             let mut roots = crate::upstream::root_store().map_err(setup)?;
             if let Some(path) = rootcert {
@@ -109,57 +109,6 @@ enum Check {
     Nothing,
     Chain,
     ChainAndName,
-}
-
-/// `prefer` and `require` without a root: encryption without
-/// authentication, as libpq does; the handshake's signatures are still
-/// checked.
-#[derive(Debug)]
-struct AnyCertificate(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }
 
 /// `verify-ca`: the chain must lead to a trusted root; the name is not

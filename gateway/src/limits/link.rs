@@ -1,0 +1,181 @@
+//! One flush of limiter calls to Redis, the same on the cores and the
+//! control plane: to one server (one pipeline, within the limiter's
+//! deadline) or to a Cluster ([`ClusterLink`], the deadline per hop);
+//! the [`Reporter`] tells the breaker and hands out the verdicts, a
+//! connection that failed is dropped (and opened again by the next
+//! flush), and the slots of lost calls are released later
+//! ([`Releases`]). The one place for deadlines, the breaker and
+//! reconnection, whichever runtime sends.
+
+use super::cluster::ClusterLink;
+use super::conn::{self, Conn, ScriptCalls, Wire};
+use super::direct::{self, LinkConfig};
+use super::outcome::{self, Reporter};
+use super::release::Releases;
+use super::remote::Call;
+
+/// Where one runtime's limiter calls go.
+pub enum Upstream<W> {
+    /// One server, and the connection to it once open.
+    Single(Option<Conn<W>>),
+    /// A Cluster.
+    Cluster(Box<ClusterLink<W>>),
+}
+
+impl<W: Wire> Upstream<W> {
+    /// The link `config` describes (a Cluster when it names startup
+    /// nodes); nothing is opened yet.
+    pub fn new(config: &LinkConfig) -> Upstream<W> {
+        match config.cluster.is_empty() {
+            true => Upstream::Single(None),
+            false => Upstream::Cluster(Box::new(ClusterLink::new(&config.cluster, true))),
+        }
+    }
+
+    /// Sends `batch` and reports the outcome; the calls to send next (the
+    /// give-backs of admissions nobody waits for, a Cluster's
+    /// compensations, what other modules' scripts hand back).
+    pub async fn flush(
+        &mut self,
+        config: &LinkConfig,
+        report: &mut Reporter<'_>,
+        releases: &mut Releases,
+        batch: Vec<Call>,
+    ) -> Vec<Call> {
+        let conn = match self {
+            Upstream::Cluster(cluster) => {
+                let merged = cluster.round_trip(config, &batch).await;
+                releases.after_failure(&merged.lost);
+                let mut next = report.concluded(
+                    batch,
+                    merged.answers.into_iter(),
+                    merged.unreachable.as_ref(),
+                );
+                next.extend(merged.compensations);
+                return next;
+            }
+            Upstream::Single(conn) => conn,
+        };
+        let calls = ScriptCalls {
+            calls: &batch,
+            window: &config.window,
+            slot_ttl: config.slot_ttl,
+        };
+        let result = W::timeout(
+            config.deadline,
+            conn::round_trip(conn, &config.endpoint, &calls),
+        )
+        .await
+        .unwrap_or_else(|| Err(outcome::timed_out(config.deadline)));
+        match result {
+            Ok(replies) => report.succeeded(batch, replies.iter().map(direct::numbers)),
+            Err(err) => {
+                releases.after_failure(&batch);
+                if report.failed(batch, &err) {
+                    *conn = None;
+                }
+                Vec::new()
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limits::breaker::{Breaker, BreakerSettings, BreakerState};
+    use crate::limits::descriptor::{Descriptor, Kind, Scope};
+    use crate::limits::remote::{Entry, RemoteError};
+    use crate::limits::tokio_wire::tests::{fake_redis, text};
+    use crate::limits::tokio_wire::TokioWire;
+    use crate::limits::window::Window;
+    use crate::limits::Verdict;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+    use tokio::sync::oneshot;
+
+    fn admit() -> (Call, oneshot::Receiver<Result<Verdict, RemoteError>>) {
+        let d = Descriptor::new(Scope::ApiKey, "k", Kind::Requests, 10);
+        let (reply, rx) = oneshot::channel();
+        let call = Call::Admit {
+            entries: vec![Entry::charge(&d, 10, 1)],
+            request_id: "r".into(),
+            deadline: Instant::now() + Duration::from_secs(5),
+            reply,
+        };
+        (call, rx)
+    }
+
+    /// On the control plane's runtime: a flush Redis does not answer
+    /// within the deadline fails its admission as unreachable, counts for
+    /// the breaker and drops the connection; the next flush connects
+    /// again, gets its verdict and closes the breaker.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_timed_out_flush_opens_the_breaker_and_the_next_one_reconnects() {
+        let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+        let log = seen.clone();
+        let addr = fake_redis(Arc::new(move |args| {
+            let mut seen = log.lock().unwrap();
+            let answered_before = seen.iter().any(|c| c.starts_with("EVALSHA"));
+            seen.push(text(args));
+            match args[0].as_slice() {
+                b"EVALSHA" if !answered_before => Vec::new(),
+                b"EVALSHA" => b"*3\r\n:1\r\n:5\r\n:1\r\n".to_vec(),
+                b"TIME" => b"*2\r\n$10\r\n1700000000\r\n$1\r\n0\r\n".to_vec(),
+                _ => b"+OK\r\n".to_vec(),
+            }
+        }))
+        .await;
+        let breaker = Arc::new(Breaker::new(BreakerSettings {
+            threshold: 1,
+            ..BreakerSettings::default()
+        }));
+        let config = LinkConfig::from_url(
+            &format!("redis://{addr}"),
+            Window::new(60),
+            Duration::from_secs(1),
+            Duration::from_millis(300),
+            breaker.clone(),
+            Arc::default(),
+            String::new(),
+            None,
+        )
+        .unwrap();
+        let mut upstream = Upstream::<TokioWire>::new(&config);
+        let mut report = Reporter {
+            breaker: &config.breaker,
+            fallback_note: "",
+            last_complaint: None,
+        };
+        let mut releases = Releases::default();
+        let (call, rx) = admit();
+        let next = upstream
+            .flush(&config, &mut report, &mut releases, vec![call])
+            .await;
+        assert!(next.is_empty());
+        assert!(matches!(
+            rx.await.unwrap(),
+            Err(RemoteError::Unreachable(_))
+        ));
+        assert_ne!(breaker.state(), BreakerState::Closed);
+        let (call, rx) = admit();
+        upstream
+            .flush(&config, &mut report, &mut releases, vec![call])
+            .await;
+        assert_eq!(
+            rx.await.unwrap().unwrap(),
+            Verdict::Admitted {
+                tick: 5,
+                used: vec![1],
+                ticks: Vec::new()
+            }
+        );
+        assert_eq!(breaker.state(), BreakerState::Closed);
+        let seen = seen.lock().unwrap();
+        let logins = seen
+            .iter()
+            .filter(|c| c.starts_with("CLIENT SETNAME"))
+            .count();
+        assert_eq!(logins, 2, "connected again: {seen:?}");
+    }
+}
