@@ -118,6 +118,30 @@ measure() {
         "$loadgen" fleet --database-url "postgres://postgres@127.0.0.1:5432/$fleet_db" --cooldowns \
             --gateway-bin "$gateway" --json "$out/fleet.json" | tee "$out/fleet.txt"
         psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE IF EXISTS $fleet_db WITH (FORCE)"
+
+        # Two replicas on one private Redis and on a private three-master
+        # Cluster (loadgen starts both), sharing a scratch database.
+        for redis in single cluster; do
+            replicas_db="gw_bench_replicas_$$"
+            log "loadgen overshoot (2 replicas, --redis $redis: rpm, tpm with reservation, parallel, budget)"
+            psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE $replicas_db"
+            replicas=(--replicas 2 --database-url "postgres://postgres@127.0.0.1:5432/$replicas_db" --redis "$redis" --bursts 4,64)
+            "$loadgen" overshoot --gateway-bin "$gateway" --rpm 100 --modes redis "${replicas[@]}" \
+                | tee "$out/replicas-$redis-rpm.txt"
+            "$loadgen" overshoot --gateway-bin "$gateway" --tpm 200 --max-tokens 120 --reservation on --modes redis \
+                "${replicas[@]}" | tee "$out/replicas-$redis-tpm.txt"
+            "$loadgen" overshoot --gateway-bin "$gateway" --parallel 8 --mock-latency-ms 1000 --modes redis \
+                "${replicas[@]}" | tee "$out/replicas-$redis-parallel.txt"
+            "$loadgen" overshoot --gateway-bin "$gateway" --budget-modes redis "${replicas[@]}" \
+                | tee "$out/replicas-$redis-budget.txt"
+            psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE IF EXISTS $replicas_db WITH (FORCE)"
+        done
+        log "loadgen fleet (cooldowns between 2 replicas through a private Redis Cluster)"
+        cluster_db="gw_bench_cluster_$$"
+        psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE $cluster_db"
+        "$loadgen" fleet --database-url "postgres://postgres@127.0.0.1:5432/$cluster_db" --cooldowns \
+            --redis cluster --trials 20 --gateway-bin "$gateway" | tee "$out/fleet-cluster.txt"
+        psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE IF EXISTS $cluster_db WITH (FORCE)"
     fi
 
     log "loadgen soak ($streams streams, $soak)"
@@ -336,6 +360,22 @@ request's worst case (prompt bounded by its bytes, plus max_tokens).
 $run_line
 
 $(if [ -f "$out/fleet.txt" ]; then sed -n '/^Fleet freshness/,$p' "$out/fleet.txt"; else echo "not measured in this run (no Postgres at 127.0.0.1:5432)"; fi)
+
+## Redis Cluster and two replicas
+
+Two gateway replicas (one worker each) sharing one scratch Postgres database
+and either one private \`redis-server\` or a private three-master Redis
+Cluster started by loadgen; the senders of each burst alternate between the
+replicas. Counts, not timings: overshoot is what two replicas together
+admitted above the limit or the budget.
+\`loadgen overshoot --replicas 2 --redis single|cluster --bursts 4,64 --database-url URL\` with
+\`--rpm 100 --modes redis\`, \`--tpm 200 --max-tokens 120 --reservation on --modes redis\`,
+\`--parallel 8 --mock-latency-ms 1000 --modes redis\` and \`--budget-modes redis\`;
+then \`loadgen fleet --cooldowns --redis cluster --trials 20\`.
+$run_line
+
+$(for redis in single cluster; do for k in rpm tpm parallel budget; do f="$out/replicas-$redis-$k.txt"; if [ -f "$f" ]; then echo "**$k, --redis $redis**"; echo; sed -n '/overshoot/,$p' "$f" | sed -n '/^|/p'; echo; fi; done; done)
+$(if [ -f "$out/fleet-cluster.txt" ]; then echo "**Cooldowns through the Cluster**"; echo; sed -n '/^Fleet freshness/,$p' "$out/fleet-cluster.txt"; else echo "not measured in this run (no Postgres at 127.0.0.1:5432)"; fi)
 
 ## Soak
 
