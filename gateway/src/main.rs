@@ -199,8 +199,15 @@ fn run(opts: Options) -> Result<(), String> {
     log_limiter(limiter.settings());
     let control = gateway::control::ControlPlane::start(store)
         .map_err(|e| format!("cannot start the control plane: {e}"))?;
-    let spend = start_services(&control, &caches, spool, listen, limiter_runner, cooldowns)
-        .map_err(|e| format!("cannot start the control plane's services: {e}"))?;
+    let spend = start_services(
+        &control,
+        &caches,
+        spool,
+        listen,
+        (limiter_runner, limiter.breaker()),
+        cooldowns,
+    )
+    .map_err(|e| format!("cannot start the control plane's services: {e}"))?;
     seed_declared_keys(&control, std::mem::take(&mut config.virtual_keys))?;
     load_stored_models(&control, &caches.models)?;
     load_known_keys(&control, &caches.keys)?;
@@ -297,7 +304,10 @@ fn start_services(
     caches: &gateway::sync::Caches,
     spool: gateway::spend::writer::SpoolConfig,
     listen: Option<gateway::sync::listener::ListenConfig>,
-    limiter: Option<gateway::limits::remote::RemoteRunner>,
+    (limiter, limiter_breaker): (
+        Option<gateway::limits::remote::RemoteRunner>,
+        Option<std::sync::Arc<gateway::limits::Breaker>>,
+    ),
     cooldowns: Option<gateway::router::cooldowns::CooldownRunner>,
 ) -> Result<gateway::spend::writer::SpendWriter, gateway::control::ControlError> {
     let spend = gateway::spend::writer::SpendWriter::start(control, caches.clone(), spool)?;
@@ -307,7 +317,8 @@ fn start_services(
     }
     if let Some(cooldowns) = cooldowns {
         let models = caches.models.clone();
-        control.spawn(move |_| cooldowns.run(models))?;
+        let breaker = limiter_breaker.clone();
+        control.spawn(move |_| cooldowns.run(models, breaker))?;
     }
     if let Some(listen) = listen {
         let caches = caches.clone();

@@ -51,7 +51,7 @@ mod split;
 pub(crate) mod tokio_wire;
 mod window;
 
-pub use breaker::{BreakerSettings, BreakerState};
+pub use breaker::{Breaker, BreakerSettings, BreakerState};
 pub(crate) use cluster::ClusterLink;
 pub use descriptor::{Descriptor, Kind, Scope, ScopeLimits};
 pub use local::LocalLimiter;
@@ -63,7 +63,6 @@ pub use window::Window;
 
 use crate::error::GatewayError;
 use crate::store::{KeyRecord, TeamRecord, UserRecord};
-use breaker::Breaker;
 use lease::{Lease, LeaseTable, Leased};
 use remote::{Call, Entry, LeaseExpiry, RemoteRunner, ScriptDone};
 pub use remote::{LuaScript, RemoteError, ScriptCall};
@@ -276,6 +275,12 @@ impl Limiter {
     /// The Redis breaker's state; `None` without Redis.
     pub fn breaker_state(&self) -> Option<BreakerState> {
         self.remote.as_ref().map(|r| r.breaker.state())
+    }
+
+    /// The Redis breaker, for the control plane's other Redis work
+    /// (cooldown sharing) to consult and inform; `None` without Redis.
+    pub fn breaker(&self) -> Option<Arc<Breaker>> {
+        self.remote.as_ref().map(|r| r.breaker.clone())
     }
 
     /// Where counters live, as configured.

@@ -31,7 +31,7 @@
 pub mod message;
 mod store;
 
-use crate::limits::RemoteError;
+use crate::limits::{Breaker, RemoteError};
 use crate::models::Models;
 use crate::router::fleet::{self, FleetEvent, FleetLink};
 use message::{allowed_fails_key, cooldown_key, Announcement, CHANNEL};
@@ -92,8 +92,10 @@ pub fn shared(redis_url: Option<&str>, cluster: &[String]) -> Option<(FleetLink,
 
 impl CooldownRunner {
     /// Announces this replica's cooldowns and applies the others' to
-    /// `models`, until every sender is gone.
-    pub async fn run(mut self, models: Arc<Models>) {
+    /// `models`, until every sender is gone. With the limiter's `breaker`
+    /// (the same Redis), nothing is sent while it is open, and each flush
+    /// reports its outcome to it.
+    pub async fn run(mut self, models: Arc<Models>, breaker: Option<Arc<Breaker>>) {
         let client = match Store::new(&self.url, &self.cluster) {
             Ok(c) => c,
             Err(e) => {
@@ -107,7 +109,7 @@ impl CooldownRunner {
             "cooldowns and allowed-fails counters are shared through Redis"
         );
         tokio::spawn(listen(client.clone(), models.clone(), self.replica.clone()));
-        announce(self.rx, client, models, self.replica).await;
+        announce(self.rx, client, models, self.replica, breaker).await;
     }
 }
 
@@ -117,6 +119,7 @@ async fn announce(
     client: Store,
     models: Arc<Models>,
     replica: String,
+    breaker: Option<Arc<Breaker>>,
 ) {
     let mut conn: Option<StoreConn> = None;
     let mut down = false;
@@ -136,9 +139,18 @@ async fn announce(
                 Err(_) => break,
             }
         }
+        if breaker.as_ref().is_some_and(|b| !b.allow()) {
+            // Redis is known to be down: route on this replica's own view
+            // rather than wait out a deadline per batch.
+            batch.clear();
+            continue;
+        }
         let result = tokio::time::timeout(DEADLINE, flush(&client, &mut conn, &replica, &batch))
             .await
             .unwrap_or(Err(FleetError::Timeout(DEADLINE)));
+        if let Some(b) = &breaker {
+            report(b, &result);
+        }
         match result {
             Ok(counts) => {
                 if down {
@@ -156,6 +168,20 @@ async fn announce(
             }
         }
         batch.clear();
+    }
+}
+
+/// Tells the limiter's breaker how a flush went: connection errors and
+/// timeouts count against Redis, an error reply does not.
+fn report<T>(breaker: &Breaker, result: &Result<T, FleetError>) {
+    match result {
+        Ok(_) => {
+            breaker.on_success();
+        }
+        Err(FleetError::Timeout(_)) | Err(FleetError::Redis(RemoteError::Unreachable(_))) => {
+            breaker.on_failure();
+        }
+        Err(FleetError::Redis(_)) => breaker.abandon_probe(),
     }
 }
 
@@ -495,6 +521,58 @@ mod tests {
         apply(&models, "me", &msg("other", "b"));
         assert!(models.router().is_cooling("b"));
         assert!(!models.router().is_cooling("a"));
+    }
+
+    fn open_breaker() -> Arc<Breaker> {
+        let breaker = Arc::new(Breaker::new(crate::limits::BreakerSettings {
+            enabled: true,
+            threshold: 1,
+            recovery: Duration::from_secs(3600),
+        }));
+        breaker.on_failure();
+        breaker
+    }
+
+    /// Runs the announcer over one cooldown event until its queue closes.
+    async fn announce_one(url: &str, breaker: Option<Arc<Breaker>>) {
+        let (tx, rx) = mpsc::channel(4);
+        tx.send(FleetEvent::Cooled {
+            deployment: "a".into(),
+            until_unix_ms: fleet::unix_ms() + 5_000,
+        })
+        .await
+        .unwrap();
+        drop(tx);
+        let client = Store::new(url, &[]).unwrap();
+        announce(rx, client, Arc::new(models()), "me".into(), breaker).await;
+    }
+
+    #[tokio::test]
+    async fn nothing_is_sent_while_the_limiters_breaker_is_open() {
+        let redis = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        redis.set_nonblocking(true).unwrap();
+        let url = format!("redis://{}", redis.local_addr().unwrap());
+        announce_one(&url, Some(open_breaker())).await;
+        let accepted = redis.accept();
+        assert!(
+            matches!(&accepted, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+            "a connection was opened: {accepted:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_redis_counts_against_the_breaker() {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let breaker = Arc::new(Breaker::new(crate::limits::BreakerSettings {
+            enabled: true,
+            threshold: 1,
+            recovery: Duration::from_secs(3600),
+        }));
+        announce_one(&format!("redis://127.0.0.1:{port}"), Some(breaker.clone())).await;
+        assert_eq!(breaker.state(), crate::limits::BreakerState::Open);
     }
 
     #[test]
