@@ -3,6 +3,9 @@
 //! is busy, so a core whose thousands of streams just ended would hold their
 //! memory until the next burst. The core's sweeper asks it to collect.
 
+/// Connections closed between two sweeps that make a core collect.
+pub const COLLECT_AFTER_CLOSED: usize = 512;
+
 /// Frees this thread's empty pages and purges what mimalloc holds for reuse
 /// (when the process runs on mimalloc; otherwise a no-op on an unused heap).
 pub fn collect_freed() {

@@ -63,14 +63,16 @@ async fn serve_core(shared: Arc<Shared>, listener: std::net::TcpListener, worker
     shared.tracer.attach_this_thread();
     let sweeper = worker.clone();
     spawn_guarded("sweeper", async move {
-        let mut open_before = 0;
+        let mut open_before: usize = 0;
         loop {
             monoio::time::sleep(Duration::from_secs(10)).await;
             sweeper.upstream.expire_idle();
             sweeper.shared.limiter.sweep();
-            // Connections closed since the last sweep: give their memory back.
+            // Many connections closed since the last sweep (thousands of
+            // streams ended): give their memory back. Not for every close:
+            // a forced collect costs the pages the next requests fault in.
             let open = sweeper.open_connections.get();
-            if open < open_before {
+            if open_before.saturating_sub(open) >= memory::COLLECT_AFTER_CLOSED {
                 memory::collect_freed();
             }
             open_before = open;
