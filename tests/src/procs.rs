@@ -53,6 +53,30 @@ pub fn free_port() -> u16 {
     listener.local_addr().expect("local addr").port()
 }
 
+/// A free port below the kernel's ephemeral range (32768 and up), for a
+/// server a test starts and that must get the port it was told: a port from
+/// [`free_port`] is in that range, where the thousands of client sockets
+/// other tests open at the same time can take it before the server binds.
+pub fn free_port_for_server() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    // Spread over the range: tests in other processes pick too.
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let seed = (std::process::id() ^ nanos).wrapping_mul(2_654_435_761);
+    for i in 0..12_000u32 {
+        let offset = seed
+            .wrapping_add(NEXT.fetch_add(7_919, Ordering::Relaxed))
+            .wrapping_add(i);
+        let port = 20_000 + (offset % 12_000) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port between 20000 and 32000");
+}
+
 fn read_file(path: &Path) -> String {
     fs::read(path)
         .map(|b| String::from_utf8_lossy(&b).into_owned())

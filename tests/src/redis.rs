@@ -2,7 +2,7 @@
 //! persistence), which a test can stop and start again to play an outage,
 //! and a tiny RESP client to read the limiter's counters.
 
-use crate::procs::free_port;
+use crate::procs::free_port_for_server;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -22,7 +22,7 @@ impl PrivateRedis {
     /// `redis-server` is missing (scripts/test.sh installs it).
     pub fn start() -> PrivateRedis {
         let r = PrivateRedis {
-            port: free_port(),
+            port: free_port_for_server(),
             tls: None,
             child: Mutex::new(None),
         };
@@ -35,8 +35,8 @@ impl PrivateRedis {
     /// chain and key at the given paths; clients need no certificate.
     pub fn start_tls(cert: &str, key: &str) -> PrivateRedis {
         let r = PrivateRedis {
-            port: free_port(),
-            tls: Some((free_port(), cert.to_string(), key.to_string())),
+            port: free_port_for_server(),
+            tls: Some((free_port_for_server(), cert.to_string(), key.to_string())),
             child: Mutex::new(None),
         };
         r.restart();

@@ -3,7 +3,7 @@
 //! so a master killed and started again comes back with its slots and its
 //! counters. Built with `redis-cli --cluster create`; killed on drop.
 
-use crate::procs::free_port;
+use crate::procs::free_port_for_server;
 use crate::redis::{read_reply, Reply};
 use std::io::{BufReader, Write};
 use std::net::TcpStream;
@@ -30,8 +30,8 @@ impl PrivateCluster {
     pub fn start() -> PrivateCluster {
         let nodes: Vec<Node> = (0..3)
             .map(|_| Node {
-                port: free_port(),
-                bus: free_port(),
+                port: free_port_for_server(),
+                bus: free_port_for_server(),
                 dir: tempfile::tempdir().expect("temp dir"),
                 child: Mutex::new(None),
             })
