@@ -2,8 +2,6 @@
 //! has a limit, named the way LiteLLM's v3 limiter names its Redis keys
 //! (`{api_key:<hash>}:tokens`), hash-tagged on `{scope:value}`.
 
-use std::fmt::Write;
-
 /// The scopes a request belongs to, LiteLLM's descriptor names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scope {
@@ -75,8 +73,16 @@ pub struct Descriptor {
 impl Descriptor {
     /// A descriptor for `scope`/`value` limited to `limit` per window.
     pub fn new(scope: Scope, value: &str, kind: Kind, limit: u64) -> Descriptor {
-        let mut key = String::with_capacity(value.len() + 32);
-        let _ = write!(key, "{{{}:{}}}:{}", scope.as_str(), value, kind.as_str());
+        // Pieces pushed, not `write!`: built for every limit of every
+        // request, and the formatting machinery costs more than the copy.
+        let (scope_name, kind_name) = (scope.as_str(), kind.as_str());
+        let mut key = String::with_capacity(scope_name.len() + value.len() + kind_name.len() + 4);
+        key.push('{');
+        key.push_str(scope_name);
+        key.push(':');
+        key.push_str(value);
+        key.push_str("}:");
+        key.push_str(kind_name);
         Descriptor {
             scope,
             kind,
