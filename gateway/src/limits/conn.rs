@@ -129,6 +129,11 @@ impl Commands for Plain<'_> {
     }
 }
 
+/// Largest reply read: the limiter's and cooldowns' replies are a few
+/// hundred bytes, so a bigger one (a wrong server, a huge bulk length) is
+/// refused instead of buffered without bound.
+const MAX_REPLY_BYTES: usize = 16 << 20;
+
 /// One connection with its read buffer and its reading of Redis's clock.
 pub struct Conn<W> {
     wire: W,
@@ -290,6 +295,11 @@ impl<W: Wire> Conn<W> {
             // that only receives (a subscription) keeps a bounded buffer.
             self.buf.drain(..self.at);
             self.at = 0;
+            if self.buf.len() > MAX_REPLY_BYTES {
+                return Err(RemoteError::Failed(format!(
+                    "a reply larger than {MAX_REPLY_BYTES} bytes"
+                )));
+            }
             let n = self
                 .wire
                 .receive(&mut self.buf)
@@ -485,5 +495,51 @@ mod tests {
             "admit and finish at open, again, and the missing one"
         );
         assert_eq!(loads[4], "SCRIPT LOAD return {7}");
+    }
+
+    /// A server that announces a huge bulk string and keeps sending it.
+    struct Flood {
+        announced: bool,
+    }
+
+    impl Wire for Flood {
+        async fn connect(_: &str, _: Option<&RedisTls>) -> Result<Self, RemoteError> {
+            Err(RemoteError::Unreachable("test wire".into()))
+        }
+        async fn connect_unix(_: &str) -> Result<Self, RemoteError> {
+            Err(RemoteError::Unreachable("test wire".into()))
+        }
+        async fn send(&mut self, out: Vec<u8>) -> (std::io::Result<()>, Vec<u8>) {
+            (Ok(()), out)
+        }
+        async fn receive(&mut self, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+            let before = buf.len();
+            if !self.announced {
+                self.announced = true;
+                buf.extend_from_slice(b"$999999999\r\n");
+            }
+            buf.resize(buf.len() + (1 << 20), b'x');
+            Ok(buf.len() - before)
+        }
+        async fn timeout<F: Future>(_: Duration, f: F) -> Option<F::Output> {
+            Some(f.await)
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_reply_past_the_cap_is_refused_not_buffered() {
+        let mut conn = Conn {
+            wire: Flood { announced: false },
+            buf: Vec::new(),
+            at: 0,
+            out: Vec::new(),
+            clock: None,
+        };
+        let err = conn.receive().await.unwrap_err();
+        assert!(
+            matches!(&err, RemoteError::Failed(m) if m.contains("larger than")),
+            "{err:?}"
+        );
+        assert!(conn.buf.len() <= MAX_REPLY_BYTES + (2 << 20));
     }
 }
