@@ -141,18 +141,9 @@ impl PrivateRedis {
     }
 
     /// The sum of a rate-limit window counter (`{scope:value}:tokens` or
-    /// `:requests`, a hash of bucket to units).
+    /// `:requests`, a hash of bucket to units); see [`window_total_of`].
     pub fn window_total(&self, key: &str) -> i64 {
-        match self.command(&["HVALS", key]) {
-            Reply::Array(items) => items
-                .iter()
-                .map(|i| match i {
-                    Reply::Bulk(Some(s)) => s.parse::<i64>().unwrap_or(0),
-                    _ => 0,
-                })
-                .sum(),
-            other => panic!("HVALS {key}: {other:?}"),
-        }
+        window_total_of(key, self.command(&["HGETALL", key]))
     }
 
     /// Parallel slots held on a counter (`{scope:value}:parallel`).
@@ -168,6 +159,37 @@ impl Drop for PrivateRedis {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// The units of a window counter's buckets, from its `HGETALL` reply. The
+/// fields named by negative numbers are the limiter's bookkeeping; when
+/// present, its running sum (`-1`) must equal the buckets' sum, so every test
+/// that reads a counter also checks that the sum has not drifted.
+pub fn window_total_of(key: &str, reply: Reply) -> i64 {
+    let Reply::Array(items) = reply else {
+        panic!("HGETALL {key}: {reply:?}");
+    };
+    let number = |r: &Reply| match r {
+        Reply::Bulk(Some(s)) => s.parse::<i64>().unwrap_or_else(|_| panic!("{key}: {s}")),
+        other => panic!("HGETALL {key}: {other:?}"),
+    };
+    let mut buckets = 0;
+    let mut sum = None;
+    for pair in items.chunks(2) {
+        let field = number(&pair[0]);
+        match field {
+            -1 => sum = Some(number(&pair[1])),
+            f if f < 0 => {}
+            _ => buckets += number(&pair[1]),
+        }
+    }
+    if let Some(sum) = sum {
+        assert_eq!(
+            sum, buckets,
+            "{key}: the running sum differs from its buckets"
+        );
+    }
+    buckets
 }
 
 /// A RESP reply.

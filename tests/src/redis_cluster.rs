@@ -4,7 +4,7 @@
 //! counters. Built with `redis-cli --cluster create`; killed on drop.
 
 use crate::procs::free_port_for_server;
-use crate::redis::{read_reply, Reply};
+use crate::redis::{read_reply, window_total_of, Reply};
 use std::io::{BufReader, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -242,16 +242,7 @@ impl PrivateCluster {
 
     /// The sum of a rate-limit window counter (a hash of bucket to units).
     pub fn window_total(&self, key: &str) -> i64 {
-        match self.command(&["HVALS", key]) {
-            Reply::Array(items) => items
-                .iter()
-                .map(|i| match i {
-                    Reply::Bulk(Some(s)) => s.parse::<i64>().unwrap_or(0),
-                    _ => 0,
-                })
-                .sum(),
-            other => panic!("HVALS {key}: {other:?}"),
-        }
+        window_total_of(key, self.command(&["HGETALL", key]))
     }
 
     /// Parallel slots held on a counter.

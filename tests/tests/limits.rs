@@ -391,6 +391,61 @@ fn sliding_window_never_admits_twice_the_limit_across_a_boundary() {
     );
 }
 
+/// A counter keeps a running sum beside its buckets (see `admit.lua`):
+/// counters written without it (by an earlier version, or with it lost) are
+/// recounted from their buckets, and a sum that drifted is recounted once a
+/// window has passed since its last recount.
+#[test]
+fn window_counters_without_or_with_a_stale_running_sum_are_recounted() {
+    let redis = PrivateRedis::start();
+    let gw = start(Value::Null, Some(&redis), &[]);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let bucket = (now - 1).to_string();
+    let set = |args: &[&str]| {
+        let mut command = vec!["HSET"];
+        command.extend_from_slice(args);
+        redis.command(&command);
+    };
+    // Two units in buckets only, as the previous format stored them.
+    let full = generate(&gw, json!({"rpm_limit": 2}));
+    let full_counter = format!("{{api_key:{}}}:requests", token(&full));
+    set(&[&full_counter, &bucket, "2"]);
+    assert_throttled(&chat(&gw, &full, hello("m")), "api_key", "requests");
+    assert_eq!(redis.window_total(&full_counter), 2);
+    // One unit in a bucket, a sum claiming 50, last recounted over a window ago.
+    let drifted = generate(&gw, json!({"rpm_limit": 3}));
+    let drifted_counter = format!("{{api_key:{}}}:requests", token(&drifted));
+    let (low, counted) = ((now - 60).to_string(), (now - 61).to_string());
+    set(&[
+        &drifted_counter,
+        &bucket,
+        "1",
+        "-1",
+        "50",
+        "-2",
+        &low,
+        "-3",
+        &counted,
+    ]);
+    assert_eq!(chat(&gw, &drifted, hello("m")).status, 200);
+    assert_eq!(chat(&gw, &drifted, hello("m")).status, 200);
+    assert_throttled(&chat(&gw, &drifted, hello("m")), "api_key", "requests");
+    // `window_total` also checks that the sum now equals the buckets.
+    assert_eq!(redis.window_total(&drifted_counter), 3);
+    for counter in [&full_counter, &drifted_counter] {
+        assert!(
+            matches!(
+                redis.command(&["HGET", counter, "-1"]),
+                e2e::redis::Reply::Bulk(Some(_))
+            ),
+            "{counter} keeps its running sum"
+        );
+    }
+}
+
 #[test]
 fn parallel_slots_are_released_in_redis_and_expire_after_a_crash() {
     let redis = PrivateRedis::start();

@@ -7,8 +7,15 @@
 -- A lease charges min(amount, limit - used): the whole lease when it fits,
 -- what is left otherwise; the caller computes the same from `used`.
 -- Time is the Redis server's. rpm/tpm counters are hashes of bucket -> units
--- (the sliding window of window.rs); parallel counters are sorted sets of
--- request ids scored by their expiry, so a crashed replica's slots lapse.
+-- (the sliding window of window.rs) with three bookkeeping fields named by
+-- negative numbers (no bucket is negative): '-1' the sum of every bucket
+-- present, '-2' the lowest bucket that may still be present, '-3' the
+-- bucket at which the sum was last recomputed from the buckets. So a check
+-- reads two or three fields instead of summing up to 61 buckets, drops the
+-- buckets that left the window as it goes, and recomputes the sum once a
+-- window (or whenever a field is missing), which heals any drift. Parallel
+-- counters are sorted sets of request ids scored by their expiry, so a
+-- crashed replica's slots lapse.
 -- Returns {1, tick, used_1, ..., used_n} or {0, index, used, reset_at}, or
 -- {2} when run after the caller's deadline (a call that waited in a frozen
 -- server or a lost connection): nothing is charged, as nobody waits for it.
@@ -25,35 +32,109 @@ if expire_at > 0 and now_ms > expire_at then
 end
 local tick = math.floor(now_s / g)
 local oldest = tick - n + 1
+
+-- Recomputes a counter's sum from its live buckets, deleting the dead ones;
+-- nil when the counter has no bucket (nothing is written then, so no key is
+-- left without an expiry).
+local function recount(key)
+  local kv = redis.call('HGETALL', key)
+  local sum = 0
+  local buckets = 0
+  local dead = {}
+  for j = 1, #kv, 2 do
+    local b = tonumber(kv[j])
+    if b < 0 then
+      -- A bookkeeping field.
+    elseif b < oldest then
+      dead[#dead + 1] = kv[j]
+    else
+      sum = sum + tonumber(kv[j + 1])
+      buckets = buckets + 1
+    end
+  end
+  if #dead > 0 then
+    redis.call('HDEL', key, unpack(dead))
+  end
+  if buckets == 0 then
+    if #kv > 0 then
+      redis.call('DEL', key)
+    end
+    return nil
+  end
+  redis.call('HSET', key, '-1', sum, '-2', oldest, '-3', tick)
+  return sum
+end
+
+-- The units a counter holds in the window; nil when it has none stored.
+local function window_sum(key)
+  local f = redis.call('HMGET', key, '-1', '-2', '-3')
+  local sum = tonumber(f[1])
+  local low = tonumber(f[2])
+  local counted = tonumber(f[3])
+  if sum == nil or low == nil or counted == nil or tick - counted >= n or oldest - low > n then
+    return recount(key)
+  end
+  if low < oldest then
+    local gone = {}
+    for b = low, oldest - 1 do
+      gone[#gone + 1] = b
+    end
+    local values = redis.call('HMGET', key, unpack(gone))
+    local dropped = {}
+    for j = 1, #gone do
+      if values[j] then
+        sum = sum - tonumber(values[j])
+        dropped[#dropped + 1] = gone[j]
+      end
+    end
+    if #dropped > 0 then
+      redis.call('HDEL', key, unpack(dropped))
+    end
+    redis.call('HSET', key, '-1', sum, '-2', oldest)
+  end
+  return sum
+end
+
+-- The unix second at which a refused counter's oldest unit stops counting.
+local function reset_of(key)
+  local kv = redis.call('HGETALL', key)
+  local first = nil
+  for j = 1, #kv, 2 do
+    local b = tonumber(kv[j])
+    if b >= oldest and tonumber(kv[j + 1]) > 0 and (first == nil or b < first) then
+      first = b
+    end
+  end
+  if first == nil then
+    return now_s + 1
+  end
+  return (first + n) * g
+end
+
 local used = {}
+local stored = {}
+local created = {}
 for i = 1, #KEYS do
   local key = KEYS[i]
   local base = 5 + (i - 1) * 4
   local kind = ARGV[base + 1]
   local limit = tonumber(ARGV[base + 2])
   local u = 0
-  local reset = now_s + 1
   if kind == 'p' then
     redis.call('ZREMRANGEBYSCORE', key, '-inf', now_ms)
     u = redis.call('ZCARD', key)
   else
-    local kv = redis.call('HGETALL', key)
-    local first = nil
-    for j = 1, #kv, 2 do
-      local b = tonumber(kv[j])
-      local v = tonumber(kv[j + 1])
-      if b < oldest then
-        redis.call('HDEL', key, kv[j])
-      else
-        u = u + v
-        if v > 0 and (first == nil or b < first) then first = b end
-      end
-    end
-    if first ~= nil then reset = (first + n) * g end
+    local sum = window_sum(key)
+    stored[i] = sum ~= nil
+    u = sum or 0
   end
   local need = tonumber(ARGV[base + 4])
   if need < 1 then need = 1 end
   if u + need > limit then
+    local reset = now_s + 1
+    if kind ~= 'p' then
+      reset = reset_of(key)
+    end
     return {0, i, u, reset}
   end
   used[i] = u
@@ -71,8 +152,18 @@ for i = 1, #KEYS do
     redis.call('ZADD', key, now_ms + ttl, rid)
     redis.call('PEXPIRE', key, ttl)
   elseif amount > 0 then
-    redis.call('HINCRBY', key, tick, amount)
-    redis.call('EXPIRE', key, (n + 1) * g)
+    if stored[i] or created[key] then
+      -- The key lives while its newest bucket does: its expiry moves only
+      -- when a bucket is created.
+      if redis.call('HINCRBY', key, tick, amount) == amount then
+        redis.call('EXPIRE', key, (n + 1) * g)
+      end
+      redis.call('HINCRBY', key, '-1', amount)
+    else
+      redis.call('HSET', key, tick, amount, '-1', amount, '-2', oldest, '-3', tick)
+      redis.call('EXPIRE', key, (n + 1) * g)
+      created[key] = true
+    end
   end
   out[i + 2] = used[i]
 end

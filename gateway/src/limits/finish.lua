@@ -2,7 +2,8 @@
 -- parallel slots are freed. Also ends a lease (one key, kind 'l'): its grant
 -- leaves the bucket it was charged in and what was spent of it is charged
 -- again now, so each spent unit stays counted a full window after it was
--- spent.
+-- spent. Every change to a bucket changes the counter's sum ('-1', see
+-- admit.lua) by as much.
 -- KEYS: the request's tokens and parallel counters (or the lease's counter).
 -- ARGV: bucket_secs, buckets, admitted_tick, request_id, tokens_used (units
 --       spent, for a lease), then per key: kind ('t', 'p' or 'l'), reserved
@@ -15,6 +16,36 @@ local admitted = tonumber(ARGV[3])
 local rid = ARGV[4]
 local used = tonumber(ARGV[5])
 local tick = math.floor(now_s / g)
+
+-- Adds `units` to the current bucket (and the sum); the key's expiry moves
+-- when the bucket is new.
+local function charge(key, units)
+  if redis.call('HINCRBY', key, tick, units) == units then
+    redis.call('EXPIRE', key, (n + 1) * g)
+  end
+  redis.call('HINCRBY', key, '-1', units)
+end
+
+-- Takes `units` back from the admission's bucket while it is live (and
+-- from the sum), deleting the bucket when nothing is left in it.
+local function refund(key, units)
+  if admitted <= tick - n then
+    return
+  end
+  local v = redis.call('HGET', key, admitted)
+  if not v then
+    return
+  end
+  local left = tonumber(v) - units
+  if left > 0 then
+    redis.call('HSET', key, admitted, left)
+  else
+    redis.call('HDEL', key, admitted)
+    units = tonumber(v)
+  end
+  redis.call('HINCRBY', key, '-1', -units)
+end
+
 for i = 1, #KEYS do
   local key = KEYS[i]
   local kind = ARGV[4 + i * 2]
@@ -22,36 +53,16 @@ for i = 1, #KEYS do
   if kind == 'p' then
     redis.call('ZREM', key, rid)
   elseif kind == 'l' then
-    if admitted > tick - n then
-      local v = redis.call('HGET', key, admitted)
-      if v then
-        local left = tonumber(v) - reserved
-        if left > 0 then
-          redis.call('HSET', key, admitted, left)
-        else
-          redis.call('HDEL', key, admitted)
-        end
-      end
-    end
+    refund(key, reserved)
     if used > 0 then
-      redis.call('HINCRBY', key, tick, used)
-      redis.call('EXPIRE', key, (n + 1) * g)
+      charge(key, used)
     end
   else
     local delta = used - reserved
     if delta > 0 then
-      redis.call('HINCRBY', key, tick, delta)
-      redis.call('EXPIRE', key, (n + 1) * g)
-    elseif delta < 0 and admitted > tick - n then
-      local v = redis.call('HGET', key, admitted)
-      if v then
-        local left = tonumber(v) + delta
-        if left > 0 then
-          redis.call('HSET', key, admitted, left)
-        else
-          redis.call('HDEL', key, admitted)
-        end
-      end
+      charge(key, delta)
+    elseif delta < 0 then
+      refund(key, -delta)
     end
   end
 end
