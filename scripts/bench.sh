@@ -68,7 +68,7 @@ measure() {
         --duration "$round" --rounds "$rounds" --no-search --json "$out/overhead-virtual-key.json" \
         | tee "$out/overhead-virtual-key.txt"
 
-    for variant in local-limits redis-limits router-group anthropic messages bedrock vertex responses metrics tracing; do
+    for variant in local-limits redis-limits lease-limits router-group anthropic messages bedrock vertex responses metrics tracing; do
         log "loadgen overhead ($variant, $rate req/s, $variant_rounds rounds x $round)"
         "$loadgen" overhead --gateway-bin "$gateway" --variant "$variant" --rate "$rate" \
             --duration "$round" --rounds "$variant_rounds" --no-search --json "$out/overhead-$variant.json" \
@@ -110,6 +110,14 @@ measure() {
             --duration "$round" --rounds "$variant_rounds" \
             --database-url "postgres://postgres@127.0.0.1:5432/$full_db" \
             --json "$out/overhead-full-pipeline.json" | tee "$out/overhead-full-pipeline.txt"
+        psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE IF EXISTS $full_db WITH (FORCE)"
+
+        log "loadgen overhead (full-pipeline-lease: the same with lease-mode limits; with the max-rate search)"
+        psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE $full_db"
+        "$loadgen" overhead --gateway-bin "$gateway" --variant full-pipeline-lease --rate "$rate" \
+            --duration "$round" --rounds "$variant_rounds" \
+            --database-url "postgres://postgres@127.0.0.1:5432/$full_db" \
+            --json "$out/overhead-full-pipeline-lease.json" | tee "$out/overhead-full-pipeline-lease.txt"
         psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE IF EXISTS $full_db WITH (FORCE)"
 
         fleet_db="gw_bench_fleet_$$"
@@ -263,7 +271,7 @@ others) above, and direct to the mock, each in its own session.
 | variant | added p50 | added p99 | added p99.9 | gateway CPU / request |
 | --- | --- | --- | --- | --- |
 EOF
-variants="master-key router-group anthropic messages bedrock vertex responses metrics tracing virtual-key local-limits redis-limits spend-logging full-pipeline"
+variants="master-key router-group anthropic messages bedrock vertex responses metrics tracing virtual-key local-limits redis-limits lease-limits spend-logging full-pipeline full-pipeline-lease"
 for v in $variants; do
     f="$out/overhead-$v.json"
     [ "$v" = master-key ] && f="$out/overhead.json"
@@ -283,7 +291,9 @@ request exported over OTLP/HTTP to a sink in the load generator (its CPU minus
 master-key's is what tracing costs, export included); \`full-pipeline\`: the
 redis-limits key with keys and spend rows in Postgres on the router-group's
 group of three deployments (what the 1.6x target is about; its max rate is
-searched).
+searched); \`lease-limits\`, \`full-pipeline-lease\`: the same with
+\`GATEWAY_RATE_LIMIT_MODE=lease\` (each replica takes a tenth of a limit from
+Redis at a time and counts it down locally; the 1.3x target).
 
 ### Against nginx
 

@@ -28,7 +28,9 @@ Options:
   --variant NAME            master-key; virtual-key (one key from /key/generate);
                             local-limits / redis-limits (that key with rpm, tpm and
                             parallel limits it never reaches, counted in the gateway /
-                            in a private redis-server); router-group (master key, a
+                            in a private redis-server); lease-limits (the same in
+                            lease mode: shares of each limit taken from Redis and
+                            counted down locally); router-group (master key, a
                             group of 3 deployments with retries and a fallback
                             group); spend-logging (virtual key, keys and spend rows
                             in Postgres: needs --database-url); anthropic (chat
@@ -46,8 +48,10 @@ Options:
                             one trace per request, exported as OTLP/HTTP to a
                             sink in this process); full-pipeline (the key of
                             redis-limits, spend rows in Postgres, the group of
-                            router-group: needs --database-url) [default: master-key]
-  --database-url URL        an empty Postgres database (spend-logging, full-pipeline)
+                            router-group: needs --database-url); full-pipeline-lease
+                            (the same with lease-mode limits) [default: master-key]
+  --database-url URL        an empty Postgres database (spend-logging, full-pipeline,
+                            full-pipeline-lease)
   --rate R                  requests/s of the measured rounds [default: 1000]
   --duration D              length of each round, per target [default: 10s]
   --rounds N                direct/gateway rounds [default: 3]
@@ -82,6 +86,9 @@ pub enum Variant {
     LocalLimits,
     /// The same limits counted in Redis, one script call per request.
     RedisLimits,
+    /// The same limits in lease mode: each replica takes a share of every
+    /// limit from Redis and counts it down locally (far fewer Redis calls).
+    LeaseLimits,
     /// The master key on a group of three deployments with retries and a
     /// fallback group configured.
     RouterGroup,
@@ -112,6 +119,8 @@ pub enum Variant {
     /// [`Variant::RedisLimits`], keys and spend rows in Postgres, and the
     /// group of [`Variant::RouterGroup`].
     FullPipeline,
+    /// [`Variant::FullPipeline`] with its limits in lease mode.
+    FullPipelineLease,
 }
 
 impl Variant {
@@ -122,6 +131,7 @@ impl Variant {
             "virtual-key" => Ok(Variant::VirtualKey),
             "local-limits" => Ok(Variant::LocalLimits),
             "redis-limits" => Ok(Variant::RedisLimits),
+            "lease-limits" => Ok(Variant::LeaseLimits),
             "router-group" => Ok(Variant::RouterGroup),
             "spend-logging" => Ok(Variant::SpendLogging),
             "anthropic" => Ok(Variant::Anthropic),
@@ -132,8 +142,9 @@ impl Variant {
             "metrics" => Ok(Variant::Metrics),
             "tracing" => Ok(Variant::Tracing),
             "full-pipeline" => Ok(Variant::FullPipeline),
+            "full-pipeline-lease" => Ok(Variant::FullPipelineLease),
             other => Err(format!(
-                "unknown variant {other:?} (master-key, virtual-key, local-limits, redis-limits, router-group, spend-logging, anthropic, messages, bedrock, vertex, responses, metrics, tracing, full-pipeline)"
+                "unknown variant {other:?} (master-key, virtual-key, local-limits, redis-limits, lease-limits, router-group, spend-logging, anthropic, messages, bedrock, vertex, responses, metrics, tracing, full-pipeline, full-pipeline-lease)"
             )),
         }
     }
@@ -145,6 +156,7 @@ impl Variant {
             Variant::VirtualKey => "virtual-key",
             Variant::LocalLimits => "local-limits",
             Variant::RedisLimits => "redis-limits",
+            Variant::LeaseLimits => "lease-limits",
             Variant::RouterGroup => "router-group",
             Variant::SpendLogging => "spend-logging",
             Variant::Anthropic => "anthropic",
@@ -155,23 +167,35 @@ impl Variant {
             Variant::Metrics => "metrics",
             Variant::Tracing => "tracing",
             Variant::FullPipeline => "full-pipeline",
+            Variant::FullPipelineLease => "full-pipeline-lease",
         }
     }
 
     /// Whether it keeps keys and spend rows in Postgres (`--database-url`).
     pub fn needs_database(self) -> bool {
-        matches!(self, Variant::SpendLogging | Variant::FullPipeline)
+        matches!(
+            self,
+            Variant::SpendLogging | Variant::FullPipeline | Variant::FullPipelineLease
+        )
     }
 
     /// Whether it counts its limits in a private `redis-server`.
     pub fn needs_redis(self) -> bool {
-        matches!(self, Variant::RedisLimits | Variant::FullPipeline)
+        self.leases() || matches!(self, Variant::RedisLimits | Variant::FullPipeline)
+    }
+
+    /// Whether its limits run in lease mode (`GATEWAY_RATE_LIMIT_MODE=lease`).
+    pub fn leases(self) -> bool {
+        matches!(self, Variant::LeaseLimits | Variant::FullPipelineLease)
     }
 
     /// Whether its model is a group of three deployments with retries and
     /// a fallback group.
     pub fn routes_a_group(self) -> bool {
-        matches!(self, Variant::RouterGroup | Variant::FullPipeline)
+        matches!(
+            self,
+            Variant::RouterGroup | Variant::FullPipeline | Variant::FullPipelineLease
+        )
     }
 }
 

@@ -68,7 +68,11 @@ pub fn main(args: &mut Args) -> Result<(), String> {
             gateway_proc::MASTER_KEY.to_string()
         }
         Variant::VirtualKey | Variant::SpendLogging => harness.gateway.generate_key()?,
-        Variant::LocalLimits | Variant::RedisLimits | Variant::FullPipeline => harness.gateway.generate_key_with(
+        Variant::LocalLimits
+        | Variant::RedisLimits
+        | Variant::LeaseLimits
+        | Variant::FullPipeline
+        | Variant::FullPipelineLease => harness.gateway.generate_key_with(
             &format!("{{\"models\":[\"{}\"],\"rpm_limit\":1000000000,\"tpm_limit\":1000000000000,\"max_parallel_requests\":1000000}}", gateway_proc::MODEL),
         )?,
     };
@@ -156,6 +160,11 @@ fn harness_spec(o: &OverheadArgs, redis: Option<&RedisProcess>) -> HarnessSpec {
                 .into_iter()
                 .filter(|_| o.variant == Variant::Tracing)
                 .map(|(k, v)| (k.to_string(), v.to_string())),
+            )
+            .chain(
+                o.variant
+                    .leases()
+                    .then(|| ("GATEWAY_RATE_LIMIT_MODE".to_string(), "lease".to_string())),
             )
             .collect(),
         gateway_deployments: if o.variant.routes_a_group() { 3 } else { 1 },
