@@ -101,18 +101,21 @@ fn parse_at_depth(buf: &[u8], depth: usize) -> Result<Option<(Reply, usize)>, St
     if !matches!(kind, b'+' | b'-' | b':' | b'$' | b'*') {
         return Err(format!("unknown reply type {:?}", kind as char));
     }
-    let Some(end) = memchr::memmem::find(&buf[1..], b"\r\n").map(|i| i + 1) else {
+    let Some(end) = line_end(buf, 1) else {
         return Ok(None);
     };
-    let line = std::str::from_utf8(&buf[1..end]).map_err(|_| "reply line is not UTF-8")?;
+    let line = &buf[1..end];
     let next = end + 2;
-    let number = || {
-        line.parse::<i64>()
-            .map_err(|_| format!("bad number {line:?}"))
+    let text = || {
+        std::str::from_utf8(line)
+            .map(str::to_string)
+            .map_err(|_| "reply line is not UTF-8".to_string())
     };
+    let number =
+        || parse_i64(line).ok_or_else(|| format!("bad number {:?}", String::from_utf8_lossy(line)));
     Ok(Some(match kind {
-        b'+' => (Reply::Status(line.to_string()), next),
-        b'-' => (Reply::Error(line.to_string()), next),
+        b'+' => (Reply::Status(text()?), next),
+        b'-' => (Reply::Error(text()?), next),
         b':' => (Reply::Int(number()?), next),
         b'$' => {
             let Ok(n) = usize::try_from(number()?) else {
@@ -153,6 +156,45 @@ fn parse_at_depth(buf: &[u8], depth: usize) -> Result<Option<(Reply, usize)>, St
     }))
 }
 
+/// Where the line starting at `from` ends: the index of its `\r\n`.
+fn line_end(buf: &[u8], from: usize) -> Option<usize> {
+    let mut at = from;
+    loop {
+        let cr = at + memchr::memchr(b'\r', buf.get(at..)?)?;
+        if buf.get(cr + 1) == Some(&b'\n') {
+            return Some(cr);
+        }
+        at = cr + 1;
+    }
+}
+
+/// A decimal integer with an optional `-`, as RESP writes them; `None` for
+/// anything else or a value outside `i64`.
+fn parse_i64(digits: &[u8]) -> Option<i64> {
+    let (negative, digits) = match digits {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, digits),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    let mut n: i64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        let d = i64::from(d - b'0');
+        n = n.checked_mul(10).and_then(|n| {
+            if negative {
+                n.checked_sub(d)
+            } else {
+                n.checked_add(d)
+            }
+        })?;
+    }
+    Some(n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,6 +229,32 @@ mod tests {
         }
         assert!(parse(b"?x\r\n").is_err());
         assert_eq!(parse(b"").unwrap(), None);
+    }
+
+    #[test]
+    fn numbers_and_lines_are_read_exactly() {
+        assert_eq!(parse_i64(b"0"), Some(0));
+        assert_eq!(parse_i64(b"-7"), Some(-7));
+        assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
+        for bad in [
+            &b""[..],
+            b"-",
+            b"9223372036854775808",
+            b"1x",
+            b"+1",
+            b" 1",
+            b"--1",
+        ] {
+            assert_eq!(parse_i64(bad), None, "{bad:?}");
+        }
+        // A lone CR inside a status line is part of it.
+        assert_eq!(
+            parse(b"+a\rb\r\n").unwrap(),
+            Some((Reply::Status("a\rb".into()), 6))
+        );
+        assert_eq!(parse(b"+a\r").unwrap(), None);
+        assert!(parse(b":12a\r\n").is_err());
     }
 
     #[test]
