@@ -20,7 +20,9 @@ const MAX_IDLE_PER_ORIGIN: usize = 256;
 
 /// Idle connections of one core.
 pub struct Pool {
-    idle: HashMap<Origin, Vec<(UpstreamConn, Instant)>>,
+    /// Keyed with aHash: the origins come from the configuration, and
+    /// SipHash cost two hashes of a host name per request.
+    idle: HashMap<Origin, Vec<(UpstreamConn, Instant)>, ahash::RandomState>,
     max_idle: Duration,
 }
 
@@ -28,7 +30,12 @@ impl Pool {
     /// A pool whose connections expire after `max_idle`.
     pub fn new(max_idle: Duration) -> Self {
         Pool {
-            idle: HashMap::new(),
+            idle: HashMap::with_hasher(ahash::RandomState::with_seeds(
+                fastrand::u64(..),
+                fastrand::u64(..),
+                fastrand::u64(..),
+                fastrand::u64(..),
+            )),
             max_idle,
         }
     }
