@@ -180,12 +180,35 @@ pub(crate) fn parse_content_length(value: &[u8]) -> Option<u64> {
     if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    std::str::from_utf8(digits).ok()?.parse().ok()
+    // At most 19 digits: below u64::MAX, no overflow.
+    Some(digits.iter().fold(0, |n, d| n * 10 + u64::from(d - b'0')))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn content_length_is_plain_digits_up_to_19() {
+        assert_eq!(parse_content_length(b" 0 "), Some(0));
+        assert_eq!(parse_content_length(b"0042"), Some(42));
+        assert_eq!(
+            parse_content_length(b"9999999999999999999"),
+            Some(9_999_999_999_999_999_999)
+        );
+        for bad in [
+            &b""[..],
+            b" ",
+            b"10000000000000000000",
+            b"+5",
+            b"-1",
+            b"1 2",
+            b"0x10",
+            b"\xd9\xa1",
+        ] {
+            assert_eq!(parse_content_length(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn parses_pipelined_heads_one_at_a_time() {

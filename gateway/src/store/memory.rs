@@ -35,7 +35,7 @@ struct Tables {
     /// The most recent rows, oldest first, at most [`MAX_SPEND_ROWS`].
     spend_logs: VecDeque<SpendLogRow>,
     /// Ids of the rows kept, so a replayed row is not counted twice.
-    request_ids: HashSet<String>,
+    request_ids: HashSet<String, IdHasher>,
     /// When the current budget period of a key, user or team began (its
     /// last reset), by `key:<token>`, `user:<id>`, `team:<id>`: rows settled
     /// before it do not count.
@@ -53,6 +53,31 @@ impl Tables {
                 .periods
                 .get(&format!("{scope}:{id}"))
                 .is_none_or(|start| settled >= *start)
+    }
+}
+
+/// aHash under random keys, for the row ids hashed twice per request (kept,
+/// then evicted): cheaper than SipHash, and as hard to flood.
+#[derive(Clone)]
+struct IdHasher(ahash::RandomState);
+
+impl Default for IdHasher {
+    fn default() -> Self {
+        let seed = || fastrand::u64(..);
+        IdHasher(ahash::RandomState::with_seeds(
+            seed(),
+            seed(),
+            seed(),
+            seed(),
+        ))
+    }
+}
+
+impl std::hash::BuildHasher for IdHasher {
+    type Hasher = ahash::AHasher;
+
+    fn build_hasher(&self) -> ahash::AHasher {
+        self.0.build_hasher()
     }
 }
 
