@@ -32,7 +32,11 @@ pub enum HeadError {
 pub struct RequestHead {
     raw: Vec<u8>,
     method: Range<usize>,
-    path: Range<usize>,
+    /// The request target, copied once: path and query are borrowed from
+    /// it without validating UTF-8 and searching for `?` on every read.
+    target: String,
+    /// Where the target's first `?` is (its length when there is none).
+    query_at: usize,
     headers: Vec<(Range<usize>, Range<usize>)>,
     /// HTTP/1.x minor version.
     pub minor_version: u8,
@@ -52,14 +56,12 @@ impl RequestHead {
 
     /// The path without the query string.
     pub fn path(&self) -> &str {
-        let target = std::str::from_utf8(&self.raw[self.path.clone()]).unwrap_or("");
-        target.split_once('?').map_or(target, |(p, _)| p)
+        &self.target[..self.query_at]
     }
 
     /// The query string after `?`, empty when there is none.
     pub fn query(&self) -> &str {
-        let target = std::str::from_utf8(&self.raw[self.path.clone()]).unwrap_or("");
-        target.split_once('?').map_or("", |(_, q)| q)
+        self.target.get(self.query_at + 1..).unwrap_or("")
     }
 
     /// First value of a header (case-insensitive name), if valid UTF-8.
@@ -105,7 +107,8 @@ pub fn parse_request_head(
         start..start + s.len()
     };
     let method = span(req.method.unwrap_or("").as_bytes());
-    let path = span(req.path.unwrap_or("").as_bytes());
+    let target = req.path.unwrap_or("").to_string();
+    let query_at = memchr::memchr(b'?', target.as_bytes()).unwrap_or(target.len());
     let minor_version = req.version.unwrap_or(1);
     let mut framing = BodyFraming::None;
     let mut keep_alive = minor_version >= 1;
@@ -163,7 +166,8 @@ pub fn parse_request_head(
         RequestHead {
             raw,
             method,
-            path,
+            target,
+            query_at,
             headers,
             minor_version,
             framing,

@@ -6,6 +6,7 @@
 //! once, on first use, into a map over the embedded text.
 
 use crate::deployment::Deployment;
+use crate::keyed_hash::KeyedHash;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -56,7 +57,7 @@ struct Table {
     rows: Vec<(&'static str, ModelPrice)>,
     /// The row of each name: one hash per request's lookup instead of a
     /// dozen string comparisons.
-    index: HashMap<&'static str, u32, ahash::RandomState>,
+    index: HashMap<&'static str, u32, KeyedHash>,
     bare: Vec<(&'static str, u32)>,
 }
 
@@ -102,11 +103,7 @@ fn parse(text: &'static str) -> Table {
     bare.sort_by(|a, b| a.0.cmp(b.0));
     bare.dedup_by(|b, a| a.0 == b.0);
     bare.shrink_to_fit();
-    let seed = || fastrand::u64(..);
-    let mut index = HashMap::with_capacity_and_hasher(
-        rows.len(),
-        ahash::RandomState::with_seeds(seed(), seed(), seed(), seed()),
-    );
+    let mut index = HashMap::with_capacity_and_hasher(rows.len(), KeyedHash::default());
     index.extend(
         rows.iter()
             .enumerate()
