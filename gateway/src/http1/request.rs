@@ -1,6 +1,7 @@
 //! Request heads: parsed once with `httparse`, headers kept as ranges into the
 //! head's own bytes so lookups borrow instead of allocating per header.
 
+use std::mem::MaybeUninit;
 use std::ops::Range;
 
 /// How the request body is delimited.
@@ -83,17 +84,20 @@ pub fn parse_request_head(
     max_bytes: usize,
 ) -> Result<(RequestHead, usize), HeadError> {
     // Header slots live on the stack for the usual limit; only a raised
-    // limit costs an allocation.
-    let mut stack = [httparse::EMPTY_HEADER; STACK_HEADERS];
-    let mut heap;
-    let storage: &mut [httparse::Header] = if max_headers <= STACK_HEADERS {
+    // limit costs an allocation. Left uninitialized: httparse writes the
+    // slots it uses (filling all 128 cost more than parsing a head).
+    let mut stack = [const { MaybeUninit::<httparse::Header>::uninit() }; STACK_HEADERS];
+    let mut heap = Vec::new();
+    let storage = if max_headers <= STACK_HEADERS {
         &mut stack[..max_headers]
     } else {
-        heap = vec![httparse::EMPTY_HEADER; max_headers];
-        &mut heap
+        heap.resize_with(max_headers, MaybeUninit::uninit);
+        &mut heap[..]
     };
-    let mut req = httparse::Request::new(storage);
-    let len = match req.parse(buf) {
+    let mut req = httparse::Request::new(&mut []);
+    let parsed =
+        httparse::ParserConfig::default().parse_request_with_uninit_headers(&mut req, buf, storage);
+    let len = match parsed {
         Ok(httparse::Status::Complete(n)) if n > max_bytes => return Err(HeadError::TooLarge),
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) if buf.len() > max_bytes => return Err(HeadError::TooLarge),

@@ -1,6 +1,8 @@
 //! Upstream response heads: status, the few headers the gateway acts on, and
 //! how the body is delimited.
 
+use std::mem::MaybeUninit;
+
 /// How an upstream response body is delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResponseFraming {
@@ -47,9 +49,15 @@ impl ResponseHead {
 
 /// Parses a response head; `Ok(None)` when more bytes are needed.
 pub fn parse_response_head(buf: &[u8]) -> Result<Option<(ResponseHead, usize)>, String> {
-    let mut storage = [httparse::EMPTY_HEADER; 96];
-    let mut res = httparse::Response::new(&mut storage);
-    let len = match res.parse(buf) {
+    // Uninitialized: httparse writes the slots it uses.
+    let mut storage = [const { MaybeUninit::<httparse::Header>::uninit() }; 96];
+    let mut res = httparse::Response::new(&mut []);
+    let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
+        &mut res,
+        buf,
+        &mut storage,
+    );
+    let len = match parsed {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) if buf.len() > 256 * 1024 => {
             return Err("response head too large".into())
