@@ -119,29 +119,24 @@ pub fn write_timestamp(buf: &mut Vec<u8>, now: std::time::SystemTime) {
     let secs = since.as_secs();
     let (year, month, day) = civil_from_days(secs / 86_400);
     let of_day = secs % 86_400;
-    let two = |buf: &mut Vec<u8>, n: u64| {
-        buf.push(b'0' + (n / 10 % 10) as u8);
-        buf.push(b'0' + (n % 10) as u8);
-    };
     buf.extend_from_slice(itoa::Buffer::new().format(year).as_bytes());
-    buf.push(b'-');
-    two(buf, month);
-    buf.push(b'-');
-    two(buf, day);
-    buf.push(b'T');
-    two(buf, of_day / 3600);
-    buf.push(b':');
-    two(buf, of_day / 60 % 60);
-    buf.push(b':');
-    two(buf, of_day % 60);
-    buf.push(b'.');
-    let micros = u64::from(since.subsec_micros());
-    let mut div = 100_000;
-    while div > 0 {
-        buf.push(b'0' + (micros / div % 10) as u8);
-        div /= 10;
+    // The rest has a fixed width: filled in place, appended once.
+    let mut rest = *b"-MM-DDTHH:MM:SS.uuuuuuZ";
+    put_digits(&mut rest[1..3], month);
+    put_digits(&mut rest[4..6], day);
+    put_digits(&mut rest[7..9], of_day / 3600);
+    put_digits(&mut rest[10..12], of_day / 60 % 60);
+    put_digits(&mut rest[13..15], of_day % 60);
+    put_digits(&mut rest[16..22], u64::from(since.subsec_micros()));
+    buf.extend_from_slice(&rest);
+}
+
+/// The last `out.len()` decimal digits of `n`, zero-padded.
+fn put_digits(out: &mut [u8], mut n: u64) {
+    for digit in out.iter_mut().rev() {
+        *digit = b'0' + (n % 10) as u8;
+        n /= 10;
     }
-    buf.push(b'Z');
 }
 
 /// The proleptic Gregorian date of `days` after 1970-01-01 (Howard

@@ -15,7 +15,7 @@ mod reload;
 #[cfg(debug_assertions)]
 mod test_hooks;
 
-use crate::auth::Principal;
+use crate::auth::{CredentialMemo, Principal};
 use crate::downstream::Responder;
 use crate::error::GatewayError;
 use crate::http1::RequestHead;
@@ -98,7 +98,11 @@ impl Admission {
 /// Authenticates a request from its head, before its body is read: LLM
 /// endpoints and `/models` need a valid credential, the management API an
 /// admin's.
-pub async fn admit(worker: &Worker, head: &RequestHead) -> Admission {
+pub async fn admit(
+    worker: &Worker,
+    head: &RequestHead,
+    credentials: &mut CredentialMemo,
+) -> Admission {
     let auth = &worker.shared.auth;
     let route = route(worker, head);
     if let Some(allowed) = &worker.shared.limits.allowed_routes {
@@ -109,20 +113,20 @@ pub async fn admit(worker: &Worker, head: &RequestHead) -> Admission {
     }
     let result = match route {
         Route::Llm(_) | Route::CountTokens | Route::Models | Route::Model(_) => {
-            auth.authenticate(head).await.map(Some)
+            auth.authenticate(head, credentials).await.map(Some)
         }
         Route::Metrics if !worker.shared.metrics.require_auth() => Ok(None),
-        Route::Metrics => match auth.authenticate(head).await {
+        Route::Metrics => match auth.authenticate(head, credentials).await {
             Ok(p) if p.is_admin() => Ok(Some(p)),
             Ok(_) => Err(GatewayError::NotAdmin("/metrics".to_string())),
             Err(e) => Err(e),
         },
-        Route::Admin(path) => match auth.authenticate(head).await {
+        Route::Admin(path) => match auth.authenticate(head, credentials).await {
             Ok(p) if p.is_admin() || !admin::needs_admin(path) => Ok(Some(p)),
             Ok(_) => Err(GatewayError::NotAdmin(path.to_string())),
             Err(e) => Err(e),
         },
-        Route::Health | Route::Reload => match auth.authenticate(head).await {
+        Route::Health | Route::Reload => match auth.authenticate(head, credentials).await {
             Ok(p) if p.is_admin() => Ok(Some(p)),
             Ok(_) => Err(GatewayError::NotAdmin(head.path().to_string())),
             Err(e) => Err(e),

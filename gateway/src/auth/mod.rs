@@ -127,6 +127,29 @@ impl Principal {
     }
 }
 
+/// The last credential one client connection presented, with its hash: a
+/// client sends the same key on every request of a keep-alive connection,
+/// and this spares it a SHA-256 per request. It lives as long as the
+/// connection, whose read buffer holds the same bytes anyway.
+#[derive(Default)]
+pub struct CredentialMemo(Option<(Box<[u8]>, TokenHash)>);
+
+impl CredentialMemo {
+    /// `hash_key(key)`, reused when `key` is the memoized credential. The
+    /// comparison is constant-time: another client sharing the connection
+    /// (behind a proxy) learns nothing of the previous key's bytes.
+    pub fn hash(&mut self, key: &str) -> TokenHash {
+        if let Some((last, hash)) = &self.0 {
+            if bool::from(last.as_ref().ct_eq(key.as_bytes())) {
+                return *hash;
+            }
+        }
+        let hash = hash_key(key);
+        self.0 = Some((key.as_bytes().into(), hash));
+        hash
+    }
+}
+
 /// Checks credentials; holds only hashes.
 pub struct Authenticator {
     master_key_hash: Option<TokenHash>,
@@ -164,12 +187,17 @@ impl Authenticator {
 
     /// Authenticates the request's credential and checks that the key is
     /// usable (not blocked, not expired).
-    pub async fn authenticate(&self, head: &RequestHead) -> Result<Principal, GatewayError> {
+    /// `memo` is the connection's: its last credential is not hashed again.
+    pub async fn authenticate(
+        &self,
+        head: &RequestHead,
+        memo: &mut CredentialMemo,
+    ) -> Result<Principal, GatewayError> {
         let Some(expected) = &self.master_key_hash else {
             return Ok(Principal::Anonymous);
         };
         let key = credential(head).ok_or(GatewayError::MissingKey)?;
-        let hash = hash_key(key);
+        let hash = memo.hash(key);
         if bool::from(hash.ct_eq(expected)) {
             return Ok(Principal::Master);
         }
@@ -287,4 +315,19 @@ pub fn abbreviate(key: &str) -> String {
     }
     let tail: String = chars[chars.len() - 4..].iter().collect();
     format!("sk-...{tail}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{hash_key, CredentialMemo};
+
+    #[test]
+    fn the_memo_always_answers_the_keys_own_hash() {
+        let mut memo = CredentialMemo::default();
+        for key in [
+            "sk-1234", "sk-1234", "sk-1235", "sk-1234", "sk-12345", "", "sk-1234",
+        ] {
+            assert_eq!(memo.hash(key), hash_key(key), "{key}");
+        }
+    }
 }

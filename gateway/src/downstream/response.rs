@@ -26,17 +26,26 @@ impl HeadBuilder {
     /// Adds a header; values with CR or LF are dropped, never written.
     pub fn header(&mut self, name: &str, value: &str) -> &mut Self {
         if memchr::memchr2(b'\r', b'\n', value.as_bytes()).is_none() {
-            self.buf.extend_from_slice(name.as_bytes());
-            self.buf.extend_from_slice(b": ");
-            self.buf.extend_from_slice(value.as_bytes());
-            self.buf.extend_from_slice(b"\r\n");
+            self.header_with(name, |buf| buf.extend_from_slice(value.as_bytes()));
         }
         self
     }
 
     /// Adds a numeric header.
     pub fn header_num(&mut self, name: &str, value: u64) -> &mut Self {
-        self.header(name, itoa::Buffer::new().format(value))
+        let mut digits = itoa::Buffer::new();
+        let digits = digits.format(value).as_bytes();
+        self.header_with(name, |buf| buf.extend_from_slice(digits))
+    }
+
+    /// Adds a header whose value `write` appends in place, unchecked: only
+    /// for values that cannot hold CR or LF (numbers, durations).
+    pub fn header_with(&mut self, name: &str, write: impl FnOnce(&mut Vec<u8>)) -> &mut Self {
+        self.buf.extend_from_slice(name.as_bytes());
+        self.buf.extend_from_slice(b": ");
+        write(&mut self.buf);
+        self.buf.extend_from_slice(b"\r\n");
+        self
     }
 }
 

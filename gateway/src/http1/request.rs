@@ -1,6 +1,7 @@
 //! Request heads: parsed once with `httparse`, headers kept as ranges into the
 //! head's own bytes so lookups borrow instead of allocating per header.
 
+use std::mem::MaybeUninit;
 use std::ops::Range;
 
 /// How the request body is delimited.
@@ -32,7 +33,11 @@ pub enum HeadError {
 pub struct RequestHead {
     raw: Vec<u8>,
     method: Range<usize>,
-    path: Range<usize>,
+    /// The request target, copied once: path and query are borrowed from
+    /// it without validating UTF-8 and searching for `?` on every read.
+    target: String,
+    /// Where the target's first `?` is (its length when there is none).
+    query_at: usize,
     headers: Vec<(Range<usize>, Range<usize>)>,
     /// HTTP/1.x minor version.
     pub minor_version: u8,
@@ -52,14 +57,12 @@ impl RequestHead {
 
     /// The path without the query string.
     pub fn path(&self) -> &str {
-        let target = std::str::from_utf8(&self.raw[self.path.clone()]).unwrap_or("");
-        target.split_once('?').map_or(target, |(p, _)| p)
+        &self.target[..self.query_at]
     }
 
     /// The query string after `?`, empty when there is none.
     pub fn query(&self) -> &str {
-        let target = std::str::from_utf8(&self.raw[self.path.clone()]).unwrap_or("");
-        target.split_once('?').map_or("", |(_, q)| q)
+        self.target.get(self.query_at + 1..).unwrap_or("")
     }
 
     /// First value of a header (case-insensitive name), if valid UTF-8.
@@ -81,17 +84,20 @@ pub fn parse_request_head(
     max_bytes: usize,
 ) -> Result<(RequestHead, usize), HeadError> {
     // Header slots live on the stack for the usual limit; only a raised
-    // limit costs an allocation.
-    let mut stack = [httparse::EMPTY_HEADER; STACK_HEADERS];
-    let mut heap;
-    let storage: &mut [httparse::Header] = if max_headers <= STACK_HEADERS {
+    // limit costs an allocation. Left uninitialized: httparse writes the
+    // slots it uses (filling all 128 cost more than parsing a head).
+    let mut stack = [const { MaybeUninit::<httparse::Header>::uninit() }; STACK_HEADERS];
+    let mut heap = Vec::new();
+    let storage = if max_headers <= STACK_HEADERS {
         &mut stack[..max_headers]
     } else {
-        heap = vec![httparse::EMPTY_HEADER; max_headers];
-        &mut heap
+        heap.resize_with(max_headers, MaybeUninit::uninit);
+        &mut heap[..]
     };
-    let mut req = httparse::Request::new(storage);
-    let len = match req.parse(buf) {
+    let mut req = httparse::Request::new(&mut []);
+    let parsed =
+        httparse::ParserConfig::default().parse_request_with_uninit_headers(&mut req, buf, storage);
+    let len = match parsed {
         Ok(httparse::Status::Complete(n)) if n > max_bytes => return Err(HeadError::TooLarge),
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) if buf.len() > max_bytes => return Err(HeadError::TooLarge),
@@ -105,7 +111,8 @@ pub fn parse_request_head(
         start..start + s.len()
     };
     let method = span(req.method.unwrap_or("").as_bytes());
-    let path = span(req.path.unwrap_or("").as_bytes());
+    let target = req.path.unwrap_or("").to_string();
+    let query_at = memchr::memchr(b'?', target.as_bytes()).unwrap_or(target.len());
     let minor_version = req.version.unwrap_or(1);
     let mut framing = BodyFraming::None;
     let mut keep_alive = minor_version >= 1;
@@ -163,7 +170,8 @@ pub fn parse_request_head(
         RequestHead {
             raw,
             method,
-            path,
+            target,
+            query_at,
             headers,
             minor_version,
             framing,
@@ -180,12 +188,35 @@ pub(crate) fn parse_content_length(value: &[u8]) -> Option<u64> {
     if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    std::str::from_utf8(digits).ok()?.parse().ok()
+    // At most 19 digits: below u64::MAX, no overflow.
+    Some(digits.iter().fold(0, |n, d| n * 10 + u64::from(d - b'0')))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn content_length_is_plain_digits_up_to_19() {
+        assert_eq!(parse_content_length(b" 0 "), Some(0));
+        assert_eq!(parse_content_length(b"0042"), Some(42));
+        assert_eq!(
+            parse_content_length(b"9999999999999999999"),
+            Some(9_999_999_999_999_999_999)
+        );
+        for bad in [
+            &b""[..],
+            b" ",
+            b"10000000000000000000",
+            b"+5",
+            b"-1",
+            b"1 2",
+            b"0x10",
+            b"\xd9\xa1",
+        ] {
+            assert_eq!(parse_content_length(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn parses_pipelined_heads_one_at_a_time() {

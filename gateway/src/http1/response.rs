@@ -1,6 +1,8 @@
 //! Upstream response heads: status, the few headers the gateway acts on, and
 //! how the body is delimited.
 
+use std::mem::MaybeUninit;
+
 /// How an upstream response body is delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResponseFraming {
@@ -47,9 +49,15 @@ impl ResponseHead {
 
 /// Parses a response head; `Ok(None)` when more bytes are needed.
 pub fn parse_response_head(buf: &[u8]) -> Result<Option<(ResponseHead, usize)>, String> {
-    let mut storage = [httparse::EMPTY_HEADER; 96];
-    let mut res = httparse::Response::new(&mut storage);
-    let len = match res.parse(buf) {
+    // Uninitialized: httparse writes the slots it uses.
+    let mut storage = [const { MaybeUninit::<httparse::Header>::uninit() }; 96];
+    let mut res = httparse::Response::new(&mut []);
+    let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
+        &mut res,
+        buf,
+        &mut storage,
+    );
+    let len = match parsed {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) if buf.len() > 256 * 1024 => {
             return Err("response head too large".into())
@@ -92,10 +100,9 @@ pub fn parse_response_head(buf: &[u8]) -> Result<Option<(ResponseHead, usize)>, 
         } else if is("x-ratelimit-remaining-tokens") {
             remaining_tokens = whole_number(h.value);
         } else if is("connection") {
-            let v = value().to_ascii_lowercase();
-            if v.contains("close") {
+            if contains_ignore_case(h.value, b"close") {
                 keep_alive = false;
-            } else if v.contains("keep-alive") {
+            } else if contains_ignore_case(h.value, b"keep-alive") {
                 keep_alive = true;
             }
         }
@@ -130,6 +137,13 @@ pub fn parse_response_head(buf: &[u8]) -> Result<Option<(ResponseHead, usize)>, 
     )))
 }
 
+/// Whether `value` holds `token` (lowercase ASCII), in any case.
+fn contains_ignore_case(value: &[u8], token: &[u8]) -> bool {
+    value
+        .windows(token.len())
+        .any(|w| w.eq_ignore_ascii_case(token))
+}
+
 /// A header value that is a whole number (surrounding spaces allowed).
 fn whole_number(value: &[u8]) -> Option<u64> {
     std::str::from_utf8(value).ok()?.trim().parse().ok()
@@ -160,6 +174,26 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(!c.keep_alive && c.framing == ResponseFraming::UntilClose);
+    }
+
+    #[test]
+    fn the_connection_header_decides_reuse_in_any_case() {
+        let reused = |version: &str, connection: &str| {
+            let head = format!(
+                "HTTP/{version} 200 OK\r\nContent-Length: 0\r\nConnection: {connection}\r\n\r\n"
+            );
+            parse_response_head(head.as_bytes())
+                .unwrap()
+                .unwrap()
+                .0
+                .keep_alive
+        };
+        assert!(!reused("1.1", "Close"));
+        assert!(!reused("1.1", "keep-alive, CLOSE"));
+        assert!(!reused("1.1", "\u{e9}close"));
+        assert!(reused("1.1", "upgrade"));
+        assert!(reused("1.0", "Keep-Alive"));
+        assert!(!reused("1.0", "keep-aliv"));
     }
 
     #[test]

@@ -144,8 +144,16 @@ impl Line<'_> {
 
 /// `d` in milliseconds to the microsecond (rounded), as `11.457`.
 pub(super) fn write_millis(buf: &mut Vec<u8>, d: Duration) {
-    let micros = d.as_nanos().saturating_add(500) / 1000;
-    buf.extend_from_slice(itoa::Buffer::new().format(micros / 1000).as_bytes());
+    // Whole seconds are whole microseconds: only the fraction is rounded,
+    // and no u128 is divided (a library call).
+    let micros = (d.subsec_nanos() + 500) / 1000;
+    let millis = u128::from(d.as_secs()) * 1000 + u128::from(micros / 1000);
+    let mut digits = itoa::Buffer::new();
+    let digits = match u64::try_from(millis) {
+        Ok(millis) => digits.format(millis),
+        Err(_) => digits.format(millis),
+    };
+    buf.extend_from_slice(digits.as_bytes());
     buf.push(b'.');
     let frac = (micros % 1000) as u16;
     buf.extend_from_slice(&[

@@ -82,9 +82,7 @@ pub(super) fn litellm_headers(status: u16, outcome: &Outcome) -> HeadBuilder {
         ("x-litellm-response-duration-ms", total),
         ("x-litellm-overhead-duration-ms", overhead),
     ] {
-        let mut ms = Vec::with_capacity(24);
-        super::access::write_millis(&mut ms, d);
-        h.header(name, std::str::from_utf8(&ms).unwrap_or_default());
+        h.header_with(name, |buf| super::access::write_millis(buf, d));
     }
     h.header("x-litellm-version", crate::VERSION);
     h

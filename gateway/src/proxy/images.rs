@@ -11,9 +11,11 @@ use crate::providers::Provider;
 use crate::state::Worker;
 use crate::upstream::fetch::FetchError;
 use bytes::Bytes;
+use memchr::memmem::Finder;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::LazyLock;
 
 /// A request with its images inlined for one kind of provider, reused by
 /// later attempts on the same kind.
@@ -50,10 +52,11 @@ pub(super) async fn inline<'m>(
     .await
 }
 
-/// Whether `sent` may carry `image_url` parts: one substring search.
+/// Whether `sent` may carry `image_url` parts: one substring search, with
+/// a searcher built once (building one costs more than searching 1 KB).
 fn may_name_images(sent: &LlmRequest) -> bool {
-    sent.endpoint == Endpoint::ChatCompletions
-        && memchr::memmem::find(&sent.body, b"image_url").is_some()
+    static IMAGE_URL: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"image_url"));
+    sent.endpoint == Endpoint::ChatCompletions && IMAGE_URL.find(&sent.body).is_some()
 }
 
 /// [`inline`] for a request that may name images.

@@ -236,7 +236,8 @@ impl Attempt {
             completion_start_time: self.first_byte,
             end_time: Utc::now(),
             model: info.upstream_model.to_string(),
-            model_id: info.dep.id.to_string(),
+            // Not `to_string`: on an `Arc<str>` it goes through `Display`.
+            model_id: String::from(&*info.dep.id),
             model_group: info.group.to_string(),
             custom_llm_provider: info.dep.provider_name.clone(),
             api_base: info
@@ -290,10 +291,16 @@ pub(super) fn submit(worker: &Worker, row: SpendLogRow) {
 /// Hands this core's queued rows to the spend writer; rows that do not fit
 /// its queue stay for the next flush, so none is lost while it catches up.
 pub fn flush_spend(worker: &Worker) {
-    let rows = std::mem::take(&mut *worker.spend_backlog.borrow_mut());
-    if rows.is_empty() {
-        return;
-    }
+    let rows = {
+        let mut backlog = worker.spend_backlog.borrow_mut();
+        if backlog.is_empty() {
+            return;
+        }
+        // The next batch is likely as large: sized for it up front, it
+        // does not grow (each growth copies every row).
+        let next = Vec::with_capacity(backlog.len().min(MAX_PRESIZED));
+        std::mem::replace(&mut *backlog, next)
+    };
     if let Err(mut kept) = worker.shared.spend.record(rows) {
         let mut backlog = worker.spend_backlog.borrow_mut();
         kept.append(&mut backlog);
@@ -303,6 +310,10 @@ pub fn flush_spend(worker: &Worker) {
 
 /// Rows one core keeps while the control plane's queue is full.
 const MAX_BACKLOG: usize = 100_000;
+
+/// Most rows a core's next batch is sized for: a burst's size is not
+/// kept reserved.
+const MAX_PRESIZED: usize = 256;
 
 /// A token count (read from an upstream) as a BIGINT column, saturating.
 fn column(tokens: u64) -> i64 {

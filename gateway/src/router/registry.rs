@@ -6,6 +6,7 @@
 //! live state (stats, cooldowns) is kept in arrays indexed by slot.
 
 use crate::deployment::Deployment;
+use crate::keyed_hash::KeyedHash;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,7 +16,8 @@ use std::sync::Arc;
 pub struct ModelRegistry {
     /// Every deployment, by slot.
     deployments: Vec<Arc<Deployment>>,
-    groups: HashMap<String, Group>,
+    /// Exact groups by name, looked up on every request.
+    groups: HashMap<String, Group, KeyedHash>,
     /// Wildcard groups as (prefix before `*`, group), longest prefix first.
     wildcards: Vec<(String, Group)>,
     /// Exact group names in config order, for `/v1/models`.

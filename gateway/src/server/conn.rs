@@ -4,6 +4,7 @@
 //! order because each is read only after the previous response is written.
 
 use crate::api;
+use crate::auth::CredentialMemo;
 use crate::downstream::{ClientStream, Responder};
 use crate::error::GatewayError;
 use crate::http1::{
@@ -41,6 +42,7 @@ pub async fn serve(tcp: TcpStream, worker: Rc<Worker>) {
         }
     };
     let mut buf = ReadBuffer::with_capacity(8 * 1024);
+    let mut credentials = CredentialMemo::default();
     let mut shutdown = worker.shared.shutdown_signal();
     loop {
         if buf.is_empty() {
@@ -73,7 +75,7 @@ pub async fn serve(tcp: TcpStream, worker: Rc<Worker>) {
         // Authenticated from the head: a refused request's body is read (and
         // dropped) only when it is small and already on its way; otherwise
         // it is never read and the connection closes after the answer.
-        let admission = api::admit(&worker, &head).await;
+        let admission = api::admit(&worker, &head, &mut credentials).await;
         let skip_body = admission.is_refused() && !cheap_to_discard(&head);
         let body = if skip_body {
             keep_alive = false;

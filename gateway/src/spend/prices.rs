@@ -6,7 +6,9 @@
 //! once, on first use, into a map over the embedded text.
 
 use crate::deployment::Deployment;
+use crate::keyed_hash::KeyedHash;
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
 /// USD per token (and per second, for hosts that bill by time), the units
@@ -53,13 +55,16 @@ static TSV: &str = include_str!("../../data/model_prices.tsv");
 /// half a megabyte for the whole map).
 struct Table {
     rows: Vec<(&'static str, ModelPrice)>,
+    /// The row of each name: one hash per request's lookup instead of a
+    /// dozen string comparisons.
+    index: HashMap<&'static str, u32, KeyedHash>,
     bare: Vec<(&'static str, u32)>,
 }
 
 impl Table {
     fn get(&self, name: &str) -> Option<&ModelPrice> {
-        let i = self.rows.binary_search_by(|(n, _)| (*n).cmp(name)).ok()?;
-        Some(&self.rows[i].1)
+        let i = *self.index.get(name)?;
+        Some(&self.rows[i as usize].1)
     }
 
     fn get_bare(&self, name: &str) -> Option<&ModelPrice> {
@@ -98,7 +103,13 @@ fn parse(text: &'static str) -> Table {
     bare.sort_by(|a, b| a.0.cmp(b.0));
     bare.dedup_by(|b, a| a.0 == b.0);
     bare.shrink_to_fit();
-    Table { rows, bare }
+    let mut index = HashMap::with_capacity_and_hasher(rows.len(), KeyedHash::default());
+    index.extend(
+        rows.iter()
+            .enumerate()
+            .map(|(i, (name, _))| (*name, i as u32)),
+    );
+    Table { rows, index, bare }
 }
 
 /// One TSV row; `None` if malformed.

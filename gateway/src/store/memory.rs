@@ -8,6 +8,7 @@ use super::{
     MemberOp, MemberOutcome, ModelRecord, OrgMembership, OrgRecord, OrgTable, RowKind, SpendFilter,
     SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord,
 };
+use crate::keyed_hash::KeyedHash;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{de::DeserializeOwned, Serialize};
@@ -35,7 +36,7 @@ struct Tables {
     /// The most recent rows, oldest first, at most [`MAX_SPEND_ROWS`].
     spend_logs: VecDeque<SpendLogRow>,
     /// Ids of the rows kept, so a replayed row is not counted twice.
-    request_ids: HashSet<String>,
+    request_ids: HashSet<String, KeyedHash>,
     /// When the current budget period of a key, user or team began (its
     /// last reset), by `key:<token>`, `user:<id>`, `team:<id>`: rows settled
     /// before it do not count.

@@ -1,6 +1,7 @@
 //! Idle upstream connections of one core, per origin, with idle expiry.
 
 use super::conn::UpstreamConn;
+use crate::keyed_hash::KeyedHash;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -20,7 +21,9 @@ const MAX_IDLE_PER_ORIGIN: usize = 256;
 
 /// Idle connections of one core.
 pub struct Pool {
-    idle: HashMap<Origin, Vec<(UpstreamConn, Instant)>>,
+    /// Keyed with aHash: the origins come from the configuration, and
+    /// SipHash cost two hashes of a host name per request.
+    idle: HashMap<Origin, Vec<(UpstreamConn, Instant)>, KeyedHash>,
     max_idle: Duration,
 }
 
@@ -28,7 +31,7 @@ impl Pool {
     /// A pool whose connections expire after `max_idle`.
     pub fn new(max_idle: Duration) -> Self {
         Pool {
-            idle: HashMap::new(),
+            idle: HashMap::default(),
             max_idle,
         }
     }

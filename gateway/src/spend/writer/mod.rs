@@ -136,15 +136,18 @@ async fn run(ctx: Arc<SyncCtx>, mut msgs: mpsc::Receiver<WriterMsg>, config: Spo
                         Ok(None) | Err(_) => break,
                     }
                 }
-                let rows = std::mem::take(&mut batch);
                 match drained {
                     Some(done) => {
-                        drain(&ctx, rows, &mut spool).await;
+                        drain(&ctx, std::mem::take(&mut batch), &mut spool).await;
                         let _ = done.send(());
                     }
                     None => {
                         let queued = msgs.len();
-                        write_or_park(&ctx, &rows, queued, &mut spool, &mut parking).await;
+                        write_or_park(&ctx, &batch, queued, &mut spool, &mut parking).await;
+                        // Emptied in place: the batch keeps its capacity,
+                        // but not a burst's.
+                        batch.clear();
+                        batch.shrink_to(BATCH);
                     }
                 }
             }
