@@ -47,24 +47,28 @@ impl Harness {
     /// Pins this process (if asked and possible), starts the mock with one
     /// worker per load-side CPU, then the gateway.
     pub fn start(spec: &HarnessSpec) -> Result<Harness, String> {
-        let cpus = spec
-            .pin
-            .then(|| affinity::split(affinity::available_cpus(), spec.gateway_workers))
-            .flatten();
-        Harness::start_on(spec, cpus, None)
+        Harness::start_on(spec, Harness::split_for(spec), None)
     }
 
-    /// [`Harness::start`] with the gateway config `config(mock address)`
-    /// instead of the one `spec.gateway_api` generates (`gateway_extra_config`
-    /// is still appended).
-    pub fn start_with_config(
+    /// The CPU split [`Harness::start`] would use for `spec` (none unless
+    /// pinning is asked for and possible). Compute it once before starting
+    /// harnesses one after another: once one has pinned this process, the
+    /// CPUs this process sees are its load side only.
+    pub fn split_for(spec: &HarnessSpec) -> Option<Split> {
+        spec.pin
+            .then(|| affinity::split(affinity::available_cpus(), spec.gateway_workers))
+            .flatten()
+    }
+
+    /// Starts a mock and a gateway placed on `cpus` (from
+    /// [`Harness::split_for`]), the gateway with the config `config(mock
+    /// address)` instead of the one `spec.gateway_api` generates
+    /// (`gateway_extra_config` is still appended).
+    pub fn start_placed(
         spec: &HarnessSpec,
+        cpus: Option<Split>,
         config: &dyn Fn(SocketAddr) -> String,
     ) -> Result<Harness, String> {
-        let cpus = spec
-            .pin
-            .then(|| affinity::split(affinity::available_cpus(), spec.gateway_workers))
-            .flatten();
         Harness::start_on(spec, cpus, Some(config))
     }
 

@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::affinity::Split;
 use crate::cli::Args;
 use crate::client::{RequestSpec, Target};
 use crate::fdlimit;
@@ -57,12 +58,15 @@ pub fn main(args: &mut Args) -> Result<(), String> {
         copy_s: 0.0,
         rows: Vec::new(),
     };
+    // One split for every harness of the session (each pins this process).
+    let cpus = Harness::split_for(&harness_spec(&o, None));
     if let Some(url) = o.database_url.as_deref().filter(|_| !o.keys.is_empty()) {
-        key_series(&o, url, &mut report)?;
+        key_series(&o, url, cpus.as_ref(), &mut report)?;
     }
     for &n in &o.deployments {
-        let harness =
-            Harness::start_with_config(&harness_spec(&o, None), &|mock| group_yaml(mock, n))?;
+        let harness = Harness::start_placed(&harness_spec(&o, None), cpus.clone(), &|mock| {
+            group_yaml(mock, n)
+        })?;
         eprintln!("scale: {n} deployments: {}", harness.placement());
         report.placement = harness.placement();
         let mut s = Setting::new(&o, &harness, None);
@@ -79,10 +83,16 @@ pub fn main(args: &mut Args) -> Result<(), String> {
 
 /// The key counts, ascending: the keys go into the database by `COPY`
 /// (each setting adds the keys it lacks), then a fresh gateway reads them.
-fn key_series(o: &ScaleArgs, url: &str, report: &mut ScaleReport) -> Result<(), String> {
+fn key_series(
+    o: &ScaleArgs,
+    url: &str,
+    cpus: Option<&Split>,
+    report: &mut ScaleReport,
+) -> Result<(), String> {
     // A gateway on the empty database applies the schema; it stops at once.
-    drop(Harness::start_with_config(
+    drop(Harness::start_placed(
         &harness_spec(o, Some(url)),
+        cpus.cloned(),
         &|mock| group_yaml(mock, 1),
     )?);
     let existing: usize = keys::psql(url, r#"SELECT count(*) FROM "LiteLLM_VerificationToken""#)?
@@ -103,8 +113,9 @@ fn key_series(o: &ScaleArgs, url: &str, report: &mut ScaleReport) -> Result<(), 
             started.elapsed().as_secs_f64()
         );
         inserted = n;
-        let harness =
-            Harness::start_with_config(&harness_spec(o, Some(url)), &|mock| group_yaml(mock, 1))?;
+        let harness = Harness::start_placed(&harness_spec(o, Some(url)), cpus.cloned(), &|mock| {
+            group_yaml(mock, 1)
+        })?;
         report.placement = harness.placement();
         for i in (0..VERIFIED_KEYS).map(|j| j * (n - 1) / (VERIFIED_KEYS - 1).max(1)) {
             keys::verify(harness.gateway.addr(), i)?;

@@ -53,16 +53,13 @@ pub struct Ratios {
     pub cpu: f64,
 }
 
-/// `value / base`; 1 when both are zero, infinity over a zero base.
+/// `value / base`, or NaN (no ratio: `n/a`, `null` in JSON) over a base
+/// of zero or less, which a latency difference within noise can be.
 pub fn ratio(value: f64, base: f64) -> f64 {
-    if base == 0.0 {
-        if value == 0.0 {
-            1.0
-        } else {
-            f64::INFINITY
-        }
-    } else {
+    if base > 0.0 {
         value / base
+    } else {
+        f64::NAN
     }
 }
 
@@ -212,9 +209,9 @@ mod tests {
         assert_eq!(rows[1].ratios.added_p50, 1.1);
         assert_eq!(rows[1].ratios.added_p99, 2.0);
         assert_eq!(rows[1].ratios.cpu, 1.1);
-        assert_eq!(rows[2].ratios.added_p99, 1.0, "0 over 0");
+        assert!(rows[2].ratios.added_p99.is_nan(), "over a zero base");
         assert_eq!(rows[3].ratios.added_p50, 1.5);
-        assert_eq!(rows[3].ratios.added_p99, f64::INFINITY);
+        assert!(rows[3].ratios.added_p99.is_nan());
         assert_eq!(rows[3].ratios.cpu, 0.5);
     }
 
@@ -242,6 +239,7 @@ mod tests {
         let table = report.table();
         assert!(table.contains("| keys, cached | 1M | 25 % |"), "{table}");
         assert!(table.contains("| ×1.10 |"), "{table}");
+        assert!(!table.contains("NaN"), "{table}");
         assert!(table.contains("999990 keys at 4000/s"), "{table}");
         assert_eq!(table.lines().filter(|l| l.starts_with("| keys")).count(), 2);
     }
