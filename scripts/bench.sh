@@ -381,7 +381,7 @@ jq -r "$fmt"'
   "| series | count | first uses | added p50 | ratio | added p99 | ratio | CPU / request | ratio | RSS | failed |",
   "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
   (.rows[] | "| \(.series) | \(.count) | \(100 * .first_uses / ([.requests, 1] | max) | round) % | \(.added_p50_us | us) | \(.ratios.added_p50 | rx) | \(.added_p99_us | us) | \(.ratios.added_p99 | rx) | \(.cpu_us_per_request | r2) µs | \(.ratios.cpu | rx) | \(.rss_kib | mib) MiB | \(.failed) |"),
-  ([.rows[] | select(.primed > 0) | "\(.primed) keys at \(.primed_per_s | round)/s"] | if length > 0 then "\nPriming (one request per unused key, each a read-through): " + join(", ") + "." else empty end)
+  ([.rows[] | select(.primed > 0) | "\(.primed) keys at \(.primed_per_s | round)/s (\(.primed_retried // 0) failed and sent again)"] | if length > 0 then "\nPriming (one closed-loop request per unused key, 16 at a time, each a read-through): " + join(", ") + "." else empty end)
 ' "$out/scale.json"
 else
     echo "not measured in this run"

@@ -30,6 +30,12 @@ use report::{Ratios, Row, ScaleReport};
 const WARM_UP: Duration = Duration::from_secs(1);
 /// Per-request timeout of every run.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Keys primed per closed-loop run.
+const PRIME_CHUNK: u64 = 20_000;
+/// Concurrent priming requests (each a read-through when its key is new).
+const PRIME_CONNECTIONS: usize = 16;
+/// Runs of one priming chunk before priming gives up.
+const PRIME_ATTEMPTS: usize = 5;
 /// Keys checked through `/key/info` per setting.
 const VERIFIED_KEYS: usize = 3;
 
@@ -124,10 +130,10 @@ fn key_series(
         s.warm_up()?;
         report.rows.push(s.measure("keys, walk", n, 0, 0.0)?);
         if o.cached {
-            let (primed, per_s) = s.prime()?;
-            report
-                .rows
-                .push(s.measure("keys, cached", n, primed, per_s)?);
+            let (primed, per_s, retried) = s.prime()?;
+            let mut row = s.measure("keys, cached", n, primed, per_s)?;
+            row.primed_retried = retried;
+            report.rows.push(row);
         }
     }
     Ok(())
@@ -180,7 +186,7 @@ impl<'a> Setting<'a> {
         Setting { o, harness, walk }
     }
 
-    fn config(&self, target: Target, keys: Vec<String>, mode: Mode) -> LoadConfig {
+    fn config_for(&self, target: Target, keys: Vec<String>, mode: Mode) -> LoadConfig {
         LoadConfig {
             target,
             spec: RequestSpec {
@@ -206,7 +212,7 @@ impl<'a> Setting<'a> {
             false => self.harness.direct(),
         };
         let mode = Mode::Open { rate: self.o.rate };
-        let mut config = self.config(target, vec![MASTER_KEY.to_string()], mode);
+        let mut config = self.config_for(target, vec![MASTER_KEY.to_string()], mode);
         config.duration = Some(duration);
         let mut first_uses = 0;
         if let (true, Some(walk)) = (gateway, self.walk.as_mut()) {
@@ -224,31 +230,48 @@ impl<'a> Setting<'a> {
     }
 
     /// One closed-loop request with every key the walk has not used yet,
-    /// so the cache holds them all; returns how many and how fast.
-    fn prime(&mut self) -> Result<(u64, f64), String> {
-        let Some(walk) = self.walk.as_mut() else {
-            return Ok((0, 0.0));
+    /// so the cache holds them all; returns how many, how fast, and how
+    /// many requests failed and were sent again. Goes in chunks; a chunk
+    /// with a failure (a 503 when a read-through outlasts its deadline) is
+    /// sent again whole (its keys already read are cache hits then).
+    fn prime(&mut self) -> Result<(u64, f64, u64), String> {
+        let Some(count) = self.walk.map(|w| w.unused()).filter(|&c| c > 0) else {
+            return Ok((0, 0.0, 0));
         };
-        let count = walk.unused();
-        if count == 0 {
-            return Ok((0, 0.0));
-        }
-        let (keys, _) = walk.take(count);
-        let mut config = self.config(self.harness.through_gateway(), keys, Mode::Closed);
-        config.requests = Some(count);
         eprintln!("scale: priming {count} keys");
         let started = Instant::now();
-        let result = load::run(&config, &Arc::default())?;
-        let secs = started.elapsed().as_secs_f64();
-        if result.ok() != count {
-            return Err(format!(
-                "priming: {} of {count} requests failed ({:?}, {:?})",
-                count - result.ok(),
-                result.statuses,
-                result.failures
-            ));
+        let mut retried = 0;
+        let mut left = count;
+        while left > 0 {
+            let chunk = left.min(PRIME_CHUNK);
+            let (keys, _) = self.walk.as_mut().expect("keys are walked").take(chunk);
+            left -= chunk;
+            let config = LoadConfig {
+                connections: PRIME_CONNECTIONS,
+                requests: Some(chunk),
+                ..self.config_for(self.harness.through_gateway(), keys, Mode::Closed)
+            };
+            let mut attempt = 0;
+            loop {
+                let result = load::run(&config, &Arc::default())?;
+                if result.ok() == chunk {
+                    break;
+                }
+                attempt += 1;
+                retried += chunk - result.ok();
+                if attempt == PRIME_ATTEMPTS {
+                    return Err(format!(
+                        "priming: {} of {chunk} requests still failed after {attempt} attempts ({:?}, {:?})",
+                        chunk - result.ok(),
+                        result.statuses,
+                        result.failures
+                    ));
+                }
+            }
         }
-        Ok((count, count as f64 / secs.max(1e-9)))
+        let secs = started.elapsed().as_secs_f64();
+        eprintln!("scale: primed {count} keys in {secs:.1} s ({retried} requests sent again)");
+        Ok((count, count as f64 / secs.max(1e-9), retried))
     }
 
     /// The measured rounds of one setting.
@@ -290,6 +313,7 @@ impl<'a> Setting<'a> {
             rss_kib: procfs::memory(pid)?.rss_kib,
             primed,
             primed_per_s,
+            primed_retried: 0,
             ratios: Ratios::default(),
         };
         eprintln!(

@@ -37,6 +37,9 @@ pub struct Row {
     pub primed: u64,
     /// Priming rate (requests/s, closed loop; each a read-through).
     pub primed_per_s: f64,
+    /// Priming requests that failed (503: a read-through past its
+    /// deadline) and were sent again.
+    pub primed_retried: u64,
     /// Ratios to the series' first row: added p50, added p99, CPU per
     /// request.
     pub ratios: Ratios,
@@ -156,16 +159,15 @@ impl ScaleReport {
             .filter(|r| r.primed > 0)
             .map(|r| {
                 format!(
-                    "{} keys at {:.0}/s",
-                    super::args::fmt_count(r.primed as usize),
-                    r.primed_per_s
+                    "{} keys at {:.0}/s ({} failed and sent again)",
+                    r.primed, r.primed_per_s, r.primed_retried
                 )
             })
             .collect();
         if !primed.is_empty() {
             let _ = writeln!(
                 t,
-                "\nPrimed (one closed-loop request per unused key, each a read-through): {}.",
+                "\nPrimed (one closed-loop request per unused key, 16 at a time, each a read-through): {}.",
                 primed.join(", ")
             );
         }
@@ -192,6 +194,7 @@ mod tests {
             rss_kib: 2048,
             primed: 0,
             primed_per_s: 0.0,
+            primed_retried: 0,
             ratios: Ratios::default(),
         }
     }
