@@ -367,8 +367,9 @@ per target). Keys: N virtual keys copied into a scratch database
 \`/key/info\`), keys and spend rows in Postgres; \`keys, walk\`: request i
 uses key i, so every key not used yet is a cache miss read from Postgres
 (\`first uses\`); \`keys, cached\`: after one closed-loop request per
-unused key, the cache holds all N and the walk goes on over them.
-Deployments: one group of N \`openai/\` deployments (simple-shuffle, no
+unused key, the cache holds all N and the walk goes on over them (once
+the spend rows of every request so far are written: priming leaves a
+backlog). Deployments: one group of N \`openai/\` deployments (simple-shuffle, no
 retries or fallbacks), the master key, no database. Ratios are to the
 smallest setting of the series (n/a over a base within noise, <= 0).
 $run_line
@@ -381,7 +382,7 @@ jq -r "$fmt"'
   "| series | count | first uses | added p50 | ratio | added p99 | ratio | CPU / request | ratio | RSS | failed |",
   "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
   (.rows[] | "| \(.series) | \(.count) | \(100 * .first_uses / ([.requests, 1] | max) | round) % | \(.added_p50_us | us) | \(.ratios.added_p50 | rx) | \(.added_p99_us | us) | \(.ratios.added_p99 | rx) | \(.cpu_us_per_request | r2) µs | \(.ratios.cpu | rx) | \(.rss_kib | mib) MiB | \(.failed) |"),
-  ([.rows[] | select(.primed > 0) | "\(.primed) keys at \(.primed_per_s | round)/s (\(.primed_retried // 0) failed and sent again)"] | if length > 0 then "\nPriming (one closed-loop request per unused key, 16 at a time, each a read-through): " + join(", ") + "." else empty end)
+  ([.rows[] | select(.primed > 0) | "\(.primed) keys at \(.primed_per_s | round)/s (\(.primed_retried // 0) failed and sent again; their spend rows written \(.settle_s // 0 | round) s after)"] | if length > 0 then "\nPriming (one closed-loop request per unused key, 16 at a time, each a read-through): " + join(", ") + "." else empty end)
 ' "$out/scale.json"
 else
     echo "not measured in this run"

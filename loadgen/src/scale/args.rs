@@ -26,7 +26,9 @@ keys /key/generate made). Each setting is measured twice: \"walk\" sends
 request i with key i (wrapping at N), continuing across runs, so every key
 not used yet is a cache miss read from Postgres (all of them once N exceeds
 the requests sent); \"cached\" first sends one request with every key not
-used yet (closed loop), so the cache holds all N, then walks them again.
+used yet (closed loop), so the cache holds all N, waits until the
+gateway has written the spend row of every request so far, then walks them
+again.
 Deployments: one model group of N openai/ deployments on the mock
 (simple-shuffle, no fallbacks), the master key, no database.
 

@@ -36,6 +36,10 @@ const PRIME_CHUNK: u64 = 20_000;
 const PRIME_CONNECTIONS: usize = 16;
 /// Runs of one priming chunk before priming gives up.
 const PRIME_ATTEMPTS: usize = 5;
+/// Longest wait for the spend rows to catch up before measuring.
+const SETTLE_MAX: Duration = Duration::from_secs(900);
+/// A spend row count that does not move for this long is final.
+const SETTLE_STILL: Duration = Duration::from_secs(10);
 /// Keys checked through `/key/info` per setting.
 const VERIFIED_KEYS: usize = 3;
 
@@ -75,7 +79,7 @@ pub fn main(args: &mut Args) -> Result<(), String> {
         })?;
         eprintln!("scale: {n} deployments: {}", harness.placement());
         report.placement = harness.placement();
-        let mut s = Setting::new(&o, &harness, None);
+        let mut s = Setting::new(&o, &harness, None)?;
         s.warm_up()?;
         report.rows.push(s.measure("deployments", n, 0, 0.0)?);
     }
@@ -126,7 +130,7 @@ fn key_series(
         for i in (0..VERIFIED_KEYS).map(|j| j * (n - 1) / (VERIFIED_KEYS - 1).max(1)) {
             keys::verify(harness.gateway.addr(), i)?;
         }
-        let mut s = Setting::new(o, &harness, Some(Walk::new(n)));
+        let mut s = Setting::new(o, &harness, Some((Walk::new(n), url)))?;
         s.warm_up()?;
         report.rows.push(s.measure("keys, walk", n, 0, 0.0)?);
         if o.cached {
@@ -137,6 +141,13 @@ fn key_series(
         }
     }
     Ok(())
+}
+
+/// Spend rows in the database at `url`.
+fn spend_rows(url: &str) -> Result<u64, String> {
+    keys::psql(url, r#"SELECT count(*) FROM "LiteLLM_SpendLogs""#)?
+        .parse()
+        .map_err(|e| format!("counting spend rows: {e}"))
 }
 
 /// The mock and a gateway serving one group, with the keys' database if
@@ -179,11 +190,67 @@ struct Setting<'a> {
     harness: &'a Harness,
     /// The keys' walk; `None` sends the master key.
     walk: Option<Walk>,
+    /// The keys' database, whose spend rows [`Setting::settle`] counts.
+    database_url: Option<&'a str>,
+    /// 2xx answers through the gateway so far (each writes a spend row).
+    ok_through_gateway: u64,
+    /// Spend rows in the database when this setting's gateway started
+    /// (earlier settings' rows).
+    rows_before: u64,
 }
 
 impl<'a> Setting<'a> {
-    fn new(o: &'a ScaleArgs, harness: &'a Harness, walk: Option<Walk>) -> Self {
-        Setting { o, harness, walk }
+    fn new(
+        o: &'a ScaleArgs,
+        harness: &'a Harness,
+        walk: Option<(Walk, &'a str)>,
+    ) -> Result<Self, String> {
+        let database_url = walk.map(|(_, url)| url);
+        Ok(Setting {
+            o,
+            harness,
+            walk: walk.map(|(w, _)| w),
+            database_url,
+            ok_through_gateway: 0,
+            rows_before: match database_url {
+                Some(url) => spend_rows(url)?,
+                None => 0,
+            },
+        })
+    }
+
+    /// Waits until the gateway has written a spend row for every 2xx it
+    /// answered (priming leaves a backlog of one row, one key spend update
+    /// and one cache refresh per key, which would otherwise be measured
+    /// with the next rounds), or until the count stops moving for
+    /// [`SETTLE_STILL`]. Returns the seconds waited.
+    fn settle(&self) -> Result<f64, String> {
+        let Some(url) = self.database_url else {
+            return Ok(0.0);
+        };
+        let started = Instant::now();
+        let (mut last, mut still_since) = (u64::MAX, Instant::now());
+        loop {
+            let rows = spend_rows(url)?.saturating_sub(self.rows_before);
+            if rows >= self.ok_through_gateway {
+                break;
+            }
+            if rows != last {
+                (last, still_since) = (rows, Instant::now());
+            } else if still_since.elapsed() > SETTLE_STILL || started.elapsed() > SETTLE_MAX {
+                eprintln!(
+                    "scale: {rows} spend rows for {} requests; measuring anyway",
+                    self.ok_through_gateway
+                );
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        let secs = started.elapsed().as_secs_f64();
+        if secs > 1.0 {
+            eprintln!("scale: spend rows caught up in {secs:.1} s");
+        }
+        Ok(secs)
     }
 
     fn config_for(&self, target: Target, keys: Vec<String>, mode: Mode) -> LoadConfig {
@@ -220,7 +287,11 @@ impl<'a> Setting<'a> {
             config.spec.keys = keys;
             first_uses = first;
         }
-        Ok((load::run(&config, &Arc::default())?, first_uses))
+        let result = load::run(&config, &Arc::default())?;
+        if gateway {
+            self.ok_through_gateway += result.ok();
+        }
+        Ok((result, first_uses))
     }
 
     fn warm_up(&mut self) -> Result<(), String> {
@@ -254,6 +325,7 @@ impl<'a> Setting<'a> {
             let mut attempt = 0;
             loop {
                 let result = load::run(&config, &Arc::default())?;
+                self.ok_through_gateway += result.ok();
                 if result.ok() == chunk {
                     break;
                 }
@@ -282,6 +354,7 @@ impl<'a> Setting<'a> {
         primed: u64,
         primed_per_s: f64,
     ) -> Result<Row, String> {
+        let settle_s = self.settle()?;
         let pid = self.harness.gateway.pid();
         let (mut direct, mut gateway) = (LoadResult::default(), LoadResult::default());
         let (mut cpu, mut first_uses) = (Duration::ZERO, 0);
@@ -314,6 +387,7 @@ impl<'a> Setting<'a> {
             primed,
             primed_per_s,
             primed_retried: 0,
+            settle_s,
             ratios: Ratios::default(),
         };
         eprintln!(

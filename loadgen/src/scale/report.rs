@@ -40,6 +40,9 @@ pub struct Row {
     /// Priming requests that failed (503: a read-through past its
     /// deadline) and were sent again.
     pub primed_retried: u64,
+    /// Seconds waited before the rounds for the spend rows of every
+    /// earlier request to be written.
+    pub settle_s: f64,
     /// Ratios to the series' first row: added p50, added p99, CPU per
     /// request.
     pub ratios: Ratios,
@@ -159,8 +162,8 @@ impl ScaleReport {
             .filter(|r| r.primed > 0)
             .map(|r| {
                 format!(
-                    "{} keys at {:.0}/s ({} failed and sent again)",
-                    r.primed, r.primed_per_s, r.primed_retried
+                    "{} keys at {:.0}/s ({} failed and sent again; their spend rows written {:.0} s after)",
+                    r.primed, r.primed_per_s, r.primed_retried, r.settle_s
                 )
             })
             .collect();
@@ -195,6 +198,7 @@ mod tests {
             primed: 0,
             primed_per_s: 0.0,
             primed_retried: 0,
+            settle_s: 0.0,
             ratios: Ratios::default(),
         }
     }
