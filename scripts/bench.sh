@@ -10,7 +10,8 @@
 # Knobs (environment): BENCH_RATE (req/s, default 1000), BENCH_ROUND (per
 # round and target, default 10s), BENCH_ROUNDS (3), BENCH_STREAMS (1000),
 # BENCH_SOAK (30s), BENCH_LIMITER_MODES (local,redis,lease), BENCH_VARIANT_ROUNDS
-# (2, for the overhead variants beyond master-key and virtual-key). Raw results go to $CARGO_TARGET_DIR/bench-results/.
+# (2, for the overhead variants beyond master-key and virtual-key), BENCH_SCALE_KEYS
+# (10,1k,100k,1M), BENCH_SCALE_DEPLOYMENTS (1,10,100,1000). Raw results go to $CARGO_TARGET_DIR/bench-results/.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -24,6 +25,8 @@ variant_rounds=${BENCH_VARIANT_ROUNDS:-2}
 paired_rate=${BENCH_PAIRED_RATE:-8000}
 paired_round=${BENCH_PAIRED_ROUND:-3s}
 paired_rounds=${BENCH_PAIRED_ROUNDS:-16}
+scale_keys=${BENCH_SCALE_KEYS:-10,1k,100k,1M}
+scale_deployments=${BENCH_SCALE_DEPLOYMENTS:-1,10,100,1000}
 target=${CARGO_TARGET_DIR:-target}
 out="$target/bench-results/$(date -u +%Y%m%dT%H%M%SZ)"
 
@@ -52,7 +55,7 @@ measure() {
     [ -n "$cpu_model" ] || cpu_model=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n1)
     machine="$(nproc) x ${cpu_model:-unknown CPU}, Linux $(uname -r)"
     load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-    declare -p date_utc commit machine load_before rate round rounds streams soak limiter_modes variant_rounds paired_rate paired_round paired_rounds > "$out/meta.sh"
+    declare -p date_utc commit machine load_before rate round rounds streams soak limiter_modes variant_rounds paired_rate paired_round paired_rounds scale_keys scale_deployments > "$out/meta.sh"
 
     log "building release binaries"
     cargo build --release -p gateway -p loadgen
@@ -151,6 +154,20 @@ measure() {
             --redis cluster --trials 20 --gateway-bin "$gateway" | tee "$out/fleet-cluster.txt"
         psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE IF EXISTS $cluster_db WITH (FORCE)"
     fi
+
+    # Keys need Postgres (a scratch database the keys are copied into);
+    # without it only the deployment counts are measured.
+    scale_args=(--keys none)
+    scale_db=""
+    if pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
+        scale_db="gw_bench_scale_$$"
+        psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE $scale_db"
+        scale_args=(--keys "$scale_keys" --database-url "postgres://postgres@127.0.0.1:5432/$scale_db")
+    fi
+    log "loadgen scale (keys ${scale_db:+$scale_keys in the scratch database $scale_db}${scale_db:-none: no Postgres}, deployments $scale_deployments, $rate req/s)"
+    "$loadgen" scale --gateway-bin "$gateway" --rate "$rate" --deployments "$scale_deployments" \
+        "${scale_args[@]}" --json "$out/scale.json" | tee "$out/scale.txt"
+    [ -z "$scale_db" ] || psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE IF EXISTS $scale_db WITH (FORCE)"
 
     log "loadgen soak ($streams streams, $soak)"
     "$loadgen" soak --gateway-bin "$gateway" --streams "$streams" --duration "$soak" \
@@ -337,6 +354,39 @@ for v in master-key metrics tracing; do
       def r2: . * 100 | round / 100;
       "| \(if $v == "master-key" then "master-key (A/A)" else $v end) | \(.base_median_us | r2) µs | \(.variant_median_us | r2) µs | \(.added_median_us | r2) µs | \(.added_min_us | r2) to \(.added_max_us | r2) µs | \(.rounds | length) | \(.failed) |"' "$f"
 done
+cat <<EOF
+
+## Scale: keys and deployments
+
+\`loadgen scale --rate $rate --keys ${scale_keys:-10,1k,100k,1M} --deployments ${scale_deployments:-1,10,100,1000} --database-url URL\`
+(#11: added latency flat within 10 % from 10 to 1M keys and from 1 to 1,000
+deployments). One gateway per setting; in each, the same open-loop load goes
+straight to the mock and through the gateway in alternating rounds (2 x 5 s
+per target). Keys: N virtual keys copied into a scratch database
+(\`LiteLLM_VerificationToken\`, sha256 tokens, three checked through
+\`/key/info\`), keys and spend rows in Postgres; \`keys, walk\`: request i
+uses key i, so every key not used yet is a cache miss read from Postgres
+(\`first uses\`); \`keys, cached\`: after one closed-loop request per
+unused key, the cache holds all N and the walk goes on over them (once
+the spend rows of every request so far are written: priming leaves a
+backlog). Deployments: one group of N \`openai/\` deployments (simple-shuffle, no
+retries or fallbacks), the master key, no database. Ratios are to the
+smallest setting of the series (n/a over a base within noise, <= 0).
+$run_line
+
+EOF
+if [ -f "$out/scale.json" ]; then
+jq -r "$fmt"'
+  def rx: if . == null then "n/a" else "\(r2)x" end;
+  "Placement: \(.placement). \(.connections) connections, \(.body_bytes)-byte chat bodies\(if .copy_s > 0 then "; keys written by COPY in \(.copy_s | r2) s" else "" end).\n",
+  "| series | count | first uses | added p50 | ratio | added p99 | ratio | CPU / request | ratio | RSS | failed |",
+  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+  (.rows[] | "| \(.series) | \(.count) | \(100 * .first_uses / ([.requests, 1] | max) | round) % | \(.added_p50_us | us) | \(.ratios.added_p50 | rx) | \(.added_p99_us | us) | \(.ratios.added_p99 | rx) | \(.cpu_us_per_request | r2) µs | \(.ratios.cpu | rx) | \(.rss_kib | mib) MiB | \(.failed) |"),
+  ([.rows[] | select(.primed > 0) | "\(.primed) keys at \(.primed_per_s | round)/s (\(.primed_retried // 0) failed and sent again; their spend rows written \(.settle_s // 0 | round) s after)"] | if length > 0 then "\nPriming (one closed-loop request per unused key, 16 at a time, each a read-through): " + join(", ") + "." else empty end)
+' "$out/scale.json"
+else
+    echo "not measured in this run"
+fi
 cat <<EOF
 
 ## Rate-limit overshoot

@@ -47,11 +47,29 @@ impl Harness {
     /// Pins this process (if asked and possible), starts the mock with one
     /// worker per load-side CPU, then the gateway.
     pub fn start(spec: &HarnessSpec) -> Result<Harness, String> {
-        let cpus = spec
-            .pin
+        Harness::start_on(spec, Harness::split_for(spec), None)
+    }
+
+    /// The CPU split [`Harness::start`] would use for `spec` (none unless
+    /// pinning is asked for and possible). Compute it once before starting
+    /// harnesses one after another: once one has pinned this process, the
+    /// CPUs this process sees are its load side only.
+    pub fn split_for(spec: &HarnessSpec) -> Option<Split> {
+        spec.pin
             .then(|| affinity::split(affinity::available_cpus(), spec.gateway_workers))
-            .flatten();
-        Harness::start_on(spec, cpus)
+            .flatten()
+    }
+
+    /// Starts a mock and a gateway placed on `cpus` (from
+    /// [`Harness::split_for`]), the gateway with the config `config(mock
+    /// address)` instead of the one `spec.gateway_api` generates
+    /// (`gateway_extra_config` is still appended).
+    pub fn start_placed(
+        spec: &HarnessSpec,
+        cpus: Option<Split>,
+        config: &dyn Fn(SocketAddr) -> String,
+    ) -> Result<Harness, String> {
+        Harness::start_on(spec, cpus, Some(config))
     }
 
     /// Starts a second mock and gateway placed as `first`'s: the gateway on
@@ -59,10 +77,14 @@ impl Harness {
     /// pinned this process, the CPUs this process sees are the load side
     /// only, so [`Harness::start`] would no longer split them.)
     pub fn start_beside(spec: &HarnessSpec, first: &Harness) -> Result<Harness, String> {
-        Harness::start_on(spec, first.cpus.clone())
+        Harness::start_on(spec, first.cpus.clone(), None)
     }
 
-    fn start_on(spec: &HarnessSpec, cpus: Option<Split>) -> Result<Harness, String> {
+    fn start_on(
+        spec: &HarnessSpec,
+        cpus: Option<Split>,
+        config: Option<&dyn Fn(SocketAddr) -> String>,
+    ) -> Result<Harness, String> {
         if let Some(split) = &cpus {
             CpuSet::of(split.load.iter().copied())
                 .apply_to_current_thread()
@@ -87,11 +109,16 @@ impl Harness {
                 .collect(),
             deployments: spec.gateway_deployments,
         };
-        let mut yaml = match spec.gateway_api {
-            UpstreamApi::OpenAi => gateway_proc::config_yaml(mock.addr(), spec.gateway_deployments),
-            UpstreamApi::Anthropic => gateway_proc::anthropic_config_yaml(mock.addr()),
-            UpstreamApi::Bedrock => gateway_proc::bedrock_config_yaml(mock.addr()),
-            UpstreamApi::Vertex => gateway_proc::vertex_config_yaml(mock.addr()),
+        let mut yaml = match config {
+            Some(config) => config(mock.addr()),
+            None => match spec.gateway_api {
+                UpstreamApi::OpenAi => {
+                    gateway_proc::config_yaml(mock.addr(), spec.gateway_deployments)
+                }
+                UpstreamApi::Anthropic => gateway_proc::anthropic_config_yaml(mock.addr()),
+                UpstreamApi::Bedrock => gateway_proc::bedrock_config_yaml(mock.addr()),
+                UpstreamApi::Vertex => gateway_proc::vertex_config_yaml(mock.addr()),
+            },
         };
         yaml.push_str(&spec.gateway_extra_config);
         let gateway = GatewayProcess::start_with_config(&gateway_spec, &yaml)?;

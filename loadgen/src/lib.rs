@@ -25,6 +25,7 @@ pub mod redis_proc;
 pub mod redis_target;
 pub mod rt;
 pub mod run;
+pub mod scale;
 pub mod schedule;
 pub mod soak;
 pub mod units;

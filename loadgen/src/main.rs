@@ -11,6 +11,7 @@ Commands:
   mock       run a mock OpenAI/Anthropic-compatible LLM provider
   run        send load to a URL and report latency percentiles
   overhead   latency, max rate, CPU and memory the gateway adds over the mock
+  scale      added latency and CPU from 10 to 1M keys and from 1 to 1,000 deployments
   soak       thousands of long-lived streams through the gateway, sampled each second
   overshoot  how far a concurrent burst overshoots a per-key budget
   fleet      how fast a change on one replica reaches the others (Postgres, Redis cooldowns)
@@ -24,6 +25,7 @@ fn main() -> ExitCode {
         Some("mock") => loadgen::mock::main(&mut args),
         Some("run") => loadgen::run::main(&mut args),
         Some("overhead") => loadgen::overhead::main(&mut args),
+        Some("scale") => loadgen::scale::main(&mut args),
         Some("soak") => loadgen::soak::main(&mut args),
         Some("overshoot") => loadgen::overshoot::main(&mut args),
         Some("fleet") => loadgen::fleet::main(&mut args),
