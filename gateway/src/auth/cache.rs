@@ -14,6 +14,7 @@ use crate::budget::Budget;
 use crate::read_through::ReadThroughGuard;
 use crate::store::{Change, KeyRecord, SpendLogRow, Store, StoreError, TeamRecord, UserRecord};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// A key's sha256: uniformly random already, so the map hashes its first
@@ -85,6 +86,9 @@ impl KeyEntry {
 /// The process-wide cache of keys, teams, users and their budgets.
 pub struct KeyCache {
     keys: TokenMap<Arc<KeyEntry>>,
+    /// Cached keys with per-model budgets, so the per-second look for due
+    /// budget windows skips a cache of a million keys that have none.
+    with_model_budgets: AtomicUsize,
     known: KnownKeys,
     misses: ReadThroughGuard<TokenHash, BuildHasherDefault<PrefixHasher>>,
     teams: papaya::HashMap<String, Arc<TeamEntry>>,
@@ -97,6 +101,7 @@ impl Default for KeyCache {
     fn default() -> Self {
         KeyCache {
             keys: TokenMap::default(),
+            with_model_budgets: AtomicUsize::new(0),
             known: KnownKeys::default(),
             misses: ReadThroughGuard::default(),
             teams: papaya::HashMap::new(),
@@ -136,8 +141,11 @@ impl KeyCache {
         &self,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Vec<(String, String, String)> {
-        let keys = self.keys.pin();
         let mut due = Vec::new();
+        if self.with_model_budgets.load(Ordering::Relaxed) == 0 {
+            return due;
+        }
+        let keys = self.keys.pin();
         for (_, entry) in keys.iter() {
             if entry.model_budgets.is_empty() {
                 continue;
@@ -277,7 +285,9 @@ impl KeyCache {
             return Ok(None);
         };
         let Some(record) = store.get_key(token).await? else {
-            self.keys.pin().remove(&hash);
+            let keys = self.keys.pin();
+            let removed = keys.remove(&hash);
+            self.count_model_budgets(None, removed.map(|e| &**e));
             return Ok(None);
         };
         let team = match &record.team_id {
@@ -322,8 +332,25 @@ impl KeyCache {
         });
         self.misses.forget(&hash);
         self.known.insert(&hash);
-        self.keys.pin().insert(hash, entry.clone());
+        let keys = self.keys.pin();
+        let replaced = keys.insert(hash, entry.clone());
+        self.count_model_budgets(Some(&entry), replaced.map(|e| &**e));
         Ok(Some(entry))
+    }
+
+    /// Keeps [`KeyCache::with_model_budgets`] right when `added` takes the
+    /// place of `removed` (either may be absent).
+    fn count_model_budgets(&self, added: Option<&KeyEntry>, removed: Option<&KeyEntry>) {
+        let has = |e: Option<&KeyEntry>| e.is_some_and(|e| !e.model_budgets.is_empty());
+        match (has(added), has(removed)) {
+            (true, false) => {
+                self.with_model_budgets.fetch_add(1, Ordering::Relaxed);
+            }
+            (false, true) => {
+                self.with_model_budgets.fetch_sub(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
     }
 
     /// Brings what `change` touched up to date: cached keys are re-read in
@@ -458,6 +485,51 @@ mod tests {
                 .await
                 .unwrap();
             assert!(cache.get(&hash).is_none());
+        });
+    }
+
+    #[test]
+    fn due_model_windows_are_found_while_keys_with_model_budgets_are_cached() {
+        let store = MemoryStore::default();
+        let cache = KeyCache::default();
+        let token_of = |k: &str| token_hex(&hash_key(k));
+        block_on(async {
+            let plain = KeyRecord {
+                token: token_of("sk-plain"),
+                ..Default::default()
+            };
+            let mut budgets = serde_json::Map::new();
+            budgets.insert(
+                "gpt-4o".into(),
+                serde_json::json!({"budget_limit": 1.0, "time_period": "1d"}),
+            );
+            let modeled = KeyRecord {
+                token: token_of("sk-modeled"),
+                model_max_budget: budgets,
+                ..Default::default()
+            };
+            for k in [&plain, &modeled] {
+                store.insert_key(k).await.unwrap();
+            }
+            let now = chrono::Utc::now();
+            cache.load(&store, &plain.token).await.unwrap().unwrap();
+            assert!(cache.due_model_windows(now).is_empty());
+            cache.load(&store, &modeled.token).await.unwrap().unwrap();
+            // Loaded again (a refresh): still counted once.
+            cache.load(&store, &modeled.token).await.unwrap().unwrap();
+            let due = cache.due_model_windows(now);
+            assert_eq!(due.len(), 1, "{due:?}");
+            assert_eq!(
+                (due[0].0.as_str(), due[0].1.as_str()),
+                (modeled.token.as_str(), "gpt-4o")
+            );
+            store
+                .delete_keys(std::slice::from_ref(&modeled.token))
+                .await
+                .unwrap();
+            assert!(cache.load(&store, &modeled.token).await.unwrap().is_none());
+            assert_eq!(cache.with_model_budgets.load(Ordering::Relaxed), 0);
+            assert!(cache.due_model_windows(now).is_empty());
         });
     }
 
