@@ -8,40 +8,44 @@
 -- ARGV: bucket_secs, buckets, admitted_tick, request_id, tokens_used (units
 --       spent, for a lease), then per key: kind ('t', 'p' or 'l'), reserved
 --       (granted, for a lease).
-local t = redis.call('TIME')
-local now_s = tonumber(t[1])
 local g = tonumber(ARGV[1])
 local n = tonumber(ARGV[2])
 local admitted = tonumber(ARGV[3])
 local rid = ARGV[4]
 local used = tonumber(ARGV[5])
-local tick = math.floor(now_s / g)
+-- The current bucket, read from the server's clock only when a charge
+-- needs it (a refund or a freed slot does not).
+local tick = nil
 
 -- Adds `units` to the current bucket (and the sum); the key's expiry moves
 -- when the bucket is new.
 local function charge(key, units)
+  if tick == nil then
+    tick = math.floor(tonumber(redis.call('TIME')[1]) / g)
+  end
   if redis.call('HINCRBY', key, tick, units) == units then
     redis.call('EXPIRE', key, (n + 1) * g)
   end
   redis.call('HINCRBY', key, '-1', units)
 end
 
--- Takes `units` back from the admission's bucket while it is live (and
--- from the sum), deleting the bucket when nothing is left in it.
+-- Takes `units` back from the admission's bucket (and from the sum) while
+-- the bucket is there, deleting it when nothing is left in it. A bucket
+-- present is counted in the sum, live or not yet dropped; one already
+-- dropped has nothing to give back. Buckets never hold 0 or less, so a
+-- result of exactly -units means the bucket was absent.
 local function refund(key, units)
-  if admitted <= tick - n then
+  if units <= 0 then
     return
   end
-  local v = redis.call('HGET', key, admitted)
-  if not v then
-    return
-  end
-  local left = tonumber(v) - units
-  if left > 0 then
-    redis.call('HSET', key, admitted, left)
-  else
+  local left = redis.call('HINCRBY', key, admitted, -units)
+  if left == -units then
     redis.call('HDEL', key, admitted)
-    units = tonumber(v)
+    return
+  end
+  if left <= 0 then
+    redis.call('HDEL', key, admitted)
+    units = units + left
   end
   redis.call('HINCRBY', key, '-1', -units)
 end
