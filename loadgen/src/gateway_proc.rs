@@ -182,23 +182,26 @@ impl Drop for GatewayProcess {
 /// fallback group and `router_settings.fallbacks` are added, so the router
 /// does its full work (selection among several, a plan with fallbacks).
 pub fn config_yaml(upstream: SocketAddr, deployments: usize) -> String {
-    let entry = |group: &str, id: String| {
-        format!(
-            "  - model_name: {group}\n    litellm_params:\n      model: openai/{MODEL}\n      api_base: \"http://{upstream}/v1\"\n      api_key: sk-mock\n    model_info:\n      id: {id}\n"
-        )
-    };
     let mut yaml = String::from("model_list:\n");
     for i in 0..deployments.max(1) {
-        yaml.push_str(&entry(MODEL, format!("{MODEL}-{i}")));
+        yaml.push_str(&deployment_entry(upstream, MODEL, &format!("{MODEL}-{i}")));
     }
     if deployments > 1 {
-        yaml.push_str(&entry("fallback", "fallback-0".into()));
+        yaml.push_str(&deployment_entry(upstream, "fallback", "fallback-0"));
         yaml.push_str(&format!(
             "router_settings:\n  routing_strategy: simple-shuffle\n  num_retries: 2\n  fallbacks: [{{\"{MODEL}\": [\"fallback\"]}}]\n"
         ));
     }
     yaml.push_str(&format!("general_settings:\n  master_key: {MASTER_KEY}\n"));
     yaml
+}
+
+/// One `model_list` entry: an `openai/` deployment of group `group` on the
+/// mock at `upstream`, with model id `id`.
+pub fn deployment_entry(upstream: SocketAddr, group: &str, id: &str) -> String {
+    format!(
+        "  - model_name: {group}\n    litellm_params:\n      model: openai/{MODEL}\n      api_base: \"http://{upstream}/v1\"\n      api_key: sk-mock\n    model_info:\n      id: {id}\n"
+    )
 }
 
 /// `gateway_settings.rate_limits.redis_timeout_ms: ms`, to append to a

@@ -174,8 +174,10 @@ fn harness_spec(o: &ScaleArgs, database_url: Option<&str>) -> HarnessSpec {
 pub fn group_yaml(upstream: SocketAddr, n: usize) -> String {
     let mut yaml = String::from("model_list:\n");
     for i in 0..n.max(1) {
-        yaml.push_str(&format!(
-            "  - model_name: {MODEL}\n    litellm_params:\n      model: openai/{MODEL}\n      api_base: \"http://{upstream}/v1\"\n      api_key: sk-mock\n    model_info:\n      id: {MODEL}-{i}\n"
+        yaml.push_str(&gateway_proc::deployment_entry(
+            upstream,
+            MODEL,
+            &format!("{MODEL}-{i}"),
         ));
     }
     yaml.push_str(&format!(
