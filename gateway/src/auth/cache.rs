@@ -123,6 +123,9 @@ pub fn token_hex(hash: &TokenHash) -> String {
     hex::encode(hash)
 }
 
+/// The cached copies of some keys at one moment ([`KeyCache::copies_of`]).
+pub struct KeyCopies(Vec<(TokenHash, Option<Arc<KeyEntry>>)>);
+
 fn parse_token(token: &str) -> Option<TokenHash> {
     let mut out = [0u8; 32];
     hex::decode_to_slice(token, &mut out).ok()?;
@@ -394,6 +397,43 @@ impl KeyCache {
             .collect()
     }
 
+    /// The cached copies of the keys `rows` are charged to, taken before a
+    /// spend write so [`KeyCache::read_again_since`] can tell which were
+    /// read again while it ran.
+    pub fn copies_of(&self, rows: &[SpendLogRow]) -> KeyCopies {
+        let keys = self.keys.pin();
+        let mut copies: Vec<(TokenHash, Option<Arc<KeyEntry>>)> = Vec::new();
+        for row in rows {
+            let Some(hash) = parse_token(&row.api_key) else {
+                continue;
+            };
+            if copies.iter().any(|(h, _)| *h == hash) {
+                continue;
+            }
+            copies.push((hash, keys.get(&hash).cloned()));
+        }
+        KeyCopies(copies)
+    }
+
+    /// The keys of `before` whose cached copy was replaced since it was
+    /// taken. A copy read while a spend write ran may already hold that
+    /// write's spend in its durable figure, which `mark_flushed` then adds
+    /// a second time: such keys (with their team and user) must be read
+    /// once more after it.
+    pub fn read_again_since(&self, before: KeyCopies) -> Vec<Change> {
+        let keys = self.keys.pin();
+        before
+            .0
+            .into_iter()
+            .filter(|(hash, old)| match (old, keys.get(hash)) {
+                (Some(old), Some(now)) => !Arc::ptr_eq(old, now),
+                (None, Some(_)) => true,
+                (_, None) => false,
+            })
+            .map(|(hash, _)| Change::Key(token_hex(&hash)))
+            .collect()
+    }
+
     /// Moves a written row's spend from "unflushed" to "durable" on every
     /// budget it counted against.
     pub fn mark_flushed(&self, row: &SpendLogRow) {
@@ -485,6 +525,52 @@ mod tests {
                 .await
                 .unwrap();
             assert!(cache.get(&hash).is_none());
+        });
+    }
+
+    /// A key read again between the copies and the check is named (its
+    /// copy may count a spend write twice); one left alone, or not cached
+    /// at all, is not.
+    #[test]
+    fn keys_read_again_during_a_spend_write_are_named() {
+        let store = MemoryStore::default();
+        let cache = KeyCache::default();
+        let token_of = |k: &str| token_hex(&hash_key(k));
+        let row = |token: &str| SpendLogRow {
+            api_key: token.to_string(),
+            ..Default::default()
+        };
+        block_on(async {
+            let (busy, quiet, absent) = (
+                token_of("sk-busy"),
+                token_of("sk-quiet"),
+                token_of("sk-absent"),
+            );
+            for token in [&busy, &quiet] {
+                let key = KeyRecord {
+                    token: token.clone(),
+                    ..Default::default()
+                };
+                store.insert_key(&key).await.unwrap();
+                cache.load(&store, token).await.unwrap().unwrap();
+            }
+            let rows = [
+                row(&busy),
+                row(&quiet),
+                row(&busy),
+                row(&absent),
+                row("not hex"),
+            ];
+            let copies = cache.copies_of(&rows);
+            assert!(cache.read_again_since(cache.copies_of(&rows)).is_empty());
+            cache
+                .refresh(&store, &Change::Key(busy.clone()))
+                .await
+                .unwrap();
+            assert_eq!(
+                cache.read_again_since(copies),
+                vec![Change::Key(busy.clone())]
+            );
         });
     }
 

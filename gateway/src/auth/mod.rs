@@ -12,7 +12,9 @@ mod checks;
 mod end_users;
 mod known;
 
-pub use cache::{hash_key, token_hex, KeyCache, KeyEntry, TeamEntry, TokenHash, UserEntry};
+pub use cache::{
+    hash_key, token_hex, KeyCache, KeyCopies, KeyEntry, TeamEntry, TokenHash, UserEntry,
+};
 pub use end_users::{EndUserCache, EndUserEntry};
 pub use known::RELOAD_EVERY as KNOWN_KEYS_RELOAD;
 

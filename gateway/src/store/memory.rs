@@ -5,8 +5,8 @@ mod end_users;
 
 use super::{
     next_reset, BudgetRecord, Change, EndUserBudget, EndUserRecord, EndUserUpdate, KeyRecord,
-    MemberOp, MemberOutcome, ModelRecord, OrgMembership, OrgRecord, OrgTable, RowKind, SpendFilter,
-    SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord,
+    MemberOp, MemberOutcome, ModelRecord, OrgMembership, OrgRecord, OrgTable, RowKind,
+    SpendChanges, SpendFilter, SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord,
 };
 use crate::keyed_hash::KeyedHash;
 use async_trait::async_trait;
@@ -629,9 +629,16 @@ impl Store for MemoryStore {
         )
     }
 
-    async fn record_spend(&self, rows: &[SpendLogRow]) -> Result<Vec<Change>, StoreError> {
+    async fn record_spend(&self, rows: &[SpendLogRow]) -> Result<SpendChanges, StoreError> {
         Ok(self.with(|t| {
-            let mut changes = Vec::new();
+            let mut changes = SpendChanges::default();
+            // What the other replicas re-read, and what this one does too.
+            let mut changed = |change: Change, here_too: bool| {
+                if here_too {
+                    changes.refresh.push(change.clone());
+                }
+                changes.announce.push(change);
+            };
             for row in rows {
                 if !t.request_ids.insert(row.request_id.clone()) {
                     continue;
@@ -646,7 +653,7 @@ impl Store for MemoryStore {
                     continue;
                 }
                 // A row of an earlier budget period is logged, not counted;
-                // the key is still announced so its cache drops the row's
+                // the key is still refreshed so its cache drops the row's
                 // unflushed spend.
                 let settled = row.end_time;
                 let key_counts = t.counts("key", &row.api_key, settled);
@@ -656,18 +663,18 @@ impl Store for MemoryStore {
                         let spent = k.model_spent(&row.model_group) + row.spend;
                         k.model_spend.insert(row.model_group.clone(), spent.into());
                     }
-                    changes.push(Change::Key(k.token.clone()));
+                    changed(Change::Key(k.token.clone()), !key_counts);
                 }
                 if let Some(id) = &row.user {
                     if !t.counts("user", id, settled) {
-                        changes.push(Change::User(id.clone()));
+                        changed(Change::User(id.clone()), true);
                     } else if let Some(u) = t.users.get_mut(id) {
                         u.spend += row.spend;
                     }
                 }
                 if let Some(id) = &row.team_id {
                     if !t.counts("team", id, settled) {
-                        changes.push(Change::Team(id.clone()));
+                        changed(Change::Team(id.clone()), true);
                     } else if let Some(team) = t.teams.get_mut(id) {
                         team.spend += row.spend;
                         // An organization's spend is its teams' (LiteLLM's).
@@ -679,12 +686,14 @@ impl Store for MemoryStore {
                 }
                 if let Some(id) = &row.end_user {
                     if t.end_users.add_spend(id, row.spend) {
-                        changes.push(Change::EndUser(id.clone()));
+                        changed(Change::EndUser(id.clone()), true);
                     }
                 }
             }
-            let mut seen = HashSet::new();
-            changes.retain(|c| seen.insert(c.payload()));
+            for list in [&mut changes.announce, &mut changes.refresh] {
+                let mut seen = HashSet::new();
+                list.retain(|c| seen.insert(c.payload()));
+            }
             changes
         }))
     }

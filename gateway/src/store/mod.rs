@@ -148,6 +148,21 @@ impl RowKind {
     }
 }
 
+/// What a spend write changed.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct SpendChanges {
+    /// Every key, user, team and end user whose stored figures changed: the
+    /// other replicas' copies are stale.
+    pub announce: Vec<Change>,
+    /// Those whose copy in the writing replica is stale too. The writer's
+    /// cache already counts the spend it wrote to keys, users and teams
+    /// (`KeyCache::mark_flushed` moves it from unflushed to durable), so
+    /// these are the owners of rows of an earlier budget period (logged
+    /// but not counted: they must read the figure that leaves them out) and
+    /// end users with a budget row.
+    pub refresh: Vec<Change>,
+}
+
 /// Something whose cached copy is stale after a change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
@@ -390,8 +405,8 @@ pub trait Store: Send + Sync {
     /// Writes spend-log rows idempotently (by `request_id`) and adds the spend
     /// of newly written rows to their key, user, team and end user
     /// (created when missing, as LiteLLM does), atomically.
-    /// Returns the changes to announce.
-    async fn record_spend(&self, rows: &[SpendLogRow]) -> Result<Vec<Change>, StoreError>;
+    /// Returns what changed, to announce and to refresh here.
+    async fn record_spend(&self, rows: &[SpendLogRow]) -> Result<SpendChanges, StoreError>;
     /// Spend-log rows matching a filter, oldest first.
     async fn spend_logs(&self, filter: &SpendFilter) -> Result<Vec<SpendLogRow>, StoreError>;
     /// Total spend over all keys.

@@ -33,8 +33,8 @@ pub use tls::SslMode;
 use super::cipher::ParamCipher;
 use super::{
     BudgetRecord, Change, EndUserBudget, EndUserRecord, EndUserUpdate, KeyRecord, MemberOp,
-    MemberOutcome, ModelRecord, OrgMembership, OrgRecord, OrgTable, RowKind, SpendFilter,
-    SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord,
+    MemberOutcome, ModelRecord, OrgMembership, OrgRecord, OrgTable, RowKind, SpendChanges,
+    SpendFilter, SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -432,9 +432,9 @@ impl Store for PostgresStore {
         with_client!(self, c => end_users::of_budget(c, budget_id))
     }
 
-    async fn record_spend(&self, rows: &[SpendLogRow]) -> Result<Vec<Change>, StoreError> {
+    async fn record_spend(&self, rows: &[SpendLogRow]) -> Result<SpendChanges, StoreError> {
         if rows.is_empty() {
-            return Ok(Vec::new());
+            return Ok(SpendChanges::default());
         }
         with_client!(retry self, c => spend::record(c, rows))
     }

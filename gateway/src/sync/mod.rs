@@ -8,7 +8,7 @@ pub mod listener;
 use crate::auth::{KeyCache, KNOWN_KEYS_RELOAD};
 use crate::control::{ControlCtx, ControlError, ControlPlane};
 use crate::models::Models;
-use crate::store::{Change, Store, StoreError};
+use crate::store::{Change, SpendChanges, Store, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -77,6 +77,24 @@ impl SyncCtx {
         if changes.is_empty() {
             return;
         }
+        self.refresh_each(changes).await;
+        self.announce(changes).await;
+    }
+
+    /// After a spend write: refreshes here only what this replica's cache
+    /// cannot have counted (rows of an earlier budget period), and announces
+    /// every change to the others. A key whose spend grew is not read back:
+    /// the writer's `KeyCache::mark_flushed` already moved that spend to
+    /// durable, and reading each key, its team and its user again cost
+    /// three queries per distinct key of every batch.
+    pub async fn publish_spend(&self, spend: &SpendChanges) {
+        self.refresh_each(&spend.refresh).await;
+        if !spend.announce.is_empty() {
+            self.announce(&spend.announce).await;
+        }
+    }
+
+    async fn refresh_each(&self, changes: &[Change]) {
         let mut seen = std::collections::HashSet::new();
         for change in changes {
             if !seen.insert(change.payload()) {
@@ -86,6 +104,9 @@ impl SyncCtx {
                 tracing::warn!(error = %e, "cache refresh failed; serving the cached copy until the next change");
             }
         }
+    }
+
+    async fn announce(&self, changes: &[Change]) {
         if let Err(e) = self.store().announce(changes).await {
             tracing::warn!(error = %e, "could not announce changes to other replicas");
         }

@@ -252,8 +252,12 @@ async fn write(ctx: &SyncCtx, rows: &[SpendLogRow], spool: &mut Spool) -> Result
 }
 
 /// One transaction; marks the rows flushed and publishes what changed.
+/// Keys whose cached copy was read again while the write ran (another
+/// replica's change) are read once more, as their copy may count the
+/// written spend twice.
 async fn write_batch(ctx: &SyncCtx, rows: &[SpendLogRow]) -> Result<(), StoreError> {
-    let changes = ctx.store().record_spend(rows).await.inspect_err(|e| {
+    let copies = ctx.keys.copies_of(rows);
+    let mut changes = ctx.store().record_spend(rows).await.inspect_err(|e| {
         if matches!(e, StoreError::Unavailable(_)) {
             tracing::warn!(error = %e, rows = rows.len(), "spend write failed; spooling to disk");
         }
@@ -261,7 +265,8 @@ async fn write_batch(ctx: &SyncCtx, rows: &[SpendLogRow]) -> Result<(), StoreErr
     for row in rows {
         ctx.keys.mark_flushed(row);
     }
-    ctx.publish(&changes).await;
+    changes.refresh.extend(ctx.keys.read_again_since(copies));
+    ctx.publish_spend(&changes).await;
     Ok(())
 }
 
@@ -430,6 +435,68 @@ mod tests {
         ));
         assert_eq!(logged(&runtime), 35, "every parked row written once");
         assert_eq!(spool.lost(), 0);
+    }
+
+    /// A spend write does not read the keys it charged back from the store
+    /// (the cache already moved their spend to durable): a change made
+    /// behind the cache's back stays unseen, and the budget holds the
+    /// written spend once. A row of an earlier budget period, which the
+    /// store logs but does not count, makes the key read again.
+    #[test]
+    fn a_spend_write_reads_back_only_keys_with_rows_of_an_earlier_period() {
+        let store = Arc::new(MemoryStore::default());
+        let ctx = ctx_over(store.clone());
+        let hash = crate::auth::hash_key("sk-spender");
+        let token = crate::auth::token_hex(&hash);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut spool = Spool::open(SpoolConfig {
+            dir: tempfile::tempdir().unwrap().path().to_path_buf(),
+            max_bytes: 1 << 30,
+        });
+        runtime.block_on(async {
+            let key = crate::store::KeyRecord {
+                token: token.clone(),
+                max_budget: Some(10.0),
+                budget_duration: Some("30d".into()),
+                ..Default::default()
+            };
+            store.insert_key(&key).await.unwrap();
+            ctx.keys.load(&*store, &token).await.unwrap().unwrap();
+            let mut blocked = key.clone();
+            blocked.blocked = true;
+            store.update_key(&blocked).await.unwrap();
+
+            let mut charged = row("charged");
+            charged.api_key = token.clone();
+            charged.spend = 1.5;
+            write(&ctx, std::slice::from_ref(&charged), &mut spool)
+                .await
+                .unwrap();
+            let cached = ctx.keys.get(&hash).unwrap();
+            assert!(!cached.record.blocked, "the key was not read back");
+            assert_eq!(cached.budget.spent_usd(), 1.5);
+
+            // The period ends: a row settled before it is logged, not
+            // counted, and the key is read again.
+            let mut due = blocked.clone();
+            due.budget_reset_at = Some(chrono::Utc::now() - chrono::Duration::seconds(1));
+            store.update_key(&due).await.unwrap();
+            let settled_before = chrono::Utc::now() - chrono::Duration::seconds(1);
+            store.reset_due_budgets(chrono::Utc::now()).await.unwrap();
+            let mut late = row("late");
+            late.api_key = token.clone();
+            late.spend = 2.0;
+            late.end_time = settled_before;
+            write(&ctx, std::slice::from_ref(&late), &mut spool)
+                .await
+                .unwrap();
+            let cached = ctx.keys.get(&hash).unwrap();
+            assert!(cached.record.blocked, "the key was read again");
+            assert_eq!(cached.budget.spent_usd(), 0.0);
+        });
     }
 
     /// A spool left by a crash (its last line torn) is replayed a batch at

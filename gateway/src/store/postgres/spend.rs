@@ -5,7 +5,7 @@
 use super::convert::{naive, utc};
 use super::notify;
 use super::pool::Session;
-use crate::store::{next_reset, Change, SpendFilter, SpendLogRow};
+use crate::store::{next_reset, Change, SpendChanges, SpendFilter, SpendLogRow};
 use chrono::{DateTime, NaiveDateTime, Utc};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -102,7 +102,7 @@ LIMIT $7 OFFSET $8"#;
 /// budget reset is logged but not counted in the new period: the rows are
 /// locked first, so a reset committed before sees its period start here,
 /// and one that comes after zeroes what this adds. Returns the changes.
-pub async fn record(session: &mut Session, rows: &[SpendLogRow]) -> Result<Vec<Change>, Error> {
+pub async fn record(session: &mut Session, rows: &[SpendLogRow]) -> Result<SpendChanges, Error> {
     if !session.staged {
         session.batch_execute(STAGING).await?;
         session.staged = true;
@@ -124,18 +124,27 @@ pub async fn record(session: &mut Session, rows: &[SpendLogRow]) -> Result<Vec<C
     add_org_spend(&tx, &totals.teams).await?;
     let end_users = super::end_users::add_spend(&tx, &inserted.end_users()).await?;
     add_lifetime_spend(&tx, &inserted).await?;
-    // Keys with rows of an earlier period: their caches counted those rows
-    // as unflushed spend, and must read the figure that leaves them out.
+    // Keys, users and teams with rows of an earlier period: their caches
+    // counted those rows as unflushed spend, and must read the figure that
+    // leaves them out (here too, not only on the other replicas). End users
+    // with a budget row are read again everywhere.
+    let mut refresh: Vec<Change> = totals.stale_keys.iter().cloned().map(Change::Key).collect();
+    refresh.extend(totals.stale_users.into_iter().map(Change::User));
+    refresh.extend(totals.stale_teams.into_iter().map(Change::Team));
+    refresh.extend(end_users.into_iter().map(Change::EndUser));
     keys.extend(totals.stale_keys);
     keys.sort();
     keys.dedup();
-    let mut changes: Vec<Change> = keys.into_iter().map(Change::Key).collect();
-    changes.extend(totals.stale_users.into_iter().map(Change::User));
-    changes.extend(totals.stale_teams.into_iter().map(Change::Team));
-    changes.extend(end_users.into_iter().map(Change::EndUser));
-    notify(&tx, &changes).await?;
+    let mut announce: Vec<Change> = keys.into_iter().map(Change::Key).collect();
+    announce.extend(
+        refresh
+            .iter()
+            .filter(|c| !matches!(c, Change::Key(_)))
+            .cloned(),
+    );
+    notify(&tx, &announce).await?;
     tx.commit().await?;
-    Ok(changes)
+    Ok(SpendChanges { announce, refresh })
 }
 
 /// Copies `rows` into the staging table (binary COPY).
