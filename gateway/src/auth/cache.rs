@@ -401,17 +401,20 @@ impl KeyCache {
     /// spend write so [`KeyCache::read_again_since`] can tell which were
     /// read again while it ran.
     pub fn copies_of(&self, rows: &[SpendLogRow]) -> KeyCopies {
+        let mut hashes: Vec<TokenHash> = rows
+            .iter()
+            .filter_map(|row| parse_token(&row.api_key))
+            .collect();
+        hashes.sort_unstable();
+        hashes.dedup();
         let keys = self.keys.pin();
-        let mut copies: Vec<(TokenHash, Option<Arc<KeyEntry>>)> = Vec::new();
-        for row in rows {
-            let Some(hash) = parse_token(&row.api_key) else {
-                continue;
-            };
-            if copies.iter().any(|(h, _)| *h == hash) {
-                continue;
-            }
-            copies.push((hash, keys.get(&hash).cloned()));
-        }
+        let copies = hashes
+            .into_iter()
+            .map(|hash| {
+                let copy = keys.get(&hash).cloned();
+                (hash, copy)
+            })
+            .collect();
         KeyCopies(copies)
     }
 
