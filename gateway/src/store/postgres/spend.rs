@@ -109,7 +109,6 @@ pub async fn record(session: &mut Session, rows: &[SpendLogRow]) -> Result<Vec<C
 /// A batch's values, one array per column of [`INSERT_LOGS`], with NUL
 /// characters (which Postgres refuses in text) replaced so one odd error
 /// message cannot fail a batch forever.
-#[derive(Default)]
 struct Columns<'a> {
     /// `request_id, call_id, call_type, api_key, model, model_id,
     /// model_group, custom_llm_provider, api_base`.
@@ -129,7 +128,19 @@ struct Columns<'a> {
 
 impl<'a> Columns<'a> {
     fn of(rows: &'a [SpendLogRow]) -> Self {
-        let mut c = Columns::default();
+        let n = rows.len();
+        let mut c = Columns {
+            text: std::array::from_fn(|_| Vec::with_capacity(n)),
+            opt_text: std::array::from_fn(|_| Vec::with_capacity(n)),
+            status: Vec::with_capacity(n),
+            attempt: Vec::with_capacity(n),
+            status_code: Vec::with_capacity(n),
+            spend: Vec::with_capacity(n),
+            tokens: std::array::from_fn(|_| Vec::with_capacity(n)),
+            start: Vec::with_capacity(n),
+            first_byte: Vec::with_capacity(n),
+            end: Vec::with_capacity(n),
+        };
         for r in rows {
             let text = [
                 &r.request_id,
