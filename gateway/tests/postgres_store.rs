@@ -228,6 +228,54 @@ async fn migrations_apply_once_even_when_replicas_race() {
     }
 }
 
+/// Rows written before 0005 have no `litellm_call_id`: 0008 fills it in
+/// before dropping the duplicate `call_id` index, so `/spend/logs` (which
+/// now looks calls up by `litellm_call_id`) still finds their calls.
+#[tokio::test]
+async fn calls_written_before_litellm_call_id_are_still_found_by_call_id() {
+    let db = TestDb::create().await;
+    let client = db.client().await;
+    let before_0008 = MIGRATIONS
+        .iter()
+        .take_while(|(v, _)| *v != "0008_drop_duplicate_call_id_index");
+    for (version, sql) in before_0008 {
+        client
+            .batch_execute(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{version}: {e}"));
+    }
+    client
+        .batch_execute(
+            r#"INSERT INTO "LiteLLM_SpendLogs" (request_id, call_id, attempt, call_type,
+                    api_key, "startTime", "endTime", model)
+                VALUES ('old-1:2', 'old-1', 2, 'acompletion', 'k', '2025-01-01 10:00:00',
+                    '2025-01-01 10:00:01', 'gpt-4o')"#,
+        )
+        .await
+        .unwrap();
+    let pg = store(&db).await;
+    let rows = vec![spend_row("new-1", "k", 0.0, now_ms())];
+    pg.record_spend(&rows).await.unwrap();
+    for call in ["old-1", "new-1"] {
+        let filter = SpendFilter {
+            request_id: Some(call.into()),
+            ..Default::default()
+        };
+        let logs = pg.spend_logs(&filter).await.unwrap();
+        assert_eq!(logs.len(), 1, "{call}");
+        assert_eq!(logs[0].call_id, call);
+    }
+    let duplicate: i64 = client
+        .query_one(
+            "SELECT count(*) FROM pg_indexes WHERE indexname = 'gateway_spendlogs_call_id_idx'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(duplicate, 0, "the duplicate call_id index is dropped");
+}
+
 /// LiteLLM's tables as Prisma creates them (the parts the gateway uses, plus
 /// a LiteLLM-only column and a foreign key), before the gateway ever ran.
 const LITELLM_SCHEMA: &str = r#"

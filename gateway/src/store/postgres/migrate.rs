@@ -36,6 +36,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0007_litellm_end_users",
         include_str!("../../../../migrations/0007_litellm_end_users.sql"),
     ),
+    (
+        "0008_drop_duplicate_call_id_index",
+        include_str!("../../../../migrations/0008_drop_duplicate_call_id_index.sql"),
+    ),
 ];
 
 /// Advisory lock key taken by every migration transaction ("gateway" in

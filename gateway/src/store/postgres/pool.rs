@@ -64,14 +64,12 @@ impl SessionIds {
     }
 }
 
-/// One open connection and what this process set up on it.
+/// One open connection.
 pub(super) struct Session {
     client: Client,
     /// Its backend process id, registered in `sessions` while it lives.
     pid: i32,
     sessions: Arc<SessionIds>,
-    /// Whether the spend staging table exists on this connection.
-    pub staged: bool,
 }
 
 impl std::ops::Deref for Session {
@@ -205,7 +203,6 @@ impl Pool {
                     client,
                     pid,
                     sessions: self.sessions.clone(),
-                    staged: false,
                 })
             }
             Err(e) => {

@@ -1,6 +1,7 @@
-//! Spend: the batched, idempotent spend-log writer (binary COPY into a
-//! staging table, then one INSERT .. ON CONFLICT DO NOTHING), the totals it
-//! feeds, the `/spend/logs` query and the budget-period reset sweep.
+//! Spend: the batched, idempotent spend-log writer (one INSERT .. ON
+//! CONFLICT DO NOTHING of the batch passed as one array per column), the
+//! totals it feeds, the `/spend/logs` query and the budget-period reset
+//! sweep.
 
 use super::convert::{naive, utc};
 use super::notify;
@@ -9,53 +10,15 @@ use crate::store::{next_reset, Change, SpendChanges, SpendFilter, SpendLogRow};
 use chrono::{DateTime, NaiveDateTime, Utc};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use tokio_postgres::binary_copy::BinaryCopyInWriter;
-use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Error, Row, Transaction};
 
-/// The per-connection staging table. `ord` keeps the batch order so the
-/// first of two rows with one `request_id` wins, as in memory.
-const STAGING: &str = "CREATE TEMP TABLE IF NOT EXISTS gateway_spend_staging (
-    ord INT8, request_id TEXT, call_id TEXT, attempt INT4, call_type TEXT, api_key TEXT,
-    spend FLOAT8, total_tokens INT8, prompt_tokens INT8, completion_tokens INT8,
-    start_time TIMESTAMP, completion_start_time TIMESTAMP, end_time TIMESTAMP, model TEXT,
-    model_id TEXT, model_group TEXT, custom_llm_provider TEXT, api_base TEXT, region TEXT,
-    user_id TEXT, team_id TEXT, status TEXT, status_code INT4, error_class TEXT,
-    error_message TEXT, end_user TEXT
-) ON COMMIT DELETE ROWS";
-
-/// Column types of [`STAGING`], in order.
-const STAGING_TYPES: [Type; 26] = [
-    Type::INT8,
-    Type::TEXT,
-    Type::TEXT,
-    Type::INT4,
-    Type::TEXT,
-    Type::TEXT,
-    Type::FLOAT8,
-    Type::INT8,
-    Type::INT8,
-    Type::INT8,
-    Type::TIMESTAMP,
-    Type::TIMESTAMP,
-    Type::TIMESTAMP,
-    Type::TEXT,
-    Type::TEXT,
-    Type::TEXT,
-    Type::TEXT,
-    Type::TEXT,
-    Type::TEXT,
-    Type::TEXT,
-    Type::TEXT,
-    Type::TEXT,
-    Type::INT4,
-    Type::TEXT,
-    Type::TEXT,
-    Type::TEXT,
-];
-
-/// Moves staged rows into the log, skipping request ids already written;
-/// returns the rows actually inserted. Token counts are clamped to
+/// Writes a batch's rows, passed as one array per column (see
+/// [`Columns`]), skipping request ids already written (the first of two
+/// rows with one `request_id` wins, as in memory); returns the rows
+/// actually inserted. Arrays rather than a COPY into a temp staging table:
+/// one statement instead of two, no temp-table writes and truncation per
+/// batch (and no session state, so it works through a transaction pooler). Token counts are clamped to
 /// LiteLLM's INTEGER columns so one odd row cannot fail a batch forever.
 /// LiteLLM's columns: `litellm_call_id` is the client request's id,
 /// `request_duration_ms` the attempt's, `metadata` LiteLLM's
@@ -78,7 +41,15 @@ SELECT DISTINCT ON (request_id) request_id, call_id, attempt, call_type, api_key
         'error_information', CASE WHEN error_class IS NULL THEN NULL ELSE jsonb_build_object(
             'error_class', error_class, 'error_message', error_message,
             'error_code', status_code::text, 'llm_provider', custom_llm_provider) END)), end_user
-FROM gateway_spend_staging ORDER BY request_id, ord
+FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[], $5::text[], $6::float8[],
+    $7::int8[], $8::int8[], $9::int8[], $10::timestamp[], $11::timestamp[], $12::timestamp[],
+    $13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[],
+    $20::text[], $21::text[], $22::int4[], $23::text[], $24::text[], $25::text[])
+    WITH ORDINALITY AS s(request_id, call_id, attempt, call_type, api_key, spend, total_tokens,
+        prompt_tokens, completion_tokens, start_time, completion_start_time, end_time, model,
+        model_id, model_group, custom_llm_provider, api_base, region, user_id, team_id, status,
+        status_code, error_class, error_message, end_user, ord)
+ORDER BY request_id, ord
 ON CONFLICT (request_id) DO NOTHING
 RETURNING api_key, "user", team_id, spend::float8, model_group, "endTime"::timestamp, end_user"#;
 
@@ -91,7 +62,8 @@ const SELECT_LOGS: &str = r#"SELECT request_id, COALESCE(call_id, request_id) AS
     status_code, error_class, error_message, end_user
 FROM "LiteLLM_SpendLogs"
 WHERE ($1::text IS NULL OR api_key = $1) AND ($2::text IS NULL OR "user" = $2)
-    AND ($3::text IS NULL OR team_id = $3) AND ($4::text IS NULL OR call_id = $4 OR request_id = $4)
+    AND ($3::text IS NULL OR team_id = $3)
+    AND ($4::text IS NULL OR litellm_call_id = $4 OR request_id = $4)
     AND ($5::timestamp IS NULL OR "startTime" >= $5) AND ($6::timestamp IS NULL OR "startTime" < $6)
 ORDER BY "startTime", request_id
 LIMIT $7 OFFSET $8"#;
@@ -103,13 +75,9 @@ LIMIT $7 OFFSET $8"#;
 /// locked first, so a reset committed before sees its period start here,
 /// and one that comes after zeroes what this adds. Returns the changes.
 pub async fn record(session: &mut Session, rows: &[SpendLogRow]) -> Result<SpendChanges, Error> {
-    if !session.staged {
-        session.batch_execute(STAGING).await?;
-        session.staged = true;
-    }
     let tx = session.transaction().await?;
-    stage(&tx, rows).await?;
-    let inserted = tx.query(INSERT_LOGS, &[]).await?;
+    let columns = Columns::of(rows);
+    let inserted = tx.query(INSERT_LOGS, &columns.params()).await?;
     let inserted = Inserted::of(&inserted)?;
     let ids = inserted.ids();
     lock(&tx, r#""LiteLLM_VerificationToken""#, "token", &ids.keys).await?;
@@ -147,78 +115,95 @@ pub async fn record(session: &mut Session, rows: &[SpendLogRow]) -> Result<Spend
     Ok(SpendChanges { announce, refresh })
 }
 
-/// Copies `rows` into the staging table (binary COPY).
-async fn stage(tx: &Transaction<'_>, rows: &[SpendLogRow]) -> Result<(), Error> {
-    let sink = tx
-        .copy_in("COPY gateway_spend_staging FROM STDIN (FORMAT binary)")
-        .await?;
-    let writer = BinaryCopyInWriter::new(sink, &STAGING_TYPES);
-    let mut writer = std::pin::pin!(writer);
-    for (ord, row) in rows.iter().enumerate() {
-        let staged = Staged::of(ord, row);
-        writer.as_mut().write(&staged.params()).await?;
-    }
-    writer.finish().await?;
-    Ok(())
+/// A batch's values, one array per column of [`INSERT_LOGS`], with NUL
+/// characters (which Postgres refuses in text) replaced so one odd error
+/// message cannot fail a batch forever.
+struct Columns<'a> {
+    /// `request_id, call_id, call_type, api_key, model, model_id,
+    /// model_group, custom_llm_provider, api_base`.
+    text: [Vec<Cow<'a, str>>; 9],
+    /// `region, user, team_id, error_class, error_message, end_user`.
+    opt_text: [Vec<Option<Cow<'a, str>>>; 6],
+    status: Vec<&'a str>,
+    attempt: Vec<i32>,
+    status_code: Vec<i32>,
+    spend: Vec<f64>,
+    /// `total_tokens, prompt_tokens, completion_tokens`.
+    tokens: [Vec<i64>; 3],
+    start: Vec<NaiveDateTime>,
+    first_byte: Vec<Option<NaiveDateTime>>,
+    end: Vec<NaiveDateTime>,
 }
 
-/// One row's COPY values, with NUL characters (which Postgres refuses in
-/// text) replaced so one odd error message cannot fail a batch forever.
-struct Staged<'a> {
-    ord: i64,
-    row: &'a SpendLogRow,
-    text: [Cow<'a, str>; 9],
-    opt_text: [Option<Cow<'a, str>>; 6],
-    start: NaiveDateTime,
-    first_byte: Option<NaiveDateTime>,
-    end: NaiveDateTime,
-}
-
-impl<'a> Staged<'a> {
-    fn of(ord: usize, r: &'a SpendLogRow) -> Self {
-        let opt = |s: &'a Option<String>| s.as_deref().map(clean);
-        Staged {
-            ord: ord as i64,
-            row: r,
-            text: [
-                clean(&r.request_id),
-                clean(&r.call_id),
-                clean(&r.call_type),
-                clean(&r.api_key),
-                clean(&r.model),
-                clean(&r.model_id),
-                clean(&r.model_group),
-                clean(&r.custom_llm_provider),
-                clean(&r.api_base),
-            ],
-            opt_text: [
-                opt(&r.region),
-                opt(&r.user),
-                opt(&r.team_id),
-                opt(&r.error_class),
-                opt(&r.error_message),
-                opt(&r.end_user),
-            ],
-            start: r.start_time.naive_utc(),
-            first_byte: naive(r.completion_start_time),
-            end: r.end_time.naive_utc(),
+impl<'a> Columns<'a> {
+    fn of(rows: &'a [SpendLogRow]) -> Self {
+        let n = rows.len();
+        let mut c = Columns {
+            text: std::array::from_fn(|_| Vec::with_capacity(n)),
+            opt_text: std::array::from_fn(|_| Vec::with_capacity(n)),
+            status: Vec::with_capacity(n),
+            attempt: Vec::with_capacity(n),
+            status_code: Vec::with_capacity(n),
+            spend: Vec::with_capacity(n),
+            tokens: std::array::from_fn(|_| Vec::with_capacity(n)),
+            start: Vec::with_capacity(n),
+            first_byte: Vec::with_capacity(n),
+            end: Vec::with_capacity(n),
+        };
+        for r in rows {
+            let text = [
+                &r.request_id,
+                &r.call_id,
+                &r.call_type,
+                &r.api_key,
+                &r.model,
+                &r.model_id,
+                &r.model_group,
+                &r.custom_llm_provider,
+                &r.api_base,
+            ];
+            for (column, value) in c.text.iter_mut().zip(text) {
+                column.push(clean(value));
+            }
+            let opt_text = [
+                &r.region,
+                &r.user,
+                &r.team_id,
+                &r.error_class,
+                &r.error_message,
+                &r.end_user,
+            ];
+            for (column, value) in c.opt_text.iter_mut().zip(opt_text) {
+                column.push(value.as_deref().map(clean));
+            }
+            c.status.push(&r.status);
+            c.attempt.push(r.attempt);
+            c.status_code.push(r.status_code);
+            c.spend.push(r.spend);
+            let tokens = [r.total_tokens, r.prompt_tokens, r.completion_tokens];
+            for (column, value) in c.tokens.iter_mut().zip(tokens) {
+                column.push(value);
+            }
+            c.start.push(r.start_time.naive_utc());
+            c.first_byte.push(naive(r.completion_start_time));
+            c.end.push(r.end_time.naive_utc());
         }
+        c
     }
 
-    /// Values in [`STAGING_TYPES`] order.
-    fn params(&self) -> [&(dyn ToSql + Sync); 26] {
-        let (t, o, r) = (&self.text, &self.opt_text, self.row);
+    /// The parameters of [`INSERT_LOGS`], in order.
+    fn params(&self) -> [&(dyn ToSql + Sync); 25] {
+        let (t, o) = (&self.text, &self.opt_text);
         [
-            &self.ord,
             &t[0],
             &t[1],
-            &r.attempt,
+            &self.attempt,
             &t[2],
             &t[3],
-            &r.spend,
-            &r.total_tokens,
-            &r.prompt_tokens,
-            &r.completion_tokens,
+            &self.spend,
+            &self.tokens[0],
+            &self.tokens[1],
+            &self.tokens[2],
             &self.start,
             &self.first_byte,
             &self.end,
@@ -230,8 +215,8 @@ impl<'a> Staged<'a> {
             &o[0],
             &o[1],
             &o[2],
-            &r.status,
-            &r.status_code,
+            &self.status,
+            &self.status_code,
             &o[3],
             &o[4],
             &o[5],
