@@ -20,16 +20,38 @@
 //! wins the lease's `refilling` flag asks Redis; the others wait for its
 //! outcome and then take from the new lease (or get its 429). A lease is
 //! refilled once: whatever the outcome, a new lease (an empty one when Redis
-//! refused or did not answer) replaces it, so no waiter reads a stale outcome. Parallel
-//! limits are not leased: a request with a parallel descriptor goes through
-//! the per-request path for all its descriptors (a slot must be exact and
-//! must lapse after a crash). Quota parked in another replica's lease can
-//! refuse a request that would fit the fleet's limit (a false rejection);
-//! it is returned at most `lease_ttl_ms` later.
+//! refused or did not answer) replaces it, so no waiter reads a stale outcome.
+//! Quota parked in another replica's lease can refuse a request that would
+//! fit the fleet's limit (a false rejection); it is returned at most
+//! `lease_ttl_ms` later.
+//!
+//! Parallel limits are leased as slots ([`super::slot_lease`]): a replica's
+//! slot lease is members `lease:<process>:<n>:<slot>` of the counter's
+//! sorted set (where `admit.lua` puts requests' slots), scored by their
+//! expiry, now + `lease_ttl_ms`. Requests take a slot with a CAS on the
+//! lease's (granted, in use) word and free it when they end, all-or-none
+//! with their other descriptors. When every slot granted is in use, one
+//! request (the others wait for it) asks `slot_lease.lua` for more: twice
+//! the lease, up to `lease_fraction` of the limit (at least one slot, at
+//! most 1,024 per grant), and what is left when that does not fit; refused
+//! with the usual 429 when not one slot is free. Every half lease life the
+//! control plane renews the slots in use and returns (`ZREM`) the others;
+//! a limit whose share is under one slot (`limit x lease_fraction < 1`)
+//! leases one slot at a time and returns it as soon as none is in use.
+//! So Redis always holds at least the slots a replica uses (exact: the
+//! fleet never has more than the limit in flight), a crashed replica's
+//! slots lapse within `lease_ttl_ms`, and a request makes no Redis call
+//! while its replica's lease has a free slot. A lease not renewed in time
+//! (Redis slow or out) stops serving nine tenths of a life after its last
+//! renewal was sent, before Redis's members expire; the next grant renews
+//! it (adding again members that lapsed). False rejections: slots free in
+//! another replica's lease, at most its last growth, for at most half a
+//! lease life after they were last used (none for small limits).
 
 use super::descriptor::{Descriptor, Kind};
-use super::remote::{Call, Entry};
+use super::remote::{Call, Entry, ScriptCall, ScriptDone};
 use super::settings::LeaseSettings;
+use super::slot_lease::{self, Granted, SlotLease, SlotTake, DEADLINE_ARG, MAX_GROW};
 use super::{Limiter, RemoteHandle, Verdict};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -200,25 +222,47 @@ impl Lease {
     }
 }
 
-/// A request's takes: the leases, and each descriptor's approximate usage
-/// before the request.
-type Taken = (Vec<Arc<Lease>>, Vec<u64>);
-/// The first descriptor without room: its index, its lease and why.
-type Short = (usize, Arc<Lease>, Take);
+/// What a request took for one descriptor.
+#[derive(Debug, Clone)]
+pub enum Hold {
+    /// rpm/tpm units of a lease.
+    Units(Arc<Lease>),
+    /// One slot of a parallel lease.
+    Slots(Arc<SlotLease>),
+}
+
+/// A request's takes: one per descriptor, and each descriptor's
+/// approximate usage before the request.
+type Taken = (Vec<Hold>, Vec<u64>);
+
+/// Why a descriptor had no room, with its lease.
+#[derive(Debug)]
+enum Short {
+    Units(Arc<Lease>, Take),
+    Slots(Arc<SlotLease>, SlotTake),
+}
 
 /// Every lease of this process, by descriptor key.
 pub struct LeaseTable {
     epoch: Instant,
     settings: LeaseSettings,
     leases: papaya::HashMap<String, Arc<Lease>>,
+    /// Parallel slot leases ([`slot_lease`]).
+    slots: papaya::HashMap<String, Arc<SlotLease>>,
+    /// Names this process's slot leases in Redis: unique per start.
+    prefix: String,
+    /// Slot leases created, numbering the next one.
+    slot_leases: AtomicU64,
+    /// The Redis deadline: how long a slot lease's turn lasts at most.
+    redis_timeout: Duration,
 }
 
 /// How a leased admission went.
 pub(super) enum Leased {
     /// Taken from every descriptor's lease.
     Admitted {
-        /// The leases, one per descriptor.
-        leases: Vec<Arc<Lease>>,
+        /// The takes, one per descriptor.
+        holds: Vec<Hold>,
         /// Approximate usage of each descriptor before this request.
         used: Vec<u64>,
     },
@@ -232,12 +276,16 @@ pub(super) enum Leased {
 }
 
 impl LeaseTable {
-    /// An empty table.
-    pub fn new(settings: LeaseSettings) -> LeaseTable {
+    /// An empty table; `redis_timeout` bounds a slot lease's Redis calls.
+    pub fn new(settings: LeaseSettings, redis_timeout: Duration) -> LeaseTable {
         LeaseTable {
             epoch: Instant::now(),
             settings,
             leases: papaya::HashMap::new(),
+            slots: papaya::HashMap::new(),
+            prefix: uuid::Uuid::new_v4().simple().to_string(),
+            slot_leases: AtomicU64::new(0),
+            redis_timeout,
         }
     }
 
@@ -267,26 +315,45 @@ impl LeaseTable {
             .clone()
     }
 
-    /// Takes `amounts[i]` from every descriptor's lease, or nothing: `Err`
-    /// names the first descriptor that had no room, its lease and why.
-    fn take_all(&self, descs: &[Descriptor], amounts: &[u64]) -> Result<Taken, Short> {
+    /// Takes `amounts[i]` from every descriptor's lease (one slot for a
+    /// parallel one), or nothing: `Err` names the first descriptor that had
+    /// no room, its lease and why.
+    fn take_all(&self, descs: &[Descriptor], amounts: &[u64]) -> Result<Taken, (usize, Short)> {
         let now = self.now_ms();
-        let mut taken: Vec<Arc<Lease>> = Vec::with_capacity(descs.len());
+        let mut taken: Vec<Hold> = Vec::with_capacity(descs.len());
         let mut used = Vec::with_capacity(descs.len());
         for (i, d) in descs.iter().enumerate() {
-            let lease = self.current(d);
-            match lease.take(amounts[i], now) {
-                Take::Taken(before) => {
-                    used.push(lease.base.saturating_add(before));
-                    taken.push(lease);
-                }
-                failed => {
-                    for (j, l) in taken.iter().enumerate() {
-                        l.give_back(amounts[j]);
+            let failed = if d.kind == Kind::Parallel {
+                let lease = self.slot_lease(d);
+                match lease.take(now) {
+                    SlotTake::Taken(before) => {
+                        used.push(before);
+                        taken.push(Hold::Slots(lease));
+                        continue;
                     }
-                    return Err((i, lease, failed));
+                    why => Short::Slots(lease, why),
+                }
+            } else {
+                let lease = self.current(d);
+                match lease.take(amounts[i], now) {
+                    Take::Taken(before) => {
+                        used.push(lease.base.saturating_add(before));
+                        taken.push(Hold::Units(lease));
+                        continue;
+                    }
+                    why => Short::Units(lease, why),
+                }
+            };
+            for (j, hold) in taken.iter().enumerate() {
+                match hold {
+                    Hold::Units(l) => l.give_back(amounts[j]),
+                    // Returned at the next renewal if it was the last.
+                    Hold::Slots(l) => {
+                        l.release();
+                    }
                 }
             }
+            return Err((i, failed));
         }
         Ok((taken, used))
     }
@@ -315,8 +382,8 @@ impl LeaseTable {
         calls
     }
 
-    /// Admits a request whose descriptors are all rpm/tpm from the leases,
-    /// refilling them through Redis as needed.
+    /// Admits a request from the leases of its descriptors, refilling
+    /// them through Redis as needed.
     pub(super) async fn admit(
         &self,
         limiter: &Limiter,
@@ -325,33 +392,26 @@ impl LeaseTable {
         amounts: &[u64],
     ) -> Leased {
         for _ in 0..MAX_ROUNDS {
-            let (i, lease, why) = match self.take_all(descs, amounts) {
-                Ok((leases, used)) => return Leased::Admitted { leases, used },
+            let (i, short) = match self.take_all(descs, amounts) {
+                Ok((holds, used)) => return Leased::Admitted { holds, used },
                 Err(failed) => failed,
             };
-            if why == Take::Ended && !Arc::ptr_eq(&lease, &self.current(&descs[i])) {
-                continue;
-            }
-            let outcome = if lease
-                .refilling
-                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                let outcome = self
-                    .refill(limiter, remote, &descs[i], amounts[i], &lease)
-                    .await;
-                if outcome != Refill::Granted {
-                    // Refused or unanswered: an empty lease takes this one's
-                    // place, so each lease has one refill and one outcome.
-                    let empty = Lease::new(&descs[i], 0, 0, 0, 0);
-                    for call in self.install(&descs[i], empty, &lease) {
-                        limiter.send(remote, call);
+            let outcome = match short {
+                Short::Units(lease, why) => {
+                    if why == Take::Ended && !Arc::ptr_eq(&lease, &self.current(&descs[i])) {
+                        continue;
+                    }
+                    self.refill_units(limiter, remote, &descs[i], amounts[i], &lease)
+                        .await
+                }
+                Short::Slots(_, SlotTake::Ended) => continue,
+                Short::Slots(lease, _) => {
+                    match self.grant_slots(limiter, &descs[i], &lease).await {
+                        Some(outcome) => outcome,
+                        // Another turn ended: take again.
+                        None => continue,
                     }
                 }
-                lease.done.send_replace(Some(outcome));
-                outcome
-            } else {
-                wait(&lease, limiter.settings.redis_timeout * 2).await
             };
             match outcome {
                 Refill::Granted => continue,
@@ -367,6 +427,36 @@ impl LeaseTable {
             }
         }
         Leased::Contended
+    }
+
+    /// Refills the rpm/tpm lease `lease` of `d`, or waits for the refill in
+    /// flight.
+    async fn refill_units(
+        &self,
+        limiter: &Limiter,
+        remote: &RemoteHandle,
+        d: &Descriptor,
+        amount: u64,
+        lease: &Arc<Lease>,
+    ) -> Refill {
+        if lease
+            .refilling
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return wait(lease, limiter.settings.redis_timeout * 2).await;
+        }
+        let outcome = self.refill(limiter, remote, d, amount, lease).await;
+        if outcome != Refill::Granted {
+            // Refused or unanswered: an empty lease takes this one's
+            // place, so each lease has one refill and one outcome.
+            let empty = Lease::new(d, 0, 0, 0, 0);
+            for call in self.install(d, empty, lease) {
+                limiter.send(remote, call);
+            }
+        }
+        lease.done.send_replace(Some(outcome));
+        outcome
     }
 
     /// Asks Redis for a new lease of `d` replacing `old`.
@@ -405,6 +495,156 @@ impl LeaseTable {
             None => Refill::Failed,
         }
     }
+
+    /// The slot lease of parallel descriptor `d`, an empty one when there
+    /// is none.
+    fn slot_lease(&self, d: &Descriptor) -> Arc<SlotLease> {
+        let map = self.slots.pin();
+        if let Some(l) = map.get(d.key.as_str()) {
+            return l.clone();
+        }
+        let n = self.slot_leases.fetch_add(1, Ordering::Relaxed);
+        let id = format!("lease:{}:{n}", self.prefix);
+        // Less than one slot's share: lease one at a time, back when idle.
+        let prompt = (d.limit as f64 * self.settings.fraction) < 1.0;
+        let fresh = SlotLease::new(d.key.clone(), id, prompt);
+        map.get_or_insert(d.key.clone(), Arc::new(fresh)).clone()
+    }
+
+    /// The lease life in milliseconds: how long Redis keeps a slot lease's
+    /// members after a renewal.
+    fn life_ms(&self) -> u64 {
+        self.settings.ttl.as_millis().min(u64::MAX as u128) as u64
+    }
+
+    /// Until when (table clock) a slot lease serves after a renewal or
+    /// grant sent at `sent_ms`: nine tenths of the life, before Redis's own
+    /// expiry, which counts from when the script ran.
+    fn valid_after(&self, sent_ms: u64) -> u64 {
+        sent_ms.saturating_add(self.life_ms() / 10 * 9)
+    }
+
+    /// How long a slot lease's turn lasts at most (a call that never
+    /// answers must not hold it forever).
+    fn turn_ms(&self) -> u64 {
+        let ms = self.redis_timeout.as_millis().min(u64::MAX as u128) as u64;
+        ms.saturating_mul(2).saturating_add(50)
+    }
+
+    /// Grants more slots to `lease` of `d` (or renews it when it only
+    /// lapsed), or waits for the turn in flight; `None` when another turn
+    /// ended (take again).
+    async fn grant_slots(
+        &self,
+        limiter: &Limiter,
+        d: &Descriptor,
+        lease: &Arc<SlotLease>,
+    ) -> Option<Refill> {
+        let now = self.now_ms();
+        let mut rx = lease.done.subscribe();
+        if !lease.try_busy(now, now.saturating_add(self.turn_ms())) {
+            if !lease.is_busy(now) {
+                return None;
+            }
+            let deadline = limiter.settings.redis_timeout * 2;
+            return match monoio::time::timeout(deadline, rx.changed()).await {
+                Ok(Ok(())) => rx.borrow().1,
+                _ => Some(Refill::Failed),
+            };
+        }
+        let (granted, in_use) = lease.counts();
+        // Double the lease up to its share of the limit; nothing new when
+        // it only lapsed with slots free.
+        let want = if lease.lapsed(now) && granted > in_use {
+            0
+        } else {
+            granted.max(1).min(self.size(d, 1)).min(MAX_GROW)
+        };
+        let (call, first) = lease.grant_call(want, d.limit, self.life_ms());
+        let undo = (want > 0).then(|| lease.undo_call(first, want));
+        let late_lease = lease.clone();
+        let late = move |numbers: &[i64]| match slot_lease::reply(numbers) {
+            Some(Granted::Yes { granted, .. }) if granted > 0 => {
+                Some(late_lease.undo_call(first, granted))
+            }
+            _ => None,
+        };
+        let answer = limiter.eval(call, Some(DEADLINE_ARG), late, undo).await;
+        let outcome = match answer.as_deref().and_then(slot_lease::reply) {
+            Some(Granted::Yes { granted, .. }) => {
+                lease.add(first, granted);
+                lease.renewed(self.valid_after(now));
+                Refill::Granted
+            }
+            Some(Granted::No { used, reset_at }) => {
+                lease.renewed(self.valid_after(now));
+                Refill::Denied { used, reset_at }
+            }
+            None => Refill::Failed,
+        };
+        lease.done_busy(Some(outcome));
+        Some(outcome)
+    }
+
+    /// The control plane's call for `lease` (its turn held): renew the
+    /// slots in use, return the others.
+    fn renewal(&self, lease: Arc<SlotLease>, call: ScriptCall) -> Call {
+        let now = self.now_ms();
+        let valid = self.valid_after(now);
+        let done = ScriptDone(Box::new(move |result| {
+            if result.as_deref().ok().and_then(slot_lease::reply).is_some() {
+                lease.renewed(valid);
+            }
+            lease.done_busy(None);
+            None
+        }));
+        Call::Script {
+            call,
+            deadline: Some((DEADLINE_ARG, Instant::now() + self.redis_timeout)),
+            done,
+            undo: None,
+        }
+    }
+
+    /// Renews every slot lease held and returns its slots not in use;
+    /// forgets idle empty ones. Run every half lease life by the control
+    /// plane: a lease's members live one life in Redis.
+    pub fn renew_slots(&self) -> Vec<Call> {
+        let now = self.now_ms();
+        let until = now.saturating_add(self.turn_ms());
+        let map = self.slots.pin();
+        map.retain(|_, l| l.is_busy(now) || !l.end_if_idle());
+        map.iter()
+            .filter(|(_, l)| l.try_busy(now, until))
+            .filter_map(|(_, l)| match l.renew_call(self.life_ms()) {
+                Some(call) => Some(self.renewal(l.clone(), call)),
+                None => {
+                    l.done_busy(None);
+                    None
+                }
+            })
+            .collect()
+    }
+
+    /// Frees a request's slot of `lease`; a lease of less than one slot's
+    /// share returns its slots as soon as none is in use: the call doing
+    /// it.
+    pub fn release_slot(&self, lease: &Arc<SlotLease>) -> Option<Call> {
+        if !lease.release() || !lease.prompt {
+            return None;
+        }
+        let now = self.now_ms();
+        if !lease.try_busy(now, now.saturating_add(self.turn_ms())) {
+            return None;
+        }
+        match lease.renew_call(self.life_ms()) {
+            Some(call) => Some(self.renewal(lease.clone(), call)),
+            None => {
+                lease.done_busy(None);
+                None
+            }
+        }
+    }
 }
 
 /// Waits for the refill in flight on `lease`.
@@ -427,10 +667,13 @@ mod tests {
     }
 
     fn table() -> LeaseTable {
-        LeaseTable::new(LeaseSettings {
-            fraction: 0.1,
-            ttl: Duration::from_secs(60),
-        })
+        LeaseTable::new(
+            LeaseSettings {
+                fraction: 0.1,
+                ttl: Duration::from_secs(60),
+            },
+            Duration::from_millis(100),
+        )
     }
 
     /// Installs a lease of `granted` units of `d` charged at tick 7.
@@ -460,7 +703,7 @@ mod tests {
         // No lease yet: an empty, expired one asks for a refill.
         assert!(matches!(
             t.take_all(std::slice::from_ref(&d), &[1]),
-            Err((0, _, Take::Full))
+            Err((0, Short::Units(_, Take::Full)))
         ));
         grant(&t, &d, 3);
         for before in 0..3 {
@@ -469,7 +712,7 @@ mod tests {
         }
         assert!(matches!(
             t.take_all(std::slice::from_ref(&d), &[1]),
-            Err((0, _, Take::Full))
+            Err((0, Short::Units(_, Take::Full)))
         ));
     }
 
@@ -485,12 +728,47 @@ mod tests {
         // 60 more tokens do not fit: the request unit is given back.
         assert!(matches!(
             t.take_all(&both, &[1, 60]),
-            Err((1, _, Take::Full))
+            Err((1, Short::Units(_, Take::Full)))
         ));
         assert_eq!(t.current(&rpm).spent.load(Ordering::Acquire), 1);
         // A zero reservation (reservation off) still needs one unit of room.
         t.take_all(&both, &[1, 0]).unwrap();
         assert_eq!(t.current(&tpm).spent.load(Ordering::Acquire), 60);
+    }
+
+    #[test]
+    fn a_parallel_slot_is_taken_with_the_other_descriptors_or_not_at_all() {
+        let t = table();
+        let rpm = desc("k", Kind::Requests, 100);
+        let parallel = desc("k", Kind::Parallel, 4);
+        grant(&t, &rpm, 1);
+        let slots = t.slot_lease(&parallel);
+        assert!(slots.prompt, "a tenth of 4 is less than one slot");
+        assert!(!t.slot_lease(&desc("j", Kind::Parallel, 10)).prompt);
+        let (_, first) = slots.grant_call(1, 4, 60_000);
+        slots.add(first, 1);
+        slots.renewed(t.now_ms() + 60_000);
+        let both = [parallel.clone(), rpm.clone()];
+        let (holds, _) = t.take_all(&both, &[1, 1]).unwrap();
+        assert!(matches!(
+            t.take_all(&both, &[1, 1]),
+            Err((0, Short::Slots(_, SlotTake::Full)))
+        ));
+        let Hold::Slots(held) = &holds[0] else {
+            panic!("a slot taken")
+        };
+        // The last slot in use of a small lease goes back to Redis at once.
+        assert!(t.release_slot(held).is_some());
+        assert_eq!(slots.counts(), (0, 0));
+        slots.done_busy(None);
+        let (_, first) = slots.grant_call(1, 4, 60_000);
+        slots.add(first, 1);
+        // The rpm lease is spent: the slot taken first is given back.
+        assert!(matches!(
+            t.take_all(&both, &[1, 1]),
+            Err((1, Short::Units(_, Take::Full)))
+        ));
+        assert_eq!(slots.counts(), (1, 0));
     }
 
     #[test]
@@ -517,7 +795,9 @@ mod tests {
         let d = desc("k", Kind::Tokens, 1000);
         grant(&t, &d, 100);
         let (leases, _) = t.take_all(std::slice::from_ref(&d), &[30]).unwrap();
-        let lease = leases[0].clone();
+        let Hold::Units(lease) = leases[0].clone() else {
+            panic!("units taken")
+        };
         // The real usage was 12: reconciled locally while the lease lives.
         assert!(lease.settle(30, 12).is_none());
         // Replaced by a refill: the grant leaves its tick, 12 are charged now.
