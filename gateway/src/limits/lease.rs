@@ -552,6 +552,11 @@ impl LeaseTable {
                 _ => Some(Refill::Failed),
             };
         }
+        if lease.is_ended() {
+            // Forgotten by a renewal pass: the table has a new one.
+            lease.done_busy(None);
+            return None;
+        }
         let (granted, in_use) = lease.counts();
         // Double the lease up to its share of the limit; nothing new when
         // it only lapsed with slots free.
@@ -572,7 +577,8 @@ impl LeaseTable {
         let answer = limiter.eval(call, Some(DEADLINE_ARG), late, undo).await;
         let outcome = match answer.as_deref().and_then(slot_lease::reply) {
             Some(Granted::Yes { granted, .. }) => {
-                lease.add(first, granted);
+                // Never more than asked for, whatever Redis answered.
+                lease.add(first, granted.min(want));
                 lease.renewed(self.valid_after(now));
                 Refill::Granted
             }
@@ -612,18 +618,23 @@ impl LeaseTable {
     pub fn renew_slots(&self) -> Vec<Call> {
         let now = self.now_ms();
         let until = now.saturating_add(self.turn_ms());
-        let map = self.slots.pin();
-        map.retain(|_, l| l.is_busy(now) || !l.end_if_idle());
-        map.iter()
-            .filter(|(_, l)| l.try_busy(now, until))
-            .filter_map(|(_, l)| match l.renew_call(self.life_ms()) {
-                Some(call) => Some(self.renewal(l.clone(), call)),
-                None => {
-                    l.done_busy(None);
-                    None
-                }
-            })
-            .collect()
+        let mut calls = Vec::new();
+        self.slots.pin().retain(|_, l| {
+            // Ended and renewed only with the turn: never under a grant.
+            if !l.try_busy(now, until) {
+                return true;
+            }
+            if l.end_if_idle() {
+                l.done_busy(None);
+                return false;
+            }
+            match l.renew_call(self.life_ms()) {
+                Some(call) => calls.push(self.renewal(l.clone(), call)),
+                None => l.done_busy(None),
+            }
+            true
+        });
+        calls
     }
 
     /// Frees a request's slot of `lease`; a lease of less than one slot's
@@ -769,6 +780,30 @@ mod tests {
             Err((1, Short::Units(_, Take::Full)))
         ));
         assert_eq!(slots.counts(), (1, 0));
+    }
+
+    #[test]
+    fn a_renewal_pass_renews_held_slot_leases_and_forgets_idle_ones() {
+        let t = table();
+        let idle = t.slot_lease(&desc("idle", Kind::Parallel, 100));
+        let held = t.slot_lease(&desc("held", Kind::Parallel, 100));
+        let (_, first) = held.grant_call(2, 100, 60_000);
+        held.add(first, 2);
+        held.renewed(t.now_ms() + 60_000);
+        assert!(matches!(held.take(t.now_ms()), SlotTake::Taken(0)));
+        let calls = t.renew_slots();
+        assert_eq!(calls.len(), 1, "one renewal, for the lease holding slots");
+        assert!(idle.is_ended());
+        assert_eq!(t.slots.len(), 1);
+        // The slot not in use was returned with the renewal.
+        assert_eq!(held.counts(), (1, 1));
+        // Its turn is held until the renewal answers.
+        assert!(t.renew_slots().is_empty());
+        let Some(Call::Script { done, .. }) = calls.into_iter().next() else {
+            panic!("a script call")
+        };
+        assert!((done.0)(Ok(vec![1, 0, 1])).is_none());
+        assert_eq!(t.renew_slots().len(), 1);
     }
 
     #[test]
