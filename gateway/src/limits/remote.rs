@@ -321,7 +321,7 @@ async fn expire_leases(leases: LeaseExpiry) {
         let calls = leases.table.end_expired();
         for call in calls.into_iter().chain(leases.table.renew_slots()) {
             if tx.try_send(call).is_err() {
-                tracing::warn!("limiter queue full: an expired lease was not returned; its units lapse with the window");
+                tracing::warn!("limiter queue full: an expired lease was not returned or a slot lease not renewed; its units lapse with the window, its slots with the lease life");
             }
         }
     }
