@@ -25,6 +25,9 @@ fn config(keys: Value) -> String {
         }, {
             "model_name": "slow",
             "litellm_params": {"model": "mock/slow", "mock_response": REPLY, "mock_latency_ms": 400},
+        }, {
+            "model_name": "linger",
+            "litellm_params": {"model": "mock/linger", "mock_response": REPLY, "mock_latency_ms": 3000},
         }],
         "general_settings": {"master_key": MASTER_KEY},
         "gateway_settings": {
@@ -314,6 +317,29 @@ fn two_lease_replicas_on_a_cluster_never_admit_more_than_the_limit() {
     e2e::eventually("the leases ended", Duration::from_secs(5), || {
         (cluster.window_total(&counter) == served).then_some(())
     });
+}
+
+#[test]
+fn two_lease_replicas_on_a_cluster_lease_parallel_slots_within_the_limit() {
+    let cluster = PrivateCluster::start();
+    let key = "sk-cluster-lease-parallel-1";
+    let (a, b) = replicas(
+        &cluster,
+        json!([{"key": key, "max_parallel_requests": 3}]),
+        &[("GATEWAY_RATE_LIMIT_MODE", "lease")],
+    );
+    // Each admitted request is in flight 3 s: the whole burst overlaps.
+    let replies = both(&a, &b, key, &hello("linger"), 5, 5);
+    let served = served(&replies);
+    assert!(served > 0 && served <= 3, "{served} in flight over 3");
+    assert_refused(&replies, "parallel");
+    // Slot leases are granted and returned through the slot's node: the
+    // counter empties once both replicas are idle.
+    let counter = format!("{{api_key:{}}}:parallel", token(key));
+    e2e::eventually("the slots returned", Duration::from_secs(5), || {
+        (cluster.slots(&counter) == 0).then_some(())
+    });
+    assert_eq!(chat(&a, key, &hello("m")).0, 200);
 }
 
 /// A group `chat` of `cheap` (answering `fails` when given; chosen first,

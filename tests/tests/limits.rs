@@ -19,6 +19,9 @@ fn config(extra_settings: Value, declared_keys: Option<Value>) -> String {
             "model_name": "slow",
             "litellm_params": {"model": "mock/slow", "mock_response": REPLY, "mock_latency_ms": 400},
         }, {
+            "model_name": "linger",
+            "litellm_params": {"model": "mock/linger", "mock_response": REPLY, "mock_latency_ms": 3000},
+        }, {
             "model_name": "hang",
             "litellm_params": {"model": "mock/hang", "mock_response": REPLY, "mock_latency_ms": 10000},
         }],
@@ -730,4 +733,195 @@ fn lease_mode_falls_back_to_local_counters_while_redis_is_out() {
             .contains("Redis limiter call failed")
             .then_some(())
     });
+}
+
+// ---------------------------------------------------------------- Redis: leased parallel slots
+
+/// The members of a parallel counter: request ids, or `lease:<process>:<n>:<slot>`.
+fn slot_members(redis: &PrivateRedis, counter: &str) -> Vec<String> {
+    match redis.command(&["ZRANGE", counter, "0", "-1"]) {
+        e2e::redis::Reply::Array(items) => items
+            .into_iter()
+            .map(|m| match m {
+                e2e::redis::Reply::Bulk(Some(m)) => m,
+                other => panic!("ZRANGE {counter}: {other:?}"),
+            })
+            .collect(),
+        other => panic!("ZRANGE {counter}: {other:?}"),
+    }
+}
+
+/// Sends a chat request on a connection of its own and leaves it in flight.
+fn send_in_flight(gw: &Gateway, key: &str, model: &str) -> e2e::Conn {
+    let mut conn = gw.connect();
+    let auth = format!("Bearer {key}");
+    conn.send(&e2e::request(
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        hello(model).to_string().as_bytes(),
+    ));
+    conn
+}
+
+#[test]
+fn lease_mode_parallel_slots_make_no_redis_call_in_steady_state() {
+    let redis = PrivateRedis::start();
+    let gw = start(
+        json!({"mode": "lease", "redis_timeout_ms": 1000}),
+        Some(&redis),
+        &[],
+    );
+    // The full pipeline benchmark's key: rpm, tpm and parallel limits.
+    let key = generate(
+        &gw,
+        json!({"rpm_limit": 1000000, "tpm_limit": 1000000000, "max_parallel_requests": 1000}),
+    );
+    let counter = format!("{{api_key:{}}}:parallel", token(&key));
+    // The first requests take the leases; then the steady state.
+    assert_eq!(served(&burst(&gw, &key, vec![hello("m"); 20])), 20);
+    let before = redis_calls(&gw);
+    let started = Instant::now();
+    for _ in 0..10 {
+        let replies = burst(&gw, &key, vec![hello("m"); 20]);
+        assert_eq!(served(&replies), 20);
+    }
+    let calls = redis_calls(&gw) - before;
+    // What Redis sees is per lease, not per request: renewals every half
+    // lease life (500 ms) and the leases' refills, whatever the traffic.
+    eprintln!(
+        "lease mode with a parallel limit: {calls} Redis calls for 200 requests ({:.3} per request) in {:?}",
+        calls as f64 / 200.0,
+        started.elapsed()
+    );
+    assert!(calls * 4 < 200, "{calls} Redis calls for 200 requests");
+    // The slots were leased: the counter names the lease's members, never a
+    // request, and goes back to empty once the replica is idle.
+    let members = slot_members(&redis, &counter);
+    assert!(
+        members.iter().all(|m| m.starts_with("lease:")),
+        "{members:?}"
+    );
+    e2e::eventually("the idle slots returned", Duration::from_secs(5), || {
+        (redis.slots(&counter) == 0).then_some(())
+    });
+}
+
+#[test]
+fn two_lease_replicas_never_hold_more_than_the_parallel_limit_in_flight() {
+    let redis = PrivateRedis::start();
+    let key = "sk-lease-parallel-two-1";
+    let limit = 4;
+    let config = config(
+        json!({"mode": "lease", "redis_timeout_ms": 1000}),
+        Some(json!([{"key": key, "max_parallel_requests": limit}])),
+    );
+    let url = redis.url();
+    let a = Gateway::start(&config, &[("REDIS_URL", &url)]);
+    let b = Gateway::start(&config, &[("REDIS_URL", &url)]);
+    let counter = format!("{{api_key:{}}}:parallel", token(key));
+    // Each admitted request stays in flight 3 s: all twelve overlap.
+    let (to_a, to_b) = std::thread::scope(|s| {
+        let ha = s.spawn(|| burst(&a, key, vec![hello("linger"); 6]));
+        let hb = s.spawn(|| burst(&b, key, vec![hello("linger"); 6]));
+        // While they are in flight: the slots are leases' members, never
+        // more than the limit.
+        let members = e2e::eventually("slots leased", Duration::from_secs(3), || {
+            let members = slot_members(&redis, &counter);
+            (!members.is_empty()).then_some(members)
+        });
+        assert!(members.len() <= limit, "{members:?}");
+        assert!(
+            members.iter().all(|m| m.starts_with("lease:")),
+            "{members:?}"
+        );
+        (ha.join().unwrap(), hb.join().unwrap())
+    });
+    let (served_a, served_b) = (served(&to_a), served(&to_b));
+    eprintln!("two lease replicas, parallel limit {limit}: 6 + 6 in flight together served {served_a} + {served_b}");
+    assert!(
+        served_a + served_b <= limit,
+        "{served_a} + {served_b} in flight over {limit}"
+    );
+    assert!(served_a + served_b > 0);
+    for r in to_a.iter().chain(&to_b).filter(|r| r.status != 200) {
+        assert_throttled(r, "api_key", "parallel");
+    }
+    // A small limit's slots go back as soon as they are idle.
+    e2e::eventually("the slots returned", Duration::from_secs(5), || {
+        (redis.slots(&counter) == 0).then_some(())
+    });
+}
+
+#[test]
+fn an_idle_lease_replica_returns_its_slots_to_the_other() {
+    let redis = PrivateRedis::start();
+    let key = "sk-lease-parallel-idle-1";
+    let limit = 20;
+    let config = config(
+        json!({"mode": "lease", "redis_timeout_ms": 1000}),
+        Some(json!([{"key": key, "max_parallel_requests": limit}])),
+    );
+    let url = redis.url();
+    let a = Gateway::start(&config, &[("REDIS_URL", &url)]);
+    let b = Gateway::start(&config, &[("REDIS_URL", &url)]);
+    let counter = format!("{{api_key:{}}}:parallel", token(key));
+    // A serves a burst with leased slots (some stay parked in its lease
+    // after it).
+    let to_a = std::thread::scope(|s| {
+        let ha = s.spawn(|| burst(&a, key, vec![hello("linger"); 10]));
+        let members = e2e::eventually("slots leased", Duration::from_secs(3), || {
+            let members = slot_members(&redis, &counter);
+            (members.len() >= 10).then_some(members)
+        });
+        assert!(
+            members.iter().all(|m| m.starts_with("lease:")),
+            "{members:?}"
+        );
+        ha.join().unwrap()
+    });
+    assert_eq!(served(&to_a), 10);
+    // Idle, A returns them at its next renewal.
+    e2e::eventually("A's idle slots returned", Duration::from_secs(5), || {
+        (redis.slots(&counter) == 0).then_some(())
+    });
+    // B can then have the whole limit in flight, and not one more.
+    let replies = burst(&b, key, vec![hello("linger"); limit + 2]);
+    assert_eq!(served(&replies), limit, "false rejections on B");
+}
+
+#[test]
+fn a_killed_lease_replicas_parallel_slots_lapse_with_the_lease() {
+    let redis = PrivateRedis::start();
+    let key = "sk-lease-parallel-crash-1";
+    // The per-request slot TTL stays at its 600 s default: only the
+    // lease's life (3 s here) can free the slot.
+    let config = config(
+        json!({"mode": "lease", "redis_timeout_ms": 1000, "lease_ttl_ms": 3000}),
+        Some(json!([{"key": key, "max_parallel_requests": 1}])),
+    );
+    let url = redis.url();
+    let a = Gateway::start(&config, &[("REDIS_URL", &url)]);
+    let b = Gateway::start(&config, &[("REDIS_URL", &url)]);
+    let counter = format!("{{api_key:{}}}:parallel", token(key));
+    let _conn = send_in_flight(&a, key, "hang");
+    e2e::eventually("the slot leased", Duration::from_secs(5), || {
+        (redis.slots(&counter) == 1).then_some(())
+    });
+    // Renewed while A lives: B is refused for longer than a lease life.
+    let held_since = Instant::now();
+    while held_since.elapsed() < Duration::from_secs(4) {
+        assert_throttled(&chat(&b, key, hello("m")), "api_key", "parallel");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    a.signal(libc::SIGKILL);
+    drop(a);
+    e2e::eventually(
+        "the killed replica's slot lapsed",
+        Duration::from_secs(8),
+        || (chat(&b, key, hello("m")).status == 200).then_some(()),
+    );
 }

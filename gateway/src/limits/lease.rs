@@ -20,21 +20,45 @@
 //! wins the lease's `refilling` flag asks Redis; the others wait for its
 //! outcome and then take from the new lease (or get its 429). A lease is
 //! refilled once: whatever the outcome, a new lease (an empty one when Redis
-//! refused or did not answer) replaces it, so no waiter reads a stale outcome. Parallel
-//! limits are not leased: a request with a parallel descriptor goes through
-//! the per-request path for all its descriptors (a slot must be exact and
-//! must lapse after a crash). Quota parked in another replica's lease can
-//! refuse a request that would fit the fleet's limit (a false rejection);
-//! it is returned at most `lease_ttl_ms` later.
+//! refused or did not answer) replaces it, so no waiter reads a stale outcome.
+//! Quota parked in another replica's lease can refuse a request that would
+//! fit the fleet's limit (a false rejection); it is returned at most
+//! `lease_ttl_ms` later.
+//!
+//! Parallel limits are leased as slots ([`super::slot_lease`]): a replica's
+//! slot lease is members `lease:<process>:<n>:<slot>` of the counter's
+//! sorted set (where `admit.lua` puts requests' slots), scored by their
+//! expiry, now + `lease_ttl_ms`. Requests take a slot with a CAS on the
+//! lease's (granted, in use) word and free it when they end, all-or-none
+//! with their other descriptors. When every slot granted is in use, one
+//! request (the others wait for it) asks `slot_lease.lua` for more: twice
+//! the lease, up to `lease_fraction` of the limit (at least one slot, at
+//! most 1,024 per grant), and what is left when that does not fit; refused
+//! with the usual 429 when not one slot is free. Every half lease life the
+//! control plane renews the slots in use and returns (`ZREM`) the others;
+//! a limit whose share is under one slot (`limit x lease_fraction < 1`)
+//! leases one slot at a time and returns it as soon as none is in use.
+//! So Redis always holds at least the slots a replica uses (exact: the
+//! fleet never has more than the limit in flight), a crashed replica's
+//! slots lapse within `lease_ttl_ms`, and a request makes no Redis call
+//! while its replica's lease has a free slot. A lease not renewed in time
+//! (Redis slow or out) stops serving nine tenths of a life after its last
+//! renewal was sent, before Redis's members expire; the next grant renews
+//! it (adding again members that lapsed). False rejections: slots free in
+//! another replica's lease, at most its last growth, for at most half a
+//! lease life after they were last used (none for small limits).
 
 use super::descriptor::{Descriptor, Kind};
 use super::remote::{Call, Entry};
 use super::settings::LeaseSettings;
+use super::slot_lease::{SlotLease, SlotTake};
 use super::{Limiter, RemoteHandle, Verdict};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
+
+mod slots;
 
 /// Set in `spent` once a lease has ended: no take succeeds after it.
 const ENDED: u64 = 1 << 63;
@@ -200,25 +224,47 @@ impl Lease {
     }
 }
 
-/// A request's takes: the leases, and each descriptor's approximate usage
-/// before the request.
-type Taken = (Vec<Arc<Lease>>, Vec<u64>);
-/// The first descriptor without room: its index, its lease and why.
-type Short = (usize, Arc<Lease>, Take);
+/// What a request took for one descriptor.
+#[derive(Debug, Clone)]
+pub enum Hold {
+    /// rpm/tpm units of a lease.
+    Units(Arc<Lease>),
+    /// One slot of a parallel lease.
+    Slots(Arc<SlotLease>),
+}
+
+/// A request's takes: one per descriptor, and each descriptor's
+/// approximate usage before the request.
+type Taken = (Vec<Hold>, Vec<u64>);
+
+/// Why a descriptor had no room, with its lease.
+#[derive(Debug)]
+enum Short {
+    Units(Arc<Lease>, Take),
+    Slots(Arc<SlotLease>, SlotTake),
+}
 
 /// Every lease of this process, by descriptor key.
 pub struct LeaseTable {
     epoch: Instant,
     settings: LeaseSettings,
     leases: papaya::HashMap<String, Arc<Lease>>,
+    /// Parallel slot leases ([`slot_lease`]).
+    slots: papaya::HashMap<String, Arc<SlotLease>>,
+    /// Names this process's slot leases in Redis: unique per start.
+    prefix: String,
+    /// Slot leases created, numbering the next one.
+    slot_leases: AtomicU64,
+    /// The Redis deadline: how long a slot lease's turn lasts at most.
+    redis_timeout: Duration,
 }
 
 /// How a leased admission went.
 pub(super) enum Leased {
     /// Taken from every descriptor's lease.
     Admitted {
-        /// The leases, one per descriptor.
-        leases: Vec<Arc<Lease>>,
+        /// The takes, one per descriptor.
+        holds: Vec<Hold>,
         /// Approximate usage of each descriptor before this request.
         used: Vec<u64>,
     },
@@ -232,12 +278,16 @@ pub(super) enum Leased {
 }
 
 impl LeaseTable {
-    /// An empty table.
-    pub fn new(settings: LeaseSettings) -> LeaseTable {
+    /// An empty table; `redis_timeout` bounds a slot lease's Redis calls.
+    pub fn new(settings: LeaseSettings, redis_timeout: Duration) -> LeaseTable {
         LeaseTable {
             epoch: Instant::now(),
             settings,
             leases: papaya::HashMap::new(),
+            slots: papaya::HashMap::new(),
+            prefix: uuid::Uuid::new_v4().simple().to_string(),
+            slot_leases: AtomicU64::new(0),
+            redis_timeout,
         }
     }
 
@@ -267,26 +317,45 @@ impl LeaseTable {
             .clone()
     }
 
-    /// Takes `amounts[i]` from every descriptor's lease, or nothing: `Err`
-    /// names the first descriptor that had no room, its lease and why.
-    fn take_all(&self, descs: &[Descriptor], amounts: &[u64]) -> Result<Taken, Short> {
+    /// Takes `amounts[i]` from every descriptor's lease (one slot for a
+    /// parallel one), or nothing: `Err` names the first descriptor that had
+    /// no room, its lease and why.
+    fn take_all(&self, descs: &[Descriptor], amounts: &[u64]) -> Result<Taken, (usize, Short)> {
         let now = self.now_ms();
-        let mut taken: Vec<Arc<Lease>> = Vec::with_capacity(descs.len());
+        let mut taken: Vec<Hold> = Vec::with_capacity(descs.len());
         let mut used = Vec::with_capacity(descs.len());
         for (i, d) in descs.iter().enumerate() {
-            let lease = self.current(d);
-            match lease.take(amounts[i], now) {
-                Take::Taken(before) => {
-                    used.push(lease.base.saturating_add(before));
-                    taken.push(lease);
-                }
-                failed => {
-                    for (j, l) in taken.iter().enumerate() {
-                        l.give_back(amounts[j]);
+            let failed = if d.kind == Kind::Parallel {
+                let lease = self.slot_lease(d);
+                match lease.take(now) {
+                    SlotTake::Taken(before) => {
+                        used.push(before);
+                        taken.push(Hold::Slots(lease));
+                        continue;
                     }
-                    return Err((i, lease, failed));
+                    why => Short::Slots(lease, why),
+                }
+            } else {
+                let lease = self.current(d);
+                match lease.take(amounts[i], now) {
+                    Take::Taken(before) => {
+                        used.push(lease.base.saturating_add(before));
+                        taken.push(Hold::Units(lease));
+                        continue;
+                    }
+                    why => Short::Units(lease, why),
+                }
+            };
+            for (j, hold) in taken.iter().enumerate() {
+                match hold {
+                    Hold::Units(l) => l.give_back(amounts[j]),
+                    // Returned at the next renewal if it was the last.
+                    Hold::Slots(l) => {
+                        l.release();
+                    }
                 }
             }
+            return Err((i, failed));
         }
         Ok((taken, used))
     }
@@ -315,8 +384,8 @@ impl LeaseTable {
         calls
     }
 
-    /// Admits a request whose descriptors are all rpm/tpm from the leases,
-    /// refilling them through Redis as needed.
+    /// Admits a request from the leases of its descriptors, refilling
+    /// them through Redis as needed.
     pub(super) async fn admit(
         &self,
         limiter: &Limiter,
@@ -325,33 +394,26 @@ impl LeaseTable {
         amounts: &[u64],
     ) -> Leased {
         for _ in 0..MAX_ROUNDS {
-            let (i, lease, why) = match self.take_all(descs, amounts) {
-                Ok((leases, used)) => return Leased::Admitted { leases, used },
+            let (i, short) = match self.take_all(descs, amounts) {
+                Ok((holds, used)) => return Leased::Admitted { holds, used },
                 Err(failed) => failed,
             };
-            if why == Take::Ended && !Arc::ptr_eq(&lease, &self.current(&descs[i])) {
-                continue;
-            }
-            let outcome = if lease
-                .refilling
-                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                let outcome = self
-                    .refill(limiter, remote, &descs[i], amounts[i], &lease)
-                    .await;
-                if outcome != Refill::Granted {
-                    // Refused or unanswered: an empty lease takes this one's
-                    // place, so each lease has one refill and one outcome.
-                    let empty = Lease::new(&descs[i], 0, 0, 0, 0);
-                    for call in self.install(&descs[i], empty, &lease) {
-                        limiter.send(remote, call);
+            let outcome = match short {
+                Short::Units(lease, why) => {
+                    if why == Take::Ended && !Arc::ptr_eq(&lease, &self.current(&descs[i])) {
+                        continue;
+                    }
+                    self.refill_units(limiter, remote, &descs[i], amounts[i], &lease)
+                        .await
+                }
+                Short::Slots(_, SlotTake::Ended) => continue,
+                Short::Slots(lease, _) => {
+                    match self.grant_slots(limiter, &descs[i], &lease).await {
+                        Some(outcome) => outcome,
+                        // Another turn ended: take again.
+                        None => continue,
                     }
                 }
-                lease.done.send_replace(Some(outcome));
-                outcome
-            } else {
-                wait(&lease, limiter.settings.redis_timeout * 2).await
             };
             match outcome {
                 Refill::Granted => continue,
@@ -367,6 +429,36 @@ impl LeaseTable {
             }
         }
         Leased::Contended
+    }
+
+    /// Refills the rpm/tpm lease `lease` of `d`, or waits for the refill in
+    /// flight.
+    async fn refill_units(
+        &self,
+        limiter: &Limiter,
+        remote: &RemoteHandle,
+        d: &Descriptor,
+        amount: u64,
+        lease: &Arc<Lease>,
+    ) -> Refill {
+        if lease
+            .refilling
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return wait(lease, limiter.settings.redis_timeout * 2).await;
+        }
+        let outcome = self.refill(limiter, remote, d, amount, lease).await;
+        if outcome != Refill::Granted {
+            // Refused or unanswered: an empty lease takes this one's
+            // place, so each lease has one refill and one outcome.
+            let empty = Lease::new(d, 0, 0, 0, 0);
+            for call in self.install(d, empty, lease) {
+                limiter.send(remote, call);
+            }
+        }
+        lease.done.send_replace(Some(outcome));
+        outcome
     }
 
     /// Asks Redis for a new lease of `d` replacing `old`.
@@ -427,10 +519,13 @@ mod tests {
     }
 
     fn table() -> LeaseTable {
-        LeaseTable::new(LeaseSettings {
-            fraction: 0.1,
-            ttl: Duration::from_secs(60),
-        })
+        LeaseTable::new(
+            LeaseSettings {
+                fraction: 0.1,
+                ttl: Duration::from_secs(60),
+            },
+            Duration::from_millis(100),
+        )
     }
 
     /// Installs a lease of `granted` units of `d` charged at tick 7.
@@ -460,7 +555,7 @@ mod tests {
         // No lease yet: an empty, expired one asks for a refill.
         assert!(matches!(
             t.take_all(std::slice::from_ref(&d), &[1]),
-            Err((0, _, Take::Full))
+            Err((0, Short::Units(_, Take::Full)))
         ));
         grant(&t, &d, 3);
         for before in 0..3 {
@@ -469,7 +564,7 @@ mod tests {
         }
         assert!(matches!(
             t.take_all(std::slice::from_ref(&d), &[1]),
-            Err((0, _, Take::Full))
+            Err((0, Short::Units(_, Take::Full)))
         ));
     }
 
@@ -485,12 +580,71 @@ mod tests {
         // 60 more tokens do not fit: the request unit is given back.
         assert!(matches!(
             t.take_all(&both, &[1, 60]),
-            Err((1, _, Take::Full))
+            Err((1, Short::Units(_, Take::Full)))
         ));
         assert_eq!(t.current(&rpm).spent.load(Ordering::Acquire), 1);
         // A zero reservation (reservation off) still needs one unit of room.
         t.take_all(&both, &[1, 0]).unwrap();
         assert_eq!(t.current(&tpm).spent.load(Ordering::Acquire), 60);
+    }
+
+    #[test]
+    fn a_parallel_slot_is_taken_with_the_other_descriptors_or_not_at_all() {
+        let t = table();
+        let rpm = desc("k", Kind::Requests, 100);
+        let parallel = desc("k", Kind::Parallel, 4);
+        grant(&t, &rpm, 1);
+        let slots = t.slot_lease(&parallel);
+        assert!(slots.prompt, "a tenth of 4 is less than one slot");
+        assert!(!t.slot_lease(&desc("j", Kind::Parallel, 10)).prompt);
+        let (_, first) = slots.grant_call(1, 4, 60_000);
+        slots.add(first, 1);
+        slots.renewed(t.now_ms() + 60_000);
+        let both = [parallel.clone(), rpm.clone()];
+        let (holds, _) = t.take_all(&both, &[1, 1]).unwrap();
+        assert!(matches!(
+            t.take_all(&both, &[1, 1]),
+            Err((0, Short::Slots(_, SlotTake::Full)))
+        ));
+        let Hold::Slots(held) = &holds[0] else {
+            panic!("a slot taken")
+        };
+        // The last slot in use of a small lease goes back to Redis at once.
+        assert!(t.release_slot(held).is_some());
+        assert_eq!(slots.counts(), (0, 0));
+        slots.done_busy(None);
+        let (_, first) = slots.grant_call(1, 4, 60_000);
+        slots.add(first, 1);
+        // The rpm lease is spent: the slot taken first is given back.
+        assert!(matches!(
+            t.take_all(&both, &[1, 1]),
+            Err((1, Short::Units(_, Take::Full)))
+        ));
+        assert_eq!(slots.counts(), (1, 0));
+    }
+
+    #[test]
+    fn a_renewal_pass_renews_held_slot_leases_and_forgets_idle_ones() {
+        let t = table();
+        let idle = t.slot_lease(&desc("idle", Kind::Parallel, 100));
+        let held = t.slot_lease(&desc("held", Kind::Parallel, 100));
+        let (_, first) = held.grant_call(2, 100, 60_000);
+        held.add(first, 2);
+        held.renewed(t.now_ms() + 60_000);
+        assert!(matches!(held.take(t.now_ms()), SlotTake::Taken(0)));
+        let calls = t.renew_slots();
+        assert_eq!(calls.len(), 1, "one renewal, for the lease holding slots");
+        assert!(idle.is_ended());
+        assert_eq!(t.slots.len(), 1);
+        // The slot not in use was returned with the renewal.
+        assert_eq!(held.counts(), (1, 1));
+        // Its turn is held until the renewal answers.
+        assert!(t.renew_slots().is_empty());
+        let Some(Call::Script { done, .. }) = calls.into_iter().next() else {
+            panic!("a script call")
+        };
+        assert!((done.0)(Ok(vec![1, 0, 1])).is_none());
+        assert_eq!(t.renew_slots().len(), 1);
     }
 
     #[test]
@@ -517,7 +671,9 @@ mod tests {
         let d = desc("k", Kind::Tokens, 1000);
         grant(&t, &d, 100);
         let (leases, _) = t.take_all(std::slice::from_ref(&d), &[30]).unwrap();
-        let lease = leases[0].clone();
+        let Hold::Units(lease) = leases[0].clone() else {
+            panic!("units taken")
+        };
         // The real usage was 12: reconciled locally while the lease lives.
         assert!(lease.settle(30, 12).is_none());
         // Replaced by a refill: the grant leaves its tick, 12 are charged now.

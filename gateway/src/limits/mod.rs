@@ -22,7 +22,8 @@
 //! run there too, one slot per call.
 //!
 //! In lease mode ([`lease`]) each replica takes rpm/tpm quota from Redis in
-//! leases through the same scripts and spends it with local atomics.
+//! leases through the same scripts, and parallel slots in slot leases
+//! ([`slot_lease`]), and spends them with local atomics.
 //!
 //! TPM reservation (`LITELLM_TPM_TOKEN_RESERVATION_ENABLED`, default on)
 //! charges LiteLLM's estimate at admission and reconciles it to the real
@@ -46,6 +47,7 @@ pub mod remote;
 pub mod resp;
 mod script;
 mod settings;
+mod slot_lease;
 mod slots;
 mod split;
 pub(crate) mod tokio_wire;
@@ -63,7 +65,7 @@ pub use window::Window;
 
 use crate::error::GatewayError;
 use crate::store::{KeyRecord, TeamRecord, UserRecord};
-use lease::{Lease, LeaseTable, Leased};
+use lease::{Hold, LeaseTable, Leased};
 use remote::{Call, Entry, LeaseExpiry, RemoteRunner, ScriptDone};
 pub use remote::{LuaScript, RemoteError, ScriptCall};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -181,7 +183,7 @@ impl Limiter {
         let local = LocalLimiter::new(settings.window);
         let calls = Arc::new(AtomicU64::new(0));
         let leases = (settings.mode == Mode::Lease && settings.redis_url.is_some())
-            .then(|| Arc::new(LeaseTable::new(settings.lease)));
+            .then(|| Arc::new(LeaseTable::new(settings.lease, settings.redis_timeout)));
         let (remote, runner) = match (&settings.mode, &settings.redis_url) {
             (Mode::Redis | Mode::Lease, Some(url)) => {
                 let (tx, rx) = mpsc::channel(remote::QUEUE);
@@ -386,16 +388,15 @@ impl Limiter {
                 Kind::Tokens => reserve,
             })
             .collect();
-        let leased = descs.iter().all(|d| d.kind != Kind::Parallel);
-        if let (Some(remote), Some(table), true) = (&self.remote, &self.leases, leased) {
+        if let (Some(remote), Some(table)) = (&self.remote, &self.leases) {
             match table.admit(self, remote, &descs, &amounts).await {
-                Leased::Admitted { leases, used } => {
+                Leased::Admitted { holds, used } => {
                     let verdict = Verdict::Admitted {
                         tick: 0,
                         used,
                         ticks: Vec::new(),
                     };
-                    let settle = Settle::Lease(leases);
+                    let settle = Settle::Lease(holds);
                     return self.conclude(verdict, descs, amounts, settle, input.request_id);
                 }
                 Leased::Denied(verdict) => {
@@ -647,11 +648,19 @@ impl Limiter {
                     .finish(&t.descs, &t.amounts, t.tick, t.tokens_used, unix_now());
                 return;
             }
-            Settle::Lease(leases) => {
-                // Reconciled on the lease while it lives, in Redis after.
+            Settle::Lease(holds) => {
+                // Tokens are reconciled on the lease while it lives, in
+                // Redis after; a slot goes back to its lease.
                 for &i in &settle {
-                    let ended = leases[i].settle(t.amounts[i], t.tokens_used);
-                    if let (Some(call), Some(remote)) = (ended, &self.remote) {
+                    let call = match (&holds[i], &self.leases) {
+                        (Hold::Units(l), _) => l.settle(t.amounts[i], t.tokens_used),
+                        (Hold::Slots(l), Some(table)) => table.release_slot(l),
+                        (Hold::Slots(l), None) => {
+                            l.release();
+                            None
+                        }
+                    };
+                    if let (Some(call), Some(remote)) = (call, &self.remote) {
                         self.send(remote, call);
                     }
                 }
@@ -700,7 +709,7 @@ enum Settle {
     /// Redis, per request.
     Remote,
     /// The leases the request took from, one per descriptor.
-    Lease(Vec<Arc<Lease>>),
+    Lease(Vec<Hold>),
 }
 
 /// An admitted request's hold on its limits; settled when dropped (also

@@ -309,7 +309,8 @@ impl RemoteRunner {
     }
 }
 
-/// Ends expired leases every half lease life, until the limiter is gone.
+/// Ends expired leases and renews slot leases every half lease life, until
+/// the limiter is gone.
 async fn expire_leases(leases: LeaseExpiry) {
     let every = (leases.table.ttl() / 2).max(Duration::from_millis(5));
     loop {
@@ -317,9 +318,10 @@ async fn expire_leases(leases: LeaseExpiry) {
         let Some(tx) = leases.tx.upgrade() else {
             return;
         };
-        for call in leases.table.end_expired() {
+        let calls = leases.table.end_expired();
+        for call in calls.into_iter().chain(leases.table.renew_slots()) {
             if tx.try_send(call).is_err() {
-                tracing::warn!("limiter queue full: an expired lease was not returned; its units lapse with the window");
+                tracing::warn!("limiter queue full: an expired lease was not returned or a slot lease not renewed; its units lapse with the window, its slots with the lease life");
             }
         }
     }

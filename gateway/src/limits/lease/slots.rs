@@ -1,0 +1,176 @@
+//! The slot leases of a [`LeaseTable`]: taking a descriptor's, growing it
+//! through `slot_lease.lua` on the request path, and the control plane's
+//! renewal pass (see [`crate::limits::slot_lease`] and the lease module's
+//! doc for the semantics).
+
+use super::{LeaseTable, Refill};
+use crate::limits::descriptor::Descriptor;
+use crate::limits::remote::{Call, ScriptCall, ScriptDone};
+use crate::limits::slot_lease::{self, Granted, SlotLease, DEADLINE_ARG, MAX_GROW};
+use crate::limits::Limiter;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+impl LeaseTable {
+    /// The slot lease of parallel descriptor `d`, an empty one when there
+    /// is none.
+    pub(super) fn slot_lease(&self, d: &Descriptor) -> Arc<SlotLease> {
+        let map = self.slots.pin();
+        if let Some(l) = map.get(d.key.as_str()) {
+            return l.clone();
+        }
+        let n = self.slot_leases.fetch_add(1, Ordering::Relaxed);
+        let id = format!("lease:{}:{n}", self.prefix);
+        // Less than one slot's share: lease one at a time, back when idle.
+        let prompt = (d.limit as f64 * self.settings.fraction) < 1.0;
+        let fresh = SlotLease::new(d.key.clone(), id, prompt);
+        map.get_or_insert(d.key.clone(), Arc::new(fresh)).clone()
+    }
+
+    /// The lease life in milliseconds: how long Redis keeps a slot lease's
+    /// members after a renewal.
+    fn life_ms(&self) -> u64 {
+        self.settings.ttl.as_millis().min(u64::MAX as u128) as u64
+    }
+
+    /// Until when (table clock) a slot lease serves after a renewal or
+    /// grant sent at `sent_ms`: nine tenths of the life, before Redis's own
+    /// expiry, which counts from when the script ran.
+    fn valid_after(&self, sent_ms: u64) -> u64 {
+        sent_ms.saturating_add(self.life_ms() / 10 * 9)
+    }
+
+    /// How long a slot lease's turn lasts at most (a call that never
+    /// answers must not hold it forever).
+    fn turn_ms(&self) -> u64 {
+        let ms = self.redis_timeout.as_millis().min(u64::MAX as u128) as u64;
+        ms.saturating_mul(2).saturating_add(50)
+    }
+
+    /// Grants more slots to `lease` of `d` (or renews it when it only
+    /// lapsed), or waits for the turn in flight; `None` when another turn
+    /// ended (take again).
+    pub(super) async fn grant_slots(
+        &self,
+        limiter: &Limiter,
+        d: &Descriptor,
+        lease: &Arc<SlotLease>,
+    ) -> Option<Refill> {
+        let now = self.now_ms();
+        let mut rx = lease.done.subscribe();
+        if !lease.try_busy(now, now.saturating_add(self.turn_ms())) {
+            if !lease.is_busy(now) {
+                return None;
+            }
+            let deadline = limiter.settings.redis_timeout * 2;
+            return match monoio::time::timeout(deadline, rx.changed()).await {
+                Ok(Ok(())) => rx.borrow().1,
+                _ => Some(Refill::Failed),
+            };
+        }
+        if lease.is_ended() {
+            // Forgotten by a renewal pass: the table has a new one.
+            lease.done_busy(None);
+            return None;
+        }
+        let (granted, in_use) = lease.counts();
+        // Double the lease up to its share of the limit; nothing new when
+        // it only lapsed with slots free.
+        let want = if lease.lapsed(now) && granted > in_use {
+            0
+        } else {
+            granted.max(1).min(self.size(d, 1)).min(MAX_GROW)
+        };
+        let (call, first) = lease.grant_call(want, d.limit, self.life_ms());
+        let undo = (want > 0).then(|| lease.undo_call(first, want));
+        let late_lease = lease.clone();
+        let late = move |numbers: &[i64]| match slot_lease::reply(numbers) {
+            Some(Granted::Yes { granted, .. }) if granted > 0 => {
+                Some(late_lease.undo_call(first, granted))
+            }
+            _ => None,
+        };
+        let answer = limiter.eval(call, Some(DEADLINE_ARG), late, undo).await;
+        let outcome = match answer.as_deref().and_then(slot_lease::reply) {
+            Some(Granted::Yes { granted, .. }) => {
+                // Never more than asked for, whatever Redis answered.
+                lease.add(first, granted.min(want));
+                lease.renewed(self.valid_after(now));
+                Refill::Granted
+            }
+            Some(Granted::No { used, reset_at }) => {
+                lease.renewed(self.valid_after(now));
+                Refill::Denied { used, reset_at }
+            }
+            None => Refill::Failed,
+        };
+        lease.done_busy(Some(outcome));
+        Some(outcome)
+    }
+
+    /// The control plane's call for `lease` (its turn held): renew the
+    /// slots in use, return the others.
+    fn renewal(&self, lease: Arc<SlotLease>, call: ScriptCall) -> Call {
+        let now = self.now_ms();
+        let valid = self.valid_after(now);
+        let done = ScriptDone(Box::new(move |result| {
+            if result.as_deref().ok().and_then(slot_lease::reply).is_some() {
+                lease.renewed(valid);
+            }
+            lease.done_busy(None);
+            None
+        }));
+        Call::Script {
+            call,
+            deadline: Some((DEADLINE_ARG, Instant::now() + self.redis_timeout)),
+            done,
+            undo: None,
+        }
+    }
+
+    /// Renews every slot lease held and returns its slots not in use;
+    /// forgets idle empty ones. Run every half lease life by the control
+    /// plane: a lease's members live one life in Redis.
+    pub fn renew_slots(&self) -> Vec<Call> {
+        let now = self.now_ms();
+        let until = now.saturating_add(self.turn_ms());
+        let mut calls = Vec::new();
+        self.slots.pin().retain(|_, l| {
+            // Ended and renewed only with the turn: never under a grant.
+            if !l.try_busy(now, until) {
+                return true;
+            }
+            if l.end_if_idle() {
+                l.done_busy(None);
+                return false;
+            }
+            match l.renew_call(self.life_ms()) {
+                Some(call) => calls.push(self.renewal(l.clone(), call)),
+                None => l.done_busy(None),
+            }
+            true
+        });
+        calls
+    }
+
+    /// Frees a request's slot of `lease`; a lease of less than one slot's
+    /// share returns its slots as soon as none is in use: the call doing
+    /// it.
+    pub fn release_slot(&self, lease: &Arc<SlotLease>) -> Option<Call> {
+        if !lease.release() || !lease.prompt {
+            return None;
+        }
+        let now = self.now_ms();
+        if !lease.try_busy(now, now.saturating_add(self.turn_ms())) {
+            return None;
+        }
+        match lease.renew_call(self.life_ms()) {
+            Some(call) => Some(self.renewal(lease.clone(), call)),
+            None => {
+                lease.done_busy(None);
+                None
+            }
+        }
+    }
+}
