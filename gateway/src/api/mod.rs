@@ -182,11 +182,28 @@ pub async fn handle(
             return;
         }
         Route::CountTokens => {
-            proxy::count_tokens(worker, head, admission.caller(), body, out).await;
+            // Boxed, as the management API below: rare, and their states
+            // are larger than an LLM request's, which a stream keeps open.
+            Box::pin(proxy::count_tokens(
+                worker,
+                head,
+                admission.caller(),
+                body,
+                out,
+            ))
+            .await;
             return;
         }
         Route::Admin(p) => {
-            admin::handle(worker, head, p, admission.caller(), &body, out).await;
+            Box::pin(admin::handle(
+                worker,
+                head,
+                p,
+                admission.caller(),
+                &body,
+                out,
+            ))
+            .await;
             return;
         }
         Route::Liveliness => health::liveliness(out).await,

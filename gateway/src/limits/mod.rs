@@ -126,7 +126,7 @@ pub struct AdmitInput<'a> {
     pub end_user_limits: Option<ScopeLimits>,
     /// Prompt tokens, estimated as LiteLLM does (characters / 4), computed
     /// only when a TPM reservation needs it.
-    pub prompt: &'a crate::spend::PromptEstimate<'a>,
+    pub prompt: &'a crate::spend::PromptEstimate,
     /// `max_tokens` / `max_completion_tokens`.
     pub max_tokens: Option<u64>,
     /// Embeddings produce no output tokens.

@@ -4,6 +4,7 @@
 //! otherwise the provider's translator brings the answer to the internal
 //! (OpenAI) form and the client format's translator takes it on from there.
 
+use super::held::Form;
 use crate::deployment::Deployment;
 use crate::downstream::{HeadBuilder, Responder};
 use crate::error::GatewayError;
@@ -30,37 +31,34 @@ pub(super) fn forward_headers(
         .collect()
 }
 
-/// The request as `dep` takes it: `req` itself when the provider speaks
+/// Which form of `req` `dep` takes: `req` itself when the provider speaks
 /// the client's format (or the client speaks the internal one), else the
 /// Messages request translated to an internal chat completions request,
 /// made once into `internal` and reused by later attempts.
-pub(super) fn request_for<'a>(
-    req: &'a LlmRequest,
+pub(super) fn make_internal(
+    req: &LlmRequest,
     dep: &Deployment,
-    internal: &'a mut Option<LlmRequest>,
-) -> Result<&'a LlmRequest, GatewayError> {
+    internal: &mut Option<Box<LlmRequest>>,
+) -> Result<Form, GatewayError> {
     let client = req.endpoint.format();
     if client == Format::OpenAi
         || client == providers::format_of(dep.provider)
         || (client == Format::Responses && providers::serves_responses(dep))
     {
-        return Ok(req);
+        return Ok(Form::Received);
     }
-    let chat = match internal.take() {
-        Some(chat) => chat,
-        None => {
-            let body = match client {
-                Format::Responses => formats::responses::to_chat(&req.body, &req.model)?,
-                _ => formats::anthropic::to_chat(&req.body, &req.model)?,
-            };
-            let mut chat = LlmRequest::parse(Endpoint::ChatCompletions, Bytes::from(body))?;
-            chat.fallbacks = req.fallbacks.clone();
-            chat.num_retries = req.num_retries;
-            chat.end_user = req.end_user.clone();
-            chat
-        }
-    };
-    Ok(internal.insert(chat))
+    if internal.is_none() {
+        let body = match client {
+            Format::Responses => formats::responses::to_chat(&req.body, &req.model)?,
+            _ => formats::anthropic::to_chat(&req.body, &req.model)?,
+        };
+        let mut chat = LlmRequest::parse(Endpoint::ChatCompletions, Bytes::from(body))?;
+        chat.fallbacks = req.fallbacks.clone();
+        chat.num_retries = req.num_retries;
+        chat.end_user = req.end_user.clone();
+        *internal = Some(Box::new(chat));
+    }
+    Ok(Form::Internal)
 }
 
 /// A whole answer body of at most `limit` bytes, read before `deadline`

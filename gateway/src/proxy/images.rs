@@ -35,7 +35,7 @@ pub(super) async fn inline<'m>(
     (provider, kind): (&dyn Provider, ProviderKind),
     sent: &LlmRequest,
     usage_chunk: bool,
-    memo: &'m mut Option<Inlined>,
+    memo: &'m mut Option<Box<Inlined>>,
 ) -> Result<Option<&'m Inlined>, GatewayError> {
     if !may_name_images(sent) {
         return Ok(None);
@@ -65,10 +65,10 @@ async fn fetch_and_inline<'m>(
     (provider, kind): (&dyn Provider, ProviderKind),
     sent: &LlmRequest,
     usage_chunk: bool,
-    memo: &'m mut Option<Inlined>,
+    memo: &'m mut Option<Box<Inlined>>,
 ) -> Result<Option<&'m Inlined>, GatewayError> {
     if memo.as_ref().is_some_and(|m| m.kind == kind) {
-        return Ok(memo.as_ref());
+        return Ok(memo.as_deref());
     }
     let Ok(mut body) = serde_json::from_slice::<Value>(&sent.body) else {
         return Ok(None);
@@ -120,11 +120,11 @@ async fn fetch_and_inline<'m>(
         .then(|| crate::spend::inject_include_usage(&req.body))
         .flatten()
         .map(Bytes::from);
-    Ok(Some(memo.insert(Inlined {
+    Ok(Some(memo.insert(Box::new(Inlined {
         kind,
         req,
         with_usage,
-    })))
+    }))))
 }
 
 /// Where an image URL to inline is: `messages[message].content[part]`.

@@ -23,6 +23,7 @@ mod convert;
 mod count_tokens;
 mod cut_off;
 mod headers;
+mod held;
 mod images;
 mod record;
 mod relay;
@@ -42,6 +43,7 @@ use crate::spend;
 use crate::state::Worker;
 use bytes::Bytes;
 use headers::{litellm_headers, upstream_head};
+use held::{Form, Held};
 use record::Attempt;
 use relay::UsageTap;
 
@@ -108,23 +110,30 @@ pub async fn handle(
             .telemetry
             .identify(caller, worker.shared.auth.master_token_shared());
     }
-    let forward = convert::forward_headers(head, endpoint);
-    let served = CatchPanic::new(serve(
-        worker,
-        endpoint,
-        (caller, forward),
-        body,
-        out,
-        &mut outcome,
-    ))
-    .await;
-    let result = served.unwrap_or_else(|panic| {
-        // Tickets and reservations were released while unwinding; only this
-        // request fails, and its connection closes.
-        tracing::error!(call_id = %outcome.call_id, panic = %panic, "request panicked");
-        out.close_after();
-        Err(GatewayError::Internal("the request handler failed"))
-    });
+    // The principal is borrowed below: a value moved into a future is
+    // also kept in this one's state, which every open stream carries.
+    let result = match caller {
+        Err(err) => Err(err),
+        Ok(principal) => {
+            let forward = convert::forward_headers(head, endpoint);
+            let served = CatchPanic::new(serve(
+                worker,
+                endpoint,
+                (&principal, forward),
+                body,
+                out,
+                &mut outcome,
+            ))
+            .await;
+            served.unwrap_or_else(|panic| {
+                // Tickets and reservations were released while unwinding;
+                // only this request fails, and its connection closes.
+                tracing::error!(call_id = %outcome.call_id, panic = %panic, "request panicked");
+                out.close_after();
+                Err(GatewayError::Internal("the request handler failed"))
+            })
+        }
+    };
     let mut error = None;
     if let Err(err) = result {
         if out.started() {
@@ -223,15 +232,17 @@ pub(crate) fn authorize_model(
 async fn serve(
     worker: &Worker,
     endpoint: Endpoint,
-    (caller, forward_headers): (Result<Principal, GatewayError>, Vec<(&'static str, String)>),
+    (principal, forward_headers): (&Principal, Vec<(&'static str, String)>),
     body: Bytes,
     out: &mut Responder<'_>,
     outcome: &mut Outcome,
 ) -> Result<(), GatewayError> {
-    // 1. authenticate
-    let principal = caller?;
+    // 1. authenticate: `handle` answered a refused caller
     // 2. read
-    let mut req = LlmRequest::parse(endpoint, body)?;
+    // Held in one place (a local moved into a call would also keep its
+    // room in this future).
+    let mut held = Held::new(LlmRequest::parse(endpoint, body)?);
+    let req = &mut held.req;
     req.forward_headers = forward_headers;
     outcome.stream = req.stream;
     let most = worker.shared.limits.max_request_retries;
@@ -244,7 +255,7 @@ async fn serve(
         });
     }
     // 3. authorize
-    let model = resolve_model(worker, &principal, &req.model);
+    let model = resolve_model(worker, principal, &req.model);
     outcome.requested = Some(model.clone());
     outcome
         .telemetry
@@ -256,12 +267,12 @@ async fn serve(
     if crate::panic_guard::test_panic_model(&model) {
         panic!("test hook: the request path panicked");
     }
-    check_access(&principal, &req.model, &model)?;
+    check_access(principal, &req.model, &model)?;
     // The end user (`user`): refused when blocked; its budget and limits
     // join the key's below.
     let end_user = worker.shared.auth.end_user(req.end_user.as_deref()).await?;
     // 4. route: fallbacks wrap retries wrap the call
-    let prompt = spend::PromptEstimate::new(&req.body);
+    let (req, prompt) = (&held.req, &held.prompt);
     let fallbacks =
         match &req.fallbacks {
             Some(value) => Some(PlanInput::request_fallbacks(value, &model).map_err(
@@ -290,16 +301,17 @@ async fn serve(
         fallbacks,
         stream: req.stream,
         tags: if router.settings().enable_tag_filtering {
-            routing_tags(&principal, &req.tags)
+            routing_tags(principal, &req.tags)
         } else {
             Vec::new()
         },
     };
-    let plan = match router.plan(&model, input) {
+    let mut plan = match router.plan(&model, input) {
         Err(GatewayError::UnknownModel(_)) => Err(GatewayError::UnknownModel(req.model.clone())),
         other => other,
     }?;
     // 5. limit
+    // Boxed: a ticket is large and kept until the answer ends.
     let mut ticket = worker
         .shared
         .limiter
@@ -308,18 +320,19 @@ async fn serve(
             model: &model,
             end_user: req.end_user.as_deref(),
             end_user_limits: end_user.as_ref().map(|e| e.limits()),
-            prompt: &prompt,
+            prompt,
             max_tokens: req.max_tokens,
             embeddings: req.endpoint == Endpoint::Embeddings,
             request_id: &outcome.call_id,
         })
-        .await?;
+        .await?
+        .map(Box::new);
     outcome.rate = ticket.as_ref().map(|t| *t.headers());
     let caller = Caller {
-        principal: &principal,
+        principal,
         end_user: end_user.as_deref(),
     };
-    let result = attempts(worker, &router, caller, &req, plan, &prompt, out, outcome).await;
+    let result = attempts(worker, &router, caller, &mut held, &mut plan, out, outcome).await;
     if let Some(ticket) = ticket.as_mut() {
         ticket.add_tokens(outcome.tokens_used);
     }
@@ -343,71 +356,54 @@ async fn attempts<'r>(
     worker: &Worker,
     router: &'r Router,
     caller: Caller<'_>,
-    req: &LlmRequest,
-    mut plan: crate::router::Plan<'r>,
-    prompt: &spend::PromptEstimate<'_>,
+    held: &mut Held,
+    plan: &mut crate::router::Plan<'r>,
     out: &mut Responder<'_>,
     outcome: &mut Outcome,
 ) -> Result<(), GatewayError> {
-    // A Messages request gets its usage chunk from its translation.
-    let with_usage = (req.stream && req.endpoint.format() == Format::OpenAi)
-        .then(|| spend::inject_include_usage(&req.body))
-        .flatten()
-        .map(Bytes::from);
-    // The Messages request in the internal form, made once when a provider
-    // needs it.
-    let mut internal = None;
-    // The request with images by URL inlined, made once when a provider
-    // needs it.
-    let mut inlined = None;
+    held.ask_for_usage();
+    // Kept small: every open stream carries this future's state.
     let mut last: Option<AttemptFailure> = None;
-    let mut failure: Option<GatewayError> = None;
+    let mut failure: Option<Box<GatewayError>> = None;
+    let mut skip = false;
     outcome.max_fallbacks = Some(plan.max_fallbacks());
     // Retries and fallbacks start only until this instant, however many
     // the body or the config ask for.
     let retry_deadline = outcome.received_at + worker.shared.limits.retry_deadline;
     let principal = caller.principal;
-    let mut next = plan.next(None);
-    while let Some(pick) = next.take() {
-        if pick.fallback_depth > 0 && principal.check_model(&pick.group).is_err() {
+    loop {
+        let next = if skip {
+            plan.skip_group()
+        } else {
+            plan.next(last.as_ref())
+        };
+        let Some(pick) = next else { break };
+        skip = pick.fallback_depth > 0 && principal.check_model(&pick.group).is_err();
+        if skip {
             // A fallback the key may not use is no fallback at all: skip
             // the whole group, never retry it.
-            next = plan.skip_group();
             continue;
         }
         if last.is_some() {
             if out.client_gone() {
-                return Err(failure.unwrap_or(GatewayError::ClientGone));
+                return Err(failure.map_or(GatewayError::ClientGone, |f| *f));
             }
             if Instant::now() + pick.delay >= retry_deadline {
                 break;
             }
         }
         if !pick.delay.is_zero() {
-            monoio::time::sleep(pick.delay).await;
+            // Boxed: a timer is large, and only retries wait.
+            Box::pin(monoio::time::sleep(pick.delay)).await;
         }
         outcome.group = Some(pick.group.to_string());
         outcome.deployment = Some(pick.deployment.clone());
         outcome.retries = plan.attempted_retries();
         outcome.fallbacks = plan.attempted_fallbacks();
         let started = Instant::now();
-        let mut sent = convert::request_for(req, pick.deployment, &mut internal)?;
-        let mut sent_usage = with_usage.as_ref();
-        let kind = pick.deployment.provider;
-        if let Some(provider) = providers::http_provider(kind) {
-            let usage_chunk = with_usage.is_some();
-            let inline = images::inline(worker, (provider, kind), sent, usage_chunk, &mut inlined);
-            if let Some(done) = inline.await? {
-                sent = &done.req;
-                sent_usage = done.with_usage.as_ref();
-            }
-        }
+        let form = held.prepare(worker, pick.deployment).await?;
         router.on_start(&pick);
-        let attempt = Attempt::start(&outcome.call_id, pick.attempt as i32);
-        let result = attempt_once(
-            worker, caller, req, sent, sent_usage, &pick, prompt, attempt, out, outcome,
-        )
-        .await;
+        let result = attempt_once(worker, caller, held, form, &pick, out, outcome).await;
         match result {
             Ok(tokens) => {
                 router.on_end(&pick, started.elapsed(), Ok(tokens));
@@ -428,40 +424,42 @@ async fn attempts<'r>(
                 {
                     return Err(err);
                 }
-                next = plan.next(Some(&failed));
                 last = Some(failed);
-                failure = Some(err);
+                failure = Some(Box::new(err));
             }
         }
     }
-    Err(failure.unwrap_or_else(|| GatewayError::UnknownModel(req.model.clone())))
+    Err(failure.map_or_else(
+        || GatewayError::UnknownModel(held.req.model.clone()),
+        |f| *f,
+    ))
 }
 
 /// Phases 6 to 9 for one pick of the plan: admit, translate, call and relay,
-/// settle and record. Returns the tokens used. `sent` is `req` in the form
-/// the pick's provider takes (see `convert::request_for`).
+/// settle and record. Returns the tokens used. `form` is the form of
+/// `held`'s request the pick's provider takes (see [`Held::prepare`]).
 #[allow(clippy::too_many_arguments)]
 async fn attempt_once(
     worker: &Worker,
     caller: Caller<'_>,
-    req: &LlmRequest,
-    sent: &LlmRequest,
-    with_usage: Option<&Bytes>,
+    held: &mut Held,
+    form: Form,
     pick: &Pick<'_>,
-    prompt: &spend::PromptEstimate<'_>,
-    mut attempt: Attempt,
     out: &mut Responder<'_>,
     outcome: &mut Outcome,
 ) -> Result<u64, GatewayError> {
+    let mut attempt = Attempt::start(&outcome.call_id, pick.attempt as i32);
     let dep: &Deployment = pick.deployment;
     let upstream_model = &pick.upstream_model;
+    let (stream, endpoint) = (held.req.stream, held.req.endpoint);
+    let (sent, with_usage) = held.sent(form)?;
     // 6. admit
     let price = spend::price_for(dep, upstream_model);
     let principal = caller.principal;
     let reservation = record::admit(
         (&worker.shared.alerts, &worker.shared.limiter),
         caller,
-        (req, &attempt),
+        (&held.req, &attempt),
         pick,
         price,
     )
@@ -475,8 +473,9 @@ async fn attempt_once(
     } else {
         providers::format_of(dep.provider)
     };
-    let mut tap = UsageTap::new(req.stream, wire);
-    let client = req.endpoint.format();
+    let mut tap = UsageTap::new(stream, wire);
+    let client = endpoint.format();
+    let sent_endpoint = sent.endpoint;
     let result = match providers::http_provider(dep.provider) {
         Some(provider) => {
             let with_usage = with_usage.filter(|_| provider.accepts_stream_options(dep));
@@ -491,7 +490,7 @@ async fn attempt_once(
                 },
             };
             match upstream_req {
-                Ok(upstream_req) => {
+                Ok(mut upstream_req) => {
                     // Boxed and never bound to a local: a future moved into
                     // another is stored twice in its caller's state, and
                     // this one is the largest of a request (every open
@@ -499,10 +498,10 @@ async fn attempt_once(
                     let call = Box::pin(forward(
                         worker,
                         dep,
-                        (provider, client, sent.endpoint),
-                        upstream_req,
-                        req.stream,
-                        strip_usage,
+                        (provider, client, sent_endpoint),
+                        &mut upstream_req,
+                        (stream, strip_usage),
+                        held,
                         out,
                         outcome,
                         &mut tap,
@@ -528,7 +527,8 @@ async fn attempt_once(
         }
     };
     // 9. settle and record
-    let usage = tap.finish(prompt);
+    let req = &held.req;
+    let usage = tap.finish(&held.prompt);
     let billable = result.is_ok() || out.started();
     if billable {
         // Counts come from the upstream: never let them overflow.
@@ -548,7 +548,7 @@ async fn attempt_once(
         group: &pick.group,
         dep,
         upstream_model,
-        endpoint: req.endpoint,
+        endpoint,
         usage: if billable {
             usage
         } else {
@@ -571,7 +571,7 @@ async fn attempt_once(
             group: &pick.group,
             model: &pick.upstream_model,
         },
-        (pick.fallback_depth, req.stream),
+        (pick.fallback_depth, stream),
     );
     record::submit(worker, row);
     result.map(|()| usage.prompt_tokens.saturating_add(usage.completion_tokens))
@@ -599,9 +599,9 @@ async fn forward(
     worker: &Worker,
     dep: &Deployment,
     (provider, client, endpoint): (&dyn providers::Provider, Format, Endpoint),
-    mut req: providers::UpstreamRequest,
-    stream: bool,
-    strip_usage: bool,
+    req: &mut providers::UpstreamRequest,
+    (stream, strip_usage): (bool, bool),
+    held: &mut Held,
     out: &mut Responder<'_>,
     outcome: &mut Outcome,
     tap: &mut UsageTap,
@@ -616,7 +616,7 @@ async fn forward(
     if let Some(traceparent) = outcome.telemetry.traceparent() {
         req.headers.push(("traceparent".into(), traceparent));
     }
-    let head = upstream_head(&req, base);
+    let head = upstream_head(req, base);
     let started = Instant::now();
     let deadline = started + timeout;
     // Boxed: sending is this future's largest state and is over before the
@@ -628,8 +628,8 @@ async fn forward(
     outcome.telemetry.upstream_head(&resp.head);
     let status = resp.head.status;
     if status >= 400 {
-        let body = resp
-            .read_to_end(MAX_ERROR_BODY, timeout)
+        // Boxed, as the plain body below.
+        let body = Box::pin(resp.read_to_end(MAX_ERROR_BODY, timeout))
             .await
             .unwrap_or_default();
         return Err(provider.error(status, &body, resp.head.retry_after.take()));
@@ -651,7 +651,10 @@ async fn forward(
         || (endpoint == Endpoint::Responses && client == Format::Responses);
     if !is_stream && !passthrough {
         let limit = crate::formats::MAX_BODY_BYTES;
-        let body = convert::read_body(&mut resp, limit, deadline, dep, timeout).await?;
+        // Boxed: reading a whole body is over at once, and its state is
+        // larger than the relay's, which a stream keeps for minutes.
+        let read = Box::pin(convert::read_body(&mut resp, limit, deadline, dep, timeout));
+        let body = read.await?;
         tap.feed(&body);
         let embeddings = endpoint == Endpoint::Embeddings;
         let body = convert::translate_body(Some(provider), client, embeddings, &body)
@@ -682,6 +685,12 @@ async fn forward(
             out.start_stream(status, headers, &content_type)
                 .await
                 .map_err(io)?;
+            if stream {
+                // The client has the head: no other attempt can follow, and
+                // a stream may stay open for minutes.
+                req.body = Default::default();
+                held.release();
+            }
             relay.run(&mut resp, out, true, tap).await?;
             out.end_stream().await.map_err(io)
         }

@@ -117,7 +117,8 @@ pub(super) async fn admit<'l>(
         match acquire.await {
             Ok(reservation) => return Ok(Some(reservation)),
             Err(r) if r.in_flight && waited < SETTLE_WAIT => {
-                monoio::time::sleep(SETTLE_POLL).await;
+                // Boxed: a timer is large, and only a refusal waits.
+                Box::pin(monoio::time::sleep(SETTLE_POLL)).await;
                 waited += SETTLE_POLL;
             }
             Err(r) => {

@@ -96,7 +96,7 @@ impl UsageTap {
 
     /// The usage reported by the provider, else estimated (the prompt
     /// from `prompt`).
-    pub(super) fn finish(self, prompt: &spend::PromptEstimate<'_>) -> Usage {
+    pub(super) fn finish(self, prompt: &spend::PromptEstimate) -> Usage {
         let estimate = || Usage {
             prompt_tokens: prompt.get(),
             ..Usage::default()
@@ -276,7 +276,7 @@ mod tests {
             tap.feed(&filler);
         }
         tap.feed(br#""}}],"usage":{"prompt_tokens":7,"completion_tokens":2400000}}"#);
-        let body = b"{}";
+        let body = bytes::Bytes::from_static(b"{}");
         let usage = tap.finish(&spend::PromptEstimate::new(body));
         assert_eq!(
             (usage.prompt_tokens, usage.completion_tokens),

@@ -86,7 +86,9 @@ pub async fn serve(tcp: TcpStream, worker: Rc<Worker>) {
                 Err(err) => {
                     let mut out = Responder::new(&mut stream, false, head_only, false)
                         .with_write_timeout(write_timeout);
-                    api::refuse(&worker, &head, err, &mut out, received_at).await;
+                    // Boxed: rare, and larger than what an open stream
+                    // keeps in this future.
+                    Box::pin(api::refuse(&worker, &head, err, &mut out, received_at)).await;
                     return;
                 }
             }

@@ -26,5 +26,6 @@ pub use prices::{
 };
 pub use usage::{
     estimate_prompt_tokens, from_response_body, from_response_tail, inject_include_usage,
-    tokens_of_chars, PromptEstimate, StreamUsage, Usage, UsageSource,
+    inject_include_usage_estimating, tokens_of_chars, PromptEstimate, StreamUsage, Usage,
+    UsageSource,
 };

@@ -560,17 +560,22 @@ impl<'de> Visitor<'de> for MaybeStrVisitor {
 
 /// A request's prompt estimate, computed on first use: it costs a parse of
 /// the whole body, and most requests (no TPM limit, no context-window
-/// check, usage reported by the provider) never need it.
-pub struct PromptEstimate<'a> {
-    body: &'a [u8],
+/// check, usage reported by the provider) never need it. It holds the body
+/// (shared, not copied) until [`PromptEstimate::release`].
+pub struct PromptEstimate {
+    /// The body, until released.
+    body: std::cell::Cell<bytes::Bytes>,
+    /// The body's length, kept after it is released.
+    len: u64,
     tokens: std::cell::Cell<Option<u64>>,
 }
 
-impl<'a> PromptEstimate<'a> {
+impl PromptEstimate {
     /// The estimate of `body`'s prompt, not computed yet.
-    pub fn new(body: &'a [u8]) -> Self {
+    pub fn new(body: bytes::Bytes) -> Self {
         PromptEstimate {
-            body,
+            len: body.len() as u64,
+            body: std::cell::Cell::new(body),
             tokens: std::cell::Cell::new(None),
         }
     }
@@ -578,9 +583,7 @@ impl<'a> PromptEstimate<'a> {
     /// A bound the estimate never exceeds, without computing it: every
     /// character or token id it counts takes at least one byte of the body.
     pub fn upper_bound(&self) -> u64 {
-        self.tokens
-            .get()
-            .unwrap_or_else(|| (self.body.len() as u64).max(1))
+        self.tokens.get().unwrap_or_else(|| self.len.max(1))
     }
 
     /// [`estimate_prompt_tokens`] of the body, computed once.
@@ -588,13 +591,31 @@ impl<'a> PromptEstimate<'a> {
         if let Some(t) = self.tokens.get() {
             return t;
         }
-        let t = estimate_prompt_tokens(self.body);
+        let body = self.body.take();
+        let t = estimate_prompt_tokens(&body);
+        self.body.set(body);
         self.tokens.set(Some(t));
         t
     }
+
+    /// Takes `tokens` as the estimate, when not computed yet: they were
+    /// counted from the same body in another pass over it.
+    pub fn know(&self, tokens: u64) {
+        if self.tokens.get().is_none() {
+            self.tokens.set(Some(tokens));
+        }
+    }
+
+    /// Computes the estimate if it was not yet, then lets go of the body
+    /// (its memory is freed once no one else holds it): a request whose
+    /// answer streams for minutes keeps only the number.
+    pub fn release(&self) {
+        self.get();
+        drop(self.body.take());
+    }
 }
 
-impl std::fmt::Debug for PromptEstimate<'_> {
+impl std::fmt::Debug for PromptEstimate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "PromptEstimate({:?})", self.tokens.get())
     }
@@ -608,25 +629,27 @@ impl std::fmt::Debug for PromptEstimate<'_> {
 /// `system`, completions `prompt` and embeddings `input` (string or array);
 /// a body that does not parse counts as a quarter of its bytes.
 pub fn estimate_prompt_tokens(body: &[u8]) -> u64 {
-    let estimate = match serde_json::from_slice::<PromptView>(body) {
-        Ok(view) => {
-            let mut tally = Tally::default();
-            let contents = view
-                .messages
-                .iter()
-                .flatten()
-                .filter_map(|m| m.content.as_ref());
-            for content in contents.chain(view.system.as_ref()) {
-                tally.chars = tally.chars.saturating_add(content.0);
-            }
-            for raw in [view.prompt, view.input].into_iter().flatten() {
-                tally.text_or_tokens(raw, 0);
-            }
-            tokens_of_chars(tally.chars) + tally.tokens
-        }
-        Err(_) => tokens_of_chars(body.len() as u64),
-    };
-    estimate.max(1)
+    match serde_json::from_slice::<PromptView>(body) {
+        Ok(view) => estimate_of(&view),
+        Err(_) => tokens_of_chars(body.len() as u64).max(1),
+    }
+}
+
+/// [`estimate_prompt_tokens`] of a body that parsed.
+fn estimate_of(view: &PromptView<'_>) -> u64 {
+    let mut tally = Tally::default();
+    let contents = view
+        .messages
+        .iter()
+        .flatten()
+        .filter_map(|m| m.content.as_ref());
+    for content in contents.chain(view.system.as_ref()) {
+        tally.chars = tally.chars.saturating_add(content.0);
+    }
+    for raw in [view.prompt, view.input].into_iter().flatten() {
+        tally.text_or_tokens(raw, 0);
+    }
+    (tokens_of_chars(tally.chars) + tally.tokens).max(1)
 }
 
 /// The member [`inject_include_usage`] decides on.
@@ -636,6 +659,19 @@ struct StreamOptionsView<'a> {
     /// null member as absent).
     #[serde(borrow, default, deserialize_with = "raw_member")]
     stream_options: Option<&'a serde_json::value::RawValue>,
+}
+
+/// [`StreamOptionsView`] and [`PromptView`] in one pass over the body.
+#[derive(Deserialize)]
+struct StreamedView<'a> {
+    #[serde(borrow, default, deserialize_with = "raw_member")]
+    stream_options: Option<&'a serde_json::value::RawValue>,
+    messages: Option<Vec<MessageView>>,
+    #[serde(borrow)]
+    prompt: Option<&'a RawValue>,
+    #[serde(borrow)]
+    input: Option<&'a RawValue>,
+    system: Option<ContentChars>,
 }
 
 fn raw_member<'de, D: Deserializer<'de>>(
@@ -659,6 +695,36 @@ const INCLUDE_USAGE: &[u8] = br#""stream_options":{"include_usage":true}"#;
 /// not a JSON object.
 pub fn inject_include_usage(body: &[u8]) -> Option<Vec<u8>> {
     let view: StreamOptionsView = serde_json::from_slice(body).ok()?;
+    with_include_usage(body, view.stream_options)
+}
+
+/// [`inject_include_usage`] and, from the same pass over the body, its
+/// [`estimate_prompt_tokens`]: the estimate is `None` when the body's input
+/// fields do not parse (the body is then read again for `stream_options`
+/// alone, as [`inject_include_usage`] does).
+pub fn inject_include_usage_estimating(body: &[u8]) -> (Option<Vec<u8>>, Option<u64>) {
+    match serde_json::from_slice::<StreamedView>(body) {
+        Ok(view) => {
+            let estimate = estimate_of(&PromptView {
+                messages: view.messages,
+                prompt: view.prompt,
+                input: view.input,
+                system: view.system,
+            });
+            (
+                with_include_usage(body, view.stream_options),
+                Some(estimate),
+            )
+        }
+        Err(_) => (inject_include_usage(body), None),
+    }
+}
+
+/// [`inject_include_usage`] once `stream_options` was read from `body`.
+fn with_include_usage(
+    body: &[u8],
+    stream_options: Option<&serde_json::value::RawValue>,
+) -> Option<Vec<u8>> {
     let is_ws = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
     let open = body.iter().position(|b| !is_ws(b))?;
     let close = body.iter().rposition(|b| !is_ws(b))?;
@@ -666,7 +732,7 @@ pub fn inject_include_usage(body: &[u8]) -> Option<Vec<u8>> {
     if open >= close || body[open] != b'{' || body[close] != b'}' {
         return None;
     }
-    if let Some(raw) = view.stream_options {
+    if let Some(raw) = stream_options {
         let mut options = match serde_json::from_str(raw.get()).ok()? {
             serde_json::Value::Object(map) => map,
             _ => serde_json::Map::new(),
@@ -934,9 +1000,48 @@ mod tests {
             b"{\"prompt\":[1,2,3,4,5]}",
             b"{\"messages\":[{\"role\":\"user\",\"content\":\"\\u00e9\\n\"}]}",
         ] {
-            let estimate = PromptEstimate::new(body);
+            let estimate = PromptEstimate::new(bytes::Bytes::from_static(body));
             assert!(estimate.upper_bound() >= estimate.get(), "{body:?}");
         }
+    }
+
+    #[test]
+    fn a_released_prompt_estimate_keeps_its_number_and_lets_go_of_the_body() {
+        let body = bytes::Bytes::from(
+            br#"{"messages":[{"role":"user","content":"twelve chars"}]}"#.to_vec(),
+        );
+        let estimate = PromptEstimate::new(body.clone());
+        // The body is held once by the caller, once by the estimate.
+        assert!(!body.is_unique());
+        estimate.release();
+        assert!(body.is_unique());
+        assert_eq!(estimate.get(), 3);
+        assert_eq!(estimate.upper_bound(), 3);
+    }
+
+    #[test]
+    fn one_pass_injection_and_estimate_match_the_two_passes() {
+        for body in [
+            r#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hello there, twenty"}]}"#,
+            r#"{"stream":true,"stream_options":{"x":1},"messages":[{"content":[{"type":"text","text":"abc"}]}]}"#,
+            r#"{"stream":true,"stream_options":{"include_usage":true},"prompt":[1,2,3]}"#,
+            r#"{"stream":true,"stream_options":null,"input":"some text","system":"sys"}"#,
+            r#"{"stream":true}"#,
+        ] {
+            let (injected, estimate) = inject_include_usage_estimating(body.as_bytes());
+            assert_eq!(injected, inject_include_usage(body.as_bytes()), "{body}");
+            assert_eq!(
+                estimate,
+                Some(estimate_prompt_tokens(body.as_bytes())),
+                "{body}"
+            );
+        }
+        // Input fields that do not parse: injected all the same, no estimate.
+        let odd = r#"{"stream":true,"messages":"not a list"}"#;
+        let (injected, estimate) = inject_include_usage_estimating(odd.as_bytes());
+        assert_eq!(injected, inject_include_usage(odd.as_bytes()));
+        assert!(injected.is_some());
+        assert_eq!(estimate, None);
     }
 
     fn inject(body: &str) -> Option<String> {

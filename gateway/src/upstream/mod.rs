@@ -256,8 +256,11 @@ enum BodyState {
     Done,
 }
 
-/// Read buffer of an event-stream response (8 KiB for heads and bodies).
-const STREAM_READ_BUFFER: usize = 2 * 1024;
+/// Read buffer of an event-stream response (8 KiB for heads and bodies):
+/// each read is decoded and handed on whole, so only a piece of a chunk
+/// head is ever left over, and events (a token each) are a few hundred
+/// bytes; a burst larger than this takes more reads.
+const STREAM_READ_BUFFER: usize = 1024;
 
 /// A response whose head has arrived; the body is read piece by piece as the
 /// provider sends it.
