@@ -810,19 +810,48 @@ fn lease_mode_parallel_slots_make_no_redis_call_in_steady_state() {
     });
 }
 
-#[test]
-fn two_lease_replicas_never_hold_more_than_the_parallel_limit_in_flight() {
+/// Two lease-mode replicas sharing one private Redis, `key` declared with
+/// at most `limit` requests in flight (`settings` added to the lease mode's),
+/// and the name of that key's parallel counter in Redis.
+struct LeasePair {
+    redis: PrivateRedis,
+    a: Gateway,
+    b: Gateway,
+    counter: String,
+}
+
+fn lease_pair(key: &str, limit: usize, settings: Value) -> LeasePair {
     let redis = PrivateRedis::start();
-    let key = "sk-lease-parallel-two-1";
-    let limit = 4;
+    let mut rate_limits = json!({"mode": "lease", "redis_timeout_ms": 1000});
+    if let (Some(all), Some(extra)) = (rate_limits.as_object_mut(), settings.as_object()) {
+        all.extend(extra.clone());
+    }
     let config = config(
-        json!({"mode": "lease", "redis_timeout_ms": 1000}),
+        rate_limits,
         Some(json!([{"key": key, "max_parallel_requests": limit}])),
     );
     let url = redis.url();
     let a = Gateway::start(&config, &[("REDIS_URL", &url)]);
     let b = Gateway::start(&config, &[("REDIS_URL", &url)]);
     let counter = format!("{{api_key:{}}}:parallel", token(key));
+    LeasePair {
+        redis,
+        a,
+        b,
+        counter,
+    }
+}
+
+#[test]
+fn two_lease_replicas_never_hold_more_than_the_parallel_limit_in_flight() {
+    let key = "sk-lease-parallel-two-1";
+    let limit = 4;
+    let LeasePair {
+        redis,
+        a,
+        b,
+        counter,
+    } = lease_pair(key, limit, json!({}));
     // Each admitted request stays in flight 3 s: all twelve overlap.
     let (to_a, to_b) = std::thread::scope(|s| {
         let ha = s.spawn(|| burst(&a, key, vec![hello("linger"); 6]));
@@ -858,17 +887,14 @@ fn two_lease_replicas_never_hold_more_than_the_parallel_limit_in_flight() {
 
 #[test]
 fn an_idle_lease_replica_returns_its_slots_to_the_other() {
-    let redis = PrivateRedis::start();
     let key = "sk-lease-parallel-idle-1";
     let limit = 20;
-    let config = config(
-        json!({"mode": "lease", "redis_timeout_ms": 1000}),
-        Some(json!([{"key": key, "max_parallel_requests": limit}])),
-    );
-    let url = redis.url();
-    let a = Gateway::start(&config, &[("REDIS_URL", &url)]);
-    let b = Gateway::start(&config, &[("REDIS_URL", &url)]);
-    let counter = format!("{{api_key:{}}}:parallel", token(key));
+    let LeasePair {
+        redis,
+        a,
+        b,
+        counter,
+    } = lease_pair(key, limit, json!({}));
     // A serves a burst with leased slots (some stay parked in its lease
     // after it).
     let to_a = std::thread::scope(|s| {
@@ -895,18 +921,15 @@ fn an_idle_lease_replica_returns_its_slots_to_the_other() {
 
 #[test]
 fn a_killed_lease_replicas_parallel_slots_lapse_with_the_lease() {
-    let redis = PrivateRedis::start();
     let key = "sk-lease-parallel-crash-1";
     // The per-request slot TTL stays at its 600 s default: only the
     // lease's life (3 s here) can free the slot.
-    let config = config(
-        json!({"mode": "lease", "redis_timeout_ms": 1000, "lease_ttl_ms": 3000}),
-        Some(json!([{"key": key, "max_parallel_requests": 1}])),
-    );
-    let url = redis.url();
-    let a = Gateway::start(&config, &[("REDIS_URL", &url)]);
-    let b = Gateway::start(&config, &[("REDIS_URL", &url)]);
-    let counter = format!("{{api_key:{}}}:parallel", token(key));
+    let LeasePair {
+        redis,
+        a,
+        b,
+        counter,
+    } = lease_pair(key, 1, json!({"lease_ttl_ms": 3000}));
     let _conn = send_in_flight(&a, key, "hang");
     e2e::eventually("the slot leased", Duration::from_secs(5), || {
         (redis.slots(&counter) == 1).then_some(())
