@@ -40,6 +40,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use pool::{classify, is_retryable_conflict, timed, Pool};
 use std::sync::Arc;
+use tokio_postgres::types::Type;
 use tokio_postgres::Transaction;
 
 /// Runs `$op`, an expression using `$c`, a pooled session (a `&mut Client`
@@ -127,15 +128,16 @@ impl PostgresStore {
     }
 }
 
-/// Sends each change on [`CHANNEL`]; delivered when `tx` commits.
+/// Sends each change on [`CHANNEL`]; delivered when `tx` commits. One
+/// round trip (the parameter types given, nothing prepared).
 async fn notify(tx: &Transaction<'_>, changes: &[Change]) -> Result<(), tokio_postgres::Error> {
     if changes.is_empty() {
         return Ok(());
     }
     let payloads: Vec<String> = changes.iter().map(Change::payload).collect();
-    tx.execute(
+    tx.execute_typed(
         "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p",
-        &[&CHANNEL, &payloads],
+        &[(&CHANNEL, Type::TEXT), (&payloads, Type::TEXT_ARRAY)],
     )
     .await?;
     Ok(())

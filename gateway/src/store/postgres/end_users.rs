@@ -8,6 +8,7 @@ use super::convert::{naive, utc};
 use super::notify;
 use crate::store::{BudgetFields, Change, EndUserBudget, EndUserRecord, EndUserUpdate};
 use chrono::{DateTime, Utc};
+use tokio_postgres::types::Type;
 use tokio_postgres::{Client, Error, Row, Transaction};
 
 const SELECT: &str = r#"SELECT e.user_id, e.blocked, e.alias, e.spend::float8 AS spend,
@@ -338,7 +339,9 @@ pub async fn budget_exists(c: &Client, id: &str) -> Result<bool, Error> {
 
 /// Adds each end user's spend of a batch (ids sorted, so concurrent writers
 /// lock rows in one order), creating missing rows as LiteLLM does; returns
-/// those with a budget row, whose cached copies need the new figure.
+/// those with a budget row, whose cached copies need the new figure. One
+/// round trip (the parameter types given, nothing prepared), so the spend
+/// writer can send it with its other updates.
 pub async fn add_spend(
     tx: &Transaction<'_>,
     totals: &std::collections::BTreeMap<String, f64>,
@@ -349,12 +352,12 @@ pub async fn add_spend(
     let (ids, spends): (Vec<&str>, Vec<f64>) =
         totals.iter().map(|(id, s)| (id.as_str(), *s)).unzip();
     let rows = tx
-        .query(
+        .query_typed(
             r#"INSERT INTO "LiteLLM_EndUserTable" AS e (user_id, spend, blocked)
             SELECT id, s, false FROM unnest($1::text[], $2::float8[]) AS v(id, s)
             ON CONFLICT (user_id) DO UPDATE SET spend = e.spend + EXCLUDED.spend
             RETURNING user_id, budget_id IS NOT NULL"#,
-            &[&ids, &spends],
+            &[(&ids, Type::TEXT_ARRAY), (&spends, Type::FLOAT8_ARRAY)],
         )
         .await?;
     let mut budgeted = Vec::new();

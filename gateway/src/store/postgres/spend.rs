@@ -8,9 +8,10 @@ use super::notify;
 use super::pool::Session;
 use crate::store::{next_reset, Change, SpendChanges, SpendFilter, SpendLogRow};
 use chrono::{DateTime, NaiveDateTime, Utc};
+use futures_util::future::{try_join, try_join3, try_join4};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, Error, Row, Transaction};
 
 /// Writes a batch's rows, passed as one array per column (see
@@ -74,24 +75,49 @@ LIMIT $7 OFFSET $8"#;
 /// budget reset is logged but not counted in the new period: the rows are
 /// locked first, so a reset committed before sees its period start here,
 /// and one that comes after zeroes what this adds. Returns the changes.
+///
+/// Five round trips whatever the batch holds: BEGIN; the insert with the
+/// locks and the period read; the updates; NOTIFY; COMMIT. Each statement
+/// goes with its parameter types (nothing prepared, so it takes one round
+/// trip and works through a transaction pooler), and those of one step are
+/// sent together: the driver pipelines futures polled together, in the
+/// order first polled, and the server runs them in that order, so rows are
+/// still locked in one order (keys, users, teams, then organizations and
+/// end users).
 pub async fn record(session: &mut Session, rows: &[SpendLogRow]) -> Result<SpendChanges, Error> {
     let tx = session.transaction().await?;
     let columns = Columns::of(rows);
-    let inserted = tx.query(INSERT_LOGS, &columns.params()).await?;
+    // Every row that could count is locked, also those the insert skips
+    // (already written): locking a few more rows keeps this one round trip.
+    let ids = Ids::of(rows);
+    let (inserted, ((), (), (), periods)) = try_join(
+        tx.query_typed(INSERT_LOGS, &columns.params()),
+        try_join4(
+            lock(&tx, LOCK_KEYS, &ids.keys),
+            lock(&tx, LOCK_USERS, &ids.users),
+            lock(&tx, LOCK_TEAMS, &ids.teams),
+            Periods::read(&tx, &ids),
+        ),
+    )
+    .await?;
     let inserted = Inserted::of(&inserted)?;
-    let ids = inserted.ids();
-    lock(&tx, r#""LiteLLM_VerificationToken""#, "token", &ids.keys).await?;
-    lock(&tx, r#""LiteLLM_UserTable""#, "user_id", &ids.users).await?;
-    lock(&tx, r#""LiteLLM_TeamTable""#, "team_id", &ids.teams).await?;
-    let periods = Periods::read(&tx, &ids).await?;
     let totals = Totals::of(&inserted, &periods);
-    let mut keys = add_spend(&tx, r#""LiteLLM_VerificationToken""#, "token", &totals.keys).await?;
-    add_model_spend(&tx, &totals.key_models).await?;
-    add_spend(&tx, r#""LiteLLM_UserTable""#, "user_id", &totals.users).await?;
-    add_spend(&tx, r#""LiteLLM_TeamTable""#, "team_id", &totals.teams).await?;
-    add_org_spend(&tx, &totals.teams).await?;
-    let end_users = super::end_users::add_spend(&tx, &inserted.end_users()).await?;
-    add_lifetime_spend(&tx, &inserted).await?;
+    let end_user_totals = inserted.end_users();
+    let lifetime = Lifetime::of(&inserted);
+    let ((mut keys, (), _, _), ((), end_users, ())) = try_join(
+        try_join4(
+            add_spend(&tx, ADD_KEY_SPEND, &totals.keys),
+            add_model_spend(&tx, &totals.key_models),
+            add_spend(&tx, ADD_USER_SPEND, &totals.users),
+            add_spend(&tx, ADD_TEAM_SPEND, &totals.teams),
+        ),
+        try_join3(
+            add_org_spend(&tx, &totals.teams),
+            super::end_users::add_spend(&tx, &end_user_totals),
+            lifetime.add(&tx),
+        ),
+    )
+    .await?;
     // Keys, users and teams with rows of an earlier period: their caches
     // counted those rows as unflushed spend, and must read the figure that
     // leaves them out (here too, not only on the other replicas). End users
@@ -191,35 +217,37 @@ impl<'a> Columns<'a> {
         c
     }
 
-    /// The parameters of [`INSERT_LOGS`], in order.
-    fn params(&self) -> [&(dyn ToSql + Sync); 25] {
+    /// The parameters of [`INSERT_LOGS`] with their types, in order.
+    fn params(&self) -> [(&(dyn ToSql + Sync), Type); 25] {
         let (t, o) = (&self.text, &self.opt_text);
+        let text = Type::TEXT_ARRAY;
+        let time = Type::TIMESTAMP_ARRAY;
         [
-            &t[0],
-            &t[1],
-            &self.attempt,
-            &t[2],
-            &t[3],
-            &self.spend,
-            &self.tokens[0],
-            &self.tokens[1],
-            &self.tokens[2],
-            &self.start,
-            &self.first_byte,
-            &self.end,
-            &t[4],
-            &t[5],
-            &t[6],
-            &t[7],
-            &t[8],
-            &o[0],
-            &o[1],
-            &o[2],
-            &self.status,
-            &self.status_code,
-            &o[3],
-            &o[4],
-            &o[5],
+            (&t[0], text.clone()),
+            (&t[1], text.clone()),
+            (&self.attempt, Type::INT4_ARRAY),
+            (&t[2], text.clone()),
+            (&t[3], text.clone()),
+            (&self.spend, Type::FLOAT8_ARRAY),
+            (&self.tokens[0], Type::INT8_ARRAY),
+            (&self.tokens[1], Type::INT8_ARRAY),
+            (&self.tokens[2], Type::INT8_ARRAY),
+            (&self.start, time.clone()),
+            (&self.first_byte, time.clone()),
+            (&self.end, time),
+            (&t[4], text.clone()),
+            (&t[5], text.clone()),
+            (&t[6], text.clone()),
+            (&t[7], text.clone()),
+            (&t[8], text.clone()),
+            (&o[0], text.clone()),
+            (&o[1], text.clone()),
+            (&o[2], text.clone()),
+            (&self.status, text.clone()),
+            (&self.status_code, Type::INT4_ARRAY),
+            (&o[3], text.clone()),
+            (&o[4], text.clone()),
+            (&o[5], text),
         ]
     }
 }
@@ -250,10 +278,27 @@ struct Inserted(Vec<InsertedRow>);
 /// The ids a batch touches, sorted, so concurrent writers lock rows in one
 /// order.
 #[derive(Default)]
-struct Ids {
-    keys: Vec<String>,
-    users: Vec<String>,
-    teams: Vec<String>,
+struct Ids<'a> {
+    keys: Vec<&'a str>,
+    users: Vec<&'a str>,
+    teams: Vec<&'a str>,
+}
+
+impl<'a> Ids<'a> {
+    /// The keys, users and teams of a batch's rows with spend.
+    fn of(rows: &'a [SpendLogRow]) -> Ids<'a> {
+        let sorted = |mut v: Vec<&'a str>| {
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        let charged = || rows.iter().filter(|r| r.spend != 0.0);
+        Ids {
+            keys: sorted(charged().map(|r| r.api_key.as_str()).collect()),
+            users: sorted(charged().filter_map(|r| r.user.as_deref()).collect()),
+            teams: sorted(charged().filter_map(|r| r.team_id.as_deref()).collect()),
+        }
+    }
 }
 
 impl Inserted {
@@ -288,30 +333,39 @@ impl Inserted {
         }
         totals
     }
-
-    fn ids(&self) -> Ids {
-        let sorted = |mut v: Vec<String>| {
-            v.sort();
-            v.dedup();
-            v
-        };
-        Ids {
-            keys: sorted(self.0.iter().map(|r| r.key.clone()).collect()),
-            users: sorted(self.0.iter().filter_map(|r| r.user.clone()).collect()),
-            teams: sorted(self.0.iter().filter_map(|r| r.team.clone()).collect()),
-        }
-    }
 }
 
-/// Locks the rows of `ids` in `table`, in id order.
-async fn lock(tx: &Transaction<'_>, table: &str, id: &str, ids: &[String]) -> Result<(), Error> {
+/// Locks rows of a table by id, in id order: `$1` the ids.
+macro_rules! lock_sql {
+    ($table:literal, $id:literal) => {
+        concat!(
+            "SELECT 1 FROM ",
+            $table,
+            " WHERE ",
+            $id,
+            " = ANY($1) ORDER BY ",
+            $id,
+            " FOR UPDATE"
+        )
+    };
+}
+
+const LOCK_KEYS: &str = lock_sql!(r#""LiteLLM_VerificationToken""#, "token");
+const LOCK_USERS: &str = lock_sql!(r#""LiteLLM_UserTable""#, "user_id");
+const LOCK_TEAMS: &str = lock_sql!(r#""LiteLLM_TeamTable""#, "team_id");
+
+/// Locks the rows of `ids` through `sql`, one of the `LOCK_*`.
+async fn lock(tx: &Transaction<'_>, sql: &str, ids: &[&str]) -> Result<(), Error> {
     if ids.is_empty() {
         return Ok(());
     }
-    let sql = format!("SELECT 1 FROM {table} WHERE {id} = ANY($1) ORDER BY {id} FOR UPDATE");
-    tx.execute(&sql, &[&ids]).await?;
+    tx.execute_typed(sql, &[(&ids, Type::TEXT_ARRAY)]).await?;
     Ok(())
 }
+
+/// `scope, id, started_at` of the budget periods of `$1` scopes and `$2` ids.
+const READ_PERIODS: &str = "SELECT p.scope, p.id, p.started_at FROM gateway_budget_periods p
+    JOIN unnest($1::text[], $2::text[]) AS v(scope, id) ON p.scope = v.scope AND p.id = v.id";
 
 /// When the current budget period of each key, user and team began (its
 /// last reset); none for those never reset.
@@ -321,7 +375,7 @@ struct Periods {
 }
 
 impl Periods {
-    async fn read(tx: &Transaction<'_>, ids: &Ids) -> Result<Periods, Error> {
+    async fn read(tx: &Transaction<'_>, ids: &Ids<'_>) -> Result<Periods, Error> {
         let mut scopes: Vec<&str> = Vec::new();
         let mut names: Vec<&str> = Vec::new();
         for (scope, list) in [
@@ -331,18 +385,16 @@ impl Periods {
         ] {
             for id in list {
                 scopes.push(scope);
-                names.push(id);
+                names.push(*id);
             }
         }
         if scopes.is_empty() {
             return Ok(Periods::default());
         }
         let rows = tx
-            .query(
-                "SELECT p.scope, p.id, p.started_at FROM gateway_budget_periods p
-                 JOIN unnest($1::text[], $2::text[]) AS v(scope, id)
-                   ON p.scope = v.scope AND p.id = v.id",
-                &[&scopes, &names],
+            .query_typed(
+                READ_PERIODS,
+                &[(&scopes, Type::TEXT_ARRAY), (&names, Type::TEXT_ARRAY)],
             )
             .await?;
         let mut started = std::collections::HashMap::with_capacity(rows.len());
@@ -417,12 +469,32 @@ impl Totals {
     }
 }
 
-/// Adds `amounts` to the spend of existing rows of `table` (already
+/// Adds `$2` amounts to the spend of rows of a table by `$1` ids (already
 /// locked by [`lock`]); returns the ids updated.
+macro_rules! add_spend_sql {
+    ($table:literal, $id:literal) => {
+        concat!(
+            "UPDATE ",
+            $table,
+            " t SET spend = t.spend + v.amount
+            FROM unnest($1::text[], $2::float8[]) AS v(id, amount)
+            WHERE t.",
+            $id,
+            " = v.id RETURNING t.",
+            $id
+        )
+    };
+}
+
+const ADD_KEY_SPEND: &str = add_spend_sql!(r#""LiteLLM_VerificationToken""#, "token");
+const ADD_USER_SPEND: &str = add_spend_sql!(r#""LiteLLM_UserTable""#, "user_id");
+const ADD_TEAM_SPEND: &str = add_spend_sql!(r#""LiteLLM_TeamTable""#, "team_id");
+
+/// Adds `amounts` through `sql`, one of the `ADD_*_SPEND`; returns the ids
+/// updated, sorted.
 async fn add_spend(
     tx: &Transaction<'_>,
-    table: &str,
-    id: &str,
+    sql: &str,
     amounts: &BTreeMap<String, f64>,
 ) -> Result<Vec<String>, Error> {
     if amounts.is_empty() {
@@ -430,12 +502,12 @@ async fn add_spend(
     }
     let ids: Vec<&String> = amounts.keys().collect();
     let values: Vec<f64> = amounts.values().copied().collect();
-    let sql = format!(
-        "UPDATE {table} t SET spend = t.spend + v.amount
-         FROM unnest($1::text[], $2::float8[]) AS v(id, amount)
-         WHERE t.{id} = v.id RETURNING t.{id}"
-    );
-    let rows = tx.query(&sql, &[&ids, &values]).await?;
+    let rows = tx
+        .query_typed(
+            sql,
+            &[(&ids, Type::TEXT_ARRAY), (&values, Type::FLOAT8_ARRAY)],
+        )
+        .await?;
     let mut updated: Vec<String> = rows
         .iter()
         .map(|r| r.try_get(0))
@@ -444,30 +516,45 @@ async fn add_spend(
     Ok(updated)
 }
 
-/// Adds the teams' spend to their organizations' (LiteLLM's
+/// Adds `$2` amounts of `$1` teams to their organizations' spend (LiteLLM's
 /// `LiteLLM_OrganizationTable.spend`), locking those rows in id order.
+const ADD_ORG_SPEND: &str = r#"WITH v AS (
+        SELECT t.organization_id AS id, sum(v.amount) AS amount
+        FROM unnest($1::text[], $2::float8[]) AS v(team, amount)
+        JOIN "LiteLLM_TeamTable" t ON t.team_id = v.team
+        WHERE t.organization_id IS NOT NULL GROUP BY 1),
+    locked AS (
+        SELECT o.organization_id FROM "LiteLLM_OrganizationTable" o JOIN v ON v.id = o.organization_id
+        ORDER BY o.organization_id COLLATE "C" FOR UPDATE OF o)
+    UPDATE "LiteLLM_OrganizationTable" o SET spend = o.spend + v.amount
+    FROM v, locked WHERE o.organization_id = v.id AND locked.organization_id = v.id"#;
+
+/// Adds the teams' spend to their organizations' ([`ADD_ORG_SPEND`]).
 async fn add_org_spend(tx: &Transaction<'_>, teams: &BTreeMap<String, f64>) -> Result<(), Error> {
     if teams.is_empty() {
         return Ok(());
     }
     let ids: Vec<&String> = teams.keys().collect();
     let values: Vec<f64> = teams.values().copied().collect();
-    let sql = r#"WITH v AS (
-            SELECT t.organization_id AS id, sum(v.amount) AS amount
-            FROM unnest($1::text[], $2::float8[]) AS v(team, amount)
-            JOIN "LiteLLM_TeamTable" t ON t.team_id = v.team
-            WHERE t.organization_id IS NOT NULL GROUP BY 1),
-        locked AS (
-            SELECT o.organization_id FROM "LiteLLM_OrganizationTable" o JOIN v ON v.id = o.organization_id
-            ORDER BY o.organization_id COLLATE "C" FOR UPDATE OF o)
-        UPDATE "LiteLLM_OrganizationTable" o SET spend = o.spend + v.amount
-        FROM v, locked WHERE o.organization_id = v.id AND locked.organization_id = v.id"#;
-    tx.execute(sql, &[&ids, &values]).await?;
+    tx.execute_typed(
+        ADD_ORG_SPEND,
+        &[(&ids, Type::TEXT_ARRAY), (&values, Type::FLOAT8_ARRAY)],
+    )
+    .await?;
     Ok(())
 }
 
+/// Adds `$2` spend per model group (JSON objects) to `$1` keys'
+/// `model_spend`, the groups merged in SQL.
+const ADD_MODEL_SPEND: &str = r#"UPDATE "LiteLLM_VerificationToken" t SET model_spend = (
+        SELECT COALESCE(jsonb_object_agg(g, COALESCE((COALESCE(t.model_spend, '{}'::jsonb) ->> g)::float8, 0)
+            + COALESCE((v.delta ->> g)::float8, 0)), '{}'::jsonb)
+        FROM jsonb_object_keys(COALESCE(t.model_spend, '{}'::jsonb) || v.delta) AS g)
+    FROM unnest($1::text[], $2::jsonb[]) AS v(id, delta)
+    WHERE t.token = v.id"#;
+
 /// Adds spend per model group to keys' `model_spend` (rows already locked
-/// by [`add_spend`]); one row per key, the groups merged in SQL.
+/// by [`lock`]) ; one row per key.
 async fn add_model_spend(
     tx: &Transaction<'_>,
     per_key: &BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
@@ -480,57 +567,86 @@ async fn add_model_spend(
         .values()
         .map(|m| serde_json::Value::Object(m.clone()))
         .collect();
-    let sql = r#"UPDATE "LiteLLM_VerificationToken" t SET model_spend = (
-            SELECT COALESCE(jsonb_object_agg(g, COALESCE((COALESCE(t.model_spend, '{}'::jsonb) ->> g)::float8, 0)
-                + COALESCE((v.delta ->> g)::float8, 0)), '{}'::jsonb)
-            FROM jsonb_object_keys(COALESCE(t.model_spend, '{}'::jsonb) || v.delta) AS g)
-        FROM unnest($1::text[], $2::jsonb[]) AS v(id, delta)
-        WHERE t.token = v.id"#;
-    tx.execute(sql, &[&ids, &deltas]).await?;
+    tx.execute_typed(
+        ADD_MODEL_SPEND,
+        &[(&ids, Type::TEXT_ARRAY), (&deltas, Type::JSONB_ARRAY)],
+    )
+    .await?;
     Ok(())
 }
 
-/// Adds every newly written row's spend, whatever its budget period, to its
-/// key's `total_spend` (and marks the key `last_active`) and to the
-/// `LiteLLM_TeamMembership` row of its user in its team, as LiteLLM does: a
-/// membership row is created only while the user is on the team's roster.
-async fn add_lifetime_spend(tx: &Transaction<'_>, inserted: &Inserted) -> Result<(), Error> {
-    let mut keys: BTreeMap<&str, f64> = BTreeMap::new();
-    let mut members: BTreeMap<(&str, &str), f64> = BTreeMap::new();
-    for row in &inserted.0 {
-        *keys.entry(&row.key).or_default() += row.spend;
-        if let (Some(user), Some(team)) = (&row.user, &row.team) {
-            *members.entry((user, team)).or_default() += row.spend;
+/// Adds `$2` amounts to `$1` keys' `total_spend` and marks them
+/// `last_active`.
+const ADD_KEY_LIFETIME: &str = r#"UPDATE "LiteLLM_VerificationToken" t
+    SET total_spend = t.total_spend + v.amount, last_active = (now() AT TIME ZONE 'UTC')
+    FROM unnest($1::text[], $2::float8[]) AS v(id, amount) WHERE t.token = v.id"#;
+
+/// Adds `$3` amounts to the `LiteLLM_TeamMembership` rows of `$1` users in
+/// `$2` teams, creating a row only while the user is on the team's roster.
+const ADD_MEMBER_LIFETIME: &str = r#"INSERT INTO "LiteLLM_TeamMembership" (user_id, team_id, spend, total_spend)
+    SELECT m.user_id, m.team_id, m.amount, m.amount
+    FROM unnest($1::text[], $2::text[], $3::float8[]) AS m(user_id, team_id, amount)
+    WHERE EXISTS (SELECT 1 FROM "LiteLLM_TeamTable" t WHERE t.team_id = m.team_id
+            AND (m.user_id = ANY(t.members) OR t.members_with_roles
+                @> jsonb_build_array(jsonb_build_object('user_id', m.user_id))))
+        OR EXISTS (SELECT 1 FROM "LiteLLM_TeamMembership" x
+            WHERE x.user_id = m.user_id AND x.team_id = m.team_id)
+    ON CONFLICT (user_id, team_id) DO UPDATE
+    SET spend = "LiteLLM_TeamMembership".spend + EXCLUDED.spend,
+        total_spend = GREATEST("LiteLLM_TeamMembership".total_spend,
+            "LiteLLM_TeamMembership".spend) + EXCLUDED.total_spend"#;
+
+/// Every newly written row's spend, whatever its budget period, per key and
+/// per user in a team: added to the key's `total_spend` and to the user's
+/// `LiteLLM_TeamMembership` row, as LiteLLM does.
+struct Lifetime<'a> {
+    keys: BTreeMap<&'a str, f64>,
+    members: BTreeMap<(&'a str, &'a str), f64>,
+}
+
+impl<'a> Lifetime<'a> {
+    fn of(inserted: &'a Inserted) -> Lifetime<'a> {
+        let mut keys: BTreeMap<&str, f64> = BTreeMap::new();
+        let mut members: BTreeMap<(&str, &str), f64> = BTreeMap::new();
+        for row in &inserted.0 {
+            *keys.entry(&row.key).or_default() += row.spend;
+            if let (Some(user), Some(team)) = (&row.user, &row.team) {
+                *members.entry((user, team)).or_default() += row.spend;
+            }
         }
+        Lifetime { keys, members }
     }
-    if !keys.is_empty() {
-        let ids: Vec<&str> = keys.keys().copied().collect();
-        let amounts: Vec<f64> = keys.values().copied().collect();
-        let sql = r#"UPDATE "LiteLLM_VerificationToken" t
-            SET total_spend = t.total_spend + v.amount,
-                last_active = (now() AT TIME ZONE 'UTC')
-            FROM unnest($1::text[], $2::float8[]) AS v(id, amount) WHERE t.token = v.id"#;
-        tx.execute(sql, &[&ids, &amounts]).await?;
+
+    /// Writes both, sent together.
+    async fn add(&self, tx: &Transaction<'_>) -> Result<(), Error> {
+        let ids: Vec<&str> = self.keys.keys().copied().collect();
+        let amounts: Vec<f64> = self.keys.values().copied().collect();
+        let users: Vec<&str> = self.members.keys().map(|k| k.0).collect();
+        let teams: Vec<&str> = self.members.keys().map(|k| k.1).collect();
+        let member_amounts: Vec<f64> = self.members.values().copied().collect();
+        let keys = async {
+            if !ids.is_empty() {
+                tx.execute_typed(
+                    ADD_KEY_LIFETIME,
+                    &[(&ids, Type::TEXT_ARRAY), (&amounts, Type::FLOAT8_ARRAY)],
+                )
+                .await?;
+            }
+            Ok(())
+        };
+        let members = async {
+            if !users.is_empty() {
+                let params: [(&(dyn ToSql + Sync), Type); 3] = [
+                    (&users, Type::TEXT_ARRAY),
+                    (&teams, Type::TEXT_ARRAY),
+                    (&member_amounts, Type::FLOAT8_ARRAY),
+                ];
+                tx.execute_typed(ADD_MEMBER_LIFETIME, &params).await?;
+            }
+            Ok::<(), Error>(())
+        };
+        try_join(keys, members).await.map(drop)
     }
-    if !members.is_empty() {
-        let users: Vec<&str> = members.keys().map(|k| k.0).collect();
-        let teams: Vec<&str> = members.keys().map(|k| k.1).collect();
-        let amounts: Vec<f64> = members.values().copied().collect();
-        let sql = r#"INSERT INTO "LiteLLM_TeamMembership" (user_id, team_id, spend, total_spend)
-            SELECT m.user_id, m.team_id, m.amount, m.amount
-            FROM unnest($1::text[], $2::text[], $3::float8[]) AS m(user_id, team_id, amount)
-            WHERE EXISTS (SELECT 1 FROM "LiteLLM_TeamTable" t WHERE t.team_id = m.team_id
-                    AND (m.user_id = ANY(t.members) OR t.members_with_roles
-                        @> jsonb_build_array(jsonb_build_object('user_id', m.user_id))))
-                OR EXISTS (SELECT 1 FROM "LiteLLM_TeamMembership" x
-                    WHERE x.user_id = m.user_id AND x.team_id = m.team_id)
-            ON CONFLICT (user_id, team_id) DO UPDATE
-            SET spend = "LiteLLM_TeamMembership".spend + EXCLUDED.spend,
-                total_spend = GREATEST("LiteLLM_TeamMembership".total_spend,
-                    "LiteLLM_TeamMembership".spend) + EXCLUDED.total_spend"#;
-        tx.execute(sql, &[&users, &teams, &amounts]).await?;
-    }
-    Ok(())
 }
 
 /// Spend-log rows matching `f`, oldest first.
