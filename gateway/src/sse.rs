@@ -40,18 +40,23 @@ impl UsageChunkFilter {
     }
 }
 
-/// Length of the first complete event (through its blank line), if any.
+/// Length of the first complete event (through its blank line: `\n\n` or
+/// `\r\n\r\n`), if any. One pass over the line ends, so filtering a read
+/// of many events stays linear in its length.
 fn event_end(buf: &[u8]) -> Option<usize> {
-    let lf = memchr::memmem::find(buf, b"\n\n").map(|i| i + 2);
-    let crlf = memchr::memmem::find(buf, b"\r\n\r\n").map(|i| i + 4);
-    match (lf, crlf) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
+    memchr::memchr_iter(b'\n', buf).find_map(|i| match buf.get(i + 1)? {
+        b'\n' => Some(i + 2),
+        b'\r' if i > 0 && buf[i - 1] == b'\r' && buf.get(i + 2) == Some(&b'\n') => Some(i + 3),
+        _ => None,
+    })
 }
 
+/// Finds `"usage"`; built once, not per event.
+static USAGE_KEY: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"usage\""));
+
 fn is_usage_only(event: &[u8]) -> bool {
-    if memchr::memmem::find(event, b"\"usage\"").is_none() {
+    if USAGE_KEY.find(event).is_none() {
         return false;
     }
     let data: Vec<u8> = event
@@ -261,6 +266,28 @@ mod tests {
                 "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n",
                 "split at {split}"
             );
+        }
+    }
+
+    /// The blank-line search as first written (two substring searches over
+    /// the rest of the buffer per event), to check the one-pass version.
+    fn event_end_by_search(buf: &[u8]) -> Option<usize> {
+        let find = |pat: &[u8]| buf.windows(pat.len()).position(|w| w == pat);
+        match (
+            find(b"\n\n").map(|i| i + 2),
+            find(b"\r\n\r\n").map(|i| i + 4),
+        ) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn event_end_finds_the_first_blank_line(
+            buf in proptest::collection::vec(proptest::sample::select(b"\r\nd:".to_vec()), 0..40)
+        ) {
+            proptest::prop_assert_eq!(event_end(&buf), event_end_by_search(&buf));
         }
     }
 }

@@ -14,6 +14,7 @@
 //! [`writer`] is spend's background half: it writes the rows to the store
 //! from the control plane (a layer above the pure cost functions).
 
+mod chunk_skim;
 mod cost;
 mod member;
 mod prices;

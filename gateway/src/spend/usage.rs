@@ -3,6 +3,7 @@
 //! LiteLLM's rule) when it does not, and estimated up front for budget
 //! reservation.
 
+use super::chunk_skim;
 use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
@@ -293,8 +294,17 @@ impl StreamUsage {
         self.data.extend_from_slice(value);
     }
 
-    /// The data of one complete event.
+    /// The data of one complete event: read in one pass when it is an
+    /// ordinary chunk ([`chunk_skim`]), parsed otherwise.
     fn on_event(&mut self, data: &[u8]) {
+        match chunk_skim::generated_chars(data) {
+            Some(chars) => self.chars += chars,
+            None => self.on_event_parsed(data),
+        }
+    }
+
+    /// The data of one complete event, parsed whole.
+    fn on_event_parsed(&mut self, data: &[u8]) {
         let Ok(chunk) = serde_json::from_slice::<ChunkView>(data) else {
             return; // `[DONE]` and anything else that is not a chunk
         };
@@ -1123,5 +1133,134 @@ mod tests {
         assert_eq!(inject(""), None);
         assert_eq!(inject("\"{}\""), None);
         assert_eq!(inject(r#"{"a":1}{"b":2}"#), None);
+    }
+
+    mod skim_matches_the_full_parse {
+        use super::super::StreamUsage;
+        use proptest::prelude::*;
+
+        /// JSON-like text, valid or slightly not: the pieces the one-pass
+        /// reader must judge exactly as serde_json does.
+        fn value(depth: u32) -> BoxedStrategy<String> {
+            let scalar = prop_oneof![
+                3 => string(),
+                3 => prop::sample::select(vec!["null", "true", "false", "0", "-1", "1.5", "1e5", "2E-3", "-0.0e+1"])
+                    .prop_map(str::to_string),
+                1 => prop::sample::select(vec!["nul", "01", "1.", "-", ".5"]).prop_map(str::to_string),
+            ];
+            if depth == 0 {
+                return scalar.boxed();
+            }
+            prop_oneof![
+                3 => scalar,
+                1 => proptest::collection::vec(value(depth - 1), 0..3)
+                    .prop_map(|items| format!("[{}]", items.join(","))),
+                2 => proptest::collection::vec((key(), value(depth - 1)), 0..4).prop_map(|members| {
+                    let members: Vec<String> =
+                        members.into_iter().map(|(k, v)| format!("{k}:{v}")).collect();
+                    format!("{{{}}}", members.join(" , "))
+                }),
+            ]
+            .boxed()
+        }
+
+        /// A JSON string: mostly what real chunks hold, now and then what
+        /// the full parse refuses or decodes specially.
+        fn string() -> impl Strategy<Value = String> {
+            let piece = prop_oneof![
+                30 => prop::sample::select(vec!["a", "é", "😀", " ", "\\n", "\\\"", "\\\\", "\\/"]),
+                1 => prop::sample::select(vec!["\\u00e9", "\\ud83d", "\\x", "\u{1}"]),
+            ];
+            proptest::collection::vec(piece, 0..6)
+                .prop_map(|parts| format!("\"{}\"", parts.concat()))
+        }
+
+        fn key() -> impl Strategy<Value = String> {
+            prop_oneof![
+                30 => prop::sample::select(vec![
+                    "\"choices\"", "\"delta\"", "\"content\"", "\"text\"", "\"tool_calls\"",
+                    "\"function\"", "\"arguments\"", "\"id\"", "\"prompt_tokens\"", "\"a\\nb\"",
+                ]),
+                1 => prop::sample::select(vec!["\"usage\"", "\"response\"", "\"cho\\u0069ces\""]),
+            ]
+            .prop_map(str::to_string)
+        }
+
+        /// A chunk: an object of members drawn from the keys above (some
+        /// repeated), with `choices` shaped like the real thing most times.
+        fn chunk() -> impl Strategy<Value = String> {
+            let text = || prop_oneof![8 => string().boxed(), 1 => Just("null".to_string()).boxed(), 1 => value(1)];
+            let member = prop_oneof![
+                4 => text().prop_map(|t| format!("\"delta\":{{\"content\":{t}}}")),
+                1 => text().prop_map(|t| format!(
+                    "\"delta\":{{\"tool_calls\":[{{\"function\":{{\"arguments\":{t}}}}}]}}"
+                )),
+                1 => text().prop_map(|t| format!("\"text\":{t}")),
+                2 => Just("\"index\":0".to_string()),
+                1 => Just("\"finish_reason\":null".to_string()),
+                1 => (key(), value(2)).prop_map(|(k, v)| format!("{k}:{v}")),
+            ];
+            let choice = proptest::collection::vec(member, 0..4)
+                .prop_map(|members| format!("{{{}}}", members.join(",")));
+            let choices = proptest::collection::vec(choice, 0..3)
+                .prop_map(|c| format!("\"choices\":[{}]", c.join(",")));
+            let other = (key(), value(3)).prop_map(|(k, v)| format!("{k}:{v}"));
+            (
+                proptest::collection::vec(other, 0..3),
+                proptest::collection::vec(choices, 0..=2),
+                prop::sample::select(vec!["", " ", "\n", " x"]),
+            )
+                .prop_map(|(mut members, choices, tail)| {
+                    // Once mostly; sometimes missing or repeated.
+                    for c in choices
+                        .into_iter()
+                        .take(if members.is_empty() { 2 } else { 1 })
+                    {
+                        members.insert(members.len() / 2, c);
+                    }
+                    format!(" {{{}}}{tail}", members.join(","))
+                })
+        }
+
+        /// The chunks above reach both outcomes of the one-pass reader
+        /// often, so the comparison below tests it, not only the fallback.
+        #[test]
+        fn the_chunks_reach_both_outcomes() {
+            use proptest::strategy::ValueTree;
+            let mut runner = proptest::test_runner::TestRunner::deterministic();
+            let (mut read, mut counted) = (0, 0);
+            for _ in 0..2000 {
+                let data = chunk().new_tree(&mut runner).unwrap().current();
+                if let Some(chars) = super::super::chunk_skim::generated_chars(data.as_bytes()) {
+                    read += 1;
+                    counted += usize::from(chars > 0);
+                }
+            }
+            assert!((200..1800).contains(&read), "read {read} of 2000");
+            assert!(counted >= 50, "counted text in {counted} of {read}");
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(20_000))]
+            #[test]
+            fn on_any_chunk(data in chunk()) {
+                let mut skimmed = StreamUsage::new();
+                skimmed.on_event(data.as_bytes());
+                let mut parsed = StreamUsage::new();
+                parsed.on_event_parsed(data.as_bytes());
+                prop_assert_eq!(skimmed.reported, parsed.reported, "{}", data);
+                prop_assert_eq!(skimmed.chars, parsed.chars, "{}", data);
+            }
+
+            #[test]
+            fn on_any_bytes(data in proptest::collection::vec(any::<u8>(), 0..64)) {
+                let mut skimmed = StreamUsage::new();
+                skimmed.on_event(&data);
+                let mut parsed = StreamUsage::new();
+                parsed.on_event_parsed(&data);
+                prop_assert_eq!(skimmed.reported, parsed.reported);
+                prop_assert_eq!(skimmed.chars, parsed.chars);
+            }
+        }
     }
 }
