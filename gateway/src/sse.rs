@@ -55,28 +55,46 @@ fn event_end(buf: &[u8]) -> Option<usize> {
 static USAGE_KEY: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
     std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"usage\""));
 
+/// The members that make a chunk usage-only, read without building the
+/// rest.
+#[derive(serde::Deserialize)]
+struct UsageOnlyProbe {
+    choices: Option<Vec<serde::de::IgnoredAny>>,
+    usage: Option<serde::de::IgnoredAny>,
+}
+
 fn is_usage_only(event: &[u8]) -> bool {
     if USAGE_KEY.find(event).is_none() {
         return false;
     }
-    let data: Vec<u8> = event
+    let mut lines = event
         .split(|&b| b == b'\n')
-        .filter_map(|line| line.strip_prefix(b"data:"))
-        .flat_map(|d| {
-            d.strip_prefix(b" ")
-                .unwrap_or(d)
-                .iter()
-                .copied()
-                .filter(|&b| b != b'\r')
-        })
-        .collect();
-    let Ok(v) = serde_json::from_slice::<serde_json::Value>(&data) else {
-        return false;
+        .filter_map(|line| line.strip_prefix(b"data:"));
+    // One data line without `\r` (the usual event) is read where it lies.
+    let joined: Vec<u8>;
+    let data = match (lines.next(), lines.next()) {
+        (Some(only), None) if memchr::memchr(b'\r', only).is_none() => only,
+        _ => {
+            joined = event
+                .split(|&b| b == b'\n')
+                .filter_map(|line| line.strip_prefix(b"data:"))
+                .flat_map(|d| {
+                    d.strip_prefix(b" ")
+                        .unwrap_or(d)
+                        .iter()
+                        .copied()
+                        .filter(|&b| b != b'\r')
+                })
+                .collect();
+            &joined
+        }
     };
-    v.get("choices")
-        .and_then(|c| c.as_array())
-        .is_some_and(Vec::is_empty)
-        && v.get("usage").is_some_and(|u| !u.is_null())
+    // An object only (serde would read an array positionally).
+    if data.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return false;
+    }
+    serde_json::from_slice::<UsageOnlyProbe>(data)
+        .is_ok_and(|chunk| chunk.choices.is_some_and(|c| c.is_empty()) && chunk.usage.is_some())
 }
 
 /// Reads a byte stream split anywhere into complete events (`event:` name
@@ -250,6 +268,33 @@ mod tests {
         assert_eq!(events(&[lines.as_bytes()]), Err(EventTooLarge(64)));
         let split: Vec<&[u8]> = big.as_bytes().chunks(7).collect();
         assert_eq!(events(&split), Err(EventTooLarge(64)));
+    }
+
+    #[test]
+    fn a_usage_only_chunk_has_empty_choices_and_a_usage() {
+        for (event, usage_only) in [
+            (
+                &b"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1}}\n\n"[..],
+                true,
+            ),
+            (
+                b"data: {\"id\":\"x\",\r\ndata: \"choices\":[ ],\"usage\":{}}\r\n\r\n",
+                true,
+            ),
+            (b"data: {\"choices\":[],\"usage\":null}\n\n", false),
+            (b"data: {\"choices\":[{}],\"usage\":{}}\n\n", false),
+            (b"data: {\"usage\":{}}\n\n", false),
+            (b"data: {\"choices\":{},\"usage\":{}}\n\n", false),
+            (b"data: [[],{\"usage\":1}]\n\n", false),
+            (b"data: {\"choices\":[],\"usage\":{}\n\n", false),
+        ] {
+            assert_eq!(
+                is_usage_only(event),
+                usage_only,
+                "{}",
+                String::from_utf8_lossy(event)
+            );
+        }
     }
 
     #[test]
