@@ -68,6 +68,9 @@ Options:
                             runs beside the variant's on the same CPUs, and the same
                             load goes to each in turn (ABBA rounds); not for
                             messages or responses (another path)
+  --baseline-bin PATH       with --paired and --variant master-key: the gateway
+                            beside is this binary, so two builds are compared on
+                            the same path (add --stream for streamed requests)
 {FLAGS_USAGE}  --json FILE               also write the report as JSON
   -h, --help                print this help
 "
@@ -234,6 +237,9 @@ pub struct OverheadArgs {
     /// Measure the variant against a master-key gateway beside it instead
     /// of against the mock and nginx.
     pub paired: bool,
+    /// With `paired`: the binary of the gateway beside (another build),
+    /// instead of `gateway_bin`.
+    pub baseline_bin: Option<PathBuf>,
 }
 
 /// What the command line asked for.
@@ -263,6 +269,7 @@ pub fn parse(args: &mut Args) -> Result<Parsed, String> {
         json: None,
         database_url: None,
         paired: false,
+        baseline_bin: None,
     };
     let mut search = true;
     while let Some(flag) = args.next_flag()? {
@@ -289,6 +296,7 @@ pub fn parse(args: &mut Args) -> Result<Parsed, String> {
             "no-pin" => o.pin = false,
             "no-nginx" => o.nginx = false,
             "paired" => o.paired = true,
+            "baseline-bin" => o.baseline_bin = Some(args.value(&flag)?),
             "json" => o.json = Some(args.value(&flag)?),
             "database-url" => o.database_url = Some(args.value(&flag)?),
             "help" => return Ok(Parsed::Help),
@@ -315,6 +323,9 @@ pub fn parse(args: &mut Args) -> Result<Parsed, String> {
             "--paired compares chat completions with master-key's; --variant {} uses another path",
             o.variant.name()
         ));
+    }
+    if o.baseline_bin.is_some() && !(o.paired && o.variant == Variant::MasterKey) {
+        return Err("--baseline-bin compares two builds with --paired --variant master-key".into());
     }
     o.spec.models = vec![gateway_proc::MODEL.to_string()];
     Ok(Parsed::Run(Box::new(o)))
@@ -376,6 +387,18 @@ mod tests {
         assert!(parse_str("--variant messages --paired")
             .unwrap_err()
             .contains("another path"));
+        let Parsed::Run(o) = parse_str("--paired --baseline-bin /x/old --stream").unwrap() else {
+            panic!("help")
+        };
+        assert_eq!(o.baseline_bin, Some(PathBuf::from("/x/old")));
+        assert!(parse_str("--baseline-bin /x/old")
+            .unwrap_err()
+            .contains("--paired --variant master-key"));
+        assert!(
+            parse_str("--paired --variant metrics --baseline-bin /x/old")
+                .unwrap_err()
+                .contains("--paired --variant master-key")
+        );
         assert!(parse_str("--model x")
             .unwrap_err()
             .contains("always asks for"));

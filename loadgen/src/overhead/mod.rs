@@ -99,11 +99,16 @@ pub fn main(args: &mut Args) -> Result<(), String> {
     Ok(())
 }
 
-/// `--paired`: starts a master-key gateway beside the variant's and
-/// reports what the variant adds to the CPU per request.
+/// `--paired`: starts a master-key gateway (of `--baseline-bin` if given)
+/// beside the variant's and reports what the variant adds to the CPU per
+/// request.
 fn paired_main(o: &OverheadArgs, harness: &Harness, key: String) -> Result<(), String> {
     let base_args = OverheadArgs {
         variant: Variant::MasterKey,
+        gateway_bin: o
+            .baseline_bin
+            .clone()
+            .unwrap_or_else(|| o.gateway_bin.clone()),
         ..o.clone()
     };
     let base = Harness::start_beside(&harness_spec(&base_args, None), harness)?;

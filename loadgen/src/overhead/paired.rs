@@ -54,6 +54,8 @@ impl PairedRound {
 pub struct PairedReport {
     /// The variant measured against the master key.
     pub variant: &'static str,
+    /// The other build the master-key gateway ran, if not the variant's.
+    pub baseline_bin: Option<String>,
     /// Requests/s of every run.
     pub rate: f64,
     /// Length of each run, seconds.
@@ -77,8 +79,12 @@ pub struct PairedReport {
 impl PairedReport {
     /// The human-readable table.
     pub fn table(&self) -> String {
+        let against = match &self.baseline_bin {
+            Some(bin) => format!("master-key of {bin}"),
+            None => "master-key".to_string(),
+        };
         let mut out = format!(
-            "loadgen overhead --paired: {} against master-key, open loop {} req/s, {} rounds x {}s per gateway (ABBA)\n\n",
+            "loadgen overhead --paired: {} against {against}, open loop {} req/s, {} rounds x {}s per gateway (ABBA)\n\n",
             self.variant,
             self.rate,
             self.rounds.len(),
@@ -137,6 +143,7 @@ pub fn measure(o: &OverheadArgs, base: &Side, variant: &Side) -> Result<PairedRe
     let added: Vec<f64> = rounds.iter().map(PairedRound::added_us).collect();
     Ok(PairedReport {
         variant: o.variant.name(),
+        baseline_bin: o.baseline_bin.as_ref().map(|p| p.display().to_string()),
         rate: o.rate,
         round_s: o.duration.as_secs_f64(),
         base_median_us: median(rounds.iter().map(|r| r.base_cpu_us).collect()),
@@ -212,8 +219,9 @@ mod tests {
                 variant_cpu_us: 22.5,
             },
         ];
-        let report = PairedReport {
+        let mut report = PairedReport {
             variant: "metrics",
+            baseline_bin: None,
             rate: 5000.0,
             round_s: 5.0,
             base_median_us: 21.0,
@@ -228,5 +236,12 @@ mod tests {
         assert!(table.contains("added +0.75 µs per request"), "{table}");
         assert!(table.contains("range +0.50 to +1.00 µs"), "{table}");
         assert_eq!(report.rounds[1].added_us(), 0.5);
+        assert!(
+            table.contains("metrics against master-key, open loop"),
+            "{table}"
+        );
+        report.baseline_bin = Some("/x/old".into());
+        let table = report.table();
+        assert!(table.contains("against master-key of /x/old,"), "{table}");
     }
 }
