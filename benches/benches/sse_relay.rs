@@ -1,17 +1,21 @@
 //! Relaying one streamed response: an OpenAI SSE stream of 200 events of
 //! about 200 bytes, chunk-decoded as it arrives from upstream and
-//! chunk-encoded again for the client.
+//! chunk-encoded again for the client; and what the relay reads on the way:
+//! the usage tap (the generated text counted, the usage kept) and the filter
+//! that drops the usage-only chunk for a client that did not ask for it.
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use gateway::http1::{encode_chunk, ChunkedDecoder, LAST_CHUNK};
+use gateway::spend::StreamUsage;
+use gateway::sse::UsageChunkFilter;
 
-/// Events in the stream.
+/// Events in the stream (tokens, the usage chunk, `[DONE]`).
 const EVENTS: usize = 200;
 
 /// The SSE events of one chat-completion stream, as OpenAI sends them: a
 /// `data:` line with a `chat.completion.chunk` per token, then `[DONE]`.
 fn sse_events() -> Vec<Vec<u8>> {
-    let mut events: Vec<Vec<u8>> = (0..EVENTS - 1)
+    let mut events: Vec<Vec<u8>> = (0..EVENTS - 2)
         .map(|i| {
             format!(
                 "data: {{\"id\":\"chatcmpl-AbCdEfGhIjKlMnOpQrStUvWxYz012\",\"object\":\"chat.completion.chunk\",\"created\":1731000000,\"model\":\"gpt-4o-2024-08-06\",\"system_fingerprint\":\"fp_45cf54deae\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\" tok{i:04}\"}},\"logprobs\":null,\"finish_reason\":null}}]}}\n\n"
@@ -19,6 +23,9 @@ fn sse_events() -> Vec<Vec<u8>> {
             .into_bytes()
         })
         .collect();
+    events.push(
+        b"data: {\"id\":\"chatcmpl-AbCdEfGhIjKlMnOpQrStUvWxYz012\",\"object\":\"chat.completion.chunk\",\"created\":1731000000,\"model\":\"gpt-4o-2024-08-06\",\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":198,\"total_tokens\":210}}\n\n".to_vec(),
+    );
     events.push(b"data: [DONE]\n\n".to_vec());
     events
 }
@@ -88,6 +95,30 @@ fn sse_relay(c: &mut Criterion) {
             }
             assert!(decoder.is_done());
             black_box(sent)
+        })
+    });
+    g.bench_function(BenchmarkId::new("usage_tap", EVENTS), |b| {
+        b.iter(|| {
+            let mut usage = StreamUsage::new();
+            for e in &events {
+                usage.feed(black_box(e));
+            }
+            let (usage, _) = usage.finish(|| 0);
+            assert_eq!(usage.completion_tokens, 198);
+            black_box(usage)
+        })
+    });
+
+    g.bench_function(BenchmarkId::new("usage_chunk_filter", EVENTS), |b| {
+        let mut out = Vec::with_capacity(64 * 1024);
+        b.iter(|| {
+            out.clear();
+            let mut filter = UsageChunkFilter::default();
+            for e in &events {
+                filter.filter(black_box(e), &mut out);
+            }
+            filter.finish(&mut out);
+            black_box(out.len())
         })
     });
     g.finish();
