@@ -67,17 +67,18 @@ fn is_usage_only(event: &[u8]) -> bool {
     if USAGE_KEY.find(event).is_none() {
         return false;
     }
-    let mut lines = event
-        .split(|&b| b == b'\n')
-        .filter_map(|line| line.strip_prefix(b"data:"));
+    let data_lines = || {
+        event
+            .split(|&b| b == b'\n')
+            .filter_map(|line| line.strip_prefix(b"data:"))
+    };
+    let mut lines = data_lines();
     // One data line without `\r` (the usual event) is read where it lies.
     let joined: Vec<u8>;
     let data = match (lines.next(), lines.next()) {
         (Some(only), None) if memchr::memchr(b'\r', only).is_none() => only,
         _ => {
-            joined = event
-                .split(|&b| b == b'\n')
-                .filter_map(|line| line.strip_prefix(b"data:"))
+            joined = data_lines()
                 .flat_map(|d| {
                     d.strip_prefix(b" ")
                         .unwrap_or(d)

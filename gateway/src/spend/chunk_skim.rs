@@ -121,9 +121,41 @@ impl<'a> Reader<'a> {
     }
 
     /// Consumes `byte` after whitespace.
-    fn expect(&mut self, byte: u8) -> Option<()> {
+    fn consume(&mut self, byte: u8) -> Option<()> {
         self.whitespace();
         (self.peek()? == byte).then(|| self.at += 1)
+    }
+
+    /// `open`, items separated by commas, `close`: `item` called with the
+    /// cursor at each item (after its whitespace).
+    fn sequence(
+        &mut self,
+        depth: usize,
+        [open, close]: [u8; 2],
+        mut item: impl FnMut(&mut Self) -> Option<()>,
+    ) -> Option<()> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        self.consume(open)?;
+        self.whitespace();
+        if self.peek()? == close {
+            self.at += 1;
+            return Some(());
+        }
+        loop {
+            self.whitespace();
+            item(self)?;
+            self.whitespace();
+            match self.peek()? {
+                b',' => self.at += 1,
+                b if b == close => {
+                    self.at += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
     }
 
     /// An object, `member` called with each key (duplicates included) and
@@ -133,35 +165,16 @@ impl<'a> Reader<'a> {
         depth: usize,
         mut member: impl FnMut(&mut Self, &[u8]) -> Option<()>,
     ) -> Option<()> {
-        if depth > MAX_DEPTH {
-            return None;
-        }
-        self.expect(b'{')?;
-        self.whitespace();
-        if self.peek()? == b'}' {
-            self.at += 1;
-            return Some(());
-        }
-        loop {
-            self.whitespace();
-            let key = self.string()?;
+        self.sequence(depth, [b'{', b'}'], |r| {
+            let key = r.string()?;
             if !key.is_ascii() {
                 // The full parse reads keys as text.
                 std::str::from_utf8(key).ok()?;
             }
-            self.expect(b':')?;
-            self.whitespace();
-            member(self, key)?;
-            self.whitespace();
-            match self.peek()? {
-                b',' => self.at += 1,
-                b'}' => {
-                    self.at += 1;
-                    return Some(());
-                }
-                _ => return None,
-            }
-        }
+            r.consume(b':')?;
+            r.whitespace();
+            member(r, key)
+        })
     }
 
     fn object_or_null(
@@ -179,40 +192,11 @@ impl<'a> Reader<'a> {
     fn array_or_null(
         &mut self,
         depth: usize,
-        mut element: impl FnMut(&mut Self) -> Option<()>,
+        element: impl FnMut(&mut Self) -> Option<()>,
     ) -> Option<()> {
-        if self.peek()? == b'n' {
-            return self.literal(b"null");
-        }
-        self.array(depth, |r| element(r))
-    }
-
-    fn array(
-        &mut self,
-        depth: usize,
-        mut element: impl FnMut(&mut Self) -> Option<()>,
-    ) -> Option<()> {
-        if depth > MAX_DEPTH {
-            return None;
-        }
-        self.expect(b'[')?;
-        self.whitespace();
-        if self.peek()? == b']' {
-            self.at += 1;
-            return Some(());
-        }
-        loop {
-            self.whitespace();
-            element(self)?;
-            self.whitespace();
-            match self.peek()? {
-                b',' => self.at += 1,
-                b']' => {
-                    self.at += 1;
-                    return Some(());
-                }
-                _ => return None,
-            }
+        match self.peek()? {
+            b'n' => self.literal(b"null"),
+            _ => self.sequence(depth, [b'[', b']'], element),
         }
     }
 
@@ -310,7 +294,7 @@ impl<'a> Reader<'a> {
         match self.peek()? {
             b'"' => self.string().map(drop),
             b'{' => self.object(depth + 1, |r, _| r.skip_value(depth + 1)),
-            b'[' => self.array(depth + 1, |r| r.skip_value(depth + 1)),
+            b'[' => self.sequence(depth + 1, [b'[', b']'], |r| r.skip_value(depth + 1)),
             b'n' => self.literal(b"null"),
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
