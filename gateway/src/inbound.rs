@@ -7,6 +7,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::ops::Range;
 
+mod skim;
+
 /// The OpenAI endpoints the gateway proxies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Endpoint {
@@ -84,17 +86,20 @@ pub struct LlmRequest {
     pub forward_headers: Vec<(&'static str, String)>,
 }
 
-#[derive(Deserialize)]
+/// The routing fields of a body. The raw members are their JSON text as it
+/// stands in the body (a `null` member counts as absent, except for the
+/// gateway's own). Read by [`skim::routing_view`], else by serde_json.
+#[derive(Deserialize, Default, Debug, PartialEq)]
 struct RoutingView<'a> {
-    #[serde(borrow)]
-    model: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "raw_value")]
+    model: Option<&'a str>,
     stream: Option<serde_json::Value>,
-    #[serde(borrow)]
-    messages: Option<&'a RawValue>,
-    #[serde(borrow)]
-    prompt: Option<&'a RawValue>,
-    #[serde(borrow)]
-    input: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "raw_value")]
+    messages: Option<&'a str>,
+    #[serde(borrow, default, deserialize_with = "raw_value")]
+    prompt: Option<&'a str>,
+    #[serde(borrow, default, deserialize_with = "raw_value")]
+    input: Option<&'a str>,
     max_tokens: Option<serde_json::Value>,
     max_completion_tokens: Option<serde_json::Value>,
     max_output_tokens: Option<serde_json::Value>,
@@ -102,19 +107,24 @@ struct RoutingView<'a> {
     /// The gateway's own members, `null` included (a plain `Option` reads
     /// a null member as absent, and it would then be forwarded).
     #[serde(borrow, default, deserialize_with = "raw_member")]
-    fallbacks: Option<&'a RawValue>,
+    fallbacks: Option<&'a str>,
     #[serde(borrow, default, deserialize_with = "raw_member")]
-    num_retries: Option<&'a RawValue>,
+    num_retries: Option<&'a str>,
     #[serde(borrow, default, deserialize_with = "raw_member")]
-    tags: Option<&'a RawValue>,
+    tags: Option<&'a str>,
     user: Option<serde_json::Value>,
-    #[serde(borrow)]
-    metadata: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "raw_value")]
+    metadata: Option<&'a str>,
 }
 
-/// A member's raw value, present even when it is `null`.
-fn raw_member<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
-    <&RawValue>::deserialize(d).map(Some)
+/// A member's raw text, `None` when it is `null`.
+fn raw_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de str>, D::Error> {
+    Option::<&RawValue>::deserialize(d).map(|raw| raw.map(RawValue::get))
+}
+
+/// A member's raw text, present even when it is `null`.
+fn raw_member<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de str>, D::Error> {
+    <&RawValue>::deserialize(d).map(|raw| Some(raw.get()))
 }
 
 /// `metadata.user_id` of a Messages request.
@@ -190,8 +200,11 @@ impl<'a> Fields<'a> {
             ));
         }
         check_depth(body)?;
-        let view: RoutingView =
-            serde_json::from_slice(body).map_err(|e| GatewayError::MalformedJson(e.to_string()))?;
+        let view = match skim::routing_view(body) {
+            Some(view) => view,
+            None => serde_json::from_slice(body)
+                .map_err(|e| GatewayError::MalformedJson(e.to_string()))?,
+        };
         let own = [view.fallbacks, view.num_retries, view.tags]
             .into_iter()
             .flatten()
@@ -202,9 +215,9 @@ impl<'a> Fields<'a> {
 }
 
 /// Byte range of `raw` inside `body`, which it borrows from.
-fn span_in(body: &[u8], raw: &RawValue) -> Range<usize> {
-    let start = raw.get().as_ptr() as usize - body.as_ptr() as usize;
-    start..start + raw.get().len()
+fn span_in(body: &[u8], raw: &str) -> Range<usize> {
+    let start = raw.as_ptr() as usize - body.as_ptr() as usize;
+    start..start + raw.len()
 }
 
 impl LlmRequest {
@@ -222,7 +235,7 @@ impl LlmRequest {
         let num_retries = read_num_retries(fields.view.num_retries)?;
         let tags = match fields.view.tags {
             Some(raw) => {
-                let v: serde_json::Value = serde_json::from_str(raw.get())
+                let v: serde_json::Value = serde_json::from_str(raw)
                     .map_err(|e| GatewayError::MalformedJson(e.to_string()))?;
                 read_tags("tags", &v)?
             }
@@ -254,7 +267,7 @@ impl LlmRequest {
     ) -> Result<LlmRequest, GatewayError> {
         let raw_model = view.model.ok_or(GatewayError::MissingParam("model"))?;
         let model: String =
-            serde_json::from_str(raw_model.get()).map_err(|_| GatewayError::InvalidParam {
+            serde_json::from_str(raw_model).map_err(|_| GatewayError::InvalidParam {
                 param: "model",
                 message: "must be a string".into(),
             })?;
@@ -267,13 +280,11 @@ impl LlmRequest {
         };
         match input {
             None => return Err(GatewayError::MissingParam(endpoint.input_field())),
-            Some(v) if v.get() == "null" => {
-                return Err(GatewayError::MissingParam(endpoint.input_field()))
-            }
+            Some("null") => return Err(GatewayError::MissingParam(endpoint.input_field())),
             Some(_) => {}
         }
         if matches!(endpoint, Endpoint::ChatCompletions | Endpoint::Messages)
-            && !view.messages.is_some_and(|m| m.get().starts_with('['))
+            && !view.messages.is_some_and(|m| m.starts_with('['))
         {
             return Err(GatewayError::InvalidParam {
                 param: "messages",
@@ -314,20 +325,18 @@ impl LlmRequest {
         // n choices may each use the cap: the output the request can cost.
         let max_tokens = cap.map(|c| c.saturating_mul(choices));
         let user = match (endpoint, view.metadata) {
-            (Endpoint::Messages, Some(raw)) => {
-                serde_json::from_str::<Option<MetadataView>>(raw.get())
-                    .map_err(|_| GatewayError::InvalidParam {
-                        param: "metadata",
-                        message: "must be an object".into(),
-                    })?
-                    .and_then(|m| m.user_id)
-            }
+            (Endpoint::Messages, Some(raw)) => serde_json::from_str::<Option<MetadataView>>(raw)
+                .map_err(|_| GatewayError::InvalidParam {
+                    param: "metadata",
+                    message: "must be an object".into(),
+                })?
+                .and_then(|m| m.user_id),
             (Endpoint::Messages, None) => None,
             _ => view.user.clone(),
         };
         let tags = match (endpoint, view.metadata) {
             (Endpoint::Messages, _) | (_, None) => Vec::new(),
-            (_, Some(raw)) => match serde_json::from_str::<MetadataTags>(raw.get()) {
+            (_, Some(raw)) => match serde_json::from_str::<MetadataTags>(raw) {
                 Ok(MetadataTags { tags: Some(v) }) => read_tags("metadata.tags", &v)?,
                 _ => Vec::new(),
             },
@@ -473,10 +482,10 @@ fn check_name(param: &'static str, value: &str, max: usize) -> Result<(), Gatewa
 
 /// The body's `fallbacks`: any JSON (the router reads its shape), at most
 /// [`MAX_REQUEST_FALLBACKS`] entries.
-fn read_fallbacks(raw: Option<&RawValue>) -> Result<Option<serde_json::Value>, GatewayError> {
+fn read_fallbacks(raw: Option<&str>) -> Result<Option<serde_json::Value>, GatewayError> {
     let Some(raw) = raw else { return Ok(None) };
     let value: serde_json::Value =
-        serde_json::from_str(raw.get()).map_err(|e| GatewayError::InvalidParam {
+        serde_json::from_str(raw).map_err(|e| GatewayError::InvalidParam {
             param: "fallbacks",
             message: e.to_string(),
         })?;
@@ -496,9 +505,9 @@ fn read_fallbacks(raw: Option<&RawValue>) -> Result<Option<serde_json::Value>, G
 }
 
 /// The body's `num_retries`: an integer from 0 to [`MAX_REQUEST_RETRIES`].
-fn read_num_retries(raw: Option<&RawValue>) -> Result<Option<u32>, GatewayError> {
+fn read_num_retries(raw: Option<&str>) -> Result<Option<u32>, GatewayError> {
     let Some(raw) = raw else { return Ok(None) };
-    let value = serde_json::from_str(raw.get()).map_err(|e| GatewayError::InvalidParam {
+    let value = serde_json::from_str(raw).map_err(|e| GatewayError::InvalidParam {
         param: "num_retries",
         message: e.to_string(),
     })?;

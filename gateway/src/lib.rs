@@ -15,6 +15,7 @@ pub mod google_auth;
 pub mod health;
 pub mod http1;
 pub mod inbound;
+mod json_skim;
 pub mod keyed_hash;
 pub mod limits;
 pub mod logging;

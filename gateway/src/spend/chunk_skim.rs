@@ -10,16 +10,14 @@
 //! unexpected type or anything else it does not follow is left to the full
 //! parse, which then decides as it always did.
 
-/// Nesting deeper than this is left to the full parse (serde_json's own
-/// limit is 128).
-const MAX_DEPTH: usize = 64;
+use crate::json_skim::{Reader, Seen};
 
 /// Characters of generated text in one event's `data` (the `text` of each
 /// choice, its `delta.content` and each `delta.tool_calls[].function.arguments`),
 /// or `None` when the chunk needs the full parse: it reports usage, is not
 /// a chunk object, or holds something this reader does not decide.
 pub(super) fn generated_chars(data: &[u8]) -> Option<u64> {
-    let mut r = Reader { buf: data, at: 0 };
+    let mut r = Reader::new(data);
     let mut chars = 0;
     let mut seen = Seen::default();
     r.object(0, |r, key| match key {
@@ -35,8 +33,7 @@ pub(super) fn generated_chars(data: &[u8]) -> Option<u64> {
         b"response" => None,
         _ => r.skip_value(1),
     })?;
-    r.whitespace();
-    (r.at == r.buf.len()).then_some(chars)
+    r.finished().then_some(chars)
 }
 
 /// One element of `choices`: its `text` and its `delta`.
@@ -45,7 +42,7 @@ fn choice(r: &mut Reader<'_>, chars: &mut u64) -> Option<()> {
     r.object(1, |r, key| match key {
         b"text" => {
             seen.first(0)?;
-            r.text_or_null(chars)
+            text_or_null(r, chars)
         }
         b"delta" => {
             seen.first(1)?;
@@ -61,7 +58,7 @@ fn delta(r: &mut Reader<'_>, key: &[u8], seen: &mut Seen, chars: &mut u64) -> Op
     match key {
         b"content" => {
             seen.first(0)?;
-            r.text_or_null(chars)
+            text_or_null(r, chars)
         }
         b"tool_calls" => {
             seen.first(1)?;
@@ -81,7 +78,7 @@ fn tool_call(r: &mut Reader<'_>, chars: &mut u64) -> Option<()> {
             r.object_or_null(3, |r, key| match key {
                 b"arguments" => {
                     arguments.first(0)?;
-                    r.text_or_null(chars)
+                    text_or_null(r, chars)
                 }
                 _ => r.skip_value(4),
             })
@@ -90,217 +87,25 @@ fn tool_call(r: &mut Reader<'_>, chars: &mut u64) -> Option<()> {
     })
 }
 
-/// The members of one object already read, by bit: the full parse refuses
-/// a duplicate of a member it reads.
-#[derive(Default)]
-struct Seen(u8);
-
-impl Seen {
-    /// `None` if member `bit` was seen before.
-    fn first(&mut self, bit: u8) -> Option<()> {
-        let mask = 1 << bit;
-        (self.0 & mask == 0).then(|| self.0 |= mask)
+/// A string of generated text (or `null`): its characters, as the
+/// full parse would decode it, added to `chars`. Each escape [`string`]
+/// lets through is two ASCII bytes standing for one character.
+///
+/// [`string`]: Reader::string
+fn text_or_null(r: &mut Reader<'_>, chars: &mut u64) -> Option<()> {
+    if r.peek()? == b'n' {
+        return r.literal(b"null");
     }
-}
-
-/// A cursor over one JSON text.
-struct Reader<'a> {
-    buf: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn peek(&self) -> Option<u8> {
-        self.buf.get(self.at).copied()
+    let raw = r.string()?;
+    let mut escapes = 0;
+    let mut at = 0;
+    while let Some(i) = memchr::memchr(b'\\', &raw[at..]) {
+        escapes += 1;
+        at += i + 2;
     }
-
-    fn whitespace(&mut self) {
-        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.peek() {
-            self.at += 1;
-        }
-    }
-
-    /// Consumes `byte` after whitespace.
-    fn consume(&mut self, byte: u8) -> Option<()> {
-        self.whitespace();
-        (self.peek()? == byte).then(|| self.at += 1)
-    }
-
-    /// `open`, items separated by commas, `close`: `item` called with the
-    /// cursor at each item (after its whitespace).
-    fn sequence(
-        &mut self,
-        depth: usize,
-        [open, close]: [u8; 2],
-        mut item: impl FnMut(&mut Self) -> Option<()>,
-    ) -> Option<()> {
-        if depth > MAX_DEPTH {
-            return None;
-        }
-        self.consume(open)?;
-        self.whitespace();
-        if self.peek()? == close {
-            self.at += 1;
-            return Some(());
-        }
-        loop {
-            self.whitespace();
-            item(self)?;
-            self.whitespace();
-            match self.peek()? {
-                b',' => self.at += 1,
-                b if b == close => {
-                    self.at += 1;
-                    return Some(());
-                }
-                _ => return None,
-            }
-        }
-    }
-
-    /// An object, `member` called with each key (duplicates included) and
-    /// the cursor at its value.
-    fn object(
-        &mut self,
-        depth: usize,
-        mut member: impl FnMut(&mut Self, &[u8]) -> Option<()>,
-    ) -> Option<()> {
-        self.sequence(depth, [b'{', b'}'], |r| {
-            let key = r.string()?;
-            if !key.is_ascii() {
-                // The full parse reads keys as text.
-                std::str::from_utf8(key).ok()?;
-            }
-            r.consume(b':')?;
-            r.whitespace();
-            member(r, key)
-        })
-    }
-
-    fn object_or_null(
-        &mut self,
-        depth: usize,
-        member: impl FnMut(&mut Self, &[u8]) -> Option<()>,
-    ) -> Option<()> {
-        match self.peek()? {
-            b'n' => self.literal(b"null"),
-            _ => self.object(depth, member),
-        }
-    }
-
-    /// An array (or `null`), `element` called with the cursor at each one.
-    fn array_or_null(
-        &mut self,
-        depth: usize,
-        element: impl FnMut(&mut Self) -> Option<()>,
-    ) -> Option<()> {
-        match self.peek()? {
-            b'n' => self.literal(b"null"),
-            _ => self.sequence(depth, [b'[', b']'], element),
-        }
-    }
-
-    /// A string of generated text (or `null`): its characters, as the
-    /// full parse would decode it, added to `chars`. Each escape [`string`]
-    /// lets through is two ASCII bytes standing for one character.
-    ///
-    /// [`string`]: Self::string
-    fn text_or_null(&mut self, chars: &mut u64) -> Option<()> {
-        if self.peek()? == b'n' {
-            return self.literal(b"null");
-        }
-        let raw = self.string()?;
-        let mut escapes = 0;
-        let mut at = 0;
-        while let Some(i) = memchr::memchr(b'\\', &raw[at..]) {
-            escapes += 1;
-            at += i + 2;
-        }
-        let text = std::str::from_utf8(raw).ok()?;
-        *chars += text.chars().count() as u64 - escapes;
-        Some(())
-    }
-
-    /// A string's raw bytes between its quotes. Escapes other than `\u`
-    /// are stepped over (and left in the bytes); a `\u` escape, a control
-    /// character or an unterminated string is the full parse's. A plain
-    /// loop: the strings of a chunk are a few bytes each, shorter than a
-    /// vectorised search takes to set up.
-    fn string(&mut self) -> Option<&'a [u8]> {
-        if self.peek()? != b'"' {
-            return None;
-        }
-        let start = self.at + 1;
-        let mut at = start;
-        loop {
-            match *self.buf.get(at)? {
-                b'"' => break,
-                b'\\' => match self.buf.get(at + 1)? {
-                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => at += 2,
-                    _ => return None,
-                },
-                0..0x20 => return None,
-                _ => at += 1,
-            }
-        }
-        self.at = at + 1;
-        Some(&self.buf[start..at])
-    }
-
-    /// Exactly `word` (`null`, `true`, `false`).
-    fn literal(&mut self, word: &[u8]) -> Option<()> {
-        let end = self.at.checked_add(word.len())?;
-        (self.buf.get(self.at..end)? == word).then(|| self.at = end)
-    }
-
-    /// A number in JSON's grammar: `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`.
-    fn number(&mut self) -> Option<()> {
-        if self.peek() == Some(b'-') {
-            self.at += 1;
-        }
-        match self.peek()? {
-            b'0' => self.at += 1,
-            b'1'..=b'9' => self.digits(),
-            _ => return None,
-        }
-        if self.peek() == Some(b'.') {
-            self.at += 1;
-            self.digits_at_least_one()?;
-        }
-        if let Some(b'e' | b'E') = self.peek() {
-            self.at += 1;
-            if let Some(b'+' | b'-') = self.peek() {
-                self.at += 1;
-            }
-            self.digits_at_least_one()?;
-        }
-        Some(())
-    }
-
-    fn digits(&mut self) {
-        while self.peek().is_some_and(|b| b.is_ascii_digit()) {
-            self.at += 1;
-        }
-    }
-
-    fn digits_at_least_one(&mut self) -> Option<()> {
-        let start = self.at;
-        self.digits();
-        (self.at > start).then_some(())
-    }
-
-    /// Any value, checked as the full parse checks what it ignores.
-    fn skip_value(&mut self, depth: usize) -> Option<()> {
-        match self.peek()? {
-            b'"' => self.string().map(drop),
-            b'{' => self.object(depth + 1, |r, _| r.skip_value(depth + 1)),
-            b'[' => self.sequence(depth + 1, [b'[', b']'], |r| r.skip_value(depth + 1)),
-            b'n' => self.literal(b"null"),
-            b't' => self.literal(b"true"),
-            b'f' => self.literal(b"false"),
-            _ => self.number(),
-        }
-    }
+    let text = std::str::from_utf8(raw).ok()?;
+    *chars += text.chars().count() as u64 - escapes;
+    Some(())
 }
 
 #[cfg(test)]

@@ -1,0 +1,270 @@
+//! A cursor over JSON text for one-pass readers that stand in for a full
+//! serde_json parse on the hot path (the usage tap's chunks, the routing
+//! fields of a request). It follows JSON's grammar exactly as serde_json
+//! checks it, including what serde_json checks in the values it ignores
+//! (their structure, numbers, literals, escapes and control characters, not
+//! the UTF-8 of their strings); whatever it does not follow (a `\u`
+//! escape, nesting past [`MAX_DEPTH`]) makes it answer `None`, and its
+//! caller then leaves the text to serde_json.
+
+/// Nesting deeper than this is left to the full parse (serde_json's own
+/// limit is 128).
+pub(crate) const MAX_DEPTH: usize = 64;
+
+/// The members of one object already read, by bit: the full parse refuses
+/// a duplicate of a member it reads.
+#[derive(Default)]
+pub(crate) struct Seen(u32);
+
+impl Seen {
+    /// `None` if member `bit` was seen before.
+    pub(crate) fn first(&mut self, bit: u8) -> Option<()> {
+        let mask = 1u32 << bit;
+        (self.0 & mask == 0).then(|| self.0 |= mask)
+    }
+}
+
+/// A cursor over one JSON text.
+pub(crate) struct Reader<'a> {
+    buf: &'a [u8],
+    at: usize,
+    /// Strings are searched with memchr rather than a byte loop: for
+    /// texts whose strings run to hundreds of bytes (a request's prompt).
+    long_strings: bool,
+}
+
+impl<'a> Reader<'a> {
+    /// A cursor at the start of `buf`, for texts of short strings.
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
+        Reader {
+            buf,
+            at: 0,
+            long_strings: false,
+        }
+    }
+
+    /// A cursor at the start of `buf`, for texts with long strings.
+    pub(crate) fn with_long_strings(buf: &'a [u8]) -> Self {
+        Reader {
+            buf,
+            at: 0,
+            long_strings: true,
+        }
+    }
+
+    /// Where the cursor is, as an offset into the text.
+    pub(crate) fn position(&self) -> usize {
+        self.at
+    }
+
+    /// The text from `start` to the cursor.
+    pub(crate) fn text_since(&self, start: usize) -> &'a [u8] {
+        self.buf.get(start..self.at).unwrap_or_default()
+    }
+
+    /// Whether only whitespace is left.
+    pub(crate) fn finished(&mut self) -> bool {
+        self.whitespace();
+        self.at == self.buf.len()
+    }
+
+    /// The next byte, not consumed.
+    pub(crate) fn peek(&self) -> Option<u8> {
+        self.buf.get(self.at).copied()
+    }
+
+    pub(crate) fn whitespace(&mut self) {
+        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.peek() {
+            self.at += 1;
+        }
+    }
+
+    /// Consumes `byte` after whitespace.
+    pub(crate) fn consume(&mut self, byte: u8) -> Option<()> {
+        self.whitespace();
+        (self.peek()? == byte).then(|| self.at += 1)
+    }
+
+    /// `open`, items separated by commas, `close`: `item` called with the
+    /// cursor at each item (after its whitespace).
+    pub(crate) fn sequence(
+        &mut self,
+        depth: usize,
+        [open, close]: [u8; 2],
+        mut item: impl FnMut(&mut Self) -> Option<()>,
+    ) -> Option<()> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        self.consume(open)?;
+        self.whitespace();
+        if self.peek()? == close {
+            self.at += 1;
+            return Some(());
+        }
+        loop {
+            self.whitespace();
+            item(self)?;
+            self.whitespace();
+            match self.peek()? {
+                b',' => self.at += 1,
+                b if b == close => {
+                    self.at += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// An object, `member` called with each key (duplicates included) and
+    /// the cursor at its value.
+    pub(crate) fn object(
+        &mut self,
+        depth: usize,
+        mut member: impl FnMut(&mut Self, &[u8]) -> Option<()>,
+    ) -> Option<()> {
+        self.sequence(depth, [b'{', b'}'], |r| {
+            let key = r.string()?;
+            if !key.is_ascii() {
+                // The full parse reads keys as text.
+                std::str::from_utf8(key).ok()?;
+            }
+            r.consume(b':')?;
+            r.whitespace();
+            member(r, key)
+        })
+    }
+
+    pub(crate) fn object_or_null(
+        &mut self,
+        depth: usize,
+        member: impl FnMut(&mut Self, &[u8]) -> Option<()>,
+    ) -> Option<()> {
+        match self.peek()? {
+            b'n' => self.literal(b"null"),
+            _ => self.object(depth, member),
+        }
+    }
+
+    /// An array (or `null`), `element` called with the cursor at each one.
+    pub(crate) fn array_or_null(
+        &mut self,
+        depth: usize,
+        element: impl FnMut(&mut Self) -> Option<()>,
+    ) -> Option<()> {
+        match self.peek()? {
+            b'n' => self.literal(b"null"),
+            _ => self.sequence(depth, [b'[', b']'], element),
+        }
+    }
+
+    /// A string's raw bytes between its quotes. Escapes other than `\u`
+    /// are stepped over (and left in the bytes); a `\u` escape, a control
+    /// character or an unterminated string is the full parse's. A plain
+    /// loop: the strings of a chunk are a few bytes each, shorter than a
+    /// vectorised search takes to set up.
+    pub(crate) fn string(&mut self) -> Option<&'a [u8]> {
+        if self.peek()? != b'"' {
+            return None;
+        }
+        let start = self.at + 1;
+        if self.long_strings {
+            return self.long_string(start);
+        }
+        let mut at = start;
+        loop {
+            match *self.buf.get(at)? {
+                b'"' => break,
+                b'\\' => match self.buf.get(at + 1)? {
+                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => at += 2,
+                    _ => return None,
+                },
+                0..0x20 => return None,
+                _ => at += 1,
+            }
+        }
+        self.at = at + 1;
+        Some(&self.buf[start..at])
+    }
+
+    /// [`string`] for long strings: quotes and backslashes found with
+    /// memchr, control characters with a pass that vectorizes.
+    ///
+    /// [`string`]: Self::string
+    fn long_string(&mut self, start: usize) -> Option<&'a [u8]> {
+        let mut at = start;
+        loop {
+            let rest = self.buf.get(at..)?;
+            let stop = memchr::memchr2(b'"', b'\\', rest)?;
+            if rest[..stop].iter().fold(false, |any, &b| any | (b < 0x20)) {
+                return None;
+            }
+            at += stop;
+            if self.buf[at] == b'"' {
+                break;
+            }
+            match self.buf.get(at + 1)? {
+                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => at += 2,
+                _ => return None,
+            }
+        }
+        self.at = at + 1;
+        Some(&self.buf[start..at])
+    }
+
+    /// Exactly `word` (`null`, `true`, `false`).
+    pub(crate) fn literal(&mut self, word: &[u8]) -> Option<()> {
+        let end = self.at.checked_add(word.len())?;
+        (self.buf.get(self.at..end)? == word).then(|| self.at = end)
+    }
+
+    /// A number in JSON's grammar: `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`.
+    pub(crate) fn number(&mut self) -> Option<()> {
+        if self.peek() == Some(b'-') {
+            self.at += 1;
+        }
+        match self.peek()? {
+            b'0' => self.at += 1,
+            b'1'..=b'9' => self.digits(),
+            _ => return None,
+        }
+        if self.peek() == Some(b'.') {
+            self.at += 1;
+            self.digits_at_least_one()?;
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            self.at += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.at += 1;
+            }
+            self.digits_at_least_one()?;
+        }
+        Some(())
+    }
+
+    fn digits(&mut self) {
+        while self.peek().is_some_and(|b| b.is_ascii_digit()) {
+            self.at += 1;
+        }
+    }
+
+    fn digits_at_least_one(&mut self) -> Option<()> {
+        let start = self.at;
+        self.digits();
+        (self.at > start).then_some(())
+    }
+
+    /// Any value, checked as the full parse checks what it ignores.
+    pub(crate) fn skip_value(&mut self, depth: usize) -> Option<()> {
+        match self.peek()? {
+            b'"' => self.string().map(drop),
+            b'{' => self.object(depth + 1, |r, _| r.skip_value(depth + 1)),
+            b'[' => self.sequence(depth + 1, [b'[', b']'], |r| r.skip_value(depth + 1)),
+            b'n' => self.literal(b"null"),
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            _ => self.number(),
+        }
+    }
+}
