@@ -73,21 +73,22 @@ impl<'a> Reader<'a> {
         self.buf.get(self.at).copied()
     }
 
-    pub(crate) fn whitespace(&mut self) {
+    /// Steps over JSON whitespace.
+    fn whitespace(&mut self) {
         while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.peek() {
             self.at += 1;
         }
     }
 
     /// Consumes `byte` after whitespace.
-    pub(crate) fn consume(&mut self, byte: u8) -> Option<()> {
+    fn consume(&mut self, byte: u8) -> Option<()> {
         self.whitespace();
         (self.peek()? == byte).then(|| self.at += 1)
     }
 
     /// `open`, items separated by commas, `close`: `item` called with the
     /// cursor at each item (after its whitespace).
-    pub(crate) fn sequence(
+    fn sequence(
         &mut self,
         depth: usize,
         [open, close]: [u8; 2],
@@ -136,6 +137,7 @@ impl<'a> Reader<'a> {
         })
     }
 
+    /// An object (or `null`), as [`object`](Self::object).
     pub(crate) fn object_or_null(
         &mut self,
         depth: usize,
@@ -162,8 +164,9 @@ impl<'a> Reader<'a> {
     /// A string's raw bytes between its quotes. Escapes other than `\u`
     /// are stepped over (and left in the bytes); a `\u` escape, a control
     /// character or an unterminated string is the full parse's. A plain
-    /// loop: the strings of a chunk are a few bytes each, shorter than a
-    /// vectorised search takes to set up.
+    /// loop unless the cursor was made for long strings: the strings of a
+    /// chunk are a few bytes each, shorter than a vectorised search takes
+    /// to set up.
     pub(crate) fn string(&mut self) -> Option<&'a [u8]> {
         if self.peek()? != b'"' {
             return None;
