@@ -36,7 +36,7 @@ const LAYERS: &[&[&str]] = &[
     &["upstream", "inbound", "downstream"],
     &["formats"],
     &["http1", "sse", "read_through", "panic_guard"],
-    &["error", "logging", "keyed_hash"],
+    &["error", "logging", "keyed_hash", "json_skim"],
 ];
 
 /// Submodules checked as units of their own: a concern's background half
