@@ -278,10 +278,9 @@ impl LlmRequest {
             Endpoint::Completions => view.prompt,
             Endpoint::Embeddings | Endpoint::Responses => view.input,
         };
-        match input {
-            None => return Err(GatewayError::MissingParam(endpoint.input_field())),
-            Some("null") => return Err(GatewayError::MissingParam(endpoint.input_field())),
-            Some(_) => {}
+        // A `null` input reads as absent (see `RoutingView`).
+        if input.is_none() {
+            return Err(GatewayError::MissingParam(endpoint.input_field()));
         }
         if matches!(endpoint, Endpoint::ChatCompletions | Endpoint::Messages)
             && !view.messages.is_some_and(|m| m.starts_with('['))
@@ -759,6 +758,28 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.param(), Some("max_tokens"));
+    }
+
+    /// A `null` input or model is a missing one, whichever reader read the
+    /// body (the one-pass reader, or serde_json after a `\u` escape).
+    #[test]
+    fn null_inputs_are_missing() {
+        for (endpoint, field) in [
+            (Endpoint::ChatCompletions, "messages"),
+            (Endpoint::Messages, "messages"),
+            (Endpoint::Completions, "prompt"),
+            (Endpoint::Embeddings, "input"),
+            (Endpoint::Responses, "input"),
+        ] {
+            for extra in ["", r#","x":"\u00e9""#] {
+                let body = format!(r#"{{"model":"a","{field}": null{extra}}}"#);
+                let e = parse(endpoint, &body).unwrap_err();
+                assert_eq!(e.param(), Some(field), "{body}");
+                let body = format!(r#"{{"model":null,"{field}":[]{extra}}}"#);
+                let e = parse(endpoint, &body).unwrap_err();
+                assert_eq!(e.param(), Some("model"), "{body}");
+            }
+        }
     }
 
     fn forwarded(r: &LlmRequest) -> serde_json::Value {

@@ -38,8 +38,8 @@ pub(super) fn routing_view(body: &[u8]) -> Option<RoutingView<'_>> {
         // serde_json refuses a duplicate of a field it reads.
         seen.first(bit)?;
         match slot {
-            Slot::Raw(out) => *out = raw_or_null(r, body)?,
-            Slot::Member(out) => *out = Some(raw(r, body)?),
+            Slot::Raw(out) => *out = raw_or_null(r)?,
+            Slot::Member(out) => *out = Some(raw(r)?),
             Slot::Value(out) => *out = plain_value(r)?,
         }
         Some(())
@@ -58,20 +58,20 @@ enum Slot<'v, 'a> {
 }
 
 /// The value at the cursor as raw text, `None` for `null`.
-fn raw_or_null<'a>(r: &mut Reader<'a>, body: &'a [u8]) -> Option<Option<&'a str>> {
+fn raw_or_null<'a>(r: &mut Reader<'a>) -> Option<Option<&'a str>> {
     if r.peek()? == b'n' {
         r.literal(b"null")?;
         return Some(None);
     }
-    raw(r, body).map(Some)
+    raw(r).map(Some)
 }
 
 /// The value at the cursor as raw text (valid UTF-8, as serde_json's raw
 /// values must be).
-fn raw<'a>(r: &mut Reader<'a>, body: &'a [u8]) -> Option<&'a str> {
+fn raw<'a>(r: &mut Reader<'a>) -> Option<&'a str> {
     let start = r.position();
     r.skip_value(1)?;
-    std::str::from_utf8(body.get(start..r.position())?).ok()
+    std::str::from_utf8(r.text_since(start)).ok()
 }
 
 /// A plain value at the cursor, as serde_json builds it: `null` (absent),
