@@ -406,7 +406,7 @@ impl KeyCache {
         let mut last: Option<&str> = None;
         let mut hashes: Vec<TokenHash> = rows
             .iter()
-            .filter(|row| last.replace(row.api_key.as_str()) != Some(row.api_key.as_str()))
+            .filter(|row| last.replace(&*row.api_key) != Some(&*row.api_key))
             .filter_map(|row| parse_token(&row.api_key))
             .collect();
         hashes.sort_unstable();
@@ -544,7 +544,7 @@ mod tests {
         let cache = KeyCache::default();
         let token_of = |k: &str| token_hex(&hash_key(k));
         let row = |token: &str| SpendLogRow {
-            api_key: token.to_string(),
+            api_key: token.into(),
             ..Default::default()
         };
         block_on(async {

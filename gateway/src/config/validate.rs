@@ -2,7 +2,7 @@
 
 use super::file::{ConfigFile, LitellmParams, ModelEntry};
 use super::{Config, ConfigError};
-use crate::deployment::{Deployment, MockSettings, ProviderKind};
+use crate::deployment::{Deployment, MockSettings, ProviderKind, SpendLabels};
 use crate::providers;
 use crate::router::RouterSettings;
 use crate::upstream::parse_base;
@@ -567,6 +567,13 @@ fn deployment(
         }
         kind => kind,
     };
+    let spend_labels = SpendLabels::new(
+        &group,
+        &provider_name,
+        &upstream_model,
+        base.as_ref(),
+        params.region_name.as_deref(),
+    );
     Ok(Deployment {
         id,
         group,
@@ -623,6 +630,7 @@ fn deployment(
             error_status: params.mock_error_status,
         },
         tags,
+        spend_labels,
     })
 }
 

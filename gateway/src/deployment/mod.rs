@@ -80,6 +80,43 @@ pub struct Deployment {
     /// `litellm_params.tags`, for tag-based routing
     /// (`router_settings.enable_tag_filtering`).
     pub tags: Vec<String>,
+    /// Its names as its spend rows carry them, shared by every row.
+    pub spend_labels: SpendLabels,
+}
+
+/// A deployment's names as its spend rows carry them, made once so a
+/// row shares them instead of copying each.
+#[derive(Debug, PartialEq)]
+pub struct SpendLabels {
+    /// The group (`model_group`).
+    pub group: Arc<str>,
+    /// The provider prefix (`custom_llm_provider`).
+    pub provider: Arc<str>,
+    /// The upstream model (`model`).
+    pub upstream_model: Arc<str>,
+    /// The base URL (`api_base`), empty for in-process providers.
+    pub api_base: Arc<str>,
+    /// The region.
+    pub region: Option<Arc<str>>,
+}
+
+impl SpendLabels {
+    /// The labels of a deployment with these settings.
+    pub fn new(
+        group: &str,
+        provider: &str,
+        upstream_model: &str,
+        base: Option<&UpstreamBase>,
+        region: Option<&str>,
+    ) -> SpendLabels {
+        SpendLabels {
+            group: group.into(),
+            provider: provider.into(),
+            upstream_model: upstream_model.into(),
+            api_base: base.map_or("", |b| b.url.as_str()).into(),
+            region: region.map(Arc::from),
+        }
+    }
 }
 
 impl Deployment {

@@ -15,6 +15,8 @@ use crate::spend::{self, Price, Usage};
 use crate::state::Worker;
 use crate::store::SpendLogRow;
 use chrono::{DateTime, Utc};
+use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Output tokens reserved when neither the request nor the model caps them.
@@ -216,14 +218,20 @@ impl Attempt {
     pub(super) fn finish(self, info: AttemptInfo<'_>) -> SpendLogRow {
         let key = super::key_of(info.principal);
         let api_key = match key {
-            Some(k) => k.record.token.clone(),
-            None => info.master_token.unwrap_or_default().to_string(),
+            Some(k) => k.record.token.as_str().into(),
+            None => info.master_token.unwrap_or_default().into(),
+        };
+        let labels = &info.dep.spend_labels;
+        // A wildcard deployment serves the group and model asked for.
+        let shared = |label: &Arc<str>, value: &str| match **label == *value {
+            true => label.clone(),
+            false => Arc::from(value),
         };
         SpendLogRow {
             request_id: self.request_id,
             call_id: self.call_id,
             attempt: self.number,
-            call_type: call_type(info.endpoint).to_string(),
+            call_type: Cow::Borrowed(call_type(info.endpoint)),
             api_key,
             spend: info.cost,
             total_tokens: column(
@@ -236,27 +244,20 @@ impl Attempt {
             start_time: self.start,
             completion_start_time: self.first_byte,
             end_time: Utc::now(),
-            model: info.upstream_model.to_string(),
-            // Not `to_string`: on an `Arc<str>` it goes through `Display`.
-            model_id: String::from(&*info.dep.id),
-            model_group: info.group.to_string(),
-            custom_llm_provider: info.dep.provider_name.clone(),
-            api_base: info
-                .dep
-                .base
-                .as_ref()
-                .map_or_else(String::new, |b| b.url.clone()),
-            region: info.dep.region.clone(),
+            model: shared(&labels.upstream_model, info.upstream_model),
+            model_id: info.dep.id.clone(),
+            model_group: shared(&labels.group, info.group),
+            custom_llm_provider: labels.provider.clone(),
+            api_base: labels.api_base.clone(),
+            region: labels.region.clone(),
             user: key.and_then(|k| k.record.user_id.clone()),
             team_id: key.and_then(|k| k.record.team_id.clone()),
-            status: if info.error.is_none() {
-                "success"
-            } else {
-                "failure"
-            }
-            .to_string(),
+            status: Cow::Borrowed(match info.error {
+                None => "success",
+                Some(_) => "failure",
+            }),
             status_code: i32::from(info.status),
-            error_class: info.error.map(|e| e.class().as_str().to_string()),
+            error_class: info.error.map(|e| Cow::Borrowed(e.class().as_str())),
             error_message: info.error.map(|e| e.to_string()),
             end_user: info.end_user.filter(|e| !e.is_empty()).map(str::to_string),
         }
@@ -319,4 +320,98 @@ const MAX_PRESIZED: usize = 256;
 /// A token count (read from an upstream) as a BIGINT column, saturating.
 fn column(tokens: u64) -> i64 {
     i64::try_from(tokens).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn deployments(model_list: &str) -> Vec<Arc<Deployment>> {
+        let text = format!("model_list:\n{model_list}");
+        Config::parse(std::path::Path::new("c.yaml"), &text, &|_| None)
+            .unwrap()
+            .deployments
+            .into_iter()
+            .map(Arc::new)
+            .collect()
+    }
+
+    fn row(
+        dep: &Deployment,
+        group: &str,
+        model: &str,
+        error: Option<&GatewayError>,
+    ) -> SpendLogRow {
+        Attempt::start("call-1", 1).finish(AttemptInfo {
+            principal: &Principal::Master,
+            master_token: Some("hashed-master"),
+            group,
+            dep,
+            upstream_model: model,
+            endpoint: Endpoint::ChatCompletions,
+            usage: Usage {
+                prompt_tokens: 3,
+                completion_tokens: 4,
+                ..Usage::default()
+            },
+            cost: 0.5,
+            status: error.map_or(200, |_| 500),
+            error,
+            end_user: Some(""),
+        })
+    }
+
+    #[test]
+    fn a_row_shares_its_deployments_names() {
+        let deps = deployments(
+            "  - model_name: g\n    litellm_params: {model: openai/gpt-4o, api_base: 'http://127.0.0.1:9/v1', region_name: eu}\n",
+        );
+        let dep = &deps[0];
+        let r = row(dep, "g", "gpt-4o", None);
+        let labels = &dep.spend_labels;
+        assert!(Arc::ptr_eq(&r.model_group, &labels.group));
+        assert!(Arc::ptr_eq(&r.model, &labels.upstream_model));
+        assert!(Arc::ptr_eq(&r.custom_llm_provider, &labels.provider));
+        assert!(Arc::ptr_eq(&r.api_base, &labels.api_base));
+        assert!(Arc::ptr_eq(&r.model_id, &dep.id));
+        assert_eq!(
+            (&*r.model_group, &*r.model, &*r.custom_llm_provider),
+            ("g", "gpt-4o", "openai")
+        );
+        assert_eq!(&*r.api_base, "http://127.0.0.1:9/v1");
+        assert_eq!(r.region.as_deref(), Some("eu"));
+        assert_eq!(
+            (&*r.api_key, &*r.call_type, &*r.status),
+            ("hashed-master", "acompletion", "success")
+        );
+        assert_eq!(
+            (r.request_id.as_str(), r.call_id.as_str()),
+            ("call-1", "call-1")
+        );
+        assert_eq!((r.total_tokens, r.error_class, r.end_user), (7, None, None));
+    }
+
+    #[test]
+    fn a_wildcard_row_names_the_group_and_model_asked_for() {
+        let deps =
+            deployments("  - model_name: 'openai/*'\n    litellm_params: {model: 'openai/*'}\n");
+        let error = GatewayError::UpstreamTimeout {
+            provider: "openai".into(),
+            deployment: deps[0].id.to_string(),
+            after: Duration::from_secs(1),
+        };
+        let r = row(&deps[0], "openai/gpt-4o-mini", "gpt-4o-mini", Some(&error));
+        assert_eq!(
+            (&*r.model_group, &*r.model),
+            ("openai/gpt-4o-mini", "gpt-4o-mini")
+        );
+        assert_eq!(&*r.status, "failure");
+        assert_eq!(r.error_class.as_deref(), Some(error.class().as_str()));
+        assert_eq!(r.error_message, Some(error.to_string()));
+        assert_eq!(
+            &*r.api_base, "https://api.openai.com/v1",
+            "the provider's default"
+        );
+    }
 }

@@ -20,6 +20,7 @@ use super::settings::Fallbacks;
 use super::Router;
 use crate::deployment::Deployment;
 use crate::error::{ErrorClass, GatewayError};
+use smallvec::{smallvec, SmallVec};
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
@@ -166,7 +167,7 @@ pub struct Plan<'r> {
     /// Fallback lists still to try, innermost last.
     pending: Vec<Frame<'r>>,
     /// Groups entered (or skipped) so far.
-    visited: Vec<Cow<'r, str>>,
+    visited: SmallVec<[Cow<'r, str>; 2]>,
     /// The first pick, found by `plan()`.
     first: Option<Pick<'r>>,
     /// Whether a group was skipped for want of rpm/tpm headroom.
@@ -181,7 +182,7 @@ struct Current<'r> {
     route: Route<'r>,
     depth: u32,
     retries: u32,
-    tried: Vec<usize>,
+    tried: SmallVec<[usize; 4]>,
 }
 
 /// A fallback list being walked.
@@ -235,7 +236,7 @@ impl Router {
             request_fallbacks: input.fallbacks,
             current: None,
             pending: Vec::new(),
-            visited: Vec::new(),
+            visited: SmallVec::new(),
             first: None,
             at_capacity: false,
             attempts: 0,
@@ -371,7 +372,7 @@ impl<'r> Plan<'r> {
                     route,
                     depth,
                     retries: 0,
-                    tried: vec![slot],
+                    tried: smallvec![slot],
                 });
                 Some(self.pick(slot, Duration::ZERO))
             }

@@ -657,11 +657,12 @@ impl Store for MemoryStore {
                 // unflushed spend.
                 let settled = row.end_time;
                 let key_counts = t.counts("key", &row.api_key, settled);
-                if let Some(k) = t.keys.get_mut(&row.api_key) {
+                if let Some(k) = t.keys.get_mut(&*row.api_key) {
                     if key_counts {
                         k.spend += row.spend;
                         let spent = k.model_spent(&row.model_group) + row.spend;
-                        k.model_spend.insert(row.model_group.clone(), spent.into());
+                        k.model_spend
+                            .insert(row.model_group.to_string(), spent.into());
                     }
                     changed(Change::Key(k.token.clone()), !key_counts);
                 }
@@ -701,7 +702,7 @@ impl Store for MemoryStore {
     async fn spend_logs(&self, f: &SpendFilter) -> Result<Vec<SpendLogRow>, StoreError> {
         Ok(self.with(|t| {
             let rows = t.spend_logs.iter().filter(|r| {
-                f.api_key.as_ref().is_none_or(|k| &r.api_key == k)
+                f.api_key.as_ref().is_none_or(|k| *r.api_key == **k)
                     && f.user_id
                         .as_ref()
                         .is_none_or(|u| r.user.as_ref() == Some(u))

@@ -4,6 +4,8 @@
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use std::borrow::Cow;
+use std::sync::Arc;
 
 /// `LiteLLM_VerificationToken`: a virtual key. `token` is the sha256 (hex) of
 /// the key; the key itself is never stored.
@@ -136,7 +138,10 @@ pub struct UserRecord {
     pub created_at: Option<DateTime<Utc>>,
 }
 
-/// `LiteLLM_SpendLogs`: one row per upstream attempt.
+/// `LiteLLM_SpendLogs`: one row per upstream attempt. What many rows share
+/// (the deployment's names, the key) is reference-counted and the fixed
+/// words are static, so a row costs its core few allocations and its
+/// copies (the in-memory log, the spool) none of those strings again.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct SpendLogRow {
     /// Unique per attempt: `<call id>` for the first, `<call id>:<n>` after.
@@ -146,9 +151,9 @@ pub struct SpendLogRow {
     /// 1 for the first attempt.
     pub attempt: i32,
     /// `acompletion`, `atext_completion`, `aembedding`.
-    pub call_type: String,
+    pub call_type: Cow<'static, str>,
     /// Hashed key (LiteLLM stores the hash here).
-    pub api_key: String,
+    pub api_key: Arc<str>,
     /// Cost, USD.
     pub spend: f64,
     /// Prompt + completion tokens.
@@ -167,27 +172,27 @@ pub struct SpendLogRow {
     #[serde(rename = "endTime")]
     pub end_time: DateTime<Utc>,
     /// Upstream model name.
-    pub model: String,
+    pub model: Arc<str>,
     /// Deployment id.
-    pub model_id: String,
+    pub model_id: Arc<str>,
     /// Model group.
-    pub model_group: String,
+    pub model_group: Arc<str>,
     /// Provider.
-    pub custom_llm_provider: String,
+    pub custom_llm_provider: Arc<str>,
     /// Provider base URL.
-    pub api_base: String,
+    pub api_base: Arc<str>,
     /// Deployment region.
-    pub region: Option<String>,
+    pub region: Option<Arc<str>>,
     /// Key owner.
     pub user: Option<String>,
     /// Key team.
     pub team_id: Option<String>,
     /// `success` or `failure`.
-    pub status: String,
+    pub status: Cow<'static, str>,
     /// HTTP status returned for this attempt.
     pub status_code: i32,
     /// Error class (`timeout`, `rate_limit`, ...), empty on success.
-    pub error_class: Option<String>,
+    pub error_class: Option<Cow<'static, str>>,
     /// Error message, empty on success.
     pub error_message: Option<String>,
     /// The request's end user (its `user`), LiteLLM's `end_user` column.

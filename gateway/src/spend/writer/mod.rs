@@ -366,7 +366,7 @@ mod tests {
             model_id: "d".into(),
             model_group: "g".into(),
             custom_llm_provider: "openai".into(),
-            api_base: String::new(),
+            api_base: "".into(),
             region: None,
             user: None,
             team_id: None,
@@ -470,7 +470,7 @@ mod tests {
             store.update_key(&blocked).await.unwrap();
 
             let mut charged = row("charged");
-            charged.api_key = token.clone();
+            charged.api_key = token.as_str().into();
             charged.spend = 1.5;
             write(&ctx, std::slice::from_ref(&charged), &mut spool)
                 .await
@@ -487,7 +487,7 @@ mod tests {
             let settled_before = chrono::Utc::now() - chrono::Duration::seconds(1);
             store.reset_due_budgets(chrono::Utc::now()).await.unwrap();
             let mut late = row("late");
-            late.api_key = token.clone();
+            late.api_key = token.as_str().into();
             late.spend = 2.0;
             late.end_time = settled_before;
             write(&ctx, std::slice::from_ref(&late), &mut spool)

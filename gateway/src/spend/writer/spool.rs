@@ -364,7 +364,7 @@ mod tests {
             model_id: "d".into(),
             model_group: "g".into(),
             custom_llm_provider: "openai".into(),
-            api_base: String::new(),
+            api_base: "".into(),
             region: None,
             user: None,
             team_id: None,

@@ -177,7 +177,7 @@ impl<'a> Columns<'a> {
             end: Vec::with_capacity(n),
         };
         for r in rows {
-            let text = [
+            let text: [&str; 9] = [
                 &r.request_id,
                 &r.call_id,
                 &r.call_type,
@@ -191,16 +191,16 @@ impl<'a> Columns<'a> {
             for (column, value) in c.text.iter_mut().zip(text) {
                 column.push(clean(value));
             }
-            let opt_text = [
-                &r.region,
-                &r.user,
-                &r.team_id,
-                &r.error_class,
-                &r.error_message,
-                &r.end_user,
+            let opt_text: [Option<&str>; 6] = [
+                r.region.as_deref(),
+                r.user.as_deref(),
+                r.team_id.as_deref(),
+                r.error_class.as_deref(),
+                r.error_message.as_deref(),
+                r.end_user.as_deref(),
             ];
             for (column, value) in c.opt_text.iter_mut().zip(opt_text) {
-                column.push(value.as_deref().map(clean));
+                column.push(value.map(clean));
             }
             c.status.push(&r.status);
             c.attempt.push(r.attempt);
@@ -294,7 +294,7 @@ impl<'a> Ids<'a> {
         };
         let charged = || rows.iter().filter(|r| r.spend != 0.0);
         Ids {
-            keys: sorted(charged().map(|r| r.api_key.as_str()).collect()),
+            keys: sorted(charged().map(|r| &*r.api_key).collect()),
             users: sorted(charged().filter_map(|r| r.user.as_deref()).collect()),
             teams: sorted(charged().filter_map(|r| r.team_id.as_deref()).collect()),
         }
@@ -681,8 +681,8 @@ fn log_row(row: &Row) -> Result<SpendLogRow, Error> {
         request_id: row.try_get("request_id")?,
         call_id: row.try_get("call_id")?,
         attempt: row.try_get("attempt")?,
-        call_type: text("call_type")?,
-        api_key: text("api_key")?,
+        call_type: text("call_type")?.into(),
+        api_key: text("api_key")?.into(),
         spend: row.try_get::<_, Option<f64>>("spend")?.unwrap_or_default(),
         total_tokens: row
             .try_get::<_, Option<i64>>("total_tokens")?
@@ -696,19 +696,21 @@ fn log_row(row: &Row) -> Result<SpendLogRow, Error> {
         start_time: row.try_get::<_, NaiveDateTime>("start_time")?.and_utc(),
         completion_start_time: utc(row.try_get("completion_start_time")?),
         end_time: row.try_get::<_, NaiveDateTime>("end_time")?.and_utc(),
-        model: text("model")?,
-        model_id: text("model_id")?,
-        model_group: text("model_group")?,
-        custom_llm_provider: text("custom_llm_provider")?,
-        api_base: text("api_base")?,
-        region: row.try_get("region")?,
+        model: text("model")?.into(),
+        model_id: text("model_id")?.into(),
+        model_group: text("model_group")?.into(),
+        custom_llm_provider: text("custom_llm_provider")?.into(),
+        api_base: text("api_base")?.into(),
+        region: row.try_get::<_, Option<String>>("region")?.map(Into::into),
         user: row.try_get("user")?,
         team_id: row.try_get("team_id")?,
-        status: text("status")?,
+        status: text("status")?.into(),
         status_code: row
             .try_get::<_, Option<i32>>("status_code")?
             .unwrap_or_default(),
-        error_class: row.try_get("error_class")?,
+        error_class: row
+            .try_get::<_, Option<String>>("error_class")?
+            .map(Into::into),
         error_message: row.try_get("error_message")?,
         end_user: row.try_get("end_user")?,
     })
