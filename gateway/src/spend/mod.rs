@@ -18,6 +18,7 @@ mod chunk_skim;
 mod cost;
 mod member;
 mod prices;
+mod prompt_skim;
 mod usage;
 pub mod writer;
 

@@ -346,25 +346,31 @@ struct Tally {
 }
 
 impl Tally {
-    /// A JSON string (its characters), number (one token id) or array of
-    /// these; other values count nothing.
-    fn text_or_tokens(&mut self, raw: &RawValue, depth: u8) {
-        match raw.get().as_bytes().first() {
+    /// A JSON text: a string (its characters), number (one token id) or
+    /// array of these; other values count nothing.
+    fn text_or_tokens(&mut self, raw: &str, depth: u8) {
+        match raw.as_bytes().first() {
             Some(b'"') => {
-                if let Ok(s) = serde_json::from_str::<Cow<str>>(raw.get()) {
+                if let Ok(s) = serde_json::from_str::<Cow<str>>(raw) {
                     self.chars += s.chars().count() as u64;
                 }
             }
             Some(b'0'..=b'9') => self.tokens += 1,
             Some(b'[') if depth < 2 => {
-                if let Ok(items) = serde_json::from_str::<Vec<&RawValue>>(raw.get()) {
+                if let Ok(items) = serde_json::from_str::<Vec<&RawValue>>(raw) {
                     for item in items {
-                        self.text_or_tokens(item, depth + 1);
+                        self.text_or_tokens(item.get(), depth + 1);
                     }
                 }
             }
             _ => {}
         }
+    }
+
+    /// The estimate: a quarter of the characters, rounded up, plus the
+    /// token ids; at least 1.
+    fn estimate(&self) -> u64 {
+        (tokens_of_chars(self.chars) + self.tokens).max(1)
     }
 }
 
@@ -639,6 +645,22 @@ impl std::fmt::Debug for PromptEstimate {
 /// `system`, completions `prompt` and embeddings `input` (string or array);
 /// a body that does not parse counts as a quarter of its bytes.
 pub fn estimate_prompt_tokens(body: &[u8]) -> u64 {
+    let Some(input) = super::prompt_skim::prompt_input(body) else {
+        return parsed_estimate(body);
+    };
+    let mut tally = Tally {
+        chars: input.chars,
+        tokens: 0,
+    };
+    for raw in [input.prompt, input.input].into_iter().flatten() {
+        tally.text_or_tokens(raw, 0);
+    }
+    tally.estimate()
+}
+
+/// [`estimate_prompt_tokens`] by the full parse: for what the one-pass
+/// reader leaves to it.
+fn parsed_estimate(body: &[u8]) -> u64 {
     match serde_json::from_slice::<PromptView>(body) {
         Ok(view) => estimate_of(&view),
         Err(_) => tokens_of_chars(body.len() as u64).max(1),
@@ -657,9 +679,9 @@ fn estimate_of(view: &PromptView<'_>) -> u64 {
         tally.chars = tally.chars.saturating_add(content.0);
     }
     for raw in [view.prompt, view.input].into_iter().flatten() {
-        tally.text_or_tokens(raw, 0);
+        tally.text_or_tokens(raw.get(), 0);
     }
-    (tokens_of_chars(tally.chars) + tally.tokens).max(1)
+    tally.estimate()
 }
 
 /// The member [`inject_include_usage`] decides on.
@@ -1222,6 +1244,92 @@ mod tests {
                 })
         }
 
+        /// A `content` (or `system`) value: mostly a string or an array of
+        /// parts, now and then anything.
+        fn content() -> BoxedStrategy<String> {
+            let part_member = prop_oneof![
+                3 => prop_oneof![
+                    4 => Just("\"text\"".to_string()),
+                    1 => Just("\"image_url\"".to_string()),
+                    1 => value(1),
+                ]
+                .prop_map(|t| format!("\"type\":{t}")),
+                3 => prop_oneof![4 => string().boxed(), 1 => value(1)].prop_map(|t| format!("\"text\":{t}")),
+                1 => (key(), value(1)).prop_map(|(k, v)| format!("{k}:{v}")),
+            ];
+            let part = prop_oneof![
+                6 => proptest::collection::vec(part_member, 0..4)
+                    .prop_map(|members| format!("{{{}}}", members.join(","))),
+                1 => value(1),
+                1 => Just("1e400".to_string()),
+            ];
+            prop_oneof![
+                6 => string().boxed(),
+                3 => proptest::collection::vec(part, 0..4)
+                    .prop_map(|parts| format!("[{}]", parts.join(",")))
+                    .boxed(),
+                1 => Just("null".to_string()).boxed(),
+                1 => value(2),
+                1 => Just("-1e400".to_string()).boxed(),
+            ]
+            .boxed()
+        }
+
+        /// A request body: `messages`, `system`, `prompt` and `input` among
+        /// other members (each sometimes repeated or missing), messages
+        /// mostly objects with a `content`.
+        fn request() -> impl Strategy<Value = String> {
+            let message_member = prop_oneof![
+                4 => content().prop_map(|c| format!("\"content\":{c}")),
+                2 => string().prop_map(|r| format!("\"role\":{r}")),
+                1 => (key(), value(2)).prop_map(|(k, v)| format!("{k}:{v}")),
+            ];
+            let message = prop_oneof![
+                8 => proptest::collection::vec(message_member, 0..3)
+                    .prop_map(|members| format!("{{{}}}", members.join(","))),
+                1 => value(1),
+            ];
+            let tokens = prop_oneof![
+                3 => string().boxed(),
+                2 => proptest::collection::vec(prop_oneof![string().boxed(), Just("12".to_string()).boxed(), value(1)], 0..4)
+                    .prop_map(|items| format!("[{}]", items.join(",")))
+                    .boxed(),
+                1 => value(2),
+            ];
+            let member = prop_oneof![
+                6 => proptest::collection::vec(message, 0..4)
+                    .prop_map(|m| format!("\"messages\":[{}]", m.join(","))),
+                1 => Just("\"messages\":null".to_string()),
+                2 => content().prop_map(|c| format!("\"system\":{c}")),
+                2 => tokens.clone().prop_map(|t| format!("\"prompt\":{t}")),
+                2 => tokens.prop_map(|t| format!("\"input\":{t}")),
+                2 => Just("\"model\":\"gpt-4o\"".to_string()),
+                2 => (key(), value(2)).prop_map(|(k, v)| format!("{k}:{v}")),
+            ];
+            (
+                proptest::collection::vec(member, 0..5),
+                prop::sample::select(vec!["", " ", "\n", " x"]),
+            )
+                .prop_map(|(members, tail)| format!(" {{{}}}{tail}", members.join(",")))
+        }
+
+        /// The bodies above reach both outcomes of the prompt reader often.
+        #[test]
+        fn the_requests_reach_both_outcomes() {
+            use proptest::strategy::ValueTree;
+            let mut runner = proptest::test_runner::TestRunner::deterministic();
+            let (mut read, mut counted) = (0, 0);
+            for _ in 0..2000 {
+                let body = request().new_tree(&mut runner).unwrap().current();
+                if let Some(input) = crate::spend::prompt_skim::prompt_input(body.as_bytes()) {
+                    read += 1;
+                    counted += usize::from(input.chars > 0);
+                }
+            }
+            assert!((200..1800).contains(&read), "read {read} of 2000");
+            assert!(counted >= 50, "counted text in {counted} of {read}");
+        }
+
         /// The chunks above reach both outcomes of the one-pass reader
         /// often, so the comparison below tests it, not only the fallback.
         #[test]
@@ -1250,6 +1358,24 @@ mod tests {
                 parsed.on_event_parsed(data.as_bytes());
                 prop_assert_eq!(skimmed.reported, parsed.reported, "{}", data);
                 prop_assert_eq!(skimmed.chars, parsed.chars, "{}", data);
+            }
+
+            #[test]
+            fn estimates_any_request(body in request()) {
+                prop_assert_eq!(
+                    super::super::estimate_prompt_tokens(body.as_bytes()),
+                    super::super::parsed_estimate(body.as_bytes()),
+                    "{}",
+                    body
+                );
+            }
+
+            #[test]
+            fn estimates_any_bytes(body in proptest::collection::vec(any::<u8>(), 0..64)) {
+                prop_assert_eq!(
+                    super::super::estimate_prompt_tokens(&body),
+                    super::super::parsed_estimate(&body)
+                );
             }
 
             #[test]
