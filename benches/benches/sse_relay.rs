@@ -3,6 +3,9 @@
 //! chunk-encoded again for the client; and what the relay reads on the way:
 //! the usage tap (the generated text counted, the usage kept) and the filter
 //! that drops the usage-only chunk for a client that did not ask for it.
+//! Beside it, the usage of a non-streamed chat response: the one-pass
+//! reader against the serde_json parse it leaves unusual values to (the same
+//! body with one `\u` escape in its usage object).
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use gateway::http1::{encode_chunk, ChunkedDecoder, LAST_CHUNK};
@@ -124,5 +127,28 @@ fn sse_relay(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, sse_relay);
+/// A chat completion as OpenAI answers it, with its usage details.
+const CHAT_RESPONSE: &str = r#"{"id":"chatcmpl-AbCdEfGhIjKlMnOpQrStUvWxYz012","object":"chat.completion","created":1731000000,"model":"gpt-4o-2024-08-06","choices":[{"index":0,"message":{"role":"assistant","content":"The quick brown fox jumps over the lazy dog.","refusal":null},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":11,"total_tokens":23,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"system_fingerprint":"fp_45cf54deae"}"#;
+
+fn response_usage(c: &mut Criterion) {
+    let mut g = c.benchmark_group("response_usage");
+    let body = CHAT_RESPONSE.as_bytes();
+    let escaped = CHAT_RESPONSE
+        .replacen("\"audio_tokens\"", "\"audio_t\\u006fkens\"", 1)
+        .into_bytes();
+    assert_eq!(
+        gateway::spend::from_response_body(body),
+        gateway::spend::from_response_body(&escaped)
+    );
+    g.throughput(Throughput::Bytes(body.len() as u64));
+    g.bench_function("one_pass", |b| {
+        b.iter(|| black_box(gateway::spend::from_response_body(black_box(body))))
+    });
+    g.bench_function("serde_json_fallback", |b| {
+        b.iter(|| black_box(gateway::spend::from_response_body(black_box(&escaped))))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, sse_relay, response_usage);
 criterion_main!(benches);

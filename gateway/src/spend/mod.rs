@@ -20,6 +20,7 @@ mod member;
 mod prices;
 mod prompt_skim;
 mod usage;
+mod usage_skim;
 pub mod writer;
 
 pub use cost::{cost, time_cost, worst_case_cost};

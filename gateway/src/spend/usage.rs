@@ -87,6 +87,9 @@ pub fn from_response_body(body: &[u8]) -> Option<Usage> {
     // (no such plain member, a value that does not parse) takes the full
     // parse, so the answer is the same.
     if let Some(at) = super::member::find(body, b"usage") {
+        if let Some(usage) = super::usage_skim::usage_value(&body[at..]) {
+            return usage;
+        }
         let value = serde_json::Deserializer::from_slice(&body[at..])
             .into_iter::<Option<UsageView>>()
             .next();
@@ -1313,6 +1316,75 @@ mod tests {
                 .prop_map(|(members, tail)| format!(" {{{}}}{tail}", members.join(",")))
         }
 
+        /// A token count, mostly plain, now and then what the full parse
+        /// refuses or reads otherwise.
+        fn count() -> impl Strategy<Value = String> {
+            prop_oneof![
+                6 => (0u64..100_000).prop_map(|n| n.to_string()),
+                1 => prop::sample::select(vec![
+                    "null", "0", "18446744073709551615", "18446744073709551616", "-1", "-0",
+                    "1.5", "1e2", "\"3\"", "01", "true", "{}",
+                ])
+                .prop_map(str::to_string),
+            ]
+        }
+
+        /// A `usage` value: an object of counts (some repeated, aliased or
+        /// missing), details and other members; now and then `null` or
+        /// anything.
+        fn usage_value() -> impl Strategy<Value = String> {
+            let details = prop_oneof![
+                4 => proptest::collection::vec(
+                    prop_oneof![
+                        3 => count().prop_map(|c| format!("\"cached_tokens\":{c}")),
+                        1 => (key(), value(1)).prop_map(|(k, v)| format!("{k}:{v}")),
+                    ],
+                    0..3,
+                )
+                .prop_map(|m| format!("{{{}}}", m.join(","))),
+                1 => value(1),
+            ];
+            let member = prop_oneof![
+                6 => (
+                    prop::sample::select(vec![
+                        "prompt_tokens", "input_tokens", "completion_tokens", "output_tokens",
+                        "cache_creation_input_tokens", "total_tokens",
+                    ]),
+                    count(),
+                )
+                    .prop_map(|(k, c)| format!("\"{k}\":{c}")),
+                2 => (
+                    prop::sample::select(vec!["prompt_tokens_details", "input_tokens_details"]),
+                    details,
+                )
+                    .prop_map(|(k, d)| format!("\"{k}\":{d}")),
+                1 => (key(), value(2)).prop_map(|(k, v)| format!("{k}:{v}")),
+            ];
+            prop_oneof![
+                8 => proptest::collection::vec(member, 0..5)
+                    .prop_map(|m| format!("{{{}}}", m.join(","))),
+                1 => Just("null".to_string()),
+                1 => value(2),
+            ]
+        }
+
+        /// The usage values above reach both outcomes of the usage reader.
+        #[test]
+        fn the_usage_values_reach_both_outcomes() {
+            use proptest::strategy::ValueTree;
+            let mut runner = proptest::test_runner::TestRunner::deterministic();
+            let (mut read, mut counted) = (0, 0);
+            for _ in 0..2000 {
+                let text = usage_value().new_tree(&mut runner).unwrap().current();
+                if let Some(usage) = crate::spend::usage_skim::usage_value(text.as_bytes()) {
+                    read += 1;
+                    counted += usize::from(usage.is_some());
+                }
+            }
+            assert!((200..1800).contains(&read), "read {read} of 2000");
+            assert!(counted >= 50, "counted in {counted} of {read}");
+        }
+
         /// The bodies above reach both outcomes of the prompt reader often.
         #[test]
         fn the_requests_reach_both_outcomes() {
@@ -1358,6 +1430,33 @@ mod tests {
                 parsed.on_event_parsed(data.as_bytes());
                 prop_assert_eq!(skimmed.reported, parsed.reported, "{}", data);
                 prop_assert_eq!(skimmed.chars, parsed.chars, "{}", data);
+            }
+
+            #[test]
+            fn reads_any_usage_value(text in usage_value(), tail in prop::sample::select(vec!["", "}", ",\"x\":1}", " x"])) {
+                let text = format!("{text}{tail}");
+                if let Some(skimmed) = crate::spend::usage_skim::usage_value(text.as_bytes()) {
+                    let parsed = serde_json::Deserializer::from_slice(text.as_bytes())
+                        .into_iter::<Option<super::super::UsageView>>()
+                        .next();
+                    let Some(Ok(view)) = parsed else {
+                        return Err(TestCaseError::fail(format!("the full parse refuses {text}")));
+                    };
+                    prop_assert_eq!(skimmed, view.and_then(|v| v.usage()), "{}", text);
+                }
+            }
+
+            #[test]
+            fn reads_any_usage_bytes(text in proptest::collection::vec(any::<u8>(), 0..48)) {
+                if let Some(skimmed) = crate::spend::usage_skim::usage_value(&text) {
+                    let parsed = serde_json::Deserializer::from_slice(&text)
+                        .into_iter::<Option<super::super::UsageView>>()
+                        .next();
+                    let Some(Ok(view)) = parsed else {
+                        return Err(TestCaseError::fail("the full parse refuses it"));
+                    };
+                    prop_assert_eq!(skimmed, view.and_then(|v| v.usage()));
+                }
             }
 
             #[test]
