@@ -24,6 +24,21 @@ impl Seen {
     }
 }
 
+/// The characters of a string's raw bytes as returned by
+/// [`Reader::string`], as the full parse decodes them (each escape it lets
+/// through is two ASCII bytes standing for one character); `None` when
+/// they are not UTF-8 (the full parse refuses a string it reads then).
+pub(crate) fn decoded_chars(raw: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(raw).ok()?;
+    let mut escapes = 0;
+    let mut at = 0;
+    while let Some(i) = memchr::memchr(b'\\', &raw[at..]) {
+        escapes += 1;
+        at += i + 2;
+    }
+    Some(text.chars().count() as u64 - escapes)
+}
+
 /// A cursor over one JSON text.
 pub(crate) struct Reader<'a> {
     buf: &'a [u8],
@@ -269,5 +284,23 @@ impl<'a> Reader<'a> {
             b'f' => self.literal(b"false"),
             _ => self.number(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_characters_as_decoded() {
+        let mut r = Reader::new(br#""h\u00e9""#);
+        assert_eq!(r.string(), None, "a \\u escape is the full parse's");
+        let mut r = Reader::with_long_strings("\"héllo \\\"x\\\"\\n😀\"".as_bytes());
+        let raw = r.string().unwrap();
+        assert!(r.finished());
+        let decoded: String = serde_json::from_slice(&[b"\"", raw, b"\""].concat()).unwrap();
+        assert_eq!(decoded_chars(raw), Some(decoded.chars().count() as u64));
+        assert_eq!(decoded_chars(b"\xff"), None);
+        assert_eq!(decoded_chars(b""), Some(0));
     }
 }

@@ -10,7 +10,7 @@
 //! unexpected type or anything else it does not follow is left to the full
 //! parse, which then decides as it always did.
 
-use crate::json_skim::{Reader, Seen};
+use crate::json_skim::{decoded_chars, Reader, Seen};
 
 /// Characters of generated text in one event's `data` (the `text` of each
 /// choice, its `delta.content` and each `delta.tool_calls[].function.arguments`),
@@ -88,23 +88,12 @@ fn tool_call(r: &mut Reader<'_>, chars: &mut u64) -> Option<()> {
 }
 
 /// A string of generated text (or `null`): its characters, as the
-/// full parse would decode it, added to `chars`. Each escape [`string`]
-/// lets through is two ASCII bytes standing for one character.
-///
-/// [`string`]: Reader::string
+/// full parse would decode it, added to `chars`.
 fn text_or_null(r: &mut Reader<'_>, chars: &mut u64) -> Option<()> {
     if r.peek()? == b'n' {
         return r.literal(b"null");
     }
-    let raw = r.string()?;
-    let mut escapes = 0;
-    let mut at = 0;
-    while let Some(i) = memchr::memchr(b'\\', &raw[at..]) {
-        escapes += 1;
-        at += i + 2;
-    }
-    let text = std::str::from_utf8(raw).ok()?;
-    *chars += text.chars().count() as u64 - escapes;
+    *chars += decoded_chars(r.string()?)?;
     Some(())
 }
 

@@ -11,7 +11,7 @@
 //! anything after the object is left to the full parse, which then
 //! decides as it always did.
 
-use crate::json_skim::{Reader, Seen};
+use crate::json_skim::{decoded_chars, Reader, Seen};
 
 /// What the estimate counts: characters of text, and the raw `prompt` and
 /// `input` values (each still to be tallied).
@@ -137,17 +137,9 @@ fn text_bytes<'a>(r: &mut Reader<'a>) -> Option<&'a str> {
     std::str::from_utf8(r.string()?).ok()
 }
 
-/// A string's characters as the full parse decodes it: each escape the
-/// reader lets through is two ASCII bytes standing for one character.
+/// A string's characters as the full parse decodes it.
 fn text(r: &mut Reader<'_>) -> Option<u64> {
-    let raw = text_bytes(r)?;
-    let mut escapes = 0;
-    let mut at = 0;
-    while let Some(i) = memchr::memchr(b'\\', &raw.as_bytes()[at..]) {
-        escapes += 1;
-        at += i + 2;
-    }
-    Some(raw.chars().count() as u64 - escapes)
+    decoded_chars(r.string()?)
 }
 
 #[cfg(test)]
