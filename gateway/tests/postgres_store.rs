@@ -263,7 +263,7 @@ async fn calls_written_before_litellm_call_id_are_still_found_by_call_id() {
         };
         let logs = pg.spend_logs(&filter).await.unwrap();
         assert_eq!(logs.len(), 1, "{call}");
-        assert_eq!(logs[0].call_id, call);
+        assert_eq!(&*logs[0].call_id, call);
     }
     let duplicate: i64 = client
         .query_one(
@@ -459,7 +459,7 @@ async fn runs_on_a_database_litellm_created() {
     // know survive the gateway's writes.
     let logs = pg.spend_logs(&SpendFilter::default()).await.unwrap();
     assert_eq!(logs.len(), 1);
-    assert_eq!(logs[0].call_id, "chatcmpl-1");
+    assert_eq!(&*logs[0].call_id, "chatcmpl-1");
     assert_eq!(logs[0].attempt, 1);
     assert_eq!(logs[0].total_tokens, 30);
     let mut changed = key.clone();
@@ -605,11 +605,7 @@ async fn keys_teams_and_users_round_trip_like_memory() {
 fn spend_row(request_id: &str, api_key: &str, spend: f64, start: DateTime<Utc>) -> SpendLogRow {
     SpendLogRow {
         request_id: request_id.into(),
-        call_id: request_id
-            .split(':')
-            .next()
-            .unwrap_or(request_id)
-            .to_string(),
+        call_id: request_id.split(':').next().unwrap_or(request_id).into(),
         attempt: 1,
         call_type: "acompletion".into(),
         api_key: api_key.into(),

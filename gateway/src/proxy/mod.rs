@@ -57,7 +57,7 @@ const MAX_ERROR_BODY: usize = 1 << 20;
 
 /// What the headers and the access log report of one request.
 pub(crate) struct Outcome {
-    call_id: String,
+    call_id: Arc<str>,
     received_at: Instant,
     /// The model group asked for (after the key's aliases), once read.
     requested: Option<String>,

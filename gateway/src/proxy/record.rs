@@ -165,8 +165,8 @@ pub(super) fn settle(
 
 /// Times of one upstream attempt.
 pub(super) struct Attempt {
-    request_id: String,
-    call_id: String,
+    request_id: Arc<str>,
+    call_id: Arc<str>,
     number: i32,
     start: DateTime<Utc>,
     first_byte: Option<DateTime<Utc>>,
@@ -189,15 +189,14 @@ pub(super) struct AttemptInfo<'a> {
 
 impl Attempt {
     /// Starts attempt `number` (1 for the first) of request `call_id`.
-    pub(super) fn start(call_id: &str, number: i32) -> Self {
-        let request_id = if number == 1 {
-            call_id.to_string()
-        } else {
-            format!("{call_id}:{number}")
+    pub(super) fn start(call_id: &Arc<str>, number: i32) -> Self {
+        let request_id = match number {
+            1 => call_id.clone(),
+            _ => Arc::from(format!("{call_id}:{number}")),
         };
         Attempt {
             request_id,
-            call_id: call_id.to_string(),
+            call_id: call_id.clone(),
             number,
             start: Utc::now(),
             first_byte: None,
@@ -343,7 +342,7 @@ mod tests {
         model: &str,
         error: Option<&GatewayError>,
     ) -> SpendLogRow {
-        Attempt::start("call-1", 1).finish(AttemptInfo {
+        Attempt::start(&Arc::from("call-1"), 1).finish(AttemptInfo {
             principal: &Principal::Master,
             master_token: Some("hashed-master"),
             group,
@@ -385,11 +384,21 @@ mod tests {
             (&*r.api_key, &*r.call_type, &*r.status),
             ("hashed-master", "acompletion", "success")
         );
-        assert_eq!(
-            (r.request_id.as_str(), r.call_id.as_str()),
-            ("call-1", "call-1")
-        );
+        assert_eq!((&*r.request_id, &*r.call_id), ("call-1", "call-1"));
         assert_eq!((r.total_tokens, r.error_class, r.end_user), (7, None, None));
+    }
+
+    #[test]
+    fn attempts_share_the_call_id() {
+        let call_id: Arc<str> = Arc::from("call-1");
+        let first = Attempt::start(&call_id, 1);
+        assert!(Arc::ptr_eq(&first.request_id, &call_id) && Arc::ptr_eq(&first.call_id, &call_id));
+        let second = Attempt::start(&call_id, 2);
+        assert_eq!(
+            (&*second.request_id, &*second.call_id),
+            ("call-1:2", "call-1")
+        );
+        assert!(Arc::ptr_eq(&second.call_id, &call_id));
     }
 
     #[test]

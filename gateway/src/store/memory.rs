@@ -19,7 +19,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 /// in the key, user and team totals). Without a database this bounds memory
 /// on a long-running gateway.
 const MAX_SPEND_ROWS: usize = 10_000;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 #[derive(Default)]
 struct Tables {
@@ -36,7 +36,7 @@ struct Tables {
     /// The most recent rows, oldest first, at most [`MAX_SPEND_ROWS`].
     spend_logs: VecDeque<SpendLogRow>,
     /// Ids of the rows kept, so a replayed row is not counted twice.
-    request_ids: HashSet<String, KeyedHash>,
+    request_ids: HashSet<Arc<str>, KeyedHash>,
     /// When the current budget period of a key, user or team began (its
     /// last reset), by `key:<token>`, `user:<id>`, `team:<id>`: rows settled
     /// before it do not count.
@@ -646,7 +646,7 @@ impl Store for MemoryStore {
                 t.spend_logs.push_back(row.clone());
                 if t.spend_logs.len() > MAX_SPEND_ROWS {
                     if let Some(old) = t.spend_logs.pop_front() {
-                        t.request_ids.remove(&old.request_id);
+                        t.request_ids.remove(&*old.request_id);
                     }
                 }
                 if row.spend == 0.0 {
@@ -711,7 +711,7 @@ impl Store for MemoryStore {
                         .is_none_or(|u| r.team_id.as_ref() == Some(u))
                     && f.request_id
                         .as_ref()
-                        .is_none_or(|id| &r.call_id == id || &r.request_id == id)
+                        .is_none_or(|id| *r.call_id == **id || *r.request_id == **id)
                     && f.start.is_none_or(|s| r.start_time >= s)
                     && f.end.is_none_or(|e| r.start_time < e)
             });

@@ -145,9 +145,9 @@ pub struct UserRecord {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct SpendLogRow {
     /// Unique per attempt: `<call id>` for the first, `<call id>:<n>` after.
-    pub request_id: String,
+    pub request_id: Arc<str>,
     /// The client request's id (`x-litellm-call-id`), shared by its attempts.
-    pub call_id: String,
+    pub call_id: Arc<str>,
     /// 1 for the first attempt.
     pub attempt: i32,
     /// `acompletion`, `atext_completion`, `aembedding`.

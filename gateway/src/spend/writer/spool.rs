@@ -396,7 +396,7 @@ mod tests {
         for path in spool.files() {
             loop {
                 let batch = spool.read_batch(&path, 2).unwrap();
-                ids.extend(batch.rows.into_iter().map(|r| r.request_id));
+                ids.extend(batch.rows.into_iter().map(|r| r.request_id.to_string()));
                 spool.replayed_to(&path, batch.end);
                 if batch.eof {
                     break;
@@ -418,7 +418,7 @@ mod tests {
         assert!(!first.eof);
         spool.replayed_to(&live, first.end);
         let rest = spool.read_batch(&live, 2).unwrap();
-        assert_eq!(rest.rows[0].request_id, "c");
+        assert_eq!(&*rest.rows[0].request_id, "c");
         assert!(rest.eof);
         spool.finished(&live);
         assert!(spool.is_empty());

@@ -678,8 +678,8 @@ fn log_row(row: &Row) -> Result<SpendLogRow, Error> {
             .unwrap_or_default())
     };
     Ok(SpendLogRow {
-        request_id: row.try_get("request_id")?,
-        call_id: row.try_get("call_id")?,
+        request_id: row.try_get::<_, String>("request_id")?.into(),
+        call_id: row.try_get::<_, String>("call_id")?.into(),
         attempt: row.try_get("attempt")?,
         call_type: text("call_type")?.into(),
         api_key: text("api_key")?.into(),
