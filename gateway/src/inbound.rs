@@ -388,12 +388,34 @@ impl LlmRequest {
 
     /// The body with `model` replaced by `new_model`, as up to three slices that
     /// share the original buffer: nothing else is re-serialized.
+    /// The usual case, a model sent as the client wrote it with nothing
+    /// to escape, copies and allocates nothing.
     pub fn body_with_model(&self, new_model: &str) -> [Bytes; 3] {
-        let quoted = serde_json::to_vec(new_model).expect("string serializes");
+        let span = self.model_span.clone();
+        let plain = !new_model
+            .bytes()
+            .any(|b| b < 0x20 || b == b'"' || b == b'\\');
+        let quoted = match plain {
+            true if self.body[span.clone()]
+                .strip_prefix(b"\"")
+                .and_then(|s| s.strip_suffix(b"\""))
+                == Some(new_model.as_bytes()) =>
+            {
+                self.body.slice(span.clone())
+            }
+            true => {
+                let mut quoted = Vec::with_capacity(new_model.len() + 2);
+                quoted.push(b'"');
+                quoted.extend_from_slice(new_model.as_bytes());
+                quoted.push(b'"');
+                Bytes::from(quoted)
+            }
+            false => Bytes::from(serde_json::to_vec(new_model).expect("string serializes")),
+        };
         [
-            self.body.slice(..self.model_span.start),
-            Bytes::from(quoted),
-            self.body.slice(self.model_span.end..),
+            self.body.slice(..span.start),
+            quoted,
+            self.body.slice(span.end..),
         ]
     }
 }
@@ -658,6 +680,35 @@ mod tests {
         let many = vec!["\"t\""; MAX_TAGS + 1].join(",");
         let body = format!(r#"{{"model":"a","messages":[],"tags":[{many}]}}"#);
         assert!(parse(Endpoint::ChatCompletions, &body).is_err());
+    }
+
+    #[test]
+    fn an_unchanged_model_is_sent_from_the_body_itself() {
+        let body = r#"{"model":"gpt-4o","messages":[]}"#;
+        let r = parse(Endpoint::ChatCompletions, body).unwrap();
+        let parts = r.body_with_model("gpt-4o");
+        let joined: Vec<u8> = parts.iter().flat_map(|b| b.to_vec()).collect();
+        assert_eq!(joined, body.as_bytes());
+        let within = r.body.as_ptr_range();
+        assert!(within.contains(&parts[1].as_ptr()), "no copy of the model");
+        let renamed: Vec<u8> = r
+            .body_with_model("gpt-4o-2024-08-06")
+            .iter()
+            .flat_map(|b| b.to_vec())
+            .collect();
+        assert_eq!(renamed, br#"{"model":"gpt-4o-2024-08-06","messages":[]}"#);
+        // A model written with an escape is rewritten, not compared raw.
+        let r = parse(
+            Endpoint::ChatCompletions,
+            r#"{"model":"gpt\u002d4o","messages":[]}"#,
+        )
+        .unwrap();
+        let joined: Vec<u8> = r
+            .body_with_model("gpt-4o")
+            .iter()
+            .flat_map(|b| b.to_vec())
+            .collect();
+        assert_eq!(joined, br#"{"model":"gpt-4o","messages":[]}"#);
     }
 
     #[test]
