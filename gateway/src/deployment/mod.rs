@@ -117,6 +117,15 @@ impl SpendLabels {
             region: region.map(Arc::from),
         }
     }
+
+    /// `label` when it reads `value`, else a new `value`: a wildcard
+    /// deployment serves the group and model asked for.
+    pub fn share(label: &Arc<str>, value: &str) -> Arc<str> {
+        match **label == *value {
+            true => label.clone(),
+            false => Arc::from(value),
+        }
+    }
 }
 
 impl Deployment {

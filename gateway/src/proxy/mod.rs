@@ -29,7 +29,7 @@ mod record;
 mod relay;
 
 use crate::auth::Principal;
-use crate::deployment::Deployment;
+use crate::deployment::{Deployment, SpendLabels};
 use crate::downstream::Responder;
 use crate::error::GatewayError;
 use crate::formats::Format;
@@ -61,7 +61,7 @@ pub(crate) struct Outcome {
     received_at: Instant,
     /// The model group asked for (after the key's aliases), once read.
     requested: Option<String>,
-    group: Option<String>,
+    group: Option<Arc<str>>,
     deployment: Option<Arc<Deployment>>,
     upstream_wait: Duration,
     stream: bool,
@@ -396,7 +396,10 @@ async fn attempts<'r>(
             // Boxed: a timer is large, and only retries wait.
             Box::pin(monoio::time::sleep(pick.delay)).await;
         }
-        outcome.group = Some(pick.group.to_string());
+        outcome.group = Some(SpendLabels::share(
+            &pick.deployment.spend_labels.group,
+            &pick.group,
+        ));
         outcome.deployment = Some(pick.deployment.clone());
         outcome.retries = plan.attempted_retries();
         outcome.fallbacks = plan.attempted_fallbacks();

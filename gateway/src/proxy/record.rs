@@ -6,7 +6,7 @@ use super::Caller;
 use crate::alerts::{Alerts, BudgetAlert, Event};
 use crate::auth::Principal;
 use crate::budget::Reservation;
-use crate::deployment::Deployment;
+use crate::deployment::{Deployment, SpendLabels};
 use crate::error::GatewayError;
 use crate::inbound::{Endpoint, LlmRequest};
 use crate::limits::Limiter;
@@ -221,11 +221,7 @@ impl Attempt {
             None => info.master_token.unwrap_or_default().into(),
         };
         let labels = &info.dep.spend_labels;
-        // A wildcard deployment serves the group and model asked for.
-        let shared = |label: &Arc<str>, value: &str| match **label == *value {
-            true => label.clone(),
-            false => Arc::from(value),
-        };
+        let shared = SpendLabels::share;
         SpendLogRow {
             request_id: self.request_id,
             call_id: self.call_id,
