@@ -1368,56 +1368,69 @@ mod tests {
             ]
         }
 
+        /// Draws 2,000 texts from `texts` and asserts that the one-pass
+        /// reader `read` answers for 200 to 1,800 of them (`Some`) and
+        /// finds something (`Some(true)`) in at least 50: the comparisons
+        /// below then test the reader, not only its fallback.
+        fn reaches_both_outcomes(
+            texts: impl Strategy<Value = String>,
+            read: impl Fn(&[u8]) -> Option<bool>,
+        ) {
+            use proptest::strategy::ValueTree;
+            let mut runner = proptest::test_runner::TestRunner::deterministic();
+            let (mut answered, mut found) = (0, 0);
+            for _ in 0..2000 {
+                let text = texts.new_tree(&mut runner).unwrap().current();
+                if let Some(something) = read(text.as_bytes()) {
+                    answered += 1;
+                    found += usize::from(something);
+                }
+            }
+            assert!((200..1800).contains(&answered), "read {answered} of 2000");
+            assert!(found >= 50, "found something in {found} of {answered}");
+        }
+
         /// The usage values above reach both outcomes of the usage reader.
         #[test]
         fn the_usage_values_reach_both_outcomes() {
-            use proptest::strategy::ValueTree;
-            let mut runner = proptest::test_runner::TestRunner::deterministic();
-            let (mut read, mut counted) = (0, 0);
-            for _ in 0..2000 {
-                let text = usage_value().new_tree(&mut runner).unwrap().current();
-                if let Some(usage) = crate::spend::usage_skim::usage_value(text.as_bytes()) {
-                    read += 1;
-                    counted += usize::from(usage.is_some());
-                }
-            }
-            assert!((200..1800).contains(&read), "read {read} of 2000");
-            assert!(counted >= 50, "counted in {counted} of {read}");
+            reaches_both_outcomes(usage_value(), |text| {
+                crate::spend::usage_skim::usage_value(text).map(|usage| usage.is_some())
+            });
         }
 
-        /// The bodies above reach both outcomes of the prompt reader often.
+        /// The bodies above reach both outcomes of the prompt reader.
         #[test]
         fn the_requests_reach_both_outcomes() {
-            use proptest::strategy::ValueTree;
-            let mut runner = proptest::test_runner::TestRunner::deterministic();
-            let (mut read, mut counted) = (0, 0);
-            for _ in 0..2000 {
-                let body = request().new_tree(&mut runner).unwrap().current();
-                if let Some(input) = crate::spend::prompt_skim::prompt_input(body.as_bytes()) {
-                    read += 1;
-                    counted += usize::from(input.chars > 0);
-                }
-            }
-            assert!((200..1800).contains(&read), "read {read} of 2000");
-            assert!(counted >= 50, "counted text in {counted} of {read}");
+            reaches_both_outcomes(request(), |body| {
+                crate::spend::prompt_skim::prompt_input(body).map(|input| input.chars > 0)
+            });
         }
 
-        /// The chunks above reach both outcomes of the one-pass reader
-        /// often, so the comparison below tests it, not only the fallback.
+        /// The chunks above reach both outcomes of the chunk reader.
         #[test]
         fn the_chunks_reach_both_outcomes() {
-            use proptest::strategy::ValueTree;
-            let mut runner = proptest::test_runner::TestRunner::deterministic();
-            let (mut read, mut counted) = (0, 0);
-            for _ in 0..2000 {
-                let data = chunk().new_tree(&mut runner).unwrap().current();
-                if let Some(chars) = super::super::chunk_skim::generated_chars(data.as_bytes()) {
-                    read += 1;
-                    counted += usize::from(chars > 0);
-                }
-            }
-            assert!((200..1800).contains(&read), "read {read} of 2000");
-            assert!(counted >= 50, "counted text in {counted} of {read}");
+            reaches_both_outcomes(chunk(), |data| {
+                super::super::chunk_skim::generated_chars(data).map(|chars| chars > 0)
+            });
+        }
+
+        /// Whenever the usage reader answers for `text`, serde_json reads
+        /// the value there and finds the same usage.
+        fn usage_read_as_serde_reads(text: &[u8]) -> Result<(), TestCaseError> {
+            let Some(skimmed) = crate::spend::usage_skim::usage_value(text) else {
+                return Ok(());
+            };
+            let shown = String::from_utf8_lossy(text);
+            let parsed = serde_json::Deserializer::from_slice(text)
+                .into_iter::<Option<super::super::UsageView>>()
+                .next();
+            let Some(Ok(view)) = parsed else {
+                return Err(TestCaseError::fail(format!(
+                    "the full parse refuses {shown}"
+                )));
+            };
+            prop_assert_eq!(skimmed, view.and_then(|v| v.usage()), "{}", shown);
+            Ok(())
         }
 
         proptest! {
@@ -1434,29 +1447,12 @@ mod tests {
 
             #[test]
             fn reads_any_usage_value(text in usage_value(), tail in prop::sample::select(vec!["", "}", ",\"x\":1}", " x"])) {
-                let text = format!("{text}{tail}");
-                if let Some(skimmed) = crate::spend::usage_skim::usage_value(text.as_bytes()) {
-                    let parsed = serde_json::Deserializer::from_slice(text.as_bytes())
-                        .into_iter::<Option<super::super::UsageView>>()
-                        .next();
-                    let Some(Ok(view)) = parsed else {
-                        return Err(TestCaseError::fail(format!("the full parse refuses {text}")));
-                    };
-                    prop_assert_eq!(skimmed, view.and_then(|v| v.usage()), "{}", text);
-                }
+                usage_read_as_serde_reads(format!("{text}{tail}").as_bytes())?;
             }
 
             #[test]
             fn reads_any_usage_bytes(text in proptest::collection::vec(any::<u8>(), 0..48)) {
-                if let Some(skimmed) = crate::spend::usage_skim::usage_value(&text) {
-                    let parsed = serde_json::Deserializer::from_slice(&text)
-                        .into_iter::<Option<super::super::UsageView>>()
-                        .next();
-                    let Some(Ok(view)) = parsed else {
-                        return Err(TestCaseError::fail("the full parse refuses it"));
-                    };
-                    prop_assert_eq!(skimmed, view.and_then(|v| v.usage()));
-                }
+                usage_read_as_serde_reads(&text)?;
             }
 
             #[test]
