@@ -388,28 +388,20 @@ impl LlmRequest {
 
     /// The body with `model` replaced by `new_model`, as up to three slices that
     /// share the original buffer: nothing else is re-serialized.
-    /// The usual case, a model sent as the client wrote it with nothing
-    /// to escape, copies and allocates nothing.
+    /// The usual case, a model sent on as the client wrote it, copies and
+    /// allocates nothing.
     pub fn body_with_model(&self, new_model: &str) -> [Bytes; 3] {
         let span = self.model_span.clone();
-        let plain = !new_model
-            .bytes()
-            .any(|b| b < 0x20 || b == b'"' || b == b'\\');
-        let quoted = match plain {
-            true if self.body[span.clone()]
+        // The body's text reads `new_model` when it is the same bytes with
+        // no escape in them (a valid string holds no bare quote or control
+        // character, so a backslash is the only escape to rule out).
+        let unchanged = !new_model.contains('\\')
+            && self.body[span.clone()]
                 .strip_prefix(b"\"")
                 .and_then(|s| s.strip_suffix(b"\""))
-                == Some(new_model.as_bytes()) =>
-            {
-                self.body.slice(span.clone())
-            }
-            true => {
-                let mut quoted = Vec::with_capacity(new_model.len() + 2);
-                quoted.push(b'"');
-                quoted.extend_from_slice(new_model.as_bytes());
-                quoted.push(b'"');
-                Bytes::from(quoted)
-            }
+                == Some(new_model.as_bytes());
+        let quoted = match unchanged {
+            true => self.body.slice(span.clone()),
             false => Bytes::from(serde_json::to_vec(new_model).expect("string serializes")),
         };
         [

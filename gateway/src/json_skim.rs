@@ -27,16 +27,17 @@ impl Seen {
 /// The characters of a string's raw bytes as returned by
 /// [`Reader::string`], as the full parse decodes them (each escape it lets
 /// through is two ASCII bytes standing for one character); `None` when
-/// they are not UTF-8 (the full parse refuses a string it reads then).
+/// they are not UTF-8 (the full parse refuses a string it reads then) or
+/// end in a lone backslash (never so from the reader).
 pub(crate) fn decoded_chars(raw: &[u8]) -> Option<u64> {
     let text = std::str::from_utf8(raw).ok()?;
-    let mut escapes = 0;
+    let mut escapes = 0u64;
     let mut at = 0;
-    while let Some(i) = memchr::memchr(b'\\', &raw[at..]) {
+    while let Some(i) = memchr::memchr(b'\\', raw.get(at..)?) {
         escapes += 1;
         at += i + 2;
     }
-    Some(text.chars().count() as u64 - escapes)
+    (text.chars().count() as u64).checked_sub(escapes)
 }
 
 /// A cursor over one JSON text.
@@ -302,5 +303,10 @@ mod tests {
         assert_eq!(decoded_chars(raw), Some(decoded.chars().count() as u64));
         assert_eq!(decoded_chars(b"\xff"), None);
         assert_eq!(decoded_chars(b""), Some(0));
+        assert_eq!(
+            decoded_chars(b"a\\"),
+            None,
+            "a lone backslash, not from the reader"
+        );
     }
 }
