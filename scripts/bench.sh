@@ -481,8 +481,9 @@ jq -r "$fmt"'
   | .[] | . as $b | (base($b)) as $base
   | "| \(.group) | \(.id) | \(.ns | ns) | \(.lo | ns) – \(.hi | ns) | \(if $base then (.ns / $base | r2 | tostring) + "x" else "absolute" end) |"
 ' "$out/criterion.json"
-# Hand-measured figures (callgrind instruction counts), kept as written.
-[ -f benches/instructions.md ] && cat benches/instructions.md
+# Hand-measured figures and callgrind instruction counts, kept as written.
+echo
+cat benches/hand-measured.md benches/instructions.md
 } > BENCHMARKS.md
 
 log "done: BENCHMARKS.md (raw results in $out)"

@@ -85,6 +85,13 @@ pub struct Responder<'a> {
     /// A fixed-length response's head, held back so it leaves in one write
     /// (one TCP segment) with the first body bytes.
     pending_head: Vec<u8>,
+    /// Body bytes a fixed-length response still owes.
+    fixed_left: u64,
+    /// Whether the response's last write waits for
+    /// [`Responder::release_last_write`].
+    hold_last: bool,
+    /// That last write, once the response is complete.
+    last_write: Option<Vec<u8>>,
 }
 
 /// Body bytes up to this are copied behind a held-back head; more are
@@ -111,7 +118,37 @@ impl<'a> Responder<'a> {
             status: None,
             write_timeout: DEFAULT_WRITE_TIMEOUT,
             pending_head: Vec::new(),
+            fixed_left: 0,
+            hold_last: false,
+            last_write: None,
         }
+    }
+
+    /// Holds the write that completes the response (a whole response, a
+    /// fixed-length body's last bytes, a stream's last chunk) until
+    /// [`Self::release_last_write`]: what must be over before the client
+    /// can see the end of its response, such as freeing its parallel slot
+    /// for the next request it sends, comes first.
+    pub fn hold_last_write(&mut self) {
+        self.hold_last = true;
+    }
+
+    /// Writes the response's held last write, if any, and stops holding.
+    pub async fn release_last_write(&mut self) -> std::io::Result<()> {
+        self.hold_last = false;
+        match self.last_write.take() {
+            Some(buf) => self.write(buf).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Writes `buf`, the response's last write: held when asked to.
+    async fn write_last(&mut self, buf: Vec<u8>) -> std::io::Result<()> {
+        if self.hold_last {
+            self.last_write = Some(buf);
+            return Ok(());
+        }
+        self.write(buf).await
     }
 
     /// Sets the time each write may take: a client that does not read for
@@ -187,7 +224,7 @@ impl<'a> Responder<'a> {
         if !self.head_only {
             buf.extend_from_slice(body);
         }
-        self.write(buf).await
+        self.write_last(buf).await
     }
 
     /// Sends an error as LiteLLM's JSON body.
@@ -240,9 +277,10 @@ impl<'a> Responder<'a> {
         let buf = self.finish_head(head, status);
         if len > 0 && !self.head_only {
             self.pending_head = buf;
+            self.fixed_left = len;
             return Ok(());
         }
-        self.write(buf).await
+        self.write_last(buf).await
     }
 
     /// Sends body bytes of a fixed-length response.
@@ -250,15 +288,25 @@ impl<'a> Responder<'a> {
         if data.is_empty() || self.head_only {
             return Ok(());
         }
+        self.fixed_left = self.fixed_left.saturating_sub(data.len() as u64);
+        let last = self.fixed_left == 0;
         if !self.pending_head.is_empty() {
             let mut head = std::mem::take(&mut self.pending_head);
             if data.len() <= COALESCE_LIMIT {
                 head.extend_from_slice(&data);
-                return self.write(head).await;
+                return if last {
+                    self.write_last(head).await
+                } else {
+                    self.write(head).await
+                };
             }
             self.write(head).await?;
         }
-        self.write(data).await
+        if last {
+            self.write_last(data).await
+        } else {
+            self.write(data).await
+        }
     }
 
     /// Sends one chunk now.
@@ -279,7 +327,7 @@ impl<'a> Responder<'a> {
         if self.head_only || self.http10 {
             return Ok(());
         }
-        self.write(LAST_CHUNK.to_vec()).await
+        self.write_last(LAST_CHUNK.to_vec()).await
     }
 
     /// Abandons a stream that cannot complete: the client sees the connection
@@ -307,6 +355,113 @@ impl<'a> Responder<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Read;
+
+    /// Runs `test` on a runtime with timers.
+    fn block_on(test: impl std::future::Future<Output = ()>) {
+        monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+            .enable_timer()
+            .build()
+            .unwrap()
+            .block_on(test);
+    }
+
+    /// Both ends of a loopback connection: the server's, and a
+    /// non-blocking client socket.
+    async fn connection() -> (ClientStream, std::net::TcpStream) {
+        let listener = monoio::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        client.set_nonblocking(true).unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        (ClientStream::Plain(server), client)
+    }
+
+    /// What the client can read now, without waiting.
+    fn received(client: &mut std::net::TcpStream) -> String {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match client.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        String::from_utf8(got).unwrap()
+    }
+
+    #[test]
+    fn a_held_whole_response_leaves_only_when_released() {
+        block_on(async {
+            let (mut stream, mut client) = connection().await;
+            let client = &mut client;
+            let mut out = Responder::new(&mut stream, true, false, false);
+            out.hold_last_write();
+            out.send(200, HeadBuilder::new(200), "application/json", b"{}")
+                .await
+                .unwrap();
+            assert_eq!(received(client), "");
+            out.release_last_write().await.unwrap();
+            let got = received(client);
+            assert!(got.starts_with("HTTP/1.1 200 OK\r\n"), "{got}");
+            assert!(got.ends_with("content-length: 2\r\n\r\n{}"), "{got}");
+            // Nothing is held twice.
+            out.release_last_write().await.unwrap();
+            assert_eq!(received(client), "");
+        });
+    }
+
+    #[test]
+    fn a_held_fixed_length_body_sends_all_but_its_last_bytes() {
+        block_on(async {
+            let (mut stream, mut client) = connection().await;
+            let client = &mut client;
+            let mut out = Responder::new(&mut stream, true, false, false);
+            out.hold_last_write();
+            out.start_fixed(200, HeadBuilder::new(200), "text/plain", 10)
+                .await
+                .unwrap();
+            out.send_raw(b"0123".to_vec()).await.unwrap();
+            assert!(received(client).ends_with("\r\n\r\n0123"));
+            out.send_raw(b"456789".to_vec()).await.unwrap();
+            assert_eq!(received(client), "");
+            out.release_last_write().await.unwrap();
+            assert_eq!(received(client), "456789");
+        });
+    }
+
+    #[test]
+    fn a_held_stream_sends_its_chunks_and_holds_its_last_chunk() {
+        block_on(async {
+            let (mut stream, mut client) = connection().await;
+            let client = &mut client;
+            let mut out = Responder::new(&mut stream, true, false, false);
+            out.hold_last_write();
+            out.start_stream(200, HeadBuilder::new(200), "text/event-stream")
+                .await
+                .unwrap();
+            out.send_chunk(b"data: 1\n\n").await.unwrap();
+            assert!(received(client).ends_with("9\r\ndata: 1\n\n\r\n"));
+            out.end_stream().await.unwrap();
+            assert_eq!(received(client), "");
+            out.release_last_write().await.unwrap();
+            assert_eq!(received(client), "0\r\n\r\n");
+        });
+    }
+
+    #[test]
+    fn a_response_not_held_leaves_at_once() {
+        block_on(async {
+            let (mut stream, mut client) = connection().await;
+            let client = &mut client;
+            let mut out = Responder::new(&mut stream, true, false, false);
+            out.send(200, HeadBuilder::new(200), "application/json", b"{}")
+                .await
+                .unwrap();
+            assert!(received(client).ends_with("\r\n\r\n{}"));
+        });
+    }
 
     #[test]
     fn header_values_with_cr_or_lf_are_dropped() {

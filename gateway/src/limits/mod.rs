@@ -736,6 +736,11 @@ impl Ticket<'_> {
     pub fn headers(&self) -> &RateHeaders {
         &self.headers
     }
+
+    /// Whether the request holds a parallel slot, given back at drop.
+    pub fn holds_slot(&self) -> bool {
+        self.descs.iter().any(|d| d.kind == Kind::Parallel)
+    }
 }
 
 impl Drop for Ticket<'_> {

@@ -332,11 +332,19 @@ async fn serve(
         principal,
         end_user: end_user.as_deref(),
     };
+    // A parallel slot is given back before the client sees the end of its
+    // response: a client that sends its next request as soon as this one
+    // ends finds the slot free, whichever core takes it.
+    if ticket.as_ref().is_some_and(|t| t.holds_slot()) {
+        out.hold_last_write();
+    }
     let result = attempts(worker, &router, caller, &mut held, &mut plan, out, outcome).await;
     if let Some(ticket) = ticket.as_mut() {
         ticket.add_tokens(outcome.tokens_used);
     }
-    result
+    drop(ticket);
+    let released = out.release_last_write().await;
+    result.and_then(|()| released.map_err(|_| GatewayError::Unavailable("client connection lost")))
 }
 
 /// Who a request is for: its caller, and its end user when that one's row

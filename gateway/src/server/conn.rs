@@ -117,6 +117,9 @@ pub async fn serve(tcp: TcpStream, worker: Rc<Worker>) {
             }
             return;
         }
+        // A response end a handler held back and did not release still
+        // reaches its client (a failed write ends keep-alive below).
+        let _ = out.release_last_write().await;
         if skip_body {
             linger(&mut stream).await;
             return;
