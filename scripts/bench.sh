@@ -164,7 +164,9 @@ measure() {
         psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE $scale_db"
         scale_args=(--keys "$scale_keys" --database-url "postgres://postgres@127.0.0.1:5432/$scale_db")
     fi
-    log "loadgen scale (keys ${scale_db:+$scale_keys in the scratch database $scale_db}${scale_db:-none: no Postgres}, deployments $scale_deployments, $rate req/s)"
+    scale_keys_said="none: no Postgres"
+    [ -z "$scale_db" ] || scale_keys_said="$scale_keys in the scratch database $scale_db"
+    log "loadgen scale (keys $scale_keys_said, deployments $scale_deployments, $rate req/s)"
     "$loadgen" scale --gateway-bin "$gateway" --rate "$rate" --deployments "$scale_deployments" \
         "${scale_args[@]}" --json "$out/scale.json" | tee "$out/scale.txt"
     [ -z "$scale_db" ] || psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE IF EXISTS $scale_db WITH (FORCE)"
