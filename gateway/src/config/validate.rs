@@ -811,7 +811,7 @@ mod tests {
         assert_eq!(d.api_key.as_deref(), Some("sk-up"));
         let base = d.base.as_ref().unwrap();
         assert_eq!(
-            (base.host.as_str(), base.port, base.path.as_str(), base.tls),
+            (&*base.host, base.port, base.path.as_str(), base.tls),
             ("127.0.0.1", 9000, "/v1", false)
         );
         assert!(c.deployments[1].is_wildcard());
@@ -1002,7 +1002,7 @@ mod tests {
             (a.api_key.as_deref(), a.api_version.as_deref()),
             (Some("az-key"), Some("2024-06-01"))
         );
-        assert_eq!(a.base.as_ref().unwrap().host, "r.openai.azure.com");
+        assert_eq!(&*a.base.as_ref().unwrap().host, "r.openai.azure.com");
         assert_eq!(
             (b.api_key.as_deref(), b.api_version.as_deref()),
             (Some("own"), Some("v1"))

@@ -88,7 +88,7 @@ mod tests {
         )
         .unwrap();
         for (dep, host) in cfg.deployments.iter().zip(["localhost", "gpu"]) {
-            assert_eq!(dep.base.as_ref().unwrap().host, host);
+            assert_eq!(&*dep.base.as_ref().unwrap().host, host);
             let out = OpenAiCompatible.build_request(&req, "llama3", dep).unwrap();
             assert_eq!(out.path, "/v1/chat/completions");
         }

@@ -1,13 +1,16 @@
 //! Where an upstream API lives: scheme, host, port and path prefix, parsed
 //! from a URL, and the URL's form that may be shown.
 
+use std::sync::Arc;
+
 /// Scheme, authority and path prefix of a provider's API.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UpstreamBase {
     /// `https` when TLS is used.
     pub tls: bool,
-    /// Host name (for SNI and the Host header).
-    pub host: String,
+    /// Host name (for SNI and the Host header), shared with the
+    /// connection pool's key of each request.
+    pub host: Arc<str>,
     /// TCP port.
     pub port: u16,
     /// Path prefix without trailing slash, e.g. `/v1`.
@@ -27,10 +30,7 @@ pub(crate) fn parse_base(url: &str) -> Result<UpstreamBase, String> {
         None => return Err("missing http:// or https://".into()),
     };
     let host = uri.host().ok_or("missing host")?;
-    let host = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_string();
+    let host = host.trim_start_matches('[').trim_end_matches(']').into();
     let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
     let path = uri.path().trim_end_matches('/').to_string();
     Ok(UpstreamBase {
@@ -80,7 +80,7 @@ mod tests {
         let base = parse_base("https://user:secret@api.example.com/v1?key=sk-1").unwrap();
         assert_eq!(base.url, "https://api.example.com/v1");
         assert_eq!(
-            (base.host.as_str(), base.path.as_str()),
+            (&*base.host, base.path.as_str()),
             ("api.example.com", "/v1")
         );
     }

@@ -145,7 +145,7 @@ impl UpstreamClient {
         if !origin.tls {
             return Ok(UpstreamConn::Plain(tcp));
         }
-        let name = ServerName::try_from(origin.host.clone()).map_err(|e| {
+        let name = ServerName::try_from(origin.host.to_string()).map_err(|e| {
             UpstreamError::Connect(format!("invalid TLS server name {}: {e}", origin.host))
         })?;
         let tls = self.tls.connect(name, tcp).await.map_err(|e| {

@@ -57,12 +57,12 @@ pub async fn exchange(
     request: &[u8],
     tls: &Arc<rustls::ClientConfig>,
 ) -> Result<Answer, String> {
-    let tcp = TcpStream::connect((base.host.as_str(), base.port))
+    let tcp = TcpStream::connect((&*base.host, base.port))
         .await
         .map_err(|e| format!("cannot connect to {}: {e}", base.url))?;
     let _ = tcp.set_nodelay(true);
     let bytes = if base.tls {
-        let name = ServerName::try_from(base.host.clone()).map_err(|e| e.to_string())?;
+        let name = ServerName::try_from(base.host.to_string()).map_err(|e| e.to_string())?;
         let stream = tokio_rustls::TlsConnector::from(tls.clone())
             .connect(name, tcp)
             .await

@@ -3,13 +3,14 @@
 use super::conn::UpstreamConn;
 use crate::keyed_hash::KeyedHash;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Identifies an origin: connections are only reused for the same one.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Origin {
     /// Host name or address.
-    pub host: String,
+    pub host: Arc<str>,
     /// TCP port.
     pub port: u16,
     /// Whether TLS is used.

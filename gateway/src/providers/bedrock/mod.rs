@@ -298,7 +298,7 @@ fn sign(
 pub fn host_header(base: &crate::upstream::UpstreamBase) -> String {
     let default_port = if base.tls { 443 } else { 80 };
     if base.port == default_port {
-        base.host.clone()
+        base.host.to_string()
     } else {
         format!("{}:{}", base.host, base.port)
     }
