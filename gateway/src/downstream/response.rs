@@ -142,10 +142,14 @@ impl<'a> Responder<'a> {
         }
     }
 
-    /// Writes `buf`, the response's last write: held when asked to.
+    /// Writes `buf`, the response's last write: held when asked to (after
+    /// what is held already, should more follow).
     async fn write_last(&mut self, buf: Vec<u8>) -> std::io::Result<()> {
         if self.hold_last {
-            self.last_write = Some(buf);
+            match &mut self.last_write {
+                Some(held) => held.extend_from_slice(&buf),
+                None => self.last_write = Some(buf),
+            }
             return Ok(());
         }
         self.write(buf).await
@@ -426,8 +430,10 @@ mod tests {
             assert!(received(client).ends_with("\r\n\r\n0123"));
             out.send_raw(b"456789".to_vec()).await.unwrap();
             assert_eq!(received(client), "");
+            // Bytes past the announced length are never dropped.
+            out.send_raw(b"!".to_vec()).await.unwrap();
             out.release_last_write().await.unwrap();
-            assert_eq!(received(client), "456789");
+            assert_eq!(received(client), "456789!");
         });
     }
 
