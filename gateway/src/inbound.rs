@@ -400,9 +400,10 @@ impl LlmRequest {
                 .strip_prefix(b"\"")
                 .and_then(|s| s.strip_suffix(b"\""))
                 == Some(new_model.as_bytes());
-        let quoted = match unchanged {
-            true => self.body.slice(span.clone()),
-            false => Bytes::from(serde_json::to_vec(new_model).expect("string serializes")),
+        let quoted = if unchanged {
+            self.body.slice(span.clone())
+        } else {
+            Bytes::from(serde_json::to_vec(new_model).expect("string serializes"))
         };
         [
             self.body.slice(..span.start),

@@ -121,9 +121,10 @@ impl SpendLabels {
     /// `label` when it reads `value`, else a new `value`: a wildcard
     /// deployment serves the group and model asked for.
     pub fn share(label: &Arc<str>, value: &str) -> Arc<str> {
-        match **label == *value {
-            true => label.clone(),
-            false => Arc::from(value),
+        if **label == *value {
+            label.clone()
+        } else {
+            Arc::from(value)
         }
     }
 }

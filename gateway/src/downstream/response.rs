@@ -142,17 +142,18 @@ impl<'a> Responder<'a> {
         }
     }
 
-    /// Writes `buf`, the response's last write: held when asked to (after
-    /// what is held already, should more follow).
-    async fn write_last(&mut self, buf: Vec<u8>) -> std::io::Result<()> {
-        if self.hold_last {
-            match &mut self.last_write {
-                Some(held) => held.extend_from_slice(&buf),
-                None => self.last_write = Some(buf),
-            }
-            return Ok(());
+    /// Writes `buf`; when it ends the response (`ends`) and the last write
+    /// is held, keeps it instead (after what is held already, should more
+    /// follow).
+    async fn write_part(&mut self, buf: Vec<u8>, ends: bool) -> std::io::Result<()> {
+        if !(ends && self.hold_last) {
+            return self.write(buf).await;
         }
-        self.write(buf).await
+        match &mut self.last_write {
+            Some(held) => held.extend_from_slice(&buf),
+            None => self.last_write = Some(buf),
+        }
+        Ok(())
     }
 
     /// Sets the time each write may take: a client that does not read for
@@ -228,7 +229,7 @@ impl<'a> Responder<'a> {
         if !self.head_only {
             buf.extend_from_slice(body);
         }
-        self.write_last(buf).await
+        self.write_part(buf, true).await
     }
 
     /// Sends an error as LiteLLM's JSON body.
@@ -284,7 +285,7 @@ impl<'a> Responder<'a> {
             self.fixed_left = len;
             return Ok(());
         }
-        self.write_last(buf).await
+        self.write_part(buf, true).await
     }
 
     /// Sends body bytes of a fixed-length response.
@@ -298,19 +299,11 @@ impl<'a> Responder<'a> {
             let mut head = std::mem::take(&mut self.pending_head);
             if data.len() <= COALESCE_LIMIT {
                 head.extend_from_slice(&data);
-                return if last {
-                    self.write_last(head).await
-                } else {
-                    self.write(head).await
-                };
+                return self.write_part(head, last).await;
             }
             self.write(head).await?;
         }
-        if last {
-            self.write_last(data).await
-        } else {
-            self.write(data).await
-        }
+        self.write_part(data, last).await
     }
 
     /// Sends one chunk now.
@@ -331,7 +324,7 @@ impl<'a> Responder<'a> {
         if self.head_only || self.http10 {
             return Ok(());
         }
-        self.write_last(LAST_CHUNK.to_vec()).await
+        self.write_part(LAST_CHUNK.to_vec(), true).await
     }
 
     /// Abandons a stream that cannot complete: the client sees the connection
