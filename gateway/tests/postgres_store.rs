@@ -767,6 +767,74 @@ async fn recording_spend_twice_counts_it_once() {
     }
 }
 
+/// A batch of new rows goes by COPY, one holding a row already written by
+/// INSERT (the COPY fails on it and the batch is written again): the two
+/// ways must store the same values in every column.
+#[tokio::test]
+async fn copied_and_inserted_rows_hold_the_same_values() {
+    let db = TestDb::create().await;
+    let pg = store(&db).await;
+    let t0 = now_ms();
+    let key = full_key("sk-copied", t0);
+    pg.insert_key(&key).await.unwrap();
+    pg.insert_team(&team("t1", t0)).await.unwrap();
+    pg.insert_user(&user("u1", t0)).await.unwrap();
+    let odd = |id: &str| {
+        // Sub-millisecond times: stored rounded, and the duration too.
+        let start = t0 + Duration::microseconds(1_700);
+        let mut r = spend_row(id, &key.token, 0.25, start);
+        r.end_time = start + Duration::microseconds(2_500_500);
+        r.completion_start_time = None;
+        r.attempt = 2;
+        r.status = "failure".into();
+        r.status_code = 500;
+        r.error_class = Some("api_error".into());
+        r.error_message = Some("tab\there, line\nand \\N \\. \"quoted\" \0 é \u{1F600}\r".into());
+        r.end_user = Some("end\tuser\\".into());
+        r.region = None;
+        r.total_tokens = i64::MAX;
+        r.model_id = String::new().into();
+        r
+    };
+    let before = [key.spend, user("u1", t0).spend, team("t1", t0).spend];
+    pg.record_spend(&[odd("copied")]).await.unwrap();
+    pg.record_spend(&[odd("inserted"), odd("copied")])
+        .await
+        .unwrap();
+
+    let client = db.client().await;
+    let rows = client
+        .query(
+            r#"SELECT request_id, to_jsonb(s) - 'request_id' - 'call_id' - 'litellm_call_id'
+                   - 'created_at' - 'updated_at'
+               FROM "LiteLLM_SpendLogs" s ORDER BY request_id"#,
+            &[],
+        )
+        .await
+        .unwrap();
+    let ids: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+    assert_eq!(ids, ["copied", "inserted"]);
+    let (copied, inserted): (Value, Value) = (rows[0].get(1), rows[1].get(1));
+    assert_eq!(copied, inserted);
+    assert_eq!(copied["request_duration_ms"], json!(2501));
+    assert_eq!(copied["total_tokens"], json!(i32::MAX));
+    assert_eq!(copied["metadata"]["error_information"]["error_code"], "500");
+    assert_eq!(copied["end_user"], "end\tuser\\");
+    let logs = pg.spend_logs(&SpendFilter::default()).await.unwrap();
+    assert_eq!(
+        logs[0].error_message.as_deref(),
+        Some("tab\there, line\nand \\N \\. \"quoted\" \u{fffd} é \u{1F600}\r")
+    );
+    assert_eq!(logs[0].end_time, logs[1].end_time);
+    // Each row counted once, for its key, user and team alike.
+    let spent = [
+        pg.get_key(&key.token).await.unwrap().unwrap().spend,
+        pg.get_user("u1").await.unwrap().unwrap().spend,
+        pg.get_team("t1").await.unwrap().unwrap().spend,
+    ];
+    assert_eq!(spent, [before[0] + 0.5, before[1] + 0.5, before[2] + 0.5]);
+}
+
 #[tokio::test]
 async fn a_key_update_is_notified_to_listeners() {
     let db = TestDb::create().await;

@@ -23,6 +23,7 @@ mod models;
 mod orgs;
 mod pool;
 mod spend;
+mod spend_copy;
 mod tls;
 
 pub use keys::RESYNC_TOKENS;
@@ -78,6 +79,7 @@ const CONFLICT_ATTEMPTS: usize = 3;
 pub struct PostgresStore {
     pool: Pool,
     cipher: ParamCipher,
+    spend_copy: spend::CopyState,
 }
 
 impl PostgresStore {
@@ -101,6 +103,7 @@ impl PostgresStore {
         Ok(PostgresStore {
             pool: Pool::new(config),
             cipher: ParamCipher::default(),
+            spend_copy: spend::CopyState::default(),
         })
     }
 
@@ -438,7 +441,7 @@ impl Store for PostgresStore {
         if rows.is_empty() {
             return Ok(SpendChanges::default());
         }
-        with_client!(retry self, c => spend::record(c, rows))
+        with_client!(retry self, c => spend::record(c, &self.spend_copy, rows))
     }
 
     async fn spend_logs(&self, filter: &SpendFilter) -> Result<Vec<SpendLogRow>, StoreError> {

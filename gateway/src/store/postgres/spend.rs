@@ -1,16 +1,21 @@
-//! Spend: the batched, idempotent spend-log writer (one INSERT .. ON
-//! CONFLICT DO NOTHING of the batch passed as one array per column), the
-//! totals it feeds, the `/spend/logs` query and the budget-period reset
-//! sweep.
+//! Spend: the batched, idempotent spend-log writer (a COPY of the batch,
+//! or when a row was already written one INSERT .. ON CONFLICT DO NOTHING
+//! of the batch passed as one array per column), the totals it feeds, the
+//! `/spend/logs` query and the budget-period reset sweep.
 
 use super::convert::{naive, utc};
 use super::notify;
 use super::pool::Session;
+use super::spend_copy::{self, clean};
 use crate::store::{next_reset, Change, SpendChanges, SpendFilter, SpendLogRow};
+use bytes::Bytes;
 use chrono::{DateTime, NaiveDateTime, Utc};
-use futures_util::future::{try_join, try_join3, try_join4};
+use futures_util::future::{try_join, try_join3, try_join4, try_join5};
+use futures_util::SinkExt;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, Error, Row, Transaction};
 
@@ -76,20 +81,39 @@ LIMIT $7 OFFSET $8"#;
 /// locked first, so a reset committed before sees its period start here,
 /// and one that comes after zeroes what this adds. Returns the changes.
 ///
-/// Five round trips whatever the batch holds: BEGIN; the insert with the
-/// locks and the period read; the updates; NOTIFY; COMMIT. Each statement
-/// goes with its parameter types (nothing prepared, so it takes one round
-/// trip and works through a transaction pooler), and those of one step are
-/// sent together: the driver pipelines futures polled together, in the
-/// order first polled, and the server runs them in that order, so rows are
-/// still locked in one order (keys, users, teams, then organizations and
-/// end users).
-pub async fn record(session: &mut Session, rows: &[SpendLogRow]) -> Result<SpendChanges, Error> {
-    let tx = session.transaction().await?;
-    let columns = Columns::of(rows);
+/// The rows go by COPY ([`spend_copy`]): Postgres parses and stores them
+/// and computes nothing (no arrays to bind and unnest, no conflict check
+/// per row): a quarter less of its CPU a row than by INSERT.
+/// A COPY fails whole when one of its request ids is already written; that
+/// batch is then written again by [`INSERT_LOGS`], which skips them.
+///
+/// Seven round trips whatever the batch holds: BEGIN; the locks, the
+/// period read and the COPY statement's parse; the COPY's start; its rows;
+/// the updates; NOTIFY; COMMIT (five by INSERT: the insert goes with the
+/// locks). Each statement goes with its parameter types or is prepared
+/// inside the transaction, so it works through a transaction pooler, and
+/// those of one step are sent together: the driver pipelines futures
+/// polled together, in the order first polled, and the server runs them in
+/// that order, so rows are still locked in one order (keys, users, teams,
+/// then organizations and end users).
+pub async fn record(
+    session: &mut Session,
+    copy: &CopyState,
+    rows: &[SpendLogRow],
+) -> Result<SpendChanges, Error> {
     // Every row that could count is locked, also those the insert skips
     // (already written): locking a few more rows keeps this one round trip.
     let ids = Ids::of(rows);
+    if copy.usable() {
+        let tx = session.transaction().await?;
+        match copy_rows(&tx, rows, &ids).await {
+            Ok((inserted, periods)) => return settle(tx, inserted, periods).await,
+            Err(Refused::Copy(e)) if copy.falls_back(&e) => tx.rollback().await?,
+            Err(Refused::Copy(e) | Refused::Other(e)) => return Err(e),
+        }
+    }
+    let tx = session.transaction().await?;
+    let columns = Columns::of(rows);
     let (inserted, ((), (), (), periods)) = try_join(
         tx.query_typed(INSERT_LOGS, &columns.params()),
         try_join4(
@@ -100,7 +124,90 @@ pub async fn record(session: &mut Session, rows: &[SpendLogRow]) -> Result<Spend
         ),
     )
     .await?;
-    let inserted = Inserted::of(&inserted)?;
+    settle(tx, Inserted::of(&inserted)?, periods).await
+}
+
+/// Whether spend rows go by COPY: yes until a COPY fails for a reason
+/// every batch would meet (a column that takes no such value), then by
+/// [`INSERT_LOGS`] for the rest of the process.
+#[derive(Default)]
+pub struct CopyState {
+    refused: AtomicBool,
+}
+
+impl CopyState {
+    fn usable(&self) -> bool {
+        !self.refused.load(Ordering::Relaxed)
+    }
+
+    /// Whether a batch whose COPY failed with `e` is written again by
+    /// [`INSERT_LOGS`]: when Postgres refused the rows. A request id
+    /// already written (a batch sent again after a lost commit, or twice
+    /// in one batch) is that batch's alone; a value or a column the table
+    /// refuses (SQLSTATE classes 22 and 42) would fail every COPY, so COPY
+    /// is given up. Any other error is the batch's error.
+    fn falls_back(&self, e: &Error) -> bool {
+        let Some(code) = e.code() else {
+            return false;
+        };
+        if *code == SqlState::UNIQUE_VIOLATION {
+            return true;
+        }
+        if !matches!(code.code().get(..2), Some("22" | "42")) {
+            return false;
+        }
+        if !self.refused.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                error = %e,
+                "spend rows: COPY refused by \"LiteLLM_SpendLogs\"; writing them by INSERT from now on"
+            );
+        }
+        true
+    }
+}
+
+/// Why [`copy_rows`] failed: the COPY itself, or a statement beside it.
+enum Refused {
+    Copy(Error),
+    Other(Error),
+}
+
+/// Copies `rows` into `"LiteLLM_SpendLogs"` (every one new, or the COPY
+/// fails) while the rows they count for are locked and their budget
+/// periods read; all of them are returned as inserted.
+async fn copy_rows(
+    tx: &Transaction<'_>,
+    rows: &[SpendLogRow],
+    ids: &Ids<'_>,
+) -> Result<(Inserted, Periods), Refused> {
+    let ((), (), (), periods, statement) = try_join5(
+        lock(tx, LOCK_KEYS, &ids.keys),
+        lock(tx, LOCK_USERS, &ids.users),
+        lock(tx, LOCK_TEAMS, &ids.teams),
+        Periods::read(tx, ids),
+        tx.prepare_typed(spend_copy::COPY_LOGS, &[]),
+    )
+    .await
+    .map_err(Refused::Other)?;
+    let mut data = Vec::with_capacity(rows.len() * 512);
+    spend_copy::encode(rows, &mut data);
+    let copy = async {
+        let sink = tx.copy_in::<_, Bytes>(&statement).await?;
+        futures_util::pin_mut!(sink);
+        sink.send(Bytes::from(data)).await?;
+        sink.finish().await
+    };
+    copy.await.map_err(Refused::Copy)?;
+    Ok((Inserted::copied(rows), periods))
+}
+
+/// Adds the spend of the `inserted` rows to their keys, users, teams,
+/// organizations and end users, announces what changed and commits.
+async fn settle(
+    tx: Transaction<'_>,
+    inserted: Inserted,
+    periods: Periods,
+) -> Result<SpendChanges, Error> {
     let totals = Totals::of(&inserted, &periods);
     let end_user_totals = inserted.end_users();
     let lifetime = Lifetime::of(&inserted);
@@ -252,14 +359,6 @@ impl<'a> Columns<'a> {
     }
 }
 
-fn clean(s: &str) -> Cow<'_, str> {
-    if s.contains('\0') {
-        Cow::Owned(s.replace('\0', "\u{fffd}"))
-    } else {
-        Cow::Borrowed(s)
-    }
-}
-
 /// A newly written row with spend: who it counts for and when it settled.
 struct InsertedRow {
     key: String,
@@ -321,6 +420,26 @@ impl Inserted {
             });
         }
         Ok(Inserted(out))
+    }
+
+    /// The rows of a batch COPY wrote, all of them new, as the table holds
+    /// them (text cleaned, the settle time to the millisecond).
+    fn copied(rows: &[SpendLogRow]) -> Inserted {
+        let text = |s: &str| clean(s).into_owned();
+        let charged = rows.iter().filter(|r| r.spend != 0.0);
+        Inserted(
+            charged
+                .map(|r| InsertedRow {
+                    key: text(&r.api_key),
+                    user: r.user.as_deref().map(text),
+                    team: r.team_id.as_deref().map(text),
+                    spend: r.spend,
+                    group: Some(text(&r.model_group)),
+                    settled: spend_copy::settled(r.end_time),
+                    end_user: r.end_user.as_deref().map(text),
+                })
+                .collect(),
+        )
     }
 
     /// Spend per end user, by id.

@@ -1,0 +1,294 @@
+//! Spend rows as the text of a `COPY "LiteLLM_SpendLogs" … FROM STDIN`:
+//! the values [`super::spend`]'s INSERT computes in SQL (token counts
+//! clamped to `INTEGER`, the attempt's duration, the `metadata` object, the
+//! call id copied to `litellm_call_id`) computed here instead, so the
+//! server only parses and stores them. Text rather than binary: each value
+//! goes through its column's input function, so a column whose type
+//! differs a little (a database LiteLLM created) still takes it.
+
+use chrono::{DateTime, NaiveDateTime, Utc};
+use serde_json::{Map, Value};
+use std::borrow::Cow;
+use std::io::Write;
+
+use crate::store::SpendLogRow;
+
+/// The COPY statement; [`encode`] writes its rows, columns in this order.
+pub const COPY_LOGS: &str = r#"COPY "LiteLLM_SpendLogs" (request_id, call_id, attempt,
+    call_type, api_key, spend, total_tokens, prompt_tokens, completion_tokens, "startTime",
+    "completionStartTime", "endTime", model, model_id, model_group, custom_llm_provider, api_base,
+    region, "user", team_id, status, status_code, error_class, error_message, litellm_call_id,
+    request_duration_ms, metadata, end_user) FROM STDIN"#;
+
+/// Appends `rows` to `out`, one line each, in [`COPY_LOGS`]'s columns.
+pub fn encode(rows: &[SpendLogRow], out: &mut Vec<u8>) {
+    let mut json = Vec::with_capacity(256);
+    for r in rows {
+        field(out, &r.request_id);
+        field(out, &r.call_id);
+        number(out, r.attempt);
+        field(out, &r.call_type);
+        field(out, &r.api_key);
+        number(out, r.spend);
+        for tokens in [r.total_tokens, r.prompt_tokens, r.completion_tokens] {
+            number(out, as_int4(tokens));
+        }
+        time(out, r.start_time);
+        match r.completion_start_time {
+            Some(t) => time(out, t),
+            None => null(out),
+        }
+        time(out, r.end_time);
+        for text in [
+            &r.model,
+            &r.model_id,
+            &r.model_group,
+            &r.custom_llm_provider,
+            &r.api_base,
+        ] {
+            field(out, text);
+        }
+        optional(out, r.region.as_deref());
+        optional(out, r.user.as_deref());
+        optional(out, r.team_id.as_deref());
+        field(out, &r.status);
+        number(out, r.status_code);
+        optional(out, r.error_class.as_deref());
+        optional(out, r.error_message.as_deref());
+        field(out, &r.call_id);
+        number(out, duration_ms(r.start_time, r.end_time));
+        json.clear();
+        // Writing JSON into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut json, &metadata(r));
+        escape(out, &String::from_utf8_lossy(&json));
+        out.push(b'\t');
+        optional(out, r.end_user.as_deref());
+        // Every field ends in a tab: the last one ends the line instead.
+        if let Some(last) = out.last_mut() {
+            *last = b'\n';
+        }
+    }
+}
+
+/// When a row settled as the `"endTime"` column stores it: rounded to the
+/// millisecond (`TIMESTAMP(3)`), as [`encode`] sends it.
+pub fn settled(t: DateTime<Utc>) -> NaiveDateTime {
+    to_millis(t)
+}
+
+/// `s` with NUL characters, which Postgres refuses in text, replaced.
+pub fn clean(s: &str) -> Cow<'_, str> {
+    if s.contains('\0') {
+        Cow::Owned(s.replace('\0', "\u{fffd}"))
+    } else {
+        Cow::Borrowed(s)
+    }
+}
+
+/// LiteLLM's `SpendLogsMetadata` names for a row, nulls left out.
+fn metadata(r: &SpendLogRow) -> Value {
+    let mut m = Map::new();
+    m.insert("user_api_key".into(), clean(&r.api_key).into());
+    if let Some(user) = &r.user {
+        m.insert("user_api_key_user_id".into(), clean(user).into());
+    }
+    if let Some(team) = &r.team_id {
+        m.insert("user_api_key_team_id".into(), clean(team).into());
+    }
+    m.insert("status".into(), clean(&r.status).into());
+    m.insert("attempt".into(), r.attempt.into());
+    if let Some(class) = &r.error_class {
+        let mut error = Map::new();
+        error.insert("error_class".into(), clean(class).into());
+        if let Some(message) = &r.error_message {
+            error.insert("error_message".into(), clean(message).into());
+        }
+        error.insert("error_code".into(), r.status_code.to_string().into());
+        error.insert("llm_provider".into(), clean(&r.custom_llm_provider).into());
+        m.insert("error_information".into(), Value::Object(error));
+    }
+    Value::Object(m)
+}
+
+/// A token count as LiteLLM's `INTEGER` columns hold it.
+fn as_int4(n: i64) -> i32 {
+    i32::try_from(n).unwrap_or(if n < 0 { i32::MIN } else { i32::MAX })
+}
+
+/// The attempt's length in whole milliseconds (half rounds up), within
+/// `0..=i32::MAX`.
+fn duration_ms(start: DateTime<Utc>, end: DateTime<Utc>) -> i32 {
+    let micros = (end - start).num_microseconds().unwrap_or(i64::MAX).max(0);
+    i32::try_from(micros.saturating_add(500) / 1000).unwrap_or(i32::MAX)
+}
+
+/// `t` rounded to the millisecond, half up, as `TIMESTAMP(3)` rounds.
+fn to_millis(t: DateTime<Utc>) -> NaiveDateTime {
+    let micros = t.timestamp_micros();
+    let millis = micros.div_euclid(1000) + i64::from(micros.rem_euclid(1000) >= 500);
+    DateTime::from_timestamp_millis(millis)
+        .unwrap_or(t)
+        .naive_utc()
+}
+
+/// A text field and its tab.
+fn field(out: &mut Vec<u8>, s: &str) {
+    escape(out, s);
+    out.push(b'\t');
+}
+
+/// A text field or NULL, and its tab.
+fn optional(out: &mut Vec<u8>, s: Option<&str>) {
+    match s {
+        Some(s) => field(out, s),
+        None => null(out),
+    }
+}
+
+/// NULL and its tab.
+fn null(out: &mut Vec<u8>) {
+    out.extend_from_slice(b"\\N\t");
+}
+
+/// A number (its `Display` form parses back exactly) and its tab.
+fn number(out: &mut Vec<u8>, n: impl std::fmt::Display) {
+    // Writing into a Vec cannot fail.
+    let _ = write!(out, "{n}\t");
+}
+
+/// A time as `TIMESTAMP(3)` holds it (UTC, to the millisecond), and its tab.
+fn time(out: &mut Vec<u8>, t: DateTime<Utc>) {
+    let _ = write!(out, "{}\t", to_millis(t).format("%Y-%m-%d %H:%M:%S%.3f"));
+}
+
+/// `s` in COPY's text format: backslash, tab, newline and carriage return
+/// escaped, NUL replaced.
+fn escape(out: &mut Vec<u8>, s: &str) {
+    let mut rest = s.as_bytes();
+    while let Some(i) = rest
+        .iter()
+        .position(|b| matches!(b, b'\\' | b'\t' | b'\n' | b'\r' | 0))
+    {
+        out.extend_from_slice(&rest[..i]);
+        match rest[i] {
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            _ => out.extend_from_slice("\u{fffd}".as_bytes()),
+        }
+        rest = &rest[i + 1..];
+    }
+    out.extend_from_slice(rest);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn row() -> SpendLogRow {
+        let start = Utc.with_ymd_and_hms(2026, 12, 2, 10, 0, 0).unwrap()
+            + chrono::Duration::microseconds(123_456);
+        SpendLogRow {
+            request_id: "call-1:2".into(),
+            call_id: "call-1".into(),
+            attempt: 2,
+            call_type: "acompletion".into(),
+            api_key: "hash".into(),
+            spend: 0.000125,
+            total_tokens: i64::MAX,
+            prompt_tokens: -5,
+            completion_tokens: 20,
+            start_time: start,
+            completion_start_time: None,
+            end_time: start + chrono::Duration::microseconds(800_500),
+            model: "gpt-4o".into(),
+            model_id: "dep\t1".into(),
+            model_group: "gpt-4o".into(),
+            custom_llm_provider: "openai".into(),
+            api_base: "http://x".into(),
+            region: None,
+            user: Some("a\\b".into()),
+            team_id: None,
+            status: "failure".into(),
+            status_code: 429,
+            error_class: Some("rate_limit".into()),
+            error_message: Some("slow\ndown\r\0now".into()),
+            end_user: None,
+        }
+    }
+
+    fn columns(line: &str) -> Vec<&str> {
+        line.strip_suffix('\n').unwrap().split('\t').collect()
+    }
+
+    #[test]
+    fn a_row_is_one_line_of_escaped_fields_in_the_statements_order() {
+        let mut out = Vec::new();
+        encode(&[row(), row()], &mut out);
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.split_inclusive('\n').collect();
+        assert_eq!(lines.len(), 2);
+        let c = columns(lines[0]);
+        assert_eq!(c.len(), 28, "one field per column of COPY_LOGS");
+        assert_eq!(c[0], "call-1:2");
+        assert_eq!(c[2], "2");
+        assert_eq!(c[5], "0.000125");
+        assert_eq!(&c[6..9], ["2147483647", "-5", "20"]);
+        assert_eq!(
+            c[9], "2026-12-02 10:00:00.123",
+            "rounded to the millisecond"
+        );
+        assert_eq!(c[10], "\\N");
+        assert_eq!(c[11], "2026-12-02 10:00:00.924", ".923956 rounds up");
+        assert_eq!(c[13], "dep\\t1");
+        assert_eq!(c[17], "\\N");
+        assert_eq!(c[18], "a\\\\b");
+        assert_eq!(c[21], "429");
+        assert_eq!(c[23], "slow\\ndown\\r\u{fffd}now");
+        assert_eq!(c[24], "call-1", "litellm_call_id is the call id");
+        assert_eq!(c[25], "801", "800.5 ms rounds half up");
+        assert_eq!(c[27], "\\N");
+    }
+
+    #[test]
+    fn metadata_holds_litellms_names_without_nulls() {
+        let mut out = Vec::new();
+        encode(&[row()], &mut out);
+        let text = String::from_utf8(out).unwrap();
+        let json = columns(&text)[26].replace("\\\\", "\\");
+        let value: Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(
+            value,
+            serde_json::json!({
+                "user_api_key": "hash",
+                "user_api_key_user_id": "a\\b",
+                "status": "failure",
+                "attempt": 2,
+                "error_information": {
+                    "error_class": "rate_limit",
+                    "error_message": "slow\ndown\r\u{fffd}now",
+                    "error_code": "429",
+                    "llm_provider": "openai",
+                },
+            })
+        );
+    }
+
+    #[test]
+    fn durations_and_times_stay_in_range() {
+        let t = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        assert_eq!(duration_ms(t, t - chrono::Duration::seconds(1)), 0);
+        assert_eq!(
+            duration_ms(t, t + chrono::Duration::days(365 * 100)),
+            i32::MAX
+        );
+        assert_eq!(as_int4(i64::MIN), i32::MIN);
+        let late = t + chrono::Duration::microseconds(999_500);
+        assert_eq!(
+            settled(late),
+            (t + chrono::Duration::seconds(1)).naive_utc()
+        );
+    }
+}
