@@ -334,8 +334,8 @@ impl<'a> Responder<'a> {
     }
 
     async fn write(&mut self, buf: Vec<u8>) -> std::io::Result<()> {
-        let res = match monoio::time::timeout(self.write_timeout, self.stream.write_all(buf)).await
-        {
+        let written = std::pin::pin!(self.stream.write_all(buf));
+        let res = match monoio::time::timeout(self.write_timeout, written).await {
             Ok((res, _)) => res.map(drop),
             Err(_) => Err(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,

@@ -51,8 +51,9 @@ pub async fn serve(tcp: TcpStream, worker: Rc<Worker>) {
                 return;
             }
             let keepalive = worker.shared.limits.keepalive_timeout;
+            let filled = std::pin::pin!(buf.fill(&mut stream));
             monoio::select! {
-                read = monoio::time::timeout(keepalive, buf.fill(&mut stream)) => match read {
+                read = monoio::time::timeout(keepalive, filled) => match read {
                     Ok(Ok(n)) if n > 0 => {}
                     _ => return,
                 },

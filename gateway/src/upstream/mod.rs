@@ -106,7 +106,13 @@ impl UpstreamClient {
                 // would carry its size.
                 None => within(deadline, Box::pin(self.connect(&origin))).await??,
             };
-            match within(deadline, exchange(&mut conn, &request)).await? {
+            // Pinned where it is made: the deadline's wrappers then move a
+            // pointer instead of the exchange's state.
+            let exchanged = {
+                let exchanging = std::pin::pin!(exchange(&mut conn, &request));
+                within(deadline, exchanging).await?
+            };
+            match exchanged {
                 Ok((head, buf)) => {
                     return Ok(UpstreamResponse::new(
                         head,
