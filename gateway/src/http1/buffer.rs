@@ -3,9 +3,44 @@
 
 use monoio::buf::{IoBufMut, SliceMut};
 use monoio::io::AsyncReadRent;
+use std::cell::RefCell;
 
 /// What a buffer with no memory (new, or released) allocates to read into.
 const RELEASED_REFILL: usize = 8 * 1024;
+
+/// Released buffers of [`RELEASED_REFILL`] bytes each thread keeps for the
+/// next one it needs: every request takes two (its client's read buffer,
+/// freed while it is answered, and its upstream's), and an allocation of
+/// that size misses the allocator's fast path.
+const SPARES_KEPT: usize = 32;
+
+thread_local! {
+    static SPARES: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// An empty buffer of [`RELEASED_REFILL`] bytes, a kept one when there is.
+fn spare() -> Vec<u8> {
+    SPARES
+        .try_with(|s| s.borrow_mut().pop())
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| Vec::with_capacity(RELEASED_REFILL))
+}
+
+/// Keeps `data` for [`spare`] when it is of that size and fewer than
+/// [`SPARES_KEPT`] are kept; frees it otherwise.
+fn keep_spare(mut data: Vec<u8>) {
+    if data.capacity() != RELEASED_REFILL {
+        return;
+    }
+    data.clear();
+    let _ = SPARES.try_with(|s| {
+        let mut s = s.borrow_mut();
+        if s.len() < SPARES_KEPT {
+            s.push(data);
+        }
+    });
+}
 
 /// Bytes read from a socket and not yet consumed by the parser.
 #[derive(Debug, Default)]
@@ -17,10 +52,11 @@ pub struct ReadBuffer {
 impl ReadBuffer {
     /// An empty buffer with room for `capacity` bytes.
     pub fn with_capacity(capacity: usize) -> Self {
-        ReadBuffer {
-            data: Vec::with_capacity(capacity),
-            start: 0,
-        }
+        let data = match capacity {
+            RELEASED_REFILL => spare(),
+            _ => Vec::with_capacity(capacity),
+        };
+        ReadBuffer { data, start: 0 }
     }
 
     /// The unconsumed bytes.
@@ -60,7 +96,7 @@ impl ReadBuffer {
     /// nothing meanwhile. The next [`ReadBuffer::fill`] allocates again.
     pub fn release_if_empty(&mut self) {
         if self.is_empty() {
-            self.data = Vec::new();
+            keep_spare(std::mem::take(&mut self.data));
             self.start = 0;
         }
     }
@@ -84,7 +120,7 @@ impl ReadBuffer {
             self.start = 0;
         }
         if self.data.capacity() == 0 {
-            self.data.reserve(RELEASED_REFILL);
+            self.data = spare();
         } else if self.data.capacity() - self.data.len() < (self.data.capacity() / 2).min(4096) {
             self.data.reserve(16 * 1024);
         }
@@ -94,6 +130,12 @@ impl ReadBuffer {
         let (res, tail) = io.read(tail).await;
         self.data = tail.into_inner();
         res
+    }
+}
+
+impl Drop for ReadBuffer {
+    fn drop(&mut self) {
+        keep_spare(std::mem::take(&mut self.data));
     }
 }
 
@@ -121,6 +163,30 @@ mod tests {
                 assert_eq!(buf.bytes(), b"next");
                 assert_eq!(buf.data.capacity(), RELEASED_REFILL);
             });
+    }
+
+    #[test]
+    fn a_freed_buffer_of_the_usual_size_is_reused_on_its_thread() {
+        let first = ReadBuffer::with_capacity(RELEASED_REFILL);
+        let memory = first.data.as_ptr();
+        drop(first);
+        let second = ReadBuffer::with_capacity(RELEASED_REFILL);
+        assert_eq!(second.data.as_ptr(), memory, "the freed buffer, kept");
+        assert_eq!(second.data.capacity(), RELEASED_REFILL);
+        assert!(second.is_empty());
+        let mut other = ReadBuffer::with_capacity(RELEASED_REFILL);
+        assert_ne!(other.data.as_ptr(), memory, "one buffer, one owner");
+        other.release_if_empty();
+        assert_eq!(other.data.capacity(), 0, "released, and kept for the next");
+        // Other sizes are freed, and never more than SPARES_KEPT are kept.
+        drop(ReadBuffer::with_capacity(100));
+        let held: Vec<ReadBuffer> = (0..SPARES_KEPT + 4)
+            .map(|_| ReadBuffer::with_capacity(RELEASED_REFILL))
+            .collect();
+        drop(held);
+        assert_eq!(SPARES.with(|s| s.borrow().len()), SPARES_KEPT);
+        assert!(SPARES.with(|s| s.borrow().iter().all(|b| b.capacity() == RELEASED_REFILL)));
+        drop(second);
     }
 
     #[test]
