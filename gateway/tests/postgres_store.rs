@@ -835,6 +835,36 @@ async fn copied_and_inserted_rows_hold_the_same_values() {
     assert_eq!(spent, [before[0] + 0.5, before[1] + 0.5, before[2] + 0.5]);
 }
 
+/// A large batch goes by COPY in several pieces: every row is written and
+/// counted once.
+#[tokio::test]
+async fn a_batch_copied_in_pieces_writes_every_row() {
+    let db = TestDb::create().await;
+    let pg = store(&db).await;
+    let t0 = now_ms();
+    let key = full_key("sk-pieces", t0);
+    pg.insert_key(&key).await.unwrap();
+    let rows: Vec<SpendLogRow> = (0..300)
+        .map(|i| spend_row(&format!("piece-{i:03}"), &key.token, 0.5, t0))
+        .collect();
+    pg.record_spend(&rows).await.unwrap();
+    let client = db.client().await;
+    let stored = client
+        .query(
+            r#"SELECT request_id FROM "LiteLLM_SpendLogs" ORDER BY request_id"#,
+            &[],
+        )
+        .await
+        .unwrap();
+    let got: Vec<String> = stored.iter().map(|r| r.get(0)).collect();
+    let expected: Vec<String> = rows.iter().map(|r| r.request_id.to_string()).collect();
+    assert_eq!(got, expected);
+    assert_eq!(
+        pg.get_key(&key.token).await.unwrap().unwrap().spend,
+        key.spend + 150.0
+    );
+}
+
 #[tokio::test]
 async fn a_key_update_is_notified_to_listeners() {
     let db = TestDb::create().await;
