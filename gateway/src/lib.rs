@@ -18,6 +18,7 @@ pub mod inbound;
 mod json_skim;
 pub mod keyed_hash;
 pub mod limits;
+pub mod local_signal;
 pub mod logging;
 pub mod metrics;
 pub mod models;

@@ -6,6 +6,7 @@ use crate::auth::Authenticator;
 use crate::config::{Config, ServerLimits};
 use crate::control::ControlPlane;
 use crate::limits::Limiter;
+use crate::local_signal::LocalSignal;
 use crate::models::Models;
 use crate::spend::writer::SpendWriter;
 use crate::sync::Caches;
@@ -55,8 +56,6 @@ pub struct Shared {
     pub images: Arc<crate::upstream::fetch::ImageFetchSettings>,
     shutting_down: AtomicBool,
     shutdown_tx: watch::Sender<bool>,
-    /// Set when the grace period is over: requests still running stop.
-    cut_off_tx: watch::Sender<bool>,
 }
 
 impl Shared {
@@ -75,7 +74,6 @@ impl Shared {
         let (shutdown_tx, _) = watch::channel(false);
         let metrics = crate::metrics::Metrics::new(config.metrics.clone());
         let reloader = crate::reload::Reloader::new(&config);
-        let (cut_off_tx, _) = watch::channel(false);
         Shared {
             reloader,
             tracer: crate::otel::Tracer::new(config.otel.clone()),
@@ -104,7 +102,6 @@ impl Shared {
             client_tls: None,
             shutting_down: AtomicBool::new(false),
             shutdown_tx,
-            cut_off_tx,
         }
     }
 
@@ -126,20 +123,10 @@ impl Shared {
         self.shutting_down.load(Ordering::Acquire)
     }
 
-    /// A receiver that wakes when shutdown begins.
+    /// A receiver that wakes when shutdown begins (each core's accept loop
+    /// holds one and passes it on to the core's [`Worker::shutdown`]).
     pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
         self.shutdown_tx.subscribe()
-    }
-
-    /// Ends the grace period: upstream calls still running stop, and each
-    /// leaves a spend row saying it was cut off.
-    pub fn cut_off(&self) {
-        self.cut_off_tx.send_replace(true);
-    }
-
-    /// A receiver that wakes when the grace period is over.
-    pub fn cut_off_signal(&self) -> watch::Receiver<bool> {
-        self.cut_off_tx.subscribe()
     }
 }
 
@@ -159,6 +146,12 @@ pub struct Worker {
     pub spend_backlog: std::cell::RefCell<Vec<crate::store::SpendLogRow>>,
     /// Upstream calls running on this core (a cut-off waits for their rows).
     pub attempts_in_flight: Cell<usize>,
+    /// Fired by the core's accept loop when shutdown begins: idle
+    /// connections close.
+    pub shutdown: LocalSignal,
+    /// Fired when the core's grace period is over: upstream calls still
+    /// running stop, and each leaves a spend row saying it was cut off.
+    pub cut_off: LocalSignal,
 }
 
 impl Worker {
@@ -173,6 +166,8 @@ impl Worker {
             max_connections,
             spend_backlog: Default::default(),
             attempts_in_flight: Cell::new(0),
+            shutdown: LocalSignal::default(),
+            cut_off: LocalSignal::default(),
         }
     }
 }

@@ -35,7 +35,13 @@ const LAYERS: &[&[&str]] = &[
     &["store", "health::settings"],
     &["upstream", "inbound", "downstream"],
     &["formats"],
-    &["http1", "sse", "read_through", "panic_guard"],
+    &[
+        "http1",
+        "sse",
+        "read_through",
+        "panic_guard",
+        "local_signal",
+    ],
     &["error", "logging", "keyed_hash", "json_skim"],
 ];
 

@@ -213,6 +213,48 @@ fn sigterm_lets_an_in_flight_stream_finish() {
     assert!(signalled.elapsed() < Duration::from_secs(15));
 }
 
+#[test]
+fn sigterm_closes_idle_keep_alive_connections_without_waiting_out_the_grace() {
+    let mock = MockServer::start(&[]);
+    let mut gw = Gateway::start_json(&base_config(mock.port()), &[]);
+    // Several idle connections, so both cores (whichever accepted them)
+    // must close theirs.
+    let mut idle: Vec<Conn> = (0..8)
+        .map(|_| {
+            let mut conn = gw.connect();
+            let resp = conn.roundtrip(&request(
+                "GET",
+                "/health/liveliness",
+                &[("Connection", "keep-alive")],
+                b"",
+            ));
+            assert_eq!(resp.status, 200);
+            assert!(
+                !resp
+                    .header("connection")
+                    .is_some_and(|v| v.eq_ignore_ascii_case("close")),
+                "{:?}",
+                resp.headers
+            );
+            conn
+        })
+        .collect();
+    gw.signal(libc::SIGTERM);
+    // shutdown_grace_secs is 10 and the keep-alive timeout longer: an idle
+    // connection the shutdown does not close would stay open past 8 s.
+    for (i, conn) in idle.iter_mut().enumerate() {
+        assert!(
+            conn.closed_within(Duration::from_secs(8)),
+            "idle connection {i} still open 8 s after SIGTERM\n{}",
+            gw.output()
+        );
+    }
+    let status = gw
+        .wait_exit(Duration::from_secs(8))
+        .unwrap_or_else(|| panic!("gateway still running after SIGTERM\n{}", gw.output()));
+    assert!(status.success(), "exit status {status}\n{}", gw.output());
+}
+
 fn check_new_connection_after_sigterm(port: u16, gw: &Gateway) {
     let Ok(mut conn) = Conn::try_connect(port) else {
         return; // refused

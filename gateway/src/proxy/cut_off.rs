@@ -14,10 +14,9 @@ where
     F: Future<Output = Result<(), GatewayError>>,
 {
     let _running = InFlight::enter(worker);
-    let mut cut = worker.shared.cut_off_signal();
     monoio::select! {
         result = fut => result,
-        _ = cut.wait_for(|cut| *cut) => Err(GatewayError::CutOff),
+        _ = worker.cut_off.wait() => Err(GatewayError::CutOff),
     }
 }
 

@@ -43,7 +43,6 @@ pub async fn serve(tcp: TcpStream, worker: Rc<Worker>) {
     };
     let mut buf = ReadBuffer::with_capacity(8 * 1024);
     let mut credentials = CredentialMemo::default();
-    let mut shutdown = worker.shared.shutdown_signal();
     loop {
         if buf.is_empty() {
             // Idle between requests: close on keep-alive expiry or shutdown.
@@ -57,7 +56,7 @@ pub async fn serve(tcp: TcpStream, worker: Rc<Worker>) {
                     Ok(Ok(n)) if n > 0 => {}
                     _ => return,
                 },
-                _ = shutdown.changed() => return,
+                _ = worker.shutdown.wait() => return,
             }
         }
         let head = match read_head(&mut stream, &mut buf, &worker).await {

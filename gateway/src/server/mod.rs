@@ -121,6 +121,7 @@ async fn serve_core(shared: Arc<Shared>, listener: std::net::TcpListener, worker
         });
     }
     drop(listener);
+    worker.shutdown.fire();
     let deadline = Instant::now() + shared.limits.shutdown_grace;
     shutdown::finish_core(&worker, deadline).await;
     crate::logging::flush_this_thread();

@@ -30,7 +30,7 @@ pub(super) async fn finish_core(worker: &Worker, deadline: Instant) {
             calls = worker.attempts_in_flight.get(),
             "grace period over; cutting off requests still running"
         );
-        worker.shared.cut_off();
+        worker.cut_off.fire();
         let until = Instant::now() + CUT_OFF_WAIT;
         while worker.attempts_in_flight.get() > 0 && Instant::now() < until {
             monoio::time::sleep(POLL).await;
