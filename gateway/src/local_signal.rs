@@ -39,11 +39,6 @@ impl LocalSignal {
         }
     }
 
-    /// Whether the signal has fired.
-    pub fn is_fired(&self) -> bool {
-        self.fired.get()
-    }
-
     /// A future that ends when the signal fires (at once if it has).
     pub fn wait(&self) -> Wait<'_> {
         Wait {
@@ -148,7 +143,7 @@ mod tests {
         signal.fire();
         signal.fire();
         assert_eq!(count.0.load(Ordering::SeqCst), 2);
-        assert!(signal.is_fired());
+        assert!(signal.fired.get());
         assert!(Pin::new(&mut a).poll(&mut cx).is_ready());
         assert!(Pin::new(&mut b).poll(&mut cx).is_ready());
     }
