@@ -47,6 +47,11 @@ pub fn chunked(parts: &[&[u8]]) -> Vec<u8> {
     out
 }
 
+/// Whether a `Connection` header value holds the `close` token.
+fn says_close(connection: Option<&str>) -> bool {
+    connection.is_some_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")))
+}
+
 /// A status line and headers.
 #[derive(Debug, Clone)]
 pub struct Head {
@@ -69,8 +74,7 @@ impl Head {
 
     /// Whether the response says `Connection: close`.
     pub fn connection_close(&self) -> bool {
-        self.header("connection")
-            .is_some_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")))
+        says_close(self.header("connection"))
     }
 
     fn body_kind(&self) -> BodyKind {
@@ -113,6 +117,11 @@ impl Response {
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
+    }
+
+    /// Whether the response says `Connection: close`.
+    pub fn connection_close(&self) -> bool {
+        says_close(self.header("connection"))
     }
 
     /// The body as (lossy) UTF-8.

@@ -229,13 +229,7 @@ fn sigterm_closes_idle_keep_alive_connections_without_waiting_out_the_grace() {
                 b"",
             ));
             assert_eq!(resp.status, 200);
-            assert!(
-                !resp
-                    .header("connection")
-                    .is_some_and(|v| v.eq_ignore_ascii_case("close")),
-                "{:?}",
-                resp.headers
-            );
+            assert!(!resp.connection_close(), "{:?}", resp.headers);
             conn
         })
         .collect();
