@@ -41,9 +41,10 @@ pub struct Sample {
     pub stream: bool,
 }
 
-/// Builds request `n` of client thread `thread`: the raw request bytes and
-/// whether it asks for a stream.
-pub type MakeRequest = dyn Fn(usize, u64) -> (Vec<u8>, bool) + Send + Sync;
+/// Builds request `n` of client thread `thread` in phase `phase` (the tag its
+/// sample gets, so what a request asks for and the phase it is counted in
+/// cannot disagree): the raw request bytes and whether it asks for a stream.
+pub type MakeRequest = dyn Fn(usize, u64, u32) -> (Vec<u8>, bool) + Send + Sync;
 
 /// The load's settings.
 pub struct LoadSpec {
@@ -89,9 +90,9 @@ impl Load {
                 std::thread::spawn(move || {
                     let mut n = 0u64;
                     while !stop.load(Ordering::Acquire) {
-                        let (bytes, stream) = (spec.request)(t, n);
-                        n += 1;
                         let tag = phase.load(Ordering::Acquire);
+                        let (bytes, stream) = (spec.request)(t, n, tag);
+                        n += 1;
                         let at = began.elapsed();
                         let started = Instant::now();
                         let (seen, call_id) = one(spec.port, &bytes, spec.read_timeout);

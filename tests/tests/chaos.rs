@@ -15,7 +15,6 @@
 //! its figures (`cargo test -p e2e --test chaos -- --nocapture`).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -102,12 +101,12 @@ fn config(mock: &MockServer, spool_dir: &std::path::Path) -> String {
 /// What the load asks for: the group, by index into [`GROUPS`].
 const GROUPS: [&str; 6] = ["chat", "reset", "hang", "truncated", "trickle", "slow"];
 
-/// The load's requests: every other one a stream, on the group `target`
-/// names, with `key`.
-fn requests(key: &str, target: Arc<AtomicUsize>) -> Arc<e2e::load::MakeRequest> {
+/// The load's requests: every other one a stream, on the group
+/// `group_of` names for the phase the request is sent in, with `key`.
+fn requests(key: &str, group_of: fn(u32) -> usize) -> Arc<e2e::load::MakeRequest> {
     let auth = format!("Bearer {key}");
-    Arc::new(move |_thread, n| {
-        let group = GROUPS[target.load(Ordering::Acquire)];
+    Arc::new(move |_thread, n, phase| {
+        let group = GROUPS[group_of(phase)];
         let stream = group == "trickle" || group == "slow" || n % 2 == 1;
         let body = json!({
             "model": group,
@@ -128,13 +127,13 @@ fn requests(key: &str, target: Arc<AtomicUsize>) -> Arc<e2e::load::MakeRequest> 
     })
 }
 
-fn start_load(gw: &Gateway, key: &str, target: Arc<AtomicUsize>) -> Load {
+fn start_load(gw: &Gateway, key: &str, group_of: fn(u32) -> usize) -> Load {
     Load::start(LoadSpec {
         port: gw.port(),
         threads: THREADS,
         pause: Duration::from_millis(10),
         read_timeout: HANG,
-        request: requests(key, target),
+        request: requests(key, group_of),
     })
 }
 
@@ -277,7 +276,7 @@ fn redis_killed_and_frozen_under_load() {
     let (key, token) = new_key(&gw);
     let requests_counter = format!("{{api_key:{token}}}:requests");
     let parallel_counter = format!("{{api_key:{token}}}:parallel");
-    let load = start_load(&gw, &key, Arc::new(AtomicUsize::new(0)));
+    let load = start_load(&gw, &key, |_| 0);
     load.wait_for_more(200, Duration::from_secs(60));
     let rss_before = rss_kb(&gw);
     let counted_before = redis.window_total(&requests_counter);
@@ -368,7 +367,7 @@ fn postgres_restarted_and_frozen_under_load() {
     let spool = tempfile::tempdir().expect("spool dir");
     let gw = Gateway::start(&config(&mock, spool.path()), &[("DATABASE_URL", &pg.url())]);
     let (key, _) = new_key(&gw);
-    let load = start_load(&gw, &key, Arc::new(AtomicUsize::new(0)));
+    let load = start_load(&gw, &key, |_| 0);
     load.wait_for_more(200, Duration::from_secs(60));
     let rss_before = rss_kb(&gw);
 
@@ -440,16 +439,18 @@ fn upstream_faults_under_load() {
     let spool = tempfile::tempdir().expect("spool dir");
     let gw = Gateway::start(&config(&mock, spool.path()), &[("DATABASE_URL", db.url())]);
     let (key, _) = new_key(&gw);
-    let target = Arc::new(AtomicUsize::new(0));
-    let load = start_load(&gw, &key, target.clone());
+    // Phases 1-4 ask for the faulty groups reset, hang, truncated and
+    // trickle in turn; before and after, the healthy `chat`.
+    let load = start_load(&gw, &key, |phase| match phase {
+        1..=4 => phase as usize,
+        _ => 0,
+    });
     load.wait_for_more(100, Duration::from_secs(60));
     let rss_before = rss_kb(&gw);
     for (i, n) in [(1, 200), (2, 40), (3, 200), (4, 40)] {
-        target.store(i, Ordering::Release);
-        load.phase(i as u32);
+        load.phase(i);
         load.wait_for_more(n, Duration::from_secs(90));
     }
-    target.store(0, Ordering::Release);
     load.phase(5);
     load.wait_for_more(100, Duration::from_secs(60));
     let samples = load.stop();
@@ -504,8 +505,8 @@ fn sigterm_while_streams_are_open() {
     let mut gw = Gateway::start(&config(&mock, spool.path()), &[("DATABASE_URL", db.url())]);
     let (key, _) = new_key(&gw);
     // Slow streams (8 s each) are open when the signal comes.
-    let slow = start_load(&gw, &key, Arc::new(AtomicUsize::new(5)));
-    let load = start_load(&gw, &key, Arc::new(AtomicUsize::new(0)));
+    let slow = start_load(&gw, &key, |_| 5);
+    let load = start_load(&gw, &key, |_| 0);
     load.wait_for_more(100, Duration::from_secs(60));
     let signalled = Instant::now();
     gw.signal(libc::SIGTERM);
