@@ -140,27 +140,34 @@ for i = 1, #KEYS do
   used[i] = u
 end
 local out = {1, tick}
+-- Arguments go to redis.call as strings where they can: Redis formats a
+-- Lua number with snprintf("%.17g"), which costs about a third of a
+-- redis.call. The bucket's name is formatted once; an amount passed as it
+-- came is the caller's decimal integer.
+local tick_name = string.format('%d', tick)
 for i = 1, #KEYS do
   local key = KEYS[i]
   local base = 5 + (i - 1) * 4
   local kind = ARGV[base + 1]
-  local amount = tonumber(ARGV[base + 3])
+  local amount_arg = ARGV[base + 3]
+  local amount = tonumber(amount_arg)
   if kind == 'l' then
     amount = math.min(amount, tonumber(ARGV[base + 2]) - used[i])
+    amount_arg = amount
   end
   if kind == 'p' then
     redis.call('ZADD', key, now_ms + ttl, rid)
-    redis.call('PEXPIRE', key, ttl)
+    redis.call('PEXPIRE', key, ARGV[3])
   elseif amount > 0 then
     if stored[i] or created[key] then
       -- The key lives while its newest bucket does: its expiry moves only
       -- when a bucket is created.
-      if redis.call('HINCRBY', key, tick, amount) == amount then
+      if redis.call('HINCRBY', key, tick_name, amount_arg) == amount then
         redis.call('EXPIRE', key, (n + 1) * g)
       end
-      redis.call('HINCRBY', key, '-1', amount)
+      redis.call('HINCRBY', key, '-1', amount_arg)
     else
-      redis.call('HSET', key, tick, amount, '-1', amount, '-2', oldest, '-3', tick)
+      redis.call('HSET', key, tick_name, amount_arg, '-1', amount_arg, '-2', oldest, '-3', tick_name)
       redis.call('EXPIRE', key, (n + 1) * g)
       created[key] = true
     end

@@ -8,9 +8,12 @@
 -- ARGV: bucket_secs, buckets, admitted_tick, request_id, tokens_used (units
 --       spent, for a lease), then per key: kind ('t', 'p' or 'l'), reserved
 --       (granted, for a lease).
+-- Arguments go to redis.call as strings where they can (see admit.lua):
+-- the admission's bucket as the caller wrote it, a computed amount
+-- formatted once for both of its calls.
 local g = tonumber(ARGV[1])
 local n = tonumber(ARGV[2])
-local admitted = tonumber(ARGV[3])
+local admitted = ARGV[3]
 local rid = ARGV[4]
 local used = tonumber(ARGV[5])
 -- The current bucket, read from the server's clock only when a charge
@@ -21,12 +24,13 @@ local tick = nil
 -- when the bucket is new.
 local function charge(key, units)
   if tick == nil then
-    tick = math.floor(tonumber(redis.call('TIME')[1]) / g)
+    tick = string.format('%d', math.floor(tonumber(redis.call('TIME')[1]) / g))
   end
-  if redis.call('HINCRBY', key, tick, units) == units then
+  local units_arg = string.format('%d', units)
+  if redis.call('HINCRBY', key, tick, units_arg) == units then
     redis.call('EXPIRE', key, (n + 1) * g)
   end
-  redis.call('HINCRBY', key, '-1', units)
+  redis.call('HINCRBY', key, '-1', units_arg)
 end
 
 -- Takes `units` back from the admission's bucket (and from the sum) while
@@ -38,16 +42,17 @@ local function refund(key, units)
   if units <= 0 then
     return
   end
-  local left = redis.call('HINCRBY', key, admitted, -units)
+  local down = string.format('%d', -units)
+  local left = redis.call('HINCRBY', key, admitted, down)
   if left == -units then
     redis.call('HDEL', key, admitted)
     return
   end
   if left <= 0 then
     redis.call('HDEL', key, admitted)
-    units = units + left
+    down = string.format('%d', -(units + left))
   end
-  redis.call('HINCRBY', key, '-1', -units)
+  redis.call('HINCRBY', key, '-1', down)
 end
 
 for i = 1, #KEYS do
