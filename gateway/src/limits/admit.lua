@@ -1,9 +1,14 @@
 -- Checks and charges every descriptor of one request, all or none.
 -- KEYS: the descriptors' counters ({scope:value}:kind).
--- ARGV: bucket_secs, buckets, slot_ttl_ms, request_id, expire_at_ms (the
---       caller's deadline in Redis time, 0 for none), then per key:
---       kind ('r' requests, 't' tokens, 'p' parallel, 'l' a lease of rpm or
---       tpm units), limit, amount, need (units that must fit).
+-- ARGV: request_id; slot_ttl_ms in decimal; the kinds, one letter per key
+--       ('r' requests, 't' tokens, 'p' parallel, 'l' a lease of rpm or tpm
+--       units); the numbers, little-endian doubles: bucket_secs, buckets,
+--       slot_ttl_ms, expire_at_ms (the caller's deadline in Redis time, 0
+--       for none), then per key limit, amount, need (units that must fit);
+--       then per key the amount in decimal.
+-- Numbers come packed because Lua's tonumber (strtod) costs more than a
+-- redis.call's overhead here, and each argument costs Redis about as much
+-- again; decimals are what redis.call is given (see below).
 -- A lease charges min(amount, limit - used): the whole lease when it fits,
 -- what is left otherwise; the caller computes the same from `used`.
 -- Time is the Redis server's. rpm/tpm counters are hashes of bucket -> units
@@ -22,11 +27,14 @@
 local t = redis.call('TIME')
 local now_s = tonumber(t[1])
 local now_ms = now_s * 1000 + math.floor(tonumber(t[2]) / 1000)
-local g = tonumber(ARGV[1])
-local n = tonumber(ARGV[2])
-local ttl = tonumber(ARGV[3])
-local rid = ARGV[4]
-local expire_at = tonumber(ARGV[5])
+local rid = ARGV[1]
+local ttl_arg = ARGV[2]
+local kinds = ARGV[3]
+local num = {struct.unpack('<' .. string.rep('d', 4 + 3 * #KEYS), ARGV[4])}
+local g = num[1]
+local n = num[2]
+local ttl = num[3]
+local expire_at = num[4]
 if expire_at > 0 and now_ms > expire_at then
   return {2}
 end
@@ -116,9 +124,9 @@ local stored = {}
 local created = {}
 for i = 1, #KEYS do
   local key = KEYS[i]
-  local base = 5 + (i - 1) * 4
-  local kind = ARGV[base + 1]
-  local limit = tonumber(ARGV[base + 2])
+  local base = 4 + (i - 1) * 3
+  local kind = string.sub(kinds, i, i)
+  local limit = num[base + 1]
   local u = 0
   if kind == 'p' then
     redis.call('ZREMRANGEBYSCORE', key, '-inf', now_ms)
@@ -128,7 +136,7 @@ for i = 1, #KEYS do
     stored[i] = sum ~= nil
     u = sum or 0
   end
-  local need = tonumber(ARGV[base + 4])
+  local need = num[base + 3]
   if need < 1 then need = 1 end
   if u + need > limit then
     local reset = now_s + 1
@@ -147,17 +155,17 @@ local out = {1, tick}
 local tick_name = string.format('%d', tick)
 for i = 1, #KEYS do
   local key = KEYS[i]
-  local base = 5 + (i - 1) * 4
-  local kind = ARGV[base + 1]
-  local amount_arg = ARGV[base + 3]
-  local amount = tonumber(amount_arg)
+  local base = 4 + (i - 1) * 3
+  local kind = string.sub(kinds, i, i)
+  local amount_arg = ARGV[4 + i]
+  local amount = num[base + 2]
   if kind == 'l' then
-    amount = math.min(amount, tonumber(ARGV[base + 2]) - used[i])
+    amount = math.min(amount, num[base + 1] - used[i])
     amount_arg = amount
   end
   if kind == 'p' then
     redis.call('ZADD', key, now_ms + ttl, rid)
-    redis.call('PEXPIRE', key, ARGV[3])
+    redis.call('PEXPIRE', key, ttl_arg)
   elseif amount > 0 then
     if stored[i] or created[key] then
       -- The key lives while its newest bucket does: its expiry moves only

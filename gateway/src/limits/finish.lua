@@ -5,17 +5,20 @@
 -- spent. Every change to a bucket changes the counter's sum ('-1', see
 -- admit.lua) by as much.
 -- KEYS: the request's tokens and parallel counters (or the lease's counter).
--- ARGV: bucket_secs, buckets, admitted_tick, request_id, tokens_used (units
---       spent, for a lease), then per key: kind ('t', 'p' or 'l'), reserved
---       (granted, for a lease).
+-- ARGV: request_id; admitted_tick in decimal; the kinds, one letter per key
+--       ('t', 'p' or 'l'); the numbers, little-endian doubles: bucket_secs,
+--       buckets, tokens_used (units spent, for a lease), then per key
+--       reserved (granted, for a lease). Packed as in admit.lua.
 -- Arguments go to redis.call as strings where they can (see admit.lua):
 -- the admission's bucket as the caller wrote it, a computed amount
 -- formatted once for both of its calls.
-local g = tonumber(ARGV[1])
-local n = tonumber(ARGV[2])
-local admitted = ARGV[3]
-local rid = ARGV[4]
-local used = tonumber(ARGV[5])
+local rid = ARGV[1]
+local admitted = ARGV[2]
+local kinds = ARGV[3]
+local num = {struct.unpack('<' .. string.rep('d', 3 + #KEYS), ARGV[4])}
+local g = num[1]
+local n = num[2]
+local used = num[3]
 -- The current bucket, read from the server's clock only when a charge
 -- needs it (a refund or a freed slot does not).
 local tick = nil
@@ -57,8 +60,8 @@ end
 
 for i = 1, #KEYS do
   local key = KEYS[i]
-  local kind = ARGV[4 + i * 2]
-  local reserved = tonumber(ARGV[5 + i * 2])
+  local kind = string.sub(kinds, i, i)
+  local reserved = num[3 + i]
   if kind == 'p' then
     redis.call('ZREM', key, rid)
   elseif kind == 'l' then

@@ -51,9 +51,9 @@ pub trait ArgSink {
     }
 }
 
-impl ArgSink for Vec<String> {
+impl ArgSink for Vec<Vec<u8>> {
     fn arg(&mut self, a: &[u8]) {
-        self.push(String::from_utf8_lossy(a).into_owned());
+        self.push(a.to_vec());
     }
 }
 

@@ -9,6 +9,7 @@ use super::resp::{ArgSink, Command};
 use super::window::Window;
 use super::Verdict;
 use sha1_smol::Sha1;
+use smallvec::SmallVec;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -34,22 +35,39 @@ pub fn shas() -> &'static Shas {
     })
 }
 
-fn kind_code(e: &Entry) -> &'static str {
+fn kind_code(e: &Entry) -> u8 {
     if e.lease {
-        return "l";
+        return b'l';
     }
     match e.kind {
-        Kind::Requests => "r",
-        Kind::Tokens => "t",
-        Kind::Parallel => "p",
+        Kind::Requests => b'r',
+        Kind::Tokens => b't',
+        Kind::Parallel => b'p',
+    }
+}
+
+/// The scripts' kinds argument: one letter per entry.
+fn kinds(entries: &[Entry]) -> SmallVec<[u8; 16]> {
+    entries.iter().map(kind_code).collect()
+}
+
+/// The scripts' numbers argument: little-endian doubles, which the scripts
+/// read with one `struct.unpack` instead of a `tonumber` (strtod) per
+/// number. Integers above 2^53 round, as `tonumber` rounded them.
+#[derive(Default)]
+struct Doubles(SmallVec<[u8; 512]>);
+
+impl Doubles {
+    fn push(&mut self, n: u64) {
+        self.0.extend_from_slice(&(n as f64).to_le_bytes());
     }
 }
 
 /// The number of arguments [`evalsha`] gives `call`, `EVALSHA` included.
 pub fn arg_count(call: &Call) -> usize {
     match call {
-        Call::Admit { entries, .. } => 3 + entries.len() + 5 + 4 * entries.len(),
-        Call::Finish { entries, .. } => 3 + entries.len() + 5 + 2 * entries.len(),
+        Call::Admit { entries, .. } => 3 + entries.len() + 4 + entries.len(),
+        Call::Finish { entries, .. } => 3 + entries.len() + 4,
         Call::Script {
             call: ScriptCall { keys, args, .. },
             ..
@@ -57,16 +75,17 @@ pub fn arg_count(call: &Call) -> usize {
     }
 }
 
-/// `EVALSHA <sha> <numkeys> <keys...> <argv...>` for `call`, as strings;
-/// an admission's deadline is written in Redis time by `clock` (without a
-/// reading, it has none). The tests compare [`encode_evalsha`] with it.
+/// `EVALSHA <sha> <numkeys> <keys...> <argv...>` for `call`, each argument
+/// on its own; an admission's deadline is written in Redis time by `clock`
+/// (without a reading, it has none). The tests compare [`encode_evalsha`]
+/// with it.
 #[cfg(test)]
 pub fn evalsha(
     call: &Call,
     window: &Window,
     slot_ttl: Duration,
     clock: Option<&RedisClock>,
-) -> Vec<String> {
+) -> Vec<Vec<u8>> {
     let mut out = Vec::with_capacity(arg_count(call));
     write_evalsha(call, window, slot_ttl, clock, &mut out);
     out
@@ -106,16 +125,23 @@ fn write_evalsha(
             for e in entries {
                 out.arg(e.key.as_bytes());
             }
-            out.int(window.bucket_secs);
-            out.int(window.buckets);
-            out.int(slot_ttl.as_millis() as u64);
+            let ttl_ms = u64::try_from(slot_ttl.as_millis()).unwrap_or(u64::MAX);
             out.arg(request_id.as_bytes());
-            out.int(clock.map_or(0, |c| c.deadline_ms(*deadline)));
+            out.int(ttl_ms);
+            out.arg(&kinds(entries));
+            let mut numbers = Doubles::default();
+            numbers.push(window.bucket_secs);
+            numbers.push(window.buckets);
+            numbers.push(ttl_ms);
+            numbers.push(clock.map_or(0, |c| c.deadline_ms(*deadline)));
             for e in entries {
-                out.arg(kind_code(e).as_bytes());
-                out.int(e.limit);
+                numbers.push(e.limit);
+                numbers.push(e.amount);
+                numbers.push(e.need);
+            }
+            out.arg(&numbers.0);
+            for e in entries {
                 out.int(e.amount);
-                out.int(e.need);
             }
         }
         Call::Finish {
@@ -130,15 +156,17 @@ fn write_evalsha(
             for e in entries {
                 out.arg(e.key.as_bytes());
             }
-            out.int(window.bucket_secs);
-            out.int(window.buckets);
-            out.int(*tick);
             out.arg(request_id.as_bytes());
-            out.int(*tokens_used);
+            out.int(*tick);
+            out.arg(&kinds(entries));
+            let mut numbers = Doubles::default();
+            numbers.push(window.bucket_secs);
+            numbers.push(window.buckets);
+            numbers.push(*tokens_used);
             for e in entries {
-                out.arg(kind_code(e).as_bytes());
-                out.int(e.amount);
+                numbers.push(e.amount);
             }
+            out.arg(&numbers.0);
         }
         Call::Script {
             call: ScriptCall { script, keys, args },
@@ -275,22 +303,53 @@ mod tests {
             Duration::from_secs(600),
             Some(&clock),
         );
+        let text = |a: &[u8]| String::from_utf8(a.to_vec()).unwrap();
+        let strings: Vec<String> = args[2..7].iter().map(|a| text(a)).collect();
+        assert_eq!(strings, ["1", "{api_key:k}:tokens", "r1", "600000", "t"]);
         assert_eq!(
-            args[2..],
+            doubles(&args[7]),
+            [1.0, 61.0, 600_000.0, 5100.0, 200.0, 125.0, 125.0],
+            "bucket_secs, buckets, slot ttl, deadline, then limit, amount, need"
+        );
+        assert_eq!(text(&args[8]), "125", "the amount in decimal");
+        assert_eq!(args.len(), arg_count(&call));
+    }
+
+    #[test]
+    fn finish_arguments_follow_the_script() {
+        let t = Descriptor::new(Scope::ApiKey, "k", Kind::Tokens, 200);
+        let p = Descriptor::new(Scope::ApiKey, "k", Kind::Parallel, 2);
+        let call = Call::Finish {
+            entries: vec![Entry::charge(&t, 200, 125), Entry::charge(&p, 2, 1)],
+            request_id: "r1".into(),
+            tick: 29_412_166,
+            ticks: Vec::new(),
+            tokens_used: 40,
+        };
+        let args = evalsha(&call, &Window::new(60), Duration::from_secs(600), None);
+        let text = |a: &[u8]| String::from_utf8(a.to_vec()).unwrap();
+        let strings: Vec<String> = args[2..8].iter().map(|a| text(a)).collect();
+        assert_eq!(
+            strings,
             [
-                "1",
+                "2",
                 "{api_key:k}:tokens",
-                "1",
-                "61",
-                "600000",
+                "{api_key:k}:parallel",
                 "r1",
-                "5100",
-                "t",
-                "200",
-                "125",
-                "125"
+                "29412166",
+                "tp"
             ]
         );
+        assert_eq!(doubles(&args[8]), [1.0, 61.0, 40.0, 125.0, 1.0]);
+        assert_eq!(args.len(), arg_count(&call));
+    }
+
+    /// The numbers argument read back as `struct.unpack('<d...')` reads it.
+    fn doubles(arg: &[u8]) -> Vec<f64> {
+        assert_eq!(arg.len() % 8, 0, "whole doubles");
+        arg.chunks(8)
+            .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+            .collect()
     }
 
     #[test]
@@ -336,10 +395,7 @@ mod tests {
             crate::limits::resp::encode(&strings, &mut expected);
             let mut direct = Vec::new();
             encode_evalsha(call, &window, ttl, Some(&clock), &mut direct);
-            assert_eq!(
-                String::from_utf8(direct).unwrap(),
-                String::from_utf8(expected).unwrap()
-            );
+            assert_eq!(direct, expected);
         }
         let script_args = evalsha(
             &calls[2],
@@ -349,7 +405,7 @@ mod tests {
         );
         assert_eq!(
             script_args[4..],
-            ["a", "5050", "c"],
+            [&b"a"[..], b"5050", b"c"],
             "the deadline replaces its argument"
         );
     }
