@@ -49,11 +49,17 @@ pub trait ArgSink {
     fn int(&mut self, n: u64) {
         self.arg(itoa::Buffer::new().format(n).as_bytes());
     }
+    /// One argument of `values` as little-endian doubles, 8 bytes each.
+    fn doubles(&mut self, values: &[f64]);
 }
 
 impl ArgSink for Vec<Vec<u8>> {
     fn arg(&mut self, a: &[u8]) {
         self.push(a.to_vec());
+    }
+
+    fn doubles(&mut self, values: &[f64]) {
+        self.push(values.iter().flat_map(|v| v.to_le_bytes()).collect());
     }
 }
 
@@ -80,6 +86,19 @@ impl ArgSink for Command<'_> {
             .extend_from_slice(itoa::Buffer::new().format(a.len()).as_bytes());
         self.out.extend_from_slice(b"\r\n");
         self.out.extend_from_slice(a);
+        self.out.extend_from_slice(b"\r\n");
+    }
+
+    fn doubles(&mut self, values: &[f64]) {
+        let len = values.len() * 8;
+        self.out.push(b'$');
+        self.out
+            .extend_from_slice(itoa::Buffer::new().format(len).as_bytes());
+        self.out.extend_from_slice(b"\r\n");
+        self.out.reserve(len + 2);
+        for v in values {
+            self.out.extend_from_slice(&v.to_le_bytes());
+        }
         self.out.extend_from_slice(b"\r\n");
     }
 }

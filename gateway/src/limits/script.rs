@@ -51,15 +51,16 @@ fn kinds(entries: &[Entry]) -> SmallVec<[u8; 16]> {
     entries.iter().map(kind_code).collect()
 }
 
-/// The scripts' numbers argument: little-endian doubles, which the scripts
-/// read with one `struct.unpack` instead of a `tonumber` (strtod) per
-/// number. Integers above 2^53 round, as `tonumber` rounded them.
+/// The scripts' numbers, sent as one argument of little-endian doubles
+/// ([`ArgSink::doubles`]), which the scripts read with one `struct.unpack`
+/// instead of a `tonumber` (strtod) per number. Integers above 2^53 round,
+/// as `tonumber` rounded them.
 #[derive(Default)]
-struct Doubles(SmallVec<[u8; 512]>);
+struct Numbers(SmallVec<[f64; 64]>);
 
-impl Doubles {
+impl Numbers {
     fn push(&mut self, n: u64) {
-        self.0.extend_from_slice(&(n as f64).to_le_bytes());
+        self.0.push(n as f64);
     }
 }
 
@@ -129,7 +130,7 @@ fn write_evalsha(
             out.arg(request_id.as_bytes());
             out.int(ttl_ms);
             out.arg(&kinds(entries));
-            let mut numbers = Doubles::default();
+            let mut numbers = Numbers::default();
             numbers.push(window.bucket_secs);
             numbers.push(window.buckets);
             numbers.push(ttl_ms);
@@ -139,7 +140,7 @@ fn write_evalsha(
                 numbers.push(e.amount);
                 numbers.push(e.need);
             }
-            out.arg(&numbers.0);
+            out.doubles(&numbers.0);
             for e in entries {
                 out.int(e.amount);
             }
@@ -159,14 +160,14 @@ fn write_evalsha(
             out.arg(request_id.as_bytes());
             out.int(*tick);
             out.arg(&kinds(entries));
-            let mut numbers = Doubles::default();
+            let mut numbers = Numbers::default();
             numbers.push(window.bucket_secs);
             numbers.push(window.buckets);
             numbers.push(*tokens_used);
             for e in entries {
                 numbers.push(e.amount);
             }
-            out.arg(&numbers.0);
+            out.doubles(&numbers.0);
         }
         Call::Script {
             call: ScriptCall { script, keys, args },
