@@ -119,9 +119,13 @@ local function reset_of(key)
   return (first + n) * g
 end
 
-local used = {}
-local stored = {}
-local created = {}
+-- The reply, holding each counter's usage as it is checked. The tables
+-- of counters found without a stored sum and of counters created here
+-- are made only when needed: each table costs Redis as much as a few
+-- hundred bytecodes.
+local out = {1, tick}
+local unstored = nil
+local created = nil
 for i = 1, #KEYS do
   local key = KEYS[i]
   local base = 4 + (i - 1) * 3
@@ -133,8 +137,12 @@ for i = 1, #KEYS do
     u = redis.call('ZCARD', key)
   else
     local sum = window_sum(key)
-    stored[i] = sum ~= nil
-    u = sum or 0
+    if sum == nil then
+      unstored = unstored or {}
+      unstored[i] = true
+      sum = 0
+    end
+    u = sum
   end
   local need = num[base + 3]
   if need < 1 then need = 1 end
@@ -145,9 +153,8 @@ for i = 1, #KEYS do
     end
     return {0, i, u, reset}
   end
-  used[i] = u
+  out[i + 2] = u
 end
-local out = {1, tick}
 -- Arguments go to redis.call as strings where they can: Redis formats a
 -- Lua number with snprintf("%.17g"), which costs about a third of a
 -- redis.call. The bucket's name is formatted once; an amount passed as it
@@ -160,14 +167,14 @@ for i = 1, #KEYS do
   local amount_arg = ARGV[4 + i]
   local amount = num[base + 2]
   if kind == 'l' then
-    amount = math.min(amount, num[base + 1] - used[i])
+    amount = math.min(amount, num[base + 1] - out[i + 2])
     amount_arg = amount
   end
   if kind == 'p' then
     redis.call('ZADD', key, now_ms + ttl, rid)
     redis.call('PEXPIRE', key, ttl_arg)
   elseif amount > 0 then
-    if stored[i] or created[key] then
+    if not (unstored and unstored[i]) or (created and created[key]) then
       -- The key lives while its newest bucket does: its expiry moves only
       -- when a bucket is created.
       if redis.call('HINCRBY', key, tick_name, amount_arg) == amount then
@@ -177,9 +184,9 @@ for i = 1, #KEYS do
     else
       redis.call('HSET', key, tick_name, amount_arg, '-1', amount_arg, '-2', oldest, '-3', tick_name)
       redis.call('EXPIRE', key, (n + 1) * g)
+      created = created or {}
       created[key] = true
     end
   end
-  out[i + 2] = used[i]
 end
 return out
