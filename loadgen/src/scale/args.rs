@@ -28,7 +28,8 @@ not used yet is a cache miss read from Postgres (all of them once N exceeds
 the requests sent); \"cached\" first sends one request with every key not
 used yet (closed loop), so the cache holds all N, waits until the
 gateway has written the spend row of every request so far, then walks them
-again.
+again. Before each series the key and spend tables are vacuumed (as
+autovacuum would have after the priming's updates, even where it is off).
 Deployments: one model group of N openai/ deployments on the mock
 (simple-shuffle, no fallbacks), the master key, no database.
 
