@@ -53,6 +53,8 @@ pub trait ArgSink {
     fn doubles(&mut self, values: &[f64]);
 }
 
+/// Each argument on its own, for the tests to compare with the RESP bytes.
+#[cfg(test)]
 impl ArgSink for Vec<Vec<u8>> {
     fn arg(&mut self, a: &[u8]) {
         self.push(a.to_vec());
@@ -79,22 +81,27 @@ impl<'a> Command<'a> {
     }
 }
 
-impl ArgSink for Command<'_> {
-    fn arg(&mut self, a: &[u8]) {
+impl Command<'_> {
+    /// A bulk string's `$len` line; the caller writes the `len` bytes and
+    /// the closing CRLF.
+    fn bulk_header(&mut self, len: usize) {
         self.out.push(b'$');
         self.out
-            .extend_from_slice(itoa::Buffer::new().format(a.len()).as_bytes());
+            .extend_from_slice(itoa::Buffer::new().format(len).as_bytes());
         self.out.extend_from_slice(b"\r\n");
+    }
+}
+
+impl ArgSink for Command<'_> {
+    fn arg(&mut self, a: &[u8]) {
+        self.bulk_header(a.len());
         self.out.extend_from_slice(a);
         self.out.extend_from_slice(b"\r\n");
     }
 
     fn doubles(&mut self, values: &[f64]) {
         let len = values.len() * 8;
-        self.out.push(b'$');
-        self.out
-            .extend_from_slice(itoa::Buffer::new().format(len).as_bytes());
-        self.out.extend_from_slice(b"\r\n");
+        self.bulk_header(len);
         self.out.reserve(len + 2);
         for v in values {
             self.out.extend_from_slice(&v.to_le_bytes());
