@@ -79,9 +79,11 @@ pub struct Probe {
     pub achieved_rps: f64,
     /// CPU use of the load side (load generator + mock), in % of its CPUs.
     pub load_cpu_pct: f64,
-    /// CPU use of the gateway, in % of one CPU (through-gateway probes only).
+    /// CPU use of the proxy probed (the gateway, or nginx on nginx's
+    /// probes), in % of one CPU; none on direct probes.
     pub gateway_cpu_pct: Option<f64>,
-    /// Gateway CPU time per 2xx response, µs (through-gateway probes only).
+    /// The proxy's CPU time per 2xx response, µs (the gateway's, or nginx's
+    /// on nginx's probes); none on direct probes.
     pub gateway_cpu_us_per_request: Option<f64>,
 }
 
@@ -159,10 +161,55 @@ pub struct NginxBaseline {
     pub cpu_ratio: f64,
     /// Gateway max rate / nginx max rate, when searched.
     pub throughput_ratio: Option<f64>,
+    /// CPU per request of both at the highest rate both held in the
+    /// max-rate search, when searched: the comparison under load, where a
+    /// wake-up serves several requests (at the rounds' rate each request
+    /// pays its own wake-ups, for nginx as for the gateway).
+    pub cpu_at_load: Option<CpuAtLoad>,
     /// Gateway added p99 minus nginx added p99, µs.
     pub added_p99_over_nginx_us: i64,
     /// Streams: the same at the first byte.
     pub added_ttfb_p99_over_nginx_us: Option<i64>,
+}
+
+/// The gateway's and nginx's CPU per request at one rate both sustained.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct CpuAtLoad {
+    /// The rate, requests/s: the highest both held in the search.
+    pub rate: f64,
+    /// Gateway CPU per request there, µs.
+    pub gateway_us: f64,
+    /// nginx CPU per request there, µs.
+    pub nginx_us: f64,
+    /// `gateway_us / nginx_us`.
+    pub ratio: f64,
+}
+
+impl CpuAtLoad {
+    /// From the two searches' probes: the highest rate each held, with the
+    /// CPU each used there; none when they held no rate in common.
+    pub fn of(gateway: &Search, nginx: &Search) -> Option<CpuAtLoad> {
+        let held_at = |s: &Search, rate: f64| {
+            s.probes
+                .iter()
+                .filter(|p| p.held && p.rate == rate)
+                .find_map(|p| p.gateway_cpu_us_per_request)
+        };
+        gateway
+            .probes
+            .iter()
+            .filter(|p| p.held)
+            .map(|p| p.rate)
+            .filter_map(|rate| Some((rate, held_at(gateway, rate)?, held_at(nginx, rate)?)))
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .filter(|&(_, _, nginx_us)| nginx_us > 0.0)
+            .map(|(rate, gateway_us, nginx_us)| CpuAtLoad {
+                rate,
+                gateway_us,
+                nginx_us,
+                ratio: gateway_us / nginx_us,
+            })
+    }
 }
 
 impl NginxBaseline {
@@ -195,6 +242,7 @@ impl NginxBaseline {
                 let n = m.nginx.as_ref()?.max_rate;
                 (n > 0.0).then(|| m.gateway.max_rate / n)
             }),
+            cpu_at_load: max_rate.and_then(|m| CpuAtLoad::of(&m.gateway, m.nginx.as_ref()?)),
             added_p99_over_nginx_us: gateway_added.p99_us - added.p99_us,
             added_ttfb_p99_over_nginx_us,
             latency: nginx,
@@ -378,6 +426,13 @@ impl OverheadReport {
                 );
             }
             let _ = writeln!(t, "  ratio    {:.2} (gateway / direct)", m.ratio);
+            if let Some(c) = self.nginx.as_ref().and_then(|n| n.cpu_at_load) {
+                let _ = writeln!(
+                    t,
+                    "  CPU at {:.0} req/s (the highest rate both held): gateway {:.1}, nginx {:.1} µs/request ({:.2}x)",
+                    c.rate, c.gateway_us, c.nginx_us, c.ratio
+                );
+            }
             if let Some((p, us)) = m
                 .gateway
                 .best_probe()
@@ -473,5 +528,54 @@ mod tests {
                 .rate,
             1.0
         );
+    }
+
+    #[test]
+    fn cpu_at_load_compares_the_highest_rate_both_held() {
+        let probe = |rate, held, cpu| Probe {
+            rate,
+            held,
+            p99_us: 1,
+            errors: 0,
+            achieved_rps: rate,
+            load_cpu_pct: 10.0,
+            gateway_cpu_pct: Some(50.0),
+            gateway_cpu_us_per_request: Some(cpu),
+        };
+        let gateway = Search::new(
+            16000.0,
+            vec![
+                probe(1000.0, true, 90.0),
+                probe(8000.0, true, 30.0),
+                probe(16000.0, true, 25.0),
+                probe(32000.0, false, 22.0),
+            ],
+        );
+        // nginx failed 16000 once, then held it; 32000 it never held.
+        let nginx = Search::new(
+            16000.0,
+            vec![
+                probe(1000.0, true, 60.0),
+                probe(8000.0, true, 24.0),
+                probe(16000.0, false, 21.0),
+                probe(16000.0, true, 20.0),
+                probe(32000.0, false, 19.0),
+            ],
+        );
+        assert_eq!(
+            CpuAtLoad::of(&gateway, &nginx),
+            Some(CpuAtLoad {
+                rate: 16000.0,
+                gateway_us: 25.0,
+                nginx_us: 20.0,
+                ratio: 1.25
+            })
+        );
+        // The gateway held less than nginx: compared where the gateway held.
+        let slower = Search::new(8000.0, gateway.probes[..2].to_vec());
+        assert_eq!(CpuAtLoad::of(&slower, &nginx).map(|c| c.rate), Some(8000.0));
+        // No rate in common: nothing to compare.
+        let none = Search::new(0.0, vec![probe(1000.0, false, 1.0)]);
+        assert_eq!(CpuAtLoad::of(&none, &nginx), None);
     }
 }
