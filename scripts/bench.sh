@@ -322,8 +322,9 @@ gateway. Targets: CPU per request <= 1.2x nginx's, throughput >= 0.9x,
 added p99 <= nginx's + 50 µs (master key); the full pipeline <= 1.6x CPU and
 >= 0.6x throughput. "CPU ratio" is at the rounds' rate ($rate req/s), where
 each request pays its own wake-ups; "under load" at the highest rate both
-held in the max-rate search (searched variants only), where a wake-up
-serves several requests, as at the issue's saturated measurement.
+held in the max-rate search (the faster probed once more at the slower
+one's max rate; searched variants only), where a wake-up serves several
+requests, as at the issue's saturated measurement.
 
 | variant | gateway CPU / request | nginx CPU / request | CPU ratio | CPU ratio under load | throughput ratio | added p99 minus nginx's |
 | --- | --- | --- | --- | --- | --- | --- |

@@ -382,11 +382,23 @@ impl<'a> Session<'a> {
 
     fn max_rate(&mut self, probe: Duration) -> Result<MaxRate, String> {
         let direct = self.search(Side::Direct, probe)?;
-        let nginx = match self.nginx {
+        let mut nginx = match self.nginx {
             Some(_) => Some(self.search(Side::Nginx, probe)?),
             None => None,
         };
-        let gateway = self.search(Side::Gateway, probe)?;
+        let mut gateway = self.search(Side::Gateway, probe)?;
+        // Probe the faster side once at the slower one's max rate, so the
+        // CPU comparison under load has a rate both held near the limit.
+        if let Some(nginx) = nginx.as_mut() {
+            if let Some((rate, gateway_side)) = report::rate_to_align(&gateway, nginx) {
+                let (side, search) = if gateway_side {
+                    (Side::Gateway, &mut gateway)
+                } else {
+                    (Side::Nginx, nginx)
+                };
+                search.probes.push(self.probe(side, rate, probe)?);
+            }
+        }
         Ok(MaxRate {
             nginx,
             p99_bound_us: self.o.p99_bound.as_micros() as u64,

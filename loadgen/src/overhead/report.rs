@@ -162,7 +162,8 @@ pub struct NginxBaseline {
     /// Gateway max rate / nginx max rate, when searched.
     pub throughput_ratio: Option<f64>,
     /// CPU per request of both at the highest rate both held in the
-    /// max-rate search, when searched: the comparison under load, where a
+    /// max-rate search (the faster one probed once more at the slower one's
+    /// max rate), when searched: the comparison under load, where a
     /// wake-up serves several requests (at the rounds' rate each request
     /// pays its own wake-ups, for nginx as for the gateway).
     pub cpu_at_load: Option<CpuAtLoad>,
@@ -183,6 +184,24 @@ pub struct CpuAtLoad {
     pub nginx_us: f64,
     /// `gateway_us / nginx_us`.
     pub ratio: f64,
+}
+
+/// Which search lacks a held probe at the lower of the two max rates:
+/// `(rate, gateway_side)` to probe once more, so that [`CpuAtLoad`]
+/// compares the two near the slower one's limit rather than wherever their
+/// bisections happened to meet. `None` when both already held it (or
+/// either held nothing).
+pub fn rate_to_align(gateway: &Search, nginx: &Search) -> Option<(f64, bool)> {
+    let rate = gateway.max_rate.min(nginx.max_rate);
+    if rate <= 0.0 {
+        return None;
+    }
+    let held = |s: &Search| s.probes.iter().any(|p| p.held && p.rate == rate);
+    match (held(gateway), held(nginx)) {
+        (true, false) => Some((rate, false)),
+        (false, true) => Some((rate, true)),
+        _ => None,
+    }
 }
 
 impl CpuAtLoad {
@@ -577,5 +596,29 @@ mod tests {
         // No rate in common: nothing to compare.
         let none = Search::new(0.0, vec![probe(1000.0, false, 1.0)]);
         assert_eq!(CpuAtLoad::of(&none, &nginx), None);
+    }
+
+    #[test]
+    fn the_faster_side_is_probed_at_the_slower_ones_max_rate() {
+        let probe = |rate, held| Probe {
+            rate,
+            held,
+            p99_us: 1,
+            errors: 0,
+            achieved_rps: rate,
+            load_cpu_pct: 10.0,
+            gateway_cpu_pct: Some(50.0),
+            gateway_cpu_us_per_request: Some(10.0),
+        };
+        let slow = Search::new(6500.0, vec![probe(4000.0, true), probe(6500.0, true)]);
+        let fast = Search::new(24000.0, vec![probe(4000.0, true), probe(24000.0, true)]);
+        // The gateway slower: nginx is probed at 6,500.
+        assert_eq!(rate_to_align(&slow, &fast), Some((6500.0, false)));
+        // nginx slower: the gateway is probed at nginx's max rate.
+        assert_eq!(rate_to_align(&fast, &slow), Some((6500.0, true)));
+        // Both held the rate already, or one held nothing: no probe.
+        assert_eq!(rate_to_align(&slow, &slow), None);
+        let nothing = Search::new(0.0, vec![probe(1000.0, false)]);
+        assert_eq!(rate_to_align(&nothing, &fast), None);
     }
 }
