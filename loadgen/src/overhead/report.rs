@@ -109,6 +109,11 @@ impl Search {
             .max_by(|a, b| a.rate.total_cmp(&b.rate))
     }
 
+    /// The probe that held `rate`, if one did.
+    pub fn held_at(&self, rate: f64) -> Option<&Probe> {
+        self.probes.iter().find(|p| p.held && p.rate == rate)
+    }
+
     /// The result of a search that found `max_rate` after `probes`.
     pub fn new(max_rate: f64, probes: Vec<Probe>) -> Search {
         let above: Vec<&Probe> = probes
@@ -196,8 +201,10 @@ pub fn rate_to_align(gateway: &Search, nginx: &Search) -> Option<(f64, bool)> {
     if rate <= 0.0 {
         return None;
     }
-    let held = |s: &Search| s.probes.iter().any(|p| p.held && p.rate == rate);
-    match (held(gateway), held(nginx)) {
+    match (
+        gateway.held_at(rate).is_some(),
+        nginx.held_at(rate).is_some(),
+    ) {
         (true, false) => Some((rate, false)),
         (false, true) => Some((rate, true)),
         _ => None,
@@ -208,18 +215,18 @@ impl CpuAtLoad {
     /// From the two searches' probes: the highest rate each held, with the
     /// CPU each used there; none when they held no rate in common.
     pub fn of(gateway: &Search, nginx: &Search) -> Option<CpuAtLoad> {
-        let held_at = |s: &Search, rate: f64| {
-            s.probes
-                .iter()
-                .filter(|p| p.held && p.rate == rate)
-                .find_map(|p| p.gateway_cpu_us_per_request)
-        };
         gateway
             .probes
             .iter()
             .filter(|p| p.held)
-            .map(|p| p.rate)
-            .filter_map(|rate| Some((rate, held_at(gateway, rate)?, held_at(nginx, rate)?)))
+            .filter_map(|g| {
+                let n = nginx.held_at(g.rate)?;
+                Some((
+                    g.rate,
+                    g.gateway_cpu_us_per_request?,
+                    n.gateway_cpu_us_per_request?,
+                ))
+            })
             .max_by(|a, b| a.0.total_cmp(&b.0))
             .filter(|&(_, _, nginx_us)| nginx_us > 0.0)
             .map(|(rate, gateway_us, nginx_us)| CpuAtLoad {
@@ -549,9 +556,9 @@ mod tests {
         );
     }
 
-    #[test]
-    fn cpu_at_load_compares_the_highest_rate_both_held() {
-        let probe = |rate, held, cpu| Probe {
+    /// A probe of a proxy at `rate` that used `cpu` µs a request.
+    fn probe(rate: f64, held: bool, cpu: f64) -> Probe {
+        Probe {
             rate,
             held,
             p99_us: 1,
@@ -560,7 +567,11 @@ mod tests {
             load_cpu_pct: 10.0,
             gateway_cpu_pct: Some(50.0),
             gateway_cpu_us_per_request: Some(cpu),
-        };
+        }
+    }
+
+    #[test]
+    fn cpu_at_load_compares_the_highest_rate_both_held() {
         let gateway = Search::new(
             16000.0,
             vec![
@@ -600,16 +611,7 @@ mod tests {
 
     #[test]
     fn the_faster_side_is_probed_at_the_slower_ones_max_rate() {
-        let probe = |rate, held| Probe {
-            rate,
-            held,
-            p99_us: 1,
-            errors: 0,
-            achieved_rps: rate,
-            load_cpu_pct: 10.0,
-            gateway_cpu_pct: Some(50.0),
-            gateway_cpu_us_per_request: Some(10.0),
-        };
+        let probe = |rate, held| probe(rate, held, 10.0);
         let slow = Search::new(6500.0, vec![probe(4000.0, true), probe(6500.0, true)]);
         let fast = Search::new(24000.0, vec![probe(4000.0, true), probe(24000.0, true)]);
         // The gateway slower: nginx is probed at 6,500.
