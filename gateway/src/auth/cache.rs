@@ -10,7 +10,8 @@
 use super::end_users::EndUserCache;
 use super::known::{prefix, KnownKeys};
 use crate::budget::fleet::Place;
-use crate::budget::Budget;
+use crate::budget::{to_nanos, Budget};
+use crate::keyed_hash::KeyedHash;
 use crate::read_through::ReadThroughGuard;
 use crate::store::{Change, KeyRecord, SpendLogRow, Store, StoreError, TeamRecord, UserRecord};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -91,9 +92,9 @@ pub struct KeyCache {
     with_model_budgets: AtomicUsize,
     known: KnownKeys,
     misses: ReadThroughGuard<TokenHash, BuildHasherDefault<PrefixHasher>>,
-    teams: papaya::HashMap<String, Arc<TeamEntry>>,
-    users: papaya::HashMap<String, Arc<UserEntry>>,
-    budgets: papaya::HashMap<String, Arc<Budget>>,
+    teams: papaya::HashMap<String, Arc<TeamEntry>, KeyedHash>,
+    users: papaya::HashMap<String, Arc<UserEntry>, KeyedHash>,
+    budgets: papaya::HashMap<String, Arc<Budget>, KeyedHash>,
     end_users: EndUserCache,
 }
 
@@ -104,9 +105,9 @@ impl Default for KeyCache {
             with_model_budgets: AtomicUsize::new(0),
             known: KnownKeys::default(),
             misses: ReadThroughGuard::default(),
-            teams: papaya::HashMap::new(),
-            users: papaya::HashMap::new(),
-            budgets: papaya::HashMap::new(),
+            teams: papaya::HashMap::default(),
+            users: papaya::HashMap::default(),
+            budgets: papaya::HashMap::default(),
             end_users: EndUserCache::default(),
         }
     }
@@ -441,12 +442,26 @@ impl KeyCache {
             .collect()
     }
 
-    /// Moves a written row's spend from "unflushed" to "durable" on every
-    /// budget it counted against.
-    pub fn mark_flushed(&self, row: &SpendLogRow) {
-        if row.spend <= 0.0 {
-            return;
+    /// Moves written rows' spend from "unflushed" to "durable" on every
+    /// budget each counted against: one lookup per run of consecutive rows
+    /// that count against the same budgets (a batch is mostly such runs),
+    /// their amounts summed in nanodollars as each was charged.
+    pub fn mark_flushed(&self, rows: &[SpendLogRow]) {
+        let mut rest = rows;
+        while let Some(first) = rest.first() {
+            let run = rest.iter().take_while(|r| same_budgets(first, r)).count();
+            let nanos = rest[..run]
+                .iter()
+                .fold(0i64, |sum, r| sum.saturating_add(to_nanos(r.spend)));
+            if nanos > 0 {
+                self.flush_budgets_of(first, nanos);
+            }
+            rest = &rest[run..];
         }
+    }
+
+    /// Moves `nanos` to "durable" on every budget `row` counted against.
+    fn flush_budgets_of(&self, row: &SpendLogRow, nanos: i64) {
         let budgets = self.budgets.pin();
         let mut id = String::with_capacity(96);
         let mut flush = |parts: &[&str]| {
@@ -455,7 +470,7 @@ impl KeyCache {
                 id.push_str(part);
             }
             if let Some(b) = budgets.get(id.as_str()) {
-                b.flushed(row.spend);
+                b.flushed(nanos);
             }
         };
         flush(&["key:", &row.api_key]);
@@ -467,14 +482,25 @@ impl KeyCache {
             flush(&["team:", t]);
         }
         if let Some(e) = &row.end_user {
-            self.end_users.flushed(e, row.spend);
+            self.end_users.flushed(e, nanos);
         }
     }
+}
+
+/// Whether rows `a` and `b` count against the same budgets (key, the key's
+/// model group, user, team, end user).
+fn same_budgets(a: &SpendLogRow, b: &SpendLogRow) -> bool {
+    a.api_key == b.api_key
+        && a.model_group == b.model_group
+        && a.user == b.user
+        && a.team_id == b.team_id
+        && a.end_user == b.end_user
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::budget::Reservation;
     use crate::store::MemoryStore;
 
     fn block_on<F: std::future::Future>(f: F) -> F::Output {
@@ -582,6 +608,62 @@ mod tests {
                 cache.read_again_since(copies),
                 vec![Change::Key(busy.clone())]
             );
+        });
+    }
+
+    /// Runs of rows of one key are flushed together and interleaved keys
+    /// each get their own rows' amounts, to the nanodollar: once the
+    /// database's figure replaces the durable one, nothing flushed is left
+    /// counted twice and nothing unflushed is lost.
+    #[test]
+    fn written_rows_move_exactly_their_spend_to_durable() {
+        let store = MemoryStore::default();
+        let cache = KeyCache::default();
+        let token_of = |k: &str| token_hex(&hash_key(k));
+        let row = |token: &str, team: &str, spend: f64| SpendLogRow {
+            api_key: token.into(),
+            team_id: Some(team.into()),
+            spend,
+            ..Default::default()
+        };
+        block_on(async {
+            let team = TeamRecord {
+                team_id: "t1".into(),
+                max_budget: Some(100.0),
+                ..Default::default()
+            };
+            store.insert_team(&team).await.unwrap();
+            let (a, b) = (token_of("sk-a"), token_of("sk-b"));
+            let mut entries = Vec::new();
+            for token in [&a, &b] {
+                let key = KeyRecord {
+                    token: token.clone(),
+                    team_id: Some("t1".into()),
+                    max_budget: Some(10.0),
+                    ..Default::default()
+                };
+                store.insert_key(&key).await.unwrap();
+                entries.push(cache.load(&store, token).await.unwrap().unwrap());
+            }
+            let team_budget = entries[0].team.as_ref().unwrap().budget.clone();
+            let spends = [(0, 0.25), (0, 0.5), (1, 0.125), (0, 0.0625), (1, 0.03125)];
+            for (i, usd) in spends {
+                let e = &entries[i];
+                let held = [("key", e.budget.clone()), ("team", team_budget.clone())];
+                Reservation::acquire(&held, 1.0).unwrap().settle(usd);
+            }
+            let rows: Vec<SpendLogRow> = spends
+                .iter()
+                .map(|&(i, usd)| row([&a, &b][i], "t1", usd))
+                .collect();
+            // All but the last row written: it stays counted.
+            cache.mark_flushed(&rows[..4]);
+            for budget in [&entries[0].budget, &entries[1].budget, &team_budget] {
+                budget.set_durable(0.0);
+            }
+            assert_eq!(entries[0].budget.spent_usd(), 0.0);
+            assert_eq!(entries[1].budget.spent_usd(), 0.03125);
+            assert_eq!(team_budget.spent_usd(), 0.03125);
         });
     }
 

@@ -13,6 +13,7 @@ use super::known::{prefix, KnownKeys};
 use super::{hash_key, TokenHash};
 use crate::budget::fleet::Place;
 use crate::budget::Budget;
+use crate::keyed_hash::KeyedHash;
 use crate::limits::ScopeLimits;
 use crate::read_through::ReadThroughGuard;
 use crate::store::{EndUserRecord, Store, StoreError};
@@ -43,7 +44,7 @@ impl EndUserEntry {
 /// The process-wide cache of restricted end users.
 #[derive(Default)]
 pub struct EndUserCache {
-    entries: papaya::HashMap<String, Arc<EndUserEntry>>,
+    entries: papaya::HashMap<String, Arc<EndUserEntry>, KeyedHash>,
     restricted: KnownKeys,
     misses: ReadThroughGuard<String>,
 }
@@ -132,11 +133,11 @@ impl EndUserCache {
         self.load(store, id).await.map(drop)
     }
 
-    /// Moves `usd` of end user `id`'s settled spend to "durable" once
+    /// Moves `nanos` of end user `id`'s settled spend to "durable" once
     /// written.
-    pub fn flushed(&self, id: &str, usd: f64) {
+    pub fn flushed(&self, id: &str, nanos: i64) {
         if let Some(e) = self.entries.pin().get(id) {
-            e.budget.flushed(usd);
+            e.budget.flushed(nanos);
         }
     }
 }

@@ -178,9 +178,9 @@ impl Budget {
             && !self.soft_alerted.swap(true, Ordering::AcqRel)
     }
 
-    /// Records that `usd` of settled spend is now in the database.
-    pub fn flushed(&self, usd: f64) {
-        let nanos = to_nanos(usd);
+    /// Records that `nanos` ([`to_nanos`] of each settled amount, summed)
+    /// of settled spend is now in the database.
+    pub fn flushed(&self, nanos: i64) {
         self.durable.fetch_add(nanos, Ordering::AcqRel);
         let _ = self
             .unflushed
@@ -396,7 +396,7 @@ mod tests {
         assert_eq!(r.settle(0.15).len(), 1);
         let r = Reservation::acquire(&[("key", key.clone())], 0.2).unwrap();
         assert!(r.settle(0.01).is_empty(), "alerts once per crossing");
-        key.flushed(0.16);
+        key.flushed(to_nanos(0.16));
         key.set_durable(0.0);
         assert_eq!(key.spent_usd(), 0.0, "a reset restores the whole budget");
         let r = Reservation::acquire(&[("key", key.clone())], 0.2).unwrap();

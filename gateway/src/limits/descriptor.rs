@@ -62,8 +62,6 @@ pub struct Descriptor {
     pub scope: Scope,
     /// What is counted.
     pub kind: Kind,
-    /// The scope's value (key hash, user id...), as the 429 message shows it.
-    pub value: String,
     /// The limit per window (or in flight).
     pub limit: u64,
     /// The counter's name: `{scope:value}:kind`.
@@ -86,10 +84,18 @@ impl Descriptor {
         Descriptor {
             scope,
             kind,
-            value: value.to_string(),
             limit,
             key,
         }
+    }
+
+    /// The scope's value (key hash, user id...), as the 429 message shows
+    /// it: the part of the counter's name between `{scope:` and `}:kind`
+    /// (one string a descriptor, not two).
+    pub fn value(&self) -> &str {
+        let start = self.scope.as_str().len() + 2;
+        let end = self.key.len().saturating_sub(self.kind.as_str().len() + 2);
+        self.key.get(start..end).unwrap_or_default()
     }
 }
 
@@ -143,8 +149,12 @@ mod tests {
     fn keys_are_hash_tagged_on_scope_and_value() {
         let d = Descriptor::new(Scope::ModelPerKey, "abc:gpt-4o", Kind::Tokens, 200);
         assert_eq!(d.key, "{model_per_key:abc:gpt-4o}:tokens");
+        assert_eq!(d.value(), "abc:gpt-4o");
         let d = Descriptor::new(Scope::ApiKey, "abc", Kind::Parallel, 2);
         assert_eq!(d.key, "{api_key:abc}:parallel");
+        assert_eq!(d.value(), "abc");
+        let d = Descriptor::new(Scope::EndUser, "", Kind::Requests, 2);
+        assert_eq!((d.key.as_str(), d.value()), ("{end_user:}:requests", ""));
     }
 
     #[test]

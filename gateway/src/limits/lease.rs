@@ -53,6 +53,7 @@ use super::remote::{Call, Entry};
 use super::settings::LeaseSettings;
 use super::slot_lease::{SlotLease, SlotTake};
 use super::{Limiter, RemoteHandle, Verdict};
+use crate::keyed_hash::KeyedHash;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -248,9 +249,9 @@ enum Short {
 pub struct LeaseTable {
     epoch: Instant,
     settings: LeaseSettings,
-    leases: papaya::HashMap<String, Arc<Lease>>,
+    leases: papaya::HashMap<String, Arc<Lease>, KeyedHash>,
     /// Parallel slot leases ([`slot_lease`]).
-    slots: papaya::HashMap<String, Arc<SlotLease>>,
+    slots: papaya::HashMap<String, Arc<SlotLease>, KeyedHash>,
     /// Names this process's slot leases in Redis: unique per start.
     prefix: String,
     /// Slot leases created, numbering the next one.
@@ -283,8 +284,8 @@ impl LeaseTable {
         LeaseTable {
             epoch: Instant::now(),
             settings,
-            leases: papaya::HashMap::new(),
-            slots: papaya::HashMap::new(),
+            leases: papaya::HashMap::default(),
+            slots: papaya::HashMap::default(),
             prefix: uuid::Uuid::new_v4().simple().to_string(),
             slot_leases: AtomicU64::new(0),
             redis_timeout,

@@ -10,6 +10,7 @@
 use super::descriptor::{Descriptor, Kind};
 use super::window::Window;
 use super::Verdict;
+use crate::keyed_hash::KeyedHash;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -146,7 +147,7 @@ enum Counter {
 /// Every counter of this process.
 pub struct LocalLimiter {
     window: Window,
-    counters: papaya::HashMap<String, Arc<Counter>>,
+    counters: papaya::HashMap<String, Arc<Counter>, KeyedHash>,
 }
 
 impl LocalLimiter {
@@ -154,7 +155,7 @@ impl LocalLimiter {
     pub fn new(window: Window) -> LocalLimiter {
         LocalLimiter {
             window,
-            counters: papaya::HashMap::new(),
+            counters: papaya::HashMap::default(),
         }
     }
 

@@ -612,7 +612,7 @@ impl Limiter {
                 let limit = if limit == 0 { d.limit } else { limit };
                 Err(GatewayError::RateLimited {
                     scope: d.scope.as_str(),
-                    value: d.value.clone(),
+                    value: d.value().to_string(),
                     kind: d.kind.as_str(),
                     limit,
                     remaining: limit.saturating_sub(used),

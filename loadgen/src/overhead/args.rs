@@ -68,9 +68,10 @@ Options:
                             runs beside the variant's on the same CPUs, and the same
                             load goes to each in turn (ABBA rounds); not for
                             messages or responses (another path)
-  --baseline-bin PATH       with --paired and --variant master-key: the gateway
-                            beside is this binary, so two builds are compared on
-                            the same path (add --stream for streamed requests)
+  --baseline-bin PATH       with --paired: the gateway beside is this binary,
+                            configured as the variant (sharing its Redis and
+                            database), so two builds are compared on the same path
+                            (add --stream for streamed requests)
 {FLAGS_USAGE}  --json FILE               also write the report as JSON
   -h, --help                print this help
 "
@@ -324,8 +325,8 @@ pub fn parse(args: &mut Args) -> Result<Parsed, String> {
             o.variant.name()
         ));
     }
-    if o.baseline_bin.is_some() && !(o.paired && o.variant == Variant::MasterKey) {
-        return Err("--baseline-bin compares two builds with --paired --variant master-key".into());
+    if o.baseline_bin.is_some() && !o.paired {
+        return Err("--baseline-bin compares two builds with --paired".into());
     }
     o.spec.models = vec![gateway_proc::MODEL.to_string()];
     Ok(Parsed::Run(Box::new(o)))
@@ -393,11 +394,16 @@ mod tests {
         assert_eq!(o.baseline_bin, Some(PathBuf::from("/x/old")));
         assert!(parse_str("--baseline-bin /x/old")
             .unwrap_err()
-            .contains("--paired --variant master-key"));
-        assert!(
-            parse_str("--paired --variant metrics --baseline-bin /x/old")
-                .unwrap_err()
-                .contains("--paired --variant master-key")
+            .contains("two builds with --paired"));
+        let Parsed::Run(o) =
+            parse_str("--paired --variant lease-limits --baseline-bin /x/old").unwrap()
+        else {
+            panic!("help")
+        };
+        assert_eq!(
+            super::super::paired::base_variant(&o),
+            Variant::LeaseLimits,
+            "two builds are compared on the variant's own path"
         );
         assert!(parse_str("--model x")
             .unwrap_err()

@@ -55,29 +55,9 @@ pub fn main(args: &mut Args) -> Result<(), String> {
         false => None,
     };
     let harness = Harness::start(&harness_spec(&o, redis.as_ref()))?;
-    let key = match o.variant {
-        Variant::MasterKey
-        | Variant::RouterGroup
-        | Variant::Anthropic
-        | Variant::Messages
-        | Variant::Bedrock
-        | Variant::Vertex
-        | Variant::Responses
-        | Variant::Metrics
-        | Variant::Tracing => {
-            gateway_proc::MASTER_KEY.to_string()
-        }
-        Variant::VirtualKey | Variant::SpendLogging => harness.gateway.generate_key()?,
-        Variant::LocalLimits
-        | Variant::RedisLimits
-        | Variant::LeaseLimits
-        | Variant::FullPipeline
-        | Variant::FullPipelineLease => harness.gateway.generate_key_with(
-            &format!("{{\"models\":[\"{}\"],\"rpm_limit\":1000000000,\"tpm_limit\":1000000000000,\"max_parallel_requests\":1000000}}", gateway_proc::MODEL),
-        )?,
-    };
+    let key = variant_key(o.variant, &harness)?;
     if o.paired {
-        return paired_main(&o, &harness, key);
+        return paired_main(&o, &harness, redis.as_ref(), key);
     }
     let nginx = match (o.nginx, nginx_proc::binary()) {
         (true, Some(_)) => Some(NginxProcess::start(
@@ -99,21 +79,51 @@ pub fn main(args: &mut Args) -> Result<(), String> {
     Ok(())
 }
 
-/// `--paired`: starts a master-key gateway (of `--baseline-bin` if given)
-/// beside the variant's and reports what the variant adds to the CPU per
+/// The key `variant`'s requests carry, made on `harness`'s gateway when the
+/// variant needs a virtual key.
+fn variant_key(variant: Variant, harness: &Harness) -> Result<String, String> {
+    match variant {
+        Variant::MasterKey
+        | Variant::RouterGroup
+        | Variant::Anthropic
+        | Variant::Messages
+        | Variant::Bedrock
+        | Variant::Vertex
+        | Variant::Responses
+        | Variant::Metrics
+        | Variant::Tracing => Ok(gateway_proc::MASTER_KEY.to_string()),
+        Variant::VirtualKey | Variant::SpendLogging => harness.gateway.generate_key(),
+        Variant::LocalLimits
+        | Variant::RedisLimits
+        | Variant::LeaseLimits
+        | Variant::FullPipeline
+        | Variant::FullPipelineLease => harness.gateway.generate_key_with(
+            &format!("{{\"models\":[\"{}\"],\"rpm_limit\":1000000000,\"tpm_limit\":1000000000000,\"max_parallel_requests\":1000000}}", gateway_proc::MODEL),
+        ),
+    }
+}
+
+/// `--paired`: starts a gateway beside the variant's (master-key, or with
+/// `--baseline-bin` the same variant from that build, sharing its Redis and
+/// database) and reports what the variant's gateway adds to the CPU per
 /// request.
-fn paired_main(o: &OverheadArgs, harness: &Harness, key: String) -> Result<(), String> {
+fn paired_main(
+    o: &OverheadArgs,
+    harness: &Harness,
+    redis: Option<&RedisProcess>,
+    key: String,
+) -> Result<(), String> {
     let base_args = OverheadArgs {
-        variant: Variant::MasterKey,
+        variant: paired::base_variant(o),
         gateway_bin: o
             .baseline_bin
             .clone()
             .unwrap_or_else(|| o.gateway_bin.clone()),
         ..o.clone()
     };
-    let base = Harness::start_beside(&harness_spec(&base_args, None), harness)?;
+    let base = Harness::start_beside(&harness_spec(&base_args, redis), harness)?;
     let base_spec = RequestSpec {
-        keys: vec![gateway_proc::MASTER_KEY.to_string()],
+        keys: vec![variant_key(base_args.variant, &base)?],
         ..o.spec.clone()
     };
     let variant_spec = RequestSpec {

@@ -4,6 +4,8 @@
 //! the same load goes to each in turn, in ABBA order round by round, so the
 //! machine's drift (a neighbour's build, CPU steal) falls on both alike and
 //! the per-round differences show how far the figure can be trusted.
+//! With `--baseline-bin` the gateway beside runs the variant too, from
+//! another build: what a change costs or saves on that path.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +16,7 @@ use crate::client::{RequestSpec, Target};
 use crate::load::{self, LoadConfig, Mode};
 use crate::procfs;
 
-use super::args::OverheadArgs;
+use super::args::{OverheadArgs, Variant};
 
 /// Per-request timeout of every run.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -54,7 +56,10 @@ impl PairedRound {
 pub struct PairedReport {
     /// The variant measured against the master key.
     pub variant: &'static str,
-    /// The other build the master-key gateway ran, if not the variant's.
+    /// What the gateway beside runs: `master-key`, or the variant itself
+    /// when two builds are compared.
+    pub base_variant: &'static str,
+    /// The other build the gateway beside ran, if not the variant's.
     pub baseline_bin: Option<String>,
     /// Requests/s of every run.
     pub rate: f64,
@@ -79,9 +84,10 @@ pub struct PairedReport {
 impl PairedReport {
     /// The human-readable table.
     pub fn table(&self) -> String {
+        let base = self.base_variant;
         let against = match &self.baseline_bin {
-            Some(bin) => format!("master-key of {bin}"),
-            None => "master-key".to_string(),
+            Some(bin) => format!("{base} of {bin}"),
+            None => base.to_string(),
         };
         let mut out = format!(
             "loadgen overhead --paired: {} against {against}, open loop {} req/s, {} rounds x {}s per gateway (ABBA)\n\n",
@@ -90,7 +96,7 @@ impl PairedReport {
             self.rounds.len(),
             self.round_s
         );
-        out.push_str("round   master-key CPU/req   variant CPU/req   added\n");
+        out.push_str("round     baseline CPU/req   variant CPU/req   added\n");
         for r in &self.rounds {
             out.push_str(&format!(
                 "{:>5}   {:>15.2} µs   {:>12.2} µs   {:>+6.2} µs\n",
@@ -101,7 +107,7 @@ impl PairedReport {
             ));
         }
         out.push_str(&format!(
-            "\nmedian: master-key {:.2} µs, {} {:.2} µs; added {:+.2} µs per request (per-round range {:+.2} to {:+.2} µs); failed requests: {}\n",
+            "\nmedian: {against} {:.2} µs, {} {:.2} µs; added {:+.2} µs per request (per-round range {:+.2} to {:+.2} µs); failed requests: {}\n",
             self.base_median_us,
             self.variant,
             self.variant_median_us,
@@ -111,6 +117,16 @@ impl PairedReport {
             self.failed
         ));
         out
+    }
+}
+
+/// What the gateway beside the variant's runs: the variant itself when
+/// `--baseline-bin` names another build (the two builds compared on one
+/// path), else the master key (what the variant adds).
+pub fn base_variant(o: &OverheadArgs) -> Variant {
+    match o.baseline_bin {
+        Some(_) => o.variant,
+        None => Variant::MasterKey,
     }
 }
 
@@ -143,6 +159,7 @@ pub fn measure(o: &OverheadArgs, base: &Side, variant: &Side) -> Result<PairedRe
     let added: Vec<f64> = rounds.iter().map(PairedRound::added_us).collect();
     Ok(PairedReport {
         variant: o.variant.name(),
+        base_variant: base_variant(o).name(),
         baseline_bin: o.baseline_bin.as_ref().map(|p| p.display().to_string()),
         rate: o.rate,
         round_s: o.duration.as_secs_f64(),
@@ -221,6 +238,7 @@ mod tests {
         ];
         let mut report = PairedReport {
             variant: "metrics",
+            base_variant: "master-key",
             baseline_bin: None,
             rate: 5000.0,
             round_s: 5.0,
@@ -243,5 +261,15 @@ mod tests {
         report.baseline_bin = Some("/x/old".into());
         let table = report.table();
         assert!(table.contains("against master-key of /x/old,"), "{table}");
+        report.base_variant = "metrics";
+        let table = report.table();
+        assert!(
+            table.contains("metrics against metrics of /x/old,"),
+            "{table}"
+        );
+        assert!(
+            table.contains("median: metrics of /x/old 21.00 µs"),
+            "{table}"
+        );
     }
 }

@@ -262,9 +262,7 @@ async fn write_batch(ctx: &SyncCtx, rows: &[SpendLogRow]) -> Result<(), StoreErr
             tracing::warn!(error = %e, rows = rows.len(), "spend write failed; spooling to disk");
         }
     })?;
-    for row in rows {
-        ctx.keys.mark_flushed(row);
-    }
+    ctx.keys.mark_flushed(rows);
     changes.refresh.extend(ctx.keys.read_again_since(copies));
     ctx.publish_spend(&changes).await;
     Ok(())
