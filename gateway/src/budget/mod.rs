@@ -126,7 +126,8 @@ impl Budget {
     }
 
     fn spent_nanos(&self) -> i64 {
-        self.durable.load(Ordering::Acquire) + self.unflushed.load(Ordering::Acquire)
+        let durable = self.durable.load(Ordering::Acquire);
+        durable.saturating_add(self.unflushed.load(Ordering::Acquire))
     }
 
     /// Spend known here, USD (durable plus settled-but-unwritten).
@@ -161,7 +162,8 @@ impl Budget {
         }
         self.reserved
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| {
-                (self.spent_nanos() + r + nanos <= max).then_some(r + nanos)
+                let after = r.checked_add(nanos)?;
+                (self.spent_nanos().saturating_add(after) <= max).then_some(after)
             })
             .is_ok()
     }
@@ -170,7 +172,11 @@ impl Budget {
     /// reservation is released, so a concurrent check errs towards refusing.
     /// Returns true when this settlement crossed the soft budget.
     fn settle(&self, reserved: i64, actual: i64) -> bool {
-        self.unflushed.fetch_add(actual, Ordering::AcqRel);
+        let _ = self
+            .unflushed
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
+                Some(u.saturating_add(actual))
+            });
         self.reserved.fetch_sub(reserved, Ordering::AcqRel);
         let soft = self.soft.load(Ordering::Acquire);
         soft != NO_LIMIT
@@ -181,11 +187,15 @@ impl Budget {
     /// Records that `nanos` ([`to_nanos`] of each settled amount, summed)
     /// of settled spend is now in the database.
     pub fn flushed(&self, nanos: i64) {
-        self.durable.fetch_add(nanos, Ordering::AcqRel);
+        let _ = self
+            .durable
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |d| {
+                Some(d.saturating_add(nanos))
+            });
         let _ = self
             .unflushed
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
-                Some((u - nanos).max(0))
+                Some(u.saturating_sub(nanos).max(0))
             });
     }
 }
@@ -387,6 +397,23 @@ mod tests {
         drop(r);
         assert_eq!(key.reserved.load(Ordering::Relaxed), 0);
         assert_eq!(team.reserved.load(Ordering::Relaxed), 0);
+    }
+
+    /// Written spend beyond any real figure saturates instead of wrapping
+    /// to a negative spend that would admit everything.
+    #[test]
+    fn flushed_spend_saturates() {
+        let key = Budget::new(Some(1.0), None, 0.0);
+        let r = Reservation::acquire(&[("key", key.clone())], 0.5).unwrap();
+        r.settle(0.5);
+        key.flushed(i64::MAX);
+        key.flushed(i64::MAX);
+        assert!(key.spent_usd() > 1.0e9, "{}", key.spent_usd());
+        assert!(key.exhausted());
+        assert!(
+            Reservation::acquire(&[("key", key.clone())], 0.01).is_err(),
+            "a saturated spend refuses, without overflowing the check"
+        );
     }
 
     #[test]
