@@ -163,6 +163,39 @@ fn background_checks_keep_traffic_off_a_dead_deployment() {
     assert_eq!(state("live").as_deref(), Some("0"), "{metrics}");
 }
 
+/// Before the background loop's first result, `/health` checks on demand;
+/// that answer steers the router at once, so traffic agrees with it. A
+/// deployment that never answers holds the loop's first check for its
+/// whole timeout, while `/health?model=g` checks only group `g`.
+#[test]
+fn an_on_demand_check_before_the_first_background_result_steers_traffic() {
+    let mock = MockServer::start(&[]);
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_base = format!("http://{}/v1", silent.local_addr().unwrap());
+    let mut config = base_config(mock.port());
+    config["model_list"] = json!([
+        openai_model("g", "live", &mock.api_base(), json!({})),
+        openai_model("g", "dead", &dead_base(), json!({})),
+        openai_model("slow", "silent", &silent_base, json!({})),
+    ]);
+    config["general_settings"]["background_health_checks"] = json!(true);
+    config["general_settings"]["health_check_interval"] = json!(600);
+    config["general_settings"]["health_check_timeout"] = json!(30);
+    config["router_settings"] = json!({"num_retries": 0});
+    let gw = Gateway::start_json(&config, &[]);
+
+    let report = gw.get("/health?model=g").json();
+    assert_eq!(ids(&report["unhealthy_endpoints"]), ["dead"], "{report}");
+    for _ in 0..20 {
+        let resp = gw.post(
+            "/v1/chat/completions",
+            &json!({"model": "g", "messages": [{"role": "user", "content": "hi"}]}),
+        );
+        assert_eq!(resp.status, 200, "{}", resp.text());
+        assert_eq!(resp.header("x-litellm-model-id"), Some("live"));
+    }
+}
+
 #[test]
 fn readiness_reports_the_database_redis_and_the_change_listener() {
     let mock = MockServer::start(&[]);

@@ -47,14 +47,18 @@ pub async fn deployments(
                 .cloned()
                 .collect();
             let timeout = health.settings().timeout + CHECK_SLACK;
-            worker
+            let report = worker
                 .shared
                 .control
                 .call(timeout, move |_| async move {
                     Arc::new(health.check(&deps).await)
                 })
                 .await
-                .map_err(|_| GatewayError::Unavailable("the health check did not finish"))?
+                .map_err(|_| GatewayError::Unavailable("the health check did not finish"))?;
+            if background {
+                crate::health::steer(&report, &worker.shared.models);
+            }
+            report
         }
     };
     let (body, healthy) = report.body(|e| {

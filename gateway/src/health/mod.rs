@@ -155,12 +155,7 @@ impl Health {
             tick.tick().await;
             let router = models.router();
             let report = self.check(router.registry().deployments()).await;
-            let mut unhealthy = 0;
-            for e in &report.endpoints {
-                // The current snapshot: a swap during the check is not undone.
-                models.router().set_healthy(&e.model_id, e.healthy);
-                unhealthy += usize::from(!e.healthy);
-            }
+            let unhealthy = steer(&report, &models);
             tracing::info!(
                 checked = report.endpoints.len(),
                 unhealthy,
@@ -169,6 +164,23 @@ impl Health {
             *self.latest.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(report));
         }
     }
+}
+
+/// Keeps the router off the deployments `report` found unhealthy (while
+/// their group has another) and lets it back on those it found healthy;
+/// returns how many were unhealthy. Applied to the router's current
+/// snapshot: a swap during the check is not undone. With background checks
+/// every check steers the router, the one a `/health` request makes before
+/// the loop's first result included, so the answer, the
+/// `litellm_deployment_state` metric and the routing agree.
+pub fn steer(report: &HealthReport, models: &Models) -> usize {
+    let router = models.router();
+    let mut unhealthy = 0;
+    for e in &report.endpoints {
+        router.set_healthy(&e.model_id, e.healthy);
+        unhealthy += usize::from(!e.healthy);
+    }
+    unhealthy
 }
 
 /// What LiteLLM shows of a deployment's result (`clean_endpoint_data`).

@@ -121,7 +121,10 @@ fn paired_main(
             .unwrap_or_else(|| o.gateway_bin.clone()),
         ..o.clone()
     };
-    let base = Harness::start_beside(&harness_spec(&base_args, redis), harness)?;
+    // Only a variant counting limits in Redis gets its URL: the master key
+    // beside another variant runs as it would alone.
+    let base_redis = redis.filter(|_| base_args.variant.needs_redis());
+    let base = Harness::start_beside(&harness_spec(&base_args, base_redis), harness)?;
     let base_spec = RequestSpec {
         keys: vec![variant_key(base_args.variant, &base)?],
         ..o.spec.clone()
