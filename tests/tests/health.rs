@@ -14,6 +14,18 @@ fn dead_base() -> String {
     format!("http://127.0.0.1:{}/v1", free_port())
 }
 
+/// Twenty requests to group `g`, every one answered by deployment `live`.
+fn all_reach_live(gw: &Gateway) {
+    for _ in 0..20 {
+        let resp = gw.post(
+            "/v1/chat/completions",
+            &json!({"model": "g", "messages": [{"role": "user", "content": "hi"}]}),
+        );
+        assert_eq!(resp.status, 200, "{}", resp.text());
+        assert_eq!(resp.header("x-litellm-model-id"), Some("live"));
+    }
+}
+
 fn ids(list: &Value) -> Vec<String> {
     let mut ids: Vec<String> = list
         .as_array()
@@ -140,14 +152,7 @@ fn background_checks_keep_traffic_off_a_dead_deployment() {
     });
     assert_eq!(ids(&report["unhealthy_endpoints"]), ["dead"]);
     assert_eq!(ids(&report["healthy_endpoints"]), ["live"]);
-    for _ in 0..20 {
-        let resp = gw.post(
-            "/v1/chat/completions",
-            &json!({"model": "g", "messages": [{"role": "user", "content": "hi"}]}),
-        );
-        assert_eq!(resp.status, 200, "{}", resp.text());
-        assert_eq!(resp.header("x-litellm-model-id"), Some("live"));
-    }
+    all_reach_live(&gw);
     let metrics = gw.get("/metrics").text();
     let state = |id: &str| {
         metrics
@@ -186,14 +191,7 @@ fn an_on_demand_check_before_the_first_background_result_steers_traffic() {
 
     let report = gw.get("/health?model=g").json();
     assert_eq!(ids(&report["unhealthy_endpoints"]), ["dead"], "{report}");
-    for _ in 0..20 {
-        let resp = gw.post(
-            "/v1/chat/completions",
-            &json!({"model": "g", "messages": [{"role": "user", "content": "hi"}]}),
-        );
-        assert_eq!(resp.status, 200, "{}", resp.text());
-        assert_eq!(resp.header("x-litellm-model-id"), Some("live"));
-    }
+    all_reach_live(&gw);
 }
 
 #[test]

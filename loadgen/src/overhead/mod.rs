@@ -121,10 +121,7 @@ fn paired_main(
             .unwrap_or_else(|| o.gateway_bin.clone()),
         ..o.clone()
     };
-    // Only a variant counting limits in Redis gets its URL: the master key
-    // beside another variant runs as it would alone.
-    let base_redis = redis.filter(|_| base_args.variant.needs_redis());
-    let base = Harness::start_beside(&harness_spec(&base_args, base_redis), harness)?;
+    let base = Harness::start_beside(&harness_spec(&base_args, redis), harness)?;
     let base_spec = RequestSpec {
         keys: vec![variant_key(base_args.variant, &base)?],
         ..o.spec.clone()
@@ -154,7 +151,9 @@ fn paired_main(
 }
 
 /// What to start for `o`'s variant: the mock and the gateway configured as
-/// the variant asks, with `redis` for the variants counting limits there.
+/// the variant asks, with `redis` (and the database) only for the variants
+/// that use them, so a master-key gateway beside another variant runs as
+/// it would alone.
 fn harness_spec(o: &OverheadArgs, redis: Option<&RedisProcess>) -> HarnessSpec {
     HarnessSpec {
         gateway_bin: o.gateway_bin.clone(),
@@ -163,6 +162,7 @@ fn harness_spec(o: &OverheadArgs, redis: Option<&RedisProcess>) -> HarnessSpec {
         mock: MockConfig::default(),
         gateway_env: redis
             .iter()
+            .filter(|_| o.variant.needs_redis())
             .map(|r| ("REDIS_URL".to_string(), r.url()))
             .chain(
                 o.database_url

@@ -54,7 +54,7 @@ impl PairedRound {
 /// The paired comparison.
 #[derive(Debug, Clone, Serialize)]
 pub struct PairedReport {
-    /// The variant measured against the master key.
+    /// The variant measured.
     pub variant: &'static str,
     /// What the gateway beside runs: `master-key`, or the variant itself
     /// when two builds are compared.
