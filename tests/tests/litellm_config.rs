@@ -257,3 +257,53 @@ fn new_teams_take_litellm_default_team_params() {
         "{own}"
     );
 }
+
+/// Starts the gateway on `config` and expects it to refuse: a non-zero exit
+/// within 20 s; returns what it printed.
+fn refused_output(config: &Value) -> String {
+    let yaml = e2e::to_yaml(config);
+    let mut gw = Gateway::spawn(&yaml, &[], e2e::free_port(), &[]);
+    let status = gw
+        .wait_exit(std::time::Duration::from_secs(20))
+        .expect("the gateway refuses the config and exits");
+    assert!(!status.success(), "{}", gw.output());
+    gw.output()
+}
+
+#[test]
+fn settings_litellm_acts_on_and_the_gateway_does_not_are_named_at_start_up() {
+    let base = || {
+        json!({
+            "model_list": [mock("chat-fast", "fast-1", "fast", json!({}))],
+            "general_settings": {"master_key": MASTER_KEY},
+        })
+    };
+    // What would change what reaches a model or who may spend: refused.
+    for (section, key, value) in [
+        (
+            "litellm_settings",
+            "guardrails",
+            json!([{"pii": {"callbacks": ["presidio"]}}]),
+        ),
+        ("litellm_settings", "max_budget", json!(100)),
+        (
+            "general_settings",
+            "custom_auth",
+            json!("custom_auth.user_api_key_auth"),
+        ),
+        ("litellm_settings", "callbacks", json!(["hide_secrets"])),
+    ] {
+        let mut config = base();
+        config[section][key] = value;
+        let out = refused_output(&config);
+        assert!(out.contains(&format!("{section}.{key}")), "{key}: {out}");
+    }
+    // What only changes logging or tuning: served, with a warning naming it.
+    let mut config = base();
+    config["litellm_settings"] = json!({"set_verbose": true, "success_callback": ["langfuse"]});
+    let gw = Gateway::start_json(&config, &[]);
+    chat_as(&gw, MASTER_KEY, "chat-fast", json!({})).expect_status(200);
+    let out = gw.output();
+    assert!(out.contains("litellm_settings.set_verbose"), "{out}");
+    assert!(out.contains("`langfuse`"), "{out}");
+}

@@ -1,6 +1,7 @@
 //! Configuration: LiteLLM's `config.yaml`, resolved and validated into the
 //! immutable [`Config`] the data plane reads.
 
+mod audit;
 mod env_refs;
 mod file;
 mod team_defaults;

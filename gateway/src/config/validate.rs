@@ -192,6 +192,15 @@ pub(super) fn validate(
         file.litellm_settings.as_ref(),
     )
     .map_err(|e| invalid(e.field, e.problem))?;
+    super::audit::audit(
+        &super::audit::Sections {
+            litellm: file.litellm_settings.as_ref(),
+            general_other: &file.general_settings.other,
+            router: file.router_settings.as_ref(),
+        },
+        &mut warnings,
+    )
+    .map_err(|r| invalid(r.entry, r.problem))?;
     let mut deployments = Vec::with_capacity(file.model_list.len());
     for (i, entry) in file.model_list.into_iter().enumerate() {
         let label = match &entry.model_name {
