@@ -91,6 +91,9 @@ if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
 fi
 
 # --- checks ------------------------------------------------------------------
+log "documentation links"
+python3 scripts/check_links.py
+
 log "cargo fmt --check"
 cargo fmt --all -- --check
 
