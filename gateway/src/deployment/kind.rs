@@ -21,4 +21,7 @@ pub enum ProviderKind {
     VertexAnthropic,
     /// The in-process mock: no network.
     Mock,
+    /// A provider LiteLLM knows and this gateway does not serve: the
+    /// deployment starts, reports itself unsupported and refuses requests.
+    Unsupported,
 }

@@ -14,6 +14,7 @@ pub mod gemini;
 mod mock;
 mod openai;
 pub mod sigv4;
+pub mod unsupported;
 pub mod vertex;
 
 pub use mock::{reply as mock_reply, MockReply};
@@ -214,6 +215,7 @@ pub fn http_provider(kind: ProviderKind) -> Option<&'static dyn Provider> {
         ProviderKind::Gemini => Some(&gemini::Gemini),
         ProviderKind::Vertex => Some(&vertex::Vertex),
         ProviderKind::VertexAnthropic => Some(&vertex::VertexAnthropic),
+        ProviderKind::Unsupported => Some(&unsupported::Unsupported),
         ProviderKind::Mock => None,
     }
 }
