@@ -389,6 +389,7 @@ fn provider_env(kind: ProviderKind) -> [Option<&'static str>; 4] {
             None,
         ],
         ProviderKind::Gemini => [Some("GEMINI_API_BASE"), Some("GEMINI_API_KEY"), None, None],
+        ProviderKind::Cohere => [Some("COHERE_API_BASE"), Some("COHERE_API_KEY"), None, None],
         ProviderKind::OpenAiCompatible
         | ProviderKind::Mock
         | ProviderKind::Unsupported
@@ -461,7 +462,15 @@ fn deployment(
         ProviderKind::Anthropic => env(env_base).or_else(|| env(Some("ANTHROPIC_BASE_URL"))),
         _ => env(env_base),
     };
-    let api_key = params.api_key.clone().or_else(|| env(env_key));
+    let api_key = match spec.kind {
+        // LiteLLM also reads `CO_API_KEY`.
+        ProviderKind::Cohere => params
+            .api_key
+            .clone()
+            .or_else(|| env(env_key))
+            .or_else(|| env(Some("CO_API_KEY"))),
+        _ => params.api_key.clone().or_else(|| env(env_key)),
+    };
     let api_version = params.api_version.clone().or_else(|| env(env_version));
     let azure_ad_token = params.azure_ad_token.clone().or_else(|| env(env_token));
     let (aws, env_base) = match spec.kind {

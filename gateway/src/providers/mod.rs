@@ -9,6 +9,7 @@
 pub mod anthropic;
 mod azure;
 pub mod bedrock;
+pub mod cohere;
 pub mod eventstream;
 pub mod gemini;
 mod mock;
@@ -104,6 +105,14 @@ const PROVIDERS: &[(&str, ProviderSpec)] = &[
         ),
     ),
     ("vertex_ai", spec(ProviderKind::Vertex, None)),
+    (
+        "cohere",
+        spec(ProviderKind::Cohere, Some("https://api.cohere.com")),
+    ),
+    (
+        "cohere_chat",
+        spec(ProviderKind::Cohere, Some("https://api.cohere.com")),
+    ),
     ("mock", spec(ProviderKind::Mock, None)),
 ];
 
@@ -215,6 +224,7 @@ pub fn http_provider(kind: ProviderKind) -> Option<&'static dyn Provider> {
         ProviderKind::Gemini => Some(&gemini::Gemini),
         ProviderKind::Vertex => Some(&vertex::Vertex),
         ProviderKind::VertexAnthropic => Some(&vertex::VertexAnthropic),
+        ProviderKind::Cohere => Some(&cohere::Cohere),
         ProviderKind::Unsupported => Some(&unsupported::Unsupported),
         ProviderKind::Mock => None,
     }

@@ -120,7 +120,7 @@ pub(super) fn translate_body(
     };
     match client {
         // No client speaks a provider-only format.
-        Format::OpenAi | Format::Bedrock | Format::Gemini => Ok(internal),
+        Format::OpenAi | Format::Bedrock | Format::Gemini | Format::Cohere => Ok(internal),
         Format::Anthropic => formats::anthropic::from_chat(&internal),
         Format::Responses => formats::responses::from_chat(&internal),
     }
@@ -139,7 +139,7 @@ pub(super) fn stream_translator(
     }
     let to_internal = provider.and_then(|p| p.stream_to_internal(include_usage));
     let to_client: Option<Box<dyn StreamTranslator>> = match client {
-        Format::OpenAi | Format::Bedrock | Format::Gemini => None,
+        Format::OpenAi | Format::Bedrock | Format::Gemini | Format::Cohere => None,
         Format::Anthropic => Some(Box::new(Events::new(
             formats::anthropic::ChatToMessages::new(),
         ))),
@@ -161,7 +161,7 @@ pub(super) async fn send_error(
     mut head: HeadBuilder,
 ) {
     match client {
-        Format::OpenAi | Format::Bedrock | Format::Gemini | Format::Responses => {
+        Format::OpenAi | Format::Bedrock | Format::Gemini | Format::Cohere | Format::Responses => {
             let _ = out.send_error(err, Some(head)).await;
         }
         Format::Anthropic => {
