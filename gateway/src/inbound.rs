@@ -22,6 +22,9 @@ pub enum Endpoint {
     Messages,
     /// `/v1/responses`: OpenAI's Responses API.
     Responses,
+    /// `/v1/rerank` (also `/rerank`, `/v2/rerank`): LiteLLM's rerank API,
+    /// which is Cohere's.
+    Rerank,
 }
 
 impl Endpoint {
@@ -33,6 +36,7 @@ impl Endpoint {
             Endpoint::Embeddings => "/embeddings",
             Endpoint::Messages => "/messages",
             Endpoint::Responses => "/responses",
+            Endpoint::Rerank => "/rerank",
         }
     }
 
@@ -41,6 +45,8 @@ impl Endpoint {
         match self {
             Endpoint::Messages => crate::formats::Format::Anthropic,
             Endpoint::Responses => crate::formats::Format::Responses,
+            // LiteLLM's rerank request and answer are Cohere's.
+            Endpoint::Rerank => crate::formats::Format::Cohere,
             _ => crate::formats::Format::OpenAi,
         }
     }
@@ -51,6 +57,7 @@ impl Endpoint {
             Endpoint::ChatCompletions | Endpoint::Messages => "messages",
             Endpoint::Completions => "prompt",
             Endpoint::Embeddings | Endpoint::Responses => "input",
+            Endpoint::Rerank => "query",
         }
     }
 }
@@ -277,6 +284,9 @@ impl LlmRequest {
             Endpoint::ChatCompletions | Endpoint::Messages => view.messages,
             Endpoint::Completions => view.prompt,
             Endpoint::Embeddings | Endpoint::Responses => view.input,
+            // `query` and `documents` are read and checked by the
+            // provider's translation.
+            Endpoint::Rerank => Some(""),
         };
         // A `null` input reads as absent (see `RoutingView`).
         if input.is_none() {

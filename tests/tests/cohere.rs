@@ -270,3 +270,100 @@ fn cohere_errors_take_their_classes() {
         "from the bigger model"
     );
 }
+
+#[test]
+fn rerank_is_served_on_cohere_with_spend_per_search_unit_and_key_limits() {
+    let mock = MockServer::start(&[]);
+    let gw = start(
+        vec![
+            cohere("reranker", "co-r", "cohere/rerank-v3.5", &mock, json!({})),
+            json!({"model_name": "chatty", "litellm_params": {"model": "openai/gpt-4o", "api_key": "k", "api_base": mock.api_base()}}),
+        ],
+        json!({}),
+    );
+    let mut docs: Vec<String> = (0..120).map(|i| format!("document number {i}")).collect();
+    docs[42] = "Paris is the capital of France".into();
+    let body = json!({"model": "reranker", "query": "capital of France", "documents": docs, "top_n": 2, "return_documents": false});
+    let resp = gw.post("/v1/rerank", &body);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let call_id = resp.header("x-litellm-call-id").unwrap().to_string();
+    let answer = resp.json();
+    let results = answer["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[0]["index"], 42);
+    assert!(
+        results[0]["relevance_score"].as_f64().unwrap()
+            > results[1]["relevance_score"].as_f64().unwrap()
+    );
+    assert_eq!(answer["meta"]["billed_units"]["search_units"], 2);
+    let row = spend_row(&gw, &call_id);
+    assert!(
+        (row["spend"].as_f64().unwrap() - 2.0 * 0.002).abs() < 1e-12,
+        "two search units at rerank-v3.5's 0.002: {row}"
+    );
+    assert_eq!(row["call_type"], "arerank");
+
+    // LiteLLM's other paths, and documents given as objects.
+    for path in ["/rerank", "/v2/rerank"] {
+        let resp = gw.post(
+            path,
+            &json!({"model": "reranker", "query": "q", "documents": [{"text": "a"}, "b"]}),
+        );
+        assert_eq!(resp.status, 200, "{path}: {}", resp.text());
+        assert_eq!(resp.json()["results"].as_array().unwrap().len(), 2);
+    }
+
+    let err = e2e::assert_error(
+        &gw.post(
+            "/v1/rerank",
+            &json!({"model": "reranker", "documents": ["a"]}),
+        ),
+        400,
+    );
+    assert_eq!(err["param"], "query");
+    let err = e2e::assert_error(
+        &gw.post(
+            "/v1/rerank",
+            &json!({"model": "chatty", "query": "q", "documents": ["a"]}),
+        ),
+        400,
+    );
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not serve /rerank"),
+        "{err:?}"
+    );
+    let resp = gw.call(
+        "POST",
+        "/v1/rerank",
+        &[("Content-Type", "application/json")],
+        body.to_string().as_bytes(),
+    );
+    e2e::assert_error(&resp, 401);
+
+    // A key's limits apply as on every LLM route.
+    let key = gw.post(
+        "/key/generate",
+        &json!({"rpm_limit": 1, "models": ["reranker"]}),
+    );
+    assert_eq!(key.status, 200, "{}", key.text());
+    let key = key.json()["key"].as_str().unwrap().to_string();
+    let auth = format!("Bearer {key}");
+    let rerank = || {
+        gw.call(
+            "POST",
+            "/v1/rerank",
+            &[
+                ("Authorization", &auth),
+                ("Content-Type", "application/json"),
+            ],
+            json!({"model": "reranker", "query": "q", "documents": ["a"]})
+                .to_string()
+                .as_bytes(),
+        )
+    };
+    assert_eq!(rerank().status, 200);
+    e2e::assert_error(&rerank(), 429);
+}

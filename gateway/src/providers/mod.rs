@@ -242,6 +242,11 @@ pub fn serves_responses(dep: &Deployment) -> bool {
         }
 }
 
+/// Whether `dep` serves LiteLLM's `/rerank`: Cohere deployments.
+pub fn serves_rerank(dep: &Deployment) -> bool {
+    dep.provider == ProviderKind::Cohere
+}
+
 /// The format a deployment of `kind` answers in (the mock answers in
 /// OpenAI's).
 pub fn format_of(kind: ProviderKind) -> Format {

@@ -5,7 +5,7 @@
 //! (OpenAI) form and the client format's translator takes it on from there.
 
 use super::held::Form;
-use crate::deployment::Deployment;
+use crate::deployment::{Deployment, ProviderKind};
 use crate::downstream::{HeadBuilder, Responder};
 use crate::error::GatewayError;
 use crate::formats::{self, Chain, Events, Format, StreamTranslator, TranslateError};
@@ -41,6 +41,20 @@ pub(super) fn make_internal(
     internal: &mut Option<Box<LlmRequest>>,
 ) -> Result<Form, GatewayError> {
     let client = req.endpoint.format();
+    // A rerank request is never translated: the provider takes it as it is
+    // (an unsupported one refuses it when it builds the request).
+    if req.endpoint == Endpoint::Rerank {
+        if providers::serves_rerank(dep) || dep.provider == ProviderKind::Unsupported {
+            return Ok(Form::Received);
+        }
+        return Err(GatewayError::InvalidParam {
+            param: "model",
+            message: format!(
+                "provider {} does not serve /rerank (cohere/ deployments do)",
+                dep.provider_name
+            ),
+        });
+    }
     if client == Format::OpenAi
         || client == providers::format_of(dep.provider)
         || (client == Format::Responses && providers::serves_responses(dep))

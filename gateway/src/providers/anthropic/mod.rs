@@ -115,7 +115,10 @@ impl Provider for Anthropic {
                     include_usage,
                 )
             }
-            Endpoint::Completions | Endpoint::Embeddings | Endpoint::Responses => {
+            Endpoint::Completions
+            | Endpoint::Embeddings
+            | Endpoint::Responses
+            | Endpoint::Rerank => {
                 return Err(GatewayError::InvalidParam {
                     param: "model",
                     message: format!(

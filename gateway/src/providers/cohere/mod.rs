@@ -1,7 +1,8 @@
 //! Cohere (`cohere/<model>`, `cohere_chat/<model>`) on its v2 API.
 //!
 //! Chat completions go to `{api_base}/v2/chat` (streamed when asked, in
-//! Cohere's named SSE events), embeddings to `{api_base}/v2/embed`;
+//! Cohere's named SSE events), embeddings to `{api_base}/v2/embed`,
+//! LiteLLM's rerank to `{api_base}/v2/rerank` (`rerank`);
 //! default base `https://api.cohere.com`. LiteLLM's `api_base` for Cohere
 //! is a whole endpoint URL (`…/v2/chat`): a base ending in `/v2/chat`,
 //! `/v2/embed`, `/v2/rerank` or `/v2` is cut back to the server's. The
@@ -15,6 +16,7 @@
 
 pub mod embed;
 mod request;
+pub mod rerank;
 mod response;
 mod stream;
 mod usage;
@@ -72,6 +74,7 @@ impl Provider for Cohere {
                 (body, usage, "chat")
             }
             Endpoint::Embeddings => (embed::request(&req.body, upstream_model)?, false, "embed"),
+            Endpoint::Rerank => (rerank::request(&req.body, upstream_model)?, false, "rerank"),
             _ => {
                 return Err(GatewayError::InvalidParam {
                     param: "model",

@@ -52,12 +52,19 @@ pub fn openai(usage: Usage) -> Value {
     })
 }
 
-/// The usage of a whole Cohere answer: chat, embed or rerank.
+/// The usage of a whole Cohere answer: chat, embed or rerank (its search
+/// units, and its input tokens when billed).
 pub fn usage_from_body(body: &[u8]) -> Option<Usage> {
     let resp: Value = serde_json::from_slice(body).ok()?;
-    match resp.get("usage") {
-        Some(usage) => of_chat(usage),
-        None => of_meta(&resp),
+    if let Some(usage) = resp.get("usage") {
+        return of_chat(usage);
+    }
+    match (of_meta(&resp), search_units(&resp)) {
+        (None, None) => None,
+        (tokens, units) => Some(Usage {
+            search_units: units.unwrap_or(0),
+            ..tokens.unwrap_or_default()
+        }),
     }
 }
 
@@ -84,6 +91,13 @@ mod tests {
             serde_json::from_slice(br#"{"results":[],"meta":{"billed_units":{"search_units":1}}}"#)
                 .unwrap();
         assert_eq!(search_units(&rerank), Some(1));
+        assert_eq!(
+            usage_from_body(br#"{"results":[],"meta":{"billed_units":{"search_units":2}}}"#),
+            Some(Usage {
+                search_units: 2,
+                ..Usage::default()
+            })
+        );
         assert_eq!(usage_from_body(b"{}"), None);
         assert_eq!(usage_from_body(b"not json"), None);
     }
