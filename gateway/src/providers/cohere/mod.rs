@@ -21,6 +21,7 @@ mod response;
 mod stream;
 mod usage;
 
+pub use request::from_chat as request_from_chat;
 pub use response::to_chat as response_to_chat;
 pub use stream::CohereToChat;
 pub use usage::{search_units, usage_from_body};
