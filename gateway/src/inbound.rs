@@ -25,6 +25,8 @@ pub enum Endpoint {
     /// `/v1/rerank` (also `/rerank`, `/v2/rerank`): LiteLLM's rerank API,
     /// which is Cohere's.
     Rerank,
+    /// `/v1/moderations`: OpenAI's moderation API.
+    Moderations,
 }
 
 impl Endpoint {
@@ -37,6 +39,7 @@ impl Endpoint {
             Endpoint::Messages => "/messages",
             Endpoint::Responses => "/responses",
             Endpoint::Rerank => "/rerank",
+            Endpoint::Moderations => "/moderations",
         }
     }
 
@@ -56,7 +59,7 @@ impl Endpoint {
         match self {
             Endpoint::ChatCompletions | Endpoint::Messages => "messages",
             Endpoint::Completions => "prompt",
-            Endpoint::Embeddings | Endpoint::Responses => "input",
+            Endpoint::Embeddings | Endpoint::Responses | Endpoint::Moderations => "input",
             Endpoint::Rerank => "query",
         }
     }
@@ -283,7 +286,7 @@ impl LlmRequest {
         let input = match endpoint {
             Endpoint::ChatCompletions | Endpoint::Messages => view.messages,
             Endpoint::Completions => view.prompt,
-            Endpoint::Embeddings | Endpoint::Responses => view.input,
+            Endpoint::Embeddings | Endpoint::Responses | Endpoint::Moderations => view.input,
             // `query` and `documents` are read and checked by the
             // provider's translation.
             Endpoint::Rerank => Some(""),

@@ -67,6 +67,7 @@ fn route<'h>(worker: &Worker, head: &'h RequestHead) -> Route<'h> {
         "/messages" if method == "POST" => Route::Llm(Endpoint::Messages),
         "/responses" if method == "POST" => Route::Llm(Endpoint::Responses),
         "/rerank" | "/v2/rerank" if method == "POST" => Route::Llm(Endpoint::Rerank),
+        "/moderations" if method == "POST" => Route::Llm(Endpoint::Moderations),
         "/messages/count_tokens" if method == "POST" => Route::CountTokens,
         p if admin::is_admin_path(p) => Route::Admin(p),
         "/health/liveliness" | "/health/liveness" if get => Route::Liveliness,

@@ -23,7 +23,7 @@ pub use mock::{reply as mock_reply, MockReply};
 use crate::deployment::{Deployment, ProviderKind};
 use crate::error::{ErrorClass, GatewayError};
 use crate::formats::{Format, StreamTranslator, TranslateError};
-use crate::inbound::LlmRequest;
+use crate::inbound::{Endpoint, LlmRequest};
 use bytes::Bytes;
 use std::borrow::Cow;
 
@@ -242,9 +242,20 @@ pub fn serves_responses(dep: &Deployment) -> bool {
         }
 }
 
-/// Whether `dep` serves LiteLLM's `/rerank`: Cohere deployments.
-pub fn serves_rerank(dep: &Deployment) -> bool {
-    dep.provider == ProviderKind::Cohere
+/// Whether `dep` serves `endpoint` where only some providers do: LiteLLM's
+/// `/rerank` on Cohere deployments, `/moderations` on OpenAI's API (and
+/// servers speaking it); every other endpoint is the provider's translation's to
+/// accept or refuse. An unsupported deployment serves them all (to refuse
+/// them itself).
+pub fn serves(endpoint: Endpoint, dep: &Deployment) -> bool {
+    match (endpoint, dep.provider) {
+        (_, ProviderKind::Unsupported) => true,
+        (Endpoint::Rerank, kind) => kind == ProviderKind::Cohere,
+        // LiteLLM calls `{api_base}/moderations` with OpenAI's client;
+        // Azure OpenAI has no moderation endpoint.
+        (Endpoint::Moderations, kind) => kind == ProviderKind::OpenAiCompatible,
+        _ => true,
+    }
 }
 
 /// The format a deployment of `kind` answers in (the mock answers in

@@ -5,7 +5,7 @@
 //! (OpenAI) form and the client format's translator takes it on from there.
 
 use super::held::Form;
-use crate::deployment::{Deployment, ProviderKind};
+use crate::deployment::Deployment;
 use crate::downstream::{HeadBuilder, Responder};
 use crate::error::GatewayError;
 use crate::formats::{self, Chain, Events, Format, StreamTranslator, TranslateError};
@@ -41,19 +41,19 @@ pub(super) fn make_internal(
     internal: &mut Option<Box<LlmRequest>>,
 ) -> Result<Form, GatewayError> {
     let client = req.endpoint.format();
-    // A rerank request is never translated: the provider takes it as it is
-    // (an unsupported one refuses it when it builds the request).
-    if req.endpoint == Endpoint::Rerank {
-        if providers::serves_rerank(dep) || dep.provider == ProviderKind::Unsupported {
-            return Ok(Form::Received);
-        }
+    if !providers::serves(req.endpoint, dep) {
         return Err(GatewayError::InvalidParam {
             param: "model",
             message: format!(
-                "provider {} does not serve /rerank (cohere/ deployments do)",
-                dep.provider_name
+                "provider {} does not serve {}",
+                dep.provider_name,
+                req.endpoint.path_suffix()
             ),
         });
+    }
+    // A rerank request is never translated: the provider takes it as it is.
+    if req.endpoint == Endpoint::Rerank {
+        return Ok(Form::Received);
     }
     if client == Format::OpenAi
         || client == providers::format_of(dep.provider)

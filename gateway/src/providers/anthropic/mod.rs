@@ -118,7 +118,8 @@ impl Provider for Anthropic {
             Endpoint::Completions
             | Endpoint::Embeddings
             | Endpoint::Responses
-            | Endpoint::Rerank => {
+            | Endpoint::Rerank
+            | Endpoint::Moderations => {
                 return Err(GatewayError::InvalidParam {
                     param: "model",
                     message: format!(

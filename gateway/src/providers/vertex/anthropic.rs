@@ -89,7 +89,8 @@ impl Provider for VertexAnthropic {
             Endpoint::Completions
             | Endpoint::Embeddings
             | Endpoint::Responses
-            | Endpoint::Rerank => {
+            | Endpoint::Rerank
+            | Endpoint::Moderations => {
                 return Err(GatewayError::InvalidParam {
                     param: "model",
                     message: format!(
