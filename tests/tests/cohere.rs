@@ -1,7 +1,8 @@
 //! Cohere deployments end to end on the faithful mock (`loadgen mock`
 //! checks the Bearer key, the v2 paths, `model`, Cohere's own fields,
 //! `input_type` for v3 embedding models, and answers in Cohere's shapes
-//! and named SSE events): chat whole, streamed and with tools, Anthropic's
+//! and named SSE events): chat whole, streamed and with tools, OpenAI's
+//! Responses API and Anthropic's
 //! `/v1/messages` translated, embeddings (float and base64), spend from
 //! the billed units, a wrong key, a rate limit and a long prompt.
 
@@ -167,6 +168,28 @@ fn cohere_serves_chat_whole_streamed_with_tools_and_as_messages() {
     assert_eq!(msg["type"], "message");
     assert_eq!(msg["content"][0]["text"], "lorem ipsum dolor sit");
     assert_eq!(msg["usage"]["output_tokens"], 4);
+
+    // OpenAI's Responses API, bridged through chat completions.
+    let resp = gw.post(
+        "/v1/responses",
+        &json!({"model": "command", "input": "hi", "instructions": "be brief"}),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let body = resp.json();
+    assert_eq!(body["object"], "response");
+    assert_eq!(
+        body["output"][0]["content"][0]["text"],
+        "lorem ipsum dolor sit"
+    );
+    assert_eq!(body["usage"]["output_tokens"], 4);
+    let resp = gw.post(
+        "/v1/responses",
+        &json!({"model": "command", "input": "hi", "stream": true}),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let text = resp.text();
+    assert!(text.contains("response.output_text.delta"), "{text}");
+    assert!(text.contains("response.completed"), "{text}");
 }
 
 #[test]
