@@ -313,6 +313,13 @@ impl LlmRequest {
                 })
             }
         };
+        // Neither streams; a stream would also be read for usage as one.
+        if stream && matches!(endpoint, Endpoint::Rerank | Endpoint::Moderations) {
+            return Err(GatewayError::InvalidParam {
+                param: "stream",
+                message: format!("{} does not stream", endpoint.path_suffix()),
+            });
+        }
         let cap = match (
             bounded_int(
                 "max_completion_tokens",
@@ -836,6 +843,29 @@ mod tests {
                 let e = parse(endpoint, &body).unwrap_err();
                 assert_eq!(e.param(), Some("model"), "{body}");
             }
+        }
+    }
+
+    /// Rerank and moderation requests: their inputs are the provider's to
+    /// check (rerank) or `input` (moderations); neither may stream.
+    #[test]
+    fn rerank_and_moderations_read_their_fields_and_never_stream() {
+        let r = parse(
+            Endpoint::Rerank,
+            r#"{"model":"r","query":"q","documents":["a"]}"#,
+        )
+        .unwrap();
+        assert_eq!((r.model.as_str(), r.stream), ("r", false));
+        let e = parse(Endpoint::Moderations, r#"{"model":"m"}"#).unwrap_err();
+        assert_eq!(e.param(), Some("input"));
+        for endpoint in [Endpoint::Rerank, Endpoint::Moderations] {
+            let body = r#"{"model":"m","input":"x","query":"q","documents":["a"],"stream":true}"#;
+            let e = parse(endpoint, body).unwrap_err();
+            assert_eq!(
+                (e.status(), e.param()),
+                (400, Some("stream")),
+                "{endpoint:?}"
+            );
         }
     }
 

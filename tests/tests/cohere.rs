@@ -344,6 +344,15 @@ fn rerank_is_served_on_cohere_with_spend_per_search_unit_and_key_limits() {
         400,
     );
     assert_eq!(err["param"], "query");
+    // A stream would dodge the search units' spend: refused.
+    let err = e2e::assert_error(
+        &gw.post(
+            "/v1/rerank",
+            &json!({"model": "reranker", "query": "q", "documents": ["a"], "stream": true}),
+        ),
+        400,
+    );
+    assert_eq!(err["param"], "stream");
     let err = e2e::assert_error(
         &gw.post(
             "/v1/rerank",
