@@ -64,4 +64,33 @@ for key in sorted(rows):
     print(key + "\t" + "\t".join(rows[key]))
 PY
 mv "$out.new" "$out"
+
+# Rerank prices per search unit, beside the token table (merged into it
+# by name when the gateway parses it).
+queries=gateway/data/query_prices.tsv
+"$python" - "$tmp" "$src" > "$queries.new" <<'PY'
+import json, sys
+
+path, source = sys.argv[1], sys.argv[2]
+data = json.load(open(path))
+rows = {}
+for name, spec in data.items():
+    if name == "sample_spec" or not isinstance(spec, dict):
+        continue
+    key = name.strip().lower()
+    v = spec.get("input_cost_per_query")
+    if not key or "\t" in key or "\n" in key or key in rows:
+        continue
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+        continue
+    rows[key] = repr(float(v))
+
+print(f"# Derived from LiteLLM's model_prices_and_context_window.json, MIT licence, Copyright (c) 2023 Berri AI.")
+print(f"# Source: {source}. Regenerate with scripts/refresh_prices.sh; do not edit by hand.")
+print("# name\tinput_cost_per_query")
+for key in sorted(rows):
+    print(key + "\t" + rows[key])
+PY
+mv "$queries.new" "$queries"
+echo "wrote $queries: $(grep -vc '^#' "$queries") models"
 echo "wrote $out: $(grep -vc '^#' "$out") models from $src"

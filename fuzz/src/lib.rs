@@ -70,6 +70,10 @@ pub const TARGETS: &[Target] = &[
         name: "eventstream",
         run: targets::eventstream,
     },
+    Target {
+        name: "cohere",
+        run: targets::cohere,
+    },
 ];
 
 /// The target called `name`.

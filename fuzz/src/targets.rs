@@ -381,3 +381,58 @@ pub fn eventstream(data: &[u8]) {
         assert!(out.ends_with(b"data: [DONE]\n\n"));
     }
 }
+
+/// Cohere's translators (`providers::cohere`): the first byte picks one,
+/// the rest is its input (a client's chat, embeddings or rerank body, or
+/// Cohere's chat or embed answer, or its named event stream). Any input is
+/// an answer or an error, never a panic; a translated body is JSON; a
+/// translated stream is the same whatever the read sizes.
+pub fn cohere(data: &[u8]) {
+    use gateway::providers::cohere::{
+        embed, request_from_chat, rerank, response_to_chat, CohereToChat,
+    };
+    let Some((&pick, input)) = data.split_first() else {
+        return;
+    };
+    let json_or_err = |r: Result<Vec<u8>, String>| {
+        if let Ok(body) = r {
+            serde_json::from_slice::<Value>(&body).expect("a translated body is JSON");
+        }
+    };
+    match pick % 6 {
+        0 => json_or_err(
+            request_from_chat(input, "command-r")
+                .map(|(b, _)| b)
+                .map_err(|e| e.to_string()),
+        ),
+        1 => json_or_err(embed::request(input, "embed-english-v3.0").map_err(|e| e.to_string())),
+        2 => json_or_err(rerank::request(input, "rerank-v3.5").map_err(|e| e.to_string())),
+        3 => json_or_err(response_to_chat(input).map_err(|e| e.0)),
+        4 => json_or_err(embed::to_openai(input).map_err(|e| e.0)),
+        _ => {
+            let make =
+                || -> Box<dyn StreamTranslator> { Box::new(Events::new(CohereToChat::new(true))) };
+            let whole = translate_stream(make(), input, &[]);
+            let split = translate_stream(make(), input, &splits(input));
+            // A stream without `message-start`'s id gets a fresh one.
+            let fresh_ids = |out: &[u8]| -> Vec<String> {
+                translated_events(out)
+                    .into_iter()
+                    .map(|e| match e.find("\"id\":\"chatcmpl-") {
+                        Some(at) => {
+                            let from = at + "\"id\":\"chatcmpl-".len();
+                            let end = e[from..].find('"').map_or(e.len(), |n| from + n);
+                            format!("{}{}", &e[..from], &e[end..])
+                        }
+                        None => e,
+                    })
+                    .collect()
+            };
+            match (whole, split) {
+                (Ok(a), Ok(b)) => assert_eq!(fresh_ids(&a), fresh_ids(&b)),
+                (Err(_), Err(_)) => {}
+                (a, b) => panic!("the split changed the outcome: {a:?} vs {b:?}"),
+            }
+        }
+    }
+}

@@ -68,3 +68,8 @@ fn config() {
 fn eventstream() {
     pass("eventstream", 50_000);
 }
+
+#[test]
+fn cohere() {
+    pass("cohere", 60_000);
+}

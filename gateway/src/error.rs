@@ -102,6 +102,15 @@ pub enum GatewayError {
     /// A model no group or wildcard serves.
     #[error("Invalid model name passed in model={0}. Call `/v1/models` to view available models for your key.")]
     UnknownModel(String),
+    /// The request was routed to a deployment whose provider LiteLLM
+    /// serves and this gateway does not.
+    #[error("Provider \"{provider}\" (deployment {deployment}) is not supported by this gateway; route this model group to a supported provider or give it a fallback")]
+    UnsupportedProvider {
+        /// The provider prefix (`replicate`).
+        provider: String,
+        /// The deployment id.
+        deployment: String,
+    },
     /// The body is not JSON.
     #[error("Invalid JSON in request body: {0}")]
     MalformedJson(String),
@@ -300,6 +309,7 @@ impl GatewayError {
             Conflict(_) => 409,
             UnknownModel(_)
             | Unpriced(_)
+            | UnsupportedProvider { .. }
             | MalformedJson(_)
             | MissingParam(_)
             | InvalidParam { .. }
@@ -357,6 +367,7 @@ impl GatewayError {
         match self {
             GatewayError::UnknownModel(_)
             | GatewayError::Unpriced(_)
+            | GatewayError::UnsupportedProvider { .. }
             | GatewayError::ModelAccessDenied { .. } => Some("model"),
             GatewayError::BadField { field, .. } | GatewayError::ImageUrl { param: field, .. } => {
                 Some(field)

@@ -22,6 +22,11 @@ pub enum Endpoint {
     Messages,
     /// `/v1/responses`: OpenAI's Responses API.
     Responses,
+    /// `/v1/rerank` (also `/rerank`, `/v2/rerank`): LiteLLM's rerank API,
+    /// which is Cohere's.
+    Rerank,
+    /// `/v1/moderations`: OpenAI's moderation API.
+    Moderations,
 }
 
 impl Endpoint {
@@ -33,6 +38,8 @@ impl Endpoint {
             Endpoint::Embeddings => "/embeddings",
             Endpoint::Messages => "/messages",
             Endpoint::Responses => "/responses",
+            Endpoint::Rerank => "/rerank",
+            Endpoint::Moderations => "/moderations",
         }
     }
 
@@ -41,6 +48,8 @@ impl Endpoint {
         match self {
             Endpoint::Messages => crate::formats::Format::Anthropic,
             Endpoint::Responses => crate::formats::Format::Responses,
+            // LiteLLM's rerank request and answer are Cohere's.
+            Endpoint::Rerank => crate::formats::Format::Cohere,
             _ => crate::formats::Format::OpenAi,
         }
     }
@@ -50,7 +59,8 @@ impl Endpoint {
         match self {
             Endpoint::ChatCompletions | Endpoint::Messages => "messages",
             Endpoint::Completions => "prompt",
-            Endpoint::Embeddings | Endpoint::Responses => "input",
+            Endpoint::Embeddings | Endpoint::Responses | Endpoint::Moderations => "input",
+            Endpoint::Rerank => "query",
         }
     }
 }
@@ -276,7 +286,10 @@ impl LlmRequest {
         let input = match endpoint {
             Endpoint::ChatCompletions | Endpoint::Messages => view.messages,
             Endpoint::Completions => view.prompt,
-            Endpoint::Embeddings | Endpoint::Responses => view.input,
+            Endpoint::Embeddings | Endpoint::Responses | Endpoint::Moderations => view.input,
+            // `query` and `documents` are read and checked by the
+            // provider's translation.
+            Endpoint::Rerank => Some(""),
         };
         // A `null` input reads as absent (see `RoutingView`).
         if input.is_none() {
@@ -300,6 +313,13 @@ impl LlmRequest {
                 })
             }
         };
+        // Neither streams; a stream would also be read for usage as one.
+        if stream && matches!(endpoint, Endpoint::Rerank | Endpoint::Moderations) {
+            return Err(GatewayError::InvalidParam {
+                param: "stream",
+                message: format!("{} does not stream", endpoint.path_suffix()),
+            });
+        }
         let cap = match (
             bounded_int(
                 "max_completion_tokens",
@@ -823,6 +843,29 @@ mod tests {
                 let e = parse(endpoint, &body).unwrap_err();
                 assert_eq!(e.param(), Some("model"), "{body}");
             }
+        }
+    }
+
+    /// Rerank and moderation requests: their inputs are the provider's to
+    /// check (rerank) or `input` (moderations); neither may stream.
+    #[test]
+    fn rerank_and_moderations_read_their_fields_and_never_stream() {
+        let r = parse(
+            Endpoint::Rerank,
+            r#"{"model":"r","query":"q","documents":["a"]}"#,
+        )
+        .unwrap();
+        assert_eq!((r.model.as_str(), r.stream), ("r", false));
+        let e = parse(Endpoint::Moderations, r#"{"model":"m"}"#).unwrap_err();
+        assert_eq!(e.param(), Some("input"));
+        for endpoint in [Endpoint::Rerank, Endpoint::Moderations] {
+            let body = r#"{"model":"m","input":"x","query":"q","documents":["a"],"stream":true}"#;
+            let e = parse(endpoint, body).unwrap_err();
+            assert_eq!(
+                (e.status(), e.param()),
+                (400, Some("stream")),
+                "{endpoint:?}"
+            );
         }
     }
 

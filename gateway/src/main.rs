@@ -155,6 +155,9 @@ fn run(opts: Options) -> Result<(), String> {
     for warning in &config.warnings {
         tracing::warn!("{}: {warning}", opts.config.display());
     }
+    for problem in config.unsupported() {
+        tracing::error!("{}: {problem}", opts.config.display());
+    }
     let driver = server::choose_io_driver(std::env::var("GATEWAY_IO_DRIVER").ok().as_deref())
         .map_err(|e| e.to_string())?;
     let tls = gateway::upstream::client_config().map_err(|e| e.to_string())?;

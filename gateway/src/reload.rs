@@ -168,6 +168,9 @@ impl Reloader {
         for warning in &config.warnings {
             tracing::warn!("{}: {warning}", self.path.display());
         }
+        for problem in config.unsupported() {
+            tracing::error!("{}: {problem}", self.path.display());
+        }
         let mut not_reloaded = self.fixed.changed(&Fixed::of(&config));
         if !limiter.reload(&config.rate_limits) {
             not_reloaded.push(

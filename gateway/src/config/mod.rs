@@ -111,6 +111,24 @@ impl Config {
         Self::parse(path, &text, &|name| std::env::var(name).ok())
     }
 
+    /// One message per deployment whose provider LiteLLM knows and this
+    /// gateway does not serve, naming its entry and provider: logged as
+    /// errors at start and on reload (the deployment serves as unsupported).
+    pub fn unsupported(&self) -> Vec<String> {
+        self.deployments
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.provider == crate::deployment::ProviderKind::Unsupported)
+            .map(|(i, d)| {
+                format!(
+                    "model_list[{i}] (model_name \"{}\"): {}",
+                    d.group,
+                    unsupported_note(d)
+                )
+            })
+            .collect()
+    }
+
     /// Reads a config file again while the process serves: as [`Config::load`],
     /// except that `environment_variables` are not exported (changing the
     /// environment of a running multi-threaded process is unsound); the
@@ -182,6 +200,14 @@ impl Config {
         .map_err(|e| syntax(e.to_string()))?;
         validate::validate(path, parsed, lookup, warnings)
     }
+}
+
+/// Why `dep` (of an unsupported provider) will refuse every request.
+pub fn unsupported_note(dep: &crate::deployment::Deployment) -> String {
+    format!(
+        "provider \"{}\" is not supported by this gateway (LiteLLM serves it); deployment {} starts as unsupported: /health and /model/info report it, and requests routed to it get a 400 (fallbacks apply)",
+        dep.provider_name, dep.id
+    )
 }
 
 /// LiteLLM exports `environment_variables` before resolving references.

@@ -398,13 +398,21 @@ fn provider_env(kind: ProviderKind) -> [Option<&'static str>; 4] {
             None,
         ],
         ProviderKind::Gemini => [Some("GEMINI_API_BASE"), Some("GEMINI_API_KEY"), None, None],
+        ProviderKind::Cohere => [Some("COHERE_API_BASE"), Some("COHERE_API_KEY"), None, None],
         ProviderKind::OpenAiCompatible
         | ProviderKind::Mock
+        | ProviderKind::Unsupported
         | ProviderKind::Bedrock
         | ProviderKind::Vertex
         | ProviderKind::VertexAnthropic => [None; 4],
     }
 }
+
+/// The spec of a provider LiteLLM knows and this gateway does not serve.
+static UNSUPPORTED: providers::ProviderSpec = providers::ProviderSpec {
+    kind: ProviderKind::Unsupported,
+    default_api_base: None,
+};
 
 fn deployment(
     entry: ModelEntry,
@@ -432,20 +440,25 @@ fn deployment(
             )
         })?;
     let (provider_name, upstream_model) = match model.split_once('/') {
-        Some((p, m)) if providers::lookup(p).is_some() => (p.to_string(), m.to_string()),
+        Some((p, m))
+            if providers::lookup(p).is_some() || providers::unsupported::known_to_litellm(p) =>
+        {
+            (p.to_string(), m.to_string())
+        }
         Some((p, _)) => {
             return Err(bad(
                 "litellm_params.model",
                 format!(
-            "litellm_params.model \"{model}\": provider \"{p}\" is not supported (supported: {})",
+            "litellm_params.model \"{model}\": provider \"{p}\" is not a provider LiteLLM knows (supported here: {})",
             providers::supported_names().join(", ")
         ),
             ))
         }
         None => ("openai".to_string(), model.clone()),
     };
-    let spec = providers::lookup(&provider_name)
-        .ok_or_else(|| bad("litellm_params.model", "unknown provider"))?;
+    // A provider LiteLLM knows and this gateway does not serve: the
+    // deployment starts unsupported (see `Config::unsupported`).
+    let spec = providers::lookup(&provider_name).unwrap_or(&UNSUPPORTED);
     if group.ends_with('*') != upstream_model.ends_with('*') && group != "*" {
         return Err(bad("litellm_params.model", format!(
             "a wildcard model_name needs a wildcard litellm_params.model (got \"{group}\" → \"{model}\")"
@@ -458,7 +471,15 @@ fn deployment(
         ProviderKind::Anthropic => env(env_base).or_else(|| env(Some("ANTHROPIC_BASE_URL"))),
         _ => env(env_base),
     };
-    let api_key = params.api_key.clone().or_else(|| env(env_key));
+    let api_key = match spec.kind {
+        // LiteLLM also reads `CO_API_KEY`.
+        ProviderKind::Cohere => params
+            .api_key
+            .clone()
+            .or_else(|| env(env_key))
+            .or_else(|| env(Some("CO_API_KEY"))),
+        _ => params.api_key.clone().or_else(|| env(env_key)),
+    };
     let api_version = params.api_version.clone().or_else(|| env(env_version));
     let azure_ad_token = params.azure_ad_token.clone().or_else(|| env(env_token));
     let (aws, env_base) = match spec.kind {
@@ -508,6 +529,16 @@ fn deployment(
     };
     let base = match spec.kind {
         ProviderKind::Mock => None,
+        // Never called; its `api_base`, when given, is still checked.
+        ProviderKind::Unsupported => match params.api_base.as_deref() {
+            None => None,
+            Some(url) => Some(parse_base(url).map_err(|e| {
+                bad(
+                    "litellm_params.api_base",
+                    format!("litellm_params.api_base \"{url}\": {e}"),
+                )
+            })?),
+        },
         _ => {
             let url = params
                 .api_base
@@ -839,7 +870,10 @@ mod tests {
         );
         let err = parse("model_list:\n  - model_name: a\n    litellm_params: {model: nope/x}\n")
             .unwrap_err();
-        assert!(err.contains("provider \"nope\" is not supported"), "{err}");
+        assert!(
+            err.contains("provider \"nope\" is not a provider LiteLLM knows"),
+            "{err}"
+        );
         let err = parse("model_list:\n  - model_name: a\n    litellm_params: {model: openai/x, api_key: os.environ/MISSING}\n").unwrap_err();
         assert_eq!(err, "config.yaml: model_list[0].litellm_params.api_key: environment variable MISSING is not set");
     }

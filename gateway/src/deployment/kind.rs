@@ -19,6 +19,11 @@ pub enum ProviderKind {
     Vertex,
     /// Anthropic's models on Vertex AI (`vertex_ai/claude-…`).
     VertexAnthropic,
+    /// Cohere's v2 API (`cohere/`, `cohere_chat/`).
+    Cohere,
     /// The in-process mock: no network.
     Mock,
+    /// A provider LiteLLM knows and this gateway does not serve: the
+    /// deployment starts, reports itself unsupported and refuses requests.
+    Unsupported,
 }

@@ -33,6 +33,9 @@ pub enum Format {
     /// AWS Bedrock's Converse API (a provider's format only: JSON answers,
     /// binary event streams).
     Bedrock,
+    /// Cohere's v2 API (a provider's format only: JSON answers, named
+    /// server-sent events).
+    Cohere,
 }
 
 /// Most bytes of one translated stream event; a larger event ends the

@@ -234,6 +234,9 @@ async fn probe(dep: &Deployment, tls: &Arc<rustls::ClientConfig>) -> Result<(), 
     });
     let req = LlmRequest::parse(Endpoint::ChatCompletions, Bytes::from(body.to_string()))
         .map_err(|e| e.to_string())?;
+    if dep.provider == crate::deployment::ProviderKind::Unsupported {
+        return Err(crate::config::unsupported_note(dep));
+    }
     let Some(provider) = providers::http_provider(dep.provider) else {
         return match providers::mock_reply(&req, &dep.upstream_model, &dep.mock) {
             MockReply::Error { status, message } => Err(format!("status {status}: {message}")),

@@ -36,6 +36,13 @@ pub fn deployment_json(dep: &Deployment, stored: Option<&ModelRecord>) -> Value 
     };
     info.insert("id".into(), Value::String(dep.id.to_string()));
     info.insert("db_model".into(), Value::Bool(stored.is_some()));
+    if dep.provider == crate::deployment::ProviderKind::Unsupported {
+        info.insert("supported".into(), Value::Bool(false));
+        info.insert(
+            "unsupported_reason".into(),
+            crate::config::unsupported_note(dep).into(),
+        );
+    }
     json!({"model_name": dep.group, "litellm_params": params, "model_info": info})
 }
 

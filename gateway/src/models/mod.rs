@@ -173,6 +173,9 @@ impl Models {
         for w in warnings {
             tracing::warn!(model_id = %record.model_id, "{w}");
         }
+        if dep.provider == crate::deployment::ProviderKind::Unsupported {
+            tracing::error!(model_id = %record.model_id, "{}", crate::config::unsupported_note(&dep));
+        }
         Ok(dep)
     }
 

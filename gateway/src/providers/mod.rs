@@ -9,11 +9,13 @@
 pub mod anthropic;
 mod azure;
 pub mod bedrock;
+pub mod cohere;
 pub mod eventstream;
 pub mod gemini;
 mod mock;
 mod openai;
 pub mod sigv4;
+pub mod unsupported;
 pub mod vertex;
 
 pub use mock::{reply as mock_reply, MockReply};
@@ -21,7 +23,7 @@ pub use mock::{reply as mock_reply, MockReply};
 use crate::deployment::{Deployment, ProviderKind};
 use crate::error::{ErrorClass, GatewayError};
 use crate::formats::{Format, StreamTranslator, TranslateError};
-use crate::inbound::LlmRequest;
+use crate::inbound::{Endpoint, LlmRequest};
 use bytes::Bytes;
 use std::borrow::Cow;
 
@@ -103,6 +105,14 @@ const PROVIDERS: &[(&str, ProviderSpec)] = &[
         ),
     ),
     ("vertex_ai", spec(ProviderKind::Vertex, None)),
+    (
+        "cohere",
+        spec(ProviderKind::Cohere, Some("https://api.cohere.com")),
+    ),
+    (
+        "cohere_chat",
+        spec(ProviderKind::Cohere, Some("https://api.cohere.com")),
+    ),
     ("mock", spec(ProviderKind::Mock, None)),
 ];
 
@@ -214,6 +224,8 @@ pub fn http_provider(kind: ProviderKind) -> Option<&'static dyn Provider> {
         ProviderKind::Gemini => Some(&gemini::Gemini),
         ProviderKind::Vertex => Some(&vertex::Vertex),
         ProviderKind::VertexAnthropic => Some(&vertex::VertexAnthropic),
+        ProviderKind::Cohere => Some(&cohere::Cohere),
+        ProviderKind::Unsupported => Some(&unsupported::Unsupported),
         ProviderKind::Mock => None,
     }
 }
@@ -228,6 +240,22 @@ pub fn serves_responses(dep: &Deployment) -> bool {
             ProviderKind::OpenAiCompatible => dep.provider_name == "openai",
             _ => false,
         }
+}
+
+/// Whether `dep` serves `endpoint` where only some providers do: LiteLLM's
+/// `/rerank` on Cohere deployments, `/moderations` on OpenAI's API (and
+/// servers speaking it); every other endpoint is the provider's translation's to
+/// accept or refuse. An unsupported deployment serves them all (to refuse
+/// them itself).
+pub fn serves(endpoint: Endpoint, dep: &Deployment) -> bool {
+    match (endpoint, dep.provider) {
+        (_, ProviderKind::Unsupported) => true,
+        (Endpoint::Rerank, kind) => kind == ProviderKind::Cohere,
+        // LiteLLM calls `{api_base}/moderations` with OpenAI's client;
+        // Azure OpenAI has no moderation endpoint.
+        (Endpoint::Moderations, kind) => kind == ProviderKind::OpenAiCompatible,
+        _ => true,
+    }
 }
 
 /// The format a deployment of `kind` answers in (the mock answers in

@@ -41,6 +41,20 @@ pub(super) fn make_internal(
     internal: &mut Option<Box<LlmRequest>>,
 ) -> Result<Form, GatewayError> {
     let client = req.endpoint.format();
+    if !providers::serves(req.endpoint, dep) {
+        return Err(GatewayError::InvalidParam {
+            param: "model",
+            message: format!(
+                "provider {} does not serve {}",
+                dep.provider_name,
+                req.endpoint.path_suffix()
+            ),
+        });
+    }
+    // A rerank request is never translated: the provider takes it as it is.
+    if req.endpoint == Endpoint::Rerank {
+        return Ok(Form::Received);
+    }
     if client == Format::OpenAi
         || client == providers::format_of(dep.provider)
         || (client == Format::Responses && providers::serves_responses(dep))
@@ -120,7 +134,7 @@ pub(super) fn translate_body(
     };
     match client {
         // No client speaks a provider-only format.
-        Format::OpenAi | Format::Bedrock | Format::Gemini => Ok(internal),
+        Format::OpenAi | Format::Bedrock | Format::Gemini | Format::Cohere => Ok(internal),
         Format::Anthropic => formats::anthropic::from_chat(&internal),
         Format::Responses => formats::responses::from_chat(&internal),
     }
@@ -139,7 +153,7 @@ pub(super) fn stream_translator(
     }
     let to_internal = provider.and_then(|p| p.stream_to_internal(include_usage));
     let to_client: Option<Box<dyn StreamTranslator>> = match client {
-        Format::OpenAi | Format::Bedrock | Format::Gemini => None,
+        Format::OpenAi | Format::Bedrock | Format::Gemini | Format::Cohere => None,
         Format::Anthropic => Some(Box::new(Events::new(
             formats::anthropic::ChatToMessages::new(),
         ))),
@@ -161,7 +175,7 @@ pub(super) async fn send_error(
     mut head: HeadBuilder,
 ) {
     match client {
-        Format::OpenAi | Format::Bedrock | Format::Gemini | Format::Responses => {
+        Format::OpenAi | Format::Bedrock | Format::Gemini | Format::Cohere | Format::Responses => {
             let _ = out.send_error(err, Some(head)).await;
         }
         Format::Anthropic => {

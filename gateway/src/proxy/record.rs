@@ -91,7 +91,7 @@ pub(super) async fn admit<'l>(
         }
     }
     let max_output = match req.endpoint {
-        Endpoint::Embeddings => 0,
+        Endpoint::Embeddings | Endpoint::Rerank | Endpoint::Moderations => 0,
         _ => req
             .max_tokens
             .or_else(|| spend::max_output_tokens(dep, upstream_model))
@@ -266,6 +266,8 @@ fn call_type(endpoint: Endpoint) -> &'static str {
         Endpoint::Embeddings => "aembedding",
         Endpoint::Messages => "anthropic_messages",
         Endpoint::Responses => "aresponses",
+        Endpoint::Rerank => "arerank",
+        Endpoint::Moderations => "amoderation",
     }
 }
 

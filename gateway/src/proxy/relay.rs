@@ -5,7 +5,7 @@ use crate::deployment::Deployment;
 use crate::downstream::Responder;
 use crate::error::GatewayError;
 use crate::formats::{Format, StreamTranslator};
-use crate::providers::{anthropic, bedrock, gemini};
+use crate::providers::{anthropic, bedrock, cohere, gemini};
 use crate::spend::{self, StreamUsage, Usage};
 use crate::sse::UsageChunkFilter;
 use crate::upstream::{UpstreamError, UpstreamResponse};
@@ -59,6 +59,10 @@ impl UsageTap {
             },
             (true, Format::Gemini) => UsageTap::Translated {
                 translator: Box::new(crate::formats::Events::new(gemini::GeminiToChat::new(true))),
+                usage: StreamUsage::new(),
+            },
+            (true, Format::Cohere) => UsageTap::Translated {
+                translator: Box::new(crate::formats::Events::new(cohere::CohereToChat::new(true))),
                 usage: StreamUsage::new(),
             },
         }
@@ -120,6 +124,10 @@ impl UsageTap {
                     (Format::Bedrock, true) => None,
                     (Format::Gemini, false) => gemini::usage_from_body(&bytes),
                     (Format::Gemini, true) => None,
+                    (Format::Cohere, false) => cohere::usage_from_body(&bytes),
+                    // Cohere answers put `usage` last, but a cut body is
+                    // estimated, as Gemini's.
+                    (Format::Cohere, true) => None,
                 };
                 reported.unwrap_or_else(estimate)
             }

@@ -6,7 +6,8 @@ use super::usage::Usage;
 
 /// USD spent by a finished request, to charge keys, users, teams and
 /// budgets: prompt tokens read from or written to the provider's cache at
-/// their own prices (LiteLLM's formula), the rest at the input price.
+/// their own prices (LiteLLM's formula), the rest at the input price; a
+/// rerank call's search units at the per-query price.
 pub fn cost(usage: Usage, price: Price) -> f64 {
     let cached = usage.cached_tokens.min(usage.prompt_tokens);
     let created = usage
@@ -18,6 +19,7 @@ pub fn cost(usage: Usage, price: Price) -> f64 {
         + cached as f64 * price.cache_read_per_token.unwrap_or(input)
         + created as f64 * price.cache_creation_per_token.unwrap_or(input)
         + usage.completion_tokens as f64 * price.output_per_token
+        + usage.search_units as f64 * price.per_query.unwrap_or(0.0)
 }
 
 /// USD for the time a call took on a deployment billed by the second
@@ -49,6 +51,7 @@ mod tests {
         cache_read_per_token: None,
         cache_creation_per_token: None,
         per_second: None,
+        per_query: None,
     };
 
     fn close(a: f64, b: f64) -> bool {
@@ -80,6 +83,21 @@ mod tests {
     }
 
     #[test]
+    fn search_units_are_billed_per_query() {
+        let rerank = Price {
+            per_query: Some(0.002),
+            ..Default::default()
+        };
+        let usage = Usage {
+            prompt_tokens: 40,
+            search_units: 2,
+            ..Default::default()
+        };
+        assert!(close(cost(usage, rerank), 0.004));
+        assert_eq!(cost(usage, PRICE), 40.0 * 2.5e-6, "no per-query price");
+    }
+
+    #[test]
     fn time_is_billed_by_the_second() {
         let timed = Price {
             per_second: Some(0.5),
@@ -98,12 +116,14 @@ mod tests {
             cache_read_per_token: Some(0.3e-6),
             cache_creation_per_token: Some(3.75e-6),
             per_second: None,
+            per_query: None,
         };
         let usage = Usage {
             prompt_tokens: 1_000 + 10_000 + 2_000,
             completion_tokens: 100,
             cached_tokens: 10_000,
             cache_creation_tokens: 2_000,
+            ..Usage::default()
         };
         let want = 1_000.0 * 3e-6 + 10_000.0 * 0.3e-6 + 2_000.0 * 3.75e-6 + 100.0 * 15e-6;
         assert!(close(cost(usage, price), want));

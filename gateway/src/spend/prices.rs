@@ -28,12 +28,14 @@ pub struct Price {
     /// USD per second of the call (`input_cost_per_second` +
     /// `output_cost_per_second`), added to the token cost.
     pub per_second: Option<f64>,
+    /// USD per search unit of a rerank call (`input_cost_per_query`).
+    pub per_query: Option<f64>,
 }
 
 /// A shipped table entry: the list price and the context window, so a
 /// deployment without `model_info` still gets a cost, a reservation bound
 /// and a context-window check.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct ModelPrice {
     /// List price.
     pub price: Price,
@@ -48,6 +50,11 @@ pub struct ModelPrice {
 /// token), input and output per second (USD), max input and max output
 /// tokens; empty where LiteLLM has no value.
 static TSV: &str = include_str!("../../data/model_prices.tsv");
+
+/// Rerank prices per search unit: `#` comment lines, then one row per
+/// lowercase model name and its `input_cost_per_query`; merged into the
+/// table's rows by name.
+static QUERY_TSV: &str = include_str!("../../data/query_prices.tsv");
 
 /// The parsed table: rows sorted by full name, and for names that only
 /// appear with a provider prefix, the part after the last `/` pointing at
@@ -75,13 +82,13 @@ impl Table {
 
 fn table() -> &'static Table {
     static TABLE: OnceLock<Table> = OnceLock::new();
-    TABLE.get_or_init(|| parse(TSV))
+    TABLE.get_or_init(|| parse(TSV, QUERY_TSV))
 }
 
 /// Parses the TSV; a malformed row is skipped (the refresh script writes
 /// none, and a unit test checks every row parses), and of two rows with one
 /// name the first is kept.
-fn parse(text: &'static str) -> Table {
+fn parse(text: &'static str, queries: &'static str) -> Table {
     let mut rows: Vec<(&'static str, ModelPrice)> = text
         .lines()
         .filter(|l| !l.starts_with('#'))
@@ -89,6 +96,34 @@ fn parse(text: &'static str) -> Table {
         .collect();
     rows.sort_by(|a, b| a.0.cmp(b.0));
     rows.dedup_by(|b, a| a.0 == b.0);
+    let mut added = false;
+    for (name, per_query) in queries
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once('\t'))
+        .filter_map(|(n, p)| {
+            Some((
+                n,
+                p.parse::<f64>()
+                    .ok()
+                    .filter(|p| p.is_finite() && *p >= 0.0)?,
+            ))
+        })
+    {
+        match rows.binary_search_by(|(n, _)| (*n).cmp(name)) {
+            Ok(i) => rows[i].1.price.per_query = Some(per_query),
+            Err(_) => {
+                let mut row = ModelPrice::default();
+                row.price.per_query = Some(per_query);
+                rows.push((name, row));
+                added = true;
+            }
+        }
+    }
+    if added {
+        rows.sort_by(|a, b| a.0.cmp(b.0));
+        rows.dedup_by(|b, a| a.0 == b.0);
+    }
     rows.shrink_to_fit();
     let mut bare: Vec<(&'static str, u32)> = rows
         .iter()
@@ -151,6 +186,7 @@ fn parse_row(line: &'static str) -> Option<(&'static str, ModelPrice)> {
                 cache_read_per_token: read,
                 cache_creation_per_token: write,
                 per_second,
+                per_query: None,
             },
             max_input_tokens: max_in,
             max_output_tokens: max_out,
@@ -203,6 +239,7 @@ pub fn price_for(dep: &Deployment, upstream_model: &str) -> Price {
             .cache_creation_input_token_cost
             .or(table.cache_creation_per_token),
         per_second: dep.cost_per_second.or(table.per_second),
+        per_query: table.per_query,
     }
 }
 
@@ -255,7 +292,19 @@ mod tests {
     fn every_row_of_the_shipped_table_parses() {
         let rows = TSV.lines().filter(|l| !l.starts_with('#')).count();
         assert!(rows > 4000, "{rows} rows");
-        assert_eq!(table().rows.len(), rows);
+        let queries: Vec<&str> = QUERY_TSV
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| l.split('\t').next().unwrap())
+            .collect();
+        let only_queries = queries
+            .iter()
+            .filter(|q| !TSV.lines().any(|l| l.split('\t').next() == Some(**q)))
+            .count();
+        assert_eq!(table().rows.len(), rows + only_queries);
+        for q in queries {
+            assert!(table().get(q).unwrap().price.per_query.is_some(), "{q}");
+        }
     }
 
     #[test]
@@ -318,6 +367,19 @@ mod tests {
         let per_second = shipped("assemblyai/best").unwrap().price;
         assert!(per_second.per_second.is_some_and(|p| p > 0.0));
         assert_eq!(shipped("gpt-4o").unwrap().price.per_second, None);
+        assert_eq!(shipped("gpt-4o").unwrap().price.per_query, None);
+        // Rerank models carry their price per search unit, merged by name;
+        // a per-query-only row is added.
+        assert_eq!(shipped("rerank-v3.5").unwrap().price.per_query, Some(0.002));
+        assert_eq!(
+            shipped("cohere/rerank-v3.5").unwrap().price.per_query,
+            Some(0.002)
+        );
+        assert_eq!(shipped("rerank-v3.5").unwrap().max_input_tokens, Some(4096));
+        assert_eq!(
+            shipped("tavily/search").unwrap().price.per_query,
+            Some(0.008)
+        );
     }
 
     #[test]

@@ -23,6 +23,9 @@ pub struct Usage {
     /// Of the prompt tokens, those written to the provider's prompt cache
     /// (Anthropic's `cache_creation_input_tokens`).
     pub cache_creation_tokens: u64,
+    /// Search units of a rerank call (Cohere's
+    /// `meta.billed_units.search_units`), billed per query.
+    pub search_units: u64,
 }
 
 /// Whether a stream's usage came from the provider or from counting text,
@@ -69,6 +72,7 @@ impl UsageView {
                 .and_then(|d| d.cached_tokens)
                 .unwrap_or(0),
             cache_creation_tokens: self.cache_creation_input_tokens.unwrap_or(0),
+            search_units: 0,
         })
     }
 }

@@ -201,6 +201,10 @@ impl<S: AsyncReadRent + AsyncWriteRent> Conn<S> {
                     status,
                     controls.error_message.as_deref().unwrap_or("mock error"),
                 ),
+                Route::Cohere => api::cohere::error(
+                    status,
+                    controls.error_message.as_deref().unwrap_or("mock error"),
+                ),
                 _ => errors::injected(status, controls.error_message.as_deref()),
             }
         } else {

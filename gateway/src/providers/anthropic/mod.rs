@@ -115,7 +115,11 @@ impl Provider for Anthropic {
                     include_usage,
                 )
             }
-            Endpoint::Completions | Endpoint::Embeddings | Endpoint::Responses => {
+            Endpoint::Completions
+            | Endpoint::Embeddings
+            | Endpoint::Responses
+            | Endpoint::Rerank
+            | Endpoint::Moderations => {
                 return Err(GatewayError::InvalidParam {
                     param: "model",
                     message: format!(

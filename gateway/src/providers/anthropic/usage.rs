@@ -45,6 +45,7 @@ impl UsageView {
             completion_tokens: self.output_tokens.unwrap_or(0),
             cached_tokens: read,
             cache_creation_tokens: created,
+            search_units: 0,
         }
     }
 }
@@ -196,6 +197,7 @@ mod tests {
             completion_tokens: 7,
             cached_tokens: 100,
             cache_creation_tokens: 5,
+            ..Usage::default()
         };
         let bytes = STREAM.as_bytes();
         for split in 0..=bytes.len() {
@@ -228,7 +230,7 @@ mod tests {
                 prompt_tokens: 5,
                 completion_tokens: 4,
                 cached_tokens: 2,
-                cache_creation_tokens: 0
+                ..Usage::default()
             })
         );
         assert_eq!(from_body(b"{}"), None);

@@ -115,6 +115,7 @@ pub(super) fn usage_of(u: &Value) -> Usage {
         completion_tokens: count(&u["outputTokens"]),
         cached_tokens: read,
         cache_creation_tokens: created,
+        search_units: 0,
     }
 }
 

@@ -35,6 +35,7 @@ pub(super) fn usage_of(u: &Value) -> Usage {
             .saturating_add(count(&u["thoughtsTokenCount"])),
         cached_tokens: count(&u["cachedContentTokenCount"]),
         cache_creation_tokens: 0,
+        search_units: 0,
     }
 }
 

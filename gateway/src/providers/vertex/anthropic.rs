@@ -86,7 +86,11 @@ impl Provider for VertexAnthropic {
                     anthropic::request_from_chat(&req.body, upstream_model, max_tokens)?;
                 (vertex_body(&body)?, include_usage)
             }
-            Endpoint::Completions | Endpoint::Embeddings | Endpoint::Responses => {
+            Endpoint::Completions
+            | Endpoint::Embeddings
+            | Endpoint::Responses
+            | Endpoint::Rerank
+            | Endpoint::Moderations => {
                 return Err(GatewayError::InvalidParam {
                     param: "model",
                     message: format!(

@@ -89,7 +89,9 @@ pub fn vector(index: usize) -> [f32; DIMENSIONS] {
     std::array::from_fn(|j| (((index * DIMENSIONS + j) % 13) as f32 - 6.0) / 10.0)
 }
 
-fn encode_base64(floats: &[f32]) -> String {
+/// `floats` as little-endian `f32` bytes in standard base64 (OpenAI's and
+/// Cohere's `base64` embeddings).
+pub fn encode_base64(floats: &[f32]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let bytes: Vec<u8> = floats.iter().flat_map(|f| f.to_le_bytes()).collect();
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);

@@ -6,11 +6,13 @@ pub mod anthropic;
 pub mod azure;
 pub mod bedrock;
 pub mod chat;
+pub mod cohere;
 pub mod embed;
 pub mod embeddings;
 pub mod errors;
 pub mod gemini;
 pub mod images;
+pub mod moderations;
 pub mod responses;
 pub mod text;
 pub mod vertex;
@@ -48,6 +50,10 @@ pub enum Route {
     Invoke,
     /// `POST …/responses` (OpenAI's Responses API).
     Responses,
+    /// `POST …/v2/chat`, `…/v2/embed`, `…/v2/rerank` (Cohere's v2 API).
+    Cohere,
+    /// `POST …/moderations` (OpenAI's moderation API).
+    Moderations,
     /// `POST …/token` (Google's OAuth token endpoint).
     Token,
     /// `POST /v1/traces` (an OpenTelemetry collector's OTLP/HTTP sink: the
@@ -79,6 +85,8 @@ impl Route {
                 | Route::GoogleEmbed
                 | Route::Invoke
                 | Route::Responses
+                | Route::Cohere
+                | Route::Moderations
         )
     }
 }
@@ -102,6 +110,8 @@ pub fn route(method: &str, path: &str) -> Route {
         "POST" if embed::google_path(path).is_some() => Route::GoogleEmbed,
         "POST" if embed::invoke_path(path).is_some() => Route::Invoke,
         "POST" if path.ends_with("/responses") => Route::Responses,
+        "POST" if cohere::endpoint(path).is_some() => Route::Cohere,
+        "POST" if path.ends_with("/moderations") => Route::Moderations,
         "POST" if path.ends_with("/token") => Route::Token,
         "POST" if path == "/v1/traces" => Route::Traces,
         "GET" if path.ends_with("/models") => Route::Models,
@@ -131,6 +141,8 @@ pub fn handle(route: Route, ctx: &Ctx<'_>, body: &serde_json::Value) -> Reply {
         Route::GoogleEmbed => embed::google(ctx, body),
         Route::Invoke => embed::bedrock_invoke(ctx, body),
         Route::Responses => responses::handle(ctx, body),
+        Route::Cohere => cohere::handle(ctx, body),
+        Route::Moderations => moderations::handle(ctx, body),
         Route::Models
         | Route::Token
         | Route::Traces
@@ -381,6 +393,9 @@ mod tests {
             ),
             Route::GenerateContent
         );
+        assert_eq!(route("POST", "/v2/chat"), Route::Cohere);
+        assert_eq!(route("POST", "/v1/moderations"), Route::Moderations);
+        assert_eq!(route("POST", "/cohere/v2/rerank"), Route::Cohere);
         assert_eq!(route("GET", "/_stats"), Route::Stats);
         assert_eq!(route("POST", "/_stats/reset"), Route::StatsReset);
         assert_eq!(route("GET", "/v1/chat/completions"), Route::NotFound);

@@ -1,0 +1,117 @@
+"""The rest of the API surface against a running gateway: the official
+OpenAI Python SDK on Cohere chat (whole and streamed) and embeddings (the
+SDK's default base64 encoding, decoded by the SDK) and on moderations;
+httpx (the SDK's own HTTP client) on LiteLLM's /v1/rerank and /v2/rerank.
+
+Environment:
+  GATEWAY_BASE_URL          e.g. http://127.0.0.1:4000/v1
+  GATEWAY_MASTER_KEY        the gateway's master key
+  GATEWAY_CHAT_MODEL        a Cohere chat model group
+  GATEWAY_EMBEDDING_MODEL   a Cohere embedding model group
+  GATEWAY_RERANK_MODEL      a Cohere rerank model group
+  GATEWAY_MODERATION_MODEL  an OpenAI moderation model group
+
+Run directly (exits non-zero on any failure); tests/tests/python_surface.rs
+starts a mock upstream and a gateway and runs this file.
+"""
+
+import os
+import sys
+import traceback
+
+import openai
+
+try:
+    import httpx
+except ImportError:  # newer OpenAI SDKs ship their HTTP client as httpx2
+    import httpx2 as httpx
+
+BASE_URL = os.environ["GATEWAY_BASE_URL"]
+MASTER_KEY = os.environ["GATEWAY_MASTER_KEY"]
+CHAT = os.environ["GATEWAY_CHAT_MODEL"]
+EMBEDDING = os.environ["GATEWAY_EMBEDDING_MODEL"]
+RERANK = os.environ["GATEWAY_RERANK_MODEL"]
+MODERATION = os.environ["GATEWAY_MODERATION_MODEL"]
+
+
+def client():
+    return openai.OpenAI(base_url=BASE_URL, api_key=MASTER_KEY, max_retries=0, timeout=30)
+
+
+def test_cohere_chat():
+    resp = client().chat.completions.create(
+        model=CHAT, messages=[{"role": "user", "content": "Say hello"}], max_tokens=50
+    )
+    assert resp.choices[0].message.content, resp
+    assert resp.choices[0].finish_reason == "stop", resp
+    assert resp.usage.completion_tokens > 0, resp.usage
+
+
+def test_cohere_stream():
+    stream = client().chat.completions.create(
+        model=CHAT,
+        messages=[{"role": "user", "content": "Say hello"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    text, usage = "", None
+    for chunk in stream:
+        if chunk.choices and chunk.choices[0].delta.content:
+            text += chunk.choices[0].delta.content
+        if chunk.usage:
+            usage = chunk.usage
+    assert text, "no streamed text"
+    assert usage is not None and usage.completion_tokens > 0, usage
+
+
+def test_cohere_embeddings():
+    resp = client().embeddings.create(model=EMBEDDING, input=["first", "second"])
+    assert len(resp.data) == 2, resp
+    assert len(resp.data[0].embedding) == 8, resp.data[0]
+    assert all(isinstance(x, float) for x in resp.data[0].embedding)
+    assert resp.usage.prompt_tokens > 0, resp.usage
+
+
+def test_moderations():
+    resp = client().moderations.create(model=MODERATION, input=["fine", "mock-flagged text"])
+    assert [r.flagged for r in resp.results] == [False, True], resp
+    assert resp.results[1].categories.harassment is True, resp
+
+
+def test_rerank():
+    headers = {"Authorization": f"Bearer {MASTER_KEY}"}
+    root = BASE_URL.removesuffix("/v1")
+    docs = ["the sky is blue", "Paris is the capital of France", "cats purr"]
+    for url in (f"{BASE_URL}/rerank", f"{root}/v2/rerank"):
+        resp = httpx.post(
+            url,
+            headers=headers,
+            json={"model": RERANK, "query": "capital of France", "documents": docs, "top_n": 2},
+            timeout=30,
+        )
+        assert resp.status_code == 200, resp.text
+        body = resp.json()
+        assert [r["index"] for r in body["results"]][0] == 1, body
+        assert len(body["results"]) == 2, body
+        assert body["meta"]["billed_units"]["search_units"] == 1, body
+    resp = httpx.post(f"{BASE_URL}/rerank", headers=headers, json={"model": RERANK, "documents": docs})
+    assert resp.status_code == 400, resp.text
+    assert resp.json()["error"]["param"] == "query", resp.text
+
+
+def main():
+    failed = 0
+    for name, fn in list(globals().items()):
+        if name.startswith("test_") and callable(fn):
+            try:
+                fn()
+                print(f"PASS {name}")
+            except Exception:
+                failed += 1
+                print(f"FAIL {name}")
+                traceback.print_exc()
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
