@@ -9,12 +9,14 @@
 
 mod cache;
 mod checks;
+pub mod console;
 mod end_users;
 mod known;
 
 pub use cache::{
     hash_key, token_hex, KeyCache, KeyCopies, KeyEntry, TeamEntry, TokenHash, UserEntry,
 };
+pub use console::Console;
 pub use end_users::{EndUserCache, EndUserEntry};
 pub use known::RELOAD_EVERY as KNOWN_KEYS_RELOAD;
 
@@ -158,18 +160,36 @@ pub struct Authenticator {
     master_token: Option<Arc<str>>,
     keys: Arc<KeyCache>,
     control: ControlPlane,
+    console: Console,
 }
 
 impl Authenticator {
     /// An authenticator for `master_key` (`None` leaves the gateway open to
-    /// requests without a key) and the virtual keys in `keys`.
-    pub fn new(master_key: Option<&str>, keys: Arc<KeyCache>, control: ControlPlane) -> Self {
+    /// requests without a key), the virtual keys in `keys` and the admin
+    /// console's logins.
+    pub fn new(
+        master_key: Option<&str>,
+        keys: Arc<KeyCache>,
+        control: ControlPlane,
+        console: Console,
+    ) -> Self {
         Authenticator {
             master_key_hash: master_key.map(hash_key),
             master_token: master_key.map(|k| token_hex(&hash_key(k)).into()),
             keys,
             control,
+            console,
         }
+    }
+
+    /// Whether a master key is set (else every caller is an admin).
+    pub fn has_master_key(&self) -> bool {
+        self.master_key_hash.is_some()
+    }
+
+    /// The admin console's logins and sessions.
+    pub fn console(&self) -> &Console {
+        &self.console
     }
 
     /// The master key's hashed token, as spend logs record it.

@@ -297,7 +297,13 @@ pub(super) fn validate(
     .map_err(|p| invalid("image URL fetching".into(), p))?;
     let team_defaults = super::TeamDefaults::from_litellm_settings(file.litellm_settings.as_ref())
         .map_err(|p| invalid("litellm_settings".into(), p))?;
+    let console = crate::auth::Console::new(
+        lookup("UI_USERNAME").as_deref(),
+        lookup("UI_PASSWORD").as_deref(),
+        master_key.as_deref(),
+    );
     Ok(Config {
+        console,
         team_defaults,
         otel,
         images,
