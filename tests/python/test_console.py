@@ -16,6 +16,7 @@ import urllib.error
 import urllib.request
 
 from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
@@ -58,7 +59,9 @@ def driver():
 
 def main():
     d = driver()
-    wait = WebDriverWait(d, 20)
+    # Pages re-render their tables after each change: a found element may go
+    # stale before it is read, so waits retry.
+    wait = WebDriverWait(d, 20, ignored_exceptions=(StaleElementReferenceException, NoSuchElementException))
     errors = []
 
     def console_errors(allowed=()):
@@ -71,6 +74,15 @@ def main():
 
     def text_appears(text, where=(By.TAG_NAME, "main")):
         wait.until(EC.text_to_be_present_in_element(where, text))
+
+    def key_row():
+        return d.find_element(By.CSS_SELECTOR, "tr[data-alias='browser-key']")
+
+    def refilter_shows(text):
+        if text in d.find_element(By.ID, "logs-table").text:
+            return True
+        d.find_element(By.CSS_SELECTOR, "#log-filters button[type='submit']").click()
+        return False
 
     def goto(page):
         d.find_element(By.CSS_SELECTOR, f"nav a[data-page='{page.lower()}']").click()
@@ -111,8 +123,7 @@ def main():
         shot("01-new-key")
         d.find_element(By.CSS_SELECTOR, "dialog.modal form button").click()
         wait.until(EC.invisibility_of_element_located((By.ID, "new-key")))
-        row = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "tr[data-alias='browser-key']")))
-        assert "active" in row.text and "$5.00" in row.text, row.text
+        wait.until(lambda _: all(t in key_row().text for t in ("active", "$5.00")))
 
         # The key works; a fallback leaves a failed attempt behind.
         assert chat(new_key, MODEL) == 200
@@ -120,11 +131,12 @@ def main():
 
         # Logs: the requests, one of them with two attempts.
         goto("Logs")
-        text_appears("2 attempts")
+        # Spend rows are written in batches: filter again until they show.
+        WebDriverWait(d, 30, poll_frequency=1, ignored_exceptions=(StaleElementReferenceException,)).until(
+            lambda _: refilter_shows("2 attempts"))
         shot("07-logs")
-        multi = [tr for tr in d.find_elements(By.CSS_SELECTOR, "#logs-table tbody tr.clickable")
-                 if "2 attempts" in tr.text][0]
-        multi.click()
+        wait.until(lambda _: [tr for tr in d.find_elements(By.CSS_SELECTOR, "#logs-table tbody tr.clickable")
+                              if "2 attempts" in tr.text][0].click() or True)
         attempts = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "tr.attempts")))
         assert "failure" in attempts.text and "success" in attempts.text, attempts.text
         shot("07-logs-attempts")
@@ -143,9 +155,8 @@ def main():
 
         # Block the key: its next request is refused.
         goto("Keys")
-        row = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "tr[data-alias='browser-key']")))
-        row.find_element(By.CSS_SELECTOR, "button[data-action='block']").click()
-        wait.until(lambda _: "blocked" in d.find_element(By.CSS_SELECTOR, "tr[data-alias='browser-key']").text)
+        wait.until(lambda _: key_row().find_element(By.CSS_SELECTOR, "button[data-action='block']").click() or True)
+        wait.until(lambda _: "blocked" in key_row().text)
         shot("01-keys")
         assert chat(new_key, MODEL) == 401
 
