@@ -284,6 +284,35 @@ mod tests {
     }
 
     #[test]
+    fn counted_sources_are_bounded_and_fail_closed() {
+        let now = Instant::now();
+        let c = Console::new(None, Some("pw"), None);
+        for i in 0..MAX_SOURCES as u32 {
+            let ip = Some(IpAddr::V4(std::net::Ipv4Addr::from(i)));
+            assert_eq!(
+                c.login(ip, "admin", "bad", now).unwrap_err(),
+                LoginRefused::Wrong
+            );
+        }
+        let newcomer = Some(IpAddr::V6(std::net::Ipv6Addr::LOCALHOST));
+        assert_eq!(
+            c.login(newcomer, "admin", "pw", now).unwrap_err(),
+            LoginRefused::Throttled(FAILURE_WINDOW),
+            "no room to count a new source: refused"
+        );
+        let counted = Some(IpAddr::V4(std::net::Ipv4Addr::from(7)));
+        assert!(
+            c.login(counted, "admin", "pw", now).is_ok(),
+            "a counted source may log in"
+        );
+        assert!(
+            c.login(newcomer, "admin", "pw", now + FAILURE_WINDOW)
+                .is_ok(),
+            "expired counts make room"
+        );
+    }
+
+    #[test]
     fn sessions_are_bounded() {
         let now = Instant::now();
         let c = Console::new(None, Some("pw"), None);
