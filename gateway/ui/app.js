@@ -53,7 +53,7 @@ function showLogin(message) {
   });
   replace(root, h('div', { class: 'login' },
     h('h1', {}, 'Gateway console'),
-    h('p', { class: 'muted' }, 'Log in with UI_USERNAME and UI_PASSWORD (or the master key when UI_PASSWORD is unset).'),
+    h('p', { class: 'muted' }, 'Log in with UI_USERNAME and UI_PASSWORD (or the master key when UI_PASSWORD is unset); an internal user logs in with one of its keys as the password.'),
     status, form));
 }
 
@@ -65,17 +65,27 @@ async function logout() {
   }
 }
 
+/** The pages this session may see: an internal user sees its own keys, usage and logs. */
+function pages() {
+  if (session && session.role === 'internal_user') {
+    return PAGES.filter(([pid]) => ['keys', 'usage', 'logs'].includes(pid));
+  }
+  return PAGES;
+}
+
 function currentPage() {
   const id = (location.hash.replace(/^#\/?/, '').split('?')[0] || 'keys');
-  return PAGES.find(([pid]) => pid === id) || PAGES[0];
+  const allowed = pages();
+  return allowed.find(([pid]) => pid === id) || allowed[0];
 }
 
 function showShell() {
   const [id] = currentPage();
   const nav = h('nav', { class: 'side', 'aria-label': 'Console' },
     h('div', { class: 'brand' }, 'Gateway'),
-    PAGES.map(([pid, title]) => h('a', { href: `#/${pid}`, class: pid === id ? 'active' : '', 'data-page': pid }, title)),
-    h('div', { class: 'who' }, session && session.login_required === false ? 'No master key: open gateway' : 'Logged in as admin'),
+    pages().map(([pid, title]) => h('a', { href: `#/${pid}`, class: pid === id ? 'active' : '', 'data-page': pid }, title)),
+    h('div', { class: 'who', id: 'who' }, session && session.login_required === false ? 'No master key: open gateway'
+      : session.role === 'internal_user' ? `Logged in as ${session.user_id} (internal user)` : 'Logged in as admin'),
     session && session.login_required === false ? null
       : h('div', { class: 'who' }, h('button', { class: 'secondary small', id: 'logout', onclick: logout }, 'Log out')));
   const main = h('main', { id: 'page' });
@@ -88,7 +98,7 @@ async function renderPage(main) {
   document.title = `${title} · Gateway console`;
   replace(main, h('h1', {}, title), h('p', { class: 'muted' }, 'Loading…'));
   try {
-    await page.render(main, title);
+    await page.render(main, title, session);
   } catch (e) {
     replace(main, h('h1', {}, title), notice(e instanceof ApiError ? e.message : String(e)));
   }

@@ -315,3 +315,70 @@ fn the_console_works_in_headless_chromium() {
         assert!(found, "no screenshot of {page}");
     }
 }
+
+#[test]
+fn an_internal_users_key_logs_in_to_its_own_keys_and_spend_only() {
+    let gw = gateway(&[]);
+    let new_user = |id: &str, role: &str| {
+        let resp = gw.post("/user/new", &json!({"user_id": id, "user_role": role}));
+        assert_eq!(resp.status, 200, "{}", resp.text());
+        resp.json()["key"].as_str().unwrap().to_string()
+    };
+    let alice = new_user("alice", "internal_user");
+    let bob = new_user("bob", "internal_user");
+    let plain = gw.post("/key/generate", &json!({})).json()["key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_error(&login(&gw, "", &plain), 401);
+    assert_error(&login(&gw, "admin", "sk-no-such-key"), 401);
+
+    let resp = login(&gw, "", &alice);
+    assert_eq!(resp.json()["role"], "internal_user");
+    assert_eq!(resp.json()["user_id"], "alice");
+    let (pair, csrf) = session(&resp);
+    let me = gw.call("GET", "/ui/session", &[("Cookie", &pair)], b"");
+    assert_eq!(me.json()["role"], "internal_user");
+
+    // Its own keys only, whatever it asks for.
+    let listed = gw.call(
+        "GET",
+        "/key/list?return_full_object=true",
+        &[("Cookie", &pair)],
+        b"",
+    );
+    assert_eq!(listed.status, 200, "{}", listed.text());
+    let keys = listed.json()["keys"].as_array().unwrap().clone();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    assert_eq!(keys[0]["user_id"], "alice");
+    let others = gw.call("GET", "/key/list?user_id=bob", &[("Cookie", &pair)], b"");
+    assert_error(&others, 403);
+    let spend = gw.call("GET", "/spend/logs", &[("Cookie", &pair)], b"");
+    assert_eq!(spend.status, 200, "{}", spend.text());
+    // Nothing an admin may do.
+    for path in ["/team/list", "/global/spend", "/user/list", "/model/info"] {
+        assert_error(&gw.call("GET", path, &[("Cookie", &pair)], b""), 403);
+    }
+    let generate = gw.call(
+        "POST",
+        "/key/generate",
+        &[
+            ("Cookie", &pair),
+            ("x-csrf-token", &csrf),
+            ("Content-Type", "application/json"),
+        ],
+        b"{}",
+    );
+    assert_error(&generate, 403);
+    // The same view with the key itself, as LiteLLM gives it.
+    let auth = format!("Bearer {bob}");
+    let own = gw.call("GET", "/key/list", &[("Authorization", &auth)], b"");
+    assert_eq!(own.json()["total_count"], 1, "{}", own.text());
+
+    // Blocking the key ends what the session may do.
+    assert_eq!(gw.post("/key/block", &json!({"key": alice})).status, 200);
+    let after = gw.call("GET", "/key/list", &[("Cookie", &pair)], b"");
+    assert_error(&after, 401);
+    let me = gw.call("GET", "/ui/session", &[("Cookie", &pair)], b"");
+    assert_eq!(me.json()["authenticated"], false);
+}

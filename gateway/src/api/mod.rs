@@ -109,7 +109,7 @@ async fn admin_caller(
     head: &RequestHead,
     credentials: &mut CredentialMemo,
 ) -> Result<Principal, GatewayError> {
-    match ui::session::caller(worker, head) {
+    match ui::session::caller(worker, head).await {
         Some(result) => result,
         None => worker.shared.auth.authenticate(head, credentials).await,
     }
@@ -142,7 +142,7 @@ pub async fn admit(
             Err(e) => Err(e),
         },
         Route::Admin(path) => match admin_caller(worker, head, credentials).await {
-            Ok(p) if p.is_admin() || !admin::needs_admin(path) => Ok(Some(p)),
+            Ok(p) if admin::may_call(&p, path) => Ok(Some(p)),
             Ok(_) => Err(GatewayError::NotAdmin(path.to_string())),
             Err(e) => Err(e),
         },

@@ -26,6 +26,10 @@ pub const MAX_SOURCES: usize = 10_000;
 pub enum SessionRole {
     /// Logged in with the console's username and password: the admin API.
     Admin,
+    /// Logged in with a virtual key (of an admin or an `internal_user`):
+    /// what that key may do, looked up again on every call (by this sha256),
+    /// so blocking or deleting the key ends the session's rights.
+    Key(TokenHash),
 }
 
 /// A logged-in console.
@@ -125,6 +129,20 @@ impl Console {
             self.failures.pin().remove(&ip);
         }
         self.open(SessionRole::Admin, now)
+    }
+
+    /// Opens a session for a virtual key (sha256 `key`) a login was checked
+    /// against, forgetting `source`'s wrong passwords.
+    pub fn open_key(
+        &self,
+        source: Option<IpAddr>,
+        key: TokenHash,
+        now: Instant,
+    ) -> Result<NewSession, LoginRefused> {
+        if let Some(ip) = source {
+            self.failures.pin().remove(&ip);
+        }
+        self.open(SessionRole::Key(key), now)
     }
 
     /// The session a cookie value names, if it is open at `now`.
@@ -261,6 +279,9 @@ mod tests {
         let s = c.login(IP, "admin", "pw", now).unwrap();
         assert!(c.logout(&s.id) && !c.logout(&s.id));
         assert!(c.session(&s.id, now).is_none());
+        let key = hash_key("sk-user");
+        let s = c.open_key(IP, key, now).unwrap();
+        assert_eq!(c.session(&s.id, now).unwrap().role, SessionRole::Key(key));
     }
 
     #[test]

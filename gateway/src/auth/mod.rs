@@ -51,6 +51,20 @@ impl Principal {
         }
     }
 
+    /// The user id of a key whose user has LiteLLM's `internal_user` (or
+    /// `internal_user_viewer`) role: it may see its own keys and spend.
+    pub fn internal_user(&self) -> Option<&str> {
+        let Principal::Key(k) = self else {
+            return None;
+        };
+        let user = k.user.as_ref()?;
+        matches!(
+            user.record.user_role.as_deref(),
+            Some("internal_user" | "internal_user_viewer")
+        )
+        .then_some(user.record.user_id.as_str())
+    }
+
     /// The model group a requested name maps to through the key's aliases.
     pub fn resolve_alias<'a>(&'a self, model: &'a str) -> &'a str {
         match self {
@@ -226,6 +240,24 @@ impl Authenticator {
         let entry = match self.keys.get(&hash) {
             Some(entry) => entry,
             None => self.read_through(&hash, key).await?,
+        };
+        checks::key_usable(&entry, chrono::Utc::now())?;
+        Ok(Principal::Key(entry))
+    }
+
+    /// The virtual key whose sha256 is `hash`, checked usable (the console's
+    /// key sessions hold only the hash). The master key is not one.
+    pub async fn key_by_hash(&self, hash: &TokenHash) -> Result<Principal, GatewayError> {
+        if self
+            .master_key_hash
+            .as_ref()
+            .is_some_and(|m| bool::from(m.ct_eq(hash)))
+        {
+            return Err(GatewayError::InvalidKey("***".into()));
+        }
+        let entry = match self.keys.get(hash) {
+            Some(entry) => entry,
+            None => self.read_through(hash, "").await?,
         };
         checks::key_usable(&entry, chrono::Utc::now())?;
         Ok(Principal::Key(entry))

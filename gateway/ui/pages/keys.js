@@ -1,6 +1,7 @@
 // Keys: LiteLLM's virtual keys through /key/*: a server-side paged list
 // (filtered by alias, team or user), spend against budget, limits; create
-// (the new key shown once), edit, block/unblock, regenerate, delete.
+// (the new key shown once), edit, block/unblock, regenerate, delete. An
+// internal user sees its own keys only (the gateway forces the filter), read-only.
 
 import { api, query } from '../api.js';
 import { h, replace, table, field, values, notice, budgetBar, num, when, dialog, list } from '../dom.js';
@@ -54,7 +55,8 @@ function showSecret(title, key) {
     h('div', { class: 'secret', id: 'new-key' }, key)));
 }
 
-export async function render(main, title) {
+export async function render(main, title, session) {
+  const admin = !session || session.role !== 'internal_user';
   const state = { page: 1, alias: '', team: '', user: '' };
   const status = h('div', {});
   const listPanel = h('div', { class: 'panel' });
@@ -180,7 +182,7 @@ export async function render(main, title) {
         ['Models', (k) => (k.models && k.models.length ? k.models.map((m) => h('span', { class: 'tag' }, m)) : 'all')],
         ['Status', statusTag],
         ['Expires', (k) => when(k.expires)],
-        ['', actions],
+        ['', (k) => (admin ? actions(k) : '')],
       ], rows.map((k) => k), 'No keys match.'),
       h('div', { class: 'pager' }, prev, `Page ${state.page} of ${pages} · ${num(answer.total_count)} keys`, next));
     const trs = listPanel.querySelectorAll('tbody tr');
@@ -188,7 +190,8 @@ export async function render(main, title) {
   }
 
   replace(main, h('h1', {}, title), status,
-    h('div', { class: 'panel' }, h('h2', {}, 'Create a key'), createForm),
+    admin ? h('div', { class: 'panel' }, h('h2', {}, 'Create a key'), createForm)
+      : notice(`Your keys (user ${session.user_id}); ask an admin to create or change one.`, 'info'),
     h('div', { class: 'panel' }, search, listPanel));
   await load();
 }

@@ -49,7 +49,8 @@ const breakdown = (rows) => table([
   ['Tokens', (e) => num(e.tokens)],
 ], rows, 'No traffic in this range.');
 
-export async function render(main, title) {
+export async function render(main, title, session) {
+  const admin = !session || session.role !== 'internal_user';
   const to = isoDay(new Date());
   const fromDate = new Date();
   fromDate.setUTCDate(fromDate.getUTCDate() - 13);
@@ -80,7 +81,7 @@ export async function render(main, title) {
       if (batch.length < PAGE) break;
       if (rows.length >= MAX_ROWS) { capped = true; break; }
     }
-    const global = await api('GET', '/global/spend').catch(() => null);
+    const global = admin ? await api('GET', '/global/spend').catch(() => null) : null;
     const perDay = new Map(days(state.start_date, state.end_date).map((d) => [d, { spend: 0, requests: 0, tokens: 0 }]));
     for (const r of rows) {
       const d = perDay.get(String(r.startTime).slice(0, 10));
@@ -99,7 +100,7 @@ export async function render(main, title) {
         card('Spend in range', usd(total.spend)),
         card('Requests in range', num(total.requests)),
         card('Tokens in range', num(total.tokens)),
-        card('Spend, all time', global ? usd(global.spend) : '-')),
+        admin ? card('Spend, all time', global ? usd(global.spend) : '-') : null),
       h('div', { class: 'panel', id: 'usage-charts' },
         barChart('Spend per day (USD)', series('spend'), (v) => `$${v.toFixed(v && v < 1 ? 4 : 2)}`),
         barChart('Requests per day', series('requests'), (v) => String(Math.round(v))),

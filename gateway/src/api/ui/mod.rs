@@ -48,9 +48,9 @@ pub async fn handle(
     let name = name.strip_prefix('/').unwrap_or(name);
     let method = head.method();
     let answer = match (method, name) {
-        ("POST", "login") => session::login(worker, head, peer, body),
+        ("POST", "login") => session::login(worker, head, peer, body).await,
         ("POST", "logout") => session::logout(worker, head),
-        ("GET" | "HEAD", "session") => session::current(worker, head),
+        ("GET" | "HEAD", "session") => session::current(worker, head).await,
         ("GET" | "HEAD", _) => {
             let _ = serve_asset(head, name, out).await;
             return;

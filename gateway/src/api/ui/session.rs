@@ -3,8 +3,10 @@
 //! held in this process ([`crate::auth::Console`]); a call that changes
 //! state must repeat the session's CSRF token in `x-csrf-token`.
 
-use crate::auth::console::{csrf_matches, LoginRefused, SessionRole, SESSION_TTL};
-use crate::auth::Principal;
+use crate::auth::console::{
+    csrf_matches, LoginRefused, NewSession, Session, SessionRole, SESSION_TTL,
+};
+use crate::auth::{hash_key, Principal};
 use crate::error::GatewayError;
 use crate::http1::RequestHead;
 use crate::state::Worker;
@@ -30,10 +32,37 @@ pub fn cookie(head: &RequestHead) -> Option<&str> {
         .filter(|v| !v.is_empty())
 }
 
+/// Whether a request authenticated by a session cookie may go ahead:
+/// reads change nothing; any other method needs the session's CSRF token.
+fn csrf_ok(head: &RequestHead, session: &Session) -> Result<(), GatewayError> {
+    let reads = matches!(head.method(), "GET" | "HEAD");
+    let token_ok = || {
+        head.header(CSRF_HEADER)
+            .is_some_and(|t| csrf_matches(session, t.trim()))
+    };
+    if reads || token_ok() {
+        Ok(())
+    } else {
+        Err(GatewayError::CsrfRefused)
+    }
+}
+
+/// What a session may do now: the admin's rights, or those of the key it
+/// logged in with (looked up again, so a blocked or deleted key ends it).
+async fn principal(worker: &Worker, session: &Session) -> Result<Principal, GatewayError> {
+    match session.role {
+        SessionRole::Admin => Ok(Principal::Master),
+        SessionRole::Key(hash) => worker.shared.auth.key_by_hash(&hash).await,
+    }
+}
+
 /// The caller a session cookie authenticates, when the request has one
-/// (and no other credential: a key always wins). Reads change nothing;
-/// any other method needs the session's CSRF token.
-pub fn caller(worker: &Worker, head: &RequestHead) -> Option<Result<Principal, GatewayError>> {
+/// (and no other credential: a key always wins); a call that is not a read
+/// needs the session's CSRF token.
+pub async fn caller(
+    worker: &Worker,
+    head: &RequestHead,
+) -> Option<Result<Principal, GatewayError>> {
     if crate::auth::credential(head).is_some() {
         return None;
     }
@@ -41,17 +70,22 @@ pub fn caller(worker: &Worker, head: &RequestHead) -> Option<Result<Principal, G
     let Some(session) = worker.shared.auth.console().session(id, Instant::now()) else {
         return Some(Err(GatewayError::ConsoleSession));
     };
-    let reads = matches!(head.method(), "GET" | "HEAD");
-    if !reads
-        && !head
-            .header(CSRF_HEADER)
-            .is_some_and(|t| csrf_matches(&session, t.trim()))
-    {
-        return Some(Err(GatewayError::CsrfRefused));
+    if let Err(e) = csrf_ok(head, &session) {
+        return Some(Err(e));
     }
-    Some(Ok(match session.role {
-        SessionRole::Admin => Principal::Master,
-    }))
+    Some(principal(worker, &session).await)
+}
+
+/// The console role a caller has: `proxy_admin`, or `internal_user` (its
+/// own keys and spend); `None` for any other key.
+fn role_of(principal: &Principal) -> Option<(&'static str, Option<&str>)> {
+    if principal.is_admin() {
+        Some(("proxy_admin", None))
+    } else {
+        principal
+            .internal_user()
+            .map(|user| ("internal_user", Some(user)))
+    }
 }
 
 /// The body of `POST /ui/login`.
@@ -84,8 +118,11 @@ fn set_cookie(worker: &Worker, value: &str, max_age: u64) -> String {
 
 /// `POST /ui/login` with `{"username","password"}` as JSON (a browser
 /// cannot send that cross-site without the gateway's consent, which it
-/// never gives): opens a session and sets its cookie.
-pub fn login(
+/// never gives): the console's username and password open an admin
+/// session; else a virtual key as the password (username ignored) opens a
+/// session with that key's rights, when it is an admin's or an
+/// `internal_user`'s. Sets the session's cookie.
+pub async fn login(
     worker: &Worker,
     head: &RequestHead,
     peer: Option<IpAddr>,
@@ -111,8 +148,37 @@ pub fn login(
         }
     }
     let console = worker.shared.auth.console();
-    let opened = console.login(peer, &login.username, &login.password, Instant::now());
-    let session = opened.map_err(|refused| match refused {
+    let now = Instant::now();
+    let (session, role, user) = match console.login(peer, &login.username, &login.password, now) {
+        Ok(session) => (session, "proxy_admin", None),
+        Err(LoginRefused::Wrong) if login.password.starts_with("sk-") => {
+            let hash = hash_key(&login.password);
+            let key = worker.shared.auth.key_by_hash(&hash).await;
+            let Some((role, user)) = key.as_ref().ok().and_then(role_of) else {
+                return Err(refused(LoginRefused::Wrong));
+            };
+            let user = user.map(str::to_string);
+            let session = console.open_key(peer, hash, now).map_err(refused)?;
+            (session, role, user)
+        }
+        Err(other) => return Err(refused(other)),
+    };
+    let NewSession { id, csrf } = session;
+    Ok(Answer {
+        body: json!({
+            "authenticated": true,
+            "role": role,
+            "user_id": user,
+            "csrf_token": csrf,
+            "expires_in": SESSION_TTL.as_secs(),
+        }),
+        set_cookie: Some(set_cookie(worker, &id, SESSION_TTL.as_secs())),
+    })
+}
+
+/// The error of a refused login.
+fn refused(refused: LoginRefused) -> GatewayError {
+    match refused {
         LoginRefused::Wrong => GatewayError::ConsoleLogin("Invalid credentials used to access UI."),
         LoginRefused::Disabled => GatewayError::ConsoleLogin(
             "The console has no password: set UI_PASSWORD or general_settings.master_key.",
@@ -121,22 +187,14 @@ pub fn login(
             retry_after: wait.as_secs().max(1).to_string(),
         },
         LoginRefused::Full => GatewayError::Unavailable("too many console sessions are open"),
-    })?;
-    Ok(Answer {
-        body: json!({
-            "role": "proxy_admin",
-            "csrf_token": session.csrf,
-            "expires_in": SESSION_TTL.as_secs(),
-        }),
-        set_cookie: Some(set_cookie(worker, &session.id, SESSION_TTL.as_secs())),
-    })
+    }
 }
 
 /// `GET /ui/session`: whether the browser is logged in and, when it is,
-/// the session's CSRF token (only the console's own pages can read this
-/// answer: no other origin is let in). Without a master key every caller
-/// is an admin and no login is needed.
-pub fn current(worker: &Worker, head: &RequestHead) -> Result<Answer, GatewayError> {
+/// its role and the session's CSRF token (only the console's own pages can
+/// read this answer: no other origin is let in). Without a master key
+/// every caller is an admin and no login is needed.
+pub async fn current(worker: &Worker, head: &RequestHead) -> Result<Answer, GatewayError> {
     let answer = |body| Answer {
         body,
         set_cookie: None,
@@ -151,15 +209,20 @@ pub fn current(worker: &Worker, head: &RequestHead) -> Result<Answer, GatewayErr
     }
     let now = Instant::now();
     let session = cookie(head).and_then(|id| worker.shared.auth.console().session(id, now));
-    Ok(answer(match session {
-        Some(session) => json!({
-            "authenticated": true,
-            "role": "proxy_admin",
-            "csrf_token": session.csrf,
-            "expires_in": session.expires.saturating_duration_since(now).as_secs(),
-        }),
-        None => json!({"authenticated": false}),
-    }))
+    let Some(session) = session else {
+        return Ok(answer(json!({"authenticated": false})));
+    };
+    let principal = principal(worker, &session).await;
+    let Some((role, user)) = principal.as_ref().ok().and_then(role_of) else {
+        return Ok(answer(json!({"authenticated": false})));
+    };
+    Ok(answer(json!({
+        "authenticated": true,
+        "role": role,
+        "user_id": user,
+        "csrf_token": session.csrf,
+        "expires_in": session.expires.saturating_duration_since(now).as_secs(),
+    })))
 }
 
 /// `POST /ui/logout`: ends the session (its CSRF token required, so another
