@@ -75,6 +75,10 @@ def main():
     def text_appears(text, where=(By.TAG_NAME, "main")):
         wait.until(EC.text_to_be_present_in_element(where, text))
 
+    def click_in_row(action):
+        wait.until(lambda _: key_row().find_element(By.CSS_SELECTOR, f"button[data-action='{action}']")
+                   .click() or True)
+
     def key_row():
         return d.find_element(By.CSS_SELECTOR, "tr[data-alias='browser-key']")
 
@@ -159,6 +163,55 @@ def main():
         wait.until(lambda _: "blocked" in key_row().text)
         shot("01-keys")
         assert chat(new_key, MODEL) == 401
+
+        # Unblock, edit, regenerate (the old key stops working), delete.
+        click_in_row("unblock")
+        wait.until(lambda _: "active" in key_row().text)
+        assert chat(new_key, MODEL) == 200
+        click_in_row("edit")
+        edit = wait.until(EC.visibility_of_element_located((By.ID, "edit-key-form")))
+        budget = edit.find_element(By.NAME, "max_budget")
+        budget.clear()
+        budget.send_keys("7")
+        edit.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+        wait.until(EC.invisibility_of_element_located((By.ID, "edit-key-form")))
+        wait.until(lambda _: "$7.00" in key_row().text)
+        click_in_row("regenerate")
+        wait.until(EC.alert_is_present()).accept()
+        regenerated = wait.until(EC.visibility_of_element_located((By.ID, "new-key"))).text.strip()
+        assert regenerated.startswith("sk-") and regenerated != new_key
+        d.find_element(By.CSS_SELECTOR, "dialog.modal form button").click()
+        wait.until(EC.invisibility_of_element_located((By.ID, "new-key")))
+        assert chat(new_key, MODEL) == 401
+        assert chat(regenerated, MODEL) == 200
+        click_in_row("delete")
+        wait.until(EC.alert_is_present()).accept()
+        wait.until(lambda _: not d.find_elements(By.CSS_SELECTOR, "tr[data-alias='browser-key']"))
+        assert chat(regenerated, MODEL) == 401
+
+        # Models: add one through the form, then delete it.
+        goto("Models")
+        add = d.find_element(By.ID, "add-model-form")
+        for name, value in [("model_name", "ui-added"), ("model", "openai/gpt-ui"),
+                            ("api_base", "http://127.0.0.1:9/v1"), ("api_key", "sk-upstream")]:
+            add.find_element(By.NAME, name).send_keys(value)
+        add.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+        text_appears("ui-added", (By.CSS_SELECTOR, "#page table"))
+        assert "sk-upstream" not in d.find_element(By.ID, "page").text, "an upstream key shown"
+        wait.until(lambda _: [tr for tr in d.find_elements(By.CSS_SELECTOR, "#page tbody tr")
+                              if "ui-added" in tr.text][0]
+                   .find_element(By.CSS_SELECTOR, "button.danger").click() or True)
+        wait.until(EC.alert_is_present()).accept()
+        wait.until(lambda _: "ui-added" not in d.find_element(By.CSS_SELECTOR, "#page table").text)
+
+        # Teams: create one; an alias with markup stays text.
+        goto("Teams")
+        team = d.find_element(By.ID, "create-team-form")
+        team.find_element(By.NAME, "team_alias").send_keys("<b>ui-team</b>")
+        team.find_element(By.NAME, "max_budget").send_keys("20")
+        team.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+        text_appears("<b>ui-team</b>", (By.CSS_SELECTOR, "#page table"))
+        assert not d.find_elements(By.CSS_SELECTOR, "#page table b"), "markup rendered"
 
         # Every page renders without an error notice.
         for i, page in enumerate(PAGES):
