@@ -2,8 +2,8 @@
 //! session cookie, the cookie as a credential for the admin API with a CSRF
 //! token on state-changing calls, logout, the per-address login throttle;
 //! and the whole console in headless Chromium (`tests/python/test_console.py`,
-//! Selenium), screenshots of each page under
-//! `target/tmp/console-screenshots/`.
+//! Selenium), in memory and on Postgres, screenshots of each page under
+//! `target/tmp/console-screenshots*/`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -242,14 +242,15 @@ fn python() -> PathBuf {
     python
 }
 
-#[test]
-fn the_console_works_in_headless_chromium() {
+/// Runs `tests/python/test_console.py` against a [`gateway`] started with
+/// `envs`; screenshots go to `target/tmp/<shots>/`.
+fn browser_run(envs: &[(&str, &str)], shots: &str) {
     assert!(
         Path::new("/usr/bin/chromium").exists() && Path::new("/usr/bin/chromedriver").exists(),
         "chromium and chromedriver are missing: run scripts/test.sh (apt-get install chromium chromium-driver)"
     );
-    let gw = gateway(&[]);
-    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("console-screenshots");
+    let gw = gateway(envs);
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join(shots);
     let _ = std::fs::remove_dir_all(&shots);
     std::fs::create_dir_all(&shots).expect("screenshot dir");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/test_console.py");
@@ -314,6 +315,21 @@ fn the_console_works_in_headless_chromium() {
             });
         assert!(found, "no screenshot of {page}");
     }
+}
+
+#[test]
+fn the_console_works_in_headless_chromium() {
+    browser_run(&[], "console-screenshots");
+}
+
+/// The same pages against LiteLLM's tables in Postgres.
+#[test]
+fn the_console_works_in_headless_chromium_on_postgres() {
+    let db = e2e::TestDb::create();
+    browser_run(
+        &[("DATABASE_URL", db.url())],
+        "console-screenshots-postgres",
+    );
 }
 
 #[test]
