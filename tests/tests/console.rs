@@ -62,7 +62,7 @@ fn session(resp: &Response) -> (String, String) {
 }
 
 #[test]
-fn ui_files_carry_their_types_a_strict_csp_and_etags() {
+fn ui_files_carry_their_types_a_strict_csp_etags_and_gzip() {
     let gw = gateway(&[]);
     for path in ["/ui", "/ui/"] {
         let resp = gw.call("GET", path, &[], b"");
@@ -89,6 +89,33 @@ fn ui_files_carry_their_types_a_strict_csp_and_etags() {
     let again = gw.call("GET", "/ui/pages/keys.js", &[("If-None-Match", &etag)], b"");
     assert_eq!(again.status, 304);
     assert!(again.body.is_empty());
+    assert!(js.header("content-encoding").is_none());
+    // Gzipped for a browser that accepts it, under its own ETag.
+    let gz = gw.call(
+        "GET",
+        "/ui/pages/keys.js",
+        &[("Accept-Encoding", "gzip, deflate, br")],
+        b"",
+    );
+    assert_eq!(gz.status, 200);
+    assert_eq!(gz.header("content-encoding"), Some("gzip"));
+    assert_eq!(gz.header("vary"), Some("accept-encoding"));
+    assert!(gz.body.starts_with(&[0x1f, 0x8b]), "not gzip");
+    assert!(
+        gz.body.len() * 2 < js.body.len(),
+        "{} vs {}",
+        gz.body.len(),
+        js.body.len()
+    );
+    let gz_etag = gz.header("etag").unwrap().to_string();
+    assert_ne!(gz_etag, etag);
+    let gz_again = gw.call(
+        "GET",
+        "/ui/pages/keys.js",
+        &[("Accept-Encoding", "gzip"), ("If-None-Match", &gz_etag)],
+        b"",
+    );
+    assert_eq!(gz_again.status, 304);
     let css = gw.call("GET", "/ui/style.css", &[("If-None-Match", "\"old\"")], b"");
     assert_eq!(css.status, 200);
     assert_eq!(css.header("content-type"), Some("text/css; charset=utf-8"));

@@ -1,8 +1,11 @@
 //! The console's files, built into the binary from `gateway/ui/` at compile
-//! time: each with its content type and an ETag (a prefix of its sha256,
-//! computed once).
+//! time: each with its content type, a gzip copy and an ETag for each form
+//! (a prefix of its sha256), made once on first use.
 
+use flate2::write::GzEncoder;
+use flate2::Compression;
 use sha2::{Digest, Sha256};
+use std::io::Write;
 use std::sync::LazyLock;
 
 /// One file of the console.
@@ -46,20 +49,66 @@ static ASSETS: &[Asset] = &[
     asset!("pages/health.js", JS),
 ];
 
-/// The ETag of each asset, in [`ASSETS`] order.
-static ETAGS: LazyLock<Vec<String>> = LazyLock::new(|| {
+/// One asset as served: its ETag, and its gzip form with that form's ETag.
+pub struct Served {
+    /// The file.
+    pub asset: &'static Asset,
+    /// The ETag of its bytes as they are.
+    pub etag: String,
+    /// Its bytes gzipped.
+    pub gzip: Vec<u8>,
+    /// The ETag of the gzipped bytes.
+    pub gzip_etag: String,
+}
+
+fn etag(bytes: &[u8]) -> String {
+    format!("\"{}\"", &hex::encode(Sha256::digest(bytes))[..20])
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut encoder = GzEncoder::new(Vec::new(), Compression::best());
+    encoder
+        .write_all(bytes)
+        .and_then(|()| encoder.finish())
+        .expect("gzip into memory")
+}
+
+/// Every asset as served, in [`ASSETS`] order.
+static SERVED: LazyLock<Vec<Served>> = LazyLock::new(|| {
     ASSETS
         .iter()
-        .map(|a| format!("\"{}\"", &hex::encode(Sha256::digest(a.body))[..20]))
+        .map(|asset| {
+            let gzip = gzip(asset.body);
+            Served {
+                asset,
+                etag: etag(asset.body),
+                gzip_etag: etag(&gzip),
+                gzip,
+            }
+        })
         .collect()
 });
 
-/// The asset at `name` (the path after `/ui/`; empty for the index), with
-/// its ETag.
-pub fn find(name: &str) -> Option<(&'static Asset, &'static str)> {
+/// The asset at `name` (the path after `/ui/`; empty for the index).
+pub fn find(name: &str) -> Option<&'static Served> {
     let name = if name.is_empty() { "index.html" } else { name };
     let i = ASSETS.iter().position(|a| a.name == name)?;
-    Some((&ASSETS[i], ETAGS[i].as_str()))
+    Some(&SERVED[i])
+}
+
+/// Whether an `Accept-Encoding` value accepts gzip (`gzip` or `*`, with a
+/// quality above zero).
+pub fn accepts_gzip(accept_encoding: &str) -> bool {
+    accept_encoding.split(',').any(|item| {
+        let mut parts = item.split(';').map(str::trim);
+        let coding = parts.next().unwrap_or_default();
+        let refused = parts.any(|p| {
+            p.strip_prefix("q=")
+                .and_then(|q| q.parse::<f32>().ok())
+                .is_some_and(|q| q <= 0.0)
+        });
+        (coding.eq_ignore_ascii_case("gzip") || coding == "*") && !refused
+    })
 }
 
 /// Whether an `If-None-Match` value names `etag` (weak or strong, or `*`).
@@ -75,18 +124,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_asset_is_found_with_its_type_and_an_etag() {
+    fn every_asset_is_found_with_its_type_etags_and_a_gzip_copy() {
         for a in ASSETS {
-            let (found, etag) = find(a.name).unwrap();
-            assert!(!found.body.is_empty(), "{}", a.name);
-            assert!(etag.starts_with('"') && etag.len() == 22, "{etag}");
+            let served = find(a.name).unwrap();
+            assert!(!served.asset.body.is_empty(), "{}", a.name);
+            for tag in [&served.etag, &served.gzip_etag] {
+                assert!(tag.starts_with('"') && tag.len() == 22, "{tag}");
+            }
+            assert_ne!(served.etag, served.gzip_etag);
+            let mut plain = Vec::new();
+            std::io::Read::read_to_end(
+                &mut flate2::read::GzDecoder::new(&served.gzip[..]),
+                &mut plain,
+            )
+            .unwrap();
+            assert_eq!(plain, a.body, "{}", a.name);
             if a.name.ends_with(".js") {
-                assert_eq!(found.content_type, JS);
+                assert_eq!(served.asset.content_type, JS);
             }
         }
-        assert_eq!(find("").unwrap().0.name, "index.html");
+        assert_eq!(find("").unwrap().asset.name, "index.html");
         for unknown in ["nope.js", "../Cargo.toml", "pages", "pages/"] {
             assert!(find(unknown).is_none(), "{unknown}");
+        }
+    }
+
+    #[test]
+    fn accept_encoding_is_read() {
+        for yes in ["gzip", "gzip, deflate, br", "br;q=1, GZIP;q=0.5", "*"] {
+            assert!(accepts_gzip(yes), "{yes}");
+        }
+        for no in ["", "br", "identity", "gzip;q=0", "deflate, gzip;q=0.0"] {
+            assert!(!accepts_gzip(no), "{no}");
         }
     }
 

@@ -78,28 +78,41 @@ pub async fn handle(
     };
 }
 
-/// Sends the asset `name` (a 404 when there is none), or a 304 when the
-/// browser's copy is current. Browsers revalidate every time
-/// (`no-cache`): the names carry no version, so a new binary's files are
-/// seen at once.
+/// Sends the asset `name` (a 404 when there is none), gzipped when the
+/// browser accepts it, or a 304 when the browser's copy is current.
+/// Browsers revalidate every time (`no-cache`): the names carry no
+/// version, so a new binary's files are seen at once.
 async fn serve_asset(
     head: &RequestHead,
     name: &str,
     out: &mut Responder<'_>,
 ) -> std::io::Result<()> {
-    let Some((asset, etag)) = assets::find(name) else {
+    let Some(served) = assets::find(name) else {
         let err = GatewayError::RouteNotFound {
             method: head.method().to_string(),
             path: head.path().to_string(),
         };
         return out.send_error(&err, Some(secured(404))).await;
     };
+    let gzip = head
+        .header("accept-encoding")
+        .is_some_and(assets::accepts_gzip);
+    let (body, etag) = if gzip {
+        (&served.gzip[..], served.gzip_etag.as_str())
+    } else {
+        (served.asset.body, served.etag.as_str())
+    };
     let fresh = head
         .header("if-none-match")
         .is_some_and(|v| assets::matches(v, etag));
     let status = if fresh { 304 } else { 200 };
     let mut h = secured(status);
-    h.header("cache-control", "no-cache").header("etag", etag);
-    let body = if fresh { &[][..] } else { asset.body };
-    out.send(status, h, asset.content_type, body).await
+    h.header("cache-control", "no-cache")
+        .header("etag", etag)
+        .header("vary", "accept-encoding");
+    if gzip {
+        h.header("content-encoding", "gzip");
+    }
+    let body = if fresh { &[][..] } else { body };
+    out.send(status, h, served.asset.content_type, body).await
 }
