@@ -23,6 +23,11 @@ fn priced(mut params: Value) -> Value {
 /// A gateway with `local-mock` (the built-in mock) and `chat-deep`, whose
 /// only deployment is unreachable and falls back to `local-mock`.
 fn gateway(envs: &[(&str, &str)]) -> Gateway {
+    gateway_with(envs, json!({}))
+}
+
+/// [`gateway`] with more `general_settings`.
+fn gateway_with(envs: &[(&str, &str)], general: Value) -> Gateway {
     let dead = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -39,6 +44,11 @@ fn gateway(envs: &[(&str, &str)]) -> Gateway {
         "router_settings": {"num_retries": 0, "fallbacks": [{"chat-deep": ["local-mock"]}]},
         "general_settings": {"master_key": MASTER_KEY},
     });
+    let mut config = config;
+    if let (Some(into), Value::Object(more)) = (config["general_settings"].as_object_mut(), general)
+    {
+        into.extend(more);
+    }
     Gateway::start_json(&config, envs)
 }
 
@@ -424,4 +434,37 @@ fn an_internal_users_key_logs_in_to_its_own_keys_and_spend_only() {
     assert_error(&after, 401);
     let me = gw.call("GET", "/ui/session", &[("Cookie", &pair)], b"");
     assert_eq!(me.json()["authenticated"], false);
+}
+
+#[test]
+fn ui_access_mode_admin_only_lets_only_admins_log_in() {
+    let gw = gateway_with(&[], json!({"ui_access_mode": "admin_only"}));
+    let resp = gw.post(
+        "/user/new",
+        &json!({"user_id": "carol", "user_role": "internal_user"}),
+    );
+    let key = resp.json()["key"].as_str().unwrap().to_string();
+    let refused = login(&gw, "", &key);
+    assert!(error_message(&assert_error(&refused, 401)).contains("admin_only"));
+    let admin = gw.post(
+        "/user/new",
+        &json!({"user_id": "dave", "user_role": "proxy_admin"}),
+    );
+    let admin_key = admin.json()["key"].as_str().unwrap().to_string();
+    assert_eq!(login(&gw, "", &admin_key).json()["role"], "proxy_admin");
+    session(&login(&gw, "admin", MASTER_KEY));
+}
+
+#[test]
+fn disable_admin_ui_turns_the_console_off() {
+    let gw = gateway(&[("DISABLE_ADMIN_UI", "True")]);
+    for (method, path) in [
+        ("GET", "/ui"),
+        ("GET", "/ui/app.js"),
+        ("GET", "/ui/session"),
+    ] {
+        assert_error(&gw.call(method, path, &[], b""), 404);
+    }
+    assert_error(&login(&gw, "admin", MASTER_KEY), 404);
+    assert_eq!(gw.get("/key/list").status, 200);
 }

@@ -76,6 +76,8 @@ struct Failures {
 pub struct Console {
     username: TokenHash,
     password: Option<TokenHash>,
+    admin_only: bool,
+    disabled: bool,
     sessions: papaya::HashMap<TokenHash, Session>,
     failures: papaya::HashMap<IpAddr, Failures>,
 }
@@ -97,9 +99,34 @@ impl Console {
         Console {
             username: hash_key(username),
             password: password.map(hash_key),
+            admin_only: false,
+            disabled: false,
             sessions: papaya::HashMap::new(),
             failures: papaya::HashMap::new(),
         }
+    }
+
+    /// Only admins may log in (LiteLLM's `ui_access_mode: admin_only`): a key
+    /// login of an `internal_user` is refused.
+    pub fn with_admin_only(mut self, admin_only: bool) -> Self {
+        self.admin_only = admin_only;
+        self
+    }
+
+    /// The console is off (LiteLLM's `DISABLE_ADMIN_UI`): `/ui` is a 404.
+    pub fn with_disabled(mut self, disabled: bool) -> Self {
+        self.disabled = disabled;
+        self
+    }
+
+    /// Whether only admins may log in.
+    pub fn admin_only(&self) -> bool {
+        self.admin_only
+    }
+
+    /// Whether the console is off.
+    pub fn disabled(&self) -> bool {
+        self.disabled
     }
 
     /// Checks a login from `source` at `now`; on success opens a session.

@@ -44,6 +44,14 @@ pub async fn handle(
     body: &[u8],
     out: &mut Responder<'_>,
 ) {
+    if worker.shared.auth.console().disabled() {
+        let err = GatewayError::RouteNotFound {
+            method: head.method().to_string(),
+            path: head.path().to_string(),
+        };
+        let _ = out.send_error(&err, Some(secured(404))).await;
+        return;
+    }
     let name = path.strip_prefix("/ui").unwrap_or(path);
     let name = name.strip_prefix('/').unwrap_or(name);
     let method = head.method();

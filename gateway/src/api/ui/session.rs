@@ -157,6 +157,11 @@ pub async fn login(
             let Some((role, user)) = key.as_ref().ok().and_then(role_of) else {
                 return Err(refused(LoginRefused::Wrong));
             };
+            if console.admin_only() && role != "proxy_admin" {
+                return Err(GatewayError::ConsoleLogin(
+                    "Only proxy admins may log in to this console (ui_access_mode: admin_only).",
+                ));
+            }
             let user = user.map(str::to_string);
             let session = console.open_key(peer, hash, now).map_err(refused)?;
             (session, role, user)
