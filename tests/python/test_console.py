@@ -227,6 +227,30 @@ def main():
         wait.until(EC.presence_of_element_located((By.ID, "login-form")))
         d.get(f"{BASE}/ui")
         wait.until(EC.presence_of_element_located((By.ID, "login-form")))
+
+        # An internal user logs in with its key: its own keys, usage and logs.
+        req = urllib.request.Request(
+            f"{BASE}/user/new",
+            data=json.dumps({"user_id": "browser-user", "user_role": "internal_user",
+                             "key_alias": "browser-user-key"}).encode(),
+            headers={"Authorization": f"Bearer {MASTER}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=30) as res:
+            user_key = json.load(res)["key"]
+        pw = d.find_element(By.NAME, "password")
+        pw.clear()
+        pw.send_keys(user_key)
+        d.find_element(By.ID, "login-submit").click()
+        wait.until(lambda _: d.find_element(By.TAG_NAME, "h1").text == "Keys")
+        nav = [a.text for a in d.find_elements(By.CSS_SELECTOR, "nav a[data-page]")]
+        assert nav == ["Keys", "Usage", "Logs"], nav
+        wait.until(lambda _: "browser-user-key" in d.find_element(By.CSS_SELECTOR, "#page table").text)
+        assert not d.find_elements(By.ID, "create-key-form")
+        assert not d.find_elements(By.CSS_SELECTOR, "button[data-action]")
+        assert "browser-user" in d.find_element(By.ID, "who").text
+        shot("10-internal-user-keys")
+        d.find_element(By.ID, "logout").click()
+        wait.until(EC.presence_of_element_located((By.ID, "login-form")))
         console_errors()
         assert not errors, f"browser console errors: {errors}"
         print("console test passed")
