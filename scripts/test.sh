@@ -58,6 +58,17 @@ then
     .venv/bin/python -m pip install --quiet --disable-pip-version-check "${LITELLM_PINS[@]}"
 fi
 
+# --- headless Chromium and Selenium (tests/tests/console.rs drives the /ui
+# console in a real browser through tests/python/test_console.py)
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+    log "installing chromium and chromium-driver"
+    apt_install chromium chromium-driver
+fi
+if ! .venv/bin/python -c 'import selenium' >/dev/null 2>&1; then
+    log "installing selenium into .venv"
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check selenium
+fi
+
 # --- promtool (tests/tests/metrics.rs checks the /metrics exposition) -------
 command -v promtool >/dev/null 2>&1 || apt_install --no-install-recommends prometheus
 

@@ -67,6 +67,23 @@ pub enum GatewayError {
     /// The management API needs the master key or an admin key.
     #[error("Only the proxy admin (master key or an admin key) can call {0}")]
     NotAdmin(String),
+    /// A console login (`/ui/login`) with wrong credentials, or while the
+    /// console has no password.
+    #[error("{0}")]
+    ConsoleLogin(&'static str),
+    /// Too many wrong console passwords from this address.
+    #[error("Too many failed logins from this address; try again in {retry_after} seconds")]
+    ConsoleThrottled {
+        /// Seconds until the address may try again (`retry-after`).
+        retry_after: String,
+    },
+    /// A console session cookie that names no open session.
+    #[error("Authentication Error, the console session has expired or ended; log in again at /ui")]
+    ConsoleSession,
+    /// A state-changing call authenticated by a console session without
+    /// its CSRF token.
+    #[error("Authentication Error, a call authenticated by a console session that changes state needs the session's x-csrf-token header")]
+    CsrfRefused,
     /// A management request field is missing or wrong.
     #[error("Invalid field '{field}': {message}")]
     BadField {
@@ -295,6 +312,9 @@ impl GatewayError {
         use GatewayError::*;
         match self {
             MissingKey | InvalidKey(_) | KeyBlocked(_) | KeyExpired(_) => 401,
+            ConsoleLogin(_) | ConsoleSession => 401,
+            CsrfRefused => 403,
+            ConsoleThrottled { .. } => 429,
             NoTaggedDeployment { .. } => 401,
             RouteForbidden(_) => 403,
             AuthUnavailable(_) | Store(_) => 503,
@@ -338,6 +358,10 @@ impl GatewayError {
             | KeyBlocked(_)
             | AuthUnavailable(_)
             | NotAdmin(_)
+            | ConsoleLogin(_)
+            | ConsoleSession
+            | CsrfRefused
+            | ConsoleThrottled { .. }
             | NoTaggedDeployment { .. }
             | RouteForbidden(_) => "auth_error",
             KeyExpired(_) => "expired_key",
@@ -385,7 +409,8 @@ impl GatewayError {
         match self {
             GatewayError::Upstream { retry_after, .. } => retry_after.as_deref(),
             GatewayError::NoCapacity { retry_after, .. }
-            | GatewayError::RateLimited { retry_after, .. } => Some(retry_after),
+            | GatewayError::RateLimited { retry_after, .. }
+            | GatewayError::ConsoleThrottled { retry_after } => Some(retry_after),
             GatewayError::Unavailable(_) => Some("1"),
             _ => None,
         }

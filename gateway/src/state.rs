@@ -90,6 +90,7 @@ impl Shared {
                 config.master_key.as_deref(),
                 caches.keys.clone(),
                 control.clone(),
+                config.console,
             ),
             models: caches.models.clone(),
             caches,

@@ -382,3 +382,43 @@ fn sighup_reloads_the_certificate() {
     let conn = e2e::tls_client::TlsConn::connect(gw.port(), &client).expect("handshake");
     assert_eq!(conn.peer_cert(), second);
 }
+
+/// Over TLS, the console's session cookie is `Secure` (beside `HttpOnly`
+/// and `SameSite=Strict`).
+#[test]
+fn the_console_cookie_is_secure_over_tls() {
+    let pki = TestPki::new();
+    let gw = start_https(
+        &pki,
+        &[],
+        &[
+            "--ssl_certfile_path",
+            path_str(&pki.cert),
+            "--ssl_keyfile_path",
+            path_str(&pki.key),
+        ],
+    );
+    let client = e2e::tls_client::trusting(&pki.ca);
+    let mut conn = e2e::tls_client::TlsConn::connect(gw.port(), &client).expect("handshake");
+    let body = json!({"username": "admin", "password": MASTER_KEY}).to_string();
+    conn.send(&e2e::request(
+        "POST",
+        "/ui/login",
+        &[
+            ("Content-Type", "application/json"),
+            ("Connection", "close"),
+        ],
+        body.as_bytes(),
+    ))
+    .expect("send");
+    let answer =
+        String::from_utf8_lossy(&conn.read_until(b"csrf_token", 1).expect("answer")).into_owned();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let cookie = answer
+        .lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("set-cookie:"))
+        .expect("a session cookie");
+    for part in ["HttpOnly", "SameSite=Strict", "; Secure"] {
+        assert!(cookie.contains(part), "{cookie}");
+    }
+}

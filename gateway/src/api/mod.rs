@@ -14,6 +14,7 @@ mod models;
 mod reload;
 #[cfg(debug_assertions)]
 mod test_hooks;
+mod ui;
 
 use crate::auth::{CredentialMemo, Principal};
 use crate::downstream::Responder;
@@ -23,6 +24,7 @@ use crate::inbound::Endpoint;
 use crate::proxy;
 use crate::state::Worker;
 use bytes::Bytes;
+use std::net::IpAddr;
 use std::time::Instant;
 
 /// Which handler a request goes to, from its method and path.
@@ -44,6 +46,8 @@ enum Route<'a> {
     Models,
     /// `/models/{id}`.
     Model(&'a str),
+    /// The admin console (`/ui`, `/ui/...`), at this path.
+    Ui(&'a str),
     NotFound,
 }
 
@@ -60,6 +64,9 @@ fn route<'h>(worker: &Worker, head: &'h RequestHead) -> Route<'h> {
         .unwrap_or(path);
     let method = head.method();
     let get = method == "GET" || method == "HEAD";
+    if ui::is_ui_path(path) {
+        return Route::Ui(path);
+    }
     match unversioned {
         "/chat/completions" if method == "POST" => Route::Llm(Endpoint::ChatCompletions),
         "/completions" if method == "POST" => Route::Llm(Endpoint::Completions),
@@ -97,9 +104,22 @@ impl Admission {
     }
 }
 
+/// The caller of an admin route: the console's session when the request
+/// carries its cookie and no key, else the request's key.
+async fn admin_caller(
+    worker: &Worker,
+    head: &RequestHead,
+    credentials: &mut CredentialMemo,
+) -> Result<Principal, GatewayError> {
+    match ui::session::caller(worker, head).await {
+        Some(result) => result,
+        None => worker.shared.auth.authenticate(head, credentials).await,
+    }
+}
+
 /// Authenticates a request from its head, before its body is read: LLM
 /// endpoints and `/models` need a valid credential, the management API an
-/// admin's.
+/// admin's (a key, or the console's session cookie).
 pub async fn admit(
     worker: &Worker,
     head: &RequestHead,
@@ -118,22 +138,22 @@ pub async fn admit(
             auth.authenticate(head, credentials).await.map(Some)
         }
         Route::Metrics if !worker.shared.metrics.require_auth() => Ok(None),
-        Route::Metrics => match auth.authenticate(head, credentials).await {
+        Route::Metrics => match admin_caller(worker, head, credentials).await {
             Ok(p) if p.is_admin() => Ok(Some(p)),
             Ok(_) => Err(GatewayError::NotAdmin("/metrics".to_string())),
             Err(e) => Err(e),
         },
-        Route::Admin(path) => match auth.authenticate(head, credentials).await {
-            Ok(p) if p.is_admin() || !admin::needs_admin(path) => Ok(Some(p)),
+        Route::Admin(path) => match admin_caller(worker, head, credentials).await {
+            Ok(p) if admin::may_call(&p, path) => Ok(Some(p)),
             Ok(_) => Err(GatewayError::NotAdmin(path.to_string())),
             Err(e) => Err(e),
         },
-        Route::Health | Route::Reload => match auth.authenticate(head, credentials).await {
+        Route::Health | Route::Reload => match admin_caller(worker, head, credentials).await {
             Ok(p) if p.is_admin() => Ok(Some(p)),
             Ok(_) => Err(GatewayError::NotAdmin(head.path().to_string())),
             Err(e) => Err(e),
         },
-        Route::Liveliness | Route::Readiness | Route::NotFound => Ok(None),
+        Route::Liveliness | Route::Readiness | Route::Ui(_) | Route::NotFound => Ok(None),
     };
     Admission(result)
 }
@@ -169,6 +189,7 @@ pub async fn refuse(
 
 /// Answers one request admitted by [`admit`] (or refused there: the refusal
 /// is answered here, by the handler of its route, with an empty body).
+/// `peer` is the client's address.
 pub async fn handle(
     worker: &Worker,
     head: &RequestHead,
@@ -176,6 +197,7 @@ pub async fn handle(
     body: Bytes,
     out: &mut Responder<'_>,
     received_at: Instant,
+    peer: Option<IpAddr>,
 ) {
     let result = match route(worker, head) {
         Route::Llm(endpoint) => {
@@ -206,6 +228,14 @@ pub async fn handle(
                 out,
             ))
             .await;
+            return;
+        }
+        Route::Ui(path) => {
+            if let Err(err) = admission.0 {
+                let _ = out.send_error(&err, None).await;
+                return;
+            }
+            Box::pin(ui::handle(worker, head, path, peer, &body, out)).await;
             return;
         }
         Route::Liveliness => health::liveliness(out).await,

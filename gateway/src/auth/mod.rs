@@ -9,12 +9,14 @@
 
 mod cache;
 mod checks;
+pub mod console;
 mod end_users;
 mod known;
 
 pub use cache::{
     hash_key, token_hex, KeyCache, KeyCopies, KeyEntry, TeamEntry, TokenHash, UserEntry,
 };
+pub use console::Console;
 pub use end_users::{EndUserCache, EndUserEntry};
 pub use known::RELOAD_EVERY as KNOWN_KEYS_RELOAD;
 
@@ -47,6 +49,20 @@ impl Principal {
             Principal::Master | Principal::Anonymous => true,
             Principal::Key(k) => checks::is_admin_key(k),
         }
+    }
+
+    /// The user id of a key whose user has LiteLLM's `internal_user` (or
+    /// `internal_user_viewer`) role: it may see its own keys and spend.
+    pub fn internal_user(&self) -> Option<&str> {
+        let Principal::Key(k) = self else {
+            return None;
+        };
+        let user = k.user.as_ref()?;
+        matches!(
+            user.record.user_role.as_deref(),
+            Some("internal_user" | "internal_user_viewer")
+        )
+        .then_some(user.record.user_id.as_str())
     }
 
     /// The model group a requested name maps to through the key's aliases.
@@ -158,18 +174,36 @@ pub struct Authenticator {
     master_token: Option<Arc<str>>,
     keys: Arc<KeyCache>,
     control: ControlPlane,
+    console: Console,
 }
 
 impl Authenticator {
     /// An authenticator for `master_key` (`None` leaves the gateway open to
-    /// requests without a key) and the virtual keys in `keys`.
-    pub fn new(master_key: Option<&str>, keys: Arc<KeyCache>, control: ControlPlane) -> Self {
+    /// requests without a key), the virtual keys in `keys` and the admin
+    /// console's logins.
+    pub fn new(
+        master_key: Option<&str>,
+        keys: Arc<KeyCache>,
+        control: ControlPlane,
+        console: Console,
+    ) -> Self {
         Authenticator {
             master_key_hash: master_key.map(hash_key),
             master_token: master_key.map(|k| token_hex(&hash_key(k)).into()),
             keys,
             control,
+            console,
         }
+    }
+
+    /// Whether a master key is set (else every caller is an admin).
+    pub fn has_master_key(&self) -> bool {
+        self.master_key_hash.is_some()
+    }
+
+    /// The admin console's logins and sessions.
+    pub fn console(&self) -> &Console {
+        &self.console
     }
 
     /// The master key's hashed token, as spend logs record it.
@@ -206,6 +240,24 @@ impl Authenticator {
         let entry = match self.keys.get(&hash) {
             Some(entry) => entry,
             None => self.read_through(&hash, key).await?,
+        };
+        checks::key_usable(&entry, chrono::Utc::now())?;
+        Ok(Principal::Key(entry))
+    }
+
+    /// The virtual key whose sha256 is `hash`, checked usable (the console's
+    /// key sessions hold only the hash). The master key is not one.
+    pub async fn key_by_hash(&self, hash: &TokenHash) -> Result<Principal, GatewayError> {
+        if self
+            .master_key_hash
+            .as_ref()
+            .is_some_and(|m| bool::from(m.ct_eq(hash)))
+        {
+            return Err(GatewayError::InvalidKey("***".into()));
+        }
+        let entry = match self.keys.get(hash) {
+            Some(entry) => entry,
+            None => self.read_through(hash, "").await?,
         };
         checks::key_usable(&entry, chrono::Utc::now())?;
         Ok(Principal::Key(entry))

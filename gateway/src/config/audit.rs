@@ -92,6 +92,8 @@ const GENERAL_ACTED_ON: &[&str] = &[
     "allowed_routes",
     "coordination_redis",
     "encryption_algorithm",
+    // The console (`api::ui`).
+    "ui_access_mode",
 ];
 
 /// Keys of `general_settings` refused while unimplemented, with the reason.

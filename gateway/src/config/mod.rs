@@ -99,6 +99,9 @@ pub struct Config {
     pub images: crate::upstream::fetch::ImageFetchSettings,
     /// Defaults of teams `/team/new` creates.
     pub team_defaults: TeamDefaults,
+    /// The admin console's login (`UI_USERNAME`, `UI_PASSWORD`, else the
+    /// master key), held as hashes.
+    pub console: crate::auth::Console,
     /// Non-fatal findings (unknown keys), logged at start.
     pub warnings: Vec<String>,
 }

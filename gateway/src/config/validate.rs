@@ -306,7 +306,10 @@ pub(super) fn validate(
     .map_err(|p| invalid("image URL fetching".into(), p))?;
     let team_defaults = super::TeamDefaults::from_litellm_settings(file.litellm_settings.as_ref())
         .map_err(|p| invalid("litellm_settings".into(), p))?;
+    let console = console(&file.general_settings.other, lookup, master_key.as_deref())
+        .map_err(|p| invalid("the admin console (/ui)".into(), p))?;
     Ok(Config {
+        console,
         team_defaults,
         otel,
         images,
@@ -328,6 +331,41 @@ pub(super) fn validate(
         litellm_settings: file.litellm_settings,
         warnings,
     })
+}
+
+/// The admin console's login: `UI_USERNAME`, `UI_PASSWORD` (else the master
+/// key), `general_settings.ui_access_mode` (`all`, the default, or
+/// `admin_only`; LiteLLM's SSO group form is refused: no SSO here) and
+/// `DISABLE_ADMIN_UI`.
+fn console(
+    general: &std::collections::BTreeMap<String, serde_yaml::Value>,
+    lookup: &dyn Fn(&str) -> Option<String>,
+    master_key: Option<&str>,
+) -> Result<crate::auth::Console, String> {
+    let admin_only = match general.get("ui_access_mode") {
+        None | Some(serde_yaml::Value::Null) => false,
+        Some(serde_yaml::Value::String(mode)) if mode == "all" => false,
+        Some(serde_yaml::Value::String(mode)) if mode == "admin_only" => true,
+        Some(other) => {
+            return Err(format!(
+                "general_settings.ui_access_mode must be \"all\" or \"admin_only\" here (no SSO), got {}",
+                serde_yaml::to_string(other).unwrap_or_default().trim()
+            ))
+        }
+    };
+    let disabled = match lookup("DISABLE_ADMIN_UI").map(|v| v.trim().to_ascii_lowercase()) {
+        None => false,
+        Some(v) if v.is_empty() || ["false", "0", "no", "off"].contains(&v.as_str()) => false,
+        Some(v) if ["true", "1", "yes", "on"].contains(&v.as_str()) => true,
+        Some(v) => return Err(format!("DISABLE_ADMIN_UI must be true or false, got {v:?}")),
+    };
+    Ok(crate::auth::Console::new(
+        lookup("UI_USERNAME").as_deref(),
+        lookup("UI_PASSWORD").as_deref(),
+        master_key,
+    )
+    .with_admin_only(admin_only)
+    .with_disabled(disabled))
 }
 
 /// A `model_list` entry that is not valid: the field at fault and what is
@@ -837,6 +875,31 @@ mod tests {
             (n == "UP_KEY").then(|| "sk-up".to_string())
         })
         .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn reads_the_consoles_settings() {
+        let with = |general: &str, env: Option<&'static str>| {
+            let text = format!("model_list: []\ngeneral_settings: {{master_key: sk-1{general}}}\n");
+            Config::parse(Path::new("config.yaml"), &text, &move |n| {
+                (n == "DISABLE_ADMIN_UI").then(|| env.unwrap_or_default().to_string())
+            })
+            .map(|c| (c.console.admin_only(), c.console.disabled()))
+            .map_err(|e| e.to_string())
+        };
+        assert_eq!(with("", None), Ok((false, false)));
+        assert_eq!(
+            with(", ui_access_mode: all", Some("False")),
+            Ok((false, false))
+        );
+        assert_eq!(
+            with(", ui_access_mode: admin_only", Some("true")),
+            Ok((true, true))
+        );
+        let sso = with(", ui_access_mode: {type: restricted_sso_group}", None).unwrap_err();
+        assert!(sso.contains("ui_access_mode"), "{sso}");
+        let typo = with("", Some("ture")).unwrap_err();
+        assert!(typo.contains("DISABLE_ADMIN_UI"), "{typo}");
     }
 
     #[test]

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 pub async fn serve(tcp: TcpStream, worker: Rc<Worker>) {
     let write_timeout = worker.shared.limits.write_timeout;
     super::socket::tune(&tcp, write_timeout);
+    let peer = tcp.peer_addr().ok().map(|a| a.ip());
     let mut stream = match &worker.shared.client_tls {
         None => ClientStream::Plain(tcp),
         Some(tls) => {
@@ -104,6 +105,7 @@ pub async fn serve(tcp: TcpStream, worker: Rc<Worker>) {
             body,
             &mut out,
             received_at,
+            peer,
         ))
         .await;
         if let Err(panic) = served {

@@ -58,6 +58,18 @@ pub fn needs_admin(path: &str) -> bool {
     !matches!(path, "/key/health" | "/model_group/info")
 }
 
+/// Whether `path` is one an `internal_user`'s key may call about itself
+/// (LiteLLM's self-service views): its user's keys and spend, the
+/// `user_id` filter forced to its own.
+pub fn own_view(path: &str) -> bool {
+    matches!(path, "/key/list" | "/spend/logs")
+}
+
+/// Whether `caller` may call `path` of the management API at all.
+pub fn may_call(caller: &Principal, path: &str) -> bool {
+    caller.is_admin() || !needs_admin(path) || (own_view(path) && caller.internal_user().is_some())
+}
+
 /// One management endpoint.
 #[derive(Debug, PartialEq)]
 enum Endpoint<'a> {
@@ -192,7 +204,7 @@ async fn answer(
 ) -> Result<Value, GatewayError> {
     use Endpoint::*;
     let caller = caller?;
-    if needs_admin(path) && !caller.is_admin() {
+    if !may_call(&caller, path) {
         return Err(GatewayError::NotAdmin(path.to_string()));
     }
     let endpoint =
@@ -200,7 +212,13 @@ async fn answer(
             method: head.method().to_string(),
             path: head.path().to_string(),
         })?;
-    let q = Query::parse(head.query())?;
+    let mut q = Query::parse(head.query())?;
+    if needs_admin(path) && !caller.is_admin() {
+        // An internal user's own view (may_call let nothing else through).
+        let own = caller.internal_user().unwrap_or_default();
+        q.restrict("user_id", own)
+            .map_err(|()| GatewayError::NotAdmin(format!("{path} for another user")))?;
+    }
     match endpoint {
         KeyGenerate => keys::generate(worker, body).await,
         KeyInfo => keys::info(worker, head, q).await,

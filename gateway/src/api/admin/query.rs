@@ -56,6 +56,17 @@ impl Query {
     }
 
     /// Refuses parameters nobody took.
+    /// Pins `name` to `value`: an absent parameter is set, one given with
+    /// another value is refused.
+    pub fn restrict(&mut self, name: &str, value: &str) -> Result<(), ()> {
+        if self.params.iter().any(|(n, v)| n == name && v != value) {
+            return Err(());
+        }
+        self.params.retain(|(n, _)| n != name);
+        self.params.push((name.to_string(), value.to_string()));
+        Ok(())
+    }
+
     pub fn finish(self) -> Result<(), GatewayError> {
         match self.params.first() {
             Some((name, _)) => Err(bad_field(name, "unknown query parameter")),
@@ -67,6 +78,17 @@ impl Query {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn restrict_pins_a_parameter() {
+        let mut q = Query::parse("page=2").unwrap();
+        assert!(q.restrict("user_id", "alice").is_ok());
+        assert_eq!(q.take("user_id").as_deref(), Some("alice"));
+        let mut q = Query::parse("user_id=alice").unwrap();
+        assert!(q.restrict("user_id", "alice").is_ok());
+        let mut q = Query::parse("user_id=alice&user_id=bob").unwrap();
+        assert!(q.restrict("user_id", "alice").is_err());
+    }
 
     #[test]
     fn decodes_takes_and_refuses_leftovers() {

@@ -1,0 +1,57 @@
+// Bar charts drawn as SVG in the page (no library, no canvas).
+
+const NS = 'http://www.w3.org/2000/svg';
+
+function svg(tag, attrs = {}, text) {
+  const el = document.createElementNS(NS, tag);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+  if (text !== undefined) el.textContent = String(text);
+  return el;
+}
+
+/**
+ * A bar chart of `points` ([{label, value}]), titled `title`, values shown
+ * with `format`. Each bar has a <title> with its exact value.
+ */
+export function barChart(title, points, format = (v) => String(v)) {
+  const width = 720;
+  const height = 220;
+  const left = 64;
+  const bottom = 40;
+  const top = 28;
+  const root = svg('svg', {
+    viewBox: `0 0 ${width} ${height}`,
+    class: 'chart',
+    role: 'img',
+    'aria-label': title,
+  });
+  root.append(svg('text', { x: 8, y: 18, class: 'chart-title' }, title));
+  const max = Math.max(0, ...points.map((p) => Number(p.value) || 0));
+  const plotW = width - left - 12;
+  const plotH = height - top - bottom;
+  root.append(svg('line', { x1: left, y1: top + plotH, x2: width - 12, y2: top + plotH, class: 'axis' }));
+  for (const frac of [0, 0.5, 1]) {
+    const y = top + plotH - frac * plotH;
+    root.append(svg('text', { x: left - 6, y: y + 4, class: 'tick', 'text-anchor': 'end' }, format(max * frac)));
+    if (frac > 0) root.append(svg('line', { x1: left, y1: y, x2: width - 12, y2: y, class: 'grid' }));
+  }
+  if (!points.length) {
+    root.append(svg('text', { x: left + plotW / 2, y: top + plotH / 2, class: 'tick', 'text-anchor': 'middle' }, 'no data'));
+    return root;
+  }
+  const slot = plotW / points.length;
+  const barW = Math.max(2, Math.min(48, slot * 0.7));
+  const every = Math.ceil(points.length / 12);
+  points.forEach((p, i) => {
+    const v = Number(p.value) || 0;
+    const hgt = max > 0 ? (v / max) * plotH : 0;
+    const x = left + i * slot + (slot - barW) / 2;
+    const bar = svg('rect', { x, y: top + plotH - hgt, width: barW, height: Math.max(hgt, 0.5), class: 'bar-rect' });
+    bar.append(svg('title', {}, `${p.label}: ${format(v)}`));
+    root.append(bar);
+    if (i % every === 0) {
+      root.append(svg('text', { x: x + barW / 2, y: top + plotH + 16, class: 'tick', 'text-anchor': 'middle' }, p.label));
+    }
+  });
+  return root;
+}

@@ -1,0 +1,62 @@
+// Organizations: /organization/list with budgets, models and teams;
+// create (/organization/new) and delete (/organization/delete).
+
+import { api } from '../api.js';
+import { h, replace, table, field, values, notice, budgetBar, list } from '../dom.js';
+
+export async function render(main, title) {
+  const status = h('div', {});
+  const listPanel = h('div', { class: 'panel' });
+  const form = h('form', { class: 'grid', id: 'create-org-form' },
+    field('Alias', 'organization_alias', { required: true }),
+    field('Models (comma-separated)', 'models'),
+    field('Max budget (USD)', 'max_budget', { type: 'number' }),
+    h('div', {}, h('button', { type: 'submit' }, 'Create organization')));
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const v = values(form);
+    const body = { organization_alias: v.organization_alias };
+    try {
+      if (v.models) body.models = list(v.models);
+      if (v.max_budget !== undefined) {
+        body.max_budget = Number(v.max_budget);
+        if (!Number.isFinite(body.max_budget)) throw new Error('max_budget must be a number');
+      }
+      await api('POST', '/organization/new', body);
+      form.reset();
+      replace(status, notice(`Organization ${v.organization_alias} created.`, 'ok'));
+    } catch (e) {
+      replace(status, notice(e.message));
+    }
+    await load();
+  });
+
+  async function load() {
+    const orgs = await api('GET', '/organization/list');
+    replace(listPanel, table([
+      ['Alias', (o) => o.organization_alias || '-'],
+      ['Id', (o) => h('span', { class: 'mono' }, o.organization_id)],
+      ['Spend / budget', (o) => budgetBar(o.spend, o.litellm_budget_table ? o.litellm_budget_table.max_budget : null)],
+      ['Models', (o) => (o.models && o.models.length ? o.models.map((m) => h('span', { class: 'tag' }, m)) : 'all')],
+      ['Teams', (o) => (o.teams || []).map((t) => h('span', { class: 'tag' }, t.team_alias || t.team_id || String(t)))],
+      ['Members', (o) => String((o.members || []).length)],
+      ['', (o) => h('button', {
+        class: 'small danger',
+        onclick: async () => {
+          if (!window.confirm(`Delete ${o.organization_alias || o.organization_id} with its teams and their keys?`)) return;
+          try {
+            await api('DELETE', '/organization/delete', { organization_ids: [o.organization_id] });
+            replace(status, notice('Organization deleted.', 'ok'));
+          } catch (e) {
+            replace(status, notice(e.message));
+          }
+          await load();
+        },
+      }, 'Delete')],
+    ], orgs || [], 'No organizations.'));
+  }
+
+  replace(main, h('h1', {}, title), status,
+    h('div', { class: 'panel' }, h('h2', {}, 'Create an organization'), form), listPanel);
+  await load();
+}

@@ -1,0 +1,266 @@
+"""The admin console (/ui) in headless Chromium, driven by Selenium.
+
+Environment: GATEWAY_URL, GATEWAY_MASTER_KEY, GATEWAY_MODEL (a model group
+that answers), GATEWAY_FALLBACK_MODEL (a group whose primary fails and falls
+back), SCREENSHOT_DIR. Logs in (after a wrong password), creates a key
+through the form, uses it, finds it listed, sees its request with every
+attempt in Logs, the Usage chart, blocks the key and sees its next request
+refused, visits every page (a screenshot each), logs out; the browser's
+console must stay free of errors.
+"""
+
+import json
+import os
+import sys
+import urllib.error
+import urllib.request
+
+from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import WebDriverWait
+
+BASE = os.environ["GATEWAY_URL"].rstrip("/")
+MASTER = os.environ["GATEWAY_MASTER_KEY"]
+MODEL = os.environ["GATEWAY_MODEL"]
+FALLBACK_MODEL = os.environ["GATEWAY_FALLBACK_MODEL"]
+SHOTS = os.environ["SCREENSHOT_DIR"]
+PAGES = ["Keys", "Teams", "Users", "Organizations", "Models", "Usage", "Logs", "Limits", "Health"]
+
+
+def chat(key, model):
+    """POSTs a chat completion with `key`; returns the HTTP status."""
+    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "hi"}]}).encode()
+    req = urllib.request.Request(
+        f"{BASE}/v1/chat/completions",
+        data=body,
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=30) as res:
+            return res.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def driver():
+    opts = webdriver.ChromeOptions()
+    for arg in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000",
+                "--disable-gpu", "--no-first-run", "--disable-extensions"]:
+        opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    binary = os.environ.get("CHROMIUM_BINARY", "/usr/bin/chromium")
+    if os.path.exists(binary):
+        opts.binary_location = binary
+    service = webdriver.ChromeService(executable_path=os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver"))
+    return webdriver.Chrome(options=opts, service=service)
+
+
+def main():
+    d = driver()
+    # Pages re-render their tables after each change: a found element may go
+    # stale before it is read, so waits retry.
+    wait = WebDriverWait(d, 20, ignored_exceptions=(StaleElementReferenceException, NoSuchElementException))
+    errors = []
+
+    def console_errors(allowed=()):
+        for entry in d.get_log("browser"):
+            if entry["level"] == "SEVERE" and not any(a in entry["message"] for a in allowed):
+                errors.append(entry["message"])
+
+    def shot(name):
+        d.save_screenshot(os.path.join(SHOTS, f"{name}.png"))
+
+    def text_appears(text, where=(By.TAG_NAME, "main")):
+        wait.until(EC.text_to_be_present_in_element(where, text))
+
+    def click_in_row(action):
+        wait.until(lambda _: key_row().find_element(By.CSS_SELECTOR, f"button[data-action='{action}']")
+                   .click() or True)
+
+    def key_row():
+        return d.find_element(By.CSS_SELECTOR, "tr[data-alias='browser-key']")
+
+    def refilter_shows(text):
+        if text in d.find_element(By.ID, "logs-table").text:
+            return True
+        d.find_element(By.CSS_SELECTOR, "#log-filters button[type='submit']").click()
+        return False
+
+    def goto(page):
+        d.find_element(By.CSS_SELECTOR, f"nav a[data-page='{page.lower()}']").click()
+        wait.until(lambda _: d.find_element(By.TAG_NAME, "h1").text == page)
+        wait.until(lambda _: "Loading" not in d.find_element(By.ID, "page").text)
+
+    try:
+        d.get(f"{BASE}/ui")
+        form = wait.until(EC.presence_of_element_located((By.ID, "login-form")))
+        shot("00-login")
+        # A wrong password is refused with the gateway's message.
+        form.find_element(By.NAME, "password").send_keys("not-the-password")
+        d.find_element(By.ID, "login-submit").click()
+        text_appears("Invalid credentials", (By.ID, "login-status"))
+        console_errors(allowed=("/ui/login",))  # the refused login's 401
+        # The master key is the password when UI_PASSWORD is unset.
+        pw = d.find_element(By.NAME, "password")
+        pw.clear()
+        pw.send_keys(MASTER)
+        d.find_element(By.ID, "login-submit").click()
+        wait.until(lambda _: d.find_element(By.TAG_NAME, "h1").text == "Keys")
+        nav = [a.text for a in d.find_elements(By.CSS_SELECTOR, "nav a[data-page]")]
+        assert nav == PAGES, nav
+        # The session is a cookie the page's scripts cannot read.
+        assert "gateway_session" not in d.execute_script("return document.cookie"), "cookie readable"
+        assert MASTER not in d.execute_script(
+            "return JSON.stringify(localStorage) + JSON.stringify(sessionStorage) + document.cookie"
+        )
+
+        # Create a key through the form; it is shown once.
+        create = wait.until(EC.presence_of_element_located((By.ID, "create-key-form")))
+        create.find_element(By.NAME, "key_alias").send_keys("browser-key")
+        create.find_element(By.NAME, "max_budget").send_keys("5")
+        create.find_element(By.NAME, "rpm_limit").send_keys("100")
+        d.find_element(By.ID, "create-key-submit").click()
+        new_key = wait.until(EC.visibility_of_element_located((By.ID, "new-key"))).text.strip()
+        assert new_key.startswith("sk-"), new_key
+        shot("01-new-key")
+        d.find_element(By.CSS_SELECTOR, "dialog.modal form button").click()
+        wait.until(EC.invisibility_of_element_located((By.ID, "new-key")))
+        wait.until(lambda _: all(t in key_row().text for t in ("active", "$5.00")))
+
+        # The key works; a fallback leaves a failed attempt behind.
+        assert chat(new_key, MODEL) == 200
+        assert chat(new_key, FALLBACK_MODEL) == 200
+
+        # Logs: the requests, one of them with two attempts.
+        goto("Logs")
+        # Spend rows are written in batches: filter again until they show.
+        WebDriverWait(d, 30, poll_frequency=1, ignored_exceptions=(StaleElementReferenceException,)).until(
+            lambda _: refilter_shows("2 attempts"))
+        shot("07-logs")
+        wait.until(lambda _: [tr for tr in d.find_elements(By.CSS_SELECTOR, "#logs-table tbody tr.clickable")
+                              if "2 attempts" in tr.text][0].click() or True)
+        attempts = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "tr.attempts")))
+        assert "failure" in attempts.text and "success" in attempts.text, attempts.text
+        shot("07-logs-attempts")
+
+        # Usage: the charts count the requests.
+        goto("Usage")
+        charts = wait.until(EC.presence_of_element_located((By.ID, "usage-charts")))
+        bars = charts.find_elements(By.CSS_SELECTOR, "rect.bar-rect")
+        assert bars, "no bars"
+        titles = d.execute_script(
+            "return [...document.querySelectorAll('#usage-charts svg')[1].querySelectorAll('rect title')]"
+            ".map(t => t.textContent)"
+        )
+        assert any(not t.endswith(": 0") for t in titles), titles
+        shot("06-usage")
+
+        # Block the key: its next request is refused.
+        goto("Keys")
+        wait.until(lambda _: key_row().find_element(By.CSS_SELECTOR, "button[data-action='block']").click() or True)
+        wait.until(lambda _: "blocked" in key_row().text)
+        shot("01-keys")
+        assert chat(new_key, MODEL) == 401
+
+        # Unblock, edit, regenerate (the old key stops working), delete.
+        click_in_row("unblock")
+        wait.until(lambda _: "active" in key_row().text)
+        assert chat(new_key, MODEL) == 200
+        click_in_row("edit")
+        edit = wait.until(EC.visibility_of_element_located((By.ID, "edit-key-form")))
+        budget = edit.find_element(By.NAME, "max_budget")
+        budget.clear()
+        budget.send_keys("7")
+        edit.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+        wait.until(EC.invisibility_of_element_located((By.ID, "edit-key-form")))
+        wait.until(lambda _: "$7.00" in key_row().text)
+        click_in_row("regenerate")
+        wait.until(EC.alert_is_present()).accept()
+        regenerated = wait.until(EC.visibility_of_element_located((By.ID, "new-key"))).text.strip()
+        assert regenerated.startswith("sk-") and regenerated != new_key
+        d.find_element(By.CSS_SELECTOR, "dialog.modal form button").click()
+        wait.until(EC.invisibility_of_element_located((By.ID, "new-key")))
+        assert chat(new_key, MODEL) == 401
+        assert chat(regenerated, MODEL) == 200
+        click_in_row("delete")
+        wait.until(EC.alert_is_present()).accept()
+        wait.until(lambda _: not d.find_elements(By.CSS_SELECTOR, "tr[data-alias='browser-key']"))
+        assert chat(regenerated, MODEL) == 401
+
+        # Models: add one through the form, then delete it.
+        goto("Models")
+        add = d.find_element(By.ID, "add-model-form")
+        for name, value in [("model_name", "ui-added"), ("model", "openai/gpt-ui"),
+                            ("api_base", "http://127.0.0.1:9/v1"), ("api_key", "sk-upstream")]:
+            add.find_element(By.NAME, name).send_keys(value)
+        add.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+        text_appears("ui-added", (By.CSS_SELECTOR, "#page table"))
+        assert "sk-upstream" not in d.find_element(By.ID, "page").text, "an upstream key shown"
+        wait.until(lambda _: [tr for tr in d.find_elements(By.CSS_SELECTOR, "#page tbody tr")
+                              if "ui-added" in tr.text][0]
+                   .find_element(By.CSS_SELECTOR, "button.danger").click() or True)
+        wait.until(EC.alert_is_present()).accept()
+        wait.until(lambda _: "ui-added" not in d.find_element(By.CSS_SELECTOR, "#page table").text)
+
+        # Teams: create one; an alias with markup stays text.
+        goto("Teams")
+        team = d.find_element(By.ID, "create-team-form")
+        team.find_element(By.NAME, "team_alias").send_keys("<b>ui-team</b>")
+        team.find_element(By.NAME, "max_budget").send_keys("20")
+        team.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+        text_appears("<b>ui-team</b>", (By.CSS_SELECTOR, "#page table"))
+        assert not d.find_elements(By.CSS_SELECTOR, "#page table b"), "markup rendered"
+
+        # Every page renders without an error notice.
+        for i, page in enumerate(PAGES):
+            goto(page)
+            if page == "Health":
+                text_appears("healthy,")
+            notices = d.find_elements(By.CSS_SELECTOR, "#page .notice.error")
+            assert not notices, f"{page}: {[n.text for n in notices]}"
+            shot(f"{i + 1:02d}-{page.lower()}")
+
+        # Log out: back to the login form, and the old session is gone.
+        d.find_element(By.ID, "logout").click()
+        wait.until(EC.presence_of_element_located((By.ID, "login-form")))
+        d.get(f"{BASE}/ui")
+        wait.until(EC.presence_of_element_located((By.ID, "login-form")))
+
+        # An internal user logs in with its key: its own keys, usage and logs.
+        req = urllib.request.Request(
+            f"{BASE}/user/new",
+            data=json.dumps({"user_id": "browser-user", "user_role": "internal_user",
+                             "key_alias": "browser-user-key"}).encode(),
+            headers={"Authorization": f"Bearer {MASTER}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=30) as res:
+            user_key = json.load(res)["key"]
+        pw = d.find_element(By.NAME, "password")
+        pw.clear()
+        pw.send_keys(user_key)
+        d.find_element(By.ID, "login-submit").click()
+        wait.until(lambda _: d.find_element(By.TAG_NAME, "h1").text == "Keys")
+        nav = [a.text for a in d.find_elements(By.CSS_SELECTOR, "nav a[data-page]")]
+        assert nav == ["Keys", "Usage", "Logs"], nav
+        wait.until(lambda _: "browser-user-key" in d.find_element(By.CSS_SELECTOR, "#page table").text)
+        assert not d.find_elements(By.ID, "create-key-form")
+        assert not d.find_elements(By.CSS_SELECTOR, "button[data-action]")
+        assert "browser-user" in d.find_element(By.ID, "who").text
+        shot("10-internal-user-keys")
+        d.find_element(By.ID, "logout").click()
+        wait.until(EC.presence_of_element_located((By.ID, "login-form")))
+        console_errors()
+        assert not errors, f"browser console errors: {errors}"
+        print("console test passed")
+    finally:
+        d.quit()
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except AssertionError as e:
+        print(f"FAILED: {e}", file=sys.stderr)
+        raise
