@@ -382,14 +382,14 @@ mod tests {
     fn other_settings_are_named_in_a_warning() {
         let (result, warnings) = run(
             "{set_verbose: true}",
-            "{ui_access_mode: admin_only}",
+            "{alert_types: [budget_alerts]}",
             "{routing_strategy_args: {ttl: 1}}",
         );
         assert_eq!(result, Ok(()));
         assert_eq!(warnings.len(), 3, "{warnings:?}");
         for (w, name) in warnings.iter().zip([
             "litellm_settings.set_verbose",
-            "general_settings.ui_access_mode",
+            "general_settings.alert_types",
             "router_settings.routing_strategy_args",
         ]) {
             assert!(w.starts_with(name), "{w}");
