@@ -152,7 +152,7 @@ fn commands_run(redis: &PrivateRedis) -> i64 {
 }
 
 #[test]
-fn a_steady_reservation_and_settlement_make_twelve_redis_calls() {
+fn a_steady_reservation_and_settlement_make_fourteen_redis_calls() {
     let redis = PrivateRedis::start();
     assert_eq!(reserve(&redis, "600000", "warm", "10", "1000"), admitted());
     assert_eq!(settle(&redis, "warm", "3"), admitted());
