@@ -44,6 +44,11 @@ impl RedisProcess {
         Ok(())
     }
 
+    /// The server's process id, for its CPU time.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// `redis://127.0.0.1:<port>`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)

@@ -130,13 +130,27 @@ impl PrivateRedis {
     }
 
     fn try_command(&self, args: &[&str]) -> std::io::Result<Reply> {
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        self.try_command_bytes(&args)
+    }
+
+    /// [`command`](PrivateRedis::command) with arguments of any bytes (a
+    /// script's packed numbers).
+    pub fn command_bytes(&self, args: &[&[u8]]) -> Reply {
+        self.try_command_bytes(args)
+            .unwrap_or_else(|e| panic!("redis {} arguments: {e}", args.len()))
+    }
+
+    fn try_command_bytes(&self, args: &[&[u8]]) -> std::io::Result<Reply> {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
         stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-        let mut out = format!("*{}\r\n", args.len());
+        let mut out = format!("*{}\r\n", args.len()).into_bytes();
         for a in args {
-            out.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            out.extend_from_slice(a);
+            out.extend_from_slice(b"\r\n");
         }
-        stream.write_all(out.as_bytes())?;
+        stream.write_all(&out)?;
         read_reply(&mut BufReader::new(stream))
     }
 

@@ -7,6 +7,9 @@
 -- counters, then their prefixes.
 -- A counter that is missing (Redis lost it) is left missing: the next
 -- reservation seeds it with a figure that includes this cost.
+-- One HMGET per principal reads the hold and which counters exist; a hold
+-- as reserve.lua writes it is read without cjson and its amount given to
+-- redis.call as the decimal it is (any other JSON is decoded).
 -- Reply: {1}; {2} when run after its deadline (nothing done: the sender
 -- owes the cost and releases the holds later).
 local deadline = tonumber(ARGV[3])
@@ -18,27 +21,52 @@ if deadline > 0 then
 end
 local rid = ARGV[1]
 local cost = ARGV[2]
+local hold_field = 'hold:' .. rid
+
+-- Takes a hold's amount back from each counter it was reserved against.
+local function release(h, v)
+  local a, list = string.match(v, '^{"a":(%d+),"p":%[(.*)%]}$')
+  if a and not string.find(list, '\\', 1, true) then
+    if a == '0' then
+      return
+    end
+    local down = '-' .. a
+    for p in string.gmatch(list, '"([^"]*)"') do
+      redis.call('HINCRBY', h, p .. 'reserved', down)
+    end
+    return
+  end
+  local hold = cjson.decode(v)
+  if hold.a ~= 0 then
+    for _, p in ipairs(hold.p) do
+      redis.call('HINCRBY', h, p .. 'reserved', -hold.a)
+    end
+  end
+end
+
 local pos = 4
 for i = 1, #KEYS / 2 do
   local h = KEYS[2 * i - 1]
   local z = KEYS[2 * i]
   local n = tonumber(ARGV[pos])
   pos = pos + 1
-  local v = redis.call('HGET', h, 'hold:' .. rid)
-  if v then
-    local hold = cjson.decode(v)
-    for _, p in ipairs(hold.p) do
-      redis.call('HINCRBY', h, p .. 'reserved', -hold.a)
-    end
-    redis.call('HDEL', h, 'hold:' .. rid)
+  local fields = {hold_field}
+  for c = 1, n do
+    fields[c + 1] = ARGV[pos + c - 1] .. 'spent'
+  end
+  local v = redis.call('HMGET', h, unpack(fields))
+  if v[1] then
+    release(h, v[1])
+    redis.call('HDEL', h, hold_field)
     redis.call('ZREM', z, rid)
   end
-  for c = 1, n do
-    local p = ARGV[pos]
-    pos = pos + 1
-    if cost ~= '0' and redis.call('HEXISTS', h, p .. 'spent') == 1 then
-      redis.call('HINCRBY', h, p .. 'spent', cost)
+  if cost ~= '0' then
+    for c = 1, n do
+      if v[c + 1] then
+        redis.call('HINCRBY', h, fields[c + 1], cost)
+      end
     end
   end
+  pos = pos + n
 end
 return {1}

@@ -20,7 +20,8 @@
 -- buckets that left the window as it goes, and recomputes the sum once a
 -- window (or whenever a field is missing), which heals any drift. Parallel
 -- counters are sorted sets of request ids scored by their expiry, so a
--- crashed replica's slots lapse.
+-- crashed replica's slots lapse: they are dropped when the set looks full
+-- (one ZCARD otherwise, not a ZREMRANGEBYSCORE per admission).
 -- Returns {1, tick, used_1, ..., used_n} or {0, index, used, reset_at}, or
 -- {2} when run after the caller's deadline (a call that waited in a frozen
 -- server or a lost connection): nothing is charged, as nobody waits for it.
@@ -131,10 +132,17 @@ for i = 1, #KEYS do
   local base = 4 + (i - 1) * 3
   local kind = string.sub(kinds, i, i)
   local limit = num[base + 1]
+  local need = num[base + 3]
+  if need < 1 then need = 1 end
   local u = 0
   if kind == 'p' then
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', now_ms)
     u = redis.call('ZCARD', key)
+    if u + need > limit then
+      -- lapsed slots (a crashed replica's) may be what fills it: they go
+      -- only now, as only then can they change the verdict
+      redis.call('ZREMRANGEBYSCORE', key, '-inf', now_ms)
+      u = redis.call('ZCARD', key)
+    end
   else
     local sum = window_sum(key)
     if sum == nil then
@@ -144,8 +152,6 @@ for i = 1, #KEYS do
     end
     u = sum
   end
-  local need = num[base + 3]
-  if need < 1 then need = 1 end
   if u + need > limit then
     local reset = now_s + 1
     if kind ~= 'p' then

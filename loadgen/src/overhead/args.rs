@@ -19,7 +19,9 @@ Starts the mock provider (in-process) and the gateway (child process,
 routing gpt-4o to the mock), then sends the same open-loop load directly to
 the mock and through the gateway, alternating in rounds, and reports the
 latency the gateway adds, the highest rate each sustains within a p99
-bound, the gateway's CPU time per request and its idle and peak RSS.
+bound, the gateway's CPU time per request (and, for the variants that count
+limits in a private redis-server, that server's CPU time per request beside
+it) and its idle and peak RSS.
 
 Options:
   --gateway-bin PATH        gateway binary [default: target/release/gateway]

@@ -71,7 +71,7 @@ pub fn main(args: &mut Args) -> Result<(), String> {
         }
         (false, _) => None,
     };
-    let report = Session::new(&o, &harness, nginx.as_ref(), key).measure()?;
+    let report = Session::new(&o, &harness, nginx.as_ref(), redis.as_ref(), key).measure()?;
     print!("{}", report.table());
     if let Some(path) = &o.json {
         write_json(path, &report)?;
@@ -213,6 +213,9 @@ struct Session<'a> {
     o: &'a OverheadArgs,
     harness: &'a Harness,
     nginx: Option<&'a NginxProcess>,
+    /// The variant's private `redis-server`, whose CPU the gateway's
+    /// requests cost too.
+    redis: Option<&'a RedisProcess>,
     direct: Target,
     gateway: Target,
     /// Requests to send: the settings' shape with the variant's key. The
@@ -227,6 +230,7 @@ impl<'a> Session<'a> {
         o: &'a OverheadArgs,
         harness: &'a Harness,
         nginx: Option<&'a NginxProcess>,
+        redis: Option<&'a RedisProcess>,
         key: String,
     ) -> Self {
         let (mut direct, mut gateway) = (harness.direct(), harness.through_gateway());
@@ -240,6 +244,7 @@ impl<'a> Session<'a> {
         }
         Session {
             nginx,
+            redis,
             spec: RequestSpec {
                 keys: vec![key],
                 ..o.spec.clone()
@@ -291,6 +296,10 @@ impl<'a> Session<'a> {
         let mut nginx = LoadResult::default();
         let mut per_round = Vec::with_capacity(o.rounds);
         let (mut cpu, mut nginx_cpu) = (Duration::ZERO, Duration::ZERO);
+        let mut redis_cpu = Duration::ZERO;
+        let redis_time = |r: Option<&RedisProcess>| -> Result<Duration, String> {
+            r.map_or(Ok(Duration::ZERO), |r| procfs::cpu_time(r.pid()))
+        };
         for round in 1..=o.rounds {
             let d = self.run(&self.direct.clone(), o.rate, o.duration)?;
             if self.nginx.is_some() {
@@ -303,8 +312,10 @@ impl<'a> Session<'a> {
                 nginx.merge(&n);
             }
             let before = procfs::cpu_time(pid)?;
+            let redis_before = redis_time(self.redis)?;
             let g = self.run(&self.gateway.clone(), o.rate, o.duration)?;
             cpu += procfs::cpu_time(pid)?.saturating_sub(before);
+            redis_cpu += redis_time(self.redis)?.saturating_sub(redis_before);
             per_round.push(Round {
                 round,
                 direct_p50_us: d.latency.summary().p50_us,
@@ -359,6 +370,9 @@ impl<'a> Session<'a> {
             gateway: gs,
             per_round,
             gateway_cpu_us_per_request,
+            redis_cpu_us_per_request: self
+                .redis
+                .map(|_| redis_cpu.as_secs_f64() * 1e6 / gateway_requests.max(1) as f64),
             nginx,
             gateway_cpu_s: cpu.as_secs_f64(),
             gateway_requests,

@@ -316,6 +316,9 @@ pub struct OverheadReport {
     pub added_first_byte: Option<Added>,
     /// Gateway CPU time per proxied request, µs.
     pub gateway_cpu_us_per_request: f64,
+    /// The variant's private `redis-server`: its CPU time over the gateway
+    /// rounds per proxied request, µs (none without Redis).
+    pub redis_cpu_us_per_request: Option<f64>,
     /// nginx as a reverse proxy in the same session, when measured.
     pub nginx: Option<NginxBaseline>,
     /// Gateway CPU time over the gateway rounds, s.
@@ -332,6 +335,16 @@ pub struct OverheadReport {
     pub mock_served: u64,
     /// 2xx responses the load generator counted over the whole session.
     pub loadgen_2xx: u64,
+}
+
+/// The Redis line of the table: its CPU per request and the sum with the
+/// gateway's; none without Redis.
+fn redis_cpu_line(gateway_us: f64, redis_us: Option<f64>) -> Option<String> {
+    let redis = redis_us?;
+    Some(format!(
+        "redis-server CPU: {redis:.1} µs/request; gateway + Redis: {:.1} µs/request",
+        gateway_us + redis
+    ))
 }
 
 impl OverheadReport {
@@ -400,6 +413,12 @@ impl OverheadReport {
             "gateway CPU: {:.1} µs/request ({:.2} s over {} requests)",
             self.gateway_cpu_us_per_request, self.gateway_cpu_s, self.gateway_requests
         );
+        if let Some(line) = redis_cpu_line(
+            self.gateway_cpu_us_per_request,
+            self.redis_cpu_us_per_request,
+        ) {
+            let _ = writeln!(t, "{line}");
+        }
         if let Some(n) = &self.nginx {
             let _ = writeln!(
                 t,
@@ -489,6 +508,15 @@ impl OverheadReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_redis_line_adds_redis_to_the_gateway() {
+        assert_eq!(redis_cpu_line(40.0, None), None, "no Redis: no line");
+        assert_eq!(
+            redis_cpu_line(40.0, Some(57.3)).as_deref(),
+            Some("redis-server CPU: 57.3 µs/request; gateway + Redis: 97.3 µs/request")
+        );
+    }
 
     #[test]
     fn added_is_signed_per_percentile() {
