@@ -21,6 +21,7 @@ const LAYERS: &[&[&str]] = &[
     &["sync"],
     &["models"],
     &["config"],
+    &["cache"],
     &["alerts", "otel"],
     &["router"],
     &["metrics"],

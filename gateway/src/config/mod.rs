@@ -99,6 +99,8 @@ pub struct Config {
     pub images: crate::upstream::fetch::ImageFetchSettings,
     /// Defaults of teams `/team/new` creates.
     pub team_defaults: TeamDefaults,
+    /// The response cache (`litellm_settings.cache`), when on.
+    pub cache: Option<std::sync::Arc<crate::cache::Cache>>,
     /// Non-fatal findings (unknown keys), logged at start.
     pub warnings: Vec<String>,
 }

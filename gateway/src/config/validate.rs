@@ -306,7 +306,25 @@ pub(super) fn validate(
     .map_err(|p| invalid("image URL fetching".into(), p))?;
     let team_defaults = super::TeamDefaults::from_litellm_settings(file.litellm_settings.as_ref())
         .map_err(|p| invalid("litellm_settings".into(), p))?;
+    let cache =
+        crate::cache::CacheSettings::from_litellm(file.litellm_settings.as_ref(), &mut warnings)
+            .and_then(|settings| {
+                let Some(settings) = settings else {
+                    return Ok(None);
+                };
+                let redis = rate_limits.redis_url.as_deref().map(|url| {
+                    (
+                        url,
+                        rate_limits.redis_cluster.as_slice(),
+                        rate_limits.redis_timeout,
+                        rate_limits.breaker,
+                    )
+                });
+                crate::cache::Cache::new(settings, redis).map(|c| Some(std::sync::Arc::new(c)))
+            })
+            .map_err(|p| invalid("litellm_settings.cache".into(), p))?;
     Ok(Config {
+        cache,
         team_defaults,
         otel,
         images,
