@@ -671,6 +671,26 @@ mod tests {
     }
 
     #[test]
+    fn cache_controls_are_read_and_cut_from_the_body() {
+        for body in [
+            r#"{"model":"a","cache":{"no-cache":true},"messages":[]}"#,
+            r#"{"model":"a","messages":[],"cache" : {"no-cache":true}}"#,
+        ] {
+            let r = parse(Endpoint::ChatCompletions, body).unwrap();
+            assert_eq!(r.cache, Some(serde_json::json!({"no-cache": true})));
+            let sent: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+            assert_eq!(sent, serde_json::json!({"model": "a", "messages": []}));
+        }
+        let r = parse(
+            Endpoint::ChatCompletions,
+            r#"{"model":"a","messages":[],"cache":null}"#,
+        )
+        .unwrap();
+        assert_eq!(r.cache, Some(serde_json::Value::Null));
+        assert!(!String::from_utf8_lossy(&r.body).contains("cache"));
+    }
+
+    #[test]
     fn tags_are_read_from_the_body_or_metadata_and_cut_from_the_body() {
         let r = parse(
             Endpoint::ChatCompletions,

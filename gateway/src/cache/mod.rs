@@ -195,6 +195,21 @@ impl Cache {
     }
 }
 
+/// The last `"total_tokens"` count of an answer (its usage; in a played
+/// back stream, the usage chunk), 0 without one: what a hit served.
+pub fn total_tokens(answer: &[u8]) -> u64 {
+    const NAME: &[u8] = b"\"total_tokens\":";
+    let Some(at) = memchr::memmem::rfind(answer, NAME) else {
+        return 0;
+    };
+    let rest = answer[at + NAME.len()..].trim_ascii_start();
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    std::str::from_utf8(&rest[..digits])
+        .ok()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(0)
+}
+
 impl std::fmt::Debug for Cache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Cache")
@@ -267,6 +282,19 @@ mod tests {
             .unwrap();
         c.store(&core, &p, b"oops", stream::Tokens::default());
         assert!(monoio_run(c.lookup(&core, &p)).is_none());
+    }
+
+    #[test]
+    fn total_tokens_of_an_answer() {
+        assert_eq!(
+            total_tokens(br#"{"usage":{"prompt_tokens":3,"total_tokens": 12}}"#),
+            12
+        );
+        assert_eq!(total_tokens(br#"{"id":"x"}"#), 0);
+        assert_eq!(
+            total_tokens(br#"{"total_tokens":99999999999999999999999}"#),
+            0
+        );
     }
 
     #[test]

@@ -377,7 +377,7 @@ mod tests {
         // No finish reason.
         assert!(collect(
             Endpoint::ChatCompletions,
-            &sse(&[start.clone()]),
+            &sse(std::slice::from_ref(&start)),
             Tokens::default()
         )
         .is_none());

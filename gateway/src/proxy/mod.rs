@@ -8,11 +8,11 @@
 //! 4. **route**: the model group and one of its deployments (`router`).
 //! 5. **limit**: check and charge rpm, tpm and parallel limits of every scope,
 //!    all or none, once per request (`limits`).
-//! 5b. **cache**: with `litellm_settings.cache` on, the request's key is
-//!    looked up (`cache`); a hit is answered from the entry (after a check
-//!    that no budget is spent), skipping phases 6 to 9; on a miss the
-//!    answer is copied as it is relayed and stored once it is complete
-//!    and successful.
+//!    Then **cache** (5b): with `litellm_settings.cache` on, the request's
+//!    key is looked up (`cache`); a hit is answered from the entry (after a
+//!    check that no budget is spent), skipping phases 6 to 9; on a miss the
+//!    answer is copied as it is relayed and stored once it is complete and
+//!    successful.
 //! 6. **admit**: reserve the worst-case cost against every budget (`budget`, `spend`).
 //! 7. **translate**: images by URL the provider refuses are fetched and
 //!    inlined (`images`); the provider builds its native request (`providers`).
@@ -375,10 +375,13 @@ async fn serve(
                 Some(answer) => {
                     record::refuse_if_exhausted(caller, &model)?;
                     outcome.cache_hit = Some(true);
+                    let tokens = crate::cache::total_tokens(&answer);
+                    outcome.telemetry.cache(&model, true, tokens);
                     outcome.group = Some(model.as_str().into());
                     cached::send(cache_plan, &answer, out, outcome).await
                 }
                 None => {
+                    outcome.telemetry.cache(&model, false, 0);
                     out.capture_body(cache.capture_limit(cache_plan));
                     let result =
                         attempts(worker, &router, caller, &mut held, &mut plan, out, outcome).await;
