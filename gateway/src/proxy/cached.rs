@@ -6,13 +6,14 @@ use super::Outcome;
 use crate::cache::{stream, Plan, Stored};
 use crate::downstream::Responder;
 use crate::error::GatewayError;
+use bytes::Bytes;
 
 /// A stored answer in the form `plan`'s client asked for: the body, or SSE
 /// for a stream; `None` when it cannot be played back (then a miss).
-pub(super) fn answer_of(plan: &Plan, stored: Stored) -> Option<Vec<u8>> {
+pub(super) fn answer_of(plan: &Plan, stored: Stored) -> Option<Bytes> {
     match plan.stream {
-        true => stream::replay(plan.endpoint, &stored.body, plan.include_usage),
-        false => Some(stored.body.to_vec()),
+        true => stream::replay(plan.endpoint, &stored.body, plan.include_usage).map(Bytes::from),
+        false => Some(stored.body),
     }
 }
 
