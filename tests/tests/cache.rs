@@ -429,3 +429,73 @@ fn hits_and_misses_are_counted_in_litellms_families() {
         2.0 * tokens
     );
 }
+
+#[test]
+fn a_frozen_redis_is_bypassed_and_the_cache_comes_back_by_itself() {
+    let mock = MockServer::start(&[]);
+    let redis = PrivateRedis::start();
+    let params = json!({"type": "redis", "host": "127.0.0.1", "port": redis.port()});
+    let gw = Gateway::start(
+        &to_yaml(&config(&mock, params)),
+        &[("REDIS_CIRCUIT_BREAKER_RECOVERY_TIMEOUT", "1")],
+    );
+    chat(&mut gw.connect(), hello(json!({}))).expect_status(200);
+    let stored = hello(json!({"cache": {"no-store": true}}));
+    eventually("the entry in Redis", Duration::from_secs(10), || {
+        let r = chat(&mut gw.connect(), stored.clone()).expect_status(200);
+        cache_key(&r).is_some().then_some(())
+    });
+
+    // Redis stops answering (SIGSTOP): every request is served from the
+    // upstream, none waits for Redis past its deadline or fails.
+    redis.freeze();
+    let calls = upstream_calls(&mock);
+    for _ in 0..8 {
+        let r = chat(&mut gw.connect(), stored.clone()).expect_status(200);
+        assert!(cache_key(&r).is_none());
+    }
+    assert_eq!(upstream_calls(&mock), calls + 8);
+
+    // Redis answers again: the breaker lets a probe through and the entry
+    // written before the outage is served again.
+    redis.thaw();
+    eventually("hits after the outage", Duration::from_secs(30), || {
+        let r = chat(&mut gw.connect(), stored.clone()).expect_status(200);
+        cache_key(&r).is_some().then_some(())
+    });
+}
+
+#[test]
+fn entries_live_on_a_redis_cluster() {
+    let mock = MockServer::start(&[]);
+    let cluster = e2e::PrivateCluster::start();
+    let nodes: Value = serde_json::from_str(&cluster.nodes_json()).unwrap();
+    let params = json!({"type": "redis", "redis_startup_nodes": nodes});
+    let yaml = to_yaml(&config(&mock, params));
+    let (a, b) = (Gateway::start(&yaml, &[]), Gateway::start(&yaml, &[]));
+    // Keys of several prompts land on several slots (and masters).
+    let prompts: Vec<Value> = (0..6)
+        .map(|i| hello(json!({"messages": [{"role": "user", "content": format!("prompt {i}")}]})))
+        .collect();
+    let mut ids = Vec::new();
+    for p in &prompts {
+        ids.push(chat(&mut a.connect(), p.clone()).expect_status(200).json()["id"].clone());
+    }
+    for (p, id) in prompts.iter().zip(&ids) {
+        let mut p = p.clone();
+        p["cache"] = json!({"no-store": true});
+        let r = eventually("the entry on the cluster", Duration::from_secs(10), || {
+            let r = chat(&mut b.connect(), p.clone()).expect_status(200);
+            cache_key(&r).is_some().then_some(r)
+        });
+        assert_eq!(&r.json()["id"], id);
+        let key = cache_key(&r).unwrap();
+        assert!(
+            matches!(
+                cluster.command(&["EXISTS", &key]),
+                e2e::redis::Reply::Int(1)
+            ),
+            "{key} is in the cluster"
+        );
+    }
+}
