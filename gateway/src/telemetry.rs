@@ -60,6 +60,7 @@ impl Telemetry {
     /// the stored answer's total tokens) or a miss.
     pub fn cache(&mut self, group: &str, hit: bool, tokens: u64) {
         self.metrics.cache(group, hit, tokens);
+        self.trace.cache(hit);
     }
 
     /// The upstream's response head of the attempt under way.
