@@ -39,6 +39,20 @@ fn chat(conn: &mut Conn, body: Value) -> Response {
     post(conn, "/v1/chat/completions", &body)
 }
 
+fn chat_as(conn: &mut Conn, key: &str, body: Value) -> Response {
+    let auth = format!("Bearer {key}");
+    let body = body.to_string();
+    conn.roundtrip(&request(
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        body.as_bytes(),
+    ))
+}
+
 fn hello(extra: Value) -> Value {
     let mut b = json!({"model": "gpt-4o", "messages": [{"role": "user", "content": "hello"}],
         "temperature": 0.2});
@@ -497,5 +511,29 @@ fn entries_live_on_a_redis_cluster() {
             ),
             "{key} is in the cluster"
         );
+    }
+}
+
+#[test]
+fn a_keys_metadata_cache_controls_replace_the_bodys() {
+    let mock = MockServer::start(&[]);
+    let gw = Gateway::start(&to_yaml(&config(&mock, json!({"type": "local"}))), &[]);
+    let generate = |metadata: Value| {
+        let r = gw.post("/key/generate", &json!({"metadata": metadata}));
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()["key"].as_str().expect("key").to_string()
+    };
+    let never = generate(json!({"cache": {"no-cache": true}}));
+    let plain = generate(json!({}));
+    let mut conn = gw.connect();
+    chat_as(&mut conn, &plain, hello(json!({}))).expect_status(200);
+    let hit = chat_as(&mut conn, &plain, hello(json!({}))).expect_status(200);
+    assert!(cache_key(&hit).is_some());
+    // The key's no-cache wins over the body's controls: never a hit.
+    for body in [hello(json!({})), hello(json!({"cache": {"s-maxage": 600}}))] {
+        let before = upstream_calls(&mock);
+        let r = chat_as(&mut conn, &never, body).expect_status(200);
+        assert!(cache_key(&r).is_none());
+        assert_eq!(upstream_calls(&mock), before + 1);
     }
 }

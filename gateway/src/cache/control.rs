@@ -71,6 +71,22 @@ pub fn parse(v: Option<&Value>) -> Result<Controls, GatewayError> {
     Ok(c)
 }
 
+/// The controls a key's `metadata.cache` sets for its every request,
+/// replacing the body's as LiteLLM does: its `ttl`, `s-maxage`, `no-cache`
+/// and `no-store` (LiteLLM's `SupportedCacheControls`); other members and
+/// a value that is not an object set none.
+pub fn of_key(v: &Value) -> Result<Controls, GatewayError> {
+    let Value::Object(map) = v else {
+        return Ok(Controls::default());
+    };
+    let kept: serde_json::Map<String, Value> = map
+        .iter()
+        .filter(|(k, _)| ["ttl", "s-maxage", "no-cache", "no-store"].contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    parse(Some(&Value::Object(kept)))
+}
+
 fn bad(param: &'static str, message: String) -> GatewayError {
     GatewayError::InvalidParam { param, message }
 }
@@ -133,6 +149,17 @@ mod tests {
         assert_eq!(c.max_age, Some(Duration::from_millis(1500)));
         assert_eq!(parse(None).unwrap(), Controls::default());
         assert_eq!(parse(Some(&Value::Null)).unwrap(), Controls::default());
+    }
+
+    #[test]
+    fn a_keys_controls_keep_litellms_supported_ones() {
+        let c = of_key(&json!({"no-cache": true, "ttl": 5, "namespace": "x", "use-cache": true}))
+            .unwrap();
+        assert!(c.no_cache && !c.use_cache);
+        assert_eq!(c.ttl, Some(Duration::from_secs(5)));
+        assert_eq!(c.namespace, None);
+        assert_eq!(of_key(&json!("on")).unwrap(), Controls::default());
+        assert!(of_key(&json!({"ttl": "x"})).is_err());
     }
 
     #[test]

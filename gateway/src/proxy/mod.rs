@@ -259,9 +259,17 @@ async fn serve(
     let req = &mut held.req;
     req.forward_headers = forward_headers;
     outcome.stream = req.stream;
-    // The body's `cache` controls are checked whenever the cache is on.
+    // The body's `cache` controls are checked whenever the cache is on; a
+    // key whose metadata has `cache` replaces them (LiteLLM's key-level
+    // controls).
     let controls = match &worker.shared.cache {
-        Some(_) => Some(crate::cache::control::parse(req.cache.as_ref())?),
+        Some(_) => {
+            let of_key = key_of(principal).and_then(|k| k.record.metadata.get("cache"));
+            Some(match of_key {
+                Some(v) => crate::cache::control::of_key(v)?,
+                None => crate::cache::control::parse(req.cache.as_ref())?,
+            })
+        }
         None => None,
     };
     let most = worker.shared.limits.max_request_retries;
