@@ -173,9 +173,9 @@ pub fn resp(data: &[u8]) {
 
 /// The inbound body view and splice (`LlmRequest::parse`): the first byte
 /// picks the endpoint, the rest is the body. An accepted body is forwarded
-/// as valid JSON equal to the received one without `fallbacks` and
-/// `num_retries`, and with another model spliced in, equal to that with
-/// `model` replaced.
+/// as valid JSON equal to the received one without the gateway's own
+/// members (`fallbacks`, `num_retries`, `tags`, `cache`), and with another
+/// model spliced in, equal to that with `model` replaced.
 pub fn inbound(data: &[u8]) {
     let Some((&pick, body)) = data.split_first() else {
         return;
@@ -198,8 +198,9 @@ pub fn inbound(data: &[u8]) {
     let object = expected
         .as_object_mut()
         .expect("an accepted body is an object");
-    object.remove("fallbacks");
-    object.remove("num_retries");
+    for own in ["fallbacks", "num_retries", "tags", "cache"] {
+        object.remove(own);
+    }
     let forwarded: Value = serde_json::from_slice(&req.body).unwrap_or_else(|e| {
         panic!(
             "forwarded body is not JSON ({e}): {:?}",
