@@ -121,7 +121,8 @@ impl CoreCache {
     }
 
     /// Entries and bytes held.
-    pub fn usage(&self) -> (u64, u64) {
+    #[cfg(test)]
+    fn usage(&self) -> (u64, u64) {
         let lru = self.inner.borrow();
         (lru.map.len() as u64, lru.bytes)
     }
