@@ -136,7 +136,7 @@ fn a_repeated_request_is_answered_from_the_cache_with_its_key() {
         assert_ne!(r.json()["id"], a["id"]);
     }
 
-    // Embeddings and text completions are cached too.
+    // Embeddings, text completions and (whole) Responses are cached too.
     for (path, body) in [
         (
             "/v1/embeddings",
@@ -145,6 +145,10 @@ fn a_repeated_request_is_answered_from_the_cache_with_its_key() {
         (
             "/v1/completions",
             json!({"model": "gpt-4o", "prompt": "say hi", "max_tokens": 5}),
+        ),
+        (
+            "/v1/responses",
+            json!({"model": "gpt-4o", "input": "say hi"}),
         ),
     ] {
         let first = post(&mut conn, path, &body).expect_status(200);
