@@ -543,3 +543,31 @@ fn a_keys_metadata_cache_controls_replace_the_bodys() {
         assert_eq!(upstream_calls(&mock), before + 1);
     }
 }
+
+#[test]
+fn answers_over_the_item_size_are_not_stored() {
+    let mock = MockServer::start(&[]);
+    let mut c = config(&mock, json!({"type": "local", "max_size_per_item": 1}));
+    c["model_list"].as_array_mut().unwrap().push(openai_model(
+        "long",
+        "dep-long",
+        &mock.api_base(),
+        json!({"extra_headers": {"x-mock-completion-tokens": "2000"}}),
+    ));
+    let gw = Gateway::start(&to_yaml(&c), &[]);
+    let mut conn = gw.connect();
+    let long = json!({"model": "long", "messages": [{"role": "user", "content": "x"}]});
+    for stream in [false, true] {
+        let mut body = long.clone();
+        body["stream"] = json!(stream);
+        let first = chat(&mut conn, body.clone()).expect_status(200);
+        assert!(first.body.len() > 1024, "the answer is over 1 KB");
+        let again = chat(&mut conn, body).expect_status(200);
+        assert!(cache_key(&again).is_none(), "stream={stream}: stored");
+    }
+    assert_eq!(upstream_calls(&mock), 4);
+    // A short answer under the same bound is stored.
+    chat(&mut conn, hello(json!({}))).expect_status(200);
+    let hit = chat(&mut conn, hello(json!({}))).expect_status(200);
+    assert!(cache_key(&hit).is_some());
+}
