@@ -74,6 +74,10 @@ pub const TARGETS: &[Target] = &[
         name: "cohere",
         run: targets::cohere,
     },
+    Target {
+        name: "cache",
+        run: targets::cache,
+    },
 ];
 
 /// The target called `name`.

@@ -173,9 +173,9 @@ pub fn resp(data: &[u8]) {
 
 /// The inbound body view and splice (`LlmRequest::parse`): the first byte
 /// picks the endpoint, the rest is the body. An accepted body is forwarded
-/// as valid JSON equal to the received one without `fallbacks` and
-/// `num_retries`, and with another model spliced in, equal to that with
-/// `model` replaced.
+/// as valid JSON equal to the received one without the gateway's own
+/// members (`fallbacks`, `num_retries`, `tags`, `cache`), and with another
+/// model spliced in, equal to that with `model` replaced.
 pub fn inbound(data: &[u8]) {
     let Some((&pick, body)) = data.split_first() else {
         return;
@@ -198,8 +198,9 @@ pub fn inbound(data: &[u8]) {
     let object = expected
         .as_object_mut()
         .expect("an accepted body is an object");
-    object.remove("fallbacks");
-    object.remove("num_retries");
+    for own in ["fallbacks", "num_retries", "tags", "cache"] {
+        object.remove(own);
+    }
     let forwarded: Value = serde_json::from_slice(&req.body).unwrap_or_else(|e| {
         panic!(
             "forwarded body is not JSON ({e}): {:?}",
@@ -434,5 +435,39 @@ pub fn cohere(data: &[u8]) {
                 (a, b) => panic!("the split changed the outcome: {a:?} vs {b:?}"),
             }
         }
+    }
+}
+
+/// The response cache's readers of outside input: a streamed answer put
+/// together (`cache::stream::collect`, the first byte picks chat or text
+/// completions) is a JSON object, plays back (`replay`) and is put together
+/// again from its playback into the same answer; the body's `cache`
+/// controls parse to controls or a 400, never a panic.
+pub fn cache(data: &[u8]) {
+    use gateway::cache::{control, stream};
+    let Some((&first, sse)) = data.split_first() else {
+        return;
+    };
+    let endpoint = match first % 2 {
+        0 => Endpoint::ChatCompletions,
+        _ => Endpoint::Completions,
+    };
+    let tokens = stream::Tokens {
+        prompt: u64::from(first),
+        completion: 7,
+    };
+    if let Some(body) = stream::collect(endpoint, sse, tokens) {
+        let whole: Value = serde_json::from_slice(&body).expect("a collected answer is JSON");
+        assert!(whole.is_object());
+        let played = stream::replay(endpoint, &body, true).expect("a collected answer plays back");
+        assert!(played.ends_with(b"data: [DONE]\n\n"));
+        let again = stream::collect(endpoint, &played, stream::Tokens::default())
+            .expect("a playback is put together again");
+        let again: Value = serde_json::from_slice(&again).unwrap();
+        assert_eq!(again, whole);
+    }
+    if let Ok(v) = serde_json::from_slice::<Value>(sse) {
+        let _ = control::parse(Some(&v));
+        let _ = control::of_key(&v);
     }
 }

@@ -55,6 +55,11 @@ fn admin() {
 }
 
 #[test]
+fn cache() {
+    pass("cache", 150_000);
+}
+
+#[test]
 fn translate() {
     pass("translate", 60_000);
 }

@@ -88,6 +88,9 @@ pub struct LlmRequest {
     /// The body's `user` (`metadata.user_id` on Messages): LiteLLM's end
     /// user, a rate-limit scope.
     pub end_user: Option<String>,
+    /// LiteLLM's per-request cache controls, `cache` (removed from the
+    /// forwarded body; the response cache reads them).
+    pub cache: Option<serde_json::Value>,
     /// LiteLLM's request tags: `tags` (removed from the forwarded body),
     /// else `metadata.tags`; tag-based routing reads them.
     pub tags: Vec<String>,
@@ -122,6 +125,8 @@ struct RoutingView<'a> {
     num_retries: Option<&'a str>,
     #[serde(borrow, default, deserialize_with = "raw_member")]
     tags: Option<&'a str>,
+    #[serde(borrow, default, deserialize_with = "raw_member")]
+    cache: Option<&'a str>,
     user: Option<serde_json::Value>,
     #[serde(borrow, default, deserialize_with = "raw_value")]
     metadata: Option<&'a str>,
@@ -215,7 +220,7 @@ impl<'a> Fields<'a> {
             None => serde_json::from_slice(body)
                 .map_err(|e| GatewayError::MalformedJson(e.to_string()))?,
         };
-        let own = [view.fallbacks, view.num_retries, view.tags]
+        let own = [view.fallbacks, view.num_retries, view.tags, view.cache]
             .into_iter()
             .flatten()
             .map(|raw| span_in(body, raw))
@@ -251,6 +256,13 @@ impl LlmRequest {
             }
             None => Vec::new(),
         };
+        let cache = match fields.view.cache {
+            Some(raw) => Some(
+                serde_json::from_str::<serde_json::Value>(raw)
+                    .map_err(|e| GatewayError::MalformedJson(e.to_string()))?,
+            ),
+            None => None,
+        };
         let stripped = Bytes::from(strip_members(&body, &fields.own));
         let again = Fields::read(&stripped)?;
         if !again.own.is_empty() {
@@ -262,6 +274,7 @@ impl LlmRequest {
         let mut req = Self::checked(endpoint, &again.view, stripped.clone())?;
         req.fallbacks = fallbacks;
         req.num_retries = num_retries;
+        req.cache = cache;
         if fields.view.tags.is_some() {
             req.tags = tags;
         }
@@ -382,6 +395,7 @@ impl LlmRequest {
             max_tokens,
             fallbacks: None,
             num_retries: None,
+            cache: None,
             end_user,
             tags,
             forward_headers: Vec::new(),
@@ -400,6 +414,7 @@ impl LlmRequest {
             max_tokens: self.max_tokens,
             fallbacks: self.fallbacks.clone(),
             num_retries: self.num_retries,
+            cache: self.cache.clone(),
             end_user: self.end_user.clone(),
             tags: self.tags.clone(),
             forward_headers: self.forward_headers.clone(),
@@ -653,6 +668,26 @@ mod tests {
 
     fn parse(endpoint: Endpoint, body: &str) -> Result<LlmRequest, GatewayError> {
         LlmRequest::parse(endpoint, Bytes::copy_from_slice(body.as_bytes()))
+    }
+
+    #[test]
+    fn cache_controls_are_read_and_cut_from_the_body() {
+        for body in [
+            r#"{"model":"a","cache":{"no-cache":true},"messages":[]}"#,
+            r#"{"model":"a","messages":[],"cache" : {"no-cache":true}}"#,
+        ] {
+            let r = parse(Endpoint::ChatCompletions, body).unwrap();
+            assert_eq!(r.cache, Some(serde_json::json!({"no-cache": true})));
+            let sent: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+            assert_eq!(sent, serde_json::json!({"model": "a", "messages": []}));
+        }
+        let r = parse(
+            Endpoint::ChatCompletions,
+            r#"{"model":"a","messages":[],"cache":null}"#,
+        )
+        .unwrap();
+        assert_eq!(r.cache, Some(serde_json::Value::Null));
+        assert!(!String::from_utf8_lossy(&r.body).contains("cache"));
     }
 
     #[test]

@@ -5,6 +5,7 @@ pub mod alerts;
 pub mod api;
 pub mod auth;
 pub mod budget;
+pub mod cache;
 pub mod config;
 pub mod control;
 pub mod deployment;

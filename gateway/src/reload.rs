@@ -37,6 +37,7 @@ struct Fixed {
     images: crate::upstream::fetch::ImageFetchSettings,
     virtual_keys: Vec<String>,
     team_defaults: crate::config::TeamDefaults,
+    cache: Option<crate::cache::CacheSettings>,
 }
 
 impl Fixed {
@@ -60,6 +61,7 @@ impl Fixed {
                 .map(|k| k.token.clone())
                 .collect(),
             team_defaults: config.team_defaults.clone(),
+            cache: config.cache.as_ref().map(|c| c.settings().clone()),
         }
     }
 
@@ -115,6 +117,10 @@ impl Fixed {
         check(
             self.team_defaults != next.team_defaults,
             "litellm_settings.default_team_params / default_team_settings",
+        );
+        check(
+            self.cache != next.cache,
+            "litellm_settings.cache / cache_params (the response cache)",
         );
         out
     }

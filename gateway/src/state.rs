@@ -54,6 +54,8 @@ pub struct Shared {
     pub tracer: Arc<crate::otel::Tracer>,
     /// How images named by URL are fetched.
     pub images: Arc<crate::upstream::fetch::ImageFetchSettings>,
+    /// The response cache, when `litellm_settings.cache` is on.
+    pub cache: Option<Arc<crate::cache::Cache>>,
     shutting_down: AtomicBool,
     shutdown_tx: watch::Sender<bool>,
 }
@@ -78,6 +80,7 @@ impl Shared {
             reloader,
             tracer: crate::otel::Tracer::new(config.otel.clone()),
             images: Arc::new(config.images.clone()),
+            cache: config.cache.clone(),
             health: Arc::new(crate::health::Health::new(
                 config.health.clone(),
                 tls.clone(),
@@ -153,6 +156,8 @@ pub struct Worker {
     /// Fired when the core's grace period is over: upstream calls still
     /// running stop, and each leaves a spend row saying it was cut off.
     pub cut_off: LocalSignal,
+    /// This core's share of the local response cache (`type: local`).
+    pub cache: crate::cache::CoreCache,
 }
 
 impl Worker {
@@ -162,6 +167,10 @@ impl Worker {
         Worker {
             upstream: UpstreamClient::new(shared.tls.clone(), shared.limits.upstream_idle),
             images: ImageFetcher::new(shared.images.clone(), shared.tls.clone()),
+            cache: match &shared.cache {
+                Some(cache) => cache.core_cache(workers),
+                None => crate::cache::CoreCache::new(1, 0),
+            },
             shared,
             open_connections: Cell::new(0),
             max_connections,

@@ -56,6 +56,13 @@ impl Telemetry {
         self.trace.traceparent()
     }
 
+    /// The response cache's answer for model group `group`: a hit (with
+    /// the stored answer's total tokens) or a miss.
+    pub fn cache(&mut self, group: &str, hit: bool, tokens: u64) {
+        self.metrics.cache(group, hit, tokens);
+        self.trace.cache(hit);
+    }
+
     /// The upstream's response head of the attempt under way.
     pub fn upstream_head(&mut self, head: &ResponseHead) {
         self.metrics.upstream_head(head);

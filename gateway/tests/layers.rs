@@ -22,6 +22,7 @@ const LAYERS: &[&[&str]] = &[
     &["sync"],
     &["models"],
     &["config"],
+    &["cache"],
     &["alerts", "otel"],
     &["router"],
     &["metrics"],

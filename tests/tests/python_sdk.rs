@@ -221,3 +221,22 @@ fn anthropic_python_sdk() {
         );
     }
 }
+
+#[test]
+fn openai_python_sdk_cache_controls() {
+    let mock = MockServer::start(&[]);
+    let mut config = base_config(mock.port());
+    config["litellm_settings"] = json!({"cache": true, "cache_params": {"type": "local"}});
+    let gw = Gateway::start_json(&config, &[]);
+    let base_url = format!("http://127.0.0.1:{}/v1", gw.port());
+    run_script(
+        "test_openai_cache.py",
+        &[
+            ("GATEWAY_BASE_URL", base_url),
+            ("GATEWAY_MODEL", "gpt-4o".to_string()),
+        ],
+        &gw,
+    );
+    // The hit and the played-back stream made no upstream call.
+    assert_eq!(mock.stats()["requests"], 2);
+}

@@ -148,7 +148,13 @@ pub async fn readiness(worker: &Worker, out: &mut Responder<'_>) -> Result<(), G
     let body = serde_json::json!({
         "status": "healthy",
         "db": db,
-        "cache": redis_configured.then_some("redis"),
+        // The response cache's type when it is on (LiteLLM's), else Redis
+        // when the limiter has one.
+        "cache": match shared.cache.as_deref().map(|c| c.settings().backend) {
+            Some(crate::cache::Backend::Local) => Some("local"),
+            Some(crate::cache::Backend::Redis) => Some("redis"),
+            None => redis_configured.then_some("redis"),
+        },
         "redis": redis,
         "change_listener": listener,
         "litellm_version": crate::VERSION,

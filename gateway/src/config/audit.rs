@@ -21,6 +21,7 @@ const LITELLM_ACTED_ON: &[&str] = &[
     "callbacks",
     "success_callback",
     "failure_callback",
+    "cache",
     "cache_params",
     "default_team_params",
     "default_team_settings",
@@ -36,10 +37,6 @@ const LITELLM_ACTED_ON: &[&str] = &[
 
 /// Keys of `litellm_settings` refused while unimplemented, with the reason.
 const LITELLM_REFUSED: &[(&str, &str)] = &[
-    (
-        "cache",
-        "the response cache is not implemented, so every repeated request would be paid upstream",
-    ),
     (
         "guardrails",
         "guardrails are not implemented, so requests would reach the models unchecked",

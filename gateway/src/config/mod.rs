@@ -102,6 +102,8 @@ pub struct Config {
     /// The admin console's login (`UI_USERNAME`, `UI_PASSWORD`, else the
     /// master key), held as hashes.
     pub console: crate::auth::Console,
+    /// The response cache (`litellm_settings.cache`), when on.
+    pub cache: Option<std::sync::Arc<crate::cache::Cache>>,
     /// Non-fatal findings (unknown keys), logged at start.
     pub warnings: Vec<String>,
 }

@@ -308,8 +308,26 @@ pub(super) fn validate(
         .map_err(|p| invalid("litellm_settings".into(), p))?;
     let console = console(&file.general_settings.other, lookup, master_key.as_deref())
         .map_err(|p| invalid("the admin console (/ui)".into(), p))?;
+    let cache =
+        crate::cache::CacheSettings::from_litellm(file.litellm_settings.as_ref(), &mut warnings)
+            .and_then(|settings| {
+                let Some(settings) = settings else {
+                    return Ok(None);
+                };
+                let redis = rate_limits.redis_url.as_deref().map(|url| {
+                    (
+                        url,
+                        rate_limits.redis_cluster.as_slice(),
+                        rate_limits.redis_timeout,
+                        rate_limits.breaker,
+                    )
+                });
+                crate::cache::Cache::new(settings, redis).map(|c| Some(std::sync::Arc::new(c)))
+            })
+            .map_err(|p| invalid("litellm_settings.cache".into(), p))?;
     Ok(Config {
         console,
+        cache,
         team_defaults,
         otel,
         images,

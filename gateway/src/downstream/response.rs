@@ -93,6 +93,16 @@ pub struct Responder<'a> {
     hold_last: bool,
     /// That last write, once the response is complete.
     last_write: Option<Vec<u8>>,
+    /// A copy of the body, when asked for ([`Responder::capture_body`]).
+    capture: Option<Capture>,
+}
+
+/// A copy of the body bytes written, up to a limit.
+struct Capture {
+    buf: Vec<u8>,
+    limit: usize,
+    /// More than `limit` bytes were written: the copy is incomplete.
+    over: bool,
 }
 
 /// Body bytes up to this are copied behind a held-back head; more are
@@ -122,6 +132,7 @@ impl<'a> Responder<'a> {
             fixed_left: 0,
             hold_last: false,
             last_write: None,
+            capture: None,
         }
     }
 
@@ -132,6 +143,32 @@ impl<'a> Responder<'a> {
     /// for the next request it sends, comes first.
     pub fn hold_last_write(&mut self) {
         self.hold_last = true;
+    }
+
+    /// Keeps a copy of the body bytes written from now on, up to `limit`
+    /// bytes (the response cache stores a complete answer from it).
+    pub fn capture_body(&mut self, limit: usize) {
+        self.capture = Some(Capture {
+            buf: Vec::new(),
+            limit,
+            over: false,
+        });
+    }
+
+    /// The copy of the body, unless it grew past its limit; stops copying.
+    pub fn take_capture(&mut self) -> Option<Vec<u8>> {
+        self.capture.take().filter(|c| !c.over).map(|c| c.buf)
+    }
+
+    fn keep(&mut self, data: &[u8]) {
+        if let Some(c) = &mut self.capture {
+            if c.over || c.buf.len() + data.len() > c.limit {
+                c.over = true;
+                c.buf = Vec::new();
+            } else {
+                c.buf.extend_from_slice(data);
+            }
+        }
     }
 
     /// Writes the response's held last write, if any, and stops holding.
@@ -228,6 +265,7 @@ impl<'a> Responder<'a> {
         head.header_num("content-length", body.len() as u64);
         let mut buf = self.finish_head(head, status);
         if !self.head_only {
+            self.keep(body);
             buf.extend_from_slice(body);
         }
         self.write_part(buf, true).await
@@ -294,6 +332,7 @@ impl<'a> Responder<'a> {
         if data.is_empty() || self.head_only {
             return Ok(());
         }
+        self.keep(&data);
         self.fixed_left = self.fixed_left.saturating_sub(data.len() as u64);
         let last = self.fixed_left == 0;
         if !self.pending_head.is_empty() {
@@ -312,6 +351,7 @@ impl<'a> Responder<'a> {
         if data.is_empty() || self.head_only {
             return Ok(());
         }
+        self.keep(data);
         if self.http10 {
             return self.write(data.to_vec()).await;
         }

@@ -33,6 +33,7 @@ pub(super) fn routing_view(body: &[u8]) -> Option<RoutingView<'_>> {
             b"max_output_tokens" => (11, Slot::Value(&mut view.max_output_tokens)),
             b"n" => (12, Slot::Value(&mut view.n)),
             b"user" => (13, Slot::Value(&mut view.user)),
+            b"cache" => (14, Slot::Member(&mut view.cache)),
             _ => return r.skip_value(1),
         };
         // serde_json refuses a duplicate of a field it reads.
@@ -202,6 +203,7 @@ mod tests {
             Just("fallbacks"),
             Just("num_retries"),
             Just("tags"),
+            Just("cache"),
             Just("stream"),
             Just("max_tokens"),
             Just("max_completion_tokens"),

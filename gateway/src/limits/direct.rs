@@ -196,7 +196,7 @@ pub(super) fn numbers(reply: &Reply) -> Result<Vec<i64>, RemoteError> {
 
 /// A core's socket to Redis: plain, or TLS for `rediss://`, with the
 /// buffer reads land in (monoio reads into owned buffers).
-pub(super) struct MonoioWire {
+pub(crate) struct MonoioWire {
     stream: Stream,
     scratch: Vec<u8>,
 }

@@ -56,6 +56,7 @@ mod window;
 pub use breaker::{Breaker, BreakerSettings, BreakerState};
 pub(crate) use cluster::ClusterLink;
 pub use descriptor::{Descriptor, Kind, Scope, ScopeLimits};
+pub(crate) use direct::MonoioWire;
 pub use local::LocalLimiter;
 pub use settings::{
     FallbackPolicy, LeaseSettings, LimitSettings, LimitsFile, Mode, RateLimitsFile, RedisSources,

@@ -147,10 +147,13 @@ pub(crate) enum Fam {
     DeploymentCooledDown,
     SuccessfulFallbacks,
     FailedFallbacks,
+    CacheHits,
+    CacheMisses,
+    CachedTokens,
 }
 
 /// Every family, in exposition order.
-pub(crate) const ALL: [Fam; 28] = [
+pub(crate) const ALL: [Fam; 31] = [
     Fam::ProxyTotalRequests,
     Fam::ProxyFailedRequests,
     Fam::RequestTotalLatency,
@@ -179,6 +182,22 @@ pub(crate) const ALL: [Fam; 28] = [
     Fam::DeploymentCooledDown,
     Fam::SuccessfulFallbacks,
     Fam::FailedFallbacks,
+    Fam::CacheHits,
+    Fam::CacheMisses,
+    Fam::CachedTokens,
+];
+
+/// LiteLLM's `_cache_metric_labels`.
+const CACHE: &[L] = &[
+    Model,
+    HashedApiKey,
+    ApiKeyAlias,
+    Team,
+    TeamAlias,
+    EndUser,
+    User,
+    ModelId,
+    ApiProvider,
 ];
 
 use L::*;
@@ -576,6 +595,27 @@ impl Fam {
                 "LLM Deployment Analytics - Number of failed fallback requests from primary model -> fallback model",
                 Kind::Counter,
                 FALLBACKS,
+                &[],
+            ),
+            Fam::CacheHits => (
+                "litellm_cache_hits_metric",
+                "Total number of LiteLLM cache hits",
+                Kind::Counter,
+                CACHE,
+                &[],
+            ),
+            Fam::CacheMisses => (
+                "litellm_cache_misses_metric",
+                "Total number of LiteLLM cache misses",
+                Kind::Counter,
+                CACHE,
+                &[],
+            ),
+            Fam::CachedTokens => (
+                "litellm_cached_tokens_metric",
+                "Total tokens served from LiteLLM cache",
+                Kind::Counter,
+                CACHE,
                 &[],
             ),
         };

@@ -239,6 +239,25 @@ impl RequestMetrics {
         inc(w, fam, c, 1.0);
     }
 
+    /// The response cache answered (`hit`, with the answer's `tokens`) or
+    /// not for model group `group`: LiteLLM's cache counters.
+    pub fn cache(&mut self, group: &str, hit: bool, tokens: u64) {
+        let labels = &mut self.labels;
+        with_core(|w| {
+            let mut v = *labels;
+            v.set(L::Model, w.intern(group));
+            let c = w.combo(&v);
+            if !hit {
+                inc(w, Fam::CacheMisses, c, 1.0);
+                return;
+            }
+            inc(w, Fam::CacheHits, c, 1.0);
+            if tokens > 0 {
+                inc(w, Fam::CachedTokens, c, tokens as f64);
+            }
+        });
+    }
+
     /// The request ended: LiteLLM's proxy-level counters, and on success
     /// the total and overhead latencies and the key's rate-limit gauges.
     pub fn finish(&mut self, end: Finish<'_>) {

@@ -18,6 +18,7 @@ pub(crate) fn json(origin: &Origin<'_>, spans: &[SpanRecord]) -> Vec<u8> {
     let attribute = |key: &str, value: Value<'_>| match value {
         Value::Str(s) => json!({"key": key, "value": {"stringValue": s}}),
         Value::Int(i) => json!({"key": key, "value": {"intValue": i.to_string()}}),
+        Value::Bool(b) => json!({"key": key, "value": {"boolValue": b}}),
     };
     let spans: Vec<serde_json::Value> = spans
         .iter()
@@ -252,6 +253,7 @@ fn key_value_len(key: &str, value: Value<'_>) -> usize {
     let any = match value {
         Value::Str(s) => field_len(s.len()),
         Value::Int(i) => 1 + varint_len(i as u64),
+        Value::Bool(_) => 2,
     };
     field_len(key.len()) + field_len(any)
 }
@@ -270,6 +272,13 @@ fn key_value(out: &mut Vec<u8>, key: &str, value: Value<'_>) {
             varint(out, (1 + varint_len(i as u64)) as u64);
             tag(out, 3, 0);
             varint(out, i as u64);
+        }
+        Value::Bool(b) => {
+            // AnyValue.bool_value (field 2, varint).
+            tag(out, 2, 2);
+            varint(out, 2);
+            tag(out, 2, 0);
+            varint(out, u64::from(b));
         }
     }
 }
@@ -365,6 +374,7 @@ mod tests {
                 last: None,
                 caller: Caller::Master("hash".into()),
                 error: Some((429, "rate_limit_error".into())),
+                cache_hit: None,
             }),
         }
     }
@@ -440,6 +450,11 @@ mod tests {
         key_value(&mut kv, "k", Value::Int(-1));
         assert_eq!(kv.len(), 3 + 2 + 11);
         assert_eq!(kv.len(), key_value_len("k", Value::Int(-1)));
+        // A boolean is AnyValue's field 2 as a varint.
+        let mut kv = Vec::new();
+        key_value(&mut kv, "k", Value::Bool(true));
+        assert_eq!(kv, [0x0a, 1, b'k', 0x12, 2, 0x10, 1]);
+        assert_eq!(kv.len(), key_value_len("k", Value::Bool(true)));
         // Lengths of 128 bytes and more take two varint bytes, in place.
         let mut long = Vec::new();
         nested(&mut long, 1, |out| string(out, 2, &"x".repeat(200)));
@@ -514,6 +529,7 @@ mod tests {
                 match v {
                     Value::Str(s) => s.to_string(),
                     Value::Int(i) => i.to_string(),
+                    Value::Bool(b) => b.to_string(),
                 },
             ))
         });
@@ -602,5 +618,35 @@ mod tests {
         assert_eq!(span["status"]["code"], 2);
         assert_eq!(span["attributes"][6]["key"], "gen_ai.usage.input_tokens");
         assert_eq!(span["attributes"][6]["value"]["intValue"], "-1");
+        assert!(span["attributes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["key"] != "litellm.cache_hit"));
+    }
+
+    #[test]
+    fn a_cache_hit_is_a_boolean_attribute_of_the_root_span() {
+        let mut hit = root();
+        if let Detail::Root(r) = &mut hit.detail {
+            r.cache_hit = Some(true);
+        }
+        let body: serde_json::Value = serde_json::from_slice(&json(
+            &Origin {
+                service_name: "svc",
+                scope: "litellm",
+            },
+            &[hit],
+        ))
+        .unwrap();
+        let attributes = &body["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"];
+        let found: Vec<_> = attributes
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["key"] == "litellm.cache_hit")
+            .collect();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0]["value"]["boolValue"], true);
     }
 }

@@ -158,6 +158,7 @@ fn log_span(span: &SpanRecord) {
         let v = match v {
             Value::Str(s) => serde_json::Value::from(s),
             Value::Int(i) => serde_json::Value::from(i),
+            Value::Bool(b) => serde_json::Value::from(b),
         };
         attributes.insert(k.to_string(), v);
     });

@@ -33,6 +33,8 @@ struct Context {
     output_tokens: i64,
     /// The last attempt's deployment.
     last: Option<Upstream>,
+    /// Whether the response cache answered.
+    cache_hit: Option<bool>,
 }
 
 impl Context {
@@ -70,6 +72,7 @@ impl RequestTrace {
             input_tokens: 0,
             output_tokens: 0,
             last: None,
+            cache_hit: None,
         })))
     }
 
@@ -133,6 +136,13 @@ impl RequestTrace {
         c.last = Some(upstream);
     }
 
+    /// Whether the response cache answered the request.
+    pub fn cache(&mut self, hit: bool) {
+        if let Some(c) = self.0.as_mut() {
+            c.cache_hit = Some(hit);
+        }
+    }
+
     /// The request ended: its root span.
     pub fn finish(&mut self, end: &Finish<'_>) {
         let Some(mut c) = self.0.take() else { return };
@@ -171,6 +181,7 @@ impl RequestTrace {
                 last: c.last,
                 caller: c.caller,
                 error: end.error.map(|e| (e.status(), e.error_type().into())),
+                cache_hit: c.cache_hit,
             }),
         });
     }

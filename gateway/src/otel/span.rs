@@ -25,6 +25,7 @@ const ATTEMPT: &str = "raw_gen_ai_request";
 pub(crate) enum Value<'a> {
     Str(&'a str),
     Int(i64),
+    Bool(bool),
 }
 
 /// The deployment an attempt went to: shared with the router's snapshot
@@ -111,6 +112,8 @@ pub(crate) struct RootSpan {
     pub(crate) caller: Caller,
     /// The failure's status and error type, if it failed.
     pub(crate) error: Option<(u16, Box<str>)>,
+    /// Whether the response cache answered (`None`: not looked up).
+    pub(crate) cache_hit: Option<bool>,
 }
 
 /// Which span a record is.
@@ -207,6 +210,9 @@ impl SpanRecord {
                 f("litellm.fallbacks", Value::Int(i64::from(r.fallbacks)));
                 f("gen_ai.usage.input_tokens", Value::Int(r.input_tokens));
                 f("gen_ai.usage.output_tokens", Value::Int(r.output_tokens));
+                if let Some(hit) = r.cache_hit {
+                    f("litellm.cache_hit", Value::Bool(hit));
+                }
                 match (&r.requested, &r.last) {
                     (Some(Requested::Named(model)), _) => {
                         f("gen_ai.request.model", Value::Str(model))

@@ -51,6 +51,7 @@ pub(super) fn log_access(
         stream: o.stream,
         duration: total,
         upstream: o.upstream_wait,
+        cache_hit: o.cache_hit,
         has_error: error.is_some(),
     };
     let json = crate::logging::json();
@@ -72,6 +73,8 @@ struct Line<'a> {
     stream: bool,
     duration: Duration,
     upstream: Duration,
+    /// Whether the response cache answered (absent: not looked up).
+    cache_hit: Option<bool>,
     has_error: bool,
 }
 
@@ -101,6 +104,11 @@ impl Line<'_> {
         write_millis(buf, self.duration);
         buf.extend_from_slice(b" upstream_ms=");
         write_millis(buf, self.upstream);
+        match self.cache_hit {
+            Some(true) => buf.extend_from_slice(b" cache_hit=true"),
+            Some(false) => buf.extend_from_slice(b" cache_hit=false"),
+            None => {}
+        }
         if self.has_error {
             let (name, value) = rest[3];
             text_string(buf, name, value);
@@ -132,6 +140,11 @@ impl Line<'_> {
         write_millis(buf, self.duration);
         buf.extend_from_slice(b",\"upstream_ms\":");
         write_millis(buf, self.upstream);
+        match self.cache_hit {
+            Some(true) => buf.extend_from_slice(b",\"cache_hit\":true"),
+            Some(false) => buf.extend_from_slice(b",\"cache_hit\":false"),
+            None => {}
+        }
         if self.has_error {
             let (name, value) = rest[3];
             json_member(buf, name, value);
@@ -222,6 +235,7 @@ mod tests {
             stream: true,
             duration: Duration::from_micros(11_457),
             upstream: Duration::from_nanos(999_500),
+            cache_hit: error.is_none().then_some(true),
             has_error: error.is_some(),
         };
         let now = std::time::UNIX_EPOCH + Duration::from_secs(1_764_599_613);
@@ -243,6 +257,7 @@ mod tests {
              duration_ms=11.457 upstream_ms=1.000 error=\"upstream said \\\"no\\\"\"\n"
         );
         assert!(!line(None).0.contains("error="));
+        assert!(line(None).0.contains(" upstream_ms=1.000 cache_hit=true\n"));
     }
 
     #[test]
@@ -258,7 +273,9 @@ mod tests {
         assert_eq!(json["model_group"], "g\"roup\n");
         assert_eq!(json["duration_ms"], 11.457);
         assert!(json.get("error").is_none());
+        assert_eq!(json["cache_hit"], true);
         assert_eq!(line(Some("x\u{1}")).1["error"], "x\u{1}");
+        assert!(line(Some("x")).1.get("cache_hit").is_none());
     }
 
     /// Every string reads back as itself, escaped exactly as serde_json

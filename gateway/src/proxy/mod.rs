@@ -8,6 +8,11 @@
 //! 4. **route**: the model group and one of its deployments (`router`).
 //! 5. **limit**: check and charge rpm, tpm and parallel limits of every scope,
 //!    all or none, once per request (`limits`).
+//!    Then **cache** (5b): with `litellm_settings.cache` on, the request's
+//!    key is looked up (`cache`); a hit is answered from the entry (after a
+//!    check that no budget is spent), skipping phases 6 to 9; on a miss the
+//!    answer is copied as it is relayed and stored once it is complete and
+//!    successful.
 //! 6. **admit**: reserve the worst-case cost against every budget (`budget`, `spend`).
 //! 7. **translate**: images by URL the provider refuses are fetched and
 //!    inlined (`images`); the provider builds its native request (`providers`).
@@ -19,6 +24,7 @@
 //! 10. **log**: one access line with durations.
 
 mod access;
+mod cached;
 mod convert;
 mod count_tokens;
 mod cut_off;
@@ -75,6 +81,12 @@ pub(crate) struct Outcome {
     rate: Option<RateHeaders>,
     /// Tokens the attempts really used, for the limiter's reconciliation.
     tokens_used: u64,
+    /// The successful attempt's usage, for a streamed answer the cache
+    /// stores.
+    answer_tokens: crate::cache::stream::Tokens,
+    /// Whether the answer came from the response cache (`None`: not
+    /// looked up).
+    cache_hit: Option<bool>,
     /// What metrics and traces record of the request.
     telemetry: crate::telemetry::Telemetry,
 }
@@ -103,6 +115,8 @@ pub async fn handle(
         max_fallbacks: None,
         rate: None,
         tokens_used: 0,
+        answer_tokens: Default::default(),
+        cache_hit: None,
         telemetry: crate::telemetry::Telemetry::begin(head, received_at),
     };
     if let Ok(caller) = &caller {
@@ -245,6 +259,19 @@ async fn serve(
     let req = &mut held.req;
     req.forward_headers = forward_headers;
     outcome.stream = req.stream;
+    // The body's `cache` controls are checked whenever the cache is on; a
+    // key whose metadata has `cache` replaces them (LiteLLM's key-level
+    // controls).
+    let controls = match &worker.shared.cache {
+        Some(_) => {
+            let of_key = key_of(principal).and_then(|k| k.record.metadata.get("cache"));
+            Some(match of_key {
+                Some(v) => crate::cache::control::of_key(v)?,
+                None => crate::cache::control::parse(req.cache.as_ref())?,
+            })
+        }
+        None => None,
+    };
     let most = worker.shared.limits.max_request_retries;
     if req.num_retries.is_some_and(|n| n > most) {
         return Err(GatewayError::InvalidParam {
@@ -338,7 +365,44 @@ async fn serve(
     if ticket.as_ref().is_some_and(|t| t.holds_slot()) {
         out.hold_last_write();
     }
-    let result = attempts(worker, &router, caller, &mut held, &mut plan, out, outcome).await;
+    // 5b. cache
+    let cache = worker.shared.cache.as_deref();
+    let cache_plan = match (cache, &controls) {
+        (Some(cache), Some(controls)) => {
+            let req = &held.req;
+            cache.plan(req.endpoint, &model, &req.body, req.stream, controls)?
+        }
+        _ => None,
+    };
+    let result = match (cache, &cache_plan) {
+        (Some(cache), Some(cache_plan)) => {
+            // Boxed: a Redis lookup's state is over before the call.
+            let stored = Box::pin(cache.lookup(&worker.cache, cache_plan)).await;
+            outcome.cache_hit = Some(false);
+            match stored.and_then(|s| cached::answer_of(cache_plan, s)) {
+                Some(answer) => {
+                    record::refuse_if_exhausted(caller, &model)?;
+                    outcome.cache_hit = Some(true);
+                    let tokens = crate::cache::total_tokens(&answer);
+                    outcome.telemetry.cache(&model, true, tokens);
+                    outcome.group = Some(model.as_str().into());
+                    cached::send(cache_plan, &answer, out, outcome).await
+                }
+                None => {
+                    outcome.telemetry.cache(&model, false, 0);
+                    out.capture_body(cache.capture_limit(cache_plan));
+                    let result =
+                        attempts(worker, &router, caller, &mut held, &mut plan, out, outcome).await;
+                    let body = out.take_capture();
+                    if let (Ok(()), Some(200), Some(body)) = (&result, out.status(), body) {
+                        cache.store(&worker.cache, cache_plan, &body, outcome.answer_tokens);
+                    }
+                    result
+                }
+            }
+        }
+        _ => attempts(worker, &router, caller, &mut held, &mut plan, out, outcome).await,
+    };
     if let Some(ticket) = ticket.as_mut() {
         ticket.add_tokens(outcome.tokens_used);
     }
@@ -541,6 +605,12 @@ async fn attempt_once(
     let req = &held.req;
     let usage = tap.finish(&held.prompt);
     let billable = result.is_ok() || out.started();
+    if result.is_ok() {
+        outcome.answer_tokens = crate::cache::stream::Tokens {
+            prompt: usage.prompt_tokens,
+            completion: usage.completion_tokens,
+        };
+    }
     if billable {
         // Counts come from the upstream: never let them overflow.
         outcome.tokens_used = outcome

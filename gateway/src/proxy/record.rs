@@ -36,22 +36,7 @@ pub(super) async fn admit<'l>(
 ) -> Result<Option<Reservation<'l>>, GatewayError> {
     let (group, dep, upstream_model) = (&*pick.group, &**pick.deployment, &*pick.upstream_model);
     let key = super::key_of(caller.principal);
-    let mut budgets = Vec::with_capacity(5);
-    if let Some(key) = key {
-        budgets.push(("key", key.budget.clone()));
-        if let Some(user) = &key.user {
-            budgets.push(("user", user.budget.clone()));
-        }
-        if let Some(team) = &key.team {
-            budgets.push(("team", team.budget.clone()));
-        }
-        if let Some(budget) = key.model_budget(group) {
-            budgets.push(("model", budget.clone()));
-        }
-    }
-    if let Some(end_user) = caller.end_user {
-        budgets.push((END_USER, end_user.budget.clone()));
-    }
+    let budgets = budgets_of(caller, group);
     if budgets.is_empty() {
         return Ok(None);
     }
@@ -129,6 +114,53 @@ pub(super) async fn admit<'l>(
             }
         }
     }
+}
+
+/// The budgets a request for `group` is admitted against, by scope: its
+/// key's, user's, team's, the key's per-model one and its end user's.
+fn budgets_of(caller: Caller<'_>, group: &str) -> Vec<(&'static str, Arc<crate::budget::Budget>)> {
+    let mut budgets = Vec::with_capacity(5);
+    if let Some(key) = super::key_of(caller.principal) {
+        budgets.push(("key", key.budget.clone()));
+        if let Some(user) = &key.user {
+            budgets.push(("user", user.budget.clone()));
+        }
+        if let Some(team) = &key.team {
+            budgets.push(("team", team.budget.clone()));
+        }
+        if let Some(budget) = key.model_budget(group) {
+            budgets.push(("model", budget.clone()));
+        }
+    }
+    if let Some(end_user) = caller.end_user {
+        budgets.push((END_USER, end_user.budget.clone()));
+    }
+    budgets
+}
+
+/// A cached answer costs nothing, but a caller whose budget is spent is
+/// refused all the same (LiteLLM checks budgets before its cache).
+pub(super) fn refuse_if_exhausted(caller: Caller<'_>, group: &str) -> Result<(), GatewayError> {
+    for (scope, budget) in budgets_of(caller, group) {
+        if budget.exhausted() {
+            let (spend, max) = (budget.spent_usd(), budget.max_usd().unwrap_or(0.0));
+            return Err(match caller.end_user {
+                Some(e) if scope == END_USER => GatewayError::EndUserBudgetExceeded {
+                    end_user: e.record.user_id.clone(),
+                    spend,
+                    max,
+                    reserve: None,
+                },
+                _ => GatewayError::BudgetExceeded {
+                    scope: scope.to_string(),
+                    spend,
+                    max,
+                    reserve: None,
+                },
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The budget scope of the request's end user.

@@ -1,0 +1,226 @@
+//! `type: local`: one least-recently-used cache per core, bounded in
+//! entries and bytes, each entry with its expiry. A core owns its cache
+//! (no lock, no atomics): a replica's bounds are shared out among its
+//! cores, and an answer stored on one core is served by that core only.
+
+use bytes::Bytes;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// Bytes counted per entry beyond its key and body (slot, map entry).
+const OVERHEAD: u64 = 96;
+/// Index of no slot.
+const NIL: usize = usize::MAX;
+
+/// A stored answer.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    /// The answer's body as the client got it (non-stream form).
+    pub body: Bytes,
+    /// When it was stored, Unix milliseconds (for `s-maxage`).
+    pub stored_at_ms: u64,
+}
+
+struct Slot {
+    key: Box<str>,
+    stored: Stored,
+    expires: Option<Instant>,
+    prev: usize,
+    next: usize,
+}
+
+/// One core's cache.
+pub struct CoreCache {
+    inner: RefCell<Lru>,
+}
+
+struct Lru {
+    map: HashMap<Box<str>, usize>,
+    slots: Vec<Slot>,
+    free: Vec<usize>,
+    /// Most recently used.
+    head: usize,
+    /// Least recently used: evicted first.
+    tail: usize,
+    bytes: u64,
+    max_entries: u64,
+    max_bytes: u64,
+}
+
+impl CoreCache {
+    /// A cache of at most `max_entries` entries and `max_bytes` bytes.
+    pub fn new(max_entries: u64, max_bytes: u64) -> CoreCache {
+        CoreCache {
+            inner: RefCell::new(Lru {
+                map: HashMap::new(),
+                slots: Vec::new(),
+                free: Vec::new(),
+                head: NIL,
+                tail: NIL,
+                bytes: 0,
+                max_entries: max_entries.max(1),
+                max_bytes,
+            }),
+        }
+    }
+
+    /// The entry under `key` when it has not expired at `now`; it becomes
+    /// the most recently used.
+    pub fn get(&self, key: &str, now: Instant) -> Option<Stored> {
+        let mut lru = self.inner.borrow_mut();
+        let i = *lru.map.get(key)?;
+        if lru.slots[i].expires.is_some_and(|at| at <= now) {
+            lru.remove(i);
+            return None;
+        }
+        lru.unlink(i);
+        lru.push_front(i);
+        Some(lru.slots[i].stored.clone())
+    }
+
+    /// Stores `stored` under `key` until `expires`, evicting the least
+    /// recently used entries to stay in bounds; an entry larger than the
+    /// whole cache is not stored.
+    pub fn put(&self, key: &str, stored: Stored, expires: Option<Instant>) {
+        let mut lru = self.inner.borrow_mut();
+        let size = cost(key, &stored);
+        if let Some(&i) = lru.map.get(key) {
+            lru.remove(i);
+        }
+        if size > lru.max_bytes {
+            return;
+        }
+        while lru.tail != NIL
+            && (lru.map.len() as u64 >= lru.max_entries || lru.bytes + size > lru.max_bytes)
+        {
+            let last = lru.tail;
+            lru.remove(last);
+        }
+        let key: Box<str> = key.into();
+        let slot = Slot {
+            key: key.clone(),
+            stored,
+            expires,
+            prev: NIL,
+            next: NIL,
+        };
+        let i = match lru.free.pop() {
+            Some(i) => {
+                lru.slots[i] = slot;
+                i
+            }
+            None => {
+                lru.slots.push(slot);
+                lru.slots.len() - 1
+            }
+        };
+        lru.push_front(i);
+        lru.map.insert(key, i);
+        lru.bytes += size;
+    }
+
+    /// Entries and bytes held.
+    #[cfg(test)]
+    fn usage(&self) -> (u64, u64) {
+        let lru = self.inner.borrow();
+        (lru.map.len() as u64, lru.bytes)
+    }
+}
+
+fn cost(key: &str, stored: &Stored) -> u64 {
+    (key.len() + stored.body.len()) as u64 + OVERHEAD
+}
+
+impl Lru {
+    fn unlink(&mut self, i: usize) {
+        let (prev, next) = (self.slots[i].prev, self.slots[i].next);
+        match prev {
+            NIL => self.head = next,
+            p => self.slots[p].next = next,
+        }
+        match next {
+            NIL => self.tail = prev,
+            n => self.slots[n].prev = prev,
+        }
+    }
+
+    fn push_front(&mut self, i: usize) {
+        self.slots[i].prev = NIL;
+        self.slots[i].next = self.head;
+        if self.head != NIL {
+            self.slots[self.head].prev = i;
+        }
+        self.head = i;
+        if self.tail == NIL {
+            self.tail = i;
+        }
+    }
+
+    fn remove(&mut self, i: usize) {
+        self.unlink(i);
+        let slot = &mut self.slots[i];
+        let size = cost(&slot.key, &slot.stored);
+        self.map.remove(&slot.key);
+        slot.stored.body = Bytes::new();
+        slot.key = "".into();
+        self.bytes -= size;
+        self.free.push(i);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn stored(n: usize) -> Stored {
+        Stored {
+            body: Bytes::from(vec![b'x'; n]),
+            stored_at_ms: 0,
+        }
+    }
+
+    #[test]
+    fn least_recently_used_goes_first() {
+        let c = CoreCache::new(2, 1 << 20);
+        let now = Instant::now();
+        c.put("a", stored(1), None);
+        c.put("b", stored(1), None);
+        assert!(c.get("a", now).is_some());
+        c.put("c", stored(1), None);
+        assert!(c.get("b", now).is_none(), "b was the least recently used");
+        assert!(c.get("a", now).is_some() && c.get("c", now).is_some());
+        assert_eq!(c.usage().0, 2);
+    }
+
+    #[test]
+    fn expired_entries_are_misses() {
+        let c = CoreCache::new(10, 1 << 20);
+        let now = Instant::now();
+        c.put("a", stored(1), Some(now + Duration::from_secs(1)));
+        assert!(c.get("a", now).is_some());
+        assert!(c.get("a", now + Duration::from_secs(2)).is_none());
+        assert_eq!(c.usage(), (0, 0));
+    }
+
+    #[test]
+    fn memory_never_exceeds_its_bound() {
+        let max = 64 * 1024;
+        let c = CoreCache::new(1_000_000, max);
+        for i in 0..10_000 {
+            c.put(&format!("k{i}"), stored(1000 + i % 3000), None);
+            let (_, bytes) = c.usage();
+            assert!(bytes <= max, "{bytes} > {max} after {i}");
+        }
+        // Too large for the whole cache: not stored, nothing evicted for it.
+        let before = c.usage();
+        c.put("huge", stored(max as usize), None);
+        assert!(c.get("huge", Instant::now()).is_none());
+        assert_eq!(c.usage(), before);
+        // Replacing an entry keeps the count right.
+        c.put("k9999", stored(10), None);
+        c.put("k9999", stored(20), None);
+        assert_eq!(c.get("k9999", Instant::now()).unwrap().body.len(), 20);
+    }
+}

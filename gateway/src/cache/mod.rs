@@ -1,0 +1,342 @@
+//! The response cache (LiteLLM's `litellm_settings.cache: true`), a phase
+//! of the request path between admission and routing: a request's key
+//! ([`key`]) is looked up after authentication and limits; a hit answers
+//! without an upstream call; a miss's answer is stored once it is complete
+//! and successful, a streamed one as it was relayed ([`stream`]).
+//!
+//! Entries live per core in this process ([`local`], `type: local`) or in
+//! Redis ([`redis`], `type: redis`, through the limiter's client). The
+//! body's `cache` object ([`control`]) steers one request.
+
+pub mod control;
+pub mod key;
+pub mod local;
+pub mod redis;
+pub mod settings;
+pub mod stream;
+
+pub use control::Controls;
+pub use local::{CoreCache, Stored};
+pub use settings::{Backend, CacheSettings};
+
+use crate::error::GatewayError;
+use crate::inbound::Endpoint;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The configured cache of a process.
+pub struct Cache {
+    settings: CacheSettings,
+    redis: Option<redis::RedisStore>,
+}
+
+/// What the cache does for one request.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The entry's key (`x-litellm-cache-key`).
+    pub key: String,
+    /// Whether a stored answer may answer it.
+    pub read: bool,
+    /// Whether its answer is stored.
+    pub write: bool,
+    /// How long its answer is kept.
+    pub ttl: Option<Duration>,
+    /// Oldest stored answer it accepts.
+    pub max_age: Option<Duration>,
+    /// The client asked for a stream.
+    pub stream: bool,
+    /// A streamed answer carries a usage chunk (`stream_options.include_usage`).
+    pub include_usage: bool,
+    /// The endpoint (the form of the stored answer).
+    pub endpoint: Endpoint,
+}
+
+impl Cache {
+    /// The cache of `settings`; `redis` is the limiter's Redis (URL,
+    /// Cluster nodes, deadline, breaker settings), required for `type: redis`.
+    pub fn new(
+        settings: CacheSettings,
+        redis: Option<(&str, &[String], Duration, crate::limits::BreakerSettings)>,
+    ) -> Result<Cache, String> {
+        let redis = match settings.backend {
+            Backend::Local => None,
+            Backend::Redis => {
+                let (url, cluster, deadline, breaker) = redis.ok_or(
+                    "litellm_settings.cache_params: type redis needs a Redis connection \
+                     (host and port, url, REDIS_URL / REDIS_HOST or redis_startup_nodes)",
+                )?;
+                Some(redis::RedisStore::new(url, cluster, deadline, breaker)?)
+            }
+        };
+        Ok(Cache { settings, redis })
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &CacheSettings {
+        &self.settings
+    }
+
+    /// A core's local cache: its share of the replica's bounds among
+    /// `cores`.
+    pub fn core_cache(&self, cores: usize) -> CoreCache {
+        let cores = cores.max(1) as u64;
+        match self.settings.backend {
+            Backend::Local => CoreCache::new(
+                self.settings.max_entries.div_ceil(cores),
+                self.settings.max_bytes / cores,
+            ),
+            Backend::Redis => CoreCache::new(1, 0),
+        }
+    }
+
+    /// What the cache does for a request on `endpoint` for `group` whose
+    /// body (without `cache`) is `body` and whose `cache` object is
+    /// `controls`; `None` when it does nothing (an endpoint not cached,
+    /// `mode: default_off` without `use-cache`, a Responses stream).
+    pub fn plan(
+        &self,
+        endpoint: Endpoint,
+        group: &str,
+        body: &[u8],
+        stream: bool,
+        controls: &Controls,
+    ) -> Result<Option<Plan>, GatewayError> {
+        let s = &self.settings;
+        let asked = !s.default_off || controls.use_cache;
+        // A Responses stream has events this cache does not play back.
+        if !asked || !s.serves(endpoint) || (stream && endpoint == Endpoint::Responses) {
+            return Ok(None);
+        }
+        if controls.no_cache && controls.no_store {
+            return Ok(None);
+        }
+        let parsed: serde_json::Value =
+            serde_json::from_slice(body).map_err(|e| GatewayError::MalformedJson(e.to_string()))?;
+        let include_usage = parsed
+            .get("stream_options")
+            .and_then(|o| o.get("include_usage"))
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false);
+        let namespace = controls.namespace.as_deref().or(s.namespace.as_deref());
+        Ok(Some(Plan {
+            key: key::key(endpoint, group, &parsed, namespace),
+            read: !controls.no_cache,
+            write: !controls.no_store,
+            ttl: controls.ttl.or(s.ttl),
+            max_age: controls.max_age,
+            stream,
+            include_usage,
+            endpoint,
+        }))
+    }
+
+    /// The stored answer for `plan`, when there is one young enough.
+    pub async fn lookup(&self, core: &CoreCache, plan: &Plan) -> Option<Stored> {
+        if !plan.read {
+            return None;
+        }
+        let stored = match &self.redis {
+            None => core.get(&plan.key, Instant::now())?,
+            Some(redis) => redis.get(&plan.key).await?,
+        };
+        if let Some(max_age) = plan.max_age {
+            let age = unix_ms().saturating_sub(stored.stored_at_ms);
+            if u128::from(age) > max_age.as_millis() {
+                return None;
+            }
+        }
+        Some(stored)
+    }
+
+    /// Stores a complete, successful answer for `plan`: `body` as the
+    /// client got it (SSE for a stream, put together first; `tokens` is the
+    /// upstream's usage, for a stream without its own). Too large, or a
+    /// stream not understood: not stored.
+    pub fn store(&self, core: &CoreCache, plan: &Plan, body: &[u8], tokens: stream::Tokens) {
+        if !plan.write {
+            return;
+        }
+        let whole = match plan.stream {
+            true => match stream::collect(plan.endpoint, body, tokens) {
+                Some(whole) => whole,
+                None => return,
+            },
+            false => {
+                // Only a JSON object is an answer.
+                if !body.trim_ascii_start().starts_with(b"{") {
+                    return;
+                }
+                body.to_vec()
+            }
+        };
+        if whole.len() as u64 > self.settings.max_entry_bytes {
+            return;
+        }
+        let stored = Stored {
+            body: whole.into(),
+            stored_at_ms: unix_ms(),
+        };
+        match &self.redis {
+            None => {
+                let expires = plan.ttl.and_then(|t| Instant::now().checked_add(t));
+                core.put(&plan.key, stored, expires);
+            }
+            Some(redis) => redis.set(&plan.key, &stored, plan.ttl),
+        }
+    }
+
+    /// Most bytes of an answer captured for storing: what is larger is
+    /// never stored (a stream's SSE framing takes more than its answer).
+    pub fn capture_limit(&self, plan: &Plan) -> usize {
+        let most = self.settings.max_entry_bytes as usize;
+        match plan.stream {
+            true => most.saturating_mul(8),
+            false => most,
+        }
+    }
+}
+
+/// The last `"total_tokens"` count of an answer (its usage; in a played
+/// back stream, the usage chunk), 0 without one: what a hit served.
+pub fn total_tokens(answer: &[u8]) -> u64 {
+    const NAME: &[u8] = b"\"total_tokens\":";
+    let Some(at) = memchr::memmem::rfind(answer, NAME) else {
+        return 0;
+    };
+    let rest = answer[at + NAME.len()..].trim_ascii_start();
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    std::str::from_utf8(&rest[..digits])
+        .ok()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(0)
+}
+
+impl std::fmt::Debug for Cache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cache")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cache(yaml: &str) -> Cache {
+        let doc: serde_yaml::Value = serde_yaml::from_str(yaml).unwrap();
+        let s = CacheSettings::from_litellm(doc.get("litellm_settings"), &mut Vec::new())
+            .unwrap()
+            .unwrap();
+        Cache::new(s, None).unwrap()
+    }
+
+    const BODY: &[u8] = br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
+    const ANSWER: &[u8] = br#"{"id":"x","choices":[]}"#;
+
+    #[test]
+    fn stored_then_served_and_controls_apply() {
+        let c = cache("litellm_settings: {cache: true, cache_params: {type: local}}");
+        let core = c.core_cache(1);
+        let none = Controls::default();
+        let plan = c
+            .plan(Endpoint::ChatCompletions, "g", BODY, false, &none)
+            .unwrap()
+            .unwrap();
+        assert!(monoio_run(c.lookup(&core, &plan)).is_none());
+        c.store(&core, &plan, ANSWER, stream::Tokens::default());
+        assert_eq!(
+            &monoio_run(c.lookup(&core, &plan)).unwrap().body[..],
+            ANSWER
+        );
+        // no-cache: not served; no-store: not stored.
+        let no_cache = Controls {
+            no_cache: true,
+            ..Controls::default()
+        };
+        let p = c
+            .plan(Endpoint::ChatCompletions, "g", BODY, false, &no_cache)
+            .unwrap()
+            .unwrap();
+        assert!(monoio_run(c.lookup(&core, &p)).is_none());
+        let no_store = Controls {
+            no_store: true,
+            namespace: Some("other".into()),
+            ..Controls::default()
+        };
+        let p = c
+            .plan(Endpoint::ChatCompletions, "g", BODY, false, &no_store)
+            .unwrap()
+            .unwrap();
+        c.store(&core, &p, ANSWER, stream::Tokens::default());
+        assert!(monoio_run(c.lookup(&core, &p)).is_none());
+        // An error body is not an answer.
+        let p = c
+            .plan(Endpoint::Completions, "g", BODY, false, &none)
+            .unwrap()
+            .unwrap();
+        c.store(&core, &p, b"oops", stream::Tokens::default());
+        assert!(monoio_run(c.lookup(&core, &p)).is_none());
+    }
+
+    #[test]
+    fn total_tokens_of_an_answer() {
+        assert_eq!(
+            total_tokens(br#"{"usage":{"prompt_tokens":3,"total_tokens": 12}}"#),
+            12
+        );
+        assert_eq!(total_tokens(br#"{"id":"x"}"#), 0);
+        assert_eq!(
+            total_tokens(br#"{"total_tokens":99999999999999999999999}"#),
+            0
+        );
+    }
+
+    #[test]
+    fn default_off_needs_use_cache() {
+        let c = cache(
+            "litellm_settings: {cache: true, cache_params: {type: local, mode: default_off}}",
+        );
+        let none = Controls::default();
+        assert!(c
+            .plan(Endpoint::ChatCompletions, "g", BODY, false, &none)
+            .unwrap()
+            .is_none());
+        let opt_in = Controls {
+            use_cache: true,
+            ..Controls::default()
+        };
+        assert!(c
+            .plan(Endpoint::ChatCompletions, "g", BODY, false, &opt_in)
+            .unwrap()
+            .is_some());
+        assert!(c
+            .plan(Endpoint::Messages, "g", BODY, false, &opt_in)
+            .unwrap()
+            .is_none());
+    }
+
+    #[test]
+    fn redis_needs_a_connection() {
+        let doc: serde_yaml::Value =
+            serde_yaml::from_str("litellm_settings: {cache: true, cache_params: {type: redis}}")
+                .unwrap();
+        let s = CacheSettings::from_litellm(doc.get("litellm_settings"), &mut Vec::new())
+            .unwrap()
+            .unwrap();
+        assert!(Cache::new(s, None).unwrap_err().contains("Redis"));
+    }
+
+    fn monoio_run<F: std::future::Future>(f: F) -> F::Output {
+        monoio::RuntimeBuilder::<monoio::FusionDriver>::new()
+            .enable_timer()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+}
