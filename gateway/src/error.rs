@@ -97,7 +97,7 @@ pub enum GatewayError {
     Store(String),
     /// The request has a budget but its model has no price, so the budget
     /// could not be enforced.
-    #[error("Model '{0}' has no known price, so the budgets of this key, its user or its team cannot be enforced on it. Set input_cost_per_token and output_cost_per_token on its deployment (on a wildcard entry they price every model it routes).")]
+    #[error("Model '{0}' has no known price, so the budgets of this key, its user or its team cannot be enforced on it. Set input_cost_per_token and output_cost_per_token on its deployment (on a wildcard entry they price every model it routes), or gateway_settings.unpriced_models: free to serve models without a price at cost 0.")]
     Unpriced(String),
     /// A model no group or wildcard serves.
     #[error("Invalid model name passed in model={0}. Call `/v1/models` to view available models for your key.")]

@@ -84,6 +84,8 @@ pub struct Config {
     pub virtual_keys: Vec<crate::store::KeyRecord>,
     /// `gateway_settings.model_env_allowlist`.
     pub model_env_allowlist: Option<Vec<String>>,
+    /// `gateway_settings.unpriced_models`.
+    pub unpriced_models: crate::spend::UnpricedModels,
     /// Where budget alerts are POSTed (`general_settings.alerting`).
     pub alerts: Vec<crate::alerts::AlertTarget>,
     /// The rate limiter's settings.

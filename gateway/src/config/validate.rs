@@ -211,6 +211,15 @@ pub(super) fn validate(
             ));
         }
     }
+    let unpriced_models =
+        crate::spend::UnpricedModels::parse(file.gateway_settings.unpriced_models.as_deref())
+            .map_err(|p| invalid("gateway_settings.unpriced_models".into(), p))?;
+    for (i, d) in deployments.iter().enumerate() {
+        if !d.is_wildcard() && !crate::spend::is_priced(d, &d.upstream_model) {
+            let label = format!("model_list[{i}] (model_name \"{}\")", d.group);
+            warnings.push(unpriced_models.warning(&label, d));
+        }
+    }
     let limits = server_limits(&file.general_settings, &file.gateway_settings)
         .map_err(|p| invalid("gateway_settings".into(), p))?;
     let master_key = file.general_settings.master_key.filter(|k| !k.is_empty());
@@ -312,6 +321,7 @@ pub(super) fn validate(
         spool_dir,
         virtual_keys,
         model_env_allowlist,
+        unpriced_models,
         alerts,
         limits,
         router_settings: file.router_settings,

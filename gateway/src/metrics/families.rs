@@ -147,10 +147,11 @@ pub(crate) enum Fam {
     DeploymentCooledDown,
     SuccessfulFallbacks,
     FailedFallbacks,
+    UnpricedRequests,
 }
 
 /// Every family, in exposition order.
-pub(crate) const ALL: [Fam; 28] = [
+pub(crate) const ALL: [Fam; 29] = [
     Fam::ProxyTotalRequests,
     Fam::ProxyFailedRequests,
     Fam::RequestTotalLatency,
@@ -179,6 +180,7 @@ pub(crate) const ALL: [Fam; 28] = [
     Fam::DeploymentCooledDown,
     Fam::SuccessfulFallbacks,
     Fam::FailedFallbacks,
+    Fam::UnpricedRequests,
 ];
 
 use L::*;
@@ -369,6 +371,7 @@ const FALLBACKS: &[L] = &[
     ExceptionClass,
     ModelId,
 ];
+const UNPRICED: &[L] = &[ModelGroup, LitellmModelName, ModelId, ApiProvider];
 
 /// The longest label list of any family.
 pub(crate) const MAX_LABELS: usize = 17;
@@ -576,6 +579,13 @@ impl Fam {
                 "LLM Deployment Analytics - Number of failed fallback requests from primary model -> fallback model",
                 Kind::Counter,
                 FALLBACKS,
+                &[],
+            ),
+            Fam::UnpricedRequests => (
+                "gateway_unpriced_requests",
+                "Upstream calls to a model without a price (served at cost 0, gateway_settings.unpriced_models); not a LiteLLM metric",
+                Kind::Counter,
+                UNPRICED,
                 &[],
             ),
         };

@@ -466,13 +466,17 @@ async fn attempt_once(
     let (sent, with_usage) = held.sent(form)?;
     // 6. admit
     let price = spend::price_for(dep, upstream_model);
+    let priced = record::Priced {
+        known: spend::is_priced(dep, upstream_model),
+        policy: worker.shared.unpriced_models,
+    };
     let principal = caller.principal;
     let reservation = record::admit(
         (&worker.shared.alerts, &worker.shared.limiter),
         caller,
         (&held.req, &attempt),
         pick,
-        price,
+        (price, priced),
     )
     .await?;
     // 7 and 8. translate, call and relay; cut off when the shutdown grace
@@ -581,6 +585,7 @@ async fn attempt_once(
             deployment: pick.deployment,
             group: &pick.group,
             model: &pick.upstream_model,
+            priced: priced.known,
         },
         (pick.fallback_depth, stream),
     );

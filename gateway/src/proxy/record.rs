@@ -32,7 +32,7 @@ pub(super) async fn admit<'l>(
     caller: Caller<'_>,
     (req, attempt): (&LlmRequest, &Attempt),
     pick: &Pick<'_>,
-    price: Price,
+    (price, priced): (Price, Priced),
 ) -> Result<Option<Reservation<'l>>, GatewayError> {
     let (group, dep, upstream_model) = (&*pick.group, &**pick.deployment, &*pick.upstream_model);
     let key = super::key_of(caller.principal);
@@ -77,7 +77,9 @@ pub(super) async fn admit<'l>(
             reserve,
         },
     };
-    if budgets.iter().any(|(_, b)| b.max_usd().is_some()) && !spend::is_priced(dep, upstream_model)
+    if !priced.known
+        && priced.policy.refuses(dep)
+        && budgets.iter().any(|(_, b)| b.max_usd().is_some())
     {
         // Free by accident would bypass the budget (a wildcard route lets the
         // client name any model): refuse until the model has a price.
@@ -129,6 +131,16 @@ pub(super) async fn admit<'l>(
             }
         }
     }
+}
+
+/// Whether the model of an attempt has a price, and what the operator said
+/// of those that do not (`gateway_settings.unpriced_models`).
+#[derive(Clone, Copy)]
+pub(super) struct Priced {
+    /// Some price applies (configured or shipped).
+    pub known: bool,
+    /// What an unpriced model costs a caller with a budget.
+    pub policy: spend::UnpricedModels,
 }
 
 /// The budget scope of the request's end user.
