@@ -195,6 +195,9 @@ fn check_sizes(body: &[u8]) -> Result<(), GatewayError> {
             }
         };
         match v {
+            Value::String(s) if s.contains('\0') => {
+                Err(bad_field(&at(path), "contains a NUL character"))
+            }
             Value::String(s) if s.len() > MAX_STRING_BYTES => Err(bad_field(
                 &at(path),
                 format!(
@@ -229,6 +232,12 @@ fn check_sizes(body: &[u8]) -> Result<(), GatewayError> {
                 for (key, item) in map {
                     if key.len() > MAX_STRING_BYTES {
                         return Err(bad_field(&at(path), "has a member name too long"));
+                    }
+                    if key.contains('\0') {
+                        return Err(bad_field(
+                            &at(path),
+                            "has a member name with a NUL character",
+                        ));
                     }
                     let len = path.len();
                     if !path.is_empty() {
