@@ -329,6 +329,26 @@ impl Limiter {
                     &mut out,
                 );
             }
+            // The team's per-model limit binds where the key has no own one
+            // for that model (LiteLLM's `model_per_team`).
+            if let Some(t) = rows.team.filter(|t| !t.metadata.is_empty()) {
+                let inherited = |field: &str| match r.model_limit(field, input.model) {
+                    Some(_) => None,
+                    None => t.model_limit(field, input.model),
+                };
+                let team = ScopeLimits::from_fields(
+                    inherited("model_rpm_limit"),
+                    inherited("model_tpm_limit"),
+                    None,
+                );
+                if !team.is_empty() {
+                    team.push_into(
+                        Scope::ModelPerTeam,
+                        &format!("{}:{}", t.team_id, input.model),
+                        &mut out,
+                    );
+                }
+            }
         }
         if let Some(user) = input.end_user.filter(|u| !u.is_empty()) {
             let file = scopes.end_user;

@@ -107,7 +107,9 @@ impl Kind {
 /// The fields LiteLLM keeps in the row's `metadata` rather than in a column
 /// of its own (its `LiteLLM_ManagementEndpoint_MetadataFields` and
 /// `..._Premium`); given on a key or team, they land there here too.
-const METADATA_FIELDS: [&str; 27] = [
+const METADATA_FIELDS: [&str; 29] = [
+    "model_rpm_limit",
+    "model_tpm_limit",
     "model_itpm_limit",
     "model_otpm_limit",
     "default_estimated_output_tokens",

@@ -137,7 +137,10 @@ impl KeyRequest {
 }
 
 /// Refuses per-model limits that are not integers within [`limit`]'s range.
-fn per_model_limits(name: &str, limits: &Map<String, Value>) -> Result<(), GatewayError> {
+pub(super) fn per_model_limits(
+    name: &str,
+    limits: &Map<String, Value>,
+) -> Result<(), GatewayError> {
     for (model, v) in limits {
         let field = format!("{name}.{model}");
         let n = v
