@@ -34,7 +34,7 @@ pub enum GatewayError {
         requested: String,
     },
     /// A budget would be exceeded.
-    #[error("Budget has been exceeded! {scope} spend: {spend}, max budget: {max}{}", .reserve.map(|r| format!("; this request would reserve up to {r} USD (set max_tokens to reserve less)")).unwrap_or_default())]
+    #[error("Budget has been exceeded! {scope} spend: {spend}, max budget: {max}{}", .reserve.map(|r| format!("; this request would reserve up to {r} USD (send max_tokens, or set default_estimated_output_tokens on the key, its team or litellm_settings, to reserve less)")).unwrap_or_default())]
     BudgetExceeded {
         /// `key`, `user` or `team`.
         scope: String,
@@ -48,7 +48,7 @@ pub enum GatewayError {
     },
     /// The request's end user (its `user`) is over its budget row's
     /// `max_budget`: LiteLLM's message.
-    #[error("ExceededBudget: End User={end_user} over budget. Spend={spend}, Budget={max}{}", .reserve.map(|r| format!("; this request would reserve up to {r} USD (set max_tokens to reserve less)")).unwrap_or_default())]
+    #[error("ExceededBudget: End User={end_user} over budget. Spend={spend}, Budget={max}{}", .reserve.map(|r| format!("; this request would reserve up to {r} USD (send max_tokens, or set default_estimated_output_tokens on the key, its team or litellm_settings, to reserve less)")).unwrap_or_default())]
     EndUserBudgetExceeded {
         /// The end user's id.
         end_user: String,

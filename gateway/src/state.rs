@@ -56,6 +56,8 @@ pub struct Shared {
     pub images: Arc<crate::upstream::fetch::ImageFetchSettings>,
     /// What a model without a price costs a caller with a budget.
     pub unpriced_models: crate::spend::UnpricedModels,
+    /// `litellm_settings.default_estimated_output_tokens`.
+    pub estimated_output_tokens: Option<u64>,
     shutting_down: AtomicBool,
     shutdown_tx: watch::Sender<bool>,
 }
@@ -81,6 +83,7 @@ impl Shared {
             tracer: crate::otel::Tracer::new(config.otel.clone()),
             images: Arc::new(config.images.clone()),
             unpriced_models: config.unpriced_models,
+            estimated_output_tokens: config.estimated_output_tokens,
             health: Arc::new(crate::health::Health::new(
                 config.health.clone(),
                 tls.clone(),

@@ -220,6 +220,24 @@ pub(super) fn validate(
             warnings.push(unpriced_models.warning(&label, d));
         }
     }
+    let estimated_output_tokens = match file
+        .litellm_settings
+        .as_ref()
+        .and_then(|l| l.get("default_estimated_output_tokens"))
+        .filter(|v| !v.is_null())
+    {
+        None => None,
+        Some(v) => Some(
+            v.as_u64()
+                .filter(|n| (1..=MAX_OUTPUT_ESTIMATE).contains(n))
+                .ok_or_else(|| {
+                    invalid(
+                        "litellm_settings.default_estimated_output_tokens".into(),
+                        format!("must be an integer from 1 to {MAX_OUTPUT_ESTIMATE}"),
+                    )
+                })?,
+        ),
+    };
     let limits = server_limits(&file.general_settings, &file.gateway_settings)
         .map_err(|p| invalid("gateway_settings".into(), p))?;
     let master_key = file.general_settings.master_key.filter(|k| !k.is_empty());
@@ -322,6 +340,7 @@ pub(super) fn validate(
         virtual_keys,
         model_env_allowlist,
         unpriced_models,
+        estimated_output_tokens,
         alerts,
         limits,
         router_settings: file.router_settings,
@@ -330,6 +349,9 @@ pub(super) fn validate(
         warnings,
     })
 }
+
+/// The largest `default_estimated_output_tokens` (as `max_tokens`).
+const MAX_OUTPUT_ESTIMATE: u64 = 10_000_000;
 
 /// A `model_list` entry that is not valid: the field at fault and what is
 /// wrong with it (the message names the field too).

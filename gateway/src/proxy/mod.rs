@@ -469,6 +469,7 @@ async fn attempt_once(
     let priced = record::Priced {
         known: spend::is_priced(dep, upstream_model),
         policy: worker.shared.unpriced_models,
+        estimated_output: worker.shared.estimated_output_tokens,
     };
     let principal = caller.principal;
     let reservation = record::admit(

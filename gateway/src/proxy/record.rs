@@ -94,10 +94,15 @@ pub(super) async fn admit<'l>(
     }
     let max_output = match req.endpoint {
         Endpoint::Embeddings => 0,
-        _ => req
-            .max_tokens
-            .or_else(|| spend::max_output_tokens(dep, upstream_model))
-            .unwrap_or(DEFAULT_MAX_OUTPUT),
+        _ => req.max_tokens.unwrap_or_else(|| {
+            let cap = spend::max_output_tokens(dep, upstream_model);
+            match estimated_output(key, group, priced.estimated_output) {
+                // An estimate, not a bound: the real cost is settled after,
+                // so a request may pass its reservation (as in LiteLLM).
+                Some(estimate) => cap.map_or(estimate, |c| c.min(estimate)),
+                None => cap.unwrap_or(DEFAULT_MAX_OUTPUT),
+            }
+        }),
     };
     // Exactness needs an upper bound, not an estimate: byte-level BPE spends
     // at least one byte per token, so the body's length bounds the prompt.
@@ -141,6 +146,34 @@ pub(super) struct Priced {
     pub known: bool,
     /// What an unpriced model costs a caller with a budget.
     pub policy: spend::UnpricedModels,
+    /// `litellm_settings.default_estimated_output_tokens`.
+    pub estimated_output: Option<u64>,
+}
+
+/// The output a request without `max_tokens` reserves, as LiteLLM resolves
+/// `default_estimated_output_tokens`: the key's per-model then key-wide
+/// value, its team's, then `litellm_settings`' (never above the model's
+/// output cap).
+fn estimated_output(
+    key: Option<&crate::auth::KeyEntry>,
+    group: &str,
+    proxy_wide: Option<u64>,
+) -> Option<u64> {
+    let from = |meta: &serde_json::Map<String, serde_json::Value>| {
+        meta.get("default_estimated_output_tokens_per_model")
+            .and_then(|m| m.get(group))
+            .and_then(serde_json::Value::as_u64)
+            .filter(|n| *n > 0)
+            .or_else(|| {
+                meta.get("default_estimated_output_tokens")
+                    .and_then(serde_json::Value::as_u64)
+                    .filter(|n| *n > 0)
+            })
+    };
+    key.and_then(|k| {
+        from(&k.record.metadata).or_else(|| k.team.as_ref().and_then(|t| from(&t.record.metadata)))
+    })
+    .or(proxy_wide)
 }
 
 /// The budget scope of the request's end user.

@@ -61,6 +61,7 @@ impl TeamRequest {
                 super::keys::per_model_limits(name, limits)?;
             }
         }
+        super::keys::output_estimates(&extra)?;
         req.extra_metadata = extra;
         Ok(req)
     }
