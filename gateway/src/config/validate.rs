@@ -850,7 +850,14 @@ mod tests {
         assert!(c.deployments[1].base.as_ref().unwrap().tls);
         assert_eq!(c.deployments[2].mock.response.as_deref(), Some("hi"));
         assert_eq!(c.master_key.as_deref(), Some("sk-1"));
-        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+        // Only the unpriced listed deployment is named (the priced one and
+        // the wildcard are not).
+        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+        assert!(
+            c.warnings[0].starts_with("model_list[2] (model_name \"m\"): `mock/x` has no price"),
+            "{:?}",
+            c.warnings
+        );
     }
 
     #[test]
