@@ -99,6 +99,10 @@ pub enum GatewayError {
     /// could not be enforced.
     #[error("Model '{0}' has no known price, so the budgets of this key, its user or its team cannot be enforced on it. Set input_cost_per_token and output_cost_per_token on its deployment (on a wildcard entry they price every model it routes), or gateway_settings.unpriced_models: free to serve models without a price at cost 0.")]
     Unpriced(String),
+    /// `litellm_settings.block_requests_for_models_without_pricing`: every
+    /// caller is refused a model without a price (LiteLLM's message).
+    #[error("Model '{0}' has no pricing in the cost map, so litellm cannot price the request. Requests for unpriced models are blocked because 'block_requests_for_models_without_pricing' is enabled. Add pricing (input_cost_per_token/output_cost_per_token) to allow the request.")]
+    UnpricedBlocked(String),
     /// A model no group or wildcard serves.
     #[error("Invalid model name passed in model={0}. Call `/v1/models` to view available models for your key.")]
     UnknownModel(String),
@@ -287,7 +291,7 @@ impl GatewayError {
         match self {
             MissingKey | InvalidKey(_) | KeyBlocked(_) | KeyExpired(_) => 401,
             NoTaggedDeployment { .. } => 401,
-            RouteForbidden(_) => 403,
+            RouteForbidden(_) | UnpricedBlocked(_) => 403,
             AuthUnavailable(_) | Store(_) => 503,
             ModelAccessDenied { .. } | NotAdmin(_) => 403,
             // LiteLLM's `budget_exceeded_status_code` (422 since it stopped
@@ -348,6 +352,7 @@ impl GatewayError {
             Unavailable(_) | CutOff => "service_unavailable_error",
             NoCapacity { .. } => "rate_limit_error",
             RateLimited { .. } => "throttling_error",
+            UnpricedBlocked(_) => "model_cost_map_missing",
             _ => "invalid_request_error",
         }
     }
@@ -357,6 +362,7 @@ impl GatewayError {
         match self {
             GatewayError::UnknownModel(_)
             | GatewayError::Unpriced(_)
+            | GatewayError::UnpricedBlocked(_)
             | GatewayError::ModelAccessDenied { .. } => Some("model"),
             GatewayError::BadField { field, .. } | GatewayError::ImageUrl { param: field, .. } => {
                 Some(field)

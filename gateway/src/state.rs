@@ -58,6 +58,8 @@ pub struct Shared {
     pub unpriced_models: crate::spend::UnpricedModels,
     /// `litellm_settings.default_estimated_output_tokens`.
     pub estimated_output_tokens: Option<u64>,
+    /// `litellm_settings.block_requests_for_models_without_pricing`.
+    pub block_unpriced: bool,
     shutting_down: AtomicBool,
     shutdown_tx: watch::Sender<bool>,
 }
@@ -84,6 +86,7 @@ impl Shared {
             images: Arc::new(config.images.clone()),
             unpriced_models: config.unpriced_models,
             estimated_output_tokens: config.estimated_output_tokens,
+            block_unpriced: config.block_unpriced,
             health: Arc::new(crate::health::Health::new(
                 config.health.clone(),
                 tls.clone(),

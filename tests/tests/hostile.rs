@@ -241,6 +241,10 @@ fn new_key(gw: &Gateway, body: Value) -> String {
 /// A config with a self-hosted model listed without a price, wildcard
 /// routes with and without one, and `unpriced_models` as given.
 fn unpriced_config(unpriced_models: Option<&str>) -> String {
+    to_yaml(&unpriced_config_json(unpriced_models))
+}
+
+fn unpriced_config_json(unpriced_models: Option<&str>) -> Value {
     let mut config = json!({
         "model_list": [
             {"model_name": "llama", "litellm_params": {"model": "mock/self-hosted-llama", "mock_response": REPLY}},
@@ -256,7 +260,7 @@ fn unpriced_config(unpriced_models: Option<&str>) -> String {
     if let Some(v) = unpriced_models {
         config["gateway_settings"] = json!({"unpriced_models": v});
     }
-    to_yaml(&config)
+    config
 }
 
 fn unpriced_requests(gw: &Gateway, group: &str) -> f64 {
@@ -385,6 +389,29 @@ fn unpriced_models_refuse_and_free_override_both_rules() {
         bad.contains("unpriced_models") && bad.contains("sometimes"),
         "{bad}"
     );
+}
+
+#[test]
+fn litellms_block_requests_for_models_without_pricing_refuses_every_caller() {
+    let mut config = unpriced_config_json(None);
+    config["litellm_settings"]["block_requests_for_models_without_pricing"] = json!(true);
+    let gw = Gateway::start(&to_yaml(&config), &[]);
+    for key in [MASTER_KEY.to_string(), new_key(&gw, json!({}))] {
+        for model in ["llama", "free/anything"] {
+            let err = assert_error(&chat(&gw, &key, priced_body(model).as_bytes()), 403);
+            assert_eq!(err["type"], "model_cost_map_missing", "{err:?}");
+            assert_eq!(err["param"], "model");
+            assert!(
+                err["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("'block_requests_for_models_without_pricing' is enabled"),
+                "{err:?}"
+            );
+        }
+        let resp = chat(&gw, &key, priced_body("paid/x").as_bytes());
+        assert_eq!(resp.status, 200, "{}", resp.text());
+    }
 }
 
 #[test]

@@ -86,6 +86,9 @@ pub struct Config {
     pub model_env_allowlist: Option<Vec<String>>,
     /// `gateway_settings.unpriced_models`.
     pub unpriced_models: crate::spend::UnpricedModels,
+    /// `litellm_settings.block_requests_for_models_without_pricing`: every
+    /// caller is refused a model without a price.
+    pub block_unpriced: bool,
     /// `litellm_settings.default_estimated_output_tokens`: the output a
     /// request without `max_tokens` reserves against budgets when neither
     /// its key nor its team says.

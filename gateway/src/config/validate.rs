@@ -220,6 +220,49 @@ pub(super) fn validate(
             warnings.push(unpriced_models.warning(&label, d));
         }
     }
+    // Settings LiteLLM acts on that this gateway does not implement yet:
+    // a proxy-wide budget changes who may spend, so it stops start-up; the
+    // spend-log switches only change what is recorded, so they are named.
+    if let Some(l) = file.litellm_settings.as_ref() {
+        let budget = l.get("max_budget").filter(|v| !v.is_null());
+        // LiteLLM acts on it when above 0.
+        if budget.is_some_and(|b| b.as_f64().is_none_or(|b| b > 0.0)) {
+            return Err(invalid(
+                "litellm_settings.max_budget".into(),
+                "a proxy-wide budget is not enforced by this gateway yet; remove it (and budget_duration) or set max_budget on keys, users or teams".into(),
+            ));
+        }
+    }
+    for name in [
+        "disable_spend_logs",
+        "store_prompts_in_spend_logs",
+        "disable_error_logs",
+    ] {
+        if file
+            .general_settings
+            .other
+            .get(name)
+            .is_some_and(|v| !v.is_null())
+        {
+            warnings.push(format!(
+                "general_settings.{name} is not implemented yet: every upstream attempt keeps its spend-log row, without prompt or response"
+            ));
+        }
+    }
+    let block_unpriced = match file
+        .litellm_settings
+        .as_ref()
+        .and_then(|l| l.get("block_requests_for_models_without_pricing"))
+        .filter(|v| !v.is_null())
+    {
+        None => false,
+        Some(v) => v.as_bool().ok_or_else(|| {
+            invalid(
+                "litellm_settings.block_requests_for_models_without_pricing".into(),
+                "must be true or false".into(),
+            )
+        })?,
+    };
     let estimated_output_tokens = match file
         .litellm_settings
         .as_ref()
@@ -341,6 +384,7 @@ pub(super) fn validate(
         model_env_allowlist,
         unpriced_models,
         estimated_output_tokens,
+        block_unpriced,
         alerts,
         limits,
         router_settings: file.router_settings,
@@ -858,6 +902,37 @@ mod tests {
             "{:?}",
             c.warnings
         );
+    }
+
+    #[test]
+    fn a_proxy_wide_budget_stops_start_up_and_spend_log_switches_are_named() {
+        let err = parse("litellm_settings: {max_budget: 100, budget_duration: 30d}\n").unwrap_err();
+        assert!(
+            err.to_string().contains("litellm_settings.max_budget"),
+            "{err}"
+        );
+        assert!(parse("litellm_settings: {max_budget: 0}\n").is_ok());
+        let c = parse(
+            "general_settings: {disable_spend_logs: true, store_prompts_in_spend_logs: true}\n",
+        )
+        .unwrap();
+        for name in ["disable_spend_logs", "store_prompts_in_spend_logs"] {
+            assert!(
+                c.warnings.iter().any(|w| w.contains(name)),
+                "{:?}",
+                c.warnings
+            );
+        }
+        let c = parse("litellm_settings: {block_requests_for_models_without_pricing: true, default_estimated_output_tokens: 50}\n").unwrap();
+        assert!(c.block_unpriced);
+        assert_eq!(c.estimated_output_tokens, Some(50));
+        for bad in [
+            "litellm_settings: {block_requests_for_models_without_pricing: 1}\n",
+            "litellm_settings: {default_estimated_output_tokens: 0}\n",
+            "gateway_settings: {unpriced_models: sometimes}\n",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -470,6 +470,7 @@ async fn attempt_once(
         known: spend::is_priced(dep, upstream_model),
         policy: worker.shared.unpriced_models,
         estimated_output: worker.shared.estimated_output_tokens,
+        block_all: worker.shared.block_unpriced,
     };
     let principal = caller.principal;
     let reservation = record::admit(

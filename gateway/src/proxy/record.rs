@@ -35,6 +35,9 @@ pub(super) async fn admit<'l>(
     (price, priced): (Price, Priced),
 ) -> Result<Option<Reservation<'l>>, GatewayError> {
     let (group, dep, upstream_model) = (&*pick.group, &**pick.deployment, &*pick.upstream_model);
+    if priced.block_all && !priced.known {
+        return Err(GatewayError::UnpricedBlocked(group.to_string()));
+    }
     let key = super::key_of(caller.principal);
     let mut budgets = Vec::with_capacity(5);
     if let Some(key) = key {
@@ -148,6 +151,8 @@ pub(super) struct Priced {
     pub policy: spend::UnpricedModels,
     /// `litellm_settings.default_estimated_output_tokens`.
     pub estimated_output: Option<u64>,
+    /// `litellm_settings.block_requests_for_models_without_pricing`.
+    pub block_all: bool,
 }
 
 /// The output a request without `max_tokens` reserves, as LiteLLM resolves
