@@ -992,3 +992,35 @@ fn a_teams_per_model_limits_bind_its_keys_unless_a_key_sets_its_own() {
         assert_eq!(chat(&gw, &a, hello("m")).status, 200);
     }
 }
+
+#[test]
+fn default_estimated_output_tokens_is_the_tpm_reservation_of_a_request_without_max_tokens() {
+    // LiteLLM reserves the prompt plus the declared estimate (key, then
+    // team) in place of its heuristic floor when `max_tokens` is absent.
+    let gw = start(json!({}), None, &[]);
+    let plain = generate(&gw, json!({"tpm_limit": 200}));
+    assert_eq!(chat(&gw, &plain, hello("m")).status, 200);
+    let large = generate(
+        &gw,
+        json!({"tpm_limit": 200, "default_estimated_output_tokens": 500}),
+    );
+    let r = chat(&gw, &large, hello("m"));
+    assert_throttled(&r, "api_key", "tokens");
+    // max_tokens still wins over the estimate.
+    assert_eq!(chat(&gw, &large, hello_capped("m", 10)).status, 200);
+    // The team's estimate, for a key that declares none: each of four
+    // concurrent requests reserves ~5 + 120 tokens, so one fits in 200.
+    admin(
+        &gw,
+        "/team/new",
+        json!({"team_id": "t-est", "default_estimated_output_tokens": 120}),
+    );
+    let member = generate(&gw, json!({"team_id": "t-est", "tpm_limit": 200}));
+    let replies = burst(&gw, &member, (0..4).map(|_| hello("slow")).collect());
+    let statuses: Vec<u16> = replies.iter().map(|r| r.status).collect();
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        1,
+        "{statuses:?}"
+    );
+}

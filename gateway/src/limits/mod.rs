@@ -129,6 +129,9 @@ pub struct AdmitInput<'a> {
     pub prompt: &'a crate::spend::PromptEstimate,
     /// `max_tokens` / `max_completion_tokens`.
     pub max_tokens: Option<u64>,
+    /// LiteLLM's `default_estimated_output_tokens` for this request (key,
+    /// team): reserved in place of the heuristic when `max_tokens` is absent.
+    pub estimated_output: Option<u64>,
     /// Embeddings produce no output tokens.
     pub embeddings: bool,
     /// The request id; names its parallel slots.
@@ -366,13 +369,15 @@ impl Limiter {
     }
 
     /// Tokens a request reserves against TPM limits, LiteLLM's estimate:
-    /// the prompt plus `max_tokens`; without a cap the larger of the prompt
-    /// and `min(1024, smallest TPM limit / 4)`; embeddings only the prompt.
+    /// the prompt plus `max_tokens`; without a cap the prompt plus the
+    /// declared `default_estimated_output_tokens`, else the larger of the
+    /// prompt and `min(1024, smallest TPM limit / 4)`; embeddings only the
+    /// prompt.
     pub fn reservation(input: &AdmitInput<'_>, descs: &[Descriptor]) -> u64 {
         if input.embeddings {
             return input.prompt.get();
         }
-        match input.max_tokens {
+        match input.max_tokens.or(input.estimated_output) {
             Some(cap) => input.prompt.get().saturating_add(cap),
             None => {
                 let smallest = descs

@@ -322,6 +322,11 @@ async fn serve(
             end_user_limits: end_user.as_ref().map(|e| e.limits()),
             prompt,
             max_tokens: req.max_tokens,
+            estimated_output: record::estimated_output(
+                key_of(principal),
+                &model,
+                worker.shared.estimated_output_tokens,
+            ),
             embeddings: req.endpoint == Endpoint::Embeddings,
             request_id: &outcome.call_id,
         })

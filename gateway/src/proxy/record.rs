@@ -157,9 +157,9 @@ pub(super) struct Priced {
 
 /// The output a request without `max_tokens` reserves, as LiteLLM resolves
 /// `default_estimated_output_tokens`: the key's per-model then key-wide
-/// value, its team's, then `litellm_settings`' (never above the model's
-/// output cap).
-fn estimated_output(
+/// value, its team's, then `litellm_settings`' (a budget reservation takes
+/// at most the model's output cap; a TPM reservation takes it whole).
+pub(super) fn estimated_output(
     key: Option<&crate::auth::KeyEntry>,
     group: &str,
     proxy_wide: Option<u64>,
