@@ -37,6 +37,7 @@ struct Fixed {
     images: crate::upstream::fetch::ImageFetchSettings,
     virtual_keys: Vec<String>,
     team_defaults: crate::config::TeamDefaults,
+    unpriced: (crate::spend::UnpricedModels, bool, Option<u64>),
 }
 
 impl Fixed {
@@ -60,6 +61,11 @@ impl Fixed {
                 .map(|k| k.token.clone())
                 .collect(),
             team_defaults: config.team_defaults.clone(),
+            unpriced: (
+                config.unpriced_models,
+                config.block_unpriced,
+                config.estimated_output_tokens,
+            ),
         }
     }
 
@@ -115,6 +121,10 @@ impl Fixed {
         check(
             self.team_defaults != next.team_defaults,
             "litellm_settings.default_team_params / default_team_settings",
+        );
+        check(
+            self.unpriced != next.unpriced,
+            "gateway_settings.unpriced_models, litellm_settings.block_requests_for_models_without_pricing, default_estimated_output_tokens",
         );
         out
     }
@@ -194,5 +204,29 @@ impl Reloader {
             models,
             not_reloaded,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixed(text: &str) -> Fixed {
+        Fixed::of(&Config::parse(std::path::Path::new("c.yaml"), text, &|_| None).unwrap())
+    }
+
+    #[test]
+    fn the_unpriced_and_estimate_settings_are_reported_as_needing_a_restart() {
+        let before = fixed("");
+        for text in [
+            "gateway_settings: {unpriced_models: free}\n",
+            "litellm_settings: {block_requests_for_models_without_pricing: true}\n",
+            "litellm_settings: {default_estimated_output_tokens: 64}\n",
+        ] {
+            let changed = before.changed(&fixed(text));
+            assert_eq!(changed.len(), 1, "{text}: {changed:?}");
+            assert!(changed[0].contains("unpriced_models"), "{changed:?}");
+        }
+        assert!(before.changed(&fixed("")).is_empty());
     }
 }
