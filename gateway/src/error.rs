@@ -34,7 +34,7 @@ pub enum GatewayError {
         requested: String,
     },
     /// A budget would be exceeded.
-    #[error("Budget has been exceeded! {scope} spend: {spend}, max budget: {max}{}", .reserve.map(|r| format!("; this request would reserve up to {r} USD (set max_tokens to reserve less)")).unwrap_or_default())]
+    #[error("Budget has been exceeded! {scope} spend: {spend}, max budget: {max}{}", .reserve.map(|r| format!("; this request would reserve up to {r} USD (send max_tokens, or set default_estimated_output_tokens on the key, its team or litellm_settings, to reserve less)")).unwrap_or_default())]
     BudgetExceeded {
         /// `key`, `user` or `team`.
         scope: String,
@@ -48,7 +48,7 @@ pub enum GatewayError {
     },
     /// The request's end user (its `user`) is over its budget row's
     /// `max_budget`: LiteLLM's message.
-    #[error("ExceededBudget: End User={end_user} over budget. Spend={spend}, Budget={max}{}", .reserve.map(|r| format!("; this request would reserve up to {r} USD (set max_tokens to reserve less)")).unwrap_or_default())]
+    #[error("ExceededBudget: End User={end_user} over budget. Spend={spend}, Budget={max}{}", .reserve.map(|r| format!("; this request would reserve up to {r} USD (send max_tokens, or set default_estimated_output_tokens on the key, its team or litellm_settings, to reserve less)")).unwrap_or_default())]
     EndUserBudgetExceeded {
         /// The end user's id.
         end_user: String,
@@ -114,8 +114,12 @@ pub enum GatewayError {
     Store(String),
     /// The request has a budget but its model has no price, so the budget
     /// could not be enforced.
-    #[error("Model '{0}' has no known price, so the budgets of this key, its user or its team cannot be enforced on it. Set input_cost_per_token and output_cost_per_token on its deployment (on a wildcard entry they price every model it routes).")]
+    #[error("Model '{0}' has no known price, so the budgets of this key, its user or its team cannot be enforced on it. Set input_cost_per_token and output_cost_per_token on its deployment (on a wildcard entry they price every model it routes), or gateway_settings.unpriced_models: free to serve models without a price at cost 0.")]
     Unpriced(String),
+    /// `litellm_settings.block_requests_for_models_without_pricing`: every
+    /// caller is refused a model without a price (LiteLLM's message).
+    #[error("Model '{0}' has no pricing in the cost map, so litellm cannot price the request. Requests for unpriced models are blocked because 'block_requests_for_models_without_pricing' is enabled. Add pricing (input_cost_per_token/output_cost_per_token) to allow the request.")]
+    UnpricedBlocked(String),
     /// A model no group or wildcard serves.
     #[error("Invalid model name passed in model={0}. Call `/v1/models` to view available models for your key.")]
     UnknownModel(String),
@@ -316,7 +320,7 @@ impl GatewayError {
             CsrfRefused => 403,
             ConsoleThrottled { .. } => 429,
             NoTaggedDeployment { .. } => 401,
-            RouteForbidden(_) => 403,
+            RouteForbidden(_) | UnpricedBlocked(_) => 403,
             AuthUnavailable(_) | Store(_) => 503,
             ModelAccessDenied { .. } | NotAdmin(_) => 403,
             // LiteLLM's `budget_exceeded_status_code` (422 since it stopped
@@ -382,6 +386,7 @@ impl GatewayError {
             Unavailable(_) | CutOff => "service_unavailable_error",
             NoCapacity { .. } => "rate_limit_error",
             RateLimited { .. } => "throttling_error",
+            UnpricedBlocked(_) => "model_cost_map_missing",
             _ => "invalid_request_error",
         }
     }
@@ -392,6 +397,7 @@ impl GatewayError {
             GatewayError::UnknownModel(_)
             | GatewayError::Unpriced(_)
             | GatewayError::UnsupportedProvider { .. }
+            | GatewayError::UnpricedBlocked(_)
             | GatewayError::ModelAccessDenied { .. } => Some("model"),
             GatewayError::BadField { field, .. } | GatewayError::ImageUrl { param: field, .. } => {
                 Some(field)

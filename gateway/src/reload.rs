@@ -38,6 +38,7 @@ struct Fixed {
     virtual_keys: Vec<String>,
     team_defaults: crate::config::TeamDefaults,
     cache: Option<crate::cache::CacheSettings>,
+    unpriced: (crate::spend::UnpricedModels, bool, Option<u64>),
 }
 
 impl Fixed {
@@ -62,6 +63,11 @@ impl Fixed {
                 .collect(),
             team_defaults: config.team_defaults.clone(),
             cache: config.cache.as_ref().map(|c| c.settings().clone()),
+            unpriced: (
+                config.unpriced_models,
+                config.block_unpriced,
+                config.estimated_output_tokens,
+            ),
         }
     }
 
@@ -121,6 +127,8 @@ impl Fixed {
         check(
             self.cache != next.cache,
             "litellm_settings.cache / cache_params (the response cache)",
+            self.unpriced != next.unpriced,
+            "gateway_settings.unpriced_models, litellm_settings.block_requests_for_models_without_pricing, default_estimated_output_tokens",
         );
         out
     }
@@ -203,5 +211,29 @@ impl Reloader {
             models,
             not_reloaded,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixed(text: &str) -> Fixed {
+        Fixed::of(&Config::parse(std::path::Path::new("c.yaml"), text, &|_| None).unwrap())
+    }
+
+    #[test]
+    fn the_unpriced_and_estimate_settings_are_reported_as_needing_a_restart() {
+        let before = fixed("");
+        for text in [
+            "gateway_settings: {unpriced_models: free}\n",
+            "litellm_settings: {block_requests_for_models_without_pricing: true}\n",
+            "litellm_settings: {default_estimated_output_tokens: 64}\n",
+        ] {
+            let changed = before.changed(&fixed(text));
+            assert_eq!(changed.len(), 1, "{text}: {changed:?}");
+            assert!(changed[0].contains("unpriced_models"), "{changed:?}");
+        }
+        assert!(before.changed(&fixed("")).is_empty());
     }
 }

@@ -56,6 +56,12 @@ pub struct Shared {
     pub images: Arc<crate::upstream::fetch::ImageFetchSettings>,
     /// The response cache, when `litellm_settings.cache` is on.
     pub cache: Option<Arc<crate::cache::Cache>>,
+    /// What a model without a price costs a caller with a budget.
+    pub unpriced_models: crate::spend::UnpricedModels,
+    /// `litellm_settings.default_estimated_output_tokens`.
+    pub estimated_output_tokens: Option<u64>,
+    /// `litellm_settings.block_requests_for_models_without_pricing`.
+    pub block_unpriced: bool,
     shutting_down: AtomicBool,
     shutdown_tx: watch::Sender<bool>,
 }
@@ -81,6 +87,9 @@ impl Shared {
             tracer: crate::otel::Tracer::new(config.otel.clone()),
             images: Arc::new(config.images.clone()),
             cache: config.cache.clone(),
+            unpriced_models: config.unpriced_models,
+            estimated_output_tokens: config.estimated_output_tokens,
+            block_unpriced: config.block_unpriced,
             health: Arc::new(crate::health::Health::new(
                 config.health.clone(),
                 tls.clone(),

@@ -20,6 +20,8 @@ pub struct Upstream<'a> {
     pub group: &'a str,
     /// The model name sent to its provider.
     pub model: &'a str,
+    /// Whether any price applies to it (else it was served at cost 0).
+    pub priced: bool,
 }
 
 /// One request's metrics and trace.
@@ -80,11 +82,12 @@ impl Telemetry {
             deployment,
             group,
             model,
+            priced,
         } = upstream;
         self.metrics.attempt(
             principal,
             row,
-            (&**deployment, group, model),
+            (&**deployment, group, model, priced),
             fallback_depth,
             stream,
         );

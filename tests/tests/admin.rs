@@ -589,3 +589,91 @@ fn models_lists_only_what_the_key_may_use() {
     let all = gw.get("/v1/models").expect_status(200).json();
     assert_eq!(all["data"].as_array().map(Vec::len), Some(2), "{all}");
 }
+
+/// Every date, number and id of a management query string or body is
+/// checked before it reaches the store: a 400 in LiteLLM's error shape
+/// naming the parameter, never the database's 5xx (issue 35), on the
+/// Postgres store and the memory store alike.
+#[test]
+fn management_input_is_checked_before_it_reaches_the_store() {
+    let (db, with_db) = start();
+    let memory = Gateway::start_json(
+        &json!({
+            "model_list": [mock_model("chat-fast")],
+            "general_settings": {"master_key": MASTER_KEY},
+        }),
+        &[],
+    );
+    let long = "x".repeat(2000);
+    let queries: Vec<(String, &str)> = [
+        (
+            "/spend/logs?start_date=-262143-01-01&end_date=2026-01-01",
+            "start_date",
+        ),
+        (
+            "/spend/logs?start_date=2026-01-01&end_date=10000-01-01",
+            "end_date",
+        ),
+        ("/spend/logs?start_date=0000-12-31", "start_date"),
+        ("/spend/logs?user_id=a%00b", "user_id"),
+        ("/spend/logs?request_id=%00", "request_id"),
+        ("/spend/logs?api_key=sk-%00", "api_key"),
+        ("/spend/logs?page=-1", "page"),
+        ("/key/info?key=sk-%00", "key"),
+        ("/key/list?user_id=%00", "user_id"),
+        ("/key/list?team_id=t%00", "team_id"),
+        ("/key/list?key_alias=%00", "key_alias"),
+        ("/key/list?page=0", "page"),
+        ("/key/list?size=100000", "size"),
+        ("/key/list?page=99999999999999999999999", "page"),
+        ("/team/info?team_id=t%00", "team_id"),
+        ("/team/list?user_id=u%00", "user_id"),
+        ("/user/info?user_id=u%00", "user_id"),
+        ("/user/list?page=0", "page"),
+        ("/user/list?page_size=-3", "page_size"),
+        ("/user/list?user_ids=a,b%00", "user_ids"),
+        ("/customer/info?end_user_id=%00", "end_user_id"),
+        ("/customer/list?page=-1", "page"),
+        ("/customer/list?search=%00", "search"),
+        ("/organization/info?organization_id=%00", "organization_id"),
+        ("/organization/list?org_id=%00", "org_id"),
+        ("/budget/settings?budget_id=%00", "budget_id"),
+        ("/model/info?litellm_model_id=%00", "litellm_model_id"),
+    ]
+    .into_iter()
+    .map(|(q, p)| (q.to_string(), p))
+    .chain([(format!("/spend/logs?team_id={long}"), "team_id")])
+    .collect();
+    for gw in [&with_db, &memory] {
+        for (query, param) in &queries {
+            let err = assert_error(&gw.get(query), 400);
+            assert_eq!(err["param"], *param, "{query}: {err:?}");
+            assert!(
+                err["message"].is_string() && err["type"].is_string(),
+                "{err:?}"
+            );
+        }
+        for (path, body, param) in [
+            ("/team/new", json!({"team_alias": "a\u{0}b"}), "team_alias"),
+            (
+                "/key/generate",
+                json!({"metadata": {"k\u{0}": 1}}),
+                "metadata",
+            ),
+            ("/user/new", json!({"user_id": "u\u{0}"}), "user_id"),
+            (
+                "/budget/new",
+                json!({"budget_id": "b1", "budget_reset_at": "+200000-01-01T00:00:00"}),
+                "budget_reset_at",
+            ),
+        ] {
+            let err = assert_error(&gw.post(path, &body), 400);
+            assert_eq!(err["param"], param, "{path} {body}: {err:?}");
+        }
+        // The good forms still answer.
+        gw.get("/spend/logs?start_date=0001-01-01&end_date=9999-12-31")
+            .expect_status(200);
+        gw.get("/key/list?page=1&size=100").expect_status(200);
+    }
+    drop(db);
+}

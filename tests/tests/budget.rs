@@ -333,3 +333,87 @@ fn a_per_model_budget_refuses_only_that_model() {
         .expect("model_spend recorded");
     assert!(per_model > 0.0 && per_model <= 0.003 + 1e-9, "{info}");
 }
+
+/// `default_estimated_output_tokens` (the key's, its team's or
+/// `litellm_settings`') sizes the reservation of a request without
+/// `max_tokens` instead of the model's whole output cap, so a small budget
+/// admits requests while spend is under it, as LiteLLM does (issue 35).
+#[test]
+fn default_estimated_output_tokens_sizes_the_reservation_of_a_request_without_max_tokens() {
+    let config = |litellm_settings: Value| {
+        to_yaml(&json!({
+            "model_list": [{
+                "model_name": "capped",
+                "litellm_params": {
+                    "model": "mock/capped",
+                    "mock_response": REPLY,
+                    "input_cost_per_token": INPUT_COST,
+                    "output_cost_per_token": OUTPUT_COST,
+                },
+                // The whole cap costs 10 USD.
+                "model_info": {"max_output_tokens": 100_000},
+            }],
+            "general_settings": {"master_key": MASTER_KEY},
+            "litellm_settings": litellm_settings,
+        }))
+    };
+    let uncapped = |gw: &Gateway, key: &str| {
+        let body = json!({"model": "capped", "messages": [{"role": "user", "content": "hi"}]});
+        let resp = gw.call(
+            "POST",
+            "/v1/chat/completions",
+            &[("Authorization", &format!("Bearer {key}"))],
+            body.to_string().as_bytes(),
+        );
+        (resp.status, resp.json())
+    };
+    let gw = Gateway::start(&config(json!({})), &[]);
+    // Without an estimate the worst case (the whole cap) does not fit.
+    let plain = generate(&gw, json!({"max_budget": 0.05}));
+    let (status, body) = uncapped(&gw, &plain);
+    assert_eq!(status, 422, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("default_estimated_output_tokens") && message.contains("max_tokens"),
+        "{message}"
+    );
+    // The key's estimate: admitted while spend is under the budget.
+    let estimated = generate(
+        &gw,
+        json!({"max_budget": 0.05, "default_estimated_output_tokens": 20}),
+    );
+    let (status, body) = uncapped(&gw, &estimated);
+    assert_eq!(status, 200, "{body}");
+    // Per model, over the key-wide value.
+    let per_model = generate(
+        &gw,
+        json!({"max_budget": 0.05, "default_estimated_output_tokens": 1_000_000,
+               "default_estimated_output_tokens_per_model": {"capped": 20}}),
+    );
+    assert_eq!(uncapped(&gw, &per_model).0, 200);
+    // The team's, for a key that sets none.
+    let team = gw.post(
+        "/team/new",
+        &json!({"team_id": "t-est", "default_estimated_output_tokens": 20}),
+    );
+    assert_eq!(team.status, 200, "{}", team.text());
+    let member = generate(&gw, json!({"max_budget": 0.05, "team_id": "t-est"}));
+    assert_eq!(uncapped(&gw, &member).0, 200);
+    // Not a positive integer: a 400 naming it.
+    for bad in [json!(0), json!(-5), json!("many")] {
+        let resp = gw.post(
+            "/key/generate",
+            &json!({"default_estimated_output_tokens": bad}),
+        );
+        assert_eq!(resp.status, 400, "{}", resp.text());
+        assert_eq!(
+            resp.json()["error"]["param"],
+            "default_estimated_output_tokens"
+        );
+    }
+    drop(gw);
+    // litellm_settings' value applies to every key.
+    let gw = Gateway::start(&config(json!({"default_estimated_output_tokens": 20})), &[]);
+    let plain = generate(&gw, json!({"max_budget": 0.05}));
+    assert_eq!(uncapped(&gw, &plain).0, 200);
+}

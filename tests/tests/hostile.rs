@@ -228,50 +228,190 @@ fn no_retry_starts_after_the_client_left() {
     assert_eq!(mock_requests(&mock), 1, "{}", mock.stats());
 }
 
+fn priced_body(model: &str) -> String {
+    format!(r#"{{"model":"{model}","messages":[{{"role":"user","content":"hi"}}],"max_tokens":5}}"#)
+}
+
+fn new_key(gw: &Gateway, body: Value) -> String {
+    let resp = gw.post("/key/generate", &body);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    resp.json()["key"].as_str().unwrap().to_string()
+}
+
+/// A config with a self-hosted model listed without a price, wildcard
+/// routes with and without one, and `unpriced_models` as given.
+fn unpriced_config(unpriced_models: Option<&str>) -> String {
+    to_yaml(&unpriced_config_json(unpriced_models))
+}
+
+fn unpriced_config_json(unpriced_models: Option<&str>) -> Value {
+    let mut config = json!({
+        "model_list": [
+            {"model_name": "llama", "litellm_params": {"model": "mock/self-hosted-llama", "mock_response": REPLY}},
+            {"model_name": "free/*", "litellm_params": {"model": "mock/*", "mock_response": REPLY}},
+            {"model_name": "paid/*", "litellm_params": {
+                "model": "mock/*", "mock_response": REPLY,
+                "input_cost_per_token": 0.002, "output_cost_per_token": 0.002,
+            }},
+        ],
+        "general_settings": {"master_key": MASTER_KEY},
+        "litellm_settings": {"callbacks": ["prometheus"]},
+    });
+    if let Some(v) = unpriced_models {
+        config["gateway_settings"] = json!({"unpriced_models": v});
+    }
+    config
+}
+
+fn unpriced_requests(gw: &Gateway, group: &str) -> f64 {
+    let text = gw.get("/metrics").text();
+    let wanted = format!("model_group=\"{group}\"");
+    text.lines()
+        .filter(|l| l.starts_with("gateway_unpriced_requests_total{") && l.contains(&wanted))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum()
+}
+
 #[test]
 fn a_model_without_a_price_cannot_bypass_a_budget() {
     // A wildcard route lets the client name any model; one the price table
     // does not know would cost nothing, so a budget would never bind.
-    let gw = Gateway::start(
-        &to_yaml(&json!({
-            "model_list": [
-                {"model_name": "free/*", "litellm_params": {"model": "mock/*", "mock_response": REPLY}},
-                {"model_name": "paid/*", "litellm_params": {
-                    "model": "mock/*", "mock_response": REPLY,
-                    "input_cost_per_token": 0.002, "output_cost_per_token": 0.002,
-                }},
-            ],
-            "general_settings": {"master_key": MASTER_KEY},
-        })),
-        &[],
+    let gw = Gateway::start(&unpriced_config(None), &[]);
+    let budgeted = new_key(&gw, json!({"max_budget": 0.2}));
+    let unlimited = new_key(&gw, json!({}));
+    let err = assert_error(
+        &chat(&gw, &budgeted, priced_body("free/anything").as_bytes()),
+        400,
     );
-    let budgeted = gw.post("/key/generate", &json!({"max_budget": 0.2}));
-    let budgeted = budgeted.json()["key"].as_str().unwrap().to_string();
-    let unlimited = gw.post("/key/generate", &json!({}));
-    let unlimited = unlimited.json()["key"].as_str().unwrap().to_string();
-    let body = |model: &str| {
-        format!(
-            r#"{{"model":"{model}","messages":[{{"role":"user","content":"hi"}}],"max_tokens":5}}"#
-        )
-    };
-    let err = assert_error(&chat(&gw, &budgeted, body("free/anything").as_bytes()), 400);
     assert_eq!(err["param"], "model");
+    let message = err["message"].as_str().unwrap();
     assert!(
-        err["message"].as_str().unwrap().contains("no known price"),
+        message.contains("no known price") && message.contains("unpriced_models"),
         "{err:?}"
     );
     // Without a budget nothing needs a price; with a (wildcard) price the
     // budget applies and binds.
     assert_eq!(
-        chat(&gw, &unlimited, body("free/anything").as_bytes()).status,
+        chat(&gw, &unlimited, priced_body("free/anything").as_bytes()).status,
         200
     );
     let mut statuses = Vec::new();
     for _ in 0..20 {
-        statuses.push(chat(&gw, &budgeted, body("paid/anything").as_bytes()).status);
+        statuses.push(chat(&gw, &budgeted, priced_body("paid/anything").as_bytes()).status);
     }
     assert_eq!(statuses[0], 200, "{statuses:?}");
     assert!(statuses.contains(&422), "the budget binds: {statuses:?}");
+}
+
+#[test]
+fn a_listed_model_without_a_price_is_served_at_cost_0_under_a_budget_as_litellm_does() {
+    let gw = Gateway::start(&unpriced_config(None), &[]);
+    // One warning at start-up names the deployment.
+    let log = gw.output();
+    let warnings: Vec<_> = log.lines().filter(|l| l.contains("has no price")).collect();
+    assert_eq!(warnings.len(), 1, "{log}");
+    assert!(
+        warnings[0].contains("model_name \"llama\"")
+            && warnings[0].contains("mock/self-hosted-llama")
+            && warnings[0].contains("served at cost 0"),
+        "{}",
+        warnings[0]
+    );
+    let budgeted = new_key(&gw, json!({"max_budget": 0.000001}));
+    for _ in 0..3 {
+        let resp = chat(&gw, &budgeted, priced_body("llama").as_bytes());
+        assert_eq!(resp.status, 200, "{}", resp.text());
+    }
+    let info = gw.get(&format!("/key/info?key={budgeted}")).json();
+    assert_eq!(info["info"]["spend"], 0.0, "{info}");
+    assert_eq!(unpriced_requests(&gw, "llama"), 3.0);
+    // A priced call is not counted.
+    let unlimited = new_key(&gw, json!({}));
+    assert_eq!(
+        chat(&gw, &unlimited, priced_body("paid/x").as_bytes()).status,
+        200
+    );
+    assert_eq!(unpriced_requests(&gw, "paid/x"), 0.0);
+    // A model added through the API without a price: one warning at add
+    // time, then served at cost 0 under the budget.
+    let added = gw.post(
+        "/model/new",
+        &json!({"model_name": "qwen", "litellm_params": {"model": "mock/qwen-local", "mock_response": REPLY}}),
+    );
+    assert_eq!(added.status, 200, "{}", added.text());
+    e2e::eventually("the add-time warning", Duration::from_secs(5), || {
+        gw.output()
+            .lines()
+            .any(|l| l.contains("has no price") && l.contains("mock/qwen-local"))
+            .then_some(())
+    });
+    let resp = chat(&gw, &budgeted, priced_body("qwen").as_bytes());
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(unpriced_requests(&gw, "qwen"), 1.0);
+}
+
+#[test]
+fn unpriced_models_refuse_and_free_override_both_rules() {
+    let gw = Gateway::start(&unpriced_config(Some("refuse")), &[]);
+    let budgeted = new_key(&gw, json!({"max_budget": 1.0}));
+    let err = assert_error(&chat(&gw, &budgeted, priced_body("llama").as_bytes()), 400);
+    assert!(
+        err["message"].as_str().unwrap().contains("no known price"),
+        "{err:?}"
+    );
+    assert!(gw.output().contains("unpriced_models: refuse"));
+    let unlimited = new_key(&gw, json!({}));
+    assert_eq!(
+        chat(&gw, &unlimited, priced_body("llama").as_bytes()).status,
+        200
+    );
+    drop(gw);
+    let gw = Gateway::start(&unpriced_config(Some("free")), &[]);
+    let budgeted = new_key(&gw, json!({"max_budget": 1.0}));
+    for model in ["llama", "free/anything"] {
+        let resp = chat(&gw, &budgeted, priced_body(model).as_bytes());
+        assert_eq!(resp.status, 200, "{model}: {}", resp.text());
+    }
+    assert_eq!(unpriced_requests(&gw, "free/anything"), 1.0);
+    drop(gw);
+    let mut gw = Gateway::spawn(
+        &unpriced_config(Some("sometimes")),
+        &[],
+        e2e::free_port(),
+        &[],
+    );
+    let status = gw
+        .wait_exit(Duration::from_secs(20))
+        .expect("gateway exits");
+    assert!(!status.success());
+    let bad = gw.output();
+    assert!(
+        bad.contains("unpriced_models") && bad.contains("sometimes"),
+        "{bad}"
+    );
+}
+
+#[test]
+fn litellms_block_requests_for_models_without_pricing_refuses_every_caller() {
+    let mut config = unpriced_config_json(None);
+    config["litellm_settings"]["block_requests_for_models_without_pricing"] = json!(true);
+    let gw = Gateway::start(&to_yaml(&config), &[]);
+    for key in [MASTER_KEY.to_string(), new_key(&gw, json!({}))] {
+        for model in ["llama", "free/anything"] {
+            let err = assert_error(&chat(&gw, &key, priced_body(model).as_bytes()), 403);
+            assert_eq!(err["type"], "model_cost_map_missing", "{err:?}");
+            assert_eq!(err["param"], "model");
+            assert!(
+                err["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("'block_requests_for_models_without_pricing' is enabled"),
+                "{err:?}"
+            );
+        }
+        let resp = chat(&gw, &key, priced_body("paid/x").as_bytes());
+        assert_eq!(resp.status, 200, "{}", resp.text());
+    }
 }
 
 #[test]

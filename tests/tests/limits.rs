@@ -947,3 +947,80 @@ fn a_killed_lease_replicas_parallel_slots_lapse_with_the_lease() {
         || (chat(&b, key, hello("m")).status == 200).then_some(()),
     );
 }
+
+#[test]
+fn a_teams_per_model_limits_bind_its_keys_unless_a_key_sets_its_own() {
+    // LiteLLM keeps a team's `model_rpm_limit` / `model_tpm_limit` in its
+    // metadata and checks them as `model_per_team`, shared by the team's
+    // keys, where the key has no limit of its own for that model.
+    for redis in [None, Some(PrivateRedis::start())] {
+        let gw = start(json!({}), redis.as_ref(), &[]);
+        admin(
+            &gw,
+            "/team/new",
+            json!({"team_id": "t-model", "model_rpm_limit": {"m": 2}}),
+        );
+        let a = generate(&gw, json!({"team_id": "t-model"}));
+        let b = generate(&gw, json!({"team_id": "t-model"}));
+        assert_eq!(chat(&gw, &a, hello("m")).status, 200);
+        assert_eq!(chat(&gw, &b, hello("m")).status, 200);
+        assert_throttled(&chat(&gw, &a, hello("m")), "model_per_team", "requests");
+        // Another model is not limited by it.
+        assert_eq!(chat(&gw, &a, hello("slow")).status, 200);
+        // A key with its own limit for the model is held to that one alone.
+        let own = generate(
+            &gw,
+            json!({"team_id": "t-model", "model_rpm_limit": {"m": 3}}),
+        );
+        for _ in 0..3 {
+            assert_eq!(chat(&gw, &own, hello("m")).status, 200);
+        }
+        assert_throttled(&chat(&gw, &own, hello("m")), "model_per_key", "requests");
+        // Values are checked as a key's are.
+        let resp = gw.post(
+            "/team/new",
+            &json!({"team_id": "t-bad", "model_tpm_limit": {"m": "lots"}}),
+        );
+        assert_eq!(resp.status, 400, "{}", resp.text());
+        assert_eq!(resp.json()["error"]["param"], "model_tpm_limit.m");
+        // /team/update changes it for the next request.
+        admin(
+            &gw,
+            "/team/update",
+            json!({"team_id": "t-model", "model_rpm_limit": {"m": 100}}),
+        );
+        assert_eq!(chat(&gw, &a, hello("m")).status, 200);
+    }
+}
+
+#[test]
+fn default_estimated_output_tokens_is_the_tpm_reservation_of_a_request_without_max_tokens() {
+    // LiteLLM reserves the prompt plus the declared estimate (key, then
+    // team) in place of its heuristic floor when `max_tokens` is absent.
+    let gw = start(json!({}), None, &[]);
+    let plain = generate(&gw, json!({"tpm_limit": 200}));
+    assert_eq!(chat(&gw, &plain, hello("m")).status, 200);
+    let large = generate(
+        &gw,
+        json!({"tpm_limit": 200, "default_estimated_output_tokens": 500}),
+    );
+    let r = chat(&gw, &large, hello("m"));
+    assert_throttled(&r, "api_key", "tokens");
+    // max_tokens still wins over the estimate.
+    assert_eq!(chat(&gw, &large, hello_capped("m", 10)).status, 200);
+    // The team's estimate, for a key that declares none: each of four
+    // concurrent requests reserves ~5 + 120 tokens, so one fits in 200.
+    admin(
+        &gw,
+        "/team/new",
+        json!({"team_id": "t-est", "default_estimated_output_tokens": 120}),
+    );
+    let member = generate(&gw, json!({"team_id": "t-est", "tpm_limit": 200}));
+    let replies = burst(&gw, &member, (0..4).map(|_| hello("slow")).collect());
+    let statuses: Vec<u16> = replies.iter().map(|r| r.status).collect();
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        1,
+        "{statuses:?}"
+    );
+}

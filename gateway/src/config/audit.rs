@@ -33,6 +33,8 @@ const LITELLM_ACTED_ON: &[&str] = &[
     "model_group_alias",
     // Always on here: unsupported parameters are dropped.
     "drop_params",
+    "block_requests_for_models_without_pricing",
+    "default_estimated_output_tokens",
 ];
 
 /// Keys of `litellm_settings` refused while unimplemented, with the reason.
@@ -273,6 +275,8 @@ fn check(
 fn asks_for_nothing(value: &Value) -> bool {
     match value {
         Value::Null | Value::Bool(false) => true,
+        // A zero budget or limit is LiteLLM's "off".
+        Value::Number(n) => n.as_f64() == Some(0.0),
         Value::Sequence(s) => s.is_empty(),
         Value::Mapping(m) => m.is_empty(),
         _ => false,
@@ -358,7 +362,7 @@ mod tests {
 
     #[test]
     fn a_refused_setting_that_switches_nothing_on_is_accepted() {
-        let (result, warnings) = run("{guardrails: [], max_budget: null}", "{}", "{}");
+        let (result, warnings) = run("{guardrails: [], max_budget: 0}", "{}", "{}");
         assert_eq!(result, Ok(()));
         assert!(warnings.is_empty(), "{warnings:?}");
     }

@@ -202,6 +202,10 @@ pub struct GatewaySettings {
     /// name with `os.environ/` (`NAME` or `PREFIX*`); unset: any but the
     /// gateway's own.
     pub model_env_allowlist: Option<Vec<String>>,
+    /// What a model without a price costs a caller with a budget: `free`
+    /// or `refuse`; unset, a listed deployment is free and a name only a
+    /// wildcard resolves is refused.
+    pub unpriced_models: Option<String>,
     /// Rate limiter knobs LiteLLM has no name for (mode, fallback policy,
     /// server and end-user limits).
     #[serde(default)]

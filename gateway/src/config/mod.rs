@@ -85,6 +85,15 @@ pub struct Config {
     pub virtual_keys: Vec<crate::store::KeyRecord>,
     /// `gateway_settings.model_env_allowlist`.
     pub model_env_allowlist: Option<Vec<String>>,
+    /// `gateway_settings.unpriced_models`.
+    pub unpriced_models: crate::spend::UnpricedModels,
+    /// `litellm_settings.block_requests_for_models_without_pricing`: every
+    /// caller is refused a model without a price.
+    pub block_unpriced: bool,
+    /// `litellm_settings.default_estimated_output_tokens`: the output a
+    /// request without `max_tokens` reserves against budgets when neither
+    /// its key nor its team says.
+    pub estimated_output_tokens: Option<u64>,
     /// Where budget alerts are POSTed (`general_settings.alerting`).
     pub alerts: Vec<crate::alerts::AlertTarget>,
     /// The rate limiter's settings.

@@ -220,6 +220,47 @@ pub(super) fn validate(
             ));
         }
     }
+    let unpriced_models =
+        crate::spend::UnpricedModels::parse(file.gateway_settings.unpriced_models.as_deref())
+            .map_err(|p| invalid("gateway_settings.unpriced_models".into(), p))?;
+    for (i, d) in deployments.iter().enumerate() {
+        if !d.is_wildcard() && !crate::spend::is_priced(d, &d.upstream_model) {
+            let label = format!("model_list[{i}] (model_name \"{}\")", d.group);
+            warnings.push(unpriced_models.warning(&label, d));
+        }
+    }
+    let block_unpriced = match file
+        .litellm_settings
+        .as_ref()
+        .and_then(|l| l.get("block_requests_for_models_without_pricing"))
+        .filter(|v| !v.is_null())
+    {
+        None => false,
+        Some(v) => v.as_bool().ok_or_else(|| {
+            invalid(
+                "litellm_settings.block_requests_for_models_without_pricing".into(),
+                "must be true or false".into(),
+            )
+        })?,
+    };
+    let estimated_output_tokens = match file
+        .litellm_settings
+        .as_ref()
+        .and_then(|l| l.get("default_estimated_output_tokens"))
+        .filter(|v| !v.is_null())
+    {
+        None => None,
+        Some(v) => Some(
+            v.as_u64()
+                .filter(|n| (1..=MAX_OUTPUT_ESTIMATE).contains(n))
+                .ok_or_else(|| {
+                    invalid(
+                        "litellm_settings.default_estimated_output_tokens".into(),
+                        format!("must be an integer from 1 to {MAX_OUTPUT_ESTIMATE}"),
+                    )
+                })?,
+        ),
+    };
     let limits = server_limits(&file.general_settings, &file.gateway_settings)
         .map_err(|p| invalid("gateway_settings".into(), p))?;
     let master_key = file.general_settings.master_key.filter(|k| !k.is_empty());
@@ -342,6 +383,9 @@ pub(super) fn validate(
         spool_dir,
         virtual_keys,
         model_env_allowlist,
+        unpriced_models,
+        estimated_output_tokens,
+        block_unpriced,
         alerts,
         limits,
         router_settings: file.router_settings,
@@ -385,6 +429,8 @@ fn console(
     .with_admin_only(admin_only)
     .with_disabled(disabled))
 }
+/// The largest `default_estimated_output_tokens` (as `max_tokens`).
+const MAX_OUTPUT_ESTIMATE: u64 = 10_000_000;
 
 /// A `model_list` entry that is not valid: the field at fault and what is
 /// wrong with it (the message names the field too).
@@ -939,7 +985,45 @@ mod tests {
         assert!(c.deployments[1].base.as_ref().unwrap().tls);
         assert_eq!(c.deployments[2].mock.response.as_deref(), Some("hi"));
         assert_eq!(c.master_key.as_deref(), Some("sk-1"));
-        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+        // Only the unpriced listed deployment is named (the priced one and
+        // the wildcard are not).
+        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+        assert!(
+            c.warnings[0].starts_with("model_list[2] (model_name \"m\"): `mock/x` has no price"),
+            "{:?}",
+            c.warnings
+        );
+    }
+
+    #[test]
+    fn a_proxy_wide_budget_stops_start_up_and_spend_log_switches_are_named() {
+        let err = parse("litellm_settings: {max_budget: 100, budget_duration: 30d}\n").unwrap_err();
+        assert!(
+            err.to_string().contains("litellm_settings.max_budget"),
+            "{err}"
+        );
+        assert!(parse("litellm_settings: {max_budget: 0}\n").is_ok());
+        let c = parse(
+            "general_settings: {disable_spend_logs: true, store_prompts_in_spend_logs: true}\n",
+        )
+        .unwrap();
+        for name in ["disable_spend_logs", "store_prompts_in_spend_logs"] {
+            assert!(
+                c.warnings.iter().any(|w| w.contains(name)),
+                "{:?}",
+                c.warnings
+            );
+        }
+        let c = parse("litellm_settings: {block_requests_for_models_without_pricing: true, default_estimated_output_tokens: 50}\n").unwrap();
+        assert!(c.block_unpriced);
+        assert_eq!(c.estimated_output_tokens, Some(50));
+        for bad in [
+            "litellm_settings: {block_requests_for_models_without_pricing: 1}\n",
+            "litellm_settings: {default_estimated_output_tokens: 0}\n",
+            "gateway_settings: {unpriced_models: sometimes}\n",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -15,6 +15,9 @@ pub enum Scope {
     Team,
     /// The key's limit for one model group.
     ModelPerKey,
+    /// The key's team's limit for one model group (`metadata.model_rpm_limit`
+    /// / `model_tpm_limit` of the team), where the key sets none of its own.
+    ModelPerTeam,
     /// The caller's end user (the body's `user`).
     EndUser,
 }
@@ -28,6 +31,7 @@ impl Scope {
             Scope::User => "user",
             Scope::Team => "team",
             Scope::ModelPerKey => "model_per_key",
+            Scope::ModelPerTeam => "model_per_team",
             Scope::EndUser => "end_user",
         }
     }

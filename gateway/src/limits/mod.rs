@@ -130,6 +130,9 @@ pub struct AdmitInput<'a> {
     pub prompt: &'a crate::spend::PromptEstimate,
     /// `max_tokens` / `max_completion_tokens`.
     pub max_tokens: Option<u64>,
+    /// LiteLLM's `default_estimated_output_tokens` for this request (key,
+    /// team): reserved in place of the heuristic when `max_tokens` is absent.
+    pub estimated_output: Option<u64>,
     /// Embeddings produce no output tokens.
     pub embeddings: bool,
     /// The request id; names its parallel slots.
@@ -330,6 +333,26 @@ impl Limiter {
                     &mut out,
                 );
             }
+            // The team's per-model limit binds where the key has no own one
+            // for that model (LiteLLM's `model_per_team`).
+            if let Some(t) = rows.team.filter(|t| !t.metadata.is_empty()) {
+                let inherited = |field: &str| match r.model_limit(field, input.model) {
+                    Some(_) => None,
+                    None => t.model_limit(field, input.model),
+                };
+                let team = ScopeLimits::from_fields(
+                    inherited("model_rpm_limit"),
+                    inherited("model_tpm_limit"),
+                    None,
+                );
+                if !team.is_empty() {
+                    team.push_into(
+                        Scope::ModelPerTeam,
+                        &format!("{}:{}", t.team_id, input.model),
+                        &mut out,
+                    );
+                }
+            }
         }
         if let Some(user) = input.end_user.filter(|u| !u.is_empty()) {
             let file = scopes.end_user;
@@ -347,13 +370,15 @@ impl Limiter {
     }
 
     /// Tokens a request reserves against TPM limits, LiteLLM's estimate:
-    /// the prompt plus `max_tokens`; without a cap the larger of the prompt
-    /// and `min(1024, smallest TPM limit / 4)`; embeddings only the prompt.
+    /// the prompt plus `max_tokens`; without a cap the prompt plus the
+    /// declared `default_estimated_output_tokens`, else the larger of the
+    /// prompt and `min(1024, smallest TPM limit / 4)`; embeddings only the
+    /// prompt.
     pub fn reservation(input: &AdmitInput<'_>, descs: &[Descriptor]) -> u64 {
         if input.embeddings {
             return input.prompt.get();
         }
-        match input.max_tokens {
+        match input.max_tokens.or(input.estimated_output) {
             Some(cap) => input.prompt.get().saturating_add(cap),
             None => {
                 let smallest = descs

@@ -150,10 +150,11 @@ pub(crate) enum Fam {
     CacheHits,
     CacheMisses,
     CachedTokens,
+    UnpricedRequests,
 }
 
 /// Every family, in exposition order.
-pub(crate) const ALL: [Fam; 31] = [
+pub(crate) const ALL: [Fam; 32] = [
     Fam::ProxyTotalRequests,
     Fam::ProxyFailedRequests,
     Fam::RequestTotalLatency,
@@ -185,6 +186,7 @@ pub(crate) const ALL: [Fam; 31] = [
     Fam::CacheHits,
     Fam::CacheMisses,
     Fam::CachedTokens,
+    Fam::UnpricedRequests,
 ];
 
 /// LiteLLM's `_cache_metric_labels`.
@@ -388,6 +390,7 @@ const FALLBACKS: &[L] = &[
     ExceptionClass,
     ModelId,
 ];
+const UNPRICED: &[L] = &[ModelGroup, LitellmModelName, ModelId, ApiProvider];
 
 /// The longest label list of any family.
 pub(crate) const MAX_LABELS: usize = 17;
@@ -616,6 +619,13 @@ impl Fam {
                 "Total tokens served from LiteLLM cache",
                 Kind::Counter,
                 CACHE,
+                &[],
+            ),
+            Fam::UnpricedRequests => (
+                "gateway_unpriced_requests",
+                "Upstream calls to a model without a price (served at cost 0, gateway_settings.unpriced_models); not a LiteLLM metric",
+                Kind::Counter,
+                UNPRICED,
                 &[],
             ),
         };

@@ -113,7 +113,8 @@ impl RequestMetrics {
     }
 
     /// One upstream attempt to `dep` (serving `group` with the upstream
-    /// model `model`) ended, as its spend row says; `fallback_depth` is 0
+    /// model `model`, `priced` unless it has no price) ended, as its spend
+    /// row says; `fallback_depth` is 0
     /// for the requested group. `principal` gives the remaining budgets.
     /// Label values are read from the deployment, whose texts keep their
     /// addresses (see [`CoreWriter::intern`]).
@@ -121,7 +122,7 @@ impl RequestMetrics {
         &mut self,
         principal: &Principal,
         row: &SpendLogRow,
-        (dep, group, model): (&Deployment, &str, &str),
+        (dep, group, model, priced): (&Deployment, &str, &str, bool),
         fallback_depth: u32,
         stream: bool,
     ) {
@@ -161,6 +162,9 @@ impl RequestMetrics {
             let c = w.combo(v);
             let stamp = w.stamp();
             inc(w, Fam::DeploymentTotal, c, 1.0);
+            if !priced {
+                inc(w, Fam::UnpricedRequests, c, 1.0);
+            }
             if ok {
                 inc(w, Fam::DeploymentSuccess, c, 1.0);
                 set(w, Fam::DeploymentState, c, 0.0, stamp);

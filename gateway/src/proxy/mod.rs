@@ -349,6 +349,11 @@ async fn serve(
             end_user_limits: end_user.as_ref().map(|e| e.limits()),
             prompt,
             max_tokens: req.max_tokens,
+            estimated_output: record::estimated_output(
+                key_of(principal),
+                &model,
+                worker.shared.estimated_output_tokens,
+            ),
             embeddings: req.endpoint == Endpoint::Embeddings,
             request_id: &outcome.call_id,
         })
@@ -530,13 +535,19 @@ async fn attempt_once(
     let (sent, with_usage) = held.sent(form)?;
     // 6. admit
     let price = spend::price_for(dep, upstream_model);
+    let priced = record::Priced {
+        known: spend::is_priced(dep, upstream_model),
+        policy: worker.shared.unpriced_models,
+        estimated_output: worker.shared.estimated_output_tokens,
+        block_all: worker.shared.block_unpriced,
+    };
     let principal = caller.principal;
     let reservation = record::admit(
         (&worker.shared.alerts, &worker.shared.limiter),
         caller,
         (&held.req, &attempt),
         pick,
-        price,
+        (price, priced),
     )
     .await?;
     // 7 and 8. translate, call and relay; cut off when the shutdown grace
@@ -651,6 +662,7 @@ async fn attempt_once(
             deployment: pick.deployment,
             group: &pick.group,
             model: &pick.upstream_model,
+            priced: priced.known,
         },
         (pick.fallback_depth, stream),
     );

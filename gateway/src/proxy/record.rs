@@ -32,9 +32,12 @@ pub(super) async fn admit<'l>(
     caller: Caller<'_>,
     (req, attempt): (&LlmRequest, &Attempt),
     pick: &Pick<'_>,
-    price: Price,
+    (price, priced): (Price, Priced),
 ) -> Result<Option<Reservation<'l>>, GatewayError> {
     let (group, dep, upstream_model) = (&*pick.group, &**pick.deployment, &*pick.upstream_model);
+    if priced.block_all && !priced.known {
+        return Err(GatewayError::UnpricedBlocked(group.to_string()));
+    }
     let key = super::key_of(caller.principal);
     let budgets = budgets_of(caller, group);
     if budgets.is_empty() {
@@ -62,7 +65,9 @@ pub(super) async fn admit<'l>(
             reserve,
         },
     };
-    if budgets.iter().any(|(_, b)| b.max_usd().is_some()) && !spend::is_priced(dep, upstream_model)
+    if !priced.known
+        && priced.policy.refuses(dep)
+        && budgets.iter().any(|(_, b)| b.max_usd().is_some())
     {
         // Free by accident would bypass the budget (a wildcard route lets the
         // client name any model): refuse until the model has a price.
@@ -77,10 +82,15 @@ pub(super) async fn admit<'l>(
     }
     let max_output = match req.endpoint {
         Endpoint::Embeddings | Endpoint::Rerank | Endpoint::Moderations => 0,
-        _ => req
-            .max_tokens
-            .or_else(|| spend::max_output_tokens(dep, upstream_model))
-            .unwrap_or(DEFAULT_MAX_OUTPUT),
+        _ => req.max_tokens.unwrap_or_else(|| {
+            let cap = spend::max_output_tokens(dep, upstream_model);
+            match estimated_output(key, group, priced.estimated_output) {
+                // An estimate, not a bound: the real cost is settled after,
+                // so a request may pass its reservation (as in LiteLLM).
+                Some(estimate) => cap.map_or(estimate, |c| c.min(estimate)),
+                None => cap.unwrap_or(DEFAULT_MAX_OUTPUT),
+            }
+        }),
     };
     // Exactness needs an upper bound, not an estimate: byte-level BPE spends
     // at least one byte per token, so the body's length bounds the prompt.
@@ -161,6 +171,46 @@ pub(super) fn refuse_if_exhausted(caller: Caller<'_>, group: &str) -> Result<(),
         }
     }
     Ok(())
+}
+
+/// Whether the model of an attempt has a price, and what the operator said
+/// of those that do not (`gateway_settings.unpriced_models`).
+#[derive(Clone, Copy)]
+pub(super) struct Priced {
+    /// Some price applies (configured or shipped).
+    pub known: bool,
+    /// What an unpriced model costs a caller with a budget.
+    pub policy: spend::UnpricedModels,
+    /// `litellm_settings.default_estimated_output_tokens`.
+    pub estimated_output: Option<u64>,
+    /// `litellm_settings.block_requests_for_models_without_pricing`.
+    pub block_all: bool,
+}
+
+/// The output a request without `max_tokens` reserves, as LiteLLM resolves
+/// `default_estimated_output_tokens`: the key's per-model then key-wide
+/// value, its team's, then `litellm_settings`' (a budget reservation takes
+/// at most the model's output cap; a TPM reservation takes it whole).
+pub(super) fn estimated_output(
+    key: Option<&crate::auth::KeyEntry>,
+    group: &str,
+    proxy_wide: Option<u64>,
+) -> Option<u64> {
+    let from = |meta: &serde_json::Map<String, serde_json::Value>| {
+        meta.get("default_estimated_output_tokens_per_model")
+            .and_then(|m| m.get(group))
+            .and_then(serde_json::Value::as_u64)
+            .filter(|n| *n > 0)
+            .or_else(|| {
+                meta.get("default_estimated_output_tokens")
+                    .and_then(serde_json::Value::as_u64)
+                    .filter(|n| *n > 0)
+            })
+    };
+    key.and_then(|k| {
+        from(&k.record.metadata).or_else(|| k.team.as_ref().and_then(|t| from(&t.record.metadata)))
+    })
+    .or(proxy_wide)
 }
 
 /// The budget scope of the request's end user.

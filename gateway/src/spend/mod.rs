@@ -19,6 +19,7 @@ mod cost;
 mod member;
 mod prices;
 mod prompt_skim;
+mod unpriced;
 mod usage;
 mod usage_skim;
 pub mod writer;
@@ -27,6 +28,7 @@ pub use cost::{cost, time_cost, worst_case_cost};
 pub use prices::{
     is_priced, max_input_tokens, max_output_tokens, price_for, shipped, ModelPrice, Price,
 };
+pub use unpriced::UnpricedModels;
 pub use usage::{
     estimate_prompt_tokens, from_response_body, from_response_tail, inject_include_usage,
     inject_include_usage_estimating, tokens_of_chars, PromptEstimate, StreamUsage, Usage,

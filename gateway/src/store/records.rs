@@ -103,6 +103,17 @@ pub struct TeamRecord {
     pub created_at: Option<DateTime<Utc>>,
 }
 
+impl TeamRecord {
+    /// The team's per-model rpm or tpm limit (`field` is `model_rpm_limit`
+    /// or `model_tpm_limit`), from `metadata`, where LiteLLM keeps it.
+    pub fn model_limit(&self, field: &str, model: &str) -> Option<i64> {
+        self.metadata
+            .get(field)
+            .and_then(|m| m.get(model))
+            .and_then(Value::as_i64)
+    }
+}
+
 /// `LiteLLM_UserTable`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct UserRecord {

@@ -107,7 +107,9 @@ impl Kind {
 /// The fields LiteLLM keeps in the row's `metadata` rather than in a column
 /// of its own (its `LiteLLM_ManagementEndpoint_MetadataFields` and
 /// `..._Premium`); given on a key or team, they land there here too.
-const METADATA_FIELDS: [&str; 27] = [
+const METADATA_FIELDS: [&str; 29] = [
+    "model_rpm_limit",
+    "model_tpm_limit",
     "model_itpm_limit",
     "model_otpm_limit",
     "default_estimated_output_tokens",
@@ -195,6 +197,9 @@ fn check_sizes(body: &[u8]) -> Result<(), GatewayError> {
             }
         };
         match v {
+            Value::String(s) if s.contains('\0') => {
+                Err(bad_field(&at(path), "contains a NUL character"))
+            }
             Value::String(s) if s.len() > MAX_STRING_BYTES => Err(bad_field(
                 &at(path),
                 format!(
@@ -229,6 +234,12 @@ fn check_sizes(body: &[u8]) -> Result<(), GatewayError> {
                 for (key, item) in map {
                     if key.len() > MAX_STRING_BYTES {
                         return Err(bad_field(&at(path), "has a member name too long"));
+                    }
+                    if key.contains('\0') {
+                        return Err(bad_field(
+                            &at(path),
+                            "has a member name with a NUL character",
+                        ));
                     }
                     let len = path.len();
                     if !path.is_empty() {

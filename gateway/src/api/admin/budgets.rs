@@ -93,7 +93,15 @@ fn usd(name: &str, v: f64) -> Result<f64, GatewayError> {
 
 /// A time field of a budget.
 fn time(name: &str, text: &str) -> Result<DateTime<Utc>, GatewayError> {
-    parse_time(text).map_err(|_| bad_field(name, format!("'{text}' is not a valid datetime")))
+    parse_time(text)
+        .ok()
+        .filter(|t| (1..=9999).contains(&chrono::Datelike::year(t)))
+        .ok_or_else(|| {
+            bad_field(
+                name,
+                format!("'{text}' is not a valid datetime (years 1 to 9999)"),
+            )
+        })
 }
 
 /// LiteLLM's check of `model_max_budget`: each entry a `BudgetConfig`

@@ -65,6 +65,7 @@ impl KeyRequest {
     /// enforce ([`accepted::KEY`]).
     pub(super) fn read(body: &[u8]) -> Result<KeyRequest, GatewayError> {
         let (mut req, extra): (KeyRequest, _) = parse_accepting(body, accepted::KEY)?;
+        output_estimates(&extra)?;
         req.extra_metadata = extra;
         Ok(req)
     }
@@ -136,8 +137,43 @@ impl KeyRequest {
     }
 }
 
+/// The largest `default_estimated_output_tokens` (as `max_tokens`).
+const MAX_OUTPUT_ESTIMATE: u64 = 10_000_000;
+
+/// Refuses `default_estimated_output_tokens` (and its per-model form) that
+/// is not a positive integer (LiteLLM's `PositiveInt`) up to `max_tokens`'
+/// bound: it sizes budget reservations.
+pub(super) fn output_estimates(extra: &Map<String, Value>) -> Result<(), GatewayError> {
+    let check = |field: &str, v: &Value| {
+        v.as_u64()
+            .filter(|n| (1..=MAX_OUTPUT_ESTIMATE).contains(n))
+            .map(drop)
+            .ok_or_else(|| {
+                bad_field(
+                    field,
+                    format!("must be an integer from 1 to {MAX_OUTPUT_ESTIMATE}"),
+                )
+            })
+    };
+    if let Some(v) = extra.get("default_estimated_output_tokens") {
+        check("default_estimated_output_tokens", v)?;
+    }
+    if let Some(Value::Object(per_model)) = extra.get("default_estimated_output_tokens_per_model") {
+        for (model, v) in per_model {
+            check(
+                &format!("default_estimated_output_tokens_per_model.{model}"),
+                v,
+            )?;
+        }
+    }
+    Ok(())
+}
+
 /// Refuses per-model limits that are not integers within [`limit`]'s range.
-fn per_model_limits(name: &str, limits: &Map<String, Value>) -> Result<(), GatewayError> {
+pub(super) fn per_model_limits(
+    name: &str,
+    limits: &Map<String, Value>,
+) -> Result<(), GatewayError> {
     for (model, v) in limits {
         let field = format!("{name}.{model}");
         let n = v

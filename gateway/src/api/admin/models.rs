@@ -98,10 +98,11 @@ pub async fn new(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
         updated_by: Some("gateway".into()),
     };
     let models = &worker.shared.models;
-    models.validate(&record).map_err(invalid)?;
+    let dep = models.validate(&record).map_err(invalid)?;
     if models.is_config(&id) {
         return Err(GatewayError::Conflict(format!("model {id}")));
     }
+    warn_if_unpriced(worker.shared.unpriced_models, &dep);
     run(worker, move |ctx| async move {
         ctx.store().insert_model(&record).await.map_err(store_err)?;
         ctx.publish(&[Change::Model(record.model_id.clone())]).await;
@@ -117,6 +118,7 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
     if worker.shared.models.is_config(&id) {
         return Err(config_owned(&id));
     }
+    let unpriced = worker.shared.unpriced_models;
     run(worker, move |ctx| async move {
         let mut record = ctx
             .store()
@@ -131,7 +133,8 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
         merge(&mut record.model_info, req.model_info);
         record.updated_at = Some(Utc::now());
         record.updated_by = Some("gateway".into());
-        ctx.models.validate(&record).map_err(invalid)?;
+        let dep = ctx.models.validate(&record).map_err(invalid)?;
+        warn_if_unpriced(unpriced, &dep);
         if !ctx.store().update_model(&record).await.map_err(store_err)? {
             return Err(GatewayError::NotFound(format!("Model {id}")));
         }
@@ -139,6 +142,15 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
         Ok(shown(&record))
     })
     .await
+}
+
+/// Names an added or changed deployment that has no price: served at
+/// cost 0 (or refused to callers with a budget, as the setting says).
+fn warn_if_unpriced(policy: crate::spend::UnpricedModels, dep: &crate::deployment::Deployment) {
+    if !dep.is_wildcard() && !crate::spend::is_priced(dep, &dep.upstream_model) {
+        let label = format!("model {} (model_name \"{}\")", dep.id, dep.group);
+        tracing::warn!("{}", policy.warning(&label, dep));
+    }
 }
 
 /// Sets the keys of `patch` in `into`; a `null` removes the key.

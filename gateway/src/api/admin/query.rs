@@ -1,6 +1,8 @@
 //! Query strings of the management API's GET endpoints: percent-decoded
 //! parameters taken one by one, and a 400 naming any parameter left over or
-//! of the wrong form.
+//! of the wrong form. Nothing reaches the store that it would refuse: no
+//! NUL character (Postgres text cannot hold one), no parameter longer than
+//! [`MAX_PARAM_BYTES`], no date outside years 1 to 9999.
 
 use super::body::bad_field;
 use crate::error::GatewayError;
@@ -12,12 +14,53 @@ pub struct Query {
     params: Vec<(String, String)>,
 }
 
+/// The longest parameter value (an id, a date, a number) taken.
+pub const MAX_PARAM_BYTES: usize = 1024;
+
 fn decode(name: &str, raw: &str) -> Result<String, GatewayError> {
     let spaced = raw.replace('+', " ");
-    percent_encoding::percent_decode_str(&spaced)
+    let text = percent_encoding::percent_decode_str(&spaced)
         .decode_utf8()
         .map(|s| s.into_owned())
-        .map_err(|_| bad_field(name, "not valid UTF-8 once percent-decoded"))
+        .map_err(|_| bad_field(name, "not valid UTF-8 once percent-decoded"))?;
+    if text.contains('\0') {
+        return Err(bad_field(name, "contains a NUL character"));
+    }
+    if text.len() > MAX_PARAM_BYTES {
+        return Err(bad_field(
+            name,
+            format!(
+                "is {} bytes long; at most {MAX_PARAM_BYTES} are accepted",
+                text.len()
+            ),
+        ));
+    }
+    Ok(text)
+}
+
+/// A `YYYY-MM-DD` date of parameter `name`, year 1 to 9999 (what LiteLLM's
+/// Python dates and the database hold).
+pub fn date(name: &str, text: &str) -> Result<chrono::NaiveDate, GatewayError> {
+    let bad = || {
+        bad_field(
+            name,
+            format!("'{text}' is not a YYYY-MM-DD date (years 1 to 9999)"),
+        )
+    };
+    let b = text.as_bytes();
+    let shaped = b.len() == 10
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b.iter()
+            .enumerate()
+            .all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit());
+    if !shaped {
+        return Err(bad());
+    }
+    chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        .ok()
+        .filter(|d| chrono::Datelike::year(d) >= 1)
+        .ok_or_else(bad)
 }
 
 impl Query {
@@ -53,6 +96,11 @@ impl Query {
                     .map_err(|_| bad_field(name, format!("'{v}' is not a valid value")))
             })
             .transpose()
+    }
+
+    /// Takes parameter `name` as a [`date`].
+    pub fn take_date(&mut self, name: &str) -> Result<Option<chrono::NaiveDate>, GatewayError> {
+        self.take(name).map(|v| date(name, &v)).transpose()
     }
 
     /// Refuses parameters nobody took.
@@ -110,5 +158,36 @@ mod tests {
         );
         assert!(Query::parse("k=%FF").is_err());
         assert!(Query::parse("").unwrap().finish().is_ok());
+    }
+
+    #[test]
+    fn refuses_nul_and_overlong_values_naming_them() {
+        let err = Query::parse("user_id=a%00b").unwrap_err();
+        assert_eq!(err.param(), Some("user_id"));
+        let long = format!("team_id={}", "x".repeat(MAX_PARAM_BYTES + 1));
+        assert_eq!(Query::parse(&long).unwrap_err().param(), Some("team_id"));
+        assert!(Query::parse(&format!("team_id={}", "x".repeat(MAX_PARAM_BYTES))).is_ok());
+    }
+
+    #[test]
+    fn dates_are_four_digit_years_from_1_to_9999() {
+        let mut q = Query::parse("a=2026-01-31&b=9999-12-31&c=0001-01-01").unwrap();
+        assert_eq!(q.take_date("a").unwrap().unwrap().to_string(), "2026-01-31");
+        assert!(q.take_date("b").unwrap().is_some());
+        assert!(q.take_date("c").unwrap().is_some());
+        for bad in [
+            "-262143-01-01",
+            "+10000-01-01",
+            "0000-01-01",
+            "2026-02-30",
+            "2026-1-01",
+            "26-01-01",
+            "2026-01-01T00:00",
+            "２０２６-01-01",
+        ] {
+            let mut q = Query::parse(&format!("start_date={bad}")).unwrap();
+            let err = q.take_date("start_date").unwrap_err();
+            assert_eq!(err.param(), Some("start_date"), "{bad}");
+        }
     }
 }

@@ -6,18 +6,13 @@ use super::query::Query;
 use crate::error::GatewayError;
 use crate::state::Worker;
 use crate::store::SpendFilter;
-use chrono::{DateTime, NaiveDate, NaiveTime, Utc};
+use chrono::{DateTime, NaiveTime, Utc};
 use serde_json::{json, Value};
 
-/// Midnight UTC of a `YYYY-MM-DD` parameter.
+/// Midnight UTC of a `YYYY-MM-DD` parameter (years 1 to 9999).
 fn day(q: &mut Query, name: &str) -> Result<Option<DateTime<Utc>>, GatewayError> {
-    q.take(name)
-        .map(|text| {
-            NaiveDate::parse_from_str(&text, "%Y-%m-%d")
-                .map(|d| d.and_time(NaiveTime::MIN).and_utc())
-                .map_err(|_| bad_field(name, format!("'{text}' is not a YYYY-MM-DD date")))
-        })
-        .transpose()
+    Ok(q.take_date(name)?
+        .map(|d| d.and_time(NaiveTime::MIN).and_utc()))
 }
 
 /// Rows of a `/spend/logs` page unless `page_size` (or `limit`) says.
@@ -149,7 +144,7 @@ mod tests {
             ("page=9223372036854775807&page_size=1000", "page"),
             ("page=99999999999999999999", "page"),
         ] {
-            let err = filter(Query::parse(query).unwrap()).unwrap_err();
+            let err = Query::parse(query).and_then(filter).unwrap_err();
             assert_eq!(err.param(), Some(param), "{query}");
         }
     }
@@ -162,8 +157,10 @@ mod tests {
             ("model=x", "model"),
             ("end_date=+262143-12-31", "end_date"),
             ("start_date=99999999999-01-01", "start_date"),
+            ("start_date=-262143-01-01&end_date=2026-01-01", "start_date"),
+            ("request_id=a%00", "request_id"),
         ] {
-            let err = filter(Query::parse(query).unwrap()).unwrap_err();
+            let err = Query::parse(query).and_then(filter).unwrap_err();
             assert_eq!(err.param(), Some(param), "{query}");
         }
     }

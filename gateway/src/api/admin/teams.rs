@@ -55,6 +55,13 @@ impl TeamRequest {
     /// enforce ([`accepted::TEAM`]).
     fn read(body: &[u8]) -> Result<TeamRequest, GatewayError> {
         let (mut req, extra): (TeamRequest, _) = parse_accepting(body, accepted::TEAM)?;
+        // Enforced from `metadata` (LiteLLM's `model_per_team` limits).
+        for name in ["model_rpm_limit", "model_tpm_limit"] {
+            if let Some(Value::Object(limits)) = extra.get(name) {
+                super::keys::per_model_limits(name, limits)?;
+            }
+        }
+        super::keys::output_estimates(&extra)?;
         req.extra_metadata = extra;
         Ok(req)
     }
