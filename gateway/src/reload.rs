@@ -127,6 +127,8 @@ impl Fixed {
         check(
             self.cache != next.cache,
             "litellm_settings.cache / cache_params (the response cache)",
+        );
+        check(
             self.unpriced != next.unpriced,
             "gateway_settings.unpriced_models, litellm_settings.block_requests_for_models_without_pricing, default_estimated_output_tokens",
         );

@@ -133,7 +133,7 @@ pub struct AdmitInput<'a> {
     /// LiteLLM's `default_estimated_output_tokens` for this request (key,
     /// team): reserved in place of the heuristic when `max_tokens` is absent.
     pub estimated_output: Option<u64>,
-    /// Embeddings produce no output tokens.
+    /// Embeddings, rerank and moderations produce no output tokens.
     pub embeddings: bool,
     /// The request id; names its parallel slots.
     pub request_id: &'a str,

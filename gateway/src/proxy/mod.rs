@@ -354,7 +354,10 @@ async fn serve(
                 &model,
                 worker.shared.estimated_output_tokens,
             ),
-            embeddings: req.endpoint == Endpoint::Embeddings,
+            embeddings: matches!(
+                req.endpoint,
+                Endpoint::Embeddings | Endpoint::Rerank | Endpoint::Moderations
+            ),
             request_id: &outcome.call_id,
         })
         .await?
