@@ -37,6 +37,7 @@ struct Fixed {
     images: crate::upstream::fetch::ImageFetchSettings,
     virtual_keys: Vec<String>,
     team_defaults: crate::config::TeamDefaults,
+    guardrails: String,
 }
 
 impl Fixed {
@@ -60,6 +61,7 @@ impl Fixed {
                 .map(|k| k.token.clone())
                 .collect(),
             team_defaults: config.team_defaults.clone(),
+            guardrails: config.guardrails.source().to_string(),
         }
     }
 
@@ -116,6 +118,7 @@ impl Fixed {
             self.team_defaults != next.team_defaults,
             "litellm_settings.default_team_params / default_team_settings",
         );
+        check(self.guardrails != next.guardrails, "guardrails");
         out
     }
 }

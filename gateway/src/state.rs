@@ -54,6 +54,8 @@ pub struct Shared {
     pub tracer: Arc<crate::otel::Tracer>,
     /// How images named by URL are fetched.
     pub images: Arc<crate::upstream::fetch::ImageFetchSettings>,
+    /// The configured guardrails.
+    pub guardrails: Arc<crate::guardrails::Guardrails>,
     shutting_down: AtomicBool,
     shutdown_tx: watch::Sender<bool>,
 }
@@ -78,6 +80,7 @@ impl Shared {
             reloader,
             tracer: crate::otel::Tracer::new(config.otel.clone()),
             images: Arc::new(config.images.clone()),
+            guardrails: config.guardrails.clone(),
             health: Arc::new(crate::health::Health::new(
                 config.health.clone(),
                 tls.clone(),

@@ -99,6 +99,8 @@ pub struct Config {
     pub images: crate::upstream::fetch::ImageFetchSettings,
     /// Defaults of teams `/team/new` creates.
     pub team_defaults: TeamDefaults,
+    /// The top-level `guardrails:` section, compiled.
+    pub guardrails: std::sync::Arc<crate::guardrails::Guardrails>,
     /// Non-fatal findings (unknown keys), logged at start.
     pub warnings: Vec<String>,
 }

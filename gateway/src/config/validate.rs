@@ -306,7 +306,10 @@ pub(super) fn validate(
     .map_err(|p| invalid("image URL fetching".into(), p))?;
     let team_defaults = super::TeamDefaults::from_litellm_settings(file.litellm_settings.as_ref())
         .map_err(|p| invalid("litellm_settings".into(), p))?;
+    let guardrails = crate::guardrails::Guardrails::from_config(file.guardrails.as_ref())
+        .map_err(|(entry, problem)| invalid(entry, problem))?;
     Ok(Config {
+        guardrails: std::sync::Arc::new(guardrails),
         team_defaults,
         otel,
         images,
