@@ -174,7 +174,7 @@ pub fn luhn(s: &[u8]) -> bool {
     let mut count = 0u32;
     for &b in s.iter().rev().filter(|b| b.is_ascii_digit()) {
         let mut d = u32::from(b - b'0');
-        if count % 2 == 1 {
+        if !count.is_multiple_of(2) {
             d *= 2;
             if d > 9 {
                 d -= 9;
@@ -183,7 +183,7 @@ pub fn luhn(s: &[u8]) -> bool {
         sum += d;
         count += 1;
     }
-    count >= 12 && sum % 10 == 0
+    count >= 12 && sum.is_multiple_of(10)
 }
 
 #[cfg(test)]
