@@ -260,3 +260,29 @@ fn unsupported_guardrail_types_stop_start_up_naming_them() {
         );
     }
 }
+
+#[test]
+fn post_call_masks_a_responses_answer_relayed_as_it_came() {
+    let answer = r#"{"id":"resp_1","object":"response","status":"completed","model":"upstream-gpt","output":[{"type":"message","id":"msg_1","role":"assistant","content":[{"type":"output_text","text":"mail ann@example.com","annotations":[]}]}],"usage":{"input_tokens":3,"output_tokens":4,"total_tokens":7}}"#;
+    let reply = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
+        answer.len()
+    );
+    let raw = RawUpstream::start(reply.into_bytes(), false);
+    let gw = start(&raw);
+    let body = json!({"model": "gpt-4o", "input": "hi", "guardrails": ["answer-mask"]});
+    let resp = call(&gw, MASTER_KEY, "/v1/responses", &body);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert!(
+        sent(&raw).contains("/responses"),
+        "passed through: {}",
+        sent(&raw)
+    );
+    let got = resp.json();
+    assert_eq!(got["object"], "response");
+    assert_eq!(
+        got["output"][0]["content"][0]["text"],
+        "mail [EMAIL_REDACTED]"
+    );
+    assert_eq!(got["usage"]["output_tokens"], 4);
+}

@@ -673,6 +673,10 @@ async fn forward(
         let read = Box::pin(convert::read_body(&mut resp, limit, deadline, dep, timeout));
         let body = read.await?;
         tap.feed(&body);
+        if passthrough {
+            let answer = (status, headers, content_type.as_str());
+            return guard::send_answer(out, client, outcome, answer, &body).await;
+        }
         let embeddings = endpoint == Endpoint::Embeddings;
         let body = convert::translate_body(Some(provider), client, embeddings, &body)
             .map_err(|e| convert::translate_error(dep, e))?;
