@@ -7,12 +7,15 @@ use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criteri
 use gateway::guardrails::filter::{Action, ContentFilter, PatternSpec, WordSpec};
 use gateway::guardrails::patterns::PREBUILT;
 
-fn filter() -> ContentFilter {
+/// All prebuilt patterns and/or 1,000 blocked words.
+fn filter(patterns: bool, words: bool) -> ContentFilter {
     let patterns = PREBUILT
         .iter()
+        .filter(|_| patterns)
         .map(|p| PatternSpec::prebuilt(p.name, Action::Mask).unwrap())
         .collect();
     let words = (0..1000)
+        .filter(|_| words)
         .map(|i| WordSpec {
             keyword: format!("codename{i:04}x"),
             action: Action::Mask,
@@ -39,7 +42,7 @@ fn text(size: usize, pii: bool) -> String {
 }
 
 fn content_filter(c: &mut Criterion) {
-    let f = filter();
+    let f = filter(true, true);
     let mut g = c.benchmark_group("guardrail_content_filter");
     for size in [1 << 10, 64 << 10] {
         for (label, pii) in [("clean", false), ("email_every_500b", true)] {
@@ -49,6 +52,17 @@ fn content_filter(c: &mut Criterion) {
                 b.iter(|| black_box(f.apply(t).unwrap().len()))
             });
         }
+    }
+    // Each half alone, on clean text.
+    let t = text(64 << 10, false);
+    g.throughput(Throughput::Bytes(t.len() as u64));
+    for (label, half) in [
+        ("patterns_only", filter(true, false)),
+        ("words_only", filter(false, true)),
+    ] {
+        g.bench_with_input(BenchmarkId::new(label, t.len()), &t, |b, t| {
+            b.iter(|| black_box(half.apply(t).unwrap().len()))
+        });
     }
     g.finish();
 }

@@ -5,7 +5,7 @@
 
 use super::patterns::{self, Check};
 use crate::error::GatewayError;
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use regex::bytes::{Regex, RegexBuilder, RegexSet, RegexSetBuilder};
 use std::borrow::Cow;
 
@@ -14,6 +14,13 @@ const KEYWORD_REDACTED: &str = "[KEYWORD_REDACTED]";
 /// Compiled size allowed to one custom regex (the engine is linear-time;
 /// this bounds its memory).
 const MAX_REGEX_SIZE: usize = 1 << 20;
+/// Cache of the patterns' lazy DFA (per thread): room for every pattern
+/// together, so a long text is scanned without falling back to a slower
+/// engine.
+const SET_DFA_CACHE: usize = 32 << 20;
+/// Up to this many blocked words are matched by a full DFA (fastest);
+/// beyond, the automaton's own choice keeps memory bounded.
+const MAX_DFA_WORDS: usize = 10_000;
 
 /// What a match does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,6 +140,7 @@ impl ContentFilter {
             .unicode(false)
             .case_insensitive(true)
             .size_limit(MAX_REGEX_SIZE.saturating_mul(compiled.len().max(1)))
+            .dfa_size_limit(SET_DFA_CACHE)
             .build()
             .map_err(|e| format!("patterns do not compile together: {e}"))?;
         let (mut plain, mut wild) = (Vec::new(), Vec::new());
@@ -165,6 +173,7 @@ impl ContentFilter {
                 AhoCorasickBuilder::new()
                     .ascii_case_insensitive(true)
                     .match_kind(MatchKind::LeftmostLongest)
+                    .kind((plain.len() <= MAX_DFA_WORDS).then_some(AhoCorasickKind::DFA))
                     .build(plain.iter().map(|w| w.keyword.as_bytes()))
                     .map_err(|e| format!("blocked_words: {e}"))?,
             )
