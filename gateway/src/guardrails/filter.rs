@@ -202,10 +202,12 @@ impl ContentFilter {
         if self.patterns.is_empty() {
             return Ok(Cow::Borrowed(text));
         }
-        let hits = self.set.matches(bytes);
-        if !hits.matched_any() {
+        // The plain search stops at the first match and is faster than
+        // the overlapping one that tells which patterns matched.
+        if !self.set.is_match(bytes) {
             return Ok(Cow::Borrowed(text));
         }
+        let hits = self.set.matches(bytes);
         // (start, end, pattern) of every match to mask.
         let mut spans: Vec<(usize, usize, usize)> = Vec::new();
         for i in hits.iter() {
