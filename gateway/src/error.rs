@@ -155,6 +155,18 @@ pub enum GatewayError {
         /// Why it was not inlined.
         reason: String,
     },
+    /// A guardrail with action `BLOCK` matched: LiteLLM's 400, its
+    /// message, and its detail as `provider_specific_fields`.
+    #[error("{message}")]
+    GuardrailBlocked {
+        /// E.g. `Content blocked: email pattern detected`.
+        message: String,
+        /// LiteLLM's `HTTPException.detail` (`error`, `pattern` or `keyword`).
+        detail: serde_json::Value,
+    },
+    /// A request, key or team names a guardrail the config does not have.
+    #[error("guardrail '{0}' is not configured (the guardrails section of config.yaml)")]
+    UnknownGuardrail(String),
     /// No route for this method and path.
     #[error("Route not found: {method} {path}")]
     RouteNotFound {
@@ -338,6 +350,8 @@ impl GatewayError {
             | MissingParam(_)
             | InvalidParam { .. }
             | ImageUrl { .. }
+            | GuardrailBlocked { .. }
+            | UnknownGuardrail(_)
             | BadHttp(_)
             | NoEligibleDeployment { .. } => 400,
             NoCapacity { .. } | RateLimited { .. } => 429,
@@ -406,6 +420,7 @@ impl GatewayError {
             | GatewayError::InvalidParam { param: p, .. }
             | GatewayError::CustomerNotFound { param: p, .. } => Some(p),
             GatewayError::CustomerExists(_) => Some("user_id"),
+            GatewayError::UnknownGuardrail(_) => Some("guardrails"),
             _ => None,
         }
     }
@@ -443,7 +458,7 @@ impl GatewayError {
     /// The JSON body.
     pub fn body(&self) -> Vec<u8> {
         let status = self.status().to_string();
-        let body = serde_json::json!({
+        let mut body = serde_json::json!({
             "error": {
                 "message": self.to_string(),
                 "type": self.error_type(),
@@ -451,6 +466,9 @@ impl GatewayError {
                 "code": status,
             }
         });
+        if let GatewayError::GuardrailBlocked { detail, .. } = self {
+            body["error"]["provider_specific_fields"] = detail.clone();
+        }
         serde_json::to_vec(&body).expect("json of strings")
     }
 }

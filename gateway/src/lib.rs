@@ -13,6 +13,7 @@ pub mod downstream;
 pub mod error;
 pub mod formats;
 pub mod google_auth;
+pub mod guardrails;
 pub mod health;
 pub mod http1;
 pub mod inbound;

@@ -39,6 +39,7 @@ struct Fixed {
     team_defaults: crate::config::TeamDefaults,
     cache: Option<crate::cache::CacheSettings>,
     unpriced: (crate::spend::UnpricedModels, bool, Option<u64>),
+    guardrails: String,
 }
 
 impl Fixed {
@@ -68,6 +69,7 @@ impl Fixed {
                 config.block_unpriced,
                 config.estimated_output_tokens,
             ),
+            guardrails: config.guardrails.source().to_string(),
         }
     }
 
@@ -132,6 +134,7 @@ impl Fixed {
             self.unpriced != next.unpriced,
             "gateway_settings.unpriced_models, litellm_settings.block_requests_for_models_without_pricing, default_estimated_output_tokens",
         );
+        check(self.guardrails != next.guardrails, "guardrails");
         out
     }
 }

@@ -62,6 +62,8 @@ pub struct Shared {
     pub estimated_output_tokens: Option<u64>,
     /// `litellm_settings.block_requests_for_models_without_pricing`.
     pub block_unpriced: bool,
+    /// The configured guardrails.
+    pub guardrails: Arc<crate::guardrails::Guardrails>,
     shutting_down: AtomicBool,
     shutdown_tx: watch::Sender<bool>,
 }
@@ -90,6 +92,7 @@ impl Shared {
             unpriced_models: config.unpriced_models,
             estimated_output_tokens: config.estimated_output_tokens,
             block_unpriced: config.block_unpriced,
+            guardrails: config.guardrails.clone(),
             health: Arc::new(crate::health::Health::new(
                 config.health.clone(),
                 tls.clone(),

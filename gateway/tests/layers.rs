@@ -43,6 +43,7 @@ const LAYERS: &[&[&str]] = &[
         "read_through",
         "panic_guard",
         "local_signal",
+        "guardrails",
     ],
     &["error", "logging", "keyed_hash", "json_skim"],
 ];

@@ -41,7 +41,7 @@ const LITELLM_ACTED_ON: &[&str] = &[
 const LITELLM_REFUSED: &[(&str, &str)] = &[
     (
         "guardrails",
-        "guardrails are not implemented, so requests would reach the models unchecked",
+        "this legacy form of guardrails is not read, so requests would reach the models unchecked; write them in the top-level `guardrails:` list",
     ),
     (
         "max_budget",

@@ -25,6 +25,9 @@ pub struct ConfigFile {
     /// LiteLLM module settings; parsed and kept.
     #[serde(default)]
     pub litellm_settings: Option<serde_yaml::Value>,
+    /// LiteLLM's guardrails (`guardrails:` at the top level).
+    #[serde(default)]
+    pub guardrails: Option<serde_yaml::Value>,
     /// LiteLLM's environment block; its values are exported at start-up.
     #[serde(default)]
     pub environment_variables: BTreeMap<String, serde_yaml::Value>,

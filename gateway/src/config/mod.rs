@@ -113,6 +113,8 @@ pub struct Config {
     pub console: crate::auth::Console,
     /// The response cache (`litellm_settings.cache`), when on.
     pub cache: Option<std::sync::Arc<crate::cache::Cache>>,
+    /// The top-level `guardrails:` section, compiled.
+    pub guardrails: std::sync::Arc<crate::guardrails::Guardrails>,
     /// Non-fatal findings (unknown keys), logged at start.
     pub warnings: Vec<String>,
 }

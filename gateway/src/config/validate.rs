@@ -366,9 +366,12 @@ pub(super) fn validate(
                 crate::cache::Cache::new(settings, redis).map(|c| Some(std::sync::Arc::new(c)))
             })
             .map_err(|p| invalid("litellm_settings.cache".into(), p))?;
+    let guardrails = crate::guardrails::Guardrails::from_config(file.guardrails.as_ref())
+        .map_err(|(entry, problem)| invalid(entry, problem))?;
     Ok(Config {
         console,
         cache,
+        guardrails: std::sync::Arc::new(guardrails),
         team_defaults,
         otel,
         images,

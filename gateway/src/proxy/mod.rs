@@ -28,6 +28,7 @@ mod cached;
 mod convert;
 mod count_tokens;
 mod cut_off;
+mod guard;
 mod headers;
 mod held;
 mod images;
@@ -89,6 +90,8 @@ pub(crate) struct Outcome {
     cache_hit: Option<bool>,
     /// What metrics and traces record of the request.
     telemetry: crate::telemetry::Telemetry,
+    /// The request's `post_call` guardrails, for a whole answer.
+    post_call: Option<crate::guardrails::PostCall>,
 }
 
 /// Serves one OpenAI-style LLM request on `endpoint`; `caller` is the
@@ -118,6 +121,7 @@ pub async fn handle(
         answer_tokens: Default::default(),
         cache_hit: None,
         telemetry: crate::telemetry::Telemetry::begin(head, received_at),
+        post_call: None,
     };
     if let Ok(caller) = &caller {
         outcome
@@ -252,7 +256,8 @@ async fn serve(
     outcome: &mut Outcome,
 ) -> Result<(), GatewayError> {
     // 1. authenticate: `handle` answered a refused caller
-    // 2. read
+    // 2. read, after the guardrails (which may refuse it or mask its text)
+    let body = guard::pre_call(worker, principal, body, outcome)?;
     // Held in one place (a local moved into a call would also keep its
     // room in this future).
     let mut held = Held::new(LlmRequest::parse(endpoint, body)?);
@@ -745,20 +750,23 @@ async fn forward(
     // in the Responses API: relayed as it is.
     let passthrough = convert::is_passthrough(provider.format(), client)
         || (endpoint == Endpoint::Responses && client == Format::Responses);
-    if !is_stream && !passthrough {
+    // A whole answer is read whole when translated or guarded.
+    if !is_stream && (!passthrough || outcome.post_call.is_some()) {
         let limit = crate::formats::MAX_BODY_BYTES;
         // Boxed: reading a whole body is over at once, and its state is
         // larger than the relay's, which a stream keeps for minutes.
         let read = Box::pin(convert::read_body(&mut resp, limit, deadline, dep, timeout));
         let body = read.await?;
         tap.feed(&body);
+        if passthrough {
+            let answer = (status, headers, content_type.as_str());
+            return guard::send_answer(out, client, outcome, answer, &body).await;
+        }
         let embeddings = endpoint == Endpoint::Embeddings;
         let body = convert::translate_body(Some(provider), client, embeddings, &body)
             .map_err(|e| convert::translate_error(dep, e))?;
-        return out
-            .send(status, headers, "application/json", &body)
-            .await
-            .map_err(io);
+        let answer = (status, headers, "application/json");
+        return guard::send_answer(out, client, outcome, answer, &body).await;
     }
     let translate = (is_stream && !passthrough)
         .then(|| convert::stream_translator(Some(provider), client, req.include_usage))
@@ -833,10 +841,8 @@ async fn serve_mock(
                 tap.feed(&body);
                 let body =
                     convert::translate_body(None, client, false, &body).map_err(translated)?;
-                return out
-                    .send(200, headers, content_type, &body)
-                    .await
-                    .map_err(io);
+                let answer = (200, headers, content_type);
+                return guard::send_answer(out, client, outcome, answer, &body).await;
             }
             out.start_stream(200, headers, content_type)
                 .await

@@ -1,0 +1,484 @@
+//! `litellm_content_filter`: regex patterns (prebuilt or custom) and
+//! blocked words, each blocking the request or masking what matched with
+//! LiteLLM's redaction text. One `RegexSet` pass and one Aho-Corasick pass
+//! per text; the matching patterns alone are then run for their spans.
+
+use super::patterns::{self, Check};
+use crate::error::GatewayError;
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+use regex::bytes::{Regex, RegexBuilder, RegexSet, RegexSetBuilder};
+use std::borrow::Cow;
+
+/// LiteLLM's text in place of a masked keyword.
+const KEYWORD_REDACTED: &str = "[KEYWORD_REDACTED]";
+/// Compiled size allowed to one custom regex (the engine is linear-time;
+/// this bounds its memory).
+const MAX_REGEX_SIZE: usize = 1 << 20;
+/// Cache of the patterns' lazy DFA (per thread): room for every pattern
+/// together, so a long text is scanned without falling back to a slower
+/// engine.
+const SET_DFA_CACHE: usize = 32 << 20;
+/// Up to this many blocked words are matched by a full DFA (fastest);
+/// beyond, the automaton's own choice keeps memory bounded.
+const MAX_DFA_WORDS: usize = 10_000;
+
+/// What a match does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Refuse with LiteLLM's 400.
+    Block,
+    /// Replace what matched with the redaction text.
+    Mask,
+}
+
+impl Action {
+    /// LiteLLM's `BLOCK` / `MASK` (case-insensitive).
+    pub fn parse(s: &str) -> Option<Action> {
+        match s.to_ascii_uppercase().as_str() {
+            "BLOCK" => Some(Action::Block),
+            "MASK" => Some(Action::Mask),
+            _ => None,
+        }
+    }
+}
+
+/// A pattern as configured, before compiling.
+pub struct PatternSpec {
+    /// The name errors and redaction text use.
+    pub name: String,
+    /// The regex.
+    pub regex: String,
+    /// The check each match must also pass.
+    pub check: Check,
+    /// What a match does.
+    pub action: Action,
+}
+
+impl PatternSpec {
+    /// The prebuilt pattern `name`, or `None` when there is none.
+    pub fn prebuilt(name: &str, action: Action) -> Option<PatternSpec> {
+        patterns::prebuilt(name).map(|p| PatternSpec {
+            name: p.name.to_string(),
+            regex: p.regex.to_string(),
+            check: p.check,
+            action,
+        })
+    }
+}
+
+/// A blocked word as configured.
+pub struct WordSpec {
+    /// The keyword (matched case-insensitively, as a substring; `*` stands
+    /// for at most one character, as in LiteLLM).
+    pub keyword: String,
+    /// What a match does.
+    pub action: Action,
+    /// Shown in the block message.
+    pub description: Option<String>,
+}
+
+struct Pattern {
+    name: String,
+    redaction: String,
+    regex: Regex,
+    check: Check,
+    action: Action,
+}
+
+struct Word {
+    keyword: String,
+    action: Action,
+    description: Option<String>,
+}
+
+/// A compiled content filter.
+pub struct ContentFilter {
+    set: RegexSet,
+    patterns: Vec<Pattern>,
+    /// Plain keywords, one automaton.
+    words: Option<AhoCorasick>,
+    plain: Vec<Word>,
+    /// Keywords with `*`, one regex each.
+    wild: Vec<(Regex, Word)>,
+}
+
+impl std::fmt::Debug for ContentFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ContentFilter")
+            .field("patterns", &self.patterns.len())
+            .field("words", &(self.plain.len() + self.wild.len()))
+            .finish()
+    }
+}
+
+fn builder(pattern: &str) -> RegexBuilder {
+    let mut b = RegexBuilder::new(pattern);
+    b.unicode(false)
+        .case_insensitive(true)
+        .size_limit(MAX_REGEX_SIZE);
+    b
+}
+
+impl ContentFilter {
+    /// Compiles `patterns` and `words`; the error names the pattern or
+    /// keyword at fault.
+    pub fn new(patterns: Vec<PatternSpec>, words: Vec<WordSpec>) -> Result<ContentFilter, String> {
+        let mut compiled = Vec::with_capacity(patterns.len());
+        for p in patterns {
+            let regex = builder(&p.regex)
+                .build()
+                .map_err(|e| format!("pattern `{}` does not compile: {e}", p.name))?;
+            compiled.push(Pattern {
+                redaction: format!("[{}_REDACTED]", p.name.to_uppercase()),
+                name: p.name,
+                regex,
+                check: p.check,
+                action: p.action,
+            });
+        }
+        let set = RegexSetBuilder::new(compiled.iter().map(|p| p.regex.as_str()))
+            .unicode(false)
+            .case_insensitive(true)
+            .size_limit(MAX_REGEX_SIZE.saturating_mul(compiled.len().max(1)))
+            .dfa_size_limit(SET_DFA_CACHE)
+            .build()
+            .map_err(|e| format!("patterns do not compile together: {e}"))?;
+        let (mut plain, mut wild) = (Vec::new(), Vec::new());
+        for w in words {
+            let keyword = w.keyword.to_lowercase();
+            if keyword.is_empty() {
+                return Err("blocked_words: an empty keyword".into());
+            }
+            let word = Word {
+                keyword,
+                action: w.action,
+                description: w.description,
+            };
+            if word.keyword.contains('*') {
+                let pattern = regex::escape(&word.keyword).replace(r"\*", ".?");
+                let regex = RegexBuilder::new(&pattern)
+                    .case_insensitive(true)
+                    .size_limit(MAX_REGEX_SIZE)
+                    .build()
+                    .map_err(|e| format!("blocked word `{}`: {e}", word.keyword))?;
+                wild.push((regex, word));
+            } else {
+                plain.push(word);
+            }
+        }
+        let words = if plain.is_empty() {
+            None
+        } else {
+            Some(
+                AhoCorasickBuilder::new()
+                    .ascii_case_insensitive(true)
+                    .match_kind(MatchKind::LeftmostLongest)
+                    .kind((plain.len() <= MAX_DFA_WORDS).then_some(AhoCorasickKind::DFA))
+                    .build(plain.iter().map(|w| w.keyword.as_bytes()))
+                    .map_err(|e| format!("blocked_words: {e}"))?,
+            )
+        };
+        Ok(ContentFilter {
+            set,
+            patterns: compiled,
+            words,
+            plain,
+            wild,
+        })
+    }
+
+    /// Checks `text`: `Ok(Borrowed)` when nothing matched, `Ok(Owned)`
+    /// with the masks applied, or LiteLLM's 400 for a `BLOCK` match.
+    pub fn apply<'t>(&self, text: &'t str) -> Result<Cow<'t, str>, GatewayError> {
+        let masked = self.mask_patterns(text)?;
+        match self.mask_words(&masked)? {
+            Some(words) => Ok(Cow::Owned(words)),
+            None => Ok(masked),
+        }
+    }
+
+    fn mask_patterns<'t>(&self, text: &'t str) -> Result<Cow<'t, str>, GatewayError> {
+        let bytes = text.as_bytes();
+        if self.patterns.is_empty() {
+            return Ok(Cow::Borrowed(text));
+        }
+        // The plain search stops at the first match and is faster than
+        // the overlapping one that tells which patterns matched.
+        if !self.set.is_match(bytes) {
+            return Ok(Cow::Borrowed(text));
+        }
+        let hits = self.set.matches(bytes);
+        // (start, end, pattern) of every match to mask.
+        let mut spans: Vec<(usize, usize, usize)> = Vec::new();
+        for i in hits.iter() {
+            let p = &self.patterns[i];
+            let found = p.regex.find_iter(bytes).filter(|m| {
+                text.is_char_boundary(m.start())
+                    && text.is_char_boundary(m.end())
+                    && patterns::passes(p.check, bytes, m.start(), m.end())
+            });
+            match p.action {
+                Action::Block => {
+                    if found.take(1).count() > 0 {
+                        return Err(pattern_blocked(&p.name));
+                    }
+                }
+                Action::Mask => spans.extend(found.map(|m| (m.start(), m.end(), i))),
+            }
+        }
+        if spans.is_empty() {
+            return Ok(Cow::Borrowed(text));
+        }
+        spans.sort_unstable();
+        let mut out = String::with_capacity(text.len());
+        let mut at = 0;
+        for (start, end, i) in spans {
+            if start < at {
+                // Overlaps the previous mask: that one covers it.
+                at = at.max(end);
+                continue;
+            }
+            out.push_str(&text[at..start]);
+            out.push_str(&self.patterns[i].redaction);
+            at = end;
+        }
+        out.push_str(&text[at..]);
+        Ok(Cow::Owned(out))
+    }
+
+    fn mask_words(&self, text: &str) -> Result<Option<String>, GatewayError> {
+        let mut spans: Vec<(usize, usize)> = Vec::new();
+        if let Some(ac) = &self.words {
+            for m in ac.find_iter(text) {
+                let w = &self.plain[m.pattern().as_usize()];
+                match w.action {
+                    Action::Block => return Err(word_blocked(w)),
+                    Action::Mask => spans.push((m.start(), m.end())),
+                }
+            }
+        }
+        for (regex, w) in &self.wild {
+            for m in regex.find_iter(text.as_bytes()) {
+                if !(text.is_char_boundary(m.start()) && text.is_char_boundary(m.end())) {
+                    continue;
+                }
+                match w.action {
+                    Action::Block => return Err(word_blocked(w)),
+                    Action::Mask => spans.push((m.start(), m.end())),
+                }
+            }
+        }
+        if spans.is_empty() {
+            return Ok(None);
+        }
+        spans.sort_unstable();
+        let mut out = String::with_capacity(text.len());
+        let mut at = 0;
+        for (start, end) in spans {
+            if start < at {
+                at = at.max(end);
+                continue;
+            }
+            out.push_str(&text[at..start]);
+            out.push_str(KEYWORD_REDACTED);
+            at = end;
+        }
+        out.push_str(&text[at..]);
+        Ok(Some(out))
+    }
+}
+
+/// LiteLLM's refusal for a pattern with action `BLOCK`.
+fn pattern_blocked(name: &str) -> GatewayError {
+    let message = format!("Content blocked: {name} pattern detected");
+    GatewayError::GuardrailBlocked {
+        detail: serde_json::json!({"error": message, "pattern": name}),
+        message,
+    }
+}
+
+/// LiteLLM's refusal for a blocked word with action `BLOCK`.
+fn word_blocked(w: &Word) -> GatewayError {
+    let mut message = format!("Content blocked: keyword '{}' detected", w.keyword);
+    if let Some(d) = &w.description {
+        message.push_str(&format!(" ({d})"));
+    }
+    GatewayError::GuardrailBlocked {
+        detail: serde_json::json!({
+            "error": message,
+            "keyword": w.keyword,
+            "description": w.description,
+        }),
+        message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prebuilt(names: &[&str], action: Action) -> ContentFilter {
+        let specs = names
+            .iter()
+            .map(|n| PatternSpec::prebuilt(n, action).unwrap())
+            .collect();
+        ContentFilter::new(specs, Vec::new()).unwrap()
+    }
+
+    fn masked(filter: &ContentFilter, text: &str) -> String {
+        filter.apply(text).unwrap().into_owned()
+    }
+
+    #[test]
+    fn each_prebuilt_pattern_masks_its_positive_and_spares_its_negative() {
+        let cases: &[(&str, &str, &str)] = &[
+            ("us_ssn", "ssn 123-45-6789 ok", "call 123-456-789"),
+            (
+                "email",
+                "mail jane.doe@example.com now",
+                "jane at example dot com",
+            ),
+            ("us_phone", "call (555) 123-4567 today", "call 12345"),
+            (
+                "visa",
+                "card 4111 1111 1111 1111.",
+                "card 4111 1111 1111 1112.",
+            ),
+            (
+                "mastercard",
+                "card 5500-0000-0000-0004",
+                "card 5500-0000-0000-0005",
+            ),
+            ("amex", "card 378282246310005", "card 378282246310006"),
+            ("discover", "card 6011111111111117", "card 6011111111111118"),
+            (
+                "credit_card",
+                "pay 4111111111111111 now",
+                "pay 4111111111111112 now",
+            ),
+            ("iban", "iban GB82WEST12345698765432", "iban GB82 short"),
+            ("ipv4", "host 192.168.1.20 up", "version 1.2.3"),
+            ("aws_access_key", "AKIAIOSFODNN7EXAMPLE here", "AKIA-short"),
+            (
+                "github_token",
+                "ghp_abcdefghijklmnopqrstuvwxyz0123456789 x",
+                "ghp_short",
+            ),
+            (
+                "openai_api_key",
+                "key sk-abcdefghijklmnopqrstT3BlbkFJabcdefghijklmnopqrst end",
+                "key sk-abcdefghijklmnopqrstT3BlbkFJabcdefghijklmnopqrstu",
+            ),
+            (
+                "anthropic_api_key",
+                "key sk-ant-api03-abcdefghijklmnopqrstuvwxyz",
+                "ask-ant-api03-abcdefghijklmnopqrstuvwxyz",
+            ),
+            (
+                "gemini_api_key",
+                "k AIzaSyA1234567890abcdefghijklmnopqrstu x",
+                "k aizaSyA1234567890abcdefghijklmnopqrstu x",
+            ),
+            (
+                "private_key",
+                "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----",
+                "-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----",
+            ),
+        ];
+        for (name, positive, negative) in cases {
+            let f = prebuilt(&[name], Action::Mask);
+            let tag = format!("[{}_REDACTED]", name.to_uppercase());
+            let out = masked(&f, positive);
+            assert!(out.contains(&tag), "{name}: {positive:?} gave {out:?}");
+            assert!(
+                matches!(f.apply(negative).unwrap(), Cow::Borrowed(_)),
+                "{name}: {negative:?} matched"
+            );
+        }
+    }
+
+    #[test]
+    fn masking_keeps_the_rest_of_the_text_and_its_utf8() {
+        let f = prebuilt(&["email", "us_ssn"], Action::Mask);
+        assert_eq!(
+            masked(&f, "é a@b.io, ü 123-45-6789 ✓"),
+            "é [EMAIL_REDACTED], ü [US_SSN_REDACTED] ✓"
+        );
+    }
+
+    #[test]
+    fn block_is_litellms_400_naming_the_pattern() {
+        let f = prebuilt(&["us_ssn"], Action::Block);
+        let err = f.apply("my ssn is 123-45-6789").unwrap_err();
+        assert_eq!(err.status(), 400);
+        assert_eq!(err.to_string(), "Content blocked: us_ssn pattern detected");
+        assert!(f.apply("nothing here").is_ok());
+    }
+
+    #[test]
+    fn luhn_rejects_a_card_shaped_non_card() {
+        let f = prebuilt(&["credit_card"], Action::Block);
+        assert!(f.apply("order 4111 1111 1111 1112 shipped").is_ok());
+        assert!(f.apply("order 4111 1111 1111 1111 shipped").is_err());
+    }
+
+    #[test]
+    fn blocked_words_match_in_any_case_and_mask_or_block() {
+        let words = vec![
+            WordSpec {
+                keyword: "Project Falcon".into(),
+                action: Action::Mask,
+                description: None,
+            },
+            WordSpec {
+                keyword: "forbidden".into(),
+                action: Action::Block,
+                description: Some("policy 7".into()),
+            },
+        ];
+        let f = ContentFilter::new(Vec::new(), words).unwrap();
+        assert_eq!(
+            masked(&f, "about PROJECT falcon and project FALCON."),
+            "about [KEYWORD_REDACTED] and [KEYWORD_REDACTED]."
+        );
+        let err = f.apply("this is ForBidden").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Content blocked: keyword 'forbidden' detected (policy 7)"
+        );
+    }
+
+    #[test]
+    fn wildcard_keywords_stand_for_one_character() {
+        let words = vec![WordSpec {
+            keyword: "h*ck".into(),
+            action: Action::Mask,
+            description: None,
+        }];
+        let f = ContentFilter::new(Vec::new(), words).unwrap();
+        assert_eq!(
+            masked(&f, "HACK and hck"),
+            "[KEYWORD_REDACTED] and [KEYWORD_REDACTED]"
+        );
+    }
+
+    #[test]
+    fn custom_regex_patterns_mask_under_their_name() {
+        let spec = PatternSpec {
+            name: "employee_id".into(),
+            regex: r"\bEMP-\d{5}\b".into(),
+            check: Check::None,
+            action: Action::Mask,
+        };
+        let f = ContentFilter::new(vec![spec], Vec::new()).unwrap();
+        assert_eq!(masked(&f, "id emp-12345."), "id [EMPLOYEE_ID_REDACTED].");
+        let bad = PatternSpec {
+            name: "broken".into(),
+            regex: r"(?<=x)y".into(),
+            check: Check::None,
+            action: Action::Mask,
+        };
+        let err = ContentFilter::new(vec![bad], Vec::new()).unwrap_err();
+        assert!(err.contains("`broken`"), "{err}");
+    }
+}

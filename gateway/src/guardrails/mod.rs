@@ -1,0 +1,403 @@
+//! Guardrails: LiteLLM's top-level `guardrails:` list, chosen per request
+//! and applied to the text of requests (`pre_call`, `during_call`) and of
+//! whole answers (`post_call`). The one type built is
+//! `litellm_content_filter` ([`filter`]); every other type stops start-up.
+//!
+//! Which run: every `default_on` guardrail (unless the key's or team's
+//! `metadata.disable_global_guardrails`), and those named by the request's
+//! `guardrails` (a list of names, or an object keyed by them, in the body
+//! or in its `metadata`) or by the key's or team's `metadata.guardrails`.
+//! A name that is not configured is a 400.
+
+mod config;
+pub mod filter;
+pub mod patterns;
+mod walk;
+
+use crate::error::GatewayError;
+use bytes::Bytes;
+use serde_json::{Map, Value};
+use std::borrow::Cow;
+use std::sync::Arc;
+
+/// When a guardrail runs (LiteLLM's `mode`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Modes {
+    /// On the request, before it is routed.
+    pub pre: bool,
+    /// Beside the upstream call in LiteLLM; here on the request before the
+    /// call, so a mask is what the model sees.
+    pub during: bool,
+    /// On the answer.
+    pub post: bool,
+}
+
+/// One configured guardrail.
+#[derive(Debug)]
+pub struct Guardrail {
+    /// `guardrail_name`.
+    pub name: String,
+    /// `mode`.
+    pub modes: Modes,
+    /// `default_on`.
+    pub default_on: bool,
+    /// The content filter it runs.
+    pub filter: filter::ContentFilter,
+}
+
+/// Every configured guardrail.
+#[derive(Debug, Default)]
+pub struct Guardrails {
+    list: Vec<Arc<Guardrail>>,
+    /// The `guardrails:` section as written, to tell a reload it changed.
+    source: String,
+}
+
+/// The caller's stored settings: the key's and its team's `metadata`.
+#[derive(Default, Clone, Copy)]
+pub struct Scope<'a> {
+    /// The key's `metadata`.
+    pub key: Option<&'a Map<String, Value>>,
+    /// Its team's `metadata`.
+    pub team: Option<&'a Map<String, Value>>,
+}
+
+/// The `post_call` guardrails a request chose, for its answer.
+#[derive(Debug)]
+pub struct PostCall(Vec<Arc<Guardrail>>);
+
+/// Largest number of guardrail names one request may carry.
+const MAX_NAMES: usize = 64;
+
+impl Guardrails {
+    /// The top-level `guardrails:` section; the error is `(entry, problem)`.
+    pub fn from_config(
+        section: Option<&serde_yaml::Value>,
+    ) -> Result<Guardrails, (String, String)> {
+        let Some(section) = section.filter(|v| !v.is_null()) else {
+            return Ok(Guardrails::default());
+        };
+        let entries = section
+            .as_sequence()
+            .ok_or(("guardrails".to_string(), "must be a list".to_string()))?;
+        let mut list: Vec<Arc<Guardrail>> = Vec::with_capacity(entries.len());
+        for (i, entry) in entries.iter().enumerate() {
+            let label = match entry.get("guardrail_name").and_then(|n| n.as_str()) {
+                Some(name) => format!("guardrails[{i}] (guardrail_name {name:?})"),
+                None => format!("guardrails[{i}]"),
+            };
+            let g = config::guardrail(entry).map_err(|p| (label.clone(), p))?;
+            if list.iter().any(|o| o.name == g.name) {
+                return Err((label, "guardrail_name is used twice".into()));
+            }
+            list.push(Arc::new(g));
+        }
+        Ok(Guardrails {
+            list,
+            source: serde_yaml::to_string(section).unwrap_or_default(),
+        })
+    }
+
+    /// The `guardrails:` section as written (a reload compares it).
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The guardrail named `name`.
+    fn named(&self, name: &str) -> Result<&Arc<Guardrail>, GatewayError> {
+        self.list
+            .iter()
+            .find(|g| g.name == name)
+            .ok_or_else(|| GatewayError::UnknownGuardrail(name.to_string()))
+    }
+
+    /// Runs the request's `pre_call` and `during_call` guardrails on
+    /// `body`: the body to send on (masked, without the gateway's own
+    /// `guardrails` member) and the `post_call` guardrails for its answer.
+    /// A `BLOCK`, an unknown name, or a `post_call` guardrail on a
+    /// streamed request is an error.
+    pub fn pre_call(
+        &self,
+        scope: Scope<'_>,
+        body: Bytes,
+    ) -> Result<(Bytes, Option<PostCall>), GatewayError> {
+        let stored =
+            |m: Option<&Map<String, Value>>| m.is_some_and(|m| m.contains_key("guardrails"));
+        let asked = memchr::memmem::find(&body, b"\"guardrails\"").is_some();
+        if self.list.is_empty() && !asked && !stored(scope.key) && !stored(scope.team) {
+            return Ok((body, None));
+        }
+        let mut doc: Value = serde_json::from_slice(&body)
+            .map_err(|e| GatewayError::MalformedJson(e.to_string()))?;
+        let Some(obj) = doc.as_object_mut() else {
+            return Ok((body, None));
+        };
+        let from_body = obj.remove("guardrails");
+        let mut names: Vec<&str> = Vec::new();
+        for (list, param) in [
+            (from_body.as_ref(), "guardrails"),
+            (
+                obj.get("metadata").and_then(|m| m.get("guardrails")),
+                "metadata.guardrails",
+            ),
+            (
+                scope.key.and_then(|m| m.get("guardrails")),
+                "key metadata.guardrails",
+            ),
+            (
+                scope.team.and_then(|m| m.get("guardrails")),
+                "team metadata.guardrails",
+            ),
+        ] {
+            read_names(list, param, &mut names)?;
+        }
+        let disabled = [scope.key, scope.team]
+            .iter()
+            .flatten()
+            .any(|m| m.get("disable_global_guardrails") == Some(&Value::Bool(true)));
+        let mut chosen: Vec<&Arc<Guardrail>> = Vec::new();
+        for name in &names {
+            let g = self.named(name)?;
+            if !chosen.iter().any(|c| Arc::ptr_eq(c, g)) {
+                chosen.push(g);
+            }
+        }
+        if !disabled {
+            for g in self.list.iter().filter(|g| g.default_on) {
+                if !chosen.iter().any(|c| Arc::ptr_eq(c, g)) {
+                    chosen.push(g);
+                }
+            }
+        }
+        let stream = obj.get("stream") == Some(&Value::Bool(true));
+        if let Some(g) = chosen.iter().find(|g| g.modes.post && stream) {
+            return Err(GatewayError::InvalidParam {
+                param: "stream",
+                message: format!(
+                    "guardrail '{}' runs post_call, which this gateway applies to whole answers only; send stream: false",
+                    g.name
+                ),
+            });
+        }
+        let mut changed = from_body.is_some();
+        let before: Vec<&Arc<Guardrail>> = chosen
+            .iter()
+            .copied()
+            .filter(|g| g.modes.pre || g.modes.during)
+            .collect();
+        if !before.is_empty() {
+            walk::request(&mut doc, &mut |text| {
+                changed |= run(&before, text)?;
+                Ok(())
+            })?;
+        }
+        let post: Vec<Arc<Guardrail>> = chosen
+            .iter()
+            .filter(|g| g.modes.post)
+            .map(|g| Arc::clone(g))
+            .collect();
+        let post = (!post.is_empty()).then_some(PostCall(post));
+        if !changed {
+            return Ok((body, post));
+        }
+        let rewritten = serde_json::to_vec(&doc)
+            .map_err(|_| GatewayError::Internal("re-encoding a guarded body failed"))?;
+        Ok((Bytes::from(rewritten), post))
+    }
+}
+
+impl PostCall {
+    /// Runs the guardrails on a whole answer: `Borrowed` when nothing
+    /// changed, the masked answer, or the refusal.
+    pub fn answer<'b>(&self, body: &'b [u8]) -> Result<Cow<'b, [u8]>, GatewayError> {
+        let Ok(mut doc) = serde_json::from_slice::<Value>(body) else {
+            return Err(GatewayError::Internal(
+                "the answer could not be read for its post_call guardrails",
+            ));
+        };
+        let chosen: Vec<&Arc<Guardrail>> = self.0.iter().collect();
+        let mut changed = false;
+        walk::answer(&mut doc, &mut |text| {
+            changed |= run(&chosen, text)?;
+            Ok(())
+        })?;
+        if !changed {
+            return Ok(Cow::Borrowed(body));
+        }
+        serde_json::to_vec(&doc)
+            .map(Cow::Owned)
+            .map_err(|_| GatewayError::Internal("re-encoding a guarded answer failed"))
+    }
+}
+
+/// Runs `chosen` on `text` in turn; whether it changed.
+fn run(chosen: &[&Arc<Guardrail>], text: &mut String) -> Result<bool, GatewayError> {
+    let mut changed = false;
+    for g in chosen {
+        if let Cow::Owned(masked) = g.filter.apply(text)? {
+            *text = masked;
+            changed = true;
+        }
+    }
+    Ok(changed)
+}
+
+/// Appends the guardrail names of `list`: a list of names, or an object
+/// keyed by them (LiteLLM's `{name: {extra_body}}`).
+fn read_names<'a>(
+    list: Option<&'a Value>,
+    param: &'static str,
+    names: &mut Vec<&'a str>,
+) -> Result<(), GatewayError> {
+    let bad = |message: &str| GatewayError::InvalidParam {
+        param,
+        message: message.to_string(),
+    };
+    match list {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(items)) => {
+            for item in items {
+                names.push(
+                    item.as_str()
+                        .ok_or_else(|| bad("must be a list of guardrail names"))?,
+                );
+            }
+        }
+        Some(Value::Object(by_name)) => names.extend(by_name.keys().map(String::as_str)),
+        Some(_) => return Err(bad("must be a list of guardrail names")),
+    }
+    if names.len() > MAX_NAMES {
+        return Err(bad("names too many guardrails"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rails(yaml: &str) -> Guardrails {
+        Guardrails::from_config(Some(&serde_yaml::from_str(yaml).unwrap())).unwrap()
+    }
+
+    const CONFIG: &str = r#"
+- guardrail_name: pii-mask
+  litellm_params: {guardrail: litellm_content_filter, mode: pre_call, default_on: true,
+    patterns: [{pattern_type: prebuilt, pattern_name: email, action: MASK}]}
+- guardrail_name: no-ssn
+  litellm_params: {guardrail: litellm_content_filter, mode: pre_call,
+    patterns: [{pattern_type: prebuilt, pattern_name: us_ssn, action: BLOCK}]}
+- guardrail_name: out
+  litellm_params: {guardrail: litellm_content_filter, mode: post_call,
+    blocked_words: [{keyword: secret, action: MASK}]}
+"#;
+
+    fn pre(g: &Guardrails, scope: Scope<'_>, body: &str) -> Result<(String, bool), GatewayError> {
+        let (b, post) = g.pre_call(scope, Bytes::from(body.to_string()))?;
+        Ok((String::from_utf8(b.to_vec()).unwrap(), post.is_some()))
+    }
+
+    #[test]
+    fn default_on_masks_and_named_ones_join_by_body_or_key() {
+        let g = rails(CONFIG);
+        let (body, post) = pre(
+            &g,
+            Scope::default(),
+            r#"{"model":"m","messages":[{"role":"user","content":"a@b.io 123-45-6789"}]}"#,
+        )
+        .unwrap();
+        assert!(
+            body.contains("[EMAIL_REDACTED] 123-45-6789") && !post,
+            "{body}"
+        );
+        let err = pre(&g, Scope::default(), r#"{"model":"m","guardrails":["no-ssn"],"messages":[{"role":"user","content":"123-45-6789"}]}"#).unwrap_err();
+        assert_eq!(err.status(), 400);
+        let mut key = Map::new();
+        key.insert("guardrails".into(), serde_json::json!(["no-ssn", "out"]));
+        let scope = Scope {
+            key: Some(&key),
+            team: None,
+        };
+        assert!(pre(
+            &g,
+            scope,
+            r#"{"model":"m","messages":[{"role":"user","content":"123-45-6789"}]}"#
+        )
+        .is_err());
+        let (_, post) = pre(&g, scope, r#"{"model":"m","messages":[]}"#).unwrap();
+        assert!(post);
+    }
+
+    #[test]
+    fn the_gateways_own_member_is_cut_and_unknown_names_refused() {
+        let g = rails(CONFIG);
+        let (body, _) = pre(
+            &g,
+            Scope::default(),
+            r#"{"model":"m","guardrails":{"pii-mask":{}},"messages":[]}"#,
+        )
+        .unwrap();
+        assert!(!body.contains("guardrails"), "{body}");
+        let err = pre(
+            &g,
+            Scope::default(),
+            r#"{"model":"m","metadata":{"guardrails":["nope"]},"messages":[]}"#,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("nope"));
+        let none = Guardrails::default();
+        assert!(pre(
+            &none,
+            Scope::default(),
+            r#"{"model":"m","guardrails":["x"]}"#
+        )
+        .is_err());
+        let (body, _) = pre(&none, Scope::default(), r#"{"model":"m" , "messages":[]}"#).unwrap();
+        assert_eq!(
+            body, r#"{"model":"m" , "messages":[]}"#,
+            "untouched when nothing applies"
+        );
+    }
+
+    #[test]
+    fn disable_global_guardrails_skips_default_on_ones() {
+        let g = rails(CONFIG);
+        let mut key = Map::new();
+        key.insert("disable_global_guardrails".into(), Value::Bool(true));
+        let scope = Scope {
+            key: Some(&key),
+            team: None,
+        };
+        let (body, _) = pre(
+            &g,
+            scope,
+            r#"{"model":"m","messages":[{"role":"user","content":"a@b.io"}]}"#,
+        )
+        .unwrap();
+        assert!(body.contains("a@b.io"));
+    }
+
+    #[test]
+    fn post_call_on_a_stream_is_refused_and_on_an_answer_masks() {
+        let g = rails(CONFIG);
+        let err = pre(
+            &g,
+            Scope::default(),
+            r#"{"model":"m","stream":true,"guardrails":["out"],"messages":[]}"#,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("'out'"), "{err}");
+        let (_, post) = g
+            .pre_call(
+                Scope::default(),
+                Bytes::from_static(br#"{"model":"m","guardrails":["out"],"messages":[]}"#),
+            )
+            .unwrap();
+        let post = post.unwrap();
+        let answer = br#"{"choices":[{"index":0,"message":{"role":"assistant","content":"the Secret is"}}]}"#;
+        let out = post.answer(answer).unwrap();
+        assert!(String::from_utf8_lossy(&out).contains("the [KEYWORD_REDACTED] is"));
+        let clean = br#"{"choices":[{"message":{"content":"fine"}}]}"#;
+        assert!(matches!(post.answer(clean).unwrap(), Cow::Borrowed(_)));
+    }
+}

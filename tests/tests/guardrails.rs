@@ -1,0 +1,288 @@
+//! Guardrails (issue 37): LiteLLM's top-level `guardrails:` with the
+//! `litellm_content_filter` type, against the real gateway. A scripted
+//! upstream records what reached it, so a mask is seen on the wire and a
+//! block is seen to cost no upstream call.
+
+use e2e::{assert_error, base_config, free_port, openai_model, Gateway, RawUpstream, MASTER_KEY};
+use serde_json::{json, Value};
+
+/// An OpenAI chat answer whose text carries an email address.
+const ANSWER: &str = r#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"upstream-gpt","choices":[{"index":0,"message":{"role":"assistant","content":"write to bob@example.com please"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":6,"total_tokens":11}}"#;
+
+fn upstream() -> RawUpstream {
+    let reply = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{ANSWER}",
+        ANSWER.len()
+    );
+    RawUpstream::start(reply.into_bytes(), false)
+}
+
+/// `pii-mask` (default on, masks emails and SSNs), `no-secrets` (named
+/// per request or key: blocks AWS keys and the word "project falcon"),
+/// `answer-mask` (post_call, masks emails in answers).
+fn guardrails() -> Value {
+    json!([
+        {"guardrail_name": "pii-mask", "litellm_params": {
+            "guardrail": "litellm_content_filter", "mode": "pre_call", "default_on": true,
+            "patterns": [
+                {"pattern_type": "prebuilt", "pattern_name": "email", "action": "MASK"},
+                {"pattern_type": "prebuilt", "pattern_name": "us_ssn", "action": "MASK"},
+            ]}},
+        {"guardrail_name": "no-secrets", "litellm_params": {
+            "guardrail": "litellm_content_filter", "mode": ["pre_call"],
+            "patterns": [{"pattern_type": "prebuilt", "pattern_name": "aws_access_key", "action": "BLOCK"}],
+            "blocked_words": [{"keyword": "Project Falcon", "action": "BLOCK", "description": "internal codename"}]}},
+        {"guardrail_name": "answer-mask", "litellm_params": {
+            "guardrail": "litellm_content_filter", "mode": "post_call",
+            "patterns": [{"pattern_type": "prebuilt", "pattern_name": "email", "action": "MASK"}]}},
+    ])
+}
+
+fn start(raw: &RawUpstream) -> Gateway {
+    let mut config = base_config(free_port());
+    config["model_list"][0] = openai_model("gpt-4o", "dep-1", &raw.api_base(), json!({}));
+    config["model_list"][1]["litellm_params"]["mock_response"] = json!("ask carol@example.org");
+    config["guardrails"] = guardrails();
+    Gateway::start_json(&config, &[])
+}
+
+fn chat(text: &str, extra: Value) -> Value {
+    let mut body = json!({"model": "gpt-4o", "messages": [{"role": "user", "content": text}]});
+    if let (Some(b), Value::Object(extra)) = (body.as_object_mut(), extra) {
+        b.extend(extra);
+    }
+    body
+}
+
+fn call(gw: &Gateway, key: &str, path: &str, body: &Value) -> e2e::Response {
+    let auth = format!("Bearer {key}");
+    gw.call(
+        "POST",
+        path,
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        body.to_string().as_bytes(),
+    )
+}
+
+fn sent(raw: &RawUpstream) -> String {
+    String::from_utf8_lossy(&raw.last_request()).into_owned()
+}
+
+#[test]
+fn default_on_guardrail_masks_what_reaches_the_upstream() {
+    let raw = upstream();
+    let gw = start(&raw);
+    let resp = call(
+        &gw,
+        MASTER_KEY,
+        "/v1/chat/completions",
+        &chat("I am jane@corp.com, ssn 123-45-6789", json!({})),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let wire = sent(&raw);
+    assert!(
+        wire.contains("I am [EMAIL_REDACTED], ssn [US_SSN_REDACTED]"),
+        "{wire}"
+    );
+    assert!(
+        !wire.contains("jane@corp.com") && !wire.contains("123-45-6789"),
+        "{wire}"
+    );
+    // Text parts, Anthropic Messages and embeddings input are masked too.
+    let parts = json!({"model": "gpt-4o", "messages": [{"role": "user", "content": [{"type": "text", "text": "cc x@y.io"}]}]});
+    assert_eq!(
+        call(&gw, MASTER_KEY, "/v1/chat/completions", &parts).status,
+        200
+    );
+    assert!(sent(&raw).contains("cc [EMAIL_REDACTED]"), "{}", sent(&raw));
+    let messages = json!({"model": "gpt-4o", "max_tokens": 10, "messages": [{"role": "user", "content": "to z@q.dev"}]});
+    let resp = call(&gw, MASTER_KEY, "/v1/messages", &messages);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert!(sent(&raw).contains("to [EMAIL_REDACTED]"), "{}", sent(&raw));
+    let embed = json!({"model": "gpt-4o", "input": ["id 987-65-4321"]});
+    call(&gw, MASTER_KEY, "/v1/embeddings", &embed);
+    assert!(
+        sent(&raw).contains("id [US_SSN_REDACTED]"),
+        "{}",
+        sent(&raw)
+    );
+}
+
+#[test]
+fn a_block_is_litellms_400_and_no_upstream_call() {
+    let raw = upstream();
+    let gw = start(&raw);
+    let body = chat(
+        "key AKIAIOSFODNN7EXAMPLE",
+        json!({"guardrails": ["no-secrets"]}),
+    );
+    let resp = call(&gw, MASTER_KEY, "/v1/chat/completions", &body);
+    let err = assert_error(&resp, 400);
+    assert_eq!(
+        err["message"],
+        "Content blocked: aws_access_key pattern detected"
+    );
+    assert_eq!(err["provider_specific_fields"]["pattern"], "aws_access_key");
+    // Named in metadata, a blocked word in any case.
+    let body = chat(
+        "about PROJECT FALCON",
+        json!({"metadata": {"guardrails": ["no-secrets"]}}),
+    );
+    let err = assert_error(&call(&gw, MASTER_KEY, "/v1/chat/completions", &body), 400);
+    assert_eq!(
+        err["message"],
+        "Content blocked: keyword 'project falcon' detected (internal codename)"
+    );
+    assert_eq!(raw.requests(), 0, "a blocked request reaches no upstream");
+    // Not named: the same text passes.
+    let resp = call(
+        &gw,
+        MASTER_KEY,
+        "/v1/chat/completions",
+        &chat("about project falcon", json!({})),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(raw.requests(), 1);
+    assert!(
+        !sent(&raw).contains("\"guardrails\""),
+        "the gateway's own member is not forwarded"
+    );
+}
+
+#[test]
+fn a_keys_guardrails_apply_to_its_requests() {
+    let raw = upstream();
+    let gw = start(&raw);
+    let made = gw.post("/key/generate", &json!({"guardrails": ["no-secrets"]}));
+    assert_eq!(made.status, 200, "{}", made.text());
+    let key = made.json()["key"].as_str().unwrap().to_string();
+    let resp = call(
+        &gw,
+        &key,
+        "/v1/chat/completions",
+        &chat("project falcon plans", json!({})),
+    );
+    assert_error(&resp, 400);
+    assert_eq!(raw.requests(), 0);
+}
+
+#[test]
+fn post_call_masks_whole_answers_and_refuses_streams() {
+    let raw = upstream();
+    let gw = start(&raw);
+    let body = chat("hello", json!({"guardrails": ["answer-mask"]}));
+    let resp = call(&gw, MASTER_KEY, "/v1/chat/completions", &body);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(
+        resp.json()["choices"][0]["message"]["content"],
+        "write to [EMAIL_REDACTED] please"
+    );
+    // Without it the answer is relayed as it came.
+    let resp = call(
+        &gw,
+        MASTER_KEY,
+        "/v1/chat/completions",
+        &chat("hello", json!({})),
+    );
+    assert_eq!(
+        resp.json()["choices"][0]["message"]["content"],
+        "write to bob@example.com please"
+    );
+    // The in-process mock's answer too.
+    let mut local = chat("hello", json!({"guardrails": ["answer-mask"]}));
+    local["model"] = json!("local-mock");
+    let resp = call(&gw, MASTER_KEY, "/v1/chat/completions", &local);
+    assert_eq!(
+        resp.json()["choices"][0]["message"]["content"],
+        "ask [EMAIL_REDACTED]"
+    );
+    // A stream is refused before any upstream call, naming the guardrail.
+    let calls = raw.requests();
+    let streamed = chat(
+        "hello",
+        json!({"guardrails": ["answer-mask"], "stream": true}),
+    );
+    let err = assert_error(
+        &call(&gw, MASTER_KEY, "/v1/chat/completions", &streamed),
+        400,
+    );
+    assert!(
+        err["message"].as_str().unwrap().contains("'answer-mask'"),
+        "{err:?}"
+    );
+    assert_eq!(raw.requests(), calls);
+}
+
+#[test]
+fn an_unknown_guardrail_name_is_a_400_naming_it() {
+    let raw = upstream();
+    let gw = start(&raw);
+    let body = chat("hi", json!({"guardrails": ["nope"]}));
+    let err = assert_error(&call(&gw, MASTER_KEY, "/v1/chat/completions", &body), 400);
+    assert!(
+        err["message"].as_str().unwrap().contains("'nope'"),
+        "{err:?}"
+    );
+    assert_eq!(err["param"], "guardrails");
+    assert_eq!(raw.requests(), 0);
+}
+
+#[test]
+fn unsupported_guardrail_types_stop_start_up_naming_them() {
+    for (kind, extra) in [
+        ("presidio", json!({})),
+        (
+            "generic_guardrail_api",
+            json!({"api_base": "http://127.0.0.1:9"}),
+        ),
+        ("bedrock", json!({})),
+        ("lakera_v2", json!({})),
+    ] {
+        let mut config = base_config(free_port());
+        let mut params = json!({"guardrail": kind, "mode": "pre_call"});
+        params
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        config["guardrails"] = json!([{"guardrail_name": "corp-pii", "litellm_params": params}]);
+        let mut gw = Gateway::spawn(&e2e::to_yaml(&config), &[], free_port(), &[]);
+        let status = gw
+            .wait_exit(std::time::Duration::from_secs(20))
+            .expect("the gateway refuses the config and exits");
+        assert!(!status.success());
+        let out = gw.output();
+        assert!(
+            out.contains(&format!("`{kind}`")) && out.contains("corp-pii"),
+            "{out}"
+        );
+    }
+}
+
+#[test]
+fn post_call_masks_a_responses_answer_relayed_as_it_came() {
+    let answer = r#"{"id":"resp_1","object":"response","status":"completed","model":"upstream-gpt","output":[{"type":"message","id":"msg_1","role":"assistant","content":[{"type":"output_text","text":"mail ann@example.com","annotations":[]}]}],"usage":{"input_tokens":3,"output_tokens":4,"total_tokens":7}}"#;
+    let reply = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
+        answer.len()
+    );
+    let raw = RawUpstream::start(reply.into_bytes(), false);
+    let gw = start(&raw);
+    let body = json!({"model": "gpt-4o", "input": "hi", "guardrails": ["answer-mask"]});
+    let resp = call(&gw, MASTER_KEY, "/v1/responses", &body);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert!(
+        sent(&raw).contains("/responses"),
+        "passed through: {}",
+        sent(&raw)
+    );
+    let got = resp.json();
+    assert_eq!(got["object"], "response");
+    assert_eq!(
+        got["output"][0]["content"][0]["text"],
+        "mail [EMAIL_REDACTED]"
+    );
+    assert_eq!(got["usage"]["output_tokens"], 4);
+}
