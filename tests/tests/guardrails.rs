@@ -286,3 +286,30 @@ fn post_call_masks_a_responses_answer_relayed_as_it_came() {
     );
     assert_eq!(got["usage"]["output_tokens"], 4);
 }
+
+#[test]
+fn a_cached_answer_never_skips_a_keys_post_call_guardrail() {
+    let raw = upstream();
+    let mut config = base_config(free_port());
+    config["model_list"][0] = openai_model("gpt-4o", "dep-1", &raw.api_base(), json!({}));
+    config["guardrails"] = guardrails();
+    config["litellm_settings"] = json!({"cache": true, "cache_params": {"type": "local"}});
+    let gw = Gateway::start_json(&config, &[]);
+    let body = chat("hello", json!({}));
+    // The master key, no post_call guardrail: stored, then a hit.
+    for _ in 0..2 {
+        let resp = call(&gw, MASTER_KEY, "/v1/chat/completions", &body);
+        assert_eq!(resp.status, 200, "{}", resp.text());
+    }
+    assert_eq!(raw.requests(), 1, "the second answer is the cached one");
+    // A key whose guardrails mask answers asks the same: never the
+    // unchecked entry.
+    let made = gw.post("/key/generate", &json!({"guardrails": ["answer-mask"]}));
+    let key = made.json()["key"].as_str().unwrap().to_string();
+    let resp = call(&gw, &key, "/v1/chat/completions", &body);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(
+        resp.json()["choices"][0]["message"]["content"],
+        "write to [EMAIL_REDACTED] please"
+    );
+}

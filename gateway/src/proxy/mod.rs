@@ -380,8 +380,10 @@ async fn serve(
     }
     // 5b. cache
     let cache = worker.shared.cache.as_deref();
+    // A request with `post_call` guardrails never reads the cache: an entry
+    // another caller stored was not checked by them.
     let cache_plan = match (cache, &controls) {
-        (Some(cache), Some(controls)) => {
+        (Some(cache), Some(controls)) if outcome.post_call.is_none() => {
             let req = &held.req;
             cache.plan(req.endpoint, &model, &req.body, req.stream, controls)?
         }
