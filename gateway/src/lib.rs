@@ -1,5 +1,5 @@
 //! A thread-per-core LLM API gateway that speaks the OpenAI API, drop-in
-//! compatible with the LiteLLM proxy. See `README.md` for the layer table.
+//! compatible with the LiteLLM proxy. See `docs/architecture.md` for the layer table.
 
 pub mod alerts;
 pub mod api;

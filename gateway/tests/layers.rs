@@ -1,5 +1,5 @@
 //! The import graph of `gateway/src` runs one way: every module may use only
-//! modules in layers below its own (README, "Layers"). Parses the sources
+//! modules in layers below its own (docs/architecture.md, "Layers"). Parses the sources
 //! (comments, string literals and `#[cfg(test)]` items left out: tests may
 //! use anything) for `crate::`, `super::` and child-module paths, maps each
 //! to its unit (a top-level module, or one of [`SUB_UNITS`]) and fails on

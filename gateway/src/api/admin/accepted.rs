@@ -2,7 +2,7 @@
 //! and `types/proxy/management_endpoints/`, litellm 1.110) that this gateway
 //! accepts without enforcing, with their JSON types. LiteLLM's UI and
 //! scripts send them; here they are type-checked and ignored (or kept in
-//! `metadata` where LiteLLM keeps them). The README's compatibility table
+//! `metadata` where LiteLLM keeps them). The compatibility table (docs/litellm-compatibility.md)
 //! lists them.
 
 use super::body::Kind::{self, Bool, Int, List, Num, Object, Str};
