@@ -287,6 +287,21 @@ fn post_call_masks_a_responses_answer_relayed_as_it_came() {
     assert_eq!(got["usage"]["output_tokens"], 4);
 }
 
+/// `call` on one kept-alive connection: the `local` cache is per core, and
+/// one connection stays on one core.
+fn call_on(conn: &mut e2e::Conn, key: &str, body: &Value) -> e2e::Response {
+    let auth = format!("Bearer {key}");
+    conn.roundtrip(&e2e::request(
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        body.to_string().as_bytes(),
+    ))
+}
+
 #[test]
 fn a_cached_answer_never_skips_a_keys_post_call_guardrail() {
     let raw = upstream();
@@ -295,21 +310,23 @@ fn a_cached_answer_never_skips_a_keys_post_call_guardrail() {
     config["guardrails"] = guardrails();
     config["litellm_settings"] = json!({"cache": true, "cache_params": {"type": "local"}});
     let gw = Gateway::start_json(&config, &[]);
+    let made = gw.post("/key/generate", &json!({"guardrails": ["answer-mask"]}));
+    let key = made.json()["key"].as_str().unwrap().to_string();
     let body = chat("hello", json!({}));
+    let mut conn = gw.connect();
     // The master key, no post_call guardrail: stored, then a hit.
     for _ in 0..2 {
-        let resp = call(&gw, MASTER_KEY, "/v1/chat/completions", &body);
+        let resp = call_on(&mut conn, MASTER_KEY, &body);
         assert_eq!(resp.status, 200, "{}", resp.text());
     }
     assert_eq!(raw.requests(), 1, "the second answer is the cached one");
-    // A key whose guardrails mask answers asks the same: never the
-    // unchecked entry.
-    let made = gw.post("/key/generate", &json!({"guardrails": ["answer-mask"]}));
-    let key = made.json()["key"].as_str().unwrap().to_string();
-    let resp = call(&gw, &key, "/v1/chat/completions", &body);
+    // A key whose guardrails mask answers asks the same on the same core:
+    // never the unchecked entry.
+    let resp = call_on(&mut conn, &key, &body);
     assert_eq!(resp.status, 200, "{}", resp.text());
     assert_eq!(
         resp.json()["choices"][0]["message"]["content"],
         "write to [EMAIL_REDACTED] please"
     );
+    assert_eq!(raw.requests(), 2);
 }
