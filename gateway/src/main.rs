@@ -205,7 +205,7 @@ fn run(opts: Options) -> Result<(), String> {
     let spend = start_services(
         &control,
         &caches,
-        spool,
+        (spool, config.spend_logs),
         listen,
         (limiter_runner, limiter.breaker()),
         cooldowns,
@@ -305,7 +305,10 @@ fn log_limiter(s: &gateway::limits::LimitSettings) {
 fn start_services(
     control: &gateway::control::ControlPlane,
     caches: &gateway::sync::Caches,
-    spool: gateway::spend::writer::SpoolConfig,
+    (spool, spend_logs): (
+        gateway::spend::writer::SpoolConfig,
+        gateway::spend::SpendLogs,
+    ),
     listen: Option<gateway::sync::listener::ListenConfig>,
     (limiter, limiter_breaker): (
         Option<gateway::limits::remote::RemoteRunner>,
@@ -313,7 +316,8 @@ fn start_services(
     ),
     cooldowns: Option<gateway::router::cooldowns::CooldownRunner>,
 ) -> Result<gateway::spend::writer::SpendWriter, gateway::control::ControlError> {
-    let spend = gateway::spend::writer::SpendWriter::start(control, caches.clone(), spool)?;
+    let spend =
+        gateway::spend::writer::SpendWriter::start(control, caches.clone(), spool, spend_logs)?;
     caches.start_sweeps(control)?;
     if let Some(limiter) = limiter {
         control.spawn(move |_| limiter.run())?;

@@ -40,6 +40,7 @@ struct Fixed {
     cache: Option<crate::cache::CacheSettings>,
     unpriced: (crate::spend::UnpricedModels, bool, Option<u64>),
     guardrails: String,
+    spend_logs: crate::spend::SpendLogs,
 }
 
 impl Fixed {
@@ -70,6 +71,7 @@ impl Fixed {
                 config.estimated_output_tokens,
             ),
             guardrails: config.guardrails.source().to_string(),
+            spend_logs: config.spend_logs,
         }
     }
 
@@ -135,6 +137,10 @@ impl Fixed {
             "gateway_settings.unpriced_models, litellm_settings.block_requests_for_models_without_pricing, default_estimated_output_tokens",
         );
         check(self.guardrails != next.guardrails, "guardrails");
+        check(
+            self.spend_logs != next.spend_logs,
+            "general_settings.disable_spend_logs, disable_error_logs",
+        );
         out
     }
 }
@@ -240,5 +246,24 @@ mod tests {
             assert!(changed[0].contains("unpriced_models"), "{changed:?}");
         }
         assert!(before.changed(&fixed("")).is_empty());
+    }
+
+    #[test]
+    fn the_spend_log_switches_are_reported_as_needing_a_restart() {
+        let before = fixed("");
+        for text in [
+            "general_settings: {disable_spend_logs: true}\n",
+            "general_settings: {disable_error_logs: true}\n",
+        ] {
+            let changed = before.changed(&fixed(text));
+            assert_eq!(
+                changed,
+                ["general_settings.disable_spend_logs, disable_error_logs"],
+                "{text}"
+            );
+        }
+        assert!(before
+            .changed(&fixed("general_settings: {disable_spend_logs: false}\n"))
+            .is_empty());
     }
 }

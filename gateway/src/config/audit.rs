@@ -93,6 +93,9 @@ const GENERAL_ACTED_ON: &[&str] = &[
     "encryption_algorithm",
     // The console (`api::ui`).
     "ui_access_mode",
+    // The spend writer (`spend::SpendLogs`).
+    "disable_spend_logs",
+    "disable_error_logs",
 ];
 
 /// Keys of `general_settings` refused while unimplemented, with the reason.

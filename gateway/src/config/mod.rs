@@ -94,6 +94,9 @@ pub struct Config {
     /// request without `max_tokens` reserves against budgets when neither
     /// its key nor its team says.
     pub estimated_output_tokens: Option<u64>,
+    /// Which spend-log rows are kept (`general_settings.disable_spend_logs`,
+    /// `disable_error_logs`).
+    pub spend_logs: crate::spend::SpendLogs,
     /// Where budget alerts are POSTed (`general_settings.alerting`).
     pub alerts: Vec<crate::alerts::AlertTarget>,
     /// The rate limiter's settings.

@@ -261,6 +261,8 @@ pub(super) fn validate(
                 })?,
         ),
     };
+    let spend_logs = crate::spend::SpendLogs::parse(&file.general_settings.other)
+        .map_err(|p| invalid("general_settings".into(), p))?;
     let limits = server_limits(&file.general_settings, &file.gateway_settings)
         .map_err(|p| invalid("gateway_settings".into(), p))?;
     let master_key = file.general_settings.master_key.filter(|k| !k.is_empty());
@@ -389,6 +391,7 @@ pub(super) fn validate(
         unpriced_models,
         estimated_output_tokens,
         block_unpriced,
+        spend_logs,
         alerts,
         limits,
         router_settings: file.router_settings,
@@ -999,7 +1002,7 @@ mod tests {
     }
 
     #[test]
-    fn a_proxy_wide_budget_stops_start_up_and_spend_log_switches_are_named() {
+    fn a_proxy_wide_budget_stops_start_up_and_spend_log_switches_are_read() {
         let err = parse("litellm_settings: {max_budget: 100, budget_duration: 30d}\n").unwrap_err();
         assert!(
             err.to_string().contains("litellm_settings.max_budget"),
@@ -1007,16 +1010,23 @@ mod tests {
         );
         assert!(parse("litellm_settings: {max_budget: 0}\n").is_ok());
         let c = parse(
-            "general_settings: {disable_spend_logs: true, store_prompts_in_spend_logs: true}\n",
+            "general_settings: {disable_spend_logs: true, disable_error_logs: true, store_prompts_in_spend_logs: true}\n",
         )
         .unwrap();
-        for name in ["disable_spend_logs", "store_prompts_in_spend_logs"] {
-            assert!(
-                c.warnings.iter().any(|w| w.contains(name)),
-                "{:?}",
-                c.warnings
-            );
-        }
+        assert!(c.spend_logs.disable_spend_logs && c.spend_logs.disable_error_logs);
+        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+        assert!(
+            c.warnings[0].contains("store_prompts_in_spend_logs"),
+            "{:?}",
+            c.warnings
+        );
+        assert_eq!(parse("").unwrap().spend_logs, Default::default());
+        let err = parse("general_settings: {disable_error_logs: yes please}\n").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("general_settings.disable_error_logs"),
+            "{err}"
+        );
         let c = parse("litellm_settings: {block_requests_for_models_without_pricing: true, default_estimated_output_tokens: 50}\n").unwrap();
         assert!(c.block_unpriced);
         assert_eq!(c.estimated_output_tokens, Some(50));

@@ -16,6 +16,7 @@
 
 mod chunk_skim;
 mod cost;
+mod logs;
 mod member;
 mod prices;
 mod prompt_skim;
@@ -25,6 +26,7 @@ mod usage_skim;
 pub mod writer;
 
 pub use cost::{cost, time_cost, worst_case_cost};
+pub use logs::SpendLogs;
 pub use prices::{
     is_priced, max_input_tokens, max_output_tokens, price_for, shipped, ModelPrice, Price,
 };

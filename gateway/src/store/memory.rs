@@ -55,6 +55,79 @@ impl Tables {
                 .get(&format!("{scope}:{id}"))
                 .is_none_or(|start| settled >= *start)
     }
+
+    /// Adds the spend of `rows` (those not written before, when `log`
+    /// keeps them) to what they count for; with `log`, keeps the rows.
+    fn record_spend(&mut self, rows: &[SpendLogRow], log: bool) -> SpendChanges {
+        let t = self;
+        let mut changes = SpendChanges::default();
+        // What the other replicas re-read, and what this one does too.
+        let mut changed = |change: Change, here_too: bool| {
+            if here_too {
+                changes.refresh.push(change.clone());
+            }
+            changes.announce.push(change);
+        };
+        for row in rows {
+            if log {
+                if !t.request_ids.insert(row.request_id.clone()) {
+                    continue;
+                }
+                t.spend_logs.push_back(row.clone());
+                if t.spend_logs.len() > MAX_SPEND_ROWS {
+                    if let Some(old) = t.spend_logs.pop_front() {
+                        t.request_ids.remove(&*old.request_id);
+                    }
+                }
+            }
+            if row.spend == 0.0 {
+                continue;
+            }
+            // A row of an earlier budget period is logged, not counted;
+            // the key is still refreshed so its cache drops the row's
+            // unflushed spend.
+            let settled = row.end_time;
+            let key_counts = t.counts("key", &row.api_key, settled);
+            if let Some(k) = t.keys.get_mut(&*row.api_key) {
+                if key_counts {
+                    k.spend += row.spend;
+                    let spent = k.model_spent(&row.model_group) + row.spend;
+                    k.model_spend
+                        .insert(row.model_group.to_string(), spent.into());
+                }
+                changed(Change::Key(k.token.clone()), !key_counts);
+            }
+            if let Some(id) = &row.user {
+                if !t.counts("user", id, settled) {
+                    changed(Change::User(id.clone()), true);
+                } else if let Some(u) = t.users.get_mut(id) {
+                    u.spend += row.spend;
+                }
+            }
+            if let Some(id) = &row.team_id {
+                if !t.counts("team", id, settled) {
+                    changed(Change::Team(id.clone()), true);
+                } else if let Some(team) = t.teams.get_mut(id) {
+                    team.spend += row.spend;
+                    // An organization's spend is its teams' (LiteLLM's).
+                    let org = team.organization_id.as_deref();
+                    if let Some(o) = org.and_then(|o| t.orgs.get_mut(o)) {
+                        o.spend += row.spend;
+                    }
+                }
+            }
+            if let Some(id) = &row.end_user {
+                if t.end_users.add_spend(id, row.spend) {
+                    changed(Change::EndUser(id.clone()), true);
+                }
+            }
+        }
+        for list in [&mut changes.announce, &mut changes.refresh] {
+            let mut seen = HashSet::new();
+            list.retain(|c| seen.insert(c.payload()));
+        }
+        changes
+    }
 }
 
 /// Tables in process memory. Only the control-plane thread touches them, so
@@ -630,73 +703,11 @@ impl Store for MemoryStore {
     }
 
     async fn record_spend(&self, rows: &[SpendLogRow]) -> Result<SpendChanges, StoreError> {
-        Ok(self.with(|t| {
-            let mut changes = SpendChanges::default();
-            // What the other replicas re-read, and what this one does too.
-            let mut changed = |change: Change, here_too: bool| {
-                if here_too {
-                    changes.refresh.push(change.clone());
-                }
-                changes.announce.push(change);
-            };
-            for row in rows {
-                if !t.request_ids.insert(row.request_id.clone()) {
-                    continue;
-                }
-                t.spend_logs.push_back(row.clone());
-                if t.spend_logs.len() > MAX_SPEND_ROWS {
-                    if let Some(old) = t.spend_logs.pop_front() {
-                        t.request_ids.remove(&*old.request_id);
-                    }
-                }
-                if row.spend == 0.0 {
-                    continue;
-                }
-                // A row of an earlier budget period is logged, not counted;
-                // the key is still refreshed so its cache drops the row's
-                // unflushed spend.
-                let settled = row.end_time;
-                let key_counts = t.counts("key", &row.api_key, settled);
-                if let Some(k) = t.keys.get_mut(&*row.api_key) {
-                    if key_counts {
-                        k.spend += row.spend;
-                        let spent = k.model_spent(&row.model_group) + row.spend;
-                        k.model_spend
-                            .insert(row.model_group.to_string(), spent.into());
-                    }
-                    changed(Change::Key(k.token.clone()), !key_counts);
-                }
-                if let Some(id) = &row.user {
-                    if !t.counts("user", id, settled) {
-                        changed(Change::User(id.clone()), true);
-                    } else if let Some(u) = t.users.get_mut(id) {
-                        u.spend += row.spend;
-                    }
-                }
-                if let Some(id) = &row.team_id {
-                    if !t.counts("team", id, settled) {
-                        changed(Change::Team(id.clone()), true);
-                    } else if let Some(team) = t.teams.get_mut(id) {
-                        team.spend += row.spend;
-                        // An organization's spend is its teams' (LiteLLM's).
-                        let org = team.organization_id.as_deref();
-                        if let Some(o) = org.and_then(|o| t.orgs.get_mut(o)) {
-                            o.spend += row.spend;
-                        }
-                    }
-                }
-                if let Some(id) = &row.end_user {
-                    if t.end_users.add_spend(id, row.spend) {
-                        changed(Change::EndUser(id.clone()), true);
-                    }
-                }
-            }
-            for list in [&mut changes.announce, &mut changes.refresh] {
-                let mut seen = HashSet::new();
-                list.retain(|c| seen.insert(c.payload()));
-            }
-            changes
-        }))
+        Ok(self.with(|t| t.record_spend(rows, true)))
+    }
+
+    async fn count_spend(&self, rows: &[SpendLogRow]) -> Result<SpendChanges, StoreError> {
+        Ok(self.with(|t| t.record_spend(rows, false)))
     }
 
     async fn spend_logs(&self, f: &SpendFilter) -> Result<Vec<SpendLogRow>, StoreError> {

@@ -407,6 +407,11 @@ pub trait Store: Send + Sync {
     /// (created when missing, as LiteLLM does), atomically.
     /// Returns what changed, to announce and to refresh here.
     async fn record_spend(&self, rows: &[SpendLogRow]) -> Result<SpendChanges, StoreError>;
+    /// Adds the spend of `rows` to their key, user, team and end user as
+    /// [`Store::record_spend`] does, without writing the rows (LiteLLM's
+    /// `disable_spend_logs`); with no row to find again, a batch counted
+    /// twice counts twice.
+    async fn count_spend(&self, rows: &[SpendLogRow]) -> Result<SpendChanges, StoreError>;
     /// Spend-log rows matching a filter, oldest first.
     async fn spend_logs(&self, filter: &SpendFilter) -> Result<Vec<SpendLogRow>, StoreError>;
     /// Total spend over all keys.

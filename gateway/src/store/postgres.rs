@@ -444,6 +444,13 @@ impl Store for PostgresStore {
         with_client!(retry self, c => spend::record(c, &self.spend_copy, rows))
     }
 
+    async fn count_spend(&self, rows: &[SpendLogRow]) -> Result<SpendChanges, StoreError> {
+        if rows.is_empty() {
+            return Ok(SpendChanges::default());
+        }
+        with_client!(retry self, c => spend::count(c, rows))
+    }
+
     async fn spend_logs(&self, filter: &SpendFilter) -> Result<Vec<SpendLogRow>, StoreError> {
         with_client!(self, c => spend::logs(c, filter))
     }

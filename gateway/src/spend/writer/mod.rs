@@ -11,7 +11,8 @@ mod spool;
 pub use spool::SpoolConfig;
 
 use crate::control::{ControlError, ControlPlane};
-use crate::store::{SpendLogRow, StoreError};
+use crate::spend::SpendLogs;
+use crate::store::{SpendChanges, SpendLogRow, StoreError};
 use crate::sync::{Caches, SyncCtx};
 use spool::Spool;
 use std::sync::Arc;
@@ -60,14 +61,16 @@ pub struct SpendWriter {
 
 impl SpendWriter {
     /// Starts the writer on the control plane; it refreshes `caches` after
-    /// each write and spools to `spool` while the database is down.
+    /// each write, spools to `spool` while the database is down and keeps
+    /// the rows `logs` keeps.
     pub fn start(
         control: &ControlPlane,
         caches: Caches,
         spool: SpoolConfig,
+        logs: SpendLogs,
     ) -> Result<SpendWriter, ControlError> {
         let (spend, spend_rx) = mpsc::channel::<WriterMsg>(SPEND_QUEUE);
-        control.spawn(move |ctx| run(caches.on(ctx), spend_rx, spool))?;
+        control.spawn(move |ctx| run(caches.on(ctx), spend_rx, spool, logs))?;
         Ok(SpendWriter { spend })
     }
 
@@ -113,7 +116,13 @@ impl WriterMsg {
 }
 
 /// Runs until the channel closes.
-async fn run(ctx: Arc<SyncCtx>, mut msgs: mpsc::Receiver<WriterMsg>, config: SpoolConfig) {
+async fn run(
+    ctx: Arc<SyncCtx>,
+    mut msgs: mpsc::Receiver<WriterMsg>,
+    config: SpoolConfig,
+    logs: SpendLogs,
+) {
+    let ctx = Writer { ctx, logs };
     let mut spool = Spool::open(config);
     let mut batch: Vec<SpendLogRow> = Vec::with_capacity(BATCH);
     let mut next_replay = tokio::time::Instant::now();
@@ -162,6 +171,12 @@ async fn run(ctx: Arc<SyncCtx>, mut msgs: mpsc::Receiver<WriterMsg>, config: Spo
     }
 }
 
+/// The writer's context: the caches and store, and which rows it keeps.
+struct Writer {
+    ctx: Arc<SyncCtx>,
+    logs: SpendLogs,
+}
+
 /// Writes a batch of live rows, each chunk within [`WRITE_DEADLINE`] (a
 /// chunk that misses it is spooled). While [`PARK_WHEN_QUEUED`] or more
 /// flushes wait behind it, the database is not keeping up: the batch goes
@@ -169,7 +184,7 @@ async fn run(ctx: Arc<SyncCtx>, mut msgs: mpsc::Receiver<WriterMsg>, config: Spo
 /// queue drains and memory stays bounded; the replay writes it later.
 /// `parking` remembers the episode, for one log line at each end.
 async fn write_or_park(
-    ctx: &SyncCtx,
+    ctx: &Writer,
     rows: &[SpendLogRow],
     queued: usize,
     spool: &mut Spool,
@@ -200,7 +215,7 @@ async fn write_or_park(
 
 /// Writes `rows` with a deadline on each batch; spools the batch that
 /// missed it and every batch after.
-async fn drain(ctx: &SyncCtx, rows: Vec<SpendLogRow>, spool: &mut Spool) {
+async fn drain(ctx: &Writer, rows: Vec<SpendLogRow>, spool: &mut Spool) {
     let mut database_up = true;
     let mut spooled = 0;
     let until = tokio::time::Instant::now() + DRAIN_WRITES;
@@ -227,7 +242,7 @@ async fn drain(ctx: &SyncCtx, rows: Vec<SpendLogRow>, spool: &mut Spool) {
 /// Writes `rows`; `Err` when the database is unavailable (the caller
 /// spools them). A batch the database refuses for its content is written
 /// row by row, and only the rows it refuses alone are lost (logged).
-async fn write(ctx: &SyncCtx, rows: &[SpendLogRow], spool: &mut Spool) -> Result<(), StoreError> {
+async fn write(ctx: &Writer, rows: &[SpendLogRow], spool: &mut Spool) -> Result<(), StoreError> {
     match write_batch(ctx, rows).await {
         Err(StoreError::Query(e)) if rows.len() > 1 => {
             tracing::warn!(error = %e, rows = rows.len(), "a spend batch was refused; writing its rows one by one");
@@ -255,9 +270,10 @@ async fn write(ctx: &SyncCtx, rows: &[SpendLogRow], spool: &mut Spool) -> Result
 /// Keys whose cached copy was read again while the write ran (another
 /// replica's change) are read once more, as their copy may count the
 /// written spend twice.
-async fn write_batch(ctx: &SyncCtx, rows: &[SpendLogRow]) -> Result<(), StoreError> {
+async fn write_batch(writer: &Writer, rows: &[SpendLogRow]) -> Result<(), StoreError> {
+    let ctx = &*writer.ctx;
     let copies = ctx.keys.copies_of(rows);
-    let mut changes = ctx.store().record_spend(rows).await.inspect_err(|e| {
+    let mut changes = store_rows(writer, rows).await.inspect_err(|e| {
         if matches!(e, StoreError::Unavailable(_)) {
             tracing::warn!(error = %e, rows = rows.len(), "spend write failed; spooling to disk");
         }
@@ -266,6 +282,27 @@ async fn write_batch(ctx: &SyncCtx, rows: &[SpendLogRow]) -> Result<(), StoreErr
     changes.refresh.extend(ctx.keys.read_again_since(copies));
     ctx.publish_spend(&changes).await;
     Ok(())
+}
+
+/// Writes the rows the writer keeps and counts the spend of the others
+/// (zero-spend rows not kept touch nothing). The kept rows go first: should
+/// the count fail, the batch is spooled, and its replay skips the rows
+/// already written and counts the others once.
+async fn store_rows(writer: &Writer, rows: &[SpendLogRow]) -> Result<SpendChanges, StoreError> {
+    let store = writer.ctx.store();
+    if rows.iter().all(|r| writer.logs.keeps(r)) {
+        return store.record_spend(rows).await;
+    }
+    let (kept, counted): (Vec<SpendLogRow>, Vec<SpendLogRow>) = rows
+        .iter()
+        .filter(|r| r.spend != 0.0 || writer.logs.keeps(r))
+        .cloned()
+        .partition(|r| writer.logs.keeps(r));
+    let mut changes = store.record_spend(&kept).await?;
+    let counted = store.count_spend(&counted).await?;
+    changes.announce.extend(counted.announce);
+    changes.refresh.extend(counted.refresh);
+    Ok(changes)
 }
 
 /// How a replay slice ended.
@@ -280,12 +317,12 @@ enum Replay {
 
 /// Replays the spool a batch at a time once the database answers, for at
 /// most [`REPLAY_SLICE`]; each file goes once all its rows are written.
-async fn replay_spool(ctx: &SyncCtx, spool: &mut Spool) -> Replay {
+async fn replay_spool(ctx: &Writer, spool: &mut Spool) -> Replay {
     spool.adopt_new_orphans();
     if spool.is_empty() {
         return Replay::Done;
     }
-    match tokio::time::timeout(PING_DEADLINE, ctx.store().ping()).await {
+    match tokio::time::timeout(PING_DEADLINE, ctx.ctx.store().ping()).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => {
             tracing::debug!(error = %e, "database still unavailable; the spool waits");
@@ -376,7 +413,11 @@ mod tests {
         }
     }
 
-    fn ctx_over(store: Arc<MemoryStore>) -> Arc<SyncCtx> {
+    fn ctx_over(store: Arc<MemoryStore>) -> Writer {
+        writer_over(store, SpendLogs::default())
+    }
+
+    fn writer_over(store: Arc<MemoryStore>, logs: SpendLogs) -> Writer {
         let caches = Caches {
             keys: Arc::new(KeyCache::default()),
             models: Arc::new(Models::new(
@@ -386,7 +427,10 @@ mod tests {
                 None,
             )),
         };
-        caches.on(ControlCtx::for_tests(store))
+        Writer {
+            ctx: caches.on(ControlCtx::for_tests(store)),
+            logs,
+        }
     }
 
     /// With a long queue behind it, a batch is parked in the spool rather
@@ -462,7 +506,7 @@ mod tests {
                 ..Default::default()
             };
             store.insert_key(&key).await.unwrap();
-            ctx.keys.load(&*store, &token).await.unwrap().unwrap();
+            ctx.ctx.keys.load(&*store, &token).await.unwrap().unwrap();
             let mut blocked = key.clone();
             blocked.blocked = true;
             store.update_key(&blocked).await.unwrap();
@@ -473,7 +517,7 @@ mod tests {
             write(&ctx, std::slice::from_ref(&charged), &mut spool)
                 .await
                 .unwrap();
-            let cached = ctx.keys.get(&hash).unwrap();
+            let cached = ctx.ctx.keys.get(&hash).unwrap();
             assert!(!cached.record.blocked, "the key was not read back");
             assert_eq!(cached.budget.spent_usd(), 1.5);
 
@@ -491,7 +535,7 @@ mod tests {
             write(&ctx, std::slice::from_ref(&late), &mut spool)
                 .await
                 .unwrap();
-            let cached = ctx.keys.get(&hash).unwrap();
+            let cached = ctx.ctx.keys.get(&hash).unwrap();
             assert!(cached.record.blocked, "the key was read again");
             assert_eq!(cached.budget.spent_usd(), 0.0);
         });
@@ -530,5 +574,82 @@ mod tests {
         assert_eq!(rows.len(), BATCH + 5, "every whole row, once");
         assert!(!live.exists(), "the replayed spool is removed");
         assert_eq!(spool.lost(), 0);
+    }
+
+    /// With `disable_spend_logs` no row is written and the key's spend
+    /// still rises, in the store and as durable in the cache; with
+    /// `disable_error_logs` only the failed attempts' rows are left out.
+    #[test]
+    fn rows_not_kept_still_count_their_spend() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let charged = |token: &str, id: &str, status: &'static str, spend: f64| {
+            let mut r = row(id);
+            r.api_key = token.into();
+            r.status = status.into();
+            r.spend = spend;
+            r
+        };
+        for (logs, logged) in [
+            (SpendLogs::default(), vec!["ok", "failed", "cut"]),
+            (
+                SpendLogs {
+                    disable_error_logs: true,
+                    ..Default::default()
+                },
+                vec!["ok"],
+            ),
+            (
+                SpendLogs {
+                    disable_spend_logs: true,
+                    ..Default::default()
+                },
+                vec![],
+            ),
+        ] {
+            let store = Arc::new(MemoryStore::default());
+            let writer = writer_over(store.clone(), logs);
+            let hash = crate::auth::hash_key("sk-counted");
+            let token = crate::auth::token_hex(&hash);
+            let mut spool = Spool::open(SpoolConfig {
+                dir: tempfile::tempdir().unwrap().path().to_path_buf(),
+                max_bytes: 1 << 30,
+            });
+            runtime.block_on(async {
+                let key = crate::store::KeyRecord {
+                    token: token.clone(),
+                    max_budget: Some(10.0),
+                    ..Default::default()
+                };
+                store.insert_key(&key).await.unwrap();
+                writer
+                    .ctx
+                    .keys
+                    .load(&*store, &token)
+                    .await
+                    .unwrap()
+                    .unwrap();
+                let rows = [
+                    charged(&token, "ok", "success", 1.0),
+                    charged(&token, "failed", "failure", 0.0),
+                    charged(&token, "cut", "failure", 0.5),
+                ];
+                write(&writer, &rows, &mut spool).await.unwrap();
+                let ids: Vec<String> = store
+                    .spend_logs(&SpendFilter::default())
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.request_id.to_string())
+                    .collect();
+                assert_eq!(ids, logged, "{logs:?}");
+                let stored = store.get_key(&token).await.unwrap().unwrap();
+                assert_eq!(stored.spend, 1.5, "{logs:?}");
+                let cached = writer.ctx.keys.get(&hash).unwrap();
+                assert_eq!(cached.budget.spent_usd(), 1.5, "{logs:?}");
+            });
+        }
     }
 }

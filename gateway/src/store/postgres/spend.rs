@@ -127,6 +127,22 @@ pub async fn record(
     settle(tx, Inserted::of(&inserted)?, periods).await
 }
 
+/// Adds the spend of `rows` to their keys, users, teams, organizations and
+/// end users without writing the rows (`disable_spend_logs`): the same
+/// locks, period read and updates as [`record`], with every row counted.
+pub async fn count(session: &mut Session, rows: &[SpendLogRow]) -> Result<SpendChanges, Error> {
+    let ids = Ids::of(rows);
+    let tx = session.transaction().await?;
+    let ((), (), (), periods) = try_join4(
+        lock(&tx, LOCK_KEYS, &ids.keys),
+        lock(&tx, LOCK_USERS, &ids.users),
+        lock(&tx, LOCK_TEAMS, &ids.teams),
+        Periods::read(&tx, &ids),
+    )
+    .await?;
+    settle(tx, Inserted::copied(rows), periods).await
+}
+
 /// Whether spend rows go by COPY: yes until a COPY fails for a reason
 /// every batch would meet (a column that takes no such value), then by
 /// [`INSERT_LOGS`] for the rest of the process.

@@ -1,0 +1,42 @@
+//! Which spend-log rows are kept (LiteLLM's `general_settings`
+//! `disable_spend_logs` and `disable_error_logs`, read once at start-up).
+//! A row not kept still counts: the writer adds its spend to its key, user,
+//! team, organization and end user as it does a kept row's, and only
+//! `LiteLLM_SpendLogs` (so `/spend/logs`) goes without it.
+
+use crate::store::SpendLogRow;
+
+/// The two switches; the default keeps every row.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SpendLogs {
+    /// `disable_spend_logs`: no row is kept.
+    pub disable_spend_logs: bool,
+    /// `disable_error_logs`: no row of a failed attempt (`status`
+    /// `failure`) is kept.
+    pub disable_error_logs: bool,
+}
+
+impl SpendLogs {
+    /// Reads the switches from `general_settings`: each `true` or `false`
+    /// (LiteLLM acts on `true` only); anything else is the problem to
+    /// report, naming the setting.
+    pub fn parse(
+        general: &std::collections::BTreeMap<String, serde_yaml::Value>,
+    ) -> Result<SpendLogs, String> {
+        let switch = |name: &str| match general.get(name) {
+            None | Some(serde_yaml::Value::Null) => Ok(false),
+            Some(serde_yaml::Value::Bool(on)) => Ok(*on),
+            Some(_) => Err(format!("general_settings.{name} must be true or false")),
+        };
+        Ok(SpendLogs {
+            disable_spend_logs: switch("disable_spend_logs")?,
+            disable_error_logs: switch("disable_error_logs")?,
+        })
+    }
+
+    /// Whether `row` is written to the spend log.
+    pub fn keeps(self, row: &SpendLogRow) -> bool {
+        let failed = &*row.status == "failure";
+        !(self.disable_spend_logs || (self.disable_error_logs && failed))
+    }
+}
