@@ -64,6 +64,9 @@ pub struct Shared {
     pub block_unpriced: bool,
     /// The configured guardrails.
     pub guardrails: Arc<crate::guardrails::Guardrails>,
+    /// Which spend-log rows are kept (`disable_spend_logs`,
+    /// `disable_error_logs`).
+    pub spend_logs: crate::spend::SpendLogs,
     shutting_down: AtomicBool,
     shutdown_tx: watch::Sender<bool>,
 }
@@ -93,6 +96,7 @@ impl Shared {
             estimated_output_tokens: config.estimated_output_tokens,
             block_unpriced: config.block_unpriced,
             guardrails: config.guardrails.clone(),
+            spend_logs: config.spend_logs,
             health: Arc::new(crate::health::Health::new(
                 config.health.clone(),
                 tls.clone(),

@@ -355,8 +355,12 @@ fn call_type(endpoint: Endpoint) -> &'static str {
 
 /// Queues a row on this core; the core's flusher hands queued rows to the
 /// control plane in one batch (see [`flush_spend`]), so a request never wakes
-/// the control thread itself.
+/// the control thread itself. A row the spend log does not keep and that
+/// carries no spend is dropped here: it would neither be written nor count.
 pub(super) fn submit(worker: &Worker, row: SpendLogRow) {
+    if row.spend == 0.0 && !worker.shared.spend_logs.keeps(&row) {
+        return;
+    }
     let mut backlog = worker.spend_backlog.borrow_mut();
     backlog.push(row);
     if backlog.len() > MAX_BACKLOG {
