@@ -241,6 +241,7 @@ fn a_region_constraint_fails_closed_when_no_deployment_is_in_region() {
             Some("eu-1"),
             "only the eu deployment is eligible"
         );
+        assert_eq!(resp.header("x-litellm-model-region"), Some("eu"));
     }
     let resp = call("us-only");
     assert_eq!(

@@ -63,6 +63,9 @@ pub(super) fn litellm_headers(status: u16, outcome: &Outcome) -> HeadBuilder {
         if let Some(base) = &dep.base {
             h.header("x-litellm-model-api-base", &base.url);
         }
+        if let Some(region) = &dep.region {
+            h.header("x-litellm-model-region", region);
+        }
     }
     if let Some(max) = outcome.max_fallbacks {
         h.header_num("x-litellm-attempted-retries", u64::from(outcome.retries));
