@@ -20,6 +20,7 @@
 //! - [`tls_client`]: a blocking HTTPS client ([`tls_client::TlsConn`]).
 //! - [`budget_burst`]: bursts against a priced model until a budget refuses
 //!   (the fleet-budget tests).
+//! - [`python`]: the scripts under `tests/python/`, with a deadline.
 //! - [`load`]: steady client load for the fault tests, recording what each
 //!   request saw ([`load::Load`]).
 //!
@@ -35,6 +36,7 @@ pub mod load;
 pub mod pki;
 pub mod postgres;
 mod procs;
+pub mod python;
 pub mod raw_upstream;
 pub mod redis;
 pub mod redis_cluster;

@@ -5,10 +5,8 @@
 //! Selenium), in memory and on Postgres, screenshots of each page under
 //! `target/tmp/console-screenshots*/`.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
 
 use e2e::{assert_error, error_message, Gateway, Response, MASTER_KEY};
 use serde_json::{json, Value};
@@ -261,24 +259,6 @@ fn wrong_passwords_are_throttled_per_address() {
     assert_eq!(gw.get("/key/list").status, 200);
 }
 
-/// `E2E_PYTHON`, else `.venv/bin/python` at the workspace root.
-fn python() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf();
-    let python = std::env::var_os("E2E_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join(".venv/bin/python"));
-    assert!(
-        python.exists(),
-        "Python interpreter {} not found: run scripts/test.sh (it creates .venv with selenium) \
-         or set E2E_PYTHON",
-        python.display()
-    );
-    python
-}
-
 /// Runs `tests/python/test_console.py` against a [`gateway`] started with
 /// `envs`; screenshots go to `target/tmp/<shots>/`.
 fn browser_run(envs: &[(&str, &str)], shots: &str) {
@@ -290,36 +270,17 @@ fn browser_run(envs: &[(&str, &str)], shots: &str) {
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join(shots);
     let _ = std::fs::remove_dir_all(&shots);
     std::fs::create_dir_all(&shots).expect("screenshot dir");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/test_console.py");
-    let dir = tempfile::tempdir().expect("temp dir");
-    let out_path = dir.path().join("python.out");
-    let out = std::fs::File::create(&out_path).expect("output file");
-    let mut child = Command::new(python())
-        .arg(&script)
-        .env("GATEWAY_URL", format!("http://127.0.0.1:{}", gw.port()))
-        .env("GATEWAY_MASTER_KEY", MASTER_KEY)
-        .env("GATEWAY_MODEL", "local-mock")
-        .env("GATEWAY_FALLBACK_MODEL", "chat-deep")
-        .env("SCREENSHOT_DIR", &shots)
-        .env("PYTHONUNBUFFERED", "1")
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().expect("clone output file"))
-        .stderr(out)
-        .spawn()
-        .expect("run python");
-    let deadline = Instant::now() + Duration::from_secs(180);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for python") {
-            break Some(status);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        thread::sleep(Duration::from_millis(100));
-    };
-    let output = std::fs::read_to_string(&out_path).unwrap_or_default();
+    let url = format!("http://127.0.0.1:{}", gw.port());
+    let shots_dir = shots.display().to_string();
+    let script_envs = [
+        ("GATEWAY_URL", url.as_str()),
+        ("GATEWAY_MASTER_KEY", MASTER_KEY),
+        ("GATEWAY_MODEL", "local-mock"),
+        ("GATEWAY_FALLBACK_MODEL", "chat-deep"),
+        ("SCREENSHOT_DIR", shots_dir.as_str()),
+    ];
+    let run = e2e::python::run_script("test_console.py", &script_envs, Duration::from_secs(180));
+    let (status, output) = (run.status, run.output);
     println!("{output}\nscreenshots: {}", shots.display());
     let hint = if output.contains("No module named") {
         "\n(the interpreter lacks selenium: run scripts/test.sh)"

@@ -7,83 +7,32 @@
 //! Claude on Vertex AI (passed through), an OpenAI one, a Bedrock one, a
 //! Gemini one and Gemini on Vertex AI (translated).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use e2e::config::add_model;
 use e2e::{base_config, openai_model, Gateway, MockServer, MASTER_KEY};
 use serde_json::json;
 
-/// `E2E_PYTHON`, else `.venv/bin/python` at the workspace root.
-fn python() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf();
-    let python = std::env::var_os("E2E_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join(".venv/bin/python"));
-    assert!(
-        python.exists(),
-        "Python interpreter {} not found: run scripts/test.sh (it creates .venv with the \
-         openai and anthropic packages) or set E2E_PYTHON",
-        python.display()
-    );
-    python
-}
-
 /// Runs `tests/python/<script>` with `envs`; panics with its output (and the
 /// gateway's) unless it exits 0 within two minutes.
 fn run_script(script: &str, envs: &[(&str, String)], gw: &Gateway) {
-    let python = python();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("python")
-        .join(script);
-    let dir = tempfile::tempdir().expect("temp dir");
-    let out_path = dir.path().join("python.out");
-    let out = std::fs::File::create(&out_path).expect("output file");
-    let mut cmd = Command::new(&python);
-    cmd.arg(&script)
-        .env("GATEWAY_MASTER_KEY", MASTER_KEY)
-        .env("PYTHONUNBUFFERED", "1")
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().expect("clone output file"))
-        .stderr(out);
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    let mut child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("run {}: {e}", python.display()));
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for python") {
-            break Some(status);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        thread::sleep(Duration::from_millis(50));
-    };
-    let output = std::fs::read_to_string(&out_path).unwrap_or_default();
+    let mut all: Vec<(&str, &str)> = vec![("GATEWAY_MASTER_KEY", MASTER_KEY)];
+    all.extend(envs.iter().map(|(k, v)| (*k, v.as_str())));
+    let run = e2e::python::run_script(script, &all, Duration::from_secs(120));
+    let output = run.output;
     println!("{output}");
     let hint = if output.contains("No module named") {
         "\n(the interpreter lacks the openai or anthropic package: run scripts/test.sh)"
     } else {
         ""
     };
-    match status {
+    match run.status {
         Some(s) => assert!(
             s.success(),
-            "{} checks failed ({s}) with {envs:?}:\n{output}{hint}\n{}",
-            script.display(),
+            "{script} checks failed ({s}) with {envs:?}:\n{output}{hint}\n{}",
             gw.output()
         ),
-        None => panic!("{} timed out after 120 s:\n{output}", script.display()),
+        None => panic!("{script} timed out after 120 s:\n{output}"),
     }
 }
 
