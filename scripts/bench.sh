@@ -339,6 +339,36 @@ for v in $variants; do
 done
 cat <<EOF
 
+### The whole machine per request
+
+The CPU of every process a request touches, per request, over the same
+rounds: the gateway, the variant's private \`redis-server\`, and the Postgres
+processes serving the scratch database (its backends, the postmaster and the
+cluster's shared writers, read from \`/proc\`; other work on the same cluster
+inflates the last). Targets (#32): Redis <= 10 µs (lease <= 1 µs), Postgres
+<= 5 µs, all of them <= 3x nginx's request. Each variant's picture
+(\`loadgen overhead --json F\` writes it beside F) shows the latency
+percentiles of each target and this stack.
+
+| variant | gateway | redis-server | postgres | all of them | nginx | all / nginx | picture |
+| --- | --- | --- | --- | --- | --- | --- | --- |
+EOF
+mkdir -p docs/plots
+for v in $variants; do
+    f="$out/overhead-$v.json"
+    [ "$v" = master-key ] && f="$out/overhead.json"
+    [ -f "$f" ] || continue
+    picture="n/a"
+    if [ -f "${f%.json}.svg" ]; then
+        cp "${f%.json}.svg" "docs/plots/overhead-$v.svg"
+        picture="[svg](docs/plots/overhead-$v.svg)"
+    fi
+    jq -r --arg v "$v" --arg picture "$picture" "$fmt"'
+      ((.gateway_cpu_us_per_request) + (.redis_cpu_us_per_request // 0) + (.postgres_cpu_us_per_request // 0)) as $all |
+      "| \($v) | \(.gateway_cpu_us_per_request | r2) µs | \(if .redis_cpu_us_per_request then "\(.redis_cpu_us_per_request | r2) µs" else "-" end) | \(if .postgres_cpu_us_per_request then "\(.postgres_cpu_us_per_request | r2) µs" else "-" end) | \($all | r2) µs | \(if .nginx then "\(.nginx.cpu_us_per_request | r2) µs" else "n/a" end) | \(if .nginx and .nginx.cpu_us_per_request > 0 then "\($all / .nginx.cpu_us_per_request | r2)x" else "n/a" end) | \($picture) |"' "$f"
+done
+cat <<EOF
+
 ### What one feature adds, paired
 
 \`loadgen overhead --variant master-key|metrics|tracing --paired --rate $paired_rate --duration $paired_round --rounds $paired_rounds\`:

@@ -19,9 +19,10 @@ Starts the mock provider (in-process) and the gateway (child process,
 routing gpt-4o to the mock), then sends the same open-loop load directly to
 the mock and through the gateway, alternating in rounds, and reports the
 latency the gateway adds, the highest rate each sustains within a p99
-bound, the gateway's CPU time per request (and, for the variants that count
-limits in a private redis-server, that server's CPU time per request beside
-it) and its idle and peak RSS.
+bound, the gateway's CPU time per request (and beside it the CPU time per
+request of the private redis-server of the variants that use Redis, and of
+the Postgres processes serving --database-url: its backends, the postmaster
+and the cluster's shared writers) and its idle and peak RSS.
 
 Options:
   --gateway-bin PATH        gateway binary [default: target/release/gateway]
@@ -74,7 +75,9 @@ Options:
                             configured as the variant (sharing its Redis and
                             database), so two builds are compared on the same path
                             (add --stream for streamed requests)
-{FLAGS_USAGE}  --json FILE               also write the report as JSON
+{FLAGS_USAGE}  --json FILE               also write the report as JSON, and beside it
+                            the same name with .svg: latency percentiles of each
+                            target and a stacked bar of CPU per request by process
   -h, --help                print this help
 "
     )

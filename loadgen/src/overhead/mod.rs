@@ -4,6 +4,7 @@
 
 pub mod args;
 pub mod paired;
+pub mod plot;
 pub mod report;
 pub mod search;
 
@@ -19,6 +20,7 @@ use crate::load::{self, LoadConfig, LoadResult, LoadSummary, Mode};
 use crate::mock::MockConfig;
 use crate::nginx_proc::{self, NginxProcess};
 use crate::output::write_json;
+use crate::postgres_procs::PostgresProcs;
 use crate::procfs;
 use crate::redis_proc::RedisProcess;
 use crate::schedule::Schedule;
@@ -71,10 +73,14 @@ pub fn main(args: &mut Args) -> Result<(), String> {
         }
         (false, _) => None,
     };
-    let report = Session::new(&o, &harness, nginx.as_ref(), redis.as_ref(), key).measure()?;
+    let report = Session::new(&o, &harness, nginx.as_ref(), redis.as_ref(), key)?.measure()?;
     print!("{}", report.table());
     if let Some(path) = &o.json {
         write_json(path, &report)?;
+        let picture = path.with_extension("svg");
+        std::fs::write(&picture, plot::svg(&report))
+            .map_err(|e| format!("{}: {e}", picture.display()))?;
+        println!("picture: {}", picture.display());
     }
     Ok(())
 }
@@ -216,6 +222,9 @@ struct Session<'a> {
     /// The variant's private `redis-server`, whose CPU the gateway's
     /// requests cost too.
     redis: Option<&'a RedisProcess>,
+    /// The Postgres processes serving the variant's database, whose CPU
+    /// the gateway's requests cost too.
+    postgres: Option<PostgresProcs>,
     direct: Target,
     gateway: Target,
     /// Requests to send: the settings' shape with the variant's key. The
@@ -232,7 +241,7 @@ impl<'a> Session<'a> {
         nginx: Option<&'a NginxProcess>,
         redis: Option<&'a RedisProcess>,
         key: String,
-    ) -> Self {
+    ) -> Result<Self, String> {
         let (mut direct, mut gateway) = (harness.direct(), harness.through_gateway());
         if o.variant == Variant::Messages {
             direct.path = MESSAGES_PATH.to_string();
@@ -242,9 +251,16 @@ impl<'a> Session<'a> {
             direct.path = RESPONSES_PATH.to_string();
             gateway.path = RESPONSES_PATH.to_string();
         }
-        Session {
+        let postgres = o
+            .database_url
+            .as_deref()
+            .filter(|_| o.variant.needs_database())
+            .map(PostgresProcs::for_url)
+            .transpose()?;
+        Ok(Session {
             nginx,
             redis,
+            postgres,
             spec: RequestSpec {
                 keys: vec![key],
                 ..o.spec.clone()
@@ -254,7 +270,7 @@ impl<'a> Session<'a> {
             direct,
             gateway,
             ok_total: 0,
-        }
+        })
     }
 
     /// The target of `side`.
@@ -297,6 +313,7 @@ impl<'a> Session<'a> {
         let mut per_round = Vec::with_capacity(o.rounds);
         let (mut cpu, mut nginx_cpu) = (Duration::ZERO, Duration::ZERO);
         let mut redis_cpu = Duration::ZERO;
+        let mut postgres_cpu = Duration::ZERO;
         let redis_time = |r: Option<&RedisProcess>| -> Result<Duration, String> {
             r.map_or(Ok(Duration::ZERO), |r| procfs::cpu_time(r.pid()))
         };
@@ -313,9 +330,13 @@ impl<'a> Session<'a> {
             }
             let before = procfs::cpu_time(pid)?;
             let redis_before = redis_time(self.redis)?;
+            let postgres_before = self.postgres.as_ref().map(|p| p.snapshot()).transpose()?;
             let g = self.run(&self.gateway.clone(), o.rate, o.duration)?;
             cpu += procfs::cpu_time(pid)?.saturating_sub(before);
             redis_cpu += redis_time(self.redis)?.saturating_sub(redis_before);
+            if let (Some(p), Some(before)) = (&self.postgres, postgres_before) {
+                postgres_cpu += p.snapshot()?.used_since(&before);
+            }
             per_round.push(Round {
                 round,
                 direct_p50_us: d.latency.summary().p50_us,
@@ -373,6 +394,10 @@ impl<'a> Session<'a> {
             redis_cpu_us_per_request: self
                 .redis
                 .map(|_| redis_cpu.as_secs_f64() * 1e6 / gateway_requests.max(1) as f64),
+            postgres_cpu_us_per_request: self
+                .postgres
+                .as_ref()
+                .map(|_| postgres_cpu.as_secs_f64() * 1e6 / gateway_requests.max(1) as f64),
             nginx,
             gateway_cpu_s: cpu.as_secs_f64(),
             gateway_requests,
