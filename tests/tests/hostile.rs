@@ -32,7 +32,7 @@ fn chat(gw: &Gateway, key: &str, body: &[u8]) -> e2e::Response {
 }
 
 fn readiness(gw: &Gateway) -> Value {
-    let resp = gw.get("/health/readiness");
+    let resp = gw.get("/health/readiness/details");
     assert_eq!(resp.status, 200, "{}", resp.text());
     resp.json()
 }
