@@ -57,8 +57,17 @@ pub fn main(args: &mut Args) -> Result<(), String> {
         false => None,
     };
     let harness = Harness::start(&harness_spec(&o, redis.as_ref()))?;
-    let key = variant_key(o.variant, &harness)?;
+    let keys = (0..o.keys)
+        .map(|_| variant_key(o.variant, &harness))
+        .collect::<Result<Vec<_>, _>>()?;
+    // One more key, for the request that warms Redis up (script cache,
+    // connections) before its memory is read.
+    let primer = match (o.variant.needs_redis(), o.variant.has_virtual_key()) {
+        (true, true) => Some(variant_key(o.variant, &harness)?),
+        _ => None,
+    };
     if o.paired {
+        let key = keys.into_iter().next().unwrap_or_default();
         return paired_main(&o, &harness, redis.as_ref(), key);
     }
     let nginx = match (o.nginx, nginx_proc::binary()) {
@@ -73,7 +82,8 @@ pub fn main(args: &mut Args) -> Result<(), String> {
         }
         (false, _) => None,
     };
-    let report = Session::new(&o, &harness, nginx.as_ref(), redis.as_ref(), key)?.measure()?;
+    let report =
+        Session::new(&o, &harness, nginx.as_ref(), redis.as_ref(), keys)?.measure(primer)?;
     print!("{}", report.table());
     if let Some(path) = &o.json {
         write_json(path, &report)?;
@@ -240,7 +250,7 @@ impl<'a> Session<'a> {
         harness: &'a Harness,
         nginx: Option<&'a NginxProcess>,
         redis: Option<&'a RedisProcess>,
-        key: String,
+        keys: Vec<String>,
     ) -> Result<Self, String> {
         let (mut direct, mut gateway) = (harness.direct(), harness.through_gateway());
         if o.variant == Variant::Messages {
@@ -262,7 +272,7 @@ impl<'a> Session<'a> {
             redis,
             postgres,
             spec: RequestSpec {
-                keys: vec![key],
+                keys,
                 ..o.spec.clone()
             },
             o,
@@ -296,17 +306,27 @@ impl<'a> Session<'a> {
         }
     }
 
-    fn measure(mut self) -> Result<OverheadReport, String> {
+    fn measure(mut self, primer: Option<String>) -> Result<OverheadReport, String> {
         let o = self.o;
         let pid = self.harness.gateway.pid();
         let idle = procfs::memory(pid)?;
+        if let Some(key) = primer {
+            self.prime(key)?;
+        }
+        let redis_memory_before = self.redis.map(|r| r.used_memory()).transpose()?;
         let sides: &[Side] = if self.nginx.is_some() {
             &[Side::Direct, Side::Nginx, Side::Gateway]
         } else {
             &[Side::Direct, Side::Gateway]
         };
+        // Each run uses the keys in turn from the first, so the keys used
+        // are as many as the longest run's requests.
+        let mut longest_gateway_run = 0;
         for &side in sides {
-            self.run(&self.target(side), o.rate, WARM_UP)?;
+            let warm = self.run(&self.target(side), o.rate, WARM_UP)?;
+            if side == Side::Gateway {
+                longest_gateway_run = warm.sent;
+            }
         }
         let (mut direct, mut gateway) = (LoadResult::default(), LoadResult::default());
         let mut nginx = LoadResult::default();
@@ -332,6 +352,7 @@ impl<'a> Session<'a> {
             let redis_before = redis_time(self.redis)?;
             let postgres_before = self.postgres.as_ref().map(|p| p.snapshot()).transpose()?;
             let g = self.run(&self.gateway.clone(), o.rate, o.duration)?;
+            longest_gateway_run = longest_gateway_run.max(g.sent);
             cpu += procfs::cpu_time(pid)?.saturating_sub(before);
             redis_cpu += redis_time(self.redis)?.saturating_sub(redis_before);
             if let (Some(p), Some(before)) = (&self.postgres, postgres_before) {
@@ -348,6 +369,13 @@ impl<'a> Session<'a> {
             gateway.merge(&g);
         }
         let peak = procfs::memory(pid)?.peak_kib;
+        let keys_used = (o.keys as u64).min(longest_gateway_run).max(1);
+        let redis_bytes_per_key = match (self.redis, redis_memory_before) {
+            (Some(r), Some(before)) => {
+                Some(r.used_memory()?.saturating_sub(before) as f64 / keys_used as f64)
+            }
+            _ => None,
+        };
         let max_rate = match o.search_duration {
             Some(probe) => Some(self.max_rate(probe)?),
             None => None,
@@ -394,6 +422,9 @@ impl<'a> Session<'a> {
             redis_cpu_us_per_request: self
                 .redis
                 .map(|_| redis_cpu.as_secs_f64() * 1e6 / gateway_requests.max(1) as f64),
+            keys: o.keys,
+            keys_used,
+            redis_bytes_per_key,
             postgres_cpu_us_per_request: self
                 .postgres
                 .as_ref()
@@ -407,6 +438,35 @@ impl<'a> Session<'a> {
             mock_served: self.harness.mock.stats().total.requests,
             loadgen_2xx: self.ok_total,
         })
+    }
+
+    /// One request through the gateway with `key`, none of the measured
+    /// keys, so what Redis holds for every key alike (scripts, the
+    /// gateway's connection) is there before its memory is first read.
+    fn prime(&mut self, key: String) -> Result<(), String> {
+        let config = LoadConfig {
+            target: self.gateway.clone(),
+            spec: RequestSpec {
+                keys: vec![key],
+                ..self.spec.clone()
+            },
+            mode: Mode::Closed,
+            connections: 1,
+            workers: 1,
+            duration: None,
+            requests: Some(1),
+            timeout: REQUEST_TIMEOUT,
+            ramp: Duration::ZERO,
+        };
+        let result = load::run(&config, &Arc::default())?;
+        self.ok_total += result.ok();
+        match result.ok() {
+            1 => Ok(()),
+            _ => Err(format!(
+                "the request that warms Redis up failed: {:?}",
+                LoadSummary::new(&result, false).status
+            )),
+        }
     }
 
     /// One open-loop run of `duration` at `rate` against `target`.

@@ -319,6 +319,15 @@ pub struct OverheadReport {
     /// The variant's private `redis-server`: its CPU time over the gateway
     /// rounds per proxied request, µs (none without Redis).
     pub redis_cpu_us_per_request: Option<f64>,
+    /// Virtual keys the load was spread over.
+    pub keys: usize,
+    /// Keys the requests used (each run takes them in turn from the first,
+    /// so a run shorter than `keys` requests leaves the rest unused).
+    pub keys_used: u64,
+    /// What the private `redis-server` held more after the rounds than
+    /// before them, per key used: its memory per active key, in bytes (none
+    /// without Redis).
+    pub redis_bytes_per_key: Option<f64>,
     /// The Postgres processes serving the variant's database (its backends,
     /// the postmaster and the cluster's shared writers): their CPU time
     /// over the gateway rounds per proxied request, µs (none without a
@@ -389,6 +398,13 @@ impl OverheadReport {
             "{} ({} worker(s)); {}",
             self.gateway_bin, self.gateway_workers, self.placement
         );
+        if self.keys > 1 {
+            let _ = writeln!(
+                t,
+                "spread over {} virtual keys, used in turn ({} of them by the longest run)",
+                self.keys, self.keys_used
+            );
+        }
         let _ = writeln!(t, "\nlatency from intended send, all rounds merged:");
         t.push_str(&latency_header());
         if let (Some(d), Some(g), Some(a)) = (
@@ -442,6 +458,13 @@ impl OverheadReport {
             self.nginx.as_ref().map(|n| n.cpu_us_per_request),
         ) {
             let _ = writeln!(t, "{line}");
+        }
+        if let Some(bytes) = self.redis_bytes_per_key {
+            let _ = writeln!(
+                t,
+                "redis-server memory: {bytes:.0} bytes per active key ({} keys used)",
+                self.keys_used
+            );
         }
         if let Some(n) = &self.nginx {
             let _ = writeln!(
