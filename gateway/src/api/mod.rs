@@ -92,6 +92,20 @@ fn route<'h>(worker: &Worker, head: &'h RequestHead) -> Route<'h> {
     }
 }
 
+/// Refuses a virtual key whose own `allowed_routes` leave `path` out.
+fn key_routes(caller: Option<Principal>, path: &str) -> Result<Option<Principal>, GatewayError> {
+    if let Some(Principal::Key(key)) = &caller {
+        let allowed = &key.record.allowed_routes;
+        if !crate::auth::routes::key_may_call(allowed, path) {
+            return Err(GatewayError::KeyRouteForbidden {
+                allowed: allowed.clone(),
+                route: path.to_string(),
+            });
+        }
+    }
+    Ok(caller)
+}
+
 /// What the request head alone decided: the caller, for the routes that
 /// need a credential (`None` for the others), or why it is refused.
 pub struct Admission(Result<Option<Principal>, GatewayError>);
@@ -160,7 +174,7 @@ pub async fn admit(
         },
         Route::Liveliness | Route::Readiness | Route::Ui(_) | Route::NotFound => Ok(None),
     };
-    Admission(result)
+    Admission(result.and_then(|caller| key_routes(caller, head.path())))
 }
 
 /// Answers a request whose body could not be read (too large, too slow,
