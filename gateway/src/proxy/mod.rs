@@ -24,6 +24,7 @@
 //! 10. **log**: one access line with durations.
 
 mod access;
+mod answer_id;
 mod cached;
 mod convert;
 mod count_tokens;
@@ -761,12 +762,14 @@ async fn forward(
         let body = read.await?;
         tap.feed(&body);
         if passthrough {
+            attempt.answer.whole(&body);
             let answer = (status, headers, content_type.as_str());
             return guard::send_answer(out, client, outcome, answer, &body).await;
         }
         let embeddings = endpoint == Endpoint::Embeddings;
         let body = convert::translate_body(Some(provider), client, embeddings, &body)
             .map_err(|e| convert::translate_error(dep, e))?;
+        attempt.answer.whole(&body);
         let answer = (status, headers, "application/json");
         return guard::send_answer(out, client, outcome, answer, &body).await;
     }
@@ -785,7 +788,9 @@ async fn forward(
             out.start_fixed(status, headers, &content_type, len)
                 .await
                 .map_err(io)?;
-            relay.run(&mut resp, out, false, tap).await
+            relay
+                .run(&mut resp, out, false, (tap, &mut attempt.answer))
+                .await
         }
         _ => {
             out.start_stream(status, headers, &content_type)
@@ -797,7 +802,9 @@ async fn forward(
                 req.body = Default::default();
                 held.release();
             }
-            relay.run(&mut resp, out, true, tap).await?;
+            relay
+                .run(&mut resp, out, true, (tap, &mut attempt.answer))
+                .await?;
             out.end_stream().await.map_err(io)
         }
     }
@@ -843,6 +850,7 @@ async fn serve_mock(
                 tap.feed(&body);
                 let body =
                     convert::translate_body(None, client, false, &body).map_err(translated)?;
+                attempt.answer.whole(&body);
                 let answer = (200, headers, content_type);
                 return guard::send_answer(out, client, outcome, answer, &body).await;
             }
@@ -863,6 +871,7 @@ async fn serve_mock(
                         t.finish(&mut piece).map_err(translated)?;
                     }
                 }
+                attempt.answer.feed(&piece, true);
                 out.send_chunk(&piece).await.map_err(io)?;
             }
             out.end_stream().await.map_err(io)

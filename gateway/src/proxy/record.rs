@@ -2,6 +2,7 @@
 //! after it, and one spend-log row per upstream attempt handed to the control
 //! plane without waiting.
 
+use super::answer_id::AnswerId;
 use super::Caller;
 use crate::alerts::{Alerts, BudgetAlert, Event};
 use crate::auth::Principal;
@@ -252,6 +253,8 @@ pub(super) struct Attempt {
     number: i32,
     start: DateTime<Utc>,
     first_byte: Option<DateTime<Utc>>,
+    /// The id of the answer the client receives.
+    pub(super) answer: AnswerId,
 }
 
 /// What a finished attempt's row says.
@@ -282,6 +285,7 @@ impl Attempt {
             number,
             start: Utc::now(),
             first_byte: None,
+            answer: AnswerId::default(),
         }
     }
 
@@ -337,6 +341,7 @@ impl Attempt {
             error_class: info.error.map(|e| Cow::Borrowed(e.class().as_str())),
             error_message: info.error.map(|e| e.to_string()),
             end_user: info.end_user.filter(|e| !e.is_empty()).map(str::to_string),
+            response_id: self.answer.take(),
         }
     }
 }

@@ -720,9 +720,11 @@ impl Store for MemoryStore {
                     && f.team_id
                         .as_ref()
                         .is_none_or(|u| r.team_id.as_ref() == Some(u))
-                    && f.request_id
-                        .as_ref()
-                        .is_none_or(|id| *r.call_id == **id || *r.request_id == **id)
+                    && f.request_id.as_ref().is_none_or(|id| {
+                        *r.call_id == **id
+                            || *r.request_id == **id
+                            || r.response_id.as_deref() == Some(id.as_str())
+                    })
                     && f.start.is_none_or(|s| r.start_time >= s)
                     && f.end.is_none_or(|e| r.start_time < e)
             });

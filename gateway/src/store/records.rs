@@ -209,6 +209,12 @@ pub struct SpendLogRow {
     /// The request's end user (its `user`), LiteLLM's `end_user` column.
     #[serde(default)]
     pub end_user: Option<String>,
+    /// The `id` of the answer the client received (`chatcmpl-…`,
+    /// `msg_…`, `resp_…`), which LiteLLM keeps as `request_id`; the
+    /// gateway's own `response_id` column, so `/spend/logs?request_id=`
+    /// finds the row by it.
+    #[serde(default)]
+    pub response_id: Option<Arc<str>>,
 }
 
 /// Filters of `/spend/logs`.
@@ -220,7 +226,8 @@ pub struct SpendFilter {
     pub user_id: Option<String>,
     /// Team id.
     pub team_id: Option<String>,
-    /// Call id: every attempt of one request.
+    /// Call id (every attempt of one request), a row's own request id, or
+    /// the `id` of the answer the client received.
     pub request_id: Option<String>,
     /// Rows starting at or after.
     pub start: Option<DateTime<Utc>>,

@@ -410,6 +410,7 @@ mod tests {
             error_class: None,
             error_message: None,
             end_user: None,
+            response_id: None,
         }
     }
 
