@@ -372,6 +372,7 @@ async fn serve(
     let caller = Caller {
         principal,
         end_user: end_user.as_deref(),
+        proxy_budget: worker.shared.auth.keys().proxy_budget(),
     };
     // A parallel slot is given back before the client sees the end of its
     // response: a client that sends its next request as soon as this one
@@ -435,6 +436,8 @@ pub(crate) struct Caller<'a> {
     pub principal: &'a Principal,
     /// The body's `user`, when restricted (budget, limits).
     pub end_user: Option<&'a crate::auth::EndUserEntry>,
+    /// The proxy-wide budget (`litellm_settings.max_budget`), if set.
+    pub proxy_budget: Option<&'a Arc<crate::budget::Budget>>,
 }
 
 /// Phases 6 to 9 for each pick of the plan until one succeeds, a byte has
@@ -665,6 +668,7 @@ async fn attempt_once(
         },
         error: result.as_ref().err(),
         end_user: req.end_user.as_deref(),
+        proxy_budget: caller.proxy_budget.is_some(),
     });
     outcome.telemetry.attempt(
         principal,

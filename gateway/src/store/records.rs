@@ -215,7 +215,17 @@ pub struct SpendLogRow {
     /// finds the row by it.
     #[serde(default)]
     pub response_id: Option<Arc<str>>,
+    /// The row also counts against the proxy-wide budget
+    /// (`litellm_settings.max_budget`), kept as the spend of the user row
+    /// [`PROXY_BUDGET_USER`] as LiteLLM keeps it. Not a column.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub proxy_budget: bool,
 }
+
+/// The user row whose spend and budget are the proxy-wide budget's
+/// (`litellm_settings.max_budget`, `budget_duration`), LiteLLM's
+/// `litellm_proxy_budget_name`.
+pub const PROXY_BUDGET_USER: &str = "litellm-proxy-budget";
 
 /// Filters of `/spend/logs`.
 #[derive(Debug, Clone, Default)]

@@ -411,6 +411,7 @@ mod tests {
             error_message: None,
             end_user: None,
             response_id: None,
+            proxy_budget: false,
         }
     }
 

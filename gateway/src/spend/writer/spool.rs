@@ -374,6 +374,7 @@ mod tests {
             error_message: Some("ünïcödé".into()),
             end_user: None,
             response_id: None,
+            proxy_budget: false,
         }
     }
 

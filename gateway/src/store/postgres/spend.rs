@@ -7,7 +7,7 @@ use super::convert::{naive, utc};
 use super::notify;
 use super::pool::Session;
 use super::spend_copy::{self, clean};
-use crate::store::{next_reset, Change, SpendChanges, SpendFilter, SpendLogRow};
+use crate::store::{next_reset, Change, SpendChanges, SpendFilter, SpendLogRow, PROXY_BUDGET_USER};
 use bytes::Bytes;
 use chrono::{DateTime, NaiveDateTime, Utc};
 use futures_util::future::{try_join, try_join3, try_join4, try_join5};
@@ -58,7 +58,8 @@ FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[], $5::text[], $6::floa
         status_code, error_class, error_message, end_user, response_id, ord)
 ORDER BY request_id, ord
 ON CONFLICT (request_id) DO NOTHING
-RETURNING api_key, "user", team_id, spend::float8, model_group, "endTime"::timestamp, end_user"#;
+RETURNING api_key, "user", team_id, spend::float8, model_group, "endTime"::timestamp, end_user,
+    request_id"#;
 
 const SELECT_LOGS: &str = r#"SELECT request_id, COALESCE(call_id, request_id) AS call_id,
     COALESCE(attempt, 1) AS attempt, call_type, api_key, spend::float8 AS spend,
@@ -125,7 +126,7 @@ pub async fn record(
         ),
     )
     .await?;
-    settle(tx, Inserted::of(&inserted)?, periods).await
+    settle(tx, Inserted::of(&inserted, rows)?, periods).await
 }
 
 /// Adds the spend of `rows` to their keys, users, teams, organizations and
@@ -412,6 +413,8 @@ struct InsertedRow {
     group: Option<String>,
     settled: NaiveDateTime,
     end_user: Option<String>,
+    /// Also counts against the proxy-wide budget ([`PROXY_BUDGET_USER`]).
+    proxy: bool,
 }
 
 /// The rows the INSERT wrote that carry spend (zero-spend rows touch
@@ -441,12 +444,30 @@ impl<'a> Ids<'a> {
             users: sorted(charged().filter_map(|r| r.user.as_deref()).collect()),
             teams: sorted(charged().filter_map(|r| r.team_id.as_deref()).collect()),
         }
+        .with_proxy_budget(charged().any(|r| r.proxy_budget))
+    }
+
+    /// With the proxy-wide budget's user row among the users, when a row
+    /// counts against it.
+    fn with_proxy_budget(mut self, counts: bool) -> Self {
+        if counts {
+            if let Err(at) = self.users.binary_search(&PROXY_BUDGET_USER) {
+                self.users.insert(at, PROXY_BUDGET_USER);
+            }
+        }
+        self
     }
 }
 
 impl Inserted {
-    /// Reads `api_key, user, team_id, spend, model_group, endTime` rows.
-    fn of(rows: &[Row]) -> Result<Inserted, Error> {
+    /// Reads `api_key, user, team_id, spend, model_group, endTime,
+    /// end_user, request_id` rows of the batch `sent`.
+    fn of(rows: &[Row], sent: &[SpendLogRow]) -> Result<Inserted, Error> {
+        let proxy: std::collections::HashSet<&str> = sent
+            .iter()
+            .filter(|r| r.proxy_budget)
+            .map(|r| &*r.request_id)
+            .collect();
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {
             let spend: f64 = row.try_get::<_, Option<f64>>(3)?.unwrap_or_default();
@@ -461,6 +482,7 @@ impl Inserted {
                 group: row.try_get(4)?,
                 settled: row.try_get(5)?,
                 end_user: row.try_get(6)?,
+                proxy: !proxy.is_empty() && proxy.contains(row.try_get::<_, &str>(7)?),
             });
         }
         Ok(Inserted(out))
@@ -481,6 +503,7 @@ impl Inserted {
                     group: Some(text(&r.model_group)),
                     settled: spend_copy::settled(r.end_time),
                     end_user: r.end_user.as_deref().map(text),
+                    proxy: r.proxy_budget,
                 })
                 .collect(),
         )
@@ -610,6 +633,16 @@ impl Totals {
                     *totals.users.entry(user.clone()).or_default() += row.spend;
                 } else {
                     totals.stale_users.push(user.clone());
+                }
+            }
+            if row.proxy {
+                if periods.counts("user", PROXY_BUDGET_USER, row.settled) {
+                    *totals
+                        .users
+                        .entry(PROXY_BUDGET_USER.to_string())
+                        .or_default() += row.spend;
+                } else {
+                    totals.stale_users.push(PROXY_BUDGET_USER.to_string());
                 }
             }
             if let Some(team) = &row.team {
@@ -879,6 +912,7 @@ fn log_row(row: &Row) -> Result<SpendLogRow, Error> {
         response_id: row
             .try_get::<_, Option<String>>("response_id")?
             .map(Into::into),
+        proxy_budget: false,
     })
 }
 

@@ -270,6 +270,7 @@ mod tests {
             error_message: Some("slow\ndown\r\0now".into()),
             end_user: None,
             response_id: Some("chatcmpl-1".into()),
+            proxy_budget: false,
         }
     }
 
