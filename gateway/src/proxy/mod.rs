@@ -237,6 +237,29 @@ fn routing_tags(principal: &Principal, request: &[String]) -> Vec<String> {
     tags
 }
 
+/// A request's own `fallbacks`, checked as LiteLLM checks them before the
+/// request runs: the caller may use each one (else the refusal a model of
+/// its own would get), and each can be routed (else `Invalid model name`).
+async fn authorize_fallbacks(
+    worker: &Worker,
+    principal: &Principal,
+    names: Vec<&str>,
+) -> Result<(), GatewayError> {
+    for name in names {
+        let model = resolve_model(worker, principal, name);
+        check_access(principal, name, &model)?;
+        let router = worker
+            .shared
+            .models
+            .router_for(&worker.shared.control, &model)
+            .await;
+        if router.registry().resolve(&model).is_none() {
+            return Err(GatewayError::UnknownModel(name.to_string()));
+        }
+    }
+    Ok(())
+}
+
 /// [`resolve_model`] then [`check_access`].
 pub(crate) fn authorize_model(
     worker: &Worker,
@@ -306,16 +329,23 @@ async fn serve(
     let end_user = worker.shared.auth.end_user(req.end_user.as_deref()).await?;
     // 4. route: fallbacks wrap retries wrap the call
     let (req, prompt) = (&held.req, &held.prompt);
-    let fallbacks =
-        match &req.fallbacks {
-            Some(value) => Some(PlanInput::request_fallbacks(value, &model).map_err(
-                |message| GatewayError::InvalidParam {
-                    param: "fallbacks",
-                    message,
-                },
-            )?),
-            None => None,
-        };
+    let fallbacks = match &req.fallbacks {
+        Some(value) => {
+            let invalid = |message| GatewayError::InvalidParam {
+                param: "fallbacks",
+                message,
+            };
+            // Boxed: a read-through of a fallback's name is rare and large.
+            Box::pin(authorize_fallbacks(
+                worker,
+                principal,
+                PlanInput::request_fallback_names(value).map_err(invalid)?,
+            ))
+            .await?;
+            Some(PlanInput::request_fallbacks(value, &model).map_err(invalid)?)
+        }
+        None => None,
+    };
     let shared = &worker.shared;
     let router = shared.models.router_for(&shared.control, &model).await;
     let input = PlanInput {
