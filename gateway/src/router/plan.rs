@@ -20,6 +20,7 @@ use super::settings::Fallbacks;
 use super::Router;
 use crate::deployment::Deployment;
 use crate::error::{ErrorClass, GatewayError};
+use crate::inbound::MAX_REQUEST_FALLBACKS;
 use smallvec::{smallvec, SmallVec};
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -86,7 +87,7 @@ impl PlanInput {
     /// Every model a request's `fallbacks` names, in any of its entries
     /// (LiteLLM checks each against the caller's key, and that it can be
     /// routed, before the request runs), at most
-    /// [`MAX_REQUEST_FALLBACKS`]. An entry that brings its own request
+    /// [`MAX_REQUEST_FALLBACKS`] (as many as entries). An entry that brings its own request
     /// (`{"model": "g", "messages": [...]}`) is refused: this gateway does
     /// not yet send a fallback anything but the request itself.
     pub fn request_fallback_names(value: &serde_json::Value) -> Result<Vec<&str>, String> {
@@ -115,9 +116,6 @@ impl PlanInput {
         Ok(names)
     }
 }
-
-/// The most models a request's `fallbacks` may name.
-pub const MAX_REQUEST_FALLBACKS: usize = 16;
 
 fn fallbacks_shape() -> String {
     "fallbacks must be a list of model names (or {model: name} entries) or of {model: [models]} entries"
