@@ -286,6 +286,9 @@ async fn serve(
     // room in this future).
     let mut held = Held::new(LlmRequest::parse(endpoint, body)?);
     let req = &mut held.req;
+    if let Some(param) = req.mock_testing_params.first() {
+        return Err(mock_testing_refused(param, &req.mock_testing_params));
+    }
     req.forward_headers = forward_headers;
     outcome.stream = req.stream;
     // The body's `cache` controls are checked whenever the cache is on; a
@@ -456,6 +459,19 @@ async fn serve(
     drop(ticket);
     let released = out.release_last_write().await;
     result.and_then(|()| released.map_err(|_| GatewayError::Unavailable("client connection lost")))
+}
+
+/// LiteLLM's refusal of its mock testing parameters while
+/// `general_settings.dangerously_allow_mock_testing_request_params` is off
+/// (this gateway does not implement them, so it is always off here).
+fn mock_testing_refused(param: &'static str, present: &[&str]) -> GatewayError {
+    GatewayError::InvalidParam {
+        param,
+        message: format!(
+            "Mock testing request params are disabled on this proxy: {}. LiteLLM enables them with `general_settings.dangerously_allow_mock_testing_request_params: true`; this gateway does not implement them.",
+            present.join(", ")
+        ),
+    }
 }
 
 /// Who a request is for: its caller, and its end user when that one's row
