@@ -41,8 +41,8 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../../../../migrations/0008_drop_duplicate_call_id_index.sql"),
     ),
     (
-        "0009_spend_logs_response_id",
-        include_str!("../../../../migrations/0009_spend_logs_response_id.sql"),
+        "0010_spend_logs_response_id",
+        include_str!("../../../../migrations/0010_spend_logs_response_id.sql"),
     ),
 ];
 
