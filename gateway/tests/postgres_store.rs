@@ -630,6 +630,8 @@ fn spend_row(request_id: &str, api_key: &str, spend: f64, start: DateTime<Utc>) 
         error_class: None,
         error_message: None,
         end_user: None,
+        response_id: None,
+        proxy_budget: false,
     }
 }
 

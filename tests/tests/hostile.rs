@@ -159,13 +159,20 @@ fn a_fallback_the_key_may_not_use_is_skipped_not_retried() {
     );
     let resp = gw.post("/key/generate", &json!({"models": ["primary"]}));
     let key = resp.json()["key"].as_str().unwrap().to_string();
-    let body = br#"{"model":"primary","messages":[{"role":"user","content":"hi"}],"num_retries":10,"fallbacks":["secret"]}"#;
+    let body =
+        br#"{"model":"primary","messages":[{"role":"user","content":"hi"}],"num_retries":10}"#;
     let resp = chat(&gw, &key, body);
     assert_error(&resp, 429);
     // Only the primary was called, once (a 429 with fallbacks goes to the
     // fallbacks): the disallowed group never was, nor retried.
     assert_eq!(mock_requests(&mock), 1, "{}", mock.stats());
     assert_eq!(chat(&gw, &key, body).status, 429, "the core still serves");
+    // Named in the request's own `fallbacks`, it is refused before anything
+    // is called, as LiteLLM refuses it.
+    let own = br#"{"model":"primary","messages":[{"role":"user","content":"hi"}],"num_retries":10,"fallbacks":["secret"]}"#;
+    let err = assert_error(&chat(&gw, &key, own), 403);
+    assert_eq!(err["type"], "key_model_access_denied", "{err:?}");
+    assert_eq!(mock_requests(&mock), 2, "{}", mock.stats());
 }
 
 #[test]

@@ -44,6 +44,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0009_key_allowed_routes",
         include_str!("../../../../migrations/0009_key_allowed_routes.sql"),
     ),
+    (
+        "0010_spend_logs_response_id",
+        include_str!("../../../../migrations/0010_spend_logs_response_id.sql"),
+    ),
 ];
 
 /// Advisory lock key taken by every migration transaction ("gateway" in
