@@ -629,6 +629,8 @@ fn spend_row(request_id: &str, api_key: &str, spend: f64, start: DateTime<Utc>) 
         error_class: None,
         error_message: None,
         end_user: None,
+        cache_hit: true,
+        cache_key: Some("ns:0123abcd".into()),
     }
 }
 

@@ -574,3 +574,114 @@ fn answers_over_the_item_size_are_not_stored() {
     let hit = chat(&mut conn, hello(json!({}))).expect_status(200);
     assert!(cache_key(&hit).is_some());
 }
+
+/// A priced model answered without an upstream, and the cache on
+/// (`cache_params` `cache`; `None`: no cache at all).
+fn priced_config(cache: Option<Value>) -> Value {
+    let mut c = json!({
+        "model_list": [{
+            "model_name": "priced",
+            "litellm_params": {
+                "model": "mock/priced",
+                "mock_response": "one two three four five",
+                "input_cost_per_token": 0.001,
+                "output_cost_per_token": 0.002,
+            },
+        }],
+        "general_settings": {"master_key": MASTER_KEY},
+    });
+    if let Some(params) = cache {
+        c["litellm_settings"] = json!({"cache": true, "cache_params": params});
+    }
+    c
+}
+
+/// The rows `/spend/logs` holds for `call_id`, once there is one.
+fn spend_rows(gw: &Gateway, call_id: &str) -> Vec<Value> {
+    eventually("the spend row", Duration::from_secs(10), || {
+        let r = gw.get(&format!("/spend/logs?request_id={call_id}"));
+        assert_eq!(r.status, 200, "{}", r.text());
+        let rows = r.json().as_array().cloned().unwrap_or_default();
+        (!rows.is_empty()).then_some(rows)
+    })
+}
+
+fn key_spend(gw: &Gateway, key: &str) -> f64 {
+    let info = gw.get(&format!("/key/info?key={key}"));
+    assert_eq!(info.status, 200, "{}", info.text());
+    info.json()["info"]["spend"].as_f64().expect("spend")
+}
+
+/// A hit is logged as LiteLLM logs it (`cache_hit` "True", spend 0, the
+/// entry's key, the stored answer's tokens) and moves no budget; the miss
+/// before it says `cache_hit` "False" with the same key.
+fn hits_leave_a_free_spend_row(database_url: Option<&str>) {
+    let envs: Vec<(&str, &str)> = database_url
+        .map(|u| ("DATABASE_URL", u))
+        .into_iter()
+        .collect();
+    let c = priced_config(Some(json!({"type": "local"})));
+    let gw = Gateway::start(&to_yaml(&c), &envs);
+    let r = gw.post("/key/generate", &json!({"max_budget": 10.0}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let key = r.json()["key"].as_str().expect("key").to_string();
+    let body = json!({"model": "priced", "messages": [{"role": "user", "content": "hi"}]});
+    let mut conn = gw.connect();
+    let miss = chat_as(&mut conn, &key, body.clone()).expect_status(200);
+    let call = |r: &Response| r.header("x-litellm-call-id").expect("call id").to_string();
+    let miss_rows = spend_rows(&gw, &call(&miss));
+    let cost = miss_rows[0]["spend"].as_f64().expect("spend");
+    assert!(cost > 0.0, "{miss_rows:?}");
+    let spent = eventually("the miss settled", Duration::from_secs(10), || {
+        let s = key_spend(&gw, &key);
+        ((s - cost).abs() < 1e-9).then_some(s)
+    });
+    let hit = chat_as(&mut conn, &key, body).expect_status(200);
+    let entry = cache_key(&hit).expect("a hit");
+    assert_eq!(miss_rows[0]["cache_hit"], "False");
+    assert_eq!(miss_rows[0]["cache_key"], entry.as_str());
+    let rows = spend_rows(&gw, &call(&hit));
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let row = &rows[0];
+    assert_eq!(row["cache_hit"], "True", "{row}");
+    assert_eq!(row["cache_key"], entry.as_str());
+    assert_eq!(row["spend"].as_f64(), Some(0.0));
+    assert_eq!(row["status"], "success");
+    assert_eq!(row["model_group"], "priced");
+    let usage = &hit.json()["usage"];
+    assert_eq!(row["prompt_tokens"], usage["prompt_tokens"]);
+    assert_eq!(row["completion_tokens"], usage["completion_tokens"]);
+    assert!(row["total_tokens"].as_i64().unwrap() > 0);
+    // Another request settles after the hit's row: the key's spend moved
+    // by that one's cost only.
+    let other = json!({"model": "priced", "messages": [{"role": "user", "content": "other"}]});
+    let third = chat_as(&mut conn, &key, other).expect_status(200);
+    let third_cost = spend_rows(&gw, &call(&third))[0]["spend"].as_f64().unwrap();
+    let after = eventually("the third settled", Duration::from_secs(10), || {
+        let s = key_spend(&gw, &key);
+        (s > spent).then_some(s)
+    });
+    assert!((after - spent - third_cost).abs() < 1e-9, "{after} {spent}");
+}
+
+#[test]
+fn hits_leave_a_free_spend_row_in_memory() {
+    hits_leave_a_free_spend_row(None);
+}
+
+#[test]
+fn hits_leave_a_free_spend_row_in_postgres() {
+    let db = e2e::TestDb::create();
+    hits_leave_a_free_spend_row(Some(db.url()));
+}
+
+#[test]
+fn without_a_cache_rows_say_cache_off() {
+    let gw = Gateway::start(&to_yaml(&priced_config(None)), &[]);
+    let mut conn = gw.connect();
+    let body = json!({"model": "priced", "messages": [{"role": "user", "content": "hi"}]});
+    let r = chat(&mut conn, body).expect_status(200);
+    let rows = spend_rows(&gw, r.header("x-litellm-call-id").expect("call id"));
+    assert_eq!(rows[0]["cache_hit"], "False");
+    assert_eq!(rows[0]["cache_key"], "Cache OFF");
+}

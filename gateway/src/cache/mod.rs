@@ -195,6 +195,13 @@ impl Cache {
     }
 }
 
+/// The `cache_key` LiteLLM logs for a request when no cache is on.
+pub fn off_key() -> std::sync::Arc<str> {
+    static OFF: std::sync::LazyLock<std::sync::Arc<str>> =
+        std::sync::LazyLock::new(|| std::sync::Arc::from("Cache OFF"));
+    OFF.clone()
+}
+
 /// The last `"total_tokens"` count of an answer (its usage; in a played
 /// back stream, the usage chunk), 0 without one: what a hit served.
 pub fn total_tokens(answer: &[u8]) -> u64 {

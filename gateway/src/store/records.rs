@@ -209,6 +209,40 @@ pub struct SpendLogRow {
     /// The request's end user (its `user`), LiteLLM's `end_user` column.
     #[serde(default)]
     pub end_user: Option<String>,
+    /// Whether the response cache answered (LiteLLM's `cache_hit` column,
+    /// `"True"` or `"False"` as LiteLLM writes it).
+    #[serde(default, with = "python_bool")]
+    pub cache_hit: bool,
+    /// The response cache's key of the request (LiteLLM's `cache_key`
+    /// column): `Cache OFF` without a cache, `None` when the request was
+    /// not looked up.
+    #[serde(default)]
+    pub cache_key: Option<Arc<str>>,
+}
+
+/// A boolean as LiteLLM writes it in text columns (`str(True)`): `"True"`
+/// or `"False"`; anything else reads as false.
+pub(crate) mod python_bool {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Writes `v` as its text.
+    pub fn serialize<S: Serializer>(v: &bool, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(text(*v))
+    }
+
+    /// Reads a text (or nothing) as a boolean.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+        let v = Option::<String>::deserialize(d)?;
+        Ok(v.is_some_and(|s| s.eq_ignore_ascii_case("true")))
+    }
+
+    /// The text of `v`.
+    pub fn text(v: bool) -> &'static str {
+        match v {
+            true => "True",
+            false => "False",
+        }
+    }
 }
 
 /// Filters of `/spend/logs`.

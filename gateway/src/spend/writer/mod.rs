@@ -410,6 +410,8 @@ mod tests {
             error_class: None,
             error_message: None,
             end_user: None,
+            cache_hit: false,
+            cache_key: None,
         }
     }
 

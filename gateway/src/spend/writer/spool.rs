@@ -373,6 +373,8 @@ mod tests {
             error_class: None,
             error_message: Some("ünïcödé".into()),
             end_user: None,
+            cache_hit: true,
+            cache_key: Some("k1".into()),
         }
     }
 
