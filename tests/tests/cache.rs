@@ -685,3 +685,156 @@ fn without_a_cache_rows_say_cache_off() {
     assert_eq!(rows[0]["cache_hit"], "False");
     assert_eq!(rows[0]["cache_key"], "Cache OFF");
 }
+
+fn get_as(gw: &Gateway, key: &str, path: &str) -> Response {
+    let auth = format!("Bearer {key}");
+    gw.call("GET", path, &[("Authorization", &auth)], b"")
+}
+
+fn exists(redis: &PrivateRedis, key: &str) -> bool {
+    matches!(redis.command(&["EXISTS", key]), e2e::redis::Reply::Int(1))
+}
+
+/// LiteLLM's `/cache/ping`, `/cache/delete`, `/cache/flushall` and
+/// `/cache/redis/info` on `type: redis`: an admin's, with LiteLLM's
+/// answers; a flush removes this cache's entries and nothing else of the
+/// Redis it shares with the limiter.
+#[test]
+fn cache_routes_on_redis() {
+    let mock = MockServer::start(&[]);
+    let redis = PrivateRedis::start();
+    let params = json!({"type": "redis", "host": "127.0.0.1", "port": redis.port(),
+        "namespace": "gw"});
+    let gw = Gateway::start(&to_yaml(&config(&mock, params)), &[]);
+
+    let ping = gw.get("/cache/ping");
+    assert_eq!(ping.status, 200, "{}", ping.text());
+    let p = ping.json();
+    assert_eq!(p["status"], "healthy");
+    assert_eq!(p["cache_type"], "redis");
+    assert_eq!(p["ping_response"], true);
+    assert_eq!(p["set_cache_response"], "success");
+    let params: Value = serde_json::from_str(p["litellm_cache_params"].as_str().unwrap()).unwrap();
+    assert_eq!(params["namespace"], "gw");
+    let health = &p["health_check_cache_params"];
+    assert_eq!(health["port"], redis.port().to_string());
+    assert!(health["redis_version"].is_string(), "{health}");
+
+    // Only an admin may call them.
+    let r = gw.post("/key/generate", &json!({}));
+    let user_key = r.json()["key"].as_str().expect("key").to_string();
+    for path in ["/cache/ping", "/cache/redis/info"] {
+        let r = get_as(&gw, &user_key, path);
+        assert!(r.status == 401 || r.status == 403, "{path}: {}", r.status);
+    }
+
+    // An entry, deleted by its key: the next request is a miss.
+    let stored = |body: Value| {
+        let mut conn = gw.connect();
+        chat(&mut conn, body.clone()).expect_status(200);
+        let mut probe = body;
+        probe["cache"] = json!({"no-store": true});
+        eventually("the entry in Redis", Duration::from_secs(10), || {
+            cache_key(&chat(&mut conn, probe.clone()).expect_status(200))
+        })
+    };
+    let key = stored(hello(json!({})));
+    assert!(exists(&redis, &key));
+    let r = gw.post("/cache/delete", &json!({"keys": [key]}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json(), json!({"status": "success"}));
+    assert!(!exists(&redis, &key));
+    let r = chat(
+        &mut gw.connect(),
+        hello(json!({"cache": {"no-store": true}})),
+    );
+    assert!(cache_key(&r.expect_status(200)).is_none());
+    let r = gw.post("/cache/delete", &json!({"keys": "not a list"}));
+    let err = assert_error(&r, 400);
+    assert_eq!(
+        (&err["type"], &err["param"]),
+        (&json!("invalid_request_error"), &json!("keys"))
+    );
+
+    // A flush removes the entries, and only them.
+    let key = stored(hello(json!({})));
+    let other = stored(hello(json!({"temperature": 0.9})));
+    let look_alike = format!("theirs:{}", "a".repeat(64));
+    redis.command(&["SET", &look_alike, "not an entry"]);
+    redis.command(&["SET", "{limiter}:requests", "7"]);
+    let r = gw.post("/cache/flushall", &json!({}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json(), json!({"status": "success"}));
+    assert!(!exists(&redis, &key) && !exists(&redis, &other));
+    assert!(exists(&redis, &look_alike) && exists(&redis, "{limiter}:requests"));
+
+    let info = gw.get("/cache/redis/info");
+    assert_eq!(info.status, 200, "{}", info.text());
+    let i = info.json();
+    assert!(i["num_clients"].as_i64().unwrap() >= 1, "{i}");
+    assert!(i["info"]["redis_version"].is_string());
+    assert!(i["clients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["name"] == "gateway-cache-core"));
+
+    // Redis down: the ping says so in LiteLLM's words.
+    redis.stop();
+    let r = gw.get("/cache/ping");
+    let err = assert_error(&r, 503);
+    assert_eq!(
+        (&err["type"], &err["param"]),
+        (&json!("cache_ping_error"), &json!("cache_ping"))
+    );
+    let message: Value =
+        serde_json::from_str(r.json()["error"]["message"].as_str().unwrap()).unwrap();
+    assert_eq!(message["message"], "Service Unhealthy");
+}
+
+/// Without Redis, the routes answer as LiteLLM's do: a local cache pings
+/// healthy and refuses to delete or flush; without a cache every route
+/// says it is not initialized.
+#[test]
+fn cache_routes_without_redis() {
+    let mock = MockServer::start(&[]);
+    let local = Gateway::start(&to_yaml(&config(&mock, json!({"type": "local"}))), &[]);
+    let p = local.get("/cache/ping");
+    assert_eq!(p.status, 200, "{}", p.text());
+    assert_eq!(
+        (p.json()["status"].clone(), p.json()["cache_type"].clone()),
+        (json!("healthy"), json!("local"))
+    );
+    let r = local.post("/cache/delete", &json!({"keys": ["k"]}));
+    assert_eq!(r.status, 500);
+    assert_eq!(
+        r.json()["error"]["message"],
+        "Cache Delete Failed(500: Cache type local does not support deleting a key. only `redis` is supported)"
+    );
+    let r = local.post("/cache/flushall", &json!({}));
+    assert_eq!(r.status, 503);
+    assert_eq!(
+        r.json()["error"]["message"],
+        "Service Unhealthy (500: Cache type local does not support flushing)"
+    );
+
+    let none = Gateway::start(&to_yaml(&base_config(mock.port())), &[]);
+    let r = none.get("/cache/ping");
+    let err = assert_error(&r, 503);
+    assert_eq!(
+        (&err["type"], &err["param"]),
+        (&json!("cache_ping_error"), &json!("cache_ping"))
+    );
+    let message: Value =
+        serde_json::from_str(r.json()["error"]["message"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        message["message"],
+        "Cache not initialized. litellm.cache is None"
+    );
+    let r = none.get("/cache/redis/info");
+    assert_eq!(r.status, 503);
+    assert_eq!(
+        r.json()["error"]["message"],
+        "Service Unhealthy (503: Cache not initialized. litellm.cache is None)"
+    );
+}

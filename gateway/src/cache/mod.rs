@@ -75,6 +75,11 @@ impl Cache {
         &self.settings
     }
 
+    /// The Redis of `type: redis`.
+    pub fn redis(&self) -> Option<&redis::RedisStore> {
+        self.redis.as_ref()
+    }
+
     /// A core's local cache: its share of the replica's bounds among
     /// `cores`.
     pub fn core_cache(&self, cores: usize) -> CoreCache {
