@@ -838,3 +838,72 @@ fn cache_routes_without_redis() {
         "Service Unhealthy (503: Cache not initialized. litellm.cache is None)"
     );
 }
+
+/// LiteLLM's `allowed_cache_controls` of a key: a request may set only the
+/// controls listed (403 naming the first other), the key's own
+/// `metadata.cache` included; an empty list allows any. Kept by the store.
+fn allowed_cache_controls(database_url: Option<&str>) {
+    let envs: Vec<(&str, &str)> = database_url
+        .map(|u| ("DATABASE_URL", u))
+        .into_iter()
+        .collect();
+    let c = priced_config(Some(json!({"type": "local"})));
+    let gw = Gateway::start(&to_yaml(&c), &envs);
+    let generate = |body: Value| {
+        let r = gw.post("/key/generate", &body);
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()["key"].as_str().expect("key").to_string()
+    };
+    let key = generate(json!({"allowed_cache_controls": ["no-cache"]}));
+    let info = gw.get(&format!("/key/info?key={key}"));
+    assert_eq!(
+        info.json()["info"]["allowed_cache_controls"],
+        json!(["no-cache"])
+    );
+    let body = |cache: Value| {
+        let mut b = json!({"model": "priced", "messages": [{"role": "user", "content": "hi"}]});
+        if !cache.is_null() {
+            b["cache"] = cache;
+        }
+        b
+    };
+    let mut conn = gw.connect();
+    chat_as(&mut conn, &key, body(Value::Null)).expect_status(200);
+    chat_as(&mut conn, &key, body(json!({"no-cache": true}))).expect_status(200);
+    let r = chat_as(&mut conn, &key, body(json!({"no-cache": true, "ttl": 60})));
+    let err = assert_error(&r, 403);
+    assert_eq!(
+        err["message"],
+        "Not allowed to set ttl as a cache control. Contact admin to change permissions."
+    );
+    // An empty list allows any.
+    let r = gw.post(
+        "/key/update",
+        &json!({"key": key, "allowed_cache_controls": []}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    eventually("the update applied", Duration::from_secs(10), || {
+        let r = chat_as(&mut gw.connect(), &key, body(json!({"ttl": 60})));
+        (r.status == 200).then_some(())
+    });
+    // The key's own controls are checked too.
+    let own = generate(json!({"allowed_cache_controls": ["ttl"],
+        "metadata": {"cache": {"no-store": true}}}));
+    let r = chat_as(&mut conn, &own, body(Value::Null));
+    let err = assert_error(&r, 403);
+    assert!(
+        err["message"].as_str().unwrap().contains("set no-store"),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn allowed_cache_controls_in_memory() {
+    allowed_cache_controls(None);
+}
+
+#[test]
+fn allowed_cache_controls_in_postgres() {
+    let db = e2e::TestDb::create();
+    allowed_cache_controls(Some(db.url()));
+}

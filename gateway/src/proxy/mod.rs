@@ -271,14 +271,16 @@ async fn serve(
     // The body's `cache` controls are checked whenever the cache is on; a
     // key whose metadata has `cache` replaces them (LiteLLM's key-level
     // controls).
+    let of_key = key_of(principal).and_then(|k| k.record.metadata.get("cache"));
+    if let Some(k) = key_of(principal) {
+        let allowed = &k.record.allowed_cache_controls;
+        crate::cache::control::check_allowed(req.cache.as_ref(), of_key, allowed)?;
+    }
     let controls = match &worker.shared.cache {
-        Some(_) => {
-            let of_key = key_of(principal).and_then(|k| k.record.metadata.get("cache"));
-            Some(match of_key {
-                Some(v) => crate::cache::control::of_key(v)?,
-                None => crate::cache::control::parse(req.cache.as_ref())?,
-            })
-        }
+        Some(_) => Some(match of_key {
+            Some(v) => crate::cache::control::of_key(v)?,
+            None => crate::cache::control::parse(req.cache.as_ref())?,
+        }),
         None => None,
     };
     let most = worker.shared.limits.max_request_retries;

@@ -57,6 +57,10 @@ pub struct KeyRecord {
     pub blocked: bool,
     /// Regions the key may be served from (`eu`, `us`, ...).
     pub allowed_model_region: Option<String>,
+    /// The cache controls its requests may set (LiteLLM's
+    /// `allowed_cache_controls`; empty: any).
+    #[serde(default)]
+    pub allowed_cache_controls: Vec<String>,
     /// Free-form metadata.
     pub metadata: Map<String, Value>,
     /// Creation time.

@@ -40,6 +40,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0008_drop_duplicate_call_id_index",
         include_str!("../../../../migrations/0008_drop_duplicate_call_id_index.sql"),
     ),
+    (
+        "0011_litellm_key_cache_controls",
+        include_str!("../../../../migrations/0011_litellm_key_cache_controls.sql"),
+    ),
 ];
 
 /// Advisory lock key taken by every migration transaction ("gateway" in
