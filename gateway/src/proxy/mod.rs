@@ -95,6 +95,8 @@ pub(crate) struct Outcome {
     telemetry: crate::telemetry::Telemetry,
     /// The request's `post_call` guardrails, for a whole answer.
     post_call: Option<crate::guardrails::PostCall>,
+    /// The guardrails it runs (`x-litellm-applied-guardrails`).
+    applied_guardrails: Option<Arc<str>>,
 }
 
 /// Serves one OpenAI-style LLM request on `endpoint`; `caller` is the
@@ -126,6 +128,7 @@ pub async fn handle(
         cache_key: None,
         telemetry: crate::telemetry::Telemetry::begin(head, received_at),
         post_call: None,
+        applied_guardrails: None,
     };
     if let Ok(caller) = &caller {
         outcome
