@@ -270,6 +270,10 @@ pub enum GatewayError {
         /// The request's tags.
         tags: Vec<String>,
     },
+    /// A `cache` control the key's `allowed_cache_controls` does not list
+    /// (LiteLLM's 403).
+    #[error("Not allowed to set {0} as a cache control. Contact admin to change permissions.")]
+    CacheControlDenied(String),
     /// A route outside `general_settings.allowed_routes` (LiteLLM's 403).
     #[error("Access forbidden: Route {0} not allowed")]
     RouteForbidden(String),
@@ -341,7 +345,10 @@ impl GatewayError {
             CsrfRefused => 403,
             ConsoleThrottled { .. } => 429,
             NoTaggedDeployment { .. } => 401,
-            RouteForbidden(_) | KeyRouteForbidden { .. } | UnpricedBlocked(_) => 403,
+            RouteForbidden(_)
+            | KeyRouteForbidden { .. }
+            | UnpricedBlocked(_)
+            | CacheControlDenied(_) => 403,
             AuthUnavailable(_) | Store(_) => 503,
             ModelAccessDenied { .. } | NotAdmin(_) => 403,
             // LiteLLM's `budget_exceeded_status_code` (422 since it stopped
@@ -390,6 +397,7 @@ impl GatewayError {
             | CsrfRefused
             | ConsoleThrottled { .. }
             | NoTaggedDeployment { .. }
+            | CacheControlDenied(_)
             | RouteForbidden(_)
             | KeyRouteForbidden { .. } => "auth_error",
             KeyExpired(_) => "expired_key",

@@ -134,6 +134,7 @@ fn full_key(plain: &str, created: DateTime<Utc>) -> KeyRecord {
         blocked: false,
         allowed_model_region: Some("eu".into()),
         allowed_routes: vec!["/chat/completions".into(), "info_routes".into()],
+        allowed_cache_controls: vec!["no-cache".into(), "ttl".into()],
         metadata: map(json!({"owner": "ops", "tags": ["a", "b"]})),
         created_at: Some(created),
         updated_at: Some(created),
@@ -632,6 +633,8 @@ fn spend_row(request_id: &str, api_key: &str, spend: f64, start: DateTime<Utc>) 
         end_user: None,
         response_id: None,
         proxy_budget: false,
+        cache_hit: true,
+        cache_key: Some("ns:0123abcd".into()),
     }
 }
 

@@ -574,3 +574,336 @@ fn answers_over_the_item_size_are_not_stored() {
     let hit = chat(&mut conn, hello(json!({}))).expect_status(200);
     assert!(cache_key(&hit).is_some());
 }
+
+/// A priced model answered without an upstream, and the cache on
+/// (`cache_params` `cache`; `None`: no cache at all).
+fn priced_config(cache: Option<Value>) -> Value {
+    let mut c = json!({
+        "model_list": [{
+            "model_name": "priced",
+            "litellm_params": {
+                "model": "mock/priced",
+                "mock_response": "one two three four five",
+                "input_cost_per_token": 0.001,
+                "output_cost_per_token": 0.002,
+            },
+        }],
+        "general_settings": {"master_key": MASTER_KEY},
+    });
+    if let Some(params) = cache {
+        c["litellm_settings"] = json!({"cache": true, "cache_params": params});
+    }
+    c
+}
+
+/// The rows `/spend/logs` holds for `call_id`, once there is one.
+fn spend_rows(gw: &Gateway, call_id: &str) -> Vec<Value> {
+    eventually("the spend row", Duration::from_secs(10), || {
+        let r = gw.get(&format!("/spend/logs?request_id={call_id}"));
+        assert_eq!(r.status, 200, "{}", r.text());
+        let rows = r.json().as_array().cloned().unwrap_or_default();
+        (!rows.is_empty()).then_some(rows)
+    })
+}
+
+fn key_spend(gw: &Gateway, key: &str) -> f64 {
+    let info = gw.get(&format!("/key/info?key={key}"));
+    assert_eq!(info.status, 200, "{}", info.text());
+    info.json()["info"]["spend"].as_f64().expect("spend")
+}
+
+/// A hit is logged as LiteLLM logs it (`cache_hit` "True", spend 0, the
+/// entry's key, the stored answer's tokens) and moves no budget; the miss
+/// before it says `cache_hit` "False" with the same key.
+fn hits_leave_a_free_spend_row(database_url: Option<&str>) {
+    let envs: Vec<(&str, &str)> = database_url
+        .map(|u| ("DATABASE_URL", u))
+        .into_iter()
+        .collect();
+    let c = priced_config(Some(json!({"type": "local"})));
+    let gw = Gateway::start(&to_yaml(&c), &envs);
+    let r = gw.post("/key/generate", &json!({"max_budget": 10.0}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let key = r.json()["key"].as_str().expect("key").to_string();
+    let body = json!({"model": "priced", "messages": [{"role": "user", "content": "hi"}]});
+    let mut conn = gw.connect();
+    let miss = chat_as(&mut conn, &key, body.clone()).expect_status(200);
+    let call = |r: &Response| r.header("x-litellm-call-id").expect("call id").to_string();
+    let miss_rows = spend_rows(&gw, &call(&miss));
+    let cost = miss_rows[0]["spend"].as_f64().expect("spend");
+    assert!(cost > 0.0, "{miss_rows:?}");
+    let spent = eventually("the miss settled", Duration::from_secs(10), || {
+        let s = key_spend(&gw, &key);
+        ((s - cost).abs() < 1e-9).then_some(s)
+    });
+    let hit = chat_as(&mut conn, &key, body).expect_status(200);
+    let entry = cache_key(&hit).expect("a hit");
+    assert_eq!(miss_rows[0]["cache_hit"], "False");
+    assert_eq!(miss_rows[0]["cache_key"], entry.as_str());
+    let rows = spend_rows(&gw, &call(&hit));
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let row = &rows[0];
+    assert_eq!(row["cache_hit"], "True", "{row}");
+    assert_eq!(row["cache_key"], entry.as_str());
+    assert_eq!(row["spend"].as_f64(), Some(0.0));
+    assert_eq!(row["status"], "success");
+    assert_eq!(row["model_group"], "priced");
+    let usage = &hit.json()["usage"];
+    assert_eq!(row["prompt_tokens"], usage["prompt_tokens"]);
+    assert_eq!(row["completion_tokens"], usage["completion_tokens"]);
+    assert!(row["total_tokens"].as_i64().unwrap() > 0);
+    // Another request settles after the hit's row: the key's spend moved
+    // by that one's cost only.
+    let other = json!({"model": "priced", "messages": [{"role": "user", "content": "other"}]});
+    let third = chat_as(&mut conn, &key, other).expect_status(200);
+    let third_cost = spend_rows(&gw, &call(&third))[0]["spend"].as_f64().unwrap();
+    let after = eventually("the third settled", Duration::from_secs(10), || {
+        let s = key_spend(&gw, &key);
+        (s > spent).then_some(s)
+    });
+    assert!((after - spent - third_cost).abs() < 1e-9, "{after} {spent}");
+}
+
+#[test]
+fn hits_leave_a_free_spend_row_in_memory() {
+    hits_leave_a_free_spend_row(None);
+}
+
+#[test]
+fn hits_leave_a_free_spend_row_in_postgres() {
+    let db = e2e::TestDb::create();
+    hits_leave_a_free_spend_row(Some(db.url()));
+}
+
+#[test]
+fn without_a_cache_rows_say_cache_off() {
+    let gw = Gateway::start(&to_yaml(&priced_config(None)), &[]);
+    let mut conn = gw.connect();
+    let body = json!({"model": "priced", "messages": [{"role": "user", "content": "hi"}]});
+    let r = chat(&mut conn, body).expect_status(200);
+    let rows = spend_rows(&gw, r.header("x-litellm-call-id").expect("call id"));
+    assert_eq!(rows[0]["cache_hit"], "False");
+    assert_eq!(rows[0]["cache_key"], "Cache OFF");
+}
+
+fn get_as(gw: &Gateway, key: &str, path: &str) -> Response {
+    let auth = format!("Bearer {key}");
+    gw.call("GET", path, &[("Authorization", &auth)], b"")
+}
+
+fn exists(redis: &PrivateRedis, key: &str) -> bool {
+    matches!(redis.command(&["EXISTS", key]), e2e::redis::Reply::Int(1))
+}
+
+/// LiteLLM's `/cache/ping`, `/cache/delete`, `/cache/flushall` and
+/// `/cache/redis/info` on `type: redis`: an admin's, with LiteLLM's
+/// answers; a flush removes this cache's entries and nothing else of the
+/// Redis it shares with the limiter.
+#[test]
+fn cache_routes_on_redis() {
+    let mock = MockServer::start(&[]);
+    let redis = PrivateRedis::start();
+    let params = json!({"type": "redis", "host": "127.0.0.1", "port": redis.port(),
+        "namespace": "gw"});
+    let gw = Gateway::start(&to_yaml(&config(&mock, params)), &[]);
+
+    let ping = gw.get("/cache/ping");
+    assert_eq!(ping.status, 200, "{}", ping.text());
+    let p = ping.json();
+    assert_eq!(p["status"], "healthy");
+    assert_eq!(p["cache_type"], "redis");
+    assert_eq!(p["ping_response"], true);
+    assert_eq!(p["set_cache_response"], "success");
+    let params: Value = serde_json::from_str(p["litellm_cache_params"].as_str().unwrap()).unwrap();
+    assert_eq!(params["namespace"], "gw");
+    let health = &p["health_check_cache_params"];
+    assert_eq!(health["port"], redis.port().to_string());
+    assert!(health["redis_version"].is_string(), "{health}");
+
+    // Only an admin may call them.
+    let r = gw.post("/key/generate", &json!({}));
+    let user_key = r.json()["key"].as_str().expect("key").to_string();
+    for path in ["/cache/ping", "/cache/redis/info"] {
+        let r = get_as(&gw, &user_key, path);
+        assert!(r.status == 401 || r.status == 403, "{path}: {}", r.status);
+    }
+
+    // An entry, deleted by its key: the next request is a miss.
+    let stored = |body: Value| {
+        let mut conn = gw.connect();
+        chat(&mut conn, body.clone()).expect_status(200);
+        let mut probe = body;
+        probe["cache"] = json!({"no-store": true});
+        eventually("the entry in Redis", Duration::from_secs(10), || {
+            cache_key(&chat(&mut conn, probe.clone()).expect_status(200))
+        })
+    };
+    let key = stored(hello(json!({})));
+    assert!(exists(&redis, &key));
+    let r = gw.post("/cache/delete", &json!({"keys": [key]}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json(), json!({"status": "success"}));
+    assert!(!exists(&redis, &key));
+    let r = chat(
+        &mut gw.connect(),
+        hello(json!({"cache": {"no-store": true}})),
+    );
+    assert!(cache_key(&r.expect_status(200)).is_none());
+    let r = gw.post("/cache/delete", &json!({"keys": "not a list"}));
+    let err = assert_error(&r, 400);
+    assert_eq!(
+        (&err["type"], &err["param"]),
+        (&json!("invalid_request_error"), &json!("keys"))
+    );
+
+    // A flush removes the entries, and only them.
+    let key = stored(hello(json!({})));
+    let other = stored(hello(json!({"temperature": 0.9})));
+    let look_alike = format!("theirs:{}", "a".repeat(64));
+    redis.command(&["SET", &look_alike, "not an entry"]);
+    redis.command(&["SET", "{limiter}:requests", "7"]);
+    let r = gw.post("/cache/flushall", &json!({}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json(), json!({"status": "success"}));
+    assert!(!exists(&redis, &key) && !exists(&redis, &other));
+    assert!(exists(&redis, &look_alike) && exists(&redis, "{limiter}:requests"));
+
+    let info = gw.get("/cache/redis/info");
+    assert_eq!(info.status, 200, "{}", info.text());
+    let i = info.json();
+    assert!(i["num_clients"].as_i64().unwrap() >= 1, "{i}");
+    assert!(i["info"]["redis_version"].is_string());
+    assert!(i["clients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["name"] == "gateway-cache-core"));
+
+    // Redis down: the ping says so in LiteLLM's words.
+    redis.stop();
+    let r = gw.get("/cache/ping");
+    let err = assert_error(&r, 503);
+    assert_eq!(
+        (&err["type"], &err["param"]),
+        (&json!("cache_ping_error"), &json!("cache_ping"))
+    );
+    let message: Value =
+        serde_json::from_str(r.json()["error"]["message"].as_str().unwrap()).unwrap();
+    assert_eq!(message["message"], "Service Unhealthy");
+}
+
+/// Without Redis, the routes answer as LiteLLM's do: a local cache pings
+/// healthy and refuses to delete or flush; without a cache every route
+/// says it is not initialized.
+#[test]
+fn cache_routes_without_redis() {
+    let mock = MockServer::start(&[]);
+    let local = Gateway::start(&to_yaml(&config(&mock, json!({"type": "local"}))), &[]);
+    let p = local.get("/cache/ping");
+    assert_eq!(p.status, 200, "{}", p.text());
+    assert_eq!(
+        (p.json()["status"].clone(), p.json()["cache_type"].clone()),
+        (json!("healthy"), json!("local"))
+    );
+    let r = local.post("/cache/delete", &json!({"keys": ["k"]}));
+    assert_eq!(r.status, 500);
+    assert_eq!(
+        r.json()["error"]["message"],
+        "Cache Delete Failed(500: Cache type local does not support deleting a key. only `redis` is supported)"
+    );
+    let r = local.post("/cache/flushall", &json!({}));
+    assert_eq!(r.status, 503);
+    assert_eq!(
+        r.json()["error"]["message"],
+        "Service Unhealthy (500: Cache type local does not support flushing)"
+    );
+
+    let none = Gateway::start(&to_yaml(&base_config(mock.port())), &[]);
+    let r = none.get("/cache/ping");
+    let err = assert_error(&r, 503);
+    assert_eq!(
+        (&err["type"], &err["param"]),
+        (&json!("cache_ping_error"), &json!("cache_ping"))
+    );
+    let message: Value =
+        serde_json::from_str(r.json()["error"]["message"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        message["message"],
+        "Cache not initialized. litellm.cache is None"
+    );
+    let r = none.get("/cache/redis/info");
+    assert_eq!(r.status, 503);
+    assert_eq!(
+        r.json()["error"]["message"],
+        "Service Unhealthy (503: Cache not initialized. litellm.cache is None)"
+    );
+}
+
+/// LiteLLM's `allowed_cache_controls` of a key: a request may set only the
+/// controls listed (403 naming the first other), the key's own
+/// `metadata.cache` included; an empty list allows any. Kept by the store.
+fn allowed_cache_controls(database_url: Option<&str>) {
+    let envs: Vec<(&str, &str)> = database_url
+        .map(|u| ("DATABASE_URL", u))
+        .into_iter()
+        .collect();
+    let c = priced_config(Some(json!({"type": "local"})));
+    let gw = Gateway::start(&to_yaml(&c), &envs);
+    let generate = |body: Value| {
+        let r = gw.post("/key/generate", &body);
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()["key"].as_str().expect("key").to_string()
+    };
+    let key = generate(json!({"allowed_cache_controls": ["no-cache"]}));
+    let info = gw.get(&format!("/key/info?key={key}"));
+    assert_eq!(
+        info.json()["info"]["allowed_cache_controls"],
+        json!(["no-cache"])
+    );
+    let body = |cache: Value| {
+        let mut b = json!({"model": "priced", "messages": [{"role": "user", "content": "hi"}]});
+        if !cache.is_null() {
+            b["cache"] = cache;
+        }
+        b
+    };
+    let mut conn = gw.connect();
+    chat_as(&mut conn, &key, body(Value::Null)).expect_status(200);
+    chat_as(&mut conn, &key, body(json!({"no-cache": true}))).expect_status(200);
+    let r = chat_as(&mut conn, &key, body(json!({"no-cache": true, "ttl": 60})));
+    let err = assert_error(&r, 403);
+    assert_eq!(
+        err["message"],
+        "Not allowed to set ttl as a cache control. Contact admin to change permissions."
+    );
+    // An empty list allows any.
+    let r = gw.post(
+        "/key/update",
+        &json!({"key": key, "allowed_cache_controls": []}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    eventually("the update applied", Duration::from_secs(10), || {
+        let r = chat_as(&mut gw.connect(), &key, body(json!({"ttl": 60})));
+        (r.status == 200).then_some(())
+    });
+    // The key's own controls are checked too.
+    let own = generate(json!({"allowed_cache_controls": ["ttl"],
+        "metadata": {"cache": {"no-store": true}}}));
+    let r = chat_as(&mut conn, &own, body(Value::Null));
+    let err = assert_error(&r, 403);
+    assert!(
+        err["message"].as_str().unwrap().contains("set no-store"),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn allowed_cache_controls_in_memory() {
+    allowed_cache_controls(None);
+}
+
+#[test]
+fn allowed_cache_controls_in_postgres() {
+    let db = e2e::TestDb::create();
+    allowed_cache_controls(Some(db.url()));
+}

@@ -180,6 +180,12 @@ fn post_call_masks_whole_answers_and_refuses_streams() {
         resp.json()["choices"][0]["message"]["content"],
         "write to [EMAIL_REDACTED] please"
     );
+    // LiteLLM's header names every guardrail that ran: the request's, then
+    // the default-on ones.
+    assert_eq!(
+        resp.header("x-litellm-applied-guardrails"),
+        Some("answer-mask,pii-mask")
+    );
     // Without it the answer is relayed as it came.
     let resp = call(
         &gw,
@@ -190,6 +196,10 @@ fn post_call_masks_whole_answers_and_refuses_streams() {
     assert_eq!(
         resp.json()["choices"][0]["message"]["content"],
         "write to bob@example.com please"
+    );
+    assert_eq!(
+        resp.header("x-litellm-applied-guardrails"),
+        Some("pii-mask")
     );
     // The in-process mock's answer too.
     let mut local = chat("hello", json!({"guardrails": ["answer-mask"]}));

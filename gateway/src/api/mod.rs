@@ -8,6 +8,7 @@
 
 mod admin;
 pub use admin::fuzz as admin_fuzz;
+mod cache;
 mod health;
 mod metrics;
 mod models;
@@ -44,6 +45,8 @@ enum Route<'a> {
     Health,
     /// `POST /config/reload`: re-read the config file (admin).
     Reload,
+    /// LiteLLM's `/cache/*` routes (admin).
+    Cache(cache::Op),
     /// `/metrics`, when metrics are on.
     Metrics,
     Models,
@@ -69,6 +72,9 @@ fn route<'h>(worker: &Worker, head: &'h RequestHead) -> Route<'h> {
     let get = method == "GET" || method == "HEAD";
     if ui::is_ui_path(path) {
         return Route::Ui(path);
+    }
+    if let Some(op) = cache::Op::parse(method, path) {
+        return Route::Cache(op);
     }
     match unversioned {
         "/chat/completions" if method == "POST" => Route::Llm(Endpoint::ChatCompletions),
@@ -167,11 +173,13 @@ pub async fn admit(
             Err(e) => Err(e),
         },
         Route::ReadinessDetails => admin_caller(worker, head, credentials).await.map(Some),
-        Route::Health | Route::Reload => match admin_caller(worker, head, credentials).await {
-            Ok(p) if p.is_admin() => Ok(Some(p)),
-            Ok(_) => Err(GatewayError::NotAdmin(head.path().to_string())),
-            Err(e) => Err(e),
-        },
+        Route::Health | Route::Reload | Route::Cache(_) => {
+            match admin_caller(worker, head, credentials).await {
+                Ok(p) if p.is_admin() => Ok(Some(p)),
+                Ok(_) => Err(GatewayError::NotAdmin(head.path().to_string())),
+                Err(e) => Err(e),
+            }
+        }
         Route::Liveliness | Route::Readiness | Route::Ui(_) | Route::NotFound => Ok(None),
     };
     Admission(result.and_then(|caller| key_routes(caller, head.path())))
@@ -269,6 +277,11 @@ pub async fn handle(
         },
         Route::Reload => match admission.0 {
             Ok(_) => reload::reload(worker, out).await,
+            Err(e) => Err(e),
+        },
+        Route::Cache(op) => match admission.0 {
+            // Boxed: rare, and a flush's state is large.
+            Ok(_) => Box::pin(cache::handle(worker, op, &body, out)).await,
             Err(e) => Err(e),
         },
         Route::Metrics => match admission.0 {

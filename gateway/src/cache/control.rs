@@ -81,11 +81,45 @@ pub fn of_key(v: &Value) -> Result<Controls, GatewayError> {
     };
     let kept: serde_json::Map<String, Value> = map
         .iter()
-        .filter(|(k, _)| ["ttl", "s-maxage", "no-cache", "no-store"].contains(&k.as_str()))
+        .filter(|(k, _)| KEY_CONTROLS.contains(&k.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     parse(Some(&Value::Object(kept)))
 }
+
+/// LiteLLM's `allowed_cache_controls` of a key: refuses (403) the first
+/// member of the request's `cache` object not in `allowed`, the object
+/// being the key's `metadata.cache` when it has one (its members LiteLLM
+/// keeps, see [`of_key`]), else the body's. An empty list allows any.
+pub fn check_allowed(
+    body: Option<&Value>,
+    of_key: Option<&Value>,
+    allowed: &[String],
+) -> Result<(), GatewayError> {
+    if allowed.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<&str> = match of_key {
+        Some(Value::Object(map)) => map
+            .keys()
+            .map(String::as_str)
+            .filter(|k| KEY_CONTROLS.contains(k))
+            .collect(),
+        Some(_) => Vec::new(),
+        None => match body {
+            Some(Value::Object(map)) => map.keys().map(String::as_str).collect(),
+            _ => Vec::new(),
+        },
+    };
+    match names.into_iter().find(|n| !allowed.iter().any(|a| a == n)) {
+        Some(name) => Err(GatewayError::CacheControlDenied(name.to_string())),
+        None => Ok(()),
+    }
+}
+
+/// The controls a key's `metadata.cache` may set (LiteLLM's
+/// `SupportedCacheControls`).
+const KEY_CONTROLS: [&str; 4] = ["ttl", "s-maxage", "no-cache", "no-store"];
 
 fn bad(param: &'static str, message: String) -> GatewayError {
     GatewayError::InvalidParam { param, message }
@@ -132,6 +166,29 @@ mod tests {
             GatewayError::InvalidParam { param, .. } => param,
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_keys_allowed_controls_bound_the_requests() {
+        let allowed = vec!["no-cache".to_string()];
+        let body = json!({"no-cache": true, "ttl": 5});
+        assert!(check_allowed(Some(&body), None, &[]).is_ok());
+        assert!(check_allowed(None, None, &allowed).is_ok());
+        assert!(check_allowed(Some(&json!({"no-cache": true})), None, &allowed).is_ok());
+        let denied = |r: Result<(), GatewayError>| match r {
+            Err(GatewayError::CacheControlDenied(name)) => name,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(denied(check_allowed(Some(&body), None, &allowed)), "ttl");
+        // The key's controls replace the body's; members LiteLLM drops
+        // from them are not checked.
+        let of_key = json!({"no-store": true, "namespace": "x"});
+        assert_eq!(
+            denied(check_allowed(Some(&json!({})), Some(&of_key), &allowed)),
+            "no-store"
+        );
+        let kept = json!({"no-cache": true, "namespace": "x"});
+        assert!(check_allowed(Some(&body), Some(&kept), &allowed).is_ok());
     }
 
     #[test]

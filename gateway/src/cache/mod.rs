@@ -75,6 +75,11 @@ impl Cache {
         &self.settings
     }
 
+    /// The Redis of `type: redis`.
+    pub fn redis(&self) -> Option<&redis::RedisStore> {
+        self.redis.as_ref()
+    }
+
     /// A core's local cache: its share of the replica's bounds among
     /// `cores`.
     pub fn core_cache(&self, cores: usize) -> CoreCache {
@@ -193,6 +198,13 @@ impl Cache {
             false => most,
         }
     }
+}
+
+/// The `cache_key` LiteLLM logs for a request when no cache is on.
+pub fn off_key() -> std::sync::Arc<str> {
+    static OFF: std::sync::LazyLock<std::sync::Arc<str>> =
+        std::sync::LazyLock::new(|| std::sync::Arc::from("Cache OFF"));
+    OFF.clone()
 }
 
 /// The last `"total_tokens"` count of an answer (its usage; in a played

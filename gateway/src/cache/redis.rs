@@ -52,6 +52,12 @@ enum Op {
         value: Vec<u8>,
         ttl: Option<Duration>,
     },
+    /// A management command (`/cache/*`): its reply, `None` when Redis did
+    /// not answer.
+    Admin {
+        command: Vec<Vec<u8>>,
+        reply: oneshot::Sender<Option<Reply>>,
+    },
 }
 
 struct Link {
@@ -132,6 +138,36 @@ impl RedisStore {
         }
     }
 
+    /// Runs one management command (`PING`, `DEL`, `INFO`, ...) on this
+    /// core's link within the deadline, whatever the breaker says (the
+    /// answer is the news an operator asks for). `Err` says why there is no
+    /// reply, or is Redis's error.
+    pub async fn admin(&self, command: Vec<Vec<u8>>) -> Result<Reply, String> {
+        let (reply, rx) = oneshot::channel();
+        if !self.submit(Op::Admin { command, reply }) {
+            return Err("too many operations queued".into());
+        }
+        match monoio::time::timeout(self.config.deadline, rx).await {
+            Err(_) => Err(format!("no answer within {:?}", self.config.deadline)),
+            Ok(Err(_)) | Ok(Ok(None)) => Err("Redis unavailable".into()),
+            Ok(Ok(Some(Reply::Error(e)))) => Err(e),
+            Ok(Ok(Some(reply))) => Ok(reply),
+        }
+    }
+
+    /// `host:port` of the server (the first startup node of a Cluster).
+    pub fn addr(&self) -> &str {
+        self.config
+            .cluster
+            .first()
+            .map_or(&self.config.endpoint.addr, String::as_str)
+    }
+
+    /// Whether entries live on a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        !self.config.cluster.is_empty()
+    }
+
     /// A call the breaker let through as its probe never went out.
     fn abandon_probe(&self) {
         if self.config.breaker.state() == BreakerState::HalfOpen {
@@ -201,12 +237,18 @@ async fn drive(link: Rc<Link>, config: Arc<LinkConfig>) {
         let mut replies = replies.unwrap_or_default().into_iter();
         for op in batch {
             let reply = replies.next();
-            if let Op::Get { reply: tx, .. } = op {
-                let value = match reply {
-                    Some(Reply::Bulk(Some(v))) => Some(v),
-                    _ => None,
-                };
-                let _ = tx.send(value);
+            match op {
+                Op::Get { reply: tx, .. } => {
+                    let value = match reply {
+                        Some(Reply::Bulk(Some(v))) => Some(v),
+                        _ => None,
+                    };
+                    let _ = tx.send(value);
+                }
+                Op::Admin { reply: tx, .. } => {
+                    let _ = tx.send(reply);
+                }
+                Op::Set { .. } => {}
             }
         }
     }
@@ -223,6 +265,7 @@ fn command(op: &Op) -> Vec<Vec<u8>> {
             }
             c
         }
+        Op::Admin { command, .. } => command.clone(),
     }
 }
 
@@ -268,6 +311,11 @@ async fn round_trip(
                 .collect())
         }
     }
+}
+
+/// Whether `value` is an entry this cache wrote.
+pub fn is_entry(value: &[u8]) -> bool {
+    value.starts_with(MAGIC)
 }
 
 fn encode(stored: &Stored) -> Vec<u8> {

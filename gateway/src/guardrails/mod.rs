@@ -66,6 +66,16 @@ pub struct Scope<'a> {
 #[derive(Debug)]
 pub struct PostCall(Vec<Arc<Guardrail>>);
 
+/// What a request's guardrails leave for the rest of its life.
+#[derive(Debug, Default)]
+pub struct Checked {
+    /// Its `post_call` guardrails, for the answer.
+    pub post: Option<PostCall>,
+    /// The names of every guardrail it runs, comma-separated, in the order
+    /// they were chosen (LiteLLM's `x-litellm-applied-guardrails`).
+    pub applied: Option<Arc<str>>,
+}
+
 /// Largest number of guardrail names one request may carry.
 const MAX_NAMES: usize = 64;
 
@@ -113,24 +123,25 @@ impl Guardrails {
 
     /// Runs the request's `pre_call` and `during_call` guardrails on
     /// `body`: the body to send on (masked, without the gateway's own
-    /// `guardrails` member) and the `post_call` guardrails for its answer.
+    /// `guardrails` member) and what the rest of the request needs of them
+    /// ([`Checked`]).
     /// A `BLOCK`, an unknown name, or a `post_call` guardrail on a
     /// streamed request is an error.
     pub fn pre_call(
         &self,
         scope: Scope<'_>,
         body: Bytes,
-    ) -> Result<(Bytes, Option<PostCall>), GatewayError> {
+    ) -> Result<(Bytes, Checked), GatewayError> {
         let stored =
             |m: Option<&Map<String, Value>>| m.is_some_and(|m| m.contains_key("guardrails"));
         let asked = memchr::memmem::find(&body, b"\"guardrails\"").is_some();
         if self.list.is_empty() && !asked && !stored(scope.key) && !stored(scope.team) {
-            return Ok((body, None));
+            return Ok((body, Checked::default()));
         }
         let mut doc: Value = serde_json::from_slice(&body)
             .map_err(|e| GatewayError::MalformedJson(e.to_string()))?;
         let Some(obj) = doc.as_object_mut() else {
-            return Ok((body, None));
+            return Ok((body, Checked::default()));
         };
         let from_body = obj.remove("guardrails");
         let mut names: Vec<&str> = Vec::new();
@@ -196,13 +207,19 @@ impl Guardrails {
             .filter(|g| g.modes.post)
             .map(|g| Arc::clone(g))
             .collect();
-        let post = (!post.is_empty()).then_some(PostCall(post));
+        let checked = Checked {
+            post: (!post.is_empty()).then_some(PostCall(post)),
+            applied: (!chosen.is_empty()).then(|| {
+                let names: Vec<&str> = chosen.iter().map(|g| g.name.as_str()).collect();
+                Arc::from(names.join(","))
+            }),
+        };
         if !changed {
-            return Ok((body, post));
+            return Ok((body, checked));
         }
         let rewritten = serde_json::to_vec(&doc)
             .map_err(|_| GatewayError::Internal("re-encoding a guarded body failed"))?;
-        Ok((Bytes::from(rewritten), post))
+        Ok((Bytes::from(rewritten), checked))
     }
 }
 
@@ -293,8 +310,11 @@ mod tests {
 "#;
 
     fn pre(g: &Guardrails, scope: Scope<'_>, body: &str) -> Result<(String, bool), GatewayError> {
-        let (b, post) = g.pre_call(scope, Bytes::from(body.to_string()))?;
-        Ok((String::from_utf8(b.to_vec()).unwrap(), post.is_some()))
+        let (b, checked) = g.pre_call(scope, Bytes::from(body.to_string()))?;
+        Ok((
+            String::from_utf8(b.to_vec()).unwrap(),
+            checked.post.is_some(),
+        ))
     }
 
     #[test]
@@ -387,13 +407,16 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("'out'"), "{err}");
-        let (_, post) = g
+        let (_, checked) = g
             .pre_call(
                 Scope::default(),
                 Bytes::from_static(br#"{"model":"m","guardrails":["out"],"messages":[]}"#),
             )
             .unwrap();
-        let post = post.unwrap();
+        // Every guardrail that runs is named, in the order chosen: the
+        // request's, then the default-on ones.
+        assert_eq!(checked.applied.as_deref(), Some("out,pii-mask"));
+        let post = checked.post.unwrap();
         let answer = br#"{"choices":[{"index":0,"message":{"role":"assistant","content":"the Secret is"}}]}"#;
         let out = post.answer(answer).unwrap();
         assert!(String::from_utf8_lossy(&out).contains("the [KEYWORD_REDACTED] is"));

@@ -27,8 +27,9 @@ pub(super) fn pre_call(
             .and_then(|k| k.team.as_ref())
             .map(|t| &t.record.metadata),
     };
-    let (body, post) = worker.shared.guardrails.pre_call(scope, body)?;
-    outcome.post_call = post;
+    let (body, checked) = worker.shared.guardrails.pre_call(scope, body)?;
+    outcome.post_call = checked.post;
+    outcome.applied_guardrails = checked.applied;
     Ok(body)
 }
 

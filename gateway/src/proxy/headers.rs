@@ -88,6 +88,9 @@ pub(super) fn litellm_headers(status: u16, outcome: &Outcome) -> HeadBuilder {
     ] {
         h.header_with(name, |buf| super::access::write_millis(buf, d));
     }
+    if let Some(names) = &outcome.applied_guardrails {
+        h.header("x-litellm-applied-guardrails", names);
+    }
     h.header("x-litellm-version", crate::VERSION);
     h
 }

@@ -89,10 +89,15 @@ pub(crate) struct Outcome {
     /// Whether the answer came from the response cache (`None`: not
     /// looked up).
     cache_hit: Option<bool>,
+    /// The spend rows' `cache_key`: the entry's key, `Cache OFF` without a
+    /// cache.
+    cache_key: Option<Arc<str>>,
     /// What metrics and traces record of the request.
     telemetry: crate::telemetry::Telemetry,
     /// The request's `post_call` guardrails, for a whole answer.
     post_call: Option<crate::guardrails::PostCall>,
+    /// The guardrails it runs (`x-litellm-applied-guardrails`).
+    applied_guardrails: Option<Arc<str>>,
 }
 
 /// Serves one OpenAI-style LLM request on `endpoint`; `caller` is the
@@ -121,8 +126,10 @@ pub async fn handle(
         tokens_used: 0,
         answer_tokens: Default::default(),
         cache_hit: None,
+        cache_key: None,
         telemetry: crate::telemetry::Telemetry::begin(head, received_at),
         post_call: None,
+        applied_guardrails: None,
     };
     if let Ok(caller) = &caller {
         outcome
@@ -294,14 +301,16 @@ async fn serve(
     // The body's `cache` controls are checked whenever the cache is on; a
     // key whose metadata has `cache` replaces them (LiteLLM's key-level
     // controls).
+    let of_key = key_of(principal).and_then(|k| k.record.metadata.get("cache"));
+    if let Some(k) = key_of(principal) {
+        let allowed = &k.record.allowed_cache_controls;
+        crate::cache::control::check_allowed(req.cache.as_ref(), of_key, allowed)?;
+    }
     let controls = match &worker.shared.cache {
-        Some(_) => {
-            let of_key = key_of(principal).and_then(|k| k.record.metadata.get("cache"));
-            Some(match of_key {
-                Some(v) => crate::cache::control::of_key(v)?,
-                None => crate::cache::control::parse(req.cache.as_ref())?,
-            })
-        }
+        Some(_) => Some(match of_key {
+            Some(v) => crate::cache::control::of_key(v)?,
+            None => crate::cache::control::parse(req.cache.as_ref())?,
+        }),
         None => None,
     };
     let most = worker.shared.limits.max_request_retries;
@@ -424,19 +433,44 @@ async fn serve(
         }
         _ => None,
     };
+    outcome.cache_key = match (cache, &cache_plan) {
+        (None, _) => Some(crate::cache::off_key()),
+        (Some(_), Some(plan)) => Some(plan.key.as_str().into()),
+        (Some(_), None) => None,
+    };
     let result = match (cache, &cache_plan) {
         (Some(cache), Some(cache_plan)) => {
             // Boxed: a Redis lookup's state is over before the call.
             let stored = Box::pin(cache.lookup(&worker.cache, cache_plan)).await;
             outcome.cache_hit = Some(false);
-            match stored.and_then(|s| cached::answer_of(cache_plan, s)) {
-                Some(answer) => {
+            let answer = stored.and_then(|s| {
+                let body = s.body.clone();
+                cached::answer_of(cache_plan, s).map(|answer| (answer, body))
+            });
+            match answer {
+                Some((answer, stored)) => {
                     record::refuse_if_exhausted(caller, &model)?;
                     outcome.cache_hit = Some(true);
                     let tokens = crate::cache::total_tokens(&answer);
                     outcome.telemetry.cache(&model, true, tokens);
                     outcome.group = Some(model.as_str().into());
-                    cached::send(cache_plan, &answer, out, outcome).await
+                    let start = chrono::Utc::now();
+                    let sent = cached::send(cache_plan, &answer, out, outcome).await;
+                    if sent.is_ok() {
+                        let row = record::hit_row(record::HitInfo {
+                            call_id: &outcome.call_id,
+                            principal,
+                            master_token: worker.shared.auth.master_token(),
+                            group: &model,
+                            endpoint: held.req.endpoint,
+                            end_user: held.req.end_user.as_deref(),
+                            key: &cache_plan.key,
+                            stored: &stored,
+                            start,
+                        });
+                        record::submit(worker, row);
+                    }
+                    sent
                 }
                 None => {
                     outcome.telemetry.cache(&model, false, 0);
@@ -715,6 +749,7 @@ async fn attempt_once(
         error: result.as_ref().err(),
         end_user: req.end_user.as_deref(),
         proxy_budget: caller.proxy_budget.is_some(),
+        cache_key: outcome.cache_key.clone(),
     });
     outcome.telemetry.attempt(
         principal,

@@ -279,6 +279,9 @@ pub(super) struct AttemptInfo<'a> {
     pub end_user: Option<&'a str>,
     /// The proxy-wide budget counts the attempt's cost.
     pub proxy_budget: bool,
+    /// The response cache's key of the request (`Cache OFF` without a
+    /// cache).
+    pub cache_key: Option<Arc<str>>,
 }
 
 impl Attempt {
@@ -352,7 +355,73 @@ impl Attempt {
             end_user: info.end_user.filter(|e| !e.is_empty()).map(str::to_string),
             response_id: self.answer.take(),
             proxy_budget: info.proxy_budget,
+            cache_hit: false,
+            cache_key: info.cache_key,
         }
+    }
+}
+
+/// What a request answered from the response cache logs.
+pub(super) struct HitInfo<'a> {
+    pub call_id: &'a Arc<str>,
+    pub principal: &'a Principal,
+    pub master_token: Option<&'a str>,
+    pub group: &'a str,
+    pub endpoint: Endpoint,
+    pub end_user: Option<&'a str>,
+    /// The entry's key.
+    pub key: &'a str,
+    /// The stored answer (its usage is what the hit served).
+    pub stored: &'a [u8],
+    /// When the stored answer started to go out.
+    pub start: DateTime<Utc>,
+}
+
+/// The spend-log row of an answer from the response cache, as LiteLLM
+/// writes it: `cache_hit` true, the entry's key, the stored answer's
+/// tokens, spend 0 (so no budget moves), no deployment.
+pub(super) fn hit_row(info: HitInfo<'_>) -> SpendLogRow {
+    let key = super::key_of(info.principal);
+    let usage = spend::from_response_body(info.stored).unwrap_or_default();
+    let group: Arc<str> = info.group.into();
+    SpendLogRow {
+        request_id: info.call_id.clone(),
+        call_id: info.call_id.clone(),
+        attempt: 1,
+        call_type: Cow::Borrowed(call_type(info.endpoint)),
+        api_key: match key {
+            Some(k) => k.record.token.as_str().into(),
+            None => info.master_token.unwrap_or_default().into(),
+        },
+        spend: 0.0,
+        total_tokens: column(usage.prompt_tokens.saturating_add(usage.completion_tokens)),
+        prompt_tokens: column(usage.prompt_tokens),
+        completion_tokens: column(usage.completion_tokens),
+        start_time: info.start,
+        completion_start_time: Some(info.start),
+        end_time: Utc::now(),
+        model: group.clone(),
+        model_id: Arc::from(""),
+        model_group: group,
+        custom_llm_provider: Arc::from(""),
+        api_base: Arc::from(""),
+        region: None,
+        user: key.and_then(|k| k.record.user_id.clone()),
+        team_id: key.and_then(|k| k.record.team_id.clone()),
+        status: Cow::Borrowed("success"),
+        status_code: 200,
+        error_class: None,
+        error_message: None,
+        end_user: info.end_user.filter(|e| !e.is_empty()).map(str::to_string),
+        response_id: {
+            // The stored answer's id is the one the client got.
+            let mut id = super::answer_id::AnswerId::default();
+            id.whole(info.stored);
+            id.take()
+        },
+        proxy_budget: false,
+        cache_hit: true,
+        cache_key: Some(info.key.into()),
     }
 }
 
@@ -458,7 +527,39 @@ mod tests {
             error,
             end_user: Some(""),
             proxy_budget: false,
+            cache_key: None,
         })
+    }
+
+    #[test]
+    fn a_hit_row_is_free_and_names_its_entry() {
+        let stored =
+            br#"{"id":"x","usage":{"prompt_tokens":7,"completion_tokens":5,"total_tokens":12}}"#;
+        let r = hit_row(HitInfo {
+            call_id: &Arc::from("call-9"),
+            principal: &Principal::Master,
+            master_token: Some("hashed-master"),
+            group: "g",
+            endpoint: Endpoint::ChatCompletions,
+            end_user: Some("eu-1"),
+            key: "ns:abc",
+            stored,
+            start: Utc::now(),
+        });
+        assert!(r.cache_hit);
+        assert_eq!(r.cache_key.as_deref(), Some("ns:abc"));
+        assert_eq!(r.spend, 0.0);
+        assert_eq!(
+            (r.prompt_tokens, r.completion_tokens, r.total_tokens),
+            (7, 5, 12)
+        );
+        assert_eq!(
+            (&*r.request_id, &*r.model_group, &*r.api_key),
+            ("call-9", "g", "hashed-master")
+        );
+        assert_eq!(r.end_user.as_deref(), Some("eu-1"));
+        // An attempt's row is no hit.
+        assert!(!row(&deployments("  - model_name: g\n    litellm_params: {model: openai/gpt-4o, api_base: 'http://127.0.0.1:9/v1'}\n")[0], "g", "gpt-4o", None).cache_hit);
     }
 
     #[test]

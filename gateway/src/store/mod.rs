@@ -103,6 +103,7 @@ impl RowKind {
                 "model_tpm_limit",
                 "blocked",
                 "allowed_model_region",
+                "allowed_cache_controls",
                 "metadata",
             ],
             RowKind::Team => &[

@@ -60,6 +60,10 @@ pub struct KeyRecord {
     /// Routes the key may call (paths, `/prefix/*` patterns or LiteLLM's
     /// route group names); empty means any its role allows.
     pub allowed_routes: Vec<String>,
+    /// The cache controls its requests may set (LiteLLM's
+    /// `allowed_cache_controls`; empty: any).
+    #[serde(default)]
+    pub allowed_cache_controls: Vec<String>,
     /// Free-form metadata.
     pub metadata: Map<String, Value>,
     /// Creation time.
@@ -223,6 +227,40 @@ pub struct SpendLogRow {
     /// [`PROXY_BUDGET_USER`] as LiteLLM keeps it. Not a column.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub proxy_budget: bool,
+    /// Whether the response cache answered (LiteLLM's `cache_hit` column,
+    /// `"True"` or `"False"` as LiteLLM writes it).
+    #[serde(default, with = "python_bool")]
+    pub cache_hit: bool,
+    /// The response cache's key of the request (LiteLLM's `cache_key`
+    /// column): `Cache OFF` without a cache, `None` when the request was
+    /// not looked up.
+    #[serde(default)]
+    pub cache_key: Option<Arc<str>>,
+}
+
+/// A boolean as LiteLLM writes it in text columns (`str(True)`): `"True"`
+/// or `"False"`; anything else reads as false.
+pub(crate) mod python_bool {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Writes `v` as its text.
+    pub fn serialize<S: Serializer>(v: &bool, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(text(*v))
+    }
+
+    /// Reads a text (or nothing) as a boolean.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+        let v = Option::<String>::deserialize(d)?;
+        Ok(v.is_some_and(|s| s.eq_ignore_ascii_case("true")))
+    }
+
+    /// The text of `v`.
+    pub fn text(v: bool) -> &'static str {
+        match v {
+            true => "True",
+            false => "False",
+        }
+    }
 }
 
 /// The user row whose spend and budget are the proxy-wide budget's

@@ -11,7 +11,6 @@ use super::body::Kind::{self, Bool, Int, List, Num, Object, Str};
 pub const KEY: &[(&str, Kind)] = &[
     ("agent_id", Str),
     ("budget_limits", List),
-    ("allowed_cache_controls", List),
     ("config", Object),
     ("permissions", Object),
     ("budget_fallbacks", Object),

@@ -46,6 +46,7 @@ pub struct KeyRequest {
     user_id: Patch<String>,
     allowed_model_region: Patch<String>,
     allowed_routes: Patch<Vec<String>>,
+    allowed_cache_controls: Patch<Vec<String>>,
     /// Fields LiteLLM keeps in `metadata` ([`parse_accepting`]).
     #[serde(skip)]
     extra_metadata: Map<String, Value>,
@@ -138,6 +139,8 @@ impl KeyRequest {
                 .map_err(|problem| super::body::bad_field("allowed_routes", problem))?;
         }
         self.allowed_routes.apply_or_default(&mut k.allowed_routes);
+        self.allowed_cache_controls
+            .apply_or_default(&mut k.allowed_cache_controls);
         k.updated_at = Some(now);
         Ok(())
     }

@@ -412,6 +412,8 @@ mod tests {
             end_user: None,
             response_id: None,
             proxy_budget: false,
+            cache_hit: false,
+            cache_key: None,
         }
     }
 

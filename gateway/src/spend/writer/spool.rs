@@ -375,6 +375,8 @@ mod tests {
             end_user: None,
             response_id: None,
             proxy_budget: false,
+            cache_hit: true,
+            cache_key: Some("k1".into()),
         }
     }
 

@@ -25,38 +25,40 @@ const SELECT: &str = r#"SELECT k.token, k.key_name, k.key_alias, k.spend::float8
     k.rpm_limit::int8 AS rpm_limit, k.model_max_budget::jsonb AS model_max_budget,
     k.model_spend::jsonb AS model_spend,
     k.model_rpm_limit, k.model_tpm_limit, k.blocked, k.allowed_model_region,
-    k.allowed_routes, k.metadata::jsonb AS metadata, k.created_at::timestamp AS created_at,
+    k.allowed_cache_controls, k.allowed_routes, k.metadata::jsonb AS metadata,
+    k.created_at::timestamp AS created_at,
     k.updated_at::timestamp AS updated_at
 FROM "LiteLLM_VerificationToken" k
 LEFT JOIN "LiteLLM_BudgetTable" b ON b.budget_id = k.budget_id"#;
 
-/// `$1` token, `$2..$22` the fields below, `$23` spend, `$24` allowed
+/// `$1` token, `$2..$23` the fields below, `$24` spend, `$25` allowed
 /// routes.
 const INSERT: &str = r#"INSERT INTO "LiteLLM_VerificationToken" (token, key_name, key_alias,
     max_budget, budget_duration, budget_reset_at, expires, models, aliases, user_id, team_id,
     max_parallel_requests, tpm_limit, rpm_limit, model_max_budget, model_rpm_limit,
-    model_tpm_limit, blocked, allowed_model_region, metadata, created_at, updated_at, spend,
-    allowed_routes)
+    model_tpm_limit, blocked, allowed_model_region, metadata, created_at, updated_at,
+    allowed_cache_controls, spend, allowed_routes)
 VALUES ($1::text, $2::text, $3::text, $4::float8, $5::text, $6::timestamp, $7::timestamp,
     $8::text[], $9::jsonb, $10::text, $11::text, $12::int8, $13::int8, $14::int8, $15::jsonb,
     $16::jsonb, $17::jsonb, $18::bool, $19::text, $20::jsonb, $21::timestamp, $22::timestamp,
-    $23::float8, $24::text[])
+    $23::text[], $24::float8, $25::text[])
 ON CONFLICT (token) DO NOTHING"#;
 
-/// `$1` the token matched, `$2..$22` the fields, `$23` the token set, `$24`
+/// `$1` the token matched, `$2..$23` the fields, `$24` the token set, `$25`
 /// allowed routes.
-const UPDATE: &str = r#"UPDATE "LiteLLM_VerificationToken" SET token = $23::text,
+const UPDATE: &str = r#"UPDATE "LiteLLM_VerificationToken" SET token = $24::text,
     key_name = $2::text, key_alias = $3::text, max_budget = $4::float8,
     budget_duration = $5::text, budget_reset_at = $6::timestamp, expires = $7::timestamp,
     models = $8::text[], aliases = $9::jsonb, user_id = $10::text, team_id = $11::text,
     max_parallel_requests = $12::int8, tpm_limit = $13::int8, rpm_limit = $14::int8,
     model_max_budget = $15::jsonb, model_rpm_limit = $16::jsonb, model_tpm_limit = $17::jsonb,
     blocked = $18::bool, allowed_model_region = $19::text, metadata = $20::jsonb,
-    created_at = $21::timestamp, updated_at = $22::timestamp, allowed_routes = $24::text[]
+    created_at = $21::timestamp, updated_at = $22::timestamp,
+    allowed_cache_controls = $23::text[], allowed_routes = $25::text[]
 WHERE token = $1::text"#;
 
 /// A key's fields as statement parameters, in the order of [`INSERT`] and
-/// [`UPDATE`] (`$2..$22`).
+/// [`UPDATE`] (`$2..$23`).
 struct Fields<'a> {
     key: &'a KeyRecord,
     budget_reset_at: Option<NaiveDateTime>,
@@ -86,7 +88,7 @@ impl<'a> Fields<'a> {
         }
     }
 
-    /// `$1..$22`, `$1` being `token`.
+    /// `$1..$23`, `$1` being `token`.
     fn params<'s>(&'s self, token: &'s String) -> Vec<&'s (dyn ToSql + Sync)> {
         let k = self.key;
         vec![
@@ -112,6 +114,7 @@ impl<'a> Fields<'a> {
             &self.metadata,
             &self.created_at,
             &self.updated_at,
+            &k.allowed_cache_controls,
         ]
     }
 }
@@ -152,6 +155,9 @@ fn record(row: &Row) -> Result<KeyRecord, Error> {
         allowed_model_region: row.try_get("allowed_model_region")?,
         allowed_routes: row
             .try_get::<_, Option<Vec<String>>>("allowed_routes")?
+            .unwrap_or_default(),
+        allowed_cache_controls: row
+            .try_get::<_, Option<Vec<String>>>("allowed_cache_controls")?
             .unwrap_or_default(),
         metadata,
         created_at: utc(row.try_get("created_at")?),

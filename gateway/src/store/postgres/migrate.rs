@@ -48,6 +48,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0010_spend_logs_response_id",
         include_str!("../../../../migrations/0010_spend_logs_response_id.sql"),
     ),
+    (
+        "0011_litellm_key_cache_controls",
+        include_str!("../../../../migrations/0011_litellm_key_cache_controls.sql"),
+    ),
 ];
 
 /// Advisory lock key taken by every migration transaction ("gateway" in

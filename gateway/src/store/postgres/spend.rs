@@ -7,6 +7,7 @@ use super::convert::{naive, utc};
 use super::notify;
 use super::pool::Session;
 use super::spend_copy::{self, clean};
+use crate::store::records::python_bool;
 use crate::store::{next_reset, Change, SpendChanges, SpendFilter, SpendLogRow, PROXY_BUDGET_USER};
 use bytes::Bytes;
 use chrono::{DateTime, NaiveDateTime, Utc};
@@ -34,7 +35,7 @@ const INSERT_LOGS: &str = r#"INSERT INTO "LiteLLM_SpendLogs" (request_id, call_i
     call_type, api_key, spend, total_tokens, prompt_tokens, completion_tokens, "startTime",
     "completionStartTime", "endTime", model, model_id, model_group, custom_llm_provider, api_base,
     region, "user", team_id, status, status_code, error_class, error_message, litellm_call_id,
-    request_duration_ms, metadata, end_user, response_id)
+    request_duration_ms, metadata, end_user, response_id, cache_hit, cache_key)
 SELECT DISTINCT ON (request_id) request_id, call_id, attempt, call_type, api_key, spend,
     LEAST(total_tokens, 2147483647), LEAST(prompt_tokens, 2147483647),
     LEAST(completion_tokens, 2147483647), start_time, completion_start_time, end_time, model,
@@ -47,15 +48,16 @@ SELECT DISTINCT ON (request_id) request_id, call_id, attempt, call_type, api_key
         'error_information', CASE WHEN error_class IS NULL THEN NULL ELSE jsonb_build_object(
             'error_class', error_class, 'error_message', error_message,
             'error_code', status_code::text, 'llm_provider', custom_llm_provider) END)), end_user,
-    response_id
+    response_id, cache_hit, COALESCE(cache_key, '')
 FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[], $5::text[], $6::float8[],
     $7::int8[], $8::int8[], $9::int8[], $10::timestamp[], $11::timestamp[], $12::timestamp[],
     $13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[],
-    $20::text[], $21::text[], $22::int4[], $23::text[], $24::text[], $25::text[], $26::text[])
+    $20::text[], $21::text[], $22::int4[], $23::text[], $24::text[], $25::text[], $26::text[],
+    $27::text[], $28::text[])
     WITH ORDINALITY AS s(request_id, call_id, attempt, call_type, api_key, spend, total_tokens,
         prompt_tokens, completion_tokens, start_time, completion_start_time, end_time, model,
         model_id, model_group, custom_llm_provider, api_base, region, user_id, team_id, status,
-        status_code, error_class, error_message, end_user, response_id, ord)
+        status_code, error_class, error_message, end_user, response_id, cache_hit, cache_key, ord)
 ORDER BY request_id, ord
 ON CONFLICT (request_id) DO NOTHING
 RETURNING api_key, "user", team_id, spend::float8, model_group, "endTime"::timestamp, end_user,
@@ -67,7 +69,7 @@ const SELECT_LOGS: &str = r#"SELECT request_id, COALESCE(call_id, request_id) AS
     completion_tokens::int8 AS completion_tokens, "startTime"::timestamp AS start_time,
     "completionStartTime"::timestamp AS completion_start_time, "endTime"::timestamp AS end_time,
     model, model_id, model_group, custom_llm_provider, api_base, region, "user", team_id, status,
-    status_code, error_class, error_message, end_user, response_id
+    status_code, error_class, error_message, end_user, response_id, cache_hit, cache_key
 FROM "LiteLLM_SpendLogs"
 WHERE ($1::text IS NULL OR api_key = $1) AND ($2::text IS NULL OR "user" = $2)
     AND ($3::text IS NULL OR team_id = $3)
@@ -298,9 +300,10 @@ struct Columns<'a> {
     /// model_group, custom_llm_provider, api_base`.
     text: [Vec<Cow<'a, str>>; 9],
     /// `region, user, team_id, error_class, error_message, end_user,
-    /// response_id`.
-    opt_text: [Vec<Option<Cow<'a, str>>>; 7],
+    /// response_id, cache_key`.
+    opt_text: [Vec<Option<Cow<'a, str>>>; 8],
     status: Vec<&'a str>,
+    cache_hit: Vec<&'static str>,
     attempt: Vec<i32>,
     status_code: Vec<i32>,
     spend: Vec<f64>,
@@ -318,6 +321,7 @@ impl<'a> Columns<'a> {
             text: std::array::from_fn(|_| Vec::with_capacity(n)),
             opt_text: std::array::from_fn(|_| Vec::with_capacity(n)),
             status: Vec::with_capacity(n),
+            cache_hit: Vec::with_capacity(n),
             attempt: Vec::with_capacity(n),
             status_code: Vec::with_capacity(n),
             spend: Vec::with_capacity(n),
@@ -341,7 +345,7 @@ impl<'a> Columns<'a> {
             for (column, value) in c.text.iter_mut().zip(text) {
                 column.push(clean(value));
             }
-            let opt_text: [Option<&str>; 7] = [
+            let opt_text: [Option<&str>; 8] = [
                 r.region.as_deref(),
                 r.user.as_deref(),
                 r.team_id.as_deref(),
@@ -349,11 +353,13 @@ impl<'a> Columns<'a> {
                 r.error_message.as_deref(),
                 r.end_user.as_deref(),
                 r.response_id.as_deref(),
+                r.cache_key.as_deref(),
             ];
             for (column, value) in c.opt_text.iter_mut().zip(opt_text) {
                 column.push(value.map(clean));
             }
             c.status.push(&r.status);
+            c.cache_hit.push(python_bool::text(r.cache_hit));
             c.attempt.push(r.attempt);
             c.status_code.push(r.status_code);
             c.spend.push(r.spend);
@@ -369,7 +375,7 @@ impl<'a> Columns<'a> {
     }
 
     /// The parameters of [`INSERT_LOGS`] with their types, in order.
-    fn params(&self) -> [(&(dyn ToSql + Sync), Type); 26] {
+    fn params(&self) -> [(&(dyn ToSql + Sync), Type); 28] {
         let (t, o) = (&self.text, &self.opt_text);
         let text = Type::TEXT_ARRAY;
         let time = Type::TIMESTAMP_ARRAY;
@@ -399,7 +405,9 @@ impl<'a> Columns<'a> {
             (&o[3], text.clone()),
             (&o[4], text.clone()),
             (&o[5], text.clone()),
-            (&o[6], text),
+            (&o[6], text.clone()),
+            (&self.cache_hit, text.clone()),
+            (&o[7], text),
         ]
     }
 }
@@ -913,6 +921,13 @@ fn log_row(row: &Row) -> Result<SpendLogRow, Error> {
             .try_get::<_, Option<String>>("response_id")?
             .map(Into::into),
         proxy_budget: false,
+        cache_hit: row
+            .try_get::<_, Option<String>>("cache_hit")?
+            .is_some_and(|v| v.eq_ignore_ascii_case("true")),
+        cache_key: row
+            .try_get::<_, Option<String>>("cache_key")?
+            .filter(|k| !k.is_empty())
+            .map(Into::into),
     })
 }
 

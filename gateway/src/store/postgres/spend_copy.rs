@@ -10,6 +10,7 @@ use chrono::{DateTime, Datelike, NaiveDateTime, Timelike, Utc};
 use std::borrow::Cow;
 use std::io::Write;
 
+use crate::store::records::python_bool;
 use crate::store::SpendLogRow;
 
 /// The COPY statement; [`encode`] writes its rows, columns in this order.
@@ -17,7 +18,7 @@ pub const COPY_LOGS: &str = r#"COPY "LiteLLM_SpendLogs" (request_id, call_id, at
     call_type, api_key, spend, total_tokens, prompt_tokens, completion_tokens, "startTime",
     "completionStartTime", "endTime", model, model_id, model_group, custom_llm_provider, api_base,
     region, "user", team_id, status, status_code, error_class, error_message, litellm_call_id,
-    request_duration_ms, metadata, end_user, response_id) FROM STDIN"#;
+    request_duration_ms, metadata, end_user, response_id, cache_hit, cache_key) FROM STDIN"#;
 
 /// Appends `rows` to `out`, one line each, in [`COPY_LOGS`]'s columns.
 pub fn encode(rows: &[SpendLogRow], out: &mut Vec<u8>) {
@@ -62,6 +63,8 @@ pub fn encode(rows: &[SpendLogRow], out: &mut Vec<u8>) {
         out.push(b'\t');
         optional(out, r.end_user.as_deref());
         optional(out, r.response_id.as_deref());
+        field(out, python_bool::text(r.cache_hit));
+        field(out, r.cache_key.as_deref().unwrap_or_default());
         // Every field ends in a tab: the last one ends the line instead.
         if let Some(last) = out.last_mut() {
             *last = b'\n';
@@ -271,6 +274,8 @@ mod tests {
             end_user: None,
             response_id: Some("chatcmpl-1".into()),
             proxy_budget: false,
+            cache_hit: true,
+            cache_key: Some("ns:ab".into()),
         }
     }
 
@@ -286,7 +291,7 @@ mod tests {
         let lines: Vec<&str> = text.split_inclusive('\n').collect();
         assert_eq!(lines.len(), 2);
         let c = columns(lines[0]);
-        assert_eq!(c.len(), 29, "one field per column of COPY_LOGS");
+        assert_eq!(c.len(), 31, "one field per column of COPY_LOGS");
         assert_eq!(c[0], "call-1:2");
         assert_eq!(c[2], "2");
         assert_eq!(c[5], "0.000125");
@@ -306,6 +311,7 @@ mod tests {
         assert_eq!(c[25], "801", "800.5 ms rounds half up");
         assert_eq!(c[27], "\\N");
         assert_eq!(c[28], "chatcmpl-1", "the answer's id");
+        assert_eq!((c[29], c[30]), ("True", "ns:ab"), "LiteLLM's cache columns");
     }
 
     #[test]
