@@ -213,8 +213,9 @@ pub(crate) fn check_access(
     })
 }
 
-/// The tags tag-based routing reads: the request's, then its key's and its
-/// team's `metadata.tags`, without repeats (LiteLLM merges them so).
+/// The tags tag-based routing reads and the spend row carries: the
+/// request's, then its key's and its team's `metadata.tags`, without
+/// repeats (LiteLLM merges them so).
 fn routing_tags(principal: &Principal, request: &[String]) -> Vec<String> {
     let mut tags = request.to_vec();
     let Principal::Key(k) = principal else {
@@ -664,6 +665,7 @@ async fn attempt_once(
         },
         error: result.as_ref().err(),
         end_user: req.end_user.as_deref(),
+        tags: &req.tags,
     });
     outcome.telemetry.attempt(
         principal,

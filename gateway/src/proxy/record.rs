@@ -267,6 +267,8 @@ pub(super) struct AttemptInfo<'a> {
     pub status: u16,
     pub error: Option<&'a GatewayError>,
     pub end_user: Option<&'a str>,
+    /// The request's own `metadata.tags`.
+    pub tags: &'a [String],
 }
 
 impl Attempt {
@@ -337,6 +339,9 @@ impl Attempt {
             error_class: info.error.map(|e| Cow::Borrowed(e.class().as_str())),
             error_message: info.error.map(|e| e.to_string()),
             end_user: info.end_user.filter(|e| !e.is_empty()).map(str::to_string),
+            request_tags: Some(super::routing_tags(info.principal, info.tags))
+                .filter(|tags| !tags.is_empty())
+                .map(Arc::from),
         }
     }
 }
@@ -355,10 +360,10 @@ fn call_type(endpoint: Endpoint) -> &'static str {
 
 /// Queues a row on this core; the core's flusher hands queued rows to the
 /// control plane in one batch (see [`flush_spend`]), so a request never wakes
-/// the control thread itself. A row the spend log does not keep and that
-/// carries no spend is dropped here: it would neither be written nor count.
+/// the control thread itself. A row that would neither be written nor
+/// count anywhere ([`crate::spend::SpendLogs::matters`]) is dropped here.
 pub(super) fn submit(worker: &Worker, row: SpendLogRow) {
-    if row.spend == 0.0 && !worker.shared.spend_logs.keeps(&row) {
+    if !worker.shared.spend_logs.matters(&row) {
         return;
     }
     let mut backlog = worker.spend_backlog.borrow_mut();
@@ -442,6 +447,7 @@ mod tests {
             status: error.map_or(200, |_| 500),
             error,
             end_user: Some(""),
+            tags: &[],
         })
     }
 

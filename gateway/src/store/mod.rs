@@ -4,12 +4,17 @@
 //! control-plane thread calls it; the request path reads caches.
 
 pub mod cipher;
+mod daily;
 mod end_users;
 mod memory;
 pub mod orgs;
 pub mod postgres;
 mod records;
 
+pub use daily::{
+    endpoint_of, DailyBatch, DailyCounts, DailyDelta, DailyKey, DailyPage, DailyQuery, DailyRow,
+    DailyScope,
+};
 pub use end_users::{BudgetFields, EndUserBudget, EndUserRecord, EndUserUpdate};
 pub use memory::MemoryStore;
 pub use orgs::{BudgetRecord, OrgMembership, OrgRecord, OrgTable};
@@ -414,6 +419,9 @@ pub trait Store: Send + Sync {
     async fn count_spend(&self, rows: &[SpendLogRow]) -> Result<SpendChanges, StoreError>;
     /// Spend-log rows matching a filter, oldest first.
     async fn spend_logs(&self, filter: &SpendFilter) -> Result<Vec<SpendLogRow>, StoreError>;
+    /// One page of a daily aggregate table (LiteLLM's `LiteLLM_Daily*Spend`)
+    /// for `/*/daily/activity`, newest day first.
+    async fn daily_activity(&self, query: &DailyQuery) -> Result<DailyPage, StoreError>;
     /// Total spend over all keys.
     async fn global_spend(&self) -> Result<f64, StoreError>;
     /// Zeroes the spend of keys, teams and users whose `budget_reset_at` is

@@ -209,6 +209,10 @@ pub struct SpendLogRow {
     /// The request's end user (its `user`), LiteLLM's `end_user` column.
     #[serde(default)]
     pub end_user: Option<String>,
+    /// The request's tags (its `metadata.tags`, then its key's and team's),
+    /// LiteLLM's `request_tags`; none when it has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_tags: Option<Arc<[String]>>,
 }
 
 /// Filters of `/spend/logs`.

@@ -5,9 +5,11 @@
 //! before the answer goes out.
 
 mod accepted;
+mod activity;
 mod body;
 mod budgets;
 mod customers;
+mod daily;
 mod db;
 pub mod fuzz;
 mod issue;
@@ -46,6 +48,7 @@ pub fn is_admin_path(path: &str) -> bool {
         "/organization/",
         "/customer/",
         "/end_user/",
+        "/tag/",
     ]
     .iter()
     .any(|prefix| path.starts_with(prefix))
@@ -62,7 +65,7 @@ pub fn needs_admin(path: &str) -> bool {
 /// (LiteLLM's self-service views): its user's keys and spend, the
 /// `user_id` filter forced to its own.
 pub fn own_view(path: &str) -> bool {
-    matches!(path, "/key/list" | "/spend/logs")
+    matches!(path, "/key/list" | "/spend/logs" | "/user/daily/activity")
 }
 
 /// Whether `caller` may call `path` of the management API at all.
@@ -105,6 +108,8 @@ enum Endpoint<'a> {
     ModelDelete,
     SpendLogs,
     GlobalSpend,
+    /// `/<scope>/daily/activity` ([`daily`]).
+    DailyActivity(crate::store::DailyScope),
     /// `/budget/*` and `/organization/*` ([`org_routes`]).
     Org(OrgRoute),
     Customer(customers::Op),
@@ -114,6 +119,9 @@ impl<'a> Endpoint<'a> {
     /// The endpoint of a method and path, if any.
     fn parse(method: &str, path: &'a str) -> Option<Endpoint<'a>> {
         use Endpoint::*;
+        if let Some(scope) = daily::scope_of(path) {
+            return (method == "GET" || method == "HEAD").then_some(DailyActivity(scope));
+        }
         if let Some(route) = org_routes::parse(method, path) {
             return Some(Org(route));
         }
@@ -252,6 +260,7 @@ async fn answer(
         ModelDelete => models::delete(worker, body).await,
         SpendLogs => spend::logs(worker, q).await,
         GlobalSpend => spend::global(worker, q).await,
+        DailyActivity(scope) => daily::activity(worker, scope, q).await,
         Org(route) => org_routes::answer(worker, &caller, route, q, body).await,
         Customer(op) => customers::handle(worker, op, q, body).await,
     }

@@ -373,6 +373,7 @@ mod tests {
             error_class: None,
             error_message: Some("ünïcödé".into()),
             end_user: None,
+            request_tags: None,
         }
     }
 

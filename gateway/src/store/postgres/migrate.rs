@@ -40,6 +40,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0008_drop_duplicate_call_id_index",
         include_str!("../../../../migrations/0008_drop_duplicate_call_id_index.sql"),
     ),
+    (
+        "0009_litellm_daily_spend",
+        include_str!("../../../../migrations/0009_litellm_daily_spend.sql"),
+    ),
 ];
 
 /// Advisory lock key taken by every migration transaction ("gateway" in

@@ -7,10 +7,10 @@ use super::convert::{naive, utc};
 use super::notify;
 use super::pool::Session;
 use super::spend_copy::{self, clean};
-use crate::store::{next_reset, Change, SpendChanges, SpendFilter, SpendLogRow};
+use crate::store::{next_reset, Change, DailyBatch, SpendChanges, SpendFilter, SpendLogRow};
 use bytes::Bytes;
 use chrono::{DateTime, NaiveDateTime, Utc};
-use futures_util::future::{try_join, try_join3, try_join4, try_join5};
+use futures_util::future::{try_join, try_join4, try_join5};
 use futures_util::SinkExt;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -57,7 +57,8 @@ FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[], $5::text[], $6::floa
         status_code, error_class, error_message, end_user, ord)
 ORDER BY request_id, ord
 ON CONFLICT (request_id) DO NOTHING
-RETURNING api_key, "user", team_id, spend::float8, model_group, "endTime"::timestamp, end_user"#;
+RETURNING api_key, "user", team_id, spend::float8, model_group, "endTime"::timestamp, end_user,
+    request_id"#;
 
 const SELECT_LOGS: &str = r#"SELECT request_id, COALESCE(call_id, request_id) AS call_id,
     COALESCE(attempt, 1) AS attempt, call_type, api_key, spend::float8 AS spend,
@@ -107,7 +108,9 @@ pub async fn record(
     if copy.usable() {
         let tx = session.transaction().await?;
         match copy_rows(&tx, rows, &ids).await {
-            Ok((inserted, periods)) => return settle(tx, inserted, periods).await,
+            Ok((inserted, periods)) => {
+                return settle(tx, inserted, periods, &DailyBatch::of(rows, |_| None)).await
+            }
             Err(Refused::Copy(e)) if copy.falls_back(&e) => tx.rollback().await?,
             Err(Refused::Copy(e) | Refused::Other(e)) => return Err(e),
         }
@@ -124,7 +127,23 @@ pub async fn record(
         ),
     )
     .await?;
-    settle(tx, Inserted::of(&inserted)?, periods).await
+    let daily = daily_of_inserted(rows, &inserted)?;
+    settle(tx, Inserted::of(&inserted)?, periods, &daily).await
+}
+
+/// What the rows the INSERT wrote (by the `request_id` it returns, last)
+/// add to the daily tables.
+fn daily_of_inserted(rows: &[SpendLogRow], inserted: &[Row]) -> Result<DailyBatch, Error> {
+    let mut written = std::collections::HashSet::with_capacity(inserted.len());
+    for row in inserted {
+        written.insert(row.try_get::<_, String>(7)?);
+    }
+    let mut seen = std::collections::HashSet::with_capacity(inserted.len());
+    let fresh = rows.iter().filter(|r| {
+        let id = clean(&r.request_id);
+        written.contains(id.as_ref()) && seen.insert(id.into_owned())
+    });
+    Ok(DailyBatch::of(fresh, |_| None))
 }
 
 /// Adds the spend of `rows` to their keys, users, teams, organizations and
@@ -140,7 +159,13 @@ pub async fn count(session: &mut Session, rows: &[SpendLogRow]) -> Result<SpendC
         Periods::read(&tx, &ids),
     )
     .await?;
-    settle(tx, Inserted::copied(rows), periods).await
+    settle(
+        tx,
+        Inserted::copied(rows),
+        periods,
+        &DailyBatch::of(rows, |_| None),
+    )
+    .await
 }
 
 /// Whether spend rows go by COPY: yes until a COPY fails for a reason
@@ -242,26 +267,29 @@ async fn copy_rows(
 }
 
 /// Adds the spend of the `inserted` rows to their keys, users, teams,
-/// organizations and end users, announces what changed and commits.
+/// organizations and end users and `daily` to the daily tables, announces
+/// what changed and commits.
 async fn settle(
     tx: Transaction<'_>,
     inserted: Inserted,
     periods: Periods,
+    daily: &DailyBatch,
 ) -> Result<SpendChanges, Error> {
     let totals = Totals::of(&inserted, &periods);
     let end_user_totals = inserted.end_users();
     let lifetime = Lifetime::of(&inserted);
-    let ((mut keys, (), _, _), ((), end_users, ())) = try_join(
+    let ((mut keys, (), _, _), ((), end_users, (), ())) = try_join(
         try_join4(
             add_spend(&tx, ADD_KEY_SPEND, &totals.keys),
             add_model_spend(&tx, &totals.key_models),
             add_spend(&tx, ADD_USER_SPEND, &totals.users),
             add_spend(&tx, ADD_TEAM_SPEND, &totals.teams),
         ),
-        try_join3(
+        try_join4(
             add_org_spend(&tx, &totals.teams),
             super::end_users::add_spend(&tx, &end_user_totals),
             lifetime.add(&tx),
+            super::daily::upsert(&tx, daily),
         ),
     )
     .await?;
@@ -872,6 +900,7 @@ fn log_row(row: &Row) -> Result<SpendLogRow, Error> {
             .map(Into::into),
         error_message: row.try_get("error_message")?,
         end_user: row.try_get("end_user")?,
+        request_tags: None,
     })
 }
 

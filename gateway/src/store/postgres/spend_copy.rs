@@ -268,6 +268,7 @@ mod tests {
             error_class: Some("rate_limit".into()),
             error_message: Some("slow\ndown\r\0now".into()),
             end_user: None,
+            request_tags: None,
         }
     }
 
