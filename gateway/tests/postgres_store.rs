@@ -558,7 +558,7 @@ async fn keys_teams_and_users_round_trip_like_memory() {
     let gone = vec![k2.token.clone(), "missing".into(), k2.token.clone()];
     same!(mem, pg, s => s.delete_keys(&gone));
     same!(mem, pg, s => s.list_keys(None, None));
-    same!(mem, pg, s => s.global_spend());
+    same!(mem, pg, s => s.global_spend("2000-01-01"));
 
     let (t1, t2) = (team("t1", t0), team("a-team", t0));
     same!(mem, pg, s => s.insert_team(&t1));
@@ -700,7 +700,7 @@ async fn recording_spend_twice_counts_it_once() {
     same!(mem, pg, s => s.get_key(&other.token));
     same!(mem, pg, s => s.get_team("t1"));
     same!(mem, pg, s => s.get_user("u1"));
-    same!(mem, pg, s => s.global_spend());
+    same!(mem, pg, s => s.global_spend("2000-01-01"));
 
     let logs = pg.spend_logs(&SpendFilter::default()).await.unwrap();
     assert_eq!(logs.len(), 5, "each request id written once");

@@ -155,6 +155,20 @@ def main():
             ".map(t => t.textContent)"
         )
         assert any(not t.endswith(": 0") for t in titles), titles
+        # Every day of the two weeks is labelled under the bars.
+        labels = d.execute_script(
+            "return [...document.querySelectorAll('#usage-charts svg')[1].querySelectorAll('text.tick')]"
+            ".map(t => t.textContent).filter(t => /^\\d\\d-\\d\\d$/.test(t))"
+        )
+        assert len(labels) == 14, labels
+        # The last 30 days' spend (LiteLLM's /global/spend) holds the range's:
+        # all of this test's traffic is today's.
+        cards = d.execute_script(
+            "return Object.fromEntries([...document.querySelectorAll('.cards .card')]"
+            ".map(c => [c.querySelector('.label').textContent, c.querySelector('.value').textContent]))"
+        )
+        assert cards["Spend in range"] == cards["Spend, last 30 days"], cards
+        assert cards["Spend in range"] != "$0.00", cards
         shot("06-usage")
 
         # Block the key: its next request is refused.

@@ -2,7 +2,8 @@
 //! to end on the in-memory store: requests of a key (of an internal user,
 //! in a team, with tags, for an end user) show up per day with their
 //! spend, breakdown and names; a bad parameter is a 400 naming it; the
-//! internal user sees its own figures only.
+//! internal user sees its own figures only. `/global/spend` is the spend
+//! of every request, the master key's too.
 
 use e2e::{assert_error, to_yaml, Gateway, MASTER_KEY};
 use serde_json::{json, Value};
@@ -118,6 +119,14 @@ fn daily_activity_per_user_team_tag_and_end_user() {
             .json();
         (v["metadata"]["total_api_requests"] == 3).then_some(v)
     });
+    // LiteLLM's /global/spend: every request's spend of the last 30 days,
+    // the master key's included.
+    let global = gw.get("/global/spend").expect_status(200).json();
+    let total = users["metadata"]["total_spend"].as_f64().unwrap();
+    assert!(
+        (global["spend"].as_f64().unwrap() - total).abs() < 1e-12,
+        "{global} {users}"
+    );
     let day = &users["results"][0];
     assert!(
         users["metadata"]["total_spend"].as_f64().unwrap() > 0.0,

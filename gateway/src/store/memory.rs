@@ -749,8 +749,8 @@ impl Store for MemoryStore {
         Ok(self.with(|t| t.daily.page(query)))
     }
 
-    async fn global_spend(&self) -> Result<f64, StoreError> {
-        Ok(self.with(|t| t.keys.values().map(|k| k.spend).sum()))
+    async fn global_spend(&self, since: &str) -> Result<f64, StoreError> {
+        Ok(self.with(|t| t.daily.spend_since(since)))
     }
 
     async fn reset_due_budgets(&self, now: DateTime<Utc>) -> Result<Vec<Change>, StoreError> {

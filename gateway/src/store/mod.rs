@@ -422,8 +422,10 @@ pub trait Store: Send + Sync {
     /// One page of a daily aggregate table (LiteLLM's `LiteLLM_Daily*Spend`)
     /// for `/*/daily/activity`, newest day first.
     async fn daily_activity(&self, query: &DailyQuery) -> Result<DailyPage, StoreError>;
-    /// Total spend over all keys.
-    async fn global_spend(&self) -> Result<f64, StoreError>;
+    /// Spend of every request since the day `since` (`YYYY-MM-DD`, UTC),
+    /// from the daily user table (LiteLLM's `/global/spend` reads its
+    /// last 30 days of spend so).
+    async fn global_spend(&self, since: &str) -> Result<f64, StoreError>;
     /// Zeroes the spend of keys, teams and users whose `budget_reset_at` is
     /// past, and of the end users of budget rows whose `budget_reset_at`
     /// is, and schedules the next reset; returns what changed.

@@ -460,8 +460,8 @@ impl Store for PostgresStore {
         with_client!(self, c => daily::page(c, query))
     }
 
-    async fn global_spend(&self) -> Result<f64, StoreError> {
-        with_client!(self, c => spend::global(c))
+    async fn global_spend(&self, since: &str) -> Result<f64, StoreError> {
+        with_client!(self, c => spend::global(c, since))
     }
 
     async fn reset_due_budgets(&self, now: DateTime<Utc>) -> Result<Vec<Change>, StoreError> {

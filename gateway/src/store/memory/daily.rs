@@ -63,6 +63,18 @@ impl DailyTables {
         }
     }
 
+    /// Spend of the user rows of `since` (`YYYY-MM-DD`) and later: every
+    /// request's, once.
+    pub(super) fn spend_since(&self, since: &str) -> f64 {
+        self.scopes
+            .get(&DailyScope::User)
+            .into_iter()
+            .flat_map(|t| t.values())
+            .filter(|r| r.key.date.as_str() >= since)
+            .map(|r| r.counts.spend)
+            .sum()
+    }
+
     /// One page of the rows `query` asks for, newest day first (then by
     /// key), and how many match.
     pub(super) fn page(&self, query: &DailyQuery) -> DailyPage {

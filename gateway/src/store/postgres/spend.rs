@@ -904,10 +904,12 @@ fn log_row(row: &Row) -> Result<SpendLogRow, Error> {
     })
 }
 
-/// Total spend over all keys.
-pub async fn global(c: &Client) -> Result<f64, Error> {
-    let sql = r#"SELECT COALESCE(SUM(spend), 0)::float8 FROM "LiteLLM_VerificationToken""#;
-    c.query_one(sql, &[]).await?.try_get(0)
+/// Spend of every request since the day `since` (the daily user rows:
+/// every request counts there once).
+pub async fn global(c: &Client, since: &str) -> Result<f64, Error> {
+    let sql = r#"SELECT COALESCE(SUM(spend), 0)::float8 FROM "LiteLLM_DailyUserSpend"
+        WHERE date >= $1"#;
+    c.query_typed(sql, &[(&since, Type::TEXT)]).await?[0].try_get(0)
 }
 
 /// Zeroes the spend of keys, teams and users whose period ended by `now`,
