@@ -232,6 +232,22 @@ def main():
             goto(page)
             if page == "Health":
                 text_appears("healthy,")
+            if page == "Limits":
+                # A key's live use beside its limits.
+                req = urllib.request.Request(
+                    f"{BASE}/key/generate",
+                    data=json.dumps({"key_alias": "limited-key", "rpm_limit": 7, "tpm_limit": 7000}).encode(),
+                    headers={"Authorization": f"Bearer {MASTER}", "Content-Type": "application/json"},
+                )
+                with urllib.request.urlopen(req, timeout=30) as res:
+                    limited_key = json.load(res)["key"]
+                assert chat(limited_key, MODEL) == 200
+                live = d.find_element(By.ID, "live-limits-form")
+                live.find_element(By.NAME, "api_key").send_keys(limited_key)
+                live.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+                wait.until(lambda _: "rpm" in d.find_element(By.ID, "live-limits").text)
+                rows = [r.text for r in d.find_elements(By.CSS_SELECTOR, "#live-limits tbody tr")]
+                assert any(r.startswith("api_key") and " rpm 7 " in f" {r} " for r in rows), rows
             notices = d.find_elements(By.CSS_SELECTOR, "#page .notice.error")
             assert not notices, f"{page}: {[n.text for n in notices]}"
             shot(f"{i + 1:02d}-{page.lower()}")

@@ -3,7 +3,8 @@
 //! in a team, with tags, for an end user) show up per day with their
 //! spend, breakdown and names; a bad parameter is a 400 naming it; the
 //! internal user sees its own figures only. `/global/spend` is the spend
-//! of every request, the master key's too.
+//! of every request, the master key's too. And `/gateway/limits`, the
+//! Limits page's live view of a key's or team's limits.
 
 use e2e::{assert_error, to_yaml, Gateway, MASTER_KEY};
 use serde_json::{json, Value};
@@ -205,6 +206,88 @@ fn daily_activity_per_user_team_tag_and_end_user() {
     );
     assert_error(
         &get_as(&gw, &key, &format!("/team/daily/activity?{range}")),
+        403,
+    );
+}
+
+/// `/gateway/limits` (the console's Limits page): a key's limits beside
+/// this process's counters in local mode (two requests on a 10 rpm key:
+/// 2 used, 8 left; none in flight), its team's limit too; the limiter's
+/// mode and reservation switch (alone without a key or team); a bad
+/// parameter named.
+#[test]
+fn live_limits_of_a_key_and_its_team() {
+    let gw = start();
+    gw.post("/team/new", &json!({"team_id": "lt", "rpm_limit": 100}))
+        .expect_status(200);
+    let key = gw
+        .post(
+            "/key/generate",
+            &json!({"team_id": "lt", "rpm_limit": 10, "tpm_limit": 100000,
+                "max_parallel_requests": 3}),
+        )
+        .expect_status(200)
+        .json()["key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for _ in 0..2 {
+        chat(
+            &gw,
+            &key,
+            json!({"model": "priced", "messages": [{"role": "user", "content": "hi"}]}),
+        );
+    }
+    let live = gw
+        .get(&format!("/gateway/limits?api_key={key}"))
+        .expect_status(200)
+        .json();
+    assert_eq!(live["mode"], "local", "{live}");
+    assert_eq!(live["reservation"], true, "{live}");
+    assert_eq!(live["counted_here"], true, "{live}");
+    let limit = |scope: &str, kind: &str| {
+        live["limits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["scope"] == scope && l["type"] == kind)
+            .unwrap_or_else(|| panic!("no {scope} {kind}: {live}"))
+            .clone()
+    };
+    let rpm = limit("api_key", "rpm");
+    assert_eq!(
+        (
+            rpm["limit"].clone(),
+            rpm["current"].clone(),
+            rpm["remaining"].clone()
+        ),
+        (json!(10), json!(2), json!(8)),
+        "{live}"
+    );
+    assert_eq!(limit("api_key", "parallel")["current"], 0, "{live}");
+    assert!(
+        limit("api_key", "tpm")["current"].as_u64().unwrap() > 0,
+        "{live}"
+    );
+    assert_eq!(limit("team", "rpm")["current"], 2, "{live}");
+    let team = gw
+        .get("/gateway/limits?team_id=lt")
+        .expect_status(200)
+        .json();
+    assert_eq!(team["limits"].as_array().unwrap().len(), 1, "{team}");
+    let state = gw.get("/gateway/limits").expect_status(200).json();
+    assert_eq!(
+        (state["mode"].clone(), state["limits"].clone()),
+        (json!("local"), json!([]))
+    );
+    let err = assert_error(
+        &gw.get(&format!("/gateway/limits?api_key={key}&team_id=lt")),
+        400,
+    );
+    assert_eq!(err["param"], "team_id");
+    assert_error(&gw.get("/gateway/limits?team_id=nope"), 404);
+    assert_error(
+        &get_as(&gw, &key, &format!("/gateway/limits?api_key={key}")),
         403,
     );
 }

@@ -14,6 +14,7 @@ mod db;
 pub mod fuzz;
 mod issue;
 mod keys;
+mod live_limits;
 mod members;
 mod model_groups;
 mod models;
@@ -53,6 +54,7 @@ pub fn is_admin_path(path: &str) -> bool {
     .iter()
     .any(|prefix| path.starts_with(prefix))
         || path == "/global/spend"
+        || path == "/gateway/limits"
 }
 
 /// Whether `path` of the management API needs an admin: `/key/health` and
@@ -108,6 +110,8 @@ enum Endpoint<'a> {
     ModelDelete,
     SpendLogs,
     GlobalSpend,
+    /// This gateway's `/gateway/limits` ([`live_limits`]).
+    LiveLimits,
     /// `/<scope>/daily/activity` ([`daily`]).
     DailyActivity(crate::store::DailyScope),
     /// `/budget/*` and `/organization/*` ([`org_routes`]).
@@ -162,6 +166,7 @@ impl<'a> Endpoint<'a> {
             "/model/delete" if post => ModelDelete,
             "/spend/logs" if get => SpendLogs,
             "/global/spend" if get => GlobalSpend,
+            "/gateway/limits" if get => LiveLimits,
             _ if post => {
                 let key = path
                     .strip_prefix("/key/")?
@@ -260,6 +265,7 @@ async fn answer(
         ModelDelete => models::delete(worker, body).await,
         SpendLogs => spend::logs(worker, q).await,
         GlobalSpend => spend::global(worker, q).await,
+        LiveLimits => live_limits::live(worker, q).await,
         DailyActivity(scope) => daily::activity(worker, scope, q).await,
         Org(route) => org_routes::answer(worker, &caller, route, q, body).await,
         Customer(op) => customers::handle(worker, op, q, body).await,
