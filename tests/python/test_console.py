@@ -19,7 +19,7 @@ from selenium import webdriver
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 BASE = os.environ["GATEWAY_URL"].rstrip("/")
 MASTER = os.environ["GATEWAY_MASTER_KEY"]
@@ -226,6 +226,20 @@ def main():
         team.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
         text_appears("<b>ui-team</b>", (By.CSS_SELECTOR, "#page table"))
         assert not d.find_elements(By.CSS_SELECTOR, "#page table b"), "markup rendered"
+        # Its members: add one as admin, make it a user, see the roster.
+        wait.until(lambda _: [tr for tr in d.find_elements(By.CSS_SELECTOR, "#page table tbody tr")
+                              if "<b>ui-team</b>" in tr.text][0]
+                   .find_element(By.CSS_SELECTOR, "button[data-action='members']").click() or True)
+        add = wait.until(EC.visibility_of_element_located((By.ID, "add-member-form")))
+        add.find_element(By.NAME, "user_id").send_keys("ui-member")
+        Select(add.find_element(By.TAG_NAME, "select")).select_by_value("admin")
+        add.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+        text_appears("ui-member added as admin", (By.CSS_SELECTOR, "dialog.modal"))
+        Select(d.find_element(By.CSS_SELECTOR, "#team-members select")).select_by_value("user")
+        text_appears("ui-member is now user", (By.CSS_SELECTOR, "dialog.modal"))
+        shot("02-team-members")
+        d.find_element(By.CSS_SELECTOR, "dialog.modal form.actions button").click()
+        text_appears("ui-member (user)", (By.CSS_SELECTOR, "#page table"))
 
         # Every page renders without an error notice.
         for i, page in enumerate(PAGES):
