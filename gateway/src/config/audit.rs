@@ -88,6 +88,7 @@ const GENERAL_ACTED_ON: &[&str] = &[
     "background_health_checks",
     "health_check_interval",
     "health_check_timeout",
+    "allow_public_health_readiness_details",
     "allowed_routes",
     "coordination_redis",
     "encryption_algorithm",

@@ -808,6 +808,7 @@ fn config_key(k: super::file::ConfigKey) -> Result<crate::store::KeyRecord, Stri
     if !k.fields.token.is_empty() {
         return Err("give the plain `key`, not a `token`".into());
     }
+    crate::auth::routes::check(&k.fields.allowed_routes)?;
     let hash = crate::auth::hash_key(&k.key);
     let tail: String = k
         .key

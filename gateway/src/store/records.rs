@@ -57,6 +57,9 @@ pub struct KeyRecord {
     pub blocked: bool,
     /// Regions the key may be served from (`eu`, `us`, ...).
     pub allowed_model_region: Option<String>,
+    /// Routes the key may call (paths, `/prefix/*` patterns or LiteLLM's
+    /// route group names); empty means any its role allows.
+    pub allowed_routes: Vec<String>,
     /// Free-form metadata.
     pub metadata: Map<String, Value>,
     /// Creation time.

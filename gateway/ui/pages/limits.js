@@ -1,4 +1,4 @@
-// Limits: the limiter's state from /health/readiness (mode, Redis breaker,
+// Limits: the limiter's state from /health/readiness/details (mode, Redis breaker,
 // script calls), a key's or team's limits beside their current use
 // (/gateway/limits: this process's counters, which hold the count in local
 // mode and while Redis is unusable), and the rpm/tpm/parallel limits set on
@@ -39,7 +39,7 @@ function liveView() {
 }
 
 export async function render(main, title) {
-  const ready = await api('GET', '/health/readiness');
+  const ready = await api('GET', '/health/readiness/details');
   const limiter = ready.limiter || {};
   const keys = await api('GET', `/key/list${query({ return_full_object: 'true', size: 100 })}`);
   const teams = await api('GET', '/team/list');

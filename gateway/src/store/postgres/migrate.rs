@@ -41,8 +41,12 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../../../../migrations/0008_drop_duplicate_call_id_index.sql"),
     ),
     (
-        "0009_litellm_daily_spend",
-        include_str!("../../../../migrations/0009_litellm_daily_spend.sql"),
+        "0009_key_allowed_routes",
+        include_str!("../../../../migrations/0009_key_allowed_routes.sql"),
+    ),
+    (
+        "0012_litellm_daily_spend",
+        include_str!("../../../../migrations/0012_litellm_daily_spend.sql"),
     ),
 ];
 
