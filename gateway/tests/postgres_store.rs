@@ -12,8 +12,8 @@ use gateway::models::Models;
 use gateway::router::RouterSettings;
 use gateway::store::postgres::{PostgresStore, MIGRATIONS};
 use gateway::store::{
-    BudgetFields, Change, EndUserBudget, EndUserRecord, EndUserUpdate, KeyRecord, MemoryStore,
-    ModelRecord, SpendFilter, SpendLogRow, Store, TeamRecord, UserRecord,
+    BudgetFields, Change, DailyQuery, DailyScope, EndUserBudget, EndUserRecord, EndUserUpdate,
+    KeyRecord, MemoryStore, ModelRecord, SpendFilter, SpendLogRow, Store, TeamRecord, UserRecord,
 };
 use gateway::sync::listener::{self, ListenConfig};
 use gateway::sync::Caches;
@@ -560,7 +560,7 @@ async fn keys_teams_and_users_round_trip_like_memory() {
     let gone = vec![k2.token.clone(), "missing".into(), k2.token.clone()];
     same!(mem, pg, s => s.delete_keys(&gone));
     same!(mem, pg, s => s.list_keys(None, None));
-    same!(mem, pg, s => s.global_spend());
+    same!(mem, pg, s => s.global_spend("2000-01-01"));
 
     let (t1, t2) = (team("t1", t0), team("a-team", t0));
     same!(mem, pg, s => s.insert_team(&t1));
@@ -635,6 +635,7 @@ fn spend_row(request_id: &str, api_key: &str, spend: f64, start: DateTime<Utc>) 
         proxy_budget: false,
         cache_hit: true,
         cache_key: Some("ns:0123abcd".into()),
+        request_tags: None,
     }
 }
 
@@ -705,7 +706,7 @@ async fn recording_spend_twice_counts_it_once() {
     same!(mem, pg, s => s.get_key(&other.token));
     same!(mem, pg, s => s.get_team("t1"));
     same!(mem, pg, s => s.get_user("u1"));
-    same!(mem, pg, s => s.global_spend());
+    same!(mem, pg, s => s.global_spend("2000-01-01"));
 
     let logs = pg.spend_logs(&SpendFilter::default()).await.unwrap();
     assert_eq!(logs.len(), 5, "each request id written once");
@@ -771,6 +772,113 @@ async fn recording_spend_twice_counts_it_once() {
         }
         assert_eq!(m, pg.spend_logs(f).await.unwrap(), "filter {i}");
     }
+}
+
+/// Every page of a daily table, sorted (Postgres pages by its random ids
+/// within a day, memory by key).
+async fn daily_rows(s: &dyn Store, scope: DailyScope) -> (i64, Vec<String>) {
+    let page = s
+        .daily_activity(&DailyQuery {
+            scope,
+            start: "2000-01-01".into(),
+            end: "2999-12-31".into(),
+            entities: None,
+            exclude: Vec::new(),
+            api_keys: None,
+            model: None,
+            offset: 0,
+            limit: 1000,
+        })
+        .await
+        .unwrap();
+    let mut rows: Vec<String> = page.rows.iter().map(|r| format!("{r:?}")).collect();
+    rows.sort();
+    (page.total, rows)
+}
+
+/// LiteLLM's daily tables: a batch recorded twice (once by COPY, then
+/// again by INSERT, which skips every row) counts once, a request id
+/// repeated in a batch once, and rows counted without the log (LiteLLM's
+/// `disable_spend_logs`) count too; user, team, organization (the team's),
+/// end user and tag rows hold the same figures in Postgres as in memory.
+#[tokio::test]
+async fn daily_tables_add_up_like_memory() {
+    let db = TestDb::create().await;
+    let (mem, pg) = (MemoryStore::default(), store(&db).await);
+    let t0 = now_ms();
+    for s in [&mem as &dyn Store, &pg as &dyn Store] {
+        s.insert_team(&team("t1", t0)).await.unwrap();
+    }
+    let at = |ms: i64| t0 + Duration::milliseconds(ms);
+    let mut failed = spend_row("call-1:2", "k1", 0.0, at(1));
+    failed.status = "failure".into();
+    let mut tagged = spend_row("call-2", "k1", 0.5, at(2));
+    tagged.end_user = Some("cust\0omer".to_string());
+    tagged.request_tags = Some(vec!["prod".to_string(), "eu".into(), "prod".into()].into());
+    let mut no_owner = spend_row("call-3", "k2", 0.25, at(3));
+    no_owner.user = None;
+    no_owner.team_id = None;
+    let rows = vec![
+        spend_row("call-1", "k1", 0.125, at(0)),
+        failed,
+        tagged,
+        spend_row("call-2", "k1", 9.0, at(2)), // same id: the first wins
+        no_owner,
+    ];
+    for _ in 0..2 {
+        mem.record_spend(&rows).await.unwrap();
+        pg.record_spend(&rows).await.unwrap();
+    }
+    let mut unlogged = spend_row("call-9", "k1", 1.0, at(9));
+    unlogged.request_tags = Some(vec!["eu".to_string()].into());
+    mem.count_spend(std::slice::from_ref(&unlogged))
+        .await
+        .unwrap();
+    pg.count_spend(std::slice::from_ref(&unlogged))
+        .await
+        .unwrap();
+
+    for scope in DailyScope::ALL {
+        let (m, p) = (daily_rows(&mem, scope).await, daily_rows(&pg, scope).await);
+        let m = (
+            m.0,
+            m.1.iter()
+                .map(|r| r.replace("\\0", "\u{fffd}"))
+                .collect::<Vec<_>>(),
+        );
+        assert_eq!(m, p, "{scope:?}");
+    }
+    let (total, users) = daily_rows(&pg, DailyScope::User).await;
+    assert_eq!(total, 2, "u1 and the user ''");
+    assert!(
+        users.iter().any(|r| r.contains("spend: 1.625")
+            && r.contains("api_requests: 4")
+            && r.contains("failed_requests: 1")),
+        "{users:?}"
+    );
+    let (_, orgs) = daily_rows(&pg, DailyScope::Organization).await;
+    assert!(orgs.len() == 1 && orgs[0].contains("\"org-1\""), "{orgs:?}");
+    let (_, tags) = daily_rows(&pg, DailyScope::Tag).await;
+    assert_eq!(tags.len(), 2, "{tags:?}");
+    assert!(
+        tags.iter()
+            .any(|r| r.contains("\"eu\"") && r.contains("spend: 1.5")),
+        "{tags:?}"
+    );
+    // LiteLLM's unique key, NULL-free: every row conflicts with itself.
+    let nulls: i64 = db
+        .client()
+        .await
+        .query_one(
+            r#"SELECT count(*) FROM "LiteLLM_DailyUserSpend" WHERE user_id IS NULL
+                OR model IS NULL OR custom_llm_provider IS NULL
+                OR mcp_namespaced_tool_name IS NULL OR endpoint IS NULL"#,
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(nulls, 0);
 }
 
 /// A batch of new rows goes by COPY, one holding a row already written by

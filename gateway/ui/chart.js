@@ -41,7 +41,10 @@ export function barChart(title, points, format = (v) => String(v)) {
   }
   const slot = plotW / points.length;
   const barW = Math.max(2, Math.min(48, slot * 0.7));
-  const every = Math.ceil(points.length / 12);
+  // A label under every bar up to a month of days (turned when they would
+  // touch), every few bars beyond.
+  const every = Math.ceil(points.length / 31);
+  const turned = slot * every < 40;
   points.forEach((p, i) => {
     const v = Number(p.value) || 0;
     const hgt = max > 0 ? (v / max) * plotH : 0;
@@ -50,7 +53,12 @@ export function barChart(title, points, format = (v) => String(v)) {
     bar.append(svg('title', {}, `${p.label}: ${format(v)}`));
     root.append(bar);
     if (i % every === 0) {
-      root.append(svg('text', { x: x + barW / 2, y: top + plotH + 16, class: 'tick', 'text-anchor': 'middle' }, p.label));
+      const lx = x + barW / 2;
+      const ly = top + plotH + 14;
+      const attrs = turned
+        ? { x: lx, y: ly, class: 'tick', 'text-anchor': 'end', transform: `rotate(-45 ${lx} ${ly})` }
+        : { x: lx, y: ly + 2, class: 'tick', 'text-anchor': 'middle' };
+      root.append(svg('text', attrs, p.label));
     }
   });
   return root;

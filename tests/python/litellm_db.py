@@ -14,6 +14,12 @@ one with `encryption_algorithm: aes-256-gcm`).
 `setup` also inserts a budget, an organization using it and a membership,
 in LiteLLM's shape.
 
+`verify` also checks LiteLLM's daily tables the gateway filled: they add up
+to its spend log, LiteLLM's own daily-spend writer (`build_bulk_upsert`)
+upserts into the very rows the gateway wrote (same unique key, NULL-free),
+and the gateway's `/user/daily/activity` answer parses as LiteLLM's
+`SpendAnalyticsPaginatedResponse`.
+
 `verify` reads back what the gateway wrote through LiteLLM's parsers: its
 pydantic `LiteLLM_SpendLogs` and `LiteLLM_VerificationToken` types, its
 `decrypt_value_helper` for the params of the model the gateway stored on
@@ -50,6 +56,14 @@ from litellm.models.end_user import LiteLLM_EndUserTable  # noqa: E402
 from litellm.models.spend_logs import LiteLLM_SpendLogs  # noqa: E402
 from litellm.models.verification_token import LiteLLM_VerificationToken  # noqa: E402
 from litellm.proxy._types import hash_token  # noqa: E402
+from litellm.proxy.db.daily_spend_bulk_upsert import (  # noqa: E402
+    DAILY_SPEND_TABLES,
+    build_bulk_upsert,
+    merge_by_conflict_key,
+)
+from litellm.types.proxy.management_endpoints.common_daily_activity import (  # noqa: E402
+    SpendAnalyticsPaginatedResponse,
+)
 from litellm.proxy.common_utils.encrypt_decrypt_utils import (  # noqa: E402
     decrypt_value_helper,
     encrypt_value_helper,
@@ -90,6 +104,56 @@ def sql_value(v):
     if isinstance(v, (int, float)):
         return repr(v)
     return lit(v)
+
+
+def inline(sql, params):
+    """`sql` with its `$n` parameters written in as literals (psql binds none)."""
+    for i in range(len(params), 0, -1):
+        value = params[i - 1]
+        literal = "NULL" if value is None else lit(value) if isinstance(value, str) else repr(value)
+        sql = sql.replace(f"${i}::", f"{literal}::")
+    return sql
+
+
+def verify_daily(url, fx, logs):
+    """LiteLLM's daily tables as the gateway filled them (see the docstring)."""
+    users = rows(url, 'SELECT * FROM "LiteLLM_DailyUserSpend" ORDER BY id')
+    assert users, "the gateway wrote no daily user rows"
+    spent = sum(r["spend"] for r in logs)
+    assert abs(sum(r["spend"] for r in users) - spent) < 1e-9, (users, spent)
+    assert sum(r["api_requests"] for r in users) == len(logs), (users, len(logs))
+    failed = sum(1 for r in logs if r["status"] == "failure")
+    assert sum(r["failed_requests"] for r in users) == failed, users
+    for r in users:
+        for col in ("user_id", "model", "custom_llm_provider", "mcp_namespaced_tool_name", "endpoint"):
+            assert r[col] is not None, f"{col} NULL: LiteLLM's upsert would never meet this row: {r}"
+    teams = rows(url, f"SELECT * FROM \"LiteLLM_DailyTeamSpend\" WHERE team_id = {lit(fx['team_id'])}")
+    team_spent = sum(r["spend"] for r in logs if r["team_id"] == fx["team_id"])
+    assert abs(sum(r["spend"] for r in teams) - team_spent) < 1e-9, (teams, team_spent)
+    end_users = rows(url, f"SELECT * FROM \"LiteLLM_DailyEndUserSpend\" WHERE end_user_id = {lit(fx['end_user_id'])}")
+    end_user_spent = sum(r["spend"] for r in logs if r.get("end_user") == fx["end_user_id"])
+    assert abs(sum(r["spend"] for r in end_users) - end_user_spent) < 1e-9, (end_users, end_user_spent)
+
+    # The gateway's answer, through LiteLLM's response type.
+    answer = SpendAnalyticsPaginatedResponse(**fx["user_daily_activity"])
+    assert abs(answer.metadata.total_spend - spent) < 1e-9, answer.metadata
+    assert answer.metadata.total_api_requests == len(logs), answer.metadata
+    assert any(day.breakdown.api_keys for day in answer.results), answer.results
+
+    # LiteLLM's writer meets the gateway's row: one more request on it.
+    table = DAILY_SPEND_TABLES["user"]
+    row = users[0]
+    txn = {c: row[c] or None for c in ("user_id", "date", "api_key", "model", "model_group",
+                                        "custom_llm_provider", "mcp_namespaced_tool_name", "endpoint")}
+    txn.update(spend=1.0, prompt_tokens=2, completion_tokens=3, api_requests=1, successful_requests=1)
+    sql, params = build_bulk_upsert(table, merge_by_conflict_key(table, [txn]))
+    psql(url, inline(sql, params))
+    after = rows(url, 'SELECT * FROM "LiteLLM_DailyUserSpend" ORDER BY id')
+    assert len(after) == len(users), "LiteLLM's upsert inserted a row beside the gateway's"
+    [same] = [r for r in after if r["id"] == row["id"]]
+    assert abs(same["spend"] - (row["spend"] + 1.0)) < 1e-9, (row, same)
+    assert same["api_requests"] == row["api_requests"] + 1, (row, same)
+    return f"{len(users)} daily user rows add up; LiteLLM's daily writer upserts into them"
 
 
 def apply_migrations(url):
@@ -328,6 +392,7 @@ def verify(url, fx):
     [member_budget] = rows(url, f"SELECT * FROM \"LiteLLM_BudgetTable\" WHERE budget_id = {lit(parsed[0].budget_id)}")
     assert LiteLLM_BudgetTableFull(**member_budget).max_budget == org_fx["member_budget"], member_budget
     checks.append("organization, budget and membership parsed by LiteLLM")
+    checks.append(verify_daily(url, fx, logs))
     print("; ".join(checks))
 
 

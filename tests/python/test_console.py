@@ -19,7 +19,7 @@ from selenium import webdriver
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 BASE = os.environ["GATEWAY_URL"].rstrip("/")
 MASTER = os.environ["GATEWAY_MASTER_KEY"]
@@ -155,6 +155,20 @@ def main():
             ".map(t => t.textContent)"
         )
         assert any(not t.endswith(": 0") for t in titles), titles
+        # Every day of the two weeks is labelled under the bars.
+        labels = d.execute_script(
+            "return [...document.querySelectorAll('#usage-charts svg')[1].querySelectorAll('text.tick')]"
+            ".map(t => t.textContent).filter(t => /^\\d\\d-\\d\\d$/.test(t))"
+        )
+        assert len(labels) == 14, labels
+        # The last 30 days' spend (LiteLLM's /global/spend) holds the range's:
+        # all of this test's traffic is today's.
+        cards = d.execute_script(
+            "return Object.fromEntries([...document.querySelectorAll('.cards .card')]"
+            ".map(c => [c.querySelector('.label').textContent, c.querySelector('.value').textContent]))"
+        )
+        assert cards["Spend in range"] == cards["Spend, last 30 days"], cards
+        assert cards["Spend in range"] != "$0.00", cards
         shot("06-usage")
 
         # Block the key: its next request is refused.
@@ -212,12 +226,42 @@ def main():
         team.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
         text_appears("<b>ui-team</b>", (By.CSS_SELECTOR, "#page table"))
         assert not d.find_elements(By.CSS_SELECTOR, "#page table b"), "markup rendered"
+        # Its members: add one as admin, make it a user, see the roster.
+        wait.until(lambda _: [tr for tr in d.find_elements(By.CSS_SELECTOR, "#page table tbody tr")
+                              if "<b>ui-team</b>" in tr.text][0]
+                   .find_element(By.CSS_SELECTOR, "button[data-action='members']").click() or True)
+        add = wait.until(EC.visibility_of_element_located((By.ID, "add-member-form")))
+        add.find_element(By.NAME, "user_id").send_keys("ui-member")
+        Select(add.find_element(By.TAG_NAME, "select")).select_by_value("admin")
+        add.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+        text_appears("ui-member added as admin", (By.CSS_SELECTOR, "dialog.modal"))
+        Select(d.find_element(By.CSS_SELECTOR, "#team-members select")).select_by_value("user")
+        text_appears("ui-member is now user", (By.CSS_SELECTOR, "dialog.modal"))
+        shot("02-team-members")
+        d.find_element(By.CSS_SELECTOR, "dialog.modal form.actions button").click()
+        text_appears("ui-member (user)", (By.CSS_SELECTOR, "#page table"))
 
         # Every page renders without an error notice.
         for i, page in enumerate(PAGES):
             goto(page)
             if page == "Health":
                 text_appears("healthy,")
+            if page == "Limits":
+                # A key's live use beside its limits.
+                req = urllib.request.Request(
+                    f"{BASE}/key/generate",
+                    data=json.dumps({"key_alias": "limited-key", "rpm_limit": 7, "tpm_limit": 7000}).encode(),
+                    headers={"Authorization": f"Bearer {MASTER}", "Content-Type": "application/json"},
+                )
+                with urllib.request.urlopen(req, timeout=30) as res:
+                    limited_key = json.load(res)["key"]
+                assert chat(limited_key, MODEL) == 200
+                live = d.find_element(By.ID, "live-limits-form")
+                live.find_element(By.NAME, "api_key").send_keys(limited_key)
+                live.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+                wait.until(lambda _: "rpm" in d.find_element(By.ID, "live-limits").text)
+                rows = [r.text for r in d.find_elements(By.CSS_SELECTOR, "#live-limits tbody tr")]
+                assert any(r.startswith("api_key") and " rpm 7 " in f" {r} " for r in rows), rows
             notices = d.find_elements(By.CSS_SELECTOR, "#page .notice.error")
             assert not notices, f"{page}: {[n.text for n in notices]}"
             shot(f"{i + 1:02d}-{page.lower()}")

@@ -296,7 +296,24 @@ fn a_litellm_database_serves_here_and_litellm_reads_what_the_gateway_wrote() {
         (spend > 0.25).then_some(())
     });
 
+    // Every row is written (the end user's spend above came with them):
+    // the daily tables are read below, and so is this answer.
+    let day = |shift: &str| {
+        db.query(&format!(
+            "SELECT to_char((now() AT TIME ZONE 'UTC') {shift} interval '1 day', 'YYYY-MM-DD')"
+        ))
+    };
+    let activity = gw
+        .get(&format!(
+            "/user/daily/activity?start_date={}&end_date={}&page_size=1000",
+            day("-"),
+            day("+")
+        ))
+        .expect_status(200)
+        .json();
+
     let mut fixture = fixture;
+    fixture["user_daily_activity"] = activity;
     fixture["gateway_org"] = gateway_org;
     fixture["new_model"] = json!({"name": "added-here", "id": "m-added-here", "api_key": new_key});
     let verified = harness(&["verify", db.url(), &fixture.to_string()]);
@@ -306,6 +323,10 @@ fn a_litellm_database_serves_here_and_litellm_reads_what_the_gateway_wrote() {
     );
     assert!(
         verified.contains("organization, budget and membership parsed by LiteLLM"),
+        "{verified}"
+    );
+    assert!(
+        verified.contains("LiteLLM's daily writer upserts into them"),
         "{verified}"
     );
 }

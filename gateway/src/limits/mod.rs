@@ -300,6 +300,13 @@ impl Limiter {
         self.calls.load(Ordering::Relaxed)
     }
 
+    /// This process's count on the counter named `key` (a descriptor's
+    /// key): the count itself in local mode, the fallback's while Redis is
+    /// unusable.
+    pub fn local_usage(&self, key: &str) -> u64 {
+        self.local.usage(key, unix_now())
+    }
+
     /// The descriptors `input` is checked against, tightest scopes last.
     pub fn descriptors(&self, input: &AdmitInput<'_>) -> Vec<Descriptor> {
         let mut out = Vec::new();

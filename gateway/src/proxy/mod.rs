@@ -221,8 +221,9 @@ pub(crate) fn check_access(
     })
 }
 
-/// The tags tag-based routing reads: the request's, then its key's and its
-/// team's `metadata.tags`, without repeats (LiteLLM merges them so).
+/// The tags tag-based routing reads and the spend row carries: the
+/// request's, then its key's and its team's `metadata.tags`, without
+/// repeats (LiteLLM merges them so).
 fn routing_tags(principal: &Principal, request: &[String]) -> Vec<String> {
     let mut tags = request.to_vec();
     let Principal::Key(k) = principal else {
@@ -464,6 +465,7 @@ async fn serve(
                             group: &model,
                             endpoint: held.req.endpoint,
                             end_user: held.req.end_user.as_deref(),
+                            tags: &held.req.tags,
                             key: &cache_plan.key,
                             stored: &stored,
                             start,
@@ -750,6 +752,7 @@ async fn attempt_once(
         end_user: req.end_user.as_deref(),
         proxy_budget: caller.proxy_budget.is_some(),
         cache_key: outcome.cache_key.clone(),
+        tags: &req.tags,
     });
     outcome.telemetry.attempt(
         principal,

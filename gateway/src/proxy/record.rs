@@ -282,6 +282,8 @@ pub(super) struct AttemptInfo<'a> {
     /// The response cache's key of the request (`Cache OFF` without a
     /// cache).
     pub cache_key: Option<Arc<str>>,
+    /// The request's own `metadata.tags`.
+    pub tags: &'a [String],
 }
 
 impl Attempt {
@@ -357,6 +359,9 @@ impl Attempt {
             proxy_budget: info.proxy_budget,
             cache_hit: false,
             cache_key: info.cache_key,
+            request_tags: Some(super::routing_tags(info.principal, info.tags))
+                .filter(|tags| !tags.is_empty())
+                .map(Arc::from),
         }
     }
 }
@@ -369,6 +374,8 @@ pub(super) struct HitInfo<'a> {
     pub group: &'a str,
     pub endpoint: Endpoint,
     pub end_user: Option<&'a str>,
+    /// The request's own `metadata.tags`.
+    pub tags: &'a [String],
     /// The entry's key.
     pub key: &'a str,
     /// The stored answer (its usage is what the hit served).
@@ -422,6 +429,9 @@ pub(super) fn hit_row(info: HitInfo<'_>) -> SpendLogRow {
         proxy_budget: false,
         cache_hit: true,
         cache_key: Some(info.key.into()),
+        request_tags: Some(super::routing_tags(info.principal, info.tags))
+            .filter(|tags| !tags.is_empty())
+            .map(Arc::from),
     }
 }
 
@@ -439,10 +449,10 @@ fn call_type(endpoint: Endpoint) -> &'static str {
 
 /// Queues a row on this core; the core's flusher hands queued rows to the
 /// control plane in one batch (see [`flush_spend`]), so a request never wakes
-/// the control thread itself. A row the spend log does not keep and that
-/// carries no spend is dropped here: it would neither be written nor count.
+/// the control thread itself. A row that would neither be written nor
+/// count anywhere ([`crate::spend::SpendLogs::matters`]) is dropped here.
 pub(super) fn submit(worker: &Worker, row: SpendLogRow) {
-    if row.spend == 0.0 && !worker.shared.spend_logs.keeps(&row) {
+    if !worker.shared.spend_logs.matters(&row) {
         return;
     }
     let mut backlog = worker.spend_backlog.borrow_mut();
@@ -528,6 +538,7 @@ mod tests {
             end_user: Some(""),
             proxy_budget: false,
             cache_key: None,
+            tags: &[],
         })
     }
 
@@ -542,11 +553,18 @@ mod tests {
             group: "g",
             endpoint: Endpoint::ChatCompletions,
             end_user: Some("eu-1"),
+            tags: &["team-a".to_string()],
             key: "ns:abc",
             stored,
             start: Utc::now(),
         });
         assert!(r.cache_hit);
+        assert_eq!(
+            r.response_id.as_deref(),
+            Some("x"),
+            "the stored answer's id"
+        );
+        assert_eq!(r.request_tags.as_deref(), Some(&["team-a".to_string()][..]));
         assert_eq!(r.cache_key.as_deref(), Some("ns:abc"));
         assert_eq!(r.spend, 0.0);
         assert_eq!(

@@ -2,7 +2,10 @@
 //! `disable_spend_logs` and `disable_error_logs`, read once at start-up).
 //! A row not kept still counts: the writer adds its spend to its key, user,
 //! team, organization and end user as it does a kept row's, and only
-//! `LiteLLM_SpendLogs` (so `/spend/logs`) goes without it.
+//! `LiteLLM_SpendLogs` (so `/spend/logs`) goes without it. It also counts
+//! in LiteLLM's daily tables, as a request, unless it is a failed attempt
+//! without spend that `disable_error_logs` leaves out (LiteLLM then logs
+//! nothing of the failure).
 
 use crate::store::SpendLogRow;
 
@@ -38,5 +41,11 @@ impl SpendLogs {
     pub fn keeps(self, row: &SpendLogRow) -> bool {
         let failed = &*row.status == "failure";
         !(self.disable_spend_logs || (self.disable_error_logs && failed))
+    }
+
+    /// Whether `row` is written or counted anywhere: not a failed attempt
+    /// without spend whose log `disable_error_logs` turns off.
+    pub fn matters(self, row: &SpendLogRow) -> bool {
+        row.spend != 0.0 || !(self.disable_error_logs && &*row.status == "failure")
     }
 }

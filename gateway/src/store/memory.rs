@@ -1,13 +1,14 @@
 //! The in-memory store: the same API on one machine without a database.
 //! Nothing survives a restart (the start-up log says so).
 
+mod daily;
 mod end_users;
 
 use super::{
-    next_reset, BudgetRecord, Change, EndUserBudget, EndUserRecord, EndUserUpdate, KeyRecord,
-    MemberOp, MemberOutcome, ModelRecord, OrgMembership, OrgRecord, OrgTable, RowKind,
-    SpendChanges, SpendFilter, SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord,
-    PROXY_BUDGET_USER,
+    next_reset, BudgetRecord, Change, DailyBatch, DailyPage, DailyQuery, EndUserBudget,
+    EndUserRecord, EndUserUpdate, KeyRecord, MemberOp, MemberOutcome, ModelRecord, OrgMembership,
+    OrgRecord, OrgTable, RowKind, SpendChanges, SpendFilter, SpendLogRow, Store, StoreError,
+    TeamMember, TeamRecord, UserRecord, PROXY_BUDGET_USER,
 };
 use crate::keyed_hash::KeyedHash;
 use async_trait::async_trait;
@@ -44,6 +45,8 @@ struct Tables {
     periods: HashMap<String, DateTime<Utc>>,
     /// End users and their budget rows.
     end_users: end_users::EndUsers,
+    /// LiteLLM's daily aggregates.
+    daily: daily::DailyTables,
 }
 
 impl Tables {
@@ -69,6 +72,7 @@ impl Tables {
             }
             changes.announce.push(change);
         };
+        let mut fresh = Vec::with_capacity(rows.len());
         for row in rows {
             if log {
                 if !t.request_ids.insert(row.request_id.clone()) {
@@ -81,6 +85,7 @@ impl Tables {
                     }
                 }
             }
+            fresh.push(row);
             if row.spend == 0.0 {
                 continue;
             }
@@ -135,6 +140,11 @@ impl Tables {
             let mut seen = HashSet::new();
             list.retain(|c| seen.insert(c.payload()));
         }
+        let teams = &t.teams;
+        let batch = DailyBatch::of(fresh, |team| {
+            teams.get(team).and_then(|t| t.organization_id.clone())
+        });
+        t.daily.add(batch);
         changes
     }
 }
@@ -745,8 +755,12 @@ impl Store for MemoryStore {
         }))
     }
 
-    async fn global_spend(&self) -> Result<f64, StoreError> {
-        Ok(self.with(|t| t.keys.values().map(|k| k.spend).sum()))
+    async fn daily_activity(&self, query: &DailyQuery) -> Result<DailyPage, StoreError> {
+        Ok(self.with(|t| t.daily.page(query)))
+    }
+
+    async fn global_spend(&self, since: &str) -> Result<f64, StoreError> {
+        Ok(self.with(|t| t.daily.spend_since(since)))
     }
 
     async fn reset_due_budgets(&self, now: DateTime<Utc>) -> Result<Vec<Change>, StoreError> {

@@ -4,12 +4,17 @@
 //! control-plane thread calls it; the request path reads caches.
 
 pub mod cipher;
+mod daily;
 mod end_users;
 mod memory;
 pub mod orgs;
 pub mod postgres;
 mod records;
 
+pub use daily::{
+    endpoint_of, DailyBatch, DailyCounts, DailyDelta, DailyKey, DailyPage, DailyQuery, DailyRow,
+    DailyScope,
+};
 pub use end_users::{BudgetFields, EndUserBudget, EndUserRecord, EndUserUpdate};
 pub use memory::MemoryStore;
 pub use orgs::{BudgetRecord, OrgMembership, OrgRecord, OrgTable};
@@ -415,8 +420,13 @@ pub trait Store: Send + Sync {
     async fn count_spend(&self, rows: &[SpendLogRow]) -> Result<SpendChanges, StoreError>;
     /// Spend-log rows matching a filter, oldest first.
     async fn spend_logs(&self, filter: &SpendFilter) -> Result<Vec<SpendLogRow>, StoreError>;
-    /// Total spend over all keys.
-    async fn global_spend(&self) -> Result<f64, StoreError>;
+    /// One page of a daily aggregate table (LiteLLM's `LiteLLM_Daily*Spend`)
+    /// for `/*/daily/activity`, newest day first.
+    async fn daily_activity(&self, query: &DailyQuery) -> Result<DailyPage, StoreError>;
+    /// Spend of every request since the day `since` (`YYYY-MM-DD`, UTC),
+    /// from the daily user table (LiteLLM's `/global/spend` reads its
+    /// last 30 days of spend so).
+    async fn global_spend(&self, since: &str) -> Result<f64, StoreError>;
     /// Zeroes the spend of keys, teams and users whose `budget_reset_at` is
     /// past, and of the end users of budget rows whose `budget_reset_at`
     /// is, and schedules the next reset; returns what changed.

@@ -15,6 +15,7 @@
 
 mod accounts;
 mod convert;
+mod daily;
 mod end_users;
 mod keys;
 mod members;
@@ -33,9 +34,9 @@ pub use tls::SslMode;
 
 use super::cipher::ParamCipher;
 use super::{
-    BudgetRecord, Change, EndUserBudget, EndUserRecord, EndUserUpdate, KeyRecord, MemberOp,
-    MemberOutcome, ModelRecord, OrgMembership, OrgRecord, OrgTable, RowKind, SpendChanges,
-    SpendFilter, SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord,
+    BudgetRecord, Change, DailyPage, DailyQuery, EndUserBudget, EndUserRecord, EndUserUpdate,
+    KeyRecord, MemberOp, MemberOutcome, ModelRecord, OrgMembership, OrgRecord, OrgTable, RowKind,
+    SpendChanges, SpendFilter, SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -455,8 +456,12 @@ impl Store for PostgresStore {
         with_client!(self, c => spend::logs(c, filter))
     }
 
-    async fn global_spend(&self) -> Result<f64, StoreError> {
-        with_client!(self, c => spend::global(c))
+    async fn daily_activity(&self, query: &DailyQuery) -> Result<DailyPage, StoreError> {
+        with_client!(self, c => daily::page(c, query))
+    }
+
+    async fn global_spend(&self, since: &str) -> Result<f64, StoreError> {
+        with_client!(self, c => spend::global(c, since))
     }
 
     async fn reset_due_budgets(&self, now: DateTime<Utc>) -> Result<Vec<Change>, StoreError> {

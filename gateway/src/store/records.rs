@@ -236,6 +236,10 @@ pub struct SpendLogRow {
     /// not looked up.
     #[serde(default)]
     pub cache_key: Option<Arc<str>>,
+    /// The request's tags (its `metadata.tags`, then its key's and team's),
+    /// LiteLLM's `request_tags`; none when it has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_tags: Option<Arc<[String]>>,
 }
 
 /// A boolean as LiteLLM writes it in text columns (`str(True)`): `"True"`

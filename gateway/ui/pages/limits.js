@@ -1,10 +1,11 @@
 // Limits: the limiter's state from /health/readiness/details (mode, Redis breaker,
-// script calls) and the rpm/tpm/parallel limits set on keys and teams.
-// Live per-key counters are not exposed by any admin endpoint yet, so they
-// are not shown.
+// script calls), a key's or team's limits beside their current use
+// (/gateway/limits: this process's counters, which hold the count in local
+// mode and while Redis is unusable), and the rpm/tpm/parallel limits set on
+// keys and teams.
 
 import { api, query } from '../api.js';
-import { h, replace, table, num, notice } from '../dom.js';
+import { h, replace, table, num, notice, field, values } from '../dom.js';
 
 function card(label, value) {
   return h('div', { class: 'card' }, h('div', { class: 'label' }, label), h('div', { class: 'value' }, value));
@@ -12,19 +13,46 @@ function card(label, value) {
 
 const limited = (x) => x.tpm_limit != null || x.rpm_limit != null || x.max_parallel_requests != null;
 
+function liveView() {
+  const out = h('div', { id: 'live-limits' });
+  const form = h('form', { class: 'toolbar', id: 'live-limits-form' },
+    field('Key (sk-… or its hash)', 'api_key'), field('or team id', 'team_id'),
+    h('button', { type: 'submit', class: 'secondary' }, 'Show live use'));
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const v = values(form);
+    try {
+      const live = await api('GET', `/gateway/limits${query({ api_key: v.api_key, team_id: v.team_id })}`);
+      replace(out,
+        live.counted_here ? null : notice('The fleet counts in Redis: this replica shows the limits, not their use.', 'info'),
+        table([
+          ['Scope', (l) => l.scope], ['Id', (l) => h('span', { class: 'mono' }, `${String(l.id).slice(0, 16)}`)],
+          ['Type', (l) => l.type], ['Limit', (l) => num(l.limit)],
+          ['Current', (l) => (l.current == null ? '-' : num(l.current))],
+          ['Remaining', (l) => (l.remaining == null ? '-' : num(l.remaining))],
+        ], live.limits, 'No limit is set here.'));
+    } catch (e) {
+      replace(out, notice(e.message));
+    }
+  });
+  return h('div', { class: 'panel' }, h('h2', {}, 'Live use'), form, out);
+}
+
 export async function render(main, title) {
   const ready = await api('GET', '/health/readiness/details');
   const limiter = ready.limiter || {};
   const keys = await api('GET', `/key/list${query({ return_full_object: 'true', size: 100 })}`);
   const teams = await api('GET', '/team/list');
+  const state = await api('GET', '/gateway/limits');
   const rows = (xs) => xs.filter(limited);
   replace(main, h('h1', {}, title),
     h('div', { class: 'cards' },
       card('Limiter mode', limiter.mode || '-'),
       card('Redis breaker', limiter.breaker || 'no Redis'),
       card('Redis script calls', num(limiter.redis_calls)),
-      card('Redis', ready.redis || 'not configured')),
-    notice('Live rpm/tpm/parallel usage per key or team is not exposed by the admin API yet; the limits set are shown.', 'info'),
+      card('Redis', ready.redis || 'not configured'),
+      card('TPM reservation', state.reservation ? 'on' : 'off')),
+    liveView(),
     h('div', { class: 'panel' }, h('h2', {}, 'Keys with limits (first 100 keys)'), table([
       ['Key', (k) => k.key_alias || k.key_name || k.token],
       ['TPM', (k) => num(k.tpm_limit)], ['RPM', (k) => num(k.rpm_limit)],

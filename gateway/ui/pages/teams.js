@@ -1,8 +1,10 @@
 // Teams: /team/list with members and roles, budgets, models and limits;
-// create (/team/new), block/unblock, delete.
+// create (/team/new), edit members (./team_members.js), block/unblock,
+// delete.
 
 import { api } from '../api.js';
 import { h, replace, table, field, values, notice, budgetBar, num, list } from '../dom.js';
+import { editMembers } from './team_members.js';
 
 export async function render(main, title) {
   const status = h('div', {});
@@ -60,6 +62,14 @@ export async function render(main, title) {
       ['Models', (t) => (t.models && t.models.length ? t.models.map((m) => h('span', { class: 'tag' }, m)) : 'all')],
       ['Status', (t) => h('span', { class: `tag ${t.blocked ? 'bad' : 'ok'}` }, t.blocked ? 'blocked' : 'active')],
       ['', (t) => h('span', {},
+        h('button', {
+          class: 'small secondary',
+          'data-action': 'members',
+          onclick: async () => {
+            await editMembers(t).catch((e) => replace(status, notice(e.message)));
+            await load();
+          },
+        }, 'Members'),
         h('button', {
           class: 'small secondary',
           onclick: () => act(() => api('POST', t.blocked ? '/team/unblock' : '/team/block', { team_id: t.team_id }),

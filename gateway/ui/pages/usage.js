@@ -1,14 +1,16 @@
-// Usage: spend, requests and tokens per day (SVG charts), and by model,
-// key and team, added up in the browser from /spend/logs over a date range
-// (at most MAX_ROWS attempt rows are read; the page says when it stopped
-// there), beside the total of /global/spend.
+// Usage: spend, requests and tokens per day (SVG charts), and by model
+// group, key, team and tag, from LiteLLM's daily aggregate tables through
+// /user/daily/activity (a team's through /team/daily/activity, tags'
+// through /tag/daily/activity), beside LiteLLM's /global/spend (every
+// request's spend over the last 30 days). The tables count every request,
+// whether or not the spend log keeps its row.
 
 import { api, query } from '../api.js';
 import { h, replace, table, field, values, notice, usd, num } from '../dom.js';
 import { barChart } from '../chart.js';
 
 const PAGE = 1000;
-const MAX_ROWS = 20000;
+const MAX_PAGES = 20;
 
 function isoDay(d) {
   return d.toISOString().slice(0, 10);
@@ -29,15 +31,35 @@ function card(label, value) {
   return h('div', { class: 'card' }, h('div', { class: 'label' }, label), h('div', { class: 'value' }, value));
 }
 
-function by(rows, keyOf) {
+/** Every page of a daily-activity endpoint; the days and whether it stopped early. */
+async function activity(path, params) {
+  const results = [];
+  for (let page = 1; page <= MAX_PAGES; page += 1) {
+    const answer = await api('GET', `${path}${query({ ...params, page, page_size: PAGE })}`);
+    results.push(...answer.results);
+    if (!answer.metadata.has_more) return { results, capped: false };
+  }
+  return { results, capped: true };
+}
+
+function add(into, m) {
+  into.spend += Number(m.spend) || 0;
+  into.requests += Number(m.api_requests) || 0;
+  into.failed += Number(m.failed_requests) || 0;
+  into.tokens += Number(m.total_tokens) || 0;
+}
+
+const zero = () => ({ spend: 0, requests: 0, failed: 0, tokens: 0 });
+
+/** Sums a breakdown (`models`, `api_keys`, `entities`...) over days, named by `nameOf`. */
+function by(results, part, nameOf = (id) => id) {
   const m = new Map();
-  for (const r of rows) {
-    const k = keyOf(r) || '-';
-    const e = m.get(k) || { name: k, spend: 0, requests: 0, tokens: 0 };
-    e.spend += Number(r.spend) || 0;
-    e.tokens += Number(r.total_tokens) || 0;
-    if ((r.attempt || 1) === 1) e.requests += 1;
-    m.set(k, e);
+  for (const day of results) {
+    for (const [id, entry] of Object.entries(day.breakdown[part] || {})) {
+      const e = m.get(id) || { name: nameOf(id, entry.metadata || {}), ...zero() };
+      add(e, entry.metrics);
+      m.set(id, e);
+    }
   }
   return [...m.values()].sort((a, b) => b.spend - a.spend || b.requests - a.requests).slice(0, 20);
 }
@@ -46,8 +68,12 @@ const breakdown = (rows) => table([
   ['Name', (e) => h('span', { class: 'mono' }, e.name)],
   ['Spend', (e) => usd(e.spend)],
   ['Requests', (e) => num(e.requests)],
+  ['Failed', (e) => num(e.failed)],
   ['Tokens', (e) => num(e.tokens)],
 ], rows, 'No traffic in this range.');
+
+const keyName = (id, meta) => meta.key_alias || `${String(id).slice(0, 12)}…`;
+const teamName = (id, meta) => (meta.team_alias ? `${meta.team_alias} (${id})` : id);
 
 export async function render(main, title, session) {
   const admin = !session || session.role !== 'internal_user';
@@ -59,7 +85,8 @@ export async function render(main, title, session) {
   const form = h('form', { class: 'toolbar', id: 'usage-range' },
     field('From', 'start_date', { type: 'date', value: state.start_date }),
     field('To', 'end_date', { type: 'date', value: state.end_date }),
-    field('Key (optional)', 'api_key'), field('Team id (optional)', 'team_id'),
+    field('Key (optional)', 'api_key'),
+    admin ? field('Team id (optional)', 'team_id') : null,
     h('button', { type: 'submit', class: 'secondary' }, 'Show'));
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
@@ -72,42 +99,42 @@ export async function render(main, title, session) {
   });
 
   async function load() {
-    replace(body, h('p', { class: 'muted' }, 'Adding up the spend log…'));
-    const rows = [];
-    let capped = false;
-    for (let page = 1; ; page += 1) {
-      const batch = await api('GET', `/spend/logs${query({ ...state, page, page_size: PAGE })}`);
-      rows.push(...batch);
-      if (batch.length < PAGE) break;
-      if (rows.length >= MAX_ROWS) { capped = true; break; }
-    }
+    replace(body, h('p', { class: 'muted' }, 'Reading the daily totals…'));
+    const range = { start_date: state.start_date, end_date: state.end_date, api_key: state.api_key };
+    const team = admin && state.team_id;
+    const data = team
+      ? await activity('/team/daily/activity', { ...range, team_ids: state.team_id })
+      : await activity('/user/daily/activity', range);
+    const teams = admin && !team ? await activity('/team/daily/activity', range) : null;
+    const tags = admin ? await activity('/tag/daily/activity', range) : null;
     const global = admin ? await api('GET', '/global/spend').catch(() => null) : null;
-    const perDay = new Map(days(state.start_date, state.end_date).map((d) => [d, { spend: 0, requests: 0, tokens: 0 }]));
-    for (const r of rows) {
-      const d = perDay.get(String(r.startTime).slice(0, 10));
-      if (!d) continue;
-      d.spend += Number(r.spend) || 0;
-      d.tokens += Number(r.total_tokens) || 0;
-      if ((r.attempt || 1) === 1) d.requests += 1;
+    const perDay = new Map(days(state.start_date, state.end_date).map((d) => [d, zero()]));
+    for (const day of data.results) {
+      const d = perDay.get(String(day.date));
+      if (d) add(d, day.metrics);
     }
     const series = (k) => [...perDay.entries()].map(([day, v]) => ({ label: day.slice(5), value: v[k] }));
-    const total = [...perDay.values()].reduce((a, v) => ({
-      spend: a.spend + v.spend, requests: a.requests + v.requests, tokens: a.tokens + v.tokens,
-    }), { spend: 0, requests: 0, tokens: 0 });
+    const total = [...perDay.values()].reduce((a, v) => {
+      add(a, { spend: v.spend, api_requests: v.requests, failed_requests: v.failed, total_tokens: v.tokens });
+      return a;
+    }, zero());
+    const capped = data.capped || (teams && teams.capped) || (tags && tags.capped);
     replace(body,
-      capped ? notice(`Only the first ${num(MAX_ROWS)} attempt rows of this range were added up; narrow the range.`, 'info') : null,
+      capped ? notice(`Only the first ${num(PAGE * MAX_PAGES)} daily rows were read; narrow the range.`, 'info') : null,
       h('div', { class: 'cards' },
         card('Spend in range', usd(total.spend)),
         card('Requests in range', num(total.requests)),
+        card('Failed requests', num(total.failed)),
         card('Tokens in range', num(total.tokens)),
-        admin ? card('Spend, all time', global ? usd(global.spend) : '-') : null),
+        admin ? card('Spend, last 30 days', global ? usd(global.spend) : '-') : null),
       h('div', { class: 'panel', id: 'usage-charts' },
         barChart('Spend per day (USD)', series('spend'), (v) => `$${v.toFixed(v && v < 1 ? 4 : 2)}`),
         barChart('Requests per day', series('requests'), (v) => String(Math.round(v))),
         barChart('Tokens per day', series('tokens'), (v) => String(Math.round(v)))),
-      h('div', { class: 'panel' }, h('h2', {}, 'By model group'), breakdown(by(rows, (r) => r.model_group || r.model))),
-      h('div', { class: 'panel' }, h('h2', {}, 'By key'), breakdown(by(rows, (r) => `${String(r.api_key).slice(0, 12)}…`))),
-      h('div', { class: 'panel' }, h('h2', {}, 'By team'), breakdown(by(rows, (r) => r.team_id))));
+      h('div', { class: 'panel' }, h('h2', {}, 'By model group'), breakdown(by(data.results, 'model_groups'))),
+      h('div', { class: 'panel' }, h('h2', {}, 'By key'), breakdown(by(data.results, 'api_keys', keyName))),
+      teams ? h('div', { class: 'panel' }, h('h2', {}, 'By team'), breakdown(by(teams.results, 'entities', teamName))) : null,
+      tags ? h('div', { class: 'panel' }, h('h2', {}, 'By tag'), breakdown(by(tags.results, 'entities'))) : null);
   }
 
   replace(main, h('h1', {}, title), h('div', { class: 'panel' }, form), body);

@@ -5,13 +5,16 @@
 //! before the answer goes out.
 
 mod accepted;
+mod activity;
 mod body;
 mod budgets;
 mod customers;
+mod daily;
 mod db;
 pub mod fuzz;
 mod issue;
 mod keys;
+mod live_limits;
 mod members;
 mod model_groups;
 mod models;
@@ -46,10 +49,12 @@ pub fn is_admin_path(path: &str) -> bool {
         "/organization/",
         "/customer/",
         "/end_user/",
+        "/tag/",
     ]
     .iter()
     .any(|prefix| path.starts_with(prefix))
         || path == "/global/spend"
+        || path == "/gateway/limits"
 }
 
 /// Whether `path` of the management API needs an admin: `/key/health` and
@@ -62,7 +67,7 @@ pub fn needs_admin(path: &str) -> bool {
 /// (LiteLLM's self-service views): its user's keys and spend, the
 /// `user_id` filter forced to its own.
 pub fn own_view(path: &str) -> bool {
-    matches!(path, "/key/list" | "/spend/logs")
+    matches!(path, "/key/list" | "/spend/logs" | "/user/daily/activity")
 }
 
 /// Whether `caller` may call `path` of the management API at all.
@@ -105,6 +110,10 @@ enum Endpoint<'a> {
     ModelDelete,
     SpendLogs,
     GlobalSpend,
+    /// This gateway's `/gateway/limits` ([`live_limits`]).
+    LiveLimits,
+    /// `/<scope>/daily/activity` ([`daily`]).
+    DailyActivity(crate::store::DailyScope),
     /// `/budget/*` and `/organization/*` ([`org_routes`]).
     Org(OrgRoute),
     Customer(customers::Op),
@@ -114,6 +123,9 @@ impl<'a> Endpoint<'a> {
     /// The endpoint of a method and path, if any.
     fn parse(method: &str, path: &'a str) -> Option<Endpoint<'a>> {
         use Endpoint::*;
+        if let Some(scope) = daily::scope_of(path) {
+            return (method == "GET" || method == "HEAD").then_some(DailyActivity(scope));
+        }
         if let Some(route) = org_routes::parse(method, path) {
             return Some(Org(route));
         }
@@ -154,6 +166,7 @@ impl<'a> Endpoint<'a> {
             "/model/delete" if post => ModelDelete,
             "/spend/logs" if get => SpendLogs,
             "/global/spend" if get => GlobalSpend,
+            "/gateway/limits" if get => LiveLimits,
             _ if post => {
                 let key = path
                     .strip_prefix("/key/")?
@@ -252,6 +265,8 @@ async fn answer(
         ModelDelete => models::delete(worker, body).await,
         SpendLogs => spend::logs(worker, q).await,
         GlobalSpend => spend::global(worker, q).await,
+        LiveLimits => live_limits::live(worker, q).await,
+        DailyActivity(scope) => daily::activity(worker, scope, q).await,
         Org(route) => org_routes::answer(worker, &caller, route, q, body).await,
         Customer(op) => customers::handle(worker, op, q, body).await,
     }

@@ -97,11 +97,19 @@ pub async fn logs(worker: &Worker, q: Query) -> Result<Value, GatewayError> {
     Ok(serde_json::to_value(rows).expect("spend rows are JSON"))
 }
 
-/// `GET /global/spend`: the spend of every key.
+/// Days `/global/spend` adds up, today's included (LiteLLM's
+/// `MonthlyGlobalSpend` view: the spend log's last 30 days).
+const GLOBAL_SPEND_DAYS: i64 = 30;
+
+/// `GET /global/spend`: the spend of every request (any key's, the master
+/// key's, deleted keys') over the last 30 days, as LiteLLM answers it.
 pub async fn global(worker: &Worker, q: Query) -> Result<Value, GatewayError> {
     q.finish()?;
-    let spend = run(worker, |ctx| async move {
-        ctx.store().global_spend().await.map_err(store_err)
+    let since = (Utc::now() - chrono::Duration::days(GLOBAL_SPEND_DAYS))
+        .format("%Y-%m-%d")
+        .to_string();
+    let spend = run(worker, move |ctx| async move {
+        ctx.store().global_spend(&since).await.map_err(store_err)
     })
     .await?;
     Ok(json!({"spend": spend, "max_budget": null}))

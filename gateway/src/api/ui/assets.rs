@@ -40,6 +40,7 @@ static ASSETS: &[Asset] = &[
     asset!("chart.js", JS),
     asset!("pages/keys.js", JS),
     asset!("pages/teams.js", JS),
+    asset!("pages/team_members.js", JS),
     asset!("pages/users.js", JS),
     asset!("pages/organizations.js", JS),
     asset!("pages/models.js", JS),

@@ -284,10 +284,11 @@ async fn write_batch(writer: &Writer, rows: &[SpendLogRow]) -> Result<(), StoreE
     Ok(())
 }
 
-/// Writes the rows the writer keeps and counts the spend of the others
-/// (zero-spend rows not kept touch nothing). The kept rows go first: should
-/// the count fail, the batch is spooled, and its replay skips the rows
-/// already written and counts the others once.
+/// Writes the rows the writer keeps and counts the others (their spend,
+/// and every one in the daily tables, so those stay right with the log
+/// off). The kept rows go first: should the count fail, the batch is
+/// spooled, and its replay skips the rows already written and counts the
+/// others once.
 async fn store_rows(writer: &Writer, rows: &[SpendLogRow]) -> Result<SpendChanges, StoreError> {
     let store = writer.ctx.store();
     if rows.iter().all(|r| writer.logs.keeps(r)) {
@@ -295,7 +296,7 @@ async fn store_rows(writer: &Writer, rows: &[SpendLogRow]) -> Result<SpendChange
     }
     let (kept, counted): (Vec<SpendLogRow>, Vec<SpendLogRow>) = rows
         .iter()
-        .filter(|r| r.spend != 0.0 || writer.logs.keeps(r))
+        .filter(|r| writer.logs.matters(r))
         .cloned()
         .partition(|r| writer.logs.keeps(r));
     let mut changes = store.record_spend(&kept).await?;
@@ -414,6 +415,7 @@ mod tests {
             proxy_budget: false,
             cache_hit: false,
             cache_key: None,
+            request_tags: None,
         }
     }
 
@@ -655,5 +657,57 @@ mod tests {
                 assert_eq!(cached.budget.spent_usd(), 1.5, "{logs:?}");
             });
         }
+    }
+
+    /// LiteLLM's daily tables count every request whether or not its row
+    /// is kept (a zero-spend success too); a failed attempt without spend
+    /// whose log `disable_error_logs` turns off counts nowhere.
+    #[test]
+    fn rows_not_kept_still_count_in_the_daily_tables() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let requests = |logs: SpendLogs| {
+            let store = Arc::new(MemoryStore::default());
+            let writer = writer_over(store.clone(), logs);
+            let mut spool = Spool::open(SpoolConfig {
+                dir: tempfile::tempdir().unwrap().path().to_path_buf(),
+                max_bytes: 1 << 30,
+            });
+            let mut failed = row("failed");
+            failed.status = "failure".into();
+            let rows = [row("free"), failed];
+            runtime.block_on(async {
+                write(&writer, &rows, &mut spool).await.unwrap();
+                let day = rows[0].start_time.format("%Y-%m-%d").to_string();
+                let page = store
+                    .daily_activity(&crate::store::DailyQuery {
+                        scope: crate::store::DailyScope::User,
+                        start: day.clone(),
+                        end: day,
+                        entities: None,
+                        exclude: Vec::new(),
+                        api_keys: None,
+                        model: None,
+                        offset: 0,
+                        limit: 10,
+                    })
+                    .await
+                    .unwrap();
+                page.rows.iter().map(|r| r.counts.api_requests).sum::<i64>()
+            })
+        };
+        assert_eq!(requests(SpendLogs::default()), 2);
+        let off = SpendLogs {
+            disable_spend_logs: true,
+            ..Default::default()
+        };
+        assert_eq!(requests(off), 2);
+        let errors_off = SpendLogs {
+            disable_error_logs: true,
+            ..Default::default()
+        };
+        assert_eq!(requests(errors_off), 1);
     }
 }

@@ -377,6 +377,7 @@ mod tests {
             proxy_budget: false,
             cache_hit: true,
             cache_key: Some("k1".into()),
+            request_tags: None,
         }
     }
 

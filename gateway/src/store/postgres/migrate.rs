@@ -52,6 +52,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0011_litellm_key_cache_controls",
         include_str!("../../../../migrations/0011_litellm_key_cache_controls.sql"),
     ),
+    (
+        "0012_litellm_daily_spend",
+        include_str!("../../../../migrations/0012_litellm_daily_spend.sql"),
+    ),
 ];
 
 /// Advisory lock key taken by every migration transaction ("gateway" in

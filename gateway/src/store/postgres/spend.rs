@@ -8,10 +8,12 @@ use super::notify;
 use super::pool::Session;
 use super::spend_copy::{self, clean};
 use crate::store::records::python_bool;
-use crate::store::{next_reset, Change, SpendChanges, SpendFilter, SpendLogRow, PROXY_BUDGET_USER};
+use crate::store::{
+    next_reset, Change, DailyBatch, SpendChanges, SpendFilter, SpendLogRow, PROXY_BUDGET_USER,
+};
 use bytes::Bytes;
 use chrono::{DateTime, NaiveDateTime, Utc};
-use futures_util::future::{try_join, try_join3, try_join4, try_join5};
+use futures_util::future::{try_join, try_join4, try_join5};
 use futures_util::SinkExt;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -111,7 +113,9 @@ pub async fn record(
     if copy.usable() {
         let tx = session.transaction().await?;
         match copy_rows(&tx, rows, &ids).await {
-            Ok((inserted, periods)) => return settle(tx, inserted, periods).await,
+            Ok((inserted, periods)) => {
+                return settle(tx, inserted, periods, &DailyBatch::of(rows, |_| None)).await
+            }
             Err(Refused::Copy(e)) if copy.falls_back(&e) => tx.rollback().await?,
             Err(Refused::Copy(e) | Refused::Other(e)) => return Err(e),
         }
@@ -128,7 +132,23 @@ pub async fn record(
         ),
     )
     .await?;
-    settle(tx, Inserted::of(&inserted, rows)?, periods).await
+    let daily = daily_of_inserted(rows, &inserted)?;
+    settle(tx, Inserted::of(&inserted, rows)?, periods, &daily).await
+}
+
+/// What the rows the INSERT wrote (by the `request_id` it returns, last)
+/// add to the daily tables.
+fn daily_of_inserted(rows: &[SpendLogRow], inserted: &[Row]) -> Result<DailyBatch, Error> {
+    let mut written = std::collections::HashSet::with_capacity(inserted.len());
+    for row in inserted {
+        written.insert(row.try_get::<_, String>(7)?);
+    }
+    let mut seen = std::collections::HashSet::with_capacity(inserted.len());
+    let fresh = rows.iter().filter(|r| {
+        let id = clean(&r.request_id);
+        written.contains(id.as_ref()) && seen.insert(id.into_owned())
+    });
+    Ok(DailyBatch::of(fresh, |_| None))
 }
 
 /// Adds the spend of `rows` to their keys, users, teams, organizations and
@@ -144,7 +164,13 @@ pub async fn count(session: &mut Session, rows: &[SpendLogRow]) -> Result<SpendC
         Periods::read(&tx, &ids),
     )
     .await?;
-    settle(tx, Inserted::copied(rows), periods).await
+    settle(
+        tx,
+        Inserted::copied(rows),
+        periods,
+        &DailyBatch::of(rows, |_| None),
+    )
+    .await
 }
 
 /// Whether spend rows go by COPY: yes until a COPY fails for a reason
@@ -246,26 +272,29 @@ async fn copy_rows(
 }
 
 /// Adds the spend of the `inserted` rows to their keys, users, teams,
-/// organizations and end users, announces what changed and commits.
+/// organizations and end users and `daily` to the daily tables, announces
+/// what changed and commits.
 async fn settle(
     tx: Transaction<'_>,
     inserted: Inserted,
     periods: Periods,
+    daily: &DailyBatch,
 ) -> Result<SpendChanges, Error> {
     let totals = Totals::of(&inserted, &periods);
     let end_user_totals = inserted.end_users();
     let lifetime = Lifetime::of(&inserted);
-    let ((mut keys, (), _, _), ((), end_users, ())) = try_join(
+    let ((mut keys, (), _, _), ((), end_users, (), ())) = try_join(
         try_join4(
             add_spend(&tx, ADD_KEY_SPEND, &totals.keys),
             add_model_spend(&tx, &totals.key_models),
             add_spend(&tx, ADD_USER_SPEND, &totals.users),
             add_spend(&tx, ADD_TEAM_SPEND, &totals.teams),
         ),
-        try_join3(
+        try_join4(
             add_org_spend(&tx, &totals.teams),
             super::end_users::add_spend(&tx, &end_user_totals),
             lifetime.add(&tx),
+            super::daily::upsert(&tx, daily),
         ),
     )
     .await?;
@@ -928,13 +957,16 @@ fn log_row(row: &Row) -> Result<SpendLogRow, Error> {
             .try_get::<_, Option<String>>("cache_key")?
             .filter(|k| !k.is_empty())
             .map(Into::into),
+        request_tags: None,
     })
 }
 
-/// Total spend over all keys.
-pub async fn global(c: &Client) -> Result<f64, Error> {
-    let sql = r#"SELECT COALESCE(SUM(spend), 0)::float8 FROM "LiteLLM_VerificationToken""#;
-    c.query_one(sql, &[]).await?.try_get(0)
+/// Spend of every request since the day `since` (the daily user rows:
+/// every request counts there once).
+pub async fn global(c: &Client, since: &str) -> Result<f64, Error> {
+    let sql = r#"SELECT COALESCE(SUM(spend), 0)::float8 FROM "LiteLLM_DailyUserSpend"
+        WHERE date >= $1"#;
+    c.query_typed(sql, &[(&since, Type::TEXT)]).await?[0].try_get(0)
 }
 
 /// Zeroes the spend of keys, teams and users whose period ended by `now`,

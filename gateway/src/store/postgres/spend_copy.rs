@@ -276,6 +276,7 @@ mod tests {
             proxy_budget: false,
             cache_hit: true,
             cache_key: Some("ns:ab".into()),
+            request_tags: None,
         }
     }
 

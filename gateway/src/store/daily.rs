@@ -1,0 +1,434 @@
+//! LiteLLM's daily spend aggregates (`LiteLLM_DailyUserSpend`,
+//! `LiteLLM_DailyTeamSpend`, `LiteLLM_DailyOrganizationSpend`,
+//! `LiteLLM_DailyEndUserSpend`, `LiteLLM_DailyTagSpend`): what a batch of
+//! newly written spend rows adds to them, and what `/*/daily/activity`
+//! asks of them. Pure; both backends write and read through these types.
+//!
+//! As LiteLLM's writer does, every spend row counts once per entity it
+//! names: under its UTC start day (`YYYY-MM-DD`), key, upstream model,
+//! provider and endpoint (LiteLLM's route for its `call_type`), each of
+//! them `''` rather than absent, since the unique key must be NULL-free to
+//! conflict. A row is one API request, successful or failed by its status;
+//! a successful one adds its duration to `total_response_time_ms` and one
+//! to `timed_requests`. A row without a user counts for the user `''`, as
+//! in LiteLLM; rows without a team, end user or tag count for none.
+//! Organizations are their teams'.
+
+use super::SpendLogRow;
+use std::collections::BTreeMap;
+
+/// One of LiteLLM's daily tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DailyScope {
+    /// `LiteLLM_DailyUserSpend`, by `user_id`.
+    User,
+    /// `LiteLLM_DailyTeamSpend`, by `team_id`.
+    Team,
+    /// `LiteLLM_DailyOrganizationSpend`, by `organization_id`.
+    Organization,
+    /// `LiteLLM_DailyEndUserSpend`, by `end_user_id`.
+    EndUser,
+    /// `LiteLLM_DailyTagSpend`, by `tag`.
+    Tag,
+}
+
+impl DailyScope {
+    /// Every scope, in the order a batch writes them.
+    pub const ALL: [DailyScope; 5] = [
+        DailyScope::User,
+        DailyScope::Team,
+        DailyScope::Organization,
+        DailyScope::EndUser,
+        DailyScope::Tag,
+    ];
+
+    /// The table, quoted for SQL.
+    pub fn table(self) -> &'static str {
+        match self {
+            DailyScope::User => r#""LiteLLM_DailyUserSpend""#,
+            DailyScope::Team => r#""LiteLLM_DailyTeamSpend""#,
+            DailyScope::Organization => r#""LiteLLM_DailyOrganizationSpend""#,
+            DailyScope::EndUser => r#""LiteLLM_DailyEndUserSpend""#,
+            DailyScope::Tag => r#""LiteLLM_DailyTagSpend""#,
+        }
+    }
+
+    /// The entity's column in the table (and the query parameter naming it).
+    pub fn id_column(self) -> &'static str {
+        match self {
+            DailyScope::User => "user_id",
+            DailyScope::Team => "team_id",
+            DailyScope::Organization => "organization_id",
+            DailyScope::EndUser => "end_user_id",
+            DailyScope::Tag => "tag",
+        }
+    }
+}
+
+/// LiteLLM's endpoint for a spend row's `call_type` (its
+/// `ROUTE_ENDPOINT_MAPPING`); `''` for one it does not map.
+pub fn endpoint_of(call_type: &str) -> &'static str {
+    match call_type {
+        "acompletion" => "/chat/completions",
+        "atext_completion" => "/completions",
+        "aembedding" => "/embeddings",
+        "aimage_generation" => "/image/generations",
+        "aspeech" => "/audio/speech",
+        "atranscription" => "/audio/transcriptions",
+        "amoderation" => "/moderations",
+        "arerank" => "/rerank",
+        "aresponses" => "/responses",
+        "aimage_edit" => "/images/edits",
+        _ => "",
+    }
+}
+
+/// The unique key of a daily row after its entity (LiteLLM's
+/// `mcp_namespaced_tool_name` is always `''` here).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DailyKey {
+    /// The entity's id (`''` for a row without a user).
+    pub entity: String,
+    /// UTC day of the attempt's start, `YYYY-MM-DD`.
+    pub date: String,
+    /// The hashed key.
+    pub api_key: String,
+    /// The upstream model.
+    pub model: String,
+    /// The provider.
+    pub custom_llm_provider: String,
+    /// LiteLLM's endpoint of the call type.
+    pub endpoint: String,
+}
+
+/// The counters of a daily row.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DailyCounts {
+    /// Prompt tokens.
+    pub prompt_tokens: i64,
+    /// Completion tokens.
+    pub completion_tokens: i64,
+    /// USD.
+    pub spend: f64,
+    /// Requests (spend rows).
+    pub api_requests: i64,
+    /// Rows with status `success`.
+    pub successful_requests: i64,
+    /// The others.
+    pub failed_requests: i64,
+    /// Durations of the successful ones, ms.
+    pub total_response_time_ms: i64,
+    /// Successful ones with a duration.
+    pub timed_requests: i64,
+}
+
+impl DailyCounts {
+    /// One spend row's counts.
+    fn of(row: &SpendLogRow) -> DailyCounts {
+        let success = row.status == "success";
+        let duration = (row.end_time - row.start_time).num_milliseconds().max(0);
+        DailyCounts {
+            prompt_tokens: row.prompt_tokens.max(0),
+            completion_tokens: row.completion_tokens.max(0),
+            spend: row.spend,
+            api_requests: 1,
+            successful_requests: i64::from(success),
+            failed_requests: i64::from(!success),
+            total_response_time_ms: if success { duration } else { 0 },
+            timed_requests: i64::from(success),
+        }
+    }
+
+    /// Adds `other`, saturating.
+    pub fn add(&mut self, other: &DailyCounts) {
+        self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(other.completion_tokens);
+        self.spend += other.spend;
+        self.api_requests = self.api_requests.saturating_add(other.api_requests);
+        self.successful_requests = self
+            .successful_requests
+            .saturating_add(other.successful_requests);
+        self.failed_requests = self.failed_requests.saturating_add(other.failed_requests);
+        self.total_response_time_ms = self
+            .total_response_time_ms
+            .saturating_add(other.total_response_time_ms);
+        self.timed_requests = self.timed_requests.saturating_add(other.timed_requests);
+    }
+}
+
+/// What rows add to one daily row: its model group and one contributing
+/// request (LiteLLM keeps one on tag rows), and the counts.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DailyDelta {
+    /// The model group (the first row's).
+    pub model_group: String,
+    /// A request that counted here (the first).
+    pub request_id: String,
+    /// The sums.
+    pub counts: DailyCounts,
+}
+
+/// What a batch of spend rows adds to the daily tables, per scope and
+/// unique key, in key order (the order rows are locked in).
+#[derive(Debug, Default, PartialEq)]
+pub struct DailyBatch {
+    /// Per scope.
+    pub scopes: BTreeMap<DailyScope, BTreeMap<DailyKey, DailyDelta>>,
+}
+
+impl DailyBatch {
+    /// What `rows` add; `org_of` names a team's organization, if any.
+    pub fn of<'a>(
+        rows: impl IntoIterator<Item = &'a SpendLogRow>,
+        org_of: impl Fn(&str) -> Option<String>,
+    ) -> DailyBatch {
+        let mut batch = DailyBatch::default();
+        for row in rows {
+            let counts = DailyCounts::of(row);
+            let user = row.user.clone().unwrap_or_default();
+            batch.add(DailyScope::User, user, row, &counts);
+            if let Some(team) = row.team_id.as_deref() {
+                if let Some(org) = org_of(team) {
+                    batch.add(DailyScope::Organization, org, row, &counts);
+                }
+                batch.add(DailyScope::Team, team.to_string(), row, &counts);
+            }
+            if let Some(end_user) = row.end_user.as_deref().filter(|e| !e.is_empty()) {
+                batch.add(DailyScope::EndUser, end_user.to_string(), row, &counts);
+            }
+            let tags = row.request_tags.as_deref().unwrap_or_default();
+            for (i, tag) in tags.iter().enumerate() {
+                if !tags[..i].contains(tag) {
+                    batch.add(DailyScope::Tag, tag.clone(), row, &counts);
+                }
+            }
+        }
+        batch
+    }
+
+    fn add(&mut self, scope: DailyScope, entity: String, row: &SpendLogRow, counts: &DailyCounts) {
+        let key = DailyKey {
+            entity,
+            date: row.start_time.format("%Y-%m-%d").to_string(),
+            api_key: row.api_key.to_string(),
+            model: row.model.to_string(),
+            custom_llm_provider: row.custom_llm_provider.to_string(),
+            endpoint: endpoint_of(&row.call_type).to_string(),
+        };
+        let delta = self
+            .scopes
+            .entry(scope)
+            .or_default()
+            .entry(key)
+            .or_insert_with(|| DailyDelta {
+                model_group: row.model_group.to_string(),
+                request_id: row.request_id.to_string(),
+                counts: DailyCounts::default(),
+            });
+        delta.counts.add(counts);
+    }
+
+    /// Whether no row counts anywhere.
+    pub fn is_empty(&self) -> bool {
+        self.scopes.values().all(BTreeMap::is_empty)
+    }
+}
+
+/// One stored daily row, as `/*/daily/activity` reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DailyRow {
+    /// Its unique key.
+    pub key: DailyKey,
+    /// Its model group.
+    pub model_group: String,
+    /// Its counters.
+    pub counts: DailyCounts,
+}
+
+/// What `/*/daily/activity` asks: rows of one scope from `start` to `end`
+/// (days, inclusive), of some entities and keys, of one model, one page.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DailyQuery {
+    /// The table.
+    pub scope: DailyScope,
+    /// First day, `YYYY-MM-DD`.
+    pub start: String,
+    /// Last day, `YYYY-MM-DD`.
+    pub end: String,
+    /// Only these entities, if given.
+    pub entities: Option<Vec<String>>,
+    /// Not these entities.
+    pub exclude: Vec<String>,
+    /// Only these hashed keys, if given.
+    pub api_keys: Option<Vec<String>>,
+    /// Only this model, if given.
+    pub model: Option<String>,
+    /// Rows to skip.
+    pub offset: i64,
+    /// Rows to return.
+    pub limit: i64,
+}
+
+impl DailyQuery {
+    /// Whether a row is one this query asks for.
+    pub fn matches(&self, key: &DailyKey) -> bool {
+        let date = key.date.as_str();
+        date >= self.start.as_str()
+            && date <= self.end.as_str()
+            && self
+                .entities
+                .as_ref()
+                .is_none_or(|e| e.contains(&key.entity))
+            && !self.exclude.contains(&key.entity)
+            && self
+                .api_keys
+                .as_ref()
+                .is_none_or(|k| k.contains(&key.api_key))
+            && self.model.as_ref().is_none_or(|m| *m == key.model)
+    }
+}
+
+/// One page of daily rows (newest day first) and how many match in all.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DailyPage {
+    /// Rows matching the query.
+    pub total: i64,
+    /// The page's rows.
+    pub rows: Vec<DailyRow>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn row(id: &str, status: &'static str) -> SpendLogRow {
+        let start = chrono::Utc
+            .with_ymd_and_hms(2026, 3, 4, 23, 59, 59)
+            .unwrap();
+        SpendLogRow {
+            request_id: id.into(),
+            call_type: "acompletion".into(),
+            api_key: "hashed".into(),
+            spend: 0.25,
+            prompt_tokens: 10,
+            completion_tokens: 5,
+            start_time: start,
+            end_time: start + chrono::Duration::milliseconds(1500),
+            model: "gpt-4o".into(),
+            model_group: "gpt".into(),
+            custom_llm_provider: "openai".into(),
+            status: status.into(),
+            ..Default::default()
+        }
+    }
+
+    /// Two rows of one key, model and day are one user row: both counted,
+    /// the failure as failed and untimed; the row without a user counts
+    /// for user `''`, and on its start day though it ended the next.
+    #[test]
+    fn rows_of_one_key_model_and_day_add_up_under_the_user_they_name() {
+        let batch = DailyBatch::of(&[row("a", "success"), row("b", "failure")], |_| None);
+        let users = &batch.scopes[&DailyScope::User];
+        assert_eq!(users.len(), 1);
+        let (key, delta) = users.iter().next().unwrap();
+        assert_eq!(
+            key,
+            &DailyKey {
+                entity: String::new(),
+                date: "2026-03-04".into(),
+                api_key: "hashed".into(),
+                model: "gpt-4o".into(),
+                custom_llm_provider: "openai".into(),
+                endpoint: "/chat/completions".into(),
+            }
+        );
+        assert_eq!(delta.model_group, "gpt");
+        assert_eq!(delta.request_id, "a");
+        let c = delta.counts;
+        assert_eq!(
+            (c.prompt_tokens, c.completion_tokens, c.spend),
+            (20, 10, 0.5)
+        );
+        assert_eq!(
+            (c.api_requests, c.successful_requests, c.failed_requests),
+            (2, 1, 1)
+        );
+        assert_eq!((c.total_response_time_ms, c.timed_requests), (1500, 1));
+        assert!(!batch.scopes.contains_key(&DailyScope::Team));
+        assert!(!batch.scopes.contains_key(&DailyScope::Tag));
+    }
+
+    /// A row counts for its team, its team's organization, its end user
+    /// and each of its tags once (a repeated tag once).
+    #[test]
+    fn a_row_counts_for_each_entity_it_names() {
+        let mut r = row("a", "success");
+        r.user = Some("u1".into());
+        r.team_id = Some("t1".into());
+        r.end_user = Some("cust".into());
+        r.request_tags = Some(vec!["x".to_string(), "y".into(), "x".into()].into());
+        let batch = DailyBatch::of(&[r], |team| (team == "t1").then(|| "org1".to_string()));
+        let entities = |scope| -> Vec<String> {
+            batch.scopes[&scope]
+                .keys()
+                .map(|k| k.entity.clone())
+                .collect()
+        };
+        assert_eq!(entities(DailyScope::User), ["u1"]);
+        assert_eq!(entities(DailyScope::Team), ["t1"]);
+        assert_eq!(entities(DailyScope::Organization), ["org1"]);
+        assert_eq!(entities(DailyScope::EndUser), ["cust"]);
+        assert_eq!(entities(DailyScope::Tag), ["x", "y"]);
+        let x = batch.scopes[&DailyScope::Tag].values().next().unwrap();
+        assert_eq!(x.counts.api_requests, 1, "a repeated tag counts once");
+    }
+
+    #[test]
+    fn a_query_matches_its_days_entities_keys_and_model() {
+        let key = DailyBatch::of(&[row("a", "success")], |_| None).scopes[&DailyScope::User]
+            .keys()
+            .next()
+            .unwrap()
+            .clone();
+        let q = DailyQuery {
+            scope: DailyScope::User,
+            start: "2026-03-04".into(),
+            end: "2026-03-04".into(),
+            entities: None,
+            exclude: Vec::new(),
+            api_keys: None,
+            model: None,
+            offset: 0,
+            limit: 10,
+        };
+        assert!(q.matches(&key));
+        for other in [
+            DailyQuery {
+                start: "2026-03-05".into(),
+                end: "2026-03-06".into(),
+                ..q.clone()
+            },
+            DailyQuery {
+                entities: Some(vec!["u1".into()]),
+                ..q.clone()
+            },
+            DailyQuery {
+                exclude: vec![String::new()],
+                ..q.clone()
+            },
+            DailyQuery {
+                api_keys: Some(vec!["other".into()]),
+                ..q.clone()
+            },
+            DailyQuery {
+                model: Some("gpt-5".into()),
+                ..q.clone()
+            },
+        ] {
+            assert!(!other.matches(&key), "{other:?}");
+        }
+    }
+}
