@@ -51,7 +51,9 @@ Options:
                             [default: single]
   --database-url URL        an empty Postgres database the replicas share
   --budget-modes LIST       with replicas: redis (budgets in a private
-                            redis-server), local (each replica alone)
+                            redis-server), lease (the same in lease mode: each
+                            replica spends slices of the budget taken from
+                            Redis), local (each replica alone)
                             [default: redis,local]
   --json FILE               also write the report as JSON
   -h, --help                print this help
@@ -68,7 +70,8 @@ const MAX_PER_SENDER: usize = 2000;
 struct BurstReport {
     replicas: usize,
     /// Where budget counters live: `process` (one replica), `redis`,
-    /// `redis cluster` or `local` (several replicas).
+    /// `redis cluster` (with `, lease slices` in lease mode) or `local`
+    /// (several replicas).
     counters: &'static str,
     senders: usize,
     admitted: usize,
@@ -148,8 +151,11 @@ pub fn main(args: &mut Args) -> Result<(), String> {
                     .split(',')
                     .map(|m| match m.trim() {
                         "redis" => Ok("redis"),
+                        "lease" => Ok("lease"),
                         "local" => Ok("local"),
-                        other => Err(format!("--budget-modes: {other:?} is not redis or local")),
+                        other => Err(format!(
+                            "--budget-modes: {other:?} is not redis, lease or local"
+                        )),
                     })
                     .collect::<Result<_, _>>()?;
             }
@@ -221,12 +227,23 @@ pub fn main(args: &mut Args) -> Result<(), String> {
                             RedisKind::Cluster => "redis cluster",
                         },
                     ),
+                    ("lease", kind) => (
+                        Some(RedisTarget::start(kind)?),
+                        match kind {
+                            RedisKind::Single => "redis, lease slices",
+                            RedisKind::Cluster => "redis cluster, lease slices",
+                        },
+                    ),
                     _ => (None, "local"),
                 };
                 let mut spec = spec.clone();
                 spec.env.push(("DATABASE_URL".into(), url.clone()));
                 if let Some(r) = &server {
                     spec.env.push(r.env());
+                }
+                if mode == "lease" {
+                    spec.env
+                        .push(("GATEWAY_RATE_LIMIT_MODE".into(), "lease".into()));
                 }
                 let yaml = gateway_proc::config_yaml(spec.upstream, 1)
                     + &gateway_proc::redis_timeout_yaml(redis_timeout_ms);
