@@ -268,7 +268,7 @@ impl<'l> Reservation<'l> {
         if shared && budgets.iter().any(|(_, b)| b.max_usd().is_some()) {
             let nanos = to_nanos(usd);
             let placed = budgets.iter().all(|(_, b)| b.place.is_some());
-            if placed && limiter.mode() == crate::limits::Mode::Lease {
+            if placed && limiter.settings().budget_slices {
                 match slice::reserve(limiter, budgets, nanos).await {
                     slice::Sliced::Taken => {
                         return Ok(Reservation {

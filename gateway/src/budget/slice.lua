@@ -19,8 +19,11 @@
 -- with the room left (room / divisor, down to one request's `need`).
 -- Seeding and budget periods as in reserve.lua (a counter seeded here
 -- already holds the report: it is not added again).
--- Reply: {1, grant, spent, reserved}; {0, 0, spent, reserved} when not even
--- `need` fits (the slice is still shrunk); {2} run after its
+-- Reply: {1, grant, spent, reserved}; {3, 0, spent, reserved} when less
+-- than four times `need` is left (the caller holds room per request, as
+-- reserve.lua does, so the budget's last requests park nothing in slices);
+-- {0, 0, spent, reserved} when not even `need` fits (the slice is still
+-- shrunk either way); {2} run after its
 -- deadline (nothing done).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -135,8 +138,12 @@ if need > 0 then
       others = tonumber(r or '0') - held
       room = max - spent - others - keep
     end
-    if room >= need then
+    if room >= 4 * need then
       grant = math.max(need, math.floor(room / divisor))
+    elseif room >= need then
+      -- the budget's last few requests: no slice (it would park room
+      -- another replica needs), a hold per request instead
+      admitted = 3
     else
       admitted = 0
     end

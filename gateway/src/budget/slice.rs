@@ -9,8 +9,10 @@
 //! the fleet overshoots by at most one request's reconciliation, as with a
 //! hold per request. A grant is the room left divided by
 //! `1 / lease_fraction` (at least the request's worst case): slices shrink
-//! as the budget nears its end, down to one request, so a small budget
-//! stays exact. A slice serves reservations for `lease_ttl_ms` after its
+//! as the budget nears its end, and once less than four requests' worst
+//! case is left (a small budget from the start) requests hold room one by
+//! one as in `redis` mode ([`super::fleet`]), so the last room is never
+//! parked in another replica's slice. A slice serves reservations for `lease_ttl_ms` after its
 //! grant; then the next request that needs it, or the sweep every half
 //! life ([`sweep`]), reports the spend settled against it and hands its
 //! unused room back in the same call, and the hold shrinks to what requests
@@ -142,8 +144,9 @@ pub(super) enum Sliced {
     Taken,
     /// A budget has not even the request's worst case left.
     Refused(Refusal),
-    /// Another request is refilling a slice, or a fresh grant was taken by
-    /// others first: ask Redis for this request alone.
+    /// Another request is refilling a slice, a fresh grant was taken by
+    /// others first, or the budget's end is near: ask Redis for this
+    /// request alone.
     Contended,
     /// Redis gave no answer: the process's counters decide.
     Unavailable,
@@ -152,7 +155,12 @@ pub(super) enum Sliced {
 /// The outcome of one `slice.lua` call.
 enum Grant {
     Granted,
-    Refused { spent: i64, reserved: i64 },
+    /// Little is left: hold room per request.
+    PerRequest,
+    Refused {
+        spent: i64,
+        reserved: i64,
+    },
     Failed,
 }
 
@@ -185,6 +193,7 @@ pub(super) async fn reserve(
                     in_flight: reserved > 0 || b.slice.in_flight.load(SeqCst) > 0,
                 })
             }
+            Grant::PerRequest => return Sliced::Contended,
             Grant::Failed => return Sliced::Unavailable,
         }
     }
@@ -271,7 +280,7 @@ async fn call(limiter: &Limiter, b: &Arc<Budget>, need: i64, give_back: bool) ->
         .await
         .as_deref()
     {
-        Some([verdict @ (0 | 1), grant, spent, reserved]) => {
+        Some([verdict @ (0 | 1 | 3), grant, spent, reserved]) => {
             if idle && *grant == 0 {
                 slice.held.store(false, SeqCst);
             }
@@ -280,7 +289,9 @@ async fn call(limiter: &Limiter, b: &Arc<Budget>, need: i64, give_back: bool) ->
                 // request that cost more than it reserved is settled.
                 let _ = slice.free.fetch_update(SeqCst, SeqCst, |f| Some(f.max(0)));
             }
-            if *verdict == 1 {
+            if *verdict == 3 {
+                Grant::PerRequest
+            } else if *verdict == 1 {
                 if need > 0 {
                     slice.free.fetch_add(*grant, SeqCst);
                     slice

@@ -78,7 +78,7 @@ async fn serve_core(shared: Arc<Shared>, listener: std::net::TcpListener, worker
             open_before = open;
         }
     });
-    if shared.limiter.shared() && shared.limiter.mode() == crate::limits::Mode::Lease {
+    if shared.limiter.shared() && shared.limiter.settings().budget_slices {
         let slicer = worker.clone();
         spawn_guarded("budget slices", async move {
             let limiter = &slicer.shared.limiter;
