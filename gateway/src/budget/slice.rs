@@ -61,6 +61,8 @@ pub(super) struct Slice {
     serves_until: AtomicU64,
     /// Milliseconds since the book's epoch of its last call.
     last_call: AtomicU64,
+    /// Milliseconds since the book's epoch of its last take.
+    last_take: AtomicU64,
     /// Whether Redis may have a hold for it.
     held: AtomicBool,
     /// A call about this slice is out.
@@ -78,6 +80,7 @@ impl Slice {
             unreported: AtomicI64::new(0),
             serves_until: AtomicU64::new(0),
             last_call: AtomicU64::new(0),
+            last_take: AtomicU64::new(0),
             held: AtomicBool::new(false),
             busy: AtomicBool::new(false),
         }
@@ -99,6 +102,8 @@ impl Slice {
             .is_ok();
         if !taken {
             self.in_flight.fetch_sub(nanos, SeqCst);
+        } else if self.last_take.load(SeqCst) != now {
+            self.last_take.store(now, SeqCst);
         }
         taken
     }
@@ -181,7 +186,7 @@ pub(super) async fn reserve(
         if b.slice.busy.swap(true, SeqCst) {
             return Sliced::Contended;
         }
-        let grant = call(limiter, b, nanos, true).await;
+        let grant = call(limiter, b, nanos, true, false).await;
         b.slice.busy.store(false, SeqCst);
         match grant {
             Grant::Granted => {}
@@ -226,9 +231,16 @@ pub(super) fn settle(budgets: &[(&'static str, Arc<Budget>)], nanos: i64, actual
 }
 
 /// One `slice.lua` call for `b` (the caller holds its `busy` flag):
-/// reports what was settled, hands back the free room and, with `need`
-/// above zero, asks for a grant of at least `need`.
-async fn call(limiter: &Limiter, b: &Arc<Budget>, need: i64, give_back: bool) -> Grant {
+/// reports what was settled, hands back the free room (`give_back`), with
+/// `need` above zero asks for a grant of at least `need`, and with a grant
+/// or `extend` starts the slice's life again.
+async fn call(
+    limiter: &Limiter,
+    b: &Arc<Budget>,
+    need: i64,
+    give_back: bool,
+    extend: bool,
+) -> Grant {
     let Some(place) = b.place.as_ref() else {
         return Grant::Failed;
     };
@@ -294,6 +306,8 @@ async fn call(limiter: &Limiter, b: &Arc<Budget>, need: i64, give_back: bool) ->
             } else if *verdict == 1 {
                 if need > 0 {
                     slice.free.fetch_add(*grant, SeqCst);
+                }
+                if need > 0 || extend {
                     slice
                         .serves_until
                         .store(started.saturating_add(life(limiter)), SeqCst);
@@ -365,17 +379,25 @@ pub async fn return_all(limiter: &Limiter, within: Duration) {
 /// other call about it is out: a slice whose life ended hands its room back
 /// and reports its spend; one still serving reports the spend settled
 /// against it (so a replica that dies loses Redis at most a sweep's worth
-/// of spend) and renews its hold while requests are in flight.
+/// of spend), renews its hold while requests are in flight, and, while
+/// requests take from it, starts its life again before it ends (so a busy
+/// slice is not left to end under load, when every request arriving during
+/// the refill would hold room on its own).
 async fn hand_back(limiter: &Limiter, b: &Arc<Budget>, id: u64, now: u64) {
     let slice = &b.slice;
-    let ended = now >= slice.serves_until.load(SeqCst);
+    let until = slice.serves_until.load(SeqCst);
+    let ended = now >= until;
+    let taken_lately = now.saturating_sub(slice.last_take.load(SeqCst)) < life(limiter);
+    let every = u64::try_from(sweep_every(limiter).as_millis()).unwrap_or(u64::MAX);
+    let extend = !ended && taken_lately && until.saturating_sub(now) <= every.saturating_mul(2);
     let idle = slice.in_flight.load(SeqCst) == 0;
     let held = slice.held.load(SeqCst);
     let renew = u64::try_from(limiter.hold_ttl().as_millis() / 2).unwrap_or(u64::MAX);
     let news = slice.unreported.load(SeqCst) != 0
         || b.owed.load(SeqCst) != 0
         || (ended && (slice.free.load(SeqCst) > 0 || (idle && held)))
-        || (!idle && now.saturating_sub(slice.last_call.load(SeqCst)) >= renew);
+        || (!idle && now.saturating_sub(slice.last_call.load(SeqCst)) >= renew)
+        || extend;
     if !news {
         if ended && idle && !held {
             BOOK.live.pin().remove(&id);
@@ -385,7 +407,7 @@ async fn hand_back(limiter: &Limiter, b: &Arc<Budget>, id: u64, now: u64) {
     if slice.busy.swap(true, SeqCst) {
         return;
     }
-    let _ = call(limiter, b, 0, ended).await;
+    let _ = call(limiter, b, 0, ended, extend).await;
     slice.busy.store(false, SeqCst);
 }
 
