@@ -157,6 +157,23 @@ pub(super) enum Sliced {
     Unavailable,
 }
 
+/// The one call about a slice that may be out: its `busy` flag, given
+/// back when the call ends or its caller is dropped mid-call (the call still
+/// runs in Redis; a grant it brings is then parked until an idle call).
+struct Turn<'a>(&'a Slice);
+
+impl<'a> Turn<'a> {
+    fn take(slice: &'a Slice) -> Option<Turn<'a>> {
+        (!slice.busy.swap(true, SeqCst)).then_some(Turn(slice))
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.0.busy.store(false, SeqCst);
+    }
+}
+
 /// The outcome of one `slice.lua` call.
 enum Grant {
     Granted,
@@ -183,11 +200,10 @@ pub(super) async fn reserve(
         if b.slice.serves(nanos, BOOK.now_ms()) {
             continue;
         }
-        if b.slice.busy.swap(true, SeqCst) {
+        let Some(_turn) = Turn::take(&b.slice) else {
             return Sliced::Contended;
-        }
+        };
         let grant = call(limiter, b, nanos, true, false).await;
-        b.slice.busy.store(false, SeqCst);
         match grant {
             Grant::Granted => {}
             Grant::Refused { spent, reserved } => {
@@ -404,11 +420,10 @@ async fn hand_back(limiter: &Limiter, b: &Arc<Budget>, id: u64, now: u64) {
         }
         return;
     }
-    if slice.busy.swap(true, SeqCst) {
+    let Some(_turn) = Turn::take(slice) else {
         return;
-    }
+    };
     let _ = call(limiter, b, 0, ended, extend).await;
-    slice.busy.store(false, SeqCst);
 }
 
 /// How long a grant serves: `lease_ttl_ms`, but at most half the hold's
