@@ -289,6 +289,9 @@ fn run_burst(
         "{{\"max_budget\": {budget}, \"models\": [\"{MODEL}\"]}}"
     ))?;
     let addr = fleet[0].addr();
+    for replica in fleet {
+        known_everywhere(replica.addr(), &key)?;
+    }
     let results: Vec<Result<(Vec<f64>, usize), String>> = std::thread::scope(|s| {
         let key = &key;
         let handles: Vec<_> = (0..senders)
@@ -332,6 +335,30 @@ fn run_burst(
             0.0
         },
     })
+}
+
+/// Waits (up to 5 s) until the replica at `addr` knows the key made on
+/// another one (`GET /v1/models` with the key answers 200), so a
+/// burst's first requests are not refused as unknown keys.
+fn known_everywhere(addr: SocketAddr, key: &str) -> Result<(), String> {
+    let request = format!(
+        "GET /v1/models HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer {key}\r\nConnection: close\r\n\r\n"
+    );
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let response = gateway_proc::exchange_once(addr, request.as_bytes())
+            .map_err(|e| format!("models with the new key: {e}"))?;
+        if response.starts_with("HTTP/1.1 200") {
+            return Ok(());
+        }
+        if std::time::Instant::now() > until {
+            return Err(format!(
+                "a replica did not know the new key within 5 s: {}",
+                response.lines().next().unwrap_or_default()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Sends requests until the gateway refuses one; returns each admitted
