@@ -1,7 +1,7 @@
-//! Budget slices (lease mode): a replica takes a slice of a budget's room
-//! from Redis in one call (`slice.lua`) and reserves and settles its
-//! requests against it with atomics, so a request whose budgets all have a
-//! slice makes no Redis call.
+//! Budget slices (lease mode, or `rate_limits.budget_slices`): a replica
+//! takes a slice of a budget's room from Redis in one call (`slice.lua`)
+//! and reserves and settles its requests against it with atomics, so a
+//! request whose budgets all have a slice makes no Redis call.
 //!
 //! A slice is a hold in the budget's hash like a request's (`hold:slice:
 //! <process>:<prefix>`, in the holds set with its expiry), so the sum of
@@ -12,14 +12,17 @@
 //! as the budget nears its end, and once less than four requests' worst
 //! case is left (a small budget from the start) requests hold room one by
 //! one as in `redis` mode ([`super::fleet`]), so the last room is never
-//! parked in another replica's slice. A slice serves reservations for `lease_ttl_ms` after its
-//! grant; then the next request that needs it, or the sweep every half
-//! life ([`sweep`]), reports the spend settled against it and hands its
-//! unused room back in the same call, and the hold shrinks to what requests
-//! in flight still hold. At shutdown every slice is handed back
-//! ([`return_all`]). A replica killed with a slice leaves its hold until it
-//! lapses (`parallel_slot_ttl_secs`, as a request's hold): room refused
-//! meanwhile, never spent.
+//! parked in another replica's slice. A slice serves for `lease_ttl_ms`
+//! (at most half a hold's life) after its grant; the sweep ([`sweep`],
+//! every 250 ms at most) reports the spend settled against each slice,
+//! starts again the life of a slice requests keep taking from, and hands
+//! back the unused room of one whose life ended (the hold shrinks to what
+//! requests in flight still hold); a request that finds its slice short
+//! reports, hands back and asks for more in one call. At shutdown every
+//! slice is handed back ([`return_all`]). A replica killed with a slice
+//! leaves its hold until it lapses (`parallel_slot_ttl_secs`, as a
+//! request's hold): room refused meanwhile, never spent; the spend it
+//! settled since its last report is lost to Redis (not to Postgres).
 //!
 //! Local accounting: `free` (room granted, not reserved), `in_flight`
 //! (reserved by requests here), `unreported` (settled here, not yet told
@@ -433,7 +436,7 @@ fn life(limiter: &Limiter) -> u64 {
     u64::try_from(lease.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// How often the sweep runs: every half grant life, at least every 250 ms
+/// How often the sweep runs: every half grant life, at most 250 ms apart
 /// (spend reported promptly).
 pub fn sweep_every(limiter: &Limiter) -> Duration {
     Duration::from_millis(life(limiter) / 2)
