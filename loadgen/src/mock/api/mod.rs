@@ -11,6 +11,7 @@ pub mod embed;
 pub mod embeddings;
 pub mod errors;
 pub mod gemini;
+pub mod image_generations;
 pub mod images;
 pub mod moderations;
 pub mod responses;
@@ -54,6 +55,8 @@ pub enum Route {
     Cohere,
     /// `POST …/moderations` (OpenAI's moderation API).
     Moderations,
+    /// `POST …/images/generations` (OpenAI's image generation API).
+    ImageGenerations,
     /// `POST …/token` (Google's OAuth token endpoint).
     Token,
     /// `POST /v1/traces` (an OpenTelemetry collector's OTLP/HTTP sink: the
@@ -87,6 +90,7 @@ impl Route {
                 | Route::Responses
                 | Route::Cohere
                 | Route::Moderations
+                | Route::ImageGenerations
         )
     }
 }
@@ -112,6 +116,7 @@ pub fn route(method: &str, path: &str) -> Route {
         "POST" if path.ends_with("/responses") => Route::Responses,
         "POST" if cohere::endpoint(path).is_some() => Route::Cohere,
         "POST" if path.ends_with("/moderations") => Route::Moderations,
+        "POST" if path.ends_with("/images/generations") => Route::ImageGenerations,
         "POST" if path.ends_with("/token") => Route::Token,
         "POST" if path == "/v1/traces" => Route::Traces,
         "GET" if path.ends_with("/models") => Route::Models,
@@ -143,6 +148,7 @@ pub fn handle(route: Route, ctx: &Ctx<'_>, body: &serde_json::Value) -> Reply {
         Route::Responses => responses::handle(ctx, body),
         Route::Cohere => cohere::handle(ctx, body),
         Route::Moderations => moderations::handle(ctx, body),
+        Route::ImageGenerations => image_generations::handle(ctx, body),
         Route::Models
         | Route::Token
         | Route::Traces
@@ -395,6 +401,10 @@ mod tests {
         );
         assert_eq!(route("POST", "/v2/chat"), Route::Cohere);
         assert_eq!(route("POST", "/v1/moderations"), Route::Moderations);
+        assert_eq!(
+            route("POST", "/openai/deployments/d/images/generations"),
+            Route::ImageGenerations
+        );
         assert_eq!(route("POST", "/cohere/v2/rerank"), Route::Cohere);
         assert_eq!(route("GET", "/_stats"), Route::Stats);
         assert_eq!(route("POST", "/_stats/reset"), Route::StatsReset);
