@@ -7,7 +7,10 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::ops::Range;
 
+mod image;
 mod skim;
+
+pub use image::ImageAsk;
 
 /// The OpenAI endpoints the gateway proxies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +30,8 @@ pub enum Endpoint {
     Rerank,
     /// `/v1/moderations`: OpenAI's moderation API.
     Moderations,
+    /// `/v1/images/generations`: OpenAI's image generation API.
+    ImageGenerations,
 }
 
 impl Endpoint {
@@ -40,6 +45,7 @@ impl Endpoint {
             Endpoint::Responses => "/responses",
             Endpoint::Rerank => "/rerank",
             Endpoint::Moderations => "/moderations",
+            Endpoint::ImageGenerations => "/images/generations",
         }
     }
 
@@ -58,7 +64,7 @@ impl Endpoint {
     fn input_field(self) -> &'static str {
         match self {
             Endpoint::ChatCompletions | Endpoint::Messages => "messages",
-            Endpoint::Completions => "prompt",
+            Endpoint::Completions | Endpoint::ImageGenerations => "prompt",
             Endpoint::Embeddings | Endpoint::Responses | Endpoint::Moderations => "input",
             Endpoint::Rerank => "query",
         }
@@ -97,6 +103,8 @@ pub struct LlmRequest {
     /// Headers of the client's request that a provider of the client's own
     /// format receives too (`anthropic-version`, `anthropic-beta`).
     pub forward_headers: Vec<(&'static str, String)>,
+    /// What an image generation asks for (`None` on other endpoints).
+    pub image: Option<ImageAsk>,
 }
 
 /// The routing fields of a body. The raw members are their JSON text as it
@@ -299,12 +307,19 @@ impl LlmRequest {
         let input = match endpoint {
             Endpoint::ChatCompletions | Endpoint::Messages => view.messages,
             Endpoint::Completions => view.prompt,
+            Endpoint::ImageGenerations => view.prompt.filter(|p| p.starts_with('"')),
             Endpoint::Embeddings | Endpoint::Responses | Endpoint::Moderations => view.input,
             // `query` and `documents` are read and checked by the
             // provider's translation.
             Endpoint::Rerank => Some(""),
         };
         // A `null` input reads as absent (see `RoutingView`).
+        if input.is_none() && endpoint == Endpoint::ImageGenerations && view.prompt.is_some() {
+            return Err(GatewayError::InvalidParam {
+                param: "prompt",
+                message: "must be a string".into(),
+            });
+        }
         if input.is_none() {
             return Err(GatewayError::MissingParam(endpoint.input_field()));
         }
@@ -326,8 +341,14 @@ impl LlmRequest {
                 })
             }
         };
-        // Neither streams; a stream would also be read for usage as one.
-        if stream && matches!(endpoint, Endpoint::Rerank | Endpoint::Moderations) {
+        // None streams here; a stream would also be read for usage as one
+        // (an image stream's partial images are not relayed yet).
+        if stream
+            && matches!(
+                endpoint,
+                Endpoint::Rerank | Endpoint::Moderations | Endpoint::ImageGenerations
+            )
+        {
             return Err(GatewayError::InvalidParam {
                 param: "stream",
                 message: format!("{} does not stream", endpoint.path_suffix()),
@@ -353,7 +374,12 @@ impl LlmRequest {
             (Some(c), _) | (None, Some(c)) => Some(c),
             (None, None) => None,
         };
-        let choices = bounded_int("n", &view.n, 1, MAX_CHOICES)?.unwrap_or(1);
+        let n = bounded_int("n", &view.n, 1, MAX_CHOICES)?;
+        let choices = n.unwrap_or(1);
+        let image = match endpoint {
+            Endpoint::ImageGenerations => Some(image::read(&body, n)?),
+            _ => None,
+        };
         // n choices may each use the cap: the output the request can cost.
         let max_tokens = cap.map(|c| c.saturating_mul(choices));
         let user = match (endpoint, view.metadata) {
@@ -399,6 +425,7 @@ impl LlmRequest {
             end_user,
             tags,
             forward_headers: Vec::new(),
+            image,
         })
     }
 
@@ -418,6 +445,7 @@ impl LlmRequest {
             end_user: self.end_user.clone(),
             tags: self.tags.clone(),
             forward_headers: self.forward_headers.clone(),
+            image: self.image.clone(),
         }
     }
 
@@ -902,6 +930,30 @@ mod tests {
                 "{endpoint:?}"
             );
         }
+    }
+
+    #[test]
+    fn image_generations_need_a_string_prompt_and_never_stream() {
+        let r = parse(
+            Endpoint::ImageGenerations,
+            r#"{"model":"i","prompt":"a cat","n":2,"size":"1024x1536","quality":"low"}"#,
+        )
+        .unwrap();
+        let ask = r.image.expect("an image request reads its ask");
+        assert_eq!((ask.n, ask.size), (2, Some((1024, 1536))));
+        assert_eq!(ask.quality.as_deref(), Some("low"));
+        for (body, param) in [
+            (r#"{"model":"i"}"#, "prompt"),
+            (r#"{"model":"i","prompt":["a"]}"#, "prompt"),
+            (r#"{"model":"i","prompt":"a","stream":true}"#, "stream"),
+            (r#"{"model":"i","prompt":"a","n":0}"#, "n"),
+            (r#"{"model":"i","prompt":"a","size":7}"#, "size"),
+        ] {
+            let e = parse(Endpoint::ImageGenerations, body).unwrap_err();
+            assert_eq!((e.status(), e.param()), (400, Some(param)), "{body}");
+        }
+        let chat = parse(Endpoint::ChatCompletions, r#"{"model":"c","messages":[]}"#).unwrap();
+        assert_eq!(chat.image, None);
     }
 
     fn forwarded(r: &LlmRequest) -> serde_json::Value {

@@ -75,6 +75,7 @@ fn route<'h>(worker: &Worker, head: &'h RequestHead) -> Route<'h> {
         "/responses" if method == "POST" => Route::Llm(Endpoint::Responses),
         "/rerank" | "/v2/rerank" if method == "POST" => Route::Llm(Endpoint::Rerank),
         "/moderations" if method == "POST" => Route::Llm(Endpoint::Moderations),
+        "/images/generations" if method == "POST" => Route::Llm(Endpoint::ImageGenerations),
         "/messages/count_tokens" if method == "POST" => Route::CountTokens,
         p if admin::is_admin_path(p) => Route::Admin(p),
         "/health/liveliness" | "/health/liveness" if get => Route::Liveliness,

@@ -361,7 +361,10 @@ async fn serve(
             ),
             embeddings: matches!(
                 req.endpoint,
-                Endpoint::Embeddings | Endpoint::Rerank | Endpoint::Moderations
+                Endpoint::Embeddings
+                    | Endpoint::Rerank
+                    | Endpoint::Moderations
+                    | Endpoint::ImageGenerations
             ),
             request_id: &outcome.call_id,
         })
@@ -544,12 +547,23 @@ async fn attempt_once(
     let (stream, endpoint) = (held.req.stream, held.req.endpoint);
     let (sent, with_usage) = held.sent(form)?;
     // 6. admit
-    let price = spend::price_for(dep, upstream_model);
+    let image = held
+        .req
+        .image
+        .as_ref()
+        .map(|ask| spend::image_price(dep, upstream_model, ask));
+    let price = match &image {
+        Some(image) => image.token_price(),
+        None => spend::price_for(dep, upstream_model),
+    };
     let priced = record::Priced {
-        known: spend::is_priced(dep, upstream_model),
+        known: image
+            .as_ref()
+            .map_or_else(|| spend::is_priced(dep, upstream_model), |i| i.is_priced()),
         policy: worker.shared.unpriced_models,
         estimated_output: worker.shared.estimated_output_tokens,
         block_all: worker.shared.block_unpriced,
+        reserved: image.as_ref().map_or(0.0, spend::ImagePrice::reserved),
     };
     let principal = caller.principal;
     let reservation = record::admit(
@@ -638,10 +652,10 @@ async fn attempt_once(
             .tokens_used
             .saturating_add(usage.prompt_tokens.saturating_add(usage.completion_tokens));
     }
-    let cost = if billable {
-        spend::cost(usage, price) + spend::time_cost(attempt.elapsed(), price)
-    } else {
-        0.0
+    let cost = match &image {
+        _ if !billable => 0.0,
+        Some(image) => image.cost(usage),
+        None => spend::cost(usage, price) + spend::time_cost(attempt.elapsed(), price),
     };
     record::settle(&worker.shared.alerts, reservation, cost, principal);
     let row = attempt.finish(record::AttemptInfo {

@@ -16,7 +16,9 @@
 
 mod chunk_skim;
 mod cost;
+mod images;
 mod logs;
+mod media;
 mod member;
 mod prices;
 mod prompt_skim;
@@ -26,6 +28,7 @@ mod usage_skim;
 pub mod writer;
 
 pub use cost::{cost, time_cost, worst_case_cost};
+pub use images::{image_price, ImagePrice};
 pub use logs::SpendLogs;
 pub use prices::{
     is_priced, max_input_tokens, max_output_tokens, price_for, shipped, ModelPrice, Price,

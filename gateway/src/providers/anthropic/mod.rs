@@ -119,7 +119,8 @@ impl Provider for Anthropic {
             | Endpoint::Embeddings
             | Endpoint::Responses
             | Endpoint::Rerank
-            | Endpoint::Moderations => {
+            | Endpoint::Moderations
+            | Endpoint::ImageGenerations => {
                 return Err(GatewayError::InvalidParam {
                     param: "model",
                     message: format!(

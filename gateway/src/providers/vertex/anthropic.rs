@@ -90,7 +90,8 @@ impl Provider for VertexAnthropic {
             | Endpoint::Embeddings
             | Endpoint::Responses
             | Endpoint::Rerank
-            | Endpoint::Moderations => {
+            | Endpoint::Moderations
+            | Endpoint::ImageGenerations => {
                 return Err(GatewayError::InvalidParam {
                     param: "model",
                     message: format!(
