@@ -7,10 +7,10 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::ops::Range;
 
-mod image;
+mod media;
 mod skim;
 
-pub use image::ImageAsk;
+pub use media::{ImageAsk, MediaAsk};
 
 /// The OpenAI endpoints the gateway proxies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +32,8 @@ pub enum Endpoint {
     Moderations,
     /// `/v1/images/generations`: OpenAI's image generation API.
     ImageGenerations,
+    /// `/v1/audio/speech`: OpenAI's text to speech API.
+    AudioSpeech,
 }
 
 impl Endpoint {
@@ -46,6 +48,7 @@ impl Endpoint {
             Endpoint::Rerank => "/rerank",
             Endpoint::Moderations => "/moderations",
             Endpoint::ImageGenerations => "/images/generations",
+            Endpoint::AudioSpeech => "/audio/speech",
         }
     }
 
@@ -65,7 +68,10 @@ impl Endpoint {
         match self {
             Endpoint::ChatCompletions | Endpoint::Messages => "messages",
             Endpoint::Completions | Endpoint::ImageGenerations => "prompt",
-            Endpoint::Embeddings | Endpoint::Responses | Endpoint::Moderations => "input",
+            Endpoint::Embeddings
+            | Endpoint::Responses
+            | Endpoint::Moderations
+            | Endpoint::AudioSpeech => "input",
             Endpoint::Rerank => "query",
         }
     }
@@ -103,8 +109,9 @@ pub struct LlmRequest {
     /// Headers of the client's request that a provider of the client's own
     /// format receives too (`anthropic-version`, `anthropic-beta`).
     pub forward_headers: Vec<(&'static str, String)>,
-    /// What an image generation asks for (`None` on other endpoints).
-    pub image: Option<ImageAsk>,
+    /// What a media request asks for, which its price depends on (`None`
+    /// on other endpoints).
+    pub media: Option<MediaAsk>,
 }
 
 /// The routing fields of a body. The raw members are their JSON text as it
@@ -309,14 +316,20 @@ impl LlmRequest {
             Endpoint::Completions => view.prompt,
             Endpoint::ImageGenerations => view.prompt.filter(|p| p.starts_with('"')),
             Endpoint::Embeddings | Endpoint::Responses | Endpoint::Moderations => view.input,
+            Endpoint::AudioSpeech => view.input.filter(|i| i.starts_with('"')),
             // `query` and `documents` are read and checked by the
             // provider's translation.
             Endpoint::Rerank => Some(""),
         };
         // A `null` input reads as absent (see `RoutingView`).
-        if input.is_none() && endpoint == Endpoint::ImageGenerations && view.prompt.is_some() {
+        let not_text = match endpoint {
+            Endpoint::ImageGenerations => view.prompt.is_some(),
+            Endpoint::AudioSpeech => view.input.is_some(),
+            _ => false,
+        };
+        if input.is_none() && not_text {
             return Err(GatewayError::InvalidParam {
-                param: "prompt",
+                param: endpoint.input_field(),
                 message: "must be a string".into(),
             });
         }
@@ -346,7 +359,10 @@ impl LlmRequest {
         if stream
             && matches!(
                 endpoint,
-                Endpoint::Rerank | Endpoint::Moderations | Endpoint::ImageGenerations
+                Endpoint::Rerank
+                    | Endpoint::Moderations
+                    | Endpoint::ImageGenerations
+                    | Endpoint::AudioSpeech
             )
         {
             return Err(GatewayError::InvalidParam {
@@ -376,8 +392,9 @@ impl LlmRequest {
         };
         let n = bounded_int("n", &view.n, 1, MAX_CHOICES)?;
         let choices = n.unwrap_or(1);
-        let image = match endpoint {
-            Endpoint::ImageGenerations => Some(image::read(&body, n)?),
+        let media = match (endpoint, input) {
+            (Endpoint::ImageGenerations, _) => Some(MediaAsk::Image(media::read(&body, n)?)),
+            (Endpoint::AudioSpeech, Some(raw)) => Some(media::speech(raw)?),
             _ => None,
         };
         // n choices may each use the cap: the output the request can cost.
@@ -425,7 +442,7 @@ impl LlmRequest {
             end_user,
             tags,
             forward_headers: Vec::new(),
-            image,
+            media,
         })
     }
 
@@ -445,7 +462,7 @@ impl LlmRequest {
             end_user: self.end_user.clone(),
             tags: self.tags.clone(),
             forward_headers: self.forward_headers.clone(),
-            image: self.image.clone(),
+            media: self.media.clone(),
         }
     }
 
@@ -939,7 +956,9 @@ mod tests {
             r#"{"model":"i","prompt":"a cat","n":2,"size":"1024x1536","quality":"low"}"#,
         )
         .unwrap();
-        let ask = r.image.expect("an image request reads its ask");
+        let Some(MediaAsk::Image(ask)) = r.media else {
+            panic!("an image request reads its ask")
+        };
         assert_eq!((ask.n, ask.size), (2, Some((1024, 1536))));
         assert_eq!(ask.quality.as_deref(), Some("low"));
         for (body, param) in [
@@ -953,7 +972,15 @@ mod tests {
             assert_eq!((e.status(), e.param()), (400, Some(param)), "{body}");
         }
         let chat = parse(Endpoint::ChatCompletions, r#"{"model":"c","messages":[]}"#).unwrap();
-        assert_eq!(chat.image, None);
+        assert_eq!(chat.media, None);
+        let speech = parse(
+            Endpoint::AudioSpeech,
+            r#"{"model":"t","input":"a b","voice":"alloy"}"#,
+        )
+        .unwrap();
+        assert_eq!(speech.media, Some(MediaAsk::Speech { characters: 2 }));
+        let e = parse(Endpoint::AudioSpeech, r#"{"model":"t","input":7}"#).unwrap_err();
+        assert_eq!(e.param(), Some("input"));
     }
 
     fn forwarded(r: &LlmRequest) -> serde_json::Value {

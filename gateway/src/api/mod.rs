@@ -76,6 +76,7 @@ fn route<'h>(worker: &Worker, head: &'h RequestHead) -> Route<'h> {
         "/rerank" | "/v2/rerank" if method == "POST" => Route::Llm(Endpoint::Rerank),
         "/moderations" if method == "POST" => Route::Llm(Endpoint::Moderations),
         "/images/generations" if method == "POST" => Route::Llm(Endpoint::ImageGenerations),
+        "/audio/speech" if method == "POST" => Route::Llm(Endpoint::AudioSpeech),
         "/messages/count_tokens" if method == "POST" => Route::CountTokens,
         p if admin::is_admin_path(p) => Route::Admin(p),
         "/health/liveliness" | "/health/liveness" if get => Route::Liveliness,

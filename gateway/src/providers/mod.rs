@@ -244,8 +244,8 @@ pub fn serves_responses(dep: &Deployment) -> bool {
 
 /// Whether `dep` serves `endpoint` where only some providers do: LiteLLM's
 /// `/rerank` on Cohere deployments, `/moderations` on OpenAI's API (and
-/// servers speaking it), `/images/generations` on OpenAI's and Azure
-/// OpenAI's; every other endpoint is the provider's translation's to
+/// servers speaking it), `/images/generations` and `/audio/speech` on
+/// OpenAI's and Azure OpenAI's; every other endpoint is the provider's translation's to
 /// accept or refuse. An unsupported deployment serves them all (to refuse
 /// them itself).
 pub fn serves(endpoint: Endpoint, dep: &Deployment) -> bool {
@@ -255,8 +255,9 @@ pub fn serves(endpoint: Endpoint, dep: &Deployment) -> bool {
         // LiteLLM calls `{api_base}/moderations` with OpenAI's client;
         // Azure OpenAI has no moderation endpoint.
         (Endpoint::Moderations, kind) => kind == ProviderKind::OpenAiCompatible,
-        // OpenAI's images API, and Azure OpenAI's under a deployment.
-        (Endpoint::ImageGenerations, kind) => {
+        // OpenAI's images and speech APIs, and Azure OpenAI's under a
+        // deployment.
+        (Endpoint::ImageGenerations | Endpoint::AudioSpeech, kind) => {
             matches!(kind, ProviderKind::OpenAiCompatible | ProviderKind::Azure)
         }
         _ => true,

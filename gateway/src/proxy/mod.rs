@@ -365,6 +365,7 @@ async fn serve(
                     | Endpoint::Rerank
                     | Endpoint::Moderations
                     | Endpoint::ImageGenerations
+                    | Endpoint::AudioSpeech
             ),
             request_id: &outcome.call_id,
         })
@@ -547,23 +548,23 @@ async fn attempt_once(
     let (stream, endpoint) = (held.req.stream, held.req.endpoint);
     let (sent, with_usage) = held.sent(form)?;
     // 6. admit
-    let image = held
+    let media = held
         .req
-        .image
+        .media
         .as_ref()
-        .map(|ask| spend::image_price(dep, upstream_model, ask));
-    let price = match &image {
-        Some(image) => image.token_price(),
+        .map(|ask| spend::media_bill(dep, upstream_model, ask));
+    let price = match &media {
+        Some(media) => media.token_price(),
         None => spend::price_for(dep, upstream_model),
     };
     let priced = record::Priced {
-        known: image
+        known: media
             .as_ref()
             .map_or_else(|| spend::is_priced(dep, upstream_model), |i| i.is_priced()),
         policy: worker.shared.unpriced_models,
         estimated_output: worker.shared.estimated_output_tokens,
         block_all: worker.shared.block_unpriced,
-        reserved: image.as_ref().map_or(0.0, spend::ImagePrice::reserved),
+        reserved: media.as_ref().map_or(0.0, spend::MediaBill::reserved),
     };
     let principal = caller.principal;
     let reservation = record::admit(
@@ -583,7 +584,11 @@ async fn attempt_once(
     } else {
         providers::format_of(dep.provider)
     };
-    let mut tap = UsageTap::new(stream, wire);
+    // Generated audio carries no usage: it is relayed, never kept.
+    let mut tap = match endpoint {
+        Endpoint::AudioSpeech => UsageTap::off(),
+        _ => UsageTap::new(stream, wire),
+    };
     let client = endpoint.format();
     let sent_endpoint = sent.endpoint;
     let result = match providers::http_provider(dep.provider) {
@@ -652,9 +657,9 @@ async fn attempt_once(
             .tokens_used
             .saturating_add(usage.prompt_tokens.saturating_add(usage.completion_tokens));
     }
-    let cost = match &image {
+    let cost = match &media {
         _ if !billable => 0.0,
-        Some(image) => image.cost(usage),
+        Some(media) => media.cost(usage),
         None => spend::cost(usage, price) + spend::time_cost(attempt.elapsed(), price),
     };
     record::settle(&worker.shared.alerts, reservation, cost, principal);

@@ -84,7 +84,8 @@ pub(super) async fn admit<'l>(
         Endpoint::Embeddings
         | Endpoint::Rerank
         | Endpoint::Moderations
-        | Endpoint::ImageGenerations => 0,
+        | Endpoint::ImageGenerations
+        | Endpoint::AudioSpeech => 0,
         _ => req.max_tokens.unwrap_or_else(|| {
             let cap = spend::max_output_tokens(dep, upstream_model);
             match estimated_output(key, group, priced.estimated_output) {
@@ -357,6 +358,7 @@ fn call_type(endpoint: Endpoint) -> &'static str {
         Endpoint::Rerank => "arerank",
         Endpoint::Moderations => "amoderation",
         Endpoint::ImageGenerations => "aimage_generation",
+        Endpoint::AudioSpeech => "aspeech",
     }
 }
 

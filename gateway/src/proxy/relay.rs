@@ -36,6 +36,9 @@ pub(super) enum UsageTap {
         translator: Box<dyn StreamTranslator>,
         usage: StreamUsage,
     },
+    /// An answer that reports no usage (generated audio): nothing is kept,
+    /// the prompt is estimated.
+    Off,
 }
 
 impl UsageTap {
@@ -68,9 +71,15 @@ impl UsageTap {
         }
     }
 
+    /// A tap that keeps nothing, for answers without usage.
+    pub(super) fn off() -> Self {
+        UsageTap::Off
+    }
+
     /// Sees relayed bytes.
     pub(super) fn feed(&mut self, bytes: &[u8]) {
         match self {
+            UsageTap::Off => {}
             UsageTap::Body {
                 bytes: kept,
                 overflowed,
@@ -106,6 +115,7 @@ impl UsageTap {
             ..Usage::default()
         };
         match self {
+            UsageTap::Off => estimate(),
             UsageTap::Body {
                 bytes,
                 overflowed,

@@ -294,7 +294,9 @@ impl<S: AsyncReadRent + AsyncWriteRent> Conn<S> {
                 out.extend_from_slice(&body);
                 self.write(out).await?;
             }
-            Body::Stream(events) | Body::EventStream(events) => {
+            Body::Stream(events)
+            | Body::EventStream(events)
+            | Body::Binary { pieces: events, .. } => {
                 let head = http::response_head(
                     reply.status,
                     content_type,

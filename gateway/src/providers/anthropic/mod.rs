@@ -120,7 +120,8 @@ impl Provider for Anthropic {
             | Endpoint::Responses
             | Endpoint::Rerank
             | Endpoint::Moderations
-            | Endpoint::ImageGenerations => {
+            | Endpoint::ImageGenerations
+            | Endpoint::AudioSpeech => {
                 return Err(GatewayError::InvalidParam {
                     param: "model",
                     message: format!(

@@ -91,7 +91,8 @@ impl Provider for VertexAnthropic {
             | Endpoint::Responses
             | Endpoint::Rerank
             | Endpoint::Moderations
-            | Endpoint::ImageGenerations => {
+            | Endpoint::ImageGenerations
+            | Endpoint::AudioSpeech => {
                 return Err(GatewayError::InvalidParam {
                     param: "model",
                     message: format!(

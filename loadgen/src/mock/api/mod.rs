@@ -15,6 +15,7 @@ pub mod image_generations;
 pub mod images;
 pub mod moderations;
 pub mod responses;
+pub mod speech;
 pub mod text;
 pub mod vertex;
 
@@ -57,6 +58,8 @@ pub enum Route {
     Moderations,
     /// `POST …/images/generations` (OpenAI's image generation API).
     ImageGenerations,
+    /// `POST …/audio/speech` (OpenAI's text to speech API).
+    Speech,
     /// `POST …/token` (Google's OAuth token endpoint).
     Token,
     /// `POST /v1/traces` (an OpenTelemetry collector's OTLP/HTTP sink: the
@@ -91,6 +94,7 @@ impl Route {
                 | Route::Cohere
                 | Route::Moderations
                 | Route::ImageGenerations
+                | Route::Speech
         )
     }
 }
@@ -117,6 +121,7 @@ pub fn route(method: &str, path: &str) -> Route {
         "POST" if cohere::endpoint(path).is_some() => Route::Cohere,
         "POST" if path.ends_with("/moderations") => Route::Moderations,
         "POST" if path.ends_with("/images/generations") => Route::ImageGenerations,
+        "POST" if path.ends_with("/audio/speech") => Route::Speech,
         "POST" if path.ends_with("/token") => Route::Token,
         "POST" if path == "/v1/traces" => Route::Traces,
         "GET" if path.ends_with("/models") => Route::Models,
@@ -149,6 +154,7 @@ pub fn handle(route: Route, ctx: &Ctx<'_>, body: &serde_json::Value) -> Reply {
         Route::Cohere => cohere::handle(ctx, body),
         Route::Moderations => moderations::handle(ctx, body),
         Route::ImageGenerations => image_generations::handle(ctx, body),
+        Route::Speech => speech::handle(ctx, body),
         Route::Models
         | Route::Token
         | Route::Traces
@@ -208,6 +214,14 @@ pub enum Body {
     /// Sent as `application/vnd.amazon.eventstream` (binary messages) with
     /// chunked encoding, one message per write.
     EventStream(Vec<Event>),
+    /// Binary data of `content_type` (generated audio) with chunked
+    /// encoding, one piece per write.
+    Binary {
+        /// The content type.
+        content_type: &'static str,
+        /// The pieces, in order.
+        pieces: Vec<Event>,
+    },
 }
 
 /// Tokens to record in the stats once the reply has been fully sent.
@@ -273,6 +287,7 @@ impl Reply {
             Body::Full(_) => "application/json",
             Body::Stream(_) => "text/event-stream",
             Body::EventStream(_) => "application/vnd.amazon.eventstream",
+            Body::Binary { content_type, .. } => content_type,
         }
     }
 }

@@ -1,5 +1,6 @@
-//! The fields of an image generation request (`/v1/images/generations`)
-//! that its price depends on: how many images, their size and quality.
+//! The fields the price of a media request depends on: an image
+//! generation's (`/v1/images/generations`) count, size and quality; a
+//! speech request's (`/v1/audio/speech`) characters.
 
 use crate::error::GatewayError;
 use serde::Deserialize;
@@ -9,6 +10,19 @@ use serde::Deserialize;
 const MAX_FIELD_BYTES: usize = 32;
 /// Largest image side read from `size`, in pixels.
 const MAX_SIDE: u64 = 100_000;
+
+/// What a media request asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MediaAsk {
+    /// An image generation.
+    Image(ImageAsk),
+    /// Text to speech: the characters of `input` that are not white space
+    /// (what LiteLLM bills per character).
+    Speech {
+        /// Characters billed.
+        characters: u64,
+    },
+}
 
 /// What an image generation asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,6 +79,19 @@ fn dimensions(size: &str) -> Option<(u64, u64)> {
     Some((side(w)?, side(h)?))
 }
 
+/// The characters of a speech request's `input` (a JSON string's raw
+/// text, quotes included) that LiteLLM bills: those that are not white
+/// space.
+pub(super) fn speech(raw_input: &str) -> Result<MediaAsk, GatewayError> {
+    let input: String =
+        serde_json::from_str(raw_input).map_err(|_| GatewayError::InvalidParam {
+            param: "input",
+            message: "must be a string".into(),
+        })?;
+    let characters = input.chars().filter(|c| !c.is_whitespace()).count() as u64;
+    Ok(MediaAsk::Speech { characters })
+}
+
 /// Reads `size` and `quality` of `body` (a JSON object already parsed once
 /// for its routing fields); `n` is the routing fields' (checked there).
 pub(super) fn read(body: &[u8], n: Option<u64>) -> Result<ImageAsk, GatewayError> {
@@ -103,6 +130,15 @@ mod tests {
         assert_eq!(dimensions("256-x-256"), Some((256, 256)));
         assert_eq!(dimensions("0x5"), None);
         assert_eq!(dimensions("100001x5"), None);
+    }
+
+    #[test]
+    fn speech_bills_characters_that_are_not_white_space() {
+        assert_eq!(
+            speech(r#""Hi there,\n world""#).unwrap(),
+            MediaAsk::Speech { characters: 13 }
+        );
+        assert!(speech("[1]").is_err());
     }
 
     #[test]
