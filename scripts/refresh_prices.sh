@@ -92,8 +92,8 @@ for key in sorted(rows):
     print(key + "\t" + rows[key])
 PY
 mv "$queries.new" "$queries"
-# Image and speech prices (per image, per pixel, per image token, per
-# character), looked up by the exact names LiteLLM's image cost calculator
+# Image and audio prices (per image, per pixel, per image token, per
+# character, per second of audio), looked up by the exact names LiteLLM's image cost calculator
 # builds (`{quality}/{size}/{model}`, ...).
 media=gateway/data/media_prices.tsv
 "$python" - "$tmp" "$src" > "$media.new" <<'PY'
@@ -105,6 +105,7 @@ cols = [
     "input_cost_per_image", "output_cost_per_image", "input_cost_per_pixel",
     "input_cost_per_image_token", "output_cost_per_image_token",
     "input_cost_per_character",
+    "input_cost_per_second", "output_cost_per_second",
 ]
 
 def num(v):

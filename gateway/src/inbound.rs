@@ -7,6 +7,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::ops::Range;
 
+pub mod form;
 mod media;
 mod skim;
 
@@ -34,6 +35,9 @@ pub enum Endpoint {
     ImageGenerations,
     /// `/v1/audio/speech`: OpenAI's text to speech API.
     AudioSpeech,
+    /// `/v1/audio/transcriptions`: OpenAI's speech to text API (a
+    /// multipart form).
+    AudioTranscriptions,
 }
 
 impl Endpoint {
@@ -49,6 +53,7 @@ impl Endpoint {
             Endpoint::Moderations => "/moderations",
             Endpoint::ImageGenerations => "/images/generations",
             Endpoint::AudioSpeech => "/audio/speech",
+            Endpoint::AudioTranscriptions => "/audio/transcriptions",
         }
     }
 
@@ -72,6 +77,7 @@ impl Endpoint {
             | Endpoint::Responses
             | Endpoint::Moderations
             | Endpoint::AudioSpeech => "input",
+            Endpoint::AudioTranscriptions => "file",
             Endpoint::Rerank => "query",
         }
     }
@@ -317,6 +323,8 @@ impl LlmRequest {
             Endpoint::ImageGenerations => view.prompt.filter(|p| p.starts_with('"')),
             Endpoint::Embeddings | Endpoint::Responses | Endpoint::Moderations => view.input,
             Endpoint::AudioSpeech => view.input.filter(|i| i.starts_with('"')),
+            // A form is read by `parse_form`, never here.
+            Endpoint::AudioTranscriptions => None,
             // `query` and `documents` are read and checked by the
             // provider's translation.
             Endpoint::Rerank => Some(""),
@@ -446,6 +454,76 @@ impl LlmRequest {
         })
     }
 
+    /// Whether the body is a multipart form rather than JSON.
+    pub fn is_form(&self) -> bool {
+        self.endpoint == Endpoint::AudioTranscriptions
+    }
+
+    /// Reads a `multipart/form-data` body of `content_type` for `endpoint`:
+    /// `model` and a `file` part required, `stream` and `user` read as on
+    /// JSON bodies; the body is kept as received.
+    pub fn parse_form(
+        endpoint: Endpoint,
+        content_type: &str,
+        body: Bytes,
+    ) -> Result<LlmRequest, GatewayError> {
+        let form = form::read(&body, form::boundary(content_type)?)?;
+        let text = |range: &Option<Range<usize>>, param: &'static str| {
+            range
+                .clone()
+                .map(|r| {
+                    std::str::from_utf8(&body[r.clone()])
+                        .map(|s| (s.to_string(), r))
+                        .map_err(|_| GatewayError::InvalidParam {
+                            param,
+                            message: "must be UTF-8 text".into(),
+                        })
+                })
+                .transpose()
+        };
+        let (model, model_span) =
+            text(&form.model, "model")?.ok_or(GatewayError::MissingParam("model"))?;
+        check_name("model", &model, MAX_MODEL_BYTES)?;
+        if form.file_bytes.is_none() {
+            return Err(GatewayError::MissingParam("file"));
+        }
+        let stream = match text(&form.stream, "stream")? {
+            None => false,
+            Some((s, _)) => match s.as_str() {
+                "true" => true,
+                "false" => false,
+                _ => {
+                    return Err(GatewayError::InvalidParam {
+                        param: "stream",
+                        message: "must be true or false".into(),
+                    })
+                }
+            },
+        };
+        let end_user = match text(&form.user, "user")? {
+            Some((u, _)) => {
+                check_name("user", &u, MAX_USER_BYTES)?;
+                Some(u)
+            }
+            None => None,
+        };
+        Ok(LlmRequest {
+            endpoint,
+            body,
+            model_span,
+            model,
+            stream,
+            max_tokens: None,
+            fallbacks: None,
+            num_retries: None,
+            cache: None,
+            end_user,
+            tags: Vec::new(),
+            forward_headers: Vec::new(),
+            media: None,
+        })
+    }
+
     /// The same request with another body whose `model` sits at the same
     /// place (an addition after it, such as `stream_options`).
     pub fn with_body(&self, body: Bytes) -> LlmRequest {
@@ -472,6 +550,19 @@ impl LlmRequest {
     /// allocates nothing.
     pub fn body_with_model(&self, new_model: &str) -> [Bytes; 3] {
         let span = self.model_span.clone();
+        // A form field's value is its raw text; the file is never copied.
+        if self.is_form() {
+            let unchanged = &self.body[span.clone()] == new_model.as_bytes();
+            return [
+                self.body.slice(..span.start),
+                if unchanged {
+                    self.body.slice(span.clone())
+                } else {
+                    Bytes::copy_from_slice(new_model.as_bytes())
+                },
+                self.body.slice(span.end..),
+            ];
+        }
         // The body's text reads `new_model` when it is the same bytes with
         // no escape in them (a valid string holds no bare quote or control
         // character, so a backslash is the only escape to rule out).

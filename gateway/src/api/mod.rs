@@ -77,6 +77,7 @@ fn route<'h>(worker: &Worker, head: &'h RequestHead) -> Route<'h> {
         "/moderations" if method == "POST" => Route::Llm(Endpoint::Moderations),
         "/images/generations" if method == "POST" => Route::Llm(Endpoint::ImageGenerations),
         "/audio/speech" if method == "POST" => Route::Llm(Endpoint::AudioSpeech),
+        "/audio/transcriptions" if method == "POST" => Route::Llm(Endpoint::AudioTranscriptions),
         "/messages/count_tokens" if method == "POST" => Route::CountTokens,
         p if admin::is_admin_path(p) => Route::Admin(p),
         "/health/liveliness" | "/health/liveness" if get => Route::Liveliness,

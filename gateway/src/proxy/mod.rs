@@ -256,11 +256,15 @@ async fn serve(
     outcome: &mut Outcome,
 ) -> Result<(), GatewayError> {
     // 1. authenticate: `handle` answered a refused caller
-    // 2. read, after the guardrails (which may refuse it or mask its text)
-    let body = guard::pre_call(worker, principal, body, outcome)?;
+    // 2. read, after the guardrails (which may refuse it or mask its text;
+    // a form's audio has no text for them)
+    let parsed = match convert::form_content_type(&forward_headers) {
+        Some(content_type) => LlmRequest::parse_form(endpoint, content_type, body)?,
+        None => LlmRequest::parse(endpoint, guard::pre_call(worker, principal, body, outcome)?)?,
+    };
     // Held in one place (a local moved into a call would also keep its
     // room in this future).
-    let mut held = Held::new(LlmRequest::parse(endpoint, body)?);
+    let mut held = Held::new(parsed);
     let req = &mut held.req;
     req.forward_headers = forward_headers;
     outcome.stream = req.stream;
@@ -366,6 +370,7 @@ async fn serve(
                     | Endpoint::Moderations
                     | Endpoint::ImageGenerations
                     | Endpoint::AudioSpeech
+                    | Endpoint::AudioTranscriptions
             ),
             request_id: &outcome.call_id,
         })
@@ -548,11 +553,11 @@ async fn attempt_once(
     let (stream, endpoint) = (held.req.stream, held.req.endpoint);
     let (sent, with_usage) = held.sent(form)?;
     // 6. admit
-    let media = held
-        .req
-        .media
-        .as_ref()
-        .map(|ask| spend::media_bill(dep, upstream_model, ask));
+    let media = match &held.req.media {
+        Some(ask) => Some(spend::media_bill(dep, upstream_model, ask)),
+        None if held.req.is_form() => Some(spend::transcription_bill(dep, upstream_model)),
+        None => None,
+    };
     let price = match &media {
         Some(media) => media.token_price(),
         None => spend::price_for(dep, upstream_model),
@@ -587,6 +592,7 @@ async fn attempt_once(
     // Generated audio carries no usage: it is relayed, never kept.
     let mut tap = match endpoint {
         Endpoint::AudioSpeech => UsageTap::off(),
+        Endpoint::AudioTranscriptions => UsageTap::new(false, Format::OpenAi),
         _ => UsageTap::new(stream, wire),
     };
     let client = endpoint.format();
@@ -643,6 +649,7 @@ async fn attempt_once(
     };
     // 9. settle and record
     let req = &held.req;
+    let audio_seconds = tap.audio_seconds();
     let usage = tap.finish(&held.prompt);
     let billable = result.is_ok() || out.started();
     if result.is_ok() {
@@ -659,7 +666,7 @@ async fn attempt_once(
     }
     let cost = match &media {
         _ if !billable => 0.0,
-        Some(media) => media.cost(usage),
+        Some(media) => media.cost(usage, audio_seconds),
         None => spend::cost(usage, price) + spend::time_cost(attempt.elapsed(), price),
     };
     record::settle(&worker.shared.alerts, reservation, cost, principal);

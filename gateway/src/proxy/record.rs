@@ -85,7 +85,8 @@ pub(super) async fn admit<'l>(
         | Endpoint::Rerank
         | Endpoint::Moderations
         | Endpoint::ImageGenerations
-        | Endpoint::AudioSpeech => 0,
+        | Endpoint::AudioSpeech
+        | Endpoint::AudioTranscriptions => 0,
         _ => req.max_tokens.unwrap_or_else(|| {
             let cap = spend::max_output_tokens(dep, upstream_model);
             match estimated_output(key, group, priced.estimated_output) {
@@ -359,6 +360,7 @@ fn call_type(endpoint: Endpoint) -> &'static str {
         Endpoint::Moderations => "amoderation",
         Endpoint::ImageGenerations => "aimage_generation",
         Endpoint::AudioSpeech => "aspeech",
+        Endpoint::AudioTranscriptions => "atranscription",
     }
 }
 

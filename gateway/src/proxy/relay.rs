@@ -76,6 +76,32 @@ impl UsageTap {
         UsageTap::Off
     }
 
+    /// The seconds of audio a transcription's JSON answer reports: its
+    /// `duration` (`verbose_json`), else `usage.seconds` (OpenAI's duration
+    /// usage); 0 when it reports neither (a `text`, `srt` or `vtt` answer).
+    pub(super) fn audio_seconds(&self) -> f64 {
+        let UsageTap::Body { bytes, .. } = self else {
+            return 0.0;
+        };
+        #[derive(serde::Deserialize)]
+        struct Seconds {
+            seconds: Option<f64>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Answer {
+            duration: Option<f64>,
+            usage: Option<Seconds>,
+        }
+        let Ok(answer) = serde_json::from_slice::<Answer>(bytes) else {
+            return 0.0;
+        };
+        answer
+            .duration
+            .or(answer.usage.and_then(|u| u.seconds))
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .unwrap_or(0.0)
+    }
+
     /// Sees relayed bytes.
     pub(super) fn feed(&mut self, bytes: &[u8]) {
         match self {

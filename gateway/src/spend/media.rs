@@ -1,5 +1,5 @@
-//! Prices of generated media from LiteLLM's model price map: per image,
-//! per pixel, per image token and per character
+//! Prices of media from LiteLLM's model price map: per image, per pixel,
+//! per image token, per character and per second of audio
 //! (`gateway/data/media_prices.tsv`, written by `scripts/refresh_prices.sh`;
 //! MIT licence, see `gateway/data/LICENSE-litellm`). Looked up by exact
 //! (lowercase) name, as LiteLLM's image cost calculator looks up the names
@@ -10,7 +10,8 @@ use std::sync::OnceLock;
 
 /// The embedded table: `#` comment lines, then one tab-separated row per
 /// lowercase name: input and output cost per image, input cost per pixel,
-/// input and output cost per image token, input cost per character (USD);
+/// input and output cost per image token, input cost per character, input
+/// and output cost per second (USD);
 /// empty where LiteLLM has no value.
 static TSV: &str = include_str!("../../data/media_prices.tsv");
 
@@ -29,6 +30,10 @@ pub struct MediaPrice {
     pub output_per_image_token: Option<f64>,
     /// `input_cost_per_character` (text to speech).
     pub input_per_character: Option<f64>,
+    /// `input_cost_per_second` (of audio transcribed).
+    pub input_per_second: Option<f64>,
+    /// `output_cost_per_second`.
+    pub output_per_second: Option<f64>,
 }
 
 fn table() -> &'static HashMap<&'static str, MediaPrice> {
@@ -70,6 +75,8 @@ fn parse_row(line: &'static str) -> Option<(&'static str, MediaPrice)> {
             input_per_image_token: f()?,
             output_per_image_token: f()?,
             input_per_character: f()?,
+            input_per_second: f()?,
+            output_per_second: f()?,
         },
     ))
 }
@@ -103,5 +110,10 @@ mod tests {
             Some(1.5e-05)
         );
         assert_eq!(media_price("gpt-image"), None, "no prefix matching");
+        let whisper = media_price("whisper-1").unwrap();
+        assert_eq!(
+            (whisper.input_per_second, whisper.output_per_second),
+            (Some(0.0001), Some(0.0001))
+        );
     }
 }

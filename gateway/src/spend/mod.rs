@@ -28,7 +28,7 @@ mod usage;
 mod usage_skim;
 pub mod writer;
 
-pub use bill::{media_bill, MediaBill, SpeechPrice};
+pub use bill::{media_bill, transcription_bill, MediaBill, SpeechPrice};
 pub use cost::{cost, time_cost, worst_case_cost};
 pub use images::ImagePrice;
 pub use logs::SpendLogs;

@@ -121,7 +121,8 @@ impl Provider for Anthropic {
             | Endpoint::Rerank
             | Endpoint::Moderations
             | Endpoint::ImageGenerations
-            | Endpoint::AudioSpeech => {
+            | Endpoint::AudioSpeech
+            | Endpoint::AudioTranscriptions => {
                 return Err(GatewayError::InvalidParam {
                     param: "model",
                     message: format!(

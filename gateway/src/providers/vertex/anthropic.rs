@@ -92,7 +92,8 @@ impl Provider for VertexAnthropic {
             | Endpoint::Rerank
             | Endpoint::Moderations
             | Endpoint::ImageGenerations
-            | Endpoint::AudioSpeech => {
+            | Endpoint::AudioSpeech
+            | Endpoint::AudioTranscriptions => {
                 return Err(GatewayError::InvalidParam {
                     param: "model",
                     message: format!(

@@ -17,6 +17,7 @@ pub mod moderations;
 pub mod responses;
 pub mod speech;
 pub mod text;
+pub mod transcriptions;
 pub mod vertex;
 
 use serde::Serialize;
@@ -60,6 +61,9 @@ pub enum Route {
     ImageGenerations,
     /// `POST …/audio/speech` (OpenAI's text to speech API).
     Speech,
+    /// `POST …/audio/transcriptions` (OpenAI's speech to text API; a
+    /// multipart form, not JSON).
+    Transcriptions,
     /// `POST …/token` (Google's OAuth token endpoint).
     Token,
     /// `POST /v1/traces` (an OpenTelemetry collector's OTLP/HTTP sink: the
@@ -122,6 +126,7 @@ pub fn route(method: &str, path: &str) -> Route {
         "POST" if path.ends_with("/moderations") => Route::Moderations,
         "POST" if path.ends_with("/images/generations") => Route::ImageGenerations,
         "POST" if path.ends_with("/audio/speech") => Route::Speech,
+        "POST" if path.ends_with("/audio/transcriptions") => Route::Transcriptions,
         "POST" if path.ends_with("/token") => Route::Token,
         "POST" if path == "/v1/traces" => Route::Traces,
         "GET" if path.ends_with("/models") => Route::Models,
@@ -156,6 +161,7 @@ pub fn handle(route: Route, ctx: &Ctx<'_>, body: &serde_json::Value) -> Reply {
         Route::ImageGenerations => image_generations::handle(ctx, body),
         Route::Speech => speech::handle(ctx, body),
         Route::Models
+        | Route::Transcriptions
         | Route::Token
         | Route::Traces
         | Route::Stats
