@@ -234,6 +234,38 @@ pub fn inbound(data: &[u8]) {
     assert_eq!(spliced, expected, "spliced body differs");
 }
 
+/// A multipart form (`LlmRequest::parse_form`, `/v1/audio/transcriptions`):
+/// the first line is the content type, the rest the body. An accepted form
+/// has a model whose span holds its text, and the model spliced in leaves
+/// every other byte of the body as received.
+pub fn form(data: &[u8]) {
+    let Some(newline) = data.iter().position(|b| *b == b'\n') else {
+        return;
+    };
+    let Ok(content_type) = std::str::from_utf8(&data[..newline]) else {
+        return;
+    };
+    let body = &data[newline + 1..];
+    let parsed = LlmRequest::parse_form(
+        Endpoint::AudioTranscriptions,
+        content_type,
+        Bytes::copy_from_slice(body),
+    );
+    let Ok(req) = parsed else {
+        return;
+    };
+    assert_eq!(&body[req.model_span.clone()], req.model.as_bytes());
+    let spliced: Vec<u8> = req
+        .body_with_model("up-model")
+        .iter()
+        .flat_map(|b| b.to_vec())
+        .collect();
+    let mut expected = body[..req.model_span.start].to_vec();
+    expected.extend_from_slice(b"up-model");
+    expected.extend_from_slice(&body[req.model_span.end..]);
+    assert_eq!(spliced, expected, "the splice changed other bytes");
+}
+
 /// Runs stream translator `t` over `data` cut at `cuts`: its output, or
 /// the error it stopped with.
 fn translate_stream(
