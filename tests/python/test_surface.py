@@ -1,7 +1,8 @@
 """The rest of the API surface against a running gateway: the official
 OpenAI Python SDK on Cohere chat (whole and streamed) and embeddings (the
 SDK's default base64 encoding, decoded by the SDK), on moderations, on
-image generation and on text to speech (whole and streamed); httpx (the SDK's own HTTP client) on LiteLLM's /v1/rerank and /v2/rerank.
+image generation, on text to speech (whole and streamed) and on
+transcription (a multipart upload); httpx (the SDK's own HTTP client) on LiteLLM's /v1/rerank and /v2/rerank.
 
 Environment:
   GATEWAY_BASE_URL          e.g. http://127.0.0.1:4000/v1
@@ -12,6 +13,7 @@ Environment:
   GATEWAY_MODERATION_MODEL  an OpenAI moderation model group
   GATEWAY_IMAGE_MODEL       an OpenAI gpt-image model group
   GATEWAY_SPEECH_MODEL      an OpenAI text to speech model group
+  GATEWAY_TRANSCRIBE_MODEL  an OpenAI whisper model group
 
 Run directly (exits non-zero on any failure); tests/tests/python_surface.rs
 starts a mock upstream and a gateway and runs this file.
@@ -37,6 +39,7 @@ RERANK = os.environ["GATEWAY_RERANK_MODEL"]
 MODERATION = os.environ["GATEWAY_MODERATION_MODEL"]
 IMAGE = os.environ["GATEWAY_IMAGE_MODEL"]
 SPEECH = os.environ["GATEWAY_SPEECH_MODEL"]
+TRANSCRIBE = os.environ["GATEWAY_TRANSCRIBE_MODEL"]
 
 
 def client():
@@ -100,6 +103,19 @@ def test_speech():
         assert streamed.headers["content-type"] == "audio/wav", streamed.headers
         audio = b"".join(streamed.iter_bytes())
     assert audio.startswith(b"RIFF") and len(audio) == 200 * 64, len(audio)
+
+
+def test_transcription():
+    audio = b"RIFF" + bytes(47_996)  # three seconds of the mock's audio
+    resp = client().audio.transcriptions.create(
+        model=TRANSCRIBE, file=("talk.wav", audio), response_format="verbose_json"
+    )
+    assert resp.text == "mock transcript of talk.wav", resp
+    assert resp.duration == 3.0, resp
+    text = client().audio.transcriptions.create(
+        model=TRANSCRIBE, file=("talk.mp3", audio), response_format="text"
+    )
+    assert text.strip() == "mock transcript of talk.mp3", text
 
 
 def test_rerank():
