@@ -157,3 +157,31 @@ fn budgets_and_rate_limits_apply_to_speech() {
     assert_eq!(speak_as(&gw, &limited, &short).status, 200);
     e2e::assert_error(&speak_as(&gw, &limited, &short), 429);
 }
+
+#[test]
+fn post_call_guardrails_leave_generated_audio_streaming() {
+    let mock = MockServer::start(&[]);
+    let config = json!({
+        "model_list": [
+            {"model_name": "tts", "litellm_params": {"model": "openai/tts-1", "api_key": "sk-up", "api_base": mock.api_base()}},
+        ],
+        "guardrails": [{
+            "guardrail_name": "answers",
+            "litellm_params": {
+                "guardrail": "litellm_content_filter",
+                "mode": "post_call",
+                "default_on": true,
+                "blocked_words": [{"keyword": "project falcon", "action": "BLOCK"}],
+            },
+        }],
+        "general_settings": {"master_key": MASTER_KEY},
+    });
+    let gw = Gateway::start(&to_yaml(&config), &[]);
+    let resp = gw.post(
+        "/v1/audio/speech",
+        &json!({"model": "tts", "input": "word ".repeat(600), "voice": "alloy"}),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(resp.header("transfer-encoding"), Some("chunked"));
+    assert_eq!(resp.body.len(), 3000 * 64);
+}

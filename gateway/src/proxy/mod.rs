@@ -262,6 +262,11 @@ async fn serve(
         Some(content_type) => LlmRequest::parse_form(endpoint, content_type, body)?,
         None => LlmRequest::parse(endpoint, guard::pre_call(worker, principal, body, outcome)?)?,
     };
+    // Generated audio has no text for `post_call` guardrails, and is
+    // relayed as it arrives rather than held for them.
+    if endpoint == Endpoint::AudioSpeech {
+        outcome.post_call = None;
+    }
     // Held in one place (a local moved into a call would also keep its
     // room in this future).
     let mut held = Held::new(parsed);
