@@ -273,6 +273,15 @@ pub enum GatewayError {
     /// A route outside `general_settings.allowed_routes` (LiteLLM's 403).
     #[error("Access forbidden: Route {0} not allowed")]
     RouteForbidden(String),
+    /// A route outside the virtual key's own `allowed_routes` (LiteLLM's
+    /// 403 and message; the list as Python prints it).
+    #[error("Virtual key is not allowed to call this route. Only allowed to call routes: [{}]. Tried to call route: {route}", allowed.iter().map(|r| format!("'{r}'")).collect::<Vec<_>>().join(", "))]
+    KeyRouteForbidden {
+        /// The key's `allowed_routes`.
+        allowed: Vec<String>,
+        /// The path called.
+        route: String,
+    },
     /// Every eligible deployment (of the group and its fallbacks) is at its
     /// own rpm/tpm limit this minute.
     #[error("No deployments available for model group '{group}': every eligible deployment is at its rpm/tpm limit. Try again in {retry_after} seconds.")]
@@ -332,7 +341,7 @@ impl GatewayError {
             CsrfRefused => 403,
             ConsoleThrottled { .. } => 429,
             NoTaggedDeployment { .. } => 401,
-            RouteForbidden(_) | UnpricedBlocked(_) => 403,
+            RouteForbidden(_) | KeyRouteForbidden { .. } | UnpricedBlocked(_) => 403,
             AuthUnavailable(_) | Store(_) => 503,
             ModelAccessDenied { .. } | NotAdmin(_) => 403,
             // LiteLLM's `budget_exceeded_status_code` (422 since it stopped
@@ -381,7 +390,8 @@ impl GatewayError {
             | CsrfRefused
             | ConsoleThrottled { .. }
             | NoTaggedDeployment { .. }
-            | RouteForbidden(_) => "auth_error",
+            | RouteForbidden(_)
+            | KeyRouteForbidden { .. } => "auth_error",
             KeyExpired(_) => "expired_key",
             ModelAccessDenied { .. } => "key_model_access_denied",
             BudgetExceeded { .. } | EndUserBudgetExceeded { .. } => "budget_exceeded",

@@ -118,6 +118,8 @@ pub struct LlmRequest {
     /// What a media request asks for, which its price depends on (`None`
     /// on other endpoints).
     pub media: Option<MediaAsk>,
+    /// LiteLLM's mock testing parameters the body carries (refused).
+    pub mock_testing_params: Vec<&'static str>,
 }
 
 /// The routing fields of a body. The raw members are their JSON text as it
@@ -151,6 +153,52 @@ struct RoutingView<'a> {
     user: Option<serde_json::Value>,
     #[serde(borrow, default, deserialize_with = "raw_value")]
     metadata: Option<&'a str>,
+    /// LiteLLM's mock testing parameters ([`MOCK_TESTING_PARAMS`]), only
+    /// noted as present.
+    #[serde(borrow, default, deserialize_with = "raw_member")]
+    mock_testing_fallbacks: Option<&'a str>,
+    #[serde(borrow, default, deserialize_with = "raw_member")]
+    mock_testing_context_fallbacks: Option<&'a str>,
+    #[serde(borrow, default, deserialize_with = "raw_member")]
+    mock_testing_content_policy_fallbacks: Option<&'a str>,
+    #[serde(borrow, default, deserialize_with = "raw_member")]
+    mock_testing_rate_limit_error: Option<&'a str>,
+    #[serde(borrow, default, deserialize_with = "raw_member")]
+    mock_timeout: Option<&'a str>,
+    #[serde(borrow, default, deserialize_with = "raw_member")]
+    mock_delay: Option<&'a str>,
+}
+
+/// LiteLLM's mock testing request parameters, which its proxy refuses
+/// unless `general_settings.dangerously_allow_mock_testing_request_params`
+/// (`GATED_MOCK_PARAM_NAMES`).
+pub const MOCK_TESTING_PARAMS: [&str; 6] = [
+    "mock_testing_fallbacks",
+    "mock_testing_context_fallbacks",
+    "mock_testing_content_policy_fallbacks",
+    "mock_testing_rate_limit_error",
+    "mock_timeout",
+    "mock_delay",
+];
+
+impl RoutingView<'_> {
+    /// The mock testing parameters present, in [`MOCK_TESTING_PARAMS`]'s
+    /// order.
+    fn mock_testing_params(&self) -> Vec<&'static str> {
+        let present = [
+            self.mock_testing_fallbacks,
+            self.mock_testing_context_fallbacks,
+            self.mock_testing_content_policy_fallbacks,
+            self.mock_testing_rate_limit_error,
+            self.mock_timeout,
+            self.mock_delay,
+        ];
+        MOCK_TESTING_PARAMS
+            .into_iter()
+            .zip(present)
+            .filter_map(|(name, raw)| raw.map(|_| name))
+            .collect()
+    }
 }
 
 /// A member's raw text, `None` when it is `null`.
@@ -451,6 +499,7 @@ impl LlmRequest {
             tags,
             forward_headers: Vec::new(),
             media,
+            mock_testing_params: view.mock_testing_params(),
         })
     }
 
@@ -521,6 +570,7 @@ impl LlmRequest {
             tags: Vec::new(),
             forward_headers: Vec::new(),
             media: None,
+            mock_testing_params: Vec::new(),
         })
     }
 
@@ -541,6 +591,7 @@ impl LlmRequest {
             tags: self.tags.clone(),
             forward_headers: self.forward_headers.clone(),
             media: self.media.clone(),
+            mock_testing_params: self.mock_testing_params.clone(),
         }
     }
 

@@ -214,6 +214,9 @@ fn run(opts: Options) -> Result<(), String> {
     seed_declared_keys(&control, std::mem::take(&mut config.virtual_keys))?;
     load_stored_models(&control, &caches.models)?;
     load_known_keys(&control, &caches.keys)?;
+    if let Some(budget) = &config.proxy_budget {
+        set_up_proxy_budget(&control, &caches.keys, budget.clone())?;
+    }
     let mut shared = Shared::new(config, tls, caches, control.clone(), spend.clone(), limiter);
     if let Some(client_tls) = client_tls {
         shared = shared.with_client_tls(client_tls);
@@ -415,6 +418,36 @@ fn load_stored_models(
     if count > 0 {
         tracing::info!(count, "models added through the API are served");
     }
+    Ok(())
+}
+
+/// Sets up the proxy-wide budget (`litellm_settings.max_budget`) on its user
+/// row before the first request.
+fn set_up_proxy_budget(
+    control: &gateway::control::ControlPlane,
+    keys: &Arc<gateway::auth::KeyCache>,
+    budget: gateway::config::ProxyBudget,
+) -> Result<(), String> {
+    let keys = keys.clone();
+    let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+        .enable_timer()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let (max_usd, duration) = (budget.max_usd, budget.duration.clone());
+    rt.block_on(
+        control.call(std::time::Duration::from_secs(30), move |ctx| async move {
+            keys.set_up_proxy_budget(ctx.store(), max_usd, duration.as_deref())
+                .await
+        }),
+    )
+    .map_err(|e| format!("cannot set up litellm_settings.max_budget: {e}"))?
+    .map_err(|e| format!("cannot set up litellm_settings.max_budget: {e}"))?;
+    tracing::info!(
+        max_budget = budget.max_usd,
+        budget_duration = budget.duration.as_deref().unwrap_or("none"),
+        "proxy-wide budget counted on user {}",
+        gateway::store::PROXY_BUDGET_USER
+    );
     Ok(())
 }
 

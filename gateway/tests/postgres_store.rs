@@ -133,6 +133,7 @@ fn full_key(plain: &str, created: DateTime<Utc>) -> KeyRecord {
         model_tpm_limit: map(json!({"gpt-4o": 1000})),
         blocked: false,
         allowed_model_region: Some("eu".into()),
+        allowed_routes: vec!["/chat/completions".into(), "info_routes".into()],
         metadata: map(json!({"owner": "ops", "tags": ["a", "b"]})),
         created_at: Some(created),
         updated_at: Some(created),
@@ -629,6 +630,8 @@ fn spend_row(request_id: &str, api_key: &str, spend: f64, start: DateTime<Utc>) 
         error_class: None,
         error_message: None,
         end_user: None,
+        response_id: None,
+        proxy_budget: false,
     }
 }
 

@@ -20,6 +20,7 @@ pub mod nginx_proc;
 pub mod output;
 pub mod overhead;
 pub mod overshoot;
+pub mod postgres_procs;
 pub mod procfs;
 pub mod redis_proc;
 pub mod redis_target;

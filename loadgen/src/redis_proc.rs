@@ -60,6 +60,15 @@ impl RedisProcess {
         Ok(script_calls_in(&info))
     }
 
+    /// Bytes the server holds (`used_memory` of `INFO memory`).
+    pub fn used_memory(&self) -> Result<u64, String> {
+        let info = self.command(&["INFO", "memory"])?;
+        info.lines()
+            .find_map(|l| l.strip_prefix("used_memory:"))
+            .and_then(|v| v.trim().parse().ok())
+            .ok_or_else(|| "INFO memory has no used_memory".to_string())
+    }
+
     /// Empties the database and the command statistics.
     pub fn reset(&self) -> Result<(), String> {
         self.command(&["FLUSHALL"])?;

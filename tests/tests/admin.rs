@@ -143,6 +143,78 @@ fn key_models_restrict_access() {
 }
 
 #[test]
+fn a_keys_allowed_routes_bind_as_in_litellm() {
+    let (db, gw) = start();
+    // A path allows itself and what is under it, nothing else (LiteLLM
+    // checks the path as called: `/v1/...` is another route).
+    let key = key_of(&generate(
+        &gw,
+        json!({"allowed_routes": ["/chat/completions", "/v1/models"]}),
+    ));
+    post_as(&gw, &key, "/chat/completions", &chat_body("chat-fast")).expect_status(200);
+    let err = assert_error(&chat(&gw, &key, "chat-fast"), 403);
+    assert_eq!(err["type"], "auth_error", "{err:?}");
+    assert_eq!(
+        error_message(&err),
+        "Virtual key is not allowed to call this route. Only allowed to call routes: ['/chat/completions', '/v1/models']. Tried to call route: /v1/chat/completions"
+    );
+    let auth = format!("Bearer {key}");
+    let get = |path: &str| gw.call("GET", path, &[("Authorization", &auth)], b"");
+    get("/v1/models").expect_status(200);
+    assert_error(&get("/models"), 403);
+    let info = gw
+        .get(&format!("/key/info?key={key}"))
+        .expect_status(200)
+        .json();
+    assert_eq!(
+        info["info"]["allowed_routes"],
+        json!(["/chat/completions", "/v1/models"])
+    );
+
+    // A route group of LiteLLM's: every LLM route, nothing else.
+    admin(
+        &gw,
+        "/key/update",
+        json!({"key": key, "allowed_routes": ["llm_api_routes"]}),
+    );
+    chat(&gw, &key, "chat-fast").expect_status(200);
+    get("/models").expect_status(200);
+    assert_error(&get("/health/readiness/details"), 403);
+    // A misspelt group is refused, naming the field, and changes nothing.
+    let bad = gw.post(
+        "/key/update",
+        &json!({"key": key, "allowed_routes": ["llm_routes"]}),
+    );
+    let err = assert_error(&bad, 400);
+    assert!(error_message(&err).contains("allowed_routes"), "{err:?}");
+    chat(&gw, &key, "chat-fast").expect_status(200);
+    // An empty list allows every route again.
+    admin(
+        &gw,
+        "/key/update",
+        json!({"key": key, "allowed_routes": []}),
+    );
+    get("/health/readiness/details").expect_status(200);
+
+    // The list is LiteLLM's column: a restart reads it back from Postgres.
+    admin(
+        &gw,
+        "/key/update",
+        json!({"key": key, "allowed_routes": ["/chat/completions"]}),
+    );
+    drop(gw);
+    let gw = Gateway::start_json(
+        &json!({
+            "model_list": [mock_model("chat-fast")],
+            "general_settings": {"master_key": MASTER_KEY},
+        }),
+        &[("DATABASE_URL", db.url())],
+    );
+    assert_error(&chat(&gw, &key, "chat-fast"), 403);
+    post_as(&gw, &key, "/chat/completions", &chat_body("chat-fast")).expect_status(200);
+}
+
+#[test]
 fn block_and_unblock_take_effect_at_once() {
     let (_db, gw) = start();
     let key = key_of(&generate(&gw, json!({})));

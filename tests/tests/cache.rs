@@ -327,7 +327,10 @@ fn default_off_caches_only_what_asks_for_it() {
         )),
         &[],
     );
-    let ready = gw.get("/health/readiness").expect_status(200).json();
+    let ready = gw
+        .get("/health/readiness/details")
+        .expect_status(200)
+        .json();
     assert_eq!(ready["cache"], "local");
     let mut conn = gw.connect();
     chat(&mut conn, hello(json!({}))).expect_status(200);

@@ -175,8 +175,13 @@ fn a_login_opens_a_session_whose_cookie_is_an_admin_credential_with_csrf() {
     let listed = gw.call("GET", "/key/list", &[("Cookie", &pair)], b"");
     assert_eq!(listed.status, 200, "{}", listed.text());
     assert_eq!(
-        gw.call("GET", "/health/readiness", &[("Cookie", &pair)], b"")
-            .status,
+        gw.call(
+            "GET",
+            "/health/readiness/details",
+            &[("Cookie", &pair)],
+            b""
+        )
+        .status,
         200
     );
 

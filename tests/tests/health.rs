@@ -198,11 +198,24 @@ fn an_on_demand_check_before_the_first_background_result_steers_traffic() {
 fn readiness_reports_the_database_redis_and_the_change_listener() {
     let mock = MockServer::start(&[]);
     let alone = Gateway::start_json(&base_config(mock.port()), &[]);
-    let body = alone.get("/health/readiness").json();
+    // Public, as LiteLLM 1.110 answers it: status and database only.
+    let public = alone.call("GET", "/health/readiness", &[], b"");
+    assert_eq!(public.status, 200, "{}", public.text());
+    assert_eq!(
+        public.json(),
+        json!({"status": "healthy", "db": "Not connected"})
+    );
+    // The details need a key.
+    e2e::assert_error(
+        &alone.call("GET", "/health/readiness/details", &[], b""),
+        401,
+    );
+    let body = alone.get("/health/readiness/details").json();
     assert_eq!(body["status"], "healthy");
     assert_eq!(body["db"], "Not connected");
     assert_eq!(body["change_listener"], "Not connected");
     assert_eq!(body["cache"], Value::Null);
+    assert_eq!(body["limiter"]["mode"], "local");
 
     let db = TestDb::create();
     let mut config = base_config(mock.port());
@@ -215,7 +228,7 @@ fn readiness_reports_the_database_redis_and_the_change_listener() {
         ],
     );
     let body = e2e::eventually("the listener connects", Duration::from_secs(10), || {
-        let body = gw.call("GET", "/health/readiness", &[], b"").json();
+        let body = gw.get("/health/readiness/details").json();
         (body["change_listener"] == "connected").then_some(body)
     });
     assert_eq!(body["status"], "healthy");
@@ -224,4 +237,23 @@ fn readiness_reports_the_database_redis_and_the_change_listener() {
     assert_eq!(body["redis"], "connected");
     assert_eq!(body["success_callbacks"], json!(["prometheus"]));
     assert!(!body.to_string().contains(MASTER_KEY));
+    assert_eq!(
+        gw.call("GET", "/health/readiness", &[], b"").json(),
+        json!({"status": "healthy", "db": "connected"})
+    );
+}
+
+#[test]
+fn allow_public_health_readiness_details_opens_the_details_to_anyone() {
+    let mock = MockServer::start(&[]);
+    let mut config = base_config(mock.port());
+    config["general_settings"]["allow_public_health_readiness_details"] = json!(true);
+    let gw = Gateway::start_json(&config, &[]);
+    let body = gw.call("GET", "/health/readiness", &[], b"").json();
+    assert_eq!(body["status"], "healthy");
+    assert_eq!(body["limiter"]["mode"], "local", "{body}");
+    assert!(gw
+        .output()
+        .lines()
+        .all(|l| !l.contains("allow_public_health_readiness_details")));
 }

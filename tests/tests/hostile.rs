@@ -32,7 +32,7 @@ fn chat(gw: &Gateway, key: &str, body: &[u8]) -> e2e::Response {
 }
 
 fn readiness(gw: &Gateway) -> Value {
-    let resp = gw.get("/health/readiness");
+    let resp = gw.get("/health/readiness/details");
     assert_eq!(resp.status, 200, "{}", resp.text());
     resp.json()
 }
@@ -159,13 +159,20 @@ fn a_fallback_the_key_may_not_use_is_skipped_not_retried() {
     );
     let resp = gw.post("/key/generate", &json!({"models": ["primary"]}));
     let key = resp.json()["key"].as_str().unwrap().to_string();
-    let body = br#"{"model":"primary","messages":[{"role":"user","content":"hi"}],"num_retries":10,"fallbacks":["secret"]}"#;
+    let body =
+        br#"{"model":"primary","messages":[{"role":"user","content":"hi"}],"num_retries":10}"#;
     let resp = chat(&gw, &key, body);
     assert_error(&resp, 429);
     // Only the primary was called, once (a 429 with fallbacks goes to the
     // fallbacks): the disallowed group never was, nor retried.
     assert_eq!(mock_requests(&mock), 1, "{}", mock.stats());
     assert_eq!(chat(&gw, &key, body).status, 429, "the core still serves");
+    // Named in the request's own `fallbacks`, it is refused before anything
+    // is called, as LiteLLM refuses it.
+    let own = br#"{"model":"primary","messages":[{"role":"user","content":"hi"}],"num_retries":10,"fallbacks":["secret"]}"#;
+    let err = assert_error(&chat(&gw, &key, own), 403);
+    assert_eq!(err["type"], "key_model_access_denied", "{err:?}");
+    assert_eq!(mock_requests(&mock), 2, "{}", mock.stats());
 }
 
 #[test]
@@ -263,13 +270,35 @@ fn unpriced_config_json(unpriced_models: Option<&str>) -> Value {
     config
 }
 
-fn unpriced_requests(gw: &Gateway, group: &str) -> f64 {
+/// Sums a counter family's samples for one model group.
+fn group_counter(gw: &Gateway, family: &str, group: &str) -> f64 {
     let text = gw.get("/metrics").text();
+    let prefix = format!("{family}{{");
     let wanted = format!("model_group=\"{group}\"");
     text.lines()
-        .filter(|l| l.starts_with("gateway_unpriced_requests_total{") && l.contains(&wanted))
+        .filter(|l| l.starts_with(&prefix) && l.contains(&wanted))
         .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
-        .sum()
+        .fold(0.0, |a, b| a + b)
+}
+
+/// Waits until `group`'s attempts are all in the metrics, then checks how
+/// many of them `gateway_unpriced_requests_total` counted: an attempt's
+/// metrics are recorded after its answer is written, so a scrape right after
+/// the answer may not see them yet.
+fn expect_unpriced_requests(gw: &Gateway, group: &str, attempts: f64, unpriced: f64) {
+    e2e::eventually(
+        &format!("{attempts} attempts of {group}"),
+        Duration::from_secs(5),
+        || {
+            (group_counter(gw, "litellm_deployment_total_requests_total", group) == attempts)
+                .then_some(())
+        },
+    );
+    assert_eq!(
+        group_counter(gw, "gateway_unpriced_requests_total", group),
+        unpriced,
+        "{group}"
+    );
 }
 
 #[test]
@@ -324,14 +353,14 @@ fn a_listed_model_without_a_price_is_served_at_cost_0_under_a_budget_as_litellm_
     }
     let info = gw.get(&format!("/key/info?key={budgeted}")).json();
     assert_eq!(info["info"]["spend"], 0.0, "{info}");
-    assert_eq!(unpriced_requests(&gw, "llama"), 3.0);
+    expect_unpriced_requests(&gw, "llama", 3.0, 3.0);
     // A priced call is not counted.
     let unlimited = new_key(&gw, json!({}));
     assert_eq!(
         chat(&gw, &unlimited, priced_body("paid/x").as_bytes()).status,
         200
     );
-    assert_eq!(unpriced_requests(&gw, "paid/x"), 0.0);
+    expect_unpriced_requests(&gw, "paid/x", 1.0, 0.0);
     // A model added through the API without a price: one warning at add
     // time, then served at cost 0 under the budget.
     let added = gw.post(
@@ -347,7 +376,7 @@ fn a_listed_model_without_a_price_is_served_at_cost_0_under_a_budget_as_litellm_
     });
     let resp = chat(&gw, &budgeted, priced_body("qwen").as_bytes());
     assert_eq!(resp.status, 200, "{}", resp.text());
-    assert_eq!(unpriced_requests(&gw, "qwen"), 1.0);
+    expect_unpriced_requests(&gw, "qwen", 1.0, 1.0);
 }
 
 #[test]
@@ -372,7 +401,7 @@ fn unpriced_models_refuse_and_free_override_both_rules() {
         let resp = chat(&gw, &budgeted, priced_body(model).as_bytes());
         assert_eq!(resp.status, 200, "{model}: {}", resp.text());
     }
-    assert_eq!(unpriced_requests(&gw, "free/anything"), 1.0);
+    expect_unpriced_requests(&gw, "free/anything", 1.0, 1.0);
     drop(gw);
     let mut gw = Gateway::spawn(
         &unpriced_config(Some("sometimes")),

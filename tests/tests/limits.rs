@@ -566,9 +566,9 @@ fn breaker_disabled_never_opens_and_limits_still_hold_during_an_outage() {
 
 // ---------------------------------------------------------------- Redis: lease mode
 
-/// `limiter` of `/health/readiness`: mode, Redis calls since start, breaker.
+/// `limiter` of `/health/readiness/details`: mode, Redis calls since start, breaker.
 fn limiter_health(gw: &Gateway) -> Value {
-    let resp = gw.get("/health/readiness");
+    let resp = gw.get("/health/readiness/details");
     assert_eq!(resp.status, 200, "{}", resp.text());
     resp.json()["limiter"].clone()
 }

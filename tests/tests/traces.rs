@@ -419,7 +419,7 @@ fn a_request_is_one_trace_with_a_span_per_attempt_in_protobuf() {
     let sent = format!("traceparent: 00-{caller_trace}-{}-01", ok.span_id);
     assert!(upstream.contains(&sent), "{sent} upstream:\n{upstream}");
 
-    let ready = gw.call("GET", "/health/readiness", &[], b"").json();
+    let ready = gw.get("/health/readiness/details").json();
     assert_eq!(ready["otel"]["spans_exported"], 3);
     assert_eq!(ready["otel"]["spans_dropped"], 0);
 }

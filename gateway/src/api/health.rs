@@ -93,19 +93,68 @@ pub async fn liveliness(out: &mut Responder<'_>) -> Result<(), GatewayError> {
 /// Longest the readiness probe waits for the database's answer.
 const DB_PING_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// `GET /health/readiness`: ready unless shutting down, with LiteLLM's
-/// fields: `db` (`connected`, `disconnected` or `Not connected` without a
-/// database, asked now), `cache` (`redis` when Redis is configured),
-/// `success_callbacks`; and this gateway's: `redis` (`connected`,
-/// `disconnected`, `reconnecting`, from the limiter's circuit breaker),
-/// `change_listener` (whether other replicas' changes are heard), the rate
-/// limiter (where it counts, script calls sent to Redis, breaker) and
-/// panics caught. Postgres or Redis down does not make it a 503: the data
-/// plane keeps serving (LiteLLM's `allow_requests_on_db_unavailable`).
+/// `GET /health/readiness`, for anyone (load balancers, orchestrators):
+/// ready unless shutting down, with LiteLLM's public fields only, `status`
+/// and `db` (`connected`, `disconnected` or `Not connected` without a
+/// database, asked now). With `allow_public_health_readiness_details` it
+/// answers what [`readiness_details`] does, as LiteLLM does. Postgres or
+/// Redis down does not make it a 503: the data plane keeps serving
+/// (LiteLLM's `allow_requests_on_db_unavailable`).
 pub async fn readiness(worker: &Worker, out: &mut Responder<'_>) -> Result<(), GatewayError> {
     if worker.shared.is_shutting_down() {
         return Err(GatewayError::Unavailable("shutting down"));
     }
+    if worker.shared.health.settings().public_readiness_details {
+        return readiness_details(worker, out).await;
+    }
+    let (db, _) = database_state(worker).await;
+    let body = serde_json::json!({"status": "healthy", "db": db});
+    let _ = out
+        .send(
+            200,
+            HeadBuilder::new(200),
+            "application/json",
+            &serde_json::to_vec(&body).expect("json"),
+        )
+        .await;
+    Ok(())
+}
+
+/// The database's state (asked now, with a deadline) and whether this
+/// replica hears the others' changes, as readiness reports them.
+async fn database_state(worker: &Worker) -> (&'static str, &'static str) {
+    let shared = &worker.shared;
+    if !shared.database {
+        return ("Not connected", "Not connected");
+    }
+    let ping = shared
+        .control
+        .call(
+            DB_PING_TIMEOUT,
+            |ctx| async move { ctx.store().ping().await },
+        )
+        .await;
+    let db = if matches!(ping, Ok(Ok(()))) {
+        "connected"
+    } else {
+        "disconnected"
+    };
+    let heard = crate::sync::listener::is_listening();
+    (db, if heard { "connected" } else { "disconnected" })
+}
+
+/// `GET /health/readiness/details` (a caller with a key, or the console's
+/// session): LiteLLM's fields, `status`, `db`, `cache` (the response
+/// cache's type, else `redis` when Redis is configured),
+/// `success_callbacks`, `litellm_version`; and this gateway's: `redis`
+/// (`connected`, `disconnected`, `reconnecting`, from the limiter's circuit
+/// breaker), `change_listener` (whether other replicas' changes are
+/// heard), the rate limiter (where it counts, script calls sent to Redis,
+/// breaker), panics caught and the trace exporter's counts.
+pub async fn readiness_details(
+    worker: &Worker,
+    out: &mut Responder<'_>,
+) -> Result<(), GatewayError> {
     let shared = &worker.shared;
     let limiter = &shared.limiter;
     let breaker = limiter.breaker_state().map(|b| match b {
@@ -119,24 +168,7 @@ pub async fn readiness(worker: &Worker, out: &mut Responder<'_>) -> Result<(), G
         crate::limits::BreakerState::HalfOpen => "reconnecting",
     });
     let redis_configured = limiter.settings().redis_url.is_some();
-    let (db, listener) = if shared.database {
-        let ping = shared
-            .control
-            .call(
-                DB_PING_TIMEOUT,
-                |ctx| async move { ctx.store().ping().await },
-            )
-            .await;
-        let db = if matches!(ping, Ok(Ok(()))) {
-            "connected"
-        } else {
-            "disconnected"
-        };
-        let heard = crate::sync::listener::is_listening();
-        (db, if heard { "connected" } else { "disconnected" })
-    } else {
-        ("Not connected", "Not connected")
-    };
+    let (db, listener) = database_state(worker).await;
     let mut callbacks = Vec::new();
     if shared.metrics.enabled() {
         callbacks.push("prometheus");

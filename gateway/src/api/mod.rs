@@ -37,6 +37,9 @@ enum Route<'a> {
     Admin(&'a str),
     Liveliness,
     Readiness,
+    /// `GET /health/readiness/details`: readiness with everything behind it,
+    /// for any caller with a key.
+    ReadinessDetails,
     /// `/health`: every deployment's health (admin).
     Health,
     /// `POST /config/reload`: re-read the config file (admin).
@@ -82,6 +85,7 @@ fn route<'h>(worker: &Worker, head: &'h RequestHead) -> Route<'h> {
         p if admin::is_admin_path(p) => Route::Admin(p),
         "/health/liveliness" | "/health/liveness" if get => Route::Liveliness,
         "/health/readiness" if get => Route::Readiness,
+        "/health/readiness/details" if get => Route::ReadinessDetails,
         "/health" if get => Route::Health,
         "/config/reload" if method == "POST" => Route::Reload,
         "/metrics" if get && worker.shared.metrics.enabled() => Route::Metrics,
@@ -89,6 +93,20 @@ fn route<'h>(worker: &Worker, head: &'h RequestHead) -> Route<'h> {
         p if get && p.starts_with("/models/") => Route::Model(&p["/models/".len()..]),
         _ => Route::NotFound,
     }
+}
+
+/// Refuses a virtual key whose own `allowed_routes` leave `path` out.
+fn key_routes(caller: Option<Principal>, path: &str) -> Result<Option<Principal>, GatewayError> {
+    if let Some(Principal::Key(key)) = &caller {
+        let allowed = &key.record.allowed_routes;
+        if !crate::auth::routes::key_may_call(allowed, path) {
+            return Err(GatewayError::KeyRouteForbidden {
+                allowed: allowed.clone(),
+                route: path.to_string(),
+            });
+        }
+    }
+    Ok(caller)
 }
 
 /// What the request head alone decided: the caller, for the routes that
@@ -151,6 +169,7 @@ pub async fn admit(
             Ok(_) => Err(GatewayError::NotAdmin(path.to_string())),
             Err(e) => Err(e),
         },
+        Route::ReadinessDetails => admin_caller(worker, head, credentials).await.map(Some),
         Route::Health | Route::Reload => match admin_caller(worker, head, credentials).await {
             Ok(p) if p.is_admin() => Ok(Some(p)),
             Ok(_) => Err(GatewayError::NotAdmin(head.path().to_string())),
@@ -158,7 +177,7 @@ pub async fn admit(
         },
         Route::Liveliness | Route::Readiness | Route::Ui(_) | Route::NotFound => Ok(None),
     };
-    Admission(result)
+    Admission(result.and_then(|caller| key_routes(caller, head.path())))
 }
 
 /// Answers a request whose body could not be read (too large, too slow,
@@ -243,6 +262,10 @@ pub async fn handle(
         }
         Route::Liveliness => health::liveliness(out).await,
         Route::Readiness => health::readiness(worker, out).await,
+        Route::ReadinessDetails => match admission.0 {
+            Ok(_) => health::readiness_details(worker, out).await,
+            Err(e) => Err(e),
+        },
         Route::Health => match admission.0 {
             Ok(_) => health::deployments(worker, head, out).await,
             Err(e) => Err(e),

@@ -13,7 +13,10 @@ use crate::budget::fleet::Place;
 use crate::budget::{to_nanos, Budget};
 use crate::keyed_hash::KeyedHash;
 use crate::read_through::ReadThroughGuard;
-use crate::store::{Change, KeyRecord, SpendLogRow, Store, StoreError, TeamRecord, UserRecord};
+use crate::store::{
+    next_reset, Change, KeyRecord, SpendLogRow, Store, StoreError, TeamRecord, UserRecord,
+    PROXY_BUDGET_USER,
+};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -96,6 +99,8 @@ pub struct KeyCache {
     users: papaya::HashMap<String, Arc<UserEntry>, KeyedHash>,
     budgets: papaya::HashMap<String, Arc<Budget>, KeyedHash>,
     end_users: EndUserCache,
+    /// The proxy-wide budget (`litellm_settings.max_budget`), once set up.
+    proxy_budget: std::sync::OnceLock<Arc<Budget>>,
 }
 
 impl Default for KeyCache {
@@ -109,6 +114,7 @@ impl Default for KeyCache {
             users: papaya::HashMap::default(),
             budgets: papaya::HashMap::default(),
             end_users: EndUserCache::default(),
+            proxy_budget: std::sync::OnceLock::new(),
         }
     }
 }
@@ -279,6 +285,53 @@ impl KeyCache {
         entry
     }
 
+    /// Sets up the proxy-wide budget (`litellm_settings.max_budget` USD,
+    /// reset every `duration`) on the user row [`PROXY_BUDGET_USER`], as
+    /// LiteLLM keeps it: made when missing, its budget and period set from
+    /// the config (its spend kept), then counted against by every request.
+    pub async fn set_up_proxy_budget(
+        &self,
+        store: &dyn Store,
+        max_usd: f64,
+        duration: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let now = chrono::Utc::now();
+        let row = match store.get_user(PROXY_BUDGET_USER).await? {
+            Some(mut row) => {
+                let period_changed = row.budget_duration.as_deref() != duration;
+                row.max_budget = Some(max_usd);
+                row.budget_duration = duration.map(str::to_string);
+                if duration.is_none() {
+                    row.budget_reset_at = None;
+                } else if period_changed || row.budget_reset_at.is_none() {
+                    row.budget_reset_at = next_reset(duration, now);
+                }
+                store.update_user(&row).await?;
+                row
+            }
+            None => {
+                let row = UserRecord {
+                    user_id: PROXY_BUDGET_USER.to_string(),
+                    max_budget: Some(max_usd),
+                    budget_duration: duration.map(str::to_string),
+                    budget_reset_at: next_reset(duration, now),
+                    created_at: Some(now),
+                    ..UserRecord::default()
+                };
+                store.insert_user(&row).await?;
+                row
+            }
+        };
+        let entry = self.install_user(row);
+        let _ = self.proxy_budget.set(entry.budget.clone());
+        Ok(())
+    }
+
+    /// The proxy-wide budget, when `litellm_settings.max_budget` sets one.
+    pub fn proxy_budget(&self) -> Option<&Arc<Budget>> {
+        self.proxy_budget.get()
+    }
+
     /// Reads a key with its team and user from `store` and caches them.
     pub async fn load(
         &self,
@@ -379,6 +432,12 @@ impl KeyCache {
                 }
             }
             Change::Team(id) => self.tokens_where(|e| e.record.team_id.as_deref() == Some(id)),
+            Change::User(id) if id == PROXY_BUDGET_USER && self.proxy_budget.get().is_some() => {
+                if let Some(row) = store.get_user(id).await? {
+                    self.install_user(row);
+                }
+                self.tokens_where(|e| e.record.user_id.as_deref() == Some(id))
+            }
             Change::User(id) => self.tokens_where(|e| e.record.user_id.as_deref() == Some(id)),
             Change::Model(_) => Vec::new(),
             Change::EndUser(id) => return self.end_users.refresh(store, id).await,
@@ -481,6 +540,9 @@ impl KeyCache {
         if let Some(t) = &row.team_id {
             flush(&["team:", t]);
         }
+        if row.proxy_budget {
+            flush(&["user:", PROXY_BUDGET_USER]);
+        }
         if let Some(e) = &row.end_user {
             self.end_users.flushed(e, nanos);
         }
@@ -495,6 +557,7 @@ fn same_budgets(a: &SpendLogRow, b: &SpendLogRow) -> bool {
         && a.user == b.user
         && a.team_id == b.team_id
         && a.end_user == b.end_user
+        && a.proxy_budget == b.proxy_budget
 }
 
 #[cfg(test)]

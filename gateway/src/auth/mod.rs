@@ -12,6 +12,7 @@ mod checks;
 pub mod console;
 mod end_users;
 mod known;
+pub mod routes;
 
 pub use cache::{
     hash_key, token_hex, KeyCache, KeyCopies, KeyEntry, TeamEntry, TokenHash, UserEntry,

@@ -35,6 +35,9 @@ const LITELLM_ACTED_ON: &[&str] = &[
     "drop_params",
     "block_requests_for_models_without_pricing",
     "default_estimated_output_tokens",
+    // The proxy-wide budget (`config::ProxyBudget`).
+    "max_budget",
+    "budget_duration",
 ];
 
 /// Keys of `litellm_settings` refused while unimplemented, with the reason.
@@ -42,14 +45,6 @@ const LITELLM_REFUSED: &[(&str, &str)] = &[
     (
         "guardrails",
         "this legacy form of guardrails is not read, so requests would reach the models unchecked; write them in the top-level `guardrails:` list",
-    ),
-    (
-        "max_budget",
-        "the proxy-wide budget is not enforced, so spend would be unbounded",
-    ),
-    (
-        "budget_duration",
-        "the proxy-wide budget is not enforced, so spend would be unbounded",
     ),
     (
         "max_end_user_budget",
@@ -88,6 +83,7 @@ const GENERAL_ACTED_ON: &[&str] = &[
     "background_health_checks",
     "health_check_interval",
     "health_check_timeout",
+    "allow_public_health_readiness_details",
     "allowed_routes",
     "coordination_redis",
     "encryption_algorithm",
@@ -100,6 +96,10 @@ const GENERAL_ACTED_ON: &[&str] = &[
 
 /// Keys of `general_settings` refused while unimplemented, with the reason.
 const GENERAL_REFUSED: &[(&str, &str)] = &[
+    (
+        "dangerously_allow_mock_testing_request_params",
+        "LiteLLM's mock testing request parameters (`mock_testing_fallbacks`, `mock_timeout`, ...) are not implemented, so a test asking for a synthetic failure could not get one; with the switch off (the default) requests carrying them are refused, as LiteLLM refuses them",
+    ),
     (
         "custom_auth",
         "custom authentication is not run, so every valid key would be let in",
@@ -352,10 +352,28 @@ mod tests {
     fn guardrails_and_budget_defaults_stop_start_up_naming_the_setting() {
         let (result, _) = run("{guardrails: [{prompt_injection: {}}]}", "{}", "{}");
         assert_eq!(result.unwrap_err().entry, "litellm_settings.guardrails");
-        let (result, _) = run("{max_budget: 100}", "{}", "{}");
-        assert_eq!(result.unwrap_err().entry, "litellm_settings.max_budget");
+        let (result, _) = run("{max_end_user_budget: 100}", "{}", "{}");
+        assert_eq!(
+            result.unwrap_err().entry,
+            "litellm_settings.max_end_user_budget"
+        );
         let (result, _) = run("{}", "{custom_auth: my.auth}", "{}");
         assert_eq!(result.unwrap_err().entry, "general_settings.custom_auth");
+        let (result, _) = run(
+            "{}",
+            "{dangerously_allow_mock_testing_request_params: true}",
+            "{}",
+        );
+        assert_eq!(
+            result.unwrap_err().entry,
+            "general_settings.dangerously_allow_mock_testing_request_params"
+        );
+        let (result, _) = run(
+            "{}",
+            "{dangerously_allow_mock_testing_request_params: false}",
+            "{}",
+        );
+        assert_eq!(result, Ok(()));
         let (result, _) = run("{}", "{}", "{provider_budget_config: {openai: {}}}");
         assert_eq!(
             result.unwrap_err().entry,
@@ -365,7 +383,7 @@ mod tests {
 
     #[test]
     fn a_refused_setting_that_switches_nothing_on_is_accepted() {
-        let (result, warnings) = run("{guardrails: [], max_budget: 0}", "{}", "{}");
+        let (result, warnings) = run("{guardrails: [], max_end_user_budget: 0}", "{}", "{}");
         assert_eq!(result, Ok(()));
         assert!(warnings.is_empty(), "{warnings:?}");
     }

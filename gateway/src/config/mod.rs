@@ -4,10 +4,12 @@
 mod audit;
 mod env_refs;
 mod file;
+mod proxy_budget;
 mod team_defaults;
 mod validate;
 
 pub use file::{ConfigFile, GatewaySettings, GeneralSettings};
+pub use proxy_budget::ProxyBudget;
 pub use team_defaults::TeamDefaults;
 pub use validate::{deployment_from_json, EntryError, ServerLimits};
 
@@ -94,6 +96,9 @@ pub struct Config {
     /// request without `max_tokens` reserves against budgets when neither
     /// its key nor its team says.
     pub estimated_output_tokens: Option<u64>,
+    /// `litellm_settings.max_budget` and `budget_duration`: the proxy-wide
+    /// budget every LLM request counts against.
+    pub proxy_budget: Option<ProxyBudget>,
     /// Which spend-log rows are kept (`general_settings.disable_spend_logs`,
     /// `disable_error_logs`).
     pub spend_logs: crate::spend::SpendLogs,

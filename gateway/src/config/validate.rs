@@ -347,6 +347,8 @@ pub(super) fn validate(
         lookup,
     )
     .map_err(|p| invalid("image URL fetching".into(), p))?;
+    let proxy_budget = super::ProxyBudget::from_litellm_settings(file.litellm_settings.as_ref())
+        .map_err(|p| invalid("litellm_settings".into(), p))?;
     let team_defaults = super::TeamDefaults::from_litellm_settings(file.litellm_settings.as_ref())
         .map_err(|p| invalid("litellm_settings".into(), p))?;
     let console = console(&file.general_settings.other, lookup, master_key.as_deref())
@@ -391,6 +393,7 @@ pub(super) fn validate(
         unpriced_models,
         estimated_output_tokens,
         block_unpriced,
+        proxy_budget,
         spend_logs,
         alerts,
         limits,
@@ -808,6 +811,7 @@ fn config_key(k: super::file::ConfigKey) -> Result<crate::store::KeyRecord, Stri
     if !k.fields.token.is_empty() {
         return Err("give the plain `key`, not a `token`".into());
     }
+    crate::auth::routes::check(&k.fields.allowed_routes)?;
     let hash = crate::auth::hash_key(&k.key);
     let tail: String = k
         .key
@@ -1002,13 +1006,27 @@ mod tests {
     }
 
     #[test]
-    fn a_proxy_wide_budget_stops_start_up_and_spend_log_switches_are_read() {
-        let err = parse("litellm_settings: {max_budget: 100, budget_duration: 30d}\n").unwrap_err();
+    fn a_proxy_wide_budget_and_spend_log_switches_are_read() {
+        let c = parse("litellm_settings: {max_budget: 100, budget_duration: 30d}\n").unwrap();
+        assert_eq!(
+            c.proxy_budget,
+            Some(crate::config::ProxyBudget {
+                max_usd: 100.0,
+                duration: Some("30d".into())
+            })
+        );
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+        assert_eq!(
+            parse("litellm_settings: {max_budget: 0}\n")
+                .unwrap()
+                .proxy_budget,
+            None
+        );
+        let err = parse("litellm_settings: {max_budget: 1, budget_duration: often}\n").unwrap_err();
         assert!(
-            err.to_string().contains("litellm_settings.max_budget"),
+            err.to_string().contains("litellm_settings.budget_duration"),
             "{err}"
         );
-        assert!(parse("litellm_settings: {max_budget: 0}\n").is_ok());
         let c = parse(
             "general_settings: {disable_spend_logs: true, disable_error_logs: true, store_prompts_in_spend_logs: true}\n",
         )

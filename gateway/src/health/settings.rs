@@ -1,5 +1,5 @@
-//! `general_settings`' health-check fields, read by the config (a layer
-//! below the checks themselves).
+//! `general_settings`' health-check and readiness fields, read by the config
+//! (a layer below the checks themselves).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -12,7 +12,8 @@ const DEFAULT_INTERVAL: Duration = Duration::from_secs(300);
 const MAX_SECS: u64 = 86_400;
 
 /// `general_settings.background_health_checks`, `health_check_interval`
-/// (seconds) and `health_check_timeout` (seconds, per probe).
+/// (seconds), `health_check_timeout` (seconds, per probe) and
+/// `allow_public_health_readiness_details`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HealthSettings {
     /// Whether checks run in the background and feed routing.
@@ -21,6 +22,11 @@ pub struct HealthSettings {
     pub interval: Duration,
     /// Time one probe may take.
     pub timeout: Duration,
+    /// Whether `/health/readiness` answers anyone with the details that
+    /// `/health/readiness/details` gives a caller with a key (LiteLLM's
+    /// `allow_public_health_readiness_details`; off: status and database
+    /// only).
+    pub public_readiness_details: bool,
 }
 
 impl Default for HealthSettings {
@@ -29,6 +35,7 @@ impl Default for HealthSettings {
             background: false,
             interval: DEFAULT_INTERVAL,
             timeout: DEFAULT_TIMEOUT,
+            public_readiness_details: false,
         }
     }
 }
@@ -47,14 +54,17 @@ impl HealthSettings {
                 },
             }
         };
-        let background = match general.get("background_health_checks") {
-            None | Some(serde_yaml::Value::Null) => false,
-            Some(v) => v
-                .as_bool()
-                .ok_or("general_settings.background_health_checks must be true or false")?,
+        let flag = |name: &str| -> Result<bool, String> {
+            match general.get(name) {
+                None | Some(serde_yaml::Value::Null) => Ok(false),
+                Some(v) => v
+                    .as_bool()
+                    .ok_or_else(|| format!("general_settings.{name} must be true or false")),
+            }
         };
         Ok(HealthSettings {
-            background,
+            background: flag("background_health_checks")?,
+            public_readiness_details: flag("allow_public_health_readiness_details")?,
             interval: secs("health_check_interval", DEFAULT_INTERVAL)?,
             timeout: secs("health_check_timeout", DEFAULT_TIMEOUT)?,
         })
@@ -85,5 +95,18 @@ mod tests {
         assert!(HealthSettings::from_general(&general("health_check_interval: 0")).is_err());
         assert!(HealthSettings::from_general(&general("health_check_interval: -3")).is_err());
         assert!(HealthSettings::from_general(&general("background_health_checks: 1")).is_err());
+        assert!(
+            HealthSettings::from_general(&general("allow_public_health_readiness_details: true"))
+                .unwrap()
+                .public_readiness_details
+        );
+        let err = HealthSettings::from_general(&general(
+            "allow_public_health_readiness_details: sometimes",
+        ))
+        .unwrap_err();
+        assert!(
+            err.contains("allow_public_health_readiness_details"),
+            "{err}"
+        );
     }
 }

@@ -34,6 +34,19 @@ pub(super) fn routing_view(body: &[u8]) -> Option<RoutingView<'_>> {
             b"n" => (12, Slot::Value(&mut view.n)),
             b"user" => (13, Slot::Value(&mut view.user)),
             b"cache" => (14, Slot::Member(&mut view.cache)),
+            b"mock_testing_fallbacks" => (15, Slot::Member(&mut view.mock_testing_fallbacks)),
+            b"mock_testing_context_fallbacks" => {
+                (16, Slot::Member(&mut view.mock_testing_context_fallbacks))
+            }
+            b"mock_testing_content_policy_fallbacks" => (
+                17,
+                Slot::Member(&mut view.mock_testing_content_policy_fallbacks),
+            ),
+            b"mock_testing_rate_limit_error" => {
+                (18, Slot::Member(&mut view.mock_testing_rate_limit_error))
+            }
+            b"mock_timeout" => (19, Slot::Member(&mut view.mock_timeout)),
+            b"mock_delay" => (20, Slot::Member(&mut view.mock_delay)),
             _ => return r.skip_value(1),
         };
         // serde_json refuses a duplicate of a field it reads.
@@ -204,6 +217,8 @@ mod tests {
             Just("num_retries"),
             Just("tags"),
             Just("cache"),
+            Just("mock_timeout"),
+            Just("mock_testing_fallbacks"),
             Just("stream"),
             Just("max_tokens"),
             Just("max_completion_tokens"),

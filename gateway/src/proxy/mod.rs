@@ -24,6 +24,7 @@
 //! 10. **log**: one access line with durations.
 
 mod access;
+mod answer_id;
 mod cached;
 mod convert;
 mod count_tokens;
@@ -236,6 +237,29 @@ fn routing_tags(principal: &Principal, request: &[String]) -> Vec<String> {
     tags
 }
 
+/// A request's own `fallbacks`, checked as LiteLLM checks them before the
+/// request runs: the caller may use each one (else the refusal a model of
+/// its own would get), and each can be routed (else `Invalid model name`).
+async fn authorize_fallbacks(
+    worker: &Worker,
+    principal: &Principal,
+    names: Vec<&str>,
+) -> Result<(), GatewayError> {
+    for name in names {
+        let model = resolve_model(worker, principal, name);
+        check_access(principal, name, &model)?;
+        let router = worker
+            .shared
+            .models
+            .router_for(&worker.shared.control, &model)
+            .await;
+        if router.registry().resolve(&model).is_none() {
+            return Err(GatewayError::UnknownModel(name.to_string()));
+        }
+    }
+    Ok(())
+}
+
 /// [`resolve_model`] then [`check_access`].
 pub(crate) fn authorize_model(
     worker: &Worker,
@@ -271,6 +295,9 @@ async fn serve(
     // room in this future).
     let mut held = Held::new(parsed);
     let req = &mut held.req;
+    if let Some(param) = req.mock_testing_params.first() {
+        return Err(mock_testing_refused(param, &req.mock_testing_params));
+    }
     req.forward_headers = forward_headers;
     outcome.stream = req.stream;
     // The body's `cache` controls are checked whenever the cache is on; a
@@ -314,16 +341,23 @@ async fn serve(
     let end_user = worker.shared.auth.end_user(req.end_user.as_deref()).await?;
     // 4. route: fallbacks wrap retries wrap the call
     let (req, prompt) = (&held.req, &held.prompt);
-    let fallbacks =
-        match &req.fallbacks {
-            Some(value) => Some(PlanInput::request_fallbacks(value, &model).map_err(
-                |message| GatewayError::InvalidParam {
-                    param: "fallbacks",
-                    message,
-                },
-            )?),
-            None => None,
-        };
+    let fallbacks = match &req.fallbacks {
+        Some(value) => {
+            let invalid = |message| GatewayError::InvalidParam {
+                param: "fallbacks",
+                message,
+            };
+            // Boxed: a read-through of a fallback's name is rare and large.
+            Box::pin(authorize_fallbacks(
+                worker,
+                principal,
+                PlanInput::request_fallback_names(value).map_err(invalid)?,
+            ))
+            .await?;
+            Some(PlanInput::request_fallbacks(value, &model).map_err(invalid)?)
+        }
+        None => None,
+    };
     let shared = &worker.shared;
     let router = shared.models.router_for(&shared.control, &model).await;
     let input = PlanInput {
@@ -385,6 +419,7 @@ async fn serve(
     let caller = Caller {
         principal,
         end_user: end_user.as_deref(),
+        proxy_budget: worker.shared.auth.keys().proxy_budget(),
     };
     // A parallel slot is given back before the client sees the end of its
     // response: a client that sends its next request as soon as this one
@@ -440,6 +475,19 @@ async fn serve(
     result.and_then(|()| released.map_err(|_| GatewayError::Unavailable("client connection lost")))
 }
 
+/// LiteLLM's refusal of its mock testing parameters while
+/// `general_settings.dangerously_allow_mock_testing_request_params` is off
+/// (this gateway does not implement them, so it is always off here).
+fn mock_testing_refused(param: &'static str, present: &[&str]) -> GatewayError {
+    GatewayError::InvalidParam {
+        param,
+        message: format!(
+            "Mock testing request params are disabled on this proxy: {}. LiteLLM enables them with `general_settings.dangerously_allow_mock_testing_request_params: true`; this gateway does not implement them.",
+            present.join(", ")
+        ),
+    }
+}
+
 /// Who a request is for: its caller, and its end user when that one's row
 /// restricts it.
 #[derive(Clone, Copy)]
@@ -448,6 +496,8 @@ pub(crate) struct Caller<'a> {
     pub principal: &'a Principal,
     /// The body's `user`, when restricted (budget, limits).
     pub end_user: Option<&'a crate::auth::EndUserEntry>,
+    /// The proxy-wide budget (`litellm_settings.max_budget`), if set.
+    pub proxy_budget: Option<&'a Arc<crate::budget::Budget>>,
 }
 
 /// Phases 6 to 9 for each pick of the plan until one succeeds, a byte has
@@ -695,6 +745,7 @@ async fn attempt_once(
         },
         error: result.as_ref().err(),
         end_user: req.end_user.as_deref(),
+        proxy_budget: caller.proxy_budget.is_some(),
     });
     outcome.telemetry.attempt(
         principal,
@@ -792,12 +843,14 @@ async fn forward(
         let body = read.await?;
         tap.feed(&body);
         if passthrough {
+            attempt.answer.whole(&body);
             let answer = (status, headers, content_type.as_str());
             return guard::send_answer(out, client, outcome, answer, &body).await;
         }
         let embeddings = endpoint == Endpoint::Embeddings;
         let body = convert::translate_body(Some(provider), client, embeddings, &body)
             .map_err(|e| convert::translate_error(dep, e))?;
+        attempt.answer.whole(&body);
         let answer = (status, headers, "application/json");
         return guard::send_answer(out, client, outcome, answer, &body).await;
     }
@@ -816,7 +869,9 @@ async fn forward(
             out.start_fixed(status, headers, &content_type, len)
                 .await
                 .map_err(io)?;
-            relay.run(&mut resp, out, false, tap).await
+            relay
+                .run(&mut resp, out, false, (tap, &mut attempt.answer))
+                .await
         }
         _ => {
             out.start_stream(status, headers, &content_type)
@@ -828,7 +883,9 @@ async fn forward(
                 req.body = Default::default();
                 held.release();
             }
-            relay.run(&mut resp, out, true, tap).await?;
+            relay
+                .run(&mut resp, out, true, (tap, &mut attempt.answer))
+                .await?;
             out.end_stream().await.map_err(io)
         }
     }
@@ -874,6 +931,7 @@ async fn serve_mock(
                 tap.feed(&body);
                 let body =
                     convert::translate_body(None, client, false, &body).map_err(translated)?;
+                attempt.answer.whole(&body);
                 let answer = (200, headers, content_type);
                 return guard::send_answer(out, client, outcome, answer, &body).await;
             }
@@ -894,6 +952,7 @@ async fn serve_mock(
                         t.finish(&mut piece).map_err(translated)?;
                     }
                 }
+                attempt.answer.feed(&piece, true);
                 out.send_chunk(&piece).await.map_err(io)?;
             }
             out.end_stream().await.map_err(io)

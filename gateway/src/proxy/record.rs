@@ -2,6 +2,7 @@
 //! after it, and one spend-log row per upstream attempt handed to the control
 //! plane without waiting.
 
+use super::answer_id::AnswerId;
 use super::Caller;
 use crate::alerts::{Alerts, BudgetAlert, Event};
 use crate::auth::Principal;
@@ -132,9 +133,10 @@ pub(super) async fn admit<'l>(
 }
 
 /// The budgets a request for `group` is admitted against, by scope: its
-/// key's, user's, team's, the key's per-model one and its end user's.
+/// key's, user's, team's, the key's per-model one, its end user's and the
+/// proxy-wide one (every caller's, the master key's too, as LiteLLM's).
 fn budgets_of(caller: Caller<'_>, group: &str) -> Vec<(&'static str, Arc<crate::budget::Budget>)> {
-    let mut budgets = Vec::with_capacity(5);
+    let mut budgets = Vec::with_capacity(6);
     if let Some(key) = super::key_of(caller.principal) {
         budgets.push(("key", key.budget.clone()));
         if let Some(user) = &key.user {
@@ -150,8 +152,14 @@ fn budgets_of(caller: Caller<'_>, group: &str) -> Vec<(&'static str, Arc<crate::
     if let Some(end_user) = caller.end_user {
         budgets.push((END_USER, end_user.budget.clone()));
     }
+    if let Some(proxy) = caller.proxy_budget {
+        budgets.push((PROXY, proxy.clone()));
+    }
     budgets
 }
+
+/// The scope of the proxy-wide budget in refusals.
+const PROXY: &str = "proxy";
 
 /// A cached answer costs nothing, but a caller whose budget is spent is
 /// refused all the same (LiteLLM checks budgets before its cache).
@@ -260,6 +268,8 @@ pub(super) struct Attempt {
     number: i32,
     start: DateTime<Utc>,
     first_byte: Option<DateTime<Utc>>,
+    /// The id of the answer the client receives.
+    pub(super) answer: AnswerId,
 }
 
 /// What a finished attempt's row says.
@@ -275,6 +285,8 @@ pub(super) struct AttemptInfo<'a> {
     pub status: u16,
     pub error: Option<&'a GatewayError>,
     pub end_user: Option<&'a str>,
+    /// The proxy-wide budget counts the attempt's cost.
+    pub proxy_budget: bool,
 }
 
 impl Attempt {
@@ -290,6 +302,7 @@ impl Attempt {
             number,
             start: Utc::now(),
             first_byte: None,
+            answer: AnswerId::default(),
         }
     }
 
@@ -345,6 +358,8 @@ impl Attempt {
             error_class: info.error.map(|e| Cow::Borrowed(e.class().as_str())),
             error_message: info.error.map(|e| e.to_string()),
             end_user: info.end_user.filter(|e| !e.is_empty()).map(str::to_string),
+            response_id: self.answer.take(),
+            proxy_budget: info.proxy_budget,
         }
     }
 }
@@ -453,6 +468,7 @@ mod tests {
             status: error.map_or(200, |_| 500),
             error,
             end_user: Some(""),
+            proxy_budget: false,
         })
     }
 

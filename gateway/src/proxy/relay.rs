@@ -1,6 +1,7 @@
 //! Relaying a provider's response body to the client as it arrives, reading
 //! usage on the side, and turning upstream failures into client errors.
 
+use super::answer_id::AnswerId;
 use crate::deployment::Deployment;
 use crate::downstream::Responder;
 use crate::error::GatewayError;
@@ -230,13 +231,13 @@ impl<'d> Relay<'d> {
     }
 
     /// Relays piece by piece, in chunked coding or raw under the provider's
-    /// Content-Length.
+    /// Content-Length; `answer` reads the id of what the client receives.
     pub(super) async fn run(
         &mut self,
         resp: &mut UpstreamResponse,
         out: &mut Responder<'_>,
         chunked: bool,
-        tap: &mut UsageTap,
+        (tap, answer): (&mut UsageTap, &mut AnswerId),
     ) -> Result<(), GatewayError> {
         loop {
             let mut piece = Vec::new();
@@ -266,6 +267,7 @@ impl<'d> Relay<'d> {
                 piece = kept;
             }
             if !piece.is_empty() {
+                answer.feed(&piece, self.is_stream);
                 let written = if chunked {
                     out.send_chunk(&piece).await
                 } else {

@@ -20,6 +20,7 @@ use super::settings::Fallbacks;
 use super::Router;
 use crate::deployment::Deployment;
 use crate::error::{ErrorClass, GatewayError};
+use crate::inbound::MAX_REQUEST_FALLBACKS;
 use smallvec::{smallvec, SmallVec};
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -48,29 +49,29 @@ pub struct PlanInput {
 
 impl PlanInput {
     /// The fallback groups for `model` from a request's `fallbacks` field,
-    /// in either form LiteLLM accepts: `["g1", "g2"]`, or
-    /// `[{"model": ["g1"]}]` (an entry for `model`, else for `*`).
+    /// in the forms LiteLLM accepts: `["g1", "g2"]` (an entry may also be
+    /// `{"model": "g1"}`), or `[{"model": ["g1"]}]` (an entry for `model`,
+    /// else for `*`). Check it with [`PlanInput::request_fallback_names`]
+    /// first.
     pub fn request_fallbacks(
         value: &serde_json::Value,
         model: &str,
     ) -> Result<Vec<String>, String> {
-        let shape = || {
-            "fallbacks must be a list of model names or of {model: [models]} entries".to_string()
-        };
-        let items = value.as_array().ok_or_else(shape)?;
-        if items.iter().all(|i| i.is_string()) {
+        let items = value.as_array().ok_or_else(fallbacks_shape)?;
+        if items.iter().all(|i| fallback_target(i).is_some()) {
             return Ok(items
                 .iter()
-                .filter_map(|i| i.as_str().map(str::to_string))
+                .filter_map(fallback_target)
+                .map(str::to_string)
                 .collect());
         }
         let mut generic = None;
         for item in items {
-            for (key, list) in item.as_object().ok_or_else(shape)? {
-                let names = list.as_array().ok_or_else(shape)?;
+            for (key, list) in item.as_object().ok_or_else(fallbacks_shape)? {
+                let names = list.as_array().ok_or_else(fallbacks_shape)?;
                 let names: Vec<String> = names
                     .iter()
-                    .map(|n| n.as_str().map(str::to_string).ok_or_else(shape))
+                    .map(|n| n.as_str().map(str::to_string).ok_or_else(fallbacks_shape))
                     .collect::<Result<_, _>>()?;
                 if key == model {
                     return Ok(names);
@@ -81,6 +82,52 @@ impl PlanInput {
             }
         }
         Ok(generic.unwrap_or_default())
+    }
+
+    /// Every model a request's `fallbacks` names, in any of its entries
+    /// (LiteLLM checks each against the caller's key, and that it can be
+    /// routed, before the request runs), at most
+    /// [`MAX_REQUEST_FALLBACKS`] (as many as entries). An entry that brings its own request
+    /// (`{"model": "g", "messages": [...]}`) is refused: this gateway does
+    /// not yet send a fallback anything but the request itself.
+    pub fn request_fallback_names(value: &serde_json::Value) -> Result<Vec<&str>, String> {
+        let items = value.as_array().ok_or_else(fallbacks_shape)?;
+        let mut names = Vec::new();
+        for item in items {
+            if let Some(name) = fallback_target(item) {
+                names.push(name);
+                continue;
+            }
+            let entry = item.as_object().ok_or_else(fallbacks_shape)?;
+            if entry.get("model").is_some_and(serde_json::Value::is_string) {
+                return Err("a fallback entry with its own request parameters (such as `messages`) is not supported yet: give the fallback as a model name or {\"model\": \"name\"}".into());
+            }
+            for list in entry.values() {
+                for name in list.as_array().ok_or_else(fallbacks_shape)? {
+                    names.push(name.as_str().ok_or_else(fallbacks_shape)?);
+                }
+            }
+        }
+        if names.len() > MAX_REQUEST_FALLBACKS {
+            return Err(format!(
+                "at most {MAX_REQUEST_FALLBACKS} fallback models may be given"
+            ));
+        }
+        Ok(names)
+    }
+}
+
+fn fallbacks_shape() -> String {
+    "fallbacks must be a list of model names (or {model: name} entries) or of {model: [models]} entries"
+        .to_string()
+}
+
+/// A list-form fallback entry: a model name, or `{"model": name}` alone.
+fn fallback_target(item: &serde_json::Value) -> Option<&str> {
+    match item {
+        serde_json::Value::String(name) => Some(name),
+        serde_json::Value::Object(entry) if entry.len() == 1 => entry.get("model")?.as_str(),
+        _ => None,
     }
 }
 
@@ -1080,6 +1127,25 @@ mod tests {
         assert!(parse(r#"[{"x": ["y"]}]"#).unwrap().is_empty());
         assert!(parse(r#"{"gpt": ["c"]}"#).is_err());
         assert!(parse(r#"[{"gpt": [1]}]"#).is_err());
+        assert_eq!(parse(r#"[{"model": "a"}, "b"]"#).unwrap(), ["a", "b"]);
+    }
+
+    #[test]
+    fn request_fallback_names_are_every_model_named() {
+        let names = |s: &str| {
+            let v: serde_json::Value = serde_json::from_str(s).unwrap();
+            PlanInput::request_fallback_names(&v).map(|n| n.join(","))
+        };
+        assert_eq!(names(r#"["a", {"model": "b"}]"#).unwrap(), "a,b");
+        assert_eq!(
+            names(r#"[{"gpt": ["c", "d"]}, {"*": ["e"]}]"#).unwrap(),
+            "c,d,e"
+        );
+        let own = names(r#"[{"model": "a", "messages": [{"role": "user", "content": "x"}]}]"#);
+        assert!(own.unwrap_err().contains("not supported yet"));
+        assert!(names(r#"[{"gpt": [1]}]"#).is_err());
+        let many = serde_json::to_string(&vec!["m"; MAX_REQUEST_FALLBACKS + 1]).unwrap();
+        assert!(names(&many).unwrap_err().contains("at most"));
     }
 
     #[test]

@@ -7,6 +7,7 @@ use super::{
     next_reset, BudgetRecord, Change, EndUserBudget, EndUserRecord, EndUserUpdate, KeyRecord,
     MemberOp, MemberOutcome, ModelRecord, OrgMembership, OrgRecord, OrgTable, RowKind,
     SpendChanges, SpendFilter, SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord,
+    PROXY_BUDGET_USER,
 };
 use crate::keyed_hash::KeyedHash;
 use async_trait::async_trait;
@@ -100,6 +101,14 @@ impl Tables {
             if let Some(id) = &row.user {
                 if !t.counts("user", id, settled) {
                     changed(Change::User(id.clone()), true);
+                } else if let Some(u) = t.users.get_mut(id) {
+                    u.spend += row.spend;
+                }
+            }
+            if row.proxy_budget {
+                let id = PROXY_BUDGET_USER;
+                if !t.counts("user", id, settled) {
+                    changed(Change::User(id.to_string()), true);
                 } else if let Some(u) = t.users.get_mut(id) {
                     u.spend += row.spend;
                 }
@@ -720,9 +729,11 @@ impl Store for MemoryStore {
                     && f.team_id
                         .as_ref()
                         .is_none_or(|u| r.team_id.as_ref() == Some(u))
-                    && f.request_id
-                        .as_ref()
-                        .is_none_or(|id| *r.call_id == **id || *r.request_id == **id)
+                    && f.request_id.as_ref().is_none_or(|id| {
+                        *r.call_id == **id
+                            || *r.request_id == **id
+                            || r.response_id.as_deref() == Some(id.as_str())
+                    })
                     && f.start.is_none_or(|s| r.start_time >= s)
                     && f.end.is_none_or(|e| r.start_time < e)
             });

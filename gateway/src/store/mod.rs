@@ -15,7 +15,7 @@ pub use memory::MemoryStore;
 pub use orgs::{BudgetRecord, OrgMembership, OrgRecord, OrgTable};
 pub use records::{
     next_reset, parse_duration, usd_value, DurationError, KeyRecord, ModelRecord, SpendFilter,
-    SpendLogRow, TeamRecord, UserRecord, MAX_DURATION, MODEL_WINDOWS,
+    SpendLogRow, TeamRecord, UserRecord, MAX_DURATION, MODEL_WINDOWS, PROXY_BUDGET_USER,
 };
 
 use async_trait::async_trait;

@@ -57,6 +57,9 @@ pub struct KeyRecord {
     pub blocked: bool,
     /// Regions the key may be served from (`eu`, `us`, ...).
     pub allowed_model_region: Option<String>,
+    /// Routes the key may call (paths, `/prefix/*` patterns or LiteLLM's
+    /// route group names); empty means any its role allows.
+    pub allowed_routes: Vec<String>,
     /// Free-form metadata.
     pub metadata: Map<String, Value>,
     /// Creation time.
@@ -209,7 +212,23 @@ pub struct SpendLogRow {
     /// The request's end user (its `user`), LiteLLM's `end_user` column.
     #[serde(default)]
     pub end_user: Option<String>,
+    /// The `id` of the answer the client received (`chatcmpl-…`,
+    /// `msg_…`, `resp_…`), which LiteLLM keeps as `request_id`; the
+    /// gateway's own `response_id` column, so `/spend/logs?request_id=`
+    /// finds the row by it.
+    #[serde(default)]
+    pub response_id: Option<Arc<str>>,
+    /// The row also counts against the proxy-wide budget
+    /// (`litellm_settings.max_budget`), kept as the spend of the user row
+    /// [`PROXY_BUDGET_USER`] as LiteLLM keeps it. Not a column.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub proxy_budget: bool,
 }
+
+/// The user row whose spend and budget are the proxy-wide budget's
+/// (`litellm_settings.max_budget`, `budget_duration`), LiteLLM's
+/// `litellm_proxy_budget_name`.
+pub const PROXY_BUDGET_USER: &str = "litellm-proxy-budget";
 
 /// Filters of `/spend/logs`.
 #[derive(Debug, Clone, Default)]
@@ -220,7 +239,8 @@ pub struct SpendFilter {
     pub user_id: Option<String>,
     /// Team id.
     pub team_id: Option<String>,
-    /// Call id: every attempt of one request.
+    /// Call id (every attempt of one request), a row's own request id, or
+    /// the `id` of the answer the client received.
     pub request_id: Option<String>,
     /// Rows starting at or after.
     pub start: Option<DateTime<Utc>>,

@@ -9,7 +9,7 @@ function card(label, value, cls = '') {
 }
 
 export async function render(main, title) {
-  const ready = await api('GET', '/health/readiness');
+  const ready = await api('GET', '/health/readiness/details');
   const cards = h('div', { class: 'cards' },
     card('Status', ready.status || '-'),
     card('Database', String(ready.db ?? '-')),

@@ -1,4 +1,4 @@
-// Limits: the limiter's state from /health/readiness (mode, Redis breaker,
+// Limits: the limiter's state from /health/readiness/details (mode, Redis breaker,
 // script calls) and the rpm/tpm/parallel limits set on keys and teams.
 // Live per-key counters are not exposed by any admin endpoint yet, so they
 // are not shown.
@@ -13,7 +13,7 @@ function card(label, value) {
 const limited = (x) => x.tpm_limit != null || x.rpm_limit != null || x.max_parallel_requests != null;
 
 export async function render(main, title) {
-  const ready = await api('GET', '/health/readiness');
+  const ready = await api('GET', '/health/readiness/details');
   const limiter = ready.limiter || {};
   const keys = await api('GET', `/key/list${query({ return_full_object: 'true', size: 100 })}`);
   const teams = await api('GET', '/team/list');

@@ -19,9 +19,10 @@ Starts the mock provider (in-process) and the gateway (child process,
 routing gpt-4o to the mock), then sends the same open-loop load directly to
 the mock and through the gateway, alternating in rounds, and reports the
 latency the gateway adds, the highest rate each sustains within a p99
-bound, the gateway's CPU time per request (and, for the variants that count
-limits in a private redis-server, that server's CPU time per request beside
-it) and its idle and peak RSS.
+bound, the gateway's CPU time per request (and beside it the CPU time per
+request of the private redis-server of the variants that use Redis, and of
+the Postgres processes serving --database-url: its backends, the postmaster
+and the cluster's shared writers) and its idle and peak RSS.
 
 Options:
   --gateway-bin PATH        gateway binary [default: target/release/gateway]
@@ -54,6 +55,10 @@ Options:
                             (the same with lease-mode limits) [default: master-key]
   --database-url URL        an empty Postgres database (spend-logging, full-pipeline,
                             full-pipeline-lease)
+  --keys N                  spread the load over N virtual keys (10, 1k, 100k, …),
+                            each made as the variant's key, used in turn; reports
+                            the private redis-server's memory per active key
+                            (variants with a virtual key) [default: 1]
   --rate R                  requests/s of the measured rounds [default: 1000]
   --duration D              length of each round, per target [default: 10s]
   --rounds N                direct/gateway rounds [default: 3]
@@ -74,7 +79,9 @@ Options:
                             configured as the variant (sharing its Redis and
                             database), so two builds are compared on the same path
                             (add --stream for streamed requests)
-{FLAGS_USAGE}  --json FILE               also write the report as JSON
+{FLAGS_USAGE}  --json FILE               also write the report as JSON, and beside it
+                            the same name with .svg: latency percentiles of each
+                            target and a stacked bar of CPU per request by process
   -h, --help                print this help
 "
     )
@@ -185,6 +192,20 @@ impl Variant {
         )
     }
 
+    /// Whether its requests carry a virtual key (not the master key).
+    pub fn has_virtual_key(self) -> bool {
+        matches!(
+            self,
+            Variant::VirtualKey
+                | Variant::SpendLogging
+                | Variant::LocalLimits
+                | Variant::RedisLimits
+                | Variant::LeaseLimits
+                | Variant::FullPipeline
+                | Variant::FullPipelineLease
+        )
+    }
+
     /// Whether it counts its limits in a private `redis-server`.
     pub fn needs_redis(self) -> bool {
         self.leases() || matches!(self, Variant::RedisLimits | Variant::FullPipeline)
@@ -204,6 +225,9 @@ impl Variant {
         )
     }
 }
+
+/// The most virtual keys `--keys` may ask for.
+const MAX_KEYS: usize = 1_000_000;
 
 /// Settings of one `loadgen overhead` session.
 #[derive(Debug, Clone)]
@@ -243,6 +267,9 @@ pub struct OverheadArgs {
     /// With `paired`: the binary of the gateway beside (another build),
     /// instead of `gateway_bin`.
     pub baseline_bin: Option<PathBuf>,
+    /// Virtual keys the load is spread over, each made as the variant's
+    /// one key is (the variants with a virtual key only).
+    pub keys: usize,
 }
 
 /// What the command line asked for.
@@ -273,6 +300,7 @@ pub fn parse(args: &mut Args) -> Result<Parsed, String> {
         database_url: None,
         paired: false,
         baseline_bin: None,
+        keys: 1,
     };
     let mut search = true;
     while let Some(flag) = args.next_flag()? {
@@ -302,6 +330,7 @@ pub fn parse(args: &mut Args) -> Result<Parsed, String> {
             "baseline-bin" => o.baseline_bin = Some(args.value(&flag)?),
             "json" => o.json = Some(args.value(&flag)?),
             "database-url" => o.database_url = Some(args.value(&flag)?),
+            "keys" => o.keys = crate::scale::args::parse_count(&args.value::<String>(&flag)?)?,
             "help" => return Ok(Parsed::Help),
             other => return Err(format!("unknown option --{other}\n\n{}", usage())),
         }
@@ -311,6 +340,18 @@ pub fn parse(args: &mut Args) -> Result<Parsed, String> {
     }
     if o.rounds == 0 || o.gateway_workers == 0 || o.connections == 0 {
         return Err("--rounds, --gateway-workers and --connections must be at least 1".into());
+    }
+    if !(1..=MAX_KEYS).contains(&o.keys) {
+        return Err(format!("--keys must be from 1 to {MAX_KEYS}"));
+    }
+    if o.keys > 1 && !o.variant.has_virtual_key() {
+        return Err(format!(
+            "--keys: --variant {} uses the master key",
+            o.variant.name()
+        ));
+    }
+    if o.keys > 1 && o.paired {
+        return Err("--keys is not for --paired".into());
     }
     if !(o.rate > 0.0 && o.rate.is_finite()) {
         return Err("--rate must be a positive number".into());
@@ -340,6 +381,30 @@ mod tests {
 
     fn parse_str(s: &str) -> Result<Parsed, String> {
         parse(&mut Args::new(s.split_whitespace().map(String::from)))
+    }
+
+    #[test]
+    fn keys_spread_a_virtual_key_variants_load() {
+        let Parsed::Run(o) = parse_str("--variant redis-limits --keys 100k").unwrap() else {
+            panic!("expected a run");
+        };
+        assert_eq!(o.keys, 100_000);
+        let Parsed::Run(o) = parse_str("--variant lease-limits").unwrap() else {
+            panic!("expected a run");
+        };
+        assert_eq!(o.keys, 1);
+        for (bad, why) in [
+            ("--variant master-key --keys 10", "master key"),
+            ("--variant redis-limits --keys 0", "from 1 to"),
+            ("--variant redis-limits --keys 2M", "from 1 to"),
+            (
+                "--variant redis-limits --keys 10 --paired",
+                "not for --paired",
+            ),
+        ] {
+            let err = parse_str(bad).unwrap_err();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 pub mod args;
 pub mod paired;
+pub mod plot;
 pub mod report;
 pub mod search;
 
@@ -19,6 +20,7 @@ use crate::load::{self, LoadConfig, LoadResult, LoadSummary, Mode};
 use crate::mock::MockConfig;
 use crate::nginx_proc::{self, NginxProcess};
 use crate::output::write_json;
+use crate::postgres_procs::PostgresProcs;
 use crate::procfs;
 use crate::redis_proc::RedisProcess;
 use crate::schedule::Schedule;
@@ -55,8 +57,17 @@ pub fn main(args: &mut Args) -> Result<(), String> {
         false => None,
     };
     let harness = Harness::start(&harness_spec(&o, redis.as_ref()))?;
-    let key = variant_key(o.variant, &harness)?;
+    let keys = (0..o.keys)
+        .map(|_| variant_key(o.variant, &harness))
+        .collect::<Result<Vec<_>, _>>()?;
+    // One more key, for the request that warms Redis up (script cache,
+    // connections) before its memory is read.
+    let primer = match (o.variant.needs_redis(), o.variant.has_virtual_key()) {
+        (true, true) => Some(variant_key(o.variant, &harness)?),
+        _ => None,
+    };
     if o.paired {
+        let key = keys.into_iter().next().unwrap_or_default();
         return paired_main(&o, &harness, redis.as_ref(), key);
     }
     let nginx = match (o.nginx, nginx_proc::binary()) {
@@ -71,10 +82,15 @@ pub fn main(args: &mut Args) -> Result<(), String> {
         }
         (false, _) => None,
     };
-    let report = Session::new(&o, &harness, nginx.as_ref(), redis.as_ref(), key).measure()?;
+    let report =
+        Session::new(&o, &harness, nginx.as_ref(), redis.as_ref(), keys)?.measure(primer)?;
     print!("{}", report.table());
     if let Some(path) = &o.json {
         write_json(path, &report)?;
+        let picture = path.with_extension("svg");
+        std::fs::write(&picture, plot::svg(&report))
+            .map_err(|e| format!("{}: {e}", picture.display()))?;
+        println!("picture: {}", picture.display());
     }
     Ok(())
 }
@@ -216,6 +232,9 @@ struct Session<'a> {
     /// The variant's private `redis-server`, whose CPU the gateway's
     /// requests cost too.
     redis: Option<&'a RedisProcess>,
+    /// The Postgres processes serving the variant's database, whose CPU
+    /// the gateway's requests cost too.
+    postgres: Option<PostgresProcs>,
     direct: Target,
     gateway: Target,
     /// Requests to send: the settings' shape with the variant's key. The
@@ -231,8 +250,8 @@ impl<'a> Session<'a> {
         harness: &'a Harness,
         nginx: Option<&'a NginxProcess>,
         redis: Option<&'a RedisProcess>,
-        key: String,
-    ) -> Self {
+        keys: Vec<String>,
+    ) -> Result<Self, String> {
         let (mut direct, mut gateway) = (harness.direct(), harness.through_gateway());
         if o.variant == Variant::Messages {
             direct.path = MESSAGES_PATH.to_string();
@@ -242,11 +261,18 @@ impl<'a> Session<'a> {
             direct.path = RESPONSES_PATH.to_string();
             gateway.path = RESPONSES_PATH.to_string();
         }
-        Session {
+        let postgres = o
+            .database_url
+            .as_deref()
+            .filter(|_| o.variant.needs_database())
+            .map(PostgresProcs::for_url)
+            .transpose()?;
+        Ok(Session {
             nginx,
             redis,
+            postgres,
             spec: RequestSpec {
-                keys: vec![key],
+                keys,
                 ..o.spec.clone()
             },
             o,
@@ -254,7 +280,7 @@ impl<'a> Session<'a> {
             direct,
             gateway,
             ok_total: 0,
-        }
+        })
     }
 
     /// The target of `side`.
@@ -280,23 +306,34 @@ impl<'a> Session<'a> {
         }
     }
 
-    fn measure(mut self) -> Result<OverheadReport, String> {
+    fn measure(mut self, primer: Option<String>) -> Result<OverheadReport, String> {
         let o = self.o;
         let pid = self.harness.gateway.pid();
         let idle = procfs::memory(pid)?;
+        if let Some(key) = primer {
+            self.prime(key)?;
+        }
+        let redis_memory_before = self.redis.map(|r| r.used_memory()).transpose()?;
         let sides: &[Side] = if self.nginx.is_some() {
             &[Side::Direct, Side::Nginx, Side::Gateway]
         } else {
             &[Side::Direct, Side::Gateway]
         };
+        // Each run uses the keys in turn from the first, so the keys used
+        // are as many as the longest run's requests.
+        let mut longest_gateway_run = 0;
         for &side in sides {
-            self.run(&self.target(side), o.rate, WARM_UP)?;
+            let warm = self.run(&self.target(side), o.rate, WARM_UP)?;
+            if side == Side::Gateway {
+                longest_gateway_run = warm.sent;
+            }
         }
         let (mut direct, mut gateway) = (LoadResult::default(), LoadResult::default());
         let mut nginx = LoadResult::default();
         let mut per_round = Vec::with_capacity(o.rounds);
         let (mut cpu, mut nginx_cpu) = (Duration::ZERO, Duration::ZERO);
         let mut redis_cpu = Duration::ZERO;
+        let mut postgres_cpu = Duration::ZERO;
         let redis_time = |r: Option<&RedisProcess>| -> Result<Duration, String> {
             r.map_or(Ok(Duration::ZERO), |r| procfs::cpu_time(r.pid()))
         };
@@ -313,9 +350,14 @@ impl<'a> Session<'a> {
             }
             let before = procfs::cpu_time(pid)?;
             let redis_before = redis_time(self.redis)?;
+            let postgres_before = self.postgres.as_ref().map(|p| p.snapshot()).transpose()?;
             let g = self.run(&self.gateway.clone(), o.rate, o.duration)?;
+            longest_gateway_run = longest_gateway_run.max(g.sent);
             cpu += procfs::cpu_time(pid)?.saturating_sub(before);
             redis_cpu += redis_time(self.redis)?.saturating_sub(redis_before);
+            if let (Some(p), Some(before)) = (&self.postgres, postgres_before) {
+                postgres_cpu += p.snapshot()?.used_since(&before);
+            }
             per_round.push(Round {
                 round,
                 direct_p50_us: d.latency.summary().p50_us,
@@ -327,6 +369,13 @@ impl<'a> Session<'a> {
             gateway.merge(&g);
         }
         let peak = procfs::memory(pid)?.peak_kib;
+        let keys_used = (o.keys as u64).min(longest_gateway_run).max(1);
+        let redis_bytes_per_key = match (self.redis, redis_memory_before) {
+            (Some(r), Some(before)) => {
+                Some(r.used_memory()?.saturating_sub(before) as f64 / keys_used as f64)
+            }
+            _ => None,
+        };
         let max_rate = match o.search_duration {
             Some(probe) => Some(self.max_rate(probe)?),
             None => None,
@@ -373,6 +422,13 @@ impl<'a> Session<'a> {
             redis_cpu_us_per_request: self
                 .redis
                 .map(|_| redis_cpu.as_secs_f64() * 1e6 / gateway_requests.max(1) as f64),
+            keys: o.keys,
+            keys_used,
+            redis_bytes_per_key,
+            postgres_cpu_us_per_request: self
+                .postgres
+                .as_ref()
+                .map(|_| postgres_cpu.as_secs_f64() * 1e6 / gateway_requests.max(1) as f64),
             nginx,
             gateway_cpu_s: cpu.as_secs_f64(),
             gateway_requests,
@@ -382,6 +438,35 @@ impl<'a> Session<'a> {
             mock_served: self.harness.mock.stats().total.requests,
             loadgen_2xx: self.ok_total,
         })
+    }
+
+    /// One request through the gateway with `key`, none of the measured
+    /// keys, so what Redis holds for every key alike (scripts, the
+    /// gateway's connection) is there before its memory is first read.
+    fn prime(&mut self, key: String) -> Result<(), String> {
+        let config = LoadConfig {
+            target: self.gateway.clone(),
+            spec: RequestSpec {
+                keys: vec![key],
+                ..self.spec.clone()
+            },
+            mode: Mode::Closed,
+            connections: 1,
+            workers: 1,
+            duration: None,
+            requests: Some(1),
+            timeout: REQUEST_TIMEOUT,
+            ramp: Duration::ZERO,
+        };
+        let result = load::run(&config, &Arc::default())?;
+        self.ok_total += result.ok();
+        match result.ok() {
+            1 => Ok(()),
+            _ => Err(format!(
+                "the request that warms Redis up failed: {:?}",
+                LoadSummary::new(&result, false).status
+            )),
+        }
     }
 
     /// One open-loop run of `duration` at `rate` against `target`.

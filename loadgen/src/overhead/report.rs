@@ -319,6 +319,20 @@ pub struct OverheadReport {
     /// The variant's private `redis-server`: its CPU time over the gateway
     /// rounds per proxied request, µs (none without Redis).
     pub redis_cpu_us_per_request: Option<f64>,
+    /// Virtual keys the load was spread over.
+    pub keys: usize,
+    /// Keys the requests used (each run takes them in turn from the first,
+    /// so a run shorter than `keys` requests leaves the rest unused).
+    pub keys_used: u64,
+    /// What the private `redis-server` held more after the rounds than
+    /// before them, per key used: its memory per active key, in bytes (none
+    /// without Redis).
+    pub redis_bytes_per_key: Option<f64>,
+    /// The Postgres processes serving the variant's database (its backends,
+    /// the postmaster and the cluster's shared writers): their CPU time
+    /// over the gateway rounds per proxied request, µs (none without a
+    /// database).
+    pub postgres_cpu_us_per_request: Option<f64>,
     /// nginx as a reverse proxy in the same session, when measured.
     pub nginx: Option<NginxBaseline>,
     /// Gateway CPU time over the gateway rounds, s.
@@ -337,14 +351,31 @@ pub struct OverheadReport {
     pub loadgen_2xx: u64,
 }
 
-/// The Redis line of the table: its CPU per request and the sum with the
-/// gateway's; none without Redis.
-fn redis_cpu_line(gateway_us: f64, redis_us: Option<f64>) -> Option<String> {
-    let redis = redis_us?;
-    Some(format!(
-        "redis-server CPU: {redis:.1} µs/request; gateway + Redis: {:.1} µs/request",
-        gateway_us + redis
-    ))
+/// The line of the table that adds up the CPU per request of every process
+/// a request touches (gateway, `redis-server`, Postgres) and compares the
+/// sum with nginx's; none when the gateway is the only one.
+fn processes_cpu_line(
+    gateway_us: f64,
+    redis_us: Option<f64>,
+    postgres_us: Option<f64>,
+    nginx_us: Option<f64>,
+) -> Option<String> {
+    if redis_us.is_none() && postgres_us.is_none() {
+        return None;
+    }
+    let mut line = format!("CPU per request by process: gateway {gateway_us:.1} µs");
+    let mut total = gateway_us;
+    for (name, us) in [("redis-server", redis_us), ("postgres", postgres_us)] {
+        if let Some(us) = us {
+            let _ = write!(line, ", {name} {us:.1} µs");
+            total += us;
+        }
+    }
+    let _ = write!(line, "; all of them {total:.1} µs");
+    if let Some(nginx) = nginx_us.filter(|n| *n > 0.0) {
+        let _ = write!(line, " ({:.2}x nginx's)", total / nginx);
+    }
+    Some(line)
 }
 
 impl OverheadReport {
@@ -367,6 +398,13 @@ impl OverheadReport {
             "{} ({} worker(s)); {}",
             self.gateway_bin, self.gateway_workers, self.placement
         );
+        if self.keys > 1 {
+            let _ = writeln!(
+                t,
+                "spread over {} virtual keys, used in turn ({} of them by the longest run)",
+                self.keys, self.keys_used
+            );
+        }
         let _ = writeln!(t, "\nlatency from intended send, all rounds merged:");
         t.push_str(&latency_header());
         if let (Some(d), Some(g), Some(a)) = (
@@ -413,11 +451,20 @@ impl OverheadReport {
             "gateway CPU: {:.1} µs/request ({:.2} s over {} requests)",
             self.gateway_cpu_us_per_request, self.gateway_cpu_s, self.gateway_requests
         );
-        if let Some(line) = redis_cpu_line(
+        if let Some(line) = processes_cpu_line(
             self.gateway_cpu_us_per_request,
             self.redis_cpu_us_per_request,
+            self.postgres_cpu_us_per_request,
+            self.nginx.as_ref().map(|n| n.cpu_us_per_request),
         ) {
             let _ = writeln!(t, "{line}");
+        }
+        if let Some(bytes) = self.redis_bytes_per_key {
+            let _ = writeln!(
+                t,
+                "redis-server memory: {bytes:.0} bytes per active key ({} keys used)",
+                self.keys_used
+            );
         }
         if let Some(n) = &self.nginx {
             let _ = writeln!(
@@ -510,11 +557,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_redis_line_adds_redis_to_the_gateway() {
-        assert_eq!(redis_cpu_line(40.0, None), None, "no Redis: no line");
+    fn the_process_line_adds_every_process_a_request_touches() {
+        assert_eq!(processes_cpu_line(40.0, None, None, Some(17.0)), None);
         assert_eq!(
-            redis_cpu_line(40.0, Some(57.3)).as_deref(),
-            Some("redis-server CPU: 57.3 µs/request; gateway + Redis: 97.3 µs/request")
+            processes_cpu_line(40.0, Some(57.3), None, None).as_deref(),
+            Some("CPU per request by process: gateway 40.0 µs, redis-server 57.3 µs; all of them 97.3 µs")
+        );
+        assert_eq!(
+            processes_cpu_line(40.0, Some(50.0), Some(12.0), Some(17.0)).as_deref(),
+            Some("CPU per request by process: gateway 40.0 µs, redis-server 50.0 µs, postgres 12.0 µs; all of them 102.0 µs (6.00x nginx's)")
         );
     }
 

@@ -31,7 +31,6 @@ pub const KEY: &[(&str, Kind)] = &[
     ("enable_prompt_caching", Bool),
     ("throttle_on_budget_exceeded", Bool),
     ("enforced_params", List),
-    ("allowed_routes", List),
     ("allowed_passthrough_routes", List),
     ("denied_passthrough_routes", List),
     ("allowed_vector_store_indexes", List),

@@ -45,6 +45,7 @@ pub struct KeyRequest {
     team_id: Patch<String>,
     user_id: Patch<String>,
     allowed_model_region: Patch<String>,
+    allowed_routes: Patch<Vec<String>>,
     /// Fields LiteLLM keeps in `metadata` ([`parse_accepting`]).
     #[serde(skip)]
     extra_metadata: Map<String, Value>,
@@ -132,6 +133,11 @@ impl KeyRequest {
         self.team_id.apply(&mut k.team_id);
         self.user_id.apply(&mut k.user_id);
         self.allowed_model_region.apply(&mut k.allowed_model_region);
+        if let Patch::Set(routes) = &self.allowed_routes {
+            crate::auth::routes::check(routes)
+                .map_err(|problem| super::body::bad_field("allowed_routes", problem))?;
+        }
+        self.allowed_routes.apply_or_default(&mut k.allowed_routes);
         k.updated_at = Some(now);
         Ok(())
     }

@@ -410,6 +410,8 @@ mod tests {
             error_class: None,
             error_message: None,
             end_user: None,
+            response_id: None,
+            proxy_budget: false,
         }
     }
 

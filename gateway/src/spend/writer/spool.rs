@@ -373,6 +373,8 @@ mod tests {
             error_class: None,
             error_message: Some("ünïcödé".into()),
             end_user: None,
+            response_id: None,
+            proxy_budget: false,
         }
     }
 

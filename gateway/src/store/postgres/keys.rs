@@ -25,23 +25,26 @@ const SELECT: &str = r#"SELECT k.token, k.key_name, k.key_alias, k.spend::float8
     k.rpm_limit::int8 AS rpm_limit, k.model_max_budget::jsonb AS model_max_budget,
     k.model_spend::jsonb AS model_spend,
     k.model_rpm_limit, k.model_tpm_limit, k.blocked, k.allowed_model_region,
-    k.metadata::jsonb AS metadata, k.created_at::timestamp AS created_at,
+    k.allowed_routes, k.metadata::jsonb AS metadata, k.created_at::timestamp AS created_at,
     k.updated_at::timestamp AS updated_at
 FROM "LiteLLM_VerificationToken" k
 LEFT JOIN "LiteLLM_BudgetTable" b ON b.budget_id = k.budget_id"#;
 
-/// `$1` token, `$2..$22` the fields below, `$23` spend.
+/// `$1` token, `$2..$22` the fields below, `$23` spend, `$24` allowed
+/// routes.
 const INSERT: &str = r#"INSERT INTO "LiteLLM_VerificationToken" (token, key_name, key_alias,
     max_budget, budget_duration, budget_reset_at, expires, models, aliases, user_id, team_id,
     max_parallel_requests, tpm_limit, rpm_limit, model_max_budget, model_rpm_limit,
-    model_tpm_limit, blocked, allowed_model_region, metadata, created_at, updated_at, spend)
+    model_tpm_limit, blocked, allowed_model_region, metadata, created_at, updated_at, spend,
+    allowed_routes)
 VALUES ($1::text, $2::text, $3::text, $4::float8, $5::text, $6::timestamp, $7::timestamp,
     $8::text[], $9::jsonb, $10::text, $11::text, $12::int8, $13::int8, $14::int8, $15::jsonb,
     $16::jsonb, $17::jsonb, $18::bool, $19::text, $20::jsonb, $21::timestamp, $22::timestamp,
-    $23::float8)
+    $23::float8, $24::text[])
 ON CONFLICT (token) DO NOTHING"#;
 
-/// `$1` the token matched, `$2..$22` the fields, `$23` the token set.
+/// `$1` the token matched, `$2..$22` the fields, `$23` the token set, `$24`
+/// allowed routes.
 const UPDATE: &str = r#"UPDATE "LiteLLM_VerificationToken" SET token = $23::text,
     key_name = $2::text, key_alias = $3::text, max_budget = $4::float8,
     budget_duration = $5::text, budget_reset_at = $6::timestamp, expires = $7::timestamp,
@@ -49,7 +52,7 @@ const UPDATE: &str = r#"UPDATE "LiteLLM_VerificationToken" SET token = $23::text
     max_parallel_requests = $12::int8, tpm_limit = $13::int8, rpm_limit = $14::int8,
     model_max_budget = $15::jsonb, model_rpm_limit = $16::jsonb, model_tpm_limit = $17::jsonb,
     blocked = $18::bool, allowed_model_region = $19::text, metadata = $20::jsonb,
-    created_at = $21::timestamp, updated_at = $22::timestamp
+    created_at = $21::timestamp, updated_at = $22::timestamp, allowed_routes = $24::text[]
 WHERE token = $1::text"#;
 
 /// A key's fields as statement parameters, in the order of [`INSERT`] and
@@ -147,6 +150,9 @@ fn record(row: &Row) -> Result<KeyRecord, Error> {
             .try_get::<_, Option<bool>>("blocked")?
             .unwrap_or_default(),
         allowed_model_region: row.try_get("allowed_model_region")?,
+        allowed_routes: row
+            .try_get::<_, Option<Vec<String>>>("allowed_routes")?
+            .unwrap_or_default(),
         metadata,
         created_at: utc(row.try_get("created_at")?),
         updated_at: utc(row.try_get("updated_at")?),
@@ -210,6 +216,7 @@ pub async fn insert(c: &mut Client, key: &KeyRecord) -> Result<bool, Error> {
     let fields = Fields::of(key);
     let mut params = fields.params(&key.token);
     params.push(&key.spend);
+    params.push(&key.allowed_routes);
     if tx.execute(INSERT, &params).await? == 0 {
         return Ok(false);
     }
@@ -264,6 +271,7 @@ async fn set_fields(tx: &Transaction<'_>, token: &String, key: &KeyRecord) -> Re
     let fields = Fields::of(key);
     let mut params = fields.params(token);
     params.push(&key.token);
+    params.push(&key.allowed_routes);
     if tx.execute(UPDATE, &params).await? == 0 {
         return Ok(false);
     }

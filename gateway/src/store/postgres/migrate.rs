@@ -40,6 +40,14 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0008_drop_duplicate_call_id_index",
         include_str!("../../../../migrations/0008_drop_duplicate_call_id_index.sql"),
     ),
+    (
+        "0009_key_allowed_routes",
+        include_str!("../../../../migrations/0009_key_allowed_routes.sql"),
+    ),
+    (
+        "0010_spend_logs_response_id",
+        include_str!("../../../../migrations/0010_spend_logs_response_id.sql"),
+    ),
 ];
 
 /// Advisory lock key taken by every migration transaction ("gateway" in

@@ -7,7 +7,7 @@ use super::convert::{naive, utc};
 use super::notify;
 use super::pool::Session;
 use super::spend_copy::{self, clean};
-use crate::store::{next_reset, Change, SpendChanges, SpendFilter, SpendLogRow};
+use crate::store::{next_reset, Change, SpendChanges, SpendFilter, SpendLogRow, PROXY_BUDGET_USER};
 use bytes::Bytes;
 use chrono::{DateTime, NaiveDateTime, Utc};
 use futures_util::future::{try_join, try_join3, try_join4, try_join5};
@@ -34,7 +34,7 @@ const INSERT_LOGS: &str = r#"INSERT INTO "LiteLLM_SpendLogs" (request_id, call_i
     call_type, api_key, spend, total_tokens, prompt_tokens, completion_tokens, "startTime",
     "completionStartTime", "endTime", model, model_id, model_group, custom_llm_provider, api_base,
     region, "user", team_id, status, status_code, error_class, error_message, litellm_call_id,
-    request_duration_ms, metadata, end_user)
+    request_duration_ms, metadata, end_user, response_id)
 SELECT DISTINCT ON (request_id) request_id, call_id, attempt, call_type, api_key, spend,
     LEAST(total_tokens, 2147483647), LEAST(prompt_tokens, 2147483647),
     LEAST(completion_tokens, 2147483647), start_time, completion_start_time, end_time, model,
@@ -46,18 +46,20 @@ SELECT DISTINCT ON (request_id) request_id, call_id, attempt, call_type, api_key
         'attempt', attempt,
         'error_information', CASE WHEN error_class IS NULL THEN NULL ELSE jsonb_build_object(
             'error_class', error_class, 'error_message', error_message,
-            'error_code', status_code::text, 'llm_provider', custom_llm_provider) END)), end_user
+            'error_code', status_code::text, 'llm_provider', custom_llm_provider) END)), end_user,
+    response_id
 FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[], $5::text[], $6::float8[],
     $7::int8[], $8::int8[], $9::int8[], $10::timestamp[], $11::timestamp[], $12::timestamp[],
     $13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[],
-    $20::text[], $21::text[], $22::int4[], $23::text[], $24::text[], $25::text[])
+    $20::text[], $21::text[], $22::int4[], $23::text[], $24::text[], $25::text[], $26::text[])
     WITH ORDINALITY AS s(request_id, call_id, attempt, call_type, api_key, spend, total_tokens,
         prompt_tokens, completion_tokens, start_time, completion_start_time, end_time, model,
         model_id, model_group, custom_llm_provider, api_base, region, user_id, team_id, status,
-        status_code, error_class, error_message, end_user, ord)
+        status_code, error_class, error_message, end_user, response_id, ord)
 ORDER BY request_id, ord
 ON CONFLICT (request_id) DO NOTHING
-RETURNING api_key, "user", team_id, spend::float8, model_group, "endTime"::timestamp, end_user"#;
+RETURNING api_key, "user", team_id, spend::float8, model_group, "endTime"::timestamp, end_user,
+    request_id"#;
 
 const SELECT_LOGS: &str = r#"SELECT request_id, COALESCE(call_id, request_id) AS call_id,
     COALESCE(attempt, 1) AS attempt, call_type, api_key, spend::float8 AS spend,
@@ -65,11 +67,11 @@ const SELECT_LOGS: &str = r#"SELECT request_id, COALESCE(call_id, request_id) AS
     completion_tokens::int8 AS completion_tokens, "startTime"::timestamp AS start_time,
     "completionStartTime"::timestamp AS completion_start_time, "endTime"::timestamp AS end_time,
     model, model_id, model_group, custom_llm_provider, api_base, region, "user", team_id, status,
-    status_code, error_class, error_message, end_user
+    status_code, error_class, error_message, end_user, response_id
 FROM "LiteLLM_SpendLogs"
 WHERE ($1::text IS NULL OR api_key = $1) AND ($2::text IS NULL OR "user" = $2)
     AND ($3::text IS NULL OR team_id = $3)
-    AND ($4::text IS NULL OR litellm_call_id = $4 OR request_id = $4)
+    AND ($4::text IS NULL OR litellm_call_id = $4 OR request_id = $4 OR response_id = $4)
     AND ($5::timestamp IS NULL OR "startTime" >= $5) AND ($6::timestamp IS NULL OR "startTime" < $6)
 ORDER BY "startTime", request_id
 LIMIT $7 OFFSET $8"#;
@@ -124,7 +126,7 @@ pub async fn record(
         ),
     )
     .await?;
-    settle(tx, Inserted::of(&inserted)?, periods).await
+    settle(tx, Inserted::of(&inserted, rows)?, periods).await
 }
 
 /// Adds the spend of `rows` to their keys, users, teams, organizations and
@@ -295,8 +297,9 @@ struct Columns<'a> {
     /// `request_id, call_id, call_type, api_key, model, model_id,
     /// model_group, custom_llm_provider, api_base`.
     text: [Vec<Cow<'a, str>>; 9],
-    /// `region, user, team_id, error_class, error_message, end_user`.
-    opt_text: [Vec<Option<Cow<'a, str>>>; 6],
+    /// `region, user, team_id, error_class, error_message, end_user,
+    /// response_id`.
+    opt_text: [Vec<Option<Cow<'a, str>>>; 7],
     status: Vec<&'a str>,
     attempt: Vec<i32>,
     status_code: Vec<i32>,
@@ -338,13 +341,14 @@ impl<'a> Columns<'a> {
             for (column, value) in c.text.iter_mut().zip(text) {
                 column.push(clean(value));
             }
-            let opt_text: [Option<&str>; 6] = [
+            let opt_text: [Option<&str>; 7] = [
                 r.region.as_deref(),
                 r.user.as_deref(),
                 r.team_id.as_deref(),
                 r.error_class.as_deref(),
                 r.error_message.as_deref(),
                 r.end_user.as_deref(),
+                r.response_id.as_deref(),
             ];
             for (column, value) in c.opt_text.iter_mut().zip(opt_text) {
                 column.push(value.map(clean));
@@ -365,7 +369,7 @@ impl<'a> Columns<'a> {
     }
 
     /// The parameters of [`INSERT_LOGS`] with their types, in order.
-    fn params(&self) -> [(&(dyn ToSql + Sync), Type); 25] {
+    fn params(&self) -> [(&(dyn ToSql + Sync), Type); 26] {
         let (t, o) = (&self.text, &self.opt_text);
         let text = Type::TEXT_ARRAY;
         let time = Type::TIMESTAMP_ARRAY;
@@ -394,7 +398,8 @@ impl<'a> Columns<'a> {
             (&self.status_code, Type::INT4_ARRAY),
             (&o[3], text.clone()),
             (&o[4], text.clone()),
-            (&o[5], text),
+            (&o[5], text.clone()),
+            (&o[6], text),
         ]
     }
 }
@@ -408,6 +413,8 @@ struct InsertedRow {
     group: Option<String>,
     settled: NaiveDateTime,
     end_user: Option<String>,
+    /// Also counts against the proxy-wide budget ([`PROXY_BUDGET_USER`]).
+    proxy: bool,
 }
 
 /// The rows the INSERT wrote that carry spend (zero-spend rows touch
@@ -437,12 +444,30 @@ impl<'a> Ids<'a> {
             users: sorted(charged().filter_map(|r| r.user.as_deref()).collect()),
             teams: sorted(charged().filter_map(|r| r.team_id.as_deref()).collect()),
         }
+        .with_proxy_budget(charged().any(|r| r.proxy_budget))
+    }
+
+    /// With the proxy-wide budget's user row among the users, when a row
+    /// counts against it.
+    fn with_proxy_budget(mut self, counts: bool) -> Self {
+        if counts {
+            if let Err(at) = self.users.binary_search(&PROXY_BUDGET_USER) {
+                self.users.insert(at, PROXY_BUDGET_USER);
+            }
+        }
+        self
     }
 }
 
 impl Inserted {
-    /// Reads `api_key, user, team_id, spend, model_group, endTime` rows.
-    fn of(rows: &[Row]) -> Result<Inserted, Error> {
+    /// Reads `api_key, user, team_id, spend, model_group, endTime,
+    /// end_user, request_id` rows of the batch `sent`.
+    fn of(rows: &[Row], sent: &[SpendLogRow]) -> Result<Inserted, Error> {
+        let proxy: std::collections::HashSet<&str> = sent
+            .iter()
+            .filter(|r| r.proxy_budget)
+            .map(|r| &*r.request_id)
+            .collect();
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {
             let spend: f64 = row.try_get::<_, Option<f64>>(3)?.unwrap_or_default();
@@ -457,6 +482,7 @@ impl Inserted {
                 group: row.try_get(4)?,
                 settled: row.try_get(5)?,
                 end_user: row.try_get(6)?,
+                proxy: !proxy.is_empty() && proxy.contains(row.try_get::<_, &str>(7)?),
             });
         }
         Ok(Inserted(out))
@@ -477,6 +503,7 @@ impl Inserted {
                     group: Some(text(&r.model_group)),
                     settled: spend_copy::settled(r.end_time),
                     end_user: r.end_user.as_deref().map(text),
+                    proxy: r.proxy_budget,
                 })
                 .collect(),
         )
@@ -606,6 +633,16 @@ impl Totals {
                     *totals.users.entry(user.clone()).or_default() += row.spend;
                 } else {
                     totals.stale_users.push(user.clone());
+                }
+            }
+            if row.proxy {
+                if periods.counts("user", PROXY_BUDGET_USER, row.settled) {
+                    *totals
+                        .users
+                        .entry(PROXY_BUDGET_USER.to_string())
+                        .or_default() += row.spend;
+                } else {
+                    totals.stale_users.push(PROXY_BUDGET_USER.to_string());
                 }
             }
             if let Some(team) = &row.team {
@@ -872,6 +909,10 @@ fn log_row(row: &Row) -> Result<SpendLogRow, Error> {
             .map(Into::into),
         error_message: row.try_get("error_message")?,
         end_user: row.try_get("end_user")?,
+        response_id: row
+            .try_get::<_, Option<String>>("response_id")?
+            .map(Into::into),
+        proxy_budget: false,
     })
 }
 

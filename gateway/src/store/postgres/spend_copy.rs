@@ -17,7 +17,7 @@ pub const COPY_LOGS: &str = r#"COPY "LiteLLM_SpendLogs" (request_id, call_id, at
     call_type, api_key, spend, total_tokens, prompt_tokens, completion_tokens, "startTime",
     "completionStartTime", "endTime", model, model_id, model_group, custom_llm_provider, api_base,
     region, "user", team_id, status, status_code, error_class, error_message, litellm_call_id,
-    request_duration_ms, metadata, end_user) FROM STDIN"#;
+    request_duration_ms, metadata, end_user, response_id) FROM STDIN"#;
 
 /// Appends `rows` to `out`, one line each, in [`COPY_LOGS`]'s columns.
 pub fn encode(rows: &[SpendLogRow], out: &mut Vec<u8>) {
@@ -61,6 +61,7 @@ pub fn encode(rows: &[SpendLogRow], out: &mut Vec<u8>) {
         escape(out, &json);
         out.push(b'\t');
         optional(out, r.end_user.as_deref());
+        optional(out, r.response_id.as_deref());
         // Every field ends in a tab: the last one ends the line instead.
         if let Some(last) = out.last_mut() {
             *last = b'\n';
@@ -268,6 +269,8 @@ mod tests {
             error_class: Some("rate_limit".into()),
             error_message: Some("slow\ndown\r\0now".into()),
             end_user: None,
+            response_id: Some("chatcmpl-1".into()),
+            proxy_budget: false,
         }
     }
 
@@ -283,7 +286,7 @@ mod tests {
         let lines: Vec<&str> = text.split_inclusive('\n').collect();
         assert_eq!(lines.len(), 2);
         let c = columns(lines[0]);
-        assert_eq!(c.len(), 28, "one field per column of COPY_LOGS");
+        assert_eq!(c.len(), 29, "one field per column of COPY_LOGS");
         assert_eq!(c[0], "call-1:2");
         assert_eq!(c[2], "2");
         assert_eq!(c[5], "0.000125");
@@ -302,6 +305,7 @@ mod tests {
         assert_eq!(c[24], "call-1", "litellm_call_id is the call id");
         assert_eq!(c[25], "801", "800.5 ms rounds half up");
         assert_eq!(c[27], "\\N");
+        assert_eq!(c[28], "chatcmpl-1", "the answer's id");
     }
 
     #[test]
