@@ -92,5 +92,45 @@ for key in sorted(rows):
     print(key + "\t" + rows[key])
 PY
 mv "$queries.new" "$queries"
+# Image and audio prices (per image, per pixel, per image token, per
+# character, per second of audio), looked up by the exact names LiteLLM's image cost calculator
+# builds (`{quality}/{size}/{model}`, ...).
+media=gateway/data/media_prices.tsv
+"$python" - "$tmp" "$src" > "$media.new" <<'PY'
+import json, sys
+
+path, source = sys.argv[1], sys.argv[2]
+data = json.load(open(path))
+cols = [
+    "input_cost_per_image", "output_cost_per_image", "input_cost_per_pixel",
+    "input_cost_per_image_token", "output_cost_per_image_token",
+    "input_cost_per_character",
+    "input_cost_per_second", "output_cost_per_second",
+]
+
+def num(v):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+        return ""
+    return repr(float(v))
+
+rows = {}
+for name, spec in data.items():
+    if name == "sample_spec" or not isinstance(spec, dict):
+        continue
+    key = name.strip().lower()
+    if not key or "\t" in key or "\n" in key or key in rows:
+        continue
+    vals = [num(spec.get(c)) for c in cols]
+    if any(vals):
+        rows[key] = vals
+
+print(f"# Derived from LiteLLM's model_prices_and_context_window.json, MIT licence, Copyright (c) 2023 Berri AI.")
+print(f"# Source: {source}. Regenerate with scripts/refresh_prices.sh; do not edit by hand.")
+print("# name\t" + "\t".join(cols))
+for key in sorted(rows):
+    print(key + "\t" + "\t".join(rows[key]))
+PY
+mv "$media.new" "$media"
+echo "wrote $media: $(grep -vc '^#' "$media") models"
 echo "wrote $queries: $(grep -vc '^#' "$queries") models"
 echo "wrote $out: $(grep -vc '^#' "$out") models from $src"

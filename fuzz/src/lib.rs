@@ -55,6 +55,10 @@ pub const TARGETS: &[Target] = &[
         run: targets::inbound,
     },
     Target {
+        name: "form",
+        run: targets::form,
+    },
+    Target {
         name: "admin",
         run: targets::admin,
     },

@@ -8,7 +8,7 @@ use gateway::http1::{
     encode_chunk, parse_request_head, parse_response_head, BodyFraming, ChunkedDecoder, HeadError,
     ResponseFraming,
 };
-use gateway::inbound::{Endpoint, LlmRequest};
+use gateway::inbound::{Endpoint, LlmRequest, MediaAsk};
 use gateway::limits::resp;
 use gateway::providers::anthropic as provider;
 use gateway::sse::UsageChunkFilter;
@@ -180,15 +180,28 @@ pub fn inbound(data: &[u8]) {
     let Some((&pick, body)) = data.split_first() else {
         return;
     };
-    let endpoint = match pick % 4 {
+    let endpoint = match pick % 6 {
         0 => Endpoint::ChatCompletions,
         1 => Endpoint::Completions,
         2 => Endpoint::Embeddings,
-        _ => Endpoint::Messages,
+        3 => Endpoint::Messages,
+        4 => Endpoint::ImageGenerations,
+        _ => Endpoint::AudioSpeech,
     };
     let Ok(req) = LlmRequest::parse(endpoint, Bytes::copy_from_slice(body)) else {
         return;
     };
+    match (endpoint, &req.media) {
+        (Endpoint::ImageGenerations, Some(MediaAsk::Image(ask))) => {
+            assert!(ask.n >= 1, "{ask:?}");
+            assert!(ask.size.is_none_or(|(w, h)| w >= 1 && h >= 1), "{ask:?}");
+        }
+        (Endpoint::AudioSpeech, Some(MediaAsk::Speech { .. })) => {}
+        (Endpoint::ImageGenerations | Endpoint::AudioSpeech, other) => {
+            panic!("a media request without its ask: {other:?}")
+        }
+        (_, other) => assert_eq!(*other, None, "only media requests have an ask"),
+    }
     // Valid JSON that `Value` cannot hold (a number beyond f64, such as
     // 1e309) is forwarded as received: nothing to compare it with.
     let Ok(received) = serde_json::from_slice::<Value>(body) else {
@@ -219,6 +232,38 @@ pub fn inbound(data: &[u8]) {
     let spliced: Value = serde_json::from_slice(&spliced).expect("spliced body is JSON");
     expected["model"] = Value::String("up/\"x\"\n".into());
     assert_eq!(spliced, expected, "spliced body differs");
+}
+
+/// A multipart form (`LlmRequest::parse_form`, `/v1/audio/transcriptions`):
+/// the first line is the content type, the rest the body. An accepted form
+/// has a model whose span holds its text, and the model spliced in leaves
+/// every other byte of the body as received.
+pub fn form(data: &[u8]) {
+    let Some(newline) = data.iter().position(|b| *b == b'\n') else {
+        return;
+    };
+    let Ok(content_type) = std::str::from_utf8(&data[..newline]) else {
+        return;
+    };
+    let body = &data[newline + 1..];
+    let parsed = LlmRequest::parse_form(
+        Endpoint::AudioTranscriptions,
+        content_type,
+        Bytes::copy_from_slice(body),
+    );
+    let Ok(req) = parsed else {
+        return;
+    };
+    assert_eq!(&body[req.model_span.clone()], req.model.as_bytes());
+    let spliced: Vec<u8> = req
+        .body_with_model("up-model")
+        .iter()
+        .flat_map(|b| b.to_vec())
+        .collect();
+    let mut expected = body[..req.model_span.start].to_vec();
+    expected.extend_from_slice(b"up-model");
+    expected.extend_from_slice(&body[req.model_span.end..]);
+    assert_eq!(spliced, expected, "the splice changed other bytes");
 }
 
 /// Runs stream translator `t` over `data` cut at `cuts`: its output, or

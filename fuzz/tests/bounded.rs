@@ -50,6 +50,11 @@ fn inbound() {
 }
 
 #[test]
+fn form() {
+    pass("form", 200_000);
+}
+
+#[test]
 fn admin() {
     pass("admin", 300_000);
 }

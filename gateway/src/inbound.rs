@@ -7,7 +7,11 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::ops::Range;
 
+pub mod form;
+mod media;
 mod skim;
+
+pub use media::{ImageAsk, MediaAsk};
 
 /// The OpenAI endpoints the gateway proxies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +31,13 @@ pub enum Endpoint {
     Rerank,
     /// `/v1/moderations`: OpenAI's moderation API.
     Moderations,
+    /// `/v1/images/generations`: OpenAI's image generation API.
+    ImageGenerations,
+    /// `/v1/audio/speech`: OpenAI's text to speech API.
+    AudioSpeech,
+    /// `/v1/audio/transcriptions`: OpenAI's speech to text API (a
+    /// multipart form).
+    AudioTranscriptions,
 }
 
 impl Endpoint {
@@ -40,6 +51,9 @@ impl Endpoint {
             Endpoint::Responses => "/responses",
             Endpoint::Rerank => "/rerank",
             Endpoint::Moderations => "/moderations",
+            Endpoint::ImageGenerations => "/images/generations",
+            Endpoint::AudioSpeech => "/audio/speech",
+            Endpoint::AudioTranscriptions => "/audio/transcriptions",
         }
     }
 
@@ -58,8 +72,12 @@ impl Endpoint {
     fn input_field(self) -> &'static str {
         match self {
             Endpoint::ChatCompletions | Endpoint::Messages => "messages",
-            Endpoint::Completions => "prompt",
-            Endpoint::Embeddings | Endpoint::Responses | Endpoint::Moderations => "input",
+            Endpoint::Completions | Endpoint::ImageGenerations => "prompt",
+            Endpoint::Embeddings
+            | Endpoint::Responses
+            | Endpoint::Moderations
+            | Endpoint::AudioSpeech => "input",
+            Endpoint::AudioTranscriptions => "file",
             Endpoint::Rerank => "query",
         }
     }
@@ -97,6 +115,9 @@ pub struct LlmRequest {
     /// Headers of the client's request that a provider of the client's own
     /// format receives too (`anthropic-version`, `anthropic-beta`).
     pub forward_headers: Vec<(&'static str, String)>,
+    /// What a media request asks for, which its price depends on (`None`
+    /// on other endpoints).
+    pub media: Option<MediaAsk>,
     /// LiteLLM's mock testing parameters the body carries (refused).
     pub mock_testing_params: Vec<&'static str>,
 }
@@ -347,12 +368,27 @@ impl LlmRequest {
         let input = match endpoint {
             Endpoint::ChatCompletions | Endpoint::Messages => view.messages,
             Endpoint::Completions => view.prompt,
+            Endpoint::ImageGenerations => view.prompt.filter(|p| p.starts_with('"')),
             Endpoint::Embeddings | Endpoint::Responses | Endpoint::Moderations => view.input,
+            Endpoint::AudioSpeech => view.input.filter(|i| i.starts_with('"')),
+            // A form is read by `parse_form`, never here.
+            Endpoint::AudioTranscriptions => None,
             // `query` and `documents` are read and checked by the
             // provider's translation.
             Endpoint::Rerank => Some(""),
         };
         // A `null` input reads as absent (see `RoutingView`).
+        let not_text = match endpoint {
+            Endpoint::ImageGenerations => view.prompt.is_some(),
+            Endpoint::AudioSpeech => view.input.is_some(),
+            _ => false,
+        };
+        if input.is_none() && not_text {
+            return Err(GatewayError::InvalidParam {
+                param: endpoint.input_field(),
+                message: "must be a string".into(),
+            });
+        }
         if input.is_none() {
             return Err(GatewayError::MissingParam(endpoint.input_field()));
         }
@@ -374,8 +410,17 @@ impl LlmRequest {
                 })
             }
         };
-        // Neither streams; a stream would also be read for usage as one.
-        if stream && matches!(endpoint, Endpoint::Rerank | Endpoint::Moderations) {
+        // None streams here; a stream would also be read for usage as one
+        // (an image stream's partial images are not relayed yet).
+        if stream
+            && matches!(
+                endpoint,
+                Endpoint::Rerank
+                    | Endpoint::Moderations
+                    | Endpoint::ImageGenerations
+                    | Endpoint::AudioSpeech
+            )
+        {
             return Err(GatewayError::InvalidParam {
                 param: "stream",
                 message: format!("{} does not stream", endpoint.path_suffix()),
@@ -401,7 +446,13 @@ impl LlmRequest {
             (Some(c), _) | (None, Some(c)) => Some(c),
             (None, None) => None,
         };
-        let choices = bounded_int("n", &view.n, 1, MAX_CHOICES)?.unwrap_or(1);
+        let n = bounded_int("n", &view.n, 1, MAX_CHOICES)?;
+        let choices = n.unwrap_or(1);
+        let media = match (endpoint, input) {
+            (Endpoint::ImageGenerations, _) => Some(MediaAsk::Image(media::read(&body, n)?)),
+            (Endpoint::AudioSpeech, Some(raw)) => Some(media::speech(raw)?),
+            _ => None,
+        };
         // n choices may each use the cap: the output the request can cost.
         let max_tokens = cap.map(|c| c.saturating_mul(choices));
         let user = match (endpoint, view.metadata) {
@@ -447,7 +498,79 @@ impl LlmRequest {
             end_user,
             tags,
             forward_headers: Vec::new(),
+            media,
             mock_testing_params: view.mock_testing_params(),
+        })
+    }
+
+    /// Whether the body is a multipart form rather than JSON.
+    pub fn is_form(&self) -> bool {
+        self.endpoint == Endpoint::AudioTranscriptions
+    }
+
+    /// Reads a `multipart/form-data` body of `content_type` for `endpoint`:
+    /// `model` and a `file` part required, `stream` and `user` read as on
+    /// JSON bodies; the body is kept as received.
+    pub fn parse_form(
+        endpoint: Endpoint,
+        content_type: &str,
+        body: Bytes,
+    ) -> Result<LlmRequest, GatewayError> {
+        let form = form::read(&body, form::boundary(content_type)?)?;
+        let text = |range: &Option<Range<usize>>, param: &'static str| {
+            range
+                .clone()
+                .map(|r| {
+                    std::str::from_utf8(&body[r.clone()])
+                        .map(|s| (s.to_string(), r))
+                        .map_err(|_| GatewayError::InvalidParam {
+                            param,
+                            message: "must be UTF-8 text".into(),
+                        })
+                })
+                .transpose()
+        };
+        let (model, model_span) =
+            text(&form.model, "model")?.ok_or(GatewayError::MissingParam("model"))?;
+        check_name("model", &model, MAX_MODEL_BYTES)?;
+        if form.file_bytes.is_none() {
+            return Err(GatewayError::MissingParam("file"));
+        }
+        let stream = match text(&form.stream, "stream")? {
+            None => false,
+            Some((s, _)) => match s.as_str() {
+                "true" => true,
+                "false" => false,
+                _ => {
+                    return Err(GatewayError::InvalidParam {
+                        param: "stream",
+                        message: "must be true or false".into(),
+                    })
+                }
+            },
+        };
+        let end_user = match text(&form.user, "user")? {
+            Some((u, _)) => {
+                check_name("user", &u, MAX_USER_BYTES)?;
+                Some(u)
+            }
+            None => None,
+        };
+        Ok(LlmRequest {
+            endpoint,
+            body,
+            model_span,
+            model,
+            stream,
+            max_tokens: None,
+            fallbacks: None,
+            num_retries: None,
+            cache: None,
+            end_user,
+            tags: Vec::new(),
+            forward_headers: Vec::new(),
+            media: None,
+            mock_testing_params: Vec::new(),
         })
     }
 
@@ -467,6 +590,7 @@ impl LlmRequest {
             end_user: self.end_user.clone(),
             tags: self.tags.clone(),
             forward_headers: self.forward_headers.clone(),
+            media: self.media.clone(),
             mock_testing_params: self.mock_testing_params.clone(),
         }
     }
@@ -477,6 +601,19 @@ impl LlmRequest {
     /// allocates nothing.
     pub fn body_with_model(&self, new_model: &str) -> [Bytes; 3] {
         let span = self.model_span.clone();
+        // A form field's value is its raw text; the file is never copied.
+        if self.is_form() {
+            let unchanged = &self.body[span.clone()] == new_model.as_bytes();
+            return [
+                self.body.slice(..span.start),
+                if unchanged {
+                    self.body.slice(span.clone())
+                } else {
+                    Bytes::copy_from_slice(new_model.as_bytes())
+                },
+                self.body.slice(span.end..),
+            ];
+        }
         // The body's text reads `new_model` when it is the same bytes with
         // no escape in them (a valid string holds no bare quote or control
         // character, so a backslash is the only escape to rule out).
@@ -952,6 +1089,40 @@ mod tests {
                 "{endpoint:?}"
             );
         }
+    }
+
+    #[test]
+    fn image_generations_need_a_string_prompt_and_never_stream() {
+        let r = parse(
+            Endpoint::ImageGenerations,
+            r#"{"model":"i","prompt":"a cat","n":2,"size":"1024x1536","quality":"low"}"#,
+        )
+        .unwrap();
+        let Some(MediaAsk::Image(ask)) = r.media else {
+            panic!("an image request reads its ask")
+        };
+        assert_eq!((ask.n, ask.size), (2, Some((1024, 1536))));
+        assert_eq!(ask.quality.as_deref(), Some("low"));
+        for (body, param) in [
+            (r#"{"model":"i"}"#, "prompt"),
+            (r#"{"model":"i","prompt":["a"]}"#, "prompt"),
+            (r#"{"model":"i","prompt":"a","stream":true}"#, "stream"),
+            (r#"{"model":"i","prompt":"a","n":0}"#, "n"),
+            (r#"{"model":"i","prompt":"a","size":7}"#, "size"),
+        ] {
+            let e = parse(Endpoint::ImageGenerations, body).unwrap_err();
+            assert_eq!((e.status(), e.param()), (400, Some(param)), "{body}");
+        }
+        let chat = parse(Endpoint::ChatCompletions, r#"{"model":"c","messages":[]}"#).unwrap();
+        assert_eq!(chat.media, None);
+        let speech = parse(
+            Endpoint::AudioSpeech,
+            r#"{"model":"t","input":"a b","voice":"alloy"}"#,
+        )
+        .unwrap();
+        assert_eq!(speech.media, Some(MediaAsk::Speech { characters: 2 }));
+        let e = parse(Endpoint::AudioSpeech, r#"{"model":"t","input":7}"#).unwrap_err();
+        assert_eq!(e.param(), Some("input"));
     }
 
     fn forwarded(r: &LlmRequest) -> serde_json::Value {

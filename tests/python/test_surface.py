@@ -1,7 +1,8 @@
 """The rest of the API surface against a running gateway: the official
 OpenAI Python SDK on Cohere chat (whole and streamed) and embeddings (the
-SDK's default base64 encoding, decoded by the SDK) and on moderations;
-httpx (the SDK's own HTTP client) on LiteLLM's /v1/rerank and /v2/rerank.
+SDK's default base64 encoding, decoded by the SDK), on moderations, on
+image generation, on text to speech (whole and streamed) and on
+transcription (a multipart upload); httpx (the SDK's own HTTP client) on LiteLLM's /v1/rerank and /v2/rerank.
 
 Environment:
   GATEWAY_BASE_URL          e.g. http://127.0.0.1:4000/v1
@@ -10,11 +11,15 @@ Environment:
   GATEWAY_EMBEDDING_MODEL   a Cohere embedding model group
   GATEWAY_RERANK_MODEL      a Cohere rerank model group
   GATEWAY_MODERATION_MODEL  an OpenAI moderation model group
+  GATEWAY_IMAGE_MODEL       an OpenAI gpt-image model group
+  GATEWAY_SPEECH_MODEL      an OpenAI text to speech model group
+  GATEWAY_TRANSCRIBE_MODEL  an OpenAI whisper model group
 
 Run directly (exits non-zero on any failure); tests/tests/python_surface.rs
 starts a mock upstream and a gateway and runs this file.
 """
 
+import base64
 import os
 import sys
 import traceback
@@ -32,6 +37,9 @@ CHAT = os.environ["GATEWAY_CHAT_MODEL"]
 EMBEDDING = os.environ["GATEWAY_EMBEDDING_MODEL"]
 RERANK = os.environ["GATEWAY_RERANK_MODEL"]
 MODERATION = os.environ["GATEWAY_MODERATION_MODEL"]
+IMAGE = os.environ["GATEWAY_IMAGE_MODEL"]
+SPEECH = os.environ["GATEWAY_SPEECH_MODEL"]
+TRANSCRIBE = os.environ["GATEWAY_TRANSCRIBE_MODEL"]
 
 
 def client():
@@ -76,6 +84,38 @@ def test_moderations():
     resp = client().moderations.create(model=MODERATION, input=["fine", "mock-flagged text"])
     assert [r.flagged for r in resp.results] == [False, True], resp
     assert resp.results[1].categories.harassment is True, resp
+
+
+def test_images():
+    resp = client().images.generate(model=IMAGE, prompt="a red fox", n=2, quality="low")
+    assert len(resp.data) == 2, resp
+    assert base64.b64decode(resp.data[0].b64_json).startswith(b"\x89PNG"), resp.data[0]
+    assert resp.usage.output_tokens == 544, resp.usage
+
+
+def test_speech():
+    resp = client().audio.speech.create(model=SPEECH, voice="alloy", input="Hello there")
+    assert resp.content.startswith(b"ID3"), resp.content[:8]
+    assert len(resp.content) == 11 * 64, len(resp.content)
+    with client().audio.speech.with_streaming_response.create(
+        model=SPEECH, voice="nova", input="x" * 200, response_format="wav"
+    ) as streamed:
+        assert streamed.headers["content-type"] == "audio/wav", streamed.headers
+        audio = b"".join(streamed.iter_bytes())
+    assert audio.startswith(b"RIFF") and len(audio) == 200 * 64, len(audio)
+
+
+def test_transcription():
+    audio = b"RIFF" + bytes(47_996)  # three seconds of the mock's audio
+    resp = client().audio.transcriptions.create(
+        model=TRANSCRIBE, file=("talk.wav", audio), response_format="verbose_json"
+    )
+    assert resp.text == "mock transcript of talk.wav", resp
+    assert resp.duration == 3.0, resp
+    text = client().audio.transcriptions.create(
+        model=TRANSCRIBE, file=("talk.mp3", audio), response_format="text"
+    )
+    assert text.strip() == "mock transcript of talk.mp3", text
 
 
 def test_rerank():

@@ -1,6 +1,7 @@
 //! The rest of the API surface through Python clients
 //! (`tests/python/test_surface.py`): the official OpenAI SDK on Cohere chat,
-//! streaming and embeddings and on moderations, httpx on `/v1/rerank` and
+//! streaming and embeddings, on moderations, image generation, text to
+//! speech and transcription, httpx on `/v1/rerank` and
 //! `/v2/rerank`, against a gateway on the faithful mock.
 
 use std::time::Duration;
@@ -26,6 +27,15 @@ fn openai_sdk_and_httpx_on_cohere_rerank_and_moderations() {
             {"model_name": "omni-moderation-latest", "litellm_params": {
                 "model": "openai/omni-moderation-latest", "api_key": "sk-up", "api_base": mock.api_base(),
             }},
+            {"model_name": "gpt-image", "litellm_params": {
+                "model": "openai/gpt-image-1", "api_key": "sk-up", "api_base": mock.api_base(),
+            }},
+            {"model_name": "tts", "litellm_params": {
+                "model": "openai/tts-1", "api_key": "sk-up", "api_base": mock.api_base(),
+            }},
+            {"model_name": "whisper", "litellm_params": {
+                "model": "openai/whisper-1", "api_key": "sk-up", "api_base": mock.api_base(),
+            }},
         ],
         "general_settings": {"master_key": MASTER_KEY},
     });
@@ -40,6 +50,9 @@ fn openai_sdk_and_httpx_on_cohere_rerank_and_moderations() {
             ("GATEWAY_EMBEDDING_MODEL", "embed"),
             ("GATEWAY_RERANK_MODEL", "reranker"),
             ("GATEWAY_MODERATION_MODEL", "omni-moderation-latest"),
+            ("GATEWAY_IMAGE_MODEL", "gpt-image"),
+            ("GATEWAY_SPEECH_MODEL", "tts"),
+            ("GATEWAY_TRANSCRIBE_MODEL", "whisper"),
         ],
         Duration::from_secs(120),
     );
@@ -48,5 +61,5 @@ fn openai_sdk_and_httpx_on_cohere_rerank_and_moderations() {
         .status
         .unwrap_or_else(|| panic!("test_surface.py timed out after 120 s:\n{text}"));
     assert!(status.success(), "{text}\n{}", gw.output());
-    assert_eq!(text.matches("PASS ").count(), 5, "{text}");
+    assert_eq!(text.matches("PASS ").count(), 8, "{text}");
 }

@@ -16,7 +16,7 @@
 //! `*.services.ai.azure.com`), `api-version` when configured; the key in
 //! `api-key` on Azure hosts, else as a Bearer token (LiteLLM's rule).
 
-use super::{openai_error, with_extra_headers, Header, Provider, UpstreamRequest};
+use super::{openai_error, with_extra_headers, with_form_type, Header, Provider, UpstreamRequest};
 use crate::deployment::Deployment;
 use crate::error::{ErrorClass, GatewayError};
 use crate::formats::Format;
@@ -148,7 +148,7 @@ impl Provider for Azure {
     ) -> Result<UpstreamRequest, GatewayError> {
         Ok(UpstreamRequest {
             path: self.path(req, upstream_model, dep),
-            headers: with_extra_headers(self.credentials(dep), dep),
+            headers: with_form_type(with_extra_headers(self.credentials(dep), dep), req),
             body: req.body_with_model(upstream_model),
             include_usage: false,
         })

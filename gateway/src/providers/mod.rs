@@ -244,7 +244,8 @@ pub fn serves_responses(dep: &Deployment) -> bool {
 
 /// Whether `dep` serves `endpoint` where only some providers do: LiteLLM's
 /// `/rerank` on Cohere deployments, `/moderations` on OpenAI's API (and
-/// servers speaking it); every other endpoint is the provider's translation's to
+/// servers speaking it), `/images/generations`, `/audio/speech` and
+/// `/audio/transcriptions` on OpenAI's and Azure OpenAI's; every other endpoint is the provider's translation's to
 /// accept or refuse. An unsupported deployment serves them all (to refuse
 /// them itself).
 pub fn serves(endpoint: Endpoint, dep: &Deployment) -> bool {
@@ -254,6 +255,14 @@ pub fn serves(endpoint: Endpoint, dep: &Deployment) -> bool {
         // LiteLLM calls `{api_base}/moderations` with OpenAI's client;
         // Azure OpenAI has no moderation endpoint.
         (Endpoint::Moderations, kind) => kind == ProviderKind::OpenAiCompatible,
+        // OpenAI's images and speech APIs, and Azure OpenAI's under a
+        // deployment.
+        (
+            Endpoint::ImageGenerations | Endpoint::AudioSpeech | Endpoint::AudioTranscriptions,
+            kind,
+        ) => {
+            matches!(kind, ProviderKind::OpenAiCompatible | ProviderKind::Azure)
+        }
         _ => true,
     }
 }
@@ -266,6 +275,21 @@ pub fn format_of(kind: ProviderKind) -> Format {
 
 /// `own` headers, then the deployment's `extra_headers`; an extra header
 /// replaces an own header of the same name, as LiteLLM's do.
+/// `headers` with a multipart form's content type (its boundary, which its
+/// body needs) for a request whose body is a form.
+fn with_form_type(mut headers: Vec<Header>, req: &LlmRequest) -> Vec<Header> {
+    if req.is_form() {
+        let sent = req
+            .forward_headers
+            .iter()
+            .find(|(n, _)| *n == "content-type");
+        if let Some((_, value)) = sent {
+            headers.push((Cow::Borrowed("content-type"), value.clone()));
+        }
+    }
+    headers
+}
+
 fn with_extra_headers(mut own: Vec<Header>, dep: &Deployment) -> Vec<Header> {
     own.retain(|(name, _)| {
         !dep.extra_headers

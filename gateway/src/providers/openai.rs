@@ -2,7 +2,7 @@
 //! `model` rewritten; responses and streams are already in the internal
 //! form.
 
-use super::{openai_error, with_extra_headers, Provider, UpstreamRequest};
+use super::{openai_error, with_extra_headers, with_form_type, Provider, UpstreamRequest};
 use crate::deployment::Deployment;
 use crate::error::GatewayError;
 use crate::formats::Format;
@@ -30,7 +30,7 @@ impl Provider for OpenAiCompatible {
         }
         Ok(UpstreamRequest {
             path: [base_path, req.endpoint.path_suffix()].concat(),
-            headers: with_extra_headers(headers, dep),
+            headers: with_form_type(with_extra_headers(headers, dep), req),
             body: req.body_with_model(upstream_model),
             include_usage: false,
         })

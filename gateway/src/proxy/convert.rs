@@ -22,6 +22,12 @@ pub(super) fn forward_headers(
     head: &RequestHead,
     endpoint: Endpoint,
 ) -> Vec<(&'static str, String)> {
+    // A form's content type carries its boundary: the upstream gets it as
+    // sent (a missing one is refused when the form is read).
+    if endpoint == Endpoint::AudioTranscriptions {
+        let content_type = head.header("content-type").unwrap_or("");
+        return vec![("content-type", content_type.to_string())];
+    }
     if endpoint.format() != Format::Anthropic {
         return Vec::new();
     }
@@ -29,6 +35,15 @@ pub(super) fn forward_headers(
         .into_iter()
         .filter_map(|name| head.header(name).map(|v| (name, v.to_string())))
         .collect()
+}
+
+/// The content type of a request whose body is a multipart form (see
+/// [`forward_headers`]); `None` for a JSON body.
+pub(super) fn form_content_type<'h>(forward: &'h [(&'static str, String)]) -> Option<&'h str> {
+    forward
+        .iter()
+        .find(|(name, _)| *name == "content-type")
+        .map(|(_, v)| v.as_str())
 }
 
 /// Which form of `req` `dep` takes: `req` itself when the provider speaks

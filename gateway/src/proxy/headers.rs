@@ -30,9 +30,15 @@ pub(super) fn upstream_head(req: &UpstreamRequest, base: &UpstreamBase) -> Vec<u
         h.push(b':');
         h.extend_from_slice(itoa::Buffer::new().format(base.port).as_bytes());
     }
-    h.extend_from_slice(
-        b"\r\ncontent-type: application/json\r\naccept-encoding: identity\r\ncontent-length: ",
-    );
+    // A body that is not JSON (a multipart form) names its own type.
+    let typed = req
+        .headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("content-type"));
+    if !typed {
+        h.extend_from_slice(b"\r\ncontent-type: application/json");
+    }
+    h.extend_from_slice(b"\r\naccept-encoding: identity\r\ncontent-length: ");
     h.extend_from_slice(itoa::Buffer::new().format(body_len).as_bytes());
     h.extend_from_slice(b"\r\nuser-agent: gateway/");
     h.extend_from_slice(crate::VERSION.as_bytes());

@@ -44,8 +44,13 @@ pub(super) struct Held {
 impl Held {
     /// Holds `req` for the attempts to come.
     pub fn new(req: LlmRequest) -> Held {
+        let prompt = PromptEstimate::new(req.body.clone());
+        // A form's file is audio, not a prompt.
+        if req.is_form() {
+            prompt.know(0);
+        }
         Held {
-            prompt: PromptEstimate::new(req.body.clone()),
+            prompt,
             req,
             with_usage: None,
             internal: None,

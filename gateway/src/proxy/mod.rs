@@ -288,11 +288,20 @@ async fn serve(
     outcome: &mut Outcome,
 ) -> Result<(), GatewayError> {
     // 1. authenticate: `handle` answered a refused caller
-    // 2. read, after the guardrails (which may refuse it or mask its text)
-    let body = guard::pre_call(worker, principal, body, outcome)?;
+    // 2. read, after the guardrails (which may refuse it or mask its text;
+    // a form's audio has no text for them)
+    let parsed = match convert::form_content_type(&forward_headers) {
+        Some(content_type) => LlmRequest::parse_form(endpoint, content_type, body)?,
+        None => LlmRequest::parse(endpoint, guard::pre_call(worker, principal, body, outcome)?)?,
+    };
+    // Generated audio has no text for `post_call` guardrails, and is
+    // relayed as it arrives rather than held for them.
+    if endpoint == Endpoint::AudioSpeech {
+        outcome.post_call = None;
+    }
     // Held in one place (a local moved into a call would also keep its
     // room in this future).
-    let mut held = Held::new(LlmRequest::parse(endpoint, body)?);
+    let mut held = Held::new(parsed);
     let req = &mut held.req;
     if let Some(param) = req.mock_testing_params.first() {
         return Err(mock_testing_refused(param, &req.mock_testing_params));
@@ -405,7 +414,12 @@ async fn serve(
             ),
             embeddings: matches!(
                 req.endpoint,
-                Endpoint::Embeddings | Endpoint::Rerank | Endpoint::Moderations
+                Endpoint::Embeddings
+                    | Endpoint::Rerank
+                    | Endpoint::Moderations
+                    | Endpoint::ImageGenerations
+                    | Endpoint::AudioSpeech
+                    | Endpoint::AudioTranscriptions
             ),
             request_id: &outcome.call_id,
         })
@@ -630,12 +644,23 @@ async fn attempt_once(
     let (stream, endpoint) = (held.req.stream, held.req.endpoint);
     let (sent, with_usage) = held.sent(form)?;
     // 6. admit
-    let price = spend::price_for(dep, upstream_model);
+    let media = match &held.req.media {
+        Some(ask) => Some(spend::media_bill(dep, upstream_model, ask)),
+        None if held.req.is_form() => Some(spend::transcription_bill(dep, upstream_model)),
+        None => None,
+    };
+    let price = match &media {
+        Some(media) => media.token_price(),
+        None => spend::price_for(dep, upstream_model),
+    };
     let priced = record::Priced {
-        known: spend::is_priced(dep, upstream_model),
+        known: media
+            .as_ref()
+            .map_or_else(|| spend::is_priced(dep, upstream_model), |i| i.is_priced()),
         policy: worker.shared.unpriced_models,
         estimated_output: worker.shared.estimated_output_tokens,
         block_all: worker.shared.block_unpriced,
+        reserved: media.as_ref().map_or(0.0, spend::MediaBill::reserved),
     };
     let principal = caller.principal;
     let reservation = record::admit(
@@ -655,7 +680,12 @@ async fn attempt_once(
     } else {
         providers::format_of(dep.provider)
     };
-    let mut tap = UsageTap::new(stream, wire);
+    // Generated audio carries no usage: it is relayed, never kept.
+    let mut tap = match endpoint {
+        Endpoint::AudioSpeech => UsageTap::off(),
+        Endpoint::AudioTranscriptions => UsageTap::new(false, Format::OpenAi),
+        _ => UsageTap::new(stream, wire),
+    };
     let client = endpoint.format();
     let sent_endpoint = sent.endpoint;
     let result = match providers::http_provider(dep.provider) {
@@ -710,6 +740,7 @@ async fn attempt_once(
     };
     // 9. settle and record
     let req = &held.req;
+    let audio_seconds = tap.audio_seconds();
     let usage = tap.finish(&held.prompt);
     let billable = result.is_ok() || out.started();
     if result.is_ok() {
@@ -724,10 +755,10 @@ async fn attempt_once(
             .tokens_used
             .saturating_add(usage.prompt_tokens.saturating_add(usage.completion_tokens));
     }
-    let cost = if billable {
-        spend::cost(usage, price) + spend::time_cost(attempt.elapsed(), price)
-    } else {
-        0.0
+    let cost = match &media {
+        _ if !billable => 0.0,
+        Some(media) => media.cost(usage, audio_seconds),
+        None => spend::cost(usage, price) + spend::time_cost(attempt.elapsed(), price),
     };
     record::settle(&worker.shared.alerts, reservation, cost, principal);
     let row = attempt.finish(record::AttemptInfo {

@@ -82,7 +82,12 @@ pub(super) async fn admit<'l>(
         }
     }
     let max_output = match req.endpoint {
-        Endpoint::Embeddings | Endpoint::Rerank | Endpoint::Moderations => 0,
+        Endpoint::Embeddings
+        | Endpoint::Rerank
+        | Endpoint::Moderations
+        | Endpoint::ImageGenerations
+        | Endpoint::AudioSpeech
+        | Endpoint::AudioTranscriptions => 0,
         _ => req.max_tokens.unwrap_or_else(|| {
             let cap = spend::max_output_tokens(dep, upstream_model);
             match estimated_output(key, group, priced.estimated_output) {
@@ -97,7 +102,7 @@ pub(super) async fn admit<'l>(
     // at least one byte per token, so the body's length bounds the prompt.
     // Never fewer tokens than bytes: an upper bound without parsing.
     let prompt_bound = req.body.len() as u64;
-    let worst = spend::worst_case_cost(prompt_bound, max_output, price);
+    let worst = spend::worst_case_cost(prompt_bound, max_output, price) + priced.reserved;
     // A request answered a moment ago may not have settled yet (settlement
     // follows the last byte): give in-flight reservations a short while to
     // turn into real cost before refusing, so a sequential client is not
@@ -193,6 +198,9 @@ pub(super) struct Priced {
     pub estimated_output: Option<u64>,
     /// `litellm_settings.block_requests_for_models_without_pricing`.
     pub block_all: bool,
+    /// USD the call costs beyond its tokens, reserved whole (an image
+    /// generation's images).
+    pub reserved: f64,
 }
 
 /// The output a request without `max_tokens` reserves, as LiteLLM resolves
@@ -444,6 +452,9 @@ fn call_type(endpoint: Endpoint) -> &'static str {
         Endpoint::Responses => "aresponses",
         Endpoint::Rerank => "arerank",
         Endpoint::Moderations => "amoderation",
+        Endpoint::ImageGenerations => "aimage_generation",
+        Endpoint::AudioSpeech => "aspeech",
+        Endpoint::AudioTranscriptions => "atranscription",
     }
 }
 

@@ -37,6 +37,9 @@ pub(super) enum UsageTap {
         translator: Box<dyn StreamTranslator>,
         usage: StreamUsage,
     },
+    /// An answer that reports no usage (generated audio): nothing is kept,
+    /// the prompt is estimated.
+    Off,
 }
 
 impl UsageTap {
@@ -69,9 +72,41 @@ impl UsageTap {
         }
     }
 
+    /// A tap that keeps nothing, for answers without usage.
+    pub(super) fn off() -> Self {
+        UsageTap::Off
+    }
+
+    /// The seconds of audio a transcription's JSON answer reports: its
+    /// `duration` (`verbose_json`), else `usage.seconds` (OpenAI's duration
+    /// usage); 0 when it reports neither (a `text`, `srt` or `vtt` answer).
+    pub(super) fn audio_seconds(&self) -> f64 {
+        let UsageTap::Body { bytes, .. } = self else {
+            return 0.0;
+        };
+        #[derive(serde::Deserialize)]
+        struct Seconds {
+            seconds: Option<f64>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Answer {
+            duration: Option<f64>,
+            usage: Option<Seconds>,
+        }
+        let Ok(answer) = serde_json::from_slice::<Answer>(bytes) else {
+            return 0.0;
+        };
+        answer
+            .duration
+            .or(answer.usage.and_then(|u| u.seconds))
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .unwrap_or(0.0)
+    }
+
     /// Sees relayed bytes.
     pub(super) fn feed(&mut self, bytes: &[u8]) {
         match self {
+            UsageTap::Off => {}
             UsageTap::Body {
                 bytes: kept,
                 overflowed,
@@ -107,6 +142,7 @@ impl UsageTap {
             ..Usage::default()
         };
         match self {
+            UsageTap::Off => estimate(),
             UsageTap::Body {
                 bytes,
                 overflowed,

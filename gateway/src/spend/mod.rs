@@ -14,9 +14,12 @@
 //! [`writer`] is spend's background half: it writes the rows to the store
 //! from the control plane (a layer above the pure cost functions).
 
+mod bill;
 mod chunk_skim;
 mod cost;
+mod images;
 mod logs;
+mod media;
 mod member;
 mod prices;
 mod prompt_skim;
@@ -25,7 +28,9 @@ mod usage;
 mod usage_skim;
 pub mod writer;
 
+pub use bill::{media_bill, transcription_bill, MediaBill, SpeechPrice};
 pub use cost::{cost, time_cost, worst_case_cost};
+pub use images::ImagePrice;
 pub use logs::SpendLogs;
 pub use prices::{
     is_priced, max_input_tokens, max_output_tokens, price_for, shipped, ModelPrice, Price,

@@ -220,6 +220,11 @@ pub fn shipped(model: &str) -> Option<&'static ModelPrice> {
     }
 }
 
+/// Whether the shipped table has a row named `name` exactly (lowercase).
+pub(super) fn listed(name: &str) -> bool {
+    table().get(name).is_some()
+}
+
 /// The price billed for a request served by `dep` as `upstream_model` (the
 /// concrete name, which differs from `dep.upstream_model` on wildcard
 /// entries). Each of the deployment's `input_cost_per_token`,

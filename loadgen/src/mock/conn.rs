@@ -211,6 +211,23 @@ impl<S: AsyncReadRent + AsyncWriteRent> Conn<S> {
             match (route, &body) {
                 (Route::NotFound, _) => errors::not_found(&req.method, req.path()),
                 (Route::Models, _) => Reply::json(200, api::MODELS_BODY.to_vec()),
+                (Route::Transcriptions, _) => {
+                    let ctx = Ctx {
+                        id: shared.next_id(),
+                        created: unix_now(),
+                        model: "mock",
+                        controls: &controls,
+                        req: &req,
+                    };
+                    let reply = api::transcriptions::handle(&ctx);
+                    match api::azure::deployment(req.path()) {
+                        Some(_) => match api::azure::check(&ctx, &Value::Null) {
+                            Ok(()) => reply,
+                            Err(refusal) => refusal,
+                        },
+                        None => reply,
+                    }
+                }
                 (_, Some(Ok(v))) if v.is_object() => {
                     let ctx = Ctx {
                         id: shared.next_id(),
@@ -294,7 +311,9 @@ impl<S: AsyncReadRent + AsyncWriteRent> Conn<S> {
                 out.extend_from_slice(&body);
                 self.write(out).await?;
             }
-            Body::Stream(events) | Body::EventStream(events) => {
+            Body::Stream(events)
+            | Body::EventStream(events)
+            | Body::Binary { pieces: events, .. } => {
                 let head = http::response_head(
                     reply.status,
                     content_type,

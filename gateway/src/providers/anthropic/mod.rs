@@ -119,7 +119,10 @@ impl Provider for Anthropic {
             | Endpoint::Embeddings
             | Endpoint::Responses
             | Endpoint::Rerank
-            | Endpoint::Moderations => {
+            | Endpoint::Moderations
+            | Endpoint::ImageGenerations
+            | Endpoint::AudioSpeech
+            | Endpoint::AudioTranscriptions => {
                 return Err(GatewayError::InvalidParam {
                     param: "model",
                     message: format!(

@@ -134,7 +134,7 @@ pub fn decorate(mut reply: Reply) -> Reply {
             }
             Body::Stream(out)
         }
-        other @ Body::EventStream(_) => other,
+        other @ (Body::EventStream(_) | Body::Binary { .. }) => other,
     };
     reply
 }

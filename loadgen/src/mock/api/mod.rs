@@ -11,10 +11,13 @@ pub mod embed;
 pub mod embeddings;
 pub mod errors;
 pub mod gemini;
+pub mod image_generations;
 pub mod images;
 pub mod moderations;
 pub mod responses;
+pub mod speech;
 pub mod text;
+pub mod transcriptions;
 pub mod vertex;
 
 use serde::Serialize;
@@ -54,6 +57,13 @@ pub enum Route {
     Cohere,
     /// `POST …/moderations` (OpenAI's moderation API).
     Moderations,
+    /// `POST …/images/generations` (OpenAI's image generation API).
+    ImageGenerations,
+    /// `POST …/audio/speech` (OpenAI's text to speech API).
+    Speech,
+    /// `POST …/audio/transcriptions` (OpenAI's speech to text API; a
+    /// multipart form, not JSON).
+    Transcriptions,
     /// `POST …/token` (Google's OAuth token endpoint).
     Token,
     /// `POST /v1/traces` (an OpenTelemetry collector's OTLP/HTTP sink: the
@@ -87,6 +97,8 @@ impl Route {
                 | Route::Responses
                 | Route::Cohere
                 | Route::Moderations
+                | Route::ImageGenerations
+                | Route::Speech
         )
     }
 }
@@ -112,6 +124,9 @@ pub fn route(method: &str, path: &str) -> Route {
         "POST" if path.ends_with("/responses") => Route::Responses,
         "POST" if cohere::endpoint(path).is_some() => Route::Cohere,
         "POST" if path.ends_with("/moderations") => Route::Moderations,
+        "POST" if path.ends_with("/images/generations") => Route::ImageGenerations,
+        "POST" if path.ends_with("/audio/speech") => Route::Speech,
+        "POST" if path.ends_with("/audio/transcriptions") => Route::Transcriptions,
         "POST" if path.ends_with("/token") => Route::Token,
         "POST" if path == "/v1/traces" => Route::Traces,
         "GET" if path.ends_with("/models") => Route::Models,
@@ -143,7 +158,10 @@ pub fn handle(route: Route, ctx: &Ctx<'_>, body: &serde_json::Value) -> Reply {
         Route::Responses => responses::handle(ctx, body),
         Route::Cohere => cohere::handle(ctx, body),
         Route::Moderations => moderations::handle(ctx, body),
+        Route::ImageGenerations => image_generations::handle(ctx, body),
+        Route::Speech => speech::handle(ctx, body),
         Route::Models
+        | Route::Transcriptions
         | Route::Token
         | Route::Traces
         | Route::Stats
@@ -202,6 +220,14 @@ pub enum Body {
     /// Sent as `application/vnd.amazon.eventstream` (binary messages) with
     /// chunked encoding, one message per write.
     EventStream(Vec<Event>),
+    /// Binary data of `content_type` (generated audio) with chunked
+    /// encoding, one piece per write.
+    Binary {
+        /// The content type.
+        content_type: &'static str,
+        /// The pieces, in order.
+        pieces: Vec<Event>,
+    },
 }
 
 /// Tokens to record in the stats once the reply has been fully sent.
@@ -267,6 +293,7 @@ impl Reply {
             Body::Full(_) => "application/json",
             Body::Stream(_) => "text/event-stream",
             Body::EventStream(_) => "application/vnd.amazon.eventstream",
+            Body::Binary { content_type, .. } => content_type,
         }
     }
 }
@@ -395,6 +422,10 @@ mod tests {
         );
         assert_eq!(route("POST", "/v2/chat"), Route::Cohere);
         assert_eq!(route("POST", "/v1/moderations"), Route::Moderations);
+        assert_eq!(
+            route("POST", "/openai/deployments/d/images/generations"),
+            Route::ImageGenerations
+        );
         assert_eq!(route("POST", "/cohere/v2/rerank"), Route::Cohere);
         assert_eq!(route("GET", "/_stats"), Route::Stats);
         assert_eq!(route("POST", "/_stats/reset"), Route::StatsReset);

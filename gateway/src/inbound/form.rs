@@ -1,0 +1,198 @@
+//! A `multipart/form-data` body (RFC 7578), as OpenAI's audio
+//! transcription and translation endpoints take it: the fields the gateway
+//! routes by (`model`, `stream`, `user`), located in the body without
+//! copying it, and the `file` part checked to be there. Bounded: at most
+//! [`MAX_PARTS`] parts, [`MAX_PART_HEAD`] bytes of headers each, and
+//! [`MAX_FIELD`] bytes for a field that is not a file.
+
+use crate::error::GatewayError;
+use memchr::memmem;
+use std::ops::Range;
+
+/// Most parts one form may have.
+pub const MAX_PARTS: usize = 64;
+/// Most bytes of one part's headers.
+pub const MAX_PART_HEAD: usize = 8 << 10;
+/// Most bytes of a field that is not a file.
+pub const MAX_FIELD: usize = 64 << 10;
+/// Longest boundary (RFC 2046: 70).
+const MAX_BOUNDARY: usize = 70;
+
+/// The fields of a form the gateway reads, as byte ranges of its body.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Form {
+    /// The `model` field's value.
+    pub model: Option<Range<usize>>,
+    /// The `stream` field's value.
+    pub stream: Option<Range<usize>>,
+    /// The `user` field's value.
+    pub user: Option<Range<usize>>,
+    /// Bytes of the `file` part's content, when there is one with a file
+    /// name.
+    pub file_bytes: Option<usize>,
+}
+
+fn bad(message: impl Into<String>) -> GatewayError {
+    GatewayError::InvalidParam {
+        param: "file",
+        message: message.into(),
+    }
+}
+
+/// The boundary of a `multipart/form-data` content type.
+pub fn boundary(content_type: &str) -> Result<&str, GatewayError> {
+    let mut params = content_type.split(';');
+    let kind = params.next().unwrap_or("").trim();
+    if !kind.eq_ignore_ascii_case("multipart/form-data") {
+        return Err(bad("the body must be multipart/form-data"));
+    }
+    let boundary = params
+        .filter_map(|p| p.split_once('='))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case("boundary"))
+        .map(|(_, v)| v.trim().trim_matches('"'))
+        .ok_or_else(|| bad("the multipart content type has no boundary"))?;
+    if boundary.is_empty() || boundary.len() > MAX_BOUNDARY {
+        return Err(bad("the multipart boundary must be 1 to 70 characters"));
+    }
+    Ok(boundary)
+}
+
+/// The `name` and `filename` of a part's `Content-Disposition: form-data`.
+fn disposition(head: &str) -> Option<(&str, Option<&str>)> {
+    let line = head.split("\r\n").find(|l| {
+        l.split_once(':')
+            .is_some_and(|(n, _)| n.trim().eq_ignore_ascii_case("content-disposition"))
+    })?;
+    let value = line.split_once(':')?.1;
+    let mut params = value.split(';');
+    if !params.next()?.trim().eq_ignore_ascii_case("form-data") {
+        return None;
+    }
+    let mut name = None;
+    let mut filename = None;
+    for p in params {
+        let Some((k, v)) = p.split_once('=') else {
+            continue;
+        };
+        let v = v.trim().trim_matches('"');
+        match k.trim().to_ascii_lowercase().as_str() {
+            "name" => name = Some(v),
+            "filename" => filename = Some(v),
+            _ => {}
+        }
+    }
+    Some((name?, filename))
+}
+
+/// Reads the form in `body` delimited by `boundary`.
+pub fn read(body: &[u8], boundary: &str) -> Result<Form, GatewayError> {
+    let delimiter = [b"--", boundary.as_bytes()].concat();
+    let next_delimiter = [b"\r\n--", boundary.as_bytes()].concat();
+    let finder = memmem::Finder::new(&next_delimiter);
+    // A preamble before the first delimiter is allowed (and ignored).
+    let first = memmem::find(body, &delimiter).ok_or_else(|| bad("no multipart part found"))?;
+    let mut at = first + delimiter.len();
+    let mut form = Form::default();
+    let mut parts = 0;
+    loop {
+        let rest = &body[at..];
+        if rest.starts_with(b"--") {
+            break;
+        }
+        if !rest.starts_with(b"\r\n") {
+            return Err(bad(
+                "malformed multipart body: a delimiter line must end in CRLF",
+            ));
+        }
+        parts += 1;
+        if parts > MAX_PARTS {
+            return Err(bad(format!(
+                "at most {MAX_PARTS} multipart parts are accepted"
+            )));
+        }
+        let head_start = at + 2;
+        let window = &body[head_start..body.len().min(head_start + MAX_PART_HEAD + 4)];
+        let head_len = memmem::find(window, b"\r\n\r\n")
+            .ok_or_else(|| bad("malformed multipart body: a part's headers do not end"))?;
+        let head = std::str::from_utf8(&body[head_start..head_start + head_len])
+            .map_err(|_| bad("a multipart part's headers must be UTF-8"))?;
+        let content_start = head_start + head_len + 4;
+        let content_len = finder
+            .find(&body[content_start..])
+            .ok_or_else(|| bad("malformed multipart body: a part does not end"))?;
+        let content = content_start..content_start + content_len;
+        let (name, filename) = disposition(head)
+            .ok_or_else(|| bad("a multipart part needs Content-Disposition: form-data; name=…"))?;
+        match (name, filename) {
+            ("file", Some(_)) => form.file_bytes = Some(content_len),
+            (_, Some(_)) => {}
+            (field, None) => {
+                if content_len > MAX_FIELD {
+                    return Err(GatewayError::InvalidParam {
+                        param: "file",
+                        message: format!("the field {field:?} is longer than {MAX_FIELD} bytes"),
+                    });
+                }
+                let slot = match field {
+                    "model" => &mut form.model,
+                    "stream" => &mut form.stream,
+                    "user" => &mut form.user,
+                    _ => &mut None,
+                };
+                if slot.is_some() {
+                    return Err(bad(format!("the field {field:?} is sent twice")));
+                }
+                *slot = Some(content);
+            }
+        }
+        at = content_start + content_len + next_delimiter.len();
+    }
+    Ok(form)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BODY: &[u8] = b"--XyZ\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nwhisper\r\n--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.wav\"\r\nContent-Type: audio/wav\r\n\r\nRIFF\r\n--\x00data\r\n--XyZ\r\ncontent-disposition: form-data; name=stream\r\n\r\ntrue\r\n--XyZ--\r\n";
+
+    #[test]
+    fn reads_the_fields_and_the_file() {
+        assert_eq!(
+            boundary("multipart/form-data; boundary=\"XyZ\"").unwrap(),
+            "XyZ"
+        );
+        assert!(boundary("application/json").is_err());
+        assert!(boundary("multipart/form-data").is_err());
+        let form = read(BODY, "XyZ").unwrap();
+        assert_eq!(&BODY[form.model.clone().unwrap()], b"whisper");
+        assert_eq!(&BODY[form.stream.clone().unwrap()], b"true");
+        assert_eq!(form.file_bytes, Some(13));
+        assert_eq!(form.user, None);
+    }
+
+    #[test]
+    fn malformed_and_oversized_forms_are_refused() {
+        for body in [
+            &b"no delimiter"[..],
+            b"--XyZ\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nunterminated",
+            b"--XyZ\r\nno blank line after headers",
+            b"--XyZ\r\nContent-Type: text/plain\r\n\r\nx\r\n--XyZ--",
+            b"--XyZjunk",
+        ] {
+            assert!(
+                read(body, "XyZ").is_err(),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+        let twice = b"--b\r\nContent-Disposition: form-data; name=model\r\n\r\na\r\n--b\r\nContent-Disposition: form-data; name=model\r\n\r\nb\r\n--b--";
+        assert!(read(twice, "b").is_err());
+        let mut many = Vec::new();
+        for _ in 0..=MAX_PARTS {
+            many.extend_from_slice(b"--b\r\nContent-Disposition: form-data; name=x\r\n\r\n1\r\n");
+        }
+        many.extend_from_slice(b"--b--");
+        assert!(read(&many, "b").is_err());
+    }
+}
