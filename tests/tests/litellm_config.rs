@@ -285,7 +285,7 @@ fn settings_litellm_acts_on_and_the_gateway_does_not_are_named_at_start_up() {
             "guardrails",
             json!([{"pii": {"callbacks": ["presidio"]}}]),
         ),
-        ("litellm_settings", "max_budget", json!(100)),
+        ("litellm_settings", "max_end_user_budget", json!(100)),
         (
             "general_settings",
             "custom_auth",
