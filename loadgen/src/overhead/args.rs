@@ -50,9 +50,10 @@ Options:
                             tracing (master-key with LiteLLM's otel callback:
                             one trace per request, exported as OTLP/HTTP to a
                             sink in this process); full-pipeline (the key of
-                            redis-limits, spend rows in Postgres, the group of
-                            router-group: needs --database-url); full-pipeline-lease
-                            (the same with lease-mode limits) [default: master-key]
+                            redis-limits with a budget it never reaches, spend
+                            rows in Postgres, the group of router-group: needs
+                            --database-url); full-pipeline-lease (the same with
+                            lease-mode limits) [default: master-key]
   --database-url URL        an empty Postgres database (spend-logging, full-pipeline,
                             full-pipeline-lease)
   --keys N                  spread the load over N virtual keys (10, 1k, 100k, …),

@@ -114,8 +114,18 @@ fn variant_key(variant: Variant, harness: &Harness) -> Result<String, String> {
         | Variant::LeaseLimits
         | Variant::FullPipeline
         | Variant::FullPipelineLease => harness.gateway.generate_key_with(
-            &format!("{{\"models\":[\"{}\"],\"rpm_limit\":1000000000,\"tpm_limit\":1000000000000,\"max_parallel_requests\":1000000}}", gateway_proc::MODEL),
+            &format!("{{\"models\":[\"{}\"],\"rpm_limit\":1000000000,\"tpm_limit\":1000000000000,\"max_parallel_requests\":1000000{}}}", gateway_proc::MODEL, budget_of(variant)),
         ),
+    }
+}
+
+/// The budget field of `variant`'s key: the full pipeline's key has a
+/// budget it never reaches (reserved and settled per request), as
+/// production keys have.
+fn budget_of(variant: Variant) -> &'static str {
+    match variant {
+        Variant::FullPipeline | Variant::FullPipelineLease => ",\"max_budget\":1000000",
+        _ => "",
     }
 }
 
