@@ -238,19 +238,21 @@ impl KeyCache {
         (max, soft): (Option<f64>, Option<f64>),
         spend: f64,
     ) -> Arc<Budget> {
+        // One counter per budget in the process, even when two cores
+        // install the same row at once: a second counter would hold its own
+        // share of the budget in Redis under the same name (its slice).
         let budgets = self.budgets.pin();
-        let b = match budgets.get(&id) {
-            Some(b) => {
-                b.set_limits(max, soft);
-                b.set_durable(spend);
-                b.clone()
-            }
-            None => {
-                let b = Budget::at(Some(place), max, soft, spend);
-                budgets.insert(id, b.clone());
-                b
-            }
-        };
+        let mut created = false;
+        let b = budgets
+            .get_or_insert_with(id, || {
+                created = true;
+                Budget::at(Some(place), max, soft, spend)
+            })
+            .clone();
+        if !created {
+            b.set_limits(max, soft);
+            b.set_durable(spend);
+        }
         b.set_period(period);
         b
     }
@@ -571,6 +573,45 @@ mod tests {
             .build()
             .unwrap()
             .block_on(f)
+    }
+
+    #[test]
+    fn cores_installing_one_row_at_once_share_one_budget_counter() {
+        // Two counters for one budget would each admit up to the budget
+        // (and, with slices, share one hold name in Redis).
+        const THREADS: usize = 8;
+        const ROWS: usize = 300;
+        let cache = KeyCache::default();
+        let start = std::sync::Barrier::new(THREADS);
+        let seen: Vec<Vec<Arc<Budget>>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..THREADS)
+                .map(|_| {
+                    s.spawn(|| {
+                        start.wait();
+                        (0..ROWS)
+                            .map(|i| {
+                                cache.budget(
+                                    format!("key:k{i}"),
+                                    Place::principal("key", &format!("k{i}")),
+                                    None,
+                                    (Some(1.0), None),
+                                    0.0,
+                                )
+                            })
+                            .collect()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for row in 0..ROWS {
+            for other in &seen[1..] {
+                assert!(
+                    Arc::ptr_eq(&seen[0][row], &other[row]),
+                    "row {row} got two budget counters"
+                );
+            }
+        }
     }
 
     #[test]
