@@ -390,7 +390,12 @@ impl Gateway {
 
     /// `POST path` with a JSON body and the master key.
     pub fn post(&self, path: &str, body: &Value) -> Response {
-        let auth = format!("Bearer {MASTER_KEY}");
+        self.post_as(MASTER_KEY, path, body)
+    }
+
+    /// `POST path` with a JSON body and `key` as the bearer.
+    pub fn post_as(&self, key: &str, path: &str, body: &Value) -> Response {
+        let auth = format!("Bearer {key}");
         self.call(
             "POST",
             path,
@@ -400,6 +405,17 @@ impl Gateway {
             ],
             body.to_string().as_bytes(),
         )
+    }
+
+    /// The spend-log row of `request_id` (a call id or an answer's id),
+    /// once the writer has it (up to 5 s).
+    pub fn spend_row(&self, request_id: &str) -> Value {
+        crate::eventually("the spend row", Duration::from_secs(5), || {
+            let rows = self
+                .get(&format!("/spend/logs?request_id={request_id}"))
+                .json();
+            rows.as_array().and_then(|r| r.first().cloned())
+        })
     }
 }
 

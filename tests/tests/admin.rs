@@ -36,23 +36,9 @@ fn start() -> (e2e::TestDb, Gateway) {
     (db, gw)
 }
 
-/// `POST path` with `key` as the bearer.
-fn post_as(gw: &Gateway, key: &str, path: &str, body: &Value) -> Response {
-    let auth = format!("Bearer {key}");
-    gw.call(
-        "POST",
-        path,
-        &[
-            ("Authorization", &auth),
-            ("Content-Type", "application/json"),
-        ],
-        body.to_string().as_bytes(),
-    )
-}
-
 /// A chat completion on `model` with `key`.
 fn chat(gw: &Gateway, key: &str, model: &str) -> Response {
-    post_as(gw, key, "/v1/chat/completions", &chat_body(model))
+    gw.post_as(key, "/v1/chat/completions", &chat_body(model))
 }
 
 /// `POST path` as the master key, expecting 200.
@@ -151,7 +137,8 @@ fn a_keys_allowed_routes_bind_as_in_litellm() {
         &gw,
         json!({"allowed_routes": ["/chat/completions", "/v1/models"]}),
     ));
-    post_as(&gw, &key, "/chat/completions", &chat_body("chat-fast")).expect_status(200);
+    gw.post_as(&key, "/chat/completions", &chat_body("chat-fast"))
+        .expect_status(200);
     let err = assert_error(&chat(&gw, &key, "chat-fast"), 403);
     assert_eq!(err["type"], "auth_error", "{err:?}");
     assert_eq!(
@@ -211,7 +198,8 @@ fn a_keys_allowed_routes_bind_as_in_litellm() {
         &[("DATABASE_URL", db.url())],
     );
     assert_error(&chat(&gw, &key, "chat-fast"), 403);
-    post_as(&gw, &key, "/chat/completions", &chat_body("chat-fast")).expect_status(200);
+    gw.post_as(&key, "/chat/completions", &chat_body("chat-fast"))
+        .expect_status(200);
 }
 
 #[test]
@@ -371,15 +359,17 @@ fn team_models_restrict_its_keys_until_updated() {
 fn only_admins_manage() {
     let (_db, gw) = start();
     let plain = key_of(&generate(&gw, json!({})));
-    let err = assert_error(&post_as(&gw, &plain, "/key/generate", &json!({})), 403);
+    let err = assert_error(&gw.post_as(&plain, "/key/generate", &json!({})), 403);
     assert_eq!(err["type"], "auth_error", "{err:?}");
     assert_error(
-        &post_as(&gw, "sk-not-a-key", "/key/generate", &json!({})),
+        &gw.post_as("sk-not-a-key", "/key/generate", &json!({})),
         401,
     );
 
     let admin_key = key_of(&generate(&gw, json!({"metadata": {"role": "admin"}})));
-    let made = post_as(&gw, &admin_key, "/key/generate", &json!({})).expect_status(200);
+    let made = gw
+        .post_as(&admin_key, "/key/generate", &json!({}))
+        .expect_status(200);
     chat(&gw, &key_of(&made.json()), "chat-fast").expect_status(200);
 }
 

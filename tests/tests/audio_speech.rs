@@ -8,7 +8,6 @@
 
 use e2e::{to_yaml, Gateway, MockServer, MASTER_KEY};
 use serde_json::{json, Value};
-use std::time::Duration;
 
 fn start(mock: &MockServer) -> Gateway {
     let config = json!({
@@ -20,26 +19,6 @@ fn start(mock: &MockServer) -> Gateway {
         "general_settings": {"master_key": MASTER_KEY},
     });
     Gateway::start(&to_yaml(&config), &[])
-}
-
-fn spend_row(gw: &Gateway, call_id: &str) -> Value {
-    e2e::eventually("the spend row", Duration::from_secs(5), || {
-        let rows = gw.get(&format!("/spend/logs?request_id={call_id}")).json();
-        rows.as_array().and_then(|r| r.first().cloned())
-    })
-}
-
-fn speak_as(gw: &Gateway, key: &str, body: &Value) -> e2e::Response {
-    let auth = format!("Bearer {key}");
-    gw.call(
-        "POST",
-        "/v1/audio/speech",
-        &[
-            ("Authorization", &auth),
-            ("Content-Type", "application/json"),
-        ],
-        body.to_string().as_bytes(),
-    )
 }
 
 #[test]
@@ -63,7 +42,7 @@ fn speech_is_relayed_as_audio_and_billed_per_character() {
     assert_eq!(resp.body.len(), 3000 * 64);
     assert!(resp.body.starts_with(b"ID3"));
     let call_id = resp.header("x-litellm-call-id").unwrap().to_string();
-    let row = spend_row(&gw, &call_id);
+    let row = gw.spend_row(&call_id);
     assert_eq!(row["call_type"], "aspeech");
     assert_eq!(row["model"], "tts-1");
     // tts-1: 1.5e-5 a character; LiteLLM counts the 2400 that are not spaces.
@@ -77,7 +56,7 @@ fn speech_is_relayed_as_audio_and_billed_per_character() {
     assert_eq!(resp.status, 200, "{}", resp.text());
     assert_eq!(resp.header("content-type"), Some("audio/flac"));
     assert!(resp.body.starts_with(b"fLaC"));
-    let row = spend_row(&gw, resp.header("x-litellm-call-id").unwrap());
+    let row = gw.spend_row(resp.header("x-litellm-call-id").unwrap());
     let spent = row["spend"].as_f64().unwrap();
     assert!((spent - 8.0 * 1.5e-5).abs() < 1e-12, "azure/tts-1: {spent}");
 
@@ -145,17 +124,20 @@ fn budgets_and_rate_limits_apply_to_speech() {
     // 20 characters cost 0.0003: reserved whole, over a 0.0002 budget.
     let budgeted = key(json!({"max_budget": 0.0002}));
     let long = json!({"model": "tts", "input": "abcdefghijklmnopqrst", "voice": "alloy"});
-    let err = e2e::assert_error(&speak_as(&gw, &budgeted, &long), 422);
+    let err = e2e::assert_error(&gw.post_as(&budgeted, "/v1/audio/speech", &long), 422);
     assert!(
         e2e::error_message(&err).contains("Budget has been exceeded"),
         "{err:?}"
     );
     let short = json!({"model": "tts", "input": "abcde", "voice": "alloy"});
-    assert_eq!(speak_as(&gw, &budgeted, &short).status, 200);
+    assert_eq!(
+        gw.post_as(&budgeted, "/v1/audio/speech", &short).status,
+        200
+    );
 
     let limited = key(json!({"rpm_limit": 1}));
-    assert_eq!(speak_as(&gw, &limited, &short).status, 200);
-    e2e::assert_error(&speak_as(&gw, &limited, &short), 429);
+    assert_eq!(gw.post_as(&limited, "/v1/audio/speech", &short).status, 200);
+    e2e::assert_error(&gw.post_as(&limited, "/v1/audio/speech", &short), 429);
 }
 
 #[test]

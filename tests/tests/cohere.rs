@@ -8,7 +8,6 @@
 
 use e2e::{to_yaml, Gateway, MockServer, MASTER_KEY};
 use serde_json::{json, Value};
-use std::time::Duration;
 
 /// The mock's API key (`loadgen/src/mock/api/cohere.rs`).
 const KEY: &str = "mock-cohere-api-key";
@@ -52,14 +51,6 @@ fn events(text: &str) -> Vec<Value> {
         .collect()
 }
 
-/// The spend row of the request `call_id`.
-fn spend_row(gw: &Gateway, call_id: &str) -> Value {
-    e2e::eventually("the spend row", Duration::from_secs(5), || {
-        let rows = gw.get(&format!("/spend/logs?request_id={call_id}")).json();
-        rows.as_array().and_then(|r| r.first().cloned())
-    })
-}
-
 #[test]
 fn cohere_serves_chat_whole_streamed_with_tools_and_as_messages() {
     let mock = MockServer::start(&["--completion-tokens", "4"]);
@@ -91,7 +82,7 @@ fn cohere_serves_chat_whole_streamed_with_tools_and_as_messages() {
     // The billed units (the mock's template tokens are not billed).
     let prompt = usage["prompt_tokens"].as_u64().unwrap();
     assert!(prompt > 0 && prompt < 64, "{usage}");
-    let row = spend_row(&gw, &call_id);
+    let row = gw.spend_row(&call_id);
     let expected = prompt as f64 * 1.5e-7 + 4.0 * 6e-7;
     assert!(
         (row["spend"].as_f64().unwrap() - expected).abs() < 1e-12,
@@ -219,7 +210,7 @@ fn cohere_embeddings_take_input_types_and_encodings() {
     assert_eq!(data[0]["embedding"].as_array().unwrap().len(), 8);
     let tokens = body["usage"]["prompt_tokens"].as_u64().unwrap();
     assert!(tokens > 0);
-    let row = spend_row(&gw, &call_id);
+    let row = gw.spend_row(&call_id);
     assert!(
         (row["spend"].as_f64().unwrap() - tokens as f64 * 1e-7).abs() < 1e-12,
         "{row}"
@@ -319,7 +310,7 @@ fn rerank_is_served_on_cohere_with_spend_per_search_unit_and_key_limits() {
             > results[1]["relevance_score"].as_f64().unwrap()
     );
     assert_eq!(answer["meta"]["billed_units"]["search_units"], 2);
-    let row = spend_row(&gw, &call_id);
+    let row = gw.spend_row(&call_id);
     assert!(
         (row["spend"].as_f64().unwrap() - 2.0 * 0.002).abs() < 1e-12,
         "two search units at rerank-v3.5's 0.002: {row}"

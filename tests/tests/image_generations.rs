@@ -22,26 +22,6 @@ fn start(mock: &MockServer) -> Gateway {
     Gateway::start(&to_yaml(&config), &[])
 }
 
-fn spend_row(gw: &Gateway, call_id: &str) -> Value {
-    e2e::eventually("the spend row", Duration::from_secs(5), || {
-        let rows = gw.get(&format!("/spend/logs?request_id={call_id}")).json();
-        rows.as_array().and_then(|r| r.first().cloned())
-    })
-}
-
-fn generate_as(gw: &Gateway, key: &str, body: &Value) -> e2e::Response {
-    let auth = format!("Bearer {key}");
-    gw.call(
-        "POST",
-        "/v1/images/generations",
-        &[
-            ("Authorization", &auth),
-            ("Content-Type", "application/json"),
-        ],
-        body.to_string().as_bytes(),
-    )
-}
-
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * b.abs().max(1.0)
 }
@@ -62,7 +42,7 @@ fn images_are_generated_on_openai_and_azure_and_priced_as_litellm_does() {
     assert!(body["data"][0]["b64_json"].is_string());
     let usage = &body["usage"];
     assert_eq!(usage["output_tokens"], 2 * 272);
-    let row = spend_row(&gw, &call_id);
+    let row = gw.spend_row(&call_id);
     assert_eq!(row["call_type"], "aimage_generation");
     assert_eq!(row["model"], "gpt-image-1");
     let input = usage["input_tokens"].as_f64().unwrap();
@@ -83,7 +63,7 @@ fn images_are_generated_on_openai_and_azure_and_priced_as_litellm_does() {
     let body = resp.json();
     assert!(body["data"][0]["url"].is_string(), "{body}");
     assert!(body["data"][0]["revised_prompt"].is_string(), "{body}");
-    let row = spend_row(&gw, &call_id);
+    let row = gw.spend_row(&call_id);
     assert_eq!(row["call_type"], "aimage_generation");
     // azure/hd/1792-x-1024/dall-e-3: 7.19343e-08 a pixel.
     let want = 7.19343e-08 * 1792.0 * 1024.0;
@@ -160,9 +140,9 @@ fn budgets_and_rate_limits_apply_to_image_generations() {
     let budgeted = key(json!({"max_budget": 0.2}));
     let body =
         json!({"model": "dalle", "prompt": "a lighthouse", "size": "1792x1024", "quality": "hd"});
-    let first = generate_as(&gw, &budgeted, &body);
+    let first = gw.post_as(&budgeted, "/v1/images/generations", &body);
     assert_eq!(first.status, 200, "{}", first.text());
-    let err = e2e::assert_error(&generate_as(&gw, &budgeted, &body), 422);
+    let err = e2e::assert_error(&gw.post_as(&budgeted, "/v1/images/generations", &body), 422);
     assert!(
         e2e::error_message(&err).contains("Budget has been exceeded"),
         "{err:?}"
@@ -176,6 +156,10 @@ fn budgets_and_rate_limits_apply_to_image_generations() {
 
     let limited = key(json!({"rpm_limit": 1}));
     let cheap = json!({"model": "gpt-image", "prompt": "x", "quality": "low"});
-    assert_eq!(generate_as(&gw, &limited, &cheap).status, 200);
-    e2e::assert_error(&generate_as(&gw, &limited, &cheap), 429);
+    assert_eq!(
+        gw.post_as(&limited, "/v1/images/generations", &cheap)
+            .status,
+        200
+    );
+    e2e::assert_error(&gw.post_as(&limited, "/v1/images/generations", &cheap), 429);
 }
