@@ -21,26 +21,35 @@ impl PrivateRedis {
     /// Starts the server and waits until it answers PING; panics if
     /// `redis-server` is missing (scripts/test.sh installs it).
     pub fn start() -> PrivateRedis {
-        let r = PrivateRedis {
-            port: free_port_for_server(),
-            tls: None,
-            child: Mutex::new(None),
-        };
-        r.restart();
-        r
+        Self::start_on_free_ports(|| None)
     }
 
     /// [`start`](PrivateRedis::start) with a TLS port besides the plain
     /// one (which the test's own checks use), serving the PEM certificate
     /// chain and key at the given paths; clients need no certificate.
     pub fn start_tls(cert: &str, key: &str) -> PrivateRedis {
-        let r = PrivateRedis {
-            port: free_port_for_server(),
-            tls: Some((free_port_for_server(), cert.to_string(), key.to_string())),
-            child: Mutex::new(None),
-        };
-        r.restart();
-        r
+        Self::start_on_free_ports(|| {
+            Some((free_port_for_server(), cert.to_string(), key.to_string()))
+        })
+    }
+
+    /// Starts on ports found free; another process may take a port between
+    /// the check and the server's bind, so a server that exits at once is
+    /// started again on other ports (a few times).
+    fn start_on_free_ports(tls: impl Fn() -> Option<(u16, String, String)>) -> PrivateRedis {
+        let mut last_error = String::new();
+        for _ in 0..5 {
+            let r = PrivateRedis {
+                port: free_port_for_server(),
+                tls: tls(),
+                child: Mutex::new(None),
+            };
+            match r.try_restart() {
+                Ok(()) => return r,
+                Err(e) => last_error = e,
+            }
+        }
+        panic!("private redis-server did not start: {last_error}");
     }
 
     /// `rediss://localhost:<tls port>` (started with [`start_tls`]).
@@ -90,6 +99,14 @@ impl PrivateRedis {
 
     /// Starts the server (again) on the same port, empty.
     pub fn restart(&self) {
+        if let Err(e) = self.try_restart() {
+            panic!("private redis-server did not start: {e}");
+        }
+    }
+
+    /// Starts the server and waits until it answers PING; the server's own
+    /// output when it exits first, or a timeout.
+    fn try_restart(&self) -> Result<(), String> {
         self.stop();
         let mut cmd = Command::new("redis-server");
         cmd.args([
@@ -107,20 +124,44 @@ impl PrivateRedis {
                 .args(["--tls-cert-file", cert, "--tls-key-file", key])
                 .args(["--tls-auth-clients", "no"]);
         }
+        let log = std::fs::File::create(self.log_path()).map_err(|e| format!("log file: {e}"))?;
         let child = cmd
-            .stdout(Stdio::null())
+            .stdout(log)
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-server must be installed (scripts/test.sh installs it)");
         *self.child.lock().unwrap() = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         while self.try_command(&["PING"]).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "private redis-server did not start"
-            );
+            if let Some(output) = self.output_if_exited() {
+                return Err(output);
+            }
+            if Instant::now() >= deadline {
+                return Err("no answer to PING within 10 s".to_string());
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
+        Ok(())
+    }
+
+    /// Where the server writes its log (a file, so that a chatty server
+    /// never blocks on a full pipe).
+    fn log_path(&self) -> std::path::PathBuf {
+        std::env::temp_dir().join(format!(
+            "e2e-redis-{}-{}.log",
+            std::process::id(),
+            self.port
+        ))
+    }
+
+    /// The server's log, when it has exited.
+    fn output_if_exited(&self) -> Option<String> {
+        let mut guard = self.child.lock().unwrap();
+        let child = guard.as_mut()?;
+        let status = child.try_wait().ok()??;
+        *guard = None;
+        let log = std::fs::read_to_string(self.log_path()).unwrap_or_default();
+        Some(format!("exited with {status}: {}", log.trim()))
     }
 
     /// Runs one command; panics on a connection error.
@@ -172,6 +213,7 @@ impl PrivateRedis {
 impl Drop for PrivateRedis {
     fn drop(&mut self) {
         self.stop();
+        let _ = std::fs::remove_file(self.log_path());
     }
 }
 

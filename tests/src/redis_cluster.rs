@@ -19,6 +19,18 @@ struct Node {
     child: Mutex<Option<Child>>,
 }
 
+impl Node {
+    /// A node not started yet, on ports found free and an empty directory.
+    fn on_free_ports() -> Node {
+        Node {
+            port: free_port_for_server(),
+            bus: free_port_for_server(),
+            dir: tempfile::tempdir().expect("temp dir"),
+            child: Mutex::new(None),
+        }
+    }
+}
+
 /// A three-master Redis Cluster of the test's own.
 pub struct PrivateCluster {
     nodes: Vec<Node>,
@@ -28,17 +40,17 @@ impl PrivateCluster {
     /// Starts three masters, joins them into a Cluster covering every slot
     /// and waits until every node reports `cluster_state:ok`.
     pub fn start() -> PrivateCluster {
-        let nodes: Vec<Node> = (0..3)
-            .map(|_| Node {
-                port: free_port_for_server(),
-                bus: free_port_for_server(),
-                dir: tempfile::tempdir().expect("temp dir"),
-                child: Mutex::new(None),
-            })
-            .collect();
-        let cluster = PrivateCluster { nodes };
+        let nodes: Vec<Node> = (0..3).map(|_| Node::on_free_ports()).collect();
+        let mut cluster = PrivateCluster { nodes };
         for i in 0..cluster.nodes.len() {
-            cluster.spawn(i);
+            // Another process may take a port between the check and the
+            // bind: a node that exits at once starts again on other ports.
+            let mut attempts = 0;
+            while let Err(e) = cluster.try_spawn(i) {
+                attempts += 1;
+                assert!(attempts < 5, "redis-server {i} did not start: {e}");
+                cluster.nodes[i] = Node::on_free_ports();
+            }
         }
         let addrs: Vec<String> = cluster
             .nodes
@@ -63,6 +75,14 @@ impl PrivateCluster {
     }
 
     fn spawn(&self, i: usize) {
+        if let Err(e) = self.try_spawn(i) {
+            panic!("redis-server {i} did not start: {e}");
+        }
+    }
+
+    /// Starts node `i` and waits until it answers PING; an error when it
+    /// exits first or does not answer within 10 s.
+    fn try_spawn(&self, i: usize) -> Result<(), String> {
         let n = &self.nodes[i];
         let child = Command::new("redis-server")
             .args(["--port", &n.port.to_string()])
@@ -84,9 +104,15 @@ impl PrivateCluster {
         *n.child.lock().unwrap() = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         while self.try_on(i, &["PING"]).is_err() {
-            assert!(Instant::now() < deadline, "redis-server {i} did not start");
+            if let Some(Ok(Some(status))) = n.child.lock().unwrap().as_mut().map(Child::try_wait) {
+                return Err(format!("exited with {status}"));
+            }
+            if Instant::now() >= deadline {
+                return Err("no answer to PING within 10 s".to_string());
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
+        Ok(())
     }
 
     /// Waits until every node answers and reports `cluster_state:ok`.
