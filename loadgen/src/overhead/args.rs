@@ -53,7 +53,7 @@ Options:
                             redis-limits with a budget it never reaches, spend
                             rows in Postgres, the group of router-group: needs
                             --database-url); full-pipeline-lease (the same with
-                            lease-mode limits) [default: master-key]
+                            lease-mode limits and budget slices) [default: master-key]
   --database-url URL        an empty Postgres database (spend-logging, full-pipeline,
                             full-pipeline-lease)
   --keys N                  spread the load over N virtual keys (10, 1k, 100k, …),

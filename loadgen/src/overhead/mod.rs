@@ -120,8 +120,8 @@ fn variant_key(variant: Variant, harness: &Harness) -> Result<String, String> {
 }
 
 /// The budget field of `variant`'s key: the full pipeline's key has a
-/// budget it never reaches (reserved and settled per request), as
-/// production keys have.
+/// budget it never reaches (reserved and settled per request, in Redis in
+/// `redis` mode, against slices in lease mode), as production keys have.
 fn budget_of(variant: Variant) -> &'static str {
     match variant {
         Variant::FullPipeline | Variant::FullPipelineLease => ",\"max_budget\":1000000",
