@@ -66,6 +66,9 @@ pub(super) struct Slice {
     last_call: AtomicU64,
     /// Milliseconds since the book's epoch of its last take.
     last_take: AtomicU64,
+    /// Successful takes so far: a call sees by it whether a request took
+    /// room while it read the slice.
+    takes: AtomicU64,
     /// Whether Redis may have a hold for it.
     held: AtomicBool,
     /// A call about this slice is out.
@@ -84,6 +87,7 @@ impl Slice {
             serves_until: AtomicU64::new(0),
             last_call: AtomicU64::new(0),
             last_take: AtomicU64::new(0),
+            takes: AtomicU64::new(0),
             held: AtomicBool::new(false),
             busy: AtomicBool::new(false),
         }
@@ -105,10 +109,13 @@ impl Slice {
             .is_ok();
         if !taken {
             self.in_flight.fetch_sub(nanos, SeqCst);
-        } else if self.last_take.load(SeqCst) != now {
+            return false;
+        }
+        self.takes.fetch_add(1, SeqCst);
+        if self.last_take.load(SeqCst) != now {
             self.last_take.store(now, SeqCst);
         }
-        taken
+        true
     }
 
     /// Whether the slice serves and has `nanos` free (a hint: a take may
@@ -167,7 +174,14 @@ struct Turn<'a>(&'a Slice);
 
 impl<'a> Turn<'a> {
     fn take(slice: &'a Slice) -> Option<Turn<'a>> {
-        (!slice.busy.swap(true, SeqCst)).then_some(Turn(slice))
+        // Not `then_some(Turn(slice))`: its argument is built either way,
+        // and a Turn dropped on the failing path would clear the busy flag
+        // of the call that holds it.
+        if slice.busy.swap(true, SeqCst) {
+            None
+        } else {
+            Some(Turn(slice))
+        }
     }
 }
 
@@ -264,6 +278,14 @@ async fn call(
         return Grant::Failed;
     };
     let slice = &b.slice;
+    // Idle (nothing in flight, the free room handed back, nothing settled
+    // since): the hold may then be set exactly. A request that settles
+    // between the reads below puts its leftover back into `free` and its
+    // cost into `unreported` before it leaves `in_flight`, so idle needs
+    // nothing in flight before the reads, nothing in flight after them and
+    // no take in between; otherwise the hold only shrinks by what was read.
+    let takes_before = slice.takes.load(SeqCst);
+    let none_in_flight = give_back && slice.in_flight.load(SeqCst) == 0;
     let back = if give_back {
         slice
             .free
@@ -274,10 +296,9 @@ async fn call(
     };
     let unreported = slice.unreported.swap(0, SeqCst);
     let owed = b.owed.swap(0, SeqCst);
-    // Nothing in flight and the free room handed back: no take can start
-    // either (`free` is not above zero until this call's grant), so the
-    // hold may be set exactly.
-    let idle = give_back && slice.in_flight.load(SeqCst) == 0;
+    let idle = none_in_flight
+        && slice.in_flight.load(SeqCst) == 0
+        && slice.takes.load(SeqCst) == takes_before;
     let max = b.max.load(SeqCst);
     let fraction = limiter.settings().lease.fraction;
     let divisor = (1.0 / fraction).round().clamp(1.0, MAX_DIVISOR) as i64;
@@ -446,6 +467,22 @@ pub fn sweep_every(limiter: &Limiter) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_turn_leaves_the_holders_turn_in_place() {
+        let slice = Slice::new();
+        let held = Turn::take(&slice).expect("the first turn");
+        assert!(Turn::take(&slice).is_none(), "one call at a time");
+        assert!(
+            Turn::take(&slice).is_none(),
+            "a refused turn must not clear the holder's flag"
+        );
+        drop(held);
+        assert!(
+            Turn::take(&slice).is_some(),
+            "free again once the holder is done"
+        );
+    }
 
     #[test]
     fn takes_are_all_or_none_and_settle_back_into_free() {
