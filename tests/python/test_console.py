@@ -203,7 +203,8 @@ def main():
         wait.until(lambda _: not d.find_elements(By.CSS_SELECTOR, "tr[data-alias='browser-key']"))
         assert chat(regenerated, MODEL) == 401
 
-        # Models: add one through the form, then delete it.
+        # Models: add one through the form, edit it (/model/update), test it
+        # and a live one (/health/test_connection), then delete it.
         goto("Models")
         add = d.find_element(By.ID, "add-model-form")
         for name, value in [("model_name", "ui-added"), ("model", "openai/gpt-ui"),
@@ -212,9 +213,32 @@ def main():
         add.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
         text_appears("ui-added", (By.CSS_SELECTOR, "#page table"))
         assert "sk-upstream" not in d.find_element(By.ID, "page").text, "an upstream key shown"
-        wait.until(lambda _: [tr for tr in d.find_elements(By.CSS_SELECTOR, "#page tbody tr")
-                              if "ui-added" in tr.text][0]
-                   .find_element(By.CSS_SELECTOR, "button.danger").click() or True)
+
+        def model_action(model, action):
+            wait.until(lambda _: d.find_element(By.CSS_SELECTOR, f"#page tr[data-model='{model}']")
+                       .find_element(By.CSS_SELECTOR, f"button[data-action='{action}']").click() or True)
+
+        model_action("ui-added", "edit")
+        edit = wait.until(EC.visibility_of_element_located((By.ID, "edit-model-form")))
+        rpm = edit.find_element(By.NAME, "rpm")
+        rpm.clear()
+        rpm.send_keys("42")
+        edit.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+        wait.until(EC.invisibility_of_element_located((By.ID, "edit-model-form")))
+        wait.until(lambda _: "42 / -" in d.find_element(By.CSS_SELECTOR, "#page tr[data-model='ui-added']").text)
+        req = urllib.request.Request(f"{BASE}/model/info", headers={"Authorization": f"Bearer {MASTER}"})
+        with urllib.request.urlopen(req, timeout=30) as res:
+            served = [m for m in json.load(res)["data"] if m["model_name"] == "ui-added"]
+        assert [m["litellm_params"].get("rpm") for m in served] == [42], served
+        assert served[0]["litellm_params"]["api_base"] == "http://127.0.0.1:9/v1", served
+        # Test: the unreachable one fails with its error; the mock answers.
+        model_action("ui-added", "test")
+        text_appears("failed", (By.ID, "model-test"))
+        assert "cannot connect" in d.find_element(By.ID, "model-test").text, d.find_element(By.ID, "model-test").text
+        shot("05-models-test-error")
+        model_action(MODEL, "test")
+        text_appears("success", (By.ID, "model-test"))
+        model_action("ui-added", "delete")
         wait.until(EC.alert_is_present()).accept()
         wait.until(lambda _: "ui-added" not in d.find_element(By.CSS_SELECTOR, "#page table").text)
 
