@@ -265,6 +265,40 @@ def main():
         d.find_element(By.CSS_SELECTOR, "dialog.modal form.actions button").click()
         text_appears("ui-member (user)", (By.CSS_SELECTOR, "#page table"))
 
+        # Users: create one, edit its role, budget and models, find it by id.
+        goto("Users")
+        create_user = d.find_element(By.ID, "create-user-form")
+        create_user.find_element(By.NAME, "user_id").send_keys("ui-user")
+        create_user.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+        wait.until(EC.visibility_of_element_located((By.CSS_SELECTOR, "dialog.modal .secret")))
+        d.find_element(By.CSS_SELECTOR, "dialog.modal form.actions button").click()
+
+        def user_row():
+            return d.find_element(By.CSS_SELECTOR, "#page tr[data-user='ui-user']")
+
+        wait.until(lambda _: user_row().find_element(By.CSS_SELECTOR, "button[data-action='edit']").click() or True)
+        edit_user = wait.until(EC.visibility_of_element_located((By.ID, "edit-user-form")))
+        Select(edit_user.find_element(By.NAME, "user_role")).select_by_value("internal_user_viewer")
+        for name, value in [("max_budget", "9"), ("models", MODEL)]:
+            el = edit_user.find_element(By.NAME, name)
+            el.clear()
+            el.send_keys(value)
+        edit_user.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+        wait.until(EC.invisibility_of_element_located((By.ID, "edit-user-form")))
+        wait.until(lambda _: all(t in user_row().text for t in ("internal_user_viewer", "$9.00", MODEL)))
+        req = urllib.request.Request(f"{BASE}/user/info?user_id=ui-user",
+                                     headers={"Authorization": f"Bearer {MASTER}"})
+        with urllib.request.urlopen(req, timeout=30) as res:
+            stored = json.load(res)["user_info"]
+        assert (stored["user_role"], stored["max_budget"], stored["models"]) == \
+            ("internal_user_viewer", 9, [MODEL]), stored
+        user_search = d.find_element(By.ID, "user-search")
+        user_search.find_element(By.NAME, "user_ids").send_keys("ui-user")
+        user_search.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+        wait.until(lambda _: [tr.get_attribute("data-user")
+                              for tr in d.find_elements(By.CSS_SELECTOR, "#page tbody tr")] == ["ui-user"])
+        shot("03-users-edit")
+
         # Every page renders without an error notice.
         for i, page in enumerate(PAGES):
             goto(page)

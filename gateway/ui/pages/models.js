@@ -117,6 +117,9 @@ export async function render(main, title) {
       ['Source', (m) => h('span', { class: 'tag' }, m.model_info.db_model ? 'database' : 'config')],
       ['Id', (m) => h('span', { class: 'mono' }, m.model_info.id)],
       ['Health', (m) => healthTag(m.model_info.id)],
+      ['Cooldown', (m) => (m.model_info.cooling_down
+        ? h('span', { class: 'tag warn' }, 'cooling down')
+        : h('span', { class: 'muted' }, 'no'))],
       ['', (m) => h('span', {},
         h('button', { class: 'small secondary', 'data-action': 'check', onclick: () => check(m.model_info.id) }, 'Check'),
         h('button', { class: 'small secondary', 'data-action': 'test', onclick: () => test(m) }, 'Test'),
