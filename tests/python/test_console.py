@@ -264,6 +264,20 @@ def main():
         shot("02-team-members")
         d.find_element(By.CSS_SELECTOR, "dialog.modal form.actions button").click()
         text_appears("ui-member (user)", (By.CSS_SELECTOR, "#page table"))
+        # Edit the team: its budget and models (/team/update).
+        def team_row():
+            return [tr for tr in d.find_elements(By.CSS_SELECTOR, "#page table tbody tr")
+                    if "<b>ui-team</b>" in tr.text][0]
+
+        wait.until(lambda _: team_row().find_element(By.CSS_SELECTOR, "button[data-action='edit']").click() or True)
+        edit_team = wait.until(EC.visibility_of_element_located((By.ID, "edit-team-form")))
+        for name, value in [("max_budget", "25"), ("models", MODEL)]:
+            el = edit_team.find_element(By.NAME, name)
+            el.clear()
+            el.send_keys(value)
+        edit_team.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+        wait.until(EC.invisibility_of_element_located((By.ID, "edit-team-form")))
+        wait.until(lambda _: all(t in team_row().text for t in ("$25.00", MODEL, "ui-member (user)")))
 
         # Users: create one, edit its role, budget and models, find it by id.
         goto("Users")
