@@ -144,6 +144,15 @@ def main():
         attempts = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "tr.attempts")))
         assert "failure" in attempts.text and "success" in attempts.text, attempts.text
         shot("07-logs-attempts")
+        # Filter by status: only the failed primary's row stays.
+        Select(d.find_element(By.CSS_SELECTOR, "#log-filters select[name='status']")).select_by_value("failure")
+        d.find_element(By.CSS_SELECTOR, "#log-filters button[type='submit']").click()
+
+        def only_failures():
+            rows = [tr.text for tr in d.find_elements(By.CSS_SELECTOR, "#logs-table tbody tr.clickable")]
+            return rows and all("failure" in r and "success" not in r for r in rows)
+
+        wait.until(lambda _: only_failures())
 
         # Usage: the charts count the requests.
         goto("Usage")

@@ -767,6 +767,10 @@ impl Store for MemoryStore {
                     })
                     && f.start.is_none_or(|s| r.start_time >= s)
                     && f.end.is_none_or(|e| r.start_time < e)
+                    && f.model
+                        .as_deref()
+                        .is_none_or(|m| *r.model_group == *m || *r.model == *m)
+                    && f.status.as_deref().is_none_or(|s| r.status == s)
             });
             let skip = usize::try_from(f.offset).unwrap_or(0);
             let take = f
