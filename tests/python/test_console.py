@@ -322,6 +322,27 @@ def main():
                               for tr in d.find_elements(By.CSS_SELECTOR, "#page tbody tr")] == ["ui-user"])
         shot("03-users-edit")
 
+        # Organizations: create one, edit its budget and models.
+        goto("Organizations")
+        create_org = d.find_element(By.ID, "create-org-form")
+        create_org.find_element(By.NAME, "organization_alias").send_keys("ui-org")
+        create_org.find_element(By.NAME, "max_budget").send_keys("30")
+        create_org.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+
+        def org_row():
+            return d.find_element(By.CSS_SELECTOR, "#page tr[data-org='ui-org']")
+
+        wait.until(lambda _: "$30.00" in org_row().text)
+        wait.until(lambda _: org_row().find_element(By.CSS_SELECTOR, "button[data-action='edit']").click() or True)
+        edit_org = wait.until(EC.visibility_of_element_located((By.ID, "edit-org-form")))
+        for name, value in [("max_budget", "40"), ("models", MODEL)]:
+            el = edit_org.find_element(By.NAME, name)
+            el.clear()
+            el.send_keys(value)
+        edit_org.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+        wait.until(EC.invisibility_of_element_located((By.ID, "edit-org-form")))
+        wait.until(lambda _: all(t in org_row().text for t in ("$40.00", MODEL)))
+
         # Every page renders without an error notice.
         for i, page in enumerate(PAGES):
             goto(page)
