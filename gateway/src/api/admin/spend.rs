@@ -172,7 +172,8 @@ mod tests {
         for (query, param) in [
             ("start_date=02/01/2026", "start_date"),
             ("start_date=2026-01-03&end_date=2026-01-01", "end_date"),
-            ("model=x", "model"),
+            ("team=x", "team"),
+            ("status=maybe", "status"),
             ("end_date=+262143-12-31", "end_date"),
             ("start_date=99999999999-01-01", "start_date"),
             ("start_date=-262143-01-01&end_date=2026-01-01", "start_date"),
