@@ -6,9 +6,9 @@ mod end_users;
 
 use super::{
     next_reset, BudgetRecord, Change, DailyBatch, DailyPage, DailyQuery, EndUserBudget,
-    EndUserRecord, EndUserUpdate, KeyRecord, MemberOp, MemberOutcome, ModelRecord, OrgMembership,
-    OrgRecord, OrgTable, RowKind, SpendChanges, SpendFilter, SpendLogRow, Store, StoreError,
-    TeamMember, TeamRecord, UserRecord, PROXY_BUDGET_USER,
+    EndUserRecord, EndUserUpdate, KeyFilter, KeyRecord, MemberOp, MemberOutcome, ModelRecord,
+    OrgMembership, OrgRecord, OrgTable, RowKind, SpendChanges, SpendFilter, SpendLogRow, Store,
+    StoreError, TeamMember, TeamRecord, UserRecord, PROXY_BUDGET_USER,
 };
 use crate::keyed_hash::KeyedHash;
 use async_trait::async_trait;
@@ -279,6 +279,27 @@ impl Store for MemoryStore {
             keys.sort_by_key(|k| std::cmp::Reverse(k.created_at));
             keys
         }))
+    }
+
+    async fn list_keys_page(
+        &self,
+        filter: KeyFilter<'_>,
+        offset: u64,
+        limit: u64,
+    ) -> Result<(Vec<KeyRecord>, u64), StoreError> {
+        let keys = self.list_keys(filter.user_id, filter.team_id).await?;
+        let matching: Vec<KeyRecord> = keys
+            .into_iter()
+            .filter(|k| {
+                filter
+                    .key_alias
+                    .is_none_or(|a| k.key_alias.as_deref() == Some(a))
+            })
+            .collect();
+        let total = matching.len() as u64;
+        let skip = usize::try_from(offset).unwrap_or(usize::MAX);
+        let take = usize::try_from(limit).unwrap_or(usize::MAX);
+        Ok((matching.into_iter().skip(skip).take(take).collect(), total))
     }
 
     async fn key_tokens(
@@ -746,6 +767,10 @@ impl Store for MemoryStore {
                     })
                     && f.start.is_none_or(|s| r.start_time >= s)
                     && f.end.is_none_or(|e| r.start_time < e)
+                    && f.model
+                        .as_deref()
+                        .is_none_or(|m| *r.model_group == *m || *r.model == *m)
+                    && f.status.as_deref().is_none_or(|s| r.status == s)
             });
             let skip = usize::try_from(f.offset).unwrap_or(0);
             let take = f

@@ -211,6 +211,17 @@ impl Change {
     }
 }
 
+/// Which keys a page of `/key/list` shows: each field given must match.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KeyFilter<'a> {
+    /// The key's user.
+    pub user_id: Option<&'a str>,
+    /// The key's team.
+    pub team_id: Option<&'a str>,
+    /// The key's alias.
+    pub key_alias: Option<&'a str>,
+}
+
 /// Keys, teams, users and spend, as the management API and the control plane
 /// need them. Every mutation reports what it changed so caches everywhere can
 /// be invalidated.
@@ -234,6 +245,14 @@ pub trait Store: Send + Sync {
         user_id: Option<&str>,
         team_id: Option<&str>,
     ) -> Result<Vec<KeyRecord>, StoreError>;
+    /// One page of the keys `filter` selects, newest first (`offset` rows
+    /// skipped, at most `limit`), and how many it selects in all.
+    async fn list_keys_page(
+        &self,
+        filter: KeyFilter<'_>,
+        offset: u64,
+        limit: u64,
+    ) -> Result<(Vec<KeyRecord>, u64), StoreError>;
     /// Calls `sink` with the hashed token of every key; returns how many.
     async fn key_tokens(
         &self,

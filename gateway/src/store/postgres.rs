@@ -35,8 +35,9 @@ pub use tls::SslMode;
 use super::cipher::ParamCipher;
 use super::{
     BudgetRecord, Change, DailyPage, DailyQuery, EndUserBudget, EndUserRecord, EndUserUpdate,
-    KeyRecord, MemberOp, MemberOutcome, ModelRecord, OrgMembership, OrgRecord, OrgTable, RowKind,
-    SpendChanges, SpendFilter, SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord,
+    KeyFilter, KeyRecord, MemberOp, MemberOutcome, ModelRecord, OrgMembership, OrgRecord, OrgTable,
+    RowKind, SpendChanges, SpendFilter, SpendLogRow, Store, StoreError, TeamMember, TeamRecord,
+    UserRecord,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -187,6 +188,15 @@ impl Store for PostgresStore {
         team_id: Option<&str>,
     ) -> Result<Vec<KeyRecord>, StoreError> {
         with_client!(self, c => keys::list(c, user_id, team_id))
+    }
+
+    async fn list_keys_page(
+        &self,
+        filter: KeyFilter<'_>,
+        offset: u64,
+        limit: u64,
+    ) -> Result<(Vec<KeyRecord>, u64), StoreError> {
+        with_client!(self, c => keys::page(c, filter, offset, limit))
     }
 
     async fn key_tokens(

@@ -292,6 +292,10 @@ pub struct SpendFilter {
     pub limit: Option<i64>,
     /// Matching rows skipped first (paging).
     pub offset: i64,
+    /// Rows of this model group or this model (as the row names it).
+    pub model: Option<String>,
+    /// Rows of this status (`success` or `failure`).
+    pub status: Option<String>,
 }
 
 impl KeyRecord {

@@ -24,6 +24,7 @@ mod orgs;
 pub(super) mod query;
 mod spend;
 mod teams;
+mod test_connection;
 mod users;
 
 use crate::auth::Principal;
@@ -55,6 +56,7 @@ pub fn is_admin_path(path: &str) -> bool {
     .any(|prefix| path.starts_with(prefix))
         || path == "/global/spend"
         || path == "/gateway/limits"
+        || path == "/health/test_connection"
 }
 
 /// Whether `path` of the management API needs an admin: `/key/health` and
@@ -108,6 +110,8 @@ enum Endpoint<'a> {
     ModelInfo,
     ModelUpdate,
     ModelDelete,
+    /// LiteLLM's `/health/test_connection` ([`test_connection`]).
+    TestConnection,
     SpendLogs,
     GlobalSpend,
     /// This gateway's `/gateway/limits` ([`live_limits`]).
@@ -164,6 +168,7 @@ impl<'a> Endpoint<'a> {
             "/model/info" if get => ModelInfo,
             "/model/update" if post => ModelUpdate,
             "/model/delete" if post => ModelDelete,
+            "/health/test_connection" if post => TestConnection,
             "/spend/logs" if get => SpendLogs,
             "/global/spend" if get => GlobalSpend,
             "/gateway/limits" if get => LiveLimits,
@@ -263,6 +268,10 @@ async fn answer(
         ModelInfo => models::info(worker, q).await,
         ModelUpdate => models::update(worker, body).await,
         ModelDelete => models::delete(worker, body).await,
+        TestConnection => {
+            q.finish()?;
+            test_connection::test(worker, body).await
+        }
         SpendLogs => spend::logs(worker, q).await,
         GlobalSpend => spend::global(worker, q).await,
         LiveLimits => live_limits::live(worker, q).await,

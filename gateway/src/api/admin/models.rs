@@ -182,7 +182,8 @@ pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
 }
 
 /// `GET /model/info[?litellm_model_id=]`: every served deployment (or the
-/// one asked for), secrets left out.
+/// one asked for), secrets left out; `model_info.cooling_down` says whether
+/// the router keeps it out of rotation now (the console's Models page).
 pub async fn info(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> {
     let wanted = q.take("litellm_model_id");
     q.finish()?;
@@ -193,7 +194,11 @@ pub async fn info(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> 
         .deployments()
         .iter()
         .filter(|d| wanted.as_deref().is_none_or(|w| *d.id == *w))
-        .map(|d| deployment_json(d, models.stored(&d.id).as_ref()))
+        .map(|d| {
+            let mut shown = deployment_json(d, models.stored(&d.id).as_ref());
+            shown["model_info"]["cooling_down"] = router.is_cooling(&d.id).into();
+            shown
+        })
         .collect();
     if let (Some(id), true) = (&wanted, data.is_empty()) {
         return Err(GatewayError::NotFound(format!("Model {id}")));

@@ -77,6 +77,7 @@ WHERE ($1::text IS NULL OR api_key = $1) AND ($2::text IS NULL OR "user" = $2)
     AND ($3::text IS NULL OR team_id = $3)
     AND ($4::text IS NULL OR litellm_call_id = $4 OR request_id = $4 OR response_id = $4)
     AND ($5::timestamp IS NULL OR "startTime" >= $5) AND ($6::timestamp IS NULL OR "startTime" < $6)
+    AND ($9::text IS NULL OR model_group = $9 OR model = $9) AND ($10::text IS NULL OR status = $10)
 ORDER BY "startTime", request_id
 LIMIT $7 OFFSET $8"#;
 
@@ -887,7 +888,7 @@ pub async fn logs(c: &Client, f: &SpendFilter) -> Result<Vec<SpendLogRow>, Error
     let (start, end) = (naive(f.start), naive(f.end));
     let limit = f.limit.map(|l| l.max(0));
     let offset = f.offset.max(0);
-    let params: [&(dyn ToSql + Sync); 8] = [
+    let params: [&(dyn ToSql + Sync); 10] = [
         &f.api_key,
         &f.user_id,
         &f.team_id,
@@ -896,6 +897,8 @@ pub async fn logs(c: &Client, f: &SpendFilter) -> Result<Vec<SpendLogRow>, Error
         &end,
         &limit,
         &offset,
+        &f.model,
+        &f.status,
     ];
     c.query(SELECT_LOGS, &params)
         .await?
