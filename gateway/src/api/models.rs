@@ -150,6 +150,7 @@ mod tests {
                     ..Default::default()
                 },
                 budget: Budget::new(None, None, 0.0),
+                model_budgets: Vec::new(),
             })
         });
         Principal::Key(Arc::new(KeyEntry {

@@ -18,7 +18,7 @@ pub use cache::{
     hash_key, token_hex, KeyCache, KeyCopies, KeyEntry, TeamEntry, TokenHash, UserEntry,
 };
 pub use console::Console;
-pub use end_users::{EndUserCache, EndUserEntry};
+pub use end_users::{EndUserCache, EndUserEntry, ModelWindows};
 pub use known::RELOAD_EVERY as KNOWN_KEYS_RELOAD;
 
 use crate::control::ControlPlane;
