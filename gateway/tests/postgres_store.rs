@@ -13,7 +13,8 @@ use gateway::router::RouterSettings;
 use gateway::store::postgres::{PostgresStore, MIGRATIONS};
 use gateway::store::{
     BudgetFields, Change, DailyQuery, DailyScope, EndUserBudget, EndUserRecord, EndUserUpdate,
-    KeyRecord, MemoryStore, ModelBudgets, ModelRecord, SpendFilter, SpendLogRow, Store, TeamRecord, UserRecord,
+    KeyRecord, MemoryStore, ModelBudgets, ModelRecord, SpendFilter, SpendLogRow, Store, TeamRecord,
+    UserRecord,
 };
 use gateway::sync::listener::{self, ListenConfig};
 use gateway::sync::Caches;

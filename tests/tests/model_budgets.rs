@@ -242,3 +242,44 @@ fn an_end_users_model_max_budget_caps_that_model_for_requests_naming_them() {
         "the budget is the end user's"
     );
 }
+
+/// An organization's budget (the `max_budget` of its budget row) caps what
+/// the keys of all its teams spend together, as LiteLLM's
+/// `organization_max_budget_check`; raising it with `/organization/update`
+/// lets them spend again at once.
+#[test]
+fn an_organizations_budget_caps_the_keys_of_all_its_teams() {
+    let (_db, gw) = start();
+    created(
+        &gw,
+        "/organization/new",
+        json!({"organization_id": "org-b", "organization_alias": "B", "max_budget": MODEL_BUDGET}),
+    );
+    for team in ["ta", "tb"] {
+        created(
+            &gw,
+            "/team/new",
+            json!({"team_id": team, "organization_id": "org-b"}),
+        );
+    }
+    let first = key_of(&gw, json!({"team_id": "ta"}));
+    let second = key_of(&gw, json!({"team_id": "tb"}));
+    let (admitted, refusal) = until_refused(&gw, &first, "priced");
+    assert!(admitted >= 1, "{refusal}");
+    let message = refusal["error"]["message"].as_str().unwrap();
+    assert!(message.contains("organization"), "{message}");
+    assert_eq!(
+        chat(&gw, &second, "other").0,
+        422,
+        "the budget is the organization's, over all its teams and models"
+    );
+    let outside = key_of(&gw, json!({}));
+    assert_eq!(chat(&gw, &outside, "priced").0, 200);
+
+    created(
+        &gw,
+        "/organization/update",
+        json!({"organization_id": "org-b", "max_budget": 1.0}),
+    );
+    assert_eq!(chat(&gw, &second, "priced").0, 200, "raised at once");
+}

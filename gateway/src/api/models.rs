@@ -151,6 +151,7 @@ mod tests {
                 },
                 budget: Budget::new(None, None, 0.0),
                 model_budgets: Vec::new(),
+                org_budget: None,
             })
         });
         Principal::Key(Arc::new(KeyEntry {

@@ -54,6 +54,9 @@ pub struct TeamEntry {
     /// Its budgets per model group (`model_max_budget`), shared by all its
     /// keys.
     pub model_budgets: Vec<(String, Arc<Budget>)>,
+    /// Its organization's budget (the `max_budget` of the organization's
+    /// budget row, against the organization's spend), when it has one.
+    pub org_budget: Option<Arc<Budget>>,
 }
 
 impl TeamEntry {
@@ -323,7 +326,43 @@ impl KeyCache {
             .collect()
     }
 
-    fn install_team(&self, t: TeamRecord) -> Arc<TeamEntry> {
+    /// The budget of organization `org_id` (its budget row's `max_budget`
+    /// against its spend, LiteLLM's `organization_max_budget_check`), when
+    /// the organization and a `max_budget` exist.
+    async fn org_budget(
+        &self,
+        store: &dyn Store,
+        org_id: &str,
+    ) -> Result<Option<Arc<Budget>>, StoreError> {
+        let Some(org) = store
+            .organizations(Some(&[org_id.to_string()]))
+            .await?
+            .into_iter()
+            .next()
+        else {
+            return Ok(None);
+        };
+        let Some(row) = store
+            .budgets(Some(std::slice::from_ref(&org.budget_id)))
+            .await?
+            .into_iter()
+            .next()
+        else {
+            return Ok(None);
+        };
+        let Some(max) = row.max_budget else {
+            return Ok(None);
+        };
+        Ok(Some(self.budget(
+            format!("org:{org_id}"),
+            Place::principal("org", org_id),
+            row.budget_reset_at,
+            (Some(max), None),
+            org.spend,
+        )))
+    }
+
+    fn install_team(&self, t: TeamRecord, org_budget: Option<Arc<Budget>>) -> Arc<TeamEntry> {
         let budget = self.budget(
             format!("team:{}", t.team_id),
             Place::principal("team", &t.team_id),
@@ -336,6 +375,7 @@ impl KeyCache {
             record: t,
             budget,
             model_budgets,
+            org_budget,
         });
         self.teams
             .pin()
@@ -426,7 +466,16 @@ impl KeyCache {
             return Ok(None);
         };
         let team = match &record.team_id {
-            Some(id) => store.get_team(id).await?.map(|t| self.install_team(t)),
+            Some(id) => match store.get_team(id).await? {
+                Some(t) => {
+                    let org = match &t.organization_id {
+                        Some(org) => self.org_budget(store, org).await?,
+                        None => None,
+                    };
+                    Some(self.install_team(t, org))
+                }
+                None => None,
+            },
             None => None,
         };
         let user = match &record.user_id {
@@ -619,6 +668,13 @@ impl KeyCache {
         if let Some(t) = &row.team_id {
             flush(&["team:", t]);
             flush(&["teammodel:", t, ":", &row.model_group]);
+            let teams = self.teams.pin();
+            let org = teams
+                .get(t.as_str())
+                .and_then(|t| t.record.organization_id.as_deref());
+            if let Some(org) = org {
+                flush(&["org:", org]);
+            }
         }
         if row.proxy_budget {
             flush(&["user:", PROXY_BUDGET_USER]);

@@ -136,7 +136,7 @@ pub(super) async fn admit<'l>(
 /// key's, user's, team's, the key's per-model one, its end user's and the
 /// proxy-wide one (every caller's, the master key's too, as LiteLLM's).
 fn budgets_of(caller: Caller<'_>, group: &str) -> Vec<(&'static str, Arc<crate::budget::Budget>)> {
-    let mut budgets = Vec::with_capacity(9);
+    let mut budgets = Vec::with_capacity(10);
     if let Some(key) = super::key_of(caller.principal) {
         budgets.push(("key", key.budget.clone()));
         if let Some(user) = &key.user {
@@ -144,6 +144,9 @@ fn budgets_of(caller: Caller<'_>, group: &str) -> Vec<(&'static str, Arc<crate::
         }
         if let Some(team) = &key.team {
             budgets.push(("team", team.budget.clone()));
+            if let Some(org) = &team.org_budget {
+                budgets.push(("organization", org.clone()));
+            }
         }
         let key_model = key.model_budget(group);
         if let Some(budget) = key_model {
