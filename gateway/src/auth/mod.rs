@@ -66,6 +66,18 @@ impl Principal {
         .then_some(user.record.user_id.as_str())
     }
 
+    /// Whether the caller is a key of a user with LiteLLM's
+    /// `proxy_admin_viewer` role: it may read everything the management
+    /// API shows, and change nothing.
+    pub fn admin_viewer(&self) -> bool {
+        let Principal::Key(k) = self else {
+            return false;
+        };
+        k.user
+            .as_ref()
+            .is_some_and(|u| u.record.user_role.as_deref() == Some("proxy_admin_viewer"))
+    }
+
     /// The model group a requested name maps to through the key's aliases.
     pub fn resolve_alias<'a>(&'a self, model: &'a str) -> &'a str {
         match self {
