@@ -62,3 +62,32 @@ fn routes_lists_every_route_served_in_litellms_shape_without_a_key() {
         }
     }
 }
+
+/// `GET /models?only_model_access_groups=True` (LiteLLM's client asks it):
+/// the caller's model access groups, none here (this gateway defines no
+/// access groups), never the model list; `include_model_access_groups`
+/// adds nothing to it.
+#[test]
+fn models_with_only_model_access_groups_lists_no_models() {
+    let gw = start();
+    let auth = format!("Bearer {MASTER_KEY}");
+    let list = |path: &str| {
+        let resp = gw.call("GET", path, &[("Authorization", &auth)], b"");
+        assert_eq!(resp.status, 200, "{path}: {}", resp.text());
+        let ids: Vec<String> = resp.json()["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap().to_string())
+            .collect();
+        ids
+    };
+    for path in [
+        "/models?only_model_access_groups=True",
+        "/v1/models?only_model_access_groups=true",
+    ] {
+        assert!(list(path).is_empty(), "{path}");
+    }
+    assert_eq!(list("/v1/models?include_model_access_groups=true"), ["m"]);
+    assert_eq!(list("/v1/models"), ["m"]);
+}

@@ -306,7 +306,7 @@ pub async fn handle(
             Err(e) => Err(e),
         },
         Route::Models => match admission.caller() {
-            Ok(caller) => models::list(worker, &caller, out).await,
+            Ok(caller) => models::list(worker, &caller, head.query(), out).await,
             Err(e) => Err(e),
         },
         Route::Model(id) => match admission.caller() {
