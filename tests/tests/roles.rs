@@ -139,7 +139,11 @@ fn an_internal_user_generates_keys_for_itself_only_and_a_viewer_none() {
     assert_eq!(made["user_id"], "carol", "{made}");
     let in_team = gw.post_as(&carol, "/key/generate", &json!({"team_id": "tc"}));
     assert_eq!(in_team.status, 200, "{}", in_team.text());
-    for body in [json!({"user_id": "dave"}), json!({"team_id": "not-hers"})] {
+    for body in [
+        json!({"user_id": "dave"}),
+        json!({"team_id": "not-hers"}),
+        json!({"metadata": {"role": "admin"}}),
+    ] {
         let resp = gw.post_as(&carol, "/key/generate", &body);
         assert_eq!(resp.status, 403, "{body}: {}", resp.text());
     }

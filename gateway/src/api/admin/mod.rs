@@ -154,7 +154,8 @@ fn own_rows(caller: &Principal, path: &str, q: &mut Query) -> Result<(), Gateway
 }
 
 /// An internal user's `/key/generate` body, pinned to itself: `user_id`
-/// absent or its own (set), `team_id` absent or a team it is in.
+/// absent or its own (set), `team_id` absent or a team it is in, no
+/// `metadata.role` (an admin key).
 fn own_key_body(caller: &Principal, body: &[u8]) -> Result<Vec<u8>, GatewayError> {
     let own = own_keys(caller).ok_or_else(|| GatewayError::NotAdmin("/key/generate".into()))?;
     let mut fields: Map<String, Value> = body::parse(body)?;
@@ -168,6 +169,16 @@ fn own_key_body(caller: &Principal, body: &[u8]) -> Result<Vec<u8>, GatewayError
         }
     }
     fields.insert("user_id".into(), Value::String(own.to_string()));
+    // `metadata.role = "admin"` makes an admin key: never the user's own.
+    if fields
+        .get("metadata")
+        .and_then(|m| m.get("role"))
+        .is_some_and(|r| !r.is_null())
+    {
+        return Err(GatewayError::NotAdmin(
+            "/key/generate with metadata.role".into(),
+        ));
+    }
     if let Some(team) = fields.get("team_id").and_then(Value::as_str) {
         let teams = crate::proxy::key_of(caller)
             .and_then(|k| k.user.as_ref())
