@@ -143,6 +143,8 @@ fn an_internal_user_generates_keys_for_itself_only_and_a_viewer_none() {
         json!({"user_id": "dave"}),
         json!({"team_id": "not-hers"}),
         json!({"metadata": {"role": "admin"}}),
+        json!({"disable_global_guardrails": true}),
+        json!({"metadata": {"disable_global_guardrails": true}}),
     ] {
         let resp = gw.post_as(&carol, "/key/generate", &body);
         assert_eq!(resp.status, 403, "{body}: {}", resp.text());

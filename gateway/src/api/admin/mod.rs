@@ -155,7 +155,7 @@ fn own_rows(caller: &Principal, path: &str, q: &mut Query) -> Result<(), Gateway
 
 /// An internal user's `/key/generate` body, pinned to itself: `user_id`
 /// absent or its own (set), `team_id` absent or a team it is in, no
-/// `metadata.role` (an admin key).
+/// `metadata.role` (an admin key) nor `disable_global_guardrails`.
 fn own_key_body(caller: &Principal, body: &[u8]) -> Result<Vec<u8>, GatewayError> {
     let own = own_keys(caller).ok_or_else(|| GatewayError::NotAdmin("/key/generate".into()))?;
     let mut fields: Map<String, Value> = body::parse(body)?;
@@ -169,15 +169,25 @@ fn own_key_body(caller: &Principal, body: &[u8]) -> Result<Vec<u8>, GatewayError
         }
     }
     fields.insert("user_id".into(), Value::String(own.to_string()));
-    // `metadata.role = "admin"` makes an admin key: never the user's own.
-    if fields
-        .get("metadata")
-        .and_then(|m| m.get("role"))
-        .is_some_and(|r| !r.is_null())
-    {
-        return Err(GatewayError::NotAdmin(
-            "/key/generate with metadata.role".into(),
-        ));
+    // `metadata.role = "admin"` makes an admin key, and turning off the
+    // global guardrails is the proxy admin's (LiteLLM's): never a user's
+    // own key.
+    let metadata = fields.get("metadata");
+    let set = |v: Option<&Value>| v.is_some_and(|v| !v.is_null() && *v != Value::Bool(false));
+    for (name, value) in [
+        ("metadata.role", metadata.and_then(|m| m.get("role"))),
+        (
+            "disable_global_guardrails",
+            fields.get("disable_global_guardrails"),
+        ),
+        (
+            "metadata.disable_global_guardrails",
+            metadata.and_then(|m| m.get("disable_global_guardrails")),
+        ),
+    ] {
+        if set(value) {
+            return Err(GatewayError::NotAdmin(format!("/key/generate with {name}")));
+        }
     }
     if let Some(team) = fields.get("team_id").and_then(Value::as_str) {
         let teams = crate::proxy::key_of(caller)
