@@ -268,6 +268,32 @@ async fn authorize_fallbacks(
     Ok(())
 }
 
+/// The request a fallback entry with its own parameters sends: the one
+/// received with `fields` in place of its own (as LiteLLM updates the
+/// call's arguments with the entry), through the same guardrails.
+fn fallback_request(
+    worker: &Worker,
+    principal: &Principal,
+    received: &LlmRequest,
+    fields: serde_json::Map<String, serde_json::Value>,
+    outcome: &mut Outcome,
+) -> Result<LlmRequest, GatewayError> {
+    let bad = |e: serde_json::Error| GatewayError::InvalidParam {
+        param: "fallbacks",
+        message: format!("a fallback's own parameters could not be applied: {e}"),
+    };
+    let mut body: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&received.body).map_err(bad)?;
+    body.extend(fields);
+    let body = Bytes::from(serde_json::to_vec(&body).map_err(bad)?);
+    let mut req = LlmRequest::parse(
+        received.endpoint,
+        guard::pre_call(worker, principal, body, outcome)?,
+    )?;
+    req.forward_headers = received.forward_headers.clone();
+    Ok(req)
+}
+
 /// [`resolve_model`] then [`check_access`].
 pub(crate) fn authorize_model(
     worker: &Worker,
@@ -349,6 +375,16 @@ async fn serve(
     // The end user (`user`): refused when blocked; its budget and limits
     // join the key's below.
     let end_user = worker.shared.auth.end_user(req.end_user.as_deref()).await?;
+    // Fallback entries bringing their own parameters (LiteLLM's
+    // `[{"model": ..., "messages": [...]}]`): each one's request is made
+    // now, so a bad one is refused before anything is sent.
+    if let Some(value) = req.fallbacks.clone().filter(|_| !req.is_form()) {
+        for (name, fields) in crate::router::request_fallback_overrides(&value) {
+            let group = resolve_model(worker, principal, name);
+            let own = fallback_request(worker, principal, &held.req, fields, outcome)?;
+            held.park(group, own);
+        }
+    }
     // 4. route: fallbacks wrap retries wrap the call
     let (req, prompt) = (&held.req, &held.prompt);
     let fallbacks = match &req.fallbacks {
@@ -430,6 +466,7 @@ async fn serve(
         principal,
         end_user: end_user.as_deref(),
         proxy_budget: worker.shared.auth.keys().proxy_budget(),
+        model_windows: worker.shared.auth.keys().end_users().model_windows(),
     };
     // A parallel slot is given back before the client sees the end of its
     // response: a client that sends its next request as soon as this one
@@ -534,6 +571,8 @@ pub(crate) struct Caller<'a> {
     pub end_user: Option<&'a crate::auth::EndUserEntry>,
     /// The proxy-wide budget (`litellm_settings.max_budget`), if set.
     pub proxy_budget: Option<&'a Arc<crate::budget::Budget>>,
+    /// End users' per-model budget counters.
+    pub model_windows: &'a crate::auth::ModelWindows,
 }
 
 /// Phases 6 to 9 for each pick of the plan until one succeeds, a byte has
@@ -591,6 +630,7 @@ async fn attempts<'r>(
         outcome.retries = plan.attempted_retries();
         outcome.fallbacks = plan.attempted_fallbacks();
         let started = Instant::now();
+        held.use_for((pick.fallback_depth > 0).then_some(&*pick.group));
         let form = held.prepare(worker, pick.deployment).await?;
         router.on_start(&pick);
         let result = attempt_once(worker, caller, held, form, &pick, out, outcome).await;

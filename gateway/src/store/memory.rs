@@ -4,6 +4,7 @@
 mod daily;
 mod end_users;
 
+use super::ModelBudgets;
 use super::{
     next_reset, BudgetRecord, Change, DailyBatch, DailyPage, DailyQuery, EndUserBudget,
     EndUserRecord, EndUserUpdate, KeyFilter, KeyRecord, MemberOp, MemberOutcome, ModelRecord,
@@ -108,6 +109,9 @@ impl Tables {
                     changed(Change::User(id.clone()), true);
                 } else if let Some(u) = t.users.get_mut(id) {
                     u.spend += row.spend;
+                    let spent = u.model_spent(&row.model_group) + row.spend;
+                    u.model_spend
+                        .insert(row.model_group.to_string(), spent.into());
                 }
             }
             if row.proxy_budget {
@@ -123,6 +127,9 @@ impl Tables {
                     changed(Change::Team(id.clone()), true);
                 } else if let Some(team) = t.teams.get_mut(id) {
                     team.spend += row.spend;
+                    let spent = team.model_spent(&row.model_group) + row.spend;
+                    team.model_spend
+                        .insert(row.model_group.to_string(), spent.into());
                     // An organization's spend is its teams' (LiteLLM's).
                     let org = team.organization_id.as_deref();
                     if let Some(o) = org.and_then(|o| t.orgs.get_mut(o)) {
@@ -401,16 +408,30 @@ impl Store for MemoryStore {
 
     async fn start_model_window(
         &self,
-        token: &str,
+        kind: RowKind,
+        id: &str,
         model: &str,
         start: &str,
     ) -> Result<bool, StoreError> {
         Ok(self.with(|t| {
-            let Some(k) = t.keys.get_mut(token) else {
+            let row = match kind {
+                RowKind::Key => t
+                    .keys
+                    .get_mut(id)
+                    .map(|k| (&mut k.metadata, &mut k.model_spend)),
+                RowKind::Team => t
+                    .teams
+                    .get_mut(id)
+                    .map(|k| (&mut k.metadata, &mut k.model_spend)),
+                RowKind::User => t
+                    .users
+                    .get_mut(id)
+                    .map(|k| (&mut k.metadata, &mut k.model_spend)),
+            };
+            let Some((metadata, model_spend)) = row else {
                 return false;
             };
-            let windows = k
-                .metadata
+            let windows = metadata
                 .entry(super::MODEL_WINDOWS)
                 .or_insert_with(|| Value::Object(Map::new()));
             if !windows.is_object() {
@@ -425,7 +446,7 @@ impl Store for MemoryStore {
             }
             windows[model] = Value::String(start.to_string());
             if recorded.is_some() {
-                k.model_spend.remove(model);
+                model_spend.remove(model);
             }
             true
         }))

@@ -271,11 +271,12 @@ impl Store for PostgresStore {
 
     async fn start_model_window(
         &self,
-        token: &str,
+        kind: RowKind,
+        id: &str,
         model: &str,
         start: &str,
     ) -> Result<bool, StoreError> {
-        with_client!(retry self, c => members::start_model_window(c, token, model, start))
+        with_client!(retry self, c => members::start_model_window(c, kind, id, model, start))
     }
 
     async fn change_team_member(

@@ -196,7 +196,7 @@ pub(super) fn per_model_limits(
 /// Refuses per-model budgets that are not USD amounts within [`amount`]'s
 /// range, in either of LiteLLM's forms (`0.5` or
 /// `{"budget_limit": 0.5, "time_period": "1d"}`, numbers also as strings).
-fn per_model_budgets(budgets: &Map<String, Value>) -> Result<(), GatewayError> {
+pub(super) fn per_model_budgets(budgets: &Map<String, Value>) -> Result<(), GatewayError> {
     for (model, v) in budgets {
         let field = format!("model_max_budget.{model}");
         let (limit_value, field) = match v {
@@ -528,6 +528,7 @@ pub async fn set_blocked(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::ModelBudgets;
 
     #[test]
     fn applies_only_given_fields() {
