@@ -1154,3 +1154,71 @@ fn responses_streams_are_stored_and_played_back_as_responses_events() {
     assert_eq!((again, again_text), (response, text));
     assert_eq!(upstream_calls(&mock), 1);
 }
+
+/// LiteLLM's `/cache/settings` routes: the settings in force in LiteLLM's
+/// form (no credential shown), a connection test of the configured Redis,
+/// and a save refused by name (settings come from `config.yaml`); an
+/// admin's only.
+#[test]
+fn cache_settings_routes() {
+    let mock = MockServer::start(&[]);
+    let redis = PrivateRedis::start();
+    let params = json!({"type": "redis", "host": "127.0.0.1", "port": redis.port(),
+        "namespace": "gw", "ttl": 30});
+    let gw = Gateway::start(&to_yaml(&config(&mock, params)), &[]);
+
+    let r = gw.get("/cache/settings");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    let current = &v["current_values"];
+    assert_eq!(current["type"], "redis");
+    assert_eq!(current["redis_type"], "node");
+    assert_eq!(current["host"], "127.0.0.1");
+    assert_eq!(current["port"], redis.port().to_string());
+    assert_eq!(
+        (&current["namespace"], &current["ttl"]),
+        (&json!("gw"), &json!(30.0))
+    );
+    let fields = v["fields"].as_array().unwrap();
+    let host = fields.iter().find(|f| f["field_name"] == "host").unwrap();
+    assert_eq!(host["field_value"], "127.0.0.1");
+    for member in ["field_type", "field_description", "ui_field_name"] {
+        assert!(fields.iter().all(|f| f[member].is_string()), "{member}");
+    }
+    assert!(v["redis_type_descriptions"]["cluster"].is_string());
+
+    let test = |settings: Value| {
+        let r = gw.post("/cache/settings/test", &json!({"cache_settings": settings}));
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()
+    };
+    let ok = test(json!({"type": "redis", "host": "127.0.0.1", "port": redis.port()}));
+    assert_eq!(ok["status"], "success", "{ok}");
+    let other = test(json!({"type": "redis", "host": "10.9.9.9", "port": 6379}));
+    assert_eq!(other["status"], "failed");
+    let local = test(json!({"type": "local"}));
+    assert_eq!(
+        local["message"],
+        "Only Redis cache type is currently supported for testing"
+    );
+
+    let r = gw.post(
+        "/cache/settings",
+        &json!({"cache_settings": {"type": "local"}}),
+    );
+    let err = assert_error(&r, 400);
+    assert!(
+        err["message"].as_str().unwrap().contains("config.yaml"),
+        "{err:?}"
+    );
+
+    let r = gw.post("/key/generate", &json!({}));
+    let user_key = r.json()["key"].as_str().expect("key").to_string();
+    let r = get_as(&gw, &user_key, "/cache/settings");
+    assert!(r.status == 401 || r.status == 403, "{}", r.status);
+
+    // Redis down: the test says so.
+    redis.stop();
+    let down = test(json!({"type": "redis"}));
+    assert_eq!(down["status"], "failed", "{down}");
+}
