@@ -429,6 +429,9 @@ impl OverheadReport {
         }
         t.push_str(&latency_row("gateway", &self.gateway.latency));
         t.push_str(&signed_row("added", self.added.values()));
+        if let Some(c) = &self.gateway.cache {
+            t.push_str(&c.rows("gateway "));
+        }
         let _ = writeln!(t, "\nper round (p50 / p99):");
         for r in &self.per_round {
             let _ = writeln!(
