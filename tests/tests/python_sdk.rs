@@ -214,7 +214,10 @@ fn sdk_streams_through_the_response_cache() {
     run_script(
         "test_sdk_cache_streams.py",
         &[
-            ("GATEWAY_BASE_URL", format!("http://127.0.0.1:{}", gw.port())),
+            (
+                "GATEWAY_BASE_URL",
+                format!("http://127.0.0.1:{}", gw.port()),
+            ),
             ("GATEWAY_ANTHROPIC_MODEL", "claude".to_string()),
             ("GATEWAY_OPENAI_MODEL", "gpt-4o".to_string()),
         ],
