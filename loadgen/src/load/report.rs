@@ -44,6 +44,8 @@ pub struct LoadSummary {
 pub struct CacheSplit {
     /// Complete responses that were hits.
     pub hits: u64,
+    /// Complete responses that were not.
+    pub misses: u64,
     /// Hits among complete responses.
     pub hit_ratio: f64,
     /// Time to the last byte of each hit.
@@ -73,6 +75,7 @@ impl LoadSummary {
             first_byte: stream.then(|| r.first_byte.summary()),
             cache: (r.cache_hits > 0).then(|| CacheSplit {
                 hits: r.cache_hits,
+                misses: r.completed().saturating_sub(r.cache_hits),
                 hit_ratio: r.cache_hits as f64 / r.completed().max(1) as f64,
                 hit_latency: r.hit_latency.summary(),
                 miss_latency: r.miss_latency.summary(),
@@ -133,7 +136,9 @@ impl CacheSplit {
             self.hit_ratio * 100.0
         );
         t.push_str(&latency_row(&format!("{who}hits"), &self.hit_latency));
-        t.push_str(&latency_row(&format!("{who}misses"), &self.miss_latency));
+        if self.misses > 0 {
+            t.push_str(&latency_row(&format!("{who}misses"), &self.miss_latency));
+        }
         t
     }
 }

@@ -347,7 +347,8 @@ pub struct OverheadReport {
     pub max_rate: Option<MaxRate>,
     /// Requests the mock served over the whole session.
     pub mock_served: u64,
-    /// 2xx responses the load generator counted over the whole session.
+    /// 2xx responses the load generator counted over the whole session,
+    /// the gateway's cache hits left out (the mock never saw them).
     pub loadgen_2xx: u64,
 }
 
@@ -548,7 +549,7 @@ impl OverheadReport {
         };
         let _ = writeln!(
             t,
-            "\nmock served {} requests; {check} the load generator's {} 2xx",
+            "\nmock served {} requests; {check} the load generator's {} 2xx (cache hits left out)",
             self.mock_served, self.loadgen_2xx
         );
         t
