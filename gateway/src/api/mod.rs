@@ -9,6 +9,7 @@
 mod admin;
 pub use admin::fuzz as admin_fuzz;
 mod cache;
+mod cache_settings;
 mod health;
 mod metrics;
 mod models;

@@ -12,7 +12,8 @@
 //!    key is looked up (`cache`); a hit is answered from the entry (after a
 //!    check that no budget is spent), skipping phases 6 to 9; on a miss the
 //!    answer is copied as it is relayed and stored once it is complete and
-//!    successful.
+//!    successful. A miss while an identical request's call is in progress
+//!    waits for that answer (bounded) instead of making its own call.
 //! 6. **admit**: reserve the worst-case cost against every budget (`budget`, `spend`).
 //! 7. **translate**: images by URL the provider refuses are fetched and
 //!    inlined (`images`); the provider builds its native request (`providers`).
@@ -495,6 +496,21 @@ async fn serve(
             // Boxed: a Redis lookup's state is over before the call.
             let stored = Box::pin(cache.lookup(&worker.cache, cache_plan)).await;
             outcome.cache_hit = Some(false);
+            // A miss joins its key's single flight: a follower is answered
+            // with the leader's stored answer as a hit, or makes its own
+            // call when there is none in time.
+            let mut lead = None;
+            let stored = match stored {
+                Some(stored) => Some(stored),
+                None => match cache.join(cache_plan) {
+                    crate::cache::Join::Lead(l) => {
+                        lead = Some(l);
+                        None
+                    }
+                    crate::cache::Join::Follow(f) => Box::pin(f.wait(cache.follow_wait())).await,
+                    crate::cache::Join::Alone => None,
+                },
+            };
             let answer = stored.and_then(|s| {
                 let body = s.body.clone();
                 cached::answer_of(cache_plan, s).map(|answer| (answer, body))
@@ -531,8 +547,14 @@ async fn serve(
                     let result =
                         attempts(worker, &router, caller, &mut held, &mut plan, out, outcome).await;
                     let body = out.take_capture();
-                    if let (Ok(()), Some(200), Some(body)) = (&result, out.status(), body) {
-                        cache.store(&worker.cache, cache_plan, &body, outcome.answer_tokens);
+                    let stored = match (&result, out.status(), body) {
+                        (Ok(()), Some(200), Some(body)) => {
+                            cache.store(&worker.cache, cache_plan, &body, outcome.answer_tokens)
+                        }
+                        _ => None,
+                    };
+                    if let Some(lead) = lead {
+                        lead.finish(stored);
                     }
                     result
                 }
