@@ -1,0 +1,200 @@
+//! A guardrail service speaking LiteLLM's `generic_guardrail_api`
+//! contract (`POST /beta/litellm_basic_guardrail_api`), checking what
+//! LiteLLM's client sends: the path, `content-type: application/json`,
+//! the `x-api-key` it was given, and a body with `input_type`, `texts` and
+//! `request_data`. Its verdict: any text with `BLOCKME` is `BLOCKED`, a
+//! text with `secret` comes back with it replaced by `[SECRET]`
+//! (`GUARDRAIL_INTERVENED`), anything else is `NONE`. Faults: slow, an
+//! error status, garbage.
+
+use serde_json::{json, Value};
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+/// How the service answers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Behaviour {
+    /// Judges the texts.
+    Judge,
+    /// Waits this long, then judges.
+    Slow(Duration),
+    /// Answers this status with an error body.
+    Status(u16),
+    /// Answers 200 with a body that is not JSON.
+    Garbage,
+}
+
+/// A running guardrail service.
+pub struct GuardrailService {
+    port: u16,
+    stop: Arc<AtomicBool>,
+    calls: Arc<AtomicUsize>,
+    last: Arc<Mutex<Option<Value>>>,
+    headers: Arc<Mutex<String>>,
+}
+
+impl GuardrailService {
+    /// Starts it on a free port; `api_key` is the `x-api-key` it demands.
+    pub fn start(api_key: &str, behaviour: Behaviour) -> GuardrailService {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind guardrail service");
+        listener
+            .set_nonblocking(true)
+            .expect("nonblocking listener");
+        let port = listener.local_addr().expect("local addr").port();
+        let service = GuardrailService {
+            port,
+            stop: Arc::new(AtomicBool::new(false)),
+            calls: Arc::new(AtomicUsize::new(0)),
+            last: Arc::new(Mutex::new(None)),
+            headers: Arc::new(Mutex::new(String::new())),
+        };
+        let (stop, calls, last, headers) = (
+            service.stop.clone(),
+            service.calls.clone(),
+            service.last.clone(),
+            service.headers.clone(),
+        );
+        let key = api_key.to_string();
+        thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        let (calls, last, headers, key) =
+                            (calls.clone(), last.clone(), headers.clone(), key.clone());
+                        thread::spawn(move || {
+                            serve(stream, &key, behaviour, (&calls, &last, &headers))
+                        });
+                    }
+                    Err(_) => thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        service
+    }
+
+    /// `http://127.0.0.1:<port>`: LiteLLM's `api_base` (the path is
+    /// appended by the client).
+    pub fn api_base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Calls answered (whatever the answer).
+    pub fn calls(&self) -> usize {
+        self.calls.load(Ordering::Relaxed)
+    }
+
+    /// The body of the last well-formed call.
+    pub fn last(&self) -> Option<Value> {
+        self.last.lock().ok().and_then(|l| l.clone())
+    }
+
+    /// The head of the last call, lower-cased.
+    pub fn last_head(&self) -> String {
+        self.headers.lock().map(|h| h.clone()).unwrap_or_default()
+    }
+}
+
+impl Drop for GuardrailService {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+type Seen<'a> = (&'a AtomicUsize, &'a Mutex<Option<Value>>, &'a Mutex<String>);
+
+fn serve(mut stream: TcpStream, key: &str, behaviour: Behaviour, (calls, last, headers): Seen<'_>) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+    let mut buf = Vec::new();
+    loop {
+        let Some(len) = crate::raw_upstream::read_request(&mut stream, &mut buf) else {
+            return;
+        };
+        let request: Vec<u8> = buf.drain(..len).collect();
+        calls.fetch_add(1, Ordering::Relaxed);
+        let (status, body) = answer(&request, key, behaviour, last, headers);
+        let reply = format!(
+            "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        if stream.write_all(reply.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+fn answer(
+    request: &[u8],
+    key: &str,
+    behaviour: Behaviour,
+    last: &Mutex<Option<Value>>,
+    headers: &Mutex<String>,
+) -> (u16, String) {
+    let end = request
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or(request.len());
+    let head = String::from_utf8_lossy(&request[..end]).to_ascii_lowercase();
+    if let Ok(mut h) = headers.lock() {
+        *h = head.clone();
+    }
+    let body = &request[(end + 4).min(request.len())..];
+    let detail = |status: u16, msg: &str| (status, json!({"detail": msg}).to_string());
+    if !head.starts_with("post /beta/litellm_basic_guardrail_api ") {
+        return detail(404, "Not Found");
+    }
+    if !head
+        .lines()
+        .any(|l| l == format!("x-api-key: {}", key.to_ascii_lowercase()))
+    {
+        return detail(401, "invalid x-api-key");
+    }
+    if !head
+        .lines()
+        .any(|l| l.starts_with("content-type: application/json"))
+    {
+        return detail(415, "content-type must be application/json");
+    }
+    let Ok(call) = serde_json::from_slice::<Value>(body) else {
+        return detail(422, "body is not JSON");
+    };
+    let texts: Option<Vec<&str>> = call["texts"]
+        .as_array()
+        .and_then(|t| t.iter().map(Value::as_str).collect());
+    let Some(texts) = texts else {
+        return detail(422, "texts must be a list of strings");
+    };
+    if !matches!(call["input_type"].as_str(), Some("request" | "response"))
+        || !call["request_data"].is_object()
+    {
+        return detail(422, "input_type and request_data are required");
+    }
+    if let Ok(mut l) = last.lock() {
+        *l = Some(call.clone());
+    }
+    match behaviour {
+        Behaviour::Status(s) => return detail(s, "guardrail service failing"),
+        Behaviour::Garbage => return (200, "<html>oops</html>".to_string()),
+        Behaviour::Slow(d) => thread::sleep(d),
+        Behaviour::Judge => {}
+    }
+    if texts.iter().any(|t| t.contains("BLOCKME")) {
+        let verdict =
+            json!({"action": "BLOCKED", "blocked_reason": "policy 12: BLOCKME is not allowed"});
+        return (200, verdict.to_string());
+    }
+    if texts.iter().any(|t| t.contains("secret")) {
+        let texts: Vec<String> = texts
+            .iter()
+            .map(|t| t.replace("secret", "[SECRET]"))
+            .collect();
+        return (
+            200,
+            json!({"action": "GUARDRAIL_INTERVENED", "texts": texts}).to_string(),
+        );
+    }
+    (200, json!({"action": "NONE"}).to_string())
+}
