@@ -167,8 +167,10 @@ pub enum GatewayError {
     /// A guardrail service could not judge the text and its settings do
     /// not let the text pass (`unreachable_fallback: fail_closed`,
     /// `fail_on_error`): LiteLLM's 500.
-    #[error("Generic Guardrail API failed: {reason} (guardrail '{guardrail}')")]
+    #[error("{service} failed: {reason} (guardrail '{guardrail}')")]
     GuardrailFailed {
+        /// The kind of service, e.g. `Generic Guardrail API`.
+        service: &'static str,
         /// `guardrail_name`.
         guardrail: String,
         /// What went wrong (no credentials).

@@ -6,6 +6,11 @@
 //! text with `secret` comes back with it replaced by `[SECRET]`
 //! (`GUARDRAIL_INTERVENED`), anything else is `NONE`. Faults: slow, an
 //! error status, garbage.
+//!
+//! [`GuardrailService::lakera`] speaks Lakera Guard's v2 API instead
+//! (`POST /v2/guard`, `Authorization: Bearer`, a body with `messages` of
+//! `{role, content}` strings): a message with "ignore previous
+//! instructions" is `flagged` as a prompt attack.
 
 use serde_json::{json, Value};
 use std::io::Write;
@@ -26,6 +31,8 @@ pub enum Behaviour {
     Status(u16),
     /// Answers 200 with a body that is not JSON.
     Garbage,
+    /// Lakera Guard v2.
+    Lakera,
 }
 
 /// A running guardrail service.
@@ -74,6 +81,11 @@ impl GuardrailService {
             }
         });
         service
+    }
+
+    /// A Lakera Guard v2 service demanding `api_key`.
+    pub fn lakera(api_key: &str) -> GuardrailService {
+        GuardrailService::start(api_key, Behaviour::Lakera)
     }
 
     /// `http://127.0.0.1:<port>`: LiteLLM's `api_base` (the path is
@@ -143,6 +155,9 @@ fn answer(
     }
     let body = &request[(end + 4).min(request.len())..];
     let detail = |status: u16, msg: &str| (status, json!({"detail": msg}).to_string());
+    if behaviour == Behaviour::Lakera {
+        return lakera(&head, body, key, last);
+    }
     if !head.starts_with("post /beta/litellm_basic_guardrail_api ") {
         return detail(404, "Not Found");
     }
@@ -179,7 +194,7 @@ fn answer(
         Behaviour::Status(s) => return detail(s, "guardrail service failing"),
         Behaviour::Garbage => return (200, "<html>oops</html>".to_string()),
         Behaviour::Slow(d) => thread::sleep(d),
-        Behaviour::Judge => {}
+        Behaviour::Judge | Behaviour::Lakera => {}
     }
     if texts.iter().any(|t| t.contains("BLOCKME")) {
         let verdict =
@@ -197,4 +212,40 @@ fn answer(
         );
     }
     (200, json!({"action": "NONE"}).to_string())
+}
+
+/// Lakera Guard v2's answer to one call.
+fn lakera(head: &str, body: &[u8], key: &str, last: &Mutex<Option<Value>>) -> (u16, String) {
+    let error = |status: u16, msg: &str| (status, json!({"message": msg}).to_string());
+    if !head.starts_with("post /v2/guard ") {
+        return error(404, "Not Found");
+    }
+    let bearer = format!("authorization: bearer {}", key.to_ascii_lowercase());
+    if !head.lines().any(|l| l == bearer) {
+        return error(401, "Unauthorized");
+    }
+    let Ok(call) = serde_json::from_slice::<Value>(body) else {
+        return error(400, "body is not JSON");
+    };
+    let messages: Option<Vec<&str>> = call["messages"].as_array().and_then(|m| {
+        m.iter()
+            .map(|m| m["role"].as_str().and(m["content"].as_str()))
+            .collect()
+    });
+    let Some(messages) = messages else {
+        return error(400, "messages must be a list of {role, content}");
+    };
+    if let Ok(mut l) = last.lock() {
+        *l = Some(call.clone());
+    }
+    let flagged = messages.iter().any(|c| {
+        c.to_ascii_lowercase()
+            .contains("ignore previous instructions")
+    });
+    let answer = json!({
+        "flagged": flagged,
+        "breakdown": [{"project_id": "p", "policy_id": "pol", "detector_id": "d1",
+            "detector_type": "prompt_attack", "detected": flagged}],
+    });
+    (200, answer.to_string())
 }

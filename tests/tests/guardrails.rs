@@ -406,7 +406,6 @@ fn unsupported_guardrail_types_stop_start_up_naming_them() {
     for (kind, extra) in [
         ("presidio", json!({})),
         ("bedrock", json!({})),
-        ("lakera_v2", json!({})),
         ("openai_moderation", json!({})),
     ] {
         let mut config = base_config(free_port());

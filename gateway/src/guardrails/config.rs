@@ -1,6 +1,6 @@
 //! The top-level `guardrails:` list of `config.yaml`, LiteLLM's shape:
 //! `[{guardrail_name, litellm_params: {guardrail, mode, default_on, ...}}]`.
-//! `litellm_content_filter` and `generic_guardrail_api` are built; any other type, mode or
+//! `litellm_content_filter`, `generic_guardrail_api` and `lakera_v2` are built; any other type, mode or
 //! parameter stops start-up with a message naming it.
 
 use super::api::GenericApi;
@@ -41,9 +41,10 @@ pub fn guardrail(entry: &Value) -> Result<Guardrail, String> {
     let known = match kind {
         "litellm_content_filter" => FILTER_PARAMS,
         "generic_guardrail_api" => super::api::PARAMS,
+        "lakera_v2" => super::lakera::PARAMS,
         _ => {
             return Err(format!(
-                "guardrail type `{kind}` is not supported by this gateway (supported: litellm_content_filter, generic_guardrail_api); remove the guardrail to start"
+                "guardrail type `{kind}` is not supported by this gateway (supported: litellm_content_filter, generic_guardrail_api, lakera_v2); remove the guardrail to start"
             ))
         }
     };
@@ -61,12 +62,17 @@ pub fn guardrail(entry: &Value) -> Result<Guardrail, String> {
         Some(Value::Bool(b)) => *b,
         Some(_) => return Err("litellm_params.default_on must be true or false".into()),
     };
-    if kind == "generic_guardrail_api" {
+    let service = match kind {
+        "generic_guardrail_api" => Some(Kind::Api(GenericApi::from_params(params)?)),
+        "lakera_v2" => Some(Kind::Lakera(super::lakera::LakeraV2::from_params(params)?)),
+        _ => None,
+    };
+    if let Some(kind) = service {
         return Ok(Guardrail {
             name: name.to_string(),
             modes,
             default_on,
-            kind: Kind::Api(GenericApi::from_params(params)?),
+            kind,
         });
     }
     let patterns = match params.get("patterns") {

@@ -13,6 +13,7 @@
 pub mod api;
 mod config;
 pub mod filter;
+pub mod lakera;
 pub mod patterns;
 pub mod stream;
 mod walk;
@@ -55,6 +56,8 @@ pub enum Kind {
     Filter(filter::ContentFilter),
     /// `generic_guardrail_api`: a call to a guardrail service.
     Api(api::GenericApi),
+    /// `lakera_v2`: a call to Lakera Guard.
+    Lakera(lakera::LakeraV2),
 }
 
 impl Guardrail {
@@ -62,16 +65,13 @@ impl Guardrail {
     pub fn filter(&self) -> Option<&filter::ContentFilter> {
         match &self.kind {
             Kind::Filter(f) => Some(f),
-            Kind::Api(_) => None,
+            Kind::Api(_) | Kind::Lakera(_) => None,
         }
     }
 
-    /// Its guardrail service, when it calls one.
-    pub fn service(&self) -> Option<&api::GenericApi> {
-        match &self.kind {
-            Kind::Api(a) => Some(a),
-            Kind::Filter(_) => None,
-        }
+    /// Whether it calls a service (which the proxy does).
+    pub fn is_service(&self) -> bool {
+        !matches!(self.kind, Kind::Filter(_))
     }
 }
 
@@ -228,7 +228,7 @@ impl Guardrails {
         let stream = obj.get("stream") == Some(&Value::Bool(true));
         if let Some(g) = chosen
             .iter()
-            .find(|g| g.modes.post && stream && (!streams_checked || g.service().is_some()))
+            .find(|g| g.modes.post && stream && (!streams_checked || g.is_service()))
         {
             return Err(GatewayError::InvalidParam {
                 param: "stream",
@@ -246,7 +246,7 @@ impl Guardrails {
             .collect();
         let services: Vec<Service> = chosen
             .iter()
-            .filter(|g| (g.modes.pre || g.modes.during) && g.service().is_some())
+            .filter(|g| (g.modes.pre || g.modes.during) && g.is_service())
             .map(|g| (Arc::clone(g), extra_body(&extra, &g.name)))
             .collect();
         if !before.is_empty() {
@@ -287,7 +287,7 @@ impl PostCall {
     pub fn services(&self) -> Vec<Service> {
         self.0
             .iter()
-            .filter(|g| g.service().is_some())
+            .filter(|g| g.is_service())
             .map(|g| (Arc::clone(g), extra_body(&self.1, &g.name)))
             .collect()
     }
