@@ -11,6 +11,13 @@
 //! (`POST /v2/guard`, `Authorization: Bearer`, a body with `messages` of
 //! `{role, content}` strings): a message with "ignore previous
 //! instructions" is `flagged` as a prompt attack.
+//!
+//! [`GuardrailService::presidio`] is Presidio's analyzer and anonymizer
+//! in one (`POST /analyze` with `{text, language}`, `POST /anonymize` with
+//! `{text, analyzer_results}`): it finds words with `@` (EMAIL_ADDRESS,
+//! score 1.0), `123-45-6789` (US_SSN, 0.85) and `Smith` (PERSON, 0.4), and
+//! anonymizes as Presidio's default does (`<ENTITY_TYPE>`). ASCII text
+//! only (offsets are bytes).
 
 use serde_json::{json, Value};
 use std::io::Write;
@@ -33,6 +40,8 @@ pub enum Behaviour {
     Garbage,
     /// Lakera Guard v2.
     Lakera,
+    /// Presidio's analyzer and anonymizer.
+    Presidio,
 }
 
 /// A running guardrail service.
@@ -86,6 +95,11 @@ impl GuardrailService {
     /// A Lakera Guard v2 service demanding `api_key`.
     pub fn lakera(api_key: &str) -> GuardrailService {
         GuardrailService::start(api_key, Behaviour::Lakera)
+    }
+
+    /// Presidio's analyzer and anonymizer.
+    pub fn presidio() -> GuardrailService {
+        GuardrailService::start("", Behaviour::Presidio)
     }
 
     /// `http://127.0.0.1:<port>`: LiteLLM's `api_base` (the path is
@@ -158,6 +172,9 @@ fn answer(
     if behaviour == Behaviour::Lakera {
         return lakera(&head, body, key, last);
     }
+    if behaviour == Behaviour::Presidio {
+        return presidio(&head, body, last);
+    }
     if !head.starts_with("post /beta/litellm_basic_guardrail_api ") {
         return detail(404, "Not Found");
     }
@@ -194,7 +211,7 @@ fn answer(
         Behaviour::Status(s) => return detail(s, "guardrail service failing"),
         Behaviour::Garbage => return (200, "<html>oops</html>".to_string()),
         Behaviour::Slow(d) => thread::sleep(d),
-        Behaviour::Judge | Behaviour::Lakera => {}
+        Behaviour::Judge | Behaviour::Lakera | Behaviour::Presidio => {}
     }
     if texts.iter().any(|t| t.contains("BLOCKME")) {
         let verdict =
@@ -248,4 +265,79 @@ fn lakera(head: &str, body: &[u8], key: &str, last: &Mutex<Option<Value>>) -> (u
             "detector_type": "prompt_attack", "detected": flagged}],
     });
     (200, answer.to_string())
+}
+
+/// Presidio's answer to one `/analyze` or `/anonymize` call.
+fn presidio(head: &str, body: &[u8], last: &Mutex<Option<Value>>) -> (u16, String) {
+    let error = |status: u16, msg: &str| (status, json!({"error": msg}).to_string());
+    if !head
+        .lines()
+        .any(|l| l.starts_with("content-type: application/json"))
+    {
+        return error(415, "content-type must be application/json");
+    }
+    let Ok(call) = serde_json::from_slice::<Value>(body) else {
+        return error(400, "body is not JSON");
+    };
+    let Some(text) = call["text"].as_str() else {
+        return error(400, "text is required");
+    };
+    if head.starts_with("post /analyze ") {
+        if call["language"].as_str().is_none() {
+            return error(400, "language is required");
+        }
+        if let Ok(mut l) = last.lock() {
+            *l = Some(call.clone());
+        }
+        let mut found = Vec::new();
+        let mut at = 0;
+        for word in text.split(' ') {
+            let w = word.trim_end_matches(['.', ',']);
+            let hit = if w.contains('@') {
+                Some(("EMAIL_ADDRESS", 1.0))
+            } else if w == "123-45-6789" {
+                Some(("US_SSN", 0.85))
+            } else if w == "Smith" {
+                Some(("PERSON", 0.4))
+            } else {
+                None
+            };
+            if let Some((entity, score)) = hit {
+                found.push(
+                    json!({"entity_type": entity, "start": at, "end": at + w.len(),
+                    "score": score, "analysis_explanation": null,
+                    "recognition_metadata": {"recognizer_name": "mock"}}),
+                );
+            }
+            at += word.len() + 1;
+        }
+        return (200, Value::Array(found).to_string());
+    }
+    if head.starts_with("post /anonymize ") {
+        let Some(results) = call["analyzer_results"].as_array() else {
+            return error(400, "analyzer_results is required");
+        };
+        let mut spans: Vec<(usize, usize, String)> = results
+            .iter()
+            .filter_map(|r| {
+                Some((
+                    r["start"].as_u64()? as usize,
+                    r["end"].as_u64()? as usize,
+                    r["entity_type"].as_str()?.to_string(),
+                ))
+            })
+            .collect();
+        spans.sort();
+        let mut out = text.to_string();
+        let mut items = Vec::new();
+        for (start, end, entity) in spans.into_iter().rev() {
+            if end > out.len() || start > end {
+                return error(400, "offsets out of range");
+            }
+            out.replace_range(start..end, &format!("<{entity}>"));
+            items.push(json!({"operator": "replace", "entity_type": entity}));
+        }
+        return (200, json!({"text": out, "items": items}).to_string());
+    }
+    error(404, "Not Found")
 }

@@ -1,4 +1,4 @@
-//! `generic_guardrail_api` and `lakera_v2` guardrails (issue 37) against
+//! `generic_guardrail_api`, `lakera_v2` and `presidio` guardrails (issue 37) against
 //! the real gateway:
 //! a guardrail service of LiteLLM's contract (`e2e::guardrail_service`,
 //! which checks the path, headers and fields LiteLLM sends) blocks,
@@ -261,5 +261,71 @@ fn lakera_v2_blocks_a_flagged_request_or_answer_and_monitor_lets_it_pass() {
     assert!(
         msg.contains("Lakera AI failed") && msg.contains("401"),
         "{msg}"
+    );
+}
+
+#[test]
+fn presidio_masks_found_entities_blocks_a_block_entity_and_keeps_thresholds() {
+    let presidio = GuardrailService::presidio();
+    let raw = upstream("reach me at bob@corp.example today");
+    let params = |mode: &str| {
+        json!({"guardrail": "presidio", "mode": mode,
+            "presidio_analyzer_api_base": presidio.api_base(),
+            "presidio_anonymizer_api_base": format!("{}/", presidio.api_base()),
+            "pii_entities_config": {"EMAIL_ADDRESS": "MASK", "US_SSN": "BLOCK", "PERSON": "MASK"},
+            "presidio_score_thresholds": {"PERSON": 0.6}, "presidio_language": "en"})
+    };
+    let gw = start(
+        &raw,
+        vec![
+            json!({"guardrail_name": "pii-in", "litellm_params": params("pre_call")}),
+            json!({"guardrail_name": "pii-out", "litellm_params": params("post_call")}),
+        ],
+    );
+    let resp = chat(&gw, "I am Smith, mail jane@corp.example", json!(["pii-in"]));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    // The email is masked as Presidio's anonymizer does; PERSON scored
+    // under its threshold and stays.
+    assert!(
+        sent(&raw).contains("I am Smith, mail <EMAIL_ADDRESS>"),
+        "{}",
+        sent(&raw)
+    );
+    let call = presidio.last().expect("the analyzer was called");
+    assert_eq!(call["language"], "en");
+    let mut entities: Vec<&str> = call["entities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    entities.sort_unstable();
+    assert_eq!(entities, ["EMAIL_ADDRESS", "PERSON", "US_SSN"]);
+    // A BLOCK entity: LiteLLM's message, no upstream call.
+    let calls = raw.requests();
+    let err = assert_error(&chat(&gw, "ssn 123-45-6789", json!(["pii-in"])), 400);
+    assert_eq!(
+        err["message"],
+        "Blocked entity detected: US_SSN by Guardrail: pii-in. This entity is not allowed to be used in this request."
+    );
+    assert_eq!(raw.requests(), calls);
+    // post_call masks the answer.
+    let resp = chat(&gw, "hello", json!(["pii-out"]));
+    assert_eq!(
+        resp.json()["choices"][0]["message"]["content"],
+        "reach me at <EMAIL_ADDRESS> today"
+    );
+    // An unreachable analyzer fails the request (LiteLLM raises).
+    let mut config = base_config(free_port());
+    config["model_list"][0] = openai_model("gpt-4o", "dep-1", &raw.api_base(), json!({}));
+    let mut down = params("pre_call");
+    down["presidio_analyzer_api_base"] = json!(format!("http://127.0.0.1:{}", free_port()));
+    down["timeout"] = json!(1);
+    config["guardrails"] = json!([{"guardrail_name": "pii-down", "litellm_params": down}]);
+    let gw = Gateway::start_json(&config, &[]);
+    let err = assert_error(&chat(&gw, "x@y.z", json!(["pii-down"])), 500);
+    assert!(
+        err["message"].as_str().unwrap().contains("Presidio failed"),
+        "{err:?}"
     );
 }

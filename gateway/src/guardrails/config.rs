@@ -1,6 +1,6 @@
 //! The top-level `guardrails:` list of `config.yaml`, LiteLLM's shape:
 //! `[{guardrail_name, litellm_params: {guardrail, mode, default_on, ...}}]`.
-//! `litellm_content_filter`, `generic_guardrail_api` and `lakera_v2` are built; any other type, mode or
+//! `litellm_content_filter`, `generic_guardrail_api`, `lakera_v2` and `presidio` are built; any other type, mode or
 //! parameter stops start-up with a message naming it.
 
 use super::api::GenericApi;
@@ -42,9 +42,10 @@ pub fn guardrail(entry: &Value) -> Result<Guardrail, String> {
         "litellm_content_filter" => FILTER_PARAMS,
         "generic_guardrail_api" => super::api::PARAMS,
         "lakera_v2" => super::lakera::PARAMS,
+        "presidio" => super::presidio::PARAMS,
         _ => {
             return Err(format!(
-                "guardrail type `{kind}` is not supported by this gateway (supported: litellm_content_filter, generic_guardrail_api, lakera_v2); remove the guardrail to start"
+                "guardrail type `{kind}` is not supported by this gateway (supported: litellm_content_filter, generic_guardrail_api, lakera_v2, presidio); remove the guardrail to start"
             ))
         }
     };
@@ -65,6 +66,9 @@ pub fn guardrail(entry: &Value) -> Result<Guardrail, String> {
     let service = match kind {
         "generic_guardrail_api" => Some(Kind::Api(GenericApi::from_params(params)?)),
         "lakera_v2" => Some(Kind::Lakera(super::lakera::LakeraV2::from_params(params)?)),
+        "presidio" => Some(Kind::Presidio(super::presidio::Presidio::from_params(
+            params,
+        )?)),
         _ => None,
     };
     if let Some(kind) = service {
@@ -233,10 +237,10 @@ mod tests {
     #[test]
     fn other_types_modes_and_params_are_refused_by_name() {
         let err =
-            parse("{guardrail_name: pii, litellm_params: {guardrail: presidio, mode: pre_call}}")
+            parse("{guardrail_name: pii, litellm_params: {guardrail: bedrock, mode: pre_call}}")
                 .err()
                 .unwrap();
-        assert!(err.contains("`presidio`"), "{err}");
+        assert!(err.contains("`bedrock`"), "{err}");
         let err = parse("{guardrail_name: f, litellm_params: {guardrail: litellm_content_filter, mode: logging_only}}")
             .err()
             .unwrap();

@@ -1,8 +1,10 @@
 //! Guardrails: LiteLLM's top-level `guardrails:` list, chosen per request
 //! and applied to the text of requests (`pre_call`, `during_call`) and of
 //! answers (`post_call`). Types built: `litellm_content_filter`
-//! ([`filter`], run here) and `generic_guardrail_api` ([`api`], whose call
-//! the proxy makes); every other type stops start-up.
+//! ([`filter`], run here; on streams through [`stream`]), and the services
+//! `generic_guardrail_api` ([`api`]), `lakera_v2` ([`lakera`]) and
+//! `presidio` ([`presidio`]), whose calls the proxy makes; every other
+//! type stops start-up.
 //!
 //! Which run: every `default_on` guardrail (unless the key's or team's
 //! `metadata.disable_global_guardrails`), and those named by the request's
@@ -15,6 +17,7 @@ mod config;
 pub mod filter;
 pub mod lakera;
 pub mod patterns;
+pub mod presidio;
 pub mod stream;
 mod walk;
 
@@ -58,6 +61,8 @@ pub enum Kind {
     Api(api::GenericApi),
     /// `lakera_v2`: a call to Lakera Guard.
     Lakera(lakera::LakeraV2),
+    /// `presidio`: calls to Presidio's analyzer and anonymizer.
+    Presidio(presidio::Presidio),
 }
 
 impl Guardrail {
@@ -65,7 +70,7 @@ impl Guardrail {
     pub fn filter(&self) -> Option<&filter::ContentFilter> {
         match &self.kind {
             Kind::Filter(f) => Some(f),
-            Kind::Api(_) | Kind::Lakera(_) => None,
+            Kind::Api(_) | Kind::Lakera(_) | Kind::Presidio(_) => None,
         }
     }
 

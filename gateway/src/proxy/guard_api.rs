@@ -2,13 +2,15 @@
 //! service's deadline and with its answer's size bounded:
 //! `generic_guardrail_api` ([`GenericApi`]; what an unreachable or failing
 //! service means is its `unreachable_fallback` and `fail_on_error`) and
-//! `lakera_v2` ([`LakeraV2`]; a failure refuses, as in LiteLLM).
+//! `lakera_v2` ([`LakeraV2`]) and `presidio` ([`Presidio`]; for both a
+//! failure refuses, as in LiteLLM).
 
 use super::headers::upstream_head;
 use crate::auth::Principal;
 use crate::error::GatewayError;
 use crate::guardrails::api::{CallInfo, GenericApi, Verdict};
 use crate::guardrails::lakera::LakeraV2;
+use crate::guardrails::presidio::{BlockedEntity, Presidio};
 use crate::guardrails::{Guardrail, Kind, Service};
 use crate::providers::UpstreamRequest;
 use crate::state::Worker;
@@ -49,6 +51,7 @@ pub(super) async fn check(
                 changed |= Box::pin(generic(worker, g, api, extra, texts, round)).await?
             }
             Kind::Lakera(lakera) => Box::pin(lakera_guard(worker, g, lakera, texts, round)).await?,
+            Kind::Presidio(p) => changed |= Box::pin(presidio(worker, g, p, texts)).await?,
             Kind::Filter(_) => {}
         }
     }
@@ -140,6 +143,60 @@ async fn lakera_guard(
             reason,
         }),
     }
+}
+
+/// Presidio on each text: analyzed, refused for a `BLOCK` entity, else
+/// anonymized when something was found; whether a text changed.
+async fn presidio(
+    worker: &Worker,
+    g: &Guardrail,
+    p: &Presidio,
+    texts: &mut [String],
+) -> Result<bool, GatewayError> {
+    let failed = |reason: String| GatewayError::GuardrailFailed {
+        service: "Presidio",
+        guardrail: g.name.clone(),
+        reason,
+    };
+    let mut changed = false;
+    for text in texts.iter_mut().filter(|t| !t.is_empty()) {
+        let accept = || vec![("accept".to_string(), "application/json".to_string())];
+        let analyzed = post(
+            worker,
+            &p.analyze_url,
+            accept(),
+            p.analyze_body(text),
+            p.timeout,
+        )
+        .await;
+        let (url, answer) = analyzed.map_err(|(reason, _)| failed(reason))?;
+        let findings = p
+            .findings(&answer)
+            .map_err(|e| failed(format!("{url}: {e}")))?;
+        let findings = match findings {
+            Ok(findings) => findings,
+            Err(BlockedEntity(entity)) => {
+                let message = format!(
+                    "Blocked entity detected: {entity} by Guardrail: {}. This entity is not allowed to be used in this request.",
+                    g.name
+                );
+                return Err(GatewayError::GuardrailBlocked {
+                    detail: serde_json::json!({"error": message, "entity_type": entity}),
+                    message,
+                });
+            }
+        };
+        if findings.is_empty() {
+            continue;
+        }
+        let body = Presidio::anonymize_body(text, findings);
+        let anonymized = post(worker, &p.anonymize_url, accept(), body, p.timeout).await;
+        let (url, answer) = anonymized.map_err(|(reason, _)| failed(reason))?;
+        let new = Presidio::anonymized(&answer).map_err(|e| failed(format!("{url}: {e}")))?;
+        changed |= new != *text;
+        *text = new;
+    }
+    Ok(changed)
 }
 
 /// The messages Lakera reads: a chat request's own (role and text;
