@@ -18,15 +18,15 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 use std::borrow::Cow;
 
-/// The body to read and send on, after the request's guardrails (its
-/// content filters, then its guardrail services); keeps its `post_call`
-/// ones in `outcome`.
-pub(super) async fn pre_call(
+/// The body after the request's content filters, and the guardrail
+/// services still to call on it ([`services`]); keeps its `post_call`
+/// guardrails in `outcome`.
+pub(super) fn pre_call(
     worker: &Worker,
     (principal, endpoint): (&Principal, Endpoint),
     body: Bytes,
     outcome: &mut Outcome,
-) -> Result<Bytes, GatewayError> {
+) -> Result<(Bytes, Vec<guardrails::Service>), GatewayError> {
     let key = key_of(principal);
     let scope = Scope {
         key: key.map(|k| &k.record.metadata),
@@ -50,9 +50,17 @@ pub(super) async fn pre_call(
     if answer_services || !checked.services.is_empty() {
         outcome.guard_caller = guard_api::caller(principal);
     }
-    if checked.services.is_empty() {
-        return Ok(body);
-    }
+    Ok((body, checked.services))
+}
+
+/// The body to read and send on after the request's `pre_call` and
+/// `during_call` guardrail services: rewritten, or their refusal.
+pub(super) async fn services(
+    worker: &Worker,
+    body: Bytes,
+    services: &[guardrails::Service],
+    outcome: &Outcome,
+) -> Result<Bytes, GatewayError> {
     let mut doc: Value =
         serde_json::from_slice(&body).map_err(|e| GatewayError::MalformedJson(e.to_string()))?;
     let mut texts = guardrails::request_texts(&mut doc);
@@ -62,7 +70,7 @@ pub(super) async fn pre_call(
         caller: &outcome.guard_caller,
         doc: &doc,
     };
-    if !guard_api::check(worker, &checked.services, &mut texts, &round).await? {
+    if !guard_api::check(worker, services, &mut texts, &round).await? {
         return Ok(body);
     }
     guardrails::set_request_texts(&mut doc, texts);

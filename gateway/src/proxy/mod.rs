@@ -296,16 +296,16 @@ async fn serve(
     // a form's audio has no text for them)
     let parsed = match convert::form_content_type(&forward_headers) {
         Some(content_type) => LlmRequest::parse_form(endpoint, content_type, body)?,
-        None => LlmRequest::parse(
-            endpoint,
-            Box::pin(guard::pre_call(
-                worker,
-                (principal, endpoint),
-                body,
-                outcome,
-            ))
-            .await?,
-        )?,
+        None => {
+            let (body, services) = guard::pre_call(worker, (principal, endpoint), body, outcome)?;
+            let body = if services.is_empty() {
+                body
+            } else {
+                // Boxed: only requests with guardrail services wait here.
+                Box::pin(guard::services(worker, body, &services, outcome)).await?
+            };
+            LlmRequest::parse(endpoint, body)?
+        }
     };
     // Generated audio has no text for `post_call` guardrails, and is
     // relayed as it arrives rather than held for them.
