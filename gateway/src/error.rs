@@ -164,6 +164,18 @@ pub enum GatewayError {
         /// LiteLLM's `HTTPException.detail` (`error`, `pattern` or `keyword`).
         detail: serde_json::Value,
     },
+    /// A guardrail service could not judge the text and its settings do
+    /// not let the text pass (`unreachable_fallback: fail_closed`,
+    /// `fail_on_error`): LiteLLM's 500.
+    #[error("{service} failed: {reason} (guardrail '{guardrail}')")]
+    GuardrailFailed {
+        /// The kind of service, e.g. `Generic Guardrail API`.
+        service: &'static str,
+        /// `guardrail_name`.
+        guardrail: String,
+        /// What went wrong (no credentials).
+        reason: String,
+    },
     /// A request, key or team names a guardrail the config does not have.
     #[error("guardrail '{0}' is not configured (the guardrails section of config.yaml)")]
     UnknownGuardrail(String),
@@ -378,7 +390,7 @@ impl GatewayError {
             Upstream { status, .. } => *status,
             UpstreamUnreachable { .. } | UpstreamProtocol { .. } => 502,
             Unavailable(_) | CutOff => 503,
-            Internal(_) => 500,
+            Internal(_) | GuardrailFailed { .. } => 500,
             ClientGone => 499,
         }
     }
@@ -406,7 +418,7 @@ impl GatewayError {
             NotFound(_) => "not_found_error",
             CustomerNotFound { .. } => "not_found",
             CustomerExists(_) => "bad_request",
-            Store(_) | Internal(_) => "internal_server_error",
+            Store(_) | Internal(_) | GuardrailFailed { .. } => "internal_server_error",
             RouteNotFound { .. } | ModelNotFound(_) => "not_found_error",
             ClientTimeout { .. } | UpstreamTimeout { .. } => "timeout_error",
             Upstream {

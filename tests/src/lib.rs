@@ -11,6 +11,8 @@
 //! - [`config`]: config builders and a tiny JSON-to-YAML writer.
 //! - [`postgres`]: scratch databases ([`TestDb`]) and a killable private
 //!   server ([`PrivatePostgres`]) for the multi-replica and outage tests.
+//! - [`guardrail_service`]: a guardrail service of LiteLLM's
+//!   `generic_guardrail_api` contract ([`guardrail_service::GuardrailService`]).
 //! - [`raw_upstream`]: a scripted upstream answering fixed bytes ([`RawUpstream`]).
 //! - [`redis`]: a private, stoppable `redis-server` ([`PrivateRedis`]) for
 //!   the rate-limit tests.
@@ -31,6 +33,7 @@
 
 pub mod budget_burst;
 pub mod config;
+pub mod guardrail_service;
 pub mod http;
 pub mod load;
 pub mod pki;

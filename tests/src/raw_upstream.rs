@@ -100,7 +100,7 @@ fn serve(
 }
 
 /// Reads one whole request into `buf`; returns its length.
-fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<usize> {
+pub(crate) fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<usize> {
     let mut chunk = [0u8; 8192];
     loop {
         if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {

@@ -1,11 +1,12 @@
 //! The top-level `guardrails:` list of `config.yaml`, LiteLLM's shape:
 //! `[{guardrail_name, litellm_params: {guardrail, mode, default_on, ...}}]`.
-//! Only `litellm_content_filter` is built; any other type, mode or
+//! `litellm_content_filter`, `generic_guardrail_api`, `lakera_v2` and `presidio` are built; any other type, mode or
 //! parameter stops start-up with a message naming it.
 
+use super::api::GenericApi;
 use super::filter::{Action, ContentFilter, PatternSpec, WordSpec};
 use super::patterns::Check;
-use super::{Guardrail, Modes};
+use super::{Guardrail, Kind, Modes};
 use serde_yaml::Value;
 use std::path::Path;
 
@@ -37,16 +38,22 @@ pub fn guardrail(entry: &Value) -> Result<Guardrail, String> {
         .get("guardrail")
         .and_then(Value::as_str)
         .ok_or("litellm_params.guardrail (the guardrail type) is required")?;
-    if kind != "litellm_content_filter" {
-        return Err(format!(
-            "guardrail type `{kind}` is not supported by this gateway (supported: litellm_content_filter); remove the guardrail to start"
-        ));
-    }
+    let known = match kind {
+        "litellm_content_filter" => FILTER_PARAMS,
+        "generic_guardrail_api" => super::api::PARAMS,
+        "lakera_v2" => super::lakera::PARAMS,
+        "presidio" => super::presidio::PARAMS,
+        _ => {
+            return Err(format!(
+                "guardrail type `{kind}` is not supported by this gateway (supported: litellm_content_filter, generic_guardrail_api, lakera_v2, presidio); remove the guardrail to start"
+            ))
+        }
+    };
     for key in params.keys() {
         let key = key.as_str().unwrap_or("?");
-        if !FILTER_PARAMS.contains(&key) {
+        if !known.contains(&key) {
             return Err(format!(
-                "litellm_params.{key} is not supported by this gateway's litellm_content_filter; remove it to start"
+                "litellm_params.{key} is not supported by this gateway's {kind}; remove it to start"
             ));
         }
     }
@@ -56,6 +63,22 @@ pub fn guardrail(entry: &Value) -> Result<Guardrail, String> {
         Some(Value::Bool(b)) => *b,
         Some(_) => return Err("litellm_params.default_on must be true or false".into()),
     };
+    let service = match kind {
+        "generic_guardrail_api" => Some(Kind::Api(GenericApi::from_params(params)?)),
+        "lakera_v2" => Some(Kind::Lakera(super::lakera::LakeraV2::from_params(params)?)),
+        "presidio" => Some(Kind::Presidio(super::presidio::Presidio::from_params(
+            params,
+        )?)),
+        _ => None,
+    };
+    if let Some(kind) = service {
+        return Ok(Guardrail {
+            name: name.to_string(),
+            modes,
+            default_on,
+            kind,
+        });
+    }
     let patterns = match params.get("patterns") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Sequence(list)) => list
@@ -80,7 +103,7 @@ pub fn guardrail(entry: &Value) -> Result<Guardrail, String> {
         name: name.to_string(),
         modes,
         default_on,
-        filter,
+        kind: Kind::Filter(filter),
     })
 }
 
@@ -214,10 +237,10 @@ mod tests {
     #[test]
     fn other_types_modes_and_params_are_refused_by_name() {
         let err =
-            parse("{guardrail_name: pii, litellm_params: {guardrail: presidio, mode: pre_call}}")
+            parse("{guardrail_name: pii, litellm_params: {guardrail: bedrock, mode: pre_call}}")
                 .err()
                 .unwrap();
-        assert!(err.contains("`presidio`"), "{err}");
+        assert!(err.contains("`bedrock`"), "{err}");
         let err = parse("{guardrail_name: f, litellm_params: {guardrail: litellm_content_filter, mode: logging_only}}")
             .err()
             .unwrap();
@@ -255,7 +278,7 @@ mod tests {
         );
         let g = parse(&yaml).unwrap();
         assert_eq!(
-            g.filter.apply("a ZETA b").unwrap(),
+            g.filter().unwrap().apply("a ZETA b").unwrap(),
             "a [KEYWORD_REDACTED] b"
         );
         std::fs::remove_file(&dir).unwrap();

@@ -21,6 +21,11 @@ const SET_DFA_CACHE: usize = 32 << 20;
 /// Up to this many blocked words are matched by a full DFA (fastest);
 /// beyond, the automaton's own choice keeps memory bounded.
 const MAX_DFA_WORDS: usize = 10_000;
+/// Bytes of a streamed answer held back for a pattern split across chunks
+/// (LiteLLM holds 50 characters).
+const STREAM_HOLD: usize = 128;
+/// The same for `openai_api_key`, whose keys run longer (LiteLLM: 419).
+const OPENAI_KEY_HOLD: usize = 420;
 
 /// What a match does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,26 +195,75 @@ impl ContentFilter {
     /// Checks `text`: `Ok(Borrowed)` when nothing matched, `Ok(Owned)`
     /// with the masks applied, or LiteLLM's 400 for a `BLOCK` match.
     pub fn apply<'t>(&self, text: &'t str) -> Result<Cow<'t, str>, GatewayError> {
-        let masked = self.mask_patterns(text)?;
-        match self.mask_words(&masked)? {
-            Some(words) => Ok(Cow::Owned(words)),
-            None => Ok(masked),
+        let mut spans = Vec::new();
+        self.find(text, &mut spans)?;
+        if spans.is_empty() {
+            return Ok(Cow::Borrowed(text));
         }
+        Ok(Cow::Owned(render(text, spans)))
     }
 
-    fn mask_patterns<'t>(&self, text: &'t str) -> Result<Cow<'t, str>, GatewayError> {
+    /// Bytes a stream holds back so that a match split across chunks is
+    /// still whole when it is checked: LiteLLM's holdback (longer for
+    /// OpenAI keys), or the longest keyword.
+    pub fn hold(&self) -> usize {
+        let patterns = self
+            .patterns
+            .iter()
+            .map(|p| {
+                if p.name == "openai_api_key" {
+                    OPENAI_KEY_HOLD
+                } else {
+                    STREAM_HOLD
+                }
+            })
+            .max()
+            .unwrap_or(0);
+        let words = self
+            .plain
+            .iter()
+            .chain(self.wild.iter().map(|(_, w)| w))
+            .map(|w| w.keyword.len())
+            .max()
+            .unwrap_or(0);
+        patterns.max(words)
+    }
+
+    /// The `(start, end)` of every match to mask in `text`, in no order;
+    /// LiteLLM's 400 for a `BLOCK` match.
+    pub fn spans(&self, text: &str, out: &mut Vec<(usize, usize)>) -> Result<(), GatewayError> {
+        let mut spans = Vec::new();
+        self.find(text, &mut spans)?;
+        out.extend(spans.iter().map(|&(start, end, _)| (start, end)));
+        Ok(())
+    }
+
+    /// Appends `(start, end, redaction)` of every match to mask: patterns
+    /// and words, both on the text as given.
+    fn find<'s>(
+        &'s self,
+        text: &str,
+        spans: &mut Vec<(usize, usize, &'s str)>,
+    ) -> Result<(), GatewayError> {
+        self.find_patterns(text, spans)?;
+        self.find_words(text, spans)
+    }
+
+    fn find_patterns<'s>(
+        &'s self,
+        text: &str,
+        spans: &mut Vec<(usize, usize, &'s str)>,
+    ) -> Result<(), GatewayError> {
         let bytes = text.as_bytes();
         if self.patterns.is_empty() {
-            return Ok(Cow::Borrowed(text));
+            return Ok(());
         }
         // The plain search stops at the first match and is faster than
         // the overlapping one that tells which patterns matched.
         if !self.set.is_match(bytes) {
-            return Ok(Cow::Borrowed(text));
+            return Ok(());
         }
         let hits = self.set.matches(bytes);
-        // (start, end, pattern) of every match to mask.
-        let mut spans: Vec<(usize, usize, usize)> = Vec::new();
         for i in hits.iter() {
             let p = &self.patterns[i];
             let found = p.regex.find_iter(bytes).filter(|m| {
@@ -223,37 +277,25 @@ impl ContentFilter {
                         return Err(pattern_blocked(&p.name));
                     }
                 }
-                Action::Mask => spans.extend(found.map(|m| (m.start(), m.end(), i))),
+                Action::Mask => {
+                    spans.extend(found.map(|m| (m.start(), m.end(), p.redaction.as_str())))
+                }
             }
         }
-        if spans.is_empty() {
-            return Ok(Cow::Borrowed(text));
-        }
-        spans.sort_unstable();
-        let mut out = String::with_capacity(text.len());
-        let mut at = 0;
-        for (start, end, i) in spans {
-            if start < at {
-                // Overlaps the previous mask: that one covers it.
-                at = at.max(end);
-                continue;
-            }
-            out.push_str(&text[at..start]);
-            out.push_str(&self.patterns[i].redaction);
-            at = end;
-        }
-        out.push_str(&text[at..]);
-        Ok(Cow::Owned(out))
+        Ok(())
     }
 
-    fn mask_words(&self, text: &str) -> Result<Option<String>, GatewayError> {
-        let mut spans: Vec<(usize, usize)> = Vec::new();
+    fn find_words<'s>(
+        &'s self,
+        text: &str,
+        spans: &mut Vec<(usize, usize, &'s str)>,
+    ) -> Result<(), GatewayError> {
         if let Some(ac) = &self.words {
             for m in ac.find_iter(text) {
                 let w = &self.plain[m.pattern().as_usize()];
                 match w.action {
                     Action::Block => return Err(word_blocked(w)),
-                    Action::Mask => spans.push((m.start(), m.end())),
+                    Action::Mask => spans.push((m.start(), m.end(), KEYWORD_REDACTED)),
                 }
             }
         }
@@ -264,28 +306,32 @@ impl ContentFilter {
                 }
                 match w.action {
                     Action::Block => return Err(word_blocked(w)),
-                    Action::Mask => spans.push((m.start(), m.end())),
+                    Action::Mask => spans.push((m.start(), m.end(), KEYWORD_REDACTED)),
                 }
             }
         }
-        if spans.is_empty() {
-            return Ok(None);
-        }
-        spans.sort_unstable();
-        let mut out = String::with_capacity(text.len());
-        let mut at = 0;
-        for (start, end) in spans {
-            if start < at {
-                at = at.max(end);
-                continue;
-            }
-            out.push_str(&text[at..start]);
-            out.push_str(KEYWORD_REDACTED);
-            at = end;
-        }
-        out.push_str(&text[at..]);
-        Ok(Some(out))
+        Ok(())
     }
+}
+
+/// `text` with each span replaced by its redaction; a span overlapping an
+/// earlier one is covered by it.
+fn render(text: &str, mut spans: Vec<(usize, usize, &str)>) -> String {
+    spans.sort_unstable_by_key(|&(start, end, _)| (start, end));
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for (start, end, redaction) in spans {
+        if start < at {
+            // Overlaps the previous mask: that one covers it.
+            at = at.max(end);
+            continue;
+        }
+        out.push_str(&text[at..start]);
+        out.push_str(redaction);
+        at = end;
+    }
+    out.push_str(&text[at..]);
+    out
 }
 
 /// LiteLLM's refusal for a pattern with action `BLOCK`.

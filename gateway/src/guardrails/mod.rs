@@ -1,7 +1,10 @@
 //! Guardrails: LiteLLM's top-level `guardrails:` list, chosen per request
 //! and applied to the text of requests (`pre_call`, `during_call`) and of
-//! whole answers (`post_call`). The one type built is
-//! `litellm_content_filter` ([`filter`]); every other type stops start-up.
+//! answers (`post_call`). Types built: `litellm_content_filter`
+//! ([`filter`], run here; on streams through [`stream`]), and the services
+//! `generic_guardrail_api` ([`api`]), `lakera_v2` ([`lakera`]) and
+//! `presidio` ([`presidio`]), whose calls the proxy makes; every other
+//! type stops start-up.
 //!
 //! Which run: every `default_on` guardrail (unless the key's or team's
 //! `metadata.disable_global_guardrails`), and those named by the request's
@@ -9,9 +12,13 @@
 //! or in its `metadata`) or by the key's or team's `metadata.guardrails`.
 //! A name that is not configured is a 400.
 
+pub mod api;
 mod config;
 pub mod filter;
+pub mod lakera;
 pub mod patterns;
+pub mod presidio;
+pub mod stream;
 mod walk;
 
 use crate::error::GatewayError;
@@ -41,9 +48,40 @@ pub struct Guardrail {
     pub modes: Modes,
     /// `default_on`.
     pub default_on: bool,
-    /// The content filter it runs.
-    pub filter: filter::ContentFilter,
+    /// What it runs.
+    pub kind: Kind,
 }
+
+/// What a guardrail runs.
+#[derive(Debug)]
+pub enum Kind {
+    /// `litellm_content_filter`, in process.
+    Filter(filter::ContentFilter),
+    /// `generic_guardrail_api`: a call to a guardrail service.
+    Api(api::GenericApi),
+    /// `lakera_v2`: a call to Lakera Guard.
+    Lakera(lakera::LakeraV2),
+    /// `presidio`: calls to Presidio's analyzer and anonymizer.
+    Presidio(presidio::Presidio),
+}
+
+impl Guardrail {
+    /// Its content filter, when it is one.
+    pub fn filter(&self) -> Option<&filter::ContentFilter> {
+        match &self.kind {
+            Kind::Filter(f) => Some(f),
+            Kind::Api(_) | Kind::Lakera(_) | Kind::Presidio(_) => None,
+        }
+    }
+
+    /// Whether it calls a service (which the proxy does).
+    pub fn is_service(&self) -> bool {
+        !matches!(self.kind, Kind::Filter(_))
+    }
+}
+
+/// A guardrail service to call and the request's `extra_body` for it.
+pub type Service = (Arc<Guardrail>, Option<Value>);
 
 /// Every configured guardrail.
 #[derive(Debug, Default)]
@@ -62,9 +100,10 @@ pub struct Scope<'a> {
     pub team: Option<&'a Map<String, Value>>,
 }
 
-/// The `post_call` guardrails a request chose, for its answer.
+/// The `post_call` guardrails a request chose, for its answer, and the
+/// request's `extra_body` for its services.
 #[derive(Debug)]
-pub struct PostCall(Vec<Arc<Guardrail>>);
+pub struct PostCall(Vec<Arc<Guardrail>>, Map<String, Value>);
 
 /// What a request's guardrails leave for the rest of its life.
 #[derive(Debug, Default)]
@@ -74,6 +113,9 @@ pub struct Checked {
     /// The names of every guardrail it runs, comma-separated, in the order
     /// they were chosen (LiteLLM's `x-litellm-applied-guardrails`).
     pub applied: Option<Arc<str>>,
+    /// Its `pre_call` and `during_call` guardrail services, in order, to
+    /// call on the request before it is routed.
+    pub services: Vec<Service>,
 }
 
 /// Largest number of guardrail names one request may carry.
@@ -126,11 +168,13 @@ impl Guardrails {
     /// `guardrails` member) and what the rest of the request needs of them
     /// ([`Checked`]).
     /// A `BLOCK`, an unknown name, or a `post_call` guardrail on a
-    /// streamed request is an error.
+    /// streamed request whose stream cannot be checked (`streams_checked`
+    /// false: the Responses API's) is an error.
     pub fn pre_call(
         &self,
         scope: Scope<'_>,
         body: Bytes,
+        streams_checked: bool,
     ) -> Result<(Bytes, Checked), GatewayError> {
         let stored =
             |m: Option<&Map<String, Value>>| m.is_some_and(|m| m.contains_key("guardrails"));
@@ -144,6 +188,12 @@ impl Guardrails {
             return Ok((body, Checked::default()));
         };
         let from_body = obj.remove("guardrails");
+        let mut extra = Map::new();
+        collect_extra(from_body.as_ref(), &mut extra);
+        collect_extra(
+            obj.get("metadata").and_then(|m| m.get("guardrails")),
+            &mut extra,
+        );
         let mut names: Vec<&str> = Vec::new();
         for (list, param) in [
             (from_body.as_ref(), "guardrails"),
@@ -181,11 +231,14 @@ impl Guardrails {
             }
         }
         let stream = obj.get("stream") == Some(&Value::Bool(true));
-        if let Some(g) = chosen.iter().find(|g| g.modes.post && stream) {
+        if let Some(g) = chosen
+            .iter()
+            .find(|g| g.modes.post && stream && (!streams_checked || g.is_service()))
+        {
             return Err(GatewayError::InvalidParam {
                 param: "stream",
                 message: format!(
-                    "guardrail '{}' runs post_call, which this gateway applies to whole answers only; send stream: false",
+                    "guardrail '{}' runs post_call, which this gateway applies to streams of chat completions, completions and Messages with litellm_content_filter only; send stream: false",
                     g.name
                 ),
             });
@@ -194,7 +247,12 @@ impl Guardrails {
         let before: Vec<&Arc<Guardrail>> = chosen
             .iter()
             .copied()
-            .filter(|g| g.modes.pre || g.modes.during)
+            .filter(|g| (g.modes.pre || g.modes.during) && g.filter().is_some())
+            .collect();
+        let services: Vec<Service> = chosen
+            .iter()
+            .filter(|g| (g.modes.pre || g.modes.during) && g.is_service())
+            .map(|g| (Arc::clone(g), extra_body(&extra, &g.name)))
             .collect();
         if !before.is_empty() {
             walk::request(&mut doc, &mut |text| {
@@ -208,7 +266,8 @@ impl Guardrails {
             .map(|g| Arc::clone(g))
             .collect();
         let checked = Checked {
-            post: (!post.is_empty()).then_some(PostCall(post)),
+            services,
+            post: (!post.is_empty()).then_some(PostCall(post, extra)),
             applied: (!chosen.is_empty()).then(|| {
                 let names: Vec<&str> = chosen.iter().map(|g| g.name.as_str()).collect();
                 Arc::from(names.join(","))
@@ -224,6 +283,20 @@ impl Guardrails {
 }
 
 impl PostCall {
+    /// The window that checks a streamed answer.
+    pub fn stream(&self) -> stream::StreamCheck {
+        stream::StreamCheck::new(self.0.clone())
+    }
+
+    /// Its guardrail services, in order, for a whole answer.
+    pub fn services(&self) -> Vec<Service> {
+        self.0
+            .iter()
+            .filter(|g| g.is_service())
+            .map(|g| (Arc::clone(g), extra_body(&self.1, &g.name)))
+            .collect()
+    }
+
     /// Runs the guardrails on a whole answer: `Borrowed` when nothing
     /// changed, the masked answer, or the refusal.
     pub fn answer<'b>(&self, body: &'b [u8]) -> Result<Cow<'b, [u8]>, GatewayError> {
@@ -247,11 +320,78 @@ impl PostCall {
     }
 }
 
-/// Runs `chosen` on `text` in turn; whether it changed.
+/// The texts of a request body, in the order [`set_request_texts`] takes
+/// them back.
+pub fn request_texts(doc: &mut Value) -> Vec<String> {
+    let mut texts = Vec::new();
+    let _ = walk::request(doc, &mut |t| {
+        texts.push(t.clone());
+        Ok(())
+    });
+    texts
+}
+
+/// Puts `texts` back into a request body, in [`request_texts`]' order.
+pub fn set_request_texts(doc: &mut Value, texts: Vec<String>) {
+    let mut texts = texts.into_iter();
+    let _ = walk::request(doc, &mut |t| {
+        if let Some(new) = texts.next() {
+            *t = new;
+        }
+        Ok(())
+    });
+}
+
+/// The texts of a whole answer, in the order [`set_answer_texts`] takes
+/// them back.
+pub fn answer_texts(doc: &mut Value) -> Vec<String> {
+    let mut texts = Vec::new();
+    let _ = walk::answer(doc, &mut |t| {
+        texts.push(t.clone());
+        Ok(())
+    });
+    texts
+}
+
+/// Puts `texts` back into a whole answer, in [`answer_texts`]' order.
+pub fn set_answer_texts(doc: &mut Value, texts: Vec<String>) {
+    let mut texts = texts.into_iter();
+    let _ = walk::answer(doc, &mut |t| {
+        if let Some(new) = texts.next() {
+            *t = new;
+        }
+        Ok(())
+    });
+}
+
+/// The `extra_body` a request gives guardrail `name`.
+fn extra_body(extra: &Map<String, Value>, name: &str) -> Option<Value> {
+    extra.get(name).and_then(|e| e.get("extra_body")).cloned()
+}
+
+/// The `{name: {extra_body}}` entries of a request's `guardrails` (an
+/// object, or a list whose items may be such objects).
+fn collect_extra(list: Option<&Value>, extra: &mut Map<String, Value>) {
+    let objects: Vec<&Map<String, Value>> = match list {
+        Some(Value::Object(o)) => vec![o],
+        Some(Value::Array(items)) => items.iter().filter_map(Value::as_object).collect(),
+        _ => Vec::new(),
+    };
+    for o in objects {
+        for (name, v) in o {
+            if extra.len() < MAX_NAMES {
+                extra.insert(name.clone(), v.clone());
+            }
+        }
+    }
+}
+
+/// Runs the content filters of `chosen` on `text` in turn; whether it
+/// changed.
 fn run(chosen: &[&Arc<Guardrail>], text: &mut String) -> Result<bool, GatewayError> {
     let mut changed = false;
-    for g in chosen {
-        if let Cow::Owned(masked) = g.filter.apply(text)? {
+    for f in chosen.iter().filter_map(|g| g.filter()) {
+        if let Cow::Owned(masked) = f.apply(text)? {
             *text = masked;
             changed = true;
         }
@@ -274,10 +414,12 @@ fn read_names<'a>(
         None | Some(Value::Null) => {}
         Some(Value::Array(items)) => {
             for item in items {
-                names.push(
-                    item.as_str()
-                        .ok_or_else(|| bad("must be a list of guardrail names"))?,
-                );
+                match item {
+                    Value::String(name) => names.push(name),
+                    // LiteLLM's `[{name: {extra_body}}]`.
+                    Value::Object(by_name) => names.extend(by_name.keys().map(String::as_str)),
+                    _ => return Err(bad("must be a list of guardrail names")),
+                }
             }
         }
         Some(Value::Object(by_name)) => names.extend(by_name.keys().map(String::as_str)),
@@ -310,7 +452,7 @@ mod tests {
 "#;
 
     fn pre(g: &Guardrails, scope: Scope<'_>, body: &str) -> Result<(String, bool), GatewayError> {
-        let (b, checked) = g.pre_call(scope, Bytes::from(body.to_string()))?;
+        let (b, checked) = g.pre_call(scope, Bytes::from(body.to_string()), false)?;
         Ok((
             String::from_utf8(b.to_vec()).unwrap(),
             checked.post.is_some(),
@@ -411,6 +553,7 @@ mod tests {
             .pre_call(
                 Scope::default(),
                 Bytes::from_static(br#"{"model":"m","guardrails":["out"],"messages":[]}"#),
+                false,
             )
             .unwrap();
         // Every guardrail that runs is named, in the order chosen: the

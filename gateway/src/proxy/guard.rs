@@ -1,25 +1,32 @@
-//! The guardrails' two places in a request's life: on its body before it
-//! is read (`pre_call`, `during_call`) and on a whole answer before the
-//! client sees it (`post_call`).
+//! The guardrails' places in a request's life: on its body before it is
+//! read (`pre_call`, `during_call`), on a whole answer before the client
+//! sees it and on a streamed one as it goes (`post_call`).
 
+use super::guard_api;
 use super::{headers::litellm_headers, key_of, Outcome};
 use crate::auth::Principal;
 use crate::downstream::HeadBuilder;
 use crate::downstream::Responder;
 use crate::error::GatewayError;
-use crate::formats::Format;
-use crate::guardrails::Scope;
+use crate::formats::{Format, TranslateError};
+use crate::guardrails::stream::StreamCheck;
+use crate::guardrails::{self, Scope};
+use crate::inbound::Endpoint;
+use crate::sse::EventReader;
 use crate::state::Worker;
 use bytes::Bytes;
+use serde_json::{json, Value};
+use std::borrow::Cow;
 
-/// The body to read and send on, after the request's guardrails; keeps
-/// its `post_call` ones in `outcome`.
+/// The body after the request's content filters, and the guardrail
+/// services still to call on it ([`services`]); keeps its `post_call`
+/// guardrails in `outcome`.
 pub(super) fn pre_call(
     worker: &Worker,
-    principal: &Principal,
+    (principal, endpoint): (&Principal, Endpoint),
     body: Bytes,
     outcome: &mut Outcome,
-) -> Result<Bytes, GatewayError> {
+) -> Result<(Bytes, Vec<guardrails::Service>), GatewayError> {
     let key = key_of(principal);
     let scope = Scope {
         key: key.map(|k| &k.record.metadata),
@@ -27,26 +34,77 @@ pub(super) fn pre_call(
             .and_then(|k| k.team.as_ref())
             .map(|t| &t.record.metadata),
     };
-    let (body, checked) = worker.shared.guardrails.pre_call(scope, body)?;
+    // A Responses stream is not checked: its text comes in many event
+    // kinds.
+    let streams_checked = endpoint != Endpoint::Responses;
+    let (body, checked) = worker
+        .shared
+        .guardrails
+        .pre_call(scope, body, streams_checked)?;
     outcome.post_call = checked.post;
     outcome.applied_guardrails = checked.applied;
-    Ok(body)
+    let answer_services = outcome
+        .post_call
+        .as_ref()
+        .is_some_and(|p| !p.services().is_empty());
+    if answer_services || !checked.services.is_empty() {
+        outcome.guard_caller = guard_api::caller(principal);
+    }
+    Ok((body, checked.services))
+}
+
+/// The body to read and send on after the request's `pre_call` and
+/// `during_call` guardrail services: rewritten, or their refusal.
+pub(super) async fn services(
+    worker: &Worker,
+    body: Bytes,
+    services: &[guardrails::Service],
+    outcome: &Outcome,
+) -> Result<Bytes, GatewayError> {
+    let mut doc: Value =
+        serde_json::from_slice(&body).map_err(|e| GatewayError::MalformedJson(e.to_string()))?;
+    let mut texts = guardrails::request_texts(&mut doc);
+    let round = guard_api::Round {
+        input_type: "request",
+        call_id: &outcome.call_id,
+        caller: &outcome.guard_caller,
+        doc: &doc,
+    };
+    if !guard_api::check(worker, services, &mut texts, &round).await? {
+        return Ok(body);
+    }
+    guardrails::set_request_texts(&mut doc, texts);
+    serde_json::to_vec(&doc)
+        .map(Bytes::from)
+        .map_err(|_| GatewayError::Internal("re-encoding a guarded body failed"))
 }
 
 /// Sends a whole 2xx answer `body` in the `client`'s format after its
-/// `post_call` guardrails: masked, or replaced by their refusal (the
-/// answer was generated, so the attempt is still billed as a success).
+/// `post_call` guardrails (content filters, then services): masked, or
+/// replaced by their refusal (the answer was generated, so the attempt is
+/// still billed as a success).
 pub(super) async fn send_answer(
     out: &mut Responder<'_>,
     client: Format,
-    outcome: &Outcome,
+    (worker, outcome): (&Worker, &Outcome),
     (status, headers, content_type): (u16, HeadBuilder, &str),
     body: &[u8],
 ) -> Result<(), GatewayError> {
     let io = |_| GatewayError::Unavailable("client connection lost");
     let checked = match &outcome.post_call {
-        None => Ok(std::borrow::Cow::Borrowed(body)),
-        Some(post) => post.answer(body),
+        None => Ok(Cow::Borrowed(body)),
+        Some(post) => match post.answer(body) {
+            Ok(answer) => {
+                let services = post.services();
+                if services.is_empty() {
+                    Ok(answer)
+                } else {
+                    let checking = answer_services(worker, outcome, &services, answer);
+                    Box::pin(checking).await
+                }
+            }
+            Err(err) => Err(err),
+        },
     };
     match checked {
         Ok(body) => out
@@ -59,4 +117,276 @@ pub(super) async fn send_answer(
             Ok(())
         }
     }
+}
+
+/// A whole answer after the request's `post_call` guardrail services.
+async fn answer_services<'b>(
+    worker: &Worker,
+    outcome: &Outcome,
+    services: &[crate::guardrails::Service],
+    answer: Cow<'b, [u8]>,
+) -> Result<Cow<'b, [u8]>, GatewayError> {
+    let Ok(mut doc) = serde_json::from_slice::<Value>(&answer) else {
+        return Err(GatewayError::Internal(
+            "the answer could not be read for its post_call guardrails",
+        ));
+    };
+    let mut texts = guardrails::answer_texts(&mut doc);
+    let round = guard_api::Round {
+        input_type: "response",
+        call_id: &outcome.call_id,
+        caller: &outcome.guard_caller,
+        doc: &doc,
+    };
+    if !guard_api::check(worker, services, &mut texts, &round).await? {
+        return Ok(answer);
+    }
+    guardrails::set_answer_texts(&mut doc, texts);
+    serde_json::to_vec(&doc)
+        .map(Cow::Owned)
+        .map_err(|_| GatewayError::Internal("re-encoding a guarded answer failed"))
+}
+
+/// A streamed answer in the client's framing after its `post_call`
+/// guardrails: the text of each choice (OpenAI `delta.content` or `text`,
+/// Anthropic `text_delta`) passes [`StreamCheck`]; a `BLOCK` ends the
+/// stream with an error event in the client's framing, as LiteLLM does.
+/// Tool-call arguments and reasoning pass unchecked.
+pub(super) struct StreamGuard {
+    check: StreamCheck,
+    reader: EventReader,
+    anthropic: bool,
+    /// `id`, `object`, `created`, `model` of the last OpenAI chunk, for the
+    /// chunk that releases text held at the end.
+    last: Option<Value>,
+    /// The stream ended: refused, or its `[DONE]` sent.
+    ended: bool,
+    /// A `BLOCK` refused it.
+    blocked: bool,
+}
+
+impl StreamGuard {
+    /// A guard for a stream in the `client`'s format; `None` when the
+    /// request has no `post_call` guardrails or the format is not checked.
+    pub(super) fn new(outcome: &Outcome, client: Format) -> Option<StreamGuard> {
+        let anthropic = match client {
+            Format::OpenAi => false,
+            Format::Anthropic => true,
+            _ => return None,
+        };
+        Some(StreamGuard {
+            check: outcome.post_call.as_ref()?.stream(),
+            reader: EventReader::new(crate::formats::MAX_EVENT_BYTES),
+            anthropic,
+            last: None,
+            ended: false,
+            blocked: false,
+        })
+    }
+
+    /// Whether a `BLOCK` ended the stream (nothing more is sent).
+    pub(super) fn blocked(&self) -> bool {
+        self.blocked
+    }
+
+    /// Appends to `out` what the client gets of the events `input` completes.
+    pub(super) fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), TranslateError> {
+        if self.ended {
+            return Ok(());
+        }
+        let mut reader = std::mem::replace(&mut self.reader, EventReader::new(0));
+        let result = reader.feed(input, &mut |name, data| self.event(name, data, out));
+        self.reader = reader;
+        result
+    }
+
+    /// The end of the stream: releases what is still held.
+    pub(super) fn finish(&mut self, out: &mut Vec<u8>) -> Result<(), TranslateError> {
+        if !self.ended {
+            let mut reader = std::mem::replace(&mut self.reader, EventReader::new(0));
+            let result = reader.finish(&mut |name, data| self.event(name, data, out));
+            self.reader = reader;
+            result?;
+        }
+        if !self.ended {
+            self.flush_all(out);
+        }
+        Ok(())
+    }
+
+    fn event(&mut self, name: &[u8], data: &[u8], out: &mut Vec<u8>) -> Result<(), TranslateError> {
+        if self.ended {
+            return Ok(());
+        }
+        if data == b"[DONE]" {
+            self.flush_all(out);
+            if !self.ended {
+                out.extend_from_slice(crate::formats::DONE);
+                self.ended = true;
+            }
+            return Ok(());
+        }
+        let checked = match serde_json::from_slice::<Value>(data) {
+            Ok(mut event) => {
+                let checked = if self.anthropic {
+                    self.anthropic_event(&mut event, out)
+                } else {
+                    self.openai_chunk(&mut event)
+                };
+                checked.map(|changed| changed.then_some(event))
+            }
+            // Not JSON: not text to check, relayed as it came.
+            Err(_) => Ok(None),
+        };
+        match checked {
+            Ok(Some(event)) => {
+                write_event(out, name, &serde_json::to_vec(&event).unwrap_or_default())
+            }
+            Ok(None) => write_event(out, name, data),
+            Err(err) => self.refuse(&err, out),
+        }
+        Ok(())
+    }
+
+    /// Checks the text of an OpenAI chunk in place; whether it changed.
+    fn openai_chunk(&mut self, chunk: &mut Value) -> Result<bool, GatewayError> {
+        let Some(choices) = chunk.get_mut("choices").and_then(Value::as_array_mut) else {
+            return Ok(false);
+        };
+        let mut changed = false;
+        for choice in choices.iter_mut() {
+            let index = choice.get("index").and_then(Value::as_u64).unwrap_or(0);
+            let finished = choice.get("finish_reason").is_some_and(|f| !f.is_null());
+            let slot = if choice.get("text").is_some_and(Value::is_string) {
+                choice.get_mut("text")
+            } else {
+                choice
+                    .get_mut("delta")
+                    .and_then(Value::as_object_mut)
+                    .map(|delta| delta.entry("content").or_insert(Value::Null))
+            };
+            let Some(slot) = slot else { continue };
+            let mut text = match slot.as_str() {
+                Some(text) => {
+                    changed = true;
+                    self.check.feed(index, text)?
+                }
+                None => String::new(),
+            };
+            if finished {
+                text.push_str(&self.check.flush(index)?);
+            }
+            if !text.is_empty() || slot.is_string() {
+                *slot = Value::String(text);
+                changed = true;
+            } else if slot.is_null() {
+                // The member this guard added for nothing.
+                if let Some(delta) = choice.get_mut("delta").and_then(Value::as_object_mut) {
+                    delta.remove("content");
+                }
+            }
+        }
+        if changed || self.last.is_none() {
+            self.last = Some(json!({
+                "id": chunk.get("id"),
+                "object": chunk.get("object"),
+                "created": chunk.get("created"),
+                "model": chunk.get("model"),
+            }));
+        }
+        Ok(changed)
+    }
+
+    /// Checks the text of an Anthropic event in place (a text held at a
+    /// block's end goes out as one more delta before its stop); whether it
+    /// changed.
+    fn anthropic_event(
+        &mut self,
+        event: &mut Value,
+        out: &mut Vec<u8>,
+    ) -> Result<bool, GatewayError> {
+        let index = event.get("index").and_then(Value::as_u64).unwrap_or(0);
+        match event.get("type").and_then(Value::as_str) {
+            Some("content_block_delta") => {
+                let Some(text) = event.pointer_mut("/delta/text") else {
+                    return Ok(false);
+                };
+                let Some(given) = text.as_str() else {
+                    return Ok(false);
+                };
+                *text = Value::String(self.check.feed(index, given)?);
+                Ok(true)
+            }
+            Some("content_block_stop") => {
+                let rest = self.check.flush(index)?;
+                if !rest.is_empty() {
+                    write_event(out, b"content_block_delta", &text_delta(index, rest));
+                }
+                Ok(false)
+            }
+            Some("message_delta" | "message_stop") => {
+                self.flush_all(out);
+                Ok(false)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Releases the text every choice still holds, in one closing event
+    /// per choice.
+    fn flush_all(&mut self, out: &mut Vec<u8>) {
+        for index in self.check.pending() {
+            let rest = match self.check.flush(index) {
+                Ok(rest) => rest,
+                Err(err) => return self.refuse(&err, out),
+            };
+            if self.anthropic {
+                write_event(out, b"content_block_delta", &text_delta(index, rest));
+                continue;
+            }
+            let mut chunk = self.last.clone().unwrap_or_else(|| json!({}));
+            chunk["choices"] =
+                json!([{"index": index, "delta": {"content": rest}, "finish_reason": null}]);
+            write_event(out, b"", &serde_json::to_vec(&chunk).unwrap_or_default());
+        }
+    }
+
+    /// Ends the stream with `err` in the client's framing: OpenAI's
+    /// `data: {"error": ...}` then `[DONE]`, Anthropic's `error` event.
+    fn refuse(&mut self, err: &GatewayError, out: &mut Vec<u8>) {
+        if self.anthropic {
+            write_event(out, b"error", &crate::formats::anthropic::error_body(err));
+        } else {
+            write_event(out, b"", &err.body());
+            out.extend_from_slice(crate::formats::DONE);
+        }
+        self.ended = true;
+        self.blocked = true;
+    }
+}
+
+/// One Anthropic `text_delta` event's data.
+fn text_delta(index: u64, text: String) -> Vec<u8> {
+    let event = json!({
+        "type": "content_block_delta",
+        "index": index,
+        "delta": {"type": "text_delta", "text": text},
+    });
+    serde_json::to_vec(&event).unwrap_or_default()
+}
+
+/// Appends one event: its `event:` line when named, a `data:` line per
+/// line of `data`, a blank line.
+fn write_event(out: &mut Vec<u8>, name: &[u8], data: &[u8]) {
+    if !name.is_empty() {
+        out.extend_from_slice(b"event: ");
+        out.extend_from_slice(name);
+        out.push(b'\n');
+    }
+    for line in data.split(|&b| b == b'\n') {
+        out.extend_from_slice(b"data: ");
+        out.extend_from_slice(line);
+        out.push(b'\n');
+    }
+    out.push(b'\n');
 }

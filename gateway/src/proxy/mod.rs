@@ -31,6 +31,7 @@ mod convert;
 mod count_tokens;
 mod cut_off;
 mod guard;
+mod guard_api;
 mod headers;
 mod held;
 mod images;
@@ -99,6 +100,8 @@ pub(crate) struct Outcome {
     post_call: Option<crate::guardrails::PostCall>,
     /// The guardrails it runs (`x-litellm-applied-guardrails`).
     applied_guardrails: Option<Arc<str>>,
+    /// The caller's `user_api_key_*` fields for its guardrail services.
+    guard_caller: serde_json::Map<String, serde_json::Value>,
 }
 
 /// Serves one OpenAI-style LLM request on `endpoint`; `caller` is the
@@ -131,6 +134,7 @@ pub async fn handle(
         telemetry: crate::telemetry::Telemetry::begin(head, received_at),
         post_call: None,
         applied_guardrails: None,
+        guard_caller: Default::default(),
     };
     if let Ok(caller) = &caller {
         outcome
@@ -319,7 +323,16 @@ async fn serve(
     // a form's audio has no text for them)
     let parsed = match convert::form_content_type(&forward_headers) {
         Some(content_type) => LlmRequest::parse_form(endpoint, content_type, body)?,
-        None => LlmRequest::parse(endpoint, guard::pre_call(worker, principal, body, outcome)?)?,
+        None => {
+            let (body, services) = guard::pre_call(worker, (principal, endpoint), body, outcome)?;
+            let body = if services.is_empty() {
+                body
+            } else {
+                // Boxed: only requests with guardrail services wait here.
+                Box::pin(guard::services(worker, body, &services, outcome)).await?
+            };
+            LlmRequest::parse(endpoint, body)?
+        }
     };
     // Generated audio has no text for `post_call` guardrails, and is
     // relayed as it arrives rather than held for them.
@@ -789,7 +802,7 @@ async fn attempt_once(
         None => {
             // Boxed, as `forward` above.
             let call = Box::pin(serve_mock(
-                (sent, client),
+                (worker, sent, client),
                 upstream_model,
                 dep,
                 out,
@@ -945,14 +958,14 @@ async fn forward(
         if passthrough {
             attempt.answer.whole(&body);
             let answer = (status, headers, content_type.as_str());
-            return guard::send_answer(out, client, outcome, answer, &body).await;
+            return guard::send_answer(out, client, (worker, outcome), answer, &body).await;
         }
         let embeddings = endpoint == Endpoint::Embeddings;
         let body = convert::translate_body(Some(provider), client, embeddings, &body)
             .map_err(|e| convert::translate_error(dep, e))?;
         attempt.answer.whole(&body);
         let answer = (status, headers, "application/json");
-        return guard::send_answer(out, client, outcome, answer, &body).await;
+        return guard::send_answer(out, client, (worker, outcome), answer, &body).await;
     }
     let translate = (is_stream && !passthrough)
         .then(|| convert::stream_translator(Some(provider), client, req.include_usage))
@@ -962,8 +975,12 @@ async fn forward(
         Some(_) => "text/event-stream".to_string(),
         None => content_type,
     };
+    let guard = is_stream
+        .then(|| guard::StreamGuard::new(outcome, client))
+        .flatten();
     let mut relay = relay::Relay::new(dep, timeout, deadline, is_stream, strip_usage && is_stream)
-        .translating(translate);
+        .translating(translate)
+        .guarding(guard);
     match resp.content_length() {
         Some(len) if !is_stream => {
             out.start_fixed(status, headers, &content_type, len)
@@ -994,7 +1011,7 @@ async fn forward(
 /// Phase 7 for the in-process mock provider, answering `req` in the
 /// internal form, translated to the `client`'s format.
 async fn serve_mock(
-    (req, client): (&LlmRequest, Format),
+    (worker, req, client): (&Worker, &LlmRequest, Format),
     model: &str,
     dep: &Deployment,
     out: &mut Responder<'_>,
@@ -1033,12 +1050,13 @@ async fn serve_mock(
                     convert::translate_body(None, client, false, &body).map_err(translated)?;
                 attempt.answer.whole(&body);
                 let answer = (200, headers, content_type);
-                return guard::send_answer(out, client, outcome, answer, &body).await;
+                return guard::send_answer(out, client, (worker, outcome), answer, &body).await;
             }
             out.start_stream(200, headers, content_type)
                 .await
                 .map_err(io)?;
             let mut translate = convert::stream_translator(None, client, false);
+            let mut guard = guard::StreamGuard::new(outcome, client);
             for (i, part) in parts.iter().enumerate() {
                 if i > 0 && !chunk_delay.is_zero() {
                     monoio::time::sleep(chunk_delay).await;
@@ -1052,8 +1070,19 @@ async fn serve_mock(
                         t.finish(&mut piece).map_err(translated)?;
                     }
                 }
+                if let Some(g) = &mut guard {
+                    let mut checked = Vec::with_capacity(piece.len());
+                    g.feed(&piece, &mut checked).map_err(translated)?;
+                    if i + 1 == parts.len() {
+                        g.finish(&mut checked).map_err(translated)?;
+                    }
+                    piece = checked;
+                }
                 attempt.answer.feed(&piece, true);
                 out.send_chunk(&piece).await.map_err(io)?;
+                if guard.as_ref().is_some_and(guard::StreamGuard::blocked) {
+                    break;
+                }
             }
             out.end_stream().await.map_err(io)
         }

@@ -191,6 +191,7 @@ pub(super) struct Relay<'d> {
     is_stream: bool,
     filter: Option<UsageChunkFilter>,
     translate: Option<Box<dyn StreamTranslator>>,
+    guard: Option<super::guard::StreamGuard>,
 }
 
 impl<'d> Relay<'d> {
@@ -210,6 +211,7 @@ impl<'d> Relay<'d> {
             is_stream,
             filter: strip_usage.then(UsageChunkFilter::default),
             translate: None,
+            guard: None,
         }
     }
 
@@ -217,6 +219,13 @@ impl<'d> Relay<'d> {
     /// filtered and sent.
     pub(super) fn translating(mut self, translate: Option<Box<dyn StreamTranslator>>) -> Self {
         self.translate = translate;
+        self
+    }
+
+    /// Passes the stream, in the client's format, through its `post_call`
+    /// guardrails last.
+    pub(super) fn guarding(mut self, guard: Option<super::guard::StreamGuard>) -> Self {
+        self.guard = guard;
         self
     }
 
@@ -266,6 +275,18 @@ impl<'d> Relay<'d> {
                 }
                 piece = kept;
             }
+            if let Some(guard) = &mut self.guard {
+                let mut checked = Vec::with_capacity(piece.len());
+                let done = guard.feed(&piece, &mut checked).and_then(|()| {
+                    if more {
+                        Ok(())
+                    } else {
+                        guard.finish(&mut checked)
+                    }
+                });
+                done.map_err(|e| super::convert::translate_error(self.dep, e))?;
+                piece = checked;
+            }
             if !piece.is_empty() {
                 answer.feed(&piece, self.is_stream);
                 let written = if chunked {
@@ -275,7 +296,10 @@ impl<'d> Relay<'d> {
                 };
                 written.map_err(|_| GatewayError::Unavailable("client connection lost"))?;
             }
-            if !more {
+            // A guardrail's block ended the client's stream: the upstream
+            // one is dropped (its connection closes) and what it generated
+            // so far is billed.
+            if !more || self.guard.as_ref().is_some_and(|g| g.blocked()) {
                 return Ok(());
             }
         }

@@ -1,0 +1,298 @@
+//! Calls to guardrail services on the core's upstream client, under each
+//! service's deadline and with its answer's size bounded:
+//! `generic_guardrail_api` ([`GenericApi`]; what an unreachable or failing
+//! service means is its `unreachable_fallback` and `fail_on_error`) and
+//! `lakera_v2` ([`LakeraV2`]) and `presidio` ([`Presidio`]; for both a
+//! failure refuses, as in LiteLLM).
+
+use super::headers::upstream_head;
+use crate::auth::Principal;
+use crate::error::GatewayError;
+use crate::guardrails::api::{CallInfo, GenericApi, Verdict};
+use crate::guardrails::lakera::LakeraV2;
+use crate::guardrails::presidio::{BlockedEntity, Presidio};
+use crate::guardrails::{Guardrail, Kind, Service};
+use crate::providers::UpstreamRequest;
+use crate::state::Worker;
+use crate::upstream::UpstreamError;
+use bytes::Bytes;
+use serde_json::{Map, Value};
+use std::time::Instant;
+
+/// Largest answer read from a guardrail service.
+const MAX_ANSWER: usize = 16 << 20;
+
+/// What one text-checking round needs besides the texts.
+pub(super) struct Round<'a> {
+    /// `request` or `response`.
+    pub input_type: &'static str,
+    /// `litellm_call_id`.
+    pub call_id: &'a str,
+    /// The caller's `user_api_key_*` fields (`request_data`, see
+    /// [`caller`]).
+    pub caller: &'a Map<String, Value>,
+    /// The request (or answer) body, for `model`, `messages`, `tools`.
+    pub doc: &'a Value,
+}
+
+/// Runs `services` in turn on `texts`: whether a service rewrote them, or
+/// the refusal (a block, or a failure the service's settings do not let
+/// pass).
+pub(super) async fn check(
+    worker: &Worker,
+    services: &[Service],
+    texts: &mut Vec<String>,
+    round: &Round<'_>,
+) -> Result<bool, GatewayError> {
+    let mut changed = false;
+    for (g, extra) in services {
+        match &g.kind {
+            Kind::Api(api) => {
+                changed |= Box::pin(generic(worker, g, api, extra, texts, round)).await?
+            }
+            Kind::Lakera(lakera) => Box::pin(lakera_guard(worker, g, lakera, texts, round)).await?,
+            Kind::Presidio(p) => changed |= Box::pin(presidio(worker, g, p, texts)).await?,
+            Kind::Filter(_) => {}
+        }
+    }
+    Ok(changed)
+}
+
+/// One `generic_guardrail_api` call: whether it rewrote `texts`.
+async fn generic(
+    worker: &Worker,
+    g: &Guardrail,
+    api: &GenericApi,
+    extra: &Option<Value>,
+    texts: &mut Vec<String>,
+    round: &Round<'_>,
+) -> Result<bool, GatewayError> {
+    let info = CallInfo {
+        call_id: round.call_id,
+        model: round.doc.get("model").and_then(Value::as_str),
+        caller: round.caller.clone(),
+        messages: (round.input_type == "request")
+            .then(|| round.doc.get("messages"))
+            .flatten(),
+        tools: round.doc.get("tools"),
+        extra: extra.as_ref(),
+    };
+    let body = api.body(round.input_type, texts, &info);
+    let answer = post(worker, &api.url, api.headers(), body, api.timeout).await;
+    let verdict = answer.and_then(|(url, answer)| {
+        GenericApi::verdict(&answer, texts.len()).map_err(|e| (format!("{url}: {e}"), false))
+    });
+    match verdict {
+        Ok(Verdict::Pass) => Ok(false),
+        Ok(Verdict::Rewrite(new)) => {
+            let changed = new != *texts;
+            *texts = new;
+            Ok(changed)
+        }
+        Ok(Verdict::Blocked(reason)) => Err(GatewayError::GuardrailBlocked {
+            detail: serde_json::json!({"error": reason, "guardrail_name": g.name}),
+            message: reason,
+        }),
+        Err((reason, unreachable)) => {
+            if (unreachable && api.fail_open) || !api.fail_on_error {
+                tracing::warn!(
+                    guardrail = %g.name,
+                    reason = %reason,
+                    "guardrail service failed; the text passes unchecked (fail_open)"
+                );
+                return Ok(false);
+            }
+            Err(GatewayError::GuardrailFailed {
+                service: "Generic Guardrail API",
+                guardrail: g.name.clone(),
+                reason,
+            })
+        }
+    }
+}
+
+/// One Lakera Guard call: nothing, or the refusal.
+async fn lakera_guard(
+    worker: &Worker,
+    g: &Guardrail,
+    lakera: &LakeraV2,
+    texts: &[String],
+    round: &Round<'_>,
+) -> Result<(), GatewayError> {
+    let body = lakera.body(lakera_messages(round, texts));
+    let answer = post(worker, &lakera.url, lakera.headers(), body, lakera.timeout).await;
+    let flagged = answer.and_then(|(url, answer)| {
+        LakeraV2::verdict(&answer).map_err(|e| (format!("{url}: {e}"), false))
+    });
+    match flagged {
+        Ok(None) => Ok(()),
+        Ok(Some(answer)) if lakera.block => Err(GatewayError::GuardrailBlocked {
+            message: "Violated guardrail policy".to_string(),
+            detail: serde_json::json!({
+                "error": "Violated guardrail policy",
+                "lakera_guardrail_response": answer,
+            }),
+        }),
+        Ok(Some(_)) => {
+            tracing::warn!(guardrail = %g.name, "lakera_v2 flagged the text (on_flagged: monitor); it passes");
+            Ok(())
+        }
+        Err((reason, _)) => Err(GatewayError::GuardrailFailed {
+            service: "Lakera AI",
+            guardrail: g.name.clone(),
+            reason,
+        }),
+    }
+}
+
+/// Presidio on each text: analyzed, refused for a `BLOCK` entity, else
+/// anonymized when something was found; whether a text changed.
+async fn presidio(
+    worker: &Worker,
+    g: &Guardrail,
+    p: &Presidio,
+    texts: &mut [String],
+) -> Result<bool, GatewayError> {
+    let failed = |reason: String| GatewayError::GuardrailFailed {
+        service: "Presidio",
+        guardrail: g.name.clone(),
+        reason,
+    };
+    let mut changed = false;
+    for text in texts.iter_mut().filter(|t| !t.is_empty()) {
+        let accept = || vec![("accept".to_string(), "application/json".to_string())];
+        let analyzed = post(
+            worker,
+            &p.analyze_url,
+            accept(),
+            p.analyze_body(text),
+            p.timeout,
+        )
+        .await;
+        let (url, answer) = analyzed.map_err(|(reason, _)| failed(reason))?;
+        let findings = p
+            .findings(&answer)
+            .map_err(|e| failed(format!("{url}: {e}")))?;
+        let findings = match findings {
+            Ok(findings) => findings,
+            Err(BlockedEntity(entity)) => {
+                let message = format!(
+                    "Blocked entity detected: {entity} by Guardrail: {}. This entity is not allowed to be used in this request.",
+                    g.name
+                );
+                return Err(GatewayError::GuardrailBlocked {
+                    detail: serde_json::json!({"error": message, "entity_type": entity}),
+                    message,
+                });
+            }
+        };
+        if findings.is_empty() {
+            continue;
+        }
+        let body = Presidio::anonymize_body(text, findings);
+        let anonymized = post(worker, &p.anonymize_url, accept(), body, p.timeout).await;
+        let (url, answer) = anonymized.map_err(|(reason, _)| failed(reason))?;
+        let new = Presidio::anonymized(&answer).map_err(|e| failed(format!("{url}: {e}")))?;
+        changed |= new != *text;
+        *text = new;
+    }
+    Ok(changed)
+}
+
+/// The messages Lakera reads: a chat request's own (role and text;
+/// parts' texts joined), else each text as a `user` message, or for an
+/// answer as an `assistant` one.
+fn lakera_messages(round: &Round<'_>, texts: &[String]) -> Vec<Value> {
+    let chat = round.doc.get("messages").and_then(Value::as_array);
+    if let (Some(chat), "request") = (chat, round.input_type) {
+        let text_of = |c: &Value| match c {
+            Value::String(s) => s.clone(),
+            Value::Array(parts) => parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            _ => String::new(),
+        };
+        return chat
+            .iter()
+            .map(|m| {
+                serde_json::json!({
+                    "role": m.get("role").and_then(Value::as_str).unwrap_or("user"),
+                    "content": m.get("content").map(text_of).unwrap_or_default(),
+                })
+            })
+            .collect();
+    }
+    let role = if round.input_type == "request" {
+        "user"
+    } else {
+        "assistant"
+    };
+    texts
+        .iter()
+        .map(|t| serde_json::json!({"role": role, "content": t}))
+        .collect()
+}
+
+/// LiteLLM's `request_data`: the caller's `user_api_key_*` fields.
+pub(super) fn caller(principal: &Principal) -> Map<String, Value> {
+    let mut m = Map::new();
+    let Some(key) = super::key_of(principal) else {
+        return m;
+    };
+    let mut put = |name: &str, v: Option<&String>| {
+        if let Some(v) = v {
+            m.insert(name.to_string(), Value::String(v.clone()));
+        }
+    };
+    let r = &key.record;
+    put("user_api_key_hash", Some(&r.token));
+    put("user_api_key_alias", r.key_alias.as_ref());
+    put("user_api_key_user_id", r.user_id.as_ref());
+    put("user_api_key_team_id", r.team_id.as_ref());
+    if let Some(team) = &key.team {
+        put("user_api_key_team_alias", team.record.team_alias.as_ref());
+        put("user_api_key_org_id", team.record.organization_id.as_ref());
+    }
+    m
+}
+
+/// One `POST` of `body` to `url` before `timeout`: the URL as shown and
+/// the 2xx answer, or why there is none and whether the service was
+/// unreachable (no connection, timeout, 502, 503, 504).
+async fn post(
+    worker: &Worker,
+    url: &str,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+    timeout: std::time::Duration,
+) -> Result<(String, Vec<u8>), (String, bool)> {
+    let base = crate::upstream::parse_base(url).map_err(|e| (e, false))?;
+    let req = UpstreamRequest {
+        path: base.path.clone(),
+        headers: headers.into_iter().map(|(n, v)| (n.into(), v)).collect(),
+        body: [Bytes::from(body), Bytes::new(), Bytes::new()],
+        include_usage: false,
+    };
+    let head = upstream_head(&req, &base);
+    let deadline = Instant::now() + timeout;
+    let unreachable = |e: UpstreamError| (format!("{}: {e}", base.url), true);
+    let sending = worker.upstream.send(&base, head, &req.body, deadline);
+    let mut resp = Box::pin(sending).await.map_err(unreachable)?;
+    let left = deadline.saturating_duration_since(Instant::now());
+    let read = monoio::time::timeout(left, resp.read_to_end(MAX_ANSWER, left)).await;
+    let answer = match read {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(e)) => return Err(unreachable(e)),
+        Err(_) => return Err(unreachable(UpstreamError::Timeout)),
+    };
+    let status = resp.head.status;
+    if matches!(status, 502..=504) {
+        return Err((format!("{} answered {status}", base.url), true));
+    }
+    if !(200..300).contains(&status) {
+        return Err((format!("{} answered {status}", base.url), false));
+    }
+    Ok((base.url, answer))
+}
