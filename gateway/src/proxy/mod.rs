@@ -276,7 +276,7 @@ async fn authorize_fallbacks(
 /// The request a fallback entry with its own parameters sends: the one
 /// received with `fields` in place of its own (as LiteLLM updates the
 /// call's arguments with the entry), through the same guardrails.
-fn fallback_request(
+async fn fallback_request(
     worker: &Worker,
     principal: &Principal,
     received: &LlmRequest,
@@ -291,10 +291,13 @@ fn fallback_request(
         serde_json::from_slice(&received.body).map_err(bad)?;
     body.extend(fields);
     let body = Bytes::from(serde_json::to_vec(&body).map_err(bad)?);
-    let mut req = LlmRequest::parse(
-        received.endpoint,
-        guard::pre_call(worker, principal, body, outcome)?,
-    )?;
+    let (body, services) = guard::pre_call(worker, (principal, received.endpoint), body, outcome)?;
+    let body = if services.is_empty() {
+        body
+    } else {
+        Box::pin(guard::services(worker, body, &services, outcome)).await?
+    };
+    let mut req = LlmRequest::parse(received.endpoint, body)?;
     req.forward_headers = received.forward_headers.clone();
     Ok(req)
 }
@@ -395,7 +398,7 @@ async fn serve(
     if let Some(value) = req.fallbacks.clone().filter(|_| !req.is_form()) {
         for (name, fields) in crate::router::request_fallback_overrides(&value) {
             let group = resolve_model(worker, principal, name);
-            let own = fallback_request(worker, principal, &held.req, fields, outcome)?;
+            let own = fallback_request(worker, principal, &held.req, fields, outcome).await?;
             held.park(group, own);
         }
     }
