@@ -22,6 +22,7 @@ use crate::downstream::Responder;
 use crate::error::GatewayError;
 use crate::http1::RequestHead;
 use crate::inbound::Endpoint;
+use crate::providers::passthrough::{self, PassThroughProvider};
 use crate::proxy;
 use crate::state::Worker;
 use bytes::Bytes;
@@ -54,6 +55,9 @@ enum Route<'a> {
     Model(&'a str),
     /// The admin console (`/ui`, `/ui/...`), at this path.
     Ui(&'a str),
+    /// A provider pass-through route (`/openai/*`, `/anthropic/*`, ...):
+    /// the provider and the path after its prefix.
+    PassThrough(PassThroughProvider, &'a str),
     NotFound,
 }
 
@@ -75,6 +79,9 @@ fn route<'h>(worker: &Worker, head: &'h RequestHead) -> Route<'h> {
     }
     if let Some(op) = cache::Op::parse(method, path) {
         return Route::Cache(op);
+    }
+    if let Some((provider, rest)) = PassThroughProvider::parse(path) {
+        return Route::PassThrough(provider, rest);
     }
     match unversioned {
         "/chat/completions" if method == "POST" => Route::Llm(Endpoint::ChatCompletions),
@@ -176,6 +183,15 @@ pub async fn admit(
             Err(e) => Err(e),
         },
         Route::ReadinessDetails => admin_caller(worker, head, credentials).await.map(Some),
+        // Google AI Studio's clients send the key as `?key=` or
+        // `x-goog-api-key`.
+        Route::PassThrough(provider, _) if provider.reads_google_key() => {
+            let key = passthrough::query_key(head.query())
+                .or_else(|| head.header("x-goog-api-key").map(str::trim))
+                .or_else(|| crate::auth::credential(head));
+            auth.authenticate_key(key, credentials).await.map(Some)
+        }
+        Route::PassThrough(..) => auth.authenticate(head, credentials).await.map(Some),
         Route::Health | Route::Reload | Route::Cache(_) => {
             match admin_caller(worker, head, credentials).await {
                 Ok(p) if p.is_admin() => Ok(Some(p)),
@@ -233,6 +249,21 @@ pub async fn handle(
         Route::Llm(endpoint) => {
             let caller = admission.caller();
             proxy::handle(worker, head, endpoint, caller, body, out, received_at).await;
+            return;
+        }
+        Route::PassThrough(provider, rest) => {
+            // Boxed, as the management API below: its state would join
+            // every LLM request's.
+            Box::pin(proxy::pass_through(
+                worker,
+                head,
+                (provider, rest),
+                admission.caller(),
+                body,
+                out,
+                received_at,
+            ))
+            .await;
             return;
         }
         Route::CountTokens => {

@@ -33,6 +33,7 @@ mod guard;
 mod headers;
 mod held;
 mod images;
+mod passthrough;
 mod record;
 mod relay;
 
@@ -56,6 +57,7 @@ use record::Attempt;
 use relay::UsageTap;
 
 pub use count_tokens::handle as count_tokens;
+pub use passthrough::handle as pass_through;
 pub use record::flush_spend;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

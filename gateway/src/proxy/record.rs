@@ -135,7 +135,10 @@ pub(super) async fn admit<'l>(
 /// The budgets a request for `group` is admitted against, by scope: its
 /// key's, user's, team's, the key's per-model one, its end user's and the
 /// proxy-wide one (every caller's, the master key's too, as LiteLLM's).
-fn budgets_of(caller: Caller<'_>, group: &str) -> Vec<(&'static str, Arc<crate::budget::Budget>)> {
+pub(super) fn budgets_of(
+    caller: Caller<'_>,
+    group: &str,
+) -> Vec<(&'static str, Arc<crate::budget::Budget>)> {
     let mut budgets = Vec::with_capacity(6);
     if let Some(key) = super::key_of(caller.principal) {
         budgets.push(("key", key.budget.clone()));
