@@ -516,3 +516,55 @@ pub fn cache(data: &[u8]) {
         let _ = control::of_key(&v);
     }
 }
+
+/// A pass-through route's path and query (`providers::passthrough`): the
+/// first line is the request path, the rest the query. An accepted path
+/// names a provider, and its upstream target stays below the base path:
+/// it starts with it, holds no `.`/`..` segment (plain or encoded), no
+/// empty segment, no encoded slash, and no byte outside visible ASCII,
+/// and the caller's Gemini `key` never survives.
+pub fn pass_through(data: &[u8]) {
+    use gateway::providers::passthrough::{upstream_target, PassThroughProvider};
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let (path, query) = text.split_once('\n').unwrap_or((text, ""));
+    let Some((provider, rest)) = PassThroughProvider::parse(path) else {
+        return;
+    };
+    let base = "/base";
+    let Ok(target) = upstream_target(provider, base, rest, query, Some("upstream")) else {
+        return;
+    };
+    assert!(target.starts_with("/base/"), "left the base: {target}");
+    let (upstream_path, upstream_query) = target.split_once('?').unwrap_or((&target, ""));
+    assert!(
+        target.bytes().all(|b| b.is_ascii_graphic()),
+        "invisible bytes: {target:?}"
+    );
+    let segments: Vec<&str> = upstream_path[1..].split('/').collect();
+    for (i, segment) in segments.iter().enumerate() {
+        let lower = segment.to_ascii_lowercase();
+        let decoded = lower.replace("%2e", ".");
+        assert!(decoded != "." && decoded != "..", "a dot segment: {target}");
+        assert!(
+            !lower.contains("%2f") && !lower.contains("%5c"),
+            "an encoded slash: {target}"
+        );
+        assert!(
+            !segment.is_empty() || i + 1 == segments.len(),
+            "an empty segment: {target}"
+        );
+    }
+    if provider == PassThroughProvider::Gemini {
+        let keys: Vec<&str> = upstream_query
+            .split('&')
+            .filter(|p| p.split('=').next() == Some("key"))
+            .collect();
+        assert_eq!(
+            keys,
+            ["key=upstream"],
+            "the caller's key survived: {target}"
+        );
+    }
+}

@@ -270,7 +270,7 @@ const MAX_TARGET: usize = 8 * 1024;
 /// The upstream request target (path and query) for the client's `rest`
 /// (the path after the route's prefix) and `query`, below `base_path`.
 /// Refused: a segment `.` or `..` (also percent-encoded), an encoded `/`
-/// or `\`, a backslash, an empty segment (`//` would read as a host to
+/// or `\`, a backslash, a `?` in the path, an empty segment (`//` would read as a host to
 /// some servers), a fragment and bytes outside visible ASCII, so the
 /// upstream path can never leave the base path nor name another host.
 /// Gemini's `key` parameter (the caller's virtual key) is dropped and
@@ -286,9 +286,9 @@ pub fn upstream_target(
         return Err(BadPath("the path is too long"));
     }
     let visible = |s: &str| s.bytes().all(|b| b.is_ascii_graphic());
-    if !visible(rest) || !visible(query) || rest.contains(['\\', '#']) || query.contains('#') {
+    if !visible(rest) || !visible(query) || rest.contains(['\\', '#', '?']) || query.contains('#') {
         return Err(BadPath(
-            "the path may hold only visible ASCII, without `\\` or `#`",
+            "the path may hold only visible ASCII, without `\\`, `?` or `#`",
         ));
     }
     if rest.is_empty() || rest == "/" {
