@@ -38,6 +38,9 @@ pub enum Endpoint {
     /// `/v1/audio/transcriptions`: OpenAI's speech to text API (a
     /// multipart form).
     AudioTranscriptions,
+    /// `/v1/audio/translations`: OpenAI's speech to English text API (a
+    /// multipart form, as transcriptions).
+    AudioTranslations,
 }
 
 impl Endpoint {
@@ -54,6 +57,7 @@ impl Endpoint {
             Endpoint::ImageGenerations => "/images/generations",
             Endpoint::AudioSpeech => "/audio/speech",
             Endpoint::AudioTranscriptions => "/audio/transcriptions",
+            Endpoint::AudioTranslations => "/audio/translations",
         }
     }
 
@@ -77,7 +81,7 @@ impl Endpoint {
             | Endpoint::Responses
             | Endpoint::Moderations
             | Endpoint::AudioSpeech => "input",
-            Endpoint::AudioTranscriptions => "file",
+            Endpoint::AudioTranscriptions | Endpoint::AudioTranslations => "file",
             Endpoint::Rerank => "query",
         }
     }
@@ -372,7 +376,7 @@ impl LlmRequest {
             Endpoint::Embeddings | Endpoint::Responses | Endpoint::Moderations => view.input,
             Endpoint::AudioSpeech => view.input.filter(|i| i.starts_with('"')),
             // A form is read by `parse_form`, never here.
-            Endpoint::AudioTranscriptions => None,
+            Endpoint::AudioTranscriptions | Endpoint::AudioTranslations => None,
             // `query` and `documents` are read and checked by the
             // provider's translation.
             Endpoint::Rerank => Some(""),
@@ -505,7 +509,10 @@ impl LlmRequest {
 
     /// Whether the body is a multipart form rather than JSON.
     pub fn is_form(&self) -> bool {
-        self.endpoint == Endpoint::AudioTranscriptions
+        matches!(
+            self.endpoint,
+            Endpoint::AudioTranscriptions | Endpoint::AudioTranslations
+        )
     }
 
     /// Reads a `multipart/form-data` body of `content_type` for `endpoint`:

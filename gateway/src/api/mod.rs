@@ -94,6 +94,7 @@ fn route<'h>(worker: &Worker, head: &'h RequestHead) -> Route<'h> {
         "/images/generations" if method == "POST" => Route::Llm(Endpoint::ImageGenerations),
         "/audio/speech" if method == "POST" => Route::Llm(Endpoint::AudioSpeech),
         "/audio/transcriptions" if method == "POST" => Route::Llm(Endpoint::AudioTranscriptions),
+        "/audio/translations" if method == "POST" => Route::Llm(Endpoint::AudioTranslations),
         "/messages/count_tokens" if method == "POST" => Route::CountTokens,
         p if admin::is_admin_path(p) => Route::Admin(p),
         "/health/liveliness" | "/health/liveness" if get => Route::Liveliness,

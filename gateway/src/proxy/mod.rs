@@ -422,6 +422,7 @@ async fn serve(
                     | Endpoint::ImageGenerations
                     | Endpoint::AudioSpeech
                     | Endpoint::AudioTranscriptions
+                    | Endpoint::AudioTranslations
             ),
             request_id: &outcome.call_id,
         })
@@ -685,7 +686,9 @@ async fn attempt_once(
     // Generated audio carries no usage: it is relayed, never kept.
     let mut tap = match endpoint {
         Endpoint::AudioSpeech => UsageTap::off(),
-        Endpoint::AudioTranscriptions => UsageTap::new(false, Format::OpenAi),
+        Endpoint::AudioTranscriptions | Endpoint::AudioTranslations => {
+            UsageTap::new(false, Format::OpenAi)
+        }
         _ => UsageTap::new(stream, wire),
     };
     let client = endpoint.format();

@@ -87,7 +87,8 @@ pub(super) async fn admit<'l>(
         | Endpoint::Moderations
         | Endpoint::ImageGenerations
         | Endpoint::AudioSpeech
-        | Endpoint::AudioTranscriptions => 0,
+        | Endpoint::AudioTranscriptions
+        | Endpoint::AudioTranslations => 0,
         _ => req.max_tokens.unwrap_or_else(|| {
             let cap = spend::max_output_tokens(dep, upstream_model);
             match estimated_output(key, group, priced.estimated_output) {
@@ -457,7 +458,9 @@ fn call_type(endpoint: Endpoint) -> &'static str {
         Endpoint::Moderations => "amoderation",
         Endpoint::ImageGenerations => "aimage_generation",
         Endpoint::AudioSpeech => "aspeech",
-        Endpoint::AudioTranscriptions => "atranscription",
+        // LiteLLM has no call type of its own for translations (its proxy
+        // has no such route): its transcription one.
+        Endpoint::AudioTranscriptions | Endpoint::AudioTranslations => "atranscription",
     }
 }
 

@@ -211,7 +211,7 @@ impl<S: AsyncReadRent + AsyncWriteRent> Conn<S> {
             match (route, &body) {
                 (Route::NotFound, _) => errors::not_found(&req.method, req.path()),
                 (Route::Models, _) => Reply::json(200, api::MODELS_BODY.to_vec()),
-                (Route::Transcriptions, _) => {
+                (Route::Transcriptions | Route::Translations, _) => {
                     let ctx = Ctx {
                         id: shared.next_id(),
                         created: unix_now(),
@@ -219,7 +219,8 @@ impl<S: AsyncReadRent + AsyncWriteRent> Conn<S> {
                         controls: &controls,
                         req: &req,
                     };
-                    let reply = api::transcriptions::handle(&ctx);
+                    let translate = route == Route::Translations;
+                    let reply = api::transcriptions::handle(&ctx, translate);
                     match api::azure::deployment(req.path()) {
                         Some(_) => match api::azure::check(&ctx, &Value::Null) {
                             Ok(()) => reply,

@@ -122,7 +122,8 @@ impl Provider for Anthropic {
             | Endpoint::Moderations
             | Endpoint::ImageGenerations
             | Endpoint::AudioSpeech
-            | Endpoint::AudioTranscriptions => {
+            | Endpoint::AudioTranscriptions
+            | Endpoint::AudioTranslations => {
                 return Err(GatewayError::InvalidParam {
                     param: "model",
                     message: format!(

@@ -93,7 +93,8 @@ impl Provider for VertexAnthropic {
             | Endpoint::Moderations
             | Endpoint::ImageGenerations
             | Endpoint::AudioSpeech
-            | Endpoint::AudioTranscriptions => {
+            | Endpoint::AudioTranscriptions
+            | Endpoint::AudioTranslations => {
                 return Err(GatewayError::InvalidParam {
                     param: "model",
                     message: format!(

@@ -64,6 +64,9 @@ pub enum Route {
     /// `POST …/audio/transcriptions` (OpenAI's speech to text API; a
     /// multipart form, not JSON).
     Transcriptions,
+    /// `POST …/audio/translations` (OpenAI's speech to English text API;
+    /// a multipart form).
+    Translations,
     /// `POST …/token` (Google's OAuth token endpoint).
     Token,
     /// `POST /v1/traces` (an OpenTelemetry collector's OTLP/HTTP sink: the
@@ -127,6 +130,7 @@ pub fn route(method: &str, path: &str) -> Route {
         "POST" if path.ends_with("/images/generations") => Route::ImageGenerations,
         "POST" if path.ends_with("/audio/speech") => Route::Speech,
         "POST" if path.ends_with("/audio/transcriptions") => Route::Transcriptions,
+        "POST" if path.ends_with("/audio/translations") => Route::Translations,
         "POST" if path.ends_with("/token") => Route::Token,
         "POST" if path == "/v1/traces" => Route::Traces,
         "GET" if path.ends_with("/models") => Route::Models,
@@ -162,6 +166,7 @@ pub fn handle(route: Route, ctx: &Ctx<'_>, body: &serde_json::Value) -> Reply {
         Route::Speech => speech::handle(ctx, body),
         Route::Models
         | Route::Transcriptions
+        | Route::Translations
         | Route::Token
         | Route::Traces
         | Route::Stats
