@@ -234,7 +234,8 @@ pub fn inbound(data: &[u8]) {
     assert_eq!(spliced, expected, "spliced body differs");
 }
 
-/// A multipart form (`LlmRequest::parse_form`, `/v1/audio/transcriptions`):
+/// A multipart form (`LlmRequest::parse_form`, `/v1/audio/transcriptions`
+/// and `/v1/images/edits`):
 /// the first line is the content type, the rest the body. An accepted form
 /// has a model whose span holds its text, and the model spliced in leaves
 /// every other byte of the body as received.
@@ -246,11 +247,13 @@ pub fn form(data: &[u8]) {
         return;
     };
     let body = &data[newline + 1..];
-    let parsed = LlmRequest::parse_form(
-        Endpoint::AudioTranscriptions,
-        content_type,
-        Bytes::copy_from_slice(body),
-    );
+    // An image edit form's own checks (image parts, prompt, n, size,
+    // quality), half of the time.
+    let endpoint = match body.len() % 2 {
+        0 => Endpoint::AudioTranscriptions,
+        _ => Endpoint::ImageEdits,
+    };
+    let parsed = LlmRequest::parse_form(endpoint, content_type, Bytes::copy_from_slice(body));
     let Ok(req) = parsed else {
         return;
     };

@@ -1,7 +1,7 @@
 """The rest of the API surface against a running gateway: the official
 OpenAI Python SDK on Cohere chat (whole and streamed) and embeddings (the
 SDK's default base64 encoding, decoded by the SDK), on moderations, on
-image generation, on text to speech (whole and streamed) and on
+image generation and edits, on text to speech (whole and streamed) and on
 transcription and translation (multipart uploads); httpx (the SDK's own
 HTTP client) on LiteLLM's /v1/rerank and /v2/rerank and on the provider
 pass-through routes /anthropic/* (a virtual key in x-api-key) and /gemini/*
@@ -121,6 +121,15 @@ def test_transcription():
         model=TRANSCRIBE, file=("talk.mp3", audio), response_format="text"
     )
     assert text.strip() == "mock transcript of talk.mp3", text
+
+
+def test_image_edit():
+    png = b"\x89PNG\r\n\x1a\n" + bytes(64)
+    resp = client().images.edit(
+        model=IMAGE, image=("cat.png", png, "image/png"), prompt="add a red hat", n=2, quality="low"
+    )
+    assert len(resp.data) == 2 and resp.data[0].b64_json, resp
+    assert resp.usage.output_tokens == 2 * 272, resp
 
 
 def test_translation():

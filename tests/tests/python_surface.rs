@@ -1,6 +1,6 @@
 //! The rest of the API surface through Python clients
 //! (`tests/python/test_surface.py`): the official OpenAI SDK on Cohere chat,
-//! streaming and embeddings, on moderations, image generation, text to
+//! streaming and embeddings, on moderations, image generation and edits, text to
 //! speech, transcription and translation, httpx on `/v1/rerank`,
 //! `/v2/rerank` and the `/anthropic/*` and `/gemini/*` pass-through routes,
 //! against a gateway on the faithful mock.
@@ -72,5 +72,5 @@ fn openai_sdk_and_httpx_on_cohere_rerank_and_moderations() {
         .status
         .unwrap_or_else(|| panic!("test_surface.py timed out after 120 s:\n{text}"));
     assert!(status.success(), "{text}\n{}", gw.output());
-    assert_eq!(text.matches("PASS ").count(), 10, "{text}");
+    assert_eq!(text.matches("PASS ").count(), 11, "{text}");
 }

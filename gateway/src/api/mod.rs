@@ -92,6 +92,7 @@ fn route<'h>(worker: &Worker, head: &'h RequestHead) -> Route<'h> {
         "/rerank" | "/v2/rerank" if method == "POST" => Route::Llm(Endpoint::Rerank),
         "/moderations" if method == "POST" => Route::Llm(Endpoint::Moderations),
         "/images/generations" if method == "POST" => Route::Llm(Endpoint::ImageGenerations),
+        "/images/edits" if method == "POST" => Route::Llm(Endpoint::ImageEdits),
         "/audio/speech" if method == "POST" => Route::Llm(Endpoint::AudioSpeech),
         "/audio/transcriptions" if method == "POST" => Route::Llm(Endpoint::AudioTranscriptions),
         "/audio/translations" if method == "POST" => Route::Llm(Endpoint::AudioTranslations),

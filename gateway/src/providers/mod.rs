@@ -246,8 +246,8 @@ pub fn serves_responses(dep: &Deployment) -> bool {
 /// Whether `dep` serves `endpoint` where only some providers do: LiteLLM's
 /// `/rerank` on Cohere deployments, `/moderations` on OpenAI's API (and
 /// servers speaking it), `/images/generations`, `/audio/speech` and
-/// `/audio/transcriptions` and `/audio/translations` on OpenAI's and Azure
-/// OpenAI's; every other endpoint is the provider's translation's to
+/// `/audio/transcriptions`, `/audio/translations` and `/images/edits` on
+/// OpenAI's and Azure OpenAI's; every other endpoint is the provider's translation's to
 /// accept or refuse. An unsupported deployment serves them all (to refuse
 /// them itself).
 pub fn serves(endpoint: Endpoint, dep: &Deployment) -> bool {
@@ -263,7 +263,8 @@ pub fn serves(endpoint: Endpoint, dep: &Deployment) -> bool {
             Endpoint::ImageGenerations
             | Endpoint::AudioSpeech
             | Endpoint::AudioTranscriptions
-            | Endpoint::AudioTranslations,
+            | Endpoint::AudioTranslations
+            | Endpoint::ImageEdits,
             kind,
         ) => {
             matches!(kind, ProviderKind::OpenAiCompatible | ProviderKind::Azure)

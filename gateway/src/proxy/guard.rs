@@ -33,6 +33,31 @@ pub(super) fn pre_call(
     Ok(body)
 }
 
+/// The guardrails on an image edit form's `prompt` (an audio form has no
+/// text): run as on a JSON body holding it; a prompt they would mask is
+/// refused, as the form is forwarded as received.
+pub(super) fn form_prompt(
+    worker: &Worker,
+    principal: &Principal,
+    form: &crate::inbound::LlmRequest,
+    outcome: &mut Outcome,
+) -> Result<(), GatewayError> {
+    let Some(range) = form.form_prompt.clone() else {
+        return Ok(());
+    };
+    let text = String::from_utf8_lossy(&form.body[range]);
+    let json = serde_json::json!({ "prompt": text }).to_string();
+    let sent = Bytes::from(json);
+    let checked = pre_call(worker, principal, sent.clone(), outcome)?;
+    if checked != sent {
+        return Err(GatewayError::InvalidParam {
+            param: "prompt",
+            message: "a guardrail masks this prompt; an image edit's form is forwarded as received, so it is refused".into(),
+        });
+    }
+    Ok(())
+}
+
 /// Sends a whole 2xx answer `body` in the `client`'s format after its
 /// `post_call` guardrails: masked, or replaced by their refusal (the
 /// answer was generated, so the attempt is still billed as a success).

@@ -293,7 +293,11 @@ async fn serve(
     // 2. read, after the guardrails (which may refuse it or mask its text;
     // a form's audio has no text for them)
     let parsed = match convert::form_content_type(&forward_headers) {
-        Some(content_type) => LlmRequest::parse_form(endpoint, content_type, body)?,
+        Some(content_type) => {
+            let form = LlmRequest::parse_form(endpoint, content_type, body)?;
+            guard::form_prompt(worker, principal, &form, outcome)?;
+            form
+        }
         None => LlmRequest::parse(endpoint, guard::pre_call(worker, principal, body, outcome)?)?,
     };
     // Generated audio has no text for `post_call` guardrails, and is
@@ -423,6 +427,7 @@ async fn serve(
                     | Endpoint::AudioSpeech
                     | Endpoint::AudioTranscriptions
                     | Endpoint::AudioTranslations
+                    | Endpoint::ImageEdits
             ),
             request_id: &outcome.call_id,
         })

@@ -88,7 +88,8 @@ pub(super) async fn admit<'l>(
         | Endpoint::ImageGenerations
         | Endpoint::AudioSpeech
         | Endpoint::AudioTranscriptions
-        | Endpoint::AudioTranslations => 0,
+        | Endpoint::AudioTranslations
+        | Endpoint::ImageEdits => 0,
         _ => req.max_tokens.unwrap_or_else(|| {
             let cap = spend::max_output_tokens(dep, upstream_model);
             match estimated_output(key, group, priced.estimated_output) {
@@ -457,6 +458,7 @@ fn call_type(endpoint: Endpoint) -> &'static str {
         Endpoint::Rerank => "arerank",
         Endpoint::Moderations => "amoderation",
         Endpoint::ImageGenerations => "aimage_generation",
+        Endpoint::ImageEdits => "aimage_edit",
         Endpoint::AudioSpeech => "aspeech",
         // LiteLLM has no call type of its own for translations (its proxy
         // has no such route): its transcription one.

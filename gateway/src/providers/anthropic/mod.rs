@@ -123,7 +123,8 @@ impl Provider for Anthropic {
             | Endpoint::ImageGenerations
             | Endpoint::AudioSpeech
             | Endpoint::AudioTranscriptions
-            | Endpoint::AudioTranslations => {
+            | Endpoint::AudioTranslations
+            | Endpoint::ImageEdits => {
                 return Err(GatewayError::InvalidParam {
                     param: "model",
                     message: format!(

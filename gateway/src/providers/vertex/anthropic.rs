@@ -94,7 +94,8 @@ impl Provider for VertexAnthropic {
             | Endpoint::ImageGenerations
             | Endpoint::AudioSpeech
             | Endpoint::AudioTranscriptions
-            | Endpoint::AudioTranslations => {
+            | Endpoint::AudioTranslations
+            | Endpoint::ImageEdits => {
                 return Err(GatewayError::InvalidParam {
                     param: "model",
                     message: format!(

@@ -29,14 +29,14 @@ fn invalid(param: &str, message: &str) -> Reply {
 }
 
 /// One part: its name, file name and content.
-struct Part<'a> {
-    name: String,
-    filename: Option<String>,
-    content: &'a [u8],
+pub(super) struct Part<'a> {
+    pub(super) name: String,
+    pub(super) filename: Option<String>,
+    pub(super) content: &'a [u8],
 }
 
 /// The parts of a `multipart/form-data` body, or why it is malformed.
-fn parts<'a>(content_type: &str, body: &'a [u8]) -> Result<Vec<Part<'a>>, String> {
+pub(super) fn parts<'a>(content_type: &str, body: &'a [u8]) -> Result<Vec<Part<'a>>, String> {
     let boundary = content_type
         .split(';')
         .filter_map(|p| p.trim().strip_prefix("boundary="))
