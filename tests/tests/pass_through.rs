@@ -289,3 +289,56 @@ fn openai_route_serves_any_method_below_v1_with_the_provider_key() {
     assert!(by_key.get("sk-openai-upstream").is_some(), "{by_key}");
     assert!(by_key.get(&key).is_none(), "{by_key}");
 }
+
+#[test]
+fn custom_pass_through_endpoints_reach_their_target_with_their_headers() {
+    let mock = MockServer::start(&[]);
+    let upstream = format!("http://127.0.0.1:{}", mock.port());
+    let config = json!({
+        "model_list": [],
+        "general_settings": {
+            "master_key": MASTER_KEY,
+            "pass_through_endpoints": [
+                {"path": "/open-chat", "target": format!("{upstream}/v1/chat/completions"),
+                 "headers": {"Authorization": "Bearer sk-custom-open"}},
+                {"path": "/keyed", "target": format!("{upstream}/v1"), "auth": true,
+                 "include_subpath": true, "forward_headers": true,
+                 "headers": {"Authorization": "Bearer sk-custom-keyed"}},
+            ],
+        },
+    });
+    let gw = Gateway::start(&to_yaml(&config), &[]);
+    let chat = json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]});
+    let post = |path: &str, headers: &[(&str, &str)]| {
+        let mut h = vec![("content-type", "application/json")];
+        h.extend_from_slice(headers);
+        gw.call("POST", path, &h, chat.to_string().as_bytes())
+    };
+    // No key asked (LiteLLM's default); the client's other headers stay
+    // home without `forward_headers`.
+    let resp = post("/open-chat", &[("x-mock-status", "500")]);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(resp.json()["object"], "chat.completion");
+    let row = gw.spend_row(resp.header("x-litellm-call-id").unwrap());
+    assert_eq!(row["call_type"], "pass_through_endpoint", "{row}");
+    // `auth: true`: a key, then the endpoint's own credential upstream.
+    assert_eq!(post("/keyed/chat/completions", &[]).status, 401);
+    let key = new_key(&gw, json!({}));
+    let auth = format!("Bearer {key}");
+    let resp = post("/keyed/chat/completions", &[("authorization", &auth)]);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    // `forward_headers`: the client's headers go too.
+    let resp = post(
+        "/keyed/chat/completions",
+        &[("authorization", &auth), ("x-mock-status", "429")],
+    );
+    assert_eq!(resp.status, 429, "{}", resp.text());
+    let by_key = served_by_key(&mock);
+    assert!(by_key.get("sk-custom-open").is_some(), "{by_key}");
+    assert!(by_key.get("sk-custom-keyed").is_some(), "{by_key}");
+    assert!(by_key.get(&key).is_none(), "{by_key}");
+    // Below the target only: no way out of it; other paths stay 404.
+    let resp = post("/keyed/../admin", &[("authorization", &auth)]);
+    assert_eq!(resp.status, 400, "{}", resp.text());
+    assert_eq!(post("/open-chat/more", &[]).status, 404);
+}

@@ -58,6 +58,8 @@ enum Route<'a> {
     /// A provider pass-through route (`/openai/*`, `/anthropic/*`, ...):
     /// the provider and the path after its prefix.
     PassThrough(PassThroughProvider, &'a str),
+    /// One of `general_settings.pass_through_endpoints`, by its index.
+    CustomPassThrough(usize),
     NotFound,
 }
 
@@ -106,7 +108,11 @@ fn route<'h>(worker: &Worker, head: &'h RequestHead) -> Route<'h> {
         "/metrics" if get && worker.shared.metrics.enabled() => Route::Metrics,
         "/models" if get => Route::Models,
         p if get && p.starts_with("/models/") => Route::Model(&p["/models/".len()..]),
-        _ => Route::NotFound,
+        // The config's own endpoints never shadow the gateway's routes.
+        _ => match worker.shared.pass_through.custom_for(path) {
+            Some(index) => Route::CustomPassThrough(index),
+            None => Route::NotFound,
+        },
     }
 }
 
@@ -194,6 +200,10 @@ pub async fn admit(
             auth.authenticate_key(key, credentials).await.map(Some)
         }
         Route::PassThrough(..) => auth.authenticate(head, credentials).await.map(Some),
+        Route::CustomPassThrough(index) => match worker.shared.pass_through.custom.get(index) {
+            Some(endpoint) if endpoint.auth => auth.authenticate(head, credentials).await.map(Some),
+            _ => Ok(None),
+        },
         Route::Health | Route::Reload | Route::Cache(_) => {
             match admin_caller(worker, head, credentials).await {
                 Ok(p) if p.is_admin() => Ok(Some(p)),
@@ -261,6 +271,20 @@ pub async fn handle(
                 head,
                 (provider, rest),
                 admission.caller(),
+                body,
+                out,
+                received_at,
+            ))
+            .await;
+            return;
+        }
+        Route::CustomPassThrough(index) => {
+            // Boxed, as above.
+            Box::pin(proxy::pass_through_custom(
+                worker,
+                head,
+                index,
+                admission.0,
                 body,
                 out,
                 received_at,

@@ -235,8 +235,16 @@ pub(super) fn validate(
                 key: deployments[i].api_key.as_deref(),
             })
             .collect();
-        crate::providers::passthrough::PassThroughTargets::resolve(lookup, &offered)
-            .map_err(|p| invalid("pass-through routes".into(), p))?
+        let mut targets =
+            crate::providers::passthrough::PassThroughTargets::resolve(lookup, &offered)
+                .map_err(|p| invalid("pass-through routes".into(), p))?;
+        if let Some(list) = file.general_settings.other.get("pass_through_endpoints") {
+            if !list.is_null() {
+                targets.custom = crate::providers::passthrough::CustomEndpoint::parse_all(list)
+                    .map_err(|p| invalid("general_settings.pass_through_endpoints".into(), p))?;
+            }
+        }
+        targets
     };
     let mut ids = std::collections::HashSet::new();
     for d in &deployments {

@@ -211,10 +211,127 @@ pub struct PassThroughTarget {
     pub key: Option<String>,
 }
 
-/// The pass-through target of every provider, resolved at start-up.
+/// The pass-through target of every provider, resolved at start-up, and
+/// the config's own pass-through endpoints.
 #[derive(Debug, Clone, Default)]
 pub struct PassThroughTargets {
     targets: [Option<PassThroughTarget>; ALL.len()],
+    /// `general_settings.pass_through_endpoints`.
+    pub custom: Vec<CustomEndpoint>,
+}
+
+/// One of `general_settings.pass_through_endpoints`: requests to `path`
+/// (and below it with `include_subpath`) go to `target`.
+#[derive(Debug, Clone)]
+pub struct CustomEndpoint {
+    /// The gateway's path, without a trailing `/`.
+    pub path: String,
+    /// Where the requests go (its path is the upstream path).
+    pub target: UpstreamBase,
+    /// Headers added to every call (the target's credentials).
+    pub headers: Vec<(String, String)>,
+    /// Whether the client's headers are forwarded (never its credentials).
+    pub forward_headers: bool,
+    /// Whether a virtual key is required (and its budgets and limits
+    /// apply); LiteLLM's default is no.
+    pub auth: bool,
+    /// Whether paths below `path` are served too, appended to the target's.
+    pub include_subpath: bool,
+}
+
+/// The config's `pass_through_endpoints` list, as LiteLLM reads it.
+#[derive(serde::Deserialize)]
+struct CustomView {
+    path: String,
+    target: String,
+    #[serde(default)]
+    headers: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    forward_headers: bool,
+    #[serde(default)]
+    auth: bool,
+    #[serde(default)]
+    include_subpath: bool,
+}
+
+impl CustomEndpoint {
+    /// Reads `general_settings.pass_through_endpoints`. A path the
+    /// gateway serves itself is never reached (its routes come first);
+    /// a provider route's prefix is refused.
+    pub fn parse_all(value: &serde_yaml::Value) -> Result<Vec<CustomEndpoint>, String> {
+        let views: Vec<CustomView> =
+            serde_yaml::from_value(value.clone()).map_err(|e| e.to_string())?;
+        let mut out: Vec<CustomEndpoint> = Vec::with_capacity(views.len());
+        for (i, v) in views.into_iter().enumerate() {
+            let at = |m: String| format!("[{i}] (path \"{}\"): {m}", v.path);
+            let path = v.path.trim_end_matches('/').to_string();
+            if !path.starts_with('/')
+                || upstream_target(PassThroughProvider::Cohere, "", &path, "", None).is_err()
+            {
+                return Err(at(
+                    "the path must start with / and hold no `.`, `..` or empty segments".into(),
+                ));
+            }
+            if PassThroughProvider::parse(&path).is_some() {
+                return Err(at(
+                    "the path is one of the provider pass-through routes".into()
+                ));
+            }
+            if out.iter().any(|c| c.path == path) {
+                return Err(at("two endpoints share this path".into()));
+            }
+            let target = parse_base(v.target.trim()).map_err(|e| at(format!("target: {e}")))?;
+            let bad = |s: &str| s.bytes().any(|b| b == b'\r' || b == b'\n');
+            if v.headers
+                .iter()
+                .any(|(n, val)| bad(n) || bad(val) || n.is_empty())
+            {
+                return Err(at("a header name or value holds a line break".into()));
+            }
+            out.push(CustomEndpoint {
+                path,
+                target,
+                headers: v.headers.into_iter().collect(),
+                forward_headers: v.forward_headers,
+                auth: v.auth,
+                include_subpath: v.include_subpath,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The upstream request target for the client's `path` (this
+    /// endpoint's, or one below it) and `query`; `None` when `path` is not
+    /// this endpoint's.
+    pub fn upstream_target(&self, path: &str, query: &str) -> Option<Result<String, BadPath>> {
+        let rest = path.strip_prefix(self.path.as_str())?;
+        let below = self.include_subpath && rest.starts_with('/');
+        if !(rest.is_empty() || below) {
+            return None;
+        }
+        let base = &self.target.path;
+        if !rest.is_empty() {
+            return Some(upstream_target(
+                PassThroughProvider::Cohere,
+                base,
+                rest,
+                query,
+                None,
+            ));
+        }
+        // The target's own path: only the query to check and append.
+        let visible = query.bytes().all(|b| b.is_ascii_graphic() && b != b'#');
+        if query.len() > MAX_TARGET || !visible {
+            return Some(Err(BadPath(
+                "the query may hold only visible ASCII, without `#`",
+            )));
+        }
+        let path = if base.is_empty() { "/" } else { base.as_str() };
+        Some(Ok(match query {
+            "" => path.to_string(),
+            q => format!("{path}?{q}"),
+        }))
+    }
 }
 
 /// A credential a deployment offers to the pass-through routes
@@ -252,6 +369,13 @@ impl PassThroughTargets {
             targets.targets[provider.index()] = Some(PassThroughTarget { base, key });
         }
         Ok(targets)
+    }
+
+    /// The custom endpoint serving `path`, by its index.
+    pub fn custom_for(&self, path: &str) -> Option<usize> {
+        self.custom
+            .iter()
+            .position(|c| c.upstream_target(path, "").is_some())
     }
 
     /// The target of `provider`, when it has a base.
@@ -585,5 +709,44 @@ mod tests {
             Some((Format::Cohere, false))
         );
         assert_eq!(OpenAi.usage_format("/v1/files", false), None);
+    }
+
+    #[test]
+    fn custom_endpoints_are_read_and_keep_below_their_target() {
+        let yaml: serde_yaml::Value = serde_yaml::from_str(
+            "- {path: /bria/, target: 'https://api.bria.ai/v1', headers: {api_token: x}, auth: true, include_subpath: true}\n- {path: /exact, target: 'http://h:9/a/b'}\n",
+        )
+        .unwrap();
+        let all = CustomEndpoint::parse_all(&yaml).unwrap();
+        assert_eq!((all[0].path.as_str(), all[0].auth), ("/bria", true));
+        assert_eq!(
+            all[0].upstream_target("/bria/text-to-image", "x=1"),
+            Some(Ok("/v1/text-to-image?x=1".to_string()))
+        );
+        assert!(matches!(
+            all[0].upstream_target("/bria/../x", ""),
+            Some(Err(_))
+        ));
+        assert_eq!(all[0].upstream_target("/briax", ""), None);
+        assert_eq!(
+            all[1].upstream_target("/exact", ""),
+            Some(Ok("/a/b".to_string()))
+        );
+        assert_eq!(
+            all[1].upstream_target("/exact/more", ""),
+            None,
+            "no include_subpath"
+        );
+        for bad in [
+            "- {path: /x, target: 'ftp://h'}",
+            "- {path: 'no-slash', target: 'http://h'}",
+            "- {path: /a/../b, target: 'http://h'}",
+            "- {path: /anthropic/v1, target: 'http://h'}",
+            "- {path: /x, target: 'http://h', headers: {a: \"b\\r\\nhost: evil\"}}",
+            "- {path: /x, target: 'http://h'}\n- {path: /x/, target: 'http://h'}",
+        ] {
+            let yaml: serde_yaml::Value = serde_yaml::from_str(bad).unwrap();
+            assert!(CustomEndpoint::parse_all(&yaml).is_err(), "{bad}");
+        }
     }
 }

@@ -58,6 +58,7 @@ use relay::UsageTap;
 
 pub use count_tokens::handle as count_tokens;
 pub use passthrough::handle as pass_through;
+pub use passthrough::handle_custom as pass_through_custom;
 pub use record::flush_spend;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

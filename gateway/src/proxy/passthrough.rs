@@ -7,7 +7,9 @@
 //! all. Usage is read where the route is one the gateway understands (chat,
 //! Messages, Responses, embeddings, generateContent, Cohere's chat) and
 //! charged at the price map's price of the body's (or path's) model; every
-//! call writes a spend row (call type `pass_through_endpoint`).
+//! call writes a spend row (call type `pass_through_endpoint`). The
+//! config's own endpoints (`general_settings.pass_through_endpoints`) are
+//! served the same way, to their `target` with their `headers`.
 
 use super::relay::UsageTap;
 use super::{headers, record, Caller};
@@ -21,7 +23,7 @@ use crate::providers::passthrough::{self, PassThroughProvider, PassThroughTarget
 use crate::spend::{self, PromptEstimate, Usage};
 use crate::state::Worker;
 use crate::store::SpendLogRow;
-use crate::upstream::UpstreamError;
+use crate::upstream::{UpstreamBase, UpstreamError};
 use bytes::Bytes;
 use chrono::Utc;
 use std::borrow::Cow;
@@ -35,13 +37,43 @@ const TIMEOUT: Duration = Duration::from_secs(600);
 /// What the spend row and the access line say of one call.
 struct Call {
     call_id: Arc<str>,
-    provider: PassThroughProvider,
+    /// The route's provider (`custom_llm_provider`), empty for a custom
+    /// endpoint.
+    label: &'static str,
     model: String,
     api_base: Arc<str>,
     usage: Usage,
     cost: f64,
     started: chrono::DateTime<Utc>,
     first_byte: Option<chrono::DateTime<Utc>>,
+}
+
+impl Call {
+    fn new(label: &'static str) -> Call {
+        Call {
+            call_id: headers::call_id(),
+            label,
+            model: String::new(),
+            api_base: Arc::from(""),
+            usage: Usage::default(),
+            cost: 0.0,
+            started: Utc::now(),
+            first_byte: None,
+        }
+    }
+}
+
+/// Where one call goes and what it carries beyond the client's request.
+struct Destination<'t> {
+    base: &'t UpstreamBase,
+    /// The upstream request target (path and query).
+    path: String,
+    /// Headers the gateway adds (the target's credentials).
+    added: Vec<(String, String)>,
+    /// Whether the client's headers are forwarded (never its credentials).
+    forward: bool,
+    /// The answer's format when its usage is read, and whether it streams.
+    usage_format: Option<(Format, bool)>,
 }
 
 /// Serves one pass-through request to `provider`'s `rest` (the path after
@@ -55,37 +87,101 @@ pub async fn handle(
     out: &mut Responder<'_>,
     received_at: Instant,
 ) {
-    let mut call = Call {
-        call_id: headers::call_id(),
-        provider,
-        model: String::new(),
-        api_base: Arc::from(""),
-        usage: Usage::default(),
-        cost: 0.0,
-        started: Utc::now(),
-        first_byte: None,
-    };
+    let mut call = Call::new(provider.name());
     let result = match caller {
         Err(err) => Err(err),
         Ok(principal) => {
             let principal = &principal;
-            let served = serve(worker, head, rest, principal, body, out, &mut call).await;
-            if let Err(err) = &served {
-                if !matches!(
-                    err,
-                    GatewayError::PassThroughPath(_)
-                        | GatewayError::PassThroughNotServed(_)
-                        | GatewayError::PassThroughUnconfigured { .. }
-                        | GatewayError::BudgetExceeded { .. }
-                        | GatewayError::RateLimited { .. }
-                        | GatewayError::NoCapacity { .. }
-                ) {
-                    record::submit(worker, row(worker, principal, &call, Some(err), out));
+            let served = match provider_destination(worker, head, provider, rest, &body, &mut call)
+            {
+                Ok(dest) => {
+                    serve(worker, Some(principal), (head, dest), body, out, &mut call).await
                 }
-            }
+                Err(err) => Err(err),
+            };
+            log_failure(worker, Some(principal), &call, served.as_ref().err(), out);
             served
         }
     };
+    finish(head, result, out, &call, received_at).await;
+}
+
+/// Serves one request to the config's custom pass-through endpoint
+/// `index` (`general_settings.pass_through_endpoints`); `caller` is `None`
+/// when the endpoint does not ask for a key.
+pub async fn handle_custom(
+    worker: &Worker,
+    head: &RequestHead,
+    index: usize,
+    caller: Result<Option<Principal>, GatewayError>,
+    body: Bytes,
+    out: &mut Responder<'_>,
+    received_at: Instant,
+) {
+    let mut call = Call::new("");
+    let result = match (caller, worker.shared.pass_through.custom.get(index)) {
+        (Err(err), _) => Err(err),
+        (Ok(_), None) => Err(GatewayError::Internal("the pass-through endpoint is gone")),
+        (Ok(principal), Some(endpoint)) => {
+            let principal = principal.as_ref();
+            let path = endpoint
+                .upstream_target(head.path().trim_end_matches('/'), head.query())
+                .unwrap_or(Err(passthrough::BadPath("the path is not this endpoint's")))
+                .map_err(|e| GatewayError::PassThroughPath(e.0));
+            let served = match path {
+                Ok(path) => {
+                    let fields: BodyFields = serde_json::from_slice(&body).unwrap_or_default();
+                    call.model = fields.model.unwrap_or_default();
+                    call.api_base = Arc::from(endpoint.target.url.as_str());
+                    let dest = Destination {
+                        base: &endpoint.target,
+                        path,
+                        added: endpoint.headers.clone(),
+                        forward: endpoint.forward_headers,
+                        usage_format: None,
+                    };
+                    serve(worker, principal, (head, dest), body, out, &mut call).await
+                }
+                Err(err) => Err(err),
+            };
+            log_failure(worker, principal, &call, served.as_ref().err(), out);
+            served
+        }
+    };
+    finish(head, result, out, &call, received_at).await;
+}
+
+/// A spend row for a call that failed after it was admitted (refusals
+/// before the provider write none).
+fn log_failure(
+    worker: &Worker,
+    principal: Option<&Principal>,
+    call: &Call,
+    error: Option<&GatewayError>,
+    out: &Responder<'_>,
+) {
+    let Some(err) = error else { return };
+    if !matches!(
+        err,
+        GatewayError::PassThroughPath(_)
+            | GatewayError::PassThroughNotServed(_)
+            | GatewayError::PassThroughUnconfigured { .. }
+            | GatewayError::BudgetExceeded { .. }
+            | GatewayError::RateLimited { .. }
+            | GatewayError::NoCapacity { .. }
+    ) {
+        record::submit(worker, row(worker, principal, call, Some(err), out));
+    }
+}
+
+/// Answers a refused or failed call and writes the access line.
+async fn finish(
+    head: &RequestHead,
+    result: Result<(), GatewayError>,
+    out: &mut Responder<'_>,
+    call: &Call,
+    received_at: Instant,
+) {
     if let Err(err) = &result {
         if out.started() {
             out.abort_stream();
@@ -100,7 +196,7 @@ pub async fn handle(
         call_id = %call.call_id,
         method = head.method(),
         path = head.path(),
-        provider = provider.name(),
+        provider = call.label,
         status = out.status().unwrap_or(0),
         duration_ms = received_at.elapsed().as_millis() as u64,
         error = result.as_ref().err().map(ToString::to_string).unwrap_or_default(),
@@ -117,16 +213,15 @@ struct BodyFields {
     stream: Option<bool>,
 }
 
-async fn serve(
-    worker: &Worker,
+/// Where a provider route's call goes, with the provider's key.
+fn provider_destination<'w>(
+    worker: &'w Worker,
     head: &RequestHead,
+    provider: PassThroughProvider,
     rest: &str,
-    principal: &Principal,
-    body: Bytes,
-    out: &mut Responder<'_>,
+    body: &Bytes,
     call: &mut Call,
-) -> Result<(), GatewayError> {
-    let provider = call.provider;
+) -> Result<Destination<'w>, GatewayError> {
     if !provider.is_served() {
         return Err(GatewayError::PassThroughNotServed(provider.name()));
     }
@@ -152,14 +247,38 @@ async fn serve(
         passthrough::upstream_target(provider, &target.base.path, rest, head.query(), gemini_key)
             .map_err(|e| GatewayError::PassThroughPath(e.0))?;
     call.api_base = Arc::from(target.base.url.as_str());
-    let fields: BodyFields = serde_json::from_slice(&body).unwrap_or_default();
+    let fields: BodyFields = serde_json::from_slice(body).unwrap_or_default();
     call.model = fields
         .model
         .or_else(|| provider.model_in_path(rest).map(str::to_string))
         .unwrap_or_default();
-    // Budgets and rate limits, as on the LLM routes.
+    Ok(Destination {
+        base: &target.base,
+        path,
+        added: provider
+            .credential_headers(key)
+            .into_iter()
+            .map(|(n, v)| (n.to_string(), v))
+            .collect(),
+        forward: true,
+        usage_format: provider.usage_format(rest, fields.stream.unwrap_or(false)),
+    })
+}
+
+/// Checks the caller's budgets and limits (a call without a key has
+/// none but the proxy-wide budget), sends the call, settles its cost and
+/// writes its spend row.
+async fn serve(
+    worker: &Worker,
+    principal: Option<&Principal>,
+    (head, dest): (&RequestHead, Destination<'_>),
+    body: Bytes,
+    out: &mut Responder<'_>,
+    call: &mut Call,
+) -> Result<(), GatewayError> {
+    let anonymous = Principal::Anonymous;
     let caller = Caller {
-        principal,
+        principal: principal.unwrap_or(&anonymous),
         end_user: None,
         proxy_budget: worker.shared.auth.keys().proxy_budget(),
     };
@@ -169,7 +288,7 @@ async fn serve(
         .shared
         .limiter
         .admit(&AdmitInput {
-            key: principal.key_rows(),
+            key: principal.and_then(Principal::key_rows),
             model: &call.model,
             end_user: None,
             end_user_limits: None,
@@ -201,24 +320,28 @@ async fn serve(
             reserve: None,
         })?)
     };
-    let usage_format = provider.usage_format(rest, fields.stream.unwrap_or(false));
-    let upstream_head = request_head(head, target, provider, key, &path, body.len());
+    let upstream_head = request_head(head, &dest, body.len());
     let result = Box::pin(relay(
         worker,
-        target,
+        dest.base,
         (upstream_head, &body),
-        usage_format,
+        dest.usage_format,
         out,
         call,
     ))
     .await;
-    if usage_format.is_some() && (result.is_ok() || out.started()) {
+    if dest.usage_format.is_some() && (result.is_ok() || out.started()) {
         let price = spend::shipped(&call.model)
             .map(|m| m.price)
             .unwrap_or_default();
         call.cost = spend::cost(call.usage, price);
     }
-    record::settle(&worker.shared.alerts, reservation, call.cost, principal);
+    record::settle(
+        &worker.shared.alerts,
+        reservation,
+        call.cost,
+        caller.principal,
+    );
     if let Some(ticket) = ticket.as_mut() {
         let used = call
             .usage
@@ -233,16 +356,11 @@ async fn serve(
     result
 }
 
-/// The upstream request head: the client's method and allowed headers,
-/// the provider's credential, the gateway's own framing headers.
-fn request_head(
-    head: &RequestHead,
-    target: &PassThroughTarget,
-    provider: PassThroughProvider,
-    key: &str,
-    path: &str,
-    body_len: usize,
-) -> Vec<u8> {
+/// The upstream request head: the client's method and allowed headers
+/// (when forwarded), the destination's own headers, the gateway's framing
+/// headers.
+fn request_head(head: &RequestHead, dest: &Destination<'_>, body_len: usize) -> Vec<u8> {
+    let (base, path) = (dest.base, &dest.path);
     // The client's head is bounded by the server's header limits, so is
     // this one.
     let mut h = Vec::with_capacity(512 + path.len());
@@ -250,11 +368,11 @@ fn request_head(
     h.push(b' ');
     h.extend_from_slice(path.as_bytes());
     h.extend_from_slice(b" HTTP/1.1\r\nhost: ");
-    h.extend_from_slice(target.base.host.as_bytes());
-    let default_port = if target.base.tls { 443 } else { 80 };
-    if target.base.port != default_port {
+    h.extend_from_slice(base.host.as_bytes());
+    let default_port = if base.tls { 443 } else { 80 };
+    if base.port != default_port {
         h.push(b':');
-        h.extend_from_slice(itoa::Buffer::new().format(target.base.port).as_bytes());
+        h.extend_from_slice(itoa::Buffer::new().format(base.port).as_bytes());
     }
     h.extend_from_slice(b"\r\naccept-encoding: identity\r\n");
     if body_len > 0 || !matches!(head.method(), "GET" | "HEAD" | "DELETE") {
@@ -263,8 +381,15 @@ fn request_head(
         h.extend_from_slice(b"\r\n");
     }
     let bad = |s: &str| s.bytes().any(|b| b == b'\r' || b == b'\n');
+    let added = |name: &str| dest.added.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
     for (name, value) in head.headers() {
-        if !passthrough::forwards_header(name) || bad(name) || bad(value) {
+        let content_type = name.eq_ignore_ascii_case("content-type");
+        if !(dest.forward || content_type)
+            || !passthrough::forwards_header(name)
+            || added(name)
+            || bad(name)
+            || bad(value)
+        {
             continue;
         }
         h.extend_from_slice(name.as_bytes());
@@ -272,8 +397,8 @@ fn request_head(
         h.extend_from_slice(value.as_bytes());
         h.extend_from_slice(b"\r\n");
     }
-    for (name, value) in provider.credential_headers(key) {
-        if bad(&value) {
+    for (name, value) in &dest.added {
+        if bad(name) || bad(value) {
             continue;
         }
         h.extend_from_slice(name.as_bytes());
@@ -289,13 +414,13 @@ fn request_head(
 /// on the side when `usage_format` names one.
 async fn relay(
     worker: &Worker,
-    target: &PassThroughTarget,
+    base: &UpstreamBase,
     (upstream_head, body): (Vec<u8>, &Bytes),
     usage_format: Option<(Format, bool)>,
     out: &mut Responder<'_>,
     call: &mut Call,
 ) -> Result<(), GatewayError> {
-    let provider = call.provider.name();
+    let provider = call.label;
     let unreachable = |e: UpstreamError| match e {
         UpstreamError::Timeout => GatewayError::UpstreamTimeout {
             provider: provider.to_string(),
@@ -305,7 +430,7 @@ async fn relay(
         UpstreamError::Connect(reason) | UpstreamError::Io(reason) => {
             GatewayError::UpstreamUnreachable {
                 provider: provider.to_string(),
-                url: target.base.url.clone(),
+                url: base.url.clone(),
                 reason,
             }
         }
@@ -316,12 +441,7 @@ async fn relay(
     };
     let deadline = Instant::now() + TIMEOUT;
     let pieces = [body.clone()];
-    let sent = Box::pin(
-        worker
-            .upstream
-            .send(&target.base, upstream_head, &pieces, deadline),
-    )
-    .await;
+    let sent = Box::pin(worker.upstream.send(base, upstream_head, &pieces, deadline)).await;
     let mut resp = sent.map_err(unreachable)?;
     call.first_byte = Some(Utc::now());
     let status = resp.head.status;
@@ -383,12 +503,12 @@ async fn relay(
 /// The call's spend row, as LiteLLM writes one for a pass-through call.
 fn row(
     worker: &Worker,
-    principal: &Principal,
+    principal: Option<&Principal>,
     call: &Call,
     error: Option<&GatewayError>,
     out: &Responder<'_>,
 ) -> SpendLogRow {
-    let key = super::key_of(principal);
+    let key = principal.and_then(super::key_of);
     let model: Arc<str> = call.model.as_str().into();
     let tokens = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
     let usage = call.usage;
@@ -397,9 +517,11 @@ fn row(
         call_id: call.call_id.clone(),
         attempt: 1,
         call_type: Cow::Borrowed("pass_through_endpoint"),
-        api_key: match key {
-            Some(k) => k.record.token.as_str().into(),
-            None => worker.shared.auth.master_token().unwrap_or_default().into(),
+        api_key: match (key, principal) {
+            (Some(k), _) => k.record.token.as_str().into(),
+            // A custom endpoint without `auth` has no caller.
+            (None, None) => "".into(),
+            (None, Some(_)) => worker.shared.auth.master_token().unwrap_or_default().into(),
         },
         spend: call.cost,
         total_tokens: tokens(usage.prompt_tokens.saturating_add(usage.completion_tokens)),
@@ -411,7 +533,7 @@ fn row(
         model: model.clone(),
         model_id: Arc::from(""),
         model_group: model,
-        custom_llm_provider: Arc::from(call.provider.name()),
+        custom_llm_provider: Arc::from(call.label),
         api_base: call.api_base.clone(),
         region: None,
         user: key.and_then(|k| k.record.user_id.clone()),
