@@ -13,7 +13,8 @@ use gateway::router::RouterSettings;
 use gateway::store::postgres::{PostgresStore, MIGRATIONS};
 use gateway::store::{
     BudgetFields, Change, DailyQuery, DailyScope, EndUserBudget, EndUserRecord, EndUserUpdate,
-    KeyRecord, MemoryStore, ModelRecord, SpendFilter, SpendLogRow, Store, TeamRecord, UserRecord,
+    KeyRecord, MemoryStore, ModelBudgets, ModelRecord, SpendFilter, SpendLogRow, Store, TeamRecord,
+    UserRecord,
 };
 use gateway::sync::listener::{self, ListenConfig};
 use gateway::sync::Caches;
@@ -159,6 +160,8 @@ fn team(id: &str, created: DateTime<Utc>) -> TeamRecord {
         allowed_model_region: Some("us".into()),
         metadata: map(json!({"cost_center": 42})),
         created_at: Some(created),
+        model_max_budget: map(json!({"gpt-4o": {"budget_limit": 2.5, "time_period": "1d"}})),
+        model_spend: Map::new(),
     }
 }
 
@@ -179,6 +182,8 @@ fn user(id: &str, created: DateTime<Utc>) -> UserRecord {
         max_parallel_requests: None,
         metadata: Map::new(),
         created_at: Some(created),
+        model_max_budget: map(json!({"gpt-4o": 1.5})),
+        model_spend: Map::new(),
     }
 }
 

@@ -51,7 +51,9 @@ Options:
                             [default: single]
   --database-url URL        an empty Postgres database the replicas share
   --budget-modes LIST       with replicas: redis (budgets in a private
-                            redis-server), local (each replica alone)
+                            redis-server), lease (the same in lease mode: each
+                            replica spends slices of the budget taken from
+                            Redis), local (each replica alone)
                             [default: redis,local]
   --json FILE               also write the report as JSON
   -h, --help                print this help
@@ -68,7 +70,8 @@ const MAX_PER_SENDER: usize = 2000;
 struct BurstReport {
     replicas: usize,
     /// Where budget counters live: `process` (one replica), `redis`,
-    /// `redis cluster` or `local` (several replicas).
+    /// `redis cluster` (with `, lease slices` in lease mode) or `local`
+    /// (several replicas).
     counters: &'static str,
     senders: usize,
     admitted: usize,
@@ -148,8 +151,11 @@ pub fn main(args: &mut Args) -> Result<(), String> {
                     .split(',')
                     .map(|m| match m.trim() {
                         "redis" => Ok("redis"),
+                        "lease" => Ok("lease"),
                         "local" => Ok("local"),
-                        other => Err(format!("--budget-modes: {other:?} is not redis or local")),
+                        other => Err(format!(
+                            "--budget-modes: {other:?} is not redis, lease or local"
+                        )),
                     })
                     .collect::<Result<_, _>>()?;
             }
@@ -221,12 +227,23 @@ pub fn main(args: &mut Args) -> Result<(), String> {
                             RedisKind::Cluster => "redis cluster",
                         },
                     ),
+                    ("lease", kind) => (
+                        Some(RedisTarget::start(kind)?),
+                        match kind {
+                            RedisKind::Single => "redis, lease slices",
+                            RedisKind::Cluster => "redis cluster, lease slices",
+                        },
+                    ),
                     _ => (None, "local"),
                 };
                 let mut spec = spec.clone();
                 spec.env.push(("DATABASE_URL".into(), url.clone()));
                 if let Some(r) = &server {
                     spec.env.push(r.env());
+                }
+                if mode == "lease" {
+                    spec.env
+                        .push(("GATEWAY_RATE_LIMIT_MODE".into(), "lease".into()));
                 }
                 let yaml = gateway_proc::config_yaml(spec.upstream, 1)
                     + &gateway_proc::redis_timeout_yaml(redis_timeout_ms);
@@ -272,6 +289,9 @@ fn run_burst(
         "{{\"max_budget\": {budget}, \"models\": [\"{MODEL}\"]}}"
     ))?;
     let addr = fleet[0].addr();
+    for replica in fleet {
+        known_everywhere(replica.addr(), &key)?;
+    }
     let results: Vec<Result<(Vec<f64>, usize), String>> = std::thread::scope(|s| {
         let key = &key;
         let handles: Vec<_> = (0..senders)
@@ -315,6 +335,30 @@ fn run_burst(
             0.0
         },
     })
+}
+
+/// Waits (up to 5 s) until the replica at `addr` knows the key made on
+/// another one (`GET /v1/models` with the key answers 200), so a
+/// burst's first requests are not refused as unknown keys.
+fn known_everywhere(addr: SocketAddr, key: &str) -> Result<(), String> {
+    let request = format!(
+        "GET /v1/models HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer {key}\r\nConnection: close\r\n\r\n"
+    );
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let response = gateway_proc::exchange_once(addr, request.as_bytes())
+            .map_err(|e| format!("models with the new key: {e}"))?;
+        if response.starts_with("HTTP/1.1 200") {
+            return Ok(());
+        }
+        if std::time::Instant::now() > until {
+            return Err(format!(
+                "a replica did not know the new key within 5 s: {}",
+                response.lines().next().unwrap_or_default()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Sends requests until the gateway refuses one; returns each admitted

@@ -45,6 +45,7 @@ fn config(addr: SocketAddr, mode: Mode, stream: bool) -> LoadConfig {
             body_size: 2048,
             stream,
             max_tokens: 8,
+            extra: None,
         },
         mode,
         connections: 4,

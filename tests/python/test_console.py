@@ -144,6 +144,15 @@ def main():
         attempts = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "tr.attempts")))
         assert "failure" in attempts.text and "success" in attempts.text, attempts.text
         shot("07-logs-attempts")
+        # Filter by status: only the failed primary's row stays.
+        Select(d.find_element(By.CSS_SELECTOR, "#log-filters select[name='status']")).select_by_value("failure")
+        d.find_element(By.CSS_SELECTOR, "#log-filters button[type='submit']").click()
+
+        def only_failures():
+            rows = [tr.text for tr in d.find_elements(By.CSS_SELECTOR, "#logs-table tbody tr.clickable")]
+            return rows and all("failure" in r and "success" not in r for r in rows)
+
+        wait.until(lambda _: only_failures())
 
         # Usage: the charts count the requests.
         goto("Usage")
@@ -203,7 +212,8 @@ def main():
         wait.until(lambda _: not d.find_elements(By.CSS_SELECTOR, "tr[data-alias='browser-key']"))
         assert chat(regenerated, MODEL) == 401
 
-        # Models: add one through the form, then delete it.
+        # Models: add one through the form, edit it (/model/update), test it
+        # and a live one (/health/test_connection), then delete it.
         goto("Models")
         add = d.find_element(By.ID, "add-model-form")
         for name, value in [("model_name", "ui-added"), ("model", "openai/gpt-ui"),
@@ -212,9 +222,32 @@ def main():
         add.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
         text_appears("ui-added", (By.CSS_SELECTOR, "#page table"))
         assert "sk-upstream" not in d.find_element(By.ID, "page").text, "an upstream key shown"
-        wait.until(lambda _: [tr for tr in d.find_elements(By.CSS_SELECTOR, "#page tbody tr")
-                              if "ui-added" in tr.text][0]
-                   .find_element(By.CSS_SELECTOR, "button.danger").click() or True)
+
+        def model_action(model, action):
+            wait.until(lambda _: d.find_element(By.CSS_SELECTOR, f"#page tr[data-model='{model}']")
+                       .find_element(By.CSS_SELECTOR, f"button[data-action='{action}']").click() or True)
+
+        model_action("ui-added", "edit")
+        edit = wait.until(EC.visibility_of_element_located((By.ID, "edit-model-form")))
+        rpm = edit.find_element(By.NAME, "rpm")
+        rpm.clear()
+        rpm.send_keys("42")
+        edit.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+        wait.until(EC.invisibility_of_element_located((By.ID, "edit-model-form")))
+        wait.until(lambda _: "42 / -" in d.find_element(By.CSS_SELECTOR, "#page tr[data-model='ui-added']").text)
+        req = urllib.request.Request(f"{BASE}/model/info", headers={"Authorization": f"Bearer {MASTER}"})
+        with urllib.request.urlopen(req, timeout=30) as res:
+            served = [m for m in json.load(res)["data"] if m["model_name"] == "ui-added"]
+        assert [m["litellm_params"].get("rpm") for m in served] == [42], served
+        assert served[0]["litellm_params"]["api_base"] == "http://127.0.0.1:9/v1", served
+        # Test: the unreachable one fails with its error; the mock answers.
+        model_action("ui-added", "test")
+        text_appears("failed", (By.ID, "model-test"))
+        assert "cannot connect" in d.find_element(By.ID, "model-test").text, d.find_element(By.ID, "model-test").text
+        shot("05-models-test-error")
+        model_action(MODEL, "test")
+        text_appears("success", (By.ID, "model-test"))
+        model_action("ui-added", "delete")
         wait.until(EC.alert_is_present()).accept()
         wait.until(lambda _: "ui-added" not in d.find_element(By.CSS_SELECTOR, "#page table").text)
 
@@ -240,6 +273,75 @@ def main():
         shot("02-team-members")
         d.find_element(By.CSS_SELECTOR, "dialog.modal form.actions button").click()
         text_appears("ui-member (user)", (By.CSS_SELECTOR, "#page table"))
+        # Edit the team: its budget and models (/team/update).
+        def team_row():
+            return [tr for tr in d.find_elements(By.CSS_SELECTOR, "#page table tbody tr")
+                    if "<b>ui-team</b>" in tr.text][0]
+
+        wait.until(lambda _: team_row().find_element(By.CSS_SELECTOR, "button[data-action='edit']").click() or True)
+        edit_team = wait.until(EC.visibility_of_element_located((By.ID, "edit-team-form")))
+        for name, value in [("max_budget", "25"), ("models", MODEL)]:
+            el = edit_team.find_element(By.NAME, name)
+            el.clear()
+            el.send_keys(value)
+        edit_team.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+        wait.until(EC.invisibility_of_element_located((By.ID, "edit-team-form")))
+        wait.until(lambda _: all(t in team_row().text for t in ("$25.00", MODEL, "ui-member (user)")))
+
+        # Users: create one, edit its role, budget and models, find it by id.
+        goto("Users")
+        create_user = d.find_element(By.ID, "create-user-form")
+        create_user.find_element(By.NAME, "user_id").send_keys("ui-user")
+        create_user.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+        wait.until(EC.visibility_of_element_located((By.CSS_SELECTOR, "dialog.modal .secret")))
+        d.find_element(By.CSS_SELECTOR, "dialog.modal form.actions button").click()
+
+        def user_row():
+            return d.find_element(By.CSS_SELECTOR, "#page tr[data-user='ui-user']")
+
+        wait.until(lambda _: user_row().find_element(By.CSS_SELECTOR, "button[data-action='edit']").click() or True)
+        edit_user = wait.until(EC.visibility_of_element_located((By.ID, "edit-user-form")))
+        Select(edit_user.find_element(By.NAME, "user_role")).select_by_value("internal_user_viewer")
+        for name, value in [("max_budget", "9"), ("models", MODEL)]:
+            el = edit_user.find_element(By.NAME, name)
+            el.clear()
+            el.send_keys(value)
+        edit_user.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+        wait.until(EC.invisibility_of_element_located((By.ID, "edit-user-form")))
+        wait.until(lambda _: all(t in user_row().text for t in ("internal_user_viewer", "$9.00", MODEL)))
+        req = urllib.request.Request(f"{BASE}/user/info?user_id=ui-user",
+                                     headers={"Authorization": f"Bearer {MASTER}"})
+        with urllib.request.urlopen(req, timeout=30) as res:
+            stored = json.load(res)["user_info"]
+        assert (stored["user_role"], stored["max_budget"], stored["models"]) == \
+            ("internal_user_viewer", 9, [MODEL]), stored
+        user_search = d.find_element(By.ID, "user-search")
+        user_search.find_element(By.NAME, "user_ids").send_keys("ui-user")
+        user_search.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+        wait.until(lambda _: [tr.get_attribute("data-user")
+                              for tr in d.find_elements(By.CSS_SELECTOR, "#page tbody tr")] == ["ui-user"])
+        shot("03-users-edit")
+
+        # Organizations: create one, edit its budget and models.
+        goto("Organizations")
+        create_org = d.find_element(By.ID, "create-org-form")
+        create_org.find_element(By.NAME, "organization_alias").send_keys("ui-org")
+        create_org.find_element(By.NAME, "max_budget").send_keys("30")
+        create_org.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+
+        def org_row():
+            return d.find_element(By.CSS_SELECTOR, "#page tr[data-org='ui-org']")
+
+        wait.until(lambda _: "$30.00" in org_row().text)
+        wait.until(lambda _: org_row().find_element(By.CSS_SELECTOR, "button[data-action='edit']").click() or True)
+        edit_org = wait.until(EC.visibility_of_element_located((By.ID, "edit-org-form")))
+        for name, value in [("max_budget", "40"), ("models", MODEL)]:
+            el = edit_org.find_element(By.NAME, name)
+            el.clear()
+            el.send_keys(value)
+        edit_org.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+        wait.until(EC.invisibility_of_element_located((By.ID, "edit-org-form")))
+        wait.until(lambda _: all(t in org_row().text for t in ("$40.00", MODEL)))
 
         # Every page renders without an error notice.
         for i, page in enumerate(PAGES):

@@ -739,3 +739,64 @@ fn management_input_is_checked_before_it_reaches_the_store() {
     }
     drop(db);
 }
+
+/// `/key/list` pages in Postgres (the console's Keys page with 100,000
+/// keys reads one page, not the table): newest first, ties by token, the
+/// pages together are every key once, filters by user, team and alias
+/// (together too) with exact totals, a page past the end is empty.
+#[test]
+fn key_list_pages_in_postgres_newest_first_with_filters() {
+    let (db, gw) = start();
+    db.query(
+        r#"INSERT INTO "LiteLLM_VerificationToken" (token, key_alias, user_id, team_id, created_at)
+           SELECT 'page-' || lpad(i::text, 3, '0'), 'alias-' || i, 'user-' || (i % 3),
+                  CASE WHEN i % 2 = 0 THEN 'even' END,
+                  TIMESTAMP '2026-01-01' + make_interval(mins => i / 2)
+           FROM generate_series(1, 30) AS i"#,
+    );
+    let page = |query: &str| {
+        gw.get(&format!("/key/list?{query}"))
+            .expect_status(200)
+            .json()
+    };
+    let tokens = |answer: &Value| -> Vec<String> {
+        answer["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap().to_string())
+            .collect()
+    };
+    // Newest first; keys made in the same minute by token.
+    let mut expected: Vec<(i64, String)> = (1..=30)
+        .map(|i| (-(i / 2), format!("page-{i:03}")))
+        .collect();
+    expected.sort();
+    let expected: Vec<String> = expected.into_iter().map(|(_, t)| t).collect();
+    let mut all = Vec::new();
+    for n in 1..=5 {
+        let answer = page(&format!("page={n}&size=7"));
+        assert_eq!(answer["total_count"], 30, "{answer}");
+        assert_eq!(answer["total_pages"], 5);
+        assert_eq!(answer["current_page"], n);
+        all.extend(tokens(&answer));
+    }
+    assert_eq!(all, expected);
+    let past = page("page=6&size=7");
+    assert_eq!((tokens(&past).len(), &past["total_count"]), (0, &json!(30)));
+
+    let even = page("team_id=even&size=100");
+    assert_eq!(even["total_count"], 15, "{even}");
+    let both = page("team_id=even&user_id=user-0&size=2&page=2&return_full_object=true");
+    assert_eq!(both["total_count"], 5, "{both}");
+    assert_eq!(both["total_pages"], 3);
+    let keys = both["keys"].as_array().unwrap();
+    assert_eq!(keys.len(), 2);
+    assert!(keys
+        .iter()
+        .all(|k| k["team_id"] == "even" && k["user_id"] == "user-0"));
+    let alias = page("key_alias=alias-17&return_full_object=true");
+    assert_eq!(alias["total_count"], 1);
+    assert_eq!(alias["keys"][0]["token"], "page-017");
+    assert_eq!(page("key_alias=nobody")["total_count"], 0);
+}

@@ -907,3 +907,318 @@ fn allowed_cache_controls_in_postgres() {
     let db = e2e::TestDb::create();
     allowed_cache_controls(Some(db.url()));
 }
+
+/// `n` identical requests (`stream` for every other one) sent at once,
+/// each on its own connection (so both cores take some).
+fn at_once(gw: &Gateway, model: &str, n: usize) -> Vec<Response> {
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(n));
+    let threads: Vec<_> = (0..n)
+        .map(|i| {
+            let mut conn = gw.connect();
+            let barrier = barrier.clone();
+            let body = hello(json!({"model": model, "stream": i % 2 == 1}));
+            std::thread::spawn(move || {
+                barrier.wait();
+                chat(&mut conn, body)
+            })
+        })
+        .collect();
+    threads.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
+#[test]
+fn concurrent_identical_requests_make_one_upstream_call() {
+    let mock = MockServer::start(&[]);
+    let mut c = config(&mock, json!({"type": "local"}));
+    // A slow upstream: every request arrives while the first one's call
+    // is in progress.
+    c["model_list"].as_array_mut().unwrap().push(openai_model(
+        "slow",
+        "dep-slow",
+        &mock.api_base(),
+        json!({"extra_headers": {"x-mock-latency-ms": "2500"}}),
+    ));
+    let gw = Gateway::start(&to_yaml(&c), &[]);
+    let n = 6;
+    let answers = at_once(&gw, "slow", n);
+    assert_eq!(upstream_calls(&mock), 1, "one call served {n} requests");
+    let mut ids = Vec::new();
+    for (i, r) in answers.iter().enumerate() {
+        assert_eq!(r.status, 200, "{}", r.text());
+        let id = match i % 2 {
+            0 => r.json()["id"].clone(),
+            _ => {
+                let (chunks, done) = sse_chunks(r);
+                assert!(done, "a follower's stream ends with [DONE]");
+                chunks[0]["id"].clone()
+            }
+        };
+        ids.push(id);
+    }
+    assert!(ids.iter().all(|id| *id == ids[0]), "one answer: {ids:?}");
+    // Every follower was answered from the leader's answer, as a hit.
+    let hits = answers.iter().filter(|r| cache_key(r).is_some()).count();
+    assert_eq!(hits, n - 1);
+}
+
+#[test]
+fn followers_of_a_failing_leader_make_their_own_calls() {
+    let mock = MockServer::start(&[]);
+    let mut c = config(&mock, json!({"type": "local"}));
+    c["model_list"].as_array_mut().unwrap().push(openai_model(
+        "slow-broken",
+        "dep-slow-broken",
+        &mock.api_base(),
+        json!({"extra_headers": {"x-mock-latency-ms": "1500", "x-mock-status": "400",
+            "x-mock-error-message": "bad thing"}}),
+    ));
+    let gw = Gateway::start(&to_yaml(&c), &[]);
+    let n = 4;
+    let answers = at_once(&gw, "slow-broken", n);
+    for r in &answers {
+        assert_error(r, 400);
+        assert!(cache_key(r).is_none());
+    }
+    // The leader's error was never handed to a follower: each made its own
+    // call once the leader failed.
+    let failed = mock.stats()["failed"].as_u64().expect("failed counter");
+    assert_eq!(failed, n as u64);
+}
+
+#[test]
+fn single_flight_can_be_turned_off() {
+    let mock = MockServer::start(&[]);
+    let mut c = config(&mock, json!({"type": "local", "single_flight_timeout": 0}));
+    c["model_list"].as_array_mut().unwrap().push(openai_model(
+        "slow",
+        "dep-slow",
+        &mock.api_base(),
+        json!({"extra_headers": {"x-mock-latency-ms": "1500"}}),
+    ));
+    let gw = Gateway::start(&to_yaml(&c), &[]);
+    let answers = at_once(&gw, "slow", 3);
+    assert!(answers.iter().all(|r| r.status == 200));
+    assert_eq!(upstream_calls(&mock), 3);
+}
+
+fn post_with(conn: &mut Conn, path: &str, headers: &[(&str, &str)], body: &Value) -> Response {
+    let body = body.to_string();
+    let mut all = vec![("Content-Type", "application/json")];
+    all.extend_from_slice(headers);
+    conn.roundtrip(&request("POST", path, &all, body.as_bytes()))
+}
+
+/// `POST /v1/messages` as the Anthropic SDK sends it.
+fn messages(conn: &mut Conn, body: &Value) -> Response {
+    post_with(
+        conn,
+        "/v1/messages",
+        &[
+            ("x-api-key", MASTER_KEY),
+            ("anthropic-version", "2023-06-01"),
+        ],
+        body,
+    )
+}
+
+/// The events of an SSE body: (`event:` name, data).
+fn named_events(r: &Response) -> Vec<(String, Value)> {
+    r.text()
+        .split("\n\n")
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| {
+            let name = e.lines().find_map(|l| l.strip_prefix("event: "));
+            let data = e.lines().find_map(|l| l.strip_prefix("data: "));
+            let data = data.unwrap_or_else(|| panic!("an event without data: {e:?}"));
+            let data: Value = serde_json::from_str(data).expect("JSON event data");
+            (name.unwrap_or("").to_string(), data)
+        })
+        .collect()
+}
+
+/// The text of a Messages stream's text deltas, checking the event order
+/// Anthropic's SDK expects.
+fn messages_stream_text(r: &Response) -> (String, Value) {
+    assert!(r
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/event-stream"));
+    let events = named_events(r);
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.first(), Some(&"message_start"), "{names:?}");
+    assert_eq!(&names[names.len() - 2..], ["message_delta", "message_stop"]);
+    for (name, data) in &events {
+        assert_eq!(data["type"], name.as_str());
+    }
+    let text = events
+        .iter()
+        .filter(|(_, d)| d["delta"]["type"] == "text_delta")
+        .map(|(_, d)| d["delta"]["text"].as_str().unwrap().to_string())
+        .collect();
+    (text, events[0].1["message"]["id"].clone())
+}
+
+#[test]
+fn anthropic_messages_are_cached_and_streams_played_back_as_messages_events() {
+    let mock = MockServer::start(&[]);
+    let mut c = config(&mock, json!({"type": "local"}));
+    // Claude on Anthropic's API (passed through) next to gpt-4o (translated).
+    c["model_list"].as_array_mut().unwrap().push(json!({
+        "model_name": "claude",
+        "litellm_params": {"model": "anthropic/claude-3-5-sonnet-20241022",
+            "api_base": mock.api_base().trim_end_matches("/v1"), "api_key": "sk-ant-upstream", "timeout": 10},
+    }));
+    let gw = Gateway::start(&to_yaml(&c), &[]);
+    let mut conn = gw.connect();
+    for model in ["claude", "gpt-4o"] {
+        let ask = |stream: bool| {
+            json!({"model": model, "max_tokens": 50, "stream": stream,
+                "metadata": {"user_id": "u-1"},
+                "messages": [{"role": "user", "content": format!("hello {model}")}]})
+        };
+        let before = upstream_calls(&mock);
+        let streamed = messages(&mut conn, &ask(true)).expect_status(200);
+        assert!(cache_key(&streamed).is_none(), "{model}: a miss");
+        let (text, id) = messages_stream_text(&streamed);
+        assert!(!text.is_empty(), "{model}");
+        assert_eq!(upstream_calls(&mock), before + 1);
+
+        // The streamed answer was stored: the whole message is served.
+        let whole = messages(&mut conn, &ask(false)).expect_status(200);
+        assert!(cache_key(&whole).is_some(), "{model}: a hit");
+        let v = whole.json();
+        assert_eq!(v["type"], "message");
+        assert_eq!(v["id"], id);
+        assert_eq!(v["content"][0]["text"], text.as_str());
+        assert!(v["stop_reason"].is_string(), "{v}");
+        assert!(v["usage"]["output_tokens"].as_u64().unwrap() > 0, "{v}");
+
+        // And played back as a stream in Messages events.
+        let replayed = messages(&mut conn, &ask(true)).expect_status(200);
+        assert!(cache_key(&replayed).is_some());
+        let (again, again_id) = messages_stream_text(&replayed);
+        assert_eq!((again, again_id), (text, id));
+        let last = named_events(&replayed);
+        let delta = &last[last.len() - 2].1;
+        assert_eq!(delta["delta"]["stop_reason"], v["stop_reason"]);
+        assert_eq!(delta["usage"], v["usage"]);
+        assert_eq!(
+            upstream_calls(&mock),
+            before + 1,
+            "{model}: hits made no call"
+        );
+    }
+}
+
+#[test]
+fn responses_streams_are_stored_and_played_back_as_responses_events() {
+    let mock = MockServer::start(&[]);
+    let gw = Gateway::start(&to_yaml(&config(&mock, json!({"type": "local"}))), &[]);
+    let mut conn = gw.connect();
+    let ask = |stream: bool| json!({"model": "gpt-4o", "input": "say hi", "stream": stream});
+    let auth = format!("Bearer {MASTER_KEY}");
+    let headers = [("Authorization", auth.as_str())];
+
+    let streamed = post_with(&mut conn, "/v1/responses", &headers, &ask(true)).expect_status(200);
+    assert!(cache_key(&streamed).is_none());
+    let completed = |r: &Response| {
+        let events = named_events(r);
+        for (i, (name, data)) in events.iter().enumerate() {
+            assert_eq!(data["type"], name.as_str());
+            assert_eq!(data["sequence_number"], i as u64);
+        }
+        assert_eq!(events[0].0, "response.created");
+        let (name, last) = events.last().unwrap();
+        assert_eq!(name, "response.completed");
+        let text: String = events
+            .iter()
+            .filter(|(n, _)| n == "response.output_text.delta")
+            .map(|(_, d)| d["delta"].as_str().unwrap().to_string())
+            .collect();
+        (last["response"].clone(), text)
+    };
+    let (response, text) = completed(&streamed);
+    assert!(!text.is_empty());
+    assert_eq!(upstream_calls(&mock), 1);
+
+    let whole = post_with(&mut conn, "/v1/responses", &headers, &ask(false)).expect_status(200);
+    assert!(
+        cache_key(&whole).is_some(),
+        "the streamed answer was stored"
+    );
+    assert_eq!(whole.json(), response);
+
+    let replayed = post_with(&mut conn, "/v1/responses", &headers, &ask(true)).expect_status(200);
+    assert!(cache_key(&replayed).is_some());
+    let (again, again_text) = completed(&replayed);
+    assert_eq!((again, again_text), (response, text));
+    assert_eq!(upstream_calls(&mock), 1);
+}
+
+/// LiteLLM's `/cache/settings` routes: the settings in force in LiteLLM's
+/// form (no credential shown), a connection test of the configured Redis,
+/// and a save refused by name (settings come from `config.yaml`); an
+/// admin's only.
+#[test]
+fn cache_settings_routes() {
+    let mock = MockServer::start(&[]);
+    let redis = PrivateRedis::start();
+    let params = json!({"type": "redis", "host": "127.0.0.1", "port": redis.port(),
+        "namespace": "gw", "ttl": 30});
+    let gw = Gateway::start(&to_yaml(&config(&mock, params)), &[]);
+
+    let r = gw.get("/cache/settings");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    let current = &v["current_values"];
+    assert_eq!(current["type"], "redis");
+    assert_eq!(current["redis_type"], "node");
+    assert_eq!(current["host"], "127.0.0.1");
+    assert_eq!(current["port"], redis.port().to_string());
+    assert_eq!(
+        (&current["namespace"], &current["ttl"]),
+        (&json!("gw"), &json!(30.0))
+    );
+    let fields = v["fields"].as_array().unwrap();
+    let host = fields.iter().find(|f| f["field_name"] == "host").unwrap();
+    assert_eq!(host["field_value"], "127.0.0.1");
+    for member in ["field_type", "field_description", "ui_field_name"] {
+        assert!(fields.iter().all(|f| f[member].is_string()), "{member}");
+    }
+    assert!(v["redis_type_descriptions"]["cluster"].is_string());
+
+    let test = |settings: Value| {
+        let r = gw.post("/cache/settings/test", &json!({"cache_settings": settings}));
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()
+    };
+    let ok = test(json!({"type": "redis", "host": "127.0.0.1", "port": redis.port()}));
+    assert_eq!(ok["status"], "success", "{ok}");
+    let other = test(json!({"type": "redis", "host": "10.9.9.9", "port": 6379}));
+    assert_eq!(other["status"], "failed");
+    let local = test(json!({"type": "local"}));
+    assert_eq!(
+        local["message"],
+        "Only Redis cache type is currently supported for testing"
+    );
+
+    let r = gw.post(
+        "/cache/settings",
+        &json!({"cache_settings": {"type": "local"}}),
+    );
+    let err = assert_error(&r, 400);
+    assert!(
+        err["message"].as_str().unwrap().contains("config.yaml"),
+        "{err:?}"
+    );
+
+    let r = gw.post("/key/generate", &json!({}));
+    let user_key = r.json()["key"].as_str().expect("key").to_string();
+    let r = get_as(&gw, &user_key, "/cache/settings");
+    assert!(r.status == 401 || r.status == 403, "{}", r.status);
+
+    // Redis down: the test says so.
+    redis.stop();
+    let down = test(json!({"type": "redis"}));
+    assert_eq!(down["status"], "failed", "{down}");
+}

@@ -374,10 +374,13 @@ fn an_internal_users_key_logs_in_to_its_own_keys_and_spend_only() {
     assert_error(&others, 403);
     let spend = gw.call("GET", "/spend/logs", &[("Cookie", &pair)], b"");
     assert_eq!(spend.status, 200, "{}", spend.text());
-    // Nothing an admin may do.
-    for path in ["/team/list", "/global/spend", "/user/list", "/model/info"] {
+    // Nothing an admin may do; the models, as any key may (LiteLLM's).
+    for path in ["/team/list", "/global/spend", "/user/list"] {
         assert_error(&gw.call("GET", path, &[("Cookie", &pair)], b""), 403);
     }
+    let models = gw.call("GET", "/model/info", &[("Cookie", &pair)], b"");
+    assert_eq!(models.status, 200, "{}", models.text());
+    // Keys for itself only (LiteLLM's internal_user), never for another.
     let generate = gw.call(
         "POST",
         "/key/generate",
@@ -386,7 +389,7 @@ fn an_internal_users_key_logs_in_to_its_own_keys_and_spend_only() {
             ("x-csrf-token", &csrf),
             ("Content-Type", "application/json"),
         ],
-        b"{}",
+        br#"{"user_id": "bob"}"#,
     );
     assert_error(&generate, 403);
     // The same view with the key itself, as LiteLLM gives it.
@@ -433,4 +436,76 @@ fn disable_admin_ui_turns_the_console_off() {
     }
     assert_error(&login(&gw, "admin", MASTER_KEY), 404);
     assert_eq!(gw.get("/key/list").status, 200);
+}
+
+/// Two replicas of one fleet (the same master key, one Redis): a login on
+/// one is a session on the other, with the same CSRF token; a logout on
+/// either ends it on both; a changed cookie, or a replica with another
+/// console password, refuses it.
+#[test]
+fn a_session_works_on_every_replica_and_a_logout_ends_it_on_all() {
+    let redis = e2e::PrivateRedis::start();
+    let url = redis.url();
+    let envs = [("REDIS_URL", url.as_str())];
+    let (a, b) = (gateway(&envs), gateway(&envs));
+    let (pair, csrf) = session(&login(&a, "admin", MASTER_KEY));
+    let me = b.call("GET", "/ui/session", &[("Cookie", &pair)], b"");
+    assert_eq!(me.json()["authenticated"], true, "{}", me.text());
+    assert_eq!(me.json()["csrf_token"], csrf.as_str());
+    let made = b.call(
+        "POST",
+        "/key/generate",
+        &[
+            ("Content-Type", "application/json"),
+            ("Cookie", &pair),
+            ("x-csrf-token", &csrf),
+        ],
+        b"{}",
+    );
+    assert_eq!(made.status, 200, "{}", made.text());
+
+    // The token is signed: any change to it is no session.
+    let mut forged = pair.clone();
+    let last = forged.pop().unwrap();
+    forged.push(if last == '0' { '1' } else { '0' });
+    let refused = b.call("GET", "/key/list", &[("Cookie", &forged)], b"");
+    assert_error(&refused, 401);
+    let elsewhere = gateway(&[("UI_PASSWORD", "another-console-pw")]);
+    let refused = elsewhere.call("GET", "/key/list", &[("Cookie", &pair)], b"");
+    assert_error(&refused, 401);
+
+    // A logout on B ends the session on A too.
+    let out = b.call(
+        "POST",
+        "/ui/logout",
+        &[("Cookie", &pair), ("x-csrf-token", &csrf)],
+        b"",
+    );
+    assert_eq!(out.status, 200, "{}", out.text());
+    for gw in [&a, &b] {
+        let after = gw.call("GET", "/key/list", &[("Cookie", &pair)], b"");
+        assert_error(&after, 401);
+        let me = gw.call("GET", "/ui/session", &[("Cookie", &pair)], b"");
+        assert_eq!(me.json()["authenticated"], false);
+    }
+    // Remembered in Redis until the session would have expired.
+    let e2e::redis::Reply::Array(keys) = redis.command(&["KEYS", "{gateway:console}:logout:*"])
+    else {
+        panic!("KEYS answers an array");
+    };
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let e2e::redis::Reply::Bulk(Some(name)) = &keys[0] else {
+        panic!("a key name: {keys:?}");
+    };
+    let e2e::redis::Reply::Int(ttl) = redis.command(&["TTL", name]) else {
+        panic!("TTL answers an integer");
+    };
+    assert!((1..=43_200).contains(&ttl), "{ttl}");
+    // A new login is a new session, on both.
+    let (again, _) = session(&login(&b, "admin", MASTER_KEY));
+    assert_eq!(
+        a.call("GET", "/key/list", &[("Cookie", &again)], b"")
+            .status,
+        200
+    );
 }

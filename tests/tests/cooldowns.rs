@@ -202,3 +202,47 @@ fn with_redis_stopped_each_replica_cools_on_its_own_view_and_shares_again_after(
         since.elapsed().as_secs_f64() * 1e3
     );
 }
+
+/// `/model/info` (the console's Models page) shows which deployments the
+/// router keeps out of rotation now: `model_info.cooling_down`.
+#[test]
+fn model_info_shows_a_cooling_deployment() {
+    let mock = MockServer::start(&[]);
+    let config = json!({
+        "model_list": group(&mock, "chat", "", Some(429)),
+        "router_settings": {"routing_strategy": "cost-based-routing", "num_retries": 1,
+            "retry_after": 0, "cooldown_time": 60},
+        "general_settings": {"master_key": MASTER_KEY},
+    });
+    let gw = Gateway::start(&to_yaml(&config), &[]);
+    let cooling = |gw: &Gateway| -> Vec<(String, bool)> {
+        let info = gw.get("/model/info").json();
+        let mut rows: Vec<(String, bool)> = info["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                let i = &m["model_info"];
+                (
+                    i["id"].as_str().unwrap().to_string(),
+                    i["cooling_down"].as_bool().unwrap(),
+                )
+            })
+            .collect();
+        rows.sort();
+        rows
+    };
+    assert_eq!(
+        cooling(&gw),
+        [("backup".to_string(), false), ("cheap".to_string(), false)]
+    );
+    assert_eq!(
+        chat(&gw, "chat"),
+        (200, "backup".into()),
+        "cheap's 429 cools it"
+    );
+    assert_eq!(
+        cooling(&gw),
+        [("backup".to_string(), false), ("cheap".to_string(), true)]
+    );
+}

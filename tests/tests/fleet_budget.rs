@@ -16,6 +16,7 @@ use e2e::budget_burst::{
 use e2e::{to_yaml, Gateway, PrivateRedis, TestDb, MASTER_KEY};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
+
 use tempfile::TempDir;
 
 /// The priced model group (the mock answers after [`LATENCY_MS`]).
@@ -29,6 +30,8 @@ struct Fleet {
     db: TestDb,
     spools: TempDir,
     envs: Vec<(&'static str, &'static str)>,
+    /// `gateway_settings.rate_limits` of every replica (none when null).
+    rate_limits: Value,
 }
 
 impl Fleet {
@@ -38,12 +41,18 @@ impl Fleet {
 
     /// Two replicas with the extra environment `envs`.
     fn start_with(envs: &[(&'static str, &'static str)]) -> Fleet {
+        Fleet::start_limited(envs, Value::Null)
+    }
+
+    /// Two replicas with the extra environment `envs` and `rate_limits`.
+    fn start_limited(envs: &[(&'static str, &'static str)], rate_limits: Value) -> Fleet {
         let mut fleet = Fleet {
             replicas: Vec::new(),
             redis: PrivateRedis::start(),
             db: TestDb::create(),
             spools: tempfile::tempdir().expect("spool temp dir"),
             envs: envs.to_vec(),
+            rate_limits,
         };
         for _ in 0..2 {
             let replica = fleet.replica();
@@ -55,7 +64,7 @@ impl Fleet {
     /// One more replica on the fleet's database and Redis.
     fn replica(&self) -> Gateway {
         let spool = self.spools.path().join(e2e::unique_id("spool"));
-        let config = json!({
+        let mut config = json!({
             "model_list": [{
                 "model_name": MODEL,
                 "litellm_params": {
@@ -69,6 +78,9 @@ impl Fleet {
             "general_settings": {"master_key": MASTER_KEY},
             "gateway_settings": {"spool_dir": spool.to_str().expect("utf-8 temp path")},
         });
+        if !self.rate_limits.is_null() {
+            config["gateway_settings"]["rate_limits"] = self.rate_limits.clone();
+        }
         let url = self.redis.url();
         let mut envs = vec![("DATABASE_URL", self.db.url()), ("REDIS_URL", &url)];
         envs.extend(self.envs.iter().copied());
@@ -310,4 +322,166 @@ fn spend_settled_while_redis_is_frozen_reaches_its_counter_afterwards() {
         },
     );
     assert!((recorded_spend(&fleet, &token, spent) - spent).abs() < 1e-9);
+}
+
+/// The fields of the key's budget hash in Redis whose name starts with
+/// `hold:slice:` (budget slices of lease mode).
+fn slice_holds(fleet: &Fleet, token: &str) -> Vec<String> {
+    let hash = format!("{{budget:key:{token}}}");
+    match fleet.redis.command(&["HKEYS", &hash]) {
+        e2e::redis::Reply::Array(fields) => fields
+            .into_iter()
+            .filter_map(|f| match f {
+                e2e::redis::Reply::Bulk(Some(name)) => Some(name),
+                _ => None,
+            })
+            .filter(|name| name.starts_with("hold:slice:"))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The key's `reserved` field in Redis (holds and slices), nano-USD.
+fn reserved(fleet: &Fleet, token: &str) -> Option<i64> {
+    let hash = format!("{{budget:key:{token}}}");
+    match fleet.redis.command(&["HGET", &hash, "reserved"]) {
+        e2e::redis::Reply::Bulk(Some(v)) => v.parse::<i64>().ok(),
+        _ => None,
+    }
+}
+
+/// Lease mode: each replica reserves against a slice of the budget taken
+/// from Redis (no Redis call per request), and the two together still never
+/// pass a small budget; once they are idle every slice went back and Redis
+/// counted exactly what the responses cost.
+#[test]
+fn two_lease_mode_replicas_with_budget_slices_stay_within_a_small_budget() {
+    // Exact while Redis answers within the deadline: a call that gets no
+    // answer in time reserves in the process (the documented outage rule),
+    // which a loaded test machine must not be mistaken for.
+    let fleet = Fleet::start_limited(
+        &[("GATEWAY_RATE_LIMIT_MODE", "lease")],
+        json!({"redis_timeout_ms": 10_000}),
+    );
+    let budget = 0.02;
+    let (key, token) = generate(&fleet.replicas[0], json!({"max_budget": budget}));
+    let mut spent = 0.0;
+    for gw in &fleet.replicas {
+        let (status, body) = chat(gw, MODEL, &key);
+        assert_eq!(status, 200, "{body}");
+        spent += cost_of(&body);
+    }
+    assert_eq!(
+        slice_holds(&fleet, &token).len(),
+        2,
+        "each replica holds a slice of the budget"
+    );
+    let (costs, per_replica) = hammer(&fleet.replicas, MODEL, &key);
+    spent += costs.iter().sum::<f64>();
+    println!("admitted per replica: {per_replica:?}; spent {spent:.6} of {budget}");
+    assert!(
+        spent <= budget + 1e-9,
+        "two replicas overshot the budget: spent {spent} of {budget}"
+    );
+    // Slices parked in the other replica are handed back within a lease
+    // life and a half; then what is left is spent until both refuse.
+    e2e::eventually("slices handed back", Duration::from_secs(5), || {
+        (reserved(&fleet, &token) == Some(0)).then_some(())
+    });
+    let mut refused = [false, false];
+    for i in 0.. {
+        assert!(i < 100, "the budget never refused");
+        let at = i % 2;
+        match chat(&fleet.replicas[at], MODEL, &key) {
+            (200, body) => {
+                spent += cost_of(&body);
+                refused = [false, false];
+            }
+            (422, _) => {
+                refused[at] = true;
+                if refused == [true, true] {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1600));
+            }
+            (status, body) => panic!("unexpected {status}: {body}"),
+        }
+    }
+    assert!(
+        spent <= budget + 1e-9,
+        "overshot the budget: spent {spent} of {budget}"
+    );
+    assert!(
+        budget - spent < 2.0 * worst_case(MODEL),
+        "refused with room left: spent {spent} of {budget}"
+    );
+    assert!((recorded_spend(&fleet, &token, spent) - spent).abs() < 1e-9);
+    e2e::eventually("spend reported", Duration::from_secs(5), || {
+        counted(&fleet, &token)
+            .filter(|c| (c - spent).abs() < 1e-6)
+            .map(|_| ())
+    });
+}
+
+/// A replica killed while it holds a slice does not take that room with
+/// it: the slice lapses (`parallel_slot_ttl_secs`) and the other replica
+/// spends the whole budget; a replica stopped normally hands its slice back
+/// at once.
+#[test]
+fn a_killed_replicas_budget_slice_lapses() {
+    let fleet = Fleet::start_limited(
+        &[("GATEWAY_RATE_LIMIT_MODE", "lease")],
+        json!({"parallel_slot_ttl_secs": 4, "lease_ttl_ms": 10_000, "lease_fraction": 0.5}),
+    );
+    let mut fleet = fleet;
+    // The first slice is half the budget, many requests' worth.
+    let budget = 0.05;
+    let (key, token) = generate(&fleet.replicas[0], json!({"max_budget": budget}));
+    let (status, body) = chat(&fleet.replicas[0], MODEL, &key);
+    assert_eq!(status, 200, "{body}");
+    let mut spent = cost_of(&body);
+    // A serving slice's spend is reported within a sweep (250 ms); the
+    // slice serves for half its hold's life (2 s) and is still held.
+    e2e::eventually("spend reported", Duration::from_secs(1), || {
+        counted(&fleet, &token)
+            .filter(|c| (c - spent).abs() < 1e-6)
+            .map(|_| ())
+    });
+    assert_eq!(
+        slice_holds(&fleet, &token).len(),
+        1,
+        "replica 0 holds a slice"
+    );
+    let parked = reserved(&fleet, &token).expect("the slice's hold");
+    assert!(
+        parked as f64 / 1e9 > 5.0 * worst_case(MODEL),
+        "the slice holds many requests' room: {parked}"
+    );
+    fleet.replicas[0].signal(libc::SIGKILL);
+    fleet.replicas.remove(0);
+    // The slice lapses after its hold's life; the other replica then
+    // spends everything that is left.
+    std::thread::sleep(Duration::from_millis(4500));
+    loop {
+        match chat(&fleet.replicas[0], MODEL, &key) {
+            (200, body) => spent += cost_of(&body),
+            (422, _) => break,
+            (status, body) => panic!("unexpected {status}: {body}"),
+        }
+    }
+    println!("spent {spent:.6} of {budget}");
+    assert!(spent <= budget + 1e-9, "overshot: {spent} of {budget}");
+    assert!(
+        budget - spent < 2.0 * worst_case(MODEL),
+        "the killed replica's slice still holds room: spent {spent} of {budget}"
+    );
+    // A replica stopped normally hands its slice back before it exits.
+    let (key, token) = generate(&fleet.replicas[0], json!({"max_budget": budget}));
+    assert_eq!(chat(&fleet.replicas[0], MODEL, &key).0, 200);
+    assert!(reserved(&fleet, &token).is_some_and(|r| r > 0));
+    let mut stopped = fleet.replicas.remove(0);
+    stopped.signal(libc::SIGTERM);
+    assert!(stopped.wait_exit(Duration::from_secs(10)).is_some());
+    assert_eq!(reserved(&fleet, &token), Some(0), "handed back at shutdown");
+    assert!(slice_holds(&fleet, &token).is_empty());
 }

@@ -257,3 +257,100 @@ fn allow_public_health_readiness_details_opens_the_details_to_anyone() {
         .lines()
         .all(|l| !l.contains("allow_public_health_readiness_details")));
 }
+
+/// LiteLLM's `POST /health/test_connection`: one request to the deployment
+/// `model_info.id` names (or the one `litellm_params.model` names, or one
+/// built from the request's params alone), answered as `status` and
+/// `result`; admins only; a served deployment's credentials never go where
+/// the request points.
+#[test]
+fn test_connection_sends_one_request_to_one_deployment() {
+    let mock = MockServer::start(&[]);
+    let mut config = base_config(mock.port());
+    add_model(
+        &mut config,
+        openai_model("dead", "dead-1", &dead_base(), json!({})),
+    );
+    let gw = Gateway::start_json(&config, &[]);
+    let test = |body: Value| gw.post("/health/test_connection", &body);
+
+    let before = mock.stats();
+    let ok = test(
+        json!({"mode": "chat", "litellm_params": {"model": "gpt-4o"}, "model_info": {"id": "dep-1"}}),
+    );
+    assert_eq!(ok.status, 200, "{}", ok.text());
+    assert_eq!(ok.json()["status"], "success", "{}", ok.text());
+    assert_eq!(ok.json()["result"]["model_id"], "dep-1");
+    assert_eq!(ok.json()["result"]["api_base"], mock.api_base());
+    assert!(!ok.text().contains(UPSTREAM_KEY));
+    let after = mock.stats();
+    assert_eq!(
+        after["requests"].as_u64().unwrap() - before["requests"].as_u64().unwrap(),
+        1,
+        "one request reached the deployment"
+    );
+
+    // A dead deployment: 200 with the error, as LiteLLM answers.
+    let dead = test(json!({"litellm_params": {"model": "dead"}, "model_info": {"id": "dead-1"}}));
+    assert_eq!(dead.status, 200, "{}", dead.text());
+    assert_eq!(dead.json()["status"], "error");
+    let error = dead.json()["result"]["error"].as_str().unwrap().to_string();
+    assert!(error.contains("cannot connect"), "{error}");
+
+    // By model group or provider/model string, without an id.
+    for model in ["local-mock", "mock/local"] {
+        let by_name = test(json!({"litellm_params": {"model": model}}));
+        assert_eq!(
+            by_name.json()["status"],
+            "success",
+            "{model}: {}",
+            by_name.text()
+        );
+        assert_eq!(by_name.json()["result"]["model_id"], "local-1");
+    }
+    // A model not served yet, from the request's params alone.
+    let fresh = test(json!({"litellm_params": {"model": "openai/upstream-gpt",
+        "api_base": mock.api_base(), "api_key": "sk-tried"}}));
+    assert_eq!(fresh.json()["status"], "success", "{}", fresh.text());
+    let refused = test(json!({"litellm_params": {"model": "mock/x", "mock_error_status": 500}}));
+    assert_eq!(refused.json()["status"], "error", "{}", refused.text());
+
+    // A served deployment is tested as served; its key goes nowhere else.
+    let redirected = test(
+        json!({"litellm_params": {"model": "gpt-4o", "api_base": dead_base()},
+        "model_info": {"id": "dep-1"}}),
+    );
+    assert_eq!(redirected.status, 400, "{}", redirected.text());
+    let env = test(
+        json!({"litellm_params": {"model": "openai/x", "api_base": mock.api_base(),
+        "api_key": "os.environ/LITELLM_MASTER_KEY"}}),
+    );
+    assert_eq!(env.status, 400, "{}", env.text());
+    assert_eq!(test(json!({"model_info": {"id": "nope"}})).status, 404);
+    assert_eq!(test(json!({"litellm_params": {}})).status, 400);
+    assert_eq!(
+        test(json!({"mode": "embedding", "model_info": {"id": "dep-1"}})).status,
+        400
+    );
+    assert_eq!(test(json!({"surprise": 1})).status, 400);
+
+    // Admins only.
+    let plain = gw.post("/key/generate", &json!({})).json()["key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let auth = format!("Bearer {plain}");
+    let body = json!({"model_info": {"id": "dep-1"}}).to_string();
+    let as_key = gw.call(
+        "POST",
+        "/health/test_connection",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        body.as_bytes(),
+    );
+    assert_eq!(as_key.status, 403, "{}", as_key.text());
+    let anon = gw.call("POST", "/health/test_connection", &[], body.as_bytes());
+    assert_eq!(anon.status, 401);
+}

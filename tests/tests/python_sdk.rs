@@ -189,3 +189,41 @@ fn openai_python_sdk_cache_controls() {
     // The hit and the played-back stream made no upstream call.
     assert_eq!(mock.stats()["requests"], 2);
 }
+
+#[test]
+fn sdk_streams_through_the_response_cache() {
+    let mock = MockServer::start(&[]);
+    let mut config = base_config(mock.port());
+    add_model(
+        &mut config,
+        json!({"model_name": "claude", "litellm_params": {
+            "model": "anthropic/claude-3-5-sonnet-20241022",
+            "api_base": format!("http://127.0.0.1:{}", mock.port()), "api_key": "sk-ant-upstream",
+        }}),
+    );
+    config["litellm_settings"] = json!({"cache": true, "cache_params": {"type": "local"}});
+    // One core: the local cache of every connection the SDKs open.
+    let mut gw = Gateway::spawn(
+        &e2e::to_yaml(&config),
+        &[],
+        e2e::free_port(),
+        &["--workers", "1"],
+    );
+    gw.wait_ready(Duration::from_secs(20))
+        .unwrap_or_else(|e| panic!("gateway did not start: {e}"));
+    run_script(
+        "test_sdk_cache_streams.py",
+        &[
+            (
+                "GATEWAY_BASE_URL",
+                format!("http://127.0.0.1:{}", gw.port()),
+            ),
+            ("GATEWAY_ANTHROPIC_MODEL", "claude".to_string()),
+            ("GATEWAY_OPENAI_MODEL", "gpt-4o".to_string()),
+        ],
+        &gw,
+    );
+    // Each streamed miss made the only upstream call of its API; the
+    // whole answers and the played-back streams made none.
+    assert_eq!(mock.stats()["requests"], 2);
+}

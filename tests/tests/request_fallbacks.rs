@@ -3,10 +3,11 @@
 //! itself would be (not skipped), one nobody serves is LiteLLM's
 //! `Invalid model name`, wherever in the field it is named; the
 //! `[{"model": "name"}]` form is a fallback like a plain name; an entry
-//! bringing its own `messages` is refused by name rather than sent without
-//! them.
+//! bringing its own `messages` (LiteLLM's `[{"model": ..., "messages":
+//! [...]}]`) is served with them, as LiteLLM updates the call with the
+//! entry.
 
-use e2e::{assert_error, error_message, openai_model, to_yaml, Gateway, MASTER_KEY};
+use e2e::{assert_error, error_message, openai_model, to_yaml, Gateway, RawUpstream, MASTER_KEY};
 use serde_json::{json, Value};
 
 /// An api_base nothing listens on.
@@ -109,10 +110,57 @@ fn request_fallbacks_are_checked_before_the_request_runs() {
         let resp = chat(&gw, &key, "dead", fallbacks.clone());
         assert_eq!(content(&resp), "from a", "{fallbacks}");
     }
-    // An entry with its own request is refused by name, not sent without it.
-    let own_request = json!([{"model": "a", "messages": [{"role": "user", "content": "other"}]}]);
+    // An entry with its own request is checked like any other fallback.
+    let own_request =
+        json!([{"model": "nope", "messages": [{"role": "user", "content": "other"}]}]);
     let resp = chat(&gw, MASTER_KEY, "dead", own_request);
-    let err = assert_error(&resp, 400);
-    assert_eq!(err["param"], "fallbacks", "{err:?}");
-    assert!(error_message(&err).contains("not supported yet"), "{err:?}");
+    assert_error(&resp, 400);
+}
+
+/// An OpenAI chat answer.
+const ANSWER: &str = r#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"upstream-gpt","choices":[{"index":0,"message":{"role":"assistant","content":"from the recorder"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}"#;
+
+#[test]
+fn a_fallback_with_its_own_messages_is_sent_them() {
+    let reply = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{ANSWER}",
+        ANSWER.len()
+    );
+    let raw = RawUpstream::start(reply.into_bytes(), false);
+    let config = json!({
+        "model_list": [
+            openai_model("dead", "dead", &dead_base(), json!({})),
+            openai_model("recorded", "recorded", &raw.api_base(), json!({})),
+        ],
+        "router_settings": {"num_retries": 0},
+        "general_settings": {"master_key": MASTER_KEY},
+    });
+    let gw = Gateway::start(&to_yaml(&config), &[]);
+    let sent = || String::from_utf8_lossy(&raw.last_request()).to_string();
+
+    let own = json!([{"model": "recorded", "temperature": 0.25,
+        "messages": [{"role": "user", "content": "the fallback's own question"}]}]);
+    let resp = chat(&gw, MASTER_KEY, "dead", own);
+    assert_eq!(content(&resp), "from the recorder");
+    let body = sent();
+    assert!(body.contains("the fallback's own question"), "{body}");
+    assert!(
+        body.contains("0.25"),
+        "the entry's other parameters too: {body}"
+    );
+    assert!(
+        !body.contains("\"hi\""),
+        "not the request's own messages: {body}"
+    );
+    assert!(!body.contains("fallbacks"), "{body}");
+
+    // A plain fallback beside it is sent the request's own messages.
+    let mixed =
+        json!([{"model": "dead", "messages": [{"role": "user", "content": "x"}]}, "recorded"]);
+    let resp = chat(&gw, MASTER_KEY, "dead", mixed);
+    assert_eq!(content(&resp), "from the recorder");
+    let body = sent();
+    assert!(body.contains("\"hi\""), "{body}");
+    assert!(!body.contains("\"x\""), "{body}");
+    assert_eq!(raw.requests(), 2);
 }

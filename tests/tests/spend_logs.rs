@@ -127,6 +127,27 @@ fn rows_are_kept_by_default(database_url: Option<&str>) {
     assert!(rows.iter().any(|r| r["status"] == "failure"), "{rows:?}");
     assert!(rows.iter().any(|r| r["status"] == "success"), "{rows:?}");
     assert!((settled_spend(&gw, &key, cost) - cost).abs() < 1e-9);
+    // The console's Logs filters: a row's model (group) and status.
+    let only = |filter: &str| -> Vec<(String, String)> {
+        let logs = gw.get(&format!("/spend/logs?request_id={call_id}&{filter}"));
+        assert_eq!(logs.status, 200, "{filter}: {}", logs.text());
+        let rows = logs.json().as_array().expect("array of rows").clone();
+        rows.iter()
+            .map(|r| {
+                let s = |f: &str| r[f].as_str().unwrap_or_default().to_string();
+                (s("model_group"), s("status"))
+            })
+            .collect()
+    };
+    let failed = vec![("dead".to_string(), "failure".to_string())];
+    let served = vec![("priced".to_string(), "success".to_string())];
+    assert_eq!(only("status=failure"), failed);
+    assert_eq!(only("status=success"), served);
+    assert_eq!(only("model=dead"), failed);
+    assert_eq!(only("model=upstream-gpt"), failed, "by the row's model too");
+    assert_eq!(only("model=priced&status=failure"), vec![]);
+    let bad = gw.get("/spend/logs?status=maybe");
+    assert_eq!(bad.status, 400, "{}", bad.text());
 }
 
 /// With `disable_spend_logs`, no request leaves a row, and the key's spend

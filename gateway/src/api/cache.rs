@@ -1,10 +1,13 @@
 //! LiteLLM's `/cache/*` management routes (an admin's): `GET /cache/ping`,
-//! `POST /cache/delete` (`{"keys": [...]}`), `GET /cache/redis/info` and
-//! `POST /cache/flushall`, with LiteLLM's answers and messages. Deleting,
+//! `POST /cache/delete` (`{"keys": [...]}`), `GET /cache/redis/info`,
+//! `POST /cache/flushall` and the settings routes (`cache_settings`:
+//! `GET /cache/settings`, `POST /cache/settings/test`, `POST
+//! /cache/settings`), with LiteLLM's answers and messages. Deleting,
 //! flushing and server information need `type: redis`, as in LiteLLM; a
 //! flush removes this cache's entries only (its Redis is the limiter's,
 //! whose counters a `FLUSHALL` would wipe).
 
+use super::cache_settings;
 use crate::cache::redis::{is_entry, RedisStore};
 use crate::cache::{Backend, Cache};
 use crate::downstream::{HeadBuilder, Responder};
@@ -36,6 +39,12 @@ pub enum Op {
     RedisInfo,
     /// `POST /cache/flushall`.
     Flushall,
+    /// `GET /cache/settings`.
+    Settings,
+    /// `POST /cache/settings/test`.
+    SettingsTest,
+    /// `POST /cache/settings` (refused: settings come from the config).
+    SettingsSave,
 }
 
 impl Op {
@@ -47,6 +56,9 @@ impl Op {
             "/cache/delete" if method == "POST" => Some(Op::Delete),
             "/cache/redis/info" if get => Some(Op::RedisInfo),
             "/cache/flushall" if method == "POST" => Some(Op::Flushall),
+            "/cache/settings" if get => Some(Op::Settings),
+            "/cache/settings" if method == "POST" => Some(Op::SettingsSave),
+            "/cache/settings/test" if method == "POST" => Some(Op::SettingsTest),
             _ => None,
         }
     }
@@ -89,6 +101,9 @@ pub async fn handle(
         Op::Delete => delete(cache, body).await,
         Op::RedisInfo => redis_info(cache).await,
         Op::Flushall => flushall(cache).await,
+        Op::Settings => Ok(cache_settings::get(cache)),
+        Op::SettingsTest => Ok(settings_test(cache, body).await),
+        Op::SettingsSave => Err(Refusal::new(400, cache_settings::SAVE_REFUSED.into())),
     };
     let (status, body) = match answer {
         Ok(v) => (200, v),
@@ -178,6 +193,25 @@ async fn ping(cache: Option<&Cache>) -> Result<Value, Refusal> {
             "litellm_cache_params": params.to_string(), "health_check_cache_params": health})),
         _ => Err(unhealthy("Service Unhealthy", &params, &health)),
     }
+}
+
+/// `POST /cache/settings/test`: the configured Redis pinged when the body
+/// names it.
+async fn settings_test(cache: Option<&Cache>, body: &[u8]) -> Value {
+    let redis = match (cache_settings::test_plan(cache, body), cache) {
+        (Ok(answer), _) => return answer,
+        (Err(()), Some(cache)) => cache.redis(),
+        (Err(()), None) => None,
+    };
+    let Some(redis) = redis else {
+        return cache_settings::tested(Err("no Redis is configured for the cache".into()));
+    };
+    let ping = match redis.admin(command(&["PING"])).await {
+        Ok(Reply::Status(_)) | Ok(Reply::Bulk(Some(_))) => Ok(()),
+        Ok(_) => Err("Redis ping returned False".into()),
+        Err(e) => Err(e),
+    };
+    cache_settings::tested(ping)
 }
 
 async fn delete(cache: Option<&Cache>, body: &[u8]) -> Result<Value, Refusal> {
@@ -399,6 +433,11 @@ mod tests {
         assert_eq!(Op::parse("POST", "/cache/delete"), Some(Op::Delete));
         assert_eq!(Op::parse("GET", "/cache/redis/info"), Some(Op::RedisInfo));
         assert_eq!(Op::parse("POST", "/cache/flushall"), Some(Op::Flushall));
+        assert_eq!(Op::parse("GET", "/cache/settings"), Some(Op::Settings));
+        assert_eq!(
+            Op::parse("POST", "/cache/settings/test"),
+            Some(Op::SettingsTest)
+        );
         assert_eq!(Op::parse("GET", "/cache/delete"), None);
         assert_eq!(Op::parse("POST", "/cache/other"), None);
     }

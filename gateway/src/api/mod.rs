@@ -9,10 +9,12 @@
 mod admin;
 pub use admin::fuzz as admin_fuzz;
 mod cache;
+mod cache_settings;
 mod health;
 mod metrics;
 mod models;
 mod reload;
+mod route_list;
 #[cfg(debug_assertions)]
 mod test_hooks;
 mod ui;
@@ -50,6 +52,8 @@ enum Route<'a> {
     Cache(cache::Op),
     /// `/metrics`, when metrics are on.
     Metrics,
+    /// `GET /routes`: the routes served (public, as LiteLLM's).
+    Routes,
     Models,
     /// `/models/{id}`.
     Model(&'a str),
@@ -107,6 +111,7 @@ fn route<'h>(worker: &Worker, head: &'h RequestHead) -> Route<'h> {
         "/config/reload" if method == "POST" => Route::Reload,
         "/metrics" if get && worker.shared.metrics.enabled() => Route::Metrics,
         "/models" if get => Route::Models,
+        "/routes" if get => Route::Routes,
         p if get && p.starts_with("/models/") => Route::Model(&p["/models/".len()..]),
         // The config's own endpoints never shadow the gateway's routes.
         _ => match worker.shared.pass_through.custom_for(path) {
@@ -211,7 +216,9 @@ pub async fn admit(
                 Err(e) => Err(e),
             }
         }
-        Route::Liveliness | Route::Readiness | Route::Ui(_) | Route::NotFound => Ok(None),
+        Route::Liveliness | Route::Readiness | Route::Routes | Route::Ui(_) | Route::NotFound => {
+            Ok(None)
+        }
     };
     Admission(result.and_then(|caller| key_routes(caller, head.path())))
 }
@@ -326,6 +333,14 @@ pub async fn handle(
             return;
         }
         Route::Liveliness => health::liveliness(out).await,
+        Route::Routes => {
+            let body = route_list::routes(worker.shared.metrics.enabled()).to_string();
+            let head = crate::downstream::HeadBuilder::new(200);
+            let _ = out
+                .send(200, head, "application/json", body.as_bytes())
+                .await;
+            Ok(())
+        }
         Route::Readiness => health::readiness(worker, out).await,
         Route::ReadinessDetails => match admission.0 {
             Ok(_) => health::readiness_details(worker, out).await,
@@ -349,7 +364,7 @@ pub async fn handle(
             Err(e) => Err(e),
         },
         Route::Models => match admission.caller() {
-            Ok(caller) => models::list(worker, &caller, out).await,
+            Ok(caller) => models::list(worker, &caller, head.query(), out).await,
             Err(e) => Err(e),
         },
         Route::Model(id) => match admission.caller() {

@@ -63,17 +63,35 @@ fn visible_with(
     names
 }
 
-/// `GET /v1/models`.
+/// Whether a `/v1/models` query asks for model access groups only
+/// (LiteLLM's `only_model_access_groups=true`).
+fn only_access_groups(query: &str) -> bool {
+    query.split('&').any(|pair| {
+        pair.split_once('=').is_some_and(|(name, value)| {
+            name == "only_model_access_groups" && value.eq_ignore_ascii_case("true")
+        })
+    })
+}
+
+/// `GET /v1/models`. With `only_model_access_groups=true` the list is
+/// LiteLLM's list of the caller's model access groups: empty, as this
+/// gateway defines none (`model_info.access_groups` is named at start-up);
+/// `include_model_access_groups` therefore adds nothing.
 pub async fn list(
     worker: &Worker,
     caller: &Principal,
+    query: &str,
     out: &mut Responder<'_>,
 ) -> Result<(), GatewayError> {
     let router = worker.shared.models.router();
-    let data: Vec<Value> = visible_with(caller, router.registry(), router.settings())
-        .iter()
-        .map(|n| model_object(n))
-        .collect();
+    let data: Vec<Value> = if only_access_groups(query) {
+        Vec::new()
+    } else {
+        visible_with(caller, router.registry(), router.settings())
+            .iter()
+            .map(|n| model_object(n))
+            .collect()
+    };
     let body = json!({"object": "list", "data": data}).to_string();
     let _ = out
         .send(
@@ -112,6 +130,15 @@ pub async fn get(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_model_access_groups_is_read_as_litellm_reads_it() {
+        assert!(only_access_groups("only_model_access_groups=True"));
+        assert!(only_access_groups("a=1&only_model_access_groups=true"));
+        assert!(!only_access_groups("only_model_access_groups=false"));
+        assert!(!only_access_groups("include_model_access_groups=true"));
+        assert!(!only_access_groups(""));
+    }
     use crate::auth::{KeyEntry, TeamEntry};
     use crate::budget::Budget;
     use crate::config::deployment_from_json;
@@ -150,6 +177,8 @@ mod tests {
                     ..Default::default()
                 },
                 budget: Budget::new(None, None, 0.0),
+                model_budgets: Vec::new(),
+                org_budget: None,
             })
         });
         Principal::Key(Arc::new(KeyEntry {

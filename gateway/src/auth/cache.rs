@@ -14,8 +14,8 @@ use crate::budget::{to_nanos, Budget};
 use crate::keyed_hash::KeyedHash;
 use crate::read_through::ReadThroughGuard;
 use crate::store::{
-    next_reset, Change, KeyRecord, SpendLogRow, Store, StoreError, TeamRecord, UserRecord,
-    PROXY_BUDGET_USER,
+    next_reset, Change, KeyRecord, ModelBudgets, RowKind, SpendLogRow, Store, StoreError,
+    TeamRecord, UserRecord, PROXY_BUDGET_USER,
 };
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -51,6 +51,19 @@ pub struct TeamEntry {
     pub record: TeamRecord,
     /// Its budget counter, shared by all its keys.
     pub budget: Arc<Budget>,
+    /// Its budgets per model group (`model_max_budget`), shared by all its
+    /// keys.
+    pub model_budgets: Vec<(String, Arc<Budget>)>,
+    /// Its organization's budget (the `max_budget` of the organization's
+    /// budget row, against the organization's spend), when it has one.
+    pub org_budget: Option<Arc<Budget>>,
+}
+
+impl TeamEntry {
+    /// The team's budget for `group`, if it set one.
+    pub fn model_budget(&self, group: &str) -> Option<&Arc<Budget>> {
+        find_model_budget(&self.model_budgets, group)
+    }
 }
 
 /// A user as the request path needs it.
@@ -60,6 +73,22 @@ pub struct UserEntry {
     pub record: UserRecord,
     /// Its budget counter.
     pub budget: Arc<Budget>,
+    /// Its budgets per model group (`model_max_budget`), over all its keys.
+    pub model_budgets: Vec<(String, Arc<Budget>)>,
+}
+
+impl UserEntry {
+    /// The user's budget for `group`, if it set one.
+    pub fn model_budget(&self, group: &str) -> Option<&Arc<Budget>> {
+        find_model_budget(&self.model_budgets, group)
+    }
+}
+
+fn find_model_budget<'a>(
+    budgets: &'a [(String, Arc<Budget>)],
+    group: &str,
+) -> Option<&'a Arc<Budget>> {
+    budgets.iter().find(|(g, _)| g == group).map(|(_, b)| b)
 }
 
 /// A key with what it belongs to.
@@ -80,10 +109,7 @@ pub struct KeyEntry {
 impl KeyEntry {
     /// The key's budget for `group`, if it set one.
     pub fn model_budget(&self, group: &str) -> Option<&Arc<Budget>> {
-        self.model_budgets
-            .iter()
-            .find(|(g, _)| g == group)
-            .map(|(_, b)| b)
+        find_model_budget(&self.model_budgets, group)
     }
 }
 
@@ -145,23 +171,37 @@ impl KeyCache {
         self.keys.pin().get(hash).cloned()
     }
 
-    /// The per-model budget windows of cached keys that are due as of
-    /// `now` ([`KeyRecord::due_model_windows`]), as (token, model, start).
+    /// The per-model budget windows of cached keys, teams and users that
+    /// are due as of `now` ([`ModelBudgets::due_model_windows`]), as (kind,
+    /// token or id, model, start).
     pub fn due_model_windows(
         &self,
         now: chrono::DateTime<chrono::Utc>,
-    ) -> Vec<(String, String, String)> {
+    ) -> Vec<(RowKind, String, String, String)> {
         let mut due = Vec::new();
-        if self.with_model_budgets.load(Ordering::Relaxed) == 0 {
-            return due;
-        }
-        let keys = self.keys.pin();
-        for (_, entry) in keys.iter() {
-            if entry.model_budgets.is_empty() {
-                continue;
+        if self.with_model_budgets.load(Ordering::Relaxed) > 0 {
+            let keys = self.keys.pin();
+            for (_, entry) in keys.iter() {
+                if entry.model_budgets.is_empty() {
+                    continue;
+                }
+                for (model, start) in entry.record.due_model_windows(now) {
+                    due.push((RowKind::Key, entry.record.token.clone(), model, start));
+                }
             }
-            for (model, start) in entry.record.due_model_windows(now) {
-                due.push((entry.record.token.clone(), model, start));
+        }
+        for (_, team) in self.teams.pin().iter() {
+            if !team.model_budgets.is_empty() {
+                for (model, start) in team.record.due_model_windows(now) {
+                    due.push((RowKind::Team, team.record.team_id.clone(), model, start));
+                }
+            }
+        }
+        for (_, user) in self.users.pin().iter() {
+            if !user.model_budgets.is_empty() {
+                for (model, start) in user.record.due_model_windows(now) {
+                    due.push((RowKind::User, user.record.user_id.clone(), model, start));
+                }
             }
         }
         due
@@ -257,7 +297,72 @@ impl KeyCache {
         b
     }
 
-    fn install_team(&self, t: TeamRecord) -> Arc<TeamEntry> {
+    /// The counters of a team's or user's `model_max_budget` (`scope` is
+    /// `team` or `user`), one per group, kept across refreshes as the
+    /// row's own.
+    fn model_budgets(
+        &self,
+        scope: &str,
+        id: &str,
+        row: &dyn ModelBudgets,
+        period: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> Vec<(String, Arc<Budget>)> {
+        row.model_max_budget()
+            .keys()
+            .filter_map(|group| {
+                let max = row.model_budget(group)?;
+                let place = Place::principal(&format!("{scope}model"), &format!("{id}:{group}"));
+                Some((
+                    group.clone(),
+                    self.budget(
+                        format!("{scope}model:{id}:{group}"),
+                        place,
+                        period,
+                        (Some(max), None),
+                        row.model_spent(group),
+                    ),
+                ))
+            })
+            .collect()
+    }
+
+    /// The budget of organization `org_id` (its budget row's `max_budget`
+    /// against its spend, LiteLLM's `organization_max_budget_check`), when
+    /// the organization and a `max_budget` exist.
+    async fn org_budget(
+        &self,
+        store: &dyn Store,
+        org_id: &str,
+    ) -> Result<Option<Arc<Budget>>, StoreError> {
+        let Some(org) = store
+            .organizations(Some(&[org_id.to_string()]))
+            .await?
+            .into_iter()
+            .next()
+        else {
+            return Ok(None);
+        };
+        let Some(row) = store
+            .budgets(Some(std::slice::from_ref(&org.budget_id)))
+            .await?
+            .into_iter()
+            .next()
+        else {
+            return Ok(None);
+        };
+        let Some(max) = row.max_budget else {
+            return Ok(None);
+        };
+        Ok(Some(self.budget(
+            format!("org:{org_id}"),
+            Place::principal("org", org_id),
+            row.budget_reset_at,
+            (Some(max), None),
+            org.spend,
+        )))
+    }
+
+    fn install_team(&self, t: TeamRecord, org_budget: Option<Arc<Budget>>) -> Arc<TeamEntry> {
         let budget = self.budget(
             format!("team:{}", t.team_id),
             Place::principal("team", &t.team_id),
@@ -265,7 +370,13 @@ impl KeyCache {
             (t.max_budget, None),
             t.spend,
         );
-        let entry = Arc::new(TeamEntry { record: t, budget });
+        let model_budgets = self.model_budgets("team", &t.team_id, &t, t.budget_reset_at);
+        let entry = Arc::new(TeamEntry {
+            record: t,
+            budget,
+            model_budgets,
+            org_budget,
+        });
         self.teams
             .pin()
             .insert(entry.record.team_id.clone(), entry.clone());
@@ -280,7 +391,12 @@ impl KeyCache {
             (u.max_budget, None),
             u.spend,
         );
-        let entry = Arc::new(UserEntry { record: u, budget });
+        let model_budgets = self.model_budgets("user", &u.user_id, &u, u.budget_reset_at);
+        let entry = Arc::new(UserEntry {
+            record: u,
+            budget,
+            model_budgets,
+        });
         self.users
             .pin()
             .insert(entry.record.user_id.clone(), entry.clone());
@@ -350,7 +466,16 @@ impl KeyCache {
             return Ok(None);
         };
         let team = match &record.team_id {
-            Some(id) => store.get_team(id).await?.map(|t| self.install_team(t)),
+            Some(id) => match store.get_team(id).await? {
+                Some(t) => {
+                    let org = match &t.organization_id {
+                        Some(org) => self.org_budget(store, org).await?,
+                        None => None,
+                    };
+                    Some(self.install_team(t, org))
+                }
+                None => None,
+            },
             None => None,
         };
         let user = match &record.user_id {
@@ -538,9 +663,18 @@ impl KeyCache {
         flush(&["keymodel:", &row.api_key, ":", &row.model_group]);
         if let Some(u) = &row.user {
             flush(&["user:", u]);
+            flush(&["usermodel:", u, ":", &row.model_group]);
         }
         if let Some(t) = &row.team_id {
             flush(&["team:", t]);
+            flush(&["teammodel:", t, ":", &row.model_group]);
+            let teams = self.teams.pin();
+            let org = teams
+                .get(t.as_str())
+                .and_then(|t| t.record.organization_id.as_deref());
+            if let Some(org) = org {
+                flush(&["org:", org]);
+            }
         }
         if row.proxy_budget {
             flush(&["user:", PROXY_BUDGET_USER]);
@@ -803,8 +937,8 @@ mod tests {
             let due = cache.due_model_windows(now);
             assert_eq!(due.len(), 1, "{due:?}");
             assert_eq!(
-                (due[0].0.as_str(), due[0].1.as_str()),
-                (modeled.token.as_str(), "gpt-4o")
+                (due[0].0, due[0].1.as_str(), due[0].2.as_str()),
+                (RowKind::Key, modeled.token.as_str(), "gpt-4o")
             );
             store
                 .delete_keys(std::slice::from_ref(&modeled.token))

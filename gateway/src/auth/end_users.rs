@@ -27,9 +27,32 @@ pub struct EndUserEntry {
     /// Its budget counter (spend against its budget row's `max_budget`);
     /// survives refreshes.
     pub budget: Arc<Budget>,
+    /// Its budget row's `model_max_budget`: per group, the budget and the
+    /// window length in seconds (0: one window for ever).
+    model_limits: Vec<(String, f64, i64)>,
 }
 
 impl EndUserEntry {
+    /// The end user's budget for `group` in the window holding `now`, when
+    /// its budget row's `model_max_budget` names the group. As in LiteLLM
+    /// (which keeps end users' per-model spend on each replica), the counter
+    /// lives in this process only, from zero at the start of each window
+    /// (`time_period`, aligned to the epoch like keys' windows).
+    pub fn model_budget(
+        &self,
+        windows: &ModelWindows,
+        group: &str,
+        now: i64,
+    ) -> Option<Arc<Budget>> {
+        let (_, max, period) = self.model_limits.iter().find(|(g, _, _)| g == group)?;
+        let start = if *period > 0 {
+            now.checked_sub(now.rem_euclid(*period))?
+        } else {
+            0
+        };
+        Some(windows.counter(&self.record.user_id, group, start, *max))
+    }
+
     /// The rpm, tpm and parallel limits of its budget row.
     pub fn limits(&self) -> ScopeLimits {
         let b = self.record.litellm_budget_table.as_ref();
@@ -41,12 +64,44 @@ impl EndUserEntry {
     }
 }
 
+/// End users' per-model budget counters, one per (end user, group), each
+/// for its current window: a counter of an older window is replaced when
+/// the next one starts.
+#[derive(Default)]
+pub struct ModelWindows {
+    counters: papaya::HashMap<(String, String), (i64, Arc<Budget>), KeyedHash>,
+}
+
+impl ModelWindows {
+    /// The counter of `end_user`'s budget `max` USD for `group` in the
+    /// window starting at `start` (epoch seconds).
+    fn counter(&self, end_user: &str, group: &str, start: i64, max: f64) -> Arc<Budget> {
+        let map = self.counters.pin();
+        let key = (end_user.to_string(), group.to_string());
+        let fresh = || (start, Budget::new(Some(max), None, 0.0));
+        let (_, budget) = map.update_or_insert_with(
+            key,
+            |(at, old)| {
+                if *at == start {
+                    old.set_limits(Some(max), None);
+                    (*at, old.clone())
+                } else {
+                    fresh()
+                }
+            },
+            fresh,
+        );
+        budget.clone()
+    }
+}
+
 /// The process-wide cache of restricted end users.
 #[derive(Default)]
 pub struct EndUserCache {
     entries: papaya::HashMap<String, Arc<EndUserEntry>, KeyedHash>,
     restricted: KnownKeys,
     misses: ReadThroughGuard<String>,
+    windows: ModelWindows,
 }
 
 impl EndUserCache {
@@ -59,6 +114,11 @@ impl EndUserCache {
     /// cached: only then is it worth a read-through.
     pub fn worth_reading(&self, id: &str) -> bool {
         self.restricted.contains(&hash_key(id)) && !self.misses.recently_missed(id)
+    }
+
+    /// End users' per-model budget counters ([`EndUserEntry::model_budget`]).
+    pub fn model_windows(&self) -> &ModelWindows {
+        &self.windows
     }
 
     /// Remembers that `id` has no restricting row.
@@ -118,7 +178,12 @@ impl EndUserCache {
             ),
         };
         budget.set_period(period);
-        let entry = Arc::new(EndUserEntry { record, budget });
+        let model_limits = model_limits(budget_row.and_then(|b| b.model_max_budget.as_ref()));
+        let entry = Arc::new(EndUserEntry {
+            record,
+            budget,
+            model_limits,
+        });
         entries.insert(id.to_string(), entry.clone());
         let hash: TokenHash = hash_key(id);
         self.restricted.insert(&hash);
@@ -140,6 +205,28 @@ impl EndUserCache {
             e.budget.flushed(nanos);
         }
     }
+}
+
+/// The entries of a budget row's `model_max_budget`, in either of
+/// LiteLLM's forms, as (group, budget, window seconds); entries that are
+/// not amounts are left out (the management API refuses them).
+fn model_limits(budgets: Option<&serde_json::Value>) -> Vec<(String, f64, i64)> {
+    let Some(serde_json::Value::Object(budgets)) = budgets else {
+        return Vec::new();
+    };
+    budgets
+        .iter()
+        .filter_map(|(group, v)| {
+            let max = crate::store::usd_value(v)
+                .or_else(|| v.get("budget_limit").and_then(crate::store::usd_value))?;
+            let period = v
+                .get("time_period")
+                .and_then(serde_json::Value::as_str)
+                .and_then(|p| crate::store::parse_duration(p).ok())
+                .map_or(0, |d| d.num_seconds().max(1));
+            Some((group.clone(), max, period))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ pub use cache::{
     hash_key, token_hex, KeyCache, KeyCopies, KeyEntry, TeamEntry, TokenHash, UserEntry,
 };
 pub use console::Console;
-pub use end_users::{EndUserCache, EndUserEntry};
+pub use end_users::{EndUserCache, EndUserEntry, ModelWindows};
 pub use known::RELOAD_EVERY as KNOWN_KEYS_RELOAD;
 
 use crate::control::ControlPlane;
@@ -64,6 +64,18 @@ impl Principal {
             Some("internal_user" | "internal_user_viewer")
         )
         .then_some(user.record.user_id.as_str())
+    }
+
+    /// Whether the caller is a key of a user with LiteLLM's
+    /// `proxy_admin_viewer` role: it may read everything the management
+    /// API shows, and change nothing.
+    pub fn admin_viewer(&self) -> bool {
+        let Principal::Key(k) = self else {
+            return false;
+        };
+        k.user
+            .as_ref()
+            .is_some_and(|u| u.record.user_role.as_deref() == Some("proxy_admin_viewer"))
     }
 
     /// The model group a requested name maps to through the key's aliases.

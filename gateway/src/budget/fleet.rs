@@ -60,8 +60,8 @@ const SETTLE_DEADLINE_ARG: usize = 2;
 /// field prefix within it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Place {
-    hash: String,
-    prefix: String,
+    pub(super) hash: String,
+    pub(super) prefix: String,
 }
 
 impl Place {
@@ -82,7 +82,7 @@ impl Place {
         }
     }
 
-    fn holds(&self) -> String {
+    pub(super) fn holds(&self) -> String {
         format!("{}:holds", self.hash)
     }
 }

@@ -9,6 +9,7 @@
 //! used, exactly as without Redis.
 
 pub mod fleet;
+pub mod slice;
 
 use crate::limits::Limiter;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -52,6 +53,8 @@ pub struct Budget {
     /// Redis could not be used), added to its counter by the next
     /// reservation that reaches it.
     owed: AtomicI64,
+    /// This process's slice of its counter in Redis (lease mode).
+    slice: slice::Slice,
 }
 
 impl Budget {
@@ -78,6 +81,7 @@ impl Budget {
             place,
             period: AtomicI64::new(0),
             owed: AtomicI64::new(0),
+            slice: slice::Slice::new(),
         };
         b.set_limits(max_usd, soft_usd);
         Arc::new(b)
@@ -227,6 +231,9 @@ enum Held<'l> {
     /// In this process's counters; `owe`: Redis is configured, so the
     /// spend must reach its counters later.
     Local { owe: bool },
+    /// In this process's slices of the budgets' counters in Redis (lease
+    /// mode, [`slice`]).
+    Slice,
     /// In Redis, under the hold's id (see [`fleet::hold_id`]).
     Fleet {
         limiter: &'l Limiter,
@@ -242,7 +249,7 @@ impl std::fmt::Debug for Reservation<'_> {
                 &self.held.iter().map(|(s, _)| s).collect::<Vec<_>>(),
             )
             .field("nanos", &self.nanos)
-            .field("fleet", &matches!(self.place, Held::Fleet { .. }))
+            .field("fleet", &!matches!(self.place, Held::Local { .. }))
             .finish()
     }
 }
@@ -260,6 +267,25 @@ impl<'l> Reservation<'l> {
         let shared = limiter.shared();
         if shared && budgets.iter().any(|(_, b)| b.max_usd().is_some()) {
             let nanos = to_nanos(usd);
+            let placed = budgets.iter().all(|(_, b)| b.place.is_some());
+            if placed && limiter.settings().budget_slices {
+                match slice::reserve(limiter, budgets, nanos).await {
+                    slice::Sliced::Taken => {
+                        return Ok(Reservation {
+                            held: budgets.to_vec(),
+                            nanos,
+                            place: Held::Slice,
+                        })
+                    }
+                    slice::Sliced::Refused(refusal) => return Err(refusal),
+                    slice::Sliced::Contended => {}
+                    slice::Sliced::Unavailable => {
+                        let mut local = Reservation::acquire(budgets, usd)?;
+                        local.place = Held::Local { owe: true };
+                        return Ok(local);
+                    }
+                }
+            }
             // One hold per attempt: an undo of an earlier, failed attempt
             // of this request can never release a later one.
             let hold = fleet::hold_id(request_id);
@@ -321,7 +347,7 @@ impl<'l> Reservation<'l> {
         self.finish(&held, actual);
         let local_reserve = match self.place {
             Held::Local { .. } => self.nanos,
-            Held::Fleet { .. } => 0,
+            Held::Slice | Held::Fleet { .. } => 0,
         };
         held.into_iter()
             .filter(|(_, b)| b.settle(local_reserve, actual))
@@ -337,6 +363,7 @@ impl<'l> Reservation<'l> {
                 }
             }
             Held::Local { .. } => {}
+            Held::Slice => slice::settle(held, self.nanos, actual),
             Held::Fleet {
                 limiter,
                 request_id,

@@ -6,16 +6,21 @@
 //!
 //! Entries live per core in this process ([`local`], `type: local`) or in
 //! Redis ([`redis`], `type: redis`, through the limiter's client). The
-//! body's `cache` object ([`control`]) steers one request.
+//! body's `cache` object ([`control`]) steers one request. Concurrent
+//! misses for one key on a replica make one upstream call ([`flight`]).
 
 pub mod control;
+pub mod flight;
 pub mod key;
 pub mod local;
+pub mod messages;
 pub mod redis;
+pub mod responses;
 pub mod settings;
 pub mod stream;
 
 pub use control::Controls;
+pub use flight::Join;
 pub use local::{CoreCache, Stored};
 pub use settings::{Backend, CacheSettings};
 
@@ -27,6 +32,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub struct Cache {
     settings: CacheSettings,
     redis: Option<redis::RedisStore>,
+    flights: std::sync::Arc<flight::Flights>,
 }
 
 /// What the cache does for one request.
@@ -67,7 +73,11 @@ impl Cache {
                 Some(redis::RedisStore::new(url, cluster, deadline, breaker)?)
             }
         };
-        Ok(Cache { settings, redis })
+        Ok(Cache {
+            settings,
+            redis,
+            flights: Default::default(),
+        })
     }
 
     /// The settings in force.
@@ -96,7 +106,7 @@ impl Cache {
     /// What the cache does for a request on `endpoint` for `group` whose
     /// body (without `cache`) is `body` and whose `cache` object is
     /// `controls`; `None` when it does nothing (an endpoint not cached,
-    /// `mode: default_off` without `use-cache`, a Responses stream).
+    /// `mode: default_off` without `use-cache`).
     pub fn plan(
         &self,
         endpoint: Endpoint,
@@ -107,8 +117,7 @@ impl Cache {
     ) -> Result<Option<Plan>, GatewayError> {
         let s = &self.settings;
         let asked = !s.default_off || controls.use_cache;
-        // A Responses stream has events this cache does not play back.
-        if !asked || !s.serves(endpoint) || (stream && endpoint == Endpoint::Responses) {
+        if !asked || !s.serves(endpoint) {
             return Ok(None);
         }
         if controls.no_cache && controls.no_store {
@@ -152,29 +161,48 @@ impl Cache {
         Some(stored)
     }
 
+    /// How a miss for `plan` takes part in its key's single flight: it
+    /// leads when it may store and nobody leads, follows when it may read
+    /// and another request leads ([`flight`]); alone when
+    /// `single_flight_timeout` is 0.
+    pub fn join(&self, plan: &Plan) -> Join {
+        match self.settings.follow_wait {
+            Some(_) => self.flights.join(&plan.key, plan.write, plan.read),
+            None => Join::Alone,
+        }
+    }
+
+    /// Longest a follower waits for its leader.
+    pub fn follow_wait(&self) -> Duration {
+        self.settings.follow_wait.unwrap_or(Duration::ZERO)
+    }
+
     /// Stores a complete, successful answer for `plan`: `body` as the
     /// client got it (SSE for a stream, put together first; `tokens` is the
     /// upstream's usage, for a stream without its own). Too large, or a
-    /// stream not understood: not stored.
-    pub fn store(&self, core: &CoreCache, plan: &Plan, body: &[u8], tokens: stream::Tokens) {
+    /// stream not understood: not stored. Returns what was stored.
+    pub fn store(
+        &self,
+        core: &CoreCache,
+        plan: &Plan,
+        body: &[u8],
+        tokens: stream::Tokens,
+    ) -> Option<Stored> {
         if !plan.write {
-            return;
+            return None;
         }
         let whole = match plan.stream {
-            true => match stream::collect(plan.endpoint, body, tokens) {
-                Some(whole) => whole,
-                None => return,
-            },
+            true => stream::collect(plan.endpoint, body, tokens)?,
             false => {
                 // Only a JSON object is an answer.
                 if !body.trim_ascii_start().starts_with(b"{") {
-                    return;
+                    return None;
                 }
                 body.to_vec()
             }
         };
         if whole.len() as u64 > self.settings.max_entry_bytes {
-            return;
+            return None;
         }
         let stored = Stored {
             body: whole.into(),
@@ -183,10 +211,11 @@ impl Cache {
         match &self.redis {
             None => {
                 let expires = plan.ttl.and_then(|t| Instant::now().checked_add(t));
-                core.put(&plan.key, stored, expires);
+                core.put(&plan.key, stored.clone(), expires);
             }
             Some(redis) => redis.set(&plan.key, &stored, plan.ttl),
         }
+        Some(stored)
     }
 
     /// Most bytes of an answer captured for storing: what is larger is
@@ -209,17 +238,24 @@ pub fn off_key() -> std::sync::Arc<str> {
 
 /// The last `"total_tokens"` count of an answer (its usage; in a played
 /// back stream, the usage chunk), 0 without one: what a hit served.
+/// An Anthropic message's usage has no total: its last `"input_tokens"`
+/// and `"output_tokens"` are added.
 pub fn total_tokens(answer: &[u8]) -> u64 {
-    const NAME: &[u8] = b"\"total_tokens\":";
-    let Some(at) = memchr::memmem::rfind(answer, NAME) else {
-        return 0;
-    };
-    let rest = answer[at + NAME.len()..].trim_ascii_start();
+    match last_count(answer, b"\"total_tokens\":") {
+        Some(n) => n,
+        None => {
+            let input = last_count(answer, b"\"input_tokens\":").unwrap_or(0);
+            input.saturating_add(last_count(answer, b"\"output_tokens\":").unwrap_or(0))
+        }
+    }
+}
+
+/// The number after the last `name` (a member name and its colon).
+fn last_count(answer: &[u8], name: &[u8]) -> Option<u64> {
+    let at = memchr::memmem::rfind(answer, name)?;
+    let rest = answer[at + name.len()..].trim_ascii_start();
     let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-    std::str::from_utf8(&rest[..digits])
-        .ok()
-        .and_then(|d| d.parse().ok())
-        .unwrap_or(0)
+    std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()
 }
 
 impl std::fmt::Debug for Cache {
@@ -304,6 +340,10 @@ mod tests {
         );
         assert_eq!(total_tokens(br#"{"id":"x"}"#), 0);
         assert_eq!(
+            total_tokens(br#"{"usage":{"input_tokens":7, "output_tokens": 5}}"#),
+            12
+        );
+        assert_eq!(
             total_tokens(br#"{"total_tokens":99999999999999999999999}"#),
             0
         );
@@ -328,7 +368,11 @@ mod tests {
             .unwrap()
             .is_some());
         assert!(c
-            .plan(Endpoint::Messages, "g", BODY, false, &opt_in)
+            .plan(Endpoint::Messages, "g", BODY, true, &opt_in)
+            .unwrap()
+            .is_some());
+        assert!(c
+            .plan(Endpoint::Rerank, "g", BODY, false, &opt_in)
             .unwrap()
             .is_none());
     }

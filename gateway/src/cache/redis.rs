@@ -168,6 +168,21 @@ impl RedisStore {
         !self.config.cluster.is_empty()
     }
 
+    /// `host:port` of each startup node of a Cluster (none for one server).
+    pub fn cluster_nodes(&self) -> &[String] {
+        &self.config.cluster
+    }
+
+    /// Whether the connection is TLS (`rediss://`).
+    pub fn is_tls(&self) -> bool {
+        self.config.endpoint.tls.is_some()
+    }
+
+    /// Whether the connection authenticates (a password, maybe a user).
+    pub fn has_credentials(&self) -> bool {
+        self.config.endpoint.password.is_some()
+    }
+
     /// A call the breaker let through as its probe never went out.
     fn abandon_probe(&self) {
         if self.config.breaker.state() == BreakerState::HalfOpen {

@@ -18,6 +18,9 @@ const DEFAULT_MAX_ENTRIES: u64 = 200;
 const DEFAULT_MAX_ITEM_KB: u64 = 1024;
 /// Default bound of a replica's local cache in bytes.
 const DEFAULT_MAX_MEMORY_MB: u64 = 64;
+/// How long a request waits for an identical one's upstream call by
+/// default (`single_flight_timeout`).
+const DEFAULT_FOLLOW_WAIT: Duration = Duration::from_secs(60);
 /// Longest TTL accepted anywhere (config or request): one year.
 pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 /// Longest namespace accepted (config or request).
@@ -53,6 +56,10 @@ pub struct CacheSettings {
     pub max_bytes: u64,
     /// Largest answer stored (`max_size_per_item`, in KB as LiteLLM).
     pub max_entry_bytes: u64,
+    /// Longest a miss waits for an identical request's upstream call
+    /// before making its own (`single_flight_timeout`, this gateway's;
+    /// `None`: 0, every miss makes its own call).
+    pub follow_wait: Option<Duration>,
 }
 
 /// Backends of LiteLLM this gateway does not have.
@@ -85,6 +92,7 @@ const KNOWN: &[&str] = &[
     "url",
     "ssl",
     "redis_startup_nodes",
+    "single_flight_timeout",
 ];
 
 impl CacheSettings {
@@ -170,6 +178,11 @@ impl CacheSettings {
         let max_entries = count("max_size_in_memory", DEFAULT_MAX_ENTRIES, 100_000_000)?;
         let max_bytes = count("max_memory_mb", DEFAULT_MAX_MEMORY_MB, 1 << 20)? << 20;
         let max_entry_bytes = count("max_size_per_item", DEFAULT_MAX_ITEM_KB, 16 * 1024)? << 10;
+        let follow_wait = match params.get("single_flight_timeout") {
+            None | Some(Value::Null) => Some(DEFAULT_FOLLOW_WAIT),
+            Some(v) if v.as_f64() == Some(0.0) => None,
+            v => seconds(v, &name("single_flight_timeout"))?,
+        };
         if let Some(map) = params.as_mapping() {
             for key in map.keys().filter_map(Value::as_str) {
                 if !KNOWN.contains(&key) {
@@ -189,6 +202,7 @@ impl CacheSettings {
             max_entries,
             max_bytes,
             max_entry_bytes,
+            follow_wait,
         }))
     }
 
@@ -229,14 +243,16 @@ pub fn positive_secs(secs: f64) -> Option<Duration> {
 }
 
 /// The endpoints of LiteLLM's call types; chat, text completions,
-/// embeddings and Responses by default (LiteLLM's default list also names
-/// call types this gateway caches nothing for: a warning).
+/// embeddings, Responses and Anthropic Messages by default (LiteLLM's
+/// default list also names call types this gateway caches nothing for: a
+/// warning when listed).
 fn call_types(v: Option<&Value>, warnings: &mut Vec<String>) -> Result<Vec<Endpoint>, String> {
     let all = vec![
         Endpoint::ChatCompletions,
         Endpoint::Completions,
         Endpoint::Embeddings,
         Endpoint::Responses,
+        Endpoint::Messages,
     ];
     let list = match v {
         None | Some(Value::Null) => return Ok(all),
@@ -251,12 +267,8 @@ fn call_types(v: Option<&Value>, warnings: &mut Vec<String>) -> Result<Vec<Endpo
             "text_completion" | "atext_completion" => Endpoint::Completions,
             "embedding" | "aembedding" => Endpoint::Embeddings,
             "responses" | "aresponses" => Endpoint::Responses,
-            "anthropic_messages"
-            | "aanthropic_messages"
-            | "transcription"
-            | "atranscription"
-            | "rerank"
-            | "arerank" => {
+            "anthropic_messages" | "aanthropic_messages" => Endpoint::Messages,
+            "transcription" | "atranscription" | "rerank" | "arerank" => {
                 warnings.push(format!(
                     "litellm_settings.cache_params.supported_call_types: `{t}` answers are not cached by this gateway"
                 ));
@@ -311,7 +323,7 @@ mod tests {
             .0.unwrap().unwrap();
         assert_eq!(s.ttl, Some(Duration::from_millis(2500)));
         assert!(!s.default_off);
-        assert_eq!(s.endpoints.len(), 4);
+        assert_eq!(s.endpoints.len(), 5);
     }
 
     #[test]
@@ -379,5 +391,24 @@ mod tests {
         );
         assert!(warnings.iter().any(|w| w.contains("rerank")));
         assert!(warnings.iter().any(|w| w.contains("redis_flush_size")));
+        assert_eq!(s.follow_wait, Some(DEFAULT_FOLLOW_WAIT));
+    }
+
+    #[test]
+    fn single_flight_timeout_bounds_a_wait_or_turns_it_off() {
+        let of = |v: &str| {
+            read(&format!(
+                "litellm_settings: {{cache: true, cache_params: {{type: local, single_flight_timeout: {v}}}}}"
+            ))
+            .0
+        };
+        assert_eq!(
+            of("2.5").unwrap().unwrap().follow_wait,
+            Some(Duration::from_millis(2500))
+        );
+        assert_eq!(of("0").unwrap().unwrap().follow_wait, None);
+        for bad in ["-1", "x", "100000000"] {
+            assert!(of(bad).unwrap_err().contains("single_flight_timeout"));
+        }
     }
 }

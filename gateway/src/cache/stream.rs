@@ -2,7 +2,8 @@
 //! chat or text completion chunks, as the client got them) is put together
 //! into the whole answer it stands for ([`collect`]), and a stored answer
 //! is played back to a client that asked for a stream as chunks ending in
-//! `data: [DONE]` ([`replay`]). A stream that is cut short, carries an
+//! `data: [DONE]` ([`replay`]); Anthropic Messages and Responses streams
+//! in their own events ([`super::messages`], [`super::responses`]). A stream that is cut short, carries an
 //! error or something this module does not follow (logprobs, legacy
 //! `function_call`) is not stored.
 
@@ -41,6 +42,11 @@ struct ToolCall {
 /// The whole answer a complete SSE stream on `endpoint` stands for, as
 /// JSON; `None` when it is not complete or not understood.
 pub fn collect(endpoint: Endpoint, sse: &[u8], tokens: Tokens) -> Option<Vec<u8>> {
+    match endpoint {
+        Endpoint::Messages => return super::messages::collect(sse),
+        Endpoint::Responses => return super::responses::collect(sse),
+        _ => {}
+    }
     let text = matches!(endpoint, Endpoint::Completions);
     if !text && endpoint != Endpoint::ChatCompletions {
         return None;
@@ -197,6 +203,11 @@ fn whole_choice(index: u64, c: Choice, text: bool) -> Value {
 /// with a usage chunk when `include_usage`; `None` when the body is not an
 /// answer this module plays back.
 pub fn replay(endpoint: Endpoint, body: &[u8], include_usage: bool) -> Option<Vec<u8>> {
+    match endpoint {
+        Endpoint::Messages => return super::messages::replay(body),
+        Endpoint::Responses => return super::responses::replay(body),
+        _ => {}
+    }
     let text = matches!(endpoint, Endpoint::Completions);
     if !text && endpoint != Endpoint::ChatCompletions {
         return None;

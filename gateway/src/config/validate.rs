@@ -720,6 +720,13 @@ fn deployment(
             "{label}: litellm_params.{key} is not used by this gateway"
         ));
     }
+    if entry.model_info.other.contains_key("access_groups") {
+        warnings.push(format!(
+            "{label}: model_info.access_groups is not used by this gateway (LiteLLM's model \
+             access groups are not implemented): a key, team or user naming an access group \
+             in `models` may not use its models; name the models instead"
+        ));
+    }
     let seconds = |v: Option<f64>, name: &str| -> Result<Option<Duration>, EntryError> {
         match v {
             None => Ok(None),
@@ -1036,6 +1043,20 @@ mod tests {
         assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
         assert!(
             c.warnings[0].starts_with("model_list[2] (model_name \"m\"): `mock/x` has no price"),
+            "{:?}",
+            c.warnings
+        );
+    }
+
+    #[test]
+    fn model_access_groups_are_named_at_start_up() {
+        let c = parse(
+            "model_list:\n  - model_name: m\n    litellm_params: {model: mock/m, input_cost_per_token: 1, output_cost_per_token: 1}\n    model_info: {access_groups: [beta]}\n",
+        )
+        .unwrap();
+        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+        assert!(
+            c.warnings[0].contains("model_info.access_groups"),
             "{:?}",
             c.warnings
         );

@@ -146,6 +146,21 @@ impl Health {
         }
     }
 
+    /// Probes `dep` once now, within the timeout (LiteLLM's
+    /// `/health/test_connection`): what [`Health::check`] finds of it,
+    /// leaving the router and the `litellm_deployment_state` metric alone.
+    pub async fn test(&self, dep: &Deployment) -> EndpointHealth {
+        let result = match tokio::time::timeout(self.settings.timeout, probe(dep, &self.tls)).await
+        {
+            Ok(result) => result,
+            Err(_) => Err(format!(
+                "no answer within {} s",
+                self.settings.timeout.as_secs()
+            )),
+        };
+        shown(dep, result)
+    }
+
     /// The background loop: a check every interval, its result kept for
     /// `/health` and applied to the router.
     pub async fn run(self: Arc<Self>, models: Arc<Models>) {

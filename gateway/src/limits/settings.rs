@@ -105,6 +105,9 @@ pub struct RateLimitsFile {
     /// Seconds a parallel slot outlives a replica that crashed holding it
     /// (default 600).
     pub parallel_slot_ttl_secs: Option<u64>,
+    /// Budgets spent against slices taken from Redis instead of a hold per
+    /// request (default: on in `lease` mode, off in `redis` mode).
+    pub budget_slices: Option<bool>,
     /// Limits on the whole server.
     #[serde(default)]
     pub server: LimitsFile,
@@ -159,6 +162,9 @@ pub struct LimitSettings {
     pub end_user: ScopeLimits,
     /// Lease mode's knobs.
     pub lease: LeaseSettings,
+    /// Budgets spent against slices of their room taken from Redis
+    /// (`budget::slice`), not a hold per request.
+    pub budget_slices: bool,
 }
 
 impl Default for LimitSettings {
@@ -176,6 +182,7 @@ impl Default for LimitSettings {
             server: ScopeLimits::default(),
             end_user: ScopeLimits::default(),
             lease: LeaseSettings::default(),
+            budget_slices: false,
         }
     }
 }
@@ -277,6 +284,8 @@ impl LimitSettings {
         if let Some(secs) = file.parallel_slot_ttl_secs {
             s.parallel_slot_ttl = Duration::from_secs(secs.max(1));
         }
+        s.budget_slices =
+            s.mode != Mode::Local && file.budget_slices.unwrap_or(s.mode == Mode::Lease);
         s.server = file.server.limits();
         if s.server.parallel.is_none() {
             s.server.parallel =
@@ -453,6 +462,21 @@ mod tests {
         .unwrap();
         assert_eq!(s.mode, Mode::Local);
         assert!(resolve("rate_limits: {mode: redis}", &[]).is_err());
+    }
+
+    #[test]
+    fn budget_slices_default_to_lease_mode_and_can_be_set_in_redis_mode() {
+        let redis = "router_settings: {redis_host: r1}\n";
+        let mode = |m: &str, extra: &str| {
+            resolve(&format!("{redis}rate_limits: {{mode: {m}{extra}}}"), &[])
+                .unwrap()
+                .budget_slices
+        };
+        assert!(mode("lease", ""));
+        assert!(!mode("redis", ""));
+        assert!(mode("redis", ", budget_slices: true"));
+        assert!(!mode("lease", ", budget_slices: false"));
+        assert!(!mode("local", ", budget_slices: true"), "no Redis to slice");
     }
 
     #[test]

@@ -39,6 +39,12 @@ pub(super) struct Held {
     internal: Option<Box<LlmRequest>>,
     /// The request with images by URL inlined, when a provider needed it.
     inlined: Option<Box<Inlined>>,
+    /// The other requests an attempt may send: those of the fallbacks that
+    /// bring their own parameters, by group, and the one received (`None`)
+    /// while one of those is in `req`.
+    parked: Vec<(Option<String>, LlmRequest)>,
+    /// The group whose own request is in `req` (`None`: the one received).
+    current: Option<String>,
 }
 
 impl Held {
@@ -55,7 +61,36 @@ impl Held {
             with_usage: None,
             internal: None,
             inlined: None,
+            parked: Vec::new(),
+            current: None,
         }
+    }
+
+    /// Keeps `req`, the request a fallback entry of the request's
+    /// `fallbacks` brings, for the attempts in `group`.
+    pub fn park(&mut self, group: String, req: LlmRequest) {
+        self.parked.push((Some(group), req));
+    }
+
+    /// Puts in place the request an attempt in `group` sends: its fallback
+    /// entry's own one (see [`Held::park`]) when it has one, else the one
+    /// received. The forms made of the one it replaces are let go.
+    pub fn use_for(&mut self, group: Option<&str>) {
+        let wanted = group.filter(|g| self.parked.iter().any(|(p, _)| p.as_deref() == Some(*g)));
+        if wanted == self.current.as_deref() {
+            return;
+        }
+        let Some(at) = self.parked.iter().position(|(p, _)| p.as_deref() == wanted) else {
+            return;
+        };
+        let (name, req) = &mut self.parked[at];
+        std::mem::swap(req, &mut self.req);
+        let now = name.take();
+        *name = std::mem::replace(&mut self.current, now);
+        self.with_usage = None;
+        self.internal = None;
+        self.inlined = None;
+        self.ask_for_usage();
     }
 
     /// Makes the body with `stream_options.include_usage` added, for a
@@ -128,6 +163,7 @@ impl Held {
         self.with_usage = None;
         self.internal = None;
         self.inlined = None;
+        self.parked = Vec::new();
     }
 }
 

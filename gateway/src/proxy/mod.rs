@@ -12,7 +12,8 @@
 //!    key is looked up (`cache`); a hit is answered from the entry (after a
 //!    check that no budget is spent), skipping phases 6 to 9; on a miss the
 //!    answer is copied as it is relayed and stored once it is complete and
-//!    successful.
+//!    successful. A miss while an identical request's call is in progress
+//!    waits for that answer (bounded) instead of making its own call.
 //! 6. **admit**: reserve the worst-case cost against every budget (`budget`, `spend`).
 //! 7. **translate**: images by URL the provider refuses are fetched and
 //!    inlined (`images`); the provider builds its native request (`providers`).
@@ -271,6 +272,32 @@ async fn authorize_fallbacks(
     Ok(())
 }
 
+/// The request a fallback entry with its own parameters sends: the one
+/// received with `fields` in place of its own (as LiteLLM updates the
+/// call's arguments with the entry), through the same guardrails.
+fn fallback_request(
+    worker: &Worker,
+    principal: &Principal,
+    received: &LlmRequest,
+    fields: serde_json::Map<String, serde_json::Value>,
+    outcome: &mut Outcome,
+) -> Result<LlmRequest, GatewayError> {
+    let bad = |e: serde_json::Error| GatewayError::InvalidParam {
+        param: "fallbacks",
+        message: format!("a fallback's own parameters could not be applied: {e}"),
+    };
+    let mut body: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&received.body).map_err(bad)?;
+    body.extend(fields);
+    let body = Bytes::from(serde_json::to_vec(&body).map_err(bad)?);
+    let mut req = LlmRequest::parse(
+        received.endpoint,
+        guard::pre_call(worker, principal, body, outcome)?,
+    )?;
+    req.forward_headers = received.forward_headers.clone();
+    Ok(req)
+}
+
 /// [`resolve_model`] then [`check_access`].
 pub(crate) fn authorize_model(
     worker: &Worker,
@@ -356,6 +383,16 @@ async fn serve(
     // The end user (`user`): refused when blocked; its budget and limits
     // join the key's below.
     let end_user = worker.shared.auth.end_user(req.end_user.as_deref()).await?;
+    // Fallback entries bringing their own parameters (LiteLLM's
+    // `[{"model": ..., "messages": [...]}]`): each one's request is made
+    // now, so a bad one is refused before anything is sent.
+    if let Some(value) = req.fallbacks.clone().filter(|_| !req.is_form()) {
+        for (name, fields) in crate::router::request_fallback_overrides(&value) {
+            let group = resolve_model(worker, principal, name);
+            let own = fallback_request(worker, principal, &held.req, fields, outcome)?;
+            held.park(group, own);
+        }
+    }
     // 4. route: fallbacks wrap retries wrap the call
     let (req, prompt) = (&held.req, &held.prompt);
     let fallbacks = match &req.fallbacks {
@@ -439,6 +476,7 @@ async fn serve(
         principal,
         end_user: end_user.as_deref(),
         proxy_budget: worker.shared.auth.keys().proxy_budget(),
+        model_windows: worker.shared.auth.keys().end_users().model_windows(),
     };
     // A parallel slot is given back before the client sees the end of its
     // response: a client that sends its next request as soon as this one
@@ -467,6 +505,21 @@ async fn serve(
             // Boxed: a Redis lookup's state is over before the call.
             let stored = Box::pin(cache.lookup(&worker.cache, cache_plan)).await;
             outcome.cache_hit = Some(false);
+            // A miss joins its key's single flight: a follower is answered
+            // with the leader's stored answer as a hit, or makes its own
+            // call when there is none in time.
+            let mut lead = None;
+            let stored = match stored {
+                Some(stored) => Some(stored),
+                None => match cache.join(cache_plan) {
+                    crate::cache::Join::Lead(l) => {
+                        lead = Some(l);
+                        None
+                    }
+                    crate::cache::Join::Follow(f) => Box::pin(f.wait(cache.follow_wait())).await,
+                    crate::cache::Join::Alone => None,
+                },
+            };
             let answer = stored.and_then(|s| {
                 let body = s.body.clone();
                 cached::answer_of(cache_plan, s).map(|answer| (answer, body))
@@ -503,8 +556,14 @@ async fn serve(
                     let result =
                         attempts(worker, &router, caller, &mut held, &mut plan, out, outcome).await;
                     let body = out.take_capture();
-                    if let (Ok(()), Some(200), Some(body)) = (&result, out.status(), body) {
-                        cache.store(&worker.cache, cache_plan, &body, outcome.answer_tokens);
+                    let stored = match (&result, out.status(), body) {
+                        (Ok(()), Some(200), Some(body)) => {
+                            cache.store(&worker.cache, cache_plan, &body, outcome.answer_tokens)
+                        }
+                        _ => None,
+                    };
+                    if let Some(lead) = lead {
+                        lead.finish(stored);
                     }
                     result
                 }
@@ -543,6 +602,8 @@ pub(crate) struct Caller<'a> {
     pub end_user: Option<&'a crate::auth::EndUserEntry>,
     /// The proxy-wide budget (`litellm_settings.max_budget`), if set.
     pub proxy_budget: Option<&'a Arc<crate::budget::Budget>>,
+    /// End users' per-model budget counters.
+    pub model_windows: &'a crate::auth::ModelWindows,
 }
 
 /// Phases 6 to 9 for each pick of the plan until one succeeds, a byte has
@@ -600,6 +661,7 @@ async fn attempts<'r>(
         outcome.retries = plan.attempted_retries();
         outcome.fallbacks = plan.attempted_fallbacks();
         let started = Instant::now();
+        held.use_for((pick.fallback_depth > 0).then_some(&*pick.group));
         let form = held.prepare(worker, pick.deployment).await?;
         router.on_start(&pick);
         let result = attempt_once(worker, caller, held, form, &pick, out, outcome).await;

@@ -281,6 +281,7 @@ async fn serve(
         principal: principal.unwrap_or(&anonymous),
         end_user: None,
         proxy_budget: worker.shared.auth.keys().proxy_budget(),
+        model_windows: worker.shared.auth.keys().end_users().model_windows(),
     };
     record::refuse_if_exhausted(caller, &call.model)?;
     let prompt = PromptEstimate::new(body.clone());

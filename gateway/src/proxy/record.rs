@@ -141,7 +141,7 @@ pub(super) fn budgets_of(
     caller: Caller<'_>,
     group: &str,
 ) -> Vec<(&'static str, Arc<crate::budget::Budget>)> {
-    let mut budgets = Vec::with_capacity(6);
+    let mut budgets = Vec::with_capacity(10);
     if let Some(key) = super::key_of(caller.principal) {
         budgets.push(("key", key.budget.clone()));
         if let Some(user) = &key.user {
@@ -149,19 +149,44 @@ pub(super) fn budgets_of(
         }
         if let Some(team) = &key.team {
             budgets.push(("team", team.budget.clone()));
+            if let Some(org) = &team.org_budget {
+                budgets.push(("organization", org.clone()));
+            }
         }
-        if let Some(budget) = key.model_budget(group) {
+        let key_model = key.model_budget(group);
+        if let Some(budget) = key_model {
             budgets.push(("model", budget.clone()));
+        }
+        // A key's own entry for the group takes the place of its team's, as
+        // in LiteLLM; a user's applies beside it (one cap over all their
+        // keys).
+        let team_model = key.team.as_ref().and_then(|t| t.model_budget(group));
+        if let (Some(budget), None) = (team_model, key_model) {
+            budgets.push((TEAM_MODEL, budget.clone()));
+        }
+        if let Some(budget) = key.user.as_ref().and_then(|u| u.model_budget(group)) {
+            budgets.push((USER_MODEL, budget.clone()));
         }
     }
     if let Some(end_user) = caller.end_user {
         budgets.push((END_USER, end_user.budget.clone()));
+        let now = Utc::now().timestamp();
+        if let Some(budget) = end_user.model_budget(caller.model_windows, group, now) {
+            budgets.push((END_USER_MODEL, budget));
+        }
     }
     if let Some(proxy) = caller.proxy_budget {
         budgets.push((PROXY, proxy.clone()));
     }
     budgets
 }
+
+/// The scope of a team's budget for one model group in refusals.
+const TEAM_MODEL: &str = "team model";
+/// The scope of a user's budget for one model group in refusals.
+const USER_MODEL: &str = "user model";
+/// The scope of an end user's budget for one model group in refusals.
+const END_USER_MODEL: &str = "end user model";
 
 /// The scope of the proxy-wide budget in refusals.
 const PROXY: &str = "proxy";

@@ -41,7 +41,7 @@ mod stats;
 mod strategy;
 
 pub use fleet::{FleetEvent, FleetLink};
-pub use plan::{AttemptFailure, Pick, Plan, PlanInput};
+pub use plan::{request_fallback_overrides, AttemptFailure, Pick, Plan, PlanInput};
 pub use registry::{ModelRegistry, Route};
 pub use retry::PerClass;
 pub use settings::{Fallbacks, FieldError, GroupAlias, RouterSettings};

@@ -87,9 +87,7 @@ impl PlanInput {
     /// Every model a request's `fallbacks` names, in any of its entries
     /// (LiteLLM checks each against the caller's key, and that it can be
     /// routed, before the request runs), at most
-    /// [`MAX_REQUEST_FALLBACKS`] (as many as entries). An entry that brings its own request
-    /// (`{"model": "g", "messages": [...]}`) is refused: this gateway does
-    /// not yet send a fallback anything but the request itself.
+    /// [`MAX_REQUEST_FALLBACKS`] (as many as entries).
     pub fn request_fallback_names(value: &serde_json::Value) -> Result<Vec<&str>, String> {
         let items = value.as_array().ok_or_else(fallbacks_shape)?;
         let mut names = Vec::new();
@@ -99,9 +97,6 @@ impl PlanInput {
                 continue;
             }
             let entry = item.as_object().ok_or_else(fallbacks_shape)?;
-            if entry.get("model").is_some_and(serde_json::Value::is_string) {
-                return Err("a fallback entry with its own request parameters (such as `messages`) is not supported yet: give the fallback as a model name or {\"model\": \"name\"}".into());
-            }
             for list in entry.values() {
                 for name in list.as_array().ok_or_else(fallbacks_shape)? {
                     names.push(name.as_str().ok_or_else(fallbacks_shape)?);
@@ -117,16 +112,44 @@ impl PlanInput {
     }
 }
 
+/// The list-form entries of a request's `fallbacks` that bring their own
+/// request parameters (`{"model": "g", "messages": [...]}`, LiteLLM's
+/// form): the fallback model and the parameters that replace the request's
+/// own when that model is tried (as LiteLLM updates the call's arguments
+/// with the entry).
+pub fn request_fallback_overrides(
+    value: &serde_json::Value,
+) -> Vec<(&str, serde_json::Map<String, serde_json::Value>)> {
+    let Some(items) = value.as_array() else {
+        return Vec::new();
+    };
+    items
+        .iter()
+        .filter_map(|item| {
+            let entry = item.as_object().filter(|e| e.len() > 1)?;
+            let model = entry.get("model")?.as_str()?;
+            let fields = entry
+                .iter()
+                .filter(|(k, _)| *k != "model")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            Some((model, fields))
+        })
+        .collect()
+}
+
 fn fallbacks_shape() -> String {
     "fallbacks must be a list of model names (or {model: name} entries) or of {model: [models]} entries"
         .to_string()
 }
 
-/// A list-form fallback entry: a model name, or `{"model": name}` alone.
+/// A list-form fallback entry: a model name, or `{"model": name}` (with
+/// or without request parameters of its own, see
+/// [`request_fallback_overrides`]).
 fn fallback_target(item: &serde_json::Value) -> Option<&str> {
     match item {
         serde_json::Value::String(name) => Some(name),
-        serde_json::Value::Object(entry) if entry.len() == 1 => entry.get("model")?.as_str(),
+        serde_json::Value::Object(entry) => entry.get("model")?.as_str(),
         _ => None,
     }
 }
@@ -1141,8 +1164,14 @@ mod tests {
             names(r#"[{"gpt": ["c", "d"]}, {"*": ["e"]}]"#).unwrap(),
             "c,d,e"
         );
-        let own = names(r#"[{"model": "a", "messages": [{"role": "user", "content": "x"}]}]"#);
-        assert!(own.unwrap_err().contains("not supported yet"));
+        let own = r#"[{"model": "a", "messages": [{"role": "user", "content": "x"}]}, "b"]"#;
+        assert_eq!(names(own).unwrap(), "a,b");
+        let own: serde_json::Value = serde_json::from_str(own).unwrap();
+        let overrides = request_fallback_overrides(&own);
+        assert_eq!(overrides.len(), 1);
+        assert_eq!(overrides[0].0, "a");
+        assert_eq!(overrides[0].1["messages"][0]["content"], "x");
+        assert!(!overrides[0].1.contains_key("model"));
         assert!(names(r#"[{"gpt": [1]}]"#).is_err());
         let many = serde_json::to_string(&vec!["m"; MAX_REQUEST_FALLBACKS + 1]).unwrap();
         assert!(names(&many).unwrap_err().contains("at most"));

@@ -78,6 +78,17 @@ async fn serve_core(shared: Arc<Shared>, listener: std::net::TcpListener, worker
             open_before = open;
         }
     });
+    if shared.limiter.shared() && shared.limiter.settings().budget_slices {
+        let slicer = worker.clone();
+        spawn_guarded("budget slices", async move {
+            let limiter = &slicer.shared.limiter;
+            let every = crate::budget::slice::sweep_every(limiter);
+            loop {
+                monoio::time::sleep(every).await;
+                crate::budget::slice::sweep(limiter).await;
+            }
+        });
+    }
     crate::logging::buffer_this_thread();
     let flusher = worker.clone();
     spawn_guarded("flusher", async move {

@@ -36,6 +36,9 @@ pub(super) async fn finish_core(worker: &Worker, deadline: Instant) {
             monoio::time::sleep(POLL).await;
         }
     }
+    // Budget slices go back to Redis once this core's requests are done
+    // (a slice still held by another core's requests shrinks to them).
+    crate::budget::slice::return_all(&worker.shared.limiter, FLUSH_WAIT).await;
     flush_all(worker).await;
 }
 

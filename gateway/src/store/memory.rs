@@ -4,11 +4,12 @@
 mod daily;
 mod end_users;
 
+use super::ModelBudgets;
 use super::{
     next_reset, BudgetRecord, Change, DailyBatch, DailyPage, DailyQuery, EndUserBudget,
-    EndUserRecord, EndUserUpdate, KeyRecord, MemberOp, MemberOutcome, ModelRecord, OrgMembership,
-    OrgRecord, OrgTable, RowKind, SpendChanges, SpendFilter, SpendLogRow, Store, StoreError,
-    TeamMember, TeamRecord, UserRecord, PROXY_BUDGET_USER,
+    EndUserRecord, EndUserUpdate, KeyFilter, KeyRecord, MemberOp, MemberOutcome, ModelRecord,
+    OrgMembership, OrgRecord, OrgTable, RowKind, SpendChanges, SpendFilter, SpendLogRow, Store,
+    StoreError, TeamMember, TeamRecord, UserRecord, PROXY_BUDGET_USER,
 };
 use crate::keyed_hash::KeyedHash;
 use async_trait::async_trait;
@@ -108,6 +109,9 @@ impl Tables {
                     changed(Change::User(id.clone()), true);
                 } else if let Some(u) = t.users.get_mut(id) {
                     u.spend += row.spend;
+                    let spent = u.model_spent(&row.model_group) + row.spend;
+                    u.model_spend
+                        .insert(row.model_group.to_string(), spent.into());
                 }
             }
             if row.proxy_budget {
@@ -123,6 +127,9 @@ impl Tables {
                     changed(Change::Team(id.clone()), true);
                 } else if let Some(team) = t.teams.get_mut(id) {
                     team.spend += row.spend;
+                    let spent = team.model_spent(&row.model_group) + row.spend;
+                    team.model_spend
+                        .insert(row.model_group.to_string(), spent.into());
                     // An organization's spend is its teams' (LiteLLM's).
                     let org = team.organization_id.as_deref();
                     if let Some(o) = org.and_then(|o| t.orgs.get_mut(o)) {
@@ -281,6 +288,27 @@ impl Store for MemoryStore {
         }))
     }
 
+    async fn list_keys_page(
+        &self,
+        filter: KeyFilter<'_>,
+        offset: u64,
+        limit: u64,
+    ) -> Result<(Vec<KeyRecord>, u64), StoreError> {
+        let keys = self.list_keys(filter.user_id, filter.team_id).await?;
+        let matching: Vec<KeyRecord> = keys
+            .into_iter()
+            .filter(|k| {
+                filter
+                    .key_alias
+                    .is_none_or(|a| k.key_alias.as_deref() == Some(a))
+            })
+            .collect();
+        let total = matching.len() as u64;
+        let skip = usize::try_from(offset).unwrap_or(usize::MAX);
+        let take = usize::try_from(limit).unwrap_or(usize::MAX);
+        Ok((matching.into_iter().skip(skip).take(take).collect(), total))
+    }
+
     async fn key_tokens(
         &self,
         sink: &mut (dyn for<'t> FnMut(&'t str) + Send),
@@ -380,16 +408,30 @@ impl Store for MemoryStore {
 
     async fn start_model_window(
         &self,
-        token: &str,
+        kind: RowKind,
+        id: &str,
         model: &str,
         start: &str,
     ) -> Result<bool, StoreError> {
         Ok(self.with(|t| {
-            let Some(k) = t.keys.get_mut(token) else {
+            let row = match kind {
+                RowKind::Key => t
+                    .keys
+                    .get_mut(id)
+                    .map(|k| (&mut k.metadata, &mut k.model_spend)),
+                RowKind::Team => t
+                    .teams
+                    .get_mut(id)
+                    .map(|k| (&mut k.metadata, &mut k.model_spend)),
+                RowKind::User => t
+                    .users
+                    .get_mut(id)
+                    .map(|k| (&mut k.metadata, &mut k.model_spend)),
+            };
+            let Some((metadata, model_spend)) = row else {
                 return false;
             };
-            let windows = k
-                .metadata
+            let windows = metadata
                 .entry(super::MODEL_WINDOWS)
                 .or_insert_with(|| Value::Object(Map::new()));
             if !windows.is_object() {
@@ -404,7 +446,7 @@ impl Store for MemoryStore {
             }
             windows[model] = Value::String(start.to_string());
             if recorded.is_some() {
-                k.model_spend.remove(model);
+                model_spend.remove(model);
             }
             true
         }))
@@ -746,6 +788,10 @@ impl Store for MemoryStore {
                     })
                     && f.start.is_none_or(|s| r.start_time >= s)
                     && f.end.is_none_or(|e| r.start_time < e)
+                    && f.model
+                        .as_deref()
+                        .is_none_or(|m| *r.model_group == *m || *r.model == *m)
+                    && f.status.as_deref().is_none_or(|s| r.status == s)
             });
             let skip = usize::try_from(f.offset).unwrap_or(0);
             let take = f

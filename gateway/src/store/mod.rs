@@ -19,8 +19,9 @@ pub use end_users::{BudgetFields, EndUserBudget, EndUserRecord, EndUserUpdate};
 pub use memory::MemoryStore;
 pub use orgs::{BudgetRecord, OrgMembership, OrgRecord, OrgTable};
 pub use records::{
-    next_reset, parse_duration, usd_value, DurationError, KeyRecord, ModelRecord, SpendFilter,
-    SpendLogRow, TeamRecord, UserRecord, MAX_DURATION, MODEL_WINDOWS, PROXY_BUDGET_USER,
+    next_reset, parse_duration, usd_value, DurationError, KeyRecord, ModelBudgets, ModelRecord,
+    SpendFilter, SpendLogRow, TeamRecord, UserRecord, MAX_DURATION, MODEL_WINDOWS,
+    PROXY_BUDGET_USER,
 };
 
 use async_trait::async_trait;
@@ -125,6 +126,7 @@ impl RowKind {
                 "blocked",
                 "allowed_model_region",
                 "metadata",
+                "model_max_budget",
             ],
             RowKind::User => &[
                 "user_email",
@@ -139,6 +141,7 @@ impl RowKind {
                 "rpm_limit",
                 "max_parallel_requests",
                 "metadata",
+                "model_max_budget",
             ],
         }
     }
@@ -211,6 +214,17 @@ impl Change {
     }
 }
 
+/// Which keys a page of `/key/list` shows: each field given must match.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KeyFilter<'a> {
+    /// The key's user.
+    pub user_id: Option<&'a str>,
+    /// The key's team.
+    pub team_id: Option<&'a str>,
+    /// The key's alias.
+    pub key_alias: Option<&'a str>,
+}
+
 /// Keys, teams, users and spend, as the management API and the control plane
 /// need them. Every mutation reports what it changed so caches everywhere can
 /// be invalidated.
@@ -234,6 +248,14 @@ pub trait Store: Send + Sync {
         user_id: Option<&str>,
         team_id: Option<&str>,
     ) -> Result<Vec<KeyRecord>, StoreError>;
+    /// One page of the keys `filter` selects, newest first (`offset` rows
+    /// skipped, at most `limit`), and how many it selects in all.
+    async fn list_keys_page(
+        &self,
+        filter: KeyFilter<'_>,
+        offset: u64,
+        limit: u64,
+    ) -> Result<(Vec<KeyRecord>, u64), StoreError>;
     /// Calls `sink` with the hashed token of every key; returns how many.
     async fn key_tokens(
         &self,
@@ -276,14 +298,16 @@ pub trait Store: Send + Sync {
         fields: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<bool, StoreError>;
     /// Starts the budget window `start` (RFC 3339, from
-    /// [`KeyRecord::due_model_windows`]) of `model` on key `token`: records
-    /// it in `metadata.`[`MODEL_WINDOWS`] and zeroes the key's
-    /// `model_spend` of `model`, unless no window was recorded before (the
-    /// first one only starts). One statement, applied once however many
-    /// replicas ask; `false` when nothing changed.
+    /// [`ModelBudgets::due_model_windows`]) of `model` on row `id` of `kind`
+    /// (a key's token, a team's or user's id): records it in
+    /// `metadata.`[`MODEL_WINDOWS`] and zeroes the row's `model_spend` of
+    /// `model`, unless no window was recorded before (the first one only
+    /// starts). One statement, applied once however many replicas ask;
+    /// `false` when nothing changed.
     async fn start_model_window(
         &self,
-        token: &str,
+        kind: RowKind,
+        id: &str,
         model: &str,
         start: &str,
     ) -> Result<bool, StoreError>;

@@ -35,8 +35,9 @@ pub use tls::SslMode;
 use super::cipher::ParamCipher;
 use super::{
     BudgetRecord, Change, DailyPage, DailyQuery, EndUserBudget, EndUserRecord, EndUserUpdate,
-    KeyRecord, MemberOp, MemberOutcome, ModelRecord, OrgMembership, OrgRecord, OrgTable, RowKind,
-    SpendChanges, SpendFilter, SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord,
+    KeyFilter, KeyRecord, MemberOp, MemberOutcome, ModelRecord, OrgMembership, OrgRecord, OrgTable,
+    RowKind, SpendChanges, SpendFilter, SpendLogRow, Store, StoreError, TeamMember, TeamRecord,
+    UserRecord,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -189,6 +190,15 @@ impl Store for PostgresStore {
         with_client!(self, c => keys::list(c, user_id, team_id))
     }
 
+    async fn list_keys_page(
+        &self,
+        filter: KeyFilter<'_>,
+        offset: u64,
+        limit: u64,
+    ) -> Result<(Vec<KeyRecord>, u64), StoreError> {
+        with_client!(self, c => keys::page(c, filter, offset, limit))
+    }
+
     async fn key_tokens(
         &self,
         sink: &mut (dyn for<'t> FnMut(&'t str) + Send),
@@ -261,11 +271,12 @@ impl Store for PostgresStore {
 
     async fn start_model_window(
         &self,
-        token: &str,
+        kind: RowKind,
+        id: &str,
         model: &str,
         start: &str,
     ) -> Result<bool, StoreError> {
-        with_client!(retry self, c => members::start_model_window(c, token, model, start))
+        with_client!(retry self, c => members::start_model_window(c, kind, id, model, start))
     }
 
     async fn change_team_member(

@@ -108,6 +108,12 @@ pub struct TeamRecord {
     pub metadata: Map<String, Value>,
     /// Creation time.
     pub created_at: Option<DateTime<Utc>>,
+    /// Per-model budgets, USD, in LiteLLM's forms (as a key's).
+    #[serde(default)]
+    pub model_max_budget: Map<String, Value>,
+    /// Spend per model group, USD (LiteLLM's `model_spend`).
+    #[serde(default)]
+    pub model_spend: Map<String, Value>,
 }
 
 impl TeamRecord {
@@ -154,6 +160,12 @@ pub struct UserRecord {
     pub metadata: Map<String, Value>,
     /// Creation time.
     pub created_at: Option<DateTime<Utc>>,
+    /// Per-model budgets, USD, in LiteLLM's forms (as a key's).
+    #[serde(default)]
+    pub model_max_budget: Map<String, Value>,
+    /// Spend per model group, USD (LiteLLM's `model_spend`).
+    #[serde(default)]
+    pub model_spend: Map<String, Value>,
 }
 
 /// `LiteLLM_SpendLogs`: one row per upstream attempt. What many rows share
@@ -292,15 +304,13 @@ pub struct SpendFilter {
     pub limit: Option<i64>,
     /// Matching rows skipped first (paging).
     pub offset: i64,
+    /// Rows of this model group or this model (as the row names it).
+    pub model: Option<String>,
+    /// Rows of this status (`success` or `failure`).
+    pub status: Option<String>,
 }
 
 impl KeyRecord {
-    /// The budget of `model` in `model_max_budget`, in either of LiteLLM's forms.
-    pub fn model_budget(&self, model: &str) -> Option<f64> {
-        let v = self.model_max_budget.get(model)?;
-        usd_value(v).or_else(|| v.get("budget_limit").and_then(usd_value))
-    }
-
     /// The key's per-model rpm or tpm limit (`field` is `model_rpm_limit` or
     /// `model_tpm_limit`), from the column or, as LiteLLM also stores it,
     /// from `metadata`.
@@ -314,12 +324,29 @@ impl KeyRecord {
             .or_else(|| self.metadata.get(field).and_then(|m| m.get(model)))
             .and_then(Value::as_i64)
     }
+}
+
+/// A row with LiteLLM's `model_max_budget` and `model_spend` (a key, a team,
+/// a user): its per-model budgets and their windows.
+pub trait ModelBudgets {
+    /// Its `model_max_budget`.
+    fn model_max_budget(&self) -> &Map<String, Value>;
+    /// Its `model_spend`.
+    fn model_spend(&self) -> &Map<String, Value>;
+    /// Its `metadata`, where the windows are recorded ([`MODEL_WINDOWS`]).
+    fn metadata(&self) -> &Map<String, Value>;
+
+    /// The budget of `model` in `model_max_budget`, in either of LiteLLM's forms.
+    fn model_budget(&self, model: &str) -> Option<f64> {
+        let v = self.model_max_budget().get(model)?;
+        usd_value(v).or_else(|| v.get("budget_limit").and_then(usd_value))
+    }
 
     /// The `time_period` of `model`'s entry in `model_max_budget`, if it
     /// has a valid one.
-    pub fn model_budget_period(&self, model: &str) -> Option<Duration> {
+    fn model_budget_period(&self, model: &str) -> Option<Duration> {
         let text = self
-            .model_max_budget
+            .model_max_budget()
             .get(model)?
             .get("time_period")?
             .as_str()?;
@@ -332,8 +359,8 @@ impl KeyRecord {
     /// epoch, so every replica computes the same ones), as
     /// [`MODEL_WINDOWS`] records it, when that differs from what is
     /// recorded.
-    pub fn due_model_windows(&self, now: DateTime<Utc>) -> Vec<(String, String)> {
-        self.model_max_budget
+    fn due_model_windows(&self, now: DateTime<Utc>) -> Vec<(String, String)> {
+        self.model_max_budget()
             .keys()
             .filter_map(|model| {
                 let period = self.model_budget_period(model)?.num_seconds();
@@ -342,7 +369,7 @@ impl KeyRecord {
                 let start = DateTime::<Utc>::from_timestamp(start, 0)?
                     .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
                 let recorded = self
-                    .metadata
+                    .metadata()
                     .get(MODEL_WINDOWS)
                     .and_then(|w| w.get(model))
                     .and_then(Value::as_str);
@@ -351,14 +378,31 @@ impl KeyRecord {
             .collect()
     }
 
-    /// What the key spent on `model`, USD.
-    pub fn model_spent(&self, model: &str) -> f64 {
-        self.model_spend
+    /// What the row spent on `model`, USD.
+    fn model_spent(&self, model: &str) -> f64 {
+        self.model_spend()
             .get(model)
             .and_then(Value::as_f64)
             .unwrap_or(0.0)
     }
 }
+
+macro_rules! model_budgets {
+    ($($t:ty),*) => {$(
+        impl ModelBudgets for $t {
+            fn model_max_budget(&self) -> &Map<String, Value> {
+                &self.model_max_budget
+            }
+            fn model_spend(&self) -> &Map<String, Value> {
+                &self.model_spend
+            }
+            fn metadata(&self) -> &Map<String, Value> {
+                &self.metadata
+            }
+        }
+    )*};
+}
+model_budgets!(KeyRecord, TeamRecord, UserRecord);
 
 /// The `metadata` member where the start of each per-model budget window
 /// (`model_max_budget.{model}.time_period`) is recorded, by model.

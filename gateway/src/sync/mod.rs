@@ -135,7 +135,7 @@ async fn known_keys_reloads(ctx: Arc<SyncCtx>) {
 const MODEL_WINDOW_SWEEP: Duration = Duration::from_secs(1);
 
 /// Starts the per-model budget windows (`model_max_budget.{model}.time_period`)
-/// of cached keys that are due: their per-model spend goes back to zero.
+/// of cached keys, teams and users that are due: their per-model spend goes back to zero.
 /// Keys no replica has cached are not in use; theirs start when they are
 /// next read.
 async fn model_budget_windows(ctx: Arc<SyncCtx>) {
@@ -144,9 +144,13 @@ async fn model_budget_windows(ctx: Arc<SyncCtx>) {
     loop {
         tick.tick().await;
         let mut changes = Vec::new();
-        for (token, model, start) in ctx.keys.due_model_windows(chrono::Utc::now()) {
-            match ctx.store().start_model_window(&token, &model, &start).await {
-                Ok(true) => changes.push(Change::Key(token)),
+        for (kind, id, model, start) in ctx.keys.due_model_windows(chrono::Utc::now()) {
+            match ctx
+                .store()
+                .start_model_window(kind, &id, &model, &start)
+                .await
+            {
+                Ok(true) => changes.push(kind.change(&id)),
                 Ok(false) => {}
                 Err(e) => {
                     tracing::warn!(error = %e, "model budget window sweep failed");

@@ -1,5 +1,5 @@
 // Logs: the spend log from /spend/logs in the API's order (oldest first), a
-// page at a time, filtered by key, user, team, request id and dates (from
+// page at a time, filtered by key, user, team, model, status, request id and dates (from
 // today, UTC, unless changed); a request's row opens to show every attempt
 // (a retry or fallback's failed primary included).
 
@@ -39,6 +39,7 @@ export async function render(main, title) {
   const listPanel = h('div', { class: 'panel' });
   const form = h('form', { class: 'toolbar', id: 'log-filters' },
     field('Key (sk-… or hash)', 'api_key'), field('User id', 'user_id'), field('Team id', 'team_id'),
+    field('Model', 'model'), field('Status (empty: any)', 'status', { options: ['', 'success', 'failure'] }),
     field('Request id', 'request_id'), field('From', 'start_date', { type: 'date', value: today }),
     field('To', 'end_date', { type: 'date' }),
     h('button', { type: 'submit', class: 'secondary' }, 'Filter'));

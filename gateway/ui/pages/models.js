@@ -1,12 +1,15 @@
 // Models: every deployment (config and database) from /model/info; add one
-// with /model/new, delete a database one with /model/delete, check one with
-// /health?model_id= (a real request to the deployment).
+// with /model/new, edit a database one with /model/update, delete one with
+// /model/delete, check one with /health?model_id= (its health state), test
+// one with /health/test_connection (a small request now, its answer or
+// error shown).
 
 import { api, query } from '../api.js';
-import { h, replace, table, field, values, notice, num } from '../dom.js';
+import { h, replace, table, field, values, notice, num, dialog } from '../dom.js';
 
 export async function render(main, title) {
   const status = h('div', {});
+  const tested = h('div', { id: 'model-test' });
   const listPanel = h('div', { class: 'panel' });
   const health = new Map();
 
@@ -21,16 +24,9 @@ export async function render(main, title) {
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     const v = values(form);
-    const params = { model: v.model };
-    for (const k of ['api_base', 'api_key']) if (v[k]) params[k] = v[k];
     try {
-      for (const k of ['rpm', 'tpm']) {
-        if (v[k]) {
-          const n = Number(v[k]);
-          if (!Number.isInteger(n) || n < 0) throw new Error(`${k} must be a whole number`);
-          params[k] = n;
-        }
-      }
+      const params = { model: v.model, ...limits(v, false) };
+      for (const k of ['api_base', 'api_key']) if (v[k]) params[k] = v[k];
       await api('POST', '/model/new', { model_name: v.model_name, litellm_params: params, model_info: {} });
       form.reset();
       replace(status, notice(`Model ${v.model_name} added.`, 'ok'));
@@ -39,6 +35,57 @@ export async function render(main, title) {
     }
     await load();
   });
+
+  function edit(m) {
+    const p = m.litellm_params;
+    const editForm = h('form', { class: 'grid', id: 'edit-model-form' },
+      field('Model name (group)', 'model_name', { required: true, value: m.model_name }),
+      field('LiteLLM model', 'model', { required: true, value: p.model }),
+      field('API base', 'api_base', { value: p.api_base }),
+      field('API key (empty: unchanged)', 'api_key', { type: 'password' }),
+      field('RPM', 'rpm', { type: 'number', value: p.rpm }),
+      field('TPM', 'tpm', { type: 'number', value: p.tpm }),
+      h('div', {}, h('button', { type: 'submit' }, 'Save')));
+    const err = h('div', {});
+    editForm.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      const v = values(editForm);
+      try {
+        // LiteLLM's updateDeployment: the fields sent replace the stored
+        // ones; null removes one (an emptied API base, RPM or TPM).
+        const params = { model: v.model, api_base: v.api_base || null, ...limits(v, true) };
+        if (v.api_key) params.api_key = v.api_key;
+        await api('POST', '/model/update', {
+          model_name: v.model_name, litellm_params: params, model_info: { id: m.model_info.id },
+        });
+        editForm.closest('dialog').close();
+        replace(status, notice(`Model ${v.model_name} updated.`, 'ok'));
+      } catch (e) {
+        replace(err, notice(e.message));
+      }
+      await load();
+    });
+    return dialog(`Edit ${m.model_name}`, h('div', {}, err, editForm));
+  }
+
+  async function test(m) {
+    const id = m.model_info.id;
+    replace(tested, notice(`Testing ${m.model_name} (${id})…`, 'info'));
+    const started = performance.now();
+    try {
+      const answer = await api('POST', '/health/test_connection', {
+        mode: 'chat', litellm_params: { model: m.model_name }, model_info: { id },
+      });
+      const ms = Math.round(performance.now() - started);
+      const ok = answer.status === 'success';
+      const text = ok
+        ? `Test of ${m.model_name} (${id}): success, answered in ${ms} ms.`
+        : `Test of ${m.model_name} (${id}) failed after ${ms} ms: ${answer.result.error || 'no detail'}`;
+      replace(tested, notice(text, ok ? 'ok' : 'error'));
+    } catch (e) {
+      replace(tested, notice(`Test of ${m.model_name} (${id}) not run: ${e.message}`));
+    }
+  }
 
   async function check(id) {
     health.set(id, 'checking');
@@ -70,10 +117,18 @@ export async function render(main, title) {
       ['Source', (m) => h('span', { class: 'tag' }, m.model_info.db_model ? 'database' : 'config')],
       ['Id', (m) => h('span', { class: 'mono' }, m.model_info.id)],
       ['Health', (m) => healthTag(m.model_info.id)],
+      ['Cooldown', (m) => (m.model_info.cooling_down
+        ? h('span', { class: 'tag warn' }, 'cooling down')
+        : h('span', { class: 'muted' }, 'no'))],
       ['', (m) => h('span', {},
-        h('button', { class: 'small secondary', onclick: () => check(m.model_info.id) }, 'Check'),
+        h('button', { class: 'small secondary', 'data-action': 'check', onclick: () => check(m.model_info.id) }, 'Check'),
+        h('button', { class: 'small secondary', 'data-action': 'test', onclick: () => test(m) }, 'Test'),
+        m.model_info.db_model
+          ? h('button', { class: 'small secondary', 'data-action': 'edit', onclick: () => edit(m) }, 'Edit')
+          : null,
         m.model_info.db_model
           ? h('button', {
+              'data-action': 'delete',
               class: 'small danger',
               onclick: async () => {
                 if (!window.confirm(`Delete ${m.model_name} (${m.model_info.id})?`)) return;
@@ -88,11 +143,29 @@ export async function render(main, title) {
             }, 'Delete')
           : null)],
     ], rows, 'No models.'));
+    const trs = listPanel.querySelectorAll('tbody tr');
+    rows.forEach((m, i) => { if (trs[i]) trs[i].dataset.model = m.model_name; });
   }
 
-  replace(main, h('h1', {}, title), status,
+  replace(main, h('h1', {}, title), status, tested,
     h('div', { class: 'panel' }, h('h2', {}, 'Add a model'), form,
       h('p', { class: 'muted' }, 'Models from config.yaml are changed in the file (then POST /config/reload); models added here are kept in the database.')),
     listPanel);
   await load();
+}
+
+/** The rpm and tpm of form values as whole numbers; an empty one is left
+ *  out, or sent as null (removed) when `clear`. */
+function limits(v, clear) {
+  const out = {};
+  for (const k of ['rpm', 'tpm']) {
+    if (v[k]) {
+      const n = Number(v[k]);
+      if (!Number.isInteger(n) || n < 0) throw new Error(`${k} must be a whole number`);
+      out[k] = n;
+    } else if (clear) {
+      out[k] = null;
+    }
+  }
+  return out;
 }

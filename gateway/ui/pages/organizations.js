@@ -1,8 +1,9 @@
 // Organizations: /organization/list with budgets, models and teams;
-// create (/organization/new) and delete (/organization/delete).
+// create (/organization/new), edit (PATCH /organization/update: alias,
+// models, budget) and delete (/organization/delete).
 
 import { api } from '../api.js';
-import { h, replace, table, field, values, notice, budgetBar, list } from '../dom.js';
+import { h, replace, table, field, values, notice, budgetBar, list, dialog } from '../dom.js';
 
 export async function render(main, title) {
   const status = h('div', {});
@@ -31,6 +32,37 @@ export async function render(main, title) {
     await load();
   });
 
+  function edit(o) {
+    const budget = o.litellm_budget_table ? o.litellm_budget_table.max_budget : null;
+    const editForm = h('form', { class: 'grid', id: 'edit-org-form' },
+      field('Alias', 'organization_alias', { required: true, value: o.organization_alias }),
+      field('Models (comma-separated, empty: all)', 'models', { value: (o.models || []).join(', ') }),
+      field('Max budget (USD, empty: none)', 'max_budget', { type: 'number', value: budget }),
+      h('div', {}, h('button', { type: 'submit' }, 'Save')));
+    const err = h('div', {});
+    editForm.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      const v = values(editForm);
+      try {
+        const body = {
+          organization_id: o.organization_id, organization_alias: v.organization_alias,
+          models: list(v.models), max_budget: null,
+        };
+        if (v.max_budget !== undefined) {
+          body.max_budget = Number(v.max_budget);
+          if (!Number.isFinite(body.max_budget)) throw new Error('max_budget must be a number');
+        }
+        await api('PATCH', '/organization/update', body);
+        editForm.closest('dialog').close();
+        replace(status, notice(`Organization ${v.organization_alias} updated.`, 'ok'));
+        await load();
+      } catch (e) {
+        replace(err, notice(e.message));
+      }
+    });
+    return dialog(`Edit ${o.organization_alias || o.organization_id}`, h('div', {}, err, editForm));
+  }
+
   async function load() {
     const orgs = await api('GET', '/organization/list');
     replace(listPanel, table([
@@ -40,20 +72,25 @@ export async function render(main, title) {
       ['Models', (o) => (o.models && o.models.length ? o.models.map((m) => h('span', { class: 'tag' }, m)) : 'all')],
       ['Teams', (o) => (o.teams || []).map((t) => h('span', { class: 'tag' }, t.team_alias || t.team_id || String(t)))],
       ['Members', (o) => String((o.members || []).length)],
-      ['', (o) => h('button', {
-        class: 'small danger',
-        onclick: async () => {
-          if (!window.confirm(`Delete ${o.organization_alias || o.organization_id} with its teams and their keys?`)) return;
-          try {
-            await api('DELETE', '/organization/delete', { organization_ids: [o.organization_id] });
-            replace(status, notice('Organization deleted.', 'ok'));
-          } catch (e) {
-            replace(status, notice(e.message));
-          }
-          await load();
-        },
-      }, 'Delete')],
+      ['', (o) => h('span', { class: 'actions' },
+        h('button', { class: 'small secondary', 'data-action': 'edit', onclick: () => edit(o) }, 'Edit'),
+        h('button', {
+          class: 'small danger',
+          'data-action': 'delete',
+          onclick: async () => {
+            if (!window.confirm(`Delete ${o.organization_alias || o.organization_id} with its teams and their keys?`)) return;
+            try {
+              await api('DELETE', '/organization/delete', { organization_ids: [o.organization_id] });
+              replace(status, notice('Organization deleted.', 'ok'));
+            } catch (e) {
+              replace(status, notice(e.message));
+            }
+            await load();
+          },
+        }, 'Delete'))],
     ], orgs || [], 'No organizations.'));
+    const trs = listPanel.querySelectorAll('tbody tr');
+    (orgs || []).forEach((o, i) => { if (trs[i]) trs[i].dataset.org = o.organization_alias || ''; });
   }
 
   replace(main, h('h1', {}, title), status,

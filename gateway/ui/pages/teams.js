@@ -1,10 +1,25 @@
 // Teams: /team/list with members and roles, budgets, models and limits;
-// create (/team/new), edit members (./team_members.js), block/unblock,
-// delete.
+// create (/team/new), edit (/team/update: alias, models, budget, limits),
+// edit members (./team_members.js), block/unblock, delete.
 
 import { api } from '../api.js';
-import { h, replace, table, field, values, notice, budgetBar, num, list } from '../dom.js';
+import { h, replace, table, field, values, notice, budgetBar, num, list, dialog } from '../dom.js';
 import { editMembers } from './team_members.js';
+
+/** A /team/update body from form values: an emptied number is removed (null). */
+function teamChanges(v) {
+  const body = { team_alias: v.team_alias, models: list(v.models), budget_duration: v.budget_duration || null };
+  for (const k of ['max_budget', 'tpm_limit', 'rpm_limit']) {
+    if (v[k] === undefined) {
+      body[k] = null;
+    } else {
+      const n = Number(v[k]);
+      if (!Number.isFinite(n) || (k !== 'max_budget' && !Number.isInteger(n))) throw new Error(`${k} must be a number`);
+      body[k] = n;
+    }
+  }
+  return body;
+}
 
 export async function render(main, title) {
   const status = h('div', {});
@@ -50,6 +65,30 @@ export async function render(main, title) {
     await load();
   }
 
+  function edit(t) {
+    const form = h('form', { class: 'grid', id: 'edit-team-form' },
+      field('Alias', 'team_alias', { required: true, value: t.team_alias }),
+      field('Models (comma-separated, empty: all)', 'models', { value: (t.models || []).join(', ') }),
+      field('Max budget (USD, empty: none)', 'max_budget', { type: 'number', value: t.max_budget }),
+      field('Budget duration', 'budget_duration', { value: t.budget_duration }),
+      field('TPM limit', 'tpm_limit', { type: 'number', value: t.tpm_limit }),
+      field('RPM limit', 'rpm_limit', { type: 'number', value: t.rpm_limit }),
+      h('div', {}, h('button', { type: 'submit' }, 'Save')));
+    const err = h('div', {});
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      try {
+        await api('POST', '/team/update', { team_id: t.team_id, ...teamChanges(values(form)) });
+        form.closest('dialog').close();
+        replace(status, notice(`Team ${values(form).team_alias} updated.`, 'ok'));
+        await load();
+      } catch (e) {
+        replace(err, notice(e.message));
+      }
+    });
+    return dialog(`Edit team ${t.team_alias || t.team_id}`, h('div', {}, err, form));
+  }
+
   async function load() {
     const teams = await api('GET', '/team/list');
     replace(listPanel, table([
@@ -70,6 +109,7 @@ export async function render(main, title) {
             await load();
           },
         }, 'Members'),
+        h('button', { class: 'small secondary', 'data-action': 'edit', onclick: () => edit(t) }, 'Edit'),
         h('button', {
           class: 'small secondary',
           onclick: () => act(() => api('POST', t.blocked ? '/team/unblock' : '/team/block', { team_id: t.team_id }),

@@ -57,6 +57,9 @@ pub struct Response {
     pub first_byte: Option<Instant>,
     /// Whether the connection may carry another request.
     pub keep_alive: bool,
+    /// Whether the gateway answered from its response cache (the head
+    /// names the entry in `x-litellm-cache-key`).
+    pub cache_hit: bool,
 }
 
 /// A connection's socket: plain, or TLS for `https://` targets.
@@ -151,13 +154,15 @@ impl Connection {
         let head = loop {
             match parse_response_head(self.buf.bytes()) {
                 Ok(Some((head, len))) => {
+                    let hit = names_cache_entry(&self.buf.bytes()[..len]);
                     self.buf.consume(len);
-                    break head;
+                    break (head, hit);
                 }
                 Ok(None) => self.fill().await?,
                 Err(_) => return Err(Failure::Protocol),
             }
         };
+        let (head, cache_hit) = head;
         let mut first_byte = None;
         let mut keep_alive = head.keep_alive;
         match head.framing {
@@ -210,6 +215,7 @@ impl Connection {
             status: head.status,
             first_byte,
             keep_alive,
+            cache_hit,
         })
     }
 
@@ -221,4 +227,11 @@ impl Connection {
             Err(_) => Err(Failure::Read),
         }
     }
+}
+
+/// Whether a response head carries `x-litellm-cache-key` (any case).
+fn names_cache_entry(head: &[u8]) -> bool {
+    const NAME: &[u8] = b"\nx-litellm-cache-key:";
+    head.windows(NAME.len())
+        .any(|w| w.eq_ignore_ascii_case(NAME))
 }

@@ -22,6 +22,8 @@ pub struct RequestSpec {
     pub stream: bool,
     /// `max_tokens` of each request.
     pub max_tokens: u64,
+    /// Members added to every body (e.g. a `cache` object).
+    pub extra: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl Default for RequestSpec {
@@ -32,6 +34,7 @@ impl Default for RequestSpec {
             body_size: 1024,
             stream: false,
             max_tokens: 16,
+            extra: None,
         }
     }
 }
@@ -119,6 +122,7 @@ impl RequestMix {
                 } else {
                     chat_body(model, spec.body_size, spec.max_tokens, spec.stream)
                 };
+                let body = with_members(body, spec.extra.as_ref());
                 let end = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
                 (end, body)
             })
@@ -143,6 +147,21 @@ impl RequestMix {
         out.extend_from_slice(end);
         out.extend_from_slice(body);
     }
+}
+
+/// `body` (a JSON object) with `extra`'s members added.
+fn with_members(
+    body: Vec<u8>,
+    extra: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> Vec<u8> {
+    let Some(extra) = extra else {
+        return body;
+    };
+    let mut v: serde_json::Value = serde_json::from_slice(&body).expect("a rendered body is JSON");
+    if let Some(map) = v.as_object_mut() {
+        map.extend(extra.clone());
+    }
+    serde_json::to_vec(&v).expect("a JSON value always serializes")
 }
 
 /// A chat-completions body for `model` of about `size` bytes: one user
@@ -212,6 +231,7 @@ mod tests {
             body_size: 1024,
             stream: true,
             max_tokens: 7,
+            extra: None,
         }
     }
 

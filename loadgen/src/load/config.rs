@@ -86,6 +86,7 @@ mod tests {
                 body_size: 1024,
                 stream: false,
                 max_tokens: 16,
+                extra: None,
             },
             mode,
             connections: 4,

@@ -33,6 +33,25 @@ pub struct LoadSummary {
     pub latency: Summary,
     /// Streams: time to the first body byte.
     pub first_byte: Option<Summary>,
+    /// Responses from the gateway's response cache (`x-litellm-cache-key`)
+    /// among the complete ones; with their latency and the others' apart
+    /// (only when there was a hit).
+    pub cache: Option<CacheSplit>,
+}
+
+/// Hits and misses of the gateway's response cache, apart.
+#[derive(Debug, Clone, Serialize)]
+pub struct CacheSplit {
+    /// Complete responses that were hits.
+    pub hits: u64,
+    /// Complete responses that were not.
+    pub misses: u64,
+    /// Hits among complete responses.
+    pub hit_ratio: f64,
+    /// Time to the last byte of each hit.
+    pub hit_latency: Summary,
+    /// Time to the last byte of each miss.
+    pub miss_latency: Summary,
 }
 
 impl LoadSummary {
@@ -54,6 +73,13 @@ impl LoadSummary {
             failures: r.failures.iter().map(|(f, n)| (f.label(), *n)).collect(),
             latency: r.latency.summary(),
             first_byte: stream.then(|| r.first_byte.summary()),
+            cache: (r.cache_hits > 0).then(|| CacheSplit {
+                hits: r.cache_hits,
+                misses: r.completed().saturating_sub(r.cache_hits),
+                hit_ratio: r.cache_hits as f64 / r.completed().max(1) as f64,
+                hit_latency: r.hit_latency.summary(),
+                miss_latency: r.miss_latency.summary(),
+            }),
         }
     }
 
@@ -92,6 +118,26 @@ impl LoadSummary {
             t.push_str(&latency_row("last byte", &self.latency));
         } else {
             t.push_str(&latency_row("response", &self.latency));
+        }
+        if let Some(c) = &self.cache {
+            t.push_str(&c.rows(""));
+        }
+        t
+    }
+}
+
+impl CacheSplit {
+    /// The hit ratio and the latency rows of hits and misses, named after
+    /// `who` ("gateway " or nothing).
+    pub fn rows(&self, who: &str) -> String {
+        let mut t = format!(
+            "  {who}cache hits {} ({:.1} % of complete responses)\n",
+            self.hits,
+            self.hit_ratio * 100.0
+        );
+        t.push_str(&latency_row(&format!("{who}hits"), &self.hit_latency));
+        if self.misses > 0 {
+            t.push_str(&latency_row(&format!("{who}misses"), &self.miss_latency));
         }
         t
     }
@@ -148,6 +194,7 @@ mod tests {
             status: 200,
             first_byte: Some(t0 + Duration::from_micros(300)),
             keep_alive: true,
+            cache_hit: false,
         };
         r.record(&Ok(resp), t0, t0 + Duration::from_millis(2), true);
         r.record(&Err(Failure::Closed), t0, t0, true);

@@ -24,6 +24,12 @@ pub struct LoadResult {
     pub late: u64,
     /// From the start of the run to the last finished request.
     pub elapsed: Duration,
+    /// Complete responses answered from the gateway's response cache.
+    pub cache_hits: u64,
+    /// Time to the end of each cache hit.
+    pub hit_latency: Latencies,
+    /// Time to the end of each other complete response.
+    pub miss_latency: Latencies,
 }
 
 impl LoadResult {
@@ -39,7 +45,14 @@ impl LoadResult {
         match outcome {
             Ok(r) => {
                 *self.statuses.entry(r.status).or_default() += 1;
-                self.latency.record(at.saturating_duration_since(from));
+                let latency = at.saturating_duration_since(from);
+                self.latency.record(latency);
+                if r.cache_hit {
+                    self.cache_hits += 1;
+                    self.hit_latency.record(latency);
+                } else {
+                    self.miss_latency.record(latency);
+                }
                 if let (true, Some(first)) = (stream, r.first_byte) {
                     self.first_byte
                         .record(first.saturating_duration_since(from));
@@ -53,6 +66,9 @@ impl LoadResult {
     pub fn merge(&mut self, other: &LoadResult) {
         self.latency.merge(&other.latency);
         self.first_byte.merge(&other.first_byte);
+        self.hit_latency.merge(&other.hit_latency);
+        self.miss_latency.merge(&other.miss_latency);
+        self.cache_hits += other.cache_hits;
         for (status, n) in &other.statuses {
             *self.statuses.entry(*status).or_default() += n;
         }
@@ -100,6 +116,7 @@ mod tests {
             status,
             first_byte: Some(Instant::now()),
             keep_alive: true,
+            cache_hit: false,
         })
     }
 

@@ -53,7 +53,13 @@ Options:
                             redis-limits with a budget it never reaches, spend
                             rows in Postgres, the group of router-group: needs
                             --database-url); full-pipeline-lease (the same with
-                            lease-mode limits) [default: master-key]
+                            lease-mode limits and budget slices); cache-hit-local /
+                            cache-hit-redis (master-key, LiteLLM's response cache on,
+                            type local / redis in a private redis-server: every
+                            request after the first is a hit); cache-miss
+                            (master-key, local cache, every request with cache:
+                            {{\"no-cache\": true}}: hashed and stored, never served
+                            from it) [default: master-key]
   --database-url URL        an empty Postgres database (spend-logging, full-pipeline,
                             full-pipeline-lease)
   --keys N                  spread the load over N virtual keys (10, 1k, 100k, …),
@@ -135,6 +141,14 @@ pub enum Variant {
     FullPipeline,
     /// [`Variant::FullPipeline`] with its limits in lease mode.
     FullPipelineLease,
+    /// The master key with the response cache on (`type: local`): the
+    /// same request every time, so all but the first are hits.
+    CacheHitLocal,
+    /// The same with `type: redis` in a private `redis-server`.
+    CacheHitRedis,
+    /// The master key with the local cache on and every request asking
+    /// for `no-cache`: each is hashed, relayed and stored (a miss's cost).
+    CacheMiss,
 }
 
 impl Variant {
@@ -157,8 +171,11 @@ impl Variant {
             "tracing" => Ok(Variant::Tracing),
             "full-pipeline" => Ok(Variant::FullPipeline),
             "full-pipeline-lease" => Ok(Variant::FullPipelineLease),
+            "cache-hit-local" => Ok(Variant::CacheHitLocal),
+            "cache-hit-redis" => Ok(Variant::CacheHitRedis),
+            "cache-miss" => Ok(Variant::CacheMiss),
             other => Err(format!(
-                "unknown variant {other:?} (master-key, virtual-key, local-limits, redis-limits, lease-limits, router-group, spend-logging, anthropic, messages, bedrock, vertex, responses, metrics, tracing, full-pipeline, full-pipeline-lease)"
+                "unknown variant {other:?} (master-key, virtual-key, local-limits, redis-limits, lease-limits, router-group, spend-logging, anthropic, messages, bedrock, vertex, responses, metrics, tracing, full-pipeline, full-pipeline-lease, cache-hit-local, cache-hit-redis, cache-miss)"
             )),
         }
     }
@@ -182,6 +199,9 @@ impl Variant {
             Variant::Tracing => "tracing",
             Variant::FullPipeline => "full-pipeline",
             Variant::FullPipelineLease => "full-pipeline-lease",
+            Variant::CacheHitLocal => "cache-hit-local",
+            Variant::CacheHitRedis => "cache-hit-redis",
+            Variant::CacheMiss => "cache-miss",
         }
     }
 
@@ -209,7 +229,11 @@ impl Variant {
 
     /// Whether it counts its limits in a private `redis-server`.
     pub fn needs_redis(self) -> bool {
-        self.leases() || matches!(self, Variant::RedisLimits | Variant::FullPipeline)
+        self.leases()
+            || matches!(
+                self,
+                Variant::RedisLimits | Variant::FullPipeline | Variant::CacheHitRedis
+            )
     }
 
     /// Whether its limits run in lease mode (`GATEWAY_RATE_LIMIT_MODE=lease`).
@@ -373,6 +397,15 @@ pub fn parse(args: &mut Args) -> Result<Parsed, String> {
         return Err("--baseline-bin compares two builds with --paired".into());
     }
     o.spec.models = vec![gateway_proc::MODEL.to_string()];
+    if o.variant == Variant::CacheMiss {
+        // Both sides of --paired send it: only the variant's gateway acts
+        // on it (hashes the request and stores the answer).
+        let controls = serde_json::json!({"no-cache": true});
+        o.spec.extra = Some(serde_json::Map::from_iter([(
+            "cache".to_string(),
+            controls,
+        )]));
+    }
     Ok(Parsed::Run(Box::new(o)))
 }
 

@@ -107,7 +107,10 @@ fn variant_key(variant: Variant, harness: &Harness) -> Result<String, String> {
         | Variant::Vertex
         | Variant::Responses
         | Variant::Metrics
-        | Variant::Tracing => Ok(gateway_proc::MASTER_KEY.to_string()),
+        | Variant::Tracing
+        | Variant::CacheHitLocal
+        | Variant::CacheHitRedis
+        | Variant::CacheMiss => Ok(gateway_proc::MASTER_KEY.to_string()),
         Variant::VirtualKey | Variant::SpendLogging => harness.gateway.generate_key(),
         Variant::LocalLimits
         | Variant::RedisLimits
@@ -120,8 +123,8 @@ fn variant_key(variant: Variant, harness: &Harness) -> Result<String, String> {
 }
 
 /// The budget field of `variant`'s key: the full pipeline's key has a
-/// budget it never reaches (reserved and settled per request), as
-/// production keys have.
+/// budget it never reaches (reserved and settled per request, in Redis in
+/// `redis` mode, against slices in lease mode), as production keys have.
 fn budget_of(variant: Variant) -> &'static str {
     match variant {
         Variant::FullPipeline | Variant::FullPipelineLease => ",\"max_budget\":1000000",
@@ -221,6 +224,12 @@ fn harness_spec(o: &OverheadArgs, redis: Option<&RedisProcess>) -> HarnessSpec {
         gateway_extra_config: match o.variant {
             Variant::Metrics => "litellm_settings:\n  callbacks: [\"prometheus\"]\n".into(),
             Variant::Tracing => "litellm_settings:\n  callbacks: [\"otel\"]\n".into(),
+            Variant::CacheHitLocal | Variant::CacheMiss => {
+                "litellm_settings:\n  cache: true\n  cache_params:\n    type: local\n".into()
+            }
+            Variant::CacheHitRedis => {
+                "litellm_settings:\n  cache: true\n  cache_params:\n    type: redis\n".into()
+            }
             _ => String::new(),
         },
     }
@@ -469,7 +478,8 @@ impl<'a> Session<'a> {
             ramp: Duration::ZERO,
         };
         let result = load::run(&config, &Arc::default())?;
-        self.ok_total += result.ok();
+        // A cache hit is a 2xx the mock never saw.
+        self.ok_total += result.ok().saturating_sub(result.cache_hits);
         match result.ok() {
             1 => Ok(()),
             _ => Err(format!(
@@ -498,7 +508,8 @@ impl<'a> Session<'a> {
             ramp: Duration::ZERO,
         };
         let result = load::run(&config, &Arc::default())?;
-        self.ok_total += result.ok();
+        // A cache hit is a 2xx the mock never saw.
+        self.ok_total += result.ok().saturating_sub(result.cache_hits);
         Ok(result)
     }
 

@@ -347,7 +347,8 @@ pub struct OverheadReport {
     pub max_rate: Option<MaxRate>,
     /// Requests the mock served over the whole session.
     pub mock_served: u64,
-    /// 2xx responses the load generator counted over the whole session.
+    /// 2xx responses the load generator counted over the whole session,
+    /// the gateway's cache hits left out (the mock never saw them).
     pub loadgen_2xx: u64,
 }
 
@@ -429,6 +430,9 @@ impl OverheadReport {
         }
         t.push_str(&latency_row("gateway", &self.gateway.latency));
         t.push_str(&signed_row("added", self.added.values()));
+        if let Some(c) = &self.gateway.cache {
+            t.push_str(&c.rows("gateway "));
+        }
         let _ = writeln!(t, "\nper round (p50 / p99):");
         for r in &self.per_round {
             let _ = writeln!(
@@ -545,7 +549,7 @@ impl OverheadReport {
         };
         let _ = writeln!(
             t,
-            "\nmock served {} requests; {check} the load generator's {} 2xx",
+            "\nmock served {} requests; {check} the load generator's {} 2xx (cache hits left out)",
             self.mock_served, self.loadgen_2xx
         );
         t

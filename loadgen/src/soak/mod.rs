@@ -102,6 +102,7 @@ fn soak(
             body_size: s.body_size,
             stream,
             max_tokens: s.tokens,
+            extra: None,
         },
         mode: Mode::Closed,
         connections,

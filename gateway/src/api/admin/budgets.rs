@@ -305,7 +305,9 @@ pub async fn update(
         // End users read their limits and budget from this row: their
         // cached copies are refreshed (here, and on every replica).
         let users = store.end_users_of_budget(&id).await.map_err(store_err)?;
-        let changes: Vec<Change> = users.into_iter().map(Change::EndUser).collect();
+        let mut changes: Vec<Change> = users.into_iter().map(Change::EndUser).collect();
+        // So do the keys of the teams of organizations using it.
+        changes.extend(super::orgs::teams_of(&ctx, |o| o.budget_id == id).await?);
         ctx.publish(&changes).await;
         let ids = [id.clone()];
         let row = store.budgets(Some(&ids[..])).await.map_err(store_err)?;

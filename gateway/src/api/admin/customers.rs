@@ -123,6 +123,9 @@ impl CustomerRequest {
                 .map(|v| limit(name, v))
                 .transpose()
         };
+        if let Some(budgets) = &self.model_max_budget {
+            super::keys::per_model_budgets(budgets)?;
+        }
         let now = Utc::now();
         let budget_duration = self
             .budget_duration

@@ -13,7 +13,7 @@ use crate::auth::credential;
 use crate::error::GatewayError;
 use crate::http1::RequestHead;
 use crate::state::Worker;
-use crate::store::{Change, KeyRecord, RowKind};
+use crate::store::{Change, KeyFilter, KeyRecord, RowKind};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -196,7 +196,7 @@ pub(super) fn per_model_limits(
 /// Refuses per-model budgets that are not USD amounts within [`amount`]'s
 /// range, in either of LiteLLM's forms (`0.5` or
 /// `{"budget_limit": 0.5, "time_period": "1d"}`, numbers also as strings).
-fn per_model_budgets(budgets: &Map<String, Value>) -> Result<(), GatewayError> {
+pub(super) fn per_model_budgets(budgets: &Map<String, Value>) -> Result<(), GatewayError> {
     for (model, v) in budgets {
         let field = format!("model_max_budget.{model}");
         let (limit_value, field) = match v {
@@ -463,23 +463,23 @@ pub async fn list(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> 
     if !(1..=100).contains(&size) {
         return Err(bad_field("size", "must be between 1 and 100"));
     }
-    let keys = run(worker, move |ctx| async move {
-        let keys = ctx
-            .store()
-            .list_keys(user_id.as_deref(), team_id.as_deref())
+    // One page read from the store (Postgres pages in SQL), never every key.
+    let offset = ((page - 1) as u64).saturating_mul(size as u64);
+    let (keys, total) = run(worker, move |ctx| async move {
+        let filter = KeyFilter {
+            user_id: user_id.as_deref(),
+            team_id: team_id.as_deref(),
+            key_alias: alias.as_deref(),
+        };
+        ctx.store()
+            .list_keys_page(filter, offset, size as u64)
             .await
-            .map_err(store_err)?;
-        Ok(keys
-            .into_iter()
-            .filter(|k| alias.is_none() || k.key_alias == alias)
-            .collect::<Vec<_>>())
+            .map_err(store_err)
     })
     .await?;
-    let total = keys.len();
+    let total = usize::try_from(total).unwrap_or(usize::MAX);
     let shown: Vec<Value> = keys
         .iter()
-        .skip((page - 1).saturating_mul(size))
-        .take(size)
         .map(|k| match full {
             true => Value::Object(object(k)),
             false => k.token.clone().into(),
@@ -528,6 +528,7 @@ pub async fn set_blocked(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::ModelBudgets;
 
     #[test]
     fn applies_only_given_fields() {

@@ -24,6 +24,7 @@ mod orgs;
 pub(super) mod query;
 mod spend;
 mod teams;
+mod test_connection;
 mod users;
 
 use crate::auth::Principal;
@@ -55,6 +56,7 @@ pub fn is_admin_path(path: &str) -> bool {
     .any(|prefix| path.starts_with(prefix))
         || path == "/global/spend"
         || path == "/gateway/limits"
+        || path == "/health/test_connection"
 }
 
 /// Whether `path` of the management API needs an admin: `/key/health` and
@@ -70,9 +72,136 @@ pub fn own_view(path: &str) -> bool {
     matches!(path, "/key/list" | "/spend/logs" | "/user/daily/activity")
 }
 
-/// Whether `caller` may call `path` of the management API at all.
+/// Whether `path` only reads (LiteLLM's info, list and spend views): a
+/// `proxy_admin_viewer`'s key may call these, about anyone.
+pub fn read_only(path: &str) -> bool {
+    path.ends_with("/info")
+        || path.ends_with("/list")
+        || path.ends_with("/daily/activity")
+        || matches!(
+            path,
+            "/spend/logs" | "/global/spend" | "/gateway/limits" | "/budget/settings"
+        )
+}
+
+/// Whether `path` is one any key may call about its own rows (LiteLLM's
+/// self-service reads): its key, its user, its teams, and the models.
+pub fn self_service(path: &str) -> bool {
+    matches!(
+        path,
+        "/key/info" | "/user/info" | "/team/info" | "/model/info"
+    )
+}
+
+/// Whether `caller` may call `path` of the management API at all (its own
+/// rows only, unless an admin or viewer: see [`own_rows`]).
 pub fn may_call(caller: &Principal, path: &str) -> bool {
-    caller.is_admin() || !needs_admin(path) || (own_view(path) && caller.internal_user().is_some())
+    let key = matches!(caller, Principal::Key(_));
+    caller.is_admin()
+        || !needs_admin(path)
+        || (caller.admin_viewer() && read_only(path))
+        || (key && self_service(path))
+        || (own_view(path) && caller.internal_user().is_some())
+        || (path == "/key/generate" && own_keys(caller).is_some())
+}
+
+/// The user id of a key whose user has LiteLLM's `internal_user` role: it
+/// may generate keys for itself.
+fn own_keys(caller: &Principal) -> Option<&str> {
+    let user = caller.internal_user()?;
+    let viewer = crate::proxy::key_of(caller)
+        .and_then(|k| k.user.as_ref())
+        .is_some_and(|u| u.record.user_role.as_deref() == Some("internal_user_viewer"));
+    (!viewer).then_some(user)
+}
+
+/// Pins a caller that is neither admin nor viewer to its own rows, as
+/// LiteLLM does: `/key/info` about its own key (or none given: the
+/// caller's), `/user/info` about its user, `/team/info` about its team or a
+/// team its user is in, its own keys and spend (an internal user), keys
+/// generated for itself only (an internal user: `user_id` its own,
+/// `team_id` one of its teams).
+fn own_rows(caller: &Principal, path: &str, q: &mut Query) -> Result<(), GatewayError> {
+    let refused = || GatewayError::NotAdmin(format!("{path} about another's rows"));
+    let Some(key) = crate::proxy::key_of(caller) else {
+        return Err(refused());
+    };
+    let user = key.user.as_ref().map(|u| &u.record);
+    match path {
+        "/key/info" => match q.get("key") {
+            Some(given) if db::token_of(given) != key.record.token => Err(refused()),
+            _ => Ok(()),
+        },
+        "/user/info" => {
+            let own = user.map(|u| u.user_id.as_str()).ok_or_else(refused)?;
+            q.restrict("user_id", own).map_err(|()| refused())
+        }
+        "/team/info" => {
+            let team = q.get("team_id").unwrap_or_default();
+            let of_key = key.record.team_id.as_deref() == Some(team);
+            let member = user.is_some_and(|u| u.teams.iter().any(|t| t == team));
+            if of_key || member {
+                Ok(())
+            } else {
+                Err(refused())
+            }
+        }
+        "/model/info" | "/key/generate" => Ok(()),
+        _ => {
+            // An internal user's own view (may_call let nothing else through).
+            let own = caller.internal_user().unwrap_or_default();
+            q.restrict("user_id", own).map_err(|()| refused())
+        }
+    }
+}
+
+/// An internal user's `/key/generate` body, pinned to itself: `user_id`
+/// absent or its own (set), `team_id` absent or a team it is in, no
+/// `metadata.role` (an admin key) nor `disable_global_guardrails`.
+fn own_key_body(caller: &Principal, body: &[u8]) -> Result<Vec<u8>, GatewayError> {
+    let own = own_keys(caller).ok_or_else(|| GatewayError::NotAdmin("/key/generate".into()))?;
+    let mut fields: Map<String, Value> = body::parse(body)?;
+    match fields.get("user_id") {
+        None | Some(Value::Null) => {}
+        Some(v) if v.as_str() == Some(own) => {}
+        Some(_) => {
+            return Err(GatewayError::NotAdmin(
+                "/key/generate for another user".into(),
+            ))
+        }
+    }
+    fields.insert("user_id".into(), Value::String(own.to_string()));
+    // `metadata.role = "admin"` makes an admin key, and turning off the
+    // global guardrails is the proxy admin's (LiteLLM's): never a user's
+    // own key.
+    let metadata = fields.get("metadata");
+    let set = |v: Option<&Value>| v.is_some_and(|v| !v.is_null() && *v != Value::Bool(false));
+    for (name, value) in [
+        ("metadata.role", metadata.and_then(|m| m.get("role"))),
+        (
+            "disable_global_guardrails",
+            fields.get("disable_global_guardrails"),
+        ),
+        (
+            "metadata.disable_global_guardrails",
+            metadata.and_then(|m| m.get("disable_global_guardrails")),
+        ),
+    ] {
+        if set(value) {
+            return Err(GatewayError::NotAdmin(format!("/key/generate with {name}")));
+        }
+    }
+    if let Some(team) = fields.get("team_id").and_then(Value::as_str) {
+        let teams = crate::proxy::key_of(caller)
+            .and_then(|k| k.user.as_ref())
+            .map(|u| &u.record.teams);
+        if !teams.is_some_and(|t| t.iter().any(|t| t == team)) {
+            return Err(GatewayError::NotAdmin(format!(
+                "/key/generate for team {team}, which the user is not in"
+            )));
+        }
+    }
+    serde_json::to_vec(&fields).map_err(|_| GatewayError::Internal("key request"))
 }
 
 /// One management endpoint.
@@ -108,6 +237,8 @@ enum Endpoint<'a> {
     ModelInfo,
     ModelUpdate,
     ModelDelete,
+    /// LiteLLM's `/health/test_connection` ([`test_connection`]).
+    TestConnection,
     SpendLogs,
     GlobalSpend,
     /// This gateway's `/gateway/limits` ([`live_limits`]).
@@ -164,6 +295,7 @@ impl<'a> Endpoint<'a> {
             "/model/info" if get => ModelInfo,
             "/model/update" if post => ModelUpdate,
             "/model/delete" if post => ModelDelete,
+            "/health/test_connection" if post => TestConnection,
             "/spend/logs" if get => SpendLogs,
             "/global/spend" if get => GlobalSpend,
             "/gateway/limits" if get => LiveLimits,
@@ -226,14 +358,16 @@ async fn answer(
             path: head.path().to_string(),
         })?;
     let mut q = Query::parse(head.query())?;
-    if needs_admin(path) && !caller.is_admin() {
-        // An internal user's own view (may_call let nothing else through).
-        let own = caller.internal_user().unwrap_or_default();
-        q.restrict("user_id", own)
-            .map_err(|()| GatewayError::NotAdmin(format!("{path} for another user")))?;
+    let viewer = caller.admin_viewer() && read_only(path);
+    let mut own_body = None;
+    if needs_admin(path) && !caller.is_admin() && !viewer {
+        own_rows(&caller, path, &mut q)?;
+        if endpoint == KeyGenerate {
+            own_body = Some(own_key_body(&caller, body)?);
+        }
     }
     match endpoint {
-        KeyGenerate => keys::generate(worker, body).await,
+        KeyGenerate => keys::generate(worker, own_body.as_deref().unwrap_or(body)).await,
         KeyInfo => keys::info(worker, head, q).await,
         KeyUpdate => keys::update(worker, body).await,
         KeyDelete => keys::delete(worker, body).await,
@@ -260,9 +394,13 @@ async fn answer(
         UserUpdate => users::update(worker, body).await,
         UserDelete => users::delete(worker, body).await,
         ModelNew => models::new(worker, body).await,
-        ModelInfo => models::info(worker, q).await,
+        ModelInfo => models::info(worker, &caller, q).await,
         ModelUpdate => models::update(worker, body).await,
         ModelDelete => models::delete(worker, body).await,
+        TestConnection => {
+            q.finish()?;
+            test_connection::test(worker, body).await
+        }
         SpendLogs => spend::logs(worker, q).await,
         GlobalSpend => spend::global(worker, q).await,
         LiveLimits => live_limits::live(worker, q).await,

@@ -182,8 +182,13 @@ pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
 }
 
 /// `GET /model/info[?litellm_model_id=]`: every served deployment (or the
-/// one asked for), secrets left out.
-pub async fn info(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> {
+/// one asked for), secrets left out; `model_info.cooling_down` says whether
+/// the router keeps it out of rotation now (the console's Models page).
+pub async fn info(
+    worker: &Worker,
+    caller: &crate::auth::Principal,
+    mut q: Query,
+) -> Result<Value, GatewayError> {
     let wanted = q.take("litellm_model_id");
     q.finish()?;
     let models = &worker.shared.models;
@@ -193,7 +198,13 @@ pub async fn info(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> 
         .deployments()
         .iter()
         .filter(|d| wanted.as_deref().is_none_or(|w| *d.id == *w))
-        .map(|d| deployment_json(d, models.stored(&d.id).as_ref()))
+        // A key that is no admin sees the models it may use, as LiteLLM's.
+        .filter(|d| caller.is_admin() || caller.check_model(&d.group).is_ok())
+        .map(|d| {
+            let mut shown = deployment_json(d, models.stored(&d.id).as_ref());
+            shown["model_info"]["cooling_down"] = router.is_cooling(&d.id).into();
+            shown
+        })
         .collect();
     if let (Some(id), true) = (&wanted, data.is_empty()) {
         return Err(GatewayError::NotFound(format!("Model {id}")));

@@ -15,7 +15,7 @@ use super::query::Query;
 use crate::auth::Principal;
 use crate::error::GatewayError;
 use crate::state::Worker;
-use crate::store::{BudgetRecord, OrgMembership, OrgRecord, OrgTable, TeamRecord};
+use crate::store::{BudgetRecord, Change, OrgMembership, OrgRecord, OrgTable, TeamRecord};
 use chrono::Utc;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -352,6 +352,10 @@ pub async fn update(
         {
             return Err(not_found());
         }
+        if !budget.is_empty() {
+            let changes = teams_of(&ctx, |o| o.organization_id == org_id).await?;
+            ctx.publish(&changes).await;
+        }
         let org = find(&ctx, &org_id).await?.ok_or_else(not_found)?;
         full_json(&ctx, &org).await
     })
@@ -436,6 +440,34 @@ pub async fn list(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> 
 #[serde(deny_unknown_fields)]
 struct DeleteOrgs {
     organization_ids: Vec<String>,
+}
+
+/// The teams of the organizations `which` picks, as changes: their keys'
+/// cached copies hold the organization's budget, read again on a change.
+pub(super) async fn teams_of(
+    ctx: &Ctx,
+    which: impl Fn(&OrgRecord) -> bool,
+) -> Result<Vec<Change>, GatewayError> {
+    let store = ctx.store();
+    let orgs: Vec<String> = store
+        .organizations(None)
+        .await
+        .map_err(store_err)?
+        .into_iter()
+        .filter(|o| which(o))
+        .map(|o| o.organization_id)
+        .collect();
+    if orgs.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(store
+        .list_teams()
+        .await
+        .map_err(store_err)?
+        .into_iter()
+        .filter(|t| t.organization_id.as_ref().is_some_and(|o| orgs.contains(o)))
+        .map(|t| Change::Team(t.team_id))
+        .collect())
 }
 
 /// `DELETE /organization/delete`: the organizations with their teams (and

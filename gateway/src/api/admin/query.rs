@@ -104,6 +104,14 @@ impl Query {
     }
 
     /// Refuses parameters nobody took.
+    /// The value of `name`, if given (left in place).
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
     /// Pins `name` to `value`: an absent parameter is set, one given with
     /// another value is refused.
     pub fn restrict(&mut self, name: &str, value: &str) -> Result<(), ()> {

@@ -75,6 +75,14 @@ pub(super) fn filter(mut q: Query) -> Result<SpendFilter, GatewayError> {
             .transpose()?,
         limit: Some(limit),
         offset,
+        model: q.take("model"),
+        status: q
+            .take("status")
+            .map(|s| match s.as_str() {
+                "success" | "failure" => Ok(s),
+                _ => Err(bad_field("status", "must be success or failure")),
+            })
+            .transpose()?,
     };
     q.finish()?;
     if let (Some(start), Some(end)) = (filter.start, filter.end) {
@@ -87,7 +95,9 @@ pub(super) fn filter(mut q: Query) -> Result<SpendFilter, GatewayError> {
 
 /// `GET /spend/logs?api_key=&user_id=&team_id=&request_id=&start_date=&end_date=&page=&page_size=`:
 /// one page of the matching rows, oldest first (a list, as LiteLLM
-/// answers; a page shorter than `page_size` is the last).
+/// answers; a page shorter than `page_size` is the last). This gateway
+/// also takes `model` (a row's model group or model) and `status`
+/// (`success` or `failure`), as LiteLLM's UI filters its logs.
 pub async fn logs(worker: &Worker, q: Query) -> Result<Value, GatewayError> {
     let filter = filter(q)?;
     let rows = run(worker, move |ctx| async move {
@@ -162,7 +172,8 @@ mod tests {
         for (query, param) in [
             ("start_date=02/01/2026", "start_date"),
             ("start_date=2026-01-03&end_date=2026-01-01", "end_date"),
-            ("model=x", "model"),
+            ("team=x", "team"),
+            ("status=maybe", "status"),
             ("end_date=+262143-12-31", "end_date"),
             ("start_date=99999999999-01-01", "start_date"),
             ("start_date=-262143-01-01&end_date=2026-01-01", "start_date"),

@@ -33,6 +33,7 @@ pub struct TeamRequest {
     metadata: Patch<Map<String, Value>>,
     blocked: Patch<bool>,
     allowed_model_region: Patch<String>,
+    model_max_budget: Patch<Map<String, Value>>,
     /// Fields LiteLLM keeps in `metadata` ([`parse_accepting`]).
     #[serde(skip)]
     extra_metadata: Map<String, Value>,
@@ -138,6 +139,11 @@ impl TeamRequest {
         t.metadata.extend(self.extra_metadata);
         self.blocked.apply_or_default(&mut t.blocked);
         self.allowed_model_region.apply(&mut t.allowed_model_region);
+        if let Patch::Set(budgets) = &self.model_max_budget {
+            super::keys::per_model_budgets(budgets)?;
+        }
+        self.model_max_budget
+            .apply_or_default(&mut t.model_max_budget);
         Ok(())
     }
 }

@@ -45,6 +45,7 @@ pub struct UserRequest {
     key_alias: Option<String>,
     duration: Option<String>,
     aliases: Option<Map<String, Value>>,
+    model_max_budget: Patch<Map<String, Value>>,
 }
 
 impl UserRequest {
@@ -103,6 +104,11 @@ impl UserRequest {
         self.max_parallel_requests
             .apply_limit("max_parallel_requests", &mut u.max_parallel_requests)?;
         self.metadata.apply_or_default(&mut u.metadata);
+        if let Patch::Set(budgets) = &self.model_max_budget {
+            super::keys::per_model_budgets(budgets)?;
+        }
+        self.model_max_budget
+            .apply_or_default(&mut u.model_max_budget);
         Ok(())
     }
 }

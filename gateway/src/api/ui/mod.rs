@@ -5,6 +5,7 @@
 //! turns into the login's rights.
 
 mod assets;
+mod revoked;
 pub mod session;
 
 use crate::downstream::{HeadBuilder, Responder};
@@ -57,7 +58,7 @@ pub async fn handle(
     let method = head.method();
     let answer = match (method, name) {
         ("POST", "login") => session::login(worker, head, peer, body).await,
-        ("POST", "logout") => session::logout(worker, head),
+        ("POST", "logout") => session::logout(worker, head).await,
         ("GET" | "HEAD", "session") => session::current(worker, head).await,
         ("GET" | "HEAD", _) => {
             let _ = serve_asset(head, name, out).await;

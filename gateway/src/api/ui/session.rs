@@ -1,8 +1,11 @@
 //! The console's login, logout and session endpoints, and the session
-//! cookie as a credential for the admin API: the cookie names a session
-//! held in this process ([`crate::auth::Console`]); a call that changes
-//! state must repeat the session's CSRF token in `x-csrf-token`.
+//! cookie as a credential for the admin API: the cookie is a signed session
+//! token ([`crate::auth::Console`]) any replica with the same settings
+//! accepts, unless it was logged out (here, or on another replica when the
+//! fleet shares Redis: [`super::revoked`]); a call that changes state must
+//! repeat the session's CSRF token in `x-csrf-token`.
 
+use super::revoked;
 use crate::auth::console::{
     csrf_matches, LoginRefused, NewSession, Session, SessionRole, SESSION_TTL,
 };
@@ -13,7 +16,7 @@ use crate::state::Worker;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::net::IpAddr;
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// The session cookie's name.
 pub const COOKIE: &str = "gateway_session";
@@ -30,6 +33,27 @@ pub fn cookie(head: &RequestHead) -> Option<&str> {
         .find(|(name, _)| *name == COOKIE)
         .map(|(_, value)| value.trim())
         .filter(|v| !v.is_empty())
+}
+
+/// The wall clock in Unix seconds (session tokens carry their issue time).
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The open session a cookie value names: signed, not expired, not logged
+/// out here nor (with a shared Redis) on another replica, which this
+/// replica then remembers too.
+async fn open_session(worker: &Worker, token: &str) -> Option<Session> {
+    let console = worker.shared.auth.console();
+    let now = unix_now();
+    let session = console.session(token, now)?;
+    if revoked::logged_out_elsewhere(&worker.shared.limiter, &session.id).await {
+        console.revoke(&session.id, session.expires, now);
+        return None;
+    }
+    Some(session)
 }
 
 /// Whether a request authenticated by a session cookie may go ahead:
@@ -67,7 +91,7 @@ pub async fn caller(
         return None;
     }
     let id = cookie(head)?;
-    let Some(session) = worker.shared.auth.console().session(id, Instant::now()) else {
+    let Some(session) = open_session(worker, id).await else {
         return Some(Err(GatewayError::ConsoleSession));
     };
     if let Err(e) = csrf_ok(head, &session) {
@@ -149,7 +173,9 @@ pub async fn login(
     }
     let console = worker.shared.auth.console();
     let now = Instant::now();
-    let (session, role, user) = match console.login(peer, &login.username, &login.password, now) {
+    let unix = unix_now();
+    let login_result = console.login(peer, &login.username, &login.password, now, unix);
+    let (session, role, user) = match login_result {
         Ok(session) => (session, "proxy_admin", None),
         Err(LoginRefused::Wrong) if login.password.starts_with("sk-") => {
             let hash = hash_key(&login.password);
@@ -163,7 +189,7 @@ pub async fn login(
                 ));
             }
             let user = user.map(str::to_string);
-            let session = console.open_key(peer, hash, now).map_err(refused)?;
+            let session = console.open_key(peer, hash, unix);
             (session, role, user)
         }
         Err(other) => return Err(refused(other)),
@@ -191,7 +217,6 @@ fn refused(refused: LoginRefused) -> GatewayError {
         LoginRefused::Throttled(wait) => GatewayError::ConsoleThrottled {
             retry_after: wait.as_secs().max(1).to_string(),
         },
-        LoginRefused::Full => GatewayError::Unavailable("too many console sessions are open"),
     }
 }
 
@@ -212,8 +237,10 @@ pub async fn current(worker: &Worker, head: &RequestHead) -> Result<Answer, Gate
             "login_required": false,
         })));
     }
-    let now = Instant::now();
-    let session = cookie(head).and_then(|id| worker.shared.auth.console().session(id, now));
+    let session = match cookie(head) {
+        Some(id) => open_session(worker, id).await,
+        None => None,
+    };
     let Some(session) = session else {
         return Ok(answer(json!({"authenticated": false})));
     };
@@ -226,23 +253,29 @@ pub async fn current(worker: &Worker, head: &RequestHead) -> Result<Answer, Gate
         "role": role,
         "user_id": user,
         "csrf_token": session.csrf,
-        "expires_in": session.expires.saturating_duration_since(now).as_secs(),
+        "expires_in": session.expires.saturating_sub(unix_now()),
     })))
 }
 
 /// `POST /ui/logout`: ends the session (its CSRF token required, so another
-/// site cannot log the console out) and clears the cookie.
-pub fn logout(worker: &Worker, head: &RequestHead) -> Result<Answer, GatewayError> {
+/// site cannot log the console out) on this replica and, with a shared
+/// Redis, on every replica; clears the cookie.
+pub async fn logout(worker: &Worker, head: &RequestHead) -> Result<Answer, GatewayError> {
     if let Some(id) = cookie(head) {
         let console = worker.shared.auth.console();
-        if let Some(session) = console.session(id, Instant::now()) {
+        let now = unix_now();
+        if let Some(session) = console.session(id, now) {
             let token_ok = head
                 .header(CSRF_HEADER)
                 .is_some_and(|t| csrf_matches(&session, t.trim()));
             if !token_ok {
                 return Err(GatewayError::CsrfRefused);
             }
-            console.logout(id);
+            console.revoke(&session.id, session.expires, now);
+            let ttl = session.expires.saturating_sub(now);
+            if !revoked::announce(&worker.shared.limiter, &session.id, ttl).await {
+                tracing::warn!("Redis did not confirm a console logout: other replicas may accept that session until it expires");
+            }
         }
     }
     Ok(Answer {

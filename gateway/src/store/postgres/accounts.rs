@@ -15,22 +15,25 @@ const SELECT_TEAM: &str = r#"SELECT team_id, team_alias, organization_id, models
     max_budget::float8 AS max_budget, budget_duration,
     budget_reset_at::timestamp AS budget_reset_at, tpm_limit::int8 AS tpm_limit,
     rpm_limit::int8 AS rpm_limit, max_parallel_requests::int8 AS max_parallel_requests, blocked,
-    allowed_model_region, metadata::jsonb AS metadata, created_at::timestamp AS created_at
+    allowed_model_region, metadata::jsonb AS metadata, created_at::timestamp AS created_at,
+    model_max_budget::jsonb AS model_max_budget, model_spend::jsonb AS model_spend
 FROM "LiteLLM_TeamTable""#;
 
-/// `$1` id, `$2..$14` fields, `$15` now, `$16` organization, `$17` spend.
+/// `$1` id, `$2..$14` fields, `$15` now, `$16` organization, `$17`
+/// per-model budgets, `$18` spend.
 const INSERT_TEAM: &str = r#"INSERT INTO "LiteLLM_TeamTable" (team_id, team_alias, models,
     members, max_budget, budget_duration, budget_reset_at, tpm_limit, rpm_limit,
     max_parallel_requests, blocked, allowed_model_region, metadata, created_at, updated_at,
-    organization_id, spend)
+    organization_id, model_max_budget, spend)
 VALUES ($1::text, $2::text, $3::text[], $4::text[], $5::float8, $6::text, $7::timestamp,
     $8::int8, $9::int8, $10::int8, $11::bool, $12::text, $13::jsonb,
-    COALESCE($14::timestamp, $15::timestamp), $15::timestamp, $16::text, $17::float8)
+    COALESCE($14::timestamp, $15::timestamp), $15::timestamp, $16::text, $17::jsonb, $18::float8)
 ON CONFLICT (team_id) DO NOTHING"#;
 
-/// `$1` id, `$2..$14` fields, `$15` now, `$16` organization.
+/// `$1` id, `$2..$14` fields, `$15` now, `$16` organization, `$17`
+/// per-model budgets.
 const UPDATE_TEAM: &str = r#"UPDATE "LiteLLM_TeamTable" SET team_alias = $2::text,
-    organization_id = $16::text,
+    organization_id = $16::text, model_max_budget = $17::jsonb,
     models = $3::text[], members = $4::text[], max_budget = $5::float8,
     budget_duration = $6::text, budget_reset_at = $7::timestamp, tpm_limit = $8::int8,
     rpm_limit = $9::int8, max_parallel_requests = $10::int8, blocked = $11::bool,
@@ -42,20 +45,23 @@ const SELECT_USER: &str = r#"SELECT user_id, user_email, user_alias, user_role, 
     spend::float8 AS spend, max_budget::float8 AS max_budget, budget_duration,
     budget_reset_at::timestamp AS budget_reset_at, tpm_limit::int8 AS tpm_limit,
     rpm_limit::int8 AS rpm_limit, max_parallel_requests::int8 AS max_parallel_requests,
-    metadata::jsonb AS metadata, created_at::timestamp AS created_at
+    metadata::jsonb AS metadata, created_at::timestamp AS created_at,
+    model_max_budget::jsonb AS model_max_budget, model_spend::jsonb AS model_spend
 FROM "LiteLLM_UserTable""#;
 
-/// `$1` id, `$2..$14` fields, `$15` now, `$16` spend.
+/// `$1` id, `$2..$14` fields, `$15` now, `$16` per-model budgets, `$17`
+/// spend.
 const INSERT_USER: &str = r#"INSERT INTO "LiteLLM_UserTable" (user_id, user_email, user_alias,
     user_role, teams, models, max_budget, budget_duration, budget_reset_at, tpm_limit, rpm_limit,
-    max_parallel_requests, metadata, created_at, updated_at, spend)
+    max_parallel_requests, metadata, created_at, updated_at, model_max_budget, spend)
 VALUES ($1::text, $2::text, $3::text, $4::text, $5::text[], $6::text[], $7::float8, $8::text,
     $9::timestamp, $10::int8, $11::int8, $12::int8, $13::jsonb, $14::timestamp, $15::timestamp,
-    $16::float8)
+    $16::jsonb, $17::float8)
 ON CONFLICT (user_id) DO NOTHING"#;
 
-/// `$1` id, `$2..$14` fields, `$15` now.
+/// `$1` id, `$2..$14` fields, `$15` now, `$16` per-model budgets.
 const UPDATE_USER: &str = r#"UPDATE "LiteLLM_UserTable" SET user_email = $2::text,
+    model_max_budget = $16::jsonb,
     user_alias = $3::text, user_role = $4::text, teams = $5::text[], models = $6::text[],
     max_budget = $7::float8, budget_duration = $8::text, budget_reset_at = $9::timestamp,
     tpm_limit = $10::int8, rpm_limit = $11::int8, max_parallel_requests = $12::int8,
@@ -120,6 +126,7 @@ pub async fn write_team(c: &mut Client, t: &TeamRecord, insert: bool) -> Result<
         Utc::now().naive_utc(),
     );
     let metadata = json(&t.metadata);
+    let model_max_budget = json(&t.model_max_budget);
     let mut params: Vec<&(dyn ToSql + Sync)> = vec![
         &t.team_id,
         &t.team_alias,
@@ -137,6 +144,7 @@ pub async fn write_team(c: &mut Client, t: &TeamRecord, insert: bool) -> Result<
         &created,
         &now,
         &t.organization_id,
+        &model_max_budget,
     ];
     let sql = if insert {
         params.push(&t.spend);
@@ -156,6 +164,7 @@ pub async fn write_user(c: &mut Client, u: &UserRecord, insert: bool) -> Result<
         Utc::now().naive_utc(),
     );
     let metadata = json(&u.metadata);
+    let model_max_budget = json(&u.model_max_budget);
     let mut params: Vec<&(dyn ToSql + Sync)> = vec![
         &u.user_id,
         &u.user_email,
@@ -172,6 +181,7 @@ pub async fn write_user(c: &mut Client, u: &UserRecord, insert: bool) -> Result<
         &metadata,
         &created,
         &now,
+        &model_max_budget,
     ];
     let sql = if insert {
         params.push(&u.spend);
@@ -222,6 +232,8 @@ fn team(row: &Row) -> Result<TeamRecord, Error> {
         allowed_model_region: row.try_get("allowed_model_region")?,
         metadata: as_map(row.try_get("metadata")?),
         created_at: utc(row.try_get("created_at")?),
+        model_max_budget: as_map(row.try_get("model_max_budget")?),
+        model_spend: as_map(row.try_get("model_spend")?),
     })
 }
 
@@ -246,6 +258,8 @@ fn user(row: &Row) -> Result<UserRecord, Error> {
         max_parallel_requests: row.try_get("max_parallel_requests")?,
         metadata: as_map(row.try_get("metadata")?),
         created_at: utc(row.try_get("created_at")?),
+        model_max_budget: as_map(row.try_get("model_max_budget")?),
+        model_spend: as_map(row.try_get("model_spend")?),
     })
 }
 

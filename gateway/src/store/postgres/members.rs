@@ -146,11 +146,7 @@ pub async fn patch(
     id: &str,
     fields: &Map<String, Value>,
 ) -> Result<bool, Error> {
-    let (table, id_column) = match kind {
-        RowKind::Key => (r#""LiteLLM_VerificationToken""#, "token"),
-        RowKind::Team => (r#""LiteLLM_TeamTable""#, "team_id"),
-        RowKind::User => (r#""LiteLLM_UserTable""#, "user_id"),
-    };
+    let (table, id_column) = table_of(kind);
     let set: Vec<String> = fields
         .keys()
         .map(|column| format!("{column} = r.{column}"))
@@ -173,30 +169,41 @@ pub async fn patch(
     Ok(found)
 }
 
+/// The table of rows of `kind` and its id column.
+fn table_of(kind: RowKind) -> (&'static str, &'static str) {
+    match kind {
+        RowKind::Key => (r#""LiteLLM_VerificationToken""#, "token"),
+        RowKind::Team => (r#""LiteLLM_TeamTable""#, "team_id"),
+        RowKind::User => (r#""LiteLLM_UserTable""#, "user_id"),
+    }
+}
+
 /// [`Store::start_model_window`](crate::store::Store::start_model_window):
-/// `$1` token, `$2` model, `$3` window start; the row is announced.
+/// `$1` id, `$2` model, `$3` window start; the row is announced.
 pub async fn start_model_window(
     c: &mut Client,
-    token: &str,
+    kind: RowKind,
+    id: &str,
     model: &str,
     start: &str,
 ) -> Result<bool, Error> {
     let windows = crate::store::MODEL_WINDOWS;
+    let (table, id_column) = table_of(kind);
     let sql = format!(
-        r#"UPDATE "LiteLLM_VerificationToken" SET
+        r#"UPDATE {table} SET
             model_spend = CASE WHEN metadata #>> ARRAY['{windows}', $2::text] IS NULL
                 THEN model_spend ELSE COALESCE(model_spend, '{{}}'::jsonb) - $2::text END,
             metadata = jsonb_set(
                 CASE WHEN jsonb_typeof(metadata -> '{windows}') = 'object' THEN metadata
                     ELSE COALESCE(metadata, '{{}}'::jsonb) || jsonb_build_object('{windows}', '{{}}'::jsonb) END,
                 ARRAY['{windows}', $2::text], to_jsonb($3::text))
-        WHERE token = $1::text
+        WHERE {id_column} = $1::text
             AND COALESCE(metadata #>> ARRAY['{windows}', $2::text], '') < $3::text"#
     );
     let tx = c.transaction().await?;
-    let changed = tx.execute(&sql, &[&token, &model, &start]).await? > 0;
+    let changed = tx.execute(&sql, &[&id, &model, &start]).await? > 0;
     if changed {
-        notify(&tx, &[Change::Key(token.to_string())]).await?;
+        notify(&tx, &[kind.change(id)]).await?;
     }
     tx.commit().await?;
     Ok(changed)

@@ -56,6 +56,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0012_litellm_daily_spend",
         include_str!("../../../../migrations/0012_litellm_daily_spend.sql"),
     ),
+    (
+        "0017_key_list_order_index",
+        include_str!("../../../../migrations/0017_key_list_order_index.sql"),
+    ),
 ];
 
 /// Advisory lock key taken by every migration transaction ("gateway" in

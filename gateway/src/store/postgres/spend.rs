@@ -77,6 +77,7 @@ WHERE ($1::text IS NULL OR api_key = $1) AND ($2::text IS NULL OR "user" = $2)
     AND ($3::text IS NULL OR team_id = $3)
     AND ($4::text IS NULL OR litellm_call_id = $4 OR request_id = $4 OR response_id = $4)
     AND ($5::timestamp IS NULL OR "startTime" >= $5) AND ($6::timestamp IS NULL OR "startTime" < $6)
+    AND ($9::text IS NULL OR model_group = $9 OR model = $9) AND ($10::text IS NULL OR status = $10)
 ORDER BY "startTime", request_id
 LIMIT $7 OFFSET $8"#;
 
@@ -286,7 +287,7 @@ async fn settle(
     let ((mut keys, (), _, _), ((), end_users, (), ())) = try_join(
         try_join4(
             add_spend(&tx, ADD_KEY_SPEND, &totals.keys),
-            add_model_spend(&tx, &totals.key_models),
+            add_model_spend(&tx, &totals),
             add_spend(&tx, ADD_USER_SPEND, &totals.users),
             add_spend(&tx, ADD_TEAM_SPEND, &totals.teams),
         ),
@@ -643,6 +644,10 @@ struct Totals {
     keys: BTreeMap<String, f64>,
     /// Per key: spend per model group, as a JSON object.
     key_models: BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
+    /// Per team: spend per model group.
+    team_models: BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
+    /// Per user: spend per model group.
+    user_models: BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
     users: BTreeMap<String, f64>,
     teams: BTreeMap<String, f64>,
     stale_keys: Vec<String>,
@@ -655,18 +660,14 @@ impl Totals {
         let mut totals = Totals::default();
         for row in &inserted.0 {
             if periods.counts("key", &row.key, row.settled) {
-                if let Some(group) = &row.group {
-                    let per_model = totals.key_models.entry(row.key.clone()).or_default();
-                    let sum =
-                        per_model.get(group).and_then(|v| v.as_f64()).unwrap_or(0.0) + row.spend;
-                    per_model.insert(group.clone(), sum.into());
-                }
+                add_model(&mut totals.key_models, &row.key, row);
                 *totals.keys.entry(row.key.clone()).or_default() += row.spend;
             } else {
                 totals.stale_keys.push(row.key.clone());
             }
             if let Some(user) = &row.user {
                 if periods.counts("user", user, row.settled) {
+                    add_model(&mut totals.user_models, user, row);
                     *totals.users.entry(user.clone()).or_default() += row.spend;
                 } else {
                     totals.stale_users.push(user.clone());
@@ -684,6 +685,7 @@ impl Totals {
             }
             if let Some(team) = &row.team {
                 if periods.counts("team", team, row.settled) {
+                    add_model(&mut totals.team_models, team, row);
                     *totals.teams.entry(team.clone()).or_default() += row.spend;
                 } else {
                     totals.stale_teams.push(team.clone());
@@ -699,6 +701,19 @@ impl Totals {
             list.dedup();
         }
         totals
+    }
+}
+
+/// Adds `row`'s spend to what `id` spent on its model group in `per_id`.
+fn add_model(
+    per_id: &mut BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
+    id: &str,
+    row: &InsertedRow,
+) {
+    if let Some(group) = &row.group {
+        let per_model = per_id.entry(id.to_string()).or_default();
+        let sum = per_model.get(group).and_then(|v| v.as_f64()).unwrap_or(0.0) + row.spend;
+        per_model.insert(group.clone(), sum.into());
     }
 }
 
@@ -777,34 +792,56 @@ async fn add_org_spend(tx: &Transaction<'_>, teams: &BTreeMap<String, f64>) -> R
     Ok(())
 }
 
-/// Adds `$2` spend per model group (JSON objects) to `$1` keys'
-/// `model_spend`, the groups merged in SQL.
-const ADD_MODEL_SPEND: &str = r#"UPDATE "LiteLLM_VerificationToken" t SET model_spend = (
+/// Adds `$2` spend per model group (JSON objects) to the `model_spend` of
+/// the `$1` rows of a table, the groups merged in SQL.
+macro_rules! add_model_spend_sql {
+    ($table:literal, $id:literal) => {
+        concat!(
+            "UPDATE ",
+            $table,
+            r#" t SET model_spend = (
         SELECT COALESCE(jsonb_object_agg(g, COALESCE((COALESCE(t.model_spend, '{}'::jsonb) ->> g)::float8, 0)
             + COALESCE((v.delta ->> g)::float8, 0)), '{}'::jsonb)
         FROM jsonb_object_keys(COALESCE(t.model_spend, '{}'::jsonb) || v.delta) AS g)
     FROM unnest($1::text[], $2::jsonb[]) AS v(id, delta)
-    WHERE t.token = v.id"#;
+    WHERE t."#,
+            $id,
+            " = v.id"
+        )
+    };
+}
 
-/// Adds spend per model group to keys' `model_spend` (rows already locked
-/// by [`lock`]) ; one row per key.
-async fn add_model_spend(
-    tx: &Transaction<'_>,
-    per_key: &BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
-) -> Result<(), Error> {
-    if per_key.is_empty() {
-        return Ok(());
+/// Adds spend per model group to the `model_spend` of keys, teams and
+/// users (rows already locked by [`lock`]); one row per key, team or user.
+async fn add_model_spend(tx: &Transaction<'_>, totals: &Totals) -> Result<(), Error> {
+    for (sql, per_id) in [
+        (
+            add_model_spend_sql!(r#""LiteLLM_VerificationToken""#, "token"),
+            &totals.key_models,
+        ),
+        (
+            add_model_spend_sql!(r#""LiteLLM_TeamTable""#, "team_id"),
+            &totals.team_models,
+        ),
+        (
+            add_model_spend_sql!(r#""LiteLLM_UserTable""#, "user_id"),
+            &totals.user_models,
+        ),
+    ] {
+        if per_id.is_empty() {
+            continue;
+        }
+        let ids: Vec<&String> = per_id.keys().collect();
+        let deltas: Vec<serde_json::Value> = per_id
+            .values()
+            .map(|m| serde_json::Value::Object(m.clone()))
+            .collect();
+        tx.execute_typed(
+            sql,
+            &[(&ids, Type::TEXT_ARRAY), (&deltas, Type::JSONB_ARRAY)],
+        )
+        .await?;
     }
-    let ids: Vec<&String> = per_key.keys().collect();
-    let deltas: Vec<serde_json::Value> = per_key
-        .values()
-        .map(|m| serde_json::Value::Object(m.clone()))
-        .collect();
-    tx.execute_typed(
-        ADD_MODEL_SPEND,
-        &[(&ids, Type::TEXT_ARRAY), (&deltas, Type::JSONB_ARRAY)],
-    )
-    .await?;
     Ok(())
 }
 
@@ -887,7 +924,7 @@ pub async fn logs(c: &Client, f: &SpendFilter) -> Result<Vec<SpendLogRow>, Error
     let (start, end) = (naive(f.start), naive(f.end));
     let limit = f.limit.map(|l| l.max(0));
     let offset = f.offset.max(0);
-    let params: [&(dyn ToSql + Sync); 8] = [
+    let params: [&(dyn ToSql + Sync); 10] = [
         &f.api_key,
         &f.user_id,
         &f.team_id,
@@ -896,6 +933,8 @@ pub async fn logs(c: &Client, f: &SpendFilter) -> Result<Vec<SpendLogRow>, Error
         &end,
         &limit,
         &offset,
+        &f.model,
+        &f.status,
     ];
     c.query(SELECT_LOGS, &params)
         .await?

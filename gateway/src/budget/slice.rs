@@ -1,0 +1,513 @@
+//! Budget slices (lease mode, or `rate_limits.budget_slices`): a replica
+//! takes a slice of a budget's room from Redis in one call (`slice.lua`)
+//! and reserves and settles its requests against it with atomics, so a
+//! request whose budgets all have a slice makes no Redis call.
+//!
+//! A slice is a hold in the budget's hash like a request's (`hold:slice:
+//! <process>:<prefix>`, in the holds set with its expiry), so the sum of
+//! every replica's slices and holds never passes what the budget has left:
+//! the fleet overshoots by at most one request's reconciliation, as with a
+//! hold per request. A grant is the room left divided by
+//! `1 / lease_fraction` (at least the request's worst case): slices shrink
+//! as the budget nears its end, and once less than four requests' worst
+//! case is left (a small budget from the start) requests hold room one by
+//! one as in `redis` mode ([`super::fleet`]), so the last room is never
+//! parked in another replica's slice. A slice serves for `lease_ttl_ms`
+//! (at most half a hold's life) after its grant; the sweep ([`sweep`],
+//! every 250 ms at most) reports the spend settled against each slice,
+//! starts again the life of a slice requests keep taking from, and hands
+//! back the unused room of one whose life ended (the hold shrinks to what
+//! requests in flight still hold); a request that finds its slice short
+//! reports, hands back and asks for more in one call. At shutdown every
+//! slice is handed back ([`return_all`]). A replica killed with a slice
+//! leaves its hold until it lapses (`parallel_slot_ttl_secs`, as a
+//! request's hold): room refused meanwhile, never spent; the spend it
+//! settled since its last report is lost to Redis (not to Postgres).
+//!
+//! Local accounting: `free` (room granted, not reserved), `in_flight`
+//! (reserved by requests here), `unreported` (settled here, not yet told
+//! to Redis); their sum is what the hold in Redis covers. Every call moves
+//! value out of `free` and `unreported` with a swap and tells Redis to
+//! shrink the hold by exactly that (a delta), so concurrent takes and
+//! settlements need no lock; one call per slice is out at a time (`busy`).
+//! A lost reply leaves the hold bigger than needed (room parked, never
+//! spent twice) until the slice's next call with nothing in flight, which
+//! sets it exactly.
+
+use super::{Budget, Refusal, NO_LIMIT};
+use crate::limits::{Limiter, LuaScript, ScriptCall};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, LazyLock, Weak};
+use std::time::{Duration, Instant};
+
+/// `slice.lua`: take, resize or return a slice and report its spend.
+static SLICE: LuaScript = LuaScript::new(include_str!("slice.lua"));
+/// Index of the deadline among `slice.lua`'s arguments.
+const DEADLINE_ARG: usize = 2;
+/// Slices handed out at most per grant divisor (a fraction under 1/1000
+/// still grants a thousandth of the room).
+const MAX_DIVISOR: f64 = 1000.0;
+
+/// This process's slice of one budget counter.
+#[derive(Debug)]
+pub(super) struct Slice {
+    /// Its number in the [`Book`].
+    id: u64,
+    /// Room granted and not reserved here (nano-USD); below zero after
+    /// requests cost more than they reserved.
+    free: AtomicI64,
+    /// Reserved by requests in flight against the slice.
+    in_flight: AtomicI64,
+    /// Settled against the slice, not yet reported to Redis.
+    unreported: AtomicI64,
+    /// Milliseconds since the book's epoch until which the slice serves.
+    serves_until: AtomicU64,
+    /// Milliseconds since the book's epoch of its last call.
+    last_call: AtomicU64,
+    /// Milliseconds since the book's epoch of its last take.
+    last_take: AtomicU64,
+    /// Successful takes so far: a call sees by it whether a request took
+    /// room while it read the slice.
+    takes: AtomicU64,
+    /// Whether Redis may have a hold for it.
+    held: AtomicBool,
+    /// A call about this slice is out.
+    busy: AtomicBool,
+}
+
+impl Slice {
+    /// An empty slice.
+    pub(super) fn new() -> Slice {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        Slice {
+            id: NEXT.fetch_add(1, SeqCst),
+            free: AtomicI64::new(0),
+            in_flight: AtomicI64::new(0),
+            unreported: AtomicI64::new(0),
+            serves_until: AtomicU64::new(0),
+            last_call: AtomicU64::new(0),
+            last_take: AtomicU64::new(0),
+            takes: AtomicU64::new(0),
+            held: AtomicBool::new(false),
+            busy: AtomicBool::new(false),
+        }
+    }
+
+    /// Takes `nanos` from the room granted, if the slice serves and has it.
+    /// `in_flight` grows before `free` shrinks: a call in between counts
+    /// the amount twice (keeps it held), never not at all.
+    fn take(&self, nanos: i64, now: u64) -> bool {
+        if now >= self.serves_until.load(SeqCst) {
+            return false;
+        }
+        self.in_flight.fetch_add(nanos, SeqCst);
+        let taken = self
+            .free
+            .fetch_update(SeqCst, SeqCst, |f| {
+                (f >= nanos).then(|| f.saturating_sub(nanos))
+            })
+            .is_ok();
+        if !taken {
+            self.in_flight.fetch_sub(nanos, SeqCst);
+            return false;
+        }
+        self.takes.fetch_add(1, SeqCst);
+        if self.last_take.load(SeqCst) != now {
+            self.last_take.store(now, SeqCst);
+        }
+        true
+    }
+
+    /// Whether the slice serves and has `nanos` free (a hint: a take may
+    /// still lose the race for it).
+    fn serves(&self, nanos: i64, now: u64) -> bool {
+        now < self.serves_until.load(SeqCst) && self.free.load(SeqCst) >= nanos
+    }
+
+    /// A request that reserved `nanos` cost `actual`: the difference goes
+    /// back to `free`, the cost waits to be reported.
+    fn settle(&self, nanos: i64, actual: i64) {
+        self.unreported.fetch_add(actual, SeqCst);
+        self.free.fetch_add(nanos.saturating_sub(actual), SeqCst);
+        self.in_flight.fetch_sub(nanos, SeqCst);
+    }
+}
+
+/// Every slice of this process, for the sweep and the shutdown.
+struct Book {
+    epoch: Instant,
+    /// Names this process's slices in Redis: unique per start.
+    process: String,
+    live: papaya::HashMap<u64, Weak<Budget>>,
+}
+
+static BOOK: LazyLock<Book> = LazyLock::new(|| Book {
+    epoch: Instant::now(),
+    process: uuid::Uuid::new_v4().simple().to_string(),
+    live: papaya::HashMap::new(),
+});
+
+impl Book {
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
+/// How a reservation against slices went.
+pub(super) enum Sliced {
+    /// Taken from every budget's slice.
+    Taken,
+    /// A budget has not even the request's worst case left.
+    Refused(Refusal),
+    /// Another request is refilling a slice, a fresh grant was taken by
+    /// others first, or the budget's end is near: ask Redis for this
+    /// request alone.
+    Contended,
+    /// Redis gave no answer: the process's counters decide.
+    Unavailable,
+}
+
+/// The one call about a slice that may be out: its `busy` flag, given
+/// back when the call ends or its caller is dropped mid-call (the call still
+/// runs in Redis; a grant it brings is then parked until an idle call).
+struct Turn<'a>(&'a Slice);
+
+impl<'a> Turn<'a> {
+    fn take(slice: &'a Slice) -> Option<Turn<'a>> {
+        // Not `then_some(Turn(slice))`: its argument is built either way,
+        // and a Turn dropped on the failing path would clear the busy flag
+        // of the call that holds it.
+        if slice.busy.swap(true, SeqCst) {
+            None
+        } else {
+            Some(Turn(slice))
+        }
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.0.busy.store(false, SeqCst);
+    }
+}
+
+/// The outcome of one `slice.lua` call.
+enum Grant {
+    Granted,
+    /// Little is left: hold room per request.
+    PerRequest,
+    Refused {
+        spent: i64,
+        reserved: i64,
+    },
+    Failed,
+}
+
+/// Reserves `nanos` against the slice of every budget, all or none,
+/// refilling the slices that lack room (one call each, one at a time).
+pub(super) async fn reserve(
+    limiter: &Limiter,
+    budgets: &[(&'static str, Arc<Budget>)],
+    nanos: i64,
+) -> Sliced {
+    if take_all(budgets, nanos) {
+        return Sliced::Taken;
+    }
+    for (scope, b) in budgets {
+        if b.slice.serves(nanos, BOOK.now_ms()) {
+            continue;
+        }
+        let Some(_turn) = Turn::take(&b.slice) else {
+            return Sliced::Contended;
+        };
+        let grant = call(limiter, b, nanos, true, false).await;
+        match grant {
+            Grant::Granted => {}
+            Grant::Refused { spent, reserved } => {
+                return Sliced::Refused(Refusal {
+                    scope,
+                    spend: super::to_usd(spent),
+                    max: b.max_usd().unwrap_or(0.0),
+                    in_flight: reserved > 0 || b.slice.in_flight.load(SeqCst) > 0,
+                })
+            }
+            Grant::PerRequest => return Sliced::Contended,
+            Grant::Failed => return Sliced::Unavailable,
+        }
+    }
+    if take_all(budgets, nanos) {
+        Sliced::Taken
+    } else {
+        Sliced::Contended
+    }
+}
+
+/// Takes `nanos` from every budget's slice, or from none.
+fn take_all(budgets: &[(&'static str, Arc<Budget>)], nanos: i64) -> bool {
+    let now = BOOK.now_ms();
+    for (i, (_, b)) in budgets.iter().enumerate() {
+        if !b.slice.take(nanos, now) {
+            for (_, taken) in &budgets[..i] {
+                taken.slice.settle(nanos, 0);
+            }
+            return false;
+        }
+    }
+    true
+}
+
+/// Settles a request that took `nanos` from every budget's slice.
+pub(super) fn settle(budgets: &[(&'static str, Arc<Budget>)], nanos: i64, actual: i64) {
+    for (_, b) in budgets {
+        b.slice.settle(nanos, actual);
+    }
+}
+
+/// One `slice.lua` call for `b` (the caller holds its `busy` flag):
+/// reports what was settled, hands back the free room (`give_back`), with
+/// `need` above zero asks for a grant of at least `need`, and with a grant
+/// or `extend` starts the slice's life again.
+async fn call(
+    limiter: &Limiter,
+    b: &Arc<Budget>,
+    need: i64,
+    give_back: bool,
+    extend: bool,
+) -> Grant {
+    let Some(place) = b.place.as_ref() else {
+        return Grant::Failed;
+    };
+    let slice = &b.slice;
+    // Idle (nothing in flight, the free room handed back, nothing settled
+    // since): the hold may then be set exactly. A request that settles
+    // between the reads below puts its leftover back into `free` and its
+    // cost into `unreported` before it leaves `in_flight`, so idle needs
+    // nothing in flight before the reads, nothing in flight after them and
+    // no take in between; otherwise the hold only shrinks by what was read.
+    let takes_before = slice.takes.load(SeqCst);
+    let none_in_flight = give_back && slice.in_flight.load(SeqCst) == 0;
+    let back = if give_back {
+        slice
+            .free
+            .fetch_update(SeqCst, SeqCst, |f| (f > 0).then_some(0))
+            .unwrap_or(0)
+    } else {
+        0
+    };
+    let unreported = slice.unreported.swap(0, SeqCst);
+    let owed = b.owed.swap(0, SeqCst);
+    let idle = none_in_flight
+        && slice.in_flight.load(SeqCst) == 0
+        && slice.takes.load(SeqCst) == takes_before;
+    let max = b.max.load(SeqCst);
+    let fraction = limiter.settings().lease.fraction;
+    let divisor = (1.0 / fraction).round().clamp(1.0, MAX_DIVISOR) as i64;
+    let ttl = limiter.hold_ttl();
+    let call = ScriptCall {
+        script: &SLICE,
+        keys: vec![place.hash.clone(), place.holds()],
+        args: vec![
+            ttl.as_millis().to_string(),
+            format!("slice:{}:{}", BOOK.process, place.prefix),
+            "0".to_string(),
+            b.period.load(SeqCst).to_string(),
+            place.prefix.clone(),
+            if max == NO_LIMIT { -1 } else { max }.to_string(),
+            b.spent_nanos().to_string(),
+            unreported.saturating_add(owed).to_string(),
+            unreported.saturating_add(back).to_string(),
+            need.to_string(),
+            divisor.to_string(),
+            if idle { "1" } else { "0" }.to_string(),
+        ],
+    };
+    slice.held.store(true, SeqCst);
+    BOOK.live.pin().insert(slice.id, Arc::downgrade(b));
+    let started = BOOK.now_ms();
+    slice.last_call.store(started, SeqCst);
+    // A grant whose reply comes late stays in Redis's hold unused (parked,
+    // never spent) until the slice's next idle call sets the hold exactly.
+    match limiter
+        .eval(call, Some(DEADLINE_ARG), |_| None, None)
+        .await
+        .as_deref()
+    {
+        Some([verdict @ (0 | 1 | 3), grant, spent, reserved]) => {
+            if idle && *grant == 0 {
+                slice.held.store(false, SeqCst);
+            }
+            if idle {
+                // The hold is now exactly the grant: a debt left by a
+                // request that cost more than it reserved is settled.
+                let _ = slice.free.fetch_update(SeqCst, SeqCst, |f| Some(f.max(0)));
+            }
+            if *verdict == 3 {
+                Grant::PerRequest
+            } else if *verdict == 1 {
+                if need > 0 {
+                    slice.free.fetch_add(*grant, SeqCst);
+                }
+                if need > 0 || extend {
+                    slice
+                        .serves_until
+                        .store(started.saturating_add(life(limiter)), SeqCst);
+                }
+                Grant::Granted
+            } else {
+                Grant::Refused {
+                    spent: *spent,
+                    reserved: *reserved,
+                }
+            }
+        }
+        _ => {
+            // Not counted as far as this replica knows: reported again
+            // next time (a reply lost after Redis ran it counts the spend
+            // twice and shrinks the hold twice: the room stays the same).
+            // The room handed back is not taken again: Redis may have it.
+            slice.unreported.fetch_add(unreported, SeqCst);
+            b.owed.fetch_add(owed, SeqCst);
+            Grant::Failed
+        }
+    }
+}
+
+/// Hands back the room of every slice whose life ended, reports the spend
+/// settled against every slice (one call per slice, none for a slice with
+/// nothing to tell) and forgets slices with nothing left. Run every
+/// [`sweep_every`].
+pub async fn sweep(limiter: &Limiter) {
+    let now = BOOK.now_ms();
+    let due: Vec<(u64, Weak<Budget>)> = BOOK
+        .live
+        .pin()
+        .iter()
+        .map(|(id, b)| (*id, b.clone()))
+        .collect();
+    for (id, weak) in due {
+        let Some(b) = weak.upgrade() else {
+            BOOK.live.pin().remove(&id);
+            continue;
+        };
+        hand_back(limiter, &b, id, now).await;
+    }
+}
+
+/// Hands back every slice's room and reports its spend: at shutdown, once
+/// the requests are done. Waits at most `within`.
+pub async fn return_all(limiter: &Limiter, within: Duration) {
+    let until = Instant::now() + within;
+    let all: Vec<(u64, Weak<Budget>)> = BOOK
+        .live
+        .pin()
+        .iter()
+        .map(|(id, b)| (*id, b.clone()))
+        .collect();
+    for (id, weak) in all {
+        if Instant::now() >= until {
+            tracing::warn!("budget slices not all handed back before shutdown; theirs lapse with parallel_slot_ttl_secs");
+            return;
+        }
+        if let Some(b) = weak.upgrade() {
+            b.slice.serves_until.store(0, SeqCst);
+            hand_back(limiter, &b, id, BOOK.now_ms()).await;
+        }
+    }
+}
+
+/// One slice's turn in a sweep, if it has anything to tell Redis and no
+/// other call about it is out: a slice whose life ended hands its room back
+/// and reports its spend; one still serving reports the spend settled
+/// against it (so a replica that dies loses Redis at most a sweep's worth
+/// of spend), renews its hold while requests are in flight, and, while
+/// requests take from it, starts its life again before it ends (so a busy
+/// slice is not left to end under load, when every request arriving during
+/// the refill would hold room on its own).
+async fn hand_back(limiter: &Limiter, b: &Arc<Budget>, id: u64, now: u64) {
+    let slice = &b.slice;
+    let until = slice.serves_until.load(SeqCst);
+    let ended = now >= until;
+    let taken_lately = now.saturating_sub(slice.last_take.load(SeqCst)) < life(limiter);
+    let every = u64::try_from(sweep_every(limiter).as_millis()).unwrap_or(u64::MAX);
+    let extend = !ended && taken_lately && until.saturating_sub(now) <= every.saturating_mul(2);
+    let idle = slice.in_flight.load(SeqCst) == 0;
+    let held = slice.held.load(SeqCst);
+    let renew = u64::try_from(limiter.hold_ttl().as_millis() / 2).unwrap_or(u64::MAX);
+    let news = slice.unreported.load(SeqCst) != 0
+        || b.owed.load(SeqCst) != 0
+        || (ended && (slice.free.load(SeqCst) > 0 || (idle && held)))
+        || (!idle && now.saturating_sub(slice.last_call.load(SeqCst)) >= renew)
+        || extend;
+    if !news {
+        if ended && idle && !held {
+            BOOK.live.pin().remove(&id);
+        }
+        return;
+    }
+    let Some(_turn) = Turn::take(slice) else {
+        return;
+    };
+    let _ = call(limiter, b, 0, ended, extend).await;
+}
+
+/// How long a grant serves: `lease_ttl_ms`, but at most half the hold's
+/// life in Redis, so a slice never serves after Redis let its hold lapse.
+fn life(limiter: &Limiter) -> u64 {
+    let lease = limiter.settings().lease.ttl.min(limiter.hold_ttl() / 2);
+    u64::try_from(lease.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// How often the sweep runs: every half grant life, at most 250 ms apart
+/// (spend reported promptly).
+pub fn sweep_every(limiter: &Limiter) -> Duration {
+    Duration::from_millis(life(limiter) / 2)
+        .clamp(Duration::from_millis(5), Duration::from_millis(250))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_turn_leaves_the_holders_turn_in_place() {
+        let slice = Slice::new();
+        let held = Turn::take(&slice).expect("the first turn");
+        assert!(Turn::take(&slice).is_none(), "one call at a time");
+        assert!(
+            Turn::take(&slice).is_none(),
+            "a refused turn must not clear the holder's flag"
+        );
+        drop(held);
+        assert!(
+            Turn::take(&slice).is_some(),
+            "free again once the holder is done"
+        );
+    }
+
+    #[test]
+    fn takes_are_all_or_none_and_settle_back_into_free() {
+        let a = Budget::new(Some(1.0), None, 0.0);
+        let b = Budget::new(Some(1.0), None, 0.0);
+        let life = BOOK.now_ms() + 60_000;
+        for x in [&a, &b] {
+            x.slice.serves_until.store(life, SeqCst);
+        }
+        a.slice.free.store(100, SeqCst);
+        b.slice.free.store(50, SeqCst);
+        let both = [("key", a.clone()), ("team", b.clone())];
+        assert!(take_all(&both, 40));
+        assert!(!take_all(&both, 40), "team has 10 left");
+        assert_eq!(a.slice.free.load(SeqCst), 60, "the key's take went back");
+        assert_eq!(a.slice.in_flight.load(SeqCst), 40);
+        settle(&both, 40, 25);
+        assert_eq!(a.slice.free.load(SeqCst), 75);
+        assert_eq!(b.slice.free.load(SeqCst), 25);
+        assert_eq!(a.slice.unreported.load(SeqCst), 25);
+        assert_eq!(a.slice.in_flight.load(SeqCst), 0);
+        a.slice.serves_until.store(0, SeqCst);
+        assert!(
+            !a.slice.take(1, BOOK.now_ms()),
+            "an ended slice serves nothing"
+        );
+    }
+}
