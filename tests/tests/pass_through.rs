@@ -323,7 +323,14 @@ fn custom_pass_through_endpoints_reach_their_target_with_their_headers() {
     assert_eq!(row["call_type"], "pass_through_endpoint", "{row}");
     // `auth: true`: a key, then the endpoint's own credential upstream.
     assert_eq!(post("/keyed/chat/completions", &[]).status, 401);
-    let key = new_key(&gw, json!({}));
+    // As LiteLLM's: a key needs the route in `allowed_passthrough_routes`.
+    let ungranted = new_key(&gw, json!({}));
+    let resp = post(
+        "/keyed/chat/completions",
+        &[("authorization", &format!("Bearer {ungranted}"))],
+    );
+    assert_eq!(resp.status, 403, "{}", resp.text());
+    let key = new_key(&gw, json!({"allowed_passthrough_routes": ["/keyed"]}));
     let auth = format!("Bearer {key}");
     let resp = post("/keyed/chat/completions", &[("authorization", &auth)]);
     assert_eq!(resp.status, 200, "{}", resp.text());
