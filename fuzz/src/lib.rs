@@ -82,6 +82,10 @@ pub const TARGETS: &[Target] = &[
         name: "cache",
         run: targets::cache,
     },
+    Target {
+        name: "pass_through",
+        run: targets::pass_through,
+    },
 ];
 
 /// The target called `name`.

@@ -234,7 +234,8 @@ pub fn inbound(data: &[u8]) {
     assert_eq!(spliced, expected, "spliced body differs");
 }
 
-/// A multipart form (`LlmRequest::parse_form`, `/v1/audio/transcriptions`):
+/// A multipart form (`LlmRequest::parse_form`, `/v1/audio/transcriptions`
+/// and `/v1/images/edits`):
 /// the first line is the content type, the rest the body. An accepted form
 /// has a model whose span holds its text, and the model spliced in leaves
 /// every other byte of the body as received.
@@ -246,11 +247,13 @@ pub fn form(data: &[u8]) {
         return;
     };
     let body = &data[newline + 1..];
-    let parsed = LlmRequest::parse_form(
-        Endpoint::AudioTranscriptions,
-        content_type,
-        Bytes::copy_from_slice(body),
-    );
+    // An image edit form's own checks (image parts, prompt, n, size,
+    // quality), half of the time.
+    let endpoint = match body.len() % 2 {
+        0 => Endpoint::AudioTranscriptions,
+        _ => Endpoint::ImageEdits,
+    };
+    let parsed = LlmRequest::parse_form(endpoint, content_type, Bytes::copy_from_slice(body));
     let Ok(req) = parsed else {
         return;
     };
@@ -514,5 +517,57 @@ pub fn cache(data: &[u8]) {
     if let Ok(v) = serde_json::from_slice::<Value>(sse) {
         let _ = control::parse(Some(&v));
         let _ = control::of_key(&v);
+    }
+}
+
+/// A pass-through route's path and query (`providers::passthrough`): the
+/// first line is the request path, the rest the query. An accepted path
+/// names a provider, and its upstream target stays below the base path:
+/// it starts with it, holds no `.`/`..` segment (plain or encoded), no
+/// empty segment, no encoded slash, and no byte outside visible ASCII,
+/// and the caller's Gemini `key` never survives.
+pub fn pass_through(data: &[u8]) {
+    use gateway::providers::passthrough::{upstream_target, PassThroughProvider};
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let (path, query) = text.split_once('\n').unwrap_or((text, ""));
+    let Some((provider, rest)) = PassThroughProvider::parse(path) else {
+        return;
+    };
+    let base = "/base";
+    let Ok(target) = upstream_target(provider, base, rest, query, Some("upstream")) else {
+        return;
+    };
+    assert!(target.starts_with("/base/"), "left the base: {target}");
+    let (upstream_path, upstream_query) = target.split_once('?').unwrap_or((&target, ""));
+    assert!(
+        target.bytes().all(|b| b.is_ascii_graphic()),
+        "invisible bytes: {target:?}"
+    );
+    let segments: Vec<&str> = upstream_path[1..].split('/').collect();
+    for (i, segment) in segments.iter().enumerate() {
+        let lower = segment.to_ascii_lowercase();
+        let decoded = lower.replace("%2e", ".");
+        assert!(decoded != "." && decoded != "..", "a dot segment: {target}");
+        assert!(
+            !lower.contains("%2f") && !lower.contains("%5c"),
+            "an encoded slash: {target}"
+        );
+        assert!(
+            !segment.is_empty() || i + 1 == segments.len(),
+            "an empty segment: {target}"
+        );
+    }
+    if provider == PassThroughProvider::Gemini {
+        let keys: Vec<&str> = upstream_query
+            .split('&')
+            .filter(|p| p.split('=').next() == Some("key"))
+            .collect();
+        assert_eq!(
+            keys,
+            ["key=upstream"],
+            "the caller's key survived: {target}"
+        );
     }
 }

@@ -83,3 +83,8 @@ fn eventstream() {
 fn cohere() {
     pass("cohere", 60_000);
 }
+
+#[test]
+fn pass_through() {
+    pass("pass_through", 300_000);
+}

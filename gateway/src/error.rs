@@ -345,6 +345,20 @@ pub enum GatewayError {
     /// this request is affected.
     #[error("Internal server error: {0}")]
     Internal(&'static str),
+    /// A pass-through route's path this gateway refuses to forward.
+    #[error("Invalid pass-through path: {0}")]
+    PassThroughPath(&'static str),
+    /// A pass-through route this gateway does not serve.
+    #[error("The /{0}/* pass-through route is not served by this gateway")]
+    PassThroughNotServed(&'static str),
+    /// A pass-through route whose provider has no base or key configured.
+    #[error("The /{provider}/* pass-through route is not configured: {missing}")]
+    PassThroughUnconfigured {
+        /// The route's provider.
+        provider: &'static str,
+        /// What the operator must set.
+        missing: String,
+    },
 }
 
 impl GatewayError {
@@ -392,6 +406,9 @@ impl GatewayError {
             Unavailable(_) | CutOff => 503,
             Internal(_) | GuardrailFailed { .. } => 500,
             ClientGone => 499,
+            PassThroughPath(_) => 400,
+            PassThroughNotServed(_) => 501,
+            PassThroughUnconfigured { .. } => 503,
         }
     }
 
@@ -427,7 +444,8 @@ impl GatewayError {
             } => t,
             Upstream { status, .. } => upstream_type(*status),
             UpstreamUnreachable { .. } | UpstreamProtocol { .. } => "api_connection_error",
-            Unavailable(_) | CutOff => "service_unavailable_error",
+            Unavailable(_) | CutOff | PassThroughUnconfigured { .. } => "service_unavailable_error",
+            PassThroughNotServed(_) => "not_implemented_error",
             NoCapacity { .. } => "rate_limit_error",
             RateLimited { .. } => "throttling_error",
             UnpricedBlocked(_) => "model_cost_map_missing",

@@ -38,6 +38,11 @@ pub enum Endpoint {
     /// `/v1/audio/transcriptions`: OpenAI's speech to text API (a
     /// multipart form).
     AudioTranscriptions,
+    /// `/v1/audio/translations`: OpenAI's speech to English text API (a
+    /// multipart form, as transcriptions).
+    AudioTranslations,
+    /// `/v1/images/edits`: OpenAI's image edit API (a multipart form).
+    ImageEdits,
 }
 
 impl Endpoint {
@@ -54,7 +59,18 @@ impl Endpoint {
             Endpoint::ImageGenerations => "/images/generations",
             Endpoint::AudioSpeech => "/audio/speech",
             Endpoint::AudioTranscriptions => "/audio/transcriptions",
+            Endpoint::AudioTranslations => "/audio/translations",
+            Endpoint::ImageEdits => "/images/edits",
         }
+    }
+
+    /// Whether the body is a `multipart/form-data` form (audio uploads,
+    /// image edits) rather than JSON.
+    pub fn takes_form(self) -> bool {
+        matches!(
+            self,
+            Endpoint::AudioTranscriptions | Endpoint::AudioTranslations | Endpoint::ImageEdits
+        )
     }
 
     /// The format the client speaks on this endpoint.
@@ -77,7 +93,8 @@ impl Endpoint {
             | Endpoint::Responses
             | Endpoint::Moderations
             | Endpoint::AudioSpeech => "input",
-            Endpoint::AudioTranscriptions => "file",
+            Endpoint::AudioTranscriptions | Endpoint::AudioTranslations => "file",
+            Endpoint::ImageEdits => "image",
             Endpoint::Rerank => "query",
         }
     }
@@ -120,6 +137,9 @@ pub struct LlmRequest {
     pub media: Option<MediaAsk>,
     /// LiteLLM's mock testing parameters the body carries (refused).
     pub mock_testing_params: Vec<&'static str>,
+    /// An image edit form's `prompt` field, for the guardrails (a JSON
+    /// body's text is read by them directly).
+    pub form_prompt: Option<Range<usize>>,
 }
 
 /// The routing fields of a body. The raw members are their JSON text as it
@@ -372,7 +392,9 @@ impl LlmRequest {
             Endpoint::Embeddings | Endpoint::Responses | Endpoint::Moderations => view.input,
             Endpoint::AudioSpeech => view.input.filter(|i| i.starts_with('"')),
             // A form is read by `parse_form`, never here.
-            Endpoint::AudioTranscriptions => None,
+            Endpoint::AudioTranscriptions | Endpoint::AudioTranslations | Endpoint::ImageEdits => {
+                None
+            }
             // `query` and `documents` are read and checked by the
             // provider's translation.
             Endpoint::Rerank => Some(""),
@@ -500,12 +522,13 @@ impl LlmRequest {
             forward_headers: Vec::new(),
             media,
             mock_testing_params: view.mock_testing_params(),
+            form_prompt: None,
         })
     }
 
     /// Whether the body is a multipart form rather than JSON.
     pub fn is_form(&self) -> bool {
-        self.endpoint == Endpoint::AudioTranscriptions
+        self.endpoint.takes_form()
     }
 
     /// Reads a `multipart/form-data` body of `content_type` for `endpoint`:
@@ -533,9 +556,42 @@ impl LlmRequest {
         let (model, model_span) =
             text(&form.model, "model")?.ok_or(GatewayError::MissingParam("model"))?;
         check_name("model", &model, MAX_MODEL_BYTES)?;
-        if form.file_bytes.is_none() {
-            return Err(GatewayError::MissingParam("file"));
-        }
+        let media = match endpoint {
+            Endpoint::ImageEdits => {
+                if form.image_bytes.is_none() {
+                    return Err(GatewayError::MissingParam("image"));
+                }
+                if form.prompt.is_none() {
+                    return Err(GatewayError::MissingParam("prompt"));
+                }
+                let n = match text(&form.n, "n")? {
+                    None => None,
+                    Some((n, _)) => Some(
+                        n.trim()
+                            .parse::<u64>()
+                            .ok()
+                            .filter(|n| (1..=MAX_CHOICES).contains(n))
+                            .ok_or_else(|| GatewayError::InvalidParam {
+                                param: "n",
+                                message: format!("must be an integer from 1 to {MAX_CHOICES}"),
+                            })?,
+                    ),
+                };
+                let size = text(&form.size, "size")?.map(|(s, _)| s);
+                let quality = text(&form.quality, "quality")?.map(|(q, _)| q);
+                Some(MediaAsk::Image(media::form_image(
+                    n,
+                    size.as_deref(),
+                    quality.as_deref(),
+                )?))
+            }
+            _ => {
+                if form.file_bytes.is_none() {
+                    return Err(GatewayError::MissingParam("file"));
+                }
+                None
+            }
+        };
         let stream = match text(&form.stream, "stream")? {
             None => false,
             Some((s, _)) => match s.as_str() {
@@ -549,6 +605,13 @@ impl LlmRequest {
                 }
             },
         };
+        // Partial images are not relayed yet, as on image generations.
+        if stream && endpoint == Endpoint::ImageEdits {
+            return Err(GatewayError::InvalidParam {
+                param: "stream",
+                message: format!("{} does not stream", endpoint.path_suffix()),
+            });
+        }
         let end_user = match text(&form.user, "user")? {
             Some((u, _)) => {
                 check_name("user", &u, MAX_USER_BYTES)?;
@@ -569,8 +632,9 @@ impl LlmRequest {
             end_user,
             tags: Vec::new(),
             forward_headers: Vec::new(),
-            media: None,
+            media,
             mock_testing_params: Vec::new(),
+            form_prompt: form.prompt.clone(),
         })
     }
 
@@ -592,6 +656,7 @@ impl LlmRequest {
             forward_headers: self.forward_headers.clone(),
             media: self.media.clone(),
             mock_testing_params: self.mock_testing_params.clone(),
+            form_prompt: self.form_prompt.clone(),
         }
     }
 

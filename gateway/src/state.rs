@@ -69,6 +69,8 @@ pub struct Shared {
     pub spend_logs: crate::spend::SpendLogs,
     shutting_down: AtomicBool,
     shutdown_tx: watch::Sender<bool>,
+    /// Where LiteLLM's provider pass-through routes go, and with which key.
+    pub pass_through: Arc<crate::providers::passthrough::PassThroughTargets>,
 }
 
 impl Shared {
@@ -88,6 +90,7 @@ impl Shared {
         let metrics = crate::metrics::Metrics::new(config.metrics.clone());
         let reloader = crate::reload::Reloader::new(&config);
         Shared {
+            pass_through: config.pass_through.clone(),
             reloader,
             tracer: crate::otel::Tracer::new(config.otel.clone()),
             images: Arc::new(config.images.clone()),

@@ -1,8 +1,11 @@
 """The rest of the API surface against a running gateway: the official
 OpenAI Python SDK on Cohere chat (whole and streamed) and embeddings (the
 SDK's default base64 encoding, decoded by the SDK), on moderations, on
-image generation, on text to speech (whole and streamed) and on
-transcription (a multipart upload); httpx (the SDK's own HTTP client) on LiteLLM's /v1/rerank and /v2/rerank.
+image generation and edits, on text to speech (whole and streamed) and on
+transcription and translation (multipart uploads); httpx (the SDK's own
+HTTP client) on LiteLLM's /v1/rerank and /v2/rerank and on the provider
+pass-through routes /anthropic/* (a virtual key in x-api-key) and /gemini/*
+(the key in ?key=).
 
 Environment:
   GATEWAY_BASE_URL          e.g. http://127.0.0.1:4000/v1
@@ -13,7 +16,9 @@ Environment:
   GATEWAY_MODERATION_MODEL  an OpenAI moderation model group
   GATEWAY_IMAGE_MODEL       an OpenAI gpt-image model group
   GATEWAY_SPEECH_MODEL      an OpenAI text to speech model group
-  GATEWAY_TRANSCRIBE_MODEL  an OpenAI whisper model group
+  GATEWAY_TRANSCRIBE_MODEL  an OpenAI whisper model group (also translates)
+  GATEWAY_PASS_THROUGH      "1" when the gateway's Anthropic and Gemini
+                            pass-through routes reach the mock
 
 Run directly (exits non-zero on any failure); tests/tests/python_surface.rs
 starts a mock upstream and a gateway and runs this file.
@@ -116,6 +121,53 @@ def test_transcription():
         model=TRANSCRIBE, file=("talk.mp3", audio), response_format="text"
     )
     assert text.strip() == "mock transcript of talk.mp3", text
+
+
+def test_image_edit():
+    png = b"\x89PNG\r\n\x1a\n" + bytes(64)
+    resp = client().images.edit(
+        model=IMAGE, image=("cat.png", png, "image/png"), prompt="add a red hat", n=2, quality="low"
+    )
+    assert len(resp.data) == 2 and resp.data[0].b64_json, resp
+    assert resp.usage.output_tokens == 2 * 272, resp
+
+
+def test_translation():
+    audio = b"RIFF" + bytes(31_996)  # two seconds of the mock's audio
+    resp = client().audio.translations.create(
+        model=TRANSCRIBE, file=("talk.wav", audio), response_format="verbose_json"
+    )
+    assert resp.text == "mock translation of talk.wav", resp
+    assert resp.duration == 2.0, resp
+    resp = client().audio.translations.create(model=TRANSCRIBE, file=("talk.mp3", audio))
+    assert resp.text == "mock translation of talk.mp3", resp
+
+
+def test_pass_through():
+    if os.environ.get("GATEWAY_PASS_THROUGH") != "1":
+        return
+    root = BASE_URL.removesuffix("/v1")
+    resp = httpx.post(
+        f"{root}/anthropic/v1/messages",
+        headers={"x-api-key": MASTER_KEY, "anthropic-version": "2023-06-01"},
+        json={"model": "claude-haiku-4-5", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]},
+        timeout=30,
+    )
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["type"] == "message", resp.text
+    assert resp.headers["x-litellm-call-id"], resp.headers
+    with httpx.stream(
+        "POST",
+        f"{root}/gemini/v1beta/models/gemini-2.0-flash:streamGenerateContent",
+        params={"alt": "sse", "key": MASTER_KEY},
+        json={"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+        timeout=30,
+    ) as streamed:
+        assert streamed.status_code == 200, streamed.read()
+        events = [line for line in streamed.iter_lines() if line.startswith("data: ")]
+    assert events and "candidates" in events[0], events
+    resp = httpx.post(f"{root}/anthropic/v1/messages", json={}, timeout=30)
+    assert resp.status_code == 401, resp.text
 
 
 def test_rerank():

@@ -217,3 +217,58 @@ fn budgets_and_rate_limits_apply_to_transcriptions() {
     assert_eq!(transcribe(&gw, path, &limited, &small).status, 200);
     e2e::assert_error(&transcribe(&gw, path, &limited, &small), 429);
 }
+
+#[test]
+fn translations_forward_the_form_and_bill_the_seconds_reported() {
+    let mock = MockServer::start(&[]);
+    let gw = start(&mock);
+    let path = "/v1/audio/translations";
+    // verbose_json: the duration (three seconds of the mock's audio).
+    let body = form(
+        &[("model", "whisper"), ("response_format", "verbose_json")],
+        Some(("talk.wav", 48_000)),
+    );
+    let resp = transcribe(&gw, path, MASTER_KEY, &body);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let answer = resp.json();
+    assert_eq!(answer["text"], "mock translation of talk.wav");
+    assert_eq!(
+        answer["task"], "translate",
+        "the upstream's translation API"
+    );
+    let row = spend_row(&gw, &resp);
+    assert_eq!(row["call_type"], "atranscription");
+    let spent = row["spend"].as_f64().unwrap();
+    assert!(close(spent, 3.0 * 0.0001), "{spent}");
+    // Azure, without /v1.
+    let body = form(
+        &[
+            ("model", "whisper-azure"),
+            ("response_format", "verbose_json"),
+        ],
+        Some(("talk.wav", 16_000)),
+    );
+    let resp = transcribe(&gw, "/audio/translations", MASTER_KEY, &body);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(resp.json()["task"], "translate");
+    // `json` reports no length: relayed, costs nothing (as LiteLLM's).
+    let body = form(&[("model", "whisper")], Some(("talk.mp3", 100)));
+    let resp = transcribe(&gw, path, MASTER_KEY, &body);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(resp.json(), json!({"text": "mock translation of talk.mp3"}));
+    // The upstream's refusals reach the client: a transcription-only
+    // field, a model without translations.
+    let body = form(
+        &[("model", "whisper"), ("language", "de")],
+        Some(("talk.wav", 100)),
+    );
+    let err = e2e::assert_error(&transcribe(&gw, path, MASTER_KEY, &body), 400);
+    assert!(e2e::error_message(&err).contains("language"), "{err:?}");
+    let body = form(&[("model", "transcriber")], Some(("talk.wav", 100)));
+    e2e::assert_error(&transcribe(&gw, path, MASTER_KEY, &body), 400);
+    // A malformed form never reaches the upstream; other providers: 400.
+    let err = e2e::assert_error(&transcribe(&gw, path, MASTER_KEY, b"--nope"), 400);
+    assert!(!e2e::error_message(&err).is_empty());
+    let body = form(&[("model", "claude")], Some(("talk.wav", 100)));
+    e2e::assert_error(&transcribe(&gw, path, MASTER_KEY, &body), 400);
+}

@@ -1,8 +1,9 @@
 //! The rest of the API surface through Python clients
 //! (`tests/python/test_surface.py`): the official OpenAI SDK on Cohere chat,
-//! streaming and embeddings, on moderations, image generation, text to
-//! speech and transcription, httpx on `/v1/rerank` and
-//! `/v2/rerank`, against a gateway on the faithful mock.
+//! streaming and embeddings, on moderations, image generation and edits, text to
+//! speech, transcription and translation, httpx on `/v1/rerank`,
+//! `/v2/rerank` and the `/anthropic/*` and `/gemini/*` pass-through routes,
+//! against a gateway on the faithful mock.
 
 use std::time::Duration;
 
@@ -39,7 +40,16 @@ fn openai_sdk_and_httpx_on_cohere_rerank_and_moderations() {
         ],
         "general_settings": {"master_key": MASTER_KEY},
     });
-    let gw = Gateway::start(&to_yaml(&config), &[]);
+    let upstream = format!("http://127.0.0.1:{}", mock.port());
+    let gw = Gateway::start(
+        &to_yaml(&config),
+        &[
+            ("ANTHROPIC_API_BASE", &upstream),
+            ("ANTHROPIC_API_KEY", "sk-ant-upstream"),
+            ("GEMINI_API_BASE", &upstream),
+            ("GEMINI_API_KEY", "mock-gemini-api-key"),
+        ],
+    );
     let base_url = format!("http://127.0.0.1:{}/v1", gw.port());
     let run = e2e::python::run_script(
         "test_surface.py",
@@ -53,6 +63,7 @@ fn openai_sdk_and_httpx_on_cohere_rerank_and_moderations() {
             ("GATEWAY_IMAGE_MODEL", "gpt-image"),
             ("GATEWAY_SPEECH_MODEL", "tts"),
             ("GATEWAY_TRANSCRIBE_MODEL", "whisper"),
+            ("GATEWAY_PASS_THROUGH", "1"),
         ],
         Duration::from_secs(120),
     );
@@ -61,5 +72,5 @@ fn openai_sdk_and_httpx_on_cohere_rerank_and_moderations() {
         .status
         .unwrap_or_else(|| panic!("test_surface.py timed out after 120 s:\n{text}"));
     assert!(status.success(), "{text}\n{}", gw.output());
-    assert_eq!(text.matches("PASS ").count(), 8, "{text}");
+    assert_eq!(text.matches("PASS ").count(), 11, "{text}");
 }

@@ -24,6 +24,7 @@ use crate::downstream::Responder;
 use crate::error::GatewayError;
 use crate::http1::RequestHead;
 use crate::inbound::Endpoint;
+use crate::providers::passthrough::{self, PassThroughProvider};
 use crate::proxy;
 use crate::state::Worker;
 use bytes::Bytes;
@@ -58,6 +59,11 @@ enum Route<'a> {
     Model(&'a str),
     /// The admin console (`/ui`, `/ui/...`), at this path.
     Ui(&'a str),
+    /// A provider pass-through route (`/openai/*`, `/anthropic/*`, ...):
+    /// the provider and the path after its prefix.
+    PassThrough(PassThroughProvider, &'a str),
+    /// One of `general_settings.pass_through_endpoints`, by its index.
+    CustomPassThrough(usize),
     NotFound,
 }
 
@@ -80,6 +86,9 @@ fn route<'h>(worker: &Worker, head: &'h RequestHead) -> Route<'h> {
     if let Some(op) = cache::Op::parse(method, path) {
         return Route::Cache(op);
     }
+    if let Some((provider, rest)) = PassThroughProvider::parse(path) {
+        return Route::PassThrough(provider, rest);
+    }
     match unversioned {
         "/chat/completions" if method == "POST" => Route::Llm(Endpoint::ChatCompletions),
         "/completions" if method == "POST" => Route::Llm(Endpoint::Completions),
@@ -89,8 +98,10 @@ fn route<'h>(worker: &Worker, head: &'h RequestHead) -> Route<'h> {
         "/rerank" | "/v2/rerank" if method == "POST" => Route::Llm(Endpoint::Rerank),
         "/moderations" if method == "POST" => Route::Llm(Endpoint::Moderations),
         "/images/generations" if method == "POST" => Route::Llm(Endpoint::ImageGenerations),
+        "/images/edits" if method == "POST" => Route::Llm(Endpoint::ImageEdits),
         "/audio/speech" if method == "POST" => Route::Llm(Endpoint::AudioSpeech),
         "/audio/transcriptions" if method == "POST" => Route::Llm(Endpoint::AudioTranscriptions),
+        "/audio/translations" if method == "POST" => Route::Llm(Endpoint::AudioTranslations),
         "/messages/count_tokens" if method == "POST" => Route::CountTokens,
         p if admin::is_admin_path(p) => Route::Admin(p),
         "/health/liveliness" | "/health/liveness" if get => Route::Liveliness,
@@ -102,7 +113,11 @@ fn route<'h>(worker: &Worker, head: &'h RequestHead) -> Route<'h> {
         "/models" if get => Route::Models,
         "/routes" if get => Route::Routes,
         p if get && p.starts_with("/models/") => Route::Model(&p["/models/".len()..]),
-        _ => Route::NotFound,
+        // The config's own endpoints never shadow the gateway's routes.
+        _ => match worker.shared.pass_through.custom_for(path) {
+            Some(index) => Route::CustomPassThrough(index),
+            None => Route::NotFound,
+        },
     }
 }
 
@@ -118,6 +133,46 @@ fn key_routes(caller: Option<Principal>, path: &str) -> Result<Option<Principal>
         }
     }
     Ok(caller)
+}
+
+/// An `auth: true` custom pass-through endpoint, as LiteLLM gates it: a
+/// virtual key needs an explicit grant, its own or else its team's
+/// `metadata.allowed_passthrough_routes` naming the endpoint's path (or a
+/// prefix of it, `/x` or `/x/*`); the master key needs none.
+fn granted_pass_through(caller: Principal, path: &str) -> Result<Principal, GatewayError> {
+    let Principal::Key(key) = &caller else {
+        return Ok(caller);
+    };
+    let listed = |meta: &serde_json::Map<String, serde_json::Value>| {
+        meta.get("allowed_passthrough_routes")
+            .and_then(serde_json::Value::as_array)
+            .map(|routes| {
+                routes
+                    .iter()
+                    .filter_map(serde_json::Value::as_str)
+                    .map(str::to_string)
+                    .collect::<Vec<_>>()
+            })
+    };
+    let allowed = listed(&key.record.metadata)
+        .or_else(|| key.team.as_ref().and_then(|t| listed(&t.record.metadata)))
+        .unwrap_or_default();
+    let grants = |route: &str| {
+        let route = route.trim_end_matches('*').trim_end_matches('/');
+        !route.is_empty()
+            && (path == route
+                || path
+                    .strip_prefix(route)
+                    .is_some_and(|rest| rest.starts_with('/')))
+    };
+    if allowed.iter().any(|r| grants(r)) {
+        Ok(caller)
+    } else {
+        Err(GatewayError::KeyRouteForbidden {
+            allowed,
+            route: path.to_string(),
+        })
+    }
 }
 
 /// What the request head alone decided: the caller, for the routes that
@@ -181,6 +236,23 @@ pub async fn admit(
             Err(e) => Err(e),
         },
         Route::ReadinessDetails => admin_caller(worker, head, credentials).await.map(Some),
+        // Google AI Studio's clients send the key as `?key=` or
+        // `x-goog-api-key`.
+        Route::PassThrough(provider, _) if provider.reads_google_key() => {
+            let key = passthrough::query_key(head.query())
+                .or_else(|| head.header("x-goog-api-key").map(str::trim))
+                .or_else(|| crate::auth::credential(head));
+            auth.authenticate_key(key, credentials).await.map(Some)
+        }
+        Route::PassThrough(..) => auth.authenticate(head, credentials).await.map(Some),
+        Route::CustomPassThrough(index) => match worker.shared.pass_through.custom.get(index) {
+            Some(endpoint) if endpoint.auth => auth
+                .authenticate(head, credentials)
+                .await
+                .and_then(|p| granted_pass_through(p, &endpoint.path))
+                .map(Some),
+            _ => Ok(None),
+        },
         Route::Health | Route::Reload | Route::Cache(_) => {
             match admin_caller(worker, head, credentials).await {
                 Ok(p) if p.is_admin() => Ok(Some(p)),
@@ -240,6 +312,35 @@ pub async fn handle(
         Route::Llm(endpoint) => {
             let caller = admission.caller();
             proxy::handle(worker, head, endpoint, caller, body, out, received_at).await;
+            return;
+        }
+        Route::PassThrough(provider, rest) => {
+            // Boxed, as the management API below: its state would join
+            // every LLM request's.
+            Box::pin(proxy::pass_through(
+                worker,
+                head,
+                (provider, rest),
+                admission.caller(),
+                body,
+                out,
+                received_at,
+            ))
+            .await;
+            return;
+        }
+        Route::CustomPassThrough(index) => {
+            // Boxed, as above.
+            Box::pin(proxy::pass_through_custom(
+                worker,
+                head,
+                index,
+                admission.0,
+                body,
+                out,
+                received_at,
+            ))
+            .await;
             return;
         }
         Route::CountTokens => {

@@ -20,14 +20,28 @@ const ROUTES: &[(&[&str], &str)] = &[
     (&["POST"], "/images/generations"),
     (&["POST"], "/audio/speech"),
     (&["POST"], "/audio/transcriptions"),
+    (&["POST"], "/audio/translations"),
+    (&["POST"], "/images/edits"),
     (&["GET"], "/models"),
     (&["GET"], "/models/{model_id}"),
 ];
+
+/// The methods a provider pass-through route serves.
+const ANY: &[&str] = &["GET", "POST", "PUT", "DELETE", "PATCH"];
 
 /// Routes served only as listed (no `/v1` twin).
 const OTHER_ROUTES: &[(&[&str], &str)] = &[
     (&["POST"], "/v2/rerank"),
     (&["GET"], "/routes"),
+    (ANY, "/openai/{endpoint}"),
+    (ANY, "/anthropic/{endpoint}"),
+    (ANY, "/gemini/{endpoint}"),
+    (ANY, "/cohere/{endpoint}"),
+    (ANY, "/mistral/{endpoint}"),
+    (ANY, "/azure/{endpoint}"),
+    (ANY, "/vertex_ai/{endpoint}"),
+    (ANY, "/vertex-ai/{endpoint}"),
+    (ANY, "/bedrock/{endpoint}"),
     (&["GET"], "/health"),
     (&["GET"], "/health/liveliness"),
     (&["GET"], "/health/liveness"),

@@ -242,10 +242,21 @@ impl Authenticator {
         head: &RequestHead,
         memo: &mut CredentialMemo,
     ) -> Result<Principal, GatewayError> {
+        self.authenticate_key(credential(head), memo).await
+    }
+
+    /// [`Self::authenticate`] for a credential read elsewhere than the
+    /// usual headers (Google AI Studio's `?key=` and `x-goog-api-key` on
+    /// the Gemini pass-through route).
+    pub async fn authenticate_key(
+        &self,
+        key: Option<&str>,
+        memo: &mut CredentialMemo,
+    ) -> Result<Principal, GatewayError> {
         let Some(expected) = &self.master_key_hash else {
             return Ok(Principal::Anonymous);
         };
-        let key = credential(head).ok_or(GatewayError::MissingKey)?;
+        let key = key.ok_or(GatewayError::MissingKey)?;
         let hash = memo.hash(key);
         if bool::from(hash.ct_eq(expected)) {
             return Ok(Principal::Master);

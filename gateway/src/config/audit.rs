@@ -92,6 +92,8 @@ const GENERAL_ACTED_ON: &[&str] = &[
     // The spend writer (`spend::SpendLogs`).
     "disable_spend_logs",
     "disable_error_logs",
+    // The config's own pass-through endpoints (`providers::passthrough`).
+    "pass_through_endpoints",
 ];
 
 /// Keys of `general_settings` refused while unimplemented, with the reason.

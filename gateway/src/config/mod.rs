@@ -125,6 +125,8 @@ pub struct Config {
     pub guardrails: std::sync::Arc<crate::guardrails::Guardrails>,
     /// Non-fatal findings (unknown keys), logged at start.
     pub warnings: Vec<String>,
+    /// Where LiteLLM's provider pass-through routes go, and with which key.
+    pub pass_through: std::sync::Arc<crate::providers::passthrough::PassThroughTargets>,
 }
 
 impl Config {

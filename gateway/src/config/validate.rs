@@ -202,15 +202,50 @@ pub(super) fn validate(
     )
     .map_err(|r| invalid(r.entry, r.problem))?;
     let mut deployments = Vec::with_capacity(file.model_list.len());
-    for (i, entry) in file.model_list.into_iter().enumerate() {
+    // The deployments whose key the pass-through routes use.
+    let mut in_pass_through = Vec::new();
+    for (i, mut entry) in file.model_list.into_iter().enumerate() {
         let label = match &entry.model_name {
             Some(name) => format!("model_list[{i}] (model_name \"{name}\")"),
             None => format!("model_list[{i}]"),
         };
+        let flag = entry
+            .litellm_params
+            .as_mut()
+            .and_then(|p| p.other.remove("use_in_pass_through"));
+        match flag {
+            None | Some(serde_yaml::Value::Null) | Some(serde_yaml::Value::Bool(false)) => {}
+            Some(serde_yaml::Value::Bool(true)) => in_pass_through.push(i),
+            Some(_) => {
+                return Err(invalid(
+                    label,
+                    "litellm_params.use_in_pass_through must be true or false".into(),
+                ))
+            }
+        }
         let dep = deployment(entry, &router, lookup, &mut warnings, &label)
             .map_err(|e| invalid(label, e.problem))?;
         deployments.push(dep);
     }
+    let pass_through = {
+        let offered: Vec<_> = in_pass_through
+            .iter()
+            .map(|&i| crate::providers::passthrough::DeploymentCredential {
+                provider: &deployments[i].provider_name,
+                key: deployments[i].api_key.as_deref(),
+            })
+            .collect();
+        let mut targets =
+            crate::providers::passthrough::PassThroughTargets::resolve(lookup, &offered)
+                .map_err(|p| invalid("pass-through routes".into(), p))?;
+        if let Some(list) = file.general_settings.other.get("pass_through_endpoints") {
+            if !list.is_null() {
+                targets.custom = crate::providers::passthrough::CustomEndpoint::parse_all(list)
+                    .map_err(|p| invalid("general_settings.pass_through_endpoints".into(), p))?;
+            }
+        }
+        targets
+    };
     let mut ids = std::collections::HashSet::new();
     for d in &deployments {
         if !ids.insert(d.id.clone()) {
@@ -401,6 +436,7 @@ pub(super) fn validate(
         router,
         litellm_settings: file.litellm_settings,
         warnings,
+        pass_through: std::sync::Arc::new(pass_through),
     })
 }
 

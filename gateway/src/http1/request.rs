@@ -72,6 +72,15 @@ impl RequestHead {
             .find(|(n, _)| self.raw[n.clone()].eq_ignore_ascii_case(name.as_bytes()))
             .and_then(|(_, v)| std::str::from_utf8(&self.raw[v.clone()]).ok())
     }
+
+    /// Every header in order, as name and value; those not valid UTF-8
+    /// are left out.
+    pub fn headers(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.headers.iter().filter_map(|(n, v)| {
+            let name = std::str::from_utf8(&self.raw[n.clone()]).ok()?;
+            Some((name, std::str::from_utf8(&self.raw[v.clone()]).ok()?))
+        })
+    }
 }
 
 /// Header slots kept on the stack while parsing.

@@ -1,7 +1,8 @@
 //! A `multipart/form-data` body (RFC 7578), as OpenAI's audio
-//! transcription and translation endpoints take it: the fields the gateway
-//! routes by (`model`, `stream`, `user`), located in the body without
-//! copying it, and the `file` part checked to be there. Bounded: at most
+//! transcription and translation and image edit endpoints take it: the
+//! fields the gateway routes and prices by (`model`, `stream`, `user`;
+//! an edit's `prompt`, `n`, `size`, `quality`), located in the body without
+//! copying it, and the `file` (or `image`) part checked to be there. Bounded: at most
 //! [`MAX_PARTS`] parts, [`MAX_PART_HEAD`] bytes of headers each, and
 //! [`MAX_FIELD`] bytes for a field that is not a file.
 
@@ -30,6 +31,17 @@ pub struct Form {
     /// Bytes of the `file` part's content, when there is one with a file
     /// name.
     pub file_bytes: Option<usize>,
+    /// The `prompt` field's value (image edits).
+    pub prompt: Option<Range<usize>>,
+    /// The `n` field's value (image edits).
+    pub n: Option<Range<usize>>,
+    /// The `size` field's value (image edits).
+    pub size: Option<Range<usize>>,
+    /// The `quality` field's value (image edits).
+    pub quality: Option<Range<usize>>,
+    /// Bytes of the `image` (or `image[]`) parts' contents with a file
+    /// name (image edits).
+    pub image_bytes: Option<usize>,
 }
 
 fn bad(message: impl Into<String>) -> GatewayError {
@@ -125,6 +137,9 @@ pub fn read(body: &[u8], boundary: &str) -> Result<Form, GatewayError> {
             .ok_or_else(|| bad("a multipart part needs Content-Disposition: form-data; name=…"))?;
         match (name, filename) {
             ("file", Some(_)) => form.file_bytes = Some(content_len),
+            ("image" | "image[]", Some(_)) => {
+                form.image_bytes = Some(form.image_bytes.unwrap_or(0).saturating_add(content_len))
+            }
             (_, Some(_)) => {}
             (field, None) => {
                 if content_len > MAX_FIELD {
@@ -137,6 +152,10 @@ pub fn read(body: &[u8], boundary: &str) -> Result<Form, GatewayError> {
                     "model" => &mut form.model,
                     "stream" => &mut form.stream,
                     "user" => &mut form.user,
+                    "prompt" => &mut form.prompt,
+                    "n" => &mut form.n,
+                    "size" => &mut form.size,
+                    "quality" => &mut form.quality,
                     _ => &mut None,
                 };
                 if slot.is_some() {

@@ -1,5 +1,6 @@
 //! The fields the price of a media request depends on: an image
-//! generation's (`/v1/images/generations`) count, size and quality; a
+//! generation's (`/v1/images/generations`) or edit's (`/v1/images/edits`,
+//! from its form) count, size and quality; a
 //! speech request's (`/v1/audio/speech`) characters.
 
 use crate::error::GatewayError;
@@ -90,6 +91,24 @@ pub(super) fn speech(raw_input: &str) -> Result<MediaAsk, GatewayError> {
         })?;
     let characters = input.chars().filter(|c| !c.is_whitespace()).count() as u64;
     Ok(MediaAsk::Speech { characters })
+}
+
+/// The image ask of an image edit's form fields: `n` (checked by the
+/// caller), `size` and `quality` (short strings).
+pub(super) fn form_image(
+    n: Option<u64>,
+    size: Option<&str>,
+    quality: Option<&str>,
+) -> Result<ImageAsk, GatewayError> {
+    let as_value = |v: Option<&str>| v.map(|s| serde_json::Value::String(s.to_string()));
+    let (size, quality) = (as_value(size), as_value(quality));
+    let size = checked("size", &size)?;
+    let quality = checked("quality", &quality)?;
+    Ok(ImageAsk {
+        n: n.unwrap_or(1),
+        size: size.and_then(dimensions),
+        quality: quality.map(str::to_string),
+    })
 }
 
 /// Reads `size` and `quality` of `body` (a JSON object already parsed once

@@ -14,6 +14,7 @@ pub mod eventstream;
 pub mod gemini;
 mod mock;
 mod openai;
+pub mod passthrough;
 pub mod sigv4;
 pub mod unsupported;
 pub mod vertex;
@@ -245,7 +246,8 @@ pub fn serves_responses(dep: &Deployment) -> bool {
 /// Whether `dep` serves `endpoint` where only some providers do: LiteLLM's
 /// `/rerank` on Cohere deployments, `/moderations` on OpenAI's API (and
 /// servers speaking it), `/images/generations`, `/audio/speech` and
-/// `/audio/transcriptions` on OpenAI's and Azure OpenAI's; every other endpoint is the provider's translation's to
+/// `/audio/transcriptions`, `/audio/translations` and `/images/edits` on
+/// OpenAI's and Azure OpenAI's; every other endpoint is the provider's translation's to
 /// accept or refuse. An unsupported deployment serves them all (to refuse
 /// them itself).
 pub fn serves(endpoint: Endpoint, dep: &Deployment) -> bool {
@@ -258,7 +260,11 @@ pub fn serves(endpoint: Endpoint, dep: &Deployment) -> bool {
         // OpenAI's images and speech APIs, and Azure OpenAI's under a
         // deployment.
         (
-            Endpoint::ImageGenerations | Endpoint::AudioSpeech | Endpoint::AudioTranscriptions,
+            Endpoint::ImageGenerations
+            | Endpoint::AudioSpeech
+            | Endpoint::AudioTranscriptions
+            | Endpoint::AudioTranslations
+            | Endpoint::ImageEdits,
             kind,
         ) => {
             matches!(kind, ProviderKind::OpenAiCompatible | ProviderKind::Azure)

@@ -24,7 +24,7 @@ pub(super) fn forward_headers(
 ) -> Vec<(&'static str, String)> {
     // A form's content type carries its boundary: the upstream gets it as
     // sent (a missing one is refused when the form is read).
-    if endpoint == Endpoint::AudioTranscriptions {
+    if endpoint.takes_form() {
         let content_type = head.header("content-type").unwrap_or("");
         return vec![("content-type", content_type.to_string())];
     }

@@ -79,6 +79,36 @@ pub(super) async fn services(
         .map_err(|_| GatewayError::Internal("re-encoding a guarded body failed"))
 }
 
+/// The guardrails on an image edit form's `prompt` (an audio form has no
+/// text): run as on a JSON body holding it; a prompt they would mask is
+/// refused, as the form is forwarded as received.
+pub(super) async fn form_prompt(
+    worker: &Worker,
+    principal: &Principal,
+    form: &crate::inbound::LlmRequest,
+    outcome: &mut Outcome,
+) -> Result<(), GatewayError> {
+    let Some(range) = form.form_prompt.clone() else {
+        return Ok(());
+    };
+    let text = String::from_utf8_lossy(&form.body[range]);
+    let json = serde_json::json!({ "prompt": text }).to_string();
+    let sent = Bytes::from(json);
+    let (checked, pending) = pre_call(worker, (principal, form.endpoint), sent.clone(), outcome)?;
+    let checked = if pending.is_empty() {
+        checked
+    } else {
+        Box::pin(services(worker, checked, &pending, outcome)).await?
+    };
+    if checked != sent {
+        return Err(GatewayError::InvalidParam {
+            param: "prompt",
+            message: "a guardrail masks this prompt; an image edit's form is forwarded as received, so it is refused".into(),
+        });
+    }
+    Ok(())
+}
+
 /// Sends a whole 2xx answer `body` in the `client`'s format after its
 /// `post_call` guardrails (content filters, then services): masked, or
 /// replaced by their refusal (the answer was generated, so the attempt is

@@ -35,6 +35,7 @@ mod guard_api;
 mod headers;
 mod held;
 mod images;
+mod passthrough;
 mod record;
 mod relay;
 
@@ -58,6 +59,8 @@ use record::Attempt;
 use relay::UsageTap;
 
 pub use count_tokens::handle as count_tokens;
+pub use passthrough::handle as pass_through;
+pub use passthrough::handle_custom as pass_through_custom;
 pub use record::flush_spend;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -325,7 +328,11 @@ async fn serve(
     // 2. read, after the guardrails (which may refuse it or mask its text;
     // a form's audio has no text for them)
     let parsed = match convert::form_content_type(&forward_headers) {
-        Some(content_type) => LlmRequest::parse_form(endpoint, content_type, body)?,
+        Some(content_type) => {
+            let form = LlmRequest::parse_form(endpoint, content_type, body)?;
+            guard::form_prompt(worker, principal, &form, outcome).await?;
+            form
+        }
         None => {
             let (body, services) = guard::pre_call(worker, (principal, endpoint), body, outcome)?;
             let body = if services.is_empty() {
@@ -473,6 +480,8 @@ async fn serve(
                     | Endpoint::ImageGenerations
                     | Endpoint::AudioSpeech
                     | Endpoint::AudioTranscriptions
+                    | Endpoint::AudioTranslations
+                    | Endpoint::ImageEdits
             ),
             request_id: &outcome.call_id,
         })
@@ -761,7 +770,9 @@ async fn attempt_once(
     // Generated audio carries no usage: it is relayed, never kept.
     let mut tap = match endpoint {
         Endpoint::AudioSpeech => UsageTap::off(),
-        Endpoint::AudioTranscriptions => UsageTap::new(false, Format::OpenAi),
+        Endpoint::AudioTranscriptions | Endpoint::AudioTranslations => {
+            UsageTap::new(false, Format::OpenAi)
+        }
         _ => UsageTap::new(stream, wire),
     };
     let client = endpoint.format();

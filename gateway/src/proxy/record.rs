@@ -87,7 +87,9 @@ pub(super) async fn admit<'l>(
         | Endpoint::Moderations
         | Endpoint::ImageGenerations
         | Endpoint::AudioSpeech
-        | Endpoint::AudioTranscriptions => 0,
+        | Endpoint::AudioTranscriptions
+        | Endpoint::AudioTranslations
+        | Endpoint::ImageEdits => 0,
         _ => req.max_tokens.unwrap_or_else(|| {
             let cap = spend::max_output_tokens(dep, upstream_model);
             match estimated_output(key, group, priced.estimated_output) {
@@ -135,7 +137,10 @@ pub(super) async fn admit<'l>(
 /// The budgets a request for `group` is admitted against, by scope: its
 /// key's, user's, team's, the key's per-model one, its end user's and the
 /// proxy-wide one (every caller's, the master key's too, as LiteLLM's).
-fn budgets_of(caller: Caller<'_>, group: &str) -> Vec<(&'static str, Arc<crate::budget::Budget>)> {
+pub(super) fn budgets_of(
+    caller: Caller<'_>,
+    group: &str,
+) -> Vec<(&'static str, Arc<crate::budget::Budget>)> {
     let mut budgets = Vec::with_capacity(10);
     if let Some(key) = super::key_of(caller.principal) {
         budgets.push(("key", key.budget.clone()));
@@ -478,8 +483,11 @@ fn call_type(endpoint: Endpoint) -> &'static str {
         Endpoint::Rerank => "arerank",
         Endpoint::Moderations => "amoderation",
         Endpoint::ImageGenerations => "aimage_generation",
+        Endpoint::ImageEdits => "aimage_edit",
         Endpoint::AudioSpeech => "aspeech",
-        Endpoint::AudioTranscriptions => "atranscription",
+        // LiteLLM has no call type of its own for translations (its proxy
+        // has no such route): its transcription one.
+        Endpoint::AudioTranscriptions | Endpoint::AudioTranslations => "atranscription",
     }
 }
 

@@ -211,7 +211,7 @@ impl<S: AsyncReadRent + AsyncWriteRent> Conn<S> {
             match (route, &body) {
                 (Route::NotFound, _) => errors::not_found(&req.method, req.path()),
                 (Route::Models, _) => Reply::json(200, api::MODELS_BODY.to_vec()),
-                (Route::Transcriptions, _) => {
+                (Route::Transcriptions | Route::Translations | Route::ImageEdits, _) => {
                     let ctx = Ctx {
                         id: shared.next_id(),
                         created: unix_now(),
@@ -219,7 +219,10 @@ impl<S: AsyncReadRent + AsyncWriteRent> Conn<S> {
                         controls: &controls,
                         req: &req,
                     };
-                    let reply = api::transcriptions::handle(&ctx);
+                    let reply = match route {
+                        Route::ImageEdits => api::image_edits::handle(&ctx),
+                        _ => api::transcriptions::handle(&ctx, route == Route::Translations),
+                    };
                     match api::azure::deployment(req.path()) {
                         Some(_) => match api::azure::check(&ctx, &Value::Null) {
                             Ok(()) => reply,

@@ -122,7 +122,9 @@ impl Provider for Anthropic {
             | Endpoint::Moderations
             | Endpoint::ImageGenerations
             | Endpoint::AudioSpeech
-            | Endpoint::AudioTranscriptions => {
+            | Endpoint::AudioTranscriptions
+            | Endpoint::AudioTranslations
+            | Endpoint::ImageEdits => {
                 return Err(GatewayError::InvalidParam {
                     param: "model",
                     message: format!(

@@ -93,7 +93,9 @@ impl Provider for VertexAnthropic {
             | Endpoint::Moderations
             | Endpoint::ImageGenerations
             | Endpoint::AudioSpeech
-            | Endpoint::AudioTranscriptions => {
+            | Endpoint::AudioTranscriptions
+            | Endpoint::AudioTranslations
+            | Endpoint::ImageEdits => {
                 return Err(GatewayError::InvalidParam {
                     param: "model",
                     message: format!(

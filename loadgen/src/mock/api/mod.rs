@@ -11,6 +11,7 @@ pub mod embed;
 pub mod embeddings;
 pub mod errors;
 pub mod gemini;
+pub mod image_edits;
 pub mod image_generations;
 pub mod images;
 pub mod moderations;
@@ -64,6 +65,11 @@ pub enum Route {
     /// `POST …/audio/transcriptions` (OpenAI's speech to text API; a
     /// multipart form, not JSON).
     Transcriptions,
+    /// `POST …/audio/translations` (OpenAI's speech to English text API;
+    /// a multipart form).
+    Translations,
+    /// `POST …/images/edits` (OpenAI's image edit API; a multipart form).
+    ImageEdits,
     /// `POST …/token` (Google's OAuth token endpoint).
     Token,
     /// `POST /v1/traces` (an OpenTelemetry collector's OTLP/HTTP sink: the
@@ -127,6 +133,8 @@ pub fn route(method: &str, path: &str) -> Route {
         "POST" if path.ends_with("/images/generations") => Route::ImageGenerations,
         "POST" if path.ends_with("/audio/speech") => Route::Speech,
         "POST" if path.ends_with("/audio/transcriptions") => Route::Transcriptions,
+        "POST" if path.ends_with("/audio/translations") => Route::Translations,
+        "POST" if path.ends_with("/images/edits") => Route::ImageEdits,
         "POST" if path.ends_with("/token") => Route::Token,
         "POST" if path == "/v1/traces" => Route::Traces,
         "GET" if path.ends_with("/models") => Route::Models,
@@ -162,6 +170,8 @@ pub fn handle(route: Route, ctx: &Ctx<'_>, body: &serde_json::Value) -> Reply {
         Route::Speech => speech::handle(ctx, body),
         Route::Models
         | Route::Transcriptions
+        | Route::Translations
+        | Route::ImageEdits
         | Route::Token
         | Route::Traces
         | Route::Stats

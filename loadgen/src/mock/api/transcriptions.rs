@@ -7,6 +7,11 @@
 //! `whisper`, tokens for the `gpt-4o` transcribers), `verbose_json`
 //! (`task`, `language`, `duration`, `segments`), and `text`, `srt`, `vtt`
 //! as plain text.
+//!
+//! `POST …/audio/translations` (OpenAI's speech to English text API) takes
+//! the same form without `language`, `include`, `timestamp_granularities`
+//! or `stream`, and only `whisper-1` (any Azure deployment); its `verbose_json` says
+//! `"task": "translate"` and its answers carry no `usage`.
 
 use serde_json::{json, Value};
 
@@ -24,14 +29,14 @@ fn invalid(param: &str, message: &str) -> Reply {
 }
 
 /// One part: its name, file name and content.
-struct Part<'a> {
-    name: String,
-    filename: Option<String>,
-    content: &'a [u8],
+pub(super) struct Part<'a> {
+    pub(super) name: String,
+    pub(super) filename: Option<String>,
+    pub(super) content: &'a [u8],
 }
 
 /// The parts of a `multipart/form-data` body, or why it is malformed.
-fn parts<'a>(content_type: &str, body: &'a [u8]) -> Result<Vec<Part<'a>>, String> {
+pub(super) fn parts<'a>(content_type: &str, body: &'a [u8]) -> Result<Vec<Part<'a>>, String> {
     let boundary = content_type
         .split(';')
         .filter_map(|p| p.trim().strip_prefix("boundary="))
@@ -76,8 +81,18 @@ fn parts<'a>(content_type: &str, body: &'a [u8]) -> Result<Vec<Part<'a>>, String
     }
 }
 
-/// Answers a transcription request (its body is the raw form).
-pub fn handle(ctx: &Ctx<'_>) -> Reply {
+/// Fields of a transcription form that a translation form may not have.
+const TRANSCRIPTION_ONLY: &[&str] = &[
+    "language",
+    "include[]",
+    "timestamp_granularities[]",
+    "stream",
+    "chunking_strategy",
+];
+
+/// Answers a transcription request, or a translation one with `translate`
+/// (its body is the raw form).
+pub fn handle(ctx: &Ctx<'_>, translate: bool) -> Reply {
     let req = ctx.req;
     let azure = super::azure::deployment(req.path()).is_some();
     let bearer = req
@@ -113,6 +128,24 @@ pub fn handle(ctx: &Ctx<'_>) -> Reply {
     let Some(model) = field("model") else {
         return invalid("model", "you must provide a model parameter");
     };
+    if translate {
+        if let Some(p) = parts
+            .iter()
+            .find(|p| TRANSCRIPTION_ONLY.contains(&p.name.as_str()))
+        {
+            return invalid(
+                &p.name,
+                &format!("Unrecognized request argument supplied: {}", p.name),
+            );
+        }
+        // An Azure deployment's model is its own name.
+        if !azure && model != "whisper-1" {
+            return invalid(
+                "model",
+                &format!("The model `{model}` does not support translations. Use whisper-1."),
+            );
+        }
+    }
     let filename = file.filename.clone().unwrap_or_default();
     let extension = filename
         .rsplit('.')
@@ -139,7 +172,11 @@ pub fn handle(ctx: &Ctx<'_>) -> Reply {
         );
     }
     let seconds = file.content.len() as f64 / BYTES_PER_SECOND as f64;
-    let text = format!("mock transcript of {filename}");
+    let text = match translate {
+        true => format!("mock translation of {filename}"),
+        false => format!("mock transcript of {filename}"),
+    };
+    let task = if translate { "translate" } else { "transcribe" };
     let audio_tokens = (seconds * 10.0).ceil() as u64;
     let text_tokens = (text.len() as u64).div_ceil(4);
     let usage = if tokens_model {
@@ -163,10 +200,11 @@ pub fn handle(ctx: &Ctx<'_>) -> Reply {
         usage: Some(counted),
     };
     match format.as_str() {
+        "json" if translate => Reply::ok(&json!({"text": text}), counted),
         "json" => Reply::ok(&json!({"text": text, "usage": usage}), counted),
         "verbose_json" => {
             let answer: Value = json!({
-                "task": "transcribe", "language": "english", "duration": seconds, "text": text,
+                "task": task, "language": "english", "duration": seconds, "text": text,
                 "segments": [{"id": 0, "seek": 0, "start": 0.0, "end": seconds, "text": text, "tokens": [50364], "temperature": 0.0, "avg_logprob": -0.2, "compression_ratio": 1.0, "no_speech_prob": 0.01}],
                 "usage": usage,
             });
@@ -220,7 +258,7 @@ mod tests {
             controls: &controls,
             req: &req,
         };
-        let r = handle(&ctx);
+        let r = handle(&ctx, false);
         let bytes = match r.body {
             Body::Full(b) => b,
             Body::Binary { pieces, .. } => pieces.into_iter().flat_map(|p| p.data).collect(),

@@ -1,0 +1,561 @@
+//! LiteLLM's provider pass-through routes (`/openai/*`, `/anthropic/*`,
+//! `/gemini/*`, `/cohere/*`, `/mistral/*`, `/azure/*`): the provider's own
+//! API behind the gateway's key checks. The caller's key is authenticated
+//! (from the head, `api::admit`), its budgets and rate limits checked, its
+//! credential replaced by the provider's (`providers::passthrough`), the
+//! body sent as received and the answer relayed as it arrives, status and
+//! all. Usage is read where the route is one the gateway understands (chat,
+//! Messages, Responses, embeddings, generateContent, Cohere's chat) and
+//! charged at the price map's price of the body's (or path's) model; every
+//! call writes a spend row (call type `pass_through_endpoint`). The
+//! config's own endpoints (`general_settings.pass_through_endpoints`) are
+//! served the same way, to their `target` with their `headers`.
+
+use super::relay::UsageTap;
+use super::{headers, record, Caller};
+use crate::auth::Principal;
+use crate::downstream::{HeadBuilder, Responder};
+use crate::error::GatewayError;
+use crate::formats::Format;
+use crate::http1::RequestHead;
+use crate::limits::AdmitInput;
+use crate::providers::passthrough::{self, PassThroughProvider, PassThroughTarget};
+use crate::spend::{self, PromptEstimate, Usage};
+use crate::state::Worker;
+use crate::store::SpendLogRow;
+use crate::upstream::{UpstreamBase, UpstreamError};
+use bytes::Bytes;
+use chrono::Utc;
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Longest a pass-through call waits for the provider's head, and for
+/// each piece of its body after (LiteLLM's pass-through client waits 600 s).
+const TIMEOUT: Duration = Duration::from_secs(600);
+
+/// What the spend row and the access line say of one call.
+struct Call {
+    call_id: Arc<str>,
+    /// The route's provider (`custom_llm_provider`), empty for a custom
+    /// endpoint.
+    label: &'static str,
+    model: String,
+    api_base: Arc<str>,
+    usage: Usage,
+    cost: f64,
+    started: chrono::DateTime<Utc>,
+    first_byte: Option<chrono::DateTime<Utc>>,
+}
+
+impl Call {
+    fn new(label: &'static str) -> Call {
+        Call {
+            call_id: headers::call_id(),
+            label,
+            model: String::new(),
+            api_base: Arc::from(""),
+            usage: Usage::default(),
+            cost: 0.0,
+            started: Utc::now(),
+            first_byte: None,
+        }
+    }
+}
+
+/// Where one call goes and what it carries beyond the client's request.
+struct Destination<'t> {
+    base: &'t UpstreamBase,
+    /// The upstream request target (path and query).
+    path: String,
+    /// Headers the gateway adds (the target's credentials).
+    added: Vec<(String, String)>,
+    /// Whether the client's headers are forwarded (never its credentials).
+    forward: bool,
+    /// The answer's format when its usage is read, and whether it streams.
+    usage_format: Option<(Format, bool)>,
+}
+
+/// Serves one pass-through request to `provider`'s `rest` (the path after
+/// the route's prefix); `caller` is the result of authenticating its head.
+pub async fn handle(
+    worker: &Worker,
+    head: &RequestHead,
+    (provider, rest): (PassThroughProvider, &str),
+    caller: Result<Principal, GatewayError>,
+    body: Bytes,
+    out: &mut Responder<'_>,
+    received_at: Instant,
+) {
+    let mut call = Call::new(provider.name());
+    let result = match caller {
+        Err(err) => Err(err),
+        Ok(principal) => {
+            let principal = &principal;
+            let served = match provider_destination(worker, head, provider, rest, &body, &mut call)
+            {
+                Ok(dest) => {
+                    serve(worker, Some(principal), (head, dest), body, out, &mut call).await
+                }
+                Err(err) => Err(err),
+            };
+            log_failure(worker, Some(principal), &call, served.as_ref().err(), out);
+            served
+        }
+    };
+    finish(head, result, out, &call, received_at).await;
+}
+
+/// Serves one request to the config's custom pass-through endpoint
+/// `index` (`general_settings.pass_through_endpoints`); `caller` is `None`
+/// when the endpoint does not ask for a key.
+pub async fn handle_custom(
+    worker: &Worker,
+    head: &RequestHead,
+    index: usize,
+    caller: Result<Option<Principal>, GatewayError>,
+    body: Bytes,
+    out: &mut Responder<'_>,
+    received_at: Instant,
+) {
+    let mut call = Call::new("");
+    let result = match (caller, worker.shared.pass_through.custom.get(index)) {
+        (Err(err), _) => Err(err),
+        (Ok(_), None) => Err(GatewayError::Internal("the pass-through endpoint is gone")),
+        (Ok(principal), Some(endpoint)) => {
+            let principal = principal.as_ref();
+            let path = endpoint
+                .upstream_target(head.path().trim_end_matches('/'), head.query())
+                .unwrap_or(Err(passthrough::BadPath("the path is not this endpoint's")))
+                .map_err(|e| GatewayError::PassThroughPath(e.0));
+            let served = match path {
+                Ok(path) => {
+                    let fields: BodyFields = serde_json::from_slice(&body).unwrap_or_default();
+                    call.model = fields.model.unwrap_or_default();
+                    call.api_base = Arc::from(endpoint.target.url.as_str());
+                    let dest = Destination {
+                        base: &endpoint.target,
+                        path,
+                        added: endpoint.headers.clone(),
+                        forward: endpoint.forward_headers,
+                        usage_format: None,
+                    };
+                    serve(worker, principal, (head, dest), body, out, &mut call).await
+                }
+                Err(err) => Err(err),
+            };
+            log_failure(worker, principal, &call, served.as_ref().err(), out);
+            served
+        }
+    };
+    finish(head, result, out, &call, received_at).await;
+}
+
+/// A spend row for a call that failed after it was admitted (refusals
+/// before the provider write none).
+fn log_failure(
+    worker: &Worker,
+    principal: Option<&Principal>,
+    call: &Call,
+    error: Option<&GatewayError>,
+    out: &Responder<'_>,
+) {
+    let Some(err) = error else { return };
+    if !matches!(
+        err,
+        GatewayError::PassThroughPath(_)
+            | GatewayError::PassThroughNotServed(_)
+            | GatewayError::PassThroughUnconfigured { .. }
+            | GatewayError::BudgetExceeded { .. }
+            | GatewayError::RateLimited { .. }
+            | GatewayError::NoCapacity { .. }
+    ) {
+        record::submit(worker, row(worker, principal, call, Some(err), out));
+    }
+}
+
+/// Answers a refused or failed call and writes the access line.
+async fn finish(
+    head: &RequestHead,
+    result: Result<(), GatewayError>,
+    out: &mut Responder<'_>,
+    call: &Call,
+    received_at: Instant,
+) {
+    if let Err(err) = &result {
+        if out.started() {
+            out.abort_stream();
+        } else {
+            let mut h = HeadBuilder::new(err.status());
+            h.header("x-litellm-call-id", &call.call_id);
+            let _ = out.send_error(err, Some(h)).await;
+        }
+    }
+    tracing::info!(
+        target: "gateway::access",
+        call_id = %call.call_id,
+        method = head.method(),
+        path = head.path(),
+        provider = call.label,
+        status = out.status().unwrap_or(0),
+        duration_ms = received_at.elapsed().as_millis() as u64,
+        error = result.as_ref().err().map(ToString::to_string).unwrap_or_default(),
+        "pass-through"
+    );
+}
+
+/// The request's `model` and `stream`, when its body is JSON.
+#[derive(serde::Deserialize, Default)]
+struct BodyFields {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    stream: Option<bool>,
+}
+
+/// Where a provider route's call goes, with the provider's key.
+fn provider_destination<'w>(
+    worker: &'w Worker,
+    head: &RequestHead,
+    provider: PassThroughProvider,
+    rest: &str,
+    body: &Bytes,
+    call: &mut Call,
+) -> Result<Destination<'w>, GatewayError> {
+    if !provider.is_served() {
+        return Err(GatewayError::PassThroughNotServed(provider.name()));
+    }
+    let target: &PassThroughTarget = worker.shared.pass_through.get(provider).ok_or_else(|| {
+        GatewayError::PassThroughUnconfigured {
+            provider: provider.name(),
+            missing: format!("set {}", provider.base_env()),
+        }
+    })?;
+    let key = target
+        .key
+        .as_deref()
+        .ok_or_else(|| GatewayError::PassThroughUnconfigured {
+            provider: provider.name(),
+            missing: format!(
+                "set {} or give a {} deployment `use_in_pass_through: true`",
+                provider.key_env(),
+                provider.name()
+            ),
+        })?;
+    let gemini_key = provider.reads_google_key().then_some(key);
+    let path =
+        passthrough::upstream_target(provider, &target.base.path, rest, head.query(), gemini_key)
+            .map_err(|e| GatewayError::PassThroughPath(e.0))?;
+    call.api_base = Arc::from(target.base.url.as_str());
+    let fields: BodyFields = serde_json::from_slice(body).unwrap_or_default();
+    call.model = fields
+        .model
+        .or_else(|| provider.model_in_path(rest).map(str::to_string))
+        .unwrap_or_default();
+    Ok(Destination {
+        base: &target.base,
+        path,
+        added: provider
+            .credential_headers(key)
+            .into_iter()
+            .map(|(n, v)| (n.to_string(), v))
+            .collect(),
+        forward: true,
+        usage_format: provider.usage_format(rest, fields.stream.unwrap_or(false)),
+    })
+}
+
+/// Checks the caller's budgets and limits (a call without a key has
+/// none but the proxy-wide budget), sends the call, settles its cost and
+/// writes its spend row.
+async fn serve(
+    worker: &Worker,
+    principal: Option<&Principal>,
+    (head, dest): (&RequestHead, Destination<'_>),
+    body: Bytes,
+    out: &mut Responder<'_>,
+    call: &mut Call,
+) -> Result<(), GatewayError> {
+    let anonymous = Principal::Anonymous;
+    let caller = Caller {
+        principal: principal.unwrap_or(&anonymous),
+        end_user: None,
+        proxy_budget: worker.shared.auth.keys().proxy_budget(),
+        model_windows: worker.shared.auth.keys().end_users().model_windows(),
+    };
+    record::refuse_if_exhausted(caller, &call.model)?;
+    let prompt = PromptEstimate::new(body.clone());
+    let mut ticket = worker
+        .shared
+        .limiter
+        .admit(&AdmitInput {
+            key: principal.and_then(Principal::key_rows),
+            model: &call.model,
+            end_user: None,
+            end_user_limits: None,
+            prompt: &prompt,
+            max_tokens: None,
+            estimated_output: None,
+            embeddings: true,
+            request_id: &call.call_id,
+        })
+        .await?
+        .map(Box::new);
+    let budgets = record::budgets_of(caller, &call.model);
+    // Nothing is reserved ahead (LiteLLM prices a pass-through call once
+    // it is answered): the call's cost is settled when it ends.
+    let reservation = if budgets.is_empty() {
+        None
+    } else {
+        let held = Box::pin(crate::budget::Reservation::acquire_shared(
+            &worker.shared.limiter,
+            &budgets,
+            0.0,
+            &call.call_id,
+        ))
+        .await;
+        Some(held.map_err(|r| GatewayError::BudgetExceeded {
+            scope: r.scope.to_string(),
+            spend: r.spend,
+            max: r.max,
+            reserve: None,
+        })?)
+    };
+    let upstream_head = request_head(head, &dest, body.len());
+    let result = Box::pin(relay(
+        worker,
+        dest.base,
+        (upstream_head, &body),
+        dest.usage_format,
+        out,
+        call,
+    ))
+    .await;
+    if dest.usage_format.is_some() && (result.is_ok() || out.started()) {
+        let price = spend::shipped(&call.model)
+            .map(|m| m.price)
+            .unwrap_or_default();
+        call.cost = spend::cost(call.usage, price);
+    }
+    record::settle(
+        &worker.shared.alerts,
+        reservation,
+        call.cost,
+        caller.principal,
+    );
+    if let Some(ticket) = ticket.as_mut() {
+        let used = call
+            .usage
+            .prompt_tokens
+            .saturating_add(call.usage.completion_tokens);
+        ticket.add_tokens(used);
+    }
+    drop(ticket);
+    if result.is_ok() {
+        record::submit(worker, row(worker, principal, call, None, out));
+    }
+    result
+}
+
+/// The upstream request head: the client's method and allowed headers
+/// (when forwarded), the destination's own headers, the gateway's framing
+/// headers.
+fn request_head(head: &RequestHead, dest: &Destination<'_>, body_len: usize) -> Vec<u8> {
+    let (base, path) = (dest.base, &dest.path);
+    // The client's head is bounded by the server's header limits, so is
+    // this one.
+    let mut h = Vec::with_capacity(512 + path.len());
+    h.extend_from_slice(head.method().as_bytes());
+    h.push(b' ');
+    h.extend_from_slice(path.as_bytes());
+    h.extend_from_slice(b" HTTP/1.1\r\nhost: ");
+    h.extend_from_slice(base.host.as_bytes());
+    let default_port = if base.tls { 443 } else { 80 };
+    if base.port != default_port {
+        h.push(b':');
+        h.extend_from_slice(itoa::Buffer::new().format(base.port).as_bytes());
+    }
+    h.extend_from_slice(b"\r\naccept-encoding: identity\r\n");
+    if body_len > 0 || !matches!(head.method(), "GET" | "HEAD" | "DELETE") {
+        h.extend_from_slice(b"content-length: ");
+        h.extend_from_slice(itoa::Buffer::new().format(body_len).as_bytes());
+        h.extend_from_slice(b"\r\n");
+    }
+    let bad = |s: &str| s.bytes().any(|b| b == b'\r' || b == b'\n');
+    let added = |name: &str| dest.added.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
+    for (name, value) in head.headers() {
+        let content_type = name.eq_ignore_ascii_case("content-type");
+        if !(dest.forward || content_type)
+            || !passthrough::forwards_header(name)
+            || added(name)
+            || bad(name)
+            || bad(value)
+        {
+            continue;
+        }
+        h.extend_from_slice(name.as_bytes());
+        h.extend_from_slice(b": ");
+        h.extend_from_slice(value.as_bytes());
+        h.extend_from_slice(b"\r\n");
+    }
+    for (name, value) in &dest.added {
+        if bad(name) || bad(value) {
+            continue;
+        }
+        h.extend_from_slice(name.as_bytes());
+        h.extend_from_slice(b": ");
+        h.extend_from_slice(value.as_bytes());
+        h.extend_from_slice(b"\r\n");
+    }
+    h.extend_from_slice(b"\r\n");
+    h
+}
+
+/// Sends the call and relays the answer as it arrives, reading its usage
+/// on the side when `usage_format` names one.
+async fn relay(
+    worker: &Worker,
+    base: &UpstreamBase,
+    (upstream_head, body): (Vec<u8>, &Bytes),
+    usage_format: Option<(Format, bool)>,
+    out: &mut Responder<'_>,
+    call: &mut Call,
+) -> Result<(), GatewayError> {
+    let provider = call.label;
+    let unreachable = |e: UpstreamError| match e {
+        UpstreamError::Timeout => GatewayError::UpstreamTimeout {
+            provider: provider.to_string(),
+            deployment: "pass-through".to_string(),
+            after: TIMEOUT,
+        },
+        UpstreamError::Connect(reason) | UpstreamError::Io(reason) => {
+            GatewayError::UpstreamUnreachable {
+                provider: provider.to_string(),
+                url: base.url.clone(),
+                reason,
+            }
+        }
+        UpstreamError::Protocol(reason) => GatewayError::UpstreamProtocol {
+            provider: provider.to_string(),
+            reason,
+        },
+    };
+    let deadline = Instant::now() + TIMEOUT;
+    let pieces = [body.clone()];
+    let sent = Box::pin(worker.upstream.send(base, upstream_head, &pieces, deadline)).await;
+    let mut resp = sent.map_err(unreachable)?;
+    call.first_byte = Some(Utc::now());
+    let status = resp.head.status;
+    let mut tap = match usage_format {
+        Some((format, stream)) if status < 400 => Some(UsageTap::new(stream, format)),
+        _ => None,
+    };
+    let mut h = HeadBuilder::new(status);
+    h.header("x-litellm-call-id", &call.call_id);
+    if let Some(ra) = &resp.head.retry_after {
+        h.header("retry-after", ra);
+    }
+    let content_type = resp
+        .head
+        .content_type
+        .clone()
+        .unwrap_or_else(|| "application/json".into());
+    let io = |_| GatewayError::Unavailable("client connection lost");
+    let fixed = resp.content_length();
+    match fixed {
+        Some(len) => out
+            .start_fixed(status, h, &content_type, len)
+            .await
+            .map_err(io)?,
+        None => out
+            .start_stream(status, h, &content_type)
+            .await
+            .map_err(io)?,
+    }
+    let mut piece = Vec::new();
+    loop {
+        piece.clear();
+        let more = resp
+            .next_piece(&mut piece, TIMEOUT)
+            .await
+            .map_err(unreachable)?;
+        if !piece.is_empty() {
+            if let Some(tap) = tap.as_mut() {
+                tap.feed(&piece);
+            }
+            match fixed {
+                Some(_) => out.send_raw(std::mem::take(&mut piece)).await.map_err(io)?,
+                None => out.send_chunk(&piece).await.map_err(io)?,
+            }
+        }
+        if !more {
+            break;
+        }
+    }
+    if fixed.is_none() {
+        out.end_stream().await.map_err(io)?;
+    }
+    if let Some(tap) = tap {
+        call.usage = tap.finish(&PromptEstimate::new(body.clone()));
+    }
+    Ok(())
+}
+
+/// The call's spend row, as LiteLLM writes one for a pass-through call.
+fn row(
+    worker: &Worker,
+    principal: Option<&Principal>,
+    call: &Call,
+    error: Option<&GatewayError>,
+    out: &Responder<'_>,
+) -> SpendLogRow {
+    let key = principal.and_then(super::key_of);
+    let model: Arc<str> = call.model.as_str().into();
+    let tokens = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let usage = call.usage;
+    SpendLogRow {
+        request_id: call.call_id.clone(),
+        call_id: call.call_id.clone(),
+        attempt: 1,
+        call_type: Cow::Borrowed("pass_through_endpoint"),
+        api_key: match (key, principal) {
+            (Some(k), _) => k.record.token.as_str().into(),
+            // A custom endpoint without `auth` has no caller.
+            (None, None) => "".into(),
+            (None, Some(_)) => worker.shared.auth.master_token().unwrap_or_default().into(),
+        },
+        spend: call.cost,
+        total_tokens: tokens(usage.prompt_tokens.saturating_add(usage.completion_tokens)),
+        prompt_tokens: tokens(usage.prompt_tokens),
+        completion_tokens: tokens(usage.completion_tokens),
+        start_time: call.started,
+        completion_start_time: call.first_byte,
+        end_time: Utc::now(),
+        model: model.clone(),
+        model_id: Arc::from(""),
+        model_group: model,
+        custom_llm_provider: Arc::from(call.label),
+        api_base: call.api_base.clone(),
+        region: None,
+        user: key.and_then(|k| k.record.user_id.clone()),
+        team_id: key.and_then(|k| k.record.team_id.clone()),
+        // The provider's own refusals are relayed as they are, and logged
+        // as failures.
+        status: Cow::Borrowed(match (error, out.status()) {
+            (None, Some(s)) if s < 400 => "success",
+            _ => "failure",
+        }),
+        status_code: i32::from(match error {
+            Some(e) if !out.started() => e.status(),
+            _ => out.status().unwrap_or(200),
+        }),
+        error_class: error.map(|e| Cow::Borrowed(e.class().as_str())),
+        error_message: error.map(|e| e.to_string()),
+        end_user: None,
+        response_id: None,
+        proxy_budget: worker.shared.auth.keys().proxy_budget().is_some(),
+        cache_hit: false,
+        cache_key: None,
+        request_tags: None,
+    }
+}
