@@ -283,3 +283,44 @@ fn an_organizations_budget_caps_the_keys_of_all_its_teams() {
     );
     assert_eq!(chat(&gw, &second, "priced").0, 200, "raised at once");
 }
+
+/// An organization's `rpm_limit` (its budget row's) counts the requests of
+/// every key of every team in it together, as LiteLLM's `organization`
+/// rate-limit descriptor: the third request in the minute is a 429 naming
+/// the organization, whichever team's key sends it; a key outside it is
+/// not counted.
+#[test]
+fn an_organizations_rpm_limit_counts_the_keys_of_all_its_teams() {
+    let (_db, gw) = start();
+    created(
+        &gw,
+        "/organization/new",
+        json!({"organization_id": "org-r", "organization_alias": "R", "rpm_limit": 2}),
+    );
+    for team in ["ra", "rb"] {
+        created(
+            &gw,
+            "/team/new",
+            json!({"team_id": team, "organization_id": "org-r"}),
+        );
+    }
+    let first = key_of(&gw, json!({"team_id": "ra"}));
+    let second = key_of(&gw, json!({"team_id": "rb"}));
+    assert_eq!(chat(&gw, &first, "priced").0, 200);
+    assert_eq!(chat(&gw, &second, "other").0, 200);
+    let (status, refusal) = chat(&gw, &first, "priced");
+    assert_eq!(status, 429, "{refusal}");
+    let message = refusal["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("organization"), "{message}");
+    assert_eq!(
+        chat(&gw, &second, "priced").0,
+        429,
+        "one count for the organization"
+    );
+    let outside = key_of(&gw, json!({}));
+    assert_eq!(
+        chat(&gw, &outside, "priced").0,
+        200,
+        "not in the organization"
+    );
+}

@@ -179,6 +179,7 @@ mod tests {
                 budget: Budget::new(None, None, 0.0),
                 model_budgets: Vec::new(),
                 org_budget: None,
+                org_limits: None,
             })
         });
         Principal::Key(Arc::new(KeyEntry {

@@ -12,6 +12,7 @@ use super::known::{prefix, KnownKeys};
 use crate::budget::fleet::Place;
 use crate::budget::{to_nanos, Budget};
 use crate::keyed_hash::KeyedHash;
+use crate::limits::ScopeLimits;
 use crate::read_through::ReadThroughGuard;
 use crate::store::{
     next_reset, Change, KeyRecord, ModelBudgets, RowKind, SpendLogRow, Store, StoreError,
@@ -57,6 +58,9 @@ pub struct TeamEntry {
     /// Its organization's budget (the `max_budget` of the organization's
     /// budget row, against the organization's spend), when it has one.
     pub org_budget: Option<Arc<Budget>>,
+    /// Its organization's rpm and tpm limits (its budget row's, LiteLLM's
+    /// `organization` rate-limit descriptor), with the organization's id.
+    pub org_limits: Option<(String, ScopeLimits)>,
 }
 
 impl TeamEntry {
@@ -326,21 +330,21 @@ impl KeyCache {
             .collect()
     }
 
-    /// The budget of organization `org_id` (its budget row's `max_budget`
-    /// against its spend, LiteLLM's `organization_max_budget_check`), when
-    /// the organization and a `max_budget` exist.
-    async fn org_budget(
+    /// Organization `org_id`'s budget (its budget row's `max_budget`
+    /// against its spend, LiteLLM's `organization_max_budget_check`) and
+    /// rpm/tpm limits (the same row's), each when set.
+    async fn org(
         &self,
         store: &dyn Store,
         org_id: &str,
-    ) -> Result<Option<Arc<Budget>>, StoreError> {
+    ) -> Result<(Option<Arc<Budget>>, Option<(String, ScopeLimits)>), StoreError> {
         let Some(org) = store
             .organizations(Some(&[org_id.to_string()]))
             .await?
             .into_iter()
             .next()
         else {
-            return Ok(None);
+            return Ok((None, None));
         };
         let Some(row) = store
             .budgets(Some(std::slice::from_ref(&org.budget_id)))
@@ -348,21 +352,27 @@ impl KeyCache {
             .into_iter()
             .next()
         else {
-            return Ok(None);
+            return Ok((None, None));
         };
-        let Some(max) = row.max_budget else {
-            return Ok(None);
-        };
-        Ok(Some(self.budget(
-            format!("org:{org_id}"),
-            Place::principal("org", org_id),
-            row.budget_reset_at,
-            (Some(max), None),
-            org.spend,
-        )))
+        let limits = ScopeLimits::from_fields(row.rpm_limit, row.tpm_limit, None);
+        let limits = (!limits.is_empty()).then(|| (org_id.to_string(), limits));
+        let budget = row.max_budget.map(|max| {
+            self.budget(
+                format!("org:{org_id}"),
+                Place::principal("org", org_id),
+                row.budget_reset_at,
+                (Some(max), None),
+                org.spend,
+            )
+        });
+        Ok((budget, limits))
     }
 
-    fn install_team(&self, t: TeamRecord, org_budget: Option<Arc<Budget>>) -> Arc<TeamEntry> {
+    fn install_team(
+        &self,
+        t: TeamRecord,
+        (org_budget, org_limits): (Option<Arc<Budget>>, Option<(String, ScopeLimits)>),
+    ) -> Arc<TeamEntry> {
         let budget = self.budget(
             format!("team:{}", t.team_id),
             Place::principal("team", &t.team_id),
@@ -376,6 +386,7 @@ impl KeyCache {
             budget,
             model_budgets,
             org_budget,
+            org_limits,
         });
         self.teams
             .pin()
@@ -469,8 +480,8 @@ impl KeyCache {
             Some(id) => match store.get_team(id).await? {
                 Some(t) => {
                     let org = match &t.organization_id {
-                        Some(org) => self.org_budget(store, org).await?,
-                        None => None,
+                        Some(org) => self.org(store, org).await?,
+                        None => (None, None),
                     };
                     Some(self.install_team(t, org))
                 }

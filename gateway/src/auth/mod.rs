@@ -100,6 +100,11 @@ impl Principal {
             key: &k.record,
             team: k.team.as_ref().map(|t| &t.record),
             user: k.user.as_ref().map(|u| &u.record),
+            org: k
+                .team
+                .as_ref()
+                .and_then(|t| t.org_limits.as_ref())
+                .map(|(id, limits)| (id.as_str(), limits)),
         })
     }
 

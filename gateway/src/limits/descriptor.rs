@@ -13,6 +13,8 @@ pub enum Scope {
     User,
     /// The key's team.
     Team,
+    /// The organization of the key's team.
+    Organization,
     /// The key's limit for one model group.
     ModelPerKey,
     /// The key's team's limit for one model group (`metadata.model_rpm_limit`
@@ -30,6 +32,7 @@ impl Scope {
             Scope::ApiKey => "api_key",
             Scope::User => "user",
             Scope::Team => "team",
+            Scope::Organization => "organization",
             Scope::ModelPerKey => "model_per_key",
             Scope::ModelPerTeam => "model_per_team",
             Scope::EndUser => "end_user",

@@ -110,6 +110,9 @@ pub struct KeyRows<'a> {
     pub team: Option<&'a TeamRecord>,
     /// The key's user, if it has one.
     pub user: Option<&'a UserRecord>,
+    /// The organization of the key's team and its rpm/tpm limits, when it
+    /// sets any.
+    pub org: Option<(&'a str, &'a ScopeLimits)>,
 }
 
 /// What admission needs to know of a request.
@@ -314,6 +317,9 @@ impl Limiter {
         scopes.server.push_into(Scope::Server, "global", &mut out);
         if let Some(rows) = input.key {
             let r = rows.key;
+            if let Some((org, limits)) = rows.org {
+                limits.push_into(Scope::Organization, org, &mut out);
+            }
             if let Some(t) = rows.team {
                 ScopeLimits::from_fields(t.rpm_limit, t.tpm_limit, t.max_parallel_requests)
                     .push_into(Scope::Team, &t.team_id, &mut out);
