@@ -163,28 +163,36 @@ impl EndUserCache {
         let max = budget_row.and_then(|b| b.max_budget);
         let soft = budget_row.and_then(|b| b.soft_budget);
         let period = budget_row.and_then(|b| b.budget_reset_at);
-        let entries = self.entries.pin();
-        let budget = match entries.get(id) {
-            Some(old) => {
-                old.budget.set_limits(max, soft);
-                old.budget.set_durable(record.spend);
-                old.budget.clone()
-            }
-            None => Budget::at(
-                Some(Place::principal("end_user", id)),
-                max,
-                soft,
-                record.spend,
-            ),
-        };
-        budget.set_period(period);
         let model_limits = model_limits(budget_row.and_then(|b| b.model_max_budget.as_ref()));
-        let entry = Arc::new(EndUserEntry {
-            record,
-            budget,
-            model_limits,
-        });
-        entries.insert(id.to_string(), entry.clone());
+        // One counter per end user, even when two cores load it at once:
+        // a cached copy's counter is kept, else the first insert's wins.
+        let entry_with = |budget: Arc<Budget>| {
+            budget.set_period(period);
+            Arc::new(EndUserEntry {
+                record: record.clone(),
+                budget,
+                model_limits: model_limits.clone(),
+            })
+        };
+        let entries = self.entries.pin();
+        let entry = entries
+            .update_or_insert_with(
+                id.to_string(),
+                |old| {
+                    old.budget.set_limits(max, soft);
+                    old.budget.set_durable(record.spend);
+                    entry_with(old.budget.clone())
+                },
+                || {
+                    entry_with(Budget::at(
+                        Some(Place::principal("end_user", id)),
+                        max,
+                        soft,
+                        record.spend,
+                    ))
+                },
+            )
+            .clone();
         let hash: TokenHash = hash_key(id);
         self.restricted.insert(&hash);
         self.misses.forget(id);
@@ -239,6 +247,57 @@ mod tests {
             .build()
             .unwrap()
             .block_on(f)
+    }
+
+    #[test]
+    fn cores_loading_one_end_user_at_once_share_one_budget_counter() {
+        // Two counters for one end user would each admit up to its budget.
+        const THREADS: usize = 8;
+        const USERS: usize = 200;
+        let store = MemoryStore::default();
+        let budget = EndUserBudget {
+            budget_id: "b".into(),
+            max_budget: Some(1.0),
+            ..Default::default()
+        };
+        block_on(async {
+            for i in 0..USERS {
+                let user = EndUserRecord {
+                    user_id: format!("u{i}"),
+                    ..Default::default()
+                };
+                store.insert_end_user(&user, Some(&budget)).await.unwrap();
+            }
+        });
+        let cache = EndUserCache::default();
+        let start = std::sync::Barrier::new(THREADS);
+        let seen: Vec<Vec<Arc<Budget>>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..THREADS)
+                .map(|_| {
+                    s.spawn(|| {
+                        start.wait();
+                        block_on(async {
+                            let mut budgets = Vec::with_capacity(USERS);
+                            for i in 0..USERS {
+                                let entry = cache.load(&store, &format!("u{i}")).await;
+                                budgets.push(entry.unwrap().unwrap().budget.clone());
+                            }
+                            budgets
+                        })
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for user in 0..USERS {
+            let cached = cache.get(&format!("u{user}")).unwrap().budget.clone();
+            for loaded in &seen {
+                assert!(
+                    Arc::ptr_eq(&cached, &loaded[user]),
+                    "end user {user} got two budget counters"
+                );
+            }
+        }
     }
 
     #[test]
