@@ -18,10 +18,27 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 use std::borrow::Cow;
 
+/// The body after every `pre_call` and `during_call` guardrail: the
+/// content filters, then the guardrail services (only a request that has
+/// some waits for them, in a boxed future); keeps its `post_call`
+/// guardrails in `outcome`.
+pub(super) async fn checked_body(
+    worker: &Worker,
+    (principal, endpoint): (&Principal, Endpoint),
+    body: Bytes,
+    outcome: &mut Outcome,
+) -> Result<Bytes, GatewayError> {
+    let (body, pending) = pre_call(worker, (principal, endpoint), body, outcome)?;
+    if pending.is_empty() {
+        return Ok(body);
+    }
+    Box::pin(services(worker, body, &pending, outcome)).await
+}
+
 /// The body after the request's content filters, and the guardrail
 /// services still to call on it ([`services`]); keeps its `post_call`
 /// guardrails in `outcome`.
-pub(super) fn pre_call(
+fn pre_call(
     worker: &Worker,
     (principal, endpoint): (&Principal, Endpoint),
     body: Bytes,
@@ -55,7 +72,7 @@ pub(super) fn pre_call(
 
 /// The body to read and send on after the request's `pre_call` and
 /// `during_call` guardrail services: rewritten, or their refusal.
-pub(super) async fn services(
+async fn services(
     worker: &Worker,
     body: Bytes,
     services: &[guardrails::Service],
@@ -94,12 +111,7 @@ pub(super) async fn form_prompt(
     let text = String::from_utf8_lossy(&form.body[range]);
     let json = serde_json::json!({ "prompt": text }).to_string();
     let sent = Bytes::from(json);
-    let (checked, pending) = pre_call(worker, (principal, form.endpoint), sent.clone(), outcome)?;
-    let checked = if pending.is_empty() {
-        checked
-    } else {
-        Box::pin(services(worker, checked, &pending, outcome)).await?
-    };
+    let checked = checked_body(worker, (principal, form.endpoint), sent.clone(), outcome).await?;
     if checked != sent {
         return Err(GatewayError::InvalidParam {
             param: "prompt",

@@ -294,12 +294,7 @@ async fn fallback_request(
         serde_json::from_slice(&received.body).map_err(bad)?;
     body.extend(fields);
     let body = Bytes::from(serde_json::to_vec(&body).map_err(bad)?);
-    let (body, services) = guard::pre_call(worker, (principal, received.endpoint), body, outcome)?;
-    let body = if services.is_empty() {
-        body
-    } else {
-        Box::pin(guard::services(worker, body, &services, outcome)).await?
-    };
+    let body = guard::checked_body(worker, (principal, received.endpoint), body, outcome).await?;
     let mut req = LlmRequest::parse(received.endpoint, body)?;
     req.forward_headers = received.forward_headers.clone();
     Ok(req)
@@ -334,13 +329,7 @@ async fn serve(
             form
         }
         None => {
-            let (body, services) = guard::pre_call(worker, (principal, endpoint), body, outcome)?;
-            let body = if services.is_empty() {
-                body
-            } else {
-                // Boxed: only requests with guardrail services wait here.
-                Box::pin(guard::services(worker, body, &services, outcome)).await?
-            };
+            let body = guard::checked_body(worker, (principal, endpoint), body, outcome).await?;
             LlmRequest::parse(endpoint, body)?
         }
     };
