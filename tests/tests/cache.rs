@@ -402,6 +402,15 @@ fn redis_entries_are_shared_by_replicas_and_an_outage_is_a_miss() {
         let r = chat(&mut a.connect(), foreign.clone()).expect_status(200);
         cache_key(&r)
     });
+    // That hit may have followed the first request's single flight before
+    // its write reached Redis: overwrite the entry only once it is there.
+    eventually("the second entry in Redis", Duration::from_secs(10), || {
+        matches!(
+            redis.command(&["EXISTS", &foreign_key]),
+            e2e::redis::Reply::Int(1)
+        )
+        .then_some(())
+    });
     redis.command(&["SET", &foreign_key, "{\"timestamp\": 1, \"response\": 5}"]);
     let r = chat(&mut a.connect(), foreign).expect_status(200);
     assert!(cache_key(&r).is_none());
