@@ -1,33 +1,76 @@
-//! The limiter's `admit.lua` on a private `redis-server`, for a parallel
-//! counter: a steady admission reads the slot set once (lapsed slots are
+//! The limiter's `limiter.lua` on a private `redis-server`: for a parallel
+//! counter, a steady admission reads the slot set once (lapsed slots are
 //! dropped only when the set looks full, where they could change the
-//! verdict), and a crashed replica's lapsed slot never refuses a request.
+//! verdict), and a crashed replica's lapsed slot never refuses a request;
+//! a batch of operations (group commit) runs them in order, each all or
+//! none, with one reply each and one reading of the clock.
 
 use e2e::redis::Reply;
 use e2e::PrivateRedis;
 
-const ADMIT: &str = include_str!("../../gateway/src/limits/admit.lua");
+const LIMITER: &str = include_str!("../../gateway/src/limits/limiter.lua");
 const COUNTER: &str = "{api_key:t}:parallel";
 
-/// `admit.lua` of request `rid` on the parallel counter with `limit`, as
-/// the gateway sends it (numbers packed as little-endian doubles: bucket
-/// seconds, buckets, slot ttl, no deadline, then limit, amount, need).
+/// Numbers packed as the gateway packs them (little-endian doubles).
+fn packed(numbers: &[f64]) -> Vec<u8> {
+    numbers.iter().flat_map(|n| n.to_le_bytes()).collect()
+}
+
+/// One operation of a batch: its key and its arguments.
+struct Op {
+    key: &'static str,
+    args: Vec<Vec<u8>>,
+    letter: u8,
+}
+
+/// An admission of request `rid` charging one unit of `kind` on `key` with
+/// `limit`, as the gateway sends it (numbers: bucket seconds, buckets, slot
+/// ttl, the deadline in Redis milliseconds or 0, then limit, amount, need).
+fn admission(key: &'static str, kind: &str, rid: &str, limit: u64, deadline_ms: f64) -> Op {
+    Op {
+        key,
+        letter: b'a',
+        args: vec![
+            rid.into(),
+            b"600000".to_vec(),
+            kind.into(),
+            packed(&[1.0, 61.0, 600_000.0, deadline_ms, limit as f64, 1.0, 1.0]),
+            b"1".to_vec(),
+        ],
+    }
+}
+
+/// The settlement of request `rid`'s parallel slot on `key`.
+fn settlement(key: &'static str, rid: &str) -> Op {
+    Op {
+        key,
+        letter: b'f',
+        args: vec![
+            rid.into(),
+            b"0".to_vec(),
+            b"p".to_vec(),
+            packed(&[1.0, 61.0, 0.0, 1.0]),
+        ],
+    }
+}
+
+/// `limiter.lua` run on `ops` as one call.
+fn batch(redis: &PrivateRedis, ops: &[Op]) -> Reply {
+    let count = ops.len().to_string();
+    let letters: Vec<u8> = ops.iter().map(|o| o.letter).collect();
+    let mut args: Vec<&[u8]> = vec![b"EVAL", LIMITER.as_bytes(), count.as_bytes()];
+    args.extend(ops.iter().map(|o| o.key.as_bytes()));
+    args.push(&letters);
+    for op in ops {
+        args.extend(op.args.iter().map(Vec::as_slice));
+    }
+    redis.command_bytes(&args)
+}
+
+/// An admission of request `rid` on the parallel counter with `limit`, on
+/// its own.
 fn admit(redis: &PrivateRedis, rid: &str, limit: u64) -> Reply {
-    let numbers: Vec<u8> = [1.0, 61.0, 600_000.0, 0.0, limit as f64, 1.0, 1.0]
-        .iter()
-        .flat_map(|n: &f64| n.to_le_bytes())
-        .collect();
-    redis.command_bytes(&[
-        b"EVAL",
-        ADMIT.as_bytes(),
-        b"1",
-        COUNTER.as_bytes(),
-        rid.as_bytes(),
-        b"600000",
-        b"p",
-        &numbers,
-        b"1",
-    ])
+    batch(redis, &[admission(COUNTER, "p", rid, limit, 0.0)])
 }
 
 fn admitted(reply: &Reply) -> bool {
@@ -80,5 +123,77 @@ fn a_lapsed_slot_never_refuses_a_request() {
     assert!(
         matches!(&refused, Reply::Array(items) if items[..3] == [Reply::Int(0), Reply::Int(1), Reply::Int(1)]),
         "a live slot still refuses: {refused:?}"
+    );
+}
+
+/// What a batch replied for each of its operations.
+fn replies(reply: Reply) -> Vec<Reply> {
+    match reply {
+        Reply::Array(items) => items,
+        other => panic!("a batch answers an array: {other:?}"),
+    }
+}
+
+#[test]
+fn a_batch_runs_its_operations_in_order_each_all_or_none() {
+    let redis = PrivateRedis::start();
+    const RPM: &str = "{api_key:t}:requests";
+    redis.command(&["CONFIG", "RESETSTAT"]);
+    let out = replies(batch(
+        &redis,
+        &[
+            admission(COUNTER, "p", "r1", 2, 0.0),
+            admission(COUNTER, "p", "r2", 2, 0.0),
+            // Full: refused, and charges nothing.
+            admission(COUNTER, "p", "r3", 2, 0.0),
+            // r1 leaves, so the next admission has room.
+            settlement(COUNTER, "r1"),
+            admission(COUNTER, "p", "r4", 2, 0.0),
+            admission(RPM, "r", "r5", 1, 0.0),
+            admission(RPM, "r", "r6", 1, 0.0),
+        ],
+    ));
+    assert_eq!(out.len(), 7, "one reply per operation: {out:?}");
+    assert!(admitted(&out[0]) && admitted(&out[1]), "{out:?}");
+    assert!(
+        matches!(&out[2], Reply::Array(items) if items[..3] == [Reply::Int(0), Reply::Int(1), Reply::Int(2)]),
+        "the third slot is refused with the usage it saw: {:?}",
+        out[2]
+    );
+    assert_eq!(out[3], Reply::Int(1), "the settlement's reply");
+    assert!(admitted(&out[4]), "room after the settlement: {:?}", out[4]);
+    assert!(admitted(&out[5]), "{:?}", out[5]);
+    assert!(
+        matches!(&out[6], Reply::Array(items) if items.first() == Some(&Reply::Int(0))),
+        "the rpm limit of 1 refuses the second request: {:?}",
+        out[6]
+    );
+    assert_eq!(redis.slots(COUNTER), 2, "r2 and r4 hold slots");
+    let Reply::Bulk(Some(info)) = redis.command(&["INFO", "commandstats"]) else {
+        panic!("INFO commandstats");
+    };
+    assert!(
+        info.lines().any(|l| l.starts_with("cmdstat_time:calls=1,")),
+        "the clock is read once per batch: {info}"
+    );
+}
+
+#[test]
+fn an_admission_past_its_deadline_charges_nothing_and_the_batch_goes_on() {
+    let redis = PrivateRedis::start();
+    let out = replies(batch(
+        &redis,
+        &[
+            // A deadline long past (1 ms after the epoch, in Redis time).
+            admission(COUNTER, "p", "late", 5, 1.0),
+            admission(COUNTER, "p", "on-time", 5, 0.0),
+        ],
+    ));
+    assert_eq!(out[0], Reply::Array(vec![Reply::Int(2)]), "{out:?}");
+    assert!(admitted(&out[1]), "{out:?}");
+    assert_eq!(
+        redis.slots(COUNTER),
+        1,
+        "only the on-time request holds a slot"
     );
 }

@@ -393,7 +393,7 @@ fn sliding_window_never_admits_twice_the_limit_across_a_boundary() {
     );
 }
 
-/// A counter keeps a running sum beside its buckets (see `admit.lua`):
+/// A counter keeps a running sum beside its buckets (see `limiter.lua`):
 /// counters written without it (by an earlier version, or with it lost) are
 /// recounted from their buckets, and a sum that drifted is recounted once a
 /// window has passed since its last recount.

@@ -1,6 +1,6 @@
 //! Redis's clock as seen from this process: read once per connection
 //! (`TIME`), so a call's deadline can be written in Redis time and
-//! `admit.lua` can refuse to run a call after it (see [`super::release`]).
+//! `limiter.lua` can refuse to run a call after it (see [`super::release`]).
 
 use std::time::{Duration, Instant};
 

@@ -17,6 +17,7 @@ use super::script;
 use super::slots::key_slot;
 use super::split::Part;
 use super::window::Window;
+use smallvec::SmallVec;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -104,6 +105,83 @@ impl<T: AsCall> Commands for ScriptCalls<'_, T> {
 
     fn extra_script(&self, i: usize) -> Option<&'static str> {
         self.calls[i].call().extra_script().map(|s| s.body())
+    }
+}
+
+/// A batch to one server, its limiter operations (admissions and
+/// settlements) sent as one `EVALSHA` in their order (group commit), the
+/// other scripts one `EVALSHA` each after it.
+pub struct GroupedCalls<'a> {
+    calls: &'a [Call],
+    /// The limiter operations, by index in `calls`.
+    ops: Vec<usize>,
+    /// The other scripts, by index in `calls`.
+    others: Vec<usize>,
+    window: &'a Window,
+    slot_ttl: Duration,
+}
+
+impl<'a> GroupedCalls<'a> {
+    /// Groups `calls`.
+    pub fn new(calls: &'a [Call], window: &'a Window, slot_ttl: Duration) -> GroupedCalls<'a> {
+        let (ops, others) =
+            (0..calls.len()).partition(|&i| !matches!(calls[i], Call::Script { .. }));
+        GroupedCalls {
+            calls,
+            ops,
+            others,
+            window,
+            slot_ttl,
+        }
+    }
+
+    /// Commands before the other scripts: the batch, when there is one.
+    fn lead(&self) -> usize {
+        usize::from(!self.ops.is_empty())
+    }
+
+    /// One reply per call, in the calls' order, from one reply per command.
+    pub fn replies(&self, replies: Vec<Reply>) -> Vec<Reply> {
+        let mut out = vec![Reply::Array(None); self.calls.len()];
+        let mut replies = replies.into_iter();
+        if let Some(batch) = (self.lead() == 1).then(|| replies.next()).flatten() {
+            for (i, reply) in self
+                .ops
+                .iter()
+                .zip(script::split_batch(batch, self.ops.len()))
+            {
+                out[*i] = reply;
+            }
+        }
+        for (i, reply) in self.others.iter().zip(replies) {
+            out[*i] = reply;
+        }
+        out
+    }
+}
+
+impl Commands for GroupedCalls<'_> {
+    fn len(&self) -> usize {
+        self.lead() + self.others.len()
+    }
+
+    fn slot(&self, _i: usize) -> u16 {
+        0
+    }
+
+    fn encode(&self, i: usize, clock: Option<&RedisClock>, out: &mut Vec<u8>) {
+        if i < self.lead() {
+            let ops: SmallVec<[&Call; 16]> = self.ops.iter().map(|&j| &self.calls[j]).collect();
+            script::encode_batch(&ops, self.window, self.slot_ttl, clock, out);
+        } else {
+            let call = &self.calls[self.others[i - self.lead()]];
+            script::encode_evalsha(call, self.window, self.slot_ttl, clock, out);
+        }
+    }
+
+    fn extra_script(&self, i: usize) -> Option<&'static str> {
+        let j = *self.others.get(i.checked_sub(self.lead())?)?;
+        self.calls[j].extra_script().map(|s| s.body())
     }
 }
 
@@ -214,9 +292,9 @@ impl<W: Wire> Conn<W> {
             .map(|(secs, micros)| RedisClock::from_time(secs, micros, sent, answered)))
     }
 
-    /// Loads the limiter's two scripts.
+    /// Loads the limiter's script.
     pub async fn load_scripts(&mut self) -> Result<(), RemoteError> {
-        self.load(&[script::ADMIT_LUA, script::FINISH_LUA]).await
+        self.load(&[script::LIMITER_LUA]).await
     }
 
     /// `SCRIPT LOAD` of each of `bodies`.
@@ -410,7 +488,7 @@ async fn pipeline<W: Wire, C: Commands>(
 pub async fn round_trip<W: Wire>(
     conn: &mut Option<Conn<W>>,
     endpoint: &Endpoint,
-    calls: &ScriptCalls<'_, Call>,
+    calls: &impl Commands,
 ) -> Result<Vec<Reply>, RemoteError> {
     let c = match conn {
         Some(c) => c,
@@ -491,10 +569,68 @@ mod tests {
             .collect();
         assert_eq!(
             loads.len(),
-            5,
-            "admit and finish at open, again, and the missing one"
+            3,
+            "the limiter's at open, again, and the missing one"
         );
-        assert_eq!(loads[4], "SCRIPT LOAD return {7}");
+        assert_eq!(loads[2], "SCRIPT LOAD return {7}");
+    }
+
+    fn admission(rid: &str) -> Call {
+        let d = crate::limits::Descriptor::new(
+            crate::limits::Scope::ApiKey,
+            "k",
+            crate::limits::Kind::Requests,
+            10,
+        );
+        Call::Admit {
+            entries: vec![crate::limits::remote::Entry::charge(&d, 10, 1)],
+            request_id: rid.into(),
+            deadline: Instant::now() + Duration::from_secs(5),
+            reply: tokio::sync::oneshot::channel().0,
+        }
+    }
+
+    /// Group commit: a flush's admissions and settlements go out as one
+    /// `EVALSHA` of the limiter's script (other scripts one each), and the
+    /// batch's replies come back to their calls in the calls' order.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_flushs_limiter_calls_share_one_evalsha_and_get_their_own_replies() {
+        let sent = Arc::new(Mutex::new(Vec::<String>::new()));
+        let log = sent.clone();
+        let addr = fake_redis(Arc::new(move |args| {
+            let command = text(args);
+            log.lock().unwrap().push(command.clone());
+            match args[0].as_slice() {
+                b"TIME" => b"*2\r\n$10\r\n1700000000\r\n$1\r\n5\r\n".to_vec(),
+                b"EVALSHA" if command.contains(script::sha()) => {
+                    b"*2\r\n*3\r\n:1\r\n:7\r\n:0\r\n*4\r\n:0\r\n:1\r\n:10\r\n:60\r\n".to_vec()
+                }
+                b"EVALSHA" => b"*1\r\n:9\r\n".to_vec(),
+                _ => b"+OK\r\n".to_vec(),
+            }
+        }))
+        .await;
+        let batch = [admission("r1"), call(&CACHED), admission("r2")];
+        let window = Window::new(60);
+        let calls = GroupedCalls::new(&batch, &window, Duration::from_secs(1));
+        let mut conn = None;
+        let replies = round_trip::<TokioWire>(&mut conn, &endpoint(&addr), &calls)
+            .await
+            .unwrap();
+        let ints = |v: &[i64]| Reply::Array(Some(v.iter().map(|n| Reply::Int(*n)).collect()));
+        assert_eq!(
+            calls.replies(replies),
+            [ints(&[1, 7, 0]), ints(&[9]), ints(&[0, 1, 10, 60])],
+            "each call its own reply, in order"
+        );
+        let sent = sent.lock().unwrap();
+        let evals: Vec<&String> = sent.iter().filter(|c| c.starts_with("EVALSHA")).collect();
+        assert_eq!(evals.len(), 2, "one batch and the other script: {evals:?}");
+        assert!(
+            evals[0].contains(script::sha()) && evals[0].contains(" aa "),
+            "both admissions in the first: {}",
+            evals[0]
+        );
     }
 
     /// A server that announces a huge bulk string and keeps sending it.

@@ -179,7 +179,7 @@ async fn drive(link: Rc<Link>, config: Arc<LinkConfig>) {
     }
 }
 
-/// Reads `admit.lua`'s reply.
+/// Reads `limiter.lua`'s reply.
 pub(super) fn verdict(reply: &Reply) -> Result<Verdict, RemoteError> {
     numbers(reply).and_then(|n| script::verdict(&n))
 }

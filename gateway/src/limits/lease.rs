@@ -1,14 +1,14 @@
 //! Lease mode: this process takes rpm/tpm quota from Redis in leases and
 //! spends it locally with atomics, so most requests make no Redis call.
 //!
-//! A lease is granted by `admit.lua` (kind `l`): it charges `lease_fraction`
+//! A lease is granted by `limiter.lua` (kind `l`): it charges `lease_fraction`
 //! of the limit (at least the request's own amount; what is left in Redis
 //! when the whole lease does not fit; refused only when not even the
 //! request's amount fits) at the Redis tick `T0`. Requests take from it with
 //! a compare-and-swap on `spent` (exact: no transient over-add), all-or-none
 //! across a request's descriptors (a later descriptor's failure gives the
 //! earlier ones back). A lease ends when it expires (`lease_ttl_ms`, ended
-//! by the control plane) or is replaced by a refill: `finish.lua` (kind
+//! by the control plane) or is replaced by a refill: `limiter.lua`'s settlement (kind
 //! `l`) removes its grant from `T0` and charges what was spent at the
 //! current tick. Every spent unit is therefore counted from `T0` (before it
 //! was spent) until at least a full window after the lease ended (after it
@@ -27,7 +27,7 @@
 //!
 //! Parallel limits are leased as slots ([`super::slot_lease`]): a replica's
 //! slot lease is members `lease:<process>:<n>:<slot>` of the counter's
-//! sorted set (where `admit.lua` puts requests' slots), scored by their
+//! sorted set (where `limiter.lua` puts requests' slots), scored by their
 //! expiry, now + `lease_ttl_ms`. Requests take a slot with a CAS on the
 //! lease's (granted, in use) word and free it when they end, all-or-none
 //! with their other descriptors. When every slot granted is in use, one
@@ -173,7 +173,7 @@ impl Lease {
             .is_ok()
     }
 
-    /// Ends the lease; the `finish.lua` call returning it, unless it had
+    /// Ends the lease; the settlement returning it, unless it had
     /// already ended or holds nothing.
     fn end(&self) -> Option<Call> {
         let spent = self.spent.swap(ENDED, Ordering::AcqRel);
@@ -200,7 +200,7 @@ impl Lease {
         self.spent.load(Ordering::Acquire) >= ENDED
     }
 
-    /// The `finish.lua` call settling a request's tokens after the lease
+    /// The settlement settling a request's tokens after the lease
     /// ended (`None` while it lives: settled locally). A refund comes out of
     /// the lease's own bucket, older than the one its spent units were
     /// charged again in: it stays counted longer, never shorter.

@@ -8,7 +8,7 @@
 //! reconnection, whichever runtime sends.
 
 use super::cluster::ClusterLink;
-use super::conn::{self, Conn, ScriptCalls, Wire};
+use super::conn::{self, Conn, GroupedCalls, Wire};
 use super::direct::{self, LinkConfig};
 use super::outcome::{self, Reporter};
 use super::release::Releases;
@@ -56,11 +56,7 @@ impl<W: Wire> Upstream<W> {
             }
             Upstream::Single(conn) => conn,
         };
-        let calls = ScriptCalls {
-            calls: &batch,
-            window: &config.window,
-            slot_ttl: config.slot_ttl,
-        };
+        let calls = GroupedCalls::new(&batch, &config.window, config.slot_ttl);
         let result = W::timeout(
             config.deadline,
             conn::round_trip(conn, &config.endpoint, &calls),
@@ -68,7 +64,10 @@ impl<W: Wire> Upstream<W> {
         .await
         .unwrap_or_else(|| Err(outcome::timed_out(config.deadline)));
         match result {
-            Ok(replies) => report.succeeded(batch, replies.iter().map(direct::numbers)),
+            Ok(replies) => {
+                let replies = calls.replies(replies);
+                report.succeeded(batch, replies.iter().map(direct::numbers))
+            }
             Err(err) => {
                 releases.after_failure(&batch);
                 if report.failed(batch, &err) {

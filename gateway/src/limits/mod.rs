@@ -3,7 +3,7 @@
 //! user), checked and charged all-or-none at admission and settled after
 //! the response.
 //!
-//! With Redis configured, one `admit.lua` call per request decides for the
+//! With Redis configured, one `limiter.lua` call per request decides for the
 //! whole fleet (batched with other cores' calls into one pipeline by the
 //! control plane, [`remote`]). Without Redis, while it is unreachable, or
 //! while the [`breaker`] is open, the same check runs on this process's

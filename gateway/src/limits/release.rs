@@ -6,7 +6,7 @@
 //! is idempotent and harmless for a slot never taken) once Redis answers:
 //! right after the outage for a lost settlement, and for an admission only
 //! once its deadline has passed, after which Redis refuses to run it
-//! (`admit.lua` checks the deadline), so the release cannot come first.
+//! (`limiter.lua` checks the deadline), so the release cannot come first.
 //!
 //! Token reservations and rpm units of such calls are not retried: giving
 //! one back twice would under-count, and each lapses with the window.

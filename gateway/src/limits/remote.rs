@@ -1,6 +1,6 @@
 //! The Redis side of the limiter, run on the control plane: limiter calls
 //! from every core are drained from one queue and sent as one pipeline per
-//! flush, each call one `EVALSHA` of `admit.lua` or `finish.lua`, over the
+//! flush, each call one `EVALSHA` of `limiter.lua` (a batch of admissions and settlements), over the
 //! same connection code as the cores' links ([`super::conn`], on tokio:
 //! [`super::tokio_wire`]; a Cluster through [`ClusterLink`]).
 //!
@@ -61,7 +61,7 @@ impl Entry {
     }
 
     /// Units a lease admission charged, given the usage Redis reported:
-    /// what `admit.lua` computes.
+    /// what `limiter.lua` computes.
     pub fn granted(&self, used: u64) -> u64 {
         self.amount.min(self.limit.saturating_sub(used))
     }

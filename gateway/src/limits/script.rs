@@ -1,11 +1,12 @@
-//! The two Lua scripts and how a limiter call becomes their arguments and
-//! their reply a [`Verdict`]: shared by the per-core Redis links
+//! The limiter's Lua script and how limiter calls become its arguments
+//! (one call, or a batch of them in one `EVALSHA`: group commit) and its
+//! reply a [`Verdict`]: shared by the per-core Redis links
 //! ([`super::direct`]) and the control plane's runner ([`super::remote`]).
 
 use super::clock::RedisClock;
 use super::descriptor::Kind;
 use super::remote::{Call, Entry, RemoteError, ScriptCall};
-use super::resp::{ArgSink, Command};
+use super::resp::{ArgSink, Command, Reply};
 use super::window::Window;
 use super::Verdict;
 use sha1_smol::Sha1;
@@ -13,26 +14,15 @@ use smallvec::SmallVec;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-/// `admit.lua`: check and charge every descriptor, all or none.
-pub const ADMIT_LUA: &str = include_str!("admit.lua");
-/// `finish.lua`: settle reservations, free slots, end leases.
-pub const FINISH_LUA: &str = include_str!("finish.lua");
+/// `limiter.lua`: a batch of admissions (check and charge every
+/// descriptor, all or none) and settlements (settle reservations, free
+/// slots, end leases), in order.
+pub const LIMITER_LUA: &str = include_str!("limiter.lua");
 
-/// The SHA1 digests `EVALSHA` names the scripts by.
-pub struct Shas {
-    /// Of [`ADMIT_LUA`].
-    pub admit: String,
-    /// Of [`FINISH_LUA`].
-    pub finish: String,
-}
-
-/// The scripts' digests, computed once.
-pub fn shas() -> &'static Shas {
-    static SHAS: OnceLock<Shas> = OnceLock::new();
-    SHAS.get_or_init(|| Shas {
-        admit: Sha1::from(ADMIT_LUA).digest().to_string(),
-        finish: Sha1::from(FINISH_LUA).digest().to_string(),
-    })
+/// The SHA1 digest `EVALSHA` names [`LIMITER_LUA`] by, computed once.
+pub fn sha() -> &'static str {
+    static SHA: OnceLock<String> = OnceLock::new();
+    SHA.get_or_init(|| Sha1::from(LIMITER_LUA).digest().to_string())
 }
 
 fn kind_code(e: &Entry) -> u8 {
@@ -67,12 +57,85 @@ impl Numbers {
 /// The number of arguments [`evalsha`] gives `call`, `EVALSHA` included.
 pub fn arg_count(call: &Call) -> usize {
     match call {
-        Call::Admit { entries, .. } => 3 + entries.len() + 4 + entries.len(),
-        Call::Finish { entries, .. } => 3 + entries.len() + 4,
+        Call::Admit { .. } | Call::Finish { .. } => 4 + op_arg_count(call),
         Call::Script {
             call: ScriptCall { keys, args, .. },
             ..
         } => 3 + keys.len() + args.len(),
+    }
+}
+
+/// The keys and arguments a limiter operation adds to a batch.
+fn op_arg_count(call: &Call) -> usize {
+    match call {
+        Call::Admit { entries, .. } => entries.len() + 4 + entries.len(),
+        Call::Finish { entries, .. } => entries.len() + 4,
+        Call::Script { .. } => 0,
+    }
+}
+
+/// The entries of a limiter operation (none for another script).
+fn op_entries(call: &Call) -> &[Entry] {
+    match call {
+        Call::Admit { entries, .. } | Call::Finish { entries, .. } => entries,
+        Call::Script { .. } => &[],
+    }
+}
+
+/// Appends `ops` (admissions and settlements only) to `out` as one
+/// `EVALSHA` of [`LIMITER_LUA`], run in order; its reply holds one reply
+/// per operation ([`split_batch`]), or the one reply of a batch of one.
+pub fn encode_batch(
+    ops: &[&Call],
+    window: &Window,
+    slot_ttl: Duration,
+    clock: Option<&RedisClock>,
+    out: &mut Vec<u8>,
+) {
+    let args = 4 + ops.iter().map(|c| op_arg_count(c)).sum::<usize>();
+    let mut command = Command::start(out, args);
+    write_batch(ops, window, slot_ttl, clock, &mut command);
+}
+
+/// Writes the `EVALSHA` of a batch of limiter operations.
+fn write_batch(
+    ops: &[&Call],
+    window: &Window,
+    slot_ttl: Duration,
+    clock: Option<&RedisClock>,
+    out: &mut impl ArgSink,
+) {
+    out.arg(b"EVALSHA");
+    out.arg(sha().as_bytes());
+    out.int(ops.iter().map(|c| op_entries(c).len() as u64).sum());
+    for op in ops {
+        for e in op_entries(op) {
+            out.arg(e.key.as_bytes());
+        }
+    }
+    let letters: SmallVec<[u8; 16]> = ops
+        .iter()
+        .map(|c| match c {
+            Call::Admit { .. } => b'a',
+            _ => b'f',
+        })
+        .collect();
+    out.arg(&letters);
+    for op in ops {
+        write_op(op, window, slot_ttl, clock, out);
+    }
+}
+
+/// Splits a batch's reply into one reply per operation: `count` of them,
+/// or the batch's error for each.
+pub fn split_batch(reply: Reply, count: usize) -> Vec<Reply> {
+    if count == 1 {
+        return vec![reply];
+    }
+    match reply {
+        Reply::Array(Some(items)) if items.len() == count => items,
+        Reply::Error(e) => vec![Reply::Error(e); count],
+        other => vec![Reply::Error(format!("unexpected batch reply {other:?}")); count],
     }
 }
 
@@ -112,8 +175,42 @@ fn write_evalsha(
     clock: Option<&RedisClock>,
     out: &mut impl ArgSink,
 ) {
-    let shas = shas();
-    out.arg(b"EVALSHA");
+    match call {
+        Call::Admit { .. } | Call::Finish { .. } => {
+            write_batch(&[call], window, slot_ttl, clock, out);
+        }
+        Call::Script {
+            call: ScriptCall { script, keys, args },
+            deadline,
+            ..
+        } => {
+            out.arg(b"EVALSHA");
+            out.arg(script.sha().as_bytes());
+            out.int(keys.len() as u64);
+            for k in keys {
+                out.arg(k.as_bytes());
+            }
+            for (i, a) in args.iter().enumerate() {
+                match deadline {
+                    Some((at, instant)) if *at == i => {
+                        out.int(clock.map_or(0, |c| c.deadline_ms(*instant)))
+                    }
+                    _ => out.arg(a.as_bytes()),
+                }
+            }
+        }
+    }
+}
+
+/// Writes one limiter operation's arguments (after its keys, which come
+/// first in a batch), as `limiter.lua` reads them.
+fn write_op(
+    call: &Call,
+    window: &Window,
+    slot_ttl: Duration,
+    clock: Option<&RedisClock>,
+    out: &mut impl ArgSink,
+) {
     match call {
         Call::Admit {
             entries,
@@ -121,11 +218,6 @@ fn write_evalsha(
             deadline,
             ..
         } => {
-            out.arg(shas.admit.as_bytes());
-            out.int(entries.len() as u64);
-            for e in entries {
-                out.arg(e.key.as_bytes());
-            }
             let ttl_ms = u64::try_from(slot_ttl.as_millis()).unwrap_or(u64::MAX);
             out.arg(request_id.as_bytes());
             out.int(ttl_ms);
@@ -152,11 +244,6 @@ fn write_evalsha(
             tokens_used,
             ..
         } => {
-            out.arg(shas.finish.as_bytes());
-            out.int(entries.len() as u64);
-            for e in entries {
-                out.arg(e.key.as_bytes());
-            }
             out.arg(request_id.as_bytes());
             out.int(*tick);
             out.arg(&kinds(entries));
@@ -169,29 +256,11 @@ fn write_evalsha(
             }
             out.doubles(&numbers.0);
         }
-        Call::Script {
-            call: ScriptCall { script, keys, args },
-            deadline,
-            ..
-        } => {
-            out.arg(script.sha().as_bytes());
-            out.int(keys.len() as u64);
-            for k in keys {
-                out.arg(k.as_bytes());
-            }
-            for (i, a) in args.iter().enumerate() {
-                match deadline {
-                    Some((at, instant)) if *at == i => {
-                        out.int(clock.map_or(0, |c| c.deadline_ms(*instant)))
-                    }
-                    _ => out.arg(a.as_bytes()),
-                }
-            }
-        }
+        Call::Script { .. } => {}
     }
 }
 
-/// Reads `admit.lua`'s reply: `{1, tick, used...}`, `{0, index, used,
+/// Reads an admission's reply: `{1, tick, used...}`, `{0, index, used,
 /// reset_at}`, or `{2}` (run after its deadline: nothing charged).
 pub fn verdict(numbers: &[i64]) -> Result<Verdict, RemoteError> {
     let verdict = match numbers {
@@ -281,9 +350,8 @@ mod tests {
         static ONE: super::super::remote::LuaScript =
             super::super::remote::LuaScript::new("return 1");
         assert_eq!(ONE.sha(), "e0e1f9fabfc9d4800c877a703b823ac0578ff8db");
-        assert_eq!(shas().admit, Sha1::from(ADMIT_LUA).digest().to_string());
-        assert_eq!(shas().admit.len(), 40);
-        assert_ne!(shas().admit, shas().finish);
+        assert_eq!(sha(), Sha1::from(LIMITER_LUA).digest().to_string());
+        assert_eq!(sha().len(), 40);
     }
 
     #[test]
@@ -305,14 +373,17 @@ mod tests {
             Some(&clock),
         );
         let text = |a: &[u8]| String::from_utf8(a.to_vec()).unwrap();
-        let strings: Vec<String> = args[2..7].iter().map(|a| text(a)).collect();
-        assert_eq!(strings, ["1", "{api_key:k}:tokens", "r1", "600000", "t"]);
+        let strings: Vec<String> = args[2..8].iter().map(|a| text(a)).collect();
         assert_eq!(
-            doubles(&args[7]),
+            strings,
+            ["1", "{api_key:k}:tokens", "a", "r1", "600000", "t"]
+        );
+        assert_eq!(
+            doubles(&args[8]),
             [1.0, 61.0, 600_000.0, 5100.0, 200.0, 125.0, 125.0],
             "bucket_secs, buckets, slot ttl, deadline, then limit, amount, need"
         );
-        assert_eq!(text(&args[8]), "125", "the amount in decimal");
+        assert_eq!(text(&args[9]), "125", "the amount in decimal");
         assert_eq!(args.len(), arg_count(&call));
     }
 
@@ -329,19 +400,20 @@ mod tests {
         };
         let args = evalsha(&call, &Window::new(60), Duration::from_secs(600), None);
         let text = |a: &[u8]| String::from_utf8(a.to_vec()).unwrap();
-        let strings: Vec<String> = args[2..8].iter().map(|a| text(a)).collect();
+        let strings: Vec<String> = args[2..9].iter().map(|a| text(a)).collect();
         assert_eq!(
             strings,
             [
                 "2",
                 "{api_key:k}:tokens",
                 "{api_key:k}:parallel",
+                "f",
                 "r1",
                 "29412166",
                 "tp"
             ]
         );
-        assert_eq!(doubles(&args[8]), [1.0, 61.0, 40.0, 125.0, 1.0]);
+        assert_eq!(doubles(&args[9]), [1.0, 61.0, 40.0, 125.0, 1.0]);
         assert_eq!(args.len(), arg_count(&call));
     }
 

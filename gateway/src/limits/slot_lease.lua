@@ -1,6 +1,6 @@
 -- Leased parallel slots (lease mode, see slot_lease.rs): a replica's lease
 -- of one parallel counter is a set of members `<lease id>:<n>` of the
--- counter's sorted set (admit.lua kind 'p'), scored by their expiry like a
+-- counter's sorted set (limiter.lua's admission, kind 'p'), scored by their expiry like a
 -- request's slot, so a crashed replica's slots lapse.
 -- KEYS[1]: the parallel counter.
 -- ARGV: lease id, life_ms, expire_at_ms (the caller's deadline in Redis

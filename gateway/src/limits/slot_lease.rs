@@ -4,7 +4,7 @@
 //! Redis call in steady state. See [`super::lease`] for the semantics.
 //!
 //! In Redis a lease is members `<lease id>:<n>` of the counter's sorted set
-//! (the set `admit.lua` puts requests' slots in), scored by their expiry
+//! (the set `limiter.lua` puts requests' slots in), scored by their expiry
 //! (now + the lease life) and renewed every half life by the control plane:
 //! a crashed replica's slots lapse within one life. `slot_lease.lua` renews
 //! the members held, removes the ones returned and adds new ones while the

@@ -2,11 +2,11 @@
 //! (`{server:global}`, `{team:..}`, `{api_key:..}`...) live on different
 //! slots and no script may touch two of them.
 //!
-//! A call is split into one part per slot; every part is one `admit.lua`
+//! A call is split into one part per slot; every part is one `limiter.lua`
 //! run (atomic on its slot) and all parts go out in the same round trip.
 //! When every part admits, the request is admitted. When any part refuses
 //! (or gets no answer), the parts that admitted are compensated: a
-//! `finish.lua` run gives back all they charged (requests, tokens, slots,
+//! `limiter.lua`'s settlement run gives back all they charged (requests, tokens, slots,
 //! leases) in the next round trip. So no counter is ever charged past its
 //! limit (each part checks before it charges); a refused request holds
 //! units on other slots for one round trip, which can refuse another
