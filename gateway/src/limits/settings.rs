@@ -106,7 +106,7 @@ pub struct RateLimitsFile {
     /// (default 600).
     pub parallel_slot_ttl_secs: Option<u64>,
     /// Budgets spent against slices taken from Redis instead of a hold per
-    /// request (default: on in `lease` mode, off in `redis` mode).
+    /// request (default: on with Redis, in `lease` and `redis` mode).
     pub budget_slices: Option<bool>,
     /// Limits on the whole server.
     #[serde(default)]
@@ -284,8 +284,7 @@ impl LimitSettings {
         if let Some(secs) = file.parallel_slot_ttl_secs {
             s.parallel_slot_ttl = Duration::from_secs(secs.max(1));
         }
-        s.budget_slices =
-            s.mode != Mode::Local && file.budget_slices.unwrap_or(s.mode == Mode::Lease);
+        s.budget_slices = s.mode != Mode::Local && file.budget_slices.unwrap_or(true);
         s.server = file.server.limits();
         if s.server.parallel.is_none() {
             s.server.parallel =
@@ -465,7 +464,7 @@ mod tests {
     }
 
     #[test]
-    fn budget_slices_default_to_lease_mode_and_can_be_set_in_redis_mode() {
+    fn budget_slices_default_on_with_redis_and_can_be_turned_off() {
         let redis = "router_settings: {redis_host: r1}\n";
         let mode = |m: &str, extra: &str| {
             resolve(&format!("{redis}rate_limits: {{mode: {m}{extra}}}"), &[])
@@ -473,8 +472,8 @@ mod tests {
                 .budget_slices
         };
         assert!(mode("lease", ""));
-        assert!(!mode("redis", ""));
-        assert!(mode("redis", ", budget_slices: true"));
+        assert!(mode("redis", ""));
+        assert!(!mode("redis", ", budget_slices: false"));
         assert!(!mode("lease", ", budget_slices: false"));
         assert!(!mode("local", ", budget_slices: true"), "no Redis to slice");
     }
