@@ -208,6 +208,7 @@ async fn reserve_shard(
             let (_, members) = shard.get(usize::try_from(*principal).ok()?.checked_sub(1)?)?;
             let i = *members.get(usize::try_from(*counter).ok()?.checked_sub(1)?)?;
             let (scope, b) = &budgets[i];
+            b.saw_fleet_spend(*spent);
             Some(Err(Refusal {
                 scope,
                 spend: super::to_usd(*spent),

@@ -55,6 +55,12 @@ pub struct Budget {
     owed: AtomicI64,
     /// This process's slice of its counter in Redis (lease mode).
     slice: slice::Slice,
+    /// The fleet's settled spend as Redis last reported it (0 until it
+    /// did, and again after a reset): while Redis cannot answer, a
+    /// reservation in this process counts at least this plus what was
+    /// settled here since ([`Budget::fleet_floor`]), so other replicas'
+    /// spend is not forgotten for the outage.
+    fleet_seen: AtomicI64,
 }
 
 impl Budget {
@@ -82,6 +88,7 @@ impl Budget {
             period: AtomicI64::new(0),
             owed: AtomicI64::new(0),
             slice: slice::Slice::new(),
+            fleet_seen: AtomicI64::new(0),
         };
         b.set_limits(max_usd, soft_usd);
         Arc::new(b)
@@ -108,6 +115,7 @@ impl Budget {
         let nanos = to_nanos(spend_usd);
         if self.durable.swap(nanos, Ordering::AcqRel) > nanos {
             self.refusal_alerted.store(false, Ordering::Release);
+            self.fleet_seen.store(0, Ordering::Release);
         }
         if self.spent_nanos() < self.soft.load(Ordering::Acquire) {
             self.soft_alerted.store(false, Ordering::Release);
@@ -119,7 +127,24 @@ impl Budget {
     /// `reserve.lua`).
     pub fn set_period(&self, reset_at: Option<chrono::DateTime<chrono::Utc>>) {
         let ms = reset_at.map_or(0, |t| t.timestamp_millis().max(0));
-        self.period.store(ms, Ordering::Release);
+        if self.period.swap(ms, Ordering::AcqRel) != ms {
+            self.fleet_seen.store(0, Ordering::Release);
+        }
+    }
+
+    /// Records the fleet's settled spend Redis reported (nanos).
+    fn saw_fleet_spend(&self, nanos: i64) {
+        self.fleet_seen.fetch_max(nanos.max(0), Ordering::AcqRel);
+    }
+
+    /// The least the fleet has spent as far as this process knows: what
+    /// Redis last reported plus what was settled here and has not reached
+    /// Redis since (owed, and settled against a slice but not reported).
+    fn fleet_floor(&self) -> i64 {
+        self.fleet_seen
+            .load(Ordering::Acquire)
+            .saturating_add(self.owed.load(Ordering::Acquire).max(0))
+            .saturating_add(self.slice.unreported().max(0))
     }
 
     /// Whether a refusal by this budget is the first since it last gained
@@ -157,7 +182,9 @@ impl Budget {
         max != NO_LIMIT && self.spent_nanos() >= max
     }
 
-    /// Reserves `nanos` if spend + reservations stay within the limit.
+    /// Reserves `nanos` if spend + reservations stay within the limit; the
+    /// spend is the larger of this process's figure and the fleet's floor
+    /// (the same without Redis, where the floor is never above it).
     fn try_reserve(&self, nanos: i64) -> bool {
         let max = self.max.load(Ordering::Acquire);
         if max == NO_LIMIT {
@@ -167,7 +194,8 @@ impl Budget {
         self.reserved
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| {
                 let after = r.checked_add(nanos)?;
-                (self.spent_nanos().saturating_add(after) <= max).then_some(after)
+                let spent = self.spent_nanos().max(self.fleet_floor());
+                (spent.saturating_add(after) <= max).then_some(after)
             })
             .is_ok()
     }
@@ -424,6 +452,28 @@ mod tests {
         drop(r);
         assert_eq!(key.reserved.load(Ordering::Relaxed), 0);
         assert_eq!(team.reserved.load(Ordering::Relaxed), 0);
+    }
+
+    /// While Redis cannot answer, a reservation in the process counts the
+    /// fleet's spend Redis last reported plus what was settled here since,
+    /// not only this replica's own figure: before, a replica whose calls
+    /// missed their deadline spent the whole budget again on its own.
+    #[test]
+    fn a_reservation_in_the_process_counts_the_fleets_last_reported_spend() {
+        let b = Budget::new(Some(1.0), None, 0.1);
+        // Another replica spent 0.8 in all, as Redis reported.
+        b.saw_fleet_spend(to_nanos(0.8));
+        assert!(Reservation::acquire(&[("key", b.clone())], 0.25).is_err());
+        let mut r = Reservation::acquire(&[("key", b.clone())], 0.15).unwrap();
+        // Settled while Redis could not be used: owed, and counted on top
+        // of the fleet's figure.
+        r.place = Held::Local { owe: true };
+        r.settle(0.15);
+        assert!(Reservation::acquire(&[("key", b.clone())], 0.1).is_err());
+        assert!(Reservation::acquire(&[("key", b.clone())], 0.05).is_ok());
+        // A lower spend announced (an admin's reset) forgets the figure.
+        b.set_durable(0.0);
+        assert!(Reservation::acquire(&[("key", b.clone())], 0.5).is_ok());
     }
 
     /// Written spend beyond any real figure saturates instead of wrapping

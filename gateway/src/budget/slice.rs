@@ -48,6 +48,13 @@ const DEADLINE_ARG: usize = 2;
 /// still grants a thousandth of the room).
 const MAX_DIVISOR: f64 = 1000.0;
 
+impl Slice {
+    /// Settled against the slice, not yet reported to Redis.
+    pub(super) fn unreported(&self) -> i64 {
+        self.unreported.load(SeqCst)
+    }
+}
+
 /// This process's slice of one budget counter.
 #[derive(Debug)]
 pub(super) struct Slice {
@@ -333,6 +340,7 @@ async fn call(
         .as_deref()
     {
         Some([verdict @ (0 | 1 | 3), grant, spent, reserved]) => {
+            b.saw_fleet_spend(*spent);
             if idle && *grant == 0 {
                 slice.held.store(false, SeqCst);
             }
