@@ -32,35 +32,53 @@ pub fn is_special_model_value(m: &str) -> bool {
     matches!(m, "*" | "all-proxy-models" | "all-team-models")
 }
 
-/// Whether a list of allowed models admits `model` (empty list: all).
-fn list_allows(models: &[String], model: &str) -> bool {
+/// Whether a list of allowed models admits `model` (empty list: all), one
+/// of its entries naming `model`, a prefix of it (`openai/*`), every model,
+/// or one of `access_groups`, the model access groups that grant `model`
+/// (LiteLLM's `_check_model_access_helper`).
+fn list_allows(models: &[String], model: &str, access_groups: &[&str]) -> bool {
     models.is_empty()
         || models.iter().any(|m| {
             m == model
                 || is_special_model_value(m)
+                || access_groups.contains(&m.as_str())
                 || m.strip_suffix('*')
                     .is_some_and(|prefix| model.starts_with(prefix))
         })
 }
 
+/// Whether a list of allowed models admits the model access group `name`
+/// itself (empty list or every model: all groups), as LiteLLM lists them.
+pub fn list_names_group(models: &[String], name: &str) -> bool {
+    models.is_empty()
+        || models
+            .iter()
+            .any(|m| m == name || is_special_model_value(m))
+}
+
 /// Refuses a model outside the key's, team's or user's allowed models, naming
-/// the allowed ones (seed 004: `key_model_access_denied`).
-pub fn model_allowed(entry: &KeyEntry, model: &str) -> Result<(), GatewayError> {
+/// the allowed ones (seed 004: `key_model_access_denied`); `access_groups`
+/// are the model access groups that grant `model`.
+pub fn model_allowed(
+    entry: &KeyEntry,
+    model: &str,
+    access_groups: &[&str],
+) -> Result<(), GatewayError> {
     let deny = |scope: &str, allowed: &[String]| GatewayError::ModelAccessDenied {
         scope: scope.to_string(),
         allowed: allowed.to_vec(),
         requested: model.to_string(),
     };
-    if !list_allows(&entry.record.models, model) {
+    if !list_allows(&entry.record.models, model, access_groups) {
         return Err(deny("key", &entry.record.models));
     }
     if let Some(team) = &entry.team {
-        if !list_allows(&team.record.models, model) {
+        if !list_allows(&team.record.models, model, access_groups) {
             return Err(deny("team", &team.record.models));
         }
     }
     if let Some(user) = &entry.user {
-        if !list_allows(&user.record.models, model) {
+        if !list_allows(&user.record.models, model, access_groups) {
             return Err(deny("user", &user.record.models));
         }
     }
@@ -98,9 +116,11 @@ mod tests {
 
     #[test]
     fn names_allowed_and_requested_models() {
-        assert!(model_allowed(&entry(&[]), "any").is_ok());
-        assert!(model_allowed(&entry(&["openai/*"]), "openai/gpt-4o").is_ok());
-        let err = model_allowed(&entry(&["chat-fast"]), "chat-deep").unwrap_err();
+        assert!(model_allowed(&entry(&[]), "any", &[]).is_ok());
+        assert!(model_allowed(&entry(&["openai/*"]), "openai/gpt-4o", &[]).is_ok());
+        assert!(model_allowed(&entry(&["beta"]), "chat-deep", &["alpha", "beta"]).is_ok());
+        assert!(model_allowed(&entry(&["beta"]), "chat-deep", &["alpha"]).is_err());
+        let err = model_allowed(&entry(&["chat-fast"]), "chat-deep", &[]).unwrap_err();
         let msg = err.to_string();
         assert!(
             msg.contains("chat-fast") && msg.contains("chat-deep"),

@@ -154,12 +154,28 @@ impl Principal {
             .collect()
     }
 
-    /// Refuses a model the key, its team or its user may not use.
-    pub fn check_model(&self, model: &str) -> Result<(), GatewayError> {
+    /// Refuses a model the key, its team or its user may not use;
+    /// `access_groups` are the model access groups that grant `model`
+    /// (the registry's `access_groups_of`).
+    pub fn check_model(&self, model: &str, access_groups: &[&str]) -> Result<(), GatewayError> {
         match self {
-            Principal::Key(k) => checks::model_allowed(k, model),
+            Principal::Key(k) => checks::model_allowed(k, model, access_groups),
             _ => Ok(()),
         }
+    }
+
+    /// Whether the key, its team and its user each list the model access
+    /// group `name` (or every model), so it is theirs to list
+    /// (`/v1/models?include_model_access_groups=true`).
+    pub fn names_access_group(&self, name: &str) -> bool {
+        let Principal::Key(k) = self else { return true };
+        checks::list_names_group(&k.record.models, name)
+            && k.team
+                .as_ref()
+                .is_none_or(|t| checks::list_names_group(&t.record.models, name))
+            && k.user
+                .as_ref()
+                .is_none_or(|u| checks::list_names_group(&u.record.models, name))
     }
 }
 
