@@ -497,7 +497,10 @@ impl KeyCache {
             format!("key:{token}"),
             Place::principal("key", token),
             record.budget_reset_at,
-            (record.max_budget, record.soft_budget),
+            (
+                super::checks::raised_max_budget(&record, chrono::Utc::now()),
+                record.soft_budget,
+            ),
             record.spend,
         );
         let model_budgets = record

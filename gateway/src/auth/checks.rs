@@ -3,10 +3,68 @@
 
 use super::KeyEntry;
 use crate::error::GatewayError;
-use chrono::{DateTime, Utc};
+use crate::store::KeyRecord;
+use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
+use serde_json::Value;
 
-/// Refuses blocked or expired keys and keys of blocked teams.
+/// A key's `max_budget` as LiteLLM applies it: raised by
+/// `metadata.temp_budget_increase` while `metadata.temp_budget_expiry` (an
+/// ISO 8601 time, UTC when it names no zone) is in the future
+/// (`_update_key_budget_with_temp_budget_increase`); no budget stays none.
+pub fn raised_max_budget(record: &KeyRecord, now: DateTime<Utc>) -> Option<f64> {
+    let max = record.max_budget?;
+    let increase = record
+        .metadata
+        .get("temp_budget_increase")
+        .and_then(Value::as_f64)
+        .filter(|i| i.is_finite() && *i > 0.0);
+    let expiry = record
+        .metadata
+        .get("temp_budget_expiry")
+        .and_then(Value::as_str)
+        .and_then(iso_time);
+    match (increase, expiry) {
+        (Some(increase), Some(expiry)) if expiry > now => Some(max + increase),
+        _ => Some(max),
+    }
+}
+
+/// A time as Python's `datetime.fromisoformat` reads it: with an offset,
+/// or without one (then UTC), or a bare date (midnight UTC).
+fn iso_time(text: &str) -> Option<DateTime<Utc>> {
+    if text.len() > 64 {
+        return None;
+    }
+    if let Ok(t) = DateTime::parse_from_rfc3339(text) {
+        return Some(t.with_timezone(&Utc));
+    }
+    [
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M",
+    ]
+    .iter()
+    .find_map(|f| NaiveDateTime::parse_from_str(text, f).ok())
+    .or_else(|| {
+        NaiveDate::parse_from_str(text, "%Y-%m-%d")
+            .ok()
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+    })
+    .map(|t| t.and_utc())
+}
+
+/// Refuses blocked or expired keys and keys of blocked teams. A key with a
+/// temporary budget increase has its budget's limit set to what
+/// [`raised_max_budget`] says now (the increase ends at its expiry without
+/// a change of the row).
 pub fn key_usable(entry: &KeyEntry, now: DateTime<Utc>) -> Result<(), GatewayError> {
+    if entry.record.metadata.contains_key("temp_budget_increase") {
+        let max = raised_max_budget(&entry.record, now);
+        let nanos = |usd: Option<f64>| usd.map(crate::budget::to_nanos);
+        if nanos(entry.budget.max_usd()) != nanos(max) {
+            entry.budget.set_limits(max, entry.record.soft_budget);
+        }
+    }
     if entry.record.blocked {
         return Err(GatewayError::KeyBlocked("key".into()));
     }
@@ -129,6 +187,35 @@ mod tests {
         assert_eq!(
             (err.status(), err.error_type()),
             (403, "key_model_access_denied")
+        );
+    }
+
+    #[test]
+    fn a_temporary_increase_raises_the_budget_until_its_expiry() {
+        let now = Utc::now();
+        let mut e = entry(&[]);
+        e.record.max_budget = Some(1.0);
+        e.record.metadata = serde_json::json!({"temp_budget_increase": 2.5,
+            "temp_budget_expiry": (now + chrono::Duration::hours(1)).naive_utc().to_string()})
+        .as_object()
+        .cloned()
+        .unwrap();
+        assert_eq!(raised_max_budget(&e.record, now), Some(3.5));
+        key_usable(&e, now).unwrap();
+        assert_eq!(e.budget.max_usd(), Some(3.5));
+        let later = now + chrono::Duration::hours(2);
+        assert_eq!(raised_max_budget(&e.record, later), Some(1.0));
+        key_usable(&e, later).unwrap();
+        assert_eq!(e.budget.max_usd(), Some(1.0));
+        e.record.max_budget = None;
+        assert_eq!(raised_max_budget(&e.record, now), None);
+        assert_eq!(
+            iso_time("2026-01-02"),
+            Some("2026-01-02T00:00:00Z".parse().unwrap())
+        );
+        assert_eq!(
+            iso_time("2026-01-02T03:04:05+01:00"),
+            Some("2026-01-02T02:04:05Z".parse().unwrap())
         );
     }
 
