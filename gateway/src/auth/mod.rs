@@ -108,6 +108,42 @@ impl Principal {
         })
     }
 
+    /// The key's per-tag request limits for a request carrying `tags`
+    /// (LiteLLM's `tag_per_key`): one counter `{key}:{tag}` per tag its
+    /// `metadata.tag_rpm_limit` names with a whole number of requests per
+    /// window; tags it does not name fall to the key's own limits.
+    pub fn tag_limits(&self, tags: &[String]) -> Vec<crate::limits::Descriptor> {
+        use crate::limits::{Descriptor, Kind, Scope};
+        let Principal::Key(k) = self else {
+            return Vec::new();
+        };
+        let Some(limits) = k
+            .record
+            .metadata
+            .get("tag_rpm_limit")
+            .and_then(serde_json::Value::as_object)
+        else {
+            return Vec::new();
+        };
+        let mut out: Vec<Descriptor> = Vec::new();
+        for (i, tag) in tags.iter().enumerate() {
+            if tags[..i].contains(tag) {
+                continue;
+            }
+            let Some(rpm) = limits.get(tag).and_then(serde_json::Value::as_u64) else {
+                continue;
+            };
+            let value = format!("{}:{tag}", k.record.token);
+            out.push(Descriptor::new(
+                Scope::TagPerKey,
+                &value,
+                Kind::Requests,
+                rpm,
+            ));
+        }
+        out
+    }
+
     /// Regions the key (else its team) may be served from; `None`: any.
     pub fn allowed_regions(&self) -> Option<Vec<String>> {
         let Principal::Key(k) = self else { return None };

@@ -22,6 +22,8 @@ pub enum Scope {
     ModelPerTeam,
     /// The caller's end user (the body's `user`).
     EndUser,
+    /// The key's limit for one request tag (`metadata.tag_rpm_limit`).
+    TagPerKey,
 }
 
 impl Scope {
@@ -36,6 +38,7 @@ impl Scope {
             Scope::ModelPerKey => "model_per_key",
             Scope::ModelPerTeam => "model_per_team",
             Scope::EndUser => "end_user",
+            Scope::TagPerKey => "tag_per_key",
         }
     }
 }

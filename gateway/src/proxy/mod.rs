@@ -484,6 +484,7 @@ async fn serve(
                     | Endpoint::ImageEdits
             ),
             request_id: &outcome.call_id,
+            extra: principal.tag_limits(&req.tags),
         })
         .await?
         .map(Box::new);
