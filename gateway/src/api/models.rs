@@ -205,6 +205,7 @@ mod tests {
                 model_budgets: Vec::new(),
                 org_budget: None,
                 org_limits: None,
+                org_model_limits: None,
             })
         });
         Principal::Key(Arc::new(KeyEntry {

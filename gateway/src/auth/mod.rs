@@ -108,24 +108,49 @@ impl Principal {
         })
     }
 
-    /// The key's per-tag request limits for a request carrying `tags`
-    /// (LiteLLM's `tag_per_key`): one counter `{key}:{tag}` per tag its
-    /// `metadata.tag_rpm_limit` names with a whole number of requests per
-    /// window; tags it does not name fall to the key's own limits.
-    pub fn tag_limits(&self, tags: &[String]) -> Vec<crate::limits::Descriptor> {
+    /// The limits of a request for `model` carrying `tags` that the
+    /// limiter does not build from the key's rows: the key's per-tag
+    /// request limits (LiteLLM's `tag_per_key`: one counter `{key}:{tag}`
+    /// per tag its `metadata.tag_rpm_limit` names; tags it does not name
+    /// fall to the key's own limits) and its team's organization's
+    /// per-model limits (LiteLLM's `model_per_organization`: one counter
+    /// `{org}:{model}` from the organization's `metadata.model_rpm_limit`
+    /// and `model_tpm_limit`).
+    pub fn extra_limits(&self, model: &str, tags: &[String]) -> Vec<crate::limits::Descriptor> {
         use crate::limits::{Descriptor, Kind, Scope};
         let Principal::Key(k) = self else {
             return Vec::new();
         };
+        let mut out: Vec<Descriptor> = Vec::new();
+        let org = k.team.as_ref().and_then(|t| t.org_model_limits.as_ref());
+        if let Some((org, limits)) = org {
+            let value = format!("{org}:{model}");
+            for (field, kind) in [
+                ("model_rpm_limit", Kind::Requests),
+                ("model_tpm_limit", Kind::Tokens),
+            ] {
+                let limit = limits
+                    .get(field)
+                    .and_then(|m| m.get(model))
+                    .and_then(serde_json::Value::as_u64);
+                if let Some(limit) = limit {
+                    out.push(Descriptor::new(
+                        Scope::ModelPerOrganization,
+                        &value,
+                        kind,
+                        limit,
+                    ));
+                }
+            }
+        }
         let Some(limits) = k
             .record
             .metadata
             .get("tag_rpm_limit")
             .and_then(serde_json::Value::as_object)
         else {
-            return Vec::new();
+            return out;
         };
-        let mut out: Vec<Descriptor> = Vec::new();
         for (i, tag) in tags.iter().enumerate() {
             if tags[..i].contains(tag) {
                 continue;

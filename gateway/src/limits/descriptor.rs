@@ -24,6 +24,9 @@ pub enum Scope {
     EndUser,
     /// The key's limit for one request tag (`metadata.tag_rpm_limit`).
     TagPerKey,
+    /// The key's team's organization's limit for one model group
+    /// (`metadata.model_rpm_limit` / `model_tpm_limit` of the organization).
+    ModelPerOrganization,
 }
 
 impl Scope {
@@ -39,6 +42,7 @@ impl Scope {
             Scope::ModelPerTeam => "model_per_team",
             Scope::EndUser => "end_user",
             Scope::TagPerKey => "tag_per_key",
+            Scope::ModelPerOrganization => "model_per_organization",
         }
     }
 }

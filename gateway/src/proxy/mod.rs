@@ -484,7 +484,7 @@ async fn serve(
                     | Endpoint::ImageEdits
             ),
             request_id: &outcome.call_id,
-            extra: principal.tag_limits(&req.tags),
+            extra: principal.extra_limits(&model, &req.tags),
         })
         .await?
         .map(Box::new);
