@@ -286,6 +286,11 @@ pub enum GatewayError {
     /// (LiteLLM's 403).
     #[error("Not allowed to set {0} as a cache control. Contact admin to change permissions.")]
     CacheControlDenied(String),
+    /// A team admin's or org admin's management call on rows outside its
+    /// teams or organizations, or beyond what LiteLLM lets those roles do
+    /// (LiteLLM's 403 and message).
+    #[error("{0}")]
+    TeamAccessDenied(String),
     /// A route outside `general_settings.allowed_routes` (LiteLLM's 403).
     #[error("Access forbidden: Route {0} not allowed")]
     RouteForbidden(String),
@@ -372,6 +377,7 @@ impl GatewayError {
             ConsoleThrottled { .. } => 429,
             NoTaggedDeployment { .. } => 401,
             RouteForbidden(_)
+            | TeamAccessDenied(_)
             | KeyRouteForbidden { .. }
             | UnpricedBlocked(_)
             | CacheControlDenied(_) => 403,
@@ -428,6 +434,7 @@ impl GatewayError {
             | NoTaggedDeployment { .. }
             | CacheControlDenied(_)
             | RouteForbidden(_)
+            | TeamAccessDenied(_)
             | KeyRouteForbidden { .. } => "auth_error",
             KeyExpired(_) => "expired_key",
             ModelAccessDenied { .. } => "key_model_access_denied",

@@ -64,9 +64,9 @@ fn routes_lists_every_route_served_in_litellms_shape_without_a_key() {
 }
 
 /// `GET /models?only_model_access_groups=True` (LiteLLM's client asks it):
-/// the caller's model access groups, none here (this gateway defines no
-/// access groups), never the model list; `include_model_access_groups`
-/// adds nothing to it.
+/// the caller's model access groups, none here (the config defines none),
+/// never the model list; `include_model_access_groups` adds none to it
+/// (`access_groups.rs` tests a config with access groups).
 #[test]
 fn models_with_only_model_access_groups_lists_no_models() {
     let gw = start();

@@ -231,7 +231,7 @@ pub async fn admit(
             Err(e) => Err(e),
         },
         Route::Admin(path) => match admin_caller(worker, head, credentials).await {
-            Ok(p) if admin::may_call(&p, path) => Ok(Some(p)),
+            Ok(p) if admin::may_try(&p, path) => Ok(Some(p)),
             Ok(_) => Err(GatewayError::NotAdmin(path.to_string())),
             Err(e) => Err(e),
         },

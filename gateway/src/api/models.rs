@@ -30,9 +30,12 @@ fn usable_with(
 ) -> bool {
     let asked = caller.resolve_alias(name);
     let target = settings.group_alias(asked).unwrap_or(asked);
-    registry.resolve(target).is_some()
-        && (caller.check_model(target).is_ok()
-            || (target != asked && caller.check_model(asked).is_ok()))
+    let may = |model: &str| {
+        caller
+            .check_model(model, &registry.access_groups_of(model))
+            .is_ok()
+    };
+    registry.resolve(target).is_some() && (may(target) || (target != asked && may(asked)))
 }
 
 /// The names `caller` may ask for: the exact groups in config order, then
@@ -56,27 +59,42 @@ fn visible_with(
     let mut config_aliases: Vec<&str> = settings.listed_aliases().map(|(a, _)| a).collect();
     config_aliases.sort_unstable();
     for name in groups.chain(listed).chain(aliases).chain(config_aliases) {
-        if usable_with(caller, registry, settings, name) && !names.iter().any(|n| n == name) {
+        // A listed model access group stands for its models, not a name to call.
+        let access_group = registry.is_access_group(name) && !registry.has_group(name);
+        if !access_group
+            && usable_with(caller, registry, settings, name)
+            && !names.iter().any(|n| n == name)
+        {
             names.push(name.to_string());
         }
     }
     names
 }
 
-/// Whether a `/v1/models` query asks for model access groups only
-/// (LiteLLM's `only_model_access_groups=true`).
-fn only_access_groups(query: &str) -> bool {
+/// Whether the `/v1/models` query sets the flag `name` to true.
+fn flag(query: &str, name: &str) -> bool {
     query.split('&').any(|pair| {
-        pair.split_once('=').is_some_and(|(name, value)| {
-            name == "only_model_access_groups" && value.eq_ignore_ascii_case("true")
-        })
+        pair.split_once('=')
+            .is_some_and(|(n, value)| n == name && value.eq_ignore_ascii_case("true"))
     })
 }
 
-/// `GET /v1/models`. With `only_model_access_groups=true` the list is
-/// LiteLLM's list of the caller's model access groups: empty, as this
-/// gateway defines none (`model_info.access_groups` is named at start-up);
-/// `include_model_access_groups` therefore adds nothing.
+/// The model access groups `caller` lists (every one for a caller that may
+/// use every model), in config order.
+fn visible_access_groups<'r>(caller: &Principal, registry: &'r ModelRegistry) -> Vec<&'r str> {
+    registry
+        .access_groups()
+        .iter()
+        .map(|(name, _)| name.as_str())
+        .filter(|name| caller.names_access_group(name))
+        .collect()
+}
+
+/// `GET /v1/models`: the models the caller may use. With
+/// `include_model_access_groups=true` the model access groups it lists
+/// follow them; with `only_model_access_groups=true` they alone are
+/// listed (LiteLLM 1.110.2 lists them only when both flags are set; one
+/// is enough here).
 pub async fn list(
     worker: &Worker,
     caller: &Principal,
@@ -84,14 +102,20 @@ pub async fn list(
     out: &mut Responder<'_>,
 ) -> Result<(), GatewayError> {
     let router = worker.shared.models.router();
-    let data: Vec<Value> = if only_access_groups(query) {
+    let registry = router.registry();
+    let mut names: Vec<String> = if flag(query, "only_model_access_groups") {
         Vec::new()
     } else {
-        visible_with(caller, router.registry(), router.settings())
-            .iter()
-            .map(|n| model_object(n))
-            .collect()
+        visible_with(caller, registry, router.settings())
     };
+    if flag(query, "only_model_access_groups") || flag(query, "include_model_access_groups") {
+        for group in visible_access_groups(caller, registry) {
+            if !names.iter().any(|n| n == group) {
+                names.push(group.to_string());
+            }
+        }
+    }
+    let data: Vec<Value> = names.iter().map(|n| model_object(n)).collect();
     let body = json!({"object": "list", "data": data}).to_string();
     let _ = out
         .send(
@@ -133,11 +157,12 @@ mod tests {
 
     #[test]
     fn only_model_access_groups_is_read_as_litellm_reads_it() {
-        assert!(only_access_groups("only_model_access_groups=True"));
-        assert!(only_access_groups("a=1&only_model_access_groups=true"));
-        assert!(!only_access_groups("only_model_access_groups=false"));
-        assert!(!only_access_groups("include_model_access_groups=true"));
-        assert!(!only_access_groups(""));
+        let only = |q: &str| flag(q, "only_model_access_groups");
+        assert!(only("only_model_access_groups=True"));
+        assert!(only("a=1&only_model_access_groups=true"));
+        assert!(!only("only_model_access_groups=false"));
+        assert!(!only("include_model_access_groups=true"));
+        assert!(!only(""));
     }
     use crate::auth::{KeyEntry, TeamEntry};
     use crate::budget::Budget;
@@ -180,6 +205,7 @@ mod tests {
                 model_budgets: Vec::new(),
                 org_budget: None,
                 org_limits: None,
+                org_model_limits: None,
             })
         });
         Principal::Key(Arc::new(KeyEntry {

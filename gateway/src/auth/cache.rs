@@ -18,6 +18,7 @@ use crate::store::{
     next_reset, Change, KeyRecord, ModelBudgets, RowKind, SpendLogRow, Store, StoreError,
     TeamRecord, UserRecord, PROXY_BUDGET_USER,
 };
+use serde_json::{Map, Value};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -61,7 +62,19 @@ pub struct TeamEntry {
     /// Its organization's rpm and tpm limits (its budget row's, LiteLLM's
     /// `organization` rate-limit descriptor), with the organization's id.
     pub org_limits: Option<(String, ScopeLimits)>,
+    /// Its organization's per-model limits (`model_rpm_limit` and
+    /// `model_tpm_limit` of the organization's `metadata`, LiteLLM's
+    /// `model_per_organization`), with the organization's id.
+    pub org_model_limits: Option<(String, Map<String, Value>)>,
 }
+
+/// What a team's entry holds of its organization: budget, limits and
+/// per-model limits (see [`TeamEntry`]).
+type OrgParts = (
+    Option<Arc<Budget>>,
+    Option<(String, ScopeLimits)>,
+    Option<(String, Map<String, Value>)>,
+);
 
 impl TeamEntry {
     /// The team's budget for `group`, if it set one.
@@ -333,26 +346,28 @@ impl KeyCache {
     /// Organization `org_id`'s budget (its budget row's `max_budget`
     /// against its spend, LiteLLM's `organization_max_budget_check`) and
     /// rpm/tpm limits (the same row's), each when set.
-    async fn org(
-        &self,
-        store: &dyn Store,
-        org_id: &str,
-    ) -> Result<(Option<Arc<Budget>>, Option<(String, ScopeLimits)>), StoreError> {
+    async fn org(&self, store: &dyn Store, org_id: &str) -> Result<OrgParts, StoreError> {
         let Some(org) = store
             .organizations(Some(&[org_id.to_string()]))
             .await?
             .into_iter()
             .next()
         else {
-            return Ok((None, None));
+            return Ok((None, None, None));
         };
+        let model_limits: Map<String, Value> = ["model_rpm_limit", "model_tpm_limit"]
+            .iter()
+            .filter_map(|f| Some((f.to_string(), org.metadata.get(*f)?.clone())))
+            .filter(|(_, v)| v.as_object().is_some_and(|m| !m.is_empty()))
+            .collect();
+        let model_limits = (!model_limits.is_empty()).then(|| (org_id.to_string(), model_limits));
         let Some(row) = store
             .budgets(Some(std::slice::from_ref(&org.budget_id)))
             .await?
             .into_iter()
             .next()
         else {
-            return Ok((None, None));
+            return Ok((None, None, model_limits));
         };
         let limits = ScopeLimits::from_fields(row.rpm_limit, row.tpm_limit, None);
         let limits = (!limits.is_empty()).then(|| (org_id.to_string(), limits));
@@ -365,13 +380,13 @@ impl KeyCache {
                 org.spend,
             )
         });
-        Ok((budget, limits))
+        Ok((budget, limits, model_limits))
     }
 
     fn install_team(
         &self,
         t: TeamRecord,
-        (org_budget, org_limits): (Option<Arc<Budget>>, Option<(String, ScopeLimits)>),
+        (org_budget, org_limits, org_model_limits): OrgParts,
     ) -> Arc<TeamEntry> {
         let budget = self.budget(
             format!("team:{}", t.team_id),
@@ -387,6 +402,7 @@ impl KeyCache {
             model_budgets,
             org_budget,
             org_limits,
+            org_model_limits,
         });
         self.teams
             .pin()
@@ -481,7 +497,7 @@ impl KeyCache {
                 Some(t) => {
                     let org = match &t.organization_id {
                         Some(org) => self.org(store, org).await?,
-                        None => (None, None),
+                        None => (None, None, None),
                     };
                     Some(self.install_team(t, org))
                 }
@@ -497,7 +513,10 @@ impl KeyCache {
             format!("key:{token}"),
             Place::principal("key", token),
             record.budget_reset_at,
-            (record.max_budget, record.soft_budget),
+            (
+                super::checks::raised_max_budget(&record, chrono::Utc::now()),
+                record.soft_budget,
+            ),
             record.spend,
         );
         let model_budgets = record

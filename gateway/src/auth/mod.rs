@@ -108,6 +108,67 @@ impl Principal {
         })
     }
 
+    /// The limits of a request for `model` carrying `tags` that the
+    /// limiter does not build from the key's rows: the key's per-tag
+    /// request limits (LiteLLM's `tag_per_key`: one counter `{key}:{tag}`
+    /// per tag its `metadata.tag_rpm_limit` names; tags it does not name
+    /// fall to the key's own limits) and its team's organization's
+    /// per-model limits (LiteLLM's `model_per_organization`: one counter
+    /// `{org}:{model}` from the organization's `metadata.model_rpm_limit`
+    /// and `model_tpm_limit`).
+    pub fn extra_limits(&self, model: &str, tags: &[String]) -> Vec<crate::limits::Descriptor> {
+        use crate::limits::{Descriptor, Kind, Scope};
+        let Principal::Key(k) = self else {
+            return Vec::new();
+        };
+        let mut out: Vec<Descriptor> = Vec::new();
+        let org = k.team.as_ref().and_then(|t| t.org_model_limits.as_ref());
+        if let Some((org, limits)) = org {
+            let value = format!("{org}:{model}");
+            for (field, kind) in [
+                ("model_rpm_limit", Kind::Requests),
+                ("model_tpm_limit", Kind::Tokens),
+            ] {
+                let limit = limits
+                    .get(field)
+                    .and_then(|m| m.get(model))
+                    .and_then(serde_json::Value::as_u64);
+                if let Some(limit) = limit {
+                    out.push(Descriptor::new(
+                        Scope::ModelPerOrganization,
+                        &value,
+                        kind,
+                        limit,
+                    ));
+                }
+            }
+        }
+        let Some(limits) = k
+            .record
+            .metadata
+            .get("tag_rpm_limit")
+            .and_then(serde_json::Value::as_object)
+        else {
+            return out;
+        };
+        for (i, tag) in tags.iter().enumerate() {
+            if tags[..i].contains(tag) {
+                continue;
+            }
+            let Some(rpm) = limits.get(tag).and_then(serde_json::Value::as_u64) else {
+                continue;
+            };
+            let value = format!("{}:{tag}", k.record.token);
+            out.push(Descriptor::new(
+                Scope::TagPerKey,
+                &value,
+                Kind::Requests,
+                rpm,
+            ));
+        }
+        out
+    }
+
     /// Regions the key (else its team) may be served from; `None`: any.
     pub fn allowed_regions(&self) -> Option<Vec<String>> {
         let Principal::Key(k) = self else { return None };
@@ -154,12 +215,28 @@ impl Principal {
             .collect()
     }
 
-    /// Refuses a model the key, its team or its user may not use.
-    pub fn check_model(&self, model: &str) -> Result<(), GatewayError> {
+    /// Refuses a model the key, its team or its user may not use;
+    /// `access_groups` are the model access groups that grant `model`
+    /// (the registry's `access_groups_of`).
+    pub fn check_model(&self, model: &str, access_groups: &[&str]) -> Result<(), GatewayError> {
         match self {
-            Principal::Key(k) => checks::model_allowed(k, model),
+            Principal::Key(k) => checks::model_allowed(k, model, access_groups),
             _ => Ok(()),
         }
+    }
+
+    /// Whether the key, its team and its user each list the model access
+    /// group `name` (or every model), so it is theirs to list
+    /// (`/v1/models?include_model_access_groups=true`).
+    pub fn names_access_group(&self, name: &str) -> bool {
+        let Principal::Key(k) = self else { return true };
+        checks::list_names_group(&k.record.models, name)
+            && k.team
+                .as_ref()
+                .is_none_or(|t| checks::list_names_group(&t.record.models, name))
+            && k.user
+                .as_ref()
+                .is_none_or(|u| checks::list_names_group(&u.record.models, name))
     }
 }
 

@@ -146,6 +146,9 @@ pub struct ModelInfo {
     pub input_cost_per_second: Option<f64>,
     /// Price per second of the call's completion side, USD.
     pub output_cost_per_second: Option<f64>,
+    /// LiteLLM's model access groups the deployment belongs to: a key,
+    /// team or user naming one in `models` may use the deployment's group.
+    pub access_groups: Option<serde_yaml::Value>,
     /// Anything else (mode, base_model, ...).
     #[serde(flatten)]
     pub other: BTreeMap<String, serde_yaml::Value>,

@@ -562,7 +562,7 @@ static UNSUPPORTED: providers::ProviderSpec = providers::ProviderSpec {
 };
 
 fn deployment(
-    entry: ModelEntry,
+    mut entry: ModelEntry,
     router: &RouterSettings,
     lookup: &dyn Fn(&str) -> Option<String>,
     warnings: &mut Vec<String>,
@@ -720,13 +720,7 @@ fn deployment(
             "{label}: litellm_params.{key} is not used by this gateway"
         ));
     }
-    if entry.model_info.other.contains_key("access_groups") {
-        warnings.push(format!(
-            "{label}: model_info.access_groups is not used by this gateway (LiteLLM's model \
-             access groups are not implemented): a key, team or user naming an access group \
-             in `models` may not use its models; name the models instead"
-        ));
-    }
+    let access_groups = access_groups(entry.model_info.access_groups.take())?;
     let seconds = |v: Option<f64>, name: &str| -> Result<Option<Duration>, EntryError> {
         match v {
             None => Ok(None),
@@ -824,9 +818,46 @@ fn deployment(
             error_status: params.mock_error_status,
         },
         tags,
+        access_groups,
         spend_labels,
     })
 }
+
+/// `model_info.access_groups`: a list of strings (LiteLLM's 400 "must be a
+/// list of strings" otherwise); no repeats, at most [`MAX_ACCESS_GROUPS`],
+/// each at most [`MAX_ACCESS_GROUP_LEN`] bytes.
+fn access_groups(v: Option<serde_yaml::Value>) -> Result<Vec<String>, EntryError> {
+    let shape = || {
+        bad(
+            "model_info.access_groups",
+            format!(
+                "model_info.access_groups must be a list of strings (at most \
+                 {MAX_ACCESS_GROUPS}, each 1 to {MAX_ACCESS_GROUP_LEN} bytes)"
+            ),
+        )
+    };
+    let items = match v {
+        None | Some(serde_yaml::Value::Null) => return Ok(Vec::new()),
+        Some(serde_yaml::Value::Sequence(items)) if items.len() <= MAX_ACCESS_GROUPS => items,
+        Some(_) => return Err(shape()),
+    };
+    let mut groups: Vec<String> = Vec::with_capacity(items.len());
+    for item in items {
+        let name = item
+            .as_str()
+            .filter(|n| !n.is_empty() && n.len() <= MAX_ACCESS_GROUP_LEN)
+            .ok_or_else(shape)?;
+        if !groups.iter().any(|g| g == name) {
+            groups.push(name.to_string());
+        }
+    }
+    Ok(groups)
+}
+
+/// The most model access groups one deployment may name.
+const MAX_ACCESS_GROUPS: usize = 64;
+/// The longest model access group name, in bytes.
+const MAX_ACCESS_GROUP_LEN: usize = 256;
 
 /// `litellm_params.tags`: a list of strings.
 fn deployment_tags(v: Option<serde_yaml::Value>) -> Result<Vec<String>, EntryError> {
@@ -1049,17 +1080,23 @@ mod tests {
     }
 
     #[test]
-    fn model_access_groups_are_named_at_start_up() {
+    fn model_access_groups_are_read() {
         let c = parse(
-            "model_list:\n  - model_name: m\n    litellm_params: {model: mock/m, input_cost_per_token: 1, output_cost_per_token: 1}\n    model_info: {access_groups: [beta]}\n",
+            "model_list:\n  - model_name: m\n    litellm_params: {model: mock/m, input_cost_per_token: 1, output_cost_per_token: 1}\n    model_info: {access_groups: [beta, beta, gamma]}\n",
         )
         .unwrap();
-        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
-        assert!(
-            c.warnings[0].contains("model_info.access_groups"),
-            "{:?}",
-            c.warnings
-        );
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+        assert_eq!(c.deployments[0].access_groups, ["beta", "gamma"]);
+        for bad in ["beta", "[1]", "[\"\"]", "{a: b}"] {
+            let err = parse(&format!(
+                "model_list:\n  - model_name: m\n    litellm_params: {{model: mock/m, input_cost_per_token: 1, output_cost_per_token: 1}}\n    model_info: {{access_groups: {bad}}}\n"
+            ))
+            .unwrap_err();
+            assert!(
+                err.contains("model_info.access_groups must be a list of strings"),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -80,6 +80,9 @@ pub struct Deployment {
     /// `litellm_params.tags`, for tag-based routing
     /// (`router_settings.enable_tag_filtering`).
     pub tags: Vec<String>,
+    /// `model_info.access_groups`: LiteLLM's model access groups the
+    /// deployment's group belongs to.
+    pub access_groups: Vec<String>,
     /// Its names as its spend rows carry them, shared by every row.
     pub spend_labels: SpendLabels,
 }

@@ -22,6 +22,11 @@ pub enum Scope {
     ModelPerTeam,
     /// The caller's end user (the body's `user`).
     EndUser,
+    /// The key's limit for one request tag (`metadata.tag_rpm_limit`).
+    TagPerKey,
+    /// The key's team's organization's limit for one model group
+    /// (`metadata.model_rpm_limit` / `model_tpm_limit` of the organization).
+    ModelPerOrganization,
 }
 
 impl Scope {
@@ -36,6 +41,8 @@ impl Scope {
             Scope::ModelPerKey => "model_per_key",
             Scope::ModelPerTeam => "model_per_team",
             Scope::EndUser => "end_user",
+            Scope::TagPerKey => "tag_per_key",
+            Scope::ModelPerOrganization => "model_per_organization",
         }
     }
 }

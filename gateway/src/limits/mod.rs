@@ -140,6 +140,8 @@ pub struct AdmitInput<'a> {
     pub embeddings: bool,
     /// The request id; names its parallel slots.
     pub request_id: &'a str,
+    /// Limits the caller built beyond these (a key's per-tag ones).
+    pub extra: Vec<Descriptor>,
 }
 
 /// The limiter of this process.
@@ -379,6 +381,7 @@ impl Limiter {
             };
             limits.push_into(Scope::EndUser, user, &mut out);
         }
+        out.extend(input.extra.iter().cloned());
         out
     }
 

@@ -90,6 +90,10 @@ fn config_info(d: &Deployment) -> Map<String, Value> {
         "output_cost_per_token",
         d.output_cost_per_token.map(Value::from),
     );
+    put(
+        "access_groups",
+        (!d.access_groups.is_empty()).then(|| d.access_groups.clone().into()),
+    );
     i
 }
 

@@ -214,19 +214,30 @@ pub(crate) fn resolve_model(worker: &Worker, principal: &Principal, requested: &
 
 /// Whether `principal` may call `model`, the group [`resolve_model`] gave
 /// for `requested`: a key may list a config alias instead of its group.
+/// A model access group (`model_info.access_groups`) the caller lists
+/// grants the models of its deployments.
 pub(crate) fn check_access(
+    worker: &Worker,
     principal: &Principal,
     requested: &str,
     model: &str,
 ) -> Result<(), GatewayError> {
-    principal.check_model(model).or_else(|e| {
-        let asked = principal.resolve_alias(requested);
-        if asked != model && principal.check_model(asked).is_ok() {
-            Ok(())
-        } else {
-            Err(e)
-        }
-    })
+    let router = worker.shared.models.router();
+    let registry = router.registry();
+    principal
+        .check_model(model, &registry.access_groups_of(model))
+        .or_else(|e| {
+            let asked = principal.resolve_alias(requested);
+            if asked != model
+                && principal
+                    .check_model(asked, &registry.access_groups_of(asked))
+                    .is_ok()
+            {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        })
 }
 
 /// The tags tag-based routing reads and the spend row carries: the
@@ -263,7 +274,7 @@ async fn authorize_fallbacks(
 ) -> Result<(), GatewayError> {
     for name in names {
         let model = resolve_model(worker, principal, name);
-        check_access(principal, name, &model)?;
+        check_access(worker, principal, name, &model)?;
         let router = worker
             .shared
             .models
@@ -307,7 +318,7 @@ pub(crate) fn authorize_model(
     requested: &str,
 ) -> Result<String, GatewayError> {
     let model = resolve_model(worker, principal, requested);
-    check_access(principal, requested, &model)?;
+    check_access(worker, principal, requested, &model)?;
     Ok(model)
 }
 
@@ -384,7 +395,7 @@ async fn serve(
     if crate::panic_guard::test_panic_model(&model) {
         panic!("test hook: the request path panicked");
     }
-    check_access(principal, &req.model, &model)?;
+    check_access(worker, principal, &req.model, &model)?;
     // The end user (`user`): refused when blocked; its budget and limits
     // join the key's below.
     let end_user = worker.shared.auth.end_user(req.end_user.as_deref()).await?;
@@ -473,6 +484,7 @@ async fn serve(
                     | Endpoint::ImageEdits
             ),
             request_id: &outcome.call_id,
+            extra: principal.extra_limits(&model, &req.tags),
         })
         .await?
         .map(Box::new);
@@ -640,7 +652,13 @@ async fn attempts<'r>(
             plan.next(last.as_ref())
         };
         let Some(pick) = next else { break };
-        skip = pick.fallback_depth > 0 && principal.check_model(&pick.group).is_err();
+        skip = pick.fallback_depth > 0
+            && principal
+                .check_model(
+                    &pick.group,
+                    &router.registry().access_groups_of(&pick.group),
+                )
+                .is_err();
         if skip {
             // A fallback the key may not use is no fallback at all: skip
             // the whole group, never retry it.

@@ -298,6 +298,7 @@ async fn serve(
             estimated_output: None,
             embeddings: true,
             request_id: &call.call_id,
+            extra: Vec::new(),
         })
         .await?
         .map(Box::new);

@@ -22,6 +22,9 @@ pub struct ModelRegistry {
     wildcards: Vec<(String, Group)>,
     /// Exact group names in config order, for `/v1/models`.
     names: Vec<String>,
+    /// LiteLLM's model access groups (`model_info.access_groups`) in config
+    /// order, each with the groups of its deployments, in config order.
+    access_groups: Vec<(String, Vec<String>)>,
 }
 
 /// The deployments of one configured group, as slots, with what selection
@@ -73,6 +76,18 @@ impl ModelRegistry {
                 Some((_, slots)) => slots.push(slot),
                 None => list.push((d.group.clone(), vec![slot])),
             }
+            for access in &d.access_groups {
+                let members = match reg.access_groups.iter_mut().find(|(a, _)| a == access) {
+                    Some((_, members)) => members,
+                    None => {
+                        reg.access_groups.push((access.clone(), Vec::new()));
+                        &mut reg.access_groups.last_mut().expect("just pushed").1
+                    }
+                };
+                if !members.contains(&d.group) {
+                    members.push(d.group.clone());
+                }
+            }
             reg.deployments.push(d);
         }
         for (name, slots) in exact {
@@ -123,6 +138,39 @@ impl ModelRegistry {
     /// Every deployment, by slot.
     pub fn deployments(&self) -> &[Arc<Deployment>] {
         &self.deployments
+    }
+
+    /// LiteLLM's model access groups as (name, the model groups whose
+    /// deployments name it), in config order.
+    pub fn access_groups(&self) -> &[(String, Vec<String>)] {
+        &self.access_groups
+    }
+
+    /// Whether `name` is a model access group.
+    pub fn is_access_group(&self, name: &str) -> bool {
+        self.access_groups.iter().any(|(a, _)| a == name)
+    }
+
+    /// The model access groups that grant `model`: those named by a
+    /// deployment of the group serving it (through a wildcard too, as
+    /// LiteLLM's `get_model_access_groups(model_name)`); empty for a name
+    /// no group serves.
+    pub fn access_groups_of(&self, model: &str) -> Vec<&str> {
+        if self.access_groups.is_empty() {
+            return Vec::new();
+        }
+        let Some(route) = self.resolve(model) else {
+            return Vec::new();
+        };
+        let mut groups: Vec<&str> = Vec::new();
+        for &slot in &route.members.slots {
+            for access in &self.deployments[slot].access_groups {
+                if !groups.contains(&access.as_str()) {
+                    groups.push(access);
+                }
+            }
+        }
+        groups
     }
 }
 

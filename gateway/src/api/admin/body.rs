@@ -164,6 +164,9 @@ pub fn parse_accepting<T: DeserializeOwned>(
         if !kind.admits(&v) {
             return Err(bad_field(name, format!("must be {}", kind.name())));
         }
+        if *name == "tag_rpm_limit" {
+            per_tag_limits(&v)?;
+        }
         if !v.is_null() && METADATA_FIELDS.contains(name) {
             for_metadata.insert(name.to_string(), v);
         }
@@ -171,6 +174,23 @@ pub fn parse_accepting<T: DeserializeOwned>(
     let rest = serde_json::to_vec(&Value::Object(fields))
         .map_err(|e| GatewayError::MalformedJson(e.to_string()))?;
     Ok((parse(&rest)?, for_metadata))
+}
+
+/// Refuses a `tag_rpm_limit` (enforced on requests) whose limits are not
+/// whole numbers of requests within [`MAX_LIMIT`].
+fn per_tag_limits(v: &Value) -> Result<(), GatewayError> {
+    let Some(limits) = v.as_object() else {
+        return Ok(());
+    };
+    for (tag, n) in limits {
+        if !n.as_i64().is_some_and(|n| (0..=MAX_LIMIT).contains(&n)) {
+            return Err(bad_field(
+                &format!("tag_rpm_limit.{tag}"),
+                format!("must be a non-negative integer, at most {MAX_LIMIT}"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Longest string accepted anywhere in a management body (aliases,

@@ -11,6 +11,7 @@ mod budgets;
 mod customers;
 mod daily;
 mod db;
+mod delegated;
 pub mod fuzz;
 mod issue;
 mod keys;
@@ -105,6 +106,16 @@ pub fn may_call(caller: &Principal, path: &str) -> bool {
         || (path == "/key/generate" && own_keys(caller).is_some())
 }
 
+/// Whether the body of a call at `path` is worth reading: the caller may
+/// call it ([`may_call`]), or it is a key of a user who may hold a team
+/// admin's or org admin's right there (checked once the body is read).
+pub fn may_try(caller: &Principal, path: &str) -> bool {
+    may_call(caller, path)
+        || (delegated::may_delegate(path)
+            && crate::proxy::key_of(caller)
+                .is_some_and(|k| k.record.user_id.as_deref().is_some_and(|u| !u.is_empty())))
+}
+
 /// The user id of a key whose user has LiteLLM's `internal_user` role: it
 /// may generate keys for itself.
 fn own_keys(caller: &Principal) -> Option<&str> {
@@ -171,9 +182,24 @@ fn own_key_body(caller: &Principal, body: &[u8]) -> Result<Vec<u8>, GatewayError
         }
     }
     fields.insert("user_id".into(), Value::String(own.to_string()));
-    // `metadata.role = "admin"` makes an admin key, and turning off the
-    // global guardrails is the proxy admin's (LiteLLM's): never a user's
-    // own key.
+    no_admin_fields(&fields)?;
+    if let Some(team) = fields.get("team_id").and_then(Value::as_str) {
+        let teams = crate::proxy::key_of(caller)
+            .and_then(|k| k.user.as_ref())
+            .map(|u| &u.record.teams);
+        if !teams.is_some_and(|t| t.iter().any(|t| t == team)) {
+            return Err(GatewayError::NotAdmin(format!(
+                "/key/generate for team {team}, which the user is not in"
+            )));
+        }
+    }
+    serde_json::to_vec(&fields).map_err(|_| GatewayError::Internal("key request"))
+}
+
+/// Refuses a `/key/generate` body of a caller that is no admin asking for
+/// an admin key: `metadata.role = "admin"` makes one, and turning off the
+/// global guardrails is the proxy admin's (LiteLLM's).
+fn no_admin_fields(fields: &Map<String, Value>) -> Result<(), GatewayError> {
     let metadata = fields.get("metadata");
     let set = |v: Option<&Value>| v.is_some_and(|v| !v.is_null() && *v != Value::Bool(false));
     for (name, value) in [
@@ -191,17 +217,53 @@ fn own_key_body(caller: &Principal, body: &[u8]) -> Result<Vec<u8>, GatewayError
             return Err(GatewayError::NotAdmin(format!("/key/generate with {name}")));
         }
     }
-    if let Some(team) = fields.get("team_id").and_then(Value::as_str) {
-        let teams = crate::proxy::key_of(caller)
-            .and_then(|k| k.user.as_ref())
-            .map(|u| &u.record.teams);
-        if !teams.is_some_and(|t| t.iter().any(|t| t == team)) {
-            return Err(GatewayError::NotAdmin(format!(
-                "/key/generate for team {team}, which the user is not in"
-            )));
+    Ok(())
+}
+
+/// Rights a caller that is neither admin nor viewer has at `path`: its
+/// own (see [`own_rows`]), else a team admin's or org admin's
+/// ([`delegated`]); with its own `/key/generate` body, when pinned to
+/// itself.
+async fn limited_rights(
+    worker: &Worker,
+    caller: &Principal,
+    path: &str,
+    q: &mut Query,
+    body: &[u8],
+) -> Result<Option<Vec<u8>>, GatewayError> {
+    let delegate = |q: &Query| {
+        let q = q.clone();
+        async move {
+            if !delegated::may_delegate(path) {
+                return Ok(false);
+            }
+            let granted = delegated::authorize(worker, caller, path, &q, body).await?;
+            if granted && path == "/key/generate" {
+                no_admin_fields(&body::parse(body)?)?;
+            }
+            Ok::<bool, GatewayError>(granted)
         }
+    };
+    // A team's keys are listed for its admins, not only the caller's own.
+    if path == "/key/list" && q.get("team_id").is_some() && delegate(q).await.unwrap_or(false) {
+        return Ok(None);
     }
-    serde_json::to_vec(&fields).map_err(|_| GatewayError::Internal("key request"))
+    let own = if may_call(caller, path) {
+        own_rows(caller, path, q).and_then(|()| {
+            (path == "/key/generate")
+                .then(|| own_key_body(caller, body))
+                .transpose()
+        })
+    } else {
+        Err(GatewayError::NotAdmin(path.to_string()))
+    };
+    match own {
+        Ok(own_body) => Ok(own_body),
+        Err(refusal) => match delegate(q).await? {
+            true => Ok(None),
+            false => Err(refusal),
+        },
+    }
 }
 
 /// One management endpoint.
@@ -349,7 +411,7 @@ async fn answer(
 ) -> Result<Value, GatewayError> {
     use Endpoint::*;
     let caller = caller?;
-    if !may_call(&caller, path) {
+    if !may_try(&caller, path) {
         return Err(GatewayError::NotAdmin(path.to_string()));
     }
     let endpoint =
@@ -361,10 +423,7 @@ async fn answer(
     let viewer = caller.admin_viewer() && read_only(path);
     let mut own_body = None;
     if needs_admin(path) && !caller.is_admin() && !viewer {
-        own_rows(&caller, path, &mut q)?;
-        if endpoint == KeyGenerate {
-            own_body = Some(own_key_body(&caller, body)?);
-        }
+        own_body = limited_rights(worker, &caller, path, &mut q, body).await?;
     }
     match endpoint {
         KeyGenerate => keys::generate(worker, own_body.as_deref().unwrap_or(body)).await,

@@ -54,7 +54,9 @@ pub fn info(worker: &Worker, caller: &Principal, mut q: Query) -> Result<Value, 
         .group_names()
         .iter()
         .filter(|g| wanted.as_deref().is_none_or(|w| w == g.as_str()))
-        .filter(|g| caller.is_admin() || caller.check_model(g).is_ok())
+        .filter(|g| {
+            caller.is_admin() || caller.check_model(g, &registry.access_groups_of(g)).is_ok()
+        })
         .map(|g| {
             let deps: Vec<&Deployment> = registry
                 .deployments()

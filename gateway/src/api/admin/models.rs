@@ -199,7 +199,12 @@ pub async fn info(
         .iter()
         .filter(|d| wanted.as_deref().is_none_or(|w| *d.id == *w))
         // A key that is no admin sees the models it may use, as LiteLLM's.
-        .filter(|d| caller.is_admin() || caller.check_model(&d.group).is_ok())
+        .filter(|d| {
+            caller.is_admin()
+                || caller
+                    .check_model(&d.group, &router.registry().access_groups_of(&d.group))
+                    .is_ok()
+        })
         .map(|d| {
             let mut shown = deployment_json(d, models.stored(&d.id).as_ref());
             shown["model_info"]["cooling_down"] = router.is_cooling(&d.id).into();

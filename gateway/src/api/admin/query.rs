@@ -9,7 +9,7 @@ use crate::error::GatewayError;
 use std::str::FromStr;
 
 /// The parameters of one query string.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Query {
     params: Vec<(String, String)>,
 }
