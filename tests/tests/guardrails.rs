@@ -403,7 +403,7 @@ fn an_unknown_guardrail_name_is_a_400_naming_it() {
 
 #[test]
 fn unsupported_guardrail_types_stop_start_up_naming_them() {
-    for (kind, extra) in [("bedrock", json!({})), ("openai_moderation", json!({}))] {
+    for (kind, extra) in [("aporia", json!({})), ("guardrails_ai", json!({}))] {
         let mut config = base_config(free_port());
         let mut params = json!({"guardrail": kind, "mode": "pre_call"});
         params

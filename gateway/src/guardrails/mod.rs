@@ -2,9 +2,10 @@
 //! and applied to the text of requests (`pre_call`, `during_call`) and of
 //! answers (`post_call`). Types built: `litellm_content_filter`
 //! ([`filter`], run here; on streams through [`stream`]), and the services
-//! `generic_guardrail_api` ([`api`]), `lakera_v2` ([`lakera`]) and
-//! `presidio` ([`presidio`]), whose calls the proxy makes; every other
-//! type stops start-up.
+//! `generic_guardrail_api` ([`api`]), `lakera_v2` ([`lakera`]),
+//! `presidio` ([`presidio`]), `openai_moderation` ([`moderation`]) and
+//! `bedrock` ([`bedrock`]), whose calls the proxy makes; every other type
+//! stops start-up.
 //!
 //! Which run: every `default_on` guardrail (unless the key's or team's
 //! `metadata.disable_global_guardrails`), and those named by the request's
@@ -13,9 +14,12 @@
 //! A name that is not configured is a 400.
 
 pub mod api;
+pub mod bedrock;
 mod config;
 pub mod filter;
 pub mod lakera;
+pub mod moderation;
+mod params;
 pub mod patterns;
 pub mod presidio;
 pub mod stream;
@@ -63,6 +67,10 @@ pub enum Kind {
     Lakera(lakera::LakeraV2),
     /// `presidio`: calls to Presidio's analyzer and anonymizer.
     Presidio(presidio::Presidio),
+    /// `openai_moderation`: a call to OpenAI's moderation endpoint.
+    Moderation(moderation::OpenAiModeration),
+    /// `bedrock`: a call to Bedrock's ApplyGuardrail API.
+    Bedrock(bedrock::BedrockGuard),
 }
 
 impl Guardrail {
@@ -70,7 +78,7 @@ impl Guardrail {
     pub fn filter(&self) -> Option<&filter::ContentFilter> {
         match &self.kind {
             Kind::Filter(f) => Some(f),
-            Kind::Api(_) | Kind::Lakera(_) | Kind::Presidio(_) => None,
+            _ => None,
         }
     }
 
