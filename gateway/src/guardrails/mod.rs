@@ -241,12 +241,12 @@ impl Guardrails {
         let stream = obj.get("stream") == Some(&Value::Bool(true));
         if let Some(g) = chosen
             .iter()
-            .find(|g| g.modes.post && stream && (!streams_checked || g.is_service()))
+            .find(|g| g.modes.post && stream && !streams_checked)
         {
             return Err(GatewayError::InvalidParam {
                 param: "stream",
                 message: format!(
-                    "guardrail '{}' runs post_call, which this gateway applies to streams of chat completions, completions and Messages with litellm_content_filter only; send stream: false",
+                    "guardrail '{}' runs post_call, which this gateway applies to streams of chat completions, completions and Messages only; send stream: false",
                     g.name
                 ),
             });

@@ -189,13 +189,27 @@ async fn answer_services<'b>(
         .map_err(|_| GatewayError::Internal("re-encoding a guarded answer failed"))
 }
 
+/// Content events between two checks of a stream by its guardrail
+/// services (LiteLLM's default `streaming_sampling_rate`).
+const SAMPLING_RATE: u32 = 5;
+/// Most text of one stream its guardrail services are given: beyond, the
+/// stream ends with an error (the services could not see it all).
+const MAX_SERVICE_TEXT: usize = 4 << 20;
+
 /// A streamed answer in the client's framing after its `post_call`
 /// guardrails: the text of each choice (OpenAI `delta.content` or `text`,
 /// Anthropic `text_delta`) passes [`StreamCheck`]; a `BLOCK` ends the
 /// stream with an error event in the client's framing, as LiteLLM does.
-/// Tool-call arguments and reasoning pass unchecked.
+/// Guardrail services see the text released so far every
+/// [`SAMPLING_RATE`] content events and at the end, before the events
+/// that carry it go out (LiteLLM's `block_only` streaming: a block ends the
+/// stream, a rewrite is not applied). Tool-call arguments and reasoning
+/// pass unchecked.
 pub(super) struct StreamGuard {
     check: StreamCheck,
+    /// The services to call on the text, and what their calls say of the
+    /// request; `None` without services.
+    services: Option<Box<StreamServices>>,
     reader: EventReader,
     anthropic: bool,
     /// `id`, `object`, `created`, `model` of the last OpenAI chunk, for the
@@ -216,8 +230,21 @@ impl StreamGuard {
             Format::Anthropic => true,
             _ => return None,
         };
+        let post = outcome.post_call.as_ref()?;
+        let services = post.services();
+        let services = (!services.is_empty()).then(|| {
+            Box::new(StreamServices {
+                services,
+                call_id: outcome.call_id.to_string(),
+                caller: outcome.guard_caller.clone(),
+                text: String::new(),
+                events: 0,
+                checked: 0,
+            })
+        });
         Some(StreamGuard {
-            check: outcome.post_call.as_ref()?.stream(),
+            check: post.stream(),
+            services,
             reader: EventReader::new(crate::formats::MAX_EVENT_BYTES),
             anthropic,
             last: None,
@@ -229,6 +256,38 @@ impl StreamGuard {
     /// Whether a `BLOCK` ended the stream (nothing more is sent).
     pub(super) fn blocked(&self) -> bool {
         self.blocked
+    }
+
+    /// Text released to the client, for the services.
+    fn released(&mut self, text: &str) {
+        if let Some(s) = &mut self.services {
+            if !text.is_empty() {
+                s.events = s.events.saturating_add(1);
+                s.text.push_str(text);
+            }
+        }
+    }
+
+    /// A choice's (or content block's) text ended: the services check it
+    /// before the event that ends it goes out.
+    fn closing(&mut self) {
+        if let Some(s) = &mut self.services {
+            s.events = SAMPLING_RATE;
+        }
+    }
+
+    /// The text for the guardrail services when a check is due: every
+    /// [`SAMPLING_RATE`] content events and at the `end` (or once the
+    /// stream's own end was seen), when text came since the last check.
+    fn due(&mut self, end: bool) -> Option<String> {
+        let end = end || self.ended;
+        let s = self.services.as_mut()?;
+        if self.blocked || s.text.len() == s.checked || !(end || s.events >= SAMPLING_RATE) {
+            return None;
+        }
+        s.events = 0;
+        s.checked = s.text.len();
+        Some(s.text.clone())
     }
 
     /// Appends to `out` what the client gets of the events `input` completes.
@@ -317,7 +376,9 @@ impl StreamGuard {
             };
             if finished {
                 text.push_str(&self.check.flush(index)?);
+                self.closing();
             }
+            self.released(&text);
             if !text.is_empty() || slot.is_string() {
                 *slot = Value::String(text);
                 changed = true;
@@ -356,18 +417,29 @@ impl StreamGuard {
                 let Some(given) = text.as_str() else {
                     return Ok(false);
                 };
-                *text = Value::String(self.check.feed(index, given)?);
+                let released = self.check.feed(index, given)?;
+                self.released(&released);
+                *text = Value::String(released);
                 Ok(true)
             }
             Some("content_block_stop") => {
                 let rest = self.check.flush(index)?;
+                self.released(&rest);
+                self.closing();
                 if !rest.is_empty() {
                     write_event(out, b"content_block_delta", &text_delta(index, rest));
                 }
                 Ok(false)
             }
-            Some("message_delta" | "message_stop") => {
+            Some("message_delta") => {
                 self.flush_all(out);
+                Ok(false)
+            }
+            Some("message_stop") => {
+                self.flush_all(out);
+                // The stream's end: what it carries waits for the final
+                // check by the services.
+                self.ended = self.services.is_some() || self.ended;
                 Ok(false)
             }
             _ => Ok(false),
@@ -382,6 +454,7 @@ impl StreamGuard {
                 Ok(rest) => rest,
                 Err(err) => return self.refuse(&err, out),
             };
+            self.released(&rest);
             if self.anthropic {
                 write_event(out, b"content_block_delta", &text_delta(index, rest));
                 continue;
@@ -404,6 +477,59 @@ impl StreamGuard {
         }
         self.ended = true;
         self.blocked = true;
+    }
+}
+
+/// The guardrail services of a stream and the text they have seen.
+struct StreamServices {
+    services: Vec<guardrails::Service>,
+    call_id: String,
+    caller: serde_json::Map<String, Value>,
+    /// Every text released to the client so far, choices one after another.
+    text: String,
+    /// Content events since the last check.
+    events: u32,
+    /// How much of `text` the last check saw.
+    checked: usize,
+}
+
+/// Runs a stream's guardrail services on its text when a check is due
+/// (before `piece`, which carries the newest text, goes out): a block or a
+/// failure replaces `piece` with the stream's error event and ends it.
+pub(super) async fn check_stream(
+    worker: &Worker,
+    guard: &mut StreamGuard,
+    piece: &mut Vec<u8>,
+    end: bool,
+) {
+    let Some(text) = guard.due(end) else {
+        return;
+    };
+    let Some(s) = guard.services.as_ref() else {
+        return;
+    };
+    let result = if text.len() > MAX_SERVICE_TEXT {
+        Err(GatewayError::InvalidParam {
+            param: "stream",
+            message: format!(
+                "the streamed answer is longer than the {MAX_SERVICE_TEXT} bytes its post_call guardrail services are given; send stream: false"
+            ),
+        })
+    } else {
+        let mut texts = vec![text];
+        let round = guard_api::Round {
+            input_type: "response",
+            call_id: &s.call_id,
+            caller: &s.caller,
+            doc: &Value::Null,
+        };
+        Box::pin(guard_api::check(worker, &s.services, &mut texts, &round))
+            .await
+            .map(|_| ())
+    };
+    if let Err(err) = result {
+        piece.clear();
+        guard.refuse(&err, piece);
     }
 }
 

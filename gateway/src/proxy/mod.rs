@@ -983,7 +983,7 @@ async fn forward(
         .flatten();
     let mut relay = relay::Relay::new(dep, timeout, deadline, is_stream, strip_usage && is_stream)
         .translating(translate)
-        .guarding(guard);
+        .guarding(guard, worker);
     match resp.content_length() {
         Some(len) if !is_stream => {
             out.start_fixed(status, headers, &content_type, len)
@@ -1079,6 +1079,7 @@ async fn serve_mock(
                     if i + 1 == parts.len() {
                         g.finish(&mut checked).map_err(translated)?;
                     }
+                    guard::check_stream(worker, g, &mut checked, i + 1 == parts.len()).await;
                     piece = checked;
                 }
                 attempt.answer.feed(&piece, true);
