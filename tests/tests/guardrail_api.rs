@@ -399,3 +399,42 @@ fn presidio_masks_found_entities_blocks_a_block_entity_and_keeps_thresholds() {
         "{err:?}"
     );
 }
+
+#[test]
+fn a_during_call_service_runs_beside_the_upstream_call_and_its_block_wins() {
+    let service = GuardrailService::start(KEY, Behaviour::Slow(Duration::from_secs(2)));
+    let raw = upstream("the model's answer");
+    let gw = start(
+        &raw,
+        vec![generic(
+            "beside",
+            "during_call",
+            &service.api_base(),
+            json!({}),
+        )],
+    );
+    // It passes: the upstream answer, once the service has answered.
+    let resp = chat(&gw, "hello", json!(["beside"]));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(
+        resp.json()["choices"][0]["message"]["content"],
+        "the model's answer"
+    );
+    assert_eq!(resp.header("x-litellm-applied-guardrails"), Some("beside"));
+    assert_eq!(raw.requests(), 1);
+    assert_eq!(service.last().expect("called")["texts"], json!(["hello"]));
+    // It refuses: the upstream call was made while the service was still
+    // judging, and its answer is dropped for LiteLLM's 400.
+    std::thread::scope(|s| {
+        let pending = s.spawn(|| chat(&gw, "BLOCKME please", json!(["beside"])));
+        e2e::eventually(
+            "the upstream call beside the service",
+            Duration::from_secs(10),
+            || (raw.requests() == 2).then_some(()),
+        );
+        let resp = pending.join().expect("the request thread");
+        let err = assert_error(&resp, 400);
+        assert_eq!(err["message"], "policy 12: BLOCKME is not allowed");
+        assert!(!resp.text().contains("the model's answer"));
+    });
+}

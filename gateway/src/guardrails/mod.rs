@@ -36,8 +36,9 @@ use std::sync::Arc;
 pub struct Modes {
     /// On the request, before it is routed.
     pub pre: bool,
-    /// Beside the upstream call in LiteLLM; here on the request before the
-    /// call, so a mask is what the model sees.
+    /// Beside the upstream call: a service's verdict is awaited before the
+    /// answer goes out (a content filter runs before the call, so its mask
+    /// is what the model sees).
     pub during: bool,
     /// On the answer.
     pub post: bool,
@@ -121,9 +122,12 @@ pub struct Checked {
     /// The names of every guardrail it runs, comma-separated, in the order
     /// they were chosen (LiteLLM's `x-litellm-applied-guardrails`).
     pub applied: Option<Arc<str>>,
-    /// Its `pre_call` and `during_call` guardrail services, in order, to
-    /// call on the request before it is routed.
+    /// Its `pre_call` guardrail services, in order, to call on the request
+    /// before it is routed.
     pub services: Vec<Service>,
+    /// Its `during_call` guardrail services (those not also `pre_call`),
+    /// in order, to call on the request beside the upstream call.
+    pub during: Vec<Service>,
 }
 
 /// Largest number of guardrail names one request may carry.
@@ -259,7 +263,12 @@ impl Guardrails {
             .collect();
         let services: Vec<Service> = chosen
             .iter()
-            .filter(|g| (g.modes.pre || g.modes.during) && g.is_service())
+            .filter(|g| g.modes.pre && g.is_service())
+            .map(|g| (Arc::clone(g), extra_body(&extra, &g.name)))
+            .collect();
+        let during: Vec<Service> = chosen
+            .iter()
+            .filter(|g| g.modes.during && !g.modes.pre && g.is_service())
             .map(|g| (Arc::clone(g), extra_body(&extra, &g.name)))
             .collect();
         if !before.is_empty() {
@@ -275,6 +284,7 @@ impl Guardrails {
             .collect();
         let checked = Checked {
             services,
+            during,
             post: (!post.is_empty()).then_some(PostCall(post, extra)),
             applied: (!chosen.is_empty()).then(|| {
                 let names: Vec<&str> = chosen.iter().map(|g| g.name.as_str()).collect();

@@ -21,29 +21,90 @@ use std::borrow::Cow;
 /// The body after every `pre_call` and `during_call` guardrail: the
 /// content filters, then the guardrail services (only a request that has
 /// some waits for them, in a boxed future); keeps its `post_call`
-/// guardrails in `outcome`.
+/// guardrails in `outcome`. For a fallback's own body and a form's
+/// prompt: the request's `during_call` services run here, before the call.
 pub(super) async fn checked_body(
     worker: &Worker,
     (principal, endpoint): (&Principal, Endpoint),
     body: Bytes,
     outcome: &mut Outcome,
 ) -> Result<Bytes, GatewayError> {
-    let (body, pending) = pre_call(worker, (principal, endpoint), body, outcome)?;
+    let (body, mut pending, during) = pre_call(worker, (principal, endpoint), body, outcome)?;
+    pending.extend(during);
     if pending.is_empty() {
         return Ok(body);
     }
     Box::pin(services(worker, body, &pending, outcome)).await
 }
 
+/// [`checked_body`] for the request itself: its `during_call` services
+/// are not called but returned, as a check to run beside the upstream
+/// call ([`Beside`]).
+pub(super) async fn checked_body_beside(
+    worker: &Worker,
+    (principal, endpoint): (&Principal, Endpoint),
+    body: Bytes,
+    outcome: &mut Outcome,
+) -> Result<(Bytes, Option<Beside>), GatewayError> {
+    let (body, pending, during) = pre_call(worker, (principal, endpoint), body, outcome)?;
+    let body = if pending.is_empty() {
+        body
+    } else {
+        Box::pin(services(worker, body, &pending, outcome)).await?
+    };
+    if during.is_empty() {
+        return Ok((body, None));
+    }
+    let mut doc: Value =
+        serde_json::from_slice(&body).map_err(|e| GatewayError::MalformedJson(e.to_string()))?;
+    let texts = guardrails::request_texts(&mut doc);
+    let beside = Beside {
+        services: during,
+        texts,
+        doc,
+        call_id: outcome.call_id.to_string(),
+        caller: outcome.guard_caller.clone(),
+    };
+    Ok((body, Some(beside)))
+}
+
+/// A request's `during_call` guardrail services and what they are given,
+/// owned, to run beside its upstream call.
+pub(super) struct Beside {
+    services: Vec<guardrails::Service>,
+    texts: Vec<String>,
+    doc: Value,
+    call_id: String,
+    caller: serde_json::Map<String, Value>,
+}
+
+impl Beside {
+    /// Runs the services on the request's texts: nothing, or the refusal
+    /// (a rewrite comes too late for the model, and is not applied, as in
+    /// LiteLLM).
+    pub(super) async fn check(mut self, worker: &Worker) -> Result<(), GatewayError> {
+        let round = guard_api::Round {
+            input_type: "request",
+            call_id: &self.call_id,
+            caller: &self.caller,
+            doc: &self.doc,
+        };
+        guard_api::check(worker, &self.services, &mut self.texts, &round)
+            .await
+            .map(|_| ())
+    }
+}
+
 /// The body after the request's content filters, and the guardrail
 /// services still to call on it ([`services`]); keeps its `post_call`
 /// guardrails in `outcome`.
+#[allow(clippy::type_complexity)]
 fn pre_call(
     worker: &Worker,
     (principal, endpoint): (&Principal, Endpoint),
     body: Bytes,
     outcome: &mut Outcome,
-) -> Result<(Bytes, Vec<guardrails::Service>), GatewayError> {
+) -> Result<(Bytes, Vec<guardrails::Service>, Vec<guardrails::Service>), GatewayError> {
     let key = key_of(principal);
     let scope = Scope {
         key: key.map(|k| &k.record.metadata),
@@ -64,10 +125,10 @@ fn pre_call(
         .post_call
         .as_ref()
         .is_some_and(|p| !p.services().is_empty());
-    if answer_services || !checked.services.is_empty() {
+    if answer_services || !checked.services.is_empty() || !checked.during.is_empty() {
         outcome.guard_caller = guard_api::caller(principal);
     }
-    Ok((body, checked.services))
+    Ok((body, checked.services, checked.during))
 }
 
 /// The body to read and send on after the request's `pre_call` and
@@ -94,6 +155,40 @@ async fn services(
     serde_json::to_vec(&doc)
         .map(Bytes::from)
         .map_err(|_| GatewayError::Internal("re-encoding a guarded body failed"))
+}
+
+/// Runs `call` (the request's attempts, whose writes wait on `gate`)
+/// and `beside`'s services side by side: when the services pass, `gate`
+/// opens and the call's result is returned; when they refuse, the call is
+/// dropped where it stands (its upstream connection closes) and the
+/// refusal is the error.
+pub(super) async fn beside_the_call<F>(
+    worker: &Worker,
+    beside: Beside,
+    call: F,
+    gate: &crate::local_signal::LocalSignal,
+) -> Result<Result<(), GatewayError>, GatewayError>
+where
+    F: std::future::Future<Output = Result<(), GatewayError>> + Unpin,
+{
+    use futures_util::future::{select, Either};
+    let check = Box::pin(beside.check(worker));
+    match select(check, call).await {
+        Either::Left((Ok(()), call)) => {
+            gate.fire();
+            Ok(call.await)
+        }
+        Either::Left((Err(refusal), call)) => {
+            drop(call);
+            Err(refusal)
+        }
+        // The call ended first: it failed, or its last write is held.
+        Either::Right((result, check)) => {
+            check.await?;
+            gate.fire();
+            Ok(result)
+        }
+    }
 }
 
 /// The guardrails on an image edit form's `prompt` (an audio form has no
