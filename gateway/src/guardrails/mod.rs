@@ -179,14 +179,11 @@ impl Guardrails {
     /// `body`: the body to send on (masked, without the gateway's own
     /// `guardrails` member) and what the rest of the request needs of them
     /// ([`Checked`]).
-    /// A `BLOCK`, an unknown name, or a `post_call` guardrail on a
-    /// streamed request whose stream cannot be checked (`streams_checked`
-    /// false: the Responses API's) is an error.
+    /// A `BLOCK` or an unknown name is an error.
     pub fn pre_call(
         &self,
         scope: Scope<'_>,
         body: Bytes,
-        streams_checked: bool,
     ) -> Result<(Bytes, Checked), GatewayError> {
         let stored =
             |m: Option<&Map<String, Value>>| m.is_some_and(|m| m.contains_key("guardrails"));
@@ -241,19 +238,6 @@ impl Guardrails {
                     chosen.push(g);
                 }
             }
-        }
-        let stream = obj.get("stream") == Some(&Value::Bool(true));
-        if let Some(g) = chosen
-            .iter()
-            .find(|g| g.modes.post && stream && !streams_checked)
-        {
-            return Err(GatewayError::InvalidParam {
-                param: "stream",
-                message: format!(
-                    "guardrail '{}' runs post_call, which this gateway applies to streams of chat completions, completions and Messages only; send stream: false",
-                    g.name
-                ),
-            });
         }
         let mut changed = from_body.is_some();
         let before: Vec<&Arc<Guardrail>> = chosen
@@ -470,7 +454,7 @@ mod tests {
 "#;
 
     fn pre(g: &Guardrails, scope: Scope<'_>, body: &str) -> Result<(String, bool), GatewayError> {
-        let (b, checked) = g.pre_call(scope, Bytes::from(body.to_string()), false)?;
+        let (b, checked) = g.pre_call(scope, Bytes::from(body.to_string()))?;
         Ok((
             String::from_utf8(b.to_vec()).unwrap(),
             checked.post.is_some(),
@@ -558,20 +542,19 @@ mod tests {
     }
 
     #[test]
-    fn post_call_on_a_stream_is_refused_and_on_an_answer_masks() {
+    fn post_call_on_a_stream_is_kept_and_on_an_answer_masks() {
         let g = rails(CONFIG);
-        let err = pre(
+        let (_, post) = pre(
             &g,
             Scope::default(),
             r#"{"model":"m","stream":true,"guardrails":["out"],"messages":[]}"#,
         )
-        .unwrap_err();
-        assert!(err.to_string().contains("'out'"), "{err}");
+        .unwrap();
+        assert!(post, "a stream keeps its post_call guardrails");
         let (_, checked) = g
             .pre_call(
                 Scope::default(),
                 Bytes::from_static(br#"{"model":"m","guardrails":["out"],"messages":[]}"#),
-                false,
             )
             .unwrap();
         // Every guardrail that runs is named, in the order chosen: the

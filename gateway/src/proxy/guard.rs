@@ -101,7 +101,7 @@ impl Beside {
 #[allow(clippy::type_complexity)]
 fn pre_call(
     worker: &Worker,
-    (principal, endpoint): (&Principal, Endpoint),
+    (principal, _): (&Principal, Endpoint),
     body: Bytes,
     outcome: &mut Outcome,
 ) -> Result<(Bytes, Vec<guardrails::Service>, Vec<guardrails::Service>), GatewayError> {
@@ -112,13 +112,7 @@ fn pre_call(
             .and_then(|k| k.team.as_ref())
             .map(|t| &t.record.metadata),
     };
-    // A Responses stream is not checked: its text comes in many event
-    // kinds.
-    let streams_checked = endpoint != Endpoint::Responses;
-    let (body, checked) = worker
-        .shared
-        .guardrails
-        .pre_call(scope, body, streams_checked)?;
+    let (body, checked) = worker.shared.guardrails.pre_call(scope, body)?;
     outcome.post_call = checked.post;
     outcome.applied_guardrails = checked.applied;
     let answer_services = outcome
@@ -307,6 +301,8 @@ pub(super) struct StreamGuard {
     services: Option<Box<StreamServices>>,
     reader: EventReader,
     anthropic: bool,
+    /// For a Responses stream, the text released of each output text part.
+    responses: Option<Vec<ResponsesPart>>,
     /// `id`, `object`, `created`, `model` of the last OpenAI chunk, for the
     /// chunk that releases text held at the end.
     last: Option<Value>,
@@ -320,9 +316,10 @@ impl StreamGuard {
     /// A guard for a stream in the `client`'s format; `None` when the
     /// request has no `post_call` guardrails or the format is not checked.
     pub(super) fn new(outcome: &Outcome, client: Format) -> Option<StreamGuard> {
-        let anthropic = match client {
-            Format::OpenAi => false,
-            Format::Anthropic => true,
+        let (anthropic, responses) = match client {
+            Format::OpenAi => (false, None),
+            Format::Anthropic => (true, None),
+            Format::Responses => (false, Some(Vec::new())),
             _ => return None,
         };
         let post = outcome.post_call.as_ref()?;
@@ -342,6 +339,7 @@ impl StreamGuard {
             services,
             reader: EventReader::new(crate::formats::MAX_EVENT_BYTES),
             anthropic,
+            responses,
             last: None,
             ended: false,
             blocked: false,
@@ -424,7 +422,9 @@ impl StreamGuard {
         }
         let checked = match serde_json::from_slice::<Value>(data) {
             Ok(mut event) => {
-                let checked = if self.anthropic {
+                let checked = if self.responses.is_some() {
+                    self.responses_event(&mut event, out)
+                } else if self.anthropic {
                     self.anthropic_event(&mut event, out)
                 } else {
                     self.openai_chunk(&mut event)
@@ -541,6 +541,126 @@ impl StreamGuard {
         }
     }
 
+    /// Checks the text of a Responses event in place: each output text
+    /// part's deltas pass the window; its `done` events (and the final
+    /// response's output) carry the text as released; whether it changed.
+    fn responses_event(
+        &mut self,
+        event: &mut Value,
+        out: &mut Vec<u8>,
+    ) -> Result<bool, GatewayError> {
+        let kind = event
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let at = |e: &Value, k: &str| e.get(k).and_then(Value::as_u64).unwrap_or(0);
+        let key = |oi: u64, ci: u64| oi.saturating_mul(1024).saturating_add(ci.min(1023));
+        match kind.as_str() {
+            "response.output_text.delta" => {
+                let index = key(at(event, "output_index"), at(event, "content_index"));
+                let Some(given) = event.get("delta").and_then(Value::as_str) else {
+                    return Ok(false);
+                };
+                let released = self.check.feed(index, given)?;
+                self.released(&released);
+                let parts = self.responses.get_or_insert_with(Vec::new);
+                if part_of(parts, index).is_none() {
+                    if parts.len() >= MAX_PARTS {
+                        return Err(GatewayError::Internal(
+                            "too many output text parts in one stream",
+                        ));
+                    }
+                    parts.push(ResponsesPart {
+                        index,
+                        item_id: event.get("item_id").cloned().unwrap_or(Value::Null),
+                        output_index: at(event, "output_index"),
+                        content_index: at(event, "content_index"),
+                        text: String::new(),
+                    });
+                }
+                if let Some(part) = part_of(parts, index) {
+                    if part.text.len().saturating_add(released.len()) > MAX_SERVICE_TEXT {
+                        return Err(GatewayError::Internal(
+                            "a streamed output text is too long to check",
+                        ));
+                    }
+                    part.text.push_str(&released);
+                }
+                event["delta"] = Value::String(released);
+                Ok(true)
+            }
+            "response.output_text.done" => {
+                let index = key(at(event, "output_index"), at(event, "content_index"));
+                let rest = self.check.flush(index)?;
+                self.released(&rest);
+                self.closing();
+                let Some(part) = self.responses.as_mut().and_then(|p| part_of(p, index)) else {
+                    return Ok(false);
+                };
+                part.text.push_str(&rest);
+                if !rest.is_empty() {
+                    let delta = part.delta(&rest, event.get("sequence_number"));
+                    write_event(out, b"response.output_text.delta", &delta);
+                }
+                event["text"] = Value::String(part.text.clone());
+                Ok(true)
+            }
+            "response.content_part.done" => {
+                let index = key(at(event, "output_index"), at(event, "content_index"));
+                let Some(part) = self.responses.as_mut().and_then(|p| part_of(p, index)) else {
+                    return Ok(false);
+                };
+                match event.pointer_mut("/part/text") {
+                    Some(text) => *text = Value::String(part.text.clone()),
+                    None => return Ok(false),
+                }
+                Ok(true)
+            }
+            "response.output_item.done" => {
+                let oi = at(event, "output_index");
+                Ok(self.set_item(oi, event.get_mut("item")))
+            }
+            "response.completed" | "response.incomplete" | "response.failed" => {
+                self.flush_all(out);
+                let mut changed = false;
+                if let Some(output) = event
+                    .pointer_mut("/response/output")
+                    .and_then(Value::as_array_mut)
+                {
+                    for (oi, item) in output.iter_mut().enumerate() {
+                        changed |= self.set_item(oi as u64, Some(item));
+                    }
+                }
+                self.ended = self.services.is_some() || self.ended;
+                Ok(changed)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Puts the released text of output item `oi`'s text parts into `item`
+    /// (a `message` with `content`); whether one was set.
+    fn set_item(&mut self, oi: u64, item: Option<&mut Value>) -> bool {
+        let (Some(parts), Some(item)) = (self.responses.as_ref(), item) else {
+            return false;
+        };
+        let Some(content) = item.get_mut("content").and_then(Value::as_array_mut) else {
+            return false;
+        };
+        let mut changed = false;
+        for part in parts.iter().filter(|p| p.output_index == oi) {
+            let slot = usize::try_from(part.content_index)
+                .ok()
+                .and_then(|ci| content.get_mut(ci));
+            if let Some(text) = slot.and_then(|c| c.get_mut("text")) {
+                *text = Value::String(part.text.clone());
+                changed = true;
+            }
+        }
+        changed
+    }
+
     /// Releases the text every choice still holds, in one closing event
     /// per choice.
     fn flush_all(&mut self, out: &mut Vec<u8>) {
@@ -550,6 +670,12 @@ impl StreamGuard {
                 Err(err) => return self.refuse(&err, out),
             };
             self.released(&rest);
+            if let Some(part) = self.responses.as_mut().and_then(|p| part_of(p, index)) {
+                part.text.push_str(&rest);
+                let delta = part.delta(&rest, None);
+                write_event(out, b"response.output_text.delta", &delta);
+                continue;
+            }
             if self.anthropic {
                 write_event(out, b"content_block_delta", &text_delta(index, rest));
                 continue;
@@ -564,7 +690,18 @@ impl StreamGuard {
     /// Ends the stream with `err` in the client's framing: OpenAI's
     /// `data: {"error": ...}` then `[DONE]`, Anthropic's `error` event.
     fn refuse(&mut self, err: &GatewayError, out: &mut Vec<u8>) {
-        if self.anthropic {
+        if self.responses.is_some() {
+            // The Responses API's `error` event.
+            let body: Value = serde_json::from_slice(&err.body()).unwrap_or_default();
+            let e = &body["error"];
+            let event = json!({"type": "error", "code": e["code"], "message": e["message"],
+                "param": e["param"], "sequence_number": null});
+            write_event(
+                out,
+                b"error",
+                &serde_json::to_vec(&event).unwrap_or_default(),
+            );
+        } else if self.anthropic {
             write_event(out, b"error", &crate::formats::anthropic::error_body(err));
         } else {
             write_event(out, b"", &err.body());
@@ -626,6 +763,35 @@ pub(super) async fn check_stream(
         piece.clear();
         guard.refuse(&err, piece);
     }
+}
+
+/// Most output text parts of one Responses stream that are checked.
+const MAX_PARTS: usize = 256;
+
+/// One output text part of a Responses stream and the text released of it.
+struct ResponsesPart {
+    /// The window's index for it (output and content index).
+    index: u64,
+    item_id: Value,
+    output_index: u64,
+    content_index: u64,
+    /// Released so far (masked).
+    text: String,
+}
+
+impl ResponsesPart {
+    /// A `response.output_text.delta` event's data releasing `text`.
+    fn delta(&self, text: &str, sequence_number: Option<&Value>) -> Vec<u8> {
+        let event = json!({"type": "response.output_text.delta", "item_id": self.item_id,
+            "output_index": self.output_index, "content_index": self.content_index,
+            "delta": text, "sequence_number": sequence_number});
+        serde_json::to_vec(&event).unwrap_or_default()
+    }
+}
+
+/// The part with window index `index`.
+fn part_of(parts: &mut [ResponsesPart], index: u64) -> Option<&mut ResponsesPart> {
+    parts.iter_mut().find(|p| p.index == index)
 }
 
 /// One Anthropic `text_delta` event's data.
