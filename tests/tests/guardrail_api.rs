@@ -438,3 +438,35 @@ fn a_during_call_service_runs_beside_the_upstream_call_and_its_block_wins() {
         assert!(!resp.text().contains("the model's answer"));
     });
 }
+
+#[test]
+fn a_during_call_service_holds_a_streams_head_until_it_passes() {
+    let service = GuardrailService::start(KEY, Behaviour::Slow(Duration::from_millis(300)));
+    let raw = streaming_upstream(&["one ", "two"]);
+    let gw = start(
+        &raw,
+        vec![generic(
+            "beside",
+            "during_call",
+            &service.api_base(),
+            json!({}),
+        )],
+    );
+    let streamed = |text: &str| {
+        json!({"model": "gpt-4o", "stream": true, "guardrails": ["beside"],
+            "messages": [{"role": "user", "content": text}]})
+    };
+    let resp = gw.post("/v1/chat/completions", &streamed("hello"));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let text: String = events(&resp.text())
+        .iter()
+        .filter_map(|e| e["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(text, "one two");
+    // Refused: nothing of the stream went out, so the client gets the
+    // plain 400 (not an event stream).
+    let resp = gw.post("/v1/chat/completions", &streamed("BLOCKME"));
+    let err = assert_error(&resp, 400);
+    assert_eq!(err["message"], "policy 12: BLOCKME is not allowed");
+    assert!(!resp.text().contains("one "), "{}", resp.text());
+}

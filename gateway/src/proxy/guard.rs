@@ -45,7 +45,7 @@ pub(super) async fn checked_body_beside(
     (principal, endpoint): (&Principal, Endpoint),
     body: Bytes,
     outcome: &mut Outcome,
-) -> Result<(Bytes, Option<Beside>), GatewayError> {
+) -> Result<(Bytes, Option<Box<Beside>>), GatewayError> {
     let (body, pending, during) = pre_call(worker, (principal, endpoint), body, outcome)?;
     let body = if pending.is_empty() {
         body
@@ -58,13 +58,14 @@ pub(super) async fn checked_body_beside(
     let mut doc: Value =
         serde_json::from_slice(&body).map_err(|e| GatewayError::MalformedJson(e.to_string()))?;
     let texts = guardrails::request_texts(&mut doc);
-    let beside = Beside {
+    let beside = Box::new(Beside {
         services: during,
         texts,
         doc,
         call_id: outcome.call_id.to_string(),
         caller: outcome.guard_caller.clone(),
-    };
+    });
+    // Boxed: it waits in the request's future until the call.
     Ok((body, Some(beside)))
 }
 
@@ -82,14 +83,21 @@ impl Beside {
     /// Runs the services on the request's texts: nothing, or the refusal
     /// (a rewrite comes too late for the model, and is not applied, as in
     /// LiteLLM).
-    pub(super) async fn check(mut self, worker: &Worker) -> Result<(), GatewayError> {
+    pub(super) async fn check(self: Box<Self>, worker: &Worker) -> Result<(), GatewayError> {
+        let Beside {
+            services,
+            mut texts,
+            doc,
+            call_id,
+            caller,
+        } = *self;
         let round = guard_api::Round {
             input_type: "request",
-            call_id: &self.call_id,
-            caller: &self.caller,
-            doc: &self.doc,
+            call_id: &call_id,
+            caller: &caller,
+            doc: &doc,
         };
-        guard_api::check(worker, &self.services, &mut self.texts, &round)
+        guard_api::check(worker, &services, &mut texts, &round)
             .await
             .map(|_| ())
     }
@@ -158,7 +166,7 @@ async fn services(
 /// refusal is the error.
 pub(super) async fn beside_the_call<F>(
     worker: &Worker,
-    beside: Beside,
+    beside: Box<Beside>,
     call: F,
     gate: &crate::local_signal::LocalSignal,
 ) -> Result<Result<(), GatewayError>, GatewayError>
