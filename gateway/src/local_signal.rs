@@ -39,6 +39,11 @@ impl LocalSignal {
         }
     }
 
+    /// Whether the signal has fired.
+    pub fn fired(&self) -> bool {
+        self.fired.get()
+    }
+
     /// A future that ends when the signal fires (at once if it has).
     pub fn wait(&self) -> Wait<'_> {
         Wait {

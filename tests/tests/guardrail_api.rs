@@ -125,14 +125,84 @@ fn a_post_call_service_checks_the_answer_and_a_keys_caller_fields() {
     assert_eq!(call["input_type"], "response");
     assert_eq!(call["texts"], json!(["the secret is out"]));
     assert_eq!(call["request_data"]["user_api_key_alias"], "svc-key");
-    // A stream is refused naming the guardrail: a service does not check
-    // streams here.
-    let streamed =
-        json!({"model": "gpt-4o", "stream": true, "messages": [{"role": "user", "content": "hi"}]});
-    let err = assert_error(&gw.post_as(&key, "/v1/chat/completions", &streamed), 400);
+}
+
+/// An upstream answering every request with an OpenAI chat stream whose
+/// content comes in `pieces`, one SSE event (and one HTTP chunk) each,
+/// then `[DONE]`.
+fn streaming_upstream(pieces: &[&str]) -> RawUpstream {
+    let mut reply =
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+            .to_vec();
+    for (i, p) in pieces.iter().enumerate() {
+        let finish = if i + 1 == pieces.len() {
+            json!("stop")
+        } else {
+            Value::Null
+        };
+        let chunk = json!({"id": "chatcmpl-s", "object": "chat.completion.chunk", "created": 1,
+            "model": "upstream-gpt", "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": finish}]});
+        let e = format!("data: {chunk}\n\n");
+        reply.extend_from_slice(format!("{:x}\r\n{e}\r\n", e.len()).as_bytes());
+    }
+    let done = "data: [DONE]\n\n";
+    reply.extend_from_slice(format!("{:x}\r\n{done}\r\n0\r\n\r\n", done.len()).as_bytes());
+    RawUpstream::start(reply, false)
+}
+
+/// The `data:` payloads of an SSE body, JSON ones parsed.
+fn events(body: &str) -> Vec<Value> {
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap_or_else(|_| json!(d)))
+        .collect()
+}
+
+#[test]
+fn a_post_call_service_checks_a_stream_as_litellm_does_and_a_block_ends_it() {
+    let service = GuardrailService::start(KEY, Behaviour::Judge);
+    let clean = streaming_upstream(&["one ", "two ", "three ", "four ", "five ", "six ", "seven"]);
+    let gw = start(
+        &clean,
+        vec![generic("out", "post_call", &service.api_base(), json!({}))],
+    );
+    let streamed = json!({"model": "gpt-4o", "stream": true, "guardrails": ["out"],
+        "messages": [{"role": "user", "content": "hi"}]});
+    let resp = gw.post("/v1/chat/completions", &streamed);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let got = events(&resp.text());
+    let text: String = got
+        .iter()
+        .filter_map(|e| e["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(text, "one two three four five six seven");
+    assert_eq!(got.last(), Some(&json!("[DONE]")));
+    // The last check saw the whole answer, as a response.
+    let call = service.last().expect("the service was called");
+    assert_eq!(call["input_type"], "response");
+    assert_eq!(call["texts"], json!(["one two three four five six seven"]));
+
+    // A block ends the stream with LiteLLM's error event, then [DONE].
+    let blocked = streaming_upstream(&["fine ", "then BLOCKME ", "and more"]);
+    let gw = start(
+        &blocked,
+        vec![generic("out", "post_call", &service.api_base(), json!({}))],
+    );
+    let resp = gw.post("/v1/chat/completions", &streamed);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let got = events(&resp.text());
+    let n = got.len();
+    assert!(n >= 2, "{got:?}");
+    assert_eq!(got[n - 1], json!("[DONE]"));
+    assert_eq!(
+        got[n - 2]["error"]["message"],
+        "policy 12: BLOCKME is not allowed",
+        "{got:?}"
+    );
     assert!(
-        err["message"].as_str().unwrap().contains("'out'"),
-        "{err:?}"
+        !got.iter()
+            .any(|e| e["choices"][0]["delta"]["content"] == "and more"),
+        "the text checked last never reaches the client: {got:?}"
     );
 }
 
@@ -328,4 +398,75 @@ fn presidio_masks_found_entities_blocks_a_block_entity_and_keeps_thresholds() {
         err["message"].as_str().unwrap().contains("Presidio failed"),
         "{err:?}"
     );
+}
+
+#[test]
+fn a_during_call_service_runs_beside_the_upstream_call_and_its_block_wins() {
+    let service = GuardrailService::start(KEY, Behaviour::Slow(Duration::from_secs(2)));
+    let raw = upstream("the model's answer");
+    let gw = start(
+        &raw,
+        vec![generic(
+            "beside",
+            "during_call",
+            &service.api_base(),
+            json!({}),
+        )],
+    );
+    // It passes: the upstream answer, once the service has answered.
+    let resp = chat(&gw, "hello", json!(["beside"]));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(
+        resp.json()["choices"][0]["message"]["content"],
+        "the model's answer"
+    );
+    assert_eq!(resp.header("x-litellm-applied-guardrails"), Some("beside"));
+    assert_eq!(raw.requests(), 1);
+    assert_eq!(service.last().expect("called")["texts"], json!(["hello"]));
+    // It refuses: the upstream call was made while the service was still
+    // judging, and its answer is dropped for LiteLLM's 400.
+    std::thread::scope(|s| {
+        let pending = s.spawn(|| chat(&gw, "BLOCKME please", json!(["beside"])));
+        e2e::eventually(
+            "the upstream call beside the service",
+            Duration::from_secs(10),
+            || (raw.requests() == 2).then_some(()),
+        );
+        let resp = pending.join().expect("the request thread");
+        let err = assert_error(&resp, 400);
+        assert_eq!(err["message"], "policy 12: BLOCKME is not allowed");
+        assert!(!resp.text().contains("the model's answer"));
+    });
+}
+
+#[test]
+fn a_during_call_service_holds_a_streams_head_until_it_passes() {
+    let service = GuardrailService::start(KEY, Behaviour::Slow(Duration::from_millis(300)));
+    let raw = streaming_upstream(&["one ", "two"]);
+    let gw = start(
+        &raw,
+        vec![generic(
+            "beside",
+            "during_call",
+            &service.api_base(),
+            json!({}),
+        )],
+    );
+    let streamed = |text: &str| {
+        json!({"model": "gpt-4o", "stream": true, "guardrails": ["beside"],
+            "messages": [{"role": "user", "content": text}]})
+    };
+    let resp = gw.post("/v1/chat/completions", &streamed("hello"));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let text: String = events(&resp.text())
+        .iter()
+        .filter_map(|e| e["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(text, "one two");
+    // Refused: nothing of the stream went out, so the client gets the
+    // plain 400 (not an event stream).
+    let resp = gw.post("/v1/chat/completions", &streamed("BLOCKME"));
+    let err = assert_error(&resp, 400);
+    assert_eq!(err["message"], "policy 12: BLOCKME is not allowed");
+    assert!(!resp.text().contains("one "), "{}", resp.text());
 }

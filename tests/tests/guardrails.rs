@@ -174,7 +174,7 @@ fn a_keys_guardrails_apply_to_its_requests() {
 }
 
 #[test]
-fn post_call_masks_whole_answers_and_refuses_streams() {
+fn post_call_masks_whole_answers() {
     let raw = upstream();
     let gw = start(&raw);
     let body = chat("hello", json!({"guardrails": ["answer-mask"]}));
@@ -213,18 +213,6 @@ fn post_call_masks_whole_answers_and_refuses_streams() {
         resp.json()["choices"][0]["message"]["content"],
         "ask [EMAIL_REDACTED]"
     );
-    // A Responses stream is refused before any upstream call, naming the
-    // guardrail: its text is not checked as it goes.
-    let calls = raw.requests();
-    let streamed =
-        json!({"model": "gpt-4o", "input": "hi", "stream": true, "guardrails": ["answer-mask"]});
-    let err = assert_error(&call(&gw, MASTER_KEY, "/v1/responses", &streamed), 400);
-    assert!(
-        err["message"].as_str().unwrap().contains("'answer-mask'"),
-        "{err:?}"
-    );
-    assert_eq!(err["param"], "stream");
-    assert_eq!(raw.requests(), calls);
 }
 
 /// An upstream answering every request with an OpenAI chat stream whose
@@ -403,7 +391,7 @@ fn an_unknown_guardrail_name_is_a_400_naming_it() {
 
 #[test]
 fn unsupported_guardrail_types_stop_start_up_naming_them() {
-    for (kind, extra) in [("bedrock", json!({})), ("openai_moderation", json!({}))] {
+    for (kind, extra) in [("aporia", json!({})), ("guardrails_ai", json!({}))] {
         let mut config = base_config(free_port());
         let mut params = json!({"guardrail": kind, "mode": "pre_call"});
         params
@@ -492,4 +480,101 @@ fn a_cached_answer_never_skips_a_keys_post_call_guardrail() {
         "write to [EMAIL_REDACTED] please"
     );
     assert_eq!(raw.requests(), 2);
+}
+
+#[test]
+fn post_call_masks_a_responses_stream_its_done_events_and_final_response() {
+    // OpenAI's Responses stream, as the upstream (which speaks the
+    // Responses API) sends it: the text in deltas, then whole in the done
+    // events and the final response.
+    let pieces = [
+        "write to bob@exa",
+        "mple.com about Project Fal",
+        "con, ",
+        "bye",
+    ];
+    let whole: String = pieces.concat();
+    let item = |status: &str, text: &str| {
+        json!({"id": "msg_1", "type": "message", "status": status, "role": "assistant",
+        "content": [{"type": "output_text", "text": text, "annotations": []}]})
+    };
+    let mut evs = vec![
+        (
+            "response.created",
+            json!({"response": {"id": "resp_1", "object": "response", "status": "in_progress", "output": []}}),
+        ),
+        (
+            "response.output_item.added",
+            json!({"output_index": 0, "item": item("in_progress", "")}),
+        ),
+        (
+            "response.content_part.added",
+            json!({"item_id": "msg_1", "output_index": 0, "content_index": 0,
+            "part": {"type": "output_text", "text": "", "annotations": []}}),
+        ),
+    ];
+    for p in pieces {
+        evs.push((
+            "response.output_text.delta",
+            json!({"item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": p}),
+        ));
+    }
+    evs.push((
+        "response.output_text.done",
+        json!({"item_id": "msg_1", "output_index": 0, "content_index": 0, "text": whole}),
+    ));
+    evs.push((
+        "response.content_part.done",
+        json!({"item_id": "msg_1", "output_index": 0, "content_index": 0,
+        "part": {"type": "output_text", "text": whole, "annotations": []}}),
+    ));
+    evs.push((
+        "response.output_item.done",
+        json!({"output_index": 0, "item": item("completed", &whole)}),
+    ));
+    evs.push((
+        "response.completed",
+        json!({"response": {"id": "resp_1", "object": "response", "status": "completed",
+        "model": "upstream-gpt", "output": [item("completed", &whole)],
+        "usage": {"input_tokens": 3, "output_tokens": 9, "total_tokens": 12}}}),
+    ));
+    let mut reply =
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+            .to_vec();
+    for (i, (kind, mut data)) in evs.into_iter().enumerate() {
+        data["type"] = json!(kind);
+        data["sequence_number"] = json!(i);
+        let e = format!("event: {kind}\ndata: {data}\n\n");
+        reply.extend_from_slice(format!("{:x}\r\n{e}\r\n", e.len()).as_bytes());
+    }
+    reply.extend_from_slice(b"0\r\n\r\n");
+    let raw = RawUpstream::start(reply, false);
+    let gw = start(&raw);
+    let body =
+        json!({"model": "gpt-4o", "input": "hi", "stream": true, "guardrails": ["answer-mask"]});
+    let resp = call(&gw, MASTER_KEY, "/v1/responses", &body);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let text = resp.text();
+    assert!(!text.contains("bob@") && !text.contains("Fal"), "{text}");
+    let got = events(&text);
+    let deltas: String = got
+        .iter()
+        .filter(|e| e["type"] == "response.output_text.delta")
+        .filter_map(|e| e["delta"].as_str())
+        .collect();
+    let masked = "write to [EMAIL_REDACTED] about [KEYWORD_REDACTED], bye";
+    assert_eq!(deltas, masked, "{text}");
+    let done = got
+        .iter()
+        .find(|e| e["type"] == "response.output_text.done")
+        .expect("done");
+    assert_eq!(done["text"], masked);
+    let completed = got
+        .iter()
+        .find(|e| e["type"] == "response.completed")
+        .expect("completed");
+    assert_eq!(
+        completed["response"]["output"][0]["content"][0]["text"], masked,
+        "{text}"
+    );
 }

@@ -95,6 +95,8 @@ pub struct Responder<'a> {
     last_write: Option<Vec<u8>>,
     /// A copy of the body, when asked for ([`Responder::capture_body`]).
     capture: Option<Capture>,
+    /// Writes wait for this signal ([`Responder::gate`]).
+    gate: Option<std::rc::Rc<crate::local_signal::LocalSignal>>,
 }
 
 /// A copy of the body bytes written, up to a limit.
@@ -133,7 +135,33 @@ impl<'a> Responder<'a> {
             hold_last: false,
             last_write: None,
             capture: None,
+            gate: None,
         }
+    }
+
+    /// Holds every write until `gate` fires: the response is prepared as
+    /// usual, and nothing reaches the client before (a check beside the
+    /// upstream call). [`Self::discard_unsent`] forgets it, should the
+    /// check refuse.
+    pub fn gate(&mut self, gate: std::rc::Rc<crate::local_signal::LocalSignal>) {
+        self.gate = Some(gate);
+    }
+
+    /// Forgets a response none of whose bytes were written (its writes
+    /// wait on the gate, or its last write is held), so another can be
+    /// sent instead; `false` (and nothing changed) when some were.
+    pub fn discard_unsent(&mut self) -> bool {
+        let gated = self.gate.as_ref().is_some_and(|g| !g.fired());
+        if !gated {
+            return false;
+        }
+        self.status = None;
+        self.pending_head = Vec::new();
+        self.fixed_left = 0;
+        self.last_write = None;
+        self.capture = None;
+        self.gate = None;
+        true
     }
 
     /// Holds the write that completes the response (a whole response, a
@@ -375,6 +403,12 @@ impl<'a> Responder<'a> {
     }
 
     async fn write(&mut self, buf: Vec<u8>) -> std::io::Result<()> {
+        if let Some(gate) = &self.gate {
+            if !gate.fired() {
+                let gate = std::rc::Rc::clone(gate);
+                gate.wait().await;
+            }
+        }
         let written = std::pin::pin!(self.stream.write_all(buf));
         let res = match monoio::time::timeout(self.write_timeout, written).await {
             Ok((res, _)) => res.map(drop),

@@ -1,7 +1,8 @@
 //! The top-level `guardrails:` list of `config.yaml`, LiteLLM's shape:
 //! `[{guardrail_name, litellm_params: {guardrail, mode, default_on, ...}}]`.
-//! `litellm_content_filter`, `generic_guardrail_api`, `lakera_v2` and `presidio` are built; any other type, mode or
-//! parameter stops start-up with a message naming it.
+//! `litellm_content_filter`, `generic_guardrail_api`, `lakera_v2`,
+//! `presidio`, `openai_moderation` and `bedrock` are built; any other type,
+//! mode or parameter stops start-up with a message naming it.
 
 use super::api::GenericApi;
 use super::filter::{Action, ContentFilter, PatternSpec, WordSpec};
@@ -43,9 +44,11 @@ pub fn guardrail(entry: &Value) -> Result<Guardrail, String> {
         "generic_guardrail_api" => super::api::PARAMS,
         "lakera_v2" => super::lakera::PARAMS,
         "presidio" => super::presidio::PARAMS,
+        "openai_moderation" => super::moderation::PARAMS,
+        "bedrock" => super::bedrock::PARAMS,
         _ => {
             return Err(format!(
-                "guardrail type `{kind}` is not supported by this gateway (supported: litellm_content_filter, generic_guardrail_api, lakera_v2, presidio); remove the guardrail to start"
+                "guardrail type `{kind}` is not supported by this gateway (supported: litellm_content_filter, generic_guardrail_api, lakera_v2, presidio, openai_moderation, bedrock); remove the guardrail to start"
             ))
         }
     };
@@ -68,6 +71,13 @@ pub fn guardrail(entry: &Value) -> Result<Guardrail, String> {
         "lakera_v2" => Some(Kind::Lakera(super::lakera::LakeraV2::from_params(params)?)),
         "presidio" => Some(Kind::Presidio(super::presidio::Presidio::from_params(
             params,
+        )?)),
+        "openai_moderation" => Some(Kind::Moderation(
+            super::moderation::OpenAiModeration::from_params(params)?,
+        )),
+        "bedrock" => Some(Kind::Bedrock(super::bedrock::BedrockGuard::from_params(
+            params,
+            &|k| std::env::var(k).ok(),
         )?)),
         _ => None,
     };
@@ -237,10 +247,10 @@ mod tests {
     #[test]
     fn other_types_modes_and_params_are_refused_by_name() {
         let err =
-            parse("{guardrail_name: pii, litellm_params: {guardrail: bedrock, mode: pre_call}}")
+            parse("{guardrail_name: pii, litellm_params: {guardrail: aporia, mode: pre_call}}")
                 .err()
                 .unwrap();
-        assert!(err.contains("`bedrock`"), "{err}");
+        assert!(err.contains("`aporia`"), "{err}");
         let err = parse("{guardrail_name: f, litellm_params: {guardrail: litellm_content_filter, mode: logging_only}}")
             .err()
             .unwrap();

@@ -2,9 +2,10 @@
 //! and applied to the text of requests (`pre_call`, `during_call`) and of
 //! answers (`post_call`). Types built: `litellm_content_filter`
 //! ([`filter`], run here; on streams through [`stream`]), and the services
-//! `generic_guardrail_api` ([`api`]), `lakera_v2` ([`lakera`]) and
-//! `presidio` ([`presidio`]), whose calls the proxy makes; every other
-//! type stops start-up.
+//! `generic_guardrail_api` ([`api`]), `lakera_v2` ([`lakera`]),
+//! `presidio` ([`presidio`]), `openai_moderation` ([`moderation`]) and
+//! `bedrock` ([`bedrock`]), whose calls the proxy makes; every other type
+//! stops start-up.
 //!
 //! Which run: every `default_on` guardrail (unless the key's or team's
 //! `metadata.disable_global_guardrails`), and those named by the request's
@@ -13,9 +14,12 @@
 //! A name that is not configured is a 400.
 
 pub mod api;
+pub mod bedrock;
 mod config;
 pub mod filter;
 pub mod lakera;
+pub mod moderation;
+mod params;
 pub mod patterns;
 pub mod presidio;
 pub mod stream;
@@ -32,8 +36,9 @@ use std::sync::Arc;
 pub struct Modes {
     /// On the request, before it is routed.
     pub pre: bool,
-    /// Beside the upstream call in LiteLLM; here on the request before the
-    /// call, so a mask is what the model sees.
+    /// Beside the upstream call: a service's verdict is awaited before the
+    /// answer goes out (a content filter runs before the call, so its mask
+    /// is what the model sees).
     pub during: bool,
     /// On the answer.
     pub post: bool,
@@ -63,6 +68,10 @@ pub enum Kind {
     Lakera(lakera::LakeraV2),
     /// `presidio`: calls to Presidio's analyzer and anonymizer.
     Presidio(presidio::Presidio),
+    /// `openai_moderation`: a call to OpenAI's moderation endpoint.
+    Moderation(moderation::OpenAiModeration),
+    /// `bedrock`: a call to Bedrock's ApplyGuardrail API.
+    Bedrock(bedrock::BedrockGuard),
 }
 
 impl Guardrail {
@@ -70,7 +79,7 @@ impl Guardrail {
     pub fn filter(&self) -> Option<&filter::ContentFilter> {
         match &self.kind {
             Kind::Filter(f) => Some(f),
-            Kind::Api(_) | Kind::Lakera(_) | Kind::Presidio(_) => None,
+            _ => None,
         }
     }
 
@@ -113,9 +122,12 @@ pub struct Checked {
     /// The names of every guardrail it runs, comma-separated, in the order
     /// they were chosen (LiteLLM's `x-litellm-applied-guardrails`).
     pub applied: Option<Arc<str>>,
-    /// Its `pre_call` and `during_call` guardrail services, in order, to
-    /// call on the request before it is routed.
+    /// Its `pre_call` guardrail services, in order, to call on the request
+    /// before it is routed.
     pub services: Vec<Service>,
+    /// Its `during_call` guardrail services (those not also `pre_call`),
+    /// in order, to call on the request beside the upstream call.
+    pub during: Vec<Service>,
 }
 
 /// Largest number of guardrail names one request may carry.
@@ -167,14 +179,11 @@ impl Guardrails {
     /// `body`: the body to send on (masked, without the gateway's own
     /// `guardrails` member) and what the rest of the request needs of them
     /// ([`Checked`]).
-    /// A `BLOCK`, an unknown name, or a `post_call` guardrail on a
-    /// streamed request whose stream cannot be checked (`streams_checked`
-    /// false: the Responses API's) is an error.
+    /// A `BLOCK` or an unknown name is an error.
     pub fn pre_call(
         &self,
         scope: Scope<'_>,
         body: Bytes,
-        streams_checked: bool,
     ) -> Result<(Bytes, Checked), GatewayError> {
         let stored =
             |m: Option<&Map<String, Value>>| m.is_some_and(|m| m.contains_key("guardrails"));
@@ -230,19 +239,6 @@ impl Guardrails {
                 }
             }
         }
-        let stream = obj.get("stream") == Some(&Value::Bool(true));
-        if let Some(g) = chosen
-            .iter()
-            .find(|g| g.modes.post && stream && (!streams_checked || g.is_service()))
-        {
-            return Err(GatewayError::InvalidParam {
-                param: "stream",
-                message: format!(
-                    "guardrail '{}' runs post_call, which this gateway applies to streams of chat completions, completions and Messages with litellm_content_filter only; send stream: false",
-                    g.name
-                ),
-            });
-        }
         let mut changed = from_body.is_some();
         let before: Vec<&Arc<Guardrail>> = chosen
             .iter()
@@ -251,7 +247,12 @@ impl Guardrails {
             .collect();
         let services: Vec<Service> = chosen
             .iter()
-            .filter(|g| (g.modes.pre || g.modes.during) && g.is_service())
+            .filter(|g| g.modes.pre && g.is_service())
+            .map(|g| (Arc::clone(g), extra_body(&extra, &g.name)))
+            .collect();
+        let during: Vec<Service> = chosen
+            .iter()
+            .filter(|g| g.modes.during && !g.modes.pre && g.is_service())
             .map(|g| (Arc::clone(g), extra_body(&extra, &g.name)))
             .collect();
         if !before.is_empty() {
@@ -267,6 +268,7 @@ impl Guardrails {
             .collect();
         let checked = Checked {
             services,
+            during,
             post: (!post.is_empty()).then_some(PostCall(post, extra)),
             applied: (!chosen.is_empty()).then(|| {
                 let names: Vec<&str> = chosen.iter().map(|g| g.name.as_str()).collect();
@@ -452,7 +454,7 @@ mod tests {
 "#;
 
     fn pre(g: &Guardrails, scope: Scope<'_>, body: &str) -> Result<(String, bool), GatewayError> {
-        let (b, checked) = g.pre_call(scope, Bytes::from(body.to_string()), false)?;
+        let (b, checked) = g.pre_call(scope, Bytes::from(body.to_string()))?;
         Ok((
             String::from_utf8(b.to_vec()).unwrap(),
             checked.post.is_some(),
@@ -540,20 +542,19 @@ mod tests {
     }
 
     #[test]
-    fn post_call_on_a_stream_is_refused_and_on_an_answer_masks() {
+    fn post_call_on_a_stream_is_kept_and_on_an_answer_masks() {
         let g = rails(CONFIG);
-        let err = pre(
+        let (_, post) = pre(
             &g,
             Scope::default(),
             r#"{"model":"m","stream":true,"guardrails":["out"],"messages":[]}"#,
         )
-        .unwrap_err();
-        assert!(err.to_string().contains("'out'"), "{err}");
+        .unwrap();
+        assert!(post, "a stream keeps its post_call guardrails");
         let (_, checked) = g
             .pre_call(
                 Scope::default(),
                 Bytes::from_static(br#"{"model":"m","guardrails":["out"],"messages":[]}"#),
-                false,
             )
             .unwrap();
         // Every guardrail that runs is named, in the order chosen: the

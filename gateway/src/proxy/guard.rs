@@ -21,29 +21,98 @@ use std::borrow::Cow;
 /// The body after every `pre_call` and `during_call` guardrail: the
 /// content filters, then the guardrail services (only a request that has
 /// some waits for them, in a boxed future); keeps its `post_call`
-/// guardrails in `outcome`.
+/// guardrails in `outcome`. For a fallback's own body and a form's
+/// prompt: the request's `during_call` services run here, before the call.
 pub(super) async fn checked_body(
     worker: &Worker,
     (principal, endpoint): (&Principal, Endpoint),
     body: Bytes,
     outcome: &mut Outcome,
 ) -> Result<Bytes, GatewayError> {
-    let (body, pending) = pre_call(worker, (principal, endpoint), body, outcome)?;
+    let (body, mut pending, during) = pre_call(worker, (principal, endpoint), body, outcome)?;
+    pending.extend(during);
     if pending.is_empty() {
         return Ok(body);
     }
     Box::pin(services(worker, body, &pending, outcome)).await
 }
 
-/// The body after the request's content filters, and the guardrail
-/// services still to call on it ([`services`]); keeps its `post_call`
-/// guardrails in `outcome`.
-fn pre_call(
+/// [`checked_body`] for the request itself: its `during_call` services
+/// are not called but returned, as a check to run beside the upstream
+/// call ([`Beside`]).
+pub(super) async fn checked_body_beside(
     worker: &Worker,
     (principal, endpoint): (&Principal, Endpoint),
     body: Bytes,
     outcome: &mut Outcome,
-) -> Result<(Bytes, Vec<guardrails::Service>), GatewayError> {
+) -> Result<(Bytes, Option<Box<Beside>>), GatewayError> {
+    let (body, pending, during) = pre_call(worker, (principal, endpoint), body, outcome)?;
+    let body = if pending.is_empty() {
+        body
+    } else {
+        Box::pin(services(worker, body, &pending, outcome)).await?
+    };
+    if during.is_empty() {
+        return Ok((body, None));
+    }
+    let mut doc: Value =
+        serde_json::from_slice(&body).map_err(|e| GatewayError::MalformedJson(e.to_string()))?;
+    let texts = guardrails::request_texts(&mut doc);
+    let beside = Box::new(Beside {
+        services: during,
+        texts,
+        doc,
+        call_id: outcome.call_id.to_string(),
+        caller: outcome.guard_caller.clone(),
+    });
+    // Boxed: it waits in the request's future until the call.
+    Ok((body, Some(beside)))
+}
+
+/// A request's `during_call` guardrail services and what they are given,
+/// owned, to run beside its upstream call.
+pub(super) struct Beside {
+    services: Vec<guardrails::Service>,
+    texts: Vec<String>,
+    doc: Value,
+    call_id: String,
+    caller: serde_json::Map<String, Value>,
+}
+
+impl Beside {
+    /// Runs the services on the request's texts: nothing, or the refusal
+    /// (a rewrite comes too late for the model, and is not applied, as in
+    /// LiteLLM).
+    pub(super) async fn check(self: Box<Self>, worker: &Worker) -> Result<(), GatewayError> {
+        let Beside {
+            services,
+            mut texts,
+            doc,
+            call_id,
+            caller,
+        } = *self;
+        let round = guard_api::Round {
+            input_type: "request",
+            call_id: &call_id,
+            caller: &caller,
+            doc: &doc,
+        };
+        guard_api::check(worker, &services, &mut texts, &round)
+            .await
+            .map(|_| ())
+    }
+}
+
+/// The body after the request's content filters, and the guardrail
+/// services still to call on it ([`services`]); keeps its `post_call`
+/// guardrails in `outcome`.
+#[allow(clippy::type_complexity)]
+fn pre_call(
+    worker: &Worker,
+    (principal, _): (&Principal, Endpoint),
+    body: Bytes,
+    outcome: &mut Outcome,
+) -> Result<(Bytes, Vec<guardrails::Service>, Vec<guardrails::Service>), GatewayError> {
     let key = key_of(principal);
     let scope = Scope {
         key: key.map(|k| &k.record.metadata),
@@ -51,23 +120,17 @@ fn pre_call(
             .and_then(|k| k.team.as_ref())
             .map(|t| &t.record.metadata),
     };
-    // A Responses stream is not checked: its text comes in many event
-    // kinds.
-    let streams_checked = endpoint != Endpoint::Responses;
-    let (body, checked) = worker
-        .shared
-        .guardrails
-        .pre_call(scope, body, streams_checked)?;
+    let (body, checked) = worker.shared.guardrails.pre_call(scope, body)?;
     outcome.post_call = checked.post;
     outcome.applied_guardrails = checked.applied;
     let answer_services = outcome
         .post_call
         .as_ref()
         .is_some_and(|p| !p.services().is_empty());
-    if answer_services || !checked.services.is_empty() {
+    if answer_services || !checked.services.is_empty() || !checked.during.is_empty() {
         outcome.guard_caller = guard_api::caller(principal);
     }
-    Ok((body, checked.services))
+    Ok((body, checked.services, checked.during))
 }
 
 /// The body to read and send on after the request's `pre_call` and
@@ -94,6 +157,40 @@ async fn services(
     serde_json::to_vec(&doc)
         .map(Bytes::from)
         .map_err(|_| GatewayError::Internal("re-encoding a guarded body failed"))
+}
+
+/// Runs `call` (the request's attempts, whose writes wait on `gate`)
+/// and `beside`'s services side by side: when the services pass, `gate`
+/// opens and the call's result is returned; when they refuse, the call is
+/// dropped where it stands (its upstream connection closes) and the
+/// refusal is the error.
+pub(super) async fn beside_the_call<F>(
+    worker: &Worker,
+    beside: Box<Beside>,
+    call: F,
+    gate: &crate::local_signal::LocalSignal,
+) -> Result<Result<(), GatewayError>, GatewayError>
+where
+    F: std::future::Future<Output = Result<(), GatewayError>> + Unpin,
+{
+    use futures_util::future::{select, Either};
+    let check = Box::pin(beside.check(worker));
+    match select(check, call).await {
+        Either::Left((Ok(()), call)) => {
+            gate.fire();
+            Ok(call.await)
+        }
+        Either::Left((Err(refusal), call)) => {
+            drop(call);
+            Err(refusal)
+        }
+        // The call ended first: it failed, or its last write is held.
+        Either::Right((result, check)) => {
+            check.await?;
+            gate.fire();
+            Ok(result)
+        }
+    }
 }
 
 /// The guardrails on an image edit form's `prompt` (an audio form has no
@@ -189,15 +286,31 @@ async fn answer_services<'b>(
         .map_err(|_| GatewayError::Internal("re-encoding a guarded answer failed"))
 }
 
+/// Content events between two checks of a stream by its guardrail
+/// services (LiteLLM's default `streaming_sampling_rate`).
+const SAMPLING_RATE: u32 = 5;
+/// Most text of one stream its guardrail services are given: beyond, the
+/// stream ends with an error (the services could not see it all).
+const MAX_SERVICE_TEXT: usize = 4 << 20;
+
 /// A streamed answer in the client's framing after its `post_call`
 /// guardrails: the text of each choice (OpenAI `delta.content` or `text`,
 /// Anthropic `text_delta`) passes [`StreamCheck`]; a `BLOCK` ends the
 /// stream with an error event in the client's framing, as LiteLLM does.
-/// Tool-call arguments and reasoning pass unchecked.
+/// Guardrail services see the text released so far every
+/// [`SAMPLING_RATE`] content events and at the end, before the events
+/// that carry it go out (LiteLLM's `block_only` streaming: a block ends the
+/// stream, a rewrite is not applied). Tool-call arguments and reasoning
+/// pass unchecked.
 pub(super) struct StreamGuard {
     check: StreamCheck,
+    /// The services to call on the text, and what their calls say of the
+    /// request; `None` without services.
+    services: Option<Box<StreamServices>>,
     reader: EventReader,
     anthropic: bool,
+    /// For a Responses stream, the text released of each output text part.
+    responses: Option<Vec<ResponsesPart>>,
     /// `id`, `object`, `created`, `model` of the last OpenAI chunk, for the
     /// chunk that releases text held at the end.
     last: Option<Value>,
@@ -211,15 +324,30 @@ impl StreamGuard {
     /// A guard for a stream in the `client`'s format; `None` when the
     /// request has no `post_call` guardrails or the format is not checked.
     pub(super) fn new(outcome: &Outcome, client: Format) -> Option<StreamGuard> {
-        let anthropic = match client {
-            Format::OpenAi => false,
-            Format::Anthropic => true,
+        let (anthropic, responses) = match client {
+            Format::OpenAi => (false, None),
+            Format::Anthropic => (true, None),
+            Format::Responses => (false, Some(Vec::new())),
             _ => return None,
         };
+        let post = outcome.post_call.as_ref()?;
+        let services = post.services();
+        let services = (!services.is_empty()).then(|| {
+            Box::new(StreamServices {
+                services,
+                call_id: outcome.call_id.to_string(),
+                caller: outcome.guard_caller.clone(),
+                text: String::new(),
+                events: 0,
+                checked: 0,
+            })
+        });
         Some(StreamGuard {
-            check: outcome.post_call.as_ref()?.stream(),
+            check: post.stream(),
+            services,
             reader: EventReader::new(crate::formats::MAX_EVENT_BYTES),
             anthropic,
+            responses,
             last: None,
             ended: false,
             blocked: false,
@@ -229,6 +357,38 @@ impl StreamGuard {
     /// Whether a `BLOCK` ended the stream (nothing more is sent).
     pub(super) fn blocked(&self) -> bool {
         self.blocked
+    }
+
+    /// Text released to the client, for the services.
+    fn released(&mut self, text: &str) {
+        if let Some(s) = &mut self.services {
+            if !text.is_empty() {
+                s.events = s.events.saturating_add(1);
+                s.text.push_str(text);
+            }
+        }
+    }
+
+    /// A choice's (or content block's) text ended: the services check it
+    /// before the event that ends it goes out.
+    fn closing(&mut self) {
+        if let Some(s) = &mut self.services {
+            s.events = SAMPLING_RATE;
+        }
+    }
+
+    /// The text for the guardrail services when a check is due: every
+    /// [`SAMPLING_RATE`] content events and at the `end` (or once the
+    /// stream's own end was seen), when text came since the last check.
+    fn due(&mut self, end: bool) -> Option<String> {
+        let end = end || self.ended;
+        let s = self.services.as_mut()?;
+        if self.blocked || s.text.len() == s.checked || !(end || s.events >= SAMPLING_RATE) {
+            return None;
+        }
+        s.events = 0;
+        s.checked = s.text.len();
+        Some(s.text.clone())
     }
 
     /// Appends to `out` what the client gets of the events `input` completes.
@@ -270,7 +430,9 @@ impl StreamGuard {
         }
         let checked = match serde_json::from_slice::<Value>(data) {
             Ok(mut event) => {
-                let checked = if self.anthropic {
+                let checked = if self.responses.is_some() {
+                    self.responses_event(&mut event, out)
+                } else if self.anthropic {
                     self.anthropic_event(&mut event, out)
                 } else {
                     self.openai_chunk(&mut event)
@@ -317,7 +479,9 @@ impl StreamGuard {
             };
             if finished {
                 text.push_str(&self.check.flush(index)?);
+                self.closing();
             }
+            self.released(&text);
             if !text.is_empty() || slot.is_string() {
                 *slot = Value::String(text);
                 changed = true;
@@ -356,22 +520,153 @@ impl StreamGuard {
                 let Some(given) = text.as_str() else {
                     return Ok(false);
                 };
-                *text = Value::String(self.check.feed(index, given)?);
+                let released = self.check.feed(index, given)?;
+                self.released(&released);
+                *text = Value::String(released);
                 Ok(true)
             }
             Some("content_block_stop") => {
                 let rest = self.check.flush(index)?;
+                self.released(&rest);
+                self.closing();
                 if !rest.is_empty() {
                     write_event(out, b"content_block_delta", &text_delta(index, rest));
                 }
                 Ok(false)
             }
-            Some("message_delta" | "message_stop") => {
+            Some("message_delta") => {
                 self.flush_all(out);
+                Ok(false)
+            }
+            Some("message_stop") => {
+                self.flush_all(out);
+                // The stream's end: what it carries waits for the final
+                // check by the services.
+                self.ended = self.services.is_some() || self.ended;
                 Ok(false)
             }
             _ => Ok(false),
         }
+    }
+
+    /// Checks the text of a Responses event in place: each output text
+    /// part's deltas pass the window; its `done` events (and the final
+    /// response's output) carry the text as released; whether it changed.
+    fn responses_event(
+        &mut self,
+        event: &mut Value,
+        out: &mut Vec<u8>,
+    ) -> Result<bool, GatewayError> {
+        let kind = event
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let at = |e: &Value, k: &str| e.get(k).and_then(Value::as_u64).unwrap_or(0);
+        let key = |oi: u64, ci: u64| oi.saturating_mul(1024).saturating_add(ci.min(1023));
+        match kind.as_str() {
+            "response.output_text.delta" => {
+                let index = key(at(event, "output_index"), at(event, "content_index"));
+                let Some(given) = event.get("delta").and_then(Value::as_str) else {
+                    return Ok(false);
+                };
+                let released = self.check.feed(index, given)?;
+                self.released(&released);
+                let parts = self.responses.get_or_insert_with(Vec::new);
+                if part_of(parts, index).is_none() {
+                    if parts.len() >= MAX_PARTS {
+                        return Err(GatewayError::Internal(
+                            "too many output text parts in one stream",
+                        ));
+                    }
+                    parts.push(ResponsesPart {
+                        index,
+                        item_id: event.get("item_id").cloned().unwrap_or(Value::Null),
+                        output_index: at(event, "output_index"),
+                        content_index: at(event, "content_index"),
+                        text: String::new(),
+                    });
+                }
+                if let Some(part) = part_of(parts, index) {
+                    if part.text.len().saturating_add(released.len()) > MAX_SERVICE_TEXT {
+                        return Err(GatewayError::Internal(
+                            "a streamed output text is too long to check",
+                        ));
+                    }
+                    part.text.push_str(&released);
+                }
+                event["delta"] = Value::String(released);
+                Ok(true)
+            }
+            "response.output_text.done" => {
+                let index = key(at(event, "output_index"), at(event, "content_index"));
+                let rest = self.check.flush(index)?;
+                self.released(&rest);
+                self.closing();
+                let Some(part) = self.responses.as_mut().and_then(|p| part_of(p, index)) else {
+                    return Ok(false);
+                };
+                part.text.push_str(&rest);
+                if !rest.is_empty() {
+                    let delta = part.delta(&rest, event.get("sequence_number"));
+                    write_event(out, b"response.output_text.delta", &delta);
+                }
+                event["text"] = Value::String(part.text.clone());
+                Ok(true)
+            }
+            "response.content_part.done" => {
+                let index = key(at(event, "output_index"), at(event, "content_index"));
+                let Some(part) = self.responses.as_mut().and_then(|p| part_of(p, index)) else {
+                    return Ok(false);
+                };
+                match event.pointer_mut("/part/text") {
+                    Some(text) => *text = Value::String(part.text.clone()),
+                    None => return Ok(false),
+                }
+                Ok(true)
+            }
+            "response.output_item.done" => {
+                let oi = at(event, "output_index");
+                Ok(self.set_item(oi, event.get_mut("item")))
+            }
+            "response.completed" | "response.incomplete" | "response.failed" => {
+                self.flush_all(out);
+                let mut changed = false;
+                if let Some(output) = event
+                    .pointer_mut("/response/output")
+                    .and_then(Value::as_array_mut)
+                {
+                    for (oi, item) in output.iter_mut().enumerate() {
+                        changed |= self.set_item(oi as u64, Some(item));
+                    }
+                }
+                self.ended = self.services.is_some() || self.ended;
+                Ok(changed)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Puts the released text of output item `oi`'s text parts into `item`
+    /// (a `message` with `content`); whether one was set.
+    fn set_item(&mut self, oi: u64, item: Option<&mut Value>) -> bool {
+        let (Some(parts), Some(item)) = (self.responses.as_ref(), item) else {
+            return false;
+        };
+        let Some(content) = item.get_mut("content").and_then(Value::as_array_mut) else {
+            return false;
+        };
+        let mut changed = false;
+        for part in parts.iter().filter(|p| p.output_index == oi) {
+            let slot = usize::try_from(part.content_index)
+                .ok()
+                .and_then(|ci| content.get_mut(ci));
+            if let Some(text) = slot.and_then(|c| c.get_mut("text")) {
+                *text = Value::String(part.text.clone());
+                changed = true;
+            }
+        }
+        changed
     }
 
     /// Releases the text every choice still holds, in one closing event
@@ -382,6 +677,13 @@ impl StreamGuard {
                 Ok(rest) => rest,
                 Err(err) => return self.refuse(&err, out),
             };
+            self.released(&rest);
+            if let Some(part) = self.responses.as_mut().and_then(|p| part_of(p, index)) {
+                part.text.push_str(&rest);
+                let delta = part.delta(&rest, None);
+                write_event(out, b"response.output_text.delta", &delta);
+                continue;
+            }
             if self.anthropic {
                 write_event(out, b"content_block_delta", &text_delta(index, rest));
                 continue;
@@ -396,7 +698,18 @@ impl StreamGuard {
     /// Ends the stream with `err` in the client's framing: OpenAI's
     /// `data: {"error": ...}` then `[DONE]`, Anthropic's `error` event.
     fn refuse(&mut self, err: &GatewayError, out: &mut Vec<u8>) {
-        if self.anthropic {
+        if self.responses.is_some() {
+            // The Responses API's `error` event.
+            let body: Value = serde_json::from_slice(&err.body()).unwrap_or_default();
+            let e = &body["error"];
+            let event = json!({"type": "error", "code": e["code"], "message": e["message"],
+                "param": e["param"], "sequence_number": null});
+            write_event(
+                out,
+                b"error",
+                &serde_json::to_vec(&event).unwrap_or_default(),
+            );
+        } else if self.anthropic {
             write_event(out, b"error", &crate::formats::anthropic::error_body(err));
         } else {
             write_event(out, b"", &err.body());
@@ -405,6 +718,88 @@ impl StreamGuard {
         self.ended = true;
         self.blocked = true;
     }
+}
+
+/// The guardrail services of a stream and the text they have seen.
+struct StreamServices {
+    services: Vec<guardrails::Service>,
+    call_id: String,
+    caller: serde_json::Map<String, Value>,
+    /// Every text released to the client so far, choices one after another.
+    text: String,
+    /// Content events since the last check.
+    events: u32,
+    /// How much of `text` the last check saw.
+    checked: usize,
+}
+
+/// Runs a stream's guardrail services on its text when a check is due
+/// (before `piece`, which carries the newest text, goes out): a block or a
+/// failure replaces `piece` with the stream's error event and ends it.
+pub(super) async fn check_stream(
+    worker: &Worker,
+    guard: &mut StreamGuard,
+    piece: &mut Vec<u8>,
+    end: bool,
+) {
+    let Some(text) = guard.due(end) else {
+        return;
+    };
+    let Some(s) = guard.services.as_ref() else {
+        return;
+    };
+    let result = if text.len() > MAX_SERVICE_TEXT {
+        Err(GatewayError::InvalidParam {
+            param: "stream",
+            message: format!(
+                "the streamed answer is longer than the {MAX_SERVICE_TEXT} bytes its post_call guardrail services are given; send stream: false"
+            ),
+        })
+    } else {
+        let mut texts = vec![text];
+        let round = guard_api::Round {
+            input_type: "response",
+            call_id: &s.call_id,
+            caller: &s.caller,
+            doc: &Value::Null,
+        };
+        Box::pin(guard_api::check(worker, &s.services, &mut texts, &round))
+            .await
+            .map(|_| ())
+    };
+    if let Err(err) = result {
+        piece.clear();
+        guard.refuse(&err, piece);
+    }
+}
+
+/// Most output text parts of one Responses stream that are checked.
+const MAX_PARTS: usize = 256;
+
+/// One output text part of a Responses stream and the text released of it.
+struct ResponsesPart {
+    /// The window's index for it (output and content index).
+    index: u64,
+    item_id: Value,
+    output_index: u64,
+    content_index: u64,
+    /// Released so far (masked).
+    text: String,
+}
+
+impl ResponsesPart {
+    /// A `response.output_text.delta` event's data releasing `text`.
+    fn delta(&self, text: &str, sequence_number: Option<&Value>) -> Vec<u8> {
+        let event = json!({"type": "response.output_text.delta", "item_id": self.item_id,
+            "output_index": self.output_index, "content_index": self.content_index,
+            "delta": text, "sequence_number": sequence_number});
+        serde_json::to_vec(&event).unwrap_or_default()
+    }
+}
+
+/// The part with window index `index`.
+fn part_of(parts: &mut [ResponsesPart], index: u64) -> Option<&mut ResponsesPart> {
+    parts.iter_mut().find(|p| p.index == index)
 }
 
 /// One Anthropic `text_delta` event's data.

@@ -2,14 +2,18 @@
 //! service's deadline and with its answer's size bounded:
 //! `generic_guardrail_api` ([`GenericApi`]; what an unreachable or failing
 //! service means is its `unreachable_fallback` and `fail_on_error`) and
-//! `lakera_v2` ([`LakeraV2`]) and `presidio` ([`Presidio`]; for both a
-//! failure refuses, as in LiteLLM).
+//! `lakera_v2` ([`LakeraV2`]), `presidio` ([`Presidio`]),
+//! `openai_moderation` ([`OpenAiModeration`]) and `bedrock`
+//! ([`BedrockGuard`], signed with SigV4 as Bedrock calls are); for these
+//! a failure refuses, as in LiteLLM.
 
 use super::headers::upstream_head;
 use crate::auth::Principal;
 use crate::error::GatewayError;
 use crate::guardrails::api::{CallInfo, GenericApi, Verdict};
+use crate::guardrails::bedrock::{self, BedrockGuard};
 use crate::guardrails::lakera::LakeraV2;
+use crate::guardrails::moderation::{self, OpenAiModeration};
 use crate::guardrails::presidio::{BlockedEntity, Presidio};
 use crate::guardrails::{Guardrail, Kind, Service};
 use crate::providers::UpstreamRequest;
@@ -52,6 +56,10 @@ pub(super) async fn check(
             }
             Kind::Lakera(lakera) => Box::pin(lakera_guard(worker, g, lakera, texts, round)).await?,
             Kind::Presidio(p) => changed |= Box::pin(presidio(worker, g, p, texts)).await?,
+            Kind::Moderation(m) => Box::pin(moderate(worker, g, m, texts, round)).await?,
+            Kind::Bedrock(b) => {
+                changed |= Box::pin(bedrock_guard(worker, g, b, texts, round)).await?
+            }
             Kind::Filter(_) => {}
         }
     }
@@ -143,6 +151,116 @@ async fn lakera_guard(
             reason,
         }),
     }
+}
+
+/// One OpenAI moderation call on the request's last user turn (or every
+/// text): nothing, or the refusal.
+async fn moderate(
+    worker: &Worker,
+    g: &Guardrail,
+    m: &OpenAiModeration,
+    texts: &[String],
+    round: &Round<'_>,
+) -> Result<(), GatewayError> {
+    let messages = (round.input_type == "request")
+        .then(|| round.doc.get("messages"))
+        .flatten();
+    let Some(input) = OpenAiModeration::input(messages, texts) else {
+        return Ok(());
+    };
+    let answer = post(worker, &m.url, m.headers(), m.body(&input), m.timeout).await;
+    let flagged = answer.and_then(|(url, answer)| {
+        OpenAiModeration::verdict(&answer).map_err(|e| (format!("{url}: {e}"), false))
+    });
+    match flagged {
+        Ok(None) => Ok(()),
+        Ok(Some(result)) => Err(GatewayError::GuardrailBlocked {
+            message: moderation::BLOCKED.to_string(),
+            detail: serde_json::json!({
+                "error": moderation::BLOCKED,
+                "moderation_result": result,
+            }),
+        }),
+        Err((reason, _)) => Err(GatewayError::GuardrailFailed {
+            service: "OpenAI Moderation",
+            guardrail: g.name.clone(),
+            reason,
+        }),
+    }
+}
+
+/// One ApplyGuardrail call on the non-empty texts, signed with SigV4:
+/// whether it masked them, or the refusal.
+async fn bedrock_guard(
+    worker: &Worker,
+    g: &Guardrail,
+    b: &BedrockGuard,
+    texts: &mut Vec<String>,
+    round: &Round<'_>,
+) -> Result<bool, GatewayError> {
+    let failed = |reason: String| GatewayError::GuardrailFailed {
+        service: "Bedrock guardrail",
+        guardrail: g.name.clone(),
+        reason,
+    };
+    let Some(body) = BedrockGuard::body(round.input_type, texts) else {
+        return Ok(false);
+    };
+    let headers = bedrock_signature(b, &body).map_err(failed)?;
+    let answer = post(worker, &b.url, headers, body, b.timeout).await;
+    let (url, answer) = answer.map_err(|(reason, _)| failed(reason))?;
+    match b
+        .verdict(&answer, texts)
+        .map_err(|e| failed(format!("{url}: {e}")))?
+    {
+        bedrock::Verdict::Pass => Ok(false),
+        bedrock::Verdict::Rewrite(new) => {
+            let changed = new != *texts;
+            *texts = new;
+            Ok(changed)
+        }
+        bedrock::Verdict::Blocked(detail) => Err(GatewayError::GuardrailBlocked {
+            message: bedrock::BLOCKED.to_string(),
+            detail,
+        }),
+    }
+}
+
+/// The SigV4 headers of an ApplyGuardrail `POST` of `body` (service
+/// `bedrock`, the guardrail's region), as the upstream client sends it
+/// (`host` as [`upstream_head`] writes it, `content-type:
+/// application/json`).
+fn bedrock_signature(b: &BedrockGuard, body: &[u8]) -> Result<Vec<(String, String)>, String> {
+    use crate::providers::sigv4::{self, SigningInput};
+    let base = crate::upstream::parse_base(&b.url)?;
+    let host = crate::providers::bedrock::host_header(&base);
+    let creds = crate::deployment::Credentials {
+        access_key_id: b.access_key_id.clone(),
+        secret_access_key: b.secret_access_key.clone(),
+        session_token: b.session_token.clone(),
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(0));
+    let amz_date = sigv4::amz_date(now);
+    let signed = sigv4::sign(
+        &creds,
+        &SigningInput {
+            method: "POST",
+            path: &base.path,
+            query: "",
+            headers: &[("host", &host), ("content-type", "application/json")],
+            payload: &[body],
+            amz_date: &amz_date,
+            region: &b.region,
+            service: "bedrock",
+            double_encode: true,
+        },
+    );
+    Ok(signed
+        .into_iter()
+        .map(|(n, v)| (n.to_string(), v))
+        .collect())
 }
 
 /// Presidio on each text: analyzed, refused for a `BLOCK` entity, else

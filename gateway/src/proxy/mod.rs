@@ -62,6 +62,7 @@ pub use count_tokens::handle as count_tokens;
 pub use passthrough::handle as pass_through;
 pub use passthrough::handle_custom as pass_through_custom;
 pub use record::flush_spend;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -332,7 +333,9 @@ async fn serve(
 ) -> Result<(), GatewayError> {
     // 1. authenticate: `handle` answered a refused caller
     // 2. read, after the guardrails (which may refuse it or mask its text;
-    // a form's audio has no text for them)
+    // a form's audio has no text for them); its `during_call` services
+    // are kept to run beside the call
+    let mut beside = None;
     let parsed = match convert::form_content_type(&forward_headers) {
         Some(content_type) => {
             let form = LlmRequest::parse_form(endpoint, content_type, body)?;
@@ -340,7 +343,9 @@ async fn serve(
             form
         }
         None => {
-            let body = guard::checked_body(worker, (principal, endpoint), body, outcome).await?;
+            let checked = guard::checked_body_beside(worker, (principal, endpoint), body, outcome);
+            let (body, during) = checked.await?;
+            beside = during;
             LlmRequest::parse(endpoint, body)?
         }
     };
@@ -503,10 +508,11 @@ async fn serve(
     }
     // 5b. cache
     let cache = worker.shared.cache.as_deref();
-    // A request with `post_call` guardrails never reads the cache: an entry
-    // another caller stored was not checked by them.
+    // A request with `post_call` (or `during_call` services) guardrails
+    // never reads the cache: an entry another caller stored was not
+    // checked by them.
     let cache_plan = match (cache, &controls) {
-        (Some(cache), Some(controls)) if outcome.post_call.is_none() => {
+        (Some(cache), Some(controls)) if outcome.post_call.is_none() && beside.is_none() => {
             let req = &held.req;
             cache.plan(req.endpoint, &model, &req.body, req.stream, controls)?
         }
@@ -586,7 +592,29 @@ async fn serve(
                 }
             }
         }
-        _ => attempts(worker, &router, caller, &mut held, &mut plan, out, outcome).await,
+        _ => match beside {
+            None => attempts(worker, &router, caller, &mut held, &mut plan, out, outcome).await,
+            Some(beside) => {
+                // Nothing reaches the client before the services pass.
+                let gate = Rc::new(crate::local_signal::LocalSignal::default());
+                out.gate(Rc::clone(&gate));
+                let verdict = {
+                    let call =
+                        attempts(worker, &router, caller, &mut held, &mut plan, out, outcome);
+                    let check = guard::beside_the_call(worker, beside, Box::pin(call), &gate);
+                    Box::pin(check).await
+                };
+                match verdict {
+                    Ok(result) => result,
+                    // Refused: the upstream call (or its answer) is
+                    // dropped, and the refusal is what the client sees.
+                    Err(refusal) => {
+                        out.discard_unsent();
+                        Err(refusal)
+                    }
+                }
+            }
+        },
     };
     if let Some(ticket) = ticket.as_mut() {
         ticket.add_tokens(outcome.tokens_used);
@@ -1001,7 +1029,7 @@ async fn forward(
         .flatten();
     let mut relay = relay::Relay::new(dep, timeout, deadline, is_stream, strip_usage && is_stream)
         .translating(translate)
-        .guarding(guard);
+        .guarding(guard, worker);
     match resp.content_length() {
         Some(len) if !is_stream => {
             out.start_fixed(status, headers, &content_type, len)
@@ -1097,6 +1125,7 @@ async fn serve_mock(
                     if i + 1 == parts.len() {
                         g.finish(&mut checked).map_err(translated)?;
                     }
+                    guard::check_stream(worker, g, &mut checked, i + 1 == parts.len()).await;
                     piece = checked;
                 }
                 attempt.answer.feed(&piece, true);

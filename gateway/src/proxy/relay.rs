@@ -192,6 +192,8 @@ pub(super) struct Relay<'d> {
     filter: Option<UsageChunkFilter>,
     translate: Option<Box<dyn StreamTranslator>>,
     guard: Option<super::guard::StreamGuard>,
+    /// The core, for the guard's calls to guardrail services.
+    worker: Option<&'d crate::state::Worker>,
 }
 
 impl<'d> Relay<'d> {
@@ -212,6 +214,7 @@ impl<'d> Relay<'d> {
             filter: strip_usage.then(UsageChunkFilter::default),
             translate: None,
             guard: None,
+            worker: None,
         }
     }
 
@@ -224,8 +227,13 @@ impl<'d> Relay<'d> {
 
     /// Passes the stream, in the client's format, through its `post_call`
     /// guardrails last.
-    pub(super) fn guarding(mut self, guard: Option<super::guard::StreamGuard>) -> Self {
+    pub(super) fn guarding(
+        mut self,
+        guard: Option<super::guard::StreamGuard>,
+        worker: &'d crate::state::Worker,
+    ) -> Self {
         self.guard = guard;
+        self.worker = Some(worker);
         self
     }
 
@@ -285,6 +293,9 @@ impl<'d> Relay<'d> {
                     }
                 });
                 done.map_err(|e| super::convert::translate_error(self.dep, e))?;
+                if let Some(worker) = self.worker {
+                    super::guard::check_stream(worker, guard, &mut checked, !more).await;
+                }
                 piece = checked;
             }
             if !piece.is_empty() {

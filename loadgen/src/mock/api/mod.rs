@@ -11,6 +11,7 @@ pub mod embed;
 pub mod embeddings;
 pub mod errors;
 pub mod gemini;
+pub mod guardrail;
 pub mod image_edits;
 pub mod image_generations;
 pub mod images;
@@ -54,6 +55,8 @@ pub enum Route {
     Invoke,
     /// `POST …/responses` (OpenAI's Responses API).
     Responses,
+    /// `POST …/guardrail/{id}/version/{v}/apply` (Bedrock ApplyGuardrail).
+    ApplyGuardrail,
     /// `POST …/v2/chat`, `…/v2/embed`, `…/v2/rerank` (Cohere's v2 API).
     Cohere,
     /// `POST …/moderations` (OpenAI's moderation API).
@@ -101,6 +104,7 @@ impl Route {
                 | Route::GoogleEmbed
                 | Route::Invoke
                 | Route::Responses
+                | Route::ApplyGuardrail
                 | Route::Cohere
                 | Route::Moderations
                 | Route::ImageGenerations
@@ -128,6 +132,7 @@ pub fn route(method: &str, path: &str) -> Route {
         "POST" if embed::google_path(path).is_some() => Route::GoogleEmbed,
         "POST" if embed::invoke_path(path).is_some() => Route::Invoke,
         "POST" if path.ends_with("/responses") => Route::Responses,
+        "POST" if guardrail::parse_path(path).is_some() => Route::ApplyGuardrail,
         "POST" if cohere::endpoint(path).is_some() => Route::Cohere,
         "POST" if path.ends_with("/moderations") => Route::Moderations,
         "POST" if path.ends_with("/images/generations") => Route::ImageGenerations,
@@ -164,6 +169,7 @@ pub fn handle(route: Route, ctx: &Ctx<'_>, body: &serde_json::Value) -> Reply {
         Route::GoogleEmbed => embed::google(ctx, body),
         Route::Invoke => embed::bedrock_invoke(ctx, body),
         Route::Responses => responses::handle(ctx, body),
+        Route::ApplyGuardrail => guardrail::handle(ctx, body),
         Route::Cohere => cohere::handle(ctx, body),
         Route::Moderations => moderations::handle(ctx, body),
         Route::ImageGenerations => image_generations::handle(ctx, body),

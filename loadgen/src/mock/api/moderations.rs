@@ -68,6 +68,14 @@ fn inputs(body: &Value) -> Result<Vec<(String, bool)>, Reply> {
 
 /// Answers a moderation request.
 pub fn handle(ctx: &Ctx<'_>, body: &Value) -> Reply {
+    let bearer = ctx
+        .req
+        .header("authorization")
+        .is_some_and(|a| a.len() > 7 && a[..7].eq_ignore_ascii_case("bearer "));
+    if !bearer && super::azure::deployment(ctx.req.path()).is_none() {
+        let body = json!({"error": {"message": "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).", "type": "invalid_request_error", "param": null, "code": null}});
+        return Reply::json(401, serde_json::to_vec(&body).unwrap_or_default());
+    }
     let inputs = match inputs(body) {
         Ok(i) => i,
         Err(refusal) => return refusal,
@@ -114,7 +122,7 @@ mod tests {
     use crate::mock::controls::Controls;
 
     fn call(body: Value) -> Reply {
-        let req = test_request("/v1/moderations", &[]);
+        let req = test_request("/v1/moderations", &[("authorization", "Bearer sk-1")]);
         let controls = Controls::default();
         let ctx = Ctx {
             id: 3,
