@@ -42,6 +42,11 @@ pub struct Form {
     /// Bytes of the `image` (or `image[]`) parts' contents with a file
     /// name (image edits).
     pub image_bytes: Option<usize>,
+    /// The `purpose` field's value (file uploads).
+    pub purpose: Option<Range<usize>>,
+    /// The `custom_llm_provider` field's value (file uploads: LiteLLM's
+    /// choice of upstream).
+    pub custom_llm_provider: Option<Range<usize>>,
 }
 
 fn bad(message: impl Into<String>) -> GatewayError {
@@ -156,6 +161,8 @@ pub fn read(body: &[u8], boundary: &str) -> Result<Form, GatewayError> {
                     "n" => &mut form.n,
                     "size" => &mut form.size,
                     "quality" => &mut form.quality,
+                    "purpose" => &mut form.purpose,
+                    "custom_llm_provider" => &mut form.custom_llm_provider,
                     _ => &mut None,
                 };
                 if slot.is_some() {

@@ -14,6 +14,7 @@ pub mod eventstream;
 pub mod gemini;
 mod mock;
 mod openai;
+pub mod files;
 pub mod passthrough;
 pub mod sigv4;
 pub mod unsupported;
