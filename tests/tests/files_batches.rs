@@ -346,3 +346,24 @@ fn ownership_is_shared_by_replicas_on_one_database() {
         "1"
     );
 }
+
+#[test]
+fn the_openai_sdk_uploads_batches_and_is_refused_other_keys_objects() {
+    let mock = MockServer::start(&[]);
+    let gw = start(&mock, &[]);
+    let base_url = format!("http://127.0.0.1:{}/v1", gw.port());
+    let run = e2e::python::run_script(
+        "test_files_batches.py",
+        &[
+            ("GATEWAY_BASE_URL", &base_url),
+            ("GATEWAY_MASTER_KEY", MASTER_KEY),
+        ],
+        Duration::from_secs(120),
+    );
+    let text = run.output;
+    let status = run
+        .status
+        .unwrap_or_else(|| panic!("test_files_batches.py timed out after 120 s:\n{text}"));
+    assert!(status.success(), "{text}\n{}", gw.output());
+    assert_eq!(text.matches("PASS ").count(), 4, "{text}");
+}
