@@ -26,6 +26,9 @@ fn config(mock: &MockServer) -> Value {
             {"model_name": "azure-mini", "litellm_params": {"model": "azure/gpt-4o-mini", "api_key": "az-key", "api_version": "2024-10-21", "api_base": format!("http://127.0.0.1:{}", mock.port())}},
         ],
         "general_settings": {"master_key": MASTER_KEY},
+        "files_settings": [
+            {"custom_llm_provider": "azure", "api_base": format!("http://127.0.0.1:{}", mock.port()), "api_key": "az-files-key", "api_version": "2025-01-01-preview"},
+        ],
     })
 }
 
@@ -267,7 +270,7 @@ fn a_completed_batch_is_charged_to_its_creator_once() {
 }
 
 #[test]
-fn azure_files_use_the_deployments_resource_and_api_version() {
+fn azure_files_use_the_deployments_or_files_settings_resource_and_api_version() {
     let mock = MockServer::start(&[]);
     let gw = start(&mock, &[]);
     let key = new_key(&gw, json!({"models": ["azure-mini"]}));
@@ -282,6 +285,15 @@ fn azure_files_use_the_deployments_resource_and_api_version() {
     let create = json!({"input_file_id": file, "endpoint": "/v1/chat/completions", "completion_window": "24h"});
     let resp = call(&gw, &key, "POST", "/v1/batches", Some(&create));
     assert_eq!(resp.status, 200, "{}", resp.text());
+    // LiteLLM's files_settings: custom_llm_provider azure goes to its
+    // entry's resource with its key.
+    let settings_body = form(&[("purpose", "batch"), ("custom_llm_provider", "azure")], Some(("in.jsonl", &batch_input())));
+    let resp = upload(&gw, &key, "/v1/files", &settings_body, &[]);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let file = resp.json()["id"].as_str().unwrap().to_string();
+    let resp = call(&gw, &key, "GET", &format!("/v1/files/{file}/content"), None);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert!(mock.stats()["by_key"].get("az-files-key").is_some(), "{}", mock.stats());
     // A key not allowed the model group may not upload through it.
     let other = new_key(&gw, json!({"models": ["gpt-4o-mini"]}));
     let resp = upload(&gw, &other, "/v1/files", &body, &[]);

@@ -5,6 +5,7 @@
 //! file. Pure data.
 
 use crate::spend::Usage;
+use crate::upstream::{parse_base, UpstreamBase};
 
 /// One Files or Batch API operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,6 +167,69 @@ impl FilesApi {
             FilesApi::OpenAi => ("authorization", format!("Bearer {key}")),
             FilesApi::Azure => ("api-key", key.to_string()),
         }
+    }
+}
+
+/// One entry of LiteLLM's top-level `files_settings`: where calls naming
+/// its `custom_llm_provider` go.
+#[derive(Debug, Clone)]
+pub struct FilesSetting {
+    /// `openai` or `azure`.
+    pub api: FilesApi,
+    /// `api_base` (OpenAI's public API when not set).
+    pub base: UpstreamBase,
+    /// `api_key`.
+    pub key: Option<String>,
+    /// `api_version` (Azure).
+    pub version: Option<String>,
+}
+
+impl FilesSetting {
+    /// Reads `files_settings` (a list; `os.environ/` references already
+    /// resolved). An entry for a provider the gateway does not serve files
+    /// for is returned as a warning and skipped (calls naming it are
+    /// refused); a malformed entry is an error.
+    pub fn parse_all(value: &serde_yaml::Value) -> Result<(Vec<FilesSetting>, Vec<String>), String> {
+        let list = value
+            .as_sequence()
+            .ok_or("files_settings must be a list of {custom_llm_provider, api_base, api_key, api_version}")?;
+        let (mut out, mut warnings) = (Vec::new(), Vec::new());
+        for (i, entry) in list.iter().enumerate() {
+            let text = |name: &str| -> Result<Option<String>, String> {
+                match entry.get(name) {
+                    None | Some(serde_yaml::Value::Null) => Ok(None),
+                    Some(serde_yaml::Value::String(s)) => Ok(Some(s.trim().to_string())),
+                    Some(_) => Err(format!("files_settings[{i}].{name} must be a string")),
+                }
+            };
+            let provider = text("custom_llm_provider")?
+                .ok_or_else(|| format!("files_settings[{i}] has no custom_llm_provider"))?;
+            let Some(api) = FilesApi::parse(&provider) else {
+                warnings.push(format!(
+                    "files_settings[{i}]: files and batches are served for openai and azure only; calls naming {provider:?} are refused"
+                ));
+                continue;
+            };
+            let base = match (text("api_base")?, api) {
+                (Some(b), _) => b,
+                (None, FilesApi::OpenAi) => "https://api.openai.com/v1".to_string(),
+                (None, FilesApi::Azure) => {
+                    return Err(format!("files_settings[{i}] (azure) has no api_base"))
+                }
+            };
+            let base = parse_base(&base).map_err(|e| format!("files_settings[{i}].api_base: {e}"))?;
+            let version = text("api_version")?;
+            if version.as_deref().is_some_and(|v| !valid_id(v)) {
+                return Err(format!("files_settings[{i}].api_version is not a version"));
+            }
+            out.push(FilesSetting {
+                api,
+                base,
+                key: text("api_key")?.filter(|k| !k.is_empty()),
+                version,
+            });
+        }
+        Ok((out, warnings))
     }
 }
 
@@ -353,6 +417,23 @@ mod tests {
             "limit=2&after=file-1"
         );
         assert_eq!(forwarded_query("after=a/b"), "");
+    }
+
+    #[test]
+    fn files_settings_are_read_per_provider() {
+        let yaml: serde_yaml::Value = serde_yaml::from_str(
+            "- {custom_llm_provider: azure, api_base: 'https://r.openai.azure.com', api_key: k, api_version: '2024-10-21'}\n- {custom_llm_provider: openai, api_key: sk}\n- {custom_llm_provider: vertex_ai}\n",
+        )
+        .unwrap();
+        let (settings, warnings) = FilesSetting::parse_all(&yaml).unwrap();
+        assert_eq!(settings.len(), 2);
+        assert_eq!(settings[0].api, FilesApi::Azure);
+        assert_eq!(settings[0].version.as_deref(), Some("2024-10-21"));
+        assert_eq!(&*settings[1].base.host, "api.openai.com");
+        assert_eq!(settings[1].base.path, "/v1");
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        let bad: serde_yaml::Value = serde_yaml::from_str("- {custom_llm_provider: azure}").unwrap();
+        assert!(FilesSetting::parse_all(&bad).is_err());
     }
 
     #[test]

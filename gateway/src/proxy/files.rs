@@ -445,6 +445,19 @@ fn upstream_of(
         });
     }
     let api = FilesApi::parse(route).ok_or(GatewayError::Internal("a managed object's route"))?;
+    // LiteLLM's `files_settings` first, then the pass-through credentials.
+    if let Some(setting) = worker.shared.pass_through.files.iter().find(|s| s.api == api) {
+        return Ok(Upstream {
+            api,
+            base: setting.base.clone(),
+            key: setting.key.clone().unwrap_or_default(),
+            version: setting
+                .version
+                .clone()
+                .unwrap_or_else(|| files::AZURE_DEFAULT_API_VERSION.to_string()),
+            route: route.to_string(),
+        });
+    }
     let provider = match api {
         FilesApi::OpenAi => PassThroughProvider::OpenAi,
         FilesApi::Azure => PassThroughProvider::Azure,
