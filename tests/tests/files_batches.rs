@@ -34,7 +34,10 @@ fn config(mock: &MockServer) -> Value {
 
 fn start(mock: &MockServer, extra: &[(&str, &str)]) -> Gateway {
     let base = format!("http://127.0.0.1:{}", mock.port());
-    let mut env = vec![("OPENAI_API_BASE", base.as_str()), ("OPENAI_API_KEY", UPSTREAM_KEY)];
+    let mut env = vec![
+        ("OPENAI_API_BASE", base.as_str()),
+        ("OPENAI_API_KEY", UPSTREAM_KEY),
+    ];
     env.extend_from_slice(extra);
     Gateway::start(&to_yaml(&config(mock)), &env)
 }
@@ -48,7 +51,10 @@ fn new_key(gw: &Gateway, fields: Value) -> String {
 /// Two batch input lines for gpt-4o-mini.
 fn batch_input() -> Vec<u8> {
     let mut lines = Vec::new();
-    for (i, text) in ["hello there", "what is the capital of France?"].iter().enumerate() {
+    for (i, text) in ["hello there", "what is the capital of France?"]
+        .iter()
+        .enumerate()
+    {
         let line = json!({"custom_id": format!("req-{i}"), "method": "POST", "url": "/v1/chat/completions",
             "body": {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": text}]}});
         lines.extend_from_slice(line.to_string().as_bytes());
@@ -76,10 +82,19 @@ fn form(fields: &[(&str, &str)], file: Option<(&str, &[u8])>) -> Vec<u8> {
     body
 }
 
-fn upload(gw: &Gateway, key: &str, path: &str, body: &[u8], extra: &[(&str, &str)]) -> e2e::Response {
+fn upload(
+    gw: &Gateway,
+    key: &str,
+    path: &str,
+    body: &[u8],
+    extra: &[(&str, &str)],
+) -> e2e::Response {
     let auth = format!("Bearer {key}");
     let content_type = format!("multipart/form-data; boundary={BOUNDARY}");
-    let mut headers = vec![("Authorization", auth.as_str()), ("Content-Type", content_type.as_str())];
+    let mut headers = vec![
+        ("Authorization", auth.as_str()),
+        ("Content-Type", content_type.as_str()),
+    ];
     headers.extend_from_slice(extra);
     gw.call("POST", path, &headers, body)
 }
@@ -90,7 +105,10 @@ fn call(gw: &Gateway, key: &str, method: &str, path: &str, body: Option<&Value>)
     gw.call(
         method,
         path,
-        &[("Authorization", &auth), ("Content-Type", "application/json")],
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
         text.as_bytes(),
     )
 }
@@ -114,7 +132,13 @@ fn files_are_reached_only_by_the_key_that_uploaded_them() {
     // custom_llm_provider as LiteLLM's header; OpenAI's file object back.
     let input = batch_input();
     let body = form(&[("purpose", "batch")], Some(("input.jsonl", &input)));
-    let resp = upload(&gw, &alice, "/v1/files", &body, &[("custom-llm-provider", "openai")]);
+    let resp = upload(
+        &gw,
+        &alice,
+        "/v1/files",
+        &body,
+        &[("custom-llm-provider", "openai")],
+    );
     assert_eq!(resp.status, 200, "{}", resp.text());
     let file = resp.json();
     assert_eq!(file["object"], "file", "{file}");
@@ -167,17 +191,39 @@ fn files_are_reached_only_by_the_key_that_uploaded_them() {
     let resp = call(&gw, &alice, "GET", "/v1/files/a..b", None);
     assert_error(&resp, 400);
     // An upload without purpose, or without a file, is refused here.
-    let resp = upload(&gw, &alice, "/v1/files", &form(&[], Some(("x.jsonl", b"{}"))), &[]);
+    let resp = upload(
+        &gw,
+        &alice,
+        "/v1/files",
+        &form(&[], Some(("x.jsonl", b"{}"))),
+        &[],
+    );
     let err = assert_error(&resp, 400);
     assert!(error_message(&err).contains("purpose"), "{err:?}");
-    let resp = upload(&gw, &alice, "/v1/files", &form(&[("purpose", "batch")], None), &[]);
+    let resp = upload(
+        &gw,
+        &alice,
+        "/v1/files",
+        &form(&[("purpose", "batch")], None),
+        &[],
+    );
     assert_error(&resp, 400);
     let resp = upload(&gw, &alice, "/v1/files", b"not a form", &[]);
     assert_error(&resp, 400);
     // A provider the gateway does not serve files for.
-    let resp = upload(&gw, &alice, "/v1/files", &body, &[("custom-llm-provider", "anthropic")]);
+    let resp = upload(
+        &gw,
+        &alice,
+        "/v1/files",
+        &body,
+        &[("custom-llm-provider", "anthropic")],
+    );
     assert_error(&resp, 400);
-    assert_eq!(mock.stats()["requests"].as_u64().unwrap_or(0), before, "nothing reached the mock");
+    assert_eq!(
+        mock.stats()["requests"].as_u64().unwrap_or(0),
+        before,
+        "nothing reached the mock"
+    );
 
     // The owner deletes it; then it is gone upstream.
     let resp = call(&gw, &alice, "DELETE", &format!("/v1/files/{id}"), None);
@@ -195,7 +241,10 @@ fn a_completed_batch_is_charged_to_its_creator_once() {
     let bob = new_key(&gw, json!({}));
 
     // Upload through the model group (the `model` form field).
-    let body = form(&[("purpose", "batch"), ("model", "gpt-4o-mini")], Some(("in.jsonl", &batch_input())));
+    let body = form(
+        &[("purpose", "batch"), ("model", "gpt-4o-mini")],
+        Some(("in.jsonl", &batch_input())),
+    );
     let resp = upload(&gw, &alice, "/v1/files", &body, &[]);
     assert_eq!(resp.status, 200, "{}", resp.text());
     let file = resp.json()["id"].as_str().unwrap().to_string();
@@ -204,7 +253,13 @@ fn a_completed_batch_is_charged_to_its_creator_once() {
     let create = json!({"input_file_id": file, "endpoint": "/v1/chat/completions", "completion_window": "24h"});
     let resp = call(&gw, &bob, "POST", "/v1/batches", Some(&create));
     assert_error(&resp, 403);
-    let resp = call(&gw, &alice, "POST", "/v1/batches", Some(&json!({"input_file_id": file})));
+    let resp = call(
+        &gw,
+        &alice,
+        "POST",
+        "/v1/batches",
+        Some(&json!({"input_file_id": file})),
+    );
     assert_error(&resp, 400);
 
     let resp = call(&gw, &alice, "POST", "/v1/batches", Some(&create));
@@ -216,7 +271,10 @@ fn a_completed_batch_is_charged_to_its_creator_once() {
 
     let resp = call(&gw, &bob, "GET", &format!("/v1/batches/{id}"), None);
     let err = assert_error(&resp, 403);
-    assert_eq!(error_message(&err), "The caller does not have access to this managed batch id.");
+    assert_eq!(
+        error_message(&err),
+        "The caller does not have access to this managed batch id."
+    );
     let listed = call(&gw, &bob, "GET", "/v1/batches", None);
     assert!(ids(&listed.json()).is_empty(), "{}", listed.text());
     let listed = call(&gw, &alice, "GET", "/batches", None);
@@ -228,9 +286,21 @@ fn a_completed_batch_is_charged_to_its_creator_once() {
     let done = resp.json();
     assert_eq!(done["status"], "completed", "{done}");
     let output = done["output_file_id"].as_str().unwrap().to_string();
-    let resp = call(&gw, &bob, "GET", &format!("/v1/files/{output}/content"), None);
+    let resp = call(
+        &gw,
+        &bob,
+        "GET",
+        &format!("/v1/files/{output}/content"),
+        None,
+    );
     assert_error(&resp, 403);
-    let resp = call(&gw, &alice, "GET", &format!("/v1/files/{output}/content"), None);
+    let resp = call(
+        &gw,
+        &alice,
+        "GET",
+        &format!("/v1/files/{output}/content"),
+        None,
+    );
     assert_eq!(resp.status, 200, "{}", resp.text());
     let (mut prompt, mut completion) = (0.0, 0.0);
     for line in resp.text().lines() {
@@ -265,7 +335,13 @@ fn a_completed_batch_is_charged_to_its_creator_once() {
     assert!((spend - want).abs() < 1e-12, "{spend} != {want}");
 
     // A completed batch cannot be cancelled: the upstream's 400, relayed.
-    let resp = call(&gw, &alice, "POST", &format!("/v1/batches/{id}/cancel"), None);
+    let resp = call(
+        &gw,
+        &alice,
+        "POST",
+        &format!("/v1/batches/{id}/cancel"),
+        None,
+    );
     assert_eq!(resp.status, 400, "{}", resp.text());
 }
 
@@ -274,7 +350,10 @@ fn azure_files_use_the_deployments_or_files_settings_resource_and_api_version() 
     let mock = MockServer::start(&[]);
     let gw = start(&mock, &[]);
     let key = new_key(&gw, json!({"models": ["azure-mini"]}));
-    let body = form(&[("purpose", "batch"), ("model", "azure-mini")], Some(("in.jsonl", &batch_input())));
+    let body = form(
+        &[("purpose", "batch"), ("model", "azure-mini")],
+        Some(("in.jsonl", &batch_input())),
+    );
     let resp = upload(&gw, &key, "/v1/files", &body, &[]);
     assert_eq!(resp.status, 200, "{}", resp.text());
     let file = resp.json()["id"].as_str().unwrap().to_string();
@@ -287,13 +366,20 @@ fn azure_files_use_the_deployments_or_files_settings_resource_and_api_version() 
     assert_eq!(resp.status, 200, "{}", resp.text());
     // LiteLLM's files_settings: custom_llm_provider azure goes to its
     // entry's resource with its key.
-    let settings_body = form(&[("purpose", "batch"), ("custom_llm_provider", "azure")], Some(("in.jsonl", &batch_input())));
+    let settings_body = form(
+        &[("purpose", "batch"), ("custom_llm_provider", "azure")],
+        Some(("in.jsonl", &batch_input())),
+    );
     let resp = upload(&gw, &key, "/v1/files", &settings_body, &[]);
     assert_eq!(resp.status, 200, "{}", resp.text());
     let file = resp.json()["id"].as_str().unwrap().to_string();
     let resp = call(&gw, &key, "GET", &format!("/v1/files/{file}/content"), None);
     assert_eq!(resp.status, 200, "{}", resp.text());
-    assert!(mock.stats()["by_key"].get("az-files-key").is_some(), "{}", mock.stats());
+    assert!(
+        mock.stats()["by_key"].get("az-files-key").is_some(),
+        "{}",
+        mock.stats()
+    );
     // A key not allowed the model group may not upload through it.
     let other = new_key(&gw, json!({"models": ["gpt-4o-mini"]}));
     let resp = upload(&gw, &other, "/v1/files", &body, &[]);
@@ -319,10 +405,14 @@ fn ownership_is_shared_by_replicas_on_one_database() {
     let batch = resp.json()["id"].as_str().unwrap().to_string();
 
     // The other replica knows whose they are, from LiteLLM's tables.
-    let resp = e2e::eventually("the file on the second replica", Duration::from_secs(5), || {
-        let resp = call(&second, &alice, "GET", &format!("/v1/files/{file}"), None);
-        (resp.status == 200).then_some(resp)
-    });
+    let resp = e2e::eventually(
+        "the file on the second replica",
+        Duration::from_secs(5),
+        || {
+            let resp = call(&second, &alice, "GET", &format!("/v1/files/{file}"), None);
+            (resp.status == 200).then_some(resp)
+        },
+    );
     assert_eq!(resp.json()["id"], file.as_str());
     let resp = call(&second, &bob, "GET", &format!("/v1/files/{file}"), None);
     assert_error(&resp, 403);
@@ -338,7 +428,13 @@ fn ownership_is_shared_by_replicas_on_one_database() {
     );
 
     // Completed on one replica, polled on both: one charge, one row.
-    let resp = call(&second, &alice, "GET", &format!("/v1/batches/{batch}"), None);
+    let resp = call(
+        &second,
+        &alice,
+        "GET",
+        &format!("/v1/batches/{batch}"),
+        None,
+    );
     assert_eq!(resp.json()["status"], "completed", "{}", resp.text());
     let resp = call(&first, &alice, "GET", &format!("/v1/batches/{batch}"), None);
     assert_eq!(resp.json()["status"], "completed", "{}", resp.text());

@@ -189,7 +189,9 @@ impl FilesSetting {
     /// resolved). An entry for a provider the gateway does not serve files
     /// for is returned as a warning and skipped (calls naming it are
     /// refused); a malformed entry is an error.
-    pub fn parse_all(value: &serde_yaml::Value) -> Result<(Vec<FilesSetting>, Vec<String>), String> {
+    pub fn parse_all(
+        value: &serde_yaml::Value,
+    ) -> Result<(Vec<FilesSetting>, Vec<String>), String> {
         let list = value
             .as_sequence()
             .ok_or("files_settings must be a list of {custom_llm_provider, api_base, api_key, api_version}")?;
@@ -217,7 +219,8 @@ impl FilesSetting {
                     return Err(format!("files_settings[{i}] (azure) has no api_base"))
                 }
             };
-            let base = parse_base(&base).map_err(|e| format!("files_settings[{i}].api_base: {e}"))?;
+            let base =
+                parse_base(&base).map_err(|e| format!("files_settings[{i}].api_base: {e}"))?;
             let version = text("api_version")?;
             if version.as_deref().is_some_and(|v| !valid_id(v)) {
                 return Err(format!("files_settings[{i}].api_version is not a version"));
@@ -432,7 +435,8 @@ mod tests {
         assert_eq!(&*settings[1].base.host, "api.openai.com");
         assert_eq!(settings[1].base.path, "/v1");
         assert_eq!(warnings.len(), 1, "{warnings:?}");
-        let bad: serde_yaml::Value = serde_yaml::from_str("- {custom_llm_provider: azure}").unwrap();
+        let bad: serde_yaml::Value =
+            serde_yaml::from_str("- {custom_llm_provider: azure}").unwrap();
         assert!(FilesSetting::parse_all(&bad).is_err());
     }
 

@@ -280,12 +280,11 @@ async fn serve(
     let mut charge = None;
     let answer = match op {
         FilesOp::Upload | FilesOp::CreateBatch => {
-            let object: serde_json::Value = serde_json::from_slice(&answer).map_err(|e| {
-                GatewayError::UpstreamProtocol {
+            let object: serde_json::Value =
+                serde_json::from_slice(&answer).map_err(|e| GatewayError::UpstreamProtocol {
                     provider: upstream.api.name().to_string(),
                     reason: format!("the created object is not JSON: {e}"),
-                }
-            })?;
+                })?;
             let id = object["id"].as_str().filter(|id| files::valid_id(id));
             let Some(id) = id else {
                 return Err(GatewayError::UpstreamProtocol {
@@ -446,7 +445,13 @@ fn upstream_of(
     }
     let api = FilesApi::parse(route).ok_or(GatewayError::Internal("a managed object's route"))?;
     // LiteLLM's `files_settings` first, then the pass-through credentials.
-    if let Some(setting) = worker.shared.pass_through.files.iter().find(|s| s.api == api) {
+    if let Some(setting) = worker
+        .shared
+        .pass_through
+        .files
+        .iter()
+        .find(|s| s.api == api)
+    {
         return Ok(Upstream {
             api,
             base: setting.base.clone(),
@@ -569,7 +574,10 @@ async fn relay(
             .start_fixed(status, h, content_type, len)
             .await
             .map_err(io)?,
-        None => out.start_stream(status, h, content_type).await.map_err(io)?,
+        None => out
+            .start_stream(status, h, content_type)
+            .await
+            .map_err(io)?,
     }
     let mut piece = Vec::new();
     loop {
@@ -672,7 +680,10 @@ async fn charge_batch(
             record::settle(&worker.shared.alerts, held.ok(), cost, principal);
         }
     }
-    record::submit(worker, batch_row(worker, upstream, batch, &model, used.usage, cost, started));
+    record::submit(
+        worker,
+        batch_row(worker, upstream, batch, &model, used.usage, cost, started),
+    );
 }
 
 /// The usage of output file `id`, read as it arrives (one line held at a

@@ -16,8 +16,8 @@ pub use daily::{
     endpoint_of, DailyBatch, DailyCounts, DailyDelta, DailyKey, DailyPage, DailyQuery, DailyRow,
     DailyScope,
 };
-pub use managed::{ManagedKind, ManagedObject};
 pub use end_users::{BudgetFields, EndUserBudget, EndUserRecord, EndUserUpdate};
+pub use managed::{ManagedKind, ManagedObject};
 pub use memory::MemoryStore;
 pub use orgs::{BudgetRecord, OrgMembership, OrgRecord, OrgTable};
 pub use records::{

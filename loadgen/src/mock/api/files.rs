@@ -66,7 +66,10 @@ struct Inner {
 impl Inner {
     fn id(&mut self, prefix: &str) -> String {
         self.next += 1;
-        format!("{prefix}{:016x}", self.next.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+        format!(
+            "{prefix}{:016x}",
+            self.next.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        )
     }
 }
 
@@ -95,7 +98,11 @@ fn query<'a>(req: &'a Request, name: &str) -> Option<&'a str> {
 
 /// The path after the API root (`/files/…`, `/batches/…`), or `None`.
 fn api_path(path: &str) -> Option<&str> {
-    let at = path.rfind("/files").into_iter().chain(path.rfind("/batches")).min()?;
+    let at = path
+        .rfind("/files")
+        .into_iter()
+        .chain(path.rfind("/batches"))
+        .min()?;
     Some(&path[at..])
 }
 
@@ -105,11 +112,17 @@ fn check_auth(req: &Request) -> Result<(), Reply> {
     if req.path().contains("/openai/") {
         if req.header("api-key").is_none_or(str::is_empty) {
             let body = json!({"error": {"code": "401", "message": "Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a valid key for an active subscription and use a correct regional API endpoint for your resource."}});
-            return Err(Reply::json(401, serde_json::to_vec(&body).unwrap_or_default()));
+            return Err(Reply::json(
+                401,
+                serde_json::to_vec(&body).unwrap_or_default(),
+            ));
         }
         if !req.path().contains("/openai/v1/") && query(req, "api-version").is_none() {
             let body = json!({"error": {"code": "404", "message": "Resource not found"}});
-            return Err(Reply::json(404, serde_json::to_vec(&body).unwrap_or_default()));
+            return Err(Reply::json(
+                404,
+                serde_json::to_vec(&body).unwrap_or_default(),
+            ));
         }
         return Ok(());
     }
@@ -250,7 +263,11 @@ fn upload(inner: &mut Inner, req: &Request, now: u64) -> Reply {
         .find(|p| p.name == "purpose" && p.filename.is_none())
         .map(|p| String::from_utf8_lossy(p.content).to_string())
     else {
-        return error(400, "Missing required parameter: 'purpose'.", Some("purpose"));
+        return error(
+            400,
+            "Missing required parameter: 'purpose'.",
+            Some("purpose"),
+        );
     };
     if !PURPOSES.contains(&purpose.as_str()) {
         return error(
@@ -317,7 +334,11 @@ fn upload(inner: &mut Inner, req: &Request, now: u64) -> Reply {
 
 fn create_batch(inner: &mut Inner, req: &Request, now: u64) -> Reply {
     let Ok(body) = serde_json::from_slice::<Value>(&req.body) else {
-        return error(400, "We could not parse the JSON body of your request.", None);
+        return error(
+            400,
+            "We could not parse the JSON body of your request.",
+            None,
+        );
     };
     let Some(input) = body["input_file_id"].as_str() else {
         return error(
@@ -388,7 +409,9 @@ fn answer_line(line: &Value, n: u64, now: u64) -> Value {
     let body = &line["body"];
     let model = body["model"].as_str().unwrap_or("mock");
     let prompt = serde_json::to_vec(body).map_or(0, |b| b.len() as u64) / 4 + 1;
-    let embeddings = line["url"].as_str().is_some_and(|u| u.ends_with("/embeddings"));
+    let embeddings = line["url"]
+        .as_str()
+        .is_some_and(|u| u.ends_with("/embeddings"));
     let answer = if embeddings {
         json!({
             "object": "list",
@@ -435,7 +458,9 @@ fn retrieve_batch(inner: &mut Inner, id: &str, now: u64) -> Reply {
             continue;
         };
         count += 1;
-        output.extend_from_slice(&serde_json::to_vec(&answer_line(&line, count, now)).unwrap_or_default());
+        output.extend_from_slice(
+            &serde_json::to_vec(&answer_line(&line, count, now)).unwrap_or_default(),
+        );
         output.push(b'\n');
     }
     let output_id = inner.id("file-");
