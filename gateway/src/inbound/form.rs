@@ -47,6 +47,10 @@ pub struct Form {
     /// The `custom_llm_provider` field's value (file uploads: LiteLLM's
     /// choice of upstream).
     pub custom_llm_provider: Option<Range<usize>>,
+    /// The whole parts (delimiter line to the end of the content's CRLF)
+    /// of the `model` and `custom_llm_provider` fields: what a file upload
+    /// leaves out of the form it forwards (the gateway's, not OpenAI's).
+    pub routing_parts: Vec<Range<usize>>,
 }
 
 fn bad(message: impl Into<String>) -> GatewayError {
@@ -152,6 +156,13 @@ pub fn read(body: &[u8], boundary: &str) -> Result<Form, GatewayError> {
                         param: "file",
                         message: format!("the field {field:?} is longer than {MAX_FIELD} bytes"),
                     });
+                }
+                if matches!(field, "model" | "custom_llm_provider") {
+                    // From this part's delimiter through the CRLF that
+                    // begins the next one: the rest stays a valid form.
+                    let part_start = at - delimiter.len();
+                    form.routing_parts
+                        .push(part_start..content_start + content_len + 2);
                 }
                 let slot = match field {
                     "model" => &mut form.model,

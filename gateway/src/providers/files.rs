@@ -35,7 +35,7 @@ impl<'a> FilesOp<'a> {
     /// id that is not a provider id still names the operation (refused by
     /// [`valid_id`] later, with a clear error).
     pub fn parse(method: &str, path: &'a str) -> Option<FilesOp<'a>> {
-        let get = method == "GET" || method == "HEAD";
+        let get = method == "GET";
         if let Some(rest) = path.strip_prefix("/files") {
             return match rest.strip_prefix('/') {
                 None if rest.is_empty() && method == "POST" => Some(FilesOp::Upload),

@@ -162,6 +162,9 @@ async fn serve(
         known = owned(worker, principal, kind, id).await?;
     }
     let mut content_type: Cow<'_, str> = Cow::Borrowed("application/json");
+    // Parts of an upload left out, and a batch body rewritten.
+    let mut dropped: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut forwarded: Option<Bytes> = None;
     match op {
         FilesOp::Upload => {
             let ct = head.header("content-type").unwrap_or("");
@@ -183,10 +186,23 @@ async fn serve(
                 asked.provider = Some(p);
             }
             content_type = Cow::Owned(ct.to_string());
+            dropped = form.routing_parts;
         }
         FilesOp::CreateBatch => {
             let fields: BatchFields = serde_json::from_slice(&body)
                 .map_err(|e| GatewayError::MalformedJson(e.to_string()))?;
+            // The gateway's own fields are not OpenAI's: left out.
+            if fields.model.is_some() || fields.custom_llm_provider.is_some() {
+                let mut object: serde_json::Map<String, serde_json::Value> =
+                    serde_json::from_slice(&body)
+                        .map_err(|e| GatewayError::MalformedJson(e.to_string()))?;
+                object.remove("model");
+                object.remove("custom_llm_provider");
+                forwarded = Some(Bytes::from(
+                    serde_json::to_vec(&object)
+                        .map_err(|e| GatewayError::MalformedJson(e.to_string()))?,
+                ));
+            }
             let input = fields
                 .input_file_id
                 .filter(|s| !s.is_empty())
@@ -238,10 +254,14 @@ async fn serve(
     let target = upstream
         .api
         .target(&upstream.base.path, op, &query, &upstream.version);
-    let upstream_head = request_head(head.method(), &upstream, &target, &content_type, &body);
+    let pieces = match forwarded {
+        Some(rewritten) => vec![rewritten],
+        None => without(&body, &dropped),
+    };
+    let body_len = pieces.iter().map(Bytes::len).sum();
+    let upstream_head = request_head(head.method(), &upstream, &target, &content_type, body_len);
     let deadline = Instant::now() + TIMEOUT;
     let unreachable = |e: UpstreamError| unreachable(&upstream, e);
-    let pieces = [body];
     let sent = Box::pin(
         worker
             .upstream
@@ -525,7 +545,7 @@ fn request_head(
     upstream: &Upstream,
     target: &str,
     content_type: &str,
-    body: &[u8],
+    body_len: usize,
 ) -> Vec<u8> {
     let base = &upstream.base;
     let mut h = Vec::with_capacity(256 + target.len() + content_type.len());
@@ -542,7 +562,7 @@ fn request_head(
     h.extend_from_slice(b"\r\naccept-encoding: identity\r\n");
     if method == "POST" {
         h.extend_from_slice(b"content-length: ");
-        h.extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
+        h.extend_from_slice(itoa::Buffer::new().format(body_len).as_bytes());
         h.extend_from_slice(b"\r\ncontent-type: ");
         h.extend_from_slice(content_type.as_bytes());
         h.extend_from_slice(b"\r\n");
@@ -556,6 +576,26 @@ fn request_head(
     }
     h.extend_from_slice(b"\r\n");
     h
+}
+
+/// `body` without the byte ranges `dropped` (in order, not overlapping),
+/// as slices of it: nothing is copied.
+fn without(body: &Bytes, dropped: &[std::ops::Range<usize>]) -> Vec<Bytes> {
+    let mut pieces = Vec::with_capacity(dropped.len() + 1);
+    let mut at = 0;
+    for range in dropped {
+        if range.start < at || range.end > body.len() {
+            continue;
+        }
+        if range.start > at {
+            pieces.push(body.slice(at..range.start));
+        }
+        at = range.end;
+    }
+    if at < body.len() {
+        pieces.push(body.slice(at..));
+    }
+    pieces
 }
 
 /// Relays a file's content as it arrives.
@@ -697,7 +737,7 @@ async fn output_usage(
     let target = upstream
         .api
         .target(&upstream.base.path, op, "", &upstream.version);
-    let head = request_head("GET", upstream, &target, "", &[]);
+    let head = request_head("GET", upstream, &target, "", 0);
     let deadline = Instant::now() + TIMEOUT;
     let mut resp = Box::pin(worker.upstream.send(&upstream.base, head, &[], deadline))
         .await
@@ -803,6 +843,20 @@ fn batch_row(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_gateways_form_fields_are_left_out_without_copying() {
+        let body = Bytes::from_static(b"--B\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\ngpt\r\n--B\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n--B\r\nContent-Disposition: form-data; name=\"custom_llm_provider\"\r\n\r\nopenai\r\n--B--\r\n");
+        let form = form::read(&body, "B").unwrap();
+        assert_eq!(form.routing_parts.len(), 2);
+        let kept: Vec<u8> = without(&body, &form.routing_parts).concat();
+        assert_eq!(
+            kept,
+            b"--B\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n--B--\r\n"
+        );
+        let again = form::read(&kept, "B").unwrap();
+        assert!(again.model.is_none() && again.purpose.is_some());
+    }
 
     #[test]
     fn lists_keep_only_the_callers_objects() {

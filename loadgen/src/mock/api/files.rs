@@ -4,7 +4,8 @@
 //! `api-key` header and an `api-version` query parameter), a multipart
 //! upload with a `file` part (with a file name) and a `purpose` among
 //! OpenAI's, a `batch` file of JSON lines each with `custom_id`, `method`,
-//! `url` and `body`; a batch needs an existing `batch` input file, a
+//! `url` and `body`, and no field OpenAI does not know (`model`,
+//! `custom_llm_provider` are LiteLLM's, never OpenAI's); a batch needs an existing `batch` input file, a
 //! supported `endpoint` and `completion_window: "24h"`. Objects have the
 //! real shapes (`object: "file"`, `object: "batch"`, lists with `first_id`,
 //! `last_id`, `has_more`). A batch is `validating` when created and
@@ -40,6 +41,23 @@ const ENDPOINTS: &[&str] = &[
     "/v1/embeddings",
     "/v1/completions",
     "/v1/responses",
+];
+
+/// Fields an upload form may have.
+const UPLOAD_FIELDS: &[&str] = &[
+    "file",
+    "purpose",
+    "expires_after[anchor]",
+    "expires_after[seconds]",
+];
+
+/// Fields a batch creation may have.
+const BATCH_FIELDS: &[&str] = &[
+    "input_file_id",
+    "endpoint",
+    "completion_window",
+    "metadata",
+    "output_expires_after",
 ];
 
 /// Completion tokens of each answered batch line.
@@ -258,6 +276,16 @@ fn upload(inner: &mut Inner, req: &Request, now: u64) -> Reply {
         Ok(p) => p,
         Err(why) => return error(400, &format!("Could not parse multipart form: {why}"), None),
     };
+    if let Some(extra) = parts
+        .iter()
+        .find(|p| !UPLOAD_FIELDS.contains(&p.name.as_str()))
+    {
+        return error(
+            400,
+            &format!("Unrecognized request argument supplied: {}", extra.name),
+            None,
+        );
+    }
     let Some(purpose) = parts
         .iter()
         .find(|p| p.name == "purpose" && p.filename.is_none())
@@ -340,6 +368,16 @@ fn create_batch(inner: &mut Inner, req: &Request, now: u64) -> Reply {
             None,
         );
     };
+    if let Some(extra) = body
+        .as_object()
+        .and_then(|o| o.keys().find(|k| !BATCH_FIELDS.contains(&k.as_str())))
+    {
+        return error(
+            400,
+            &format!("Unrecognized request argument supplied: {extra}"),
+            None,
+        );
+    }
     let Some(input) = body["input_file_id"].as_str() else {
         return error(
             400,
