@@ -44,3 +44,50 @@ pub struct ManagedObject {
     /// When it was recorded.
     pub created_at: DateTime<Utc>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{MemoryStore, Store};
+
+    fn object(id: &str, kind: ManagedKind, key: &str) -> ManagedObject {
+        ManagedObject {
+            id: id.to_string(),
+            kind,
+            key: key.to_string(),
+            created_by: None,
+            team_id: None,
+            route: "openai".to_string(),
+            object: serde_json::Value::Null,
+            created_at: Utc::now(),
+        }
+    }
+
+    #[test]
+    fn objects_are_found_listed_per_key_and_a_batch_charged_once() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let store = MemoryStore::default();
+        runtime.block_on(async {
+            let file = object("file-1", ManagedKind::File, "alice");
+            store.insert_managed(&file).await.unwrap();
+            assert!(store.insert_managed(&file).await.is_err(), "an id once");
+            assert_eq!(store.get_managed("file-1").await.unwrap(), Some(file));
+            assert_eq!(store.get_managed("file-2").await.unwrap(), None);
+            let batch = object("batch_1", ManagedKind::Batch, "alice");
+            // A claim before the record landed records it.
+            assert!(store.claim_batch_charge(&batch).await.unwrap());
+            assert!(!store.claim_batch_charge(&batch).await.unwrap());
+            let ids = store.managed_ids("alice", ManagedKind::Batch, 10).await;
+            assert_eq!(ids.unwrap(), ["batch_1"]);
+            let none = store.managed_ids("bob", ManagedKind::File, 10).await;
+            assert!(none.unwrap().is_empty());
+            let file = object("file-1", ManagedKind::File, "alice");
+            assert!(
+                !store.claim_batch_charge(&file).await.unwrap(),
+                "a file is never charged"
+            );
+        });
+    }
+}
