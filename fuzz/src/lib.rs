@@ -86,6 +86,10 @@ pub const TARGETS: &[Target] = &[
         name: "pass_through",
         run: targets::pass_through,
     },
+    Target {
+        name: "files",
+        run: targets::files,
+    },
 ];
 
 /// The target called `name`.

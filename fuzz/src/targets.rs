@@ -571,3 +571,53 @@ pub fn pass_through(data: &[u8]) {
         );
     }
 }
+
+/// The Files and Batch APIs' readers (`providers::files`): the first line
+/// is a method and path, the second a query, the rest a batch output
+/// file. An accepted operation's upstream target stays under the API's
+/// path (an id only when [`valid_id`] accepts it: no `/`, no `..`); the
+/// forwarded query holds only OpenAI's paging parameters, in visible
+/// ASCII; a batch output's usage is read without a panic, counting no
+/// more lines than the file has; a form's dropped parts leave a form.
+///
+/// [`valid_id`]: gateway::providers::files::valid_id
+pub fn files(data: &[u8]) {
+    use gateway::providers::files::{batch_usage, forwarded_query, valid_id, FilesApi, FilesOp};
+    let mut lines = data.splitn(3, |&b| b == b'\n');
+    let first = std::str::from_utf8(lines.next().unwrap_or_default()).unwrap_or("");
+    let query = std::str::from_utf8(lines.next().unwrap_or_default()).unwrap_or("");
+    let rest = lines.next().unwrap_or_default();
+    let (method, path) = first.split_once(' ').unwrap_or(("GET", first));
+    if let Some(op) = FilesOp::parse(method, path) {
+        if op.id().is_none_or(valid_id) {
+            let forwarded = forwarded_query(query);
+            assert!(
+                forwarded.bytes().all(|b| b.is_ascii_graphic()),
+                "invisible bytes: {forwarded:?}"
+            );
+            for pair in forwarded.split('&').filter(|p| !p.is_empty()) {
+                let name = pair.split('=').next().unwrap_or("");
+                assert!(
+                    ["after", "limit", "order", "purpose"].contains(&name),
+                    "forwarded {name:?}"
+                );
+            }
+            for api in [FilesApi::OpenAi, FilesApi::Azure] {
+                let target = api.target("/base", op, &forwarded, "2024-10-21");
+                let path = target.split('?').next().unwrap_or("");
+                assert!(path.starts_with("/base/"), "left the base: {target}");
+                assert!(
+                    !path.split('/').any(|s| s == ".." || s == "."),
+                    "a dot segment: {target}"
+                );
+            }
+        }
+    }
+    let used = batch_usage(rest);
+    let newlines = rest.iter().filter(|&&b| b == b'\n').count() as u64;
+    assert!(
+        used.lines <= newlines + 1,
+        "{} lines of {newlines}",
+        used.lines
+    );
+}

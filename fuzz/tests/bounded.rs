@@ -88,3 +88,8 @@ fn cohere() {
 fn pass_through() {
     pass("pass_through", 300_000);
 }
+
+#[test]
+fn files() {
+    pass("files", 100_000);
+}

@@ -350,6 +350,18 @@ pub enum GatewayError {
     /// this request is affected.
     #[error("Internal server error: {0}")]
     Internal(&'static str),
+    /// A file or batch id this gateway has no record of (LiteLLM's
+    /// message for a batch).
+    #[error("No {kind} found with id '{id}'.")]
+    ManagedNotFound {
+        /// `file` or `batch`.
+        kind: &'static str,
+        /// The id asked for.
+        id: String,
+    },
+    /// A file or batch another key created (LiteLLM's message).
+    #[error("The caller does not have access to this managed {0} id.")]
+    ManagedForbidden(&'static str),
     /// A pass-through route's path this gateway refuses to forward.
     #[error("Invalid pass-through path: {0}")]
     PassThroughPath(&'static str),
@@ -413,6 +425,8 @@ impl GatewayError {
             Internal(_) | GuardrailFailed { .. } => 500,
             ClientGone => 499,
             PassThroughPath(_) => 400,
+            ManagedNotFound { .. } => 404,
+            ManagedForbidden(_) => 403,
             PassThroughNotServed(_) => 501,
             PassThroughUnconfigured { .. } => 503,
         }
@@ -435,6 +449,7 @@ impl GatewayError {
             | CacheControlDenied(_)
             | RouteForbidden(_)
             | TeamAccessDenied(_)
+            | ManagedForbidden(_)
             | KeyRouteForbidden { .. } => "auth_error",
             KeyExpired(_) => "expired_key",
             ModelAccessDenied { .. } => "key_model_access_denied",

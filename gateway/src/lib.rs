@@ -22,6 +22,7 @@ pub mod keyed_hash;
 pub mod limits;
 pub mod local_signal;
 pub mod logging;
+pub mod managed;
 pub mod metrics;
 pub mod models;
 pub mod otel;

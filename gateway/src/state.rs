@@ -71,6 +71,8 @@ pub struct Shared {
     shutdown_tx: watch::Sender<bool>,
     /// Where LiteLLM's provider pass-through routes go, and with which key.
     pub pass_through: Arc<crate::providers::passthrough::PassThroughTargets>,
+    /// Which key created each file and batch.
+    pub managed: crate::managed::Managed,
 }
 
 impl Shared {
@@ -90,6 +92,7 @@ impl Shared {
         let metrics = crate::metrics::Metrics::new(config.metrics.clone());
         let reloader = crate::reload::Reloader::new(&config);
         Shared {
+            managed: crate::managed::Managed::new(control.clone()),
             pass_through: config.pass_through.clone(),
             reloader,
             tracer: crate::otel::Tracer::new(config.otel.clone()),

@@ -20,6 +20,7 @@ const LAYERS: &[&[&str]] = &[
     &["telemetry", "health"],
     &["spend::writer", "router::cooldowns"],
     &["sync"],
+    &["managed"],
     &["models"],
     &["config"],
     &["cache"],

@@ -24,6 +24,7 @@ use crate::downstream::Responder;
 use crate::error::GatewayError;
 use crate::http1::RequestHead;
 use crate::inbound::Endpoint;
+use crate::providers::files::FilesOp;
 use crate::providers::passthrough::{self, PassThroughProvider};
 use crate::proxy;
 use crate::state::Worker;
@@ -64,6 +65,8 @@ enum Route<'a> {
     PassThrough(PassThroughProvider, &'a str),
     /// One of `general_settings.pass_through_endpoints`, by its index.
     CustomPassThrough(usize),
+    /// OpenAI's Files and Batch APIs.
+    Files(FilesOp<'a>),
     NotFound,
 }
 
@@ -88,6 +91,9 @@ fn route<'h>(worker: &Worker, head: &'h RequestHead) -> Route<'h> {
     }
     if let Some((provider, rest)) = PassThroughProvider::parse(path) {
         return Route::PassThrough(provider, rest);
+    }
+    if let Some(op) = FilesOp::parse(method, unversioned) {
+        return Route::Files(op);
     }
     match unversioned {
         "/chat/completions" if method == "POST" => Route::Llm(Endpoint::ChatCompletions),
@@ -221,7 +227,7 @@ pub async fn admit(
         }
     }
     let result = match route {
-        Route::Llm(_) | Route::CountTokens | Route::Models | Route::Model(_) => {
+        Route::Llm(_) | Route::CountTokens | Route::Models | Route::Model(_) | Route::Files(_) => {
             auth.authenticate(head, credentials).await.map(Some)
         }
         Route::Metrics if !worker.shared.metrics.require_auth() => Ok(None),
@@ -336,6 +342,20 @@ pub async fn handle(
                 head,
                 index,
                 admission.0,
+                body,
+                out,
+                received_at,
+            ))
+            .await;
+            return;
+        }
+        Route::Files(op) => {
+            // Boxed, as the pass-through routes above.
+            Box::pin(proxy::files(
+                worker,
+                head,
+                op,
+                admission.caller(),
                 body,
                 out,
                 received_at,

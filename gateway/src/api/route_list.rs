@@ -22,6 +22,12 @@ const ROUTES: &[(&[&str], &str)] = &[
     (&["POST"], "/audio/transcriptions"),
     (&["POST"], "/audio/translations"),
     (&["POST"], "/images/edits"),
+    (&["GET", "POST"], "/files"),
+    (&["GET", "DELETE"], "/files/{file_id}"),
+    (&["GET"], "/files/{file_id}/content"),
+    (&["GET", "POST"], "/batches"),
+    (&["GET"], "/batches/{batch_id}"),
+    (&["POST"], "/batches/{batch_id}/cancel"),
     (&["GET"], "/models"),
     (&["GET"], "/models/{model_id}"),
 ];

@@ -28,6 +28,10 @@ pub struct ConfigFile {
     /// LiteLLM's guardrails (`guardrails:` at the top level).
     #[serde(default)]
     pub guardrails: Option<serde_yaml::Value>,
+    /// LiteLLM's `files_settings`: the upstreams of `/v1/files` and
+    /// `/v1/batches` by `custom_llm_provider`.
+    #[serde(default)]
+    pub files_settings: Option<serde_yaml::Value>,
     /// LiteLLM's environment block; its values are exported at start-up.
     #[serde(default)]
     pub environment_variables: BTreeMap<String, serde_yaml::Value>,

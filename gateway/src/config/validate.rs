@@ -244,6 +244,12 @@ pub(super) fn validate(
                     .map_err(|p| invalid("general_settings.pass_through_endpoints".into(), p))?;
             }
         }
+        if let Some(list) = file.files_settings.as_ref().filter(|l| !l.is_null()) {
+            let (files, skipped) = crate::providers::files::FilesSetting::parse_all(list)
+                .map_err(|p| invalid("files_settings".into(), p))?;
+            targets.files = files;
+            warnings.extend(skipped);
+        }
         targets
     };
     let mut ids = std::collections::HashSet::new();

@@ -42,6 +42,15 @@ pub struct Form {
     /// Bytes of the `image` (or `image[]`) parts' contents with a file
     /// name (image edits).
     pub image_bytes: Option<usize>,
+    /// The `purpose` field's value (file uploads).
+    pub purpose: Option<Range<usize>>,
+    /// The `custom_llm_provider` field's value (file uploads: LiteLLM's
+    /// choice of upstream).
+    pub custom_llm_provider: Option<Range<usize>>,
+    /// The whole parts (delimiter line to the end of the content's CRLF)
+    /// of the `model` and `custom_llm_provider` fields: what a file upload
+    /// leaves out of the form it forwards (the gateway's, not OpenAI's).
+    pub routing_parts: Vec<Range<usize>>,
 }
 
 fn bad(message: impl Into<String>) -> GatewayError {
@@ -148,6 +157,13 @@ pub fn read(body: &[u8], boundary: &str) -> Result<Form, GatewayError> {
                         message: format!("the field {field:?} is longer than {MAX_FIELD} bytes"),
                     });
                 }
+                if matches!(field, "model" | "custom_llm_provider") {
+                    // From this part's delimiter through the CRLF that
+                    // begins the next one: the rest stays a valid form.
+                    let part_start = at - delimiter.len();
+                    form.routing_parts
+                        .push(part_start..content_start + content_len + 2);
+                }
                 let slot = match field {
                     "model" => &mut form.model,
                     "stream" => &mut form.stream,
@@ -156,6 +172,8 @@ pub fn read(body: &[u8], boundary: &str) -> Result<Form, GatewayError> {
                     "n" => &mut form.n,
                     "size" => &mut form.size,
                     "quality" => &mut form.quality,
+                    "purpose" => &mut form.purpose,
+                    "custom_llm_provider" => &mut form.custom_llm_provider,
                     _ => &mut None,
                 };
                 if slot.is_some() {

@@ -11,6 +11,7 @@ mod azure;
 pub mod bedrock;
 pub mod cohere;
 pub mod eventstream;
+pub mod files;
 pub mod gemini;
 mod mock;
 mod openai;

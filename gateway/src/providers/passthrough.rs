@@ -218,6 +218,9 @@ pub struct PassThroughTargets {
     targets: [Option<PassThroughTarget>; ALL.len()],
     /// `general_settings.pass_through_endpoints`.
     pub custom: Vec<CustomEndpoint>,
+    /// LiteLLM's top-level `files_settings`: where `/v1/files` and
+    /// `/v1/batches` calls naming a `custom_llm_provider` go.
+    pub files: Vec<super::files::FilesSetting>,
 }
 
 /// One of `general_settings.pass_through_endpoints`: requests to `path`

@@ -30,6 +30,7 @@ mod cached;
 mod convert;
 mod count_tokens;
 mod cut_off;
+mod files;
 mod guard;
 mod guard_api;
 mod headers;
@@ -59,6 +60,7 @@ use record::Attempt;
 use relay::UsageTap;
 
 pub use count_tokens::handle as count_tokens;
+pub use files::handle as files;
 pub use passthrough::handle as pass_through;
 pub use passthrough::handle_custom as pass_through_custom;
 pub use record::flush_spend;

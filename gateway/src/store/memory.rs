@@ -11,6 +11,7 @@ use super::{
     OrgMembership, OrgRecord, OrgTable, RowKind, SpendChanges, SpendFilter, SpendLogRow, Store,
     StoreError, TeamMember, TeamRecord, UserRecord, PROXY_BUDGET_USER,
 };
+use super::{ManagedKind, ManagedObject};
 use crate::keyed_hash::KeyedHash;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -48,6 +49,10 @@ struct Tables {
     end_users: end_users::EndUsers,
     /// LiteLLM's daily aggregates.
     daily: daily::DailyTables,
+    /// Files and batches created through the gateway, by provider id.
+    managed: HashMap<String, ManagedObject>,
+    /// Batches already charged.
+    charged_batches: HashSet<String>,
 }
 
 impl Tables {
@@ -761,6 +766,51 @@ impl Store for MemoryStore {
                 t.budgets.contains_key(budget_id) || t.end_users.budget_exists(budget_id)
             }),
         )
+    }
+
+    async fn insert_managed(&self, object: &ManagedObject) -> Result<(), StoreError> {
+        self.with(|t| match t.managed.entry(object.id.clone()) {
+            std::collections::hash_map::Entry::Occupied(_) => Err(StoreError::Conflict(format!(
+                "{} {}",
+                object.kind.as_str(),
+                object.id
+            ))),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(object.clone());
+                Ok(())
+            }
+        })
+    }
+
+    async fn get_managed(&self, id: &str) -> Result<Option<ManagedObject>, StoreError> {
+        Ok(self.with(|t| t.managed.get(id).cloned()))
+    }
+
+    async fn managed_ids(
+        &self,
+        key: &str,
+        kind: ManagedKind,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        Ok(self.with(|t| {
+            let mut mine: Vec<&ManagedObject> = t
+                .managed
+                .values()
+                .filter(|o| o.kind == kind && o.key == key)
+                .collect();
+            mine.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
+            mine.into_iter().take(limit).map(|o| o.id.clone()).collect()
+        }))
+    }
+
+    async fn claim_batch_charge(&self, batch: &ManagedObject) -> Result<bool, StoreError> {
+        Ok(self.with(|t| {
+            let known = t
+                .managed
+                .entry(batch.id.clone())
+                .or_insert_with(|| batch.clone());
+            known.kind == ManagedKind::Batch && t.charged_batches.insert(batch.id.clone())
+        }))
     }
 
     async fn record_spend(&self, rows: &[SpendLogRow]) -> Result<SpendChanges, StoreError> {

@@ -6,6 +6,7 @@
 pub mod cipher;
 mod daily;
 mod end_users;
+mod managed;
 mod memory;
 pub mod orgs;
 pub mod postgres;
@@ -16,6 +17,7 @@ pub use daily::{
     DailyScope,
 };
 pub use end_users::{BudgetFields, EndUserBudget, EndUserRecord, EndUserUpdate};
+pub use managed::{ManagedKind, ManagedObject};
 pub use memory::MemoryStore;
 pub use orgs::{BudgetRecord, OrgMembership, OrgRecord, OrgTable};
 pub use records::{
@@ -431,6 +433,22 @@ pub trait Store: Send + Sync {
     /// Ids of the end users whose budget row is `budget_id` (whose cached
     /// copies a change of that row makes stale).
     async fn end_users_of_budget(&self, budget_id: &str) -> Result<Vec<String>, StoreError>;
+
+    /// Records a file or batch created through the gateway.
+    async fn insert_managed(&self, object: &ManagedObject) -> Result<(), StoreError>;
+    /// The file or batch with the provider's id `id`, if the gateway created it.
+    async fn get_managed(&self, id: &str) -> Result<Option<ManagedObject>, StoreError>;
+    /// Ids of the files or batches `key` created, newest first, at most `limit`.
+    async fn managed_ids(
+        &self,
+        key: &str,
+        kind: ManagedKind,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError>;
+    /// Marks `batch` as charged (LiteLLM's `batch_processed`), recording it
+    /// first when its record has not landed yet; true only for the one call
+    /// that changed it, so a batch is charged once.
+    async fn claim_batch_charge(&self, batch: &ManagedObject) -> Result<bool, StoreError>;
 
     /// Writes spend-log rows idempotently (by `request_id`) and adds the spend
     /// of newly written rows to their key, user, team and end user

@@ -18,6 +18,7 @@ mod convert;
 mod daily;
 mod end_users;
 mod keys;
+mod managed;
 mod members;
 mod migrate;
 mod models;
@@ -35,9 +36,9 @@ pub use tls::SslMode;
 use super::cipher::ParamCipher;
 use super::{
     BudgetRecord, Change, DailyPage, DailyQuery, EndUserBudget, EndUserRecord, EndUserUpdate,
-    KeyFilter, KeyRecord, MemberOp, MemberOutcome, ModelRecord, OrgMembership, OrgRecord, OrgTable,
-    RowKind, SpendChanges, SpendFilter, SpendLogRow, Store, StoreError, TeamMember, TeamRecord,
-    UserRecord,
+    KeyFilter, KeyRecord, ManagedKind, ManagedObject, MemberOp, MemberOutcome, ModelRecord,
+    OrgMembership, OrgRecord, OrgTable, RowKind, SpendChanges, SpendFilter, SpendLogRow, Store,
+    StoreError, TeamMember, TeamRecord, UserRecord,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -389,6 +390,28 @@ impl Store for PostgresStore {
         user_email: Option<&str>,
     ) -> Result<MemberOutcome, StoreError> {
         with_client!(retry self, c => orgs::change_member(c, op, member, user_email))
+    }
+
+    async fn insert_managed(&self, object: &ManagedObject) -> Result<(), StoreError> {
+        let inserted = with_client!(self, c => managed::insert(c, object))?;
+        conflict_unless(inserted, object.kind.as_str(), &object.id)
+    }
+
+    async fn get_managed(&self, id: &str) -> Result<Option<ManagedObject>, StoreError> {
+        with_client!(self, c => managed::get(c, id))
+    }
+
+    async fn managed_ids(
+        &self,
+        key: &str,
+        kind: ManagedKind,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        with_client!(self, c => managed::ids(c, key, kind, limit))
+    }
+
+    async fn claim_batch_charge(&self, batch: &ManagedObject) -> Result<bool, StoreError> {
+        with_client!(self, c => managed::claim(c, batch))
     }
 
     async fn get_end_user(&self, user_id: &str) -> Result<Option<EndUserRecord>, StoreError> {

@@ -211,6 +211,7 @@ impl<S: AsyncReadRent + AsyncWriteRent> Conn<S> {
             match (route, &body) {
                 (Route::NotFound, _) => errors::not_found(&req.method, req.path()),
                 (Route::Models, _) => Reply::json(200, api::MODELS_BODY.to_vec()),
+                (Route::Files, _) => api::files::handle(&shared.files, &req, unix_now()),
                 (Route::Transcriptions | Route::Translations | Route::ImageEdits, _) => {
                     let ctx = Ctx {
                         id: shared.next_id(),

@@ -31,6 +31,9 @@ pub struct Shared {
     pub reset_once: ResetOnce,
     /// TLS acceptor when serving HTTPS.
     pub tls: Option<TlsAcceptor>,
+    /// Files and batches uploaded and created (OpenAI's Files and Batch
+    /// APIs).
+    pub files: super::api::files::Store,
     next_id: AtomicU64,
 }
 
@@ -95,6 +98,7 @@ pub fn start(config: MockConfig) -> io::Result<MockServer> {
         config,
         reset_once: ResetOnce::default(),
         tls,
+        files: Default::default(),
         next_id: AtomicU64::new(1),
     });
     let mut threads = Vec::with_capacity(listeners.len());

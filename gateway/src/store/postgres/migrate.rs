@@ -60,6 +60,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0017_key_list_order_index",
         include_str!("../../../../migrations/0017_key_list_order_index.sql"),
     ),
+    (
+        "0020_litellm_managed_objects",
+        include_str!("../../../../migrations/0020_litellm_managed_objects.sql"),
+    ),
 ];
 
 /// Advisory lock key taken by every migration transaction ("gateway" in

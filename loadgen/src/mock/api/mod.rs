@@ -10,6 +10,7 @@ pub mod cohere;
 pub mod embed;
 pub mod embeddings;
 pub mod errors;
+pub mod files;
 pub mod gemini;
 pub mod guardrail;
 pub mod image_edits;
@@ -73,6 +74,8 @@ pub enum Route {
     Translations,
     /// `POST …/images/edits` (OpenAI's image edit API; a multipart form).
     ImageEdits,
+    /// OpenAI's Files and Batch APIs (`…/files…`, `…/batches…`).
+    Files,
     /// `POST …/token` (Google's OAuth token endpoint).
     Token,
     /// `POST /v1/traces` (an OpenTelemetry collector's OTLP/HTTP sink: the
@@ -121,6 +124,7 @@ pub fn route(method: &str, path: &str) -> Route {
     match method {
         "GET" if path == "/_stats" => Route::Stats,
         "POST" if path == "/_stats/reset" => Route::StatsReset,
+        m if files::is_files_path(m, path) => Route::Files,
         "POST" if path.ends_with("/chat/completions") => Route::ChatCompletions,
         "POST" if path.ends_with("/completions") => Route::Completions,
         "POST" if path.ends_with("/embeddings") => Route::Embeddings,
@@ -178,6 +182,7 @@ pub fn handle(route: Route, ctx: &Ctx<'_>, body: &serde_json::Value) -> Reply {
         | Route::Transcriptions
         | Route::Translations
         | Route::ImageEdits
+        | Route::Files
         | Route::Token
         | Route::Traces
         | Route::Stats

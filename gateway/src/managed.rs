@@ -1,0 +1,124 @@
+//! Which key created each file and batch (`/v1/files`, `/v1/batches`), so
+//! only that key reaches it: a lock-free map per process in front of the
+//! store (`LiteLLM_ManagedFileTable`, `LiteLLM_ManagedObjectTable` with
+//! Postgres, memory otherwise). A new object is written to the map at once
+//! and to the store without waiting; an id this replica has not seen is
+//! read through the store once (another replica created it). Charging a
+//! completed batch is claimed in the store, so the fleet charges it once.
+
+use crate::control::ControlPlane;
+use crate::store::{ManagedKind, ManagedObject};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Longest a read-through or claim waits for the store.
+const STORE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Most objects kept in the map; past it, lookups read through the store.
+const MAX_CACHED: usize = 100_000;
+
+/// Most ids a list is filtered by.
+pub const MAX_LISTED: usize = 10_000;
+
+/// Why the store could not answer.
+#[derive(Debug, thiserror::Error)]
+#[error("the store did not answer: {0}")]
+pub struct ManagedError(pub String);
+
+/// The files and batches created through this gateway.
+pub struct Managed {
+    objects: papaya::HashMap<String, Arc<ManagedObject>>,
+    control: ControlPlane,
+}
+
+impl Managed {
+    /// An empty map in front of the store `control` owns.
+    pub fn new(control: ControlPlane) -> Managed {
+        Managed {
+            objects: papaya::HashMap::new(),
+            control,
+        }
+    }
+
+    /// Records a new object: here at once, in the store without waiting.
+    pub fn record(&self, object: ManagedObject) {
+        let object = Arc::new(object);
+        let objects = self.objects.pin();
+        if objects.len() < MAX_CACHED {
+            objects.insert(object.id.clone(), object.clone());
+        }
+        let queued = self.control.spawn(move |ctx| async move {
+            if let Err(e) = ctx.store().insert_managed(&object).await {
+                tracing::error!(
+                    id = %object.id,
+                    kind = object.kind.as_str(),
+                    error = %e,
+                    "could not record a managed file or batch"
+                );
+            }
+        });
+        if let Err(e) = queued {
+            tracing::error!(error = %e, "could not queue the record of a managed file or batch");
+        }
+    }
+
+    /// The object with provider id `id`, if this gateway created it.
+    pub async fn lookup(&self, id: &str) -> Result<Option<Arc<ManagedObject>>, ManagedError> {
+        if let Some(found) = self.objects.pin().get(id) {
+            return Ok(Some(found.clone()));
+        }
+        let owned = id.to_string();
+        let found = self
+            .control
+            .call(STORE_TIMEOUT, move |ctx| async move {
+                ctx.store().get_managed(&owned).await
+            })
+            .await
+            .map_err(|e| ManagedError(e.to_string()))?
+            .map_err(|e| ManagedError(e.to_string()))?;
+        Ok(found.map(|object| {
+            let object = Arc::new(object);
+            let objects = self.objects.pin();
+            if objects.len() < MAX_CACHED {
+                objects.insert(object.id.clone(), object.clone());
+            }
+            object
+        }))
+    }
+
+    /// Ids of the objects of `kind` that `key` created (at most
+    /// [`MAX_LISTED`]): the store's, and this replica's not yet written.
+    pub async fn ids_of(&self, key: &str, kind: ManagedKind) -> Result<Vec<String>, ManagedError> {
+        let owned = key.to_string();
+        let mut ids = self
+            .control
+            .call(STORE_TIMEOUT, move |ctx| async move {
+                ctx.store().managed_ids(&owned, kind, MAX_LISTED).await
+            })
+            .await
+            .map_err(|e| ManagedError(e.to_string()))?
+            .map_err(|e| ManagedError(e.to_string()))?;
+        for object in self.objects.pin().values() {
+            if ids.len() >= MAX_LISTED {
+                break;
+            }
+            if object.kind == kind && object.key == key && !ids.contains(&object.id) {
+                ids.push(object.id.clone());
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Claims the charge of `batch`: true for the one call in the fleet
+    /// that gets it.
+    pub async fn claim_charge(&self, batch: &Arc<ManagedObject>) -> Result<bool, ManagedError> {
+        let batch = batch.clone();
+        self.control
+            .call(STORE_TIMEOUT, move |ctx| async move {
+                ctx.store().claim_batch_charge(&batch).await
+            })
+            .await
+            .map_err(|e| ManagedError(e.to_string()))?
+            .map_err(|e| ManagedError(e.to_string()))
+    }
+}
