@@ -74,6 +74,9 @@ struct Destination<'t> {
     forward: bool,
     /// The answer's format when its usage is read, and whether it streams.
     usage_format: Option<(Format, bool)>,
+    /// Most output tokens the call can be charged for (its body's cap,
+    /// else the model's, else the default; 0 for embeddings).
+    output_bound: u64,
 }
 
 /// Serves one pass-through request to `provider`'s `rest` (the path after
@@ -139,6 +142,7 @@ pub async fn handle_custom(
                         added: endpoint.headers.clone(),
                         forward: endpoint.forward_headers,
                         usage_format: None,
+                        output_bound: 0,
                     };
                     serve(worker, principal, (head, dest), body, out, &mut call).await
                 }
@@ -204,13 +208,46 @@ async fn finish(
     );
 }
 
-/// The request's `model` and `stream`, when its body is JSON.
+/// The request's `model`, `stream` and output cap, when its body is JSON.
 #[derive(serde::Deserialize, Default)]
 struct BodyFields {
     #[serde(default)]
     model: Option<String>,
     #[serde(default)]
     stream: Option<bool>,
+    /// Chat completions' and Messages' cap.
+    #[serde(default)]
+    max_tokens: Option<u64>,
+    /// Chat completions' newer cap.
+    #[serde(default)]
+    max_completion_tokens: Option<u64>,
+    /// The Responses API's cap.
+    #[serde(default)]
+    max_output_tokens: Option<u64>,
+    /// generateContent's cap (`generationConfig.maxOutputTokens`).
+    #[serde(default, rename = "generationConfig")]
+    generation_config: Option<GenerationConfig>,
+}
+
+/// The part of a generateContent body that caps its output.
+#[derive(serde::Deserialize, Default)]
+struct GenerationConfig {
+    #[serde(default, rename = "maxOutputTokens")]
+    max_output_tokens: Option<u64>,
+}
+
+impl BodyFields {
+    /// The output cap the body names, if any.
+    fn output_cap(&self) -> Option<u64> {
+        self.max_completion_tokens
+            .or(self.max_tokens)
+            .or(self.max_output_tokens)
+            .or_else(|| {
+                self.generation_config
+                    .as_ref()
+                    .and_then(|g| g.max_output_tokens)
+            })
+    }
 }
 
 /// Where a provider route's call goes, with the provider's key.
@@ -248,10 +285,18 @@ fn provider_destination<'w>(
             .map_err(|e| GatewayError::PassThroughPath(e.0))?;
     call.api_base = Arc::from(target.base.url.as_str());
     let fields: BodyFields = serde_json::from_slice(body).unwrap_or_default();
+    let output_cap = fields.output_cap();
     call.model = fields
         .model
         .or_else(|| provider.model_in_path(rest).map(str::to_string))
         .unwrap_or_default();
+    let output_bound = if rest.ends_with("/embeddings") {
+        0
+    } else {
+        output_cap
+            .or_else(|| spend::shipped(&call.model).and_then(|m| m.max_output_tokens))
+            .unwrap_or(record::DEFAULT_MAX_OUTPUT)
+    };
     Ok(Destination {
         base: &target.base,
         path,
@@ -262,6 +307,7 @@ fn provider_destination<'w>(
             .collect(),
         forward: true,
         usage_format: provider.usage_format(rest, fields.stream.unwrap_or(false)),
+        output_bound,
     })
 }
 
@@ -302,25 +348,27 @@ async fn serve(
         .await?
         .map(Box::new);
     let budgets = record::budgets_of(caller, &call.model);
-    // Nothing is reserved ahead (LiteLLM prices a pass-through call once
-    // it is answered): the call's cost is settled when it ends.
-    let reservation = if budgets.is_empty() {
-        None
-    } else {
-        let held = Box::pin(crate::budget::Reservation::acquire_shared(
-            &worker.shared.limiter,
-            &budgets,
-            0.0,
-            &call.call_id,
-        ))
-        .await;
-        Some(held.map_err(|r| GatewayError::BudgetExceeded {
+    // The call's worst case is held against its budgets before it is sent,
+    // as on the LLM routes, so concurrent calls cannot pass a budget by
+    // more than what they were told they might cost: the body's length
+    // bounds its prompt tokens, its output cap (else the model's) its
+    // completion. Routes whose usage is not read cost nothing and hold
+    // nothing.
+    let price = spend::shipped(&call.model)
+        .map(|m| m.price)
+        .unwrap_or_default();
+    let worst = match dest.usage_format {
+        Some(_) => spend::worst_case_cost(body.len() as u64, dest.output_bound, price),
+        None => 0.0,
+    };
+    let reservation = record::hold(&worker.shared.limiter, &budgets, worst, &call.call_id)
+        .await
+        .map_err(|r| GatewayError::BudgetExceeded {
             scope: r.scope.to_string(),
             spend: r.spend,
             max: r.max,
-            reserve: None,
-        })?)
-    };
+            reserve: Some(worst),
+        })?;
     let upstream_head = request_head(head, &dest, body.len());
     let result = Box::pin(relay(
         worker,
@@ -332,9 +380,6 @@ async fn serve(
     ))
     .await;
     if dest.usage_format.is_some() && (result.is_ok() || out.started()) {
-        let price = spend::shipped(&call.model)
-            .map(|m| m.price)
-            .unwrap_or_default();
         call.cost = spend::cost(call.usage, price);
     }
     record::settle(
