@@ -546,6 +546,13 @@ fn provider_env(kind: ProviderKind) -> [Option<&'static str>; 4] {
         ],
         ProviderKind::Gemini => [Some("GEMINI_API_BASE"), Some("GEMINI_API_KEY"), None, None],
         ProviderKind::Cohere => [Some("COHERE_API_BASE"), Some("COHERE_API_KEY"), None, None],
+        ProviderKind::Jina => [
+            Some("JINA_AI_API_BASE"),
+            Some("JINA_AI_API_KEY"),
+            None,
+            None,
+        ],
+        ProviderKind::Voyage => [Some("VOYAGE_API_BASE"), Some("VOYAGE_API_KEY"), None, None],
         ProviderKind::OpenAiCompatible
         | ProviderKind::Mock
         | ProviderKind::Unsupported
@@ -625,6 +632,12 @@ fn deployment(
             .clone()
             .or_else(|| env(env_key))
             .or_else(|| env(Some("CO_API_KEY"))),
+        // LiteLLM also reads `VOYAGE_AI_API_KEY`.
+        ProviderKind::Voyage => params
+            .api_key
+            .clone()
+            .or_else(|| env(env_key))
+            .or_else(|| env(Some("VOYAGE_AI_API_KEY"))),
         _ => params.api_key.clone().or_else(|| env(env_key)),
     };
     let api_version = params.api_version.clone().or_else(|| env(env_version));
@@ -670,6 +683,12 @@ fn deployment(
                 lookup,
             )
             .map_err(|p| bad("litellm_params", format!("litellm_params: {p}")))?;
+            // The ranking models live on Discovery Engine, not aiplatform.
+            let base = if crate::providers::vertex::rank::is_ranker(&upstream_model) {
+                crate::providers::vertex::rank::DEFAULT_BASE.to_string()
+            } else {
+                base
+            };
             (Some(vertex), Some(base))
         }
         _ => (None, env_base),
@@ -700,6 +719,16 @@ fn deployment(
                         ),
                     )
                 })?;
+            // Bedrock's rerank models are served by the agent runtime
+            // (LiteLLM's rule: `bedrock-runtime` in the endpoint becomes
+            // `bedrock-agent-runtime`).
+            let url = if spec.kind == ProviderKind::Bedrock
+                && crate::providers::bedrock::rerank::is_rerank_model(&upstream_model)
+            {
+                url.replace("bedrock-runtime", "bedrock-agent-runtime")
+            } else {
+                url
+            };
             let mut base = parse_base(&url).map_err(|e| {
                 bad(
                     "litellm_params.api_base",
