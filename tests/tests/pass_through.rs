@@ -213,14 +213,17 @@ fn pass_through_refuses_bad_paths_unserved_routes_missing_keys_budgets_and_limit
         &[("authorization", &auth)],
         b"{}",
     );
-    assert_eq!(resp.status, 501, "{}", resp.text());
+    // No use_in_pass_through Vertex AI deployment, no AWS keys: named.
+    assert_eq!(resp.status, 503, "{}", resp.text());
+    assert!(resp.text().contains("use_in_pass_through"), "{}", resp.text());
     let resp = gw.call(
         "POST",
         "/bedrock/model/m/converse",
         &[("authorization", &auth)],
         b"{}",
     );
-    assert_eq!(resp.status, 501, "{}", resp.text());
+    assert_eq!(resp.status, 503, "{}", resp.text());
+    assert!(resp.text().contains("AWS_ACCESS_KEY_ID"), "{}", resp.text());
     // No COHERE_API_KEY: named, not sent without a credential.
     let resp = gw.call(
         "POST",

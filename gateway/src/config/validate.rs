@@ -230,9 +230,15 @@ pub(super) fn validate(
     let pass_through = {
         let offered: Vec<_> = in_pass_through
             .iter()
-            .map(|&i| crate::providers::passthrough::DeploymentCredential {
-                provider: &deployments[i].provider_name,
-                key: deployments[i].api_key.as_deref(),
+            .map(|&i| {
+                let d = &deployments[i];
+                let base = d.base.as_ref();
+                crate::providers::passthrough::DeploymentCredential {
+                    provider: &d.provider_name,
+                    key: d.api_key.as_deref(),
+                    vertex: d.vertex.as_ref().zip(base),
+                    aws: d.aws.as_ref().zip(base),
+                }
             })
             .collect();
         let mut targets =

@@ -16,6 +16,7 @@ pub mod jina;
 mod mock;
 mod openai;
 pub mod passthrough;
+pub mod passthrough_cloud;
 pub mod rerank;
 pub mod sigv4;
 pub mod unsupported;

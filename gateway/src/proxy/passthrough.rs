@@ -1,5 +1,6 @@
 //! LiteLLM's provider pass-through routes (`/openai/*`, `/anthropic/*`,
-//! `/gemini/*`, `/cohere/*`, `/mistral/*`, `/azure/*`): the provider's own
+//! `/gemini/*`, `/cohere/*`, `/mistral/*`, `/azure/*`, `/vertex_ai/*` with
+//! a Google token, `/bedrock/*` signed with SigV4): the provider's own
 //! API behind the gateway's key checks. The caller's key is authenticated
 //! (from the head, `api::admit`), its budgets and rate limits checked, its
 //! credential replaced by the provider's (`providers::passthrough`), the
@@ -20,6 +21,7 @@ use crate::formats::Format;
 use crate::http1::RequestHead;
 use crate::limits::AdmitInput;
 use crate::providers::passthrough::{self, PassThroughProvider, PassThroughTarget};
+use crate::providers::passthrough_cloud;
 use crate::spend::{self, PromptEstimate, Usage};
 use crate::state::Worker;
 use crate::store::SpendLogRow;
@@ -95,8 +97,11 @@ pub async fn handle(
         Err(err) => Err(err),
         Ok(principal) => {
             let principal = &principal;
-            let served = match provider_destination(worker, head, provider, rest, &body, &mut call)
-            {
+            let dest = Box::pin(provider_destination(
+                worker, head, provider, rest, &body, &mut call,
+            ))
+            .await;
+            let served = match dest {
                 Ok(dest) => {
                     serve(worker, Some(principal), (head, dest), body, out, &mut call).await
                 }
@@ -168,7 +173,6 @@ fn log_failure(
     if !matches!(
         err,
         GatewayError::PassThroughPath(_)
-            | GatewayError::PassThroughNotServed(_)
             | GatewayError::PassThroughUnconfigured { .. }
             | GatewayError::BudgetExceeded { .. }
             | GatewayError::RateLimited { .. }
@@ -250,8 +254,9 @@ impl BodyFields {
     }
 }
 
-/// Where a provider route's call goes, with the provider's key.
-fn provider_destination<'w>(
+/// Where a provider route's call goes, with the provider's key (for
+/// Vertex AI a Google token, for Bedrock a SigV4 signature).
+async fn provider_destination<'w>(
     worker: &'w Worker,
     head: &RequestHead,
     provider: PassThroughProvider,
@@ -259,9 +264,49 @@ fn provider_destination<'w>(
     body: &Bytes,
     call: &mut Call,
 ) -> Result<Destination<'w>, GatewayError> {
-    if !provider.is_served() {
-        return Err(GatewayError::PassThroughNotServed(provider.name()));
-    }
+    let fields: BodyFields = serde_json::from_slice(body).unwrap_or_default();
+    let output_cap = fields.output_cap();
+    let body_stream = fields.stream.unwrap_or(false);
+    call.model = fields
+        .model
+        .or_else(|| provider.model_in_path(rest))
+        .unwrap_or_default();
+    let output_bound = if rest.ends_with("/embeddings") {
+        0
+    } else {
+        output_cap
+            .or_else(|| spend::shipped(&call.model).and_then(|m| m.max_output_tokens))
+            .unwrap_or(record::DEFAULT_MAX_OUTPUT)
+    };
+    let usage_format = provider.usage_format(rest, body_stream);
+    let (base, path, added) = match provider {
+        PassThroughProvider::VertexAi => {
+            Box::pin(vertex_destination(worker, head, rest)).await?
+        }
+        PassThroughProvider::Bedrock => bedrock_destination(worker, head, rest, body)?,
+        _ => keyed_destination(worker, head, provider, rest)?,
+    };
+    call.api_base = Arc::from(base.url.as_str());
+    Ok(Destination {
+        base,
+        path,
+        added,
+        forward: true,
+        usage_format,
+        output_bound,
+    })
+}
+
+/// A call's server, upstream path and the headers the gateway adds.
+type Target<'w> = (&'w UpstreamBase, String, Vec<(String, String)>);
+
+/// The destination of a route whose provider key is configured.
+fn keyed_destination<'w>(
+    worker: &'w Worker,
+    head: &RequestHead,
+    provider: PassThroughProvider,
+    rest: &str,
+) -> Result<Target<'w>, GatewayError> {
     let target: &PassThroughTarget = worker.shared.pass_through.get(provider).ok_or_else(|| {
         GatewayError::PassThroughUnconfigured {
             provider: provider.name(),
@@ -283,32 +328,94 @@ fn provider_destination<'w>(
     let path =
         passthrough::upstream_target(provider, &target.base.path, rest, head.query(), gemini_key)
             .map_err(|e| GatewayError::PassThroughPath(e.0))?;
-    call.api_base = Arc::from(target.base.url.as_str());
-    let fields: BodyFields = serde_json::from_slice(body).unwrap_or_default();
-    let output_cap = fields.output_cap();
-    call.model = fields
-        .model
-        .or_else(|| provider.model_in_path(rest).map(str::to_string))
-        .unwrap_or_default();
-    let output_bound = if rest.ends_with("/embeddings") {
-        0
+    let added = provider
+        .credential_headers(key)
+        .into_iter()
+        .map(|(n, v)| (n.to_string(), v))
+        .collect();
+    Ok((&target.base, path, added))
+}
+
+/// The destination of a `/vertex_ai` call: the project and location of
+/// the `use_in_pass_through` deployment the path names (else the first),
+/// put in the path as LiteLLM does, with that deployment's Google token.
+async fn vertex_destination<'w>(
+    worker: &'w Worker,
+    head: &RequestHead,
+    rest: &str,
+) -> Result<Target<'w>, GatewayError> {
+    let provider = PassThroughProvider::VertexAi;
+    let target = passthrough_cloud::vertex_target(&worker.shared.pass_through.vertex, rest)
+        .ok_or_else(|| GatewayError::PassThroughUnconfigured {
+            provider: provider.name(),
+            missing: "give a vertex_ai deployment with vertex_credentials `use_in_pass_through: true`"
+                .into(),
+        })?;
+    let checked = passthrough::upstream_target(provider, "", rest, head.query(), None)
+        .map_err(|e| GatewayError::PassThroughPath(e.0))?;
+    let path = passthrough_cloud::vertex_path(&target.settings, &checked)
+        .map_err(|e| GatewayError::PassThroughPath(e.0))?;
+    let source = target.settings.auth.as_ref().ok_or_else(|| {
+        GatewayError::PassThroughUnconfigured {
+            provider: provider.name(),
+            missing: format!(
+                "give the vertex_ai deployment of project {} credentials (vertex_credentials or GOOGLE_APPLICATION_CREDENTIALS)",
+                target.settings.project
+            ),
+        }
+    })?;
+    let token = Box::pin(source.ready(
+        &worker.shared.control,
+        &worker.shared.tls,
+        TOKEN_WAIT,
+    ))
+    .await?;
+    let added = vec![("authorization".to_string(), token.header.clone())];
+    Ok((&target.base, path, added))
+}
+
+/// Longest a `/vertex_ai` call waits for a Google token.
+const TOKEN_WAIT: Duration = Duration::from_secs(20);
+
+/// The destination of a `/bedrock` call: the runtime (or, for its routes,
+/// the agent runtime) of the `use_in_pass_through` deployment, else of the
+/// `AWS_*` environment, the request signed with its keys.
+fn bedrock_destination<'w>(
+    worker: &'w Worker,
+    head: &RequestHead,
+    rest: &str,
+    body: &Bytes,
+) -> Result<Target<'w>, GatewayError> {
+    let provider = PassThroughProvider::Bedrock;
+    let target = worker.shared.pass_through.bedrock.as_ref().ok_or_else(|| {
+        GatewayError::PassThroughUnconfigured {
+            provider: provider.name(),
+            missing: "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or give a bedrock deployment with keys `use_in_pass_through: true`".into(),
+        }
+    })?;
+    let base = if passthrough_cloud::bedrock_is_agent_route(rest) {
+        &target.agent_runtime
     } else {
-        output_cap
-            .or_else(|| spend::shipped(&call.model).and_then(|m| m.max_output_tokens))
-            .unwrap_or(record::DEFAULT_MAX_OUTPUT)
+        &target.runtime
     };
-    Ok(Destination {
-        base: &target.base,
-        path,
-        added: provider
-            .credential_headers(key)
-            .into_iter()
-            .map(|(n, v)| (n.to_string(), v))
-            .collect(),
-        forward: true,
-        usage_format: provider.usage_format(rest, fields.stream.unwrap_or(false)),
-        output_bound,
-    })
+    let path = passthrough::upstream_target(provider, &base.path, rest, head.query(), None)
+        .map_err(|e| GatewayError::PassThroughPath(e.0))?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(0));
+    let amz_date = crate::providers::sigv4::amz_date(now);
+    let added = passthrough_cloud::bedrock_sign(
+        &target.aws,
+        base,
+        (head.method(), &path),
+        body,
+        &amz_date,
+    )
+    .ok_or_else(|| GatewayError::PassThroughUnconfigured {
+        provider: provider.name(),
+        missing: "give the bedrock deployment aws_access_key_id and aws_secret_access_key".into(),
+    })?;
+    Ok((base, path, added))
 }
 
 /// Checks the caller's budgets and limits (a call without a key has
