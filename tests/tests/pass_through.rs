@@ -215,7 +215,11 @@ fn pass_through_refuses_bad_paths_unserved_routes_missing_keys_budgets_and_limit
     );
     // No use_in_pass_through Vertex AI deployment, no AWS keys: named.
     assert_eq!(resp.status, 503, "{}", resp.text());
-    assert!(resp.text().contains("use_in_pass_through"), "{}", resp.text());
+    assert!(
+        resp.text().contains("use_in_pass_through"),
+        "{}",
+        resp.text()
+    );
     let resp = gw.call(
         "POST",
         "/bedrock/model/m/converse",

@@ -27,7 +27,10 @@ fn call(gw: &Gateway, key: &str, path: &str, body: &Value) -> Response {
     gw.call(
         "POST",
         path,
-        &[("authorization", &auth), ("content-type", "application/json")],
+        &[
+            ("authorization", &auth),
+            ("content-type", "application/json"),
+        ],
         body.to_string().as_bytes(),
     )
 }

@@ -37,7 +37,8 @@ fn docs() -> Value {
 
 /// Asks `group` to rerank [`docs`]; the answer, its spend row.
 fn rerank(gw: &Gateway, group: &str, extra: Value) -> (Value, Value) {
-    let mut body = json!({"model": group, "query": "capital of France", "documents": docs(), "top_n": 2});
+    let mut body =
+        json!({"model": group, "query": "capital of France", "documents": docs(), "top_n": 2});
     if let (Some(b), Value::Object(extra)) = (body.as_object_mut(), extra) {
         b.extend(extra);
     }
@@ -48,7 +49,10 @@ fn rerank(gw: &Gateway, group: &str, extra: Value) -> (Value, Value) {
     let results = answer["results"].as_array().expect("results");
     assert_eq!(results.len(), 2, "{answer}");
     // The two documents about France, best first.
-    let indexes: Vec<u64> = results.iter().map(|r| r["index"].as_u64().unwrap()).collect();
+    let indexes: Vec<u64> = results
+        .iter()
+        .map(|r| r["index"].as_u64().unwrap())
+        .collect();
     assert!(
         indexes.contains(&0) && indexes.contains(&2),
         "{group}: {answer}"
@@ -88,11 +92,12 @@ fn jina_and_voyage_rerank_in_litellms_shape_billed_by_the_token() {
         ),
     ]);
     let (answer, row) = rerank(&gw, "jina", json!({"return_documents": true}));
-    let tokens = answer["meta"]["billed_units"]["total_tokens"].as_u64().unwrap();
+    let tokens = answer["meta"]["billed_units"]["total_tokens"]
+        .as_u64()
+        .unwrap();
     assert!(tokens > 0, "{answer}");
     assert_eq!(
-        answer["results"][0]["document"]["text"],
-        "Paris is the capital of France",
+        answer["results"][0]["document"]["text"], "Paris is the capital of France",
         "{answer}"
     );
     assert_eq!(row["custom_llm_provider"], "jina_ai");
@@ -105,7 +110,9 @@ fn jina_and_voyage_rerank_in_litellms_shape_billed_by_the_token() {
 
     // Voyage takes strings and top_k: the mock refuses objects and top_n.
     let (answer, row) = rerank(&gw, "voyage", json!({}));
-    let tokens = answer["meta"]["billed_units"]["total_tokens"].as_u64().unwrap();
+    let tokens = answer["meta"]["billed_units"]["total_tokens"]
+        .as_u64()
+        .unwrap();
     assert!(tokens > 0, "{answer}");
     assert!(answer["results"][0].get("document").is_none(), "{answer}");
     // voyage/rerank-2: 5e-8 USD a token.
@@ -153,7 +160,10 @@ fn bedrock_rerank_is_signed_and_billed_per_search_unit() {
         })
     };
     let gw = start(vec![
-        entry("amazon-rerank", aws(AWS_SECRET, "bedrock/amazon.rerank-v1:0")),
+        entry(
+            "amazon-rerank",
+            aws(AWS_SECRET, "bedrock/amazon.rerank-v1:0"),
+        ),
         entry(
             "cohere-rerank",
             aws(
@@ -168,7 +178,10 @@ fn bedrock_rerank_is_signed_and_billed_per_search_unit() {
         ),
     ]);
     let (answer, row) = rerank(&gw, "amazon-rerank", json!({}));
-    assert_eq!(answer["meta"]["billed_units"]["search_units"], 1, "{answer}");
+    assert_eq!(
+        answer["meta"]["billed_units"]["search_units"], 1,
+        "{answer}"
+    );
     assert_eq!(row["custom_llm_provider"], "bedrock");
     // amazon.rerank-v1:0: 0.001 USD a search unit.
     assert!(close(row["spend"].as_f64().unwrap(), 0.001), "{row}");
@@ -234,10 +247,12 @@ fn vertex_ai_ranking_uses_the_google_token_and_bills_per_search_unit() {
         ),
     ]);
     let (answer, row) = rerank(&gw, "ranker", json!({"return_documents": true}));
-    assert_eq!(answer["meta"]["billed_units"]["search_units"], 1, "{answer}");
     assert_eq!(
-        answer["results"][0]["document"]["text"],
-        "Paris is the capital of France",
+        answer["meta"]["billed_units"]["search_units"], 1,
+        "{answer}"
+    );
+    assert_eq!(
+        answer["results"][0]["document"]["text"], "Paris is the capital of France",
         "{answer}"
     );
     assert_eq!(row["custom_llm_provider"], "vertex_ai");

@@ -244,6 +244,8 @@ pub(super) fn validate(
         let mut targets =
             crate::providers::passthrough::PassThroughTargets::resolve(lookup, &offered)
                 .map_err(|p| invalid("pass-through routes".into(), p))?;
+        targets.vertex_default = default_vertex(file.default_vertex_config.as_ref(), lookup)
+            .map_err(|p| invalid("default_vertex_config".into(), p))?;
         if let Some(list) = file.general_settings.other.get("pass_through_endpoints") {
             if !list.is_null() {
                 targets.custom = crate::providers::passthrough::CustomEndpoint::parse_all(list)
@@ -526,6 +528,51 @@ pub fn deployment_from_json(
     let label = entry.model_name.clone().unwrap_or_default();
     let dep = deployment(entry, router, lookup, &mut warnings, &label)?;
     Ok((dep, warnings))
+}
+
+/// The `/vertex_ai/*` route's default credentials: LiteLLM's
+/// `default_vertex_config`, else its `DEFAULT_VERTEXAI_PROJECT`,
+/// `DEFAULT_VERTEXAI_LOCATION` and `DEFAULT_GOOGLE_APPLICATION_CREDENTIALS`
+/// (none when no project is named).
+fn default_vertex(
+    config: Option<&super::file::DefaultVertexConfig>,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<crate::providers::passthrough_cloud::VertexTarget>, String> {
+    let env = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+    let (project, location, credentials) = match config {
+        Some(c) => (
+            c.vertex_project.clone(),
+            c.vertex_location.clone(),
+            c.vertex_credentials.clone(),
+        ),
+        None => (
+            env("DEFAULT_VERTEXAI_PROJECT"),
+            env("DEFAULT_VERTEXAI_LOCATION"),
+            env("DEFAULT_GOOGLE_APPLICATION_CREDENTIALS"),
+        ),
+    };
+    let Some(project) = project else {
+        return match config {
+            Some(_) => Err("vertex_project is required".into()),
+            None => Ok(None),
+        };
+    };
+    // Only what the block names: the deployments' VERTEXAI_* fallbacks do
+    // not apply here.
+    let only = |_: &str| None;
+    let (settings, base) = crate::providers::vertex::resolve(
+        &crate::providers::vertex::VertexParams {
+            project: Some(&project),
+            location: location.as_deref(),
+            credentials: credentials.as_deref(),
+        },
+        &only,
+    )?;
+    let base = parse_base(&base).map_err(|e| format!("\"{base}\": {e}"))?;
+    Ok(Some(crate::providers::passthrough_cloud::VertexTarget {
+        settings,
+        base,
+    }))
 }
 
 /// The environment variables LiteLLM reads for a provider's `api_base`,
@@ -1027,6 +1074,24 @@ mod tests {
             (n == "UP_KEY").then(|| "sk-up".to_string())
         })
         .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn default_vertex_config_is_the_vertex_routes_fallback() {
+        let c = parse("model_list: []\ndefault_vertex_config: {vertex_project: proj-1, vertex_location: europe-west4}\n").unwrap();
+        let d = c.pass_through.vertex_default.as_ref().unwrap();
+        assert_eq!(
+            (d.settings.project.as_str(), d.settings.location.as_str()),
+            ("proj-1", "europe-west4")
+        );
+        assert_eq!(&*d.base.host, "europe-west4-aiplatform.googleapis.com");
+        assert!(parse("model_list: []\n")
+            .unwrap()
+            .pass_through
+            .vertex_default
+            .is_none());
+        assert!(parse("model_list: []\ndefault_vertex_config: {vertex_location: us}\n").is_err());
+        assert!(parse("model_list: []\ndefault_vertex_config: {vertex_projekt: p}\n").is_err());
     }
 
     #[test]

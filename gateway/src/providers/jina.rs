@@ -60,7 +60,8 @@ impl Provider for Jina {
             return Err(rerank_only("jina_ai", req.endpoint));
         }
         let ask = Ask::parse(&req.body)?;
-        let mut body = json!({"model": upstream_model, "query": ask.query, "documents": ask.documents});
+        let mut body =
+            json!({"model": upstream_model, "query": ask.query, "documents": ask.documents});
         if let Some(n) = ask.top_n {
             body["top_n"] = n.into();
         }
@@ -102,9 +103,7 @@ pub fn results_answer(
 ) -> Result<Vec<u8>, TranslateError> {
     let answer = rerank::read(body)?;
     let Some(Value::Array(found)) = answer.get(field) else {
-        return Err(TranslateError(format!(
-            "rerank answer: no `{field}` list"
-        )));
+        return Err(TranslateError(format!("rerank answer: no `{field}` list")));
     };
     let results = found
         .iter()

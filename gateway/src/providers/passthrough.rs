@@ -250,6 +250,9 @@ pub struct PassThroughTargets {
     /// `/vertex_ai/*`'s projects and locations, from `use_in_pass_through`
     /// Vertex AI deployments, in config order.
     pub vertex: Vec<VertexTarget>,
+    /// `/vertex_ai/*`'s credentials for paths no deployment matches
+    /// (LiteLLM's `default_vertex_config`).
+    pub vertex_default: Option<VertexTarget>,
     /// `/bedrock/*`'s keys and endpoints.
     pub bedrock: Option<BedrockTarget>,
     /// `general_settings.pass_through_endpoints`.
@@ -418,8 +421,9 @@ impl PassThroughTargets {
                 )?;
                 match aws.credentials {
                     Some(_) => {
-                        let base = parse_base(endpoint.trim())
-                            .map_err(|e| format!("AWS_BEDROCK_RUNTIME_ENDPOINT \"{endpoint}\": {e}"))?;
+                        let base = parse_base(endpoint.trim()).map_err(|e| {
+                            format!("AWS_BEDROCK_RUNTIME_ENDPOINT \"{endpoint}\": {e}")
+                        })?;
                         Some((aws, base))
                     }
                     None => None,
@@ -427,7 +431,9 @@ impl PassThroughTargets {
             }
         };
         if let Some((aws, runtime)) = aws {
-            let agent = runtime.url.replace("bedrock-runtime", "bedrock-agent-runtime");
+            let agent = runtime
+                .url
+                .replace("bedrock-runtime", "bedrock-agent-runtime");
             let agent_runtime = parse_base(&agent).map_err(|e| format!("\"{agent}\": {e}"))?;
             targets.bedrock = Some(BedrockTarget {
                 aws,

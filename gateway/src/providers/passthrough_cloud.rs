@@ -39,9 +39,14 @@ fn segment_after<'p>(path: &'p str, name: &str) -> Option<&'p str> {
     parts.next().filter(|s| !s.is_empty())
 }
 
-/// The target for a `/vertex_ai` path: the one whose project and location
-/// the path names, else the first (LiteLLM's default credentials).
-pub fn vertex_target<'t>(targets: &'t [VertexTarget], rest: &str) -> Option<&'t VertexTarget> {
+/// The target for a `/vertex_ai` path: the deployment whose project and
+/// location the path names, else `default` (LiteLLM's
+/// `default_vertex_config`), else the first deployment.
+pub fn vertex_target<'t>(
+    targets: &'t [VertexTarget],
+    default: Option<&'t VertexTarget>,
+    rest: &str,
+) -> Option<&'t VertexTarget> {
     let project = segment_after(rest, "projects");
     let location = segment_after(rest, "locations");
     targets
@@ -50,6 +55,7 @@ pub fn vertex_target<'t>(targets: &'t [VertexTarget], rest: &str) -> Option<&'t 
             Some(t.settings.project.as_str()) == project
                 && Some(t.settings.location.as_str()) == location
         })
+        .or(default)
         .or_else(|| targets.first())
 }
 
@@ -237,10 +243,29 @@ mod tests {
                 base: crate::upstream::parse_base("http://h:2").unwrap(),
             },
         ];
-        let pick = |rest| vertex_target(&targets, rest).unwrap().settings.project.clone();
+        let pick = |rest| {
+            vertex_target(&targets, None, rest)
+                .unwrap()
+                .settings
+                .project
+                .clone()
+        };
         assert_eq!(pick("/v1/projects/b/locations/europe-west1/x"), "b");
         assert_eq!(pick("/v1/projects/b/locations/us-east1/x"), "a");
         assert_eq!(pick("/v1/publishers/google/models/g:generateContent"), "a");
+        let default = VertexTarget {
+            settings: settings("d", "global"),
+            base: crate::upstream::parse_base("http://h:3").unwrap(),
+        };
+        let with_default = |rest| {
+            vertex_target(&targets, Some(&default), rest)
+                .unwrap()
+                .settings
+                .project
+                .clone()
+        };
+        assert_eq!(with_default("/v1/projects/b/locations/europe-west1/x"), "b");
+        assert_eq!(with_default("/v1/projects/x/locations/y/z"), "d");
     }
 
     #[test]

@@ -188,7 +188,10 @@ mod tests {
             (json!({"query": 1, "documents": ["a"]}), "query"),
             (json!({"query": "q"}), "documents"),
             (json!({"query": "q", "documents": []}), "documents"),
-            (json!({"query": "q", "documents": [{"image": "x"}]}), "documents"),
+            (
+                json!({"query": "q", "documents": [{"image": "x"}]}),
+                "documents",
+            ),
             (
                 json!({"query": "q", "documents": ["a"], "top_n": 0}),
                 "top_n",
@@ -216,7 +219,10 @@ mod tests {
             json!({"id": "x", "results": [{"index": 1, "relevance_score": 0.5, "document": {"text": "doc"}}],
                    "meta": {"billed_units": {"total_tokens": 7}, "tokens": {"input_tokens": 7, "output_tokens": 0}}})
         );
-        assert_eq!((search_units(1), search_units(100), search_units(101)), (1, 1, 2));
+        assert_eq!(
+            (search_units(1), search_units(100), search_units(101)),
+            (1, 1, 2)
+        );
         assert_eq!(document_count(br#"{"documents":["a",{"text":"b"}]}"#), 2);
         assert!(index(&json!("3"), 2).is_err());
         assert_eq!(index(&json!("1"), 2).unwrap(), 1);

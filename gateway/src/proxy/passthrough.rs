@@ -280,9 +280,7 @@ async fn provider_destination<'w>(
     };
     let usage_format = provider.usage_format(rest, body_stream);
     let (base, path, added) = match provider {
-        PassThroughProvider::VertexAi => {
-            Box::pin(vertex_destination(worker, head, rest)).await?
-        }
+        PassThroughProvider::VertexAi => Box::pin(vertex_destination(worker, head, rest)).await?,
         PassThroughProvider::Bedrock => bedrock_destination(worker, head, rest, body)?,
         _ => keyed_destination(worker, head, provider, rest)?,
     };
@@ -337,7 +335,8 @@ fn keyed_destination<'w>(
 }
 
 /// The destination of a `/vertex_ai` call: the project and location of
-/// the `use_in_pass_through` deployment the path names (else the first),
+/// the `use_in_pass_through` deployment the path names (else LiteLLM's
+/// `default_vertex_config`, else the first deployment),
 /// put in the path as LiteLLM does, with that deployment's Google token.
 async fn vertex_destination<'w>(
     worker: &'w Worker,
@@ -345,11 +344,13 @@ async fn vertex_destination<'w>(
     rest: &str,
 ) -> Result<Target<'w>, GatewayError> {
     let provider = PassThroughProvider::VertexAi;
-    let target = passthrough_cloud::vertex_target(&worker.shared.pass_through.vertex, rest)
+    let targets = &worker.shared.pass_through;
+    let target = passthrough_cloud::vertex_target(&targets.vertex, targets.vertex_default.as_ref(), rest)
         .ok_or_else(|| GatewayError::PassThroughUnconfigured {
             provider: provider.name(),
-            missing: "give a vertex_ai deployment with vertex_credentials `use_in_pass_through: true`"
-                .into(),
+            missing:
+                "give a vertex_ai deployment with vertex_credentials `use_in_pass_through: true`, or set default_vertex_config"
+                    .into(),
         })?;
     let checked = passthrough::upstream_target(provider, "", rest, head.query(), None)
         .map_err(|e| GatewayError::PassThroughPath(e.0))?;
@@ -364,12 +365,8 @@ async fn vertex_destination<'w>(
             ),
         }
     })?;
-    let token = Box::pin(source.ready(
-        &worker.shared.control,
-        &worker.shared.tls,
-        TOKEN_WAIT,
-    ))
-    .await?;
+    let token =
+        Box::pin(source.ready(&worker.shared.control, &worker.shared.tls, TOKEN_WAIT)).await?;
     let added = vec![("authorization".to_string(), token.header.clone())];
     Ok((&target.base, path, added))
 }
@@ -404,17 +401,13 @@ fn bedrock_destination<'w>(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(0));
     let amz_date = crate::providers::sigv4::amz_date(now);
-    let added = passthrough_cloud::bedrock_sign(
-        &target.aws,
-        base,
-        (head.method(), &path),
-        body,
-        &amz_date,
-    )
-    .ok_or_else(|| GatewayError::PassThroughUnconfigured {
-        provider: provider.name(),
-        missing: "give the bedrock deployment aws_access_key_id and aws_secret_access_key".into(),
-    })?;
+    let added =
+        passthrough_cloud::bedrock_sign(&target.aws, base, (head.method(), &path), body, &amz_date)
+            .ok_or_else(|| GatewayError::PassThroughUnconfigured {
+                provider: provider.name(),
+                missing: "give the bedrock deployment aws_access_key_id and aws_secret_access_key"
+                    .into(),
+            })?;
     Ok((base, path, added))
 }
 

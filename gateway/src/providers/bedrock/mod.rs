@@ -134,7 +134,10 @@ impl Provider for Bedrock {
     ) -> Result<UpstreamRequest, GatewayError> {
         let base_path = dep.base.as_ref().map_or("", |b| b.path.as_str());
         if req.endpoint == Endpoint::Rerank {
-            let region = dep.aws.as_ref().map_or(DEFAULT_REGION, |a| a.region.as_str());
+            let region = dep
+                .aws
+                .as_ref()
+                .map_or(DEFAULT_REGION, |a| a.region.as_str());
             let body = rerank::request(&req.body, &rerank::model_arn(upstream_model, region))?;
             let path = format!("{}/rerank", base_path.trim_end_matches('/'));
             let headers = sign(dep, &path, &body, sigv4::amz_date(unix_secs()))?;

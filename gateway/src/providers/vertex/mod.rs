@@ -225,7 +225,10 @@ impl Provider for Vertex {
             let base = dep.base.as_ref().map_or("", |b| b.path.as_str());
             let own = vec![
                 authorization(settings)?,
-                (Cow::Borrowed("x-goog-user-project"), settings.project.clone()),
+                (
+                    Cow::Borrowed("x-goog-user-project"),
+                    settings.project.clone(),
+                ),
             ];
             return Ok(UpstreamRequest {
                 path: rank::path(base, &settings.project),

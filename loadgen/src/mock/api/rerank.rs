@@ -112,7 +112,7 @@ fn tokens_of(query: &str, texts: &[&str]) -> u64 {
 
 /// `model`, `query` and `documents` of a Jina or Voyage body; `strings`:
 /// documents must be strings.
-fn common<'b>(body: &'b Value, strings: bool) -> Result<(&'b str, Vec<&'b str>), Reply> {
+fn common(body: &Value, strings: bool) -> Result<(&str, Vec<&str>), Reply> {
     if body["model"].as_str().is_none_or(str::is_empty) {
         return Err(detail(422, "model: Field required"));
     }
@@ -164,7 +164,8 @@ fn jina(body: &Value) -> Result<Reply, Reply> {
         })
         .collect();
     let total = tokens_of(query, &texts);
-    let answer = json!({"model": body["model"], "usage": {"total_tokens": total}, "results": results});
+    let answer =
+        json!({"model": body["model"], "usage": {"total_tokens": total}, "results": results});
     Ok(Reply::ok(
         &answer,
         Usage {
@@ -224,18 +225,22 @@ fn bedrock_rerank(body: &Value) -> Result<Reply, Reply> {
     let [query] = queries else {
         return Err(validation("queries: exactly one query is required"));
     };
-    let (Some("TEXT"), Some(query)) = (
-        query["type"].as_str(),
-        query["textQuery"]["text"].as_str(),
-    ) else {
-        return Err(validation("queries[0]: a TEXT query with textQuery.text is required"));
+    let (Some("TEXT"), Some(query)) = (query["type"].as_str(), query["textQuery"]["text"].as_str())
+    else {
+        return Err(validation(
+            "queries[0]: a TEXT query with textQuery.text is required",
+        ));
     };
     let config = &body["rerankingConfiguration"];
     if config["type"] != "BEDROCK_RERANKING_MODEL" {
-        return Err(validation("rerankingConfiguration.type must be BEDROCK_RERANKING_MODEL"));
+        return Err(validation(
+            "rerankingConfiguration.type must be BEDROCK_RERANKING_MODEL",
+        ));
     }
     let model = &config["bedrockRerankingConfiguration"];
-    let arn = model["modelConfiguration"]["modelArn"].as_str().unwrap_or("");
+    let arn = model["modelConfiguration"]["modelArn"]
+        .as_str()
+        .unwrap_or("");
     let valid_arn = arn
         .strip_prefix("arn:aws:bedrock:")
         .and_then(|r| r.split_once("::foundation-model/"))
@@ -254,9 +259,9 @@ fn bedrock_rerank(body: &Value) -> Result<Reply, Reply> {
         .map(|s| {
             let inline = &s["inlineDocumentSource"];
             match (s["type"].as_str(), inline["type"].as_str()) {
-                (Some("INLINE"), Some("TEXT")) => inline["textDocument"]["text"]
-                    .as_str()
-                    .map(str::to_string),
+                (Some("INLINE"), Some("TEXT")) => {
+                    inline["textDocument"]["text"].as_str().map(str::to_string)
+                }
                 (Some("INLINE"), Some("JSON")) => inline
                     .get("jsonDocument")
                     .filter(|d| d.is_object())
@@ -265,8 +270,12 @@ fn bedrock_rerank(body: &Value) -> Result<Reply, Reply> {
             }
         })
         .collect::<Option<Vec<String>>>()
-        .ok_or_else(|| validation("sources: each source must be an INLINE TEXT or JSON document"))?;
-    let wanted = model["numberOfResults"].as_u64().unwrap_or(texts.len() as u64);
+        .ok_or_else(|| {
+            validation("sources: each source must be an INLINE TEXT or JSON document")
+        })?;
+    let wanted = model["numberOfResults"]
+        .as_u64()
+        .unwrap_or(texts.len() as u64);
     if wanted == 0 || wanted > texts.len() as u64 {
         return Err(validation(
             "numberOfResults must be between 1 and the number of sources",
