@@ -86,6 +86,10 @@ pub const TARGETS: &[Target] = &[
         name: "pass_through",
         run: targets::pass_through,
     },
+    Target {
+        name: "rerank",
+        run: targets::rerank,
+    },
 ];
 
 /// The target called `name`.

@@ -231,6 +231,16 @@ struct BodyFields {
     /// generateContent's cap (`generationConfig.maxOutputTokens`).
     #[serde(default, rename = "generationConfig")]
     generation_config: Option<GenerationConfig>,
+    /// Converse's cap (`inferenceConfig.maxTokens`).
+    #[serde(default, rename = "inferenceConfig")]
+    inference_config: Option<InferenceConfig>,
+}
+
+/// The part of a Converse body that caps its output.
+#[derive(serde::Deserialize, Default)]
+struct InferenceConfig {
+    #[serde(default, rename = "maxTokens")]
+    max_tokens: Option<u64>,
 }
 
 /// The part of a generateContent body that caps its output.
@@ -251,6 +261,7 @@ impl BodyFields {
                     .as_ref()
                     .and_then(|g| g.max_output_tokens)
             })
+            .or_else(|| self.inference_config.as_ref().and_then(|c| c.max_tokens))
     }
 }
 

@@ -10,7 +10,8 @@
 //! as LiteLLM sends them), and a `BEDROCK_RERANKING_MODEL` configuration
 //! naming the model's ARN (a model id is made the foundation model's ARN
 //! in the deployment's region: Bedrock takes ARNs only, LiteLLM sends the
-//! id as given) with `numberOfResults` = `top_n`, else every document.
+//! id as given) with `numberOfResults` = `top_n` (at most the documents),
+//! else every document.
 //! The answer's `results` (`index`, `relevanceScore`) become LiteLLM's;
 //! Bedrock reports no usage, so the call is billed one search unit per
 //! 100 documents, as AWS counts its rerank queries (LiteLLM bills one).
@@ -51,7 +52,9 @@ pub fn request(body: &[u8], model_arn: &str) -> Result<Vec<u8>, GatewayError> {
             }),
         })
         .collect();
-    let results = ask.top_n.unwrap_or(ask.documents.len() as u64);
+    // Bedrock refuses more results than sources.
+    let sources_count = ask.documents.len() as u64;
+    let results = ask.top_n.map_or(sources_count, |n| n.min(sources_count));
     let out = json!({
         "queries": [{"type": "TEXT", "textQuery": {"text": ask.query}}],
         "rerankingConfiguration": {
