@@ -63,7 +63,8 @@ pub fn vertex_target<'t>(
 /// by `passthrough::upstream_target`, passed as `checked`, query
 /// included), as LiteLLM builds it: a path naming `/projects/…/locations/…`
 /// gets the target's project and location in their place (and `/v1` in
-/// front when it has no version); any other path is put below
+/// front when it has no version; a project without a location is
+/// refused, as Vertex AI has no such path); any other path is put below
 /// `/{version}/projects/{project}/locations/{location}` (`v1`, or the
 /// `v1`/`v1beta1` it starts with). A streamed method (`stream` in the
 /// path) gets `alt=sse`.
@@ -71,8 +72,18 @@ pub fn vertex_path(settings: &VertexSettings, checked: &str) -> Result<String, B
     let (path, query) = checked.split_once('?').unwrap_or((checked, ""));
     let enc = sigv4::uri_encode;
     let (project, location) = (enc(&settings.project), enc(&settings.location));
-    let mut out = if path.contains("/locations/") {
-        let segments: Vec<&str> = path.split('/').collect();
+    let segments: Vec<&str> = path.split('/').collect();
+    let named = |name: &str| segments.contains(&name);
+    if segments
+        .last()
+        .is_some_and(|s| *s == "projects" || *s == "locations")
+    {
+        return Err(BadPath("a projects or locations segment names none"));
+    }
+    if named("projects") && !named("locations") {
+        return Err(BadPath("the path names a project without a location"));
+    }
+    let mut out = if named("locations") {
         let mut rebuilt = Vec::with_capacity(segments.len());
         let mut i = 0;
         while i < segments.len() {
@@ -218,6 +229,8 @@ mod tests {
             ),
             Ok("/v1/projects/proj/locations/us-central1/publishers/google/models/gemini-2.0-flash:generateContent".into())
         );
+        assert!(vertex_path(&s, "/v1/projects/x/publishers/google/models/g").is_err());
+        assert!(vertex_path(&s, "/v1/locations/l/projects").is_err());
         assert_eq!(
             vertex_path(&s, "/projects/p/locations/l/cachedContents"),
             Ok("/v1/projects/proj/locations/us-central1/cachedContents".into())
