@@ -90,6 +90,10 @@ pub const TARGETS: &[Target] = &[
         name: "files",
         run: targets::files,
     },
+    Target {
+        name: "rerank",
+        run: targets::rerank,
+    },
 ];
 
 /// The target called `name`.

@@ -570,6 +570,89 @@ pub fn pass_through(data: &[u8]) {
             "the caller's key survived: {target}"
         );
     }
+    if provider == PassThroughProvider::VertexAi {
+        // The project and location put in the path are the target's, and
+        // the path stays below a version.
+        let settings = gateway::deployment::VertexSettings {
+            project: "proj".into(),
+            location: "us-central1".into(),
+            auth: None,
+        };
+        let rest = target.strip_prefix(base).unwrap_or(&target);
+        if let Ok(path) = gateway::providers::passthrough_cloud::vertex_path(&settings, rest) {
+            let p = path.split('?').next().unwrap_or_default();
+            assert!(
+                p.starts_with("/v1/") || p.starts_with("/v1beta1/") || !p.starts_with("/projects/"),
+                "no version: {path}"
+            );
+            let mut parts = p.split('/');
+            while let Some(s) = parts.next() {
+                match s {
+                    "projects" => assert_eq!(parts.next(), Some("proj"), "{path}"),
+                    "locations" => assert_eq!(parts.next(), Some("us-central1"), "{path}"),
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+/// LiteLLM's rerank request read and translated for Jina, Voyage,
+/// Bedrock and Vertex AI, and their answers translated back: never a
+/// panic, JSON out whenever they succeed, every index within the request's
+/// documents.
+pub fn rerank(data: &[u8]) {
+    use gateway::providers::bedrock::rerank as bedrock;
+    use gateway::providers::vertex::rank as vertex;
+    use gateway::providers::{http_provider, rerank};
+    let Some((&pick, input)) = data.split_first() else {
+        return;
+    };
+    let json = |r: Result<Vec<u8>, String>| -> Option<Value> {
+        r.ok()
+            .map(|body| serde_json::from_slice::<Value>(&body).expect("a translated body is JSON"))
+    };
+    let documents = usize::from(pick >> 3);
+    let answer = |out: Option<Value>| {
+        let Some(out) = out else { return };
+        for r in out["results"].as_array().expect("results") {
+            let i = r["index"].as_u64().expect("an index");
+            assert!(documents == 0 || (i as usize) < documents, "{out}");
+        }
+    };
+    let kind = |k| http_provider(k).expect("an HTTP provider");
+    match pick % 7 {
+        0 => {
+            if let Ok(ask) = rerank::Ask::parse(input) {
+                assert!(!ask.documents.is_empty() && ask.texts().count() == ask.documents.len());
+            }
+        }
+        1 => {
+            json(
+                bedrock::request(input, "arn:aws:bedrock:us-west-2::foundation-model/m")
+                    .map_err(|e| e.to_string()),
+            );
+        }
+        2 => {
+            json(
+                vertex::request(input, "semantic-ranker-default@latest").map_err(|e| e.to_string()),
+            );
+        }
+        3 => answer(json(bedrock::to_cohere(input, documents).map_err(|e| e.0))),
+        4 => answer(json(vertex::to_cohere(input, documents).map_err(|e| e.0))),
+        5 => answer(json(
+            kind(gateway::deployment::ProviderKind::Jina)
+                .rerank_to_cohere(input, documents)
+                .expect("Jina translates")
+                .map_err(|e| e.0),
+        )),
+        _ => answer(json(
+            kind(gateway::deployment::ProviderKind::Voyage)
+                .rerank_to_cohere(input, documents)
+                .expect("Voyage translates")
+                .map_err(|e| e.0),
+        )),
+    }
 }
 
 /// The Files and Batch APIs' readers (`providers::files`): the first line

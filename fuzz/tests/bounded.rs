@@ -85,6 +85,11 @@ fn cohere() {
 }
 
 #[test]
+fn rerank() {
+    pass("rerank", 60_000);
+}
+
+#[test]
 fn pass_through() {
     pass("pass_through", 300_000);
 }

@@ -365,9 +365,6 @@ pub enum GatewayError {
     /// A pass-through route's path this gateway refuses to forward.
     #[error("Invalid pass-through path: {0}")]
     PassThroughPath(&'static str),
-    /// A pass-through route this gateway does not serve.
-    #[error("The /{0}/* pass-through route is not served by this gateway")]
-    PassThroughNotServed(&'static str),
     /// A pass-through route whose provider has no base or key configured.
     #[error("The /{provider}/* pass-through route is not configured: {missing}")]
     PassThroughUnconfigured {
@@ -427,7 +424,6 @@ impl GatewayError {
             PassThroughPath(_) => 400,
             ManagedNotFound { .. } => 404,
             ManagedForbidden(_) => 403,
-            PassThroughNotServed(_) => 501,
             PassThroughUnconfigured { .. } => 503,
         }
     }
@@ -467,7 +463,6 @@ impl GatewayError {
             Upstream { status, .. } => upstream_type(*status),
             UpstreamUnreachable { .. } | UpstreamProtocol { .. } => "api_connection_error",
             Unavailable(_) | CutOff | PassThroughUnconfigured { .. } => "service_unavailable_error",
-            PassThroughNotServed(_) => "not_implemented_error",
             NoCapacity { .. } => "rate_limit_error",
             RateLimited { .. } => "throttling_error",
             UnpricedBlocked(_) => "model_cost_map_missing",

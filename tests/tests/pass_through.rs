@@ -213,14 +213,21 @@ fn pass_through_refuses_bad_paths_unserved_routes_missing_keys_budgets_and_limit
         &[("authorization", &auth)],
         b"{}",
     );
-    assert_eq!(resp.status, 501, "{}", resp.text());
+    // No use_in_pass_through Vertex AI deployment, no AWS keys: named.
+    assert_eq!(resp.status, 503, "{}", resp.text());
+    assert!(
+        resp.text().contains("use_in_pass_through"),
+        "{}",
+        resp.text()
+    );
     let resp = gw.call(
         "POST",
         "/bedrock/model/m/converse",
         &[("authorization", &auth)],
         b"{}",
     );
-    assert_eq!(resp.status, 501, "{}", resp.text());
+    assert_eq!(resp.status, 503, "{}", resp.text());
+    assert!(resp.text().contains("AWS_ACCESS_KEY_ID"), "{}", resp.text());
     // No COHERE_API_KEY: named, not sent without a credential.
     let resp = gw.call(
         "POST",
@@ -257,6 +264,77 @@ fn pass_through_refuses_bad_paths_unserved_routes_missing_keys_budgets_and_limit
     let limited = new_key(&gw, json!({"rpm_limit": 1}));
     assert_eq!(messages_call(&gw, &limited, &body).status, 200);
     assert_eq!(messages_call(&gw, &limited, &body).status, 429);
+}
+
+/// Concurrent pass-through calls hold their worst case against the key's
+/// budget before they are sent, as LLM routes do: however they overlap,
+/// the calls let through never spend more than the budget, and the others
+/// are refused at it without reaching the provider.
+#[test]
+fn concurrent_pass_through_calls_are_refused_at_the_budget() {
+    let mock = MockServer::start(&[]);
+    let gw = start(&mock, &[]);
+    // claude-haiku-4-5: 1e-6 USD an input token, 5e-6 an output token; a
+    // call with max_tokens 1000 may cost about 0.0051 USD, and costs about
+    // that (the mock answers with 1000 tokens): two fit in 0.012, not three.
+    let budget = 0.012;
+    let key = new_key(&gw, json!({"max_budget": budget}));
+    let body = json!({"model": "claude-haiku-4-5", "max_tokens": 1000, "messages": [{"role": "user", "content": "hello"}]});
+    let before = mock.stats()["requests"].as_u64().unwrap_or(0);
+    let results: Vec<Response> = std::thread::scope(|s| {
+        let calls: Vec<_> = (0..8)
+            .map(|_| {
+                s.spawn(|| {
+                    gw.call(
+                        "POST",
+                        "/anthropic/v1/messages",
+                        &[
+                            ("x-api-key", &key),
+                            ("anthropic-version", "2023-06-01"),
+                            ("content-type", "application/json"),
+                            ("x-mock-completion-tokens", "1000"),
+                            ("x-mock-latency-ms", "300"),
+                        ],
+                        body.to_string().as_bytes(),
+                    )
+                })
+            })
+            .collect();
+        calls.into_iter().map(|c| c.join().unwrap()).collect()
+    });
+    let mut spent = 0.0;
+    let mut served = 0;
+    for resp in &results {
+        match resp.status {
+            200 => {
+                served += 1;
+                let call_id = resp.header("x-litellm-call-id").unwrap();
+                let row = gw.spend_row(call_id);
+                assert_eq!(row["completion_tokens"].as_u64(), Some(1000), "{row}");
+                spent += row["spend"].as_f64().unwrap();
+            }
+            _ => {
+                assert_eq!(
+                    resp.json()["error"]["type"],
+                    "budget_exceeded",
+                    "{}",
+                    resp.text()
+                );
+            }
+        }
+    }
+    assert!(served >= 1, "no call was let through");
+    assert!(served < results.len(), "no call was refused");
+    assert!(
+        spent <= budget,
+        "{served} calls spent {spent} USD against a budget of {budget}"
+    );
+    let after = mock.stats()["requests"].as_u64().unwrap_or(0);
+    assert_eq!(
+        after - before,
+        served as u64,
+        "a refused call reached the provider"
+    );
 }
 
 #[test]

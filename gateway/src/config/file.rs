@@ -32,9 +32,26 @@ pub struct ConfigFile {
     /// `/v1/batches` by `custom_llm_provider`.
     #[serde(default)]
     pub files_settings: Option<serde_yaml::Value>,
+    /// LiteLLM's `default_vertex_config` (`vertex_project`,
+    /// `vertex_location`, `vertex_credentials`): the `/vertex_ai/*`
+    /// pass-through route's credentials for paths no deployment matches.
+    #[serde(default)]
+    pub default_vertex_config: Option<DefaultVertexConfig>,
     /// LiteLLM's environment block; its values are exported at start-up.
     #[serde(default)]
     pub environment_variables: BTreeMap<String, serde_yaml::Value>,
+}
+
+/// LiteLLM's `default_vertex_config`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DefaultVertexConfig {
+    /// Google Cloud project.
+    pub vertex_project: Option<String>,
+    /// Location.
+    pub vertex_location: Option<String>,
+    /// A key file's JSON text or path.
+    pub vertex_credentials: Option<String>,
 }
 
 /// One `model_list` entry: a deployment of a model group.

@@ -230,14 +230,22 @@ pub(super) fn validate(
     let pass_through = {
         let offered: Vec<_> = in_pass_through
             .iter()
-            .map(|&i| crate::providers::passthrough::DeploymentCredential {
-                provider: &deployments[i].provider_name,
-                key: deployments[i].api_key.as_deref(),
+            .map(|&i| {
+                let d = &deployments[i];
+                let base = d.base.as_ref();
+                crate::providers::passthrough::DeploymentCredential {
+                    provider: &d.provider_name,
+                    key: d.api_key.as_deref(),
+                    vertex: d.vertex.as_ref().zip(base),
+                    aws: d.aws.as_ref().zip(base),
+                }
             })
             .collect();
         let mut targets =
             crate::providers::passthrough::PassThroughTargets::resolve(lookup, &offered)
                 .map_err(|p| invalid("pass-through routes".into(), p))?;
+        targets.vertex_default = default_vertex(file.default_vertex_config.as_ref(), lookup)
+            .map_err(|p| invalid("default_vertex_config".into(), p))?;
         if let Some(list) = file.general_settings.other.get("pass_through_endpoints") {
             if !list.is_null() {
                 targets.custom = crate::providers::passthrough::CustomEndpoint::parse_all(list)
@@ -528,6 +536,51 @@ pub fn deployment_from_json(
     Ok((dep, warnings))
 }
 
+/// The `/vertex_ai/*` route's default credentials: LiteLLM's
+/// `default_vertex_config`, else its `DEFAULT_VERTEXAI_PROJECT`,
+/// `DEFAULT_VERTEXAI_LOCATION` and `DEFAULT_GOOGLE_APPLICATION_CREDENTIALS`
+/// (none when no project is named).
+fn default_vertex(
+    config: Option<&super::file::DefaultVertexConfig>,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<crate::providers::passthrough_cloud::VertexTarget>, String> {
+    let env = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+    let (project, location, credentials) = match config {
+        Some(c) => (
+            c.vertex_project.clone(),
+            c.vertex_location.clone(),
+            c.vertex_credentials.clone(),
+        ),
+        None => (
+            env("DEFAULT_VERTEXAI_PROJECT"),
+            env("DEFAULT_VERTEXAI_LOCATION"),
+            env("DEFAULT_GOOGLE_APPLICATION_CREDENTIALS"),
+        ),
+    };
+    let Some(project) = project else {
+        return match config {
+            Some(_) => Err("vertex_project is required".into()),
+            None => Ok(None),
+        };
+    };
+    // Only what the block names: the deployments' VERTEXAI_* fallbacks do
+    // not apply here.
+    let only = |_: &str| None;
+    let (settings, base) = crate::providers::vertex::resolve(
+        &crate::providers::vertex::VertexParams {
+            project: Some(&project),
+            location: location.as_deref(),
+            credentials: credentials.as_deref(),
+        },
+        &only,
+    )?;
+    let base = parse_base(&base).map_err(|e| format!("\"{base}\": {e}"))?;
+    Ok(Some(crate::providers::passthrough_cloud::VertexTarget {
+        settings,
+        base,
+    }))
+}
+
 /// The environment variables LiteLLM reads for a provider's `api_base`,
 /// `api_key`, `api_version` and Azure AD token when the entry sets none.
 fn provider_env(kind: ProviderKind) -> [Option<&'static str>; 4] {
@@ -552,6 +605,13 @@ fn provider_env(kind: ProviderKind) -> [Option<&'static str>; 4] {
         ],
         ProviderKind::Gemini => [Some("GEMINI_API_BASE"), Some("GEMINI_API_KEY"), None, None],
         ProviderKind::Cohere => [Some("COHERE_API_BASE"), Some("COHERE_API_KEY"), None, None],
+        ProviderKind::Jina => [
+            Some("JINA_AI_API_BASE"),
+            Some("JINA_AI_API_KEY"),
+            None,
+            None,
+        ],
+        ProviderKind::Voyage => [Some("VOYAGE_API_BASE"), Some("VOYAGE_API_KEY"), None, None],
         ProviderKind::OpenAiCompatible
         | ProviderKind::Mock
         | ProviderKind::Unsupported
@@ -631,6 +691,12 @@ fn deployment(
             .clone()
             .or_else(|| env(env_key))
             .or_else(|| env(Some("CO_API_KEY"))),
+        // LiteLLM also reads `VOYAGE_AI_API_KEY`.
+        ProviderKind::Voyage => params
+            .api_key
+            .clone()
+            .or_else(|| env(env_key))
+            .or_else(|| env(Some("VOYAGE_AI_API_KEY"))),
         _ => params.api_key.clone().or_else(|| env(env_key)),
     };
     let api_version = params.api_version.clone().or_else(|| env(env_version));
@@ -676,6 +742,12 @@ fn deployment(
                 lookup,
             )
             .map_err(|p| bad("litellm_params", format!("litellm_params: {p}")))?;
+            // The ranking models live on Discovery Engine, not aiplatform.
+            let base = if crate::providers::vertex::rank::is_ranker(&upstream_model) {
+                crate::providers::vertex::rank::DEFAULT_BASE.to_string()
+            } else {
+                base
+            };
             (Some(vertex), Some(base))
         }
         _ => (None, env_base),
@@ -706,6 +778,16 @@ fn deployment(
                         ),
                     )
                 })?;
+            // Bedrock's rerank models are served by the agent runtime
+            // (LiteLLM's rule: `bedrock-runtime` in the endpoint becomes
+            // `bedrock-agent-runtime`).
+            let url = if spec.kind == ProviderKind::Bedrock
+                && crate::providers::bedrock::rerank::is_rerank_model(&upstream_model)
+            {
+                url.replace("bedrock-runtime", "bedrock-agent-runtime")
+            } else {
+                url
+            };
             let mut base = parse_base(&url).map_err(|e| {
                 bad(
                     "litellm_params.api_base",
@@ -1029,6 +1111,24 @@ mod tests {
             (n == "UP_KEY").then(|| "sk-up".to_string())
         })
         .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn default_vertex_config_is_the_vertex_routes_fallback() {
+        let c = parse("model_list: []\ndefault_vertex_config: {vertex_project: proj-1, vertex_location: europe-west4}\n").unwrap();
+        let d = c.pass_through.vertex_default.as_ref().unwrap();
+        assert_eq!(
+            (d.settings.project.as_str(), d.settings.location.as_str()),
+            ("proj-1", "europe-west4")
+        );
+        assert_eq!(&*d.base.host, "europe-west4-aiplatform.googleapis.com");
+        assert!(parse("model_list: []\n")
+            .unwrap()
+            .pass_through
+            .vertex_default
+            .is_none());
+        assert!(parse("model_list: []\ndefault_vertex_config: {vertex_location: us}\n").is_err());
+        assert!(parse("model_list: []\ndefault_vertex_config: {vertex_projekt: p}\n").is_err());
     }
 
     #[test]

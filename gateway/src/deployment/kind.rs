@@ -21,6 +21,10 @@ pub enum ProviderKind {
     VertexAnthropic,
     /// Cohere's v2 API (`cohere/`, `cohere_chat/`).
     Cohere,
+    /// Jina AI's rerank API (`jina_ai/`).
+    Jina,
+    /// Voyage AI's rerank API (`voyage/`).
+    Voyage,
     /// The in-process mock: no network.
     Mock,
     /// A provider LiteLLM knows and this gateway does not serve: the

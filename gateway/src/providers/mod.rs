@@ -13,12 +13,16 @@ pub mod cohere;
 pub mod eventstream;
 pub mod files;
 pub mod gemini;
+pub mod jina;
 mod mock;
 mod openai;
 pub mod passthrough;
+pub mod passthrough_cloud;
+pub mod rerank;
 pub mod sigv4;
 pub mod unsupported;
 pub mod vertex;
+pub mod voyage;
 
 pub use mock::{reply as mock_reply, MockReply};
 
@@ -115,6 +119,14 @@ const PROVIDERS: &[(&str, ProviderSpec)] = &[
         "cohere_chat",
         spec(ProviderKind::Cohere, Some("https://api.cohere.com")),
     ),
+    (
+        "jina_ai",
+        spec(ProviderKind::Jina, Some("https://api.jina.ai/v1")),
+    ),
+    (
+        "voyage",
+        spec(ProviderKind::Voyage, Some("https://api.voyageai.com/v1")),
+    ),
     ("mock", spec(ProviderKind::Mock, None)),
 ];
 
@@ -179,6 +191,16 @@ pub trait Provider: Sync {
         None
     }
 
+    /// A whole rerank answer in LiteLLM's shape (Cohere's), for a call
+    /// that ranked `documents` documents; `None` when the body already is.
+    fn rerank_to_cohere(
+        &self,
+        _body: &[u8],
+        _documents: usize,
+    ) -> Option<Result<Vec<u8>, TranslateError>> {
+        None
+    }
+
     /// A translator of its event stream into the internal one; `None`
     /// when the stream already is. `include_usage` is
     /// [`UpstreamRequest::include_usage`].
@@ -227,6 +249,8 @@ pub fn http_provider(kind: ProviderKind) -> Option<&'static dyn Provider> {
         ProviderKind::Vertex => Some(&vertex::Vertex),
         ProviderKind::VertexAnthropic => Some(&vertex::VertexAnthropic),
         ProviderKind::Cohere => Some(&cohere::Cohere),
+        ProviderKind::Jina => Some(&jina::Jina),
+        ProviderKind::Voyage => Some(&voyage::Voyage),
         ProviderKind::Unsupported => Some(&unsupported::Unsupported),
         ProviderKind::Mock => None,
     }
@@ -245,7 +269,8 @@ pub fn serves_responses(dep: &Deployment) -> bool {
 }
 
 /// Whether `dep` serves `endpoint` where only some providers do: LiteLLM's
-/// `/rerank` on Cohere deployments, `/moderations` on OpenAI's API (and
+/// `/rerank` on Cohere, Jina and Voyage deployments, Bedrock's rerank
+/// models and Vertex AI's ranking models, `/moderations` on OpenAI's API (and
 /// servers speaking it), `/images/generations`, `/audio/speech` and
 /// `/audio/transcriptions`, `/audio/translations` and `/images/edits` on
 /// OpenAI's and Azure OpenAI's; every other endpoint is the provider's translation's to
@@ -254,7 +279,12 @@ pub fn serves_responses(dep: &Deployment) -> bool {
 pub fn serves(endpoint: Endpoint, dep: &Deployment) -> bool {
     match (endpoint, dep.provider) {
         (_, ProviderKind::Unsupported) => true,
-        (Endpoint::Rerank, kind) => kind == ProviderKind::Cohere,
+        (Endpoint::Rerank, kind) => match kind {
+            ProviderKind::Cohere | ProviderKind::Jina | ProviderKind::Voyage => true,
+            ProviderKind::Bedrock => bedrock::rerank::is_rerank_model(&dep.upstream_model),
+            ProviderKind::Vertex => vertex::rank::is_ranker(&dep.upstream_model),
+            _ => false,
+        },
         // LiteLLM calls `{api_base}/moderations` with OpenAI's client;
         // Azure OpenAI has no moderation endpoint.
         (Endpoint::Moderations, kind) => kind == ProviderKind::OpenAiCompatible,

@@ -1,11 +1,14 @@
 //! LiteLLM's provider pass-through routes (`/openai/*`, `/anthropic/*`,
-//! `/gemini/*`, `/cohere/*`, `/mistral/*`, `/azure/*`; `/vertex_ai/*` and
-//! `/bedrock/*` are named, not served): which provider a route prefix
+//! `/gemini/*`, `/cohere/*`, `/mistral/*`, `/azure/*`, `/vertex_ai/*`,
+//! `/bedrock/*`; the last two's targets and signing in
+//! `passthrough_cloud`): which provider a route prefix
 //! names, where its API lives, the credential the gateway adds, the
 //! upstream path a client's path maps to (never above the base path, never
 //! another host), and which of the provider's answers carry usage the
 //! gateway can read. Pure data.
 
+use super::passthrough_cloud::{BedrockTarget, VertexTarget};
+use crate::deployment::{AwsSettings, VertexSettings};
 use crate::formats::Format;
 use crate::upstream::{parse_base, UpstreamBase};
 
@@ -24,9 +27,9 @@ pub enum PassThroughProvider {
     Mistral,
     /// `/azure/*`: an Azure OpenAI resource.
     Azure,
-    /// `/vertex_ai/*`, `/vertex-ai/*` (not served).
+    /// `/vertex_ai/*`, `/vertex-ai/*`: Vertex AI with a Google token.
     VertexAi,
-    /// `/bedrock/*` (not served).
+    /// `/bedrock/*`: Bedrock, signed with SigV4.
     Bedrock,
 }
 
@@ -80,11 +83,11 @@ impl PassThroughProvider {
         self as usize
     }
 
-    /// Whether this gateway serves the route (Vertex AI's needs a Google
-    /// token per project and location, Bedrock's a SigV4 signature per
-    /// request: neither is built yet).
-    pub fn is_served(self) -> bool {
-        !matches!(
+    /// Whether the route's credential is made per call (a Google token, a
+    /// SigV4 signature) from `use_in_pass_through` deployments rather than
+    /// a configured key (see `passthrough_cloud`).
+    pub fn is_cloud(self) -> bool {
+        matches!(
             self,
             PassThroughProvider::VertexAi | PassThroughProvider::Bedrock
         )
@@ -187,18 +190,46 @@ impl PassThroughProvider {
                 Some((Format::Gemini, true))
             }
             PassThroughProvider::Cohere if ends("/v2/chat") => Some((Format::Cohere, body_stream)),
+            PassThroughProvider::VertexAi if ends(":generateContent") => {
+                Some((Format::Gemini, false))
+            }
+            PassThroughProvider::VertexAi if ends(":streamGenerateContent") => {
+                Some((Format::Gemini, true))
+            }
+            PassThroughProvider::VertexAi if ends(":rawPredict") => {
+                Some((Format::Anthropic, body_stream))
+            }
+            PassThroughProvider::VertexAi if ends(":streamRawPredict") => {
+                Some((Format::Anthropic, true))
+            }
+            PassThroughProvider::Bedrock if ends("/converse") => Some((Format::Bedrock, false)),
+            PassThroughProvider::Bedrock if ends("/converse-stream") => {
+                Some((Format::Bedrock, true))
+            }
+            // InvokeModel's body is the model's own: Anthropic's Messages
+            // answer is read, others are not.
+            PassThroughProvider::Bedrock
+                if ends("/invoke") && path.contains("/model/") && path.contains("anthropic.") =>
+            {
+                Some((Format::Anthropic, false))
+            }
             _ => None,
         }
     }
 
-    /// The model a Gemini path names (`/v1beta/models/{model}:{method}`).
-    pub fn model_in_path(self, path: &str) -> Option<&str> {
-        if self != PassThroughProvider::Gemini {
-            return None;
+    /// The model a Gemini or Vertex AI path names
+    /// (`…/models/{model}:{method}`), or a Bedrock path
+    /// (`/model/{id}/{action}`).
+    pub fn model_in_path(self, path: &str) -> Option<String> {
+        match self {
+            PassThroughProvider::Gemini | PassThroughProvider::VertexAi => {
+                let (_, tail) = path.split_once("/models/")?;
+                let model = tail.split(':').next()?;
+                (!model.is_empty() && !model.contains('/')).then(|| model.to_string())
+            }
+            PassThroughProvider::Bedrock => super::passthrough_cloud::bedrock_model(path),
+            _ => None,
         }
-        let (_, tail) = path.split_once("/models/")?;
-        let model = tail.split(':').next()?;
-        (!model.is_empty() && !model.contains('/')).then_some(model)
     }
 }
 
@@ -216,6 +247,14 @@ pub struct PassThroughTarget {
 #[derive(Debug, Clone, Default)]
 pub struct PassThroughTargets {
     targets: [Option<PassThroughTarget>; ALL.len()],
+    /// `/vertex_ai/*`'s projects and locations, from `use_in_pass_through`
+    /// Vertex AI deployments, in config order.
+    pub vertex: Vec<VertexTarget>,
+    /// `/vertex_ai/*`'s credentials for paths no deployment matches
+    /// (LiteLLM's `default_vertex_config`).
+    pub vertex_default: Option<VertexTarget>,
+    /// `/bedrock/*`'s keys and endpoints.
+    pub bedrock: Option<BedrockTarget>,
     /// `general_settings.pass_through_endpoints`.
     pub custom: Vec<CustomEndpoint>,
     /// LiteLLM's top-level `files_settings`: where `/v1/files` and
@@ -344,6 +383,10 @@ pub struct DeploymentCredential<'a> {
     pub provider: &'a str,
     /// Its `api_key`.
     pub key: Option<&'a str>,
+    /// Its Vertex AI settings and server, for `/vertex_ai/*`.
+    pub vertex: Option<(&'a VertexSettings, &'a UpstreamBase)>,
+    /// Its AWS settings and runtime endpoint, for `/bedrock/*`.
+    pub aws: Option<(&'a AwsSettings, &'a UpstreamBase)>,
 }
 
 impl PassThroughTargets {
@@ -357,7 +400,51 @@ impl PassThroughTargets {
         deployments: &[DeploymentCredential<'_>],
     ) -> Result<PassThroughTargets, String> {
         let mut targets = PassThroughTargets::default();
-        for provider in ALL.into_iter().filter(|p| p.is_served()) {
+        for d in deployments {
+            if let Some((settings, base)) = d.vertex {
+                let mut base = base.clone();
+                base.path.clear();
+                targets.vertex.push(VertexTarget {
+                    settings: settings.clone(),
+                    base,
+                });
+            }
+        }
+        let offered_aws = deployments
+            .iter()
+            .find_map(|d| d.aws)
+            .map(|(aws, base)| (aws.clone(), base.clone()));
+        let aws = match offered_aws {
+            Some(found) => Some(found),
+            // LiteLLM's Bedrock pass-through signs with the `AWS_*` keys.
+            None => {
+                let (aws, endpoint) = crate::providers::bedrock::resolve(
+                    &crate::providers::bedrock::AwsParams::default(),
+                    lookup,
+                )?;
+                match aws.credentials {
+                    Some(_) => {
+                        let base = parse_base(endpoint.trim()).map_err(|e| {
+                            format!("AWS_BEDROCK_RUNTIME_ENDPOINT \"{endpoint}\": {e}")
+                        })?;
+                        Some((aws, base))
+                    }
+                    None => None,
+                }
+            }
+        };
+        if let Some((aws, runtime)) = aws {
+            let agent = runtime
+                .url
+                .replace("bedrock-runtime", "bedrock-agent-runtime");
+            let agent_runtime = parse_base(&agent).map_err(|e| format!("\"{agent}\": {e}"))?;
+            targets.bedrock = Some(BedrockTarget {
+                aws,
+                runtime,
+                agent_runtime,
+            });
+        }
+        for provider in ALL.into_iter().filter(|p| !p.is_cloud()) {
             let from_env = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
             let base = from_env(provider.base_env())
                 .or_else(|| provider.default_base().map(str::to_string));
@@ -622,7 +709,8 @@ mod tests {
         assert_eq!(query_key("key="), None);
         assert_eq!(
             PassThroughProvider::Gemini
-                .model_in_path("/v1beta/models/gemini-2.0-flash:generateContent"),
+                .model_in_path("/v1beta/models/gemini-2.0-flash:generateContent")
+                .as_deref(),
             Some("gemini-2.0-flash")
         );
     }
@@ -666,6 +754,8 @@ mod tests {
         let deps = [DeploymentCredential {
             provider: "openai",
             key: Some("sk-dep"),
+            vertex: None,
+            aws: None,
         }];
         let t = PassThroughTargets::resolve(&env, &deps).unwrap();
         let openai = t.get(PassThroughProvider::OpenAi).unwrap();

@@ -155,6 +155,18 @@ pub(super) fn translate_body(
     }
 }
 
+/// A whole rerank answer from `provider` in LiteLLM's shape, for a call
+/// that ranked `documents` documents.
+pub(super) fn translate_rerank(
+    provider: &dyn Provider,
+    body: &[u8],
+    documents: usize,
+) -> Result<Vec<u8>, TranslateError> {
+    provider
+        .rerank_to_cohere(body, documents)
+        .unwrap_or_else(|| Ok(body.to_vec()))
+}
+
 /// The translator of `provider`'s event stream into the `client`'s;
 /// `None` when the stream passes unchanged.
 pub(super) fn stream_translator(

@@ -810,6 +810,9 @@ async fn attempt_once(
         Endpoint::AudioTranscriptions | Endpoint::AudioTranslations => {
             UsageTap::new(false, Format::OpenAi)
         }
+        // Read from the answer in LiteLLM's shape (Cohere's), whatever the
+        // provider's.
+        Endpoint::Rerank => UsageTap::new(false, Format::Cohere),
         _ => UsageTap::new(stream, wire),
     };
     let client = endpoint.format();
@@ -1005,15 +1008,26 @@ async fn forward(
         // larger than the relay's, which a stream keeps for minutes.
         let read = Box::pin(convert::read_body(&mut resp, limit, deadline, dep, timeout));
         let body = read.await?;
-        tap.feed(&body);
+        let rerank = endpoint == Endpoint::Rerank;
+        if !rerank || passthrough {
+            tap.feed(&body);
+        }
         if passthrough {
             attempt.answer.whole(&body);
             let answer = (status, headers, content_type.as_str());
             return guard::send_answer(out, client, (worker, outcome), answer, &body).await;
         }
         let embeddings = endpoint == Endpoint::Embeddings;
-        let body = convert::translate_body(Some(provider), client, embeddings, &body)
-            .map_err(|e| convert::translate_error(dep, e))?;
+        let body = if rerank {
+            let documents = providers::rerank::document_count(&held.req.body);
+            convert::translate_rerank(provider, &body, documents)
+        } else {
+            convert::translate_body(Some(provider), client, embeddings, &body)
+        }
+        .map_err(|e| convert::translate_error(dep, e))?;
+        if rerank {
+            tap.feed(&body);
+        }
         attempt.answer.whole(&body);
         let answer = (status, headers, "application/json");
         return guard::send_answer(out, client, (worker, outcome), answer, &body).await;

@@ -1,5 +1,6 @@
 //! LiteLLM's provider pass-through routes (`/openai/*`, `/anthropic/*`,
-//! `/gemini/*`, `/cohere/*`, `/mistral/*`, `/azure/*`): the provider's own
+//! `/gemini/*`, `/cohere/*`, `/mistral/*`, `/azure/*`, `/vertex_ai/*` with
+//! a Google token, `/bedrock/*` signed with SigV4): the provider's own
 //! API behind the gateway's key checks. The caller's key is authenticated
 //! (from the head, `api::admit`), its budgets and rate limits checked, its
 //! credential replaced by the provider's (`providers::passthrough`), the
@@ -20,6 +21,7 @@ use crate::formats::Format;
 use crate::http1::RequestHead;
 use crate::limits::AdmitInput;
 use crate::providers::passthrough::{self, PassThroughProvider, PassThroughTarget};
+use crate::providers::passthrough_cloud;
 use crate::spend::{self, PromptEstimate, Usage};
 use crate::state::Worker;
 use crate::store::SpendLogRow;
@@ -74,6 +76,9 @@ struct Destination<'t> {
     forward: bool,
     /// The answer's format when its usage is read, and whether it streams.
     usage_format: Option<(Format, bool)>,
+    /// Most output tokens the call can be charged for (its body's cap,
+    /// else the model's, else the default; 0 for embeddings).
+    output_bound: u64,
 }
 
 /// Serves one pass-through request to `provider`'s `rest` (the path after
@@ -92,8 +97,11 @@ pub async fn handle(
         Err(err) => Err(err),
         Ok(principal) => {
             let principal = &principal;
-            let served = match provider_destination(worker, head, provider, rest, &body, &mut call)
-            {
+            let dest = Box::pin(provider_destination(
+                worker, head, provider, rest, &body, &mut call,
+            ))
+            .await;
+            let served = match dest {
                 Ok(dest) => {
                     serve(worker, Some(principal), (head, dest), body, out, &mut call).await
                 }
@@ -139,6 +147,7 @@ pub async fn handle_custom(
                         added: endpoint.headers.clone(),
                         forward: endpoint.forward_headers,
                         usage_format: None,
+                        output_bound: 0,
                     };
                     serve(worker, principal, (head, dest), body, out, &mut call).await
                 }
@@ -164,7 +173,6 @@ fn log_failure(
     if !matches!(
         err,
         GatewayError::PassThroughPath(_)
-            | GatewayError::PassThroughNotServed(_)
             | GatewayError::PassThroughUnconfigured { .. }
             | GatewayError::BudgetExceeded { .. }
             | GatewayError::RateLimited { .. }
@@ -204,17 +212,62 @@ async fn finish(
     );
 }
 
-/// The request's `model` and `stream`, when its body is JSON.
+/// The request's `model`, `stream` and output cap, when its body is JSON.
 #[derive(serde::Deserialize, Default)]
 struct BodyFields {
     #[serde(default)]
     model: Option<String>,
     #[serde(default)]
     stream: Option<bool>,
+    /// Chat completions' and Messages' cap.
+    #[serde(default)]
+    max_tokens: Option<u64>,
+    /// Chat completions' newer cap.
+    #[serde(default)]
+    max_completion_tokens: Option<u64>,
+    /// The Responses API's cap.
+    #[serde(default)]
+    max_output_tokens: Option<u64>,
+    /// generateContent's cap (`generationConfig.maxOutputTokens`).
+    #[serde(default, rename = "generationConfig")]
+    generation_config: Option<GenerationConfig>,
+    /// Converse's cap (`inferenceConfig.maxTokens`).
+    #[serde(default, rename = "inferenceConfig")]
+    inference_config: Option<InferenceConfig>,
 }
 
-/// Where a provider route's call goes, with the provider's key.
-fn provider_destination<'w>(
+/// The part of a Converse body that caps its output.
+#[derive(serde::Deserialize, Default)]
+struct InferenceConfig {
+    #[serde(default, rename = "maxTokens")]
+    max_tokens: Option<u64>,
+}
+
+/// The part of a generateContent body that caps its output.
+#[derive(serde::Deserialize, Default)]
+struct GenerationConfig {
+    #[serde(default, rename = "maxOutputTokens")]
+    max_output_tokens: Option<u64>,
+}
+
+impl BodyFields {
+    /// The output cap the body names, if any.
+    fn output_cap(&self) -> Option<u64> {
+        self.max_completion_tokens
+            .or(self.max_tokens)
+            .or(self.max_output_tokens)
+            .or_else(|| {
+                self.generation_config
+                    .as_ref()
+                    .and_then(|g| g.max_output_tokens)
+            })
+            .or_else(|| self.inference_config.as_ref().and_then(|c| c.max_tokens))
+    }
+}
+
+/// Where a provider route's call goes, with the provider's key (for
+/// Vertex AI a Google token, for Bedrock a SigV4 signature).
+async fn provider_destination<'w>(
     worker: &'w Worker,
     head: &RequestHead,
     provider: PassThroughProvider,
@@ -222,9 +275,47 @@ fn provider_destination<'w>(
     body: &Bytes,
     call: &mut Call,
 ) -> Result<Destination<'w>, GatewayError> {
-    if !provider.is_served() {
-        return Err(GatewayError::PassThroughNotServed(provider.name()));
-    }
+    let fields: BodyFields = serde_json::from_slice(body).unwrap_or_default();
+    let output_cap = fields.output_cap();
+    let body_stream = fields.stream.unwrap_or(false);
+    call.model = fields
+        .model
+        .or_else(|| provider.model_in_path(rest))
+        .unwrap_or_default();
+    let output_bound = if rest.ends_with("/embeddings") {
+        0
+    } else {
+        output_cap
+            .or_else(|| spend::shipped(&call.model).and_then(|m| m.max_output_tokens))
+            .unwrap_or(record::DEFAULT_MAX_OUTPUT)
+    };
+    let usage_format = provider.usage_format(rest, body_stream);
+    let (base, path, added) = match provider {
+        PassThroughProvider::VertexAi => Box::pin(vertex_destination(worker, head, rest)).await?,
+        PassThroughProvider::Bedrock => bedrock_destination(worker, head, rest, body)?,
+        _ => keyed_destination(worker, head, provider, rest)?,
+    };
+    call.api_base = Arc::from(base.url.as_str());
+    Ok(Destination {
+        base,
+        path,
+        added,
+        forward: true,
+        usage_format,
+        output_bound,
+    })
+}
+
+/// A call's server, upstream path and the headers the gateway adds.
+type Target<'w> = (&'w UpstreamBase, String, Vec<(String, String)>);
+
+/// The destination of a route whose provider key is configured.
+fn keyed_destination<'w>(
+    worker: &'w Worker,
+    head: &RequestHead,
+    provider: PassThroughProvider,
+    rest: &str,
+) -> Result<Target<'w>, GatewayError> {
     let target: &PassThroughTarget = worker.shared.pass_through.get(provider).ok_or_else(|| {
         GatewayError::PassThroughUnconfigured {
             provider: provider.name(),
@@ -246,23 +337,89 @@ fn provider_destination<'w>(
     let path =
         passthrough::upstream_target(provider, &target.base.path, rest, head.query(), gemini_key)
             .map_err(|e| GatewayError::PassThroughPath(e.0))?;
-    call.api_base = Arc::from(target.base.url.as_str());
-    let fields: BodyFields = serde_json::from_slice(body).unwrap_or_default();
-    call.model = fields
-        .model
-        .or_else(|| provider.model_in_path(rest).map(str::to_string))
-        .unwrap_or_default();
-    Ok(Destination {
-        base: &target.base,
-        path,
-        added: provider
-            .credential_headers(key)
-            .into_iter()
-            .map(|(n, v)| (n.to_string(), v))
-            .collect(),
-        forward: true,
-        usage_format: provider.usage_format(rest, fields.stream.unwrap_or(false)),
-    })
+    let added = provider
+        .credential_headers(key)
+        .into_iter()
+        .map(|(n, v)| (n.to_string(), v))
+        .collect();
+    Ok((&target.base, path, added))
+}
+
+/// The destination of a `/vertex_ai` call: the project and location of
+/// the `use_in_pass_through` deployment the path names (else LiteLLM's
+/// `default_vertex_config`, else the first deployment),
+/// put in the path as LiteLLM does, with that deployment's Google token.
+async fn vertex_destination<'w>(
+    worker: &'w Worker,
+    head: &RequestHead,
+    rest: &str,
+) -> Result<Target<'w>, GatewayError> {
+    let provider = PassThroughProvider::VertexAi;
+    let targets = &worker.shared.pass_through;
+    let target = passthrough_cloud::vertex_target(&targets.vertex, targets.vertex_default.as_ref(), rest)
+        .ok_or_else(|| GatewayError::PassThroughUnconfigured {
+            provider: provider.name(),
+            missing:
+                "give a vertex_ai deployment with vertex_credentials `use_in_pass_through: true`, or set default_vertex_config"
+                    .into(),
+        })?;
+    let checked = passthrough::upstream_target(provider, "", rest, head.query(), None)
+        .map_err(|e| GatewayError::PassThroughPath(e.0))?;
+    let path = passthrough_cloud::vertex_path(&target.settings, &checked)
+        .map_err(|e| GatewayError::PassThroughPath(e.0))?;
+    let source = target.settings.auth.as_ref().ok_or_else(|| {
+        GatewayError::PassThroughUnconfigured {
+            provider: provider.name(),
+            missing: format!(
+                "give the vertex_ai deployment of project {} credentials (vertex_credentials or GOOGLE_APPLICATION_CREDENTIALS)",
+                target.settings.project
+            ),
+        }
+    })?;
+    let token =
+        Box::pin(source.ready(&worker.shared.control, &worker.shared.tls, TOKEN_WAIT)).await?;
+    let added = vec![("authorization".to_string(), token.header.clone())];
+    Ok((&target.base, path, added))
+}
+
+/// Longest a `/vertex_ai` call waits for a Google token.
+const TOKEN_WAIT: Duration = Duration::from_secs(20);
+
+/// The destination of a `/bedrock` call: the runtime (or, for its routes,
+/// the agent runtime) of the `use_in_pass_through` deployment, else of the
+/// `AWS_*` environment, the request signed with its keys.
+fn bedrock_destination<'w>(
+    worker: &'w Worker,
+    head: &RequestHead,
+    rest: &str,
+    body: &Bytes,
+) -> Result<Target<'w>, GatewayError> {
+    let provider = PassThroughProvider::Bedrock;
+    let target = worker.shared.pass_through.bedrock.as_ref().ok_or_else(|| {
+        GatewayError::PassThroughUnconfigured {
+            provider: provider.name(),
+            missing: "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or give a bedrock deployment with keys `use_in_pass_through: true`".into(),
+        }
+    })?;
+    let base = if passthrough_cloud::bedrock_is_agent_route(rest) {
+        &target.agent_runtime
+    } else {
+        &target.runtime
+    };
+    let path = passthrough::upstream_target(provider, &base.path, rest, head.query(), None)
+        .map_err(|e| GatewayError::PassThroughPath(e.0))?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(0));
+    let amz_date = crate::providers::sigv4::amz_date(now);
+    let added =
+        passthrough_cloud::bedrock_sign(&target.aws, base, (head.method(), &path), body, &amz_date)
+            .ok_or_else(|| GatewayError::PassThroughUnconfigured {
+                provider: provider.name(),
+                missing: "give the bedrock deployment aws_access_key_id and aws_secret_access_key"
+                    .into(),
+            })?;
+    Ok((base, path, added))
 }
 
 /// Checks the caller's budgets and limits (a call without a key has
@@ -303,25 +460,27 @@ async fn serve(
         .await?
         .map(Box::new);
     let budgets = record::budgets_of(caller, &call.model);
-    // Nothing is reserved ahead (LiteLLM prices a pass-through call once
-    // it is answered): the call's cost is settled when it ends.
-    let reservation = if budgets.is_empty() {
-        None
-    } else {
-        let held = Box::pin(crate::budget::Reservation::acquire_shared(
-            &worker.shared.limiter,
-            &budgets,
-            0.0,
-            &call.call_id,
-        ))
-        .await;
-        Some(held.map_err(|r| GatewayError::BudgetExceeded {
+    // The call's worst case is held against its budgets before it is sent,
+    // as on the LLM routes, so concurrent calls cannot pass a budget by
+    // more than what they were told they might cost: the body's length
+    // bounds its prompt tokens, its output cap (else the model's) its
+    // completion. Routes whose usage is not read cost nothing and hold
+    // nothing.
+    let price = spend::shipped(&call.model)
+        .map(|m| m.price)
+        .unwrap_or_default();
+    let worst = match dest.usage_format {
+        Some(_) => spend::worst_case_cost(body.len() as u64, dest.output_bound, price),
+        None => 0.0,
+    };
+    let reservation = record::hold(&worker.shared.limiter, &budgets, worst, &call.call_id)
+        .await
+        .map_err(|r| GatewayError::BudgetExceeded {
             scope: r.scope.to_string(),
             spend: r.spend,
             max: r.max,
-            reserve: None,
-        })?)
-    };
+            reserve: Some(worst),
+        })?;
     let upstream_head = request_head(head, &dest, body.len());
     let result = Box::pin(relay(
         worker,
@@ -333,9 +492,6 @@ async fn serve(
     ))
     .await;
     if dest.usage_format.is_some() && (result.is_ok() || out.started()) {
-        let price = spend::shipped(&call.model)
-            .map(|m| m.price)
-            .unwrap_or_default();
         call.cost = spend::cost(call.usage, price);
     }
     record::settle(

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Output tokens reserved when neither the request nor the model caps them.
-const DEFAULT_MAX_OUTPUT: u64 = 4096;
+pub(super) const DEFAULT_MAX_OUTPUT: u64 = 4096;
 
 /// Reserves the request's worst-case cost against its key's, user's,
 /// team's and end user's budgets, all or none (fleet-wide with Redis, see
@@ -105,19 +105,34 @@ pub(super) async fn admit<'l>(
     // Never fewer tokens than bytes: an upper bound without parsing.
     let prompt_bound = req.body.len() as u64;
     let worst = spend::worst_case_cost(prompt_bound, max_output, price) + priced.reserved;
-    // A request answered a moment ago may not have settled yet (settlement
-    // follows the last byte): give in-flight reservations a short while to
-    // turn into real cost before refusing, so a sequential client is not
-    // refused by its own previous request's reservation.
+    hold(limiter, &budgets, worst, &attempt.request_id)
+        .await
+        .map_err(|r| {
+            refused(r.scope);
+            exceeded(r.scope, r.spend, r.max, Some(worst))
+        })
+}
+
+/// Holds `worst` USD against every budget of `budgets`, all or none. A
+/// request answered a moment ago may not have settled yet (settlement
+/// follows the last byte): in-flight reservations get a short while to
+/// turn into real cost before a refusal, so a sequential client is not
+/// refused by its own previous request's reservation.
+pub(super) async fn hold<'l>(
+    limiter: &'l Limiter,
+    budgets: &[(&'static str, Arc<crate::budget::Budget>)],
+    worst: f64,
+    request_id: &str,
+) -> Result<Option<Reservation<'l>>, crate::budget::Refusal> {
+    if budgets.is_empty() {
+        return Ok(None);
+    }
     let mut waited = Duration::ZERO;
     loop {
         // Boxed: the fleet-wide reservation (a Redis exchange) is large and
         // over before the call; inline, a stream held open would carry it.
         let acquire = Box::pin(Reservation::acquire_shared(
-            limiter,
-            &budgets,
-            worst,
-            &attempt.request_id,
+            limiter, budgets, worst, request_id,
         ));
         match acquire.await {
             Ok(reservation) => return Ok(Some(reservation)),
@@ -126,10 +141,7 @@ pub(super) async fn admit<'l>(
                 Box::pin(monoio::time::sleep(SETTLE_POLL)).await;
                 waited += SETTLE_POLL;
             }
-            Err(r) => {
-                refused(r.scope);
-                return Err(exceeded(r.scope, r.spend, r.max, Some(worst)));
-            }
+            Err(r) => return Err(r),
         }
     }
 }

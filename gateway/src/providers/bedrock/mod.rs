@@ -19,10 +19,12 @@
 //! `eventstream`). Embeddings (Titan, Cohere) go through InvokeModel
 //! (`embeddings`). Errors: `ThrottlingException` (429) is a rate limit, a
 //! `ValidationException` about input length the context-window class,
-//! 5xx and `ModelStreamErrorException` (424) internal errors.
+//! 5xx and `ModelStreamErrorException` (424) internal errors. LiteLLM's
+//! rerank goes to the agent runtime's Rerank API (`rerank`).
 
 pub mod embeddings;
 mod request;
+pub mod rerank;
 mod response;
 mod stream;
 
@@ -130,6 +132,22 @@ impl Provider for Bedrock {
         upstream_model: &str,
         dep: &Deployment,
     ) -> Result<UpstreamRequest, GatewayError> {
+        let base_path = dep.base.as_ref().map_or("", |b| b.path.as_str());
+        if req.endpoint == Endpoint::Rerank {
+            let region = dep
+                .aws
+                .as_ref()
+                .map_or(DEFAULT_REGION, |a| a.region.as_str());
+            let body = rerank::request(&req.body, &rerank::model_arn(upstream_model, region))?;
+            let path = format!("{}/rerank", base_path.trim_end_matches('/'));
+            let headers = sign(dep, &path, &body, sigv4::amz_date(unix_secs()))?;
+            return Ok(UpstreamRequest {
+                path,
+                headers: with_extra_headers(headers, dep),
+                body: [body.into(), Default::default(), Default::default()],
+                include_usage: false,
+            });
+        }
         let (body, include_usage, method) = match (req.endpoint, req.stream) {
             (Endpoint::ChatCompletions, stream) => {
                 let (body, include_usage) = request::from_chat(&req.body)?;
@@ -145,13 +163,12 @@ impl Provider for Bedrock {
                 return Err(GatewayError::InvalidParam {
                     param: "model",
                     message: format!(
-                        "provider bedrock serves /chat/completions, /embeddings and /v1/messages, not {}",
+                        "provider bedrock serves /chat/completions, /embeddings, /v1/messages and (rerank models) /rerank, not {}",
                         req.endpoint.path_suffix()
                     ),
                 })
             }
         };
-        let base_path = dep.base.as_ref().map_or("", |b| b.path.as_str());
         let path = format!(
             "{base_path}/model/{}/{method}",
             sigv4::uri_encode(model_id(upstream_model))
@@ -171,6 +188,14 @@ impl Provider for Bedrock {
 
     fn embeddings_to_internal(&self, body: &[u8]) -> Option<Result<Vec<u8>, TranslateError>> {
         Some(embeddings::to_openai(body))
+    }
+
+    fn rerank_to_cohere(
+        &self,
+        body: &[u8],
+        documents: usize,
+    ) -> Option<Result<Vec<u8>, TranslateError>> {
+        Some(rerank::to_cohere(body, documents))
     }
 
     fn stream_to_internal(&self, include_usage: bool) -> Option<Box<dyn StreamTranslator>> {

@@ -29,9 +29,11 @@ pub fn of_chat(usage: &Value) -> Option<Usage> {
     })
 }
 
-/// The usage of an embed or rerank answer (`meta.billed_units.input_tokens`).
+/// The usage of an embed or rerank answer (`meta.billed_units.input_tokens`,
+/// else LiteLLM's `total_tokens` of a rerank billed by the token).
 pub fn of_meta(resp: &Value) -> Option<Usage> {
-    let tokens = count(&resp["meta"]["billed_units"]["input_tokens"])?;
+    let billed = &resp["meta"]["billed_units"];
+    let tokens = count(&billed["input_tokens"]).or_else(|| count(&billed["total_tokens"]))?;
     Some(Usage {
         prompt_tokens: tokens,
         ..Usage::default()

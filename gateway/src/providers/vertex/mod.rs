@@ -23,9 +23,11 @@
 //! credentials are not fetched.
 //!
 //! Models named `claude-…` are Anthropic's, served by `anthropic`
-//! (`:rawPredict`, the Messages API).
+//! (`:rawPredict`, the Messages API); `semantic-ranker-…` models serve
+//! LiteLLM's rerank through the ranking API (`rank`).
 
 mod anthropic;
+pub mod rank;
 
 pub use anthropic::{VertexAnthropic, VERTEX_ANTHROPIC_VERSION};
 
@@ -216,6 +218,29 @@ impl Provider for Vertex {
         upstream_model: &str,
         dep: &Deployment,
     ) -> Result<UpstreamRequest, GatewayError> {
+        if req.endpoint == Endpoint::Rerank {
+            let settings = dep.vertex.as_ref().ok_or(GatewayError::Internal(
+                "a vertex_ai deployment without settings",
+            ))?;
+            let base = dep.base.as_ref().map_or("", |b| b.path.as_str());
+            let own = vec![
+                authorization(settings)?,
+                (
+                    Cow::Borrowed("x-goog-user-project"),
+                    settings.project.clone(),
+                ),
+            ];
+            return Ok(UpstreamRequest {
+                path: rank::path(base, &settings.project),
+                headers: with_extra_headers(own, dep),
+                body: [
+                    rank::request(&req.body, upstream_model)?.into(),
+                    Default::default(),
+                    Default::default(),
+                ],
+                include_usage: false,
+            });
+        }
         let (body, include_usage) = match req.endpoint {
             Endpoint::ChatCompletions => gemini::request_from_chat(&req.body)?,
             Endpoint::Embeddings => (gemini::embeddings::vertex_request(&req.body)?, false),
@@ -223,7 +248,7 @@ impl Provider for Vertex {
                 return Err(GatewayError::InvalidParam {
                     param: "model",
                     message: format!(
-                        "provider vertex_ai serves /chat/completions, /embeddings, /v1/messages and /v1/responses, not {}",
+                        "provider vertex_ai serves /chat/completions, /embeddings, /v1/messages, /v1/responses and (semantic-ranker models) /rerank, not {}",
                         req.endpoint.path_suffix()
                     ),
                 })
@@ -247,6 +272,14 @@ impl Provider for Vertex {
 
     fn embeddings_to_internal(&self, body: &[u8]) -> Option<Result<Vec<u8>, TranslateError>> {
         Some(gemini::embeddings::to_openai(body))
+    }
+
+    fn rerank_to_cohere(
+        &self,
+        body: &[u8],
+        documents: usize,
+    ) -> Option<Result<Vec<u8>, TranslateError>> {
+        Some(rank::to_cohere(body, documents))
     }
 
     /// As Gemini: every http(s) image goes inline.

@@ -17,6 +17,7 @@ pub mod image_edits;
 pub mod image_generations;
 pub mod images;
 pub mod moderations;
+pub mod rerank;
 pub mod responses;
 pub mod speech;
 pub mod text;
@@ -60,6 +61,9 @@ pub enum Route {
     ApplyGuardrail,
     /// `POST …/v2/chat`, `…/v2/embed`, `…/v2/rerank` (Cohere's v2 API).
     Cohere,
+    /// `POST …/v1/rerank` (Jina's, Voyage's), `…/rerank` (Bedrock's agent
+    /// runtime), `…/rankingConfigs/{c}:rank` (Vertex AI's ranking API).
+    Rerank,
     /// `POST …/moderations` (OpenAI's moderation API).
     Moderations,
     /// `POST …/images/generations` (OpenAI's image generation API).
@@ -109,6 +113,7 @@ impl Route {
                 | Route::Responses
                 | Route::ApplyGuardrail
                 | Route::Cohere
+                | Route::Rerank
                 | Route::Moderations
                 | Route::ImageGenerations
                 | Route::Speech
@@ -138,6 +143,7 @@ pub fn route(method: &str, path: &str) -> Route {
         "POST" if path.ends_with("/responses") => Route::Responses,
         "POST" if guardrail::parse_path(path).is_some() => Route::ApplyGuardrail,
         "POST" if cohere::endpoint(path).is_some() => Route::Cohere,
+        "POST" if rerank::api(path).is_some() => Route::Rerank,
         "POST" if path.ends_with("/moderations") => Route::Moderations,
         "POST" if path.ends_with("/images/generations") => Route::ImageGenerations,
         "POST" if path.ends_with("/audio/speech") => Route::Speech,
@@ -175,6 +181,7 @@ pub fn handle(route: Route, ctx: &Ctx<'_>, body: &serde_json::Value) -> Reply {
         Route::Responses => responses::handle(ctx, body),
         Route::ApplyGuardrail => guardrail::handle(ctx, body),
         Route::Cohere => cohere::handle(ctx, body),
+        Route::Rerank => rerank::handle(ctx, body),
         Route::Moderations => moderations::handle(ctx, body),
         Route::ImageGenerations => image_generations::handle(ctx, body),
         Route::Speech => speech::handle(ctx, body),

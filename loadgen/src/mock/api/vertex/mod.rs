@@ -261,6 +261,34 @@ fn token_valid(bearer: &str, now: u64) -> bool {
         .is_some_and(|exp| now < exp)
 }
 
+/// Checks a Google API call made at `now` for `project` (Discovery
+/// Engine's ranking API): its bearer token, and that the project is the
+/// account's.
+pub fn check_token(req: &Request, now: u64, project: &str) -> Result<(), Reply> {
+    let bearer = req
+        .header("authorization")
+        .and_then(|a| a.strip_prefix("Bearer "))
+        .unwrap_or_default();
+    if !token_valid(bearer, now) {
+        return Err(google_error(
+            401,
+            "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential.",
+        ));
+    }
+    if project != known().project {
+        return Err(permission_denied(project));
+    }
+    Ok(())
+}
+
+/// Google's refusal of a call on `project`, which the account may not use.
+pub fn permission_denied(project: &str) -> Reply {
+    google_error(
+        403,
+        &format!("Permission 'discoveryengine.rankingConfigs.rank' denied on resource '//discoveryengine.googleapis.com/projects/{project}' (or it may not exist)."),
+    )
+}
+
 /// Checks a Vertex AI call made at `now`: its bearer token, and that its
 /// path names the account's project, a location and `publisher`
 /// (`google` for Gemini models, `anthropic` for Claude).
