@@ -425,7 +425,7 @@ fn upstream_of(
     route: &str,
 ) -> Result<Upstream, GatewayError> {
     if let Some(group) = route.strip_prefix("model:") {
-        super::check_access(principal, group, group)?;
+        super::check_access(worker, principal, group, group)?;
         let router = worker.shared.models.router();
         let registry = router.registry();
         let dep = registry
