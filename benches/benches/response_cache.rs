@@ -4,7 +4,7 @@
 //! (and its single-flight registration), and a local hit's lookup.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use gateway::cache::{stream::Tokens, Cache, CacheSettings, Controls, Join};
+use gateway::cache::{stream::Tokens, Cache, CacheSettings, Controls, Join, Owner};
 use gateway::inbound::Endpoint;
 
 /// A chat request of about `size` bytes (one user message padded).
@@ -54,7 +54,14 @@ fn response_cache(c: &mut Criterion) {
     let none = Controls::default();
     let plan = |body: &[u8]| {
         cache
-            .plan(Endpoint::ChatCompletions, "gpt-4o", body, false, &none)
+            .plan(
+                Endpoint::ChatCompletions,
+                "gpt-4o",
+                Owner::Everyone,
+                body,
+                false,
+                &none,
+            )
             .unwrap()
             .unwrap()
     };

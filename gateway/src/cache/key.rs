@@ -7,8 +7,12 @@
 //! stream flag and its options (one entry serves both forms), `model`
 //! (the group stands for it) and the gateway's own members (`cache`,
 //! `fallbacks`, `num_retries`, `tags`, already cut from the body). The
-//! prompt is never kept in clear.
+//! prompt is never kept in clear. Under `cache_params.scope: team|key` the
+//! entry's owner ([`Owner`]: a team, a key's token hash, the master key)
+//! is hashed in too, so callers outside it never share the entry.
 
+use super::settings::Scope;
+use crate::auth::Principal;
 use crate::inbound::Endpoint;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -27,14 +31,62 @@ const EXCLUDED: &[&str] = &[
     "tags",
 ];
 
+/// Whose entries a request reads and writes (`cache_params.scope`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner<'a> {
+    /// Shared by every caller (`scope: global`, or an open gateway).
+    Everyone,
+    /// The keys of a team (`team_id`).
+    Team(&'a str),
+    /// One virtual key (its sha256 hex token).
+    Key(&'a str),
+    /// The master key.
+    Master,
+}
+
+impl<'a> Owner<'a> {
+    /// The owner of `principal`'s entries under `scope`: under `team`, a key
+    /// without a team keeps its own entries.
+    pub fn of(scope: Scope, principal: &'a Principal) -> Owner<'a> {
+        match (scope, principal) {
+            (Scope::Global, _) | (_, Principal::Anonymous) => Owner::Everyone,
+            (_, Principal::Master) => Owner::Master,
+            (Scope::Team, Principal::Key(k)) => match k.record.team_id.as_deref() {
+                Some(team) => Owner::Team(team),
+                None => Owner::Key(&k.record.token),
+            },
+            (Scope::Key, Principal::Key(k)) => Owner::Key(&k.record.token),
+        }
+    }
+}
+
 /// The key of a request on `endpoint` for model `group` with `body` (a JSON
-/// object), under `namespace`.
-pub fn key(endpoint: Endpoint, group: &str, body: &Value, namespace: Option<&str>) -> String {
+/// object), owned by `owner`, under `namespace`.
+pub fn key(
+    endpoint: Endpoint,
+    group: &str,
+    owner: Owner<'_>,
+    body: &Value,
+    namespace: Option<&str>,
+) -> String {
     let mut h = Sha256::new();
     h.update(endpoint.path_suffix().as_bytes());
     h.update([0]);
     h.update(group.as_bytes());
     h.update([0]);
+    // `Everyone` adds nothing: a global key is the one before scopes.
+    match owner {
+        Owner::Everyone => {}
+        Owner::Team(id) => {
+            h.update(b"T");
+            feed_str(&mut h, id);
+        }
+        Owner::Key(token) => {
+            h.update(b"K");
+            feed_str(&mut h, token);
+        }
+        Owner::Master => h.update(b"M"),
+    }
     if let Value::Object(map) = body {
         let mut names: Vec<&String> = map
             .keys()
@@ -98,7 +150,13 @@ mod tests {
     use serde_json::json;
 
     fn k(body: Value) -> String {
-        key(Endpoint::ChatCompletions, "gpt-4o", &body, None)
+        key(
+            Endpoint::ChatCompletions,
+            "gpt-4o",
+            Owner::Everyone,
+            &body,
+            None,
+        )
     }
 
     #[test]
@@ -120,11 +178,23 @@ mod tests {
         }
         assert_ne!(
             key,
-            super::key(Endpoint::ChatCompletions, "other", &base, None)
+            super::key(
+                Endpoint::ChatCompletions,
+                "other",
+                Owner::Everyone,
+                &base,
+                None
+            )
         );
         assert_ne!(
             key,
-            super::key(Endpoint::Completions, "gpt-4o", &base, None)
+            super::key(
+                Endpoint::Completions,
+                "gpt-4o",
+                Owner::Everyone,
+                &base,
+                None
+            )
         );
     }
 
@@ -146,10 +216,35 @@ mod tests {
     #[test]
     fn namespace_prefixes_the_hash() {
         let body = json!({"messages": []});
-        let plain = key(Endpoint::ChatCompletions, "g", &body, None);
+        let plain = key(Endpoint::ChatCompletions, "g", Owner::Everyone, &body, None);
         assert_eq!(
-            key(Endpoint::ChatCompletions, "g", &body, Some("team-a")),
+            key(
+                Endpoint::ChatCompletions,
+                "g",
+                Owner::Everyone,
+                &body,
+                Some("team-a")
+            ),
             format!("team-a:{plain}")
         );
+    }
+
+    #[test]
+    fn owners_never_share_a_key() {
+        let body = json!({"messages": []});
+        let of = |owner| key(Endpoint::ChatCompletions, "g", owner, &body, None);
+        let keys = [
+            of(Owner::Everyone),
+            of(Owner::Team("a")),
+            of(Owner::Team("b")),
+            of(Owner::Key("a")),
+            of(Owner::Master),
+        ];
+        for (i, a) in keys.iter().enumerate() {
+            for b in &keys[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+        assert_eq!(of(Owner::Team("a")), keys[1]);
     }
 }

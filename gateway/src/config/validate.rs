@@ -405,6 +405,17 @@ pub(super) fn validate(
                 crate::cache::Cache::new(settings, redis).map(|c| Some(std::sync::Arc::new(c)))
             })
             .map_err(|p| invalid("litellm_settings.cache".into(), p))?;
+    if master_key.is_none()
+        && cache
+            .as_ref()
+            .is_some_and(|c| c.settings().scope != crate::cache::Scope::Global)
+    {
+        warnings.push(
+            "litellm_settings.cache_params.scope: without general_settings.master_key every \
+             caller is anonymous, so every entry is shared (as scope: global)"
+                .into(),
+        );
+    }
     let guardrails = crate::guardrails::Guardrails::from_config(file.guardrails.as_ref())
         .map_err(|(entry, problem)| invalid(entry, problem))?;
     Ok(Config {
