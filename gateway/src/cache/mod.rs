@@ -125,16 +125,11 @@ impl Cache {
         if controls.no_cache && controls.no_store {
             return Ok(None);
         }
-        let parsed: serde_json::Value =
-            serde_json::from_slice(body).map_err(|e| GatewayError::MalformedJson(e.to_string()))?;
-        let include_usage = parsed
-            .get("stream_options")
-            .and_then(|o| o.get("include_usage"))
-            .and_then(serde_json::Value::as_bool)
-            .unwrap_or(false);
         let namespace = controls.namespace.as_deref().or(s.namespace.as_deref());
+        let (key, include_usage) = key::key(endpoint, group, owner, body, namespace)
+            .map_err(|e| GatewayError::MalformedJson(e.to_string()))?;
         Ok(Some(Plan {
-            key: key::key(endpoint, group, owner, &parsed, namespace),
+            key,
             read: !controls.no_cache,
             write: !controls.no_store,
             ttl: controls.ttl.or(s.ttl),
