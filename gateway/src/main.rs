@@ -214,6 +214,7 @@ fn run(opts: Options) -> Result<(), String> {
     seed_declared_keys(&control, std::mem::take(&mut config.virtual_keys))?;
     load_stored_models(&control, &caches.models)?;
     load_known_keys(&control, &caches.keys)?;
+    apply_stored_settings(&control, &mut config)?;
     if let Some(budget) = &config.proxy_budget {
         set_up_proxy_budget(&control, &caches.keys, budget.clone())?;
     }
@@ -393,6 +394,39 @@ fn seed_declared_keys(
     .map_err(|e| format!("cannot seed gateway_settings.virtual_keys: {e}"))?
     .map_err(|e| format!("cannot seed gateway_settings.virtual_keys: {e}"))?;
     tracing::info!(count, "virtual keys declared in the config are active");
+    Ok(())
+}
+
+/// Applies LiteLLM's settings stored in the database (`LiteLLM_Config`,
+/// `LiteLLM_CacheConfig`) as LiteLLM does at start-up, or stops the start
+/// naming the stored setting that cannot be ignored.
+fn apply_stored_settings(
+    control: &gateway::control::ControlPlane,
+    config: &mut Config,
+) -> Result<(), String> {
+    if config.database_url.is_none() {
+        return Ok(());
+    }
+    let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+        .enable_timer()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let stored = rt
+        .block_on(
+            control.call(std::time::Duration::from_secs(30), |ctx| async move {
+                ctx.store().stored_settings().await
+            }),
+        )
+        .map_err(|e| format!("cannot read LiteLLM's stored settings: {e}"))?
+        .map_err(|e| format!("cannot read LiteLLM's stored settings: {e}"))?;
+    let env = std::env::var("STORE_MODEL_IN_DB").ok();
+    let applied = config.apply_stored(&stored, env.as_deref())?;
+    for note in &applied.notes {
+        tracing::info!("{note}");
+    }
+    for warning in &applied.warnings {
+        tracing::warn!("{warning}");
+    }
     Ok(())
 }
 

@@ -2,6 +2,14 @@
 
     litellm_db.py setup DATABASE_URL MOCK_API_BASE   -> prints the fixture as JSON
     litellm_db.py verify DATABASE_URL FIXTURE_JSON    -> exits 0 when LiteLLM reads the gateway's rows
+    litellm_db.py settings DATABASE_URL SETTINGS_JSON -> LiteLLM's stored settings rows written
+
+`settings` builds the schema as `setup` does (once) and writes what LiteLLM's admin
+UI saves: `{"cache_settings": {...}}` as the `LiteLLM_CacheConfig` row
+(every string sealed with `encrypt_value_helper`, as its
+`update_cache_settings` does) and `{"config": {"general_settings": {...},
+...}}` as `LiteLLM_Config` rows (`param_name`, `param_value`), in place of
+the rows there were.
 
 `setup` builds the schema from the SQL migrations shipped in the
 litellm-proxy-extras package (in order, with psql), then inserts keys
@@ -396,9 +404,31 @@ def verify(url, fx):
     print("; ".join(checks))
 
 
+def settings(url, wanted):
+    if psql(url, """SELECT to_regclass('"LiteLLM_CacheConfig"') IS NULL""").strip() == "t":
+        apply_migrations(url)
+    psql(url, 'DELETE FROM "LiteLLM_CacheConfig"; DELETE FROM "LiteLLM_Config"')
+    cache = wanted.get("cache_settings")
+    if cache is not None:
+        sealed = {k: encrypt_value_helper(v) if isinstance(v, str) else v for k, v in cache.items()}
+        psql(
+            url,
+            'INSERT INTO "LiteLLM_CacheConfig" (id, cache_settings, updated_at) '
+            f"VALUES ('cache_config', {lit(json.dumps(sealed))}::jsonb, now())",
+        )
+    for name, value in (wanted.get("config") or {}).items():
+        psql(
+            url,
+            'INSERT INTO "LiteLLM_Config" (param_name, param_value) '
+            f"VALUES ({lit(name)}, {lit(json.dumps(value))}::jsonb)",
+        )
+
+
 def main():
     cmd, url = sys.argv[1], sys.argv[2]
-    if cmd == "setup":
+    if cmd == "settings":
+        settings(url, json.loads(sys.argv[3]))
+    elif cmd == "setup":
         setup(url, sys.argv[3])
     elif cmd == "verify":
         verify(url, json.loads(sys.argv[3]))

@@ -415,11 +415,18 @@ fn redis_entries_are_shared_by_replicas_and_an_outage_is_a_miss() {
     let r = chat(&mut a.connect(), foreign).expect_status(200);
     assert!(cache_key(&r).is_none());
 
-    // Redis down: served from the upstream.
+    // Redis down: served from the upstream, the stored entry included.
+    // Each request after the first asks something new: a miss's single
+    // flight ends after its client has the answer, so an identical request
+    // sent at once may follow it (a hit from this replica, not Redis).
     redis.stop();
     let calls = upstream_calls(&mock);
-    for _ in 0..3 {
-        let r = chat(&mut a.connect(), hello(json!({}))).expect_status(200);
+    for i in 0..3 {
+        let body = match i {
+            0 => hello(json!({})),
+            _ => hello(json!({"messages": [{"role": "user", "content": format!("down {i}")}]})),
+        };
+        let r = chat(&mut a.connect(), body).expect_status(200);
         assert!(cache_key(&r).is_none());
     }
     assert_eq!(upstream_calls(&mock), calls + 3);
@@ -1230,4 +1237,93 @@ fn cache_settings_routes() {
     redis.stop();
     let down = test(json!({"type": "redis"}));
     assert_eq!(down["status"], "failed", "{down}");
+}
+
+/// `cache_params.scope` (this gateway's): under `team` the keys of one
+/// team share entries and no one else reads them (a key without a team and
+/// the master key keep their own); under `key` each key keeps its own;
+/// `global` (the default) shares every entry, as LiteLLM does. On Redis
+/// too, where the owner is hashed into the key `/cache/delete` takes.
+#[test]
+fn scope_isolates_entries_per_team_or_per_key() {
+    let mock = MockServer::start(&[]);
+    let redis = PrivateRedis::start();
+    for (scope, backend) in [
+        (Some("team"), json!({"type": "local"})),
+        (Some("key"), json!({"type": "local"})),
+        (None, json!({"type": "local"})),
+        (
+            Some("team"),
+            json!({"type": "redis", "host": "127.0.0.1", "port": redis.port()}),
+        ),
+    ] {
+        let mut params = backend;
+        if let Some(scope) = scope {
+            params["scope"] = json!(scope);
+        }
+        let gw = Gateway::start(&to_yaml(&config(&mock, params)), &[]);
+        for team in ["red", "blue"] {
+            let r = gw.post("/team/new", &json!({"team_id": team}));
+            assert_eq!(r.status, 200, "{}", r.text());
+        }
+        let generate = |team: Option<&str>| {
+            let r = gw.post("/key/generate", &json!({"team_id": team}));
+            assert_eq!(r.status, 200, "{}", r.text());
+            r.json()["key"].as_str().expect("key").to_string()
+        };
+        let (red1, red2, blue, lone) = (
+            generate(Some("red")),
+            generate(Some("red")),
+            generate(Some("blue")),
+            generate(None),
+        );
+        // A fresh body per backend: the Redis is kept between runs.
+        let body =
+            hello(json!({"messages": [{"role": "user", "content": format!("{scope:?} scoped")}]}));
+        let mut conn = gw.connect();
+        // Whether `key`'s request is a hit, and its entry's key.
+        let mut send = |key: &str| {
+            let before = upstream_calls(&mock);
+            let r = chat_as(&mut conn, key, body.clone()).expect_status(200);
+            let hit = upstream_calls(&mock) == before;
+            assert_eq!(hit, cache_key(&r).is_some(), "{scope:?}: {}", r.text());
+            (hit, cache_key(&r))
+        };
+        // A key's own entry, once it landed (a Redis write is not waited for).
+        let until_hit = |send: &mut dyn FnMut(&str) -> (bool, Option<String>), key: &str| {
+            eventually("a hit", Duration::from_secs(10), || {
+                let (hit, entry) = send(key);
+                hit.then_some(entry)
+            })
+        };
+        let first = send(&red1);
+        assert!(!first.0, "{scope:?}: the first request is a miss");
+        let red1_key = until_hit(&mut send, &red1);
+        let (red2_hit, red2_key) = send(&red2);
+        let (blue_hit, _) = send(&blue);
+        let (lone_hit, _) = send(&lone);
+        let (master_hit, _) = send(MASTER_KEY);
+        match scope {
+            Some("team") => {
+                assert!(red2_hit, "a team's keys share entries");
+                assert_eq!(red2_key, red1_key);
+                assert!(!blue_hit, "another team's key read red's entry");
+                assert!(!lone_hit, "a key without a team read red's entry");
+                assert!(!master_hit, "the master key read red's entry");
+                // Each of them stored its own.
+                for key in [blue.as_str(), lone.as_str(), MASTER_KEY] {
+                    assert_ne!(until_hit(&mut send, key), red1_key);
+                }
+            }
+            Some("key") => {
+                assert!(!red2_hit, "a team mate read red1's entry under scope: key");
+                assert!(!blue_hit && !lone_hit && !master_hit);
+                assert_ne!(until_hit(&mut send, &red2), red1_key, "red2 stored its own");
+            }
+            _ => assert!(
+                red2_hit && blue_hit && lone_hit && master_hit,
+                "scope: global shares every entry"
+            ),
+        }
+    }
 }

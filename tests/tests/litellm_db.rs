@@ -330,3 +330,105 @@ fn a_litellm_database_serves_here_and_litellm_reads_what_the_gateway_wrote() {
         "{verified}"
     );
 }
+
+/// LiteLLM's settings saved in its database, written by LiteLLM's own code:
+/// with `store_model_in_db`, the `LiteLLM_CacheConfig` row its UI saves
+/// (every field sealed) turns the response cache on with its parameters,
+/// and the `LiteLLM_Config` row `litellm_settings` fills `cache` and
+/// `cache_params` the file leaves out; without `store_model_in_db` neither
+/// applies (as in LiteLLM), and a stored cache on a Redis this gateway is
+/// not configured with stops the start, naming the row.
+#[test]
+fn litellms_stored_cache_settings_apply_with_store_model_in_db() {
+    let mock = MockServer::start(&[]);
+    let redis = e2e::PrivateRedis::start();
+    let port = redis.port().to_string();
+    let mut config = e2e::base_config(mock.port());
+    config["router_settings"] = json!({"redis_host": "127.0.0.1", "redis_port": redis.port()});
+    let yaml = to_yaml(&config);
+    let send = |gw: &Gateway, text: &str| {
+        let body = json!({"model": "gpt-4o", "messages": [{"role": "user", "content": text}]});
+        let r = gw.post("/v1/chat/completions", &body);
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.header("x-litellm-cache-key").map(str::to_string)
+    };
+    // A repeated request answered from the cache (the write to Redis is not
+    // waited for): the hit's cache key.
+    let hit = |gw: &Gateway, text: &str| -> String {
+        assert!(send(gw, text).is_none(), "the first request was a hit");
+        e2e::eventually("a hit", Duration::from_secs(10), || send(gw, text))
+    };
+    // One database, its stored rows replaced before each start.
+    let db = TestDb::create();
+    let stored = |settings: Value| {
+        harness(&["settings", db.url(), &settings.to_string()]);
+        &db
+    };
+    let envs = |db: &TestDb| -> Vec<(String, String)> {
+        vec![
+            ("DATABASE_URL".into(), db.url().into()),
+            ("LITELLM_SALT_KEY".into(), SALT_KEY.into()),
+        ]
+    };
+    let start = |db: &TestDb| -> Gateway {
+        let envs = envs(db);
+        let envs: Vec<(&str, &str)> = envs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        Gateway::start(&yaml, &envs)
+    };
+
+    // The cache row, as LiteLLM's UI saves it (numbers as text, redis_type).
+    let ui_row = json!({"type": "redis", "host": "127.0.0.1", "port": port, "namespace": "ui-saved",
+        "ttl": "600", "redis_type": "node"});
+    let db = stored(json!({"cache_settings": ui_row,
+        "config": {"general_settings": {"store_model_in_db": true}}}));
+    let gw = start(db);
+    let key = hit(&gw, "stored cache row");
+    assert!(
+        key.starts_with("ui-saved:"),
+        "the stored namespace applies: {key}"
+    );
+    drop(gw);
+
+    // The litellm_settings row of LiteLLM_Config.
+    let db = stored(json!({"config": {
+        "general_settings": {"store_model_in_db": true},
+        "litellm_settings": {"cache": true, "cache_params": {"type": "redis", "namespace": "cfg-row"}}}}));
+    let gw = start(db);
+    let key = hit(&gw, "stored litellm_settings");
+    assert!(key.starts_with("cfg-row:"), "{key}");
+    drop(gw);
+
+    // Without store_model_in_db LiteLLM reads neither: nor does the gateway.
+    let db = stored(json!({"cache_settings": ui_row}));
+    let gw = start(db);
+    for _ in 0..2 {
+        assert_eq!(send(&gw, "store_model_in_db off"), None, "no cache is on");
+    }
+    assert!(
+        gw.output().contains("LiteLLM_CacheConfig"),
+        "{}",
+        gw.output()
+    );
+    drop(gw);
+
+    // A stored cache on another Redis: refused, naming the row.
+    let db = stored(
+        json!({"cache_settings": {"type": "redis", "host": "127.0.0.1", "port": "1"},
+        "config": {"general_settings": {"store_model_in_db": true}}}),
+    );
+    let envs = envs(db);
+    let envs: Vec<(&str, &str)> = envs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let mut gw = Gateway::spawn(&yaml, &envs, e2e::free_port(), &[]);
+    let status = gw.wait_exit(Duration::from_secs(30)).unwrap_or_else(|| {
+        panic!(
+            "started with a stored cache on another Redis\n{}",
+            gw.output()
+        )
+    });
+    assert!(!status.success());
+    let out = gw.output();
+    assert!(
+        out.contains("LiteLLM_CacheConfig") && out.contains("127.0.0.1:1"),
+        "{out}"
+    );
+}

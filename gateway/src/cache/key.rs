@@ -7,11 +7,16 @@
 //! stream flag and its options (one entry serves both forms), `model`
 //! (the group stands for it) and the gateway's own members (`cache`,
 //! `fallbacks`, `num_retries`, `tags`, already cut from the body). The
-//! prompt is never kept in clear.
+//! prompt is never kept in clear. Under `cache_params.scope: team|key` the
+//! entry's owner ([`Owner`]: a team, a key's token hash, the master key)
+//! is hashed in too, so callers outside it never share the entry.
 
+use super::settings::Scope;
+use crate::auth::Principal;
 use crate::inbound::Endpoint;
-use serde_json::Value;
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use sha2::{Digest, Sha256};
+use std::borrow::Cow;
 
 /// Top-level members left out of the key.
 const EXCLUDED: &[&str] = &[
@@ -27,78 +32,301 @@ const EXCLUDED: &[&str] = &[
     "tags",
 ];
 
-/// The key of a request on `endpoint` for model `group` with `body` (a JSON
-/// object), under `namespace`.
-pub fn key(endpoint: Endpoint, group: &str, body: &Value, namespace: Option<&str>) -> String {
+/// Whose entries a request reads and writes (`cache_params.scope`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner<'a> {
+    /// Shared by every caller (`scope: global`, or an open gateway).
+    Everyone,
+    /// The keys of a team (`team_id`).
+    Team(&'a str),
+    /// One virtual key (its sha256 hex token).
+    Key(&'a str),
+    /// The master key.
+    Master,
+}
+
+impl<'a> Owner<'a> {
+    /// The owner of `principal`'s entries under `scope`: under `team`, a key
+    /// without a team keeps its own entries.
+    pub fn of(scope: Scope, principal: &'a Principal) -> Owner<'a> {
+        match (scope, principal) {
+            (Scope::Global, _) | (_, Principal::Anonymous) => Owner::Everyone,
+            (_, Principal::Master) => Owner::Master,
+            (Scope::Team, Principal::Key(k)) => match k.record.team_id.as_deref() {
+                Some(team) => Owner::Team(team),
+                None => Owner::Key(&k.record.token),
+            },
+            (Scope::Key, Principal::Key(k)) => Owner::Key(&k.record.token),
+        }
+    }
+}
+
+/// The key of a request on `endpoint` for model `group` with `body` (the
+/// JSON object's bytes), owned by `owner`, under `namespace`; and whether
+/// the body asks for a usage chunk (`stream_options.include_usage`). The
+/// body is read once into a tree that borrows its strings (no copy of the
+/// prompt, no map built), then hashed in canonical order.
+pub fn key(
+    endpoint: Endpoint,
+    group: &str,
+    owner: Owner<'_>,
+    body: &[u8],
+    namespace: Option<&str>,
+) -> Result<(String, bool), serde_json::Error> {
+    let mut root: Node<'_> = serde_json::from_slice(body)?;
     let mut h = Sha256::new();
     h.update(endpoint.path_suffix().as_bytes());
     h.update([0]);
     h.update(group.as_bytes());
     h.update([0]);
-    if let Value::Object(map) = body {
-        let mut names: Vec<&String> = map
-            .keys()
-            .filter(|k| !EXCLUDED.contains(&k.as_str()))
-            .collect();
-        names.sort_unstable();
-        for name in names {
+    // `Everyone` adds nothing: a global key is the one before scopes.
+    match owner {
+        Owner::Everyone => {}
+        Owner::Team(id) => {
+            h.update(b"T");
+            feed_str(&mut h, id);
+        }
+        Owner::Key(token) => {
+            h.update(b"K");
+            feed_str(&mut h, token);
+        }
+        Owner::Master => h.update(b"M"),
+    }
+    let mut include_usage = false;
+    if let Node::Obj(members) = &mut root {
+        sort(members);
+        for i in 0..members.len() {
+            if shadowed(members, i) {
+                continue;
+            }
+            let (name, value) = &mut members[i];
+            if name == "stream_options" {
+                include_usage = usage_asked(value);
+            }
+            if EXCLUDED.contains(&name.as_ref()) {
+                continue;
+            }
             feed_str(&mut h, name);
-            feed(&mut h, &map[name]);
+            feed(&mut h, value);
         }
     }
     let hex = hex::encode(h.finalize());
-    match namespace {
+    let key = match namespace {
         Some(ns) => format!("{ns}:{hex}"),
         None => hex,
-    }
+    };
+    Ok((key, include_usage))
+}
+
+/// A JSON value read for hashing: strings borrowed from the body unless
+/// escaped, objects as member lists (sorted before hashing), numbers as
+/// serde_json reads them (so a key is the one a `serde_json::Value` gives).
+enum Node<'a> {
+    Null,
+    Bool(bool),
+    Num(serde_json::Number),
+    Str(Cow<'a, str>),
+    Arr(Vec<Node<'a>>),
+    Obj(Vec<(Cow<'a, str>, Node<'a>)>),
+}
+
+/// `stream_options.include_usage` is `true`.
+fn usage_asked(options: &Node<'_>) -> bool {
+    let Node::Obj(members) = options else {
+        return false;
+    };
+    // The last of repeated names counts, as in serde_json.
+    members
+        .iter()
+        .rev()
+        .find(|(n, _)| n == "include_usage")
+        .is_some_and(|(_, v)| matches!(v, Node::Bool(true)))
+}
+
+/// Members by name, stable: of repeated names the last stays last.
+fn sort(members: &mut [(Cow<'_, str>, Node<'_>)]) {
+    members.sort_by(|a, b| a.0.cmp(&b.0));
+}
+
+/// Whether member `i` of sorted `members` is followed by one of its name
+/// (serde_json keeps the last of repeated names).
+fn shadowed(members: &[(Cow<'_, str>, Node<'_>)], i: usize) -> bool {
+    members
+        .get(i + 1)
+        .is_some_and(|next| next.0 == members[i].0)
 }
 
 /// Feeds `v` with a type tag and lengths, so no two values hash alike by
-/// concatenation.
-fn feed(h: &mut Sha256, v: &Value) {
+/// concatenation; members sorted by name at every depth (in place).
+fn feed(h: &mut Sha256, v: &mut Node<'_>) {
     match v {
-        Value::Null => h.update(b"n"),
-        Value::Bool(b) => h.update(if *b { b"t" } else { b"f" }),
-        Value::Number(n) => {
+        Node::Null => h.update(b"n"),
+        Node::Bool(b) => h.update(if *b { b"t" } else { b"f" }),
+        Node::Num(n) => {
             h.update(b"#");
-            feed_str(h, &n.to_string());
+            let mut buf = NumText::default();
+            // A number's text fits: at most 24 bytes (ryu, itoa).
+            let _ = std::fmt::Write::write_fmt(&mut buf, format_args!("{n}"));
+            feed_bytes(h, buf.text());
         }
-        Value::String(s) => {
+        Node::Str(s) => {
             h.update(b"s");
             feed_str(h, s);
         }
-        Value::Array(items) => {
+        Node::Arr(items) => {
             h.update(b"[");
             h.update((items.len() as u64).to_le_bytes());
             for item in items {
                 feed(h, item);
             }
         }
-        Value::Object(map) => {
+        Node::Obj(members) => {
+            sort(members);
+            let kept = (0..members.len())
+                .filter(|i| !shadowed(members, *i))
+                .count();
             h.update(b"{");
-            h.update((map.len() as u64).to_le_bytes());
-            let mut names: Vec<&String> = map.keys().collect();
-            names.sort_unstable();
-            for name in names {
+            h.update((kept as u64).to_le_bytes());
+            for i in 0..members.len() {
+                if shadowed(members, i) {
+                    continue;
+                }
+                let (name, value) = &mut members[i];
                 feed_str(h, name);
-                feed(h, &map[name]);
+                feed(h, value);
             }
         }
     }
 }
 
 fn feed_str(h: &mut Sha256, s: &str) {
+    feed_bytes(h, s.as_bytes());
+}
+
+fn feed_bytes(h: &mut Sha256, s: &[u8]) {
     h.update((s.len() as u64).to_le_bytes());
-    h.update(s.as_bytes());
+    h.update(s);
+}
+
+/// A number's text on the stack.
+#[derive(Default)]
+struct NumText {
+    buf: [u8; 32],
+    len: usize,
+}
+
+impl NumText {
+    fn text(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl std::fmt::Write for NumText {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len.checked_add(s.len()).ok_or(std::fmt::Error)?;
+        self.buf
+            .get_mut(self.len..end)
+            .ok_or(std::fmt::Error)?
+            .copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+impl<'de> Deserialize<'de> for Node<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(NodeVisitor)
+    }
+}
+
+struct NodeVisitor;
+
+impl<'de> Visitor<'de> for NodeVisitor {
+    type Value = Node<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_unit<E>(self) -> Result<Node<'de>, E> {
+        Ok(Node::Null)
+    }
+    fn visit_bool<E>(self, b: bool) -> Result<Node<'de>, E> {
+        Ok(Node::Bool(b))
+    }
+    fn visit_u64<E>(self, n: u64) -> Result<Node<'de>, E> {
+        Ok(Node::Num(n.into()))
+    }
+    fn visit_i64<E>(self, n: i64) -> Result<Node<'de>, E> {
+        Ok(Node::Num(n.into()))
+    }
+    fn visit_f64<E>(self, n: f64) -> Result<Node<'de>, E> {
+        // serde_json reads only finite numbers; `Value` keeps none else.
+        Ok(serde_json::Number::from_f64(n).map_or(Node::Null, Node::Num))
+    }
+    fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Node<'de>, E> {
+        Ok(Node::Str(Cow::Borrowed(s)))
+    }
+    fn visit_str<E>(self, s: &str) -> Result<Node<'de>, E> {
+        Ok(Node::Str(Cow::Owned(s.to_string())))
+    }
+    fn visit_string<E>(self, s: String) -> Result<Node<'de>, E> {
+        Ok(Node::Str(Cow::Owned(s)))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Node<'de>, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+        while let Some(item) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Node::Arr(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node<'de>, A::Error> {
+        let mut members = Vec::with_capacity(map.size_hint().unwrap_or(0).min(64));
+        while let Some(Name(name)) = map.next_key()? {
+            members.push((name, map.next_value()?));
+        }
+        Ok(Node::Obj(members))
+    }
+}
+
+/// A member name, borrowed from the body unless escaped.
+struct Name<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Name<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Name<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Name<'de>, E> {
+                Ok(Name(Cow::Borrowed(s)))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Name<'de>, E> {
+                Ok(Name(Cow::Owned(s.to_string())))
+            }
+            fn visit_string<E>(self, s: String) -> Result<Name<'de>, E> {
+                Ok(Name(Cow::Owned(s)))
+            }
+        }
+        d.deserialize_str(V)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
+
+    fn key_of(group: &str, owner: Owner<'_>, body: &Value, ns: Option<&str>) -> String {
+        let bytes = serde_json::to_vec(body).unwrap();
+        key(Endpoint::ChatCompletions, group, owner, &bytes, ns)
+            .unwrap()
+            .0
+    }
 
     fn k(body: Value) -> String {
-        key(Endpoint::ChatCompletions, "gpt-4o", &body, None)
+        key_of("gpt-4o", Owner::Everyone, &body, None)
     }
 
     #[test]
@@ -118,13 +346,18 @@ mod tests {
         ] {
             assert_ne!(k(changed), key);
         }
+        assert_ne!(key, key_of("other", Owner::Everyone, &base, None));
         assert_ne!(
             key,
-            super::key(Endpoint::ChatCompletions, "other", &base, None)
-        );
-        assert_ne!(
-            key,
-            super::key(Endpoint::Completions, "gpt-4o", &base, None)
+            super::key(
+                Endpoint::Completions,
+                "gpt-4o",
+                Owner::Everyone,
+                &serde_json::to_vec(&base).unwrap(),
+                None
+            )
+            .unwrap()
+            .0
         );
     }
 
@@ -146,10 +379,125 @@ mod tests {
     #[test]
     fn namespace_prefixes_the_hash() {
         let body = json!({"messages": []});
-        let plain = key(Endpoint::ChatCompletions, "g", &body, None);
+        let plain = key_of("g", Owner::Everyone, &body, None);
         assert_eq!(
-            key(Endpoint::ChatCompletions, "g", &body, Some("team-a")),
+            key_of("g", Owner::Everyone, &body, Some("team-a")),
             format!("team-a:{plain}")
         );
+    }
+
+    #[test]
+    fn owners_never_share_a_key() {
+        let body = json!({"messages": []});
+        let of = |owner| key_of("g", owner, &body, None);
+        let keys = [
+            of(Owner::Everyone),
+            of(Owner::Team("a")),
+            of(Owner::Team("b")),
+            of(Owner::Key("a")),
+            of(Owner::Master),
+        ];
+        for (i, a) in keys.iter().enumerate() {
+            for b in &keys[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+        assert_eq!(of(Owner::Team("a")), keys[1]);
+    }
+
+    /// The key as it was computed over a `serde_json::Value` before the
+    /// borrowed reading: entries stored then are found now.
+    fn value_key(group: &str, body: &Value) -> String {
+        fn feed_value(h: &mut Sha256, v: &Value) {
+            match v {
+                Value::Null => h.update(b"n"),
+                Value::Bool(b) => h.update(if *b { b"t" } else { b"f" }),
+                Value::Number(n) => {
+                    h.update(b"#");
+                    feed_str(h, &n.to_string());
+                }
+                Value::String(s) => {
+                    h.update(b"s");
+                    feed_str(h, s);
+                }
+                Value::Array(items) => {
+                    h.update(b"[");
+                    h.update((items.len() as u64).to_le_bytes());
+                    items.iter().for_each(|i| feed_value(h, i));
+                }
+                Value::Object(map) => {
+                    h.update(b"{");
+                    h.update((map.len() as u64).to_le_bytes());
+                    let mut names: Vec<&String> = map.keys().collect();
+                    names.sort_unstable();
+                    for name in names {
+                        feed_str(h, name);
+                        feed_value(h, &map[name]);
+                    }
+                }
+            }
+        }
+        let mut h = Sha256::new();
+        h.update(Endpoint::ChatCompletions.path_suffix().as_bytes());
+        h.update([0]);
+        h.update(group.as_bytes());
+        h.update([0]);
+        if let Value::Object(map) = body {
+            let mut names: Vec<&String> = map
+                .keys()
+                .filter(|k| !EXCLUDED.contains(&k.as_str()))
+                .collect();
+            names.sort_unstable();
+            for name in names {
+                feed_str(&mut h, name);
+                feed_value(&mut h, &map[name]);
+            }
+        }
+        hex::encode(h.finalize())
+    }
+
+    #[test]
+    fn the_key_is_the_one_a_value_gave() {
+        for text in [
+            r#"{"model":"m","messages":[{"role":"user","content":"hi \"there\" \u00e9\n"}]}"#,
+            r#"{"b":1,"a":-2,"c":3.5,"d":1e300,"e":-0.0,"f":18446744073709551615,"g":-9223372036854775808}"#,
+            r#"{"tools":[{"type":"function","function":{"name":"f","parameters":{"z":{},"a":[null,true,false]}}}]}"#,
+            r#"{"x":1,"x":2,"y":{"k":"first","k":"last"}}"#,
+            r#"{"\u0061":"escaped name","a":"plain"}"#,
+            r#"[1,2]"#,
+            r#""text""#,
+            r#"{}"#,
+        ] {
+            let value: Value = serde_json::from_str(text).unwrap();
+            let (got, _) = key(
+                Endpoint::ChatCompletions,
+                "g",
+                Owner::Everyone,
+                text.as_bytes(),
+                None,
+            )
+            .unwrap();
+            assert_eq!(got, value_key("g", &value), "{text}");
+        }
+    }
+
+    #[test]
+    fn include_usage_is_read_and_bad_json_refused() {
+        let of = |text: &str| {
+            key(
+                Endpoint::ChatCompletions,
+                "g",
+                Owner::Everyone,
+                text.as_bytes(),
+                None,
+            )
+            .map(|(_, usage)| usage)
+        };
+        assert!(of(r#"{"stream_options":{"include_usage":true}}"#).unwrap());
+        assert!(!of(r#"{"stream_options":{"include_usage":false}}"#).unwrap());
+        assert!(!of(r#"{"stream_options":{"include_usage":"yes"}}"#).unwrap());
+        assert!(!of(r#"{"messages":[]}"#).unwrap());
+        assert!(of(r#"{"messages":[}"#).is_err());
+        assert!(of(r#"{"a":1} trailing"#).is_err());
     }
 }

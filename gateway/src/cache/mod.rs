@@ -21,8 +21,9 @@ pub mod stream;
 
 pub use control::Controls;
 pub use flight::Join;
+pub use key::Owner;
 pub use local::{CoreCache, Stored};
-pub use settings::{Backend, CacheSettings};
+pub use settings::{Backend, CacheSettings, Scope};
 
 use crate::error::GatewayError;
 use crate::inbound::Endpoint;
@@ -103,14 +104,15 @@ impl Cache {
         }
     }
 
-    /// What the cache does for a request on `endpoint` for `group` whose
-    /// body (without `cache`) is `body` and whose `cache` object is
-    /// `controls`; `None` when it does nothing (an endpoint not cached,
-    /// `mode: default_off` without `use-cache`).
+    /// What the cache does for a request on `endpoint` for `group` by
+    /// `owner` ([`Owner::of`]) whose body (without `cache`) is `body` and
+    /// whose `cache` object is `controls`; `None` when it does nothing (an
+    /// endpoint not cached, `mode: default_off` without `use-cache`).
     pub fn plan(
         &self,
         endpoint: Endpoint,
         group: &str,
+        owner: Owner<'_>,
         body: &[u8],
         stream: bool,
         controls: &Controls,
@@ -123,16 +125,11 @@ impl Cache {
         if controls.no_cache && controls.no_store {
             return Ok(None);
         }
-        let parsed: serde_json::Value =
-            serde_json::from_slice(body).map_err(|e| GatewayError::MalformedJson(e.to_string()))?;
-        let include_usage = parsed
-            .get("stream_options")
-            .and_then(|o| o.get("include_usage"))
-            .and_then(serde_json::Value::as_bool)
-            .unwrap_or(false);
         let namespace = controls.namespace.as_deref().or(s.namespace.as_deref());
+        let (key, include_usage) = key::key(endpoint, group, owner, body, namespace)
+            .map_err(|e| GatewayError::MalformedJson(e.to_string()))?;
         Ok(Some(Plan {
-            key: key::key(endpoint, group, &parsed, namespace),
+            key,
             read: !controls.no_cache,
             write: !controls.no_store,
             ttl: controls.ttl.or(s.ttl),
@@ -293,7 +290,14 @@ mod tests {
         let core = c.core_cache(1);
         let none = Controls::default();
         let plan = c
-            .plan(Endpoint::ChatCompletions, "g", BODY, false, &none)
+            .plan(
+                Endpoint::ChatCompletions,
+                "g",
+                Owner::Everyone,
+                BODY,
+                false,
+                &none,
+            )
             .unwrap()
             .unwrap();
         assert!(monoio_run(c.lookup(&core, &plan)).is_none());
@@ -308,7 +312,14 @@ mod tests {
             ..Controls::default()
         };
         let p = c
-            .plan(Endpoint::ChatCompletions, "g", BODY, false, &no_cache)
+            .plan(
+                Endpoint::ChatCompletions,
+                "g",
+                Owner::Everyone,
+                BODY,
+                false,
+                &no_cache,
+            )
             .unwrap()
             .unwrap();
         assert!(monoio_run(c.lookup(&core, &p)).is_none());
@@ -318,14 +329,28 @@ mod tests {
             ..Controls::default()
         };
         let p = c
-            .plan(Endpoint::ChatCompletions, "g", BODY, false, &no_store)
+            .plan(
+                Endpoint::ChatCompletions,
+                "g",
+                Owner::Everyone,
+                BODY,
+                false,
+                &no_store,
+            )
             .unwrap()
             .unwrap();
         c.store(&core, &p, ANSWER, stream::Tokens::default());
         assert!(monoio_run(c.lookup(&core, &p)).is_none());
         // An error body is not an answer.
         let p = c
-            .plan(Endpoint::Completions, "g", BODY, false, &none)
+            .plan(
+                Endpoint::Completions,
+                "g",
+                Owner::Everyone,
+                BODY,
+                false,
+                &none,
+            )
             .unwrap()
             .unwrap();
         c.store(&core, &p, b"oops", stream::Tokens::default());
@@ -356,7 +381,14 @@ mod tests {
         );
         let none = Controls::default();
         assert!(c
-            .plan(Endpoint::ChatCompletions, "g", BODY, false, &none)
+            .plan(
+                Endpoint::ChatCompletions,
+                "g",
+                Owner::Everyone,
+                BODY,
+                false,
+                &none
+            )
             .unwrap()
             .is_none());
         let opt_in = Controls {
@@ -364,15 +396,29 @@ mod tests {
             ..Controls::default()
         };
         assert!(c
-            .plan(Endpoint::ChatCompletions, "g", BODY, false, &opt_in)
+            .plan(
+                Endpoint::ChatCompletions,
+                "g",
+                Owner::Everyone,
+                BODY,
+                false,
+                &opt_in
+            )
             .unwrap()
             .is_some());
         assert!(c
-            .plan(Endpoint::Messages, "g", BODY, true, &opt_in)
+            .plan(
+                Endpoint::Messages,
+                "g",
+                Owner::Everyone,
+                BODY,
+                true,
+                &opt_in
+            )
             .unwrap()
             .is_some());
         assert!(c
-            .plan(Endpoint::Rerank, "g", BODY, false, &opt_in)
+            .plan(Endpoint::Rerank, "g", Owner::Everyone, BODY, false, &opt_in)
             .unwrap()
             .is_none());
     }

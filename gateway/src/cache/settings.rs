@@ -35,6 +35,20 @@ pub enum Backend {
     Redis,
 }
 
+/// Who shares entries (`cache_params.scope`, this gateway's; LiteLLM's
+/// cache is global).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Scope {
+    /// Every caller shares entries (LiteLLM's behaviour).
+    #[default]
+    Global,
+    /// The keys of one team share entries; a key without a team, and the
+    /// master key, keep their own.
+    Team,
+    /// Each key (and the master key) keeps its own entries.
+    Key,
+}
+
 /// The response cache's settings; `None` in [`CacheSettings::from_litellm`]
 /// when the cache is off.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,6 +74,8 @@ pub struct CacheSettings {
     /// before making its own (`single_flight_timeout`, this gateway's;
     /// `None`: 0, every miss makes its own call).
     pub follow_wait: Option<Duration>,
+    /// Who shares entries.
+    pub scope: Scope,
 }
 
 /// Backends of LiteLLM this gateway does not have.
@@ -93,6 +109,7 @@ const KNOWN: &[&str] = &[
     "ssl",
     "redis_startup_nodes",
     "single_flight_timeout",
+    "scope",
 ];
 
 impl CacheSettings {
@@ -183,6 +200,13 @@ impl CacheSettings {
             Some(v) if v.as_f64() == Some(0.0) => None,
             v => seconds(v, &name("single_flight_timeout"))?,
         };
+        let scope = match params.get("scope") {
+            None | Some(Value::Null) => Scope::Global,
+            Some(Value::String(s)) if s == "global" => Scope::Global,
+            Some(Value::String(s)) if s == "team" => Scope::Team,
+            Some(Value::String(s)) if s == "key" => Scope::Key,
+            Some(_) => return Err(format!("{} must be global, team or key", name("scope"))),
+        };
         if let Some(map) = params.as_mapping() {
             for key in map.keys().filter_map(Value::as_str) {
                 if !KNOWN.contains(&key) {
@@ -203,6 +227,7 @@ impl CacheSettings {
             max_bytes,
             max_entry_bytes,
             follow_wait,
+            scope,
         }))
     }
 
@@ -360,6 +385,7 @@ mod tests {
                 "supported_call_types",
             ),
             ("{type: local, max_size_in_memory: 0}", "max_size_in_memory"),
+            ("{type: local, scope: user}", "scope"),
         ] {
             let err = read(&format!(
                 "litellm_settings: {{cache: true, cache_params: {params}}}"
@@ -392,6 +418,10 @@ mod tests {
         assert!(warnings.iter().any(|w| w.contains("rerank")));
         assert!(warnings.iter().any(|w| w.contains("redis_flush_size")));
         assert_eq!(s.follow_wait, Some(DEFAULT_FOLLOW_WAIT));
+        assert_eq!(s.scope, Scope::Global);
+        let (s, _) =
+            read("litellm_settings: {cache: true, cache_params: {type: local, scope: team}}");
+        assert_eq!(s.unwrap().unwrap().scope, Scope::Team);
     }
 
     #[test]

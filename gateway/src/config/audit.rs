@@ -94,6 +94,9 @@ const GENERAL_ACTED_ON: &[&str] = &[
     "disable_error_logs",
     // The config's own pass-through endpoints (`providers::passthrough`).
     "pass_through_endpoints",
+    // Whether LiteLLM's stored settings apply (`config::stored`).
+    "store_model_in_db",
+    "supported_db_objects",
 ];
 
 /// Keys of `general_settings` refused while unimplemented, with the reason.
@@ -276,8 +279,26 @@ fn check(
     Ok(())
 }
 
+/// Why `section.key` set to `value` is refused, when it is (a stored
+/// setting, `config::stored`, is judged as the file's).
+pub(super) fn refusal(section: &str, key: &str, value: &Value) -> Option<&'static str> {
+    let refused = match section {
+        "litellm_settings" => LITELLM_REFUSED,
+        "general_settings" => GENERAL_REFUSED,
+        "router_settings" => ROUTER_REFUSED,
+        _ => return None,
+    };
+    if asks_for_nothing(value) {
+        return None;
+    }
+    refused
+        .iter()
+        .find(|(name, _)| *name == key)
+        .map(|(_, why)| *why)
+}
+
 /// A value that switches nothing on: null, `false`, an empty list or map.
-fn asks_for_nothing(value: &Value) -> bool {
+pub(super) fn asks_for_nothing(value: &Value) -> bool {
     match value {
         Value::Null | Value::Bool(false) => true,
         // A zero budget or limit is LiteLLM's "off".

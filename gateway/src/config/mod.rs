@@ -5,11 +5,13 @@ mod audit;
 mod env_refs;
 mod file;
 mod proxy_budget;
+mod stored;
 mod team_defaults;
 mod validate;
 
 pub use file::{ConfigFile, GatewaySettings, GeneralSettings};
 pub use proxy_budget::ProxyBudget;
+pub use stored::{Applied, FileGeneral};
 pub use team_defaults::TeamDefaults;
 pub use validate::{deployment_from_json, EntryError, ServerLimits};
 
@@ -75,6 +77,9 @@ pub struct Config {
     pub router: crate::router::RouterSettings,
     /// `litellm_settings`, kept for later features.
     pub litellm_settings: Option<serde_yaml::Value>,
+    /// What the file's `general_settings` says about LiteLLM's settings
+    /// stored in the database ([`Config::apply_stored`]).
+    pub file_general: FileGeneral,
     /// `DATABASE_URL` or `general_settings.database_url`.
     pub database_url: Option<String>,
     /// Seals and opens the params of models stored in the database, keyed

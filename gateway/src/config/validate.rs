@@ -201,6 +201,7 @@ pub(super) fn validate(
         &mut warnings,
     )
     .map_err(|r| invalid(r.entry, r.problem))?;
+    let file_general = file_general(&file.general_settings);
     let mut deployments = Vec::with_capacity(file.model_list.len());
     // The deployments whose key the pass-through routes use.
     let mut in_pass_through = Vec::new();
@@ -419,9 +420,21 @@ pub(super) fn validate(
                 crate::cache::Cache::new(settings, redis).map(|c| Some(std::sync::Arc::new(c)))
             })
             .map_err(|p| invalid("litellm_settings.cache".into(), p))?;
+    if master_key.is_none()
+        && cache
+            .as_ref()
+            .is_some_and(|c| c.settings().scope != crate::cache::Scope::Global)
+    {
+        warnings.push(
+            "litellm_settings.cache_params.scope: without general_settings.master_key every \
+             caller is anonymous, so every entry is shared (as scope: global)"
+                .into(),
+        );
+    }
     let guardrails = crate::guardrails::Guardrails::from_config(file.guardrails.as_ref())
         .map_err(|(entry, problem)| invalid(entry, problem))?;
     Ok(Config {
+        file_general,
         console,
         cache,
         guardrails: std::sync::Arc::new(guardrails),
@@ -506,6 +519,41 @@ fn bad(field: &str, problem: impl Into<String>) -> EntryError {
     EntryError {
         field: field.to_string(),
         problem: problem.into(),
+    }
+}
+
+/// What the file's `general_settings` says about stored settings.
+fn file_general(general: &super::GeneralSettings) -> super::FileGeneral {
+    let mut declared: Vec<String> = general.other.keys().cloned().collect();
+    for (name, set) in [
+        ("master_key", general.master_key.is_some()),
+        ("database_url", general.database_url.is_some()),
+        ("alerting", general.alerting.is_some()),
+        ("max_request_size_mb", general.max_request_size_mb.is_some()),
+    ] {
+        if set {
+            declared.push(name.to_string());
+        }
+    }
+    let store_model_in_db = general.other.get("store_model_in_db").map(|v| match v {
+        serde_yaml::Value::Bool(b) => *b,
+        serde_yaml::Value::String(s) => s.eq_ignore_ascii_case("true"),
+        _ => false,
+    });
+    let supported_db_objects = general
+        .other
+        .get("supported_db_objects")
+        .and_then(|v| v.as_sequence())
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|i| i.as_str().map(str::to_string))
+                .collect()
+        });
+    super::FileGeneral {
+        declared,
+        store_model_in_db,
+        supported_db_objects,
     }
 }
 

@@ -516,7 +516,8 @@ async fn serve(
     let cache_plan = match (cache, &controls) {
         (Some(cache), Some(controls)) if outcome.post_call.is_none() && beside.is_none() => {
             let req = &held.req;
-            cache.plan(req.endpoint, &model, &req.body, req.stream, controls)?
+            let owner = crate::cache::Owner::of(cache.settings().scope, principal);
+            cache.plan(req.endpoint, &model, owner, &req.body, req.stream, controls)?
         }
         _ => None,
     };

@@ -11,6 +11,7 @@ mod memory;
 pub mod orgs;
 pub mod postgres;
 mod records;
+pub mod settings;
 
 pub use daily::{
     endpoint_of, DailyBatch, DailyCounts, DailyDelta, DailyKey, DailyPage, DailyQuery, DailyRow,
@@ -479,5 +480,10 @@ pub trait Store: Send + Sync {
     /// that is wasted when it does not (a spool replay).
     async fn ping(&self) -> Result<(), StoreError> {
         Ok(())
+    }
+    /// LiteLLM's settings kept in the database (`LiteLLM_Config`,
+    /// `LiteLLM_CacheConfig`); none in memory.
+    async fn stored_settings(&self) -> Result<settings::StoredSettings, StoreError> {
+        Ok(settings::StoredSettings::default())
     }
 }

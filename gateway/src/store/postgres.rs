@@ -24,6 +24,7 @@ mod migrate;
 mod models;
 mod orgs;
 mod pool;
+mod settings;
 mod spend;
 mod spend_copy;
 mod tls;
@@ -509,6 +510,10 @@ impl Store for PostgresStore {
 
     async fn ping(&self) -> Result<(), StoreError> {
         with_client!(self, c => c.simple_query("SELECT 1")).map(drop)
+    }
+
+    async fn stored_settings(&self) -> Result<crate::store::settings::StoredSettings, StoreError> {
+        with_client!(self, c => settings::read(c, &self.cipher))
     }
 }
 
