@@ -197,3 +197,24 @@ fn an_admission_past_its_deadline_charges_nothing_and_the_batch_goes_on() {
         "only the on-time request holds a slot"
     );
 }
+
+#[test]
+fn a_batch_of_settlements_that_only_free_slots_reads_no_clock() {
+    let redis = PrivateRedis::start();
+    assert!(admitted(&admit(&redis, "r1", 5)));
+    assert!(admitted(&admit(&redis, "r2", 5)));
+    redis.command(&["CONFIG", "RESETSTAT"]);
+    let out = replies(batch(
+        &redis,
+        &[settlement(COUNTER, "r1"), settlement(COUNTER, "r2")],
+    ));
+    assert_eq!(out, [Reply::Int(1), Reply::Int(1)]);
+    assert_eq!(redis.slots(COUNTER), 0, "both slots freed");
+    let Reply::Bulk(Some(info)) = redis.command(&["INFO", "commandstats"]) else {
+        panic!("INFO commandstats");
+    };
+    assert!(
+        !info.contains("cmdstat_time:"),
+        "no TIME for settlements that only free slots: {info}"
+    );
+}

@@ -31,7 +31,7 @@
 -- freed. It also ends a lease (one key, kind 'l'): its grant leaves the
 -- bucket it was charged in and what was spent of it is charged again now,
 -- so each spent unit stays counted a full window after it was spent.
--- Time is the Redis server's, read once per batch. rpm/tpm counters are
+-- Time is the Redis server's, read at most once per batch. rpm/tpm counters are
 -- hashes of bucket -> units (the sliding window of window.rs) with three
 -- bookkeeping fields named by negative numbers (no bucket is negative):
 -- '-1' the sum of every bucket present, '-2' the lowest bucket that may
@@ -43,9 +43,17 @@
 -- Parallel counters are sorted sets of request ids scored by their expiry,
 -- so a crashed replica's slots lapse: they are dropped when the set looks
 -- full (one ZCARD otherwise, not a ZREMRANGEBYSCORE per admission).
-local t = redis.call('TIME')
-local now_s = tonumber(t[1])
-local now_ms = now_s * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- Redis's clock, read once per batch and only when an operation needs it
+-- (a settlement that only refunds or frees slots does not).
+local now_s = nil
+local now_ms = nil
+local function clock()
+  if now_s == nil then
+    local t = redis.call('TIME')
+    now_s = tonumber(t[1])
+    now_ms = now_s * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+end
 
 -- Recomputes a counter's sum from its live buckets, deleting the dead ones;
 -- nil when the counter has no bucket (nothing is written then, so no key is
@@ -147,6 +155,7 @@ local function admit(k0, a0, nk)
   local n = num[2]
   local ttl = num[3]
   local expire_at = num[4]
+  clock()
   if expire_at > 0 and now_ms > expire_at then
     return {2}
   end
@@ -234,6 +243,7 @@ end
 -- window of `n` buckets of `g` seconds; the key's expiry moves when the
 -- bucket is new.
 local function charge(key, units, g, n)
+  clock()
   local tick = string.format('%d', math.floor(now_s / g))
   local units_arg = string.format('%d', units)
   if redis.call('HINCRBY', key, tick, units_arg) == units then
