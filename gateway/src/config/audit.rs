@@ -197,8 +197,10 @@ pub struct Refusal {
     pub problem: String,
 }
 
-/// The three raw sections the audit reads.
+/// The raw sections the audit reads.
 pub struct Sections<'a> {
+    /// Top-level sections the typed file does not name.
+    pub top_other: &'a std::collections::BTreeMap<String, Value>,
     /// `litellm_settings`, raw.
     pub litellm: Option<&'a Value>,
     /// `general_settings` keys the typed struct does not name.
@@ -210,6 +212,13 @@ pub struct Sections<'a> {
 /// Checks every key of the sections: the first refused one is an error,
 /// every other key not acted on is a warning pushed onto `warnings`.
 pub fn audit(sections: &Sections<'_>, warnings: &mut Vec<String>) -> Result<(), Refusal> {
+    for (key, value) in sections.top_other {
+        if !asks_for_nothing(value) {
+            warnings.push(format!(
+                "the top-level section {key} of the config is not read by this gateway; it is ignored"
+            ));
+        }
+    }
     if let Some(litellm) = sections.litellm.and_then(Value::as_mapping) {
         for (key, value) in litellm {
             let Some(key) = key.as_str() else { continue };
@@ -351,6 +360,7 @@ mod tests {
         let mut warnings = Vec::new();
         let result = audit(
             &Sections {
+                top_other: &Default::default(),
                 litellm: Some(&litellm),
                 general_other: &general,
                 router: Some(&router),
@@ -358,6 +368,36 @@ mod tests {
             &mut warnings,
         );
         (result, warnings)
+    }
+
+    /// A top-level section no part of the gateway reads (LiteLLM's
+    /// `include`, `credential_list`, ...) is named at start-up; before, the
+    /// file's unknown sections were dropped without a word.
+    #[test]
+    fn an_unread_top_level_section_is_named() {
+        let top: std::collections::BTreeMap<String, Value> =
+            serde_yaml::from_str("{include: [models.yaml], credential_list: []}").unwrap();
+        let mut warnings = Vec::new();
+        audit(
+            &Sections {
+                top_other: &top,
+                litellm: None,
+                general_other: &Default::default(),
+                router: None,
+            },
+            &mut warnings,
+        )
+        .unwrap();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("include"), "{warnings:?}");
+    }
+
+    #[test]
+    fn a_config_files_unknown_sections_are_kept_for_the_audit() {
+        let file: super::super::file::ConfigFile =
+            serde_yaml::from_str("model_list: []\ninclude: [models.yaml]\n").unwrap();
+        assert!(file.other.contains_key("include"));
+        assert!(!file.other.contains_key("model_list"));
     }
 
     #[test]

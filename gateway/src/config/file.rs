@@ -40,6 +40,9 @@ pub struct ConfigFile {
     /// LiteLLM's environment block; its values are exported at start-up.
     #[serde(default)]
     pub environment_variables: BTreeMap<String, serde_yaml::Value>,
+    /// Any other top-level section; named at start-up as not read.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_yaml::Value>,
 }
 
 /// LiteLLM's `default_vertex_config`.

@@ -194,6 +194,7 @@ pub(super) fn validate(
     .map_err(|e| invalid(e.field, e.problem))?;
     super::audit::audit(
         &super::audit::Sections {
+            top_other: &file.other,
             litellm: file.litellm_settings.as_ref(),
             general_other: &file.general_settings.other,
             router: file.router_settings.as_ref(),
