@@ -213,6 +213,12 @@ pub struct Sections<'a> {
 /// every other key not acted on is a warning pushed onto `warnings`.
 pub fn audit(sections: &Sections<'_>, warnings: &mut Vec<String>) -> Result<(), Refusal> {
     for (key, value) in sections.top_other {
+        if key == "include" && !asks_for_nothing(value) {
+            return Err(Refusal {
+                entry: "include".into(),
+                problem: "LiteLLM merges the files it names into the config (models, settings, guardrails) and this gateway does not read them; write their sections into this file to start".into(),
+            });
+        }
         if !asks_for_nothing(value) {
             warnings.push(format!(
                 "the top-level section {key} of the config is not read by this gateway; it is ignored"
@@ -370,15 +376,10 @@ mod tests {
         (result, warnings)
     }
 
-    /// A top-level section no part of the gateway reads (LiteLLM's
-    /// `include`, `credential_list`, ...) is named at start-up; before, the
-    /// file's unknown sections were dropped without a word.
-    #[test]
-    fn an_unread_top_level_section_is_named() {
-        let top: std::collections::BTreeMap<String, Value> =
-            serde_yaml::from_str("{include: [models.yaml], credential_list: []}").unwrap();
+    fn audit_top(top: &str) -> (Result<(), Refusal>, Vec<String>) {
+        let top: std::collections::BTreeMap<String, Value> = serde_yaml::from_str(top).unwrap();
         let mut warnings = Vec::new();
-        audit(
+        let result = audit(
             &Sections {
                 top_other: &top,
                 litellm: None,
@@ -386,10 +387,31 @@ mod tests {
                 router: None,
             },
             &mut warnings,
-        )
-        .unwrap();
+        );
+        (result, warnings)
+    }
+
+    /// A top-level section no part of the gateway reads (LiteLLM's
+    /// `credential_list`, `callback_settings`, ...) is named at start-up;
+    /// before, the file's unknown sections were dropped without a word.
+    #[test]
+    fn an_unread_top_level_section_is_named() {
+        let (result, warnings) = audit_top("{callback_settings: {otel: {}}, credential_list: []}");
+        assert!(result.is_ok());
         assert_eq!(warnings.len(), 1, "{warnings:?}");
-        assert!(warnings[0].contains("include"), "{warnings:?}");
+        assert!(warnings[0].contains("callback_settings"), "{warnings:?}");
+    }
+
+    /// LiteLLM's `include` merges other files' sections (a master key,
+    /// guardrails) into the config: not read here, so refused.
+    #[test]
+    fn an_include_is_refused() {
+        let (result, _) = audit_top("{include: [models.yaml]}");
+        assert_eq!(result.unwrap_err().entry, "include");
+        assert!(
+            audit_top("{include: []}").0.is_ok(),
+            "an empty one asks for nothing"
+        );
     }
 
     #[test]
