@@ -68,16 +68,11 @@ impl Provider for Jina {
         if let Some(r) = ask.return_documents {
             body["return_documents"] = r.into();
         }
-        Ok(UpstreamRequest {
-            path: "/v1/rerank".to_string(),
-            headers: bearer(dep),
-            body: [
-                body.to_string().into_bytes().into(),
-                Default::default(),
-                Default::default(),
-            ],
-            include_usage: false,
-        })
+        Ok(UpstreamRequest::whole(
+            "/v1/rerank".to_string(),
+            bearer(dep),
+            body.to_string().into_bytes(),
+        ))
     }
 
     fn rerank_to_cohere(

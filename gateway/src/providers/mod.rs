@@ -162,6 +162,18 @@ pub struct UpstreamRequest {
     pub include_usage: bool,
 }
 
+impl UpstreamRequest {
+    /// A request whose body is one piece, with no usage chunk to add.
+    pub fn whole(path: String, headers: Vec<Header>, body: Vec<u8>) -> UpstreamRequest {
+        UpstreamRequest {
+            path,
+            headers,
+            body: [body.into(), Bytes::new(), Bytes::new()],
+            include_usage: false,
+        }
+    }
+}
+
 /// A translator for a provider reached over HTTP.
 pub trait Provider: Sync {
     /// The format of its answers, and of the requests it takes as they are.

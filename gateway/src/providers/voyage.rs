@@ -63,16 +63,11 @@ impl Provider for Voyage {
         if let Some(r) = ask.return_documents {
             body["return_documents"] = r.into();
         }
-        Ok(UpstreamRequest {
-            path: path(dep),
-            headers: bearer(dep),
-            body: [
-                body.to_string().into_bytes().into(),
-                Default::default(),
-                Default::default(),
-            ],
-            include_usage: false,
-        })
+        Ok(UpstreamRequest::whole(
+            path(dep),
+            bearer(dep),
+            body.to_string().into_bytes(),
+        ))
     }
 
     fn rerank_to_cohere(

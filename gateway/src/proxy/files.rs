@@ -22,6 +22,7 @@
 //! known), with one spend row (call type `aretrieve_batch`, request id the
 //! batch id).
 
+use super::relay::relay_as_is;
 use super::{headers, record, Caller};
 use crate::auth::Principal;
 use crate::deployment::ProviderKind;
@@ -278,7 +279,15 @@ async fn serve(
         .clone()
         .unwrap_or_else(|| "application/json".into());
     if matches!(op, FilesOp::FileContent(_)) && status < 400 {
-        return relay(&mut resp, h, &answer_type, out, &upstream).await;
+        return relay_as_is(
+            &mut resp,
+            (h, &answer_type),
+            out,
+            TIMEOUT,
+            |_| {},
+            unreachable,
+        )
+        .await;
     }
     let answer = Box::pin(resp.read_to_end(MAX_ANSWER, TIMEOUT))
         .await
@@ -596,50 +605,6 @@ fn without(body: &Bytes, dropped: &[std::ops::Range<usize>]) -> Vec<Bytes> {
         pieces.push(body.slice(at..));
     }
     pieces
-}
-
-/// Relays a file's content as it arrives.
-async fn relay(
-    resp: &mut crate::upstream::UpstreamResponse,
-    h: HeadBuilder,
-    content_type: &str,
-    out: &mut Responder<'_>,
-    upstream: &Upstream,
-) -> Result<(), GatewayError> {
-    let status = resp.head.status;
-    let io = |_| GatewayError::Unavailable("client connection lost");
-    let fixed = resp.content_length();
-    match fixed {
-        Some(len) => out
-            .start_fixed(status, h, content_type, len)
-            .await
-            .map_err(io)?,
-        None => out
-            .start_stream(status, h, content_type)
-            .await
-            .map_err(io)?,
-    }
-    let mut piece = Vec::new();
-    loop {
-        piece.clear();
-        let more = resp
-            .next_piece(&mut piece, TIMEOUT)
-            .await
-            .map_err(|e| unreachable(upstream, e))?;
-        if !piece.is_empty() {
-            match fixed {
-                Some(_) => out.send_raw(std::mem::take(&mut piece)).await.map_err(io)?,
-                None => out.send_chunk(&piece).await.map_err(io)?,
-            }
-        }
-        if !more {
-            break;
-        }
-    }
-    if fixed.is_none() {
-        out.end_stream().await.map_err(io)?;
-    }
-    Ok(())
 }
 
 /// A list answer (`{"object": "list", "data": [...]}`) with only the

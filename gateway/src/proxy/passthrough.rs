@@ -12,7 +12,7 @@
 //! config's own endpoints (`general_settings.pass_through_endpoints`) are
 //! served the same way, to their `target` with their `headers`.
 
-use super::relay::UsageTap;
+use super::relay::{relay_as_is, UsageTap};
 use super::{headers, record, Caller};
 use crate::auth::Principal;
 use crate::downstream::{HeadBuilder, Responder};
@@ -617,41 +617,19 @@ async fn relay(
         .content_type
         .clone()
         .unwrap_or_else(|| "application/json".into());
-    let io = |_| GatewayError::Unavailable("client connection lost");
-    let fixed = resp.content_length();
-    match fixed {
-        Some(len) => out
-            .start_fixed(status, h, &content_type, len)
-            .await
-            .map_err(io)?,
-        None => out
-            .start_stream(status, h, &content_type)
-            .await
-            .map_err(io)?,
-    }
-    let mut piece = Vec::new();
-    loop {
-        piece.clear();
-        let more = resp
-            .next_piece(&mut piece, TIMEOUT)
-            .await
-            .map_err(unreachable)?;
-        if !piece.is_empty() {
+    relay_as_is(
+        &mut resp,
+        (h, &content_type),
+        out,
+        TIMEOUT,
+        |piece| {
             if let Some(tap) = tap.as_mut() {
-                tap.feed(&piece);
+                tap.feed(piece);
             }
-            match fixed {
-                Some(_) => out.send_raw(std::mem::take(&mut piece)).await.map_err(io)?,
-                None => out.send_chunk(&piece).await.map_err(io)?,
-            }
-        }
-        if !more {
-            break;
-        }
-    }
-    if fixed.is_none() {
-        out.end_stream().await.map_err(io)?;
-    }
+        },
+        unreachable,
+    )
+    .await?;
     if let Some(tap) = tap {
         call.usage = tap.finish(&PromptEstimate::new(body.clone()));
     }

@@ -3,7 +3,7 @@
 
 use super::answer_id::AnswerId;
 use crate::deployment::Deployment;
-use crate::downstream::Responder;
+use crate::downstream::{HeadBuilder, Responder};
 use crate::error::GatewayError;
 use crate::formats::{Format, StreamTranslator};
 use crate::providers::{anthropic, bedrock, cohere, gemini};
@@ -364,4 +364,51 @@ mod tests {
             (7, 2_400_000)
         );
     }
+}
+
+/// Relays `resp`'s body to the client untouched as it arrives (with its
+/// length when the upstream gave one, chunked otherwise), for routes that
+/// answer as the provider answered (pass-through, file contents). `seen` is
+/// shown every piece (a usage tap); `lost` turns an upstream failure into
+/// the client's error; `idle` bounds each wait for the next piece.
+pub(super) async fn relay_as_is(
+    resp: &mut UpstreamResponse,
+    (h, content_type): (HeadBuilder, &str),
+    out: &mut Responder<'_>,
+    idle: Duration,
+    mut seen: impl FnMut(&[u8]),
+    lost: impl Fn(UpstreamError) -> GatewayError,
+) -> Result<(), GatewayError> {
+    let status = resp.head.status;
+    let io = |_| GatewayError::Unavailable("client connection lost");
+    let fixed = resp.content_length();
+    match fixed {
+        Some(len) => out
+            .start_fixed(status, h, content_type, len)
+            .await
+            .map_err(io)?,
+        None => out
+            .start_stream(status, h, content_type)
+            .await
+            .map_err(io)?,
+    }
+    let mut piece = Vec::new();
+    loop {
+        piece.clear();
+        let more = resp.next_piece(&mut piece, idle).await.map_err(&lost)?;
+        if !piece.is_empty() {
+            seen(&piece);
+            match fixed {
+                Some(_) => out.send_raw(std::mem::take(&mut piece)).await.map_err(io)?,
+                None => out.send_chunk(&piece).await.map_err(io)?,
+            }
+        }
+        if !more {
+            break;
+        }
+    }
+    if fixed.is_none() {
+        out.end_stream().await.map_err(io)?;
+    }
+    Ok(())
 }

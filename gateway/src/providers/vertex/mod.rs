@@ -230,16 +230,11 @@ impl Provider for Vertex {
                     settings.project.clone(),
                 ),
             ];
-            return Ok(UpstreamRequest {
-                path: rank::path(base, &settings.project),
-                headers: with_extra_headers(own, dep),
-                body: [
-                    rank::request(&req.body, upstream_model)?.into(),
-                    Default::default(),
-                    Default::default(),
-                ],
-                include_usage: false,
-            });
+            return Ok(UpstreamRequest::whole(
+                rank::path(base, &settings.project),
+                with_extra_headers(own, dep),
+                rank::request(&req.body, upstream_model)?,
+            ));
         }
         let (body, include_usage) = match req.endpoint {
             Endpoint::ChatCompletions => gemini::request_from_chat(&req.body)?,
