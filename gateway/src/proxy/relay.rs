@@ -344,28 +344,6 @@ pub(super) fn upstream_error(
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn usage_of_a_body_larger_than_the_tap_is_still_read() {
-        let mut tap = UsageTap::new(false, Format::OpenAi);
-        tap.feed(br#"{"choices":[{"message":{"content":""#);
-        let filler = vec![b'x'; 1 << 20];
-        for _ in 0..9 {
-            tap.feed(&filler);
-        }
-        tap.feed(br#""}}],"usage":{"prompt_tokens":7,"completion_tokens":2400000}}"#);
-        let body = bytes::Bytes::from_static(b"{}");
-        let usage = tap.finish(&spend::PromptEstimate::new(body));
-        assert_eq!(
-            (usage.prompt_tokens, usage.completion_tokens),
-            (7, 2_400_000)
-        );
-    }
-}
-
 /// Relays `resp`'s body to the client untouched as it arrives (with its
 /// length when the upstream gave one, chunked otherwise), for routes that
 /// answer as the provider answered (pass-through, file contents). `seen` is
@@ -411,4 +389,26 @@ pub(super) async fn relay_as_is(
         out.end_stream().await.map_err(io)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_of_a_body_larger_than_the_tap_is_still_read() {
+        let mut tap = UsageTap::new(false, Format::OpenAi);
+        tap.feed(br#"{"choices":[{"message":{"content":""#);
+        let filler = vec![b'x'; 1 << 20];
+        for _ in 0..9 {
+            tap.feed(&filler);
+        }
+        tap.feed(br#""}}],"usage":{"prompt_tokens":7,"completion_tokens":2400000}}"#);
+        let body = bytes::Bytes::from_static(b"{}");
+        let usage = tap.finish(&spend::PromptEstimate::new(body));
+        assert_eq!(
+            (usage.prompt_tokens, usage.completion_tokens),
+            (7, 2_400_000)
+        );
+    }
 }
