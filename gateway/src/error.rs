@@ -46,6 +46,26 @@ pub enum GatewayError {
         /// exhaust the budget.
         reserve: Option<f64>,
     },
+    /// The key's team has `require_trace_id` and the request carries no
+    /// trace id: LiteLLM's refusal.
+    #[error("Team '{0}' requires a trace ID on every LLM, MCP and agent request. Send an x-litellm-trace-id header. LLM requests can also send a W3C traceparent header or set metadata.trace_id in the body.")]
+    TraceIdRequired(String),
+    /// A key's or team's budget window (`budget_limits`) is spent:
+    /// LiteLLM's message.
+    #[error("ExceededBudget: {owner} over {duration} budget. Spend=${spend:.4}, Limit=${max:.2}{}", .reserve.map(|r| format!("; this request would reserve up to {r} USD (send max_tokens, or set default_estimated_output_tokens on the key, its team or litellm_settings, to reserve less)")).unwrap_or_default())]
+    WindowBudgetExceeded {
+        /// `Key`, or `Team=<id>`.
+        owner: String,
+        /// The window's length (`1d`, ...).
+        duration: String,
+        /// The window's spend so far, USD.
+        spend: f64,
+        /// The window's budget, USD.
+        max: f64,
+        /// The worst-case cost that did not fit, when the spend alone did
+        /// not exhaust the window.
+        reserve: Option<f64>,
+    },
     /// The request's end user (its `user`) is over its budget row's
     /// `max_budget`: LiteLLM's message.
     #[error("ExceededBudget: End User={end_user} over budget. Spend={spend}, Budget={max}{}", .reserve.map(|r| format!("; this request would reserve up to {r} USD (send max_tokens, or set default_estimated_output_tokens on the key, its team or litellm_settings, to reserve less)")).unwrap_or_default())]
@@ -394,8 +414,10 @@ impl GatewayError {
             ModelAccessDenied { .. } | NotAdmin(_) => 403,
             // LiteLLM's `budget_exceeded_status_code` (422 since it stopped
             // answering 429, which SDKs retry).
-            BudgetExceeded { .. } | EndUserBudgetExceeded { .. } => 422,
-            EndUserBlocked(_) => 400,
+            BudgetExceeded { .. } | EndUserBudgetExceeded { .. } | WindowBudgetExceeded { .. } => {
+                422
+            }
+            EndUserBlocked(_) | TraceIdRequired(_) => 400,
             BadField { .. } | ConfigRejected(_) => 400,
             NotFound(_) | CustomerNotFound { .. } => 404,
             CustomerExists(_) => 400,
@@ -449,7 +471,9 @@ impl GatewayError {
             | KeyRouteForbidden { .. } => "auth_error",
             KeyExpired(_) => "expired_key",
             ModelAccessDenied { .. } => "key_model_access_denied",
-            BudgetExceeded { .. } | EndUserBudgetExceeded { .. } => "budget_exceeded",
+            BudgetExceeded { .. } | EndUserBudgetExceeded { .. } | WindowBudgetExceeded { .. } => {
+                "budget_exceeded"
+            }
             NotFound(_) => "not_found_error",
             CustomerNotFound { .. } => "not_found",
             CustomerExists(_) => "bad_request",
@@ -466,6 +490,7 @@ impl GatewayError {
             NoCapacity { .. } => "rate_limit_error",
             RateLimited { .. } => "throttling_error",
             UnpricedBlocked(_) => "model_cost_map_missing",
+            TraceIdRequired(_) => "bad_request_error",
             _ => "invalid_request_error",
         }
     }
@@ -486,6 +511,7 @@ impl GatewayError {
             | GatewayError::CustomerNotFound { param: p, .. } => Some(p),
             GatewayError::CustomerExists(_) => Some("user_id"),
             GatewayError::UnknownGuardrail(_) => Some("guardrails"),
+            GatewayError::TraceIdRequired(_) => Some("trace_id"),
             _ => None,
         }
     }

@@ -12,9 +12,9 @@ use gateway::models::Models;
 use gateway::router::RouterSettings;
 use gateway::store::postgres::{PostgresStore, MIGRATIONS};
 use gateway::store::{
-    BudgetFields, Change, DailyQuery, DailyScope, EndUserBudget, EndUserRecord, EndUserUpdate,
-    KeyRecord, MemoryStore, ModelBudgets, ModelRecord, SpendFilter, SpendLogRow, Store, TeamRecord,
-    UserRecord,
+    BudgetFields, BudgetWindow, Change, DailyQuery, DailyScope, EndUserBudget, EndUserRecord,
+    EndUserUpdate, KeyRecord, MemoryStore, ModelBudgets, ModelRecord, SpendFilter, SpendLogRow,
+    Store, TeamRecord, UserRecord,
 };
 use gateway::sync::listener::{self, ListenConfig};
 use gateway::sync::Caches;
@@ -136,6 +136,11 @@ fn full_key(plain: &str, created: DateTime<Utc>) -> KeyRecord {
         allowed_model_region: Some("eu".into()),
         allowed_routes: vec!["/chat/completions".into(), "info_routes".into()],
         allowed_cache_controls: vec!["no-cache".into(), "ttl".into()],
+        budget_limits: vec![BudgetWindow {
+            budget_duration: "1d".into(),
+            max_budget: 1.5,
+            reset_at: Some(created + Duration::days(1)),
+        }],
         metadata: map(json!({"owner": "ops", "tags": ["a", "b"]})),
         created_at: Some(created),
         updated_at: Some(created),
@@ -162,6 +167,11 @@ fn team(id: &str, created: DateTime<Utc>) -> TeamRecord {
         created_at: Some(created),
         model_max_budget: map(json!({"gpt-4o": {"budget_limit": 2.5, "time_period": "1d"}})),
         model_spend: Map::new(),
+        budget_limits: vec![BudgetWindow {
+            budget_duration: "7d".into(),
+            max_budget: 20.0,
+            reset_at: None,
+        }],
     }
 }
 

@@ -142,6 +142,8 @@ pub struct KeyCache {
     users: papaya::HashMap<String, Arc<UserEntry>, KeyedHash>,
     budgets: papaya::HashMap<String, Arc<Budget>, KeyedHash>,
     end_users: EndUserCache,
+    /// Keys' and teams' budget windows (`budget_limits`).
+    windows: super::windows::BudgetWindows,
     /// The proxy-wide budget (`litellm_settings.max_budget`), once set up.
     proxy_budget: std::sync::OnceLock<Arc<Budget>>,
 }
@@ -157,6 +159,7 @@ impl Default for KeyCache {
             users: papaya::HashMap::default(),
             budgets: papaya::HashMap::default(),
             end_users: EndUserCache::default(),
+            windows: super::windows::BudgetWindows::default(),
             proxy_budget: std::sync::OnceLock::new(),
         }
     }
@@ -227,6 +230,11 @@ impl KeyCache {
     /// The end users (the body's `user`) whose rows restrict them.
     pub fn end_users(&self) -> &EndUserCache {
         &self.end_users
+    }
+
+    /// The counters of keys' and teams' budget windows.
+    pub fn budget_windows(&self) -> &super::windows::BudgetWindows {
+        &self.windows
     }
 
     /// Number of cached keys.

@@ -13,6 +13,7 @@ pub mod console;
 mod end_users;
 mod known;
 pub mod routes;
+mod windows;
 
 pub use cache::{
     hash_key, token_hex, KeyCache, KeyCopies, KeyEntry, TeamEntry, TokenHash, UserEntry,
@@ -20,6 +21,7 @@ pub use cache::{
 pub use console::Console;
 pub use end_users::{EndUserCache, EndUserEntry, ModelWindows};
 pub use known::RELOAD_EVERY as KNOWN_KEYS_RELOAD;
+pub use windows::{BudgetWindows, WindowOwner};
 
 use crate::control::ControlPlane;
 use crate::error::GatewayError;

@@ -82,7 +82,9 @@ pub(crate) fn upstream_class(provider: &str, retry_class: &str, status: u16) -> 
 pub(crate) fn gateway_class(err: &GatewayError) -> &'static str {
     use GatewayError::*;
     match err {
-        BudgetExceeded { .. } | EndUserBudgetExceeded { .. } => "BudgetExceededError",
+        BudgetExceeded { .. } | EndUserBudgetExceeded { .. } | WindowBudgetExceeded { .. } => {
+            "BudgetExceededError"
+        }
         RateLimited { .. } => "HTTPException",
         NoCapacity { .. } => "RateLimitError",
         UnknownModel(_) | NoEligibleDeployment { .. } => "BadRequestError",

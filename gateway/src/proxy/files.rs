@@ -224,6 +224,7 @@ async fn serve(
                 end_user: None,
                 proxy_budget: worker.shared.auth.keys().proxy_budget(),
                 model_windows: worker.shared.auth.keys().end_users().model_windows(),
+                budget_windows: worker.shared.auth.keys().budget_windows(),
             };
             record::refuse_if_exhausted(caller, asked.model.as_deref().unwrap_or(""))?;
         }
@@ -672,6 +673,7 @@ async fn charge_batch(
             end_user: None,
             proxy_budget: worker.shared.auth.keys().proxy_budget(),
             model_windows: worker.shared.auth.keys().end_users().model_windows(),
+            budget_windows: worker.shared.auth.keys().budget_windows(),
         };
         let budgets = record::budgets_of(caller, &model);
         if !budgets.is_empty() {

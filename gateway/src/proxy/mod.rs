@@ -501,6 +501,7 @@ async fn serve(
         end_user: end_user.as_deref(),
         proxy_budget: worker.shared.auth.keys().proxy_budget(),
         model_windows: worker.shared.auth.keys().end_users().model_windows(),
+        budget_windows: worker.shared.auth.keys().budget_windows(),
     };
     // A parallel slot is given back before the client sees the end of its
     // response: a client that sends its next request as soon as this one
@@ -652,6 +653,8 @@ pub(crate) struct Caller<'a> {
     pub proxy_budget: Option<&'a Arc<crate::budget::Budget>>,
     /// End users' per-model budget counters.
     pub model_windows: &'a crate::auth::ModelWindows,
+    /// Keys' and teams' budget-window counters (`budget_limits`).
+    pub budget_windows: &'a crate::auth::BudgetWindows,
 }
 
 /// Phases 6 to 9 for each pick of the plan until one succeeds, a byte has
@@ -734,6 +737,7 @@ async fn attempts<'r>(
                         err,
                         GatewayError::BudgetExceeded { .. }
                             | GatewayError::EndUserBudgetExceeded { .. }
+                            | GatewayError::WindowBudgetExceeded { .. }
                             | GatewayError::CutOff
                     )
                 {

@@ -175,6 +175,7 @@ fn log_failure(
         GatewayError::PassThroughPath(_)
             | GatewayError::PassThroughUnconfigured { .. }
             | GatewayError::BudgetExceeded { .. }
+            | GatewayError::WindowBudgetExceeded { .. }
             | GatewayError::RateLimited { .. }
             | GatewayError::NoCapacity { .. }
     ) {
@@ -439,6 +440,7 @@ async fn serve(
         end_user: None,
         proxy_budget: worker.shared.auth.keys().proxy_budget(),
         model_windows: worker.shared.auth.keys().end_users().model_windows(),
+        budget_windows: worker.shared.auth.keys().budget_windows(),
     };
     record::refuse_if_exhausted(caller, &call.model)?;
     let prompt = PromptEstimate::new(body.clone());
@@ -475,12 +477,7 @@ async fn serve(
     };
     let reservation = record::hold(&worker.shared.limiter, &budgets, worst, &call.call_id)
         .await
-        .map_err(|r| GatewayError::BudgetExceeded {
-            scope: r.scope.to_string(),
-            spend: r.spend,
-            max: r.max,
-            reserve: Some(worst),
-        })?;
+        .map_err(|r| record::refusal(caller, r.scope, (r.spend, r.max), Some(worst)))?;
     let upstream_head = request_head(head, &dest, body.len());
     let result = Box::pin(relay(
         worker,

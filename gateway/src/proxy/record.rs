@@ -5,7 +5,7 @@
 use super::answer_id::AnswerId;
 use super::Caller;
 use crate::alerts::{Alerts, BudgetAlert, Event};
-use crate::auth::Principal;
+use crate::auth::{Principal, WindowOwner};
 use crate::budget::Reservation;
 use crate::deployment::{Deployment, SpendLabels};
 use crate::error::GatewayError;
@@ -52,19 +52,8 @@ pub(super) async fn admit<'l>(
             }
         }
     };
-    let exceeded = |scope: &str, spend: f64, max: f64, reserve: Option<f64>| match caller.end_user {
-        Some(e) if scope == END_USER => GatewayError::EndUserBudgetExceeded {
-            end_user: e.record.user_id.clone(),
-            spend,
-            max,
-            reserve,
-        },
-        _ => GatewayError::BudgetExceeded {
-            scope: scope.to_string(),
-            spend,
-            max,
-            reserve,
-        },
+    let exceeded = |scope: &str, spend: f64, max: f64, reserve: Option<f64>| {
+        refusal(caller, scope, (spend, max), reserve)
     };
     if !priced.known
         && priced.policy.refuses(dep)
@@ -179,6 +168,20 @@ pub(super) fn budgets_of(
         if let Some(budget) = key.user.as_ref().and_then(|u| u.model_budget(group)) {
             budgets.push((USER_MODEL, budget.clone()));
         }
+        let now = Utc::now();
+        let windows = caller.budget_windows;
+        for w in &key.record.budget_limits {
+            if let Some(b) = windows.counter(WindowOwner::Key, &key.record.token, w, now) {
+                budgets.push((KEY_WINDOW, b));
+            }
+        }
+        if let Some(team) = &key.team {
+            for w in &team.record.budget_limits {
+                if let Some(b) = windows.counter(WindowOwner::Team, &team.record.team_id, w, now) {
+                    budgets.push((TEAM_WINDOW, b));
+                }
+            }
+        }
     }
     if let Some(end_user) = caller.end_user {
         budgets.push((END_USER, end_user.budget.clone()));
@@ -202,6 +205,64 @@ const END_USER_MODEL: &str = "end user model";
 
 /// The scope of the proxy-wide budget in refusals.
 const PROXY: &str = "proxy";
+/// The scope of a key's budget window (`budget_limits`) in refusals.
+const KEY_WINDOW: &str = "key window";
+/// The scope of a team's budget window (`budget_limits`) in refusals.
+const TEAM_WINDOW: &str = "team window";
+
+/// The error of a refusal by `scope`'s budget (spend and budget, USD):
+/// LiteLLM's messages for end users and budget windows.
+pub(super) fn refusal(
+    caller: Caller<'_>,
+    scope: &str,
+    (spend, max): (f64, f64),
+    reserve: Option<f64>,
+) -> GatewayError {
+    let key = super::key_of(caller.principal);
+    let window = |owner: String, windows: &[crate::store::BudgetWindow]| {
+        // The window whose budget refused: the one of that budget (the
+        // closest, should two share it).
+        let duration = windows
+            .iter()
+            .min_by(|a, b| {
+                (a.max_budget - max)
+                    .abs()
+                    .total_cmp(&(b.max_budget - max).abs())
+            })
+            .map(|w| w.budget_duration.clone())
+            .unwrap_or_default();
+        GatewayError::WindowBudgetExceeded {
+            owner,
+            duration,
+            spend,
+            max,
+            reserve,
+        }
+    };
+    match (scope, caller.end_user, key) {
+        (END_USER, Some(e), _) => GatewayError::EndUserBudgetExceeded {
+            end_user: e.record.user_id.clone(),
+            spend,
+            max,
+            reserve,
+        },
+        (KEY_WINDOW, _, Some(k)) => window("Key".into(), &k.record.budget_limits),
+        (TEAM_WINDOW, _, Some(k)) if k.team.is_some() => {
+            let team = k.team.as_ref().map(|t| &t.record);
+            let id = team.map(|t| t.team_id.as_str()).unwrap_or_default();
+            window(
+                format!("Team={id}"),
+                team.map(|t| &t.budget_limits[..]).unwrap_or_default(),
+            )
+        }
+        _ => GatewayError::BudgetExceeded {
+            scope: scope.to_string(),
+            spend,
+            max,
+            reserve,
+        },
+    }
+}
 
 /// A cached answer costs nothing, but a caller whose budget is spent is
 /// refused all the same (LiteLLM checks budgets before its cache).
@@ -209,20 +270,7 @@ pub(super) fn refuse_if_exhausted(caller: Caller<'_>, group: &str) -> Result<(),
     for (scope, budget) in budgets_of(caller, group) {
         if budget.exhausted() {
             let (spend, max) = (budget.spent_usd(), budget.max_usd().unwrap_or(0.0));
-            return Err(match caller.end_user {
-                Some(e) if scope == END_USER => GatewayError::EndUserBudgetExceeded {
-                    end_user: e.record.user_id.clone(),
-                    spend,
-                    max,
-                    reserve: None,
-                },
-                _ => GatewayError::BudgetExceeded {
-                    scope: scope.to_string(),
-                    spend,
-                    max,
-                    reserve: None,
-                },
-            });
+            return Err(refusal(caller, scope, (spend, max), None));
         }
     }
     Ok(())

@@ -3,6 +3,7 @@
 //! (Postgres when `DATABASE_URL` is set, in-memory otherwise). Only the
 //! control-plane thread calls it; the request path reads caches.
 
+mod budget_windows;
 pub mod cipher;
 mod daily;
 mod end_users;
@@ -13,6 +14,7 @@ pub mod postgres;
 mod records;
 pub mod settings;
 
+pub use budget_windows::{read_windows, windows_json};
 pub use daily::{
     endpoint_of, DailyBatch, DailyCounts, DailyDelta, DailyKey, DailyPage, DailyQuery, DailyRow,
     DailyScope,
@@ -22,8 +24,8 @@ pub use managed::{ManagedKind, ManagedObject};
 pub use memory::MemoryStore;
 pub use orgs::{BudgetRecord, OrgMembership, OrgRecord, OrgTable};
 pub use records::{
-    next_reset, parse_duration, usd_value, DurationError, KeyRecord, ModelBudgets, ModelRecord,
-    SpendFilter, SpendLogRow, TeamRecord, UserRecord, MAX_DURATION, MODEL_WINDOWS,
+    next_reset, parse_duration, usd_value, BudgetWindow, DurationError, KeyRecord, ModelBudgets,
+    ModelRecord, SpendFilter, SpendLogRow, TeamRecord, UserRecord, MAX_DURATION, MODEL_WINDOWS,
     PROXY_BUDGET_USER,
 };
 

@@ -7,6 +7,8 @@ use serde_json::{Map, Value};
 use std::borrow::Cow;
 use std::sync::Arc;
 
+pub use super::budget_windows::BudgetWindow;
+
 /// `LiteLLM_VerificationToken`: a virtual key. `token` is the sha256 (hex) of
 /// the key; the key itself is never stored.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -64,6 +66,9 @@ pub struct KeyRecord {
     /// `allowed_cache_controls`; empty: any).
     #[serde(default)]
     pub allowed_cache_controls: Vec<String>,
+    /// Concurrent budget windows (LiteLLM's `budget_limits`).
+    #[serde(default)]
+    pub budget_limits: Vec<BudgetWindow>,
     /// Free-form metadata.
     pub metadata: Map<String, Value>,
     /// Creation time.
@@ -114,6 +119,9 @@ pub struct TeamRecord {
     /// Spend per model group, USD (LiteLLM's `model_spend`).
     #[serde(default)]
     pub model_spend: Map<String, Value>,
+    /// Concurrent budget windows (LiteLLM's `budget_limits`).
+    #[serde(default)]
+    pub budget_limits: Vec<BudgetWindow>,
 }
 
 impl TeamRecord {

@@ -10,7 +10,6 @@ use super::body::Kind::{self, Bool, Int, List, Num, Object, Str};
 /// `GenerateKeyRequest`, `UpdateKeyRequest`, `RegenerateKeyRequest`.
 pub const KEY: &[(&str, Kind)] = &[
     ("agent_id", Str),
-    ("budget_limits", List),
     ("config", Object),
     ("permissions", Object),
     ("budget_fallbacks", Object),
@@ -53,7 +52,6 @@ pub const TEAM: &[(&str, Kind)] = &[
     ("team_member_permissions", List),
     ("tpd_limit", Int),
     ("soft_budget", Num),
-    ("budget_limits", List),
     ("router_settings", Object),
     ("access_group_ids", List),
     ("default_team_member_models", List),

@@ -47,6 +47,7 @@ pub struct KeyRequest {
     allowed_model_region: Patch<String>,
     allowed_routes: Patch<Vec<String>>,
     allowed_cache_controls: Patch<Vec<String>>,
+    budget_limits: Patch<Vec<Value>>,
     /// Fields LiteLLM keeps in `metadata` ([`parse_accepting`]).
     #[serde(skip)]
     extra_metadata: Map<String, Value>,
@@ -141,6 +142,7 @@ impl KeyRequest {
         self.allowed_routes.apply_or_default(&mut k.allowed_routes);
         self.allowed_cache_controls
             .apply_or_default(&mut k.allowed_cache_controls);
+        apply_windows(self.budget_limits, &mut k.budget_limits, now)?;
         k.updated_at = Some(now);
         Ok(())
     }
@@ -219,6 +221,58 @@ pub(super) fn per_model_budgets(budgets: &Map<String, Value>) -> Result<(), Gate
     }
     Ok(())
 }
+
+/// Applies a `budget_limits` patch: each window checked (a duration and a
+/// USD amount) and given its first `reset_at` as of `now`, as LiteLLM's
+/// `_generate_budget_windows`; null or an empty list clears them.
+pub(super) fn apply_windows(
+    patch: Patch<Vec<Value>>,
+    windows: &mut Vec<crate::store::BudgetWindow>,
+    now: DateTime<Utc>,
+) -> Result<(), GatewayError> {
+    let list = match patch {
+        Patch::Keep => return Ok(()),
+        Patch::Clear => Vec::new(),
+        Patch::Set(list) => list,
+    };
+    if list.len() > MAX_WINDOWS {
+        return Err(bad_field(
+            "budget_limits",
+            format!("at most {MAX_WINDOWS} windows"),
+        ));
+    }
+    let mut out: Vec<crate::store::BudgetWindow> = Vec::with_capacity(list.len());
+    for (i, entry) in list.iter().enumerate() {
+        let at = |f: &str| format!("budget_limits[{i}].{f}");
+        let text = entry
+            .get("budget_duration")
+            .and_then(Value::as_str)
+            .ok_or_else(|| bad_field(&at("budget_duration"), "must be a duration such as 1d"))?;
+        let length = period(&at("budget_duration"), text)?;
+        let usd = entry
+            .get("max_budget")
+            .and_then(Value::as_f64)
+            .filter(|v| v.is_finite())
+            .ok_or_else(|| bad_field(&at("max_budget"), "must be a finite number"))?;
+        let usd = amount(&at("max_budget"), usd)?;
+        if out.iter().any(|w| w.budget_duration == text) {
+            return Err(bad_field(
+                &at("budget_duration"),
+                format!("'{text}' is given twice (each window's counter is named by its duration)"),
+            ));
+        }
+        out.push(crate::store::BudgetWindow {
+            budget_duration: text.to_string(),
+            max_budget: usd,
+            reset_at: now.checked_add_signed(length),
+        });
+    }
+    *windows = out;
+    Ok(())
+}
+
+/// The most budget windows a key or team may have.
+const MAX_WINDOWS: usize = 16;
 
 fn no_new_key(new_key: &Option<String>) -> Result<(), GatewayError> {
     match new_key {

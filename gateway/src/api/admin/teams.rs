@@ -34,6 +34,7 @@ pub struct TeamRequest {
     blocked: Patch<bool>,
     allowed_model_region: Patch<String>,
     model_max_budget: Patch<Map<String, Value>>,
+    budget_limits: Patch<Vec<Value>>,
     /// Fields LiteLLM keeps in `metadata` ([`parse_accepting`]).
     #[serde(skip)]
     extra_metadata: Map<String, Value>,
@@ -144,6 +145,7 @@ impl TeamRequest {
         }
         self.model_max_budget
             .apply_or_default(&mut t.model_max_budget);
+        super::keys::apply_windows(self.budget_limits, &mut t.budget_limits, now)?;
         Ok(())
     }
 }

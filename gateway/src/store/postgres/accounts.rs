@@ -5,7 +5,7 @@
 
 use super::convert::{as_map, json, naive, utc};
 use super::notify;
-use crate::store::{Change, TeamRecord, UserRecord};
+use crate::store::{read_windows, windows_json, Change, TeamRecord, UserRecord};
 use chrono::Utc;
 use std::collections::HashSet;
 use tokio_postgres::types::ToSql;
@@ -16,24 +16,26 @@ const SELECT_TEAM: &str = r#"SELECT team_id, team_alias, organization_id, models
     budget_reset_at::timestamp AS budget_reset_at, tpm_limit::int8 AS tpm_limit,
     rpm_limit::int8 AS rpm_limit, max_parallel_requests::int8 AS max_parallel_requests, blocked,
     allowed_model_region, metadata::jsonb AS metadata, created_at::timestamp AS created_at,
-    model_max_budget::jsonb AS model_max_budget, model_spend::jsonb AS model_spend
+    model_max_budget::jsonb AS model_max_budget, model_spend::jsonb AS model_spend,
+    budget_limits::jsonb AS budget_limits
 FROM "LiteLLM_TeamTable""#;
 
 /// `$1` id, `$2..$14` fields, `$15` now, `$16` organization, `$17`
-/// per-model budgets, `$18` spend.
+/// per-model budgets, `$18` budget windows, `$19` spend.
 const INSERT_TEAM: &str = r#"INSERT INTO "LiteLLM_TeamTable" (team_id, team_alias, models,
     members, max_budget, budget_duration, budget_reset_at, tpm_limit, rpm_limit,
     max_parallel_requests, blocked, allowed_model_region, metadata, created_at, updated_at,
-    organization_id, model_max_budget, spend)
+    organization_id, model_max_budget, budget_limits, spend)
 VALUES ($1::text, $2::text, $3::text[], $4::text[], $5::float8, $6::text, $7::timestamp,
     $8::int8, $9::int8, $10::int8, $11::bool, $12::text, $13::jsonb,
-    COALESCE($14::timestamp, $15::timestamp), $15::timestamp, $16::text, $17::jsonb, $18::float8)
+    COALESCE($14::timestamp, $15::timestamp), $15::timestamp, $16::text, $17::jsonb, $18::jsonb,
+    $19::float8)
 ON CONFLICT (team_id) DO NOTHING"#;
 
 /// `$1` id, `$2..$14` fields, `$15` now, `$16` organization, `$17`
-/// per-model budgets.
+/// per-model budgets, `$18` budget windows.
 const UPDATE_TEAM: &str = r#"UPDATE "LiteLLM_TeamTable" SET team_alias = $2::text,
-    organization_id = $16::text, model_max_budget = $17::jsonb,
+    organization_id = $16::text, model_max_budget = $17::jsonb, budget_limits = $18::jsonb,
     models = $3::text[], members = $4::text[], max_budget = $5::float8,
     budget_duration = $6::text, budget_reset_at = $7::timestamp, tpm_limit = $8::int8,
     rpm_limit = $9::int8, max_parallel_requests = $10::int8, blocked = $11::bool,
@@ -127,6 +129,7 @@ pub async fn write_team(c: &mut Client, t: &TeamRecord, insert: bool) -> Result<
     );
     let metadata = json(&t.metadata);
     let model_max_budget = json(&t.model_max_budget);
+    let windows = windows_json(&t.budget_limits);
     let mut params: Vec<&(dyn ToSql + Sync)> = vec![
         &t.team_id,
         &t.team_alias,
@@ -145,6 +148,7 @@ pub async fn write_team(c: &mut Client, t: &TeamRecord, insert: bool) -> Result<
         &now,
         &t.organization_id,
         &model_max_budget,
+        &windows,
     ];
     let sql = if insert {
         params.push(&t.spend);
@@ -234,6 +238,7 @@ fn team(row: &Row) -> Result<TeamRecord, Error> {
         created_at: utc(row.try_get("created_at")?),
         model_max_budget: as_map(row.try_get("model_max_budget")?),
         model_spend: as_map(row.try_get("model_spend")?),
+        budget_limits: read_windows(row.try_get("budget_limits")?),
     })
 }
 

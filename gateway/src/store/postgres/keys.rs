@@ -7,7 +7,7 @@
 
 use super::convert::{as_map, json, naive, utc};
 use super::notify;
-use crate::store::{Change, KeyFilter, KeyRecord};
+use crate::store::{read_windows, windows_json, Change, KeyFilter, KeyRecord};
 use chrono::{Duration, NaiveDateTime, Utc};
 use serde_json::Value;
 use std::collections::HashSet;
@@ -26,26 +26,27 @@ const SELECT: &str = r#"SELECT k.token, k.key_name, k.key_alias, k.spend::float8
     k.model_spend::jsonb AS model_spend,
     k.model_rpm_limit, k.model_tpm_limit, k.blocked, k.allowed_model_region,
     k.allowed_cache_controls, k.allowed_routes, k.metadata::jsonb AS metadata,
+    k.budget_limits::jsonb AS budget_limits,
     k.created_at::timestamp AS created_at,
     k.updated_at::timestamp AS updated_at
 FROM "LiteLLM_VerificationToken" k
 LEFT JOIN "LiteLLM_BudgetTable" b ON b.budget_id = k.budget_id"#;
 
 /// `$1` token, `$2..$23` the fields below, `$24` spend, `$25` allowed
-/// routes.
+/// routes, `$26` budget windows.
 const INSERT: &str = r#"INSERT INTO "LiteLLM_VerificationToken" (token, key_name, key_alias,
     max_budget, budget_duration, budget_reset_at, expires, models, aliases, user_id, team_id,
     max_parallel_requests, tpm_limit, rpm_limit, model_max_budget, model_rpm_limit,
     model_tpm_limit, blocked, allowed_model_region, metadata, created_at, updated_at,
-    allowed_cache_controls, spend, allowed_routes)
+    allowed_cache_controls, spend, allowed_routes, budget_limits)
 VALUES ($1::text, $2::text, $3::text, $4::float8, $5::text, $6::timestamp, $7::timestamp,
     $8::text[], $9::jsonb, $10::text, $11::text, $12::int8, $13::int8, $14::int8, $15::jsonb,
     $16::jsonb, $17::jsonb, $18::bool, $19::text, $20::jsonb, $21::timestamp, $22::timestamp,
-    $23::text[], $24::float8, $25::text[])
+    $23::text[], $24::float8, $25::text[], $26::jsonb)
 ON CONFLICT (token) DO NOTHING"#;
 
 /// `$1` the token matched, `$2..$23` the fields, `$24` the token set, `$25`
-/// allowed routes.
+/// allowed routes, `$26` budget windows.
 const UPDATE: &str = r#"UPDATE "LiteLLM_VerificationToken" SET token = $24::text,
     key_name = $2::text, key_alias = $3::text, max_budget = $4::float8,
     budget_duration = $5::text, budget_reset_at = $6::timestamp, expires = $7::timestamp,
@@ -54,7 +55,8 @@ const UPDATE: &str = r#"UPDATE "LiteLLM_VerificationToken" SET token = $24::text
     model_max_budget = $15::jsonb, model_rpm_limit = $16::jsonb, model_tpm_limit = $17::jsonb,
     blocked = $18::bool, allowed_model_region = $19::text, metadata = $20::jsonb,
     created_at = $21::timestamp, updated_at = $22::timestamp,
-    allowed_cache_controls = $23::text[], allowed_routes = $25::text[]
+    allowed_cache_controls = $23::text[], allowed_routes = $25::text[],
+    budget_limits = $26::jsonb
 WHERE token = $1::text"#;
 
 /// A key's fields as statement parameters, in the order of [`INSERT`] and
@@ -159,6 +161,7 @@ fn record(row: &Row) -> Result<KeyRecord, Error> {
         allowed_cache_controls: row
             .try_get::<_, Option<Vec<String>>>("allowed_cache_controls")?
             .unwrap_or_default(),
+        budget_limits: read_windows(row.try_get("budget_limits")?),
         metadata,
         created_at: utc(row.try_get("created_at")?),
         updated_at: utc(row.try_get("updated_at")?),
@@ -275,6 +278,8 @@ pub async fn insert(c: &mut Client, key: &KeyRecord) -> Result<bool, Error> {
     let mut params = fields.params(&key.token);
     params.push(&key.spend);
     params.push(&key.allowed_routes);
+    let windows = windows_json(&key.budget_limits);
+    params.push(&windows);
     if tx.execute(INSERT, &params).await? == 0 {
         return Ok(false);
     }
@@ -330,6 +335,8 @@ async fn set_fields(tx: &Transaction<'_>, token: &String, key: &KeyRecord) -> Re
     let mut params = fields.params(token);
     params.push(&key.token);
     params.push(&key.allowed_routes);
+    let windows = windows_json(&key.budget_limits);
+    params.push(&windows);
     if tx.execute(UPDATE, &params).await? == 0 {
         return Ok(false);
     }

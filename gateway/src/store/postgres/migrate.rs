@@ -64,6 +64,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0020_litellm_managed_objects",
         include_str!("../../../../migrations/0020_litellm_managed_objects.sql"),
     ),
+    (
+        "0022_litellm_budget_limits",
+        include_str!("../../../../migrations/0022_litellm_budget_limits.sql"),
+    ),
 ];
 
 /// Advisory lock key taken by every migration transaction ("gateway" in
