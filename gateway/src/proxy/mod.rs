@@ -39,6 +39,7 @@ mod images;
 mod passthrough;
 mod record;
 mod relay;
+mod trace_id;
 
 use crate::auth::Principal;
 use crate::deployment::{Deployment, SpendLabels};
@@ -151,25 +152,28 @@ pub async fn handle(
     // also kept in this one's state, which every open stream carries.
     let result = match caller {
         Err(err) => Err(err),
-        Ok(principal) => {
-            let forward = convert::forward_headers(head, endpoint);
-            let served = CatchPanic::new(serve(
-                worker,
-                endpoint,
-                (&principal, forward),
-                body,
-                out,
-                &mut outcome,
-            ))
-            .await;
-            served.unwrap_or_else(|panic| {
-                // Tickets and reservations were released while unwinding;
-                // only this request fails, and its connection closes.
-                tracing::error!(call_id = %outcome.call_id, panic = %panic, "request panicked");
-                out.close_after();
-                Err(GatewayError::Internal("the request handler failed"))
-            })
-        }
+        Ok(principal) => match trace_id::check(&principal, head, Some(&body)) {
+            Err(err) => Err(err),
+            Ok(()) => {
+                let forward = convert::forward_headers(head, endpoint);
+                let served = CatchPanic::new(serve(
+                    worker,
+                    endpoint,
+                    (&principal, forward),
+                    body,
+                    out,
+                    &mut outcome,
+                ))
+                .await;
+                served.unwrap_or_else(|panic| {
+                    // Tickets and reservations were released while unwinding;
+                    // only this request fails, and its connection closes.
+                    tracing::error!(call_id = %outcome.call_id, panic = %panic, "request panicked");
+                    out.close_after();
+                    Err(GatewayError::Internal("the request handler failed"))
+                })
+            }
+        },
     };
     let mut error = None;
     if let Err(err) = result {

@@ -434,6 +434,10 @@ async fn serve(
     out: &mut Responder<'_>,
     call: &mut Call,
 ) -> Result<(), GatewayError> {
+    if let Some(p) = principal {
+        // Pass-through routes name a trace in their headers only.
+        super::trace_id::check(p, head, None)?;
+    }
     let anonymous = Principal::Anonymous;
     let caller = Caller {
         principal: principal.unwrap_or(&anonymous),
