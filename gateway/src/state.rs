@@ -48,6 +48,9 @@ pub struct Shared {
     pub database: bool,
     /// Defaults of teams `/team/new` creates (`litellm_settings`).
     pub team_defaults: crate::config::TeamDefaults,
+    /// The team settings team admins may change
+    /// (`general_settings.team_admin_editable_team_fields`).
+    pub team_admin: crate::config::TeamAdminFields,
     /// Reloads of the config file.
     pub reloader: crate::reload::Reloader,
     /// OpenTelemetry traces (each core attaches its span buffer).
@@ -111,6 +114,7 @@ impl Shared {
             metrics,
             database: config.database_url.is_some(),
             team_defaults: config.team_defaults.clone(),
+            team_admin: config.team_admin.clone(),
             auth: Authenticator::new(
                 config.master_key.as_deref(),
                 caches.keys.clone(),

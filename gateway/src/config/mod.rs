@@ -6,12 +6,14 @@ mod env_refs;
 mod file;
 mod proxy_budget;
 mod stored;
+mod team_admin;
 mod team_defaults;
 mod validate;
 
 pub use file::{ConfigFile, GatewaySettings, GeneralSettings};
 pub use proxy_budget::ProxyBudget;
 pub use stored::{Applied, FileGeneral};
+pub use team_admin::TeamAdminFields;
 pub use team_defaults::TeamDefaults;
 pub use validate::{deployment_from_json, EntryError, ServerLimits};
 
@@ -121,6 +123,9 @@ pub struct Config {
     pub images: crate::upstream::fetch::ImageFetchSettings,
     /// Defaults of teams `/team/new` creates.
     pub team_defaults: TeamDefaults,
+    /// The team settings team admins may change
+    /// (`general_settings.team_admin_editable_team_fields`).
+    pub team_admin: TeamAdminFields,
     /// The admin console's login (`UI_USERNAME`, `UI_PASSWORD`, else the
     /// master key), held as hashes.
     pub console: crate::auth::Console,

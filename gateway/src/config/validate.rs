@@ -402,6 +402,9 @@ pub(super) fn validate(
         .map_err(|p| invalid("litellm_settings".into(), p))?;
     let team_defaults = super::TeamDefaults::from_litellm_settings(file.litellm_settings.as_ref())
         .map_err(|p| invalid("litellm_settings".into(), p))?;
+    let team_admin =
+        super::TeamAdminFields::from_general(&file.general_settings.other, &mut warnings)
+            .map_err(|p| invalid("general_settings".into(), p))?;
     let console = console(&file.general_settings.other, lookup, master_key.as_deref())
         .map_err(|p| invalid("the admin console (/ui)".into(), p))?;
     let cache =
@@ -440,6 +443,7 @@ pub(super) fn validate(
         cache,
         guardrails: std::sync::Arc::new(guardrails),
         team_defaults,
+        team_admin,
         otel,
         images,
         source: path.to_path_buf(),

@@ -19,11 +19,6 @@ use serde_json::{Map, Value};
 const NO_TEAM_ACCESS: &str = "You do not have access to this team";
 /// LiteLLM's answer to an organization call the caller has no right to.
 const NO_ORG_ACCESS: &str = "You do not have access to this organization";
-/// LiteLLM's answer to a team admin's `/team/update` while no team field is
-/// left to team admins (its default).
-const TEAM_ADMIN_NO_EDIT: &str = "Team admins on this proxy cannot edit team settings. Ask a \
-     proxy admin to enable fields under Settings > UI > Team admin editable fields.";
-
 /// The most teams or keys one delegated call may name.
 const MAX_TARGETS: usize = 100;
 
@@ -32,15 +27,17 @@ const MAX_TARGETS: usize = 100;
 enum Target {
     /// Teams, each to be managed by the caller (members, block, delete).
     Teams(Vec<String>),
-    /// A team's settings (`/team/update`): an org admin's, not a team
-    /// admin's; with the organization it moves the team to, if any.
-    TeamSettings(String, Option<String>),
+    /// A team's settings (`/team/update`): an org admin's, and a team
+    /// admin's as far as `team_admin_editable_team_fields` grants; with
+    /// the organization it moves the team to, if any, and the body.
+    TeamSettings(String, Option<String>, Map<String, Value>),
     /// Keys (plain or hashed), each of a team the caller manages.
     Keys(Vec<String>),
     /// A new key for a team the caller manages, for `user` when given.
     NewKey { team: String, user: Option<String> },
-    /// A new team in an organization.
-    NewTeam(String),
+    /// A new team in an organization; whether it asks for
+    /// `require_trace_id`.
+    NewTeam(String, bool),
     /// An organization's info or members.
     Org(String),
 }
@@ -102,10 +99,13 @@ fn target(path: &str, q: &Query, body: &[u8]) -> Option<Target> {
             {
                 return None;
             }
-            Target::TeamSettings(text("team_id")?, text("organization_id"))
+            Target::TeamSettings(text("team_id")?, text("organization_id"), fields.clone())
         }
         "/team/info" => Target::Teams(vec![q.get("team_id")?.to_string()]),
-        "/team/new" => Target::NewTeam(text("organization_id")?),
+        "/team/new" => Target::NewTeam(
+            text("organization_id")?,
+            requires_trace_id(&fields, &Map::new()),
+        ),
         "/key/generate" => Target::NewKey {
             team: text("team_id")?,
             user: text("user_id"),
@@ -155,14 +155,21 @@ pub async fn authorize(
         return Ok(false);
     };
     let route = path.to_string();
+    let granted = worker.shared.team_admin.clone();
     run(worker, move |ctx| async move {
-        decide(&ctx, &user, &route, target).await
+        decide(&ctx, (&user, &granted), &route, target).await
     })
     .await
 }
 
-/// [`authorize`] on the control plane.
-async fn decide(ctx: &Ctx, user: &str, route: &str, target: Target) -> Result<bool, GatewayError> {
+/// [`authorize`] on the control plane; `granted` is what team admins may
+/// change of their team's settings.
+async fn decide(
+    ctx: &Ctx,
+    (user, granted): (&str, &crate::config::TeamAdminFields),
+    route: &str,
+    target: Target,
+) -> Result<bool, GatewayError> {
     let team_denied = || GatewayError::TeamAccessDenied(NO_TEAM_ACCESS.into());
     let org_denied = || GatewayError::TeamAccessDenied(NO_ORG_ACCESS.into());
     match target {
@@ -174,13 +181,21 @@ async fn decide(ctx: &Ctx, user: &str, route: &str, target: Target) -> Result<bo
             }
             Ok(true)
         }
-        Target::TeamSettings(team, moved_to) => match manages_team(ctx, user, &team).await? {
+        Target::TeamSettings(team, moved_to, body) => match manages_team(ctx, user, &team).await? {
             // Moving the team needs org admin rights at its destination too.
-            Role::OrgAdmin => match moved_to {
-                Some(org) if !org_admin(ctx, user, &org).await? => Err(org_denied()),
-                _ => Ok(true),
-            },
-            Role::TeamAdmin => Err(GatewayError::TeamAccessDenied(TEAM_ADMIN_NO_EDIT.into())),
+            Role::OrgAdmin => {
+                let row = db::team(ctx, &team).await?;
+                trace_id_unchanged(&body, &row.metadata)?;
+                match moved_to {
+                    Some(org) if !org_admin(ctx, user, &org).await? => Err(org_denied()),
+                    _ => Ok(true),
+                }
+            }
+            Role::TeamAdmin => {
+                let row = db::team(ctx, &team).await?;
+                super::team_admin_edit::check(granted, &body, &row)?;
+                Ok(true)
+            }
             Role::None => Err(team_denied()),
         },
         Target::NewKey { team, user: owner } => {
@@ -221,13 +236,52 @@ async fn decide(ctx: &Ctx, user: &str, route: &str, target: Target) -> Result<bo
             }
             Ok(true)
         }
-        Target::NewTeam(org) | Target::Org(org) => {
+        Target::NewTeam(org, wants_trace_id) => {
+            if !org_admin(ctx, user, &org).await? {
+                Err(org_denied())
+            } else if wants_trace_id {
+                Err(GatewayError::TeamAccessDenied(TRACE_ID_ADMIN_ONLY.into()))
+            } else {
+                Ok(true)
+            }
+        }
+        Target::Org(org) => {
             if org_admin(ctx, user, &org).await? {
                 Ok(true)
             } else {
                 Err(org_denied())
             }
         }
+    }
+}
+
+/// LiteLLM's refusal of `require_trace_id` set or cleared by anyone but a
+/// proxy admin.
+const TRACE_ID_ADMIN_ONLY: &str = "Only proxy admins can set `require_trace_id` on a team.";
+
+/// The `require_trace_id` a team request asks for (its field, else its
+/// `metadata`'s when it sends `metadata`, else the stored one), as
+/// LiteLLM's `check_require_trace_id_caller_permission` reads it.
+fn requires_trace_id(body: &Map<String, Value>, stored: &Map<String, Value>) -> bool {
+    let on = |m: &Map<String, Value>| m.get("require_trace_id") == Some(&Value::Bool(true));
+    match (body.get("require_trace_id"), body.get("metadata")) {
+        (Some(Value::Bool(b)), _) => *b,
+        (_, Some(Value::Object(m))) => on(m),
+        (_, Some(_)) => false,
+        _ => on(stored),
+    }
+}
+
+/// Refuses a delegated team change that sets or clears `require_trace_id`.
+fn trace_id_unchanged(
+    body: &Map<String, Value>,
+    stored: &Map<String, Value>,
+) -> Result<(), GatewayError> {
+    let before = stored.get("require_trace_id") == Some(&Value::Bool(true));
+    if requires_trace_id(body, stored) == before {
+        Ok(())
+    } else {
+        Err(GatewayError::TeamAccessDenied(TRACE_ID_ADMIN_ONLY.into()))
     }
 }
 

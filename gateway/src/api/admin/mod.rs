@@ -24,6 +24,7 @@ mod org_routes;
 mod orgs;
 pub(super) mod query;
 mod spend;
+mod team_admin_edit;
 mod teams;
 mod test_connection;
 mod users;
