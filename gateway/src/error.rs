@@ -50,6 +50,22 @@ pub enum GatewayError {
     /// trace id: LiteLLM's refusal.
     #[error("Team '{0}' requires a trace ID on every LLM, MCP and agent request. Send an x-litellm-trace-id header. LLM requests can also send a W3C traceparent header or set metadata.trace_id in the body.")]
     TraceIdRequired(String),
+    /// The key's user is over its budget in the key's team (the team's
+    /// `team_member_budget`): LiteLLM's message.
+    #[error("Budget has been exceeded! User={user} in Team={team} Current cost: {spend}, Max budget: {max}{}", .reserve.map(|r| format!("; this request would reserve up to {r} USD (send max_tokens, or set default_estimated_output_tokens on the key, its team or litellm_settings, to reserve less)")).unwrap_or_default())]
+    MemberBudgetExceeded {
+        /// The user.
+        user: String,
+        /// The team.
+        team: String,
+        /// What the user spent in the team, USD.
+        spend: f64,
+        /// The member budget, USD.
+        max: f64,
+        /// The worst-case cost that did not fit, when the spend alone did
+        /// not exhaust the budget.
+        reserve: Option<f64>,
+    },
     /// A key's or team's budget window (`budget_limits`) is spent:
     /// LiteLLM's message.
     #[error("ExceededBudget: {owner} over {duration} budget. Spend=${spend:.4}, Limit=${max:.2}{}", .reserve.map(|r| format!("; this request would reserve up to {r} USD (send max_tokens, or set default_estimated_output_tokens on the key, its team or litellm_settings, to reserve less)")).unwrap_or_default())]
@@ -414,9 +430,10 @@ impl GatewayError {
             ModelAccessDenied { .. } | NotAdmin(_) => 403,
             // LiteLLM's `budget_exceeded_status_code` (422 since it stopped
             // answering 429, which SDKs retry).
-            BudgetExceeded { .. } | EndUserBudgetExceeded { .. } | WindowBudgetExceeded { .. } => {
-                422
-            }
+            BudgetExceeded { .. }
+            | EndUserBudgetExceeded { .. }
+            | WindowBudgetExceeded { .. }
+            | MemberBudgetExceeded { .. } => 422,
             EndUserBlocked(_) | TraceIdRequired(_) => 400,
             BadField { .. } | ConfigRejected(_) => 400,
             NotFound(_) | CustomerNotFound { .. } => 404,
@@ -471,9 +488,10 @@ impl GatewayError {
             | KeyRouteForbidden { .. } => "auth_error",
             KeyExpired(_) => "expired_key",
             ModelAccessDenied { .. } => "key_model_access_denied",
-            BudgetExceeded { .. } | EndUserBudgetExceeded { .. } | WindowBudgetExceeded { .. } => {
-                "budget_exceeded"
-            }
+            BudgetExceeded { .. }
+            | EndUserBudgetExceeded { .. }
+            | WindowBudgetExceeded { .. }
+            | MemberBudgetExceeded { .. } => "budget_exceeded",
             NotFound(_) => "not_found_error",
             CustomerNotFound { .. } => "not_found",
             CustomerExists(_) => "bad_request",

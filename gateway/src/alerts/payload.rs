@@ -153,6 +153,7 @@ mod tests {
             team: None,
             user: None,
             model_budgets: Vec::new(),
+            member_budget: None,
         }
     }
 

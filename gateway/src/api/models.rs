@@ -206,6 +206,7 @@ mod tests {
                 org_budget: None,
                 org_limits: None,
                 org_model_limits: None,
+                member_defaults: None,
             })
         });
         Principal::Key(Arc::new(KeyEntry {
@@ -218,6 +219,7 @@ mod tests {
             team,
             user: None,
             model_budgets: Vec::new(),
+            member_budget: None,
         }))
     }
 

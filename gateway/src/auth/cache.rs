@@ -15,8 +15,8 @@ use crate::keyed_hash::KeyedHash;
 use crate::limits::ScopeLimits;
 use crate::read_through::ReadThroughGuard;
 use crate::store::{
-    next_reset, Change, KeyRecord, ModelBudgets, RowKind, SpendLogRow, Store, StoreError,
-    TeamRecord, UserRecord, PROXY_BUDGET_USER,
+    next_reset, BudgetRecord, Change, KeyRecord, ModelBudgets, RowKind, SpendLogRow, Store,
+    StoreError, TeamRecord, UserRecord, PROXY_BUDGET_USER,
 };
 use serde_json::{Map, Value};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -66,6 +66,9 @@ pub struct TeamEntry {
     /// `model_tpm_limit` of the organization's `metadata`, LiteLLM's
     /// `model_per_organization`), with the organization's id.
     pub org_model_limits: Option<(String, Map<String, Value>)>,
+    /// Its members' default budget row (`metadata.team_member_budget_id`:
+    /// `team_member_budget`, `team_member_rpm_limit`, ...), when it has one.
+    pub member_defaults: Option<BudgetRecord>,
 }
 
 /// What a team's entry holds of its organization: budget, limits and
@@ -121,6 +124,9 @@ pub struct KeyEntry {
     pub user: Option<Arc<UserEntry>>,
     /// Budgets per model group (`model_max_budget`), by group name.
     pub model_budgets: Vec<(String, Arc<Budget>)>,
+    /// Its user's budget in its team (the team's `team_member_budget`
+    /// against the user's `LiteLLM_TeamMembership.spend`), when both are set.
+    pub member_budget: Option<Arc<Budget>>,
 }
 
 impl KeyEntry {
@@ -395,6 +401,7 @@ impl KeyCache {
         &self,
         t: TeamRecord,
         (org_budget, org_limits, org_model_limits): OrgParts,
+        member_defaults: Option<BudgetRecord>,
     ) -> Arc<TeamEntry> {
         let budget = self.budget(
             format!("team:{}", t.team_id),
@@ -411,11 +418,42 @@ impl KeyCache {
             org_budget,
             org_limits,
             org_model_limits,
+            member_defaults,
         });
         self.teams
             .pin()
             .insert(entry.record.team_id.clone(), entry.clone());
         entry
+    }
+
+    /// `user`'s budget in `team`: the team's default member budget
+    /// (LiteLLM applies it when above 0) against what the user spent in
+    /// the team. Its spend is not reset by the budget row's period (see
+    /// docs/keys-and-budgets.md).
+    async fn member_budget(
+        &self,
+        store: &dyn Store,
+        team: &TeamEntry,
+        user: &str,
+    ) -> Result<Option<Arc<Budget>>, StoreError> {
+        let max = team
+            .member_defaults
+            .as_ref()
+            .and_then(|b| b.max_budget)
+            .filter(|m| *m > 0.0);
+        let Some(max) = max else {
+            return Ok(None);
+        };
+        let team_id = &team.record.team_id;
+        let spend = store.member_spend(team_id, user).await?;
+        let id = format!("{team_id}:{user}");
+        Ok(Some(self.budget(
+            format!("member:{id}"),
+            Place::principal("member", &id),
+            None,
+            (Some(max), None),
+            spend,
+        )))
     }
 
     fn install_user(&self, u: UserRecord) -> Arc<UserEntry> {
@@ -507,7 +545,8 @@ impl KeyCache {
                         Some(org) => self.org(store, org).await?,
                         None => (None, None, None),
                     };
-                    Some(self.install_team(t, org))
+                    let defaults = member_defaults(store, &t).await?;
+                    Some(self.install_team(t, org, defaults))
                 }
                 None => None,
             },
@@ -545,12 +584,17 @@ impl KeyCache {
                 ))
             })
             .collect();
+        let member_budget = match (&team, &record.user_id) {
+            (Some(t), Some(user)) => self.member_budget(store, t, user).await?,
+            _ => None,
+        };
         let entry = Arc::new(KeyEntry {
             record,
             budget,
             team,
             user,
             model_budgets,
+            member_budget,
         });
         self.misses.forget(&hash);
         self.known.insert(&hash);
@@ -703,6 +747,9 @@ impl KeyCache {
             flush(&["user:", u]);
             flush(&["usermodel:", u, ":", &row.model_group]);
         }
+        if let (Some(t), Some(u)) = (&row.team_id, &row.user) {
+            flush(&["member:", t, ":", u]);
+        }
         if let Some(t) = &row.team_id {
             flush(&["team:", t]);
             flush(&["teammodel:", t, ":", &row.model_group]);
@@ -721,6 +768,26 @@ impl KeyCache {
             self.end_users.flushed(e, nanos);
         }
     }
+}
+
+/// The default member budget row `team` names in its
+/// `metadata.team_member_budget_id`, when it exists.
+async fn member_defaults(
+    store: &dyn Store,
+    team: &TeamRecord,
+) -> Result<Option<BudgetRecord>, StoreError> {
+    let Some(id) = team
+        .metadata
+        .get("team_member_budget_id")
+        .and_then(Value::as_str)
+    else {
+        return Ok(None);
+    };
+    Ok(store
+        .budgets(Some(&[id.to_string()]))
+        .await?
+        .into_iter()
+        .next())
 }
 
 /// Whether rows `a` and `b` count against the same budgets (key, the key's

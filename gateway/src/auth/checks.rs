@@ -169,6 +169,7 @@ mod tests {
             team: None,
             user: None,
             model_budgets: Vec::new(),
+            member_budget: None,
         }
     }
 

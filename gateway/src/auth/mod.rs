@@ -124,6 +124,22 @@ impl Principal {
             return Vec::new();
         };
         let mut out: Vec<Descriptor> = Vec::new();
+        // A team member's limits (the team's member budget row), on a
+        // counter per (team, user): LiteLLM's `team_member` descriptor.
+        let member = k.team.as_ref().zip(k.record.user_id.as_deref());
+        if let Some((team, user)) = member {
+            if let Some(row) = &team.member_defaults {
+                let value = format!("{}:{user}", team.record.team_id);
+                for (limit, kind) in [
+                    (row.rpm_limit, Kind::Requests),
+                    (row.tpm_limit, Kind::Tokens),
+                ] {
+                    if let Some(limit) = limit.and_then(|l| u64::try_from(l).ok()) {
+                        out.push(Descriptor::new(Scope::TeamMember, &value, kind, limit));
+                    }
+                }
+            }
+        }
         let org = k.team.as_ref().and_then(|t| t.org_model_limits.as_ref());
         if let Some((org, limits)) = org {
             let value = format!("{org}:{model}");

@@ -27,6 +27,9 @@ pub enum Scope {
     /// The key's team's organization's limit for one model group
     /// (`metadata.model_rpm_limit` / `model_tpm_limit` of the organization).
     ModelPerOrganization,
+    /// A team member's limits in the key's team (the team's member budget
+    /// row: `team_member_rpm_limit` / `team_member_tpm_limit`).
+    TeamMember,
 }
 
 impl Scope {
@@ -43,6 +46,7 @@ impl Scope {
             Scope::EndUser => "end_user",
             Scope::TagPerKey => "tag_per_key",
             Scope::ModelPerOrganization => "model_per_organization",
+            Scope::TeamMember => "team_member",
         }
     }
 }

@@ -82,9 +82,10 @@ pub(crate) fn upstream_class(provider: &str, retry_class: &str, status: u16) -> 
 pub(crate) fn gateway_class(err: &GatewayError) -> &'static str {
     use GatewayError::*;
     match err {
-        BudgetExceeded { .. } | EndUserBudgetExceeded { .. } | WindowBudgetExceeded { .. } => {
-            "BudgetExceededError"
-        }
+        BudgetExceeded { .. }
+        | EndUserBudgetExceeded { .. }
+        | WindowBudgetExceeded { .. }
+        | MemberBudgetExceeded { .. } => "BudgetExceededError",
         RateLimited { .. } => "HTTPException",
         NoCapacity { .. } => "RateLimitError",
         UnknownModel(_) | NoEligibleDeployment { .. } => "BadRequestError",

@@ -742,6 +742,7 @@ async fn attempts<'r>(
                         GatewayError::BudgetExceeded { .. }
                             | GatewayError::EndUserBudgetExceeded { .. }
                             | GatewayError::WindowBudgetExceeded { .. }
+                            | GatewayError::MemberBudgetExceeded { .. }
                             | GatewayError::CutOff
                     )
                 {

@@ -176,6 +176,7 @@ fn log_failure(
             | GatewayError::PassThroughUnconfigured { .. }
             | GatewayError::BudgetExceeded { .. }
             | GatewayError::WindowBudgetExceeded { .. }
+            | GatewayError::MemberBudgetExceeded { .. }
             | GatewayError::RateLimited { .. }
             | GatewayError::NoCapacity { .. }
     ) {

@@ -168,6 +168,9 @@ pub(super) fn budgets_of(
         if let Some(budget) = key.user.as_ref().and_then(|u| u.model_budget(group)) {
             budgets.push((USER_MODEL, budget.clone()));
         }
+        if let Some(budget) = &key.member_budget {
+            budgets.push((TEAM_MEMBER, budget.clone()));
+        }
         let now = Utc::now();
         let windows = caller.budget_windows;
         for w in &key.record.budget_limits {
@@ -205,6 +208,8 @@ const END_USER_MODEL: &str = "end user model";
 
 /// The scope of the proxy-wide budget in refusals.
 const PROXY: &str = "proxy";
+/// The scope of a user's budget in the key's team in refusals.
+const TEAM_MEMBER: &str = "team member";
 /// The scope of a key's budget window (`budget_limits`) in refusals.
 const KEY_WINDOW: &str = "key window";
 /// The scope of a team's budget window (`budget_limits`) in refusals.
@@ -247,6 +252,13 @@ pub(super) fn refusal(
             reserve,
         },
         (KEY_WINDOW, _, Some(k)) => window("Key".into(), &k.record.budget_limits),
+        (TEAM_MEMBER, _, Some(k)) => GatewayError::MemberBudgetExceeded {
+            user: k.record.user_id.clone().unwrap_or_default(),
+            team: k.record.team_id.clone().unwrap_or_default(),
+            spend,
+            max,
+            reserve,
+        },
         (TEAM_WINDOW, _, Some(k)) if k.team.is_some() => {
             let team = k.team.as_ref().map(|t| &t.record);
             let id = team.map(|t| t.team_id.as_str()).unwrap_or_default();

@@ -53,6 +53,9 @@ struct Tables {
     managed: HashMap<String, ManagedObject>,
     /// Batches already charged.
     charged_batches: HashSet<String>,
+    /// A user's spend in a team (`LiteLLM_TeamMembership.spend`), by
+    /// (team id, user id).
+    member_spend: HashMap<(String, String), f64>,
 }
 
 impl Tables {
@@ -125,6 +128,13 @@ impl Tables {
                     changed(Change::User(id.to_string()), true);
                 } else if let Some(u) = t.users.get_mut(id) {
                     u.spend += row.spend;
+                }
+            }
+            if let (Some(team), Some(user)) = (&row.team_id, &row.user) {
+                let on_roster = t.teams.get(team).is_some_and(|t| t.members.contains(user));
+                let key = (team.clone(), user.clone());
+                if on_roster || t.member_spend.contains_key(&key) {
+                    *t.member_spend.entry(key).or_default() += row.spend;
                 }
             }
             if let Some(id) = &row.team_id {
@@ -502,6 +512,11 @@ impl Store for MemoryStore {
             }
             MemberOutcome::Changed
         }))
+    }
+
+    async fn member_spend(&self, team_id: &str, user_id: &str) -> Result<f64, StoreError> {
+        let key = (team_id.to_string(), user_id.to_string());
+        Ok(self.with(|t| t.member_spend.get(&key).copied().unwrap_or(0.0)))
     }
 
     async fn team_members(&self, team_id: &str) -> Result<Vec<TeamMember>, StoreError> {

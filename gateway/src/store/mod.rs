@@ -327,6 +327,9 @@ pub trait Store: Send + Sync {
     ) -> Result<MemberOutcome, StoreError>;
     /// The team's `members_with_roles`.
     async fn team_members(&self, team_id: &str) -> Result<Vec<TeamMember>, StoreError>;
+    /// What `user_id` spent in `team_id` (`LiteLLM_TeamMembership.spend`;
+    /// 0 without a row).
+    async fn member_spend(&self, team_id: &str, user_id: &str) -> Result<f64, StoreError>;
     /// Users, newest first, `limit` from `offset`, and how many there are.
     async fn list_users(
         &self,

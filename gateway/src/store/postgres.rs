@@ -294,6 +294,10 @@ impl Store for PostgresStore {
         with_client!(self, c => members::roles(c, team_id))
     }
 
+    async fn member_spend(&self, team_id: &str, user_id: &str) -> Result<f64, StoreError> {
+        with_client!(self, c => members::spend(c, team_id, user_id))
+    }
+
     async fn list_users(
         &self,
         offset: i64,

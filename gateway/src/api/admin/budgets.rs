@@ -308,6 +308,19 @@ pub async fn update(
         let mut changes: Vec<Change> = users.into_iter().map(Change::EndUser).collect();
         // So do the keys of the teams of organizations using it.
         changes.extend(super::orgs::teams_of(&ctx, |o| o.budget_id == id).await?);
+        // And the keys of teams whose member defaults it holds.
+        let teams = store.list_teams().await.map_err(store_err)?;
+        changes.extend(
+            teams
+                .into_iter()
+                .filter(|t| {
+                    t.metadata
+                        .get(super::teams::MEMBER_BUDGET_ID)
+                        .and_then(Value::as_str)
+                        == Some(id.as_str())
+                })
+                .map(|t| Change::Team(t.team_id)),
+        );
         ctx.publish(&changes).await;
         let ids = [id.clone()];
         let row = store.budgets(Some(&ids[..])).await.map_err(store_err)?;

@@ -3,6 +3,7 @@
 
 use super::accepted;
 use super::body::{bad_field, missing, parse, parse_accepting, Patch};
+use super::budgets::BudgetFields;
 use super::db::{self, run, store_err, Ctx};
 use super::members::team_json_with_roles;
 use super::object;
@@ -35,6 +36,10 @@ pub struct TeamRequest {
     allowed_model_region: Patch<String>,
     model_max_budget: Patch<Map<String, Value>>,
     budget_limits: Patch<Vec<Value>>,
+    team_member_budget: Patch<f64>,
+    team_member_budget_duration: Patch<String>,
+    team_member_rpm_limit: Patch<i64>,
+    team_member_tpm_limit: Patch<i64>,
     /// Fields LiteLLM keeps in `metadata` ([`parse_accepting`]).
     #[serde(skip)]
     extra_metadata: Map<String, Value>,
@@ -123,6 +128,24 @@ impl TeamRequest {
         }
     }
 
+    /// Takes the team's member defaults (`team_member_budget`,
+    /// `team_member_budget_duration`, `team_member_rpm_limit`,
+    /// `team_member_tpm_limit`) as the fields of its member budget row;
+    /// `None` when none is given.
+    fn take_member_defaults(&mut self) -> Option<BudgetFields> {
+        let given = self.team_member_budget.is_given()
+            || self.team_member_budget_duration.is_given()
+            || self.team_member_rpm_limit.is_given()
+            || self.team_member_tpm_limit.is_given();
+        given.then(|| BudgetFields {
+            max_budget: std::mem::take(&mut self.team_member_budget),
+            budget_duration: std::mem::take(&mut self.team_member_budget_duration),
+            rpm_limit: std::mem::take(&mut self.team_member_rpm_limit),
+            tpm_limit: std::mem::take(&mut self.team_member_tpm_limit),
+            ..BudgetFields::default()
+        })
+    }
+
     /// Applies the given fields to `t` as of `now`.
     fn apply(self, t: &mut TeamRecord, now: DateTime<Utc>) -> Result<(), GatewayError> {
         self.team_alias.apply(&mut t.team_alias);
@@ -209,6 +232,50 @@ async fn set_roles(ctx: &Ctx, team_id: &str, roles: &[TeamMember]) -> Result<(),
     Ok(())
 }
 
+/// The `metadata` member naming a team's member budget row (LiteLLM's).
+pub const MEMBER_BUDGET_ID: &str = "team_member_budget_id";
+
+/// Writes a team's member defaults (`fields`) to its member budget row,
+/// as LiteLLM's `TeamMemberBudgetHandler`: the row `metadata`
+/// [`MEMBER_BUDGET_ID`] names is updated, else a new one is made and named
+/// there. Budget fields are checked as `/budget/new` checks them.
+async fn write_member_defaults(
+    ctx: &Ctx,
+    team: &mut TeamRecord,
+    fields: BudgetFields,
+) -> Result<(), GatewayError> {
+    let now = Utc::now();
+    let columns = fields.columns(now)?;
+    let existing = team
+        .metadata
+        .get(MEMBER_BUDGET_ID)
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    if let Some(id) = existing {
+        let store = ctx.store();
+        if store
+            .patch_org_row(crate::store::OrgTable::Budget, &id, &columns)
+            .await
+            .map_err(store_err)?
+        {
+            return Ok(());
+        }
+    }
+    let id = match &team.team_alias {
+        Some(alias) => format!(
+            "team-{}-budget-{}",
+            alias.replace(' ', "-"),
+            uuid::Uuid::new_v4().simple()
+        ),
+        None => format!("team-budget-{}", uuid::Uuid::new_v4().simple()),
+    };
+    let row = super::budgets::new_record(id.clone(), columns, "default_user_id", now)?;
+    ctx.store().insert_budget(&row).await.map_err(store_err)?;
+    team.metadata
+        .insert(MEMBER_BUDGET_ID.into(), Value::String(id));
+    Ok(())
+}
+
 /// The `team_id` of a team as JSON.
 fn team_id_of(team: &Value) -> Value {
     team.get("team_id").cloned().unwrap_or(Value::Null)
@@ -231,10 +298,27 @@ pub async fn new(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
         created_at: Some(now),
         ..Default::default()
     };
+    let member_defaults = req.take_member_defaults();
     req.apply(&mut team, now)?;
+    // The member budget row names the team's id in no column: a stale
+    // `team_member_budget_id` in the given metadata is not trusted.
+    team.metadata.remove(MEMBER_BUDGET_ID);
     run(worker, move |ctx| async move {
         if let Some(org) = &team.organization_id {
             super::orgs::check_team(&ctx, &team, org).await?;
+        }
+        if let Some(fields) = member_defaults {
+            // No member budget row for a team that cannot be made.
+            if ctx
+                .store()
+                .get_team(&team.team_id)
+                .await
+                .map_err(store_err)?
+                .is_some()
+            {
+                return Err(GatewayError::Conflict(format!("team {}", team.team_id)));
+            }
+            write_member_defaults(&ctx, &mut team, fields).await?;
         }
         ctx.store().insert_team(&team).await.map_err(store_err)?;
         let mut changes = vec![Change::Team(team.team_id.clone())];
@@ -278,11 +362,21 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
     let team_id = req.team_id.take().ok_or_else(|| missing("team_id"))?;
     let members = req.take_members()?;
     let org_given = req.organization_id.is_given();
+    let member_defaults = req.take_member_defaults();
     let team = run(worker, move |ctx| async move {
         let old = db::team(&ctx, &team_id).await?;
         let mut team = old.clone();
         let before = team.members.clone();
         req.apply(&mut team, Utc::now())?;
+        // The member budget row stays the one the team had (the proxy's
+        // key: LiteLLM restores it when the given metadata leaves it out).
+        match old.metadata.get(MEMBER_BUDGET_ID) {
+            Some(id) => team.metadata.insert(MEMBER_BUDGET_ID.into(), id.clone()),
+            None => team.metadata.remove(MEMBER_BUDGET_ID),
+        };
+        if let Some(fields) = member_defaults {
+            write_member_defaults(&ctx, &mut team, fields).await?;
+        }
         if let (true, Some(org)) = (org_given, &team.organization_id) {
             super::orgs::check_team(&ctx, &team, org).await?;
         }

@@ -111,6 +111,21 @@ pub async fn change(
     Ok(MemberOutcome::Changed)
 }
 
+/// What `user_id` spent in `team_id` (0 without a membership row).
+pub async fn spend(c: &Client, team_id: &str, user_id: &str) -> Result<f64, Error> {
+    let row = c
+        .query_opt(
+            r#"SELECT spend::float8 AS spend FROM "LiteLLM_TeamMembership"
+            WHERE team_id = $1 AND user_id = $2"#,
+            &[&team_id, &user_id],
+        )
+        .await?;
+    Ok(match row {
+        Some(row) => row.try_get::<_, Option<f64>>("spend")?.unwrap_or(0.0),
+        None => 0.0,
+    })
+}
+
 /// The team's `members_with_roles`; entries that are not LiteLLM's
 /// `Member` shape are skipped.
 pub async fn roles(c: &Client, team_id: &str) -> Result<Vec<TeamMember>, Error> {
