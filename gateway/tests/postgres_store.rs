@@ -118,6 +118,8 @@ fn full_key(plain: &str, created: DateTime<Utc>) -> KeyRecord {
         spend: 0.5,
         max_budget: Some(10.0),
         soft_budget: Some(8.0),
+        // The row the gateway makes for a key's soft budget.
+        budget_id: Some(format!("key-{}", token_hex(&hash_key(plain)))),
         budget_duration: Some("30d".into()),
         budget_reset_at: Some(created + Duration::days(30)),
         expires: Some(created + Duration::days(90)),

@@ -532,12 +532,18 @@ impl KeyCache {
         let Some(hash) = parse_token(token) else {
             return Ok(None);
         };
-        let Some(record) = store.get_key(token).await? else {
+        let Some(mut record) = store.get_key(token).await? else {
             let keys = self.keys.pin();
             let removed = keys.remove(&hash);
             self.count_model_budgets(None, removed.map(|e| &**e));
             return Ok(None);
         };
+        if let Some(id) = record.shared_budget() {
+            let ids = [id.to_string()];
+            if let Some(row) = store.budgets(Some(&ids)).await?.first() {
+                record.fill_from_budget(row);
+            }
+        }
         let team = match &record.team_id {
             Some(id) => match store.get_team(id).await? {
                 Some(t) => {

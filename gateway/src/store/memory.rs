@@ -240,7 +240,9 @@ impl Store for MemoryStore {
     }
 
     async fn insert_key(&self, key: &KeyRecord) -> Result<(), StoreError> {
-        self.with(|t| insert(&mut t.keys, &key.token, "key", key))
+        let mut key = key.clone();
+        key.normalize_budget_link();
+        self.with(|t| insert(&mut t.keys, &key.token, "key", &key))
     }
 
     async fn update_key(&self, key: &KeyRecord) -> Result<bool, StoreError> {
@@ -248,6 +250,7 @@ impl Store for MemoryStore {
             Some(old) => {
                 let (spend, model_spend) = (old.spend, std::mem::take(&mut old.model_spend));
                 *old = key.clone();
+                old.normalize_budget_link();
                 old.spend = spend;
                 old.model_spend = model_spend;
                 true
@@ -272,6 +275,7 @@ impl Store for MemoryStore {
         Ok(self.with(|t| match t.keys.remove(old) {
             Some(prev) => {
                 let mut next = new.clone();
+                next.normalize_budget_link();
                 next.spend = prev.spend;
                 next.model_spend = prev.model_spend;
                 t.keys.insert(next.token.clone(), next);
@@ -781,6 +785,16 @@ impl Store for MemoryStore {
                 t.budgets.contains_key(budget_id) || t.end_users.budget_exists(budget_id)
             }),
         )
+    }
+
+    async fn keys_of_budget(&self, budget_id: &str) -> Result<Vec<String>, StoreError> {
+        Ok(self.with(|t| {
+            t.keys
+                .values()
+                .filter(|k| k.budget_id.as_deref() == Some(budget_id))
+                .map(|k| k.token.clone())
+                .collect()
+        }))
     }
 
     async fn insert_managed(&self, object: &ManagedObject) -> Result<(), StoreError> {

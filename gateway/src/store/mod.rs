@@ -26,7 +26,7 @@ pub use orgs::{BudgetRecord, OrgMembership, OrgRecord, OrgTable};
 pub use records::{
     next_reset, parse_duration, usd_value, BudgetWindow, DurationError, KeyRecord, ModelBudgets,
     ModelRecord, SpendFilter, SpendLogRow, TeamRecord, UserRecord, MAX_DURATION, MODEL_WINDOWS,
-    PROXY_BUDGET_USER,
+    OWN_BUDGET_PREFIX, PROXY_BUDGET_USER,
 };
 
 use async_trait::async_trait;
@@ -436,6 +436,9 @@ pub trait Store: Send + Sync {
     ) -> Result<usize, StoreError>;
     /// Whether budget row `budget_id` exists.
     async fn budget_exists(&self, budget_id: &str) -> Result<bool, StoreError>;
+    /// Tokens of the keys linking budget row `budget_id` (whose cached
+    /// copies a change of that row makes stale).
+    async fn keys_of_budget(&self, budget_id: &str) -> Result<Vec<String>, StoreError>;
     /// Ids of the end users whose budget row is `budget_id` (whose cached
     /// copies a change of that row makes stale).
     async fn end_users_of_budget(&self, budget_id: &str) -> Result<Vec<String>, StoreError>;

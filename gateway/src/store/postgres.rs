@@ -473,6 +473,10 @@ impl Store for PostgresStore {
         with_client!(self, c => end_users::budget_exists(c, budget_id))
     }
 
+    async fn keys_of_budget(&self, budget_id: &str) -> Result<Vec<String>, StoreError> {
+        with_client!(self, c => keys::of_budget(c, budget_id))
+    }
+
     async fn end_users_of_budget(&self, budget_id: &str) -> Result<Vec<String>, StoreError> {
         with_client!(self, c => end_users::of_budget(c, budget_id))
     }

@@ -26,6 +26,11 @@ pub struct KeyRecord {
     pub max_budget: Option<f64>,
     /// Alert threshold, USD.
     pub soft_budget: Option<f64>,
+    /// The `LiteLLM_BudgetTable` row it links (a `/budget/new` row, whose
+    /// budget and limits fill in those the key leaves unset, or the
+    /// gateway's `key-<token>` row holding its soft budget).
+    #[serde(default)]
+    pub budget_id: Option<String>,
     /// Budget period, e.g. `30d`.
     pub budget_duration: Option<String>,
     /// When spend next resets.
@@ -123,6 +128,52 @@ pub struct TeamRecord {
     #[serde(default)]
     pub budget_limits: Vec<BudgetWindow>,
 }
+
+impl KeyRecord {
+    /// The `/budget/*` row the key shares, if any (not the gateway's own
+    /// `key-<token>` row).
+    pub fn shared_budget(&self) -> Option<&str> {
+        self.budget_id
+            .as_deref()
+            .filter(|id| !id.starts_with(OWN_BUDGET_PREFIX))
+    }
+
+    /// Fills what the key leaves unset from its shared budget row, as
+    /// LiteLLM's `UserAPIKeyAuth` does with the `litellm_budget_table_*`
+    /// columns: `max_budget`, `soft_budget`, `tpm_limit`, `rpm_limit`,
+    /// and `model_max_budget` when the key's is empty.
+    pub fn fill_from_budget(&mut self, row: &super::BudgetRecord) {
+        self.max_budget = self.max_budget.or(row.max_budget);
+        self.soft_budget = self.soft_budget.or(row.soft_budget);
+        self.tpm_limit = self.tpm_limit.or(row.tpm_limit);
+        self.rpm_limit = self.rpm_limit.or(row.rpm_limit);
+        if self.model_max_budget.is_empty() {
+            if let Some(m) = &row.model_max_budget {
+                self.model_max_budget = m.clone();
+            }
+        }
+    }
+}
+
+impl KeyRecord {
+    /// The budget row link as the store keeps it: the key's own row
+    /// (`key-<token>` when made for it) exactly while it has a soft budget
+    /// and links no shared row.
+    pub fn normalize_budget_link(&mut self) {
+        if self.shared_budget().is_some() {
+            return;
+        }
+        self.budget_id = match (self.soft_budget, self.budget_id.take()) {
+            (None, _) => None,
+            (Some(_), Some(own)) => Some(own),
+            (Some(_), None) => Some(format!("{OWN_BUDGET_PREFIX}{}", self.token)),
+        };
+    }
+}
+
+/// The prefix of the budget row the gateway makes for a key's soft budget
+/// (`key-<token>`).
+pub const OWN_BUDGET_PREFIX: &str = "key-";
 
 impl TeamRecord {
     /// The team's per-model rpm or tpm limit (`field` is `model_rpm_limit`

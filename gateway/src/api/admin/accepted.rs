@@ -22,7 +22,6 @@ pub const KEY: &[(&str, Kind)] = &[
     ("tpd_limit", Int),
     ("default_estimated_output_tokens", Int),
     ("default_estimated_output_tokens_per_model", Object),
-    ("budget_id", Str),
     ("end_user_budget_id", Str),
     ("tags", List),
     ("disable_global_guardrails", Bool),

@@ -308,6 +308,9 @@ pub async fn update(
         let mut changes: Vec<Change> = users.into_iter().map(Change::EndUser).collect();
         // So do the keys of the teams of organizations using it.
         changes.extend(super::orgs::teams_of(&ctx, |o| o.budget_id == id).await?);
+        // And the keys that link it.
+        let keys = store.keys_of_budget(&id).await.map_err(store_err)?;
+        changes.extend(keys.into_iter().map(Change::Key));
         // And the keys of teams whose member defaults it holds.
         let teams = store.list_teams().await.map_err(store_err)?;
         changes.extend(

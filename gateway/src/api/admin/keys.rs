@@ -48,6 +48,7 @@ pub struct KeyRequest {
     allowed_routes: Patch<Vec<String>>,
     allowed_cache_controls: Patch<Vec<String>>,
     budget_limits: Patch<Vec<Value>>,
+    budget_id: Patch<String>,
     /// Fields LiteLLM keeps in `metadata` ([`parse_accepting`]).
     #[serde(skip)]
     extra_metadata: Map<String, Value>,
@@ -94,6 +95,8 @@ impl KeyRequest {
 
     /// Applies the given fields to `k` as of `now`.
     pub(super) fn apply(self, k: &mut KeyRecord, now: DateTime<Utc>) -> Result<(), GatewayError> {
+        let soft_given = matches!(self.soft_budget, Patch::Set(_));
+        let budget_given = matches!(self.budget_id, Patch::Set(_));
         match self.duration {
             Patch::Keep => {}
             Patch::Clear => k.expires = None,
@@ -143,6 +146,27 @@ impl KeyRequest {
         self.allowed_cache_controls
             .apply_or_default(&mut k.allowed_cache_controls);
         apply_windows(self.budget_limits, &mut k.budget_limits, now)?;
+        match self.budget_id {
+            Patch::Keep => {}
+            // Back to the key's own row (its soft budget, when given): the
+            // soft budget read with it was the shared row's.
+            Patch::Clear => {
+                if k.shared_budget().is_some() && !soft_given {
+                    k.soft_budget = None;
+                }
+                k.budget_id = None;
+            }
+            Patch::Set(id) if id.starts_with(crate::store::OWN_BUDGET_PREFIX) => {
+                return Err(bad_field("budget_id", "names a key's own budget row"))
+            }
+            Patch::Set(id) => k.budget_id = Some(id),
+        }
+        if budget_given && soft_given {
+            return Err(bad_field(
+                "soft_budget",
+                "give either a budget row (budget_id), whose soft budget the key takes, or a soft_budget",
+            ));
+        }
         k.updated_at = Some(now);
         Ok(())
     }
@@ -271,6 +295,16 @@ pub(super) fn apply_windows(
     Ok(())
 }
 
+/// Refuses a `budget_id` that names no budget row (400 naming it).
+async fn ensure_budget(ctx: &db::Ctx, id: Option<&str>) -> Result<(), GatewayError> {
+    let Some(id) = id else { return Ok(()) };
+    if ctx.store().budget_exists(id).await.map_err(db::store_err)? {
+        Ok(())
+    } else {
+        Err(bad_field("budget_id", format!("Budget {id} not found")))
+    }
+}
+
 /// The most budget windows a key or team may have.
 const MAX_WINDOWS: usize = 16;
 
@@ -300,6 +334,7 @@ pub async fn generate(worker: &Worker, body: &[u8]) -> Result<Value, GatewayErro
     req.apply(&mut rec, now)?;
     rec.spend = spend.unwrap_or(0.0);
     let rec = run(worker, move |ctx| async move {
+        ensure_budget(&ctx, rec.shared_budget()).await?;
         create(&ctx, &rec).await?;
         Ok(rec)
     })
@@ -352,6 +387,9 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
         }
         if alias_given {
             ensure_alias_free(&ctx, rec.key_alias.as_deref(), &rec.token).await?;
+        }
+        if rec.budget_id != before.budget_id {
+            ensure_budget(&ctx, rec.shared_budget()).await?;
         }
         let token = rec.token.clone();
         let store = ctx.store();

@@ -18,7 +18,7 @@ use tokio_postgres::{Client, Error, Row, Transaction};
 const TOMBSTONE_RETENTION: Duration = Duration::days(7);
 
 const SELECT: &str = r#"SELECT k.token, k.key_name, k.key_alias, k.spend::float8 AS spend,
-    k.max_budget::float8 AS max_budget, b.soft_budget::float8 AS soft_budget,
+    k.max_budget::float8 AS max_budget, b.soft_budget::float8 AS soft_budget, k.budget_id,
     k.budget_duration, k.budget_reset_at::timestamp AS budget_reset_at,
     k.expires::timestamp AS expires, k.models, k.aliases::jsonb AS aliases, k.user_id, k.team_id,
     k.max_parallel_requests::int8 AS max_parallel_requests, k.tpm_limit::int8 AS tpm_limit,
@@ -135,6 +135,7 @@ fn record(row: &Row) -> Result<KeyRecord, Error> {
         spend: row.try_get::<_, Option<f64>>("spend")?.unwrap_or_default(),
         max_budget: row.try_get("max_budget")?,
         soft_budget: row.try_get("soft_budget")?,
+        budget_id: row.try_get("budget_id")?,
         budget_duration: row.try_get("budget_duration")?,
         budget_reset_at: utc(row.try_get("budget_reset_at")?),
         expires: utc(row.try_get("expires")?),
@@ -199,6 +200,18 @@ pub async fn tokens(
         count += 1;
     }
     Ok(count)
+}
+
+/// Tokens of the keys linking budget row `budget_id`.
+pub async fn of_budget(c: &Client, budget_id: &str) -> Result<Vec<String>, Error> {
+    c.query(
+        r#"SELECT token FROM "LiteLLM_VerificationToken" WHERE budget_id = $1"#,
+        &[&budget_id],
+    )
+    .await?
+    .iter()
+    .map(|r| r.try_get(0))
+    .collect()
 }
 
 /// Keys of one user and/or team, newest first (keys without a creation time
@@ -283,7 +296,7 @@ pub async fn insert(c: &mut Client, key: &KeyRecord) -> Result<bool, Error> {
     if tx.execute(INSERT, &params).await? == 0 {
         return Ok(false);
     }
-    link_soft_budget(&tx, &key.token, key.soft_budget).await?;
+    link_budget(&tx, key).await?;
     notify(&tx, &[Change::Key(key.token.clone())]).await?;
     tx.commit().await?;
     Ok(true)
@@ -340,7 +353,7 @@ async fn set_fields(tx: &Transaction<'_>, token: &String, key: &KeyRecord) -> Re
     if tx.execute(UPDATE, &params).await? == 0 {
         return Ok(false);
     }
-    link_soft_budget(tx, &key.token, key.soft_budget).await?;
+    link_budget(tx, key).await?;
     Ok(true)
 }
 
@@ -408,7 +421,50 @@ async fn bury(tx: &Transaction<'_>, tokens: &[String]) -> Result<(), Error> {
 
 /// Whether a budget row is one the gateway made for a single key.
 fn is_own_budget(budget_id: &str) -> bool {
-    budget_id.starts_with("key-")
+    budget_id.starts_with(crate::store::OWN_BUDGET_PREFIX)
+}
+
+/// Links `key`'s budget row: the shared `/budget/*` row it names (never
+/// written here), else its own row for its soft budget
+/// ([`link_soft_budget`]).
+async fn link_budget(tx: &Transaction<'_>, key: &KeyRecord) -> Result<(), Error> {
+    let linked: Option<String> = tx
+        .query_one(
+            r#"SELECT budget_id FROM "LiteLLM_VerificationToken" WHERE token = $1"#,
+            &[&key.token],
+        )
+        .await?
+        .try_get(0)?;
+    if let Some(shared) = key.shared_budget() {
+        if linked.as_deref() != Some(shared) {
+            let link = r#"UPDATE "LiteLLM_VerificationToken" SET budget_id = $2 WHERE token = $1"#;
+            tx.execute(link, &[&key.token, &shared]).await?;
+            if let Some(own) = linked.filter(|id| is_own_budget(id)) {
+                drop_unused_own(tx, &own).await?;
+            }
+        } else {
+            // The key's soft budget was read from this row: written back
+            // only when it changed (LiteLLM updates the linked row in place).
+            let sql = r#"UPDATE "LiteLLM_BudgetTable" SET soft_budget = $2::float8, updated_at = $3
+                WHERE budget_id = $1 AND soft_budget IS DISTINCT FROM $2::float8"#;
+            let now = Utc::now().naive_utc();
+            tx.execute(sql, &[&shared, &key.soft_budget, &now]).await?;
+        }
+        return Ok(());
+    }
+    if linked.as_deref().is_some_and(|id| !is_own_budget(id)) {
+        let unlink = r#"UPDATE "LiteLLM_VerificationToken" SET budget_id = NULL WHERE token = $1"#;
+        tx.execute(unlink, &[&key.token]).await?;
+    }
+    link_soft_budget(tx, &key.token, key.soft_budget).await
+}
+
+/// Deletes the key's own budget row `id` when no key links it.
+async fn drop_unused_own(tx: &Transaction<'_>, id: &str) -> Result<(), Error> {
+    let sql = r#"DELETE FROM "LiteLLM_BudgetTable" WHERE budget_id = $1
+        AND NOT EXISTS (SELECT 1 FROM "LiteLLM_VerificationToken" k WHERE k.budget_id = $1)"#;
+    tx.execute(sql, &[&id]).await?;
+    Ok(())
 }
 
 /// Stores a key's soft budget the way LiteLLM does: in the budget row the
@@ -434,10 +490,7 @@ async fn link_soft_budget(
             let unlink =
                 r#"UPDATE "LiteLLM_VerificationToken" SET budget_id = NULL WHERE token = $1"#;
             tx.execute(unlink, &[&token]).await?;
-            let sql = r#"DELETE FROM "LiteLLM_BudgetTable" WHERE budget_id = $1
-                AND NOT EXISTS (SELECT 1 FROM "LiteLLM_VerificationToken" k WHERE k.budget_id = $1)"#;
-            tx.execute(sql, &[&id]).await?;
-            Ok(())
+            drop_unused_own(tx, &id).await
         }
         (soft, Some(id)) => {
             let sql = r#"UPDATE "LiteLLM_BudgetTable" SET soft_budget = $2::float8, updated_at = $3 WHERE budget_id = $1"#;
