@@ -290,3 +290,30 @@ fn only_a_proxy_admin_sets_require_trace_id() {
     ));
     assert_eq!(team_info(&gw, "t1")["metadata"]["require_trace_id"], true);
 }
+
+#[test]
+fn a_team_admin_changes_granted_member_defaults_compared_with_their_budget_row() {
+    let gw = start(json!({"team_admin_editable_team_fields": ["team_member_budget"]}));
+    let alice = team_with_admin(
+        &gw,
+        json!({"team_id": "t1", "team_member_budget": 1, "team_member_rpm_limit": 5}),
+    );
+    // The rpm limit resent unchanged is no change; the budget is granted.
+    ok(gw.post_as(
+        &alice,
+        "/team/update",
+        &json!({"team_id": "t1", "team_member_budget": 2, "team_member_rpm_limit": 5}),
+    ));
+    let id = team_info(&gw, "t1")["metadata"]["team_member_budget_id"].clone();
+    let rows = ok(gw.post("/budget/info", &json!({"budgets": [id]})));
+    assert_eq!(rows[0]["max_budget"], 2.0, "{rows}");
+    assert_eq!(rows[0]["rpm_limit"], 5, "{rows}");
+    refused(
+        &gw.post_as(
+            &alice,
+            "/team/update",
+            &json!({"team_id": "t1", "team_member_rpm_limit": 6}),
+        ),
+        "permission to update 'team_member_rpm_limit'",
+    );
+}

@@ -193,7 +193,19 @@ async fn decide(
             }
             Role::TeamAdmin => {
                 let row = db::team(ctx, &team).await?;
-                super::team_admin_edit::check(granted, &body, &row)?;
+                let defaults = match row
+                    .metadata
+                    .get(super::teams::MEMBER_BUDGET_ID)
+                    .and_then(Value::as_str)
+                {
+                    Some(id) => {
+                        let ids = [id.to_string()];
+                        let rows = ctx.store().budgets(Some(&ids)).await.map_err(store_err)?;
+                        rows.into_iter().next()
+                    }
+                    None => None,
+                };
+                super::team_admin_edit::check(granted, &body, (&row, defaults.as_ref()))?;
                 Ok(true)
             }
             Role::None => Err(team_denied()),

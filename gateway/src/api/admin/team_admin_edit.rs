@@ -12,7 +12,7 @@
 
 use crate::config::TeamAdminFields;
 use crate::error::GatewayError;
-use crate::store::TeamRecord;
+use crate::store::{BudgetRecord, TeamRecord};
 use serde_json::{Map, Value};
 use std::collections::BTreeSet;
 
@@ -93,7 +93,7 @@ const SYSTEM_MANAGED: &[&str] = &["team_member_budget_id"];
 pub fn check(
     granted: &TeamAdminFields,
     body: &Map<String, Value>,
-    team: &TeamRecord,
+    (team, member_defaults): (&TeamRecord, Option<&BudgetRecord>),
 ) -> Result<(), GatewayError> {
     let refuse = |m: String| Err(GatewayError::TeamAccessDenied(m));
     if granted.none() {
@@ -113,16 +113,38 @@ pub fn check(
              or remove in team settings. Ask a proxy admin to change it."
         ));
     }
-    let stored = serde_json::to_value(team).unwrap_or(Value::Null);
+    let mut stored = serde_json::to_value(team).unwrap_or(Value::Null);
+    // The member defaults compare with the team's member budget row.
+    if let Value::Object(fields) = &mut stored {
+        let row = member_defaults;
+        for (field, value) in [
+            (
+                "team_member_budget",
+                row.and_then(|b| b.max_budget).map(Value::from),
+            ),
+            (
+                "team_member_rpm_limit",
+                row.and_then(|b| b.rpm_limit).map(Value::from),
+            ),
+            (
+                "team_member_tpm_limit",
+                row.and_then(|b| b.tpm_limit).map(Value::from),
+            ),
+            (
+                "team_member_budget_duration",
+                row.and_then(|b| b.budget_duration.clone()).map(Value::from),
+            ),
+        ] {
+            fields.insert(field.into(), value.unwrap_or(Value::Null));
+        }
+    }
     let mut changed: BTreeSet<String> = body
         .iter()
         .filter(|(f, _)| {
             !matches!(f.as_str(), "team_id" | "metadata") && !FOLDED.contains(&f.as_str())
         })
         .filter(|(f, v)| match stored.get(f.as_str()) {
-            // A field the row does not keep is a change whenever sent
-            // (`team_member_*` against no member budget row: unless null).
-            None if f.starts_with("team_member_") => !v.is_null(),
+            // A field the row does not keep is a change whenever sent.
             None => true,
             Some(old) => !same(v, old),
         })
@@ -232,6 +254,14 @@ mod tests {
         v.as_object().unwrap().clone()
     }
 
+    fn check_of(
+        g: &TeamAdminFields,
+        body: &Map<String, Value>,
+        team: &TeamRecord,
+    ) -> Result<(), GatewayError> {
+        check(g, body, (team, None))
+    }
+
     fn message(r: Result<(), GatewayError>) -> String {
         r.unwrap_err().to_string()
     }
@@ -247,27 +277,27 @@ mod tests {
             ..Default::default()
         };
         let g = granted(&["tpm_limit", "max_budget", "metadata"]);
-        assert!(check(&g, &body(json!({"team_id": "t", "tpm_limit": 9})), &team).is_ok());
+        assert!(check_of(&g, &body(json!({"team_id": "t", "tpm_limit": 9})), &team).is_ok());
         // Resent unchanged: no change, whatever the grant.
-        assert!(check(
+        assert!(check_of(
             &g,
             &body(json!({"team_id": "t", "models": ["m"], "max_budget": 10})),
             &team
         )
         .is_ok());
-        let m = message(check(
+        let m = message(check_of(
             &g,
             &body(json!({"team_id": "t", "rpm_limit": 1})),
             &team,
         ));
         assert!(m.contains("permission to update 'rpm_limit'"), "{m}");
-        assert!(check(
+        assert!(check_of(
             &g,
             &body(json!({"team_id": "t", "metadata": {"note": "b", "tags": ["x"]}})),
             &team
         )
         .is_ok());
-        let m = message(check(
+        let m = message(check_of(
             &g,
             &body(json!({"team_id": "t", "require_trace_id": true})),
             &team,
@@ -276,33 +306,33 @@ mod tests {
             m.contains("Team metadata key 'require_trace_id' is a proxy setting"),
             "{m}"
         );
-        let m = message(check(
+        let m = message(check_of(
             &g,
             &body(json!({"team_id": "t", "metadata": {"note": "a"}})),
             &team,
         ));
         assert!(m.contains("'tags'"), "removing a proxy-controlled key: {m}");
-        assert!(check(&g, &body(json!({"team_id": "t", "max_budget": 5})), &team).is_ok());
-        let m = message(check(
+        assert!(check_of(&g, &body(json!({"team_id": "t", "max_budget": 5})), &team).is_ok());
+        let m = message(check_of(
             &g,
             &body(json!({"team_id": "t", "max_budget": 50})),
             &team,
         ));
         assert!(m.contains("Only a proxy admin can raise a team's max_budget. Team's current max_budget=10.0, requested=50.0."), "{m}");
-        let m = message(check(
+        let m = message(check_of(
             &g,
             &body(json!({"team_id": "t", "max_budget": null})),
             &team,
         ));
         assert!(m.contains("can remove"), "{m}");
         let raise = granted(&["max_budget", "raise_max_budget"]);
-        assert!(check(
+        assert!(check_of(
             &raise,
             &body(json!({"team_id": "t", "max_budget": 50})),
             &team
         )
         .is_ok());
-        let m = message(check(
+        let m = message(check_of(
             &TeamAdminFields::default(),
             &body(json!({"team_id": "t"})),
             &team,
