@@ -3,21 +3,46 @@
 -- a link has ready (group commit), so what a call costs Redis besides its
 -- operations (dispatch, argument tables, the reply, the clock) is paid
 -- once per batch, not once per request.
+--
+-- Layout: every counter of one scope (a key, a team, ...) lives in one
+-- hash named `{scope:value}` (docs/rate-limits.md), so an
+-- operation reads each scope's fields with one HMGET and writes them with
+-- one HSET, whatever the number of counters:
+--   rate counters, c = 'r' (requests) or 't' (tokens): c<bucket> the units
+--     charged in a bucket of the sliding window (window.rs), and three
+--     bookkeeping fields named by negative numbers (no bucket is negative):
+--     c-1 the sum of every bucket present, c-2 the lowest bucket that may
+--     still be present, c-3 the bucket at which the sum was last recomputed
+--     from the buckets. A check reads them instead of summing up to 61
+--     buckets, drops the buckets that left the window as it goes, and
+--     recomputes the sum once a window (or whenever a field is missing),
+--     which heals any drift. Every change to a bucket changes the sum by as
+--     much.
+--   parallel slots: p the slots held, and p:<id> the expiry (Redis time,
+--     ms) of each slot, a request's (its id) or a lease member's
+--     (slot_lease.lua), so a crashed replica's slots lapse: they are swept
+--     only when the counter looks full, where they could change a verdict.
+--     A settlement frees a slot only while its field is there, so freeing
+--     twice (a retried release) frees once.
+--   x: the unix second the key expires at, as last set here. The key lives
+--     at least a window (or a slot's life) past its last write: its expiry
+--     is moved, to twice that, only when less than that is left.
+--
 -- ARGV[1]: one letter per operation, 'a' an admission, 'f' a settlement.
 -- Each operation then takes its keys from KEYS in turn (as many as its
--- kinds argument has letters) and its arguments from ARGV in turn:
---   admission: request_id; slot_ttl_ms in decimal; the kinds, one letter
---     per key ('r' requests, 't' tokens, 'p' parallel, 'l' a lease of rpm
---     or tpm units); the numbers, little-endian doubles: bucket_secs,
---     buckets, slot_ttl_ms, expire_at_ms (the caller's deadline in Redis
---     time, 0 for none), then per key limit, amount, need (units that must
---     fit); then per key the amount in decimal.
---   settlement: request_id; admitted_tick in decimal; the kinds ('t', 'p'
---     or 'l'); the numbers: bucket_secs, buckets, tokens_used (units spent,
---     for a lease), then per key reserved (granted, for a lease).
+-- kinds argument has letters; entries of one scope name the same hash)
+-- and its arguments from ARGV in turn:
+--   admission: request_id; the kinds, one letter per entry ('r' requests, 't' tokens, 'p' parallel, 'R' / 'T' a lease
+--     of request / token units); the numbers, little-endian doubles:
+--     bucket_secs, buckets, slot_ttl_ms, expire_at_ms (the caller's
+--     deadline in Redis time, 0 for none), then per entry limit, amount,
+--     need (units that must fit).
+--   settlement: request_id; admitted_tick in decimal; the kinds; the
+--     numbers: bucket_secs, buckets, tokens_used (units spent, for a
+--     lease), then per entry reserved (granted, for a lease).
 -- Numbers come packed because Lua's tonumber (strtod) costs more than a
 -- redis.call's overhead here, and each argument costs Redis about as much
--- again; decimals are what redis.call is given (see below).
+-- again.
 -- Returns one reply per operation; a batch of one returns that reply alone:
 --   admission: {1, tick, used_1, ..., used_n}, {0, index, used, reset_at},
 --     or {2} when run after the caller's deadline (a call that waited in a
@@ -28,23 +53,12 @@
 -- when it fits, what is left otherwise; the caller computes the same from
 -- `used`.
 -- Settlement: token reservations become the real usage, parallel slots are
--- freed. It also ends a lease (one key, kind 'l'): its grant leaves the
--- bucket it was charged in and what was spent of it is charged again now,
--- so each spent unit stays counted a full window after it was spent.
--- Time is the Redis server's, read at most once per batch. rpm/tpm counters are
--- hashes of bucket -> units (the sliding window of window.rs) with three
--- bookkeeping fields named by negative numbers (no bucket is negative):
--- '-1' the sum of every bucket present, '-2' the lowest bucket that may
--- still be present, '-3' the bucket at which the sum was last recomputed
--- from the buckets. So a check reads two or three fields instead of summing
--- up to 61 buckets, drops the buckets that left the window as it goes, and
--- recomputes the sum once a window (or whenever a field is missing), which
--- heals any drift. Every change to a bucket changes the sum by as much.
--- Parallel counters are sorted sets of request ids scored by their expiry,
--- so a crashed replica's slots lapse: they are dropped when the set looks
--- full (one ZCARD otherwise, not a ZREMRANGEBYSCORE per admission).
--- Redis's clock, read once per batch and only when an operation needs it
--- (a settlement that only refunds or frees slots does not).
+-- freed. It also ends a lease (one entry, 'R' or 'T'): its grant leaves
+-- the bucket it was charged in and what was spent of it is charged again
+-- now, so each spent unit stays counted a full window after it was spent.
+-- Time is the Redis server's, read at most once per batch and only when an
+-- operation needs it (a settlement that only refunds or frees slots does
+-- not).
 local now_s = nil
 local now_ms = nil
 local function clock()
@@ -55,75 +69,192 @@ local function clock()
   end
 end
 
--- Recomputes a counter's sum from its live buckets, deleting the dead ones;
--- nil when the counter has no bucket (nothing is written then, so no key is
--- left without an expiry).
-local function recount(key, tick, oldest)
-  local kv = redis.call('HGETALL', key)
+-- One operation's view of the hashes it touches: per hash, the fields to
+-- read, their values once read (false when absent), and the writes staged
+-- (a field set to a value, or deleted) that go out together at the end.
+local function view()
+  return {list = {}, by = {}}
+end
+
+-- The hash `key` in view `v`, added with the field x to read.
+local function hash_of(v, key)
+  local h = v.by[key]
+  if h == nil then
+    h = {key = key, fields = {'x'}, vals = nil, put = nil, del = nil, life = 0}
+    v.by[key] = h
+    v.list[#v.list + 1] = h
+  end
+  return h
+end
+
+-- Reads every field asked for, one HMGET per hash.
+local function read(v)
+  for _, h in ipairs(v.list) do
+    local got = redis.call('HMGET', h.key, unpack(h.fields))
+    local vals = {}
+    for j = 1, #h.fields do
+      vals[h.fields[j]] = got[j]
+    end
+    h.vals = vals
+  end
+end
+
+-- Stages field f of h set to `value` (and the view's value with it).
+local function put(h, f, value)
+  h.put = h.put or {}
+  h.put[f] = value
+  if h.del then
+    h.del[f] = nil
+  end
+  h.vals[f] = value
+end
+
+-- Stages field f of h deleted.
+local function drop(h, f)
+  h.del = h.del or {}
+  h.del[f] = true
+  if h.put then
+    h.put[f] = nil
+  end
+  h.vals[f] = false
+end
+
+-- The key must live `secs` more seconds.
+local function live(h, secs)
+  if secs > h.life then
+    h.life = secs
+  end
+end
+
+-- Writes what each hash has staged: one HSET and one HDEL at most, and an
+-- EXPIREAT when the key's known expiry is too close.
+local function write(v)
+  for _, h in ipairs(v.list) do
+    local args = nil
+    local at = nil
+    if h.life > 0 then
+      local x = tonumber(h.vals['x'])
+      if x == nil or x < now_s + h.life then
+        at = now_s + 2 * h.life
+        h.put = h.put or {}
+        h.put['x'] = at
+      end
+    end
+    if h.put then
+      args = {}
+      for f, value in pairs(h.put) do
+        args[#args + 1] = f
+        args[#args + 1] = value
+      end
+      if #args > 0 then
+        redis.call('HSET', h.key, unpack(args))
+      end
+    end
+    if h.del then
+      local gone = {}
+      for f in pairs(h.del) do
+        gone[#gone + 1] = f
+      end
+      if #gone > 0 then
+        redis.call('HDEL', h.key, unpack(gone))
+      end
+    end
+    if at then
+      redis.call('EXPIREAT', h.key, at)
+    end
+  end
+end
+
+-- The bucket of a rate counter field (nil for a field of another counter,
+-- or the slots).
+local function bucket_of(f, c)
+  if string.sub(f, 1, 1) ~= c then
+    return nil
+  end
+  return tonumber(string.sub(f, 2))
+end
+
+-- Recomputes counter c's sum from its live buckets, deleting the dead ones
+-- (and the bookkeeping, when no bucket is left); nil when it has no bucket.
+-- Written at once, and the view updated.
+local function recount(h, c, tick, oldest)
+  local kv = redis.call('HGETALL', h.key)
   local sum = 0
   local buckets = 0
   local dead = {}
   for j = 1, #kv, 2 do
-    local b = tonumber(kv[j])
-    if b < 0 then
-      -- A bookkeeping field.
+    local b = bucket_of(kv[j], c)
+    if b == nil or b < 0 then
+      -- Another counter's field, or a bookkeeping one.
     elseif b < oldest then
       dead[#dead + 1] = kv[j]
     else
       sum = sum + tonumber(kv[j + 1])
       buckets = buckets + 1
+      h.vals[kv[j]] = kv[j + 1]
     end
-  end
-  if #dead > 0 then
-    redis.call('HDEL', key, unpack(dead))
   end
   if buckets == 0 then
-    if #kv > 0 then
-      redis.call('DEL', key)
-    end
+    dead[#dead + 1] = c .. '-1'
+    dead[#dead + 1] = c .. '-2'
+    dead[#dead + 1] = c .. '-3'
+  end
+  if #dead > 0 and #kv > 0 then
+    redis.call('HDEL', h.key, unpack(dead))
+  end
+  for _, f in ipairs(dead) do
+    h.vals[f] = false
+  end
+  if buckets == 0 then
     return nil
   end
-  redis.call('HSET', key, '-1', sum, '-2', oldest, '-3', tick)
+  redis.call('HSET', h.key, c .. '-1', sum, c .. '-2', oldest, c .. '-3', tick)
+  h.vals[c .. '-1'] = sum
+  h.vals[c .. '-2'] = oldest
+  h.vals[c .. '-3'] = tick
   return sum
 end
 
--- The units a counter holds in the window; nil when it has none stored.
-local function window_sum(key, tick, oldest, n)
-  local f = redis.call('HMGET', key, '-1', '-2', '-3')
-  local sum = tonumber(f[1])
-  local low = tonumber(f[2])
-  local counted = tonumber(f[3])
+-- The units counter c holds in the window; nil when it has none stored.
+-- Buckets that left the window are dropped at once.
+local function window_sum(h, c, tick, oldest, n)
+  local sum = tonumber(h.vals[c .. '-1'])
+  local low = tonumber(h.vals[c .. '-2'])
+  local counted = tonumber(h.vals[c .. '-3'])
   if sum == nil or low == nil or counted == nil or tick - counted >= n or oldest - low > n then
-    return recount(key, tick, oldest)
+    return recount(h, c, tick, oldest)
   end
   if low < oldest then
     local gone = {}
     for b = low, oldest - 1 do
-      gone[#gone + 1] = b
+      gone[#gone + 1] = c .. b
     end
-    local values = redis.call('HMGET', key, unpack(gone))
+    local values = redis.call('HMGET', h.key, unpack(gone))
     local dropped = {}
     for j = 1, #gone do
       if values[j] then
         sum = sum - tonumber(values[j])
         dropped[#dropped + 1] = gone[j]
+        h.vals[gone[j]] = false
       end
     end
     if #dropped > 0 then
-      redis.call('HDEL', key, unpack(dropped))
+      redis.call('HDEL', h.key, unpack(dropped))
     end
-    redis.call('HSET', key, '-1', sum, '-2', oldest)
+    redis.call('HSET', h.key, c .. '-1', sum, c .. '-2', oldest)
+    h.vals[c .. '-1'] = sum
+    h.vals[c .. '-2'] = oldest
   end
   return sum
 end
 
--- The unix second at which a refused counter's oldest unit stops counting.
-local function reset_of(key, oldest, n, g)
-  local kv = redis.call('HGETALL', key)
+-- The unix second at which refused counter c's oldest unit stops counting.
+local function reset_of(h, c, oldest, n, g)
+  local kv = redis.call('HGETALL', h.key)
   local first = nil
   for j = 1, #kv, 2 do
-    local b = tonumber(kv[j])
-    if b >= oldest and tonumber(kv[j + 1]) > 0 and (first == nil or b < first) then
+    local b = bucket_of(kv[j], c)
+    if b ~= nil and b >= oldest and tonumber(kv[j + 1]) > 0 and (first == nil or b < first) then
       first = b
     end
   end
@@ -131,6 +262,31 @@ local function reset_of(key, oldest, n, g)
     return now_s + 1
   end
   return (first + n) * g
+end
+
+-- Drops the lapsed slots of h (their expiry passed); the slots left.
+-- Written at once, and the view updated.
+local function sweep(h)
+  local kv = redis.call('HGETALL', h.key)
+  local held = 0
+  local lapsed = {}
+  for j = 1, #kv, 2 do
+    local f = kv[j]
+    if string.sub(f, 1, 2) == 'p:' then
+      if tonumber(kv[j + 1]) <= now_ms then
+        lapsed[#lapsed + 1] = f
+        h.vals[f] = false
+      else
+        held = held + 1
+      end
+    end
+  end
+  if #lapsed > 0 then
+    redis.call('HDEL', h.key, unpack(lapsed))
+  end
+  redis.call('HSET', h.key, 'p', held)
+  h.vals['p'] = held
+  return held
 end
 
 -- The double formats of the numbers arguments, by how many they hold.
@@ -144,13 +300,22 @@ local function numbers(count, arg)
   return {struct.unpack(f, arg)}
 end
 
--- Checks and charges the `nk` counters KEYS[k0 + 1 ..] with the arguments
+-- The counter of kind letter k: 'r', 't' or 'p'.
+local function counter_of(k)
+  if k == 'R' then
+    return 'r'
+  elseif k == 'T' then
+    return 't'
+  end
+  return k
+end
+
+-- Checks and charges the `nk` entries KEYS[k0 + 1 ..] with the arguments
 -- from ARGV[a0]; the reply.
 local function admit(k0, a0, nk)
   local rid = ARGV[a0]
-  local ttl_arg = ARGV[a0 + 1]
-  local kinds = ARGV[a0 + 2]
-  local num = numbers(4 + 3 * nk, ARGV[a0 + 3])
+  local kinds = ARGV[a0 + 1]
+  local num = numbers(4 + 3 * nk, ARGV[a0 + 2])
   local g = num[1]
   local n = num[2]
   local ttl = num[3]
@@ -161,149 +326,186 @@ local function admit(k0, a0, nk)
   end
   local tick = math.floor(now_s / g)
   local oldest = tick - n + 1
-  -- The reply, holding each counter's usage as it is checked. The tables
-  -- of counters found without a stored sum and of counters created here
-  -- are made only when needed: each table costs Redis as much as a few
-  -- hundred bytecodes.
-  local out = {1, tick}
-  local unstored = nil
-  local created = nil
+  local tick_name = string.format('%d', tick)
+  local slot = 'p:' .. rid
+  local v = view()
+  local hs = {}
   for i = 1, nk do
-    local key = KEYS[k0 + i]
+    local h = hash_of(v, KEYS[k0 + i])
+    hs[i] = h
+    local c = counter_of(string.sub(kinds, i, i))
+    if c == 'p' then
+      h.fields[#h.fields + 1] = 'p'
+      h.fields[#h.fields + 1] = slot
+    else
+      local fs = h.fields
+      fs[#fs + 1] = c .. '-1'
+      fs[#fs + 1] = c .. '-2'
+      fs[#fs + 1] = c .. '-3'
+      fs[#fs + 1] = c .. tick_name
+    end
+  end
+  read(v)
+  -- The reply, holding each counter's usage as it is checked.
+  local out = {1, tick}
+  for i = 1, nk do
+    local h = hs[i]
+    local c = counter_of(string.sub(kinds, i, i))
     local base = 4 + (i - 1) * 3
-    local kind = string.sub(kinds, i, i)
     local limit = num[base + 1]
     local need = num[base + 3]
     if need < 1 then need = 1 end
     local u = 0
-    if kind == 'p' then
-      u = redis.call('ZCARD', key)
+    if c == 'p' then
+      u = tonumber(h.vals['p']) or 0
       if u + need > limit then
-        -- lapsed slots (a crashed replica's) may be what fills it: they go
-        -- only now, as only then can they change the verdict
-        redis.call('ZREMRANGEBYSCORE', key, '-inf', now_ms)
-        u = redis.call('ZCARD', key)
+        u = sweep(h)
       end
     else
-      local sum = window_sum(key, tick, oldest, n)
-      if sum == nil then
-        unstored = unstored or {}
-        unstored[i] = true
-        sum = 0
-      end
-      u = sum
+      u = window_sum(h, c, tick, oldest, n) or 0
     end
     if u + need > limit then
       local reset = now_s + 1
-      if kind ~= 'p' then
-        reset = reset_of(key, oldest, n, g)
+      if c ~= 'p' then
+        reset = reset_of(h, c, oldest, n, g)
       end
       return {0, i, u, reset}
     end
     out[i + 2] = u
   end
-  -- Arguments go to redis.call as strings where they can: Redis formats a
-  -- Lua number with snprintf("%.17g"), which costs about a third of a
-  -- redis.call. The bucket's name is formatted once; an amount passed as it
-  -- came is the caller's decimal integer.
-  local tick_name = string.format('%d', tick)
+  local window_life = (n + 1) * g
+  local slot_life = math.max(math.ceil(ttl / 1000), 1)
   for i = 1, nk do
-    local key = KEYS[k0 + i]
+    local h = hs[i]
+    local k = string.sub(kinds, i, i)
+    local c = counter_of(k)
     local base = 4 + (i - 1) * 3
-    local kind = string.sub(kinds, i, i)
-    local amount_arg = ARGV[a0 + 3 + i]
     local amount = num[base + 2]
-    if kind == 'l' then
+    if k == 'R' or k == 'T' then
       amount = math.min(amount, num[base + 1] - out[i + 2])
-      amount_arg = amount
     end
-    if kind == 'p' then
-      redis.call('ZADD', key, now_ms + ttl, rid)
-      redis.call('PEXPIRE', key, ttl_arg)
-    elseif amount > 0 then
-      if not (unstored and unstored[i]) or (created and created[key]) then
-        -- The key lives while its newest bucket does: its expiry moves only
-        -- when a bucket is created.
-        if redis.call('HINCRBY', key, tick_name, amount_arg) == amount then
-          redis.call('EXPIRE', key, (n + 1) * g)
-        end
-        redis.call('HINCRBY', key, '-1', amount_arg)
-      else
-        redis.call('HSET', key, tick_name, amount_arg, '-1', amount_arg, '-2', oldest, '-3', tick_name)
-        redis.call('EXPIRE', key, (n + 1) * g)
-        created = created or {}
-        created[key] = true
+    if c == 'p' then
+      -- A request's slot is counted once, however often it is admitted.
+      if not h.vals[slot] then
+        put(h, 'p', (tonumber(h.vals['p']) or 0) + 1)
       end
+      put(h, slot, now_ms + ttl)
+      live(h, slot_life)
+    elseif amount > 0 then
+      local f = c .. tick_name
+      put(h, f, (tonumber(h.vals[f]) or 0) + amount)
+      local sum = tonumber(h.vals[c .. '-1'])
+      if sum == nil then
+        -- A counter with nothing stored starts its bookkeeping here.
+        put(h, c .. '-1', amount)
+        put(h, c .. '-2', oldest)
+        put(h, c .. '-3', tick)
+      else
+        put(h, c .. '-1', sum + amount)
+      end
+      live(h, window_life)
     end
   end
+  write(v)
   return out
 end
 
--- Adds `units` to the current bucket (and the sum) of a counter of a
--- window of `n` buckets of `g` seconds; the key's expiry moves when the
--- bucket is new.
-local function charge(key, units, g, n)
-  clock()
-  local tick = string.format('%d', math.floor(now_s / g))
-  local units_arg = string.format('%d', units)
-  if redis.call('HINCRBY', key, tick, units_arg) == units then
-    redis.call('EXPIRE', key, (n + 1) * g)
-  end
-  redis.call('HINCRBY', key, '-1', units_arg)
-end
-
--- Takes `units` back from the admission's bucket (and from the sum) while
--- the bucket is there, deleting it when nothing is left in it. A bucket
--- present is counted in the sum, live or not yet dropped; one already
--- dropped has nothing to give back. Buckets never hold 0 or less, so a
--- result of exactly -units means the bucket was absent.
-local function refund(key, admitted, units)
-  if units <= 0 then
+-- Adds `units` (negative: takes back) to bucket field f of counter c in h,
+-- and to the sum while it is stored. A bucket never holds 0 or less: one
+-- emptied is deleted; a bucket already gone (dropped from the window) has
+-- nothing to give back.
+local function add(h, c, f, units)
+  local had = tonumber(h.vals[f])
+  if units < 0 and had == nil then
     return
   end
-  local down = string.format('%d', -units)
-  local left = redis.call('HINCRBY', key, admitted, down)
-  if left == -units then
-    redis.call('HDEL', key, admitted)
-    return
-  end
+  local left = (had or 0) + units
   if left <= 0 then
-    redis.call('HDEL', key, admitted)
-    down = string.format('%d', -(units + left))
+    units = -(had or 0)
+    drop(h, f)
+  else
+    put(h, f, left)
   end
-  redis.call('HINCRBY', key, '-1', down)
+  local sum = tonumber(h.vals[c .. '-1'])
+  if sum ~= nil then
+    put(h, c .. '-1', sum + units)
+  end
 end
 
--- Settles the `nk` counters KEYS[k0 + 1 ..] with the arguments from
+-- Settles the `nk` entries KEYS[k0 + 1 ..] with the arguments from
 -- ARGV[a0]; the reply.
 local function finish(k0, a0, nk)
   local rid = ARGV[a0]
-  local admitted = ARGV[a0 + 1]
   local kinds = ARGV[a0 + 2]
   local num = numbers(3 + nk, ARGV[a0 + 3])
   local g = num[1]
   local n = num[2]
   local used = num[3]
+  local slot = 'p:' .. rid
+  -- What each entry does: refund (units back from the admission's
+  -- bucket), charge (units to the current bucket), free (a slot).
+  local v = view()
+  local hs = {}
+  local refunds = {}
+  local charges = {}
+  local tick_name = nil
   for i = 1, nk do
-    local key = KEYS[k0 + i]
-    local kind = string.sub(kinds, i, i)
+    local h = hash_of(v, KEYS[k0 + i])
+    hs[i] = h
+    local k = string.sub(kinds, i, i)
+    local c = counter_of(k)
     local reserved = num[3 + i]
-    if kind == 'p' then
-      redis.call('ZREM', key, rid)
-    elseif kind == 'l' then
-      refund(key, admitted, reserved)
-      if used > 0 then
-        charge(key, used, g, n)
-      end
+    local fs = h.fields
+    if c == 'p' then
+      fs[#fs + 1] = 'p'
+      fs[#fs + 1] = slot
     else
-      local delta = used - reserved
-      if delta > 0 then
-        charge(key, delta, g, n)
-      elseif delta < 0 then
-        refund(key, admitted, -delta)
+      local refund = 0
+      local charge = 0
+      if k == 'R' or k == 'T' then
+        refund = reserved
+        charge = used
+      elseif used > reserved then
+        charge = used - reserved
+      else
+        refund = reserved - used
+      end
+      refunds[i] = refund
+      charges[i] = charge
+      fs[#fs + 1] = c .. '-1'
+      if refund > 0 then
+        fs[#fs + 1] = c .. ARGV[a0 + 1]
+      end
+      if charge > 0 then
+        if tick_name == nil then
+          clock()
+          tick_name = string.format('%d', math.floor(now_s / g))
+        end
+        fs[#fs + 1] = c .. tick_name
       end
     end
   end
+  read(v)
+  for i = 1, nk do
+    local h = hs[i]
+    local c = counter_of(string.sub(kinds, i, i))
+    if c == 'p' then
+      if h.vals[slot] then
+        drop(h, slot)
+        local held = tonumber(h.vals['p']) or 1
+        put(h, 'p', math.max(held - 1, 0))
+      end
+    else
+      if refunds[i] > 0 then
+        add(h, c, c .. ARGV[a0 + 1], -refunds[i])
+      end
+      if charges[i] > 0 then
+        add(h, c, c .. tick_name, charges[i])
+        live(h, (n + 1) * g)
+      end
+    end
+  end
+  write(v)
   return 1
 end
 
@@ -312,11 +514,13 @@ local replies = {}
 local k = 0
 local a = 2
 for j = 1, #ops do
-  local nk = #ARGV[a + 2]
+  local nk
   if string.byte(ops, j) == 97 then -- 'a'
+    nk = #ARGV[a + 1]
     replies[j] = admit(k, a, nk)
-    a = a + 4 + nk
+    a = a + 3
   else
+    nk = #ARGV[a + 2]
     replies[j] = finish(k, a, nk)
     a = a + 4
   end
