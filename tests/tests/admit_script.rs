@@ -322,3 +322,65 @@ fn a_batch_of_settlements_that_only_free_slots_reads_no_clock() {
         "no TIME for settlements that only free slots: {info}"
     );
 }
+
+/// The settlement of request `rid` admitted at `tick` by
+/// [`admission_of_three`]: `used` of its `reserved` tokens, and its slot.
+fn settlement_of_two(rid: &str, tick: i64, used: u64, reserved: u64) -> Op {
+    Op {
+        key: SCOPE,
+        letter: b'f',
+        args: vec![
+            rid.into(),
+            tick.to_string().into_bytes(),
+            b"tp".to_vec(),
+            packed(&[1.0, 61.0, used as f64, reserved as f64, 1.0]),
+        ],
+    }
+}
+
+#[test]
+fn operations_on_one_scope_in_one_batch_share_its_read_and_its_write() {
+    let redis = PrivateRedis::start();
+    let warm = alone(&redis, admission_of_three("warm", 10, 1000, 100, 10));
+    let Reply::Array(items) = &warm else {
+        panic!("{warm:?}");
+    };
+    let Reply::Int(tick) = items[1] else {
+        panic!("{warm:?}");
+    };
+    redis.command(&["CONFIG", "RESETSTAT"]);
+    // Keys: three for each admission, two for the settlement.
+    let ops = [
+        admission_of_three("r1", 10, 1000, 100, 10),
+        admission_of_three("r2", 10, 1000, 100, 10),
+        settlement_of_two("warm", tick, 40, 100),
+        admission_of_three("r3", 10, 1000, 100, 10),
+    ];
+    let count = (3 * 3 + 2).to_string();
+    let letters = b"aafa";
+    let mut args: Vec<&[u8]> = vec![b"EVAL", LIMITER.as_bytes(), count.as_bytes()];
+    args.extend(std::iter::repeat_n(SCOPE.as_bytes(), 3 * 3 + 2));
+    args.push(letters);
+    for op in &ops {
+        args.extend(op.args.iter().map(Vec::as_slice));
+    }
+    let out = replies(redis.command_bytes(&args));
+    assert_eq!(out.len(), 4, "{out:?}");
+    assert!(
+        admitted(&out[0]) && admitted(&out[1]) && admitted(&out[3]),
+        "{out:?}"
+    );
+    assert_eq!(out[2], Reply::Int(1));
+    // Each admission saw the ones before it: r3 saw 3 requests, 240
+    // tokens (the warm request's 100 reserved became 40) and 2 slots.
+    let Reply::Array(r3) = &out[3] else {
+        panic!("{out:?}");
+    };
+    assert_eq!(r3[2..], [Reply::Int(3), Reply::Int(240), Reply::Int(2)]);
+    // TIME, then one HMGET, one HSET and one HDEL (the freed slot) for
+    // the four operations together.
+    assert_eq!(commands_run(&redis), 4);
+    assert_eq!(redis.window_total("{api_key:t}:requests"), 4);
+    assert_eq!(redis.window_total("{api_key:t}:tokens"), 340);
+    assert_eq!(redis.slot_ids(COUNTER), ["r1", "r2", "r3"]);
+}

@@ -5,9 +5,9 @@
 -- once per batch, not once per request.
 --
 -- Layout: every counter of one scope (a key, a team, ...) lives in one
--- hash named `{scope:value}` (docs/rate-limits.md), so an
--- operation reads each scope's fields with one HMGET and writes them with
--- one HSET, whatever the number of counters:
+-- hash named `{scope:value}` (docs/rate-limits.md), so a batch reads
+-- each scope's fields with one HMGET and writes them with one HSET, however
+-- many counters and operations of the batch touch it:
 --   rate counters, c = 'r' (requests) or 't' (tokens): c<bucket> the units
 --     charged in a bucket of the sliding window (window.rs), and three
 --     bookkeeping fields named by negative numbers (no bucket is negative):
@@ -69,33 +69,47 @@ local function clock()
   end
 end
 
--- One operation's view of the hashes it touches: per hash, the fields to
--- read, their values once read (false when absent), and the writes staged
--- (a field set to a value, or deleted) that go out together at the end.
-local function view()
-  return {list = {}, by = {}}
-end
+-- The batch's view of the hashes it touches: per hash, the fields to read
+-- (every operation's, asked before any runs), their values once read
+-- (false when absent), and the writes staged (a field set to a value, or
+-- deleted), which go out together once the batch has run, so operations
+-- on one scope in one batch share its read and its write. What an
+-- operation reads sees what the earlier ones staged.
+local view = {list = {}, by = {}}
 
--- The hash `key` in view `v`, added with the field x to read.
-local function hash_of(v, key)
-  local h = v.by[key]
+-- The hash `key`, with the field x asked for.
+local function hash_of(key)
+  local h = view.by[key]
   if h == nil then
-    h = {key = key, fields = {'x'}, vals = nil, put = nil, del = nil, life = 0}
-    v.by[key] = h
-    v.list[#v.list + 1] = h
+    h = {key = key, fields = {'x'}, asked = {x = true}, vals = {}, put = nil, del = nil, life = 0}
+    view.by[key] = h
+    view.list[#view.list + 1] = h
   end
   return h
 end
 
--- Reads every field asked for, one HMGET per hash.
-local function read(v)
-  for _, h in ipairs(v.list) do
-    local got = redis.call('HMGET', h.key, unpack(h.fields))
-    local vals = {}
-    for j = 1, #h.fields do
-      vals[h.fields[j]] = got[j]
+-- Asks for field f of h to be read.
+local function ask(h, f)
+  if not h.asked[f] then
+    h.asked[f] = true
+    h.fields[#h.fields + 1] = f
+  end
+end
+
+-- At most this many fields a command: unpack's stack stays small.
+local CHUNK = 1000
+
+-- Reads every field asked for: one HMGET per hash (per CHUNK fields).
+local function read()
+  for _, h in ipairs(view.list) do
+    local fields = h.fields
+    for from = 1, #fields, CHUNK do
+      local to = math.min(from + CHUNK - 1, #fields)
+      local got = redis.call('HMGET', h.key, unpack(fields, from, to))
+      for j = from, to do
+        h.vals[fields[j]] = got[j - from + 1]
+      end
     end
-    h.vals = vals
   end
 end
 
@@ -126,42 +140,44 @@ local function live(h, secs)
   end
 end
 
--- Writes what each hash has staged: one HSET and one HDEL at most, and an
--- EXPIREAT when the key's known expiry is too close.
-local function write(v)
-  for _, h in ipairs(v.list) do
-    local args = nil
-    local at = nil
-    if h.life > 0 then
-      local x = tonumber(h.vals['x'])
-      if x == nil or x < now_s + h.life then
-        at = now_s + 2 * h.life
-        h.put = h.put or {}
-        h.put['x'] = at
-      end
+-- Runs `cmd` on h's key with `args`, CHUNK at a time (pairs kept whole).
+local function chunked(cmd, h, args)
+  for from = 1, #args, CHUNK do
+    redis.call(cmd, h.key, unpack(args, from, math.min(from + CHUNK - 1, #args)))
+  end
+end
+
+-- Writes what h has staged: one HSET and one HDEL at most, and an
+-- EXPIREAT when the key's known expiry is too close. Run once the batch
+-- is done, and before anything reads h from Redis directly.
+local function flush(h)
+  local at = nil
+  if h.life > 0 then
+    local x = tonumber(h.vals['x'])
+    if x == nil or x < now_s + h.life then
+      at = now_s + 2 * h.life
+      put(h, 'x', at)
     end
-    if h.put then
-      args = {}
-      for f, value in pairs(h.put) do
-        args[#args + 1] = f
-        args[#args + 1] = value
-      end
-      if #args > 0 then
-        redis.call('HSET', h.key, unpack(args))
-      end
+  end
+  if h.put then
+    local args = {}
+    for f, value in pairs(h.put) do
+      args[#args + 1] = f
+      args[#args + 1] = value
     end
-    if h.del then
-      local gone = {}
-      for f in pairs(h.del) do
-        gone[#gone + 1] = f
-      end
-      if #gone > 0 then
-        redis.call('HDEL', h.key, unpack(gone))
-      end
+    chunked('HSET', h, args)
+    h.put = nil
+  end
+  if h.del then
+    local gone = {}
+    for f in pairs(h.del) do
+      gone[#gone + 1] = f
     end
-    if at then
-      redis.call('EXPIREAT', h.key, at)
-    end
+    chunked('HDEL', h, gone)
+    h.del = nil
+  end
+  if at then
+    redis.call('EXPIREAT', h.key, at)
   end
 end
 
@@ -178,6 +194,7 @@ end
 -- (and the bookkeeping, when no bucket is left); nil when it has no bucket.
 -- Written at once, and the view updated.
 local function recount(h, c, tick, oldest)
+  flush(h)
   local kv = redis.call('HGETALL', h.key)
   local sum = 0
   local buckets = 0
@@ -199,8 +216,8 @@ local function recount(h, c, tick, oldest)
     dead[#dead + 1] = c .. '-2'
     dead[#dead + 1] = c .. '-3'
   end
-  if #dead > 0 and #kv > 0 then
-    redis.call('HDEL', h.key, unpack(dead))
+  if #kv > 0 then
+    chunked('HDEL', h, dead)
   end
   for _, f in ipairs(dead) do
     h.vals[f] = false
@@ -225,6 +242,7 @@ local function window_sum(h, c, tick, oldest, n)
     return recount(h, c, tick, oldest)
   end
   if low < oldest then
+    flush(h)
     local gone = {}
     for b = low, oldest - 1 do
       gone[#gone + 1] = c .. b
@@ -250,6 +268,7 @@ end
 
 -- The unix second at which refused counter c's oldest unit stops counting.
 local function reset_of(h, c, oldest, n, g)
+  flush(h)
   local kv = redis.call('HGETALL', h.key)
   local first = nil
   for j = 1, #kv, 2 do
@@ -267,6 +286,7 @@ end
 -- Drops the lapsed slots of h (their expiry passed); the slots left.
 -- Written at once, and the view updated.
 local function sweep(h)
+  flush(h)
   local kv = redis.call('HGETALL', h.key)
   local held = 0
   local lapsed = {}
@@ -281,9 +301,7 @@ local function sweep(h)
       end
     end
   end
-  if #lapsed > 0 then
-    redis.call('HDEL', h.key, unpack(lapsed))
-  end
+  chunked('HDEL', h, lapsed)
   redis.call('HSET', h.key, 'p', held)
   h.vals['p'] = held
   return held
@@ -310,46 +328,44 @@ local function counter_of(k)
   return k
 end
 
--- Checks and charges the `nk` entries KEYS[k0 + 1 ..] with the arguments
--- from ARGV[a0]; the reply.
-local function admit(k0, a0, nk)
-  local rid = ARGV[a0]
-  local kinds = ARGV[a0 + 1]
-  local num = numbers(4 + 3 * nk, ARGV[a0 + 2])
+-- An admission's fields, asked for before the batch runs.
+local function ask_admit(op)
+  local tick_name = op.tick_name
+  for i = 1, op.nk do
+    local h = hash_of(KEYS[op.k0 + i])
+    local c = counter_of(string.sub(op.kinds, i, i))
+    if c == 'p' then
+      ask(h, 'p')
+      ask(h, op.slot)
+    else
+      ask(h, c .. '-1')
+      ask(h, c .. '-2')
+      ask(h, c .. '-3')
+      ask(h, c .. tick_name)
+    end
+  end
+end
+
+-- Checks and charges admission `op` (all or none); the reply.
+local function admit(op)
+  local nk = op.nk
+  local kinds = op.kinds
+  local num = op.num
   local g = num[1]
   local n = num[2]
   local ttl = num[3]
   local expire_at = num[4]
-  clock()
   if expire_at > 0 and now_ms > expire_at then
     return {2}
   end
-  local tick = math.floor(now_s / g)
+  local tick = op.tick
+  local tick_name = op.tick_name
   local oldest = tick - n + 1
-  local tick_name = string.format('%d', tick)
-  local slot = 'p:' .. rid
-  local v = view()
-  local hs = {}
-  for i = 1, nk do
-    local h = hash_of(v, KEYS[k0 + i])
-    hs[i] = h
-    local c = counter_of(string.sub(kinds, i, i))
-    if c == 'p' then
-      h.fields[#h.fields + 1] = 'p'
-      h.fields[#h.fields + 1] = slot
-    else
-      local fs = h.fields
-      fs[#fs + 1] = c .. '-1'
-      fs[#fs + 1] = c .. '-2'
-      fs[#fs + 1] = c .. '-3'
-      fs[#fs + 1] = c .. tick_name
-    end
-  end
-  read(v)
+  local slot = op.slot
   -- The reply, holding each counter's usage as it is checked.
   local out = {1, tick}
   for i = 1, nk do
-    local h = hs[i]
+    local h = hash_of(KEYS[op.k0 + i])
     local c = counter_of(string.sub(kinds, i, i))
     local base = 4 + (i - 1) * 3
     local limit = num[base + 1]
@@ -376,7 +392,7 @@ local function admit(k0, a0, nk)
   local window_life = (n + 1) * g
   local slot_life = math.max(math.ceil(ttl / 1000), 1)
   for i = 1, nk do
-    local h = hs[i]
+    local h = hash_of(KEYS[op.k0 + i])
     local k = string.sub(kinds, i, i)
     local c = counter_of(k)
     local base = 4 + (i - 1) * 3
@@ -406,7 +422,6 @@ local function admit(k0, a0, nk)
       live(h, window_life)
     end
   end
-  write(v)
   return out
 end
 
@@ -432,63 +447,69 @@ local function add(h, c, f, units)
   end
 end
 
--- Settles the `nk` entries KEYS[k0 + 1 ..] with the arguments from
--- ARGV[a0]; the reply.
-local function finish(k0, a0, nk)
-  local rid = ARGV[a0]
-  local kinds = ARGV[a0 + 2]
-  local num = numbers(3 + nk, ARGV[a0 + 3])
-  local g = num[1]
-  local n = num[2]
+-- What settlement `op` does per entry: units back from the admission's
+-- bucket (refunds) and units to the current bucket (charges); whether it
+-- charges anything (and so needs the clock).
+local function plan_finish(op)
+  local num = op.num
   local used = num[3]
-  local slot = 'p:' .. rid
-  -- What each entry does: refund (units back from the admission's
-  -- bucket), charge (units to the current bucket), free (a slot).
-  local v = view()
-  local hs = {}
-  local refunds = {}
-  local charges = {}
-  local tick_name = nil
-  for i = 1, nk do
-    local h = hash_of(v, KEYS[k0 + i])
-    hs[i] = h
-    local k = string.sub(kinds, i, i)
-    local c = counter_of(k)
+  op.refunds = {}
+  op.charges = {}
+  local charging = false
+  for i = 1, op.nk do
+    local k = string.sub(op.kinds, i, i)
     local reserved = num[3 + i]
-    local fs = h.fields
-    if c == 'p' then
-      fs[#fs + 1] = 'p'
-      fs[#fs + 1] = slot
+    local refund = 0
+    local charge = 0
+    if k == 'p' then
+      -- A slot: freed.
+    elseif k == 'R' or k == 'T' then
+      refund = reserved
+      charge = used
+    elseif used > reserved then
+      charge = used - reserved
     else
-      local refund = 0
-      local charge = 0
-      if k == 'R' or k == 'T' then
-        refund = reserved
-        charge = used
-      elseif used > reserved then
-        charge = used - reserved
-      else
-        refund = reserved - used
+      refund = reserved - used
+    end
+    op.refunds[i] = refund
+    op.charges[i] = charge
+    if charge > 0 then
+      charging = true
+    end
+  end
+  return charging
+end
+
+-- A settlement's fields, asked for before the batch runs.
+local function ask_finish(op)
+  for i = 1, op.nk do
+    local h = hash_of(KEYS[op.k0 + i])
+    local c = counter_of(string.sub(op.kinds, i, i))
+    if c == 'p' then
+      ask(h, 'p')
+      ask(h, op.slot)
+    else
+      ask(h, c .. '-1')
+      if op.refunds[i] > 0 then
+        ask(h, c .. op.admitted)
       end
-      refunds[i] = refund
-      charges[i] = charge
-      fs[#fs + 1] = c .. '-1'
-      if refund > 0 then
-        fs[#fs + 1] = c .. ARGV[a0 + 1]
-      end
-      if charge > 0 then
-        if tick_name == nil then
-          clock()
-          tick_name = string.format('%d', math.floor(now_s / g))
-        end
-        fs[#fs + 1] = c .. tick_name
+      if op.charges[i] > 0 then
+        ask(h, c .. op.tick_name)
       end
     end
   end
-  read(v)
-  for i = 1, nk do
-    local h = hs[i]
-    local c = counter_of(string.sub(kinds, i, i))
+end
+
+-- Settles `op`: reservations become the real usage, slots are freed,
+-- leases end; the reply.
+local function finish(op)
+  local num = op.num
+  local g = num[1]
+  local n = num[2]
+  local slot = op.slot
+  for i = 1, op.nk do
+    local h = hash_of(KEYS[op.k0 + i])
+    local c = counter_of(string.sub(op.kinds, i, i))
     if c == 'p' then
       if h.vals[slot] then
         drop(h, slot)
@@ -496,35 +517,71 @@ local function finish(k0, a0, nk)
         put(h, 'p', math.max(held - 1, 0))
       end
     else
-      if refunds[i] > 0 then
-        add(h, c, c .. ARGV[a0 + 1], -refunds[i])
+      if op.refunds[i] > 0 then
+        add(h, c, c .. op.admitted, -op.refunds[i])
       end
-      if charges[i] > 0 then
-        add(h, c, c .. tick_name, charges[i])
+      if op.charges[i] > 0 then
+        add(h, c, c .. op.tick_name, op.charges[i])
         live(h, (n + 1) * g)
       end
     end
   end
-  write(v)
   return 1
 end
 
-local ops = ARGV[1]
-local replies = {}
+-- The operations, read first so that every field they need is read at
+-- once; the clock is read only when one needs it.
+local letters = ARGV[1]
+local ops = {}
 local k = 0
 local a = 2
-for j = 1, #ops do
-  local nk
-  if string.byte(ops, j) == 97 then -- 'a'
-    nk = #ARGV[a + 1]
-    replies[j] = admit(k, a, nk)
+local timed = false
+for j = 1, #letters do
+  local op
+  if string.byte(letters, j) == 97 then -- 'a'
+    local kinds = ARGV[a + 1]
+    op = {admit = true, k0 = k, rid = ARGV[a], kinds = kinds, nk = #kinds}
+    op.num = numbers(4 + 3 * op.nk, ARGV[a + 2])
+    timed = true
     a = a + 3
   else
-    nk = #ARGV[a + 2]
-    replies[j] = finish(k, a, nk)
+    local kinds = ARGV[a + 2]
+    op = {admit = false, k0 = k, rid = ARGV[a], admitted = ARGV[a + 1], kinds = kinds, nk = #kinds}
+    op.num = numbers(3 + op.nk, ARGV[a + 3])
+    if plan_finish(op) then
+      timed = true
+    end
     a = a + 4
   end
-  k = k + nk
+  op.slot = 'p:' .. op.rid
+  k = k + op.nk
+  ops[j] = op
+end
+if timed then
+  clock()
+end
+for _, op in ipairs(ops) do
+  if now_s then
+    op.tick = math.floor(now_s / op.num[1])
+    op.tick_name = string.format('%d', op.tick)
+  end
+  if op.admit then
+    ask_admit(op)
+  else
+    ask_finish(op)
+  end
+end
+read()
+local replies = {}
+for j, op in ipairs(ops) do
+  if op.admit then
+    replies[j] = admit(op)
+  else
+    replies[j] = finish(op)
+  end
+end
+for _, h in ipairs(view.list) do
+  flush(h)
 end
 if #ops == 1 then
   return replies[1]
