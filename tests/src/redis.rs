@@ -196,23 +196,17 @@ impl PrivateRedis {
     }
 
     /// The sum of a rate-limit window counter (`{scope:value}:tokens` or
-    /// `:requests`, fields of the scope's hash); see [`window_total_of`].
-    pub fn window_total(&self, counter: &str) -> i64 {
-        let (hash, _) = limiter_hash(counter);
-        window_total_of(counter, self.command(&["HGETALL", hash]))
+    /// `:requests`, a hash of bucket to units); see [`window_total_of`].
+    pub fn window_total(&self, key: &str) -> i64 {
+        window_total_of(key, self.command(&["HGETALL", key]))
     }
 
-    /// Parallel slots held on a counter (`{scope:value}:parallel`); see
-    /// [`slots_of`].
-    pub fn slots(&self, counter: &str) -> i64 {
-        let (hash, _) = limiter_hash(counter);
-        slots_of(counter, self.command(&["HGETALL", hash])).len() as i64
-    }
-
-    /// The slots of a parallel counter: request ids, or lease members.
-    pub fn slot_ids(&self, counter: &str) -> Vec<String> {
-        let (hash, _) = limiter_hash(counter);
-        slots_of(counter, self.command(&["HGETALL", hash]))
+    /// Parallel slots held on a counter (`{scope:value}:parallel`).
+    pub fn slots(&self, key: &str) -> i64 {
+        match self.command(&["ZCARD", key]) {
+            Reply::Int(n) => n,
+            other => panic!("ZCARD {key}: {other:?}"),
+        }
     }
 }
 
@@ -223,95 +217,35 @@ impl Drop for PrivateRedis {
     }
 }
 
-/// The limiter's hash holding counter `{scope:value}:kind` (every counter
-/// of a scope shares one), and the counter's letter in it: `r` requests,
-/// `t` tokens, `p` parallel.
-pub fn limiter_hash(counter: &str) -> (&str, char) {
-    for (suffix, letter) in [(":requests", 'r'), (":tokens", 't'), (":parallel", 'p')] {
-        if let Some(hash) = counter.strip_suffix(suffix) {
-            return (hash, letter);
-        }
-    }
-    panic!("{counter}: not a limiter counter's name");
-}
-
-/// The field-value pairs of an `HGETALL` reply.
-fn pairs_of(what: &str, reply: Reply) -> Vec<(String, String)> {
+/// The units of a window counter's buckets, from its `HGETALL` reply. The
+/// fields named by negative numbers are the limiter's bookkeeping; when
+/// present, its running sum (`-1`) must equal the buckets' sum, so every test
+/// that reads a counter also checks that the sum has not drifted.
+pub fn window_total_of(key: &str, reply: Reply) -> i64 {
     let Reply::Array(items) = reply else {
-        panic!("HGETALL {what}: {reply:?}");
+        panic!("HGETALL {key}: {reply:?}");
     };
-    let text = |r: &Reply| match r {
-        Reply::Bulk(Some(s)) => s.clone(),
-        other => panic!("HGETALL {what}: {other:?}"),
-    };
-    items
-        .chunks(2)
-        .map(|pair| (text(&pair[0]), text(&pair[1])))
-        .collect()
-}
-
-/// The units of a window counter's buckets, from its hash's `HGETALL`
-/// reply (fields `<letter><bucket>`). The fields named by negative numbers
-/// are the limiter's bookkeeping; when present, its running sum (`-1`) must
-/// equal the buckets' sum, so every test that reads a counter also checks
-/// that the sum has not drifted.
-pub fn window_total_of(counter: &str, reply: Reply) -> i64 {
-    let (_, letter) = limiter_hash(counter);
-    let number = |s: &str| {
-        s.parse::<i64>()
-            .unwrap_or_else(|_| panic!("{counter}: {s}"))
+    let number = |r: &Reply| match r {
+        Reply::Bulk(Some(s)) => s.parse::<i64>().unwrap_or_else(|_| panic!("{key}: {s}")),
+        other => panic!("HGETALL {key}: {other:?}"),
     };
     let mut buckets = 0;
     let mut sum = None;
-    for (field, value) in pairs_of(counter, reply) {
-        let Some(rest) = field.strip_prefix(letter) else {
-            continue;
-        };
-        let Ok(bucket) = rest.parse::<i64>() else {
-            continue;
-        };
-        match bucket {
-            -1 => sum = Some(number(&value)),
-            b if b < 0 => {}
-            _ => buckets += number(&value),
+    for pair in items.chunks(2) {
+        let field = number(&pair[0]);
+        match field {
+            -1 => sum = Some(number(&pair[1])),
+            f if f < 0 => {}
+            _ => buckets += number(&pair[1]),
         }
     }
     if let Some(sum) = sum {
         assert_eq!(
             sum, buckets,
-            "{counter}: the running sum differs from its buckets"
+            "{key}: the running sum differs from its buckets"
         );
     }
     buckets
-}
-
-/// The slots (`p:<id>` fields) of a parallel counter, from its hash's
-/// `HGETALL` reply: request ids or lease members, lapsed ones included
-/// until they are swept. The count the limiter keeps (`p`) must equal
-/// their number, so every test that reads slots also checks it.
-pub fn slots_of(counter: &str, reply: Reply) -> Vec<String> {
-    let mut ids = Vec::new();
-    let mut count = None;
-    for (field, value) in pairs_of(counter, reply) {
-        if let Some(id) = field.strip_prefix("p:") {
-            ids.push(id.to_string());
-        } else if field == "p" {
-            count = Some(
-                value
-                    .parse::<usize>()
-                    .unwrap_or_else(|_| panic!("{counter}: p={value}")),
-            );
-        }
-    }
-    if let Some(count) = count {
-        assert_eq!(
-            count,
-            ids.len(),
-            "{counter}: the slot count differs from its slots"
-        );
-    }
-    ids.sort();
-    ids
 }
 
 /// A RESP reply.

@@ -4,7 +4,7 @@
 //! counters. Built with `redis-cli --cluster create`; killed on drop.
 
 use crate::procs::free_port_for_server;
-use crate::redis::{limiter_hash, read_reply, slots_of, window_total_of, Reply};
+use crate::redis::{read_reply, window_total_of, Reply};
 use std::io::{BufReader, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -266,17 +266,17 @@ impl PrivateCluster {
         }
     }
 
-    /// The sum of a rate-limit window counter (`{scope:value}:requests`
-    /// or `:tokens`, fields of the scope's hash).
-    pub fn window_total(&self, counter: &str) -> i64 {
-        let (hash, _) = limiter_hash(counter);
-        window_total_of(counter, self.command(&["HGETALL", hash]))
+    /// The sum of a rate-limit window counter (a hash of bucket to units).
+    pub fn window_total(&self, key: &str) -> i64 {
+        window_total_of(key, self.command(&["HGETALL", key]))
     }
 
-    /// Parallel slots held on a counter (`{scope:value}:parallel`).
-    pub fn slots(&self, counter: &str) -> i64 {
-        let (hash, _) = limiter_hash(counter);
-        slots_of(counter, self.command(&["HGETALL", hash])).len() as i64
+    /// Parallel slots held on a counter.
+    pub fn slots(&self, key: &str) -> i64 {
+        match self.command(&["ZCARD", key]) {
+            Reply::Int(n) => n,
+            other => panic!("ZCARD {key}: {other:?}"),
+        }
     }
 }
 

@@ -405,8 +405,7 @@ fn window_counters_without_or_with_a_stale_running_sum_are_recounted() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs();
-    // Fields of the key's hash: `r<bucket>` and the bookkeeping `r-1`...
-    let bucket = format!("r{}", now - 1);
+    let bucket = (now - 1).to_string();
     let set = |args: &[&str]| {
         let mut command = vec!["HSET"];
         command.extend_from_slice(args);
@@ -415,24 +414,22 @@ fn window_counters_without_or_with_a_stale_running_sum_are_recounted() {
     // Two units in buckets only, as the previous format stored them.
     let full = generate(&gw, json!({"rpm_limit": 2}));
     let full_counter = format!("{{api_key:{}}}:requests", token(&full));
-    let full_hash = e2e::redis::limiter_hash(&full_counter).0;
-    set(&[full_hash, &bucket, "2"]);
+    set(&[&full_counter, &bucket, "2"]);
     assert_throttled(&chat(&gw, &full, hello("m")), "api_key", "requests");
     assert_eq!(redis.window_total(&full_counter), 2);
     // One unit in a bucket, a sum claiming 50, last recounted over a window ago.
     let drifted = generate(&gw, json!({"rpm_limit": 3}));
     let drifted_counter = format!("{{api_key:{}}}:requests", token(&drifted));
-    let drifted_hash = e2e::redis::limiter_hash(&drifted_counter).0;
     let (low, counted) = ((now - 60).to_string(), (now - 61).to_string());
     set(&[
-        drifted_hash,
+        &drifted_counter,
         &bucket,
         "1",
-        "r-1",
+        "-1",
         "50",
-        "r-2",
+        "-2",
         &low,
-        "r-3",
+        "-3",
         &counted,
     ]);
     assert_eq!(chat(&gw, &drifted, hello("m")).status, 200);
@@ -440,10 +437,10 @@ fn window_counters_without_or_with_a_stale_running_sum_are_recounted() {
     assert_throttled(&chat(&gw, &drifted, hello("m")), "api_key", "requests");
     // `window_total` also checks that the sum now equals the buckets.
     assert_eq!(redis.window_total(&drifted_counter), 3);
-    for counter in [full_hash, drifted_hash] {
+    for counter in [&full_counter, &drifted_counter] {
         assert!(
             matches!(
-                redis.command(&["HGET", counter, "r-1"]),
+                redis.command(&["HGET", counter, "-1"]),
                 e2e::redis::Reply::Bulk(Some(_))
             ),
             "{counter} keeps its running sum"
@@ -739,9 +736,18 @@ fn lease_mode_falls_back_to_local_counters_while_redis_is_out() {
 
 // ---------------------------------------------------------------- Redis: leased parallel slots
 
-/// The slots of a parallel counter: request ids, or `lease:<process>:<n>:<slot>`.
+/// The members of a parallel counter: request ids, or `lease:<process>:<n>:<slot>`.
 fn slot_members(redis: &PrivateRedis, counter: &str) -> Vec<String> {
-    redis.slot_ids(counter)
+    match redis.command(&["ZRANGE", counter, "0", "-1"]) {
+        e2e::redis::Reply::Array(items) => items
+            .into_iter()
+            .map(|m| match m {
+                e2e::redis::Reply::Bulk(Some(m)) => m,
+                other => panic!("ZRANGE {counter}: {other:?}"),
+            })
+            .collect(),
+        other => panic!("ZRANGE {counter}: {other:?}"),
+    }
 }
 
 /// Sends a chat request on a connection of its own and leaves it in flight.

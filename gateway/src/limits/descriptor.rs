@@ -113,16 +113,6 @@ impl Descriptor {
     }
 }
 
-/// The Redis hash that holds every counter of a counter's scope (see
-/// `limiter.lua`): its name `{scope:value}:kind` without `:kind`, so the
-/// scope's counters share one hash (and one Cluster slot, as before). A
-/// name without the suffix is its own hash.
-pub fn hash_key(key: &str, kind: Kind) -> &str {
-    key.strip_suffix(kind.as_str())
-        .and_then(|k| k.strip_suffix(':'))
-        .unwrap_or(key)
-}
-
 /// rpm, tpm and parallel limits of one scope, as the records and the config
 /// hold them (absent or non-positive: no limit).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -179,10 +169,6 @@ mod tests {
         assert_eq!(d.value(), "abc");
         let d = Descriptor::new(Scope::EndUser, "", Kind::Requests, 2);
         assert_eq!((d.key.as_str(), d.value()), ("{end_user:}:requests", ""));
-        assert_eq!(hash_key(&d.key, d.kind), "{end_user:}");
-        let d = Descriptor::new(Scope::ModelPerKey, "k:a}b", Kind::Tokens, 1);
-        assert_eq!(hash_key(&d.key, d.kind), "{model_per_key:k:a}b}");
-        assert_eq!(hash_key("odd", Kind::Tokens), "odd");
     }
 
     #[test]

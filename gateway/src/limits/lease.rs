@@ -1,7 +1,7 @@
 //! Lease mode: this process takes rpm/tpm quota from Redis in leases and
 //! spends it locally with atomics, so most requests make no Redis call.
 //!
-//! A lease is granted by `limiter.lua` (kind `R` or `T`): it charges `lease_fraction`
+//! A lease is granted by `limiter.lua` (kind `l`): it charges `lease_fraction`
 //! of the limit (at least the request's own amount; what is left in Redis
 //! when the whole lease does not fit; refused only when not even the
 //! request's amount fits) at the Redis tick `T0`. Requests take from it with
@@ -9,7 +9,7 @@
 //! across a request's descriptors (a later descriptor's failure gives the
 //! earlier ones back). A lease ends when it expires (`lease_ttl_ms`, ended
 //! by the control plane) or is replaced by a refill: `limiter.lua`'s settlement (kind
-//! `R` or `T`) removes its grant from `T0` and charges what was spent at the
+//! `l`) removes its grant from `T0` and charges what was spent at the
 //! current tick. Every spent unit is therefore counted from `T0` (before it
 //! was spent) until at least a full window after the lease ended (after it
 //! was spent): the fleet never admits more than the limit in any window.
@@ -26,16 +26,16 @@
 //! `lease_ttl_ms` later.
 //!
 //! Parallel limits are leased as slots ([`super::slot_lease`]): a replica's
-//! slot lease is slots `p:lease:<process>:<n>:<slot>` of the scope's hash
-//! (where `limiter.lua` puts requests' slots), each holding its expiry,
-//! now + `lease_ttl_ms`. Requests take a slot with a CAS on the
+//! slot lease is members `lease:<process>:<n>:<slot>` of the counter's
+//! sorted set (where `limiter.lua` puts requests' slots), scored by their
+//! expiry, now + `lease_ttl_ms`. Requests take a slot with a CAS on the
 //! lease's (granted, in use) word and free it when they end, all-or-none
 //! with their other descriptors. When every slot granted is in use, one
 //! request (the others wait for it) asks `slot_lease.lua` for more: twice
 //! the lease, up to `lease_fraction` of the limit (at least one slot, at
 //! most 1,024 per grant), and what is left when that does not fit; refused
 //! with the usual 429 when not one slot is free. Every half lease life the
-//! control plane renews the slots in use and returns (deletes) the others;
+//! control plane renews the slots in use and returns (`ZREM`) the others;
 //! a limit whose share is under one slot (`limit x lease_fraction < 1`)
 //! leases one slot at a time and returns it as soon as none is in use.
 //! So Redis always holds at least the slots a replica uses (exact: the

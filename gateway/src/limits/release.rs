@@ -2,9 +2,8 @@
 //! for `parallel_slot_ttl_secs` (600 s by default) unless its settlement
 //! frees it; a settlement lost in a failed round trip, or an admission whose
 //! round trip failed after Redis may have run it, would hold the slot that
-//! long. Such slots are released again (the settlement frees the request's
-//! slot only while its field is there, so it is idempotent and harmless
-//! for a slot never taken) once Redis answers:
+//! long. Such slots are released again (`ZREM` of the request's id, which
+//! is idempotent and harmless for a slot never taken) once Redis answers:
 //! right after the outage for a lost settlement, and for an admission only
 //! once its deadline has passed, after which Redis refuses to run it
 //! (`limiter.lua` checks the deadline), so the release cannot come first.

@@ -60,12 +60,6 @@ impl Entry {
         }
     }
 
-    /// The Redis hash holding this entry's counter with the other
-    /// counters of its scope.
-    pub fn hash_key(&self) -> &str {
-        super::descriptor::hash_key(&self.key, self.kind)
-    }
-
     /// Units a lease admission charged, given the usage Redis reported:
     /// what `limiter.lua` computes.
     pub fn granted(&self, used: u64) -> u64 {

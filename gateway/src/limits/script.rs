@@ -26,12 +26,13 @@ pub fn sha() -> &'static str {
 }
 
 fn kind_code(e: &Entry) -> u8 {
-    match (e.kind, e.lease) {
-        (Kind::Requests, false) => b'r',
-        (Kind::Tokens, false) => b't',
-        (Kind::Parallel, _) => b'p',
-        (Kind::Requests, true) => b'R',
-        (Kind::Tokens, true) => b'T',
+    if e.lease {
+        return b'l';
+    }
+    match e.kind {
+        Kind::Requests => b'r',
+        Kind::Tokens => b't',
+        Kind::Parallel => b'p',
     }
 }
 
@@ -67,7 +68,7 @@ pub fn arg_count(call: &Call) -> usize {
 /// The keys and arguments a limiter operation adds to a batch.
 fn op_arg_count(call: &Call) -> usize {
     match call {
-        Call::Admit { entries, .. } => entries.len() + 3,
+        Call::Admit { entries, .. } => entries.len() + 4 + entries.len(),
         Call::Finish { entries, .. } => entries.len() + 4,
         Call::Script { .. } => 0,
     }
@@ -109,7 +110,7 @@ fn write_batch(
     out.int(ops.iter().map(|c| op_entries(c).len() as u64).sum());
     for op in ops {
         for e in op_entries(op) {
-            out.arg(e.hash_key().as_bytes());
+            out.arg(e.key.as_bytes());
         }
     }
     let letters: SmallVec<[u8; 16]> = ops
@@ -219,6 +220,7 @@ fn write_op(
         } => {
             let ttl_ms = u64::try_from(slot_ttl.as_millis()).unwrap_or(u64::MAX);
             out.arg(request_id.as_bytes());
+            out.int(ttl_ms);
             out.arg(&kinds(entries));
             let mut numbers = Numbers::default();
             numbers.push(window.bucket_secs);
@@ -231,6 +233,9 @@ fn write_op(
                 numbers.push(e.need);
             }
             out.doubles(&numbers.0);
+            for e in entries {
+                out.int(e.amount);
+            }
         }
         Call::Finish {
             entries,
@@ -368,15 +373,18 @@ mod tests {
             Some(&clock),
         );
         let text = |a: &[u8]| String::from_utf8(a.to_vec()).unwrap();
-        let strings: Vec<String> = args[2..7].iter().map(|a| text(a)).collect();
-        assert_eq!(strings, ["1", "{api_key:k}", "a", "r1", "t"]);
+        let strings: Vec<String> = args[2..8].iter().map(|a| text(a)).collect();
         assert_eq!(
-            doubles(&args[7]),
+            strings,
+            ["1", "{api_key:k}:tokens", "a", "r1", "600000", "t"]
+        );
+        assert_eq!(
+            doubles(&args[8]),
             [1.0, 61.0, 600_000.0, 5100.0, 200.0, 125.0, 125.0],
             "bucket_secs, buckets, slot ttl, deadline, then limit, amount, need"
         );
+        assert_eq!(text(&args[9]), "125", "the amount in decimal");
         assert_eq!(args.len(), arg_count(&call));
-        assert_eq!(args.len(), 8);
     }
 
     #[test]
@@ -397,8 +405,8 @@ mod tests {
             strings,
             [
                 "2",
-                "{api_key:k}",
-                "{api_key:k}",
+                "{api_key:k}:tokens",
+                "{api_key:k}:parallel",
                 "f",
                 "r1",
                 "29412166",

@@ -3,15 +3,14 @@
 //! compare-and-swap, so a request whose descriptors are all leased makes no
 //! Redis call in steady state. See [`super::lease`] for the semantics.
 //!
-//! In Redis a lease is slots `p:<lease id>:<n>` of the scope's hash (where
-//! `limiter.lua` puts requests' slots), each holding its expiry (now + the
-//! lease life), renewed every half life by the control plane:
+//! In Redis a lease is members `<lease id>:<n>` of the counter's sorted set
+//! (the set `limiter.lua` puts requests' slots in), scored by their expiry
+//! (now + the lease life) and renewed every half life by the control plane:
 //! a crashed replica's slots lapse within one life. `slot_lease.lua` renews
 //! the members held, removes the ones returned and adds new ones while the
 //! counter has room (refused when not one fits). Locally one word holds the
 //! slots granted and the slots in use, so a take never goes past the grant.
 
-use super::descriptor::{hash_key, Kind};
 use super::lease::Refill;
 use super::remote::{LuaScript, ScriptCall};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -277,7 +276,7 @@ impl SlotLease {
         }
         ScriptCall {
             script: &SLOT_LEASE_LUA,
-            keys: vec![hash_key(&self.key, Kind::Parallel).to_string()],
+            keys: vec![self.key.clone()],
             args,
         }
     }
