@@ -1,7 +1,7 @@
 // Usage: spend, requests and tokens per day (SVG charts), and by model
-// group, key, team and tag, from LiteLLM's daily aggregate tables through
-// /user/daily/activity (a team's through /team/daily/activity, tags'
-// through /tag/daily/activity), beside LiteLLM's /global/spend (every
+// group, key, user, team and tag, from LiteLLM's daily aggregate tables
+// through /user/daily/activity (its `entities` are the users; a team's
+// through /team/daily/activity, tags' through /tag/daily/activity), beside LiteLLM's /global/spend (every
 // request's spend over the last 30 days). The tables count every request,
 // whether or not the spend log keeps its row.
 
@@ -74,6 +74,10 @@ const breakdown = (rows) => table([
 
 const keyName = (id, meta) => meta.key_alias || `${String(id).slice(0, 12)}…`;
 const teamName = (id, meta) => (meta.team_alias ? `${meta.team_alias} (${id})` : id);
+const userName = (id, meta) => {
+  const label = meta.user_alias || meta.user_email;
+  return label ? `${label} (${id})` : id;
+};
 
 export async function render(main, title, session) {
   const admin = !session || session.role !== 'internal_user';
@@ -133,6 +137,10 @@ export async function render(main, title, session) {
         barChart('Tokens per day', series('tokens'), (v) => String(Math.round(v)))),
       h('div', { class: 'panel' }, h('h2', {}, 'By model group'), breakdown(by(data.results, 'model_groups'))),
       h('div', { class: 'panel' }, h('h2', {}, 'By key'), breakdown(by(data.results, 'api_keys', keyName))),
+      admin && !team
+        ? h('div', { class: 'panel', id: 'usage-by-user' }, h('h2', {}, 'By user'),
+          breakdown(by(data.results, 'entities', userName)))
+        : null,
       teams ? h('div', { class: 'panel' }, h('h2', {}, 'By team'), breakdown(by(teams.results, 'entities', teamName))) : null,
       tags ? h('div', { class: 'panel' }, h('h2', {}, 'By tag'), breakdown(by(tags.results, 'entities'))) : null);
   }
