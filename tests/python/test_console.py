@@ -202,10 +202,13 @@ def main():
         WebDriverWait(d, 30, poll_frequency=1, ignored_exceptions=(StaleElementReferenceException,
                                                                     NoSuchElementException)).until(
             lambda _: by_user_shows("usage@example.com (usage-user)"))
-        row = [tr.text for tr in d.find_elements(By.CSS_SELECTOR, "#usage-by-user tbody tr")
-               if "usage-user" in tr.text][0]
-        assert "$0.0" in row and " 1 " in f" {row} ", row
-        shot("06-usage")
+        row = [[td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+               for tr in d.find_elements(By.CSS_SELECTOR, "#usage-by-user tbody tr") if "usage-user" in tr.text][0]
+        assert row[1].startswith("$0.0") and row[2] == "1", row
+        # Each row's spend is drawn as its share.
+        assert d.find_elements(By.CSS_SELECTOR, "#usage-by-user svg.share rect.bar-rect"), "no share bars"
+        d.execute_script("document.getElementById('usage-by-user').scrollIntoView()")
+        shot("06-usage-by-user")
 
         # Block the key: its next request is refused.
         goto("Keys")
@@ -373,6 +376,9 @@ def main():
         # Every page renders without an error notice.
         for i, page in enumerate(PAGES):
             goto(page)
+            if page == "Usage":
+                # Screenshot the page read, not its "Reading..." line.
+                wait.until(EC.presence_of_element_located((By.ID, "usage-by-user")))
             if page == "Health":
                 text_appears("healthy,")
                 # The replicas sharing this gateway's Redis (itself alone

@@ -7,7 +7,7 @@
 
 import { api, query } from '../api.js';
 import { h, replace, table, field, values, notice, usd, num } from '../dom.js';
-import { barChart } from '../chart.js';
+import { barChart, shareBar } from '../chart.js';
 
 const PAGE = 1000;
 const MAX_PAGES = 20;
@@ -64,13 +64,19 @@ function by(results, part, nameOf = (id) => id) {
   return [...m.values()].sort((a, b) => b.spend - a.spend || b.requests - a.requests).slice(0, 20);
 }
 
-const breakdown = (rows) => table([
-  ['Name', (e) => h('span', { class: 'mono' }, e.name)],
-  ['Spend', (e) => usd(e.spend)],
-  ['Requests', (e) => num(e.requests)],
-  ['Failed', (e) => num(e.failed)],
-  ['Tokens', (e) => num(e.tokens)],
-], rows, 'No traffic in this range.');
+/** A breakdown's rows (the top 20 by spend), each with its share of the spend drawn. */
+const breakdown = (rows) => {
+  const top = Math.max(0, ...rows.map((e) => e.spend));
+  const total = rows.reduce((a, e) => a + e.spend, 0);
+  const share = (e) => `${total > 0 ? ((e.spend / total) * 100).toFixed(1) : '0.0'}% of the spend listed`;
+  return table([
+    ['Name', (e) => h('span', { class: 'mono' }, e.name)],
+    ['Spend', (e) => h('span', { class: 'budget' }, shareBar(e.spend, top, share(e)), usd(e.spend))],
+    ['Requests', (e) => num(e.requests)],
+    ['Failed', (e) => num(e.failed)],
+    ['Tokens', (e) => num(e.tokens)],
+  ], rows, 'No traffic in this range.');
+};
 
 const keyName = (id, meta) => meta.key_alias || `${String(id).slice(0, 12)}…`;
 const teamName = (id, meta) => (meta.team_alias ? `${meta.team_alias} (${id})` : id);
