@@ -119,6 +119,19 @@ def main():
             "return JSON.stringify(localStorage) + JSON.stringify(sessionStorage) + document.cookie"
         )
 
+        def usage_cards():
+            return d.execute_script(
+                "return Object.fromEntries([...document.querySelectorAll('.cards .card')]"
+                ".map(c => [c.querySelector('.label').textContent, c.querySelector('.value').textContent]))"
+            )
+
+        # Usage before any traffic: nothing counted yet (the chart changes below).
+        goto("Usage")
+        wait.until(EC.presence_of_element_located((By.ID, "usage-charts")))
+        before = usage_cards()
+        assert before["Requests in range"] == "0", before
+        goto("Keys")
+
         # Create a key through the form; it is shown once.
         create = wait.until(EC.presence_of_element_located((By.ID, "create-key-form")))
         create.find_element(By.NAME, "key_alias").send_keys("browser-key")
@@ -184,10 +197,8 @@ def main():
         assert len(labels) == 14, labels
         # The last 30 days' spend (LiteLLM's /global/spend) holds the range's:
         # all of this test's traffic is today's.
-        cards = d.execute_script(
-            "return Object.fromEntries([...document.querySelectorAll('.cards .card')]"
-            ".map(c => [c.querySelector('.label').textContent, c.querySelector('.value').textContent]))"
-        )
+        cards = usage_cards()
+        assert cards["Requests in range"] != before["Requests in range"], (before, cards)
         assert cards["Spend in range"] == cards["Spend, last 30 days"], cards
         assert cards["Spend in range"] != "$0.00", cards
 
