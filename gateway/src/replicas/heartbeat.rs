@@ -54,6 +54,7 @@ pub async fn run(replicas: Arc<Replicas>, url: String, cluster: Vec<String>) {
         }
     };
     let mut conn: Option<StoreConn> = None;
+    let mut down = false;
     let mut tick = tokio::time::interval(INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -62,9 +63,19 @@ pub async fn run(replicas: Arc<Replicas>, url: String, cluster: Vec<String>) {
             .await
             .unwrap_or_else(|_| Err(format!("Redis did not answer within {DEADLINE:?}")));
         match result {
-            Ok(seen) => replicas.saw(seen, now()),
+            Ok(seen) => {
+                if std::mem::take(&mut down) {
+                    tracing::info!(
+                        "Redis is back: this replica's heartbeat reaches the fleet again"
+                    );
+                }
+                replicas.saw(seen, now());
+            }
             Err(e) => {
                 conn = None;
+                if !std::mem::replace(&mut down, true) {
+                    tracing::warn!(error = %e, "replica heartbeat failed: the other replicas see this one lapse, and its list of them stays as last read");
+                }
                 replicas.failed(e);
             }
         }
