@@ -31,6 +31,7 @@ pub mod providers;
 pub mod proxy;
 pub mod read_through;
 pub mod reload;
+pub mod replicas;
 pub mod router;
 pub mod server;
 pub mod spend;

@@ -17,7 +17,7 @@ const LAYERS: &[&[&str]] = &[
     &["proxy"],
     &["state"],
     &["reload"],
-    &["telemetry", "health"],
+    &["telemetry", "health", "replicas"],
     &["spend::writer", "router::cooldowns"],
     &["sync"],
     &["managed"],

@@ -11,6 +11,10 @@ use serde_json::{json, Value};
 use std::time::Duration;
 
 fn start() -> Gateway {
+    start_with(&[])
+}
+
+fn start_with(envs: &[(&str, &str)]) -> Gateway {
     let config = json!({
         "model_list": [{
             "model_name": "priced",
@@ -23,7 +27,7 @@ fn start() -> Gateway {
         }],
         "general_settings": {"master_key": MASTER_KEY},
     });
-    Gateway::start(&to_yaml(&config), &[])
+    Gateway::start(&to_yaml(&config), envs)
 }
 
 fn chat(gw: &Gateway, key: &str, body: Value) {
@@ -245,6 +249,7 @@ fn live_limits_of_a_key_and_its_team() {
     assert_eq!(live["mode"], "local", "{live}");
     assert_eq!(live["reservation"], true, "{live}");
     assert_eq!(live["counted_here"], true, "{live}");
+    assert_eq!(live["counted_in"], "replica", "{live}");
     let limit = |scope: &str, kind: &str| {
         live["limits"]
             .as_array()
@@ -290,4 +295,37 @@ fn live_limits_of_a_key_and_its_team() {
         &get_as(&gw, &key, &format!("/gateway/limits?api_key={key}")),
         403,
     );
+}
+
+/// In `redis` mode the fleet's count is in Redis: `/gateway/limits` says
+/// so (`counted_in: fleet`) rather than show this replica's counters,
+/// which do not hold it, as if they were the use.
+#[test]
+fn live_limits_in_redis_mode_name_the_fleet_as_where_the_count_lives() {
+    let redis = e2e::PrivateRedis::start();
+    let url = redis.url();
+    let gw = start_with(&[("REDIS_URL", url.as_str())]);
+    let key = gw
+        .post("/key/generate", &json!({"rpm_limit": 10}))
+        .expect_status(200)
+        .json()["key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    chat(
+        &gw,
+        &key,
+        json!({"model": "priced", "messages": [{"role": "user", "content": "hi"}]}),
+    );
+    let live = gw
+        .get(&format!("/gateway/limits?api_key={key}"))
+        .expect_status(200)
+        .json();
+    assert_eq!(
+        (live["mode"].clone(), live["counted_in"].clone()),
+        (json!("redis"), json!("fleet")),
+        "{live}"
+    );
+    assert_eq!(live["counted_here"], false, "{live}");
+    assert_eq!(live["limits"][0]["limit"], 10, "{live}");
 }

@@ -91,6 +91,7 @@ const OTHER_ROUTES: &[(&[&str], &str)] = &[
     (&["GET"], "/spend/logs"),
     (&["GET"], "/global/spend"),
     (&["GET"], "/gateway/limits"),
+    (&["GET"], "/gateway/replicas"),
     (&["GET"], "/user/daily/activity"),
     (&["GET"], "/team/daily/activity"),
     (&["GET"], "/organization/daily/activity"),
