@@ -306,26 +306,55 @@ fn live_limits_in_redis_mode_name_the_fleet_as_where_the_count_lives() {
     let url = redis.url();
     let gw = start_with(&[("REDIS_URL", url.as_str())]);
     let key = gw
-        .post("/key/generate", &json!({"rpm_limit": 10}))
+        .post(
+            "/key/generate",
+            &json!({"rpm_limit": 10, "tpm_limit": 100000, "max_parallel_requests": 5}),
+        )
         .expect_status(200)
         .json()["key"]
         .as_str()
         .unwrap()
         .to_string();
-    chat(
-        &gw,
-        &key,
-        json!({"model": "priced", "messages": [{"role": "user", "content": "hi"}]}),
-    );
-    let live = gw
-        .get(&format!("/gateway/limits?api_key={key}"))
-        .expect_status(200)
-        .json();
+    for _ in 0..2 {
+        chat(
+            &gw,
+            &key,
+            json!({"model": "priced", "messages": [{"role": "user", "content": "hi"}]}),
+        );
+    }
+    // The fleet's counters, read from Redis: two requests, their tokens,
+    // and no slot held once both settlements (sent after the answers) land.
+    let line = |live: &Value, kind: &str| {
+        live["limits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["scope"] == "api_key" && l["type"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} line: {live}"))
+            .clone()
+    };
+    let live = e2e::eventually("the slots freed", Duration::from_secs(5), || {
+        let live = gw
+            .get(&format!("/gateway/limits?api_key={key}"))
+            .expect_status(200)
+            .json();
+        (line(&live, "parallel")["current"] == 0).then_some(live)
+    });
     assert_eq!(
         (live["mode"].clone(), live["counted_in"].clone()),
         (json!("redis"), json!("fleet")),
         "{live}"
     );
     assert_eq!(live["counted_here"], false, "{live}");
-    assert_eq!(live["limits"][0]["limit"], 10, "{live}");
+    let of = |kind: &str| line(&live, kind);
+    assert_eq!(
+        (of("rpm")["limit"].clone(), of("rpm")["current"].clone()),
+        (json!(10), json!(2)),
+        "{live}"
+    );
+    assert_eq!(of("rpm")["remaining"], 8, "{live}");
+    let tokens = of("tpm")["current"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{live}"));
+    assert!(tokens > 0, "{live}");
 }

@@ -2,7 +2,7 @@
 // script calls), a key's or team's limits beside their current use
 // (/gateway/limits, whose `counted_in` says where the count lives: this
 // replica's counters in local mode and while Redis is unusable, else the
-// fleet's in Redis, not readable yet), and the rpm/tpm/parallel limits set
+// fleet's in Redis, read there), and the rpm/tpm/parallel limits set
 // on keys and teams.
 
 import { api, query } from '../api.js';
@@ -28,7 +28,7 @@ function liveView() {
       const where = live.counted_in === 'replica'
         ? notice(`Use as counted by this replica (${live.mode === 'local' ? 'local mode: each replica counts its own traffic' : 'Redis is unusable, so each replica counts alone'}), over a ${live.window_secs} s window.`, 'info')
         : notice(unread
-          ? 'The fleet counts in Redis; this gateway cannot read those counters yet, so the limits are shown without their use.'
+          ? 'The fleet counts in Redis, which did not answer in time, so the limits are shown without their use.'
           : `Use as the fleet counts it in Redis, over a ${live.window_secs} s window.`, 'info');
       replace(out, where,
         table([

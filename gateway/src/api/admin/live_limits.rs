@@ -5,11 +5,9 @@
 //! [`UsageSource`] that says where the count lives (`counted_in`):
 //! - `"replica"`: this process's counters, read without waiting; they hold
 //!   the count in local mode and while Redis is unusable (breaker open);
-//! - `"fleet"`: Redis (or its leases), as every replica sees it. The
-//!   limiter has no read of its fleet counters yet (the call this needs:
-//!   `Limiter::usage(&[Descriptor]) -> Option<Vec<u64>>`, read-only, one
-//!   round trip), so `current` is null there, rather than a figure that is
-//!   not the one enforced.
+//! - `"fleet"`: Redis, as every replica sees it ([`Limiter::fleet_usage`],
+//!   read-only; in `lease` mode it counts the units granted to leases);
+//!   `current` is null when Redis does not answer in time.
 
 use super::body::bad_field;
 use super::db::{key, run, team, user};
@@ -69,12 +67,13 @@ impl UsageSource for Limiter {
         }
     }
 
-    /// This process's counters where they hold the count; the fleet's
-    /// count needs a read the limiter does not offer yet (see the module's
-    /// doc), so `None` there.
+    /// This process's counters where they hold the count, else the
+    /// fleet's counters in Redis.
     async fn usage(&self, descs: &[Descriptor]) -> Option<Vec<u64>> {
-        (self.counted_in() == Counted::Replica)
-            .then(|| descs.iter().map(|d| self.local_usage(&d.key)).collect())
+        match self.counted_in() {
+            Counted::Replica => Some(descs.iter().map(|d| self.local_usage(&d.key)).collect()),
+            Counted::Fleet => self.fleet_usage(descs).await,
+        }
     }
 }
 
