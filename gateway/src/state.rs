@@ -73,6 +73,8 @@ pub struct Shared {
     pub pass_through: Arc<crate::providers::passthrough::PassThroughTargets>,
     /// Which key created each file and batch.
     pub managed: crate::managed::Managed,
+    /// How often the batch poller runs; `None`: it does not.
+    pub batch_polling: Option<std::time::Duration>,
 }
 
 impl Shared {
@@ -103,6 +105,7 @@ impl Shared {
             block_unpriced: config.block_unpriced,
             guardrails: config.guardrails.clone(),
             spend_logs: config.spend_logs,
+            batch_polling: config.batch_polling,
             health: Arc::new(crate::health::Health::new(
                 config.health.clone(),
                 tls.clone(),

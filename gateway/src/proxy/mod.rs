@@ -26,6 +26,7 @@
 
 mod access;
 mod answer_id;
+mod batch_poll;
 mod cached;
 mod convert;
 mod count_tokens;
@@ -59,6 +60,7 @@ use held::{Form, Held};
 use record::Attempt;
 use relay::UsageTap;
 
+pub use batch_poll::run as poll_batches;
 pub use count_tokens::handle as count_tokens;
 pub use files::handle as files;
 pub use passthrough::handle as pass_through;
