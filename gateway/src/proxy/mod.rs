@@ -1021,13 +1021,17 @@ async fn forward(
             return guard::send_answer(out, client, (worker, outcome), answer, &body).await;
         }
         let embeddings = endpoint == Endpoint::Embeddings;
-        let body = if rerank {
+        let images = endpoint == Endpoint::ImageGenerations;
+        let body = if images {
+            convert::translate_images(provider, &body)?
+        } else if rerank {
             let documents = providers::rerank::document_count(&held.req.body);
             convert::translate_rerank(provider, &body, documents)
+                .map_err(|e| convert::translate_error(dep, e))?
         } else {
             convert::translate_body(Some(provider), client, embeddings, &body)
-        }
-        .map_err(|e| convert::translate_error(dep, e))?;
+                .map_err(|e| convert::translate_error(dep, e))?
+        };
         if rerank {
             tap.feed(&body);
         }
