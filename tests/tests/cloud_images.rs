@@ -3,7 +3,8 @@
 //! token endpoint grants and its Vertex paths check) and on Bedrock's
 //! Titan and Stability image models (InvokeModel, SigV4 signatures the mock
 //! verifies), translated both ways: OpenAI's `data` of `b64_json`, spend
-//! per image at the price map's `output_cost_per_image`.
+//! per image at the price map's `output_cost_per_image`; and through the
+//! official OpenAI SDK (`tests/python/test_cloud_images.py`).
 
 use e2e::{assert_error, to_yaml, Gateway, MockServer, MASTER_KEY};
 use serde_json::{json, Value};
@@ -184,4 +185,35 @@ fn bedrock_titan_and_stability_generate_images_priced_per_image() {
         &json!({"model": "unsigned", "prompt": "x"}),
     );
     assert_eq!(resp.status, 403, "{}", resp.text());
+}
+
+#[test]
+fn the_openai_sdk_generates_images_on_imagen_and_titan() {
+    let mock = MockServer::start(&[]);
+    let key = key_file(mock.port());
+    let gw = start(vec![
+        json!({"model_name": "imagen", "litellm_params": {
+            "model": "vertex_ai/imagen-3.0-generate-002",
+            "api_base": format!("http://127.0.0.1:{}", mock.port()),
+            "vertex_credentials": key.path().to_str().unwrap(),
+        }}),
+        bedrock("titan", "amazon.titan-image-generator-v2:0", &mock, SECRET),
+    ]);
+    let base_url = format!("http://127.0.0.1:{}/v1", gw.port());
+    let run = e2e::python::run_script(
+        "test_cloud_images.py",
+        &[
+            ("GATEWAY_BASE_URL", &base_url),
+            ("GATEWAY_MASTER_KEY", MASTER_KEY),
+            ("GATEWAY_IMAGEN_MODEL", "imagen"),
+            ("GATEWAY_TITAN_MODEL", "titan"),
+        ],
+        std::time::Duration::from_secs(60),
+    );
+    let text = run.output;
+    let status = run
+        .status
+        .unwrap_or_else(|| panic!("test_cloud_images.py timed out:\n{text}"));
+    assert!(status.success(), "{text}\n{}", gw.output());
+    assert_eq!(text.matches("PASS ").count(), 3, "{text}");
 }
