@@ -157,9 +157,11 @@ fn a_batch_nobody_polls_is_polled_and_charged_once() {
 fn a_fleet_polls_each_batch_once_and_charges_it_once() {
     let db = TestDb::create();
     let mock = MockServer::start(&[]);
+    // Two seconds: a poll and its charge end well within one interval, so
+    // a second poll of a charged batch would be a second claim, not a race.
     let env = [
         ("DATABASE_URL", db.url()),
-        ("PROXY_BATCH_POLLING_INTERVAL", "1"),
+        ("PROXY_BATCH_POLLING_INTERVAL", "2"),
     ];
     let first = start(&mock, &env);
     let second = start(&mock, &env);
@@ -180,7 +182,8 @@ fn a_fleet_polls_each_batch_once_and_charges_it_once() {
         });
         first.spend_row(batch);
     }
-    std::thread::sleep(Duration::from_millis(2500));
+    // Another round on each replica: a charged batch is never due again.
+    std::thread::sleep(Duration::from_millis(4500));
     for batch in &batches {
         let polls = polls_of(&first, batch) + polls_of(&second, batch);
         assert_eq!(polls, 1, "{batch}: {}\n{}", first.output(), second.output());
