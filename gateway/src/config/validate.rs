@@ -1199,6 +1199,39 @@ mod tests {
     }
 
     #[test]
+    fn batch_polling_follows_litellms_settings() {
+        let hour = Some(std::time::Duration::from_secs(3600));
+        assert_eq!(parse("").unwrap().batch_polling, hour);
+        let set = "general_settings:\n  proxy_batch_polling_interval: 60\n";
+        assert_eq!(
+            parse(set).unwrap().batch_polling,
+            Some(std::time::Duration::from_secs(60))
+        );
+        let zero = "general_settings:\n  proxy_batch_polling_interval: 0\n";
+        assert!(parse(zero).unwrap_err().contains("1 to 86400 seconds"));
+        let with_env = |vars: &[(&str, &str)]| {
+            let vars: Vec<(String, String)> = vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            Config::parse(Path::new("c.yaml"), "", &move |n| {
+                vars.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone())
+            })
+            .map(|c| c.batch_polling)
+            .map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            with_env(&[("PROXY_BATCH_POLLING_INTERVAL", "5")]),
+            Ok(Some(std::time::Duration::from_secs(5)))
+        );
+        assert_eq!(
+            with_env(&[("PROXY_BATCH_POLLING_ENABLED", "false")]),
+            Ok(None)
+        );
+        assert!(with_env(&[("PROXY_BATCH_POLLING_INTERVAL", "soon")]).is_err());
+    }
+
+    #[test]
     fn default_vertex_config_is_the_vertex_routes_fallback() {
         let c = parse("model_list: []\ndefault_vertex_config: {vertex_project: proj-1, vertex_location: europe-west4}\n").unwrap();
         let d = c.pass_through.vertex_default.as_ref().unwrap();
