@@ -94,6 +94,10 @@ pub const TARGETS: &[Target] = &[
         name: "rerank",
         run: targets::rerank,
     },
+    Target {
+        name: "images",
+        run: targets::images,
+    },
 ];
 
 /// The target called `name`.

@@ -703,4 +703,45 @@ pub fn files(data: &[u8]) {
         "{} lines of {newlines}",
         used.lines
     );
+    // The same file as a batch's input: every line bounded by its bytes.
+    for line in rest.split(|&b| b == b'\n') {
+        if let Some(bound) = gateway::providers::files::input_line_bound(line) {
+            assert_eq!(bound.prompt_tokens, line.len() as u64);
+            assert!(bound.candidates >= 1);
+        }
+    }
+}
+
+/// The image generation translators of Vertex AI's Imagen and Bedrock's
+/// image models (`providers::vertex::imagen`, `providers::bedrock::images`):
+/// the first byte picks one, the rest is its input (a client's request or
+/// the provider's answer). Any input is an answer or an error, never a
+/// panic; a translated body is JSON, an answer's `data` a list of
+/// `b64_json` strings.
+pub fn images(data: &[u8]) {
+    use gateway::providers::bedrock::images as bedrock;
+    use gateway::providers::vertex::imagen;
+    let Some((&pick, input)) = data.split_first() else {
+        return;
+    };
+    let request = |r: Result<Vec<u8>, gateway::error::GatewayError>| {
+        if let Ok(body) = r {
+            serde_json::from_slice::<Value>(&body).expect("a translated request is JSON");
+        }
+    };
+    let answer = |r: Result<Vec<u8>, gateway::error::GatewayError>| {
+        if let Ok(body) = r {
+            let v: Value = serde_json::from_slice(&body).expect("a translated answer is JSON");
+            let data = v["data"].as_array().expect("a data list");
+            assert!(data.iter().all(|d| d["b64_json"].is_string()), "{v}");
+        }
+    };
+    match pick % 6 {
+        0 => request(imagen::request(input)),
+        1 => request(bedrock::request(input, "amazon.titan-image-generator-v2:0")),
+        2 => request(bedrock::request(input, "stability.sd3-large-v1:0")),
+        3 => request(bedrock::request(input, "stability.stable-diffusion-xl-v1")),
+        4 => answer(imagen::to_openai(input, 1)),
+        _ => answer(bedrock::to_openai(input, 1)),
+    }
 }

@@ -75,6 +75,8 @@ pub struct Shared {
     pub managed: crate::managed::Managed,
     /// This replica and the fleet its heartbeat last saw.
     pub replicas: Arc<crate::replicas::Replicas>,
+    /// How often the batch poller runs; `None`: it does not.
+    pub batch_polling: Option<std::time::Duration>,
 }
 
 impl Shared {
@@ -106,6 +108,7 @@ impl Shared {
             block_unpriced: config.block_unpriced,
             guardrails: config.guardrails.clone(),
             spend_logs: config.spend_logs,
+            batch_polling: config.batch_polling,
             health: Arc::new(crate::health::Health::new(
                 config.health.clone(),
                 tls.clone(),

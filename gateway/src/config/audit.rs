@@ -94,6 +94,8 @@ const GENERAL_ACTED_ON: &[&str] = &[
     "disable_error_logs",
     // The config's own pass-through endpoints (`providers::passthrough`).
     "pass_through_endpoints",
+    // The batch poller (`proxy::batch_poll`).
+    "proxy_batch_polling_interval",
     // Whether LiteLLM's stored settings apply (`config::stored`).
     "store_model_in_db",
     "supported_db_objects",

@@ -64,6 +64,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0020_litellm_managed_objects",
         include_str!("../../../../migrations/0020_litellm_managed_objects.sql"),
     ),
+    (
+        "0023_batch_polls",
+        include_str!("../../../../migrations/0023_batch_polls.sql"),
+    ),
 ];
 
 /// Advisory lock key taken by every migration transaction ("gateway" in
