@@ -101,11 +101,17 @@ pub fn key(
             serde_feed(head, body)?
         }
     };
-    let hex = hex::encode(digest);
-    let key = match namespace {
-        Some(ns) => format!("{ns}:{hex}"),
-        None => hex,
-    };
+    // `[namespace:]hex`, written in one buffer (`hex::encode` collects
+    // its digits one `char` at a time).
+    let mut key = String::with_capacity(namespace.map_or(0, |ns| ns.len() + 1) + 64);
+    if let Some(ns) = namespace {
+        key.push_str(ns);
+        key.push(':');
+    }
+    let mut digits = [0u8; 64];
+    // Cannot fail: 64 digits for 32 bytes.
+    let _ = hex::encode_to_slice(digest, &mut digits);
+    key.push_str(std::str::from_utf8(&digits).unwrap_or_default());
     Ok((key, include_usage))
 }
 
@@ -495,6 +501,100 @@ mod tests {
             r#" {"a":1}"#,
         ] {
             let value: Value = serde_json::from_str(text).unwrap();
+            let (got, _) = key(
+                Endpoint::ChatCompletions,
+                "g",
+                Owner::Everyone,
+                text.as_bytes(),
+                None,
+            )
+            .unwrap();
+            assert_eq!(got, value_key("g", &value), "{text}");
+        }
+    }
+
+    /// A JSON text of random members: numbers in every form JSON allows,
+    /// strings with escapes and UTF-8, repeated names, nesting.
+    fn random_json(rng: &mut fastrand::Rng, depth: usize, out: &mut String) {
+        const NUMBERS: &[&str] = &[
+            "0",
+            "7",
+            "-0",
+            "-12",
+            "0.2",
+            "1.50",
+            "1e3",
+            "1E+2",
+            "-2.5e-3",
+            "123456789012345678",
+            "12345678901234567890",
+            "-9223372036854775808",
+            "1e300",
+            "0.0",
+        ];
+        const STRINGS: &[&str] = &[
+            "",
+            "hi",
+            "a\\nb",
+            "\\\"q\\\"",
+            "\\/\\t\\b\\f\\r",
+            "héllo ✓",
+            "\\u00e9",
+            "model",
+        ];
+        const NAMES: &[&str] = &[
+            "a",
+            "b",
+            "model",
+            "user",
+            "stream",
+            "stream_options",
+            "include_usage",
+            "é",
+            "a",
+        ];
+        match rng.u8(0..if depth > 3 { 5 } else { 7 }) {
+            0 => out.push_str(NUMBERS[rng.usize(0..NUMBERS.len())]),
+            1 => out.push_str(["null", "true", "false"][rng.usize(0..3)]),
+            2..=4 => {
+                out.push('"');
+                out.push_str(STRINGS[rng.usize(0..STRINGS.len())]);
+                out.push('"');
+            }
+            5 => {
+                out.push('[');
+                for i in 0..rng.usize(0..4) {
+                    if i > 0 {
+                        out.push_str(if rng.bool() { "," } else { " , " });
+                    }
+                    random_json(rng, depth + 1, out);
+                }
+                out.push(']');
+            }
+            _ => {
+                out.push('{');
+                for i in 0..rng.usize(0..5) {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&format!("\"{}\": ", NAMES[rng.usize(0..NAMES.len())]));
+                    random_json(rng, depth + 1, out);
+                }
+                out.push('}');
+            }
+        }
+    }
+
+    #[test]
+    fn random_bodies_give_the_key_a_value_gave() {
+        let mut rng = fastrand::Rng::with_seed(33);
+        for _ in 0..3000 {
+            let mut text = String::from("{\"messages\": ");
+            random_json(&mut rng, 1, &mut text);
+            text.push_str(", \"x\": ");
+            random_json(&mut rng, 1, &mut text);
+            text.push('}');
+            let value: Value = serde_json::from_str(&text).unwrap();
             let (got, _) = key(
                 Endpoint::ChatCompletions,
                 "g",
