@@ -490,7 +490,9 @@ pub fn cohere(data: &[u8]) {
 /// together (`cache::stream::collect`, the first byte picks chat or text
 /// completions) is a JSON object, plays back (`replay`) and is put together
 /// again from its playback into the same answer; the body's `cache`
-/// controls parse to controls or a 400, never a panic.
+/// controls parse to controls or a 400, never a panic; the bytes as a
+/// request body have a key exactly when they are JSON (the key's one-pass
+/// reader accepts nothing serde_json refuses).
 pub fn cache(data: &[u8]) {
     use gateway::cache::{control, stream};
     let Some((&first, sse)) = data.split_first() else {
@@ -514,7 +516,10 @@ pub fn cache(data: &[u8]) {
         let again: Value = serde_json::from_slice(&again).unwrap();
         assert_eq!(again, whole);
     }
-    if let Ok(v) = serde_json::from_slice::<Value>(sse) {
+    let parsed = serde_json::from_slice::<Value>(sse);
+    let key = gateway::cache::key::key(endpoint, "g", gateway::cache::Owner::Everyone, sse, None);
+    assert_eq!(key.is_ok(), parsed.is_ok(), "{key:?} vs {parsed:?}");
+    if let Ok(v) = parsed {
         let _ = control::parse(Some(&v));
         let _ = control::of_key(&v);
     }
