@@ -16,8 +16,12 @@ use tungstenite::client::IntoClientRequest;
 use tungstenite::protocol::frame::coding::CloseCode;
 use tungstenite::{Message, WebSocket};
 
-/// The upstream model the deployment names (what the mock expects).
-const UPSTREAM_MODEL: &str = "gpt-4o-realtime-preview";
+/// The upstream model the deployment names (what the mock expects); the
+/// price map prices its audio tokens (`gpt-realtime`: 3.2e-5 in, 6.4e-5
+/// out), the config its text tokens.
+const UPSTREAM_MODEL: &str = "gpt-realtime";
+const AUDIO_INPUT_PRICE: f64 = 3.2e-5;
+const AUDIO_OUTPUT_PRICE: f64 = 6.4e-5;
 const INPUT_PRICE: f64 = 1e-6;
 const OUTPUT_PRICE: f64 = 2e-6;
 const CACHED_PRICE: f64 = 5e-7;
@@ -113,12 +117,15 @@ fn send(ws: &mut Ws, event: Value) {
     ws.send(Message::text(event.to_string())).expect("send");
 }
 
-/// The cost of one mock response at the configured prices.
+/// The cost of one mock response: text tokens at the configured prices
+/// (its cached tokens are text), audio tokens at the price map's.
 fn response_cost() -> f64 {
     let u = USAGE;
-    (u.input() - u.cached) as f64 * INPUT_PRICE
+    (u.input_text - u.cached) as f64 * INPUT_PRICE
         + u.cached as f64 * CACHED_PRICE
-        + u.output() as f64 * OUTPUT_PRICE
+        + u.input_audio as f64 * AUDIO_INPUT_PRICE
+        + u.output_text as f64 * OUTPUT_PRICE
+        + u.output_audio as f64 * AUDIO_OUTPUT_PRICE
 }
 
 /// Closes from the client side and reads until the server's close.

@@ -5,7 +5,7 @@
 
 use super::azure::{is_v1, query_value, DEFAULT_API_VERSION};
 use crate::deployment::{Deployment, ProviderKind};
-use crate::spend::Usage;
+use crate::spend::{AudioTokens, Usage};
 
 /// Where a realtime session is opened and what the opening handshake
 /// carries beyond the WebSocket headers.
@@ -87,12 +87,8 @@ pub struct ResponseUsage {
     /// Input tokens (text and audio, cached included) and output tokens,
     /// cached input tokens among them.
     pub tokens: Usage,
-    /// Of the input tokens, audio ones.
-    pub input_audio: u64,
-    /// Of the cached input tokens, audio ones.
-    pub cached_audio: u64,
-    /// Of the output tokens, audio ones.
-    pub output_audio: u64,
+    /// Of those, the audio ones.
+    pub audio: AudioTokens,
 }
 
 impl ResponseUsage {
@@ -104,9 +100,7 @@ impl ResponseUsage {
             .completion_tokens
             .saturating_add(other.tokens.completion_tokens);
         t.cached_tokens = t.cached_tokens.saturating_add(other.tokens.cached_tokens);
-        self.input_audio = self.input_audio.saturating_add(other.input_audio);
-        self.cached_audio = self.cached_audio.saturating_add(other.cached_audio);
-        self.output_audio = self.output_audio.saturating_add(other.output_audio);
+        self.audio.add(other.audio);
     }
 }
 
@@ -180,12 +174,14 @@ pub fn response_done_usage(event: &[u8]) -> Option<ResponseUsage> {
             cached_tokens: cached,
             ..Usage::default()
         },
-        input_audio: input.audio_tokens.min(usage.input_tokens),
-        cached_audio: input
-            .cached_tokens_details
-            .map_or(0, |d| d.audio_tokens)
-            .min(cached),
-        output_audio: output.audio_tokens.min(usage.output_tokens),
+        audio: AudioTokens {
+            input: input.audio_tokens.min(usage.input_tokens),
+            cached: input
+                .cached_tokens_details
+                .map_or(0, |d| d.audio_tokens)
+                .min(cached),
+            output: output.audio_tokens.min(usage.output_tokens),
+        },
     })
 }
 
@@ -252,7 +248,7 @@ mod tests {
             ),
             (20, 10, 4)
         );
-        assert_eq!((u.input_audio, u.cached_audio, u.output_audio), (12, 3, 8));
+        assert_eq!((u.audio.input, u.audio.cached, u.audio.output), (12, 3, 8));
         let delta = br#"{"type":"response.audio.delta","delta":"response.done"}"#;
         assert_eq!(response_done_usage(delta), None);
         assert_eq!(response_done_usage(b"response.done"), None);
@@ -260,7 +256,7 @@ mod tests {
         let odd = br#"{"type":"response.done","response":{"usage":{"input_tokens":1,"output_tokens":1,"input_token_details":{"cached_tokens":9,"audio_tokens":9},"output_token_details":{"audio_tokens":9}}}}"#;
         let u = response_done_usage(odd).unwrap();
         assert_eq!(
-            (u.tokens.cached_tokens, u.input_audio, u.output_audio),
+            (u.tokens.cached_tokens, u.audio.input, u.audio.output),
             (1, 1, 1)
         );
     }

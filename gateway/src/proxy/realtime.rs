@@ -35,7 +35,7 @@ use crate::store::SpendLogRow;
 use crate::upstream::{UpstreamConn, UpstreamError};
 use crate::websocket::{self, Endpoint, Message, UpgradeAnswer};
 use chrono::Utc;
-use monoio::io::{AsyncReadRent, AsyncWriteRentExt, OwnedReadHalf, Splitable};
+use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt, OwnedReadHalf, Splitable};
 use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
@@ -181,7 +181,7 @@ struct Ready<'w> {
     ticket: Option<crate::limits::Ticket<'w>>,
     reservation: Option<crate::budget::Reservation<'w>>,
     budgets: Vec<(&'static str, Arc<crate::budget::Budget>)>,
-    price: spend::Price,
+    price: (spend::Price, spend::AudioPrice),
 }
 
 impl Ready<'_> {
@@ -336,7 +336,10 @@ async fn prepare<'w>(
         ticket,
         reservation,
         budgets,
-        price: spend::price_for(&dep, &upstream_model),
+        price: (
+            spend::price_for(&dep, &upstream_model),
+            spend::audio_price(&upstream_model),
+        ),
     })
 }
 
@@ -514,14 +517,14 @@ struct Limits {
 struct Charge<'a> {
     worker: &'a Worker,
     budgets: &'a [(&'static str, Arc<crate::budget::Budget>)],
-    price: spend::Price,
+    price: (spend::Price, spend::AudioPrice),
     principal: &'a Principal,
 }
 
-/// USD for one response's usage: text tokens at the model's token
-/// prices (cached input at its cache price).
-fn response_cost(usage: &ResponseUsage, price: spend::Price) -> f64 {
-    spend::cost(usage.tokens, price)
+/// USD for one response's usage: text tokens at the model's token prices
+/// (cached input at its cache price), audio tokens at its audio prices.
+fn response_cost(usage: &ResponseUsage, (price, audio): (spend::Price, spend::AudioPrice)) -> f64 {
+    spend::realtime_cost(usage.tokens, usage.audio, price, audio)
 }
 
 type ClientRead = OwnedReadHalf<ClientStream>;
@@ -571,7 +574,7 @@ async fn relay(
         upstream_r,
         Vec::with_capacity(READ_CHUNK),
     )));
-    let mut shutdown = std::pin::pin!(worker.shutdown.wait());
+    let mut shutdown = Some(Box::pin(worker.shutdown.wait()));
     let mut last_activity = Instant::now();
     let mut close_deadline: Option<Instant> = None;
     let mut timer = Box::pin(monoio::time::sleep(IDLE_TIMEOUT));
@@ -579,7 +582,8 @@ async fn relay(
     // Bytes that came with the heads are frames already.
     let mut pending_client = Some(client_leftover);
     let mut pending_upstream = Some(upstream_leftover);
-    loop {
+    let mut timer_spent = false;
+    let ended = loop {
         let wake = if let Some(bytes) = pending_client.take().filter(|b| !b.is_empty()) {
             client_ep.feed(&bytes);
             None
@@ -604,8 +608,11 @@ async fn relay(
                     if timer.as_mut().poll(cx).is_ready() {
                         return Poll::Ready(Wake::Timer);
                     }
-                    if shutdown.as_mut().poll(cx).is_ready() {
-                        return Poll::Ready(Wake::Shutdown);
+                    if let Some(signal) = shutdown.as_mut() {
+                        if signal.as_mut().poll(cx).is_ready() {
+                            shutdown = None;
+                            return Poll::Ready(Wake::Shutdown);
+                        }
                     }
                     Poll::Pending
                 })
@@ -626,7 +633,7 @@ async fn relay(
                 }
                 upstream_ep.close(1001, "client gone");
                 let _ = write_out(&mut upstream_w, &mut upstream_ep, limits).await;
-                return ended;
+                break ended;
             }
             Some(Wake::Upstream((Ok(n), buf, half))) if n > 0 => {
                 last_activity = Instant::now();
@@ -639,27 +646,26 @@ async fn relay(
                     client_ep.close(1011, "the upstream connection was lost");
                 }
                 let _ = write_out(&mut client_w, &mut client_ep, limits).await;
-                return ended;
+                break ended;
+            }
+            Some(Wake::Timer) if close_deadline.is_some() => {
+                ended.get_or_insert_with(|| "no close frame in time".into());
+                break ended;
             }
             Some(Wake::Timer) => {
-                let now = Instant::now();
-                if close_deadline.is_some_and(|d| now >= d) {
-                    ended.get_or_insert_with(|| "no close frame in time".into());
-                    return ended;
-                }
-                if now.duration_since(last_activity) >= IDLE_TIMEOUT {
+                timer_spent = true;
+                if last_activity.elapsed() >= IDLE_TIMEOUT {
                     ended.get_or_insert_with(|| "idle".into());
                     client_ep.close(1001, "idle timeout");
                     upstream_ep.close(1001, "idle timeout");
                 }
             }
+            // Already closing: the close wait bounds it.
+            Some(Wake::Shutdown) if close_deadline.is_some() => {}
             Some(Wake::Shutdown) => {
-                shutdown.set(worker.shutdown.wait());
-                if close_deadline.is_none() {
-                    ended.get_or_insert_with(|| "the gateway is shutting down".into());
-                    client_ep.close(1001, "server shutting down");
-                    upstream_ep.close(1001, "server shutting down");
-                }
+                ended.get_or_insert_with(|| "the gateway is shutting down".into());
+                client_ep.close(1001, "server shutting down");
+                upstream_ep.close(1001, "server shutting down");
             }
         }
         // Client messages go upstream as they are.
@@ -726,27 +732,28 @@ async fn relay(
         let wrote_upstream = write_out(&mut upstream_w, &mut upstream_ep, limits).await;
         if wrote_client.is_err() || wrote_upstream.is_err() {
             ended.get_or_insert_with(|| "a peer stopped reading".into());
-            return ended;
+            break ended;
         }
         if client_ep.finished() && upstream_ep.finished() {
-            return ended;
+            break ended;
         }
         if (client_ep.closing() || upstream_ep.closing()) && close_deadline.is_none() {
             let deadline = Instant::now() + CLOSE_WAIT;
             close_deadline = Some(deadline);
             timer = Box::pin(monoio::time::sleep(CLOSE_WAIT));
-        } else if close_deadline.is_none() && timer_fired(&mut timer) {
+            timer_spent = false;
+        } else if timer_spent && close_deadline.is_none() {
+            // Fired with activity since: wait for the rest of the idle time.
             let left = IDLE_TIMEOUT.saturating_sub(last_activity.elapsed());
             timer = Box::pin(monoio::time::sleep(left.max(Duration::from_millis(1))));
+            timer_spent = false;
         }
-    }
-}
-
-/// Whether `timer` has fired (polled once, without waiting).
-fn timer_fired(timer: &mut Pin<Box<monoio::time::Sleep>>) -> bool {
-    let waker = std::task::Waker::noop();
-    let mut cx = std::task::Context::from_waker(waker);
-    timer.as_mut().poll(&mut cx).is_ready()
+    };
+    // Both write sides closed (a TLS close_notify, a FIN), within the
+    // write timeout.
+    let _ = monoio::time::timeout(limits.write_timeout, client_w.shutdown()).await;
+    let _ = monoio::time::timeout(limits.write_timeout, upstream_w.shutdown()).await;
+    ended
 }
 
 /// The code and reason to pass on for a peer's close frame.
