@@ -94,6 +94,10 @@ pub const TARGETS: &[Target] = &[
         name: "rerank",
         run: targets::rerank,
     },
+    Target {
+        name: "websocket",
+        run: targets::websocket,
+    },
 ];
 
 /// The target called `name`.

@@ -98,3 +98,8 @@ fn pass_through() {
 fn files() {
     pass("files", 100_000);
 }
+
+#[test]
+fn websocket() {
+    pass("websocket", 50_000);
+}

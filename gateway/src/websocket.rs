@@ -284,6 +284,8 @@ impl Endpoint {
                 Ok(Some(message))
             }
             Err(WsError::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            // The close handshake is over: nothing more to read.
+            Err(WsError::ConnectionClosed | WsError::AlreadyClosed) => Ok(None),
             Err(e) => {
                 self.failed = true;
                 self.pipe.input = Vec::new();
