@@ -389,3 +389,33 @@ fn a_frame_over_max_request_size_closes_the_session_with_1009() {
         mock.events()
     );
 }
+
+#[test]
+fn a_key_blocked_during_a_session_ends_it_at_its_next_response() {
+    let mock = RealtimeMock::start(UPSTREAM_MODEL, UPSTREAM_KEY);
+    let gw = start(&mock, 1.0, UPSTREAM_KEY);
+    let key = new_key(&gw, json!({}));
+    let (mut ws, _) = open(&gw, &key);
+    assert_eq!(next(&mut ws).unwrap()["type"], "session.created");
+    let resp = gw.post("/key/block", &json!({"key": key}));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    send(&mut ws, json!({"type": "response.create"}));
+    let mut error = None;
+    let closed = loop {
+        match next(&mut ws) {
+            Ok(event) if event["type"] == "error" => error = Some(event),
+            Ok(_) => {}
+            Err(close) => break close,
+        }
+    };
+    let (code, reason) = closed.expect("a close frame with a code");
+    assert_eq!(code, 1008, "{reason}");
+    let error = error.expect("an error event before the close");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("blocked"),
+        "{error}"
+    );
+}

@@ -711,10 +711,10 @@ async fn relay(
                             ended.get_or_insert_with(|| err.to_string());
                             let event = serde_json::json!({
                                 "type": "error",
-                                "error": {"type": err.error_type(), "message": err.to_string(), "code": "budget_exceeded"},
+                                "error": {"type": err.error_type(), "message": err.to_string(), "code": err.error_type()},
                             });
                             let _ = client_ep.send(websocket::text(event.to_string()));
-                            client_ep.close(1008, "budget exceeded");
+                            client_ep.close(1008, err.error_type());
                             upstream_ep.close(1000, "");
                         }
                     }
@@ -784,8 +784,8 @@ async fn write_out<W: monoio::io::AsyncWriteRent>(
 }
 
 /// Charges one response's usage: settles the held reservation with its
-/// cost and takes the next one; `Err` when a budget is now spent (the
-/// session ends).
+/// cost and takes the next one; `Err` when a budget is now spent or the
+/// key was blocked, expired or deleted since (the session ends).
 async fn charge_response<'l>(
     charge: &Charge<'l>,
     reservation: &mut Option<crate::budget::Reservation<'l>>,
@@ -807,6 +807,8 @@ async fn charge_response<'l>(
         }
         None => {}
     }
+    // A key blocked, expired or deleted since the session opened ends it.
+    charge.worker.shared.auth.still_usable(charge.principal)?;
     for (scope, budget) in charge.budgets {
         if budget.exhausted() {
             return Err(GatewayError::BudgetExceeded {
