@@ -26,8 +26,8 @@ const INPUT_PRICE: f64 = 1e-6;
 const OUTPUT_PRICE: f64 = 2e-6;
 const CACHED_PRICE: f64 = 5e-7;
 
-fn start(mock: &RealtimeMock, max_request_size_mb: f64, upstream_key: &str) -> Gateway {
-    let config = json!({
+fn config(mock: &RealtimeMock, max_request_size_mb: f64, upstream_key: &str) -> Value {
+    json!({
         "model_list": [{
             "model_name": "gpt-rt",
             "litellm_params": {
@@ -41,8 +41,14 @@ fn start(mock: &RealtimeMock, max_request_size_mb: f64, upstream_key: &str) -> G
             "model_info": {"id": "rt-1"},
         }],
         "general_settings": {"master_key": MASTER_KEY, "max_request_size_mb": max_request_size_mb},
-    });
-    Gateway::start(&to_yaml(&config), &[])
+    })
+}
+
+fn start(mock: &RealtimeMock, max_request_size_mb: f64, upstream_key: &str) -> Gateway {
+    Gateway::start(
+        &to_yaml(&config(mock, max_request_size_mb, upstream_key)),
+        &[],
+    )
 }
 
 fn new_key(gw: &Gateway, fields: Value) -> String {
@@ -98,7 +104,9 @@ fn open(gw: &Gateway, key: &str) -> (Ws, Handshake) {
 }
 
 /// The next event the server sends (text frames only), or the close.
-fn next(ws: &mut Ws) -> Result<Value, Option<(u16, String)>> {
+fn next<S: std::io::Read + std::io::Write>(
+    ws: &mut WebSocket<S>,
+) -> Result<Value, Option<(u16, String)>> {
     loop {
         match ws.read() {
             Ok(Message::Text(t)) => {
@@ -418,4 +426,73 @@ fn a_key_blocked_during_a_session_ends_it_at_its_next_response() {
             .contains("blocked"),
         "{error}"
     );
+}
+
+/// Over client TLS the session's socket is split into halves the same way:
+/// a session through the gateway's TLS termination relays both ways and
+/// closes cleanly.
+#[test]
+fn a_session_over_client_tls_relays_both_ways() {
+    use e2e::pki::{path_str, TestPki};
+    use rustls::pki_types::ServerName;
+    let pki = TestPki::new();
+    let mock = RealtimeMock::start(UPSTREAM_MODEL, UPSTREAM_KEY);
+    let gw = Gateway::spawn(
+        &to_yaml(&config(&mock, 1.0, UPSTREAM_KEY)),
+        &[],
+        e2e::free_port(),
+        &[
+            "--ssl_certfile_path",
+            path_str(&pki.cert),
+            "--ssl_keyfile_path",
+            path_str(&pki.key),
+        ],
+    );
+    let client = e2e::tls_client::trusting(&pki.ca);
+    let port = gw.port();
+    let tls = || -> Option<rustls::StreamOwned<rustls::ClientConnection, TcpStream>> {
+        let tcp = TcpStream::connect(("127.0.0.1", port)).ok()?;
+        tcp.set_read_timeout(Some(Duration::from_secs(15))).ok()?;
+        let name = ServerName::try_from("localhost").ok()?;
+        let conn = rustls::ClientConnection::new(client.clone(), name).ok()?;
+        let mut stream = rustls::StreamOwned::new(conn, tcp);
+        while stream.conn.is_handshaking() {
+            stream.conn.complete_io(&mut stream.sock).ok()?;
+        }
+        Some(stream)
+    };
+    let stream = eventually(
+        "the gateway answering over TLS",
+        Duration::from_secs(30),
+        tls,
+    );
+    let mut req = format!("wss://localhost:{port}/v1/realtime?model=gpt-rt")
+        .into_client_request()
+        .unwrap();
+    let auth = format!("Bearer {MASTER_KEY}");
+    req.headers_mut()
+        .insert("authorization", auth.parse().unwrap());
+    let (mut ws, _) = tungstenite::client::client(req, stream)
+        .unwrap_or_else(|e| panic!("handshake over TLS: {e}\n{}", gw.output()));
+    assert_eq!(next(&mut ws).unwrap()["type"], "session.created");
+    for _ in 0..3 {
+        ws.send(Message::text(
+            json!({"type": "response.create"}).to_string(),
+        ))
+        .unwrap();
+        loop {
+            if next(&mut ws).unwrap()["type"] == "response.done" {
+                break;
+            }
+        }
+    }
+    ws.close(None).unwrap();
+    loop {
+        match ws.read() {
+            Ok(_) => {}
+            Err(tungstenite::Error::ConnectionClosed) => break,
+            Err(e) => panic!("closing: {e}"),
+        }
+    }
+    assert_eq!(mock.events().len(), 3);
 }
