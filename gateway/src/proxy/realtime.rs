@@ -797,16 +797,20 @@ async fn charge_response<'l>(
     session.responses += 1;
     session.cost += cost;
     let alerts = &charge.worker.shared.alerts;
-    match reservation.take() {
-        Some(held) => record::settle(alerts, Some(held), cost, charge.principal),
-        None if !charge.budgets.is_empty() => {
-            // Nothing held (a refusal below): charged all the same.
-            if let Ok(held) = crate::budget::Reservation::acquire(charge.budgets, 0.0) {
-                record::settle(alerts, Some(held), cost, charge.principal);
-            }
-        }
-        None => {}
+    let limiter = &charge.worker.shared.limiter;
+    // The next response's hold is taken before this one's cost is
+    // settled (while the budgets still admit it), so a response that
+    // finishes while a spent session closes is charged too; each under
+    // its own id.
+    let id = format!("{}:{}", session.call_id, session.responses);
+    let mut next = record::hold(limiter, charge.budgets, 0.0, &id)
+        .await
+        .ok()
+        .flatten();
+    if let Some(held) = reservation.take().or_else(|| next.take()) {
+        record::settle(alerts, Some(held), cost, charge.principal);
     }
+    *reservation = next;
     // A key blocked, expired or deleted since the session opened ends it.
     charge.worker.shared.auth.still_usable(charge.principal)?;
     for (scope, budget) in charge.budgets {
@@ -819,15 +823,6 @@ async fn charge_response<'l>(
             });
         }
     }
-    let limiter = &charge.worker.shared.limiter;
-    *reservation = record::hold(limiter, charge.budgets, 0.0, &session.call_id)
-        .await
-        .map_err(|r| GatewayError::BudgetExceeded {
-            scope: r.scope.to_string(),
-            spend: r.spend,
-            max: r.max,
-            reserve: None,
-        })?;
     Ok(())
 }
 
