@@ -1,7 +1,8 @@
-//! A mock of OpenAI's realtime API over WebSocket (`GET /v1/realtime?model=`):
+//! A mock of OpenAI's realtime API over WebSocket (`GET /v1/realtime?model=`,
+//! and Azure OpenAI's `GET /openai/realtime?api-version=&deployment=`):
 //! the opening handshake is checked as OpenAI checks it (path, `model`,
-//! `Authorization: Bearer <key>`; refusals are HTTP errors in OpenAI's
-//! body), then `session.created` is sent, and each client
+//! `Authorization: Bearer <key>`; Azure's deployment, api-version and
+//! `api-key`; refusals are HTTP errors in OpenAI's body), then `session.created` is sent, and each client
 //! `response.create` is answered with `response.created`, a
 //! `response.text.delta` and a `response.done` carrying usage; an unknown
 //! event gets OpenAI's `error` event. Client frames must be masked (the
@@ -120,6 +121,11 @@ impl RealtimeMock {
         crate::config::mock_api_base(self.port)
     }
 
+    /// `http://127.0.0.1:<port>`, the api_base of an Azure deployment on it.
+    pub fn azure_base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
     /// The handshakes received so far.
     pub fn seen(&self) -> Vec<Seen> {
         self.seen.lock().map(|s| s.clone()).unwrap_or_default()
@@ -184,27 +190,40 @@ fn session(
             headers,
             accepted: false,
         };
-        let auth = req
-            .headers()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok());
-        let query_model = req.uri().query().and_then(|q| {
-            q.split('&')
-                .find_map(|kv| kv.strip_prefix("model="))
-                .map(str::to_string)
-        });
-        let verdict = if req.uri().path() != "/v1/realtime" {
-            Err(refusal(404, "not_found", "Invalid URL"))
-        } else if auth != Some(&format!("Bearer {key}")) {
-            Err(refusal(
+        let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
+        let param = |name: &str| {
+            req.uri().query().and_then(|q| {
+                q.split('&')
+                    .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+                    .map(str::to_string)
+            })
+        };
+        // OpenAI's route, or Azure OpenAI's (beta): the deployment and an
+        // api-version in the query, the key in `api-key`.
+        let verdict = match req.uri().path() {
+            "/v1/realtime" if header("authorization") != Some(&format!("Bearer {key}")) => Err(
+                refusal(401, "invalid_api_key", "Incorrect API key provided"),
+            ),
+            "/v1/realtime" if param("model").as_deref() != Some(model) => {
+                Err(refusal(400, "invalid_model", "Model not found"))
+            }
+            "/openai/realtime" if header("api-key") != Some(key) => Err(refusal(
                 401,
-                "invalid_api_key",
-                "Incorrect API key provided",
-            ))
-        } else if query_model.as_deref() != Some(model) {
-            Err(refusal(400, "invalid_model", "Model not found"))
-        } else {
-            Ok(resp)
+                "401",
+                "Access denied due to invalid subscription key or wrong API endpoint.",
+            )),
+            "/openai/realtime"
+                if param("deployment").as_deref() != Some(model)
+                    || param("api-version").is_none() =>
+            {
+                Err(refusal(
+                    404,
+                    "DeploymentNotFound",
+                    "The API deployment for this resource does not exist.",
+                ))
+            }
+            "/v1/realtime" | "/openai/realtime" => Ok(resp),
+            _ => Err(refusal(404, "not_found", "Invalid URL")),
         };
         record.accepted = verdict.is_ok();
         if let Ok(mut s) = seen.lock() {

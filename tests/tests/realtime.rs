@@ -496,3 +496,35 @@ fn a_session_over_client_tls_relays_both_ways() {
     }
     assert_eq!(mock.events().len(), 3);
 }
+
+/// An `azure/` deployment's session goes to Azure's realtime path with the
+/// deployment and version in the query and the key in `api-key`.
+#[test]
+fn an_azure_session_names_the_deployment_and_sends_api_key() {
+    let mock = RealtimeMock::start(UPSTREAM_MODEL, UPSTREAM_KEY);
+    let config = json!({
+        "model_list": [{
+            "model_name": "gpt-rt",
+            "litellm_params": {
+                "model": format!("azure/{UPSTREAM_MODEL}"),
+                "api_base": mock.azure_base(),
+                "api_key": UPSTREAM_KEY,
+                "api_version": "2024-10-01-preview",
+            },
+        }],
+        "general_settings": {"master_key": MASTER_KEY},
+    });
+    let gw = Gateway::start(&to_yaml(&config), &[]);
+    let (mut ws, _) = open(&gw, MASTER_KEY);
+    assert_eq!(next(&mut ws).unwrap()["type"], "session.created");
+    send(&mut ws, json!({"type": "response.create"}));
+    while next(&mut ws).unwrap()["type"] != "response.done" {}
+    close(ws);
+    let seen = mock.seen();
+    assert_eq!(
+        seen[0].uri,
+        format!("/openai/realtime?api-version=2024-10-01-preview&deployment={UPSTREAM_MODEL}")
+    );
+    assert_eq!(seen[0].header("api-key"), Some(UPSTREAM_KEY));
+    assert_eq!(seen[0].header("authorization"), None);
+}
