@@ -92,7 +92,7 @@ fn route<'h>(worker: &Worker, head: &'h RequestHead) -> Route<'h> {
         return Route::Cache(op);
     }
     // LiteLLM serves its realtime WebSocket under `/openai` too.
-    if matches!(unversioned, "/realtime" | "/openai/v1/realtime") && get {
+    if matches!(unversioned, "/realtime" | "/openai/v1/realtime") && method == "GET" {
         return Route::Realtime;
     }
     if let Some((provider, rest)) = PassThroughProvider::parse(path) {

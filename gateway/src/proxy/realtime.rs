@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 /// Longest the upstream's opening handshake may take (connect, TLS, 101).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 /// A session with no frame either way for this long is closed (1001).
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 /// Longest a closing session waits for the other side's close frame.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
 /// Largest message an upstream may send (a client's is capped by
