@@ -528,3 +528,29 @@ fn an_azure_session_names_the_deployment_and_sends_api_key() {
     assert_eq!(seen[0].header("api-key"), Some(UPSTREAM_KEY));
     assert_eq!(seen[0].header("authorization"), None);
 }
+
+/// The official OpenAI Python SDK's realtime client
+/// (`tests/python/test_realtime_sdk.py`) opens a session, gets its
+/// response, and is refused with a wrong key.
+#[test]
+fn the_openai_sdk_realtime_client_works_through_the_gateway() {
+    let mock = RealtimeMock::start(UPSTREAM_MODEL, UPSTREAM_KEY);
+    let gw = start(&mock, 1.0, UPSTREAM_KEY);
+    let key = new_key(&gw, json!({}));
+    let base_url = format!("http://127.0.0.1:{}/v1", gw.port());
+    let run = e2e::python::run_script(
+        "test_realtime_sdk.py",
+        &[
+            ("GATEWAY_BASE_URL", &base_url),
+            ("GATEWAY_KEY", &key),
+            ("REALTIME_MODEL", "gpt-rt"),
+        ],
+        Duration::from_secs(120),
+    );
+    let text = run.output;
+    let status = run
+        .status
+        .unwrap_or_else(|| panic!("test_realtime_sdk.py timed out after 120 s:\n{text}"));
+    assert!(status.success(), "{text}\n{}", gw.output());
+    assert_eq!(mock.events().len(), 1, "{:?}", mock.events());
+}
