@@ -98,6 +98,10 @@ pub const TARGETS: &[Target] = &[
         name: "images",
         run: targets::images,
     },
+    Target {
+        name: "websocket",
+        run: targets::websocket,
+    },
 ];
 
 /// The target called `name`.

@@ -750,3 +750,98 @@ pub fn images(data: &[u8]) {
         _ => answer(bedrock::to_openai(input, 1)),
     }
 }
+
+/// The realtime relay's readers: WebSocket frames through
+/// [`gateway::websocket::Endpoint`] (the first byte picks the side, the
+/// cap and how the rest is cut into reads), the upstream's handshake
+/// answer, and each message's `response.done` usage. The same messages and
+/// verdict whether the bytes come whole or in pieces; no message longer
+/// than the cap; a failure closes with its code (a peer reads that close
+/// back); an accepted handshake answer lies in the input; usage details
+/// never exceed their totals.
+pub fn websocket(data: &[u8]) {
+    use gateway::providers::realtime::response_done_usage;
+    use gateway::websocket::{check_upgrade_answer, payload, Endpoint, Message, UpgradeAnswer};
+    let (&mode, rest) = data.split_first().unwrap_or((&0, &[]));
+    let cap = 16 + usize::from(mode >> 3) * 128;
+    let server = mode & 1 == 0;
+    let piece = 1 + usize::from((mode >> 1) & 3);
+    let new = || {
+        if server {
+            Endpoint::server(cap)
+        } else {
+            Endpoint::client(cap)
+        }
+    };
+    let run = |pieces: &mut dyn Iterator<Item = &[u8]>| {
+        let mut ep = new();
+        let mut got = Vec::new();
+        let mut failed = None;
+        'feed: for p in pieces {
+            ep.feed(p);
+            loop {
+                match ep.next_message() {
+                    Ok(Some(m)) => got.push(m),
+                    Ok(None) => break,
+                    Err(f) => {
+                        // A side already closing keeps the close it sent.
+                        let code = (!ep.closing()).then_some(f.close_code());
+                        ep.fail(&f);
+                        failed = Some((code, ep.take_output()));
+                        break 'feed;
+                    }
+                }
+            }
+        }
+        (got, failed)
+    };
+    let (whole, verdict) = run(&mut std::iter::once(rest));
+    let (cut, cut_verdict) = run(&mut rest.chunks(piece));
+    assert_eq!(whole, cut, "messages differ by read size");
+    assert_eq!(
+        verdict.as_ref().map(|v| v.0),
+        cut_verdict.as_ref().map(|v| v.0),
+        "verdict differs by read size"
+    );
+    for m in &whole {
+        let body = payload(m).unwrap_or_default();
+        assert!(
+            body.len() <= cap,
+            "a {}-byte message over the cap {cap}",
+            body.len()
+        );
+        if let Some(u) = response_done_usage(body) {
+            assert!(u.tokens.cached_tokens <= u.tokens.prompt_tokens);
+            assert!(u.audio.input <= u.tokens.prompt_tokens);
+            assert!(u.audio.cached <= u.tokens.cached_tokens);
+            assert!(u.audio.output <= u.tokens.completion_tokens);
+        }
+    }
+    if let Some((code, close)) = verdict {
+        // The peer of the failed side reads the close and its code.
+        let mut peer = if server {
+            Endpoint::client(1024)
+        } else {
+            Endpoint::server(1024)
+        };
+        peer.feed(&close);
+        // Pongs to pings read before the failure may come first.
+        loop {
+            match peer.next_message() {
+                Ok(Some(Message::Pong(_))) => {}
+                Ok(Some(Message::Close(frame))) => {
+                    if let Some(code) = code {
+                        assert_eq!(frame.map(|f| u16::from(f.code)), Some(code));
+                    }
+                    break;
+                }
+                other => panic!("the close did not read back: {other:?}"),
+            }
+        }
+    }
+    if let Ok(Some(UpgradeAnswer::Accepted(n) | UpgradeAnswer::Refused { head_len: n, .. })) =
+        check_upgrade_answer(rest, "dGhlIHNhbXBsZSBub25jZQ==")
+    {
+        assert!(n <= rest.len());
+    }
+}

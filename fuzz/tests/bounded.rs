@@ -103,3 +103,8 @@ fn files() {
 fn images() {
     pass("images", 60_000);
 }
+
+#[test]
+fn websocket() {
+    pass("websocket", 50_000);
+}

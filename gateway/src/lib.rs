@@ -41,6 +41,7 @@ pub mod store;
 pub mod sync;
 pub mod telemetry;
 pub mod upstream;
+pub mod websocket;
 
 /// Version reported in `x-litellm-version` and the readiness probe.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -45,6 +45,7 @@ const LAYERS: &[&[&str]] = &[
         "panic_guard",
         "local_signal",
         "guardrails",
+        "websocket",
     ],
     &["error", "logging", "keyed_hash", "json_skim"],
 ];

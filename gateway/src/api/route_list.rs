@@ -27,6 +27,7 @@ const ROUTES: &[(&[&str], &str)] = &[
     (&["GET"], "/files/{file_id}/content"),
     (&["GET", "POST"], "/batches"),
     (&["GET"], "/batches/{batch_id}"),
+    (&["GET"], "/realtime"),
     (&["POST"], "/batches/{batch_id}/cancel"),
     (&["GET"], "/models"),
     (&["GET"], "/models/{model_id}"),

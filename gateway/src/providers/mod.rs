@@ -18,6 +18,7 @@ mod mock;
 mod openai;
 pub mod passthrough;
 pub mod passthrough_cloud;
+pub mod realtime;
 pub mod rerank;
 pub mod sigv4;
 pub mod unsupported;

@@ -38,6 +38,7 @@ mod headers;
 mod held;
 mod images;
 mod passthrough;
+mod realtime;
 mod record;
 mod relay;
 
@@ -65,6 +66,7 @@ pub use count_tokens::handle as count_tokens;
 pub use files::handle as files;
 pub use passthrough::handle as pass_through;
 pub use passthrough::handle_custom as pass_through_custom;
+pub use realtime::{handle as realtime, KEY_PROTOCOL as REALTIME_KEY_PROTOCOL};
 pub use record::flush_spend;
 use std::rc::Rc;
 use std::sync::Arc;
