@@ -131,6 +131,43 @@ for key in sorted(rows):
     print(key + "\t" + "\t".join(rows[key]))
 PY
 mv "$media.new" "$media"
+# Audio token prices (the realtime API's audio input, cached audio input
+# and audio output), looked up by the model's name.
+audio=gateway/data/audio_prices.tsv
+"$python" - "$tmp" "$src" > "$audio.new" <<'PY'
+import json, sys
+
+path, source = sys.argv[1], sys.argv[2]
+data = json.load(open(path))
+cols = [
+    "input_cost_per_audio_token", "cache_read_input_audio_token_cost",
+    "output_cost_per_audio_token",
+]
+
+def num(v):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+        return ""
+    return repr(float(v))
+
+rows = {}
+for name, spec in data.items():
+    if name == "sample_spec" or not isinstance(spec, dict):
+        continue
+    key = name.strip().lower()
+    if not key or "\t" in key or "\n" in key or key in rows:
+        continue
+    vals = [num(spec.get(c)) for c in cols]
+    if any(vals):
+        rows[key] = vals
+
+print(f"# Derived from LiteLLM's model_prices_and_context_window.json, MIT licence, Copyright (c) 2023 Berri AI.")
+print(f"# Source: {source}. Regenerate with scripts/refresh_prices.sh; do not edit by hand.")
+print("# name\t" + "\t".join(cols))
+for key in sorted(rows):
+    print(key + "\t" + "\t".join(rows[key]))
+PY
+mv "$audio.new" "$audio"
+echo "wrote $audio: $(grep -vc '^#' "$audio") models"
 echo "wrote $media: $(grep -vc '^#' "$media") models"
 echo "wrote $queries: $(grep -vc '^#' "$queries") models"
 echo "wrote $out: $(grep -vc '^#' "$out") models from $src"

@@ -41,6 +41,11 @@ if ! .venv/bin/python -c 'import openai, anthropic' >/dev/null 2>&1; then
     echo '*' > .venv/.gitignore # keep the venv out of git
     .venv/bin/python -m pip install --quiet --disable-pip-version-check openai anthropic
 fi
+# The OpenAI SDK's realtime client runs over `websockets` (tests/tests/realtime.rs).
+if ! .venv/bin/python -c 'import websockets' >/dev/null 2>&1; then
+    log "installing websockets into .venv (the OpenAI SDK's realtime client)"
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check websockets
+fi
 
 # --- LiteLLM's own packages, pinned (tests/tests/litellm_db.rs builds a
 # LiteLLM database from litellm-proxy-extras' migrations and reads the

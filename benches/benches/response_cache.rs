@@ -72,6 +72,11 @@ fn response_cache(c: &mut Criterion) {
     g.bench_function("value_parse_1kb_request", |b| {
         b.iter(|| serde_json::from_slice::<serde_json::Value>(black_box(&body)).unwrap())
     });
+    // For scale: the floor of any plan keeping the SHA-256 key, one
+    // digest of the body's bytes (SHA-NI where the CPU has it).
+    g.bench_function("sha256_1kb_request", |b| {
+        b.iter(|| <sha2::Sha256 as sha2::Digest>::digest(black_box(&body)))
+    });
     // A miss beyond its plan and lookup: the single flight it leads and
     // the answer stored (replacing the last iteration's entry).
     g.bench_function("miss_lead_store_1kb_answer", |b| {

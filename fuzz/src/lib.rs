@@ -94,6 +94,14 @@ pub const TARGETS: &[Target] = &[
         name: "rerank",
         run: targets::rerank,
     },
+    Target {
+        name: "images",
+        run: targets::images,
+    },
+    Target {
+        name: "websocket",
+        run: targets::websocket,
+    },
 ];
 
 /// The target called `name`.

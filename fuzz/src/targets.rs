@@ -490,7 +490,9 @@ pub fn cohere(data: &[u8]) {
 /// together (`cache::stream::collect`, the first byte picks chat or text
 /// completions) is a JSON object, plays back (`replay`) and is put together
 /// again from its playback into the same answer; the body's `cache`
-/// controls parse to controls or a 400, never a panic.
+/// controls parse to controls or a 400, never a panic; the bytes as a
+/// request body have a key exactly when they are JSON (the key's one-pass
+/// reader accepts nothing serde_json refuses).
 pub fn cache(data: &[u8]) {
     use gateway::cache::{control, stream};
     let Some((&first, sse)) = data.split_first() else {
@@ -514,7 +516,10 @@ pub fn cache(data: &[u8]) {
         let again: Value = serde_json::from_slice(&again).unwrap();
         assert_eq!(again, whole);
     }
-    if let Ok(v) = serde_json::from_slice::<Value>(sse) {
+    let parsed = serde_json::from_slice::<Value>(sse);
+    let key = gateway::cache::key::key(endpoint, "g", gateway::cache::Owner::Everyone, sse, None);
+    assert_eq!(key.is_ok(), parsed.is_ok(), "{key:?} vs {parsed:?}");
+    if let Ok(v) = parsed {
         let _ = control::parse(Some(&v));
         let _ = control::of_key(&v);
     }
@@ -703,4 +708,140 @@ pub fn files(data: &[u8]) {
         "{} lines of {newlines}",
         used.lines
     );
+    // The same file as a batch's input: every line bounded by its bytes.
+    for line in rest.split(|&b| b == b'\n') {
+        if let Some(bound) = gateway::providers::files::input_line_bound(line) {
+            assert_eq!(bound.prompt_tokens, line.len() as u64);
+            assert!(bound.candidates >= 1);
+        }
+    }
+}
+
+/// The image generation translators of Vertex AI's Imagen and Bedrock's
+/// image models (`providers::vertex::imagen`, `providers::bedrock::images`):
+/// the first byte picks one, the rest is its input (a client's request or
+/// the provider's answer). Any input is an answer or an error, never a
+/// panic; a translated body is JSON, an answer's `data` a list of
+/// `b64_json` strings.
+pub fn images(data: &[u8]) {
+    use gateway::providers::bedrock::images as bedrock;
+    use gateway::providers::vertex::imagen;
+    let Some((&pick, input)) = data.split_first() else {
+        return;
+    };
+    let request = |r: Result<Vec<u8>, gateway::error::GatewayError>| {
+        if let Ok(body) = r {
+            serde_json::from_slice::<Value>(&body).expect("a translated request is JSON");
+        }
+    };
+    let answer = |r: Result<Vec<u8>, gateway::error::GatewayError>| {
+        if let Ok(body) = r {
+            let v: Value = serde_json::from_slice(&body).expect("a translated answer is JSON");
+            let data = v["data"].as_array().expect("a data list");
+            assert!(data.iter().all(|d| d["b64_json"].is_string()), "{v}");
+        }
+    };
+    match pick % 6 {
+        0 => request(imagen::request(input)),
+        1 => request(bedrock::request(input, "amazon.titan-image-generator-v2:0")),
+        2 => request(bedrock::request(input, "stability.sd3-large-v1:0")),
+        3 => request(bedrock::request(input, "stability.stable-diffusion-xl-v1")),
+        4 => answer(imagen::to_openai(input, 1)),
+        _ => answer(bedrock::to_openai(input, 1)),
+    }
+}
+
+/// The realtime relay's readers: WebSocket frames through
+/// [`gateway::websocket::Endpoint`] (the first byte picks the side, the
+/// cap and how the rest is cut into reads), the upstream's handshake
+/// answer, and each message's `response.done` usage. The same messages and
+/// verdict whether the bytes come whole or in pieces; no message longer
+/// than the cap; a failure closes with its code (a peer reads that close
+/// back); an accepted handshake answer lies in the input; usage details
+/// never exceed their totals.
+pub fn websocket(data: &[u8]) {
+    use gateway::providers::realtime::response_done_usage;
+    use gateway::websocket::{check_upgrade_answer, payload, Endpoint, Message, UpgradeAnswer};
+    let (&mode, rest) = data.split_first().unwrap_or((&0, &[]));
+    let cap = 16 + usize::from(mode >> 3) * 128;
+    let server = mode & 1 == 0;
+    let piece = 1 + usize::from((mode >> 1) & 3);
+    let new = || {
+        if server {
+            Endpoint::server(cap)
+        } else {
+            Endpoint::client(cap)
+        }
+    };
+    let run = |pieces: &mut dyn Iterator<Item = &[u8]>| {
+        let mut ep = new();
+        let mut got = Vec::new();
+        let mut failed = None;
+        'feed: for p in pieces {
+            ep.feed(p);
+            loop {
+                match ep.next_message() {
+                    Ok(Some(m)) => got.push(m),
+                    Ok(None) => break,
+                    Err(f) => {
+                        // A side already closing keeps the close it sent.
+                        let code = (!ep.closing()).then_some(f.close_code());
+                        ep.fail(&f);
+                        failed = Some((code, ep.take_output()));
+                        break 'feed;
+                    }
+                }
+            }
+        }
+        (got, failed)
+    };
+    let (whole, verdict) = run(&mut std::iter::once(rest));
+    let (cut, cut_verdict) = run(&mut rest.chunks(piece));
+    assert_eq!(whole, cut, "messages differ by read size");
+    assert_eq!(
+        verdict.as_ref().map(|v| v.0),
+        cut_verdict.as_ref().map(|v| v.0),
+        "verdict differs by read size"
+    );
+    for m in &whole {
+        let body = payload(m).unwrap_or_default();
+        assert!(
+            body.len() <= cap,
+            "a {}-byte message over the cap {cap}",
+            body.len()
+        );
+        if let Some(u) = response_done_usage(body) {
+            assert!(u.tokens.cached_tokens <= u.tokens.prompt_tokens);
+            assert!(u.audio.input <= u.tokens.prompt_tokens);
+            assert!(u.audio.cached <= u.tokens.cached_tokens);
+            assert!(u.audio.output <= u.tokens.completion_tokens);
+        }
+    }
+    if let Some((code, close)) = verdict {
+        // The peer of the failed side reads the close and its code.
+        let mut peer = if server {
+            Endpoint::client(1024)
+        } else {
+            Endpoint::server(1024)
+        };
+        peer.feed(&close);
+        // Pongs to pings read before the failure may come first.
+        loop {
+            match peer.next_message() {
+                Ok(Some(Message::Pong(_))) => {}
+                Ok(Some(Message::Close(frame))) => {
+                    if let Some(code) = code {
+                        assert_eq!(frame.map(|f| u16::from(f.code)), Some(code));
+                    }
+                    break;
+                }
+                other => panic!("the close did not read back: {other:?}"),
+            }
+        }
+    }
+    if let Ok(Some(UpgradeAnswer::Accepted(n) | UpgradeAnswer::Refused { head_len: n, .. })) =
+        check_upgrade_answer(rest, "dGhlIHNhbXBsZSBub25jZQ==")
+    {
+        assert!(n <= rest.len());
+    }
 }

@@ -98,3 +98,13 @@ fn pass_through() {
 fn files() {
     pass("files", 100_000);
 }
+
+#[test]
+fn images() {
+    pass("images", 60_000);
+}
+
+#[test]
+fn websocket() {
+    pass("websocket", 50_000);
+}

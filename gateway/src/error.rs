@@ -409,6 +409,18 @@ pub enum GatewayError {
         /// What the operator must set.
         missing: String,
     },
+    /// A request to the realtime route that is not a WebSocket handshake.
+    #[error("/v1/realtime is a WebSocket endpoint: {0}")]
+    NotWebSocket(String),
+    /// A realtime session routed to a deployment whose provider has no
+    /// realtime API here.
+    #[error("Provider \"{provider}\" (deployment {deployment}) has no realtime API on this gateway; /v1/realtime serves openai/ and azure/ deployments")]
+    NoRealtime {
+        /// The provider prefix.
+        provider: String,
+        /// The deployment id.
+        deployment: String,
+    },
 }
 
 impl GatewayError {
@@ -464,6 +476,8 @@ impl GatewayError {
             ManagedNotFound { .. } => 404,
             ManagedForbidden(_) => 403,
             PassThroughUnconfigured { .. } => 503,
+            NotWebSocket(_) => 426,
+            NoRealtime { .. } => 400,
         }
     }
 
@@ -519,6 +533,7 @@ impl GatewayError {
             GatewayError::UnknownModel(_)
             | GatewayError::Unpriced(_)
             | GatewayError::UnsupportedProvider { .. }
+            | GatewayError::NoRealtime { .. }
             | GatewayError::UnpricedBlocked(_)
             | GatewayError::ModelAccessDenied { .. } => Some("model"),
             GatewayError::BadField { field, .. } | GatewayError::ImageUrl { param: field, .. } => {

@@ -139,7 +139,7 @@ impl<'a> Reader<'a> {
     pub(crate) fn object(
         &mut self,
         depth: usize,
-        mut member: impl FnMut(&mut Self, &[u8]) -> Option<()>,
+        mut member: impl FnMut(&mut Self, &'a [u8]) -> Option<()>,
     ) -> Option<()> {
         self.sequence(depth, [b'{', b'}'], |r| {
             let key = r.string()?;
@@ -157,7 +157,7 @@ impl<'a> Reader<'a> {
     pub(crate) fn object_or_null(
         &mut self,
         depth: usize,
-        member: impl FnMut(&mut Self, &[u8]) -> Option<()>,
+        member: impl FnMut(&mut Self, &'a [u8]) -> Option<()>,
     ) -> Option<()> {
         match self.peek()? {
             b'n' => self.literal(b"null"),

@@ -31,6 +31,7 @@ pub mod providers;
 pub mod proxy;
 pub mod read_through;
 pub mod reload;
+pub mod replicas;
 pub mod router;
 pub mod server;
 pub mod spend;
@@ -40,6 +41,7 @@ pub mod store;
 pub mod sync;
 pub mod telemetry;
 pub mod upstream;
+pub mod websocket;
 
 /// Version reported in `x-litellm-version` and the readiness probe.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -178,11 +178,17 @@ fn run(opts: Options) -> Result<(), String> {
     }
     let deployments = config.deployments.len();
     let keys = Arc::new(gateway::auth::KeyCache::default());
+    let me = gateway::replicas::Replica::this_process(addr.to_string(), opts.workers);
     let (fleet, cooldowns) = gateway::router::cooldowns::shared(
         config.rate_limits.redis_url.as_deref(),
         &config.rate_limits.redis_cluster,
+        &me.id,
     )
     .unzip();
+    let replicas = Arc::new(gateway::replicas::Replicas::new(
+        me,
+        config.rate_limits.redis_url.is_some(),
+    ));
     let models = Arc::new(
         gateway::models::Models::new(
             std::mem::take(&mut config.deployments),
@@ -211,6 +217,12 @@ fn run(opts: Options) -> Result<(), String> {
         cooldowns,
     )
     .map_err(|e| format!("cannot start the control plane's services: {e}"))?;
+    if let Some(url) = config.rate_limits.redis_url.clone() {
+        let (replicas, cluster) = (replicas.clone(), config.rate_limits.redis_cluster.clone());
+        control
+            .spawn(move |_| gateway::replicas::heartbeat::run(replicas, url, cluster))
+            .map_err(|e| format!("cannot start the replica heartbeat: {e}"))?;
+    }
     seed_declared_keys(&control, std::mem::take(&mut config.virtual_keys))?;
     load_stored_models(&control, &caches.models)?;
     load_known_keys(&control, &caches.keys)?;
@@ -218,7 +230,14 @@ fn run(opts: Options) -> Result<(), String> {
     if let Some(budget) = &config.proxy_budget {
         set_up_proxy_budget(&control, &caches.keys, budget.clone())?;
     }
-    let mut shared = Shared::new(config, tls, caches, control.clone(), spend.clone(), limiter);
+    let mut shared = Shared::new(
+        config,
+        tls,
+        caches,
+        control.clone(),
+        spend.clone(),
+        (limiter, replicas),
+    );
     if let Some(client_tls) = client_tls {
         shared = shared.with_client_tls(client_tls);
     }

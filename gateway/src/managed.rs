@@ -4,10 +4,14 @@
 //! Postgres, memory otherwise). A new object is written to the map at once
 //! and to the store without waiting; an id this replica has not seen is
 //! read through the store once (another replica created it). Charging a
-//! completed batch is claimed in the store, so the fleet charges it once.
+//! completed batch is claimed in the store, so the fleet charges it once;
+//! so is each poll of an open batch by the poller (`due`), and a batch's
+//! budget hold counts in the store until the batch is charged or final.
 
 use crate::control::ControlPlane;
 use crate::store::{ManagedKind, ManagedObject};
+use chrono::{DateTime, Utc};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,6 +33,10 @@ pub struct ManagedError(pub String);
 pub struct Managed {
     objects: papaya::HashMap<String, Arc<ManagedObject>>,
     control: ControlPlane,
+    /// Whether a core of this process runs the batch poller.
+    poller: AtomicBool,
+    /// Batches with a hold recorded here and not yet in the store.
+    unwritten: Arc<papaya::HashMap<String, Arc<ManagedObject>>>,
 }
 
 impl Managed {
@@ -37,6 +45,8 @@ impl Managed {
         Managed {
             objects: papaya::HashMap::new(),
             control,
+            poller: AtomicBool::new(false),
+            unwritten: Arc::new(papaya::HashMap::new()),
         }
     }
 
@@ -47,6 +57,12 @@ impl Managed {
         if objects.len() < MAX_CACHED {
             objects.insert(object.id.clone(), object.clone());
         }
+        if object.hold > 0.0 {
+            self.unwritten
+                .pin()
+                .insert(object.id.clone(), object.clone());
+        }
+        let unwritten = self.unwritten.clone();
         let queued = self.control.spawn(move |ctx| async move {
             if let Err(e) = ctx.store().insert_managed(&object).await {
                 tracing::error!(
@@ -56,6 +72,7 @@ impl Managed {
                     "could not record a managed file or batch"
                 );
             }
+            unwritten.pin().remove(&object.id);
         });
         if let Err(e) = queued {
             tracing::error!(error = %e, "could not queue the record of a managed file or batch");
@@ -120,5 +137,67 @@ impl Managed {
             .await
             .map_err(|e| ManagedError(e.to_string()))?
             .map_err(|e| ManagedError(e.to_string()))
+    }
+
+    /// True for the first caller in this process: the one core that runs
+    /// the batch poller.
+    pub fn take_poller(&self) -> bool {
+        !self.poller.swap(true, Ordering::AcqRel)
+    }
+
+    /// Claims up to `limit` batches due for a poll now (created at or
+    /// after `oldest`), each for this caller alone until `next`.
+    pub async fn due(
+        &self,
+        next: DateTime<Utc>,
+        oldest: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<ManagedObject>, ManagedError> {
+        self.control
+            .call(STORE_TIMEOUT, move |ctx| async move {
+                ctx.store()
+                    .due_batches(Utc::now(), next, oldest, limit)
+                    .await
+            })
+            .await
+            .map_err(|e| ManagedError(e.to_string()))?
+            .map_err(|e| ManagedError(e.to_string()))
+    }
+
+    /// Records a poll of batch `id` without waiting: its upstream
+    /// `status`; `last` (a final status) ends its polls and its hold.
+    pub fn polled(&self, id: &str, status: &str, last: bool) {
+        let (id, status) = (id.to_string(), status.to_string());
+        let queued = self.control.spawn(move |ctx| async move {
+            if let Err(e) = ctx.store().batch_polled(&id, &status, last).await {
+                tracing::error!(batch = %id, error = %e, "could not record a batch's poll");
+            }
+        });
+        if let Err(e) = queued {
+            tracing::error!(error = %e, "could not queue the record of a batch's poll");
+        }
+    }
+
+    /// USD held by `key`'s open batches: the store's, and those this
+    /// replica recorded that are not written yet (a batch another replica
+    /// created a moment ago may be missing).
+    pub async fn held_by(&self, key: &str) -> Result<f64, ManagedError> {
+        let owned = key.to_string();
+        let stored = self
+            .control
+            .call(STORE_TIMEOUT, move |ctx| async move {
+                ctx.store().batch_holds(&owned).await
+            })
+            .await
+            .map_err(|e| ManagedError(e.to_string()))?
+            .map_err(|e| ManagedError(e.to_string()))?;
+        let pending: f64 = self
+            .unwritten
+            .pin()
+            .values()
+            .filter(|o| o.key == key)
+            .map(|o| o.hold)
+            .sum();
+        Ok(stored + pending)
     }
 }

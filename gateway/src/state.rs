@@ -76,26 +76,31 @@ pub struct Shared {
     pub pass_through: Arc<crate::providers::passthrough::PassThroughTargets>,
     /// Which key created each file and batch.
     pub managed: crate::managed::Managed,
+    /// This replica and the fleet its heartbeat last saw.
+    pub replicas: Arc<crate::replicas::Replicas>,
+    /// How often the batch poller runs; `None`: it does not.
+    pub batch_polling: Option<std::time::Duration>,
 }
 
 impl Shared {
     /// Builds the process state from a validated config (whose deployments
     /// are already in the caches' model set), the key cache and model set,
     /// the control plane that fills both, the spend writer, and the rate
-    /// limiter.
+    /// limiter, and this replica among the fleet's.
     pub fn new(
         config: Config,
         tls: Arc<rustls::ClientConfig>,
         caches: Caches,
         control: ControlPlane,
         spend: SpendWriter,
-        limiter: Limiter,
+        (limiter, replicas): (Limiter, Arc<crate::replicas::Replicas>),
     ) -> Self {
         let (shutdown_tx, _) = watch::channel(false);
         let metrics = crate::metrics::Metrics::new(config.metrics.clone());
         let reloader = crate::reload::Reloader::new(&config);
         Shared {
             managed: crate::managed::Managed::new(control.clone()),
+            replicas,
             pass_through: config.pass_through.clone(),
             reloader,
             tracer: crate::otel::Tracer::new(config.otel.clone()),
@@ -106,6 +111,7 @@ impl Shared {
             block_unpriced: config.block_unpriced,
             guardrails: config.guardrails.clone(),
             spend_logs: config.spend_logs,
+            batch_polling: config.batch_polling,
             health: Arc::new(crate::health::Health::new(
                 config.health.clone(),
                 tls.clone(),

@@ -17,7 +17,7 @@ const LAYERS: &[&[&str]] = &[
     &["proxy"],
     &["state"],
     &["reload"],
-    &["telemetry", "health"],
+    &["telemetry", "health", "replicas"],
     &["spend::writer", "router::cooldowns"],
     &["sync"],
     &["managed"],
@@ -45,6 +45,7 @@ const LAYERS: &[&[&str]] = &[
         "panic_guard",
         "local_signal",
         "guardrails",
+        "websocket",
     ],
     &["error", "logging", "keyed_hash", "json_skim"],
 ];

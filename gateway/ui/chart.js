@@ -63,3 +63,18 @@ export function barChart(title, points, format = (v) => String(v)) {
   });
   return root;
 }
+
+/**
+ * A horizontal bar, `value` against `max`, for a table cell: the share of
+ * a breakdown row, with a <title> of `label`.
+ */
+export function shareBar(value, max, label) {
+  const width = 120;
+  const root = svg('svg', { viewBox: `0 0 ${width} 10`, width, height: 10, class: 'share', role: 'img', 'aria-label': label });
+  root.append(svg('rect', { x: 0, y: 0, width, height: 10, rx: 3, class: 'share-bg' }));
+  const v = max > 0 ? Math.max(0, Math.min(1, Number(value) / max)) : 0;
+  const bar = svg('rect', { x: 0, y: 0, width: Math.max(v * width, v > 0 ? 1 : 0), height: 10, rx: 3, class: 'bar-rect' });
+  bar.append(svg('title', {}, label));
+  root.append(bar);
+  return root;
+}

@@ -2,10 +2,12 @@
 
 Environment: GATEWAY_URL, GATEWAY_MASTER_KEY, GATEWAY_MODEL (a model group
 that answers), GATEWAY_FALLBACK_MODEL (a group whose primary fails and falls
-back), SCREENSHOT_DIR. Logs in (after a wrong password), creates a key
+back), SCREENSHOT_DIR, GATEWAY_REPLICAS (how many replicas share the
+gateway's Redis, 1 without). Logs in (after a wrong password), creates a key
 through the form, uses it, finds it listed, sees its request with every
-attempt in Logs, the Usage chart, blocks the key and sees its next request
-refused, visits every page (a screenshot each), logs out; the browser's
+attempt in Logs, the Usage chart and the spend by user, blocks the key and
+sees its next request refused, visits every page (a screenshot each), sees
+the replicas on Health and where Limits counts, logs out; the browser's
 console must stay free of errors.
 """
 
@@ -26,6 +28,7 @@ MASTER = os.environ["GATEWAY_MASTER_KEY"]
 MODEL = os.environ["GATEWAY_MODEL"]
 FALLBACK_MODEL = os.environ["GATEWAY_FALLBACK_MODEL"]
 SHOTS = os.environ["SCREENSHOT_DIR"]
+REPLICAS = int(os.environ.get("GATEWAY_REPLICAS", "1"))
 PAGES = ["Keys", "Teams", "Users", "Organizations", "Models", "Usage", "Logs", "Limits", "Health"]
 
 
@@ -116,6 +119,19 @@ def main():
             "return JSON.stringify(localStorage) + JSON.stringify(sessionStorage) + document.cookie"
         )
 
+        def usage_cards():
+            return d.execute_script(
+                "return Object.fromEntries([...document.querySelectorAll('.cards .card')]"
+                ".map(c => [c.querySelector('.label').textContent, c.querySelector('.value').textContent]))"
+            )
+
+        # Usage before any traffic: nothing counted yet (the chart changes below).
+        goto("Usage")
+        wait.until(EC.presence_of_element_located((By.ID, "usage-charts")))
+        before = usage_cards()
+        assert before["Requests in range"] == "0", before
+        goto("Keys")
+
         # Create a key through the form; it is shown once.
         create = wait.until(EC.presence_of_element_located((By.ID, "create-key-form")))
         create.find_element(By.NAME, "key_alias").send_keys("browser-key")
@@ -132,6 +148,15 @@ def main():
         # The key works; a fallback leaves a failed attempt behind.
         assert chat(new_key, MODEL) == 200
         assert chat(new_key, FALLBACK_MODEL) == 200
+        # A user's key, for Usage's spend by user.
+        req = urllib.request.Request(
+            f"{BASE}/user/new",
+            data=json.dumps({"user_id": "usage-user", "user_email": "usage@example.com"}).encode(),
+            headers={"Authorization": f"Bearer {MASTER}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=30) as res:
+            usage_user_key = json.load(res)["key"]
+        assert chat(usage_user_key, MODEL) == 200
 
         # Logs: the requests, one of them with two attempts.
         goto("Logs")
@@ -172,13 +197,29 @@ def main():
         assert len(labels) == 14, labels
         # The last 30 days' spend (LiteLLM's /global/spend) holds the range's:
         # all of this test's traffic is today's.
-        cards = d.execute_script(
-            "return Object.fromEntries([...document.querySelectorAll('.cards .card')]"
-            ".map(c => [c.querySelector('.label').textContent, c.querySelector('.value').textContent]))"
-        )
+        cards = usage_cards()
+        assert cards["Requests in range"] != before["Requests in range"], (before, cards)
         assert cards["Spend in range"] == cards["Spend, last 30 days"], cards
         assert cards["Spend in range"] != "$0.00", cards
-        shot("06-usage")
+
+        # By user: the user's request, named by its email (the daily rows
+        # are written in batches: show the range again until it is there).
+        def by_user_shows(text):
+            if text in d.find_element(By.ID, "usage-by-user").text:
+                return True
+            d.find_element(By.CSS_SELECTOR, "#usage-range button[type='submit']").click()
+            return False
+
+        WebDriverWait(d, 30, poll_frequency=1, ignored_exceptions=(StaleElementReferenceException,
+                                                                    NoSuchElementException)).until(
+            lambda _: by_user_shows("usage@example.com (usage-user)"))
+        row = [[td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+               for tr in d.find_elements(By.CSS_SELECTOR, "#usage-by-user tbody tr") if "usage-user" in tr.text][0]
+        assert row[1].startswith("$0.0") and row[2] == "1", row
+        # Each row's spend is drawn as its share.
+        assert d.find_elements(By.CSS_SELECTOR, "#usage-by-user svg.share rect.bar-rect"), "no share bars"
+        d.execute_script("document.getElementById('usage-by-user').scrollIntoView()")
+        shot("06-usage-by-user")
 
         # Block the key: its next request is refused.
         goto("Keys")
@@ -346,8 +387,28 @@ def main():
         # Every page renders without an error notice.
         for i, page in enumerate(PAGES):
             goto(page)
+            if page == "Usage":
+                # Screenshot the page read, not its "Reading..." line.
+                wait.until(EC.presence_of_element_located((By.ID, "usage-by-user")))
             if page == "Health":
                 text_appears("healthy,")
+                # The replicas sharing this gateway's Redis (itself alone
+                # without): their heartbeats are read every few seconds.
+                def replicas_listed():
+                    if f"Replicas ({REPLICAS} alive)" in d.find_element(By.ID, "replicas").text:
+                        return True
+                    goto("Limits")
+                    goto("Health")
+                    return False
+
+                WebDriverWait(d, 30, poll_frequency=1, ignored_exceptions=(StaleElementReferenceException,
+                                                                            NoSuchElementException)).until(
+                    lambda _: replicas_listed())
+                rows = [r.text for r in d.find_elements(By.CSS_SELECTOR, "#replicas tbody tr")]
+                assert len(rows) == REPLICAS, rows
+                assert sum("this replica" in r for r in rows) == 1, rows
+                port = BASE.rsplit(":", 1)[1]
+                assert any("this replica" in r and f"127.0.0.1:{port}" in r for r in rows), rows
             if page == "Limits":
                 # A key's live use beside its limits.
                 req = urllib.request.Request(
@@ -364,6 +425,15 @@ def main():
                 wait.until(lambda _: "rpm" in d.find_element(By.ID, "live-limits").text)
                 rows = [r.text for r in d.find_elements(By.CSS_SELECTOR, "#live-limits tbody tr")]
                 assert any(r.startswith("api_key") and " rpm 7 " in f" {r} " for r in rows), rows
+                # Where the use shown is counted is said.
+                where = d.find_element(By.CSS_SELECTOR, "#live-limits .notice").text
+                if REPLICAS == 1:
+                    assert "counted by this replica" in where, where
+                    assert any(r.startswith("api_key") and " rpm 7 1 6" in f" {r} " for r in rows), rows
+                else:
+                    # The fleet's counters, read from Redis: the one request.
+                    assert "as the fleet counts it in Redis" in where, where
+                    assert any(r.startswith("api_key") and " rpm 7 1 6" in f" {r} " for r in rows), rows
             notices = d.find_elements(By.CSS_SELECTOR, "#page .notice.error")
             assert not notices, f"{page}: {[n.text for n in notices]}"
             shot(f"{i + 1:02d}-{page.lower()}")

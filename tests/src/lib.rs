@@ -14,6 +14,8 @@
 //! - [`guardrail_service`]: a guardrail service of LiteLLM's
 //!   `generic_guardrail_api` contract ([`guardrail_service::GuardrailService`]).
 //! - [`raw_upstream`]: a scripted upstream answering fixed bytes ([`RawUpstream`]).
+//! - [`realtime_mock`]: OpenAI's realtime API over WebSocket
+//!   ([`realtime_mock::RealtimeMock`]).
 //! - [`redis`]: a private, stoppable `redis-server` ([`PrivateRedis`]) for
 //!   the rate-limit tests.
 //! - [`redis_cluster`]: a private three-master Redis Cluster
@@ -41,6 +43,7 @@ pub mod postgres;
 mod procs;
 pub mod python;
 pub mod raw_upstream;
+pub mod realtime_mock;
 pub mod redis;
 pub mod redis_cluster;
 pub mod tls_client;

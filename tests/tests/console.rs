@@ -2,7 +2,8 @@
 //! session cookie, the cookie as a credential for the admin API with a CSRF
 //! token on state-changing calls, logout, the per-address login throttle;
 //! and the whole console in headless Chromium (`tests/python/test_console.py`,
-//! Selenium), in memory and on Postgres, screenshots of each page under
+//! Selenium), in memory and on Postgres with two replicas sharing a Redis,
+//! screenshots of each page under
 //! `target/tmp/console-screenshots*/`.
 
 use std::path::Path;
@@ -265,13 +266,16 @@ fn wrong_passwords_are_throttled_per_address() {
 }
 
 /// Runs `tests/python/test_console.py` against a [`gateway`] started with
-/// `envs`; screenshots go to `target/tmp/<shots>/`.
-fn browser_run(envs: &[(&str, &str)], shots: &str) {
+/// `envs`, beside `others` more replicas of it (sharing its Redis);
+/// screenshots go to `target/tmp/<shots>/`.
+fn browser_run(envs: &[(&str, &str)], others: usize, shots: &str) {
     assert!(
         Path::new("/usr/bin/chromium").exists() && Path::new("/usr/bin/chromedriver").exists(),
         "chromium and chromedriver are missing: run scripts/test.sh (apt-get install chromium chromium-driver)"
     );
     let gw = gateway(envs);
+    let _others: Vec<Gateway> = (0..others).map(|_| gateway(envs)).collect();
+    let replicas = (others + 1).to_string();
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join(shots);
     let _ = std::fs::remove_dir_all(&shots);
     std::fs::create_dir_all(&shots).expect("screenshot dir");
@@ -283,6 +287,7 @@ fn browser_run(envs: &[(&str, &str)], shots: &str) {
         ("GATEWAY_MODEL", "local-mock"),
         ("GATEWAY_FALLBACK_MODEL", "chat-deep"),
         ("SCREENSHOT_DIR", shots_dir.as_str()),
+        ("GATEWAY_REPLICAS", replicas.as_str()),
     ];
     let run = e2e::python::run_script("test_console.py", &script_envs, Duration::from_secs(180));
     let (status, output) = (run.status, run.output);
@@ -322,15 +327,19 @@ fn browser_run(envs: &[(&str, &str)], shots: &str) {
 
 #[test]
 fn the_console_works_in_headless_chromium() {
-    browser_run(&[], "console-screenshots");
+    browser_run(&[], 0, "console-screenshots");
 }
 
-/// The same pages against LiteLLM's tables in Postgres.
+/// The same pages against LiteLLM's tables in Postgres, as a fleet: two
+/// replicas sharing a Redis (the Health page lists both).
 #[test]
-fn the_console_works_in_headless_chromium_on_postgres() {
+fn the_console_works_in_headless_chromium_on_postgres_with_two_replicas() {
     let db = e2e::TestDb::create();
+    let redis = e2e::PrivateRedis::start();
+    let url = redis.url();
     browser_run(
-        &[("DATABASE_URL", db.url())],
+        &[("DATABASE_URL", db.url()), ("REDIS_URL", url.as_str())],
+        1,
         "console-screenshots-postgres",
     );
 }

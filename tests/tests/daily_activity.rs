@@ -11,6 +11,10 @@ use serde_json::{json, Value};
 use std::time::Duration;
 
 fn start() -> Gateway {
+    start_with(&[])
+}
+
+fn start_with(envs: &[(&str, &str)]) -> Gateway {
     let config = json!({
         "model_list": [{
             "model_name": "priced",
@@ -23,7 +27,7 @@ fn start() -> Gateway {
         }],
         "general_settings": {"master_key": MASTER_KEY},
     });
-    Gateway::start(&to_yaml(&config), &[])
+    Gateway::start(&to_yaml(&config), envs)
 }
 
 fn chat(gw: &Gateway, key: &str, body: Value) {
@@ -245,6 +249,7 @@ fn live_limits_of_a_key_and_its_team() {
     assert_eq!(live["mode"], "local", "{live}");
     assert_eq!(live["reservation"], true, "{live}");
     assert_eq!(live["counted_here"], true, "{live}");
+    assert_eq!(live["counted_in"], "replica", "{live}");
     let limit = |scope: &str, kind: &str| {
         live["limits"]
             .as_array()
@@ -290,4 +295,66 @@ fn live_limits_of_a_key_and_its_team() {
         &get_as(&gw, &key, &format!("/gateway/limits?api_key={key}")),
         403,
     );
+}
+
+/// In `redis` mode the fleet's count is in Redis: `/gateway/limits` says
+/// so (`counted_in: fleet`) rather than show this replica's counters,
+/// which do not hold it, as if they were the use.
+#[test]
+fn live_limits_in_redis_mode_name_the_fleet_as_where_the_count_lives() {
+    let redis = e2e::PrivateRedis::start();
+    let url = redis.url();
+    let gw = start_with(&[("REDIS_URL", url.as_str())]);
+    let key = gw
+        .post(
+            "/key/generate",
+            &json!({"rpm_limit": 10, "tpm_limit": 100000, "max_parallel_requests": 5}),
+        )
+        .expect_status(200)
+        .json()["key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for _ in 0..2 {
+        chat(
+            &gw,
+            &key,
+            json!({"model": "priced", "messages": [{"role": "user", "content": "hi"}]}),
+        );
+    }
+    // The fleet's counters, read from Redis: two requests, their tokens,
+    // and no slot held once both settlements (sent after the answers) land.
+    let line = |live: &Value, kind: &str| {
+        live["limits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["scope"] == "api_key" && l["type"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} line: {live}"))
+            .clone()
+    };
+    let live = e2e::eventually("the slots freed", Duration::from_secs(5), || {
+        let live = gw
+            .get(&format!("/gateway/limits?api_key={key}"))
+            .expect_status(200)
+            .json();
+        (line(&live, "parallel")["current"] == 0).then_some(live)
+    });
+    assert_eq!(
+        (live["mode"].clone(), live["counted_in"].clone()),
+        (json!("redis"), json!("fleet")),
+        "{live}"
+    );
+    assert_eq!(live["counted_here"], false, "{live}");
+    let of = |kind: &str| line(&live, kind);
+    assert_eq!(
+        (of("rpm")["limit"].clone(), of("rpm")["current"].clone()),
+        (json!(10), json!(2)),
+        "{live}"
+    );
+    assert_eq!(of("rpm")["remaining"], 8, "{live}");
+    let tokens = of("tpm")["current"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{live}"));
+    assert!(tokens > 0, "{live}");
 }

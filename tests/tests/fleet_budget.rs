@@ -454,7 +454,7 @@ fn two_lease_mode_replicas_with_budget_slices_stay_within_a_small_budget() {
 fn a_killed_replicas_budget_slice_lapses() {
     let fleet = Fleet::start_limited(
         &[("GATEWAY_RATE_LIMIT_MODE", "lease")],
-        json!({"parallel_slot_ttl_secs": 4, "lease_ttl_ms": 10_000, "lease_fraction": 0.5}),
+        json!({"parallel_slot_ttl_secs": 6, "lease_ttl_ms": 10_000, "lease_fraction": 0.5}),
     );
     let mut fleet = fleet;
     // The first slice is half the budget, many requests' worth.
@@ -464,7 +464,8 @@ fn a_killed_replicas_budget_slice_lapses() {
     assert_eq!(status, 200, "{body}");
     let mut spent = cost_of(&body);
     // A serving slice's spend is reported within a sweep (250 ms); the
-    // slice serves for half its hold's life (2 s) and is still held.
+    // slice serves for half its hold's life (3 s: room for a loaded
+    // machine) and is still held.
     e2e::eventually("spend reported", Duration::from_secs(1), || {
         counted(&fleet, &token)
             .filter(|c| (c - spent).abs() < 1e-6)
@@ -484,7 +485,7 @@ fn a_killed_replicas_budget_slice_lapses() {
     fleet.replicas.remove(0);
     // The slice lapses after its hold's life; the other replica then
     // spends everything that is left.
-    std::thread::sleep(Duration::from_millis(4500));
+    std::thread::sleep(Duration::from_millis(6500));
     loop {
         match chat(&fleet.replicas[0], MODEL, &key) {
             (200, body) => spent += cost_of(&body),

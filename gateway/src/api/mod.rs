@@ -20,7 +20,7 @@ mod test_hooks;
 mod ui;
 
 use crate::auth::{CredentialMemo, Principal};
-use crate::downstream::Responder;
+use crate::downstream::{ClientStream, Responder};
 use crate::error::GatewayError;
 use crate::http1::RequestHead;
 use crate::inbound::Endpoint;
@@ -67,6 +67,8 @@ enum Route<'a> {
     CustomPassThrough(usize),
     /// OpenAI's Files and Batch APIs.
     Files(FilesOp<'a>),
+    /// The realtime API over WebSocket: the session keeps the connection.
+    Realtime,
     NotFound,
 }
 
@@ -88,6 +90,10 @@ fn route<'h>(worker: &Worker, head: &'h RequestHead) -> Route<'h> {
     }
     if let Some(op) = cache::Op::parse(method, path) {
         return Route::Cache(op);
+    }
+    // LiteLLM serves its realtime WebSocket under `/openai` too.
+    if matches!(unversioned, "/realtime" | "/openai/v1/realtime") && method == "GET" {
+        return Route::Realtime;
     }
     if let Some((provider, rest)) = PassThroughProvider::parse(path) {
         return Route::PassThrough(provider, rest);
@@ -251,6 +257,12 @@ pub async fn admit(
             auth.authenticate_key(key, credentials).await.map(Some)
         }
         Route::PassThrough(..) => auth.authenticate(head, credentials).await.map(Some),
+        // Browsers cannot set headers on a WebSocket: LiteLLM reads the
+        // key from a subprotocol too.
+        Route::Realtime => {
+            let key = crate::auth::credential(head).or_else(|| realtime_protocol_key(head));
+            auth.authenticate_key(key, credentials).await.map(Some)
+        }
         Route::CustomPassThrough(index) => match worker.shared.pass_through.custom.get(index) {
             Some(endpoint) if endpoint.auth => auth
                 .authenticate(head, credentials)
@@ -271,6 +283,43 @@ pub async fn admit(
         }
     };
     Admission(result.and_then(|caller| key_routes(caller, head.path())))
+}
+
+/// The key a browser offers as a subprotocol (`openai-insecure-api-key.<key>`).
+fn realtime_protocol_key(head: &RequestHead) -> Option<&str> {
+    head.header("sec-websocket-protocol")?
+        .split(',')
+        .map(str::trim)
+        .find_map(|p| p.strip_prefix(proxy::REALTIME_KEY_PROTOCOL))
+        .filter(|k| !k.is_empty())
+}
+
+/// Whether the request's route keeps the connection for itself (the
+/// realtime WebSocket): the connection loop then hands it over to
+/// [`take_over`] instead of answering it.
+pub fn takes_connection(worker: &Worker, head: &RequestHead) -> bool {
+    matches!(route(worker, head), Route::Realtime)
+}
+
+/// Serves a request whose route keeps the connection ([`takes_connection`]):
+/// `leftover` is what the client sent after the head.
+pub async fn take_over(
+    worker: &Worker,
+    head: &RequestHead,
+    admission: Admission,
+    stream: ClientStream,
+    leftover: Vec<u8>,
+    received_at: Instant,
+) {
+    proxy::realtime(
+        worker,
+        head,
+        admission.caller(),
+        stream,
+        leftover,
+        received_at,
+    )
+    .await;
 }
 
 /// Answers a request whose body could not be read (too large, too slow,
@@ -435,6 +484,10 @@ pub async fn handle(
             Ok(caller) => models::get(worker, &caller, id, out).await,
             Err(e) => Err(e),
         },
+        // The connection loop hands this route over to `take_over`.
+        Route::Realtime => Err(GatewayError::Internal(
+            "the realtime route keeps its connection",
+        )),
         Route::NotFound if admission.is_refused() => admission.caller().map(drop),
         Route::NotFound => {
             #[cfg(debug_assertions)]

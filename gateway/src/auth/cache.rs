@@ -197,6 +197,11 @@ impl KeyCache {
         self.keys.pin().get(hash).cloned()
     }
 
+    /// The cached key whose `token` (sha256 in hex) is `token`, if any.
+    pub fn by_token(&self, token: &str) -> Option<Arc<KeyEntry>> {
+        self.get(&parse_token(token)?)
+    }
+
     /// The per-model budget windows of cached keys, teams and users that
     /// are due as of `now` ([`ModelBudgets::due_model_windows`]), as (kind,
     /// token or id, model, start).

@@ -369,6 +369,20 @@ impl Authenticator {
         Ok(Principal::Key(entry))
     }
 
+    /// Whether `principal`, authenticated a while ago (a realtime session),
+    /// may still spend: its key's current copy is neither blocked (nor its
+    /// team), expired nor deleted. The master key always may.
+    pub fn still_usable(&self, principal: &Principal) -> Result<(), GatewayError> {
+        let Principal::Key(key) = principal else {
+            return Ok(());
+        };
+        let current = self
+            .keys
+            .by_token(&key.record.token)
+            .ok_or_else(|| GatewayError::InvalidKey(abbreviate(&key.record.token)))?;
+        checks::key_usable(&current, chrono::Utc::now())
+    }
+
     /// The virtual key whose sha256 is `hash`, checked usable (the console's
     /// key sessions hold only the hash). The master key is not one.
     pub async fn key_by_hash(&self, hash: &TokenHash) -> Result<Principal, GatewayError> {

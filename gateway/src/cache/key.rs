@@ -11,6 +11,7 @@
 //! entry's owner ([`Owner`]: a team, a key's token hash, the master key)
 //! is hashed in too, so callers outside it never share the entry.
 
+use super::key_skim;
 use super::settings::Scope;
 use crate::auth::Principal;
 use crate::inbound::Endpoint;
@@ -65,7 +66,9 @@ impl<'a> Owner<'a> {
 /// JSON object's bytes), owned by `owner`, under `namespace`; and whether
 /// the body asks for a usage chunk (`stream_options.include_usage`). The
 /// body is read once into a tree that borrows its strings (no copy of the
-/// prompt, no map built), then hashed in canonical order.
+/// prompt, no map built), then hashed in canonical order: by
+/// [`key_skim`] into one buffer hashed at once, or, for what it leaves,
+/// through serde_json (same bytes fed, same key).
 pub fn key(
     endpoint: Endpoint,
     group: &str,
@@ -73,25 +76,54 @@ pub fn key(
     body: &[u8],
     namespace: Option<&str>,
 ) -> Result<(String, bool), serde_json::Error> {
-    let mut root: Node<'_> = serde_json::from_slice(body)?;
-    let mut h = Sha256::new();
-    h.update(endpoint.path_suffix().as_bytes());
-    h.update([0]);
-    h.update(group.as_bytes());
-    h.update([0]);
+    let mut head = Vec::with_capacity(body.len().saturating_add(256));
+    head.extend_from_slice(endpoint.path_suffix().as_bytes());
+    head.push(0);
+    head.extend_from_slice(group.as_bytes());
+    head.push(0);
     // `Everyone` adds nothing: a global key is the one before scopes.
+    let tagged = |head: &mut Vec<u8>, tag: u8, s: &str| {
+        head.push(tag);
+        head.extend_from_slice(&(s.len() as u64).to_le_bytes());
+        head.extend_from_slice(s.as_bytes());
+    };
     match owner {
         Owner::Everyone => {}
-        Owner::Team(id) => {
-            h.update(b"T");
-            feed_str(&mut h, id);
-        }
-        Owner::Key(token) => {
-            h.update(b"K");
-            feed_str(&mut h, token);
-        }
-        Owner::Master => h.update(b"M"),
+        Owner::Team(id) => tagged(&mut head, b'T', id),
+        Owner::Key(token) => tagged(&mut head, b'K', token),
+        Owner::Master => head.push(b'M'),
     }
+    let len = head.len();
+    let (digest, include_usage) = match key_skim::feed_members(body, EXCLUDED, &mut head) {
+        Some(usage) => (Sha256::digest(&head), usage),
+        None => {
+            head.truncate(len);
+            serde_feed(head, body)?
+        }
+    };
+    // `[namespace:]hex`, written in one buffer (`hex::encode` collects
+    // its digits one `char` at a time).
+    let mut key = String::with_capacity(namespace.map_or(0, |ns| ns.len() + 1) + 64);
+    if let Some(ns) = namespace {
+        key.push_str(ns);
+        key.push(':');
+    }
+    let mut digits = [0u8; 64];
+    // Cannot fail: 64 digits for 32 bytes.
+    let _ = hex::encode_to_slice(digest, &mut digits);
+    key.push_str(std::str::from_utf8(&digits).unwrap_or_default());
+    Ok((key, include_usage))
+}
+
+/// The digest of `head` and the members of `body` read with serde_json
+/// (what [`key_skim`] leaves), and whether the body asks for usage.
+fn serde_feed(
+    head: Vec<u8>,
+    body: &[u8],
+) -> Result<(sha2::digest::Output<Sha256>, bool), serde_json::Error> {
+    let mut root: Node<'_> = serde_json::from_slice(body)?;
+    let mut h = Sha256::new();
+    h.update(&head);
     let mut include_usage = false;
     if let Node::Obj(members) = &mut root {
         sort(members);
@@ -110,12 +142,7 @@ pub fn key(
             feed(&mut h, value);
         }
     }
-    let hex = hex::encode(h.finalize());
-    let key = match namespace {
-        Some(ns) => format!("{ns}:{hex}"),
-        None => hex,
-    };
-    Ok((key, include_usage))
+    Ok((h.finalize(), include_usage))
 }
 
 /// A JSON value read for hashing: strings borrowed from the body unless
@@ -467,6 +494,11 @@ mod tests {
             r#"[1,2]"#,
             r#""text""#,
             r#"{}"#,
+            r#"{"t":0.2,"n":-3,"z":-0,"e":1E2,"big":12345678901234567890,"f":[1.5e-7,0,10]}"#,
+            r#"{"s":"line\nbreak \"quoted\" back\\slash \/ \t\b\f\r","u":"héllo ✓ 😀"}"#,
+            r#"{"messages":[{"role":"user","content":"hi"},{"content":"x","role":"assistant"}],"tools":null,"seed":7}"#,
+            r#"{"stream_options":{"include_usage":true},"a":{"b":{"c":{"d":[[],{}]}}}}"#,
+            r#" {"a":1}"#,
         ] {
             let value: Value = serde_json::from_str(text).unwrap();
             let (got, _) = key(
@@ -478,6 +510,126 @@ mod tests {
             )
             .unwrap();
             assert_eq!(got, value_key("g", &value), "{text}");
+        }
+    }
+
+    /// A JSON text of random members: numbers in every form JSON allows,
+    /// strings with escapes and UTF-8, repeated names, nesting.
+    fn random_json(rng: &mut fastrand::Rng, depth: usize, out: &mut String) {
+        const NUMBERS: &[&str] = &[
+            "0",
+            "7",
+            "-0",
+            "-12",
+            "0.2",
+            "1.50",
+            "1e3",
+            "1E+2",
+            "-2.5e-3",
+            "123456789012345678",
+            "12345678901234567890",
+            "-9223372036854775808",
+            "1e300",
+            "0.0",
+        ];
+        const STRINGS: &[&str] = &[
+            "",
+            "hi",
+            "a\\nb",
+            "\\\"q\\\"",
+            "\\/\\t\\b\\f\\r",
+            "héllo ✓",
+            "\\u00e9",
+            "model",
+        ];
+        const NAMES: &[&str] = &[
+            "a",
+            "b",
+            "model",
+            "user",
+            "stream",
+            "stream_options",
+            "include_usage",
+            "é",
+            "a",
+        ];
+        match rng.u8(0..if depth > 3 { 5 } else { 7 }) {
+            0 => out.push_str(NUMBERS[rng.usize(0..NUMBERS.len())]),
+            1 => out.push_str(["null", "true", "false"][rng.usize(0..3)]),
+            2..=4 => {
+                out.push('"');
+                out.push_str(STRINGS[rng.usize(0..STRINGS.len())]);
+                out.push('"');
+            }
+            5 => {
+                out.push('[');
+                for i in 0..rng.usize(0..4) {
+                    if i > 0 {
+                        out.push_str(if rng.bool() { "," } else { " , " });
+                    }
+                    random_json(rng, depth + 1, out);
+                }
+                out.push(']');
+            }
+            _ => {
+                out.push('{');
+                for i in 0..rng.usize(0..5) {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&format!("\"{}\": ", NAMES[rng.usize(0..NAMES.len())]));
+                    random_json(rng, depth + 1, out);
+                }
+                out.push('}');
+            }
+        }
+    }
+
+    #[test]
+    fn random_bodies_give_the_key_a_value_gave() {
+        let mut rng = fastrand::Rng::with_seed(33);
+        for _ in 0..3000 {
+            let mut text = String::from("{\"messages\": ");
+            random_json(&mut rng, 1, &mut text);
+            text.push_str(", \"x\": ");
+            random_json(&mut rng, 1, &mut text);
+            text.push('}');
+            let value: Value = serde_json::from_str(&text).unwrap();
+            let (got, _) = key(
+                Endpoint::ChatCompletions,
+                "g",
+                Owner::Everyone,
+                text.as_bytes(),
+                None,
+            )
+            .unwrap();
+            assert_eq!(got, value_key("g", &value), "{text}");
+        }
+    }
+
+    #[test]
+    fn common_bodies_are_read_in_one_pass() {
+        for text in [
+            r#"{"model":"m","messages":[{"role":"user","content":"hi\n"}],"temperature":0.2,"max_tokens":16}"#,
+            r#"{"input":["a","b"],"model":"e","dimensions":-1,"x":{"k":"v","k":"w"}}"#,
+        ] {
+            let mut out = Vec::new();
+            assert!(
+                key_skim::feed_members(text.as_bytes(), EXCLUDED, &mut out).is_some(),
+                "{text}"
+            );
+        }
+        for text in [
+            r#"{"a":"\u00e9"}"#,
+            r#"{"\n":1}"#,
+            r#"{"a":1e400}"#,
+            r#"{"a":1} x"#,
+        ] {
+            let mut out = Vec::new();
+            assert!(
+                key_skim::feed_members(text.as_bytes(), EXCLUDED, &mut out).is_none(),
+                "{text}"
+            );
         }
     }
 

@@ -12,6 +12,7 @@
 pub mod control;
 pub mod flight;
 pub mod key;
+mod key_skim;
 pub mod local;
 pub mod messages;
 pub mod redis;

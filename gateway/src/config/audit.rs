@@ -96,6 +96,8 @@ const GENERAL_ACTED_ON: &[&str] = &[
     "pass_through_endpoints",
     // What team admins may change (`config::team_admin`).
     "team_admin_editable_team_fields",
+    // The batch poller (`proxy::batch_poll`).
+    "proxy_batch_polling_interval",
     // Whether LiteLLM's stored settings apply (`config::stored`).
     "store_model_in_db",
     "supported_db_objects",

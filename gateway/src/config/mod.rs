@@ -109,6 +109,11 @@ pub struct Config {
     /// Which spend-log rows are kept (`general_settings.disable_spend_logs`,
     /// `disable_error_logs`).
     pub spend_logs: crate::spend::SpendLogs,
+    /// How often open batches are polled (LiteLLM's
+    /// `general_settings.proxy_batch_polling_interval`, else
+    /// `PROXY_BATCH_POLLING_INTERVAL`, else an hour); `None` when
+    /// `PROXY_BATCH_POLLING_ENABLED` is `false`.
+    pub batch_polling: Option<std::time::Duration>,
     /// Where budget alerts are POSTed (`general_settings.alerting`).
     pub alerts: Vec<crate::alerts::AlertTarget>,
     /// The rate limiter's settings.

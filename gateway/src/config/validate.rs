@@ -314,6 +314,8 @@ pub(super) fn validate(
     };
     let spend_logs = crate::spend::SpendLogs::parse(&file.general_settings.other)
         .map_err(|p| invalid("general_settings".into(), p))?;
+    let batch_polling = batch_polling(&file.general_settings.other, lookup)
+        .map_err(|p| invalid("general_settings.proxy_batch_polling_interval".into(), p))?;
     let limits = server_limits(&file.general_settings, &file.gateway_settings)
         .map_err(|p| invalid("gateway_settings".into(), p))?;
     let master_key = file.general_settings.master_key.filter(|k| !k.is_empty());
@@ -462,6 +464,7 @@ pub(super) fn validate(
         block_unpriced,
         proxy_budget,
         spend_logs,
+        batch_polling,
         alerts,
         limits,
         router_settings: file.router_settings,
@@ -470,6 +473,39 @@ pub(super) fn validate(
         warnings,
         pass_through: std::sync::Arc::new(pass_through),
     })
+}
+
+/// How often open batches are polled: LiteLLM's
+/// `general_settings.proxy_batch_polling_interval` (seconds), else
+/// `PROXY_BATCH_POLLING_INTERVAL`, else 3600; `None` when
+/// `PROXY_BATCH_POLLING_ENABLED` is anything but `true` (LiteLLM's rule).
+fn batch_polling(
+    general: &std::collections::BTreeMap<String, serde_yaml::Value>,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<std::time::Duration>, String> {
+    /// A day: a longer interval polls a 24-hour batch never.
+    const MAX_SECS: u64 = 86_400;
+    let enabled =
+        lookup("PROXY_BATCH_POLLING_ENABLED").is_none_or(|v| v.trim().eq_ignore_ascii_case("true"));
+    let secs = match general.get("proxy_batch_polling_interval") {
+        Some(v) if !v.is_null() => v
+            .as_u64()
+            .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+            .ok_or("must be a whole number of seconds")?,
+        _ => match lookup("PROXY_BATCH_POLLING_INTERVAL") {
+            Some(v) => v
+                .trim()
+                .parse()
+                .map_err(|_| "PROXY_BATCH_POLLING_INTERVAL must be a whole number of seconds")?,
+            None => 3600,
+        },
+    };
+    if !(1..=MAX_SECS).contains(&secs) {
+        return Err(format!(
+            "the batch polling interval must be 1 to {MAX_SECS} seconds"
+        ));
+    }
+    Ok(enabled.then(|| std::time::Duration::from_secs(secs)))
 }
 
 /// The admin console's login: `UI_USERNAME`, `UI_PASSWORD` (else the master
@@ -1164,6 +1200,39 @@ mod tests {
             (n == "UP_KEY").then(|| "sk-up".to_string())
         })
         .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn batch_polling_follows_litellms_settings() {
+        let hour = Some(std::time::Duration::from_secs(3600));
+        assert_eq!(parse("").unwrap().batch_polling, hour);
+        let set = "general_settings:\n  proxy_batch_polling_interval: 60\n";
+        assert_eq!(
+            parse(set).unwrap().batch_polling,
+            Some(std::time::Duration::from_secs(60))
+        );
+        let zero = "general_settings:\n  proxy_batch_polling_interval: 0\n";
+        assert!(parse(zero).unwrap_err().contains("1 to 86400 seconds"));
+        let with_env = |vars: &[(&str, &str)]| {
+            let vars: Vec<(String, String)> = vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            Config::parse(Path::new("c.yaml"), "", &move |n| {
+                vars.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone())
+            })
+            .map(|c| c.batch_polling)
+            .map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            with_env(&[("PROXY_BATCH_POLLING_INTERVAL", "5")]),
+            Ok(Some(std::time::Duration::from_secs(5)))
+        );
+        assert_eq!(
+            with_env(&[("PROXY_BATCH_POLLING_ENABLED", "false")]),
+            Ok(None)
+        );
+        assert!(with_env(&[("PROXY_BATCH_POLLING_INTERVAL", "soon")]).is_err());
     }
 
     #[test]

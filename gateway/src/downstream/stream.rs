@@ -1,7 +1,7 @@
 //! A client connection's socket: plain TCP, or TLS the gateway terminates,
 //! behind the one read/write API the connection loop and the responder use.
 
-use monoio::buf::{IoBuf, IoBufMut, IoVecBufMut};
+use monoio::buf::{IoBuf, IoBufMut, IoVecBuf, IoVecBufMut};
 use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
 use monoio::BufResult;
@@ -73,3 +73,40 @@ impl AsyncReadRent for ClientStream {
         }
     }
 }
+
+/// Writes without the TLS flush [`ClientStream::write_all`] adds: what a
+/// connection split into halves (the realtime relay) writes through.
+impl AsyncWriteRent for ClientStream {
+    async fn write<T: IoBuf>(&mut self, buf: T) -> BufResult<usize, T> {
+        match self {
+            ClientStream::Plain(s) => s.write(buf).await,
+            ClientStream::Tls(s, _) => s.write(buf).await,
+        }
+    }
+
+    async fn writev<T: IoVecBuf>(&mut self, buf: T) -> BufResult<usize, T> {
+        match self {
+            ClientStream::Plain(s) => s.writev(buf).await,
+            ClientStream::Tls(s, _) => s.writev(buf).await,
+        }
+    }
+
+    async fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            ClientStream::Plain(s) => s.flush().await,
+            ClientStream::Tls(s, _) => s.flush().await,
+        }
+    }
+
+    async fn shutdown(&mut self) -> std::io::Result<()> {
+        match self {
+            ClientStream::Plain(s) => s.shutdown().await,
+            ClientStream::Tls(s, _) => s.shutdown().await,
+        }
+    }
+}
+
+// SAFETY: reads and writes of both variants are independent, as monoio
+// declares for `TcpStream` and monoio-rustls for its TLS stream over one
+// (both `Split`); a split connection runs on one thread.
+unsafe impl monoio::io::Split for ClientStream {}

@@ -1,12 +1,17 @@
 //! `litellm_content_filter`: regex patterns (prebuilt or custom) and
 //! blocked words, each blocking the request or masking what matched with
-//! LiteLLM's redaction text. One `RegexSet` pass and one Aho-Corasick pass
-//! per text; the matching patterns alone are then run for their spans.
+//! LiteLLM's redaction text. One pass of the patterns' prefilters
+//! ([`super::gate`]) finds the windows of the text where each pattern can
+//! match, and each pattern's regex runs on its windows alone; one
+//! Aho-Corasick pass finds the words.
 
+use super::gate::{Gates, Windows};
 use super::patterns::{self, Check};
 use crate::error::GatewayError;
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use regex::bytes::{Regex, RegexBuilder, RegexSet, RegexSetBuilder};
+use regex_automata::util::syntax;
+use regex_automata::{meta, Input};
 use std::borrow::Cow;
 
 /// LiteLLM's text in place of a masked keyword.
@@ -18,6 +23,14 @@ const MAX_REGEX_SIZE: usize = 1 << 20;
 /// together, so a long text is scanned without falling back to a slower
 /// engine.
 const SET_DFA_CACHE: usize = 32 << 20;
+/// Cache of one pattern's lazy DFA (per thread; the `regex` crate's
+/// default).
+const DFA_CACHE: usize = 2 << 20;
+/// When the windows of all patterns together cover more than this many
+/// times the text, one pass of the `RegexSet` first tells which patterns
+/// match at all (a text of digits and keys would otherwise be searched
+/// once per pattern).
+const WINDOWS_PER_TEXT: usize = 4;
 /// Up to this many blocked words are matched by a full DFA (fastest);
 /// beyond, the automaton's own choice keeps memory bounded.
 const MAX_DFA_WORDS: usize = 10_000;
@@ -85,7 +98,9 @@ pub struct WordSpec {
 struct Pattern {
     name: String,
     redaction: String,
-    regex: Regex,
+    /// The `regex` crate's engine with the same settings, searched over a
+    /// window of the text.
+    regex: meta::Regex,
     check: Check,
     action: Action,
 }
@@ -100,6 +115,8 @@ struct Word {
 pub struct ContentFilter {
     set: RegexSet,
     patterns: Vec<Pattern>,
+    /// Where each pattern can match.
+    gates: Gates,
     /// Plain keywords, one automaton.
     words: Option<AhoCorasick>,
     plain: Vec<Word>,
@@ -116,12 +133,29 @@ impl std::fmt::Debug for ContentFilter {
     }
 }
 
-fn builder(pattern: &str) -> RegexBuilder {
-    let mut b = RegexBuilder::new(pattern);
-    b.unicode(false)
-        .case_insensitive(true)
-        .size_limit(MAX_REGEX_SIZE);
-    b
+/// `pattern` compiled as `regex::bytes::RegexBuilder` compiles it with
+/// `unicode(false)`, `case_insensitive(true)` and a size limit (ASCII
+/// classes, any case, as LiteLLM matches), and its syntax tree for the
+/// prefilter.
+fn compile(pattern: &str) -> Result<(meta::Regex, regex_syntax::hir::Hir), String> {
+    let hir = syntax::parse_with(
+        pattern,
+        &syntax::Config::new()
+            .unicode(false)
+            .case_insensitive(true)
+            .utf8(false),
+    )
+    .map_err(|e| e.to_string())?;
+    let config = meta::Config::new()
+        .match_kind(regex_automata::MatchKind::LeftmostFirst)
+        .utf8_empty(false)
+        .nfa_size_limit(Some(MAX_REGEX_SIZE))
+        .hybrid_cache_capacity(DFA_CACHE);
+    let regex = meta::Builder::new()
+        .configure(config)
+        .build_from_hir(&hir)
+        .map_err(|e| e.to_string())?;
+    Ok((regex, hir))
 }
 
 impl ContentFilter {
@@ -129,10 +163,12 @@ impl ContentFilter {
     /// keyword at fault.
     pub fn new(patterns: Vec<PatternSpec>, words: Vec<WordSpec>) -> Result<ContentFilter, String> {
         let mut compiled = Vec::with_capacity(patterns.len());
+        let mut hirs = Vec::with_capacity(patterns.len());
+        let mut sources = Vec::with_capacity(patterns.len());
         for p in patterns {
-            let regex = builder(&p.regex)
-                .build()
+            let (regex, hir) = compile(&p.regex)
                 .map_err(|e| format!("pattern `{}` does not compile: {e}", p.name))?;
+            hirs.push(hir);
             compiled.push(Pattern {
                 redaction: format!("[{}_REDACTED]", p.name.to_uppercase()),
                 name: p.name,
@@ -140,8 +176,10 @@ impl ContentFilter {
                 check: p.check,
                 action: p.action,
             });
+            sources.push(p.regex);
         }
-        let set = RegexSetBuilder::new(compiled.iter().map(|p| p.regex.as_str()))
+        let gates = Gates::new(&hirs.iter().collect::<Vec<_>>());
+        let set = RegexSetBuilder::new(&sources)
             .unicode(false)
             .case_insensitive(true)
             .size_limit(MAX_REGEX_SIZE.saturating_mul(compiled.len().max(1)))
@@ -186,6 +224,7 @@ impl ContentFilter {
         Ok(ContentFilter {
             set,
             patterns: compiled,
+            gates,
             words,
             plain,
             wild,
@@ -258,15 +297,20 @@ impl ContentFilter {
         if self.patterns.is_empty() {
             return Ok(());
         }
-        // The plain search stops at the first match and is faster than
-        // the overlapping one that tells which patterns matched.
-        if !self.set.is_match(bytes) {
-            return Ok(());
-        }
-        let hits = self.set.matches(bytes);
-        for i in hits.iter() {
-            let p = &self.patterns[i];
-            let found = p.regex.find_iter(bytes).filter(|m| {
+        let mut windows = Windows::default();
+        self.gates.windows(bytes, &mut windows);
+        let hits = (windows.total() > WINDOWS_PER_TEXT.saturating_mul(bytes.len()))
+            .then(|| self.set.matches(bytes));
+        for (i, p) in self.patterns.iter().enumerate() {
+            if hits.as_ref().is_some_and(|h| !h.matched(i)) {
+                continue;
+            }
+            // Every match lies inside one window: searching them in order
+            // finds what one search of the whole text finds.
+            let found = windows
+                .of(i)
+                .flat_map(|(start, end)| p.regex.find_iter(Input::new(bytes).span(start..end)));
+            let found = found.filter(|m| {
                 text.is_char_boundary(m.start())
                     && text.is_char_boundary(m.end())
                     && patterns::passes(p.check, bytes, m.start(), m.end())
@@ -506,6 +550,148 @@ mod tests {
             masked(&f, "HACK and hck"),
             "[KEYWORD_REDACTED] and [KEYWORD_REDACTED]"
         );
+    }
+
+    /// Texts of pieces that make and unmake every prebuilt pattern's
+    /// matches, runs of digits, spaces and key characters, and UTF-8.
+    fn mixed_texts(seed: u64, count: usize) -> Vec<String> {
+        const PIECES: &[&str] = &[
+            "the ",
+            "quarterly ",
+            "a",
+            "Z",
+            "x",
+            " ",
+            "        ",
+            "\t",
+            "-",
+            "-----",
+            ".",
+            "@",
+            "_",
+            "/",
+            "+",
+            "=",
+            ":",
+            "'",
+            "\"",
+            "\n",
+            "\\n",
+            "%2",
+            "(",
+            ")",
+            "1",
+            "4",
+            "5",
+            "3",
+            "6",
+            "0",
+            "12",
+            "123",
+            "1234",
+            "4111",
+            "5500",
+            "6011",
+            "37",
+            "192.168.",
+            "AKIA",
+            "ghp_",
+            "xoxb-",
+            "api_key: ",
+            "API-KEY=",
+            "sk-",
+            "sk-ant-",
+            "sk-proj-",
+            "T3BlbkFJ",
+            "AIza",
+            "AQ.",
+            "-----BEGIN ",
+            "RSA ",
+            "PRIVATE KEY-----",
+            "-----END ",
+            "jane.doe@example.com",
+            "GB82",
+            "WEST",
+            "abcdefghij",
+            "ABCDEFGHIJKLMNOP",
+            "0123456789",
+            "emp-",
+            "é",
+            "✓",
+            "ü",
+        ];
+        let mut rng = fastrand::Rng::with_seed(seed);
+        (0..count)
+            .map(|_| {
+                let mut text = String::new();
+                for _ in 0..rng.usize(0..100) {
+                    let piece = PIECES[rng.usize(0..PIECES.len())];
+                    let times = if rng.u8(0..8) == 0 {
+                        rng.usize(1..14)
+                    } else {
+                        1
+                    };
+                    (0..times).for_each(|_| text.push_str(piece));
+                }
+                text
+            })
+            .collect()
+    }
+
+    #[test]
+    fn windows_find_what_a_search_of_the_whole_text_finds() {
+        // Every prebuilt pattern, and custom ones the prefilter cannot
+        // narrow (one matches the empty string, one matches nearly any
+        // byte) or narrows on a literal.
+        let mut specs: Vec<PatternSpec> = patterns::PREBUILT
+            .iter()
+            .map(|p| PatternSpec::prebuilt(p.name, Action::Mask).unwrap())
+            .collect();
+        for (name, regex) in [
+            ("employee_id", r"\bEMP-\d{5}\b"),
+            ("empty", r"\d*"),
+            ("wide", r"[^a]{3}x"),
+            ("alternation", r"(?:ab|cd)+e|\+\d{2,}"),
+        ] {
+            specs.push(PatternSpec {
+                name: name.into(),
+                regex: regex.into(),
+                check: Check::None,
+                action: Action::Mask,
+            });
+        }
+        // The search before the prefilter: each regex over the whole text.
+        let whole: Vec<(Regex, Check)> = specs
+            .iter()
+            .map(|p| {
+                let regex = RegexBuilder::new(&p.regex)
+                    .unicode(false)
+                    .case_insensitive(true)
+                    .build()
+                    .unwrap();
+                (regex, p.check)
+            })
+            .collect();
+        let filter = ContentFilter::new(specs, Vec::new()).unwrap();
+        for text in mixed_texts(37, 1500) {
+            let bytes = text.as_bytes();
+            let mut want: Vec<(usize, usize)> = whole
+                .iter()
+                .flat_map(|(regex, check)| {
+                    regex.find_iter(bytes).filter(|m| {
+                        text.is_char_boundary(m.start())
+                            && text.is_char_boundary(m.end())
+                            && patterns::passes(*check, bytes, m.start(), m.end())
+                    })
+                })
+                .map(|m| (m.start(), m.end()))
+                .collect();
+            let mut got = Vec::new();
+            filter.spans(&text, &mut got).unwrap();
+            want.sort_unstable();
+            got.sort_unstable();
+            assert_eq!(got, want, "{text:?}");
+        }
     }
 
     #[test]

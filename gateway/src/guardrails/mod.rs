@@ -17,6 +17,7 @@ pub mod api;
 pub mod bedrock;
 mod config;
 pub mod filter;
+mod gate;
 pub mod lakera;
 pub mod moderation;
 mod params;

@@ -51,6 +51,7 @@ mod slot_lease;
 mod slots;
 mod split;
 pub(crate) mod tokio_wire;
+mod usage;
 mod window;
 
 pub use breaker::{Breaker, BreakerSettings, BreakerState};

@@ -42,7 +42,7 @@ pub static AZURE_AI: Azure = Azure(Flavor::Foundry);
 pub const DEFAULT_API_VERSION: &str = "2025-02-01-preview";
 
 /// Versions served by Azure's unversioned `/openai/v1` API.
-fn is_v1(version: &str) -> bool {
+pub(super) fn is_v1(version: &str) -> bool {
     matches!(version, "v1" | "latest" | "preview")
 }
 
@@ -131,7 +131,7 @@ const COMPONENT: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
     .add(b'}');
 
 /// A path segment or query value, percent-encoded.
-fn query_value(v: &str) -> percent_encoding::PercentEncode<'_> {
+pub(super) fn query_value(v: &str) -> percent_encoding::PercentEncode<'_> {
     percent_encoding::utf8_percent_encode(v, COMPONENT)
 }
 

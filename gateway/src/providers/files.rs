@@ -364,9 +364,112 @@ pub fn batch_usage(content: &[u8]) -> BatchUsage {
     out
 }
 
+/// The most one line of a batch input file (OpenAI's shape:
+/// `{"custom_id", "method", "url", "body": {...}}`) may use, for the
+/// batch's budget hold: its length in bytes bounds its prompt tokens
+/// (byte-level BPE spends at least one byte a token), its output is its
+/// cap (`max_tokens`, else `max_completion_tokens`, else
+/// `max_output_tokens`, LiteLLM's order) times its candidates (`n` or
+/// `best_of`, at least 1), none for an embeddings line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LineBound {
+    /// The model the line's body names.
+    pub model: Option<String>,
+    /// Prompt tokens at most.
+    pub prompt_tokens: u64,
+    /// Output tokens at most; `None` when the line gives no cap (the model's
+    /// own cap applies, once per candidate: see `candidates`).
+    pub output_tokens: Option<u64>,
+    /// Answers the line asks for.
+    pub candidates: u64,
+}
+
+/// The bound of one input line; `None` for a blank one. A line that is not
+/// JSON counts its bytes and no cap (the upstream refuses it, but the hold
+/// does not trust that).
+pub fn input_line_bound(line: &[u8]) -> Option<LineBound> {
+    #[derive(serde::Deserialize)]
+    struct Line {
+        #[serde(default)]
+        url: Option<String>,
+        #[serde(default)]
+        body: Option<serde_json::Map<String, serde_json::Value>>,
+    }
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return None;
+    }
+    let prompt_tokens = line.len() as u64;
+    let Ok(parsed) = serde_json::from_slice::<Line>(line) else {
+        return Some(LineBound {
+            model: None,
+            prompt_tokens,
+            output_tokens: None,
+            candidates: 1,
+        });
+    };
+    let body = parsed.body.unwrap_or_default();
+    let count = |v: Option<&serde_json::Value>| v.and_then(serde_json::Value::as_u64);
+    let candidates = count(body.get("n"))
+        .into_iter()
+        .chain(count(body.get("best_of")))
+        .fold(1, u64::max);
+    let embeddings = parsed
+        .url
+        .as_deref()
+        .is_some_and(|u| u.contains("embeddings"));
+    let cap = ["max_tokens", "max_completion_tokens", "max_output_tokens"]
+        .iter()
+        .find_map(|f| body.get(*f).filter(|v| !v.is_null()))
+        .map(|v| v.as_u64().unwrap_or(u64::MAX));
+    Some(LineBound {
+        model: body
+            .get("model")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string),
+        prompt_tokens,
+        output_tokens: if embeddings {
+            Some(0)
+        } else {
+            cap.map(|c| c.saturating_mul(candidates))
+        },
+        candidates,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn input_lines_are_bounded_by_their_bytes_and_caps() {
+        let line = br#"{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":100,"n":3}}"#;
+        let b = input_line_bound(line).unwrap();
+        assert_eq!(b.model.as_deref(), Some("gpt-4o-mini"));
+        assert_eq!(b.prompt_tokens, line.len() as u64);
+        assert_eq!((b.output_tokens, b.candidates), (Some(300), 3));
+        let b = input_line_bound(
+            br#"{"url":"/v1/chat/completions","body":{"model":"m","max_completion_tokens":7}}"#,
+        )
+        .unwrap();
+        assert_eq!(b.output_tokens, Some(7));
+        let b =
+            input_line_bound(br#"{"url":"/v1/chat/completions","body":{"model":"m","best_of":2}}"#)
+                .unwrap();
+        assert_eq!((b.output_tokens, b.candidates), (None, 2));
+        let b = input_line_bound(br#"{"url":"/v1/embeddings","body":{"model":"e","input":"x"}}"#)
+            .unwrap();
+        assert_eq!(b.output_tokens, Some(0));
+        let b = input_line_bound(br#"{"url":"/v1/chat/completions","body":{"max_tokens":-1}}"#)
+            .unwrap();
+        assert_eq!(
+            b.output_tokens,
+            Some(u64::MAX),
+            "a cap that is no count bounds nothing"
+        );
+        let b = input_line_bound(b"not json").unwrap();
+        assert_eq!((b.prompt_tokens, b.output_tokens), (8, None));
+        assert_eq!(input_line_bound(b"  \r"), None);
+    }
 
     #[test]
     fn operations_are_read_from_method_and_path() {

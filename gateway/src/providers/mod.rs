@@ -18,6 +18,7 @@ mod mock;
 mod openai;
 pub mod passthrough;
 pub mod passthrough_cloud;
+pub mod realtime;
 pub mod rerank;
 pub mod sigv4;
 pub mod unsupported;
@@ -213,6 +214,12 @@ pub trait Provider: Sync {
         None
     }
 
+    /// A whole image generation answer in OpenAI's shape (`created`,
+    /// `data` of `b64_json`); `None` when the body already is.
+    fn images_to_openai(&self, _body: &[u8]) -> Option<Result<Vec<u8>, GatewayError>> {
+        None
+    }
+
     /// A translator of its event stream into the internal one; `None`
     /// when the stream already is. `include_usage` is
     /// [`UpstreamRequest::include_usage`].
@@ -283,7 +290,8 @@ pub fn serves_responses(dep: &Deployment) -> bool {
 /// Whether `dep` serves `endpoint` where only some providers do: LiteLLM's
 /// `/rerank` on Cohere, Jina and Voyage deployments, Bedrock's rerank
 /// models and Vertex AI's ranking models, `/moderations` on OpenAI's API (and
-/// servers speaking it), `/images/generations`, `/audio/speech` and
+/// servers speaking it), `/images/generations` (also on Vertex AI's Imagen
+/// and Bedrock's Titan and Stability image models), `/audio/speech` and
 /// `/audio/transcriptions`, `/audio/translations` and `/images/edits` on
 /// OpenAI's and Azure OpenAI's; every other endpoint is the provider's translation's to
 /// accept or refuse. An unsupported deployment serves them all (to refuse
@@ -300,6 +308,14 @@ pub fn serves(endpoint: Endpoint, dep: &Deployment) -> bool {
         // LiteLLM calls `{api_base}/moderations` with OpenAI's client;
         // Azure OpenAI has no moderation endpoint.
         (Endpoint::Moderations, kind) => kind == ProviderKind::OpenAiCompatible,
+        // Image generation on Vertex AI's Imagen models and Bedrock's
+        // Titan and Stability image models, translated.
+        (Endpoint::ImageGenerations, ProviderKind::Vertex) => {
+            vertex::imagen::is_imagen(&dep.upstream_model)
+        }
+        (Endpoint::ImageGenerations, ProviderKind::Bedrock) => {
+            bedrock::images::is_image_model(&dep.upstream_model)
+        }
         // OpenAI's images and speech APIs, and Azure OpenAI's under a
         // deployment.
         (

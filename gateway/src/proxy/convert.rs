@@ -167,6 +167,16 @@ pub(super) fn translate_rerank(
         .unwrap_or_else(|| Ok(body.to_vec()))
 }
 
+/// A whole image generation answer from `provider` in OpenAI's shape.
+pub(super) fn translate_images(
+    provider: &dyn Provider,
+    body: &[u8],
+) -> Result<Vec<u8>, GatewayError> {
+    provider
+        .images_to_openai(body)
+        .unwrap_or_else(|| Ok(body.to_vec()))
+}
+
 /// The translator of `provider`'s event stream into the `client`'s;
 /// `None` when the stream passes unchanged.
 pub(super) fn stream_translator(

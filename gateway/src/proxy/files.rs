@@ -20,7 +20,14 @@
 //! its usage charged to the creating key once in the fleet, at the price
 //! map's price halved (LiteLLM's batch price when no `*_batches` price is
 //! known), with one spend row (call type `aretrieve_batch`, request id the
-//! batch id).
+//! batch id). So is an expired or cancelled batch's output (the requests
+//! that did complete). The batch poller (`batch_poll`) does the same for
+//! batches nobody polls.
+//!
+//! A batch's creation holds its worst case against the creator's budgets
+//! (`hold_batch`): its input file is read line by line and priced at its
+//! bounds; the creation is refused when that, plus what the key's other
+//! open batches hold, does not fit.
 
 use super::relay::relay_as_is;
 use super::{headers, record, Caller};
@@ -44,7 +51,7 @@ use std::time::{Duration, Instant};
 
 /// Longest the upstream may take for its head and each piece after
 /// (LiteLLM's default request timeout).
-const TIMEOUT: Duration = Duration::from_secs(600);
+pub(super) const TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Largest answer read whole (objects and lists; file contents stream).
 const MAX_ANSWER: usize = 32 << 20;
@@ -53,11 +60,14 @@ const MAX_ANSWER: usize = 32 << 20;
 const MAX_OUTPUT_LINE: usize = 16 << 20;
 
 /// Where one call goes.
-struct Upstream {
-    api: FilesApi,
-    base: UpstreamBase,
+pub(super) struct Upstream {
+    /// OpenAI's or Azure's files API.
+    pub(super) api: FilesApi,
+    /// Its base URL.
+    pub(super) base: UpstreamBase,
     key: String,
-    version: String,
+    /// Azure's `api-version`.
+    pub(super) version: String,
     /// What a record of an object created here says of it.
     route: String,
 }
@@ -166,6 +176,8 @@ async fn serve(
     // Parts of an upload left out, and a batch body rewritten.
     let mut dropped: Vec<std::ops::Range<usize>> = Vec::new();
     let mut forwarded: Option<Bytes> = None;
+    // A batch's input file.
+    let mut input_file: Option<String> = None;
     match op {
         FilesOp::Upload => {
             let ct = head.header("content-type").unwrap_or("");
@@ -217,6 +229,7 @@ async fn serve(
             // The batch goes where its input file is, and only the file's
             // owner may use it.
             known = owned(worker, principal, ManagedKind::File, &input).await?;
+            input_file = Some(input);
             asked.model = fields.model.or(asked.model);
             asked.provider = fields.custom_llm_provider.or(asked.provider);
             let caller = Caller {
@@ -231,11 +244,11 @@ async fn serve(
         _ => {}
     }
     let upstream = match &known {
-        Some(object) => upstream_of(worker, principal, &object.route)?,
+        Some(object) => upstream_of(worker, Some(principal), &object.route)?,
         None => match &asked.model {
             Some(model) => {
                 let group = super::authorize_model(worker, principal, model)?;
-                upstream_of(worker, principal, &format!("model:{group}"))?
+                upstream_of(worker, Some(principal), &format!("model:{group}"))?
             }
             None => {
                 let provider = asked.provider.as_deref().unwrap_or("openai");
@@ -245,9 +258,21 @@ async fn serve(
                         "files and batches are served for openai and azure, not {provider:?}"
                     ),
                 })?;
-                upstream_of(worker, principal, api.name())?
+                upstream_of(worker, Some(principal), api.name())?
             }
         },
+    };
+    // Held until the batch is created, then released: the hold lives on
+    // in the batch's record (`ManagedObject::hold`).
+    let (hold, _reservation) = match &input_file {
+        Some(input) => {
+            let group = asked.model.as_deref().unwrap_or_default();
+            Box::pin(hold_batch(
+                worker, principal, &upstream, input, group, call_id,
+            ))
+            .await?
+        }
+        None => (0.0, None),
     };
     let query = match op {
         FilesOp::ListFiles | FilesOp::ListBatches => files::forwarded_query(query),
@@ -306,6 +331,7 @@ async fn serve(
         route: upstream.route.clone(),
         object: serde_json::Value::Null,
         created_at: Utc::now(),
+        hold: 0.0,
     };
     let mut charge = None;
     let answer = match op {
@@ -325,6 +351,11 @@ async fn serve(
             worker.shared.managed.record(ManagedObject {
                 id: id.to_string(),
                 object: object.clone(),
+                hold: if kind == ManagedKind::Batch {
+                    hold
+                } else {
+                    0.0
+                },
                 ..owner()
             });
             answer
@@ -332,29 +363,9 @@ async fn serve(
         FilesOp::RetrieveBatch(_) | FilesOp::CancelBatch(_) => {
             let batch: serde_json::Value = serde_json::from_slice(&answer).unwrap_or_default();
             if let Some(object) = &known {
-                // The batch's output and error files are its creator's.
-                for field in ["output_file_id", "error_file_id"] {
-                    let Some(file) = batch[field].as_str().filter(|id| files::valid_id(id)) else {
-                        continue;
-                    };
-                    if !matches!(worker.shared.managed.lookup(file).await, Ok(Some(_))) {
-                        worker.shared.managed.record(ManagedObject {
-                            id: file.to_string(),
-                            kind: ManagedKind::File,
-                            key: object.key.clone(),
-                            created_by: object.created_by.clone(),
-                            team_id: object.team_id.clone(),
-                            route: object.route.clone(),
-                            object: serde_json::Value::Null,
-                            created_at: Utc::now(),
-                        });
-                    }
-                }
-                if batch["status"] == "completed" {
-                    if let Some(file) = batch["output_file_id"].as_str() {
-                        charge = Some((object.clone(), file.to_string()));
-                    }
-                }
+                charge = Box::pin(after_poll(worker, object, &batch))
+                    .await
+                    .map(|file| (object.clone(), file));
             }
             answer
         }
@@ -374,7 +385,8 @@ async fn serve(
         .map_err(io)?;
     // Charged after the answer went out: the client never waits for it.
     if let Some((batch, output)) = charge {
-        Box::pin(charge_batch(worker, principal, &upstream, &batch, &output)).await;
+        let creator = Some(principal).filter(|p| owner_token(worker, p) == batch.key);
+        Box::pin(charge_batch(worker, creator, &upstream, &batch, &output)).await;
     }
     Ok(())
 }
@@ -426,16 +438,132 @@ async fn owned(
     }
 }
 
+/// A batch's statuses after which it changes no more.
+const FINAL: [&str; 4] = ["completed", "failed", "expired", "cancelled"];
+
+/// What a batch's answer (`batch`, as the upstream sent it) means for its
+/// record `object`: its output and error files become its creator's, its
+/// status is recorded (a final one ends its polls and its hold), and the
+/// output file to charge is returned when the batch ended with one
+/// (completed, or expired or cancelled after some requests completed:
+/// those are billed). A batch to charge stays open until its charge is
+/// claimed.
+pub(super) async fn after_poll(
+    worker: &Worker,
+    object: &Arc<ManagedObject>,
+    batch: &serde_json::Value,
+) -> Option<String> {
+    for field in ["output_file_id", "error_file_id"] {
+        let Some(file) = batch[field].as_str().filter(|id| files::valid_id(id)) else {
+            continue;
+        };
+        if !matches!(worker.shared.managed.lookup(file).await, Ok(Some(_))) {
+            worker.shared.managed.record(ManagedObject {
+                id: file.to_string(),
+                kind: ManagedKind::File,
+                key: object.key.clone(),
+                created_by: object.created_by.clone(),
+                team_id: object.team_id.clone(),
+                route: object.route.clone(),
+                object: serde_json::Value::Null,
+                created_at: Utc::now(),
+                hold: 0.0,
+            });
+        }
+    }
+    let status = batch["status"].as_str().filter(|s| s.len() <= 64)?;
+    let output = batch["output_file_id"]
+        .as_str()
+        .filter(|id| files::valid_id(id));
+    let billed = matches!(status, "completed" | "expired" | "cancelled");
+    let charge = output.filter(|_| billed).map(str::to_string);
+    let last = FINAL.contains(&status) && charge.is_none();
+    worker.shared.managed.polled(&object.id, status, last);
+    charge
+}
+
+/// Holds the worst case of a batch on input file `input` against the
+/// creator's budgets (for model group `group`, else the lines' model),
+/// with what the key's other open batches hold: the file is read line by
+/// line and each line priced at its bounds (`files::input_line_bound`; a
+/// line without an output cap at the model's, else 4096 tokens a
+/// candidate), at the batch price (half the price map's). Returns the
+/// batch's own worst case and the reservation, held until the batch is
+/// created; a caller without a budget is not read for (holds 0).
+async fn hold_batch<'w>(
+    worker: &'w Worker,
+    principal: &Principal,
+    upstream: &Upstream,
+    input: &str,
+    group: &str,
+    call_id: &str,
+) -> Result<(f64, Option<crate::budget::Reservation<'w>>), GatewayError> {
+    let caller = Caller {
+        principal,
+        end_user: None,
+        proxy_budget: worker.shared.auth.keys().proxy_budget(),
+        model_windows: worker.shared.auth.keys().end_users().model_windows(),
+        budget_windows: worker.shared.auth.keys().budget_windows(),
+    };
+    let budgeted = |budgets: &[(&'static str, Arc<crate::budget::Budget>)]| {
+        budgets.iter().any(|(_, b)| b.max_usd().is_some())
+    };
+    if !budgeted(&record::budgets_of(caller, group)) {
+        return Ok((0.0, None));
+    }
+    let mut model: Option<String> = None;
+    let (mut prompt, mut output, mut uncapped) = (0u64, 0u64, 0u64);
+    Box::pin(each_line(worker, upstream, input, |line| {
+        let Some(bound) = files::input_line_bound(line) else {
+            return;
+        };
+        if model.is_none() {
+            model = bound.model;
+        }
+        prompt = prompt.saturating_add(bound.prompt_tokens);
+        match bound.output_tokens {
+            Some(n) => output = output.saturating_add(n),
+            None => uncapped = uncapped.saturating_add(bound.candidates),
+        }
+    }))
+    .await?;
+    let model = model.unwrap_or_else(|| group.to_string());
+    let shipped = spend::shipped(&model);
+    let cap = shipped
+        .and_then(|m| m.max_output_tokens)
+        .unwrap_or(record::DEFAULT_MAX_OUTPUT);
+    let output = output.saturating_add(uncapped.saturating_mul(cap));
+    let price = shipped.map(|m| m.price).unwrap_or_default();
+    let worst = spend::worst_case_cost(prompt, output, price) / 2.0;
+    let budgets = record::budgets_of(caller, if group.is_empty() { &model } else { group });
+    if !budgeted(&budgets) {
+        return Ok((worst, None));
+    }
+    let others = worker
+        .shared
+        .managed
+        .held_by(&owner_token(worker, principal))
+        .await
+        .map_err(|e| GatewayError::Store(e.to_string()))?;
+    let total = worst + others;
+    let reservation = record::hold(&worker.shared.limiter, &budgets, total, call_id)
+        .await
+        .map_err(|r| record::refusal(caller, r.scope, (r.spend, r.max), Some(total)))?;
+    Ok((worst, reservation))
+}
+
 /// The upstream a route names: `openai` or `azure` (the pass-through
 /// credentials), or `model:<group>` (the group's first `openai/` or
-/// `azure/` deployment).
-fn upstream_of(
+/// `azure/` deployment, which `principal`, when given, must be allowed).
+pub(super) fn upstream_of(
     worker: &Worker,
-    principal: &Principal,
+    principal: Option<&Principal>,
     route: &str,
 ) -> Result<Upstream, GatewayError> {
     if let Some(group) = route.strip_prefix("model:") {
-        super::check_access(worker, principal, group, group)?;
+        if let Some(principal) = principal {
+            super::check_access(worker, principal, group, group)?;
+        }
         let router = worker.shared.models.router();
         let registry = router.registry();
         let dep = registry
@@ -529,7 +657,7 @@ fn upstream_of(
     })
 }
 
-fn unreachable(upstream: &Upstream, e: UpstreamError) -> GatewayError {
+pub(super) fn unreachable(upstream: &Upstream, e: UpstreamError) -> GatewayError {
     let provider = upstream.api.name().to_string();
     match e {
         UpstreamError::Timeout => GatewayError::UpstreamTimeout {
@@ -550,7 +678,7 @@ fn unreachable(upstream: &Upstream, e: UpstreamError) -> GatewayError {
 
 /// The upstream request head: the gateway's own, never the client's
 /// headers (its credential stays here).
-fn request_head(
+pub(super) fn request_head(
     method: &str,
     upstream: &Upstream,
     target: &str,
@@ -633,12 +761,13 @@ fn filter_list(answer: &[u8], mine: &[String]) -> Vec<u8> {
 
 /// Charges a completed batch to the key that created it, once in the
 /// fleet: its output file read line by line for the usage, the charge
-/// claimed in the store, a spend row written and, when the creator is the
-/// caller, its budgets settled. Failures are logged (the client has its
-/// answer already); an unread output leaves the charge for the next poll.
-async fn charge_batch(
+/// claimed in the store, a spend row written and, when the creator is
+/// known here (`creator`), its budgets settled. Failures are logged (the
+/// client has its answer already); an unread output leaves the charge for
+/// the next poll.
+pub(super) async fn charge_batch(
     worker: &Worker,
-    principal: &Principal,
+    creator: Option<&Principal>,
     upstream: &Upstream,
     batch: &Arc<ManagedObject>,
     output_file: &str,
@@ -666,8 +795,7 @@ async fn charge_batch(
     let price = spend::shipped(&model).map(|m| m.price).unwrap_or_default();
     // LiteLLM's batch price without a `*_batches` entry: half the price.
     let cost = spend::cost(used.usage, price) / 2.0;
-    let mine = owner_token(worker, principal) == batch.key;
-    if mine && cost > 0.0 {
+    if let Some(principal) = creator.filter(|_| cost > 0.0) {
         let caller = Caller {
             principal,
             end_user: None,
@@ -700,6 +828,27 @@ async fn output_usage(
     upstream: &Upstream,
     id: &str,
 ) -> Result<files::BatchUsage, GatewayError> {
+    let mut total = files::BatchUsage::default();
+    Box::pin(each_line(worker, upstream, id, |line| {
+        let u = files::batch_usage(line);
+        if total.model.is_none() {
+            total.model = u.model;
+        }
+        total.usage = add_usage(total.usage, u.usage);
+        total.lines = total.lines.saturating_add(u.lines);
+    }))
+    .await?;
+    Ok(total)
+}
+
+/// Calls `f` with each line of file `id`'s content as it arrives (one line
+/// held at a time, at most [`MAX_OUTPUT_LINE`] bytes).
+async fn each_line(
+    worker: &Worker,
+    upstream: &Upstream,
+    id: &str,
+    mut f: impl FnMut(&[u8]),
+) -> Result<(), GatewayError> {
     let op = FilesOp::FileContent(id);
     let target = upstream
         .api
@@ -712,40 +861,33 @@ async fn output_usage(
     if resp.head.status != 200 {
         return Err(GatewayError::UpstreamProtocol {
             provider: upstream.api.name().to_string(),
-            reason: format!("the output file answered {}", resp.head.status),
+            reason: format!("the file {id} answered {}", resp.head.status),
         });
     }
-    let mut total = files::BatchUsage::default();
     let mut pending: Vec<u8> = Vec::new();
-    let add = |line: &[u8], total: &mut files::BatchUsage| {
-        let u = files::batch_usage(line);
-        if total.model.is_none() {
-            total.model = u.model;
-        }
-        total.usage = add_usage(total.usage, u.usage);
-        total.lines = total.lines.saturating_add(u.lines);
-    };
     loop {
         let more = resp
             .next_piece(&mut pending, TIMEOUT)
             .await
             .map_err(|e| unreachable(upstream, e))?;
-        while let Some(end) = memchr::memchr(b'\n', &pending) {
-            add(&pending[..end], &mut total);
-            pending.drain(..=end);
+        let mut start = 0;
+        while let Some(end) = memchr::memchr(b'\n', &pending[start..]) {
+            f(&pending[start..start + end]);
+            start += end + 1;
         }
+        pending.drain(..start);
         if pending.len() > MAX_OUTPUT_LINE {
             return Err(GatewayError::UpstreamProtocol {
                 provider: upstream.api.name().to_string(),
-                reason: format!("an output line is over {MAX_OUTPUT_LINE} bytes"),
+                reason: format!("a line of file {id} is over {MAX_OUTPUT_LINE} bytes"),
             });
         }
         if !more {
             break;
         }
     }
-    add(&pending, &mut total);
-    Ok(total)
+    f(&pending);
+    Ok(())
 }
 
 fn add_usage(a: Usage, b: Usage) -> Usage {

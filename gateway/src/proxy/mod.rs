@@ -26,6 +26,7 @@
 
 mod access;
 mod answer_id;
+mod batch_poll;
 mod cached;
 mod convert;
 mod count_tokens;
@@ -37,6 +38,7 @@ mod headers;
 mod held;
 mod images;
 mod passthrough;
+mod realtime;
 mod record;
 mod relay;
 mod trace_id;
@@ -60,10 +62,12 @@ use held::{Form, Held};
 use record::Attempt;
 use relay::UsageTap;
 
+pub use batch_poll::run as poll_batches;
 pub use count_tokens::handle as count_tokens;
 pub use files::handle as files;
 pub use passthrough::handle as pass_through;
 pub use passthrough::handle_custom as pass_through_custom;
+pub use realtime::{handle as realtime, KEY_PROTOCOL as REALTIME_KEY_PROTOCOL};
 pub use record::flush_spend;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -1028,13 +1032,17 @@ async fn forward(
             return guard::send_answer(out, client, (worker, outcome), answer, &body).await;
         }
         let embeddings = endpoint == Endpoint::Embeddings;
-        let body = if rerank {
+        let images = endpoint == Endpoint::ImageGenerations;
+        let body = if images {
+            convert::translate_images(provider, &body)?
+        } else if rerank {
             let documents = providers::rerank::document_count(&held.req.body);
             convert::translate_rerank(provider, &body, documents)
+                .map_err(|e| convert::translate_error(dep, e))?
         } else {
             convert::translate_body(Some(provider), client, embeddings, &body)
-        }
-        .map_err(|e| convert::translate_error(dep, e))?;
+                .map_err(|e| convert::translate_error(dep, e))?
+        };
         if rerank {
             tap.feed(&body);
         }

@@ -77,6 +77,24 @@ pub async fn serve(tcp: TcpStream, worker: Rc<Worker>) {
         // dropped) only when it is small and already on its way; otherwise
         // it is never read and the connection closes after the answer.
         let admission = api::admit(&worker, &head, &mut credentials).await;
+        if api::takes_connection(&worker, &head) {
+            // The route keeps the connection (a WebSocket): whatever the
+            // client sent after the head is its.
+            let leftover = buf.take(buf.len());
+            let served = CatchPanic::new(Box::pin(api::take_over(
+                &worker,
+                &head,
+                admission,
+                stream,
+                leftover,
+                received_at,
+            )))
+            .await;
+            if let Err(panic) = served {
+                tracing::error!(path = head.path(), panic = %panic, "connection handler panicked; connection closed");
+            }
+            return;
+        }
         let skip_body = admission.is_refused() && !cheap_to_discard(&head);
         let body = if skip_body {
             keep_alive = false;

@@ -89,6 +89,16 @@ async fn serve_core(shared: Arc<Shared>, listener: std::net::TcpListener, worker
             }
         });
     }
+    if let Some(every) = shared.batch_polling {
+        // One core a process polls the open batches (the store shares them
+        // out among replicas).
+        if shared.managed.take_poller() {
+            spawn_guarded(
+                "batch poller",
+                crate::proxy::poll_batches(worker.clone(), every),
+            );
+        }
+    }
     crate::logging::buffer_this_thread();
     let flusher = worker.clone();
     spawn_guarded("flusher", async move {

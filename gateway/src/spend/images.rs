@@ -8,7 +8,9 @@
 //! has: its `input_cost_per_image`, else `output_cost_per_image`, else
 //! `input_cost_per_pixel` times the image's pixels. An ask without a size
 //! is priced at 1024x1024 (OpenAI's default), without a quality at
-//! `standard` (LiteLLM's).
+//! `standard` (LiteLLM's). Bedrock and Vertex AI image models are priced
+//! at `output_cost_per_image` first (their cost calculators' field), and
+//! Bedrock's SDXL at `{size}/50-steps/{model}` first.
 
 use super::media::media_price;
 use super::prices::{listed, price_for, Price};
@@ -88,7 +90,11 @@ impl Names<'_> {
             None => format!("{size}/{model}"),
         };
         let last = model.rsplit('/').next().unwrap_or(model);
+        // Bedrock's SDXL is priced by size and steps (LiteLLM's default
+        // 50 steps).
+        let steps = (provider == "bedrock").then(|| format!("{size}/50-steps/{model}"));
         let candidates = [
+            steps,
             Some(format!("{quality}/{base}")),
             Some(format!(
                 "{provider}/{quality}/{size}/{}",
@@ -106,9 +112,14 @@ impl Names<'_> {
             .flatten()
             .find(|name| media_price(name).is_some() || listed(name))?;
         let row = media_price(matched)?;
-        row.input_per_image
-            .or(row.output_per_image)
-            .or(row.input_per_pixel.map(|p| p * pixels as f64))
+        // Bedrock's and Vertex AI's cost calculators read the price per
+        // generated image (Titan lists 0 per input image beside it).
+        let per_image = if matches!(provider, "bedrock" | "vertex_ai") {
+            row.output_per_image.or(row.input_per_image)
+        } else {
+            row.input_per_image.or(row.output_per_image)
+        };
+        per_image.or(row.input_per_pixel.map(|p| p * pixels as f64))
     }
 }
 
@@ -225,6 +236,21 @@ mod tests {
         // No quality: LiteLLM's `high/{size}/{model}` is the first listed.
         let auto = image_price(&d, "gpt-image-1", &ask(1, None, None));
         assert!(close(auto.reserved(), 0.167));
+    }
+
+    #[test]
+    fn bedrock_images_are_priced_per_generated_image() {
+        let d = dep("bedrock/amazon.titan-image-generator-v2:0");
+        let p = image_price(&d, "amazon.titan-image-generator-v2:0", &ask(3, None, None));
+        // 0 per input image, 0.008 per generated one.
+        assert!(close(p.reserved(), 3.0 * 0.008));
+        let d = dep("bedrock/stability.sd3-large-v1:0");
+        let p = image_price(&d, "stability.sd3-large-v1:0", &ask(1, None, None));
+        assert!(close(p.reserved(), 0.08));
+        let d = dep("bedrock/stability.stable-diffusion-xl-v1");
+        let p = image_price(&d, "stability.stable-diffusion-xl-v1", &ask(1, None, None));
+        // 1024-x-1024/50-steps/stability.stable-diffusion-xl-v1.
+        assert!(close(p.reserved(), 0.04));
     }
 
     #[test]

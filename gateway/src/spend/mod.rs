@@ -14,6 +14,7 @@
 //! [`writer`] is spend's background half: it writes the rows to the store
 //! from the control plane (a layer above the pure cost functions).
 
+mod audio;
 mod bill;
 mod chunk_skim;
 mod cost;
@@ -28,6 +29,7 @@ mod usage;
 mod usage_skim;
 pub mod writer;
 
+pub use audio::{audio_price, cost as realtime_cost, AudioPrice, AudioTokens};
 pub use bill::{media_bill, transcription_bill, MediaBill, SpeechPrice};
 pub use cost::{cost, time_cost, worst_case_cost};
 pub use images::ImagePrice;

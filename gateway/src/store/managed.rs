@@ -43,6 +43,9 @@ pub struct ManagedObject {
     pub object: serde_json::Value,
     /// When it was recorded.
     pub created_at: DateTime<Utc>,
+    /// A batch's budget hold: the USD its input could cost at most (0 for
+    /// a file).
+    pub hold: f64,
 }
 
 #[cfg(test)]
@@ -60,6 +63,7 @@ mod tests {
             route: "openai".to_string(),
             object: serde_json::Value::Null,
             created_at: Utc::now(),
+            hold: 0.0,
         }
     }
 
@@ -87,6 +91,64 @@ mod tests {
             assert!(
                 !store.claim_batch_charge(&file).await.unwrap(),
                 "a file is never charged"
+            );
+        });
+    }
+
+    #[test]
+    fn due_batches_go_to_one_poller_until_final_and_hold_until_then() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let store = MemoryStore::default();
+        runtime.block_on(async {
+            let mut a = object("batch_a", ManagedKind::Batch, "alice");
+            a.hold = 1.5;
+            let mut b = object("batch_b", ManagedKind::Batch, "alice");
+            b.hold = 0.5;
+            store.insert_managed(&a).await.unwrap();
+            store.insert_managed(&b).await.unwrap();
+            store
+                .insert_managed(&object("file-x", ManagedKind::File, "alice"))
+                .await
+                .unwrap();
+            let now = Utc::now();
+            let later = now + chrono::Duration::seconds(60);
+            let long_ago = now - chrono::Duration::days(1);
+            assert_eq!(store.batch_holds("alice").await.unwrap(), 2.0);
+            assert_eq!(store.batch_holds("bob").await.unwrap(), 0.0);
+            let first = store.due_batches(now, later, long_ago, 1).await.unwrap();
+            assert_eq!(first.len(), 1, "at most the limit");
+            let second = store.due_batches(now, later, long_ago, 10).await.unwrap();
+            assert_eq!(second.len(), 1, "the other one only");
+            assert_ne!(first[0].id, second[0].id);
+            assert!(store
+                .due_batches(now, later, long_ago, 10)
+                .await
+                .unwrap()
+                .is_empty());
+            // Due again after the interval, unless final or charged.
+            store.batch_polled("batch_a", "failed", true).await.unwrap();
+            assert_eq!(store.batch_holds("alice").await.unwrap(), 0.5);
+            assert!(store.claim_batch_charge(&b).await.unwrap());
+            assert_eq!(store.batch_holds("alice").await.unwrap(), 0.0);
+            let after = later + chrono::Duration::seconds(1);
+            assert!(store
+                .due_batches(after, after, long_ago, 10)
+                .await
+                .unwrap()
+                .is_empty());
+            // Too old: no longer polled.
+            let c = object("batch_c", ManagedKind::Batch, "alice");
+            store.insert_managed(&c).await.unwrap();
+            assert!(store
+                .due_batches(after, after, after, 10)
+                .await
+                .unwrap()
+                .is_empty());
+            assert_eq!(
+                store.due_batches(after, after, long_ago, 10).await.unwrap()[0].id,
+                "batch_c"
             );
         });
     }

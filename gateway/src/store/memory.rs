@@ -56,6 +56,8 @@ struct Tables {
     /// A user's spend in a team (`LiteLLM_TeamMembership.spend`), by
     /// (team id, user id).
     member_spend: HashMap<(String, String), f64>,
+    /// When each open batch may next be polled (absent once final).
+    batch_polls: HashMap<String, DateTime<Utc>>,
 }
 
 impl Tables {
@@ -806,6 +808,9 @@ impl Store for MemoryStore {
             ))),
             std::collections::hash_map::Entry::Vacant(v) => {
                 v.insert(object.clone());
+                if object.kind == ManagedKind::Batch {
+                    t.batch_polls.insert(object.id.clone(), object.created_at);
+                }
                 Ok(())
             }
         })
@@ -839,6 +844,58 @@ impl Store for MemoryStore {
                 .entry(batch.id.clone())
                 .or_insert_with(|| batch.clone());
             known.kind == ManagedKind::Batch && t.charged_batches.insert(batch.id.clone())
+        }))
+    }
+
+    async fn due_batches(
+        &self,
+        now: DateTime<Utc>,
+        next: DateTime<Utc>,
+        oldest: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<ManagedObject>, StoreError> {
+        Ok(self.with(|t| {
+            let mut due: Vec<(DateTime<Utc>, String)> = t
+                .batch_polls
+                .iter()
+                .filter(|(id, at)| **at <= now && !t.charged_batches.contains(*id))
+                .filter(|(id, _)| t.managed.get(*id).is_some_and(|o| o.created_at >= oldest))
+                .map(|(id, at)| (*at, id.clone()))
+                .collect();
+            due.sort();
+            due.truncate(limit);
+            due.into_iter()
+                .filter_map(|(_, id)| {
+                    t.batch_polls.insert(id.clone(), next);
+                    t.managed.get(&id).cloned()
+                })
+                .collect()
+        }))
+    }
+
+    async fn batch_polled(&self, id: &str, status: &str, last: bool) -> Result<(), StoreError> {
+        self.with(|t| {
+            if let Some(o) = t.managed.get_mut(id) {
+                if let Some(object) = o.object.as_object_mut() {
+                    object.insert("status".into(), status.into());
+                }
+            }
+            if last {
+                t.batch_polls.remove(id);
+            }
+        });
+        Ok(())
+    }
+
+    async fn batch_holds(&self, key: &str) -> Result<f64, StoreError> {
+        Ok(self.with(|t| {
+            t.batch_polls
+                .keys()
+                .filter(|id| !t.charged_batches.contains(*id))
+                .filter_map(|id| t.managed.get(id))
+                .filter(|o| o.key == key)
+                .map(|o| o.hold)
+                .sum()
         }))
     }
 

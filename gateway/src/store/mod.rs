@@ -458,6 +458,21 @@ pub trait Store: Send + Sync {
     /// first when its record has not landed yet; true only for the one call
     /// that changed it, so a batch is charged once.
     async fn claim_batch_charge(&self, batch: &ManagedObject) -> Result<bool, StoreError>;
+    /// Claims up to `limit` batches due for a poll at `now` (created at or
+    /// after `oldest`, not charged, status not final), moving their next
+    /// poll to `next`: each due batch goes to one caller in the fleet.
+    async fn due_batches(
+        &self,
+        now: DateTime<Utc>,
+        next: DateTime<Utc>,
+        oldest: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<ManagedObject>, StoreError>;
+    /// Records a poll of batch `id`: its upstream `status`; `last` (a final
+    /// status) ends its polls and its hold.
+    async fn batch_polled(&self, id: &str, status: &str, last: bool) -> Result<(), StoreError>;
+    /// USD held by `key`'s open batches (not charged, not final).
+    async fn batch_holds(&self, key: &str) -> Result<f64, StoreError>;
 
     /// Writes spend-log rows idempotently (by `request_id`) and adds the spend
     /// of newly written rows to their key, user, team and end user

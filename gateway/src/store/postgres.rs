@@ -419,6 +419,24 @@ impl Store for PostgresStore {
         with_client!(self, c => managed::claim(c, batch))
     }
 
+    async fn due_batches(
+        &self,
+        now: DateTime<Utc>,
+        next: DateTime<Utc>,
+        oldest: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<ManagedObject>, StoreError> {
+        with_client!(self, c => managed::due(c, now, next, oldest, limit))
+    }
+
+    async fn batch_polled(&self, id: &str, status: &str, last: bool) -> Result<(), StoreError> {
+        with_client!(self, c => managed::polled(c, id, status, last))
+    }
+
+    async fn batch_holds(&self, key: &str) -> Result<f64, StoreError> {
+        with_client!(self, c => managed::holds(c, key))
+    }
+
     async fn get_end_user(&self, user_id: &str) -> Result<Option<EndUserRecord>, StoreError> {
         with_client!(self, c => end_users::get(c, user_id))
     }

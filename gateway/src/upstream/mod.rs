@@ -22,7 +22,7 @@ use crate::http1::{
     parse_response_head, ChunkedDecoder, ReadBuffer, ResponseFraming, ResponseHead,
 };
 use bytes::Bytes;
-use conn::UpstreamConn;
+pub use conn::UpstreamConn;
 use monoio::net::TcpStream;
 use pool::Pool;
 use rustls::pki_types::ServerName;
@@ -126,6 +126,22 @@ impl UpstreamClient {
                 Err(Exchange::Failed(e)) => return Err(e),
             }
         }
+    }
+
+    /// A new connection to `base` (DNS, TCP, TLS) that never joins the
+    /// pool, before `deadline`: for a protocol upgrade (the realtime
+    /// relay's WebSocket), which keeps the connection to itself.
+    pub async fn connect_fresh(
+        &self,
+        base: &UpstreamBase,
+        deadline: Instant,
+    ) -> Result<UpstreamConn, UpstreamError> {
+        let origin = Origin {
+            host: base.host.clone(),
+            port: base.port,
+            tls: base.tls,
+        };
+        within(deadline, Box::pin(self.connect(&origin))).await?
     }
 
     async fn connect(&self, origin: &Origin) -> Result<UpstreamConn, UpstreamError> {

@@ -1,8 +1,9 @@
 // Limits: the limiter's state from /health/readiness/details (mode, Redis breaker,
 // script calls), a key's or team's limits beside their current use
-// (/gateway/limits: this process's counters, which hold the count in local
-// mode and while Redis is unusable), and the rpm/tpm/parallel limits set on
-// keys and teams.
+// (/gateway/limits, whose `counted_in` says where the count lives: this
+// replica's counters in local mode and while Redis is unusable, else the
+// fleet's in Redis, read there), and the rpm/tpm/parallel limits set
+// on keys and teams.
 
 import { api, query } from '../api.js';
 import { h, replace, table, num, notice, field, values } from '../dom.js';
@@ -23,8 +24,13 @@ function liveView() {
     const v = values(form);
     try {
       const live = await api('GET', `/gateway/limits${query({ api_key: v.api_key, team_id: v.team_id })}`);
-      replace(out,
-        live.counted_here ? null : notice('The fleet counts in Redis: this replica shows the limits, not their use.', 'info'),
+      const unread = live.limits.some((l) => l.current == null);
+      const where = live.counted_in === 'replica'
+        ? notice(`Use as counted by this replica (${live.mode === 'local' ? 'local mode: each replica counts its own traffic' : 'Redis is unusable, so each replica counts alone'}), over a ${live.window_secs} s window.`, 'info')
+        : notice(unread
+          ? 'The fleet counts in Redis, which did not answer in time, so the limits are shown without their use.'
+          : `Use as the fleet counts it in Redis, over a ${live.window_secs} s window.`, 'info');
+      replace(out, where,
         table([
           ['Scope', (l) => l.scope], ['Id', (l) => h('span', { class: 'mono' }, `${String(l.id).slice(0, 16)}`)],
           ['Type', (l) => l.type], ['Limit', (l) => num(l.limit)],

@@ -1,13 +1,13 @@
 // Usage: spend, requests and tokens per day (SVG charts), and by model
-// group, key, team and tag, from LiteLLM's daily aggregate tables through
-// /user/daily/activity (a team's through /team/daily/activity, tags'
-// through /tag/daily/activity), beside LiteLLM's /global/spend (every
+// group, key, user, team and tag, from LiteLLM's daily aggregate tables
+// through /user/daily/activity (its `entities` are the users; a team's
+// through /team/daily/activity, tags' through /tag/daily/activity), beside LiteLLM's /global/spend (every
 // request's spend over the last 30 days). The tables count every request,
 // whether or not the spend log keeps its row.
 
 import { api, query } from '../api.js';
 import { h, replace, table, field, values, notice, usd, num } from '../dom.js';
-import { barChart } from '../chart.js';
+import { barChart, shareBar } from '../chart.js';
 
 const PAGE = 1000;
 const MAX_PAGES = 20;
@@ -64,16 +64,26 @@ function by(results, part, nameOf = (id) => id) {
   return [...m.values()].sort((a, b) => b.spend - a.spend || b.requests - a.requests).slice(0, 20);
 }
 
-const breakdown = (rows) => table([
-  ['Name', (e) => h('span', { class: 'mono' }, e.name)],
-  ['Spend', (e) => usd(e.spend)],
-  ['Requests', (e) => num(e.requests)],
-  ['Failed', (e) => num(e.failed)],
-  ['Tokens', (e) => num(e.tokens)],
-], rows, 'No traffic in this range.');
+/** A breakdown's rows (the top 20 by spend), each with its share of the spend drawn. */
+const breakdown = (rows) => {
+  const top = Math.max(0, ...rows.map((e) => e.spend));
+  const total = rows.reduce((a, e) => a + e.spend, 0);
+  const share = (e) => `${total > 0 ? ((e.spend / total) * 100).toFixed(1) : '0.0'}% of the spend listed`;
+  return table([
+    ['Name', (e) => h('span', { class: 'mono' }, e.name)],
+    ['Spend', (e) => h('span', { class: 'budget' }, shareBar(e.spend, top, share(e)), usd(e.spend))],
+    ['Requests', (e) => num(e.requests)],
+    ['Failed', (e) => num(e.failed)],
+    ['Tokens', (e) => num(e.tokens)],
+  ], rows, 'No traffic in this range.');
+};
 
 const keyName = (id, meta) => meta.key_alias || `${String(id).slice(0, 12)}…`;
 const teamName = (id, meta) => (meta.team_alias ? `${meta.team_alias} (${id})` : id);
+const userName = (id, meta) => {
+  const label = meta.user_alias || meta.user_email;
+  return label ? `${label} (${id})` : id;
+};
 
 export async function render(main, title, session) {
   const admin = !session || session.role !== 'internal_user';
@@ -133,6 +143,10 @@ export async function render(main, title, session) {
         barChart('Tokens per day', series('tokens'), (v) => String(Math.round(v)))),
       h('div', { class: 'panel' }, h('h2', {}, 'By model group'), breakdown(by(data.results, 'model_groups'))),
       h('div', { class: 'panel' }, h('h2', {}, 'By key'), breakdown(by(data.results, 'api_keys', keyName))),
+      admin && !team
+        ? h('div', { class: 'panel', id: 'usage-by-user' }, h('h2', {}, 'By user'),
+          breakdown(by(data.results, 'entities', userName)))
+        : null,
       teams ? h('div', { class: 'panel' }, h('h2', {}, 'By team'), breakdown(by(teams.results, 'entities', teamName))) : null,
       tags ? h('div', { class: 'panel' }, h('h2', {}, 'By tag'), breakdown(by(tags.results, 'entities'))) : null);
   }

@@ -1,11 +1,13 @@
 //! `GET /gateway/limits[?api_key=|team_id=]` (this gateway's, for the
 //! console's Limits page): the limiter's mode, breaker and reservation
 //! switch, and for a key (with its team's and user's limits) or a team,
-//! each rpm/tpm/parallel limit beside its current use. The use is read
-//! from this process's counters, without waiting on anything; they hold
-//! the count in local mode and while Redis is unusable (breaker open).
-//! Otherwise the fleet's count lives in Redis (or its leases) and `current`
-//! is null, rather than a figure that is not the one enforced.
+//! each rpm/tpm/parallel limit beside its current use, read through a
+//! [`UsageSource`] that says where the count lives (`counted_in`):
+//! - `"replica"`: this process's counters, read without waiting; they hold
+//!   the count in local mode and while Redis is unusable (breaker open);
+//! - `"fleet"`: Redis, as every replica sees it ([`Limiter::fleet_usage`],
+//!   read-only; in `lease` mode it counts the units granted to leases);
+//!   `current` is null when Redis does not answer in time.
 
 use super::body::bad_field;
 use super::db::{key, run, team, user};
@@ -37,12 +39,49 @@ fn subject(mut q: Query) -> Result<Subject, GatewayError> {
     Ok(subject)
 }
 
+/// Where the count of a limit lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Counted {
+    /// This process's counters.
+    Replica,
+    /// Redis, for the whole fleet.
+    Fleet,
+}
+
+/// Where the current use of limits is read from.
+trait UsageSource {
+    /// Where the count lives now.
+    fn counted_in(&self) -> Counted;
+    /// The current use of each of `descs`, in order; `None` when it cannot
+    /// be read.
+    async fn usage(&self, descs: &[Descriptor]) -> Option<Vec<u64>>;
+}
+
+impl UsageSource for Limiter {
+    fn counted_in(&self) -> Counted {
+        let breaker = self.breaker_state();
+        match self.mode() == Mode::Local || breaker.is_none() || breaker == Some(BreakerState::Open)
+        {
+            true => Counted::Replica,
+            false => Counted::Fleet,
+        }
+    }
+
+    /// This process's counters where they hold the count, else the
+    /// fleet's counters in Redis.
+    async fn usage(&self, descs: &[Descriptor]) -> Option<Vec<u64>> {
+        match self.counted_in() {
+            Counted::Replica => Some(descs.iter().map(|d| self.local_usage(&d.key)).collect()),
+            Counted::Fleet => self.fleet_usage(descs).await,
+        }
+    }
+}
+
 /// The limiter's state, shared by every answer.
-fn limiter_state(limiter: &Limiter) -> (Value, bool) {
+fn limiter_state(limiter: &Limiter) -> Value {
     let breaker = limiter.breaker_state();
-    let counted_here =
-        limiter.mode() == Mode::Local || breaker.is_none() || breaker == Some(BreakerState::Open);
-    let state = json!({
+    let counted_in = limiter.counted_in();
+    json!({
         "mode": limiter.mode().as_str(),
         "breaker": breaker.map(|b| match b {
             BreakerState::Closed => "closed",
@@ -51,19 +90,32 @@ fn limiter_state(limiter: &Limiter) -> (Value, bool) {
         }),
         "reservation": limiter.settings().reservation,
         "window_secs": limiter.settings().window.secs,
-        "counted_here": counted_here,
-    });
-    (state, counted_here)
+        "counted_here": counted_in == Counted::Replica,
+        "counted_in": match counted_in {
+            Counted::Replica => "replica",
+            Counted::Fleet => "fleet",
+        },
+    })
 }
 
-/// One limit's line: its scope, type, limit and current use.
-fn line(limiter: &Limiter, d: &Descriptor, counted_here: bool) -> Value {
+/// Each limit's line: its scope, type, limit and current use (null when
+/// `source` cannot read it).
+async fn lines(source: &impl UsageSource, descs: &[Descriptor]) -> Vec<Value> {
+    let used = source.usage(descs).await;
+    descs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| line(d, used.as_ref().and_then(|u| u.get(i).copied())))
+        .collect()
+}
+
+/// One limit's line.
+fn line(d: &Descriptor, current: Option<u64>) -> Value {
     let kind = match d.kind {
         Kind::Requests => "rpm",
         Kind::Tokens => "tpm",
         Kind::Parallel => "parallel",
     };
-    let current = counted_here.then(|| limiter.local_usage(&d.key));
     json!({
         "scope": d.scope.as_str(),
         "id": d.value(),
@@ -107,11 +159,8 @@ pub async fn live(worker: &Worker, q: Query) -> Result<Value, GatewayError> {
     })
     .await?;
     let limiter = &worker.shared.limiter;
-    let (mut state, counted_here) = limiter_state(limiter);
-    state["limits"] = descriptors
-        .iter()
-        .map(|d| line(limiter, d, counted_here))
-        .collect();
+    let mut state = limiter_state(limiter);
+    state["limits"] = Value::Array(lines(limiter, &descriptors).await);
     Ok(state)
 }
 
@@ -132,25 +181,60 @@ mod tests {
     }
 
     /// In local mode a limit shows the counter's use (none yet: all is
-    /// left); where the count is not here, none is shown.
-    #[test]
-    fn a_local_limit_shows_its_counters_use() {
+    /// left), labelled as this replica's count.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_local_limit_shows_its_counters_use() {
         let (limiter, _) = Limiter::new(LimitSettings::default());
-        let (state, here) = limiter_state(&limiter);
-        assert!(here);
-        assert_eq!(state["mode"], "local");
+        let state = limiter_state(&limiter);
+        assert_eq!(
+            (state["mode"].clone(), state["counted_in"].clone()),
+            (json!("local"), json!("replica"))
+        );
         assert_eq!(state["reservation"], true);
         let d = Descriptor::new(Scope::ApiKey, "hash", Kind::Requests, 10);
-        let fresh = line(&limiter, &d, here);
+        let fresh = &lines(&limiter, std::slice::from_ref(&d)).await[0];
         assert_eq!(
             (fresh["current"].clone(), fresh["remaining"].clone()),
             (json!(0), json!(10))
         );
-        let shown = line(&limiter, &d, false);
-        assert_eq!(shown["current"], Value::Null);
         assert_eq!(
-            (shown["type"].clone(), shown["id"].clone()),
+            (fresh["type"].clone(), fresh["id"].clone()),
             (json!("rpm"), json!("hash"))
         );
+    }
+
+    /// A source of the fleet's counts (what `Limiter::usage` is to give).
+    struct Fleet(Option<Vec<u64>>);
+
+    impl UsageSource for Fleet {
+        fn counted_in(&self) -> Counted {
+            Counted::Fleet
+        }
+        async fn usage(&self, _: &[Descriptor]) -> Option<Vec<u64>> {
+            self.0.clone()
+        }
+    }
+
+    /// The fleet's count, when its source gives one, is each line's use;
+    /// when it cannot be read, no use is shown.
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_fleets_count_is_shown_when_its_source_gives_it() {
+        let descs = [
+            Descriptor::new(Scope::Team, "t", Kind::Requests, 10),
+            Descriptor::new(Scope::ApiKey, "k", Kind::Parallel, 2),
+        ];
+        let shown = lines(&Fleet(Some(vec![7, 3])), &descs).await;
+        assert_eq!(
+            (shown[0]["current"].clone(), shown[0]["remaining"].clone()),
+            (json!(7), json!(3))
+        );
+        assert_eq!(
+            (shown[1]["current"].clone(), shown[1]["remaining"].clone()),
+            (json!(3), json!(0))
+        );
+        let unread = lines(&Fleet(None), &descs).await;
+        assert!(unread
+            .iter()
+            .all(|l| l["current"].is_null() && l["remaining"].is_null()));
     }
 }

@@ -23,6 +23,7 @@ mod org_members;
 mod org_routes;
 mod orgs;
 pub(super) mod query;
+mod replicas;
 mod spend;
 mod team_admin_edit;
 mod teams;
@@ -58,6 +59,7 @@ pub fn is_admin_path(path: &str) -> bool {
     .any(|prefix| path.starts_with(prefix))
         || path == "/global/spend"
         || path == "/gateway/limits"
+        || path == "/gateway/replicas"
         || path == "/health/test_connection"
 }
 
@@ -82,7 +84,11 @@ pub fn read_only(path: &str) -> bool {
         || path.ends_with("/daily/activity")
         || matches!(
             path,
-            "/spend/logs" | "/global/spend" | "/gateway/limits" | "/budget/settings"
+            "/spend/logs"
+                | "/global/spend"
+                | "/gateway/limits"
+                | "/gateway/replicas"
+                | "/budget/settings"
         )
 }
 
@@ -306,6 +312,8 @@ enum Endpoint<'a> {
     GlobalSpend,
     /// This gateway's `/gateway/limits` ([`live_limits`]).
     LiveLimits,
+    /// This gateway's `/gateway/replicas` ([`replicas`]).
+    Replicas,
     /// `/<scope>/daily/activity` ([`daily`]).
     DailyActivity(crate::store::DailyScope),
     /// `/budget/*` and `/organization/*` ([`org_routes`]).
@@ -362,6 +370,7 @@ impl<'a> Endpoint<'a> {
             "/spend/logs" if get => SpendLogs,
             "/global/spend" if get => GlobalSpend,
             "/gateway/limits" if get => LiveLimits,
+            "/gateway/replicas" if get => Replicas,
             _ if post => {
                 let key = path
                     .strip_prefix("/key/")?
@@ -464,6 +473,10 @@ async fn answer(
         SpendLogs => spend::logs(worker, q).await,
         GlobalSpend => spend::global(worker, q).await,
         LiveLimits => live_limits::live(worker, q).await,
+        Replicas => {
+            q.finish()?;
+            Ok(replicas::list(&worker.shared.replicas))
+        }
         DailyActivity(scope) => daily::activity(worker, scope, q).await,
         Org(route) => org_routes::answer(worker, &caller, route, q, body).await,
         Customer(op) => customers::handle(worker, op, q, body).await,

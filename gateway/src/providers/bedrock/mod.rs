@@ -20,9 +20,12 @@
 //! (`embeddings`). Errors: `ThrottlingException` (429) is a rate limit, a
 //! `ValidationException` about input length the context-window class,
 //! 5xx and `ModelStreamErrorException` (424) internal errors. LiteLLM's
-//! rerank goes to the agent runtime's Rerank API (`rerank`).
+//! rerank goes to the agent runtime's Rerank API (`rerank`); OpenAI's
+//! image generation to Titan and Stability image models through
+//! InvokeModel (`images`).
 
 pub mod embeddings;
+pub mod images;
 mod request;
 pub mod rerank;
 mod response;
@@ -159,11 +162,16 @@ impl Provider for Bedrock {
                 false,
                 "invoke",
             ),
+            (Endpoint::ImageGenerations, _) => (
+                images::request(&req.body, model_id(upstream_model))?,
+                false,
+                "invoke",
+            ),
             _ => {
                 return Err(GatewayError::InvalidParam {
                     param: "model",
                     message: format!(
-                        "provider bedrock serves /chat/completions, /embeddings, /v1/messages and (rerank models) /rerank, not {}",
+                        "provider bedrock serves /chat/completions, /embeddings, /v1/messages, (rerank models) /rerank and (Titan and Stability image models) /images/generations, not {}",
                         req.endpoint.path_suffix()
                     ),
                 })
@@ -196,6 +204,10 @@ impl Provider for Bedrock {
         documents: usize,
     ) -> Option<Result<Vec<u8>, TranslateError>> {
         Some(rerank::to_cohere(body, documents))
+    }
+
+    fn images_to_openai(&self, body: &[u8]) -> Option<Result<Vec<u8>, GatewayError>> {
+        Some(images::to_openai(body, unix_secs()))
     }
 
     fn stream_to_internal(&self, include_usage: bool) -> Option<Box<dyn StreamTranslator>> {

@@ -24,9 +24,11 @@
 //!
 //! Models named `claude-…` are Anthropic's, served by `anthropic`
 //! (`:rawPredict`, the Messages API); `semantic-ranker-…` models serve
-//! LiteLLM's rerank through the ranking API (`rank`).
+//! LiteLLM's rerank through the ranking API (`rank`); Imagen models serve
+//! OpenAI's image generation through `:predict` (`imagen`).
 
 mod anthropic;
+pub mod imagen;
 pub mod rank;
 
 pub use anthropic::{VertexAnthropic, VERTEX_ANTHROPIC_VERSION};
@@ -158,7 +160,7 @@ fn model_path(
     stream: bool,
 ) -> String {
     let method = match (endpoint, stream) {
-        (Endpoint::Embeddings, _) => "predict",
+        (Endpoint::Embeddings | Endpoint::ImageGenerations, _) => "predict",
         (_, true) => "streamGenerateContent",
         (_, false) => "generateContent",
     };
@@ -175,7 +177,7 @@ fn model_path(
     } else {
         format!("{base}:{method}")
     };
-    if stream && endpoint != Endpoint::Embeddings {
+    if stream && !matches!(endpoint, Endpoint::Embeddings | Endpoint::ImageGenerations) {
         path.push_str("?alt=sse");
     }
     path
@@ -239,11 +241,14 @@ impl Provider for Vertex {
         let (body, include_usage) = match req.endpoint {
             Endpoint::ChatCompletions => gemini::request_from_chat(&req.body)?,
             Endpoint::Embeddings => (gemini::embeddings::vertex_request(&req.body)?, false),
+            Endpoint::ImageGenerations if imagen::is_imagen(upstream_model) => {
+                (imagen::request(&req.body)?, false)
+            }
             _ => {
                 return Err(GatewayError::InvalidParam {
                     param: "model",
                     message: format!(
-                        "provider vertex_ai serves /chat/completions, /embeddings, /v1/messages, /v1/responses and (semantic-ranker models) /rerank, not {}",
+                        "provider vertex_ai serves /chat/completions, /embeddings, /v1/messages, /v1/responses, (semantic-ranker models) /rerank and (Imagen models) /images/generations, not {}",
                         req.endpoint.path_suffix()
                     ),
                 })
@@ -275,6 +280,10 @@ impl Provider for Vertex {
         documents: usize,
     ) -> Option<Result<Vec<u8>, TranslateError>> {
         Some(rank::to_cohere(body, documents))
+    }
+
+    fn images_to_openai(&self, body: &[u8]) -> Option<Result<Vec<u8>, GatewayError>> {
+        Some(imagen::to_openai(body, chrono::Utc::now().timestamp()))
     }
 
     /// As Gemini: every http(s) image goes inline.

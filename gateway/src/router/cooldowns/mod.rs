@@ -29,7 +29,7 @@
 //!   each side logs once when Redis is lost and once when it is back.
 
 pub mod message;
-mod store;
+pub mod store;
 
 use crate::limits::{Breaker, RemoteError};
 use crate::models::Models;
@@ -73,11 +73,16 @@ pub struct CooldownRunner {
 
 /// With Redis at `redis_url` (a Cluster when `cluster` names its startup
 /// nodes), the link the routers send on and the runner for the control
-/// plane; `None` without Redis (cooldowns stay per process).
-pub fn shared(redis_url: Option<&str>, cluster: &[String]) -> Option<(FleetLink, CooldownRunner)> {
+/// plane, whose messages name this process as `replica`; `None` without
+/// Redis (cooldowns stay per process).
+pub fn shared(
+    redis_url: Option<&str>,
+    cluster: &[String],
+    replica: &str,
+) -> Option<(FleetLink, CooldownRunner)> {
     let url = redis_url?.to_string();
     let (link, rx) = FleetLink::channel(fleet::QUEUE);
-    let replica = uuid::Uuid::new_v4().simple().to_string();
+    let replica = replica.to_string();
     let cluster = cluster.to_vec();
     Some((
         link,
@@ -577,8 +582,8 @@ mod tests {
 
     #[test]
     fn without_redis_nothing_is_shared() {
-        assert!(shared(None, &[]).is_none());
-        let (_, runner) = shared(Some("redis://127.0.0.1:1"), &[]).unwrap();
-        assert_eq!(runner.replica.len(), 32);
+        assert!(shared(None, &[], "r").is_none());
+        let (_, runner) = shared(Some("redis://127.0.0.1:1"), &[], "replica-id").unwrap();
+        assert_eq!(runner.replica, "replica-id");
     }
 }

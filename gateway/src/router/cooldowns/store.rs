@@ -1,6 +1,7 @@
-//! Where cooldowns are shared: one Redis server, or a Redis Cluster, over
-//! the limiter's connection code (the same codec, log-in, TLS and Cluster
-//! routing as the cores' links, on tokio).
+//! Where cooldowns are shared (and replicas heartbeat, `crate::replicas`):
+//! one Redis server, or a Redis Cluster, over the limiter's connection code
+//! (the same codec, log-in, TLS and Cluster routing as the cores' links, on
+//! tokio).
 //!
 //! On a Cluster every command is routed by its key's slot (following
 //! `MOVED` / `ASK`); a pipeline's commands go to their masters, all at

@@ -68,6 +68,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0022_litellm_budget_limits",
         include_str!("../../../../migrations/0022_litellm_budget_limits.sql"),
     ),
+    (
+        "0023_batch_polls",
+        include_str!("../../../../migrations/0023_batch_polls.sql"),
+    ),
 ];
 
 /// Advisory lock key taken by every migration transaction ("gateway" in

@@ -5,7 +5,8 @@
 //! (Bearer token; `instances` of 1 to 250 `{"content"}`), and Bedrock's
 //! InvokeModel `…/model/{id}/invoke` (SigV4; Titan `{"inputText"}`,
 //! Cohere `{"texts","input_type"}`). Vectors are the mock's
-//! (`embeddings::vector`).
+//! (`embeddings::vector`). The same paths for Imagen and Bedrock's image
+//! models are `cloud_images`'.
 
 use serde_json::{json, Value};
 
@@ -42,6 +43,9 @@ pub fn google(ctx: &Ctx<'_>, body: &Value) -> Reply {
         return refusal;
     }
     let vertex = ctx.req.path().contains("/projects/");
+    if vertex && method == "predict" && super::cloud_images::is_imagen(model) {
+        return super::cloud_images::imagen(body);
+    }
     let texts: Vec<&str> = if vertex {
         if method != "predict" {
             return gemini::error(404, "unknown method");
@@ -135,6 +139,9 @@ pub fn bedrock_invoke(ctx: &Ctx<'_>, body: &Value) -> Reply {
     let Some(id) = invoke_path(ctx.req.path()) else {
         return bedrock::error(404, "unknown operation");
     };
+    if super::cloud_images::is_bedrock_image(&id) {
+        return super::cloud_images::bedrock_invoke(&id, body);
+    }
     let Some(obj) = body.as_object() else {
         return bedrock::error(400, "Malformed input request");
     };

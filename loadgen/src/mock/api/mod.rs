@@ -6,6 +6,7 @@ pub mod anthropic;
 pub mod azure;
 pub mod bedrock;
 pub mod chat;
+pub mod cloud_images;
 pub mod cohere;
 pub mod embed;
 pub mod embeddings;

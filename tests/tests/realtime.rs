@@ -1,0 +1,556 @@
+//! LiteLLM's realtime route (`/v1/realtime` over WebSocket) end to end
+//! against a mock of OpenAI's realtime API (`e2e::realtime_mock`, which
+//! checks the path, `model`, the upstream key and masks): the virtual key
+//! is checked before the upgrade, frames are relayed both ways, each
+//! `response.done`'s usage is charged to the key and the session written
+//! as one spend row, budgets and parallel limits hold at connect, and an
+//! oversize frame closes the session with 1009.
+
+use e2e::config::UPSTREAM_KEY;
+use e2e::realtime_mock::{RealtimeMock, USAGE};
+use e2e::{eventually, to_yaml, Gateway, MASTER_KEY};
+use serde_json::{json, Value};
+use std::net::TcpStream;
+use std::time::Duration;
+use tungstenite::client::IntoClientRequest;
+use tungstenite::protocol::frame::coding::CloseCode;
+use tungstenite::{Message, WebSocket};
+
+/// The upstream model the deployment names (what the mock expects); the
+/// price map prices its audio tokens (`gpt-realtime`: 3.2e-5 in, 6.4e-5
+/// out), the config its text tokens.
+const UPSTREAM_MODEL: &str = "gpt-realtime";
+const AUDIO_INPUT_PRICE: f64 = 3.2e-5;
+const AUDIO_OUTPUT_PRICE: f64 = 6.4e-5;
+const INPUT_PRICE: f64 = 1e-6;
+const OUTPUT_PRICE: f64 = 2e-6;
+const CACHED_PRICE: f64 = 5e-7;
+
+fn config(mock: &RealtimeMock, max_request_size_mb: f64, upstream_key: &str) -> Value {
+    json!({
+        "model_list": [{
+            "model_name": "gpt-rt",
+            "litellm_params": {
+                "model": format!("openai/{UPSTREAM_MODEL}"),
+                "api_base": mock.api_base(),
+                "api_key": upstream_key,
+                "input_cost_per_token": INPUT_PRICE,
+                "output_cost_per_token": OUTPUT_PRICE,
+                "cache_read_input_token_cost": CACHED_PRICE,
+            },
+            "model_info": {"id": "rt-1"},
+        }],
+        "general_settings": {"master_key": MASTER_KEY, "max_request_size_mb": max_request_size_mb},
+    })
+}
+
+fn start(mock: &RealtimeMock, max_request_size_mb: f64, upstream_key: &str) -> Gateway {
+    Gateway::start(
+        &to_yaml(&config(mock, max_request_size_mb, upstream_key)),
+        &[],
+    )
+}
+
+fn new_key(gw: &Gateway, fields: Value) -> String {
+    let resp = gw.post("/key/generate", &fields);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    resp.json()["key"].as_str().unwrap().to_string()
+}
+
+type Ws = WebSocket<TcpStream>;
+type Handshake = tungstenite::handshake::client::Response;
+
+/// Opens `/v1/realtime?model=gpt-rt` with `headers`; the HTTP refusal
+/// (status and body) when the gateway does not upgrade.
+fn connect(
+    gw: &Gateway,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Result<(Ws, Handshake), (u16, String)> {
+    let mut req = format!("ws://127.0.0.1:{}{path}", gw.port())
+        .into_client_request()
+        .unwrap();
+    for (name, value) in headers {
+        let name = tungstenite::http::HeaderName::from_bytes(name.as_bytes()).expect("header name");
+        req.headers_mut()
+            .insert(name, value.parse().expect("header value"));
+    }
+    let stream = TcpStream::connect(("127.0.0.1", gw.port())).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    match tungstenite::client::client(req, stream) {
+        Ok(pair) => Ok(pair),
+        Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(resp))) => {
+            let body = resp
+                .body()
+                .as_ref()
+                .map(|b| String::from_utf8_lossy(b).to_string())
+                .unwrap_or_default();
+            Err((resp.status().as_u16(), body))
+        }
+        Err(e) => panic!("handshake failed: {e}\n{}", gw.output()),
+    }
+}
+
+fn open(gw: &Gateway, key: &str) -> (Ws, Handshake) {
+    let auth = format!("Bearer {key}");
+    connect(
+        gw,
+        "/v1/realtime?model=gpt-rt",
+        &[("authorization", &auth), ("openai-beta", "realtime=v1")],
+    )
+    .unwrap_or_else(|(status, body)| panic!("refused with {status}: {body}\n{}", gw.output()))
+}
+
+/// The next event the server sends (text frames only), or the close.
+fn next<S: std::io::Read + std::io::Write>(
+    ws: &mut WebSocket<S>,
+) -> Result<Value, Option<(u16, String)>> {
+    loop {
+        match ws.read() {
+            Ok(Message::Text(t)) => {
+                return Ok(serde_json::from_str(t.as_str()).expect("JSON event"))
+            }
+            Ok(Message::Close(frame)) => {
+                return Err(frame.map(|f| (u16::from(f.code), f.reason.to_string())))
+            }
+            Ok(_) => {}
+            Err(e) => panic!("read failed: {e}"),
+        }
+    }
+}
+
+fn send(ws: &mut Ws, event: Value) {
+    ws.send(Message::text(event.to_string())).expect("send");
+}
+
+/// The cost of one mock response: text tokens at the configured prices
+/// (its cached tokens are text), audio tokens at the price map's.
+fn response_cost() -> f64 {
+    let u = USAGE;
+    (u.input_text - u.cached) as f64 * INPUT_PRICE
+        + u.cached as f64 * CACHED_PRICE
+        + u.input_audio as f64 * AUDIO_INPUT_PRICE
+        + u.output_text as f64 * OUTPUT_PRICE
+        + u.output_audio as f64 * AUDIO_OUTPUT_PRICE
+}
+
+/// Closes from the client side and reads until the server's close.
+fn close(mut ws: Ws) {
+    ws.close(None).expect("close");
+    loop {
+        match ws.read() {
+            Ok(_) => {}
+            Err(tungstenite::Error::ConnectionClosed) => return,
+            Err(e) => panic!("closing: {e}"),
+        }
+    }
+}
+
+#[test]
+fn a_session_relays_events_both_ways_charges_each_response_and_writes_one_row() {
+    let mock = RealtimeMock::start(UPSTREAM_MODEL, UPSTREAM_KEY);
+    let gw = start(&mock, 1.0, UPSTREAM_KEY);
+    let key = new_key(&gw, json!({}));
+    let (mut ws, handshake) = open(&gw, &key);
+    let call_id = handshake
+        .headers()
+        .get("x-litellm-call-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("the 101 carries the call id")
+        .to_string();
+    let created = next(&mut ws).unwrap();
+    assert_eq!(created["type"], "session.created", "{created}");
+    // Two responses: both relayed, both charged.
+    for _ in 0..2 {
+        send(
+            &mut ws,
+            json!({"type": "response.create", "response": {"modalities": ["text"]}}),
+        );
+        let mut types = Vec::new();
+        loop {
+            let event = next(&mut ws).unwrap();
+            types.push(event["type"].as_str().unwrap().to_string());
+            if event["type"] == "response.done" {
+                assert_eq!(event["response"]["usage"]["input_tokens"], USAGE.input());
+                break;
+            }
+        }
+        assert_eq!(
+            types,
+            ["response.created", "response.text.delta", "response.done"]
+        );
+    }
+    // An event the upstream does not know comes back as its error event.
+    send(&mut ws, json!({"type": "nonsense", "event_id": "ev1"}));
+    let err = next(&mut ws).unwrap();
+    assert_eq!(err["error"]["code"], "unknown_event", "{err}");
+    close(ws);
+
+    // The upstream saw the deployment's key and model, never the caller's.
+    let seen = mock.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].uri, format!("/v1/realtime?model={UPSTREAM_MODEL}"));
+    assert_eq!(
+        seen[0].header("authorization"),
+        Some(&*format!("Bearer {UPSTREAM_KEY}"))
+    );
+    assert_eq!(seen[0].header("openai-beta"), Some("realtime=v1"));
+    assert!(seen
+        .iter()
+        .all(|s| s.headers.iter().all(|(_, v)| !v.contains(&key))));
+    let events = mock.events();
+    assert_eq!(events.len(), 3, "{events:?}");
+
+    let row = gw.spend_row(&call_id);
+    assert_eq!(row["call_type"], "_arealtime", "{row}");
+    assert_eq!(row["model_group"], "gpt-rt", "{row}");
+    assert_eq!(row["model"], UPSTREAM_MODEL, "{row}");
+    assert_eq!(
+        row["prompt_tokens"].as_u64(),
+        Some(2 * USAGE.input()),
+        "{row}"
+    );
+    assert_eq!(
+        row["completion_tokens"].as_u64(),
+        Some(2 * USAGE.output()),
+        "{row}"
+    );
+    let expected = 2.0 * response_cost();
+    assert!(
+        (row["spend"].as_f64().unwrap() - expected).abs() < 1e-12,
+        "{row} vs {expected}"
+    );
+    let spent = eventually("the key's spend", Duration::from_secs(5), || {
+        let info = gw.get(&format!("/key/info?key={key}")).json();
+        info["info"]["spend"].as_f64().filter(|s| *s > 0.0)
+    });
+    assert!((spent - expected).abs() < 1e-12, "{spent} vs {expected}");
+}
+
+#[test]
+fn a_wrong_or_missing_key_is_refused_before_the_upgrade() {
+    let mock = RealtimeMock::start(UPSTREAM_MODEL, UPSTREAM_KEY);
+    let gw = start(&mock, 1.0, UPSTREAM_KEY);
+    let (status, body) = connect(
+        &gw,
+        "/v1/realtime?model=gpt-rt",
+        &[("authorization", "Bearer sk-wrong")],
+    )
+    .map(|_| ())
+    .unwrap_err();
+    assert_eq!(status, 401, "{body}");
+    let body: Value = serde_json::from_str(&body).expect("an OpenAI error body");
+    assert!(body["error"]["message"].is_string(), "{body}");
+    let (status, _) = connect(&gw, "/realtime?model=gpt-rt", &[])
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(status, 401);
+    // A model the route does not know, and no model: refused before the upstream too.
+    let auth = format!("Bearer {MASTER_KEY}");
+    let (status, body) = connect(&gw, "/v1/realtime?model=nope", &[("authorization", &auth)])
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = connect(&gw, "/v1/realtime", &[("authorization", &auth)])
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("model"), "{body}");
+    assert!(mock.seen().is_empty(), "{:?}", mock.seen());
+    // A plain GET is told to upgrade.
+    let resp = gw.call(
+        "GET",
+        "/v1/realtime?model=gpt-rt",
+        &[("authorization", &auth)],
+        b"",
+    );
+    assert_eq!(resp.status, 426, "{}", resp.text());
+}
+
+#[test]
+fn a_browser_key_in_a_subprotocol_is_accepted_and_never_echoed() {
+    let mock = RealtimeMock::start(UPSTREAM_MODEL, UPSTREAM_KEY);
+    let gw = start(&mock, 1.0, UPSTREAM_KEY);
+    let key = new_key(&gw, json!({}));
+    let protocols = format!("realtime, openai-insecure-api-key.{key}, openai-beta.realtime-v1");
+    let (mut ws, handshake) = connect(
+        &gw,
+        "/realtime?model=gpt-rt",
+        &[("sec-websocket-protocol", &protocols)],
+    )
+    .unwrap_or_else(|(s, b)| panic!("{s}: {b}"));
+    assert_eq!(
+        handshake
+            .headers()
+            .get("sec-websocket-protocol")
+            .and_then(|v| v.to_str().ok()),
+        Some("realtime")
+    );
+    assert_eq!(next(&mut ws).unwrap()["type"], "session.created");
+    close(ws);
+}
+
+#[test]
+fn the_upstreams_refusal_is_relayed_as_an_http_error() {
+    let mock = RealtimeMock::start(UPSTREAM_MODEL, UPSTREAM_KEY);
+    let gw = start(&mock, 1.0, "sk-not-the-upstream-key");
+    let auth = format!("Bearer {MASTER_KEY}");
+    let (status, body) = connect(
+        &gw,
+        "/v1/realtime?model=gpt-rt",
+        &[("authorization", &auth)],
+    )
+    .map(|_| ())
+    .unwrap_err();
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("Incorrect API key"), "{body}");
+    assert!(!body.contains("sk-not-the-upstream-key"), "{body}");
+    assert_eq!(mock.seen().len(), 1);
+}
+
+#[test]
+fn a_budget_refuses_a_session_once_spent_and_ends_the_one_that_spends_it() {
+    let mock = RealtimeMock::start(UPSTREAM_MODEL, UPSTREAM_KEY);
+    let gw = start(&mock, 1.0, UPSTREAM_KEY);
+    // Less than one response costs: the first response spends it.
+    let key = new_key(&gw, json!({"max_budget": response_cost() / 2.0}));
+    let (mut ws, _) = open(&gw, &key);
+    assert_eq!(next(&mut ws).unwrap()["type"], "session.created");
+    send(&mut ws, json!({"type": "response.create"}));
+    let closed = loop {
+        match next(&mut ws) {
+            Ok(event) if event["type"] == "error" => {
+                assert_eq!(event["error"]["code"], "budget_exceeded", "{event}");
+            }
+            Ok(_) => {}
+            Err(close) => break close,
+        }
+    };
+    let (code, reason) = closed.expect("a close frame with a code");
+    assert_eq!(code, 1008, "{reason}");
+    // The next session is refused before the upgrade.
+    let auth = format!("Bearer {key}");
+    let (status, body) = eventually("the spend to count", Duration::from_secs(5), || {
+        connect(
+            &gw,
+            "/v1/realtime?model=gpt-rt",
+            &[("authorization", &auth)],
+        )
+        .err()
+    });
+    assert_eq!(status, 422, "{body}");
+    assert!(body.contains("Budget has been exceeded"), "{body}");
+}
+
+#[test]
+fn a_session_holds_its_parallel_slot_until_it_ends() {
+    let mock = RealtimeMock::start(UPSTREAM_MODEL, UPSTREAM_KEY);
+    let gw = start(&mock, 1.0, UPSTREAM_KEY);
+    let key = new_key(&gw, json!({"max_parallel_requests": 1}));
+    let (mut ws, _) = open(&gw, &key);
+    assert_eq!(next(&mut ws).unwrap()["type"], "session.created");
+    let auth = format!("Bearer {key}");
+    let (status, body) = connect(
+        &gw,
+        "/v1/realtime?model=gpt-rt",
+        &[("authorization", &auth)],
+    )
+    .map(|_| ())
+    .unwrap_err();
+    assert_eq!(status, 429, "{body}");
+    close(ws);
+    // Freed once the session ended.
+    let (ws, _) = eventually("the slot to be freed", Duration::from_secs(5), || {
+        connect(
+            &gw,
+            "/v1/realtime?model=gpt-rt",
+            &[("authorization", &auth)],
+        )
+        .ok()
+    });
+    close(ws);
+}
+
+#[test]
+fn a_frame_over_max_request_size_closes_the_session_with_1009() {
+    let mock = RealtimeMock::start(UPSTREAM_MODEL, UPSTREAM_KEY);
+    // 10 KiB.
+    let gw = start(&mock, 10.0 / 1024.0, UPSTREAM_KEY);
+    let (mut ws, _) = open(&gw, MASTER_KEY);
+    assert_eq!(next(&mut ws).unwrap()["type"], "session.created");
+    let audio = "A".repeat(64 * 1024);
+    let event = json!({"type": "input_audio_buffer.append", "audio": audio});
+    send(&mut ws, event);
+    let closed = loop {
+        match next(&mut ws) {
+            Ok(_) => {}
+            Err(close) => break close,
+        }
+    };
+    let (code, reason) = closed.expect("a close frame with a code");
+    assert_eq!(code, u16::from(CloseCode::Size), "{reason}");
+    assert!(
+        mock.events().is_empty(),
+        "the oversize event reached the upstream: {:?}",
+        mock.events()
+    );
+}
+
+#[test]
+fn a_key_blocked_during_a_session_ends_it_at_its_next_response() {
+    let mock = RealtimeMock::start(UPSTREAM_MODEL, UPSTREAM_KEY);
+    let gw = start(&mock, 1.0, UPSTREAM_KEY);
+    let key = new_key(&gw, json!({}));
+    let (mut ws, _) = open(&gw, &key);
+    assert_eq!(next(&mut ws).unwrap()["type"], "session.created");
+    let resp = gw.post("/key/block", &json!({"key": key}));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    send(&mut ws, json!({"type": "response.create"}));
+    let mut error = None;
+    let closed = loop {
+        match next(&mut ws) {
+            Ok(event) if event["type"] == "error" => error = Some(event),
+            Ok(_) => {}
+            Err(close) => break close,
+        }
+    };
+    let (code, reason) = closed.expect("a close frame with a code");
+    assert_eq!(code, 1008, "{reason}");
+    let error = error.expect("an error event before the close");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("blocked"),
+        "{error}"
+    );
+}
+
+/// Over client TLS the session's socket is split into halves the same way:
+/// a session through the gateway's TLS termination relays both ways and
+/// closes cleanly.
+#[test]
+fn a_session_over_client_tls_relays_both_ways() {
+    use e2e::pki::{path_str, TestPki};
+    use rustls::pki_types::ServerName;
+    let pki = TestPki::new();
+    let mock = RealtimeMock::start(UPSTREAM_MODEL, UPSTREAM_KEY);
+    let gw = Gateway::spawn(
+        &to_yaml(&config(&mock, 1.0, UPSTREAM_KEY)),
+        &[],
+        e2e::free_port(),
+        &[
+            "--ssl_certfile_path",
+            path_str(&pki.cert),
+            "--ssl_keyfile_path",
+            path_str(&pki.key),
+        ],
+    );
+    let client = e2e::tls_client::trusting(&pki.ca);
+    let port = gw.port();
+    let tls = || -> Option<rustls::StreamOwned<rustls::ClientConnection, TcpStream>> {
+        let tcp = TcpStream::connect(("127.0.0.1", port)).ok()?;
+        tcp.set_read_timeout(Some(Duration::from_secs(15))).ok()?;
+        let name = ServerName::try_from("localhost").ok()?;
+        let conn = rustls::ClientConnection::new(client.clone(), name).ok()?;
+        let mut stream = rustls::StreamOwned::new(conn, tcp);
+        while stream.conn.is_handshaking() {
+            stream.conn.complete_io(&mut stream.sock).ok()?;
+        }
+        Some(stream)
+    };
+    let stream = eventually(
+        "the gateway answering over TLS",
+        Duration::from_secs(30),
+        tls,
+    );
+    let mut req = format!("wss://localhost:{port}/v1/realtime?model=gpt-rt")
+        .into_client_request()
+        .unwrap();
+    let auth = format!("Bearer {MASTER_KEY}");
+    req.headers_mut()
+        .insert("authorization", auth.parse().unwrap());
+    let (mut ws, _) = tungstenite::client::client(req, stream)
+        .unwrap_or_else(|e| panic!("handshake over TLS: {e}\n{}", gw.output()));
+    assert_eq!(next(&mut ws).unwrap()["type"], "session.created");
+    for _ in 0..3 {
+        ws.send(Message::text(
+            json!({"type": "response.create"}).to_string(),
+        ))
+        .unwrap();
+        loop {
+            if next(&mut ws).unwrap()["type"] == "response.done" {
+                break;
+            }
+        }
+    }
+    ws.close(None).unwrap();
+    loop {
+        match ws.read() {
+            Ok(_) => {}
+            Err(tungstenite::Error::ConnectionClosed) => break,
+            Err(e) => panic!("closing: {e}"),
+        }
+    }
+    assert_eq!(mock.events().len(), 3);
+}
+
+/// An `azure/` deployment's session goes to Azure's realtime path with the
+/// deployment and version in the query and the key in `api-key`.
+#[test]
+fn an_azure_session_names_the_deployment_and_sends_api_key() {
+    let mock = RealtimeMock::start(UPSTREAM_MODEL, UPSTREAM_KEY);
+    let config = json!({
+        "model_list": [{
+            "model_name": "gpt-rt",
+            "litellm_params": {
+                "model": format!("azure/{UPSTREAM_MODEL}"),
+                "api_base": mock.azure_base(),
+                "api_key": UPSTREAM_KEY,
+                "api_version": "2024-10-01-preview",
+            },
+        }],
+        "general_settings": {"master_key": MASTER_KEY},
+    });
+    let gw = Gateway::start(&to_yaml(&config), &[]);
+    let (mut ws, _) = open(&gw, MASTER_KEY);
+    assert_eq!(next(&mut ws).unwrap()["type"], "session.created");
+    send(&mut ws, json!({"type": "response.create"}));
+    while next(&mut ws).unwrap()["type"] != "response.done" {}
+    close(ws);
+    let seen = mock.seen();
+    assert_eq!(
+        seen[0].uri,
+        format!("/openai/realtime?api-version=2024-10-01-preview&deployment={UPSTREAM_MODEL}")
+    );
+    assert_eq!(seen[0].header("api-key"), Some(UPSTREAM_KEY));
+    assert_eq!(seen[0].header("authorization"), None);
+}
+
+/// The official OpenAI Python SDK's realtime client
+/// (`tests/python/test_realtime_sdk.py`) opens a session, gets its
+/// response, and is refused with a wrong key.
+#[test]
+fn the_openai_sdk_realtime_client_works_through_the_gateway() {
+    let mock = RealtimeMock::start(UPSTREAM_MODEL, UPSTREAM_KEY);
+    let gw = start(&mock, 1.0, UPSTREAM_KEY);
+    let key = new_key(&gw, json!({}));
+    let base_url = format!("http://127.0.0.1:{}/v1", gw.port());
+    let run = e2e::python::run_script(
+        "test_realtime_sdk.py",
+        &[
+            ("GATEWAY_BASE_URL", &base_url),
+            ("GATEWAY_KEY", &key),
+            ("REALTIME_MODEL", "gpt-rt"),
+        ],
+        Duration::from_secs(120),
+    );
+    let text = run.output;
+    let status = run
+        .status
+        .unwrap_or_else(|| panic!("test_realtime_sdk.py timed out after 120 s:\n{text}"));
+    assert!(status.success(), "{text}\n{}", gw.output());
+    assert_eq!(mock.events().len(), 1, "{:?}", mock.events());
+}
