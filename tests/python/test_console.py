@@ -309,7 +309,9 @@ def main():
         Select(add.find_element(By.TAG_NAME, "select")).select_by_value("admin")
         add.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
         text_appears("ui-member added as admin", (By.CSS_SELECTOR, "dialog.modal"))
-        Select(d.find_element(By.CSS_SELECTOR, "#team-members select")).select_by_value("user")
+        # The roster is drawn again after the add: wait for its role select.
+        role = wait.until(EC.element_to_be_clickable((By.CSS_SELECTOR, "#team-members select")))
+        Select(role).select_by_value("user")
         text_appears("ui-member is now user", (By.CSS_SELECTOR, "dialog.modal"))
         shot("02-team-members")
         d.find_element(By.CSS_SELECTOR, "dialog.modal form.actions button").click()
