@@ -106,8 +106,9 @@ impl Kind {
 
 /// The fields LiteLLM keeps in the row's `metadata` rather than in a column
 /// of its own (its `LiteLLM_ManagementEndpoint_MetadataFields` and
-/// `..._Premium`); given on a key or team, they land there here too.
-const METADATA_FIELDS: [&str; 29] = [
+/// `..._Premium`, 1.110.2); given on a key or team, they land there here
+/// too.
+pub(super) const METADATA_FIELDS: [&str; 30] = [
     "model_rpm_limit",
     "model_tpm_limit",
     "model_itpm_limit",
@@ -137,6 +138,7 @@ const METADATA_FIELDS: [&str; 29] = [
     "logging",
     "secret_manager_settings",
     "allowed_passthrough_routes",
+    "denied_passthrough_routes",
 ];
 
 /// Parses like [`parse`], after taking out the fields of `accepted`: fields
@@ -462,14 +464,23 @@ mod tests {
 
     #[test]
     fn accepted_fields_are_typed_dropped_or_kept_for_metadata() {
-        let accepted = [("tags", Kind::List), ("tpd_limit", Kind::Int)];
+        let accepted = [
+            ("tags", Kind::List),
+            ("tpd_limit", Kind::Int),
+            ("denied_passthrough_routes", Kind::List),
+        ];
         let (p, meta): (Probe, _) = parse_accepting(
-            br#"{"max_budget": 1, "tags": ["a"], "tpd_limit": 5}"#,
+            br#"{"max_budget": 1, "tags": ["a"], "tpd_limit": 5, "denied_passthrough_routes": ["/x"]}"#,
             &accepted,
         )
         .unwrap();
         assert_eq!(p.max_budget, Patch::Set(1.0));
         assert_eq!(meta.get("tags"), Some(&serde_json::json!(["a"])));
+        // In LiteLLM's premium metadata fields, as `allowed_passthrough_routes`.
+        assert_eq!(
+            meta.get("denied_passthrough_routes"),
+            Some(&serde_json::json!(["/x"]))
+        );
         assert!(!meta.contains_key("tpd_limit"));
         let (_, meta): (Probe, _) = parse_accepting(br#"{"tags": null}"#, &accepted).unwrap();
         assert!(meta.is_empty());

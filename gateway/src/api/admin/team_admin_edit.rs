@@ -19,40 +19,8 @@ use std::collections::BTreeSet;
 /// Where LiteLLM's UI grants the fields, named in its refusals.
 const SETTINGS_LOCATION: &str = "Settings > UI > Team admin editable fields";
 
-/// LiteLLM's fields a team request keeps in `metadata`
-/// (`LiteLLM_ManagementEndpoint_MetadataFields` and its premium list).
-const FOLDED: &[&str] = &[
-    "model_rpm_limit",
-    "model_tpm_limit",
-    "model_itpm_limit",
-    "model_otpm_limit",
-    "default_estimated_output_tokens",
-    "default_estimated_output_tokens_per_model",
-    "mcp_rpm_limit",
-    "tag_rpm_limit",
-    "rpm_limit_type",
-    "tpm_limit_type",
-    "enforced_params",
-    "temp_budget_increase",
-    "temp_budget_expiry",
-    "allowed_vector_store_indexes",
-    "enforced_batch_output_expires_after",
-    "enforced_file_expires_after",
-    "throttle_on_budget_exceeded",
-    "enable_prompt_caching",
-    "end_user_budget_id",
-    "require_trace_id",
-    "disable_global_guardrails",
-    "guardrails",
-    "policies",
-    "tags",
-    "team_member_key_duration",
-    "prompts",
-    "logging",
-    "secret_manager_settings",
-    "allowed_passthrough_routes",
-    "denied_passthrough_routes",
-];
+/// LiteLLM's fields a team request keeps in `metadata`.
+const FOLDED: &[&str] = &super::body::METADATA_FIELDS;
 
 /// Metadata keys the proxy sets, beyond [`FOLDED`]
 /// (`PROXY_CONTROLLED_TEAM_METADATA_KEYS`).
