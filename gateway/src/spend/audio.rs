@@ -4,6 +4,7 @@
 //! realtime response whose usage splits its tokens into text and audio, as
 //! LiteLLM's generic per-token cost does. Parsed once, on first use.
 
+use super::tsv;
 use super::{Price, Usage};
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -47,17 +48,7 @@ impl AudioTokens {
 
 fn table() -> &'static HashMap<&'static str, AudioPrice> {
     static TABLE: OnceLock<HashMap<&'static str, AudioPrice>> = OnceLock::new();
-    TABLE.get_or_init(|| {
-        let mut map = HashMap::new();
-        for (name, row) in TSV
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .filter_map(parse_row)
-        {
-            map.entry(name).or_insert(row);
-        }
-        map
-    })
+    TABLE.get_or_init(|| tsv::rows_by_name(TSV, parse_row))
 }
 
 /// One row; `None` if malformed (the refresh script writes none, and a
@@ -65,16 +56,7 @@ fn table() -> &'static HashMap<&'static str, AudioPrice> {
 fn parse_row(line: &'static str) -> Option<(&'static str, AudioPrice)> {
     let mut cols = line.split('\t');
     let name = cols.next().filter(|n| !n.is_empty())?;
-    let mut f = || -> Option<Option<f64>> {
-        let c = cols.next()?;
-        if c.is_empty() {
-            return Some(None);
-        }
-        c.parse::<f64>()
-            .ok()
-            .filter(|p| p.is_finite() && *p >= 0.0)
-            .map(Some)
-    };
+    let mut f = || tsv::price(&mut cols);
     let row = AudioPrice {
         input_per_token: f()?,
         cache_read_per_token: f()?,

@@ -5,6 +5,7 @@
 //! (lowercase) name, as LiteLLM's image cost calculator looks up the names
 //! it builds; parsed once, on first use.
 
+use super::tsv;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -38,17 +39,7 @@ pub struct MediaPrice {
 
 fn table() -> &'static HashMap<&'static str, MediaPrice> {
     static TABLE: OnceLock<HashMap<&'static str, MediaPrice>> = OnceLock::new();
-    TABLE.get_or_init(|| {
-        let mut map = HashMap::new();
-        for (name, row) in TSV
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .filter_map(parse_row)
-        {
-            map.entry(name).or_insert(row);
-        }
-        map
-    })
+    TABLE.get_or_init(|| tsv::rows_by_name(TSV, parse_row))
 }
 
 /// One row; `None` if malformed (the refresh script writes none, and a
@@ -56,16 +47,7 @@ fn table() -> &'static HashMap<&'static str, MediaPrice> {
 fn parse_row(line: &'static str) -> Option<(&'static str, MediaPrice)> {
     let mut cols = line.split('\t');
     let name = cols.next().filter(|n| !n.is_empty())?;
-    let mut f = || -> Option<Option<f64>> {
-        let c = cols.next()?;
-        if c.is_empty() {
-            return Some(None);
-        }
-        c.parse::<f64>()
-            .ok()
-            .filter(|v| v.is_finite() && *v >= 0.0)
-            .map(Some)
-    };
+    let mut f = || tsv::price(&mut cols);
     Some((
         name,
         MediaPrice {

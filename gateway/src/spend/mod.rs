@@ -24,6 +24,7 @@ mod media;
 mod member;
 mod prices;
 mod prompt_skim;
+mod tsv;
 mod unpriced;
 mod usage;
 mod usage_skim;

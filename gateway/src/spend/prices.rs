@@ -5,6 +5,7 @@
 //! MIT licence, see `gateway/data/LICENSE-litellm`). The table is parsed
 //! once, on first use, into a map over the embedded text.
 
+use super::tsv;
 use crate::deployment::Deployment;
 use crate::keyed_hash::KeyedHash;
 use std::borrow::Cow;
@@ -151,16 +152,7 @@ fn parse(text: &'static str, queries: &'static str) -> Table {
 fn parse_row(line: &'static str) -> Option<(&'static str, ModelPrice)> {
     let mut cols = line.split('\t');
     let name = cols.next().filter(|n| !n.is_empty())?;
-    let mut f = || -> Option<Option<f64>> {
-        let c = cols.next()?;
-        if c.is_empty() {
-            return Some(None);
-        }
-        c.parse::<f64>()
-            .ok()
-            .filter(|v| v.is_finite() && *v >= 0.0)
-            .map(Some)
-    };
+    let mut f = || tsv::price(&mut cols);
     let (input, output, read, write) = (f()?, f()?, f()?, f()?);
     let (in_sec, out_sec) = (f()?, f()?);
     let mut n = || -> Option<Option<u64>> {
