@@ -1,18 +1,20 @@
 //! One page of the spend log, newest first, by keyset (the console's Logs
-//! page): every page costs what the first costs, however deep. A filter an
-//! index serves (a key, a request id) or no filter reads the page's rows
-//! directly; a filter no index serves (user, team, model, status: indexes
-//! on those would cost the spend writer about 30 µs of Postgres a row,
-//! BENCHMARKS.md) looks at the next [`SCAN_ROWS`] rows at most and says
-//! where it stopped, so one that matches nothing answers as fast as one
-//! that matches everything.
+//! page): every page costs what the first costs, however deep. No filter,
+//! or a request id, reads the page's rows directly; a key with few rows
+//! (at most [`KEY_ROWS`]) is read through its index and sorted; a filter no
+//! index serves (user, team, model, status: indexes on those would cost the
+//! spend writer about 30 µs of Postgres a row, BENCHMARKS.md), or a key
+//! with many rows, looks at the next [`SCAN_ROWS`] rows at most a query and
+//! says where it stopped, so one that matches nothing answers as fast as
+//! one that matches everything. Every statement runs under a
+//! [`STATEMENT_TIMEOUT`], so no plan outlives the call that asked for it.
 
 use super::convert::naive;
 use super::spend::{log_columns, log_filters, log_row};
 use crate::store::{LogCursor, LogPage, SpendFilter, SpendLogRow};
 use std::time::{Duration, Instant};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, Error};
+use tokio_postgres::{Client, Error, Transaction};
 
 /// Most rows one query of a filter no index serves looks at.
 pub const SCAN_ROWS: i64 = 10_000;
@@ -20,6 +22,18 @@ pub const SCAN_ROWS: i64 = 10_000;
 /// what it found (`partial`): a query of [`SCAN_ROWS`] rows took 30 ms on a
 /// loaded 2-core machine, so a call answers within about 120 ms.
 const SCAN_TIME: Duration = Duration::from_millis(80);
+
+/// Most rows of one key read through the key's index for a page; a key
+/// with more is searched like a filter no index serves (its rows are then
+/// dense enough that a bounded scan finds a page quickly).
+pub const KEY_ROWS: i64 = 20_000;
+/// The longest a statement of a page may run (the control plane gives up
+/// on a management call after 5 s).
+const STATEMENT_TIMEOUT: &str = "SET LOCAL statement_timeout = 3000";
+
+/// Whether the key `$1` has more than [`KEY_ROWS`] rows (`$2`, one more).
+const KEY_PROBE: &str = r#"SELECT count(*) FROM (SELECT 1 FROM "LiteLLM_SpendLogs"
+    WHERE api_key = $1 LIMIT $2) s"#;
 
 /// The rows of the range `$5..$6` older than the cursor `($10, $11)`, as a
 /// literal for `concat!`: `"startTime" <= $10` first, so the index on
@@ -47,6 +61,23 @@ ORDER BY "startTime" DESC, request_id DESC
 LIMIT $7"#
 );
 
+/// [`DIRECT`] for a key with few rows: the order is an expression, so the
+/// plan reads the key's rows through its index and sorts them, instead of
+/// walking the time index back looking for them.
+const BY_KEY: &str = concat!(
+    "SELECT ",
+    log_columns!(),
+    r#", true AS hit, 0::int8 AS n
+FROM "LiteLLM_SpendLogs"
+WHERE "#,
+    log_filters!(),
+    " AND ",
+    log_window!(),
+    r#"
+ORDER BY "startTime" + interval '0 s' DESC, request_id DESC
+LIMIT $7"#
+);
+
 /// The matching rows among the next `$12` rows of the window (newest
 /// first, at most `$7`), and the `$12`-th row whether it matches or not
 /// (`n = $12`: the scan reached its bound there).
@@ -70,12 +101,28 @@ ORDER BY w.t DESC, w.request_id DESC
 LIMIT $7"#
 );
 
-/// Whether `f` filters by a column no index serves, and by none that has
-/// one (a key, a request id): such a page is read by a bounded scan.
-fn scans(f: &SpendFilter) -> bool {
+/// How a page is read.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Plan {
+    /// The page's rows, newest first, by the time index (no filter) or by
+    /// the request-id indexes.
+    Direct,
+    /// A key's rows through its index, sorted.
+    ByKey,
+    /// Bounded scans of the time index.
+    Scan,
+}
+
+/// How to read a page of `f`, before asking how many rows a key has.
+fn plan(f: &SpendFilter) -> Plan {
     let unindexed =
         f.user_id.is_some() || f.team_id.is_some() || f.model.is_some() || f.status.is_some();
-    unindexed && f.api_key.is_none() && f.request_id.is_none()
+    match (&f.request_id, &f.api_key) {
+        (Some(_), _) => Plan::Direct,
+        (None, Some(_)) => Plan::ByKey,
+        (None, None) if unindexed => Plan::Scan,
+        (None, None) => Plan::Direct,
+    }
 }
 
 /// One page of the rows matching `f` (at most `f.limit`, 100 unless
@@ -83,26 +130,37 @@ fn scans(f: &SpendFilter) -> bool {
 /// where the last stopped until the page is full, the rows end, or
 /// [`SCAN_TIME`] has passed.
 pub async fn page(
-    c: &Client,
+    c: &mut Client,
     f: &SpendFilter,
     before: Option<&LogCursor>,
 ) -> Result<LogPage, Error> {
     let size = f.limit.unwrap_or(100).max(1);
     let started = Instant::now();
-    let mut page = once(c, f, before, size).await?;
+    let tx = c.transaction().await?;
+    tx.batch_execute(STATEMENT_TIMEOUT).await?;
+    let mut plan = plan(f);
+    if let (Plan::ByKey, Some(key)) = (plan, &f.api_key) {
+        let probe = tx.query_one(KEY_PROBE, &[key, &(KEY_ROWS + 1)]).await?;
+        if probe.try_get::<_, i64>(0)? > KEY_ROWS {
+            plan = Plan::Scan;
+        }
+    }
+    let mut page = once(&tx, plan, f, before, size).await?;
     while page.partial && started.elapsed() < SCAN_TIME {
         let found = i64::try_from(page.rows.len()).unwrap_or(size);
-        let more = once(c, f, page.next.as_ref(), size - found).await?;
+        let more = once(&tx, plan, f, page.next.as_ref(), size - found).await?;
         page.rows.extend(more.rows);
         page.next = more.next;
         page.partial = more.partial;
     }
+    tx.commit().await?;
     Ok(page)
 }
 
 /// One query's page of at most `size` rows (see [`page`]).
 async fn once(
-    c: &Client,
+    c: &Transaction<'_>,
+    plan: Plan,
     f: &SpendFilter,
     before: Option<&LogCursor>,
     size: i64,
@@ -110,7 +168,7 @@ async fn once(
     let (start, end) = (naive(f.start), naive(f.end));
     let cursor_time = before.map(|b| b.start.naive_utc());
     let cursor_id = before.map(|b| b.request_id.as_str());
-    let scan = scans(f);
+    let scan = plan == Plan::Scan;
     // A page and one more row (is there a next page?), and with a scan the
     // row where it stopped, which may be neither.
     let wanted = size.saturating_add(if scan { 2 } else { 1 });
@@ -128,10 +186,10 @@ async fn once(
         &cursor_id,
         &SCAN_ROWS,
     ];
-    let (sql, params) = if scan {
-        (SCANNED, &params[..])
-    } else {
-        (DIRECT, &params[..11])
+    let (sql, params) = match plan {
+        Plan::Scan => (SCANNED, &params[..]),
+        Plan::ByKey => (BY_KEY, &params[..11]),
+        Plan::Direct => (DIRECT, &params[..11]),
     };
     let mut found = Vec::new();
     for row in c.query(sql, params).await? {
@@ -234,9 +292,11 @@ mod tests {
             team_id: Some("t".into()),
             ..SpendFilter::default()
         };
-        assert!(scans(&f));
+        assert_eq!(plan(&f), Plan::Scan);
         f.api_key = Some("k".into());
-        assert!(!scans(&f));
-        assert!(!scans(&SpendFilter::default()));
+        assert_eq!(plan(&f), Plan::ByKey);
+        f.request_id = Some("r".into());
+        assert_eq!(plan(&f), Plan::Direct);
+        assert_eq!(plan(&SpendFilter::default()), Plan::Direct);
     }
 }
