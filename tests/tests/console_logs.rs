@@ -20,7 +20,9 @@ fn gateway(envs: &[(&str, &str)]) -> Gateway {
 }
 
 fn envs(db: Option<&TestDb>) -> Vec<(&str, &str)> {
-    db.map(|db| ("DATABASE_URL", db.url())).into_iter().collect()
+    db.map(|db| ("DATABASE_URL", db.url()))
+        .into_iter()
+        .collect()
 }
 
 /// A new key, plain.
@@ -162,7 +164,10 @@ fn a_filter_no_index_serves_searches_a_bounded_number_of_rows_a_call() {
             LATERAL (SELECT timestamp '2026-01-01' + i * interval '1 second' AS t) AS at;
         ANALYZE "LiteLLM_SpendLogs""#,
     );
-    for (team, wanted) in [("needle", vec!["row-0000002", "row-0000001"]), ("none", vec![])] {
+    for (team, wanted) in [
+        ("needle", vec!["row-0000002", "row-0000001"]),
+        ("none", vec![]),
+    ] {
         let (ids, answers) = every_page(&gw, &format!("team_id={team}&page_size=5"));
         assert_eq!(ids, wanted, "{team}");
         assert!(

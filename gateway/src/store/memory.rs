@@ -7,10 +7,10 @@ mod end_users;
 use super::ModelBudgets;
 use super::{
     next_reset, BudgetRecord, Change, DailyBatch, DailyPage, DailyQuery, EndUserBudget,
-    EndUserRecord, EndUserUpdate, KeyFilter, KeyRecord, MemberOp, MemberOutcome, ModelRecord,
-    LogCursor, LogPage, OrgMembership, OrgRecord, OrgTable, RowKind, SpendChanges, SpendFilter,
-    SpendLogRow, Store,
-    StoreError, TeamMember, TeamRecord, UserRecord, PROXY_BUDGET_USER,
+    EndUserRecord, EndUserUpdate, KeyFilter, KeyRecord, LogCursor, LogPage, MemberOp,
+    MemberOutcome, ModelRecord, OrgMembership, OrgRecord, OrgTable, RowKind, SpendChanges,
+    SpendFilter, SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord,
+    PROXY_BUDGET_USER,
 };
 use super::{ManagedKind, ManagedObject};
 use crate::keyed_hash::KeyedHash;

@@ -39,10 +39,9 @@ pub use tls::SslMode;
 use super::cipher::ParamCipher;
 use super::{
     BudgetRecord, Change, DailyPage, DailyQuery, EndUserBudget, EndUserRecord, EndUserUpdate,
-    KeyFilter, KeyRecord, ManagedKind, ManagedObject, MemberOp, MemberOutcome, ModelRecord,
-    LogCursor, LogPage, OrgMembership, OrgRecord, OrgTable, RowKind, SpendChanges, SpendFilter,
-    SpendLogRow, Store,
-    StoreError, TeamMember, TeamRecord, UserRecord,
+    KeyFilter, KeyRecord, LogCursor, LogPage, ManagedKind, ManagedObject, MemberOp, MemberOutcome,
+    ModelRecord, OrgMembership, OrgRecord, OrgTable, RowKind, SpendChanges, SpendFilter,
+    SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};

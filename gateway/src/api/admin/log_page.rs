@@ -92,15 +92,31 @@ mod tests {
             request_id: "req:1".into(),
         };
         assert_eq!(cursor(&token(&c).unwrap()).unwrap(), c);
-        for bad in ["", "x", "12", "12:", "a:b", "1.5:x", &format!("1:{}", "x".repeat(513))] {
-            assert_eq!(cursor(bad).unwrap_err().param(), Some("page_token"), "{bad}");
+        for bad in [
+            "",
+            "x",
+            "12",
+            "12:",
+            "a:b",
+            "1.5:x",
+            &format!("1:{}", "x".repeat(513)),
+        ] {
+            assert_eq!(
+                cursor(bad).unwrap_err().param(),
+                Some("page_token"),
+                "{bad}"
+            );
         }
     }
 
     #[test]
     fn a_page_size_is_checked_and_the_filter_named() {
-        let (f, before) = parse(Query::parse("team_id=t&page_size=7&page_token=5:r").unwrap()).unwrap();
-        assert_eq!((f.team_id.as_deref(), f.limit, f.offset), (Some("t"), Some(7), 0));
+        let (f, before) =
+            parse(Query::parse("team_id=t&page_size=7&page_token=5:r").unwrap()).unwrap();
+        assert_eq!(
+            (f.team_id.as_deref(), f.limit, f.offset),
+            (Some("t"), Some(7), 0)
+        );
         assert_eq!(before.unwrap().request_id, "r");
         let (f, before) = parse(Query::parse("").unwrap()).unwrap();
         assert_eq!((f.limit, before), (Some(DEFAULT_PAGE_SIZE), None));
