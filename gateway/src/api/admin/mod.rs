@@ -10,7 +10,7 @@ mod body;
 mod budgets;
 mod customers;
 mod daily;
-pub(in crate::api) mod db;
+mod db;
 mod delegated;
 pub mod fuzz;
 mod issue;

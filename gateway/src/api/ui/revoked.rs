@@ -7,10 +7,15 @@
 //! console's calls only, never on an LLM request). While it does not
 //! answer, a replica goes by the logouts it has seen itself.
 
-use crate::api::admin::db::{run, store_err};
 use crate::limits::{Limiter, LuaScript, ScriptCall};
 use crate::state::Worker;
+use crate::store::StoreError;
 use chrono::{DateTime, Utc};
+use std::future::Future;
+use std::time::Duration;
+
+/// How long a logout's write or a session's look-up may take in Postgres.
+const DB_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Marks a session logged out: `KEYS[1]` for `ARGV[1]` seconds.
 static MARK: LuaScript =
@@ -65,14 +70,11 @@ pub async fn announce(worker: &Worker, id: &str, now: u64, ttl_secs: u64) -> boo
                 return false;
             };
             let id = id.to_string();
-            run(worker, move |ctx| async move {
-                ctx.store()
-                    .end_console_session(&id, expires)
-                    .await
-                    .map_err(store_err)
+            on_database(worker, move |ctx| async move {
+                ctx.store().end_console_session(&id, expires).await
             })
             .await
-            .is_ok()
+            .is_some()
         }
         Shared::Nowhere => true,
     }
@@ -95,15 +97,33 @@ pub async fn logged_out_elsewhere(worker: &Worker, id: &str) -> bool {
         }
         Shared::Database => {
             let id = id.to_string();
-            run(worker, move |ctx| async move {
-                ctx.store()
-                    .console_session_ended(&id)
-                    .await
-                    .map_err(store_err)
+            on_database(worker, move |ctx| async move {
+                ctx.store().console_session_ended(&id).await
             })
             .await
             .unwrap_or(false)
         }
         Shared::Nowhere => false,
+    }
+}
+
+/// Runs `f` with the store on the control plane; `None` when it failed or
+/// took longer than [`DB_TIMEOUT`] (logged).
+async fn on_database<T, F, Fut>(worker: &Worker, f: F) -> Option<T>
+where
+    T: Send + 'static,
+    F: FnOnce(std::sync::Arc<crate::control::ControlCtx>) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<T, StoreError>> + Send + 'static,
+{
+    match worker.shared.control.call(DB_TIMEOUT, f).await {
+        Ok(Ok(v)) => Some(v),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "console logouts: the database failed");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "console logouts: the control plane did not answer");
+            None
+        }
     }
 }
