@@ -17,16 +17,17 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Error, Transaction};
 
 /// Most rows one query of a filter no index serves looks at.
-pub const SCAN_ROWS: i64 = 10_000;
+const SCAN_ROWS: i64 = 10_000;
 /// After this long a call by such a filter stops querying and answers
-/// what it found (`partial`): a query of [`SCAN_ROWS`] rows took 30 ms on a
-/// loaded 2-core machine, so a call answers within about 120 ms.
+/// what it found (`partial`): a query of [`SCAN_ROWS`] rows took 30 to
+/// 60 ms on a loaded 2-core machine, so such a call answered in 100 to
+/// 155 ms there (BENCHMARKS.md).
 const SCAN_TIME: Duration = Duration::from_millis(80);
 
 /// Most rows of one key read through the key's index for a page; a key
 /// with more is searched like a filter no index serves (its rows are then
 /// dense enough that a bounded scan finds a page quickly).
-pub const KEY_ROWS: i64 = 20_000;
+const KEY_ROWS: i64 = 20_000;
 /// The longest a statement of a page may run (the control plane gives up
 /// on a management call after 5 s).
 const STATEMENT_TIMEOUT: &str = "SET LOCAL statement_timeout = 3000";
