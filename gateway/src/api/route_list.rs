@@ -92,6 +92,7 @@ const OTHER_ROUTES: &[(&[&str], &str)] = &[
     (&["GET"], "/spend/logs"),
     (&["GET"], "/global/spend"),
     (&["GET"], "/gateway/limits"),
+    (&["GET"], "/gateway/logs"),
     (&["GET"], "/gateway/replicas"),
     (&["GET"], "/user/daily/activity"),
     (&["GET"], "/team/daily/activity"),

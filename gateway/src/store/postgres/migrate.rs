@@ -72,6 +72,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0023_batch_polls",
         include_str!("../../../../migrations/0023_batch_polls.sql"),
     ),
+    (
+        "0025_console_logouts",
+        include_str!("../../../../migrations/0025_console_logouts.sql"),
+    ),
 ];
 
 /// Advisory lock key taken by every migration transaction ("gateway" in
