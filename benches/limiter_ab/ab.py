@@ -111,8 +111,6 @@ def run(conn, mod, sha, requests, keys, per_call, pipeline, seq):
         ops = [("f", k, r, tick) for (k, r) in pending_now]
         key = i % keys
         ops.append(("a", key, rid, tick))
-        if len(ops) - len(pending_now) >= per_call or True:
-            pass
         calls.append(ops)
         pending = [(key, rid)]
     # group per_call admissions into one call
