@@ -676,6 +676,17 @@ pub fn files(data: &[u8]) {
     let query = std::str::from_utf8(lines.next().unwrap_or_default()).unwrap_or("");
     let rest = lines.next().unwrap_or_default();
     let (method, path) = first.split_once(' ').unwrap_or(("GET", first));
+    // LiteLLM's `/{provider}/v1/…` form names the same operation as the
+    // path after `/v1`, and a provider that is one non-empty segment.
+    if let Some((provider, op)) = FilesOp::parse_scoped(method, path) {
+        assert!(
+            !provider.is_empty() && !provider.contains('/'),
+            "{provider:?}"
+        );
+        let tail = &path[1 + provider.len()..];
+        assert_eq!(tail.get(..4), Some("/v1/"), "{path:?}");
+        assert_eq!(FilesOp::parse(method, &tail[3..]), Some(op), "{path:?}");
+    }
     if let Some(op) = FilesOp::parse(method, path) {
         if op.id().is_none_or(valid_id) {
             let forwarded = forwarded_query(query);
