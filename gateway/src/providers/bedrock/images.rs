@@ -197,7 +197,7 @@ fn nova_canvas(
             param: "taskType",
             message: "taskType must be TEXT_IMAGE, COLOR_GUIDED_GENERATION or INPAINTING".into(),
         })?;
-    let mut params = object(*params_name)?;
+    let mut params = object(params_name)?;
     params.insert("text".into(), prompt.into());
     let mut out = Map::new();
     out.insert("taskType".into(), (*task).into());
