@@ -119,6 +119,18 @@ fn imagen_generates_images_through_predict() {
     let row = row.unwrap();
     let spend = row["spend"].as_f64().unwrap();
     assert!(close(spend, 2.0 * 0.04), "{row}");
+    // `/model/info` shows the deployment's price.
+    let info = gw.get("/model/info").json();
+    let priced = info["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["model_name"] == "imagen-priced")
+        .unwrap_or_else(|| panic!("{info}"));
+    assert_eq!(
+        priced["model_info"]["output_cost_per_image"], 0.04,
+        "{priced}"
+    );
 
     // Imagen's own limits come back as Google's errors; a chat model does
     // not generate images.
