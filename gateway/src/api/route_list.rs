@@ -40,6 +40,12 @@ const ANY: &[&str] = &["GET", "POST", "PUT", "DELETE", "PATCH"];
 const OTHER_ROUTES: &[(&[&str], &str)] = &[
     (&["POST"], "/v2/rerank"),
     (&["GET"], "/routes"),
+    (&["GET", "POST"], "/{provider}/v1/files"),
+    (&["GET", "DELETE"], "/{provider}/v1/files/{file_id}"),
+    (&["GET"], "/{provider}/v1/files/{file_id}/content"),
+    (&["GET", "POST"], "/{provider}/v1/batches"),
+    (&["GET"], "/{provider}/v1/batches/{batch_id}"),
+    (&["POST"], "/{provider}/v1/batches/{batch_id}/cancel"),
     (ANY, "/openai/{endpoint}"),
     (ANY, "/anthropic/{endpoint}"),
     (ANY, "/gemini/{endpoint}"),
