@@ -7,10 +7,10 @@
 //! with many rows, looks at the next [`SCAN_ROWS`] rows at most a query and
 //! says where it stopped, so one that matches nothing answers as fast as
 //! one that matches everything. Every statement runs under a
-//! [`STATEMENT_TIMEOUT`], so no plan outlives the call that asked for it.
+//! [`LOG_READ_TIMEOUT`](super::spend::LOG_READ_TIMEOUT), so no plan outlives the call that asked for it.
 
 use super::convert::naive;
-use super::spend::{log_columns, log_filters, log_row};
+use super::spend::{log_columns, log_filters, log_row, LOG_READ_TIMEOUT};
 use crate::store::{LogCursor, LogPage, SpendFilter, SpendLogRow};
 use std::time::{Duration, Instant};
 use tokio_postgres::types::ToSql;
@@ -28,9 +28,6 @@ const SCAN_TIME: Duration = Duration::from_millis(80);
 /// with more is searched like a filter no index serves (its rows are then
 /// dense enough that a bounded scan finds a page quickly).
 const KEY_ROWS: i64 = 20_000;
-/// The longest a statement of a page may run (the control plane gives up
-/// on a management call after 5 s).
-const STATEMENT_TIMEOUT: &str = "SET LOCAL statement_timeout = 3000";
 
 /// Whether the key `$1` has more than [`KEY_ROWS`] rows (`$2`, one more).
 const KEY_PROBE: &str = r#"SELECT count(*) FROM (SELECT 1 FROM "LiteLLM_SpendLogs"
@@ -138,7 +135,7 @@ pub async fn page(
     let size = f.limit.unwrap_or(100).max(1);
     let started = Instant::now();
     let tx = c.transaction().await?;
-    tx.batch_execute(STATEMENT_TIMEOUT).await?;
+    tx.batch_execute(LOG_READ_TIMEOUT).await?;
     let mut plan = plan(f);
     if let (Plan::ByKey, Some(key)) = (plan, &f.api_key) {
         let probe = tx.query_one(KEY_PROBE, &[key, &(KEY_ROWS + 1)]).await?;

@@ -943,8 +943,15 @@ impl<'a> Lifetime<'a> {
     }
 }
 
-/// Spend-log rows matching `f`, oldest first.
-pub async fn logs(c: &Client, f: &SpendFilter) -> Result<Vec<SpendLogRow>, Error> {
+/// The longest a read of the spend log may run: the control plane gives up
+/// on a management call after 5 s, and without a limit Postgres went on
+/// scanning (a key with no rows walked every row of a 10M-row log) after
+/// the caller had its 503, and the next calls queued behind it.
+pub(super) const LOG_READ_TIMEOUT: &str = "SET LOCAL statement_timeout = 3000";
+
+/// Spend-log rows matching `f`, oldest first; one statement, bounded by
+/// [`LOG_READ_TIMEOUT`].
+pub async fn logs(c: &mut Client, f: &SpendFilter) -> Result<Vec<SpendLogRow>, Error> {
     let (start, end) = (naive(f.start), naive(f.end));
     let limit = f.limit.map(|l| l.max(0));
     let offset = f.offset.max(0);
@@ -960,11 +967,11 @@ pub async fn logs(c: &Client, f: &SpendFilter) -> Result<Vec<SpendLogRow>, Error
         &f.status,
         &offset,
     ];
-    c.query(SELECT_LOGS, &params)
-        .await?
-        .iter()
-        .map(log_row)
-        .collect()
+    let tx = c.transaction().await?;
+    tx.batch_execute(LOG_READ_TIMEOUT).await?;
+    let rows = tx.query(SELECT_LOGS, &params).await?;
+    tx.commit().await?;
+    rows.iter().map(log_row).collect()
 }
 
 /// A spend-log row read with [`log_columns`].
