@@ -830,6 +830,7 @@ async fn attempt_once(
         _ => UsageTap::new(stream, wire),
     };
     let client = endpoint.format();
+    let names = convert::call_names(client, &held.req.body);
     let sent_endpoint = sent.endpoint;
     let result = match providers::http_provider(dep.provider) {
         Some(provider) => {
@@ -853,7 +854,7 @@ async fn attempt_once(
                     let call = Box::pin(forward(
                         worker,
                         dep,
-                        (provider, client, sent_endpoint),
+                        (provider, (client, &names), sent_endpoint),
                         &mut upstream_req,
                         (stream, strip_usage),
                         held,
@@ -870,7 +871,7 @@ async fn attempt_once(
         None => {
             // Boxed, as `forward` above.
             let call = Box::pin(serve_mock(
-                (worker, sent, client),
+                (worker, sent, (client, &names)),
                 upstream_model,
                 dep,
                 out,
@@ -958,13 +959,17 @@ async fn credentials_ready(worker: &Worker, dep: &Deployment) -> Result<(), Gate
         .map(drop)
 }
 
+/// The client's format, with what its request's tools make of the calls
+/// in an answer (see `convert::call_names`).
+type ClientFormat<'a> = (Format, &'a crate::formats::responses::CallNames);
+
 /// Phase 7 for a provider reached over HTTP; its answer reaches the client
 /// in the client's format.
 #[allow(clippy::too_many_arguments)]
 async fn forward(
     worker: &Worker,
     dep: &Deployment,
-    (provider, client, endpoint): (&dyn providers::Provider, Format, Endpoint),
+    (provider, (client, names), endpoint): (&dyn providers::Provider, ClientFormat<'_>, Endpoint),
     req: &mut providers::UpstreamRequest,
     (stream, strip_usage): (bool, bool),
     held: &mut Held,
@@ -1040,7 +1045,7 @@ async fn forward(
             convert::translate_rerank(provider, &body, documents)
                 .map_err(|e| convert::translate_error(dep, e))?
         } else {
-            convert::translate_body(Some(provider), client, embeddings, &body)
+            convert::translate_body(Some(provider), (client, names), embeddings, &body)
                 .map_err(|e| convert::translate_error(dep, e))?
         };
         if rerank {
@@ -1051,7 +1056,7 @@ async fn forward(
         return guard::send_answer(out, client, (worker, outcome), answer, &body).await;
     }
     let translate = (is_stream && !passthrough)
-        .then(|| convert::stream_translator(Some(provider), client, req.include_usage))
+        .then(|| convert::stream_translator(Some(provider), (client, names), req.include_usage))
         .flatten();
     // A translated stream is server-sent events whatever the provider's framing.
     let content_type = match translate {
@@ -1094,7 +1099,7 @@ async fn forward(
 /// Phase 7 for the in-process mock provider, answering `req` in the
 /// internal form, translated to the `client`'s format.
 async fn serve_mock(
-    (worker, req, client): (&Worker, &LlmRequest, Format),
+    (worker, req, (client, names)): (&Worker, &LlmRequest, ClientFormat<'_>),
     model: &str,
     dep: &Deployment,
     out: &mut Responder<'_>,
@@ -1129,8 +1134,8 @@ async fn serve_mock(
             if content_type != "text/event-stream" {
                 let body = parts.concat();
                 tap.feed(&body);
-                let body =
-                    convert::translate_body(None, client, false, &body).map_err(translated)?;
+                let body = convert::translate_body(None, (client, names), false, &body)
+                    .map_err(translated)?;
                 attempt.answer.whole(&body);
                 let answer = (200, headers, content_type);
                 return guard::send_answer(out, client, (worker, outcome), answer, &body).await;
@@ -1138,7 +1143,7 @@ async fn serve_mock(
             out.start_stream(200, headers, content_type)
                 .await
                 .map_err(io)?;
-            let mut translate = convert::stream_translator(None, client, false);
+            let mut translate = convert::stream_translator(None, (client, names), false);
             let mut guard = guard::StreamGuard::new(outcome, client);
             for (i, part) in parts.iter().enumerate() {
                 if i > 0 && !chunk_delay.is_zero() {
