@@ -7,8 +7,8 @@
 //! `message_stop`).
 //!
 //! Behaviour: `tool_choice` of type `any` or `tool` (or a prompt containing
-//! `mock-tool-use`) answers with a `tool_use` block for the chosen (else
-//! first) tool, its input made from the tool's schema; `thinking` enabled
+//! `mock-tool-use`, until the last message carries a `tool_result`)
+//! answers with a `tool_use` block for the chosen (else first) tool, its input made from the tool's schema; `thinking` enabled
 //! adds a thinking block; a prompt containing `mock-context-window` is
 //! refused as too long; `x-mock-cache-read-tokens` and
 //! `x-mock-cache-creation-tokens` set the cache counts reported. `image`
@@ -170,9 +170,24 @@ fn chosen_tool<'a>(body: &'a Value, prompt: &str) -> Option<&'a Value> {
         }
         Some("any") => tools.first(),
         Some("none") => None,
-        _ if prompt.contains(TOOL_TRIGGER) => tools.first(),
+        _ if prompt.contains(TOOL_TRIGGER) && !answers_tool(body) => tools.first(),
         _ => None,
     }
+}
+
+/// Whether the last message carries tool results: a model asked to use a
+/// tool answers with text once it has the tool's result.
+fn answers_tool(body: &Value) -> bool {
+    body.pointer("/messages")
+        .and_then(Value::as_array)
+        .and_then(|ms| ms.last())
+        .and_then(|m| m.get("content"))
+        .and_then(Value::as_array)
+        .is_some_and(|blocks| {
+            blocks
+                .iter()
+                .any(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
+        })
 }
 
 /// An input for `tool` made from its schema's properties.
