@@ -45,6 +45,9 @@ const KNOWN_FIELDS: &[&str] = &[
     "container",
     "mcp_servers",
     "context_management",
+    // Effort and structured outputs (Claude Code sends it).
+    "output_config",
+    "inference_geo",
 ];
 
 /// Anthropic's error `type` for a status.
@@ -170,7 +173,10 @@ fn chosen_tool<'a>(body: &'a Value, prompt: &str) -> Option<&'a Value> {
         }
         Some("any") => tools.first(),
         Some("none") => None,
-        _ if prompt.contains(TOOL_TRIGGER) && !answers_tool(body) => tools.first(),
+        // A deferred tool is not loaded until a tool search finds it.
+        _ if prompt.contains(TOOL_TRIGGER) && !answers_tool(body) => tools
+            .iter()
+            .find(|t| t.get("defer_loading") != Some(&Value::Bool(true))),
         _ => None,
     }
 }
@@ -190,13 +196,22 @@ fn answers_tool(body: &Value) -> bool {
         })
 }
 
-/// An input for `tool` made from its schema's properties.
+/// An input for `tool` made from its schema's required properties (all
+/// of them when none is required).
 fn tool_input(tool: &Value) -> Value {
     let mut input = Map::new();
     let props = tool
         .pointer("/input_schema/properties")
         .and_then(Value::as_object);
+    let required: Vec<&str> = tool
+        .pointer("/input_schema/required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
     for (name, schema) in props.into_iter().flatten() {
+        if !required.is_empty() && !required.contains(&name.as_str()) {
+            continue;
+        }
         let value = match schema.get("type").and_then(Value::as_str) {
             Some("integer" | "number") => json!(1),
             Some("boolean") => json!(true),
