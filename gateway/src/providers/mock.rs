@@ -47,7 +47,9 @@ pub fn reply(req: &LlmRequest, model: &str, settings: &MockSettings) -> MockRepl
         .and_then(Value::as_str)
         .or(settings.response.as_deref())
         .unwrap_or(DEFAULT_REPLY);
-    let prompt_tokens = (req.body.len() as u64).div_ceil(4).max(1);
+    let prompt_tokens = settings
+        .prompt_tokens
+        .unwrap_or_else(|| (req.body.len() as u64).div_ceil(4).max(1));
     let words: Vec<&str> = text.split_inclusive(' ').collect();
     let completion_tokens = settings
         .completion_tokens

@@ -37,6 +37,7 @@ mod guard_api;
 mod headers;
 mod held;
 mod images;
+mod mock_params;
 mod passthrough;
 mod realtime;
 mod record;
@@ -368,9 +369,8 @@ async fn serve(
     // room in this future).
     let mut held = Held::new(parsed);
     let req = &mut held.req;
-    if let Some(param) = req.mock_testing_params.first() {
-        return Err(mock_testing_refused(param, &req.mock_testing_params));
-    }
+    let allowed = worker.shared.mock_testing_params;
+    held.mock = mock_params::read(req, allowed, principal)?;
     req.forward_headers = forward_headers;
     outcome.stream = req.stream;
     // The body's `cache` controls are checked whenever the cache is on; a
@@ -636,19 +636,6 @@ async fn serve(
     result.and_then(|()| released.map_err(|_| GatewayError::Unavailable("client connection lost")))
 }
 
-/// LiteLLM's refusal of its mock testing parameters while
-/// `general_settings.dangerously_allow_mock_testing_request_params` is off
-/// (this gateway does not implement them, so it is always off here).
-fn mock_testing_refused(param: &'static str, present: &[&str]) -> GatewayError {
-    GatewayError::InvalidParam {
-        param,
-        message: format!(
-            "Mock testing request params are disabled on this proxy: {}. LiteLLM enables them with `general_settings.dangerously_allow_mock_testing_request_params: true`; this gateway does not implement them.",
-            present.join(", ")
-        ),
-    }
-}
-
 /// Who a request is for: its caller, and its end user when that one's row
 /// restricts it.
 #[derive(Clone, Copy)]
@@ -725,6 +712,30 @@ async fn attempts<'r>(
         outcome.deployment = Some(pick.deployment.clone());
         outcome.retries = plan.attempted_retries();
         outcome.fallbacks = plan.attempted_fallbacks();
+        // LiteLLM's mock failures: the requested group fails without a call.
+        if let Some(ask) = held
+            .mock
+            .as_ref()
+            .filter(|a| a.fails() && pick.fallback_depth == 0)
+        {
+            let err = match ask.error(&pick.group) {
+                Some(err) => err,
+                None => {
+                    let dep = pick.deployment;
+                    let timeout = if held.req.stream {
+                        dep.stream_timeout
+                    } else {
+                        dep.timeout
+                    };
+                    let wait = ask.delay.unwrap_or_default() + timeout;
+                    Box::pin(monoio::time::sleep(wait)).await;
+                    relay::upstream_error(crate::upstream::UpstreamError::Timeout, dep, timeout)
+                }
+            };
+            last = Some(AttemptFailure::from_error(err.class(), &err, &pick));
+            failure = Some(Box::new(err));
+            continue;
+        }
         let started = Instant::now();
         held.use_for((pick.fallback_depth > 0).then_some(&*pick.group));
         let form = held.prepare(worker, pick.deployment).await?;
@@ -832,7 +843,22 @@ async fn attempt_once(
     let client = endpoint.format();
     let names = convert::call_names(client, &held.req.body);
     let sent_endpoint = sent.endpoint;
-    let result = match providers::http_provider(dep.provider) {
+    // LiteLLM's `mock_response`: the pick's answer made up, at its price.
+    let canned = held.mock.as_ref().and_then(|ask| {
+        let response = ask.response.clone()?;
+        Some(crate::deployment::MockSettings {
+            response: Some(response),
+            completion_tokens: Some(mock_params::COMPLETION_TOKENS),
+            latency: ask.delay.unwrap_or_default(),
+            prompt_tokens: Some(held.prompt.get()),
+            ..Default::default()
+        })
+    });
+    let provider = match canned {
+        Some(_) => None,
+        None => providers::http_provider(dep.provider),
+    };
+    let result = match provider {
         Some(provider) => {
             let with_usage = with_usage.filter(|_| provider.accepts_stream_options(dep));
             let strip_usage = with_usage.is_some();
@@ -873,7 +899,7 @@ async fn attempt_once(
             let call = Box::pin(serve_mock(
                 (worker, sent, (client, &names)),
                 upstream_model,
-                dep,
+                (dep, canned.as_ref().unwrap_or(&dep.mock)),
                 out,
                 outcome,
                 &mut tap,
@@ -1101,13 +1127,13 @@ async fn forward(
 async fn serve_mock(
     (worker, req, (client, names)): (&Worker, &LlmRequest, ClientFormat<'_>),
     model: &str,
-    dep: &Deployment,
+    (dep, settings): (&Deployment, &crate::deployment::MockSettings),
     out: &mut Responder<'_>,
     outcome: &mut Outcome,
     tap: &mut UsageTap,
     attempt: &mut Attempt,
 ) -> Result<(), GatewayError> {
-    match providers::mock_reply(req, model, &dep.mock) {
+    match providers::mock_reply(req, model, settings) {
         MockReply::Error { status, message } => Err(GatewayError::Upstream {
             status,
             message,
