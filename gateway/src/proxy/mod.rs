@@ -1147,6 +1147,7 @@ async fn serve_mock(
             parts,
             latency,
             chunk_delay,
+            unsent_usage,
         } => {
             let started = Instant::now();
             if !latency.is_zero() {
@@ -1198,6 +1199,9 @@ async fn serve_mock(
                 if guard.as_ref().is_some_and(guard::StreamGuard::blocked) {
                     break;
                 }
+            }
+            if let Some(usage) = unsent_usage {
+                tap.feed(&usage);
             }
             out.end_stream().await.map_err(io)
         }
