@@ -318,7 +318,11 @@ mod tests {
     use crate::formats::{Events, StreamTranslator};
 
     fn run(input: &str) -> Vec<(String, Value)> {
-        let mut t = Events::new(ChatToResponses::default());
+        run_for(input, CallNames::default())
+    }
+
+    fn run_for(input: &str, names: CallNames) -> Vec<(String, Value)> {
+        let mut t = Events::new(ChatToResponses::new(names));
         let mut out = Vec::new();
         t.feed(input.as_bytes(), &mut out).unwrap();
         t.finish(&mut out).unwrap();
@@ -386,5 +390,43 @@ mod tests {
         assert_eq!(evs.last().unwrap().1["message"], "boom");
         let evs = run("data: {\"id\":\"c\",\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":\"length\"}]}\n\n");
         assert_eq!(evs.last().unwrap().0, "response.incomplete");
+    }
+
+    /// Calls to a custom tool and to a namespace member stream back in
+    /// their own shapes: a custom call's input whole in its `done` item
+    /// (no argument deltas), a member's call with its namespace.
+    #[test]
+    fn custom_and_namespaced_calls_stream_in_their_own_shapes() {
+        let tools = serde_json::json!({"tools": [
+            {"type": "custom", "name": "apply_patch"},
+            {"type": "namespace", "name": "agents", "tools": [{"type": "function", "name": "spawn"}]},
+        ]});
+        let names = CallNames::of(tools.to_string().as_bytes());
+        let input = concat!(
+            "data: {\"id\":\"c1\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"apply_patch\",\"arguments\":\"{\\\"content\\\":\\\"patch\\\"}\"}}]}}]}\n\n",
+            "data: {\"id\":\"c1\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":1,\"id\":\"call_2\",\"type\":\"function\",\"function\":{\"name\":\"agents__spawn\",\"arguments\":\"{}\"}}]}}]}\n\n",
+            "data: {\"id\":\"c1\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+            "data: [DONE]\n\n",
+        );
+        let evs = run_for(input, names);
+        let deltas: Vec<&Value> = evs
+            .iter()
+            .filter(|(n, _)| n == "response.function_call_arguments.delta")
+            .map(|(_, d)| d)
+            .collect();
+        assert_eq!(deltas.len(), 1, "only the function call's: {deltas:?}");
+        let done: Vec<&Value> = evs
+            .iter()
+            .filter(|(n, _)| n == "response.output_item.done")
+            .map(|(_, d)| &d["item"])
+            .collect();
+        assert_eq!(done[0]["type"], "custom_tool_call");
+        assert_eq!(done[0]["input"], "patch");
+        assert_eq!(done[1]["type"], "function_call");
+        assert_eq!(done[1]["name"], "spawn");
+        assert_eq!(done[1]["namespace"], "agents");
+        let completed = &evs.last().unwrap().1["response"]["output"];
+        assert_eq!(completed[0]["type"], "custom_tool_call");
+        assert_eq!(completed[1]["namespace"], "agents");
     }
 }
