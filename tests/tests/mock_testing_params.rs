@@ -281,3 +281,44 @@ fn mock_response_with_the_switch_off_is_passed_on_as_before() {
     assert_ne!(resp.json()["choices"][0]["message"]["content"], "canned");
     assert_eq!(upstream_calls(&mock), 1);
 }
+
+#[test]
+fn a_key_allowed_client_mock_responses_gets_them_with_the_switch_off() {
+    let mock = MockServer::start(&[]);
+    let db = e2e::TestDb::create();
+    let config = json!({
+        "model_list": [e2e::openai_model("primary", "p-1", &mock.api_base(), json!({}))],
+        "general_settings": {"master_key": MASTER_KEY},
+    });
+    let gw = Gateway::start(&to_yaml(&config), &[("DATABASE_URL", db.url())]);
+    let key_with = |metadata: Value| {
+        let resp = gw.post("/key/generate", &json!({"metadata": metadata}));
+        assert_eq!(resp.status, 200, "{}", resp.text());
+        resp.json()["key"].as_str().expect("key").to_string()
+    };
+    let send = |key: &str| {
+        let auth = format!("Bearer {key}");
+        let body = json!({"model": "primary", "messages": [{"role": "user", "content": "hi"}], "mock_response": "canned"});
+        gw.call(
+            "POST",
+            "/v1/chat/completions",
+            &[
+                ("Authorization", &auth),
+                ("Content-Type", "application/json"),
+            ],
+            body.to_string().as_bytes(),
+        )
+    };
+    // LiteLLM's key metadata flag: answered without an upstream call.
+    let allowed = key_with(json!({"allow_client_mock_response": true}));
+    let resp = send(&allowed);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(resp.json()["choices"][0]["message"]["content"], "canned");
+    assert_eq!(upstream_calls(&mock), 0);
+    // Another key's request goes upstream as before.
+    let plain = key_with(json!({}));
+    let resp = send(&plain);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_ne!(resp.json()["choices"][0]["message"]["content"], "canned");
+    assert_eq!(upstream_calls(&mock), 1);
+}
