@@ -208,6 +208,7 @@ fn mock_response_answers_without_an_upstream_call_and_is_charged_as_litellm_char
             "input_cost_per_token": INPUT_COST,
             "output_cost_per_token": OUTPUT_COST,
         }))],
+        "router_settings": {"num_retries": 0},
         "general_settings": {
             "master_key": MASTER_KEY,
             "dangerously_allow_mock_testing_request_params": true,
@@ -266,6 +267,18 @@ fn mock_response_answers_without_an_upstream_call_and_is_charged_as_litellm_char
         ((spend - expected).abs() < 1e-9).then_some(spend)
     });
     assert!((spend - expected).abs() < 1e-9);
+    // A mocked failure leaves its attempt's row, charged nothing.
+    let resp = send(
+        json!({"model": "priced", "messages": messages, "mock_testing_rate_limit_error": true}),
+    );
+    assert_eq!(resp.status, 429, "{}", resp.text());
+    let row = e2e::eventually("the mocked failure's row", Duration::from_secs(10), || {
+        let row = db.query(
+            r#"SELECT status, spend, model_group FROM "LiteLLM_SpendLogs" WHERE status = 'failure'"#,
+        );
+        (!row.is_empty()).then_some(row)
+    });
+    assert_eq!(row, "failure|0|priced");
 }
 
 #[test]

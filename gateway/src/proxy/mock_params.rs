@@ -13,6 +13,8 @@
 //!   `context_window_fallbacks`), a content policy violation (400,
 //!   `content_policy_fallbacks`); the fallback groups are then called as
 //!   usual. `mock_testing_rate_limit_error: true` is a 429 the same way.
+//!   Each mocked failure leaves its attempt's row (status `failure`,
+//!   nothing charged) and cools no deployment down.
 //! - `mock_timeout: true`: the requested group's attempts wait the
 //!   deployment's timeout and fail with it (408), without an upstream call.
 //! - `mock_delay` (seconds, at most [`MAX_DELAY`]) is waited before an

@@ -732,6 +732,7 @@ async fn attempts<'r>(
                     relay::upstream_error(crate::upstream::UpstreamError::Timeout, dep, timeout)
                 }
             };
+            record_mocked(worker, caller, held, &pick, outcome, &err);
             last = Some(AttemptFailure::from_error(err.class(), &err, &pick));
             failure = Some(Box::new(err));
             continue;
@@ -772,6 +773,37 @@ async fn attempts<'r>(
         || GatewayError::UnknownModel(held.req.model.clone()),
         |f| *f,
     ))
+}
+
+/// The attempt row of a failure LiteLLM's mock testing parameters made up
+/// (no upstream call, nothing charged): a fallback never makes it vanish
+/// from the record.
+fn record_mocked(
+    worker: &Worker,
+    caller: Caller<'_>,
+    held: &Held,
+    pick: &Pick<'_>,
+    outcome: &Outcome,
+    err: &GatewayError,
+) {
+    let attempt = Attempt::start(&outcome.call_id, pick.attempt as i32);
+    let row = attempt.finish(record::AttemptInfo {
+        principal: caller.principal,
+        master_token: worker.shared.auth.master_token(),
+        group: &pick.group,
+        dep: pick.deployment,
+        upstream_model: &pick.upstream_model,
+        endpoint: held.req.endpoint,
+        usage: spend::Usage::default(),
+        cost: 0.0,
+        status: err.status(),
+        error: Some(err),
+        end_user: held.req.end_user.as_deref(),
+        proxy_budget: caller.proxy_budget.is_some(),
+        cache_key: outcome.cache_key.clone(),
+        tags: &held.req.tags,
+    });
+    record::submit(worker, row);
 }
 
 /// Phases 6 to 9 for one pick of the plan: admit, translate, call and relay,
