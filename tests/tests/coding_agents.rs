@@ -59,6 +59,8 @@ fn codex_exec_completes_a_turn_with_a_tool_call_through_the_chat_bridge() {
          model_provider = \"gateway\"\n\
          check_for_update_on_startup = false\n\
          [analytics]\nenabled = false\n\
+         [features]\nplugins = false\nremote_plugin = false\nplugin_sharing = false\n\
+         apps = false\nin_app_updates = false\n\
          [model_providers.gateway]\n\
          name = \"gateway\"\n\
          base_url = \"http://127.0.0.1:{}/v1\"\n\
