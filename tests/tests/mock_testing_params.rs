@@ -335,3 +335,29 @@ fn a_key_allowed_client_mock_responses_gets_them_with_the_switch_off() {
     assert_ne!(resp.json()["choices"][0]["message"]["content"], "canned");
     assert_eq!(upstream_calls(&mock), 1);
 }
+
+#[test]
+fn mock_response_is_answered_in_each_clients_format() {
+    let mock = MockServer::start(&[]);
+    let gw = allowed(&mock, false);
+    let messages = json!([{"role": "user", "content": "hi"}]);
+    let resp = post(
+        &gw,
+        "/v1/messages",
+        json!({"model": "primary", "max_tokens": 50, "messages": messages, "mock_response": "canned"}),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let body = resp.json();
+    assert_eq!(body["content"][0]["text"], "canned", "{body}");
+    assert_eq!(body["usage"]["output_tokens"], 20, "{body}");
+    let resp = post(
+        &gw,
+        "/v1/responses",
+        json!({"model": "primary", "input": "hi", "mock_response": "canned"}),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let body = resp.json();
+    assert_eq!(body["output"][0]["content"][0]["text"], "canned", "{body}");
+    assert_eq!(body["usage"]["output_tokens"], 20, "{body}");
+    assert_eq!(upstream_calls(&mock), 0);
+}
