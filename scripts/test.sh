@@ -74,6 +74,29 @@ if ! .venv/bin/python -c 'import selenium' >/dev/null 2>&1; then
     .venv/bin/python -m pip install --quiet --disable-pip-version-check selenium
 fi
 
+# --- the coding agents' CLIs from npm, pinned (tests/tests/coding_agents.rs
+# runs `codex exec` and `claude -p` through the gateway); each ships its
+# native binary in a platform package of the registry.
+NODE_PINS=(@openai/codex@0.171.0 @anthropic-ai/claude-code@2.1.332)
+command -v npm >/dev/null 2>&1 || apt_install nodejs npm
+if ! node - tests/node "${NODE_PINS[@]}" >/dev/null 2>&1 <<'JS'
+const [dir, ...pins] = process.argv.slice(2);
+for (const pin of pins) {
+    const at = pin.lastIndexOf("@");
+    const pkg = require(require("path").resolve(dir, "node_modules", pin.slice(0, at), "package.json"));
+    if (pkg.version !== pin.slice(at + 1)) process.exit(1);
+}
+JS
+then
+    log "installing ${NODE_PINS[*]} into tests/node"
+    mkdir -p tests/node
+    echo '*' > tests/node/.gitignore # keep the packages out of git
+    npm install --prefix tests/node --no-save --no-audit --no-fund --loglevel=error "${NODE_PINS[@]}"
+fi
+for cli in codex claude; do
+    tests/node/node_modules/.bin/$cli --version >/dev/null
+done
+
 # --- promtool (tests/tests/metrics.rs checks the /metrics exposition) -------
 command -v promtool >/dev/null 2>&1 || apt_install --no-install-recommends prometheus
 

@@ -139,11 +139,11 @@ fn gemini_and_responses(c: &mut Criterion) {
     }))
     .unwrap();
     g.bench_function("chat_to_response", |b| {
-        b.iter(|| black_box(responses::from_chat(&whole).unwrap()))
+        b.iter(|| black_box(responses::from_chat(&whole, &Default::default()).unwrap()))
     });
     let chunk = br#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"content":" tok0042"},"finish_reason":null}]}"#;
     g.bench_function("chat_chunk_to_response_events", |b| {
-        let mut t = responses::ChatToResponses::new();
+        let mut t = responses::ChatToResponses::default();
         let mut out = Vec::with_capacity(512);
         b.iter(|| {
             out.clear();

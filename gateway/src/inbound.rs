@@ -135,8 +135,13 @@ pub struct LlmRequest {
     /// What a media request asks for, which its price depends on (`None`
     /// on other endpoints).
     pub media: Option<MediaAsk>,
-    /// LiteLLM's mock testing parameters the body carries (refused).
-    pub mock_testing_params: Vec<&'static str>,
+    /// LiteLLM's mock testing parameters the body carried, each with its
+    /// JSON text (cut out of the forwarded body; refused unless
+    /// `general_settings.dangerously_allow_mock_testing_request_params`).
+    pub mock_testing_params: Vec<(&'static str, String)>,
+    /// The body's `mock_response`, as JSON text (LiteLLM's canned answer,
+    /// see `proxy::mock_params`).
+    pub mock_response: Option<String>,
     /// An image edit form's `prompt` field, for the guardrails (a JSON
     /// body's text is read by them directly).
     pub form_prompt: Option<Range<usize>>,
@@ -187,6 +192,8 @@ struct RoutingView<'a> {
     mock_timeout: Option<&'a str>,
     #[serde(borrow, default, deserialize_with = "raw_member")]
     mock_delay: Option<&'a str>,
+    #[serde(borrow, default, deserialize_with = "raw_value")]
+    mock_response: Option<&'a str>,
 }
 
 /// LiteLLM's mock testing request parameters, which its proxy refuses
@@ -201,10 +208,10 @@ pub const MOCK_TESTING_PARAMS: [&str; 6] = [
     "mock_delay",
 ];
 
-impl RoutingView<'_> {
-    /// The mock testing parameters present, in [`MOCK_TESTING_PARAMS`]'s
-    /// order.
-    fn mock_testing_params(&self) -> Vec<&'static str> {
+impl<'a> RoutingView<'a> {
+    /// The mock testing parameters present with their JSON text, in
+    /// [`MOCK_TESTING_PARAMS`]'s order.
+    fn mock_testing_params(&self) -> Vec<(&'static str, &'a str)> {
         let present = [
             self.mock_testing_fallbacks,
             self.mock_testing_context_fallbacks,
@@ -216,7 +223,7 @@ impl RoutingView<'_> {
         MOCK_TESTING_PARAMS
             .into_iter()
             .zip(present)
-            .filter_map(|(name, raw)| raw.map(|_| name))
+            .filter_map(|(name, raw)| raw.map(|raw| (name, raw)))
             .collect()
     }
 }
@@ -312,6 +319,7 @@ impl<'a> Fields<'a> {
         let own = [view.fallbacks, view.num_retries, view.tags, view.cache]
             .into_iter()
             .flatten()
+            .chain(view.mock_testing_params().into_iter().map(|(_, raw)| raw))
             .map(|raw| span_in(body, raw))
             .collect();
         Ok(Fields { view, own })
@@ -352,6 +360,12 @@ impl LlmRequest {
             ),
             None => None,
         };
+        let mock_testing_params = fields
+            .view
+            .mock_testing_params()
+            .into_iter()
+            .map(|(name, raw)| (name, raw.to_string()))
+            .collect();
         let stripped = Bytes::from(strip_members(&body, &fields.own));
         let again = Fields::read(&stripped)?;
         if !again.own.is_empty() {
@@ -364,6 +378,7 @@ impl LlmRequest {
         req.fallbacks = fallbacks;
         req.num_retries = num_retries;
         req.cache = cache;
+        req.mock_testing_params = mock_testing_params;
         if fields.view.tags.is_some() {
             req.tags = tags;
         }
@@ -521,7 +536,8 @@ impl LlmRequest {
             tags,
             forward_headers: Vec::new(),
             media,
-            mock_testing_params: view.mock_testing_params(),
+            mock_testing_params: Vec::new(),
+            mock_response: view.mock_response.map(str::to_string),
             form_prompt: None,
         })
     }
@@ -634,6 +650,7 @@ impl LlmRequest {
             forward_headers: Vec::new(),
             media,
             mock_testing_params: Vec::new(),
+            mock_response: None,
             form_prompt: form.prompt.clone(),
         })
     }
@@ -656,6 +673,7 @@ impl LlmRequest {
             forward_headers: self.forward_headers.clone(),
             media: self.media.clone(),
             mock_testing_params: self.mock_testing_params.clone(),
+            mock_response: self.mock_response.clone(),
             form_prompt: self.form_prompt.clone(),
         }
     }

@@ -41,6 +41,7 @@ struct Fixed {
     unpriced: (crate::spend::UnpricedModels, bool, Option<u64>),
     guardrails: String,
     spend_logs: crate::spend::SpendLogs,
+    mock_testing_params: bool,
 }
 
 impl Fixed {
@@ -72,6 +73,7 @@ impl Fixed {
             ),
             guardrails: config.guardrails.source().to_string(),
             spend_logs: config.spend_logs,
+            mock_testing_params: config.mock_testing_params,
         }
     }
 
@@ -140,6 +142,10 @@ impl Fixed {
         check(
             self.spend_logs != next.spend_logs,
             "general_settings.disable_spend_logs, disable_error_logs",
+        );
+        check(
+            self.mock_testing_params != next.mock_testing_params,
+            "general_settings.dangerously_allow_mock_testing_request_params",
         );
         out
     }
@@ -265,5 +271,14 @@ mod tests {
         assert!(before
             .changed(&fixed("general_settings: {disable_spend_logs: false}\n"))
             .is_empty());
+    }
+
+    #[test]
+    fn the_mock_testing_switch_is_reported_as_needing_a_restart() {
+        let on = "general_settings: {dangerously_allow_mock_testing_request_params: true}\n";
+        assert_eq!(
+            fixed("").changed(&fixed(on)),
+            ["general_settings.dangerously_allow_mock_testing_request_params"]
+        );
     }
 }

@@ -65,6 +65,8 @@ pub struct Shared {
     pub estimated_output_tokens: Option<u64>,
     /// `litellm_settings.block_requests_for_models_without_pricing`.
     pub block_unpriced: bool,
+    /// `general_settings.dangerously_allow_mock_testing_request_params`.
+    pub mock_testing_params: bool,
     /// The configured guardrails.
     pub guardrails: Arc<crate::guardrails::Guardrails>,
     /// Which spend-log rows are kept (`disable_spend_logs`,
@@ -109,6 +111,7 @@ impl Shared {
             unpriced_models: config.unpriced_models,
             estimated_output_tokens: config.estimated_output_tokens,
             block_unpriced: config.block_unpriced,
+            mock_testing_params: config.mock_testing_params,
             guardrails: config.guardrails.clone(),
             spend_logs: config.spend_logs,
             batch_polling: config.batch_polling,

@@ -25,19 +25,22 @@
 //! - [`budget_burst`]: bursts against a priced model until a budget refuses
 //!   (the fleet-budget tests).
 //! - [`python`]: the scripts under `tests/python/`, with a deadline.
+//! - [`node`]: the coding agents' CLIs from npm (`tests/node/`).
 //! - [`load`]: steady client load for the fault tests, recording what each
 //!   request saw ([`load::Load`]).
 //!
 //! Environment: `E2E_BIN_DIR` overrides where the binaries are looked up
 //! (default: `target/<profile>/` next to the test executable); `E2E_PYTHON`
 //! overrides the interpreter of the OpenAI and Anthropic SDK tests (default
-//! `.venv/bin/python`).
+//! `.venv/bin/python`); `E2E_NODE_BIN` where the npm CLIs are (default
+//! `tests/node/node_modules/.bin`).
 
 pub mod budget_burst;
 pub mod config;
 pub mod guardrail_service;
 pub mod http;
 pub mod load;
+pub mod node;
 pub mod pki;
 pub mod postgres;
 mod procs;

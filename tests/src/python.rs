@@ -41,24 +41,29 @@ pub fn run_script(script: &str, envs: &[(&str, &str)], timeout: Duration) -> Scr
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("python")
         .join(script);
-    let dir = tempfile::tempdir().expect("temp dir");
-    let out_path = dir.path().join("python.out");
-    let out = std::fs::File::create(&out_path).expect("output file");
     let mut cmd = Command::new(&python);
-    cmd.arg(&script)
-        .env("PYTHONUNBUFFERED", "1")
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().expect("clone output file"))
-        .stderr(out);
+    cmd.arg(&script).env("PYTHONUNBUFFERED", "1");
     for (k, v) in envs {
         cmd.env(k, v);
     }
+    run_with_deadline(&mut cmd, timeout)
+}
+
+/// Runs `cmd` with no input, its stdout and stderr into one file, killing
+/// it after `timeout`.
+pub fn run_with_deadline(cmd: &mut Command, timeout: Duration) -> ScriptRun {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out_path = dir.path().join("run.out");
+    let out = std::fs::File::create(&out_path).expect("output file");
+    cmd.stdin(Stdio::null())
+        .stdout(out.try_clone().expect("clone output file"))
+        .stderr(out);
     let mut child = cmd
         .spawn()
-        .unwrap_or_else(|e| panic!("run {}: {e}", python.display()));
+        .unwrap_or_else(|e| panic!("run {:?}: {e}", cmd.get_program()));
     let deadline = Instant::now() + timeout;
     let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for python") {
+        if let Some(status) = child.try_wait().expect("wait for the child") {
             break Some(status);
         }
         if Instant::now() >= deadline {

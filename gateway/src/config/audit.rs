@@ -89,6 +89,8 @@ const GENERAL_ACTED_ON: &[&str] = &[
     "encryption_algorithm",
     // The console (`api::ui`).
     "ui_access_mode",
+    // LiteLLM's mock testing request parameters (`proxy::mock_params`).
+    "dangerously_allow_mock_testing_request_params",
     // The spend writer (`spend::SpendLogs`).
     "disable_spend_logs",
     "disable_error_logs",
@@ -105,10 +107,6 @@ const GENERAL_ACTED_ON: &[&str] = &[
 
 /// Keys of `general_settings` refused while unimplemented, with the reason.
 const GENERAL_REFUSED: &[(&str, &str)] = &[
-    (
-        "dangerously_allow_mock_testing_request_params",
-        "LiteLLM's mock testing request parameters (`mock_testing_fallbacks`, `mock_timeout`, ...) are not implemented, so a test asking for a synthetic failure could not get one; with the switch off (the default) requests carrying them are refused, as LiteLLM refuses them",
-    ),
     (
         "custom_auth",
         "custom authentication is not run, so every valid key would be let in",
@@ -448,21 +446,6 @@ mod tests {
         );
         let (result, _) = run("{}", "{custom_auth: my.auth}", "{}");
         assert_eq!(result.unwrap_err().entry, "general_settings.custom_auth");
-        let (result, _) = run(
-            "{}",
-            "{dangerously_allow_mock_testing_request_params: true}",
-            "{}",
-        );
-        assert_eq!(
-            result.unwrap_err().entry,
-            "general_settings.dangerously_allow_mock_testing_request_params"
-        );
-        let (result, _) = run(
-            "{}",
-            "{dangerously_allow_mock_testing_request_params: false}",
-            "{}",
-        );
-        assert_eq!(result, Ok(()));
         let (result, _) = run("{}", "{}", "{provider_budget_config: {openai: {}}}");
         assert_eq!(
             result.unwrap_err().entry,

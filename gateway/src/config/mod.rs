@@ -103,6 +103,10 @@ pub struct Config {
     /// request without `max_tokens` reserves against budgets when neither
     /// its key nor its team says.
     pub estimated_output_tokens: Option<u64>,
+    /// `general_settings.dangerously_allow_mock_testing_request_params`:
+    /// LiteLLM's mock testing request parameters are acted on (else
+    /// refused).
+    pub mock_testing_params: bool,
     /// `litellm_settings.max_budget` and `budget_duration`: the proxy-wide
     /// budget every LLM request counts against.
     pub proxy_budget: Option<ProxyBudget>,

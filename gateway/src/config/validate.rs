@@ -338,6 +338,19 @@ pub(super) fn validate(
                 })?,
         ),
     };
+    let mock_testing_params = match file
+        .general_settings
+        .other
+        .get("dangerously_allow_mock_testing_request_params")
+    {
+        None | Some(serde_yaml::Value::Null) => false,
+        Some(v) => v.as_bool().ok_or_else(|| {
+            invalid(
+                "general_settings.dangerously_allow_mock_testing_request_params".into(),
+                "must be true or false".into(),
+            )
+        })?,
+    };
     let spend_logs = crate::spend::SpendLogs::parse(&file.general_settings.other)
         .map_err(|p| invalid("general_settings".into(), p))?;
     let batch_polling = batch_polling(&file.general_settings.other, lookup)
@@ -488,6 +501,7 @@ pub(super) fn validate(
         unpriced_models,
         estimated_output_tokens,
         block_unpriced,
+        mock_testing_params,
         proxy_budget,
         spend_logs,
         batch_polling,
@@ -1033,6 +1047,7 @@ fn deployment(
             latency: Duration::from_millis(params.mock_latency_ms.unwrap_or(0)),
             chunk_delay: Duration::from_millis(params.mock_chunk_delay_ms.unwrap_or(0)),
             error_status: params.mock_error_status,
+            prompt_tokens: None,
         },
         tags,
         access_groups,

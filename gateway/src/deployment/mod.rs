@@ -169,4 +169,7 @@ pub struct MockSettings {
     pub chunk_delay: Duration,
     /// Answer with this error status.
     pub error_status: Option<u16>,
+    /// Prompt tokens to report, else the body's bytes / 4 (set for one
+    /// request's `mock_response`, never by the config).
+    pub prompt_tokens: Option<u64>,
 }

@@ -47,6 +47,7 @@ pub(super) fn routing_view(body: &[u8]) -> Option<RoutingView<'_>> {
             }
             b"mock_timeout" => (19, Slot::Member(&mut view.mock_timeout)),
             b"mock_delay" => (20, Slot::Member(&mut view.mock_delay)),
+            b"mock_response" => (21, Slot::Raw(&mut view.mock_response)),
             _ => return r.skip_value(1),
         };
         // serde_json refuses a duplicate of a field it reads.

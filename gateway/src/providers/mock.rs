@@ -30,6 +30,9 @@ pub enum MockReply {
         latency: Duration,
         /// Delay between SSE events.
         chunk_delay: Duration,
+        /// The usage event of a stream whose client did not ask for it,
+        /// for the spend record only (a request's `mock_response`).
+        unsent_usage: Option<Bytes>,
     },
 }
 
@@ -47,7 +50,9 @@ pub fn reply(req: &LlmRequest, model: &str, settings: &MockSettings) -> MockRepl
         .and_then(Value::as_str)
         .or(settings.response.as_deref())
         .unwrap_or(DEFAULT_REPLY);
-    let prompt_tokens = (req.body.len() as u64).div_ceil(4).max(1);
+    let prompt_tokens = settings
+        .prompt_tokens
+        .unwrap_or_else(|| (req.body.len() as u64).div_ceil(4).max(1));
     let words: Vec<&str> = text.split_inclusive(' ').collect();
     let completion_tokens = settings
         .completion_tokens
@@ -65,6 +70,7 @@ pub fn reply(req: &LlmRequest, model: &str, settings: &MockSettings) -> MockRepl
         .pointer("/stream_options/include_usage")
         .and_then(Value::as_bool)
         == Some(true);
+    let mut unsent_usage = None;
     let parts = match (req.endpoint, req.stream) {
         (Endpoint::Embeddings, _) => {
             let inputs = body
@@ -126,8 +132,13 @@ pub fn reply(req: &LlmRequest, model: &str, settings: &MockSettings) -> MockRepl
                 json!({"index": 0, "text": "", "finish_reason": "stop"})
             };
             events.push(sse(&chunk(last)));
+            let usage_event = sse(
+                &json!({"id": id, "object": object, "created": created, "model": model, "choices": [], "usage": usage}),
+            );
             if include_usage {
-                events.push(sse(&json!({"id": id, "object": object, "created": created, "model": model, "choices": [], "usage": usage})));
+                events.push(usage_event);
+            } else if settings.prompt_tokens.is_some() {
+                unsent_usage = Some(usage_event);
             }
             events.push(Bytes::from_static(b"data: [DONE]\n\n"));
             events
@@ -142,6 +153,7 @@ pub fn reply(req: &LlmRequest, model: &str, settings: &MockSettings) -> MockRepl
         parts,
         latency: settings.latency,
         chunk_delay: settings.chunk_delay,
+        unsent_usage,
     }
 }
 

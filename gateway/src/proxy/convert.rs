@@ -123,12 +123,22 @@ pub(super) fn is_passthrough(wire: Format, client: Format) -> bool {
     wire == client
 }
 
+/// What the tools of the client's request `received` make of the calls in
+/// its answer (a Responses request's custom and namespaced tools; nothing
+/// for other formats).
+pub(super) fn call_names(client: Format, received: &[u8]) -> formats::responses::CallNames {
+    match client {
+        Format::Responses => formats::responses::CallNames::of(received),
+        _ => Default::default(),
+    }
+}
+
 /// A whole success body from `provider` (`None`: the in-process mock,
 /// which answers in the internal form) in the `client`'s format; an
-/// embeddings answer when `embeddings`.
+/// embeddings answer when `embeddings`; `names` from [`call_names`].
 pub(super) fn translate_body(
     provider: Option<&dyn Provider>,
-    client: Format,
+    (client, names): (Format, &formats::responses::CallNames),
     embeddings: bool,
     body: &[u8],
 ) -> Result<Vec<u8>, TranslateError> {
@@ -151,7 +161,7 @@ pub(super) fn translate_body(
         // No client speaks a provider-only format.
         Format::OpenAi | Format::Bedrock | Format::Gemini | Format::Cohere => Ok(internal),
         Format::Anthropic => formats::anthropic::from_chat(&internal),
-        Format::Responses => formats::responses::from_chat(&internal),
+        Format::Responses => formats::responses::from_chat(&internal, names),
     }
 }
 
@@ -178,10 +188,10 @@ pub(super) fn translate_images(
 }
 
 /// The translator of `provider`'s event stream into the `client`'s;
-/// `None` when the stream passes unchanged.
+/// `None` when the stream passes unchanged; `names` from [`call_names`].
 pub(super) fn stream_translator(
     provider: Option<&dyn Provider>,
-    client: Format,
+    (client, names): (Format, &formats::responses::CallNames),
     include_usage: bool,
 ) -> Option<Box<dyn StreamTranslator>> {
     let wire = provider.map_or(Format::OpenAi, |p| p.format());
@@ -195,7 +205,7 @@ pub(super) fn stream_translator(
             formats::anthropic::ChatToMessages::new(),
         ))),
         Format::Responses => Some(Box::new(Events::new(
-            formats::responses::ChatToResponses::new(),
+            formats::responses::ChatToResponses::new(names.clone()),
         ))),
     };
     match (to_internal, to_client) {
@@ -234,20 +244,21 @@ mod tests {
 
     #[test]
     fn only_differing_formats_are_translated() {
+        let names = formats::responses::CallNames::default();
         let anthropic = providers::http_provider(crate::deployment::ProviderKind::Anthropic);
         let openai = providers::http_provider(crate::deployment::ProviderKind::OpenAiCompatible);
-        assert!(stream_translator(openai, Format::OpenAi, true).is_none());
-        assert!(stream_translator(anthropic, Format::Anthropic, true).is_none());
-        assert!(stream_translator(None, Format::OpenAi, true).is_none());
-        assert!(stream_translator(openai, Format::Anthropic, true).is_some());
-        assert!(stream_translator(anthropic, Format::OpenAi, true).is_some());
+        assert!(stream_translator(openai, (Format::OpenAi, &names), true).is_none());
+        assert!(stream_translator(anthropic, (Format::Anthropic, &names), true).is_none());
+        assert!(stream_translator(None, (Format::OpenAi, &names), true).is_none());
+        assert!(stream_translator(openai, (Format::Anthropic, &names), true).is_some());
+        assert!(stream_translator(anthropic, (Format::OpenAi, &names), true).is_some());
         let body = br#"{"id":"m","type":"message","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":2}}"#;
         assert_eq!(
-            translate_body(anthropic, Format::Anthropic, false, body).unwrap(),
+            translate_body(anthropic, (Format::Anthropic, &names), false, body).unwrap(),
             body
         );
         let chat: Value = serde_json::from_slice(
-            &translate_body(anthropic, Format::OpenAi, false, body).unwrap(),
+            &translate_body(anthropic, (Format::OpenAi, &names), false, body).unwrap(),
         )
         .unwrap();
         assert_eq!(chat["choices"][0]["message"]["content"], "hi");
@@ -255,7 +266,7 @@ mod tests {
         let msg: Value = serde_json::from_slice(
             &translate_body(
                 None,
-                Format::Anthropic,
+                (Format::Anthropic, &names),
                 false,
                 openai_body.to_string().as_bytes(),
             )

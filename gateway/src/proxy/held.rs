@@ -45,6 +45,8 @@ pub(super) struct Held {
     parked: Vec<(Option<String>, LlmRequest)>,
     /// The group whose own request is in `req` (`None`: the one received).
     current: Option<String>,
+    /// What LiteLLM's mock testing parameters ask for (see `mock_params`).
+    pub mock: Option<super::mock_params::Ask>,
 }
 
 impl Held {
@@ -63,6 +65,7 @@ impl Held {
             inlined: None,
             parked: Vec::new(),
             current: None,
+            mock: None,
         }
     }
 

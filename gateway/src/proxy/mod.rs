@@ -37,6 +37,7 @@ mod guard_api;
 mod headers;
 mod held;
 mod images;
+mod mock_params;
 mod passthrough;
 mod realtime;
 mod record;
@@ -368,9 +369,8 @@ async fn serve(
     // room in this future).
     let mut held = Held::new(parsed);
     let req = &mut held.req;
-    if let Some(param) = req.mock_testing_params.first() {
-        return Err(mock_testing_refused(param, &req.mock_testing_params));
-    }
+    let allowed = worker.shared.mock_testing_params;
+    held.mock = mock_params::read(req, allowed, principal)?;
     req.forward_headers = forward_headers;
     outcome.stream = req.stream;
     // The body's `cache` controls are checked whenever the cache is on; a
@@ -636,19 +636,6 @@ async fn serve(
     result.and_then(|()| released.map_err(|_| GatewayError::Unavailable("client connection lost")))
 }
 
-/// LiteLLM's refusal of its mock testing parameters while
-/// `general_settings.dangerously_allow_mock_testing_request_params` is off
-/// (this gateway does not implement them, so it is always off here).
-fn mock_testing_refused(param: &'static str, present: &[&str]) -> GatewayError {
-    GatewayError::InvalidParam {
-        param,
-        message: format!(
-            "Mock testing request params are disabled on this proxy: {}. LiteLLM enables them with `general_settings.dangerously_allow_mock_testing_request_params: true`; this gateway does not implement them.",
-            present.join(", ")
-        ),
-    }
-}
-
 /// Who a request is for: its caller, and its end user when that one's row
 /// restricts it.
 #[derive(Clone, Copy)]
@@ -725,6 +712,31 @@ async fn attempts<'r>(
         outcome.deployment = Some(pick.deployment.clone());
         outcome.retries = plan.attempted_retries();
         outcome.fallbacks = plan.attempted_fallbacks();
+        // LiteLLM's mock failures: the requested group fails without a call.
+        if let Some(ask) = held
+            .mock
+            .as_ref()
+            .filter(|a| a.fails() && pick.fallback_depth == 0)
+        {
+            let err = match ask.error(&pick.group) {
+                Some(err) => err,
+                None => {
+                    let dep = pick.deployment;
+                    let timeout = if held.req.stream {
+                        dep.stream_timeout
+                    } else {
+                        dep.timeout
+                    };
+                    let wait = ask.delay.unwrap_or_default() + timeout;
+                    Box::pin(monoio::time::sleep(wait)).await;
+                    relay::upstream_error(crate::upstream::UpstreamError::Timeout, dep, timeout)
+                }
+            };
+            record_mocked(worker, caller, held, &pick, outcome, &err);
+            last = Some(AttemptFailure::from_error(err.class(), &err, &pick));
+            failure = Some(Box::new(err));
+            continue;
+        }
         let started = Instant::now();
         held.use_for((pick.fallback_depth > 0).then_some(&*pick.group));
         let form = held.prepare(worker, pick.deployment).await?;
@@ -761,6 +773,37 @@ async fn attempts<'r>(
         || GatewayError::UnknownModel(held.req.model.clone()),
         |f| *f,
     ))
+}
+
+/// The attempt row of a failure LiteLLM's mock testing parameters made up
+/// (no upstream call, nothing charged): a fallback never makes it vanish
+/// from the record.
+fn record_mocked(
+    worker: &Worker,
+    caller: Caller<'_>,
+    held: &Held,
+    pick: &Pick<'_>,
+    outcome: &Outcome,
+    err: &GatewayError,
+) {
+    let attempt = Attempt::start(&outcome.call_id, pick.attempt as i32);
+    let row = attempt.finish(record::AttemptInfo {
+        principal: caller.principal,
+        master_token: worker.shared.auth.master_token(),
+        group: &pick.group,
+        dep: pick.deployment,
+        upstream_model: &pick.upstream_model,
+        endpoint: held.req.endpoint,
+        usage: spend::Usage::default(),
+        cost: 0.0,
+        status: err.status(),
+        error: Some(err),
+        end_user: held.req.end_user.as_deref(),
+        proxy_budget: caller.proxy_budget.is_some(),
+        cache_key: outcome.cache_key.clone(),
+        tags: &held.req.tags,
+    });
+    record::submit(worker, row);
 }
 
 /// Phases 6 to 9 for one pick of the plan: admit, translate, call and relay,
@@ -832,8 +875,24 @@ async fn attempt_once(
         _ => UsageTap::new(stream, wire),
     };
     let client = endpoint.format();
+    let names = convert::call_names(client, &held.req.body);
     let sent_endpoint = sent.endpoint;
-    let result = match providers::http_provider(dep.provider) {
+    // LiteLLM's `mock_response`: the pick's answer made up, at its price.
+    let canned = held.mock.as_ref().and_then(|ask| {
+        let response = ask.response.clone()?;
+        Some(crate::deployment::MockSettings {
+            response: Some(response),
+            completion_tokens: Some(mock_params::COMPLETION_TOKENS),
+            latency: ask.delay.unwrap_or_default(),
+            prompt_tokens: Some(held.prompt.get()),
+            ..Default::default()
+        })
+    });
+    let provider = match canned {
+        Some(_) => None,
+        None => providers::http_provider(dep.provider),
+    };
+    let result = match provider {
         Some(provider) => {
             let with_usage = with_usage.filter(|_| provider.accepts_stream_options(dep));
             let strip_usage = with_usage.is_some();
@@ -855,7 +914,7 @@ async fn attempt_once(
                     let call = Box::pin(forward(
                         worker,
                         dep,
-                        (provider, client, sent_endpoint),
+                        (provider, (client, &names), sent_endpoint),
                         &mut upstream_req,
                         (stream, strip_usage),
                         held,
@@ -872,9 +931,9 @@ async fn attempt_once(
         None => {
             // Boxed, as `forward` above.
             let call = Box::pin(serve_mock(
-                (worker, sent, client),
+                (worker, sent, (client, &names)),
                 upstream_model,
-                dep,
+                (dep, canned.as_ref().unwrap_or(&dep.mock)),
                 out,
                 outcome,
                 &mut tap,
@@ -963,13 +1022,17 @@ async fn credentials_ready(worker: &Worker, dep: &Deployment) -> Result<(), Gate
         .map(drop)
 }
 
+/// The client's format, with what its request's tools make of the calls
+/// in an answer (see `convert::call_names`).
+type ClientFormat<'a> = (Format, &'a crate::formats::responses::CallNames);
+
 /// Phase 7 for a provider reached over HTTP; its answer reaches the client
 /// in the client's format.
 #[allow(clippy::too_many_arguments)]
 async fn forward(
     worker: &Worker,
     dep: &Deployment,
-    (provider, client, endpoint): (&dyn providers::Provider, Format, Endpoint),
+    (provider, (client, names), endpoint): (&dyn providers::Provider, ClientFormat<'_>, Endpoint),
     req: &mut providers::UpstreamRequest,
     (stream, strip_usage): (bool, bool),
     held: &mut Held,
@@ -1047,7 +1110,7 @@ async fn forward(
             convert::translate_rerank(provider, &body, documents)
                 .map_err(|e| convert::translate_error(dep, e))?
         } else {
-            convert::translate_body(Some(provider), client, embeddings, &body)
+            convert::translate_body(Some(provider), (client, names), embeddings, &body)
                 .map_err(|e| convert::translate_error(dep, e))?
         };
         if read_translated {
@@ -1058,7 +1121,7 @@ async fn forward(
         return guard::send_answer(out, client, (worker, outcome), answer, &body).await;
     }
     let translate = (is_stream && !passthrough)
-        .then(|| convert::stream_translator(Some(provider), client, req.include_usage))
+        .then(|| convert::stream_translator(Some(provider), (client, names), req.include_usage))
         .flatten();
     // A translated stream is server-sent events whatever the provider's framing.
     let content_type = match translate {
@@ -1101,15 +1164,15 @@ async fn forward(
 /// Phase 7 for the in-process mock provider, answering `req` in the
 /// internal form, translated to the `client`'s format.
 async fn serve_mock(
-    (worker, req, client): (&Worker, &LlmRequest, Format),
+    (worker, req, (client, names)): (&Worker, &LlmRequest, ClientFormat<'_>),
     model: &str,
-    dep: &Deployment,
+    (dep, settings): (&Deployment, &crate::deployment::MockSettings),
     out: &mut Responder<'_>,
     outcome: &mut Outcome,
     tap: &mut UsageTap,
     attempt: &mut Attempt,
 ) -> Result<(), GatewayError> {
-    match providers::mock_reply(req, model, &dep.mock) {
+    match providers::mock_reply(req, model, settings) {
         MockReply::Error { status, message } => Err(GatewayError::Upstream {
             status,
             message,
@@ -1123,6 +1186,7 @@ async fn serve_mock(
             parts,
             latency,
             chunk_delay,
+            unsent_usage,
         } => {
             let started = Instant::now();
             if !latency.is_zero() {
@@ -1136,8 +1200,8 @@ async fn serve_mock(
             if content_type != "text/event-stream" {
                 let body = parts.concat();
                 tap.feed(&body);
-                let body =
-                    convert::translate_body(None, client, false, &body).map_err(translated)?;
+                let body = convert::translate_body(None, (client, names), false, &body)
+                    .map_err(translated)?;
                 attempt.answer.whole(&body);
                 let answer = (200, headers, content_type);
                 return guard::send_answer(out, client, (worker, outcome), answer, &body).await;
@@ -1145,7 +1209,7 @@ async fn serve_mock(
             out.start_stream(200, headers, content_type)
                 .await
                 .map_err(io)?;
-            let mut translate = convert::stream_translator(None, client, false);
+            let mut translate = convert::stream_translator(None, (client, names), false);
             let mut guard = guard::StreamGuard::new(outcome, client);
             for (i, part) in parts.iter().enumerate() {
                 if i > 0 && !chunk_delay.is_zero() {
@@ -1174,6 +1238,9 @@ async fn serve_mock(
                 if guard.as_ref().is_some_and(guard::StreamGuard::blocked) {
                     break;
                 }
+            }
+            if let Some(usage) = unsent_usage {
+                tap.feed(&usage);
             }
             out.end_stream().await.map_err(io)
         }

@@ -7,7 +7,9 @@
 mod request;
 mod response;
 mod stream;
+mod tools;
 
 pub use request::to_chat;
 pub use response::from_chat;
 pub use stream::ChatToResponses;
+pub use tools::CallNames;

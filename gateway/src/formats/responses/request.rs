@@ -2,13 +2,23 @@
 //! LiteLLM's bridge translates it.
 //!
 //! `instructions` becomes a system message; `input` (a string, or items:
-//! messages with `input_text`/`output_text`/`input_image` parts,
-//! `function_call` and `function_call_output` items) becomes the messages;
-//! `max_output_tokens` `max_tokens`; function `tools` and `tool_choice`
-//! their chat forms; `text.format` `response_format`; `reasoning.effort`
-//! `reasoning_effort`. A streamed request asks for the usage chunk. The
-//! gateway keeps no responses, so `previous_response_id` is refused, and
-//! built-in tools (web search, file search...) have no chat equivalent.
+//! messages with `input_text`/`output_text`/`input_image` parts, tool calls
+//! and their outputs) becomes the messages; `max_output_tokens`
+//! `max_tokens`; `tools` and `tool_choice` their chat forms; `text.format`
+//! `response_format`; `reasoning.effort` `reasoning_effort`. A streamed
+//! request asks for the usage chunk. The gateway keeps no responses, so
+//! `previous_response_id` is refused.
+//!
+//! What a chat upstream cannot carry is flattened or dropped, never a
+//! refusal of the whole request (LiteLLM 1.110.2's rules, see
+//! [`tools`](super::tools)): a `namespace` tool's functions become
+//! functions named `<namespace>__<name>`, a `custom` tool a function
+//! taking its text as `content`; built-in tools are dropped. Input items:
+//! `custom_tool_call` and a namespaced `function_call` become the
+//! assistant's tool calls under those names, `custom_tool_call_output` and
+//! `computer_call_output` tool messages, a `web_search_call` an assistant
+//! note; `reasoning` and `compaction` items, and any other item without
+//! `content`, are dropped; another item with `content` is a message.
 
 use crate::error::GatewayError;
 use serde_json::{json, Map, Value};
@@ -108,53 +118,47 @@ pub fn to_chat(body: &[u8], model: &str) -> Result<Vec<u8>, GatewayError> {
         }
     }
     if let Some(Value::Array(tools)) = req.remove("tools") {
-        let tools = tools
-            .into_iter()
-            .map(convert_tool)
-            .collect::<Result<Vec<_>, _>>()?;
+        let tools = super::tools::to_chat(&tools)?;
         if !tools.is_empty() {
             out.insert("tools".into(), Value::Array(tools));
         }
     }
     match req.remove("tool_choice") {
         None | Some(Value::Null) => {}
-        Some(Value::String(s)) => {
-            out.insert("tool_choice".into(), Value::String(s));
+        Some(choice) => {
+            out.insert("tool_choice".into(), tool_choice(choice)?);
         }
-        Some(choice) => match choice["name"].as_str() {
-            Some(name) if choice["type"] == "function" => {
-                out.insert(
-                    "tool_choice".into(),
-                    json!({"type": "function", "function": {"name": name}}),
-                );
-            }
-            _ => return Err(invalid("tool_choice", "must be a mode or a function")),
-        },
     }
     serde_json::to_vec(&Value::Object(out)).map_err(|e| GatewayError::MalformedJson(e.to_string()))
 }
 
-fn convert_tool(tool: Value) -> Result<Value, GatewayError> {
-    if tool["type"] != "function" {
-        return Err(invalid(
-            "tools",
-            format!(
-                "tool type {} is not served through chat completions; only function tools are",
-                tool["type"]
-            ),
-        ));
+/// The chat form of a Responses `tool_choice`, as LiteLLM maps it: a mode
+/// as it is, `{"type": "auto" | "none"}` that mode, `required` (or
+/// `tool`, `any`) and a function or custom tool without a name
+/// `"required"`, a named one that function.
+fn tool_choice(choice: Value) -> Result<Value, GatewayError> {
+    if let Value::String(_) = choice {
+        return Ok(choice);
     }
-    let Some(name) = tool["name"].as_str() else {
-        return Err(invalid("tools", "each function tool needs a name"));
-    };
-    let mut function = Map::new();
-    function.insert("name".into(), json!(name));
-    for key in ["description", "parameters", "strict"] {
-        if let Some(v) = tool.get(key).filter(|v| !v.is_null()) {
-            function.insert(key.into(), v.clone());
+    if choice["function"]["name"].is_string() {
+        return Ok(json!({"type": "function", "function": {"name": choice["function"]["name"]}}));
+    }
+    let name = choice["name"]
+        .as_str()
+        .or_else(|| choice["custom"]["name"].as_str());
+    match (choice["type"].as_str(), name) {
+        (Some(mode @ ("auto" | "none")), _) => Ok(json!(mode)),
+        (Some("required" | "tool" | "any"), _) | (Some("function" | "custom"), None) => {
+            Ok(json!("required"))
         }
+        (Some("function" | "custom"), Some(name)) => {
+            Ok(json!({"type": "function", "function": {"name": name}}))
+        }
+        _ => Err(invalid(
+            "tool_choice",
+            "must be a mode, a function or a custom tool",
+        )),
     }
-    Ok(json!({"type": "function", "function": function}))
 }
 
 /// Appends the chat message(s) of one input item.
@@ -196,40 +200,90 @@ fn push_item(messages: &mut Vec<Value>, item: Value) -> Result<(), GatewayError>
             };
             messages.push(json!({"role": role, "content": content}));
         }
-        "function_call" => {
-            let call = json!({
-                "id": item["call_id"],
-                "type": "function",
-                "function": {"name": item["name"], "arguments": item["arguments"].as_str().unwrap_or("{}")},
-            });
-            match messages.last_mut() {
-                Some(last) if last["role"] == "assistant" && last.get("tool_calls").is_some() => {
-                    if let Some(calls) = last["tool_calls"].as_array_mut() {
-                        calls.push(call);
-                    }
-                }
-                _ => messages
-                    .push(json!({"role": "assistant", "content": null, "tool_calls": [call]})),
+        "function_call" | "custom_tool_call" => push_call(messages, super::tools::call_of(&item)),
+        "function_call_output"
+        | "custom_tool_call_output"
+        | "computer_call_output"
+        | "tool_result" => {
+            // LiteLLM skips an output that names no call.
+            if item["call_id"].as_str().is_some_and(|id| !id.is_empty()) {
+                messages.push(json!({
+                    "role": "tool",
+                    "tool_call_id": item["call_id"],
+                    "content": tool_output(&item["output"]),
+                }));
             }
         }
-        "function_call_output" => {
-            let output = match &item["output"] {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            messages
-                .push(json!({"role": "tool", "tool_call_id": item["call_id"], "content": output}));
+        // A hosted search of an earlier turn: an assistant note, as LiteLLM
+        // replays it.
+        "web_search_call" => {
+            let mut call = item.clone();
+            if let Some(fields) = call.as_object_mut() {
+                fields.retain(|_, v| !v.is_null());
+            }
+            messages.push(
+                json!({"role": "assistant", "content": format!("Hosted web search: {call}")}),
+            );
         }
-        // Reasoning items of earlier turns: the chat form has no place for them.
-        "reasoning" => {}
-        other => {
-            return Err(invalid(
-                "input",
-                format!("input item type \"{other}\" is not served through chat completions"),
-            ))
-        }
+        // Reasoning and compaction items of earlier turns (encrypted, or
+        // written by another service) have no place in the chat form.
+        "reasoning" | "compaction" => {}
+        // Any other item: a message when it has content (LiteLLM's rule),
+        // else dropped.
+        _ => match item.get("content").filter(|c| !c.is_null()) {
+            Some(Value::String(text)) => {
+                messages.push(json!({"role": other_role(&item), "content": text}));
+            }
+            Some(Value::Array(parts)) => {
+                let text: String = parts.iter().filter_map(|p| p["text"].as_str()).collect();
+                messages.push(json!({"role": other_role(&item), "content": text}));
+            }
+            _ => {}
+        },
     }
     Ok(())
+}
+
+/// The role of an item of another type that has content: its own when
+/// chat has it, else `user` (LiteLLM's default).
+fn other_role(item: &Value) -> &str {
+    match item["role"].as_str() {
+        Some(r @ ("user" | "assistant" | "system" | "developer")) => r,
+        _ => "user",
+    }
+}
+
+/// Adds a tool call to the assistant message just before, or as a new
+/// assistant message.
+fn push_call(messages: &mut Vec<Value>, call: Value) {
+    match messages.last_mut() {
+        Some(last) if last["role"] == "assistant" && last.get("tool_calls").is_some() => {
+            if let Some(calls) = last["tool_calls"].as_array_mut() {
+                calls.push(call);
+            }
+        }
+        _ => messages.push(json!({"role": "assistant", "content": null, "tool_calls": [call]})),
+    }
+}
+
+/// A tool output as a tool message's text: a string as it is, text parts
+/// joined, anything else its JSON (as LiteLLM flattens it).
+fn tool_output(output: &Value) -> String {
+    match output {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        Value::Array(parts)
+            if parts.iter().all(|p| {
+                matches!(
+                    p["type"].as_str(),
+                    Some("input_text" | "output_text" | "text")
+                ) && p["text"].is_string()
+            }) =>
+        {
+            parts.iter().filter_map(|p| p["text"].as_str()).collect()
+        }
+        other => other.to_string(),
+    }
 }
 
 fn convert_part(part: &Value) -> Result<Value, GatewayError> {
@@ -298,13 +352,76 @@ mod tests {
         );
     }
 
+    /// Codex CLI 0.171's first turn: developer messages, a namespace of
+    /// functions and a web search tool; items of earlier turns that chat
+    /// has no place for are dropped or flattened, never refused.
+    #[test]
+    fn what_chat_cannot_carry_is_flattened_or_dropped() {
+        let out = convert(json!({
+            "model": "m", "stream": true, "store": false, "include": ["reasoning.encrypted_content"],
+            "prompt_cache_key": "k", "client_metadata": {"x": "y"}, "reasoning": {"summary": "auto"},
+            "tool_choice": "auto", "parallel_tool_calls": true,
+            "input": [
+                {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "rules"}]},
+                {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]},
+                {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "opaque"},
+                {"type": "function_call", "call_id": "c1", "namespace": "agents", "name": "spawn", "arguments": "{}"},
+                {"type": "custom_tool_call", "call_id": "c2", "name": "apply_patch", "input": "*** Begin Patch"},
+                {"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_text", "text": "spawned"}]},
+                {"type": "custom_tool_call_output", "call_id": "c2", "output": "patched"},
+                {"type": "function_call_output", "call_id": "", "output": "orphan"},
+                {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"type": "search", "query": "q"}},
+                {"type": "local_shell_call", "call_id": "c3", "action": {"type": "exec"}},
+                {"type": "file_search_call", "id": "fs_1"},
+                {"type": "compaction", "encrypted_content": "opaque"},
+                {"type": "item_reference", "id": "msg_1"},
+            ],
+            "tools": [
+                {"type": "function", "name": "exec_command", "parameters": {"type": "object"}},
+                {"type": "namespace", "name": "agents", "description": "Sub-agents.", "tools": [{"type": "function", "name": "spawn", "parameters": {"type": "object"}}]},
+                {"type": "web_search", "external_web_access": false},
+            ],
+        }));
+        assert_eq!(
+            out["messages"],
+            json!([
+                {"role": "developer", "content": "rules"},
+                {"role": "user", "content": [{"type": "text", "text": "go"}]},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "agents__spawn", "arguments": "{}"}},
+                    {"id": "c2", "type": "function", "function": {"name": "apply_patch", "arguments": "{\"content\":\"*** Begin Patch\"}"}},
+                ]},
+                {"role": "tool", "tool_call_id": "c1", "content": "spawned"},
+                {"role": "tool", "tool_call_id": "c2", "content": "patched"},
+                {"role": "assistant", "content": "Hosted web search: {\"action\":{\"query\":\"q\",\"type\":\"search\"},\"id\":\"ws_1\",\"status\":\"completed\",\"type\":\"web_search_call\"}"},
+            ])
+        );
+        let names: Vec<&str> = out["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["function"]["name"].as_str())
+            .collect();
+        assert_eq!(names, ["exec_command", "agents__spawn"]);
+        assert_eq!(out["tool_choice"], "auto");
+        assert_eq!(
+            convert(
+                json!({"input": "x", "tool_choice": {"type": "custom", "name": "apply_patch"}})
+            )["tool_choice"],
+            json!({"type": "function", "function": {"name": "apply_patch"}})
+        );
+        assert_eq!(
+            convert(json!({"input": "x", "tool_choice": {"type": "required"}}))["tool_choice"],
+            "required"
+        );
+    }
+
     #[test]
     fn what_cannot_be_bridged_is_a_client_error() {
         for req in [
             json!({"input": 5}),
             json!({"input": "x", "previous_response_id": "resp_1"}),
-            json!({"input": "x", "tools": [{"type": "web_search"}]}),
-            json!({"input": [{"type": "file_search_call"}]}),
+            json!({"input": "x", "tool_choice": {"type": "web_search"}}),
             json!({"input": [{"role": "wizard", "content": "x"}]}),
             json!({"input": [{"role": "user", "content": [{"type": "input_file"}]}]}),
         ] {

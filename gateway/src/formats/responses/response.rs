@@ -3,6 +3,7 @@
 //! `function_call` item, usage as `input_tokens`/`output_tokens`; a
 //! `length` finish makes the response `incomplete`.
 
+use super::tools::CallNames;
 use crate::formats::{unix_now, TranslateError};
 use serde_json::{json, Value};
 
@@ -84,8 +85,9 @@ pub(super) fn call_item(
     })
 }
 
-/// The Response for the chat completion `body`.
-pub fn from_chat(body: &[u8]) -> Result<Vec<u8>, TranslateError> {
+/// The Response for the chat completion `body`, answering a request whose
+/// tools are `names`.
+pub fn from_chat(body: &[u8], names: &CallNames) -> Result<Vec<u8>, TranslateError> {
     let chat: Value = serde_json::from_slice(body)?;
     let choice = &chat["choices"][0];
     let message = &choice["message"];
@@ -106,13 +108,15 @@ pub fn from_chat(body: &[u8]) -> Result<Vec<u8>, TranslateError> {
         output.push(message_item(&format!("msg_{chat_id}"), text, "completed"));
     }
     for (i, call) in calls.into_iter().flatten().enumerate() {
-        output.push(call_item(
+        let mut item = call_item(
             &format!("fc_{chat_id}_{i}"),
             &call["id"],
             &call["function"]["name"],
             call["function"]["arguments"].as_str().unwrap_or("{}"),
             "completed",
-        ));
+        );
+        names.shape(&mut item);
+        output.push(item);
     }
     let status = if choice["finish_reason"] == "length" {
         "incomplete"
@@ -141,8 +145,10 @@ mod tests {
                 "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{\"a\":1}"}}]}}],
             "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7, "prompt_tokens_details": {"cached_tokens": 3}},
         });
-        let r: Value =
-            serde_json::from_slice(&from_chat(chat.to_string().as_bytes()).unwrap()).unwrap();
+        let r: Value = serde_json::from_slice(
+            &from_chat(chat.to_string().as_bytes(), &CallNames::default()).unwrap(),
+        )
+        .unwrap();
         assert_eq!(r["object"], "response");
         assert_eq!(r["status"], "completed");
         assert_eq!(r["output"][0]["content"][0]["text"], "hi");
@@ -153,9 +159,11 @@ mod tests {
         assert_eq!(r["usage"]["output_tokens"], 2);
         assert_eq!(r["usage"]["input_tokens_details"]["cached_tokens"], 3);
         let cut = json!({"id": "c", "model": "m", "choices": [{"finish_reason": "length", "message": {"content": "x"}}]});
-        let r: Value =
-            serde_json::from_slice(&from_chat(cut.to_string().as_bytes()).unwrap()).unwrap();
+        let r: Value = serde_json::from_slice(
+            &from_chat(cut.to_string().as_bytes(), &CallNames::default()).unwrap(),
+        )
+        .unwrap();
         assert_eq!(r["status"], "incomplete");
-        assert!(from_chat(b"nope").is_err());
+        assert!(from_chat(b"nope", &CallNames::default()).is_err());
     }
 }

@@ -8,6 +8,7 @@
 //! error chunk becomes an `error` event.
 
 use super::response::{call_item, message_item, response, usage};
+use super::tools::CallNames;
 use crate::formats::{write_event, EventTranslator, TranslateError};
 use serde_json::{json, Value};
 
@@ -33,17 +34,19 @@ pub struct ChatToResponses {
     finish: Option<String>,
     usage: Value,
     done: bool,
+    /// The request's custom and namespaced tools, which shape call items.
+    names: CallNames,
 }
 
 impl Default for ChatToResponses {
     fn default() -> Self {
-        Self::new()
+        Self::new(CallNames::default())
     }
 }
 
 impl ChatToResponses {
-    /// A translator.
-    pub fn new() -> Self {
+    /// A translator for a request whose tools are `names`.
+    pub fn new(names: CallNames) -> Self {
         ChatToResponses {
             id: String::new(),
             model: Value::Null,
@@ -55,7 +58,15 @@ impl ChatToResponses {
             finish: None,
             usage: Value::Null,
             done: false,
+            names,
         }
+    }
+
+    /// A call item shaped for the tool it calls (see [`CallNames::shape`]).
+    fn call(&self, c: &Call, args: &str, status: &str) -> Value {
+        let mut item = call_item(&c.id, &c.call_id, &c.name, args, status);
+        self.names.shape(&mut item);
+        item
     }
 
     fn emit(&mut self, out: &mut Vec<u8>, kind: &str, mut body: Value) {
@@ -77,10 +88,7 @@ impl ChatToResponses {
             items.push((*i, message_item(&self.msg_id(), text, item_status)));
         }
         for c in &self.calls {
-            items.push((
-                c.output_index,
-                call_item(&c.id, &c.call_id, &c.name, &c.args, item_status),
-            ));
+            items.push((c.output_index, self.call(c, &c.args, item_status)));
         }
         items.sort_by_key(|(i, _)| *i);
         output.extend(items.into_iter().map(|(_, v)| v));
@@ -157,7 +165,7 @@ impl ChatToResponses {
                 name: call["function"]["name"].clone(),
                 args: String::new(),
             };
-            let item = call_item(&c.id, &c.call_id, &c.name, "", "in_progress");
+            let item = self.call(&c, "", "in_progress");
             self.calls.push(c);
             self.emit(
                 out,
@@ -176,6 +184,10 @@ impl ChatToResponses {
         };
         c.args.push_str(args);
         let (id, output_index) = (c.id.clone(), c.output_index);
+        // A custom tool's input is whole in its item's `done` event.
+        if c.name.as_str().is_some_and(|n| self.names.is_custom(n)) {
+            return;
+        }
         self.emit(
             out,
             "response.function_call_arguments.delta",
@@ -218,16 +230,18 @@ impl ChatToResponses {
                 (
                     c.args.clone(),
                     c.output_index,
-                    call_item(&c.id, &c.call_id, &c.name, &c.args, "completed"),
+                    self.call(c, &c.args, "completed"),
                 )
             })
             .collect();
         for (args, index, item) in calls {
-            self.emit(
-                out,
-                "response.function_call_arguments.done",
-                json!({"item_id": item["id"], "output_index": index, "arguments": args}),
-            );
+            if item["type"] == "function_call" {
+                self.emit(
+                    out,
+                    "response.function_call_arguments.done",
+                    json!({"item_id": item["id"], "output_index": index, "arguments": args}),
+                );
+            }
             self.emit(
                 out,
                 "response.output_item.done",
@@ -304,7 +318,11 @@ mod tests {
     use crate::formats::{Events, StreamTranslator};
 
     fn run(input: &str) -> Vec<(String, Value)> {
-        let mut t = Events::new(ChatToResponses::new());
+        run_for(input, CallNames::default())
+    }
+
+    fn run_for(input: &str, names: CallNames) -> Vec<(String, Value)> {
+        let mut t = Events::new(ChatToResponses::new(names));
         let mut out = Vec::new();
         t.feed(input.as_bytes(), &mut out).unwrap();
         t.finish(&mut out).unwrap();
@@ -372,5 +390,43 @@ mod tests {
         assert_eq!(evs.last().unwrap().1["message"], "boom");
         let evs = run("data: {\"id\":\"c\",\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":\"length\"}]}\n\n");
         assert_eq!(evs.last().unwrap().0, "response.incomplete");
+    }
+
+    /// Calls to a custom tool and to a namespace member stream back in
+    /// their own shapes: a custom call's input whole in its `done` item
+    /// (no argument deltas), a member's call with its namespace.
+    #[test]
+    fn custom_and_namespaced_calls_stream_in_their_own_shapes() {
+        let tools = serde_json::json!({"tools": [
+            {"type": "custom", "name": "apply_patch"},
+            {"type": "namespace", "name": "agents", "tools": [{"type": "function", "name": "spawn"}]},
+        ]});
+        let names = CallNames::of(tools.to_string().as_bytes());
+        let input = concat!(
+            "data: {\"id\":\"c1\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"apply_patch\",\"arguments\":\"{\\\"content\\\":\\\"patch\\\"}\"}}]}}]}\n\n",
+            "data: {\"id\":\"c1\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":1,\"id\":\"call_2\",\"type\":\"function\",\"function\":{\"name\":\"agents__spawn\",\"arguments\":\"{}\"}}]}}]}\n\n",
+            "data: {\"id\":\"c1\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+            "data: [DONE]\n\n",
+        );
+        let evs = run_for(input, names);
+        let deltas: Vec<&Value> = evs
+            .iter()
+            .filter(|(n, _)| n == "response.function_call_arguments.delta")
+            .map(|(_, d)| d)
+            .collect();
+        assert_eq!(deltas.len(), 1, "only the function call's: {deltas:?}");
+        let done: Vec<&Value> = evs
+            .iter()
+            .filter(|(n, _)| n == "response.output_item.done")
+            .map(|(_, d)| &d["item"])
+            .collect();
+        assert_eq!(done[0]["type"], "custom_tool_call");
+        assert_eq!(done[0]["input"], "patch");
+        assert_eq!(done[1]["type"], "function_call");
+        assert_eq!(done[1]["name"], "spawn");
+        assert_eq!(done[1]["namespace"], "agents");
+        let completed = &evs.last().unwrap().1["response"]["output"];
+        assert_eq!(completed[0]["type"], "custom_tool_call");
+        assert_eq!(completed[1]["namespace"], "agents");
     }
 }

@@ -7,8 +7,8 @@
 //! `message_stop`).
 //!
 //! Behaviour: `tool_choice` of type `any` or `tool` (or a prompt containing
-//! `mock-tool-use`) answers with a `tool_use` block for the chosen (else
-//! first) tool, its input made from the tool's schema; `thinking` enabled
+//! `mock-tool-use`, until the last message carries a `tool_result`)
+//! answers with a `tool_use` block for the chosen (else first) tool, its input made from the tool's schema; `thinking` enabled
 //! adds a thinking block; a prompt containing `mock-context-window` is
 //! refused as too long; `x-mock-cache-read-tokens` and
 //! `x-mock-cache-creation-tokens` set the cache counts reported. `image`
@@ -45,6 +45,9 @@ const KNOWN_FIELDS: &[&str] = &[
     "container",
     "mcp_servers",
     "context_management",
+    // Effort and structured outputs (Claude Code sends it).
+    "output_config",
+    "inference_geo",
 ];
 
 /// Anthropic's error `type` for a status.
@@ -170,18 +173,45 @@ fn chosen_tool<'a>(body: &'a Value, prompt: &str) -> Option<&'a Value> {
         }
         Some("any") => tools.first(),
         Some("none") => None,
-        _ if prompt.contains(TOOL_TRIGGER) => tools.first(),
+        // A deferred tool is not loaded until a tool search finds it.
+        _ if prompt.contains(TOOL_TRIGGER) && !answers_tool(body) => tools
+            .iter()
+            .find(|t| t.get("defer_loading") != Some(&Value::Bool(true))),
         _ => None,
     }
 }
 
-/// An input for `tool` made from its schema's properties.
+/// Whether the last message carries tool results: a model asked to use a
+/// tool answers with text once it has the tool's result.
+fn answers_tool(body: &Value) -> bool {
+    body.pointer("/messages")
+        .and_then(Value::as_array)
+        .and_then(|ms| ms.last())
+        .and_then(|m| m.get("content"))
+        .and_then(Value::as_array)
+        .is_some_and(|blocks| {
+            blocks
+                .iter()
+                .any(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
+        })
+}
+
+/// An input for `tool` made from its schema's required properties (all
+/// of them when none is required).
 fn tool_input(tool: &Value) -> Value {
     let mut input = Map::new();
     let props = tool
         .pointer("/input_schema/properties")
         .and_then(Value::as_object);
+    let required: Vec<&str> = tool
+        .pointer("/input_schema/required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
     for (name, schema) in props.into_iter().flatten() {
+        if !required.is_empty() && !required.contains(&name.as_str()) {
+            continue;
+        }
         let value = match schema.get("type").and_then(Value::as_str) {
             Some("integer" | "number") => json!(1),
             Some("boolean") => json!(true),

@@ -1,4 +1,10 @@
 //! `POST …/chat/completions`: OpenAI `chat.completion` and its stream.
+//!
+//! A request with `tools` whose `tool_choice` is `required` or names a
+//! function, or whose messages contain `mock-tool-use` (until the last
+//! message is a `tool` result), is answered with a call to the named (else
+//! first) function, its arguments made from the schema's required
+//! properties (all of them when none is required).
 
 use serde::Serialize;
 use serde_json::Value;
@@ -62,6 +68,9 @@ pub fn handle(ctx: &Ctx<'_>, body: &Value) -> Reply {
         completion: tokens::completion_tokens(ctx.controls.completion_tokens, body),
     };
     let id = format!("chatcmpl-mock-{}", ctx.id);
+    if let Some(function) = called_function(body) {
+        return tool_call(ctx, &id, usage, function, body);
+    }
     if wants_stream(body) {
         return Reply::stream(stream(ctx, &id, usage, wants_stream_usage(body)), usage);
     }
@@ -82,6 +91,107 @@ pub fn handle(ctx: &Ctx<'_>, body: &Value) -> Reply {
         usage: usage.into(),
     };
     Reply::ok(&completion, usage)
+}
+
+/// The function the answer calls, if it calls one.
+fn called_function(body: &Value) -> Option<&Value> {
+    let tools = body.get("tools")?.as_array()?;
+    let functions = || tools.iter().filter_map(|t| t.get("function"));
+    match body.get("tool_choice") {
+        Some(Value::String(s)) if s == "none" => None,
+        Some(Value::String(s)) if s == "required" => functions().next(),
+        Some(choice @ Value::Object(_)) => {
+            let name = choice.pointer("/function/name");
+            functions().find(|f| f.get("name") == name)
+        }
+        _ => {
+            let messages = body.get("messages")?;
+            let answered = messages
+                .as_array()
+                .and_then(|ms| ms.last())
+                .is_some_and(|m| m.get("role").and_then(Value::as_str) == Some("tool"));
+            (!answered
+                && messages
+                    .to_string()
+                    .contains(super::anthropic::TOOL_TRIGGER))
+            .then(|| functions().next())
+            .flatten()
+        }
+    }
+}
+
+/// Arguments for `function` made from its schema.
+fn arguments(function: &Value) -> String {
+    let props = function
+        .pointer("/parameters/properties")
+        .and_then(Value::as_object);
+    let required: Vec<&str> = function
+        .pointer("/parameters/required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut args = serde_json::Map::new();
+    for (name, schema) in props.into_iter().flatten() {
+        if !required.is_empty() && !required.contains(&name.as_str()) {
+            continue;
+        }
+        let value = match schema.get("type").and_then(Value::as_str) {
+            Some("integer" | "number") => serde_json::json!(1),
+            Some("boolean") => serde_json::json!(true),
+            Some("array") => serde_json::json!([]),
+            Some("object") => serde_json::json!({}),
+            _ => serde_json::json!("mock"),
+        };
+        args.insert(name.clone(), value);
+    }
+    Value::Object(args).to_string()
+}
+
+/// An answer calling `function`, whole or streamed (the call's id in the
+/// first chunk, its arguments in two pieces).
+fn tool_call(ctx: &Ctx<'_>, id: &str, usage: Usage, function: &Value, body: &Value) -> Reply {
+    use serde_json::json;
+    let call_id = format!("call_mock_{}", ctx.id);
+    let name = function.get("name").cloned().unwrap_or(Value::Null);
+    let args = arguments(function);
+    let base = |object: &str| json!({"id": id, "object": object, "created": ctx.created, "model": ctx.model});
+    let usage_json = serde_json::to_value(OpenAiUsage::from(usage)).unwrap_or(Value::Null);
+    if !wants_stream(body) {
+        let mut completion = base("chat.completion");
+        completion["choices"] = json!([{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": null,
+            "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}],
+        }}]);
+        completion["usage"] = usage_json;
+        return Reply::ok(&completion, usage);
+    }
+    let chunk = |choices: Value| {
+        let mut c = base("chat.completion.chunk");
+        c["choices"] = choices;
+        sse(None, &c, 0)
+    };
+    let (a, b) = args.split_at(args.len() / 2);
+    let mut events = vec![
+        chunk(
+            json!([{"index": 0, "finish_reason": null, "delta": {"role": "assistant", "content": null,
+            "tool_calls": [{"index": 0, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}]}}]),
+        ),
+        chunk(
+            json!([{"index": 0, "finish_reason": null, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": a}}]}}]),
+        ),
+        chunk(
+            json!([{"index": 0, "finish_reason": null, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": b}}]}}]),
+        ),
+        chunk(json!([{"index": 0, "finish_reason": "tool_calls", "delta": {}}])),
+    ];
+    if wants_stream_usage(body) {
+        let mut last = base("chat.completion.chunk");
+        last["choices"] = json!([]);
+        last["usage"] = usage_json;
+        events.push(sse(None, &last, 0));
+    }
+    events.push(sse_done());
+    Reply::stream(events, usage)
 }
 
 fn stream(ctx: &Ctx<'_>, id: &str, usage: Usage, include_usage: bool) -> Vec<super::Event> {
@@ -145,6 +255,42 @@ mod tests {
             controls,
             req: &REQ,
         }
+    }
+
+    #[test]
+    fn tool_calls_until_a_tool_answers() {
+        let controls = Controls::default();
+        let tools = json!([{"type": "function", "function": {"name": "run", "parameters": {"type": "object",
+            "properties": {"cmd": {"type": "string"}, "n": {"type": "integer"}}, "required": ["cmd"]}}}]);
+        let body = json!({"model": "gpt-x", "tools": tools, "messages": [{"role": "user", "content": "mock-tool-use"}]});
+        let Body::Full(b) = handle(&ctx(&controls), &body).body else {
+            panic!()
+        };
+        let v: Value = serde_json::from_slice(&b).unwrap();
+        assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
+        let call = &v["choices"][0]["message"]["tool_calls"][0];
+        assert_eq!(call["function"]["name"], "run");
+        assert_eq!(call["function"]["arguments"], "{\"cmd\":\"mock\"}");
+        let answered = json!({"model": "gpt-x", "tools": tools, "messages": [
+            {"role": "user", "content": "mock-tool-use"},
+            {"role": "assistant", "content": null, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call["id"], "content": "done"},
+        ]});
+        let Body::Full(b) = handle(&ctx(&controls), &answered).body else {
+            panic!()
+        };
+        let v: Value = serde_json::from_slice(&b).unwrap();
+        assert_eq!(v["choices"][0]["finish_reason"], "stop");
+        let streamed = json!({"model": "gpt-x", "tools": tools, "tool_choice": "required", "stream": true, "messages": []});
+        let Body::Stream(events) = handle(&ctx(&controls), &streamed).body else {
+            panic!()
+        };
+        let text: String = events
+            .iter()
+            .map(|e| String::from_utf8_lossy(&e.data).into_owned())
+            .collect();
+        assert!(text.contains("\"finish_reason\":\"tool_calls\""), "{text}");
+        assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
     }
 
     #[test]
