@@ -50,8 +50,9 @@ pub enum GatewayError {
     /// trace id: LiteLLM's refusal.
     #[error("Team '{0}' requires a trace ID on every LLM, MCP and agent request. Send an x-litellm-trace-id header. LLM requests can also send a W3C traceparent header or set metadata.trace_id in the body.")]
     TraceIdRequired(String),
-    /// The key's user is over its budget in the key's team (the team's
-    /// `team_member_budget`): LiteLLM's message.
+    /// The key's user is over its budget in the key's team (its own
+    /// `max_budget_in_team`, else the team's `team_member_budget`):
+    /// LiteLLM's message.
     #[error("Budget has been exceeded! User={user} in Team={team} Current cost: {spend}, Max budget: {max}{}", .reserve.map(|r| format!("; this request would reserve up to {r} USD (send max_tokens, or set default_estimated_output_tokens on the key, its team or litellm_settings, to reserve less)")).unwrap_or_default())]
     MemberBudgetExceeded {
         /// The user.

@@ -431,31 +431,33 @@ impl KeyCache {
         entry
     }
 
-    /// `user`'s budget in `team`: the team's default member budget
-    /// (LiteLLM applies it when above 0) against what the user spent in
-    /// the team. Its spend is not reset by the budget row's period (see
-    /// docs/keys-and-budgets.md).
+    /// `user`'s budget in `team`, as LiteLLM's `_check_team_member_budget`
+    /// resolves it: the `max_budget` of the member's own budget row (its
+    /// `LiteLLM_TeamMembership.budget_id`) when set, else the team's default
+    /// member budget when above 0, against what the user spent in the team.
+    /// The spend is the membership's, zeroed when its budget row's period
+    /// ends (the counter's period is that row's `budget_reset_at`).
     async fn member_budget(
         &self,
         store: &dyn Store,
         team: &TeamEntry,
         user: &str,
     ) -> Result<Option<Arc<Budget>>, StoreError> {
-        let max = team
-            .member_defaults
-            .as_ref()
-            .and_then(|b| b.max_budget)
-            .filter(|m| *m > 0.0);
-        let Some(max) = max else {
+        let team_id = &team.record.team_id;
+        let membership = store.membership(team_id, user).await?;
+        let own = match membership.as_ref().and_then(|m| m.budget_id.clone()) {
+            Some(id) => store.budgets(Some(&[id])).await?.into_iter().next(),
+            None => None,
+        };
+        let Some(max) = member_max_budget(own.as_ref(), team.member_defaults.as_ref()) else {
             return Ok(None);
         };
-        let team_id = &team.record.team_id;
-        let spend = store.member_spend(team_id, user).await?;
+        let spend = membership.map_or(0.0, |m| m.spend);
         let id = format!("{team_id}:{user}");
         Ok(Some(self.budget(
             format!("member:{id}"),
             Place::principal("member", &id),
-            None,
+            own.and_then(|b| b.budget_reset_at),
             (Some(max), None),
             spend,
         )))
@@ -779,6 +781,18 @@ impl KeyCache {
             self.end_users.flushed(e, nanos);
         }
     }
+}
+
+/// A member's budget in its team (USD): its own row's `max_budget` when
+/// set, else the team default's when above 0 (LiteLLM's
+/// `resolve_effective_team_member_budget`; a row's `temp_budget_increase`
+/// is not applied here).
+fn member_max_budget(own: Option<&BudgetRecord>, defaults: Option<&BudgetRecord>) -> Option<f64> {
+    let max = match own.and_then(|b| b.max_budget) {
+        Some(max) => max,
+        None => defaults.and_then(|b| b.max_budget).filter(|m| *m > 0.0)?,
+    };
+    max.is_finite().then_some(max)
 }
 
 /// The default member budget row `team` names in its

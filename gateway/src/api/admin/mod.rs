@@ -17,6 +17,7 @@ mod issue;
 mod keys;
 mod live_limits;
 mod members;
+mod member_budgets;
 mod model_groups;
 mod models;
 mod org_members;

@@ -299,6 +299,7 @@ pub async fn new(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
         ..Default::default()
     };
     let member_defaults = req.take_member_defaults();
+    let backfill = member_defaults.is_some();
     req.apply(&mut team, now)?;
     // The member budget row names the team's id in no column: a stale
     // `team_member_budget_id` in the given metadata is not trusted.
@@ -324,6 +325,9 @@ pub async fn new(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
         let mut changes = vec![Change::Team(team.team_id.clone())];
         changes.extend(sync_members(&ctx, &team.team_id, &[], &team.members).await?);
         set_roles(&ctx, &team.team_id, &roles).await?;
+        if backfill {
+            super::member_budgets::backfill(&ctx, &team).await?;
+        }
         ctx.publish(&changes).await;
         let roles = ctx
             .store()
@@ -363,6 +367,7 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
     let members = req.take_members()?;
     let org_given = req.organization_id.is_given();
     let member_defaults = req.take_member_defaults();
+    let backfill = member_defaults.is_some();
     let team = run(worker, move |ctx| async move {
         let old = db::team(&ctx, &team_id).await?;
         let mut team = old.clone();
@@ -397,6 +402,11 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
         let mut changes = vec![Change::Team(team_id.clone())];
         changes.extend(sync_members(&ctx, &team_id, &before, &team.members).await?);
         set_roles(&ctx, &team_id, &roles).await?;
+        if backfill {
+            // Members who joined before the defaults were set are linked
+            // to their row, as LiteLLM backfills them.
+            super::member_budgets::backfill(&ctx, &team).await?;
+        }
         ctx.publish(&changes).await;
         let roles = ctx
             .store()
