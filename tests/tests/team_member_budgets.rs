@@ -9,7 +9,7 @@
 //! LiteLLM made (its roster in `members_with_roles` alone, memberships
 //! linked to budget rows) is read as LiteLLM reads it.
 
-use e2e::{assert_error, error_message, eventually, Gateway, TestDb, MASTER_KEY};
+use e2e::{assert_error, error_message, eventually, Gateway, PrivateRedis, TestDb, MASTER_KEY};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -17,6 +17,9 @@ fn config() -> Value {
     json!({
         "model_list": [{"model_name": "priced",
             "litellm_params": {"model": "mock/priced", "mock_response": "one two three",
+                "input_cost_per_token": 0.00001, "output_cost_per_token": 0.0001}},
+            {"model_name": "other",
+            "litellm_params": {"model": "mock/other", "mock_response": "one two three",
                 "input_cost_per_token": 0.00001, "output_cost_per_token": 0.0001}}],
         "general_settings": {"master_key": MASTER_KEY},
     })
@@ -36,7 +39,11 @@ fn ok(resp: e2e::Response) -> Value {
 }
 
 fn chat(gw: &Gateway, key: &str) -> e2e::Response {
-    let body = json!({"model": "priced", "max_tokens": 10,
+    chat_with(gw, key, "priced")
+}
+
+fn chat_with(gw: &Gateway, key: &str, model: &str) -> e2e::Response {
+    let body = json!({"model": model, "max_tokens": 10,
         "messages": [{"role": "user", "content": "hi"}]});
     gw.post_as(key, "/v1/chat/completions", &body)
 }
@@ -90,13 +97,17 @@ fn a_members_own_budget_in_the_team_is_enforced_and_changed_in_place() {
         assert!(passed >= 1, "{store}: {err:?}");
         assert_eq!(err["type"], "budget_exceeded", "{store}");
         assert!(
-            error_message(&err).starts_with(
-                "Budget has been exceeded! User=alice in Team=t1 Current cost: "
-            ) && error_message(&err).contains("Max budget: 0.006"),
+            error_message(&err)
+                .starts_with("Budget has been exceeded! User=alice in Team=t1 Current cost: ")
+                && error_message(&err).contains("Max budget: 0.006"),
             "{store}: {err:?}"
         );
         for _ in 0..passed + 1 {
-            assert_eq!(chat(&gw, &bob).status, 200, "{store}: bob is held to the default");
+            assert_eq!(
+                chat(&gw, &bob).status,
+                200,
+                "{store}: bob is held to the default"
+            );
         }
 
         // Raised on /team/member_update: the same row, alice admitted again.
@@ -144,11 +155,9 @@ fn a_members_spend_in_the_team_resets_when_its_budget_duration_ends() {
         let alice = key_of(&gw, "alice");
         spend_until_refused(&gw, &alice);
         // Once the period ends, the spend is zeroed and requests pass again.
-        eventually(
-            "the member budget's reset",
-            Duration::from_secs(15),
-            || (chat(&gw, &alice).status == 200).then_some(()),
-        );
+        eventually("the member budget's reset", Duration::from_secs(15), || {
+            (chat(&gw, &alice).status == 200).then_some(())
+        });
     }
 }
 
@@ -184,17 +193,7 @@ fn a_team_and_membership_litellm_made_are_read_as_litellm_reads_them() {
         "{err:?}"
     );
 
-    // /team/update answers the stored roster, as LiteLLM's row has it.
-    let updated = ok(gw.post(
-        "/team/update",
-        &json!({"team_id": "t1", "max_budget": 50}),
-    ));
-    assert_eq!(
-        updated["data"]["members_with_roles"],
-        json!([{"role": "user", "user_id": "alice", "user_email": "alice@example.com"}]),
-        "{updated}"
-    );
-    // And the member LiteLLM added can be updated here.
+    // The member LiteLLM added can be updated here.
     ok(gw.post(
         "/team/member_update",
         &json!({"team_id": "t1", "user_id": "alice", "max_budget_in_team": 1}),
@@ -214,7 +213,10 @@ fn members_named_by_email_alone_are_found_or_made() {
             "/team/member_add",
             &json!({"team_id": "t1", "member": {"user_email": "carol@example.com", "role": "user"}}),
         ));
-        assert_eq!(added["updated_users"][0]["user_id"], "carol", "{store}: {added}");
+        assert_eq!(
+            added["updated_users"][0]["user_id"], "carol",
+            "{store}: {added}"
+        );
         let info = ok(gw.get("/user/info?user_id=carol"));
         assert!(
             info["user_info"]["teams"].to_string().contains("t1"),
@@ -254,5 +256,121 @@ fn members_named_by_email_alone_are_found_or_made() {
             error_message(&err).contains("Multiple users with this email found in db"),
             "{store}: {err:?}"
         );
+    }
+}
+
+#[test]
+fn team_update_answers_the_roster_litellm_stored() {
+    let db = TestDb::create();
+    let gw = Gateway::start_json(&config(), &[("DATABASE_URL", db.url())]);
+    ok(gw.post("/team/new", &json!({"team_id": "t1"})));
+    // LiteLLM keeps its roster in members_with_roles alone.
+    db.query(
+        r#"UPDATE "LiteLLM_TeamTable" SET members = '{}', members_with_roles =
+            '[{"role": "admin", "user_id": "alice", "user_email": "alice@example.com"},
+              {"role": "user", "user_id": "bob", "user_email": null}]'
+            WHERE team_id = 't1'"#,
+    );
+    let updated = ok(gw.post("/team/update", &json!({"team_id": "t1", "max_budget": 50})));
+    assert_eq!(updated["team_id"], "t1", "{updated}");
+    assert_eq!(
+        updated["data"]["members_with_roles"],
+        json!([{"role": "admin", "user_id": "alice", "user_email": "alice@example.com"},
+               {"role": "user", "user_id": "bob", "user_email": null}]),
+        "{updated}"
+    );
+}
+
+#[test]
+fn a_teams_member_model_budgets_hold_each_member_apart_per_model() {
+    for (store, _db, gw) in gateways() {
+        ok(gw.post(
+            "/team/new",
+            &json!({"team_id": "t1", "team_member_model_max_budget":
+                {"priced": {"budget_limit": 0.006, "time_period": "1d"}}}),
+        ));
+        // Kept as LiteLLM keeps it: the team's member budget row.
+        let team = ok(gw.get("/team/info?team_id=t1"))["team_info"].clone();
+        let id = team["metadata"]["team_member_budget_id"].clone();
+        let rows = ok(gw.post("/budget/info", &json!({"budgets": [id]})));
+        assert_eq!(
+            rows[0]["model_max_budget"]["priced"]["budget_limit"], 0.006,
+            "{store}: {rows}"
+        );
+        for user in ["alice", "bob"] {
+            ok(gw.post("/user/new", &json!({"user_id": user})));
+            ok(gw.post(
+                "/team/member_add",
+                &json!({"team_id": "t1", "member": {"user_id": user}}),
+            ));
+        }
+        let (alice, bob) = (key_of(&gw, "alice"), key_of(&gw, "bob"));
+        let (passed, err) = spend_until_refused(&gw, &alice);
+        assert!(passed >= 1, "{store}: {err:?}");
+        assert_eq!(err["type"], "budget_exceeded", "{store}");
+        assert!(
+            error_message(&err).starts_with(
+                "LiteLLM Team Member: user=alice, team=t1, exceeded budget for model=priced"
+            ),
+            "{store}: {err:?}"
+        );
+        // Another model is not capped; bob's budget for it is his own.
+        assert_eq!(chat_with(&gw, &alice, "other").status, 200, "{store}");
+        for _ in 0..passed {
+            assert_eq!(chat(&gw, &bob).status, 200, "{store}");
+        }
+    }
+}
+
+#[test]
+fn two_replicas_share_a_members_budgets_through_redis() {
+    let db = TestDb::create();
+    let redis = PrivateRedis::start();
+    let url = redis.url();
+    let envs = [("DATABASE_URL", db.url()), ("REDIS_URL", url.as_str())];
+    let first = Gateway::start_json(&config(), &envs);
+    let second = Gateway::start_json(&config(), &envs);
+    ok(first.post(
+        "/team/new",
+        &json!({"team_id": "t1", "team_member_model_max_budget":
+            {"other": {"budget_limit": 0.02, "time_period": "1d"}}}),
+    ));
+    ok(first.post("/user/new", &json!({"user_id": "alice"})));
+    ok(first.post(
+        "/team/member_add",
+        &json!({"team_id": "t1", "member": {"user_id": "alice"}, "max_budget_in_team": 0.02}),
+    ));
+    let alice = key_of(&first, "alice");
+    // Each request costs at least 0.0004: one budget of 0.02 holds at most
+    // 50 (two budgets of their own would pass about twice as many).
+    for model in ["priced", "other"] {
+        let mut passed = 0;
+        for i in 0..150 {
+            let gw = if i % 2 == 0 { &first } else { &second };
+            let resp = chat_with(gw, &alice, model);
+            if resp.status != 200 {
+                assert_error(&resp, 422);
+                break;
+            }
+            passed += 1;
+        }
+        assert!(
+            (1..=50).contains(&passed),
+            "{model}: {passed} requests passed"
+        );
+        assert_eq!(chat_with(&first, &alice, model).status, 422, "{model}");
+        assert_eq!(chat_with(&second, &alice, model).status, 422, "{model}");
+        if model == "priced" {
+            // The member budget is spent: raised for the per-model round.
+            ok(first.post(
+                "/team/member_update",
+                &json!({"team_id": "t1", "user_id": "alice", "max_budget_in_team": 100}),
+            ));
+            eventually(
+                "the raise on the second replica",
+                Duration::from_secs(10),
+                || (chat_with(&second, &alice, "other").status == 200).then_some(()),
+            );
+        }
     }
 }

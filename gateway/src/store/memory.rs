@@ -7,9 +7,9 @@ mod end_users;
 use super::ModelBudgets;
 use super::{
     next_reset, BudgetRecord, Change, DailyBatch, DailyPage, DailyQuery, EndUserBudget,
-    EndUserRecord, EndUserUpdate, KeyFilter, KeyRecord, MemberOp, MemberOutcome, Membership, ModelRecord,
-    OrgMembership, OrgRecord, OrgTable, RowKind, SpendChanges, SpendFilter, SpendLogRow, Store,
-    StoreError, TeamMember, TeamRecord, UserRecord, PROXY_BUDGET_USER,
+    EndUserRecord, EndUserUpdate, KeyFilter, KeyRecord, MemberOp, MemberOutcome, Membership,
+    ModelRecord, OrgMembership, OrgRecord, OrgTable, RowKind, SpendChanges, SpendFilter,
+    SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord, PROXY_BUDGET_USER,
 };
 use super::{ManagedKind, ManagedObject};
 use crate::keyed_hash::KeyedHash;
@@ -519,7 +519,10 @@ impl Store for MemoryStore {
                 .and_then(|m| m.user_email.clone());
             roles.retain(|m| &m.user_id != id);
             match op {
-                MemberOp::Remove => team.members.retain(|m| m != id),
+                MemberOp::Remove => {
+                    team.members.retain(|m| m != id);
+                    t.memberships.remove(&(team_id.to_string(), id.clone()));
+                }
                 MemberOp::Add | MemberOp::Update => {
                     if op == MemberOp::Add {
                         team.members.push(id.clone());
@@ -560,7 +563,9 @@ impl Store for MemoryStore {
         budget_id: Option<&str>,
     ) -> Result<(), StoreError> {
         let key = (team_id.to_string(), user_id.to_string());
-        self.with(|t| t.memberships.entry(key).or_default().budget_id = budget_id.map(str::to_string));
+        self.with(|t| {
+            t.memberships.entry(key).or_default().budget_id = budget_id.map(str::to_string)
+        });
         Ok(())
     }
 

@@ -37,9 +37,9 @@ pub use tls::SslMode;
 use super::cipher::ParamCipher;
 use super::{
     BudgetRecord, Change, DailyPage, DailyQuery, EndUserBudget, EndUserRecord, EndUserUpdate,
-    KeyFilter, KeyRecord, ManagedKind, ManagedObject, MemberOp, MemberOutcome, Membership, ModelRecord,
-    OrgMembership, OrgRecord, OrgTable, RowKind, SpendChanges, SpendFilter, SpendLogRow, Store,
-    StoreError, TeamMember, TeamRecord, UserRecord,
+    KeyFilter, KeyRecord, ManagedKind, ManagedObject, MemberOp, MemberOutcome, Membership,
+    ModelRecord, OrgMembership, OrgRecord, OrgTable, RowKind, SpendChanges, SpendFilter,
+    SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};

@@ -86,9 +86,7 @@ fn is_set(v: &Value) -> bool {
 
 /// Whether a row's columns set any limit.
 fn has_limit(row: &Map<String, Value>) -> bool {
-    LIMIT_FIELDS
-        .iter()
-        .any(|f| row.get(*f).is_some_and(is_set))
+    LIMIT_FIELDS.iter().any(|f| row.get(*f).is_some_and(is_set))
 }
 
 /// A budget row as columns.
@@ -221,7 +219,9 @@ pub async fn update_member(
     }
     let mut columns: Map<String, Value> = source
         .iter()
-        .filter(|(k, v)| LIMIT_FIELDS.contains(&k.as_str()) && *k != "model_max_budget" && is_set(v))
+        .filter(|(k, v)| {
+            LIMIT_FIELDS.contains(&k.as_str()) && *k != "model_max_budget" && is_set(v)
+        })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     columns.extend(patch.clone());

@@ -219,7 +219,8 @@ pub async fn add(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
                 if roles.iter().any(|r| r.user_email == m.user_email) {
                     continue;
                 }
-                m.user_id = user_by_email(&ctx, m.user_email.as_deref().unwrap_or_default()).await?;
+                m.user_id =
+                    user_by_email(&ctx, m.user_email.as_deref().unwrap_or_default()).await?;
             }
             match ctx
                 .store()

@@ -40,6 +40,7 @@ pub struct TeamRequest {
     team_member_budget_duration: Patch<String>,
     team_member_rpm_limit: Patch<i64>,
     team_member_tpm_limit: Patch<i64>,
+    team_member_model_max_budget: Patch<Map<String, Value>>,
     /// Fields LiteLLM keeps in `metadata` ([`parse_accepting`]).
     #[serde(skip)]
     extra_metadata: Map<String, Value>,
@@ -130,18 +131,20 @@ impl TeamRequest {
 
     /// Takes the team's member defaults (`team_member_budget`,
     /// `team_member_budget_duration`, `team_member_rpm_limit`,
-    /// `team_member_tpm_limit`) as the fields of its member budget row;
-    /// `None` when none is given.
+    /// `team_member_tpm_limit`, `team_member_model_max_budget`) as the
+    /// fields of its member budget row; `None` when none is given.
     fn take_member_defaults(&mut self) -> Option<BudgetFields> {
         let given = self.team_member_budget.is_given()
             || self.team_member_budget_duration.is_given()
             || self.team_member_rpm_limit.is_given()
-            || self.team_member_tpm_limit.is_given();
+            || self.team_member_tpm_limit.is_given()
+            || self.team_member_model_max_budget.is_given();
         given.then(|| BudgetFields {
             max_budget: std::mem::take(&mut self.team_member_budget),
             budget_duration: std::mem::take(&mut self.team_member_budget_duration),
             rpm_limit: std::mem::take(&mut self.team_member_rpm_limit),
             tpm_limit: std::mem::take(&mut self.team_member_tpm_limit),
+            model_max_budget: std::mem::take(&mut self.team_member_model_max_budget),
             ..BudgetFields::default()
         })
     }

@@ -405,7 +405,10 @@ pub async fn advance_due(tx: &Transaction<'_>, now: DateTime<Utc>) -> Result<Vec
 
 /// Zeroes the spend of the end users linked to `budget_ids`; returns their
 /// ids.
-pub async fn reset_linked(tx: &Transaction<'_>, budget_ids: &[String]) -> Result<Vec<String>, Error> {
+pub async fn reset_linked(
+    tx: &Transaction<'_>,
+    budget_ids: &[String],
+) -> Result<Vec<String>, Error> {
     if budget_ids.is_empty() {
         return Ok(Vec::new());
     }

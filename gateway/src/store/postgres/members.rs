@@ -105,6 +105,15 @@ pub async fn change(
     };
     tx.execute(&user_sql, &params[..params.len().min(3)])
         .await?;
+    if op == MemberOp::Remove {
+        // The member's spend and budget row link in the team go with it,
+        // as LiteLLM deletes the membership.
+        tx.execute(
+            r#"DELETE FROM "LiteLLM_TeamMembership" WHERE team_id = $1 AND user_id = $2"#,
+            &[&team_id, &m.user_id],
+        )
+        .await?;
+    }
     notify(
         &tx,
         &[
@@ -200,7 +209,10 @@ pub async fn reset_linked(
             &[&budget_ids],
         )
         .await?;
-    let mut teams: Vec<String> = rows.iter().map(|r| r.try_get(0)).collect::<Result<_, _>>()?;
+    let mut teams: Vec<String> = rows
+        .iter()
+        .map(|r| r.try_get(0))
+        .collect::<Result<_, _>>()?;
     teams.sort();
     teams.dedup();
     Ok(teams)
