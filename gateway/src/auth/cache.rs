@@ -1180,6 +1180,41 @@ mod tests {
     }
 
     #[test]
+    fn a_members_own_row_takes_the_place_of_the_teams_default() {
+        let row = |id: &str, max: Option<f64>, models: Value| BudgetRecord {
+            budget_id: id.into(),
+            max_budget: max,
+            model_max_budget: models.as_object().cloned(),
+            ..Default::default()
+        };
+        let models = serde_json::json!({"m": {"budget_limit": 2.0, "time_period": "1d"},
+            "no-window": {"budget_limit": 1.0}});
+        let default = row("d", Some(10.0), models);
+        let own = row("own", Some(3.0), serde_json::json!({}));
+        assert_eq!(member_max_budget(Some(&own), Some(&default)), Some(3.0));
+        assert_eq!(member_max_budget(None, Some(&default)), Some(10.0));
+        let no_max = row("own", None, serde_json::json!({}));
+        assert_eq!(member_max_budget(Some(&no_max), Some(&default)), Some(10.0));
+        let zero = row("d", Some(0.0), serde_json::json!({}));
+        assert_eq!(member_max_budget(None, Some(&zero)), None, "a default of 0 is none");
+        // Per model: an own row without entries falls back to the default's;
+        // entries without a window are not counted.
+        let windows = member_model_budgets(Some(&own), Some(&default));
+        assert_eq!(windows.len(), 1, "{windows:?}");
+        assert_eq!((windows[0].0.as_str(), windows[0].1.max_budget), ("m", 2.0));
+        let own_models = row(
+            "own",
+            None,
+            serde_json::json!({"m": {"budget_limit": 0.5, "time_period": "1h"}}),
+        );
+        let windows = member_model_budgets(Some(&own_models), Some(&default));
+        assert_eq!(windows[0].1.budget_duration, "1h");
+        // Linked to the default row itself: the default's entries.
+        let windows = member_model_budgets(Some(&default), Some(&default));
+        assert_eq!(windows[0].1.max_budget, 2.0);
+    }
+
+    #[test]
     fn resync_budget_is_bounded_per_window() {
         let cache = KeyCache::default();
         let granted = (0..100).filter(|_| cache.try_resync()).count();

@@ -290,7 +290,7 @@ async fn membership_json(
     let budget = match &m.budget_id {
         Some(id) => ctx
             .store()
-            .budgets(Some(&[id.clone()]))
+            .budgets(Some(std::slice::from_ref(id)))
             .await
             .map_err(store_err)?
             .first()
