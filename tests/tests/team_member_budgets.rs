@@ -240,6 +240,18 @@ fn members_named_by_email_alone_are_found_or_made() {
             "{store}: {info}"
         );
 
+        // /team/new adds its members_with_roles the same way.
+        let made = ok(gw.post(
+            "/team/new",
+            &json!({"team_id": "t2", "members_with_roles":
+                [{"user_email": "carol@example.com", "role": "admin"}]}),
+        ));
+        assert_eq!(
+            made["members_with_roles"],
+            json!([{"user_id": "carol", "user_email": "carol@example.com", "role": "admin"}]),
+            "{store}: {made}"
+        );
+
         // Two users with one email: LiteLLM's 400.
         for id in ["e1", "e2"] {
             ok(gw.post(

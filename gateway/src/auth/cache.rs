@@ -1196,7 +1196,11 @@ mod tests {
         let no_max = row("own", None, serde_json::json!({}));
         assert_eq!(member_max_budget(Some(&no_max), Some(&default)), Some(10.0));
         let zero = row("d", Some(0.0), serde_json::json!({}));
-        assert_eq!(member_max_budget(None, Some(&zero)), None, "a default of 0 is none");
+        assert_eq!(
+            member_max_budget(None, Some(&zero)),
+            None,
+            "a default of 0 is none"
+        );
         // Per model: an own row without entries falls back to the default's;
         // entries without a window are not counted.
         let windows = member_model_budgets(Some(&own), Some(&default));

@@ -145,7 +145,7 @@ fn members_of(member: Value) -> Result<(Vec<TeamMember>, bool), GatewayError> {
 /// The user a member named by `user_email` alone is, as LiteLLM's
 /// `add_new_member` finds it: the one user with that email, else a new
 /// user (a uuid, role `internal_user`); several are a 400.
-async fn user_by_email(ctx: &Ctx, email: &str) -> Result<String, GatewayError> {
+pub(super) async fn user_by_email(ctx: &Ctx, email: &str) -> Result<String, GatewayError> {
     let found = ctx
         .store()
         .users_with_email(email)
