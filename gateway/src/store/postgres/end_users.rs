@@ -375,12 +375,13 @@ pub async fn add_spend(
 pub async fn advance_due(tx: &Transaction<'_>, now: DateTime<Utc>) -> Result<Vec<String>, Error> {
     let due = tx
         .query(
-            r#"SELECT budget_id, budget_duration FROM "LiteLLM_BudgetTable"
-            WHERE budget_reset_at <= $1
-                AND (budget_id IN (SELECT budget_id FROM "LiteLLM_EndUserTable")
-                    OR budget_id IN (SELECT budget_id FROM "LiteLLM_TeamMembership"
-                        WHERE budget_id IS NOT NULL))
-            ORDER BY budget_id FOR UPDATE"#,
+            r#"SELECT b.budget_id, b.budget_duration FROM "LiteLLM_BudgetTable" b
+            WHERE b.budget_reset_at <= $1
+                AND (EXISTS (SELECT 1 FROM "LiteLLM_EndUserTable" e
+                        WHERE e.budget_id = b.budget_id)
+                    OR EXISTS (SELECT 1 FROM "LiteLLM_TeamMembership" m
+                        WHERE m.budget_id = b.budget_id))
+            ORDER BY b.budget_id FOR UPDATE OF b"#,
             &[&now.naive_utc()],
         )
         .await?;

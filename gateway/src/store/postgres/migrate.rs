@@ -72,6 +72,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0023_batch_polls",
         include_str!("../../../../migrations/0023_batch_polls.sql"),
     ),
+    (
+        "0024_team_membership_budget_index",
+        include_str!("../../../../migrations/0024_team_membership_budget_index.sql"),
+    ),
 ];
 
 /// Advisory lock key taken by every migration transaction ("gateway" in
