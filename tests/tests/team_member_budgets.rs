@@ -386,3 +386,33 @@ fn two_replicas_share_a_members_budgets_through_redis() {
         }
     }
 }
+
+#[test]
+fn members_spend_resets_with_the_teams_member_budget_duration() {
+    for (store, _db, gw) in gateways() {
+        ok(gw.post("/team/new", &json!({"team_id": "t1"})));
+        ok(gw.post("/user/new", &json!({"user_id": "alice"})));
+        ok(gw.post(
+            "/team/member_add",
+            &json!({"team_id": "t1", "member": {"user_id": "alice"}}),
+        ));
+        // Set after alice joined: she is linked to the team's row, as
+        // LiteLLM backfills its members.
+        ok(gw.post(
+            "/team/update",
+            &json!({"team_id": "t1", "team_member_budget": 0.003,
+                "team_member_budget_duration": "2s"}),
+        ));
+        let alice = key_of(&gw, "alice");
+        let (_, err) = spend_until_refused(&gw, &alice);
+        assert!(
+            error_message(&err).contains("User=alice in Team=t1"),
+            "{store}: {err:?}"
+        );
+        eventually(
+            "the team member budget's reset",
+            Duration::from_secs(15),
+            || (chat(&gw, &alice).status == 200).then_some(()),
+        );
+    }
+}

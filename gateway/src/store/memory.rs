@@ -569,6 +569,24 @@ impl Store for MemoryStore {
         Ok(())
     }
 
+    async fn link_unlinked_members(
+        &self,
+        team_id: &str,
+        user_ids: &[String],
+        budget_id: &str,
+    ) -> Result<(), StoreError> {
+        self.with(|t| {
+            for user in user_ids {
+                let key = (team_id.to_string(), user.clone());
+                let m = t.memberships.entry(key).or_default();
+                if m.budget_id.is_none() {
+                    m.budget_id = Some(budget_id.to_string());
+                }
+            }
+        });
+        Ok(())
+    }
+
     async fn teams_of_member_budget(&self, budget_id: &str) -> Result<Vec<String>, StoreError> {
         Ok(self.with(|t| {
             let mut teams: Vec<String> = t

@@ -353,6 +353,15 @@ pub trait Store: Send + Sync {
         user_id: &str,
         budget_id: Option<&str>,
     ) -> Result<(), StoreError>;
+    /// Links the memberships of `user_ids` in `team_id` that have no budget
+    /// row (or no membership row yet) to `budget_id`, and announces the team
+    /// once.
+    async fn link_unlinked_members(
+        &self,
+        team_id: &str,
+        user_ids: &[String],
+        budget_id: &str,
+    ) -> Result<(), StoreError>;
     /// The teams with a membership linked to budget row `budget_id`.
     async fn teams_of_member_budget(&self, budget_id: &str) -> Result<Vec<String>, StoreError>;
     /// The ids of (at most two) users with email `email`.

@@ -311,6 +311,15 @@ impl Store for PostgresStore {
         with_client!(retry self, c => members::link_budget(c, team_id, user_id, budget_id))
     }
 
+    async fn link_unlinked_members(
+        &self,
+        team_id: &str,
+        user_ids: &[String],
+        budget_id: &str,
+    ) -> Result<(), StoreError> {
+        with_client!(retry self, c => members::link_unlinked(c, team_id, user_ids, budget_id))
+    }
+
     async fn teams_of_member_budget(&self, budget_id: &str) -> Result<Vec<String>, StoreError> {
         with_client!(self, c => members::teams_of_budget(c, budget_id))
     }

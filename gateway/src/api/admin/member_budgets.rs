@@ -249,25 +249,18 @@ pub async fn update_member(
 }
 
 /// Links every member of `team` without a budget row to the team's default
-/// member budget row, as LiteLLM backfills them when the defaults are set;
-/// members with a row of their own keep it.
+/// member budget row, as LiteLLM backfills them when the defaults are set
+/// (one store change, one announcement); members with a row of their own
+/// keep it.
 pub async fn backfill(ctx: &Ctx, team: &TeamRecord) -> Result<(), GatewayError> {
     let Some(default) = default_id(team) else {
         return Ok(());
     };
-    let store = ctx.store();
-    for user in &team.members {
-        let linked = store
-            .membership(&team.team_id, user)
-            .await
-            .map_err(store_err)?
-            .is_some_and(|m| m.budget_id.is_some());
-        if !linked {
-            store
-                .link_member_budget(&team.team_id, user, Some(&default))
-                .await
-                .map_err(store_err)?;
-        }
+    if team.members.is_empty() {
+        return Ok(());
     }
-    Ok(())
+    ctx.store()
+        .link_unlinked_members(&team.team_id, &team.members, &default)
+        .await
+        .map_err(store_err)
 }

@@ -168,6 +168,28 @@ pub async fn link_budget(
     tx.commit().await
 }
 
+/// Links the memberships of `user_ids` in `team_id` without a budget row
+/// (made when missing) to `budget_id` and announces the team, in one
+/// transaction.
+pub async fn link_unlinked(
+    c: &mut Client,
+    team_id: &str,
+    user_ids: &[String],
+    budget_id: &str,
+) -> Result<(), Error> {
+    let tx = c.transaction().await?;
+    tx.execute(
+        r#"INSERT INTO "LiteLLM_TeamMembership" (user_id, team_id, budget_id)
+        SELECT u, $1::text, $3::text FROM unnest($2::text[]) AS u
+        ON CONFLICT (user_id, team_id) DO UPDATE SET budget_id = EXCLUDED.budget_id
+        WHERE "LiteLLM_TeamMembership".budget_id IS NULL"#,
+        &[&team_id, &user_ids, &budget_id],
+    )
+    .await?;
+    notify(&tx, &[Change::Team(team_id.to_string())]).await?;
+    tx.commit().await
+}
+
 /// The teams with a membership linked to `budget_id`.
 pub async fn teams_of_budget(c: &Client, budget_id: &str) -> Result<Vec<String>, Error> {
     let rows = c
