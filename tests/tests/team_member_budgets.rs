@@ -126,6 +126,24 @@ fn a_members_own_budget_in_the_team_is_enforced_and_changed_in_place() {
             .collect();
         assert_eq!(own.len(), 1, "{store}: written in place: {rows}");
 
+        // Bob is on the team's default row: his change gets him a copy of
+        // it, the default (and every other member on it) untouched.
+        ok(gw.post(
+            "/team/member_update",
+            &json!({"team_id": "t1", "user_id": "bob", "max_budget_in_team": 0.5}),
+        ));
+        let rows = ok(gw.get("/budget/list"));
+        let maxes: Vec<&Value> = rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| &r["max_budget"])
+            .collect();
+        assert!(
+            maxes.contains(&&json!(100.0)) && maxes.contains(&&json!(0.5)),
+            "{store}: {rows}"
+        );
+
         // Lowered through /budget/update on the row: the cached key follows.
         let id = own[0]["budget_id"].as_str().unwrap();
         ok(gw.post(
