@@ -676,6 +676,17 @@ pub fn files(data: &[u8]) {
     let query = std::str::from_utf8(lines.next().unwrap_or_default()).unwrap_or("");
     let rest = lines.next().unwrap_or_default();
     let (method, path) = first.split_once(' ').unwrap_or(("GET", first));
+    // LiteLLM's `/{provider}/v1/…` form names the same operation as the
+    // path after `/v1`, and a provider that is one non-empty segment.
+    if let Some((provider, op)) = FilesOp::parse_scoped(method, path) {
+        assert!(
+            !provider.is_empty() && !provider.contains('/'),
+            "{provider:?}"
+        );
+        let tail = &path[1 + provider.len()..];
+        assert_eq!(tail.get(..4), Some("/v1/"), "{path:?}");
+        assert_eq!(FilesOp::parse(method, &tail[3..]), Some(op), "{path:?}");
+    }
     if let Some(op) = FilesOp::parse(method, path) {
         if op.id().is_none_or(valid_id) {
             let forwarded = forwarded_query(query);
@@ -741,13 +752,40 @@ pub fn images(data: &[u8]) {
             assert!(data.iter().all(|d| d["b64_json"].is_string()), "{v}");
         }
     };
-    match pick % 6 {
+    match pick % 8 {
         0 => request(imagen::request(input)),
         1 => request(bedrock::request(input, "amazon.titan-image-generator-v2:0")),
         2 => request(bedrock::request(input, "stability.sd3-large-v1:0")),
         3 => request(bedrock::request(input, "stability.stable-diffusion-xl-v1")),
         4 => answer(imagen::to_openai(input, 1)),
-        _ => answer(bedrock::to_openai(input, 1)),
+        5 => answer(bedrock::to_openai(input, 1)),
+        6 => request(bedrock::request(input, "amazon.nova-canvas-v1:0")),
+        _ => image_count(pick, input),
+    }
+}
+
+/// [`gateway::spend::ImageCount`]: the same count whole or in pieces of
+/// `1 + pick / 8` bytes, and for a JSON object (without escapes) whose
+/// `data` is a list of objects, that list's length.
+fn image_count(pick: u8, input: &[u8]) {
+    use gateway::spend::ImageCount;
+    let mut whole = ImageCount::default();
+    whole.feed(input);
+    let mut pieces = ImageCount::default();
+    for piece in input.chunks(1 + usize::from(pick / 8)) {
+        pieces.feed(piece);
+    }
+    assert_eq!(whole.images(), pieces.images(), "split changed the count");
+    // Escaped names are not decoded (`d\u0061ta` is not read as `data`).
+    if input.contains(&b'\\') {
+        return;
+    }
+    if let Ok(Value::Object(answer)) = serde_json::from_slice::<Value>(input) {
+        if let Some(Value::Array(data)) = answer.get("data") {
+            if data.iter().all(Value::is_object) {
+                assert_eq!(whole.images(), data.len() as u64, "the count of `data`");
+            }
+        }
     }
 }
 

@@ -139,11 +139,21 @@ impl GatewayProcess {
 
     /// Creates a virtual key with the given `/key/generate` body.
     pub fn generate_key_with(&self, body: &str) -> Result<String, String> {
+        let json = self.admin_post("/key/generate", body)?;
+        json["key"]
+            .as_str()
+            .map(String::from)
+            .ok_or_else(|| format!("POST /key/generate: no \"key\" in {json}"))
+    }
+
+    /// Sends `body` to the management route `path` with the master key;
+    /// the JSON answer of a 200.
+    pub fn admin_post(&self, path: &str, body: &str) -> Result<serde_json::Value, String> {
         let request = format!(
-            "POST /key/generate HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer {MASTER_KEY}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            "POST {path} HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer {MASTER_KEY}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         );
-        let fail = |why: String| format!("POST /key/generate: {why}");
+        let fail = |why: String| format!("POST {path}: {why}");
         let response =
             exchange_once(self.addr, request.as_bytes()).map_err(|e| fail(e.to_string()))?;
         let (head, body) = response
@@ -153,12 +163,7 @@ impl GatewayProcess {
             let status = head.lines().next().unwrap_or_default();
             return Err(fail(format!("{status}: {body}")));
         }
-        let json: serde_json::Value =
-            serde_json::from_str(body).map_err(|e| fail(format!("response is not JSON: {e}")))?;
-        json["key"]
-            .as_str()
-            .map(String::from)
-            .ok_or_else(|| fail(format!("no \"key\" in {body}")))
+        serde_json::from_str(body).map_err(|e| fail(format!("response is not JSON: {e}")))
     }
 
     /// The last lines of its log.

@@ -62,11 +62,7 @@ impl RedisProcess {
 
     /// Bytes the server holds (`used_memory` of `INFO memory`).
     pub fn used_memory(&self) -> Result<u64, String> {
-        let info = self.command(&["INFO", "memory"])?;
-        info.lines()
-            .find_map(|l| l.strip_prefix("used_memory:"))
-            .and_then(|v| v.trim().parse().ok())
-            .ok_or_else(|| "INFO memory has no used_memory".to_string())
+        used_memory_in(&self.command(&["INFO", "memory"])?)
     }
 
     /// Empties the database and the command statistics.
@@ -149,6 +145,14 @@ impl Drop for RedisProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `used_memory` of an `INFO memory` reply.
+pub(crate) fn used_memory_in(info: &str) -> Result<u64, String> {
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| "INFO memory has no used_memory".to_string())
 }
 
 /// Sums `calls=` of `cmdstat_evalsha` and `cmdstat_eval` in `INFO commandstats`.

@@ -76,6 +76,30 @@ impl RedisTarget {
             RedisTarget::Cluster(c) => c.reset(),
         }
     }
+
+    /// The process id of every server (one, or each master), for their CPU
+    /// time.
+    pub fn pids(&self) -> Vec<u32> {
+        match self {
+            RedisTarget::Single(r) => vec![r.pid()],
+            RedisTarget::Cluster(c) => c.masters.iter().map(|(_, child)| child.id()).collect(),
+        }
+    }
+
+    /// Bytes held, summed over every server.
+    pub fn used_memory(&self) -> Result<u64, String> {
+        match self {
+            RedisTarget::Single(r) => r.used_memory(),
+            RedisTarget::Cluster(c) => {
+                let mut total = 0u64;
+                for (port, _) in &c.masters {
+                    let info = redis_proc::command(*port, &["INFO", "memory"])?;
+                    total = total.saturating_add(redis_proc::used_memory_in(&info)?);
+                }
+                Ok(total)
+            }
+        }
+    }
 }
 
 /// Three `redis-server` masters joined into a Cluster covering every slot

@@ -179,6 +179,44 @@ def main():
 
         wait.until(lambda _: only_failures())
 
+        # Paging, newest first by page token: 12 more requests, 10 rows a
+        # page; "Older" shows the next rows (older, none twice), "Newer" the
+        # first page again.
+        def logged_rows():
+            req = urllib.request.Request(f"{BASE}/gateway/logs?page_size=1000",
+                                         headers={"Authorization": f"Bearer {MASTER}"})
+            with urllib.request.urlopen(req, timeout=30) as res:
+                return len(json.load(res)["data"])
+
+        logged = logged_rows()
+        for _ in range(12):
+            assert chat(MASTER, MODEL) == 200
+        WebDriverWait(d, 30, poll_frequency=1).until(lambda _: logged_rows() >= logged + 12)
+        filters = d.find_element(By.ID, "log-filters")
+        Select(filters.find_element(By.CSS_SELECTOR, "select[name='status']")).select_by_value("")
+        Select(filters.find_element(By.CSS_SELECTOR, "select[name='page_size']")).select_by_value("10")
+        filters.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+
+        def shown_page(number):
+            pager = d.find_element(By.ID, "logs-pager").text
+            if f"Page {number}," not in pager:
+                return None
+            rows = d.find_elements(By.CSS_SELECTOR, "#logs-table tbody tr.clickable")
+            return [(tr.find_elements(By.TAG_NAME, "td")[0].text, tr.get_attribute("data-call")) for tr in rows]
+
+        first = wait.until(lambda _: (lambda p: p if p and len(p) >= 9 and not only_failures() else None)(shown_page(1)))
+        times = [t for t, _ in first]
+        assert times == sorted(times, reverse=True), times
+        d.find_element(By.ID, "logs-older").click()
+        second = wait.until(lambda _: shown_page(2))
+        assert second, "no older rows"
+        assert max(t for t, _ in second) <= min(times), (first, second)
+        assert not {c for _, c in first} & {c for _, c in second}, (first, second)
+        shot("07-logs-older")
+        d.find_element(By.ID, "logs-newer").click()
+        again = wait.until(lambda _: shown_page(1))
+        assert again == first, (first, again)
+
         # Usage: the charts count the requests.
         goto("Usage")
         charts = wait.until(EC.presence_of_element_located((By.ID, "usage-charts")))
@@ -436,6 +474,19 @@ def main():
                     # The fleet's counters, read from Redis: the one request.
                     assert "as the fleet counts it in Redis" in where, where
                     assert any(r.startswith("api_key") and " rpm 7 1 6" in f" {r} " for r in rows), rows
+            if page == "Limits":
+                # Every key with limits is listed, paged on the server.
+                def limited_listed():
+                    if "limited-key" in d.find_element(By.ID, "limited-keys").text:
+                        return True
+                    goto("Health")
+                    goto("Limits")
+                    return False
+
+                WebDriverWait(d, 30, poll_frequency=1, ignored_exceptions=(StaleElementReferenceException,
+                                                                            NoSuchElementException)).until(
+                    lambda _: limited_listed())
+                assert "keys with limits" in d.find_element(By.ID, "limited-keys").text
             notices = d.find_elements(By.CSS_SELECTOR, "#page .notice.error")
             assert not notices, f"{page}: {[n.text for n in notices]}"
             shot(f"{i + 1:02d}-{page.lower()}")

@@ -197,6 +197,52 @@ fn a_fleet_polls_each_batch_once_and_charges_it_once() {
 }
 
 #[test]
+fn batches_left_open_are_polled_soon_after_a_restart() {
+    let db = TestDb::create();
+    let mock = MockServer::start(&[]);
+    let url = [("DATABASE_URL", db.url())];
+    // A replica that never polls creates a batch, then stops.
+    let (alice, batch) = {
+        let env = [url[0], ("PROXY_BATCH_POLLING_ENABLED", "false")];
+        let first = start(&mock, &env);
+        let alice = new_key(&first, json!({}));
+        let file = upload(&first, &alice, &batch_input(2, None));
+        let resp = create(&first, &alice, &file);
+        assert_eq!(resp.status, 200, "{}", resp.text());
+        let batch = resp.json()["id"].as_str().unwrap().to_string();
+        // Written without waiting: stop once it is in the store.
+        e2e::eventually("the batch stored", Duration::from_secs(5), || {
+            let stored = db.query(&format!(
+                "SELECT count(*) FROM \"LiteLLM_ManagedObjectTable\" WHERE unified_object_id = '{batch}'"
+            ));
+            (stored == "1").then_some(())
+        });
+        (alice, batch)
+    };
+    // One back with the default interval (an hour) polls and charges it
+    // in its first round, soon after start.
+    let second = start(&mock, &url);
+    e2e::eventually("the batch charged", Duration::from_secs(20), || {
+        let processed = db.query(&format!(
+            "SELECT batch_processed FROM \"LiteLLM_ManagedObjectTable\" WHERE unified_object_id = '{batch}'"
+        ));
+        (processed == "t").then_some(())
+    });
+    let row = second.spend_row(&batch);
+    assert_eq!(row["call_type"], "aretrieve_batch", "{row}");
+    assert!(row["spend"].as_f64().unwrap() > 0.0, "{row}");
+    assert_eq!(polls_of(&second, &batch), 1, "{}", second.output());
+    let resp = call(
+        &second,
+        &alice,
+        "GET",
+        &format!("/v1/batches/{batch}"),
+        None,
+    );
+    assert_eq!(resp.json()["status"], "completed", "{}", resp.text());
+}
+
+#[test]
 fn a_batch_the_budget_cannot_cover_is_refused_at_creation() {
     let mock = MockServer::start(&[]);
     holds_are_checked(&start(&mock, &[]));

@@ -3,7 +3,8 @@
 //! token endpoint grants and its Vertex paths check) and on Bedrock's
 //! Titan and Stability image models (InvokeModel, SigV4 signatures the mock
 //! verifies), translated both ways: OpenAI's `data` of `b64_json`, spend
-//! per image at the price map's `output_cost_per_image`; and through the
+//! per image returned at the deployment's or the price map's
+//! `output_cost_per_image`; Nova Canvas likewise; and through the
 //! official OpenAI SDK (`tests/python/test_cloud_images.py`).
 
 use e2e::{assert_error, to_yaml, Gateway, MockServer, MASTER_KEY};
@@ -79,9 +80,12 @@ fn imagen_generates_images_through_predict() {
             "vertex_credentials": key.path().to_str().unwrap(),
         }})
     };
+    let mut priced = imagen("imagen-priced", "imagen-3.0-generate-002");
+    priced["model_info"] = json!({"output_cost_per_image": 0.04});
     let gw = start(vec![
         imagen("imagen", "imagen-3.0-generate-002"),
         imagen("gemini", "gemini-2.0-flash"),
+        priced,
     ]);
     let (resp, row) = generate(
         &gw,
@@ -103,6 +107,30 @@ fn imagen_generates_images_through_predict() {
         json!({"model": "imagen", "prompt": "something filtered", "n": 3}),
     );
     assert_eq!(images(&resp).len(), 2, "{}", resp.text());
+
+    // A deployment's `model_info.output_cost_per_image` prices what the
+    // map does not, billed per image returned (LiteLLM's
+    // `len(response.data)`): three asked, one withheld, two paid.
+    let (resp, row) = generate(
+        &gw,
+        json!({"model": "imagen-priced", "prompt": "something filtered", "n": 3}),
+    );
+    assert_eq!(images(&resp).len(), 2, "{}", resp.text());
+    let row = row.unwrap();
+    let spend = row["spend"].as_f64().unwrap();
+    assert!(close(spend, 2.0 * 0.04), "{row}");
+    // `/model/info` shows the deployment's price.
+    let info = gw.get("/model/info").json();
+    let priced = info["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["model_name"] == "imagen-priced")
+        .unwrap_or_else(|| panic!("{info}"));
+    assert_eq!(
+        priced["model_info"]["output_cost_per_image"], 0.04,
+        "{priced}"
+    );
 
     // Imagen's own limits come back as Google's errors; a chat model does
     // not generate images.
@@ -183,6 +211,74 @@ fn bedrock_titan_and_stability_generate_images_priced_per_image() {
     let resp = gw.post(
         "/v1/images/generations",
         &json!({"model": "unsigned", "prompt": "x"}),
+    );
+    assert_eq!(resp.status, 403, "{}", resp.text());
+}
+
+#[test]
+fn nova_canvas_generates_images_through_invoke_model() {
+    let mock = MockServer::start(&[]);
+    let gw = start(vec![
+        bedrock("nova", "amazon.nova-canvas-v1:0", &mock, SECRET),
+        bedrock(
+            "nova-unsigned",
+            "amazon.nova-canvas-v1:0",
+            &mock,
+            "not-the-secret",
+        ),
+    ]);
+    let (resp, row) = generate(
+        &gw,
+        json!({"model": "nova", "prompt": "a lighthouse at dusk", "n": 2, "size": "1024x1024", "quality": "hd", "seed": 12}),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(images(&resp).len(), 2);
+    let row = row.unwrap();
+    assert_eq!(row["custom_llm_provider"], "bedrock", "{row}");
+    assert_eq!(row["call_type"], "aimage_generation", "{row}");
+    // amazon.nova-canvas-v1:0: 0.06 USD a generated image.
+    let spend = row["spend"].as_f64().unwrap();
+    assert!(close(spend, 2.0 * 0.06), "{row}");
+
+    // Nova Canvas's own tasks, with their parameters, pass through.
+    let (resp, row) = generate(
+        &gw,
+        json!({"model": "nova", "prompt": "a red lighthouse", "taskType": "COLOR_GUIDED_GENERATION",
+               "colorGuidedGenerationParams": {"colors": ["#FF0000", "#FFFFFF"]},
+               "imageGenerationConfig": {"cfgScale": 6.5}}),
+    );
+    assert_eq!(images(&resp).len(), 1, "{}", resp.text());
+    assert!(close(row.unwrap()["spend"].as_f64().unwrap(), 0.06));
+
+    // AWS's refusals are relayed; a task Nova Canvas has no translation
+    // for never reaches it; a wrong secret fails the signature check.
+    let resp = gw.post(
+        "/v1/images/generations",
+        &json!({"model": "nova", "prompt": "something filtered"}),
+    );
+    let err = assert_error(&resp, 400);
+    assert!(
+        err["message"].as_str().unwrap().contains("content filters"),
+        "{err:?}"
+    );
+    let resp = gw.post(
+        "/v1/images/generations",
+        &json!({"model": "nova", "prompt": "x", "n": 6}),
+    );
+    let err = assert_error(&resp, 400);
+    assert!(
+        err["message"].as_str().unwrap().contains("numberOfImages"),
+        "{err:?}"
+    );
+    let resp = gw.post(
+        "/v1/images/generations",
+        &json!({"model": "nova", "prompt": "x", "taskType": "OUTPAINTING"}),
+    );
+    let err = assert_error(&resp, 400);
+    assert_eq!(err["param"], "taskType", "{err:?}");
+    let resp = gw.post(
+        "/v1/images/generations",
+        &json!({"model": "nova-unsigned", "prompt": "x"}),
     );
     assert_eq!(resp.status, 403, "{}", resp.text());
 }

@@ -3,7 +3,8 @@
 //! Azure endpoints (Bearer or `api-key` + `api-version`, the multipart
 //! `purpose` field required, OpenAI's file, batch and list shapes, a batch
 //! that completes with an output file carrying each line's usage): the
-//! upstream chosen by `custom_llm_provider` or a model group, ownership
+//! upstream chosen by `custom_llm_provider` (LiteLLM's
+//! `/{provider}/v1/files…` paths first) or a model group, ownership
 //! per key (another key gets LiteLLM's 403, an unknown id a 404; lists
 //! show only the caller's objects), across replicas sharing Postgres, and
 //! a completed batch charged to its creator once.
@@ -388,6 +389,102 @@ fn azure_files_use_the_deployments_or_files_settings_resource_and_api_version() 
     let other = new_key(&gw, json!({"models": ["gpt-4o-mini"]}));
     let resp = upload(&gw, &other, "/v1/files", &body, &[]);
     assert_error(&resp, 403);
+}
+
+#[test]
+fn provider_scoped_paths_are_managed_files_and_batches() {
+    let mock = MockServer::start(&[]);
+    let gw = start(&mock, &[]);
+    let alice = new_key(&gw, json!({}));
+    let bob = new_key(&gw, json!({}));
+
+    // LiteLLM's `/{provider}/v1/files`: the path's provider comes before
+    // the header's and the form's (azure, to its files_settings entry).
+    let body = form(
+        &[("purpose", "batch"), ("custom_llm_provider", "openai")],
+        Some(("in.jsonl", &batch_input())),
+    );
+    let resp = upload(
+        &gw,
+        &alice,
+        "/azure/v1/files",
+        &body,
+        &[("custom-llm-provider", "openai")],
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let file = resp.json()["id"].as_str().unwrap().to_string();
+    assert!(
+        mock.stats()["by_key"].get("az-files-key").is_some(),
+        "{}",
+        mock.stats()
+    );
+    assert!(
+        mock.stats()["by_key"].get(UPSTREAM_KEY).is_none(),
+        "{}",
+        mock.stats()
+    );
+
+    // Managed, not passed through: the owner reaches it under any
+    // provider's path (it goes where it was made), another key gets
+    // LiteLLM's 403, and lists show only the caller's objects.
+    let resp = call(
+        &gw,
+        &alice,
+        "GET",
+        &format!("/openai/v1/files/{file}"),
+        None,
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let resp = call(
+        &gw,
+        &alice,
+        "GET",
+        &format!("/azure/v1/files/{file}/content"),
+        None,
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(resp.body, batch_input());
+    let resp = call(&gw, &bob, "GET", &format!("/openai/v1/files/{file}"), None);
+    assert_error(&resp, 403);
+    let listed = call(&gw, &bob, "GET", "/azure/v1/files", None);
+    assert_eq!(listed.status, 200, "{}", listed.text());
+    assert!(!ids(&listed.json()).contains(&file), "{}", listed.text());
+
+    // Batches too.
+    let create = json!({"input_file_id": file, "endpoint": "/v1/chat/completions", "completion_window": "24h"});
+    let resp = call(&gw, &alice, "POST", "/azure/v1/batches", Some(&create));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let batch = resp.json()["id"].as_str().unwrap().to_string();
+    let resp = call(
+        &gw,
+        &alice,
+        "GET",
+        &format!("/azure/v1/batches/{batch}"),
+        None,
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let resp = call(
+        &gw,
+        &bob,
+        "GET",
+        &format!("/azure/v1/batches/{batch}"),
+        None,
+    );
+    assert_error(&resp, 403);
+    let resp = call(
+        &gw,
+        &bob,
+        "POST",
+        &format!("/openai/v1/batches/{batch}/cancel"),
+        None,
+    );
+    assert_error(&resp, 403);
+
+    // A provider without a files API here is a 400 naming it.
+    let resp = upload(&gw, &alice, "/anthropic/v1/files", &body, &[]);
+    let err = assert_error(&resp, 400);
+    assert_eq!(err["param"], "custom_llm_provider", "{err:?}");
+    assert!(error_message(&err).contains("anthropic"), "{err:?}");
 }
 
 #[test]

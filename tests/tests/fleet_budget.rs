@@ -509,3 +509,34 @@ fn a_killed_replicas_budget_slice_lapses() {
     assert_eq!(reserved(&fleet, &token), Some(0), "handed back at shutdown");
     assert!(slice_holds(&fleet, &token).is_empty());
 }
+
+/// A key's user without a budget of its own: its spend still goes through
+/// a slice (the key's budget puts the request on the fleet path), but with
+/// no limit there is no room to park, so the slice is sized to outlast its
+/// life, not ten requests' worst case, which a few dozen requests in
+/// flight ran dry and sent to a hold each in Redis.
+#[test]
+fn a_budget_without_a_limit_gets_a_slice_for_many_requests_in_flight() {
+    let fleet = Fleet::start_limited(
+        &[("GATEWAY_RATE_LIMIT_MODE", "lease")],
+        json!({"redis_timeout_ms": 10_000}),
+    );
+    let gw = &fleet.replicas[0];
+    let user = e2e::unique_id("user");
+    gw.post("/user/new", &json!({"user_id": user}))
+        .expect_status(200);
+    let (key, _) = generate(gw, json!({"max_budget": 100.0, "user_id": user}));
+    let (status, body) = chat(gw, MODEL, &key);
+    assert_eq!(status, 200, "{body}");
+    let hash = format!("{{budget:user:{user}}}");
+    let reserved = match fleet.redis.command(&["HGET", &hash, "reserved"]) {
+        e2e::redis::Reply::Bulk(Some(v)) => v.parse::<f64>().expect("reserved is a number"),
+        other => panic!("the user's budget has no slice in Redis: {other:?}"),
+    };
+    let need = worst_case(MODEL) * 1e9;
+    assert!(
+        reserved >= 500.0 * need,
+        "the user's slice holds {reserved} nano-USD, {:.1} requests' worst case",
+        reserved / need
+    );
+}

@@ -65,8 +65,9 @@ enum Route<'a> {
     PassThrough(PassThroughProvider, &'a str),
     /// One of `general_settings.pass_through_endpoints`, by its index.
     CustomPassThrough(usize),
-    /// OpenAI's Files and Batch APIs.
-    Files(FilesOp<'a>),
+    /// OpenAI's Files and Batch APIs, with the provider a
+    /// `/{provider}/v1/…` path names.
+    Files(FilesOp<'a>, Option<&'a str>),
     /// The realtime API over WebSocket: the session keeps the connection.
     Realtime,
     NotFound,
@@ -95,11 +96,17 @@ fn route<'h>(worker: &Worker, head: &'h RequestHead) -> Route<'h> {
     if matches!(unversioned, "/realtime" | "/openai/v1/realtime") && method == "GET" {
         return Route::Realtime;
     }
+    // LiteLLM's `/{provider}/v1/files…` and `/{provider}/v1/batches…`
+    // come before its provider pass-through routes (`/openai/v1/files` is
+    // a managed upload, not a pass-through).
+    if let Some((provider, op)) = FilesOp::parse_scoped(method, path) {
+        return Route::Files(op, Some(provider));
+    }
     if let Some((provider, rest)) = PassThroughProvider::parse(path) {
         return Route::PassThrough(provider, rest);
     }
     if let Some(op) = FilesOp::parse(method, unversioned) {
-        return Route::Files(op);
+        return Route::Files(op, None);
     }
     match unversioned {
         "/chat/completions" if method == "POST" => Route::Llm(Endpoint::ChatCompletions),
@@ -233,7 +240,7 @@ pub async fn admit(
         }
     }
     let result = match route {
-        Route::Llm(_) | Route::CountTokens | Route::Models | Route::Model(_) | Route::Files(_) => {
+        Route::Llm(_) | Route::CountTokens | Route::Models | Route::Model(_) | Route::Files(..) => {
             auth.authenticate(head, credentials).await.map(Some)
         }
         Route::Metrics if !worker.shared.metrics.require_auth() => Ok(None),
@@ -398,12 +405,12 @@ pub async fn handle(
             .await;
             return;
         }
-        Route::Files(op) => {
+        Route::Files(op, provider) => {
             // Boxed, as the pass-through routes above.
             Box::pin(proxy::files(
                 worker,
                 head,
-                op,
+                (op, provider),
                 admission.caller(),
                 body,
                 out,

@@ -8,7 +8,8 @@
 --   against the slice since the last call, plus spend owed from a fallback),
 --   9 shrink (what leaves the slice: the spend settled against it and the
 --   room handed back), 10 need (0: only report and shrink), 11 divisor (a
---   grant is the room left / divisor, at least `need`), 12 idle ('1': the
+--   grant is the room left / divisor, at least `need`; without a limit,
+--   need x divisor x 100), 12 idle ('1': the
 --   replica holds nothing in flight against it: the hold becomes exactly the
 --   grant, which heals a surplus a lost reply left).
 -- The slice is a hold like a request's (`hold:<slice id>`, `{"a":..,"p":[..]}`,
@@ -129,7 +130,11 @@ local grant = 0
 local admitted = 1
 if need > 0 then
   if max_arg == '-1' then
-    grant = need * divisor
+    -- No limit: no room to park, so the slice need only outlast its life
+    -- (a thousand requests' worst case at the default divisor); a small one
+    -- ran dry under a few dozen requests in flight and sent them to a hold
+    -- each in Redis.
+    grant = need * divisor * 100
   else
     local max = tonumber(max_arg)
     local room = max - spent - others - keep

@@ -128,6 +128,15 @@ pub struct LitellmParams {
     pub input_cost_per_second: Option<f64>,
     /// Price per second of the call's completion side, USD.
     pub output_cost_per_second: Option<f64>,
+    /// Price per generated image, USD (LiteLLM's per-image price read
+    /// first for OpenAI-style models).
+    pub input_cost_per_image: Option<f64>,
+    /// Price per generated image, USD (read first for Bedrock and Vertex AI).
+    pub output_cost_per_image: Option<f64>,
+    /// Price per pixel of a generated image, USD.
+    pub input_cost_per_pixel: Option<f64>,
+    /// Price per generated image token (`gpt-image` models), USD.
+    pub output_cost_per_image_token: Option<f64>,
     /// Headers added to every upstream request.
     #[serde(default)]
     pub extra_headers: BTreeMap<String, String>,
@@ -170,6 +179,15 @@ pub struct ModelInfo {
     pub input_cost_per_second: Option<f64>,
     /// Price per second of the call's completion side, USD.
     pub output_cost_per_second: Option<f64>,
+    /// Price per generated image, USD (LiteLLM's per-image price read
+    /// first for OpenAI-style models).
+    pub input_cost_per_image: Option<f64>,
+    /// Price per generated image, USD (read first for Bedrock and Vertex AI).
+    pub output_cost_per_image: Option<f64>,
+    /// Price per pixel of a generated image, USD.
+    pub input_cost_per_pixel: Option<f64>,
+    /// Price per generated image token (`gpt-image` models), USD.
+    pub output_cost_per_image_token: Option<f64>,
     /// LiteLLM's model access groups the deployment belongs to: a key,
     /// team or user naming one in `models` may use the deployment's group.
     pub access_groups: Option<serde_yaml::Value>,

@@ -2,7 +2,7 @@
 
 use super::file::{ConfigFile, LitellmParams, ModelEntry};
 use super::{Config, ConfigError};
-use crate::deployment::{Deployment, MockSettings, ProviderKind, SpendLabels};
+use crate::deployment::{Deployment, ImagePrices, MockSettings, ProviderKind, SpendLabels};
 use crate::providers;
 use crate::router::RouterSettings;
 use crate::upstream::parse_base;
@@ -109,6 +109,32 @@ fn check_numbers(params: &LitellmParams, info: &super::file::ModelInfo) -> Resul
         (
             "model_info.output_cost_per_second",
             info.output_cost_per_second,
+        ),
+        (
+            "litellm_params.input_cost_per_image",
+            params.input_cost_per_image,
+        ),
+        (
+            "litellm_params.output_cost_per_image",
+            params.output_cost_per_image,
+        ),
+        (
+            "litellm_params.input_cost_per_pixel",
+            params.input_cost_per_pixel,
+        ),
+        (
+            "litellm_params.output_cost_per_image_token",
+            params.output_cost_per_image_token,
+        ),
+        ("model_info.input_cost_per_image", info.input_cost_per_image),
+        (
+            "model_info.output_cost_per_image",
+            info.output_cost_per_image,
+        ),
+        ("model_info.input_cost_per_pixel", info.input_cost_per_pixel),
+        (
+            "model_info.output_cost_per_image_token",
+            info.output_cost_per_image_token,
         ),
     ] {
         if let Some(p) = v {
@@ -980,6 +1006,20 @@ fn deployment(
         ) {
             (None, None) => None,
             (i, o) => Some(i.unwrap_or(0.0) + o.unwrap_or(0.0)),
+        },
+        image_prices: ImagePrices {
+            input_per_image: params
+                .input_cost_per_image
+                .or(entry.model_info.input_cost_per_image),
+            output_per_image: params
+                .output_cost_per_image
+                .or(entry.model_info.output_cost_per_image),
+            input_per_pixel: params
+                .input_cost_per_pixel
+                .or(entry.model_info.input_cost_per_pixel),
+            output_per_image_token: params
+                .output_cost_per_image_token
+                .or(entry.model_info.output_cost_per_image_token),
         },
         max_input_tokens: entry
             .model_info

@@ -69,6 +69,8 @@ pub struct Deployment {
     /// USD per second of a call, prompt and completion sides together
     /// (`input_cost_per_second` + `output_cost_per_second`).
     pub cost_per_second: Option<f64>,
+    /// Per-image prices of an image model, where configured.
+    pub image_prices: ImagePrices,
     /// Context window and output cap.
     pub max_input_tokens: Option<u64>,
     /// Max completion tokens.
@@ -85,6 +87,21 @@ pub struct Deployment {
     pub access_groups: Vec<String>,
     /// Its names as its spend rows carry them, shared by every row.
     pub spend_labels: SpendLabels,
+}
+
+/// A deployment's own prices of generated images (`litellm_params`, else
+/// `model_info`: LiteLLM's custom pricing fields), laid over the price
+/// map's.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ImagePrices {
+    /// `input_cost_per_image`, USD.
+    pub input_per_image: Option<f64>,
+    /// `output_cost_per_image`, USD.
+    pub output_per_image: Option<f64>,
+    /// `input_cost_per_pixel` (of the generated image), USD.
+    pub input_per_pixel: Option<f64>,
+    /// `output_cost_per_image_token` (`gpt-image` models), USD.
+    pub output_per_image_token: Option<f64>,
 }
 
 /// A deployment's names as its spend rows carry them, made once so a

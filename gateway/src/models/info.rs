@@ -90,6 +90,23 @@ fn config_info(d: &Deployment) -> Map<String, Value> {
         "output_cost_per_token",
         d.output_cost_per_token.map(Value::from),
     );
+    let images = &d.image_prices;
+    put(
+        "input_cost_per_image",
+        images.input_per_image.map(Value::from),
+    );
+    put(
+        "output_cost_per_image",
+        images.output_per_image.map(Value::from),
+    );
+    put(
+        "input_cost_per_pixel",
+        images.input_per_pixel.map(Value::from),
+    );
+    put(
+        "output_cost_per_image_token",
+        images.output_per_image_token.map(Value::from),
+    );
     put(
         "access_groups",
         (!d.access_groups.is_empty()).then(|| d.access_groups.clone().into()),

@@ -66,6 +66,18 @@ impl<'a> FilesOp<'a> {
         None
     }
 
+    /// LiteLLM's provider-scoped forms, `/{provider}/v1/files…` and
+    /// `/{provider}/v1/batches…`: the provider the path's first segment
+    /// names (any: LiteLLM's route takes any) and the operation.
+    pub fn parse_scoped(method: &str, path: &'a str) -> Option<(&'a str, FilesOp<'a>)> {
+        let (provider, tail) = path.strip_prefix('/')?.split_once('/')?;
+        if provider.is_empty() {
+            return None;
+        }
+        let op = FilesOp::parse(method, tail.strip_prefix("v1")?)?;
+        Some((provider, op))
+    }
+
     /// The id the operation names, if any.
     pub fn id(self) -> Option<&'a str> {
         match self {
@@ -488,6 +500,27 @@ mod tests {
             Some(FilesOp::CancelBatch("batch_1"))
         );
         assert_eq!(FilesOp::parse("PUT", "/files"), None);
+        assert_eq!(
+            FilesOp::parse_scoped("POST", "/openai/v1/files"),
+            Some(("openai", FilesOp::Upload))
+        );
+        assert_eq!(
+            FilesOp::parse_scoped("GET", "/azure/v1/files/file-1/content"),
+            Some(("azure", FilesOp::FileContent("file-1")))
+        );
+        assert_eq!(
+            FilesOp::parse_scoped("POST", "/openai/v1/batches/b/cancel"),
+            Some(("openai", FilesOp::CancelBatch("b")))
+        );
+        for other in [
+            "/v1/files",
+            "/openai/files",
+            "/openai/v1/chat/completions",
+            "//v1/files",
+            "/openai/v2/files",
+        ] {
+            assert_eq!(FilesOp::parse_scoped("POST", other), None, "{other}");
+        }
         assert_eq!(FilesOp::parse("GET", "/filesystem"), None);
     }
 

@@ -13,6 +13,13 @@
 //! the fleet (`files::charge_batch`, the same claim as a client's poll).
 //! A batch is polled for at most [`MAX_AGE`] after its creation (LiteLLM's
 //! staleness cut-off).
+//!
+//! The first round runs [`FIRST_ROUND`] after start, not a whole interval
+//! (an hour by default) later: batches left open when a replica stopped
+//! are polled as soon as it is back, and a fleet redeployed more often than
+//! its interval still polls. LiteLLM's scheduler waits the interval (plus
+//! up to 30 s) before its first `CheckBatchCost`. A round that cannot read
+//! the store is tried again after [`RETRY`] rather than a whole interval.
 
 use super::files;
 use crate::auth::Principal;
@@ -39,11 +46,21 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest batch object read.
 const MAX_BATCH: usize = 1 << 20;
 
-/// Polls due batches every `every`, for as long as the core runs.
+/// How long after start the first round runs (the store's connection is
+/// made meanwhile).
+const FIRST_ROUND: Duration = Duration::from_secs(2);
+
+/// How long after a round that could not read the store the next runs.
+const RETRY: Duration = Duration::from_secs(30);
+
+/// Polls due batches soon after start, then every `every`, for as long as
+/// the core runs.
 pub async fn run(worker: Rc<Worker>, every: Duration) {
     let interval = chrono::TimeDelta::from_std(every).unwrap_or(chrono::TimeDelta::hours(1));
+    let mut wait = every.min(FIRST_ROUND);
     loop {
-        monoio::time::sleep(every).await;
+        monoio::time::sleep(wait).await;
+        wait = every;
         if worker.shared.is_shutting_down() {
             return;
         }
@@ -57,6 +74,7 @@ pub async fn run(worker: Rc<Worker>, every: Duration) {
             Ok(due) => due,
             Err(e) => {
                 tracing::warn!(error = %e, "the batch poller could not read the due batches");
+                wait = every.min(RETRY);
                 continue;
             }
         };

@@ -7,8 +7,9 @@
 //! upstream; else a `model` (form field, JSON field or query) naming a
 //! model group with an `openai/` or `azure/` deployment (its base, key and
 //! `api_version`; the key must be allowed the group); else
-//! `custom_llm_provider` (form or JSON field, query, or the
-//! `custom-llm-provider` header; `openai` when absent) and that
+//! `custom_llm_provider` (the provider of LiteLLM's `/{provider}/v1/files…`
+//! and `/{provider}/v1/batches…` paths, else the form or JSON field, the
+//! query, or the `custom-llm-provider` header; `openai` when absent) and that
 //! provider's pass-through credentials (`OPENAI_API_KEY`/`OPENAI_API_BASE`,
 //! `AZURE_API_KEY`/`AZURE_API_BASE`/`AZURE_API_VERSION`, or a deployment
 //! with `use_in_pass_through: true`).
@@ -72,12 +73,13 @@ pub(super) struct Upstream {
     route: String,
 }
 
-/// Serves one Files or Batch API request; `caller` is the result of
+/// Serves one Files or Batch API request (`scoped`: the provider a
+/// `/{provider}/v1/…` path names); `caller` is the result of
 /// authenticating its head.
 pub async fn handle(
     worker: &Worker,
     head: &RequestHead,
-    op: FilesOp<'_>,
+    (op, scoped): (FilesOp<'_>, Option<&str>),
     caller: Result<Principal, GatewayError>,
     body: Bytes,
     out: &mut Responder<'_>,
@@ -85,7 +87,10 @@ pub async fn handle(
 ) {
     let call_id = headers::call_id();
     let result = match caller {
-        Ok(principal) => serve(worker, head, op, &principal, body, out, &call_id).await,
+        Ok(principal) => {
+            let op = (op, scoped);
+            serve(worker, head, op, &principal, body, out, &call_id).await
+        }
         Err(e) => Err(e),
     };
     if let Err(err) = &result {
@@ -149,7 +154,7 @@ struct Asked {
 async fn serve(
     worker: &Worker,
     head: &RequestHead,
-    op: FilesOp<'_>,
+    (op, scoped): (FilesOp<'_>, Option<&str>),
     principal: &Principal,
     body: Bytes,
     out: &mut Responder<'_>,
@@ -242,6 +247,11 @@ async fn serve(
             record::refuse_if_exhausted(caller, asked.model.as_deref().unwrap_or(""))?;
         }
         _ => {}
+    }
+    // LiteLLM's `/{provider}/v1/…` forms: the path's provider comes
+    // before the header's, the query's and the body's.
+    if let Some(provider) = scoped {
+        asked.provider = Some(provider.to_string());
     }
     let upstream = match &known {
         Some(object) => upstream_of(worker, Some(principal), &object.route)?,

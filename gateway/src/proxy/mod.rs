@@ -828,6 +828,8 @@ async fn attempt_once(
         // Read from the answer in LiteLLM's shape (Cohere's), whatever the
         // provider's.
         Endpoint::Rerank => UsageTap::new(false, Format::Cohere),
+        // OpenAI's answer, whatever the provider's: its images are billed.
+        Endpoint::ImageGenerations | Endpoint::ImageEdits => UsageTap::images(),
         _ => UsageTap::new(stream, wire),
     };
     let client = endpoint.format();
@@ -884,7 +886,10 @@ async fn attempt_once(
     };
     // 9. settle and record
     let req = &held.req;
-    let audio_seconds = tap.audio_seconds();
+    let measured = spend::Measured {
+        audio_seconds: tap.audio_seconds(),
+        images: tap.images_returned(),
+    };
     let usage = tap.finish(&held.prompt);
     let billable = result.is_ok() || out.started();
     if result.is_ok() {
@@ -901,7 +906,7 @@ async fn attempt_once(
     }
     let cost = match &media {
         _ if !billable => 0.0,
-        Some(media) => media.cost(usage, audio_seconds),
+        Some(media) => media.cost(usage, measured),
         None => spend::cost(usage, price) + spend::time_cost(attempt.elapsed(), price),
     };
     record::settle(&worker.shared.alerts, reservation, cost, principal);
@@ -1024,7 +1029,10 @@ async fn forward(
         let read = Box::pin(convert::read_body(&mut resp, limit, deadline, dep, timeout));
         let body = read.await?;
         let rerank = endpoint == Endpoint::Rerank;
-        if !rerank || passthrough {
+        let images = endpoint == Endpoint::ImageGenerations;
+        // Rerank and image answers are read in the client's shape.
+        let read_translated = (rerank || images) && !passthrough;
+        if !read_translated {
             tap.feed(&body);
         }
         if passthrough {
@@ -1033,7 +1041,6 @@ async fn forward(
             return guard::send_answer(out, client, (worker, outcome), answer, &body).await;
         }
         let embeddings = endpoint == Endpoint::Embeddings;
-        let images = endpoint == Endpoint::ImageGenerations;
         let body = if images {
             convert::translate_images(provider, &body)?
         } else if rerank {
@@ -1044,7 +1051,7 @@ async fn forward(
             convert::translate_body(Some(provider), client, embeddings, &body)
                 .map_err(|e| convert::translate_error(dep, e))?
         };
-        if rerank {
+        if read_translated {
             tap.feed(&body);
         }
         attempt.answer.whole(&body);

@@ -26,6 +26,8 @@ pub(super) enum UsageTap {
         bytes: Vec<u8>,
         overflowed: bool,
         format: Format,
+        /// An image answer's images, counted as they pass.
+        images: Option<spend::ImageCount>,
     },
     /// An OpenAI SSE stream, parsed event by event.
     Stream { usage: StreamUsage },
@@ -50,6 +52,7 @@ impl UsageTap {
                 bytes: Vec::new(),
                 overflowed: false,
                 format,
+                images: None,
             },
             (true, Format::OpenAi | Format::Responses) => UsageTap::Stream {
                 usage: StreamUsage::new(),
@@ -75,6 +78,28 @@ impl UsageTap {
     /// A tap that keeps nothing, for answers without usage.
     pub(super) fn off() -> Self {
         UsageTap::Off
+    }
+
+    /// A tap for OpenAI's image answer (whatever the provider's: it is
+    /// fed the answer the client receives), counting its images.
+    pub(super) fn images() -> Self {
+        UsageTap::Body {
+            bytes: Vec::new(),
+            overflowed: false,
+            format: Format::OpenAi,
+            images: Some(spend::ImageCount::default()),
+        }
+    }
+
+    /// The images an image answer returned; `None` from other taps.
+    pub(super) fn images_returned(&self) -> Option<u64> {
+        match self {
+            UsageTap::Body {
+                images: Some(count),
+                ..
+            } => Some(count.images()),
+            _ => None,
+        }
     }
 
     /// The seconds of audio a transcription's JSON answer reports: its
@@ -110,8 +135,12 @@ impl UsageTap {
             UsageTap::Body {
                 bytes: kept,
                 overflowed,
+                images,
                 ..
             } => {
+                if let Some(count) = images {
+                    count.feed(bytes);
+                }
                 if !*overflowed && kept.len() + bytes.len() <= MAX_TAPPED_BODY {
                     kept.extend_from_slice(bytes);
                     return;
@@ -147,6 +176,7 @@ impl UsageTap {
                 bytes,
                 overflowed,
                 format,
+                ..
             } => {
                 let reported = match (format, overflowed) {
                     (Format::OpenAi | Format::Responses, false) => {

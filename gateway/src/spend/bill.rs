@@ -28,6 +28,15 @@ pub enum MediaBill {
     },
 }
 
+/// What an answer reports besides its usage, read as it passed.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Measured {
+    /// Seconds of audio a transcription's answer reports.
+    pub audio_seconds: f64,
+    /// Images an image answer returned; `None` when not counted.
+    pub images: Option<u64>,
+}
+
 /// The price of a text to speech request: its characters at
 /// `input_cost_per_character` where the price map has one, else (models
 /// priced by token, `gpt-4o-mini-tts`) its prompt tokens at the input
@@ -111,9 +120,13 @@ impl MediaBill {
         }
     }
 
-    /// USD spent, given the answer's usage (reported, else estimated) and,
-    /// for a transcription, the seconds of audio it reports.
-    pub fn cost(&self, usage: Usage, audio_seconds: f64) -> f64 {
+    /// USD spent, given the answer's usage (reported, else estimated) and
+    /// what else it reports (`measured`).
+    pub fn cost(&self, usage: Usage, measured: Measured) -> f64 {
+        let Measured {
+            audio_seconds,
+            images,
+        } = measured;
         match self {
             MediaBill::Transcription { tokens, per_second } => {
                 let reported = usage.prompt_tokens > 0 || usage.completion_tokens > 0;
@@ -123,7 +136,7 @@ impl MediaBill {
                     per_second.unwrap_or(0.0) * audio_seconds
                 }
             }
-            MediaBill::Image(i) => i.cost(usage),
+            MediaBill::Image(i) => i.cost(usage, images),
             MediaBill::Speech(s) => match s.per_character {
                 Some(_) => self.reserved(),
                 None => usage.prompt_tokens as f64 * s.tokens.input_per_token,
@@ -146,22 +159,29 @@ mod tests {
         c.deployments.remove(0)
     }
 
+    fn secs(audio_seconds: f64) -> Measured {
+        Measured {
+            audio_seconds,
+            images: None,
+        }
+    }
+
     #[test]
     fn speech_is_billed_per_character_else_per_token() {
         let ask = MediaAsk::Speech { characters: 1000 };
         let tts = media_bill(&dep("openai/tts-1-hd"), "tts-1-hd", &ask);
         assert!(tts.is_priced());
         assert!((tts.reserved() - 0.03).abs() < 1e-12);
-        assert_eq!(tts.cost(Usage::default(), 0.0), tts.reserved());
+        assert_eq!(tts.cost(Usage::default(), secs(0.0)), tts.reserved());
         assert_eq!(tts.token_price(), Price::default());
         let azure = media_bill(&dep("azure/tts-1"), "tts-1", &ask);
-        assert!((azure.cost(Usage::default(), 0.0) - 0.015).abs() < 1e-12);
+        assert!((azure.cost(Usage::default(), secs(0.0)) - 0.015).abs() < 1e-12);
         let mini = media_bill(&dep("openai/gpt-4o-mini-tts"), "gpt-4o-mini-tts", &ask);
         let usage = Usage {
             prompt_tokens: 100,
             ..Default::default()
         };
-        assert!((mini.cost(usage, 0.0) - 100.0 * 6e-7).abs() < 1e-15);
+        assert!((mini.cost(usage, secs(0.0)) - 100.0 * 6e-7).abs() < 1e-15);
         assert_eq!(mini.reserved(), 0.0);
         let unknown = media_bill(&dep("openai/my-voice"), "my-voice", &ask);
         assert!(!unknown.is_priced());
@@ -173,14 +193,14 @@ mod tests {
         let whisper = transcription_bill(&dep("openai/whisper-1"), "whisper-1");
         assert!(whisper.is_priced());
         assert_eq!(whisper.reserved(), 0.0);
-        assert!((whisper.cost(Usage::default(), 90.5) - 0.00905).abs() < 1e-12);
+        assert!((whisper.cost(Usage::default(), secs(90.5)) - 0.00905).abs() < 1e-12);
         let gpt = transcription_bill(&dep("openai/gpt-4o-transcribe"), "gpt-4o-transcribe");
         let usage = Usage {
             prompt_tokens: 100,
             completion_tokens: 20,
             ..Default::default()
         };
-        assert!((gpt.cost(usage, 9.0) - (100.0 * 2.5e-6 + 20.0 * 1e-5)).abs() < 1e-12);
-        assert!((gpt.cost(Usage::default(), 10.0) - 10.0 * 0.0001).abs() < 1e-12);
+        assert!((gpt.cost(usage, secs(9.0)) - (100.0 * 2.5e-6 + 20.0 * 1e-5)).abs() < 1e-12);
+        assert!((gpt.cost(Usage::default(), secs(10.0)) - 10.0 * 0.0001).abs() < 1e-12);
     }
 }

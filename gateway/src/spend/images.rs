@@ -10,9 +10,15 @@
 //! is priced at 1024x1024 (OpenAI's default), without a quality at
 //! `standard` (LiteLLM's). Bedrock and Vertex AI image models are priced
 //! at `output_cost_per_image` first (their cost calculators' field), and
-//! Bedrock's SDXL at `{size}/50-steps/{model}` first.
+//! Bedrock's SDXL at `{size}/50-steps/{model}` first. A deployment's own
+//! per-image prices (`litellm_params` or `model_info`:
+//! `input_cost_per_image`, `output_cost_per_image`, `input_cost_per_pixel`,
+//! `output_cost_per_image_token`) come before the map's, as LiteLLM lays a
+//! deployment's price table over the shared one. Per-image prices are
+//! billed per image the answer returned (LiteLLM's `len(response.data)`);
+//! admission reserves every image asked for.
 
-use super::media::media_price;
+use super::media::{media_price, MediaPrice};
 use super::prices::{listed, price_for, Price};
 use super::usage::Usage;
 use crate::deployment::Deployment;
@@ -55,11 +61,31 @@ pub fn image_price(dep: &Deployment, upstream_model: &str, ask: &ImageAsk) -> Im
     } else {
         None
     };
+    let pixels = w.saturating_mul(h);
+    let configured = MediaPrice {
+        input_per_image: dep.image_prices.input_per_image,
+        output_per_image: dep.image_prices.output_per_image,
+        input_per_pixel: dep.image_prices.input_per_pixel,
+        ..MediaPrice::default()
+    };
     ImagePrice {
         images: ask.n,
-        per_image: names.flat_price(w.saturating_mul(h)),
+        per_image: per_image(&configured, &provider, pixels).or_else(|| names.flat_price(pixels)),
         tokens,
     }
+}
+
+/// USD per image from one price table's row: Bedrock's and Vertex AI's
+/// cost calculators read the price per generated image first (Titan lists
+/// 0 per input image beside it), the others the input one; else the price
+/// per pixel times `pixels`.
+fn per_image(row: &MediaPrice, provider: &str, pixels: u64) -> Option<f64> {
+    let per_image = if matches!(provider, "bedrock" | "vertex_ai") {
+        row.output_per_image.or(row.input_per_image)
+    } else {
+        row.input_per_image.or(row.output_per_image)
+    };
+    per_image.or(row.input_per_pixel.map(|p| p * pixels as f64))
 }
 
 /// The parts of the names LiteLLM looks an image price up by.
@@ -111,21 +137,14 @@ impl Names<'_> {
             .iter()
             .flatten()
             .find(|name| media_price(name).is_some() || listed(name))?;
-        let row = media_price(matched)?;
-        // Bedrock's and Vertex AI's cost calculators read the price per
-        // generated image (Titan lists 0 per input image beside it).
-        let per_image = if matches!(provider, "bedrock" | "vertex_ai") {
-            row.output_per_image.or(row.input_per_image)
-        } else {
-            row.input_per_image.or(row.output_per_image)
-        };
-        per_image.or(row.input_per_pixel.map(|p| p * pixels as f64))
+        per_image(media_price(matched)?, provider, pixels)
     }
 }
 
 /// A `gpt-image` model's input price per token (configured, else the
-/// map's) and output price per image token (`{provider}/{model}`'s, else
-/// the model's; else its output price per token).
+/// map's) and output price per image token (configured, else
+/// `{provider}/{model}`'s, else the model's; else its output price per
+/// token).
 fn token_prices(
     dep: &Deployment,
     upstream_model: &str,
@@ -133,9 +152,14 @@ fn token_prices(
     model: &str,
 ) -> Option<(f64, f64)> {
     let tokens = price_for(dep, upstream_model);
-    let output = media_price(&format!("{provider}/{model}"))
-        .or_else(|| media_price(model))
-        .and_then(|m| m.output_per_image_token)
+    let output = dep
+        .image_prices
+        .output_per_image_token
+        .or_else(|| {
+            media_price(&format!("{provider}/{model}"))
+                .or_else(|| media_price(model))
+                .and_then(|m| m.output_per_image_token)
+        })
         .or((tokens.output_per_token > 0.0).then_some(tokens.output_per_token))?;
     Some((tokens.input_per_token, output))
 }
@@ -164,13 +188,14 @@ impl ImagePrice {
     }
 
     /// USD spent, given the answer's `usage` (reported, else estimated:
-    /// an estimate never has generated tokens).
-    pub fn cost(&self, usage: Usage) -> f64 {
+    /// an estimate never has generated tokens) and the images it returned
+    /// (`None` when they were not counted: every image asked for).
+    pub fn cost(&self, usage: Usage, returned: Option<u64>) -> f64 {
         match self.tokens {
             Some((input, output)) if usage.completion_tokens > 0 => {
                 usage.prompt_tokens as f64 * input + usage.completion_tokens as f64 * output
             }
-            _ => self.reserved(),
+            _ => self.per_image.unwrap_or(0.0) * returned.unwrap_or(self.images) as f64,
         }
     }
 }
@@ -207,7 +232,7 @@ mod tests {
         let p = image_price(&d, "dall-e-3", &ask(1, None, None));
         // azure/standard/1024-x-1024/dall-e-3: 4.19617e-08 a pixel.
         assert!(close(
-            p.cost(Usage::default()),
+            p.cost(Usage::default(), Some(1)),
             4.19617e-08 * 1024.0 * 1024.0
         ));
         let hd = image_price(&d, "dall-e-3", &ask(2, Some((1792, 1024)), Some("hd")));
@@ -225,13 +250,14 @@ mod tests {
             prompt_tokens: 9,
             ..Default::default()
         };
-        assert!(close(p.cost(estimated), 0.022));
+        assert!(close(p.cost(estimated, None), 0.022));
+        assert!(close(p.cost(estimated, Some(1)), 0.011));
         let reported = Usage {
             prompt_tokens: 10,
             completion_tokens: 544,
             ..Default::default()
         };
-        assert!(close(p.cost(reported), 10.0 * 5e-6 + 544.0 * 4e-5));
+        assert!(close(p.cost(reported, Some(1)), 10.0 * 5e-6 + 544.0 * 4e-5));
         assert_eq!(p.token_price().input_per_token, 5e-6);
         // No quality: LiteLLM's `high/{size}/{model}` is the first listed.
         let auto = image_price(&d, "gpt-image-1", &ask(1, None, None));
@@ -254,11 +280,50 @@ mod tests {
     }
 
     #[test]
+    fn a_deployments_own_image_prices_come_first_and_images_returned_are_billed() {
+        let priced = |model: &str, info: &str| {
+            let text = format!(
+                "model_list:\n  - model_name: g\n    litellm_params: {{model: {model}, api_key: k, api_base: 'http://h:1', vertex_project: p, aws_region_name: us-east-1}}\n    model_info: {{{info}}}\n"
+            );
+            let mut c = Config::parse(Path::new("config.yaml"), &text, &|_| None).unwrap();
+            c.deployments.remove(0)
+        };
+        // LiteLLM's map prices no vertex_ai Imagen model: model_info does.
+        let d = priced(
+            "vertex_ai/imagen-3.0-generate-002",
+            "output_cost_per_image: 0.04",
+        );
+        let p = image_price(&d, "imagen-3.0-generate-002", &ask(3, None, None));
+        assert!(p.is_priced());
+        assert!(close(p.reserved(), 0.12));
+        assert!(close(p.cost(Usage::default(), Some(2)), 0.08));
+        assert_eq!(p.cost(Usage::default(), Some(0)), 0.0);
+        // Over the map's price; per pixel too.
+        let d = priced(
+            "bedrock/amazon.titan-image-generator-v2:0",
+            "output_cost_per_image: 0.5",
+        );
+        let p = image_price(&d, "amazon.titan-image-generator-v2:0", &ask(1, None, None));
+        assert!(close(p.reserved(), 0.5));
+        let d = priced("openai/my-painter", "input_cost_per_pixel: 1.0e-8");
+        let p = image_price(&d, "my-painter", &ask(1, Some((512, 512)), None));
+        assert!(close(p.reserved(), 512.0 * 512.0 * 1e-8));
+        let d = priced("openai/gpt-image-1", "output_cost_per_image_token: 1.0e-4");
+        let p = image_price(&d, "gpt-image-1", &ask(1, None, None));
+        let reported = Usage {
+            prompt_tokens: 10,
+            completion_tokens: 100,
+            ..Default::default()
+        };
+        assert!(close(p.cost(reported, Some(1)), 10.0 * 5e-6 + 100.0 * 1e-4));
+    }
+
+    #[test]
     fn unlisted_models_are_unpriced() {
         let d = dep("openai/my-painter");
         let p = image_price(&d, "my-painter", &ask(3, None, None));
         assert!(!p.is_priced());
-        assert_eq!(p.cost(Usage::default()), 0.0);
+        assert_eq!(p.cost(Usage::default(), Some(3)), 0.0);
         assert_eq!(p.reserved(), 0.0);
     }
 }

@@ -18,6 +18,7 @@ mod audio;
 mod bill;
 mod chunk_skim;
 mod cost;
+mod image_count;
 mod images;
 mod logs;
 mod media;
@@ -31,8 +32,9 @@ mod usage_skim;
 pub mod writer;
 
 pub use audio::{audio_price, cost as realtime_cost, AudioPrice, AudioTokens};
-pub use bill::{media_bill, transcription_bill, MediaBill, SpeechPrice};
+pub use bill::{media_bill, transcription_bill, Measured, MediaBill, SpeechPrice};
 pub use cost::{cost, time_cost, worst_case_cost};
+pub use image_count::ImageCount;
 pub use images::ImagePrice;
 pub use logs::SpendLogs;
 pub use prices::{

@@ -7,9 +7,10 @@ mod end_users;
 use super::ModelBudgets;
 use super::{
     next_reset, BudgetRecord, Change, DailyBatch, DailyPage, DailyQuery, EndUserBudget,
-    EndUserRecord, EndUserUpdate, KeyFilter, KeyRecord, MemberOp, MemberOutcome, Membership,
-    ModelRecord, OrgMembership, OrgRecord, OrgTable, RowKind, SpendChanges, SpendFilter,
-    SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord, PROXY_BUDGET_USER,
+    EndUserRecord, EndUserUpdate, KeyFilter, KeyRecord, LogCursor, LogPage, MemberOp,
+    MemberOutcome, Membership, ModelRecord, OrgMembership, OrgRecord, OrgTable, RowKind,
+    SpendChanges, SpendFilter, SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord,
+    PROXY_BUDGET_USER,
 };
 use super::{ManagedKind, ManagedObject};
 use crate::keyed_hash::KeyedHash;
@@ -346,6 +347,7 @@ impl Store for MemoryStore {
                 filter
                     .key_alias
                     .is_none_or(|a| k.key_alias.as_deref() == Some(a))
+                    && (!filter.has_limits || k.has_limits())
             })
             .collect();
         let total = matching.len() as u64;
@@ -999,31 +1001,45 @@ impl Store for MemoryStore {
 
     async fn spend_logs(&self, f: &SpendFilter) -> Result<Vec<SpendLogRow>, StoreError> {
         Ok(self.with(|t| {
-            let rows = t.spend_logs.iter().filter(|r| {
-                f.api_key.as_ref().is_none_or(|k| *r.api_key == **k)
-                    && f.user_id
-                        .as_ref()
-                        .is_none_or(|u| r.user.as_ref() == Some(u))
-                    && f.team_id
-                        .as_ref()
-                        .is_none_or(|u| r.team_id.as_ref() == Some(u))
-                    && f.request_id.as_ref().is_none_or(|id| {
-                        *r.call_id == **id
-                            || *r.request_id == **id
-                            || r.response_id.as_deref() == Some(id.as_str())
-                    })
-                    && f.start.is_none_or(|s| r.start_time >= s)
-                    && f.end.is_none_or(|e| r.start_time < e)
-                    && f.model
-                        .as_deref()
-                        .is_none_or(|m| *r.model_group == *m || *r.model == *m)
-                    && f.status.as_deref().is_none_or(|s| r.status == s)
-            });
+            let rows = t.spend_logs.iter().filter(|r| log_matches(f, r));
             let skip = usize::try_from(f.offset).unwrap_or(0);
             let take = f
                 .limit
                 .map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(0));
             rows.skip(skip).take(take).cloned().collect()
+        }))
+    }
+
+    async fn spend_log_page(
+        &self,
+        f: &SpendFilter,
+        before: Option<&LogCursor>,
+    ) -> Result<LogPage, StoreError> {
+        let take = f
+            .limit
+            .map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(0));
+        Ok(self.with(|t| {
+            let older = |r: &SpendLogRow| {
+                before.is_none_or(|c| {
+                    (r.start_time, &*r.request_id) < (c.start, c.request_id.as_str())
+                })
+            };
+            let mut rows: Vec<&SpendLogRow> = t
+                .spend_logs
+                .iter()
+                .filter(|r| log_matches(f, r) && older(r))
+                .collect();
+            rows.sort_unstable_by(|a, b| {
+                (b.start_time, &b.request_id).cmp(&(a.start_time, &a.request_id))
+            });
+            let more = rows.len() > take;
+            let rows: Vec<SpendLogRow> = rows.into_iter().take(take).cloned().collect();
+            let next = more.then(|| rows.last().map(LogCursor::after)).flatten();
+            LogPage {
+                rows,
+                next,
+                partial: false,
+            }
         }))
     }
 
@@ -1078,4 +1094,26 @@ impl Store for MemoryStore {
     async fn announce(&self, _changes: &[Change]) -> Result<(), StoreError> {
         Ok(())
     }
+}
+
+/// Whether spend-log row `r` matches `f` (its paging aside).
+fn log_matches(f: &SpendFilter, r: &SpendLogRow) -> bool {
+    f.api_key.as_ref().is_none_or(|k| *r.api_key == **k)
+        && f.user_id
+            .as_ref()
+            .is_none_or(|u| r.user.as_ref() == Some(u))
+        && f.team_id
+            .as_ref()
+            .is_none_or(|u| r.team_id.as_ref() == Some(u))
+        && f.request_id.as_ref().is_none_or(|id| {
+            *r.call_id == **id
+                || *r.request_id == **id
+                || r.response_id.as_deref() == Some(id.as_str())
+        })
+        && f.start.is_none_or(|s| r.start_time >= s)
+        && f.end.is_none_or(|e| r.start_time < e)
+        && f.model
+            .as_deref()
+            .is_none_or(|m| *r.model_group == *m || *r.model == *m)
+        && f.status.as_deref().is_none_or(|s| r.status == s)
 }

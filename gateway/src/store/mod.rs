@@ -24,9 +24,9 @@ pub use managed::{ManagedKind, ManagedObject};
 pub use memory::MemoryStore;
 pub use orgs::{BudgetRecord, OrgMembership, OrgRecord, OrgTable};
 pub use records::{
-    next_reset, parse_duration, usd_value, BudgetWindow, DurationError, KeyRecord, ModelBudgets,
-    ModelRecord, SpendFilter, SpendLogRow, TeamRecord, UserRecord, MAX_DURATION, MODEL_WINDOWS,
-    OWN_BUDGET_PREFIX, PROXY_BUDGET_USER,
+    next_reset, parse_duration, usd_value, BudgetWindow, DurationError, KeyRecord, LogCursor,
+    LogPage, ModelBudgets, ModelRecord, SpendFilter, SpendLogRow, TeamRecord, UserRecord,
+    MAX_DURATION, MODEL_WINDOWS, OWN_BUDGET_PREFIX, PROXY_BUDGET_USER,
 };
 
 use async_trait::async_trait;
@@ -238,6 +238,8 @@ pub struct KeyFilter<'a> {
     pub team_id: Option<&'a str>,
     /// The key's alias.
     pub key_alias: Option<&'a str>,
+    /// Only keys with an rpm, tpm or parallel-request limit.
+    pub has_limits: bool,
 }
 
 /// Keys, teams, users and spend, as the management API and the control plane
@@ -522,6 +524,15 @@ pub trait Store: Send + Sync {
     async fn count_spend(&self, rows: &[SpendLogRow]) -> Result<SpendChanges, StoreError>;
     /// Spend-log rows matching a filter, oldest first.
     async fn spend_logs(&self, filter: &SpendFilter) -> Result<Vec<SpendLogRow>, StoreError>;
+    /// One page of the spend-log rows matching `filter` (its `offset`
+    /// unused), newest first, strictly older than `before` when given. A
+    /// filter no index serves (user, team, model, status alone) looks at a
+    /// bounded number of rows a call and says so ([`LogPage::partial`]).
+    async fn spend_log_page(
+        &self,
+        filter: &SpendFilter,
+        before: Option<&LogCursor>,
+    ) -> Result<LogPage, StoreError>;
     /// One page of a daily aggregate table (LiteLLM's `LiteLLM_Daily*Spend`)
     /// for `/*/daily/activity`, newest day first.
     async fn daily_activity(&self, query: &DailyQuery) -> Result<DailyPage, StoreError>;
@@ -540,6 +551,21 @@ pub trait Store: Send + Sync {
     /// that is wasted when it does not (a spool replay).
     async fn ping(&self) -> Result<(), StoreError> {
         Ok(())
+    }
+    /// Records that console session `id` was logged out until `expires`,
+    /// for the other replicas ([`Store::console_session_ended`]); a no-op
+    /// in memory, where the replica's own list is the fleet's.
+    async fn end_console_session(
+        &self,
+        _id: &str,
+        _expires: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
+    /// Whether any replica recorded console session `id` as logged out
+    /// ([`Store::end_console_session`]); never in memory.
+    async fn console_session_ended(&self, _id: &str) -> Result<bool, StoreError> {
+        Ok(false)
     }
     /// LiteLLM's settings kept in the database (`LiteLLM_Config`,
     /// `LiteLLM_CacheConfig`); none in memory.

@@ -18,6 +18,8 @@ mod convert;
 mod daily;
 mod end_users;
 mod keys;
+mod log_page;
+mod logouts;
 mod managed;
 mod members;
 mod migrate;
@@ -37,9 +39,9 @@ pub use tls::SslMode;
 use super::cipher::ParamCipher;
 use super::{
     BudgetRecord, Change, DailyPage, DailyQuery, EndUserBudget, EndUserRecord, EndUserUpdate,
-    KeyFilter, KeyRecord, ManagedKind, ManagedObject, MemberOp, MemberOutcome, Membership,
-    ModelRecord, OrgMembership, OrgRecord, OrgTable, RowKind, SpendChanges, SpendFilter,
-    SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord,
+    KeyFilter, KeyRecord, LogCursor, LogPage, ManagedKind, ManagedObject, MemberOp, MemberOutcome,
+    Membership, ModelRecord, OrgMembership, OrgRecord, OrgTable, RowKind, SpendChanges,
+    SpendFilter, SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -545,6 +547,26 @@ impl Store for PostgresStore {
 
     async fn spend_logs(&self, filter: &SpendFilter) -> Result<Vec<SpendLogRow>, StoreError> {
         with_client!(self, c => spend::logs(c, filter))
+    }
+
+    async fn spend_log_page(
+        &self,
+        filter: &SpendFilter,
+        before: Option<&LogCursor>,
+    ) -> Result<LogPage, StoreError> {
+        with_client!(self, c => log_page::page(c, filter, before))
+    }
+
+    async fn end_console_session(
+        &self,
+        id: &str,
+        expires: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        with_client!(self, c => logouts::record(c, id, expires))
+    }
+
+    async fn console_session_ended(&self, id: &str) -> Result<bool, StoreError> {
+        with_client!(self, c => logouts::ended(c, id))
     }
 
     async fn daily_activity(&self, query: &DailyQuery) -> Result<DailyPage, StoreError> {

@@ -130,6 +130,11 @@ pub struct TeamRecord {
 }
 
 impl KeyRecord {
+    /// Whether the key has an rpm, tpm or parallel-request limit of its own.
+    pub fn has_limits(&self) -> bool {
+        self.rpm_limit.is_some() || self.tpm_limit.is_some() || self.max_parallel_requests.is_some()
+    }
+
     /// The `/budget/*` row the key shares, if any (not the gateway's own
     /// `key-<token>` row).
     pub fn shared_budget(&self) -> Option<&str> {
@@ -367,6 +372,39 @@ pub struct SpendFilter {
     pub model: Option<String>,
     /// Rows of this status (`success` or `failure`).
     pub status: Option<String>,
+}
+
+/// A place in the spend log read newest first: the rows strictly older
+/// than the row that started at `start` with `request_id` (rows that
+/// started at the same instant go by `request_id`, descending).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogCursor {
+    /// The row's `startTime`.
+    pub start: DateTime<Utc>,
+    /// The row's `request_id`.
+    pub request_id: String,
+}
+
+impl LogCursor {
+    /// The cursor just past `row`.
+    pub fn after(row: &SpendLogRow) -> LogCursor {
+        LogCursor {
+            start: row.start_time,
+            request_id: row.request_id.to_string(),
+        }
+    }
+}
+
+/// One page of the spend log, newest first (see `Store::spend_log_page`).
+#[derive(Debug, Clone, Default)]
+pub struct LogPage {
+    /// The matching rows, newest first, at most the filter's `limit`.
+    pub rows: Vec<SpendLogRow>,
+    /// Where the next page starts; `None` when no older row matches.
+    pub next: Option<LogCursor>,
+    /// Whether the search stopped at its bound before the page was full:
+    /// rows older than `next` were not looked at (they may match).
+    pub partial: bool,
 }
 
 impl KeyRecord {

@@ -3,7 +3,8 @@
 // (/gateway/limits, whose `counted_in` says where the count lives: this
 // replica's counters in local mode and while Redis is unusable, else the
 // fleet's in Redis, read there), and the rpm/tpm/parallel limits set
-// on keys and teams.
+// on keys (every key with one, paged on the server: /key/list?has_limits=true)
+// and teams.
 
 import { api, query } from '../api.js';
 import { h, replace, table, num, notice, field, values } from '../dom.js';
@@ -44,10 +45,34 @@ function liveView() {
   return h('div', { class: 'panel' }, h('h2', {}, 'Live use'), form, out);
 }
 
+const KEYS_PAGE = 25;
+
+/** The keys with limits, a page at a time. */
+function limitedKeys() {
+  const out = h('div', { id: 'limited-keys' });
+  let page = 1;
+  async function load() {
+    const list = await api('GET', `/key/list${query({ return_full_object: 'true', has_limits: 'true', size: KEYS_PAGE, page })}`);
+    const pages = Math.max(list.total_pages || 0, 1);
+    const prev = h('button', { class: 'secondary small', disabled: page <= 1 }, 'Earlier');
+    const next = h('button', { class: 'secondary small', disabled: page >= pages }, 'Later');
+    prev.addEventListener('click', () => { page -= 1; load().catch((e) => replace(out, notice(e.message))); });
+    next.addEventListener('click', () => { page += 1; load().catch((e) => replace(out, notice(e.message))); });
+    replace(out, table([
+      ['Key', (k) => k.key_alias || k.key_name || k.token],
+      ['TPM', (k) => num(k.tpm_limit)], ['RPM', (k) => num(k.rpm_limit)],
+      ['Parallel', (k) => num(k.max_parallel_requests)],
+    ], list.keys || [], 'No key has a limit.'),
+    h('div', { class: 'pager' }, prev, `Page ${page} of ${pages} (${num(list.total_count)} keys with limits)`, next));
+  }
+  return { out, load };
+}
+
 export async function render(main, title) {
   const ready = await api('GET', '/health/readiness/details');
   const limiter = ready.limiter || {};
-  const keys = await api('GET', `/key/list${query({ return_full_object: 'true', size: 100 })}`);
+  const keys = limitedKeys();
+  await keys.load();
   const teams = await api('GET', '/team/list');
   const state = await api('GET', '/gateway/limits');
   const rows = (xs) => xs.filter(limited);
@@ -59,11 +84,7 @@ export async function render(main, title) {
       card('Redis', ready.redis || 'not configured'),
       card('TPM reservation', state.reservation ? 'on' : 'off')),
     liveView(),
-    h('div', { class: 'panel' }, h('h2', {}, 'Keys with limits (first 100 keys)'), table([
-      ['Key', (k) => k.key_alias || k.key_name || k.token],
-      ['TPM', (k) => num(k.tpm_limit)], ['RPM', (k) => num(k.rpm_limit)],
-      ['Parallel', (k) => num(k.max_parallel_requests)],
-    ], rows(keys.keys || []), 'No key has a limit.')),
+    h('div', { class: 'panel' }, h('h2', {}, 'Keys with limits'), keys.out),
     h('div', { class: 'panel' }, h('h2', {}, 'Teams with limits'), table([
       ['Team', (t) => t.team_alias || t.team_id],
       ['TPM', (t) => num(t.tpm_limit)], ['RPM', (t) => num(t.rpm_limit)],

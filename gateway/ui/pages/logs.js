@@ -1,12 +1,15 @@
-// Logs: the spend log from /spend/logs in the API's order (oldest first), a
-// page at a time, filtered by key, user, team, model, status, request id and dates (from
-// today, UTC, unless changed); a request's row opens to show every attempt
-// (a retry or fallback's failed primary included).
+// Logs: the spend log from /gateway/logs, newest first, a page at a time by
+// page token (every page costs what the first does), filtered by key, user,
+// team, model, status, request id and dates (from today, UTC, unless
+// changed); a filter by user, team, model or status alone searches a bounded
+// number of rows a call and says how far back it got ("Older" goes on). A
+// request's row opens to show every attempt (a retry or fallback's failed
+// primary included).
 
 import { api, query } from '../api.js';
 import { h, replace, table, field, values, notice, usd, num, when } from '../dom.js';
 
-const SIZE = 100;
+const SIZES = ['100', '25', '10'];
 
 /** Rows of one page grouped by call id, the calls in the order first seen. */
 function calls(rows) {
@@ -34,19 +37,20 @@ function statusTag(r) {
 
 export async function render(main, title) {
   const today = new Date().toISOString().slice(0, 10);
-  const state = { page: 1, filters: { start_date: today } };
+  // tokens[i] is the page token of page i + 1 (null: the newest rows).
+  const state = { tokens: [null], filters: { start_date: today } };
   const status = h('div', {});
   const listPanel = h('div', { class: 'panel' });
   const form = h('form', { class: 'toolbar', id: 'log-filters' },
     field('Key (sk-… or hash)', 'api_key'), field('User id', 'user_id'), field('Team id', 'team_id'),
     field('Model', 'model'), field('Status (empty: any)', 'status', { options: ['', 'success', 'failure'] }),
     field('Request id', 'request_id'), field('From', 'start_date', { type: 'date', value: today }),
-    field('To', 'end_date', { type: 'date' }),
+    field('To', 'end_date', { type: 'date' }), field('Rows a page', 'page_size', { options: SIZES }),
     h('button', { type: 'submit', class: 'secondary' }, 'Filter'));
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
     state.filters = values(form);
-    state.page = 1;
+    state.tokens = [null];
     load().catch((e) => replace(status, notice(e.message)));
   });
 
@@ -66,11 +70,15 @@ export async function render(main, title) {
   }
 
   async function load() {
-    const rows = await api('GET', `/spend/logs${query({ ...state.filters, page: state.page, page_size: SIZE })}`);
-    const list = calls(rows || []);
+    const page = state.tokens.length;
+    const token = state.tokens[page - 1];
+    const answer = await api('GET', `/gateway/logs${query({ ...state.filters, page_token: token })}`);
+    const rows = answer.data || [];
+    const list = calls(rows);
     const cols = 9;
     const body = h('tbody', {});
-    if (!list.length) body.append(h('tr', {}, h('td', { colspan: cols, class: 'empty' }, 'No requests match.')));
+    const none = answer.partial ? 'No requests match among the rows searched so far.' : 'No requests match.';
+    if (!list.length) body.append(h('tr', {}, h('td', { colspan: cols, class: 'empty' }, none)));
     for (const call of list) {
       const r = call.last;
       const tr = h('tr', { class: 'clickable', 'data-call': r.call_id, title: 'Show the attempts' },
@@ -94,12 +102,19 @@ export async function render(main, title) {
     const head = h('thead', {}, h('tr', {},
       ['Time (UTC)', 'Request', 'Model group', 'Status', 'Attempts', 'Tokens in / out', 'Cost', 'Duration', 'Key']
         .map((t) => h('th', {}, t))));
-    const prev = h('button', { class: 'secondary small', disabled: state.page <= 1 }, 'Earlier');
-    const next = h('button', { class: 'secondary small', disabled: (rows || []).length < SIZE }, 'Later');
-    prev.addEventListener('click', () => { state.page -= 1; load(); });
-    next.addEventListener('click', () => { state.page += 1; load(); });
-    replace(listPanel, h('table', { id: 'logs-table' }, head, body),
-      h('div', { class: 'pager' }, prev, `Page ${state.page} (${SIZE} attempt rows a page)`, next));
+    const newer = h('button', { class: 'secondary small', id: 'logs-newer', disabled: page <= 1 }, 'Newer');
+    const older = h('button', { class: 'secondary small', id: 'logs-older', disabled: !answer.next_page_token }, 'Older');
+    newer.addEventListener('click', () => { state.tokens.pop(); load().catch((e) => replace(status, notice(e.message))); });
+    older.addEventListener('click', () => {
+      state.tokens.push(answer.next_page_token);
+      load().catch((e) => replace(status, notice(e.message)));
+    });
+    const searched = answer.partial
+      ? notice(`Searched back to ${when(answer.searched_to)} (UTC) so far; "Older" searches further back.`, 'info')
+      : '';
+    replace(status);
+    replace(listPanel, searched, h('table', { id: 'logs-table' }, head, body),
+      h('div', { class: 'pager', id: 'logs-pager' }, newer, `Page ${page}, newest first`, older));
   }
 
   replace(main, h('h1', {}, title), status, h('div', { class: 'panel' }, form), listPanel);

@@ -3,10 +3,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::scopes::{END_USER, MAX_SCOPES};
 use crate::cli::Args;
 use crate::client::request::FLAGS_USAGE;
 use crate::client::RequestSpec;
 use crate::gateway_proc;
+use crate::redis_target::RedisKind;
 use crate::units::HumanDuration;
 
 /// Usage text of `loadgen overhead`.
@@ -66,6 +68,13 @@ Options:
                             each made as the variant's key, used in turn; reports
                             the private redis-server's memory per active key
                             (variants with a virtual key) [default: 1]
+  --scopes N                count each request in N scopes (variants with limits):
+                            1 the key, 2 also its user, 3 also its team, 4 also
+                            the end user every request names in `user`; each with
+                            rpm and tpm limits it never reaches [default: 1]
+  --redis single|cluster    the private Redis of the variants that use one: one
+                            redis-server, or a three-master Redis Cluster (the CPU
+                            of every master counted) [default: single]
   --rate R                  requests/s of the measured rounds [default: 1000]
   --duration D              length of each round, per target [default: 10s]
   --rounds N                direct/gateway rounds [default: 3]
@@ -227,6 +236,18 @@ impl Variant {
         )
     }
 
+    /// Whether its key has rpm, tpm and parallel limits.
+    pub fn has_limits(self) -> bool {
+        matches!(
+            self,
+            Variant::LocalLimits
+                | Variant::RedisLimits
+                | Variant::LeaseLimits
+                | Variant::FullPipeline
+                | Variant::FullPipelineLease
+        )
+    }
+
     /// Whether it counts its limits in a private `redis-server`.
     pub fn needs_redis(self) -> bool {
         self.leases()
@@ -295,6 +316,11 @@ pub struct OverheadArgs {
     /// Virtual keys the load is spread over, each made as the variant's
     /// one key is (the variants with a virtual key only).
     pub keys: usize,
+    /// Scopes each request is counted in (`scopes.rs`): 1 the key alone,
+    /// up to 4 (its user, its team, the end user).
+    pub scopes: usize,
+    /// The kind of private Redis of the variants that use one.
+    pub redis: RedisKind,
 }
 
 /// What the command line asked for.
@@ -326,6 +352,8 @@ pub fn parse(args: &mut Args) -> Result<Parsed, String> {
         paired: false,
         baseline_bin: None,
         keys: 1,
+        scopes: 1,
+        redis: RedisKind::Single,
     };
     let mut search = true;
     while let Some(flag) = args.next_flag()? {
@@ -356,6 +384,8 @@ pub fn parse(args: &mut Args) -> Result<Parsed, String> {
             "json" => o.json = Some(args.value(&flag)?),
             "database-url" => o.database_url = Some(args.value(&flag)?),
             "keys" => o.keys = crate::scale::args::parse_count(&args.value::<String>(&flag)?)?,
+            "scopes" => o.scopes = args.value(&flag)?,
+            "redis" => o.redis = RedisKind::parse(&args.value::<String>(&flag)?)?,
             "help" => return Ok(Parsed::Help),
             other => return Err(format!("unknown option --{other}\n\n{}", usage())),
         }
@@ -372,6 +402,24 @@ pub fn parse(args: &mut Args) -> Result<Parsed, String> {
     if o.keys > 1 && !o.variant.has_virtual_key() {
         return Err(format!(
             "--keys: --variant {} uses the master key",
+            o.variant.name()
+        ));
+    }
+    if !(1..=MAX_SCOPES).contains(&o.scopes) {
+        return Err(format!("--scopes must be from 1 to {MAX_SCOPES}"));
+    }
+    if o.scopes > 1 && !o.variant.has_limits() {
+        return Err(format!(
+            "--scopes: --variant {} has no limits to count in more scopes",
+            o.variant.name()
+        ));
+    }
+    if o.scopes > 1 && o.paired {
+        return Err("--scopes is not for --paired".into());
+    }
+    if o.redis == RedisKind::Cluster && !o.variant.needs_redis() {
+        return Err(format!(
+            "--redis cluster: --variant {} uses no Redis",
             o.variant.name()
         ));
     }
@@ -397,6 +445,12 @@ pub fn parse(args: &mut Args) -> Result<Parsed, String> {
         return Err("--baseline-bin compares two builds with --paired".into());
     }
     o.spec.models = vec![gateway_proc::MODEL.to_string()];
+    if o.scopes >= 4 {
+        o.spec.extra = Some(serde_json::Map::from_iter([(
+            "user".to_string(),
+            serde_json::Value::from(END_USER),
+        )]));
+    }
     if o.variant == Variant::CacheMiss {
         // Both sides of --paired send it: only the variant's gateway acts
         // on it (hashes the request and stores the answer).
@@ -434,6 +488,45 @@ mod tests {
             (
                 "--variant redis-limits --keys 10 --paired",
                 "not for --paired",
+            ),
+        ] {
+            let err = parse_str(bad).unwrap_err();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn scopes_and_a_cluster_apply_to_variants_with_limits_in_redis() {
+        let Parsed::Run(o) =
+            parse_str("--variant full-pipeline --database-url x --scopes 4 --redis cluster")
+                .unwrap()
+        else {
+            panic!("expected a run");
+        };
+        assert_eq!((o.scopes, o.redis), (4, RedisKind::Cluster));
+        let user = o.spec.extra.as_ref().and_then(|e| e.get("user"));
+        assert_eq!(
+            user,
+            Some(&serde_json::json!(END_USER)),
+            "scope 4 names the end user"
+        );
+        let Parsed::Run(o) = parse_str("--variant redis-limits --scopes 3").unwrap() else {
+            panic!("expected a run");
+        };
+        assert_eq!((o.scopes, o.redis), (3, RedisKind::Single));
+        assert!(o.spec.extra.is_none(), "no end user below 4 scopes");
+        for (bad, why) in [
+            ("--variant redis-limits --scopes 0", "from 1 to 4"),
+            ("--variant redis-limits --scopes 5", "from 1 to 4"),
+            ("--variant virtual-key --scopes 2", "no limits"),
+            (
+                "--variant redis-limits --scopes 2 --paired",
+                "not for --paired",
+            ),
+            ("--variant local-limits --redis cluster", "uses no Redis"),
+            (
+                "--variant redis-limits --redis sentinel",
+                "not single or cluster",
             ),
         ] {
             let err = parse_str(bad).unwrap_err();

@@ -6,6 +6,7 @@ pub mod args;
 pub mod paired;
 pub mod plot;
 pub mod report;
+pub mod scopes;
 pub mod search;
 
 use std::sync::Arc;
@@ -22,7 +23,7 @@ use crate::nginx_proc::{self, NginxProcess};
 use crate::output::write_json;
 use crate::postgres_procs::PostgresProcs;
 use crate::procfs;
-use crate::redis_proc::RedisProcess;
+use crate::redis_target::RedisTarget;
 use crate::schedule::Schedule;
 use args::{OverheadArgs, Variant};
 use report::{Added, MaxRate, NginxBaseline, OverheadReport, Probe, Round, Search};
@@ -53,17 +54,18 @@ pub fn main(args: &mut Args) -> Result<(), String> {
     // Client sockets, the mock's side of them, and the gateway's two sides.
     fdlimit::raise_to(o.connections as u64 * 4 + 1024)?;
     let redis = match o.variant.needs_redis() {
-        true => Some(RedisProcess::start()?),
+        true => Some(RedisTarget::start(o.redis)?),
         false => None,
     };
     let harness = Harness::start(&harness_spec(&o, redis.as_ref()))?;
+    let owners = scopes::make_owners(o.scopes, &harness)?;
     let keys = (0..o.keys)
-        .map(|_| variant_key(o.variant, &harness))
+        .map(|_| variant_key(o.variant, &harness, &owners))
         .collect::<Result<Vec<_>, _>>()?;
     // One more key, for the request that warms Redis up (script cache,
     // connections) before its memory is read.
     let primer = match (o.variant.needs_redis(), o.variant.has_virtual_key()) {
-        (true, true) => Some(variant_key(o.variant, &harness)?),
+        (true, true) => Some(variant_key(o.variant, &harness, &owners)?),
         _ => None,
     };
     if o.paired {
@@ -96,8 +98,9 @@ pub fn main(args: &mut Args) -> Result<(), String> {
 }
 
 /// The key `variant`'s requests carry, made on `harness`'s gateway when the
-/// variant needs a virtual key.
-fn variant_key(variant: Variant, harness: &Harness) -> Result<String, String> {
+/// variant needs a virtual key (owned by `owners`' user and team, when the
+/// run has those scopes).
+fn variant_key(variant: Variant, harness: &Harness, owners: &str) -> Result<String, String> {
     match variant {
         Variant::MasterKey
         | Variant::RouterGroup
@@ -117,7 +120,7 @@ fn variant_key(variant: Variant, harness: &Harness) -> Result<String, String> {
         | Variant::LeaseLimits
         | Variant::FullPipeline
         | Variant::FullPipelineLease => harness.gateway.generate_key_with(
-            &format!("{{\"models\":[\"{}\"],\"rpm_limit\":1000000000,\"tpm_limit\":1000000000000,\"max_parallel_requests\":1000000{}}}", gateway_proc::MODEL, budget_of(variant)),
+            &format!("{{\"models\":[\"{}\"],\"rpm_limit\":1000000000,\"tpm_limit\":1000000000000,\"max_parallel_requests\":1000000{}{owners}}}", gateway_proc::MODEL, budget_of(variant)),
         ),
     }
 }
@@ -139,7 +142,7 @@ fn budget_of(variant: Variant) -> &'static str {
 fn paired_main(
     o: &OverheadArgs,
     harness: &Harness,
-    redis: Option<&RedisProcess>,
+    redis: Option<&RedisTarget>,
     key: String,
 ) -> Result<(), String> {
     let base_args = OverheadArgs {
@@ -152,7 +155,7 @@ fn paired_main(
     };
     let base = Harness::start_beside(&harness_spec(&base_args, redis), harness)?;
     let base_spec = RequestSpec {
-        keys: vec![variant_key(base_args.variant, &base)?],
+        keys: vec![variant_key(base_args.variant, &base, "")?],
         ..o.spec.clone()
     };
     let variant_spec = RequestSpec {
@@ -183,7 +186,7 @@ fn paired_main(
 /// the variant asks, with `redis` (and the database) only for the variants
 /// that use them, so a master-key gateway beside another variant runs as
 /// it would alone.
-fn harness_spec(o: &OverheadArgs, redis: Option<&RedisProcess>) -> HarnessSpec {
+fn harness_spec(o: &OverheadArgs, redis: Option<&RedisTarget>) -> HarnessSpec {
     HarnessSpec {
         gateway_bin: o.gateway_bin.clone(),
         gateway_workers: o.gateway_workers,
@@ -192,7 +195,7 @@ fn harness_spec(o: &OverheadArgs, redis: Option<&RedisProcess>) -> HarnessSpec {
         gateway_env: redis
             .iter()
             .filter(|_| o.variant.needs_redis())
-            .map(|r| ("REDIS_URL".to_string(), r.url()))
+            .map(|r| r.env())
             .chain(
                 o.database_url
                     .iter()
@@ -248,9 +251,9 @@ struct Session<'a> {
     o: &'a OverheadArgs,
     harness: &'a Harness,
     nginx: Option<&'a NginxProcess>,
-    /// The variant's private `redis-server`, whose CPU the gateway's
-    /// requests cost too.
-    redis: Option<&'a RedisProcess>,
+    /// The variant's private Redis (one server or a Cluster's masters),
+    /// whose CPU the gateway's requests cost too.
+    redis: Option<&'a RedisTarget>,
     /// The Postgres processes serving the variant's database, whose CPU
     /// the gateway's requests cost too.
     postgres: Option<PostgresProcs>,
@@ -268,7 +271,7 @@ impl<'a> Session<'a> {
         o: &'a OverheadArgs,
         harness: &'a Harness,
         nginx: Option<&'a NginxProcess>,
-        redis: Option<&'a RedisProcess>,
+        redis: Option<&'a RedisTarget>,
         keys: Vec<String>,
     ) -> Result<Self, String> {
         let (mut direct, mut gateway) = (harness.direct(), harness.through_gateway());
@@ -353,8 +356,12 @@ impl<'a> Session<'a> {
         let (mut cpu, mut nginx_cpu) = (Duration::ZERO, Duration::ZERO);
         let mut redis_cpu = Duration::ZERO;
         let mut postgres_cpu = Duration::ZERO;
-        let redis_time = |r: Option<&RedisProcess>| -> Result<Duration, String> {
-            r.map_or(Ok(Duration::ZERO), |r| procfs::cpu_time(r.pid()))
+        let redis_time = |r: Option<&RedisTarget>| -> Result<Duration, String> {
+            let mut total = Duration::ZERO;
+            for pid in r.map(RedisTarget::pids).unwrap_or_default() {
+                total += procfs::cpu_time(pid)?;
+            }
+            Ok(total)
         };
         for round in 1..=o.rounds {
             let d = self.run(&self.direct.clone(), o.rate, o.duration)?;
@@ -419,6 +426,8 @@ impl<'a> Session<'a> {
         });
         Ok(OverheadReport {
             variant: o.variant.name(),
+            scopes: o.scopes,
+            redis: o.variant.needs_redis().then(|| o.redis.name()),
             gateway_bin: o.gateway_bin.display().to_string(),
             gateway_workers: o.gateway_workers,
             cpus: self.harness.cpus.clone(),

@@ -284,6 +284,10 @@ impl NginxBaseline {
 pub struct OverheadReport {
     /// Configuration variant.
     pub variant: &'static str,
+    /// Scopes each request was counted in (`--scopes`).
+    pub scopes: usize,
+    /// The private Redis (`single` or `cluster`), for variants that use one.
+    pub redis: Option<&'static str>,
     /// The gateway binary.
     pub gateway_bin: String,
     /// Gateway worker threads.
@@ -385,8 +389,13 @@ impl OverheadReport {
         let mut t = String::new();
         let _ = writeln!(
             t,
-            "loadgen overhead: variant {}, open loop {} req/s, {} rounds x {:.0}s per target, {} connections, {}-byte bodies{}",
+            "loadgen overhead: variant {}{}{}, open loop {} req/s, {} rounds x {:.0}s per target, {} connections, {}-byte bodies{}",
             self.variant,
+            match self.scopes {
+                1 => String::new(),
+                n => format!(", {n} scopes"),
+            },
+            self.redis.map_or(String::new(), |r| format!(", Redis {r}")),
             self.rate,
             self.rounds,
             self.round_s,

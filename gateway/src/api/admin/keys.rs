@@ -540,11 +540,14 @@ pub async fn regenerate(
 }
 
 /// `GET /key/list?user_id=&team_id=&key_alias=&page=&size=&return_full_object=`:
-/// hashed tokens (or rows), newest first, a page at a time.
+/// hashed tokens (or rows), newest first, a page at a time. This gateway
+/// also takes `has_limits=true`: only keys with an rpm, tpm or
+/// parallel-request limit of their own (the console's Limits page).
 pub async fn list(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> {
     let user_id = q.take("user_id");
     let team_id = q.take("team_id");
     let alias = q.take("key_alias");
+    let has_limits: bool = q.take_parsed("has_limits")?.unwrap_or(false);
     let page: usize = q.take_parsed("page")?.unwrap_or(1);
     let size: usize = q.take_parsed("size")?.unwrap_or(10);
     let full: bool = q.take_parsed("return_full_object")?.unwrap_or(false);
@@ -562,6 +565,7 @@ pub async fn list(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> 
             user_id: user_id.as_deref(),
             team_id: team_id.as_deref(),
             key_alias: alias.as_deref(),
+            has_limits,
         };
         ctx.store()
             .list_keys_page(filter, offset, size as u64)

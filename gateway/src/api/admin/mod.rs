@@ -16,6 +16,7 @@ pub mod fuzz;
 mod issue;
 mod keys;
 mod live_limits;
+mod log_page;
 mod member_budgets;
 mod members;
 mod model_groups;
@@ -60,6 +61,7 @@ pub fn is_admin_path(path: &str) -> bool {
     .any(|prefix| path.starts_with(prefix))
         || path == "/global/spend"
         || path == "/gateway/limits"
+        || path == "/gateway/logs"
         || path == "/gateway/replicas"
         || path == "/health/test_connection"
 }
@@ -74,7 +76,10 @@ pub fn needs_admin(path: &str) -> bool {
 /// (LiteLLM's self-service views): its user's keys and spend, the
 /// `user_id` filter forced to its own.
 pub fn own_view(path: &str) -> bool {
-    matches!(path, "/key/list" | "/spend/logs" | "/user/daily/activity")
+    matches!(
+        path,
+        "/key/list" | "/spend/logs" | "/gateway/logs" | "/user/daily/activity"
+    )
 }
 
 /// Whether `path` only reads (LiteLLM's info, list and spend views): a
@@ -86,6 +91,7 @@ pub fn read_only(path: &str) -> bool {
         || matches!(
             path,
             "/spend/logs"
+                | "/gateway/logs"
                 | "/global/spend"
                 | "/gateway/limits"
                 | "/gateway/replicas"
@@ -310,6 +316,8 @@ enum Endpoint<'a> {
     /// LiteLLM's `/health/test_connection` ([`test_connection`]).
     TestConnection,
     SpendLogs,
+    /// This gateway's `/gateway/logs` ([`log_page`]).
+    LogPage,
     GlobalSpend,
     /// This gateway's `/gateway/limits` ([`live_limits`]).
     LiveLimits,
@@ -369,6 +377,7 @@ impl<'a> Endpoint<'a> {
             "/model/delete" if post => ModelDelete,
             "/health/test_connection" if post => TestConnection,
             "/spend/logs" if get => SpendLogs,
+            "/gateway/logs" if get => LogPage,
             "/global/spend" if get => GlobalSpend,
             "/gateway/limits" if get => LiveLimits,
             "/gateway/replicas" if get => Replicas,
@@ -472,6 +481,7 @@ async fn answer(
             test_connection::test(worker, body).await
         }
         SpendLogs => spend::logs(worker, q).await,
+        LogPage => log_page::page(worker, q).await,
         GlobalSpend => spend::global(worker, q).await,
         LiveLimits => live_limits::live(worker, q).await,
         Replicas => {

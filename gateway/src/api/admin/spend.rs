@@ -61,6 +61,12 @@ fn paging(q: &mut Query) -> Result<(i64, i64), GatewayError> {
 /// inclusive (rows before the next midnight), one page of rows.
 pub(super) fn filter(mut q: Query) -> Result<SpendFilter, GatewayError> {
     let (offset, limit) = paging(&mut q)?;
+    narrowed(q, offset, limit)
+}
+
+/// The filter of `/spend/logs`'s other parameters, for a page of `limit`
+/// rows `offset` rows in; every parameter of `q` must be one.
+pub(super) fn narrowed(mut q: Query, offset: i64, limit: i64) -> Result<SpendFilter, GatewayError> {
     let filter = SpendFilter {
         api_key: q.take("api_key").map(|k| token_of(&k)),
         user_id: q.take("user_id"),

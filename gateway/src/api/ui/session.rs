@@ -2,7 +2,7 @@
 //! cookie as a credential for the admin API: the cookie is a signed session
 //! token ([`crate::auth::Console`]) any replica with the same settings
 //! accepts, unless it was logged out (here, or on another replica when the
-//! fleet shares Redis: [`super::revoked`]); a call that changes state must
+//! fleet shares Redis or a database: [`super::revoked`]); a call that changes state must
 //! repeat the session's CSRF token in `x-csrf-token`.
 
 use super::revoked;
@@ -43,13 +43,13 @@ fn unix_now() -> u64 {
 }
 
 /// The open session a cookie value names: signed, not expired, not logged
-/// out here nor (with a shared Redis) on another replica, which this
+/// out here nor (with a shared Redis or database) on another replica, which this
 /// replica then remembers too.
 async fn open_session(worker: &Worker, token: &str) -> Option<Session> {
     let console = worker.shared.auth.console();
     let now = unix_now();
     let session = console.session(token, now)?;
-    if revoked::logged_out_elsewhere(&worker.shared.limiter, &session.id).await {
+    if revoked::logged_out_elsewhere(worker, &session.id).await {
         console.revoke(&session.id, session.expires, now);
         return None;
     }
@@ -259,7 +259,7 @@ pub async fn current(worker: &Worker, head: &RequestHead) -> Result<Answer, Gate
 
 /// `POST /ui/logout`: ends the session (its CSRF token required, so another
 /// site cannot log the console out) on this replica and, with a shared
-/// Redis, on every replica; clears the cookie.
+/// Redis or a database, on every replica; clears the cookie.
 pub async fn logout(worker: &Worker, head: &RequestHead) -> Result<Answer, GatewayError> {
     if let Some(id) = cookie(head) {
         let console = worker.shared.auth.console();
@@ -273,8 +273,8 @@ pub async fn logout(worker: &Worker, head: &RequestHead) -> Result<Answer, Gatew
             }
             console.revoke(&session.id, session.expires, now);
             let ttl = session.expires.saturating_sub(now);
-            if !revoked::announce(&worker.shared.limiter, &session.id, ttl).await {
-                tracing::warn!("Redis did not confirm a console logout: other replicas may accept that session until it expires");
+            if !revoked::announce(worker, &session.id, now, ttl).await {
+                tracing::warn!("the fleet's store (Redis or Postgres) did not confirm a console logout: other replicas may accept that session until it expires");
             }
         }
     }

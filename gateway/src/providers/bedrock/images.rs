@@ -8,6 +8,15 @@
 //!   `width` and `height` from `size`, `quality` `premium` for OpenAI's
 //!   `hd`/`high`/`premium` and `standard` for `standard`/`medium`/`low`
 //!   (and Titan's `cfgScale`, `seed` when given); the answer's `images`.
+//! - Amazon Nova Canvas (`amazon.nova-canvas…`): `taskType` (`TEXT_IMAGE`
+//!   unless the request names `COLOR_GUIDED_GENERATION` or `INPAINTING`),
+//!   that task's parameters object (`textToImageParams`,
+//!   `colorGuidedGenerationParams`, `inpaintingParams`: the request's own,
+//!   with `text` the prompt) and `imageGenerationConfig` (the request's
+//!   own, with `numberOfImages` = `n`, `width`/`height` from `size`,
+//!   `quality` as Titan's, and `cfgScale`, `seed` when given); the
+//!   answer's `images` (an `error` without images is a content-policy
+//!   400).
 //! - Stability AI's SD3 and Stable Image models (`stability.sd3…`,
 //!   `stability.stable-image…`): `prompt`, with Stability's own fields
 //!   when given (`aspect_ratio`, `mode`, `negative_prompt`, `seed`,
@@ -30,6 +39,7 @@ use serde_json::{json, Map, Value};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Family {
     Titan,
+    NovaCanvas,
     Stability3,
     StabilityXl,
 }
@@ -38,6 +48,8 @@ enum Family {
 fn family(model: &str) -> Option<Family> {
     if model.contains("amazon.titan-image") {
         Some(Family::Titan)
+    } else if model.contains("amazon.nova-canvas") {
+        Some(Family::NovaCanvas)
     } else if !model.contains("stability.") {
         None
     } else if model.contains("sd3") || model.contains("stable-image") {
@@ -80,29 +92,34 @@ pub fn request(body: &[u8], model: &str) -> Result<Vec<u8>, GatewayError> {
         param: "model",
         message: format!("bedrock model {model:?} is not an image model"),
     })?;
-    if family != Family::Titan && n > 1 {
+    if matches!(family, Family::Stability3 | Family::StabilityXl) && n > 1 {
         return Err(GatewayError::InvalidParam {
             param: "n",
             message: format!("bedrock model {model:?} makes one image a request"),
         });
     }
+    // Titan's and Nova Canvas's `imageGenerationConfig`, over `base`.
+    let config = |mut config: Map<String, Value>| {
+        config.insert("numberOfImages".into(), n.into());
+        if let Some((w, h)) = size {
+            config.insert("width".into(), w.into());
+            config.insert("height".into(), h.into());
+        }
+        let quality = match ask.get("quality").and_then(Value::as_str) {
+            Some("hd" | "premium" | "high") => Some("premium"),
+            Some("standard" | "medium" | "low") => Some("standard"),
+            _ => None,
+        };
+        if let Some(q) = quality {
+            config.insert("quality".into(), q.into());
+        }
+        copy(&mut config, &["cfgScale", "seed"]);
+        config
+    };
     let out = match family {
+        Family::NovaCanvas => nova_canvas(&ask, prompt, config)?,
         Family::Titan => {
-            let mut config = Map::new();
-            config.insert("numberOfImages".into(), n.into());
-            if let Some((w, h)) = size {
-                config.insert("width".into(), w.into());
-                config.insert("height".into(), h.into());
-            }
-            let quality = match ask.get("quality").and_then(Value::as_str) {
-                Some("hd" | "premium" | "high") => Some("premium"),
-                Some("standard" | "medium" | "low") => Some("standard"),
-                _ => None,
-            };
-            if let Some(q) = quality {
-                config.insert("quality".into(), q.into());
-            }
-            copy(&mut config, &["cfgScale", "seed"]);
+            let config = config(Map::new());
             let mut text = json!({"text": prompt});
             if let Some(negative) = ask.get("negativeText").filter(|v| !v.is_null()) {
                 text["negativeText"] = negative.clone();
@@ -144,6 +161,54 @@ pub fn request(body: &[u8], model: &str) -> Result<Vec<u8>, GatewayError> {
     Ok(out.to_string().into_bytes())
 }
 
+/// Nova Canvas's tasks and the name of each one's parameters object.
+const NOVA_TASKS: [(&str, &str); 3] = [
+    ("TEXT_IMAGE", "textToImageParams"),
+    ("COLOR_GUIDED_GENERATION", "colorGuidedGenerationParams"),
+    ("INPAINTING", "inpaintingParams"),
+];
+
+/// Nova Canvas's body for `ask`: its task, the task's parameters with
+/// `text` the prompt (the prompt wins, so the text generated from is the
+/// one the gateway's checks read), and `config` made over the request's
+/// own `imageGenerationConfig`.
+fn nova_canvas(
+    ask: &Map<String, Value>,
+    prompt: &str,
+    config: impl Fn(Map<String, Value>) -> Map<String, Value>,
+) -> Result<Value, GatewayError> {
+    let object = |name: &'static str| match ask.get(name) {
+        None | Some(Value::Null) => Ok(Map::new()),
+        Some(Value::Object(o)) => Ok(o.clone()),
+        Some(_) => Err(GatewayError::InvalidParam {
+            param: name,
+            message: format!("{name} must be an object"),
+        }),
+    };
+    let task = match ask.get("taskType") {
+        None | Some(Value::Null) => "TEXT_IMAGE",
+        Some(Value::String(t)) => t.as_str(),
+        Some(_) => "",
+    };
+    let (task, params_name) = NOVA_TASKS
+        .iter()
+        .find(|(name, _)| *name == task)
+        .ok_or_else(|| GatewayError::InvalidParam {
+            param: "taskType",
+            message: "taskType must be TEXT_IMAGE, COLOR_GUIDED_GENERATION or INPAINTING".into(),
+        })?;
+    let mut params = object(params_name)?;
+    params.insert("text".into(), prompt.into());
+    let mut out = Map::new();
+    out.insert("taskType".into(), (*task).into());
+    out.insert((*params_name).into(), Value::Object(params));
+    out.insert(
+        "imageGenerationConfig".into(),
+        Value::Object(config(object("imageGenerationConfig")?)),
+    );
+    Ok(Value::Object(out))
+}
+
 /// OpenAI's image answer (created at `created`, Unix seconds) for an
 /// InvokeModel answer of an image model.
 pub fn to_openai(body: &[u8], created: i64) -> Result<Vec<u8>, GatewayError> {
@@ -160,6 +225,19 @@ pub fn to_openai(body: &[u8], created: i64) -> Result<Vec<u8>, GatewayError> {
         return Err(GatewayError::Upstream {
             status: 400,
             message: filtered.join("; "),
+            error_type: Some("ValidationException".into()),
+            provider_code: None,
+            retry_after: None,
+            class: ErrorClass::ContentPolicy,
+        });
+    }
+    let refused = answer["error"].as_str().filter(|e| !e.is_empty());
+    let none = answer["images"].as_array().is_none_or(Vec::is_empty);
+    if let (Some(reason), true) = (refused, none) {
+        // Nova Canvas says why it made nothing.
+        return Err(GatewayError::Upstream {
+            status: 400,
+            message: reason.to_string(),
             error_type: Some("ValidationException".into()),
             provider_code: None,
             retry_after: None,
@@ -219,6 +297,32 @@ mod tests {
             body(request(one, "stability.stable-diffusion-xl-v1")),
             json!({"text_prompts": [{"text": "a fox", "weight": 1}], "width": 1024, "height": 768, "seed": 7})
         );
+        assert_eq!(
+            body(request(ask, "amazon.nova-canvas-v1:0")),
+            json!({"taskType": "TEXT_IMAGE", "textToImageParams": {"text": "a fox"},
+                   "imageGenerationConfig": {"numberOfImages": 2, "width": 1024, "height": 768, "quality": "premium", "seed": 7}})
+        );
+        let guided = br##"{"model":"m","prompt":"a fox","taskType":"COLOR_GUIDED_GENERATION","colorGuidedGenerationParams":{"colors":["#FF0000"],"text":"other"},"imageGenerationConfig":{"cfgScale":6.5,"numberOfImages":4}}"##;
+        assert_eq!(
+            body(request(guided, "us.amazon.nova-canvas-v1:0")),
+            json!({"taskType": "COLOR_GUIDED_GENERATION",
+                   "colorGuidedGenerationParams": {"colors": ["#FF0000"], "text": "a fox"},
+                   "imageGenerationConfig": {"cfgScale": 6.5, "numberOfImages": 1}})
+        );
+        for bad in [
+            br#"{"prompt":"x","taskType":"OUTPAINTING"}"#.as_slice(),
+            br#"{"prompt":"x","taskType":7}"#,
+            br#"{"prompt":"x","imageGenerationConfig":[1]}"#,
+            br#"{"prompt":"x","textToImageParams":"t"}"#,
+        ] {
+            assert_eq!(
+                request(bad, "amazon.nova-canvas-v1:0")
+                    .unwrap_err()
+                    .status(),
+                400
+            );
+        }
+        assert!(is_image_model("amazon.nova-canvas-v1:0"));
         let err = request(ask, "stability.stable-image-ultra-v1:0").unwrap_err();
         assert_eq!(err.status(), 400);
         assert!(request(ask, "amazon.titan-embed-text-v2:0").is_err());
@@ -253,5 +357,13 @@ mod tests {
             (400, ErrorClass::ContentPolicy)
         );
         assert!(to_openai(b"{}", 5).is_err());
+        let nova = body(to_openai(br#"{"images":["EEE"],"error":null}"#, 5));
+        assert_eq!(nova["data"], json!([{"b64_json": "EEE"}]));
+        let blocked =
+            to_openai(br#"{"images":[],"error":"blocked by content filters"}"#, 5).unwrap_err();
+        assert_eq!(
+            (blocked.status(), blocked.class()),
+            (400, ErrorClass::ContentPolicy)
+        );
     }
 }

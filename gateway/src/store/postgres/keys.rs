@@ -254,6 +254,13 @@ pub async fn page(
             conditions.push(format!("k.{column} = ${}", params.len()));
         }
     }
+    if filter.has_limits {
+        conditions.push(
+            "(k.rpm_limit IS NOT NULL OR k.tpm_limit IS NOT NULL \
+             OR k.max_parallel_requests IS NOT NULL)"
+                .to_string(),
+        );
+    }
     let wanted = if conditions.is_empty() {
         String::new()
     } else {

@@ -76,6 +76,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0024_team_membership_budget_index",
         include_str!("../../../../migrations/0024_team_membership_budget_index.sql"),
     ),
+    (
+        "0025_console_logouts",
+        include_str!("../../../../migrations/0025_console_logouts.sql"),
+    ),
 ];
 
 /// Advisory lock key taken by every migration transaction ("gateway" in

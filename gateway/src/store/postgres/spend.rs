@@ -65,21 +65,45 @@ ON CONFLICT (request_id) DO NOTHING
 RETURNING api_key, "user", team_id, spend::float8, model_group, "endTime"::timestamp, end_user,
     request_id"#;
 
-const SELECT_LOGS: &str = r#"SELECT request_id, COALESCE(call_id, request_id) AS call_id,
+/// The columns [`log_row`] reads, as a literal for `concat!`.
+macro_rules! log_columns {
+    () => {
+        r#"request_id, COALESCE(call_id, request_id) AS call_id,
     COALESCE(attempt, 1) AS attempt, call_type, api_key, spend::float8 AS spend,
     total_tokens::int8 AS total_tokens, prompt_tokens::int8 AS prompt_tokens,
     completion_tokens::int8 AS completion_tokens, "startTime"::timestamp AS start_time,
     "completionStartTime"::timestamp AS completion_start_time, "endTime"::timestamp AS end_time,
     model, model_id, model_group, custom_llm_provider, api_base, region, "user", team_id, status,
-    status_code, error_class, error_message, end_user, response_id, cache_hit, cache_key
-FROM "LiteLLM_SpendLogs"
-WHERE ($1::text IS NULL OR api_key = $1) AND ($2::text IS NULL OR "user" = $2)
+    status_code, error_class, error_message, end_user, response_id, cache_hit, cache_key"#
+    };
+}
+pub(super) use log_columns;
+
+/// The conditions of `/spend/logs`'s filter: `$1` key, `$2` user, `$3`
+/// team, `$4` request id, `$8` model, `$9` status, as a literal for
+/// `concat!`.
+macro_rules! log_filters {
+    () => {
+        r#"($1::text IS NULL OR api_key = $1) AND ($2::text IS NULL OR "user" = $2)
     AND ($3::text IS NULL OR team_id = $3)
     AND ($4::text IS NULL OR litellm_call_id = $4 OR request_id = $4 OR response_id = $4)
+    AND ($8::text IS NULL OR model_group = $8 OR model = $8) AND ($9::text IS NULL OR status = $9)"#
+    };
+}
+pub(super) use log_filters;
+
+const SELECT_LOGS: &str = concat!(
+    "SELECT ",
+    log_columns!(),
+    r#"
+FROM "LiteLLM_SpendLogs"
+WHERE "#,
+    log_filters!(),
+    r#"
     AND ($5::timestamp IS NULL OR "startTime" >= $5) AND ($6::timestamp IS NULL OR "startTime" < $6)
-    AND ($9::text IS NULL OR model_group = $9 OR model = $9) AND ($10::text IS NULL OR status = $10)
 ORDER BY "startTime", request_id
-LIMIT $7 OFFSET $8"#;
+LIMIT $7 OFFSET $10"#
+);
 
 /// Writes `rows` once each and adds the spend of the newly written ones to
 /// their key, user and team, in one transaction; announces each key whose
@@ -932,9 +956,9 @@ pub async fn logs(c: &Client, f: &SpendFilter) -> Result<Vec<SpendLogRow>, Error
         &start,
         &end,
         &limit,
-        &offset,
         &f.model,
         &f.status,
+        &offset,
     ];
     c.query(SELECT_LOGS, &params)
         .await?
@@ -943,7 +967,8 @@ pub async fn logs(c: &Client, f: &SpendFilter) -> Result<Vec<SpendLogRow>, Error
         .collect()
 }
 
-fn log_row(row: &Row) -> Result<SpendLogRow, Error> {
+/// A spend-log row read with [`log_columns`].
+pub(super) fn log_row(row: &Row) -> Result<SpendLogRow, Error> {
     let text = |column: &str| -> Result<String, Error> {
         Ok(row
             .try_get::<_, Option<String>>(column)?

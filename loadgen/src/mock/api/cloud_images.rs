@@ -12,7 +12,14 @@
 //!   (`taskType` `TEXT_IMAGE`, `textToImageParams.text` of 1 to 512
 //!   characters, `imageGenerationConfig` with `numberOfImages` 1 to 5,
 //!   `width`/`height` multiples of 64, `quality` `standard` or `premium`;
-//!   extraneous keys refused; answers `images`), Stability SD3 / Stable
+//!   extraneous keys refused; answers `images`), Nova Canvas (`taskType`
+//!   `TEXT_IMAGE`, `COLOR_GUIDED_GENERATION` or `INPAINTING` with that
+//!   task's parameters object, whose `text` is 1 to 1024 characters;
+//!   `imageGenerationConfig` with `numberOfImages` 1 to 5, `width`/`height`
+//!   multiples of 16 from 320 to 4096, `quality` `standard` or `premium`,
+//!   `cfgScale` 1.1 to 10, `seed`; extraneous keys refused at both levels;
+//!   a text containing `filtered` is AWS's 400 "blocked by our content
+//!   filters"; answers `images` and `error` null), Stability SD3 / Stable
 //!   Image (`prompt` required, Stability's keys only; answers `seeds`,
 //!   `finish_reasons`, `images`; a prompt containing `filtered` is
 //!   refused by the content filter in `finish_reasons`) and SDXL
@@ -79,7 +86,99 @@ pub fn imagen(body: &Value) -> Reply {
 
 /// Whether a Bedrock model id is an image model the mock serves.
 pub fn is_bedrock_image(id: &str) -> bool {
-    id.contains("amazon.titan-image") || id.contains("stability.")
+    id.contains("amazon.titan-image")
+        || id.contains("amazon.nova-canvas")
+        || id.contains("stability.")
+}
+
+/// Nova Canvas's tasks and each one's parameters object.
+const NOVA_TASKS: [(&str, &str); 3] = [
+    ("TEXT_IMAGE", "textToImageParams"),
+    ("COLOR_GUIDED_GENERATION", "colorGuidedGenerationParams"),
+    ("INPAINTING", "inpaintingParams"),
+];
+
+/// Answers InvokeModel for Amazon Nova Canvas.
+fn nova_canvas(obj: &serde_json::Map<String, Value>) -> Reply {
+    let malformed = |why: &str| bedrock::error(400, &format!("Malformed input request: {why}"));
+    let task = obj.get("taskType").and_then(Value::as_str).unwrap_or("");
+    let Some((_, params_name)) = NOVA_TASKS.iter().find(|(t, _)| *t == task) else {
+        return malformed("#/taskType: TEXT_IMAGE, COLOR_GUIDED_GENERATION or INPAINTING expected");
+    };
+    let known = ["taskType", params_name, "imageGenerationConfig"];
+    if let Some(k) = obj.keys().find(|k| !known.contains(&k.as_str())) {
+        return malformed(&format!("extraneous key [{k}] is not permitted"));
+    }
+    let params = &obj.get(*params_name).cloned().unwrap_or(Value::Null);
+    let text = params["text"].as_str().unwrap_or("");
+    if text.is_empty() || text.chars().count() > 1024 {
+        return malformed(&format!(
+            "#/{params_name}/text: 1 to 1024 characters expected"
+        ));
+    }
+    let config = obj
+        .get("imageGenerationConfig")
+        .cloned()
+        .unwrap_or(json!({}));
+    let Some(config) = config.as_object() else {
+        return malformed("#/imageGenerationConfig: object expected");
+    };
+    let known = [
+        "numberOfImages",
+        "width",
+        "height",
+        "quality",
+        "cfgScale",
+        "seed",
+    ];
+    if let Some(k) = config.keys().find(|k| !known.contains(&k.as_str())) {
+        return malformed(&format!(
+            "#/imageGenerationConfig: extraneous key [{k}] is not permitted"
+        ));
+    }
+    let images = match config.get("numberOfImages") {
+        None => 1,
+        Some(v) => match v.as_u64().filter(|n| (1..=5).contains(n)) {
+            Some(n) => n,
+            None => return malformed("#/imageGenerationConfig/numberOfImages: 1 to 5 expected"),
+        },
+    };
+    for side in ["width", "height"] {
+        if let Some(v) = config.get(side) {
+            if !v
+                .as_u64()
+                .is_some_and(|n| n % 16 == 0 && (320..=4096).contains(&n))
+            {
+                return malformed(&format!(
+                    "#/imageGenerationConfig/{side}: a multiple of 16 from 320 to 4096 expected"
+                ));
+            }
+        }
+    }
+    if let Some(q) = config.get("quality") {
+        if !matches!(q.as_str(), Some("standard" | "premium")) {
+            return malformed("#/imageGenerationConfig/quality: standard or premium expected");
+        }
+    }
+    if let Some(c) = config.get("cfgScale") {
+        if !c.as_f64().is_some_and(|c| (1.1..=10.0).contains(&c)) {
+            return malformed("#/imageGenerationConfig/cfgScale: 1.1 to 10 expected");
+        }
+    }
+    if text.contains("filtered") {
+        return bedrock::error(
+            400,
+            "This request has been blocked by our content filters. Please adjust your text prompt to submit a new request.",
+        );
+    }
+    let images: Vec<&str> = (0..images).map(|_| PNG).collect();
+    Reply::ok(
+        &json!({"images": images, "error": null}),
+        Usage {
+            prompt: 0,
+            completion: 0,
+        },
+    )
 }
 
 /// Answers InvokeModel for an image model `id`.
@@ -95,6 +194,9 @@ pub fn bedrock_invoke(id: &str, body: &Value) -> Reply {
             )
         })
     };
+    if id.contains("amazon.nova-canvas") {
+        return nova_canvas(obj);
+    }
     if id.contains("amazon.titan-image") {
         if let Some(refusal) =
             extraneous(&["taskType", "textToImageParams", "imageGenerationConfig"])

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""A/B of limiter scripts on a private redis-server: Redis's CPU a request.
+
+Drives the same work the gateway's per-core link sends in `redis` mode
+(each call: the previous request's settlement, then this request's
+admission of rpm, tpm and parallel on one key, as FINISH_HOLD pairs them),
+pipelined `--pipeline` calls at a time, and reads Redis's CPU
+(`used_cpu_user` + `used_cpu_sys` of `INFO cpu`) around `--requests`
+requests per variant. Variants run interleaved (A, B, A, B, ...) so load
+on the machine falls on both alike.
+
+  python3 benches/limiter_ab/ab.py [--requests N] [--keys K] [--rounds R]
+      [--per-call M] variant ...
+
+A variant is a module name in this directory exposing SCRIPT (the Lua
+text) and encode(ops) -> list of bytes args (after EVALSHA sha), where ops
+is a list of ('a'|'f', key_index, request_id, admitted_tick) tuples.
+"""
+import argparse
+import importlib
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def resp(args):
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        if isinstance(a, str):
+            a = a.encode()
+        elif isinstance(a, int):
+            a = str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+class Conn:
+    def __init__(self, port):
+        self.s = socket.create_connection(("127.0.0.1", port))
+        self.buf = b""
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            self.buf += self.s.recv(1 << 20)
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _exact(self, n):
+        while len(self.buf) < n + 2:
+            self.buf += self.s.recv(1 << 20)
+        data, self.buf = self.buf[:n], self.buf[n + 2:]
+        return data
+
+    def read(self):
+        line = self._line()
+        t, rest = line[:1], line[1:]
+        if t == b"+":
+            return rest.decode()
+        if t == b"-":
+            raise RuntimeError(rest.decode())
+        if t == b":":
+            return int(rest)
+        if t == b"$":
+            n = int(rest)
+            return None if n < 0 else self._exact(n)
+        if t == b"*":
+            n = int(rest)
+            return None if n < 0 else [self.read() for _ in range(n)]
+        raise RuntimeError("bad reply %r" % line)
+
+    def call(self, *args):
+        self.s.sendall(resp(list(args)))
+        return self.read()
+
+    def pipeline(self, commands):
+        self.s.sendall(b"".join(resp(c) for c in commands))
+        return [self.read_safe() for _ in commands]
+
+    def read_safe(self):
+        try:
+            return self.read()
+        except RuntimeError as e:
+            return e
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu(conn):
+    info = conn.call("INFO", "cpu").decode()
+    f = dict(l.split(":", 1) for l in info.splitlines() if ":" in l)
+    return float(f["used_cpu_user"]) + float(f["used_cpu_sys"])
+
+
+def run(conn, mod, sha, requests, keys, per_call, pipeline, seq):
+    """Sends `requests` requests, `per_call` a call; Redis CPU µs/request."""
+    calls = []
+    pending = []  # settlements of the previous call's requests
+    tick = int(time.time())
+    for i in range(requests):
+        rid = "r%d-%d" % (seq, i)
+        pending_now = pending
+        ops = [("f", k, r, tick) for (k, r) in pending_now]
+        key = i % keys
+        ops.append(("a", key, rid, tick))
+        calls.append(ops)
+        pending = [(key, rid)]
+    # group per_call admissions into one call
+    grouped = []
+    for j in range(0, len(calls), per_call):
+        ops = []
+        for c in calls[j:j + per_call]:
+            ops.extend(c)
+        grouped.append(ops)
+    before = cpu(conn)
+    for j in range(0, len(grouped), pipeline):
+        cmds = [[b"EVALSHA", sha] + mod.encode(ops) for ops in grouped[j:j + pipeline]]
+        for r in conn.pipeline(cmds):
+            if isinstance(r, Exception):
+                raise r
+    after = cpu(conn)
+    return (after - before) * 1e6 / requests
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--requests", type=int, default=20000)
+    p.add_argument("--keys", type=int, default=1)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--per-call", type=int, default=1)
+    p.add_argument("--pipeline", type=int, default=50)
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("variants", nargs="+")
+    a = p.parse_args()
+    proc = None
+    port = a.port
+    if not port:
+        port = free_port()
+        proc = subprocess.Popen(["redis-server", "--port", str(port), "--save", "",
+                                 "--appendonly", "no", "--dir", tempfile.gettempdir()],
+                                stdout=subprocess.DEVNULL)
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port)).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+    try:
+        conn = Conn(port)
+        mods = [(v, importlib.import_module(v)) for v in a.variants]
+        shas = {v: conn.call("SCRIPT", "LOAD", m.SCRIPT) for v, m in mods}
+        results = {v: [] for v, _ in mods}
+        for r in range(a.rounds):
+            for v, m in mods:
+                conn.call("FLUSHALL")
+                conn.call("CONFIG", "RESETSTAT")
+                us = run(conn, m, shas[v], a.requests, a.keys, a.per_call, a.pipeline, r)
+                results[v].append(us)
+        for v, _ in mods:
+            print("%-20s %s µs/request" % (v, ", ".join("%.1f" % x for x in results[v])))
+    finally:
+        if proc:
+            proc.kill()
+
+
+if __name__ == "__main__":
+    main()
