@@ -50,8 +50,23 @@ pub enum GatewayError {
     /// trace id: LiteLLM's refusal.
     #[error("Team '{0}' requires a trace ID on every LLM, MCP and agent request. Send an x-litellm-trace-id header. LLM requests can also send a W3C traceparent header or set metadata.trace_id in the body.")]
     TraceIdRequired(String),
-    /// The key's user is over its budget in the key's team (the team's
-    /// `team_member_budget`): LiteLLM's message.
+    /// The key's user is over its budget for one model group in the key's
+    /// team (`team_member_model_max_budget`): LiteLLM's message.
+    #[error("LiteLLM Team Member: user={user}, team={team}, exceeded budget for model={model}{}", .reserve.map(|r| format!("; this request would reserve up to {r} USD (send max_tokens, or set default_estimated_output_tokens on the key, its team or litellm_settings, to reserve less)")).unwrap_or_default())]
+    MemberModelBudgetExceeded {
+        /// The user.
+        user: String,
+        /// The team.
+        team: String,
+        /// The model group.
+        model: String,
+        /// The worst-case cost that did not fit, when the spend alone did
+        /// not exhaust the budget.
+        reserve: Option<f64>,
+    },
+    /// The key's user is over its budget in the key's team (its own
+    /// `max_budget_in_team`, else the team's `team_member_budget`):
+    /// LiteLLM's message.
     #[error("Budget has been exceeded! User={user} in Team={team} Current cost: {spend}, Max budget: {max}{}", .reserve.map(|r| format!("; this request would reserve up to {r} USD (send max_tokens, or set default_estimated_output_tokens on the key, its team or litellm_settings, to reserve less)")).unwrap_or_default())]
     MemberBudgetExceeded {
         /// The user.
@@ -445,7 +460,8 @@ impl GatewayError {
             BudgetExceeded { .. }
             | EndUserBudgetExceeded { .. }
             | WindowBudgetExceeded { .. }
-            | MemberBudgetExceeded { .. } => 422,
+            | MemberBudgetExceeded { .. }
+            | MemberModelBudgetExceeded { .. } => 422,
             EndUserBlocked(_) | TraceIdRequired(_) => 400,
             BadField { .. } | ConfigRejected(_) => 400,
             NotFound(_) | CustomerNotFound { .. } => 404,
@@ -505,7 +521,8 @@ impl GatewayError {
             BudgetExceeded { .. }
             | EndUserBudgetExceeded { .. }
             | WindowBudgetExceeded { .. }
-            | MemberBudgetExceeded { .. } => "budget_exceeded",
+            | MemberBudgetExceeded { .. }
+            | MemberModelBudgetExceeded { .. } => "budget_exceeded",
             NotFound(_) => "not_found_error",
             CustomerNotFound { .. } => "not_found",
             CustomerExists(_) => "bad_request",

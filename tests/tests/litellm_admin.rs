@@ -196,11 +196,18 @@ fn team_members_are_added_updated_and_removed_with_their_roles() {
         ),
         404,
     );
-    let limited = gw.post(
+    // Per-member model scopes are refused (not enforced here); a member's
+    // budget is checked (tests/tests/team_member_budgets.rs).
+    let scoped = gw.post(
         "/team/member_add",
-        &json!({"team_id": "t1", "member": {"user_id": "u4"}, "max_budget_in_team": 5}),
+        &json!({"team_id": "t1", "member": {"user_id": "u4"}, "allowed_models": ["m"]}),
     );
-    assert_eq!(param_of(&limited, 400), "max_budget_in_team");
+    assert_eq!(param_of(&scoped, 400), "allowed_models");
+    let negative = gw.post(
+        "/team/member_add",
+        &json!({"team_id": "t1", "member": {"user_id": "u4"}, "max_budget_in_team": -5}),
+    );
+    assert_eq!(param_of(&negative, 400), "max_budget_in_team");
     let bad_role = gw.post(
         "/team/member_add",
         &json!({"team_id": "t1", "member": {"user_id": "u4", "role": "owner"}}),

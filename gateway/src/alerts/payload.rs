@@ -154,6 +154,7 @@ mod tests {
             user: None,
             model_budgets: Vec::new(),
             member_budget: None,
+            member_model_budgets: Vec::new(),
         }
     }
 

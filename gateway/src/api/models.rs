@@ -220,6 +220,7 @@ mod tests {
             user: None,
             model_budgets: Vec::new(),
             member_budget: None,
+            member_model_budgets: Vec::new(),
         }))
     }
 

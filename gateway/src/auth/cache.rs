@@ -15,8 +15,8 @@ use crate::keyed_hash::KeyedHash;
 use crate::limits::ScopeLimits;
 use crate::read_through::ReadThroughGuard;
 use crate::store::{
-    next_reset, BudgetRecord, Change, KeyRecord, ModelBudgets, RowKind, SpendLogRow, Store,
-    StoreError, TeamRecord, UserRecord, PROXY_BUDGET_USER,
+    next_reset, BudgetRecord, BudgetWindow, Change, KeyRecord, ModelBudgets, RowKind, SpendLogRow,
+    Store, StoreError, TeamRecord, UserRecord, PROXY_BUDGET_USER,
 };
 use serde_json::{Map, Value};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -124,15 +124,27 @@ pub struct KeyEntry {
     pub user: Option<Arc<UserEntry>>,
     /// Budgets per model group (`model_max_budget`), by group name.
     pub model_budgets: Vec<(String, Arc<Budget>)>,
-    /// Its user's budget in its team (the team's `team_member_budget`
-    /// against the user's `LiteLLM_TeamMembership.spend`), when both are set.
+    /// Its user's budget in its team (the member's own budget row's
+    /// `max_budget`, else the team's `team_member_budget`, against the
+    /// user's `LiteLLM_TeamMembership.spend`), when set.
     pub member_budget: Option<Arc<Budget>>,
+    /// Its user's budgets per model group in its team (LiteLLM's
+    /// `team_member_model_max_budget`), each a window of its `time_period`.
+    pub member_model_budgets: Vec<(String, BudgetWindow)>,
 }
 
 impl KeyEntry {
     /// The key's budget for `group`, if it set one.
     pub fn model_budget(&self, group: &str) -> Option<&Arc<Budget>> {
         find_model_budget(&self.model_budgets, group)
+    }
+
+    /// Its user's budget window for `group` in its team, if one is set.
+    pub fn member_model_budget(&self, group: &str) -> Option<&BudgetWindow> {
+        self.member_model_budgets
+            .iter()
+            .find(|(g, _)| g == group)
+            .map(|(_, w)| w)
     }
 }
 
@@ -431,34 +443,40 @@ impl KeyCache {
         entry
     }
 
-    /// `user`'s budget in `team`: the team's default member budget
-    /// (LiteLLM applies it when above 0) against what the user spent in
-    /// the team. Its spend is not reset by the budget row's period (see
-    /// docs/keys-and-budgets.md).
-    async fn member_budget(
+    /// `user`'s budgets in `team`: its budget as LiteLLM's
+    /// `_check_team_member_budget` resolves it (the `max_budget` of the
+    /// member's own budget row, its `LiteLLM_TeamMembership.budget_id`, when
+    /// set, else the team's default member budget when above 0) against what
+    /// the user spent in the team, the spend zeroed when its row's period
+    /// ends (the counter's period is that row's `budget_reset_at`); and its
+    /// per-model budgets ([`member_model_budgets`]).
+    async fn member_budgets(
         &self,
         store: &dyn Store,
         team: &TeamEntry,
         user: &str,
-    ) -> Result<Option<Arc<Budget>>, StoreError> {
-        let max = team
-            .member_defaults
-            .as_ref()
-            .and_then(|b| b.max_budget)
-            .filter(|m| *m > 0.0);
-        let Some(max) = max else {
-            return Ok(None);
-        };
+    ) -> Result<MemberBudgets, StoreError> {
         let team_id = &team.record.team_id;
-        let spend = store.member_spend(team_id, user).await?;
+        let membership = store.membership(team_id, user).await?;
+        let own = match membership.as_ref().and_then(|m| m.budget_id.clone()) {
+            Some(id) => store.budgets(Some(&[id])).await?.into_iter().next(),
+            None => None,
+        };
+        let defaults = team.member_defaults.as_ref();
+        let models = member_model_budgets(own.as_ref(), defaults);
+        let Some(max) = member_max_budget(own.as_ref(), defaults) else {
+            return Ok((None, models));
+        };
+        let spend = membership.map_or(0.0, |m| m.spend);
         let id = format!("{team_id}:{user}");
-        Ok(Some(self.budget(
+        let budget = self.budget(
             format!("member:{id}"),
             Place::principal("member", &id),
-            None,
+            own.and_then(|b| b.budget_reset_at),
             (Some(max), None),
             spend,
-        )))
+        );
+        Ok((Some(budget), models))
     }
 
     fn install_user(&self, u: UserRecord) -> Arc<UserEntry> {
@@ -595,9 +613,9 @@ impl KeyCache {
                 ))
             })
             .collect();
-        let member_budget = match (&team, &record.user_id) {
-            (Some(t), Some(user)) => self.member_budget(store, t, user).await?,
-            _ => None,
+        let (member_budget, member_model_budgets) = match (&team, &record.user_id) {
+            (Some(t), Some(user)) => self.member_budgets(store, t, user).await?,
+            _ => (None, Vec::new()),
         };
         let entry = Arc::new(KeyEntry {
             record,
@@ -606,6 +624,7 @@ impl KeyCache {
             user,
             model_budgets,
             member_budget,
+            member_model_budgets,
         });
         self.misses.forget(&hash);
         self.known.insert(&hash);
@@ -779,6 +798,60 @@ impl KeyCache {
             self.end_users.flushed(e, nanos);
         }
     }
+}
+
+/// A member's budget in its team and its budgets per model group.
+type MemberBudgets = (Option<Arc<Budget>>, Vec<(String, BudgetWindow)>);
+
+/// A member's budgets per model group in its team, as LiteLLM resolves
+/// `team_member_model_max_budget`: its own row's `model_max_budget` when
+/// the row is not the team's default and sets any, else the default row's.
+/// Each entry with a `time_period` is a window of that length (LiteLLM
+/// counts no entry without one).
+fn member_model_budgets(
+    own: Option<&BudgetRecord>,
+    defaults: Option<&BudgetRecord>,
+) -> Vec<(String, BudgetWindow)> {
+    let is_default = own.is_some_and(|o| defaults.is_some_and(|d| d.budget_id == o.budget_id));
+    let own_models = own
+        .filter(|_| !is_default)
+        .and_then(|o| o.model_max_budget.as_ref())
+        .filter(|m| !m.is_empty());
+    let Some(models) = own_models.or_else(|| defaults.and_then(|d| d.model_max_budget.as_ref()))
+    else {
+        return Vec::new();
+    };
+    models
+        .iter()
+        .filter_map(|(group, entry)| {
+            let max = entry
+                .get("budget_limit")
+                .or_else(|| entry.get("max_budget"))
+                .and_then(crate::store::usd_value)?;
+            let duration = entry
+                .get("time_period")
+                .or_else(|| entry.get("budget_duration"))
+                .and_then(Value::as_str)?;
+            let window = BudgetWindow {
+                budget_duration: duration.to_string(),
+                max_budget: max,
+                reset_at: None,
+            };
+            Some((group.clone(), window))
+        })
+        .collect()
+}
+
+/// A member's budget in its team (USD): its own row's `max_budget` when
+/// set, else the team default's when above 0 (LiteLLM's
+/// `resolve_effective_team_member_budget`; a row's `temp_budget_increase`
+/// is not applied here).
+fn member_max_budget(own: Option<&BudgetRecord>, defaults: Option<&BudgetRecord>) -> Option<f64> {
+    let max = match own.and_then(|b| b.max_budget) {
+        Some(max) => max,
+        None => defaults.and_then(|b| b.max_budget).filter(|m| *m > 0.0)?,
+    };
+    max.is_finite().then_some(max)
 }
 
 /// The default member budget row `team` names in its
@@ -1104,6 +1177,45 @@ mod tests {
             cache.note_miss(&h);
             assert!(cache.recently_missed(&h));
         });
+    }
+
+    #[test]
+    fn a_members_own_row_takes_the_place_of_the_teams_default() {
+        let row = |id: &str, max: Option<f64>, models: Value| BudgetRecord {
+            budget_id: id.into(),
+            max_budget: max,
+            model_max_budget: models.as_object().cloned(),
+            ..Default::default()
+        };
+        let models = serde_json::json!({"m": {"budget_limit": 2.0, "time_period": "1d"},
+            "no-window": {"budget_limit": 1.0}});
+        let default = row("d", Some(10.0), models);
+        let own = row("own", Some(3.0), serde_json::json!({}));
+        assert_eq!(member_max_budget(Some(&own), Some(&default)), Some(3.0));
+        assert_eq!(member_max_budget(None, Some(&default)), Some(10.0));
+        let no_max = row("own", None, serde_json::json!({}));
+        assert_eq!(member_max_budget(Some(&no_max), Some(&default)), Some(10.0));
+        let zero = row("d", Some(0.0), serde_json::json!({}));
+        assert_eq!(
+            member_max_budget(None, Some(&zero)),
+            None,
+            "a default of 0 is none"
+        );
+        // Per model: an own row without entries falls back to the default's;
+        // entries without a window are not counted.
+        let windows = member_model_budgets(Some(&own), Some(&default));
+        assert_eq!(windows.len(), 1, "{windows:?}");
+        assert_eq!((windows[0].0.as_str(), windows[0].1.max_budget), ("m", 2.0));
+        let own_models = row(
+            "own",
+            None,
+            serde_json::json!({"m": {"budget_limit": 0.5, "time_period": "1h"}}),
+        );
+        let windows = member_model_budgets(Some(&own_models), Some(&default));
+        assert_eq!(windows[0].1.budget_duration, "1h");
+        // Linked to the default row itself: the default's entries.
+        let windows = member_model_budgets(Some(&default), Some(&default));
+        assert_eq!(windows[0].1.max_budget, 2.0);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The counters of keys' and teams' budget windows (LiteLLM's
-//! `budget_limits`): one per (key or team, window length), for the window
+//! `budget_limits`) and of team members' per-model budgets (LiteLLM's
+//! `team_member_model_max_budget`): one per (owner, window length), for the window
 //! holding the request's time. A counter of an ended window is replaced by
 //! a fresh one when the next window's first request comes, so each window
 //! starts from zero, as LiteLLM's counters `spend:key:<token>:window:<d>`
@@ -23,6 +24,9 @@ pub enum WindowOwner {
     Key,
     /// A team (by its id).
     Team,
+    /// A team member's budget for one model group (by
+    /// `<team>:<user>:<group>`; LiteLLM's `team_member_model_max_budget`).
+    MemberModel,
 }
 
 impl WindowOwner {
@@ -30,6 +34,7 @@ impl WindowOwner {
         match self {
             WindowOwner::Key => "keywindow",
             WindowOwner::Team => "teamwindow",
+            WindowOwner::MemberModel => "membermodelwindow",
         }
     }
 }

@@ -85,7 +85,8 @@ pub(crate) fn gateway_class(err: &GatewayError) -> &'static str {
         BudgetExceeded { .. }
         | EndUserBudgetExceeded { .. }
         | WindowBudgetExceeded { .. }
-        | MemberBudgetExceeded { .. } => "BudgetExceededError",
+        | MemberBudgetExceeded { .. }
+        | MemberModelBudgetExceeded { .. } => "BudgetExceededError",
         RateLimited { .. } => "HTTPException",
         NoCapacity { .. } => "RateLimitError",
         UnknownModel(_) | NoEligibleDeployment { .. } => "BadRequestError",

@@ -545,7 +545,8 @@ async fn hold_batch<'w>(
     let output = output.saturating_add(uncapped.saturating_mul(cap));
     let price = shipped.map(|m| m.price).unwrap_or_default();
     let worst = spend::worst_case_cost(prompt, output, price) / 2.0;
-    let budgets = record::budgets_of(caller, if group.is_empty() { &model } else { group });
+    let budget_group = if group.is_empty() { &model } else { group };
+    let budgets = record::budgets_of(caller, budget_group);
     if !budgeted(&budgets) {
         return Ok((worst, None));
     }
@@ -558,7 +559,9 @@ async fn hold_batch<'w>(
     let total = worst + others;
     let reservation = record::hold(&worker.shared.limiter, &budgets, total, call_id)
         .await
-        .map_err(|r| record::refusal(caller, r.scope, (r.spend, r.max), Some(total)))?;
+        .map_err(|r| {
+            record::refusal(caller, budget_group, r.scope, (r.spend, r.max), Some(total))
+        })?;
     Ok((worst, reservation))
 }
 

@@ -759,6 +759,7 @@ async fn attempts<'r>(
                             | GatewayError::EndUserBudgetExceeded { .. }
                             | GatewayError::WindowBudgetExceeded { .. }
                             | GatewayError::MemberBudgetExceeded { .. }
+                            | GatewayError::MemberModelBudgetExceeded { .. }
                             | GatewayError::CutOff
                     )
                 {

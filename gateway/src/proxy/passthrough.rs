@@ -177,6 +177,7 @@ fn log_failure(
             | GatewayError::BudgetExceeded { .. }
             | GatewayError::WindowBudgetExceeded { .. }
             | GatewayError::MemberBudgetExceeded { .. }
+            | GatewayError::MemberModelBudgetExceeded { .. }
             | GatewayError::RateLimited { .. }
             | GatewayError::NoCapacity { .. }
     ) {
@@ -482,7 +483,9 @@ async fn serve(
     };
     let reservation = record::hold(&worker.shared.limiter, &budgets, worst, &call.call_id)
         .await
-        .map_err(|r| record::refusal(caller, r.scope, (r.spend, r.max), Some(worst)))?;
+        .map_err(|r| {
+            record::refusal(caller, &call.model, r.scope, (r.spend, r.max), Some(worst))
+        })?;
     let upstream_head = request_head(head, &dest, body.len());
     let result = Box::pin(relay(
         worker,

@@ -286,7 +286,7 @@ async fn prepare<'w>(
     // cost.
     let reservation = record::hold(&shared.limiter, &budgets, 0.0, &session.call_id)
         .await
-        .map_err(|r| record::refusal(caller, r.scope, (r.spend, r.max), None))?;
+        .map_err(|r| record::refusal(caller, &group, r.scope, (r.spend, r.max), None))?;
     // 4. the upstream's WebSocket.
     let provider_name = dep.provider_name.clone();
     let unreachable = |e: UpstreamError| match e {

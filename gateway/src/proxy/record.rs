@@ -53,7 +53,7 @@ pub(super) async fn admit<'l>(
         }
     };
     let exceeded = |scope: &str, spend: f64, max: f64, reserve: Option<f64>| {
-        refusal(caller, scope, (spend, max), reserve)
+        refusal(caller, group, scope, (spend, max), reserve)
     };
     if !priced.known
         && priced.policy.refuses(dep)
@@ -173,6 +173,14 @@ pub(super) fn budgets_of(
         }
         let now = Utc::now();
         let windows = caller.budget_windows;
+        if let Some(w) = key.member_model_budget(group) {
+            let team = key.record.team_id.as_deref().unwrap_or_default();
+            let user = key.record.user_id.as_deref().unwrap_or_default();
+            let id = format!("{team}:{user}:{group}");
+            if let Some(b) = windows.counter(WindowOwner::MemberModel, &id, w, now) {
+                budgets.push((TEAM_MEMBER_MODEL, b));
+            }
+        }
         for w in &key.record.budget_limits {
             if let Some(b) = windows.counter(WindowOwner::Key, &key.record.token, w, now) {
                 budgets.push((KEY_WINDOW, b));
@@ -210,15 +218,20 @@ const END_USER_MODEL: &str = "end user model";
 const PROXY: &str = "proxy";
 /// The scope of a user's budget in the key's team in refusals.
 const TEAM_MEMBER: &str = "team member";
+/// The scope of a user's budget for one model group in the key's team in
+/// refusals.
+const TEAM_MEMBER_MODEL: &str = "team member model";
 /// The scope of a key's budget window (`budget_limits`) in refusals.
 const KEY_WINDOW: &str = "key window";
 /// The scope of a team's budget window (`budget_limits`) in refusals.
 const TEAM_WINDOW: &str = "team window";
 
-/// The error of a refusal by `scope`'s budget (spend and budget, USD):
-/// LiteLLM's messages for end users and budget windows.
+/// The error of a refusal by `scope`'s budget (spend and budget, USD) of a
+/// request for `model`: LiteLLM's messages for end users, team members and
+/// budget windows.
 pub(super) fn refusal(
     caller: Caller<'_>,
+    model: &str,
     scope: &str,
     (spend, max): (f64, f64),
     reserve: Option<f64>,
@@ -259,6 +272,12 @@ pub(super) fn refusal(
             max,
             reserve,
         },
+        (TEAM_MEMBER_MODEL, _, Some(k)) => GatewayError::MemberModelBudgetExceeded {
+            user: k.record.user_id.clone().unwrap_or_default(),
+            team: k.record.team_id.clone().unwrap_or_default(),
+            model: model.to_string(),
+            reserve,
+        },
         (TEAM_WINDOW, _, Some(k)) if k.team.is_some() => {
             let team = k.team.as_ref().map(|t| &t.record);
             let id = team.map(|t| t.team_id.as_str()).unwrap_or_default();
@@ -282,7 +301,7 @@ pub(super) fn refuse_if_exhausted(caller: Caller<'_>, group: &str) -> Result<(),
     for (scope, budget) in budgets_of(caller, group) {
         if budget.exhausted() {
             let (spend, max) = (budget.spent_usd(), budget.max_usd().unwrap_or(0.0));
-            return Err(refusal(caller, scope, (spend, max), None));
+            return Err(refusal(caller, group, scope, (spend, max), None));
         }
     }
     Ok(())

@@ -8,8 +8,8 @@ use super::ModelBudgets;
 use super::{
     next_reset, BudgetRecord, Change, DailyBatch, DailyPage, DailyQuery, EndUserBudget,
     EndUserRecord, EndUserUpdate, KeyFilter, KeyRecord, LogCursor, LogPage, MemberOp,
-    MemberOutcome, ModelRecord, OrgMembership, OrgRecord, OrgTable, RowKind, SpendChanges,
-    SpendFilter, SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord,
+    MemberOutcome, Membership, ModelRecord, OrgMembership, OrgRecord, OrgTable, RowKind,
+    SpendChanges, SpendFilter, SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord,
     PROXY_BUDGET_USER,
 };
 use super::{ManagedKind, ManagedObject};
@@ -54,14 +54,38 @@ struct Tables {
     managed: HashMap<String, ManagedObject>,
     /// Batches already charged.
     charged_batches: HashSet<String>,
-    /// A user's spend in a team (`LiteLLM_TeamMembership.spend`), by
-    /// (team id, user id).
-    member_spend: HashMap<(String, String), f64>,
+    /// Users' rows in teams (`LiteLLM_TeamMembership`), by (team id, user
+    /// id).
+    memberships: HashMap<(String, String), Membership>,
     /// When each open batch may next be polled (absent once final).
     batch_polls: HashMap<String, DateTime<Utc>>,
 }
 
 impl Tables {
+    /// Zeroes the spend of the team memberships linked to budget rows whose
+    /// reset is due and schedules each row's next; returns the teams.
+    fn reset_member_budgets(&mut self, now: DateTime<Utc>) -> Vec<String> {
+        let mut teams = Vec::new();
+        for b in self.budgets.values_mut() {
+            let due = b.budget_reset_at.is_some_and(|at| at <= now);
+            let id = b.budget_id.clone();
+            let linked = |m: &Membership| m.budget_id.as_deref() == Some(id.as_str());
+            if !due || !self.memberships.values().any(linked) {
+                continue;
+            }
+            b.budget_reset_at = next_reset(b.budget_duration.as_deref(), now);
+            for ((team, _), m) in self.memberships.iter_mut() {
+                if linked(m) {
+                    m.spend = 0.0;
+                    teams.push(team.clone());
+                }
+            }
+        }
+        teams.sort();
+        teams.dedup();
+        teams
+    }
+
     /// Whether a row settled at `settled` counts in the current period of
     /// `scope` `id`.
     fn counts(&self, scope: &str, id: &str, settled: DateTime<Utc>) -> bool {
@@ -136,8 +160,8 @@ impl Tables {
             if let (Some(team), Some(user)) = (&row.team_id, &row.user) {
                 let on_roster = t.teams.get(team).is_some_and(|t| t.members.contains(user));
                 let key = (team.clone(), user.clone());
-                if on_roster || t.member_spend.contains_key(&key) {
-                    *t.member_spend.entry(key).or_default() += row.spend;
+                if on_roster || t.memberships.contains_key(&key) {
+                    t.memberships.entry(key).or_default().spend += row.spend;
                 }
             }
             if let Some(id) = &row.team_id {
@@ -497,7 +521,10 @@ impl Store for MemoryStore {
                 .and_then(|m| m.user_email.clone());
             roles.retain(|m| &m.user_id != id);
             match op {
-                MemberOp::Remove => team.members.retain(|m| m != id),
+                MemberOp::Remove => {
+                    team.members.retain(|m| m != id);
+                    t.memberships.remove(&(team_id.to_string(), id.clone()));
+                }
                 MemberOp::Add | MemberOp::Update => {
                     if op == MemberOp::Add {
                         team.members.push(id.clone());
@@ -522,9 +549,72 @@ impl Store for MemoryStore {
         }))
     }
 
-    async fn member_spend(&self, team_id: &str, user_id: &str) -> Result<f64, StoreError> {
+    async fn membership(
+        &self,
+        team_id: &str,
+        user_id: &str,
+    ) -> Result<Option<Membership>, StoreError> {
         let key = (team_id.to_string(), user_id.to_string());
-        Ok(self.with(|t| t.member_spend.get(&key).copied().unwrap_or(0.0)))
+        Ok(self.with(|t| t.memberships.get(&key).cloned()))
+    }
+
+    async fn link_member_budget(
+        &self,
+        team_id: &str,
+        user_id: &str,
+        budget_id: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let key = (team_id.to_string(), user_id.to_string());
+        self.with(|t| {
+            t.memberships.entry(key).or_default().budget_id = budget_id.map(str::to_string)
+        });
+        Ok(())
+    }
+
+    async fn link_unlinked_members(
+        &self,
+        team_id: &str,
+        user_ids: &[String],
+        budget_id: &str,
+    ) -> Result<(), StoreError> {
+        self.with(|t| {
+            for user in user_ids {
+                let key = (team_id.to_string(), user.clone());
+                let m = t.memberships.entry(key).or_default();
+                if m.budget_id.is_none() {
+                    m.budget_id = Some(budget_id.to_string());
+                }
+            }
+        });
+        Ok(())
+    }
+
+    async fn teams_of_member_budget(&self, budget_id: &str) -> Result<Vec<String>, StoreError> {
+        Ok(self.with(|t| {
+            let mut teams: Vec<String> = t
+                .memberships
+                .iter()
+                .filter(|(_, m)| m.budget_id.as_deref() == Some(budget_id))
+                .map(|((team, _), _)| team.clone())
+                .collect();
+            teams.sort();
+            teams.dedup();
+            teams
+        }))
+    }
+
+    async fn users_with_email(&self, email: &str) -> Result<Vec<String>, StoreError> {
+        Ok(self.with(|t| {
+            let mut ids: Vec<String> = t
+                .users
+                .values()
+                .filter(|u| u.user_email.as_deref() == Some(email))
+                .map(|u| u.user_id.clone())
+                .collect();
+            ids.sort();
+            ids.truncate(2);
+            ids
+        }))
     }
 
     async fn team_members(&self, team_id: &str) -> Result<Vec<TeamMember>, StoreError> {
@@ -996,6 +1086,7 @@ impl Store for MemoryStore {
                 t.periods.insert(scoped, now);
             }
             changes.extend(t.end_users.reset_due(now).into_iter().map(Change::EndUser));
+            changes.extend(t.reset_member_budgets(now).into_iter().map(Change::Team));
             changes
         }))
     }

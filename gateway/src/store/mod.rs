@@ -57,6 +57,16 @@ pub struct TeamMember {
     pub role: String,
 }
 
+/// A user's row in a team (`LiteLLM_TeamMembership`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Membership {
+    /// What the user spent in the team since its budget row's last reset.
+    pub spend: f64,
+    /// The member's own budget row (`max_budget_in_team`, ...), or the
+    /// team's default member budget row it was linked to.
+    pub budget_id: Option<String>,
+}
+
 /// A change of one team membership, applied atomically by the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemberOp {
@@ -329,9 +339,35 @@ pub trait Store: Send + Sync {
     ) -> Result<MemberOutcome, StoreError>;
     /// The team's `members_with_roles`.
     async fn team_members(&self, team_id: &str) -> Result<Vec<TeamMember>, StoreError>;
-    /// What `user_id` spent in `team_id` (`LiteLLM_TeamMembership.spend`;
-    /// 0 without a row).
-    async fn member_spend(&self, team_id: &str, user_id: &str) -> Result<f64, StoreError>;
+    /// `user_id`'s row in `team_id` (`LiteLLM_TeamMembership`), when it
+    /// has one.
+    async fn membership(
+        &self,
+        team_id: &str,
+        user_id: &str,
+    ) -> Result<Option<Membership>, StoreError>;
+    /// Links `user_id`'s membership in `team_id` to budget row `budget_id`
+    /// (`None` unlinks it), making the membership row when missing, and
+    /// announces the team.
+    async fn link_member_budget(
+        &self,
+        team_id: &str,
+        user_id: &str,
+        budget_id: Option<&str>,
+    ) -> Result<(), StoreError>;
+    /// Links the memberships of `user_ids` in `team_id` that have no budget
+    /// row (or no membership row yet) to `budget_id`, and announces the team
+    /// once.
+    async fn link_unlinked_members(
+        &self,
+        team_id: &str,
+        user_ids: &[String],
+        budget_id: &str,
+    ) -> Result<(), StoreError>;
+    /// The teams with a membership linked to budget row `budget_id`.
+    async fn teams_of_member_budget(&self, budget_id: &str) -> Result<Vec<String>, StoreError>;
+    /// The ids of (at most two) users with email `email`.
+    async fn users_with_email(&self, email: &str) -> Result<Vec<String>, StoreError>;
     /// Users, newest first, `limit` from `offset`, and how many there are.
     async fn list_users(
         &self,
@@ -505,8 +541,9 @@ pub trait Store: Send + Sync {
     /// last 30 days of spend so).
     async fn global_spend(&self, since: &str) -> Result<f64, StoreError>;
     /// Zeroes the spend of keys, teams and users whose `budget_reset_at` is
-    /// past, and of the end users of budget rows whose `budget_reset_at`
-    /// is, and schedules the next reset; returns what changed.
+    /// past, and of the end users and team memberships of budget rows
+    /// whose `budget_reset_at` is (the team's announced), and schedules the
+    /// next reset; returns what changed.
     async fn reset_due_budgets(&self, now: DateTime<Utc>) -> Result<Vec<Change>, StoreError>;
     /// Announces changes to every replica (Postgres NOTIFY); a no-op in memory.
     async fn announce(&self, changes: &[Change]) -> Result<(), StoreError>;

@@ -40,8 +40,8 @@ use super::cipher::ParamCipher;
 use super::{
     BudgetRecord, Change, DailyPage, DailyQuery, EndUserBudget, EndUserRecord, EndUserUpdate,
     KeyFilter, KeyRecord, LogCursor, LogPage, ManagedKind, ManagedObject, MemberOp, MemberOutcome,
-    ModelRecord, OrgMembership, OrgRecord, OrgTable, RowKind, SpendChanges, SpendFilter,
-    SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord,
+    Membership, ModelRecord, OrgMembership, OrgRecord, OrgTable, RowKind, SpendChanges,
+    SpendFilter, SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -296,8 +296,38 @@ impl Store for PostgresStore {
         with_client!(self, c => members::roles(c, team_id))
     }
 
-    async fn member_spend(&self, team_id: &str, user_id: &str) -> Result<f64, StoreError> {
-        with_client!(self, c => members::spend(c, team_id, user_id))
+    async fn membership(
+        &self,
+        team_id: &str,
+        user_id: &str,
+    ) -> Result<Option<Membership>, StoreError> {
+        with_client!(self, c => members::membership(c, team_id, user_id))
+    }
+
+    async fn link_member_budget(
+        &self,
+        team_id: &str,
+        user_id: &str,
+        budget_id: Option<&str>,
+    ) -> Result<(), StoreError> {
+        with_client!(retry self, c => members::link_budget(c, team_id, user_id, budget_id))
+    }
+
+    async fn link_unlinked_members(
+        &self,
+        team_id: &str,
+        user_ids: &[String],
+        budget_id: &str,
+    ) -> Result<(), StoreError> {
+        with_client!(retry self, c => members::link_unlinked(c, team_id, user_ids, budget_id))
+    }
+
+    async fn teams_of_member_budget(&self, budget_id: &str) -> Result<Vec<String>, StoreError> {
+        with_client!(self, c => members::teams_of_budget(c, budget_id))
+    }
+
+    async fn users_with_email(&self, email: &str) -> Result<Vec<String>, StoreError> {
+        with_client!(self, c => members::users_with_email(c, email))
     }
 
     async fn list_users(

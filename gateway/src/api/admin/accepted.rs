@@ -73,7 +73,6 @@ pub const TEAM: &[(&str, Kind)] = &[
     ("default_estimated_output_tokens_per_model", Object),
     ("mcp_rpm_limit", Object),
     ("team_member_key_duration", Str),
-    ("team_member_model_max_budget", Object),
     ("allowed_vector_store_indexes", List),
     ("enforced_batch_output_expires_after", Object),
     ("enforced_file_expires_after", Object),

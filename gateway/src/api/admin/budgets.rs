@@ -324,6 +324,9 @@ pub async fn update(
                 })
                 .map(|t| Change::Team(t.team_id)),
         );
+        // And the keys of members whose own budget it is.
+        let teams = store.teams_of_member_budget(&id).await.map_err(store_err)?;
+        changes.extend(teams.into_iter().map(Change::Team));
         ctx.publish(&changes).await;
         let ids = [id.clone()];
         let row = store.budgets(Some(&ids[..])).await.map_err(store_err)?;

@@ -1,16 +1,20 @@
 //! `/team/member_add`, `/team/member_delete`, `/team/member_update`: one
 //! membership at a time, each an atomic store change (concurrent calls on
 //! one team never lose each other), roles kept in `members_with_roles`.
-//! LiteLLM's per-member team budgets and limits (`max_budget_in_team`, ...)
-//! are refused rather than silently not enforced.
+//! A member's own budget (`max_budget_in_team`, `budget_duration`) goes to
+//! its budget row ([`super::member_budgets`]); LiteLLM's other per-member
+//! limits (`tpm_limit`, `allowed_models`, ...) are refused rather than
+//! silently not enforced. A member named by `user_email` alone is found by
+//! that email, or made, as LiteLLM does.
 
-use super::body::{bad_field, parse};
+use super::body::{bad_field, parse, Patch};
 use super::db::{run, store_err, Ctx};
+use super::member_budgets::{self, MemberLimits};
 use super::object;
 use super::teams::team_json;
 use crate::error::GatewayError;
 use crate::state::Worker;
-use crate::store::{Change, MemberOp, MemberOutcome, TeamMember};
+use crate::store::{Change, MemberOp, MemberOutcome, TeamMember, UserRecord};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
@@ -36,9 +40,9 @@ struct MemberAdd {
     /// One `Member` or a list of them.
     member: Value,
     #[serde(default)]
-    max_budget_in_team: Option<f64>,
+    max_budget_in_team: Patch<f64>,
     #[serde(default)]
-    budget_duration: Option<String>,
+    budget_duration: Patch<String>,
     #[serde(default)]
     allowed_models: Option<Vec<String>>,
 }
@@ -56,13 +60,13 @@ struct MemberRef {
     #[serde(default)]
     role: Option<String>,
     #[serde(default)]
-    max_budget_in_team: Option<f64>,
+    max_budget_in_team: Patch<f64>,
     #[serde(default)]
     tpm_limit: Option<i64>,
     #[serde(default)]
     rpm_limit: Option<i64>,
     #[serde(default)]
-    budget_duration: Option<String>,
+    budget_duration: Patch<String>,
     #[serde(default)]
     allowed_models: Option<Vec<String>>,
     #[serde(default)]
@@ -93,7 +97,8 @@ fn role(at: &str, role: &str) -> Result<(), GatewayError> {
     }
 }
 
-/// The members of a `member` field, checked, with the field path of each.
+/// The members of a `member` field, checked, with the field path of each
+/// (a member named by `user_email` alone has an empty `user_id`).
 fn members_of(member: Value) -> Result<(Vec<TeamMember>, bool), GatewayError> {
     let (items, many) = match member {
         Value::Array(items) => (items, true),
@@ -120,19 +125,50 @@ fn members_of(member: Value) -> Result<(Vec<TeamMember>, bool), GatewayError> {
             bad_field(&field, e.into_inner().to_string())
         })?;
         role(&format!("{at}.role"), &m.role)?;
-        let Some(user_id) = m.user_id.filter(|id| !id.is_empty()) else {
+        let user_id = m.user_id.filter(|id| !id.is_empty());
+        let user_email = m.user_email.filter(|e| !e.is_empty());
+        if user_id.is_none() && user_email.is_none() {
             return Err(bad_field(
                 &format!("{at}.user_id"),
-                "members are named by user_id here (user_email alone is not enough)",
+                "either user_id or user_email is required",
             ));
-        };
+        }
         out.push(TeamMember {
-            user_id,
-            user_email: m.user_email,
+            user_id: user_id.unwrap_or_default(),
+            user_email,
             role: m.role,
         });
     }
     Ok((out, many))
+}
+
+/// The user a member named by `user_email` alone is, as LiteLLM's
+/// `add_new_member` finds it: the one user with that email, else a new
+/// user (a uuid, role `internal_user`); several are a 400.
+pub(super) async fn user_by_email(ctx: &Ctx, email: &str) -> Result<String, GatewayError> {
+    let found = ctx
+        .store()
+        .users_with_email(email)
+        .await
+        .map_err(store_err)?;
+    match found.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => {
+            let user = UserRecord {
+                user_id: uuid::Uuid::new_v4().to_string(),
+                user_email: Some(email.to_string()),
+                user_role: Some("internal_user".into()),
+                created_at: Some(chrono::Utc::now()),
+                ..UserRecord::default()
+            };
+            ctx.store().insert_user(&user).await.map_err(store_err)?;
+            Ok(user.user_id)
+        }
+        _ => Err(bad_field(
+            "user_email",
+            "Multiple users with this email found in db. Please use 'user_id' instead.",
+        )),
+    }
 }
 
 /// The team with its roles, as LiteLLM shows it.
@@ -142,38 +178,53 @@ pub(super) async fn team_with_roles(ctx: &Ctx, team_id: &str) -> Result<Value, G
     Ok(team_json_with_roles(&team, &roles))
 }
 
-/// [`team_json`] with the roles stored for its members.
+/// [`team_json`] with its stored `members_with_roles`, as LiteLLM answers
+/// a team: the stored entries in their order (a team LiteLLM made keeps its
+/// roster there alone, its `members` column empty), then the ids of
+/// `members` that have no entry, as `user`.
 pub fn team_json_with_roles(team: &crate::store::TeamRecord, roles: &[TeamMember]) -> Value {
     let mut out = team_json(team);
-    let members: Vec<Value> = team
+    let stored = roles
+        .iter()
+        .map(|m| json!({"user_id": m.user_id, "user_email": m.user_email, "role": m.role}));
+    let rest = team
         .members
         .iter()
-        .map(|id| match roles.iter().find(|m| &m.user_id == id) {
-            Some(m) => json!({"user_id": id, "user_email": m.user_email, "role": m.role}),
-            None => json!({"user_id": id, "user_email": null, "role": "user"}),
-        })
-        .collect();
-    out["members_with_roles"] = members.into();
+        .filter(|id| !roles.iter().any(|m| &m.user_id == *id))
+        .map(|id| json!({"user_id": id, "user_email": null, "role": "user"}));
+    out["members_with_roles"] = stored.chain(rest).collect::<Vec<_>>().into();
     out
 }
 
 /// `POST /team/member_add`: adds one member or a list; a member already in
-/// the team is a 400 (for a list, only when all are).
+/// the team is a 400 (for a list, only when all are). Each member added is
+/// linked to a budget row as LiteLLM links it ([`member_budgets::for_new_member`]).
 pub async fn add(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
     let req: MemberAdd = parse(body)?;
-    refuse_member_limits(&[
-        ("max_budget_in_team", req.max_budget_in_team.is_some()),
-        ("budget_duration", req.budget_duration.is_some()),
-        ("allowed_models", req.allowed_models.is_some()),
-    ])?;
+    refuse_member_limits(&[("allowed_models", req.allowed_models.is_some())])?;
+    let limits = MemberLimits::checked(req.max_budget_in_team, req.budget_duration)?;
     let (members, many) = members_of(req.member)?;
     let team_id = req.team_id;
     run(worker, move |ctx| async move {
+        let team = super::db::team(&ctx, &team_id).await?;
+        let roles = ctx
+            .store()
+            .team_members(&team_id)
+            .await
+            .map_err(store_err)?;
         let mut added = Vec::new();
-        for m in &members {
+        for mut m in members {
+            if m.user_id.is_empty() {
+                // Already in the team by that email: skipped, as LiteLLM does.
+                if roles.iter().any(|r| r.user_email == m.user_email) {
+                    continue;
+                }
+                m.user_id =
+                    user_by_email(&ctx, m.user_email.as_deref().unwrap_or_default()).await?;
+            }
             match ctx
                 .store()
-                .change_team_member(&team_id, MemberOp::Add, m)
+                .change_team_member(&team_id, MemberOp::Add, &m)
                 .await
                 .map_err(store_err)?
             {
@@ -181,7 +232,16 @@ pub async fn add(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
                     return Err(GatewayError::NotFound(format!("Team {team_id}")))
                 }
                 MemberOutcome::Unchanged => {}
-                MemberOutcome::Changed => added.push(m.user_id.clone()),
+                MemberOutcome::Changed => {
+                    let budget = member_budgets::for_new_member(&ctx, &team, &limits).await?;
+                    if let Some(id) = budget {
+                        ctx.store()
+                            .link_member_budget(&team_id, &m.user_id, Some(&id))
+                            .await
+                            .map_err(store_err)?;
+                    }
+                    added.push(m.user_id.clone());
+                }
             }
         }
         let mut changes = vec![Change::Team(team_id.clone())];
@@ -196,8 +256,15 @@ pub async fn add(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
             return Err(bad_field("member", message));
         }
         let mut users = Vec::new();
+        let mut memberships = Vec::new();
         for id in &added {
             users.extend(ctx.store().get_user(id).await.map_err(store_err)?);
+            let m = ctx
+                .store()
+                .membership(&team_id, id)
+                .await
+                .map_err(store_err)?;
+            memberships.push(membership_json(&ctx, &team_id, id, m).await?);
         }
         let mut out = team_with_roles(&ctx, &team_id).await?;
         out["updated_users"] = users
@@ -205,10 +272,38 @@ pub async fn add(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
             .map(|u| Value::Object(object(u)))
             .collect::<Vec<_>>()
             .into();
-        out["updated_team_memberships"] = json!([]);
+        out["updated_team_memberships"] = memberships.into();
         Ok(out)
     })
     .await
+}
+
+/// A membership as LiteLLM answers it (`LiteLLM_TeamMembership` with its
+/// `litellm_budget_table`).
+async fn membership_json(
+    ctx: &Ctx,
+    team_id: &str,
+    user_id: &str,
+    m: Option<crate::store::Membership>,
+) -> Result<Value, GatewayError> {
+    let m = m.unwrap_or_default();
+    let budget = match &m.budget_id {
+        Some(id) => ctx
+            .store()
+            .budgets(Some(std::slice::from_ref(id)))
+            .await
+            .map_err(store_err)?
+            .first()
+            .map(super::budgets::budget_json),
+        None => None,
+    };
+    Ok(json!({
+        "user_id": user_id,
+        "team_id": team_id,
+        "budget_id": m.budget_id,
+        "spend": m.spend,
+        "litellm_budget_table": budget,
+    }))
 }
 
 /// The user id a `MemberRef` names (by `user_id`, else by the email stored
@@ -283,12 +378,10 @@ pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
 /// `POST /team/member_update`: the member's role (LiteLLM's
 /// `TeamMemberUpdateResponse`).
 pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
-    let req: MemberRef = parse(body)?;
+    let mut req: MemberRef = parse(body)?;
     refuse_member_limits(&[
-        ("max_budget_in_team", req.max_budget_in_team.is_some()),
         ("tpm_limit", req.tpm_limit.is_some()),
         ("rpm_limit", req.rpm_limit.is_some()),
-        ("budget_duration", req.budget_duration.is_some()),
         ("allowed_models", req.allowed_models.is_some()),
         ("temp_budget_increase", req.temp_budget_increase.is_some()),
         ("temp_budget_expiry", req.temp_budget_expiry.is_some()),
@@ -303,6 +396,10 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
             "either user_id or user_email is required",
         ));
     }
+    let limits = MemberLimits::checked(
+        std::mem::take(&mut req.max_budget_in_team),
+        std::mem::take(&mut req.budget_duration),
+    )?;
     run(worker, move |ctx| async move {
         let user_id = resolve(&ctx, &req).await?;
         let team_id = req.team_id.clone();
@@ -333,6 +430,8 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
                 format!("user '{user_id}' is not a member of team '{team_id}'"),
             )),
             MemberOutcome::Changed => {
+                let team = super::db::team(&ctx, &team_id).await?;
+                member_budgets::update_member(&ctx, &team, &user_id, &limits).await?;
                 ctx.publish(&[Change::Team(team_id.clone())]).await;
                 let roles = ctx
                     .store()
@@ -348,14 +447,27 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
                     "user_id": user_id,
                     "user_email": email,
                     "role": m.role,
-                    "max_budget_in_team": null,
+                    "max_budget_in_team": given(&limits.max_budget),
                     "tpm_limit": null,
                     "rpm_limit": null,
+                    "budget_duration": given(&limits.budget_duration),
+                    "allowed_models": null,
+                    "temp_budget_increase": null,
+                    "temp_budget_expiry": null,
+                    "model_max_budget": null,
                 }))
             }
         }
     })
     .await
+}
+
+/// A field of the request as LiteLLM echoes it (`null` when not set).
+fn given<T: serde::Serialize>(p: &Patch<T>) -> Value {
+    match p {
+        Patch::Set(v) => json!(v),
+        Patch::Keep | Patch::Clear => Value::Null,
+    }
 }
 
 #[cfg(test)]
@@ -373,7 +485,9 @@ mod tests {
         assert_eq!(err.unwrap_err().param(), Some("member[1].role"));
         let err = members_of(json!({"user_id": 5}));
         assert_eq!(err.unwrap_err().param(), Some("member.user_id"));
-        let err = members_of(json!({"user_email": "x@y"}));
+        let (by_email, _) = members_of(json!({"user_email": "x@y"})).unwrap();
+        assert!(by_email[0].user_id.is_empty() && by_email[0].user_email.as_deref() == Some("x@y"));
+        let err = members_of(json!({"role": "user"}));
         assert_eq!(err.unwrap_err().param(), Some("member.user_id"));
         assert_eq!(members_of(json!("u")).unwrap_err().param(), Some("member"));
     }

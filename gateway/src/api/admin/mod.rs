@@ -17,6 +17,7 @@ mod issue;
 mod keys;
 mod live_limits;
 mod log_page;
+mod member_budgets;
 mod members;
 mod model_groups;
 mod models;

@@ -40,6 +40,7 @@ pub struct TeamRequest {
     team_member_budget_duration: Patch<String>,
     team_member_rpm_limit: Patch<i64>,
     team_member_tpm_limit: Patch<i64>,
+    team_member_model_max_budget: Patch<Map<String, Value>>,
     /// Fields LiteLLM keeps in `metadata` ([`parse_accepting`]).
     #[serde(skip)]
     extra_metadata: Map<String, Value>,
@@ -74,8 +75,11 @@ impl TeamRequest {
     }
 
     /// The member ids of `members` and `members_with_roles`, in order without
-    /// repeats, and the roles given; `None` when the body has neither.
-    fn take_members(&mut self) -> Result<Option<Members>, GatewayError> {
+    /// repeats, and the roles given; `None` when the body has neither. With
+    /// `by_email`, an entry named by `user_email` alone is kept among the
+    /// roles with an empty `user_id` (its user is found or made later, as
+    /// LiteLLM's `/team/new` does); else it is a 400.
+    fn take_members(&mut self, by_email: bool) -> Result<Option<Members>, GatewayError> {
         if self.members.is_none() && self.members_with_roles.is_none() {
             return Ok(None);
         }
@@ -89,6 +93,16 @@ impl TeamRequest {
                     &format!("{at}.role"),
                     "must be 'admin' or 'user'",
                 ));
+            }
+            let email_only =
+                m.user_id.is_none() && m.user_email.as_ref().is_some_and(|e| !e.is_empty());
+            if by_email && email_only {
+                roles.push(TeamMember {
+                    user_id: String::new(),
+                    user_email: m.user_email,
+                    role: m.role,
+                });
+                continue;
             }
             let Some(id) = m.user_id else {
                 let email = m.user_email.unwrap_or_default();
@@ -130,18 +144,20 @@ impl TeamRequest {
 
     /// Takes the team's member defaults (`team_member_budget`,
     /// `team_member_budget_duration`, `team_member_rpm_limit`,
-    /// `team_member_tpm_limit`) as the fields of its member budget row;
-    /// `None` when none is given.
+    /// `team_member_tpm_limit`, `team_member_model_max_budget`) as the
+    /// fields of its member budget row; `None` when none is given.
     fn take_member_defaults(&mut self) -> Option<BudgetFields> {
         let given = self.team_member_budget.is_given()
             || self.team_member_budget_duration.is_given()
             || self.team_member_rpm_limit.is_given()
-            || self.team_member_tpm_limit.is_given();
+            || self.team_member_tpm_limit.is_given()
+            || self.team_member_model_max_budget.is_given();
         given.then(|| BudgetFields {
             max_budget: std::mem::take(&mut self.team_member_budget),
             budget_duration: std::mem::take(&mut self.team_member_budget_duration),
             rpm_limit: std::mem::take(&mut self.team_member_rpm_limit),
             tpm_limit: std::mem::take(&mut self.team_member_tpm_limit),
+            model_max_budget: std::mem::take(&mut self.team_member_model_max_budget),
             ..BudgetFields::default()
         })
     }
@@ -285,7 +301,7 @@ fn team_id_of(team: &Value) -> Value {
 pub async fn new(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
     let mut req = TeamRequest::read(body)?;
     req.apply_defaults(&worker.shared.team_defaults);
-    let (members, roles) = req.take_members()?.unwrap_or_default();
+    let (members, mut roles) = req.take_members(true)?.unwrap_or_default();
     let team_id = match req.team_id.take() {
         Some(id) if id.is_empty() => return Err(bad_field("team_id", "must not be empty")),
         Some(id) => id,
@@ -299,6 +315,7 @@ pub async fn new(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
         ..Default::default()
     };
     let member_defaults = req.take_member_defaults();
+    let backfill = member_defaults.is_some();
     req.apply(&mut team, now)?;
     // The member budget row names the team's id in no column: a stale
     // `team_member_budget_id` in the given metadata is not trusted.
@@ -320,10 +337,21 @@ pub async fn new(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
             }
             write_member_defaults(&ctx, &mut team, fields).await?;
         }
+        // Members named by email alone: found or made, as on member_add.
+        for m in roles.iter_mut().filter(|m| m.user_id.is_empty()) {
+            let email = m.user_email.clone().unwrap_or_default();
+            m.user_id = super::members::user_by_email(&ctx, &email).await?;
+            if !team.members.contains(&m.user_id) {
+                team.members.push(m.user_id.clone());
+            }
+        }
         ctx.store().insert_team(&team).await.map_err(store_err)?;
         let mut changes = vec![Change::Team(team.team_id.clone())];
         changes.extend(sync_members(&ctx, &team.team_id, &[], &team.members).await?);
         set_roles(&ctx, &team.team_id, &roles).await?;
+        if backfill {
+            super::member_budgets::backfill(&ctx, &team).await?;
+        }
         ctx.publish(&changes).await;
         let roles = ctx
             .store()
@@ -360,9 +388,10 @@ pub async fn info(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> 
 pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
     let mut req = TeamRequest::read(body)?;
     let team_id = req.team_id.take().ok_or_else(|| missing("team_id"))?;
-    let members = req.take_members()?;
+    let members = req.take_members(false)?;
     let org_given = req.organization_id.is_given();
     let member_defaults = req.take_member_defaults();
+    let backfill = member_defaults.is_some();
     let team = run(worker, move |ctx| async move {
         let old = db::team(&ctx, &team_id).await?;
         let mut team = old.clone();
@@ -397,6 +426,11 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
         let mut changes = vec![Change::Team(team_id.clone())];
         changes.extend(sync_members(&ctx, &team_id, &before, &team.members).await?);
         set_roles(&ctx, &team_id, &roles).await?;
+        if backfill {
+            // Members who joined before the defaults were set are linked
+            // to their row, as LiteLLM backfills them.
+            super::member_budgets::backfill(&ctx, &team).await?;
+        }
         ctx.publish(&changes).await;
         let roles = ctx
             .store()
@@ -526,23 +560,27 @@ mod tests {
             br#"{"members": ["a"], "members_with_roles": [{"user_id": "b", "role": "admin"}, {"user_id": "a", "role": "user"}]}"#,
         )
         .unwrap();
-        let (ids, roles) = req.take_members().unwrap().unwrap();
+        let (ids, roles) = req.take_members(false).unwrap().unwrap();
         assert_eq!(ids, vec!["a".to_string(), "b".to_string()]);
         assert_eq!((roles[0].role.as_str(), roles.len()), ("admin", 2));
         let mut req: TeamRequest =
             parse(br#"{"members_with_roles": [{"user_id": "b", "role": "owner"}]}"#).unwrap();
         assert_eq!(
-            req.take_members().unwrap_err().param(),
+            req.take_members(false).unwrap_err().param(),
             Some("members_with_roles[0].role")
         );
         let mut req: TeamRequest =
             parse(br#"{"members_with_roles": [{"user_email": "x@y", "role": "user"}]}"#).unwrap();
         assert_eq!(
-            req.take_members().unwrap_err().param(),
+            req.take_members(false).unwrap_err().param(),
             Some("members_with_roles[0].user_id")
         );
+        let mut req: TeamRequest =
+            parse(br#"{"members_with_roles": [{"user_email": "x@y", "role": "user"}]}"#).unwrap();
+        let (ids, roles) = req.take_members(true).unwrap().unwrap();
+        assert!(ids.is_empty() && roles[0].user_id.is_empty());
         let mut req: TeamRequest = parse(br#"{"team_alias": "t"}"#).unwrap();
-        assert!(req.take_members().unwrap().is_none());
+        assert!(req.take_members(false).unwrap().is_none());
     }
 
     #[test]

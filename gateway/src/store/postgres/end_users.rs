@@ -369,15 +369,19 @@ pub async fn add_spend(
     Ok(budgeted)
 }
 
-/// Zeroes the spend of the end users of every budget row whose reset is
-/// due and schedules each row's next; returns their ids.
-pub async fn reset_due(tx: &Transaction<'_>, now: DateTime<Utc>) -> Result<Vec<String>, Error> {
+/// Advances every budget row whose reset is due and that end users or team
+/// memberships are linked to (locked, in id order) to its next reset;
+/// returns their ids, whose linked spend the caller zeroes.
+pub async fn advance_due(tx: &Transaction<'_>, now: DateTime<Utc>) -> Result<Vec<String>, Error> {
     let due = tx
         .query(
-            r#"SELECT budget_id, budget_duration FROM "LiteLLM_BudgetTable"
-            WHERE budget_reset_at <= $1
-                AND budget_id IN (SELECT budget_id FROM "LiteLLM_EndUserTable")
-            ORDER BY budget_id FOR UPDATE"#,
+            r#"SELECT b.budget_id, b.budget_duration FROM "LiteLLM_BudgetTable" b
+            WHERE b.budget_reset_at <= $1
+                AND (EXISTS (SELECT 1 FROM "LiteLLM_EndUserTable" e
+                        WHERE e.budget_id = b.budget_id)
+                    OR EXISTS (SELECT 1 FROM "LiteLLM_TeamMembership" m
+                        WHERE m.budget_id = b.budget_id))
+            ORDER BY b.budget_id FOR UPDATE OF b"#,
             &[&now.naive_utc()],
         )
         .await?;
@@ -397,11 +401,23 @@ pub async fn reset_due(tx: &Transaction<'_>, now: DateTime<Utc>) -> Result<Vec<S
         &[&ids, &next],
     )
     .await?;
+    Ok(ids)
+}
+
+/// Zeroes the spend of the end users linked to `budget_ids`; returns their
+/// ids.
+pub async fn reset_linked(
+    tx: &Transaction<'_>,
+    budget_ids: &[String],
+) -> Result<Vec<String>, Error> {
+    if budget_ids.is_empty() {
+        return Ok(Vec::new());
+    }
     let rows = tx
         .query(
             r#"UPDATE "LiteLLM_EndUserTable" SET spend = 0 WHERE budget_id = ANY($1)
             RETURNING user_id"#,
-            &[&ids],
+            &[&budget_ids],
         )
         .await?;
     rows.iter().map(|r| r.try_get(0)).collect()

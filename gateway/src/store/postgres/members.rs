@@ -5,7 +5,7 @@
 //! users listed a page at a time.
 
 use super::notify;
-use crate::store::{Change, MemberOp, MemberOutcome, RowKind, TeamMember};
+use crate::store::{Change, MemberOp, MemberOutcome, Membership, RowKind, TeamMember};
 use serde_json::{Map, Value};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Error};
@@ -40,24 +40,30 @@ pub async fn change(
     m: &TeamMember,
 ) -> Result<MemberOutcome, Error> {
     let members = "COALESCE(members, ARRAY[]::text[])";
+    // On the roster: in `members`, or in `members_with_roles` alone (LiteLLM
+    // keeps its roster there).
+    let on_roster = format!(
+        "($2::text = ANY({members}) OR (jsonb_typeof(members_with_roles) = 'array' \
+         AND members_with_roles @> jsonb_build_array(jsonb_build_object('user_id', $2::text))))"
+    );
     let team_sql = match op {
         MemberOp::Add => format!(
             r#"UPDATE "LiteLLM_TeamTable" SET members = array_append({members}, $2::text),
                 members_with_roles = {OTHER_ROLES} || {entry},
                 updated_at = CURRENT_TIMESTAMP
-            WHERE team_id = $1::text AND NOT ($2::text = ANY({members}))"#,
+            WHERE team_id = $1::text AND NOT {on_roster}"#,
             entry = entry()
         ),
         MemberOp::Update => format!(
             r#"UPDATE "LiteLLM_TeamTable" SET members_with_roles = {OTHER_ROLES} || {entry},
                 updated_at = CURRENT_TIMESTAMP
-            WHERE team_id = $1::text AND $2::text = ANY({members})"#,
+            WHERE team_id = $1::text AND {on_roster}"#,
             entry = entry()
         ),
         MemberOp::Remove => format!(
             r#"UPDATE "LiteLLM_TeamTable" SET members = array_remove({members}, $2::text),
                 members_with_roles = {OTHER_ROLES}, updated_at = CURRENT_TIMESTAMP
-            WHERE team_id = $1::text AND $2::text = ANY({members})"#
+            WHERE team_id = $1::text AND {on_roster}"#
         ),
     };
     let email = m.user_email.as_deref();
@@ -99,6 +105,15 @@ pub async fn change(
     };
     tx.execute(&user_sql, &params[..params.len().min(3)])
         .await?;
+    if op == MemberOp::Remove {
+        // The member's spend and budget row link in the team go with it,
+        // as LiteLLM deletes the membership.
+        tx.execute(
+            r#"DELETE FROM "LiteLLM_TeamMembership" WHERE team_id = $1 AND user_id = $2"#,
+            &[&team_id, &m.user_id],
+        )
+        .await?;
+    }
     notify(
         &tx,
         &[
@@ -111,19 +126,118 @@ pub async fn change(
     Ok(MemberOutcome::Changed)
 }
 
-/// What `user_id` spent in `team_id` (0 without a membership row).
-pub async fn spend(c: &Client, team_id: &str, user_id: &str) -> Result<f64, Error> {
+/// `user_id`'s membership row in `team_id`, when it has one.
+pub async fn membership(
+    c: &Client,
+    team_id: &str,
+    user_id: &str,
+) -> Result<Option<Membership>, Error> {
     let row = c
         .query_opt(
-            r#"SELECT spend::float8 AS spend FROM "LiteLLM_TeamMembership"
+            r#"SELECT spend::float8 AS spend, budget_id FROM "LiteLLM_TeamMembership"
             WHERE team_id = $1 AND user_id = $2"#,
             &[&team_id, &user_id],
         )
         .await?;
-    Ok(match row {
-        Some(row) => row.try_get::<_, Option<f64>>("spend")?.unwrap_or(0.0),
-        None => 0.0,
-    })
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    Ok(Some(Membership {
+        spend: row.try_get::<_, Option<f64>>("spend")?.unwrap_or(0.0),
+        budget_id: row.try_get("budget_id")?,
+    }))
+}
+
+/// Links the membership of `user_id` in `team_id` to `budget_id` (made
+/// when missing) and announces the team, in one transaction.
+pub async fn link_budget(
+    c: &mut Client,
+    team_id: &str,
+    user_id: &str,
+    budget_id: Option<&str>,
+) -> Result<(), Error> {
+    let tx = c.transaction().await?;
+    tx.execute(
+        r#"INSERT INTO "LiteLLM_TeamMembership" (user_id, team_id, budget_id)
+        VALUES ($1::text, $2::text, $3::text)
+        ON CONFLICT (user_id, team_id) DO UPDATE SET budget_id = EXCLUDED.budget_id"#,
+        &[&user_id, &team_id, &budget_id],
+    )
+    .await?;
+    notify(&tx, &[Change::Team(team_id.to_string())]).await?;
+    tx.commit().await
+}
+
+/// Links the memberships of `user_ids` in `team_id` without a budget row
+/// (made when missing) to `budget_id` and announces the team, in one
+/// transaction.
+pub async fn link_unlinked(
+    c: &mut Client,
+    team_id: &str,
+    user_ids: &[String],
+    budget_id: &str,
+) -> Result<(), Error> {
+    let tx = c.transaction().await?;
+    tx.execute(
+        r#"INSERT INTO "LiteLLM_TeamMembership" (user_id, team_id, budget_id)
+        SELECT u, $1::text, $3::text FROM unnest($2::text[]) AS u
+        ON CONFLICT (user_id, team_id) DO UPDATE SET budget_id = EXCLUDED.budget_id
+        WHERE "LiteLLM_TeamMembership".budget_id IS NULL"#,
+        &[&team_id, &user_ids, &budget_id],
+    )
+    .await?;
+    notify(&tx, &[Change::Team(team_id.to_string())]).await?;
+    tx.commit().await
+}
+
+/// The teams with a membership linked to `budget_id`.
+pub async fn teams_of_budget(c: &Client, budget_id: &str) -> Result<Vec<String>, Error> {
+    let rows = c
+        .query(
+            r#"SELECT DISTINCT team_id FROM "LiteLLM_TeamMembership" WHERE budget_id = $1"#,
+            &[&budget_id],
+        )
+        .await?;
+    rows.iter().map(|r| r.try_get(0)).collect()
+}
+
+/// The ids of at most two users with email `email`.
+pub async fn users_with_email(c: &Client, email: &str) -> Result<Vec<String>, Error> {
+    let rows = c
+        .query(
+            r#"SELECT user_id FROM "LiteLLM_UserTable" WHERE user_email = $1
+            ORDER BY user_id LIMIT 2"#,
+            &[&email],
+        )
+        .await?;
+    rows.iter().map(|r| r.try_get(0)).collect()
+}
+
+/// Zeroes the spend of the memberships linked to `budget_ids` (budget
+/// rows whose period just ended; LiteLLM's reset cascade), keeping their
+/// lifetime in `total_spend`; returns the teams changed.
+pub async fn reset_linked(
+    tx: &tokio_postgres::Transaction<'_>,
+    budget_ids: &[String],
+) -> Result<Vec<String>, Error> {
+    if budget_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = tx
+        .query(
+            r#"UPDATE "LiteLLM_TeamMembership"
+            SET total_spend = GREATEST(total_spend, spend), spend = 0
+            WHERE budget_id = ANY($1) RETURNING team_id"#,
+            &[&budget_ids],
+        )
+        .await?;
+    let mut teams: Vec<String> = rows
+        .iter()
+        .map(|r| r.try_get(0))
+        .collect::<Result<_, _>>()?;
+    teams.sort();
+    teams.dedup();
+    Ok(teams)
 }
 
 /// The team's `members_with_roles`; entries that are not LiteLLM's

@@ -73,6 +73,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../../../../migrations/0023_batch_polls.sql"),
     ),
     (
+        "0024_team_membership_budget_index",
+        include_str!("../../../../migrations/0024_team_membership_budget_index.sql"),
+    ),
+    (
         "0025_console_logouts",
         include_str!("../../../../migrations/0025_console_logouts.sql"),
     ),

@@ -1056,8 +1056,13 @@ pub async fn reset_due(c: &mut Client, now: DateTime<Utc>) -> Result<Vec<Change>
         changes.push(Change::Team(team));
     }
     start_periods(&tx, &changes, now).await?;
-    let end_users = super::end_users::reset_due(&tx, now).await?;
+    // Budget rows linked to end users and team memberships (a member's own
+    // budget, or its team's member defaults), as LiteLLM's reset cascade.
+    let rows = super::end_users::advance_due(&tx, now).await?;
+    let end_users = super::end_users::reset_linked(&tx, &rows).await?;
     changes.extend(end_users.into_iter().map(Change::EndUser));
+    let teams = super::members::reset_linked(&tx, &rows).await?;
+    changes.extend(teams.into_iter().map(Change::Team));
     notify(&tx, &changes).await?;
     tx.commit().await?;
     Ok(changes)
