@@ -113,14 +113,10 @@ fn pre_call(
     body: Bytes,
     outcome: &mut Outcome,
 ) -> Result<(Bytes, Vec<guardrails::Service>, Vec<guardrails::Service>), GatewayError> {
-    let key = key_of(principal);
-    let scope = Scope {
-        key: key.map(|k| &k.record.metadata),
-        team: key
-            .and_then(|k| k.team.as_ref())
-            .map(|t| &t.record.metadata),
-    };
-    let (body, checked) = worker.shared.guardrails.pre_call(scope, body)?;
+    let (body, checked) = worker
+        .shared
+        .guardrails
+        .pre_call(scope_of(principal), body)?;
     outcome.post_call = checked.post;
     outcome.applied_guardrails = checked.applied;
     let answer_services = outcome
@@ -131,6 +127,17 @@ fn pre_call(
         outcome.guard_caller = guard_api::caller(principal);
     }
     Ok((body, checked.services, checked.during))
+}
+
+/// The caller's stored guardrail settings: its key's and team's metadata.
+pub(super) fn scope_of(principal: &Principal) -> Scope<'_> {
+    let key = key_of(principal);
+    Scope {
+        key: key.map(|k| &k.record.metadata),
+        team: key
+            .and_then(|k| k.team.as_ref())
+            .map(|t| &t.record.metadata),
+    }
 }
 
 /// The body to read and send on after the request's `pre_call` and

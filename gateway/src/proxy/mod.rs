@@ -39,6 +39,7 @@ mod held;
 mod images;
 mod passthrough;
 mod realtime;
+mod realtime_guard;
 mod record;
 mod relay;
 mod trace_id;
