@@ -33,6 +33,17 @@ const MAX_PART_TEXT: usize = 4 << 20;
 /// upstream's error about one (the response had already ended) is not
 /// the client's business, and is not relayed.
 const CANCEL_ID: &str = "gw_guardrail_cancel_";
+/// What the type of an event that carries the model's text starts with,
+/// quoted as in its JSON.
+const TEXT_EVENTS: [&str; 7] = [
+    "\"response.text.",
+    "\"response.output_text.",
+    "\"response.audio_transcript.",
+    "\"response.output_audio_transcript.",
+    "\"response.content_part.done\"",
+    "\"response.output_item.done\"",
+    "\"response.done\"",
+];
 /// The model's text deltas and the member that carries their text.
 const DELTAS: [&str; 4] = [
     "response.text.delta",
@@ -256,9 +267,15 @@ impl RealtimeGuard {
         };
         let bytes = t.as_bytes();
         let cancel_error = memchr::memmem::find(bytes, CANCEL_ID.as_bytes()).is_some();
+        // Only events that carry the model's text are parsed (not, say,
+        // the audio deltas, which are most of a voice session's bytes).
+        let carries_text = || {
+            TEXT_EVENTS
+                .iter()
+                .any(|k| memchr::memmem::find(bytes, k.as_bytes()).is_some())
+        };
         if !cancel_error
-            && (self.window.is_none() && self.post_services.is_empty()
-                || memchr::memmem::find(bytes, b"\"response.").is_none())
+            && (self.window.is_none() && self.post_services.is_empty() || !carries_text())
         {
             return FromUpstream::default();
         }
