@@ -6,11 +6,6 @@
 //! Aho-Corasick pass finds the words.
 
 use super::gate::{Gates, Windows};
-
-thread_local! {
-    /// Each thread's window buffers (see [`ContentFilter::find`]).
-    static WINDOWS: std::cell::Cell<Windows> = std::cell::Cell::new(Windows::default());
-}
 use super::patterns::{self, Check};
 use crate::error::GatewayError;
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
@@ -302,23 +297,8 @@ impl ContentFilter {
         if self.patterns.is_empty() {
             return Ok(());
         }
-        // The windows' buffers are the thread's, reused from text to text.
-        let mut windows = WINDOWS.with(|w| w.take());
+        let mut windows = Windows::default();
         self.gates.windows(bytes, &mut windows);
-        let found = self.search(text, &windows, spans);
-        windows.trim();
-        WINDOWS.with(|w| w.replace(windows));
-        found
-    }
-
-    /// Searches each pattern's windows.
-    fn search<'s>(
-        &'s self,
-        text: &str,
-        windows: &Windows,
-        spans: &mut Vec<(usize, usize, &'s str)>,
-    ) -> Result<(), GatewayError> {
-        let bytes = text.as_bytes();
         let hits = (windows.total() > WINDOWS_PER_TEXT.saturating_mul(bytes.len()))
             .then(|| self.set.matches(bytes));
         for (i, p) in self.patterns.iter().enumerate() {

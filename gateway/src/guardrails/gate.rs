@@ -88,7 +88,6 @@ struct Summary {
 
 /// How an anchor is found.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-#[repr(usize)]
 enum Anchor {
     /// Any byte of the class.
     Byte,
@@ -267,9 +266,6 @@ const MAX_ANCHOR_RATE: f64 = 0.05;
 /// work on a long custom pattern at start-up).
 const MAX_RUN_CHILDREN: usize = 32;
 
-/// Windows a thread's buffer keeps room for between texts.
-const KEPT_WINDOWS: usize = 4096;
-
 /// The prefilter of one pattern.
 struct Gate {
     alphabet: Bytes,
@@ -295,9 +291,6 @@ pub struct Gates {
     block8: u64,
     /// `None`: the pattern is searched over the whole text.
     gates: Vec<Option<Gate>>,
-    /// The indices of the gates anchored on a byte, on a 4-byte block, on
-    /// an 8-byte block: a chunk with hits looks only at those of its kind.
-    by_anchor: [Vec<usize>; 3],
 }
 
 /// Byte ranges of a text, per pattern, where its matches can be.
@@ -319,15 +312,6 @@ impl Windows {
             .iter()
             .take_while(move |s| s.0 == i)
             .map(|s| (s.1, s.2))
-    }
-
-    /// Empties it, keeping at most a small buffer (a thread keeps one for
-    /// its next text).
-    pub fn trim(&mut self) {
-        self.spans.clear();
-        self.spans.shrink_to(KEPT_WINDOWS);
-        self.state.clear();
-        self.state.shrink_to(KEPT_WINDOWS);
     }
 
     /// Bytes covered, over all patterns.
@@ -385,19 +369,12 @@ impl Gates {
                 }
             }
         }
-        let mut by_anchor: [Vec<usize>; 3] = Default::default();
-        for (i, g) in gates.iter().enumerate() {
-            if let Some(g) = g {
-                by_anchor[g.anchor as usize].push(i);
-            }
-        }
         Gates {
             table,
             byte,
             block4,
             block8,
             gates,
-            by_anchor,
         }
     }
 
@@ -444,11 +421,13 @@ impl Gates {
     /// The anchors of the chunk `at..at + len` for the patterns whose bits
     /// `hits` holds (byte, 4-block, 8-block anchors).
     fn chunk(&self, text: &[u8], at: usize, len: usize, hits: [u64; 3], out: &mut Windows) {
-        let kinds = hits.iter().zip(&self.by_anchor).filter(|(h, _)| **h != 0);
-        let chosen = kinds.flat_map(|(&hit, gates)| gates.iter().map(move |&i| (hit, i)));
-        // In pattern order within a kind; windows are sorted at the end.
-        for (hit, i) in chosen {
-            let Some(g) = &self.gates[i] else { continue };
+        for (i, g) in self.gates.iter().enumerate() {
+            let Some(g) = g else { continue };
+            let hit = match g.anchor {
+                Anchor::Byte => hits[0],
+                Anchor::Block4 => hits[1],
+                Anchor::Block8 => hits[2],
+            };
             if hit & g.bit == 0 {
                 continue;
             }
