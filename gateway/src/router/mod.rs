@@ -3,7 +3,9 @@
 //!
 //! [`Router::plan`] turns a request into a [`Plan`], and the request loop
 //! asks the plan for one [`Pick`] after another, reporting each attempt with
-//! [`Router::on_start`] and [`Router::on_end`]:
+//! [`Router::on_start`] and [`Router::on_end`] (the request path does it
+//! through [`Router::start`] and [`Running::end`], so an attempt whose
+//! future is dropped still leaves the in-flight count):
 //!
 //! ```text
 //! let mut plan = router.plan(model, input)?;          // fails closed: region, rpm/tpm
