@@ -4,8 +4,14 @@
 //! `Authorization: Bearer <key>`; Azure's deployment, api-version and
 //! `api-key`; refusals are HTTP errors in OpenAI's body), then `session.created` is sent, and each client
 //! `response.create` is answered with `response.created`, a
-//! `response.text.delta` and a `response.done` carrying usage; an unknown
-//! event gets OpenAI's `error` event. Client frames must be masked (the
+//! `response.text.delta` and a `response.done` carrying usage. After a
+//! `conversation.item.create` with message text, the next response echoes
+//! it (`You said: <text>`) in OpenAI's full sequence: the output item and
+//! content part added, the text in deltas of 8 bytes, `response.text.done`,
+//! the part and item done, then `response.done`. A `response.cancel` with
+//! no response in progress (this mock finishes each at once) gets OpenAI's
+//! `response_cancel_not_active` error; an unknown event gets OpenAI's
+//! `error` event. Client frames must be masked (the
 //! server side refuses unmasked ones, as RFC 6455 requires). What each
 //! handshake carried is recorded for the tests.
 
@@ -247,6 +253,8 @@ fn session(
     if send(&mut ws, &created).is_err() {
         return;
     }
+    // The text of the last message item the client created, to echo.
+    let mut said: Option<String> = None;
     loop {
         let message = match ws.read() {
             Ok(m) => m,
@@ -268,10 +276,29 @@ fn session(
             e.push(event.clone());
         }
         let answer = match event["type"].as_str() {
-            Some("response.create") => respond(&mut ws, &mut id),
-            Some("session.update" | "input_audio_buffer.append" | "conversation.item.create") => {
+            Some("response.create") => match said.take() {
+                Some(text) => echo(&mut ws, &mut id, &format!("You said: {text}")),
+                None => respond(&mut ws, &mut id),
+            },
+            Some("conversation.item.create") => {
+                let texts: Vec<&str> = event["item"]["content"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|p| p["text"].as_str())
+                    .collect();
+                if !texts.is_empty() {
+                    said = Some(texts.join(" "));
+                }
                 Ok(())
             }
+            Some("response.cancel") => send(
+                &mut ws,
+                &json!({"type": "error", "event_id": id(), "error": {"type": "invalid_request_error",
+                    "code": "response_cancel_not_active", "message": "Cancellation failed: no active response found",
+                    "param": null, "event_id": event["event_id"]}}),
+            ),
+            Some("session.update" | "input_audio_buffer.append") => Ok(()),
             _ => send(
                 &mut ws,
                 &json!({"type": "error", "event_id": id(), "error": {"type": "invalid_request_error", "code": "unknown_event", "message": "Unknown event type", "param": null, "event_id": event["event_id"]}}),
@@ -304,6 +331,98 @@ fn respond(
             "response": {
                 "id": "resp_mock", "object": "realtime.response", "status": "completed",
                 "output": [{"id": "item_mock", "object": "realtime.item", "type": "message", "role": "assistant", "content": [{"type": "text", "text": "Hello"}]}],
+                "usage": {
+                    "total_tokens": u.input() + u.output(),
+                    "input_tokens": u.input(),
+                    "output_tokens": u.output(),
+                    "input_token_details": {"cached_tokens": u.cached, "text_tokens": u.input_text, "audio_tokens": u.input_audio, "cached_tokens_details": {"text_tokens": u.cached, "audio_tokens": 0}},
+                    "output_token_details": {"text_tokens": u.output_text, "audio_tokens": u.output_audio},
+                },
+            },
+        }),
+    )
+}
+
+/// A response whose text is `text`, in OpenAI's full sequence of events.
+fn echo(
+    ws: &mut WebSocket<TcpStream>,
+    id: &mut impl FnMut() -> String,
+    text: &str,
+) -> Result<(), tungstenite::Error> {
+    let (rid, iid) = ("resp_echo", "item_echo");
+    let item = |status: &str, text: Option<&str>| {
+        let content: Vec<Value> = text
+            .map(|t| json!({"type": "text", "text": t}))
+            .into_iter()
+            .collect();
+        json!({"id": iid, "object": "realtime.item", "type": "message", "status": status,
+            "role": "assistant", "content": content})
+    };
+    let at = json!({"response_id": rid, "item_id": iid, "output_index": 0, "content_index": 0});
+    let with = |kind: &str, id: String, extra: Value| {
+        let mut e = at.clone();
+        e["type"] = json!(kind);
+        e["event_id"] = json!(id);
+        if let (Some(e), Some(extra)) = (e.as_object_mut(), extra.as_object()) {
+            e.extend(extra.clone());
+        }
+        e
+    };
+    send(
+        ws,
+        &json!({"type": "response.created", "event_id": id(), "response": {"id": rid, "object": "realtime.response", "status": "in_progress", "output": [], "usage": null}}),
+    )?;
+    send(
+        ws,
+        &json!({"type": "response.output_item.added", "event_id": id(), "response_id": rid, "output_index": 0, "item": item("in_progress", None)}),
+    )?;
+    send(
+        ws,
+        &with(
+            "response.content_part.added",
+            id(),
+            json!({"part": {"type": "text", "text": ""}}),
+        ),
+    )?;
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    while start < bytes.len() {
+        let mut end = (start + 8).min(bytes.len());
+        while !text.is_char_boundary(end) {
+            end += 1;
+        }
+        send(
+            ws,
+            &with(
+                "response.text.delta",
+                id(),
+                json!({"delta": &text[start..end]}),
+            ),
+        )?;
+        start = end;
+    }
+    send(ws, &with("response.text.done", id(), json!({"text": text})))?;
+    send(
+        ws,
+        &with(
+            "response.content_part.done",
+            id(),
+            json!({"part": {"type": "text", "text": text}}),
+        ),
+    )?;
+    send(
+        ws,
+        &json!({"type": "response.output_item.done", "event_id": id(), "response_id": rid, "output_index": 0, "item": item("completed", Some(text))}),
+    )?;
+    let u = USAGE;
+    send(
+        ws,
+        &json!({
+            "type": "response.done",
+            "event_id": id(),
+            "response": {
+                "id": rid, "object": "realtime.response", "status": "completed",
+                "output": [item("completed", Some(text))],
                 "usage": {
                     "total_tokens": u.input() + u.output(),
                     "input_tokens": u.input(),

@@ -470,3 +470,136 @@ fn a_during_call_service_holds_a_streams_head_until_it_passes() {
     assert_eq!(err["message"], "policy 12: BLOCKME is not allowed");
     assert!(!resp.text().contains("one "), "{}", resp.text());
 }
+
+/// An OpenAI-compatible upstream that answers every chat call at once,
+/// except one whose body carries `BLOCKME`: that one it never answers,
+/// and it counts the connection when the gateway closes it.
+struct HoldingUpstream {
+    port: u16,
+    answered: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    dropped: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl HoldingUpstream {
+    fn start() -> HoldingUpstream {
+        use std::io::{Read, Write};
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let answered = Arc::new(AtomicUsize::new(0));
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let (a, d) = (answered.clone(), dropped.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { return };
+                let (a, d) = (a.clone(), d.clone());
+                std::thread::spawn(move || {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 8192];
+                    loop {
+                        let n = match conn.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => n,
+                        };
+                        buf.extend_from_slice(&chunk[..n]);
+                        let text = String::from_utf8_lossy(&buf).into_owned();
+                        let Some(head_end) = text.find("\r\n\r\n") else {
+                            continue;
+                        };
+                        let length = text[..head_end]
+                            .lines()
+                            .find_map(|l| {
+                                let (name, value) = l.split_once(':')?;
+                                name.eq_ignore_ascii_case("content-length")
+                                    .then(|| value.trim().parse::<usize>().ok())?
+                            })
+                            .unwrap_or(0);
+                        if buf.len() < head_end + 4 + length {
+                            continue;
+                        }
+                        let request: Vec<u8> = buf.drain(..head_end + 4 + length).collect();
+                        if String::from_utf8_lossy(&request).contains("BLOCKME") {
+                            // Held until the gateway drops the call.
+                            while matches!(conn.read(&mut chunk), Ok(n) if n > 0) {}
+                            d.fetch_add(1, Ordering::SeqCst);
+                            return;
+                        }
+                        let answer = json!({"id": "chatcmpl-1", "object": "chat.completion", "created": 1,
+                            "model": "upstream-gpt", "choices": [{"index": 0, "message": {"role": "assistant",
+                            "content": "ok"}, "finish_reason": "stop"}],
+                            "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}})
+                        .to_string();
+                        let reply = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
+                            answer.len()
+                        );
+                        if conn.write_all(reply.as_bytes()).is_err() {
+                            return;
+                        }
+                        a.fetch_add(1, Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+        HoldingUpstream {
+            port,
+            answered,
+            dropped,
+        }
+    }
+
+    fn api_base(&self) -> String {
+        format!("http://127.0.0.1:{}/v1", self.port)
+    }
+
+    fn answered(&self) -> usize {
+        self.answered.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn dropped(&self) -> usize {
+        self.dropped.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[test]
+fn a_during_call_block_that_drops_the_call_frees_the_deployments_in_flight_count() {
+    // Two deployments under least-busy routing, which sends each request
+    // to the one with fewer calls in flight. A block drops a call that
+    // never ended: were it still counted in flight, its deployment would
+    // never be picked again. The service takes its time, so the call is
+    // on the wire when the block comes.
+    let service = GuardrailService::start(KEY, Behaviour::Slow(Duration::from_secs(1)));
+    let (a, b) = (HoldingUpstream::start(), HoldingUpstream::start());
+    let mut config = base_config(free_port());
+    config["model_list"][0] = openai_model("gpt-4o", "dep-a", &a.api_base(), json!({}));
+    config["model_list"][1] = openai_model("gpt-4o", "dep-b", &b.api_base(), json!({}));
+    config["router_settings"] = json!({"routing_strategy": "least-busy"});
+    config["guardrails"] = json!([generic(
+        "beside",
+        "during_call",
+        &service.api_base(),
+        json!({})
+    )]);
+    let gw = Gateway::start_json(&config, &[]);
+    let err = assert_error(&chat(&gw, "BLOCKME now", json!(["beside"])), 400);
+    assert_eq!(err["message"], "policy 12: BLOCKME is not allowed");
+    e2e::eventually(
+        "the held upstream call dropped",
+        Duration::from_secs(10),
+        || (a.dropped() + b.dropped() == 1).then_some(()),
+    );
+    // Ties are broken at random: 24 calls reach both deployments unless
+    // one is still counted busy (a chance of 2^-23 that they do not).
+    for _ in 0..24 {
+        let resp = chat(&gw, "hello", json!([]));
+        assert_eq!(resp.status, 200, "{}", resp.text());
+    }
+    assert_eq!(a.answered() + b.answered(), 24);
+    assert!(
+        a.answered() > 0 && b.answered() > 0,
+        "dep-a answered {}, dep-b {}: the deployment whose call was dropped is still counted busy",
+        a.answered(),
+        b.answered()
+    );
+}

@@ -482,17 +482,11 @@ fn a_cached_answer_never_skips_a_keys_post_call_guardrail() {
     assert_eq!(raw.requests(), 2);
 }
 
-#[test]
-fn post_call_masks_a_responses_stream_its_done_events_and_final_response() {
-    // OpenAI's Responses stream, as the upstream (which speaks the
-    // Responses API) sends it: the text in deltas, then whole in the done
-    // events and the final response.
-    let pieces = [
-        "write to bob@exa",
-        "mple.com about Project Fal",
-        "con, ",
-        "bye",
-    ];
+/// An upstream speaking the Responses API that streams one message whose
+/// text comes in `pieces`, as OpenAI frames it: the text in deltas, then
+/// whole in the done events and the final response, every event numbered
+/// from 0.
+fn responses_upstream(pieces: &[&str]) -> RawUpstream {
     let whole: String = pieces.concat();
     let item = |status: &str, text: &str| {
         json!({"id": "msg_1", "type": "message", "status": status, "role": "assistant",
@@ -548,7 +542,25 @@ fn post_call_masks_a_responses_stream_its_done_events_and_final_response() {
         reply.extend_from_slice(format!("{:x}\r\n{e}\r\n", e.len()).as_bytes());
     }
     reply.extend_from_slice(b"0\r\n\r\n");
-    let raw = RawUpstream::start(reply, false);
+    RawUpstream::start(reply, false)
+}
+
+/// Asserts that every event of a Responses stream carries a
+/// `sequence_number` one more than the event before it, from 0.
+fn assert_numbered(got: &[Value], text: &str) {
+    let numbers: Vec<Option<u64>> = got.iter().map(|e| e["sequence_number"].as_u64()).collect();
+    let expected: Vec<Option<u64>> = (0..got.len() as u64).map(Some).collect();
+    assert_eq!(numbers, expected, "{text}");
+}
+
+#[test]
+fn post_call_masks_a_responses_stream_its_done_events_and_final_response() {
+    let raw = responses_upstream(&[
+        "write to bob@exa",
+        "mple.com about Project Fal",
+        "con, ",
+        "bye",
+    ]);
     let gw = start(&raw);
     let body =
         json!({"model": "gpt-4o", "input": "hi", "stream": true, "guardrails": ["answer-mask"]});
@@ -577,4 +589,24 @@ fn post_call_masks_a_responses_stream_its_done_events_and_final_response() {
         completed["response"]["output"][0]["content"][0]["text"], masked,
         "{text}"
     );
+    // The held text's delta, added before the done event, has a number
+    // of its own: the events after it are renumbered.
+    assert_numbered(&got, &text);
+}
+
+#[test]
+fn a_responses_streams_events_stay_numbered_in_order_through_a_block() {
+    let raw = responses_upstream(&["fine so far. ssn 123-4", "5-6789 and more", " text"]);
+    let gw = start(&raw);
+    let body =
+        json!({"model": "gpt-4o", "input": "hi", "stream": true, "guardrails": ["answer-block"]});
+    let resp = call(&gw, MASTER_KEY, "/v1/responses", &body);
+    assert_eq!(resp.status, 200, "the head was sent: {}", resp.text());
+    let text = resp.text();
+    assert!(!text.contains("123-4"), "{text}");
+    let got = events(&text);
+    let last = got.last().expect("events");
+    assert_eq!(last["type"], "error", "{text}");
+    assert_eq!(last["message"], "Content blocked: us_ssn pattern detected");
+    assert_numbered(&got, &text);
 }

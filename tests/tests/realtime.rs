@@ -554,3 +554,201 @@ fn the_openai_sdk_realtime_client_works_through_the_gateway() {
     assert!(status.success(), "{text}\n{}", gw.output());
     assert_eq!(mock.events().len(), 1, "{:?}", mock.events());
 }
+
+/// A session's guardrails: `rt-mask` masks emails and `rt-block` blocks
+/// US SSNs in what the client sends; `rt-out` masks "Project Falcon" and
+/// blocks AWS access keys in what the model says. All `default_on`.
+fn guarded(mock: &RealtimeMock) -> Gateway {
+    let mut c = config(mock, 1.0, UPSTREAM_KEY);
+    c["guardrails"] = json!([
+        {"guardrail_name": "rt-mask", "litellm_params": {"guardrail": "litellm_content_filter",
+            "mode": "pre_call", "default_on": true,
+            "patterns": [{"pattern_type": "prebuilt", "pattern_name": "email", "action": "MASK"}]}},
+        {"guardrail_name": "rt-block", "litellm_params": {"guardrail": "litellm_content_filter",
+            "mode": "during_call", "default_on": true,
+            "patterns": [{"pattern_type": "prebuilt", "pattern_name": "us_ssn", "action": "BLOCK"}]}},
+        {"guardrail_name": "rt-out", "litellm_params": {"guardrail": "litellm_content_filter",
+            "mode": "post_call", "default_on": true,
+            "patterns": [{"pattern_type": "prebuilt", "pattern_name": "aws_access_key", "action": "BLOCK"}],
+            "blocked_words": [{"keyword": "Project Falcon", "action": "MASK"}]}},
+    ]);
+    Gateway::start(&to_yaml(&c), &[])
+}
+
+fn say(ws: &mut Ws, text: &str, event_id: &str) {
+    send(
+        ws,
+        json!({"type": "conversation.item.create", "event_id": event_id, "item": {"type": "message",
+            "role": "user", "content": [{"type": "input_text", "text": text}]}}),
+    );
+}
+
+/// Reads events up to and including `response.done`.
+fn until_done(ws: &mut Ws) -> Vec<Value> {
+    let mut got = Vec::new();
+    loop {
+        let event = next(ws).expect("an event");
+        let done = event["type"] == "response.done";
+        got.push(event);
+        if done {
+            return got;
+        }
+    }
+}
+
+/// The events the mock received of type `kind`.
+fn received(mock: &RealtimeMock, kind: &str) -> Vec<Value> {
+    mock.events()
+        .into_iter()
+        .filter(|e| e["type"] == kind)
+        .collect()
+}
+
+#[test]
+fn a_sessions_guardrails_mask_or_refuse_what_the_client_sends() {
+    let mock = RealtimeMock::start(UPSTREAM_MODEL, UPSTREAM_KEY);
+    let gw = guarded(&mock);
+    let (mut ws, handshake) = open(&gw, MASTER_KEY);
+    assert_eq!(
+        handshake
+            .headers()
+            .get("x-litellm-applied-guardrails")
+            .and_then(|v| v.to_str().ok()),
+        Some("rt-mask,rt-block,rt-out")
+    );
+    assert_eq!(next(&mut ws).unwrap()["type"], "session.created");
+    // Masked on the way: the instructions and a message.
+    send(
+        &mut ws,
+        json!({"type": "session.update", "session": {"instructions": "escalate to carol@example.org"}}),
+    );
+    say(&mut ws, "mail me at bob@example.com", "ev_1");
+    send(&mut ws, json!({"type": "response.create"}));
+    let answer = until_done(&mut ws);
+    let done = answer
+        .iter()
+        .find(|e| e["type"] == "response.text.done")
+        .expect("text done");
+    assert_eq!(done["text"], "You said: mail me at [EMAIL_REDACTED]");
+    let updates = received(&mock, "session.update");
+    assert_eq!(
+        updates[0]["session"]["instructions"],
+        "escalate to [EMAIL_REDACTED]"
+    );
+    // Refused: the client gets LiteLLM's error event, the upstream never
+    // sees the message, nor the response.create of its turn.
+    say(&mut ws, "my ssn is 123-45-6789", "ev_ssn");
+    send(&mut ws, json!({"type": "response.create"}));
+    let refusal = next(&mut ws).unwrap();
+    assert_eq!(refusal["type"], "error", "{refusal}");
+    assert_eq!(refusal["error"]["type"], "guardrail_violation");
+    assert_eq!(refusal["error"]["code"], "content_policy_violation");
+    assert_eq!(
+        refusal["error"]["message"],
+        "Content blocked: us_ssn pattern detected"
+    );
+    assert_eq!(refusal["error"]["event_id"], "ev_ssn");
+    // A refused tool output goes on as LiteLLM's placeholder.
+    send(
+        &mut ws,
+        json!({"type": "conversation.item.create", "item": {"type": "function_call_output",
+            "call_id": "call_1", "output": "{\"ssn\": \"123-45-6789\"}"}}),
+    );
+    assert_eq!(
+        next(&mut ws).unwrap()["error"]["type"],
+        "guardrail_violation"
+    );
+    // The session goes on.
+    say(&mut ws, "hello", "ev_2");
+    send(&mut ws, json!({"type": "response.create"}));
+    let answer = until_done(&mut ws);
+    assert!(answer
+        .iter()
+        .any(|e| e["type"] == "response.text.done" && e["text"] == "You said: hello"));
+    close(ws);
+    let all = serde_json::to_string(&mock.events()).unwrap();
+    assert!(
+        !all.contains("bob@") && !all.contains("carol@") && !all.contains("123-45-6789"),
+        "{all}"
+    );
+    assert_eq!(received(&mock, "response.create").len(), 2, "{all}");
+    let outputs: Vec<Value> = received(&mock, "conversation.item.create")
+        .into_iter()
+        .filter(|e| e["item"]["type"] == "function_call_output")
+        .collect();
+    assert_eq!(
+        outputs[0]["item"]["output"],
+        "{\"error\": \"Tool output blocked by content policy\"}"
+    );
+}
+
+#[test]
+fn a_sessions_post_call_guardrails_mask_the_models_text_and_a_block_cancels_it() {
+    let mock = RealtimeMock::start(UPSTREAM_MODEL, UPSTREAM_KEY);
+    let gw = guarded(&mock);
+    let key = new_key(&gw, json!({}));
+    let (mut ws, _) = open(&gw, &key);
+    assert_eq!(next(&mut ws).unwrap()["type"], "session.created");
+    // The mock echoes in deltas of 8 bytes: the keyword is split across
+    // them, and masked whole.
+    say(&mut ws, "we start Project Falcon today", "ev_1");
+    send(&mut ws, json!({"type": "response.create"}));
+    let answer = until_done(&mut ws);
+    let text = serde_json::to_string(&answer).unwrap();
+    assert!(!text.contains("Falcon"), "{text}");
+    let masked = "You said: we start [KEYWORD_REDACTED] today";
+    let deltas: String = answer
+        .iter()
+        .filter(|e| e["type"] == "response.text.delta")
+        .filter_map(|e| e["delta"].as_str())
+        .collect();
+    assert_eq!(deltas, masked, "{text}");
+    let of = |kind: &str| {
+        answer
+            .iter()
+            .find(|e| e["type"] == kind)
+            .expect(kind)
+            .clone()
+    };
+    assert_eq!(of("response.text.done")["text"], masked);
+    assert_eq!(of("response.content_part.done")["part"]["text"], masked);
+    assert_eq!(
+        of("response.output_item.done")["item"]["content"][0]["text"],
+        masked
+    );
+    let done = of("response.done");
+    assert_eq!(done["response"]["output"][0]["content"][0]["text"], masked);
+    // A block: the error event, the rest of the text dropped, the
+    // response cancelled upstream (whose error about it, the response
+    // having ended, is not relayed); the response is still charged.
+    say(&mut ws, "the key is AKIAIOSFODNN7EXAMPLE ok", "ev_2");
+    send(&mut ws, json!({"type": "response.create"}));
+    let answer = until_done(&mut ws);
+    let text = serde_json::to_string(&answer).unwrap();
+    assert!(!text.contains("AKIA"), "{text}");
+    let errors: Vec<&Value> = answer.iter().filter(|e| e["type"] == "error").collect();
+    assert_eq!(errors.len(), 1, "{text}");
+    assert_eq!(errors[0]["error"]["type"], "guardrail_violation");
+    assert_eq!(
+        errors[0]["error"]["message"],
+        "Content blocked: aws_access_key pattern detected"
+    );
+    assert!(
+        !answer.iter().any(|e| e["type"] == "response.text.done"),
+        "{text}"
+    );
+    // The next exchange: its answer, and no stray error before it.
+    say(&mut ws, "bye", "ev_3");
+    send(&mut ws, json!({"type": "response.create"}));
+    let answer = until_done(&mut ws);
+    assert!(answer.iter().all(|e| e["type"] != "error"), "{answer:?}");
+    close(ws);
+    let cancels = received(&mock, "response.cancel");
+    assert_eq!(cancels.len(), 1);
+    assert_eq!(cancels[0]["response_id"], "resp_echo");
+    let spent = eventually("the key's spend", Duration::from_secs(5), || {
+        let info = gw.get(&format!("/key/info?key={key}")).json();
+        info["info"]["spend"].as_f64().filter(|s| *s > 0.0)
+    });
+    assert!((spent - 3.0 * response_cost()).abs() < 1e-12, "{spent}");
+}

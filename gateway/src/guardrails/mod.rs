@@ -204,42 +204,14 @@ impl Guardrails {
             obj.get("metadata").and_then(|m| m.get("guardrails")),
             &mut extra,
         );
-        let mut names: Vec<&str> = Vec::new();
-        for (list, param) in [
+        let asked = [
             (from_body.as_ref(), "guardrails"),
             (
                 obj.get("metadata").and_then(|m| m.get("guardrails")),
                 "metadata.guardrails",
             ),
-            (
-                scope.key.and_then(|m| m.get("guardrails")),
-                "key metadata.guardrails",
-            ),
-            (
-                scope.team.and_then(|m| m.get("guardrails")),
-                "team metadata.guardrails",
-            ),
-        ] {
-            read_names(list, param, &mut names)?;
-        }
-        let disabled = [scope.key, scope.team]
-            .iter()
-            .flatten()
-            .any(|m| m.get("disable_global_guardrails") == Some(&Value::Bool(true)));
-        let mut chosen: Vec<&Arc<Guardrail>> = Vec::new();
-        for name in &names {
-            let g = self.named(name)?;
-            if !chosen.iter().any(|c| Arc::ptr_eq(c, g)) {
-                chosen.push(g);
-            }
-        }
-        if !disabled {
-            for g in self.list.iter().filter(|g| g.default_on) {
-                if !chosen.iter().any(|c| Arc::ptr_eq(c, g)) {
-                    chosen.push(g);
-                }
-            }
-        }
+        ];
+        let chosen = self.choose(&asked, scope)?;
         let mut changed = from_body.is_some();
         let before: Vec<&Arc<Guardrail>> = chosen
             .iter()
@@ -271,10 +243,7 @@ impl Guardrails {
             services,
             during,
             post: (!post.is_empty()).then_some(PostCall(post, extra)),
-            applied: (!chosen.is_empty()).then(|| {
-                let names: Vec<&str> = chosen.iter().map(|g| g.name.as_str()).collect();
-                Arc::from(names.join(","))
-            }),
+            applied: applied(&chosen),
         };
         if !changed {
             return Ok((body, checked));
@@ -283,6 +252,118 @@ impl Guardrails {
             .map_err(|_| GatewayError::Internal("re-encoding a guarded body failed"))?;
         Ok((Bytes::from(rewritten), checked))
     }
+}
+
+impl Guardrails {
+    /// The guardrails a request runs: those the request names (`asked`:
+    /// its lists and the parameter each is read from), its key's and its
+    /// team's, then every `default_on` one unless the key or team has
+    /// `disable_global_guardrails`; each once, in that order.
+    fn choose<'g>(
+        &'g self,
+        asked: &[(Option<&Value>, &'static str)],
+        scope: Scope<'_>,
+    ) -> Result<Vec<&'g Arc<Guardrail>>, GatewayError> {
+        let mut names: Vec<&str> = Vec::new();
+        let stored = [
+            (
+                scope.key.and_then(|m| m.get("guardrails")),
+                "key metadata.guardrails",
+            ),
+            (
+                scope.team.and_then(|m| m.get("guardrails")),
+                "team metadata.guardrails",
+            ),
+        ];
+        for &(list, param) in asked.iter().chain(stored.iter()) {
+            read_names(list, param, &mut names)?;
+        }
+        let disabled = [scope.key, scope.team]
+            .iter()
+            .flatten()
+            .any(|m| m.get("disable_global_guardrails") == Some(&Value::Bool(true)));
+        let mut chosen: Vec<&Arc<Guardrail>> = Vec::new();
+        for name in &names {
+            let g = self.named(name)?;
+            if !chosen.iter().any(|c| Arc::ptr_eq(c, g)) {
+                chosen.push(g);
+            }
+        }
+        if !disabled {
+            for g in self.list.iter().filter(|g| g.default_on) {
+                if !chosen.iter().any(|c| Arc::ptr_eq(c, g)) {
+                    chosen.push(g);
+                }
+            }
+        }
+        Ok(chosen)
+    }
+
+    /// The guardrails of a realtime session (`/v1/realtime`): its key's
+    /// and team's and the `default_on` ones; `None` when none applies.
+    pub fn session(&self, scope: Scope<'_>) -> Result<Option<SessionRails>, GatewayError> {
+        let chosen = self.choose(&[], scope)?;
+        if chosen.is_empty() {
+            return Ok(None);
+        }
+        let no_extra = Map::new();
+        let services = |on: fn(&Modes) -> bool| -> Vec<Service> {
+            chosen
+                .iter()
+                .filter(|g| on(&g.modes) && g.is_service())
+                .map(|g| (Arc::clone(g), extra_body(&no_extra, &g.name)))
+                .collect()
+        };
+        let post: Vec<Arc<Guardrail>> = chosen
+            .iter()
+            .filter(|g| g.modes.post)
+            .map(|g| Arc::clone(g))
+            .collect();
+        Ok(Some(SessionRails {
+            before: chosen
+                .iter()
+                .filter(|g| (g.modes.pre || g.modes.during) && g.filter().is_some())
+                .map(|g| Arc::clone(g))
+                .collect(),
+            services: services(|m| m.pre || m.during),
+            post: (!post.is_empty()).then_some(PostCall(post, Map::new())),
+            applied: applied(&chosen),
+        }))
+    }
+}
+
+/// The guardrails of a realtime session. A session has no body to name
+/// them in: they come from its key, its team and `default_on`.
+#[derive(Debug)]
+pub struct SessionRails {
+    /// Its `pre_call` and `during_call` content filters, run on the
+    /// client's texts before they are sent on.
+    before: Vec<Arc<Guardrail>>,
+    /// Its `pre_call` and `during_call` guardrail services, called on the
+    /// client's texts before they are sent on (a session's texts have no
+    /// call to run beside).
+    pub services: Vec<Service>,
+    /// Its `post_call` guardrails, for the model's text.
+    pub post: Option<PostCall>,
+    /// The names of every guardrail it runs, comma-separated.
+    pub applied: Option<Arc<str>>,
+}
+
+impl SessionRails {
+    /// Runs the content filters on a client's `text`: whether they masked
+    /// it, or the refusal of a `BLOCK`.
+    pub fn client_text(&self, text: &mut String) -> Result<bool, GatewayError> {
+        let before: Vec<&Arc<Guardrail>> = self.before.iter().collect();
+        run(&before, text)
+    }
+}
+
+/// The `x-litellm-applied-guardrails` value naming `chosen`.
+fn applied(chosen: &[&Arc<Guardrail>]) -> Option<Arc<str>> {
+    (!chosen.is_empty()).then(|| {
+        let names: Vec<&str> = chosen.iter().map(|g| g.name.as_str()).collect();
+        Arc::from(names.join(","))
+    })
 }
 
 impl PostCall {

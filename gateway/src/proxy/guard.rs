@@ -113,14 +113,10 @@ fn pre_call(
     body: Bytes,
     outcome: &mut Outcome,
 ) -> Result<(Bytes, Vec<guardrails::Service>, Vec<guardrails::Service>), GatewayError> {
-    let key = key_of(principal);
-    let scope = Scope {
-        key: key.map(|k| &k.record.metadata),
-        team: key
-            .and_then(|k| k.team.as_ref())
-            .map(|t| &t.record.metadata),
-    };
-    let (body, checked) = worker.shared.guardrails.pre_call(scope, body)?;
+    let (body, checked) = worker
+        .shared
+        .guardrails
+        .pre_call(scope_of(principal), body)?;
     outcome.post_call = checked.post;
     outcome.applied_guardrails = checked.applied;
     let answer_services = outcome
@@ -131,6 +127,17 @@ fn pre_call(
         outcome.guard_caller = guard_api::caller(principal);
     }
     Ok((body, checked.services, checked.during))
+}
+
+/// The caller's stored guardrail settings: its key's and team's metadata.
+pub(super) fn scope_of(principal: &Principal) -> Scope<'_> {
+    let key = key_of(principal);
+    Scope {
+        key: key.map(|k| &k.record.metadata),
+        team: key
+            .and_then(|k| k.team.as_ref())
+            .map(|t| &t.record.metadata),
+    }
 }
 
 /// The body to read and send on after the request's `pre_call` and
@@ -311,6 +318,11 @@ pub(super) struct StreamGuard {
     anthropic: bool,
     /// For a Responses stream, the text released of each output text part.
     responses: Option<Vec<ResponsesPart>>,
+    /// For a Responses stream, the `sequence_number` of the next event the
+    /// client gets: the events this guard adds (a held text's delta, the
+    /// error) take numbers too, so the ones after them are renumbered and
+    /// every event's number is one more than the last.
+    seq: Option<u64>,
     /// `id`, `object`, `created`, `model` of the last OpenAI chunk, for the
     /// chunk that releases text held at the end.
     last: Option<Value>,
@@ -348,6 +360,7 @@ impl StreamGuard {
             reader: EventReader::new(crate::formats::MAX_EVENT_BYTES),
             anthropic,
             responses,
+            seq: None,
             last: None,
             ended: false,
             blocked: false,
@@ -431,7 +444,16 @@ impl StreamGuard {
         let checked = match serde_json::from_slice::<Value>(data) {
             Ok(mut event) => {
                 let checked = if self.responses.is_some() {
-                    self.responses_event(&mut event, out)
+                    let given = event.get("sequence_number").and_then(Value::as_u64);
+                    self.seq = self.seq.or(given);
+                    self.responses_event(&mut event, out).map(|changed| {
+                        let n = self.next_seq();
+                        let renumber = given.is_some() && given != Some(n);
+                        if renumber {
+                            event["sequence_number"] = json!(n);
+                        }
+                        changed || renumber
+                    })
                 } else if self.anthropic {
                     self.anthropic_event(&mut event, out)
                 } else {
@@ -603,13 +625,15 @@ impl StreamGuard {
                 let rest = self.check.flush(index)?;
                 self.released(&rest);
                 self.closing();
+                // The held text's delta takes its own number, before this
+                // event's.
+                let seq = (!rest.is_empty()).then(|| self.next_seq());
                 let Some(part) = self.responses.as_mut().and_then(|p| part_of(p, index)) else {
                     return Ok(false);
                 };
                 part.text.push_str(&rest);
-                if !rest.is_empty() {
-                    let delta = part.delta(&rest, event.get("sequence_number"));
-                    write_event(out, b"response.output_text.delta", &delta);
+                if let Some(seq) = seq {
+                    write_event(out, b"response.output_text.delta", &part.delta(&rest, seq));
                 }
                 event["text"] = Value::String(part.text.clone());
                 Ok(true)
@@ -647,6 +671,13 @@ impl StreamGuard {
         }
     }
 
+    /// The `sequence_number` of the next event of a Responses stream.
+    fn next_seq(&mut self) -> u64 {
+        let n = self.seq.unwrap_or(0);
+        self.seq = Some(n.saturating_add(1));
+        n
+    }
+
     /// Puts the released text of output item `oi`'s text parts into `item`
     /// (a `message` with `content`); whether one was set.
     fn set_item(&mut self, oi: u64, item: Option<&mut Value>) -> bool {
@@ -678,10 +709,12 @@ impl StreamGuard {
                 Err(err) => return self.refuse(&err, out),
             };
             self.released(&rest);
-            if let Some(part) = self.responses.as_mut().and_then(|p| part_of(p, index)) {
-                part.text.push_str(&rest);
-                let delta = part.delta(&rest, None);
-                write_event(out, b"response.output_text.delta", &delta);
+            if self.responses.is_some() {
+                let seq = self.next_seq();
+                if let Some(part) = self.responses.as_mut().and_then(|p| part_of(p, index)) {
+                    part.text.push_str(&rest);
+                    write_event(out, b"response.output_text.delta", &part.delta(&rest, seq));
+                }
                 continue;
             }
             if self.anthropic {
@@ -703,7 +736,7 @@ impl StreamGuard {
             let body: Value = serde_json::from_slice(&err.body()).unwrap_or_default();
             let e = &body["error"];
             let event = json!({"type": "error", "code": e["code"], "message": e["message"],
-                "param": e["param"], "sequence_number": null});
+                "param": e["param"], "sequence_number": self.next_seq()});
             write_event(
                 out,
                 b"error",
@@ -789,7 +822,7 @@ struct ResponsesPart {
 
 impl ResponsesPart {
     /// A `response.output_text.delta` event's data releasing `text`.
-    fn delta(&self, text: &str, sequence_number: Option<&Value>) -> Vec<u8> {
+    fn delta(&self, text: &str, sequence_number: u64) -> Vec<u8> {
         let event = json!({"type": "response.output_text.delta", "item_id": self.item_id,
             "output_index": self.output_index, "content_index": self.content_index,
             "delta": text, "sequence_number": sequence_number});

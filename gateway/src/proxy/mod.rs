@@ -40,6 +40,7 @@ mod images;
 mod mock_params;
 mod passthrough;
 mod realtime;
+mod realtime_guard;
 mod record;
 mod relay;
 mod trace_id;
@@ -740,16 +741,18 @@ async fn attempts<'r>(
         let started = Instant::now();
         held.use_for((pick.fallback_depth > 0).then_some(&*pick.group));
         let form = held.prepare(worker, pick.deployment).await?;
-        router.on_start(&pick);
+        // Dropped with this future (a `during_call` guardrail's block),
+        // it leaves the deployment's in-flight count.
+        let running = router.start(&pick);
         let result = attempt_once(worker, caller, held, form, &pick, out, outcome).await;
         match result {
             Ok(tokens) => {
-                router.on_end(&pick, started.elapsed(), Ok(tokens));
+                running.end(&pick, started.elapsed(), Ok(tokens));
                 return Ok(());
             }
             Err(err) => {
                 let failed = AttemptFailure::from_error(err.class(), &err, &pick);
-                router.on_end(&pick, started.elapsed(), Err(&failed));
+                running.end(&pick, started.elapsed(), Err(&failed));
                 // Never retried: a byte reached the client, the budget said
                 // no, or the grace period of a shutdown is over.
                 if out.started()

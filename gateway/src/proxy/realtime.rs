@@ -19,7 +19,12 @@
 //!    idle session after [`IDLE_TIMEOUT`];
 //! 6. one spend row for the session (call type `_arealtime`), its cost the
 //!    sum of its responses', as LiteLLM logs a session.
+//!
+//! The session's guardrails (its key's, its team's and the `default_on`
+//! ones) screen the client's texts and the model's on the way
+//! ([`super::realtime_guard`]).
 
+use super::realtime_guard::{FromClient, FromUpstream, RealtimeGuard};
 use super::{authorize_model, headers, record, Caller};
 use crate::auth::Principal;
 use crate::deployment::Deployment;
@@ -182,6 +187,8 @@ struct Ready<'w> {
     reservation: Option<crate::budget::Reservation<'w>>,
     budgets: Vec<(&'static str, Arc<crate::budget::Budget>)>,
     price: (spend::Price, spend::AudioPrice),
+    /// The session's guardrails, when any applies.
+    guard: Option<Box<RealtimeGuard>>,
 }
 
 impl Ready<'_> {
@@ -189,10 +196,11 @@ impl Ready<'_> {
     fn accept(&self, call_id: &str) -> Vec<u8> {
         let mut answer = websocket::accept_response(&self.client_key, self.protocol.as_deref());
         let end = answer.len() - 2;
-        answer.splice(
-            end..end,
-            format!("x-litellm-call-id: {call_id}\r\n").into_bytes(),
-        );
+        let mut extra = format!("x-litellm-call-id: {call_id}\r\n");
+        if let Some(applied) = self.guard.as_ref().and_then(|g| g.applied()) {
+            extra.push_str(&format!("x-litellm-applied-guardrails: {applied}\r\n"));
+        }
+        answer.splice(end..end, extra.into_bytes());
         answer
     }
 }
@@ -212,6 +220,14 @@ async fn prepare<'w>(
     let requested = query.model.ok_or(GatewayError::MissingParam("model"))?;
     let group = authorize_model(worker, principal, &requested)?;
     session.group = group.clone();
+    let guard = worker
+        .shared
+        .guardrails
+        .session(super::guard::scope_of(principal))?
+        .map(|rails| {
+            let caller = super::guard_api::caller(principal);
+            Box::new(RealtimeGuard::new(rails, caller, &session.call_id))
+        });
     let shared = &worker.shared;
     let router = shared.models.router_for(&shared.control, &group).await;
     let input = PlanInput {
@@ -336,6 +352,7 @@ async fn prepare<'w>(
             spend::price_for(&dep, &upstream_model),
             spend::audio_price(&upstream_model),
         ),
+        guard,
     })
 }
 
@@ -356,6 +373,7 @@ async fn run(
         reservation,
         budgets,
         price,
+        guard,
         ..
     } = ready;
     let charge = Charge {
@@ -372,7 +390,7 @@ async fn run(
         worker,
         (stream, leftover),
         (conn, upstream_leftover),
-        limits,
+        (limits, guard),
         (charge, reservation),
         session,
     )
@@ -554,7 +572,7 @@ async fn relay(
     worker: &Worker,
     (client, client_leftover): (ClientStream, Vec<u8>),
     (upstream, upstream_leftover): (UpstreamConn, Vec<u8>),
-    limits: Limits,
+    (limits, mut guard): (Limits, Option<Box<RealtimeGuard>>),
     (charge, mut reservation): (Charge<'_>, Option<crate::budget::Reservation<'_>>),
     session: &mut Session,
 ) -> Option<String> {
@@ -664,7 +682,8 @@ async fn relay(
                 upstream_ep.close(1001, "server shutting down");
             }
         }
-        // Client messages go upstream as they are.
+        // Client messages go upstream as they are, or as the session's
+        // guardrails leave them.
         loop {
             match client_ep.next_message() {
                 Ok(None) => break,
@@ -673,7 +692,20 @@ async fn relay(
                     upstream_ep.close(code, &reason);
                 }
                 Ok(Some(m @ (Message::Text(_) | Message::Binary(_)))) => {
-                    if !upstream_ep.closing() {
+                    let m = match guard.as_mut() {
+                        None => Some(m),
+                        Some(g) => match g.client(worker, &m).await {
+                            FromClient::Send(rewritten) => Some(rewritten.unwrap_or(m)),
+                            FromClient::Refuse(refusal, instead) => {
+                                if !client_ep.closing() {
+                                    let _ = client_ep.send(refusal);
+                                }
+                                instead
+                            }
+                            FromClient::Drop => None,
+                        },
+                    };
+                    if let Some(m) = m.filter(|_| !upstream_ep.closing()) {
                         let _ = upstream_ep.send(m);
                     }
                 }
@@ -697,8 +729,26 @@ async fn relay(
                 }
                 Ok(Some(m @ (Message::Text(_) | Message::Binary(_)))) => {
                     let usage = websocket::payload(&m).and_then(provider::response_done_usage);
+                    let screened = match guard.as_mut() {
+                        Some(g) => g.upstream(worker, &m).await,
+                        None => FromUpstream::default(),
+                    };
+                    if let Some(cancel) = screened.to_upstream {
+                        if !upstream_ep.closing() {
+                            let _ = upstream_ep.send(cancel);
+                        }
+                    }
                     if !client_ep.closing() {
-                        let _ = client_ep.send(m);
+                        match screened.to_client {
+                            None => {
+                                let _ = client_ep.send(m);
+                            }
+                            Some(instead) => {
+                                for m in instead {
+                                    let _ = client_ep.send(m);
+                                }
+                            }
+                        }
                     }
                     if let Some(usage) = usage {
                         let open =

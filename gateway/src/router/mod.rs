@@ -3,7 +3,9 @@
 //!
 //! [`Router::plan`] turns a request into a [`Plan`], and the request loop
 //! asks the plan for one [`Pick`] after another, reporting each attempt with
-//! [`Router::on_start`] and [`Router::on_end`]:
+//! [`Router::on_start`] and [`Router::on_end`] (the request path does it
+//! through [`Router::start`] and [`Running::end`], so an attempt whose
+//! future is dropped still leaves the in-flight count):
 //!
 //! ```text
 //! let mut plan = router.plan(model, input)?;          // fails closed: region, rpm/tpm
@@ -201,6 +203,20 @@ impl Router {
         self.stats.get(pick.slot).start(minute);
     }
 
+    /// [`Router::on_start`] for an attempt whose future may be dropped
+    /// before it ends (a `during_call` guardrail's block drops the call
+    /// where it stands): the [`Running`] attempt reports its end with
+    /// [`Running::end`], and dropped without it, leaves the in-flight count
+    /// as neither a success nor a failure of the deployment.
+    pub fn start(&self, pick: &Pick<'_>) -> Running<'_> {
+        self.on_start(pick);
+        Running {
+            router: self,
+            slot: pick.slot,
+            ended: false,
+        }
+    }
+
     /// An attempt ended after `latency`: `Ok(tokens)` used, or the failure.
     /// Updates load, latency and usage, and applies the cooldown rules. Call
     /// it before asking the plan for the next pick, so the retry sees the
@@ -312,6 +328,30 @@ impl Router {
     }
 }
 
+/// An attempt counted in flight by [`Router::start`] until it ends.
+#[must_use = "dropping it ends the attempt as abandoned"]
+pub struct Running<'r> {
+    router: &'r Router,
+    slot: usize,
+    ended: bool,
+}
+
+impl Running<'_> {
+    /// The attempt ended: [`Router::on_end`].
+    pub fn end(mut self, pick: &Pick<'_>, latency: Duration, result: Result<u64, &AttemptFailure>) {
+        self.ended = true;
+        self.router.on_end(pick, latency, result);
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.router.stats.get(self.slot).abandon();
+        }
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -357,6 +397,30 @@ pub(crate) mod tests {
         r.on_end(&pick, Duration::from_millis(5), Err(&limited));
         assert!(r.is_cooling(&id), "429 in a group of two");
         assert!(r.stats("nope").is_none() && !r.is_cooling("nope"));
+    }
+
+    #[test]
+    fn an_attempt_dropped_before_its_end_leaves_the_in_flight_count_alone() {
+        let r = router(
+            "model_list:\n  - model_name: g\n    litellm_params: {model: mock/a}\n    model_info: {id: a}\n",
+            "",
+        );
+        let mut plan = r.plan("g", PlanInput::default()).unwrap();
+        let pick = plan.next(None).unwrap();
+        let running = r.start(&pick);
+        assert_eq!(r.stats("a").unwrap().in_flight(), 1);
+        drop(running);
+        let s = r.stats("a").unwrap();
+        assert_eq!(s.in_flight(), 0, "released");
+        let minute = minute_of(r.clock.now_ms());
+        assert_eq!(s.health_in(minute), (0, 0), "neither success nor failure");
+        assert!(!r.is_cooling("a"));
+        r.start(&pick).end(&pick, Duration::from_millis(3), Ok(7));
+        assert_eq!(
+            r.stats("a").unwrap().in_flight(),
+            0,
+            "ended once, not twice"
+        );
     }
 
     #[test]

@@ -190,6 +190,12 @@ impl DeploymentStats {
         self.failures.reset(minute);
     }
 
+    /// A request was dropped before it ended (neither a success nor a
+    /// failure): it only leaves the in-flight count.
+    pub(crate) fn abandon(&self) {
+        self.finish();
+    }
+
     fn finish(&self) {
         let _ = self
             .in_flight
