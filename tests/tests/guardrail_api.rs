@@ -603,3 +603,48 @@ fn a_during_call_block_that_drops_the_call_frees_the_deployments_in_flight_count
         b.answered()
     );
 }
+
+#[test]
+fn a_call_a_during_call_block_drops_on_the_wire_still_has_its_row() {
+    // Every upstream call leaves a row: the one a block drops before its
+    // answer is read is a failure carrying the block, charged nothing.
+    let service = GuardrailService::start(KEY, Behaviour::Slow(Duration::from_secs(1)));
+    let held = HoldingUpstream::start();
+    let mut config = base_config(free_port());
+    config["model_list"][0] = openai_model("gpt-4o", "dep-held", &held.api_base(), json!({}));
+    config["model_list"]
+        .as_array_mut()
+        .expect("model_list")
+        .truncate(1);
+    config["guardrails"] = json!([generic(
+        "beside",
+        "during_call",
+        &service.api_base(),
+        json!({})
+    )]);
+    let gw = Gateway::start_json(&config, &[]);
+    let resp = chat(&gw, "BLOCKME now", json!(["beside"]));
+    let call_id = resp
+        .header("x-litellm-call-id")
+        .expect("x-litellm-call-id")
+        .to_string();
+    assert_error(&resp, 400);
+    e2e::eventually(
+        "the held upstream call dropped",
+        Duration::from_secs(10),
+        || (held.dropped() == 1).then_some(()),
+    );
+    let rows = e2e::eventually("the dropped call's row", Duration::from_secs(10), || {
+        let logs = gw.get(&format!("/spend/logs?request_id={call_id}"));
+        let rows = logs.json().as_array().cloned().unwrap_or_default();
+        (!rows.is_empty()).then_some(rows)
+    });
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let row = &rows[0];
+    assert_eq!(row["status"], "failure", "{row}");
+    assert_eq!(row["spend"], 0.0, "{row}");
+    assert!(
+        row.to_string().contains("BLOCKME is not allowed"),
+        "the row names the block: {row}"
+    );
+}

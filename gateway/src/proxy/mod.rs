@@ -115,6 +115,14 @@ pub(crate) struct Outcome {
     applied_guardrails: Option<Arc<str>>,
     /// The caller's `user_api_key_*` fields for its guardrail services.
     guard_caller: serde_json::Map<String, serde_json::Value>,
+    /// Whether `during_call` guardrail services run beside the attempts
+    /// (whose block drops the one on the wire): only then is
+    /// [`Self::on_the_wire`] kept.
+    during_call: bool,
+    /// The attempt on the wire while `during_call` services run: its
+    /// number, and its upstream model when the route made it (a wildcard),
+    /// for the row of an attempt a block drops ([`record_dropped`]).
+    on_the_wire: Option<(u32, Option<String>)>,
 }
 
 /// Serves one OpenAI-style LLM request on `endpoint`; `caller` is the
@@ -148,6 +156,8 @@ pub async fn handle(
         post_call: None,
         applied_guardrails: None,
         guard_caller: Default::default(),
+        during_call: false,
+        on_the_wire: None,
     };
     if let Ok(caller) = &caller {
         outcome
@@ -611,6 +621,7 @@ async fn serve(
                 // Nothing reaches the client before the services pass.
                 let gate = Rc::new(crate::local_signal::LocalSignal::default());
                 out.gate(Rc::clone(&gate));
+                outcome.during_call = true;
                 let verdict = {
                     let call =
                         attempts(worker, &router, caller, &mut held, &mut plan, out, outcome);
@@ -620,9 +631,11 @@ async fn serve(
                 match verdict {
                     Ok(result) => result,
                     // Refused: the upstream call (or its answer) is
-                    // dropped, and the refusal is what the client sees.
+                    // dropped, and the refusal is what the client sees;
+                    // a call dropped on the wire still gets its row.
                     Err(refusal) => {
                         out.discard_unsent();
+                        record_dropped(worker, caller, &held, outcome, &refusal);
                         Err(refusal)
                     }
                 }
@@ -744,7 +757,15 @@ async fn attempts<'r>(
         // Dropped with this future (a `during_call` guardrail's block),
         // it leaves the deployment's in-flight count.
         let running = router.start(&pick);
+        if outcome.during_call {
+            let made = match &pick.upstream_model {
+                std::borrow::Cow::Owned(model) => Some(model.clone()),
+                std::borrow::Cow::Borrowed(_) => None,
+            };
+            outcome.on_the_wire = Some((pick.attempt, made));
+        }
         let result = attempt_once(worker, caller, held, form, &pick, out, outcome).await;
+        outcome.on_the_wire = None;
         match result {
             Ok(tokens) => {
                 running.end(&pick, started.elapsed(), Ok(tokens));
@@ -791,12 +812,56 @@ fn record_mocked(
     err: &GatewayError,
 ) {
     let attempt = Attempt::start(&outcome.call_id, pick.attempt as i32);
+    let upstream = (&*pick.group, &**pick.deployment, &*pick.upstream_model);
+    record_uncharged(worker, caller, held, outcome, attempt, upstream, err);
+}
+
+/// The attempt row of the call a `during_call` guardrail's block dropped
+/// on the wire (its answer never read, nothing charged: what the upstream
+/// bills for it is unknown here), so every upstream call has its row.
+fn record_dropped(
+    worker: &Worker,
+    caller: Caller<'_>,
+    held: &Held,
+    outcome: &mut Outcome,
+    err: &GatewayError,
+) {
+    let Some((number, made)) = outcome.on_the_wire.take() else {
+        return;
+    };
+    let (Some(group), Some(dep)) = (outcome.group.clone(), outcome.deployment.clone()) else {
+        return;
+    };
+    let model = made.as_deref().unwrap_or(&dep.upstream_model);
+    let attempt = Attempt::start(&outcome.call_id, number as i32);
+    record_uncharged(
+        worker,
+        caller,
+        held,
+        outcome,
+        attempt,
+        (&group, &dep, model),
+        err,
+    );
+}
+
+/// Writes the row of an attempt that failed with `err` and cost nothing,
+/// to `upstream` (its group, deployment and upstream model).
+fn record_uncharged(
+    worker: &Worker,
+    caller: Caller<'_>,
+    held: &Held,
+    outcome: &Outcome,
+    attempt: Attempt,
+    (group, dep, upstream_model): (&str, &Deployment, &str),
+    err: &GatewayError,
+) {
     let row = attempt.finish(record::AttemptInfo {
         principal: caller.principal,
         master_token: worker.shared.auth.master_token(),
-        group: &pick.group,
-        dep: pick.deployment,
-        upstream_model: &pick.upstream_model,
+        group,
+        dep,
+        upstream_model,
         endpoint: held.req.endpoint,
         usage: spend::Usage::default(),
         cost: 0.0,
