@@ -156,8 +156,11 @@ const REFUSED_BODY_CAP: u64 = 64 * 1024;
 /// How long a connection closed without reading its request body lingers,
 /// dropping what the client still sends (see [`linger`]).
 const LINGER: Duration = Duration::from_secs(2);
-/// Most bytes dropped while lingering.
-const LINGER_BYTES: usize = 1 << 20;
+/// Most bytes dropped while lingering: enough that a client that sent a
+/// body a few MiB over `max_request_size_mb` still reads its 413 (with
+/// 1 MiB, a 2 MiB upload to a 1 MB limit was cut by a reset while the
+/// client wrote, and the answer was lost with it).
+const LINGER_BYTES: usize = 8 << 20;
 
 /// Whether a refused request's body is small enough to read and drop,
 /// keeping the connection: none, or a Content-Length body of at most
