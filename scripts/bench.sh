@@ -3,7 +3,7 @@
 # gateway's overhead over the mock (loadgen overhead: master-key variant with
 # the max-rate search, virtual-key variant without), a
 # short soak of long-lived streams (loadgen soak) and the criterion suites,
-# then rewrites BENCHMARKS.md from the results. Takes about 10 minutes.
+# then rewrites BENCHMARKS.md from the results. Takes about 15 minutes.
 #
 # Usage: scripts/bench.sh              measure everything, then write BENCHMARKS.md
 #        scripts/bench.sh --from DIR   rewrite BENCHMARKS.md from the saved results in DIR
@@ -133,6 +133,23 @@ measure() {
             --database-url "postgres://postgres@127.0.0.1:5432/$full_db" \
             --json "$out/overhead-full-pipeline-lease.json" | tee "$out/overhead-full-pipeline-lease.txt"
         psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE IF EXISTS $full_db WITH (FORCE)"
+
+        # Issue 32's comparisons: the full pipeline in both modes with the
+        # key alone and with four scopes (key, user, team, end user), and
+        # with the key alone on a three-master Cluster.
+        for variant in full-pipeline full-pipeline-lease; do
+            for shape in "1 single" "4 single" "1 cluster"; do
+                read -r scopes redis <<<"$shape"
+                log "loadgen overhead ($variant, $scopes scope(s), Redis $redis, 4000 req/s, 32 connections)"
+                psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE $full_db"
+                "$loadgen" overhead --gateway-bin "$gateway" --variant "$variant" --scopes "$scopes" \
+                    --redis "$redis" --rate 4000 --duration 5s --rounds "$variant_rounds" --no-search \
+                    --connections 32 --database-url "postgres://postgres@127.0.0.1:5432/$full_db" \
+                    --json "$out/scopes-$variant-$scopes-$redis.json" \
+                    | tee "$out/scopes-$variant-$scopes-$redis.txt"
+                psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE IF EXISTS $full_db WITH (FORCE)"
+            done
+        done
 
         fleet_db="gw_bench_fleet_$$"
         log "loadgen fleet (2 replicas on the scratch Postgres database $fleet_db, and on a private Redis)"
@@ -398,6 +415,30 @@ for v in redis-limits lease-limits; do
         [ -f "$f" ] || continue
         jq -r --arg v "$v" --arg k "$keys" "$fmt"'
           "| \($v) | \($k) | \(.keys_used) | \(if .redis_cpu_us_per_request then "\(.redis_cpu_us_per_request | r2) µs" else "-" end) | \(.gateway_cpu_us_per_request | r2) µs | \(if .redis_bytes_per_key then "\(.redis_bytes_per_key | round) bytes" else "-" end) |"' "$f"
+    done
+done
+cat <<EOF
+
+### The full pipeline by scopes and Redis topology
+
+\`loadgen overhead --variant full-pipeline|full-pipeline-lease --scopes 1|4
+--redis single|cluster --rate 4000 --duration 5s --no-search --connections 32\`
+with a scratch Postgres database: the key alone, or the key, its user, its
+team and the end user, each with limits; one \`redis-server\` or a
+three-master Cluster (every master's CPU counted). Targets (#32): Redis
+<= 10 µs a request in \`redis\` mode, <= 1 µs in \`lease\` mode, flat within
+10 % from 1 to 4 scopes; Postgres <= 5 µs; the whole machine <= 3x nginx.
+
+| variant | scopes | Redis | gateway CPU / request | redis-server CPU / request | postgres CPU / request | all / nginx |
+| --- | --- | --- | --- | --- | --- | --- |
+EOF
+for v in full-pipeline full-pipeline-lease; do
+    for shape in "1 single" "4 single" "1 cluster"; do
+        read -r scopes redis <<<"$shape"
+        f="$out/scopes-$v-$scopes-$redis.json"
+        [ -f "$f" ] || continue
+        jq -r --arg v "$v" --arg s "$scopes" --arg r "$redis" "$fmt"'
+          "| \($v) | \($s) | \($r) | \(.gateway_cpu_us_per_request | r2) µs | \(if .redis_cpu_us_per_request then "\(.redis_cpu_us_per_request | r2) µs" else "-" end) | \(if .postgres_cpu_us_per_request then "\(.postgres_cpu_us_per_request | r2) µs" else "-" end) | \(if .nginx then "\(((.gateway_cpu_us_per_request + (.redis_cpu_us_per_request // 0) + (.postgres_cpu_us_per_request // 0)) / .nginx.cpu_us_per_request) | r2)x" else "-" end) |"' "$f"
     done
 done
 cat <<EOF
