@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Regenerates gateway/data/model_prices.tsv, the gateway's default price
-# table, from LiteLLM's model_prices_and_context_window.json (MIT licence,
+# Regenerates the gateway's default price tables (gateway/data/
+# model_prices.tsv, query_prices.tsv, media_prices.tsv, audio_prices.tsv)
+# from LiteLLM's model_prices_and_context_window.json (MIT licence,
 # Copyright (c) 2023 Berri AI; see gateway/data/README.md).
 #
 #   scripts/refresh_prices.sh            # the JSON of the pinned litellm package (.venv)
@@ -27,17 +28,17 @@ case "${1:-}" in
   *) cp "$1" "$tmp"; src="$1" ;;
 esac
 
-"$python" - "$tmp" "$src" > "$out.new" <<'PY'
+# One table: a row per model (name lowercased, first spelling wins) that
+# has any of the given columns; `max_*` columns are whole token counts,
+# the rest prices. Usage: table FILE COLUMN...
+table() {
+    local file=$1
+    shift
+    "$python" - "$tmp" "$src" "$@" > "$file.new" <<'PY'
 import json, sys
 
-path, source = sys.argv[1], sys.argv[2]
+path, source, cols = sys.argv[1], sys.argv[2], sys.argv[3:]
 data = json.load(open(path))
-cols = [
-    "input_cost_per_token", "output_cost_per_token",
-    "cache_read_input_token_cost", "cache_creation_input_token_cost",
-    "input_cost_per_second", "output_cost_per_second",
-    "max_input_tokens", "max_output_tokens",
-]
 
 def num(v, integer):
     if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
@@ -63,110 +64,28 @@ print("# name\t" + "\t".join(cols))
 for key in sorted(rows):
     print(key + "\t" + "\t".join(rows[key]))
 PY
-mv "$out.new" "$out"
+    mv "$file.new" "$file"
+}
 
+table "$out" input_cost_per_token output_cost_per_token \
+    cache_read_input_token_cost cache_creation_input_token_cost \
+    input_cost_per_second output_cost_per_second max_input_tokens max_output_tokens
 # Rerank prices per search unit, beside the token table (merged into it
 # by name when the gateway parses it).
 queries=gateway/data/query_prices.tsv
-"$python" - "$tmp" "$src" > "$queries.new" <<'PY'
-import json, sys
-
-path, source = sys.argv[1], sys.argv[2]
-data = json.load(open(path))
-rows = {}
-for name, spec in data.items():
-    if name == "sample_spec" or not isinstance(spec, dict):
-        continue
-    key = name.strip().lower()
-    v = spec.get("input_cost_per_query")
-    if not key or "\t" in key or "\n" in key or key in rows:
-        continue
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-        continue
-    rows[key] = repr(float(v))
-
-print(f"# Derived from LiteLLM's model_prices_and_context_window.json, MIT licence, Copyright (c) 2023 Berri AI.")
-print(f"# Source: {source}. Regenerate with scripts/refresh_prices.sh; do not edit by hand.")
-print("# name\tinput_cost_per_query")
-for key in sorted(rows):
-    print(key + "\t" + rows[key])
-PY
-mv "$queries.new" "$queries"
+table "$queries" input_cost_per_query
 # Image and audio prices (per image, per pixel, per image token, per
-# character, per second of audio), looked up by the exact names LiteLLM's image cost calculator
-# builds (`{quality}/{size}/{model}`, ...).
+# character, per second of audio), looked up by the exact names LiteLLM's
+# image cost calculator builds (`{quality}/{size}/{model}`, ...).
 media=gateway/data/media_prices.tsv
-"$python" - "$tmp" "$src" > "$media.new" <<'PY'
-import json, sys
-
-path, source = sys.argv[1], sys.argv[2]
-data = json.load(open(path))
-cols = [
-    "input_cost_per_image", "output_cost_per_image", "input_cost_per_pixel",
-    "input_cost_per_image_token", "output_cost_per_image_token",
-    "input_cost_per_character",
-    "input_cost_per_second", "output_cost_per_second",
-]
-
-def num(v):
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-        return ""
-    return repr(float(v))
-
-rows = {}
-for name, spec in data.items():
-    if name == "sample_spec" or not isinstance(spec, dict):
-        continue
-    key = name.strip().lower()
-    if not key or "\t" in key or "\n" in key or key in rows:
-        continue
-    vals = [num(spec.get(c)) for c in cols]
-    if any(vals):
-        rows[key] = vals
-
-print(f"# Derived from LiteLLM's model_prices_and_context_window.json, MIT licence, Copyright (c) 2023 Berri AI.")
-print(f"# Source: {source}. Regenerate with scripts/refresh_prices.sh; do not edit by hand.")
-print("# name\t" + "\t".join(cols))
-for key in sorted(rows):
-    print(key + "\t" + "\t".join(rows[key]))
-PY
-mv "$media.new" "$media"
+table "$media" input_cost_per_image output_cost_per_image input_cost_per_pixel \
+    input_cost_per_image_token output_cost_per_image_token input_cost_per_character \
+    input_cost_per_second output_cost_per_second
 # Audio token prices (the realtime API's audio input, cached audio input
 # and audio output), looked up by the model's name.
 audio=gateway/data/audio_prices.tsv
-"$python" - "$tmp" "$src" > "$audio.new" <<'PY'
-import json, sys
-
-path, source = sys.argv[1], sys.argv[2]
-data = json.load(open(path))
-cols = [
-    "input_cost_per_audio_token", "cache_read_input_audio_token_cost",
-    "output_cost_per_audio_token",
-]
-
-def num(v):
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-        return ""
-    return repr(float(v))
-
-rows = {}
-for name, spec in data.items():
-    if name == "sample_spec" or not isinstance(spec, dict):
-        continue
-    key = name.strip().lower()
-    if not key or "\t" in key or "\n" in key or key in rows:
-        continue
-    vals = [num(spec.get(c)) for c in cols]
-    if any(vals):
-        rows[key] = vals
-
-print(f"# Derived from LiteLLM's model_prices_and_context_window.json, MIT licence, Copyright (c) 2023 Berri AI.")
-print(f"# Source: {source}. Regenerate with scripts/refresh_prices.sh; do not edit by hand.")
-print("# name\t" + "\t".join(cols))
-for key in sorted(rows):
-    print(key + "\t" + "\t".join(rows[key]))
-PY
-mv "$audio.new" "$audio"
+table "$audio" input_cost_per_audio_token cache_read_input_audio_token_cost \
+    output_cost_per_audio_token
 echo "wrote $audio: $(grep -vc '^#' "$audio") models"
 echo "wrote $media: $(grep -vc '^#' "$media") models"
 echo "wrote $queries: $(grep -vc '^#' "$queries") models"
