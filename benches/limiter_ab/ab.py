@@ -102,24 +102,16 @@ def cpu(conn):
 
 def run(conn, mod, sha, requests, keys, per_call, pipeline, seq):
     """Sends `requests` requests, `per_call` a call; Redis CPU µs/request."""
-    calls = []
-    pending = []  # settlements of the previous call's requests
+    # Each request: the previous request's settlement, then its admission;
+    # `per_call` requests' operations go in one call.
     tick = int(time.time())
-    for i in range(requests):
-        rid = "r%d-%d" % (seq, i)
-        pending_now = pending
-        ops = [("f", k, r, tick) for (k, r) in pending_now]
-        key = i % keys
-        ops.append(("a", key, rid, tick))
-        calls.append(ops)
-        pending = [(key, rid)]
-    # group per_call admissions into one call
-    grouped = []
-    for j in range(0, len(calls), per_call):
-        ops = []
-        for c in calls[j:j + per_call]:
-            ops.extend(c)
-        grouped.append(ops)
+    rid = lambda i: "r%d-%d" % (seq, i)
+    per_request = [
+        ([("f", (i - 1) % keys, rid(i - 1), tick)] if i > 0 else [])
+        + [("a", i % keys, rid(i), tick)]
+        for i in range(requests)
+    ]
+    grouped = [sum(per_request[j:j + per_call], []) for j in range(0, requests, per_call)]
     before = cpu(conn)
     for j in range(0, len(grouped), pipeline):
         cmds = [[b"EVALSHA", sha] + mod.encode(ops) for ops in grouped[j:j + pipeline]]
