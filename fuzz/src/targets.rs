@@ -9,8 +9,8 @@ use gateway::http1::{
     ResponseFraming,
 };
 use gateway::inbound::{Endpoint, LlmRequest, MediaAsk};
-use gateway::limits::resp;
 use gateway::providers::anthropic as provider;
+use gateway::redis::resp;
 use gateway::sse::UsageChunkFilter;
 use serde_json::Value;
 

@@ -30,6 +30,7 @@ pub mod panic_guard;
 pub mod providers;
 pub mod proxy;
 pub mod read_through;
+pub mod redis;
 pub mod reload;
 pub mod replicas;
 pub mod router;

@@ -335,7 +335,7 @@ fn start_services(
     listen: Option<gateway::sync::listener::ListenConfig>,
     (limiter, limiter_breaker): (
         Option<gateway::limits::remote::RemoteRunner>,
-        Option<std::sync::Arc<gateway::limits::Breaker>>,
+        Option<std::sync::Arc<gateway::redis::Breaker>>,
     ),
     cooldowns: Option<gateway::router::cooldowns::CooldownRunner>,
 ) -> Result<gateway::spend::writer::SpendWriter, gateway::control::ControlError> {

@@ -35,7 +35,7 @@ const LAYERS: &[&[&str]] = &[
     &["deployment"],
     &["google_auth"],
     &["control"],
-    &["store", "health::settings"],
+    &["store", "health::settings", "redis"],
     &["upstream", "inbound", "downstream"],
     &["formats"],
     &[

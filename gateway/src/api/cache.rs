@@ -12,7 +12,7 @@ use crate::cache::redis::{is_entry, RedisStore};
 use crate::cache::{Backend, Cache};
 use crate::downstream::{HeadBuilder, Responder};
 use crate::error::GatewayError;
-use crate::limits::resp::Reply;
+use crate::redis::resp::Reply;
 use crate::state::Worker;
 use serde_json::{json, Map, Value};
 use std::time::{Duration, Instant};

@@ -158,14 +158,14 @@ pub async fn readiness_details(
     let shared = &worker.shared;
     let limiter = &shared.limiter;
     let breaker = limiter.breaker_state().map(|b| match b {
-        crate::limits::BreakerState::Closed => "closed",
-        crate::limits::BreakerState::Open => "open",
-        crate::limits::BreakerState::HalfOpen => "half_open",
+        crate::redis::BreakerState::Closed => "closed",
+        crate::redis::BreakerState::Open => "open",
+        crate::redis::BreakerState::HalfOpen => "half_open",
     });
     let redis = limiter.breaker_state().map(|b| match b {
-        crate::limits::BreakerState::Closed => "connected",
-        crate::limits::BreakerState::Open => "disconnected",
-        crate::limits::BreakerState::HalfOpen => "reconnecting",
+        crate::redis::BreakerState::Closed => "connected",
+        crate::redis::BreakerState::Open => "disconnected",
+        crate::redis::BreakerState::HalfOpen => "reconnecting",
     });
     let redis_configured = limiter.settings().redis_url.is_some();
     let (db, listener) = database_state(worker).await;

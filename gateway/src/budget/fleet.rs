@@ -121,7 +121,7 @@ fn shards(groups: Vec<Group<'_>>, cluster: bool) -> Vec<Vec<Group<'_>>> {
     }
     let mut by_slot: std::collections::BTreeMap<u16, Vec<Group>> = Default::default();
     for group in groups {
-        let slot = crate::limits::key_slot(group.0.hash.as_bytes());
+        let slot = crate::redis::key_slot(group.0.hash.as_bytes());
         by_slot.entry(slot).or_default().push(group);
     }
     by_slot.into_values().collect()
@@ -367,7 +367,7 @@ mod tests {
         );
         let one_redis = shards(principals(&budgets).unwrap(), false);
         assert_eq!(one_redis.len(), 1, "one call on one Redis");
-        let slot = |p: &Place| crate::limits::key_slot(p.hash.as_bytes());
+        let slot = |p: &Place| crate::redis::key_slot(p.hash.as_bytes());
         let cluster = shards(principals(&budgets).unwrap(), true);
         assert_eq!(cluster.len(), 2, "one call per slot on a Cluster");
         assert!(slot(cluster[0][0].0) < slot(cluster[1][0].0), "slot order");

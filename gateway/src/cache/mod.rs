@@ -63,7 +63,7 @@ impl Cache {
     /// Cluster nodes, deadline, breaker settings), required for `type: redis`.
     pub fn new(
         settings: CacheSettings,
-        redis: Option<(&str, &[String], Duration, crate::limits::BreakerSettings)>,
+        redis: Option<(&str, &[String], Duration, crate::redis::BreakerSettings)>,
     ) -> Result<Cache, String> {
         let redis = match settings.backend {
             Backend::Local => None,

@@ -1,5 +1,5 @@
 //! `type: redis`: entries in the Redis the limiter resolves, through the
-//! limiter's client (`limits::conn`: codec, log-in, TLS, Cluster slots and
+//! gateway's Redis client (`crate::redis`: codec, log-in, TLS, Cluster slots and
 //! redirects). Each core has its own pipelined connection: lookups and
 //! writes queued while a round trip is out go together in the next one.
 //! A lookup waits at most the limiter's Redis deadline; a write is never
@@ -11,9 +11,9 @@
 //! little-endian) and the body; anything else under a key is a miss.
 
 use super::local::Stored;
-use crate::limits::conn::{Conn, Endpoint, Plain};
-use crate::limits::resp::Reply;
-use crate::limits::{Breaker, BreakerSettings, BreakerState, ClusterLink, MonoioWire};
+use crate::redis::{
+    Breaker, BreakerSettings, BreakerState, ClusterLink, Conn, Endpoint, MonoioWire, Plain, Reply,
+};
 use bytes::Bytes;
 use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
@@ -225,7 +225,7 @@ enum Upstream {
 async fn drive(link: Rc<Link>, config: Arc<LinkConfig>) {
     let mut upstream = match config.cluster.is_empty() {
         true => Upstream::One(None),
-        false => Upstream::Cluster(Box::new(ClusterLink::new(&config.cluster, false))),
+        false => Upstream::Cluster(Box::new(ClusterLink::new(&config.cluster, None))),
     };
     let mut complained = false;
     loop {

@@ -7,12 +7,14 @@
 //! ([`Releases`]). The one place for deadlines, the breaker and
 //! reconnection, whichever runtime sends.
 
-use super::cluster::ClusterLink;
-use super::conn::{self, Conn, GroupedCalls, Wire};
+use super::batch::{GroupedCalls, ScriptCalls};
 use super::direct::{self, LinkConfig};
-use super::outcome::{self, Reporter};
+use super::outcome::Reporter;
 use super::release::Releases;
 use super::remote::Call;
+use super::script::LIMITER_SCRIPTS;
+use super::split::{self, Answer, Merged};
+use crate::redis::{self, ClusterLink, Conn, RemoteError, Reply, Wire};
 
 /// Where one runtime's limiter calls go.
 pub enum Upstream<W> {
@@ -28,7 +30,10 @@ impl<W: Wire> Upstream<W> {
     pub fn new(config: &LinkConfig) -> Upstream<W> {
         match config.cluster.is_empty() {
             true => Upstream::Single(None),
-            false => Upstream::Cluster(Box::new(ClusterLink::new(&config.cluster, true))),
+            false => Upstream::Cluster(Box::new(ClusterLink::new(
+                &config.cluster,
+                Some(LIMITER_SCRIPTS),
+            ))),
         }
     }
 
@@ -44,7 +49,7 @@ impl<W: Wire> Upstream<W> {
     ) -> Vec<Call> {
         let conn = match self {
             Upstream::Cluster(cluster) => {
-                let merged = cluster.round_trip(config, &batch).await;
+                let merged = cluster_round_trip(cluster, config, &batch).await;
                 releases.after_failure(&merged.lost);
                 let mut next = report.concluded(
                     batch,
@@ -59,10 +64,10 @@ impl<W: Wire> Upstream<W> {
         let calls = GroupedCalls::new(&batch, &config.window, config.slot_ttl);
         let result = W::timeout(
             config.deadline,
-            conn::round_trip(conn, &config.endpoint, &calls),
+            redis::round_trip(conn, &config.endpoint, LIMITER_SCRIPTS, &calls),
         )
         .await
-        .unwrap_or_else(|| Err(outcome::timed_out(config.deadline)));
+        .unwrap_or_else(|| Err(RemoteError::timed_out(config.deadline)));
         match result {
             Ok(replies) => {
                 let replies = calls.replies(replies);
@@ -79,16 +84,55 @@ impl<W: Wire> Upstream<W> {
     }
 }
 
+/// Sends `batch` over a Cluster, each call split by slot, and combines the
+/// replies, within the limiter's deadline.
+async fn cluster_round_trip<W: Wire>(
+    cluster: &mut ClusterLink<W>,
+    config: &LinkConfig,
+    batch: &[Call],
+) -> Merged {
+    let parts = split::split(batch);
+    let calls = ScriptCalls {
+        calls: &parts,
+        window: &config.window,
+        slot_ttl: config.slot_ttl,
+    };
+    let replies = cluster
+        .exchange(&config.endpoint, config.deadline, &calls)
+        .await;
+    let outcomes = parts
+        .iter()
+        .zip(replies)
+        .map(|(part, reply)| {
+            let reply = reply?;
+            match &part.sub {
+                Call::Admit { .. } => direct::verdict(&reply).map(Answer::Verdict),
+                Call::Script { .. } => direct::numbers(&reply).map(Answer::Numbers),
+                Call::Finish { .. } => match reply {
+                    Reply::Error(e) => Err(RemoteError::Failed(e)),
+                    _ => Ok(Answer::Settled),
+                },
+            }
+        })
+        .collect();
+    let mut merged = split::merge(batch, parts, outcomes);
+    if merged.unreachable.is_none() {
+        merged.unreachable = cluster.unreachable();
+    }
+    merged
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limits::breaker::{Breaker, BreakerSettings, BreakerState};
     use crate::limits::descriptor::{Descriptor, Kind, Scope};
-    use crate::limits::remote::{Entry, RemoteError};
-    use crate::limits::tokio_wire::tests::{fake_redis, text};
-    use crate::limits::tokio_wire::TokioWire;
+    use crate::limits::remote::Entry;
     use crate::limits::window::Window;
     use crate::limits::Verdict;
+    use crate::redis::breaker::{Breaker, BreakerSettings, BreakerState};
+    use crate::redis::tokio_wire::tests::{fake_redis, text};
+    use crate::redis::tokio_wire::TokioWire;
+    use crate::redis::RemoteError;
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
     use tokio::sync::oneshot;

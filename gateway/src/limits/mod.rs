@@ -10,15 +10,14 @@
 //! lock-free counters ([`local`]) under the configured fallback policy.
 //! Counting is a sliding window ([`window`]): no 2x burst at a boundary.
 //!
-//! The cores ([`direct`]) and the control plane ([`remote`], and cooldown
-//! sharing) speak Redis through one client: the RESP codec ([`resp`]), one
-//! connection's code ([`conn`]) over either runtime's socket ([`tokio_wire`]
-//! for the control plane), and one flush with its deadline, breaker and
-//! reconnection ([`link`]).
+//! The cores ([`direct`]) and the control plane ([`remote`]) speak Redis
+//! through the gateway's client ([`crate::redis`]); the limiter's calls
+//! become its commands in [`batch`], and one flush with its deadline,
+//! breaker and reconnection is [`link`].
 //!
-//! On a Redis Cluster ([`slots`], [`split`], [`cluster`]) each request is
-//! admitted slot by slot in one round trip, the slots that admitted being
-//! given back when another refuses. Other modules' scripts ([`Limiter::eval`])
+//! On a Redis Cluster ([`split`]) each request is admitted slot by slot in
+//! one round trip, the slots that admitted being given back when another
+//! refuses. Other modules' scripts ([`Limiter::eval`])
 //! run there too, one slot per call.
 //!
 //! In lease mode ([`lease`]) each replica takes rpm/tpm quota from Redis in
@@ -30,13 +29,9 @@
 //! usage; off, TPM admits while usage is under the limit and charges the
 //! real usage after the call.
 
-pub mod breaker;
-mod clock;
-mod cluster;
-pub(crate) mod conn;
+mod batch;
 mod descriptor;
 mod direct;
-mod endpoint;
 mod lease;
 mod link;
 mod local;
@@ -44,32 +39,26 @@ mod outcome;
 mod redis_target;
 mod release;
 pub mod remote;
-pub mod resp;
 mod script;
 mod settings;
 mod slot_lease;
-mod slots;
 mod split;
-pub(crate) mod tokio_wire;
 mod usage;
 mod window;
 
-pub use breaker::{Breaker, BreakerSettings, BreakerState};
-pub(crate) use cluster::ClusterLink;
 pub use descriptor::{Descriptor, Kind, Scope, ScopeLimits};
-pub(crate) use direct::MonoioWire;
 pub use local::LocalLimiter;
 pub use settings::{
     FallbackPolicy, LeaseSettings, LimitSettings, LimitsFile, Mode, RateLimitsFile, RedisSources,
 };
-pub use slots::key_slot;
 pub use window::Window;
 
 use crate::error::GatewayError;
+use crate::redis::{Breaker, BreakerState, RemoteError};
 use crate::store::{KeyRecord, TeamRecord, UserRecord};
 use lease::{Hold, LeaseTable, Leased};
 use remote::{Call, Entry, LeaseExpiry, RemoteRunner, ScriptDone};
-pub use remote::{LuaScript, RemoteError, ScriptCall};
+pub use remote::{LuaScript, ScriptCall};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};

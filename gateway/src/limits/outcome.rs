@@ -4,11 +4,11 @@
 //! admission gets its verdict, and admissions nobody waits for any more are
 //! given back.
 
-use super::breaker::Breaker;
-use super::remote::{Call, RemoteError};
+use super::remote::Call;
 use super::script;
 use super::split::Answer;
 use super::Verdict;
+use crate::redis::{Breaker, RemoteError};
 use std::time::{Duration, Instant};
 
 /// The breaker and the log lines of one Redis path.
@@ -150,9 +150,4 @@ fn hand_verdict(call: Call, verdict: Result<Verdict, RemoteError>) -> Option<Cal
         }
         _ => None,
     }
-}
-
-/// The error of a round trip that did not finish within `deadline`.
-pub fn timed_out(deadline: Duration) -> RemoteError {
-    RemoteError::Unreachable(format!("no answer within {} ms", deadline.as_millis()))
 }

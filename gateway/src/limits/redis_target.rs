@@ -6,7 +6,7 @@
 //! a JSON (or YAML) list of `{"host", "port"}`.
 
 use super::settings::RedisSources;
-use super::slots::join_host_port;
+use crate::redis::slots::join_host_port;
 use serde_yaml::Value;
 
 /// Startup nodes accepted at most.

@@ -1,23 +1,23 @@
 //! The Redis side of the limiter, run on the control plane: limiter calls
 //! from every core are drained from one queue and sent as one pipeline per
 //! flush, each call one `EVALSHA` of `limiter.lua` (a batch of admissions and settlements), over the
-//! same connection code as the cores' links ([`super::conn`], on tokio:
-//! [`super::tokio_wire`]; a Cluster through [`ClusterLink`]).
+//! same connection code as the cores' links ([`crate::redis::conn`], on tokio:
+//! [`crate::redis::tokio_wire`]; a Cluster through [`ClusterLink`]).
 //!
 //! Every flush has a deadline; connection errors and timeouts feed the
 //! [`Breaker`], other errors (a script error) only fail the calls. A
 //! `NOSCRIPT` reply loads the scripts again and resends those calls once.
 
-use super::breaker::Breaker;
 use super::descriptor::Kind;
 use super::direct::LinkConfig;
 use super::lease::LeaseTable;
 use super::link::Upstream;
 use super::outcome::Reporter;
 use super::release::Releases;
-use super::tokio_wire::{self, TokioWire};
 use super::window::Window;
 use super::Verdict;
+use crate::redis::tokio_wire::{self, TokioWire};
+use crate::redis::{Breaker, RemoteError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,17 +65,6 @@ impl Entry {
     pub fn granted(&self, used: u64) -> u64 {
         self.amount.min(self.limit.saturating_sub(used))
     }
-}
-
-/// Why a Redis call gave no verdict; the caller falls back to local counters.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum RemoteError {
-    /// Redis could not be reached or did not answer within the deadline.
-    #[error("redis unreachable: {0}")]
-    Unreachable(String),
-    /// Redis answered with an error.
-    #[error("redis error: {0}")]
-    Failed(String),
 }
 
 /// A limiter call from a core.
@@ -186,11 +175,12 @@ impl Call {
         }
     }
 
-    /// The script of a [`Call::Script`] (to load after `NOSCRIPT`).
-    pub fn extra_script(&self) -> Option<&'static LuaScript> {
+    /// The body of the script this call runs (to load after `NOSCRIPT`):
+    /// another module's, or the limiter's own.
+    pub fn script(&self) -> &'static str {
         match self {
-            Call::Script { call, .. } => Some(call.script),
-            _ => None,
+            Call::Script { call, .. } => call.script.body(),
+            _ => super::script::LIMITER_LUA,
         }
     }
 }

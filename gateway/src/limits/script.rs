@@ -3,12 +3,13 @@
 //! reply a [`Verdict`]: shared by the per-core Redis links
 //! ([`super::direct`]) and the control plane's runner ([`super::remote`]).
 
-use super::clock::RedisClock;
 use super::descriptor::Kind;
-use super::remote::{Call, Entry, RemoteError, ScriptCall};
-use super::resp::{ArgSink, Command, Reply};
+use super::remote::{Call, Entry, ScriptCall};
 use super::window::Window;
 use super::Verdict;
+use crate::redis::clock::RedisClock;
+use crate::redis::resp::{ArgSink, Command, Reply};
+use crate::redis::RemoteError;
 use sha1_smol::Sha1;
 use smallvec::SmallVec;
 use std::sync::OnceLock;
@@ -18,6 +19,9 @@ use std::time::Duration;
 /// descriptor, all or none) and settlements (settle reservations, free
 /// slots, end leases), in order.
 pub const LIMITER_LUA: &str = include_str!("limiter.lua");
+
+/// The scripts a limiter connection loads when it opens.
+pub const LIMITER_SCRIPTS: &[&str] = &[LIMITER_LUA];
 
 /// The SHA1 digest `EVALSHA` names [`LIMITER_LUA`] by, computed once.
 pub fn sha() -> &'static str {
@@ -347,8 +351,8 @@ mod tests {
     #[test]
     fn digests_are_sha1_hex_as_redis_names_scripts() {
         // `SCRIPT LOAD "return 1"` answers this digest.
-        static ONE: super::super::remote::LuaScript =
-            super::super::remote::LuaScript::new("return 1");
+        static ONE: crate::limits::remote::LuaScript =
+            crate::limits::remote::LuaScript::new("return 1");
         assert_eq!(ONE.sha(), "e0e1f9fabfc9d4800c877a703b823ac0578ff8db");
         assert_eq!(sha(), Sha1::from(LIMITER_LUA).digest().to_string());
         assert_eq!(sha().len(), 40);
@@ -432,8 +436,8 @@ mod tests {
         let (reply, _rx) = tokio::sync::oneshot::channel();
         let sent = std::time::Instant::now();
         let clock = RedisClock::from_time(5, 0, sent, sent);
-        static LUA: super::super::remote::LuaScript =
-            super::super::remote::LuaScript::new("return 1");
+        static LUA: crate::limits::remote::LuaScript =
+            crate::limits::remote::LuaScript::new("return 1");
         let calls = [
             Call::Admit {
                 entries: vec![Entry::charge(&d, 200, 125), Entry::charge(&p, 2, 1)],
@@ -455,7 +459,7 @@ mod tests {
                     args: vec!["a".into(), "0".into(), "c".into()],
                 },
                 deadline: Some((1, sent + Duration::from_millis(50))),
-                done: super::super::remote::ScriptDone(Box::new(|_| None)),
+                done: crate::limits::remote::ScriptDone(Box::new(|_| None)),
                 undo: None,
             },
         ];
@@ -465,7 +469,7 @@ mod tests {
             let strings = evalsha(call, &window, ttl, Some(&clock));
             assert_eq!(strings.len(), arg_count(call));
             let mut expected = Vec::new();
-            crate::limits::resp::encode(&strings, &mut expected);
+            crate::redis::resp::encode(&strings, &mut expected);
             let mut direct = Vec::new();
             encode_evalsha(call, &window, ttl, Some(&clock), &mut direct);
             assert_eq!(direct, expected);

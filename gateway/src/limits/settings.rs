@@ -1,9 +1,9 @@
 //! The limiter's settings: LiteLLM's env vars, Redis from LiteLLM's usual
 //! places, and `gateway_settings.rate_limits` for what LiteLLM has no name for.
 
-use super::breaker::BreakerSettings;
 use super::descriptor::ScopeLimits;
 use super::window::Window;
+use crate::redis::BreakerSettings;
 use serde::Deserialize;
 use std::time::Duration;
 

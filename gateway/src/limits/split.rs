@@ -20,10 +20,10 @@
 //! one part, sent to its slot's master, and its integers go back as they
 //! came.
 
-use super::remote::{Call, RemoteError};
+use super::remote::Call;
 use super::script;
-use super::slots::key_slot;
 use super::Verdict;
+use crate::redis::{key_slot, RemoteError};
 
 /// The entries of one call that live on one slot, as a call of their own.
 #[derive(Debug)]

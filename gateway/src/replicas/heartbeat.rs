@@ -14,7 +14,7 @@
 //! [`DEADLINE`]; a failure keeps the last list, marked with its error.
 
 use super::{Replicas, Seen};
-use crate::limits::resp::Reply;
+use crate::redis::resp::Reply;
 use crate::router::cooldowns::store::{Pipeline, Store, StoreConn};
 use std::sync::Arc;
 use std::time::Duration;

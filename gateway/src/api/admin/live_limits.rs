@@ -13,7 +13,8 @@ use super::body::bad_field;
 use super::db::{key, run, team, user};
 use super::query::Query;
 use crate::error::GatewayError;
-use crate::limits::{BreakerState, Descriptor, Kind, Limiter, Mode, Scope, ScopeLimits};
+use crate::limits::{Descriptor, Kind, Limiter, Mode, Scope, ScopeLimits};
+use crate::redis::BreakerState;
 use crate::state::Worker;
 use serde_json::{json, Value};
 

@@ -31,8 +31,8 @@
 pub mod message;
 pub mod store;
 
-use crate::limits::{Breaker, RemoteError};
 use crate::models::Models;
+use crate::redis::{Breaker, RemoteError};
 use crate::router::fleet::{self, FleetEvent, FleetLink};
 use message::{allowed_fails_key, cooldown_key, Announcement, CHANNEL};
 use std::sync::Arc;
@@ -529,7 +529,7 @@ mod tests {
     }
 
     fn open_breaker() -> Arc<Breaker> {
-        let breaker = Arc::new(Breaker::new(crate::limits::BreakerSettings {
+        let breaker = Arc::new(Breaker::new(crate::redis::BreakerSettings {
             enabled: true,
             threshold: 1,
             recovery: Duration::from_secs(3600),
@@ -571,13 +571,13 @@ mod tests {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap().port()
         };
-        let breaker = Arc::new(Breaker::new(crate::limits::BreakerSettings {
+        let breaker = Arc::new(Breaker::new(crate::redis::BreakerSettings {
             enabled: true,
             threshold: 1,
             recovery: Duration::from_secs(3600),
         }));
         announce_one(&format!("redis://127.0.0.1:{port}"), Some(breaker.clone())).await;
-        assert_eq!(breaker.state(), crate::limits::BreakerState::Open);
+        assert_eq!(breaker.state(), crate::redis::BreakerState::Open);
     }
 
     #[test]

@@ -9,10 +9,9 @@
 //! all its nodes, so the subscription is held on one node, the next one in
 //! turn after each reconnection.
 
-use crate::limits::conn::{Conn, Endpoint, Plain};
-use crate::limits::resp::Reply;
-use crate::limits::tokio_wire::{control_endpoint, TokioWire};
-use crate::limits::{ClusterLink, RemoteError};
+use crate::redis::{
+    control_endpoint, ClusterLink, Conn, Endpoint, Plain, RemoteError, Reply, TokioWire,
+};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -59,7 +58,7 @@ impl Pipeline {
     pub fn packed(&self) -> String {
         let mut out = Vec::new();
         for command in &self.commands {
-            crate::limits::resp::encode(command, &mut out);
+            crate::redis::resp::encode(command, &mut out);
         }
         String::from_utf8_lossy(&out).into_owned()
     }
@@ -81,7 +80,7 @@ impl Store {
         Ok(match self.nodes.is_empty() {
             true => StoreConn::Single(Conn::open(&self.endpoint, &self.endpoint.addr).await?),
             false => StoreConn::Cluster(
-                Box::new(ClusterLink::new(&self.nodes, false)),
+                Box::new(ClusterLink::new(&self.nodes, None)),
                 self.endpoint.clone(),
             ),
         })
@@ -166,7 +165,7 @@ pub fn integers(replies: &[Reply]) -> Result<Vec<i64>, RemoteError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limits::tokio_wire::tests::{fake_redis, text};
+    use crate::redis::tokio_wire::tests::{fake_redis, text};
 
     #[tokio::test(flavor = "current_thread")]
     async fn pipelines_keep_the_asked_replies_and_subscriptions_get_messages() {

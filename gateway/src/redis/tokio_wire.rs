@@ -2,8 +2,9 @@
 //! tokio-rustls for `rediss://`, under the same [`Conn`](super::conn::Conn)
 //! (codec, log-in, scripts) as the cores' links.
 
-use super::conn::{Endpoint, RedisTls, Wire};
-use super::remote::RemoteError;
+use super::conn::Wire;
+use super::endpoint::{Endpoint, RedisTls};
+use super::error::RemoteError;
 use std::future::Future;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -108,8 +109,8 @@ impl Wire for TokioWire {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::limits::conn::{self, Conn, Picks, Plain};
-    use crate::limits::resp::{self, Reply};
+    use crate::redis::conn::{self, Conn, Picks, Plain};
+    use crate::redis::resp::{self, Reply};
     use std::sync::Arc;
     use tokio::net::TcpListener;
 

@@ -1,14 +1,14 @@
 //! A link to a Redis Cluster, a core's or the control plane's (the same
 //! code over either runtime's [`Wire`]): one connection per master, the slot
 //! map read with `CLUSTER SLOTS` from the startup nodes (or any known
-//! master), each call split by slot ([`super::split`]) and every node's
+//! master), each command sent to the master of its slot and every node's
 //! share sent in the same round trip, all nodes at once.
 //!
 //! A `MOVED` reply updates the slot map at once, resends the part to the
 //! new owner (at most [`MAX_HOPS`] redirects) and has the whole map read
 //! again before the next round trip; an `ASK` reply resends the part after
 //! `ASKING`, map unchanged. A node that cannot be reached or does not
-//! answer within the limiter's deadline fails only its parts, loses its
+//! answer within the caller's deadline fails only its commands, loses its
 //! connection, and has the map read again (a replica may have taken over).
 //!
 //! For the breaker the Cluster is one Redis: a round trip succeeds only
@@ -17,12 +17,11 @@
 //! their answers), and one in every [`REFRESH_EVERY`] tries to connect to
 //! it again, so the breaker closes once it is back, and only then.
 
-use super::conn::{self, Commands, Conn, Endpoint, Picks, ScriptCalls, Wire};
-use super::direct::{self, LinkConfig};
-use super::remote::{Call, RemoteError};
+use super::conn::{self, Commands, Conn, Picks, Wire};
+use super::endpoint::Endpoint;
+use super::error::RemoteError;
 use super::resp::Reply;
 use super::slots::{redirect, Redirect, Topology};
-use super::split::{self, Answer, Merged};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -34,8 +33,9 @@ const REFRESH_EVERY: Duration = Duration::from_millis(250);
 /// Connections to a Cluster and its slot map, on the runtime of `W`.
 pub struct ClusterLink<W> {
     seeds: Vec<String>,
-    /// Connections read Redis's clock and load the limiter's scripts.
-    scripts: bool,
+    /// Scripts each connection loads (after reading Redis's clock);
+    /// `None` for plain commands.
+    scripts: Option<&'static [&'static str]>,
     topology: Option<Topology>,
     /// The map must be read again (a redirect or a lost node).
     stale: bool,
@@ -57,8 +57,8 @@ pub type Replies = Vec<Result<Reply, RemoteError>>;
 
 impl<W: Wire> ClusterLink<W> {
     /// A link that starts from `seeds` (`host:port`); with `scripts`, its
-    /// connections read the clock and load the limiter's scripts.
-    pub fn new(seeds: &[String], scripts: bool) -> ClusterLink<W> {
+    /// connections read Redis's clock and load them.
+    pub fn new(seeds: &[String], scripts: Option<&'static [&'static str]>) -> ClusterLink<W> {
         ClusterLink {
             seeds: seeds.to_vec(),
             scripts,
@@ -68,40 +68,6 @@ impl<W: Wire> ClusterLink<W> {
             conns: HashMap::new(),
             down: HashMap::new(),
         }
-    }
-
-    /// Sends the limiter's `batch` and combines the replies, within the
-    /// limiter's deadline.
-    pub async fn round_trip(&mut self, config: &LinkConfig, batch: &[Call]) -> Merged {
-        let parts = split::split(batch);
-        let calls = ScriptCalls {
-            calls: &parts,
-            window: &config.window,
-            slot_ttl: config.slot_ttl,
-        };
-        let replies = self
-            .exchange(&config.endpoint, config.deadline, &calls)
-            .await;
-        let outcomes = parts
-            .iter()
-            .zip(replies)
-            .map(|(part, reply)| {
-                let reply = reply?;
-                match &part.sub {
-                    Call::Admit { .. } => direct::verdict(&reply).map(Answer::Verdict),
-                    Call::Script { .. } => direct::numbers(&reply).map(Answer::Numbers),
-                    Call::Finish { .. } => match reply {
-                        Reply::Error(e) => Err(RemoteError::Failed(e)),
-                        _ => Ok(Answer::Settled),
-                    },
-                }
-            })
-            .collect();
-        let mut merged = split::merge(batch, parts, outcomes);
-        if merged.unreachable.is_none() {
-            merged.unreachable = self.unreachable();
-        }
-        merged
     }
 
     /// Why a master of the map is down, if one is: the Cluster counts as
@@ -172,7 +138,7 @@ impl<W: Wire> ClusterLink<W> {
             let left = deadline.saturating_duration_since(Instant::now());
             let opened = W::timeout(left, open(endpoint, self.scripts, &addr))
                 .await
-                .unwrap_or_else(|| Err(super::outcome::timed_out(limit)));
+                .unwrap_or_else(|| Err(RemoteError::timed_out(limit)));
             match opened {
                 Ok(conn) => {
                     self.down.remove(&addr);
@@ -221,7 +187,7 @@ impl<W: Wire> ClusterLink<W> {
                     ),
                 )
                 .await
-                .unwrap_or_else(|| Err(super::outcome::timed_out(limit)));
+                .unwrap_or_else(|| Err(RemoteError::timed_out(limit)));
                 (addr, group, result)
             }
         });
@@ -314,7 +280,7 @@ impl<W: Wire> ClusterLink<W> {
                 Some(c) => Ok(c),
                 None => W::timeout(left, open(endpoint, self.scripts, &addr))
                     .await
-                    .unwrap_or_else(|| Err(super::outcome::timed_out(limit))),
+                    .unwrap_or_else(|| Err(RemoteError::timed_out(limit))),
             };
             let Ok(conn) = conn else {
                 continue;
@@ -336,16 +302,16 @@ impl<W: Wire> ClusterLink<W> {
     }
 }
 
-/// A connection to `addr`; with `scripts`, it reads the clock and loads
-/// the limiter's scripts.
+/// A connection to `addr`; with `scripts`, it reads Redis's clock and
+/// loads them.
 async fn open<W: Wire>(
     endpoint: &Endpoint,
-    scripts: bool,
+    scripts: Option<&[&str]>,
     addr: &str,
 ) -> Result<Conn<W>, RemoteError> {
     match scripts {
-        true => Conn::open_for_scripts(endpoint, addr).await,
-        false => Conn::open(endpoint, addr).await,
+        Some(scripts) => Conn::open_for_scripts(endpoint, addr, scripts).await,
+        None => Conn::open(endpoint, addr).await,
     }
 }
 
@@ -367,7 +333,7 @@ async fn slots_of<W: Wire>(
 /// and the connection to keep.
 async fn on_node<W: Wire, C: Commands>(
     endpoint: &Endpoint,
-    scripts: bool,
+    scripts: Option<&[&str]>,
     addr: &str,
     conn: Option<Conn<W>>,
     commands: &C,
@@ -393,10 +359,10 @@ fn with_host(to: &str, from: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limits::conn::Plain;
-    use crate::limits::slots::key_slot;
-    use crate::limits::tokio_wire::tests::{endpoint, fake_redis, text};
-    use crate::limits::tokio_wire::TokioWire;
+    use crate::redis::conn::Plain;
+    use crate::redis::slots::key_slot;
+    use crate::redis::tokio_wire::tests::{endpoint, fake_redis, text};
+    use crate::redis::tokio_wire::TokioWire;
     use std::sync::{Arc, Mutex, OnceLock};
 
     fn slots_reply(ranges: &[(u16, u16, &str)]) -> Vec<u8> {
@@ -461,7 +427,7 @@ mod tests {
             vec![b"GET".to_vec(), b"moved".to_vec()],
             vec![b"GET".to_vec(), b"asked".to_vec()],
         ];
-        let mut link = ClusterLink::<TokioWire>::new(std::slice::from_ref(&a), false);
+        let mut link = ClusterLink::<TokioWire>::new(std::slice::from_ref(&a), None);
         for round in 0..2 {
             let replies: Vec<Result<Reply, String>> = link
                 .exchange(&endpoint(&a), Duration::from_secs(5), &Plain(&commands))

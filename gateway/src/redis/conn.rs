@@ -6,18 +6,14 @@
 //! calls that got `NOSCRIPT` resent once after the scripts are loaded).
 //!
 //! Only the socket and the timer differ between the cores (monoio,
-//! [`super::direct`]) and the control plane (tokio, [`super::tokio_wire`]):
-//! each is a [`Wire`].
+//! [`super::monoio_wire`]) and the control plane (tokio,
+//! [`super::tokio_wire`]): each is a [`Wire`].
 
 use super::clock::{parse_time, RedisClock};
-pub use super::endpoint::{Endpoint, RedisTls};
-use super::remote::{Call, RemoteError};
+use super::endpoint::{Endpoint, RedisTls};
+use super::error::RemoteError;
 use super::resp::{self, Reply};
-use super::script;
 use super::slots::key_slot;
-use super::split::Part;
-use super::window::Window;
-use smallvec::SmallVec;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -46,143 +42,9 @@ pub trait Commands: Sync {
     fn slot(&self, i: usize) -> u16;
     /// Appends command `i` to `out`, deadlines in Redis time by `clock`.
     fn encode(&self, i: usize, clock: Option<&RedisClock>, out: &mut Vec<u8>);
-    /// The script command `i` runs besides the limiter's two, to load
-    /// after `NOSCRIPT`.
-    fn extra_script(&self, i: usize) -> Option<&'static str>;
-}
-
-/// Something that is sent as one limiter call, on a slot.
-pub trait AsCall: Sync {
-    /// The call.
-    fn call(&self) -> &Call;
-    /// Its slot (unused on one server).
-    fn slot(&self) -> u16;
-}
-
-impl AsCall for Call {
-    fn call(&self) -> &Call {
-        self
-    }
-
-    fn slot(&self) -> u16 {
-        0
-    }
-}
-
-impl AsCall for Part {
-    fn call(&self) -> &Call {
-        &self.sub
-    }
-
-    fn slot(&self) -> u16 {
-        self.slot
-    }
-}
-
-/// Limiter calls (a batch, or a batch's parts by slot), each one
-/// `EVALSHA`.
-pub struct ScriptCalls<'a, T> {
-    /// The calls.
-    pub calls: &'a [T],
-    /// The window the scripts count in.
-    pub window: &'a Window,
-    /// Lifetime of a parallel slot.
-    pub slot_ttl: Duration,
-}
-
-impl<T: AsCall> Commands for ScriptCalls<'_, T> {
-    fn len(&self) -> usize {
-        self.calls.len()
-    }
-
-    fn slot(&self, i: usize) -> u16 {
-        self.calls[i].slot()
-    }
-
-    fn encode(&self, i: usize, clock: Option<&RedisClock>, out: &mut Vec<u8>) {
-        script::encode_evalsha(self.calls[i].call(), self.window, self.slot_ttl, clock, out);
-    }
-
-    fn extra_script(&self, i: usize) -> Option<&'static str> {
-        self.calls[i].call().extra_script().map(|s| s.body())
-    }
-}
-
-/// A batch to one server, its limiter operations (admissions and
-/// settlements) sent as one `EVALSHA` in their order (group commit), the
-/// other scripts one `EVALSHA` each after it.
-pub struct GroupedCalls<'a> {
-    calls: &'a [Call],
-    /// The limiter operations, by index in `calls`.
-    ops: Vec<usize>,
-    /// The other scripts, by index in `calls`.
-    others: Vec<usize>,
-    window: &'a Window,
-    slot_ttl: Duration,
-}
-
-impl<'a> GroupedCalls<'a> {
-    /// Groups `calls`.
-    pub fn new(calls: &'a [Call], window: &'a Window, slot_ttl: Duration) -> GroupedCalls<'a> {
-        let (ops, others) =
-            (0..calls.len()).partition(|&i| !matches!(calls[i], Call::Script { .. }));
-        GroupedCalls {
-            calls,
-            ops,
-            others,
-            window,
-            slot_ttl,
-        }
-    }
-
-    /// Commands before the other scripts: the batch, when there is one.
-    fn lead(&self) -> usize {
-        usize::from(!self.ops.is_empty())
-    }
-
-    /// One reply per call, in the calls' order, from one reply per command.
-    pub fn replies(&self, replies: Vec<Reply>) -> Vec<Reply> {
-        let mut out = vec![Reply::Array(None); self.calls.len()];
-        let mut replies = replies.into_iter();
-        if let Some(batch) = (self.lead() == 1).then(|| replies.next()).flatten() {
-            for (i, reply) in self
-                .ops
-                .iter()
-                .zip(script::split_batch(batch, self.ops.len()))
-            {
-                out[*i] = reply;
-            }
-        }
-        for (i, reply) in self.others.iter().zip(replies) {
-            out[*i] = reply;
-        }
-        out
-    }
-}
-
-impl Commands for GroupedCalls<'_> {
-    fn len(&self) -> usize {
-        self.lead() + self.others.len()
-    }
-
-    fn slot(&self, _i: usize) -> u16 {
-        0
-    }
-
-    fn encode(&self, i: usize, clock: Option<&RedisClock>, out: &mut Vec<u8>) {
-        if i < self.lead() {
-            let ops: SmallVec<[&Call; 16]> = self.ops.iter().map(|&j| &self.calls[j]).collect();
-            script::encode_batch(&ops, self.window, self.slot_ttl, clock, out);
-        } else {
-            let call = &self.calls[self.others[i - self.lead()]];
-            script::encode_evalsha(call, self.window, self.slot_ttl, clock, out);
-        }
-    }
-
-    fn extra_script(&self, i: usize) -> Option<&'static str> {
-        let j = *self.others.get(i.checked_sub(self.lead())?)?;
-        self.calls[j].extra_script().map(|s| s.body())
-    }
+    /// The body of the script command `i` runs (`EVALSHA`), loaded when
+    /// Redis answers it with `NOSCRIPT`.
+    fn script(&self, i: usize) -> Option<&'static str>;
 }
 
 /// Plain commands (their arguments), each routed by its first argument
@@ -202,7 +64,7 @@ impl Commands for Plain<'_> {
         resp::encode(&self.0[i], out);
     }
 
-    fn extra_script(&self, _i: usize) -> Option<&'static str> {
+    fn script(&self, _i: usize) -> Option<&'static str> {
         None
     }
 }
@@ -263,12 +125,16 @@ impl<W: Wire> Conn<W> {
         Ok(conn)
     }
 
-    /// [`open`](Self::open), then reads Redis's clock and loads the
-    /// limiter's scripts.
-    pub async fn open_for_scripts(endpoint: &Endpoint, addr: &str) -> Result<Conn<W>, RemoteError> {
+    /// [`open`](Self::open), then reads Redis's clock (for deadlines
+    /// written in Redis time) and loads `scripts`.
+    pub async fn open_for_scripts(
+        endpoint: &Endpoint,
+        addr: &str,
+        scripts: &[&str],
+    ) -> Result<Conn<W>, RemoteError> {
         let mut conn = Self::open(endpoint, addr).await?;
         conn.clock = conn.read_clock().await?;
-        conn.load_scripts().await?;
+        conn.load(scripts).await?;
         Ok(conn)
     }
 
@@ -290,11 +156,6 @@ impl<W: Wire> Conn<W> {
         };
         Ok(parse_time(&parts)
             .map(|(secs, micros)| RedisClock::from_time(secs, micros, sent, answered)))
-    }
-
-    /// Loads the limiter's script.
-    pub async fn load_scripts(&mut self) -> Result<(), RemoteError> {
-        self.load(&[script::LIMITER_LUA]).await
     }
 
     /// `SCRIPT LOAD` of each of `bodies`.
@@ -419,8 +280,8 @@ impl Picks<'_> {
 }
 
 /// Sends the commands `picks` names as one pipeline; one reply per pick, `ASKING`'s
-/// dropped. The picks that got `NOSCRIPT` are sent again once, after the
-/// scripts are loaded (other modules' scripts too).
+/// dropped. The picks that got `NOSCRIPT` are sent again once, after their
+/// scripts are loaded.
 pub async fn send<W: Wire, C: Commands>(
     conn: &mut Conn<W>,
     commands: &C,
@@ -431,14 +292,13 @@ pub async fn send<W: Wire, C: Commands>(
         .filter(|&i| matches!(&replies[i], Reply::Error(e) if e.starts_with("NOSCRIPT")))
         .collect();
     if !missing.is_empty() {
-        conn.load_scripts().await?;
-        let mut extra: Vec<&str> = missing
+        let mut scripts: Vec<&str> = missing
             .iter()
-            .filter_map(|&i| commands.extra_script(picks.get(i).0))
+            .filter_map(|&i| commands.script(picks.get(i).0))
             .collect();
-        extra.sort_unstable();
-        extra.dedup();
-        conn.load(&extra).await?;
+        scripts.sort_unstable();
+        scripts.dedup();
+        conn.load(&scripts).await?;
         let again: Vec<(usize, bool)> = missing.iter().map(|&i| picks.get(i)).collect();
         for (i, reply) in missing
             .into_iter()
@@ -483,16 +343,18 @@ async fn pipeline<W: Wire, C: Commands>(
     Ok(out)
 }
 
-/// Sends `batch` to one server as one pipeline and reads one reply per
-/// call, opening the connection first when there is none.
+/// Sends `calls` to one server as one pipeline and reads one reply per
+/// call, opening the connection first when there is none (reading the
+/// clock and loading `scripts`).
 pub async fn round_trip<W: Wire>(
     conn: &mut Option<Conn<W>>,
     endpoint: &Endpoint,
+    scripts: &[&str],
     calls: &impl Commands,
 ) -> Result<Vec<Reply>, RemoteError> {
     let c = match conn {
         Some(c) => c,
-        None => conn.insert(Conn::open_for_scripts(endpoint, &endpoint.addr).await?),
+        None => conn.insert(Conn::open_for_scripts(endpoint, &endpoint.addr, scripts).await?),
     };
     send(c, calls, Picks::All).await
 }
@@ -500,138 +362,6 @@ pub async fn round_trip<W: Wire>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limits::remote::{LuaScript, ScriptCall, ScriptDone};
-    use crate::limits::tokio_wire::tests::{endpoint, fake_redis, text};
-    use crate::limits::tokio_wire::TokioWire;
-    use std::sync::{Arc, Mutex};
-
-    static MISSING: LuaScript = LuaScript::new("return {7}");
-    static CACHED: LuaScript = LuaScript::new("return {1}");
-
-    fn call(script: &'static LuaScript) -> Call {
-        Call::Script {
-            call: ScriptCall {
-                script,
-                keys: vec!["{k}:a".into()],
-                args: Vec::new(),
-            },
-            deadline: None,
-            done: ScriptDone(Box::new(|_| None)),
-            undo: None,
-        }
-    }
-
-    #[tokio::test(flavor = "current_thread")]
-    async fn noscript_loads_the_scripts_and_resends_only_those_calls() {
-        let sent = Arc::new(Mutex::new(Vec::<String>::new()));
-        let log = sent.clone();
-        let addr = fake_redis(Arc::new(move |args| {
-            let mut sent = log.lock().unwrap();
-            let loaded = sent.iter().any(|c| c == "SCRIPT LOAD return {7}");
-            let command = text(args);
-            sent.push(command.clone());
-            match args[0].as_slice() {
-                b"TIME" => b"*2\r\n$10\r\n1700000000\r\n$1\r\n5\r\n".to_vec(),
-                b"EVALSHA" if command.contains(MISSING.sha()) && !loaded => {
-                    b"-NOSCRIPT No matching script.\r\n".to_vec()
-                }
-                b"EVALSHA" if command.contains(MISSING.sha()) => b"*1\r\n:7\r\n".to_vec(),
-                b"EVALSHA" => b"*1\r\n:1\r\n".to_vec(),
-                _ => b"+OK\r\n".to_vec(),
-            }
-        }))
-        .await;
-        let batch = [call(&CACHED), call(&MISSING)];
-        let window = Window::new(60);
-        let calls = ScriptCalls {
-            calls: &batch,
-            window: &window,
-            slot_ttl: Duration::from_secs(1),
-        };
-        let mut conn = None;
-        let replies = round_trip::<TokioWire>(&mut conn, &endpoint(&addr), &calls)
-            .await
-            .unwrap();
-        let one = |n| Reply::Array(Some(vec![Reply::Int(n)]));
-        assert_eq!(replies, [one(1), one(7)]);
-        assert!(conn.as_ref().unwrap().clock.is_some(), "TIME was read");
-        let sent = sent.lock().unwrap();
-        let evals = |sha: &str| {
-            sent.iter()
-                .filter(|c| c.starts_with("EVALSHA") && c.contains(sha))
-                .count()
-        };
-        assert_eq!(evals(CACHED.sha()), 1, "not resent: {sent:?}");
-        assert_eq!(evals(MISSING.sha()), 2, "resent once: {sent:?}");
-        let loads: Vec<&String> = sent
-            .iter()
-            .filter(|c| c.starts_with("SCRIPT LOAD"))
-            .collect();
-        assert_eq!(
-            loads.len(),
-            3,
-            "the limiter's at open, again, and the missing one"
-        );
-        assert_eq!(loads[2], "SCRIPT LOAD return {7}");
-    }
-
-    fn admission(rid: &str) -> Call {
-        let d = crate::limits::Descriptor::new(
-            crate::limits::Scope::ApiKey,
-            "k",
-            crate::limits::Kind::Requests,
-            10,
-        );
-        Call::Admit {
-            entries: vec![crate::limits::remote::Entry::charge(&d, 10, 1)],
-            request_id: rid.into(),
-            deadline: Instant::now() + Duration::from_secs(5),
-            reply: tokio::sync::oneshot::channel().0,
-        }
-    }
-
-    /// Group commit: a flush's admissions and settlements go out as one
-    /// `EVALSHA` of the limiter's script (other scripts one each), and the
-    /// batch's replies come back to their calls in the calls' order.
-    #[tokio::test(flavor = "current_thread")]
-    async fn a_flushs_limiter_calls_share_one_evalsha_and_get_their_own_replies() {
-        let sent = Arc::new(Mutex::new(Vec::<String>::new()));
-        let log = sent.clone();
-        let addr = fake_redis(Arc::new(move |args| {
-            let command = text(args);
-            log.lock().unwrap().push(command.clone());
-            match args[0].as_slice() {
-                b"TIME" => b"*2\r\n$10\r\n1700000000\r\n$1\r\n5\r\n".to_vec(),
-                b"EVALSHA" if command.contains(script::sha()) => {
-                    b"*2\r\n*3\r\n:1\r\n:7\r\n:0\r\n*4\r\n:0\r\n:1\r\n:10\r\n:60\r\n".to_vec()
-                }
-                b"EVALSHA" => b"*1\r\n:9\r\n".to_vec(),
-                _ => b"+OK\r\n".to_vec(),
-            }
-        }))
-        .await;
-        let batch = [admission("r1"), call(&CACHED), admission("r2")];
-        let window = Window::new(60);
-        let calls = GroupedCalls::new(&batch, &window, Duration::from_secs(1));
-        let mut conn = None;
-        let replies = round_trip::<TokioWire>(&mut conn, &endpoint(&addr), &calls)
-            .await
-            .unwrap();
-        let ints = |v: &[i64]| Reply::Array(Some(v.iter().map(|n| Reply::Int(*n)).collect()));
-        assert_eq!(
-            calls.replies(replies),
-            [ints(&[1, 7, 0]), ints(&[9]), ints(&[0, 1, 10, 60])],
-            "each call its own reply, in order"
-        );
-        let sent = sent.lock().unwrap();
-        let evals: Vec<&String> = sent.iter().filter(|c| c.starts_with("EVALSHA")).collect();
-        assert_eq!(evals.len(), 2, "one batch and the other script: {evals:?}");
-        assert!(
-            evals[0].contains(script::sha()) && evals[0].contains(" aa "),
-            "both admissions in the first: {}",
-            evals[0]
-        );
-    }
 
     /// A server that announces a huge bulk string and keeps sending it.
     struct Flood {
