@@ -490,3 +490,143 @@ fn paths_are_found_in_code_only() {
     let firsts: Vec<&str> = found.iter().map(|p| p[0].as_str()).collect();
     assert_eq!(firsts, ["a", "c", "h"]);
 }
+
+/// The folder whose files must import one way among themselves: the
+/// limiter (its Redis client lives in `redis/`).
+const ACYCLIC_FOLDERS: &[&str] = &["limits"];
+
+/// The file-to-file edges inside `folder` (a file's children, as
+/// `lease/slots.rs` is of `lease.rs`, count as that file; `mod` is the
+/// folder's root), with the files that make them.
+fn folder_edges(src: &Path, folder: &str) -> BTreeMap<(String, String), BTreeSet<String>> {
+    let dir = src.join(folder);
+    let mut files = Vec::new();
+    collect(&dir, &mut files);
+    let child_of = |path: &[String]| -> String {
+        match path.get(1) {
+            Some(name)
+                if dir.join(format!("{name}.rs")).exists()
+                    || dir.join(name).join("mod.rs").exists() =>
+            {
+                name.clone()
+            }
+            _ => "mod".to_string(),
+        }
+    };
+    let mut edges: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    for file in files {
+        let rel = file.strip_prefix(src).expect("under src");
+        let text = std::fs::read_to_string(&file).expect("read a source file");
+        let code = without_tests(&code_only(&text));
+        let me = module_path(rel);
+        let mine = child_of(&me);
+        let mut targets: Vec<Vec<String>> = Vec::new();
+        for (at, _) in code.match_indices("crate::") {
+            let before = code[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$') {
+                continue;
+            }
+            targets.extend(paths_at(&code, at + "crate::".len()));
+        }
+        for (at, _) in code.match_indices("super::") {
+            let before = code[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            let mut base = me.clone();
+            let mut i = at;
+            while code[i..].starts_with("super::") {
+                base.pop();
+                i += "super::".len();
+            }
+            for p in paths_at(&code, i) {
+                let mut abs = base.clone();
+                abs.extend(p);
+                targets.push(abs);
+            }
+        }
+        for target in targets {
+            if target.first().map(String::as_str) != Some(folder) || target.len() < 2 {
+                continue;
+            }
+            let to = child_of(&target);
+            if to != mine && mine != "mod" {
+                edges
+                    .entry((mine.clone(), to))
+                    .or_default()
+                    .insert(rel.display().to_string());
+            }
+        }
+    }
+    edges
+}
+
+/// A cycle among `edges`, as the files in it, if there is one.
+fn find_cycle(edges: &BTreeMap<(String, String), BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        edges: &BTreeMap<(String, String), BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|n| n == node) {
+            let mut cycle = path[at..].to_vec();
+            cycle.push(node.to_string());
+            return Some(cycle);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_string());
+        for (_, to) in edges.keys().filter(|(from, _)| from == node) {
+            if let Some(cycle) = visit(to, edges, path, done) {
+                return Some(cycle);
+            }
+        }
+        path.pop();
+        done.insert(node.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    for (from, _) in edges.keys() {
+        if let Some(cycle) = visit(from, edges, &mut Vec::new(), &mut done) {
+            return Some(cycle);
+        }
+    }
+    None
+}
+
+#[test]
+fn the_limiters_files_import_one_way_and_never_its_root() {
+    let src = src_dir();
+    for folder in ACYCLIC_FOLDERS {
+        let edges = folder_edges(&src, folder);
+        let up: Vec<String> = edges
+            .iter()
+            .filter(|((_, to), _)| to == "mod")
+            .map(|((from, _), files)| format!("{from} -> {folder}/mod.rs ({files:?})"))
+            .collect();
+        assert!(
+            up.is_empty(),
+            "files that use their folder's root (move the item into a file of its own):\n{}",
+            up.join("\n")
+        );
+        assert_eq!(find_cycle(&edges), None, "an import cycle in {folder}/");
+    }
+}
+
+#[test]
+fn a_cycle_among_files_is_found() {
+    let edge = |a: &str, b: &str| ((a.to_string(), b.to_string()), BTreeSet::new());
+    let edges = BTreeMap::from([
+        edge("a", "b"),
+        edge("b", "c"),
+        edge("c", "a"),
+        edge("d", "a"),
+    ]);
+    let cycle = find_cycle(&edges).expect("a cycle");
+    assert_eq!(cycle.first(), cycle.last());
+    assert_eq!(cycle.len(), 4, "{cycle:?}");
+    let acyclic = BTreeMap::from([edge("a", "b"), edge("b", "c"), edge("a", "c")]);
+    assert_eq!(find_cycle(&acyclic), None);
+}

@@ -4,7 +4,7 @@
 //! ([`GroupedCalls`]), or a Cluster's parts, one `EVALSHA` each
 //! ([`ScriptCalls`]).
 
-use super::remote::Call;
+use super::call::Call;
 use super::script;
 use super::split::Part;
 use super::window::Window;
@@ -67,7 +67,7 @@ impl<T: AsCall> Commands for ScriptCalls<'_, T> {
     }
 
     fn script(&self, i: usize) -> Option<&'static str> {
-        Some(self.calls[i].call().script())
+        Some(script_of(self.calls[i].call()))
     }
 }
 
@@ -145,15 +145,24 @@ impl Commands for GroupedCalls<'_> {
     fn script(&self, i: usize) -> Option<&'static str> {
         match i.checked_sub(self.lead()) {
             None => Some(script::LIMITER_LUA),
-            Some(other) => Some(self.calls[*self.others.get(other)?].script()),
+            Some(other) => Some(script_of(&self.calls[*self.others.get(other)?])),
         }
+    }
+}
+
+/// The body of the script `call` runs (to load after `NOSCRIPT`): another
+/// module's, or the limiter's own.
+fn script_of(call: &Call) -> &'static str {
+    match call {
+        Call::Script { call, .. } => call.script.body(),
+        _ => script::LIMITER_LUA,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limits::remote::{LuaScript, ScriptCall, ScriptDone};
+    use crate::limits::call::{LuaScript, ScriptCall, ScriptDone};
     use crate::redis::resp::Reply;
     use crate::redis::tokio_wire::tests::{endpoint, fake_redis, text};
     use crate::redis::{round_trip, TokioWire};
@@ -239,7 +248,7 @@ mod tests {
             10,
         );
         Call::Admit {
-            entries: vec![crate::limits::remote::Entry::charge(&d, 10, 1)],
+            entries: vec![crate::limits::call::Entry::charge(&d, 10, 1)],
             request_id: rid.into(),
             deadline: Instant::now() + Duration::from_secs(5),
             reply: tokio::sync::oneshot::channel().0,

@@ -9,23 +9,17 @@
 //! reply loads the scripts again and resends those calls once. The flush
 //! itself is [`super::link`], shared with the control plane.
 
-use super::link::Upstream;
+use super::call::Call;
+use super::link::{LinkConfig, Upstream};
 use super::outcome::Reporter;
 use super::release::Releases;
-use super::remote::Call;
-use super::script;
-use super::window::Window;
-use super::Verdict;
-use crate::redis::{Breaker, Endpoint, MonoioWire, RemoteError, Reply};
+use crate::redis::MonoioWire;
 use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
-
-/// The name each core's link gives itself (`CLIENT SETNAME`).
-pub const LINK_NAME: &str = "gateway-limiter-core";
 
 /// Calls waiting on one core before new ones are refused (the request then
 /// is limited locally), so a stalled Redis cannot grow memory.
@@ -37,58 +31,6 @@ const MAX_QUEUED: usize = 4096;
 /// them (a client's next request finds its slot free). Other replicas see a
 /// slot freed this much later.
 const FINISH_HOLD: Duration = Duration::from_millis(2);
-
-/// Where and how the links connect; shared by every core.
-#[derive(Debug)]
-pub struct LinkConfig {
-    /// The server (or the Cluster's credentials and TLS) and the log-in.
-    pub endpoint: Endpoint,
-    /// The window the scripts count in.
-    pub window: Window,
-    /// Lifetime of a parallel slot.
-    pub slot_ttl: Duration,
-    /// Deadline of one round trip.
-    pub deadline: Duration,
-    /// The breaker every path reports to.
-    pub breaker: Arc<Breaker>,
-    /// Script calls sent, for `/health/readiness`.
-    pub calls: Arc<AtomicU64>,
-    /// What the fallback does, for the log line when it engages.
-    pub fallback_note: String,
-    /// A Redis Cluster's startup nodes (`host:port`); empty for one server.
-    pub cluster: Vec<String>,
-}
-
-impl LinkConfig {
-    /// Reads `redis://[[user]:password@]host[:port][/db]`, and the same
-    /// with `rediss://` when `tls` (the client config: the gateway's roots)
-    /// is given; `None` for anything else (`rediss://...#insecure` and
-    /// Unix sockets among them), which goes through the control plane.
-    #[allow(clippy::too_many_arguments)]
-    pub fn from_url(
-        url: &str,
-        window: Window,
-        slot_ttl: Duration,
-        deadline: Duration,
-        breaker: Arc<Breaker>,
-        calls: Arc<AtomicU64>,
-        fallback_note: String,
-        tls: Option<Arc<rustls::ClientConfig>>,
-    ) -> Option<LinkConfig> {
-        let endpoint = Endpoint::from_url(url, LINK_NAME, |verify| verify.then_some(tls).flatten())
-            .filter(|e| !e.unix)?;
-        Some(LinkConfig {
-            endpoint,
-            window,
-            slot_ttl,
-            deadline,
-            breaker,
-            calls,
-            fallback_note,
-            cluster: Vec::new(),
-        })
-    }
-}
 
 /// One core's queue of calls and the task that sends them.
 struct Link {
@@ -171,75 +113,5 @@ async fn drive(link: Rc<Link>, config: Arc<LinkConfig>) {
             .flush(&config, &mut report, &mut releases, batch)
             .await;
         link.queue.borrow_mut().extend(next);
-    }
-}
-
-/// Reads `limiter.lua`'s reply.
-pub(super) fn verdict(reply: &Reply) -> Result<Verdict, RemoteError> {
-    numbers(reply).and_then(|n| script::verdict(&n))
-}
-
-/// Reads a script's reply: an array of integers.
-pub(super) fn numbers(reply: &Reply) -> Result<Vec<i64>, RemoteError> {
-    match reply {
-        Reply::Error(e) => Err(RemoteError::Failed(e.clone())),
-        r => r
-            .integers()
-            .ok_or_else(|| RemoteError::Failed(format!("unexpected script reply {r:?}"))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::redis::BreakerSettings;
-
-    fn parse(url: &str) -> Option<LinkConfig> {
-        let tls = crate::upstream::client_config().ok();
-        LinkConfig::from_url(
-            url,
-            Window::new(60),
-            Duration::from_secs(1),
-            Duration::from_millis(100),
-            Arc::new(Breaker::new(BreakerSettings::default())),
-            Arc::default(),
-            String::new(),
-            tls,
-        )
-    }
-
-    #[test]
-    fn reads_redis_urls() {
-        let c = parse("redis://127.0.0.1:6380").unwrap();
-        assert_eq!(
-            (c.endpoint.addr.as_str(), c.endpoint.password, c.endpoint.db),
-            ("127.0.0.1:6380", None, None)
-        );
-        let c = parse("redis://:p%40ss@r1/2").unwrap();
-        assert_eq!(c.endpoint.addr, "r1:6379");
-        assert_eq!(
-            (
-                c.endpoint.username,
-                c.endpoint.password.as_deref(),
-                c.endpoint.db
-            ),
-            (None, Some("p@ss"), Some(2))
-        );
-        let c = parse("redis://user:pw@[::1]:7000/").unwrap();
-        assert_eq!(
-            (c.endpoint.addr.as_str(), c.endpoint.username.as_deref()),
-            ("[::1]:7000", Some("user"))
-        );
-        let secure = parse("rediss://:pw@secure.example:6380/1").unwrap();
-        assert_eq!(secure.endpoint.addr, "secure.example:6380");
-        assert!(secure.endpoint.tls.is_some());
-        assert!(parse("redis://plain:6380").unwrap().endpoint.tls.is_none());
-        assert!(
-            parse("rediss://secure:6380/#insecure").is_none(),
-            "left to the control plane's client"
-        );
-        assert!(parse("redis+unix:///tmp/r.sock").is_none());
-        assert!(parse("unix:///tmp/r.sock").is_none());
-        assert!(parse("redis://h/notadb").is_none());
     }
 }

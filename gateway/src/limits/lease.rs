@@ -48,11 +48,11 @@
 //! another replica's lease, at most its last growth, for at most half a
 //! lease life after they were last used (none for small limits).
 
+use super::call::{Call, Entry, ScriptCall};
 use super::descriptor::{Descriptor, Kind};
-use super::remote::{Call, Entry};
 use super::settings::LeaseSettings;
-use super::slot_lease::{SlotLease, SlotTake};
-use super::{Limiter, RemoteHandle, Verdict};
+use super::slot_lease::{Refill, SlotLease, SlotTake};
+use super::verdict::Verdict;
 use crate::keyed_hash::KeyedHash;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -67,20 +67,24 @@ const ENDED: u64 = 1 << 63;
 /// for itself alone.
 const MAX_ROUNDS: usize = 16;
 
-/// How a refill went, as the requests waiting on it learn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refill {
-    /// A new lease is in the table.
-    Granted,
-    /// Redis has less than the request's amount left.
-    Denied {
-        /// Usage Redis reported.
-        used: u64,
-        /// Unix second when room frees up.
-        reset_at: u64,
-    },
-    /// No answer from Redis: the local counters decide.
-    Failed,
+/// What the lease table asks of the limiter that owns it: its Redis calls.
+/// The limiter implements it, so leases need not know the limiter.
+pub(super) trait LeaseRedis {
+    /// One admission through Redis (a lease asked for, `what` naming it);
+    /// `None` when Redis gave no verdict in time.
+    async fn ask(&self, entries: Vec<Entry>, what: &str) -> Option<Verdict>;
+    /// Queues `call` for the control plane; nobody waits for it.
+    fn send(&self, call: Call);
+    /// Runs `call` and waits for its integers up to the Redis deadline, as
+    /// the limiter's `eval` does (the deadline at `deadline_arg`, a late
+    /// reply to `late`, `undo` after a failed round trip).
+    async fn eval(
+        &self,
+        call: ScriptCall,
+        deadline_arg: Option<usize>,
+        late: impl FnOnce(&[i64]) -> Option<ScriptCall> + Send + Sync + 'static,
+        undo: Option<ScriptCall>,
+    ) -> Option<Vec<i64>>;
 }
 
 /// What a take from a lease found.
@@ -389,8 +393,7 @@ impl LeaseTable {
     /// them through Redis as needed.
     pub(super) async fn admit(
         &self,
-        limiter: &Limiter,
-        remote: &RemoteHandle,
+        redis: &impl LeaseRedis,
         descs: &[Descriptor],
         amounts: &[u64],
     ) -> Leased {
@@ -404,12 +407,12 @@ impl LeaseTable {
                     if why == Take::Ended && !Arc::ptr_eq(&lease, &self.current(&descs[i])) {
                         continue;
                     }
-                    self.refill_units(limiter, remote, &descs[i], amounts[i], &lease)
+                    self.refill_units(redis, &descs[i], amounts[i], &lease)
                         .await
                 }
                 Short::Slots(_, SlotTake::Ended) => continue,
                 Short::Slots(lease, _) => {
-                    match self.grant_slots(limiter, &descs[i], &lease).await {
+                    match self.grant_slots(redis, &descs[i], &lease).await {
                         Some(outcome) => outcome,
                         // Another turn ended: take again.
                         None => continue,
@@ -436,8 +439,7 @@ impl LeaseTable {
     /// flight.
     async fn refill_units(
         &self,
-        limiter: &Limiter,
-        remote: &RemoteHandle,
+        redis: &impl LeaseRedis,
         d: &Descriptor,
         amount: u64,
         lease: &Arc<Lease>,
@@ -447,15 +449,15 @@ impl LeaseTable {
             .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
             .is_err()
         {
-            return wait(lease, limiter.settings.redis_timeout * 2).await;
+            return wait(lease, self.redis_timeout * 2).await;
         }
-        let outcome = self.refill(limiter, remote, d, amount, lease).await;
+        let outcome = self.refill(redis, d, amount, lease).await;
         if outcome != Refill::Granted {
             // Refused or unanswered: an empty lease takes this one's
             // place, so each lease has one refill and one outcome.
             let empty = Lease::new(d, 0, 0, 0, 0);
             for call in self.install(d, empty, lease) {
-                limiter.send(remote, call);
+                redis.send(call);
             }
         }
         lease.done.send_replace(Some(outcome));
@@ -465,8 +467,7 @@ impl LeaseTable {
     /// Asks Redis for a new lease of `d` replacing `old`.
     async fn refill(
         &self,
-        limiter: &Limiter,
-        remote: &RemoteHandle,
+        redis: &impl LeaseRedis,
         d: &Descriptor,
         amount: u64,
         old: &Lease,
@@ -481,16 +482,14 @@ impl LeaseTable {
             lease: true,
         };
         let granted = |used: u64| entry.granted(used);
-        let asked = limiter
-            .ask_redis(remote, vec![entry.clone()], "lease")
-            .await;
+        let asked = redis.ask(vec![entry.clone()], "lease").await;
         match asked {
             Some(Verdict::Admitted { tick, used, .. }) => {
                 let base = used.first().copied().unwrap_or(0);
                 let expires = self.now_ms() + self.settings.ttl.as_millis() as u64;
                 let fresh = Lease::new(d, granted(base), tick, base, expires);
                 for call in self.install(d, fresh, old) {
-                    limiter.send(remote, call);
+                    redis.send(call);
                 }
                 Refill::Granted
             }

@@ -8,13 +8,71 @@
 //! reconnection, whichever runtime sends.
 
 use super::batch::{GroupedCalls, ScriptCalls};
-use super::direct::{self, LinkConfig};
+use super::call::Call;
 use super::outcome::Reporter;
 use super::release::Releases;
-use super::remote::Call;
-use super::script::LIMITER_SCRIPTS;
+use super::script::{self, LIMITER_SCRIPTS};
 use super::split::{self, Answer, Merged};
-use crate::redis::{self, ClusterLink, Conn, RemoteError, Reply, Wire};
+use super::window::Window;
+use crate::redis::{self, Breaker, ClusterLink, Conn, Endpoint, RemoteError, Reply, Wire};
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The name each core's link gives itself (`CLIENT SETNAME`).
+pub const LINK_NAME: &str = "gateway-limiter-core";
+
+/// Where and how the links connect; shared by every core.
+#[derive(Debug)]
+pub struct LinkConfig {
+    /// The server (or the Cluster's credentials and TLS) and the log-in.
+    pub endpoint: Endpoint,
+    /// The window the scripts count in.
+    pub window: Window,
+    /// Lifetime of a parallel slot.
+    pub slot_ttl: Duration,
+    /// Deadline of one round trip.
+    pub deadline: Duration,
+    /// The breaker every path reports to.
+    pub breaker: Arc<Breaker>,
+    /// Script calls sent, for `/health/readiness`.
+    pub calls: Arc<AtomicU64>,
+    /// What the fallback does, for the log line when it engages.
+    pub fallback_note: String,
+    /// A Redis Cluster's startup nodes (`host:port`); empty for one server.
+    pub cluster: Vec<String>,
+}
+
+impl LinkConfig {
+    /// Reads `redis://[[user]:password@]host[:port][/db]`, and the same
+    /// with `rediss://` when `tls` (the client config: the gateway's roots)
+    /// is given; `None` for anything else (`rediss://...#insecure` and
+    /// Unix sockets among them), which goes through the control plane.
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_url(
+        url: &str,
+        window: Window,
+        slot_ttl: Duration,
+        deadline: Duration,
+        breaker: Arc<Breaker>,
+        calls: Arc<AtomicU64>,
+        fallback_note: String,
+        tls: Option<Arc<rustls::ClientConfig>>,
+    ) -> Option<LinkConfig> {
+        let endpoint = Endpoint::from_url(url, LINK_NAME, |verify| verify.then_some(tls).flatten())
+            .filter(|e| !e.unix)?;
+        Some(LinkConfig {
+            endpoint,
+            window,
+            slot_ttl,
+            deadline,
+            breaker,
+            calls,
+            fallback_note,
+            cluster: Vec::new(),
+        })
+    }
+}
 
 /// Where one runtime's limiter calls go.
 pub enum Upstream<W> {
@@ -71,7 +129,7 @@ impl<W: Wire> Upstream<W> {
         match result {
             Ok(replies) => {
                 let replies = calls.replies(replies);
-                report.succeeded(batch, replies.iter().map(direct::numbers))
+                report.succeeded(batch, replies.iter().map(script::read_numbers))
             }
             Err(err) => {
                 releases.after_failure(&batch);
@@ -106,8 +164,8 @@ async fn cluster_round_trip<W: Wire>(
         .map(|(part, reply)| {
             let reply = reply?;
             match &part.sub {
-                Call::Admit { .. } => direct::verdict(&reply).map(Answer::Verdict),
-                Call::Script { .. } => direct::numbers(&reply).map(Answer::Numbers),
+                Call::Admit { .. } => script::read_verdict(&reply).map(Answer::Verdict),
+                Call::Script { .. } => script::read_numbers(&reply).map(Answer::Numbers),
                 Call::Finish { .. } => match reply {
                     Reply::Error(e) => Err(RemoteError::Failed(e)),
                     _ => Ok(Answer::Settled),
@@ -125,10 +183,10 @@ async fn cluster_round_trip<W: Wire>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limits::call::Entry;
     use crate::limits::descriptor::{Descriptor, Kind, Scope};
-    use crate::limits::remote::Entry;
+    use crate::limits::verdict::Verdict;
     use crate::limits::window::Window;
-    use crate::limits::Verdict;
     use crate::redis::breaker::{Breaker, BreakerSettings, BreakerState};
     use crate::redis::tokio_wire::tests::{fake_redis, text};
     use crate::redis::tokio_wire::TokioWire;
@@ -220,5 +278,54 @@ mod tests {
             .filter(|c| c.starts_with("CLIENT SETNAME"))
             .count();
         assert_eq!(logins, 2, "connected again: {seen:?}");
+    }
+
+    fn parse(url: &str) -> Option<LinkConfig> {
+        let tls = crate::upstream::client_config().ok();
+        LinkConfig::from_url(
+            url,
+            Window::new(60),
+            Duration::from_secs(1),
+            Duration::from_millis(100),
+            Arc::new(Breaker::new(BreakerSettings::default())),
+            Arc::default(),
+            String::new(),
+            tls,
+        )
+    }
+
+    #[test]
+    fn reads_redis_urls() {
+        let c = parse("redis://127.0.0.1:6380").unwrap();
+        assert_eq!(
+            (c.endpoint.addr.as_str(), c.endpoint.password, c.endpoint.db),
+            ("127.0.0.1:6380", None, None)
+        );
+        let c = parse("redis://:p%40ss@r1/2").unwrap();
+        assert_eq!(c.endpoint.addr, "r1:6379");
+        assert_eq!(
+            (
+                c.endpoint.username,
+                c.endpoint.password.as_deref(),
+                c.endpoint.db
+            ),
+            (None, Some("p@ss"), Some(2))
+        );
+        let c = parse("redis://user:pw@[::1]:7000/").unwrap();
+        assert_eq!(
+            (c.endpoint.addr.as_str(), c.endpoint.username.as_deref()),
+            ("[::1]:7000", Some("user"))
+        );
+        let secure = parse("rediss://:pw@secure.example:6380/1").unwrap();
+        assert_eq!(secure.endpoint.addr, "secure.example:6380");
+        assert!(secure.endpoint.tls.is_some());
+        assert!(parse("redis://plain:6380").unwrap().endpoint.tls.is_none());
+        assert!(
+            parse("rediss://secure:6380/#insecure").is_none(),
+            "left to the control plane's client"
+        );
+        assert!(parse("redis+unix:///tmp/r.sock").is_none());
+        assert!(parse("unix:///tmp/r.sock").is_none());
+        assert!(parse("redis://h/notadb").is_none());
     }
 }

@@ -8,8 +8,8 @@
 //! false rejection) but never both admitted past it.
 
 use super::descriptor::{Descriptor, Kind};
+use super::verdict::Verdict;
 use super::window::Window;
-use super::Verdict;
 use crate::keyed_hash::KeyedHash;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

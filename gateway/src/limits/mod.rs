@@ -6,14 +6,16 @@
 //! With Redis configured, one `limiter.lua` call per request decides for the
 //! whole fleet (batched with other cores' calls into one pipeline by the
 //! control plane, [`remote`]). Without Redis, while it is unreachable, or
-//! while the [`breaker`] is open, the same check runs on this process's
+//! while Redis's circuit breaker is open, the same check runs on this process's
 //! lock-free counters ([`local`]) under the configured fallback policy.
 //! Counting is a sliding window ([`window`]): no 2x burst at a boundary.
 //!
 //! The cores ([`direct`]) and the control plane ([`remote`]) speak Redis
 //! through the gateway's client ([`crate::redis`]); the limiter's calls
 //! become its commands in [`batch`], and one flush with its deadline,
-//! breaker and reconnection is [`link`].
+//! breaker and reconnection is [`link`]. What a call carries is [`call`],
+//! what a check answers [`verdict`]; the files import one way (checked by
+//! `gateway/tests/layers.rs`), this root above them all.
 //!
 //! On a Redis Cluster ([`split`]) each request is admitted slot by slot in
 //! one round trip, the slots that admitted being given back when another
@@ -30,6 +32,7 @@
 //! real usage after the call.
 
 mod batch;
+mod call;
 mod descriptor;
 mod direct;
 mod lease;
@@ -44,52 +47,29 @@ mod settings;
 mod slot_lease;
 mod split;
 mod usage;
+mod verdict;
 mod window;
 
 pub use descriptor::{Descriptor, Kind, Scope, ScopeLimits};
 pub use local::LocalLimiter;
+pub use redis_target::RedisSources;
 pub use settings::{
-    FallbackPolicy, LeaseSettings, LimitSettings, LimitsFile, Mode, RateLimitsFile, RedisSources,
+    FallbackPolicy, LeaseSettings, LimitSettings, LimitsFile, Mode, RateLimitsFile,
 };
 pub use window::Window;
 
 use crate::error::GatewayError;
 use crate::redis::{Breaker, BreakerState, RemoteError};
 use crate::store::{KeyRecord, TeamRecord, UserRecord};
-use lease::{Hold, LeaseTable, Leased};
-use remote::{Call, Entry, LeaseExpiry, RemoteRunner, ScriptDone};
-pub use remote::{LuaScript, ScriptCall};
+use call::{Call, Entry, ScriptDone};
+pub use call::{LuaScript, ScriptCall};
+use lease::{Hold, LeaseRedis, LeaseTable, Leased};
+use remote::{LeaseExpiry, RemoteRunner};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot};
-
-/// The answer of a check over all of a request's descriptors.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    /// Every descriptor had room; all were charged.
-    Admitted {
-        /// The window bucket charged (reconciliation refunds it).
-        tick: u64,
-        /// Usage of each descriptor before this request.
-        used: Vec<u64>,
-        /// The bucket each descriptor was charged in, when they differ
-        /// (a Redis Cluster charges each slot on its own node's clock);
-        /// empty when all were charged in `tick`.
-        ticks: Vec<u64>,
-    },
-    /// Descriptor `index` had no room; nothing was charged.
-    Denied {
-        /// Which descriptor.
-        index: usize,
-        /// Its usage.
-        used: u64,
-        /// The limit enforced (0 when the caller should use the descriptor's).
-        limit: u64,
-        /// Unix second when room frees up.
-        reset_at: u64,
-    },
-}
+pub use verdict::Verdict;
 
 /// The stored rows whose limits a virtual key's request is checked against.
 #[derive(Debug, Clone, Copy)]
@@ -159,7 +139,7 @@ struct RemoteHandle {
     tx: mpsc::Sender<Call>,
     breaker: Arc<Breaker>,
     /// Each core's own connection, for per-request calls.
-    direct: Option<Arc<direct::LinkConfig>>,
+    direct: Option<Arc<link::LinkConfig>>,
 }
 
 impl RemoteHandle {
@@ -172,6 +152,32 @@ impl RemoteHandle {
                 mpsc::error::TrySendError::Full(c) | mpsc::error::TrySendError::Closed(c) => c,
             }),
         }
+    }
+}
+
+/// The limiter's Redis as its lease table uses it.
+struct LeaseLink<'a> {
+    limiter: &'a Limiter,
+    remote: &'a RemoteHandle,
+}
+
+impl LeaseRedis for LeaseLink<'_> {
+    async fn ask(&self, entries: Vec<Entry>, what: &str) -> Option<Verdict> {
+        self.limiter.ask_redis(self.remote, entries, what).await
+    }
+
+    fn send(&self, call: Call) {
+        self.limiter.send(self.remote, call);
+    }
+
+    async fn eval(
+        &self,
+        call: ScriptCall,
+        deadline_arg: Option<usize>,
+        late: impl FnOnce(&[i64]) -> Option<ScriptCall> + Send + Sync + 'static,
+        undo: Option<ScriptCall>,
+    ) -> Option<Vec<i64>> {
+        self.limiter.eval(call, deadline_arg, late, undo).await
     }
 }
 
@@ -211,7 +217,7 @@ impl Limiter {
                             .inspect_err(|e| tracing::warn!(error = %e, "no TLS roots for rediss:// on the cores; limiter calls go through the control plane"))
                             .ok()
                     });
-                let direct = direct::LinkConfig::from_url(
+                let direct = link::LinkConfig::from_url(
                     url,
                     settings.window,
                     settings.parallel_slot_ttl,
@@ -421,7 +427,11 @@ impl Limiter {
             })
             .collect();
         if let (Some(remote), Some(table)) = (&self.remote, &self.leases) {
-            match table.admit(self, remote, &descs, &amounts).await {
+            let redis = LeaseLink {
+                limiter: self,
+                remote,
+            };
+            match table.admit(&redis, &descs, &amounts).await {
                 Leased::Admitted { holds, used } => {
                     let verdict = Verdict::Admitted {
                         tick: 0,
@@ -493,6 +503,31 @@ impl Limiter {
             Ok(Ok(Ok(verdict))) => Some(verdict),
             _ => None,
         }
+    }
+
+    /// The fleet's current use of each of `descs`, in order, as Redis holds
+    /// it: requests and tokens in the sliding window, parallel slots not
+    /// lapsed. One call per counter (a Cluster keeps a request's scopes on
+    /// different slots), sent together; `None` without Redis, while the
+    /// breaker is open, or when any counter did not answer within the
+    /// Redis deadline. Read-only.
+    pub async fn fleet_usage(&self, descs: &[Descriptor]) -> Option<Vec<u64>> {
+        let calls = descs.iter().map(|d| {
+            self.eval(
+                usage::usage_call(&self.settings.window, d),
+                None,
+                |_| None,
+                None,
+            )
+        });
+        let replies = futures_util::future::join_all(calls).await;
+        replies
+            .into_iter()
+            .map(|r| match r.as_deref() {
+                Some([units]) => Some((*units).max(0) as u64),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Whether shared counters of other modules (budgets) live in Redis:

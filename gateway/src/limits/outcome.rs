@@ -4,10 +4,10 @@
 //! admission gets its verdict, and admissions nobody waits for any more are
 //! given back.
 
-use super::remote::Call;
+use super::call::Call;
 use super::script;
 use super::split::Answer;
-use super::Verdict;
+use super::verdict::Verdict;
 use crate::redis::{Breaker, RemoteError};
 use std::time::{Duration, Instant};
 

@@ -5,9 +5,18 @@
 //! `litellm_settings.cache_params.redis_startup_nodes`. Startup nodes are
 //! a JSON (or YAML) list of `{"host", "port"}`.
 
-use super::settings::RedisSources;
 use crate::redis::slots::join_host_port;
 use serde_yaml::Value;
+
+/// Where LiteLLM reads Redis from, besides the environment.
+pub struct RedisSources<'a> {
+    /// `router_settings` (`redis_url`, `redis_host`, `redis_port`, `redis_password`).
+    pub router_settings: Option<&'a serde_yaml::Value>,
+    /// `litellm_settings` (`cache_params` of a Redis cache).
+    pub litellm_settings: Option<&'a serde_yaml::Value>,
+    /// `general_settings.coordination_redis`, which wins over the rest.
+    pub coordination_redis: Option<&'a serde_yaml::Value>,
+}
 
 /// Startup nodes accepted at most.
 const MAX_NODES: usize = 64;

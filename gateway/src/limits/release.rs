@@ -13,8 +13,8 @@
 //! Other modules' scripts may name an idempotent undo (a budget hold's
 //! release), kept and sent the same way.
 
+use super::call::{Call, ScriptCall};
 use super::descriptor::Kind;
-use super::remote::{Call, ScriptCall};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -121,8 +121,8 @@ impl Releases {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limits::call::{Entry, LuaScript, ScriptDone};
     use crate::limits::descriptor::{Descriptor, Scope};
-    use crate::limits::remote::{Entry, LuaScript, ScriptDone};
 
     fn entries() -> Vec<Entry> {
         let p = Descriptor::new(Scope::ApiKey, "k", Kind::Parallel, 2);

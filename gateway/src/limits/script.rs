@@ -3,10 +3,10 @@
 //! reply a [`Verdict`]: shared by the per-core Redis links
 //! ([`super::direct`]) and the control plane's runner ([`super::remote`]).
 
+use super::call::{Call, Entry, ScriptCall};
 use super::descriptor::Kind;
-use super::remote::{Call, Entry, ScriptCall};
+use super::verdict::Verdict;
 use super::window::Window;
-use super::Verdict;
 use crate::redis::clock::RedisClock;
 use crate::redis::resp::{ArgSink, Command, Reply};
 use crate::redis::RemoteError;
@@ -147,6 +147,21 @@ pub fn split_batch(reply: Reply, count: usize) -> Vec<Reply> {
 /// on its own; an admission's deadline is written in Redis time by `clock`
 /// (without a reading, it has none). The tests compare [`encode_evalsha`]
 /// with it.
+/// Reads `limiter.lua`'s reply.
+pub(super) fn read_verdict(reply: &Reply) -> Result<Verdict, RemoteError> {
+    read_numbers(reply).and_then(|n| verdict(&n))
+}
+
+/// Reads a script's reply: an array of integers.
+pub(super) fn read_numbers(reply: &Reply) -> Result<Vec<i64>, RemoteError> {
+    match reply {
+        Reply::Error(e) => Err(RemoteError::Failed(e.clone())),
+        r => r
+            .integers()
+            .ok_or_else(|| RemoteError::Failed(format!("unexpected script reply {r:?}"))),
+    }
+}
+
 #[cfg(test)]
 pub fn evalsha(
     call: &Call,
@@ -351,8 +366,8 @@ mod tests {
     #[test]
     fn digests_are_sha1_hex_as_redis_names_scripts() {
         // `SCRIPT LOAD "return 1"` answers this digest.
-        static ONE: crate::limits::remote::LuaScript =
-            crate::limits::remote::LuaScript::new("return 1");
+        static ONE: crate::limits::call::LuaScript =
+            crate::limits::call::LuaScript::new("return 1");
         assert_eq!(ONE.sha(), "e0e1f9fabfc9d4800c877a703b823ac0578ff8db");
         assert_eq!(sha(), Sha1::from(LIMITER_LUA).digest().to_string());
         assert_eq!(sha().len(), 40);
@@ -436,8 +451,8 @@ mod tests {
         let (reply, _rx) = tokio::sync::oneshot::channel();
         let sent = std::time::Instant::now();
         let clock = RedisClock::from_time(5, 0, sent, sent);
-        static LUA: crate::limits::remote::LuaScript =
-            crate::limits::remote::LuaScript::new("return 1");
+        static LUA: crate::limits::call::LuaScript =
+            crate::limits::call::LuaScript::new("return 1");
         let calls = [
             Call::Admit {
                 entries: vec![Entry::charge(&d, 200, 125), Entry::charge(&p, 2, 1)],
@@ -459,7 +474,7 @@ mod tests {
                     args: vec!["a".into(), "0".into(), "c".into()],
                 },
                 deadline: Some((1, sent + Duration::from_millis(50))),
-                done: crate::limits::remote::ScriptDone(Box::new(|_| None)),
+                done: crate::limits::call::ScriptDone(Box::new(|_| None)),
                 undo: None,
             },
         ];

@@ -2,6 +2,7 @@
 //! places, and `gateway_settings.rate_limits` for what LiteLLM has no name for.
 
 use super::descriptor::ScopeLimits;
+use super::redis_target::RedisSources;
 use super::window::Window;
 use crate::redis::BreakerSettings;
 use serde::Deserialize;
@@ -185,16 +186,6 @@ impl Default for LimitSettings {
             budget_slices: false,
         }
     }
-}
-
-/// Where LiteLLM reads Redis from, besides the environment.
-pub struct RedisSources<'a> {
-    /// `router_settings` (`redis_url`, `redis_host`, `redis_port`, `redis_password`).
-    pub router_settings: Option<&'a serde_yaml::Value>,
-    /// `litellm_settings` (`cache_params` of a Redis cache).
-    pub litellm_settings: Option<&'a serde_yaml::Value>,
-    /// `general_settings.coordination_redis`, which wins over the rest.
-    pub coordination_redis: Option<&'a serde_yaml::Value>,
 }
 
 impl LimitSettings {

@@ -11,11 +11,26 @@
 //! counter has room (refused when not one fits). Locally one word holds the
 //! slots granted and the slots in use, so a take never goes past the grant.
 
-use super::lease::Refill;
-use super::remote::{LuaScript, ScriptCall};
+use super::call::{LuaScript, ScriptCall};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use tokio::sync::watch;
+
+/// How a refill went, as the requests waiting on it learn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refill {
+    /// A new lease is in the table.
+    Granted,
+    /// Redis has less than the request's amount left.
+    Denied {
+        /// Usage Redis reported.
+        used: u64,
+        /// Unix second when room frees up.
+        reset_at: u64,
+    },
+    /// No answer from Redis: the local counters decide.
+    Failed,
+}
 
 /// `slot_lease.lua`: renew, return and grant a lease's slots.
 pub static SLOT_LEASE_LUA: LuaScript = LuaScript::new(include_str!("slot_lease.lua"));

@@ -20,9 +20,9 @@
 //! one part, sent to its slot's master, and its integers go back as they
 //! came.
 
-use super::remote::Call;
+use super::call::Call;
 use super::script;
-use super::Verdict;
+use super::verdict::Verdict;
 use crate::redis::{key_slot, RemoteError};
 
 /// The entries of one call that live on one slot, as a call of their own.
@@ -122,7 +122,7 @@ fn sub_call(call: &Call, idx: &[usize]) -> Option<Call> {
         } => Call::Script {
             call: call.clone(),
             deadline: *deadline,
-            done: super::remote::ScriptDone(Box::new(|_| None)),
+            done: super::call::ScriptDone(Box::new(|_| None)),
             undo: undo.clone(),
         },
     })
@@ -278,8 +278,8 @@ fn admission(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limits::call::Entry;
     use crate::limits::descriptor::{Descriptor, Kind, Scope};
-    use crate::limits::remote::Entry;
     use std::time::{Duration, Instant};
 
     fn admit(entries: Vec<Entry>) -> Call {
@@ -473,7 +473,7 @@ mod tests {
         let script = || Call::Script {
             call: call.clone(),
             deadline: None,
-            done: crate::limits::remote::ScriptDone(Box::new(|_| None)),
+            done: crate::limits::call::ScriptDone(Box::new(|_| None)),
             undo: Some(Box::new(call.clone())),
         };
         let batch = [script(), admit(request())];

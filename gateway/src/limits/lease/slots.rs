@@ -3,11 +3,10 @@
 //! renewal pass (see [`crate::limits::slot_lease`] and the lease module's
 //! doc for the semantics).
 
-use super::{LeaseTable, Refill};
+use super::{LeaseRedis, LeaseTable};
+use crate::limits::call::{Call, ScriptCall, ScriptDone};
 use crate::limits::descriptor::Descriptor;
-use crate::limits::remote::{Call, ScriptCall, ScriptDone};
-use crate::limits::slot_lease::{self, Granted, SlotLease, DEADLINE_ARG, MAX_GROW};
-use crate::limits::Limiter;
+use crate::limits::slot_lease::{self, Granted, Refill, SlotLease, DEADLINE_ARG, MAX_GROW};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -53,7 +52,7 @@ impl LeaseTable {
     /// ended (take again).
     pub(super) async fn grant_slots(
         &self,
-        limiter: &Limiter,
+        redis: &impl LeaseRedis,
         d: &Descriptor,
         lease: &Arc<SlotLease>,
     ) -> Option<Refill> {
@@ -63,7 +62,7 @@ impl LeaseTable {
             if !lease.is_busy(now) {
                 return None;
             }
-            let deadline = limiter.settings.redis_timeout * 2;
+            let deadline = self.redis_timeout * 2;
             return match monoio::time::timeout(deadline, rx.changed()).await {
                 Ok(Ok(())) => rx.borrow().1,
                 _ => Some(Refill::Failed),
@@ -91,7 +90,7 @@ impl LeaseTable {
             }
             _ => None,
         };
-        let answer = limiter.eval(call, Some(DEADLINE_ARG), late, undo).await;
+        let answer = redis.eval(call, Some(DEADLINE_ARG), late, undo).await;
         let outcome = match answer.as_deref().and_then(slot_lease::reply) {
             Some(Granted::Yes { granted, .. }) => {
                 // Never more than asked for, whatever Redis answered.

@@ -1,0 +1,156 @@
+//! What the limiter (and other modules, through it) sends to Redis: a
+//! request's counters ([`Entry`]), admissions, settlements and other
+//! modules' scripts ([`Call`]), each known by its script.
+
+use super::descriptor::{Descriptor, Kind};
+use super::verdict::Verdict;
+use crate::redis::RemoteError;
+use tokio::sync::oneshot;
+
+/// One counter of a call: its key, kind, limit and the amount charged.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// `{scope:value}:kind`.
+    pub key: String,
+    /// What it counts.
+    pub kind: Kind,
+    /// The limit (already scaled by the fallback policy where relevant).
+    pub limit: u64,
+    /// Units charged at admission (reserved tokens, 1 request, 1 slot, the
+    /// lease's size); at a lease's end, the units granted.
+    pub amount: u64,
+    /// Units that must fit for the admission to pass (`max(amount, 1)`, or
+    /// the request's own amount for a lease).
+    pub need: u64,
+    /// A lease of rpm/tpm units rather than one request's charge.
+    pub lease: bool,
+}
+
+impl Entry {
+    /// The entry charging `amount` to `d` under `limit`.
+    pub fn charge(d: &Descriptor, limit: u64, amount: u64) -> Entry {
+        Entry {
+            key: d.key.clone(),
+            kind: d.kind,
+            limit,
+            amount,
+            need: amount.max(1),
+            lease: false,
+        }
+    }
+
+    /// Units a lease admission charged, given the usage Redis reported:
+    /// what `limiter.lua` computes.
+    pub fn granted(&self, used: u64) -> u64 {
+        self.amount.min(self.limit.saturating_sub(used))
+    }
+}
+
+/// A limiter call from a core.
+#[derive(Debug)]
+pub enum Call {
+    /// Check and charge; the verdict goes back through `reply`.
+    Admit {
+        /// The request's counters.
+        entries: Vec<Entry>,
+        /// Names the request's parallel slots.
+        request_id: String,
+        /// When the caller stops waiting; Redis refuses to run the call
+        /// after it, so a late run charges nothing.
+        deadline: std::time::Instant,
+        /// Where the verdict goes.
+        reply: oneshot::Sender<Result<Verdict, RemoteError>>,
+    },
+    /// Settle an admitted request; nobody waits for it.
+    Finish {
+        /// The request's tokens and parallel counters.
+        entries: Vec<Entry>,
+        /// Names the request's parallel slots.
+        request_id: String,
+        /// The bucket of the admission.
+        tick: u64,
+        /// The bucket of each entry when they differ (see
+        /// [`Verdict::Admitted`]); empty when all are `tick`.
+        ticks: Vec<u64>,
+        /// Tokens the request really used.
+        tokens_used: u64,
+    },
+    /// Another module's script (budgets), run on the same links.
+    Script {
+        /// What to run.
+        call: ScriptCall,
+        /// Where the caller's deadline goes in the arguments, and the
+        /// deadline: Redis refuses to run the script after it.
+        deadline: Option<(usize, std::time::Instant)>,
+        /// Told the outcome; may return a call to send next (a give-back).
+        done: ScriptDone,
+        /// Sent again once Redis answers (after the deadline) when the round
+        /// trip failed: undoes what the call may have done; idempotent.
+        undo: Option<Box<ScriptCall>>,
+    },
+}
+
+/// A Lua script of another module, known by its body and digest.
+#[derive(Debug)]
+pub struct LuaScript {
+    body: &'static str,
+    sha: std::sync::OnceLock<String>,
+}
+
+impl LuaScript {
+    /// The script `body`.
+    pub const fn new(body: &'static str) -> LuaScript {
+        LuaScript {
+            body,
+            sha: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Its text, for `SCRIPT LOAD`.
+    pub fn body(&self) -> &'static str {
+        self.body
+    }
+
+    /// Its SHA1, for `EVALSHA`.
+    pub fn sha(&self) -> &str {
+        self.sha
+            .get_or_init(|| sha1_smol::Sha1::from(self.body).digest().to_string())
+    }
+}
+
+/// One run of a [`LuaScript`]: its keys and arguments.
+#[derive(Debug, Clone)]
+pub struct ScriptCall {
+    /// The script.
+    pub script: &'static LuaScript,
+    /// `KEYS`.
+    pub keys: Vec<String>,
+    /// `ARGV`.
+    pub args: Vec<String>,
+}
+
+/// What a script call's sender is told: the script's integers or the
+/// error; it may hand back a call to send next.
+pub struct ScriptDone(pub Box<DoneFn>);
+
+/// The callback inside a [`ScriptDone`].
+pub type DoneFn = dyn FnOnce(Result<Vec<i64>, RemoteError>) -> Option<Call> + Send + Sync;
+
+impl std::fmt::Debug for ScriptDone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ScriptDone")
+    }
+}
+
+impl Call {
+    /// An undo sent on its own: nobody waits for it, and a failed round
+    /// trip keeps it for the next.
+    pub fn undo(undo: ScriptCall) -> Call {
+        Call::Script {
+            call: undo.clone(),
+            deadline: None,
+            done: ScriptDone(Box::new(|_| None)),
+            undo: Some(Box::new(undo)),
+        }
+    }
+}
