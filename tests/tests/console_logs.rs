@@ -189,6 +189,37 @@ fn a_filter_no_index_serves_searches_a_bounded_number_of_rows_a_call() {
     }
 }
 
+/// The same log with an operator's `(team_id, "startTime")` index: a team
+/// filter reads through it, so the rare team's rows and a team with no
+/// rows are each one whole answer, never `partial`.
+#[test]
+fn an_operators_team_index_answers_a_team_filter_in_one_call() {
+    let db = TestDb::create();
+    let gw = gateway(&envs(Some(&db)));
+    db.query(
+        r#"INSERT INTO "LiteLLM_SpendLogs" (request_id, api_key, "startTime", "endTime",
+            model, model_group, team_id, status)
+        SELECT 'row-' || lpad(i::text, 7, '0'), 'k', t, t, 'm', 'm',
+            CASE WHEN i <= 2 THEN 'needle' ELSE 'hay' END, 'success'
+        FROM generate_series(1, 300000) AS i,
+            LATERAL (SELECT timestamp '2026-01-01' + i * interval '1 second' AS t) AS at;
+        CREATE INDEX spendlogs_team_time ON "LiteLLM_SpendLogs" (team_id, "startTime");
+        ANALYZE "LiteLLM_SpendLogs""#,
+    );
+    for (team, wanted) in [
+        ("needle", vec!["row-0000002", "row-0000001"]),
+        ("none", vec![]),
+    ] {
+        let (ids, answers) = every_page(&gw, &format!("team_id={team}&page_size=5"));
+        assert_eq!(ids, wanted, "{team}");
+        assert_eq!(answers.len(), 1, "{team}: {answers:?}");
+        assert_eq!(answers[0]["partial"], false, "{team}: {answers:?}");
+    }
+    // A user filter has no such index: still bounded searches.
+    let user = logs(&gw, "user_id=nobody&page_size=5");
+    assert_eq!(user["partial"], true, "{user}");
+}
+
 fn every_key_with_limits(db: Option<&TestDb>) {
     let gw = gateway(&envs(db));
     // The oldest key has limits, then 100 without, then one more with: the
