@@ -258,6 +258,24 @@ def main():
         assert d.find_elements(By.CSS_SELECTOR, "#usage-by-user svg.share rect.bar-rect"), "no share bars"
         d.execute_script("document.getElementById('usage-by-user').scrollIntoView()")
         shot("06-usage-by-user")
+        # Per day by user: a stacked chart whose segments name the user.
+        Select(d.find_element(By.CSS_SELECTOR, "#usage-split select[name='by']")).select_by_visible_text("user")
+        split_title = "return document.querySelector('#usage-split-chart .chart-title').textContent"
+        wait.until(lambda _: d.execute_script(split_title) == "Spend per day by user")
+        segments = d.execute_script(
+            "return [...document.querySelectorAll('#usage-split-chart rect.seg title')].map(t => t.textContent)")
+        assert any("usage@example.com (usage-user)" in t for t in segments), segments
+        legend = d.find_element(By.CSS_SELECTOR, "#usage-split-chart .legend").text
+        assert "usage@example.com (usage-user)" in legend, legend
+        # And by model group, in requests: today's bar counts the requests.
+        Select(d.find_element(By.CSS_SELECTOR, "#usage-split select[name='by']")).select_by_visible_text("model group")
+        Select(d.find_element(By.CSS_SELECTOR, "#usage-split select[name='metric']")).select_by_visible_text("requests")
+        wait.until(lambda _: d.execute_script(split_title) == "Requests per day by model group")
+        segments = d.execute_script(
+            "return [...document.querySelectorAll('#usage-split-chart rect.seg title')].map(t => t.textContent)")
+        assert any(f" {MODEL}: " in t for t in segments), segments
+        d.execute_script("document.getElementById('usage-split-panel').scrollIntoView()")
+        shot("06-usage-per-day-by-model")
 
         # Block the key: its next request is refused.
         goto("Keys")
@@ -453,7 +471,8 @@ def main():
                 # A key's live use beside its limits.
                 req = urllib.request.Request(
                     f"{BASE}/key/generate",
-                    data=json.dumps({"key_alias": "limited-key", "rpm_limit": 7, "tpm_limit": 7000}).encode(),
+                    data=json.dumps({"key_alias": "limited-key", "rpm_limit": 7, "tpm_limit": 7000,
+                                     "model_rpm_limit": {MODEL: 5}}).encode(),
                     headers={"Authorization": f"Bearer {MASTER}", "Content-Type": "application/json"},
                 )
                 with urllib.request.urlopen(req, timeout=30) as res:
@@ -463,17 +482,22 @@ def main():
                 live.find_element(By.NAME, "api_key").send_keys(limited_key)
                 live.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
                 wait.until(lambda _: "rpm" in d.find_element(By.ID, "live-limits").text)
-                rows = [r.text for r in d.find_elements(By.CSS_SELECTOR, "#live-limits tbody tr")]
-                assert any(r.startswith("api_key") and " rpm 7 " in f" {r} " for r in rows), rows
+                # Each row's cells, one space apart (the use bar breaks the line).
+                rows = [" ".join(r.text.split()) for r in d.find_elements(By.CSS_SELECTOR, "#live-limits tbody tr")]
+                assert any(r.startswith("Key ") and " rpm 7 " in f" {r} " for r in rows), rows
                 # Where the use shown is counted is said.
                 where = d.find_element(By.CSS_SELECTOR, "#live-limits .notice").text
                 if REPLICAS == 1:
                     assert "counted by this replica" in where, where
-                    assert any(r.startswith("api_key") and " rpm 7 1 6" in f" {r} " for r in rows), rows
                 else:
                     # The fleet's counters, read from Redis: the one request.
                     assert "as the fleet counts it in Redis" in where, where
-                    assert any(r.startswith("api_key") and " rpm 7 1 6" in f" {r} " for r in rows), rows
+                assert any(r.startswith("Key ") and " rpm 7 1 of 7 6" in f" {r} " for r in rows), rows
+                # The key's per-model limit, named with its model, beside its use.
+                assert any(r.startswith("Key, per model") and f" {MODEL} rpm 5 1 of 5 4" in f" {r} "
+                           for r in rows), rows
+                assert d.find_elements(By.CSS_SELECTOR, "#live-limits svg.share rect.bar-rect"), "no use bars"
+                shot("08-limits-live-use")
             if page == "Limits":
                 # Every key with limits is listed, paged on the server.
                 def limited_listed():

@@ -2,7 +2,7 @@
 //! newest first by page token, and a filter no index serves (a team, a
 //! user) searches a bounded number of rows a call and says where it
 //! stopped; `/key/list?has_limits=true` finds every key with limits, not
-//! the first page's; a console logout on one replica ends the session on
+//! the first page's, per-model, per-tag and budget-row limits included; a console logout on one replica ends the session on
 //! every replica through Postgres when there is no Redis.
 
 use e2e::{assert_error, eventually, Gateway, TestDb, MASTER_KEY};
@@ -189,6 +189,37 @@ fn a_filter_no_index_serves_searches_a_bounded_number_of_rows_a_call() {
     }
 }
 
+/// The same log with an operator's `(team_id, "startTime")` index: a team
+/// filter reads through it, so the rare team's rows and a team with no
+/// rows are each one whole answer, never `partial`.
+#[test]
+fn an_operators_team_index_answers_a_team_filter_in_one_call() {
+    let db = TestDb::create();
+    let gw = gateway(&envs(Some(&db)));
+    db.query(
+        r#"INSERT INTO "LiteLLM_SpendLogs" (request_id, api_key, "startTime", "endTime",
+            model, model_group, team_id, status)
+        SELECT 'row-' || lpad(i::text, 7, '0'), 'k', t, t, 'm', 'm',
+            CASE WHEN i <= 2 THEN 'needle' ELSE 'hay' END, 'success'
+        FROM generate_series(1, 300000) AS i,
+            LATERAL (SELECT timestamp '2026-01-01' + i * interval '1 second' AS t) AS at;
+        CREATE INDEX spendlogs_team_time ON "LiteLLM_SpendLogs" (team_id, "startTime");
+        ANALYZE "LiteLLM_SpendLogs""#,
+    );
+    for (team, wanted) in [
+        ("needle", vec!["row-0000002", "row-0000001"]),
+        ("none", vec![]),
+    ] {
+        let (ids, answers) = every_page(&gw, &format!("team_id={team}&page_size=5"));
+        assert_eq!(ids, wanted, "{team}");
+        assert_eq!(answers.len(), 1, "{team}: {answers:?}");
+        assert_eq!(answers[0]["partial"], false, "{team}: {answers:?}");
+    }
+    // A user filter has no such index: still bounded searches.
+    let user = logs(&gw, "user_id=nobody&page_size=5");
+    assert_eq!(user["partial"], true, "{user}");
+}
+
 fn every_key_with_limits(db: Option<&TestDb>) {
     let gw = gateway(&envs(db));
     // The oldest key has limits, then 100 without, then one more with: the
@@ -224,6 +255,57 @@ fn key_list_finds_every_key_with_limits_in_memory() {
 fn key_list_finds_every_key_with_limits_on_postgres() {
     let db = TestDb::create();
     every_key_with_limits(Some(&db));
+}
+
+/// `has_limits` counts every rate limit a key's requests meet that the
+/// key's row sets or links: a per-model limit (the column, or LiteLLM's
+/// `metadata.model_tpm_limit`), a per-tag limit (`metadata.tag_rpm_limit`)
+/// and the rpm of the shared budget row it links; not a key whose budget
+/// row sets none, nor an empty per-model map.
+fn keys_limited_per_model_per_tag_or_by_their_budget_row(db: Option<&TestDb>) {
+    let gw = gateway(&envs(db));
+    for (id, rpm) in [("slow", json!(4)), ("free", Value::Null)] {
+        let resp = gw.post("/budget/new", &json!({"budget_id": id, "rpm_limit": rpm}));
+        assert_eq!(resp.status, 200, "{}", resp.text());
+    }
+    for body in [
+        json!({"key_alias": "per-model", "model_rpm_limit": {"local-mock": 3}}),
+        json!({"key_alias": "per-model-meta", "metadata": {"model_tpm_limit": {"local-mock": 300}}}),
+        json!({"key_alias": "per-tag", "metadata": {"tag_rpm_limit": {"batch": 2}}}),
+        json!({"key_alias": "budget-row", "budget_id": "slow"}),
+        json!({"key_alias": "budget-row-without", "budget_id": "free"}),
+        json!({"key_alias": "empty-map", "model_rpm_limit": {}}),
+        json!({"key_alias": "plain"}),
+    ] {
+        new_key(&gw, body);
+    }
+    let resp = gw.get("/key/list?has_limits=true&return_full_object=true&size=100");
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let page = resp.json();
+    let mut aliases: Vec<&str> = page["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["key_alias"].as_str().unwrap())
+        .collect();
+    aliases.sort_unstable();
+    assert_eq!(
+        aliases,
+        ["budget-row", "per-model", "per-model-meta", "per-tag"],
+        "{page}"
+    );
+    assert_eq!(page["total_count"], 4, "{page}");
+}
+
+#[test]
+fn key_list_finds_keys_limited_per_model_per_tag_or_by_budget_row_in_memory() {
+    keys_limited_per_model_per_tag_or_by_their_budget_row(None);
+}
+
+#[test]
+fn key_list_finds_keys_limited_per_model_per_tag_or_by_budget_row_on_postgres() {
+    let db = TestDb::create();
+    keys_limited_per_model_per_tag_or_by_their_budget_row(Some(&db));
 }
 
 /// Two replicas on one database and no Redis: a logout on one ends the

@@ -297,6 +297,105 @@ fn live_limits_of_a_key_and_its_team() {
     );
 }
 
+/// `/gateway/limits` for a key shows every limit its requests meet, not
+/// only its row's rpm/tpm/parallel: the rpm of the budget row it links
+/// (filling what the key leaves unset), its per-model limit with the
+/// model named, its team's per-model limit for a model the key sets none
+/// for, and its per-tag limit; each beside its use (one request to
+/// `priced`). `model` narrows the per-model lines to one model group; a
+/// team shows its per-model limits too.
+#[test]
+fn live_limits_of_a_key_include_budget_row_per_model_and_per_tag_limits() {
+    let gw = start();
+    gw.post("/budget/new", &json!({"budget_id": "row", "rpm_limit": 50}))
+        .expect_status(200);
+    gw.post(
+        "/team/new",
+        &json!({"team_id": "pm", "model_rpm_limit": {"priced": 20, "other": 9}}),
+    )
+    .expect_status(200);
+    let key = gw
+        .post(
+            "/key/generate",
+            &json!({"team_id": "pm", "budget_id": "row", "model_rpm_limit": {"priced": 7},
+                "metadata": {"tag_rpm_limit": {"nightly": 4}}}),
+        )
+        .expect_status(200)
+        .json()["key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    chat(
+        &gw,
+        &key,
+        json!({"model": "priced", "messages": [{"role": "user", "content": "hi"}]}),
+    );
+    let live = gw
+        .get(&format!("/gateway/limits?api_key={key}"))
+        .expect_status(200)
+        .json();
+    // (scope, model or tag, limit, current) of each rpm line.
+    let rpm = |live: &Value| {
+        let mut out: Vec<(String, String, u64, u64)> = live["limits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|l| l["type"] == "rpm")
+            .map(|l| {
+                let what = l["model"].as_str().or(l["tag"].as_str()).unwrap_or("");
+                (
+                    l["scope"].as_str().unwrap().to_string(),
+                    what.to_string(),
+                    l["limit"].as_u64().unwrap(),
+                    l["current"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    let line = |scope: &str, what: &str, limit: u64, current: u64| {
+        (scope.to_string(), what.to_string(), limit, current)
+    };
+    assert_eq!(
+        rpm(&live),
+        [
+            line("api_key", "", 50, 1),
+            line("model_per_key", "priced", 7, 1),
+            line("model_per_team", "other", 9, 0),
+            line("tag_per_key", "nightly", 4, 0),
+        ],
+        "{live}"
+    );
+    let one = gw
+        .get(&format!("/gateway/limits?api_key={key}&model=priced"))
+        .expect_status(200)
+        .json();
+    assert_eq!(
+        rpm(&one),
+        [
+            line("api_key", "", 50, 1),
+            line("model_per_key", "priced", 7, 1),
+            line("tag_per_key", "nightly", 4, 0),
+        ],
+        "{one}"
+    );
+    let team = gw
+        .get("/gateway/limits?team_id=pm")
+        .expect_status(200)
+        .json();
+    assert_eq!(
+        rpm(&team),
+        [
+            line("model_per_team", "other", 9, 0),
+            line("model_per_team", "priced", 20, 0),
+        ],
+        "{team}"
+    );
+    let err = assert_error(&gw.get("/gateway/limits?model=priced"), 400);
+    assert_eq!(err["param"], "model");
+}
+
 /// In `redis` mode the fleet's count is in Redis: `/gateway/limits` says
 /// so (`counted_in: fleet`) rather than show this replica's counters,
 /// which do not hold it, as if they were the use.

@@ -341,13 +341,24 @@ impl Store for MemoryStore {
         limit: u64,
     ) -> Result<(Vec<KeyRecord>, u64), StoreError> {
         let keys = self.list_keys(filter.user_id, filter.team_id).await?;
+        // The shared budget rows with a limit a key inherits.
+        let limiting: HashSet<String> = self.with(|t| {
+            t.budgets
+                .values()
+                .filter(|b| b.rpm_limit.is_some() || b.tpm_limit.is_some())
+                .map(|b| b.budget_id.clone())
+                .collect()
+        });
+        let limited = |k: &KeyRecord| {
+            k.has_limits() || k.shared_budget().is_some_and(|b| limiting.contains(b))
+        };
         let matching: Vec<KeyRecord> = keys
             .into_iter()
             .filter(|k| {
                 filter
                     .key_alias
                     .is_none_or(|a| k.key_alias.as_deref() == Some(a))
-                    && (!filter.has_limits || k.has_limits())
+                    && (!filter.has_limits || limited(k))
             })
             .collect();
         let total = matching.len() as u64;

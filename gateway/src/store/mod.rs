@@ -238,7 +238,9 @@ pub struct KeyFilter<'a> {
     pub team_id: Option<&'a str>,
     /// The key's alias.
     pub key_alias: Option<&'a str>,
-    /// Only keys with an rpm, tpm or parallel-request limit.
+    /// Only keys with a rate limit: their own ([`KeyRecord::has_limits`])
+    /// or an rpm or tpm limit of the shared budget row they link
+    /// (`LiteLLM_BudgetTable`, which fills what the key leaves unset).
     pub has_limits: bool,
 }
 

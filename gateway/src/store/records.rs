@@ -130,9 +130,27 @@ pub struct TeamRecord {
 }
 
 impl KeyRecord {
-    /// Whether the key has an rpm, tpm or parallel-request limit of its own.
+    /// Whether the key sets a rate limit itself: rpm, tpm or parallel
+    /// requests, a per-model rpm or tpm limit (its columns or `metadata`,
+    /// as [`KeyRecord::model_limit`] reads them) or a per-tag rpm limit
+    /// (`metadata.tag_rpm_limit`). A shared budget row's limits are the
+    /// row's, not the key's: [`KeyFilter`](super::KeyFilter) asks about
+    /// them apart.
     pub fn has_limits(&self) -> bool {
-        self.rpm_limit.is_some() || self.tpm_limit.is_some() || self.max_parallel_requests.is_some()
+        let named = |field: &str| {
+            self.metadata
+                .get(field)
+                .and_then(Value::as_object)
+                .is_some_and(|m| !m.is_empty())
+        };
+        self.rpm_limit.is_some()
+            || self.tpm_limit.is_some()
+            || self.max_parallel_requests.is_some()
+            || !self.model_rpm_limit.is_empty()
+            || !self.model_tpm_limit.is_empty()
+            || ["model_rpm_limit", "model_tpm_limit", "tag_rpm_limit"]
+                .into_iter()
+                .any(named)
     }
 
     /// The `/budget/*` row the key shares, if any (not the gateway's own

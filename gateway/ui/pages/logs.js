@@ -90,7 +90,7 @@ export async function render(main, title) {
         h('td', {}, `${num(r.prompt_tokens)} / ${num(r.completion_tokens)}`),
         h('td', {}, usd(call.attempts.reduce((s, a) => s + (Number(a.spend) || 0), 0))),
         h('td', {}, ms(call.attempts[0].startTime, r.endTime)),
-        h('td', { class: 'mono' }, `${String(r.api_key).slice(0, 10)}…`));
+        h('td', { class: 'mono nowrap', title: r.api_key }, `${String(r.api_key).slice(0, 10)}…`));
       let open = null;
       tr.addEventListener('click', () => {
         if (open) { open.remove(); open = null; return; }

@@ -1,5 +1,7 @@
-// Usage: spend, requests and tokens per day (SVG charts), and by model
-// group, key, user, team and tag, from LiteLLM's daily aggregate tables
+// Usage: spend, requests and tokens per day (SVG charts), the same per day
+// split by model group, key, user, team or tag (a stacked chart, the
+// choice's largest six on their own), and each breakdown's top 20 over
+// the range, from LiteLLM's daily aggregate tables
 // through /user/daily/activity (its `entities` are the users; a team's
 // through /team/daily/activity, tags' through /tag/daily/activity), beside LiteLLM's /global/spend (every
 // request's spend over the last 30 days). The tables count every request,
@@ -7,7 +9,7 @@
 
 import { api, query } from '../api.js';
 import { h, replace, table, field, values, notice, usd, num } from '../dom.js';
-import { barChart, shareBar } from '../chart.js';
+import { barChart, shareBar, stackedChart } from '../chart.js';
 
 const PAGE = 1000;
 const MAX_PAGES = 20;
@@ -78,6 +80,53 @@ const breakdown = (rows) => {
   ], rows, 'No traffic in this range.');
 };
 
+/**
+ * Each entry of a breakdown as a series of one metric per day of `dayList`,
+ * largest total first.
+ */
+function perDay(results, part, nameOf, metric, dayList) {
+  const index = new Map(dayList.map((d, i) => [d, i]));
+  const m = new Map();
+  for (const day of results) {
+    const i = index.get(String(day.date));
+    if (i === undefined) continue;
+    for (const [id, entry] of Object.entries(day.breakdown[part] || {})) {
+      const s = m.get(id) || { name: nameOf(id, entry.metadata || {}), values: dayList.map(() => 0), total: 0 };
+      const v = Number(entry.metrics[metric]) || 0;
+      s.values[i] += v;
+      s.total += v;
+      m.set(id, s);
+    }
+  }
+  return [...m.values()].filter((s) => s.total > 0).sort((a, b) => b.total - a.total);
+}
+
+const METRICS = {
+  spend: { field: 'spend', title: 'Spend', format: (v) => `$${v.toFixed(v && v < 1 ? 4 : 2)}` },
+  requests: { field: 'api_requests', title: 'Requests', format: (v) => String(Math.round(v)) },
+  tokens: { field: 'total_tokens', title: 'Tokens', format: (v) => String(Math.round(v)) },
+};
+
+/** The per-day chart split by one breakdown, with its choices. */
+function splitPanel(sources, dayList) {
+  const names = Object.keys(sources);
+  const chart = h('div', { id: 'usage-split-chart' });
+  const form = h('form', { class: 'toolbar', id: 'usage-split' },
+    field('Per day by', 'by', { options: names }),
+    field('Measure', 'metric', { options: Object.keys(METRICS) }));
+  function draw() {
+    const v = values(form);
+    const src = sources[v.by] || sources[names[0]];
+    const metric = METRICS[v.metric] || METRICS.spend;
+    const series = perDay(src.results, src.part, src.nameOf, metric.field, dayList);
+    replace(chart, stackedChart(`${metric.title} per day by ${v.by}`, dayList.map((d) => d.slice(5)), series, metric.format));
+  }
+  form.addEventListener('change', draw);
+  form.addEventListener('submit', (ev) => { ev.preventDefault(); draw(); });
+  draw();
+  return h('div', { class: 'panel', id: 'usage-split-panel' }, form, chart);
+}
+
 const keyName = (id, meta) => meta.key_alias || `${String(id).slice(0, 12)}…`;
 const teamName = (id, meta) => (meta.team_alias ? `${meta.team_alias} (${id})` : id);
 const userName = (id, meta) => {
@@ -118,13 +167,22 @@ export async function render(main, title, session) {
     const teams = admin && !team ? await activity('/team/daily/activity', range) : null;
     const tags = admin ? await activity('/tag/daily/activity', range) : null;
     const global = admin ? await api('GET', '/global/spend').catch(() => null) : null;
-    const perDay = new Map(days(state.start_date, state.end_date).map((d) => [d, zero()]));
+    const dayList = days(state.start_date, state.end_date);
+    const daily = new Map(dayList.map((d) => [d, zero()]));
     for (const day of data.results) {
-      const d = perDay.get(String(day.date));
+      const d = daily.get(String(day.date));
       if (d) add(d, day.metrics);
     }
-    const series = (k) => [...perDay.entries()].map(([day, v]) => ({ label: day.slice(5), value: v[k] }));
-    const total = [...perDay.values()].reduce((a, v) => {
+    const series = (k) => [...daily.entries()].map(([day, v]) => ({ label: day.slice(5), value: v[k] }));
+    const sources = {
+      'model group': { results: data.results, part: 'model_groups', nameOf: (id) => id },
+      key: { results: data.results, part: 'api_keys', nameOf: keyName },
+    };
+    if (admin && !team) sources.user = { results: data.results, part: 'entities', nameOf: userName };
+    if (teams) sources.team = { results: teams.results, part: 'entities', nameOf: teamName };
+    if (team) sources.team = { results: data.results, part: 'entities', nameOf: teamName };
+    if (tags) sources.tag = { results: tags.results, part: 'entities', nameOf: (id) => id };
+    const total = [...daily.values()].reduce((a, v) => {
       add(a, { spend: v.spend, api_requests: v.requests, failed_requests: v.failed, total_tokens: v.tokens });
       return a;
     }, zero());
@@ -141,6 +199,7 @@ export async function render(main, title, session) {
         barChart('Spend per day (USD)', series('spend'), (v) => `$${v.toFixed(v && v < 1 ? 4 : 2)}`),
         barChart('Requests per day', series('requests'), (v) => String(Math.round(v))),
         barChart('Tokens per day', series('tokens'), (v) => String(Math.round(v)))),
+      splitPanel(sources, dayList),
       h('div', { class: 'panel' }, h('h2', {}, 'By model group'), breakdown(by(data.results, 'model_groups'))),
       h('div', { class: 'panel' }, h('h2', {}, 'By key'), breakdown(by(data.results, 'api_keys', keyName))),
       admin && !team

@@ -1,7 +1,14 @@
-//! `GET /gateway/limits[?api_key=|team_id=]` (this gateway's, for the
-//! console's Limits page): the limiter's mode, breaker and reservation
-//! switch, and for a key (with its team's and user's limits) or a team,
-//! each rpm/tpm/parallel limit beside its current use, read through a
+//! `GET /gateway/limits[?api_key=|team_id=][&model=]` (this gateway's, for
+//! the console's Limits page): the limiter's mode, breaker and reservation
+//! switch, and for a key or a team each rpm/tpm/parallel limit beside its
+//! current use. A key's limits are the ones its requests are checked
+//! against, built by the limiter from the rows the request path reads
+//! ([`Limiter::descriptors`], [`Principal::extra_limits`]): the server's,
+//! its team's organization's, team's, user's and its own (a shared budget
+//! row's rpm/tpm filling what the key leaves unset), its per-model limits
+//! and its team's and organization's (for `model`, else for every model
+//! one of them names), its per-tag ones and its team member ones. A team's
+//! are its own and its per-model ones. Use is read through a
 //! [`UsageSource`] that says where the count lives (`counted_in`):
 //! - `"replica"`: this process's counters, read without waiting; they hold
 //!   the count in local mode and while Redis is unusable (breaker open);
@@ -10,13 +17,24 @@
 //!   `current` is null when Redis does not answer in time.
 
 use super::body::bad_field;
-use super::db::{key, run, team, user};
+use super::db::{run, shown, store_err, team, token_of};
 use super::query::Query;
+use crate::auth::{KeyEntry, Principal};
 use crate::error::GatewayError;
-use crate::limits::{Descriptor, Kind, Limiter, Mode, Scope, ScopeLimits};
+use crate::limits::{AdmitInput, Descriptor, Kind, Limiter, Mode, Scope, ScopeLimits};
 use crate::redis::BreakerState;
 use crate::state::Worker;
-use serde_json::{json, Value};
+use crate::store::TeamRecord;
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
+
+/// At most this many model groups are shown for one key or team (each
+/// named in a per-model limit); a `model` asked for is always shown.
+const MAX_MODELS: usize = 50;
+
+/// The longest `model` taken.
+const MAX_MODEL_LEN: usize = 256;
 
 /// Whose limits: a key (plain or hashed), a team, or no one (the
 /// limiter's state alone).
@@ -27,7 +45,8 @@ enum Subject {
     Nobody,
 }
 
-fn subject(mut q: Query) -> Result<Subject, GatewayError> {
+/// The subject asked about and the model group, if one is named.
+fn subject(mut q: Query) -> Result<(Subject, Option<String>), GatewayError> {
     let subject = match (q.take("api_key"), q.take("team_id")) {
         (Some(k), None) => Subject::Key(k),
         (None, Some(t)) => Subject::Team(t),
@@ -36,8 +55,17 @@ fn subject(mut q: Query) -> Result<Subject, GatewayError> {
         }
         (None, None) => Subject::Nobody,
     };
+    let model = q.take("model").filter(|m| !m.is_empty());
     q.finish()?;
-    Ok(subject)
+    match &model {
+        Some(_) if subject == Subject::Nobody => {
+            Err(bad_field("model", "give api_key or team_id with model"))
+        }
+        Some(m) if m.len() > MAX_MODEL_LEN => {
+            Err(bad_field("model", format!("at most {MAX_MODEL_LEN} bytes")))
+        }
+        _ => Ok((subject, model)),
+    }
 }
 
 /// Where the count of a limit lives.
@@ -99,19 +127,38 @@ fn limiter_state(limiter: &Limiter) -> Value {
     })
 }
 
+/// One limit and the model group or tag it is for, when it is for one.
+struct Limit {
+    desc: Descriptor,
+    model: Option<String>,
+    tag: Option<String>,
+}
+
+impl Limit {
+    fn of(desc: Descriptor) -> Limit {
+        Limit {
+            desc,
+            model: None,
+            tag: None,
+        }
+    }
+}
+
 /// Each limit's line: its scope, type, limit and current use (null when
 /// `source` cannot read it).
-async fn lines(source: &impl UsageSource, descs: &[Descriptor]) -> Vec<Value> {
-    let used = source.usage(descs).await;
-    descs
+async fn lines(source: &impl UsageSource, limits: &[Limit]) -> Vec<Value> {
+    let descs: Vec<Descriptor> = limits.iter().map(|l| l.desc.clone()).collect();
+    let used = source.usage(&descs).await;
+    limits
         .iter()
         .enumerate()
-        .map(|(i, d)| line(d, used.as_ref().and_then(|u| u.get(i).copied())))
+        .map(|(i, l)| line(l, used.as_ref().and_then(|u| u.get(i).copied())))
         .collect()
 }
 
 /// One limit's line.
-fn line(d: &Descriptor, current: Option<u64>) -> Value {
+fn line(l: &Limit, current: Option<u64>) -> Value {
+    let d = &l.desc;
     let kind = match d.kind {
         Kind::Requests => "rpm",
         Kind::Tokens => "tpm",
@@ -120,6 +167,8 @@ fn line(d: &Descriptor, current: Option<u64>) -> Value {
     json!({
         "scope": d.scope.as_str(),
         "id": d.value(),
+        "model": l.model,
+        "tag": l.tag,
         "type": kind,
         "limit": d.limit,
         "current": current,
@@ -127,41 +176,173 @@ fn line(d: &Descriptor, current: Option<u64>) -> Value {
     })
 }
 
+/// The names of an object-valued field of `metadata` (or of `map`).
+fn names<'a>(map: Option<&'a Map<String, Value>>, into: &mut BTreeSet<&'a str>) {
+    into.extend(map.into_iter().flat_map(|m| m.keys().map(String::as_str)));
+}
+
+/// The model groups a key's per-model limits name (its own, its team's,
+/// its team's organization's), the first [`MAX_MODELS`] by name.
+fn limited_models(entry: &KeyEntry) -> Vec<String> {
+    let mut out = BTreeSet::new();
+    let rec = &entry.record;
+    names(Some(&rec.model_rpm_limit), &mut out);
+    names(Some(&rec.model_tpm_limit), &mut out);
+    for field in ["model_rpm_limit", "model_tpm_limit"] {
+        names(rec.metadata.get(field).and_then(Value::as_object), &mut out);
+        if let Some(t) = &entry.team {
+            names(
+                t.record.metadata.get(field).and_then(Value::as_object),
+                &mut out,
+            );
+            let org = t.org_model_limits.as_ref().map(|(_, m)| m);
+            names(
+                org.and_then(|m| m.get(field)).and_then(Value::as_object),
+                &mut out,
+            );
+        }
+    }
+    out.into_iter()
+        .take(MAX_MODELS)
+        .map(str::to_string)
+        .collect()
+}
+
+/// Every limit a request of `entry`'s for `model` (else for each model
+/// group one of its per-model limits names), carrying every tag its
+/// per-tag limits name, is checked against, each once.
+fn key_limits(limiter: &Limiter, entry: Arc<KeyEntry>, model: Option<String>) -> Vec<Limit> {
+    let models = match model {
+        Some(m) => vec![m],
+        None => limited_models(&entry),
+    };
+    let tags: Vec<String> = entry
+        .record
+        .metadata
+        .get("tag_rpm_limit")
+        .and_then(Value::as_object)
+        .map(|m| m.keys().take(MAX_MODELS).cloned().collect())
+        .unwrap_or_default();
+    let token = entry.record.token.clone();
+    let principal = Principal::Key(entry);
+    let prompt = PromptEstimate::new(bytes::Bytes::new());
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    // The scope-wide limits (no model: none of a model's), then each
+    // model's own.
+    for (i, model) in std::iter::once("")
+        .chain(models.iter().map(String::as_str))
+        .enumerate()
+    {
+        let input = AdmitInput {
+            key: principal.key_rows(),
+            model,
+            end_user: None,
+            end_user_limits: None,
+            prompt: &prompt,
+            max_tokens: None,
+            estimated_output: None,
+            embeddings: false,
+            request_id: "",
+            extra: principal.extra_limits(model, if i == 0 { &tags } else { &[] }),
+        };
+        for desc in limiter.descriptors(&input) {
+            if !seen.insert(desc.key.clone()) {
+                continue;
+            }
+            let per_model = matches!(
+                desc.scope,
+                Scope::ModelPerKey | Scope::ModelPerTeam | Scope::ModelPerOrganization
+            );
+            let tag = (desc.scope == Scope::TagPerKey)
+                .then(|| {
+                    desc.value()
+                        .strip_prefix(&format!("{token}:"))
+                        .map(str::to_string)
+                })
+                .flatten();
+            out.push(Limit {
+                model: per_model.then(|| model.to_string()),
+                tag,
+                desc,
+            });
+        }
+    }
+    out
+}
+
+/// A team's limits: its own, and its per-model ones for `model` (else for
+/// each model group they name).
+fn team_limits(t: &TeamRecord, model: Option<String>) -> Vec<Limit> {
+    let mut descs = Vec::new();
+    ScopeLimits::from_fields(t.rpm_limit, t.tpm_limit, t.max_parallel_requests).push_into(
+        Scope::Team,
+        &t.team_id,
+        &mut descs,
+    );
+    let mut out: Vec<Limit> = descs.into_iter().map(Limit::of).collect();
+    let models = match model {
+        Some(m) => vec![m],
+        None => {
+            let mut named = BTreeSet::new();
+            for field in ["model_rpm_limit", "model_tpm_limit"] {
+                names(t.metadata.get(field).and_then(Value::as_object), &mut named);
+            }
+            named
+                .into_iter()
+                .take(MAX_MODELS)
+                .map(str::to_string)
+                .collect()
+        }
+    };
+    for m in models {
+        let limits = ScopeLimits::from_fields(
+            t.model_limit("model_rpm_limit", &m),
+            t.model_limit("model_tpm_limit", &m),
+            None,
+        );
+        let mut descs = Vec::new();
+        limits.push_into(
+            Scope::ModelPerTeam,
+            &format!("{}:{m}", t.team_id),
+            &mut descs,
+        );
+        out.extend(descs.into_iter().map(|desc| Limit {
+            desc,
+            model: Some(m.clone()),
+            tag: None,
+        }));
+    }
+    out
+}
+
 /// `GET /gateway/limits`.
 pub async fn live(worker: &Worker, q: Query) -> Result<Value, GatewayError> {
-    let subject = subject(q)?;
-    let descriptors = run(worker, move |ctx| async move {
-        let mut out = Vec::new();
-        match subject {
-            Subject::Key(given) => {
-                let k = key(&ctx, &given).await?;
-                if let Some(t) = k.team_id.as_deref() {
-                    let t = team(&ctx, t).await?;
-                    ScopeLimits::from_fields(t.rpm_limit, t.tpm_limit, t.max_parallel_requests)
-                        .push_into(Scope::Team, &t.team_id, &mut out);
-                }
-                if let Some(u) = k.user_id.as_deref() {
-                    if let Ok(u) = user(&ctx, u).await {
-                        ScopeLimits::from_fields(u.rpm_limit, u.tpm_limit, u.max_parallel_requests)
-                            .push_into(Scope::User, &u.user_id, &mut out);
-                    }
-                }
-                ScopeLimits::from_fields(k.rpm_limit, k.tpm_limit, k.max_parallel_requests)
-                    .push_into(Scope::ApiKey, &k.token, &mut out);
-            }
-            Subject::Team(id) => {
-                let t = team(&ctx, &id).await?;
-                ScopeLimits::from_fields(t.rpm_limit, t.tpm_limit, t.max_parallel_requests)
-                    .push_into(Scope::Team, &t.team_id, &mut out);
-            }
-            Subject::Nobody => {}
-        }
-        Ok(out)
-    })
-    .await?;
+    let (subject, model) = subject(q)?;
     let limiter = &worker.shared.limiter;
+    let limits = match subject {
+        Subject::Key(given) => {
+            // Read through the key cache, as a request's authentication
+            // does: the key with its budget row, team, organization and
+            // user.
+            let entry = run(worker, move |ctx| async move {
+                ctx.keys
+                    .load(ctx.store(), &token_of(&given))
+                    .await
+                    .map_err(store_err)?
+                    .ok_or_else(|| GatewayError::NotFound(format!("Key {}", shown(&given))))
+            })
+            .await?;
+            key_limits(limiter, entry, model)
+        }
+        Subject::Team(id) => {
+            let t = run(worker, move |ctx| async move { team(&ctx, &id).await }).await?;
+            team_limits(&t, model)
+        }
+        Subject::Nobody => Vec::new(),
+    };
     let mut state = limiter_state(limiter);
-    state["limits"] = Value::Array(lines(limiter, &descriptors).await);
+    state["limits"] = Value::Array(lines(limiter, &limits).await);
     Ok(state)
 }
 
@@ -173,10 +354,22 @@ mod tests {
     #[test]
     fn names_its_subject() {
         let parse = |q: &str| Query::parse(q).and_then(subject);
-        assert_eq!(parse("api_key=sk-1").unwrap(), Subject::Key("sk-1".into()));
-        assert_eq!(parse("team_id=t").unwrap(), Subject::Team("t".into()));
-        assert_eq!(parse("").unwrap(), Subject::Nobody);
-        for (q, param) in [("api_key=a&team_id=t", "team_id"), ("team_id=t&x=1", "x")] {
+        assert_eq!(
+            parse("api_key=sk-1").unwrap(),
+            (Subject::Key("sk-1".into()), None)
+        );
+        assert_eq!(
+            parse("team_id=t&model=m").unwrap(),
+            (Subject::Team("t".into()), Some("m".into()))
+        );
+        assert_eq!(parse("").unwrap(), (Subject::Nobody, None));
+        let long = format!("api_key=k&model={}", "m".repeat(MAX_MODEL_LEN + 1));
+        for (q, param) in [
+            ("api_key=a&team_id=t", "team_id"),
+            ("team_id=t&x=1", "x"),
+            ("model=m", "model"),
+            (long.as_str(), "model"),
+        ] {
             assert_eq!(parse(q).unwrap_err().param(), Some(param), "{q}");
         }
     }
@@ -193,7 +386,7 @@ mod tests {
         );
         assert_eq!(state["reservation"], true);
         let d = Descriptor::new(Scope::ApiKey, "hash", Kind::Requests, 10);
-        let fresh = &lines(&limiter, std::slice::from_ref(&d)).await[0];
+        let fresh = &lines(&limiter, &[Limit::of(d)]).await[0];
         assert_eq!(
             (fresh["current"].clone(), fresh["remaining"].clone()),
             (json!(0), json!(10))
@@ -221,8 +414,8 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn the_fleets_count_is_shown_when_its_source_gives_it() {
         let descs = [
-            Descriptor::new(Scope::Team, "t", Kind::Requests, 10),
-            Descriptor::new(Scope::ApiKey, "k", Kind::Parallel, 2),
+            Limit::of(Descriptor::new(Scope::Team, "t", Kind::Requests, 10)),
+            Limit::of(Descriptor::new(Scope::ApiKey, "k", Kind::Parallel, 2)),
         ];
         let shown = lines(&Fleet(Some(vec![7, 3])), &descs).await;
         assert_eq!(

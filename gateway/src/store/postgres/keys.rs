@@ -232,6 +232,28 @@ pub async fn list(
         .collect()
 }
 
+/// A key with a rate limit (`KeyFilter::has_limits`): its own rpm, tpm or
+/// parallel limit, a per-model limit in its columns or `metadata`, a
+/// per-tag limit, or an rpm or tpm limit of the shared budget row it
+/// links (the `IN` list is read once a query, not once a key; a key's
+/// `metadata` is looked into only when it names one of the fields).
+const HAS_LIMITS: &str = r#"(k.rpm_limit IS NOT NULL OR k.tpm_limit IS NOT NULL
+    OR k.max_parallel_requests IS NOT NULL
+    OR (k.model_rpm_limit IS NOT NULL AND jsonb_typeof(k.model_rpm_limit) = 'object'
+        AND k.model_rpm_limit <> '{}'::jsonb)
+    OR (k.model_tpm_limit IS NOT NULL AND jsonb_typeof(k.model_tpm_limit) = 'object'
+        AND k.model_tpm_limit <> '{}'::jsonb)
+    OR (k.metadata::jsonb ?| ARRAY['model_rpm_limit', 'model_tpm_limit', 'tag_rpm_limit']
+        AND ((jsonb_typeof(k.metadata::jsonb -> 'model_rpm_limit') = 'object'
+            AND k.metadata::jsonb -> 'model_rpm_limit' <> '{}'::jsonb)
+        OR (jsonb_typeof(k.metadata::jsonb -> 'model_tpm_limit') = 'object'
+            AND k.metadata::jsonb -> 'model_tpm_limit' <> '{}'::jsonb)
+        OR (jsonb_typeof(k.metadata::jsonb -> 'tag_rpm_limit') = 'object'
+            AND k.metadata::jsonb -> 'tag_rpm_limit' <> '{}'::jsonb)))
+    OR k.budget_id IN (SELECT b.budget_id FROM "LiteLLM_BudgetTable" b
+        WHERE (b.rpm_limit IS NOT NULL OR b.tpm_limit IS NOT NULL)
+        AND b.budget_id NOT LIKE 'key-%'))"#;
+
 /// One page of the keys `filter` selects, in [`list`]'s order, and how
 /// many it selects: only the filters given become conditions, so each
 /// query's plan fits it (the order's index, `0017`, or the user's, team's
@@ -255,11 +277,7 @@ pub async fn page(
         }
     }
     if filter.has_limits {
-        conditions.push(
-            "(k.rpm_limit IS NOT NULL OR k.tpm_limit IS NOT NULL \
-             OR k.max_parallel_requests IS NOT NULL)"
-                .to_string(),
-        );
+        conditions.push(HAS_LIMITS.to_string());
     }
     let wanted = if conditions.is_empty() {
         String::new()
@@ -268,6 +286,11 @@ pub async fn page(
     };
     let count = format!(r#"SELECT count(*) FROM "LiteLLM_VerificationToken" k{wanted}"#);
     let total: i64 = c.query_one(&count, &params).await?.get(0);
+    if u64::try_from(total).unwrap_or(0) <= offset {
+        // Nothing on this page: the page's query would walk every
+        // selected key's place in the order to find none.
+        return Ok((Vec::new(), u64::try_from(total).unwrap_or(0)));
+    }
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let offset = i64::try_from(offset).unwrap_or(i64::MAX);
     let n = params.len();

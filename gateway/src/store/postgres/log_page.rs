@@ -1,12 +1,15 @@
 //! One page of the spend log, newest first, by keyset (the console's Logs
 //! page): every page costs what the first costs, however deep. No filter,
 //! or a request id, reads the page's rows directly; a key with few rows
-//! (at most [`KEY_ROWS`]) is read through its index and sorted; a filter no
-//! index serves (user, team, model, status: indexes on those would cost the
-//! spend writer about 30 µs of Postgres a row, BENCHMARKS.md), or a key
-//! with many rows, looks at the next [`SCAN_ROWS`] rows at most a query and
-//! says where it stopped, so one that matches nothing answers as fast as
-//! one that matches everything. Every statement runs under a
+//! (at most [`KEY_ROWS`]) is read through its index and sorted; a user or
+//! team filter is read through an index led by `"user"` or `team_id` then
+//! `"startTime"` when the operator has created one (the migrations do not:
+//! each costs the spend writer Postgres time on every row,
+//! benches/hand-measured.md); any other filter no index serves (user, team
+//! without such an index, model, status), or a key with many rows, looks
+//! at the next [`SCAN_ROWS`] rows at most a query and says where it
+//! stopped, so one that matches nothing answers as fast as one that
+//! matches everything. Every statement runs under a
 //! [`LOG_READ_TIMEOUT`](super::spend::LOG_READ_TIMEOUT), so no plan outlives the call that asked for it.
 
 use super::convert::naive;
@@ -32,6 +35,16 @@ const KEY_ROWS: i64 = 20_000;
 /// Whether the key `$1` has more than [`KEY_ROWS`] rows (`$2`, one more).
 const KEY_PROBE: &str = r#"SELECT count(*) FROM (SELECT 1 FROM "LiteLLM_SpendLogs"
     WHERE api_key = $1 LIMIT $2) s"#;
+
+/// The columns among `"user"` and `team_id` that lead a valid, whole-table
+/// index of the spend log whose second column is `"startTime"` (read on
+/// each call that could use one, so an index created at run time serves
+/// the next call).
+const INDEXED: &str = r#"SELECT a.attname::text FROM pg_index i
+    JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+    JOIN pg_attribute b ON b.attrelid = i.indrelid AND b.attnum = i.indkey[1]
+    WHERE i.indrelid = '"LiteLLM_SpendLogs"'::regclass AND i.indisvalid AND i.indpred IS NULL
+    AND a.attname IN ('user', 'team_id') AND b.attname = 'startTime'"#;
 
 /// The rows of the range `$5..$6` older than the cursor `($10, $11)`, as a
 /// literal for `concat!`: `"startTime" <= $10` first, so the index on
@@ -111,6 +124,13 @@ enum Plan {
     Scan,
 }
 
+/// Whether an index led by one of `indexed` (`"user"`, `team_id`, see
+/// [`INDEXED`]) serves a user or team filter of `f`.
+fn index_serves(f: &SpendFilter, indexed: &[String]) -> bool {
+    let has = |column: &str| indexed.iter().any(|c| c == column);
+    (f.user_id.is_some() && has("user")) || (f.team_id.is_some() && has("team_id"))
+}
+
 /// How to read a page of `f`, before asking how many rows a key has.
 fn plan(f: &SpendFilter) -> Plan {
     let unindexed =
@@ -137,6 +157,17 @@ pub async fn page(
     let tx = c.transaction().await?;
     tx.batch_execute(LOG_READ_TIMEOUT).await?;
     let mut plan = plan(f);
+    if plan == Plan::Scan && (f.user_id.is_some() || f.team_id.is_some()) {
+        let indexed: Vec<String> = tx
+            .query(INDEXED, &[])
+            .await?
+            .iter()
+            .map(|r| r.try_get(0))
+            .collect::<Result<_, _>>()?;
+        if index_serves(f, &indexed) {
+            plan = Plan::Direct;
+        }
+    }
     if let (Plan::ByKey, Some(key)) = (plan, &f.api_key) {
         let probe = tx.query_one(KEY_PROBE, &[key, &(KEY_ROWS + 1)]).await?;
         if probe.try_get::<_, i64>(0)? > KEY_ROWS {
@@ -296,5 +327,23 @@ mod tests {
         f.request_id = Some("r".into());
         assert_eq!(plan(&f), Plan::Direct);
         assert_eq!(plan(&SpendFilter::default()), Plan::Direct);
+    }
+
+    #[test]
+    fn an_operators_index_serves_only_its_columns_filter() {
+        let by = |user: Option<&str>, team: Option<&str>| SpendFilter {
+            user_id: user.map(str::to_string),
+            team_id: team.map(str::to_string),
+            ..SpendFilter::default()
+        };
+        let user = ["user".to_string()];
+        let team = ["team_id".to_string()];
+        assert!(index_serves(&by(Some("u"), None), &user));
+        assert!(!index_serves(&by(Some("u"), None), &team));
+        assert!(index_serves(&by(None, Some("t")), &team));
+        assert!(!index_serves(&by(None, Some("t")), &[]));
+        // Both filters: one index narrows the rows enough.
+        assert!(index_serves(&by(Some("u"), Some("t")), &team));
+        assert!(!index_serves(&by(None, None), &user));
     }
 }
