@@ -124,11 +124,12 @@ impl Principal {
             return Vec::new();
         };
         let mut out: Vec<Descriptor> = Vec::new();
-        // A team member's limits (the team's member budget row), on a
-        // counter per (team, user): LiteLLM's `team_member` descriptor.
+        // A team member's limits (the budget row its membership links to,
+        // else the team's member defaults), on a counter per (team, user):
+        // LiteLLM's `team_member` descriptor.
         let member = k.team.as_ref().zip(k.record.user_id.as_deref());
         if let Some((team, user)) = member {
-            if let Some(row) = &team.member_defaults {
+            if let Some(row) = k.member_limits_row() {
                 let value = format!("{}:{user}", team.record.team_id);
                 for (limit, kind) in [
                     (row.rpm_limit, Kind::Requests),
