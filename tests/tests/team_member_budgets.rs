@@ -690,3 +690,41 @@ fn a_membership_litellm_made_with_limits_is_held_to_them() {
         "{err:?}"
     );
 }
+
+/// A team's `default_team_member_models` (LiteLLM's column) is the
+/// `allowed_models` of a member added without models of its own.
+#[test]
+fn a_teams_default_member_models_restrict_new_members() {
+    for (store, _db, gw) in gateways() {
+        let team = ok(gw.post(
+            "/team/new",
+            &json!({"team_id": "t1", "default_team_member_models": ["other"]}),
+        ));
+        assert_eq!(
+            team["default_team_member_models"],
+            json!(["other"]),
+            "{store}: {team}"
+        );
+        let alice = member_with_key(&gw, "alice", json!({}));
+        let err = assert_error(&chat_with(&gw, &alice, "priced"), 403);
+        assert_eq!(err["type"], "team_model_access_denied", "{store}: {err:?}");
+        assert_eq!(chat_with(&gw, &alice, "other").status, 200, "{store}");
+        // A member's own models take the default's place.
+        let bob = member_with_key(&gw, "bob", json!({"allowed_models": ["priced"]}));
+        assert_eq!(chat_with(&gw, &bob, "priced").status, 200, "{store}");
+        assert_error(&chat_with(&gw, &bob, "other"), 403);
+        // Cleared on the team: members added later are not restricted.
+        ok(gw.post(
+            "/team/update",
+            &json!({"team_id": "t1", "default_team_member_models": []}),
+        ));
+        let info = ok(gw.get("/team/info?team_id=t1"));
+        assert_eq!(
+            info["team_info"]["default_team_member_models"],
+            json!([]),
+            "{store}: {info}"
+        );
+        let carol = member_with_key(&gw, "carol", json!({}));
+        assert_eq!(chat_with(&gw, &carol, "priced").status, 200, "{store}");
+    }
+}

@@ -217,6 +217,15 @@ pub async fn add(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
     let team_id = req.team_id;
     run(worker, move |ctx| async move {
         let team = super::db::team(&ctx, &team_id).await?;
+        // No models of the member's own: the team's default member models,
+        // as LiteLLM's `_process_team_members` seeds them.
+        let mut limits = limits;
+        let seeded = !matches!(limits.allowed_models, Patch::Set(_))
+            && !team.default_team_member_models.is_empty();
+        if seeded {
+            limits.allowed_models = Patch::Set(team.default_team_member_models.clone());
+        }
+        let limits = limits;
         let roles = ctx
             .store()
             .team_members(&team_id)

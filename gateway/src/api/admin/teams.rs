@@ -41,6 +41,7 @@ pub struct TeamRequest {
     team_member_rpm_limit: Patch<i64>,
     team_member_tpm_limit: Patch<i64>,
     team_member_model_max_budget: Patch<Map<String, Value>>,
+    default_team_member_models: Patch<Vec<String>>,
     /// Fields LiteLLM keeps in `metadata` ([`parse_accepting`]).
     #[serde(skip)]
     extra_metadata: Map<String, Value>,
@@ -184,6 +185,8 @@ impl TeamRequest {
         }
         self.model_max_budget
             .apply_or_default(&mut t.model_max_budget);
+        self.default_team_member_models
+            .apply_or_default(&mut t.default_team_member_models);
         super::keys::apply_windows(self.budget_limits, &mut t.budget_limits, now)?;
         Ok(())
     }
