@@ -175,6 +175,7 @@ fn team(id: &str, created: DateTime<Utc>) -> TeamRecord {
             reset_at: None,
         }],
         default_team_member_models: vec!["gpt-4o".into()],
+        model_aliases: map(json!({"fast": "gpt-4o"})),
     }
 }
 

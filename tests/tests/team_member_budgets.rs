@@ -728,3 +728,74 @@ fn a_teams_default_member_models_restrict_new_members() {
         assert_eq!(chat_with(&gw, &carol, "priced").status, 200, "{store}");
     }
 }
+
+/// A team's `model_aliases` (kept in LiteLLM's `LiteLLM_ModelTable` row
+/// the team's `model_id` names) apply to its keys: a name they map is
+/// served by its group, and is the team's to call even when the team's
+/// `models` do not list it; the group itself is not granted by it.
+#[test]
+fn a_teams_model_aliases_apply_to_its_keys() {
+    for (store, db, gw) in gateways() {
+        let team = ok(gw.post(
+            "/team/new",
+            &json!({"team_id": "t1", "models": ["priced"], "model_aliases": {"cheap": "other"}}),
+        ));
+        assert_eq!(
+            team["model_aliases"],
+            json!({"cheap": "other"}),
+            "{store}: {team}"
+        );
+        let alice = member_with_key(&gw, "alice", json!({}));
+        let resp = chat_with(&gw, &alice, "cheap");
+        assert_eq!(resp.status, 200, "{store}: {}", resp.text());
+        assert_eq!(
+            resp.header("x-litellm-model-group"),
+            Some("other"),
+            "{store}"
+        );
+        assert_error(&chat_with(&gw, &alice, "other"), 403);
+        assert_eq!(chat_with(&gw, &alice, "priced").status, 200, "{store}");
+        // Changed on /team/update: the new map applies.
+        ok(gw.post(
+            "/team/update",
+            &json!({"team_id": "t1", "model_aliases": {"cheap": "priced"}}),
+        ));
+        let resp = chat_with(&gw, &alice, "cheap");
+        assert_eq!(
+            resp.header("x-litellm-model-group"),
+            Some("priced"),
+            "{store}"
+        );
+        let err = assert_error(
+            &gw.post(
+                "/team/update",
+                &json!({"team_id": "t1", "model_aliases": {"a": 1}}),
+            ),
+            400,
+        );
+        assert_eq!(err["param"], "model_aliases", "{store}");
+        if let Some(db) = db {
+            // Where LiteLLM keeps them, as LiteLLM writes them too (a JSON
+            // string): read back on a team LiteLLM made.
+            let kept = db.query(
+                r#"SELECT m.aliases::text FROM "LiteLLM_ModelTable" m
+                   JOIN "LiteLLM_TeamTable" t ON t.model_id = m.id WHERE t.team_id = 't1'"#,
+            );
+            assert!(kept.contains(r#""cheap": "priced""#), "{kept}");
+            ok(gw.post("/team/new", &json!({"team_id": "t2"})));
+            db.query(
+                r#"WITH m AS (INSERT INTO "LiteLLM_ModelTable" (aliases, created_by, updated_by)
+                     VALUES (to_jsonb('{"quick": "other"}'::text), 'admin', 'admin') RETURNING id)
+                   UPDATE "LiteLLM_TeamTable" SET model_id = (SELECT id FROM m) WHERE team_id = 't2'"#,
+            );
+            let key = ok(gw.post("/key/generate", &json!({"team_id": "t2"})));
+            let resp = chat_with(&gw, key["key"].as_str().unwrap(), "quick");
+            assert_eq!(
+                resp.header("x-litellm-model-group"),
+                Some("other"),
+                "{}",
+                resp.text()
+            );
+        }
+    }
+}

@@ -145,7 +145,10 @@ pub fn model_allowed(
         return Err(deny("key", &entry.record.models));
     }
     if let Some(team) = &entry.team {
-        if !list_allows(&team.record.models, model, access_groups) {
+        // A name the team's own aliases map is the team's (LiteLLM's
+        // `_model_in_team_aliases`, on the name the caller sent).
+        let aliased = team.record.model_aliases.contains_key(model);
+        if !aliased && !list_allows(&team.record.models, model, access_groups) {
             return Err(deny("team", &team.record.models));
         }
     }

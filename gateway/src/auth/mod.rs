@@ -80,13 +80,15 @@ impl Principal {
             .is_some_and(|u| u.record.user_role.as_deref() == Some("proxy_admin_viewer"))
     }
 
-    /// The model group a requested name maps to through the key's aliases.
+    /// The model group a requested name maps to through the key's aliases,
+    /// else its team's `model_aliases`.
     pub fn resolve_alias<'a>(&'a self, model: &'a str) -> &'a str {
         match self {
             Principal::Key(k) => k
                 .record
                 .aliases
                 .get(model)
+                .or_else(|| k.team.as_ref()?.record.model_aliases.get(model))
                 .and_then(|v| v.as_str())
                 .unwrap_or(model),
             _ => model,

@@ -131,6 +131,11 @@ pub struct TeamRecord {
     /// restricted to (LiteLLM's `default_team_member_models`); empty: none.
     #[serde(default)]
     pub default_team_member_models: Vec<String>,
+    /// The team's model aliases (requested name → model group), kept in
+    /// the `LiteLLM_ModelTable` row its `model_id` names, as LiteLLM keeps
+    /// them.
+    #[serde(default)]
+    pub model_aliases: Map<String, Value>,
 }
 
 impl KeyRecord {

@@ -53,7 +53,6 @@ pub const TEAM: &[(&str, Kind)] = &[
     ("soft_budget", Num),
     ("router_settings", Object),
     ("access_group_ids", List),
-    ("model_aliases", Object),
     ("tags", List),
     ("guardrails", List),
     ("policies", List),

@@ -17,7 +17,8 @@ const SELECT_TEAM: &str = r#"SELECT team_id, team_alias, organization_id, models
     rpm_limit::int8 AS rpm_limit, max_parallel_requests::int8 AS max_parallel_requests, blocked,
     allowed_model_region, metadata::jsonb AS metadata, created_at::timestamp AS created_at,
     model_max_budget::jsonb AS model_max_budget, model_spend::jsonb AS model_spend,
-    budget_limits::jsonb AS budget_limits, default_team_member_models
+    budget_limits::jsonb AS budget_limits, default_team_member_models,
+    (SELECT m.aliases::jsonb FROM "LiteLLM_ModelTable" m WHERE m.id = model_id) AS model_aliases
 FROM "LiteLLM_TeamTable""#;
 
 /// `$1` id, `$2..$14` fields, `$15` now, `$16` organization, `$17`
@@ -159,8 +160,29 @@ pub async fn write_team(c: &mut Client, t: &TeamRecord, insert: bool) -> Result<
     } else {
         UPDATE_TEAM
     };
-    write(c, sql, &params, Change::Team(t.team_id.clone())).await
+    let tx = c.transaction().await?;
+    if tx.execute(sql, &params).await? == 0 {
+        return Ok(false);
+    }
+    let aliases = json(&t.model_aliases);
+    let kept = tx.execute(UPDATE_ALIASES, &[&t.team_id, &aliases]).await?;
+    if kept == 0 && !t.model_aliases.is_empty() {
+        tx.execute(INSERT_ALIASES, &[&t.team_id, &aliases]).await?;
+    }
+    notify(&tx, &[Change::Team(t.team_id.clone())]).await?;
+    tx.commit().await?;
+    Ok(true)
 }
+
+/// A team's aliases written to the `LiteLLM_ModelTable` row it names.
+const UPDATE_ALIASES: &str = r#"UPDATE "LiteLLM_ModelTable" SET aliases = $2::jsonb,
+    updated_at = now()
+WHERE id = (SELECT model_id FROM "LiteLLM_TeamTable" WHERE team_id = $1::text)"#;
+
+/// A new `LiteLLM_ModelTable` row with a team's aliases, named by the team.
+const INSERT_ALIASES: &str = r#"WITH m AS (INSERT INTO "LiteLLM_ModelTable" (aliases, created_by,
+    updated_by) VALUES ($2::jsonb, 'default_user_id', 'default_user_id') RETURNING id)
+UPDATE "LiteLLM_TeamTable" SET model_id = (SELECT id FROM m) WHERE team_id = $1::text"#;
 
 /// Inserts (`insert`, with its spend) or updates a user; `false` when the
 /// insert collided or the update found nothing.
@@ -215,6 +237,17 @@ async fn write(
     Ok(true)
 }
 
+/// A team's aliases as its `LiteLLM_ModelTable` row holds them: an object,
+/// or (as LiteLLM writes them, `json.dumps`ed) a string holding one.
+fn aliases(v: Option<serde_json::Value>) -> serde_json::Map<String, serde_json::Value> {
+    match v {
+        Some(serde_json::Value::String(text)) => {
+            serde_json::from_str::<serde_json::Map<_, _>>(&text).unwrap_or_default()
+        }
+        other => as_map(other),
+    }
+}
+
 fn team(row: &Row) -> Result<TeamRecord, Error> {
     Ok(TeamRecord {
         team_id: row.try_get("team_id")?,
@@ -245,6 +278,7 @@ fn team(row: &Row) -> Result<TeamRecord, Error> {
         default_team_member_models: row
             .try_get::<_, Option<Vec<String>>>("default_team_member_models")?
             .unwrap_or_default(),
+        model_aliases: aliases(row.try_get("model_aliases")?),
     })
 }
 

@@ -81,8 +81,8 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../../../../migrations/0025_console_logouts.sql"),
     ),
     (
-        "0028_team_default_member_models",
-        include_str!("../../../../migrations/0028_team_default_member_models.sql"),
+        "0028_team_member_models_and_aliases",
+        include_str!("../../../../migrations/0028_team_member_models_and_aliases.sql"),
     ),
 ];
 
