@@ -669,6 +669,25 @@ fn a_membership_litellm_made_with_limits_is_held_to_them() {
         message.starts_with("Rate limit exceeded for team_member: t1:alice"),
         "{message}"
     );
+    // An increase ends at its expiry without a change of the row: bob's
+    // (0.75 spent of 0.5, raised by 1 for a few seconds) is admitted, then
+    // refused once the expiry passes.
+    ok(gw.post("/user/new", &json!({"user_id": "bob"})));
+    db.query(
+        r#"INSERT INTO "LiteLLM_BudgetTable" (budget_id, max_budget, temp_budget_increase,
+              temp_budget_expiry, created_by, updated_by)
+            VALUES ('bob-in-t1', 0.5, 1, now() + interval '8 seconds', 'admin', 'admin')"#,
+    );
+    db.query(
+        r#"INSERT INTO "LiteLLM_TeamMembership" (user_id, team_id, spend, budget_id)
+            VALUES ('bob', 't1', 0.75, 'bob-in-t1')"#,
+    );
+    let bob = key_of(&gw, "bob");
+    assert_eq!(chat_with(&gw, &bob, "other").status, 200);
+    eventually("bob's increase to end", Duration::from_secs(30), || {
+        (chat_with(&gw, &bob, "other").status == 422).then_some(())
+    });
+
     // The increase ended: 0.75 is over the 0.5 again.
     db.query(
         r#"UPDATE "LiteLLM_BudgetTable" SET temp_budget_expiry = now() - interval '1 second',
