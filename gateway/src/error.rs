@@ -33,6 +33,10 @@ pub enum GatewayError {
         /// The requested model.
         requested: String,
     },
+    /// The key's user may not use this model in the key's team (the
+    /// `allowed_models` of its membership's budget row): LiteLLM's refusal.
+    #[error("The requested model '{0}' is not available for this API key, or the model name is invalid. Check the models available to you and try again.")]
+    MemberModelAccessDenied(String),
     /// A budget would be exceeded.
     #[error("Budget has been exceeded! {scope} spend: {spend}, max budget: {max}{}", .reserve.map(|r| format!("; this request would reserve up to {r} USD (send max_tokens, or set default_estimated_output_tokens on the key, its team or litellm_settings, to reserve less)")).unwrap_or_default())]
     BudgetExceeded {
@@ -454,7 +458,7 @@ impl GatewayError {
             | UnpricedBlocked(_)
             | CacheControlDenied(_) => 403,
             AuthUnavailable(_) | Store(_) => 503,
-            ModelAccessDenied { .. } | NotAdmin(_) => 403,
+            ModelAccessDenied { .. } | MemberModelAccessDenied(_) | NotAdmin(_) => 403,
             // LiteLLM's `budget_exceeded_status_code` (422 since it stopped
             // answering 429, which SDKs retry).
             BudgetExceeded { .. }
@@ -518,6 +522,7 @@ impl GatewayError {
             | KeyRouteForbidden { .. } => "auth_error",
             KeyExpired(_) => "expired_key",
             ModelAccessDenied { .. } => "key_model_access_denied",
+            MemberModelAccessDenied(_) => "team_model_access_denied",
             BudgetExceeded { .. }
             | EndUserBudgetExceeded { .. }
             | WindowBudgetExceeded { .. }
@@ -552,7 +557,8 @@ impl GatewayError {
             | GatewayError::UnsupportedProvider { .. }
             | GatewayError::NoRealtime { .. }
             | GatewayError::UnpricedBlocked(_)
-            | GatewayError::ModelAccessDenied { .. } => Some("model"),
+            | GatewayError::ModelAccessDenied { .. }
+            | GatewayError::MemberModelAccessDenied(_) => Some("model"),
             GatewayError::BadField { field, .. } | GatewayError::ImageUrl { param: field, .. } => {
                 Some(field)
             }

@@ -174,6 +174,8 @@ fn team(id: &str, created: DateTime<Utc>) -> TeamRecord {
             max_budget: 20.0,
             reset_at: None,
         }],
+        default_team_member_models: vec!["gpt-4o".into()],
+        model_aliases: map(json!({"fast": "gpt-4o"})),
     }
 }
 

@@ -58,6 +58,8 @@ sys.modules["litellm.proxy.proxy_server"] = _proxy_server
 
 import litellm_proxy_extras  # noqa: E402
 from litellm.models.budget import LiteLLM_BudgetTableFull  # noqa: E402
+from litellm.models.team_membership import LiteLLM_TeamMembership  # noqa: E402
+from litellm.proxy.auth.team_grants import TeamModelAliasTable  # noqa: E402
 from litellm.models.organization import LiteLLM_OrganizationTable  # noqa: E402
 from litellm.models.organization_membership import LiteLLM_OrganizationMembershipTable  # noqa: E402
 from litellm.models.end_user import LiteLLM_EndUserTable  # noqa: E402
@@ -223,6 +225,12 @@ def setup(url, api_base):
             VALUES ('user-lite', 'Lite user', ARRAY['team-lite'], 'internal_user', 50, 1.0, ARRAY[]::text[]);
         INSERT INTO "LiteLLM_TeamMembership" (user_id, team_id, spend, total_spend)
             VALUES ('user-lite', 'team-lite', 0.25, 0.25);
+        INSERT INTO "LiteLLM_UserTable" (user_id, teams, user_role, models)
+            VALUES ('user-lite-scoped', ARRAY['team-lite'], 'internal_user', ARRAY[]::text[]);
+        INSERT INTO "LiteLLM_BudgetTable" (budget_id, allowed_models, rpm_limit, created_by, updated_by)
+            VALUES ('budget-lite-member', ARRAY['lite-gcm'], 1000, 'litellm', 'litellm');
+        INSERT INTO "LiteLLM_TeamMembership" (user_id, team_id, spend, total_spend, budget_id)
+            VALUES ('user-lite-scoped', 'team-lite', 0, 0, 'budget-lite-member');
         INSERT INTO "LiteLLM_BudgetTable" (budget_id, max_budget, tpm_limit, created_by, updated_by)
             VALUES ('budget-lite', 40, 5000, 'litellm', 'litellm');
         INSERT INTO "LiteLLM_OrganizationTable" (organization_id, organization_alias, budget_id, models,
@@ -239,6 +247,15 @@ def setup(url, api_base):
                    ('end-user-spent', NULL, 1.0, false, 'budget-lite-small'),
                    ('end-user-blocked', NULL, 0, true, NULL);
         """,
+    )
+    # The team's model aliases, as LiteLLM's /team/new writes them: a
+    # LiteLLM_ModelTable row holding json.dumps(aliases), named by model_id.
+    psql(
+        url,
+        f"""WITH m AS (INSERT INTO "LiteLLM_ModelTable" (aliases, created_by, updated_by)
+                VALUES ({lit(json.dumps({"lite-fast": "lite-gcm"}))}::text::jsonb, 'litellm', 'litellm')
+                RETURNING id)
+            UPDATE "LiteLLM_TeamTable" SET model_id = (SELECT id FROM m) WHERE team_id = 'team-lite'""",
     )
     keys = [
         # name, extra columns
@@ -350,9 +367,12 @@ def verify(url, fx):
     assert abs(team["spend"] - (2.0 + team_spent)) < 1e-9, team
     [user] = rows(url, "SELECT spend FROM \"LiteLLM_UserTable\" WHERE user_id = 'user-lite'")
     assert abs(user["spend"] - (1.0 + user_spent)) < 1e-9, user
-    [member] = rows(url, "SELECT spend, total_spend FROM \"LiteLLM_TeamMembership\" WHERE user_id = 'user-lite'")
-    assert abs(member["spend"] - (0.25 + team_spent)) < 1e-9, member
-    assert abs(member["total_spend"] - (0.25 + team_spent)) < 1e-9, member
+    member_spent = sum(r["spend"] for r in logs if r["team_id"] == fx["team_id"] and r["user"] == fx["user_id"])
+    [member] = rows(
+        url, "SELECT spend, total_spend FROM \"LiteLLM_TeamMembership\" WHERE user_id = 'user-lite' AND team_id = 'team-lite'"
+    )
+    assert abs(member["spend"] - (0.25 + member_spent)) < 1e-9, member
+    assert abs(member["total_spend"] - (0.25 + member_spent)) < 1e-9, member
     checks.append("team, user and membership spend added")
 
     # The end user's spend added to what LiteLLM recorded, read through
@@ -400,6 +420,26 @@ def verify(url, fx):
     [member_budget] = rows(url, f"SELECT * FROM \"LiteLLM_BudgetTable\" WHERE budget_id = {lit(parsed[0].budget_id)}")
     assert LiteLLM_BudgetTableFull(**member_budget).max_budget == org_fx["member_budget"], member_budget
     checks.append("organization, budget and membership parsed by LiteLLM")
+
+    # The member limits and team aliases the gateway wrote, read by LiteLLM.
+    [membership] = rows(
+        url, "SELECT * FROM \"LiteLLM_TeamMembership\" WHERE user_id = 'user-lite' AND team_id = 'team-lite'"
+    )
+    [member_row] = rows(url, f"SELECT * FROM \"LiteLLM_BudgetTable\" WHERE budget_id = {lit(membership['budget_id'])}")
+    parsed_member = LiteLLM_TeamMembership(**membership, litellm_budget_table=LiteLLM_BudgetTableFull(**member_row))
+    wanted = fx["member_limits"]
+    assert parsed_member.safe_get_team_member_rpm_limit() == wanted["rpm_limit"], parsed_member
+    assert parsed_member.safe_get_team_member_tpm_limit() == wanted["tpm_limit"], parsed_member
+    table = parsed_member.litellm_budget_table
+    assert table.allowed_models == wanted["allowed_models"], table
+    assert table.temp_budget_increase == wanted["temp_budget_increase"], table
+    assert table.active_temp_budget_increase(datetime.now(timezone.utc)) == wanted["temp_budget_increase"], table
+    assert set(table.model_max_budget) == set(wanted["model_max_budget"]), table
+    [team] = rows(url, "SELECT * FROM \"LiteLLM_TeamTable\" WHERE team_id = 'team-lite'")
+    [model_row] = rows(url, f"SELECT * FROM \"LiteLLM_ModelTable\" WHERE id = {team['model_id']}")
+    parsed_aliases = TeamModelAliasTable(model_aliases=model_row["aliases"]).model_aliases
+    assert dict(parsed_aliases) == fx["team_aliases"], parsed_aliases
+    checks.append("member limits and team aliases parsed by LiteLLM")
     checks.append(verify_daily(url, fx, logs))
     print("; ".join(checks))
 

@@ -701,6 +701,64 @@ fn management_input_is_checked_before_it_reaches_the_store() {
         ("/organization/list?org_id=%00", "org_id"),
         ("/budget/settings?budget_id=%00", "budget_id"),
         ("/model/info?litellm_model_id=%00", "litellm_model_id"),
+        ("/spend/logs?limit=0", "limit"),
+        ("/spend/logs?page_size=5&limit=5", "limit"),
+        ("/spend/logs?start_date=2026-02-30", "start_date"),
+        ("/spend/logs?unknown=1", "unknown"),
+        ("/global/spend?start_date=1", "start_date"),
+        ("/gateway/logs?page_size=0", "page_size"),
+        ("/gateway/logs?page_token=%00", "page_token"),
+        ("/model_group/info?model_group=%00", "model_group"),
+        ("/budget/list?page=1", "page"),
+        (
+            "/user/daily/activity?start_date=2026-13-01&end_date=2026-01-01",
+            "start_date",
+        ),
+        ("/team/daily/activity?start_date=2026-01-01", "end_date"),
+        (
+            "/team/daily/activity?start_date=2026-01-02&end_date=2026-01-01",
+            "end_date",
+        ),
+        (
+            "/team/daily/activity?start_date=0001-01-01&end_date=9999-12-31",
+            "end_date",
+        ),
+        (
+            "/organization/daily/activity?start_date=2026-01-01&end_date=2026-01-02&page=0",
+            "page",
+        ),
+        (
+            "/customer/daily/activity?start_date=2026-01-01&end_date=2026-01-02&page_size=1001",
+            "page_size",
+        ),
+        (
+            "/end_user/daily/activity?start_date=2026-01-01&end_date=2026-01-02&page=99999999999999999999",
+            "page",
+        ),
+        (
+            "/end_user/daily/activity?start_date=2026-01-01&end_date=2026-01-02&page=100000000",
+            "page",
+        ),
+        (
+            "/tag/daily/activity?start_date=2026-01-01&end_date=2026-01-02&bogus=1",
+            "bogus",
+        ),
+        (
+            "/user/daily/activity?start_date=2026-01-01&end_date=2026-01-02&timezone=99999",
+            "timezone",
+        ),
+        (
+            "/user/daily/activity?start_date=2026-01-01&end_date=2026-01-02&include_current_utc_day=maybe",
+            "include_current_utc_day",
+        ),
+        (
+            "/team/daily/activity?start_date=2026-01-01&end_date=2026-01-02&team_ids=a,%00",
+            "team_ids",
+        ),
+        (
+            "/team/daily/activity?start_date=2026-01-01&end_date=2026-01-02&api_key=sk-%00",
+            "api_key",
+        ),
     ]
     .into_iter()
     .map(|(q, p)| (q.to_string(), p))
@@ -736,6 +794,11 @@ fn management_input_is_checked_before_it_reaches_the_store() {
         gw.get("/spend/logs?start_date=0001-01-01&end_date=9999-12-31")
             .expect_status(200);
         gw.get("/key/list?page=1&size=100").expect_status(200);
+        gw.get(
+            "/team/daily/activity?start_date=2026-01-01&end_date=2026-01-02&page=2&page_size=1000",
+        )
+        .expect_status(200);
+        gw.get("/global/spend").expect_status(200);
     }
     drop(db);
 }

@@ -196,11 +196,11 @@ fn team_members_are_added_updated_and_removed_with_their_roles() {
         ),
         404,
     );
-    // Per-member model scopes are refused (not enforced here); a member's
-    // budget is checked (tests/tests/team_member_budgets.rs).
+    // A member's model scope and budget are checked (and enforced:
+    // tests/tests/team_member_budgets.rs).
     let scoped = gw.post(
         "/team/member_add",
-        &json!({"team_id": "t1", "member": {"user_id": "u4"}, "allowed_models": ["m"]}),
+        &json!({"team_id": "t1", "member": {"user_id": "u4"}, "allowed_models": "m"}),
     );
     assert_eq!(param_of(&scoped, 400), "allowed_models");
     let negative = gw.post(

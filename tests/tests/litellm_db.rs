@@ -197,6 +197,41 @@ fn a_litellm_database_serves_here_and_litellm_reads_what_the_gateway_wrote() {
         "{info}"
     );
 
+    // The team's aliases LiteLLM stored (a json.dumps'ed string) apply;
+    // a member LiteLLM scoped to some models is held to them.
+    let resp = chat(&gw, &key("narrow"), "lite-fast");
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(resp.header("x-litellm-model-group"), Some("lite-gcm"));
+    let scoped = gw
+        .post(
+            "/key/generate",
+            &json!({"user_id": "user-lite-scoped", "team_id": "team-lite"}),
+        )
+        .expect_status(200)
+        .json()["key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let err = assert_error(&chat(&gw, &scoped, "lite-secretbox"), 403);
+    assert_eq!(err["type"], "team_model_access_denied", "{err:?}");
+    assert_eq!(chat(&gw, &scoped, "lite-gcm").status, 200);
+    // Member limits and team aliases written here, read by LiteLLM below.
+    let member_limits = json!({"rpm_limit": 500, "tpm_limit": 90000,
+        "allowed_models": ["lite-gcm", "lite-secretbox"], "temp_budget_increase": 2.0,
+        "model_max_budget": {"lite-gcm": {"max_budget": 1.0, "budget_duration": "1d"}}});
+    let mut update = json!({"team_id": "team-lite", "user_id": "user-lite",
+        "temp_budget_expiry": "2999-01-01T00:00:00Z"});
+    for (k, v) in member_limits.as_object().unwrap() {
+        update[k] = v.clone();
+    }
+    gw.post("/team/member_update", &update).expect_status(200);
+    let team_aliases = json!({"lite-fast": "lite-gcm", "lite-slow": "lite-secretbox"});
+    gw.post(
+        "/team/update",
+        &json!({"team_id": "team-lite", "model_aliases": team_aliases}),
+    )
+    .expect_status(200);
+
     // A model added here is stored encrypted, as LiteLLM stores it.
     let new_key = "sk-upstream-added-here";
     gw.post(
@@ -315,6 +350,8 @@ fn a_litellm_database_serves_here_and_litellm_reads_what_the_gateway_wrote() {
     let mut fixture = fixture;
     fixture["user_daily_activity"] = activity;
     fixture["gateway_org"] = gateway_org;
+    fixture["member_limits"] = member_limits;
+    fixture["team_aliases"] = team_aliases;
     fixture["new_model"] = json!({"name": "added-here", "id": "m-added-here", "api_key": new_key});
     let verified = harness(&["verify", db.url(), &fixture.to_string()]);
     assert!(
@@ -327,6 +364,10 @@ fn a_litellm_database_serves_here_and_litellm_reads_what_the_gateway_wrote() {
     );
     assert!(
         verified.contains("LiteLLM's daily writer upserts into them"),
+        "{verified}"
+    );
+    assert!(
+        verified.contains("member limits and team aliases parsed by LiteLLM"),
         "{verified}"
     );
 }

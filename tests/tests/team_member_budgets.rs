@@ -434,3 +434,387 @@ fn members_spend_resets_with_the_teams_member_budget_duration() {
         );
     }
 }
+
+/// Adds `user` to team `t1` (with `extra` fields on the add) and makes a
+/// key of theirs in it.
+fn member_with_key(gw: &Gateway, user: &str, extra: Value) -> String {
+    ok(gw.post("/user/new", &json!({"user_id": user})));
+    let mut add = json!({"team_id": "t1", "member": {"user_id": user, "role": "user"}});
+    for (k, v) in extra.as_object().unwrap() {
+        add[k] = v.clone();
+    }
+    ok(gw.post("/team/member_add", &add));
+    key_of(gw, user)
+}
+
+/// `/team/member_update` for `user` in `t1` with `fields`: the answer.
+fn member_update(gw: &Gateway, user: &str, fields: Value) -> Value {
+    let mut body = json!({"team_id": "t1", "user_id": user});
+    for (k, v) in fields.as_object().unwrap() {
+        body[k] = v.clone();
+    }
+    ok(gw.post("/team/member_update", &body))
+}
+
+/// Sends requests for `model` until one is refused with a 429; the refusal.
+fn until_rate_limited(gw: &Gateway, key: &str, model: &str) -> (usize, String) {
+    for passed in 0..20 {
+        let resp = chat_with(gw, key, model);
+        if resp.status != 200 {
+            return (passed, error_message(&assert_error(&resp, 429)).to_string());
+        }
+    }
+    panic!("20 requests passed; the member's rate limit never refused");
+}
+
+/// A member's own `rpm_limit`, `tpm_limit`, `allowed_models`,
+/// `temp_budget_increase`/`temp_budget_expiry` and `model_max_budget`,
+/// set on `/team/member_update` (and `allowed_models` on
+/// `/team/member_add`), are enforced as LiteLLM 1.110.2 enforces them:
+/// the limits on the member's `team_member` counter (its own row taking
+/// the place of the team's member defaults), the models with LiteLLM's
+/// 403 `team_model_access_denied`, the increase added to the member's
+/// budget until its expiry, the per-model budgets in their windows.
+#[test]
+fn a_members_own_limits_are_enforced() {
+    for (store, _db, gw) in gateways() {
+        ok(gw.post(
+            "/team/new",
+            &json!({"team_id": "t1", "team_member_rpm_limit": 5}),
+        ));
+
+        // rpm: alice's own 2 in place of the team's 5; bob keeps the 5.
+        let alice = member_with_key(&gw, "alice", json!({}));
+        let bob = member_with_key(&gw, "bob", json!({}));
+        let answer = member_update(&gw, "alice", json!({"rpm_limit": 2}));
+        assert_eq!(answer["rpm_limit"], 2, "{store}: {answer}");
+        let (passed, message) = until_rate_limited(&gw, &alice, "priced");
+        assert_eq!(passed, 2, "{store}: {message}");
+        assert!(
+            message.starts_with("Rate limit exceeded for team_member: t1:alice. Limit type: requests. Current limit: 2"),
+            "{store}: {message}"
+        );
+        let (passed, _) = until_rate_limited(&gw, &bob, "priced");
+        assert_eq!(passed, 5, "{store}: bob is held to the team's default");
+
+        // tpm: a member's own token limit on the same counter.
+        let carol = member_with_key(&gw, "carol", json!({}));
+        member_update(&gw, "carol", json!({"tpm_limit": 1}));
+        let (passed, message) = until_rate_limited(&gw, &carol, "priced");
+        assert!(passed <= 1, "{store}: {passed} passed");
+        assert!(
+            message
+                .starts_with("Rate limit exceeded for team_member: t1:carol. Limit type: tokens"),
+            "{store}: {message}"
+        );
+
+        // allowed_models, given on the add: other models are LiteLLM's 403.
+        let dave = member_with_key(&gw, "dave", json!({"allowed_models": ["other"]}));
+        let err = assert_error(&chat_with(&gw, &dave, "priced"), 403);
+        assert_eq!(err["type"], "team_model_access_denied", "{store}: {err:?}");
+        assert_eq!(err["param"], "model", "{store}");
+        assert_eq!(
+            error_message(&err),
+            "The requested model 'priced' is not available for this API key, or the model name is invalid. Check the models available to you and try again.",
+            "{store}"
+        );
+        assert_eq!(chat_with(&gw, &dave, "other").status, 200, "{store}");
+        // An empty list lifts the restriction (the team's models apply).
+        member_update(&gw, "dave", json!({"allowed_models": []}));
+        assert_eq!(chat_with(&gw, &dave, "priced").status, 200, "{store}");
+        member_update(&gw, "dave", json!({"allowed_models": ["other"]}));
+        assert_error(&chat_with(&gw, &dave, "priced"), 403);
+
+        // temp_budget_increase: added to the member's budget until its expiry.
+        let erin = member_with_key(&gw, "erin", json!({"max_budget_in_team": 0.003}));
+        spend_until_refused(&gw, &erin);
+        let answer = member_update(
+            &gw,
+            "erin",
+            json!({"temp_budget_increase": 1, "temp_budget_expiry": "2999-01-01T00:00:00Z"}),
+        );
+        assert_eq!(answer["temp_budget_increase"], 1.0, "{store}: {answer}");
+        assert_eq!(chat(&gw, &erin).status, 200, "{store}: raised");
+        member_update(
+            &gw,
+            "erin",
+            json!({"temp_budget_increase": 1, "temp_budget_expiry": "2020-01-01T00:00:00Z"}),
+        );
+        let err = assert_error(&chat(&gw, &erin), 422);
+        assert!(
+            error_message(&err).contains("User=erin in Team=t1")
+                && error_message(&err).contains("Max budget: 0.003"),
+            "{store}: an expired increase adds nothing: {err:?}"
+        );
+
+        // model_max_budget: the member's own cap per model, in its window.
+        let frank = member_with_key(&gw, "frank", json!({}));
+        let answer = member_update(
+            &gw,
+            "frank",
+            json!({"model_max_budget": {"priced": {"budget_limit": 0.003, "time_period": "1d"}}}),
+        );
+        assert_eq!(
+            answer["model_max_budget"]["priced"]["max_budget"], 0.003,
+            "{store}: {answer}"
+        );
+        let (passed, err) = spend_until_refused(&gw, &frank);
+        assert!(passed >= 1, "{store}: {err:?}");
+        assert!(
+            error_message(&err).starts_with(
+                "LiteLLM Team Member: user=frank, team=t1, exceeded budget for model=priced"
+            ),
+            "{store}: {err:?}"
+        );
+        assert_eq!(chat_with(&gw, &frank, "other").status, 200, "{store}");
+    }
+}
+
+/// What LiteLLM refuses on `/team/member_update` is a 400 naming the field.
+#[test]
+fn bad_member_limits_are_refused_naming_the_field() {
+    let gw = Gateway::start_json(&config(), &[]);
+    ok(gw.post("/team/new", &json!({"team_id": "t1"})));
+    ok(gw.post("/user/new", &json!({"user_id": "alice"})));
+    ok(gw.post(
+        "/team/member_add",
+        &json!({"team_id": "t1", "member": {"user_id": "alice"}}),
+    ));
+    for (fields, param, says) in [
+        (
+            json!({"temp_budget_increase": 1}),
+            "temp_budget_expiry",
+            "must be set together",
+        ),
+        (
+            json!({"temp_budget_expiry": "2999-01-01T00:00:00Z"}),
+            "temp_budget_increase",
+            "must be set together",
+        ),
+        (
+            json!({"temp_budget_increase": -1, "temp_budget_expiry": "2999-01-01T00:00:00Z"}),
+            "temp_budget_increase",
+            "non-negative",
+        ),
+        (
+            json!({"temp_budget_increase": 1, "temp_budget_expiry": "soon"}),
+            "temp_budget_expiry",
+            "not a valid datetime",
+        ),
+        (json!({"rpm_limit": -1}), "rpm_limit", ""),
+        (json!({"tpm_limit": "many"}), "tpm_limit", ""),
+        (json!({"allowed_models": "priced"}), "allowed_models", ""),
+        (
+            json!({"model_max_budget": {"priced": {"budget_limit": 1}}}),
+            "model_max_budget",
+            "requires a budget_duration",
+        ),
+        (
+            json!({"model_max_budget": {"priced": {"budget_limit": -1, "time_period": "1d"}}}),
+            "model_max_budget",
+            "non-negative finite number",
+        ),
+        (
+            json!({"model_max_budget": {"priced": {"budget_limit": 1, "time_period": "1d", "rpm_limit": 3}}}),
+            "model_max_budget",
+            "not enforced on a team",
+        ),
+        (
+            json!({"model_max_budget": {" ": {"budget_limit": 1, "time_period": "1d"}}}),
+            "model_max_budget",
+            "non-empty model names",
+        ),
+    ] {
+        let mut body = json!({"team_id": "t1", "user_id": "alice"});
+        for (k, v) in fields.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let err = assert_error(&gw.post("/team/member_update", &body), 400);
+        assert_eq!(err["param"], param, "{fields}: {err:?}");
+        assert!(error_message(&err).contains(says), "{fields}: {err:?}");
+    }
+}
+
+/// A membership LiteLLM made with its own limits (a budget row with
+/// `rpm_limit`, `allowed_models`, `max_budget` and a live
+/// `temp_budget_increase`) is held to all of them.
+#[test]
+fn a_membership_litellm_made_with_limits_is_held_to_them() {
+    let db = TestDb::create();
+    let gw = Gateway::start_json(&config(), &[("DATABASE_URL", db.url())]);
+    ok(gw.post("/team/new", &json!({"team_id": "t1"})));
+    ok(gw.post("/user/new", &json!({"user_id": "alice"})));
+    db.query(
+        r#"UPDATE "LiteLLM_TeamTable" SET members = '{}', members_with_roles =
+            '[{"role": "user", "user_id": "alice", "user_email": null}]'
+            WHERE team_id = 't1'"#,
+    );
+    // Spend 0.75 over a cap of 0.5, raised by 1 until tomorrow.
+    db.query(
+        r#"INSERT INTO "LiteLLM_BudgetTable" (budget_id, max_budget, rpm_limit, allowed_models,
+              temp_budget_increase, temp_budget_expiry, created_by, updated_by)
+            VALUES ('alice-in-t1', 0.5, 2, ARRAY['other'], 1, now() + interval '1 day',
+              'admin', 'admin')"#,
+    );
+    db.query(
+        r#"INSERT INTO "LiteLLM_TeamMembership" (user_id, team_id, spend, budget_id)
+            VALUES ('alice', 't1', 0.75, 'alice-in-t1')"#,
+    );
+    let alice = key_of(&gw, "alice");
+    let err = assert_error(&chat_with(&gw, &alice, "priced"), 403);
+    assert_eq!(err["type"], "team_model_access_denied", "{err:?}");
+    let (passed, message) = until_rate_limited(&gw, &alice, "other");
+    assert_eq!(passed, 2, "{message}");
+    assert!(
+        message.starts_with("Rate limit exceeded for team_member: t1:alice"),
+        "{message}"
+    );
+    // An increase ends at its expiry without a change of the row: bob's
+    // (0.75 spent of 0.5, raised by 1 for a few seconds) is admitted, then
+    // refused once the expiry passes.
+    ok(gw.post("/user/new", &json!({"user_id": "bob"})));
+    db.query(
+        r#"INSERT INTO "LiteLLM_BudgetTable" (budget_id, max_budget, temp_budget_increase,
+              temp_budget_expiry, created_by, updated_by)
+            VALUES ('bob-in-t1', 0.5, 1, now() + interval '8 seconds', 'admin', 'admin')"#,
+    );
+    db.query(
+        r#"INSERT INTO "LiteLLM_TeamMembership" (user_id, team_id, spend, budget_id)
+            VALUES ('bob', 't1', 0.75, 'bob-in-t1')"#,
+    );
+    let bob = key_of(&gw, "bob");
+    assert_eq!(chat_with(&gw, &bob, "other").status, 200);
+    eventually("bob's increase to end", Duration::from_secs(30), || {
+        (chat_with(&gw, &bob, "other").status == 422).then_some(())
+    });
+
+    // The increase ended: 0.75 is over the 0.5 again.
+    db.query(
+        r#"UPDATE "LiteLLM_BudgetTable" SET temp_budget_expiry = now() - interval '1 second',
+              rpm_limit = NULL WHERE budget_id = 'alice-in-t1'"#,
+    );
+    ok(gw.post(
+        "/team/update",
+        &json!({"team_id": "t1", "metadata": {"touched": 1}}),
+    ));
+    let err = eventually("the ended increase", Duration::from_secs(10), || {
+        let resp = chat_with(&gw, &alice, "other");
+        (resp.status == 422).then(|| assert_error(&resp, 422))
+    });
+    // 0.75 and what the two requests above cost.
+    assert!(
+        error_message(&err)
+            .starts_with("Budget has been exceeded! User=alice in Team=t1 Current cost: 0.75")
+            && error_message(&err).ends_with(", Max budget: 0.5"),
+        "{err:?}"
+    );
+}
+
+/// A team's `default_team_member_models` (LiteLLM's column) is the
+/// `allowed_models` of a member added without models of its own.
+#[test]
+fn a_teams_default_member_models_restrict_new_members() {
+    for (store, _db, gw) in gateways() {
+        let team = ok(gw.post(
+            "/team/new",
+            &json!({"team_id": "t1", "default_team_member_models": ["other"]}),
+        ));
+        assert_eq!(
+            team["default_team_member_models"],
+            json!(["other"]),
+            "{store}: {team}"
+        );
+        let alice = member_with_key(&gw, "alice", json!({}));
+        let err = assert_error(&chat_with(&gw, &alice, "priced"), 403);
+        assert_eq!(err["type"], "team_model_access_denied", "{store}: {err:?}");
+        assert_eq!(chat_with(&gw, &alice, "other").status, 200, "{store}");
+        // A member's own models take the default's place.
+        let bob = member_with_key(&gw, "bob", json!({"allowed_models": ["priced"]}));
+        assert_eq!(chat_with(&gw, &bob, "priced").status, 200, "{store}");
+        assert_error(&chat_with(&gw, &bob, "other"), 403);
+        // Cleared on the team: members added later are not restricted.
+        ok(gw.post(
+            "/team/update",
+            &json!({"team_id": "t1", "default_team_member_models": []}),
+        ));
+        let info = ok(gw.get("/team/info?team_id=t1"));
+        assert_eq!(
+            info["team_info"]["default_team_member_models"],
+            json!([]),
+            "{store}: {info}"
+        );
+        let carol = member_with_key(&gw, "carol", json!({}));
+        assert_eq!(chat_with(&gw, &carol, "priced").status, 200, "{store}");
+    }
+}
+
+/// A team's `model_aliases` (kept in LiteLLM's `LiteLLM_ModelTable` row
+/// the team's `model_id` names) apply to its keys: a name they map is
+/// served by its group, and is the team's to call even when the team's
+/// `models` do not list it; the group itself is not granted by it.
+#[test]
+fn a_teams_model_aliases_apply_to_its_keys() {
+    for (store, db, gw) in gateways() {
+        let team = ok(gw.post(
+            "/team/new",
+            &json!({"team_id": "t1", "models": ["priced"], "model_aliases": {"cheap": "other"}}),
+        ));
+        assert_eq!(
+            team["model_aliases"],
+            json!({"cheap": "other"}),
+            "{store}: {team}"
+        );
+        let alice = member_with_key(&gw, "alice", json!({}));
+        let resp = chat_with(&gw, &alice, "cheap");
+        assert_eq!(resp.status, 200, "{store}: {}", resp.text());
+        assert_eq!(
+            resp.header("x-litellm-model-group"),
+            Some("other"),
+            "{store}"
+        );
+        assert_error(&chat_with(&gw, &alice, "other"), 403);
+        assert_eq!(chat_with(&gw, &alice, "priced").status, 200, "{store}");
+        // Changed on /team/update: the new map applies.
+        ok(gw.post(
+            "/team/update",
+            &json!({"team_id": "t1", "model_aliases": {"cheap": "priced"}}),
+        ));
+        let resp = chat_with(&gw, &alice, "cheap");
+        assert_eq!(
+            resp.header("x-litellm-model-group"),
+            Some("priced"),
+            "{store}"
+        );
+        let err = assert_error(
+            &gw.post(
+                "/team/update",
+                &json!({"team_id": "t1", "model_aliases": {"a": 1}}),
+            ),
+            400,
+        );
+        assert_eq!(err["param"], "model_aliases", "{store}");
+        if let Some(db) = db {
+            // Where LiteLLM keeps them, as LiteLLM writes them too (a JSON
+            // string): read back on a team LiteLLM made.
+            let kept = db.query(
+                r#"SELECT m.aliases::text FROM "LiteLLM_ModelTable" m
+                   JOIN "LiteLLM_TeamTable" t ON t.model_id = m.id WHERE t.team_id = 't1'"#,
+            );
+            assert!(kept.contains(r#""cheap": "priced""#), "{kept}");
+            ok(gw.post("/team/new", &json!({"team_id": "t2"})));
+            db.query(
+                r#"WITH m AS (INSERT INTO "LiteLLM_ModelTable" (aliases, created_by, updated_by)
+                     VALUES (to_jsonb('{"quick": "other"}'::text), 'admin', 'admin') RETURNING id)
+                   UPDATE "LiteLLM_TeamTable" SET model_id = (SELECT id FROM m) WHERE team_id = 't2'"#,
+            );
+            let key = ok(gw.post("/key/generate", &json!({"team_id": "t2"})));
+            let resp = chat_with(&gw, key["key"].as_str().unwrap(), "quick");
+            assert_eq!(
+                resp.header("x-litellm-model-group"),
+                Some("other"),
+                "{}",
+                resp.text()
+            );
+        }
+    }
+}

@@ -221,6 +221,7 @@ mod tests {
             model_budgets: Vec::new(),
             member_budget: None,
             member_model_budgets: Vec::new(),
+            member_row: None,
         }))
     }
 

@@ -131,12 +131,33 @@ pub struct KeyEntry {
     /// Its user's budgets per model group in its team (LiteLLM's
     /// `team_member_model_max_budget`), each a window of its `time_period`.
     pub member_model_budgets: Vec<(String, BudgetWindow)>,
+    /// The budget row its user's membership in its team links to (its own,
+    /// or the team's default it is linked to): LiteLLM's
+    /// `team_membership.litellm_budget_table`, whose `rpm_limit`,
+    /// `tpm_limit`, `allowed_models` and `temp_budget_increase` apply.
+    pub member_row: Option<BudgetRecord>,
 }
 
 impl KeyEntry {
     /// The key's budget for `group`, if it set one.
     pub fn model_budget(&self, group: &str) -> Option<&Arc<Budget>> {
         find_model_budget(&self.model_budgets, group)
+    }
+
+    /// The member budget row whose rate limits apply to its user in its
+    /// team: the row the membership links to, else the team's default
+    /// member row.
+    pub fn member_limits_row(&self) -> Option<&BudgetRecord> {
+        self.member_row
+            .as_ref()
+            .or_else(|| self.team.as_ref()?.member_defaults.as_ref())
+    }
+
+    /// Its user's budget in its team as of `now` (USD): see
+    /// [`member_max_budget`]; `None` without a team or a cap.
+    pub fn member_max_budget(&self, now: chrono::DateTime<chrono::Utc>) -> Option<f64> {
+        let defaults = self.team.as_ref()?.member_defaults.as_ref();
+        member_max_budget(self.member_row.as_ref(), defaults, now)
     }
 
     /// Its user's budget window for `group` in its team, if one is set.
@@ -464,19 +485,20 @@ impl KeyCache {
         };
         let defaults = team.member_defaults.as_ref();
         let models = member_model_budgets(own.as_ref(), defaults);
-        let Some(max) = member_max_budget(own.as_ref(), defaults) else {
-            return Ok((None, models));
+        let now = chrono::Utc::now();
+        let Some(max) = member_max_budget(own.as_ref(), defaults, now) else {
+            return Ok((None, models, own));
         };
         let spend = membership.map_or(0.0, |m| m.spend);
         let id = format!("{team_id}:{user}");
         let budget = self.budget(
             format!("member:{id}"),
             Place::principal("member", &id),
-            own.and_then(|b| b.budget_reset_at),
+            own.as_ref().and_then(|b| b.budget_reset_at),
             (Some(max), None),
             spend,
         );
-        Ok((Some(budget), models))
+        Ok((Some(budget), models, own))
     }
 
     fn install_user(&self, u: UserRecord) -> Arc<UserEntry> {
@@ -613,9 +635,9 @@ impl KeyCache {
                 ))
             })
             .collect();
-        let (member_budget, member_model_budgets) = match (&team, &record.user_id) {
+        let (member_budget, member_model_budgets, member_row) = match (&team, &record.user_id) {
             (Some(t), Some(user)) => self.member_budgets(store, t, user).await?,
-            _ => (None, Vec::new()),
+            _ => (None, Vec::new(), None),
         };
         let entry = Arc::new(KeyEntry {
             record,
@@ -625,6 +647,7 @@ impl KeyCache {
             model_budgets,
             member_budget,
             member_model_budgets,
+            member_row,
         });
         self.misses.forget(&hash);
         self.known.insert(&hash);
@@ -800,8 +823,13 @@ impl KeyCache {
     }
 }
 
-/// A member's budget in its team and its budgets per model group.
-type MemberBudgets = (Option<Arc<Budget>>, Vec<(String, BudgetWindow)>);
+/// A member's budget in its team, its budgets per model group and the
+/// budget row its membership links to.
+type MemberBudgets = (
+    Option<Arc<Budget>>,
+    Vec<(String, BudgetWindow)>,
+    Option<BudgetRecord>,
+);
 
 /// A member's budgets per model group in its team, as LiteLLM resolves
 /// `team_member_model_max_budget`: its own row's `model_max_budget` when
@@ -842,15 +870,25 @@ fn member_model_budgets(
         .collect()
 }
 
-/// A member's budget in its team (USD): its own row's `max_budget` when
-/// set, else the team default's when above 0 (LiteLLM's
-/// `resolve_effective_team_member_budget`; a row's `temp_budget_increase`
-/// is not applied here).
-fn member_max_budget(own: Option<&BudgetRecord>, defaults: Option<&BudgetRecord>) -> Option<f64> {
+/// A member's budget in its team (USD) at `now`, as LiteLLM's
+/// `resolve_effective_team_member_budget`: its own row's `max_budget`
+/// when set, else the team default's when above 0; either raised by its
+/// own row's `temp_budget_increase` while `temp_budget_expiry` is ahead.
+fn member_max_budget(
+    own: Option<&BudgetRecord>,
+    defaults: Option<&BudgetRecord>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Option<f64> {
     let max = match own.and_then(|b| b.max_budget) {
         Some(max) => max,
         None => defaults.and_then(|b| b.max_budget).filter(|m| *m > 0.0)?,
     };
+    let increase = own
+        .filter(|b| b.temp_budget_expiry.is_some_and(|at| at > now))
+        .and_then(|b| b.temp_budget_increase)
+        .filter(|i| i.is_finite() && *i > 0.0)
+        .unwrap_or(0.0);
+    let max = max + increase;
     max.is_finite().then_some(max)
 }
 
@@ -1189,17 +1227,45 @@ mod tests {
         };
         let models = serde_json::json!({"m": {"budget_limit": 2.0, "time_period": "1d"},
             "no-window": {"budget_limit": 1.0}});
+        let now = chrono::Utc::now();
         let default = row("d", Some(10.0), models);
         let own = row("own", Some(3.0), serde_json::json!({}));
-        assert_eq!(member_max_budget(Some(&own), Some(&default)), Some(3.0));
-        assert_eq!(member_max_budget(None, Some(&default)), Some(10.0));
+        assert_eq!(
+            member_max_budget(Some(&own), Some(&default), now),
+            Some(3.0)
+        );
+        assert_eq!(member_max_budget(None, Some(&default), now), Some(10.0));
         let no_max = row("own", None, serde_json::json!({}));
-        assert_eq!(member_max_budget(Some(&no_max), Some(&default)), Some(10.0));
+        assert_eq!(
+            member_max_budget(Some(&no_max), Some(&default), now),
+            Some(10.0)
+        );
         let zero = row("d", Some(0.0), serde_json::json!({}));
         assert_eq!(
-            member_max_budget(None, Some(&zero)),
+            member_max_budget(None, Some(&zero), now),
             None,
             "a default of 0 is none"
+        );
+        // A temporary increase on the member's row raises its own cap or
+        // the default's until its expiry.
+        let later = now + chrono::Duration::hours(1);
+        let raised = |max| BudgetRecord {
+            temp_budget_increase: Some(2.0),
+            temp_budget_expiry: Some(later),
+            ..row("own", max, serde_json::json!({}))
+        };
+        assert_eq!(
+            member_max_budget(Some(&raised(Some(3.0))), Some(&default), now),
+            Some(5.0)
+        );
+        assert_eq!(
+            member_max_budget(Some(&raised(None)), Some(&default), now),
+            Some(12.0)
+        );
+        assert_eq!(
+            member_max_budget(Some(&raised(Some(3.0))), Some(&default), later),
+            Some(3.0),
+            "over at its expiry"
         );
         // Per model: an own row without entries falls back to the default's;
         // entries without a window are not counted.

@@ -56,13 +56,26 @@ fn iso_time(text: &str) -> Option<DateTime<Utc>> {
 /// Refuses blocked or expired keys and keys of blocked teams. A key with a
 /// temporary budget increase has its budget's limit set to what
 /// [`raised_max_budget`] says now (the increase ends at its expiry without
-/// a change of the row).
+/// a change of the row), and so has its user's budget in its team when
+/// the member's row has one.
 pub fn key_usable(entry: &KeyEntry, now: DateTime<Utc>) -> Result<(), GatewayError> {
+    let nanos = |usd: Option<f64>| usd.map(crate::budget::to_nanos);
     if entry.record.metadata.contains_key("temp_budget_increase") {
         let max = raised_max_budget(&entry.record, now);
-        let nanos = |usd: Option<f64>| usd.map(crate::budget::to_nanos);
         if nanos(entry.budget.max_usd()) != nanos(max) {
             entry.budget.set_limits(max, entry.record.soft_budget);
+        }
+    }
+    // The member's budget in its team, raised by its row's temporary
+    // increase until the expiry (LiteLLM's `effective_max_budget`).
+    let member_increase = entry
+        .member_row
+        .as_ref()
+        .is_some_and(|r| r.temp_budget_increase.is_some());
+    if let (Some(budget), true) = (&entry.member_budget, member_increase) {
+        let max = entry.member_max_budget(now);
+        if max.is_some() && nanos(budget.max_usd()) != nanos(max) {
+            budget.set_limits(max, None);
         }
     }
     if entry.record.blocked {
@@ -115,8 +128,9 @@ pub fn list_names_group(models: &[String], name: &str) -> bool {
 }
 
 /// Refuses a model outside the key's, team's or user's allowed models, naming
-/// the allowed ones (seed 004: `key_model_access_denied`); `access_groups`
-/// are the model access groups that grant `model`.
+/// the allowed ones (seed 004: `key_model_access_denied`), or outside the
+/// key user's own models in its team (LiteLLM's `team_model_access_denied`);
+/// `access_groups` are the model access groups that grant `model`.
 pub fn model_allowed(
     entry: &KeyEntry,
     model: &str,
@@ -131,7 +145,10 @@ pub fn model_allowed(
         return Err(deny("key", &entry.record.models));
     }
     if let Some(team) = &entry.team {
-        if !list_allows(&team.record.models, model, access_groups) {
+        // A name the team's own aliases map is the team's (LiteLLM's
+        // `_model_in_team_aliases`, on the name the caller sent).
+        let aliased = team.record.model_aliases.contains_key(model);
+        if !aliased && !list_allows(&team.record.models, model, access_groups) {
             return Err(deny("team", &team.record.models));
         }
     }
@@ -139,6 +156,17 @@ pub fn model_allowed(
         if !list_allows(&user.record.models, model, access_groups) {
             return Err(deny("user", &user.record.models));
         }
+    }
+    // A team member's own model scope (its budget row's `allowed_models`;
+    // empty: the team's models), LiteLLM's `check_team_member_model_access`.
+    let member_models = entry
+        .member_row
+        .as_ref()
+        .filter(|_| entry.team.is_some() && entry.record.user_id.is_some())
+        .and_then(|r| r.allowed_models.as_deref())
+        .unwrap_or_default();
+    if !member_models.is_empty() && !list_allows(member_models, model, access_groups) {
+        return Err(GatewayError::MemberModelAccessDenied(model.to_string()));
     }
     Ok(())
 }
@@ -171,6 +199,7 @@ mod tests {
             model_budgets: Vec::new(),
             member_budget: None,
             member_model_budgets: Vec::new(),
+            member_row: None,
         }
     }
 

@@ -80,13 +80,15 @@ impl Principal {
             .is_some_and(|u| u.record.user_role.as_deref() == Some("proxy_admin_viewer"))
     }
 
-    /// The model group a requested name maps to through the key's aliases.
+    /// The model group a requested name maps to through the key's aliases,
+    /// else its team's `model_aliases`.
     pub fn resolve_alias<'a>(&'a self, model: &'a str) -> &'a str {
         match self {
             Principal::Key(k) => k
                 .record
                 .aliases
                 .get(model)
+                .or_else(|| k.team.as_ref()?.record.model_aliases.get(model))
                 .and_then(|v| v.as_str())
                 .unwrap_or(model),
             _ => model,
@@ -124,11 +126,12 @@ impl Principal {
             return Vec::new();
         };
         let mut out: Vec<Descriptor> = Vec::new();
-        // A team member's limits (the team's member budget row), on a
-        // counter per (team, user): LiteLLM's `team_member` descriptor.
+        // A team member's limits (the budget row its membership links to,
+        // else the team's member defaults), on a counter per (team, user):
+        // LiteLLM's `team_member` descriptor.
         let member = k.team.as_ref().zip(k.record.user_id.as_deref());
         if let Some((team, user)) = member {
-            if let Some(row) = &team.member_defaults {
+            if let Some(row) = k.member_limits_row() {
                 let value = format!("{}:{user}", team.record.team_id);
                 for (limit, kind) in [
                     (row.rpm_limit, Kind::Requests),

@@ -236,9 +236,10 @@ pub(crate) fn resolve_model(worker: &Worker, principal: &Principal, requested: &
 }
 
 /// Whether `principal` may call `model`, the group [`resolve_model`] gave
-/// for `requested`: a key may list a config alias instead of its group.
-/// A model access group (`model_info.access_groups`) the caller lists
-/// grants the models of its deployments.
+/// for `requested`: a key may list a config alias instead of its group,
+/// and a team's `model_aliases` grant the names they map (LiteLLM checks
+/// the name sent). A model access group (`model_info.access_groups`) the
+/// caller lists grants the models of its deployments.
 pub(crate) fn check_access(
     worker: &Worker,
     principal: &Principal,
@@ -251,11 +252,13 @@ pub(crate) fn check_access(
         .check_model(model, &registry.access_groups_of(model))
         .or_else(|e| {
             let asked = principal.resolve_alias(requested);
-            if asked != model
-                && principal
-                    .check_model(asked, &registry.access_groups_of(asked))
-                    .is_ok()
-            {
+            let grants = |name: &str| {
+                name != model
+                    && principal
+                        .check_model(name, &registry.access_groups_of(name))
+                        .is_ok()
+            };
+            if grants(asked) || grants(requested) {
                 Ok(())
             } else {
                 Err(e)

@@ -127,6 +127,15 @@ pub struct TeamRecord {
     /// Concurrent budget windows (LiteLLM's `budget_limits`).
     #[serde(default)]
     pub budget_limits: Vec<BudgetWindow>,
+    /// The models a member added without `allowed_models` of its own is
+    /// restricted to (LiteLLM's `default_team_member_models`); empty: none.
+    #[serde(default)]
+    pub default_team_member_models: Vec<String>,
+    /// The team's model aliases (requested name → model group), kept in
+    /// the `LiteLLM_ModelTable` row its `model_id` names, as LiteLLM keeps
+    /// them.
+    #[serde(default)]
+    pub model_aliases: Map<String, Value>,
 }
 
 impl KeyRecord {

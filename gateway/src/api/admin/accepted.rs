@@ -53,8 +53,6 @@ pub const TEAM: &[(&str, Kind)] = &[
     ("soft_budget", Num),
     ("router_settings", Object),
     ("access_group_ids", List),
-    ("default_team_member_models", List),
-    ("model_aliases", Object),
     ("tags", List),
     ("guardrails", List),
     ("policies", List),

@@ -1,11 +1,12 @@
 //! `/team/member_add`, `/team/member_delete`, `/team/member_update`: one
 //! membership at a time, each an atomic store change (concurrent calls on
 //! one team never lose each other), roles kept in `members_with_roles`.
-//! A member's own budget (`max_budget_in_team`, `budget_duration`) goes to
-//! its budget row ([`super::member_budgets`]); LiteLLM's other per-member
-//! limits (`tpm_limit`, `allowed_models`, ...) are refused rather than
-//! silently not enforced. A member named by `user_email` alone is found by
-//! that email, or made, as LiteLLM does.
+//! A member's own budget and limits (`max_budget_in_team`,
+//! `budget_duration`, `tpm_limit`, `rpm_limit`, `allowed_models`,
+//! `temp_budget_increase`/`temp_budget_expiry`, `model_max_budget`) go to
+//! its budget row ([`super::member_budgets`]), which the request path
+//! enforces. A member named by `user_email` alone is found by that email,
+//! or made, as LiteLLM does.
 
 use super::body::{bad_field, parse, Patch};
 use super::db::{run, store_err, Ctx};
@@ -44,7 +45,7 @@ struct MemberAdd {
     #[serde(default)]
     budget_duration: Patch<String>,
     #[serde(default)]
-    allowed_models: Option<Vec<String>>,
+    allowed_models: Patch<Vec<String>>,
 }
 
 /// The body of `/team/member_delete` and `/team/member_update`
@@ -62,30 +63,34 @@ struct MemberRef {
     #[serde(default)]
     max_budget_in_team: Patch<f64>,
     #[serde(default)]
-    tpm_limit: Option<i64>,
+    tpm_limit: Patch<i64>,
     #[serde(default)]
-    rpm_limit: Option<i64>,
+    rpm_limit: Patch<i64>,
     #[serde(default)]
     budget_duration: Patch<String>,
     #[serde(default)]
-    allowed_models: Option<Vec<String>>,
+    allowed_models: Patch<Vec<String>>,
     #[serde(default)]
-    temp_budget_increase: Option<f64>,
+    temp_budget_increase: Patch<f64>,
     #[serde(default)]
-    temp_budget_expiry: Option<String>,
+    temp_budget_expiry: Patch<String>,
     #[serde(default)]
-    model_max_budget: Option<Map<String, Value>>,
+    model_max_budget: Patch<Map<String, Value>>,
 }
 
-/// Refuses the first per-member budget or limit given (not null).
-fn refuse_member_limits(given: &[(&str, bool)]) -> Result<(), GatewayError> {
-    match given.iter().find(|(_, g)| *g) {
-        Some((name, _)) => Err(bad_field(
-            name,
-            "per-member team budgets and limits are not supported by this gateway; \
-             set them on the user or the member's keys",
-        )),
-        None => Ok(()),
+impl MemberRef {
+    /// The per-member budget fields, taken out of the request.
+    fn take_limits(&mut self) -> MemberLimits {
+        MemberLimits {
+            max_budget: std::mem::take(&mut self.max_budget_in_team),
+            budget_duration: std::mem::take(&mut self.budget_duration),
+            tpm_limit: std::mem::take(&mut self.tpm_limit),
+            rpm_limit: std::mem::take(&mut self.rpm_limit),
+            allowed_models: std::mem::take(&mut self.allowed_models),
+            temp_budget_increase: std::mem::take(&mut self.temp_budget_increase),
+            temp_budget_expiry: std::mem::take(&mut self.temp_budget_expiry),
+            model_max_budget: std::mem::take(&mut self.model_max_budget),
+        }
     }
 }
 
@@ -201,12 +206,26 @@ pub fn team_json_with_roles(team: &crate::store::TeamRecord, roles: &[TeamMember
 /// linked to a budget row as LiteLLM links it ([`member_budgets::for_new_member`]).
 pub async fn add(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
     let req: MemberAdd = parse(body)?;
-    refuse_member_limits(&[("allowed_models", req.allowed_models.is_some())])?;
-    let limits = MemberLimits::checked(req.max_budget_in_team, req.budget_duration)?;
+    let limits = MemberLimits {
+        max_budget: req.max_budget_in_team,
+        budget_duration: req.budget_duration,
+        allowed_models: req.allowed_models,
+        ..MemberLimits::default()
+    }
+    .checked()?;
     let (members, many) = members_of(req.member)?;
     let team_id = req.team_id;
     run(worker, move |ctx| async move {
         let team = super::db::team(&ctx, &team_id).await?;
+        // No models of the member's own: the team's default member models,
+        // as LiteLLM's `_process_team_members` seeds them.
+        let mut limits = limits;
+        let seeded = !matches!(limits.allowed_models, Patch::Set(_))
+            && !team.default_team_member_models.is_empty();
+        if seeded {
+            limits.allowed_models = Patch::Set(team.default_team_member_models.clone());
+        }
+        let limits = limits;
         let roles = ctx
             .store()
             .team_members(&team_id)
@@ -375,18 +394,10 @@ pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
     .await
 }
 
-/// `POST /team/member_update`: the member's role (LiteLLM's
+/// `POST /team/member_update`: the member's role, budget and limits (LiteLLM's
 /// `TeamMemberUpdateResponse`).
 pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
     let mut req: MemberRef = parse(body)?;
-    refuse_member_limits(&[
-        ("tpm_limit", req.tpm_limit.is_some()),
-        ("rpm_limit", req.rpm_limit.is_some()),
-        ("allowed_models", req.allowed_models.is_some()),
-        ("temp_budget_increase", req.temp_budget_increase.is_some()),
-        ("temp_budget_expiry", req.temp_budget_expiry.is_some()),
-        ("model_max_budget", req.model_max_budget.is_some()),
-    ])?;
     if let Some(r) = &req.role {
         role("role", r)?;
     }
@@ -396,10 +407,7 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
             "either user_id or user_email is required",
         ));
     }
-    let limits = MemberLimits::checked(
-        std::mem::take(&mut req.max_budget_in_team),
-        std::mem::take(&mut req.budget_duration),
-    )?;
+    let limits = req.take_limits().checked()?;
     run(worker, move |ctx| async move {
         let user_id = resolve(&ctx, &req).await?;
         let team_id = req.team_id.clone();
@@ -448,13 +456,13 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
                     "user_email": email,
                     "role": m.role,
                     "max_budget_in_team": given(&limits.max_budget),
-                    "tpm_limit": null,
-                    "rpm_limit": null,
+                    "tpm_limit": given(&limits.tpm_limit),
+                    "rpm_limit": given(&limits.rpm_limit),
                     "budget_duration": given(&limits.budget_duration),
-                    "allowed_models": null,
-                    "temp_budget_increase": null,
-                    "temp_budget_expiry": null,
-                    "model_max_budget": null,
+                    "allowed_models": given(&limits.allowed_models),
+                    "temp_budget_increase": given(&limits.temp_budget_increase),
+                    "temp_budget_expiry": given(&limits.temp_budget_expiry),
+                    "model_max_budget": given(&limits.model_max_budget),
                 }))
             }
         }

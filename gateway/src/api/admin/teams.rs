@@ -41,6 +41,8 @@ pub struct TeamRequest {
     team_member_rpm_limit: Patch<i64>,
     team_member_tpm_limit: Patch<i64>,
     team_member_model_max_budget: Patch<Map<String, Value>>,
+    default_team_member_models: Patch<Vec<String>>,
+    model_aliases: Patch<Map<String, Value>>,
     /// Fields LiteLLM keeps in `metadata` ([`parse_accepting`]).
     #[serde(skip)]
     extra_metadata: Map<String, Value>,
@@ -184,6 +186,17 @@ impl TeamRequest {
         }
         self.model_max_budget
             .apply_or_default(&mut t.model_max_budget);
+        self.default_team_member_models
+            .apply_or_default(&mut t.default_team_member_models);
+        if let Patch::Set(aliases) = &self.model_aliases {
+            if let Some((name, _)) = aliases.iter().find(|(_, group)| !group.is_string()) {
+                return Err(super::body::bad_field(
+                    "model_aliases",
+                    format!("the alias '{name}' must name a model group (a string)"),
+                ));
+            }
+        }
+        self.model_aliases.apply_or_default(&mut t.model_aliases);
         super::keys::apply_windows(self.budget_limits, &mut t.budget_limits, now)?;
         Ok(())
     }

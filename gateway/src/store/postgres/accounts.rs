@@ -17,25 +17,28 @@ const SELECT_TEAM: &str = r#"SELECT team_id, team_alias, organization_id, models
     rpm_limit::int8 AS rpm_limit, max_parallel_requests::int8 AS max_parallel_requests, blocked,
     allowed_model_region, metadata::jsonb AS metadata, created_at::timestamp AS created_at,
     model_max_budget::jsonb AS model_max_budget, model_spend::jsonb AS model_spend,
-    budget_limits::jsonb AS budget_limits
+    budget_limits::jsonb AS budget_limits, default_team_member_models,
+    (SELECT m.aliases::jsonb FROM "LiteLLM_ModelTable" m WHERE m.id = model_id) AS model_aliases
 FROM "LiteLLM_TeamTable""#;
 
 /// `$1` id, `$2..$14` fields, `$15` now, `$16` organization, `$17`
-/// per-model budgets, `$18` budget windows, `$19` spend.
+/// per-model budgets, `$18` budget windows, `$19` default member models,
+/// `$20` spend.
 const INSERT_TEAM: &str = r#"INSERT INTO "LiteLLM_TeamTable" (team_id, team_alias, models,
     members, max_budget, budget_duration, budget_reset_at, tpm_limit, rpm_limit,
     max_parallel_requests, blocked, allowed_model_region, metadata, created_at, updated_at,
-    organization_id, model_max_budget, budget_limits, spend)
+    organization_id, model_max_budget, budget_limits, default_team_member_models, spend)
 VALUES ($1::text, $2::text, $3::text[], $4::text[], $5::float8, $6::text, $7::timestamp,
     $8::int8, $9::int8, $10::int8, $11::bool, $12::text, $13::jsonb,
     COALESCE($14::timestamp, $15::timestamp), $15::timestamp, $16::text, $17::jsonb, $18::jsonb,
-    $19::float8)
+    $19::text[], $20::float8)
 ON CONFLICT (team_id) DO NOTHING"#;
 
 /// `$1` id, `$2..$14` fields, `$15` now, `$16` organization, `$17`
-/// per-model budgets, `$18` budget windows.
+/// per-model budgets, `$18` budget windows, `$19` default member models.
 const UPDATE_TEAM: &str = r#"UPDATE "LiteLLM_TeamTable" SET team_alias = $2::text,
     organization_id = $16::text, model_max_budget = $17::jsonb, budget_limits = $18::jsonb,
+    default_team_member_models = $19::text[],
     models = $3::text[], members = $4::text[], max_budget = $5::float8,
     budget_duration = $6::text, budget_reset_at = $7::timestamp, tpm_limit = $8::int8,
     rpm_limit = $9::int8, max_parallel_requests = $10::int8, blocked = $11::bool,
@@ -149,6 +152,7 @@ pub async fn write_team(c: &mut Client, t: &TeamRecord, insert: bool) -> Result<
         &t.organization_id,
         &model_max_budget,
         &windows,
+        &t.default_team_member_models,
     ];
     let sql = if insert {
         params.push(&t.spend);
@@ -156,8 +160,29 @@ pub async fn write_team(c: &mut Client, t: &TeamRecord, insert: bool) -> Result<
     } else {
         UPDATE_TEAM
     };
-    write(c, sql, &params, Change::Team(t.team_id.clone())).await
+    let tx = c.transaction().await?;
+    if tx.execute(sql, &params).await? == 0 {
+        return Ok(false);
+    }
+    let aliases = json(&t.model_aliases);
+    let kept = tx.execute(UPDATE_ALIASES, &[&t.team_id, &aliases]).await?;
+    if kept == 0 && !t.model_aliases.is_empty() {
+        tx.execute(INSERT_ALIASES, &[&t.team_id, &aliases]).await?;
+    }
+    notify(&tx, &[Change::Team(t.team_id.clone())]).await?;
+    tx.commit().await?;
+    Ok(true)
 }
+
+/// A team's aliases written to the `LiteLLM_ModelTable` row it names.
+const UPDATE_ALIASES: &str = r#"UPDATE "LiteLLM_ModelTable" SET aliases = $2::jsonb,
+    updated_at = now()
+WHERE id = (SELECT model_id FROM "LiteLLM_TeamTable" WHERE team_id = $1::text)"#;
+
+/// A new `LiteLLM_ModelTable` row with a team's aliases, named by the team.
+const INSERT_ALIASES: &str = r#"WITH m AS (INSERT INTO "LiteLLM_ModelTable" (aliases, created_by,
+    updated_by) VALUES ($2::jsonb, 'default_user_id', 'default_user_id') RETURNING id)
+UPDATE "LiteLLM_TeamTable" SET model_id = (SELECT id FROM m) WHERE team_id = $1::text"#;
 
 /// Inserts (`insert`, with its spend) or updates a user; `false` when the
 /// insert collided or the update found nothing.
@@ -212,6 +237,17 @@ async fn write(
     Ok(true)
 }
 
+/// A team's aliases as its `LiteLLM_ModelTable` row holds them: an object,
+/// or (as LiteLLM writes them, `json.dumps`ed) a string holding one.
+fn aliases(v: Option<serde_json::Value>) -> serde_json::Map<String, serde_json::Value> {
+    match v {
+        Some(serde_json::Value::String(text)) => {
+            serde_json::from_str::<serde_json::Map<_, _>>(&text).unwrap_or_default()
+        }
+        other => as_map(other),
+    }
+}
+
 fn team(row: &Row) -> Result<TeamRecord, Error> {
     Ok(TeamRecord {
         team_id: row.try_get("team_id")?,
@@ -239,6 +275,10 @@ fn team(row: &Row) -> Result<TeamRecord, Error> {
         model_max_budget: as_map(row.try_get("model_max_budget")?),
         model_spend: as_map(row.try_get("model_spend")?),
         budget_limits: read_windows(row.try_get("budget_limits")?),
+        default_team_member_models: row
+            .try_get::<_, Option<Vec<String>>>("default_team_member_models")?
+            .unwrap_or_default(),
+        model_aliases: aliases(row.try_get("model_aliases")?),
     })
 }
 

@@ -80,6 +80,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0025_console_logouts",
         include_str!("../../../../migrations/0025_console_logouts.sql"),
     ),
+    (
+        "0028_team_member_models_and_aliases",
+        include_str!("../../../../migrations/0028_team_member_models_and_aliases.sql"),
+    ),
 ];
 
 /// Advisory lock key taken by every migration transaction ("gateway" in
