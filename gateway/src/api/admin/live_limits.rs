@@ -23,6 +23,7 @@ use crate::auth::{KeyEntry, Principal};
 use crate::error::GatewayError;
 use crate::limits::{AdmitInput, Descriptor, Kind, Limiter, Mode, Scope, ScopeLimits};
 use crate::redis::BreakerState;
+use crate::spend::PromptEstimate;
 use crate::state::Worker;
 use crate::store::TeamRecord;
 use serde_json::{json, Map, Value};
