@@ -765,8 +765,8 @@ pub fn images(data: &[u8]) {
 }
 
 /// [`gateway::spend::ImageCount`]: the same count whole or in pieces of
-/// `1 + pick / 8` bytes, and for a JSON object (without escapes) whose
-/// `data` is a list of objects, that list's length.
+/// `1 + pick / 8` bytes, and for a JSON object whose `data` (its name
+/// escaped or not) is a list of objects, that list's length.
 fn image_count(pick: u8, input: &[u8]) {
     use gateway::spend::ImageCount;
     let mut whole = ImageCount::default();
@@ -776,10 +776,6 @@ fn image_count(pick: u8, input: &[u8]) {
         pieces.feed(piece);
     }
     assert_eq!(whole.images(), pieces.images(), "split changed the count");
-    // Escaped names are not decoded (`d\u0061ta` is not read as `data`).
-    if input.contains(&b'\\') {
-        return;
-    }
     if let Ok(Value::Object(answer)) = serde_json::from_slice::<Value>(input) {
         if let Some(Value::Array(data)) = answer.get("data") {
             if data.iter().all(Value::is_object) {
