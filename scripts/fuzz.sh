@@ -23,7 +23,7 @@ if [ $# -lt 1 ] || ! [[ "$1" =~ ^[0-9]+$ ]]; then
 fi
 seconds="$1"
 shift
-all=(request_head chunked response_head sse resp inbound form admin config translate eventstream cohere cache pass_through files rerank images websocket)
+all=(request_head chunked response_head sse resp inbound form admin config translate eventstream cohere cache pass_through files rerank images websocket usage)
 if [ $# -gt 0 ]; then targets=("$@"); else targets=("${all[@]}"); fi
 mkdir -p fuzz/findings
 summary=fuzz/findings/summary.txt

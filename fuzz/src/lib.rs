@@ -102,6 +102,10 @@ pub const TARGETS: &[Target] = &[
         name: "websocket",
         run: targets::websocket,
     },
+    Target {
+        name: "usage",
+        run: targets::usage,
+    },
 ];
 
 /// The target called `name`.

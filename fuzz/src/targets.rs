@@ -765,8 +765,8 @@ pub fn images(data: &[u8]) {
 }
 
 /// [`gateway::spend::ImageCount`]: the same count whole or in pieces of
-/// `1 + pick / 8` bytes, and for a JSON object (without escapes) whose
-/// `data` is a list of objects, that list's length.
+/// `1 + pick / 8` bytes, and for a JSON object whose `data` (its name
+/// escaped or not) is a list of objects, that list's length.
 fn image_count(pick: u8, input: &[u8]) {
     use gateway::spend::ImageCount;
     let mut whole = ImageCount::default();
@@ -776,10 +776,6 @@ fn image_count(pick: u8, input: &[u8]) {
         pieces.feed(piece);
     }
     assert_eq!(whole.images(), pieces.images(), "split changed the count");
-    // Escaped names are not decoded (`d\u0061ta` is not read as `data`).
-    if input.contains(&b'\\') {
-        return;
-    }
     if let Ok(Value::Object(answer)) = serde_json::from_slice::<Value>(input) {
         if let Some(Value::Array(data)) = answer.get("data") {
             if data.iter().all(Value::is_object) {
@@ -882,4 +878,81 @@ pub fn websocket(data: &[u8]) {
     {
         assert!(n <= rest.len());
     }
+}
+
+/// The readers of an upstream answer's usage, what the LLM routes and the
+/// provider pass-through routes charge from (`proxy::relay`'s tap): the
+/// first byte picks one, the rest is the answer (OpenAI's body, its tail
+/// or its SSE stream; Anthropic's body, tail or event stream; Bedrock's,
+/// Gemini's or Cohere's body). Never a panic; a stream's usage is the same
+/// whatever the read sizes; whatever is read costs a finite, non-negative
+/// amount at any price.
+pub fn usage(data: &[u8]) {
+    use gateway::providers::{anthropic, bedrock, cohere, gemini};
+    use gateway::spend::{self, StreamUsage, Usage};
+    let Some((&pick, input)) = data.split_first() else {
+        return;
+    };
+    let read: Option<Usage> = match pick % 8 {
+        0 => spend::from_response_body(input),
+        1 => spend::from_response_tail(input),
+        2 => anthropic::usage_from_body(input),
+        3 => anthropic::usage_from_tail(input),
+        4 => bedrock::usage_from_body(input),
+        5 => gemini::usage_from_body(input),
+        6 => cohere::usage_from_body(input),
+        _ => {
+            let openai = |cuts: &[usize]| {
+                let mut u = StreamUsage::new();
+                let mut from = 0;
+                for &to in cuts.iter().chain(std::iter::once(&input.len())) {
+                    u.feed(&input[from..to]);
+                    from = to;
+                }
+                u.finish(|| 7)
+            };
+            let messages = |cuts: &[usize]| {
+                let mut u = anthropic::StreamUsage::default();
+                let mut from = 0;
+                for &to in cuts.iter().chain(std::iter::once(&input.len())) {
+                    u.feed(&input[from..to]);
+                    from = to;
+                }
+                u.finish(|| 7)
+            };
+            let cuts = splits(input);
+            let whole = openai(&[]);
+            assert_eq!(
+                whole,
+                openai(&cuts),
+                "an SSE stream's usage moved with its reads"
+            );
+            let m = messages(&[]);
+            assert_eq!(
+                m,
+                messages(&cuts),
+                "a Messages stream's usage moved with its reads"
+            );
+            assert_costs(m);
+            Some(whole.0)
+        }
+    };
+    if let Some(u) = read {
+        assert_costs(u);
+    }
+}
+
+/// What `usage` costs at a price with every part set is finite and not
+/// negative (cached and cache-written tokens beyond the prompt included).
+fn assert_costs(usage: gateway::spend::Usage) {
+    let price = gateway::spend::Price {
+        input_per_token: 2.5e-6,
+        output_per_token: 1e-5,
+        cache_read_per_token: Some(1.25e-6),
+        cache_creation_per_token: Some(3.75e-6),
+        per_second: Some(1e-4),
+        per_query: Some(2e-3),
+    };
+    let cost = gateway::spend::cost(usage, price);
+    assert!(cost.is_finite() && cost >= 0.0, "{usage:?} costs {cost}");
 }

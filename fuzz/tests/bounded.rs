@@ -108,3 +108,8 @@ fn images() {
 fn websocket() {
     pass("websocket", 50_000);
 }
+
+#[test]
+fn usage() {
+    pass("usage", 60_000);
+}

@@ -242,6 +242,16 @@ pub enum GatewayError {
         /// Request path.
         path: String,
     },
+    /// One of LiteLLM's routes this gateway knows and does not serve.
+    #[error("{method} {path} is not served by this gateway: {instead}")]
+    RouteNotServed {
+        /// Request method.
+        method: String,
+        /// Request path.
+        path: String,
+        /// What a client can do instead.
+        instead: &'static str,
+    },
     /// A model id that `/v1/models/{id}` does not know.
     #[error("The model `{0}` does not exist")]
     ModelNotFound(String),
@@ -498,6 +508,7 @@ impl GatewayError {
             PassThroughUnconfigured { .. } => 503,
             NotWebSocket(_) => 426,
             NoRealtime { .. } => 400,
+            RouteNotServed { .. } => 501,
         }
     }
 
@@ -545,6 +556,7 @@ impl GatewayError {
             RateLimited { .. } => "throttling_error",
             UnpricedBlocked(_) => "model_cost_map_missing",
             TraceIdRequired(_) => "bad_request_error",
+            RouteNotServed { .. } => "not_implemented_error",
             _ => "invalid_request_error",
         }
     }

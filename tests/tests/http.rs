@@ -87,6 +87,43 @@ fn pipelined_requests_are_answered_in_order() {
     );
 }
 
+/// A body larger than the read buffer (read into its own allocation)
+/// ends exactly where its Content-Length says: the request pipelined
+/// behind it, sent in the same write, is read whole and answered next.
+#[test]
+fn a_large_body_pipelined_with_the_next_request_leaves_it_whole() {
+    let (_mock, gw) = start();
+    let auth = bearer();
+    let big =
+        json!({"model": "gpt-4o", "messages": [{"role": "user", "content": "x ".repeat(120_000)}]});
+    let mut batch = request(
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        big.to_string().as_bytes(),
+    );
+    batch.extend(models_request());
+    batch.extend(chat_request("local-mock"));
+    let mut conn = gw.connect();
+    conn.send(&batch);
+    let first = conn.read_response().expect_status(200).json();
+    assert_eq!(first["model"], "upstream-gpt", "first response: {first}");
+    assert!(
+        first["usage"]["prompt_tokens"].as_u64().unwrap() > 50_000,
+        "the whole prompt reached the upstream: {first}"
+    );
+    let second = conn.read_response().expect_status(200).json();
+    assert_eq!(second["object"], "list", "second response: {second}");
+    let third = conn.read_response().expect_status(200).json();
+    assert_eq!(
+        third["choices"][0]["message"]["content"],
+        "Hello from the mock"
+    );
+}
+
 #[test]
 fn chunked_request_body() {
     let (_mock, gw) = start();

@@ -752,3 +752,68 @@ fn a_sessions_post_call_guardrails_mask_the_models_text_and_a_block_cancels_it()
     });
     assert!((spent - 3.0 * response_cost()).abs() < 1e-12, "{spent}");
 }
+
+/// LiteLLM 1.110.2's WebRTC pair (`/v1/realtime/client_secrets`,
+/// `/v1/realtime/calls`) and transcription sessions are refused with a
+/// 501 naming the WebSocket route instead, under `/v1`, `/` and
+/// `/openai/v1` alike; the last never reaches the `/openai/*`
+/// pass-through, which would hand out an OpenAI ephemeral key no budget
+/// sees.
+#[test]
+fn litellms_webrtc_routes_are_refused_clearly_and_never_passed_through() {
+    let answer =
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
+    let upstream = e2e::RawUpstream::start(answer.to_vec(), false);
+    let api_base = upstream.api_base();
+    let base = api_base.trim_end_matches("/v1");
+    let mock = RealtimeMock::start(UPSTREAM_MODEL, UPSTREAM_KEY);
+    let gw = Gateway::start(
+        &to_yaml(&config(&mock, 1.0, UPSTREAM_KEY)),
+        &[
+            ("OPENAI_API_BASE", base),
+            ("OPENAI_API_KEY", "sk-upstream-secret"),
+        ],
+    );
+    let key = new_key(&gw, json!({}));
+    let paths = [
+        "/v1/realtime/client_secrets",
+        "/realtime/client_secrets",
+        "/openai/v1/realtime/client_secrets",
+        "/v1/realtime/calls",
+        "/realtime/calls/",
+        "/openai/v1/realtime/calls",
+        "/v1/realtime/transcription_sessions",
+        "/openai/v1/realtime/transcription_sessions",
+        "/v1/realtime/translations/client_secrets",
+        "/realtime/translations/calls",
+    ];
+    for path in paths {
+        let resp = gw.post_as(
+            &key,
+            path,
+            &json!({"session": {"type": "realtime", "model": "gpt-rt"}}),
+        );
+        assert_eq!(resp.status, 501, "{path}: {}", resp.text());
+        let error = &resp.json()["error"];
+        assert_eq!(error["type"], "not_implemented_error", "{path}: {error}");
+        let message = error["message"].as_str().unwrap();
+        assert!(
+            message.contains(path) && message.contains("/v1/realtime?model="),
+            "{path}: {message}"
+        );
+    }
+    assert_eq!(
+        upstream.requests(),
+        0,
+        "a WebRTC route reached the pass-through's upstream"
+    );
+    // The pass-through itself is live: the refusal above is the route's.
+    let resp = gw.call(
+        "GET",
+        "/openai/v1/models",
+        &[("Authorization", &format!("Bearer {key}"))],
+        b"",
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(upstream.requests(), 1);
+}

@@ -70,6 +70,9 @@ enum Route<'a> {
     Files(FilesOp<'a>, Option<&'a str>),
     /// The realtime API over WebSocket: the session keeps the connection.
     Realtime,
+    /// One of LiteLLM's routes this gateway does not serve, refused with
+    /// what a client can do instead (before the body is read).
+    NotServed(&'static str),
     NotFound,
 }
 
@@ -95,6 +98,12 @@ fn route<'h>(worker: &Worker, head: &'h RequestHead) -> Route<'h> {
     // LiteLLM serves its realtime WebSocket under `/openai` too.
     if matches!(unversioned, "/realtime" | "/openai/v1/realtime") && method == "GET" {
         return Route::Realtime;
+    }
+    // LiteLLM's WebRTC routes, ahead of the `/openai/*` pass-through as
+    // LiteLLM orders them: passed through, they would hand the caller an
+    // OpenAI ephemeral key whose sessions no budget sees.
+    if method == "POST" && is_realtime_webrtc(unversioned) {
+        return Route::NotServed(REALTIME_WEBRTC_INSTEAD);
     }
     // LiteLLM's `/{provider}/v1/files…` and `/{provider}/v1/batches…`
     // come before its provider pass-through routes (`/openai/v1/files` is
@@ -137,6 +146,30 @@ fn route<'h>(worker: &Worker, head: &'h RequestHead) -> Route<'h> {
             Some(index) => Route::CustomPassThrough(index),
             None => Route::NotFound,
         },
+    }
+}
+
+/// What a client of LiteLLM's WebRTC realtime routes can use instead.
+const REALTIME_WEBRTC_INSTEAD: &str = "LiteLLM's WebRTC realtime routes (ephemeral client secrets, SDP calls, transcription sessions) are not implemented; open a WebSocket to /v1/realtime?model=... with the virtual key instead";
+
+/// LiteLLM 1.110.2's WebRTC realtime routes (without `/v1`): ephemeral
+/// client secrets, SDP calls and transcription sessions.
+fn is_realtime_webrtc(unversioned: &str) -> bool {
+    /// Served under `/v1`, `/` and `/openai/v1`.
+    const EVERYWHERE: [&str; 3] = [
+        "/realtime/client_secrets",
+        "/realtime/calls",
+        "/realtime/transcription_sessions",
+    ];
+    match unversioned.strip_prefix("/openai/v1") {
+        Some(rest) => EVERYWHERE.contains(&rest),
+        None => {
+            EVERYWHERE.contains(&unversioned)
+                || matches!(
+                    unversioned,
+                    "/realtime/translations/client_secrets" | "/realtime/translations/calls"
+                )
+        }
     }
 }
 
@@ -285,6 +318,11 @@ pub async fn admit(
                 Err(e) => Err(e),
             }
         }
+        Route::NotServed(instead) => Err(GatewayError::RouteNotServed {
+            method: head.method().to_string(),
+            path: head.path().to_string(),
+            instead,
+        }),
         Route::Liveliness | Route::Readiness | Route::Routes | Route::Ui(_) | Route::NotFound => {
             Ok(None)
         }
@@ -495,6 +533,7 @@ pub async fn handle(
         Route::Realtime => Err(GatewayError::Internal(
             "the realtime route keeps its connection",
         )),
+        Route::NotServed(_) => admission.caller().map(drop),
         Route::NotFound if admission.is_refused() => admission.caller().map(drop),
         Route::NotFound => {
             #[cfg(debug_assertions)]

@@ -13,6 +13,7 @@ use crate::http1::{
 use crate::panic_guard::CatchPanic;
 use crate::state::Worker;
 use bytes::Bytes;
+use monoio::buf::IoBufMut;
 use monoio::io::AsyncReadRent;
 use monoio::net::TcpStream;
 use std::rc::Rc;
@@ -278,12 +279,37 @@ async fn read_body(
     };
     match head.framing {
         BodyFraming::None => Ok(Bytes::new()),
+        BodyFraming::Length(n) if buf.len() >= n as usize => Ok(Bytes::from(buf.take(n as usize))),
         BodyFraming::Length(n) => {
+            // The rest goes straight into one allocation of the body's size:
+            // a large upload (an audio file) is held once, never grown
+            // through the read buffer and copied out of it.
             let n = n as usize;
-            while buf.len() < n {
-                fill(buf).await?;
+            let mut body = Vec::with_capacity(n);
+            body.extend_from_slice(buf.bytes());
+            buf.consume(body.len());
+            while body.len() < n {
+                let left = deadline.saturating_duration_since(Instant::now());
+                let at = body.len();
+                // Read no further than the body: the next request's bytes
+                // stay on the socket for the read buffer.
+                let read = stream.read(body.slice_mut(at..n));
+                body = match monoio::time::timeout(left, read).await {
+                    Err(_) => {
+                        return Err(GatewayError::ClientTimeout {
+                            part: "request body",
+                            after: limits.body_timeout,
+                        })
+                    }
+                    Ok((Ok(0), _)) | Ok((Err(_), _)) => {
+                        return Err(GatewayError::BadHttp(
+                            "connection closed inside the request body".into(),
+                        ))
+                    }
+                    Ok((Ok(_), tail)) => tail.into_inner(),
+                };
             }
-            Ok(Bytes::from(buf.take(n)))
+            Ok(Bytes::from(body))
         }
         BodyFraming::Chunked => {
             let mut decoder = ChunkedDecoder::default();

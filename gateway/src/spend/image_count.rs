@@ -7,7 +7,9 @@
 //! nesting): it counts the objects opened directly inside the `data` list
 //! of the outermost object. It never fails; bytes that are not JSON count
 //! for nothing. A second top-level `data` member replaces the first, as a
-//! JSON parser keeping the last member does.
+//! JSON parser keeping the last member does. Member names are decoded as
+//! a JSON parser decodes them (`"d\u0061ta"` is `data`), so an answer
+//! cannot hide its images from the bill behind an escape.
 
 /// Counts the images of an answer fed in pieces.
 #[derive(Debug, Clone, Default)]
@@ -16,11 +18,16 @@ pub struct ImageCount {
     depth: u32,
     in_string: bool,
     escaped: bool,
+    /// Hex digits of a `\uXXXX` escape still to read (0 outside one).
+    hex_left: u8,
+    /// The code unit those digits make so far.
+    code: u16,
     /// At depth 1, the next string is a member's name.
     expect_name: bool,
     /// Whether the string being read is a member name at depth 1.
     name_string: bool,
-    /// The first bytes of that name ([`NAME`]'s length plus one).
+    /// The first decoded bytes of that name ([`NAME`]'s length plus
+    /// one); a character outside ASCII is [`NOT_ASCII`].
     name: [u8; 5],
     name_len: usize,
     /// The last depth-1 name read was `data` and its `:` came.
@@ -34,6 +41,9 @@ pub struct ImageCount {
 
 /// The member whose entries are the images.
 const NAME: &[u8; 4] = b"data";
+/// What a name keeps for a decoded character outside ASCII (never in
+/// [`NAME`]).
+const NOT_ASCII: u8 = 0xFF;
 
 impl ImageCount {
     /// Reads the next bytes of the answer.
@@ -50,22 +60,7 @@ impl ImageCount {
 
     fn byte(&mut self, b: u8) {
         if self.in_string {
-            if self.escaped {
-                self.escaped = false;
-            } else if b == b'\\' {
-                self.escaped = true;
-                // An escaped name is never read as `data`.
-                self.name_len = self.name.len();
-            } else if b == b'"' {
-                self.in_string = false;
-                if self.name_string {
-                    self.name_string = false;
-                    self.data_name = self.name_len == NAME.len() && &self.name[..4] == NAME;
-                }
-            } else if self.name_string && self.name_len < self.name.len() {
-                self.name[self.name_len] = b;
-                self.name_len += 1;
-            }
+            self.string_byte(b);
             return;
         }
         match b {
@@ -108,6 +103,57 @@ impl ImageCount {
             _ => self.data_value = false,
         }
     }
+
+    /// A byte inside a string: escapes decoded for a member name, so its
+    /// first bytes are the name a JSON parser reads.
+    fn string_byte(&mut self, b: u8) {
+        if self.hex_left > 0 {
+            // A digit that is not hex makes the answer invalid JSON (no
+            // client reads it); it is taken as 0.
+            let digit = (b as char).to_digit(16).unwrap_or(0) as u16;
+            self.code = (self.code << 4) | digit;
+            self.hex_left -= 1;
+            if self.hex_left == 0 {
+                let c = u8::try_from(self.code).ok().filter(u8::is_ascii);
+                self.name_byte(c.unwrap_or(NOT_ASCII));
+            }
+        } else if self.escaped {
+            self.escaped = false;
+            let decoded = match b {
+                b'u' => {
+                    self.hex_left = 4;
+                    self.code = 0;
+                    return;
+                }
+                b'b' => 0x08,
+                b'f' => 0x0C,
+                b'n' => b'\n',
+                b'r' => b'\r',
+                b't' => b'\t',
+                other => other,
+            };
+            self.name_byte(decoded);
+        } else if b == b'\\' {
+            self.escaped = true;
+        } else if b == b'"' {
+            self.in_string = false;
+            if self.name_string {
+                self.name_string = false;
+                self.data_name = self.name_len == NAME.len() && &self.name[..4] == NAME;
+            }
+        } else {
+            self.name_byte(b);
+        }
+    }
+
+    /// The next decoded byte of a string: kept when it is a depth-1 name's
+    /// and the name is still short enough to be [`NAME`].
+    fn name_byte(&mut self, b: u8) {
+        if self.name_string && self.name_len < self.name.len() {
+            self.name[self.name_len] = b;
+            self.name_len += 1;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -137,7 +183,15 @@ mod tests {
         assert_eq!(count(r#"{"x":"data","y":[{}]}"#), 0);
         assert_eq!(count(r#"{"data":"[{}]"}"#), 0);
         assert_eq!(count(r#"{"datas":[{}]}"#), 0);
-        assert_eq!(count(r#"{"d\u0061ta":[{}]}"#), 0);
+        // Escaped names are read as a JSON parser reads them.
+        assert_eq!(count(r#"{"d\u0061ta":[{},{}]}"#), 2);
+        assert_eq!(count(r#"{"\u0064\u0041ta":[{}]}"#), 0);
+        assert_eq!(count(r#"{"\u0064\u0061\u0074\u0061":[{},{},{}]}"#), 3);
+        assert_eq!(count(r#"{"data\n":[{}]}"#), 0);
+        assert_eq!(count(r#"{"d\u00e1ta":[{}]}"#), 0);
+        assert_eq!(count(r#"{"\"data":[{}]}"#), 0);
+        assert_eq!(count(r#"{"x\\":1,"data":[{}]}"#), 1);
+        assert_eq!(count(r#"{"data":[{}],"d\u0061ta":[{},{}]}"#), 2);
         assert_eq!(count(r#"[{"data":[{}]}]"#), 0);
         assert_eq!(count("not json at all {{{{"), 0);
         // The last `data` member counts.
