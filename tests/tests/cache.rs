@@ -1061,9 +1061,7 @@ fn the_answer_is_stored_before_the_leaders_client_reads_it() {
     );
     // The leader: sends and never reads.
     let leader = gw.connect();
-    (&*leader.stream())
-        .write_all(&raw)
-        .expect("send the leader");
+    leader.stream().write_all(&raw).expect("send the leader");
     eventually(
         "the leader's upstream call",
         Duration::from_secs(60),
