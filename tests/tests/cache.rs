@@ -1017,6 +1017,69 @@ fn single_flight_can_be_turned_off() {
     assert_eq!(upstream_calls(&mock), 3);
 }
 
+/// A leader's answer is stored, and its followers let go, before the
+/// write that ends its own response: a client that never reads its
+/// 12 MB answer (more than the sockets' buffers hold) leaves that write
+/// hanging, and the next identical request is still answered from the
+/// cache. The upstream is Anthropic's API, so the answer is translated
+/// and sent whole (a relayed body's earlier pieces follow the client's
+/// pace by design: nothing is buffered without bound).
+#[test]
+fn the_answer_is_stored_before_the_leaders_client_reads_it() {
+    use std::io::Write;
+    let mock = MockServer::start(&[]);
+    // Items up to 16 MB are stored; a follower waits at most 20 s (then
+    // makes its own call), the leader's hung write 120 s.
+    let mut c = config(
+        &mock,
+        json!({"type": "local", "max_size_per_item": 16384, "max_memory_mb": 256,
+            "single_flight_timeout": 20}),
+    );
+    c["gateway_settings"]["write_timeout_ms"] = json!(120_000);
+    c["model_list"].as_array_mut().unwrap().push(json!({
+        "model_name": "big",
+        "litellm_params": {"model": "anthropic/claude-3-5-sonnet-20241022",
+            "api_base": mock.api_base().trim_end_matches("/v1"), "api_key": "sk-ant-upstream",
+            "timeout": 60,
+            // About 6.3 bytes a token: a 12.6 MB answer.
+            "extra_headers": {"x-mock-completion-tokens": "2000000"}},
+    }));
+    // One core: a later request finds the entry whichever way it arrives.
+    let mut gw = Gateway::spawn(&to_yaml(&c), &[], e2e::free_port(), &["--workers", "1"]);
+    gw.wait_ready(Duration::from_secs(20))
+        .unwrap_or_else(|e| panic!("gateway did not start: {e}"));
+    let body = hello(json!({"model": "big", "max_tokens": 2_000_000})).to_string();
+    let auth = format!("Bearer {MASTER_KEY}");
+    let raw = request(
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        body.as_bytes(),
+    );
+    // The leader: sends and never reads.
+    let leader = gw.connect();
+    leader.stream().write_all(&raw).expect("send the leader");
+    eventually(
+        "the leader's upstream call",
+        Duration::from_secs(60),
+        || (upstream_calls(&mock) == 1).then_some(()),
+    );
+    let mut next = gw.connect();
+    next.set_read_timeout(Duration::from_secs(90));
+    let r = next.roundtrip(&raw);
+    assert_eq!(r.status, 200);
+    assert!(
+        cache_key(&r).is_some(),
+        "answered from the leader's stored answer"
+    );
+    assert_eq!(upstream_calls(&mock), 1, "one upstream call");
+    assert!(r.body.len() > 12_000_000, "{} bytes", r.body.len());
+    drop(leader);
+}
+
 fn post_with(conn: &mut Conn, path: &str, headers: &[(&str, &str)], body: &Value) -> Response {
     let body = body.to_string();
     let mut all = vec![("Content-Type", "application/json")];

@@ -11,6 +11,7 @@
 //! (its lock is per flight, taken only by the requests of that key).
 
 use super::Stored;
+use crate::keyed_hash::KeyedHash;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -31,7 +32,7 @@ struct Flight {
 /// The replica's flights in progress, by cache key.
 #[derive(Default)]
 pub struct Flights {
-    map: papaya::HashMap<Box<str>, Arc<Flight>>,
+    map: papaya::HashMap<Box<str>, Arc<Flight>, KeyedHash>,
 }
 
 /// How a miss takes part in its key's flight.

@@ -3,6 +3,7 @@
 //! (no lock, no atomics): a replica's bounds are shared out among its
 //! cores, and an answer stored on one core is served by that core only.
 
+use crate::keyed_hash::KeyedHash;
 use bytes::Bytes;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -36,7 +37,9 @@ pub struct CoreCache {
 }
 
 struct Lru {
-    map: HashMap<Box<str>, usize>,
+    /// aHash, keyed per map: the keys are digests, SipHash's cost buys
+    /// nothing here.
+    map: HashMap<Box<str>, usize, KeyedHash>,
     slots: Vec<Slot>,
     free: Vec<usize>,
     /// Most recently used.
@@ -53,7 +56,7 @@ impl CoreCache {
     pub fn new(max_entries: u64, max_bytes: u64) -> CoreCache {
         CoreCache {
             inner: RefCell::new(Lru {
-                map: HashMap::new(),
+                map: HashMap::default(),
                 slots: Vec::new(),
                 free: Vec::new(),
                 head: NIL,

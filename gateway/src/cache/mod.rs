@@ -177,26 +177,27 @@ impl Cache {
 
     /// Stores a complete, successful answer for `plan`: `body` as the
     /// client got it (SSE for a stream, put together first; `tokens` is the
-    /// upstream's usage, for a stream without its own). Too large, or a
-    /// stream not understood: not stored. Returns what was stored.
+    /// upstream's usage, for a stream without its own), kept without a
+    /// copy when whole. Too large, or a stream not understood: not stored.
+    /// Returns what was stored.
     pub fn store(
         &self,
         core: &CoreCache,
         plan: &Plan,
-        body: &[u8],
+        body: Vec<u8>,
         tokens: stream::Tokens,
     ) -> Option<Stored> {
         if !plan.write {
             return None;
         }
         let whole = match plan.stream {
-            true => stream::collect(plan.endpoint, body, tokens)?,
+            true => stream::collect(plan.endpoint, &body, tokens)?,
             false => {
                 // Only a JSON object is an answer.
                 if !body.trim_ascii_start().starts_with(b"{") {
                     return None;
                 }
-                body.to_vec()
+                body
             }
         };
         if whole.len() as u64 > self.settings.max_entry_bytes {
@@ -302,7 +303,7 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(monoio_run(c.lookup(&core, &plan)).is_none());
-        c.store(&core, &plan, ANSWER, stream::Tokens::default());
+        c.store(&core, &plan, ANSWER.to_vec(), stream::Tokens::default());
         assert_eq!(
             &monoio_run(c.lookup(&core, &plan)).unwrap().body[..],
             ANSWER
@@ -340,7 +341,7 @@ mod tests {
             )
             .unwrap()
             .unwrap();
-        c.store(&core, &p, ANSWER, stream::Tokens::default());
+        c.store(&core, &p, ANSWER.to_vec(), stream::Tokens::default());
         assert!(monoio_run(c.lookup(&core, &p)).is_none());
         // An error body is not an answer.
         let p = c
@@ -354,7 +355,7 @@ mod tests {
             )
             .unwrap()
             .unwrap();
-        c.store(&core, &p, b"oops", stream::Tokens::default());
+        c.store(&core, &p, b"oops".to_vec(), stream::Tokens::default());
         assert!(monoio_run(c.lookup(&core, &p)).is_none());
     }
 

@@ -176,7 +176,9 @@ impl Config {
             crate::cache::Cache::new(settings, redis).map_err(|e| format!("{source}: {e}"))?;
         self.cache = Some(std::sync::Arc::new(cache));
         out.notes.push(format!(
-            "{source}: the response cache is on ({}), as LiteLLM applies it",
+            "{source}: the response cache is on ({}), as LiteLLM applies it; read once at \
+             start-up (LiteLLM re-reads it every 30 s): a change saved later applies at the \
+             next restart",
             match backend {
                 crate::cache::Backend::Local => "local",
                 crate::cache::Backend::Redis => "redis",

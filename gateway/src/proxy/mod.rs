@@ -602,12 +602,23 @@ async fn serve(
                 None => {
                     outcome.telemetry.cache(&model, false, 0);
                     out.capture_body(cache.capture_limit(cache_plan));
+                    // A whole answer's write (its last) waits until the
+                    // answer is stored and the flight's followers are let
+                    // go: they never wait on this client's reading, and a
+                    // client slow to read it (or gone) does not lose the
+                    // others a complete answer. Released below with any
+                    // other held write. A stream's last write is its
+                    // 5-byte end, after everything else was relayed:
+                    // nothing to gain there.
+                    if !cache_plan.stream {
+                        out.hold_last_write();
+                    }
                     let result =
                         attempts(worker, &router, caller, &mut held, &mut plan, out, outcome).await;
                     let body = out.take_capture();
                     let stored = match (&result, out.status(), body) {
                         (Ok(()), Some(200), Some(body)) => {
-                            cache.store(&worker.cache, cache_plan, &body, outcome.answer_tokens)
+                            cache.store(&worker.cache, cache_plan, body, outcome.answer_tokens)
                         }
                         _ => None,
                     };

@@ -73,14 +73,16 @@ impl LoadSummary {
             failures: r.failures.iter().map(|(f, n)| (f.label(), *n)).collect(),
             latency: r.latency.summary(),
             first_byte: stream.then(|| r.first_byte.summary()),
-            cache: (r.cache_hits > 0).then(|| CacheSplit {
-                hits: r.cache_hits,
-                misses: r.completed().saturating_sub(r.cache_hits),
-                hit_ratio: r.cache_hits as f64 / r.completed().max(1) as f64,
-                hit_latency: r.hit_latency.summary(),
-                miss_latency: r.miss_latency.summary(),
-            }),
+            cache: (r.cache_hits > 0).then(|| CacheSplit::of(r)),
         }
+    }
+
+    /// The same with the cache's split even when nothing was a hit (a
+    /// run against a gateway with its cache on: a 0 % hit ratio is a
+    /// finding, not a missing row).
+    pub fn with_cache_split(mut self, r: &LoadResult) -> LoadSummary {
+        self.cache = Some(CacheSplit::of(r));
+        self
     }
 
     /// The human table: counts, statuses, failures and latency percentiles
@@ -127,6 +129,17 @@ impl LoadSummary {
 }
 
 impl CacheSplit {
+    /// The hits and misses of `r`'s complete responses, apart.
+    fn of(r: &LoadResult) -> CacheSplit {
+        CacheSplit {
+            hits: r.cache_hits,
+            misses: r.completed().saturating_sub(r.cache_hits),
+            hit_ratio: r.cache_hits as f64 / r.completed().max(1) as f64,
+            hit_latency: r.hit_latency.summary(),
+            miss_latency: r.miss_latency.summary(),
+        }
+    }
+
     /// The hit ratio and the latency rows of hits and misses, named after
     /// `who` ("gateway " or nothing).
     pub fn rows(&self, who: &str) -> String {
@@ -135,7 +148,9 @@ impl CacheSplit {
             self.hits,
             self.hit_ratio * 100.0
         );
-        t.push_str(&latency_row(&format!("{who}hits"), &self.hit_latency));
+        if self.hits > 0 {
+            t.push_str(&latency_row(&format!("{who}hits"), &self.hit_latency));
+        }
         if self.misses > 0 {
             t.push_str(&latency_row(&format!("{who}misses"), &self.miss_latency));
         }
@@ -216,5 +231,44 @@ mod tests {
         let json = serde_json::to_value(&s).unwrap();
         assert_eq!(json["status"]["200"], 1);
         assert_eq!(json["first_byte"]["p50_us"], 300);
+    }
+
+    #[test]
+    fn cache_hits_and_misses_are_reported_apart() {
+        let mut r = LoadResult::default();
+        let t0 = Instant::now();
+        let answer = |cache_hit| Response {
+            status: 200,
+            first_byte: None,
+            keep_alive: true,
+            cache_hit,
+        };
+        r.record(&Ok(answer(false)), t0, t0 + Duration::from_millis(4), false);
+        // No hit yet: no split, unless the run's cache was on.
+        assert!(LoadSummary::new(&r, false).cache.is_none());
+        let on = LoadSummary::new(&r, false).with_cache_split(&r);
+        let table = on.table("intended send");
+        assert!(table.contains("cache hits 0 (0.0 % of"), "{table}");
+        assert!(
+            table.contains("misses") && !table.contains("  hits"),
+            "{table}"
+        );
+        for _ in 0..3 {
+            r.record(
+                &Ok(answer(true)),
+                t0,
+                t0 + Duration::from_micros(150),
+                false,
+            );
+        }
+        let s = LoadSummary::new(&r, false);
+        let split = s.cache.as_ref().expect("a split once there is a hit");
+        assert_eq!((split.hits, split.misses), (3, 1));
+        assert_eq!(split.hit_ratio, 0.75);
+        assert_eq!(split.hit_latency.p50_us, 150);
+        // Histogram buckets: 4 ms reads back within 0.1 %.
+        assert!((4000..=4004).contains(&split.miss_latency.p50_us));
+        let table = s.table("intended send");
+        assert!(table.contains("cache hits 3 (75.0 % of"), "{table}");
     }
 }

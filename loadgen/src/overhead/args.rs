@@ -248,6 +248,15 @@ impl Variant {
         )
     }
 
+    /// Whether its gateway has the response cache on (its report shows
+    /// the hit ratio and the latency of hits and misses apart).
+    pub fn caches(self) -> bool {
+        matches!(
+            self,
+            Variant::CacheHitLocal | Variant::CacheHitRedis | Variant::CacheMiss
+        )
+    }
+
     /// Whether it counts its limits in a private `redis-server`.
     pub fn needs_redis(self) -> bool {
         self.leases()

@@ -407,10 +407,11 @@ impl<'a> Session<'a> {
             None => None,
         };
         let stream = o.spec.stream;
-        let (ds, gs) = (
-            LoadSummary::new(&direct, stream),
-            LoadSummary::new(&gateway, stream),
-        );
+        let ds = LoadSummary::new(&direct, stream);
+        let gs = match o.variant.caches() {
+            true => LoadSummary::new(&gateway, stream).with_cache_split(&gateway),
+            false => LoadSummary::new(&gateway, stream),
+        };
         let gateway_requests = gateway.completed();
         let gateway_cpu_us_per_request = cpu.as_secs_f64() * 1e6 / gateway_requests.max(1) as f64;
         let nginx = self.nginx.map(|_| {
