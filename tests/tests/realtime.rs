@@ -344,6 +344,52 @@ fn a_budget_refuses_a_session_once_spent_and_ends_the_one_that_spends_it() {
     assert!(body.contains("Budget has been exceeded"), "{body}");
 }
 
+/// Token limits hold per response, not per session: each response's
+/// tokens count in the window as it ends, and the session whose response
+/// fills the key's tpm limit ends (LiteLLM's throttling error, close 1008)
+/// instead of running on until it closes; the next session is refused.
+#[test]
+fn a_tpm_limit_counts_each_response_and_ends_the_session_that_fills_it() {
+    let mock = RealtimeMock::start(UPSTREAM_MODEL, UPSTREAM_KEY);
+    let gw = start(&mock, 1.0, UPSTREAM_KEY);
+    let per_response = USAGE.input() + USAGE.output();
+    // Room for one response and a half: the second fills it.
+    let key = new_key(&gw, json!({"tpm_limit": per_response * 3 / 2}));
+    let (mut ws, _) = open(&gw, &key);
+    assert_eq!(next(&mut ws).unwrap()["type"], "session.created");
+    send(&mut ws, json!({"type": "response.create"}));
+    let first = until_done(&mut ws);
+    assert!(
+        first.iter().all(|e| e["type"] != "error"),
+        "the first response fits: {first:?}"
+    );
+    send(&mut ws, json!({"type": "response.create"}));
+    let mut throttled = false;
+    let closed = loop {
+        match next(&mut ws) {
+            Ok(event) if event["type"] == "error" => {
+                assert_eq!(event["error"]["type"], "throttling_error", "{event}");
+                throttled = true;
+            }
+            Ok(_) => {}
+            Err(close) => break close,
+        }
+    };
+    assert!(throttled, "an error event named the limit");
+    let (code, reason) = closed.expect("a close frame with a code");
+    assert_eq!(code, 1008, "{reason}");
+    assert_eq!(received(&mock, "response.create").len(), 2);
+    let auth = format!("Bearer {key}");
+    let (status, body) = connect(
+        &gw,
+        "/v1/realtime?model=gpt-rt",
+        &[("authorization", &auth)],
+    )
+    .map(|_| ())
+    .unwrap_err();
+    assert_eq!(status, 429, "{body}");
+}
+
 #[test]
 fn a_session_holds_its_parallel_slot_until_it_ends() {
     let mock = RealtimeMock::start(UPSTREAM_MODEL, UPSTREAM_KEY);

@@ -410,7 +410,27 @@ impl Limiter {
         &'l self,
         input: &AdmitInput<'_>,
     ) -> Result<Option<Ticket<'l>>, GatewayError> {
-        let descs = self.descriptors(input);
+        self.admit_these(input, self.descriptors(input)).await
+    }
+
+    /// [`admit`](Self::admit) of the request's token limits alone: each
+    /// response of a realtime session, whose request and parallel slot the
+    /// session's own admission holds.
+    pub async fn admit_tokens<'l>(
+        &'l self,
+        input: &AdmitInput<'_>,
+    ) -> Result<Option<Ticket<'l>>, GatewayError> {
+        let mut descs = self.descriptors(input);
+        descs.retain(|d| d.kind == Kind::Tokens);
+        self.admit_these(input, descs).await
+    }
+
+    /// Checks and charges `descs`, the request's limits.
+    async fn admit_these<'l>(
+        &'l self,
+        input: &AdmitInput<'_>,
+        descs: Vec<Descriptor>,
+    ) -> Result<Option<Ticket<'l>>, GatewayError> {
         if descs.is_empty() {
             return Ok(None);
         }

@@ -8,7 +8,9 @@
 //! 2. the handshake is checked and `?model=` routed (access, aliases,
 //!    router) to one deployment;
 //! 3. rate limits are admitted once for the session, which holds its
-//!    parallel slot until it ends; budgets must not be exhausted;
+//!    parallel slot until it ends, and token limits for each response
+//!    (its tokens counted as it ends, the next one refused, ending the
+//!    session, once a limit is full); budgets must not be exhausted;
 //! 4. the upstream's WebSocket is opened (a fresh connection, TLS
 //!    included, within [`HANDSHAKE_TIMEOUT`]); its refusal is relayed as
 //!    an HTTP error;
@@ -184,6 +186,9 @@ struct Ready<'w> {
     /// Bytes the upstream sent after its 101.
     upstream_leftover: Vec<u8>,
     ticket: Option<crate::limits::Ticket<'w>>,
+    /// The next response's place under the token limits, taken with
+    /// nothing reserved; its tokens are settled on it.
+    tokens: Option<crate::limits::Ticket<'w>>,
     reservation: Option<crate::budget::Reservation<'w>>,
     budgets: Vec<(&'static str, Arc<crate::budget::Budget>)>,
     price: (spend::Price, spend::AudioPrice),
@@ -261,23 +266,12 @@ async fn prepare<'w>(
         .map_err(|_| no_realtime())?;
     let base = dep.base.as_ref().ok_or_else(no_realtime)?;
     // 3. limits for the session (its parallel slot held until it ends),
-    // budgets not exhausted; its spend is charged per response.
+    // and the first response's room under the token limits; budgets not
+    // exhausted; its spend is charged per response.
     let prompt = PromptEstimate::new(bytes::Bytes::new());
-    let ticket = shared
-        .limiter
-        .admit(&AdmitInput {
-            key: principal.key_rows(),
-            model: &group,
-            end_user: None,
-            end_user_limits: None,
-            prompt: &prompt,
-            max_tokens: None,
-            estimated_output: None,
-            embeddings: true,
-            request_id: &session.call_id,
-            extra: principal.extra_limits(&group, &[]),
-        })
-        .await?;
+    let admission = admission(principal, &group, &prompt, &session.call_id);
+    let ticket = shared.limiter.admit(&admission).await?;
+    let tokens = shared.limiter.admit_tokens(&admission).await?;
     let caller = Caller {
         principal,
         end_user: None,
@@ -346,6 +340,7 @@ async fn prepare<'w>(
         conn,
         upstream_leftover,
         ticket,
+        tokens,
         reservation,
         budgets,
         price: (
@@ -369,18 +364,21 @@ async fn run(
     let Ready {
         conn,
         upstream_leftover,
-        mut ticket,
+        ticket,
+        tokens,
         reservation,
         budgets,
         price,
         guard,
         ..
     } = ready;
+    let group = session.group.clone();
     let charge = Charge {
         worker,
         budgets: &budgets,
         price,
         principal,
+        group: &group,
     };
     let limits = Limits {
         client_message: worker.shared.limits.max_body_bytes,
@@ -391,15 +389,13 @@ async fn run(
         (stream, leftover),
         (conn, upstream_leftover),
         (limits, guard),
-        (charge, reservation),
+        (charge, reservation, tokens),
         session,
     )
     .await;
     session.ended_by = ended;
-    if let Some(ticket) = ticket.as_mut() {
-        let t = &session.usage.tokens;
-        ticket.add_tokens(t.prompt_tokens.saturating_add(t.completion_tokens));
-    }
+    // Each response's tokens were settled as it ended; the session's
+    // ticket gives back its parallel slot.
     drop(ticket);
     record::submit(worker, row(worker, principal, session));
 }
@@ -533,6 +529,8 @@ struct Charge<'a> {
     budgets: &'a [(&'static str, Arc<crate::budget::Budget>)],
     price: (spend::Price, spend::AudioPrice),
     principal: &'a Principal,
+    /// The model group the session was admitted for.
+    group: &'a str,
 }
 
 /// USD for one response's usage: text tokens at the model's token prices
@@ -573,7 +571,11 @@ async fn relay(
     (client, client_leftover): (ClientStream, Vec<u8>),
     (upstream, upstream_leftover): (UpstreamConn, Vec<u8>),
     (limits, mut guard): (Limits, Option<Box<RealtimeGuard>>),
-    (charge, mut reservation): (Charge<'_>, Option<crate::budget::Reservation<'_>>),
+    (charge, mut reservation, mut tokens): (
+        Charge<'_>,
+        Option<crate::budget::Reservation<'_>>,
+        Option<crate::limits::Ticket<'_>>,
+    ),
     session: &mut Session,
 ) -> Option<String> {
     let (client_r, mut client_w) = client.into_split();
@@ -751,8 +753,13 @@ async fn relay(
                         }
                     }
                     if let Some(usage) = usage {
-                        let open =
-                            charge_response(&charge, &mut reservation, &usage, session).await;
+                        let open = charge_response(
+                            &charge,
+                            (&mut reservation, &mut tokens),
+                            &usage,
+                            session,
+                        )
+                        .await;
                         if let Err(err) = open {
                             ended.get_or_insert_with(|| err.to_string());
                             let event = serde_json::json!({
@@ -829,12 +836,40 @@ async fn write_out<W: monoio::io::AsyncWriteRent>(
     }
 }
 
+/// What a session's admission (or one response's, under the token
+/// limits) is checked as: the key's rows and limits for `group`, nothing
+/// reserved.
+fn admission<'a>(
+    principal: &'a Principal,
+    group: &'a str,
+    prompt: &'a PromptEstimate,
+    request_id: &'a str,
+) -> AdmitInput<'a> {
+    AdmitInput {
+        key: principal.key_rows(),
+        model: group,
+        end_user: None,
+        end_user_limits: None,
+        prompt,
+        max_tokens: None,
+        estimated_output: None,
+        embeddings: true,
+        request_id,
+        extra: principal.extra_limits(group, &[]),
+    }
+}
+
 /// Charges one response's usage: settles the held reservation with its
-/// cost and takes the next one; `Err` when a budget is now spent or the
-/// key was blocked, expired or deleted since (the session ends).
+/// cost and takes the next one, and settles its tokens on its place under
+/// the token limits and takes the next response's; `Err` when a budget is
+/// now spent, a token limit full or the key was blocked, expired or deleted
+/// since (the session ends).
 async fn charge_response<'l>(
     charge: &Charge<'l>,
-    reservation: &mut Option<crate::budget::Reservation<'l>>,
+    (reservation, tokens): (
+        &mut Option<crate::budget::Reservation<'l>>,
+        &mut Option<crate::limits::Ticket<'l>>,
+    ),
     usage: &ResponseUsage,
     session: &mut Session,
 ) -> Result<(), GatewayError> {
@@ -857,6 +892,19 @@ async fn charge_response<'l>(
         record::settle(alerts, Some(held), cost, charge.principal);
     }
     *reservation = next;
+    // This response's tokens count in the window at once (not when the
+    // session ends), and the next response needs room under the limits.
+    if let Some(mut done) = tokens.take() {
+        done.add_tokens(
+            usage
+                .tokens
+                .prompt_tokens
+                .saturating_add(usage.tokens.completion_tokens),
+        );
+    }
+    let prompt = PromptEstimate::new(bytes::Bytes::new());
+    let admission = admission(charge.principal, charge.group, &prompt, &id);
+    *tokens = limiter.admit_tokens(&admission).await?;
     // A key blocked, expired or deleted since the session opened ends it.
     charge.worker.shared.auth.still_usable(charge.principal)?;
     for (scope, budget) in charge.budgets {
