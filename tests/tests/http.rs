@@ -228,6 +228,37 @@ fn oversized_body_is_413() {
     let _ = sender.join();
 }
 
+/// A body refused as too large once its head is read is drained, not
+/// reset: a client that writes its whole upload before it reads (as most
+/// HTTP clients do) still gets its 413 (it used to meet a reset mid-write,
+/// the answer lost with it).
+#[test]
+fn a_client_that_writes_its_whole_oversized_body_first_still_reads_its_413() {
+    let (_mock, gw) = start();
+    let auth = bearer();
+    // 2 MiB against a 1 MB limit, written in pieces with pauses, so the
+    // gateway has answered long before the last piece is sent.
+    let body = vec![b' '; 2 * 1024 * 1024];
+    let bytes = request(
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        &body,
+    );
+    let mut conn = gw.connect();
+    let mut writer = conn.stream().try_clone().expect("clone socket");
+    for piece in bytes.chunks(64 * 1024) {
+        writer
+            .write_all(piece)
+            .expect("the refused body is read and dropped, not reset");
+        thread::sleep(Duration::from_millis(2));
+    }
+    assert_error(&conn.read_response(), 413);
+}
+
 #[test]
 fn oversized_chunked_body_is_413() {
     let (_mock, gw) = start();

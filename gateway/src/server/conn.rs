@@ -109,6 +109,9 @@ pub async fn serve(tcp: TcpStream, worker: Rc<Worker>) {
                     // Boxed: rare, and larger than what an open stream
                     // keeps in this future.
                     Box::pin(api::refuse(&worker, &head, err, &mut out, received_at)).await;
+                    // The rest of the body (one over the size limit) is
+                    // drained, so the client still reads the refusal.
+                    linger(&mut stream).await;
                     return;
                 }
             }
