@@ -355,6 +355,25 @@ fn a_post_call_block_ends_a_stream_with_an_error_event() {
     assert_eq!(err["code"], "400");
     assert_eq!(err["provider_specific_fields"]["pattern"], "us_ssn");
     assert!(!text.contains("more"), "nothing follows the block: {text}");
+    // What was generated until the block is billed (its tokens counted),
+    // and the row says the guardrail blocked the stream.
+    let call_id = resp.header("x-litellm-call-id").unwrap().to_string();
+    let row = e2e::eventually(
+        "the stream's spend row",
+        std::time::Duration::from_secs(10),
+        || {
+            let rows = gw.get(&format!("/spend/logs?request_id={call_id}")).json();
+            rows.as_array().and_then(|r| r.first().cloned())
+        },
+    );
+    assert!(row["completion_tokens"].as_i64().unwrap() > 0, "{row}");
+    let runs = row["guardrail_information"].as_array().expect("runs");
+    let block = runs
+        .iter()
+        .find(|r| r["guardrail_name"] == "answer-block")
+        .expect("the stream's run");
+    assert_eq!(block["guardrail_mode"], "post_call", "{row}");
+    assert_eq!(block["guardrail_status"], "guardrail_intervened", "{row}");
     // An Anthropic client gets Anthropic's error event.
     let body = json!({"model": "gpt-4o", "max_tokens": 20, "stream": true, "guardrails": ["answer-block"],
         "messages": [{"role": "user", "content": "hi"}]});
