@@ -113,6 +113,29 @@ fn default_on_guardrail_masks_what_reaches_the_upstream() {
         "{}",
         sent(&raw)
     );
+    // Tool-call arguments (a JSON text inside the JSON body): the mask
+    // lands inside them and they stay a JSON text.
+    let tools = json!({"model": "gpt-4o", "messages": [
+        {"role": "user", "content": "book it"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": "book", "arguments": "{\"email\": \"ann@corp.com\", \"seats\": 2}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "booked for ann@corp.com"},
+    ]});
+    let resp = call(&gw, MASTER_KEY, "/v1/chat/completions", &tools);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let wire = sent(&raw);
+    let body: Value = serde_json::from_str(&wire[wire.find("\r\n\r\n").unwrap() + 4..])
+        .expect("the body sent upstream is JSON");
+    let arguments = body["messages"][1]["tool_calls"][0]["function"]["arguments"]
+        .as_str()
+        .expect("arguments stay a string");
+    let arguments: Value = serde_json::from_str(arguments).expect("arguments stay a JSON text");
+    assert_eq!(arguments, json!({"email": "[EMAIL_REDACTED]", "seats": 2}));
+    assert_eq!(
+        body["messages"][2]["content"],
+        "booked for [EMAIL_REDACTED]"
+    );
+    assert!(!wire.contains("ann@corp.com"), "{wire}");
 }
 
 #[test]
