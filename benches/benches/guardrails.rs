@@ -88,7 +88,11 @@ fn stream_window() -> gateway::guardrails::stream::StreamCheck {
     );
     let rails = Guardrails::from_config(Some(&serde_yaml::from_str(&yaml).unwrap())).unwrap();
     let (_, checked) = rails
-        .pre_call(Scope::default(), bytes::Bytes::from_static(b"{}"))
+        .pre_call(
+            Scope::default(),
+            bytes::Bytes::from_static(b"{}"),
+            &mut Default::default(),
+        )
         .unwrap();
     checked.post.unwrap().stream()
 }

@@ -95,6 +95,20 @@ impl Telemetry {
             .attempt(row, (deployment, group, model), fallback_depth);
     }
 
+    /// What the request's guardrails did (`call_id`: the request's):
+    /// LiteLLM's guardrail metrics and a trace span per run.
+    pub fn guardrails(&mut self, call_id: &str, log: &crate::guardrails::log::Log) {
+        log.each(|run| {
+            self.metrics.guardrail(
+                &run.guardrail.name,
+                run.hook.as_str(),
+                run.outcome.as_str(),
+                run.took.as_secs_f64(),
+            );
+            self.trace.guardrail(call_id, run);
+        });
+    }
+
     /// The request ended.
     pub fn finish(&mut self, end: Finish<'_>) {
         self.trace.finish(&end);

@@ -64,6 +64,8 @@ from litellm.models.organization import LiteLLM_OrganizationTable  # noqa: E402
 from litellm.models.organization_membership import LiteLLM_OrganizationMembershipTable  # noqa: E402
 from litellm.models.end_user import LiteLLM_EndUserTable  # noqa: E402
 from litellm.models.spend_logs import LiteLLM_SpendLogs  # noqa: E402
+from litellm.types.utils import StandardLoggingGuardrailInformation  # noqa: E402
+from pydantic import TypeAdapter  # noqa: E402
 from litellm.models.verification_token import LiteLLM_VerificationToken  # noqa: E402
 from litellm.proxy._types import hash_token  # noqa: E402
 from litellm.proxy.db.daily_spend_bulk_upsert import (  # noqa: E402
@@ -332,10 +334,18 @@ def verify(url, fx):
         assert isinstance(json.loads(row["request_tags"]), list), row
     ours = [r for r in logs if r["api_key"] == good and r["status"] == "success"]
     assert len(ours) >= 2, f"want the good key's rows: {logs}"
+    guardrail_runs = TypeAdapter(list[StandardLoggingGuardrailInformation])
     for r in ours:
         meta = json.loads(r["metadata"])
         assert meta.get("user_api_key_team_id") == fx["team_id"], meta
         assert meta.get("user_api_key_user_id") == fx["user_id"], meta
+        # The gateway's default-on guardrail ran: its record as LiteLLM's
+        # type reads it (a wrong type or status is refused).
+        [run] = guardrail_runs.validate_python(meta["guardrail_information"])
+        assert run["guardrail_name"] == "pii-mask", run
+        assert run["guardrail_mode"] == "pre_call", run
+        assert run["guardrail_status"] == "success", run
+        assert run["end_time"] >= run["start_time"] and run["duration"] >= 0, run
         assert r["spend"] > 0 and r["prompt_tokens"] > 0 and r["total_tokens"] > 0, r
     checks.append(f"{len(logs)} spend rows parsed")
     spent = sum(r["spend"] for r in logs if r["api_key"] == good)

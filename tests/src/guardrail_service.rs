@@ -19,6 +19,7 @@
 //! anonymizes as Presidio's default does (`<ENTITY_TYPE>`). ASCII text
 //! only (offsets are bytes).
 
+use crate::gate::Gate;
 use serde_json::{json, Value};
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
@@ -38,6 +39,9 @@ pub enum Behaviour {
     Status(u16),
     /// Answers 200 with a body that is not JSON.
     Garbage,
+    /// Answers 200 with a JSON verdict padded past 16 MiB (the most the
+    /// gateway reads of a guardrail service's answer).
+    Huge,
     /// Lakera Guard v2.
     Lakera,
     /// Presidio's analyzer and anonymizer.
@@ -51,6 +55,7 @@ pub struct GuardrailService {
     calls: Arc<AtomicUsize>,
     last: Arc<Mutex<Option<Value>>>,
     headers: Arc<Mutex<String>>,
+    gate: Gate,
 }
 
 impl GuardrailService {
@@ -67,22 +72,29 @@ impl GuardrailService {
             calls: Arc::new(AtomicUsize::new(0)),
             last: Arc::new(Mutex::new(None)),
             headers: Arc::new(Mutex::new(String::new())),
+            gate: Gate::default(),
         };
-        let (stop, calls, last, headers) = (
+        let (stop, calls, last, headers, gate) = (
             service.stop.clone(),
             service.calls.clone(),
             service.last.clone(),
             service.headers.clone(),
+            service.gate.clone(),
         );
         let key = api_key.to_string();
         thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 match listener.accept() {
                     Ok((stream, _)) => {
-                        let (calls, last, headers, key) =
-                            (calls.clone(), last.clone(), headers.clone(), key.clone());
+                        let (calls, last, headers, key, gate) = (
+                            calls.clone(),
+                            last.clone(),
+                            headers.clone(),
+                            key.clone(),
+                            gate.clone(),
+                        );
                         thread::spawn(move || {
-                            serve(stream, &key, behaviour, (&calls, &last, &headers))
+                            serve(stream, &key, behaviour, (&calls, &last, &headers), &gate)
                         });
                     }
                     Err(_) => thread::sleep(Duration::from_millis(5)),
@@ -118,6 +130,12 @@ impl GuardrailService {
         self.last.lock().ok().and_then(|l| l.clone())
     }
 
+    /// The gate its answers wait at (open unless held): a call is read
+    /// and counted at once, its answer waits.
+    pub fn gate(&self) -> &Gate {
+        &self.gate
+    }
+
     /// The head of the last call, lower-cased.
     pub fn last_head(&self) -> String {
         self.headers.lock().map(|h| h.clone()).unwrap_or_default()
@@ -132,7 +150,13 @@ impl Drop for GuardrailService {
 
 type Seen<'a> = (&'a AtomicUsize, &'a Mutex<Option<Value>>, &'a Mutex<String>);
 
-fn serve(mut stream: TcpStream, key: &str, behaviour: Behaviour, (calls, last, headers): Seen<'_>) {
+fn serve(
+    mut stream: TcpStream,
+    key: &str,
+    behaviour: Behaviour,
+    (calls, last, headers): Seen<'_>,
+    gate: &Gate,
+) {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
     let mut buf = Vec::new();
     loop {
@@ -141,6 +165,7 @@ fn serve(mut stream: TcpStream, key: &str, behaviour: Behaviour, (calls, last, h
         };
         let request: Vec<u8> = buf.drain(..len).collect();
         calls.fetch_add(1, Ordering::Relaxed);
+        gate.pass();
         let (status, body) = answer(&request, key, behaviour, last, headers);
         let reply = format!(
             "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
@@ -210,6 +235,13 @@ fn answer(
     match behaviour {
         Behaviour::Status(s) => return detail(s, "guardrail service failing"),
         Behaviour::Garbage => return (200, "<html>oops</html>".to_string()),
+        Behaviour::Huge => {
+            let pad = " ".repeat(17 << 20);
+            return (
+                200,
+                format!("{{\"action\": \"NONE\",{pad}\"texts\": null}}"),
+            );
+        }
         Behaviour::Slow(d) => thread::sleep(d),
         Behaviour::Judge | Behaviour::Lakera | Behaviour::Presidio => {}
     }

@@ -37,6 +37,7 @@
 
 pub mod budget_burst;
 pub mod config;
+pub mod gate;
 pub mod guardrail_service;
 pub mod http;
 pub mod load;

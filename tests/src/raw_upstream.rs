@@ -2,6 +2,7 @@
 //! Content-Length body) and answers with fixed bytes, for wire-level faults
 //! the mock provider cannot produce (bad chunked framing, interim heads).
 
+use crate::gate::Gate;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -15,6 +16,7 @@ pub struct RawUpstream {
     stop: Arc<AtomicBool>,
     requests: Arc<AtomicUsize>,
     last_request: Arc<Mutex<Vec<u8>>>,
+    gate: Gate,
 }
 
 impl RawUpstream {
@@ -29,14 +31,20 @@ impl RawUpstream {
         let stop = Arc::new(AtomicBool::new(false));
         let requests = Arc::new(AtomicUsize::new(0));
         let last_request = Arc::new(Mutex::new(Vec::new()));
-        let (s, r, l) = (stop.clone(), requests.clone(), last_request.clone());
+        let gate = Gate::default();
+        let (s, r, l, g) = (
+            stop.clone(),
+            requests.clone(),
+            last_request.clone(),
+            gate.clone(),
+        );
         let reply = Arc::new(reply);
         thread::spawn(move || {
             while !s.load(Ordering::Relaxed) {
                 match listener.accept() {
                     Ok((stream, _)) => {
-                        let (reply, r, l) = (reply.clone(), r.clone(), l.clone());
-                        thread::spawn(move || serve(stream, &reply, close_after, &r, &l));
+                        let (reply, r, l, g) = (reply.clone(), r.clone(), l.clone(), g.clone());
+                        thread::spawn(move || serve(stream, &reply, close_after, (&r, &l), &g));
                     }
                     Err(_) => thread::sleep(Duration::from_millis(5)),
                 }
@@ -47,7 +55,14 @@ impl RawUpstream {
             stop,
             requests,
             last_request,
+            gate,
         }
+    }
+
+    /// The gate its answers wait at (open unless held): a request is
+    /// read and counted at once, its answer waits.
+    pub fn gate(&self) -> &Gate {
+        &self.gate
     }
 
     /// `http://127.0.0.1:<port>/v1`.
@@ -79,8 +94,8 @@ fn serve(
     mut stream: TcpStream,
     reply: &[u8],
     close_after: bool,
-    requests: &AtomicUsize,
-    last: &Mutex<Vec<u8>>,
+    (requests, last): (&AtomicUsize, &Mutex<Vec<u8>>),
+    gate: &Gate,
 ) {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
     let mut buf = Vec::new();
@@ -93,6 +108,7 @@ fn serve(
         }
         buf.drain(..len);
         requests.fetch_add(1, Ordering::Relaxed);
+        gate.pass();
         if stream.write_all(reply).is_err() || close_after {
             return;
         }

@@ -273,6 +273,39 @@ fn a_failing_service_fails_closed_or_open_as_configured() {
     assert!(err["message"].as_str().unwrap().contains("401"), "{err:?}");
 }
 
+/// A service answering more than the 16 MiB the gateway reads of it is
+/// a failed call: refused (LiteLLM's 500) unless `fail_on_error: false`
+/// lets the text pass; the gateway neither hangs nor reads it all.
+#[test]
+fn a_service_answering_a_huge_body_fails_the_request_unless_lenient() {
+    let huge = GuardrailService::start(KEY, Behaviour::Huge);
+    let raw = upstream("the model's answer");
+    let gw = start(
+        &raw,
+        vec![
+            generic("huge", "pre_call", &huge.api_base(), json!({})),
+            generic(
+                "huge-lenient",
+                "pre_call",
+                &huge.api_base(),
+                json!({"fail_on_error": false}),
+            ),
+        ],
+    );
+    let err = assert_error(&chat(&gw, "hello", json!(["huge"])), 500);
+    let message = err["message"].as_str().unwrap();
+    assert!(
+        message.contains("Generic Guardrail API failed"),
+        "{message}"
+    );
+    assert!(message.contains("huge"), "names the guardrail: {message}");
+    assert_eq!(raw.requests(), 0, "no model call");
+    let resp = chat(&gw, "hello", json!(["huge-lenient"]));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(raw.requests(), 1);
+    assert_eq!(huge.calls(), 2);
+}
+
 #[test]
 fn lakera_v2_blocks_a_flagged_request_or_answer_and_monitor_lets_it_pass() {
     let lakera = GuardrailService::lakera("lk-test-1");
@@ -436,6 +469,62 @@ fn a_during_call_service_runs_beside_the_upstream_call_and_its_block_wins() {
         let err = assert_error(&resp, 400);
         assert_eq!(err["message"], "policy 12: BLOCKME is not allowed");
         assert!(!resp.text().contains("the model's answer"));
+    });
+}
+
+/// A `during_call` service adds no latency beyond the slower of the two
+/// calls: the service and the upstream are each held until the other has
+/// been called, so a gateway that made one call after the other would
+/// leave the first waiting for ever (here until the deadline below);
+/// the events' order, not a time, shows both are in flight together. The
+/// upstream's answer, once out, waits for the service's verdict.
+#[test]
+fn a_during_call_service_and_the_upstream_call_are_in_flight_together() {
+    let service = GuardrailService::start(KEY, Behaviour::Judge);
+    let raw = upstream("the model's answer");
+    let gw = start(
+        &raw,
+        vec![generic(
+            "beside",
+            "during_call",
+            &service.api_base(),
+            json!({}),
+        )],
+    );
+    service.gate().hold();
+    raw.gate().hold();
+    std::thread::scope(|s| {
+        let pending = s.spawn(|| chat(&gw, "hello", json!(["beside"])));
+        e2e::eventually(
+            "the service and the upstream both called, neither answered",
+            Duration::from_secs(10),
+            || (raw.requests() == 1 && service.calls() == 1).then_some(()),
+        );
+        assert!(!pending.is_finished(), "nothing answered yet");
+        // The upstream answers first: its answer is held for the verdict.
+        raw.gate().release();
+        assert!(!pending.is_finished(), "the service has not passed it");
+        service.gate().release();
+        let resp = pending.join().expect("the request thread");
+        assert_eq!(resp.status, 200, "{}", resp.text());
+        assert_eq!(
+            resp.json()["choices"][0]["message"]["content"],
+            "the model's answer"
+        );
+    });
+    assert_eq!((raw.requests(), service.calls()), (1, 1), "one call each");
+    // The other order: the service passes while the upstream is held.
+    raw.gate().hold();
+    std::thread::scope(|s| {
+        let pending = s.spawn(|| chat(&gw, "hello again", json!(["beside"])));
+        e2e::eventually(
+            "the service called while the upstream holds its answer",
+            Duration::from_secs(10),
+            || (raw.requests() == 2 && service.calls() == 2).then_some(()),
+        );
+        raw.gate().release();
+        let resp = pending.join().expect("the request thread");
+        assert_eq!(resp.status, 200, "{}", resp.text());
     });
 }
 

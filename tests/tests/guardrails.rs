@@ -113,6 +113,29 @@ fn default_on_guardrail_masks_what_reaches_the_upstream() {
         "{}",
         sent(&raw)
     );
+    // Tool-call arguments (a JSON text inside the JSON body): the mask
+    // lands inside them and they stay a JSON text.
+    let tools = json!({"model": "gpt-4o", "messages": [
+        {"role": "user", "content": "book it"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": "book", "arguments": "{\"email\": \"ann@corp.com\", \"seats\": 2}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "booked for ann@corp.com"},
+    ]});
+    let resp = call(&gw, MASTER_KEY, "/v1/chat/completions", &tools);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let wire = sent(&raw);
+    let body: Value = serde_json::from_str(&wire[wire.find("\r\n\r\n").unwrap() + 4..])
+        .expect("the body sent upstream is JSON");
+    let arguments = body["messages"][1]["tool_calls"][0]["function"]["arguments"]
+        .as_str()
+        .expect("arguments stay a string");
+    let arguments: Value = serde_json::from_str(arguments).expect("arguments stay a JSON text");
+    assert_eq!(arguments, json!({"email": "[EMAIL_REDACTED]", "seats": 2}));
+    assert_eq!(
+        body["messages"][2]["content"],
+        "booked for [EMAIL_REDACTED]"
+    );
+    assert!(!wire.contains("ann@corp.com"), "{wire}");
 }
 
 #[test]
@@ -355,6 +378,25 @@ fn a_post_call_block_ends_a_stream_with_an_error_event() {
     assert_eq!(err["code"], "400");
     assert_eq!(err["provider_specific_fields"]["pattern"], "us_ssn");
     assert!(!text.contains("more"), "nothing follows the block: {text}");
+    // What was generated until the block is billed (its tokens counted),
+    // and the row says the guardrail blocked the stream.
+    let call_id = resp.header("x-litellm-call-id").unwrap().to_string();
+    let row = e2e::eventually(
+        "the stream's spend row",
+        std::time::Duration::from_secs(10),
+        || {
+            let rows = gw.get(&format!("/spend/logs?request_id={call_id}")).json();
+            rows.as_array().and_then(|r| r.first().cloned())
+        },
+    );
+    assert!(row["completion_tokens"].as_i64().unwrap() > 0, "{row}");
+    let runs = row["guardrail_information"].as_array().expect("runs");
+    let block = runs
+        .iter()
+        .find(|r| r["guardrail_name"] == "answer-block")
+        .expect("the stream's run");
+    assert_eq!(block["guardrail_mode"], "post_call", "{row}");
+    assert_eq!(block["guardrail_status"], "guardrail_intervened", "{row}");
     // An Anthropic client gets Anthropic's error event.
     let body = json!({"model": "gpt-4o", "max_tokens": 20, "stream": true, "guardrails": ["answer-block"],
         "messages": [{"role": "user", "content": "hi"}]});

@@ -117,6 +117,11 @@ fn a_litellm_database_serves_here_and_litellm_reads_what_the_gateway_wrote() {
             "litellm_params": {"model": "mock/local", "mock_response": "hi"},
         }],
         "general_settings": {"master_key": MASTER_KEY},
+        // Every request runs it: its rows carry `guardrail_information`,
+        // which LiteLLM's types must read.
+        "guardrails": [{"guardrail_name": "pii-mask", "litellm_params": {
+            "guardrail": "litellm_content_filter", "mode": "pre_call", "default_on": true,
+            "patterns": [{"pattern_type": "prebuilt", "pattern_name": "email", "action": "MASK"}]}}],
     });
     let gw = Gateway::start(
         &to_yaml(&config),

@@ -227,3 +227,45 @@ fn sdk_streams_through_the_response_cache() {
     // whole answers and the played-back streams made none.
     assert_eq!(mock.stats()["requests"], 2);
 }
+
+/// The OpenAI and Anthropic SDKs see a guardrail's block as LiteLLM's
+/// clients do (a `BadRequestError` with LiteLLM's body; in a stream, the
+/// error the SDK raises on the stream's error event) and its masks in
+/// whole and streamed answers (`tests/python/test_sdk_guardrails.py`).
+#[test]
+fn sdks_see_guardrail_blocks_and_masks() {
+    let mock = MockServer::start(&[]);
+    let mut config = base_config(mock.port());
+    config["model_list"][1]["litellm_params"]["mock_response"] =
+        json!("write to carol@example.org today");
+    add_model(
+        &mut config,
+        json!({"model_name": "local-ssn", "litellm_params": {
+            "model": "mock/ssn", "mock_response": "your ssn is 123-45-6789 ok"}}),
+    );
+    config["guardrails"] = json!([
+        {"guardrail_name": "no-secrets", "litellm_params": {
+            "guardrail": "litellm_content_filter", "mode": "pre_call", "default_on": true,
+            "blocked_words": [{"keyword": "Project Falcon", "action": "BLOCK"}]}},
+        {"guardrail_name": "answer-mask", "litellm_params": {
+            "guardrail": "litellm_content_filter", "mode": "post_call", "default_on": true,
+            "patterns": [{"pattern_type": "prebuilt", "pattern_name": "email", "action": "MASK"}]}},
+        {"guardrail_name": "answer-block", "litellm_params": {
+            "guardrail": "litellm_content_filter", "mode": "post_call",
+            "patterns": [{"pattern_type": "prebuilt", "pattern_name": "us_ssn", "action": "BLOCK"}]}},
+    ]);
+    let gw = Gateway::start_json(&config, &[]);
+    run_script(
+        "test_sdk_guardrails.py",
+        &[
+            (
+                "GATEWAY_BASE_URL",
+                format!("http://127.0.0.1:{}", gw.port()),
+            ),
+            ("GATEWAY_MASK_MODEL", "local-mock".to_string()),
+            ("GATEWAY_SSN_MODEL", "local-ssn".to_string()),
+        ],
+        &gw,
+    );
+    assert_eq!(mock.stats()["requests"], 0, "the mocks are in process");
+}

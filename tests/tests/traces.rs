@@ -474,3 +474,147 @@ fn traces_go_out_as_otlp_json_with_the_standard_variables() {
     assert_eq!(child.parent, ok.span_id);
     assert_eq!(child.attributes.get("gen_ai.system"), Some(&json!("mock")));
 }
+
+/// What the request's guardrails did is visible four ways: a `guardrail`
+/// span per run under the request's root span, LiteLLM's guardrail
+/// families on `/metrics`, the spend row's `guardrail_information` and
+/// the `x-litellm-applied-guardrails` header; a block (no upstream call,
+/// no spend row) still has its span and its counts.
+#[test]
+fn guardrail_runs_have_a_span_each_metrics_and_the_spend_rows_information() {
+    let raw = raw_upstream();
+    let collector = Collector::start();
+    let mut config = base_config(free_port());
+    config["model_list"] = json!([openai_model("gpt-4o", "raw-1", &raw.api_base(), json!({}))]);
+    config["litellm_settings"] = json!({"callbacks": ["otel", "prometheus"]});
+    config["guardrails"] = json!([
+        {"guardrail_name": "pii-mask", "litellm_params": {
+            "guardrail": "litellm_content_filter", "mode": "pre_call", "default_on": true,
+            "patterns": [{"pattern_type": "prebuilt", "pattern_name": "email", "action": "MASK"}],
+            "blocked_words": [{"keyword": "project falcon", "action": "BLOCK"}]}},
+        {"guardrail_name": "answer-check", "litellm_params": {
+            "guardrail": "litellm_content_filter", "mode": "post_call", "default_on": true,
+            "patterns": [{"pattern_type": "prebuilt", "pattern_name": "us_ssn", "action": "BLOCK"}]}},
+    ]);
+    let endpoint = format!("http://127.0.0.1:{}", collector.port);
+    let gw = start(
+        &config,
+        &[
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+        ],
+    );
+    let chat = |text: &str| {
+        gw.post(
+            "/v1/chat/completions",
+            &json!({"model": "gpt-4o", "messages": [{"role": "user", "content": text}]}),
+        )
+    };
+    let masked = chat("mail me at jane@example.com");
+    assert_eq!(masked.status, 200, "{}", masked.text());
+    assert_eq!(
+        masked.header("x-litellm-applied-guardrails"),
+        Some("pii-mask,answer-check")
+    );
+    let call_id = masked.header("x-litellm-call-id").unwrap().to_string();
+    let blocked = chat("about Project Falcon");
+    assert_eq!(blocked.status, 400, "{}", blocked.text());
+    assert_eq!(raw.requests(), 1, "the block made no upstream call");
+
+    // Traces: the masked request's root has two guardrail children, the
+    // blocked one's root one.
+    let (_, _, spans) = collected(&collector, 6, decode_json);
+    let root = spans
+        .iter()
+        .find(|s| {
+            s.name == "litellm_request"
+                && s.attributes.get("litellm.call_id") == Some(&json!(call_id))
+        })
+        .expect("the masked request's root span");
+    let runs: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.name == "guardrail" && s.parent == root.span_id)
+        .collect();
+    let named = |s: &Span, k: &str| {
+        s.attributes
+            .get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let mut seen: Vec<(String, String, String, String)> = runs
+        .iter()
+        .map(|s| {
+            assert_eq!(s.trace_id, root.trace_id);
+            assert!(s.start <= s.end && s.start >= root.start && s.end <= root.end);
+            assert_eq!(named(s, "openinference.span.kind"), "GUARDRAIL");
+            (
+                named(s, "guardrail_name"),
+                named(s, "guardrail_mode"),
+                named(s, "guardrail_status"),
+                named(s, "guardrail_response"),
+            )
+        })
+        .collect();
+    seen.sort();
+    let row = |n: &str, m: &str, st: &str, r: &str| {
+        (n.to_string(), m.to_string(), st.to_string(), r.to_string())
+    };
+    assert_eq!(
+        seen,
+        [
+            row("answer-check", "post_call", "success", "allow"),
+            row("pii-mask", "pre_call", "success", "mask"),
+        ]
+    );
+    let block_span = spans
+        .iter()
+        .find(|s| s.name == "guardrail" && named(s, "guardrail_status") == "guardrail_intervened")
+        .expect("the block's span");
+    assert_eq!(named(block_span, "guardrail_name"), "pii-mask");
+    assert_eq!(named(block_span, "guardrail_response"), "block");
+
+    // Prometheus: LiteLLM's three families, per guardrail and outcome.
+    let metrics = gw.get("/metrics").text();
+    for line in [
+        r#"litellm_guardrail_requests_total{guardrail_name="pii-mask",status="intervened",hook_type="pre_call"} 1"#,
+        r#"litellm_guardrail_requests_total{guardrail_name="pii-mask",status="error",hook_type="pre_call"} 1"#,
+        r#"litellm_guardrail_requests_total{guardrail_name="answer-check",status="success",hook_type="post_call"} 1"#,
+        r#"litellm_guardrail_errors_total{guardrail_name="pii-mask",error_type="blocked",hook_type="pre_call"} 1"#,
+        r#"litellm_guardrail_latency_seconds_count{guardrail_name="pii-mask",status="intervened",error_type="none",hook_type="pre_call"} 1"#,
+    ] {
+        assert!(metrics.contains(line), "{line} missing from:\n{metrics}");
+    }
+
+    // The spend row's metadata: LiteLLM's guardrail_information.
+    let info = e2e::eventually("the spend row", Duration::from_secs(10), || {
+        let rows = gw
+            .get("/spend/logs?start_date=2020-01-01&end_date=2100-01-01")
+            .json();
+        rows.as_array()?
+            .iter()
+            .find(|r| r["request_id"] == json!(call_id))
+            .map(|r| r["guardrail_information"].clone())
+    });
+    let info = info.as_array().expect("a list");
+    assert_eq!(info.len(), 2, "{info:?}");
+    assert_eq!(info[0]["guardrail_name"], "pii-mask");
+    assert_eq!(info[0]["guardrail_provider"], "litellm_content_filter");
+    assert_eq!(info[0]["guardrail_mode"], "pre_call");
+    assert_eq!(info[0]["guardrail_status"], "success");
+    assert_eq!(info[0]["guardrail_response"], "mask");
+    assert_eq!(info[1]["guardrail_name"], "answer-check");
+    assert_eq!(info[1]["guardrail_mode"], "post_call");
+    for run in info {
+        let (start, end, took) = (
+            run["start_time"].as_f64().unwrap(),
+            run["end_time"].as_f64().unwrap(),
+            run["duration"].as_f64().unwrap(),
+        );
+        assert!(start > 1.7e9 && end >= start && took >= 0.0, "{run}");
+    }
+    assert!(
+        !info.iter().any(|r| r.to_string().contains("jane@")),
+        "no text of the request"
+    );
+}

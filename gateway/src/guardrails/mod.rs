@@ -19,6 +19,7 @@ mod config;
 pub mod filter;
 mod gate;
 pub mod lakera;
+pub mod log;
 pub mod moderation;
 mod params;
 pub mod patterns;
@@ -179,12 +180,13 @@ impl Guardrails {
     /// Runs the request's `pre_call` and `during_call` guardrails on
     /// `body`: the body to send on (masked, without the gateway's own
     /// `guardrails` member) and what the rest of the request needs of them
-    /// ([`Checked`]).
+    /// ([`Checked`]). Each content filter's run goes to `log`.
     /// A `BLOCK` or an unknown name is an error.
     pub fn pre_call(
         &self,
         scope: Scope<'_>,
         body: Bytes,
+        log: &mut log::Log,
     ) -> Result<(Bytes, Checked), GatewayError> {
         let stored =
             |m: Option<&Map<String, Value>>| m.is_some_and(|m| m.contains_key("guardrails"));
@@ -228,11 +230,14 @@ impl Guardrails {
             .filter(|g| g.modes.during && !g.modes.pre && g.is_service())
             .map(|g| (Arc::clone(g), extra_body(&extra, &g.name)))
             .collect();
-        if !before.is_empty() {
-            walk::request(&mut doc, &mut |text| {
-                changed |= run(&before, text)?;
-                Ok(())
-            })?;
+        // Each filter over the whole request in turn, as LiteLLM runs each
+        // guardrail's hook, so each run has its own outcome and time.
+        for g in &before {
+            let hook = match g.modes.pre {
+                true => log::Hook::Pre,
+                false => log::Hook::During,
+            };
+            changed |= logged(g, hook, log, |visit| walk::request(&mut doc, visit))?;
         }
         let post: Vec<Arc<Guardrail>> = chosen
             .iter()
@@ -381,20 +386,27 @@ impl PostCall {
             .collect()
     }
 
-    /// Runs the guardrails on a whole answer: `Borrowed` when nothing
-    /// changed, the masked answer, or the refusal.
-    pub fn answer<'b>(&self, body: &'b [u8]) -> Result<Cow<'b, [u8]>, GatewayError> {
+    /// Runs the content filters on a whole answer: `Borrowed` when nothing
+    /// changed, the masked answer, or the refusal. Each run goes to `log`.
+    pub fn answer<'b>(
+        &self,
+        body: &'b [u8],
+        log: &mut log::Log,
+    ) -> Result<Cow<'b, [u8]>, GatewayError> {
+        if self.0.iter().all(|g| g.filter().is_none()) {
+            return Ok(Cow::Borrowed(body));
+        }
         let Ok(mut doc) = serde_json::from_slice::<Value>(body) else {
             return Err(GatewayError::Internal(
                 "the answer could not be read for its post_call guardrails",
             ));
         };
-        let chosen: Vec<&Arc<Guardrail>> = self.0.iter().collect();
         let mut changed = false;
-        walk::answer(&mut doc, &mut |text| {
-            changed |= run(&chosen, text)?;
-            Ok(())
-        })?;
+        for g in self.0.iter().filter(|g| g.filter().is_some()) {
+            changed |= logged(g, log::Hook::Post, log, |visit| {
+                walk::answer(&mut doc, visit)
+            })?;
+        }
         if !changed {
             return Ok(Cow::Borrowed(body));
         }
@@ -470,6 +482,31 @@ fn collect_extra(list: Option<&Value>, extra: &mut Map<String, Value>) {
     }
 }
 
+/// Runs content filter `g` on every text `walk` visits, its run in
+/// `log`: whether it masked one, or its refusal.
+fn logged(
+    g: &Arc<Guardrail>,
+    hook: log::Hook,
+    log: &mut log::Log,
+    walk: impl FnOnce(&mut walk::Visit<'_>) -> Result<(), GatewayError>,
+) -> Result<bool, GatewayError> {
+    let Some(f) = g.filter() else {
+        return Ok(false);
+    };
+    let began = std::time::Instant::now();
+    let mut masked = false;
+    let result = walk(&mut |text: &mut String| {
+        if let Cow::Owned(new) = f.apply(text)? {
+            *text = new;
+            masked = true;
+        }
+        Ok(())
+    })
+    .map(|()| masked);
+    log.push(log::Run::ended(g, hook, log::outcome_of(&result), began));
+    result
+}
+
 /// Runs the content filters of `chosen` on `text` in turn; whether it
 /// changed.
 fn run(chosen: &[&Arc<Guardrail>], text: &mut String) -> Result<bool, GatewayError> {
@@ -536,7 +573,8 @@ mod tests {
 "#;
 
     fn pre(g: &Guardrails, scope: Scope<'_>, body: &str) -> Result<(String, bool), GatewayError> {
-        let (b, checked) = g.pre_call(scope, Bytes::from(body.to_string()))?;
+        let mut log = log::Log::default();
+        let (b, checked) = g.pre_call(scope, Bytes::from(body.to_string()), &mut log)?;
         Ok((
             String::from_utf8(b.to_vec()).unwrap(),
             checked.post.is_some(),
@@ -637,6 +675,7 @@ mod tests {
             .pre_call(
                 Scope::default(),
                 Bytes::from_static(br#"{"model":"m","guardrails":["out"],"messages":[]}"#),
+                &mut log::Log::default(),
             )
             .unwrap();
         // Every guardrail that runs is named, in the order chosen: the
@@ -644,9 +683,17 @@ mod tests {
         assert_eq!(checked.applied.as_deref(), Some("out,pii-mask"));
         let post = checked.post.unwrap();
         let answer = br#"{"choices":[{"index":0,"message":{"role":"assistant","content":"the Secret is"}}]}"#;
-        let out = post.answer(answer).unwrap();
+        let mut log = log::Log::default();
+        let out = post.answer(answer, &mut log).unwrap();
+        let runs = log.information().unwrap();
+        assert_eq!(runs[0]["guardrail_name"], "out");
+        assert_eq!(runs[0]["guardrail_mode"], "post_call");
+        assert_eq!(runs[0]["guardrail_response"], "mask");
         assert!(String::from_utf8_lossy(&out).contains("the [KEYWORD_REDACTED] is"));
         let clean = br#"{"choices":[{"message":{"content":"fine"}}]}"#;
-        assert!(matches!(post.answer(clean).unwrap(), Cow::Borrowed(_)));
+        assert!(matches!(
+            post.answer(clean, &mut log).unwrap(),
+            Cow::Borrowed(_)
+        ));
     }
 }

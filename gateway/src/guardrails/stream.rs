@@ -4,9 +4,12 @@
 //! match split across chunks is whole when it is checked; the rest is
 //! released masked. A `BLOCK` match is an error as soon as it is seen.
 
-use super::{run, Guardrail};
+use super::log::{Hook, Log, Outcome, Run};
+use super::Guardrail;
 use crate::error::GatewayError;
+use std::borrow::Cow;
 use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
 /// Most choices (or content blocks) of one stream that are checked.
 const MAX_CHOICES: usize = 256;
@@ -25,6 +28,12 @@ pub struct StreamCheck {
     hold: usize,
     /// Each choice's index and the text it holds back.
     choices: Vec<(u64, String)>,
+    /// What each of `rails` has done so far (in `rails`' order).
+    outcomes: Vec<Outcome>,
+    /// When the first text was checked.
+    began: Option<SystemTime>,
+    /// Time spent checking, every filter together.
+    took: Duration,
 }
 
 impl StreamCheck {
@@ -38,9 +47,12 @@ impl StreamCheck {
             .max()
             .unwrap_or(0);
         StreamCheck {
+            outcomes: vec![Outcome::Passed; rails.len()],
             rails,
             hold,
             choices: Vec::new(),
+            began: None,
+            took: Duration::ZERO,
         }
     }
 
@@ -99,10 +111,40 @@ impl StreamCheck {
     /// from its front what no match can still grow into: all of it at the
     /// `end`, else all but the window, cut before any match the cut would
     /// split and after a space when one is near. Returns that part masked.
-    fn release(&self, held: &mut String, end: bool) -> Result<String, GatewayError> {
+    /// Adds one run per content filter of the window to `log`: its
+    /// outcome over the whole stream (a mask anywhere makes it masked, a
+    /// block blocked); the time is that of every check of the stream, all
+    /// its filters together. Nothing when no text was checked.
+    pub fn log_into(&self, log: &mut Log) {
+        let Some(start) = self.began else { return };
+        for (g, outcome) in self.rails.iter().zip(&self.outcomes) {
+            log.push(Run {
+                guardrail: Arc::clone(g),
+                hook: Hook::Post,
+                outcome: *outcome,
+                start,
+                took: self.took,
+            });
+        }
+    }
+
+    /// [`Self::checked`] with its time counted.
+    fn release(&mut self, held: &mut String, end: bool) -> Result<String, GatewayError> {
+        self.began.get_or_insert_with(SystemTime::now);
+        let began = Instant::now();
+        let released = self.checked(held, end);
+        self.took = self.took.saturating_add(began.elapsed());
+        released
+    }
+
+    fn checked(&mut self, held: &mut String, end: bool) -> Result<String, GatewayError> {
         let mut spans = Vec::new();
-        for f in self.rails.iter().filter_map(|g| g.filter()) {
-            f.spans(held, &mut spans)?;
+        for (g, outcome) in self.rails.iter().zip(self.outcomes.iter_mut()) {
+            let Some(f) = g.filter() else { continue };
+            if let Err(err) = f.spans(held, &mut spans) {
+                *outcome = Outcome::Blocked;
+                return Err(err);
+            }
         }
         let cut = if end || held.len() > MAX_HELD {
             held.len()
@@ -114,8 +156,20 @@ impl StreamCheck {
         if !spans.iter().any(|&(start, _)| start < cut) {
             return Ok(out);
         }
-        let chosen: Vec<&Arc<Guardrail>> = self.rails.iter().collect();
-        run(&chosen, &mut out)?;
+        for (g, outcome) in self.rails.iter().zip(self.outcomes.iter_mut()) {
+            let Some(f) = g.filter() else { continue };
+            match f.apply(&out) {
+                Ok(Cow::Owned(masked)) => {
+                    out = masked;
+                    *outcome = Outcome::Masked;
+                }
+                Ok(Cow::Borrowed(_)) => {}
+                Err(err) => {
+                    *outcome = Outcome::Blocked;
+                    return Err(err);
+                }
+            }
+        }
         Ok(out)
     }
 }
@@ -189,6 +243,40 @@ mod tests {
         )
         .unwrap();
         assert_eq!(out, "write to [EMAIL_REDACTED] about [KEYWORD_REDACTED] ok");
+    }
+
+    #[test]
+    fn a_streams_run_is_logged_once_with_its_outcome() {
+        let mut c = check(MASK);
+        let mut log = Log::default();
+        c.log_into(&mut log);
+        assert!(log.is_empty(), "nothing checked, nothing logged");
+        stream(&mut c, &["clean ", "text"]).unwrap();
+        c.log_into(&mut log);
+        stream(&mut c, &["mail a@b.io ", "now"]).unwrap();
+        c.log_into(&mut log);
+        assert!(stream(&mut c, &["ssn 123-45-6789 here"]).is_err());
+        c.log_into(&mut log);
+        let runs = log.information().unwrap();
+        let statuses: Vec<_> = runs
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["guardrail_mode"].as_str().unwrap(),
+                    r["guardrail_response"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            statuses,
+            [
+                ("post_call", "allow"),
+                ("post_call", "mask"),
+                ("post_call", "block")
+            ]
+        );
     }
 
     #[test]

@@ -35,10 +35,14 @@ pub(crate) enum L {
     ServiceTier,
     FallbackModel,
     RateLimitType,
+    GuardrailName,
+    Status,
+    ErrorType,
+    HookType,
 }
 
 /// How many label names there are.
-pub(crate) const LABEL_COUNT: usize = L::RateLimitType as usize + 1;
+pub(crate) const LABEL_COUNT: usize = L::HookType as usize + 1;
 
 impl L {
     /// LiteLLM's label name.
@@ -69,6 +73,10 @@ impl L {
             L::ServiceTier => "service_tier",
             L::FallbackModel => "fallback_model",
             L::RateLimitType => "rate_limit_type",
+            L::GuardrailName => "guardrail_name",
+            L::Status => "status",
+            L::ErrorType => "error_type",
+            L::HookType => "hook_type",
         }
     }
 }
@@ -151,10 +159,13 @@ pub(crate) enum Fam {
     CacheMisses,
     CachedTokens,
     UnpricedRequests,
+    GuardrailLatency,
+    GuardrailErrors,
+    GuardrailRequests,
 }
 
 /// Every family, in exposition order.
-pub(crate) const ALL: [Fam; 32] = [
+pub(crate) const ALL: [Fam; 35] = [
     Fam::ProxyTotalRequests,
     Fam::ProxyFailedRequests,
     Fam::RequestTotalLatency,
@@ -187,6 +198,9 @@ pub(crate) const ALL: [Fam; 32] = [
     Fam::CacheMisses,
     Fam::CachedTokens,
     Fam::UnpricedRequests,
+    Fam::GuardrailLatency,
+    Fam::GuardrailErrors,
+    Fam::GuardrailRequests,
 ];
 
 /// LiteLLM's `_cache_metric_labels`.
@@ -391,6 +405,10 @@ const FALLBACKS: &[L] = &[
     ModelId,
 ];
 const UNPRICED: &[L] = &[ModelGroup, LitellmModelName, ModelId, ApiProvider];
+/// LiteLLM's guardrail families' labels.
+const GUARDRAIL_LATENCY: &[L] = &[GuardrailName, Status, ErrorType, HookType];
+const GUARDRAIL_ERRORS: &[L] = &[GuardrailName, ErrorType, HookType];
+const GUARDRAIL_REQUESTS: &[L] = &[GuardrailName, Status, HookType];
 
 /// The longest label list of any family.
 pub(crate) const MAX_LABELS: usize = 17;
@@ -628,6 +646,27 @@ impl Fam {
                 UNPRICED,
                 &[],
             ),
+            Fam::GuardrailLatency => (
+                "litellm_guardrail_latency_seconds",
+                "Latency (seconds) for guardrail execution",
+                Kind::Histogram,
+                GUARDRAIL_LATENCY,
+                &LATENCY_BUCKETS,
+            ),
+            Fam::GuardrailErrors => (
+                "litellm_guardrail_errors",
+                "Total number of errors encountered during guardrail execution",
+                Kind::Counter,
+                GUARDRAIL_ERRORS,
+                &[],
+            ),
+            Fam::GuardrailRequests => (
+                "litellm_guardrail_requests",
+                "Total number of guardrail invocations",
+                Kind::Counter,
+                GUARDRAIL_REQUESTS,
+                &[],
+            ),
         };
         Spec {
             name,
@@ -665,6 +704,6 @@ mod tests {
                 spec.name
             );
         }
-        assert_eq!(LABEL_COUNT, 25);
+        assert_eq!(LABEL_COUNT, 29);
     }
 }

@@ -262,6 +262,32 @@ impl RequestMetrics {
         });
     }
 
+    /// Guardrail `name` ran in `hook` (`pre_call`, ...) for `seconds`:
+    /// LiteLLM's guardrail families. `status` is `success` when the text
+    /// passed, `intervened` when it was masked and went on, `error` when
+    /// it was blocked (`error_type` `blocked`) or the guardrail failed
+    /// (`failed`).
+    pub fn guardrail(&mut self, name: &str, hook: &'static str, outcome: &str, seconds: f64) {
+        with_core(|w| {
+            let (status, error_type) = match outcome {
+                "passed" => ("success", None),
+                "masked" => ("intervened", None),
+                other => ("error", Some(other)),
+            };
+            let mut v = LabelValues::default();
+            v.set(L::GuardrailName, w.intern(name));
+            v.set(L::HookType, w.intern(hook));
+            v.set(L::Status, w.intern(status));
+            v.set(L::ErrorType, w.intern(error_type.unwrap_or("none")));
+            let c = w.combo(&v);
+            observe(w, Fam::GuardrailLatency, c, seconds);
+            inc(w, Fam::GuardrailRequests, c, 1.0);
+            if error_type.is_some() {
+                inc(w, Fam::GuardrailErrors, c, 1.0);
+            }
+        });
+    }
+
     /// The request ended: LiteLLM's proxy-level counters, and on success
     /// the total and overhead latencies and the key's rate-limit gauges.
     pub fn finish(&mut self, end: Finish<'_>) {

@@ -4,7 +4,7 @@
 
 use super::span::{
     new_span_id, new_trace_id, parse_traceparent, traceparent, AttemptSpan, Caller, Detail,
-    Requested, RootSpan, SpanId, SpanRecord, TraceId, Upstream,
+    GuardrailSpan, Requested, RootSpan, SpanId, SpanRecord, TraceId, Upstream,
 };
 use super::{active, record};
 use crate::auth::Principal;
@@ -134,6 +134,27 @@ impl RequestTrace {
             }),
         });
         c.last = Some(upstream);
+    }
+
+    /// A guardrail's run for the request `call_id`: its child span.
+    pub fn guardrail(&mut self, call_id: &str, run: &crate::guardrails::log::Run) {
+        let Some(c) = self.0.as_mut() else { return };
+        let call_id = c.call_id(call_id);
+        record(SpanRecord {
+            trace_id: c.trace_id,
+            span_id: new_span_id(),
+            parent: Some(c.root),
+            start_unix_ns: run.start_unix_ns(),
+            end_unix_ns: run.end_unix_ns(),
+            call_id,
+            detail: Detail::Guardrail(GuardrailSpan {
+                name: run.guardrail.name.as_str().into(),
+                provider: run.guardrail.provider(),
+                mode: run.hook.as_str(),
+                status: run.outcome.status(),
+                response: run.outcome.summary(),
+            }),
+        });
     }
 
     /// Whether the response cache answered the request.

@@ -11,6 +11,8 @@ pub(crate) type TraceId = [u8; 16];
 /// A span id (8 bytes, never all zero).
 pub(crate) type SpanId = [u8; 8];
 
+/// OTLP's `SPAN_KIND_INTERNAL`.
+pub(crate) const KIND_INTERNAL: i32 = 1;
 /// OTLP's `SPAN_KIND_SERVER`.
 pub(crate) const KIND_SERVER: i32 = 2;
 /// OTLP's `SPAN_KIND_CLIENT`.
@@ -19,6 +21,7 @@ pub(crate) const KIND_CLIENT: i32 = 3;
 /// LiteLLM's span names.
 const ROOT: &str = "litellm_request";
 const ATTEMPT: &str = "raw_gen_ai_request";
+const GUARDRAIL: &str = "guardrail";
 
 /// An attribute value, as the encoders read it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -121,6 +124,23 @@ pub(crate) struct RootSpan {
 pub(crate) enum Detail {
     Attempt(AttemptSpan),
     Root(RootSpan),
+    Guardrail(GuardrailSpan),
+}
+
+/// What a guardrail's span says (LiteLLM's `guardrail` span attributes).
+#[derive(Debug, Clone)]
+pub(crate) struct GuardrailSpan {
+    /// `guardrail_name`.
+    pub(crate) name: Box<str>,
+    /// Its type (`litellm_content_filter`, ...).
+    pub(crate) provider: &'static str,
+    /// `pre_call`, `during_call` or `post_call`.
+    pub(crate) mode: &'static str,
+    /// LiteLLM's `guardrail_status`.
+    pub(crate) status: &'static str,
+    /// LiteLLM's `guardrail_response` summary (`allow`, `mask`, `block`,
+    /// `error`).
+    pub(crate) response: &'static str,
 }
 
 /// One finished span, as the request path hands it over: ids, times and
@@ -143,6 +163,7 @@ impl SpanRecord {
         match self.detail {
             Detail::Attempt(_) => ATTEMPT,
             Detail::Root(_) => ROOT,
+            Detail::Guardrail(_) => GUARDRAIL,
         }
     }
 
@@ -151,6 +172,7 @@ impl SpanRecord {
         match self.detail {
             Detail::Attempt(_) => KIND_CLIENT,
             Detail::Root(_) => KIND_SERVER,
+            Detail::Guardrail(_) => KIND_INTERNAL,
         }
     }
 
@@ -166,6 +188,7 @@ impl SpanRecord {
                 .error
                 .as_ref()
                 .map(|(status, kind)| format!("{status} {kind}")),
+            Detail::Guardrail(_) => None,
         }
     }
 
@@ -223,6 +246,15 @@ impl SpanRecord {
                     _ => {}
                 }
             }
+            Detail::Guardrail(g) => {
+                f("openinference.span.kind", Value::Str("GUARDRAIL"));
+                f("litellm.call_id", call_id);
+                f("guardrail_name", Value::Str(&g.name));
+                f("guardrail_provider", Value::Str(g.provider));
+                f("guardrail_mode", Value::Str(g.mode));
+                f("guardrail_status", Value::Str(g.status));
+                f("guardrail_response", Value::Str(g.response));
+            }
         }
     }
 
@@ -232,6 +264,7 @@ impl SpanRecord {
         match &self.detail {
             Detail::Attempt(a) => Some((&a.upstream, true)),
             Detail::Root(r) => r.last.as_ref().map(|up| (up, false)),
+            Detail::Guardrail(_) => None,
         }
     }
 
@@ -239,7 +272,7 @@ impl SpanRecord {
     pub(crate) fn caller(&self) -> Option<&Caller> {
         match &self.detail {
             Detail::Root(r) => Some(&r.caller),
-            Detail::Attempt(_) => None,
+            Detail::Attempt(_) | Detail::Guardrail(_) => None,
         }
     }
 
@@ -248,6 +281,7 @@ impl SpanRecord {
         match &self.detail {
             Detail::Attempt(a) => a.error_class.as_deref(),
             Detail::Root(r) => r.error.as_ref().map(|(_, kind)| &**kind),
+            Detail::Guardrail(_) => None,
         }
     }
 }

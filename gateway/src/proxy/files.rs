@@ -959,6 +959,7 @@ fn batch_row(
         cache_hit: false,
         cache_key: None,
         request_tags: None,
+        guardrail_information: None,
     }
 }
 

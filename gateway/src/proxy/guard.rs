@@ -9,6 +9,7 @@ use crate::downstream::HeadBuilder;
 use crate::downstream::Responder;
 use crate::error::GatewayError;
 use crate::formats::{Format, TranslateError};
+use crate::guardrails::log::Log;
 use crate::guardrails::stream::StreamCheck;
 use crate::guardrails::{self, Scope};
 use crate::inbound::Endpoint;
@@ -64,6 +65,7 @@ pub(super) async fn checked_body_beside(
         doc,
         call_id: outcome.call_id.to_string(),
         caller: outcome.guard_caller.clone(),
+        log: outcome.guard_log.clone(),
     });
     // Boxed: it waits in the request's future until the call.
     Ok((body, Some(beside)))
@@ -77,6 +79,8 @@ pub(super) struct Beside {
     doc: Value,
     call_id: String,
     caller: serde_json::Map<String, Value>,
+    /// The request's guardrail log (shared).
+    log: Log,
 }
 
 impl Beside {
@@ -90,12 +94,14 @@ impl Beside {
             doc,
             call_id,
             caller,
+            log,
         } = *self;
         let round = guard_api::Round {
             input_type: "request",
             call_id: &call_id,
             caller: &caller,
             doc: &doc,
+            log,
         };
         guard_api::check(worker, &services, &mut texts, &round)
             .await
@@ -113,10 +119,15 @@ fn pre_call(
     body: Bytes,
     outcome: &mut Outcome,
 ) -> Result<(Bytes, Vec<guardrails::Service>, Vec<guardrails::Service>), GatewayError> {
-    let (body, checked) = worker
-        .shared
-        .guardrails
-        .pre_call(scope_of(principal), body)?;
+    let (body, checked) =
+        worker
+            .shared
+            .guardrails
+            .pre_call(scope_of(principal), body, &mut outcome.guard_log)?;
+    if checked.applied.is_some() {
+        // One log for the request, whichever part runs a guardrail.
+        outcome.guard_log.share();
+    }
     outcome.post_call = checked.post;
     outcome.applied_guardrails = checked.applied;
     let answer_services = outcome
@@ -156,6 +167,7 @@ async fn services(
         call_id: &outcome.call_id,
         caller: &outcome.guard_caller,
         doc: &doc,
+        log: outcome.guard_log.clone(),
     };
     if !guard_api::check(worker, services, &mut texts, &round).await? {
         return Ok(body);
@@ -239,7 +251,7 @@ pub(super) async fn send_answer(
     let io = |_| GatewayError::Unavailable("client connection lost");
     let checked = match &outcome.post_call {
         None => Ok(Cow::Borrowed(body)),
-        Some(post) => match post.answer(body) {
+        Some(post) => match post.answer(body, &mut outcome.guard_log.clone()) {
             Ok(answer) => {
                 let services = post.services();
                 if services.is_empty() {
@@ -283,6 +295,7 @@ async fn answer_services<'b>(
         call_id: &outcome.call_id,
         caller: &outcome.guard_caller,
         doc: &doc,
+        log: outcome.guard_log.clone(),
     };
     if !guard_api::check(worker, services, &mut texts, &round).await? {
         return Ok(answer);
@@ -330,6 +343,15 @@ pub(super) struct StreamGuard {
     ended: bool,
     /// A `BLOCK` refused it.
     blocked: bool,
+    /// The request's guardrail log (shared): the window's runs go to it
+    /// when the stream ends.
+    log: Log,
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        self.check.log_into(&mut self.log);
+    }
 }
 
 impl StreamGuard {
@@ -364,6 +386,7 @@ impl StreamGuard {
             last: None,
             ended: false,
             blocked: false,
+            log: outcome.guard_log.clone(),
         })
     }
 
@@ -795,6 +818,7 @@ pub(super) async fn check_stream(
             call_id: &s.call_id,
             caller: &s.caller,
             doc: &Value::Null,
+            log: guard.log.clone(),
         };
         Box::pin(guard_api::check(worker, &s.services, &mut texts, &round))
             .await

@@ -13,6 +13,7 @@ use crate::error::GatewayError;
 use crate::guardrails::api::{CallInfo, GenericApi, Verdict};
 use crate::guardrails::bedrock::{self, BedrockGuard};
 use crate::guardrails::lakera::LakeraV2;
+use crate::guardrails::log::{self, Hook, Log, Run};
 use crate::guardrails::moderation::{self, OpenAiModeration};
 use crate::guardrails::presidio::{BlockedEntity, Presidio};
 use crate::guardrails::{Guardrail, Kind, Service};
@@ -37,6 +38,8 @@ pub(super) struct Round<'a> {
     pub caller: &'a Map<String, Value>,
     /// The request (or answer) body, for `model`, `messages`, `tools`.
     pub doc: &'a Value,
+    /// Where each service's run is recorded (the request's log, shared).
+    pub log: Log,
 }
 
 /// Runs `services` in turn on `texts`: whether a service rewrote them, or
@@ -49,19 +52,28 @@ pub(super) async fn check(
     round: &Round<'_>,
 ) -> Result<bool, GatewayError> {
     let mut changed = false;
+    let mut log = round.log.clone();
     for (g, extra) in services {
-        match &g.kind {
-            Kind::Api(api) => {
-                changed |= Box::pin(generic(worker, g, api, extra, texts, round)).await?
-            }
-            Kind::Lakera(lakera) => Box::pin(lakera_guard(worker, g, lakera, texts, round)).await?,
-            Kind::Presidio(p) => changed |= Box::pin(presidio(worker, g, p, texts)).await?,
-            Kind::Moderation(m) => Box::pin(moderate(worker, g, m, texts, round)).await?,
-            Kind::Bedrock(b) => {
-                changed |= Box::pin(bedrock_guard(worker, g, b, texts, round)).await?
-            }
-            Kind::Filter(_) => {}
-        }
+        let began = Instant::now();
+        let result = match &g.kind {
+            Kind::Api(api) => Box::pin(generic(worker, g, api, extra, texts, round)).await,
+            Kind::Lakera(lakera) => Box::pin(lakera_guard(worker, g, lakera, texts, round))
+                .await
+                .map(|()| false),
+            Kind::Presidio(p) => Box::pin(presidio(worker, g, p, texts)).await,
+            Kind::Moderation(m) => Box::pin(moderate(worker, g, m, texts, round))
+                .await
+                .map(|()| false),
+            Kind::Bedrock(b) => Box::pin(bedrock_guard(worker, g, b, texts, round)).await,
+            Kind::Filter(_) => continue,
+        };
+        let hook = match (round.input_type, g.modes.pre) {
+            ("response", _) => Hook::Post,
+            (_, true) => Hook::Pre,
+            (_, false) => Hook::During,
+        };
+        log.push(Run::ended(g, hook, log::outcome_of(&result), began));
+        changed |= result?;
     }
     Ok(changed)
 }

@@ -115,6 +115,9 @@ pub(crate) struct Outcome {
     applied_guardrails: Option<Arc<str>>,
     /// The caller's `user_api_key_*` fields for its guardrail services.
     guard_caller: serde_json::Map<String, serde_json::Value>,
+    /// What each guardrail did (the spend rows' `guardrail_information`,
+    /// metrics and trace spans).
+    guard_log: crate::guardrails::log::Log,
     /// Whether `during_call` guardrail services run beside the attempts
     /// (whose block drops the one on the wire): only then is
     /// [`Self::on_the_wire`] kept.
@@ -156,6 +159,7 @@ pub async fn handle(
         post_call: None,
         applied_guardrails: None,
         guard_caller: Default::default(),
+        guard_log: Default::default(),
         during_call: false,
         on_the_wire: None,
     };
@@ -208,6 +212,9 @@ pub async fn handle(
         &outcome,
         error.as_ref(),
     );
+    outcome
+        .telemetry
+        .guardrails(&outcome.call_id, &outcome.guard_log);
     outcome.telemetry.finish(crate::metrics::Finish {
         call_id: &outcome.call_id,
         requested: outcome.requested.as_deref(),
@@ -583,7 +590,7 @@ async fn serve(
                     let start = chrono::Utc::now();
                     let sent = cached::send(cache_plan, &answer, out, outcome).await;
                     if sent.is_ok() {
-                        let row = record::hit_row(record::HitInfo {
+                        let mut row = record::hit_row(record::HitInfo {
                             call_id: &outcome.call_id,
                             principal,
                             master_token: worker.shared.auth.master_token(),
@@ -595,6 +602,7 @@ async fn serve(
                             stored: &stored,
                             start,
                         });
+                        row.guardrail_information = outcome.guard_log.information().map(Arc::new);
                         record::submit(worker, row);
                     }
                     sent
@@ -885,6 +893,7 @@ fn record_uncharged(
         proxy_budget: caller.proxy_budget.is_some(),
         cache_key: outcome.cache_key.clone(),
         tags: &held.req.tags,
+        guardrails: &outcome.guard_log,
     });
     record::submit(worker, row);
 }
@@ -1074,6 +1083,7 @@ async fn attempt_once(
         proxy_budget: caller.proxy_budget.is_some(),
         cache_key: outcome.cache_key.clone(),
         tags: &req.tags,
+        guardrails: &outcome.guard_log,
     });
     outcome.telemetry.attempt(
         principal,

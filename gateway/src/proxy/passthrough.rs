@@ -697,5 +697,6 @@ fn row(
         cache_hit: false,
         cache_key: None,
         request_tags: None,
+        guardrail_information: None,
     }
 }

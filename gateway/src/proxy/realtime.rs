@@ -960,5 +960,6 @@ fn row(worker: &Worker, principal: &Principal, session: &Session) -> SpendLogRow
         cache_hit: false,
         cache_key: None,
         request_tags: None,
+        guardrail_information: None,
     }
 }

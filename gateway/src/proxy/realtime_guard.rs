@@ -250,6 +250,9 @@ impl RealtimeGuard {
             call_id: &self.call_id,
             caller: &self.caller,
             doc: event,
+            // A session's guardrail runs are not recorded (no spend row
+            // or trace of its own carries them).
+            log: Default::default(),
         };
         let rewritten = Box::pin(guard_api::check(
             worker,
@@ -474,6 +477,9 @@ impl RealtimeGuard {
             call_id: &self.call_id,
             caller: &self.caller,
             doc: event,
+            // A session's guardrail runs are not recorded (no spend row
+            // or trace of its own carries them).
+            log: Default::default(),
         };
         Box::pin(guard_api::check(
             worker,

@@ -413,6 +413,8 @@ pub(super) struct AttemptInfo<'a> {
     pub cache_key: Option<Arc<str>>,
     /// The request's own `metadata.tags`.
     pub tags: &'a [String],
+    /// What its guardrails did so far.
+    pub guardrails: &'a crate::guardrails::log::Log,
 }
 
 impl Attempt {
@@ -491,6 +493,7 @@ impl Attempt {
             request_tags: Some(super::routing_tags(info.principal, info.tags))
                 .filter(|tags| !tags.is_empty())
                 .map(Arc::from),
+            guardrail_information: info.guardrails.information().map(Arc::new),
         }
     }
 }
@@ -561,6 +564,7 @@ pub(super) fn hit_row(info: HitInfo<'_>) -> SpendLogRow {
         request_tags: Some(super::routing_tags(info.principal, info.tags))
             .filter(|tags| !tags.is_empty())
             .map(Arc::from),
+        guardrail_information: None,
     }
 }
 
@@ -674,6 +678,7 @@ mod tests {
             proxy_budget: false,
             cache_key: None,
             tags: &[],
+            guardrails: &Default::default(),
         })
     }
 

@@ -343,6 +343,11 @@ pub struct SpendLogRow {
     /// LiteLLM's `request_tags`; none when it has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_tags: Option<Arc<[String]>>,
+    /// What the request's guardrails did, LiteLLM's
+    /// `metadata.guardrail_information` (a list: name, provider, mode,
+    /// status, times); none when no guardrail ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guardrail_information: Option<Arc<serde_json::Value>>,
 }
 
 /// A boolean as LiteLLM writes it in text columns (`str(True)`): `"True"`

@@ -61,7 +61,11 @@ Options:
                             request after the first is a hit); cache-miss
                             (master-key, local cache, every request with cache:
                             {{\"no-cache\": true}}: hashed and stored, never served
-                            from it) [default: master-key]
+                            from it); guardrail (master-key with a default-on
+                            litellm_content_filter guardrail, pre_call and
+                            post_call: every prebuilt pattern and 1,000 blocked
+                            words, all MASK; use --body-size 4k for requests of a
+                            few KB) [default: master-key]
   --database-url URL        an empty Postgres database (spend-logging, full-pipeline,
                             full-pipeline-lease)
   --keys N                  spread the load over N virtual keys (10, 1k, 100k, …),
@@ -158,6 +162,10 @@ pub enum Variant {
     /// The master key with the local cache on and every request asking
     /// for `no-cache`: each is hashed, relayed and stored (a miss's cost).
     CacheMiss,
+    /// The master key with a default-on `litellm_content_filter`
+    /// guardrail on the request and the answer: every prebuilt pattern
+    /// and 1,000 blocked words (issue 37's benchmark).
+    Guardrail,
 }
 
 impl Variant {
@@ -183,8 +191,9 @@ impl Variant {
             "cache-hit-local" => Ok(Variant::CacheHitLocal),
             "cache-hit-redis" => Ok(Variant::CacheHitRedis),
             "cache-miss" => Ok(Variant::CacheMiss),
+            "guardrail" => Ok(Variant::Guardrail),
             other => Err(format!(
-                "unknown variant {other:?} (master-key, virtual-key, local-limits, redis-limits, lease-limits, router-group, spend-logging, anthropic, messages, bedrock, vertex, responses, metrics, tracing, full-pipeline, full-pipeline-lease, cache-hit-local, cache-hit-redis, cache-miss)"
+                "unknown variant {other:?} (master-key, virtual-key, local-limits, redis-limits, lease-limits, router-group, spend-logging, anthropic, messages, bedrock, vertex, responses, metrics, tracing, full-pipeline, full-pipeline-lease, cache-hit-local, cache-hit-redis, cache-miss, guardrail)"
             )),
         }
     }
@@ -211,6 +220,7 @@ impl Variant {
             Variant::CacheHitLocal => "cache-hit-local",
             Variant::CacheHitRedis => "cache-hit-redis",
             Variant::CacheMiss => "cache-miss",
+            Variant::Guardrail => "guardrail",
         }
     }
 
@@ -576,6 +586,10 @@ mod tests {
         assert!(parse_str("--variant nope")
             .unwrap_err()
             .contains("unknown variant"));
+        let Parsed::Run(o) = parse_str("--variant guardrail --paired").unwrap() else {
+            panic!("help")
+        };
+        assert_eq!(o.variant, Variant::Guardrail);
         let Parsed::Run(o) = parse_str("--variant virtual-key").unwrap() else {
             panic!("help")
         };

@@ -113,7 +113,8 @@ fn variant_key(variant: Variant, harness: &Harness, owners: &str) -> Result<Stri
         | Variant::Tracing
         | Variant::CacheHitLocal
         | Variant::CacheHitRedis
-        | Variant::CacheMiss => Ok(gateway_proc::MASTER_KEY.to_string()),
+        | Variant::CacheMiss
+        | Variant::Guardrail => Ok(gateway_proc::MASTER_KEY.to_string()),
         Variant::VirtualKey | Variant::SpendLogging => harness.gateway.generate_key(),
         Variant::LocalLimits
         | Variant::RedisLimits
@@ -233,9 +234,56 @@ fn harness_spec(o: &OverheadArgs, redis: Option<&RedisTarget>) -> HarnessSpec {
             Variant::CacheHitRedis => {
                 "litellm_settings:\n  cache: true\n  cache_params:\n    type: redis\n".into()
             }
+            Variant::Guardrail => guardrail_config(),
             _ => String::new(),
         },
     }
+}
+
+/// LiteLLM's prebuilt content filter patterns (every one the gateway
+/// knows), for the `guardrail` variant.
+const PREBUILT_PATTERNS: [&str; 19] = [
+    "us_ssn",
+    "email",
+    "us_phone",
+    "visa",
+    "mastercard",
+    "amex",
+    "discover",
+    "credit_card",
+    "iban",
+    "ipv4",
+    "aws_access_key",
+    "aws_secret_key",
+    "github_token",
+    "slack_token",
+    "generic_api_key",
+    "openai_api_key",
+    "anthropic_api_key",
+    "gemini_api_key",
+    "private_key",
+];
+
+/// The `guardrail` variant's `guardrails:` section: one default-on
+/// `litellm_content_filter` on the request and the answer with every
+/// prebuilt pattern and 1,000 blocked words, all `MASK` (the filler prose
+/// the requests carry matches none, so every request goes through).
+fn guardrail_config() -> String {
+    let mut yaml = String::from(
+        "guardrails:\n  - guardrail_name: content-filter\n    litellm_params:\n      guardrail: litellm_content_filter\n      mode: [pre_call, post_call]\n      default_on: true\n      patterns:\n",
+    );
+    for name in PREBUILT_PATTERNS {
+        yaml.push_str(&format!(
+            "        - {{pattern_type: prebuilt, pattern_name: {name}, action: MASK}}\n"
+        ));
+    }
+    yaml.push_str("      blocked_words:\n");
+    for i in 0..1000 {
+        yaml.push_str(&format!(
+            "        - {{keyword: codename{i:04}x, action: MASK}}\n"
+        ));
+    }
+    yaml
 }
 
 /// Which process a run measures.

@@ -416,6 +416,7 @@ mod tests {
             cache_hit: false,
             cache_key: None,
             request_tags: None,
+            guardrail_information: None,
         }
     }
 

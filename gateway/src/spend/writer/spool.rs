@@ -378,6 +378,7 @@ mod tests {
             cache_hit: true,
             cache_key: Some("k1".into()),
             request_tags: None,
+            guardrail_information: None,
         }
     }
 

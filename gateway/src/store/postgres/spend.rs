@@ -18,6 +18,7 @@ use futures_util::SinkExt;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, Error, Row, Transaction};
@@ -32,7 +33,7 @@ use tokio_postgres::{Client, Error, Row, Transaction};
 /// LiteLLM's columns: `litellm_call_id` is the client request's id,
 /// `request_duration_ms` the attempt's, `metadata` LiteLLM's
 /// `SpendLogsMetadata` names (`user_api_key*`, `status`,
-/// `error_information`).
+/// `error_information`, `guardrail_information`).
 const INSERT_LOGS: &str = r#"INSERT INTO "LiteLLM_SpendLogs" (request_id, call_id, attempt,
     call_type, api_key, spend, total_tokens, prompt_tokens, completion_tokens, "startTime",
     "completionStartTime", "endTime", model, model_id, model_group, custom_llm_provider, api_base,
@@ -49,17 +50,19 @@ SELECT DISTINCT ON (request_id) request_id, call_id, attempt, call_type, api_key
         'attempt', attempt,
         'error_information', CASE WHEN error_class IS NULL THEN NULL ELSE jsonb_build_object(
             'error_class', error_class, 'error_message', error_message,
-            'error_code', status_code::text, 'llm_provider', custom_llm_provider) END)), end_user,
+            'error_code', status_code::text, 'llm_provider', custom_llm_provider) END,
+        'guardrail_information', guardrail_information::jsonb)), end_user,
     response_id, cache_hit, COALESCE(cache_key, '')
 FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[], $5::text[], $6::float8[],
     $7::int8[], $8::int8[], $9::int8[], $10::timestamp[], $11::timestamp[], $12::timestamp[],
     $13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[],
     $20::text[], $21::text[], $22::int4[], $23::text[], $24::text[], $25::text[], $26::text[],
-    $27::text[], $28::text[])
+    $27::text[], $28::text[], $29::text[])
     WITH ORDINALITY AS s(request_id, call_id, attempt, call_type, api_key, spend, total_tokens,
         prompt_tokens, completion_tokens, start_time, completion_start_time, end_time, model,
         model_id, model_group, custom_llm_provider, api_base, region, user_id, team_id, status,
-        status_code, error_class, error_message, end_user, response_id, cache_hit, cache_key, ord)
+        status_code, error_class, error_message, end_user, response_id, cache_hit, cache_key,
+        guardrail_information, ord)
 ORDER BY request_id, ord
 ON CONFLICT (request_id) DO NOTHING
 RETURNING api_key, "user", team_id, spend::float8, model_group, "endTime"::timestamp, end_user,
@@ -74,7 +77,8 @@ macro_rules! log_columns {
     completion_tokens::int8 AS completion_tokens, "startTime"::timestamp AS start_time,
     "completionStartTime"::timestamp AS completion_start_time, "endTime"::timestamp AS end_time,
     model, model_id, model_group, custom_llm_provider, api_base, region, "user", team_id, status,
-    status_code, error_class, error_message, end_user, response_id, cache_hit, cache_key"#
+    status_code, error_class, error_message, end_user, response_id, cache_hit, cache_key,
+    metadata -> 'guardrail_information' AS guardrail_information"#
     };
 }
 pub(super) use log_columns;
@@ -366,6 +370,8 @@ struct Columns<'a> {
     start: Vec<NaiveDateTime>,
     first_byte: Vec<Option<NaiveDateTime>>,
     end: Vec<NaiveDateTime>,
+    /// `metadata.guardrail_information`, as JSON text.
+    guardrails: Vec<Option<String>>,
 }
 
 impl<'a> Columns<'a> {
@@ -383,6 +389,7 @@ impl<'a> Columns<'a> {
             start: Vec::with_capacity(n),
             first_byte: Vec::with_capacity(n),
             end: Vec::with_capacity(n),
+            guardrails: Vec::with_capacity(n),
         };
         for r in rows {
             let text: [&str; 9] = [
@@ -424,12 +431,17 @@ impl<'a> Columns<'a> {
             c.start.push(r.start_time.naive_utc());
             c.first_byte.push(naive(r.completion_start_time));
             c.end.push(r.end_time.naive_utc());
+            c.guardrails.push(
+                r.guardrail_information
+                    .as_ref()
+                    .map(|g| spend_copy::clean_value(g).to_string()),
+            );
         }
         c
     }
 
     /// The parameters of [`INSERT_LOGS`] with their types, in order.
-    fn params(&self) -> [(&(dyn ToSql + Sync), Type); 28] {
+    fn params(&self) -> [(&(dyn ToSql + Sync), Type); 29] {
         let (t, o) = (&self.text, &self.opt_text);
         let text = Type::TEXT_ARRAY;
         let time = Type::TIMESTAMP_ARRAY;
@@ -461,7 +473,8 @@ impl<'a> Columns<'a> {
             (&o[5], text.clone()),
             (&o[6], text.clone()),
             (&self.cache_hit, text.clone()),
-            (&o[7], text),
+            (&o[7], text.clone()),
+            (&self.guardrails, text),
         ]
     }
 }
@@ -1029,6 +1042,10 @@ pub(super) fn log_row(row: &Row) -> Result<SpendLogRow, Error> {
             .filter(|k| !k.is_empty())
             .map(Into::into),
         request_tags: None,
+        guardrail_information: row
+            .try_get::<_, Option<serde_json::Value>>("guardrail_information")?
+            .filter(|g| !g.is_null())
+            .map(Arc::new),
     })
 }
 

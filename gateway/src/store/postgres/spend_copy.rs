@@ -106,6 +106,12 @@ fn metadata(json: &mut Vec<u8>, r: &SpendLogRow) {
         json_string(json, &r.custom_llm_provider);
         json.push(b'}');
     }
+    if let Some(guardrails) = &r.guardrail_information {
+        json.extend_from_slice(b",\"guardrail_information\":");
+        // Writing JSON into a Vec cannot fail; strings go through
+        // [`json_string`]'s NUL rule so the column takes them.
+        let _ = serde_json::to_writer(&mut *json, &clean_value(guardrails));
+    }
     json.extend_from_slice(b",\"status\":");
     json_string(json, &r.status);
     json.extend_from_slice(b",\"user_api_key\":");
@@ -119,6 +125,35 @@ fn metadata(json: &mut Vec<u8>, r: &SpendLogRow) {
         json_string(json, user);
     }
     json.push(b'}');
+}
+
+/// `v` with NUL characters in its strings replaced as [`clean`] does.
+pub fn clean_value(v: &serde_json::Value) -> std::borrow::Cow<'_, serde_json::Value> {
+    use serde_json::Value;
+    fn has_nul(v: &Value) -> bool {
+        match v {
+            Value::String(s) => s.contains('\0'),
+            Value::Array(a) => a.iter().any(has_nul),
+            Value::Object(o) => o.iter().any(|(k, v)| k.contains('\0') || has_nul(v)),
+            _ => false,
+        }
+    }
+    fn cleaned(v: &Value) -> Value {
+        match v {
+            Value::String(s) => Value::String(clean(s).into_owned()),
+            Value::Array(a) => Value::Array(a.iter().map(cleaned).collect()),
+            Value::Object(o) => Value::Object(
+                o.iter()
+                    .map(|(k, v)| (clean(k).into_owned(), cleaned(v)))
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    }
+    match has_nul(v) {
+        true => std::borrow::Cow::Owned(cleaned(v)),
+        false => std::borrow::Cow::Borrowed(v),
+    }
 }
 
 /// `s` as a JSON string, NUL replaced as [`clean`] replaces it.
@@ -277,6 +312,7 @@ mod tests {
             cache_hit: true,
             cache_key: Some("ns:ab".into()),
             request_tags: None,
+            guardrail_information: None,
         }
     }
 
@@ -363,6 +399,9 @@ mod tests {
             error.insert("llm_provider".into(), clean(&r.custom_llm_provider).into());
             m.insert("error_information".into(), Value::Object(error));
         }
+        if let Some(g) = &r.guardrail_information {
+            m.insert("guardrail_information".into(), (**g).clone());
+        }
         serde_json::to_vec(&Value::Object(m)).unwrap()
     }
 
@@ -388,7 +427,14 @@ mod tests {
             api_key: "\0é€😀".into(),
             ..row()
         };
-        for r in [row(), full, bare, no_message] {
+        let guarded = SpendLogRow {
+            guardrail_information: Some(std::sync::Arc::new(serde_json::json!([
+                {"guardrail_name": "pii", "guardrail_mode": "pre_call", "duration": 0.000012,
+                 "guardrail_status": "success", "start_time": 1.7e9}
+            ]))),
+            ..row()
+        };
+        for r in [row(), full, bare, no_message, guarded] {
             let mut json = Vec::new();
             metadata(&mut json, &r);
             assert_eq!(
