@@ -959,6 +959,8 @@ fn batch_row(
         cache_hit: false,
         cache_key: None,
         request_tags: None,
+        proxy_server_request: None,
+        response: None,
     }
 }
 

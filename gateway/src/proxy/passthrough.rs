@@ -697,5 +697,7 @@ fn row(
         cache_hit: false,
         cache_key: None,
         request_tags: None,
+        proxy_server_request: None,
+        response: None,
     }
 }

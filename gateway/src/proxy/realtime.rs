@@ -912,5 +912,7 @@ fn row(worker: &Worker, principal: &Principal, session: &Session) -> SpendLogRow
         cache_hit: false,
         cache_key: None,
         request_tags: None,
+        proxy_server_request: None,
+        response: None,
     }
 }

@@ -491,6 +491,8 @@ impl Attempt {
             request_tags: Some(super::routing_tags(info.principal, info.tags))
                 .filter(|tags| !tags.is_empty())
                 .map(Arc::from),
+            proxy_server_request: None,
+            response: None,
         }
     }
 }
@@ -561,6 +563,8 @@ pub(super) fn hit_row(info: HitInfo<'_>) -> SpendLogRow {
         request_tags: Some(super::routing_tags(info.principal, info.tags))
             .filter(|tags| !tags.is_empty())
             .map(Arc::from),
+        proxy_server_request: None,
+        response: None,
     }
 }
 

@@ -416,6 +416,8 @@ mod tests {
             cache_hit: false,
             cache_key: None,
             request_tags: None,
+            proxy_server_request: None,
+            response: None,
         }
     }
 

@@ -378,6 +378,8 @@ mod tests {
             cache_hit: true,
             cache_key: Some("k1".into()),
             request_tags: None,
+            proxy_server_request: None,
+            response: None,
         }
     }
 
