@@ -5,7 +5,8 @@
 //! than `MAX_STRING_LENGTH_PROMPT_IN_DB` keeps its first 35% and last 65%
 //! around LiteLLM's note; a key's or its team's
 //! `metadata.store_prompts_in_spend_logs: false` turns it off; and without
-//! the setting both columns stay `{}`.
+//! the setting both columns stay `{}`; with the response cache, the miss and
+//! the hit both keep them.
 
 use e2e::{to_yaml, Gateway, TestDb, MASTER_KEY};
 use serde_json::{json, Value};
@@ -22,6 +23,11 @@ logging callbacks (OTEL, Datadog, etc.). To increase the truncation limit, set \
 /// A gateway on `db` with `general` added to its `general_settings`, and
 /// `MAX_STRING_LENGTH_PROMPT_IN_DB=100`.
 fn start(db: &TestDb, general: Value) -> Gateway {
+    start_with(db, general, json!({}))
+}
+
+/// [`start`] with `litellm_settings`.
+fn start_with(db: &TestDb, general: Value, litellm_settings: Value) -> Gateway {
     let mut general_settings = json!({"master_key": MASTER_KEY});
     if let (Some(all), Value::Object(more)) = (general_settings.as_object_mut(), general) {
         all.extend(more);
@@ -32,6 +38,7 @@ fn start(db: &TestDb, general: Value) -> Gateway {
             "litellm_params": {"model": "mock/m", "mock_response": ANSWER},
         }],
         "general_settings": general_settings,
+        "litellm_settings": litellm_settings,
     });
     Gateway::start(
         &to_yaml(&config),
@@ -213,4 +220,27 @@ fn without_the_setting_rows_keep_nothing() {
     let row = &logs.json()[0];
     assert!(row.get("proxy_server_request").is_none(), "{row}");
     assert!(row.get("response").is_none(), "{row}");
+}
+
+#[test]
+fn with_the_response_cache_the_stored_answer_and_the_hit_are_kept() {
+    let db = TestDb::create();
+    let gw = start_with(
+        &db,
+        json!({"store_prompts_in_spend_logs": true}),
+        json!({"cache": true, "cache_params": {"type": "local"}}),
+    );
+    let key = generate(&gw, json!({}));
+    let body = json!({"model": "m", "messages": [{"role": "user", "content": "cached?"}]});
+    // The miss (the cache copies the answer too) and the hit.
+    let (first, miss) = chat(&gw, &key, &body);
+    let (second, hit) = chat(&gw, &key, &body);
+    assert!(second.header("x-litellm-cache-key").is_some(), "a hit");
+    for (resp, call_id) in [(first, miss), (second, hit)] {
+        let [_, request, response] = columns(&db, &call_id);
+        assert_eq!(parse(&request), body);
+        let stored = parse(&response);
+        assert_eq!(stored["choices"], resp.json()["choices"], "{stored}");
+        assert_eq!(stored["choices"][0]["message"]["content"], ANSWER);
+    }
 }
