@@ -266,6 +266,30 @@ mod tests {
     }
 
     #[test]
+    fn credential_keys_are_litellms() {
+        // As LiteLLM 1.110.2's `SensitiveDataMasker` (with `apikey`) says.
+        for key in [
+            "api_key",
+            "system_fingerprint",
+            "x-api-key",
+            "Authorization",
+            "apiKey",
+        ] {
+            assert!(is_credential(key), "{key}");
+        }
+        for key in [
+            "input_cost_per_token",
+            "max_tokens",
+            "prompt_tokens",
+            "access_token_cost",
+            "tool_call_id",
+            "content",
+        ] {
+            assert!(!is_credential(key), "{key}");
+        }
+    }
+
+    #[test]
     fn keys_and_teams_can_only_turn_it_off() {
         let off: Map<String, Value> = json!({"store_prompts_in_spend_logs": false})
             .as_object()
