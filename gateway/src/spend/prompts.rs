@@ -76,11 +76,12 @@ impl PromptStorage {
         setting: Option<&serde_yaml::Value>,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Self {
-        let is_true = |s: &str| s.trim().eq_ignore_ascii_case("true");
         let on = match setting {
             Some(serde_yaml::Value::Bool(true)) => true,
-            Some(serde_yaml::Value::String(s)) if is_true(s) => true,
-            _ => env("STORE_PROMPTS_IN_SPEND_LOGS").is_some_and(|v| is_true(&v)),
+            Some(serde_yaml::Value::String(s)) if s.eq_ignore_ascii_case("true") => true,
+            // LiteLLM's `str_to_bool` trims the environment's value.
+            _ => env("STORE_PROMPTS_IN_SPEND_LOGS")
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
         };
         let max_string_length = env("MAX_STRING_LENGTH_PROMPT_IN_DB")
             .and_then(|v| v.trim().parse().ok())
