@@ -232,9 +232,29 @@ fn with_the_response_cache_the_stored_answer_and_the_hit_are_kept() {
     );
     let key = generate(&gw, json!({}));
     let body = json!({"model": "m", "messages": [{"role": "user", "content": "cached?"}]});
-    // The miss (the cache copies the answer too) and the hit.
-    let (first, miss) = chat(&gw, &key, &body);
-    let (second, hit) = chat(&gw, &key, &body);
+    // The miss (the cache copies the answer too) and the hit, on one
+    // connection: one core, whose local cache holds the answer.
+    let mut conn = gw.connect();
+    let mut send = || {
+        let auth = format!("Bearer {key}");
+        let resp = conn.roundtrip(&e2e::request(
+            "POST",
+            "/v1/chat/completions",
+            &[
+                ("Authorization", &auth),
+                ("Content-Type", "application/json"),
+            ],
+            body.to_string().as_bytes(),
+        ));
+        assert_eq!(resp.status, 200, "{}", resp.text());
+        let call_id = resp
+            .header("x-litellm-call-id")
+            .expect("call id")
+            .to_string();
+        (resp, call_id)
+    };
+    let (first, miss) = send();
+    let (second, hit) = send();
     assert!(second.header("x-litellm-cache-key").is_some(), "a hit");
     for (resp, call_id) in [(first, miss), (second, hit)] {
         let [_, request, response] = columns(&db, &call_id);
