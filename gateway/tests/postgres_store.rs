@@ -13,8 +13,8 @@ use gateway::router::RouterSettings;
 use gateway::store::postgres::{PostgresStore, MIGRATIONS};
 use gateway::store::{
     BudgetFields, BudgetWindow, Change, DailyQuery, DailyScope, EndUserBudget, EndUserRecord,
-    EndUserUpdate, KeyRecord, MemoryStore, ModelBudgets, ModelRecord, SpendFilter, SpendLogRow,
-    Store, TeamRecord, UserRecord,
+    EndUserUpdate, JsonText, KeyRecord, MemoryStore, ModelBudgets, ModelRecord, SpendFilter,
+    SpendLogRow, Store, TeamRecord, UserRecord,
 };
 use gateway::sync::listener::{self, ListenConfig};
 use gateway::sync::Caches;
@@ -662,6 +662,8 @@ fn spend_row(request_id: &str, api_key: &str, spend: f64, start: DateTime<Utc>) 
             "guardrail_response": "mask", "start_time": 1767225600.25,
             "end_time": 1767225600.5, "duration": 0.25,
         }]))),
+        proxy_server_request: None,
+        response: None,
     }
 }
 
@@ -934,6 +936,11 @@ async fn copied_and_inserted_rows_hold_the_same_values() {
         r.region = None;
         r.total_tokens = i64::MAX;
         r.model_id = String::new().into();
+        // `store_prompts_in_spend_logs`: JSON with escapes COPY must keep.
+        r.proxy_server_request = Some(JsonText(
+            r#"{"messages":[{"content":"tab\there \\N \"q\" é"}]}"#.into(),
+        ));
+        r.response = Some(JsonText(r#"{"id":"chatcmpl-1","choices":[]}"#.into()));
         r
     };
     let before = [key.spend, user("u1", t0).spend, team("t1", t0).spend];
@@ -960,7 +967,27 @@ async fn copied_and_inserted_rows_hold_the_same_values() {
     assert_eq!(copied["total_tokens"], json!(i32::MAX));
     assert_eq!(copied["metadata"]["error_information"]["error_code"], "500");
     assert_eq!(copied["end_user"], "end\tuser\\");
+    assert_eq!(
+        copied["proxy_server_request"],
+        json!({"messages": [{"content": "tab\there \\N \"q\" é"}]})
+    );
+    assert_eq!(
+        copied["response"],
+        json!({"id": "chatcmpl-1", "choices": []})
+    );
+    assert_eq!(copied["messages"], json!({}));
     let logs = pg.spend_logs(&SpendFilter::default()).await.unwrap();
+    // Read back as the JSON stored (Postgres spaces it its own way).
+    let json_of = |j: &Option<JsonText>| -> Value {
+        serde_json::from_str(j.as_ref().unwrap().as_str()).unwrap()
+    };
+    for row in &logs {
+        assert_eq!(
+            json_of(&row.proxy_server_request),
+            copied["proxy_server_request"]
+        );
+        assert_eq!(json_of(&row.response), copied["response"]);
+    }
     assert_eq!(
         logs[0].error_message.as_deref(),
         Some("tab\there, line\nand \\N \\. \"quoted\" \u{fffd} é \u{1F600}\r")

@@ -347,7 +347,13 @@ def verify(url, fx):
         assert run["guardrail_status"] == "success", run
         assert run["end_time"] >= run["start_time"] and run["duration"] >= 0, run
         assert r["spend"] > 0 and r["prompt_tokens"] > 0 and r["total_tokens"] > 0, r
-    checks.append(f"{len(logs)} spend rows parsed")
+        # store_prompts_in_spend_logs: the request in proxy_server_request,
+        # the answer in response, messages empty, as LiteLLM writes them.
+        request, answer = r["proxy_server_request"], json.loads(r["response"])
+        assert request["model"] and request["messages"], r
+        assert answer["choices"][0]["message"]["content"], r
+        assert json.loads(r["messages"]) == {}, r
+    checks.append(f"{len(logs)} spend rows parsed, prompts and answers kept")
     spent = sum(r["spend"] for r in logs if r["api_key"] == good)
 
     # The good key, through LiteLLM's pydantic type: spend added to what

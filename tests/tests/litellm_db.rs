@@ -116,7 +116,7 @@ fn a_litellm_database_serves_here_and_litellm_reads_what_the_gateway_wrote() {
             "model_name": "local-mock",
             "litellm_params": {"model": "mock/local", "mock_response": "hi"},
         }],
-        "general_settings": {"master_key": MASTER_KEY},
+        "general_settings": {"master_key": MASTER_KEY, "store_prompts_in_spend_logs": true},
         // Every request runs it: its rows carry `guardrail_information`,
         // which LiteLLM's types must read.
         "guardrails": [{"guardrail_name": "pii-mask", "litellm_params": {
@@ -359,6 +359,7 @@ fn a_litellm_database_serves_here_and_litellm_reads_what_the_gateway_wrote() {
     fixture["team_aliases"] = team_aliases;
     fixture["new_model"] = json!({"name": "added-here", "id": "m-added-here", "api_key": new_key});
     let verified = harness(&["verify", db.url(), &fixture.to_string()]);
+    assert!(verified.contains("prompts and answers kept"), "{verified}");
     assert!(
         verified.contains("model params opened by LiteLLM"),
         "{verified}"

@@ -94,6 +94,7 @@ const GENERAL_ACTED_ON: &[&str] = &[
     // The spend writer (`spend::SpendLogs`).
     "disable_spend_logs",
     "disable_error_logs",
+    "store_prompts_in_spend_logs",
     // The config's own pass-through endpoints (`providers::passthrough`).
     "pass_through_endpoints",
     // What team admins may change (`config::team_admin`).

@@ -351,7 +351,7 @@ pub(super) fn validate(
             )
         })?,
     };
-    let spend_logs = crate::spend::SpendLogs::parse(&file.general_settings.other)
+    let spend_logs = crate::spend::SpendLogs::parse(&file.general_settings.other, lookup)
         .map_err(|p| invalid("general_settings".into(), p))?;
     let batch_polling = batch_polling(&file.general_settings.other, lookup)
         .map_err(|p| invalid("general_settings.proxy_batch_polling_interval".into(), p))?;
@@ -1409,12 +1409,8 @@ mod tests {
         )
         .unwrap();
         assert!(c.spend_logs.disable_spend_logs && c.spend_logs.disable_error_logs);
-        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
-        assert!(
-            c.warnings[0].contains("store_prompts_in_spend_logs"),
-            "{:?}",
-            c.warnings
-        );
+        assert!(c.spend_logs.prompts.on);
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
         assert_eq!(parse("").unwrap().spend_logs, Default::default());
         let err = parse("general_settings: {disable_error_logs: yes please}\n").unwrap_err();
         assert!(

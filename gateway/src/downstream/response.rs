@@ -184,6 +184,32 @@ impl<'a> Responder<'a> {
         });
     }
 
+    /// Keeps a copy of the body bytes written from now on, up to at least
+    /// `limit` bytes: a copy already being kept goes on with its limit
+    /// raised to `limit` if lower. Whether this started the copy (its
+    /// starter takes it with [`Self::take_capture`]).
+    pub fn capture_at_least(&mut self, limit: usize) -> bool {
+        match &mut self.capture {
+            Some(c) => {
+                c.limit = c.limit.max(limit);
+                false
+            }
+            None => {
+                self.capture_body(limit);
+                true
+            }
+        }
+    }
+
+    /// The body copied so far, unless it grew past its limit; the copy
+    /// goes on.
+    pub fn captured(&self) -> Option<&[u8]> {
+        self.capture
+            .as_ref()
+            .filter(|c| !c.over)
+            .map(|c| c.buf.as_slice())
+    }
+
     /// The copy of the body, unless it grew past its limit; stops copying.
     pub fn take_capture(&mut self) -> Option<Vec<u8>> {
         self.capture.take().filter(|c| !c.over).map(|c| c.buf)

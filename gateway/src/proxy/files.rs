@@ -960,6 +960,8 @@ fn batch_row(
         cache_key: None,
         request_tags: None,
         guardrail_information: None,
+        proxy_server_request: None,
+        response: None,
     }
 }
 

@@ -39,6 +39,7 @@ mod held;
 mod images;
 mod mock_params;
 mod passthrough;
+mod prompt_log;
 mod realtime;
 mod realtime_guard;
 mod record;
@@ -603,6 +604,7 @@ async fn serve(
                             start,
                         });
                         row.guardrail_information = outcome.guard_log.information().map(Arc::new);
+                        prompt_log::keep_hit(worker, principal, &mut row, &held.req.body, &stored);
                         record::submit(worker, row);
                     }
                     sent
@@ -944,6 +946,8 @@ async fn attempt_once(
         (price, priced),
     )
     .await?;
+    // The answer is copied for the row only when it keeps the prompt.
+    let keep = prompt_log::Keep::start(worker, principal, out);
     // 7 and 8. translate, call and relay; cut off when the shutdown grace
     // period ends (the row below then says so)
     // A Responses request still in its own form passes through to a
@@ -1060,7 +1064,7 @@ async fn attempt_once(
         None => spend::cost(usage, price) + spend::time_cost(attempt.elapsed(), price),
     };
     record::settle(&worker.shared.alerts, reservation, cost, principal);
-    let row = attempt.finish(record::AttemptInfo {
+    let mut row = attempt.finish(record::AttemptInfo {
         principal,
         master_token: worker.shared.auth.master_token(),
         group: &pick.group,
@@ -1085,6 +1089,13 @@ async fn attempt_once(
         tags: &req.tags,
         guardrails: &outcome.guard_log,
     });
+    if let Some(keep) = keep {
+        let tokens = crate::cache::stream::Tokens {
+            prompt: usage.prompt_tokens,
+            completion: usage.completion_tokens,
+        };
+        keep.finish(&mut row, &req.body, (out, stream, endpoint, tokens));
+    }
     outcome.telemetry.attempt(
         principal,
         &row,

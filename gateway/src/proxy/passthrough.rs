@@ -698,5 +698,7 @@ fn row(
         cache_key: None,
         request_tags: None,
         guardrail_information: None,
+        proxy_server_request: None,
+        response: None,
     }
 }

@@ -961,5 +961,7 @@ fn row(worker: &Worker, principal: &Principal, session: &Session) -> SpendLogRow
         cache_key: None,
         request_tags: None,
         guardrail_information: None,
+        proxy_server_request: None,
+        response: None,
     }
 }

@@ -494,6 +494,8 @@ impl Attempt {
                 .filter(|tags| !tags.is_empty())
                 .map(Arc::from),
             guardrail_information: info.guardrails.information().map(Arc::new),
+            proxy_server_request: None,
+            response: None,
         }
     }
 }
@@ -565,6 +567,8 @@ pub(super) fn hit_row(info: HitInfo<'_>) -> SpendLogRow {
             .filter(|tags| !tags.is_empty())
             .map(Arc::from),
         guardrail_information: None,
+        proxy_server_request: None,
+        response: None,
     }
 }
 

@@ -1,5 +1,7 @@
 //! Which spend-log rows are kept (LiteLLM's `general_settings`
-//! `disable_spend_logs` and `disable_error_logs`, read once at start-up).
+//! `disable_spend_logs` and `disable_error_logs`, read once at start-up),
+//! and whether they keep the prompt and answer
+//! (`store_prompts_in_spend_logs`, see [`super::prompts`]).
 //! A row not kept still counts: the writer adds its spend to its key, user,
 //! team, organization and end user as it does a kept row's, and only
 //! `LiteLLM_SpendLogs` (so `/spend/logs`) goes without it. It also counts
@@ -9,7 +11,7 @@
 
 use crate::store::SpendLogRow;
 
-/// The two switches; the default keeps every row.
+/// The switches; the default keeps every row, without its prompt.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SpendLogs {
     /// `disable_spend_logs`: no row is kept.
@@ -17,14 +19,18 @@ pub struct SpendLogs {
     /// `disable_error_logs`: no row of a failed attempt (`status`
     /// `failure`) is kept.
     pub disable_error_logs: bool,
+    /// `store_prompts_in_spend_logs` and `MAX_STRING_LENGTH_PROMPT_IN_DB`.
+    pub prompts: super::prompts::PromptStorage,
 }
 
 impl SpendLogs {
     /// Reads the switches from `general_settings`: each `true` or `false`
     /// (LiteLLM acts on `true` only); anything else is the problem to
-    /// report, naming the setting.
+    /// report, naming the setting. `env` reads the environment (for
+    /// `STORE_PROMPTS_IN_SPEND_LOGS` and `MAX_STRING_LENGTH_PROMPT_IN_DB`).
     pub fn parse(
         general: &std::collections::BTreeMap<String, serde_yaml::Value>,
+        env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<SpendLogs, String> {
         let switch = |name: &str| match general.get(name) {
             None | Some(serde_yaml::Value::Null) => Ok(false),
@@ -34,6 +40,10 @@ impl SpendLogs {
         Ok(SpendLogs {
             disable_spend_logs: switch("disable_spend_logs")?,
             disable_error_logs: switch("disable_error_logs")?,
+            prompts: super::prompts::PromptStorage::parse(
+                general.get("store_prompts_in_spend_logs"),
+                env,
+            ),
         })
     }
 

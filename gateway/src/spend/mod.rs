@@ -25,6 +25,7 @@ mod media;
 mod member;
 mod prices;
 mod prompt_skim;
+pub mod prompts;
 mod tsv;
 mod unpriced;
 mod usage;

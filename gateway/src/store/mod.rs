@@ -24,9 +24,9 @@ pub use managed::{ManagedKind, ManagedObject};
 pub use memory::MemoryStore;
 pub use orgs::{BudgetRecord, OrgMembership, OrgRecord, OrgTable};
 pub use records::{
-    next_reset, parse_duration, usd_value, BudgetWindow, DurationError, KeyRecord, LogCursor,
-    LogPage, ModelBudgets, ModelRecord, SpendFilter, SpendLogRow, TeamRecord, UserRecord,
-    MAX_DURATION, MODEL_WINDOWS, OWN_BUDGET_PREFIX, PROXY_BUDGET_USER,
+    next_reset, parse_duration, usd_value, BudgetWindow, DurationError, JsonText, KeyRecord,
+    LogCursor, LogPage, ModelBudgets, ModelRecord, SpendFilter, SpendLogRow, TeamRecord,
+    UserRecord, MAX_DURATION, MODEL_WINDOWS, OWN_BUDGET_PREFIX, PROXY_BUDGET_USER,
 };
 
 use async_trait::async_trait;

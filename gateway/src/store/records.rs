@@ -348,6 +348,40 @@ pub struct SpendLogRow {
     /// status, times); none when no guardrail ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guardrail_information: Option<Arc<serde_json::Value>>,
+    /// The request body as `store_prompts_in_spend_logs` keeps it
+    /// (LiteLLM's `proxy_server_request` column); none when not kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_server_request: Option<JsonText>,
+    /// The answer as `store_prompts_in_spend_logs` keeps it (LiteLLM's
+    /// `response` column); none when not kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<JsonText>,
+}
+
+/// JSON text stored as written (a spend row's request or answer), shown
+/// as the JSON it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JsonText(pub Box<str>);
+
+impl JsonText {
+    /// The JSON text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Serialize for JsonText {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let raw: &serde_json::value::RawValue =
+            serde_json::from_str(&self.0).map_err(serde::ser::Error::custom)?;
+        raw.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for JsonText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Value::deserialize(d).map(|v| JsonText(v.to_string().into()))
+    }
 }
 
 /// A boolean as LiteLLM writes it in text columns (`str(True)`): `"True"`

@@ -417,6 +417,8 @@ mod tests {
             cache_key: None,
             request_tags: None,
             guardrail_information: None,
+            proxy_server_request: None,
+            response: None,
         }
     }
 

@@ -379,6 +379,8 @@ mod tests {
             cache_key: Some("k1".into()),
             request_tags: None,
             guardrail_information: None,
+            proxy_server_request: None,
+            response: None,
         }
     }
 

@@ -9,7 +9,8 @@ use super::pool::Session;
 use super::spend_copy::{self, clean};
 use crate::store::records::python_bool;
 use crate::store::{
-    next_reset, Change, DailyBatch, SpendChanges, SpendFilter, SpendLogRow, PROXY_BUDGET_USER,
+    next_reset, Change, DailyBatch, JsonText, SpendChanges, SpendFilter, SpendLogRow,
+    PROXY_BUDGET_USER,
 };
 use bytes::Bytes;
 use chrono::{DateTime, NaiveDateTime, Utc};
@@ -38,7 +39,8 @@ const INSERT_LOGS: &str = r#"INSERT INTO "LiteLLM_SpendLogs" (request_id, call_i
     call_type, api_key, spend, total_tokens, prompt_tokens, completion_tokens, "startTime",
     "completionStartTime", "endTime", model, model_id, model_group, custom_llm_provider, api_base,
     region, "user", team_id, status, status_code, error_class, error_message, litellm_call_id,
-    request_duration_ms, metadata, end_user, response_id, cache_hit, cache_key)
+    request_duration_ms, metadata, end_user, response_id, cache_hit, cache_key,
+    proxy_server_request, response)
 SELECT DISTINCT ON (request_id) request_id, call_id, attempt, call_type, api_key, spend,
     LEAST(total_tokens, 2147483647), LEAST(prompt_tokens, 2147483647),
     LEAST(completion_tokens, 2147483647), start_time, completion_start_time, end_time, model,
@@ -52,17 +54,18 @@ SELECT DISTINCT ON (request_id) request_id, call_id, attempt, call_type, api_key
             'error_class', error_class, 'error_message', error_message,
             'error_code', status_code::text, 'llm_provider', custom_llm_provider) END,
         'guardrail_information', guardrail_information::jsonb)), end_user,
-    response_id, cache_hit, COALESCE(cache_key, '')
+    response_id, cache_hit, COALESCE(cache_key, ''),
+    COALESCE(proxy_server_request, '{}')::jsonb, COALESCE(response, '{}')::jsonb
 FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[], $5::text[], $6::float8[],
     $7::int8[], $8::int8[], $9::int8[], $10::timestamp[], $11::timestamp[], $12::timestamp[],
     $13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[],
     $20::text[], $21::text[], $22::int4[], $23::text[], $24::text[], $25::text[], $26::text[],
-    $27::text[], $28::text[], $29::text[])
+    $27::text[], $28::text[], $29::text[], $30::text[], $31::text[])
     WITH ORDINALITY AS s(request_id, call_id, attempt, call_type, api_key, spend, total_tokens,
         prompt_tokens, completion_tokens, start_time, completion_start_time, end_time, model,
         model_id, model_group, custom_llm_provider, api_base, region, user_id, team_id, status,
         status_code, error_class, error_message, end_user, response_id, cache_hit, cache_key,
-        guardrail_information, ord)
+        guardrail_information, proxy_server_request, response, ord)
 ORDER BY request_id, ord
 ON CONFLICT (request_id) DO NOTHING
 RETURNING api_key, "user", team_id, spend::float8, model_group, "endTime"::timestamp, end_user,
@@ -78,7 +81,8 @@ macro_rules! log_columns {
     "completionStartTime"::timestamp AS completion_start_time, "endTime"::timestamp AS end_time,
     model, model_id, model_group, custom_llm_provider, api_base, region, "user", team_id, status,
     status_code, error_class, error_message, end_user, response_id, cache_hit, cache_key,
-    metadata -> 'guardrail_information' AS guardrail_information"#
+    metadata -> 'guardrail_information' AS guardrail_information,
+    proxy_server_request::text AS proxy_server_request, response::text AS response"#
     };
 }
 pub(super) use log_columns;
@@ -358,8 +362,8 @@ struct Columns<'a> {
     /// model_group, custom_llm_provider, api_base`.
     text: [Vec<Cow<'a, str>>; 9],
     /// `region, user, team_id, error_class, error_message, end_user,
-    /// response_id, cache_key`.
-    opt_text: [Vec<Option<Cow<'a, str>>>; 8],
+    /// response_id, cache_key, proxy_server_request, response`.
+    opt_text: [Vec<Option<Cow<'a, str>>>; 10],
     status: Vec<&'a str>,
     cache_hit: Vec<&'static str>,
     attempt: Vec<i32>,
@@ -406,7 +410,7 @@ impl<'a> Columns<'a> {
             for (column, value) in c.text.iter_mut().zip(text) {
                 column.push(clean(value));
             }
-            let opt_text: [Option<&str>; 8] = [
+            let opt_text: [Option<&str>; 10] = [
                 r.region.as_deref(),
                 r.user.as_deref(),
                 r.team_id.as_deref(),
@@ -415,6 +419,8 @@ impl<'a> Columns<'a> {
                 r.end_user.as_deref(),
                 r.response_id.as_deref(),
                 r.cache_key.as_deref(),
+                r.proxy_server_request.as_ref().map(JsonText::as_str),
+                r.response.as_ref().map(JsonText::as_str),
             ];
             for (column, value) in c.opt_text.iter_mut().zip(opt_text) {
                 column.push(value.map(clean));
@@ -441,7 +447,7 @@ impl<'a> Columns<'a> {
     }
 
     /// The parameters of [`INSERT_LOGS`] with their types, in order.
-    fn params(&self) -> [(&(dyn ToSql + Sync), Type); 29] {
+    fn params(&self) -> [(&(dyn ToSql + Sync), Type); 31] {
         let (t, o) = (&self.text, &self.opt_text);
         let text = Type::TEXT_ARRAY;
         let time = Type::TIMESTAMP_ARRAY;
@@ -474,7 +480,9 @@ impl<'a> Columns<'a> {
             (&o[6], text.clone()),
             (&self.cache_hit, text.clone()),
             (&o[7], text.clone()),
-            (&self.guardrails, text),
+            (&self.guardrails, text.clone()),
+            (&o[8], text.clone()),
+            (&o[9], text),
         ]
     }
 }
@@ -1046,7 +1054,18 @@ pub(super) fn log_row(row: &Row) -> Result<SpendLogRow, Error> {
             .try_get::<_, Option<serde_json::Value>>("guardrail_information")?
             .filter(|g| !g.is_null())
             .map(Arc::new),
+        proxy_server_request: kept(row, "proxy_server_request")?,
+        response: kept(row, "response")?,
     })
+}
+
+/// A row's `proxy_server_request` or `response` column, unless empty
+/// (`{}`, the default of a row that keeps no prompt).
+fn kept(row: &Row, column: &str) -> Result<Option<JsonText>, Error> {
+    Ok(row
+        .try_get::<_, Option<String>>(column)?
+        .filter(|j| j.trim() != "{}" && !j.trim().is_empty())
+        .map(|j| JsonText(j.into())))
 }
 
 /// Spend of every request since the day `since` (the daily user rows:

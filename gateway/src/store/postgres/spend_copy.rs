@@ -11,14 +11,15 @@ use std::borrow::Cow;
 use std::io::Write;
 
 use crate::store::records::python_bool;
-use crate::store::SpendLogRow;
+use crate::store::{JsonText, SpendLogRow};
 
 /// The COPY statement; [`encode`] writes its rows, columns in this order.
 pub const COPY_LOGS: &str = r#"COPY "LiteLLM_SpendLogs" (request_id, call_id, attempt,
     call_type, api_key, spend, total_tokens, prompt_tokens, completion_tokens, "startTime",
     "completionStartTime", "endTime", model, model_id, model_group, custom_llm_provider, api_base,
     region, "user", team_id, status, status_code, error_class, error_message, litellm_call_id,
-    request_duration_ms, metadata, end_user, response_id, cache_hit, cache_key) FROM STDIN"#;
+    request_duration_ms, metadata, end_user, response_id, cache_hit, cache_key,
+    proxy_server_request, response) FROM STDIN"#;
 
 /// Appends `rows` to `out`, one line each, in [`COPY_LOGS`]'s columns.
 pub fn encode(rows: &[SpendLogRow], out: &mut Vec<u8>) {
@@ -65,6 +66,9 @@ pub fn encode(rows: &[SpendLogRow], out: &mut Vec<u8>) {
         optional(out, r.response_id.as_deref());
         field(out, python_bool::text(r.cache_hit));
         field(out, r.cache_key.as_deref().unwrap_or_default());
+        for kept in [&r.proxy_server_request, &r.response] {
+            field(out, kept.as_ref().map_or("{}", JsonText::as_str));
+        }
         // Every field ends in a tab: the last one ends the line instead.
         if let Some(last) = out.last_mut() {
             *last = b'\n';
@@ -313,6 +317,8 @@ mod tests {
             cache_key: Some("ns:ab".into()),
             request_tags: None,
             guardrail_information: None,
+            proxy_server_request: None,
+            response: None,
         }
     }
 
@@ -328,7 +334,7 @@ mod tests {
         let lines: Vec<&str> = text.split_inclusive('\n').collect();
         assert_eq!(lines.len(), 2);
         let c = columns(lines[0]);
-        assert_eq!(c.len(), 31, "one field per column of COPY_LOGS");
+        assert_eq!(c.len(), 33, "one field per column of COPY_LOGS");
         assert_eq!(c[0], "call-1:2");
         assert_eq!(c[2], "2");
         assert_eq!(c[5], "0.000125");
@@ -348,6 +354,11 @@ mod tests {
         assert_eq!(c[25], "801", "800.5 ms rounds half up");
         assert_eq!(c[27], "\\N");
         assert_eq!(c[28], "chatcmpl-1", "the answer's id");
+        assert_eq!(
+            &c[31..],
+            ["{}", "{}"],
+            "no prompt kept: LiteLLM's empty object"
+        );
         assert_eq!((c[29], c[30]), ("True", "ns:ab"), "LiteLLM's cache columns");
     }
 
