@@ -73,6 +73,7 @@ fn fields_litellm_accepts_are_accepted_and_typos_and_wrong_types_refused() {
             "guardrails": ["pii"], "allowed_routes": [], "key_type": "default",
             "send_invite_email": false, "object_permission": {"vector_stores": []},
             "budget_id": null, "tpd_limit": 100, "auto_rotate": false,
+            "end_user_budget_id": null,
             "metadata": {"app": "ui"},
         }),
     );
@@ -118,6 +119,13 @@ fn fields_litellm_accepts_are_accepted_and_typos_and_wrong_types_refused() {
         (json!({"tags": "prod"}), "tags"),
         (json!({"tpd_limit": "many"}), "tpd_limit"),
         (json!({"auto_rotate": 1}), "auto_rotate"),
+        // LiteLLM applies it to the key's end users; not applied here, so
+        // refused rather than stored unenforced.
+        (json!({"end_user_budget_id": "eu"}), "end_user_budget_id"),
+        (
+            json!({"metadata": {"end_user_budget_id": "eu"}}),
+            "end_user_budget_id",
+        ),
     ] {
         let resp = gw.post("/key/generate", &body);
         assert_eq!(param_of(&resp, 400), field, "{body}");

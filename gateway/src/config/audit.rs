@@ -51,6 +51,10 @@ const LITELLM_REFUSED: &[(&str, &str)] = &[
         "end-user budget defaults are not applied, so end users would spend without a budget",
     ),
     (
+        "max_end_user_budget_id",
+        "the budget row for end users without their own is not applied, so end users would spend without a budget",
+    ),
+    (
         "upperbound_key_generate_params",
         "upper bounds on /key/generate are not applied, so keys could get any budget or limit",
     ),
@@ -444,6 +448,11 @@ mod tests {
         assert_eq!(
             result.unwrap_err().entry,
             "litellm_settings.max_end_user_budget"
+        );
+        let (result, _) = run("{max_end_user_budget_id: end-users}", "{}", "{}");
+        assert_eq!(
+            result.unwrap_err().entry,
+            "litellm_settings.max_end_user_budget_id"
         );
         let (result, _) = run("{}", "{custom_auth: my.auth}", "{}");
         assert_eq!(result.unwrap_err().entry, "general_settings.custom_auth");

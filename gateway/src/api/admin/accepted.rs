@@ -22,6 +22,7 @@ pub const KEY: &[(&str, Kind)] = &[
     ("tpd_limit", Int),
     ("default_estimated_output_tokens", Int),
     ("default_estimated_output_tokens_per_model", Object),
+    // Type-checked here, then refused when set (`keys::REFUSED`).
     ("end_user_budget_id", Str),
     ("tags", List),
     ("disable_global_guardrails", Bool),

@@ -70,6 +70,11 @@ impl KeyRequest {
     pub(super) fn read(body: &[u8]) -> Result<KeyRequest, GatewayError> {
         let (mut req, extra): (KeyRequest, _) = parse_accepting(body, accepted::KEY)?;
         output_estimates(&extra)?;
+        let in_metadata = match &req.metadata {
+            Patch::Set(m) => Some(m),
+            _ => None,
+        };
+        refuse_unenforced(&extra, in_metadata)?;
         req.extra_metadata = extra;
         Ok(req)
     }
@@ -174,6 +179,29 @@ impl KeyRequest {
 
 /// The largest `default_estimated_output_tokens` (as `max_tokens`).
 const MAX_OUTPUT_ESTIMATE: u64 = 10_000_000;
+
+/// Key settings LiteLLM 1.110.2 acts on at request time and this gateway
+/// does not, where ignoring them would let someone spend what LiteLLM
+/// refuses: refused with a 400 naming them (given on their own or in
+/// `metadata`) rather than stored unenforced.
+const REFUSED: &[(&str, &str)] = &[(
+    "end_user_budget_id",
+    "(a budget for the key's end users) is not applied by this gateway, so the key's end users would spend without it; give end users budgets with /customer/new instead",
+)];
+
+/// Refuses a key body that sets one of [`REFUSED`] to anything but null.
+fn refuse_unenforced(
+    extra: &Map<String, Value>,
+    metadata: Option<&Map<String, Value>>,
+) -> Result<(), GatewayError> {
+    for (field, why) in REFUSED {
+        let set = |m: &Map<String, Value>| m.get(*field).is_some_and(|v| !v.is_null());
+        if set(extra) || metadata.is_some_and(set) {
+            return Err(bad_field(field, format!("{field} {why}")));
+        }
+    }
+    Ok(())
+}
 
 /// Refuses `default_estimated_output_tokens` (and its per-model form) that
 /// is not a positive integer (LiteLLM's `PositiveInt`) up to `max_tokens`'
