@@ -315,6 +315,37 @@ fn paths_at(code: &str, at: usize) -> Vec<Vec<String>> {
     vec![segs]
 }
 
+/// The absolute module paths `code` (of the module at `me`) names through
+/// `crate::` and `super::`.
+fn absolute_paths(code: &str, me: &[String]) -> Vec<Vec<String>> {
+    let mut targets: Vec<Vec<String>> = Vec::new();
+    for (at, _) in code.match_indices("crate::") {
+        let before = code[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$') {
+            continue;
+        }
+        targets.extend(paths_at(code, at + "crate::".len()));
+    }
+    for (at, _) in code.match_indices("super::") {
+        let before = code[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+            continue;
+        }
+        let mut base = me.to_vec();
+        let mut i = at;
+        while code[i..].starts_with("super::") {
+            base.pop();
+            i += "super::".len();
+        }
+        for p in paths_at(code, i) {
+            let mut abs = base.clone();
+            abs.extend(p);
+            targets.push(abs);
+        }
+    }
+    targets
+}
+
 /// Every unit-to-unit edge of `src`, with the files that make it.
 fn edges(src: &Path) -> BTreeMap<(String, String), BTreeSet<String>> {
     let mut files = Vec::new();
@@ -329,31 +360,7 @@ fn edges(src: &Path) -> BTreeMap<(String, String), BTreeSet<String>> {
         let code = without_tests(&code_only(&text));
         let me = module_path(rel);
         let my_unit = unit_of(&me);
-        let mut targets: Vec<Vec<String>> = Vec::new();
-        for (at, _) in code.match_indices("crate::") {
-            let before = code[..at].chars().next_back();
-            if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$') {
-                continue;
-            }
-            targets.extend(paths_at(&code, at + "crate::".len()));
-        }
-        for (at, _) in code.match_indices("super::") {
-            let before = code[..at].chars().next_back();
-            if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
-                continue;
-            }
-            let mut base = me.clone();
-            let mut i = at;
-            while code[i..].starts_with("super::") {
-                base.pop();
-                i += "super::".len();
-            }
-            for p in paths_at(&code, i) {
-                let mut abs = base.clone();
-                abs.extend(p);
-                targets.push(abs);
-            }
-        }
+        let mut targets = absolute_paths(&code, &me);
         // A child that is a unit of its own, named relative to its parent.
         for sub in SUB_UNITS {
             let (parent, child) = sub.rsplit_once("::").expect("a submodule");
@@ -520,31 +527,7 @@ fn folder_edges(src: &Path, folder: &str) -> BTreeMap<(String, String), BTreeSet
         let code = without_tests(&code_only(&text));
         let me = module_path(rel);
         let mine = child_of(&me);
-        let mut targets: Vec<Vec<String>> = Vec::new();
-        for (at, _) in code.match_indices("crate::") {
-            let before = code[..at].chars().next_back();
-            if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$') {
-                continue;
-            }
-            targets.extend(paths_at(&code, at + "crate::".len()));
-        }
-        for (at, _) in code.match_indices("super::") {
-            let before = code[..at].chars().next_back();
-            if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
-                continue;
-            }
-            let mut base = me.clone();
-            let mut i = at;
-            while code[i..].starts_with("super::") {
-                base.pop();
-                i += "super::".len();
-            }
-            for p in paths_at(&code, i) {
-                let mut abs = base.clone();
-                abs.extend(p);
-                targets.push(abs);
-            }
-        }
+        let targets = absolute_paths(&code, &me);
         for target in targets {
             if target.first().map(String::as_str) != Some(folder) || target.len() < 2 {
                 continue;

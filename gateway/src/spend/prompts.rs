@@ -119,8 +119,7 @@ impl PromptStorage {
             return "{}".into();
         }
         match serde_json::from_slice::<Value>(body) {
-            Ok(value) => {
-                let mut value = value;
+            Ok(mut value) => {
                 sanitize(&mut value, self.max_string_length, true);
                 value.to_string()
             }
