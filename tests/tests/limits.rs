@@ -2,9 +2,11 @@
 //! the sliding window at a boundary, parallel slots, the Redis circuit
 //! breaker and a Redis outage. Redis tests run on a private `redis-server`.
 
-use e2e::{to_yaml, Gateway, PrivateRedis, MASTER_KEY};
+use e2e::{to_yaml, Gateway, PrivateRedis, RawUpstream, MASTER_KEY};
 use serde_json::{json, Value};
 use sha2::Digest;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// Twelve words: the mock reports 12 completion tokens.
@@ -17,7 +19,7 @@ fn config(extra_settings: Value, declared_keys: Option<Value>) -> String {
             "litellm_params": {"model": "mock/m", "mock_response": REPLY},
         }, {
             "model_name": "slow",
-            "litellm_params": {"model": "mock/slow", "mock_response": REPLY, "mock_latency_ms": 400},
+            "litellm_params": {"model": "openai/slow", "api_base": held_upstream().api_base(), "api_key": "sk-held"},
         }, {
             "model_name": "linger",
             "litellm_params": {"model": "mock/linger", "mock_response": REPLY, "mock_latency_ms": 3000},
@@ -34,6 +36,24 @@ fn config(extra_settings: Value, declared_keys: Option<Value>) -> String {
         config["gateway_settings"]["virtual_keys"] = keys;
     }
     to_yaml(&config)
+}
+
+/// The upstream of model `slow`: it answers REPLY (12 completion tokens),
+/// and holds its answers while a [`burst`] is being decided. One per test
+/// process (nextest runs each test in its own).
+fn held_upstream() -> &'static RawUpstream {
+    static HELD: OnceLock<RawUpstream> = OnceLock::new();
+    HELD.get_or_init(|| {
+        let answer = json!({"id": "chatcmpl-held", "object": "chat.completion", "created": 1, "model": "slow",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": REPLY}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 14, "completion_tokens": 12, "total_tokens": 26}})
+        .to_string();
+        let reply = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
+            answer.len()
+        );
+        RawUpstream::start(reply.into_bytes(), false)
+    })
 }
 
 fn start(extra_settings: Value, redis: Option<&PrivateRedis>, envs: &[(&str, &str)]) -> Gateway {
@@ -112,12 +132,36 @@ fn hello_capped(model: &str, max_tokens: u64) -> Value {
 }
 
 /// Sends `bodies` at once, one thread each, and returns the replies.
+/// Answers of model `slow` are held until every request is either answered
+/// or waiting at that upstream, so no admitted request ends (and frees what
+/// it holds) before the last one is decided, however slowly the threads run.
 fn burst(gw: &Gateway, key: &str, bodies: Vec<Value>) -> Vec<Reply> {
+    let held = held_upstream();
+    let sent = bodies.len();
+    let answered = AtomicUsize::new(0);
+    held.gate().hold();
+    let reached_before = held.requests();
     std::thread::scope(|s| {
+        let answered = &answered;
         let handles: Vec<_> = bodies
             .into_iter()
-            .map(|b| s.spawn(move || chat(gw, key, b)))
+            .map(|b| {
+                s.spawn(move || {
+                    let r = chat(gw, key, b);
+                    answered.fetch_add(1, Ordering::SeqCst);
+                    r
+                })
+            })
             .collect();
+        e2e::eventually(
+            "every request of the burst answered or held upstream",
+            Duration::from_secs(30),
+            || {
+                let waiting = held.requests() - reached_before;
+                (answered.load(Ordering::SeqCst) + waiting >= sent).then_some(())
+            },
+        );
+        held.gate().release();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     })
 }
