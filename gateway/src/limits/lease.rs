@@ -35,8 +35,11 @@
 //! the lease, up to `lease_fraction` of the limit (at least one slot, at
 //! most 1,024 per grant), and what is left when that does not fit; refused
 //! with the usual 429 when not one slot is free. Every half lease life the
-//! control plane renews the slots in use and returns (`ZREM`) the others;
-//! a limit whose share is under one slot (`limit x lease_fraction < 1`)
+//! control plane renews the slots in use and returns (`ZREM`) the others,
+//! except from a lease none of whose slots is in use but one was taken
+//! since the last pass (a key between two requests): that one is left to
+//! serve until it lapses, and the request after renews it, so a key used
+//! a few times a second costs about one call a lease life; a limit whose share is under one slot (`limit x lease_fraction < 1`)
 //! leases one slot at a time and returns it as soon as none is in use.
 //! So Redis always holds at least the slots a replica uses (exact: the
 //! fleet never has more than the limit in flight), a crashed replica's
@@ -45,8 +48,8 @@
 //! (Redis slow or out) stops serving nine tenths of a life after its last
 //! renewal was sent, before Redis's members expire; the next grant renews
 //! it (adding again members that lapsed). False rejections: slots free in
-//! another replica's lease, at most its last growth, for at most half a
-//! lease life after they were last used (none for small limits).
+//! another replica's lease, at most its last growth, for at most a lease
+//! life after they were last used (none for small limits).
 
 use super::call::{Call, Entry, ScriptCall};
 use super::descriptor::{Descriptor, Kind};
@@ -645,6 +648,28 @@ mod tests {
         };
         assert!((done.0)(Ok(vec![1, 0, 1])).is_none());
         assert_eq!(t.renew_slots().len(), 1);
+    }
+
+    #[test]
+    fn a_renewal_pass_keeps_the_slots_of_a_lease_idle_only_between_two_requests() {
+        let t = table();
+        let between = t.slot_lease(&desc("between", Kind::Parallel, 100));
+        let unused = t.slot_lease(&desc("unused", Kind::Parallel, 100));
+        for l in [&between, &unused] {
+            let (_, first) = l.grant_call(2, 100, 60_000);
+            l.add(first, 2);
+            l.renewed(t.now_ms() + 60_000);
+        }
+        assert!(matches!(between.take(t.now_ms()), SlotTake::Taken(0)));
+        assert!(between.release());
+        let calls = t.renew_slots();
+        assert_eq!(calls.len(), 1, "a return, for the lease never taken from");
+        assert_eq!(unused.counts(), (0, 0));
+        // The one used since the last pass keeps its slots, with no call,
+        // and its turn is free for the next grant.
+        assert_eq!(between.counts(), (2, 0));
+        assert!(!between.is_busy(t.now_ms()));
+        assert!(matches!(between.take(t.now_ms()), SlotTake::Taken(0)));
     }
 
     #[test]

@@ -82,6 +82,10 @@ pub struct SlotLease {
     /// Milliseconds (of the table's clock) until which Redis holds the
     /// members: takes stop at it until a renewal or grant answers.
     valid_until: AtomicU64,
+    /// One more than when (table clock, ms) a slot was last taken, 0 for
+    /// never: a lease idle only between two requests keeps its slots (see
+    /// `LeaseTable::renew_slots`).
+    last_take: AtomicU64,
     /// Until when (table clock, ms) a grant, renewal or return holds the
     /// lease: one at a time.
     busy_until: AtomicU64,
@@ -108,6 +112,7 @@ impl SlotLease {
             id,
             state: AtomicU64::new(0),
             valid_until: AtomicU64::new(0),
+            last_take: AtomicU64::new(0),
             busy_until: AtomicU64::new(0),
             members: Mutex::new(Members::default()),
             done: watch::Sender::new((0, None)),
@@ -129,7 +134,12 @@ impl SlotLease {
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
                 (s & ENDED == 0 && s & IN_USE < granted_of(s)).then_some(s + 1)
             }) {
-            Ok(before) => SlotTake::Taken(before & IN_USE),
+            Ok(before) => {
+                // Stored one later, so 0 stays "never".
+                self.last_take
+                    .fetch_max(now_ms.saturating_add(1), Ordering::Relaxed);
+                SlotTake::Taken(before & IN_USE)
+            }
             Err(s) if s & ENDED != 0 => SlotTake::Ended,
             Err(_) => SlotTake::Full,
         }
@@ -149,6 +159,14 @@ impl SlotLease {
     pub fn counts(&self) -> (u64, u64) {
         let s = self.state.load(Ordering::Acquire);
         (granted_of(s), s & IN_USE)
+    }
+
+    /// Whether a slot was taken within the last `ms` milliseconds.
+    pub fn taken_within(&self, now_ms: u64, ms: u64) -> bool {
+        match self.last_take.load(Ordering::Relaxed) {
+            0 => false,
+            after => now_ms.saturating_add(1).saturating_sub(after) < ms,
+        }
     }
 
     /// Whether a take now would fail for want of a renewal only.
