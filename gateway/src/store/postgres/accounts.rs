@@ -5,7 +5,9 @@
 
 use super::convert::{as_map, json, naive, utc};
 use super::notify;
-use crate::store::{read_windows, windows_json, Change, TeamRecord, UserRecord};
+use crate::store::{
+    read_windows, windows_json, Change, TeamFilter, TeamOrder, TeamRecord, UserRecord,
+};
 use chrono::Utc;
 use std::collections::HashSet;
 use tokio_postgres::types::ToSql;
@@ -87,6 +89,73 @@ pub async fn get_team(c: &Client, id: &str) -> Result<Option<TeamRecord>, Error>
 pub async fn list_teams(c: &Client) -> Result<Vec<TeamRecord>, Error> {
     let sql = format!(r#"{SELECT_TEAM} ORDER BY team_id COLLATE "C""#);
     c.query(&sql, &[]).await?.iter().map(team).collect()
+}
+
+/// The teams [`TeamFilter`] selects (`$1` id, `$2` alias part, `$3`
+/// search, `$4` organization, `$5` member), as a literal for `concat!`.
+macro_rules! team_filter {
+    () => {
+        r#"($1::text IS NULL OR team_id = $1)
+    AND ($2::text IS NULL OR strpos(lower(COALESCE(team_alias, '')), lower($2)) > 0)
+    AND ($3::text IS NULL OR team_id = $3 OR strpos(lower(COALESCE(team_alias, '')), lower($3)) > 0)
+    AND ($4::text IS NULL OR organization_id = $4)
+    AND ($5::text IS NULL OR $5 = ANY(members))"#
+    };
+}
+
+/// How many teams the filter selects.
+const COUNT_TEAMS: &str = concat!(
+    r#"SELECT count(*) FROM "LiteLLM_TeamTable" WHERE "#,
+    team_filter!()
+);
+
+/// The `ORDER BY` of a page of teams, as [`TeamOrder::sort`] orders them.
+fn team_order(order: TeamOrder, descending: bool) -> String {
+    let dir = if descending { "DESC" } else { "ASC" };
+    let column = match order {
+        TeamOrder::TeamId => return format!(r#"team_id COLLATE "C" {dir}"#),
+        TeamOrder::TeamAlias => r#"team_alias COLLATE "C""#,
+        TeamOrder::CreatedAt => "created_at",
+        TeamOrder::Spend => "spend",
+    };
+    format!(r#"{column} {dir} NULLS LAST, team_id COLLATE "C""#)
+}
+
+/// One page of the teams `f` selects (`limit` from `offset`, in `order`),
+/// and how many it selects in all.
+pub async fn list_teams_page(
+    c: &Client,
+    f: &TeamFilter<'_>,
+    order: TeamOrder,
+    descending: bool,
+    offset: i64,
+    limit: i64,
+) -> Result<(Vec<TeamRecord>, u64), Error> {
+    let params: [&(dyn ToSql + Sync); 7] = [
+        &f.team_id,
+        &f.team_alias,
+        &f.search,
+        &f.organization_id,
+        &f.user_id,
+        &limit,
+        &offset,
+    ];
+    let total: i64 = c.query_one(COUNT_TEAMS, &params[..5]).await?.try_get(0)?;
+    if total == 0 || offset >= total {
+        return Ok((Vec::new(), u64::try_from(total).unwrap_or(0)));
+    }
+    let sql = format!(
+        "{SELECT_TEAM} WHERE {} ORDER BY {} LIMIT $6 OFFSET $7",
+        team_filter!(),
+        team_order(order, descending)
+    );
+    let teams = c
+        .query(&sql, &params)
+        .await?
+        .iter()
+        .map(team)
+        .collect::<Result<_, _>>()?;
+    Ok((teams, u64::try_from(total).unwrap_or(0)))
 }
 
 /// A user by id.
