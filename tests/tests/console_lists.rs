@@ -1,6 +1,6 @@
 //! The console's lists at scale (issue 34): LiteLLM's paged
 //! `/v2/team/list` and `/v2/model/info`, `/organization/list` filtered and
-//! paged on the server, the unpaged LiteLLM lists bounded, and the spend
+//! paged on the server, `/user/list` searched, the unpaged LiteLLM lists bounded, and the spend
 //! log indexed by key and time (LiteLLM's index, migration 0031) so a
 //! key's Logs page reads its newest rows in order.
 
@@ -85,6 +85,11 @@ fn v2_team_list(db: Option<&TestDb>) {
     assert_eq!(page("team_id=t-05")["total"], 1);
     let of_org = page("organization_id=org-a&page_size=100");
     assert_eq!(of_org["total"], 6, "{of_org}");
+    // Teams with a rate limit (the console's Limits page).
+    ok(gw.post("/team/update", &json!({"team_id": "t-04", "rpm_limit": 5})));
+    ok(gw.post("/team/update", &json!({"team_id": "t-09", "metadata": {"model_tpm_limit": {"chat-fast": 9}}})));
+    let limited = page("has_limits=true&sort_by=team_id");
+    assert_eq!(ids(&limited["teams"], "team_id"), ["t-04", "t-09"], "{limited}");
     let of_alice = page("user_id=alice");
     assert_eq!(ids(&of_alice["teams"], "team_id"), ["t-03"]);
     // Each team with its members' roles.
@@ -177,6 +182,49 @@ fn organization_list_filters_and_pages_in_memory() {
 fn organization_list_filters_and_pages_on_postgres() {
     let db = TestDb::create();
     organization_list(Some(&db));
+}
+
+/// `/user/list` with LiteLLM's filters: `search` (part of the id or
+/// email), `user_email`, `role`, `team`, each counted in `total`.
+fn user_list(db: Option<&TestDb>) {
+    let gw = gateway(db);
+    ok(gw.post("/team/new", &json!({"team_id": "tu"})));
+    for (id, email, role) in [
+        ("ann", "Ann@Example.com", "internal_user"),
+        ("bob", "bob@other.org", "proxy_admin"),
+        ("annex", "x@example.com", "internal_user_viewer"),
+    ] {
+        ok(gw.post(
+            "/user/new",
+            &json!({"user_id": id, "user_email": email, "user_role": role}),
+        ));
+    }
+    ok(gw.post("/team/member_add", &json!({"team_id": "tu", "member": {"user_id": "bob", "role": "user"}})));
+    let users = |q: &str| {
+        let answer = ok(gw.get(&format!("/user/list?{q}")));
+        let mut found = ids(&answer["users"], "user_id");
+        found.sort();
+        assert_eq!(answer["total"], json!(found.len()), "{q}: {answer}");
+        found
+    };
+    assert_eq!(users("search=ANN"), ["ann", "annex"]);
+    assert_eq!(users("search=other.ORG"), ["bob"]);
+    assert_eq!(users("user_email=example.com"), ["ann", "annex"]);
+    assert_eq!(users("role=proxy_admin"), ["bob"]);
+    assert_eq!(users("team=tu"), ["bob"]);
+    assert_eq!(users("search=ann&role=internal_user"), ["ann"]);
+    assert!(users("search=nobody").is_empty());
+}
+
+#[test]
+fn user_list_searches_in_memory() {
+    user_list(None);
+}
+
+#[test]
+fn user_list_searches_on_postgres() {
+    let db = TestDb::create();
+    user_list(Some(&db));
 }
 
 /// `/v2/model/info` in LiteLLM's shape: pages of `size`, `search` by

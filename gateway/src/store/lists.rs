@@ -3,7 +3,7 @@
 //! in-memory store applies directly and the Postgres store turns into SQL,
 //! so both answer alike.
 
-use super::{OrgRecord, TeamRecord};
+use super::{OrgRecord, TeamRecord, UserRecord};
 
 /// Which teams a page shows: each field given must match.
 #[derive(Debug, Clone, Copy, Default)]
@@ -19,6 +19,9 @@ pub struct TeamFilter<'a> {
     pub organization_id: Option<&'a str>,
     /// A member of the team (its `members`).
     pub user_id: Option<&'a str>,
+    /// Only teams with a rate limit: rpm, tpm, parallel requests, or per
+    /// model (`metadata.model_rpm_limit`, `metadata.model_tpm_limit`).
+    pub has_limits: bool,
 }
 
 impl TeamFilter<'_> {
@@ -36,7 +39,23 @@ impl TeamFilter<'_> {
             && self
                 .user_id
                 .is_none_or(|u| team.members.iter().any(|m| m == u))
+            && (!self.has_limits || limited(team))
     }
+}
+
+/// Whether `team` has a rate limit of its own ([`TeamFilter::has_limits`]).
+fn limited(team: &TeamRecord) -> bool {
+    let per_model = |field: &str| {
+        team.metadata
+            .get(field)
+            .and_then(|v| v.as_object())
+            .is_some_and(|m| !m.is_empty())
+    };
+    team.rpm_limit.is_some()
+        || team.tpm_limit.is_some()
+        || team.max_parallel_requests.is_some()
+        || per_model("model_rpm_limit")
+        || per_model("model_tpm_limit")
 }
 
 /// The order of a page of teams (LiteLLM's `sort_by` values this gateway
@@ -125,6 +144,33 @@ impl OrgFilter<'_> {
     }
 }
 
+/// Which users a page of `/user/list` shows (LiteLLM's filters): each
+/// field given must match.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UserFilter<'a> {
+    /// LiteLLM's combined search: part of the id or of the email,
+    /// ignoring case.
+    pub search: Option<&'a str>,
+    /// Part of the email, ignoring case.
+    pub user_email: Option<&'a str>,
+    /// The role, exactly.
+    pub role: Option<&'a str>,
+    /// A team the user is in.
+    pub team: Option<&'a str>,
+}
+
+impl UserFilter<'_> {
+    /// Whether `user` matches.
+    pub fn matches(&self, user: &UserRecord) -> bool {
+        let email = user.user_email.as_deref().unwrap_or_default();
+        self.search
+            .is_none_or(|s| contains_folded(&user.user_id, s) || contains_folded(email, s))
+            && self.user_email.is_none_or(|e| contains_folded(email, e))
+            && self.role.is_none_or(|r| user.user_role.as_deref() == Some(r))
+            && self.team.is_none_or(|t| user.teams.iter().any(|x| x == t))
+    }
+}
+
 /// Whether `text` contains `part`, ignoring case (as Postgres's
 /// `strpos(lower(..), lower(..))`).
 fn contains_folded(text: &str, part: &str) -> bool {
@@ -159,6 +205,30 @@ mod tests {
         assert!(f(TeamFilter { organization_id: Some("o"), user_id: Some("u"), ..Default::default() }));
         assert!(!f(TeamFilter { user_id: Some("v"), ..Default::default() }));
         assert!(!f(TeamFilter { team_id: Some("t-2"), ..Default::default() }));
+        assert!(!f(TeamFilter { has_limits: true, ..Default::default() }));
+        t.metadata.insert("model_rpm_limit".into(), serde_json::json!({"m": 1}));
+        assert!(TeamFilter { has_limits: true, ..Default::default() }.matches(&t));
+        t.metadata.clear();
+        t.max_parallel_requests = Some(2);
+        assert!(TeamFilter { has_limits: true, ..Default::default() }.matches(&t));
+    }
+
+    #[test]
+    fn filters_users_by_search_email_role_and_team() {
+        let user = UserRecord {
+            user_id: "ann-1".into(),
+            user_email: Some("Ann@Example.com".into()),
+            user_role: Some("internal_user".into()),
+            teams: vec!["t".into()],
+            ..UserRecord::default()
+        };
+        let f = |f: UserFilter| f.matches(&user);
+        assert!(f(UserFilter { search: Some("ANN-"), ..Default::default() }));
+        assert!(f(UserFilter { search: Some("example"), ..Default::default() }));
+        assert!(!f(UserFilter { user_email: Some("ann-1"), ..Default::default() }));
+        assert!(f(UserFilter { role: Some("internal_user"), team: Some("t"), ..Default::default() }));
+        assert!(!f(UserFilter { role: Some("proxy_admin"), ..Default::default() }));
+        assert!(!f(UserFilter { team: Some("u"), ..Default::default() }));
     }
 
     #[test]

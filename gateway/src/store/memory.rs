@@ -12,7 +12,7 @@ use super::{
     SpendChanges, SpendFilter, SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord,
     PROXY_BUDGET_USER,
 };
-use super::{ManagedKind, ManagedObject, OrgFilter, TeamFilter, TeamOrder};
+use super::{ManagedKind, ManagedObject, OrgFilter, TeamFilter, TeamOrder, UserFilter};
 use crate::keyed_hash::KeyedHash;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -661,11 +661,13 @@ impl Store for MemoryStore {
 
     async fn list_users(
         &self,
+        filter: UserFilter<'_>,
         offset: i64,
         limit: i64,
     ) -> Result<(Vec<UserRecord>, i64), StoreError> {
         Ok(self.with(|t| {
-            let mut users: Vec<&UserRecord> = t.users.values().collect();
+            let mut users: Vec<&UserRecord> =
+                t.users.values().filter(|u| filter.matches(u)).collect();
             users.sort_by(|a, b| (b.created_at, &a.user_id).cmp(&(a.created_at, &b.user_id)));
             let total = users.len() as i64;
             let page = users

@@ -21,7 +21,7 @@ pub use daily::{
     DailyScope,
 };
 pub use end_users::{BudgetFields, EndUserBudget, EndUserRecord, EndUserUpdate};
-pub use lists::{OrgFilter, TeamFilter, TeamOrder};
+pub use lists::{OrgFilter, TeamFilter, TeamOrder, UserFilter};
 pub use managed::{ManagedKind, ManagedObject};
 pub use memory::MemoryStore;
 pub use orgs::{BudgetRecord, OrgMembership, OrgRecord, OrgTable};
@@ -383,9 +383,11 @@ pub trait Store: Send + Sync {
     async fn teams_of_member_budget(&self, budget_id: &str) -> Result<Vec<String>, StoreError>;
     /// The ids of (at most two) users with email `email`.
     async fn users_with_email(&self, email: &str) -> Result<Vec<String>, StoreError>;
-    /// Users, newest first, `limit` from `offset`, and how many there are.
+    /// The users `filter` selects, newest first, `limit` from `offset`,
+    /// and how many it selects in all.
     async fn list_users(
         &self,
+        filter: UserFilter<'_>,
         offset: i64,
         limit: i64,
     ) -> Result<(Vec<UserRecord>, i64), StoreError>;

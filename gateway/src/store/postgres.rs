@@ -42,7 +42,7 @@ use super::{
     KeyFilter, KeyRecord, LogCursor, LogPage, ManagedKind, ManagedObject, MemberOp, MemberOutcome,
     Membership, ModelRecord, OrgMembership, OrgRecord, OrgTable, RowKind, SpendChanges,
     OrgFilter, SpendFilter, SpendLogRow, Store, StoreError, TeamFilter, TeamMember, TeamOrder,
-    TeamRecord, UserRecord,
+    TeamRecord, UserFilter, UserRecord,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -345,10 +345,11 @@ impl Store for PostgresStore {
 
     async fn list_users(
         &self,
+        filter: UserFilter<'_>,
         offset: i64,
         limit: i64,
     ) -> Result<(Vec<UserRecord>, i64), StoreError> {
-        with_client!(self, c => accounts::list_users(c, offset, limit))
+        with_client!(self, c => accounts::list_users(c, &filter, offset, limit))
     }
 
     async fn get_model(&self, model_id: &str) -> Result<Option<ModelRecord>, StoreError> {

@@ -558,8 +558,9 @@ pub async fn list(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> 
 /// to 100, `team_id`, `team_alias` and `search` (id exactly or part of the
 /// alias), `organization_id`, `user_id`, `sort_by` of `team_id`,
 /// `team_alias`, `created_at` (the default, newest first) or `spend`,
-/// `sort_order`), each team with its members' roles, as
-/// `{teams, total, page, page_size, total_pages}`.
+/// `sort_order`; and this gateway's `has_limits=true`: only teams with a
+/// rate limit, the console's Limits page), each team with its members'
+/// roles, as `{teams, total, page, page_size, total_pages}`.
 pub async fn list_v2(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> {
     let page: u64 = q.take_parsed("page")?.unwrap_or(1);
     let page_size: u64 = q.take_parsed("page_size")?.unwrap_or(10);
@@ -608,6 +609,7 @@ pub async fn list_v2(worker: &Worker, mut q: Query) -> Result<Value, GatewayErro
         text(&mut q, "search"),
     );
     let (organization_id, user_id) = (text(&mut q, "organization_id"), text(&mut q, "user_id"));
+    let has_limits = q.take_parsed::<bool>("has_limits")?.unwrap_or(false);
     q.finish()?;
     let offset = (page - 1) * page_size;
     let (teams, total) = run(worker, move |ctx| async move {
@@ -617,6 +619,7 @@ pub async fn list_v2(worker: &Worker, mut q: Query) -> Result<Value, GatewayErro
             search: search.as_deref(),
             organization_id: organization_id.as_deref(),
             user_id: user_id.as_deref(),
+            has_limits,
         };
         let (teams, total) = ctx
             .store()
