@@ -83,6 +83,11 @@ export function num(n) {
   return n === null || n === undefined ? '-' : Number(n).toLocaleString('en-US');
 }
 
+/** A count and its noun, singular for one: `plural(2, 'team')` is "2 teams". */
+export function plural(n, noun) {
+  return `${num(n ?? 0)} ${noun}${Number(n) === 1 ? '' : 's'}`;
+}
+
 /** Spend against a budget, as text and a bar. */
 export function budgetBar(spend, max) {
   const label = `${usd(spend)} / ${max === null || max === undefined ? 'no budget' : usd(max)}`;

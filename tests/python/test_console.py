@@ -397,7 +397,7 @@ def main():
         team_search.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
         wait.until(lambda _: [tr.text for tr in d.find_elements(By.CSS_SELECTOR, "#page tbody tr")
                               if "<b>ui-team</b>" in tr.text]
-                   and "1 teams" in d.find_element(By.CSS_SELECTOR, "#page .pager").text)
+                   and "1 team" in d.find_element(By.CSS_SELECTOR, "#page .pager").text)
         team_search.find_element(By.NAME, "search").send_keys("-none")
         team_search.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
         text_appears("No team matches.", (By.CSS_SELECTOR, "#page table"))
@@ -530,7 +530,7 @@ def main():
                 WebDriverWait(d, 30, poll_frequency=1, ignored_exceptions=(StaleElementReferenceException,
                                                                             NoSuchElementException)).until(
                     lambda _: limited_listed())
-                assert "keys with limits" in d.find_element(By.ID, "limited-keys").text
+                assert "with limits" in d.find_element(By.ID, "limited-keys").text
             notices = d.find_elements(By.CSS_SELECTOR, "#page .notice.error")
             assert not notices, f"{page}: {[n.text for n in notices]}"
             shot(f"{i + 1:02d}-{page.lower()}")

@@ -10,7 +10,7 @@
 // button that shows its live use.
 
 import { api, query } from '../api.js';
-import { h, replace, table, num, notice, field, values, pager } from '../dom.js';
+import { h, replace, table, num, notice, field, values, pager, plural } from '../dom.js';
 import { shareBar } from '../chart.js';
 
 function card(label, value) {
@@ -94,10 +94,6 @@ function limitedKeys(live) {
   async function load() {
     const list = await api('GET', `/key/list${query({ return_full_object: 'true', has_limits: 'true', size: KEYS_PAGE, page })}`);
     const pages = Math.max(list.total_pages || 0, 1);
-    const prev = h('button', { class: 'secondary small', disabled: page <= 1 }, 'Earlier');
-    const next = h('button', { class: 'secondary small', disabled: page >= pages }, 'Later');
-    prev.addEventListener('click', () => { page -= 1; load().catch((e) => replace(out, notice(e.message))); });
-    next.addEventListener('click', () => { page += 1; load().catch((e) => replace(out, notice(e.message))); });
     const shared = (k) => (k.budget_id && !String(k.budget_id).startsWith('key-') ? k.budget_id : null);
     replace(out, table([
       ['Key', (k) => k.key_alias || k.key_name || k.token],
@@ -107,7 +103,8 @@ function limitedKeys(live) {
       ['Budget row', (k) => (shared(k) ? h('span', { class: 'mono', title: 'Its rpm/tpm limits apply where the key sets none' }, shared(k)) : '-')],
       ['', (k) => h('button', { class: 'secondary small', onclick: () => live.open({ api_key: k.token }) }, 'Live use')],
     ], list.keys || [], 'No key has a limit.'),
-    h('div', { class: 'pager' }, prev, `Page ${page} of ${pages} (${num(list.total_count)} keys with limits)`, next));
+    pager(page, pages, `Page ${page} of ${pages} (${plural(list.total_count, 'key')} with limits)`,
+      (p) => { page = p; load().catch((e) => replace(out, notice(e.message))); }));
   }
   return { out, load };
 }
@@ -126,7 +123,7 @@ function limitedTeams(live) {
       ['Per model', perModel],
       ['', (t) => h('button', { class: 'secondary small', onclick: () => live.open({ team_id: t.team_id }) }, 'Live use')],
     ], list.teams || [], 'No team has a limit.'),
-    pager(page, pages, `Page ${page} of ${pages} (${num(list.total)} teams with limits)`,
+    pager(page, pages, `Page ${page} of ${pages} (${plural(list.total, 'team')} with limits)`,
       (p) => { page = p; load().catch((e) => replace(out, notice(e.message))); }));
   }
   return { out, load };

@@ -6,7 +6,7 @@
 // error shown).
 
 import { api, query } from '../api.js';
-import { h, replace, table, field, values, notice, num, dialog, pager } from '../dom.js';
+import { h, replace, table, field, values, notice, num, dialog, pager, plural } from '../dom.js';
 
 const SIZE = 25;
 
@@ -156,7 +156,7 @@ export async function render(main, title) {
             }, 'Delete')
           : null)],
     ], rows, state.search ? 'No model matches.' : 'No models.'),
-    pager(state.page, pages, `Page ${state.page} of ${pages} · ${num(answer.total_count)} deployments`,
+    pager(state.page, pages, `Page ${state.page} of ${pages} · ${plural(answer.total_count, 'deployment')}`,
       (page) => { state.page = page; load(); }));
     const trs = listPanel.querySelectorAll('tbody tr');
     rows.forEach((m, i) => { if (trs[i]) trs[i].dataset.model = m.model_name; });

@@ -83,7 +83,9 @@ export async function render(main, title) {
       ['Id', (o) => h('span', { class: 'mono' }, o.organization_id)],
       ['Spend / budget', (o) => budgetBar(o.spend, o.litellm_budget_table ? o.litellm_budget_table.max_budget : null)],
       ['Models', (o) => (o.models && o.models.length ? o.models.map((m) => h('span', { class: 'tag' }, m)) : 'all')],
-      ['Teams', (o) => (o.teams || []).map((t) => h('span', { class: 'tag' }, t.team_alias || t.team_id || String(t)))],
+      ['Teams', (o) => ((o.teams || []).length
+        ? o.teams.map((t) => h('span', { class: 'tag' }, t.team_alias || t.team_id || String(t)))
+        : '-')],
       ['Members', (o) => String((o.members || []).length)],
       ['', (o) => h('span', { class: 'actions' },
         h('button', { class: 'small secondary', 'data-action': 'edit', onclick: () => edit(o) }, 'Edit'),

@@ -5,7 +5,7 @@
 // edit members (./team_members.js), block/unblock, delete.
 
 import { api, query } from '../api.js';
-import { h, replace, table, field, values, notice, budgetBar, num, list, dialog, pager } from '../dom.js';
+import { h, replace, table, field, values, notice, budgetBar, num, list, dialog, pager, plural } from '../dom.js';
 import { editMembers } from './team_members.js';
 
 const SIZE = 25;
@@ -142,7 +142,7 @@ export async function render(main, title) {
           },
         }, 'Delete'))],
     ], teams, state.search || state.org || state.user ? 'No team matches.' : 'No teams.'),
-    pager(state.page, pages, `Page ${state.page} of ${pages} · ${num(answer.total)} teams`,
+    pager(state.page, pages, `Page ${state.page} of ${pages} · ${plural(answer.total, 'team')}`,
       (page) => { state.page = page; load(); }));
   }
 

@@ -3,7 +3,7 @@
 // edit (/user/update: email, role, budget, models) and delete.
 
 import { api, query } from '../api.js';
-import { h, replace, table, field, values, notice, budgetBar, num, dialog, pager } from '../dom.js';
+import { h, replace, table, field, values, notice, budgetBar, num, dialog, pager, plural } from '../dom.js';
 
 const SIZE = 25;
 const ROLES = ['internal_user', 'internal_user_viewer', 'proxy_admin', 'proxy_admin_viewer'];
@@ -117,7 +117,7 @@ export async function render(main, title) {
           },
         }, 'Delete'))],
     ], answer.users || [], state.ids || state.search || state.role ? 'No user matches.' : 'No users.'),
-    pager(state.page, pages, `Page ${state.page} of ${pages} · ${num(answer.total)} users`,
+    pager(state.page, pages, `Page ${state.page} of ${pages} · ${plural(answer.total, 'user')}`,
       (page) => { state.page = page; load(); }));
     const trs = listPanel.querySelectorAll('tbody tr');
     (answer.users || []).forEach((u, i) => { if (trs[i]) trs[i].dataset.user = u.user_id; });
