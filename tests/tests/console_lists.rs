@@ -21,7 +21,10 @@ fn gateway(db: Option<&TestDb>) -> Gateway {
         ],
         "general_settings": {"master_key": MASTER_KEY},
     });
-    let envs: Vec<(&str, &str)> = db.map(|db| ("DATABASE_URL", db.url())).into_iter().collect();
+    let envs: Vec<(&str, &str)> = db
+        .map(|db| ("DATABASE_URL", db.url()))
+        .into_iter()
+        .collect();
     Gateway::start_json(&config, &envs)
 }
 
@@ -45,7 +48,10 @@ fn ids(list: &Value, field: &str) -> Vec<String> {
 /// `alice` (an admin) and `bob`: paged, searched and sorted by the server.
 fn v2_team_list(db: Option<&TestDb>) {
     let gw = gateway(db);
-    ok(gw.post("/organization/new", &json!({"organization_id": "org-a", "organization_alias": "A"})));
+    ok(gw.post(
+        "/organization/new",
+        &json!({"organization_id": "org-a", "organization_alias": "A"}),
+    ));
     for i in 0..12 {
         let mut body = json!({"team_id": format!("t-{i:02}"), "team_alias": format!("Team {i}")});
         if i % 2 == 0 {
@@ -61,11 +67,19 @@ fn v2_team_list(db: Option<&TestDb>) {
 
     let first = page("page_size=5&sort_by=team_id");
     assert_eq!(
-        (&first["total"], &first["page"], &first["page_size"], &first["total_pages"]),
+        (
+            &first["total"],
+            &first["page"],
+            &first["page_size"],
+            &first["total_pages"]
+        ),
         (&json!(12), &json!(1), &json!(5), &json!(3)),
         "{first}"
     );
-    assert_eq!(ids(&first["teams"], "team_id"), ["t-00", "t-01", "t-02", "t-03", "t-04"]);
+    assert_eq!(
+        ids(&first["teams"], "team_id"),
+        ["t-00", "t-01", "t-02", "t-03", "t-04"]
+    );
     let last = page("page_size=5&page=3&sort_by=team_id&sort_order=desc");
     assert_eq!(ids(&last["teams"], "team_id"), ["t-01", "t-00"], "{last}");
     // LiteLLM's default: 10 a page, newest first.
@@ -87,9 +101,16 @@ fn v2_team_list(db: Option<&TestDb>) {
     assert_eq!(of_org["total"], 6, "{of_org}");
     // Teams with a rate limit (the console's Limits page).
     ok(gw.post("/team/update", &json!({"team_id": "t-04", "rpm_limit": 5})));
-    ok(gw.post("/team/update", &json!({"team_id": "t-09", "metadata": {"model_tpm_limit": {"chat-fast": 9}}})));
+    ok(gw.post(
+        "/team/update",
+        &json!({"team_id": "t-09", "metadata": {"model_tpm_limit": {"chat-fast": 9}}}),
+    ));
     let limited = page("has_limits=true&sort_by=team_id");
-    assert_eq!(ids(&limited["teams"], "team_id"), ["t-04", "t-09"], "{limited}");
+    assert_eq!(
+        ids(&limited["teams"], "team_id"),
+        ["t-04", "t-09"],
+        "{limited}"
+    );
     let of_alice = page("user_id=alice");
     assert_eq!(ids(&of_alice["teams"], "team_id"), ["t-03"]);
     // Each team with its members' roles.
@@ -97,11 +118,25 @@ fn v2_team_list(db: Option<&TestDb>) {
         .as_array()
         .unwrap()
         .iter()
-        .map(|m| (m["user_id"].as_str().unwrap().into(), m["role"].as_str().unwrap().into()))
+        .map(|m| {
+            (
+                m["user_id"].as_str().unwrap().into(),
+                m["role"].as_str().unwrap().into(),
+            )
+        })
         .collect();
-    assert!(roles.contains(&("alice".into(), "admin".into())), "{roles:?}");
+    assert!(
+        roles.contains(&("alice".into(), "admin".into())),
+        "{roles:?}"
+    );
 
-    for q in ["page_size=101", "page=0", "sort_by=max_budget", "sort_order=up", "status=deleted"] {
+    for q in [
+        "page_size=101",
+        "page=0",
+        "sort_by=max_budget",
+        "sort_order=up",
+        "status=deleted",
+    ] {
         assert_error(&gw.get(&format!("/v2/team/list?{q}")), 400);
     }
     // LiteLLM's unpaged list keeps its shape and filters.
@@ -109,7 +144,10 @@ fn v2_team_list(db: Option<&TestDb>) {
     assert_eq!(all.as_array().unwrap().len(), 12, "{all}");
     let of_org = ok(gw.get("/team/list?organization_id=org-a"));
     assert_eq!(of_org.as_array().unwrap().len(), 6, "{of_org}");
-    assert_eq!(ids(&ok(gw.get("/team/list?user_id=bob")), "team_id"), ["t-03"]);
+    assert_eq!(
+        ids(&ok(gw.get("/team/list?user_id=bob")), "team_id"),
+        ["t-03"]
+    );
 }
 
 #[test]
@@ -145,7 +183,10 @@ fn the_unpaged_team_list_is_bounded() {
         ["bulk-00001", "bulk-00002", "bulk-00003"]
     );
     let last = ok(gw.get("/v2/team/list?page=101&page_size=100&sort_by=team_id"));
-    assert_eq!((&last["total"], &last["total_pages"]), (&json!(10001), &json!(101)));
+    assert_eq!(
+        (&last["total"], &last["total_pages"]),
+        (&json!(10001), &json!(101))
+    );
     assert_eq!(ids(&last["teams"], "team_id"), ["bulk-10001"]);
 }
 
@@ -158,17 +199,28 @@ fn organization_list(db: Option<&TestDb>) {
             &json!({"organization_id": id, "organization_alias": alias}),
         ));
     }
-    ok(gw.post("/team/new", &json!({"team_id": "of-o1", "organization_id": "o-1"})));
+    ok(gw.post(
+        "/team/new",
+        &json!({"team_id": "of-o1", "organization_id": "o-1"}),
+    ));
     let list = |q: &str| ok(gw.get(&format!("/organization/list?{q}")));
     assert_eq!(ids(&list(""), "organization_id"), ["o-1", "o-2", "o-3"]);
-    assert_eq!(ids(&list("org_alias=ACME"), "organization_id"), ["o-1", "o-3"]);
+    assert_eq!(
+        ids(&list("org_alias=ACME"), "organization_id"),
+        ["o-1", "o-3"]
+    );
     assert_eq!(ids(&list("org_id=o-2"), "organization_id"), ["o-2"]);
     assert_eq!(ids(&list("page_size=2"), "organization_id"), ["o-1", "o-2"]);
     assert_eq!(ids(&list("page_size=2&page=2"), "organization_id"), ["o-3"]);
     assert!(list("page_size=2&page=3").as_array().unwrap().is_empty());
     let first = list("org_id=o-1");
     assert_eq!(ids(&first[0]["teams"], "team_id"), ["of-o1"], "{first}");
-    for q in ["page=2", "page_size=0", "page_size=101", "page=0&page_size=2"] {
+    for q in [
+        "page=2",
+        "page_size=0",
+        "page_size=101",
+        "page=0&page_size=2",
+    ] {
         assert_error(&gw.get(&format!("/organization/list?{q}")), 400);
     }
 }
@@ -199,7 +251,10 @@ fn user_list(db: Option<&TestDb>) {
             &json!({"user_id": id, "user_email": email, "user_role": role}),
         ));
     }
-    ok(gw.post("/team/member_add", &json!({"team_id": "tu", "member": {"user_id": "bob", "role": "user"}})));
+    ok(gw.post(
+        "/team/member_add",
+        &json!({"team_id": "tu", "member": {"user_id": "bob", "role": "user"}}),
+    ));
     let users = |q: &str| {
         let answer = ok(gw.get(&format!("/user/list?{q}")));
         let mut found = ids(&answer["users"], "user_id");
@@ -235,7 +290,12 @@ fn v2_model_info_pages_and_searches() {
     let page = |q: &str| ok(gw.get(&format!("/v2/model/info?{q}")));
     let all = page("");
     assert_eq!(
-        (&all["total_count"], &all["current_page"], &all["total_pages"], &all["size"]),
+        (
+            &all["total_count"],
+            &all["current_page"],
+            &all["total_pages"],
+            &all["size"]
+        ),
         (&json!(5), &json!(1), &json!(1), &json!(50)),
         "{all}"
     );
@@ -279,7 +339,10 @@ fn the_spend_log_is_indexed_by_key_and_time() {
         indexes.contains("LiteLLM_SpendLogs_api_key_startTime_idx"),
         "{indexes}"
     );
-    assert!(!indexes.contains("gateway_spendlogs_api_key_idx"), "{indexes}");
+    assert!(
+        !indexes.contains("gateway_spendlogs_api_key_idx"),
+        "{indexes}"
+    );
     db.query(
         r#"INSERT INTO "LiteLLM_SpendLogs" (request_id, api_key, "startTime", "endTime", model, status)
         SELECT 'row-' || i, 'key-' || (i % 100), t, t, 'm', 'success'

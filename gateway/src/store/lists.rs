@@ -166,7 +166,9 @@ impl UserFilter<'_> {
         self.search
             .is_none_or(|s| contains_folded(&user.user_id, s) || contains_folded(email, s))
             && self.user_email.is_none_or(|e| contains_folded(email, e))
-            && self.role.is_none_or(|r| user.user_role.as_deref() == Some(r))
+            && self
+                .role
+                .is_none_or(|r| user.user_role.as_deref() == Some(r))
             && self.team.is_none_or(|t| user.teams.iter().any(|x| x == t))
     }
 }
@@ -197,20 +199,57 @@ mod tests {
         t.members = vec!["u".into()];
         let f = |f: TeamFilter| f.matches(&t);
         assert!(f(TeamFilter::default()));
-        assert!(f(TeamFilter { team_alias: Some("ch te"), ..Default::default() }));
-        assert!(!f(TeamFilter { team_alias: Some("t-1"), ..Default::default() }));
-        assert!(f(TeamFilter { search: Some("t-1"), ..Default::default() }));
-        assert!(!f(TeamFilter { search: Some("t-"), ..Default::default() }));
-        assert!(f(TeamFilter { search: Some("SEARCH"), ..Default::default() }));
-        assert!(f(TeamFilter { organization_id: Some("o"), user_id: Some("u"), ..Default::default() }));
-        assert!(!f(TeamFilter { user_id: Some("v"), ..Default::default() }));
-        assert!(!f(TeamFilter { team_id: Some("t-2"), ..Default::default() }));
-        assert!(!f(TeamFilter { has_limits: true, ..Default::default() }));
-        t.metadata.insert("model_rpm_limit".into(), serde_json::json!({"m": 1}));
-        assert!(TeamFilter { has_limits: true, ..Default::default() }.matches(&t));
+        assert!(f(TeamFilter {
+            team_alias: Some("ch te"),
+            ..Default::default()
+        }));
+        assert!(!f(TeamFilter {
+            team_alias: Some("t-1"),
+            ..Default::default()
+        }));
+        assert!(f(TeamFilter {
+            search: Some("t-1"),
+            ..Default::default()
+        }));
+        assert!(!f(TeamFilter {
+            search: Some("t-"),
+            ..Default::default()
+        }));
+        assert!(f(TeamFilter {
+            search: Some("SEARCH"),
+            ..Default::default()
+        }));
+        assert!(f(TeamFilter {
+            organization_id: Some("o"),
+            user_id: Some("u"),
+            ..Default::default()
+        }));
+        assert!(!f(TeamFilter {
+            user_id: Some("v"),
+            ..Default::default()
+        }));
+        assert!(!f(TeamFilter {
+            team_id: Some("t-2"),
+            ..Default::default()
+        }));
+        assert!(!f(TeamFilter {
+            has_limits: true,
+            ..Default::default()
+        }));
+        t.metadata
+            .insert("model_rpm_limit".into(), serde_json::json!({"m": 1}));
+        assert!(TeamFilter {
+            has_limits: true,
+            ..Default::default()
+        }
+        .matches(&t));
         t.metadata.clear();
         t.max_parallel_requests = Some(2);
-        assert!(TeamFilter { has_limits: true, ..Default::default() }.matches(&t));
+        assert!(TeamFilter {
+            has_limits: true,
+            ..Default::default()
+        }
+        .matches(&t));
     }
 
     #[test]
@@ -223,12 +262,31 @@ mod tests {
             ..UserRecord::default()
         };
         let f = |f: UserFilter| f.matches(&user);
-        assert!(f(UserFilter { search: Some("ANN-"), ..Default::default() }));
-        assert!(f(UserFilter { search: Some("example"), ..Default::default() }));
-        assert!(!f(UserFilter { user_email: Some("ann-1"), ..Default::default() }));
-        assert!(f(UserFilter { role: Some("internal_user"), team: Some("t"), ..Default::default() }));
-        assert!(!f(UserFilter { role: Some("proxy_admin"), ..Default::default() }));
-        assert!(!f(UserFilter { team: Some("u"), ..Default::default() }));
+        assert!(f(UserFilter {
+            search: Some("ANN-"),
+            ..Default::default()
+        }));
+        assert!(f(UserFilter {
+            search: Some("example"),
+            ..Default::default()
+        }));
+        assert!(!f(UserFilter {
+            user_email: Some("ann-1"),
+            ..Default::default()
+        }));
+        assert!(f(UserFilter {
+            role: Some("internal_user"),
+            team: Some("t"),
+            ..Default::default()
+        }));
+        assert!(!f(UserFilter {
+            role: Some("proxy_admin"),
+            ..Default::default()
+        }));
+        assert!(!f(UserFilter {
+            team: Some("u"),
+            ..Default::default()
+        }));
     }
 
     #[test]

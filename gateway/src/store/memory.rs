@@ -741,8 +741,13 @@ impl Store for MemoryStore {
         offset: u64,
         limit: u64,
     ) -> Result<(Vec<OrgRecord>, u64), StoreError> {
-        let mut orgs: Vec<OrgRecord> =
-            self.with(|t| t.orgs.values().filter(|o| filter.matches(o)).cloned().collect());
+        let mut orgs: Vec<OrgRecord> = self.with(|t| {
+            t.orgs
+                .values()
+                .filter(|o| filter.matches(o))
+                .cloned()
+                .collect()
+        });
         orgs.sort_by(|a, b| a.organization_id.cmp(&b.organization_id));
         Ok(page_of(orgs, offset, limit))
     }

@@ -40,9 +40,9 @@ use super::cipher::ParamCipher;
 use super::{
     BudgetRecord, Change, DailyPage, DailyQuery, EndUserBudget, EndUserRecord, EndUserUpdate,
     KeyFilter, KeyRecord, LogCursor, LogPage, ManagedKind, ManagedObject, MemberOp, MemberOutcome,
-    Membership, ModelRecord, OrgMembership, OrgRecord, OrgTable, RowKind, SpendChanges,
-    OrgFilter, SpendFilter, SpendLogRow, Store, StoreError, TeamFilter, TeamMember, TeamOrder,
-    TeamRecord, UserFilter, UserRecord,
+    Membership, ModelRecord, OrgFilter, OrgMembership, OrgRecord, OrgTable, RowKind, SpendChanges,
+    SpendFilter, SpendLogRow, Store, StoreError, TeamFilter, TeamMember, TeamOrder, TeamRecord,
+    UserFilter, UserRecord,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};

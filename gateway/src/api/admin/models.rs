@@ -225,15 +225,26 @@ pub fn info_v2(
             format!("must be from 1 to {MAX_MODEL_PAGE}"),
         ));
     }
-    let search = q.take("search").filter(|s| !s.is_empty()).map(|s| s.to_lowercase());
+    let search = q
+        .take("search")
+        .filter(|s| !s.is_empty())
+        .map(|s| s.to_lowercase());
     let model_id = q.take("modelId").filter(|s| !s.is_empty());
     let model = q.take("model").filter(|s| !s.is_empty());
     for unsupported in ["teamId", "sortBy", "user_models_only", "access_group"] {
         if q.take(unsupported).is_some() {
-            return Err(bad_field(unsupported, "this parameter is not supported here"));
+            return Err(bad_field(
+                unsupported,
+                "this parameter is not supported here",
+            ));
         }
     }
-    for ignored in ["sortOrder", "include_team_models", "debug", "exclude_auto_routers"] {
+    for ignored in [
+        "sortOrder",
+        "include_team_models",
+        "debug",
+        "exclude_auto_routers",
+    ] {
         q.take(ignored);
     }
     q.finish()?;

@@ -628,7 +628,11 @@ pub async fn list_v2(worker: &Worker, mut q: Query) -> Result<Value, GatewayErro
             .map_err(store_err)?;
         let mut shown = Vec::with_capacity(teams.len());
         for team in &teams {
-            let roles = ctx.store().team_members(&team.team_id).await.map_err(store_err)?;
+            let roles = ctx
+                .store()
+                .team_members(&team.team_id)
+                .await
+                .map_err(store_err)?;
             shown.push(team_json_with_roles(team, &roles));
         }
         Ok((shown, total))

@@ -70,7 +70,10 @@ pub async fn organizations_page(
         ORDER BY organization_id COLLATE "C" LIMIT $3 OFFSET $4"#
     );
     let rows = c.query(&sql, &params).await?;
-    let rows = rows.iter().map(|r| r.try_get(0)).collect::<Result<_, _>>()?;
+    let rows = rows
+        .iter()
+        .map(|r| r.try_get(0))
+        .collect::<Result<_, _>>()?;
     Ok((rows, total_u))
 }
 
