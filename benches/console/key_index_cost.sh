@@ -4,7 +4,9 @@
 # rows inserted in statements of 1,000 (the writer's batches) with each of
 # the two in place (the other dropped), ROUNDS times alternately, on a
 # database seeded by seed.sql (10M rows). Each swap builds an index over
-# the whole table (about 45 s at 10M rows). Prints µs per row.
+# the whole table (about 45 s at 10M rows), and the round's first insert
+# follows a build, so odd rounds insert with the old index first and even
+# rounds with the new one first. Prints µs per row.
 #   benches/console/key_index_cost.sh DATABASE_URL [ROWS] [ROUNDS]
 set -euo pipefail
 url=$1
@@ -44,12 +46,25 @@ old='CREATE INDEX IF NOT EXISTS gateway_spendlogs_api_key_idx ON "LiteLLM_SpendL
 new='CREATE INDEX IF NOT EXISTS "LiteLLM_SpendLogs_api_key_startTime_idx" ON "LiteLLM_SpendLogs" (api_key, "startTime")'
 echo "| round | (api_key) (µs/row) | (api_key, \"startTime\") (µs/row) | difference |"
 echo "| --- | --- | --- | --- |"
-for ((r = 1; r <= rounds; r++)); do
+with_old() {
     psql -q "$url" -c "SET maintenance_work_mem = '256MB'" -c "$old" \
         -c 'DROP INDEX IF EXISTS "LiteLLM_SpendLogs_api_key_startTime_idx"'
-    before=$(timed_insert "kx$r-a")
+    before=$(timed_insert "kx$1-a")
+}
+with_new() {
     psql -q "$url" -c "SET maintenance_work_mem = '256MB'" -c "$new" \
         -c 'DROP INDEX IF EXISTS gateway_spendlogs_api_key_idx'
-    after=$(timed_insert "kx$r-b")
+    after=$(timed_insert "kx$1-b")
+}
+for ((r = 1; r <= rounds; r++)); do
+    if ((r % 2)); then
+        with_old "$r$$"
+        with_new "$r$$"
+    else
+        with_new "$r$$"
+        with_old "$r$$"
+    fi
     echo "| $r | $before | $after | $(awk -v a="$before" -v b="$after" 'BEGIN { printf "%+.1f", b - a }') |"
 done
+# Leave the database as migration 0031 does.
+psql -q "$url" -c "$new" -c 'DROP INDEX IF EXISTS gateway_spendlogs_api_key_idx'
