@@ -5,6 +5,7 @@
 -- secondary indexes are dropped for the insert and built again after.
 DROP INDEX IF EXISTS "LiteLLM_SpendLogs_startTime_idx";
 DROP INDEX IF EXISTS gateway_spendlogs_api_key_idx;
+DROP INDEX IF EXISTS "LiteLLM_SpendLogs_api_key_startTime_idx";
 DROP INDEX IF EXISTS "LiteLLM_SpendLogs_litellm_call_id_idx";
 DROP INDEX IF EXISTS gateway_spendlogs_response_id_idx;
 INSERT INTO "LiteLLM_SpendLogs" (request_id, litellm_call_id, call_id, attempt, call_type, api_key,
@@ -24,7 +25,7 @@ SELECT 'req-' || lpad(i::text, 9, '0'), 'req-' || lpad(i::text, 9, '0'), 'req-' 
 FROM generate_series(1, 10000000) AS i;
 SET maintenance_work_mem = '256MB';
 CREATE INDEX "LiteLLM_SpendLogs_startTime_idx" ON "LiteLLM_SpendLogs" ("startTime");
-CREATE INDEX gateway_spendlogs_api_key_idx ON "LiteLLM_SpendLogs" (api_key);
+CREATE INDEX "LiteLLM_SpendLogs_api_key_startTime_idx" ON "LiteLLM_SpendLogs" (api_key, "startTime");
 CREATE INDEX "LiteLLM_SpendLogs_litellm_call_id_idx" ON "LiteLLM_SpendLogs" (litellm_call_id);
 CREATE INDEX gateway_spendlogs_response_id_idx ON "LiteLLM_SpendLogs" (response_id);
 INSERT INTO "LiteLLM_VerificationToken" (token, key_alias, user_id, team_id, created_at)

@@ -1,6 +1,8 @@
 """Times the console's Logs calls by page token (/gateway/logs) and the Keys
 and Limits lists against benches/console/seed.sql's data:
-python3 time_pages.py [CALLS_PER_ROW] [NAME_FILTER]; GATEWAY_URL, GATEWAY_MASTER_KEY.
+python3 time_pages.py [CALLS_PER_ROW] [NAME_FILTER]; GATEWAY_URL, GATEWAY_MASTER_KEY;
+KEY_BASE (default 100): the first of the keys "a different key each call" asks
+about (give each run keys no run before read, so their rows are not cached).
 Deep pages start at a page token made from a seeded row (what the page
 before it hands out), so no call walks the pages before it."""
 import datetime
@@ -61,6 +63,8 @@ calls = [
     ("Logs: a model with no rows, today", f"{L}&model=none&start_date={today}"),
     ("Logs: a team with no rows, no date", f"{L}&team_id=team-none"),
     ("Logs: a user with no rows, no date", f"{L}&user_id=user-none"),
+    ("Logs: a different key each call, no date", f"{L}&api_key={{key}}"),
+    ("Logs: a different key each call, today", f"{L}&api_key={{key}}&start_date={today}"),
     ("Logs: a key with no rows, no date", f"{L}&api_key={hashlib.md5(b'none').hexdigest()}"),
     ("Keys: page 1 of 4,000", "/key/list?return_full_object=true&size=25&page=1"),
     ("Keys: page 4,000 (last)", "/key/list?return_full_object=true&size=25&page=4000"),
@@ -68,6 +72,7 @@ calls = [
     ("Limits: keys with limits (none of 100,000)", "/key/list?return_full_object=true&has_limits=true&size=25"),
 ]
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 10
+fresh_key = iter(range(int(os.environ.get("KEY_BASE", "100")), 10**9))
 only = sys.argv[2] if len(sys.argv) > 2 else None
 print("| call | status | rows | partial (searched back to) | median | p95 |")
 print("| --- | --- | --- | --- | --- | --- |")
@@ -78,7 +83,7 @@ for name, path in calls:
     for _ in range(n):
         t = time.perf_counter()
         try:
-            body = get(path)
+            body = get(path.replace("{key}", hashlib.md5(f"key-{next(fresh_key) % 1000}".encode()).hexdigest()))
             status = 200
         except urllib.error.HTTPError as e:
             body = None

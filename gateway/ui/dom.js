@@ -37,10 +37,12 @@ export function table(columns, rows, emptyText = 'Nothing here yet.') {
   return h('table', {}, h('thead', {}, head), h('tbody', {}, body));
 }
 
-/** A labelled form field. */
+/** A labelled form field (`opts.options`: a select of values, or [value, label] pairs). */
 export function field(label, name, opts = {}) {
   const input = opts.options
-    ? h('select', { name }, opts.options.map((o) => h('option', { value: o }, o)))
+    ? h('select', { name }, opts.options.map((o) => (Array.isArray(o)
+      ? h('option', { value: o[0] }, o[1])
+      : h('option', { value: o }, o))))
     : h(opts.multiline ? 'textarea' : 'input', {
         name,
         type: opts.type || 'text',
@@ -81,6 +83,11 @@ export function num(n) {
   return n === null || n === undefined ? '-' : Number(n).toLocaleString('en-US');
 }
 
+/** A count and its noun, singular for one: `plural(2, 'team')` is "2 teams". */
+export function plural(n, noun) {
+  return `${num(n ?? 0)} ${noun}${Number(n) === 1 ? '' : 's'}`;
+}
+
 /** Spend against a budget, as text and a bar. */
 export function budgetBar(spend, max) {
   const label = `${usd(spend)} / ${max === null || max === undefined ? 'no budget' : usd(max)}`;
@@ -117,4 +124,17 @@ export function confirmAction(text) {
 /** Splits a comma-separated list. */
 export function list(s) {
   return String(s || '').split(',').map((x) => x.trim()).filter(Boolean);
+}
+
+/**
+ * Previous/next buttons around `label` for page `page` of `pages` (`null`:
+ * unknown, next allowed while `full`); `go(page)` loads another page.
+ */
+export function pager(page, pages, label, go, full = false) {
+  const last = pages === null ? !full : page >= pages;
+  const prev = h('button', { class: 'secondary small', 'data-action': 'previous', disabled: page <= 1 }, 'Previous');
+  const next = h('button', { class: 'secondary small', 'data-action': 'next', disabled: last }, 'Next');
+  prev.addEventListener('click', () => go(page - 1));
+  next.addEventListener('click', () => go(page + 1));
+  return h('div', { class: 'pager' }, prev, label, next);
 }

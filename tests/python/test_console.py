@@ -344,6 +344,11 @@ def main():
         shot("05-models-test-error")
         model_action(MODEL, "test")
         text_appears("success", (By.ID, "model-test"))
+        model_search = d.find_element(By.ID, "model-search")
+        model_search.find_element(By.NAME, "search").send_keys("UI-ADD")
+        model_search.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+        wait.until(lambda _: [tr.get_attribute("data-model")
+                              for tr in d.find_elements(By.CSS_SELECTOR, "#page tbody tr")] == ["ui-added"])
         model_action("ui-added", "delete")
         wait.until(EC.alert_is_present()).accept()
         wait.until(lambda _: "ui-added" not in d.find_element(By.CSS_SELECTOR, "#page table").text)
@@ -386,6 +391,16 @@ def main():
         edit_team.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
         wait.until(EC.invisibility_of_element_located((By.ID, "edit-team-form")))
         wait.until(lambda _: all(t in team_row().text for t in ("$25.00", MODEL, "ui-member (user)")))
+        # Found by the server's search (part of the alias), paged there.
+        team_search = d.find_element(By.ID, "team-search")
+        team_search.find_element(By.NAME, "search").send_keys("UI-TEAM")
+        team_search.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+        wait.until(lambda _: [tr.text for tr in d.find_elements(By.CSS_SELECTOR, "#page tbody tr")
+                              if "<b>ui-team</b>" in tr.text]
+                   and "1 team" in d.find_element(By.CSS_SELECTOR, "#page .pager").text)
+        team_search.find_element(By.NAME, "search").send_keys("-none")
+        team_search.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+        text_appears("No team matches.", (By.CSS_SELECTOR, "#page table"))
 
         # Users: create one, edit its role, budget and models, find it by id.
         goto("Users")
@@ -441,6 +456,11 @@ def main():
         edit_org.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
         wait.until(EC.invisibility_of_element_located((By.ID, "edit-org-form")))
         wait.until(lambda _: all(t in org_row().text for t in ("$40.00", MODEL)))
+        org_search = d.find_element(By.ID, "org-search")
+        org_search.find_element(By.NAME, "org_alias").send_keys("UI-O")
+        org_search.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
+        wait.until(lambda _: [tr.get_attribute("data-org")
+                              for tr in d.find_elements(By.CSS_SELECTOR, "#page tbody tr")] == ["ui-org"])
 
         # Every page renders without an error notice.
         for i, page in enumerate(PAGES):
@@ -510,7 +530,7 @@ def main():
                 WebDriverWait(d, 30, poll_frequency=1, ignored_exceptions=(StaleElementReferenceException,
                                                                             NoSuchElementException)).until(
                     lambda _: limited_listed())
-                assert "keys with limits" in d.find_element(By.ID, "limited-keys").text
+                assert "with limits" in d.find_element(By.ID, "limited-keys").text
             notices = d.find_elements(By.CSS_SELECTOR, "#page .notice.error")
             assert not notices, f"{page}: {[n.text for n in notices]}"
             shot(f"{i + 1:02d}-{page.lower()}")

@@ -377,8 +377,8 @@ fn user_list_pages_newest_first_and_filters_by_id() {
         "page_size"
     );
     assert_eq!(
-        param_of(&gw.get("/user/list?role=proxy_admin"), 400),
-        "role"
+        param_of(&gw.get("/user/list?organization_ids=o-1"), 400),
+        "organization_ids"
     );
 }
 

@@ -12,7 +12,7 @@ use super::{
     SpendChanges, SpendFilter, SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord,
     PROXY_BUDGET_USER,
 };
-use super::{ManagedKind, ManagedObject};
+use super::{ManagedKind, ManagedObject, OrgFilter, TeamFilter, TeamOrder, UserFilter};
 use crate::keyed_hash::KeyedHash;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -244,6 +244,14 @@ fn patch_in<V: Serialize + DeserializeOwned>(
 }
 
 /// The rows of `map` with these ids (every one when `None`), by id.
+/// The rows of `all` from `offset`, at most `limit`, and how many there were.
+fn page_of<V>(all: Vec<V>, offset: u64, limit: u64) -> (Vec<V>, u64) {
+    let total = all.len() as u64;
+    let skip = usize::try_from(offset).unwrap_or(usize::MAX);
+    let take = usize::try_from(limit).unwrap_or(usize::MAX);
+    (all.into_iter().skip(skip).take(take).collect(), total)
+}
+
 fn select<V: Clone>(map: &HashMap<String, V>, ids: Option<&[String]>) -> Vec<V> {
     let mut found: Vec<(&String, &V)> = match ids {
         Some(ids) => map.iter().filter(|(k, _)| ids.contains(k)).collect(),
@@ -415,6 +423,25 @@ impl Store for MemoryStore {
             teams.sort_by(|a, b| a.team_id.cmp(&b.team_id));
             teams
         }))
+    }
+
+    async fn list_teams_page(
+        &self,
+        filter: TeamFilter<'_>,
+        order: TeamOrder,
+        descending: bool,
+        offset: u64,
+        limit: u64,
+    ) -> Result<(Vec<TeamRecord>, u64), StoreError> {
+        let mut teams: Vec<TeamRecord> = self.with(|t| {
+            t.teams
+                .values()
+                .filter(|team| filter.matches(team))
+                .cloned()
+                .collect()
+        });
+        order.sort(&mut teams, descending);
+        Ok(page_of(teams, offset, limit))
     }
 
     async fn get_user(&self, user_id: &str) -> Result<Option<UserRecord>, StoreError> {
@@ -634,11 +661,13 @@ impl Store for MemoryStore {
 
     async fn list_users(
         &self,
+        filter: UserFilter<'_>,
         offset: i64,
         limit: i64,
     ) -> Result<(Vec<UserRecord>, i64), StoreError> {
         Ok(self.with(|t| {
-            let mut users: Vec<&UserRecord> = t.users.values().collect();
+            let mut users: Vec<&UserRecord> =
+                t.users.values().filter(|u| filter.matches(u)).collect();
             users.sort_by(|a, b| (b.created_at, &a.user_id).cmp(&(a.created_at, &b.user_id)));
             let total = users.len() as i64;
             let page = users
@@ -704,6 +733,23 @@ impl Store for MemoryStore {
 
     async fn organizations(&self, ids: Option<&[String]>) -> Result<Vec<OrgRecord>, StoreError> {
         Ok(self.with(|t| select(&t.orgs, ids)))
+    }
+
+    async fn organizations_page(
+        &self,
+        filter: OrgFilter<'_>,
+        offset: u64,
+        limit: u64,
+    ) -> Result<(Vec<OrgRecord>, u64), StoreError> {
+        let mut orgs: Vec<OrgRecord> = self.with(|t| {
+            t.orgs
+                .values()
+                .filter(|o| filter.matches(o))
+                .cloned()
+                .collect()
+        });
+        orgs.sort_by(|a, b| a.organization_id.cmp(&b.organization_id));
+        Ok(page_of(orgs, offset, limit))
     }
 
     async fn insert_organization(

@@ -7,6 +7,7 @@ mod budget_windows;
 pub mod cipher;
 mod daily;
 mod end_users;
+mod lists;
 mod managed;
 mod memory;
 pub mod orgs;
@@ -20,6 +21,7 @@ pub use daily::{
     DailyScope,
 };
 pub use end_users::{BudgetFields, EndUserBudget, EndUserRecord, EndUserUpdate};
+pub use lists::{OrgFilter, TeamFilter, TeamOrder, UserFilter};
 pub use managed::{ManagedKind, ManagedObject};
 pub use memory::MemoryStore;
 pub use orgs::{BudgetRecord, OrgMembership, OrgRecord, OrgTable};
@@ -293,6 +295,17 @@ pub trait Store: Send + Sync {
     async fn delete_teams(&self, ids: &[String]) -> Result<Vec<String>, StoreError>;
     /// Every team.
     async fn list_teams(&self) -> Result<Vec<TeamRecord>, StoreError>;
+    /// One page of the teams `filter` selects in `order` (`descending`
+    /// reverses it; ties by id), `offset` rows skipped, at most `limit`,
+    /// and how many it selects in all.
+    async fn list_teams_page(
+        &self,
+        filter: TeamFilter<'_>,
+        order: TeamOrder,
+        descending: bool,
+        offset: u64,
+        limit: u64,
+    ) -> Result<(Vec<TeamRecord>, u64), StoreError>;
 
     /// A user by id.
     async fn get_user(&self, user_id: &str) -> Result<Option<UserRecord>, StoreError>;
@@ -370,9 +383,11 @@ pub trait Store: Send + Sync {
     async fn teams_of_member_budget(&self, budget_id: &str) -> Result<Vec<String>, StoreError>;
     /// The ids of (at most two) users with email `email`.
     async fn users_with_email(&self, email: &str) -> Result<Vec<String>, StoreError>;
-    /// Users, newest first, `limit` from `offset`, and how many there are.
+    /// The users `filter` selects, newest first, `limit` from `offset`,
+    /// and how many it selects in all.
     async fn list_users(
         &self,
+        filter: UserFilter<'_>,
         offset: i64,
         limit: i64,
     ) -> Result<(Vec<UserRecord>, i64), StoreError>;
@@ -399,6 +414,14 @@ pub trait Store: Send + Sync {
     async fn delete_budget(&self, budget_id: &str) -> Result<Option<BudgetRecord>, StoreError>;
     /// Organizations with these ids (every one when `None`), by id.
     async fn organizations(&self, ids: Option<&[String]>) -> Result<Vec<OrgRecord>, StoreError>;
+    /// One page of the organizations `filter` selects, by id, `offset`
+    /// rows skipped, at most `limit`, and how many it selects in all.
+    async fn organizations_page(
+        &self,
+        filter: OrgFilter<'_>,
+        offset: u64,
+        limit: u64,
+    ) -> Result<(Vec<OrgRecord>, u64), StoreError>;
     /// Inserts `budget` (when given) and the organization, atomically
     /// (`Conflict` naming which id was taken).
     async fn insert_organization(

@@ -40,8 +40,9 @@ use super::cipher::ParamCipher;
 use super::{
     BudgetRecord, Change, DailyPage, DailyQuery, EndUserBudget, EndUserRecord, EndUserUpdate,
     KeyFilter, KeyRecord, LogCursor, LogPage, ManagedKind, ManagedObject, MemberOp, MemberOutcome,
-    Membership, ModelRecord, OrgMembership, OrgRecord, OrgTable, RowKind, SpendChanges,
-    SpendFilter, SpendLogRow, Store, StoreError, TeamMember, TeamRecord, UserRecord,
+    Membership, ModelRecord, OrgFilter, OrgMembership, OrgRecord, OrgTable, RowKind, SpendChanges,
+    SpendFilter, SpendLogRow, Store, StoreError, TeamFilter, TeamMember, TeamOrder, TeamRecord,
+    UserFilter, UserRecord,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -236,6 +237,18 @@ impl Store for PostgresStore {
         with_client!(self, c => accounts::list_teams(c))
     }
 
+    async fn list_teams_page(
+        &self,
+        filter: TeamFilter<'_>,
+        order: TeamOrder,
+        descending: bool,
+        offset: u64,
+        limit: u64,
+    ) -> Result<(Vec<TeamRecord>, u64), StoreError> {
+        let (offset, limit) = (sql_count(offset), sql_count(limit));
+        with_client!(self, c => accounts::list_teams_page(c, &filter, order, descending, offset, limit))
+    }
+
     async fn get_user(&self, user_id: &str) -> Result<Option<UserRecord>, StoreError> {
         with_client!(self, c => accounts::get_user(c, user_id))
     }
@@ -332,10 +345,11 @@ impl Store for PostgresStore {
 
     async fn list_users(
         &self,
+        filter: UserFilter<'_>,
         offset: i64,
         limit: i64,
     ) -> Result<(Vec<UserRecord>, i64), StoreError> {
-        with_client!(self, c => accounts::list_users(c, offset, limit))
+        with_client!(self, c => accounts::list_users(c, &filter, offset, limit))
     }
 
     async fn get_model(&self, model_id: &str) -> Result<Option<ModelRecord>, StoreError> {
@@ -380,6 +394,18 @@ impl Store for PostgresStore {
 
     async fn organizations(&self, ids: Option<&[String]>) -> Result<Vec<OrgRecord>, StoreError> {
         from_rows(with_client!(self, c => orgs::select(c, OrgTable::Organization, ids))?)
+    }
+
+    async fn organizations_page(
+        &self,
+        filter: OrgFilter<'_>,
+        offset: u64,
+        limit: u64,
+    ) -> Result<(Vec<OrgRecord>, u64), StoreError> {
+        let (offset, limit) = (sql_count(offset), sql_count(limit));
+        let (rows, total) =
+            with_client!(self, c => orgs::organizations_page(c, &filter, offset, limit))?;
+        Ok((from_rows(rows)?, total))
     }
 
     async fn insert_organization(
@@ -601,6 +627,11 @@ fn to_row<T: serde::Serialize>(record: &T) -> Result<serde_json::Value, StoreErr
 }
 
 /// JSON rows from [`orgs`] as records.
+/// A row count or offset as SQL's `int8`, saturating.
+fn sql_count(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
 fn from_rows<T: serde::de::DeserializeOwned>(
     rows: Vec<serde_json::Value>,
 ) -> Result<Vec<T>, StoreError> {

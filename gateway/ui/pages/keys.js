@@ -4,7 +4,7 @@
 // internal user sees its own keys only (the gateway forces the filter), read-only.
 
 import { api, query } from '../api.js';
-import { h, replace, table, field, values, notice, budgetBar, num, when, dialog, list } from '../dom.js';
+import { h, replace, table, field, values, notice, budgetBar, num, when, dialog, list, plural } from '../dom.js';
 
 const SIZE = 25;
 const NUMBERS = ['max_budget', 'soft_budget', 'tpm_limit', 'rpm_limit', 'max_parallel_requests'];
@@ -184,7 +184,7 @@ export async function render(main, title, session) {
         ['Expires', (k) => when(k.expires)],
         ['', (k) => (admin ? actions(k) : '')],
       ], rows.map((k) => k), 'No keys match.'),
-      h('div', { class: 'pager' }, prev, `Page ${state.page} of ${pages} · ${num(answer.total_count)} keys`, next));
+      h('div', { class: 'pager' }, prev, `Page ${state.page} of ${pages} · ${plural(answer.total_count, 'key')}`, next));
     const trs = listPanel.querySelectorAll('tbody tr');
     rows.forEach((k, i) => { if (trs[i]) trs[i].dataset.alias = k.key_alias || ''; });
   }

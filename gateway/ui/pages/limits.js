@@ -5,20 +5,17 @@
 // and per-tag ones included; `counted_in` says where the count lives: this
 // replica's counters in local mode and while Redis is unusable, else the
 // fleet's in Redis, read there), and the keys (every key with a limit,
-// paged on the server: /key/list?has_limits=true) and teams with limits,
-// each with a button that shows its live use.
+// paged on the server: /key/list?has_limits=true) and teams with limits
+// (paged on the server too: /v2/team/list?has_limits=true), each with a
+// button that shows its live use.
 
 import { api, query } from '../api.js';
-import { h, replace, table, num, notice, field, values } from '../dom.js';
+import { h, replace, table, num, notice, field, values, pager, plural } from '../dom.js';
 import { shareBar } from '../chart.js';
 
 function card(label, value) {
   return h('div', { class: 'card' }, h('div', { class: 'label' }, label), h('div', { class: 'value' }, value));
 }
-
-const limited = (x) => x.tpm_limit != null || x.rpm_limit != null || x.max_parallel_requests != null
-  || Object.keys((x.metadata || {}).model_rpm_limit || {}).length > 0
-  || Object.keys((x.metadata || {}).model_tpm_limit || {}).length > 0;
 
 const SCOPES = {
   server: 'Server', organization: 'Organization', team: 'Team', user: 'User', api_key: 'Key',
@@ -97,10 +94,6 @@ function limitedKeys(live) {
   async function load() {
     const list = await api('GET', `/key/list${query({ return_full_object: 'true', has_limits: 'true', size: KEYS_PAGE, page })}`);
     const pages = Math.max(list.total_pages || 0, 1);
-    const prev = h('button', { class: 'secondary small', disabled: page <= 1 }, 'Earlier');
-    const next = h('button', { class: 'secondary small', disabled: page >= pages }, 'Later');
-    prev.addEventListener('click', () => { page -= 1; load().catch((e) => replace(out, notice(e.message))); });
-    next.addEventListener('click', () => { page += 1; load().catch((e) => replace(out, notice(e.message))); });
     const shared = (k) => (k.budget_id && !String(k.budget_id).startsWith('key-') ? k.budget_id : null);
     replace(out, table([
       ['Key', (k) => k.key_alias || k.key_name || k.token],
@@ -110,7 +103,28 @@ function limitedKeys(live) {
       ['Budget row', (k) => (shared(k) ? h('span', { class: 'mono', title: 'Its rpm/tpm limits apply where the key sets none' }, shared(k)) : '-')],
       ['', (k) => h('button', { class: 'secondary small', onclick: () => live.open({ api_key: k.token }) }, 'Live use')],
     ], list.keys || [], 'No key has a limit.'),
-    h('div', { class: 'pager' }, prev, `Page ${page} of ${pages} (${num(list.total_count)} keys with limits)`, next));
+    pager(page, pages, `Page ${page} of ${pages} (${plural(list.total_count, 'key')} with limits)`,
+      (p) => { page = p; load().catch((e) => replace(out, notice(e.message))); }));
+  }
+  return { out, load };
+}
+
+/** The teams with limits, a page at a time. */
+function limitedTeams(live) {
+  const out = h('div', { id: 'limited-teams' });
+  let page = 1;
+  async function load() {
+    const list = await api('GET', `/v2/team/list${query({ has_limits: 'true', sort_by: 'team_id', page_size: KEYS_PAGE, page })}`);
+    const pages = Math.max(list.total_pages || 0, 1);
+    replace(out, table([
+      ['Team', (t) => t.team_alias || t.team_id],
+      ['TPM', (t) => num(t.tpm_limit)], ['RPM', (t) => num(t.rpm_limit)],
+      ['Parallel', (t) => num(t.max_parallel_requests)],
+      ['Per model', perModel],
+      ['', (t) => h('button', { class: 'secondary small', onclick: () => live.open({ team_id: t.team_id }) }, 'Live use')],
+    ], list.teams || [], 'No team has a limit.'),
+    pager(page, pages, `Page ${page} of ${pages} (${plural(list.total, 'team')} with limits)`,
+      (p) => { page = p; load().catch((e) => replace(out, notice(e.message))); }));
   }
   return { out, load };
 }
@@ -121,9 +135,9 @@ export async function render(main, title) {
   const live = liveView();
   const keys = limitedKeys(live);
   await keys.load();
-  const teams = await api('GET', '/team/list');
+  const teams = limitedTeams(live);
+  await teams.load();
   const state = await api('GET', '/gateway/limits');
-  const rows = (xs) => xs.filter(limited);
   replace(main, h('h1', {}, title),
     h('div', { class: 'cards' },
       card('Limiter mode', limiter.mode || '-'),
@@ -134,11 +148,5 @@ export async function render(main, title) {
       card('Use counted', state.counted_in === 'fleet' ? 'fleet (Redis)' : 'this replica')),
     live.panel,
     h('div', { class: 'panel' }, h('h2', {}, 'Keys with limits'), keys.out),
-    h('div', { class: 'panel' }, h('h2', {}, 'Teams with limits'), table([
-      ['Team', (t) => t.team_alias || t.team_id],
-      ['TPM', (t) => num(t.tpm_limit)], ['RPM', (t) => num(t.rpm_limit)],
-      ['Parallel', (t) => num(t.max_parallel_requests)],
-      ['Per model', perModel],
-      ['', (t) => h('button', { class: 'secondary small', onclick: () => live.open({ team_id: t.team_id }) }, 'Live use')],
-    ], rows(teams || []), 'No team has a limit.')));
+    h('div', { class: 'panel' }, h('h2', {}, 'Teams with limits'), teams.out));
 }

@@ -1,17 +1,29 @@
-// Models: every deployment (config and database) from /model/info; add one
+// Models: the deployments (config and database) from /v2/model/info, a
+// page at a time, searched by model name on the server; add one
 // with /model/new, edit a database one with /model/update, delete one with
 // /model/delete, check one with /health?model_id= (its health state), test
 // one with /health/test_connection (a small request now, its answer or
 // error shown).
 
 import { api, query } from '../api.js';
-import { h, replace, table, field, values, notice, num, dialog } from '../dom.js';
+import { h, replace, table, field, values, notice, num, dialog, pager, plural } from '../dom.js';
+
+const SIZE = 25;
 
 export async function render(main, title) {
   const status = h('div', {});
   const tested = h('div', { id: 'model-test' });
-  const listPanel = h('div', { class: 'panel' });
+  const listPanel = h('div', {});
   const health = new Map();
+  const state = { page: 1, search: '' };
+  const search = h('form', { class: 'toolbar', id: 'model-search' },
+    field('Model name contains', 'search'),
+    h('button', { type: 'submit', class: 'secondary' }, 'Search'));
+  search.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    Object.assign(state, { page: 1, search: values(search).search || '' });
+    load().catch((e) => replace(status, notice(e.message)));
+  });
 
   const form = h('form', { class: 'grid', id: 'add-model-form' },
     field('Model name (group)', 'model_name', { required: true, placeholder: 'gpt-4o' }),
@@ -107,8 +119,9 @@ export async function render(main, title) {
   }
 
   async function load() {
-    const answer = await api('GET', '/model/info');
+    const answer = await api('GET', `/v2/model/info${query({ page: state.page, size: SIZE, search: state.search })}`);
     const rows = answer.data || [];
+    const pages = Math.max(1, answer.total_pages || 1);
     replace(listPanel, table([
       ['Model name', (m) => m.model_name],
       ['LiteLLM model', (m) => h('span', { class: 'mono' }, m.litellm_params.model || '-')],
@@ -142,7 +155,9 @@ export async function render(main, title) {
               },
             }, 'Delete')
           : null)],
-    ], rows, 'No models.'));
+    ], rows, state.search ? 'No model matches.' : 'No models.'),
+    pager(state.page, pages, `Page ${state.page} of ${pages} · ${plural(answer.total_count, 'deployment')}`,
+      (page) => { state.page = page; load(); }));
     const trs = listPanel.querySelectorAll('tbody tr');
     rows.forEach((m, i) => { if (trs[i]) trs[i].dataset.model = m.model_name; });
   }
@@ -150,7 +165,7 @@ export async function render(main, title) {
   replace(main, h('h1', {}, title), status, tested,
     h('div', { class: 'panel' }, h('h2', {}, 'Add a model'), form,
       h('p', { class: 'muted' }, 'Models from config.yaml are changed in the file (then POST /config/reload); models added here are kept in the database.')),
-    listPanel);
+    h('div', { class: 'panel' }, search, listPanel));
   await load();
 }
 

@@ -1,13 +1,17 @@
-// Organizations: /organization/list with budgets, models and teams;
+// Organizations: /organization/list a page at a time, searched by alias
+// on the server, with budgets, models and teams;
 // create (/organization/new), edit (PATCH /organization/update: alias,
 // models, budget) and delete (/organization/delete).
 
-import { api } from '../api.js';
-import { h, replace, table, field, values, notice, budgetBar, list, dialog } from '../dom.js';
+import { api, query } from '../api.js';
+import { h, replace, table, field, values, notice, budgetBar, list, dialog, pager } from '../dom.js';
+
+const SIZE = 25;
 
 export async function render(main, title) {
+  const state = { page: 1, alias: '' };
   const status = h('div', {});
-  const listPanel = h('div', { class: 'panel' });
+  const listPanel = h('div', {});
   const form = h('form', { class: 'grid', id: 'create-org-form' },
     field('Alias', 'organization_alias', { required: true }),
     field('Models (comma-separated)', 'models'),
@@ -63,14 +67,25 @@ export async function render(main, title) {
     return dialog(`Edit ${o.organization_alias || o.organization_id}`, h('div', {}, err, editForm));
   }
 
+  const search = h('form', { class: 'toolbar', id: 'org-search' },
+    field('Alias contains', 'org_alias'),
+    h('button', { type: 'submit', class: 'secondary' }, 'Search'));
+  search.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    Object.assign(state, { page: 1, alias: values(search).org_alias || '' });
+    load().catch((e) => replace(status, notice(e.message)));
+  });
+
   async function load() {
-    const orgs = await api('GET', '/organization/list');
+    const orgs = await api('GET', `/organization/list${query({ page: state.page, page_size: SIZE, org_alias: state.alias })}`);
     replace(listPanel, table([
       ['Alias', (o) => o.organization_alias || '-'],
       ['Id', (o) => h('span', { class: 'mono' }, o.organization_id)],
       ['Spend / budget', (o) => budgetBar(o.spend, o.litellm_budget_table ? o.litellm_budget_table.max_budget : null)],
       ['Models', (o) => (o.models && o.models.length ? o.models.map((m) => h('span', { class: 'tag' }, m)) : 'all')],
-      ['Teams', (o) => (o.teams || []).map((t) => h('span', { class: 'tag' }, t.team_alias || t.team_id || String(t)))],
+      ['Teams', (o) => ((o.teams || []).length
+        ? o.teams.map((t) => h('span', { class: 'tag' }, t.team_alias || t.team_id || String(t)))
+        : '-')],
       ['Members', (o) => String((o.members || []).length)],
       ['', (o) => h('span', { class: 'actions' },
         h('button', { class: 'small secondary', 'data-action': 'edit', onclick: () => edit(o) }, 'Edit'),
@@ -88,12 +103,14 @@ export async function render(main, title) {
             await load();
           },
         }, 'Delete'))],
-    ], orgs || [], 'No organizations.'));
+    ], orgs || [], state.alias ? 'No organization matches.' : 'No organizations.'),
+    pager(state.page, null, `Page ${state.page}`, (page) => { state.page = page; load(); }, (orgs || []).length === SIZE));
     const trs = listPanel.querySelectorAll('tbody tr');
     (orgs || []).forEach((o, i) => { if (trs[i]) trs[i].dataset.org = o.organization_alias || ''; });
   }
 
   replace(main, h('h1', {}, title), status,
-    h('div', { class: 'panel' }, h('h2', {}, 'Create an organization'), form), listPanel);
+    h('div', { class: 'panel' }, h('h2', {}, 'Create an organization'), form),
+    h('div', { class: 'panel' }, search, listPanel));
   await load();
 }

@@ -1,10 +1,14 @@
-// Teams: /team/list with members and roles, budgets, models and limits;
+// Teams: /v2/team/list a page at a time, searched on the server (id or
+// alias, organization, member), with members and roles, budgets, models
+// and limits;
 // create (/team/new), edit (/team/update: alias, models, budget, limits),
 // edit members (./team_members.js), block/unblock, delete.
 
-import { api } from '../api.js';
-import { h, replace, table, field, values, notice, budgetBar, num, list, dialog } from '../dom.js';
+import { api, query } from '../api.js';
+import { h, replace, table, field, values, notice, budgetBar, num, list, dialog, pager, plural } from '../dom.js';
 import { editMembers } from './team_members.js';
+
+const SIZE = 25;
 
 /** A /team/update body from form values: an emptied number is removed (null). */
 function teamChanges(v) {
@@ -22,8 +26,18 @@ function teamChanges(v) {
 }
 
 export async function render(main, title) {
+  const state = { page: 1, search: '', org: '', user: '' };
   const status = h('div', {});
-  const listPanel = h('div', { class: 'panel' });
+  const listPanel = h('div', {});
+  const search = h('form', { class: 'toolbar', id: 'team-search' },
+    field('Team id or alias', 'search'), field('Organization id', 'org'), field('Member user id', 'user'),
+    h('button', { type: 'submit', class: 'secondary' }, 'Search'));
+  search.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const v = values(search);
+    Object.assign(state, { page: 1, search: v.search || '', org: v.org || '', user: v.user || '' });
+    load().catch((e) => replace(status, notice(e.message)));
+  });
   const form = h('form', { class: 'grid', id: 'create-team-form' },
     field('Alias', 'team_alias', { required: true }),
     field('Models (comma-separated)', 'models'),
@@ -90,7 +104,11 @@ export async function render(main, title) {
   }
 
   async function load() {
-    const teams = await api('GET', '/team/list');
+    const answer = await api('GET', `/v2/team/list${query({
+      page: state.page, page_size: SIZE, search: state.search, organization_id: state.org, user_id: state.user,
+    })}`);
+    const teams = answer.teams || [];
+    const pages = Math.max(1, answer.total_pages || 1);
     replace(listPanel, table([
       ['Alias', (t) => t.team_alias || '-'],
       ['Id', (t) => h('span', { class: 'mono' }, t.team_id)],
@@ -123,10 +141,13 @@ export async function render(main, title) {
             }
           },
         }, 'Delete'))],
-    ], teams || [], 'No teams.'));
+    ], teams, state.search || state.org || state.user ? 'No team matches.' : 'No teams.'),
+    pager(state.page, pages, `Page ${state.page} of ${pages} · ${plural(answer.total, 'team')}`,
+      (page) => { state.page = page; load(); }));
   }
 
   replace(main, h('h1', {}, title), status,
-    h('div', { class: 'panel' }, h('h2', {}, 'Create a team'), form), listPanel);
+    h('div', { class: 'panel' }, h('h2', {}, 'Create a team'), form),
+    h('div', { class: 'panel' }, search, listPanel));
   await load();
 }

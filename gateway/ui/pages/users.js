@@ -1,9 +1,9 @@
-// Users: /user/list a page at a time, or the users named in a search
-// (user_ids); create (/user/new, which also issues a key, shown once),
+// Users: /user/list a page at a time, searched on the server (part of
+// the id or email, role), or the users named (user_ids); create (/user/new, which also issues a key, shown once),
 // edit (/user/update: email, role, budget, models) and delete.
 
 import { api, query } from '../api.js';
-import { h, replace, table, field, values, notice, budgetBar, num, dialog } from '../dom.js';
+import { h, replace, table, field, values, notice, budgetBar, num, dialog, pager, plural } from '../dom.js';
 
 const SIZE = 25;
 const ROLES = ['internal_user', 'internal_user_viewer', 'proxy_admin', 'proxy_admin_viewer'];
@@ -22,7 +22,7 @@ function userChanges(v) {
 }
 
 export async function render(main, title) {
-  const state = { page: 1, ids: '' };
+  const state = { page: 1, ids: '', search: '', role: '' };
   const status = h('div', {});
   const listPanel = h('div', {});
   const form = h('form', { class: 'grid', id: 'create-user-form' },
@@ -53,12 +53,15 @@ export async function render(main, title) {
   });
 
   const search = h('form', { class: 'toolbar', id: 'user-search' },
+    field('Id or email contains', 'search'),
+    field('Role', 'role', { options: [['', 'any'], ...ROLES] }),
     field('User ids (comma-separated)', 'user_ids'),
     h('button', { type: 'submit', class: 'secondary' }, 'Search'));
   search.addEventListener('submit', (ev) => {
     ev.preventDefault();
-    Object.assign(state, { page: 1, ids: values(search).user_ids || '' });
-    load();
+    const v = values(search);
+    Object.assign(state, { page: 1, ids: v.user_ids || '', search: v.search || '', role: v.role || '' });
+    load().catch((e) => replace(status, notice(e.message)));
   });
 
   function edit(u) {
@@ -86,12 +89,10 @@ export async function render(main, title) {
   }
 
   async function load() {
-    const answer = await api('GET', `/user/list${query({ page: state.page, page_size: SIZE, user_ids: state.ids })}`);
+    const answer = await api('GET', `/user/list${query({
+      page: state.page, page_size: SIZE, user_ids: state.ids, search: state.search, role: state.role,
+    })}`);
     const pages = Math.max(1, answer.total_pages || 1);
-    const prev = h('button', { class: 'secondary small', disabled: state.page <= 1 }, 'Previous');
-    const next = h('button', { class: 'secondary small', disabled: state.page >= pages }, 'Next');
-    prev.addEventListener('click', () => { state.page -= 1; load(); });
-    next.addEventListener('click', () => { state.page += 1; load(); });
     replace(listPanel, table([
       ['User id', (u) => h('span', { class: 'mono' }, u.user_id)],
       ['Email', (u) => u.user_email || '-'],
@@ -115,8 +116,9 @@ export async function render(main, title) {
             await load();
           },
         }, 'Delete'))],
-    ], answer.users || [], 'No users.'),
-    h('div', { class: 'pager' }, prev, `Page ${state.page} of ${pages} · ${num(answer.total)} users`, next));
+    ], answer.users || [], state.ids || state.search || state.role ? 'No user matches.' : 'No users.'),
+    pager(state.page, pages, `Page ${state.page} of ${pages} · ${plural(answer.total, 'user')}`,
+      (page) => { state.page = page; load(); }));
     const trs = listPanel.querySelectorAll('tbody tr');
     (answer.users || []).forEach((u, i) => { if (trs[i]) trs[i].dataset.user = u.user_id; });
   }

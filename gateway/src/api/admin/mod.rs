@@ -64,6 +64,8 @@ pub fn is_admin_path(path: &str) -> bool {
         || path == "/gateway/logs"
         || path == "/gateway/replicas"
         || path == "/health/test_connection"
+        || path == "/v2/team/list"
+        || path == "/v2/model/info"
 }
 
 /// Whether `path` of the management API needs an admin: `/key/health` and
@@ -104,7 +106,7 @@ pub fn read_only(path: &str) -> bool {
 pub fn self_service(path: &str) -> bool {
     matches!(
         path,
-        "/key/info" | "/user/info" | "/team/info" | "/model/info"
+        "/key/info" | "/user/info" | "/team/info" | "/model/info" | "/v2/model/info"
     )
 }
 
@@ -171,7 +173,7 @@ fn own_rows(caller: &Principal, path: &str, q: &mut Query) -> Result<(), Gateway
                 Err(refused())
             }
         }
-        "/model/info" | "/key/generate" => Ok(()),
+        "/model/info" | "/v2/model/info" | "/key/generate" => Ok(()),
         _ => {
             // An internal user's own view (may_call let nothing else through).
             let own = caller.internal_user().unwrap_or_default();
@@ -297,6 +299,8 @@ enum Endpoint<'a> {
     TeamUpdate,
     TeamDelete,
     TeamList,
+    /// LiteLLM's paged `/v2/team/list`.
+    TeamListV2,
     /// `true` for `/team/block`.
     TeamBlock(bool),
     TeamMemberAdd,
@@ -311,6 +315,8 @@ enum Endpoint<'a> {
     UserDelete,
     ModelNew,
     ModelInfo,
+    /// LiteLLM's paged `/v2/model/info`.
+    ModelInfoV2,
     ModelUpdate,
     ModelDelete,
     /// LiteLLM's `/health/test_connection` ([`test_connection`]).
@@ -359,6 +365,7 @@ impl<'a> Endpoint<'a> {
             "/team/update" if post => TeamUpdate,
             "/team/delete" if post => TeamDelete,
             "/team/list" if get => TeamList,
+            "/v2/team/list" if get => TeamListV2,
             "/team/block" if post => TeamBlock(true),
             "/team/unblock" if post => TeamBlock(false),
             "/team/member_add" if post => TeamMemberAdd,
@@ -373,6 +380,7 @@ impl<'a> Endpoint<'a> {
             "/user/delete" if post => UserDelete,
             "/model/new" if post => ModelNew,
             "/model/info" if get => ModelInfo,
+            "/v2/model/info" if get => ModelInfoV2,
             "/model/update" if post => ModelUpdate,
             "/model/delete" if post => ModelDelete,
             "/health/test_connection" if post => TestConnection,
@@ -458,6 +466,7 @@ async fn answer(
         TeamUpdate => teams::update(worker, body).await,
         TeamDelete => teams::delete(worker, body).await,
         TeamList => teams::list(worker, q).await,
+        TeamListV2 => teams::list_v2(worker, q).await,
         TeamBlock(blocked) => teams::set_blocked(worker, body, blocked).await,
         TeamMemberAdd => members::add(worker, body).await,
         TeamMemberDelete => members::delete(worker, body).await,
@@ -474,6 +483,7 @@ async fn answer(
         UserDelete => users::delete(worker, body).await,
         ModelNew => models::new(worker, body).await,
         ModelInfo => models::info(worker, &caller, q).await,
+        ModelInfoV2 => models::info_v2(worker, &caller, q),
         ModelUpdate => models::update(worker, body).await,
         ModelDelete => models::delete(worker, body).await,
         TestConnection => {
@@ -526,6 +536,12 @@ mod tests {
             Some(Endpoint::ModelInfo)
         );
         assert_eq!(Endpoint::parse("GET", "/model/new"), None);
+        assert_eq!(
+            Endpoint::parse("GET", "/v2/team/list"),
+            Some(Endpoint::TeamListV2)
+        );
+        assert!(is_admin_path("/v2/team/list") && is_admin_path("/v2/model/info"));
+        assert!(self_service("/v2/model/info") && read_only("/v2/team/list"));
         assert!(is_admin_path("/model/delete") && !is_admin_path("/models"));
         assert!(!is_admin_path("/chat/completions") && !is_admin_path("/key"));
     }

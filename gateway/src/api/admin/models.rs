@@ -11,6 +11,7 @@ use super::body::{bad_field, missing, parse};
 use super::db::{run, store_err};
 use super::query::Query;
 use crate::config::EntryError;
+use crate::deployment::Deployment;
 use crate::error::GatewayError;
 use crate::models::{deployment_json, redacted};
 use crate::state::Worker;
@@ -184,6 +185,8 @@ pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
 /// `GET /model/info[?litellm_model_id=]`: every served deployment (or the
 /// one asked for), secrets left out; `model_info.cooling_down` says whether
 /// the router keeps it out of rotation now (the console's Models page).
+/// Unpaged as LiteLLM's: the deployments are the router's, in memory, as
+/// many as the config file and `/model/new` made.
 pub async fn info(
     worker: &Worker,
     caller: &crate::auth::Principal,
@@ -191,30 +194,109 @@ pub async fn info(
 ) -> Result<Value, GatewayError> {
     let wanted = q.take("litellm_model_id");
     q.finish()?;
-    let models = &worker.shared.models;
-    let router = models.router();
-    let data: Vec<Value> = router
-        .registry()
-        .deployments()
-        .iter()
-        .filter(|d| wanted.as_deref().is_none_or(|w| *d.id == *w))
-        // A key that is no admin sees the models it may use, as LiteLLM's.
-        .filter(|d| {
-            caller.is_admin()
-                || caller
-                    .check_model(&d.group, &router.registry().access_groups_of(&d.group))
-                    .is_ok()
-        })
-        .map(|d| {
-            let mut shown = deployment_json(d, models.stored(&d.id).as_ref());
-            shown["model_info"]["cooling_down"] = router.is_cooling(&d.id).into();
-            shown
-        })
-        .collect();
+    let keep = |d: &Deployment| wanted.as_deref().is_none_or(|w| *d.id == *w);
+    let (data, _) = visible(worker, caller, keep, 0, usize::MAX);
     if let (Some(id), true) = (&wanted, data.is_empty()) {
         return Err(GatewayError::NotFound(format!("Model {id}")));
     }
     Ok(json!({"data": data}))
+}
+
+/// Most deployments a page of `/v2/model/info` holds.
+const MAX_MODEL_PAGE: usize = 500;
+
+/// `GET /v2/model/info`: LiteLLM's paged deployment list (`page`, `size`
+/// up to 500, `search` (part of the model name, ignoring case), `modelId`),
+/// shown as `/model/info` shows them, as `{data, total_count,
+/// current_page, total_pages, size}`.
+pub fn info_v2(
+    worker: &Worker,
+    caller: &crate::auth::Principal,
+    mut q: Query,
+) -> Result<Value, GatewayError> {
+    let page: usize = q.take_parsed("page")?.unwrap_or(1);
+    let size: usize = q.take_parsed("size")?.unwrap_or(50);
+    if !(1..=1_000_000).contains(&page) {
+        return Err(bad_field("page", "must be from 1 to 1000000"));
+    }
+    if !(1..=MAX_MODEL_PAGE).contains(&size) {
+        return Err(bad_field(
+            "size",
+            format!("must be from 1 to {MAX_MODEL_PAGE}"),
+        ));
+    }
+    let search = q
+        .take("search")
+        .filter(|s| !s.is_empty())
+        .map(|s| s.to_lowercase());
+    let model_id = q.take("modelId").filter(|s| !s.is_empty());
+    let model = q.take("model").filter(|s| !s.is_empty());
+    for unsupported in ["teamId", "sortBy", "user_models_only", "access_group"] {
+        if q.take(unsupported).is_some() {
+            return Err(bad_field(
+                unsupported,
+                "this parameter is not supported here",
+            ));
+        }
+    }
+    for ignored in [
+        "sortOrder",
+        "include_team_models",
+        "debug",
+        "exclude_auto_routers",
+    ] {
+        q.take(ignored);
+    }
+    q.finish()?;
+    let keep = |d: &Deployment| {
+        model_id.as_deref().is_none_or(|id| *d.id == *id)
+            && model.as_deref().is_none_or(|m| *d.group == *m)
+            && search
+                .as_deref()
+                .is_none_or(|s| d.group.to_lowercase().contains(s))
+    };
+    let (data, total) = visible(worker, caller, keep, (page - 1) * size, size);
+    Ok(json!({
+        "data": data,
+        "total_count": total,
+        "current_page": page,
+        "total_pages": total.div_ceil(size),
+        "size": size,
+    }))
+}
+
+/// The deployments `caller` may see that `keep` picks, in the router's
+/// order: `take` of them from `skip` as `/model/info` shows them, and how
+/// many there are in all.
+fn visible(
+    worker: &Worker,
+    caller: &crate::auth::Principal,
+    keep: impl Fn(&Deployment) -> bool,
+    skip: usize,
+    take: usize,
+) -> (Vec<Value>, usize) {
+    let models = &worker.shared.models;
+    let router = models.router();
+    let registry = router.registry();
+    let mut total = 0;
+    let mut data = Vec::new();
+    for d in registry.deployments().iter() {
+        // A key that is no admin sees the models it may use, as LiteLLM's.
+        let allowed = caller.is_admin()
+            || caller
+                .check_model(&d.group, &registry.access_groups_of(&d.group))
+                .is_ok();
+        if !allowed || !keep(d) {
+            continue;
+        }
+        if total >= skip && data.len() < take {
+            let mut shown = deployment_json(d, models.stored(&d.id).as_ref());
+            shown["model_info"]["cooling_down"] = router.is_cooling(&d.id).into();
+            data.push(shown);
+        }
+        total += 1;
+    }
+    (data, total)
 }
 
 #[cfg(test)]

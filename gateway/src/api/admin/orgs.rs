@@ -15,7 +15,10 @@ use super::query::Query;
 use crate::auth::Principal;
 use crate::error::GatewayError;
 use crate::state::Worker;
-use crate::store::{BudgetRecord, Change, OrgMembership, OrgRecord, OrgTable, TeamRecord};
+use crate::store::{
+    BudgetRecord, Change, OrgFilter, OrgMembership, OrgRecord, OrgTable, TeamFilter, TeamOrder,
+    TeamRecord,
+};
 use chrono::Utc;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -216,15 +219,16 @@ async fn full_json(ctx: &Ctx, o: &OrgRecord) -> Result<Value, GatewayError> {
         let user = ctx.store().get_user(&m.user_id).await.map_err(store_err)?;
         members.push(membership_json(&m, user.as_ref()));
     }
-    let teams: Vec<Value> = ctx
+    let of_org = TeamFilter {
+        organization_id: Some(&o.organization_id),
+        ..TeamFilter::default()
+    };
+    let (teams, _) = ctx
         .store()
-        .list_teams()
+        .list_teams_page(of_org, TeamOrder::TeamId, false, 0, MAX_TEAMS_SHOWN)
         .await
-        .map_err(store_err)?
-        .iter()
-        .filter(|t| t.organization_id.as_deref() == Some(o.organization_id.as_str()))
-        .map(super::teams::team_json)
-        .collect();
+        .map_err(store_err)?;
+    let teams: Vec<Value> = teams.iter().map(super::teams::team_json).collect();
     Ok(org_json(o, budget.as_ref(), Some((members, teams))))
 }
 
@@ -412,22 +416,64 @@ pub async fn info_many(worker: &Worker, body: &[u8]) -> Result<Value, GatewayErr
     .await
 }
 
+/// Most teams an organization is shown with (`/organization/info`, each
+/// of `/organization/list`), by id: `/v2/team/list?organization_id=` pages
+/// through all of them.
+const MAX_TEAMS_SHOWN: u64 = 1_000;
+
+/// Most organizations `GET /organization/list` answers with unpaged: past
+/// this many matches it is a 400 asking for `page_size`.
+const MAX_UNPAGED_ORGS: u64 = 1_000;
+
+/// Most organizations a page of `/organization/list` holds.
+const MAX_ORG_PAGE: u64 = 100;
+
 /// `GET /organization/list?org_id=&org_alias=`: every organization (the
 /// one with `org_id`; those whose alias contains `org_alias`, ignoring
-/// case), with members, teams and budget.
+/// case), by id, with members, teams and budget, as LiteLLM's. With
+/// `page_size` (up to 100; this gateway's, LiteLLM's list is unpaged) one
+/// page of them (`page`, from 1); without, at most [`MAX_UNPAGED_ORGS`].
 pub async fn list(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> {
-    let org_id = q.take("org_id");
-    let alias = q.take("org_alias").map(|a| a.to_lowercase());
+    let org_id = q.take("org_id").filter(|v| !v.is_empty());
+    let alias = q.take("org_alias").filter(|v| !v.is_empty());
+    let page: Option<u64> = q.take_parsed("page")?;
+    let page_size: Option<u64> = q.take_parsed("page_size")?;
     q.finish()?;
+    if page.is_some_and(|p| !(1..=1_000_000).contains(&p)) {
+        return Err(bad_field("page", "must be from 1 to 1000000"));
+    }
+    if page_size.is_some_and(|s| !(1..=MAX_ORG_PAGE).contains(&s)) {
+        return Err(bad_field(
+            "page_size",
+            format!("must be from 1 to {MAX_ORG_PAGE}"),
+        ));
+    }
+    let (offset, limit) = match page_size {
+        Some(size) => ((page.unwrap_or(1) - 1) * size, size),
+        None if page.is_some() => return Err(bad_field("page", "needs page_size")),
+        None => (0, MAX_UNPAGED_ORGS + 1),
+    };
     run(worker, move |ctx| async move {
-        let orgs = ctx.store().organizations(None).await.map_err(store_err)?;
-        let mut out = Vec::new();
-        for o in orgs.iter().filter(|o| {
-            org_id.as_ref().is_none_or(|id| &o.organization_id == id)
-                && alias
-                    .as_ref()
-                    .is_none_or(|a| o.organization_alias.to_lowercase().contains(a))
-        }) {
+        let filter = OrgFilter {
+            org_id: org_id.as_deref(),
+            org_alias: alias.as_deref(),
+        };
+        let (orgs, total) = ctx
+            .store()
+            .organizations_page(filter, offset, limit)
+            .await
+            .map_err(store_err)?;
+        if page_size.is_none() && total > MAX_UNPAGED_ORGS {
+            return Err(bad_field(
+                "page_size",
+                format!(
+                    "{total} organizations match, more than /organization/list answers with \
+                     unpaged ({MAX_UNPAGED_ORGS}): give page and page_size"
+                ),
+            ));
+        }
+        let mut out = Vec::with_capacity(orgs.len());
+        for o in &orgs {
             out.push(full_json(&ctx, o).await?);
         }
         Ok(Value::Array(out))

@@ -10,7 +10,7 @@ use super::object;
 use super::query::Query;
 use crate::error::GatewayError;
 use crate::state::Worker;
-use crate::store::{Change, MemberOp, RowKind, TeamMember, TeamRecord};
+use crate::store::{Change, MemberOp, RowKind, TeamFilter, TeamMember, TeamOrder, TeamRecord};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -516,20 +516,135 @@ pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
     Ok(json!({ "deleted_teams": gone }))
 }
 
-/// `GET /team/list?user_id=`: every team, or those `user_id` is a member of.
+/// Most teams `GET /team/list` (LiteLLM's unpaged list) answers with:
+/// past this many matching teams it is a 400 naming `/v2/team/list`, so
+/// one call never holds 100,000 teams in memory (about 1 KB each).
+pub const MAX_UNPAGED_TEAMS: u64 = 10_000;
+
+/// Most teams a page of `/v2/team/list` holds (LiteLLM's `le=100`).
+const MAX_TEAM_PAGE: u64 = 100;
+
+/// `GET /team/list?user_id=&organization_id=`: every team (those with the
+/// member, of the organization), by id, at most [`MAX_UNPAGED_TEAMS`].
 pub async fn list(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> {
     let user_id = q.take("user_id");
+    let organization_id = q.take("organization_id");
     q.finish()?;
-    let teams = run(worker, move |ctx| async move {
-        ctx.store().list_teams().await.map_err(store_err)
+    let (teams, total) = run(worker, move |ctx| async move {
+        let filter = TeamFilter {
+            user_id: user_id.as_deref(),
+            organization_id: organization_id.as_deref(),
+            ..TeamFilter::default()
+        };
+        ctx.store()
+            .list_teams_page(filter, TeamOrder::TeamId, false, 0, MAX_UNPAGED_TEAMS + 1)
+            .await
+            .map_err(store_err)
     })
     .await?;
-    let teams: Vec<Value> = teams
-        .iter()
-        .filter(|t| user_id.as_ref().is_none_or(|u| t.members.contains(u)))
-        .map(team_json)
-        .collect();
-    Ok(Value::Array(teams))
+    if total > MAX_UNPAGED_TEAMS {
+        return Err(bad_field(
+            "page",
+            format!(
+                "{total} teams match, more than /team/list answers with ({MAX_UNPAGED_TEAMS}): \
+                 page through them with /v2/team/list?page=&page_size="
+            ),
+        ));
+    }
+    Ok(Value::Array(teams.iter().map(team_json).collect()))
+}
+
+/// `GET /v2/team/list`: LiteLLM's paged team list (`page`, `page_size` up
+/// to 100, `team_id`, `team_alias` and `search` (id exactly or part of the
+/// alias), `organization_id`, `user_id`, `sort_by` of `team_id`,
+/// `team_alias`, `created_at` (the default, newest first) or `spend`,
+/// `sort_order`; and this gateway's `has_limits=true`: only teams with a
+/// rate limit, the console's Limits page), each team with its members'
+/// roles, as `{teams, total, page, page_size, total_pages}`.
+pub async fn list_v2(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> {
+    let page: u64 = q.take_parsed("page")?.unwrap_or(1);
+    let page_size: u64 = q.take_parsed("page_size")?.unwrap_or(10);
+    if !(1..=1_000_000).contains(&page) {
+        return Err(bad_field("page", "must be from 1 to 1000000"));
+    }
+    if !(1..=MAX_TEAM_PAGE).contains(&page_size) {
+        return Err(bad_field(
+            "page_size",
+            format!("must be from 1 to {MAX_TEAM_PAGE}"),
+        ));
+    }
+    let sort_by = q.take("sort_by");
+    let order = match sort_by.as_deref() {
+        None | Some("") => TeamOrder::CreatedAt,
+        Some(by) => TeamOrder::parse(by).ok_or_else(|| {
+            bad_field(
+                "sort_by",
+                "must be team_id, team_alias, created_at or spend here",
+            )
+        })?,
+    };
+    let descending = match q.take("sort_order").as_deref() {
+        Some(o) if o.eq_ignore_ascii_case("desc") => true,
+        Some(o) if o.eq_ignore_ascii_case("asc") => false,
+        Some(_) => return Err(bad_field("sort_order", "must be asc or desc")),
+        // LiteLLM's default order is the newest first.
+        None => sort_by.is_none(),
+    };
+    if q.take("status").is_some() {
+        return Err(bad_field(
+            "status",
+            "deleted teams are not kept by this gateway",
+        ));
+    }
+    if q.take("search_team_id_match").is_some_and(|m| m != "exact") {
+        return Err(bad_field(
+            "search_team_id_match",
+            "only exact is supported here",
+        ));
+    }
+    let text = |q: &mut Query, name: &str| q.take(name).filter(|v| !v.is_empty());
+    let (team_id, team_alias, search) = (
+        text(&mut q, "team_id"),
+        text(&mut q, "team_alias"),
+        text(&mut q, "search"),
+    );
+    let (organization_id, user_id) = (text(&mut q, "organization_id"), text(&mut q, "user_id"));
+    let has_limits = q.take_parsed::<bool>("has_limits")?.unwrap_or(false);
+    q.finish()?;
+    let offset = (page - 1) * page_size;
+    let (teams, total) = run(worker, move |ctx| async move {
+        let filter = TeamFilter {
+            team_id: team_id.as_deref(),
+            team_alias: team_alias.as_deref(),
+            search: search.as_deref(),
+            organization_id: organization_id.as_deref(),
+            user_id: user_id.as_deref(),
+            has_limits,
+        };
+        let (teams, total) = ctx
+            .store()
+            .list_teams_page(filter, order, descending, offset, page_size)
+            .await
+            .map_err(store_err)?;
+        let mut shown = Vec::with_capacity(teams.len());
+        for team in &teams {
+            let roles = ctx
+                .store()
+                .team_members(&team.team_id)
+                .await
+                .map_err(store_err)?;
+            shown.push(team_json_with_roles(team, &roles));
+        }
+        Ok((shown, total))
+    })
+    .await?;
+    Ok(json!({
+        "teams": teams,
+        "total": total,
+        "page": page,
+        "page_size": page_size,
+        "total_pages": total.div_ceil(page_size),
+    }))
 }
 
 /// The body of `/team/block` and `/team/unblock`.

@@ -10,7 +10,7 @@ use super::query::Query;
 use super::teams::team_json;
 use crate::error::GatewayError;
 use crate::state::Worker;
-use crate::store::{Change, KeyRecord, MemberOp, RowKind, TeamMember, UserRecord};
+use crate::store::{Change, KeyRecord, MemberOp, RowKind, TeamMember, UserFilter, UserRecord};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -271,10 +271,12 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
 const MAX_PAGE_SIZE: i64 = 100;
 
 /// `GET /user/list?page=&page_size=&user_ids=`: users newest first, a page
-/// at a time (LiteLLM's defaults: page 1 of 25), or those `user_ids`
+/// at a time (LiteLLM's defaults: page 1 of 25), those LiteLLM's filters
+/// select (`search`: part of the id or email, `user_email`: part of the
+/// email, both ignoring case; `role`; `team`), or those `user_ids`
 /// (comma-separated) names. LiteLLM's `sort_by`/`sort_order` are accepted
-/// and the order stays newest first; its other filters (`role`, `team`,
-/// `user_email`, `organization_id`) are refused rather than ignored.
+/// and the order stays newest first; its organization and SSO filters are
+/// refused rather than ignored.
 pub async fn list(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> {
     let page: i64 = q.take_parsed("page")?.unwrap_or(1);
     let page_size: i64 = q.take_parsed("page_size")?.unwrap_or(25);
@@ -296,7 +298,10 @@ pub async fn list(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> 
     for ignored in ["sort_by", "sort_order"] {
         q.take(ignored);
     }
-    for unsupported in ["role", "team", "user_email", "organization_id"] {
+    let text = |q: &mut Query, name: &str| q.take(name).filter(|v| !v.is_empty());
+    let (search, user_email) = (text(&mut q, "search"), text(&mut q, "user_email"));
+    let (role, team) = (text(&mut q, "role"), text(&mut q, "team"));
+    for unsupported in ["organization_id", "organization_ids", "sso_user_ids"] {
         if q.take(unsupported).is_some() {
             return Err(bad_field(unsupported, "this filter is not supported here"));
         }
@@ -318,11 +323,18 @@ pub async fn list(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> 
                     .collect::<Vec<_>>();
                 Ok((page, total))
             }
-            None => ctx
-                .store()
-                .list_users(offset, page_size)
-                .await
-                .map_err(store_err),
+            None => {
+                let filter = UserFilter {
+                    search: search.as_deref(),
+                    user_email: user_email.as_deref(),
+                    role: role.as_deref(),
+                    team: team.as_deref(),
+                };
+                ctx.store()
+                    .list_users(filter, offset, page_size)
+                    .await
+                    .map_err(store_err)
+            }
         }
     })
     .await?;

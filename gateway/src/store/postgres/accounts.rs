@@ -5,7 +5,9 @@
 
 use super::convert::{as_map, json, naive, utc};
 use super::notify;
-use crate::store::{read_windows, windows_json, Change, TeamRecord, UserRecord};
+use crate::store::{
+    read_windows, windows_json, Change, TeamFilter, TeamOrder, TeamRecord, UserFilter, UserRecord,
+};
 use chrono::Utc;
 use std::collections::HashSet;
 use tokio_postgres::types::ToSql;
@@ -89,6 +91,81 @@ pub async fn list_teams(c: &Client) -> Result<Vec<TeamRecord>, Error> {
     c.query(&sql, &[]).await?.iter().map(team).collect()
 }
 
+/// The teams [`TeamFilter`] selects (`$1` id, `$2` alias part, `$3`
+/// search, `$4` organization, `$5` member, `$6` only those with limits),
+/// as a literal for `concat!`.
+macro_rules! team_filter {
+    () => {
+        r#"($1::text IS NULL OR team_id = $1)
+    AND ($2::text IS NULL OR strpos(lower(COALESCE(team_alias, '')), lower($2)) > 0)
+    AND ($3::text IS NULL OR team_id = $3 OR strpos(lower(COALESCE(team_alias, '')), lower($3)) > 0)
+    AND ($4::text IS NULL OR organization_id = $4)
+    AND ($5::text IS NULL OR $5 = ANY(members))
+    AND (NOT $6::bool OR tpm_limit IS NOT NULL OR rpm_limit IS NOT NULL
+        OR max_parallel_requests IS NOT NULL
+        OR jsonb_typeof(metadata::jsonb -> 'model_rpm_limit') = 'object'
+            AND metadata::jsonb -> 'model_rpm_limit' <> '{}'::jsonb
+        OR jsonb_typeof(metadata::jsonb -> 'model_tpm_limit') = 'object'
+            AND metadata::jsonb -> 'model_tpm_limit' <> '{}'::jsonb)"#
+    };
+}
+
+/// How many teams the filter selects.
+const COUNT_TEAMS: &str = concat!(
+    r#"SELECT count(*) FROM "LiteLLM_TeamTable" WHERE "#,
+    team_filter!()
+);
+
+/// The `ORDER BY` of a page of teams, as [`TeamOrder::sort`] orders them.
+fn team_order(order: TeamOrder, descending: bool) -> String {
+    let dir = if descending { "DESC" } else { "ASC" };
+    let column = match order {
+        TeamOrder::TeamId => return format!(r#"team_id COLLATE "C" {dir}"#),
+        TeamOrder::TeamAlias => r#"team_alias COLLATE "C""#,
+        TeamOrder::CreatedAt => "created_at",
+        TeamOrder::Spend => "spend",
+    };
+    format!(r#"{column} {dir} NULLS LAST, team_id COLLATE "C""#)
+}
+
+/// One page of the teams `f` selects (`limit` from `offset`, in `order`),
+/// and how many it selects in all.
+pub async fn list_teams_page(
+    c: &Client,
+    f: &TeamFilter<'_>,
+    order: TeamOrder,
+    descending: bool,
+    offset: i64,
+    limit: i64,
+) -> Result<(Vec<TeamRecord>, u64), Error> {
+    let params: [&(dyn ToSql + Sync); 8] = [
+        &f.team_id,
+        &f.team_alias,
+        &f.search,
+        &f.organization_id,
+        &f.user_id,
+        &f.has_limits,
+        &limit,
+        &offset,
+    ];
+    let total: i64 = c.query_one(COUNT_TEAMS, &params[..6]).await?.try_get(0)?;
+    if total == 0 || offset >= total {
+        return Ok((Vec::new(), u64::try_from(total).unwrap_or(0)));
+    }
+    let sql = format!(
+        "{SELECT_TEAM} WHERE {} ORDER BY {} LIMIT $7 OFFSET $8",
+        team_filter!(),
+        team_order(order, descending)
+    );
+    let teams = c
+        .query(&sql, &params)
+        .await?
+        .iter()
+        .map(team)
+        .collect::<Result<_, _>>()?;
+    Ok((teams, u64::try_from(total).unwrap_or(0)))
+}
+
 /// A user by id.
 pub async fn get_user(c: &Client, id: &str) -> Result<Option<UserRecord>, Error> {
     let sql = format!("{SELECT_USER} WHERE user_id = $1");
@@ -99,26 +176,36 @@ pub async fn get_user(c: &Client, id: &str) -> Result<Option<UserRecord>, Error>
         .transpose()
 }
 
-/// Users newest first, `limit` from `offset`, and how many there are.
+/// The users [`UserFilter`] selects (`$1` search, `$2` email part, `$3`
+/// role, `$4` team).
+const USER_FILTER: &str = r#"($1::text IS NULL OR strpos(lower(user_id), lower($1)) > 0
+        OR strpos(lower(COALESCE(user_email, '')), lower($1)) > 0)
+    AND ($2::text IS NULL OR strpos(lower(COALESCE(user_email, '')), lower($2)) > 0)
+    AND ($3::text IS NULL OR user_role = $3)
+    AND ($4::text IS NULL OR $4 = ANY(teams))"#;
+
+/// The users `f` selects newest first, `limit` from `offset`, and how
+/// many it selects in all.
 pub async fn list_users(
     c: &Client,
+    f: &UserFilter<'_>,
     offset: i64,
     limit: i64,
 ) -> Result<(Vec<UserRecord>, i64), Error> {
+    let params: [&(dyn ToSql + Sync); 6] =
+        [&f.search, &f.user_email, &f.role, &f.team, &limit, &offset];
     let sql = format!(
-        r#"{SELECT_USER} ORDER BY created_at DESC NULLS LAST, user_id COLLATE "C"
-        LIMIT $1 OFFSET $2"#
+        r#"{SELECT_USER} WHERE {USER_FILTER}
+        ORDER BY created_at DESC NULLS LAST, user_id COLLATE "C" LIMIT $5 OFFSET $6"#
     );
     let users = c
-        .query(&sql, &[&limit, &offset])
+        .query(&sql, &params)
         .await?
         .iter()
         .map(user)
         .collect::<Result<_, _>>()?;
-    let total: i64 = c
-        .query_one(r#"SELECT count(*) FROM "LiteLLM_UserTable""#, &[])
-        .await?
-        .try_get(0)?;
+    let count = format!(r#"SELECT count(*) FROM "LiteLLM_UserTable" WHERE {USER_FILTER}"#);
+    let total: i64 = c.query_one(&count, &params[..4]).await?.try_get(0)?;
     Ok((users, total))
 }
 

@@ -1,13 +1,14 @@
 //! One page of the spend log, newest first, by keyset (the console's Logs
 //! page): every page costs what the first costs, however deep. No filter,
-//! or a request id, reads the page's rows directly; a key with few rows
-//! (at most [`KEY_ROWS`]) is read through its index and sorted; a user or
+//! a request id, or a key alone reads the page's rows directly (a key's
+//! newest first through LiteLLM's `(api_key, "startTime")` index,
+//! migration 0031); a user or
 //! team filter is read through an index led by `"user"` or `team_id` then
 //! `"startTime"` when the operator has created one (the migrations do not:
 //! each costs the spend writer Postgres time on every row,
 //! benches/hand-measured.md); any other filter no index serves (user, team
-//! without such an index, model, status), or a key with many rows, looks
-//! at the next [`SCAN_ROWS`] rows at most a query and says where it
+//! without such an index, model, status) looks at the next [`SCAN_ROWS`]
+//! rows (the key's next [`KEY_SCAN_ROWS`], when one is given) at most a query and says where it
 //! stopped, so one that matches nothing answers as fast as one that
 //! matches everything. Every statement runs under a
 //! [`LOG_READ_TIMEOUT`](super::spend::LOG_READ_TIMEOUT), so no plan outlives the call that asked for it.
@@ -21,20 +22,15 @@ use tokio_postgres::{Client, Error, Transaction};
 
 /// Most rows one query of a filter no index serves looks at.
 const SCAN_ROWS: i64 = 10_000;
+/// [`SCAN_ROWS`] for a scan of one key's rows: those lie on a page each
+/// (the time index's neighbours share pages), so a query of 10,000 took
+/// 180 ms at 10 million rows; 2,000 fit in [`SCAN_TIME`].
+const KEY_SCAN_ROWS: i64 = 2_000;
 /// After this long a call by such a filter stops querying and answers
 /// what it found (`partial`): a query of [`SCAN_ROWS`] rows took 30 to
 /// 60 ms on a loaded 2-core machine, so such a call answered in 100 to
 /// 155 ms there (BENCHMARKS.md).
 const SCAN_TIME: Duration = Duration::from_millis(80);
-
-/// Most rows of one key read through the key's index for a page; a key
-/// with more is searched like a filter no index serves (its rows are then
-/// dense enough that a bounded scan finds a page quickly).
-const KEY_ROWS: i64 = 20_000;
-
-/// Whether the key `$1` has more than [`KEY_ROWS`] rows (`$2`, one more).
-const KEY_PROBE: &str = r#"SELECT count(*) FROM (SELECT 1 FROM "LiteLLM_SpendLogs"
-    WHERE api_key = $1 LIMIT $2) s"#;
 
 /// The columns among `"user"` and `team_id` that lead a valid, whole-table
 /// index of the spend log whose second column is `"startTime"` (read on
@@ -46,14 +42,16 @@ const INDEXED: &str = r#"SELECT a.attname::text FROM pg_index i
     WHERE i.indrelid = '"LiteLLM_SpendLogs"'::regclass AND i.indisvalid AND i.indpred IS NULL
     AND a.attname IN ('user', 'team_id') AND b.attname = 'startTime'"#;
 
-/// The rows of the range `$5..$6` older than the cursor `($10, $11)`, as a
-/// literal for `concat!`: `"startTime" <= $10` first, so the index on
-/// `"startTime"` bounds the scan.
+/// The rows of the range `$5..$6` older than the cursor `($10, $11)`, of
+/// the key `$1` if given, as a literal for `concat!`: `"startTime" <= $10`
+/// first, so the index on `"startTime"` (or the key's on `(api_key,
+/// "startTime")`) bounds the scan.
 macro_rules! log_window {
     () => {
         r#"($5::timestamp IS NULL OR "startTime" >= $5) AND ($6::timestamp IS NULL OR "startTime" < $6)
     AND ($10::timestamp IS NULL
-        OR ("startTime" <= $10 AND ("startTime" < $10 OR request_id < $11::text)))"#
+        OR ("startTime" <= $10 AND ("startTime" < $10 OR request_id < $11::text)))
+    AND ($1::text IS NULL OR api_key = $1)"#
     };
 }
 
@@ -72,24 +70,8 @@ ORDER BY "startTime" DESC, request_id DESC
 LIMIT $7"#
 );
 
-/// [`DIRECT`] for a key with few rows: the order is an expression, so the
-/// plan reads the key's rows through its index and sorts them, instead of
-/// walking the time index back looking for them.
-const BY_KEY: &str = concat!(
-    "SELECT ",
-    log_columns!(),
-    r#", true AS hit, 0::int8 AS n
-FROM "LiteLLM_SpendLogs"
-WHERE "#,
-    log_filters!(),
-    " AND ",
-    log_window!(),
-    r#"
-ORDER BY "startTime" + interval '0 s' DESC, request_id DESC
-LIMIT $7"#
-);
-
-/// The matching rows among the next `$12` rows of the window (newest
+/// The matching rows among the next `$12` rows of the window (of the key,
+/// when one is given; newest
 /// first, at most `$7`), and the `$12`-th row whether it matches or not
 /// (`n = $12`: the scan reached its bound there).
 const SCANNED: &str = concat!(
@@ -115,12 +97,10 @@ LIMIT $7"#
 /// How a page is read.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Plan {
-    /// The page's rows, newest first, by the time index (no filter) or by
-    /// the request-id indexes.
+    /// The page's rows, newest first, by the time index (no filter), the
+    /// key's index or the request-id indexes.
     Direct,
-    /// A key's rows through its index, sorted.
-    ByKey,
-    /// Bounded scans of the time index.
+    /// Bounded scans of the time index, or of the key's index.
     Scan,
 }
 
@@ -135,11 +115,10 @@ fn index_serves(f: &SpendFilter, indexed: &[String]) -> bool {
 fn plan(f: &SpendFilter) -> Plan {
     let unindexed =
         f.user_id.is_some() || f.team_id.is_some() || f.model.is_some() || f.status.is_some();
-    match (&f.request_id, &f.api_key) {
-        (Some(_), _) => Plan::Direct,
-        (None, Some(_)) => Plan::ByKey,
-        (None, None) if unindexed => Plan::Scan,
-        (None, None) => Plan::Direct,
+    match &f.request_id {
+        Some(_) => Plan::Direct,
+        None if unindexed => Plan::Scan,
+        None => Plan::Direct,
     }
 }
 
@@ -157,7 +136,9 @@ pub async fn page(
     let tx = c.transaction().await?;
     tx.batch_execute(LOG_READ_TIMEOUT).await?;
     let mut plan = plan(f);
-    if plan == Plan::Scan && (f.user_id.is_some() || f.team_id.is_some()) {
+    // With a key, its index bounds the scan; an operator's user or team
+    // index serves the filters alone.
+    if plan == Plan::Scan && f.api_key.is_none() && (f.user_id.is_some() || f.team_id.is_some()) {
         let indexed: Vec<String> = tx
             .query(INDEXED, &[])
             .await?
@@ -166,12 +147,6 @@ pub async fn page(
             .collect::<Result<_, _>>()?;
         if index_serves(f, &indexed) {
             plan = Plan::Direct;
-        }
-    }
-    if let (Plan::ByKey, Some(key)) = (plan, &f.api_key) {
-        let probe = tx.query_one(KEY_PROBE, &[key, &(KEY_ROWS + 1)]).await?;
-        if probe.try_get::<_, i64>(0)? > KEY_ROWS {
-            plan = Plan::Scan;
         }
     }
     let mut page = once(&tx, plan, f, before, size).await?;
@@ -198,6 +173,11 @@ async fn once(
     let cursor_time = before.map(|b| b.start.naive_utc());
     let cursor_id = before.map(|b| b.request_id.as_str());
     let scan = plan == Plan::Scan;
+    let bound = if f.api_key.is_some() {
+        KEY_SCAN_ROWS
+    } else {
+        SCAN_ROWS
+    };
     // A page and one more row (is there a next page?), and with a scan the
     // row where it stopped, which may be neither.
     let wanted = size.saturating_add(if scan { 2 } else { 1 });
@@ -213,18 +193,17 @@ async fn once(
         &f.status,
         &cursor_time,
         &cursor_id,
-        &SCAN_ROWS,
+        &bound,
     ];
     let (sql, params) = match plan {
         Plan::Scan => (SCANNED, &params[..]),
-        Plan::ByKey => (BY_KEY, &params[..11]),
         Plan::Direct => (DIRECT, &params[..11]),
     };
     let mut found = Vec::new();
     for row in c.query(sql, params).await? {
         let hit: bool = row.try_get("hit")?;
         let n: i64 = row.try_get("n")?;
-        found.push((log_row(&row)?, hit, scan && n == SCAN_ROWS));
+        found.push((log_row(&row)?, hit, scan && n == bound));
     }
     Ok(assemble(found, usize::try_from(size).unwrap_or(usize::MAX)))
 }
@@ -323,7 +302,9 @@ mod tests {
         };
         assert_eq!(plan(&f), Plan::Scan);
         f.api_key = Some("k".into());
-        assert_eq!(plan(&f), Plan::ByKey);
+        assert_eq!(plan(&f), Plan::Scan);
+        f.team_id = None;
+        assert_eq!(plan(&f), Plan::Direct);
         f.request_id = Some("r".into());
         assert_eq!(plan(&f), Plan::Direct);
         assert_eq!(plan(&SpendFilter::default()), Plan::Direct);

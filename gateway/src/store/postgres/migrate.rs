@@ -84,6 +84,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0028_team_member_models_and_aliases",
         include_str!("../../../../migrations/0028_team_member_models_and_aliases.sql"),
     ),
+    (
+        "0031_spend_logs_key_time_index",
+        include_str!("../../../../migrations/0031_spend_logs_key_time_index.sql"),
+    ),
 ];
 
 /// Advisory lock key taken by every migration transaction ("gateway" in

@@ -7,8 +7,9 @@
 //! Every change is one statement or one transaction.
 
 use crate::store::orgs::OrgTable;
-use crate::store::{MemberOp, MemberOutcome, OrgMembership};
+use crate::store::{MemberOp, MemberOutcome, OrgFilter, OrgMembership};
 use serde_json::{Map, Value};
+use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Error, Transaction};
 
 const BUDGETS: &str = r#""LiteLLM_BudgetTable""#;
@@ -45,6 +46,35 @@ pub async fn select(
         }
     };
     rows.iter().map(|r| r.try_get(0)).collect()
+}
+
+/// One page of the organizations `f` selects, by id (`limit` from
+/// `offset`), and how many it selects in all.
+pub async fn organizations_page(
+    c: &Client,
+    f: &OrgFilter<'_>,
+    offset: i64,
+    limit: i64,
+) -> Result<(Vec<Value>, u64), Error> {
+    const WHERE: &str = r#"($1::text IS NULL OR organization_id = $1)
+    AND ($2::text IS NULL OR strpos(lower(organization_alias), lower($2)) > 0)"#;
+    let params: [&(dyn ToSql + Sync); 4] = [&f.org_id, &f.org_alias, &limit, &offset];
+    let count = format!("SELECT count(*) FROM {ORGS} WHERE {WHERE}");
+    let total: i64 = c.query_one(&count, &params[..2]).await?.try_get(0)?;
+    let total_u = u64::try_from(total).unwrap_or(0);
+    if total == 0 || offset >= total {
+        return Ok((Vec::new(), total_u));
+    }
+    let sql = format!(
+        r#"SELECT jsonb_strip_nulls(to_jsonb(t)) FROM {ORGS} t WHERE {WHERE}
+        ORDER BY organization_id COLLATE "C" LIMIT $3 OFFSET $4"#
+    );
+    let rows = c.query(&sql, &params).await?;
+    let rows = rows
+        .iter()
+        .map(|r| r.try_get(0))
+        .collect::<Result<_, _>>()?;
+    Ok((rows, total_u))
 }
 
 /// `INSERT INTO {name} (cols) SELECT cols FROM jsonb_populate_record(..)`
