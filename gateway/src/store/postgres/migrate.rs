@@ -84,6 +84,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0028_team_member_models_and_aliases",
         include_str!("../../../../migrations/0028_team_member_models_and_aliases.sql"),
     ),
+    (
+        "0029_spend_update_room",
+        include_str!("../../../../migrations/0029_spend_update_room.sql"),
+    ),
 ];
 
 /// Advisory lock key taken by every migration transaction ("gateway" in
