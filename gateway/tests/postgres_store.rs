@@ -1248,7 +1248,7 @@ async fn rows_settled_before_a_reset_do_not_count_in_the_new_period() {
 /// update ran there before), once a backend has published them: a backend
 /// publishes a transaction's counts at once, within seconds of going idle.
 async fn rows_updated(client: &tokio_postgres::Client, table: &str) -> i64 {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         let updated: i64 = client
             .query_one(
@@ -1363,7 +1363,7 @@ async fn a_batch_updates_each_charged_row_once() {
 /// `(updates, of which in place)` of `table` once a backend has published
 /// at least `least` updates (no update ran there before).
 async fn updates_in_place(client: &tokio_postgres::Client, table: &str, least: i64) -> (i64, i64) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         let row = client
             .query_one(
