@@ -1244,6 +1244,196 @@ async fn rows_settled_before_a_reset_do_not_count_in_the_new_period() {
     assert_eq!(logs.len(), 2, "both rows are logged");
 }
 
+/// Row versions written by updates to `table` in the test database (no
+/// update ran there before), once a backend has published them: a backend
+/// publishes a transaction's counts at once, within seconds of going idle.
+async fn rows_updated(client: &tokio_postgres::Client, table: &str) -> i64 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let updated: i64 = client
+            .query_one(
+                "SELECT n_tup_upd FROM pg_stat_user_tables WHERE relname = $1",
+                &[&table],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if updated > 0 || std::time::Instant::now() > deadline {
+            return updated;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// A batch gives each key, user and team it charges one new row version:
+/// the period's spend, the spend per model group and (keys) the lifetime
+/// `total_spend` and `last_active` go in one statement per table, not one
+/// per column (at a thousand keys a batch, those updates were most of
+/// Postgres's work). The lifetime total still counts a row of an earlier
+/// budget period, which the period's spend leaves out.
+#[tokio::test]
+async fn a_batch_updates_each_charged_row_once() {
+    let db = TestDb::create().await;
+    let pg = store(&db).await;
+    let now = now_ms();
+    let mut keys = Vec::new();
+    for i in 0..3 {
+        let mut key = full_key(&format!("sk-once-{i}"), now);
+        key.spend = 0.0;
+        // No soft budget: its budget row is linked by an update.
+        (key.soft_budget, key.budget_id) = (None, None);
+        pg.insert_key(&key).await.unwrap();
+        keys.push(key);
+    }
+    pg.insert_team(&team("t1", now)).await.unwrap();
+    pg.insert_user(&user("u1", now)).await.unwrap();
+    let client = db.client().await;
+    // Key 0's budget period began now: a row settled before counts in its
+    // lifetime total only.
+    client
+        .execute(
+            "INSERT INTO gateway_budget_periods (scope, id, started_at) VALUES ('key', $1, $2)",
+            &[&keys[0].token, &now.naive_utc()],
+        )
+        .await
+        .unwrap();
+
+    let mut rows = Vec::new();
+    for (i, key) in keys.iter().enumerate() {
+        for j in 0..4 {
+            let at = now + Duration::milliseconds(10 * j + 1);
+            rows.push(spend_row(&format!("once-{i}-{j}"), &key.token, 0.25, at));
+        }
+    }
+    let mut stale = spend_row(
+        "once-stale",
+        &keys[0].token,
+        2.0,
+        now - Duration::seconds(5),
+    );
+    stale.user = None;
+    stale.team_id = None;
+    rows.push(stale);
+    pg.record_spend(&rows).await.unwrap();
+
+    for (table, charged) in [
+        ("LiteLLM_VerificationToken", 3),
+        ("LiteLLM_UserTable", 1),
+        ("LiteLLM_TeamTable", 1),
+    ] {
+        assert_eq!(
+            rows_updated(&client, table).await,
+            charged,
+            "{table}: one new version of each charged row"
+        );
+    }
+    for (i, key) in keys.iter().enumerate() {
+        let stored = pg.get_key(&key.token).await.unwrap().unwrap();
+        assert_eq!(stored.spend, 1.0, "key {i}: the period's rows");
+        assert_eq!(stored.model_spent("gpt-4o"), 1.0, "key {i}");
+        let row = client
+            .query_one(
+                r#"SELECT total_spend, last_active IS NOT NULL
+                FROM "LiteLLM_VerificationToken" WHERE token = $1"#,
+                &[&key.token],
+            )
+            .await
+            .unwrap();
+        let lifetime = if i == 0 { 3.0 } else { 1.0 };
+        assert_eq!(row.get::<_, f64>(0), lifetime, "key {i}: every row counts");
+        assert!(row.get::<_, bool>(1), "key {i} marked active");
+    }
+    let user = pg.get_user("u1").await.unwrap().unwrap();
+    let team = pg.get_team("t1").await.unwrap().unwrap();
+    assert_eq!(
+        user.spend,
+        2.0 + 3.0,
+        "the user's own 2.0 and the rows' 3.0"
+    );
+    assert_eq!(
+        team.spend,
+        1.0 + 3.0,
+        "the team's own 1.0 and the rows' 3.0"
+    );
+    for owner in [&user.model_spend, &team.model_spend] {
+        assert_eq!(owner.get("gpt-4o").and_then(Value::as_f64), Some(3.0));
+    }
+}
+
+/// `(updates, of which in place)` of `table` once a backend has published
+/// at least `least` updates (no update ran there before).
+async fn updates_in_place(client: &tokio_postgres::Client, table: &str, least: i64) -> (i64, i64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let row = client
+            .query_one(
+                "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = $1",
+                &[&table],
+            )
+            .await
+            .unwrap();
+        let (updated, hot): (i64, i64) = (row.get(0), row.get(1));
+        if updated >= least || std::time::Instant::now() > deadline {
+            return (updated, hot);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// The tables every batch updates keep room on their pages (migration
+/// 0029's fill factor), so a charged key's row and its daily row get
+/// their new version on the same page, without a new entry in each of
+/// their indexes (six on the keys, seven on each daily table). Tables of
+/// full pages (the default) moved nearly every version to another page.
+#[tokio::test]
+async fn charged_rows_are_updated_in_place() {
+    const KEYS: usize = 60;
+    let db = TestDb::create().await;
+    let pg = store(&db).await;
+    let now = now_ms();
+    let mut tokens = Vec::new();
+    for i in 0..KEYS {
+        let mut key = full_key(&format!("sk-in-place-{i}"), now);
+        // No soft budget: its budget row is linked by an update.
+        (key.soft_budget, key.budget_id) = (None, None);
+        pg.insert_key(&key).await.unwrap();
+        tokens.push(key.token);
+    }
+    let batch = |round: i64| -> Vec<SpendLogRow> {
+        tokens
+            .iter()
+            .enumerate()
+            .map(|(i, token)| {
+                let mut row = spend_row(
+                    &format!("in-place-{round}-{i}"),
+                    token,
+                    0.25,
+                    now + Duration::milliseconds(round),
+                );
+                row.user = None;
+                row.team_id = None;
+                row
+            })
+            .collect()
+    };
+    pg.record_spend(&batch(1)).await.unwrap();
+    let client = db.client().await;
+    let keys = updates_in_place(&client, "LiteLLM_VerificationToken", KEYS as i64).await;
+    assert_eq!(
+        keys,
+        (KEYS as i64, KEYS as i64),
+        "keys: (updates, in place)"
+    );
+    // The first batch made the keys' daily rows; the second updates them.
+    pg.record_spend(&batch(2)).await.unwrap();
+    let daily = updates_in_place(&client, "LiteLLM_DailyUserSpend", KEYS as i64).await;
+    assert_eq!(
+        daily,
+        (KEYS as i64, KEYS as i64),
+        "daily rows: (updates, in place)"
+    );
+}
+
 #[tokio::test]
 async fn a_replica_that_was_not_listening_catches_up_when_it_connects() {
     let db = TestDb::create().await;

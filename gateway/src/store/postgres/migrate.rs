@@ -85,6 +85,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../../../../migrations/0028_team_member_models_and_aliases.sql"),
     ),
     (
+        "0029_spend_update_room",
+        include_str!("../../../../migrations/0029_spend_update_room.sql"),
+    ),
+    (
         "0031_spend_logs_key_time_index",
         include_str!("../../../../migrations/0031_spend_logs_key_time_index.sql"),
     ),

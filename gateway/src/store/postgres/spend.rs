@@ -14,7 +14,7 @@ use crate::store::{
 };
 use bytes::Bytes;
 use chrono::{DateTime, NaiveDateTime, Utc};
-use futures_util::future::{try_join, try_join4, try_join5};
+use futures_util::future::{try_join, try_join3, try_join4, try_join5};
 use futures_util::SinkExt;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -316,17 +316,16 @@ async fn settle(
     let totals = Totals::of(&inserted, &periods);
     let end_user_totals = inserted.end_users();
     let lifetime = Lifetime::of(&inserted);
-    let ((mut keys, (), _, _), ((), end_users, (), ())) = try_join(
-        try_join4(
-            add_spend(&tx, ADD_KEY_SPEND, &totals.keys),
-            add_model_spend(&tx, &totals),
-            add_spend(&tx, ADD_USER_SPEND, &totals.users),
-            add_spend(&tx, ADD_TEAM_SPEND, &totals.teams),
+    let ((mut keys, _, _), ((), end_users, (), ())) = try_join(
+        try_join3(
+            add_key_spend(&tx, &totals, &lifetime),
+            add_spend(&tx, ADD_USER_SPEND, &totals.users, &totals.user_models),
+            add_spend(&tx, ADD_TEAM_SPEND, &totals.teams, &totals.team_models),
         ),
         try_join4(
             add_org_spend(&tx, &totals.teams),
             super::end_users::add_spend(&tx, &end_user_totals),
-            lifetime.add(&tx),
+            lifetime.add_members(&tx),
             super::daily::upsert(&tx, daily),
         ),
     )
@@ -762,15 +761,31 @@ fn add_model(
     }
 }
 
+/// `model_spend` with the spend per model group of `v.delta` (a JSON
+/// object) added, the groups merged in SQL; unchanged when `v.delta` is
+/// empty. As a literal for `concat!`.
+macro_rules! merged_model_spend {
+    () => {
+        r#"CASE WHEN v.delta = '{}'::jsonb THEN t.model_spend ELSE (
+        SELECT COALESCE(jsonb_object_agg(g, COALESCE((COALESCE(t.model_spend, '{}'::jsonb) ->> g)::float8, 0)
+            + COALESCE((v.delta ->> g)::float8, 0)), '{}'::jsonb)
+        FROM jsonb_object_keys(COALESCE(t.model_spend, '{}'::jsonb) || v.delta) AS g) END"#
+    };
+}
+
 /// Adds `$2` amounts to the spend of rows of a table by `$1` ids (already
-/// locked by [`lock`]); returns the ids updated.
+/// locked by [`lock`]) and `$3` spend per model group (JSON objects) to
+/// their `model_spend`, in one statement so each row gets one new version
+/// a batch, not one per column; returns the ids updated.
 macro_rules! add_spend_sql {
     ($table:literal, $id:literal) => {
         concat!(
             "UPDATE ",
             $table,
-            " t SET spend = t.spend + v.amount
-            FROM unnest($1::text[], $2::float8[]) AS v(id, amount)
+            " t SET spend = t.spend + v.amount, model_spend = ",
+            merged_model_spend!(),
+            "
+            FROM unnest($1::text[], $2::float8[], $3::jsonb[]) AS v(id, amount, delta)
             WHERE t.",
             $id,
             " = v.id RETURNING t.",
@@ -779,28 +794,104 @@ macro_rules! add_spend_sql {
     };
 }
 
-const ADD_KEY_SPEND: &str = add_spend_sql!(r#""LiteLLM_VerificationToken""#, "token");
 const ADD_USER_SPEND: &str = add_spend_sql!(r#""LiteLLM_UserTable""#, "user_id");
 const ADD_TEAM_SPEND: &str = add_spend_sql!(r#""LiteLLM_TeamTable""#, "team_id");
 
-/// Adds `amounts` through `sql`, one of the `ADD_*_SPEND`; returns the ids
-/// updated, sorted.
+/// A key's row in one statement (one new row version a batch): `$2` added
+/// to its period's `spend`, `$3` per model group to `model_spend`, `$4`
+/// (every newly written row's spend, whatever its period, as LiteLLM
+/// counts it) to `total_spend`, and `last_active` moved; returns the keys
+/// updated.
+const ADD_KEY_SPEND: &str = concat!(
+    r#"UPDATE "LiteLLM_VerificationToken" t SET spend = t.spend + v.amount, model_spend = "#,
+    merged_model_spend!(),
+    r#",
+        total_spend = t.total_spend + v.lifetime, last_active = (now() AT TIME ZONE 'UTC')
+    FROM unnest($1::text[], $2::float8[], $3::jsonb[], $4::float8[])
+        AS v(id, amount, delta, lifetime)
+    WHERE t.token = v.id RETURNING t.token"#
+);
+
+/// Per model group spend of `id` in `models`, as a JSON object (empty when
+/// none).
+fn model_delta(
+    models: &BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
+    id: &str,
+) -> serde_json::Value {
+    serde_json::Value::Object(models.get(id).cloned().unwrap_or_default())
+}
+
+/// Adds `amounts` and `models` through `sql`, [`ADD_USER_SPEND`] or
+/// [`ADD_TEAM_SPEND`] (every id of `models` is one of `amounts`); returns
+/// the ids updated, sorted.
 async fn add_spend(
     tx: &Transaction<'_>,
     sql: &str,
     amounts: &BTreeMap<String, f64>,
+    models: &BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
 ) -> Result<Vec<String>, Error> {
     if amounts.is_empty() {
         return Ok(Vec::new());
     }
     let ids: Vec<&String> = amounts.keys().collect();
     let values: Vec<f64> = amounts.values().copied().collect();
+    let deltas: Vec<serde_json::Value> = ids.iter().map(|id| model_delta(models, id)).collect();
     let rows = tx
         .query_typed(
             sql,
-            &[(&ids, Type::TEXT_ARRAY), (&values, Type::FLOAT8_ARRAY)],
+            &[
+                (&ids, Type::TEXT_ARRAY),
+                (&values, Type::FLOAT8_ARRAY),
+                (&deltas, Type::JSONB_ARRAY),
+            ],
         )
         .await?;
+    updated_ids(&rows)
+}
+
+/// Adds to each key charged in the batch its period's spend and spend per
+/// model group (`totals`) and its lifetime spend (`lifetime`), in one
+/// statement ([`ADD_KEY_SPEND`]); returns the keys updated, sorted.
+async fn add_key_spend(
+    tx: &Transaction<'_>,
+    totals: &Totals,
+    lifetime: &Lifetime<'_>,
+) -> Result<Vec<String>, Error> {
+    let mut ids: Vec<&str> = lifetime.keys.keys().copied().collect();
+    ids.extend(totals.keys.keys().map(String::as_str));
+    ids.sort_unstable();
+    ids.dedup();
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let amounts: Vec<f64> = ids
+        .iter()
+        .map(|id| totals.keys.get(*id).copied().unwrap_or(0.0))
+        .collect();
+    let deltas: Vec<serde_json::Value> = ids
+        .iter()
+        .map(|id| model_delta(&totals.key_models, id))
+        .collect();
+    let lifetimes: Vec<f64> = ids
+        .iter()
+        .map(|id| lifetime.keys.get(id).copied().unwrap_or(0.0))
+        .collect();
+    let rows = tx
+        .query_typed(
+            ADD_KEY_SPEND,
+            &[
+                (&ids, Type::TEXT_ARRAY),
+                (&amounts, Type::FLOAT8_ARRAY),
+                (&deltas, Type::JSONB_ARRAY),
+                (&lifetimes, Type::FLOAT8_ARRAY),
+            ],
+        )
+        .await?;
+    updated_ids(&rows)
+}
+
+/// The ids an `UPDATE .. RETURNING id` returned, sorted.
+fn updated_ids(rows: &[Row]) -> Result<Vec<String>, Error> {
     let mut updated: Vec<String> = rows
         .iter()
         .map(|r| r.try_get(0))
@@ -836,65 +927,6 @@ async fn add_org_spend(tx: &Transaction<'_>, teams: &BTreeMap<String, f64>) -> R
     .await?;
     Ok(())
 }
-
-/// Adds `$2` spend per model group (JSON objects) to the `model_spend` of
-/// the `$1` rows of a table, the groups merged in SQL.
-macro_rules! add_model_spend_sql {
-    ($table:literal, $id:literal) => {
-        concat!(
-            "UPDATE ",
-            $table,
-            r#" t SET model_spend = (
-        SELECT COALESCE(jsonb_object_agg(g, COALESCE((COALESCE(t.model_spend, '{}'::jsonb) ->> g)::float8, 0)
-            + COALESCE((v.delta ->> g)::float8, 0)), '{}'::jsonb)
-        FROM jsonb_object_keys(COALESCE(t.model_spend, '{}'::jsonb) || v.delta) AS g)
-    FROM unnest($1::text[], $2::jsonb[]) AS v(id, delta)
-    WHERE t."#,
-            $id,
-            " = v.id"
-        )
-    };
-}
-
-/// Adds spend per model group to the `model_spend` of keys, teams and
-/// users (rows already locked by [`lock`]); one row per key, team or user.
-async fn add_model_spend(tx: &Transaction<'_>, totals: &Totals) -> Result<(), Error> {
-    for (sql, per_id) in [
-        (
-            add_model_spend_sql!(r#""LiteLLM_VerificationToken""#, "token"),
-            &totals.key_models,
-        ),
-        (
-            add_model_spend_sql!(r#""LiteLLM_TeamTable""#, "team_id"),
-            &totals.team_models,
-        ),
-        (
-            add_model_spend_sql!(r#""LiteLLM_UserTable""#, "user_id"),
-            &totals.user_models,
-        ),
-    ] {
-        if per_id.is_empty() {
-            continue;
-        }
-        let ids: Vec<&String> = per_id.keys().collect();
-        let deltas: Vec<serde_json::Value> = per_id
-            .values()
-            .map(|m| serde_json::Value::Object(m.clone()))
-            .collect();
-        tx.execute_typed(
-            sql,
-            &[(&ids, Type::TEXT_ARRAY), (&deltas, Type::JSONB_ARRAY)],
-        )
-        .await?;
-    }
-    Ok(())
-}
-
-/// Adds `$2` amounts to `$1` keys' `total_spend` and marks them
-/// `last_active`.
-const ADD_KEY_LIFETIME: &str = r#"UPDATE "LiteLLM_VerificationToken" t
-    SET total_spend = t.total_spend + v.amount, last_active = (now() AT TIME ZONE 'UTC')
-    FROM unnest($1::text[], $2::float8[]) AS v(id, amount) WHERE t.token = v.id"#;
 
 /// Adds `$3` amounts to the `LiteLLM_TeamMembership` rows of `$1` users in
 /// `$2` teams, creating a row only while the user is on the team's roster.
@@ -932,35 +964,22 @@ impl<'a> Lifetime<'a> {
         Lifetime { keys, members }
     }
 
-    /// Writes both, sent together.
-    async fn add(&self, tx: &Transaction<'_>) -> Result<(), Error> {
-        let ids: Vec<&str> = self.keys.keys().copied().collect();
-        let amounts: Vec<f64> = self.keys.values().copied().collect();
+    /// Adds the members' amounts ([`ADD_MEMBER_LIFETIME`]); the keys' go
+    /// with their period's spend ([`add_key_spend`]).
+    async fn add_members(&self, tx: &Transaction<'_>) -> Result<(), Error> {
+        if self.members.is_empty() {
+            return Ok(());
+        }
         let users: Vec<&str> = self.members.keys().map(|k| k.0).collect();
         let teams: Vec<&str> = self.members.keys().map(|k| k.1).collect();
-        let member_amounts: Vec<f64> = self.members.values().copied().collect();
-        let keys = async {
-            if !ids.is_empty() {
-                tx.execute_typed(
-                    ADD_KEY_LIFETIME,
-                    &[(&ids, Type::TEXT_ARRAY), (&amounts, Type::FLOAT8_ARRAY)],
-                )
-                .await?;
-            }
-            Ok(())
-        };
-        let members = async {
-            if !users.is_empty() {
-                let params: [(&(dyn ToSql + Sync), Type); 3] = [
-                    (&users, Type::TEXT_ARRAY),
-                    (&teams, Type::TEXT_ARRAY),
-                    (&member_amounts, Type::FLOAT8_ARRAY),
-                ];
-                tx.execute_typed(ADD_MEMBER_LIFETIME, &params).await?;
-            }
-            Ok::<(), Error>(())
-        };
-        try_join(keys, members).await.map(drop)
+        let amounts: Vec<f64> = self.members.values().copied().collect();
+        let params: [(&(dyn ToSql + Sync), Type); 3] = [
+            (&users, Type::TEXT_ARRAY),
+            (&teams, Type::TEXT_ARRAY),
+            (&amounts, Type::FLOAT8_ARRAY),
+        ];
+        tx.execute_typed(ADD_MEMBER_LIFETIME, &params).await?;
+        Ok(())
     }
 }
 
