@@ -164,6 +164,11 @@ impl Guardrails {
         })
     }
 
+    /// Whether no guardrail is configured.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
     /// The `guardrails:` section as written (a reload compares it).
     pub fn source(&self) -> &str {
         &self.source

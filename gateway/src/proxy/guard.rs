@@ -71,6 +71,56 @@ pub(super) async fn checked_body_beside(
     Ok((body, Some(beside)))
 }
 
+/// A caller over a budget for the body's model is refused before the
+/// guardrails run, as LiteLLM's key check (budgets of the key, its team,
+/// user and organization, the model's, the end user's, the proxy's)
+/// answers before its `pre_call` hooks: a request both over budget and
+/// blocked by a guardrail gets the budget error. Only with guardrails
+/// configured (otherwise the attempt's own check answers alone); a body
+/// whose `model` is not a plain string is left to that check.
+pub(super) async fn refuse_over_budget(
+    worker: &Worker,
+    principal: &Principal,
+    body: &[u8],
+) -> Result<(), GatewayError> {
+    if worker.shared.guardrails.is_empty() {
+        return Ok(());
+    }
+    let Some((model, user)) = model_and_user(body) else {
+        return Ok(());
+    };
+    let group = super::resolve_model(worker, principal, model);
+    let end_user = worker.shared.auth.end_user(user).await?;
+    let caller = super::Caller {
+        principal,
+        end_user: end_user.as_deref(),
+        proxy_budget: worker.shared.auth.keys().proxy_budget(),
+        model_windows: worker.shared.auth.keys().end_users().model_windows(),
+        budget_windows: worker.shared.auth.keys().budget_windows(),
+    };
+    super::record::refuse_if_exhausted(caller, &group)
+}
+
+/// A body's top-level `model` and `user` when they are plain strings (no
+/// escapes), read in one pass without a parse.
+fn model_and_user(body: &[u8]) -> Option<(&str, Option<&str>)> {
+    let mut r = crate::json_skim::Reader::with_long_strings(body);
+    let (mut model, mut user) = (None, None);
+    r.object(0, |r, key| match key {
+        b"model" | b"user" if r.peek() == Some(b'"') => {
+            let raw = r.string()?;
+            let text = std::str::from_utf8(raw).ok().filter(|t| !t.contains('\\'));
+            match key {
+                b"model" => model = text,
+                _ => user = text,
+            }
+            Some(())
+        }
+        _ => r.skip_value(1),
+    })?;
+    Some((model?, user))
+}
+
 /// A request's `during_call` guardrail services and what they are given,
 /// owned, to run beside its upstream call.
 pub(super) struct Beside {
