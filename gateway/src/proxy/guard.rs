@@ -386,9 +386,10 @@ pub(super) struct StreamGuard {
     /// error) take numbers too, so the ones after them are renumbered and
     /// every event's number is one more than the last.
     seq: Option<u64>,
-    /// `id`, `object`, `created`, `model` of the last OpenAI chunk, for the
-    /// chunk that releases text held at the end.
-    last: Option<Value>,
+    /// The last OpenAI chunk whose text was checked (or the first one),
+    /// for its `id`, `object`, `created` and `model` in the chunk that
+    /// releases text held at the end.
+    last: Vec<u8>,
     /// The stream ended: refused, or its `[DONE]` sent.
     ended: bool,
     /// A `BLOCK` refused it.
@@ -433,7 +434,7 @@ impl StreamGuard {
             anthropic,
             responses,
             seq: None,
-            last: None,
+            last: Vec::new(),
             ended: false,
             blocked: false,
             log: outcome.guard_log.clone(),
@@ -514,6 +515,14 @@ impl StreamGuard {
             }
             return Ok(());
         }
+        if self.responses.is_none() && !self.anthropic {
+            if let Some(result) = self.openai_chunk_in_place(name, data, out) {
+                if let Err(err) = result {
+                    self.refuse(&err, out);
+                }
+                return Ok(());
+            }
+        }
         let checked = match serde_json::from_slice::<Value>(data) {
             Ok(mut event) => {
                 let checked = if self.responses.is_some() {
@@ -530,7 +539,11 @@ impl StreamGuard {
                 } else if self.anthropic {
                     self.anthropic_event(&mut event, out)
                 } else {
-                    self.openai_chunk(&mut event)
+                    self.openai_chunk(&mut event).inspect(|&changed| {
+                        if changed || self.last.is_empty() {
+                            self.remember(data);
+                        }
+                    })
                 };
                 checked.map(|changed| changed.then_some(event))
             }
@@ -587,15 +600,66 @@ impl StreamGuard {
                 }
             }
         }
-        if changed || self.last.is_none() {
-            self.last = Some(json!({
-                "id": chunk.get("id"),
-                "object": chunk.get("object"),
-                "created": chunk.get("created"),
-                "model": chunk.get("model"),
-            }));
-        }
         Ok(changed)
+    }
+
+    /// [`Self::openai_chunk`] on the common chunk, found in place: one
+    /// choice whose `delta.content` is a string, the released text written
+    /// in place of it and the rest of the chunk as it came (or a chunk of
+    /// no choice, relayed). `None` for any other chunk, which then takes
+    /// the parse (nothing is checked before that is known).
+    fn openai_chunk_in_place(
+        &mut self,
+        name: &[u8],
+        data: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Option<Result<(), GatewayError>> {
+        let Some(choice) = guardrails::skim::openai_chunk(data)? else {
+            if self.last.is_empty() {
+                self.remember(data);
+            }
+            write_event(out, name, data);
+            return Some(Ok(()));
+        };
+        let Some((span, given)) = &choice.content else {
+            // A choice's end without text of its own releases what it
+            // holds through the parse.
+            if choice.finished {
+                return None;
+            }
+            if self.last.is_empty() {
+                self.remember(data);
+            }
+            write_event(out, name, data);
+            return Some(Ok(()));
+        };
+        let index = choice.index;
+        let mut released = match self.check.feed(index, given) {
+            Ok(text) => text,
+            Err(err) => return Some(Err(err)),
+        };
+        if choice.finished {
+            match self.check.flush(index) {
+                Ok(rest) => released.push_str(&rest),
+                Err(err) => return Some(Err(err)),
+            }
+            self.closing();
+        }
+        self.released(&released);
+        let mut chunk = Vec::with_capacity(data.len() + released.len());
+        chunk.extend_from_slice(&data[..span.0]);
+        // Writing a string into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut chunk, &released);
+        chunk.extend_from_slice(&data[span.1..]);
+        write_event(out, name, &chunk);
+        self.remember(data);
+        Some(Ok(()))
+    }
+
+    /// Keeps `chunk` as the last OpenAI chunk.
+    fn remember(&mut self, chunk: &[u8]) {
+        self.last.clear();
+        self.last.extend_from_slice(chunk);
     }
 
     /// Checks the text of an Anthropic event in place (a text held at a
@@ -794,7 +858,18 @@ impl StreamGuard {
                 write_event(out, b"content_block_delta", &text_delta(index, rest));
                 continue;
             }
-            let mut chunk = self.last.clone().unwrap_or_else(|| json!({}));
+            let mut chunk = match serde_json::from_slice::<Value>(&self.last) {
+                Ok(last) => {
+                    let field = |k: &str| last.get(k).cloned().unwrap_or(Value::Null);
+                    json!({
+                        "id": field("id"),
+                        "object": field("object"),
+                        "created": field("created"),
+                        "model": field("model"),
+                    })
+                }
+                Err(_) => json!({}),
+            };
             chunk["choices"] =
                 json!([{"index": index, "delta": {"content": rest}, "finish_reason": null}]);
             write_event(out, b"", &serde_json::to_vec(&chunk).unwrap_or_default());
