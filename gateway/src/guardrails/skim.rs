@@ -332,6 +332,45 @@ fn chunk_choice<'a>(r: &mut Reader<'a>) -> Option<ChunkText<'a>> {
     seen.first(2).map_or(Some(c), |()| None)
 }
 
+/// An Anthropic `content_block_delta` event's `index` and `delta.text`
+/// (where its string is, and its text); `None` for any other event or
+/// what the full parse must read.
+pub fn anthropic_text_delta(data: &[u8]) -> Option<(u64, (usize, usize), Cow<'_, str>)> {
+    let mut r = Reader::new(data);
+    let (mut kind, mut index, mut found) = (None, None, None);
+    let mut seen = Seen::default();
+    r.object(0, |r, key| match key {
+        b"type" => {
+            seen.first(0)?;
+            kind = Some(r.string()?);
+            Some(())
+        }
+        b"index" => {
+            seen.first(1)?;
+            let start = r.position();
+            r.number()?;
+            index = Some(std::str::from_utf8(r.text_since(start)).ok()?.parse().ok()?);
+            Some(())
+        }
+        b"delta" => {
+            seen.first(2)?;
+            member_of(r, 1, b"text", |r, _| {
+                if r.peek()? != b'"' {
+                    return None;
+                }
+                let t = text(r)?;
+                found = Some((t.span, t.text));
+                Some(())
+            })
+        }
+        _ => r.skip_value(1),
+    })?;
+    r.finished().then_some(())?;
+    (kind? == b"content_block_delta").then_some(())?;
+    let (span, text) = found?;
+    Some((index?, span, text))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -446,6 +485,20 @@ mod tests {
             br#"{"choices":[{"index":1.5,"delta":{"content":"a"}}]}"#,
         ] {
             assert!(openai_chunk(other).is_none(), "{}", String::from_utf8_lossy(other));
+        }
+    }
+    #[test]
+    fn an_anthropic_text_delta_is_read_in_place() {
+        let event = br#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"a\nb"}}"#;
+        let (index, span, text) = anthropic_text_delta(event).unwrap();
+        assert_eq!((index, text.as_ref()), (1, "a\nb"));
+        assert_eq!(&event[span.0..span.1], br#""a\nb""#);
+        for other in [
+            &br#"{"type":"content_block_stop","index":0}"#[..],
+            br#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{"}}"#,
+            br#"{"type":"content_block_delta","delta":{"text":"a"}}"#,
+        ] {
+            assert!(anthropic_text_delta(other).is_none(), "{}", String::from_utf8_lossy(other));
         }
     }
 }

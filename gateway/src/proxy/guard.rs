@@ -515,6 +515,14 @@ impl StreamGuard {
             }
             return Ok(());
         }
+        if self.anthropic && self.responses.is_none() {
+            if let Some(result) = self.anthropic_delta_in_place(name, data, out) {
+                if let Err(err) = result {
+                    self.refuse(&err, out);
+                }
+                return Ok(());
+            }
+        }
         if self.responses.is_none() && !self.anthropic {
             if let Some(result) = self.openai_chunk_in_place(name, data, out) {
                 if let Err(err) = result {
@@ -646,13 +654,27 @@ impl StreamGuard {
             self.closing();
         }
         self.released(&released);
-        let mut chunk = Vec::with_capacity(data.len() + released.len());
-        chunk.extend_from_slice(&data[..span.0]);
-        // Writing a string into a Vec cannot fail.
-        let _ = serde_json::to_writer(&mut chunk, &released);
-        chunk.extend_from_slice(&data[span.1..]);
-        write_event(out, name, &chunk);
+        write_event(out, name, &spliced(data, *span, &released));
         self.remember(data);
+        Some(Ok(()))
+    }
+
+    /// [`Self::anthropic_event`] on a `content_block_delta` of text, found
+    /// in place: the released text written in place of its `delta.text`.
+    /// `None` for any other event, which then takes the parse.
+    fn anthropic_delta_in_place(
+        &mut self,
+        name: &[u8],
+        data: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Option<Result<(), GatewayError>> {
+        let (index, span, given) = guardrails::skim::anthropic_text_delta(data)?;
+        let released = match self.check.feed(index, &given) {
+            Ok(text) => text,
+            Err(err) => return Some(Err(err)),
+        };
+        self.released(&released);
+        write_event(out, name, &spliced(data, span, &released));
         Some(Ok(()))
     }
 
@@ -992,6 +1014,16 @@ fn text_delta(index: u64, text: String) -> Vec<u8> {
         "delta": {"type": "text_delta", "text": text},
     });
     serde_json::to_vec(&event).unwrap_or_default()
+}
+
+/// `event` with `text`, JSON-encoded, in place of the string at `span`.
+fn spliced(event: &[u8], span: (usize, usize), text: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(event.len() + text.len());
+    out.extend_from_slice(&event[..span.0]);
+    // Writing a string into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut out, text);
+    out.extend_from_slice(&event[span.1..]);
+    out
 }
 
 /// Appends one event: its `event:` line when named, a `data:` line per
