@@ -287,8 +287,12 @@ fn a_fail_open_pass_is_recorded_and_counted_apart_from_a_pass() {
     config["model_list"][0] = openai_model("gpt-4o", "dep-1", &raw.api_base(), json!({}));
     config["litellm_settings"] = json!({"callbacks": ["prometheus"]});
     config["guardrails"] = json!([
-        generic("nowhere-open", "pre_call", &nowhere,
-            json!({"unreachable_fallback": "fail_open", "timeout": 0.5})),
+        generic(
+            "nowhere-open",
+            "pre_call",
+            &nowhere,
+            json!({"unreachable_fallback": "fail_open", "timeout": 0.5})
+        ),
         generic("judge", "pre_call", &judge.api_base(), json!({})),
     ]);
     let gw = Gateway::start_json(&config, &[]);

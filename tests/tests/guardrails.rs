@@ -210,7 +210,10 @@ fn an_exhausted_budget_answers_before_a_blocking_guardrail() {
     // Within its budget, the guardrail refuses.
     let err = assert_error(&call(&gw, &key, "/v1/chat/completions", &blocked), 400);
     assert!(
-        err["message"].as_str().unwrap().starts_with("Content blocked"),
+        err["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Content blocked"),
         "{err:?}"
     );
     let updated = gw.post("/key/update", &json!({"key": key, "spend": 2.0}));
@@ -224,7 +227,11 @@ fn an_exhausted_budget_answers_before_a_blocking_guardrail() {
         "messages": [{"role": "user", "content": "project falcon plans"}]});
     let resp = call(&gw, &key, "/v1/messages", &messages);
     assert_ne!(resp.status, 200, "{}", resp.text());
-    assert!(resp.text().contains("Budget has been exceeded"), "{}", resp.text());
+    assert!(
+        resp.text().contains("Budget has been exceeded"),
+        "{}",
+        resp.text()
+    );
     assert_eq!(raw.requests(), 0);
 }
 

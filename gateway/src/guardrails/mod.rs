@@ -429,7 +429,11 @@ impl SessionRails {
     /// Runs the content filters on a client event's `texts`, each filter
     /// over all of them in turn with its run in `log`: whether they masked
     /// one, or the refusal of a `BLOCK`.
-    pub fn client_texts(&self, texts: &mut [String], log: &mut log::Log) -> Result<bool, GatewayError> {
+    pub fn client_texts(
+        &self,
+        texts: &mut [String],
+        log: &mut log::Log,
+    ) -> Result<bool, GatewayError> {
         let mut changed = false;
         for g in &self.before {
             let hook = match g.modes.pre {
@@ -598,7 +602,6 @@ fn logged(
     result
 }
 
-
 /// Appends the guardrail names of `list`: a list of names, or an object
 /// keyed by them (LiteLLM's `{name: {extra_body}}`).
 fn read_names<'a>(
@@ -719,6 +722,34 @@ mod tests {
         assert_eq!(
             body, r#"{"model":"m" , "messages":[]}"#,
             "untouched when nothing applies"
+        );
+    }
+
+    #[test]
+    fn a_masked_body_keeps_every_byte_but_the_masked_text() {
+        let g = rails(CONFIG);
+        let body = r#"{ "model": "m", "stream": false, "messages": [ {"role": "user", "content": "write a@b.io"}, {"role": "user", "content": "keep \"this\""} ] }"#;
+        let (out, _) = pre(&g, Scope::default(), body).unwrap();
+        assert_eq!(
+            out,
+            r#"{ "model": "m", "stream": false, "messages": [ {"role": "user", "content": "write [EMAIL_REDACTED]"}, {"role": "user", "content": "keep \"this\""} ] }"#
+        );
+        let (_, checked) = g
+            .pre_call(
+                Scope::default(),
+                Bytes::from_static(br#"{"model":"m","guardrails":["out"],"messages":[]}"#),
+                &mut log::Log::default(),
+            )
+            .unwrap();
+        let answer = br#"{"id": "c", "choices": [{"message": {"role": "assistant", "content": "the secret"}, "index": 0}]}"#;
+        let out = checked
+            .post
+            .unwrap()
+            .answer(answer, &mut log::Log::default())
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            r#"{"id": "c", "choices": [{"message": {"role": "assistant", "content": "the [KEYWORD_REDACTED]"}, "index": 0}]}"#
         );
     }
 

@@ -28,12 +28,14 @@ pub fn request(body: &[u8]) -> Option<Vec<Text<'_>>> {
     let mut r = Reader::with_long_strings(body);
     let mut found: [Vec<Text<'_>>; 5] = Default::default();
     let mut seen = Seen::default();
-    r.object(0, |r, key| match REQUEST_TEXT.iter().position(|k| *k == key) {
-        Some(i) => {
-            seen.first(i as u8)?;
-            content(r, 1, &mut found[i])
+    r.object(0, |r, key| {
+        match REQUEST_TEXT.iter().position(|k| *k == key) {
+            Some(i) => {
+                seen.first(i as u8)?;
+                content(r, 1, &mut found[i])
+            }
+            None => r.skip_value(1),
         }
-        None => r.skip_value(1),
     })?;
     r.finished().then_some(())?;
     Some(found.into_iter().flatten().collect())
@@ -295,7 +297,10 @@ fn chunk_choice<'a>(r: &mut Reader<'a>) -> Option<ChunkText<'a>> {
             seen.first(0)?;
             let start = r.position();
             r.number()?;
-            c.index = std::str::from_utf8(r.text_since(start)).ok()?.parse().ok()?;
+            c.index = std::str::from_utf8(r.text_since(start))
+                .ok()?
+                .parse()
+                .ok()?;
             Some(())
         }
         b"finish_reason" => {
@@ -349,7 +354,12 @@ pub fn anthropic_text_delta(data: &[u8]) -> Option<(u64, (usize, usize), Cow<'_,
             seen.first(1)?;
             let start = r.position();
             r.number()?;
-            index = Some(std::str::from_utf8(r.text_since(start)).ok()?.parse().ok()?);
+            index = Some(
+                std::str::from_utf8(r.text_since(start))
+                    .ok()?
+                    .parse()
+                    .ok()?,
+            );
             Some(())
         }
         b"delta" => {
@@ -473,9 +483,11 @@ mod tests {
         let end = br#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#;
         let c = openai_chunk(end).unwrap().unwrap();
         assert!(c.finished && c.content.is_none());
-        assert!(openai_chunk(br#"{"choices":[],"usage":{"total_tokens":3}}"#)
-            .unwrap()
-            .is_none());
+        assert!(
+            openai_chunk(br#"{"choices":[],"usage":{"total_tokens":3}}"#)
+                .unwrap()
+                .is_none()
+        );
         for other in [
             &br#"{"choices":[{"index":0,"delta":{"content":"a"}},{"index":1,"delta":{"content":"b"}}]}"#[..],
             br#"{"choices":[{"index":0,"text":"a"}]}"#,
