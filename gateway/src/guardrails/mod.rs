@@ -440,9 +440,7 @@ impl SessionRails {
                 true => log::Hook::Pre,
                 false => log::Hook::During,
             };
-            changed |= logged(g, hook, log, |visit| {
-                texts.iter_mut().try_for_each(|t| visit(t))
-            })?;
+            changed |= logged(g, hook, log, |visit| texts.iter_mut().try_for_each(visit))?;
         }
         Ok(changed)
     }
