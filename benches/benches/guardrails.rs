@@ -1,8 +1,11 @@
 //! The `litellm_content_filter` guardrail on one text: every prebuilt
 //! pattern (action `MASK`) and 1,000 blocked words, over clean prose and
 //! over prose with an email every ~500 bytes, at 1 KB and 64 KB
-//! (target: at most 2 µs per KB on clean text); and the same guardrail
-//! on a streamed answer, per chunk (target: at most 1 µs per chunk).
+//! (target: at most 2 µs per KB on clean text); the same guardrail
+//! on a streamed answer, per chunk (target: at most 1 µs per chunk); and
+//! its whole path on a 4 KB chat request and answer (the body's texts
+//! found and, when masked, written back) beside the filter alone on the
+//! same texts.
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use gateway::guardrails::filter::{Action, ContentFilter, PatternSpec, WordSpec};
@@ -69,9 +72,9 @@ fn content_filter(c: &mut Criterion) {
     g.finish();
 }
 
-/// The stream window of a `post_call` guardrail with every prebuilt
-/// pattern and 1,000 blocked words (all `MASK`), as a request gets it.
-fn stream_window() -> gateway::guardrails::stream::StreamCheck {
+/// A default-on `pre_call` and `post_call` guardrail with every prebuilt
+/// pattern and 1,000 blocked words (all `MASK`).
+fn rails() -> Guardrails {
     let mut patterns = String::new();
     for p in PREBUILT {
         patterns.push_str(&format!(
@@ -84,9 +87,14 @@ fn stream_window() -> gateway::guardrails::stream::StreamCheck {
         words.push_str(&format!("{{keyword: codename{i:04}x, action: MASK}},"));
     }
     let yaml = format!(
-        "- guardrail_name: out\n  litellm_params: {{guardrail: litellm_content_filter, mode: post_call, default_on: true, patterns: [{patterns}], blocked_words: [{words}]}}\n"
+        "- guardrail_name: out\n  litellm_params: {{guardrail: litellm_content_filter, mode: [pre_call, post_call], default_on: true, patterns: [{patterns}], blocked_words: [{words}]}}\n"
     );
-    let rails = Guardrails::from_config(Some(&serde_yaml::from_str(&yaml).unwrap())).unwrap();
+    Guardrails::from_config(Some(&serde_yaml::from_str(&yaml).unwrap())).unwrap()
+}
+
+/// The stream window of [`rails`]' guardrail, as a request gets it.
+fn stream_window() -> gateway::guardrails::stream::StreamCheck {
+    let rails = rails();
     let (_, checked) = rails
         .pre_call(
             Scope::default(),
@@ -130,5 +138,95 @@ fn stream_filter(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, content_filter, stream_filter);
+/// A chat request of four 1 KB user messages, and an answer of one 4 KB
+/// message; with `pii`, an email every ~500 bytes (so they are masked and
+/// written back).
+fn chat_bodies(pii: bool) -> (bytes::Bytes, Vec<u8>, Vec<String>) {
+    let texts: Vec<String> = (0..4).map(|_| text(1 << 10, pii)).collect();
+    let messages: Vec<serde_json::Value> = texts
+        .iter()
+        .map(|t| serde_json::json!({"role": "user", "content": t}))
+        .collect();
+    let request = serde_json::json!({"model": "gpt-4o", "temperature": 0.2, "messages": messages});
+    let answer = serde_json::json!({"id": "chatcmpl-1", "object": "chat.completion", "created": 1,
+        "model": "gpt-4o", "choices": [{"index": 0, "finish_reason": "stop",
+        "message": {"role": "assistant", "content": text(4 << 10, pii)}}],
+        "usage": {"prompt_tokens": 900, "completion_tokens": 900, "total_tokens": 1800}});
+    (
+        bytes::Bytes::from(serde_json::to_vec(&request).unwrap()),
+        serde_json::to_vec(&answer).unwrap(),
+        texts,
+    )
+}
+
+/// `body` (a JSON object) with a first member holding a `\u` escape.
+fn with_escaped_member(body: &[u8]) -> bytes::Bytes {
+    let mut out = br#"{"x_note":"caf\u00e9","#.to_vec();
+    out.extend_from_slice(&body[1..]);
+    bytes::Bytes::from(out)
+}
+
+fn request_path(c: &mut Criterion) {
+    let rails = rails();
+    let f = filter(true, true);
+    let mut g = c.benchmark_group("guardrail_request_path");
+    for (label, pii) in [("clean", false), ("email_every_500b", true)] {
+        let (request, answer, texts) = chat_bodies(pii);
+        g.throughput(Throughput::Bytes(request.len() as u64));
+        g.bench_function(BenchmarkId::new("pre_call_4k_request", label), |b| {
+            b.iter(|| {
+                let mut log = Default::default();
+                let (body, checked) = rails
+                    .pre_call(Scope::default(), request.clone(), &mut log)
+                    .unwrap();
+                black_box((body.len(), checked.applied.is_some()))
+            })
+        });
+        // The same request with a `\u` escape in a member it does not
+        // check, which the in-place reader leaves to the parse (serde_json
+        // `Value`, walked, re-encoded whole when masked): the path every
+        // guarded request took before.
+        let parsed = with_escaped_member(&request);
+        g.bench_function(BenchmarkId::new("pre_call_4k_request_parsed", label), |b| {
+            b.iter(|| {
+                let mut log = Default::default();
+                let (body, checked) = rails
+                    .pre_call(Scope::default(), parsed.clone(), &mut log)
+                    .unwrap();
+                black_box((body.len(), checked.applied.is_some()))
+            })
+        });
+        g.bench_function(BenchmarkId::new("filter_only_4k_request", label), |b| {
+            b.iter(|| {
+                black_box(
+                    texts
+                        .iter()
+                        .map(|t| f.apply(t).unwrap().len())
+                        .sum::<usize>(),
+                )
+            })
+        });
+        let (_, checked) = rails
+            .pre_call(Scope::default(), request.clone(), &mut Default::default())
+            .unwrap();
+        let post = checked.post.unwrap();
+        g.throughput(Throughput::Bytes(answer.len() as u64));
+        g.bench_function(BenchmarkId::new("post_call_4k_answer", label), |b| {
+            b.iter(|| {
+                let mut log = Default::default();
+                black_box(post.answer(&answer, &mut log).unwrap().len())
+            })
+        });
+        let parsed = with_escaped_member(&answer);
+        g.bench_function(BenchmarkId::new("post_call_4k_answer_parsed", label), |b| {
+            b.iter(|| {
+                let mut log = Default::default();
+                black_box(post.answer(&parsed, &mut log).unwrap().len())
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, content_filter, stream_filter, request_path);
 criterion_main!(benches);

@@ -273,6 +273,58 @@ fn a_failing_service_fails_closed_or_open_as_configured() {
     assert!(err["message"].as_str().unwrap().contains("401"), "{err:?}");
 }
 
+/// A service that could not judge and whose `unreachable_fallback:
+/// fail_open` let the request through is recorded as LiteLLM records a
+/// guardrail that let a request through unscanned
+/// (`guardrail_failed_to_respond`, the text allowed), not as a pass, and
+/// counted apart in the metrics (`error_type` `failed_open`).
+#[test]
+fn a_fail_open_pass_is_recorded_and_counted_apart_from_a_pass() {
+    let raw = upstream("fine");
+    let judge = GuardrailService::start(KEY, Behaviour::Judge);
+    let nowhere = format!("http://127.0.0.1:{}", free_port());
+    let mut config = base_config(free_port());
+    config["model_list"][0] = openai_model("gpt-4o", "dep-1", &raw.api_base(), json!({}));
+    config["litellm_settings"] = json!({"callbacks": ["prometheus"]});
+    config["guardrails"] = json!([
+        generic(
+            "nowhere-open",
+            "pre_call",
+            &nowhere,
+            json!({"unreachable_fallback": "fail_open", "timeout": 0.5})
+        ),
+        generic("judge", "pre_call", &judge.api_base(), json!({})),
+    ]);
+    let gw = Gateway::start_json(&config, &[]);
+    let resp = chat(&gw, "hello", json!(["nowhere-open", "judge"]));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let call_id = resp.header("x-litellm-call-id").unwrap().to_string();
+    let info = e2e::eventually("the spend row", Duration::from_secs(10), || {
+        let rows = gw
+            .get("/spend/logs?start_date=2020-01-01&end_date=2100-01-01")
+            .json();
+        rows.as_array()?
+            .iter()
+            .find(|r| r["request_id"] == json!(call_id))
+            .map(|r| r["guardrail_information"].clone())
+    });
+    let runs = info.as_array().expect("a list");
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!(runs[0]["guardrail_name"], "nowhere-open");
+    assert_eq!(runs[0]["guardrail_status"], "guardrail_failed_to_respond");
+    assert_eq!(runs[0]["guardrail_response"], "allow");
+    assert_eq!(runs[1]["guardrail_name"], "judge");
+    assert_eq!(runs[1]["guardrail_status"], "success");
+    let metrics = gw.get("/metrics").text();
+    for line in [
+        r#"litellm_guardrail_requests_total{guardrail_name="nowhere-open",status="error",hook_type="pre_call"} 1"#,
+        r#"litellm_guardrail_errors_total{guardrail_name="nowhere-open",error_type="failed_open",hook_type="pre_call"} 1"#,
+        r#"litellm_guardrail_requests_total{guardrail_name="judge",status="success",hook_type="pre_call"} 1"#,
+    ] {
+        assert!(metrics.contains(line), "{line} missing from:\n{metrics}");
+    }
+}
+
 /// A service answering more than the 16 MiB the gateway reads of it is
 /// a failed call: refused (LiteLLM's 500) unless `fail_on_error: false`
 /// lets the text pass; the gateway neither hangs nor reads it all.

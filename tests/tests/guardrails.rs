@@ -197,6 +197,45 @@ fn a_keys_guardrails_apply_to_its_requests() {
 }
 
 #[test]
+fn an_exhausted_budget_answers_before_a_blocking_guardrail() {
+    let raw = upstream();
+    let gw = start(&raw);
+    let made = gw.post(
+        "/key/generate",
+        &json!({"guardrails": ["no-secrets"], "max_budget": 1.0}),
+    );
+    assert_eq!(made.status, 200, "{}", made.text());
+    let key = made.json()["key"].as_str().unwrap().to_string();
+    let blocked = chat("project falcon plans", json!({}));
+    // Within its budget, the guardrail refuses.
+    let err = assert_error(&call(&gw, &key, "/v1/chat/completions", &blocked), 400);
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Content blocked"),
+        "{err:?}"
+    );
+    let updated = gw.post("/key/update", &json!({"key": key, "spend": 2.0}));
+    assert_eq!(updated.status, 200, "{}", updated.text());
+    // Over its budget and blocked: LiteLLM's key check answers first.
+    let resp = call(&gw, &key, "/v1/chat/completions", &blocked);
+    let err = assert_error(&resp, 422);
+    assert_eq!(err["type"], "budget_exceeded", "{err:?}");
+    // The request of another body shape too (Anthropic Messages).
+    let messages = json!({"model": "gpt-4o", "max_tokens": 5,
+        "messages": [{"role": "user", "content": "project falcon plans"}]});
+    let resp = call(&gw, &key, "/v1/messages", &messages);
+    assert_ne!(resp.status, 200, "{}", resp.text());
+    assert!(
+        resp.text().contains("Budget has been exceeded"),
+        "{}",
+        resp.text()
+    );
+    assert_eq!(raw.requests(), 0);
+}
+
+#[test]
 fn post_call_masks_whole_answers() {
     let raw = upstream();
     let gw = start(&raw);

@@ -606,7 +606,13 @@ fn the_openai_sdk_realtime_client_works_through_the_gateway() {
 /// blocks AWS access keys in what the model says. All `default_on`.
 fn guarded(mock: &RealtimeMock) -> Gateway {
     let mut c = config(mock, 1.0, UPSTREAM_KEY);
-    c["guardrails"] = json!([
+    c["guardrails"] = guarded_rails();
+    Gateway::start(&to_yaml(&c), &[])
+}
+
+/// The guardrails of [`guarded`].
+fn guarded_rails() -> Value {
+    json!([
         {"guardrail_name": "rt-mask", "litellm_params": {"guardrail": "litellm_content_filter",
             "mode": "pre_call", "default_on": true,
             "patterns": [{"pattern_type": "prebuilt", "pattern_name": "email", "action": "MASK"}]}},
@@ -617,8 +623,76 @@ fn guarded(mock: &RealtimeMock) -> Gateway {
             "mode": "post_call", "default_on": true,
             "patterns": [{"pattern_type": "prebuilt", "pattern_name": "aws_access_key", "action": "BLOCK"}],
             "blocked_words": [{"keyword": "Project Falcon", "action": "MASK"}]}},
-    ]);
-    Gateway::start(&to_yaml(&c), &[])
+    ])
+}
+
+/// A session's guardrail runs are recorded as a request's are: LiteLLM's
+/// `guardrail_information` on its spend row (a run per content filter
+/// and client event, the `post_call` window's once for the session) and
+/// the guardrail metrics.
+#[test]
+fn a_sessions_guardrail_runs_are_on_its_spend_row_and_in_the_metrics() {
+    let mock = RealtimeMock::start(UPSTREAM_MODEL, UPSTREAM_KEY);
+    let mut c = config(&mock, 1.0, UPSTREAM_KEY);
+    c["litellm_settings"]["callbacks"] = json!(["prometheus"]);
+    c["guardrails"] = guarded_rails();
+    let gw = Gateway::start(&to_yaml(&c), &[]);
+    let (mut ws, handshake) = open(&gw, MASTER_KEY);
+    let call_id = handshake
+        .headers()
+        .get("x-litellm-call-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("a call id")
+        .to_string();
+    assert_eq!(next(&mut ws).unwrap()["type"], "session.created");
+    say(&mut ws, "mail me at bob@example.com", "ev_1");
+    send(&mut ws, json!({"type": "response.create"}));
+    until_done(&mut ws);
+    say(&mut ws, "my ssn is 123-45-6789", "ev_ssn");
+    assert_eq!(next(&mut ws).unwrap()["type"], "error");
+    close(ws);
+    let info = eventually("the session's spend row", Duration::from_secs(10), || {
+        let rows = gw
+            .get("/spend/logs?start_date=2020-01-01&end_date=2100-01-01")
+            .json();
+        rows.as_array()?
+            .iter()
+            .find(|r| r["request_id"] == json!(call_id))
+            .map(|r| r["guardrail_information"].clone())
+    });
+    let runs: Vec<(&str, &str, &str, &str)> = info
+        .as_array()
+        .unwrap_or_else(|| panic!("a list: {info}"))
+        .iter()
+        .map(|r| {
+            (
+                r["guardrail_name"].as_str().unwrap(),
+                r["guardrail_mode"].as_str().unwrap(),
+                r["guardrail_status"].as_str().unwrap(),
+                r["guardrail_response"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        runs,
+        [
+            ("rt-mask", "pre_call", "success", "mask"),
+            ("rt-block", "during_call", "success", "allow"),
+            ("rt-mask", "pre_call", "success", "allow"),
+            ("rt-block", "during_call", "guardrail_intervened", "block"),
+            ("rt-out", "post_call", "success", "allow"),
+        ]
+    );
+    assert!(!info.to_string().contains("bob@"), "no text of the session");
+    let metrics = gw.get("/metrics").text();
+    for line in [
+        r#"litellm_guardrail_requests_total{guardrail_name="rt-mask",status="intervened",hook_type="pre_call"} 1"#,
+        r#"litellm_guardrail_requests_total{guardrail_name="rt-mask",status="success",hook_type="pre_call"} 1"#,
+        r#"litellm_guardrail_errors_total{guardrail_name="rt-block",error_type="blocked",hook_type="during_call"} 1"#,
+        r#"litellm_guardrail_requests_total{guardrail_name="rt-out",status="success",hook_type="post_call"} 1"#,
+    ] {
+        assert!(metrics.contains(line), "{line} missing from:\n{metrics}");
+    }
 }
 
 fn say(ws: &mut Ws, text: &str, event_id: &str) {

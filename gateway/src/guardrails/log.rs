@@ -47,16 +47,22 @@ pub enum Outcome {
     /// It could not judge (unreachable, timed out, answered garbage) and
     /// the request failed.
     Failed,
+    /// It could not judge and its settings let the text pass unchecked
+    /// (`unreachable_fallback: fail_open`, `fail_on_error: false`).
+    FailedOpen,
 }
 
 impl Outcome {
     /// LiteLLM's `guardrail_status`: `success` for a pass or a mask,
-    /// `guardrail_intervened` for a block, `guardrail_failed_to_respond`.
+    /// `guardrail_intervened` for a block, `guardrail_failed_to_respond`
+    /// for a failure, whether the request failed or went on unchecked (as
+    /// LiteLLM records a `fail_open` guardrail that let a request through
+    /// unscanned).
     pub fn status(self) -> &'static str {
         match self {
             Outcome::Passed | Outcome::Masked => "success",
             Outcome::Blocked => "guardrail_intervened",
-            Outcome::Failed => "guardrail_failed_to_respond",
+            Outcome::Failed | Outcome::FailedOpen => "guardrail_failed_to_respond",
         }
     }
 
@@ -64,7 +70,7 @@ impl Outcome {
     /// on (`allow`, `mask`); the refusal's message otherwise.
     pub fn summary(self) -> &'static str {
         match self {
-            Outcome::Passed => "allow",
+            Outcome::Passed | Outcome::FailedOpen => "allow",
             Outcome::Masked => "mask",
             Outcome::Blocked => "block",
             Outcome::Failed => "error",
@@ -72,13 +78,14 @@ impl Outcome {
     }
 
     /// This gateway's name of the outcome (a metric label):
-    /// `passed`, `masked`, `blocked`, `failed`.
+    /// `passed`, `masked`, `blocked`, `failed`, `failed_open`.
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Passed => "passed",
             Outcome::Masked => "masked",
             Outcome::Blocked => "blocked",
             Outcome::Failed => "failed",
+            Outcome::FailedOpen => "failed_open",
         }
     }
 }
@@ -212,8 +219,15 @@ pub fn outcome_of(result: &Result<bool, GatewayError>) -> Outcome {
     match result {
         Ok(false) => Outcome::Passed,
         Ok(true) => Outcome::Masked,
-        Err(GatewayError::GuardrailBlocked { .. }) => Outcome::Blocked,
-        Err(_) => Outcome::Failed,
+        Err(err) => refusal_outcome(err),
+    }
+}
+
+/// The outcome of a run that refused with `err`: a block or a failure.
+pub fn refusal_outcome(err: &GatewayError) -> Outcome {
+    match err {
+        GatewayError::GuardrailBlocked { .. } => Outcome::Blocked,
+        _ => Outcome::Failed,
     }
 }
 
@@ -276,5 +290,21 @@ mod tests {
         assert_eq!(outcome_of(&Ok::<bool, GatewayError>(true)), Outcome::Masked);
         assert_eq!(outcome_of(&block), Outcome::Blocked);
         assert_eq!(outcome_of(&failed), Outcome::Failed);
+    }
+
+    #[test]
+    fn a_fail_open_pass_is_recorded_as_a_failure_that_let_the_text_through() {
+        let mut log = Log::default();
+        log.push(Run::ended(
+            &guardrail(),
+            Hook::Pre,
+            Outcome::FailedOpen,
+            Instant::now(),
+        ));
+        let info = log.information().unwrap();
+        assert_eq!(info[0]["guardrail_status"], "guardrail_failed_to_respond");
+        assert_eq!(info[0]["guardrail_response"], "allow");
+        assert_eq!(Outcome::FailedOpen.as_str(), "failed_open");
+        assert_ne!(Outcome::FailedOpen.as_str(), Outcome::Passed.as_str());
     }
 }

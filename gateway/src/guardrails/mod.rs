@@ -24,6 +24,7 @@ pub mod moderation;
 mod params;
 pub mod patterns;
 pub mod presidio;
+pub mod skim;
 pub mod stream;
 mod walk;
 
@@ -164,6 +165,11 @@ impl Guardrails {
         })
     }
 
+    /// Whether no guardrail is configured.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
     /// The `guardrails:` section as written (a reload compares it).
     pub fn source(&self) -> &str {
         &self.source
@@ -194,6 +200,24 @@ impl Guardrails {
         if self.list.is_empty() && !asked && !stored(scope.key) && !stored(scope.team) {
             return Ok((body, Checked::default()));
         }
+        if !asked {
+            // Nothing to read from the body but its texts: they are found
+            // in place and only a masked one is written anew.
+            let chosen = self.choose(&[], scope)?;
+            let (before, checked) = plan(&chosen, Map::new());
+            if before.is_empty() {
+                return Ok((body, checked));
+            }
+            if let Some(mut texts) = skim::request(&body) {
+                for g in &before {
+                    filter_in_place(g, pre_hook(g), &mut texts, log)?;
+                }
+                return Ok(match skim::rewritten(&body, &texts) {
+                    Some(masked) => (Bytes::from(masked), checked),
+                    None => (body, checked),
+                });
+            }
+        }
         let mut doc: Value = serde_json::from_slice(&body)
             .map_err(|e| GatewayError::MalformedJson(e.to_string()))?;
         let Some(obj) = doc.as_object_mut() else {
@@ -215,41 +239,12 @@ impl Guardrails {
         ];
         let chosen = self.choose(&asked, scope)?;
         let mut changed = from_body.is_some();
-        let before: Vec<&Arc<Guardrail>> = chosen
-            .iter()
-            .copied()
-            .filter(|g| (g.modes.pre || g.modes.during) && g.filter().is_some())
-            .collect();
-        let services: Vec<Service> = chosen
-            .iter()
-            .filter(|g| g.modes.pre && g.is_service())
-            .map(|g| (Arc::clone(g), extra_body(&extra, &g.name)))
-            .collect();
-        let during: Vec<Service> = chosen
-            .iter()
-            .filter(|g| g.modes.during && !g.modes.pre && g.is_service())
-            .map(|g| (Arc::clone(g), extra_body(&extra, &g.name)))
-            .collect();
+        let (before, checked) = plan(&chosen, extra);
         // Each filter over the whole request in turn, as LiteLLM runs each
         // guardrail's hook, so each run has its own outcome and time.
         for g in &before {
-            let hook = match g.modes.pre {
-                true => log::Hook::Pre,
-                false => log::Hook::During,
-            };
-            changed |= logged(g, hook, log, |visit| walk::request(&mut doc, visit))?;
+            changed |= logged(g, pre_hook(g), log, |visit| walk::request(&mut doc, visit))?;
         }
-        let post: Vec<Arc<Guardrail>> = chosen
-            .iter()
-            .filter(|g| g.modes.post)
-            .map(|g| Arc::clone(g))
-            .collect();
-        let checked = Checked {
-            services,
-            during,
-            post: (!post.is_empty()).then_some(PostCall(post, extra)),
-            applied: applied(&chosen),
-        };
         if !changed {
             return Ok((body, checked));
         }
@@ -257,6 +252,82 @@ impl Guardrails {
             .map_err(|_| GatewayError::Internal("re-encoding a guarded body failed"))?;
         Ok((Bytes::from(rewritten), checked))
     }
+}
+
+/// What the guardrails `chosen` for a request do to it: its content
+/// filters to run before it is routed, and the rest ([`Checked`]), with
+/// the request's `extra_body` for each service.
+fn plan<'g>(
+    chosen: &[&'g Arc<Guardrail>],
+    extra: Map<String, Value>,
+) -> (Vec<&'g Arc<Guardrail>>, Checked) {
+    let before: Vec<&Arc<Guardrail>> = chosen
+        .iter()
+        .copied()
+        .filter(|g| (g.modes.pre || g.modes.during) && g.filter().is_some())
+        .collect();
+    let services: Vec<Service> = chosen
+        .iter()
+        .filter(|g| g.modes.pre && g.is_service())
+        .map(|g| (Arc::clone(g), extra_body(&extra, &g.name)))
+        .collect();
+    let during: Vec<Service> = chosen
+        .iter()
+        .filter(|g| g.modes.during && !g.modes.pre && g.is_service())
+        .map(|g| (Arc::clone(g), extra_body(&extra, &g.name)))
+        .collect();
+    let post: Vec<Arc<Guardrail>> = chosen
+        .iter()
+        .filter(|g| g.modes.post)
+        .map(|g| Arc::clone(g))
+        .collect();
+    let checked = Checked {
+        services,
+        during,
+        post: (!post.is_empty()).then_some(PostCall(post, extra)),
+        applied: applied(chosen),
+    };
+    (before, checked)
+}
+
+/// The hook a request's content filter runs in: `pre_call`, else
+/// `during_call` (which runs before the call too).
+fn pre_hook(g: &Guardrail) -> log::Hook {
+    match g.modes.pre {
+        true => log::Hook::Pre,
+        false => log::Hook::During,
+    }
+}
+
+/// Runs content filter `g` on `texts` found in place, marking those it
+/// masks, its run in `log`; its refusal on a `BLOCK`.
+fn filter_in_place(
+    g: &Arc<Guardrail>,
+    hook: log::Hook,
+    texts: &mut [skim::Text<'_>],
+    log: &mut log::Log,
+) -> Result<(), GatewayError> {
+    let Some(f) = g.filter() else {
+        return Ok(());
+    };
+    let began = std::time::Instant::now();
+    let mut result = Ok(false);
+    for t in texts.iter_mut() {
+        match f.apply(&t.text) {
+            Ok(Cow::Owned(new)) => {
+                t.text = Cow::Owned(new);
+                t.changed = true;
+                result = Ok(true);
+            }
+            Ok(Cow::Borrowed(_)) => {}
+            Err(err) => {
+                result = Err(err);
+                break;
+            }
+        }
+    }
+    log.push(log::Run::ended(g, hook, log::outcome_of(&result), began));
+    result.map(drop)
 }
 
 impl Guardrails {
@@ -355,11 +426,23 @@ pub struct SessionRails {
 }
 
 impl SessionRails {
-    /// Runs the content filters on a client's `text`: whether they masked
-    /// it, or the refusal of a `BLOCK`.
-    pub fn client_text(&self, text: &mut String) -> Result<bool, GatewayError> {
-        let before: Vec<&Arc<Guardrail>> = self.before.iter().collect();
-        run(&before, text)
+    /// Runs the content filters on a client event's `texts`, each filter
+    /// over all of them in turn with its run in `log`: whether they masked
+    /// one, or the refusal of a `BLOCK`.
+    pub fn client_texts(
+        &self,
+        texts: &mut [String],
+        log: &mut log::Log,
+    ) -> Result<bool, GatewayError> {
+        let mut changed = false;
+        for g in &self.before {
+            let hook = match g.modes.pre {
+                true => log::Hook::Pre,
+                false => log::Hook::During,
+            };
+            changed |= logged(g, hook, log, |visit| texts.iter_mut().try_for_each(visit))?;
+        }
+        Ok(changed)
     }
 }
 
@@ -395,6 +478,16 @@ impl PostCall {
     ) -> Result<Cow<'b, [u8]>, GatewayError> {
         if self.0.iter().all(|g| g.filter().is_none()) {
             return Ok(Cow::Borrowed(body));
+        }
+        // Its texts found in place; only a masked one is written anew.
+        if let Some(mut texts) = skim::answer(body) {
+            for g in self.0.iter().filter(|g| g.filter().is_some()) {
+                filter_in_place(g, log::Hook::Post, &mut texts, log)?;
+            }
+            return Ok(match skim::rewritten(body, &texts) {
+                Some(masked) => Cow::Owned(masked),
+                None => Cow::Borrowed(body),
+            });
         }
         let Ok(mut doc) = serde_json::from_slice::<Value>(body) else {
             return Err(GatewayError::Internal(
@@ -505,19 +598,6 @@ fn logged(
     .map(|()| masked);
     log.push(log::Run::ended(g, hook, log::outcome_of(&result), began));
     result
-}
-
-/// Runs the content filters of `chosen` on `text` in turn; whether it
-/// changed.
-fn run(chosen: &[&Arc<Guardrail>], text: &mut String) -> Result<bool, GatewayError> {
-    let mut changed = false;
-    for f in chosen.iter().filter_map(|g| g.filter()) {
-        if let Cow::Owned(masked) = f.apply(text)? {
-            *text = masked;
-            changed = true;
-        }
-    }
-    Ok(changed)
 }
 
 /// Appends the guardrail names of `list`: a list of names, or an object
@@ -640,6 +720,34 @@ mod tests {
         assert_eq!(
             body, r#"{"model":"m" , "messages":[]}"#,
             "untouched when nothing applies"
+        );
+    }
+
+    #[test]
+    fn a_masked_body_keeps_every_byte_but_the_masked_text() {
+        let g = rails(CONFIG);
+        let body = r#"{ "model": "m", "stream": false, "messages": [ {"role": "user", "content": "write a@b.io"}, {"role": "user", "content": "keep \"this\""} ] }"#;
+        let (out, _) = pre(&g, Scope::default(), body).unwrap();
+        assert_eq!(
+            out,
+            r#"{ "model": "m", "stream": false, "messages": [ {"role": "user", "content": "write [EMAIL_REDACTED]"}, {"role": "user", "content": "keep \"this\""} ] }"#
+        );
+        let (_, checked) = g
+            .pre_call(
+                Scope::default(),
+                Bytes::from_static(br#"{"model":"m","guardrails":["out"],"messages":[]}"#),
+                &mut log::Log::default(),
+            )
+            .unwrap();
+        let answer = br#"{"id": "c", "choices": [{"message": {"role": "assistant", "content": "the secret"}, "index": 0}]}"#;
+        let out = checked
+            .post
+            .unwrap()
+            .answer(answer, &mut log::Log::default())
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            r#"{"id": "c", "choices": [{"message": {"role": "assistant", "content": "the [KEYWORD_REDACTED]"}, "index": 0}]}"#
         );
     }
 

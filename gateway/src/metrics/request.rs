@@ -265,8 +265,8 @@ impl RequestMetrics {
     /// Guardrail `name` ran in `hook` (`pre_call`, ...) for `seconds`:
     /// LiteLLM's guardrail families. `status` is `success` when the text
     /// passed, `intervened` when it was masked and went on, `error` when
-    /// it was blocked (`error_type` `blocked`) or the guardrail failed
-    /// (`failed`).
+    /// it was blocked (`error_type` `blocked`), the guardrail failed
+    /// (`failed`) or failed and let the text pass (`failed_open`).
     pub fn guardrail(&mut self, name: &str, hook: &'static str, outcome: &str, seconds: f64) {
         with_core(|w| {
             let (status, error_type) = match outcome {

@@ -71,6 +71,56 @@ pub(super) async fn checked_body_beside(
     Ok((body, Some(beside)))
 }
 
+/// A caller over a budget for the body's model is refused before the
+/// guardrails run, as LiteLLM's key check (budgets of the key, its team,
+/// user and organization, the model's, the end user's, the proxy's)
+/// answers before its `pre_call` hooks: a request both over budget and
+/// blocked by a guardrail gets the budget error. Only with guardrails
+/// configured (otherwise the attempt's own check answers alone); a body
+/// whose `model` is not a plain string is left to that check.
+pub(super) async fn refuse_over_budget(
+    worker: &Worker,
+    principal: &Principal,
+    body: &[u8],
+) -> Result<(), GatewayError> {
+    if worker.shared.guardrails.is_empty() {
+        return Ok(());
+    }
+    let Some((model, user)) = model_and_user(body) else {
+        return Ok(());
+    };
+    let group = super::resolve_model(worker, principal, model);
+    let end_user = worker.shared.auth.end_user(user).await?;
+    let caller = super::Caller {
+        principal,
+        end_user: end_user.as_deref(),
+        proxy_budget: worker.shared.auth.keys().proxy_budget(),
+        model_windows: worker.shared.auth.keys().end_users().model_windows(),
+        budget_windows: worker.shared.auth.keys().budget_windows(),
+    };
+    super::record::refuse_if_exhausted(caller, &group)
+}
+
+/// A body's top-level `model` and `user` when they are plain strings (no
+/// escapes), read in one pass without a parse.
+fn model_and_user(body: &[u8]) -> Option<(&str, Option<&str>)> {
+    let mut r = crate::json_skim::Reader::with_long_strings(body);
+    let (mut model, mut user) = (None, None);
+    r.object(0, |r, key| match key {
+        b"model" | b"user" if r.peek() == Some(b'"') => {
+            let raw = r.string()?;
+            let text = std::str::from_utf8(raw).ok().filter(|t| !t.contains('\\'));
+            match key {
+                b"model" => model = text,
+                _ => user = text,
+            }
+            Some(())
+        }
+        _ => r.skip_value(1),
+    })?;
+    Some((model?, user))
+}
+
 /// A request's `during_call` guardrail services and what they are given,
 /// owned, to run beside its upstream call.
 pub(super) struct Beside {
@@ -336,9 +386,10 @@ pub(super) struct StreamGuard {
     /// error) take numbers too, so the ones after them are renumbered and
     /// every event's number is one more than the last.
     seq: Option<u64>,
-    /// `id`, `object`, `created`, `model` of the last OpenAI chunk, for the
-    /// chunk that releases text held at the end.
-    last: Option<Value>,
+    /// The last OpenAI chunk whose text was checked (or the first one),
+    /// for its `id`, `object`, `created` and `model` in the chunk that
+    /// releases text held at the end.
+    last: Vec<u8>,
     /// The stream ended: refused, or its `[DONE]` sent.
     ended: bool,
     /// A `BLOCK` refused it.
@@ -383,7 +434,7 @@ impl StreamGuard {
             anthropic,
             responses,
             seq: None,
-            last: None,
+            last: Vec::new(),
             ended: false,
             blocked: false,
             log: outcome.guard_log.clone(),
@@ -464,6 +515,22 @@ impl StreamGuard {
             }
             return Ok(());
         }
+        if self.anthropic && self.responses.is_none() {
+            if let Some(result) = self.anthropic_delta_in_place(name, data, out) {
+                if let Err(err) = result {
+                    self.refuse(&err, out);
+                }
+                return Ok(());
+            }
+        }
+        if self.responses.is_none() && !self.anthropic {
+            if let Some(result) = self.openai_chunk_in_place(name, data, out) {
+                if let Err(err) = result {
+                    self.refuse(&err, out);
+                }
+                return Ok(());
+            }
+        }
         let checked = match serde_json::from_slice::<Value>(data) {
             Ok(mut event) => {
                 let checked = if self.responses.is_some() {
@@ -480,7 +547,11 @@ impl StreamGuard {
                 } else if self.anthropic {
                     self.anthropic_event(&mut event, out)
                 } else {
-                    self.openai_chunk(&mut event)
+                    self.openai_chunk(&mut event).inspect(|&changed| {
+                        if changed || self.last.is_empty() {
+                            self.remember(data);
+                        }
+                    })
                 };
                 checked.map(|changed| changed.then_some(event))
             }
@@ -537,15 +608,80 @@ impl StreamGuard {
                 }
             }
         }
-        if changed || self.last.is_none() {
-            self.last = Some(json!({
-                "id": chunk.get("id"),
-                "object": chunk.get("object"),
-                "created": chunk.get("created"),
-                "model": chunk.get("model"),
-            }));
-        }
         Ok(changed)
+    }
+
+    /// [`Self::openai_chunk`] on the common chunk, found in place: one
+    /// choice whose `delta.content` is a string, the released text written
+    /// in place of it and the rest of the chunk as it came (or a chunk of
+    /// no choice, relayed). `None` for any other chunk, which then takes
+    /// the parse (nothing is checked before that is known).
+    fn openai_chunk_in_place(
+        &mut self,
+        name: &[u8],
+        data: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Option<Result<(), GatewayError>> {
+        let Some(choice) = guardrails::skim::openai_chunk(data)? else {
+            if self.last.is_empty() {
+                self.remember(data);
+            }
+            write_event(out, name, data);
+            return Some(Ok(()));
+        };
+        let Some((span, given)) = &choice.content else {
+            // A choice's end without text of its own releases what it
+            // holds through the parse.
+            if choice.finished {
+                return None;
+            }
+            if self.last.is_empty() {
+                self.remember(data);
+            }
+            write_event(out, name, data);
+            return Some(Ok(()));
+        };
+        let index = choice.index;
+        let mut released = match self.check.feed(index, given) {
+            Ok(text) => text,
+            Err(err) => return Some(Err(err)),
+        };
+        if choice.finished {
+            match self.check.flush(index) {
+                Ok(rest) => released.push_str(&rest),
+                Err(err) => return Some(Err(err)),
+            }
+            self.closing();
+        }
+        self.released(&released);
+        write_event(out, name, &spliced(data, *span, &released));
+        self.remember(data);
+        Some(Ok(()))
+    }
+
+    /// [`Self::anthropic_event`] on a `content_block_delta` of text, found
+    /// in place: the released text written in place of its `delta.text`.
+    /// `None` for any other event, which then takes the parse.
+    fn anthropic_delta_in_place(
+        &mut self,
+        name: &[u8],
+        data: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Option<Result<(), GatewayError>> {
+        let (index, span, given) = guardrails::skim::anthropic_text_delta(data)?;
+        let released = match self.check.feed(index, &given) {
+            Ok(text) => text,
+            Err(err) => return Some(Err(err)),
+        };
+        self.released(&released);
+        write_event(out, name, &spliced(data, span, &released));
+        Some(Ok(()))
+    }
+
+    /// Keeps `chunk` as the last OpenAI chunk.
+    fn remember(&mut self, chunk: &[u8]) {
+        self.last.clear();
+        self.last.extend_from_slice(chunk);
     }
 
     /// Checks the text of an Anthropic event in place (a text held at a
@@ -744,7 +880,18 @@ impl StreamGuard {
                 write_event(out, b"content_block_delta", &text_delta(index, rest));
                 continue;
             }
-            let mut chunk = self.last.clone().unwrap_or_else(|| json!({}));
+            let mut chunk = match serde_json::from_slice::<Value>(&self.last) {
+                Ok(last) => {
+                    let field = |k: &str| last.get(k).cloned().unwrap_or(Value::Null);
+                    json!({
+                        "id": field("id"),
+                        "object": field("object"),
+                        "created": field("created"),
+                        "model": field("model"),
+                    })
+                }
+                Err(_) => json!({}),
+            };
             chunk["choices"] =
                 json!([{"index": index, "delta": {"content": rest}, "finish_reason": null}]);
             write_event(out, b"", &serde_json::to_vec(&chunk).unwrap_or_default());
@@ -867,6 +1014,16 @@ fn text_delta(index: u64, text: String) -> Vec<u8> {
         "delta": {"type": "text_delta", "text": text},
     });
     serde_json::to_vec(&event).unwrap_or_default()
+}
+
+/// `event` with `text`, JSON-encoded, in place of the string at `span`.
+fn spliced(event: &[u8], span: (usize, usize), text: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(event.len() + text.len());
+    out.extend_from_slice(&event[..span.0]);
+    // Writing a string into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut out, text);
+    out.extend_from_slice(&event[span.1..]);
+    out
 }
 
 /// Appends one event: its `event:` line when named, a `data:` line per

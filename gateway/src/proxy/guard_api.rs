@@ -13,7 +13,7 @@ use crate::error::GatewayError;
 use crate::guardrails::api::{CallInfo, GenericApi, Verdict};
 use crate::guardrails::bedrock::{self, BedrockGuard};
 use crate::guardrails::lakera::LakeraV2;
-use crate::guardrails::log::{self, Hook, Log, Run};
+use crate::guardrails::log::{self, Hook, Log, Outcome, Run};
 use crate::guardrails::moderation::{self, OpenAiModeration};
 use crate::guardrails::presidio::{BlockedEntity, Presidio};
 use crate::guardrails::{Guardrail, Kind, Service};
@@ -53,18 +53,24 @@ pub(super) async fn check(
 ) -> Result<bool, GatewayError> {
     let mut changed = false;
     let mut log = round.log.clone();
+    let rewrote = |changed: bool| match changed {
+        true => Outcome::Masked,
+        false => Outcome::Passed,
+    };
     for (g, extra) in services {
         let began = Instant::now();
         let result = match &g.kind {
             Kind::Api(api) => Box::pin(generic(worker, g, api, extra, texts, round)).await,
             Kind::Lakera(lakera) => Box::pin(lakera_guard(worker, g, lakera, texts, round))
                 .await
-                .map(|()| false),
-            Kind::Presidio(p) => Box::pin(presidio(worker, g, p, texts)).await,
+                .map(|()| Outcome::Passed),
+            Kind::Presidio(p) => Box::pin(presidio(worker, g, p, texts)).await.map(rewrote),
             Kind::Moderation(m) => Box::pin(moderate(worker, g, m, texts, round))
                 .await
-                .map(|()| false),
-            Kind::Bedrock(b) => Box::pin(bedrock_guard(worker, g, b, texts, round)).await,
+                .map(|()| Outcome::Passed),
+            Kind::Bedrock(b) => Box::pin(bedrock_guard(worker, g, b, texts, round))
+                .await
+                .map(rewrote),
             Kind::Filter(_) => continue,
         };
         let hook = match (round.input_type, g.modes.pre) {
@@ -72,13 +78,18 @@ pub(super) async fn check(
             (_, true) => Hook::Pre,
             (_, false) => Hook::During,
         };
-        log.push(Run::ended(g, hook, log::outcome_of(&result), began));
-        changed |= result?;
+        let outcome = match &result {
+            Ok(outcome) => *outcome,
+            Err(err) => log::refusal_outcome(err),
+        };
+        log.push(Run::ended(g, hook, outcome, began));
+        changed |= result? == Outcome::Masked;
     }
     Ok(changed)
 }
 
-/// One `generic_guardrail_api` call: whether it rewrote `texts`.
+/// One `generic_guardrail_api` call: whether it rewrote `texts` (or
+/// failed, and its settings let them pass).
 async fn generic(
     worker: &Worker,
     g: &Guardrail,
@@ -86,7 +97,7 @@ async fn generic(
     extra: &Option<Value>,
     texts: &mut Vec<String>,
     round: &Round<'_>,
-) -> Result<bool, GatewayError> {
+) -> Result<Outcome, GatewayError> {
     let info = CallInfo {
         call_id: round.call_id,
         model: round.doc.get("model").and_then(Value::as_str),
@@ -103,11 +114,14 @@ async fn generic(
         GenericApi::verdict(&answer, texts.len()).map_err(|e| (format!("{url}: {e}"), false))
     });
     match verdict {
-        Ok(Verdict::Pass) => Ok(false),
+        Ok(Verdict::Pass) => Ok(Outcome::Passed),
         Ok(Verdict::Rewrite(new)) => {
             let changed = new != *texts;
             *texts = new;
-            Ok(changed)
+            Ok(match changed {
+                true => Outcome::Masked,
+                false => Outcome::Passed,
+            })
         }
         Ok(Verdict::Blocked(reason)) => Err(GatewayError::GuardrailBlocked {
             detail: serde_json::json!({"error": reason, "guardrail_name": g.name}),
@@ -120,7 +134,7 @@ async fn generic(
                     reason = %reason,
                     "guardrail service failed; the text passes unchecked (fail_open)"
                 );
-                return Ok(false);
+                return Ok(Outcome::FailedOpen);
             }
             Err(GatewayError::GuardrailFailed {
                 service: "Generic Guardrail API",

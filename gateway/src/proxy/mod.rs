@@ -376,6 +376,9 @@ async fn serve(
             form
         }
         None => {
+            // LiteLLM answers an exhausted budget from its key check,
+            // before any guardrail reads the request.
+            guard::refuse_over_budget(worker, principal, &body).await?;
             let checked = guard::checked_body_beside(worker, (principal, endpoint), body, outcome);
             let (body, during) = checked.await?;
             beside = during;

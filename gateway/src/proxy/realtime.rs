@@ -80,6 +80,8 @@ struct Session {
     opened: Option<chrono::DateTime<Utc>>,
     /// Why the session ended, when not by a close handshake.
     ended_by: Option<String>,
+    /// What its guardrails did.
+    guard_log: crate::guardrails::log::Log,
 }
 
 /// Serves one realtime request on `stream`, which it keeps: `leftover`
@@ -104,6 +106,7 @@ pub async fn handle(
         started: Utc::now(),
         opened: None,
         ended_by: None,
+        guard_log: Default::default(),
     };
     let write_timeout = worker.shared.limits.write_timeout;
     let result: Result<(), GatewayError> = match caller {
@@ -397,6 +400,9 @@ async fn run(
     // Each response's tokens were settled as it ended; the session's
     // ticket gives back its parallel slot.
     drop(ticket);
+    // LiteLLM's guardrail metrics (a session has no trace to hang spans
+    // on).
+    crate::telemetry::Telemetry::default().guardrails(&session.call_id, &session.guard_log);
     record::submit(worker, row(worker, principal, session));
 }
 
@@ -806,6 +812,9 @@ async fn relay(
     // write timeout.
     let _ = monoio::time::timeout(limits.write_timeout, client_w.shutdown()).await;
     let _ = monoio::time::timeout(limits.write_timeout, upstream_w.shutdown()).await;
+    if let Some(guard) = guard.as_mut() {
+        session.guard_log = guard.finish();
+    }
     ended
 }
 
@@ -960,7 +969,7 @@ fn row(worker: &Worker, principal: &Principal, session: &Session) -> SpendLogRow
         cache_hit: false,
         cache_key: None,
         request_tags: None,
-        guardrail_information: None,
+        guardrail_information: session.guard_log.information().map(Arc::new),
         proxy_server_request: None,
         response: None,
     }

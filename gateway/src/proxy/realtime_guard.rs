@@ -16,6 +16,7 @@
 
 use super::guard_api;
 use crate::error::GatewayError;
+use crate::guardrails::log::Log;
 use crate::guardrails::stream::StreamCheck;
 use crate::guardrails::{Service, SessionRails};
 use crate::state::Worker;
@@ -138,6 +139,8 @@ pub(super) struct RealtimeGuard {
     blocked: Vec<String>,
     /// `response.cancel`s sent.
     cancels: u64,
+    /// Every guardrail run of the session, for its spend row and metrics.
+    log: Log,
 }
 
 impl RealtimeGuard {
@@ -160,7 +163,19 @@ impl RealtimeGuard {
             refused_turn: false,
             blocked: Vec::new(),
             cancels: 0,
+            log: Log::default().share(),
         }
+    }
+
+    /// The session's guardrail runs, once it has ended: the content
+    /// filters' on the client's texts (one run per filter and event), the
+    /// services' (one per call), and the `post_call` window's over the
+    /// whole session (one per filter, as for a stream).
+    pub(super) fn finish(&mut self) -> Log {
+        if let Some(window) = &self.window {
+            window.log_into(&mut self.log);
+        }
+        std::mem::take(&mut self.log)
     }
 
     /// The names of the session's guardrails, for the 101's
@@ -238,10 +253,7 @@ impl RealtimeGuard {
         texts: &mut Vec<String>,
         event: &Value,
     ) -> Result<bool, GatewayError> {
-        let mut changed = false;
-        for text in texts.iter_mut() {
-            changed |= self.rails.client_text(text)?;
-        }
+        let changed = self.rails.client_texts(texts, &mut self.log.clone())?;
         if self.rails.services.is_empty() {
             return Ok(changed);
         }
@@ -250,9 +262,7 @@ impl RealtimeGuard {
             call_id: &self.call_id,
             caller: &self.caller,
             doc: event,
-            // A session's guardrail runs are not recorded (no spend row
-            // or trace of its own carries them).
-            log: Default::default(),
+            log: self.log.clone(),
         };
         let rewritten = Box::pin(guard_api::check(
             worker,
@@ -477,9 +487,7 @@ impl RealtimeGuard {
             call_id: &self.call_id,
             caller: &self.caller,
             doc: event,
-            // A session's guardrail runs are not recorded (no spend row
-            // or trace of its own carries them).
-            log: Default::default(),
+            log: self.log.clone(),
         };
         Box::pin(guard_api::check(
             worker,
