@@ -230,6 +230,9 @@ fn run(opts: Options) -> Result<(), String> {
     if let Some(budget) = &config.proxy_budget {
         set_up_proxy_budget(&control, &caches.keys, budget.clone())?;
     }
+    if let Some(id) = config.end_user_default_budget.clone() {
+        caches.keys.end_users().defaults().set_proxy_wide(id);
+    }
     let mut shared = Shared::new(
         config,
         tls,

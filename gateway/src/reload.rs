@@ -42,6 +42,7 @@ struct Fixed {
     guardrails: String,
     spend_logs: crate::spend::SpendLogs,
     mock_testing_params: bool,
+    end_user_default_budget: Option<String>,
 }
 
 impl Fixed {
@@ -74,6 +75,7 @@ impl Fixed {
             guardrails: config.guardrails.source().to_string(),
             spend_logs: config.spend_logs,
             mock_testing_params: config.mock_testing_params,
+            end_user_default_budget: config.end_user_default_budget.clone(),
         }
     }
 
@@ -146,6 +148,10 @@ impl Fixed {
         check(
             self.mock_testing_params != next.mock_testing_params,
             "general_settings.dangerously_allow_mock_testing_request_params",
+        );
+        check(
+            self.end_user_default_budget != next.end_user_default_budget,
+            "litellm_settings.max_end_user_budget_id",
         );
         out
     }
@@ -279,6 +285,15 @@ mod tests {
         assert_eq!(
             fixed("").changed(&fixed(on)),
             ["general_settings.dangerously_allow_mock_testing_request_params"]
+        );
+    }
+
+    #[test]
+    fn the_end_user_default_budget_is_reported_as_needing_a_restart() {
+        let set = "litellm_settings: {max_end_user_budget_id: tier-1}\n";
+        assert_eq!(
+            fixed("").changed(&fixed(set)),
+            ["litellm_settings.max_end_user_budget_id"]
         );
     }
 }

@@ -703,6 +703,7 @@ impl KeyCache {
             Change::User(id) => self.tokens_where(|e| e.record.user_id.as_deref() == Some(id)),
             Change::Model(_) => Vec::new(),
             Change::EndUser(id) => return self.end_users.refresh(store, id).await,
+            Change::Budget(id) => return self.end_users.defaults().refresh(store, id).await,
         };
         for token in stale {
             self.load(store, &token).await?;

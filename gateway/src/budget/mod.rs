@@ -176,6 +176,16 @@ impl Budget {
         (s != NO_LIMIT).then(|| to_usd(s))
     }
 
+    /// Whether nothing of it lives only here: no request holds room in
+    /// it and everything settled is written (and counted by Redis), so
+    /// it may be dropped and read again.
+    pub fn idle(&self) -> bool {
+        self.reserved.load(Ordering::Acquire) == 0
+            && self.unflushed.load(Ordering::Acquire) == 0
+            && self.owed.load(Ordering::Acquire) == 0
+            && self.slice.unreported() == 0
+    }
+
     /// Whether the spend already reached the hard limit.
     pub fn exhausted(&self) -> bool {
         let max = self.max.load(Ordering::Acquire);

@@ -103,6 +103,9 @@ pub struct Config {
     /// request without `max_tokens` reserves against budgets when neither
     /// its key nor its team says.
     pub estimated_output_tokens: Option<u64>,
+    /// `litellm_settings.max_end_user_budget_id`: the budget row of end
+    /// users without one of their own, when their key names none.
+    pub end_user_default_budget: Option<String>,
     /// `general_settings.dangerously_allow_mock_testing_request_params`:
     /// LiteLLM's mock testing request parameters are acted on (else
     /// refused).

@@ -338,6 +338,23 @@ pub(super) fn validate(
                 })?,
         ),
     };
+    let end_user_default_budget = match file
+        .litellm_settings
+        .as_ref()
+        .and_then(|l| l.get("max_end_user_budget_id"))
+    {
+        None | Some(serde_yaml::Value::Null) => None,
+        Some(v) => match v.as_str() {
+            Some("") => None,
+            Some(id) => Some(id.to_string()),
+            None => {
+                return Err(invalid(
+                    "litellm_settings.max_end_user_budget_id".into(),
+                    "must be the id of a budget row (/budget/new)".into(),
+                ))
+            }
+        },
+    };
     let mock_testing_params = match file
         .general_settings
         .other
@@ -500,6 +517,7 @@ pub(super) fn validate(
         model_env_allowlist,
         unpriced_models,
         estimated_output_tokens,
+        end_user_default_budget,
         block_unpriced,
         mock_testing_params,
         proxy_budget,

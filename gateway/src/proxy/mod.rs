@@ -434,8 +434,13 @@ async fn serve(
     }
     check_access(worker, principal, &req.model, &model)?;
     // The end user (`user`): refused when blocked; its budget and limits
-    // join the key's below.
-    let end_user = worker.shared.auth.end_user(req.end_user.as_deref()).await?;
+    // (its own, else the key's or the proxy's default) join the key's
+    // below.
+    let end_user = worker
+        .shared
+        .auth
+        .end_user(req.end_user.as_deref(), end_user_default(principal))
+        .await?;
     // Fallback entries bringing their own parameters (LiteLLM's
     // `[{"model": ..., "messages": [...]}]`): each one's request is made
     // now, so a bad one is refused before anything is sent.
@@ -1357,4 +1362,16 @@ pub(crate) fn key_of(principal: &Principal) -> Option<&crate::auth::KeyEntry> {
         Principal::Key(k) => Some(k),
         _ => None,
     }
+}
+
+/// The key's `end_user_budget_id` (kept in its `metadata`, as LiteLLM
+/// keeps it; empty means none): the budget row of its end users that have
+/// none of their own.
+fn end_user_default(principal: &Principal) -> Option<&str> {
+    key_of(principal)?
+        .record
+        .metadata
+        .get("end_user_budget_id")?
+        .as_str()
+        .filter(|id| !id.is_empty())
 }

@@ -22,7 +22,7 @@ pub const KEY: &[(&str, Kind)] = &[
     ("tpd_limit", Int),
     ("default_estimated_output_tokens", Int),
     ("default_estimated_output_tokens_per_model", Object),
-    // Type-checked here, then refused when set (`keys::REFUSED`).
+    // Kept in `metadata`; the budget row of the key's end users.
     ("end_user_budget_id", Str),
     ("tags", List),
     ("disable_global_guardrails", Bool),
