@@ -178,6 +178,9 @@ fn run(opts: Options) -> Result<(), String> {
     }
     let deployments = config.deployments.len();
     let keys = Arc::new(gateway::auth::KeyCache::default());
+    if let Some(share) = config.budget_throttle {
+        keys.set_budget_throttle(share);
+    }
     let me = gateway::replicas::Replica::this_process(addr.to_string(), opts.workers);
     let (fleet, cooldowns) = gateway::router::cooldowns::shared(
         config.rate_limits.redis_url.as_deref(),

@@ -43,6 +43,7 @@ struct Fixed {
     spend_logs: crate::spend::SpendLogs,
     mock_testing_params: bool,
     end_user_default_budget: Option<String>,
+    budget_throttle: Option<f64>,
 }
 
 impl Fixed {
@@ -76,6 +77,7 @@ impl Fixed {
             spend_logs: config.spend_logs,
             mock_testing_params: config.mock_testing_params,
             end_user_default_budget: config.end_user_default_budget.clone(),
+            budget_throttle: config.budget_throttle,
         }
     }
 
@@ -152,6 +154,10 @@ impl Fixed {
         check(
             self.end_user_default_budget != next.end_user_default_budget,
             "litellm_settings.max_end_user_budget_id",
+        );
+        check(
+            self.budget_throttle != next.budget_throttle,
+            "litellm_settings.budget_exceeded_throttle_percentage",
         );
         out
     }
@@ -289,11 +295,16 @@ mod tests {
     }
 
     #[test]
-    fn the_end_user_default_budget_is_reported_as_needing_a_restart() {
+    fn the_end_user_default_budget_and_throttle_are_reported_as_needing_a_restart() {
         let set = "litellm_settings: {max_end_user_budget_id: tier-1}\n";
         assert_eq!(
             fixed("").changed(&fixed(set)),
             ["litellm_settings.max_end_user_budget_id"]
+        );
+        let set = "litellm_settings: {budget_exceeded_throttle_percentage: 0.5}\n";
+        assert_eq!(
+            fixed("").changed(&fixed(set)),
+            ["litellm_settings.budget_exceeded_throttle_percentage"]
         );
     }
 }

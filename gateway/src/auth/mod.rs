@@ -7,6 +7,7 @@
 //! keys costs the database a few reads per second and cannot lock real keys
 //! out, and an unknown key is a 401, never a 503.
 
+mod budget_throttle;
 mod cache;
 mod checks;
 pub mod console;
@@ -112,6 +113,28 @@ impl Principal {
                 .and_then(|t| t.org_limits.as_ref())
                 .map(|(id, limits)| (id.as_str(), limits)),
         })
+    }
+
+    /// A key held to a share of its limits now (over its budget, opted in
+    /// to LiteLLM's `throttle_on_budget_exceeded`): a copy of its row with
+    /// its rpm and tpm limits scaled down, for [`Principal::key_rows_as`].
+    pub fn throttled_key(&self) -> Option<crate::store::KeyRecord> {
+        let Principal::Key(k) = self else { return None };
+        let share = k.throttled()?;
+        Some(budget_throttle::throttled(&k.record, share))
+    }
+
+    /// [`Principal::key_rows`] with `throttled` (from
+    /// [`Principal::throttled_key`]) in place of the key's row, when given.
+    pub fn key_rows_as<'a>(
+        &'a self,
+        throttled: Option<&'a crate::store::KeyRecord>,
+    ) -> Option<KeyRows<'a>> {
+        let mut rows = self.key_rows()?;
+        if let Some(key) = throttled {
+            rows.key = key;
+        }
+        Some(rows)
     }
 
     /// The limits of a request for `model` carrying `tags` that the

@@ -40,6 +40,8 @@ const LITELLM_ACTED_ON: &[&str] = &[
     "budget_duration",
     // End users' default budget row (`Config::end_user_default_budget`).
     "max_end_user_budget_id",
+    // Over-budget keys throttled (`Config::budget_throttle`).
+    "budget_exceeded_throttle_percentage",
 ];
 
 /// Keys of `litellm_settings` refused while unimplemented, with the reason.

@@ -355,6 +355,19 @@ pub(super) fn validate(
             }
         },
     };
+    let budget_throttle = match file
+        .litellm_settings
+        .as_ref()
+        .and_then(|l| l.get("budget_exceeded_throttle_percentage"))
+    {
+        None | Some(serde_yaml::Value::Null) => None,
+        Some(v) => Some(v.as_f64().filter(|p| *p > 0.0 && *p <= 1.0).ok_or_else(|| {
+            invalid(
+                "litellm_settings.budget_exceeded_throttle_percentage".into(),
+                "must be a number above 0 and at most 1 (the share of a key's limits it keeps past its budget)".into(),
+            )
+        })?),
+    };
     let mock_testing_params = match file
         .general_settings
         .other
@@ -518,6 +531,7 @@ pub(super) fn validate(
         unpriced_models,
         estimated_output_tokens,
         end_user_default_budget,
+        budget_throttle,
         block_unpriced,
         mock_testing_params,
         proxy_budget,

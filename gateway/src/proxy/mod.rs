@@ -498,12 +498,15 @@ async fn serve(
         other => other,
     }?;
     // 5. limit
+    // A key past its budget that opted in to throttling is held to a share
+    // of its limits.
+    let throttled = principal.throttled_key();
     // Boxed: a ticket is large and kept until the answer ends.
     let mut ticket = worker
         .shared
         .limiter
         .admit(&AdmitInput {
-            key: principal.key_rows(),
+            key: principal.key_rows_as(throttled.as_ref()),
             model: &model,
             end_user: req.end_user.as_deref(),
             end_user_limits: end_user.as_ref().map(|e| e.limits()),

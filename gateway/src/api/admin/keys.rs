@@ -55,6 +55,9 @@ pub struct KeyRequest {
     /// The `end_user_budget_id` asked for ([`requested_end_user_budget`]).
     #[serde(skip)]
     end_user_budget: Option<String>,
+    /// Whether the body sets `throttle_on_budget_exceeded: true`.
+    #[serde(skip)]
+    throttle_on: bool,
 }
 
 /// The fields of a key request that are not settings of the row.
@@ -78,6 +81,7 @@ impl KeyRequest {
             _ => None,
         };
         req.end_user_budget = requested_end_user_budget(&extra, in_metadata)?;
+        req.throttle_on = extra.get(THROTTLE) == Some(&Value::Bool(true));
         req.extra_metadata = extra;
         Ok(req)
     }
@@ -209,6 +213,26 @@ fn requested_end_user_budget(
             "metadata.end_user_budget_id must be a budget id (a string)",
         )),
     }
+}
+
+/// The key field opting it in to LiteLLM's throttling past its budget.
+const THROTTLE: &str = "throttle_on_budget_exceeded";
+
+/// Refuses `throttle_on_budget_exceeded: true` from anyone but a proxy
+/// admin on a key that did not have it (`before`'s metadata), as LiteLLM
+/// does (403).
+fn ensure_throttle_admin(
+    asked: bool,
+    before: Option<&Map<String, Value>>,
+    admin: bool,
+) -> Result<(), GatewayError> {
+    let had = before.and_then(|m| m.get(THROTTLE)) == Some(&Value::Bool(true));
+    if asked && !had && !admin {
+        return Err(GatewayError::TeamAccessDenied(
+            "Only proxy admins can enable throttle_on_budget_exceeded on a key.".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Checks a key's `end_user_budget_id` change as LiteLLM's
@@ -402,11 +426,13 @@ pub async fn generate(worker: &Worker, body: &[u8], admin: bool) -> Result<Value
     let mut rec = new_record(&plain, now);
     let duration = req.duration_text();
     let req_end_user_budget = req.end_user_budget.take();
+    let throttle_on = req.throttle_on;
     req.apply(&mut rec, now)?;
     rec.spend = spend.unwrap_or(0.0);
     let end_user_budget = req_end_user_budget;
     let rec = run(worker, move |ctx| async move {
         ensure_budget(&ctx, rec.shared_budget()).await?;
+        ensure_throttle_admin(throttle_on, None, admin)?;
         ensure_end_user_budget(&ctx, end_user_budget.as_deref(), None, admin).await?;
         create(&ctx, &rec).await?;
         Ok(rec)
@@ -456,6 +482,7 @@ pub async fn update(worker: &Worker, body: &[u8], admin: bool) -> Result<Value, 
         let mut rec = before.clone();
         let (team_given, alias_given) = (req.team_id.is_given(), req.key_alias.is_given());
         let end_user_budget = req.end_user_budget.take();
+        ensure_throttle_admin(req.throttle_on, Some(&before.metadata), admin)?;
         ensure_end_user_budget(&ctx, end_user_budget.as_deref(), Some(&before.metadata), admin)
             .await?;
         req.apply(&mut rec, Utc::now())?;
@@ -583,6 +610,7 @@ pub async fn regenerate(
         }
         let (team_given, alias_given) = (req.team_id.is_given(), req.key_alias.is_given());
         let end_user_budget = req.end_user_budget.take();
+        ensure_throttle_admin(req.throttle_on, Some(&old.metadata), admin)?;
         ensure_end_user_budget(&ctx, end_user_budget.as_deref(), Some(&old.metadata), admin)
             .await?;
         let mut rec = old.clone();
