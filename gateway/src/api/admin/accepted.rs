@@ -27,6 +27,7 @@ pub const KEY: &[(&str, Kind)] = &[
     ("tags", List),
     ("disable_global_guardrails", Bool),
     ("enable_prompt_caching", Bool),
+    // Kept in `metadata`; enforced (`auth::budget_throttle`).
     ("throttle_on_budget_exceeded", Bool),
     ("enforced_params", List),
     ("allowed_passthrough_routes", List),
