@@ -42,6 +42,8 @@ const LITELLM_ACTED_ON: &[&str] = &[
     "max_end_user_budget_id",
     // Over-budget keys throttled (`Config::budget_throttle`).
     "budget_exceeded_throttle_percentage",
+    // Messages redacted in spend-log rows (`spend::prompt_privacy`).
+    "turn_off_message_logging",
 ];
 
 /// Keys of `litellm_settings` refused while unimplemented, with the reason.
@@ -99,6 +101,7 @@ const GENERAL_ACTED_ON: &[&str] = &[
     "disable_spend_logs",
     "disable_error_logs",
     "store_prompts_in_spend_logs",
+    "spend_logs_prompt_storage",
     // The config's own pass-through endpoints (`providers::passthrough`).
     "pass_through_endpoints",
     // What team admins may change (`config::team_admin`).

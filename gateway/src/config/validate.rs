@@ -382,7 +382,8 @@ pub(super) fn validate(
         })?,
     };
     let spend_logs = crate::spend::SpendLogs::parse(&file.general_settings.other, lookup)
-        .map_err(|p| invalid("general_settings".into(), p))?;
+        .map_err(|p| invalid("general_settings".into(), p))?
+        .with_message_logging(file.litellm_settings.as_ref());
     let batch_polling = batch_polling(&file.general_settings.other, lookup)
         .map_err(|p| invalid("general_settings.proxy_batch_polling_interval".into(), p))?;
     let limits = server_limits(&file.general_settings, &file.gateway_settings)
@@ -1444,6 +1445,18 @@ mod tests {
         assert!(c.spend_logs.prompts.on);
         assert!(c.warnings.is_empty(), "{:?}", c.warnings);
         assert_eq!(parse("").unwrap().spend_logs, Default::default());
+        let c = parse(
+            "general_settings: {store_prompts_in_spend_logs: true, spend_logs_prompt_storage: latest_turn}\nlitellm_settings: {turn_off_message_logging: true}\n",
+        )
+        .unwrap();
+        assert!(c.spend_logs.prompts.latest_turn && c.spend_logs.prompts.redact_by_default);
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+        let err = parse("general_settings: {spend_logs_prompt_storage: everything}\n").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("general_settings.spend_logs_prompt_storage"),
+            "{err}"
+        );
         let err = parse("general_settings: {disable_error_logs: yes please}\n").unwrap_err();
         assert!(
             err.to_string()

@@ -82,6 +82,9 @@ const MAX_ERROR_BODY: usize = 1 << 20;
 /// What the headers and the access log report of one request.
 pub(crate) struct Outcome {
     call_id: Arc<str>,
+    /// What the request's headers say about redacting its messages in its
+    /// rows.
+    redaction: crate::spend::prompt_privacy::RedactionHeaders,
     received_at: Instant,
     /// The model group asked for (after the key's aliases), once read.
     requested: Option<String>,
@@ -142,6 +145,7 @@ pub async fn handle(
 ) {
     let mut outcome = Outcome {
         call_id: headers::call_id(),
+        redaction: prompt_log::redaction_headers(head),
         received_at,
         requested: None,
         group: None,
@@ -612,7 +616,8 @@ async fn serve(
                             start,
                         });
                         row.guardrail_information = outcome.guard_log.information().map(Arc::new);
-                        prompt_log::keep_hit(worker, principal, &mut row, &held.req.body, &stored);
+                        let privacy = (principal, held.req.endpoint, outcome.redaction);
+                        prompt_log::keep_hit(worker, privacy, &mut row, &held.req.body, &stored);
                         record::submit(worker, row);
                     }
                     sent
@@ -955,7 +960,7 @@ async fn attempt_once(
     )
     .await?;
     // The answer is copied for the row only when it keeps the prompt.
-    let keep = prompt_log::Keep::start(worker, principal, out);
+    let keep = prompt_log::Keep::start(worker, (principal, endpoint, outcome.redaction), out);
     // 7 and 8. translate, call and relay; cut off when the shutdown grace
     // period ends (the row below then says so)
     // A Responses request still in its own form passes through to a
