@@ -145,7 +145,7 @@ impl Fixed {
         check(self.guardrails != next.guardrails, "guardrails");
         check(
             self.spend_logs != next.spend_logs,
-            "general_settings.disable_spend_logs, disable_error_logs, store_prompts_in_spend_logs",
+            "general_settings.disable_spend_logs, disable_error_logs, store_prompts_in_spend_logs, spend_logs_prompt_storage, litellm_settings.turn_off_message_logging",
         );
         check(
             self.mock_testing_params != next.mock_testing_params,
@@ -276,7 +276,7 @@ mod tests {
             let changed = before.changed(&fixed(text));
             assert_eq!(
                 changed,
-                ["general_settings.disable_spend_logs, disable_error_logs, store_prompts_in_spend_logs"],
+                ["general_settings.disable_spend_logs, disable_error_logs, store_prompts_in_spend_logs, spend_logs_prompt_storage, litellm_settings.turn_off_message_logging"],
                 "{text}"
             );
         }
