@@ -127,7 +127,9 @@ fn a_percentage_out_of_range_stops_start_up_naming_it() {
         });
         let yaml = e2e::to_yaml(&config);
         let mut gw = Gateway::spawn(&yaml, &[], e2e::free_port(), &[]);
-        let status = gw.wait_exit(Duration::from_secs(20)).expect("the gateway exits");
+        let status = gw
+            .wait_exit(Duration::from_secs(20))
+            .expect("the gateway exits");
         assert!(!status.success(), "{bad}");
         let out = gw.output();
         assert!(

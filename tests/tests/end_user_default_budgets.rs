@@ -210,11 +210,7 @@ fn end_user_budget_id_is_checked_as_litellm_checks_it() {
             json!({"user_id": "worker", "user_role": "internal_user"}),
         );
         let own = key(&gw, json!({"user_id": "worker"}));
-        let refused = gw.post_as(
-            &own,
-            "/key/generate",
-            &json!({"end_user_budget_id": "b1"}),
-        );
+        let refused = gw.post_as(&own, "/key/generate", &json!({"end_user_budget_id": "b1"}));
         let err = assert_error(&refused, 403);
         assert_eq!(
             error_message(&err),

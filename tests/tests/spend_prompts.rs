@@ -309,7 +309,11 @@ fn turned_off_message_logging_redacts_both_columns() {
     let body = json!({"model": "m", "max_tokens": 10,
         "messages": [{"role": "user", "content": "a private question"}]});
     let (resp, call_id) = chat(&gw, &key, &body);
-    assert_eq!(resp.json()["choices"][0]["message"]["content"], ANSWER, "the client gets it");
+    assert_eq!(
+        resp.json()["choices"][0]["message"]["content"],
+        ANSWER,
+        "the client gets it"
+    );
     let [_, request, response] = columns(&db, &call_id);
     let request = parse(&request);
     assert_eq!(
@@ -317,7 +321,10 @@ fn turned_off_message_logging_redacts_both_columns() {
         json!([{"role": "user", "content": "redacted-by-litellm"}]),
         "{request}"
     );
-    assert_eq!((&request["prompt"], &request["input"]), (&json!(""), &json!("")));
+    assert_eq!(
+        (&request["prompt"], &request["input"]),
+        (&json!(""), &json!(""))
+    );
     assert_eq!(request["max_tokens"], 10, "the other fields stay");
     let response = parse(&response);
     assert_eq!(
@@ -333,7 +340,8 @@ fn turned_off_message_logging_redacts_both_columns() {
     let (_, call_id) = chat(&gw, &key, &opt_out);
     let [_, request, _] = columns(&db, &call_id);
     assert_eq!(
-        parse(&request)["messages"][0]["content"], "redacted-by-litellm"
+        parse(&request)["messages"][0]["content"],
+        "redacted-by-litellm"
     );
     let trusted = generate(
         &gw,
@@ -341,7 +349,10 @@ fn turned_off_message_logging_redacts_both_columns() {
     );
     let (_, call_id) = chat(&gw, &trusted, &opt_out);
     let [_, request, response] = columns(&db, &call_id);
-    assert_eq!(parse(&request)["messages"][0]["content"], "a private question");
+    assert_eq!(
+        parse(&request)["messages"][0]["content"],
+        "a private question"
+    );
     assert_eq!(parse(&response)["choices"][0]["message"]["content"], ANSWER);
 }
 
@@ -355,7 +366,10 @@ fn a_request_or_its_header_turns_redaction_on() {
     // Off by default.
     let (_, call_id) = chat(&gw, &key, &body);
     let [_, request, _] = columns(&db, &call_id);
-    assert_eq!(parse(&request)["messages"][0]["content"], "a private question");
+    assert_eq!(
+        parse(&request)["messages"][0]["content"],
+        "a private question"
+    );
     // LiteLLM's header.
     let auth = format!("Bearer {key}");
     let resp = gw.call(
@@ -369,9 +383,15 @@ fn a_request_or_its_header_turns_redaction_on() {
         body.to_string().as_bytes(),
     );
     assert_eq!(resp.status, 200, "{}", resp.text());
-    let call_id = resp.header("x-litellm-call-id").expect("call id").to_string();
+    let call_id = resp
+        .header("x-litellm-call-id")
+        .expect("call id")
+        .to_string();
     let [_, request, response] = columns(&db, &call_id);
-    assert_eq!(parse(&request)["messages"][0]["content"], "redacted-by-litellm");
+    assert_eq!(
+        parse(&request)["messages"][0]["content"],
+        "redacted-by-litellm"
+    );
     assert_eq!(
         parse(&response)["choices"][0]["message"]["content"],
         "redacted-by-litellm"
@@ -380,5 +400,8 @@ fn a_request_or_its_header_turns_redaction_on() {
     body["metadata"] = json!({"turn_off_message_logging": true});
     let (_, call_id) = chat(&gw, &key, &body);
     let [_, request, _] = columns(&db, &call_id);
-    assert_eq!(parse(&request)["messages"][0]["content"], "redacted-by-litellm");
+    assert_eq!(
+        parse(&request)["messages"][0]["content"],
+        "redacted-by-litellm"
+    );
 }

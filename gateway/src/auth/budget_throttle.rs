@@ -53,12 +53,30 @@ mod tests {
     #[test]
     fn only_a_key_that_opted_in_with_a_limit_is_throttled() {
         let on = json!({OPT_IN_FIELD: true});
-        assert_eq!(share(&key(on.clone(), Some(10), None), Some(0.5)), Some(0.5));
-        assert_eq!(share(&key(on.clone(), None, Some(10)), Some(0.5)), Some(0.5));
-        assert_eq!(share(&key(on.clone(), None, None), Some(0.5)), None, "nothing to scale");
-        assert_eq!(share(&key(on, Some(10), None), None), None, "no percentage set");
+        assert_eq!(
+            share(&key(on.clone(), Some(10), None), Some(0.5)),
+            Some(0.5)
+        );
+        assert_eq!(
+            share(&key(on.clone(), None, Some(10)), Some(0.5)),
+            Some(0.5)
+        );
+        assert_eq!(
+            share(&key(on.clone(), None, None), Some(0.5)),
+            None,
+            "nothing to scale"
+        );
+        assert_eq!(
+            share(&key(on, Some(10), None), None),
+            None,
+            "no percentage set"
+        );
         let truthy = json!({OPT_IN_FIELD: "true"});
-        assert_eq!(share(&key(truthy, Some(10), None), Some(0.5)), None, "true only");
+        assert_eq!(
+            share(&key(truthy, Some(10), None), Some(0.5)),
+            None,
+            "true only"
+        );
         assert_eq!(share(&key(json!({}), Some(10), None), Some(0.5)), None);
     }
 

@@ -37,14 +37,16 @@ pub(super) fn redaction_headers(head: &crate::http1::RequestHead) -> RedactionHe
 /// `allow_client_message_redaction_opt_out` in either's metadata).
 fn privacy_of(principal: &Principal, endpoint: Endpoint, headers: RedactionHeaders) -> RowPrivacy {
     let key = super::key_of(principal);
-    let allows = |m: Option<&serde_json::Map<String, serde_json::Value>>| {
-        match m.and_then(|m| m.get("allow_client_message_redaction_opt_out")) {
-            Some(serde_json::Value::Bool(b)) => *b,
-            Some(serde_json::Value::String(s)) => s.trim().eq_ignore_ascii_case("true"),
-            _ => false,
-        }
+    let allows = |m: Option<&serde_json::Map<String, serde_json::Value>>| match m
+        .and_then(|m| m.get("allow_client_message_redaction_opt_out"))
+    {
+        Some(serde_json::Value::Bool(b)) => *b,
+        Some(serde_json::Value::String(s)) => s.trim().eq_ignore_ascii_case("true"),
+        _ => false,
     };
-    let team = key.and_then(|k| k.team.as_ref()).map(|t| &t.record.metadata);
+    let team = key
+        .and_then(|k| k.team.as_ref())
+        .map(|t| &t.record.metadata);
     RowPrivacy {
         responses: endpoint == Endpoint::Responses,
         headers,
@@ -84,7 +86,6 @@ pub(super) fn keep_hit(
         row.response = answer.map(|a| JsonText(a.into()));
     }
 }
-
 
 impl Keep {
     /// Starts copying the answer when `principal`'s rows keep their

@@ -173,7 +173,10 @@ fn user_content_text(content: &Value) -> Option<String> {
 /// on the body).
 pub fn redact_request(body: &mut Value) {
     let Value::Object(map) = body else { return };
-    map.insert("messages".into(), json!([{"role": "user", "content": REDACTED}]));
+    map.insert(
+        "messages".into(),
+        json!([{"role": "user", "content": REDACTED}]),
+    );
     map.insert("prompt".into(), json!(""));
     map.insert("input".into(), json!(""));
     if map.get("instructions").is_some_and(|v| !v.is_null()) {
@@ -374,14 +377,35 @@ mod tests {
         assert!(!redacts(false, None, none, false));
         // The request's own flag: true always counts, false only when the
         // caller may opt out or the global setting is off.
-        assert!(redacts(false, body(json!({"turn_off_message_logging": true})).as_ref(), none, false));
-        assert!(redacts(true, body(json!({"turn_off_message_logging": false})).as_ref(), none, false));
-        assert!(!redacts(true, body(json!({"turn_off_message_logging": "false"})).as_ref(), none, true));
+        assert!(redacts(
+            false,
+            body(json!({"turn_off_message_logging": true})).as_ref(),
+            none,
+            false
+        ));
+        assert!(redacts(
+            true,
+            body(json!({"turn_off_message_logging": false})).as_ref(),
+            none,
+            false
+        ));
+        assert!(!redacts(
+            true,
+            body(json!({"turn_off_message_logging": "false"})).as_ref(),
+            none,
+            true
+        ));
         let in_metadata = json!({"metadata": {"turn_off_message_logging": "true"}});
         assert!(redacts(false, Some(&in_metadata), none, false));
         // Headers: disable (when allowed) wins, enable turns it on.
-        let disable = RedactionHeaders { disable: true, enable: false };
-        let enable = RedactionHeaders { disable: false, enable: true };
+        let disable = RedactionHeaders {
+            disable: true,
+            enable: false,
+        };
+        let enable = RedactionHeaders {
+            disable: false,
+            enable: true,
+        };
         assert!(redacts(true, None, disable, false), "not allowed: ignored");
         assert!(!redacts(true, None, disable, true));
         assert!(redacts(false, None, enable, false));
@@ -402,7 +426,10 @@ mod tests {
             "usage": {"total_tokens": 3}});
         let out = redact_answer(chat);
         let msg = &out["choices"][0]["message"];
-        assert_eq!((&msg["content"], &msg["reasoning_content"]), (&json!(REDACTED), &json!(REDACTED)));
+        assert_eq!(
+            (&msg["content"], &msg["reasoning_content"]),
+            (&json!(REDACTED), &json!(REDACTED))
+        );
         assert_eq!(msg["thinking_blocks"], Value::Null);
         assert_eq!(msg["tool_calls"][0]["function"]["arguments"], REDACTED);
         assert_eq!(msg["tool_calls"][0]["function"]["name"], "f", "names stay");

@@ -313,7 +313,8 @@ mod tests {
             ],
             "system_fingerprint": "fp"
         });
-        let (stored, _) = on(2048).columns(body.to_string().as_bytes(), None, RowPrivacy::default());
+        let (stored, _) =
+            on(2048).columns(body.to_string().as_bytes(), None, RowPrivacy::default());
         let stored: Value = serde_json::from_str(&stored).unwrap();
         assert_eq!(
             stored,

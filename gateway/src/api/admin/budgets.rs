@@ -271,7 +271,8 @@ pub async fn new(worker: &Worker, caller: &Principal, body: &[u8]) -> Result<Val
         match ctx.store().insert_budget(&budget).await {
             Ok(()) => {
                 // A default budget row named before it existed applies now.
-                ctx.publish(&[Change::Budget(budget.budget_id.clone())]).await;
+                ctx.publish(&[Change::Budget(budget.budget_id.clone())])
+                    .await;
                 Ok(budget_json(&budget))
             }
             Err(StoreError::Conflict(_)) => Err(bad_field(

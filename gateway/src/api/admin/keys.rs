@@ -483,8 +483,13 @@ pub async fn update(worker: &Worker, body: &[u8], admin: bool) -> Result<Value, 
         let (team_given, alias_given) = (req.team_id.is_given(), req.key_alias.is_given());
         let end_user_budget = req.end_user_budget.take();
         ensure_throttle_admin(req.throttle_on, Some(&before.metadata), admin)?;
-        ensure_end_user_budget(&ctx, end_user_budget.as_deref(), Some(&before.metadata), admin)
-            .await?;
+        ensure_end_user_budget(
+            &ctx,
+            end_user_budget.as_deref(),
+            Some(&before.metadata),
+            admin,
+        )
+        .await?;
         req.apply(&mut rec, Utc::now())?;
         if team_given {
             ensure_team(&ctx, rec.team_id.as_deref()).await?;
