@@ -10,6 +10,7 @@
 mod budget_throttle;
 mod cache;
 mod checks;
+pub mod dynamic_limits;
 pub mod console;
 mod end_user_defaults;
 mod end_users;
@@ -122,6 +123,26 @@ impl Principal {
         let Principal::Key(k) = self else { return None };
         let share = k.throttled()?;
         Some(budget_throttle::throttled(&k.record, share))
+    }
+
+    /// The key's row as the rate limiter holds this request for `model`
+    /// to it: scaled down when throttled past its budget
+    /// ([`Principal::throttled_key`]), without its dynamic limits while no
+    /// deployment of the group fails (`failures`: the most failures this
+    /// minute of one, asked only for a key with a dynamic limit;
+    /// [`dynamic_limits`]); `None` when the row applies as it is.
+    pub fn key_for_limits(
+        &self,
+        failures: impl FnOnce() -> u64,
+    ) -> Option<crate::store::KeyRecord> {
+        let Principal::Key(k) = self else { return None };
+        let throttled = self.throttled_key();
+        let row = throttled.as_ref().unwrap_or(&k.record);
+        if !dynamic_limits::has_dynamic(row) {
+            return throttled;
+        }
+        let failing = failures() > dynamic_limits::failure_threshold();
+        dynamic_limits::relaxed(row, failing).or(throttled)
     }
 
     /// [`Principal::key_rows`] with `throttled` (from

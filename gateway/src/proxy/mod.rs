@@ -503,8 +503,8 @@ async fn serve(
     }?;
     // 5. limit
     // A key past its budget that opted in to throttling is held to a share
-    // of its limits.
-    let throttled = principal.throttled_key();
+    // of its limits; a key's dynamic limits bind only while the group fails.
+    let throttled = principal.key_for_limits(|| router.failures_this_minute(&model));
     // Boxed: a ticket is large and kept until the answer ends.
     let mut ticket = worker
         .shared
