@@ -51,7 +51,10 @@ fn a_dynamic_rpm_limit_binds_only_while_the_group_fails() {
         "messages": [{"role": "user", "content": "hi"}]});
     let err = assert_error(&gw.post_as(&dynamic, "/v1/chat/completions", &body), 429);
     assert!(
-        err["message"].as_str().unwrap_or_default().contains("Rate limit exceeded"),
+        err["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Rate limit exceeded"),
         "{err:?}"
     );
 }

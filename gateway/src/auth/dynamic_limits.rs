@@ -69,7 +69,8 @@ mod tests {
         let k = relaxed(&rpm, false).expect("relaxed");
         assert_eq!((k.rpm_limit, k.tpm_limit), (None, Some(100)));
         assert!(relaxed(&rpm, true).is_none(), "failing: enforced");
-        let tpm = key(json!({"tpm_limit_type": "dynamic", "rpm_limit_type": "guaranteed_throughput"}));
+        let tpm =
+            key(json!({"tpm_limit_type": "dynamic", "rpm_limit_type": "guaranteed_throughput"}));
         let k = relaxed(&tpm, false).expect("relaxed");
         assert_eq!((k.rpm_limit, k.tpm_limit), (Some(5), None));
         assert!(relaxed(&key(json!({})), false).is_none());

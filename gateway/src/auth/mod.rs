@@ -10,8 +10,8 @@
 mod budget_throttle;
 mod cache;
 mod checks;
-pub mod dynamic_limits;
 pub mod console;
+pub mod dynamic_limits;
 mod end_user_defaults;
 mod end_users;
 mod known;
