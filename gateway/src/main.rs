@@ -178,6 +178,9 @@ fn run(opts: Options) -> Result<(), String> {
     }
     let deployments = config.deployments.len();
     let keys = Arc::new(gateway::auth::KeyCache::default());
+    if let Some(share) = config.budget_throttle {
+        keys.set_budget_throttle(share);
+    }
     let me = gateway::replicas::Replica::this_process(addr.to_string(), opts.workers);
     let (fleet, cooldowns) = gateway::router::cooldowns::shared(
         config.rate_limits.redis_url.as_deref(),
@@ -229,6 +232,9 @@ fn run(opts: Options) -> Result<(), String> {
     apply_stored_settings(&control, &mut config)?;
     if let Some(budget) = &config.proxy_budget {
         set_up_proxy_budget(&control, &caches.keys, budget.clone())?;
+    }
+    if let Some(id) = config.end_user_default_budget.clone() {
+        caches.keys.end_users().defaults().set_proxy_wide(id);
     }
     let mut shared = Shared::new(
         config,

@@ -42,6 +42,8 @@ struct Fixed {
     guardrails: String,
     spend_logs: crate::spend::SpendLogs,
     mock_testing_params: bool,
+    end_user_default_budget: Option<String>,
+    budget_throttle: Option<f64>,
 }
 
 impl Fixed {
@@ -74,6 +76,8 @@ impl Fixed {
             guardrails: config.guardrails.source().to_string(),
             spend_logs: config.spend_logs,
             mock_testing_params: config.mock_testing_params,
+            end_user_default_budget: config.end_user_default_budget.clone(),
+            budget_throttle: config.budget_throttle,
         }
     }
 
@@ -141,11 +145,19 @@ impl Fixed {
         check(self.guardrails != next.guardrails, "guardrails");
         check(
             self.spend_logs != next.spend_logs,
-            "general_settings.disable_spend_logs, disable_error_logs, store_prompts_in_spend_logs",
+            "general_settings.disable_spend_logs, disable_error_logs, store_prompts_in_spend_logs, spend_logs_prompt_storage, litellm_settings.turn_off_message_logging",
         );
         check(
             self.mock_testing_params != next.mock_testing_params,
             "general_settings.dangerously_allow_mock_testing_request_params",
+        );
+        check(
+            self.end_user_default_budget != next.end_user_default_budget,
+            "litellm_settings.max_end_user_budget_id",
+        );
+        check(
+            self.budget_throttle != next.budget_throttle,
+            "litellm_settings.budget_exceeded_throttle_percentage",
         );
         out
     }
@@ -264,7 +276,7 @@ mod tests {
             let changed = before.changed(&fixed(text));
             assert_eq!(
                 changed,
-                ["general_settings.disable_spend_logs, disable_error_logs, store_prompts_in_spend_logs"],
+                ["general_settings.disable_spend_logs, disable_error_logs, store_prompts_in_spend_logs, spend_logs_prompt_storage, litellm_settings.turn_off_message_logging"],
                 "{text}"
             );
         }
@@ -279,6 +291,20 @@ mod tests {
         assert_eq!(
             fixed("").changed(&fixed(on)),
             ["general_settings.dangerously_allow_mock_testing_request_params"]
+        );
+    }
+
+    #[test]
+    fn the_end_user_default_budget_and_throttle_are_reported_as_needing_a_restart() {
+        let set = "litellm_settings: {max_end_user_budget_id: tier-1}\n";
+        assert_eq!(
+            fixed("").changed(&fixed(set)),
+            ["litellm_settings.max_end_user_budget_id"]
+        );
+        let set = "litellm_settings: {budget_exceeded_throttle_percentage: 0.5}\n";
+        assert_eq!(
+            fixed("").changed(&fixed(set)),
+            ["litellm_settings.budget_exceeded_throttle_percentage"]
         );
     }
 }

@@ -208,6 +208,7 @@ def setup(url, api_base):
             "expired": "sk-lite-expired",
             "spent": "sk-lite-spent",
             "narrow": "sk-lite-narrow",
+            "tiered": "sk-lite-tiered",
         },
         "good_spend": 0.5,
         "good_total_spend": 7.0,
@@ -247,7 +248,8 @@ def setup(url, api_base):
         INSERT INTO "LiteLLM_EndUserTable" (user_id, alias, spend, blocked, budget_id)
             VALUES ('end-user-lite', 'Lite end user', 0.25, false, 'budget-lite-eu'),
                    ('end-user-spent', NULL, 1.0, false, 'budget-lite-small'),
-                   ('end-user-blocked', NULL, 0, true, NULL);
+                   ('end-user-blocked', NULL, 0, true, NULL),
+                   ('end-user-riding', NULL, 1.0, false, NULL);
         """,
     )
     # The team's model aliases, as LiteLLM's /team/new writes them: a
@@ -268,6 +270,8 @@ def setup(url, api_base):
         ("expired", {"expires": (now - timedelta(hours=1)).isoformat()}),
         ("spent", {"spend": 2.0, "max_budget": 1.0}),
         ("narrow", {"models": ["lite-gcm"]}),
+        # LiteLLM's /key/generate keeps end_user_budget_id in metadata.
+        ("tiered", {"metadata": {"owner": "litellm", "end_user_budget_id": "budget-lite-small"}}),
     ]
     for name, extra in keys:
         token = hash_token(fx["keys"][name])

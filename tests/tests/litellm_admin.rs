@@ -119,8 +119,7 @@ fn fields_litellm_accepts_are_accepted_and_typos_and_wrong_types_refused() {
         (json!({"tags": "prod"}), "tags"),
         (json!({"tpd_limit": "many"}), "tpd_limit"),
         (json!({"auto_rotate": 1}), "auto_rotate"),
-        // LiteLLM applies it to the key's end users; not applied here, so
-        // refused rather than stored unenforced.
+        // A budget row that does not exist: LiteLLM's 400.
         (json!({"end_user_budget_id": "eu"}), "end_user_budget_id"),
         (
             json!({"metadata": {"end_user_budget_id": "eu"}}),

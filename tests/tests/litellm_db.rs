@@ -178,6 +178,23 @@ fn a_litellm_database_serves_here_and_litellm_reads_what_the_gateway_wrote() {
             .starts_with("ExceededBudget: End User=end-user-spent over budget."),
         "{err:?}"
     );
+    // A key LiteLLM made with `end_user_budget_id` in its metadata holds
+    // an end user without a budget row of its own to that row (spend 1.0
+    // over its 0.5), as LiteLLM's `get_end_user_object` grafts it; a key
+    // without it does not.
+    let err = assert_error(
+        &chat_for(&gw, &key("tiered"), "lite-gcm", Some("end-user-riding")),
+        422,
+    );
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("ExceededBudget: End User=end-user-riding over budget."),
+        "{err:?}"
+    );
+    let resp = chat_for(&gw, &narrow, "lite-gcm", Some("end-user-riding"));
+    assert_eq!(resp.status, 200, "{}", resp.text());
     let end_user = fx_str(&fixture, "end_user_id");
     let resp = chat_for(&gw, &narrow, "lite-gcm", Some(&end_user));
     assert_eq!(resp.status, 200, "{}", resp.text());

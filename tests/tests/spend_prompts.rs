@@ -264,3 +264,144 @@ fn with_the_response_cache_the_stored_answer_and_the_hit_are_kept() {
         assert_eq!(stored["choices"][0]["message"]["content"], ANSWER);
     }
 }
+
+#[test]
+fn latest_turn_keeps_only_the_model_and_the_last_user_turn() {
+    let db = TestDb::create();
+    let gw = start(
+        &db,
+        json!({"store_prompts_in_spend_logs": true, "spend_logs_prompt_storage": "latest_turn"}),
+    );
+    let key = generate(&gw, json!({}));
+    let body = json!({
+        "model": "m",
+        "max_tokens": 10,
+        "temperature": 0.5,
+        "messages": [
+            {"role": "system", "content": "the system prompt"},
+            {"role": "user", "content": "an earlier question"},
+            {"role": "assistant", "content": "an earlier answer"},
+            {"role": "user", "content": [{"type": "text", "text": "the latest question"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]},
+        ],
+    });
+    let (_, call_id) = chat(&gw, &key, &body);
+    let [_, request, response] = columns(&db, &call_id);
+    assert_eq!(
+        parse(&request),
+        json!({"model": "m", "messages": [
+            {"role": "user", "content": "the latest question\n[image omitted]"}]}),
+        "as LiteLLM's _trimmed_turn keeps it"
+    );
+    // The answer is kept whole.
+    assert_eq!(parse(&response)["choices"][0]["message"]["content"], ANSWER);
+}
+
+#[test]
+fn turned_off_message_logging_redacts_both_columns() {
+    let db = TestDb::create();
+    let gw = start_with(
+        &db,
+        json!({"store_prompts_in_spend_logs": true}),
+        json!({"turn_off_message_logging": true}),
+    );
+    let key = generate(&gw, json!({}));
+    let body = json!({"model": "m", "max_tokens": 10,
+        "messages": [{"role": "user", "content": "a private question"}]});
+    let (resp, call_id) = chat(&gw, &key, &body);
+    assert_eq!(
+        resp.json()["choices"][0]["message"]["content"],
+        ANSWER,
+        "the client gets it"
+    );
+    let [_, request, response] = columns(&db, &call_id);
+    let request = parse(&request);
+    assert_eq!(
+        request["messages"],
+        json!([{"role": "user", "content": "redacted-by-litellm"}]),
+        "{request}"
+    );
+    assert_eq!(
+        (&request["prompt"], &request["input"]),
+        (&json!(""), &json!(""))
+    );
+    assert_eq!(request["max_tokens"], 10, "the other fields stay");
+    let response = parse(&response);
+    assert_eq!(
+        response["choices"][0]["message"]["content"], "redacted-by-litellm",
+        "{response}"
+    );
+    assert!(response["usage"].is_object(), "{response}");
+
+    // A request saying `turn_off_message_logging: false` is still redacted
+    // (LiteLLM strips it) unless its key may opt out.
+    let mut opt_out = body.clone();
+    opt_out["turn_off_message_logging"] = json!(false);
+    let (_, call_id) = chat(&gw, &key, &opt_out);
+    let [_, request, _] = columns(&db, &call_id);
+    assert_eq!(
+        parse(&request)["messages"][0]["content"],
+        "redacted-by-litellm"
+    );
+    let trusted = generate(
+        &gw,
+        json!({"metadata": {"allow_client_message_redaction_opt_out": true}}),
+    );
+    let (_, call_id) = chat(&gw, &trusted, &opt_out);
+    let [_, request, response] = columns(&db, &call_id);
+    assert_eq!(
+        parse(&request)["messages"][0]["content"],
+        "a private question"
+    );
+    assert_eq!(parse(&response)["choices"][0]["message"]["content"], ANSWER);
+}
+
+#[test]
+fn a_request_or_its_header_turns_redaction_on() {
+    let db = TestDb::create();
+    let gw = start(&db, json!({"store_prompts_in_spend_logs": true}));
+    let key = generate(&gw, json!({}));
+    let mut body = json!({"model": "m", "max_tokens": 10,
+        "messages": [{"role": "user", "content": "a private question"}]});
+    // Off by default.
+    let (_, call_id) = chat(&gw, &key, &body);
+    let [_, request, _] = columns(&db, &call_id);
+    assert_eq!(
+        parse(&request)["messages"][0]["content"],
+        "a private question"
+    );
+    // LiteLLM's header.
+    let auth = format!("Bearer {key}");
+    let resp = gw.call(
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+            ("litellm-enable-message-redaction", "true"),
+        ],
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let call_id = resp
+        .header("x-litellm-call-id")
+        .expect("call id")
+        .to_string();
+    let [_, request, response] = columns(&db, &call_id);
+    assert_eq!(
+        parse(&request)["messages"][0]["content"],
+        "redacted-by-litellm"
+    );
+    assert_eq!(
+        parse(&response)["choices"][0]["message"]["content"],
+        "redacted-by-litellm"
+    );
+    // The request's own field, in its metadata.
+    body["metadata"] = json!({"turn_off_message_logging": true});
+    let (_, call_id) = chat(&gw, &key, &body);
+    let [_, request, _] = columns(&db, &call_id);
+    assert_eq!(
+        parse(&request)["messages"][0]["content"],
+        "redacted-by-litellm"
+    );
+}

@@ -141,6 +141,7 @@ mod tests {
 
     fn key(alias: Option<&str>) -> KeyEntry {
         KeyEntry {
+            budget_throttle: None,
             record: KeyRecord {
                 token: "ab".repeat(32),
                 key_alias: alias.map(str::to_string),

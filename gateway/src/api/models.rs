@@ -210,6 +210,7 @@ mod tests {
             })
         });
         Principal::Key(Arc::new(KeyEntry {
+            budget_throttle: None,
             record: KeyRecord {
                 models: strings(models),
                 aliases: aliases.as_object().cloned().unwrap_or_default(),

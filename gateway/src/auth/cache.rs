@@ -118,6 +118,10 @@ pub struct KeyEntry {
     pub record: KeyRecord,
     /// Its budget counter; survives refreshes.
     pub budget: Arc<Budget>,
+    /// The share of its rpm/tpm limits it keeps once its own spend
+    /// reaches its budget, instead of being refused
+    /// ([`super::budget_throttle`]).
+    pub budget_throttle: Option<f64>,
     /// Its team, if any.
     pub team: Option<Arc<TeamEntry>>,
     /// Its user, if any.
@@ -142,6 +146,13 @@ impl KeyEntry {
     /// The key's budget for `group`, if it set one.
     pub fn model_budget(&self, group: &str) -> Option<&Arc<Budget>> {
         find_model_budget(&self.model_budgets, group)
+    }
+
+    /// The share of its limits it is held to now: its
+    /// [`budget_throttle`](Self::budget_throttle) once its own budget is
+    /// spent.
+    pub fn throttled(&self) -> Option<f64> {
+        self.budget_throttle.filter(|_| self.budget.exhausted())
     }
 
     /// The member budget row whose rate limits apply to its user in its
@@ -185,6 +196,8 @@ pub struct KeyCache {
     windows: super::windows::BudgetWindows,
     /// The proxy-wide budget (`litellm_settings.max_budget`), once set up.
     proxy_budget: std::sync::OnceLock<Arc<Budget>>,
+    /// `litellm_settings.budget_exceeded_throttle_percentage`, once set.
+    budget_throttle: std::sync::OnceLock<f64>,
 }
 
 impl Default for KeyCache {
@@ -200,6 +213,7 @@ impl Default for KeyCache {
             end_users: EndUserCache::default(),
             windows: super::windows::BudgetWindows::default(),
             proxy_budget: std::sync::OnceLock::new(),
+            budget_throttle: std::sync::OnceLock::new(),
         }
     }
 }
@@ -269,6 +283,12 @@ impl KeyCache {
             }
         }
         due
+    }
+
+    /// Sets `litellm_settings.budget_exceeded_throttle_percentage` (at
+    /// start-up, before any key is read).
+    pub fn set_budget_throttle(&self, percentage: f64) {
+        let _ = self.budget_throttle.set(percentage);
     }
 
     /// The end users (the body's `user`) whose rows restrict them.
@@ -639,7 +659,9 @@ impl KeyCache {
             (Some(t), Some(user)) => self.member_budgets(store, t, user).await?,
             _ => (None, Vec::new(), None),
         };
+        let throttle = self.budget_throttle.get().copied();
         let entry = Arc::new(KeyEntry {
+            budget_throttle: super::budget_throttle::share(&record, throttle),
             record,
             budget,
             team,
@@ -703,6 +725,7 @@ impl KeyCache {
             Change::User(id) => self.tokens_where(|e| e.record.user_id.as_deref() == Some(id)),
             Change::Model(_) => Vec::new(),
             Change::EndUser(id) => return self.end_users.refresh(store, id).await,
+            Change::Budget(id) => return self.end_users.defaults().refresh(store, id).await,
         };
         for token in stale {
             self.load(store, &token).await?;

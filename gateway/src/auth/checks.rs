@@ -189,6 +189,7 @@ mod tests {
 
     fn entry(models: &[&str]) -> KeyEntry {
         KeyEntry {
+            budget_throttle: None,
             record: KeyRecord {
                 models: models.iter().map(|s| s.to_string()).collect(),
                 ..Default::default()

@@ -9,6 +9,7 @@
 //! database. Cached entries are refreshed in place when their row changes
 //! (`end_user:<id>` notifications), their budget counters kept.
 
+use super::end_user_defaults::DefaultBudgets;
 use super::known::{prefix, KnownKeys};
 use super::{hash_key, TokenHash};
 use crate::budget::fleet::Place;
@@ -33,6 +34,24 @@ pub struct EndUserEntry {
 }
 
 impl EndUserEntry {
+    /// An end user held to a default budget row (`record`'s
+    /// `litellm_budget_table`), counting on `budget`.
+    pub(super) fn riding(record: EndUserRecord, budget: Arc<Budget>) -> EndUserEntry {
+        let row = record.litellm_budget_table.as_ref();
+        let model_limits = model_limits(row.and_then(|b| b.model_max_budget.as_ref()));
+        EndUserEntry {
+            record,
+            budget,
+            model_limits,
+        }
+    }
+
+    /// Whether its row links a budget row of its own (else a default
+    /// budget applies, [`DefaultBudgets`]).
+    pub fn has_own_budget(&self) -> bool {
+        self.record.budget_id.is_some() && self.record.litellm_budget_table.is_some()
+    }
+
     /// The end user's budget for `group` in the window holding `now`, when
     /// its budget row's `model_max_budget` names the group. As in LiteLLM
     /// (which keeps end users' per-model spend on each replica), the counter
@@ -102,6 +121,7 @@ pub struct EndUserCache {
     restricted: KnownKeys,
     misses: ReadThroughGuard<String>,
     windows: ModelWindows,
+    defaults: DefaultBudgets,
 }
 
 impl EndUserCache {
@@ -114,6 +134,11 @@ impl EndUserCache {
     /// cached: only then is it worth a read-through.
     pub fn worth_reading(&self, id: &str) -> bool {
         self.restricted.contains(&hash_key(id)) && !self.misses.recently_missed(id)
+    }
+
+    /// The default budget rows and the end users riding them.
+    pub fn defaults(&self) -> &DefaultBudgets {
+        &self.defaults
     }
 
     /// End users' per-model budget counters ([`EndUserEntry::model_budget`]).
@@ -139,6 +164,7 @@ impl EndUserCache {
             .await?;
         self.restricted.finish_reload(reload, prefixes);
         self.misses.clear();
+        self.defaults.reload(store).await?;
         let cached: Vec<String> = self.entries.pin().keys().cloned().collect();
         for id in cached {
             self.load(store, &id).await?;
@@ -154,6 +180,7 @@ impl EndUserCache {
         id: &str,
     ) -> Result<Option<Arc<EndUserEntry>>, StoreError> {
         let record = store.get_end_user(id).await?;
+        self.defaults.row_changed(record.as_ref(), id);
         let Some(record) = record.filter(EndUserRecord::is_restricted) else {
             self.entries.pin().remove(id);
             self.note_miss(id);
@@ -184,12 +211,21 @@ impl EndUserCache {
                     entry_with(old.budget.clone())
                 },
                 || {
-                    entry_with(Budget::at(
-                        Some(Place::principal("end_user", id)),
-                        max,
-                        soft,
-                        record.spend,
-                    ))
+                    // A rider's counter is kept: one counter per end user.
+                    let budget = match self.defaults.counter(id) {
+                        Some(b) => {
+                            b.set_limits(max, soft);
+                            b.set_durable(record.spend);
+                            b
+                        }
+                        None => Budget::at(
+                            Some(Place::principal("end_user", id)),
+                            max,
+                            soft,
+                            record.spend,
+                        ),
+                    };
+                    entry_with(budget)
                 },
             )
             .clone();
@@ -209,8 +245,9 @@ impl EndUserCache {
     /// Moves `nanos` of end user `id`'s settled spend to "durable" once
     /// written.
     pub fn flushed(&self, id: &str, nanos: i64) {
-        if let Some(e) = self.entries.pin().get(id) {
-            e.budget.flushed(nanos);
+        match self.entries.pin().get(id) {
+            Some(e) => e.budget.flushed(nanos),
+            None => self.defaults.flushed(id, nanos),
         }
     }
 }

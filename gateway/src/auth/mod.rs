@@ -7,9 +7,12 @@
 //! keys costs the database a few reads per second and cannot lock real keys
 //! out, and an unknown key is a 401, never a 503.
 
+mod budget_throttle;
 mod cache;
 mod checks;
 pub mod console;
+pub mod dynamic_limits;
+mod end_user_defaults;
 mod end_users;
 mod known;
 pub mod routes;
@@ -19,6 +22,7 @@ pub use cache::{
     hash_key, token_hex, KeyCache, KeyCopies, KeyEntry, TeamEntry, TokenHash, UserEntry,
 };
 pub use console::Console;
+pub use end_user_defaults::DefaultBudgets;
 pub use end_users::{EndUserCache, EndUserEntry, ModelWindows};
 pub use known::RELOAD_EVERY as KNOWN_KEYS_RELOAD;
 pub use windows::{BudgetWindows, WindowOwner};
@@ -110,6 +114,48 @@ impl Principal {
                 .and_then(|t| t.org_limits.as_ref())
                 .map(|(id, limits)| (id.as_str(), limits)),
         })
+    }
+
+    /// A key held to a share of its limits now (over its budget, opted in
+    /// to LiteLLM's `throttle_on_budget_exceeded`): a copy of its row with
+    /// its rpm and tpm limits scaled down, for [`Principal::key_rows_as`].
+    pub fn throttled_key(&self) -> Option<crate::store::KeyRecord> {
+        let Principal::Key(k) = self else { return None };
+        let share = k.throttled()?;
+        Some(budget_throttle::throttled(&k.record, share))
+    }
+
+    /// The key's row as the rate limiter holds this request for `model`
+    /// to it: scaled down when throttled past its budget
+    /// ([`Principal::throttled_key`]), without its dynamic limits while no
+    /// deployment of the group fails (`failures`: the most failures this
+    /// minute of one, asked only for a key with a dynamic limit;
+    /// [`dynamic_limits`]); `None` when the row applies as it is.
+    pub fn key_for_limits(
+        &self,
+        failures: impl FnOnce() -> u64,
+    ) -> Option<crate::store::KeyRecord> {
+        let Principal::Key(k) = self else { return None };
+        let throttled = self.throttled_key();
+        let row = throttled.as_ref().unwrap_or(&k.record);
+        if !dynamic_limits::has_dynamic(row) {
+            return throttled;
+        }
+        let failing = failures() > dynamic_limits::failure_threshold();
+        dynamic_limits::relaxed(row, failing).or(throttled)
+    }
+
+    /// [`Principal::key_rows`] with `throttled` (from
+    /// [`Principal::throttled_key`]) in place of the key's row, when given.
+    pub fn key_rows_as<'a>(
+        &'a self,
+        throttled: Option<&'a crate::store::KeyRecord>,
+    ) -> Option<KeyRows<'a>> {
+        let mut rows = self.key_rows()?;
+        if let Some(key) = throttled {
+            rows.key = key;
+        }
+        Some(rows)
     }
 
     /// The limits of a request for `model` carrying `tags` that the
@@ -447,13 +493,18 @@ impl Authenticator {
     }
 
     /// The end user a request names (its `user`), when its row restricts
-    /// it; refused when blocked, as LiteLLM refuses it (400). An id without
-    /// a restricting row in the store costs no read; one with a row not yet
-    /// cached costs one read-through, and a database that cannot answer
-    /// then is a 503 (fail closed: the end user may be blocked).
+    /// it or a default budget holds it ([`DefaultBudgets`]: the key's
+    /// `end_user_budget_id`, given as `key_default`, else the proxy-wide
+    /// one); refused when blocked, as LiteLLM refuses it (400). An id
+    /// without a restricting row in the store and no default budget costs
+    /// no read; one with a row not yet cached, or first seen under a
+    /// default budget, costs one read-through, and a database that cannot
+    /// answer then is a 503 (fail closed: the end user may be blocked or
+    /// over its budget).
     pub async fn end_user(
         &self,
         id: Option<&str>,
+        key_default: Option<&str>,
     ) -> Result<Option<Arc<EndUserEntry>>, GatewayError> {
         let Some(id) = id.filter(|id| !id.is_empty()) else {
             return Ok(None);
@@ -464,21 +515,83 @@ impl Authenticator {
             None if !cache.worth_reading(id) => None,
             None => {
                 let owned = id.to_string();
-                let keys = self.keys.clone();
-                self.control
-                    .call(READ_THROUGH_TIMEOUT, move |ctx| async move {
-                        keys.end_users().load(ctx.store(), &owned).await
-                    })
-                    .await
-                    .map_err(|e| e.to_string())
-                    .and_then(|r| r.map_err(|e| e.to_string()))
-                    .map_err(GatewayError::AuthUnavailable)?
+                self.on_control(move |keys, ctx| async move {
+                    keys.end_users().load(ctx.store(), &owned).await
+                })
+                .await?
             }
         };
         if entry.as_ref().is_some_and(|e| e.record.blocked) {
             return Err(GatewayError::EndUserBlocked(id.to_string()));
         }
-        Ok(entry)
+        if entry.as_ref().is_some_and(|e| e.has_own_budget()) {
+            return Ok(entry);
+        }
+        let Some(row) = self.default_row(key_default).await? else {
+            return Ok(entry);
+        };
+        let defaults = cache.defaults();
+        if let Some(rider) = defaults.rider(id, &row) {
+            return Ok(Some(rider));
+        }
+        let (record, counter) = match entry {
+            Some(e) => (e.record.clone(), Some(e.budget.clone())),
+            None => {
+                let owned = id.to_string();
+                let record = self
+                    .on_control(move |_, ctx| async move { ctx.store().get_end_user(&owned).await })
+                    .await?;
+                let record = record.unwrap_or_else(|| crate::store::EndUserRecord {
+                    user_id: id.to_string(),
+                    ..Default::default()
+                });
+                (record, None)
+            }
+        };
+        Ok(Some(defaults.ride(record, &row, counter)))
+    }
+
+    /// The default budget row for end users of a key with `key_default`:
+    /// the first of it and the proxy-wide one that exists (read through
+    /// once when not cached).
+    async fn default_row(
+        &self,
+        key_default: Option<&str>,
+    ) -> Result<Option<Arc<crate::store::EndUserBudget>>, GatewayError> {
+        let defaults = self.keys.end_users().defaults();
+        for budget_id in defaults.candidates(key_default) {
+            let row = match defaults.cached(budget_id) {
+                Some(row) => row,
+                None => {
+                    let owned = budget_id.to_string();
+                    self.on_control(move |keys, ctx| async move {
+                        keys.end_users().defaults().load(ctx.store(), &owned).await
+                    })
+                    .await?
+                }
+            };
+            if row.is_some() {
+                return Ok(row);
+            }
+        }
+        Ok(None)
+    }
+
+    /// Runs a store read on the control plane, within the read-through
+    /// deadline; a failure is a 503 (fail closed).
+    async fn on_control<T, F, Fut>(&self, read: F) -> Result<T, GatewayError>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<KeyCache>, Arc<crate::control::ControlCtx>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<T, crate::store::StoreError>> + Send + 'static,
+    {
+        let keys = self.keys.clone();
+        self.control
+            .call(READ_THROUGH_TIMEOUT, move |ctx| read(keys, ctx))
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.map_err(|e| e.to_string()))
+            .map_err(GatewayError::AuthUnavailable)
     }
 }
 

@@ -176,6 +176,16 @@ impl Budget {
         (s != NO_LIMIT).then(|| to_usd(s))
     }
 
+    /// Whether nothing of it lives only here: no request holds room in
+    /// it and everything settled is written (and counted by Redis), so
+    /// it may be dropped and read again.
+    pub fn idle(&self) -> bool {
+        self.reserved.load(Ordering::Acquire) == 0
+            && self.unflushed.load(Ordering::Acquire) == 0
+            && self.owed.load(Ordering::Acquire) == 0
+            && self.slice.unreported() == 0
+    }
+
     /// Whether the spend already reached the hard limit.
     pub fn exhausted(&self) -> bool {
         let max = self.max.load(Ordering::Acquire);
@@ -216,6 +226,22 @@ impl Budget {
             && !self.soft_alerted.swap(true, Ordering::AcqRel)
     }
 
+    /// Adds `actual` of settled spend held nowhere (see
+    /// [`Reservation::counting`]); `owe`: Redis must count it too.
+    fn count(&self, actual: i64, owe: bool) {
+        if actual <= 0 {
+            return;
+        }
+        let _ = self
+            .unflushed
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
+                Some(u.saturating_add(actual))
+            });
+        if owe {
+            self.owed.fetch_add(actual, Ordering::AcqRel);
+        }
+    }
+
     /// Records that `nanos` ([`to_nanos`] of each settled amount, summed)
     /// of settled spend is now in the database.
     pub fn flushed(&self, nanos: i64) {
@@ -252,6 +278,9 @@ pub struct Reservation<'l> {
     held: Vec<(&'static str, Arc<Budget>)>,
     nanos: i64,
     place: Held<'l>,
+    /// Budgets the real cost is added to without room held in them: they
+    /// count the spend and never refuse ([`Reservation::counting`]).
+    counted: Vec<Arc<Budget>>,
 }
 
 /// Where a reservation is held.
@@ -303,6 +332,7 @@ impl<'l> Reservation<'l> {
                             held: budgets.to_vec(),
                             nanos,
                             place: Held::Slice,
+                            counted: Vec::new(),
                         })
                     }
                     slice::Sliced::Refused(refusal) => return Err(refusal),
@@ -326,6 +356,7 @@ impl<'l> Reservation<'l> {
                             limiter,
                             request_id: hold,
                         },
+                        counted: Vec::new(),
                     })
                 }
                 Some(Err(refusal)) => return Err(refusal),
@@ -364,7 +395,28 @@ impl<'l> Reservation<'l> {
             held,
             nanos,
             place: Held::Local { owe: false },
+            counted: Vec::new(),
         })
+    }
+
+    /// A reservation holding nothing that counts the real cost on
+    /// `budgets` ([`Reservation::counting`]); `shared`: Redis is
+    /// configured, so their counters there learn it later.
+    pub fn nothing_held(budgets: Vec<Arc<Budget>>, shared: bool) -> Reservation<'l> {
+        Reservation {
+            held: Vec::new(),
+            nanos: 0,
+            place: Held::Local { owe: shared },
+            counted: budgets,
+        }
+    }
+
+    /// Adds `budget` to those the real cost is counted on without room
+    /// held in it: its spend grows (and is owed to its counter in Redis,
+    /// when there is one), it never refuses this request.
+    pub fn counting(mut self, budget: Arc<Budget>) -> Reservation<'l> {
+        self.counted.push(budget);
+        self
     }
 
     /// Settles the real cost; returns the scopes whose soft budget this
@@ -373,6 +425,10 @@ impl<'l> Reservation<'l> {
         let actual = to_nanos(actual_usd);
         let held = std::mem::take(&mut self.held);
         self.finish(&held, actual);
+        let owe = !matches!(self.place, Held::Local { owe: false });
+        for b in std::mem::take(&mut self.counted) {
+            b.count(actual, owe);
+        }
         let local_reserve = match self.place {
             Held::Local { .. } => self.nanos,
             Held::Slice | Held::Fleet { .. } => 0,

@@ -38,6 +38,12 @@ const LITELLM_ACTED_ON: &[&str] = &[
     // The proxy-wide budget (`config::ProxyBudget`).
     "max_budget",
     "budget_duration",
+    // End users' default budget row (`Config::end_user_default_budget`).
+    "max_end_user_budget_id",
+    // Over-budget keys throttled (`Config::budget_throttle`).
+    "budget_exceeded_throttle_percentage",
+    // Messages redacted in spend-log rows (`spend::prompt_privacy`).
+    "turn_off_message_logging",
 ];
 
 /// Keys of `litellm_settings` refused while unimplemented, with the reason.
@@ -49,10 +55,6 @@ const LITELLM_REFUSED: &[(&str, &str)] = &[
     (
         "max_end_user_budget",
         "end-user budget defaults are not applied, so end users would spend without a budget",
-    ),
-    (
-        "max_end_user_budget_id",
-        "the budget row for end users without their own is not applied, so end users would spend without a budget",
     ),
     (
         "upperbound_key_generate_params",
@@ -99,6 +101,7 @@ const GENERAL_ACTED_ON: &[&str] = &[
     "disable_spend_logs",
     "disable_error_logs",
     "store_prompts_in_spend_logs",
+    "spend_logs_prompt_storage",
     // The config's own pass-through endpoints (`providers::passthrough`).
     "pass_through_endpoints",
     // What team admins may change (`config::team_admin`).
@@ -449,11 +452,9 @@ mod tests {
             result.unwrap_err().entry,
             "litellm_settings.max_end_user_budget"
         );
-        let (result, _) = run("{max_end_user_budget_id: end-users}", "{}", "{}");
-        assert_eq!(
-            result.unwrap_err().entry,
-            "litellm_settings.max_end_user_budget_id"
-        );
+        let (result, warnings) = run("{max_end_user_budget_id: end-users}", "{}", "{}");
+        assert_eq!(result, Ok(()), "applied, so neither refused");
+        assert!(warnings.is_empty(), "nor warned about: {warnings:?}");
         let (result, _) = run("{}", "{custom_auth: my.auth}", "{}");
         assert_eq!(result.unwrap_err().entry, "general_settings.custom_auth");
         let (result, _) = run("{}", "{}", "{provider_budget_config: {openai: {}}}");

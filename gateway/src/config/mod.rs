@@ -103,6 +103,13 @@ pub struct Config {
     /// request without `max_tokens` reserves against budgets when neither
     /// its key nor its team says.
     pub estimated_output_tokens: Option<u64>,
+    /// `litellm_settings.max_end_user_budget_id`: the budget row of end
+    /// users without one of their own, when their key names none.
+    pub end_user_default_budget: Option<String>,
+    /// `litellm_settings.budget_exceeded_throttle_percentage`: the share
+    /// of its rpm/tpm limits a key with `throttle_on_budget_exceeded` keeps
+    /// past its budget.
+    pub budget_throttle: Option<f64>,
     /// `general_settings.dangerously_allow_mock_testing_request_params`:
     /// LiteLLM's mock testing request parameters are acted on (else
     /// refused).

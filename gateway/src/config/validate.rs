@@ -338,6 +338,36 @@ pub(super) fn validate(
                 })?,
         ),
     };
+    let end_user_default_budget = match file
+        .litellm_settings
+        .as_ref()
+        .and_then(|l| l.get("max_end_user_budget_id"))
+    {
+        None | Some(serde_yaml::Value::Null) => None,
+        Some(v) => match v.as_str() {
+            Some("") => None,
+            Some(id) => Some(id.to_string()),
+            None => {
+                return Err(invalid(
+                    "litellm_settings.max_end_user_budget_id".into(),
+                    "must be the id of a budget row (/budget/new)".into(),
+                ))
+            }
+        },
+    };
+    let budget_throttle = match file
+        .litellm_settings
+        .as_ref()
+        .and_then(|l| l.get("budget_exceeded_throttle_percentage"))
+    {
+        None | Some(serde_yaml::Value::Null) => None,
+        Some(v) => Some(v.as_f64().filter(|p| *p > 0.0 && *p <= 1.0).ok_or_else(|| {
+            invalid(
+                "litellm_settings.budget_exceeded_throttle_percentage".into(),
+                "must be a number above 0 and at most 1 (the share of a key's limits it keeps past its budget)".into(),
+            )
+        })?),
+    };
     let mock_testing_params = match file
         .general_settings
         .other
@@ -352,7 +382,8 @@ pub(super) fn validate(
         })?,
     };
     let spend_logs = crate::spend::SpendLogs::parse(&file.general_settings.other, lookup)
-        .map_err(|p| invalid("general_settings".into(), p))?;
+        .map_err(|p| invalid("general_settings".into(), p))?
+        .with_message_logging(file.litellm_settings.as_ref());
     let batch_polling = batch_polling(&file.general_settings.other, lookup)
         .map_err(|p| invalid("general_settings.proxy_batch_polling_interval".into(), p))?;
     let limits = server_limits(&file.general_settings, &file.gateway_settings)
@@ -500,6 +531,8 @@ pub(super) fn validate(
         model_env_allowlist,
         unpriced_models,
         estimated_output_tokens,
+        end_user_default_budget,
+        budget_throttle,
         block_unpriced,
         mock_testing_params,
         proxy_budget,
@@ -1412,6 +1445,18 @@ mod tests {
         assert!(c.spend_logs.prompts.on);
         assert!(c.warnings.is_empty(), "{:?}", c.warnings);
         assert_eq!(parse("").unwrap().spend_logs, Default::default());
+        let c = parse(
+            "general_settings: {store_prompts_in_spend_logs: true, spend_logs_prompt_storage: latest_turn}\nlitellm_settings: {turn_off_message_logging: true}\n",
+        )
+        .unwrap();
+        assert!(c.spend_logs.prompts.latest_turn && c.spend_logs.prompts.redact_by_default);
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+        let err = parse("general_settings: {spend_logs_prompt_storage: everything}\n").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("general_settings.spend_logs_prompt_storage"),
+            "{err}"
+        );
         let err = parse("general_settings: {disable_error_logs: yes please}\n").unwrap_err();
         assert!(
             err.to_string()

@@ -82,6 +82,9 @@ const MAX_ERROR_BODY: usize = 1 << 20;
 /// What the headers and the access log report of one request.
 pub(crate) struct Outcome {
     call_id: Arc<str>,
+    /// What the request's headers say about redacting its messages in its
+    /// rows.
+    redaction: crate::spend::prompt_privacy::RedactionHeaders,
     received_at: Instant,
     /// The model group asked for (after the key's aliases), once read.
     requested: Option<String>,
@@ -142,6 +145,7 @@ pub async fn handle(
 ) {
     let mut outcome = Outcome {
         call_id: headers::call_id(),
+        redaction: prompt_log::redaction_headers(head),
         received_at,
         requested: None,
         group: None,
@@ -437,8 +441,13 @@ async fn serve(
     }
     check_access(worker, principal, &req.model, &model)?;
     // The end user (`user`): refused when blocked; its budget and limits
-    // join the key's below.
-    let end_user = worker.shared.auth.end_user(req.end_user.as_deref()).await?;
+    // (its own, else the key's or the proxy's default) join the key's
+    // below.
+    let end_user = worker
+        .shared
+        .auth
+        .end_user(req.end_user.as_deref(), end_user_default(principal))
+        .await?;
     // Fallback entries bringing their own parameters (LiteLLM's
     // `[{"model": ..., "messages": [...]}]`): each one's request is made
     // now, so a bad one is refused before anything is sent.
@@ -496,12 +505,15 @@ async fn serve(
         other => other,
     }?;
     // 5. limit
+    // A key past its budget that opted in to throttling is held to a share
+    // of its limits; a key's dynamic limits bind only while the group fails.
+    let throttled = principal.key_for_limits(|| router.failures_this_minute(&model));
     // Boxed: a ticket is large and kept until the answer ends.
     let mut ticket = worker
         .shared
         .limiter
         .admit(&AdmitInput {
-            key: principal.key_rows(),
+            key: principal.key_rows_as(throttled.as_ref()),
             model: &model,
             end_user: req.end_user.as_deref(),
             end_user_limits: end_user.as_ref().map(|e| e.limits()),
@@ -607,7 +619,8 @@ async fn serve(
                             start,
                         });
                         row.guardrail_information = outcome.guard_log.information().map(Arc::new);
-                        prompt_log::keep_hit(worker, principal, &mut row, &held.req.body, &stored);
+                        let privacy = (principal, held.req.endpoint, outcome.redaction);
+                        prompt_log::keep_hit(worker, privacy, &mut row, &held.req.body, &stored);
                         record::submit(worker, row);
                     }
                     sent
@@ -950,7 +963,7 @@ async fn attempt_once(
     )
     .await?;
     // The answer is copied for the row only when it keeps the prompt.
-    let keep = prompt_log::Keep::start(worker, principal, out);
+    let keep = prompt_log::Keep::start(worker, (principal, endpoint, outcome.redaction), out);
     // 7 and 8. translate, call and relay; cut off when the shutdown grace
     // period ends (the row below then says so)
     // A Responses request still in its own form passes through to a
@@ -1360,4 +1373,16 @@ pub(crate) fn key_of(principal: &Principal) -> Option<&crate::auth::KeyEntry> {
         Principal::Key(k) => Some(k),
         _ => None,
     }
+}
+
+/// The key's `end_user_budget_id` (kept in its `metadata`, as LiteLLM
+/// keeps it; empty means none): the budget row of its end users that have
+/// none of their own.
+fn end_user_default(principal: &Principal) -> Option<&str> {
+    key_of(principal)?
+        .record
+        .metadata
+        .get("end_user_budget_id")?
+        .as_str()
+        .filter(|id| !id.is_empty())
 }

@@ -450,11 +450,12 @@ async fn serve(
     };
     record::refuse_if_exhausted(caller, &call.model)?;
     let prompt = PromptEstimate::new(body.clone());
+    let throttled = principal.and_then(Principal::throttled_key);
     let mut ticket = worker
         .shared
         .limiter
         .admit(&AdmitInput {
-            key: principal.and_then(Principal::key_rows),
+            key: principal.and_then(|p| p.key_rows_as(throttled.as_ref())),
             model: &call.model,
             end_user: None,
             end_user_limits: None,

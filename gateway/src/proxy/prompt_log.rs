@@ -8,7 +8,8 @@ use crate::auth::Principal;
 use crate::cache::stream::{collect, Tokens};
 use crate::downstream::Responder;
 use crate::inbound::Endpoint;
-use crate::spend::prompts::{PromptStorage, MAX_CAPTURED_BYTES};
+use crate::spend::prompt_privacy::{RedactionHeaders, DISABLE_HEADER, ENABLE_HEADERS};
+use crate::spend::prompts::{PromptStorage, RowPrivacy, MAX_CAPTURED_BYTES};
 use crate::state::Worker;
 use crate::store::{JsonText, SpendLogRow};
 
@@ -16,8 +17,41 @@ use crate::store::{JsonText, SpendLogRow};
 /// [`Keep::start`].
 pub(super) struct Keep {
     storage: PromptStorage,
+    privacy: RowPrivacy,
     /// This attempt started the copy (no response cache was copying).
     owns_copy: bool,
+}
+
+/// What a request's headers say about redacting its messages in its rows
+/// (LiteLLM's redaction headers; a header is set when it has a value).
+pub(super) fn redaction_headers(head: &crate::http1::RequestHead) -> RedactionHeaders {
+    let set = |name: &str| head.header(name).is_some_and(|v| !v.trim().is_empty());
+    RedactionHeaders {
+        disable: set(DISABLE_HEADER),
+        enable: ENABLE_HEADERS.iter().any(|h| set(h)),
+    }
+}
+
+/// How `principal`'s request on `endpoint` with `headers` keeps its
+/// prompt: may its key or team opt out of redaction (LiteLLM's
+/// `allow_client_message_redaction_opt_out` in either's metadata).
+fn privacy_of(principal: &Principal, endpoint: Endpoint, headers: RedactionHeaders) -> RowPrivacy {
+    let key = super::key_of(principal);
+    let allows = |m: Option<&serde_json::Map<String, serde_json::Value>>| match m
+        .and_then(|m| m.get("allow_client_message_redaction_opt_out"))
+    {
+        Some(serde_json::Value::Bool(b)) => *b,
+        Some(serde_json::Value::String(s)) => s.trim().eq_ignore_ascii_case("true"),
+        _ => false,
+    };
+    let team = key
+        .and_then(|k| k.team.as_ref())
+        .map(|t| &t.record.metadata);
+    RowPrivacy {
+        responses: endpoint == Endpoint::Responses,
+        headers,
+        may_opt_out: allows(key.map(|k| &k.record.metadata)) || allows(team),
+    }
 }
 
 /// The storage settings when `principal`'s rows keep their prompt.
@@ -40,24 +74,31 @@ fn storage_for(worker: &Worker, principal: &Principal) -> Option<PromptStorage> 
 /// of a response cache hit, when `principal`'s rows keep their prompt.
 pub(super) fn keep_hit(
     worker: &Worker,
-    principal: &Principal,
+    (principal, endpoint, headers): (&Principal, Endpoint, RedactionHeaders),
     row: &mut SpendLogRow,
     request: &[u8],
     answer: &[u8],
 ) {
     if let Some(storage) = storage_for(worker, principal) {
-        row.proxy_server_request = Some(JsonText(storage.stored(request).into()));
-        row.response = Some(JsonText(storage.stored(answer).into()));
+        let privacy = privacy_of(principal, endpoint, headers);
+        let (request, answer) = storage.columns(request, Some(answer), privacy);
+        row.proxy_server_request = Some(JsonText(request.into()));
+        row.response = answer.map(|a| JsonText(a.into()));
     }
 }
 
 impl Keep {
     /// Starts copying the answer when `principal`'s rows keep their
     /// prompt; `None` (nothing copied) otherwise.
-    pub fn start(worker: &Worker, principal: &Principal, out: &mut Responder<'_>) -> Option<Keep> {
+    pub fn start(
+        worker: &Worker,
+        (principal, endpoint, headers): (&Principal, Endpoint, RedactionHeaders),
+        out: &mut Responder<'_>,
+    ) -> Option<Keep> {
         let storage = storage_for(worker, principal)?;
         Some(Keep {
             storage,
+            privacy: privacy_of(principal, endpoint, headers),
             owns_copy: out.capture_at_least(MAX_CAPTURED_BYTES),
         })
     }
@@ -71,14 +112,17 @@ impl Keep {
         request: &[u8],
         (out, stream, endpoint, tokens): (&mut Responder<'_>, bool, Endpoint, Tokens),
     ) {
-        row.proxy_server_request = Some(JsonText(self.storage.stored(request).into()));
+        let assembled;
         let answer = match out.captured() {
             Some(body) if stream => {
-                collect(endpoint, body, tokens).map(|whole| self.storage.stored(&whole))
+                assembled = collect(endpoint, body, tokens);
+                assembled.as_deref()
             }
-            Some(body) => Some(self.storage.stored(body)),
+            Some(body) => Some(body),
             None => None,
         };
+        let (request, answer) = self.storage.columns(request, answer, self.privacy);
+        row.proxy_server_request = Some(JsonText(request.into()));
         row.response = Some(JsonText(answer.unwrap_or_else(|| "{}".into()).into()));
         if self.owns_copy {
             out.take_capture();

@@ -272,7 +272,13 @@ async fn prepare<'w>(
     // and the first response's room under the token limits; budgets not
     // exhausted; its spend is charged per response.
     let prompt = PromptEstimate::new(bytes::Bytes::new());
-    let admission = admission(principal, &group, &prompt, &session.call_id);
+    let throttled = principal.throttled_key();
+    let admission = admission(
+        (principal, throttled.as_ref()),
+        &group,
+        &prompt,
+        &session.call_id,
+    );
     let ticket = shared.limiter.admit(&admission).await?;
     let tokens = shared.limiter.admit_tokens(&admission).await?;
     let caller = Caller {
@@ -849,13 +855,13 @@ async fn write_out<W: monoio::io::AsyncWriteRent>(
 /// limits) is checked as: the key's rows and limits for `group`, nothing
 /// reserved.
 fn admission<'a>(
-    principal: &'a Principal,
+    (principal, throttled): (&'a Principal, Option<&'a crate::store::KeyRecord>),
     group: &'a str,
     prompt: &'a PromptEstimate,
     request_id: &'a str,
 ) -> AdmitInput<'a> {
     AdmitInput {
-        key: principal.key_rows(),
+        key: principal.key_rows_as(throttled),
         model: group,
         end_user: None,
         end_user_limits: None,
@@ -912,7 +918,13 @@ async fn charge_response<'l>(
         );
     }
     let prompt = PromptEstimate::new(bytes::Bytes::new());
-    let admission = admission(charge.principal, charge.group, &prompt, &id);
+    let throttled = charge.principal.throttled_key();
+    let admission = admission(
+        (charge.principal, throttled.as_ref()),
+        charge.group,
+        &prompt,
+        &id,
+    );
     *tokens = limiter.admit_tokens(&admission).await?;
     // A key blocked, expired or deleted since the session opened ends it.
     charge.worker.shared.auth.still_usable(charge.principal)?;

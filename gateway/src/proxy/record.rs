@@ -42,7 +42,7 @@ pub(super) async fn admit<'l>(
     let key = super::key_of(caller.principal);
     let budgets = budgets_of(caller, group);
     if budgets.is_empty() {
-        return Ok(None);
+        return Ok(count_throttled(limiter, key, None));
     }
     let refused = |scope: &'static str| {
         let Some(key) = key else { return };
@@ -94,12 +94,32 @@ pub(super) async fn admit<'l>(
     // Never fewer tokens than bytes: an upper bound without parsing.
     let prompt_bound = req.body.len() as u64;
     let worst = spend::worst_case_cost(prompt_bound, max_output, price) + priced.reserved;
-    hold(limiter, &budgets, worst, &attempt.request_id)
+    let held = hold(limiter, &budgets, worst, &attempt.request_id)
         .await
         .map_err(|r| {
             refused(r.scope);
             exceeded(r.scope, r.spend, r.max, Some(worst))
-        })
+        })?;
+    Ok(count_throttled(limiter, key, held))
+}
+
+/// A key that opted in to throttling is never refused by its own budget
+/// (LiteLLM releases its counter rather than blocking; past the budget its
+/// limits are scaled down instead), so room is not held in it
+/// ([`budgets_of`]), but its spend is still counted on it.
+fn count_throttled<'l>(
+    limiter: &'l Limiter,
+    key: Option<&crate::auth::KeyEntry>,
+    held: Option<Reservation<'l>>,
+) -> Option<Reservation<'l>> {
+    let Some(key) = key.filter(|k| k.budget_throttle.is_some()) else {
+        return held;
+    };
+    let budget = key.budget.clone();
+    Some(match held {
+        Some(reservation) => reservation.counting(budget),
+        None => Reservation::nothing_held(vec![budget], limiter.shared()),
+    })
 }
 
 /// Holds `worst` USD against every budget of `budgets`, all or none. A
@@ -144,7 +164,11 @@ pub(super) fn budgets_of(
 ) -> Vec<(&'static str, Arc<crate::budget::Budget>)> {
     let mut budgets = Vec::with_capacity(10);
     if let Some(key) = super::key_of(caller.principal) {
-        budgets.push(("key", key.budget.clone()));
+        // A key that opted in to throttling is not held to its own
+        // budget ([`count_throttled`]).
+        if key.budget_throttle.is_none() {
+            budgets.push(("key", key.budget.clone()));
+        }
         if let Some(user) = &key.user {
             budgets.push(("user", user.budget.clone()));
         }

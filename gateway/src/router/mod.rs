@@ -272,6 +272,22 @@ impl Router {
         }
     }
 
+    /// The most failures this minute of a deployment serving `model` (0
+    /// when none serves it): LiteLLM's dynamic rate limits read it.
+    pub fn failures_this_minute(&self, model: &str) -> u64 {
+        let Some(route) = self.registry.resolve(model) else {
+            return 0;
+        };
+        let minute = minute_of(self.clock.now_ms());
+        route
+            .members
+            .slots
+            .iter()
+            .map(|slot| self.stats.get(*slot).health_in(minute).1)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// The live numbers of the deployment with this id.
     pub fn stats(&self, deployment_id: &str) -> Option<&DeploymentStats> {
         self.slot_of(deployment_id).map(|s| self.stats.get(s))

@@ -37,14 +37,31 @@ impl SpendLogs {
             Some(serde_yaml::Value::Bool(on)) => Ok(*on),
             Some(_) => Err(format!("general_settings.{name} must be true or false")),
         };
+        let mut prompts =
+            super::prompts::PromptStorage::parse(general.get("store_prompts_in_spend_logs"), env);
+        prompts.latest_turn = match general.get("spend_logs_prompt_storage") {
+            None | Some(serde_yaml::Value::Null) => false,
+            Some(serde_yaml::Value::String(s)) if s == "latest_turn" => true,
+            Some(_) => {
+                return Err(
+                    "general_settings.spend_logs_prompt_storage must be latest_turn (LiteLLM's only value) or null".into(),
+                )
+            }
+        };
         Ok(SpendLogs {
             disable_spend_logs: switch("disable_spend_logs")?,
             disable_error_logs: switch("disable_error_logs")?,
-            prompts: super::prompts::PromptStorage::parse(
-                general.get("store_prompts_in_spend_logs"),
-                env,
-            ),
+            prompts,
         })
+    }
+
+    /// Sets `litellm_settings.turn_off_message_logging` (`true` redacts
+    /// messages in the rows that keep them; anything else does not, as
+    /// LiteLLM reads it).
+    pub fn with_message_logging(mut self, litellm: Option<&serde_yaml::Value>) -> SpendLogs {
+        let off = litellm.and_then(|l| l.get("turn_off_message_logging"));
+        self.prompts.redact_by_default = matches!(off, Some(serde_yaml::Value::Bool(true)));
+        self
     }
 
     /// Whether `row` is written to the spend log.

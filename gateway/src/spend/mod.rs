@@ -24,6 +24,7 @@ mod logs;
 mod media;
 mod member;
 mod prices;
+pub mod prompt_privacy;
 mod prompt_skim;
 pub mod prompts;
 mod tsv;

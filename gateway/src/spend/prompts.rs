@@ -55,6 +55,25 @@ pub struct PromptStorage {
     pub on: bool,
     /// `MAX_STRING_LENGTH_PROMPT_IN_DB`, in characters.
     pub max_string_length: usize,
+    /// `general_settings.spend_logs_prompt_storage: latest_turn`: a
+    /// request keeps its latest user turn only
+    /// ([`super::prompt_privacy::latest_turn`]).
+    pub latest_turn: bool,
+    /// `litellm_settings.turn_off_message_logging`: messages are redacted
+    /// unless a request may and does say otherwise
+    /// ([`super::prompt_privacy::redacts`]).
+    pub redact_by_default: bool,
+}
+
+/// What of one request decides how its row keeps its prompt.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RowPrivacy {
+    /// A `/v1/responses` request.
+    pub responses: bool,
+    /// Its redaction headers.
+    pub headers: super::prompt_privacy::RedactionHeaders,
+    /// Its key or team has `allow_client_message_redaction_opt_out`.
+    pub may_opt_out: bool,
 }
 
 impl Default for PromptStorage {
@@ -62,6 +81,8 @@ impl Default for PromptStorage {
         PromptStorage {
             on: false,
             max_string_length: DEFAULT_MAX_STRING_LENGTH,
+            latest_turn: false,
+            redact_by_default: false,
         }
     }
 }
@@ -89,6 +110,8 @@ impl PromptStorage {
         PromptStorage {
             on,
             max_string_length,
+            latest_turn: false,
+            redact_by_default: false,
         }
     }
 
@@ -111,21 +134,62 @@ impl PromptStorage {
         self.on && !turned_off(key_metadata) && !turned_off(team_metadata)
     }
 
-    /// The `proxy_server_request` (or `response`) column for a JSON body:
-    /// the body as stored, or `{}` when it is not JSON or larger than
-    /// [`MAX_CAPTURED_BYTES`].
-    pub fn stored(self, body: &[u8]) -> String {
-        if body.len() > MAX_CAPTURED_BYTES {
-            return "{}".into();
-        }
-        match serde_json::from_slice::<Value>(body) {
-            Ok(mut value) => {
+    /// The `proxy_server_request` and `response` columns of a row whose
+    /// request body is `request` and answer `answer` (JSON): each as
+    /// stored (its latest turn only with `latest_turn`, its messages
+    /// redacted when [`super::prompt_privacy::redacts`] says so), or `{}`
+    /// when it is not JSON or larger than [`MAX_CAPTURED_BYTES`].
+    pub fn columns(
+        self,
+        request: &[u8],
+        answer: Option<&[u8]>,
+        privacy: RowPrivacy,
+    ) -> (String, Option<String>) {
+        use super::prompt_privacy as privacy_rules;
+        let request = parse(request);
+        let redact = privacy_rules::redacts(
+            self.redact_by_default,
+            request.as_ref(),
+            privacy.headers,
+            privacy.may_opt_out,
+        );
+        let request = request.map(|mut v| {
+            if self.latest_turn {
+                v = privacy_rules::latest_turn(v, privacy.responses);
+            }
+            if redact {
+                privacy_rules::redact_request(&mut v);
+            }
+            v
+        });
+        let answer = answer.map(|a| {
+            let answer = parse(a).map(|v| match redact {
+                true => privacy_rules::redact_answer(v),
+                false => v,
+            });
+            self.stored_value(answer)
+        });
+        (self.stored_value(request), answer)
+    }
+
+    /// A column's text: `value` sanitized, or `{}`.
+    fn stored_value(self, value: Option<Value>) -> String {
+        match value {
+            Some(mut value) => {
                 sanitize(&mut value, self.max_string_length, true);
                 value.to_string()
             }
-            Err(_) => "{}".into(),
+            None => "{}".into(),
         }
     }
+}
+
+/// `body` parsed, when JSON and at most [`MAX_CAPTURED_BYTES`].
+fn parse(body: &[u8]) -> Option<Value> {
+    if body.len() > MAX_CAPTURED_BYTES {
+        return None;
+    }
+    serde_json::from_slice(body).ok()
 }
 
 /// LiteLLM's `_sanitize_request_body_for_spend_logs_payload`, in place.
@@ -219,6 +283,7 @@ mod tests {
         PromptStorage {
             on: true,
             max_string_length: max,
+            ..Default::default()
         }
     }
 
@@ -248,8 +313,9 @@ mod tests {
             ],
             "system_fingerprint": "fp"
         });
-        let stored: Value =
-            serde_json::from_str(&on(2048).stored(body.to_string().as_bytes())).unwrap();
+        let (stored, _) =
+            on(2048).columns(body.to_string().as_bytes(), None, RowPrivacy::default());
+        let stored: Value = serde_json::from_str(&stored).unwrap();
         assert_eq!(
             stored,
             json!({
@@ -262,7 +328,8 @@ mod tests {
                 "system_fingerprint": REDACTED
             })
         );
-        assert_eq!(on(2048).stored(b"not json"), "{}");
+        let (request, answer) = on(2048).columns(b"not json", Some(b"{"), RowPrivacy::default());
+        assert_eq!((request.as_str(), answer.as_deref()), ("{}", Some("{}")));
     }
 
     #[test]

@@ -1138,7 +1138,7 @@ impl Store for MemoryStore {
                     Change::Key(id) => format!("key:{id}"),
                     Change::User(id) => format!("user:{id}"),
                     Change::Team(id) => format!("team:{id}"),
-                    Change::Model(_) | Change::EndUser(_) => continue,
+                    Change::Model(_) | Change::EndUser(_) | Change::Budget(_) => continue,
                 };
                 t.periods.insert(scoped, now);
             }

@@ -202,6 +202,9 @@ pub enum Change {
     Model(String),
     /// An end user (`LiteLLM_EndUserTable`), by id.
     EndUser(String),
+    /// A budget row (`LiteLLM_BudgetTable`), by id: the end users riding
+    /// it as their default budget read it again.
+    Budget(String),
 }
 
 impl Change {
@@ -213,6 +216,7 @@ impl Change {
             Change::User(t) => format!("user:{t}"),
             Change::Model(t) => format!("model:{t}"),
             Change::EndUser(t) => format!("end_user:{t}"),
+            Change::Budget(t) => format!("budget:{t}"),
         }
     }
 
@@ -226,6 +230,7 @@ impl Change {
             "user" => Some(Change::User(id)),
             "model" => Some(Change::Model(id)),
             "end_user" => Some(Change::EndUser(id)),
+            "budget" => Some(Change::Budget(id)),
             _ => None,
         }
     }

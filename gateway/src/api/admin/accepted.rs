@@ -22,11 +22,12 @@ pub const KEY: &[(&str, Kind)] = &[
     ("tpd_limit", Int),
     ("default_estimated_output_tokens", Int),
     ("default_estimated_output_tokens_per_model", Object),
-    // Type-checked here, then refused when set (`keys::REFUSED`).
+    // Kept in `metadata`; the budget row of the key's end users.
     ("end_user_budget_id", Str),
     ("tags", List),
     ("disable_global_guardrails", Bool),
     ("enable_prompt_caching", Bool),
+    // Kept in `metadata`; enforced (`auth::budget_throttle`).
     ("throttle_on_budget_exceeded", Bool),
     ("enforced_params", List),
     ("allowed_passthrough_routes", List),

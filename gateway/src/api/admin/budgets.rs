@@ -269,7 +269,12 @@ pub async fn new(worker: &Worker, caller: &Principal, body: &[u8]) -> Result<Val
     let budget = new_record(id, fields.columns(now)?, &actor(caller), now)?;
     run(worker, move |ctx| async move {
         match ctx.store().insert_budget(&budget).await {
-            Ok(()) => Ok(budget_json(&budget)),
+            Ok(()) => {
+                // A default budget row named before it existed applies now.
+                ctx.publish(&[Change::Budget(budget.budget_id.clone())])
+                    .await;
+                Ok(budget_json(&budget))
+            }
             Err(StoreError::Conflict(_)) => Err(bad_field(
                 "budget_id",
                 format!("Budget with id '{}' already exists.", budget.budget_id),
@@ -327,6 +332,8 @@ pub async fn update(
         // And the keys of members whose own budget it is.
         let teams = store.teams_of_member_budget(&id).await.map_err(store_err)?;
         changes.extend(teams.into_iter().map(Change::Team));
+        // And the end users riding it as a key's or the proxy's default.
+        changes.push(Change::Budget(id.clone()));
         ctx.publish(&changes).await;
         let ids = [id.clone()];
         let row = store.budgets(Some(&ids[..])).await.map_err(store_err)?;
@@ -442,7 +449,10 @@ pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
             ));
         }
         match ctx.store().delete_budget(&id).await.map_err(store_err)? {
-            Some(row) => Ok(budget_json(&row)),
+            Some(row) => {
+                ctx.publish(&[Change::Budget(id.clone())]).await;
+                Ok(budget_json(&row))
+            }
             None => Err(GatewayError::NotFound(format!("Budget {id}"))),
         }
     })

@@ -52,6 +52,12 @@ pub struct KeyRequest {
     /// Fields LiteLLM keeps in `metadata` ([`parse_accepting`]).
     #[serde(skip)]
     extra_metadata: Map<String, Value>,
+    /// The `end_user_budget_id` asked for ([`requested_end_user_budget`]).
+    #[serde(skip)]
+    end_user_budget: Option<String>,
+    /// Whether the body sets `throttle_on_budget_exceeded: true`.
+    #[serde(skip)]
+    throttle_on: bool,
 }
 
 /// The fields of a key request that are not settings of the row.
@@ -74,7 +80,8 @@ impl KeyRequest {
             Patch::Set(m) => Some(m),
             _ => None,
         };
-        refuse_unenforced(&extra, in_metadata)?;
+        req.end_user_budget = requested_end_user_budget(&extra, in_metadata)?;
+        req.throttle_on = extra.get(THROTTLE) == Some(&Value::Bool(true));
         req.extra_metadata = extra;
         Ok(req)
     }
@@ -180,27 +187,86 @@ impl KeyRequest {
 /// The largest `default_estimated_output_tokens` (as `max_tokens`).
 const MAX_OUTPUT_ESTIMATE: u64 = 10_000_000;
 
-/// Key settings LiteLLM 1.110.2 acts on at request time and this gateway
-/// does not, where ignoring them would let someone spend what LiteLLM
-/// refuses: refused with a 400 naming them (given on their own or in
-/// `metadata`) rather than stored unenforced.
-const REFUSED: &[(&str, &str)] = &[(
-    "end_user_budget_id",
-    "(a budget for the key's end users) is not applied by this gateway, so the key's end users would spend without it; give end users budgets with /customer/new instead",
-)];
+/// The key's metadata field naming the budget row of its end users
+/// (LiteLLM's `KEY_END_USER_BUDGET_ID_METADATA_FIELD`).
+pub(super) const END_USER_BUDGET_ID: &str = "end_user_budget_id";
 
-/// Refuses a key body that sets one of [`REFUSED`] to anything but null.
-fn refuse_unenforced(
+/// The `end_user_budget_id` a key body asks for, as LiteLLM's
+/// `_requested_end_user_budget_id` reads it: the field, else the one in a
+/// `metadata` given (which replaces the stored metadata whole, so one
+/// without it asks for none: `""`); `None` when the body says nothing.
+fn requested_end_user_budget(
     extra: &Map<String, Value>,
     metadata: Option<&Map<String, Value>>,
+) -> Result<Option<String>, GatewayError> {
+    if let Some(Value::String(id)) = extra.get(END_USER_BUDGET_ID) {
+        return Ok(Some(id.clone()));
+    }
+    let Some(metadata) = metadata else {
+        return Ok(None);
+    };
+    match metadata.get(END_USER_BUDGET_ID) {
+        None | Some(Value::Null) => Ok(Some(String::new())),
+        Some(Value::String(id)) => Ok(Some(id.clone())),
+        Some(_) => Err(bad_field(
+            "metadata.end_user_budget_id",
+            "metadata.end_user_budget_id must be a budget id (a string)",
+        )),
+    }
+}
+
+/// The key field opting it in to LiteLLM's throttling past its budget.
+const THROTTLE: &str = "throttle_on_budget_exceeded";
+
+/// Refuses `throttle_on_budget_exceeded: true` from anyone but a proxy
+/// admin on a key that did not have it (`before`'s metadata), as LiteLLM
+/// does (403).
+fn ensure_throttle_admin(
+    asked: bool,
+    before: Option<&Map<String, Value>>,
+    admin: bool,
 ) -> Result<(), GatewayError> {
-    for (field, why) in REFUSED {
-        let set = |m: &Map<String, Value>| m.get(*field).is_some_and(|v| !v.is_null());
-        if set(extra) || metadata.is_some_and(set) {
-            return Err(bad_field(field, format!("{field} {why}")));
-        }
+    let had = before.and_then(|m| m.get(THROTTLE)) == Some(&Value::Bool(true));
+    if asked && !had && !admin {
+        return Err(GatewayError::TeamAccessDenied(
+            "Only proxy admins can enable throttle_on_budget_exceeded on a key.".into(),
+        ));
     }
     Ok(())
+}
+
+/// Checks a key's `end_user_budget_id` change as LiteLLM's
+/// `_validate_end_user_budget_id_change` does: a value differing from
+/// `before`'s (empty: none) is a proxy admin's to make (403), and one that
+/// names no budget row is a 400; empty clears it.
+async fn ensure_end_user_budget(
+    ctx: &db::Ctx,
+    requested: Option<&str>,
+    before: Option<&Map<String, Value>>,
+    admin: bool,
+) -> Result<(), GatewayError> {
+    let Some(id) = requested else {
+        return Ok(());
+    };
+    let stored = before
+        .and_then(|m| m.get(END_USER_BUDGET_ID))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if stored == id {
+        return Ok(());
+    }
+    if !admin {
+        return Err(GatewayError::TeamAccessDenied(
+            "Only proxy admins can set end_user_budget_id on a key.".into(),
+        ));
+    }
+    if id.is_empty() || ctx.store().budget_exists(id).await.map_err(db::store_err)? {
+        return Ok(());
+    }
+    Err(bad_field(
+        END_USER_BUDGET_ID,
+        format!("end_user_budget_id={id} does not match any budget."),
+    ))
 }
 
 /// Refuses `default_estimated_output_tokens` (and its per-model form) that
@@ -343,8 +409,8 @@ fn no_new_key(new_key: &Option<String>) -> Result<(), GatewayError> {
     }
 }
 
-/// `POST /key/generate`.
-pub async fn generate(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
+/// `POST /key/generate`; `admin`: the caller is a proxy admin.
+pub async fn generate(worker: &Worker, body: &[u8], admin: bool) -> Result<Value, GatewayError> {
     let mut req = KeyRequest::read(body)?;
     let Handles {
         key,
@@ -359,10 +425,15 @@ pub async fn generate(worker: &Worker, body: &[u8]) -> Result<Value, GatewayErro
     let now = Utc::now();
     let mut rec = new_record(&plain, now);
     let duration = req.duration_text();
+    let req_end_user_budget = req.end_user_budget.take();
+    let throttle_on = req.throttle_on;
     req.apply(&mut rec, now)?;
     rec.spend = spend.unwrap_or(0.0);
+    let end_user_budget = req_end_user_budget;
     let rec = run(worker, move |ctx| async move {
         ensure_budget(&ctx, rec.shared_budget()).await?;
+        ensure_throttle_admin(throttle_on, None, admin)?;
+        ensure_end_user_budget(&ctx, end_user_budget.as_deref(), None, admin).await?;
         create(&ctx, &rec).await?;
         Ok(rec)
     })
@@ -395,7 +466,8 @@ pub async fn info(
 
 /// `POST /key/update`: the fields given change, the others stay; `spend`
 /// sets the spend (a reset). Takes effect on every replica at once.
-pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError> {
+/// `admin`: the caller is a proxy admin.
+pub async fn update(worker: &Worker, body: &[u8], admin: bool) -> Result<Value, GatewayError> {
     let mut req = KeyRequest::read(body)?;
     let Handles {
         key,
@@ -409,6 +481,15 @@ pub async fn update(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
         let before = db::key(&ctx, &lookup).await?;
         let mut rec = before.clone();
         let (team_given, alias_given) = (req.team_id.is_given(), req.key_alias.is_given());
+        let end_user_budget = req.end_user_budget.take();
+        ensure_throttle_admin(req.throttle_on, Some(&before.metadata), admin)?;
+        ensure_end_user_budget(
+            &ctx,
+            end_user_budget.as_deref(),
+            Some(&before.metadata),
+            admin,
+        )
+        .await?;
         req.apply(&mut rec, Utc::now())?;
         if team_given {
             ensure_team(&ctx, rec.team_id.as_deref()).await?;
@@ -499,10 +580,12 @@ pub async fn delete(worker: &Worker, body: &[u8]) -> Result<Value, GatewayError>
 /// `POST /key/regenerate` and `POST /key/{key}/regenerate`: a new plain key
 /// (random, or `new_key`) for the same row; the old one stops working at
 /// once. Other fields in the body update the row as `/key/update` does.
+/// `admin`: the caller is a proxy admin.
 pub async fn regenerate(
     worker: &Worker,
     path_key: Option<&str>,
     body: &[u8],
+    admin: bool,
 ) -> Result<Value, GatewayError> {
     let mut req = KeyRequest::read(body)?;
     let Handles {
@@ -531,6 +614,10 @@ pub async fn regenerate(
             return Err(bad_field("new_key", "that key is already in use"));
         }
         let (team_given, alias_given) = (req.team_id.is_given(), req.key_alias.is_given());
+        let end_user_budget = req.end_user_budget.take();
+        ensure_throttle_admin(req.throttle_on, Some(&old.metadata), admin)?;
+        ensure_end_user_budget(&ctx, end_user_budget.as_deref(), Some(&old.metadata), admin)
+            .await?;
         let mut rec = old.clone();
         req.apply(&mut rec, Utc::now())?;
         (rec.token, rec.key_name) = (fresh.token, fresh.key_name);

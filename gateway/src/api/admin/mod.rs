@@ -454,11 +454,14 @@ async fn answer(
         own_body = limited_rights(worker, &caller, path, &mut q, body).await?;
     }
     match endpoint {
-        KeyGenerate => keys::generate(worker, own_body.as_deref().unwrap_or(body)).await,
+        KeyGenerate => {
+            let body = own_body.as_deref().unwrap_or(body);
+            keys::generate(worker, body, caller.is_admin()).await
+        }
         KeyInfo => keys::info(worker, head, q).await,
-        KeyUpdate => keys::update(worker, body).await,
+        KeyUpdate => keys::update(worker, body, caller.is_admin()).await,
         KeyDelete => keys::delete(worker, body).await,
-        KeyRegenerate(key) => keys::regenerate(worker, key, body).await,
+        KeyRegenerate(key) => keys::regenerate(worker, key, body, caller.is_admin()).await,
         KeyList => keys::list(worker, q).await,
         KeyBlock(blocked) => keys::set_blocked(worker, body, blocked).await,
         TeamNew => teams::new(worker, body).await,

@@ -1135,7 +1135,7 @@ async fn start_periods(
             Change::Key(id) => Some(("key", id.as_str())),
             Change::User(id) => Some(("user", id.as_str())),
             Change::Team(id) => Some(("team", id.as_str())),
-            Change::Model(_) | Change::EndUser(_) => None,
+            Change::Model(_) | Change::EndUser(_) | Change::Budget(_) => None,
         })
         .unzip();
     if ids.is_empty() {
