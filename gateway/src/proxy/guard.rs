@@ -90,7 +90,11 @@ pub(super) async fn refuse_over_budget(
         return Ok(());
     };
     let group = super::resolve_model(worker, principal, model);
-    let end_user = worker.shared.auth.end_user(user).await?;
+    let end_user = worker
+        .shared
+        .auth
+        .end_user(user, super::end_user_default(principal))
+        .await?;
     let caller = super::Caller {
         principal,
         end_user: end_user.as_deref(),
