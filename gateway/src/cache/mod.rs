@@ -311,6 +311,56 @@ mod tests {
     const ANSWER: &[u8] = br#"{"id":"x","choices":[]}"#;
 
     #[test]
+    fn a_core_fitted_to_a_rebuilt_cache_starts_empty_with_its_bounds() {
+        let before = cache("litellm_settings: {cache: true, cache_params: {type: local}}");
+        let core = CoreCache::idle(2);
+        let plan = |c: &Cache| {
+            c.plan(
+                Endpoint::ChatCompletions,
+                "g",
+                Owner::Everyone,
+                BODY,
+                false,
+                &Controls::default(),
+            )
+            .unwrap()
+            .unwrap()
+        };
+        let p = plan(&before);
+        // An idle core is fitted on first use.
+        before.store(&core, &p, ANSWER.to_vec(), stream::Tokens::default());
+        assert!(monoio_run(before.lookup(&core, &p)).is_some());
+        assert_eq!(core.generation(), before.generation);
+        // The same settings read again build another cache: the core is
+        // emptied and takes its bounds (one entry a core of two here).
+        let after = cache(
+            "litellm_settings: {cache: true, cache_params: {type: local, max_size_in_memory: 2}}",
+        );
+        assert!(monoio_run(after.lookup(&core, &p)).is_none());
+        assert_eq!(core.generation(), after.generation);
+        after.store(&core, &p, ANSWER.to_vec(), stream::Tokens::default());
+        let other = Cache::plan(
+            &after,
+            Endpoint::ChatCompletions,
+            "other group",
+            Owner::Everyone,
+            BODY,
+            false,
+            &Controls::default(),
+        )
+        .unwrap()
+        .unwrap();
+        after.store(&core, &other, ANSWER.to_vec(), stream::Tokens::default());
+        assert!(
+            monoio_run(after.lookup(&core, &p)).is_none(),
+            "one entry a core: the first was evicted"
+        );
+        assert!(monoio_run(after.lookup(&core, &other)).is_some());
+        // Back on the older cache: fitted again, nothing served.
+        assert!(monoio_run(before.lookup(&core, &other)).is_none());
+    }
+
+    #[test]
     fn stored_then_served_and_controls_apply() {
         let c = cache("litellm_settings: {cache: true, cache_params: {type: local}}");
         let core = c.core_cache(1);
