@@ -455,7 +455,7 @@ fn apply_stored_settings(
     }
     Ok(Some(gateway::config::StoredReload {
         basis: config.stored_basis(),
-        seen: stored.cache,
+        seen: stored,
         store_model_in_db_env: env,
     }))
 }
