@@ -515,10 +515,7 @@ fn a_cache_config_row_saved_while_serving_takes_effect() {
     save("before", "redis");
     let gw = Gateway::start(
         &yaml,
-        &[
-            ("DATABASE_URL", db.url()),
-            ("LITELLM_SALT_KEY", SALT_KEY),
-        ],
+        &[("DATABASE_URL", db.url()), ("LITELLM_SALT_KEY", SALT_KEY)],
     );
     // A hit under the stored namespace (the write is not waited for).
     let in_namespace = |gw: &Gateway, text: &str, namespace: &str| {

@@ -314,7 +314,12 @@ impl Commands for Batch<'_> {
         }
     }
 
-    fn encode(&self, i: usize, _clock: Option<&crate::redis::clock::RedisClock>, out: &mut Vec<u8>) {
+    fn encode(
+        &self,
+        i: usize,
+        _clock: Option<&crate::redis::clock::RedisClock>,
+        out: &mut Vec<u8>,
+    ) {
         encode_op(&self.0[i], out);
     }
 
