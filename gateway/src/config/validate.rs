@@ -1301,6 +1301,49 @@ mod tests {
     }
 
     #[test]
+    fn stored_settings_reload_interval_follows_litellms_settings() {
+        let secs = std::time::Duration::from_secs;
+        let of = |yaml: &str, env: &[(&str, &str)]| {
+            let env: Vec<(String, String)> = env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let c = Config::parse(Path::new("c.yaml"), yaml, &move |n| {
+                env.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone())
+            })
+            .unwrap();
+            (c.file_general.reload_interval, c.warnings)
+        };
+        let quiet = |w: &[String]| !w.iter().any(|w| w.contains("reload_interval"));
+        let (every, warnings) = of("", &[]);
+        assert_eq!(every, secs(30));
+        assert!(quiet(&warnings), "{warnings:?}");
+        let set = "general_settings:\n  proxy_config_reload_interval_seconds: 5\n";
+        let (every, warnings) = of(set, &[("PROXY_CONFIG_RELOAD_INTERVAL_SECONDS", "7")]);
+        assert_eq!(every, secs(5), "the file wins over the environment");
+        assert!(quiet(&warnings), "{warnings:?}");
+        assert_eq!(
+            of("", &[("PROXY_CONFIG_RELOAD_INTERVAL_SECONDS", "7")]).0,
+            secs(7)
+        );
+        // LiteLLM falls back to 30 s on anything else: so does the gateway,
+        // saying so.
+        for bad in ["0", "-3", "soon", "100000"] {
+            let yaml =
+                format!("general_settings:\n  proxy_config_reload_interval_seconds: {bad}\n");
+            let (every, warnings) = of(&yaml, &[]);
+            assert_eq!(every, secs(30), "{bad}");
+            assert!(
+                warnings
+                    .iter()
+                    .any(|w| w.contains("proxy_config_reload_interval_seconds")
+                        && w.contains("30 s")),
+                "{bad}: {warnings:?}"
+            );
+        }
+    }
+
+    #[test]
     fn batch_polling_follows_litellms_settings() {
         let hour = Some(std::time::Duration::from_secs(3600));
         assert_eq!(parse("").unwrap().batch_polling, hour);
