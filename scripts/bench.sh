@@ -73,7 +73,7 @@ measure() {
         --duration "$round" --rounds "$rounds" --no-search --json "$out/overhead-virtual-key.json" \
         | tee "$out/overhead-virtual-key.txt"
 
-    for variant in local-limits redis-limits lease-limits router-group anthropic messages bedrock vertex responses metrics tracing; do
+    for variant in local-limits redis-limits lease-limits router-group anthropic messages bedrock vertex responses metrics tracing cache-hit-local cache-hit-redis; do
         log "loadgen overhead ($variant, $rate req/s, $variant_rounds rounds x $round)"
         "$loadgen" overhead --gateway-bin "$gateway" --variant "$variant" --rate "$rate" \
             --duration "$round" --rounds "$variant_rounds" --no-search --json "$out/overhead-$variant.json" \
@@ -318,7 +318,7 @@ others) above, and direct to the mock, each in its own session.
 | variant | added p50 | added p99 | added p99.9 | gateway CPU / request |
 | --- | --- | --- | --- | --- |
 EOF
-variants="master-key router-group anthropic messages bedrock vertex responses metrics tracing virtual-key local-limits redis-limits lease-limits spend-logging full-pipeline full-pipeline-lease"
+variants="master-key router-group anthropic messages bedrock vertex responses metrics tracing cache-hit-local cache-hit-redis virtual-key local-limits redis-limits lease-limits spend-logging full-pipeline full-pipeline-lease"
 for v in $variants; do
     f="$out/overhead-$v.json"
     [ "$v" = master-key ] && f="$out/overhead.json"
@@ -335,7 +335,11 @@ passed through to an \`openai/\` deployment; \`metrics\`: master-key with
 LiteLLM's \`prometheus\` callback (its CPU minus master-key's is what metrics
 cost); \`tracing\`: master-key with LiteLLM's \`otel\` callback, one trace per
 request exported over OTLP/HTTP to a sink in the load generator (its CPU minus
-master-key's is what tracing costs, export included); \`full-pipeline\`: the
+master-key's is what tracing costs, export included); \`cache-hit-local\`,
+\`cache-hit-redis\`: master-key with LiteLLM's response cache on
+(\`type: local\`, or \`type: redis\` on a private \`redis-server\`), every
+measured request a hit (issue 33's targets: a local hit <= nginx's CPU, a
+Redis hit with Redis's CPU counted <= 1.3x); \`full-pipeline\`: the
 redis-limits key with keys and spend rows in Postgres on the router-group's
 group of three deployments (what the 1.6x target is about; its max rate is
 searched); \`lease-limits\`, \`full-pipeline-lease\`: the same with

@@ -229,7 +229,7 @@ fn run(opts: Options) -> Result<(), String> {
     seed_declared_keys(&control, std::mem::take(&mut config.virtual_keys))?;
     load_stored_models(&control, &caches.models)?;
     load_known_keys(&control, &caches.keys)?;
-    apply_stored_settings(&control, &mut config)?;
+    let stored_reload = apply_stored_settings(&control, &mut config)?;
     if let Some(budget) = &config.proxy_budget {
         set_up_proxy_budget(&control, &caches.keys, budget.clone())?;
     }
@@ -253,6 +253,12 @@ fn run(opts: Options) -> Result<(), String> {
         .tracer
         .start(&control, shared.tls.clone())
         .map_err(|e| format!("cannot start the trace exporter: {e}"))?;
+    if let Some(reload) = stored_reload {
+        let slot = shared.cache.clone();
+        control
+            .spawn(move |ctx| reload.run(ctx, slot))
+            .map_err(|e| format!("cannot start the stored cache settings' reload: {e}"))?;
+    }
     if shared.health.settings().background {
         let health = shared.health.clone();
         let models = shared.models.clone();
@@ -424,13 +430,14 @@ fn seed_declared_keys(
 
 /// Applies LiteLLM's settings stored in the database (`LiteLLM_Config`,
 /// `LiteLLM_CacheConfig`) as LiteLLM does at start-up, or stops the start
-/// naming the stored setting that cannot be ignored.
+/// naming the stored setting that cannot be ignored. Returns what reads
+/// the `LiteLLM_CacheConfig` row again while serving (with a database).
 fn apply_stored_settings(
     control: &gateway::control::ControlPlane,
     config: &mut Config,
-) -> Result<(), String> {
+) -> Result<Option<gateway::config::StoredReload>, String> {
     if config.database_url.is_none() {
-        return Ok(());
+        return Ok(None);
     }
     let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
         .enable_timer()
@@ -452,7 +459,11 @@ fn apply_stored_settings(
     for warning in &applied.warnings {
         tracing::warn!("{warning}");
     }
-    Ok(())
+    Ok(Some(gateway::config::StoredReload {
+        basis: config.stored_basis(),
+        seen: stored,
+        store_model_in_db_env: env,
+    }))
 }
 
 /// Serves the models stored through `/model/new` (on top of the config's)

@@ -57,8 +57,9 @@ pub struct Shared {
     pub tracer: Arc<crate::otel::Tracer>,
     /// How images named by URL are fetched.
     pub images: Arc<crate::upstream::fetch::ImageFetchSettings>,
-    /// The response cache, when `litellm_settings.cache` is on.
-    pub cache: Option<Arc<crate::cache::Cache>>,
+    /// The response cache, when `litellm_settings.cache` is on (swapped
+    /// when the stored cache settings change).
+    pub cache: Arc<crate::cache::CacheSlot>,
     /// What a model without a price costs a caller with a budget.
     pub unpriced_models: crate::spend::UnpricedModels,
     /// `litellm_settings.default_estimated_output_tokens`.
@@ -107,7 +108,7 @@ impl Shared {
             reloader,
             tracer: crate::otel::Tracer::new(config.otel.clone()),
             images: Arc::new(config.images.clone()),
-            cache: config.cache.clone(),
+            cache: Arc::new(crate::cache::CacheSlot::new(config.cache.clone())),
             unpriced_models: config.unpriced_models,
             estimated_output_tokens: config.estimated_output_tokens,
             block_unpriced: config.block_unpriced,
@@ -202,9 +203,9 @@ impl Worker {
         Worker {
             upstream: UpstreamClient::new(shared.tls.clone(), shared.limits.upstream_idle),
             images: ImageFetcher::new(shared.images.clone(), shared.tls.clone()),
-            cache: match &shared.cache {
+            cache: match &*shared.cache.load() {
                 Some(cache) => cache.core_cache(workers),
-                None => crate::cache::CoreCache::new(1, 0),
+                None => crate::cache::CoreCache::idle(workers),
             },
             shared,
             open_connections: Cell::new(0),

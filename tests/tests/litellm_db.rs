@@ -496,3 +496,79 @@ fn litellms_stored_cache_settings_apply_with_store_model_in_db() {
         "{out}"
     );
 }
+
+/// LiteLLM re-reads its `LiteLLM_CacheConfig` row every
+/// `proxy_config_reload_interval_seconds` and rebuilds its cache when the
+/// row changed: so does the gateway, while it serves. A row saved after
+/// the start (another namespace, then `type: local`) takes effect without
+/// a restart.
+#[test]
+fn a_cache_config_row_saved_while_serving_takes_effect() {
+    let mock = MockServer::start(&[]);
+    let redis = e2e::PrivateRedis::start();
+    let port = redis.port().to_string();
+    let mut config = e2e::base_config(mock.port());
+    config["router_settings"] = json!({"redis_host": "127.0.0.1", "redis_port": redis.port()});
+    config["general_settings"]["proxy_config_reload_interval_seconds"] = json!(1);
+    let yaml = to_yaml(&config);
+    let send = |gw: &Gateway, text: &str| {
+        let body = json!({"model": "gpt-4o", "messages": [{"role": "user", "content": text}]});
+        let r = gw.post("/v1/chat/completions", &body);
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.header("x-litellm-cache-key").map(str::to_string)
+    };
+    let db = TestDb::create();
+    let save = |namespace: &str, kind: &str| {
+        let row = json!({"type": kind, "host": "127.0.0.1", "port": port,
+            "namespace": namespace, "redis_type": "node"});
+        harness(&[
+            "settings",
+            db.url(),
+            &json!({"cache_settings": row,
+                "config": {"general_settings": {"store_model_in_db": true}}})
+            .to_string(),
+        ]);
+    };
+    save("before", "redis");
+    let gw = Gateway::start(
+        &yaml,
+        &[("DATABASE_URL", db.url()), ("LITELLM_SALT_KEY", SALT_KEY)],
+    );
+    // A hit under the stored namespace (the write is not waited for).
+    let in_namespace = |gw: &Gateway, text: &str, namespace: &str| {
+        let wanted = format!("{namespace}:");
+        e2e::eventually(
+            &format!("a hit keyed {wanted}"),
+            Duration::from_secs(20),
+            || send(gw, text).filter(|k| k.starts_with(&wanted)),
+        )
+    };
+    in_namespace(&gw, "saved while serving", "before");
+
+    // The row saved again with another namespace: the next requests are
+    // keyed under it (the same prompt misses once, then hits).
+    save("after", "redis");
+    in_namespace(&gw, "saved while serving", "after");
+
+    // Then as a local cache: the cache in force says so, and its cores
+    // store and serve.
+    save("after", "local");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = gw.get("/cache/ping");
+        if r.status == 200 && r.json()["cache_type"] == "local" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the local cache is not in force: {} {}\n{}",
+            r.status,
+            r.text(),
+            gw.output()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Served from a core's own entries (a request may reach another core
+    // first, which misses).
+    in_namespace(&gw, "served locally", "after");
+}

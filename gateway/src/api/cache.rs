@@ -95,7 +95,8 @@ pub async fn handle(
     body: &[u8],
     out: &mut Responder<'_>,
 ) -> Result<(), GatewayError> {
-    let cache = worker.shared.cache.as_deref();
+    let cache = worker.shared.cache.load();
+    let cache = cache.as_deref();
     let answer = match op {
         Op::Ping => ping(cache).await,
         Op::Delete => delete(cache, body).await,

@@ -182,7 +182,7 @@ pub async fn readiness_details(
         "db": db,
         // The response cache's type when it is on (LiteLLM's), else Redis
         // when the limiter has one.
-        "cache": match shared.cache.as_deref().map(|c| c.settings().backend) {
+        "cache": match shared.cache.load().as_deref().map(|c| c.settings().backend) {
             Some(crate::cache::Backend::Local) => Some("local"),
             Some(crate::cache::Backend::Redis) => Some("redis"),
             None => redis_configured.then_some("redis"),

@@ -7,32 +7,54 @@
 //! own call, as does a follower whose wait ran out.
 //!
 //! The registry is a lock-free map (papaya) of key to flight, shared by
-//! every core; a flight's answer is published once through a watch channel
-//! (its lock is per flight, taken only by the requests of that key).
+//! every core. A flight's answer is published once through a one-shot slot
+//! under the flight's own mutex (taken by the requests of that key only:
+//! once by a leader nobody follows), which wakes the followers' wakers.
 
 use super::Stored;
 use crate::keyed_hash::KeyedHash;
-use std::sync::Arc;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
-use tokio::sync::watch;
-
-/// What a flight ended with: the stored answer, or none (its followers
-/// make their own calls).
-#[derive(Clone)]
-enum State {
-    Pending,
-    Done(Option<Stored>),
-}
 
 /// One upstream call that requests for the same key wait on.
+#[derive(Default)]
 struct Flight {
-    state: watch::Sender<State>,
+    state: Mutex<State>,
+}
+
+/// A flight's answer once it ended (`Some(None)`: none, its followers make
+/// their own calls) and the wakers of the followers waiting for it.
+#[derive(Default)]
+struct State {
+    ended: Option<Option<Stored>>,
+    waiters: Vec<Waker>,
+}
+
+impl Flight {
+    /// Ends the flight with `stored` unless it has ended, waking every
+    /// follower.
+    fn end(&self, stored: Option<Stored>) {
+        let waiters = {
+            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            if state.ended.is_some() {
+                return;
+            }
+            state.ended = Some(stored);
+            std::mem::take(&mut state.waiters)
+        };
+        for waker in waiters {
+            waker.wake();
+        }
+    }
 }
 
 /// The replica's flights in progress, by cache key.
 #[derive(Default)]
 pub struct Flights {
-    map: papaya::HashMap<Box<str>, Arc<Flight>, KeyedHash>,
+    map: papaya::HashMap<Arc<str>, Arc<Flight>, KeyedHash>,
 }
 
 /// How a miss takes part in its key's flight.
@@ -48,7 +70,7 @@ pub enum Join {
 /// The leader's side of a flight: ends it when finished or dropped.
 pub struct Lead {
     flights: Arc<Flights>,
-    key: Box<str>,
+    key: Arc<str>,
     flight: Arc<Flight>,
 }
 
@@ -73,13 +95,12 @@ impl Flights {
         if !may_lead {
             return Join::Alone;
         }
-        let mine = Arc::new(Flight {
-            state: watch::Sender::new(State::Pending),
-        });
-        match map.try_insert(key.into(), mine.clone()) {
+        let mine = Arc::new(Flight::default());
+        let key: Arc<str> = key.into();
+        match map.try_insert(key.clone(), mine.clone()) {
             Ok(_) => Join::Lead(Lead {
                 flights: self.clone(),
-                key: key.into(),
+                key,
                 flight: mine,
             }),
             // Another core led first.
@@ -105,7 +126,7 @@ impl Lead {
     /// Ends the flight with the answer stored for it (`None`: its followers
     /// make their own calls).
     pub fn finish(self, stored: Option<Stored>) {
-        self.flight.state.send_replace(State::Done(stored));
+        self.flight.end(stored);
         // `Drop` takes the flight out of the registry.
     }
 }
@@ -114,13 +135,7 @@ impl Drop for Lead {
     fn drop(&mut self) {
         // A leader dropped before it finished (cancelled, panicked) lets
         // its followers go.
-        self.flight.state.send_if_modified(|s| match s {
-            State::Pending => {
-                *s = State::Done(None);
-                true
-            }
-            State::Done(_) => false,
-        });
+        self.flight.end(None);
         let map = self.flights.map.pin();
         let _ = map.remove_if(&*self.key, |_, f| Arc::ptr_eq(f, &self.flight));
     }
@@ -130,17 +145,42 @@ impl Follow {
     /// The leader's stored answer, waited for at most `wait`; `None` when
     /// it has none or took longer.
     pub async fn wait(self, wait: Duration) -> Option<Stored> {
-        let mut rx = self.flight.state.subscribe();
-        drop(self.flight);
-        let done = rx.wait_for(|s| matches!(s, State::Done(_)));
-        let stored = match monoio::time::timeout(wait, done).await {
-            Ok(Ok(state)) => match &*state {
-                State::Done(stored) => stored.clone(),
-                State::Pending => None,
-            },
-            _ => None,
+        let ended = Ended {
+            flight: self.flight,
+            slot: None,
         };
-        stored
+        monoio::time::timeout(wait, ended).await.ok().flatten()
+    }
+}
+
+/// A follower's wait for its flight's end: its answer, or none.
+struct Ended {
+    flight: Arc<Flight>,
+    /// Where this wait's waker sits in the flight's list, once registered.
+    slot: Option<usize>,
+}
+
+impl Future for Ended {
+    type Output = Option<Stored>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Stored>> {
+        let this = &mut *self;
+        let mut state = this
+            .flight
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(stored) = &state.ended {
+            return Poll::Ready(stored.clone());
+        }
+        match this.slot {
+            Some(i) => state.waiters[i].clone_from(cx.waker()),
+            None => {
+                this.slot = Some(state.waiters.len());
+                state.waiters.push(cx.waker().clone());
+            }
+        }
+        Poll::Pending
     }
 }
 

@@ -5,7 +5,7 @@
 
 use crate::keyed_hash::KeyedHash;
 use bytes::Bytes;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -34,6 +34,10 @@ struct Slot {
 /// One core's cache.
 pub struct CoreCache {
     inner: RefCell<Lru>,
+    /// The cores of the replica (the bounds are shared out among them).
+    cores: u64,
+    /// The cache it is fitted to (`crate::cache::Cache::fit`); 0: none.
+    generation: Cell<u64>,
 }
 
 struct Lru {
@@ -55,17 +59,36 @@ impl CoreCache {
     /// A cache of at most `max_entries` entries and `max_bytes` bytes.
     pub fn new(max_entries: u64, max_bytes: u64) -> CoreCache {
         CoreCache {
-            inner: RefCell::new(Lru {
-                map: HashMap::default(),
-                slots: Vec::new(),
-                free: Vec::new(),
-                head: NIL,
-                tail: NIL,
-                bytes: 0,
-                max_entries: max_entries.max(1),
-                max_bytes,
-            }),
+            inner: RefCell::new(Lru::new(max_entries, max_bytes)),
+            cores: 1,
+            generation: Cell::new(0),
         }
+    }
+
+    /// One of `cores` cores' caches, fitted to no cache yet: it holds
+    /// nothing.
+    pub fn idle(cores: usize) -> CoreCache {
+        CoreCache {
+            inner: RefCell::new(Lru::new(1, 0)),
+            cores: (cores as u64).max(1),
+            generation: Cell::new(0),
+        }
+    }
+
+    /// The replica's cores, among which its bounds are shared out.
+    pub fn cores(&self) -> u64 {
+        self.cores
+    }
+
+    /// The cache it is fitted to.
+    pub fn generation(&self) -> u64 {
+        self.generation.get()
+    }
+
+    /// Empties it and bounds it anew, fitted to cache `generation`.
+    pub fn refit(&self, max_entries: u64, max_bytes: u64, generation: u64) {
+        *self.inner.borrow_mut() = Lru::new(max_entries, max_bytes);
+        self.generation.set(generation);
     }
 
     /// The entry under `key` when it has not expired at `now`; it becomes
@@ -136,6 +159,19 @@ fn cost(key: &str, stored: &Stored) -> u64 {
 }
 
 impl Lru {
+    fn new(max_entries: u64, max_bytes: u64) -> Lru {
+        Lru {
+            map: HashMap::default(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            head: NIL,
+            tail: NIL,
+            bytes: 0,
+            max_entries: max_entries.max(1),
+            max_bytes,
+        }
+    }
+
     fn unlink(&mut self, i: usize) {
         let (prev, next) = (self.slots[i].prev, self.slots[i].next);
         match prev {

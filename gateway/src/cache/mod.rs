@@ -18,6 +18,7 @@ pub mod messages;
 pub mod redis;
 pub mod responses;
 pub mod settings;
+pub mod slot;
 pub mod stream;
 
 pub use control::Controls;
@@ -25,6 +26,7 @@ pub use flight::Join;
 pub use key::Owner;
 pub use local::{CoreCache, Stored};
 pub use settings::{Backend, CacheSettings, Scope};
+pub use slot::CacheSlot;
 
 use crate::error::GatewayError;
 use crate::inbound::Endpoint;
@@ -32,6 +34,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The configured cache of a process.
 pub struct Cache {
+    /// Tells this cache from the one it replaced ([`Cache::fit`]).
+    generation: u64,
     settings: CacheSettings,
     redis: Option<redis::RedisStore>,
     flights: std::sync::Arc<flight::Flights>,
@@ -75,7 +79,10 @@ impl Cache {
                 Some(redis::RedisStore::new(url, cluster, deadline, breaker)?)
             }
         };
+        /// The generation of the next cache built (0 is no cache's).
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Ok(Cache {
+            generation: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             settings,
             redis,
             flights: Default::default(),
@@ -92,17 +99,30 @@ impl Cache {
         self.redis.as_ref()
     }
 
-    /// A core's local cache: its share of the replica's bounds among
-    /// `cores`.
+    /// A core's local cache, fitted to this cache: its share of the
+    /// replica's bounds among `cores`.
     pub fn core_cache(&self, cores: usize) -> CoreCache {
-        let cores = cores.max(1) as u64;
-        match self.settings.backend {
-            Backend::Local => CoreCache::new(
+        let core = CoreCache::idle(cores);
+        self.fit(&core);
+        core
+    }
+
+    /// Fits `core` to this cache when it was fitted to another (a cache
+    /// rebuilt from settings read again): emptied, with this cache's
+    /// bounds.
+    pub fn fit(&self, core: &CoreCache) {
+        if core.generation() == self.generation {
+            return;
+        }
+        let cores = core.cores();
+        let (entries, bytes) = match self.settings.backend {
+            Backend::Local => (
                 self.settings.max_entries.div_ceil(cores),
                 self.settings.max_bytes / cores,
             ),
-            Backend::Redis => CoreCache::new(1, 0),
-        }
+            Backend::Redis => (1, 0),
+        };
+        core.refit(entries, bytes, self.generation);
     }
 
     /// What the cache does for a request on `endpoint` for `group` by
@@ -147,7 +167,10 @@ impl Cache {
             return None;
         }
         let stored = match &self.redis {
-            None => core.get(&plan.key, Instant::now())?,
+            None => {
+                self.fit(core);
+                core.get(&plan.key, Instant::now())?
+            }
             Some(redis) => redis.get(&plan.key).await?,
         };
         if let Some(max_age) = plan.max_age {
@@ -209,6 +232,7 @@ impl Cache {
         };
         match &self.redis {
             None => {
+                self.fit(core);
                 let expires = plan.ttl.and_then(|t| Instant::now().checked_add(t));
                 core.put(&plan.key, stored.clone(), expires);
             }
@@ -285,6 +309,56 @@ mod tests {
 
     const BODY: &[u8] = br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
     const ANSWER: &[u8] = br#"{"id":"x","choices":[]}"#;
+
+    #[test]
+    fn a_core_fitted_to_a_rebuilt_cache_starts_empty_with_its_bounds() {
+        let before = cache("litellm_settings: {cache: true, cache_params: {type: local}}");
+        let core = CoreCache::idle(2);
+        let plan = |c: &Cache| {
+            c.plan(
+                Endpoint::ChatCompletions,
+                "g",
+                Owner::Everyone,
+                BODY,
+                false,
+                &Controls::default(),
+            )
+            .unwrap()
+            .unwrap()
+        };
+        let p = plan(&before);
+        // An idle core is fitted on first use.
+        before.store(&core, &p, ANSWER.to_vec(), stream::Tokens::default());
+        assert!(monoio_run(before.lookup(&core, &p)).is_some());
+        assert_eq!(core.generation(), before.generation);
+        // The same settings read again build another cache: the core is
+        // emptied and takes its bounds (one entry a core of two here).
+        let after = cache(
+            "litellm_settings: {cache: true, cache_params: {type: local, max_size_in_memory: 2}}",
+        );
+        assert!(monoio_run(after.lookup(&core, &p)).is_none());
+        assert_eq!(core.generation(), after.generation);
+        after.store(&core, &p, ANSWER.to_vec(), stream::Tokens::default());
+        let other = Cache::plan(
+            &after,
+            Endpoint::ChatCompletions,
+            "other group",
+            Owner::Everyone,
+            BODY,
+            false,
+            &Controls::default(),
+        )
+        .unwrap()
+        .unwrap();
+        after.store(&core, &other, ANSWER.to_vec(), stream::Tokens::default());
+        assert!(
+            monoio_run(after.lookup(&core, &p)).is_none(),
+            "one entry a core: the first was evicted"
+        );
+        assert!(monoio_run(after.lookup(&core, &other)).is_some());
+        // Back on the older cache: fitted again, nothing served.
+        assert!(monoio_run(before.lookup(&core, &other)).is_none());
+    }
 
     #[test]
     fn stored_then_served_and_controls_apply() {

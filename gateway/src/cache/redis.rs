@@ -9,15 +9,22 @@
 //!
 //! A value is `gwc1`, the time it was stored (Unix milliseconds, 8 bytes
 //! little-endian) and the body; anything else under a key is a miss.
+//! Commands are written straight from what is queued (no argument copied
+//! into a command of its own), and a hit's body is the reply's bytes.
+//!
+//! Stores built for one Redis (the cache rebuilt from settings read again)
+//! share one link per core and one breaker.
 
 use super::local::Stored;
+use crate::redis::resp::{self, ArgSink};
 use crate::redis::{
-    Breaker, BreakerSettings, BreakerState, ClusterLink, Conn, Endpoint, MonoioWire, Plain, Reply,
+    key_slot, Breaker, BreakerSettings, BreakerState, ClusterLink, Commands, Conn, Endpoint,
+    MonoioWire, Reply,
 };
 use bytes::Bytes;
-use std::cell::{OnceCell, RefCell};
+use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::sync::{oneshot, Notify};
 
@@ -35,6 +42,8 @@ pub struct RedisStore {
 }
 
 struct LinkConfig {
+    /// The URL it was built from (a store for the same one shares it).
+    url: String,
     endpoint: Endpoint,
     /// A Cluster's startup nodes; empty for one server.
     cluster: Vec<String>,
@@ -49,7 +58,7 @@ enum Op {
     },
     Set {
         key: String,
-        value: Vec<u8>,
+        stored: Stored,
         ttl: Option<Duration>,
     },
     /// A management command (`/cache/*`): its reply, `None` when Redis did
@@ -66,8 +75,13 @@ struct Link {
 }
 
 thread_local! {
-    static LINK: OnceCell<Rc<Link>> = const { OnceCell::new() };
+    /// This core's link to each Redis a store was built for.
+    static LINKS: RefCell<Vec<(Arc<LinkConfig>, Rc<Link>)>> = const { RefCell::new(Vec::new()) };
 }
+
+/// Every Redis a store was built for in this process: the limiter's (a
+/// handful in tests).
+static CONFIGS: Mutex<Vec<Arc<LinkConfig>>> = Mutex::new(Vec::new());
 
 impl RedisStore {
     /// A store on `url` (or the Cluster of `cluster`), each round trip
@@ -90,14 +104,25 @@ impl RedisStore {
                  each core over redis:// or rediss:// (with the gateway's roots) only"
                     .to_string()
             })?;
-        Ok(RedisStore {
-            config: Arc::new(LinkConfig {
-                endpoint,
-                cluster: cluster.to_vec(),
-                deadline,
-                breaker: Breaker::new(breaker),
-            }),
-        })
+        let mut configs = CONFIGS.lock().unwrap_or_else(PoisonError::into_inner);
+        let same = configs
+            .iter()
+            .find(|c| c.url == url && c.cluster == cluster && c.deadline == deadline);
+        let config = match same {
+            Some(c) => c.clone(),
+            None => {
+                let c = Arc::new(LinkConfig {
+                    url: url.to_string(),
+                    endpoint,
+                    cluster: cluster.to_vec(),
+                    deadline,
+                    breaker: Breaker::new(breaker),
+                });
+                configs.push(c.clone());
+                c
+            }
+        };
+        Ok(RedisStore { config })
     }
 
     /// The entry under `key`: `None` on a miss, a foreign value, Redis
@@ -119,7 +144,7 @@ impl RedisStore {
             .await
             .ok()?
             .ok()??;
-        decode(&value)
+        decode(value)
     }
 
     /// Stores `stored` under `key` for `ttl` (for ever when `None`);
@@ -130,7 +155,7 @@ impl RedisStore {
         }
         let op = Op::Set {
             key: key.to_string(),
-            value: encode(stored),
+            stored: stored.clone(),
             ttl,
         };
         if !self.submit(op) {
@@ -193,15 +218,21 @@ impl RedisStore {
     /// Queues `op` on this core's link, starting it on first use; `false`
     /// when the queue is full.
     fn submit(&self, op: Op) -> bool {
-        LINK.with(|cell| {
-            let link = cell.get_or_init(|| {
-                let link = Rc::new(Link {
-                    queue: RefCell::new(Vec::new()),
-                    wake: Notify::new(),
-                });
-                monoio::spawn(drive(link.clone(), self.config.clone()));
-                link
-            });
+        LINKS.with(|links| {
+            let mut links = links.borrow_mut();
+            let at = match links.iter().position(|(c, _)| Arc::ptr_eq(c, &self.config)) {
+                Some(at) => at,
+                None => {
+                    let link = Rc::new(Link {
+                        queue: RefCell::new(Vec::new()),
+                        wake: Notify::new(),
+                    });
+                    monoio::spawn(drive(link.clone(), self.config.clone()));
+                    links.push((self.config.clone(), link));
+                    links.len() - 1
+                }
+            };
+            let link = &links[at].1;
             let mut queue = link.queue.borrow_mut();
             if queue.len() >= MAX_QUEUED {
                 return false;
@@ -234,8 +265,7 @@ async fn drive(link: Rc<Link>, config: Arc<LinkConfig>) {
             link.wake.notified().await;
             continue;
         }
-        let commands: Vec<Vec<Vec<u8>>> = batch.iter().map(command).collect();
-        let replies = round_trip(&mut upstream, &config, &commands).await;
+        let replies = round_trip(&mut upstream, &config, &Batch(&batch)).await;
         match &replies {
             Ok(_) => {
                 config.breaker.on_success();
@@ -269,18 +299,56 @@ async fn drive(link: Rc<Link>, config: Arc<LinkConfig>) {
     }
 }
 
-fn command(op: &Op) -> Vec<Vec<u8>> {
-    match op {
-        Op::Get { key, .. } => vec![b"GET".to_vec(), key.as_bytes().to_vec()],
-        Op::Set { key, value, ttl } => {
-            let mut c = vec![b"SET".to_vec(), key.as_bytes().to_vec(), value.clone()];
-            if let Some(ttl) = ttl {
-                c.push(b"PX".to_vec());
-                c.push(ttl.as_millis().max(1).to_string().into_bytes());
-            }
-            c
+/// The queued operations, as the commands of one pipeline.
+struct Batch<'a>(&'a [Op]);
+
+impl Commands for Batch<'_> {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn slot(&self, i: usize) -> u16 {
+        match &self.0[i] {
+            Op::Get { key, .. } | Op::Set { key, .. } => key_slot(key.as_bytes()),
+            Op::Admin { command, .. } => command.get(1).map_or(0, |key| key_slot(key)),
         }
-        Op::Admin { command, .. } => command.clone(),
+    }
+
+    fn encode(
+        &self,
+        i: usize,
+        _clock: Option<&crate::redis::clock::RedisClock>,
+        out: &mut Vec<u8>,
+    ) {
+        encode_op(&self.0[i], out);
+    }
+
+    fn script(&self, _i: usize) -> Option<&'static str> {
+        None
+    }
+}
+
+/// Appends `op`'s command to `out`: a value is written from the stored
+/// answer's bytes, a TTL in milliseconds.
+fn encode_op(op: &Op, out: &mut Vec<u8>) {
+    match op {
+        Op::Get { key, .. } => {
+            let mut c = resp::Command::start(out, 2);
+            c.arg(b"GET");
+            c.arg(key.as_bytes());
+        }
+        Op::Set { key, stored, ttl } => {
+            let mut c = resp::Command::start(out, if ttl.is_some() { 5 } else { 3 });
+            c.arg(b"SET");
+            c.arg(key.as_bytes());
+            c.parts(&[MAGIC, &stored.stored_at_ms.to_le_bytes(), &stored.body]);
+            if let Some(ttl) = ttl {
+                c.arg(b"PX");
+                let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+                c.int(ms);
+            }
+        }
+        Op::Admin { command, .. } => resp::encode(command, out),
     }
 }
 
@@ -288,7 +356,7 @@ fn command(op: &Op) -> Vec<Vec<u8>> {
 async fn round_trip(
     upstream: &mut Upstream,
     config: &LinkConfig,
-    commands: &[Vec<Vec<u8>>],
+    commands: &Batch<'_>,
 ) -> Result<Vec<Reply>, String> {
     match upstream {
         Upstream::One(conn) => {
@@ -301,7 +369,13 @@ async fn round_trip(
                             .map_err(|e| e.to_string())?,
                     ),
                 };
-                c.exchange(commands.iter()).await.map_err(|e| e.to_string())
+                let mut out = c.take_out();
+                for i in 0..commands.len() {
+                    commands.encode(i, None, &mut out);
+                }
+                c.exchange_encoded(out, commands.len())
+                    .await
+                    .map_err(|e| e.to_string())
             };
             let result = match monoio::time::timeout(config.deadline, exchange).await {
                 Ok(r) => r,
@@ -315,7 +389,7 @@ async fn round_trip(
         }
         Upstream::Cluster(link) => {
             let replies = link
-                .exchange(&config.endpoint, config.deadline, &Plain(commands))
+                .exchange(&config.endpoint, config.deadline, commands)
                 .await;
             if let Some(e) = link.unreachable() {
                 return Err(e.to_string());
@@ -333,24 +407,19 @@ pub fn is_entry(value: &[u8]) -> bool {
     value.starts_with(MAGIC)
 }
 
-fn encode(stored: &Stored) -> Vec<u8> {
-    let mut v = Vec::with_capacity(12 + stored.body.len());
-    v.extend_from_slice(MAGIC);
-    v.extend_from_slice(&stored.stored_at_ms.to_le_bytes());
-    v.extend_from_slice(&stored.body);
-    v
-}
-
-/// A stored value, or `None` for anything this gateway did not write.
-fn decode(value: &[u8]) -> Option<Stored> {
+/// A stored value, or `None` for anything this gateway did not write; the
+/// body is `value`'s own bytes.
+fn decode(value: Vec<u8>) -> Option<Stored> {
     let rest = value.strip_prefix(MAGIC)?;
     let (at, body) = rest.split_first_chunk::<8>()?;
     if body.is_empty() {
         return None;
     }
+    let stored_at_ms = u64::from_le_bytes(*at);
+    let start = value.len() - body.len();
     Some(Stored {
-        body: Bytes::copy_from_slice(body),
-        stored_at_ms: u64::from_le_bytes(*at),
+        body: Bytes::from(value).slice(start..),
+        stored_at_ms,
     })
 }
 
@@ -358,13 +427,37 @@ fn decode(value: &[u8]) -> Option<Stored> {
 mod tests {
     use super::*;
 
+    /// The value `op` writes: the third argument of its RESP command.
+    fn written(op: &Op) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        encode_op(op, &mut out);
+        let (reply, used) = resp::parse(&out).unwrap().unwrap();
+        assert_eq!(used, out.len());
+        match reply {
+            Reply::Array(Some(items)) => items
+                .into_iter()
+                .map(|i| match i {
+                    Reply::Bulk(Some(b)) => b,
+                    other => panic!("{other:?}"),
+                })
+                .collect(),
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn values_round_trip_and_foreign_ones_are_misses() {
         let s = Stored {
             body: Bytes::from_static(b"{\"id\":\"x\"}"),
             stored_at_ms: 1234,
         };
-        let back = decode(&encode(&s)).unwrap();
+        let op = Op::Set {
+            key: "k".into(),
+            stored: s.clone(),
+            ttl: None,
+        };
+        let value = written(&op).swap_remove(2);
+        let back = decode(value).unwrap();
         assert_eq!((back.body, back.stored_at_ms), (s.body, 1234));
         for foreign in [
             &b""[..],
@@ -373,26 +466,47 @@ mod tests {
             b"gwc1\x00\x00\x00\x00\x00\x00\x00\x00",
             b"{\"timestamp\": 1, \"response\": \"{}\"}",
         ] {
-            assert!(decode(foreign).is_none(), "{foreign:?}");
+            assert!(decode(foreign.to_vec()).is_none(), "{foreign:?}");
         }
     }
 
     #[test]
     fn writes_carry_their_ttl_in_milliseconds() {
+        let stored = Stored {
+            body: Bytes::from_static(b"v"),
+            stored_at_ms: 0,
+        };
         let op = Op::Set {
             key: "k".into(),
-            value: b"v".to_vec(),
+            stored: stored.clone(),
             ttl: Some(Duration::from_millis(1500)),
         };
-        assert_eq!(
-            command(&op),
-            [&b"SET"[..], b"k", b"v", b"PX", b"1500"].map(<[u8]>::to_vec)
-        );
+        let args = written(&op);
+        assert_eq!(args.len(), 5);
+        assert_eq!((&args[0][..], &args[1][..]), (&b"SET"[..], &b"k"[..]));
+        assert_eq!((&args[3][..], &args[4][..]), (&b"PX"[..], &b"1500"[..]));
         let op = Op::Set {
             key: "k".into(),
-            value: b"v".to_vec(),
+            stored,
             ttl: None,
         };
-        assert_eq!(command(&op).len(), 3);
+        assert_eq!(written(&op).len(), 3);
+        let (tx, _rx) = oneshot::channel();
+        let get = Op::Get {
+            key: "k".into(),
+            reply: tx,
+        };
+        assert_eq!(written(&get), [b"GET".to_vec(), b"k".to_vec()]);
+    }
+
+    #[test]
+    fn stores_for_one_redis_share_their_link_and_breaker() {
+        let breaker = BreakerSettings::default();
+        let deadline = Duration::from_millis(50);
+        let a = RedisStore::new("redis://127.0.0.1:1", &[], deadline, breaker).unwrap();
+        let b = RedisStore::new("redis://127.0.0.1:1", &[], deadline, breaker).unwrap();
+        let c = RedisStore::new("redis://127.0.0.1:2", &[], deadline, breaker).unwrap();
+        assert!(Arc::ptr_eq(&a.config, &b.config));
+        assert!(!Arc::ptr_eq(&a.config, &c.config));
     }
 }

@@ -111,6 +111,8 @@ const GENERAL_ACTED_ON: &[&str] = &[
     // Whether LiteLLM's stored settings apply (`config::stored`).
     "store_model_in_db",
     "supported_db_objects",
+    // How often the stored cache settings are read again (`config::stored`).
+    "proxy_config_reload_interval_seconds",
 ];
 
 /// Keys of `general_settings` refused while unimplemented, with the reason.

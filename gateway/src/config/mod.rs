@@ -6,13 +6,15 @@ mod env_refs;
 mod file;
 mod proxy_budget;
 mod stored;
+mod stored_reload;
 mod team_admin;
 mod team_defaults;
 mod validate;
 
 pub use file::{ConfigFile, GatewaySettings, GeneralSettings};
 pub use proxy_budget::ProxyBudget;
-pub use stored::{Applied, FileGeneral};
+pub use stored::{Applied, CacheChange, FileGeneral, StoredBasis};
+pub use stored_reload::StoredReload;
 pub use team_admin::TeamAdminFields;
 pub use team_defaults::TeamDefaults;
 pub use validate::{deployment_from_json, EntryError, ServerLimits};

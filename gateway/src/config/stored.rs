@@ -29,7 +29,25 @@ pub struct FileGeneral {
     pub store_model_in_db: Option<bool>,
     /// `supported_db_objects`, when the file declares a list.
     pub supported_db_objects: Option<Vec<String>>,
+    /// How often the stored cache settings are read again while serving
+    /// (`proxy_config_reload_interval_seconds`, else
+    /// `PROXY_CONFIG_RELOAD_INTERVAL_SECONDS`, else 30 s: LiteLLM's).
+    pub reload_interval: std::time::Duration,
 }
+
+/// What applying the stored settings reads of the file's config, kept to
+/// apply a `LiteLLM_CacheConfig` row read again while serving.
+#[derive(Debug, Clone)]
+pub struct StoredBasis {
+    file_general: FileGeneral,
+    litellm_settings: Option<serde_yaml::Value>,
+    router_settings: Option<serde_yaml::Value>,
+    rate_limits: crate::limits::LimitSettings,
+}
+
+/// The response cache applying stored settings leaves in force: `None`
+/// when they do not touch it, `Some(None)` when they turn it off.
+pub type CacheChange = Option<Option<std::sync::Arc<crate::cache::Cache>>>;
 
 /// What applying the stored settings did, to log.
 #[derive(Debug, Default, PartialEq)]
@@ -55,9 +73,42 @@ impl Config {
         stored: &StoredSettings,
         store_model_in_db_env: Option<&str>,
     ) -> Result<Applied, String> {
+        let (applied, cache) = self.stored_basis().apply(stored, store_model_in_db_env)?;
+        if let Some(cache) = cache {
+            self.cache = cache;
+        }
+        Ok(applied)
+    }
+
+    /// What [`StoredBasis::apply`] reads of this config.
+    pub fn stored_basis(&self) -> StoredBasis {
+        StoredBasis {
+            file_general: self.file_general.clone(),
+            litellm_settings: self.litellm_settings.clone(),
+            router_settings: self.router_settings.clone(),
+            rate_limits: self.rate_limits.clone(),
+        }
+    }
+}
+
+impl StoredBasis {
+    /// How often the stored cache settings are read again while serving.
+    pub fn reload_interval(&self) -> std::time::Duration {
+        self.file_general.reload_interval
+    }
+
+    /// Applies LiteLLM's stored settings (`stored`) over the file's;
+    /// `store_model_in_db_env` is `STORE_MODEL_IN_DB`. Returns what to log
+    /// and the response cache they leave in force; an error names the
+    /// stored row and the setting that cannot be applied.
+    pub fn apply(
+        &self,
+        stored: &StoredSettings,
+        store_model_in_db_env: Option<&str>,
+    ) -> Result<(Applied, CacheChange), String> {
         let mut out = Applied::default();
         if stored == &StoredSettings::default() {
-            return Ok(out);
+            return Ok((out, None));
         }
         let general = stored.section("general_settings");
         let from_row = general
@@ -72,7 +123,7 @@ impl Config {
                  LiteLLM reads them only with it on",
                 present(stored)
             ));
-            return Ok(out);
+            return Ok((out, None));
         }
         // The file's litellm_settings, with what the stored row adds.
         let mut litellm = match &self.litellm_settings {
@@ -146,16 +197,15 @@ impl Config {
             }
         }
         let Some(source) = cache_source else {
-            return Ok(out);
+            return Ok((out, None));
         };
         let doc = serde_yaml::Value::Mapping(litellm);
         let settings = crate::cache::CacheSettings::from_litellm(Some(&doc), &mut out.warnings)
             .map_err(|e| format!("{source}: {e}"))?;
         let Some(settings) = settings else {
-            self.cache = None;
             out.notes
                 .push(format!("{source}: the response cache is off"));
-            return Ok(out);
+            return Ok((out, Some(None)));
         };
         let params = doc.get("cache_params");
         if settings.backend == crate::cache::Backend::Redis {
@@ -174,17 +224,16 @@ impl Config {
         let backend = settings.backend;
         let cache =
             crate::cache::Cache::new(settings, redis).map_err(|e| format!("{source}: {e}"))?;
-        self.cache = Some(std::sync::Arc::new(cache));
         out.notes.push(format!(
-            "{source}: the response cache is on ({}), as LiteLLM applies it; read once at \
-             start-up (LiteLLM re-reads it every 30 s): a change saved later applies at the \
-             next restart",
+            "{source}: the response cache is on ({}), as LiteLLM applies it; read again every {} s \
+             (proxy_config_reload_interval_seconds, as LiteLLM)",
             match backend {
                 crate::cache::Backend::Local => "local",
                 crate::cache::Backend::Redis => "redis",
-            }
+            },
+            self.reload_interval().as_secs()
         ));
-        Ok(out)
+        Ok((out, Some(Some(std::sync::Arc::new(cache)))))
     }
 
     /// Whether the Redis stored `cache_params` name is the one this

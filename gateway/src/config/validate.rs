@@ -228,7 +228,7 @@ pub(super) fn validate(
         &mut warnings,
     )
     .map_err(|r| invalid(r.entry, r.problem))?;
-    let file_general = file_general(&file.general_settings);
+    let file_general = file_general(&file.general_settings, lookup, &mut warnings);
     let mut deployments = Vec::with_capacity(file.model_list.len());
     // The deployments whose key the pass-through routes use.
     let mut in_pass_through = Vec::new();
@@ -637,7 +637,11 @@ fn bad(field: &str, problem: impl Into<String>) -> EntryError {
 }
 
 /// What the file's `general_settings` says about stored settings.
-fn file_general(general: &super::GeneralSettings) -> super::FileGeneral {
+fn file_general(
+    general: &super::GeneralSettings,
+    lookup: &dyn Fn(&str) -> Option<String>,
+    warnings: &mut Vec<String>,
+) -> super::FileGeneral {
     let mut declared: Vec<String> = general.other.keys().cloned().collect();
     for (name, set) in [
         ("master_key", general.master_key.is_some()),
@@ -668,6 +672,45 @@ fn file_general(general: &super::GeneralSettings) -> super::FileGeneral {
         declared,
         store_model_in_db,
         supported_db_objects,
+        reload_interval: reload_interval(&general.other, lookup, warnings),
+    }
+}
+
+/// How often LiteLLM's stored settings are read again:
+/// `general_settings.proxy_config_reload_interval_seconds`, else
+/// `PROXY_CONFIG_RELOAD_INTERVAL_SECONDS`, else 30 s; anything but a whole
+/// number of seconds from 1 to a day is LiteLLM's fallback to 30 s, with a
+/// warning.
+fn reload_interval(
+    general: &std::collections::BTreeMap<String, serde_yaml::Value>,
+    lookup: &dyn Fn(&str) -> Option<String>,
+    warnings: &mut Vec<String>,
+) -> std::time::Duration {
+    const DEFAULT_SECS: u64 = 30;
+    const MAX_SECS: u64 = 86_400;
+    let (name, given) = match general.get("proxy_config_reload_interval_seconds") {
+        Some(v) if !v.is_null() => (
+            "general_settings.proxy_config_reload_interval_seconds",
+            v.as_u64()
+                .map(|n| n.to_string())
+                .or_else(|| v.as_str().map(str::to_string))
+                .unwrap_or_else(|| serde_yaml::to_string(v).unwrap_or_default()),
+        ),
+        _ => match lookup("PROXY_CONFIG_RELOAD_INTERVAL_SECONDS") {
+            Some(v) => ("PROXY_CONFIG_RELOAD_INTERVAL_SECONDS", v),
+            None => return std::time::Duration::from_secs(DEFAULT_SECS),
+        },
+    };
+    match given.trim().parse::<u64>() {
+        Ok(secs) if (1..=MAX_SECS).contains(&secs) => std::time::Duration::from_secs(secs),
+        _ => {
+            warnings.push(format!(
+                "{name}={} must be a whole number of seconds from 1 to {MAX_SECS}; falling back \
+                 to {DEFAULT_SECS} s (as LiteLLM)",
+                given.trim()
+            ));
+            std::time::Duration::from_secs(DEFAULT_SECS)
+        }
     }
 }
 
@@ -1288,6 +1331,49 @@ mod tests {
             (n == "UP_KEY").then(|| "sk-up".to_string())
         })
         .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn stored_settings_reload_interval_follows_litellms_settings() {
+        let secs = std::time::Duration::from_secs;
+        let of = |yaml: &str, env: &[(&str, &str)]| {
+            let env: Vec<(String, String)> = env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let c = Config::parse(Path::new("c.yaml"), yaml, &move |n| {
+                env.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone())
+            })
+            .unwrap();
+            (c.file_general.reload_interval, c.warnings)
+        };
+        let quiet = |w: &[String]| !w.iter().any(|w| w.contains("reload_interval"));
+        let (every, warnings) = of("", &[]);
+        assert_eq!(every, secs(30));
+        assert!(quiet(&warnings), "{warnings:?}");
+        let set = "general_settings:\n  proxy_config_reload_interval_seconds: 5\n";
+        let (every, warnings) = of(set, &[("PROXY_CONFIG_RELOAD_INTERVAL_SECONDS", "7")]);
+        assert_eq!(every, secs(5), "the file wins over the environment");
+        assert!(quiet(&warnings), "{warnings:?}");
+        assert_eq!(
+            of("", &[("PROXY_CONFIG_RELOAD_INTERVAL_SECONDS", "7")]).0,
+            secs(7)
+        );
+        // LiteLLM falls back to 30 s on anything else: so does the gateway,
+        // saying so.
+        for bad in ["0", "-3", "soon", "100000"] {
+            let yaml =
+                format!("general_settings:\n  proxy_config_reload_interval_seconds: {bad}\n");
+            let (every, warnings) = of(&yaml, &[]);
+            assert_eq!(every, secs(30), "{bad}");
+            assert!(
+                warnings
+                    .iter()
+                    .any(|w| w.contains("proxy_config_reload_interval_seconds")
+                        && w.contains("30 s")),
+                "{bad}: {warnings:?}"
+            );
+        }
     }
 
     #[test]

@@ -410,7 +410,7 @@ async fn serve(
         let allowed = &k.record.allowed_cache_controls;
         crate::cache::control::check_allowed(req.cache.as_ref(), of_key, allowed)?;
     }
-    let controls = match &worker.shared.cache {
+    let controls = match worker.shared.cache.load().as_ref() {
         Some(_) => Some(match of_key {
             Some(v) => crate::cache::control::of_key(v)?,
             None => crate::cache::control::parse(req.cache.as_ref())?,
@@ -555,7 +555,8 @@ async fn serve(
         out.hold_last_write();
     }
     // 5b. cache
-    let cache = worker.shared.cache.as_deref();
+    let cache = worker.shared.cache.load();
+    let cache = cache.as_deref();
     // A request with `post_call` (or `during_call` services) guardrails
     // never reads the cache: an entry another caller stored was not
     // checked by them.

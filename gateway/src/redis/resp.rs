@@ -82,6 +82,16 @@ impl<'a> Command<'a> {
 }
 
 impl Command<'_> {
+    /// One argument made of `parts`, one after the other (no copy of them
+    /// put together first).
+    pub fn parts(&mut self, parts: &[&[u8]]) {
+        self.bulk_header(parts.iter().map(|p| p.len()).sum());
+        for p in parts {
+            self.out.extend_from_slice(p);
+        }
+        self.out.extend_from_slice(b"\r\n");
+    }
+
     /// A bulk string's `$len` line; the caller writes the `len` bytes and
     /// the closing CRLF.
     fn bulk_header(&mut self, len: usize) {

@@ -1,7 +1,8 @@
 //! LiteLLM's settings kept in the database: the `LiteLLM_Config` rows
 //! (`general_settings`, `litellm_settings`, ... as its admin UI saves them
 //! with `store_model_in_db`) and the `LiteLLM_CacheConfig` row (the cache
-//! settings its UI saves), read once at start-up; what applies is the
+//! settings its UI saves), read at start-up (and the rows again while
+//! serving, for the cache: `config::stored_reload`); what applies is the
 //! config's decision (`config::stored`).
 
 use serde_json::{Map, Value};
