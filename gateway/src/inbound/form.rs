@@ -346,4 +346,39 @@ mod tests {
         many.extend_from_slice(b"--b--");
         assert!(read(&many, "b").is_err());
     }
+
+    #[test]
+    fn the_prefix_stops_at_the_first_file_and_asks_for_more_before() {
+        let at_file = BODY.windows(4).position(|w| w == b"RIFF").unwrap();
+        for cut in 0..at_file {
+            assert_eq!(
+                until_file(&BODY[..cut], "XyZ").unwrap(),
+                Prefix::More,
+                "{cut}"
+            );
+        }
+        for cut in at_file..=BODY.len() {
+            let Prefix::File {
+                form,
+                content_start,
+                parts,
+            } = until_file(&BODY[..cut], "XyZ").unwrap()
+            else {
+                panic!("{cut}: no file");
+            };
+            assert_eq!((content_start, parts), (at_file, 2));
+            assert_eq!(&BODY[form.model.unwrap()], b"whisper");
+            assert_eq!(form.file_bytes, Some(0));
+        }
+        let no_file = b"--b\r\nContent-Disposition: form-data; name=model\r\n\r\nm\r\n--b--";
+        assert_eq!(until_file(no_file, "b").unwrap(), Prefix::Ended);
+        let bad = b"--b\r\nContent-Type: x\r\n\r\n";
+        assert!(until_file(bad, "b").is_err());
+        let long = [
+            &b"--b\r\nContent-Disposition: form-data; name=t\r\n\r\n"[..],
+            &[b'a'; MAX_FIELD + 1],
+        ]
+        .concat();
+        assert!(until_file(&long, "b").is_err());
+    }
 }
