@@ -570,7 +570,7 @@ impl LlmRequest {
         prefix: Bytes,
     ) -> Result<LlmRequest, GatewayError> {
         match form::until_file(&prefix, form::boundary(content_type)?)? {
-            form::Prefix::File { form, .. } => Self::of_form(endpoint, prefix, form),
+            form::Prefix::File { form, .. } => Self::of_form(endpoint, prefix, *form),
             _ => Err(GatewayError::Internal(
                 "a streamed upload's prefix holds no file part",
             )),

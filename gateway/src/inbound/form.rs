@@ -273,8 +273,9 @@ pub enum Prefix {
     /// before it are in `form` (its file counted as present, of unknown
     /// length), `parts` the parts up to and with that one.
     File {
-        /// The fields read before the file.
-        form: Form,
+        /// The fields read before the file (boxed: the other variants are
+        /// empty).
+        form: Box<Form>,
         /// Where the file's content starts.
         content_start: usize,
         /// Parts seen, the file's included.
@@ -294,7 +295,7 @@ pub fn until_file(body: &[u8], boundary: &str) -> Result<Prefix, GatewayError> {
             content_start,
             parts,
         } => Prefix::File {
-            form,
+            form: Box::new(form),
             content_start,
             parts,
         },

@@ -49,7 +49,7 @@ pub(super) struct Held {
     pub mock: Option<super::mock_params::Ask>,
     /// The rest of a streamed upload, whose `req.body` is only the form's
     /// first bytes (see `upload`).
-    pub upload: Option<super::upload::StreamedBody>,
+    pub upload: Option<Box<super::upload::StreamedBody>>,
 }
 
 impl Held {

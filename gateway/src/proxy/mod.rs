@@ -211,11 +211,11 @@ async fn handle_streamed(
     head: &RequestHead,
     endpoint: Endpoint,
     caller: Result<Principal, GatewayError>,
-    (body, upload): (Bytes, Option<upload::StreamedBody>),
+    (body, upload): (Bytes, Option<Box<upload::StreamedBody>>),
     out: &mut Responder<'_>,
     received_at: Instant,
 ) {
-    let read_all = upload.as_ref().map(upload::StreamedBody::read_all);
+    let read_all = upload.as_deref().map(upload::StreamedBody::read_all);
     let mut outcome = Outcome {
         call_id: headers::call_id(),
         received_at,
@@ -440,7 +440,7 @@ async fn serve(
     worker: &Worker,
     endpoint: Endpoint,
     (principal, forward_headers): (&Principal, Vec<(&'static str, String)>),
-    (body, upload): (Bytes, Option<upload::StreamedBody>),
+    (body, upload): (Bytes, Option<Box<upload::StreamedBody>>),
     out: &mut Responder<'_>,
     outcome: &mut Outcome,
 ) -> Result<(), GatewayError> {
@@ -887,7 +887,7 @@ async fn attempts<'r>(
                 if out.started()
                     || held
                         .upload
-                        .as_ref()
+                        .as_deref()
                         .is_some_and(upload::StreamedBody::started)
                     || matches!(
                         err,
@@ -1242,7 +1242,7 @@ async fn forward(
     if let Some(traceparent) = outcome.telemetry.traceparent() {
         req.headers.push(("traceparent".into(), traceparent));
     }
-    let streamed = held.upload.as_ref().map_or(0, upload::StreamedBody::len);
+    let streamed = held.upload.as_deref().map_or(0, upload::StreamedBody::len);
     let head = upstream_head(req, base, streamed);
     let started = Instant::now();
     let deadline = started + timeout;

@@ -49,7 +49,7 @@ pub(crate) enum Received {
     Whole(Bytes),
     /// Its form's first bytes, up to its first file's content, and the rest
     /// to stream.
-    Streamed(Bytes, StreamedBody),
+    Streamed(Bytes, Box<StreamedBody>),
 }
 
 /// The rest of a streamed upload: the bytes after its prefix, read from
@@ -220,7 +220,7 @@ pub(crate) async fn receive(
                     let remaining = (length - body.len()) as u64;
                     let mut prefix = Bytes::from(body);
                     let pending = prefix.split_off(content_start);
-                    let rest = StreamedBody {
+                    let rest = Box::new(StreamedBody {
                         pending,
                         remaining,
                         deadline,
@@ -229,7 +229,7 @@ pub(crate) async fn receive(
                         started: false,
                         read_all: Rc::new(Cell::new(false)),
                         failure: None,
-                    };
+                    });
                     return Ok(Received::Streamed(prefix, rest));
                 }
                 Prefix::More if body.len() < MAX_PREFIX.min(length) => {
