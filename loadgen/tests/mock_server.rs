@@ -286,7 +286,7 @@ fn reset_once_then_served_and_counted() {
 }
 
 #[test]
-fn every_model_call_is_received_whatever_its_answer() {
+fn every_api_call_is_received_whatever_its_answer() {
     let addr = server(MockConfig::default());
     let form = "multipart/form-data; boundary=b0";
     let content_type = format!("Content-Type: {form}");
@@ -305,12 +305,19 @@ fn every_model_call_is_received_whatever_its_answer() {
         );
         assert_eq!(r.status, status, "{path}");
     }
-    // Not model calls: not received.
+    // A Files API call the mock refuses (no such file) is received too.
+    let r = roundtrip(
+        addr,
+        "GET /v1/files/file-nope HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer k\r\n\r\n",
+    );
+    assert_eq!(r.status, 404);
+    // Not provider API calls: not received.
     roundtrip(addr, "GET /v1/models HTTP/1.1\r\nHost: t\r\n\r\n");
     roundtrip(addr, &post("/v1/nope", &[], "{}"));
     let stats = roundtrip(addr, "GET /_stats HTTP/1.1\r\nHost: t\r\n\r\n").json();
-    assert_eq!(stats["received"], refused.len(), "{stats}");
-    assert_eq!(stats["requests"], 0, "{stats}");
+    assert_eq!(stats["received"], refused.len() + 1, "{stats}");
+    // Only the authorized Files call counts as served (with no tokens).
+    assert_eq!(stats["requests"], 1, "{stats}");
     roundtrip(addr, &post("/_stats/reset", &[], ""));
     let stats = roundtrip(addr, "GET /_stats HTTP/1.1\r\nHost: t\r\n\r\n").json();
     assert_eq!(stats["received"], 0);

@@ -54,7 +54,12 @@ static CANCEL_ID_FINDER: LazyLock<Finder<'static>> =
 static TEXT_EVENT_FINDERS: LazyLock<[Finder<'static>; 7]> =
     LazyLock::new(|| TEXT_EVENTS.map(|k| Finder::new(k.as_bytes())));
 static CLIENT_EVENTS: LazyLock<[Finder<'static>; 3]> = LazyLock::new(|| {
-    ["conversation.item.create", "session.update", "response.create"].map(Finder::new)
+    [
+        "conversation.item.create",
+        "session.update",
+        "response.create",
+    ]
+    .map(Finder::new)
 });
 /// The model's text deltas and the member that carries their text.
 const DELTAS: [&str; 4] = [
@@ -287,11 +292,7 @@ impl RealtimeGuard {
         let cancel_error = CANCEL_ID_FINDER.find(bytes).is_some();
         // Only events that carry the model's text are parsed (not, say,
         // the audio deltas, which are most of a voice session's bytes).
-        let carries_text = || {
-            TEXT_EVENT_FINDERS
-                .iter()
-                .any(|k| k.find(bytes).is_some())
-        };
+        let carries_text = || TEXT_EVENT_FINDERS.iter().any(|k| k.find(bytes).is_some());
         if !cancel_error
             && (self.window.is_none() && self.post_services.is_empty() || !carries_text())
         {

@@ -116,7 +116,7 @@ impl<S: AsyncReadRent + AsyncWriteRent> Conn<S> {
         let shared = &worker.shared;
         let keep_alive = req.keep_alive();
         let route = api::route(&req.method, req.path());
-        if route.is_model_call() {
+        if route.is_api_call() {
             shared.stats.record_received(self.worker.index);
         }
         let mut echo = Echo {

@@ -55,10 +55,10 @@ pub struct Snapshot {
     /// Totals over everything.
     #[serde(flatten)]
     pub total: Counters,
-    /// Model calls received (LLM endpoints, JSON or multipart form),
-    /// whatever the answer: served, refused by the mock's own checks,
-    /// failed by injection or cut by a fault. What a test counts to show a
-    /// request never reached the upstream.
+    /// Provider API calls received (model calls, JSON or multipart form,
+    /// and Files and Batch API calls), whatever the answer: served, refused
+    /// by the mock's own checks, failed by injection or cut by a fault.
+    /// What a test counts to show a request never reached the upstream.
     pub received: u64,
     /// Requests answered with an injected error (`--error-rate`,
     /// `x-mock-status`): attempts a gateway made that did not succeed.
@@ -106,7 +106,7 @@ impl Stats {
         }
     }
 
-    /// Records one model call received on `worker`'s shard, before it is
+    /// Records one API call received on `worker`'s shard, before it is
     /// checked or answered.
     pub fn record_received(&self, worker: usize) {
         self.lock(worker).received += 1;

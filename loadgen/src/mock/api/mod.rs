@@ -129,10 +129,11 @@ impl Route {
         )
     }
 
-    /// Whether the endpoint is a model call (JSON or form), counted in the
-    /// stats' `received` whatever its answer.
-    pub fn is_model_call(self) -> bool {
-        self.is_llm() || self.is_form()
+    /// Whether the endpoint is a call of the provider's API (a model call,
+    /// JSON or form, or the Files and Batch APIs), counted in the stats'
+    /// `received` whatever its answer.
+    pub fn is_api_call(self) -> bool {
+        self.is_llm() || self.is_form() || self == Route::Files
     }
 }
 
@@ -462,11 +463,12 @@ mod tests {
             ("/openai/deployments/d/images/edits", Route::ImageEdits),
         ] {
             assert_eq!(route("POST", path), form);
-            assert!(form.is_form() && form.is_model_call() && !form.is_llm());
+            assert!(form.is_form() && form.is_api_call() && !form.is_llm());
         }
-        assert!(Route::Speech.is_model_call() && !Route::Speech.is_form());
-        for other in [Route::Models, Route::Files, Route::Token, Route::Traces] {
-            assert!(!other.is_model_call());
+        assert!(Route::Speech.is_api_call() && !Route::Speech.is_form());
+        assert!(Route::Files.is_api_call());
+        for other in [Route::Models, Route::Token, Route::Traces, Route::Stats] {
+            assert!(!other.is_api_call());
         }
         assert_eq!(
             route(
