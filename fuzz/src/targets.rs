@@ -8,6 +8,8 @@ use gateway::http1::{
     encode_chunk, parse_request_head, parse_response_head, BodyFraming, ChunkedDecoder, HeadError,
     ResponseFraming,
 };
+use gateway::inbound::form::{self, Prefix};
+use gateway::inbound::form_tail::TailScanner;
 use gateway::inbound::{Endpoint, LlmRequest, MediaAsk};
 use gateway::providers::anthropic as provider;
 use gateway::redis::resp;
@@ -238,7 +240,10 @@ pub fn inbound(data: &[u8]) {
 /// and `/v1/images/edits`):
 /// the first line is the content type, the rest the body. An accepted form
 /// has a model whose span holds its text, and the model spliced in leaves
-/// every other byte of the body as received.
+/// every other byte of the body as received. Read as a streamed upload is
+/// (its first bytes up to the first file, then the rest piece by piece),
+/// the verdict is the same however the rest is cut, and a form the stream
+/// accepts is one the whole reading accepts.
 pub fn form(data: &[u8]) {
     let Some(newline) = data.iter().position(|b| *b == b'\n') else {
         return;
@@ -247,6 +252,9 @@ pub fn form(data: &[u8]) {
         return;
     };
     let body = &data[newline + 1..];
+    if let Ok(boundary) = form::boundary(content_type) {
+        form_streamed(boundary, body);
+    }
     // An image edit form's own checks (image parts, prompt, n, size,
     // quality), half of the time.
     let endpoint = match body.len() % 2 {
@@ -267,6 +275,40 @@ pub fn form(data: &[u8]) {
     expected.extend_from_slice(b"up-model");
     expected.extend_from_slice(&body[req.model_span.end..]);
     assert_eq!(spliced, expected, "the splice changed other bytes");
+}
+
+/// [`form`]'s streamed reading of `body`.
+fn form_streamed(boundary: &str, body: &[u8]) {
+    let Ok(Prefix::File {
+        content_start,
+        parts,
+        ..
+    }) = form::until_file(body, boundary)
+    else {
+        return;
+    };
+    let rest = &body[content_start..];
+    let verdict = |step: usize| {
+        let mut scanner = TailScanner::new(boundary, parts);
+        for piece in rest.chunks(step) {
+            scanner.feed(piece)?;
+        }
+        scanner.finish()
+    };
+    let whole = verdict(rest.len().max(1));
+    for step in [1, 2, 3, 7, 64] {
+        assert_eq!(
+            verdict(step).is_ok(),
+            whole.is_ok(),
+            "the stream's verdict changes when cut by {step}"
+        );
+    }
+    if whole.is_ok() {
+        assert!(
+            form::read(body, boundary).is_ok(),
+            "the stream accepts a form the whole reading refuses"
+        );
+    }
 }
 
 /// Runs stream translator `t` over `data` cut at `cuts`: its output, or

@@ -8,6 +8,7 @@ use serde_json::value::RawValue;
 use std::ops::Range;
 
 pub mod form;
+pub mod form_tail;
 mod media;
 mod skim;
 
@@ -556,6 +557,32 @@ impl LlmRequest {
         body: Bytes,
     ) -> Result<LlmRequest, GatewayError> {
         let form = form::read(&body, form::boundary(content_type)?)?;
+        Self::of_form(endpoint, body, form)
+    }
+
+    /// Reads the first bytes of a streamed upload's form (`prefix`, up to
+    /// its first file part's content; see [`form::until_file`]) as
+    /// [`LlmRequest::parse_form`] reads a whole one: the file counts as
+    /// present, the fields after it are the stream's to check.
+    pub fn parse_form_prefix(
+        endpoint: Endpoint,
+        content_type: &str,
+        prefix: Bytes,
+    ) -> Result<LlmRequest, GatewayError> {
+        match form::until_file(&prefix, form::boundary(content_type)?)? {
+            form::Prefix::File { form, .. } => Self::of_form(endpoint, prefix, *form),
+            _ => Err(GatewayError::Internal(
+                "a streamed upload's prefix holds no file part",
+            )),
+        }
+    }
+
+    /// The request a form's fields make, `body` the bytes they index.
+    fn of_form(
+        endpoint: Endpoint,
+        body: Bytes,
+        form: form::Form,
+    ) -> Result<LlmRequest, GatewayError> {
         let text = |range: &Option<Range<usize>>, param: &'static str| {
             range
                 .clone()

@@ -121,6 +121,14 @@ def test_transcription():
         model=TRANSCRIBE, file=("talk.mp3", audio), response_format="text"
     )
     assert text.strip() == "mock transcript of talk.mp3", text
+    # Over 256 KiB: streamed to the upstream (the SDK writes its fields
+    # before the file), one minute of the mock's audio.
+    audio = b"RIFF" + bytes(959_996)
+    resp = client().audio.transcriptions.create(
+        model=TRANSCRIBE, file=("long.wav", audio), response_format="verbose_json"
+    )
+    assert resp.text == "mock transcript of long.wav", resp
+    assert resp.duration == 60.0, resp
 
 
 def test_image_edit():
@@ -141,6 +149,11 @@ def test_translation():
     assert resp.duration == 2.0, resp
     resp = client().audio.translations.create(model=TRANSCRIBE, file=("talk.mp3", audio))
     assert resp.text == "mock translation of talk.mp3", resp
+    audio = b"RIFF" + bytes(479_996)  # streamed: thirty seconds
+    resp = client().audio.translations.create(
+        model=TRANSCRIBE, file=("long.wav", audio), response_format="verbose_json"
+    )
+    assert resp.duration == 30.0, resp
 
 
 def test_pass_through():

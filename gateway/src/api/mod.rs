@@ -22,7 +22,7 @@ mod ui;
 use crate::auth::{CredentialMemo, Principal};
 use crate::downstream::{ClientStream, Responder};
 use crate::error::GatewayError;
-use crate::http1::RequestHead;
+use crate::http1::{BodyFraming, RequestHead};
 use crate::inbound::Endpoint;
 use crate::providers::files::FilesOp;
 use crate::providers::passthrough::{self, PassThroughProvider};
@@ -365,6 +365,48 @@ pub async fn take_over(
         received_at,
     )
     .await;
+}
+
+/// The length of the request's body when its route streams it to the
+/// upstream as it reads it (a multipart upload larger than
+/// `proxy::STREAM_UPLOADS_ABOVE`, with a `Content-Length` within the body
+/// limit): the connection loop then leaves the body to [`handle_upload`].
+pub fn streamed_body(worker: &Worker, head: &RequestHead) -> Option<u64> {
+    let BodyFraming::Length(length) = head.framing else {
+        return None;
+    };
+    let fits = length <= worker.shared.limits.max_body_bytes as u64;
+    let large = length > proxy::STREAM_UPLOADS_ABOVE;
+    match route(worker, head) {
+        Route::Llm(endpoint) if endpoint.takes_form() && fits && large => Some(length),
+        _ => None,
+    }
+}
+
+/// Answers an admitted request whose body [`streamed_body`] left on the
+/// connection (`early`: the bytes of it read with the head). Returns
+/// whether the whole body was read, so the connection may go on.
+pub async fn handle_upload(
+    worker: &Worker,
+    head: &RequestHead,
+    admission: Admission,
+    body: (Vec<u8>, u64),
+    out: &mut Responder<'_>,
+    received_at: Instant,
+) -> bool {
+    let Route::Llm(endpoint) = route(worker, head) else {
+        return false;
+    };
+    proxy::upload(
+        worker,
+        head,
+        endpoint,
+        admission.caller(),
+        body,
+        out,
+        received_at,
+    )
+    .await
 }
 
 /// Answers a request whose body could not be read (too large, too slow,

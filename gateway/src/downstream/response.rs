@@ -165,6 +165,12 @@ impl<'a> Responder<'a> {
         true
     }
 
+    /// The client's connection, to read the rest of the request's body
+    /// from (a streamed upload) before the response starts.
+    pub fn request_stream(&mut self) -> &mut ClientStream {
+        self.stream
+    }
+
     /// Holds the write that completes the response (a whole response, a
     /// fixed-length body's last bytes, a stream's last chunk) until
     /// [`Self::release_last_write`]: what must be over before the client

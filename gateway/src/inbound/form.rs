@@ -20,7 +20,7 @@ pub const MAX_FIELD: usize = 64 << 10;
 /// Longest boundary (RFC 2046: 70).
 const MAX_BOUNDARY: usize = 70;
 /// Finds the blank line that ends a part's headers; built once, not per part.
-static HEAD_END: LazyLock<memmem::Finder<'static>> =
+pub(super) static HEAD_END: LazyLock<memmem::Finder<'static>> =
     LazyLock::new(|| memmem::Finder::new(b"\r\n\r\n"));
 
 /// The fields of a form the gateway reads, as byte ranges of its body.
@@ -83,7 +83,7 @@ pub fn boundary(content_type: &str) -> Result<&str, GatewayError> {
 }
 
 /// The `name` and `filename` of a part's `Content-Disposition: form-data`.
-fn disposition(head: &str) -> Option<(&str, Option<&str>)> {
+pub(super) fn disposition(head: &str) -> Option<(&str, Option<&str>)> {
     let line = head.split("\r\n").find(|l| {
         l.split_once(':')
             .is_some_and(|(n, _)| n.trim().eq_ignore_ascii_case("content-disposition"))
@@ -109,20 +109,54 @@ fn disposition(head: &str) -> Option<(&str, Option<&str>)> {
     Some((name?, filename))
 }
 
-/// Reads the form in `body` delimited by `boundary`.
-pub fn read(body: &[u8], boundary: &str) -> Result<Form, GatewayError> {
+/// The non-file fields the gateway routes, admits or bills by: a streamed
+/// upload needs them before its first file part (see [`until_file`]).
+pub const DECIDING_FIELDS: [&str; 9] = [
+    "model",
+    "stream",
+    "user",
+    "prompt",
+    "n",
+    "size",
+    "quality",
+    "purpose",
+    "custom_llm_provider",
+];
+
+/// Where the walk over a form stopped.
+enum Stop {
+    /// After the closing delimiter.
+    End,
+    /// At the content of the first part with a file name: its offset, and
+    /// the parts counted so far (that one included).
+    File { content_start: usize, parts: usize },
+    /// The bytes end inside a part (only when walking a prefix).
+    More,
+}
+
+/// Walks the parts of `body` delimited by `boundary`, recording the fields
+/// the gateway reads in `form`; with `prefix`, stops at the first file
+/// part's content, and bytes that end too early mean "more is coming".
+fn walk(body: &[u8], boundary: &str, prefix: bool, form: &mut Form) -> Result<Stop, GatewayError> {
     let delimiter = [b"--", boundary.as_bytes()].concat();
     let next_delimiter = [b"\r\n--", boundary.as_bytes()].concat();
     let finder = memmem::Finder::new(&next_delimiter);
+    let more = |err: GatewayError| if prefix { Ok(Stop::More) } else { Err(err) };
     // A preamble before the first delimiter is allowed (and ignored).
-    let first = memmem::find(body, &delimiter).ok_or_else(|| bad("no multipart part found"))?;
+    let Some(first) = memmem::find(body, &delimiter) else {
+        return more(bad("no multipart part found"));
+    };
     let mut at = first + delimiter.len();
-    let mut form = Form::default();
     let mut parts = 0;
     loop {
         let rest = &body[at..];
+        if rest.len() < 2 {
+            return more(bad(
+                "malformed multipart body: a delimiter line does not end",
+            ));
+        }
         if rest.starts_with(b"--") {
-            break;
+            return Ok(Stop::End);
         }
         if !rest.starts_with(b"\r\n") {
             return Err(bad(
@@ -137,59 +171,139 @@ pub fn read(body: &[u8], boundary: &str) -> Result<Form, GatewayError> {
         }
         let head_start = at + 2;
         let window = &body[head_start..body.len().min(head_start + MAX_PART_HEAD + 4)];
-        let head_len = HEAD_END
-            .find(window)
-            .ok_or_else(|| bad("malformed multipart body: a part's headers do not end"))?;
+        let Some(head_len) = HEAD_END.find(window) else {
+            if prefix && window.len() < MAX_PART_HEAD + 4 {
+                return Ok(Stop::More);
+            }
+            return Err(bad("malformed multipart body: a part's headers do not end"));
+        };
         let head = std::str::from_utf8(&body[head_start..head_start + head_len])
             .map_err(|_| bad("a multipart part's headers must be UTF-8"))?;
         let content_start = head_start + head_len + 4;
-        let content_len = finder
-            .find(&body[content_start..])
-            .ok_or_else(|| bad("malformed multipart body: a part does not end"))?;
-        let content = content_start..content_start + content_len;
         let (name, filename) = disposition(head)
             .ok_or_else(|| bad("a multipart part needs Content-Disposition: form-data; name=…"))?;
-        match (name, filename) {
-            ("file", Some(_)) => form.file_bytes = Some(content_len),
-            ("image" | "image[]", Some(_)) => {
-                form.image_bytes = Some(form.image_bytes.unwrap_or(0).saturating_add(content_len))
+        if prefix && filename.is_some() {
+            mark_file(form, name, 0);
+            return Ok(Stop::File {
+                content_start,
+                parts,
+            });
+        }
+        let Some(content_len) = finder.find(&body[content_start..]) else {
+            if prefix && filename.is_none() && body.len() - content_start > MAX_FIELD {
+                return Err(field_too_long(name));
             }
-            (_, Some(_)) => {}
-            (field, None) => {
+            return more(bad("malformed multipart body: a part does not end"));
+        };
+        let content = content_start..content_start + content_len;
+        match filename {
+            Some(_) => mark_file(form, name, content_len),
+            None => {
                 if content_len > MAX_FIELD {
-                    return Err(GatewayError::InvalidParam {
-                        param: "file",
-                        message: format!("the field {field:?} is longer than {MAX_FIELD} bytes"),
-                    });
+                    return Err(field_too_long(name));
                 }
-                if matches!(field, "model" | "custom_llm_provider") {
-                    // From this part's delimiter through the CRLF that
-                    // begins the next one: the rest stays a valid form.
-                    let part_start = at - delimiter.len();
-                    form.routing_parts
-                        .push(part_start..content_start + content_len + 2);
-                }
-                let slot = match field {
-                    "model" => &mut form.model,
-                    "stream" => &mut form.stream,
-                    "user" => &mut form.user,
-                    "prompt" => &mut form.prompt,
-                    "n" => &mut form.n,
-                    "size" => &mut form.size,
-                    "quality" => &mut form.quality,
-                    "purpose" => &mut form.purpose,
-                    "custom_llm_provider" => &mut form.custom_llm_provider,
-                    _ => &mut None,
-                };
-                if slot.is_some() {
-                    return Err(bad(format!("the field {field:?} is sent twice")));
-                }
-                *slot = Some(content);
+                // From this part's delimiter through the CRLF that begins
+                // the next one: the rest stays a valid form.
+                let part = at - delimiter.len()..content.end + 2;
+                record_field(form, name, content, part)?;
             }
         }
         at = content_start + content_len + next_delimiter.len();
     }
+}
+
+fn field_too_long(field: &str) -> GatewayError {
+    GatewayError::InvalidParam {
+        param: "file",
+        message: format!("the field {field:?} is longer than {MAX_FIELD} bytes"),
+    }
+}
+
+/// Counts a file part's `content_len` bytes where the gateway reads them.
+fn mark_file(form: &mut Form, name: &str, content_len: usize) {
+    match name {
+        "file" => form.file_bytes = Some(content_len),
+        "image" | "image[]" => {
+            form.image_bytes = Some(form.image_bytes.unwrap_or(0).saturating_add(content_len))
+        }
+        _ => {}
+    }
+}
+
+/// Records the field `field` at `content` (its whole part at `part`).
+fn record_field(
+    form: &mut Form,
+    field: &str,
+    content: Range<usize>,
+    part: Range<usize>,
+) -> Result<(), GatewayError> {
+    if matches!(field, "model" | "custom_llm_provider") {
+        form.routing_parts.push(part);
+    }
+    let slot = match field {
+        "model" => &mut form.model,
+        "stream" => &mut form.stream,
+        "user" => &mut form.user,
+        "prompt" => &mut form.prompt,
+        "n" => &mut form.n,
+        "size" => &mut form.size,
+        "quality" => &mut form.quality,
+        "purpose" => &mut form.purpose,
+        "custom_llm_provider" => &mut form.custom_llm_provider,
+        _ => return Ok(()),
+    };
+    if slot.is_some() {
+        return Err(bad(format!("the field {field:?} is sent twice")));
+    }
+    *slot = Some(content);
+    Ok(())
+}
+
+/// Reads the form in `body` delimited by `boundary`.
+pub fn read(body: &[u8], boundary: &str) -> Result<Form, GatewayError> {
+    let mut form = Form::default();
+    walk(body, boundary, false, &mut form)?;
     Ok(form)
+}
+
+/// What the first bytes of a form say (see [`until_file`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Prefix {
+    /// The bytes end before the first file part's content starts.
+    More,
+    /// The form ends (its closing delimiter) before any file part.
+    Ended,
+    /// The first file part's content starts at `content_start`: the fields
+    /// before it are in `form` (its file counted as present, of unknown
+    /// length), `parts` the parts up to and with that one.
+    File {
+        /// The fields read before the file (boxed: the other variants are
+        /// empty).
+        form: Box<Form>,
+        /// Where the file's content starts.
+        content_start: usize,
+        /// Parts seen, the file's included.
+        parts: usize,
+    },
+}
+
+/// Reads the first bytes of a form, up to its first file part's content:
+/// what a streamed upload routes by before the file arrives. Malformed
+/// bytes are an error; bytes ending early ask for more.
+pub fn until_file(body: &[u8], boundary: &str) -> Result<Prefix, GatewayError> {
+    let mut form = Form::default();
+    Ok(match walk(body, boundary, true, &mut form)? {
+        Stop::More => Prefix::More,
+        Stop::End => Prefix::Ended,
+        Stop::File {
+            content_start,
+            parts,
+        } => Prefix::File {
+            form: Box::new(form),
+            content_start,
+            parts,
+        },
+    })
 }
 
 #[cfg(test)]
@@ -236,5 +350,40 @@ mod tests {
         }
         many.extend_from_slice(b"--b--");
         assert!(read(&many, "b").is_err());
+    }
+
+    #[test]
+    fn the_prefix_stops_at_the_first_file_and_asks_for_more_before() {
+        let at_file = BODY.windows(4).position(|w| w == b"RIFF").unwrap();
+        for cut in 0..at_file {
+            assert_eq!(
+                until_file(&BODY[..cut], "XyZ").unwrap(),
+                Prefix::More,
+                "{cut}"
+            );
+        }
+        for cut in at_file..=BODY.len() {
+            let Prefix::File {
+                form,
+                content_start,
+                parts,
+            } = until_file(&BODY[..cut], "XyZ").unwrap()
+            else {
+                panic!("{cut}: no file");
+            };
+            assert_eq!((content_start, parts), (at_file, 2));
+            assert_eq!(&BODY[form.model.unwrap()], b"whisper");
+            assert_eq!(form.file_bytes, Some(0));
+        }
+        let no_file = b"--b\r\nContent-Disposition: form-data; name=model\r\n\r\nm\r\n--b--";
+        assert_eq!(until_file(no_file, "b").unwrap(), Prefix::Ended);
+        let bad = b"--b\r\nContent-Type: x\r\n\r\n";
+        assert!(until_file(bad, "b").is_err());
+        let long = [
+            &b"--b\r\nContent-Disposition: form-data; name=t\r\n\r\n"[..],
+            &[b'a'; MAX_FIELD + 1],
+        ]
+        .concat();
+        assert!(until_file(&long, "b").is_err());
     }
 }

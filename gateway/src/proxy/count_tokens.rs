@@ -89,7 +89,7 @@ async fn serve(
             .map_err(|_| GatewayError::Unavailable("client connection lost"));
     };
     let deadline = Instant::now() + dep.timeout;
-    let upstream_head = headers::upstream_head(&counted, base);
+    let upstream_head = headers::upstream_head(&counted, base, 0);
     let mut resp = worker
         .upstream
         .send(base, upstream_head, &counted.body, deadline)

@@ -419,7 +419,7 @@ async fn post(
         body: [Bytes::from(body), Bytes::new(), Bytes::new()],
         include_usage: false,
     };
-    let head = upstream_head(&req, &base);
+    let head = upstream_head(&req, &base, 0);
     let deadline = Instant::now() + timeout;
     let unreachable = |e: UpstreamError| (format!("{}: {e}", base.url), true);
     let sending = worker.upstream.send(&base, head, &req.body, deadline);

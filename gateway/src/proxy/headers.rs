@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 /// The upstream request head for `base`: fixed headers, then the
 /// provider's (which include the deployment's `extra_headers`).
-pub(super) fn upstream_head(req: &UpstreamRequest, base: &UpstreamBase) -> Vec<u8> {
+/// `streamed` bytes of body follow `req.body` (a streamed upload's rest).
+pub(super) fn upstream_head(req: &UpstreamRequest, base: &UpstreamBase, streamed: u64) -> Vec<u8> {
     let body_len: usize = req.body.iter().map(Bytes::len).sum();
     // Room for the body too: the upstream client copies a small one behind
     // the head so both leave in one write.
@@ -39,7 +40,8 @@ pub(super) fn upstream_head(req: &UpstreamRequest, base: &UpstreamBase) -> Vec<u
         h.extend_from_slice(b"\r\ncontent-type: application/json");
     }
     h.extend_from_slice(b"\r\naccept-encoding: identity\r\ncontent-length: ");
-    h.extend_from_slice(itoa::Buffer::new().format(body_len).as_bytes());
+    let content_length = (body_len as u64).saturating_add(streamed);
+    h.extend_from_slice(itoa::Buffer::new().format(content_length).as_bytes());
     h.extend_from_slice(b"\r\nuser-agent: gateway/");
     h.extend_from_slice(crate::VERSION.as_bytes());
     h.extend_from_slice(b"\r\n");

@@ -47,6 +47,9 @@ pub(super) struct Held {
     current: Option<String>,
     /// What LiteLLM's mock testing parameters ask for (see `mock_params`).
     pub mock: Option<super::mock_params::Ask>,
+    /// The rest of a streamed upload, whose `req.body` is only the form's
+    /// first bytes (see `upload`).
+    pub upload: Option<Box<super::upload::StreamedBody>>,
 }
 
 impl Held {
@@ -66,6 +69,7 @@ impl Held {
             parked: Vec::new(),
             current: None,
             mock: None,
+            upload: None,
         }
     }
 

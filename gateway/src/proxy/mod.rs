@@ -45,6 +45,7 @@ mod realtime_guard;
 mod record;
 mod relay;
 mod trace_id;
+mod upload;
 
 use crate::auth::Principal;
 use crate::deployment::{Deployment, SpendLabels};
@@ -75,6 +76,7 @@ pub use record::flush_spend;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+pub use upload::STREAM_ABOVE as STREAM_UPLOADS_ABOVE;
 
 /// Largest upstream error body read to extract its message.
 const MAX_ERROR_BODY: usize = 1 << 20;
@@ -132,6 +134,56 @@ pub(crate) struct Outcome {
     on_the_wire: Option<(u32, Option<String>)>,
 }
 
+/// Serves a multipart upload on `endpoint` whose body (`length` bytes,
+/// `early` of them read with the head) is still on the client's
+/// connection: read as it is streamed to the upstream, or whole (see
+/// `upload`). Returns whether the whole body was read (else the
+/// connection cannot serve another request).
+pub async fn upload(
+    worker: &Worker,
+    head: &RequestHead,
+    endpoint: Endpoint,
+    caller: Result<Principal, GatewayError>,
+    (early, length): (Vec<u8>, u64),
+    out: &mut Responder<'_>,
+    received_at: Instant,
+) -> bool {
+    let limits = &worker.shared.limits;
+    let received = upload::receive(
+        out.request_stream(),
+        head,
+        endpoint,
+        (early, length),
+        limits,
+    );
+    match received.await {
+        Err(err) => {
+            out.close_after();
+            handle_streamed(
+                worker,
+                head,
+                endpoint,
+                Err(err),
+                (Bytes::new(), None),
+                out,
+                received_at,
+            )
+            .await;
+            false
+        }
+        Ok(upload::Received::Whole(body)) => {
+            handle(worker, head, endpoint, caller, body, out, received_at).await;
+            true
+        }
+        Ok(upload::Received::Streamed(prefix, rest)) => {
+            let read_all = rest.read_all();
+            let body = (prefix, Some(rest));
+            handle_streamed(worker, head, endpoint, caller, body, out, received_at).await;
+            read_all.get()
+        }
+    }
+}
+
 /// Serves one OpenAI-style LLM request on `endpoint`; `caller` is the
 /// result of authenticating its head.
 pub async fn handle(
@@ -143,6 +195,30 @@ pub async fn handle(
     out: &mut Responder<'_>,
     received_at: Instant,
 ) {
+    handle_streamed(
+        worker,
+        head,
+        endpoint,
+        caller,
+        (body, None),
+        out,
+        received_at,
+    )
+    .await;
+}
+
+/// [`handle`], for a body that may be a streamed upload's prefix and the
+/// rest to stream.
+async fn handle_streamed(
+    worker: &Worker,
+    head: &RequestHead,
+    endpoint: Endpoint,
+    caller: Result<Principal, GatewayError>,
+    (body, upload): (Bytes, Option<Box<upload::StreamedBody>>),
+    out: &mut Responder<'_>,
+    received_at: Instant,
+) {
+    let read_all = upload.as_deref().map(upload::StreamedBody::read_all);
     let mut outcome = Outcome {
         call_id: headers::call_id(),
         redaction: prompt_log::redaction_headers(head),
@@ -185,7 +261,7 @@ pub async fn handle(
                     worker,
                     endpoint,
                     (&principal, forward),
-                    body,
+                    (body, upload),
                     out,
                     &mut outcome,
                 ))
@@ -202,6 +278,10 @@ pub async fn handle(
     };
     let mut error = None;
     if let Err(err) = result {
+        // An upload's unread rest stays on the connection: it closes.
+        if read_all.as_ref().is_some_and(|read| !read.get()) {
+            out.close_after();
+        }
         if out.started() {
             out.abort_stream();
         } else {
@@ -364,7 +444,7 @@ async fn serve(
     worker: &Worker,
     endpoint: Endpoint,
     (principal, forward_headers): (&Principal, Vec<(&'static str, String)>),
-    body: Bytes,
+    (body, upload): (Bytes, Option<Box<upload::StreamedBody>>),
     out: &mut Responder<'_>,
     outcome: &mut Outcome,
 ) -> Result<(), GatewayError> {
@@ -375,7 +455,10 @@ async fn serve(
     let mut beside = None;
     let parsed = match convert::form_content_type(&forward_headers) {
         Some(content_type) => {
-            let form = LlmRequest::parse_form(endpoint, content_type, body)?;
+            let form = match upload {
+                Some(_) => LlmRequest::parse_form_prefix(endpoint, content_type, body)?,
+                None => LlmRequest::parse_form(endpoint, content_type, body)?,
+            };
             guard::form_prompt(worker, principal, &form, outcome).await?;
             form
         }
@@ -397,6 +480,7 @@ async fn serve(
     // Held in one place (a local moved into a call would also keep its
     // room in this future).
     let mut held = Held::new(parsed);
+    held.upload = upload;
     let req = &mut held.req;
     let allowed = worker.shared.mock_testing_params;
     held.mock = mock_params::read(req, allowed, principal)?;
@@ -818,6 +902,10 @@ async fn attempts<'r>(
                 // Never retried: a byte reached the client, the budget said
                 // no, or the grace period of a shutdown is over.
                 if out.started()
+                    || held
+                        .upload
+                        .as_deref()
+                        .is_some_and(upload::StreamedBody::started)
                     || matches!(
                         err,
                         GatewayError::BudgetExceeded { .. }
@@ -1171,12 +1259,27 @@ async fn forward(
     if let Some(traceparent) = outcome.telemetry.traceparent() {
         req.headers.push(("traceparent".into(), traceparent));
     }
-    let head = upstream_head(req, base);
+    let streamed = held.upload.as_deref().map_or(0, upload::StreamedBody::len);
+    let head = upstream_head(req, base, streamed);
     let started = Instant::now();
     let deadline = started + timeout;
     // Boxed: sending is this future's largest state and is over before the
     // relay, which a stream may hold for minutes.
-    let sent = Box::pin(worker.upstream.send(base, head, &req.body, deadline)).await;
+    let sent = match held.upload.as_mut() {
+        // An upload's file goes as the client sends it.
+        Some(rest) => {
+            let mut source = rest.source(out.request_stream());
+            let send = worker
+                .upstream
+                .send_streamed(base, head, &req.body, &mut source, deadline);
+            let sent = Box::pin(send).await;
+            match rest.take_failure() {
+                Some(err) => return Err(err),
+                None => sent,
+            }
+        }
+        None => Box::pin(worker.upstream.send(base, head, &req.body, deadline)).await,
+    };
     outcome.upstream_wait = started.elapsed();
     let mut resp = sent.map_err(|e| relay::upstream_error(e, dep, timeout))?;
     attempt.first_byte();

@@ -96,6 +96,47 @@ pub async fn serve(tcp: TcpStream, worker: Rc<Worker>) {
             }
             return;
         }
+        // A large multipart upload is read as it is sent on.
+        let streamed = api::streamed_body(&worker, &head).filter(|_| !admission.is_refused());
+        if let Some(length) = streamed {
+            let early = buf.take(buf.len().min(length as usize));
+            buf.release_if_empty();
+            let mut out =
+                Responder::new(&mut stream, keep_alive, head_only, head.minor_version == 0)
+                    .with_write_timeout(write_timeout);
+            let upload = api::handle_upload(
+                &worker,
+                &head,
+                admission,
+                (early, length),
+                &mut out,
+                received_at,
+            );
+            let served = CatchPanic::new(upload).await;
+            let read_all = match served {
+                Ok(read_all) => read_all,
+                Err(panic) => {
+                    tracing::error!(path = head.path(), panic = %panic, "request handler panicked; connection closed");
+                    if !out.started() {
+                        out.close_after();
+                        let err = GatewayError::Internal("the request handler failed");
+                        let _ = out.send_error(&err, None).await;
+                    }
+                    false
+                }
+            };
+            let _ = out.release_last_write().await;
+            let kept = out.keep_alive();
+            drop(out);
+            if !read_all {
+                linger(&mut stream).await;
+                return;
+            }
+            if !kept || worker.shared.is_shutting_down() {
+                return;
+            }
+            continue;
+        }
         let skip_body = admission.is_refused() && !cheap_to_discard(&head);
         let body = if skip_body {
             keep_alive = false;

@@ -128,6 +128,46 @@ impl UpstreamClient {
         }
     }
 
+    /// Sends `head`, `first` and then what `body` yields as it yields it
+    /// (a streamed upload), and reads the response head, all before
+    /// `deadline`. One buffer of [`STREAMED_CHUNK`] bytes goes back and
+    /// forth between the source and the socket. The connection is a fresh
+    /// one (a pooled one could have been closed by the upstream while idle,
+    /// and the body cannot be sent twice); it joins the pool once its
+    /// answer is read. A failure of `body` leaves the upstream request
+    /// unfinished: the connection is closed and the upstream never sees a
+    /// whole request.
+    pub async fn send_streamed<S: BodySource>(
+        &self,
+        base: &UpstreamBase,
+        head: Vec<u8>,
+        first: &[Bytes],
+        body: &mut S,
+        deadline: Instant,
+    ) -> Result<UpstreamResponse, UpstreamError> {
+        let origin = Origin {
+            host: base.host.clone(),
+            port: base.port,
+            tls: base.tls,
+        };
+        let request = Request::assemble(head, first);
+        let mut conn = within(deadline, Box::pin(self.connect(&origin))).await??;
+        let exchanged = {
+            let exchanging = std::pin::pin!(exchange_streamed(&mut conn, &request, body));
+            within(deadline, exchanging).await?
+        };
+        match exchanged {
+            Ok((head, buf)) => Ok(UpstreamResponse::new(
+                head,
+                conn,
+                buf,
+                Some((origin, self.pool.clone())),
+            )),
+            Err(Exchange::DiedBeforeResponse(e)) => Err(UpstreamError::Io(e)),
+            Err(Exchange::Failed(e)) => Err(e),
+        }
+    }
+
     /// A new connection to `base` (DNS, TCP, TLS) that never joins the
     /// pool, before `deadline`: for a protocol upgrade (the realtime
     /// relay's WebSocket), which keeps the connection to itself.
@@ -221,18 +261,74 @@ async fn within<F: std::future::Future>(
         .map_err(|_| UpstreamError::Timeout)
 }
 
+/// A request body that arrives while it is sent (a streamed upload).
+pub trait BodySource {
+    /// Fills `buf` (given empty, with [`STREAMED_CHUNK`] bytes of room)
+    /// with the next bytes of the body, and gives it back: empty once the
+    /// body is over. An error ends the request unsent (the source keeps
+    /// what went wrong).
+    fn fill(
+        &mut self,
+        buf: Vec<u8>,
+    ) -> impl std::future::Future<Output = (Result<(), ()>, Vec<u8>)>;
+}
+
+/// The buffer a streamed body goes through, one read at a time.
+pub const STREAMED_CHUNK: usize = 64 * 1024;
+
+async fn write_request(conn: &mut UpstreamConn, req: &Request) -> io::Result<()> {
+    let (res, _) = conn.write_all(req.first.clone()).await;
+    res?;
+    for part in &req.rest {
+        let (res, _) = conn.write_all(part.clone()).await;
+        res?;
+    }
+    Ok(())
+}
+
+async fn exchange_streamed<S: BodySource>(
+    conn: &mut UpstreamConn,
+    req: &Request,
+    body: &mut S,
+) -> Result<(ResponseHead, ReadBuffer), Exchange> {
+    let died = |e: io::Error| Exchange::DiedBeforeResponse(e.to_string());
+    write_request(conn, req).await.map_err(died)?;
+    let mut buf = Vec::with_capacity(STREAMED_CHUNK);
+    loop {
+        buf.clear();
+        let (filled, back) = body.fill(buf).await;
+        buf = back;
+        if filled.is_err() {
+            return Err(Exchange::Failed(UpstreamError::Io(
+                "the request body could not be read".into(),
+            )));
+        }
+        if buf.is_empty() {
+            break;
+        }
+        let (res, back) = conn.write_all(buf).await;
+        buf = back;
+        res.map_err(died)?;
+    }
+    drop(buf);
+    conn.flush().await.map_err(died)?;
+    read_response_head(conn).await
+}
+
 async fn exchange(
     conn: &mut UpstreamConn,
     req: &Request,
 ) -> Result<(ResponseHead, ReadBuffer), Exchange> {
     let died = |e: io::Error| Exchange::DiedBeforeResponse(e.to_string());
-    let (res, _) = conn.write_all(req.first.clone()).await;
-    res.map_err(died)?;
-    for part in &req.rest {
-        let (res, _) = conn.write_all(part.clone()).await;
-        res.map_err(died)?;
-    }
+    write_request(conn, req).await.map_err(died)?;
     conn.flush().await.map_err(died)?;
+    read_response_head(conn).await
+}
+
+async fn read_response_head(
+    conn: &mut UpstreamConn,
+) -> Result<(ResponseHead, ReadBuffer), Exchange> {
+    let died = |e: io::Error| Exchange::DiedBeforeResponse(e.to_string());
     let mut buf = ReadBuffer::with_capacity(8 * 1024);
     let mut interim = 0;
     loop {
