@@ -284,3 +284,41 @@ fn reset_once_then_served_and_counted() {
     let stats = roundtrip(addr, "GET /_stats HTTP/1.1\r\nHost: t\r\n\r\n").json();
     assert_eq!(stats["requests"], 0);
 }
+
+#[test]
+fn every_api_call_is_received_whatever_its_answer() {
+    let addr = server(MockConfig::default());
+    let form = "multipart/form-data; boundary=b0";
+    let content_type = format!("Content-Type: {form}");
+    let no_model = "--b0\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.wav\"\r\n\r\nRIFF\r\n--b0--\r\n";
+    let no_image = "--b0\r\nContent-Disposition: form-data; name=\"prompt\"\r\n\r\nx\r\n--b0--\r\n";
+    let refused = [
+        ("/v1/audio/transcriptions", no_model, 400),
+        ("/v1/audio/translations", no_model, 400),
+        ("/v1/images/edits", no_image, 400),
+        ("/v1/chat/completions", "{nope", 400),
+    ];
+    for (path, body, status) in refused {
+        let r = roundtrip(
+            addr,
+            &post(path, &["Authorization: Bearer k", &content_type], body),
+        );
+        assert_eq!(r.status, status, "{path}");
+    }
+    // A Files API call the mock refuses (no such file) is received too.
+    let r = roundtrip(
+        addr,
+        "GET /v1/files/file-nope HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer k\r\n\r\n",
+    );
+    assert_eq!(r.status, 404);
+    // Not provider API calls: not received.
+    roundtrip(addr, "GET /v1/models HTTP/1.1\r\nHost: t\r\n\r\n");
+    roundtrip(addr, &post("/v1/nope", &[], "{}"));
+    let stats = roundtrip(addr, "GET /_stats HTTP/1.1\r\nHost: t\r\n\r\n").json();
+    assert_eq!(stats["received"], refused.len() + 1, "{stats}");
+    // Only the authorized Files call counts as served (with no tokens).
+    assert_eq!(stats["requests"], 1, "{stats}");
+    roundtrip(addr, &post("/_stats/reset", &[], ""));
+    let stats = roundtrip(addr, "GET /_stats HTTP/1.1\r\nHost: t\r\n\r\n").json();
+    assert_eq!(stats["received"], 0);
+}

@@ -70,7 +70,7 @@ fn speech_is_relayed_as_audio_and_billed_per_character() {
     );
     assert!(e2e::error_message(&err).contains("'voice'"), "{err:?}");
 
-    let upstream_calls = mock.stats()["requests"].clone();
+    let upstream_calls = mock.stats()["received"].clone();
     for (body, param) in [
         (json!({"model": "tts", "voice": "alloy"}), "input"),
         (
@@ -106,7 +106,7 @@ fn speech_is_relayed_as_audio_and_billed_per_character() {
     );
     e2e::assert_error(&resp, 401);
     assert_eq!(
-        mock.stats()["requests"],
+        mock.stats()["received"],
         upstream_calls,
         "refused requests never reach the upstream"
     );

@@ -142,7 +142,7 @@ fn transcriptions_forward_the_form_and_bill_seconds_or_tokens() {
     );
 
     // Refused by the gateway, never reaching the upstream.
-    let upstream_calls = mock.stats()["requests"].clone();
+    let upstream_calls = mock.stats()["received"].clone();
     let no_model = form(&[], Some(("talk.wav", 100)));
     let err = e2e::assert_error(&transcribe(&gw, path, MASTER_KEY, &no_model), 400);
     assert_eq!(err["param"], "model");
@@ -178,7 +178,7 @@ fn transcriptions_forward_the_form_and_bill_seconds_or_tokens() {
     e2e::assert_error(&transcribe(&gw, path, MASTER_KEY, &big), 413);
     e2e::assert_error(&transcribe(&gw, path, "sk-wrong", &body), 401);
     assert_eq!(
-        mock.stats()["requests"],
+        mock.stats()["received"],
         upstream_calls,
         "refused requests never reach the upstream"
     );

@@ -185,7 +185,7 @@ fn files_are_reached_only_by_the_key_that_uploaded_them() {
 
     // An id the gateway never issued is a 404; one that could leave the
     // API's path a 400; neither reaches the upstream.
-    let before = mock.stats()["requests"].as_u64().unwrap_or(0);
+    let before = mock.stats()["received"].as_u64().unwrap_or(0);
     let resp = call(&gw, &alice, "GET", "/v1/files/file-not-ours", None);
     let err = assert_error(&resp, 404);
     assert!(error_message(&err).contains("file-not-ours"), "{err:?}");
@@ -221,7 +221,7 @@ fn files_are_reached_only_by_the_key_that_uploaded_them() {
     );
     assert_error(&resp, 400);
     assert_eq!(
-        mock.stats()["requests"].as_u64().unwrap_or(0),
+        mock.stats()["received"].as_u64().unwrap_or(0),
         before,
         "nothing reached the mock"
     );

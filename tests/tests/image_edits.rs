@@ -123,7 +123,7 @@ fn images_are_edited_on_openai_and_azure_and_priced_as_generations() {
 fn bad_edit_forms_and_guarded_prompts_are_refused_before_the_upstream() {
     let mock = MockServer::start(&[]);
     let gw = start(&mock);
-    let before = mock.stats()["requests"].clone();
+    let before = mock.stats()["received"].clone();
     let path = "/v1/images/edits";
     for (body, param) in [
         (
@@ -182,7 +182,7 @@ fn bad_edit_forms_and_guarded_prompts_are_refused_before_the_upstream() {
     let err = e2e::assert_error(&edit(&gw, path, &body), 400);
     assert_eq!(err["param"], "prompt", "{err:?}");
     assert_eq!(
-        mock.stats()["requests"],
+        mock.stats()["received"],
         before,
         "a refusal reached the upstream"
     );

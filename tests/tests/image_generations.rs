@@ -84,7 +84,7 @@ fn images_are_generated_on_openai_and_azure_and_priced_as_litellm_does() {
     );
 
     // Refused by the gateway, never reaching the upstream.
-    let upstream_calls = mock.stats()["requests"].clone();
+    let upstream_calls = mock.stats()["received"].clone();
     for (body, param) in [
         (json!({"model": "gpt-image"}), "prompt"),
         (json!({"model": "gpt-image", "prompt": 3}), "prompt"),
@@ -121,7 +121,7 @@ fn images_are_generated_on_openai_and_azure_and_priced_as_litellm_does() {
     );
     e2e::assert_error(&resp, 401);
     assert_eq!(
-        mock.stats()["requests"],
+        mock.stats()["received"],
         upstream_calls,
         "refused requests never reach the upstream"
     );

@@ -75,7 +75,7 @@ fn moderations_pass_through_to_openai_deployments() {
     );
     e2e::assert_error(&resp, 401);
     assert_eq!(
-        mock.stats()["requests"],
+        mock.stats()["received"],
         2,
         "refused requests never reach the upstream"
     );

@@ -174,11 +174,11 @@ fn gemini_route_reads_the_key_from_the_query_or_header_and_sends_its_own() {
     let row = gw.spend_row(resp.header("x-litellm-call-id").unwrap());
     assert_eq!(row["completion_tokens"], 3, "{row}");
     // Without a key, or with one the gateway does not know: refused here.
-    let before = mock.stats()["requests"].clone();
+    let before = mock.stats()["received"].clone();
     assert_eq!(post(path, &[]).status, 401);
     assert_eq!(post(&format!("{path}?key=sk-unknown"), &[]).status, 401);
     assert_eq!(
-        mock.stats()["requests"],
+        mock.stats()["received"],
         before,
         "refusals reached the provider"
     );
@@ -189,7 +189,7 @@ fn pass_through_refuses_bad_paths_unserved_routes_missing_keys_budgets_and_limit
     let mock = MockServer::start(&[]);
     let gw = start(&mock, &[]);
     let key = new_key(&gw, json!({}));
-    let before = mock.stats()["requests"].clone();
+    let before = mock.stats()["received"].clone();
     let body = json!({"model": "claude-haiku-4-5", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}]});
     for path in [
         "/anthropic/v1/../../admin",
@@ -256,7 +256,7 @@ fn pass_through_refuses_bad_paths_unserved_routes_missing_keys_budgets_and_limit
         resp.text()
     );
     assert_eq!(
-        mock.stats()["requests"],
+        mock.stats()["received"],
         before,
         "a refusal reached the provider"
     );

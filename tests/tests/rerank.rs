@@ -129,14 +129,14 @@ fn jina_and_voyage_rerank_in_litellms_shape_billed_by_the_token() {
     assert_eq!(resp.status, 401, "{}", resp.text());
     assert!(resp.text().contains("invalid API key"), "{}", resp.text());
     // Bad input never reaches the provider.
-    let before = mock.stats()["requests"].clone();
+    let before = mock.stats()["received"].clone();
     let resp = gw.post(
         "/v1/rerank",
         &json!({"model": "voyage", "query": "q", "documents": [1]}),
     );
     assert_eq!(resp.status, 400, "{}", resp.text());
     assert_eq!(resp.json()["error"]["param"], "documents");
-    assert_eq!(mock.stats()["requests"], before);
+    assert_eq!(mock.stats()["received"], before);
     // A chat request to a rerank-only provider is a clear 400.
     let resp = gw.post(
         "/v1/chat/completions",

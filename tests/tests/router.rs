@@ -269,7 +269,7 @@ fn a_region_constraint_fails_closed_when_no_deployment_is_in_region() {
         .unwrap()
         .to_string();
     let auth = format!("Bearer {key}");
-    let before = mock.stats()["requests"].as_u64().unwrap();
+    let before = mock.stats()["received"].as_u64().unwrap();
     let resp = strict.call(
         "POST",
         "/v1/chat/completions",
@@ -286,7 +286,7 @@ fn a_region_constraint_fails_closed_when_no_deployment_is_in_region() {
         "{message}"
     );
     assert_eq!(
-        mock.stats()["requests"].as_u64().unwrap(),
+        mock.stats()["received"].as_u64().unwrap(),
         before,
         "nothing was served out of region"
     );

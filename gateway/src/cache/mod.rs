@@ -30,6 +30,8 @@ pub use slot::CacheSlot;
 
 use crate::error::GatewayError;
 use crate::inbound::Endpoint;
+use memchr::memmem::FinderRev;
+use std::sync::LazyLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The configured cache of a process.
@@ -264,19 +266,25 @@ pub fn off_key() -> std::sync::Arc<str> {
 /// An Anthropic message's usage has no total: its last `"input_tokens"`
 /// and `"output_tokens"` are added.
 pub fn total_tokens(answer: &[u8]) -> u64 {
-    match last_count(answer, b"\"total_tokens\":") {
+    match last_count(answer, &TOTAL_TOKENS) {
         Some(n) => n,
         None => {
-            let input = last_count(answer, b"\"input_tokens\":").unwrap_or(0);
-            input.saturating_add(last_count(answer, b"\"output_tokens\":").unwrap_or(0))
+            let input = last_count(answer, &INPUT_TOKENS).unwrap_or(0);
+            input.saturating_add(last_count(answer, &OUTPUT_TOKENS).unwrap_or(0))
         }
     }
 }
 
-/// The number after the last `name` (a member name and its colon).
-fn last_count(answer: &[u8], name: &[u8]) -> Option<u64> {
-    let at = memchr::memmem::rfind(answer, name)?;
-    let rest = answer[at + name.len()..].trim_ascii_start();
+/// A member name and its colon, searched from the end; built once.
+type MemberFinder = LazyLock<FinderRev<'static>>;
+static TOTAL_TOKENS: MemberFinder = LazyLock::new(|| FinderRev::new(b"\"total_tokens\":"));
+static INPUT_TOKENS: MemberFinder = LazyLock::new(|| FinderRev::new(b"\"input_tokens\":"));
+static OUTPUT_TOKENS: MemberFinder = LazyLock::new(|| FinderRev::new(b"\"output_tokens\":"));
+
+/// The number after the last match of `name` (a member name and its colon).
+fn last_count(answer: &[u8], name: &FinderRev<'_>) -> Option<u64> {
+    let at = name.rfind(answer)?;
+    let rest = answer[at + name.needle().len()..].trim_ascii_start();
     let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
     std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()
 }

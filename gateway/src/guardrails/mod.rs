@@ -32,7 +32,11 @@ use crate::error::GatewayError;
 use bytes::Bytes;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
+
+/// Finds a request's own `"guardrails"` member; built once, not per request.
+static GUARDRAILS_MEMBER: LazyLock<memchr::memmem::Finder<'static>> =
+    LazyLock::new(|| memchr::memmem::Finder::new(b"\"guardrails\""));
 
 /// When a guardrail runs (LiteLLM's `mode`).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -196,7 +200,7 @@ impl Guardrails {
     ) -> Result<(Bytes, Checked), GatewayError> {
         let stored =
             |m: Option<&Map<String, Value>>| m.is_some_and(|m| m.contains_key("guardrails"));
-        let asked = memchr::memmem::find(&body, b"\"guardrails\"").is_some();
+        let asked = GUARDRAILS_MEMBER.find(&body).is_some();
         if self.list.is_empty() && !asked && !stored(scope.key) && !stored(scope.team) {
             return Ok((body, Checked::default()));
         }

@@ -9,6 +9,7 @@
 use crate::error::GatewayError;
 use memchr::memmem;
 use std::ops::Range;
+use std::sync::LazyLock;
 
 /// Most parts one form may have.
 pub const MAX_PARTS: usize = 64;
@@ -18,6 +19,9 @@ pub const MAX_PART_HEAD: usize = 8 << 10;
 pub const MAX_FIELD: usize = 64 << 10;
 /// Longest boundary (RFC 2046: 70).
 const MAX_BOUNDARY: usize = 70;
+/// Finds the blank line that ends a part's headers; built once, not per part.
+pub(super) static HEAD_END: LazyLock<memmem::Finder<'static>> =
+    LazyLock::new(|| memmem::Finder::new(b"\r\n\r\n"));
 
 /// The fields of a form the gateway reads, as byte ranges of its body.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -167,7 +171,7 @@ fn walk(body: &[u8], boundary: &str, prefix: bool, form: &mut Form) -> Result<St
         }
         let head_start = at + 2;
         let window = &body[head_start..body.len().min(head_start + MAX_PART_HEAD + 4)];
-        let Some(head_len) = memmem::find(window, b"\r\n\r\n") else {
+        let Some(head_len) = HEAD_END.find(window) else {
             if prefix && window.len() < MAX_PART_HEAD + 4 {
                 return Ok(Stop::More);
             }

@@ -7,7 +7,7 @@
 //! ([`DECIDING_FIELDS`]) is refused here: the call was routed, admitted and
 //! priced before the file, so a late one could not change that.
 
-use super::form::{DECIDING_FIELDS, MAX_FIELD, MAX_PARTS, MAX_PART_HEAD};
+use super::form::{DECIDING_FIELDS, HEAD_END, MAX_FIELD, MAX_PARTS, MAX_PART_HEAD};
 use crate::error::GatewayError;
 use memchr::memmem;
 
@@ -28,8 +28,9 @@ enum State {
 /// Checks the tail of a form read by read (see the module doc).
 #[derive(Debug)]
 pub struct TailScanner {
-    /// `\r\n--` and the boundary: what ends a part's content.
-    delimiter: Vec<u8>,
+    /// Finds `\r\n--` and the boundary (what ends a part's content);
+    /// built once per form, not per read.
+    delimiter: memmem::Finder<'static>,
     state: State,
     /// The last bytes of content seen (fewer than the delimiter's length),
     /// for a delimiter split across two reads.
@@ -54,8 +55,9 @@ impl TailScanner {
     /// delimited by `boundary` whose first `parts` parts were seen.
     pub fn new(boundary: &str, parts: usize) -> TailScanner {
         let delimiter = [b"\r\n--", boundary.as_bytes()].concat();
+        let delimiter = memmem::Finder::new(&delimiter).into_owned();
         TailScanner {
-            carry: Vec::with_capacity(delimiter.len()),
+            carry: Vec::with_capacity(delimiter.needle().len()),
             delimiter,
             state: State::Content { field: false },
             head: Vec::new(),
@@ -121,14 +123,14 @@ impl TailScanner {
     /// Content bytes: up to and through the next delimiter, or all of
     /// `input`. Returns the bytes used.
     fn content(&mut self, input: &[u8], field: bool) -> Result<usize, GatewayError> {
-        let d = self.delimiter.len();
+        let d = self.delimiter.needle().len();
         // A delimiter begun in the carried bytes and ending in these.
         if !self.carry.is_empty() {
             let take = input.len().min(d - 1);
             let mut window = Vec::with_capacity(self.carry.len() + take);
             window.extend_from_slice(&self.carry);
             window.extend_from_slice(&input[..take]);
-            if let Some(at) = memmem::find(&window, &self.delimiter) {
+            if let Some(at) = self.delimiter.find(&window) {
                 if at < self.carry.len() {
                     let used = at + d - self.carry.len();
                     self.count_field(field, at)?;
@@ -142,7 +144,7 @@ impl TailScanner {
             }
         }
         let carried = self.carry.len();
-        match memmem::find(input, &self.delimiter) {
+        match self.delimiter.find(input) {
             Some(at) => {
                 self.count_field(field, carried + at)?;
                 self.carry.clear();
@@ -189,7 +191,7 @@ impl TailScanner {
         self.head.extend_from_slice(&input[..input.len().min(room)]);
         // The blank line may straddle two reads: look from 3 bytes back.
         let from = before.saturating_sub(3);
-        let Some(end) = memmem::find(&self.head[from..], b"\r\n\r\n").map(|i| from + i) else {
+        let Some(end) = HEAD_END.find(&self.head[from..]).map(|i| from + i) else {
             if self.head.len() >= MAX_PART_HEAD + 4 {
                 return Err(bad("malformed multipart body: a part's headers do not end"));
             }

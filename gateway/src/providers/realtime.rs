@@ -6,6 +6,11 @@
 use super::azure::{is_v1, query_value, DEFAULT_API_VERSION};
 use crate::deployment::{Deployment, ProviderKind};
 use crate::spend::{AudioTokens, Usage};
+use std::sync::LazyLock;
+
+/// Finds `response.done` in a server event; built once, not per event.
+static RESPONSE_DONE: LazyLock<memchr::memmem::Finder<'static>> =
+    LazyLock::new(|| memchr::memmem::Finder::new(b"response.done"));
 
 /// Where a realtime session is opened and what the opening handshake
 /// carries beyond the WebSocket headers.
@@ -157,7 +162,7 @@ struct OutputDetails {
 /// `None` for every other event (most are audio deltas: those are
 /// recognised without parsing them).
 pub fn response_done_usage(event: &[u8]) -> Option<ResponseUsage> {
-    memchr::memmem::find(event, b"response.done")?;
+    RESPONSE_DONE.find(event)?;
     let parsed: Event = serde_json::from_slice(event).ok()?;
     if parsed.kind != "response.done" {
         return None;

@@ -21,7 +21,9 @@ use crate::guardrails::stream::StreamCheck;
 use crate::guardrails::{Service, SessionRails};
 use crate::state::Worker;
 use crate::websocket::{self, Message};
+use memchr::memmem::Finder;
 use serde_json::{json, Map, Value};
+use std::sync::LazyLock;
 
 /// The output a refused tool result is replaced by (LiteLLM's).
 const BLOCKED_TOOL_OUTPUT: &str = r#"{"error": "Tool output blocked by content policy"}"#;
@@ -45,6 +47,20 @@ const TEXT_EVENTS: [&str; 7] = [
     "\"response.output_item.done\"",
     "\"response.done\"",
 ];
+/// Finders of [`CANCEL_ID`] and [`TEXT_EVENTS`], and of the client events
+/// the guardrails read; built once, not per message.
+static CANCEL_ID_FINDER: LazyLock<Finder<'static>> =
+    LazyLock::new(|| Finder::new(CANCEL_ID.as_bytes()));
+static TEXT_EVENT_FINDERS: LazyLock<[Finder<'static>; 7]> =
+    LazyLock::new(|| TEXT_EVENTS.map(|k| Finder::new(k.as_bytes())));
+static CLIENT_EVENTS: LazyLock<[Finder<'static>; 3]> = LazyLock::new(|| {
+    [
+        "conversation.item.create",
+        "session.update",
+        "response.create",
+    ]
+    .map(Finder::new)
+});
 /// The model's text deltas and the member that carries their text.
 const DELTAS: [&str; 4] = [
     "response.text.delta",
@@ -190,13 +206,7 @@ impl RealtimeGuard {
             return FromClient::Send(None);
         };
         let bytes = t.as_bytes();
-        let relevant = [
-            &b"conversation.item.create"[..],
-            b"session.update",
-            b"response.create",
-        ]
-        .iter()
-        .any(|k| memchr::memmem::find(bytes, k).is_some());
+        let relevant = CLIENT_EVENTS.iter().any(|k| k.find(bytes).is_some());
         if !relevant {
             return FromClient::Send(None);
         }
@@ -279,14 +289,10 @@ impl RealtimeGuard {
             return FromUpstream::default();
         };
         let bytes = t.as_bytes();
-        let cancel_error = memchr::memmem::find(bytes, CANCEL_ID.as_bytes()).is_some();
+        let cancel_error = CANCEL_ID_FINDER.find(bytes).is_some();
         // Only events that carry the model's text are parsed (not, say,
         // the audio deltas, which are most of a voice session's bytes).
-        let carries_text = || {
-            TEXT_EVENTS
-                .iter()
-                .any(|k| memchr::memmem::find(bytes, k.as_bytes()).is_some())
-        };
+        let carries_text = || TEXT_EVENT_FINDERS.iter().any(|k| k.find(bytes).is_some());
         if !cancel_error
             && (self.window.is_none() && self.post_services.is_empty() || !carries_text())
         {

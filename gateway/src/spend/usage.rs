@@ -8,6 +8,12 @@ use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 use std::borrow::Cow;
+use std::sync::LazyLock;
+
+/// Finds the last `"usage"` member name of a kept tail; built once, not per
+/// response.
+static USAGE_MEMBER: LazyLock<memchr::memmem::FinderRev<'static>> =
+    LazyLock::new(|| memchr::memmem::FinderRev::new(b"\"usage\""));
 
 /// Token counts of one request, the quantity spend is computed from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -113,13 +119,13 @@ pub fn from_response_body(body: &[u8]) -> Option<Usage> {
 /// tail holds no parsable usage object.
 pub fn from_response_tail(tail: &[u8]) -> Option<Usage> {
     let mut end = tail.len();
-    while let Some(at) = memchr::memmem::rfind(&tail[..end], b"\"usage\"") {
+    while let Some(at) = USAGE_MEMBER.rfind(&tail[..end]) {
         end = at;
         // A quote escaped inside a string is text, not a member name.
         if at > 0 && tail[at - 1] == b'\\' {
             continue;
         }
-        let rest = &tail[at + b"\"usage\"".len()..];
+        let rest = &tail[at + USAGE_MEMBER.needle().len()..];
         let rest = rest.trim_ascii_start().strip_prefix(b":")?;
         let parsed = serde_json::Deserializer::from_slice(rest)
             .into_iter::<UsageView>()

@@ -37,6 +37,7 @@ impl Counters {
 #[derive(Default)]
 struct Table {
     total: Counters,
+    received: u64,
     failed: u64,
     token_grants: u64,
     by_model: HashMap<String, Counters>,
@@ -54,6 +55,11 @@ pub struct Snapshot {
     /// Totals over everything.
     #[serde(flatten)]
     pub total: Counters,
+    /// Provider API calls received (model calls, JSON or multipart form,
+    /// and Files and Batch API calls), whatever the answer: served, refused
+    /// by the mock's own checks, failed by injection or cut by a fault.
+    /// What a test counts to show a request never reached the upstream.
+    pub received: u64,
     /// Requests answered with an injected error (`--error-rate`,
     /// `x-mock-status`): attempts a gateway made that did not succeed.
     pub failed: u64,
@@ -100,6 +106,12 @@ impl Stats {
         }
     }
 
+    /// Records one API call received on `worker`'s shard, before it is
+    /// checked or answered.
+    pub fn record_received(&self, worker: usize) {
+        self.lock(worker).received += 1;
+    }
+
     /// Records one request answered with an injected error on `worker`'s
     /// shard.
     pub fn record_failure(&self, worker: usize) {
@@ -117,6 +129,7 @@ impl Stats {
         for i in 0..self.shards.len() {
             let t = self.lock(i);
             snap.total.merge(&t.total);
+            snap.received += t.received;
             snap.failed += t.failed;
             snap.token_grants += t.token_grants;
             for (k, c) in &t.by_model {
@@ -158,6 +171,8 @@ mod tests {
         stats.record(0, "a", Some("k1"), 3, 5);
         stats.record(1, "a", Some("k2"), 1, 1);
         stats.record(1, "b", None, 2, 0);
+        stats.record_received(0);
+        stats.record_received(1);
         let snap = stats.snapshot();
         assert_eq!(snap.total.requests, 3);
         assert_eq!(snap.total.prompt_tokens, 6);
@@ -167,6 +182,7 @@ mod tests {
         assert_eq!(snap.by_key.len(), 2);
         let json = serde_json::to_value(&snap).unwrap();
         assert_eq!(json["requests"], 3);
+        assert_eq!(json["received"], 2);
         assert_eq!(json["by_key"]["k1"]["completion_tokens"], 5);
         stats.reset();
         assert_eq!(stats.snapshot(), Snapshot::default());

@@ -7,6 +7,12 @@ use crate::spend::{tokens_of_chars, Usage};
 use crate::sse::{EventReader, EventTooLarge};
 use serde::Deserialize;
 use std::borrow::Cow;
+use std::sync::LazyLock;
+
+/// Finds the last `"usage"` member name of a kept tail; built once, not per
+/// response.
+static USAGE_MEMBER: LazyLock<memchr::memmem::FinderRev<'static>> =
+    LazyLock::new(|| memchr::memmem::FinderRev::new(b"\"usage\""));
 
 /// Most bytes of one event the reader keeps.
 const MAX_EVENT_BYTES: usize = 1 << 20;
@@ -68,12 +74,12 @@ pub fn from_body(body: &[u8]) -> Option<Usage> {
 /// where Anthropic puts it.
 pub fn from_tail(tail: &[u8]) -> Option<Usage> {
     let mut end = tail.len();
-    while let Some(at) = memchr::memmem::rfind(&tail[..end], b"\"usage\"") {
+    while let Some(at) = USAGE_MEMBER.rfind(&tail[..end]) {
         end = at;
         if at > 0 && tail[at - 1] == b'\\' {
             continue; // an escaped quote inside a string
         }
-        let rest = tail[at + b"\"usage\"".len()..].trim_ascii_start();
+        let rest = tail[at + USAGE_MEMBER.needle().len()..].trim_ascii_start();
         let Some(rest) = rest.strip_prefix(b":") else {
             continue;
         };

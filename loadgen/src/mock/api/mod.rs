@@ -97,7 +97,7 @@ pub enum Route {
 }
 
 impl Route {
-    /// Whether the endpoint takes a JSON body and is counted in the stats.
+    /// Whether the endpoint is a model call whose body is JSON.
     pub fn is_llm(self) -> bool {
         matches!(
             self,
@@ -119,6 +119,21 @@ impl Route {
                 | Route::ImageGenerations
                 | Route::Speech
         )
+    }
+
+    /// Whether the endpoint is a model call whose body is a multipart form.
+    pub fn is_form(self) -> bool {
+        matches!(
+            self,
+            Route::Transcriptions | Route::Translations | Route::ImageEdits
+        )
+    }
+
+    /// Whether the endpoint is a call of the provider's API (a model call,
+    /// JSON or form, or the Files and Batch APIs), counted in the stats'
+    /// `received` whatever its answer.
+    pub fn is_api_call(self) -> bool {
+        self.is_llm() || self.is_form() || self == Route::Files
     }
 }
 
@@ -442,6 +457,19 @@ mod tests {
         assert_eq!(route("GET", "/v1/models"), Route::Models);
         assert_eq!(route("POST", "/v1/traces"), Route::Traces);
         assert_eq!(route("POST", "/token"), Route::Token);
+        for (path, form) in [
+            ("/v1/audio/transcriptions", Route::Transcriptions),
+            ("/v1/audio/translations", Route::Translations),
+            ("/openai/deployments/d/images/edits", Route::ImageEdits),
+        ] {
+            assert_eq!(route("POST", path), form);
+            assert!(form.is_form() && form.is_api_call() && !form.is_llm());
+        }
+        assert!(Route::Speech.is_api_call() && !Route::Speech.is_form());
+        assert!(Route::Files.is_api_call());
+        for other in [Route::Models, Route::Token, Route::Traces, Route::Stats] {
+            assert!(!other.is_api_call());
+        }
         assert_eq!(
             route(
                 "POST",
