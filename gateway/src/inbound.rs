@@ -130,6 +130,10 @@ pub struct LlmRequest {
     /// LiteLLM's request tags: `tags` (removed from the forwarded body),
     /// else `metadata.tags`; tag-based routing reads them.
     pub tags: Vec<String>,
+    /// The request's own `turn_off_message_logging` (top level, else in
+    /// `metadata`, else in `litellm_metadata`), which redacts its spend-log
+    /// row; removed from the forwarded body wherever it stands.
+    pub message_logging_off: Option<bool>,
     /// Headers of the client's request that a provider of the client's own
     /// format receives too (`anthropic-version`, `anthropic-beta`).
     pub forward_headers: Vec<(&'static str, String)>,
@@ -195,6 +199,14 @@ struct RoutingView<'a> {
     mock_delay: Option<&'a str>,
     #[serde(borrow, default, deserialize_with = "raw_value")]
     mock_response: Option<&'a str>,
+    /// LiteLLM's proxy-only members the gateway reads, never forwarded
+    /// (LiteLLM keeps them out of the provider call too).
+    #[serde(borrow, default, deserialize_with = "raw_member")]
+    turn_off_message_logging: Option<&'a str>,
+    #[serde(borrow, default, deserialize_with = "raw_member")]
+    litellm_trace_id: Option<&'a str>,
+    #[serde(borrow, default, deserialize_with = "raw_member")]
+    litellm_metadata: Option<&'a str>,
 }
 
 /// LiteLLM's mock testing request parameters, which its proxy refuses
@@ -300,7 +312,8 @@ pub const MAX_JSON_DEPTH: usize = 128;
 /// The routing fields of one body, as read (before any checks).
 struct Fields<'a> {
     view: RoutingView<'a>,
-    /// Value spans of the gateway's own members (`fallbacks`, `num_retries`).
+    /// Value spans of the gateway's own members (`fallbacks`, `num_retries`,
+    /// ...), cut from the forwarded body.
     own: Vec<Range<usize>>,
 }
 
@@ -317,12 +330,20 @@ impl<'a> Fields<'a> {
             None => serde_json::from_slice(body)
                 .map_err(|e| GatewayError::MalformedJson(e.to_string()))?,
         };
-        let own = [view.fallbacks, view.num_retries, view.tags, view.cache]
-            .into_iter()
-            .flatten()
-            .chain(view.mock_testing_params().into_iter().map(|(_, raw)| raw))
-            .map(|raw| span_in(body, raw))
-            .collect();
+        let own = [
+            view.fallbacks,
+            view.num_retries,
+            view.tags,
+            view.cache,
+            view.turn_off_message_logging,
+            view.litellm_trace_id,
+            view.litellm_metadata,
+        ]
+        .into_iter()
+        .flatten()
+        .chain(view.mock_testing_params().into_iter().map(|(_, raw)| raw))
+        .map(|raw| span_in(body, raw))
+        .collect();
         Ok(Fields { view, own })
     }
 }
@@ -336,10 +357,13 @@ fn span_in(body: &[u8], raw: &str) -> Range<usize> {
 impl LlmRequest {
     /// Reads the routing fields of `body` for `endpoint`. Every field the
     /// gateway reads is type- and range-checked: a wrong one is a 400 naming
-    /// it. `fallbacks` and `num_retries` are cut out of the forwarded body.
+    /// it. The gateway's own members (`fallbacks`, `num_retries`, `tags`,
+    /// `cache`, `turn_off_message_logging`, ...) are cut out of the
+    /// forwarded body, and `turn_off_message_logging` out of its `metadata`.
     pub fn parse(endpoint: Endpoint, body: Bytes) -> Result<LlmRequest, GatewayError> {
         let fields = Fields::read(&body)?;
-        if fields.own.is_empty() {
+        let flagged_metadata = fields.view.metadata.is_some_and(may_hold_logging_flag);
+        if fields.own.is_empty() && !flagged_metadata {
             return Self::checked(endpoint, &fields.view, body.clone());
         }
         // Rare: read the gateway's own fields, then re-read the body without
@@ -367,8 +391,21 @@ impl LlmRequest {
             .into_iter()
             .map(|(name, raw)| (name, raw.to_string()))
             .collect();
-        let stripped = Bytes::from(strip_members(&body, &fields.own));
-        let again = Fields::read(&stripped)?;
+        let message_logging_off = message_logging_flag(&fields.view)?;
+        let mut stripped = Bytes::from(strip_members(&body, &fields.own));
+        let mut again = Fields::read(&stripped)?;
+        let flagged = again
+            .view
+            .metadata
+            .and_then(|raw| Some((span_in(&stripped, raw), metadata_without_logging_flag(raw)?)));
+        if let Some((span, cleaned)) = flagged {
+            let mut spliced = Vec::with_capacity(stripped.len());
+            spliced.extend_from_slice(&stripped[..span.start]);
+            spliced.extend_from_slice(&cleaned);
+            spliced.extend_from_slice(&stripped[span.end..]);
+            stripped = Bytes::from(spliced);
+            again = Fields::read(&stripped)?;
+        }
         if !again.own.is_empty() {
             // Cannot happen for a body serde accepted (duplicates are refused).
             return Err(GatewayError::MalformedJson(
@@ -380,6 +417,7 @@ impl LlmRequest {
         req.num_retries = num_retries;
         req.cache = cache;
         req.mock_testing_params = mock_testing_params;
+        req.message_logging_off = message_logging_off;
         if fields.view.tags.is_some() {
             req.tags = tags;
         }
@@ -535,6 +573,7 @@ impl LlmRequest {
             cache: None,
             end_user,
             tags,
+            message_logging_off: None,
             forward_headers: Vec::new(),
             media,
             mock_testing_params: Vec::new(),
@@ -674,6 +713,7 @@ impl LlmRequest {
             cache: None,
             end_user,
             tags: Vec::new(),
+            message_logging_off: None,
             forward_headers: Vec::new(),
             media,
             mock_testing_params: Vec::new(),
@@ -697,6 +737,7 @@ impl LlmRequest {
             cache: self.cache.clone(),
             end_user: self.end_user.clone(),
             tags: self.tags.clone(),
+            message_logging_off: self.message_logging_off,
             forward_headers: self.forward_headers.clone(),
             media: self.media.clone(),
             mock_testing_params: self.mock_testing_params.clone(),
@@ -864,6 +905,57 @@ fn read_num_retries(raw: Option<&str>) -> Result<Option<u32>, GatewayError> {
         u64::from(MAX_REQUEST_RETRIES),
     )?;
     Ok(n.and_then(|n| u32::try_from(n).ok()))
+}
+
+/// LiteLLM's request field that redacts the request's spend-log row.
+const LOGGING_FLAG: &str = "turn_off_message_logging";
+
+/// Whether a raw `metadata` value may hold [`LOGGING_FLAG`]: it names it,
+/// or holds an escape that could spell it.
+fn may_hold_logging_flag(raw: &str) -> bool {
+    memchr::memmem::find(raw.as_bytes(), LOGGING_FLAG.as_bytes()).is_some()
+        || memchr::memmem::find(raw.as_bytes(), b"\\u").is_some()
+}
+
+/// A raw `metadata` object re-written without [`LOGGING_FLAG`], or `None`
+/// when it holds none (or is not an object).
+fn metadata_without_logging_flag(raw: &str) -> Option<Vec<u8>> {
+    if !may_hold_logging_flag(raw) {
+        return None;
+    }
+    let mut map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(raw).ok()?;
+    map.remove(LOGGING_FLAG)?;
+    serde_json::to_vec(&map).ok()
+}
+
+/// The request's `turn_off_message_logging`: at the top level, else in
+/// `metadata`, else in `litellm_metadata` (LiteLLM's order); `true` /
+/// `false` or a string LiteLLM's `str_to_bool` reads, anything else none.
+fn message_logging_flag(view: &RoutingView<'_>) -> Result<Option<bool>, GatewayError> {
+    let read = |v: &serde_json::Value| match v {
+        serde_json::Value::Bool(b) => Some(*b),
+        serde_json::Value::String(s) => match s.trim().to_lowercase().as_str() {
+            "true" | "1" | "yes" | "on" => Some(true),
+            "false" | "0" | "no" | "off" => Some(false),
+            _ => None,
+        },
+        _ => None,
+    };
+    let value = |raw: &str| {
+        serde_json::from_str::<serde_json::Value>(raw)
+            .map_err(|e| GatewayError::MalformedJson(e.to_string()))
+    };
+    if let Some(raw) = view.turn_off_message_logging {
+        if let Some(on) = read(&value(raw)?) {
+            return Ok(Some(on));
+        }
+    }
+    for raw in [view.metadata, view.litellm_metadata].into_iter().flatten() {
+        if let Some(on) = value(raw)?.get(LOGGING_FLAG).and_then(read) {
+            return Ok(Some(on));
+        }
+    }
+    Ok(None)
 }
 
 /// `body` without the top-level members whose values span `values`. The
@@ -1099,6 +1191,57 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.param(), Some("num_retries"));
+    }
+
+    #[test]
+    fn litellms_logging_and_trace_fields_are_read_and_never_forwarded() {
+        use serde_json::json;
+        // Members after the input, what of them is forwarded, the flag read.
+        let cases = [
+            (
+                r#""turn_off_message_logging":true, "litellm_trace_id":"t-1""#,
+                json!({}),
+                Some(true),
+            ),
+            (
+                r#""metadata":{"turn_off_message_logging":"false","user_id":"u"}"#,
+                json!({"metadata": {"user_id": "u"}}),
+                Some(false),
+            ),
+            (
+                r#""metadata":{"\u0074urn_off_message_logging":1},"litellm_metadata":{"turn_off_message_logging":"yes"}"#,
+                json!({"metadata": {}}),
+                Some(true),
+            ),
+            (
+                r#""turn_off_message_logging":null,"metadata":{"note":"turn_off_message_logging"}"#,
+                json!({"metadata": {"note": "turn_off_message_logging"}}),
+                None,
+            ),
+        ];
+        for endpoint in [
+            Endpoint::ChatCompletions,
+            Endpoint::Responses,
+            Endpoint::Messages,
+            Endpoint::Embeddings,
+        ] {
+            let base = match endpoint {
+                Endpoint::ChatCompletions | Endpoint::Messages => r#"{"model":"a","messages":[]"#,
+                _ => r#"{"model":"a","input":"x""#,
+            };
+            for (members, kept, flag) in &cases {
+                let body = format!("{base},{members}}}");
+                let mut sent: serde_json::Value =
+                    serde_json::from_str(&format!("{base}}}")).unwrap();
+                if let (Some(sent), Some(kept)) = (sent.as_object_mut(), kept.as_object()) {
+                    sent.extend(kept.clone());
+                }
+                let r = parse(endpoint, &body).unwrap();
+                assert_eq!(forwarded(&r), sent, "{endpoint:?} {body}");
+                assert_eq!(r.message_logging_off, *flag, "{endpoint:?} {body}");
+                assert_eq!(&r.body[r.model_span.clone()], b"\"a\"");
+            }
+        }
     }
 
     #[test]

@@ -114,17 +114,7 @@ fn v2_team_list(db: Option<&TestDb>) {
     let of_alice = page("user_id=alice");
     assert_eq!(ids(&of_alice["teams"], "team_id"), ["t-03"]);
     // Each team with its members' roles.
-    let roles: Vec<(String, String)> = of_alice["teams"][0]["members_with_roles"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            (
-                m["user_id"].as_str().unwrap().into(),
-                m["role"].as_str().unwrap().into(),
-            )
-        })
-        .collect();
+    let roles = roles_of(&of_alice["teams"][0]);
     assert!(
         roles.contains(&("alice".into(), "admin".into())),
         "{roles:?}"
@@ -144,10 +134,49 @@ fn v2_team_list(db: Option<&TestDb>) {
     assert_eq!(all.as_array().unwrap().len(), 12, "{all}");
     let of_org = ok(gw.get("/team/list?organization_id=org-a"));
     assert_eq!(of_org.as_array().unwrap().len(), 6, "{of_org}");
-    assert_eq!(
-        ids(&ok(gw.get("/team/list?user_id=bob")), "team_id"),
-        ["t-03"]
-    );
+    let of_bob = ok(gw.get("/team/list?user_id=bob"));
+    assert_eq!(ids(&of_bob, "team_id"), ["t-03"]);
+    // With its members' real roles, as the paged list shows them.
+    let both = [
+        ("alice".into(), "admin".into()),
+        ("bob".into(), "user".into()),
+    ];
+    assert_eq!(roles_of(&of_bob[0]), both, "{of_bob}");
+    let t03 = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["team_id"] == "t-03");
+    assert_eq!(roles_of(t03.unwrap()), both, "{all}");
+    // So do a user's teams on /user/info and an organization's teams.
+    ok(gw.post("/user/new", &json!({"user_id": "carol"})));
+    let admin = json!({"team_id": "t-04", "member": {"user_id": "carol", "role": "admin"}});
+    ok(gw.post("/team/member_add", &admin));
+    let info = ok(gw.get("/user/info?user_id=carol"));
+    let carol = [("carol".into(), "admin".into())];
+    assert_eq!(roles_of(&info["teams"][0]), carol, "{info}");
+    let org = ok(gw.get("/organization/info?organization_id=org-a"));
+    let t04 = org["teams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["team_id"] == "t-04");
+    assert_eq!(roles_of(t04.expect("t-04 in org-a")), carol, "{org}");
+}
+
+/// A team's `members_with_roles` as (user id, role) pairs.
+fn roles_of(team: &Value) -> Vec<(String, String)> {
+    team["members_with_roles"]
+        .as_array()
+        .expect("members_with_roles")
+        .iter()
+        .map(|m| {
+            (
+                m["user_id"].as_str().unwrap().into(),
+                m["role"].as_str().unwrap().into(),
+            )
+        })
+        .collect()
 }
 
 #[test]

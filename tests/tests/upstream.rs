@@ -361,3 +361,70 @@ fn api_base_host_names_resolve() {
         assert_eq!(resp.status, 200, "{}", resp.text());
     }
 }
+
+/// LiteLLM's proxy-only request fields the gateway reads
+/// (`turn_off_message_logging`, at the top level or in `metadata`;
+/// `litellm_trace_id`; `litellm_metadata`) never reach the provider, on
+/// chat completions, Responses, Messages and embeddings, as LiteLLM keeps
+/// them out of its provider call; the rest of `metadata` is sent on.
+#[test]
+fn proxy_only_fields_never_reach_the_upstream() {
+    let answer = r#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"upstream-gpt","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#;
+    let reply = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
+        answer.len()
+    );
+    let (raw, gw) = start_raw(reply.as_bytes());
+    let own = json!({
+        "turn_off_message_logging": true,
+        "litellm_trace_id": "trace-1",
+        "litellm_metadata": {"trace_id": "trace-2"},
+    });
+    let calls = [
+        (
+            "/v1/chat/completions",
+            json!({"model": "raw", "messages": [{"role": "user", "content": "ping-chat"}],
+                "metadata": {"turn_off_message_logging": "true", "note": "kept-note"}}),
+        ),
+        (
+            "/v1/responses",
+            json!({"model": "raw", "input": "ping-responses",
+                "metadata": {"turn_off_message_logging": true, "note": "kept-note"}}),
+        ),
+        (
+            "/v1/messages",
+            json!({"model": "raw", "max_tokens": 5,
+                "messages": [{"role": "user", "content": "ping-messages"}],
+                "metadata": {"user_id": "u-1", "turn_off_message_logging": true}}),
+        ),
+        (
+            "/v1/embeddings",
+            json!({"model": "raw", "input": "ping-embeddings",
+                "metadata": {"turn_off_message_logging": false}}),
+        ),
+    ];
+    for (path, mut body) in calls {
+        if let (Some(body), Some(own)) = (body.as_object_mut(), own.as_object()) {
+            body.extend(own.clone());
+        }
+        let before = raw.requests();
+        // The answer may not be the endpoint's shape: only what was sent counts.
+        gw.post(path, &body);
+        assert_eq!(raw.requests(), before + 1, "{path}: one upstream call");
+        let wire = String::from_utf8_lossy(&raw.last_request()).into_owned();
+        let sent = &wire[wire.find("\r\n\r\n").expect("a request head") + 4..];
+        let sent: Value = serde_json::from_str(sent).expect("the body sent upstream is JSON");
+        let text = sent.to_string();
+        assert!(text.contains("ping-"), "{path}: {text}");
+        for field in [
+            "turn_off_message_logging",
+            "litellm_trace_id",
+            "litellm_metadata",
+        ] {
+            assert!(!text.contains(field), "{path} forwarded {field}: {text}");
+        }
+        if path != "/v1/messages" && path != "/v1/embeddings" {
+            assert_eq!(sent["metadata"]["note"], "kept-note", "{path}: {text}");
+        }
+    }
+}

@@ -48,6 +48,9 @@ pub(super) fn routing_view(body: &[u8]) -> Option<RoutingView<'_>> {
             b"mock_timeout" => (19, Slot::Member(&mut view.mock_timeout)),
             b"mock_delay" => (20, Slot::Member(&mut view.mock_delay)),
             b"mock_response" => (21, Slot::Raw(&mut view.mock_response)),
+            b"turn_off_message_logging" => (22, Slot::Member(&mut view.turn_off_message_logging)),
+            b"litellm_trace_id" => (23, Slot::Member(&mut view.litellm_trace_id)),
+            b"litellm_metadata" => (24, Slot::Member(&mut view.litellm_metadata)),
             _ => return r.skip_value(1),
         };
         // serde_json refuses a duplicate of a field it reads.
@@ -220,6 +223,8 @@ mod tests {
             Just("cache"),
             Just("mock_timeout"),
             Just("mock_testing_fallbacks"),
+            Just("turn_off_message_logging"),
+            Just("litellm_metadata"),
             Just("stream"),
             Just("max_tokens"),
             Just("max_completion_tokens"),

@@ -426,6 +426,7 @@ async fn fallback_request(
     let body = guard::checked_body(worker, (principal, received.endpoint), body, outcome).await?;
     let mut req = LlmRequest::parse(received.endpoint, body)?;
     req.forward_headers = received.forward_headers.clone();
+    req.message_logging_off = req.message_logging_off.or(received.message_logging_off);
     Ok(req)
 }
 
@@ -704,7 +705,8 @@ async fn serve(
                             start,
                         });
                         row.guardrail_information = outcome.guard_log.information().map(Arc::new);
-                        let privacy = (principal, held.req.endpoint, outcome.redaction);
+                        let asked = (held.req.endpoint, held.req.message_logging_off);
+                        let privacy = (principal, asked, outcome.redaction);
                         prompt_log::keep_hit(worker, privacy, &mut row, &held.req.body, &stored);
                         record::submit(worker, row);
                     }
@@ -1052,7 +1054,8 @@ async fn attempt_once(
     )
     .await?;
     // The answer is copied for the row only when it keeps the prompt.
-    let keep = prompt_log::Keep::start(worker, (principal, endpoint, outcome.redaction), out);
+    let asked = (endpoint, held.req.message_logging_off);
+    let keep = prompt_log::Keep::start(worker, (principal, asked, outcome.redaction), out);
     // 7 and 8. translate, call and relay; cut off when the shutdown grace
     // period ends (the row below then says so)
     // A Responses request still in its own form passes through to a

@@ -32,10 +32,15 @@ pub(super) fn redaction_headers(head: &crate::http1::RequestHead) -> RedactionHe
     }
 }
 
-/// How `principal`'s request on `endpoint` with `headers` keeps its
-/// prompt: may its key or team opt out of redaction (LiteLLM's
+/// How `principal`'s request on `endpoint` with `headers` and its own
+/// `turn_off_message_logging` (`asked`) keeps its prompt: may its key or
+/// team opt out of redaction (LiteLLM's
 /// `allow_client_message_redaction_opt_out` in either's metadata).
-fn privacy_of(principal: &Principal, endpoint: Endpoint, headers: RedactionHeaders) -> RowPrivacy {
+fn privacy_of(
+    principal: &Principal,
+    (endpoint, asked): (Endpoint, Option<bool>),
+    headers: RedactionHeaders,
+) -> RowPrivacy {
     let key = super::key_of(principal);
     let allows = |m: Option<&serde_json::Map<String, serde_json::Value>>| match m
         .and_then(|m| m.get("allow_client_message_redaction_opt_out"))
@@ -51,6 +56,7 @@ fn privacy_of(principal: &Principal, endpoint: Endpoint, headers: RedactionHeade
         responses: endpoint == Endpoint::Responses,
         headers,
         may_opt_out: allows(key.map(|k| &k.record.metadata)) || allows(team),
+        asked,
     }
 }
 
@@ -71,16 +77,17 @@ fn storage_for(worker: &Worker, principal: &Principal) -> Option<PromptStorage> 
 }
 
 /// Puts `request` and the cached `answer` (a whole answer) into the row
-/// of a response cache hit, when `principal`'s rows keep their prompt.
+/// of a response cache hit, when `principal`'s rows keep their prompt
+/// (`asked`: the request's own `turn_off_message_logging`).
 pub(super) fn keep_hit(
     worker: &Worker,
-    (principal, endpoint, headers): (&Principal, Endpoint, RedactionHeaders),
+    (principal, asked, headers): (&Principal, (Endpoint, Option<bool>), RedactionHeaders),
     row: &mut SpendLogRow,
     request: &[u8],
     answer: &[u8],
 ) {
     if let Some(storage) = storage_for(worker, principal) {
-        let privacy = privacy_of(principal, endpoint, headers);
+        let privacy = privacy_of(principal, asked, headers);
         let (request, answer) = storage.columns(request, Some(answer), privacy);
         row.proxy_server_request = Some(JsonText(request.into()));
         row.response = answer.map(|a| JsonText(a.into()));
@@ -89,16 +96,17 @@ pub(super) fn keep_hit(
 
 impl Keep {
     /// Starts copying the answer when `principal`'s rows keep their
-    /// prompt; `None` (nothing copied) otherwise.
+    /// prompt (`asked`: the request's own `turn_off_message_logging`);
+    /// `None` (nothing copied) otherwise.
     pub fn start(
         worker: &Worker,
-        (principal, endpoint, headers): (&Principal, Endpoint, RedactionHeaders),
+        (principal, asked, headers): (&Principal, (Endpoint, Option<bool>), RedactionHeaders),
         out: &mut Responder<'_>,
     ) -> Option<Keep> {
         let storage = storage_for(worker, principal)?;
         Some(Keep {
             storage,
-            privacy: privacy_of(principal, endpoint, headers),
+            privacy: privacy_of(principal, asked, headers),
             owns_copy: out.capture_at_least(MAX_CAPTURED_BYTES),
         })
     }

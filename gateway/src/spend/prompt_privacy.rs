@@ -43,45 +43,24 @@ pub struct RedactionHeaders {
 /// Whether a request's row keeps its messages redacted, LiteLLM's
 /// `should_redact_message_logging`: the disable header (when the key or
 /// team may opt out) wins, then the request's own `turn_off_message_logging`
-/// (a `false` only counts when the key or team may opt out or the global
-/// setting is off: LiteLLM strips it otherwise), then the enable headers,
-/// then `by_default` (`litellm_settings.turn_off_message_logging`).
+/// (`asked`, read by `inbound`; a `false` only counts when the key or team
+/// may opt out or the global setting is off: LiteLLM strips it otherwise),
+/// then the enable headers, then `by_default`
+/// (`litellm_settings.turn_off_message_logging`).
 pub fn redacts(
     by_default: bool,
-    body: Option<&Value>,
+    asked: Option<bool>,
     headers: RedactionHeaders,
     may_opt_out: bool,
 ) -> bool {
     if headers.disable && may_opt_out {
         return false;
     }
-    let asked = body
-        .and_then(turn_off_flag)
-        .filter(|on| *on || may_opt_out || !by_default);
+    let asked = asked.filter(|on| *on || may_opt_out || !by_default);
     if let Some(on) = asked {
         return on;
     }
     headers.enable || by_default
-}
-
-/// The request's `turn_off_message_logging`: at the top level, else in
-/// `metadata` or `litellm_metadata`; `true`/`false` or a string LiteLLM's
-/// `str_to_bool` reads.
-fn turn_off_flag(body: &Value) -> Option<bool> {
-    let read = |v: &Value| match v {
-        Value::Bool(b) => Some(*b),
-        Value::String(s) => match s.trim().to_lowercase().as_str() {
-            "true" | "1" | "yes" | "on" => Some(true),
-            "false" | "0" | "no" | "off" => Some(false),
-            _ => None,
-        },
-        _ => None,
-    };
-    let field = "turn_off_message_logging";
-    body.get(field)
-        .and_then(read)
-        .or_else(|| body.get("metadata")?.get(field).and_then(read))
-        .or_else(|| body.get("litellm_metadata")?.get(field).and_then(read))
 }
 
 /// The request as `spend_logs_prompt_storage: latest_turn` keeps it
@@ -372,31 +351,14 @@ mod tests {
     #[test]
     fn redaction_follows_litellms_precedence() {
         let none = RedactionHeaders::default();
-        let body = |v: Value| Some(v);
         assert!(redacts(true, None, none, false), "the global setting");
         assert!(!redacts(false, None, none, false));
         // The request's own flag: true always counts, false only when the
         // caller may opt out or the global setting is off.
-        assert!(redacts(
-            false,
-            body(json!({"turn_off_message_logging": true})).as_ref(),
-            none,
-            false
-        ));
-        assert!(redacts(
-            true,
-            body(json!({"turn_off_message_logging": false})).as_ref(),
-            none,
-            false
-        ));
-        assert!(!redacts(
-            true,
-            body(json!({"turn_off_message_logging": "false"})).as_ref(),
-            none,
-            true
-        ));
-        let in_metadata = json!({"metadata": {"turn_off_message_logging": "true"}});
-        assert!(redacts(false, Some(&in_metadata), none, false));
+        assert!(redacts(false, Some(true), none, false));
+        assert!(redacts(true, Some(false), none, false));
+        assert!(!redacts(true, Some(false), none, true));
+        assert!(!redacts(false, Some(false), none, false));
         // Headers: disable (when allowed) wins, enable turns it on.
         let disable = RedactionHeaders {
             disable: true,

@@ -74,6 +74,8 @@ pub struct RowPrivacy {
     pub headers: super::prompt_privacy::RedactionHeaders,
     /// Its key or team has `allow_client_message_redaction_opt_out`.
     pub may_opt_out: bool,
+    /// Its own `turn_off_message_logging` (cut from the body it sent on).
+    pub asked: Option<bool>,
 }
 
 impl Default for PromptStorage {
@@ -149,7 +151,7 @@ impl PromptStorage {
         let request = parse(request);
         let redact = privacy_rules::redacts(
             self.redact_by_default,
-            request.as_ref(),
+            privacy.asked,
             privacy.headers,
             privacy.may_opt_out,
         );

@@ -659,6 +659,18 @@ impl Store for MemoryStore {
         Ok(self.with(|t| t.roles.get(team_id).cloned().unwrap_or_default()))
     }
 
+    async fn members_of_teams(
+        &self,
+        team_ids: &[String],
+    ) -> Result<HashMap<String, Vec<TeamMember>>, StoreError> {
+        Ok(self.with(|t| {
+            team_ids
+                .iter()
+                .filter_map(|id| Some((id.clone(), t.roles.get(id)?.clone())))
+                .collect()
+        }))
+    }
+
     async fn list_users(
         &self,
         filter: UserFilter<'_>,

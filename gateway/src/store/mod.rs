@@ -33,6 +33,7 @@ pub use records::{
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use std::collections::HashMap;
 
 /// A persistence failure.
 #[derive(Debug, thiserror::Error)]
@@ -359,6 +360,12 @@ pub trait Store: Send + Sync {
     ) -> Result<MemberOutcome, StoreError>;
     /// The team's `members_with_roles`.
     async fn team_members(&self, team_id: &str) -> Result<Vec<TeamMember>, StoreError>;
+    /// The `members_with_roles` of many teams at once, by team id (a team
+    /// with none may be missing).
+    async fn members_of_teams(
+        &self,
+        team_ids: &[String],
+    ) -> Result<HashMap<String, Vec<TeamMember>>, StoreError>;
     /// `user_id`'s row in `team_id` (`LiteLLM_TeamMembership`), when it
     /// has one.
     async fn membership(

@@ -47,6 +47,7 @@ use super::{
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use pool::{classify, is_retryable_conflict, timed, Pool};
+use std::collections::HashMap;
 use std::sync::Arc;
 use tokio_postgres::types::Type;
 use tokio_postgres::Transaction;
@@ -307,6 +308,13 @@ impl Store for PostgresStore {
 
     async fn team_members(&self, team_id: &str) -> Result<Vec<TeamMember>, StoreError> {
         with_client!(self, c => members::roles(c, team_id))
+    }
+
+    async fn members_of_teams(
+        &self,
+        team_ids: &[String],
+    ) -> Result<HashMap<String, Vec<TeamMember>>, StoreError> {
+        with_client!(self, c => members::roles_of_teams(c, team_ids))
     }
 
     async fn membership(

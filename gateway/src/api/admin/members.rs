@@ -201,6 +201,27 @@ pub fn team_json_with_roles(team: &crate::store::TeamRecord, roles: &[TeamMember
     out
 }
 
+/// `teams` as LiteLLM answers them, each with its stored
+/// `members_with_roles` ([`team_json_with_roles`]), read in one query.
+pub(super) async fn teams_with_roles(
+    ctx: &Ctx,
+    teams: &[crate::store::TeamRecord],
+) -> Result<Vec<Value>, GatewayError> {
+    let ids: Vec<String> = teams.iter().map(|t| t.team_id.clone()).collect();
+    let mut roles = ctx
+        .store()
+        .members_of_teams(&ids)
+        .await
+        .map_err(store_err)?;
+    Ok(teams
+        .iter()
+        .map(|team| {
+            let roles = roles.remove(&team.team_id).unwrap_or_default();
+            team_json_with_roles(team, &roles)
+        })
+        .collect())
+}
+
 /// `POST /team/member_add`: adds one member or a list; a member already in
 /// the team is a 400 (for a list, only when all are). Each member added is
 /// linked to a budget row as LiteLLM links it ([`member_budgets::for_new_member`]).

@@ -228,7 +228,7 @@ async fn full_json(ctx: &Ctx, o: &OrgRecord) -> Result<Value, GatewayError> {
         .list_teams_page(of_org, TeamOrder::TeamId, false, 0, MAX_TEAMS_SHOWN)
         .await
         .map_err(store_err)?;
-    let teams: Vec<Value> = teams.iter().map(super::teams::team_json).collect();
+    let teams = super::members::teams_with_roles(ctx, &teams).await?;
     Ok(org_json(o, budget.as_ref(), Some((members, teams))))
 }
 

@@ -5,7 +5,7 @@ use super::accepted;
 use super::body::{bad_field, missing, parse, parse_accepting, Patch};
 use super::budgets::BudgetFields;
 use super::db::{self, run, store_err, Ctx};
-use super::members::team_json_with_roles;
+use super::members::{team_json_with_roles, teams_with_roles};
 use super::object;
 use super::query::Query;
 use crate::error::GatewayError;
@@ -202,8 +202,9 @@ impl TeamRequest {
     }
 }
 
-/// A team as LiteLLM shows it: its row plus `members_with_roles` (every
-/// member as `user`: roles are not stored).
+/// A team's row plus `members_with_roles` listing every id of its
+/// `members` as `user` (the stored roles are added by
+/// [`team_json_with_roles`]).
 pub fn team_json(t: &TeamRecord) -> Value {
     let mut out = object(t);
     let members: Vec<Value> = t
@@ -525,7 +526,8 @@ pub const MAX_UNPAGED_TEAMS: u64 = 10_000;
 const MAX_TEAM_PAGE: u64 = 100;
 
 /// `GET /team/list?user_id=&organization_id=`: every team (those with the
-/// member, of the organization), by id, at most [`MAX_UNPAGED_TEAMS`].
+/// member, of the organization), by id, each with its members' roles, at
+/// most [`MAX_UNPAGED_TEAMS`].
 pub async fn list(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> {
     let user_id = q.take("user_id");
     let organization_id = q.take("organization_id");
@@ -536,10 +538,15 @@ pub async fn list(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> 
             organization_id: organization_id.as_deref(),
             ..TeamFilter::default()
         };
-        ctx.store()
+        let (teams, total) = ctx
+            .store()
             .list_teams_page(filter, TeamOrder::TeamId, false, 0, MAX_UNPAGED_TEAMS + 1)
             .await
-            .map_err(store_err)
+            .map_err(store_err)?;
+        if total > MAX_UNPAGED_TEAMS {
+            return Ok((Vec::new(), total));
+        }
+        Ok((teams_with_roles(&ctx, &teams).await?, total))
     })
     .await?;
     if total > MAX_UNPAGED_TEAMS {
@@ -551,7 +558,7 @@ pub async fn list(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> 
             ),
         ));
     }
-    Ok(Value::Array(teams.iter().map(team_json).collect()))
+    Ok(Value::Array(teams))
 }
 
 /// `GET /v2/team/list`: LiteLLM's paged team list (`page`, `page_size` up

@@ -7,7 +7,6 @@ use super::db::{self, run, store_err};
 use super::issue::{create, ensure_alias_free, issued, new_record, random_key};
 use super::object;
 use super::query::Query;
-use super::teams::team_json;
 use crate::error::GatewayError;
 use crate::state::Worker;
 use crate::store::{Change, KeyRecord, MemberOp, RowKind, TeamMember, UserFilter, UserRecord};
@@ -220,11 +219,11 @@ pub async fn info(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> 
         for team in &user.teams {
             teams.extend(ctx.store().get_team(team).await.map_err(store_err)?);
         }
+        let teams = super::members::teams_with_roles(&ctx, &teams).await?;
         Ok((user, keys, teams))
     })
     .await?;
     let keys: Vec<Value> = keys.iter().map(|k| Value::Object(object(k))).collect();
-    let teams: Vec<Value> = teams.iter().map(team_json).collect();
     Ok(json!({
         "user_id": user_id,
         "user_info": object(&user),

@@ -7,6 +7,7 @@
 use super::notify;
 use crate::store::{Change, MemberOp, MemberOutcome, Membership, RowKind, TeamMember};
 use serde_json::{Map, Value};
+use std::collections::HashMap;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Error};
 
@@ -250,19 +251,42 @@ pub async fn roles(c: &Client, team_id: &str) -> Result<Vec<TeamMember>, Error> 
             &[&team_id],
         )
         .await?;
-    let Some(row) = row else {
-        return Ok(Vec::new());
-    };
-    let value: serde_json::Value = row.try_get("m")?;
+    match row {
+        Some(row) => Ok(members_of(row.try_get("m")?)),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// The `members_with_roles` of each of `team_ids` that exists, in one
+/// query.
+pub async fn roles_of_teams(
+    c: &Client,
+    team_ids: &[String],
+) -> Result<HashMap<String, Vec<TeamMember>>, Error> {
+    let rows = c
+        .query(
+            r#"SELECT team_id, members_with_roles::jsonb AS m FROM "LiteLLM_TeamTable"
+            WHERE team_id = ANY($1)"#,
+            &[&team_ids],
+        )
+        .await?;
+    rows.into_iter()
+        .map(|row| Ok((row.try_get("team_id")?, members_of(row.try_get("m")?))))
+        .collect()
+}
+
+/// The well-formed entries of a stored `members_with_roles` (anything but
+/// an array, LiteLLM's `{}` default included, holds none).
+fn members_of(value: Value) -> Vec<TeamMember> {
     let entries = match value {
-        serde_json::Value::Array(items) => items,
+        Value::Array(items) => items,
         _ => Vec::new(),
     };
-    Ok(entries
+    entries
         .into_iter()
         .filter_map(|e| serde_json::from_value::<TeamMember>(e).ok())
         .filter(|m| !m.user_id.is_empty())
-        .collect())
+        .collect()
 }
 
 /// Writes `fields` of row `id` (names checked against
