@@ -1244,25 +1244,40 @@ async fn rows_settled_before_a_reset_do_not_count_in_the_new_period() {
     assert_eq!(logs.len(), 2, "both rows are logged");
 }
 
-/// Row versions written by updates to `table` in the test database (no
-/// update ran there before), once a backend has published them: a backend
-/// publishes a transaction's counts at once, within seconds of going idle.
-async fn rows_updated(client: &tokio_postgres::Client, table: &str) -> i64 {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let updated: i64 = client
-            .query_one(
-                "SELECT n_tup_upd FROM pg_stat_user_tables WHERE relname = $1",
-                &[&table],
-            )
+/// Counts the row updates of `tables` from now on, with a row trigger per
+/// table (deterministic, unlike the statistics views, which backends
+/// flush when they like).
+async fn count_updates(client: &tokio_postgres::Client, tables: &[&str]) {
+    client
+        .batch_execute(
+            "CREATE TABLE test_row_updates (tbl text PRIMARY KEY, n bigint NOT NULL);
+             CREATE FUNCTION test_count_row_update() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+               INSERT INTO test_row_updates VALUES (TG_TABLE_NAME, 1)
+                 ON CONFLICT (tbl) DO UPDATE SET n = test_row_updates.n + 1;
+               RETURN NULL;
+             END $$;",
+        )
+        .await
+        .unwrap();
+    for table in tables {
+        client
+            .batch_execute(&format!(
+                r#"CREATE TRIGGER test_count_row_update AFTER UPDATE ON "{table}"
+                   FOR EACH ROW EXECUTE FUNCTION test_count_row_update()"#
+            ))
             .await
-            .unwrap()
-            .get(0);
-        if updated > 0 || std::time::Instant::now() > deadline {
-            return updated;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            .unwrap();
     }
+}
+
+/// Rows of `table` updated since [`count_updates`] began counting.
+async fn rows_updated(client: &tokio_postgres::Client, table: &str) -> i64 {
+    client
+        .query_opt("SELECT n FROM test_row_updates WHERE tbl = $1", &[&table])
+        .await
+        .unwrap()
+        .map_or(0, |row| row.get(0))
 }
 
 /// A batch gives each key, user and team it charges one new row version:
@@ -1314,6 +1329,11 @@ async fn a_batch_updates_each_charged_row_once() {
     stale.user = None;
     stale.team_id = None;
     rows.push(stale);
+    count_updates(
+        &client,
+        &["LiteLLM_VerificationToken", "LiteLLM_UserTable", "LiteLLM_TeamTable"],
+    )
+    .await;
     pg.record_spend(&rows).await.unwrap();
 
     for (table, charged) in [
