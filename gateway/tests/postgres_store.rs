@@ -1331,7 +1331,11 @@ async fn a_batch_updates_each_charged_row_once() {
     rows.push(stale);
     count_updates(
         &client,
-        &["LiteLLM_VerificationToken", "LiteLLM_UserTable", "LiteLLM_TeamTable"],
+        &[
+            "LiteLLM_VerificationToken",
+            "LiteLLM_UserTable",
+            "LiteLLM_TeamTable",
+        ],
     )
     .await;
     pg.record_spend(&rows).await.unwrap();
