@@ -1442,19 +1442,19 @@ async fn charged_rows_are_updated_in_place() {
     };
     pg.record_spend(&batch(1)).await.unwrap();
     let client = db.client().await;
+    // Nearly all in place: a row that happens to sit on a page its
+    // neighbours filled still moves (one in sixty was seen), where full
+    // pages moved nearly every one (about one in fifteen stayed).
+    let mostly_in_place =
+        |(updated, in_place): (i64, i64)| updated == KEYS as i64 && in_place * 10 >= updated * 9;
     let keys = updates_in_place(&client, "LiteLLM_VerificationToken", KEYS as i64).await;
-    assert_eq!(
-        keys,
-        (KEYS as i64, KEYS as i64),
-        "keys: (updates, in place)"
-    );
+    assert!(mostly_in_place(keys), "keys: (updates, in place) {keys:?}");
     // The first batch made the keys' daily rows; the second updates them.
     pg.record_spend(&batch(2)).await.unwrap();
     let daily = updates_in_place(&client, "LiteLLM_DailyUserSpend", KEYS as i64).await;
-    assert_eq!(
-        daily,
-        (KEYS as i64, KEYS as i64),
-        "daily rows: (updates, in place)"
+    assert!(
+        mostly_in_place(daily),
+        "daily rows: (updates, in place) {daily:?}"
     );
 }
 
