@@ -85,11 +85,7 @@ impl UpstreamClient {
         body: &[Bytes],
         deadline: Instant,
     ) -> Result<UpstreamResponse, UpstreamError> {
-        let origin = Origin {
-            host: base.host.clone(),
-            port: base.port,
-            tls: base.tls,
-        };
+        let origin = origin_of(base);
         let request = Request::assemble(head, body);
         let mut retried = false;
         loop {
@@ -145,11 +141,7 @@ impl UpstreamClient {
         body: &mut S,
         deadline: Instant,
     ) -> Result<UpstreamResponse, UpstreamError> {
-        let origin = Origin {
-            host: base.host.clone(),
-            port: base.port,
-            tls: base.tls,
-        };
+        let origin = origin_of(base);
         let request = Request::assemble(head, first);
         let mut conn = within(deadline, Box::pin(self.connect(&origin))).await??;
         let exchanged = {
@@ -176,11 +168,7 @@ impl UpstreamClient {
         base: &UpstreamBase,
         deadline: Instant,
     ) -> Result<UpstreamConn, UpstreamError> {
-        let origin = Origin {
-            host: base.host.clone(),
-            port: base.port,
-            tls: base.tls,
-        };
+        let origin = origin_of(base);
         within(deadline, Box::pin(self.connect(&origin))).await?
     }
 
@@ -530,5 +518,14 @@ impl UpstreamResponse {
                 pool.borrow_mut().put(origin, conn);
             }
         }
+    }
+}
+
+/// The pool's key of the connections to `base`.
+fn origin_of(base: &UpstreamBase) -> Origin {
+    Origin {
+        host: base.host.clone(),
+        port: base.port,
+        tls: base.tls,
     }
 }
