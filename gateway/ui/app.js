@@ -65,10 +65,10 @@ async function logout() {
   }
 }
 
-/** The pages this session may see: an internal user sees its own keys, usage and logs. */
+/** The pages this session may see: an internal user sees its own keys, teams, usage and logs. */
 function pages() {
   if (session && session.role === 'internal_user') {
-    return PAGES.filter(([pid]) => ['keys', 'usage', 'logs'].includes(pid));
+    return PAGES.filter(([pid]) => ['keys', 'teams', 'usage', 'logs'].includes(pid));
   }
   return PAGES;
 }

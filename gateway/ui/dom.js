@@ -126,12 +126,9 @@ export function list(s) {
   return String(s || '').split(',').map((x) => x.trim()).filter(Boolean);
 }
 
-/**
- * Previous/next buttons around `label` for page `page` of `pages` (`null`:
- * unknown, next allowed while `full`); `go(page)` loads another page.
- */
-export function pager(page, pages, label, go, full = false) {
-  const last = pages === null ? !full : page >= pages;
+/** Previous/next buttons around `label` for page `page` of `pages`; `go(page)` loads another page. */
+export function pager(page, pages, label, go) {
+  const last = page >= pages;
   const prev = h('button', { class: 'secondary small', 'data-action': 'previous', disabled: page <= 1 }, 'Previous');
   const next = h('button', { class: 'secondary small', 'data-action': 'next', disabled: last }, 'Next');
   prev.addEventListener('click', () => go(page - 1));

@@ -460,7 +460,8 @@ def main():
         org_search.find_element(By.NAME, "org_alias").send_keys("UI-O")
         org_search.find_element(By.CSS_SELECTOR, "button[type='submit']").click()
         wait.until(lambda _: [tr.get_attribute("data-org")
-                              for tr in d.find_elements(By.CSS_SELECTOR, "#page tbody tr")] == ["ui-org"])
+                              for tr in d.find_elements(By.CSS_SELECTOR, "#page tbody tr")] == ["ui-org"]
+                   and "Page 1 of 1 · 1 organization" in d.find_element(By.CSS_SELECTOR, "#page .pager").text)
 
         # Every page renders without an error notice.
         for i, page in enumerate(PAGES):
@@ -541,7 +542,8 @@ def main():
         d.get(f"{BASE}/ui")
         wait.until(EC.presence_of_element_located((By.ID, "login-form")))
 
-        # An internal user logs in with its key: its own keys, usage and logs.
+        # An internal user logs in with its key: its own keys, teams, usage
+        # and logs. It is a member of one of two teams.
         req = urllib.request.Request(
             f"{BASE}/user/new",
             data=json.dumps({"user_id": "browser-user", "user_role": "internal_user",
@@ -550,18 +552,35 @@ def main():
         )
         with urllib.request.urlopen(req, timeout=30) as res:
             user_key = json.load(res)["key"]
+        for team, members in [("browser-user-team", [{"user_id": "browser-user", "role": "user"}]),
+                              ("someone-elses-team", [])]:
+            req = urllib.request.Request(
+                f"{BASE}/team/new",
+                data=json.dumps({"team_id": team, "team_alias": team, "members_with_roles": members}).encode(),
+                headers={"Authorization": f"Bearer {MASTER}", "Content-Type": "application/json"},
+            )
+            urllib.request.urlopen(req, timeout=30).close()
         pw = d.find_element(By.NAME, "password")
         pw.clear()
         pw.send_keys(user_key)
         d.find_element(By.ID, "login-submit").click()
         wait.until(lambda _: d.find_element(By.TAG_NAME, "h1").text == "Keys")
         nav = [a.text for a in d.find_elements(By.CSS_SELECTOR, "nav a[data-page]")]
-        assert nav == ["Keys", "Usage", "Logs"], nav
+        assert nav == ["Keys", "Teams", "Usage", "Logs"], nav
         wait.until(lambda _: "browser-user-key" in d.find_element(By.CSS_SELECTOR, "#page table").text)
         assert not d.find_elements(By.ID, "create-key-form")
         assert not d.find_elements(By.CSS_SELECTOR, "button[data-action]")
         assert "browser-user" in d.find_element(By.ID, "who").text
         shot("10-internal-user-keys")
+        # Its teams only (the gateway pins /v2/team/list to its user), read-only.
+        goto("Teams")
+        wait.until(lambda _: "browser-user-team" in d.find_element(By.CSS_SELECTOR, "#page table").text)
+        assert "someone-elses-team" not in d.find_element(By.CSS_SELECTOR, "#page table").text
+        assert "Page 1 of 1 · 1 team" in d.find_element(By.CSS_SELECTOR, "#page .pager").text
+        assert not d.find_elements(By.ID, "create-team-form")
+        assert not d.find_elements(By.CSS_SELECTOR, "#page table button")
+        assert not d.find_elements(By.CSS_SELECTOR, "#page .notice.error")
+        shot("11-internal-user-teams")
         d.find_element(By.ID, "logout").click()
         wait.until(EC.presence_of_element_located((By.ID, "login-form")))
         console_errors()

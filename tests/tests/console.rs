@@ -383,6 +383,37 @@ fn an_internal_users_key_logs_in_to_its_own_keys_and_spend_only() {
     assert_error(&others, 403);
     let spend = gw.call("GET", "/spend/logs", &[("Cookie", &pair)], b"");
     assert_eq!(spend.status, 200, "{}", spend.text());
+    // Its teams: those it is a member of (LiteLLM's UI shows an internal
+    // user its own), never another's.
+    for (team, members) in [
+        ("alices-team", json!([{"user_id": "alice", "role": "user"}])),
+        ("bobs-team", json!([{"user_id": "bob", "role": "admin"}])),
+    ] {
+        let made = gw.post(
+            "/team/new",
+            &json!({"team_id": team, "members_with_roles": members}),
+        );
+        assert_eq!(made.status, 200, "{}", made.text());
+    }
+    let teams = |headers: &[(&str, &str)], q: &str| {
+        let resp = gw.call("GET", &format!("/v2/team/list{q}"), headers, b"");
+        assert_eq!(resp.status, 200, "{}", resp.text());
+        let answer = resp.json();
+        let ids: Vec<String> = answer["teams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["team_id"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(answer["total"], json!(ids.len()), "{answer}");
+        ids
+    };
+    assert_eq!(teams(&[("Cookie", &pair)], ""), ["alices-team"]);
+    assert_eq!(teams(&[("Cookie", &pair)], "?user_id=alice&page_size=25"), ["alices-team"]);
+    let bobs = gw.call("GET", "/v2/team/list?user_id=bob", &[("Cookie", &pair)], b"");
+    assert_error(&bobs, 403);
+    let bob_auth = format!("Bearer {bob}");
+    assert_eq!(teams(&[("Authorization", &bob_auth)], ""), ["bobs-team"]);
     // Nothing an admin may do; the models, as any key may (LiteLLM's).
     for path in ["/team/list", "/global/spend", "/user/list"] {
         assert_error(&gw.call("GET", path, &[("Cookie", &pair)], b""), 403);

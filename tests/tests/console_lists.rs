@@ -219,19 +219,31 @@ fn the_unpaged_team_list_is_bounded() {
     assert_eq!(ids(&last["teams"], "team_id"), ["bulk-10001"]);
 }
 
-/// Organizations filtered by id and alias and, with `page_size`, paged.
+/// Organizations filtered by id and alias and, with `page_size`, paged
+/// with their count (as `/v2/team/list` is); each with its own members
+/// (with their users' emails), teams and budget, read for the whole page
+/// at once.
 fn organization_list(db: Option<&TestDb>) {
     let gw = gateway(db);
-    for (id, alias) in [("o-1", "Acme"), ("o-2", "Beta"), ("o-3", "acme labs")] {
+    for (id, alias, budget) in [("o-1", "Acme", 10), ("o-2", "Beta", 20), ("o-3", "acme labs", 30)] {
         ok(gw.post(
             "/organization/new",
-            &json!({"organization_id": id, "organization_alias": alias}),
+            &json!({"organization_id": id, "organization_alias": alias, "max_budget": budget}),
         ));
     }
-    ok(gw.post(
-        "/team/new",
-        &json!({"team_id": "of-o1", "organization_id": "o-1"}),
-    ));
+    for (team, org) in [("of-o1", "o-1"), ("of-o3-b", "o-3"), ("of-o3-a", "o-3")] {
+        ok(gw.post(
+            "/team/new",
+            &json!({"team_id": team, "organization_id": org}),
+        ));
+    }
+    for (org, user) in [("o-1", "ann"), ("o-3", "bob"), ("o-3", "ann")] {
+        ok(gw.post(
+            "/organization/member_add",
+            &json!({"organization_id": org,
+                "member": {"user_id": user, "user_email": format!("{user}@x.io"), "role": "internal_user"}}),
+        ));
+    }
     let list = |q: &str| ok(gw.get(&format!("/organization/list?{q}")));
     assert_eq!(ids(&list(""), "organization_id"), ["o-1", "o-2", "o-3"]);
     assert_eq!(
@@ -239,9 +251,62 @@ fn organization_list(db: Option<&TestDb>) {
         ["o-1", "o-3"]
     );
     assert_eq!(ids(&list("org_id=o-2"), "organization_id"), ["o-2"]);
-    assert_eq!(ids(&list("page_size=2"), "organization_id"), ["o-1", "o-2"]);
-    assert_eq!(ids(&list("page_size=2&page=2"), "organization_id"), ["o-3"]);
-    assert!(list("page_size=2&page=3").as_array().unwrap().is_empty());
+    let page = |q: &str| {
+        let answer = list(q);
+        let shown = ids(&answer["organizations"], "organization_id");
+        let counts = (&answer["total"], &answer["page"], &answer["page_size"], &answer["total_pages"]);
+        let counts = (counts.0.clone(), counts.1.clone(), counts.2.clone(), counts.3.clone());
+        (shown, counts)
+    };
+    assert_eq!(
+        page("page_size=2"),
+        (vec!["o-1".to_string(), "o-2".to_string()], (json!(3), json!(1), json!(2), json!(2)))
+    );
+    assert_eq!(
+        page("page_size=2&page=2"),
+        (vec!["o-3".to_string()], (json!(3), json!(2), json!(2), json!(2)))
+    );
+    assert_eq!(
+        page("page_size=2&page=3"),
+        (Vec::new(), (json!(3), json!(3), json!(2), json!(2)))
+    );
+    assert_eq!(
+        page("page_size=25&org_alias=acme").1,
+        (json!(2), json!(1), json!(25), json!(1))
+    );
+    assert_eq!(page("page_size=25&org_alias=none").1 .0, json!(0));
+    // Every organization of a page with its own members, teams and budget.
+    let all = list("page_size=25");
+    let orgs = all["organizations"].as_array().unwrap();
+    let teams: Vec<Vec<String>> = orgs.iter().map(|o| ids(&o["teams"], "team_id")).collect();
+    assert_eq!(teams, [vec!["of-o1"], vec![], vec!["of-o3-a", "of-o3-b"]], "{all}");
+    let members: Vec<Vec<(String, String)>> = orgs
+        .iter()
+        .map(|o| {
+            o["members"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| {
+                    let email = m["user_email"].as_str().unwrap_or_default().to_string();
+                    (m["user_id"].as_str().unwrap().to_string(), email)
+                })
+                .collect()
+        })
+        .collect();
+    let member = |u: &str| (u.to_string(), format!("{u}@x.io"));
+    assert_eq!(
+        members,
+        [vec![member("ann")], vec![], vec![member("ann"), member("bob")]],
+        "{all}"
+    );
+    let budgets: Vec<&Value> = orgs
+        .iter()
+        .map(|o| &o["litellm_budget_table"]["max_budget"])
+        .collect();
+    assert_eq!(budgets, [&json!(10.0), &json!(20.0), &json!(30.0)], "{all}");
+    // The unpaged form (LiteLLM's) carries the same.
+    assert_eq!(list("")[2]["members"], orgs[2]["members"]);
     let first = list("org_id=o-1");
     assert_eq!(ids(&first[0]["teams"], "team_id"), ["of-o1"], "{first}");
     for q in [

@@ -191,9 +191,11 @@ fn a_filter_no_index_serves_searches_a_bounded_number_of_rows_a_call() {
 
 /// The same log with an operator's `(team_id, "startTime")` index: a team
 /// filter reads through it, so the rare team's rows and a team with no
-/// rows are each one whole answer, never `partial`.
+/// rows are each one whole answer, never `partial`; and a user filter
+/// reads LiteLLM's `("user", "startTime")` index, which migration 0032
+/// creates, so it is one whole answer too.
 #[test]
-fn an_operators_team_index_answers_a_team_filter_in_one_call() {
+fn an_operators_team_index_and_the_user_index_answer_in_one_call() {
     let db = TestDb::create();
     let gw = gateway(&envs(Some(&db)));
     db.query(
@@ -203,6 +205,7 @@ fn an_operators_team_index_answers_a_team_filter_in_one_call() {
             CASE WHEN i <= 2 THEN 'needle' ELSE 'hay' END, 'success'
         FROM generate_series(1, 300000) AS i,
             LATERAL (SELECT timestamp '2026-01-01' + i * interval '1 second' AS t) AS at;
+        UPDATE "LiteLLM_SpendLogs" SET "user" = 'rare' WHERE request_id IN ('row-0000001', 'row-0000003');
         CREATE INDEX spendlogs_team_time ON "LiteLLM_SpendLogs" (team_id, "startTime");
         ANALYZE "LiteLLM_SpendLogs""#,
     );
@@ -215,9 +218,15 @@ fn an_operators_team_index_answers_a_team_filter_in_one_call() {
         assert_eq!(answers.len(), 1, "{team}: {answers:?}");
         assert_eq!(answers[0]["partial"], false, "{team}: {answers:?}");
     }
-    // A user filter has no such index: still bounded searches.
-    let user = logs(&gw, "user_id=nobody&page_size=5");
-    assert_eq!(user["partial"], true, "{user}");
+    for (user, wanted) in [
+        ("rare", vec!["row-0000003", "row-0000001"]),
+        ("nobody", vec![]),
+    ] {
+        let (ids, answers) = every_page(&gw, &format!("user_id={user}&page_size=5"));
+        assert_eq!(ids, wanted, "{user}");
+        assert_eq!(answers.len(), 1, "{user}: {answers:?}");
+        assert_eq!(answers[0]["partial"], false, "{user}: {answers:?}");
+    }
 }
 
 fn every_key_with_limits(db: Option<&TestDb>) {

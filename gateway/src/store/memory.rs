@@ -448,6 +448,10 @@ impl Store for MemoryStore {
         Ok(self.with(|t| t.users.get(user_id).cloned()))
     }
 
+    async fn users(&self, user_ids: &[String]) -> Result<Vec<UserRecord>, StoreError> {
+        Ok(self.with(|t| user_ids.iter().filter_map(|id| t.users.get(id).cloned()).collect()))
+    }
+
     async fn insert_user(&self, user: &UserRecord) -> Result<(), StoreError> {
         self.with(|t| insert(&mut t.users, &user.user_id, "user", user))
     }
@@ -833,6 +837,41 @@ impl Store for MemoryStore {
                 .map(|m| m.values().cloned().collect())
                 .unwrap_or_default()
         }))
+    }
+
+    async fn members_of_orgs(&self, org_ids: &[String]) -> Result<Vec<OrgMembership>, StoreError> {
+        let mut ids: Vec<&String> = org_ids.iter().collect();
+        ids.sort();
+        ids.dedup();
+        Ok(self.with(|t| {
+            ids.iter()
+                .filter_map(|id| t.org_members.get(*id))
+                .flat_map(|m| m.values().cloned())
+                .collect()
+        }))
+    }
+
+    async fn teams_of_orgs(
+        &self,
+        org_ids: &[String],
+        per_org: u64,
+    ) -> Result<Vec<TeamRecord>, StoreError> {
+        let mut teams: Vec<TeamRecord> = self.with(|t| {
+            t.teams
+                .values()
+                .filter(|team| team.organization_id.as_ref().is_some_and(|o| org_ids.contains(o)))
+                .cloned()
+                .collect()
+        });
+        teams.sort_by(|a, b| (&a.organization_id, &a.team_id).cmp(&(&b.organization_id, &b.team_id)));
+        let cap = usize::try_from(per_org).unwrap_or(usize::MAX);
+        let mut shown: HashMap<Option<String>, usize> = HashMap::new();
+        teams.retain(|team| {
+            let n = shown.entry(team.organization_id.clone()).or_default();
+            *n += 1;
+            *n <= cap
+        });
+        Ok(teams)
     }
 
     async fn change_org_member(

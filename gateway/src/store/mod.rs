@@ -315,6 +315,8 @@ pub trait Store: Send + Sync {
 
     /// A user by id.
     async fn get_user(&self, user_id: &str) -> Result<Option<UserRecord>, StoreError>;
+    /// The users with these ids that exist, in one query (in no set order).
+    async fn users(&self, user_ids: &[String]) -> Result<Vec<UserRecord>, StoreError>;
     /// Inserts a user.
     async fn insert_user(&self, user: &UserRecord) -> Result<(), StoreError>;
     /// Replaces a user's fields (not spend).
@@ -456,6 +458,16 @@ pub trait Store: Send + Sync {
     async fn delete_organization(&self, org_id: &str) -> Result<Option<OrgRecord>, StoreError>;
     /// The memberships of an organization, by user id.
     async fn org_members(&self, org_id: &str) -> Result<Vec<OrgMembership>, StoreError>;
+    /// The memberships of many organizations at once (a page of
+    /// `/organization/list`), by organization id then user id, in one query.
+    async fn members_of_orgs(&self, org_ids: &[String]) -> Result<Vec<OrgMembership>, StoreError>;
+    /// The teams of many organizations at once, by organization id then
+    /// team id, at most `per_org` of each, in one query.
+    async fn teams_of_orgs(
+        &self,
+        org_ids: &[String],
+        per_org: u64,
+    ) -> Result<Vec<TeamRecord>, StoreError>;
     /// Applies one membership change atomically: `Add` creates the user row
     /// when missing (with `user_email`); `Update` writes the role and budget
     /// given. `NoTeam` when the organization does not exist.

@@ -254,6 +254,10 @@ impl Store for PostgresStore {
         with_client!(self, c => accounts::get_user(c, user_id))
     }
 
+    async fn users(&self, user_ids: &[String]) -> Result<Vec<UserRecord>, StoreError> {
+        with_client!(self, c => accounts::users(c, user_ids))
+    }
+
     async fn insert_user(&self, user: &UserRecord) -> Result<(), StoreError> {
         let inserted = with_client!(self, c => accounts::write_user(c, user, true))?;
         conflict_unless(inserted, "user", &user.user_id)
@@ -452,6 +456,19 @@ impl Store for PostgresStore {
 
     async fn org_members(&self, org_id: &str) -> Result<Vec<OrgMembership>, StoreError> {
         from_rows(with_client!(self, c => orgs::members(c, org_id))?)
+    }
+
+    async fn members_of_orgs(&self, org_ids: &[String]) -> Result<Vec<OrgMembership>, StoreError> {
+        from_rows(with_client!(self, c => orgs::members_of(c, org_ids))?)
+    }
+
+    async fn teams_of_orgs(
+        &self,
+        org_ids: &[String],
+        per_org: u64,
+    ) -> Result<Vec<TeamRecord>, StoreError> {
+        let per_org = sql_count(per_org);
+        with_client!(self, c => accounts::teams_of_orgs(c, org_ids, per_org))
     }
 
     async fn change_org_member(

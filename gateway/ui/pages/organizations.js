@@ -4,7 +4,7 @@
 // models, budget) and delete (/organization/delete).
 
 import { api, query } from '../api.js';
-import { h, replace, table, field, values, notice, budgetBar, list, dialog, pager } from '../dom.js';
+import { h, replace, table, field, values, notice, budgetBar, list, dialog, pager, plural } from '../dom.js';
 
 const SIZE = 25;
 
@@ -77,7 +77,9 @@ export async function render(main, title) {
   });
 
   async function load() {
-    const orgs = await api('GET', `/organization/list${query({ page: state.page, page_size: SIZE, org_alias: state.alias })}`);
+    const answer = await api('GET', `/organization/list${query({ page: state.page, page_size: SIZE, org_alias: state.alias })}`);
+    const orgs = answer.organizations || [];
+    const pages = Math.max(1, answer.total_pages || 1);
     replace(listPanel, table([
       ['Alias', (o) => o.organization_alias || '-'],
       ['Id', (o) => h('span', { class: 'mono' }, o.organization_id)],
@@ -103,10 +105,11 @@ export async function render(main, title) {
             await load();
           },
         }, 'Delete'))],
-    ], orgs || [], state.alias ? 'No organization matches.' : 'No organizations.'),
-    pager(state.page, null, `Page ${state.page}`, (page) => { state.page = page; load(); }, (orgs || []).length === SIZE));
+    ], orgs, state.alias ? 'No organization matches.' : 'No organizations.'),
+    pager(state.page, pages, `Page ${state.page} of ${pages} · ${plural(answer.total, 'organization')}`,
+      (page) => { state.page = page; load(); }));
     const trs = listPanel.querySelectorAll('tbody tr');
-    (orgs || []).forEach((o, i) => { if (trs[i]) trs[i].dataset.org = o.organization_alias || ''; });
+    orgs.forEach((o, i) => { if (trs[i]) trs[i].dataset.org = o.organization_alias || ''; });
   }
 
   replace(main, h('h1', {}, title), status,

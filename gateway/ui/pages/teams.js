@@ -2,7 +2,9 @@
 // alias, organization, member), with members and roles, budgets, models
 // and limits;
 // create (/team/new), edit (/team/update: alias, models, budget, limits),
-// edit members (./team_members.js), block/unblock, delete.
+// edit members (./team_members.js), block/unblock, delete. An internal
+// user sees the teams it is a member of (the gateway pins the member
+// filter to it), read-only, as in LiteLLM's UI.
 
 import { api, query } from '../api.js';
 import { h, replace, table, field, values, notice, budgetBar, num, list, dialog, pager, plural } from '../dom.js';
@@ -25,12 +27,14 @@ function teamChanges(v) {
   return body;
 }
 
-export async function render(main, title) {
+export async function render(main, title, session) {
+  const admin = !session || session.role !== 'internal_user';
   const state = { page: 1, search: '', org: '', user: '' };
   const status = h('div', {});
   const listPanel = h('div', {});
   const search = h('form', { class: 'toolbar', id: 'team-search' },
-    field('Team id or alias', 'search'), field('Organization id', 'org'), field('Member user id', 'user'),
+    field('Team id or alias', 'search'), field('Organization id', 'org'),
+    admin ? field('Member user id', 'user') : null,
     h('button', { type: 'submit', class: 'secondary' }, 'Search'));
   search.addEventListener('submit', (ev) => {
     ev.preventDefault();
@@ -118,7 +122,7 @@ export async function render(main, title) {
       ['TPM / RPM', (t) => `${num(t.tpm_limit)} / ${num(t.rpm_limit)}`],
       ['Models', (t) => (t.models && t.models.length ? t.models.map((m) => h('span', { class: 'tag' }, m)) : 'all')],
       ['Status', (t) => h('span', { class: `tag ${t.blocked ? 'bad' : 'ok'}` }, t.blocked ? 'blocked' : 'active')],
-      ['', (t) => h('span', {},
+      ['', (t) => (!admin ? '' : h('span', {},
         h('button', {
           class: 'small secondary',
           'data-action': 'members',
@@ -140,14 +144,15 @@ export async function render(main, title) {
               act(() => api('POST', '/team/delete', { team_ids: [t.team_id] }), 'Team deleted.');
             }
           },
-        }, 'Delete'))],
+        }, 'Delete')))],
     ], teams, state.search || state.org || state.user ? 'No team matches.' : 'No teams.'),
     pager(state.page, pages, `Page ${state.page} of ${pages} · ${plural(answer.total, 'team')}`,
       (page) => { state.page = page; load(); }));
   }
 
   replace(main, h('h1', {}, title), status,
-    h('div', { class: 'panel' }, h('h2', {}, 'Create a team'), form),
+    admin ? h('div', { class: 'panel' }, h('h2', {}, 'Create a team'), form)
+      : notice(`The teams you are a member of (user ${session.user_id}); ask an admin to change one.`, 'info'),
     h('div', { class: 'panel' }, search, listPanel));
   await load();
 }

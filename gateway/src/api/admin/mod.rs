@@ -75,12 +75,12 @@ pub fn needs_admin(path: &str) -> bool {
 }
 
 /// Whether `path` is one an `internal_user`'s key may call about itself
-/// (LiteLLM's self-service views): its user's keys and spend, the
-/// `user_id` filter forced to its own.
+/// (LiteLLM's self-service views): its user's keys, spend and teams (the
+/// teams it is a member of), the `user_id` filter forced to its own.
 pub fn own_view(path: &str) -> bool {
     matches!(
         path,
-        "/key/list" | "/spend/logs" | "/gateway/logs" | "/user/daily/activity"
+        "/key/list" | "/spend/logs" | "/gateway/logs" | "/user/daily/activity" | "/v2/team/list"
     )
 }
 

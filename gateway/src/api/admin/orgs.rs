@@ -16,9 +16,9 @@ use crate::auth::Principal;
 use crate::error::GatewayError;
 use crate::state::Worker;
 use crate::store::{
-    BudgetRecord, Change, OrgFilter, OrgMembership, OrgRecord, OrgTable, TeamFilter, TeamOrder,
-    TeamRecord,
+    BudgetRecord, Change, OrgFilter, OrgMembership, OrgRecord, OrgTable, TeamRecord, UserRecord,
 };
+use std::collections::HashMap;
 use chrono::Utc;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -206,30 +206,69 @@ async fn budget_of(ctx: &Ctx, id: &str) -> Result<Option<BudgetRecord>, GatewayE
         .pop())
 }
 
-/// An organization with its budget, members (with their users) and teams.
-async fn full_json(ctx: &Ctx, o: &OrgRecord) -> Result<Value, GatewayError> {
-    let budget = budget_of(ctx, &o.budget_id).await?;
-    let mut members = Vec::new();
-    for m in ctx
-        .store()
-        .org_members(&o.organization_id)
+/// Organizations with their budgets, members (with their users) and teams,
+/// in order: a fixed number of queries however many organizations and
+/// members there are (budgets, memberships, users, teams, the teams'
+/// roles).
+async fn orgs_json(ctx: &Ctx, orgs: &[OrgRecord]) -> Result<Vec<Value>, GatewayError> {
+    if orgs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let store = ctx.store();
+    let org_ids: Vec<String> = orgs.iter().map(|o| o.organization_id.clone()).collect();
+    let budget_ids: Vec<String> = orgs.iter().map(|o| o.budget_id.clone()).collect();
+    let budgets: HashMap<String, BudgetRecord> = store
+        .budgets(Some(&budget_ids))
         .await
         .map_err(store_err)?
-    {
-        let user = ctx.store().get_user(&m.user_id).await.map_err(store_err)?;
-        members.push(membership_json(&m, user.as_ref()));
+        .into_iter()
+        .map(|b| (b.budget_id.clone(), b))
+        .collect();
+    let memberships = store.members_of_orgs(&org_ids).await.map_err(store_err)?;
+    let mut user_ids: Vec<String> = memberships.iter().map(|m| m.user_id.clone()).collect();
+    user_ids.sort();
+    user_ids.dedup();
+    let users: HashMap<String, UserRecord> = store
+        .users(&user_ids)
+        .await
+        .map_err(store_err)?
+        .into_iter()
+        .map(|u| (u.user_id.clone(), u))
+        .collect();
+    let mut members: HashMap<&str, Vec<Value>> = HashMap::new();
+    for m in &memberships {
+        let json = membership_json(m, users.get(&m.user_id));
+        members.entry(m.organization_id.as_str()).or_default().push(json);
     }
-    let of_org = TeamFilter {
-        organization_id: Some(&o.organization_id),
-        ..TeamFilter::default()
-    };
-    let (teams, _) = ctx
-        .store()
-        .list_teams_page(of_org, TeamOrder::TeamId, false, 0, MAX_TEAMS_SHOWN)
+    let teams = store
+        .teams_of_orgs(&org_ids, MAX_TEAMS_SHOWN)
         .await
         .map_err(store_err)?;
-    let teams = super::members::teams_with_roles(ctx, &teams).await?;
-    Ok(org_json(o, budget.as_ref(), Some((members, teams))))
+    let shown = super::members::teams_with_roles(ctx, &teams).await?;
+    let mut teams_of: HashMap<&str, Vec<Value>> = HashMap::new();
+    for (team, json) in teams.iter().zip(shown) {
+        if let Some(org) = team.organization_id.as_deref() {
+            teams_of.entry(org).or_default().push(json);
+        }
+    }
+    Ok(orgs
+        .iter()
+        .map(|o| {
+            let id = o.organization_id.as_str();
+            let both = (
+                members.remove(id).unwrap_or_default(),
+                teams_of.remove(id).unwrap_or_default(),
+            );
+            org_json(o, budgets.get(&o.budget_id), Some(both))
+        })
+        .collect())
+}
+
+/// An organization with its budget, members (with their users) and teams.
+async fn full_json(ctx: &Ctx, o: &OrgRecord) -> Result<Value, GatewayError> {
+    let mut one = orgs_json(ctx, std::slice::from_ref(o)).await?;
+    one.pop()
+        .ok_or(GatewayError::Internal("organization answer"))
 }
 
 /// `POST /organization/new`: the organization and, unless `budget_id`
@@ -472,11 +511,19 @@ pub async fn list(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> 
                 ),
             ));
         }
-        let mut out = Vec::with_capacity(orgs.len());
-        for o in &orgs {
-            out.push(full_json(&ctx, o).await?);
-        }
-        Ok(Value::Array(out))
+        let shown = orgs_json(&ctx, &orgs).await?;
+        Ok(match page_size {
+            // This gateway's paged form (LiteLLM's list is unpaged): the
+            // page with the count of matches, as `/v2/team/list` answers.
+            Some(size) => json!({
+                "organizations": shown,
+                "total": total,
+                "page": page.unwrap_or(1),
+                "page_size": size,
+                "total_pages": total.div_ceil(size),
+            }),
+            None => Value::Array(shown),
+        })
     })
     .await
 }

@@ -633,16 +633,7 @@ pub async fn list_v2(worker: &Worker, mut q: Query) -> Result<Value, GatewayErro
             .list_teams_page(filter, order, descending, offset, page_size)
             .await
             .map_err(store_err)?;
-        let mut shown = Vec::with_capacity(teams.len());
-        for team in &teams {
-            let roles = ctx
-                .store()
-                .team_members(&team.team_id)
-                .await
-                .map_err(store_err)?;
-            shown.push(team_json_with_roles(team, &roles));
-        }
-        Ok((shown, total))
+        Ok((teams_with_roles(&ctx, &teams).await?, total))
     })
     .await?;
     Ok(json!({

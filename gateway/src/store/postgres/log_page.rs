@@ -4,9 +4,10 @@
 //! newest first through LiteLLM's `(api_key, "startTime")` index,
 //! migration 0031); a user or
 //! team filter is read through an index led by `"user"` or `team_id` then
-//! `"startTime"` when the operator has created one (the migrations do not:
-//! each costs the spend writer Postgres time on every row,
-//! benches/hand-measured.md); any other filter no index serves (user, team
+//! `"startTime"` when there is one (migration 0032 creates LiteLLM's
+//! `("user", "startTime")`; a team's is the operator's to create, as each
+//! costs the spend writer Postgres time on every row,
+//! benches/hand-measured.md); any other filter no index serves (a team
 //! without such an index, model, status) looks at the next [`SCAN_ROWS`]
 //! rows (the key's next [`KEY_SCAN_ROWS`], when one is given) at most a query and says where it
 //! stopped, so one that matches nothing answers as fast as one that

@@ -92,6 +92,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0031_spend_logs_key_time_index",
         include_str!("../../../../migrations/0031_spend_logs_key_time_index.sql"),
     ),
+    (
+        "0032_spend_logs_user_time_index",
+        include_str!("../../../../migrations/0032_spend_logs_user_time_index.sql"),
+    ),
 ];
 
 /// Advisory lock key taken by every migration transaction ("gateway" in

@@ -200,6 +200,16 @@ pub async fn members(c: &Client, org_id: &str) -> Result<Vec<Value>, Error> {
     rows.iter().map(|r| r.try_get(0)).collect()
 }
 
+/// The memberships of organizations `ids`, by organization then user id.
+pub async fn members_of(c: &Client, ids: &[String]) -> Result<Vec<Value>, Error> {
+    let sql = format!(
+        r#"SELECT jsonb_strip_nulls(to_jsonb(t)) FROM {MEMBERS} t WHERE organization_id = ANY($1)
+        ORDER BY organization_id COLLATE "C", user_id COLLATE "C""#
+    );
+    let rows = c.query(&sql, &[&ids]).await?;
+    rows.iter().map(|r| r.try_get(0)).collect()
+}
+
 /// Applies one membership change; an added member's user row is created
 /// when missing (LiteLLM's `internal_user`), in the same transaction.
 pub async fn change_member(
