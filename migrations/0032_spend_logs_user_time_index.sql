@@ -1,8 +1,8 @@
 -- The spend log by user, newest first (the console's Logs page filtered by
 -- a user, /gateway/logs?user_id=, and an internal user's own Logs page,
--- always pinned to its user): the index LiteLLM's own migrations create
--- under this name ("user", "startTime"), so LiteLLM's migration job finds
--- it and builds no other. Without it a user filter walks the log by time
+-- always pinned to its user), under the name LiteLLM's own migrations
+-- give the same index (recent releases; older schemas have none), so
+-- LiteLLM's CREATE INDEX IF NOT EXISTS finds it and builds no other. Without it a user filter walks the log by time
 -- in bounded steps (p95 201 ms at 10 million rows for a user with 0.1 %
 -- of them, and a user with no rows is never proven empty in one call);
 -- with it, one short index scan (benches/hand-measured.md, "The Logs

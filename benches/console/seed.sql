@@ -33,4 +33,4 @@ SELECT md5('key-' || i::text) || md5('x' || i::text), 'bench-' || i, 'user-' || 
     'team-' || (i % 100), now() - (i * interval '1 second')
 FROM generate_series(0, 99999) AS i;
 VACUUM ANALYZE "LiteLLM_SpendLogs";
-ANALYZE "LiteLLM_VerificationToken";
+VACUUM ANALYZE "LiteLLM_VerificationToken";
