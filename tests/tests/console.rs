@@ -409,8 +409,16 @@ fn an_internal_users_key_logs_in_to_its_own_keys_and_spend_only() {
         ids
     };
     assert_eq!(teams(&[("Cookie", &pair)], ""), ["alices-team"]);
-    assert_eq!(teams(&[("Cookie", &pair)], "?user_id=alice&page_size=25"), ["alices-team"]);
-    let bobs = gw.call("GET", "/v2/team/list?user_id=bob", &[("Cookie", &pair)], b"");
+    assert_eq!(
+        teams(&[("Cookie", &pair)], "?user_id=alice&page_size=25"),
+        ["alices-team"]
+    );
+    let bobs = gw.call(
+        "GET",
+        "/v2/team/list?user_id=bob",
+        &[("Cookie", &pair)],
+        b"",
+    );
     assert_error(&bobs, 403);
     let bob_auth = format!("Bearer {bob}");
     assert_eq!(teams(&[("Authorization", &bob_auth)], ""), ["bobs-team"]);

@@ -225,7 +225,11 @@ fn the_unpaged_team_list_is_bounded() {
 /// at once.
 fn organization_list(db: Option<&TestDb>) {
     let gw = gateway(db);
-    for (id, alias, budget) in [("o-1", "Acme", 10), ("o-2", "Beta", 20), ("o-3", "acme labs", 30)] {
+    for (id, alias, budget) in [
+        ("o-1", "Acme", 10),
+        ("o-2", "Beta", 20),
+        ("o-3", "acme labs", 30),
+    ] {
         ok(gw.post(
             "/organization/new",
             &json!({"organization_id": id, "organization_alias": alias, "max_budget": budget}),
@@ -254,17 +258,33 @@ fn organization_list(db: Option<&TestDb>) {
     let page = |q: &str| {
         let answer = list(q);
         let shown = ids(&answer["organizations"], "organization_id");
-        let counts = (&answer["total"], &answer["page"], &answer["page_size"], &answer["total_pages"]);
-        let counts = (counts.0.clone(), counts.1.clone(), counts.2.clone(), counts.3.clone());
+        let counts = (
+            &answer["total"],
+            &answer["page"],
+            &answer["page_size"],
+            &answer["total_pages"],
+        );
+        let counts = (
+            counts.0.clone(),
+            counts.1.clone(),
+            counts.2.clone(),
+            counts.3.clone(),
+        );
         (shown, counts)
     };
     assert_eq!(
         page("page_size=2"),
-        (vec!["o-1".to_string(), "o-2".to_string()], (json!(3), json!(1), json!(2), json!(2)))
+        (
+            vec!["o-1".to_string(), "o-2".to_string()],
+            (json!(3), json!(1), json!(2), json!(2))
+        )
     );
     assert_eq!(
         page("page_size=2&page=2"),
-        (vec!["o-3".to_string()], (json!(3), json!(2), json!(2), json!(2)))
+        (
+            vec!["o-3".to_string()],
+            (json!(3), json!(2), json!(2), json!(2))
+        )
     );
     assert_eq!(
         page("page_size=2&page=3"),
@@ -279,7 +299,11 @@ fn organization_list(db: Option<&TestDb>) {
     let all = list("page_size=25");
     let orgs = all["organizations"].as_array().unwrap();
     let teams: Vec<Vec<String>> = orgs.iter().map(|o| ids(&o["teams"], "team_id")).collect();
-    assert_eq!(teams, [vec!["of-o1"], vec![], vec!["of-o3-a", "of-o3-b"]], "{all}");
+    assert_eq!(
+        teams,
+        [vec!["of-o1"], vec![], vec!["of-o3-a", "of-o3-b"]],
+        "{all}"
+    );
     let members: Vec<Vec<(String, String)>> = orgs
         .iter()
         .map(|o| {
@@ -297,7 +321,11 @@ fn organization_list(db: Option<&TestDb>) {
     let member = |u: &str| (u.to_string(), format!("{u}@x.io"));
     assert_eq!(
         members,
-        [vec![member("ann")], vec![], vec![member("ann"), member("bob")]],
+        [
+            vec![member("ann")],
+            vec![],
+            vec![member("ann"), member("bob")]
+        ],
         "{all}"
     );
     let budgets: Vec<&Value> = orgs

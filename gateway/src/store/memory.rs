@@ -449,7 +449,12 @@ impl Store for MemoryStore {
     }
 
     async fn users(&self, user_ids: &[String]) -> Result<Vec<UserRecord>, StoreError> {
-        Ok(self.with(|t| user_ids.iter().filter_map(|id| t.users.get(id).cloned()).collect()))
+        Ok(self.with(|t| {
+            user_ids
+                .iter()
+                .filter_map(|id| t.users.get(id).cloned())
+                .collect()
+        }))
     }
 
     async fn insert_user(&self, user: &UserRecord) -> Result<(), StoreError> {
@@ -859,11 +864,17 @@ impl Store for MemoryStore {
         let mut teams: Vec<TeamRecord> = self.with(|t| {
             t.teams
                 .values()
-                .filter(|team| team.organization_id.as_ref().is_some_and(|o| org_ids.contains(o)))
+                .filter(|team| {
+                    team.organization_id
+                        .as_ref()
+                        .is_some_and(|o| org_ids.contains(o))
+                })
                 .cloned()
                 .collect()
         });
-        teams.sort_by(|a, b| (&a.organization_id, &a.team_id).cmp(&(&b.organization_id, &b.team_id)));
+        teams.sort_by(|a, b| {
+            (&a.organization_id, &a.team_id).cmp(&(&b.organization_id, &b.team_id))
+        });
         let cap = usize::try_from(per_org).unwrap_or(usize::MAX);
         let mut shown: HashMap<Option<String>, usize> = HashMap::new();
         teams.retain(|team| {

@@ -18,10 +18,10 @@ use crate::state::Worker;
 use crate::store::{
     BudgetRecord, Change, OrgFilter, OrgMembership, OrgRecord, OrgTable, TeamRecord, UserRecord,
 };
-use std::collections::HashMap;
 use chrono::Utc;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
+use std::collections::HashMap;
 
 /// Fields of `NewOrganizationRequest` LiteLLM accepts without a column
 /// here (and documented ones its model ignores), type-checked and dropped
@@ -238,7 +238,10 @@ async fn orgs_json(ctx: &Ctx, orgs: &[OrgRecord]) -> Result<Vec<Value>, GatewayE
     let mut members: HashMap<&str, Vec<Value>> = HashMap::new();
     for m in &memberships {
         let json = membership_json(m, users.get(&m.user_id));
-        members.entry(m.organization_id.as_str()).or_default().push(json);
+        members
+            .entry(m.organization_id.as_str())
+            .or_default()
+            .push(json);
     }
     let teams = store
         .teams_of_orgs(&org_ids, MAX_TEAMS_SHOWN)

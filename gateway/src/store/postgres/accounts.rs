@@ -184,13 +184,21 @@ pub async fn users(c: &Client, ids: &[String]) -> Result<Vec<UserRecord>, Error>
 
 /// The teams of organizations `ids`, by organization then team id, at
 /// most `per_org` of each.
-pub async fn teams_of_orgs(c: &Client, ids: &[String], per_org: i64) -> Result<Vec<TeamRecord>, Error> {
+pub async fn teams_of_orgs(
+    c: &Client,
+    ids: &[String],
+    per_org: i64,
+) -> Result<Vec<TeamRecord>, Error> {
     let sql = format!(
         r#"SELECT t.* FROM (SELECT *, row_number() OVER (PARTITION BY organization_id
             ORDER BY team_id COLLATE "C") AS gateway_rank FROM ({SELECT_TEAM} WHERE organization_id = ANY($1)) s) t
         WHERE gateway_rank <= $2 ORDER BY organization_id COLLATE "C", team_id COLLATE "C""#
     );
-    c.query(&sql, &[&ids, &per_org]).await?.iter().map(team).collect()
+    c.query(&sql, &[&ids, &per_org])
+        .await?
+        .iter()
+        .map(team)
+        .collect()
 }
 
 /// The users [`UserFilter`] selects (`$1` search, `$2` email part, `$3`
