@@ -474,7 +474,9 @@ const MAX_ORG_PAGE: u64 = 100;
 /// one with `org_id`; those whose alias contains `org_alias`, ignoring
 /// case), by id, with members, teams and budget, as LiteLLM's. With
 /// `page_size` (up to 100; this gateway's, LiteLLM's list is unpaged) one
-/// page of them (`page`, from 1); without, at most [`MAX_UNPAGED_ORGS`].
+/// page of them (`page`, from 1) as `{organizations, total, page,
+/// page_size, total_pages}`; without, the list of at most
+/// [`MAX_UNPAGED_ORGS`]. Either way a fixed number of queries.
 pub async fn list(worker: &Worker, mut q: Query) -> Result<Value, GatewayError> {
     let org_id = q.take("org_id").filter(|v| !v.is_empty());
     let alias = q.take("org_alias").filter(|v| !v.is_empty());
