@@ -17,6 +17,20 @@ export class ApiError extends Error {
   }
 }
 
+/**
+ * A list's loads, newest wins: `fresh(api(...))` resolves to the answer, or
+ * to `null` once a later load of the same list has started (a slow answer to
+ * an earlier search must not replace the newer one's rows).
+ */
+export function newestOnly() {
+  let started = 0;
+  return async (pending) => {
+    const mine = ++started;
+    const answer = await pending;
+    return mine === started ? answer : null;
+  };
+}
+
 /** Calls `path` with `method` and an optional JSON body; resolves to the parsed answer. */
 export async function api(method, path, body) {
   const headers = { accept: 'application/json' };

@@ -3,7 +3,7 @@
 // (the new key shown once), edit, block/unblock, regenerate, delete. An
 // internal user sees its own keys only (the gateway forces the filter), read-only.
 
-import { api, query } from '../api.js';
+import { api, newestOnly, query } from '../api.js';
 import { h, replace, table, field, values, notice, budgetBar, num, when, dialog, list, plural } from '../dom.js';
 
 const SIZE = 25;
@@ -160,11 +160,13 @@ export async function render(main, title, session) {
     return h('span', { class: 'tag ok' }, 'active');
   }
 
+  const fresh = newestOnly();
   async function load() {
-    const answer = await api('GET', `/key/list${query({
+    const answer = await fresh(api('GET', `/key/list${query({
       return_full_object: 'true', page: state.page, size: SIZE,
       key_alias: state.alias, team_id: state.team, user_id: state.user,
-    })}`);
+    })}`));
+    if (!answer) return;
     const rows = answer.keys || [];
     const pages = Math.max(1, answer.total_pages || 1);
     const prev = h('button', { class: 'secondary small', disabled: state.page <= 1 }, 'Previous');

@@ -6,7 +6,7 @@
 // request's row opens to show every attempt (a retry or fallback's failed
 // primary included).
 
-import { api, query } from '../api.js';
+import { api, newestOnly, query } from '../api.js';
 import { h, replace, table, field, values, notice, usd, num, when } from '../dom.js';
 
 const SIZES = ['100', '25', '10'];
@@ -69,10 +69,12 @@ export async function render(main, title) {
       ], call.attempts)));
   }
 
+  const fresh = newestOnly();
   async function load() {
     const page = state.tokens.length;
     const token = state.tokens[page - 1];
-    const answer = await api('GET', `/gateway/logs${query({ ...state.filters, page_token: token })}`);
+    const answer = await fresh(api('GET', `/gateway/logs${query({ ...state.filters, page_token: token })}`));
+    if (!answer) return;
     const rows = answer.data || [];
     const list = calls(rows);
     const cols = 9;

@@ -5,7 +5,7 @@
 // one with /health/test_connection (a small request now, its answer or
 // error shown).
 
-import { api, query } from '../api.js';
+import { api, newestOnly, query } from '../api.js';
 import { h, replace, table, field, values, notice, num, dialog, pager, plural } from '../dom.js';
 
 const SIZE = 25;
@@ -118,8 +118,10 @@ export async function render(main, title) {
     return h('span', { class: `tag ${cls}` }, s);
   }
 
+  const fresh = newestOnly();
   async function load() {
-    const answer = await api('GET', `/v2/model/info${query({ page: state.page, size: SIZE, search: state.search })}`);
+    const answer = await fresh(api('GET', `/v2/model/info${query({ page: state.page, size: SIZE, search: state.search })}`));
+    if (!answer) return;
     const rows = answer.data || [];
     const pages = Math.max(1, answer.total_pages || 1);
     replace(listPanel, table([

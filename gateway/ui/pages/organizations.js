@@ -3,7 +3,7 @@
 // create (/organization/new), edit (PATCH /organization/update: alias,
 // models, budget) and delete (/organization/delete).
 
-import { api, query } from '../api.js';
+import { api, newestOnly, query } from '../api.js';
 import { h, replace, table, field, values, notice, budgetBar, list, dialog, pager, plural } from '../dom.js';
 
 const SIZE = 25;
@@ -76,8 +76,10 @@ export async function render(main, title) {
     load().catch((e) => replace(status, notice(e.message)));
   });
 
+  const fresh = newestOnly();
   async function load() {
-    const answer = await api('GET', `/organization/list${query({ page: state.page, page_size: SIZE, org_alias: state.alias })}`);
+    const answer = await fresh(api('GET', `/organization/list${query({ page: state.page, page_size: SIZE, org_alias: state.alias })}`));
+    if (!answer) return;
     const orgs = answer.organizations || [];
     const pages = Math.max(1, answer.total_pages || 1);
     replace(listPanel, table([

@@ -6,7 +6,7 @@
 // user sees the teams it is a member of (the gateway pins the member
 // filter to it), read-only, as in LiteLLM's UI.
 
-import { api, query } from '../api.js';
+import { api, newestOnly, query } from '../api.js';
 import { h, replace, table, field, values, notice, budgetBar, num, list, dialog, pager, plural } from '../dom.js';
 import { editMembers } from './team_members.js';
 
@@ -107,10 +107,12 @@ export async function render(main, title, session) {
     return dialog(`Edit team ${t.team_alias || t.team_id}`, h('div', {}, err, form));
   }
 
+  const fresh = newestOnly();
   async function load() {
-    const answer = await api('GET', `/v2/team/list${query({
+    const answer = await fresh(api('GET', `/v2/team/list${query({
       page: state.page, page_size: SIZE, search: state.search, organization_id: state.org, user_id: state.user,
-    })}`);
+    })}`));
+    if (!answer) return;
     const teams = answer.teams || [];
     const pages = Math.max(1, answer.total_pages || 1);
     replace(listPanel, table([

@@ -2,7 +2,7 @@
 // the id or email, role), or the users named (user_ids); create (/user/new, which also issues a key, shown once),
 // edit (/user/update: email, role, budget, models) and delete.
 
-import { api, query } from '../api.js';
+import { api, newestOnly, query } from '../api.js';
 import { h, replace, table, field, values, notice, budgetBar, num, dialog, pager, plural } from '../dom.js';
 
 const SIZE = 25;
@@ -88,10 +88,12 @@ export async function render(main, title) {
     return dialog(`Edit user ${u.user_id}`, h('div', {}, err, form));
   }
 
+  const fresh = newestOnly();
   async function load() {
-    const answer = await api('GET', `/user/list${query({
+    const answer = await fresh(api('GET', `/user/list${query({
       page: state.page, page_size: SIZE, user_ids: state.ids, search: state.search, role: state.role,
-    })}`);
+    })}`));
+    if (!answer) return;
     const pages = Math.max(1, answer.total_pages || 1);
     replace(listPanel, table([
       ['User id', (u) => h('span', { class: 'mono' }, u.user_id)],
