@@ -380,6 +380,11 @@ pub enum GatewayError {
         /// The path called.
         route: String,
     },
+    /// A config pass-through endpoint with `auth` that the key's (or its
+    /// team's) `allowed_passthrough_routes` does not grant, or that their
+    /// `denied_passthrough_routes` names: LiteLLM's 403 and message.
+    #[error("{0}")]
+    PassThroughRouteDenied(String),
     /// Every eligible deployment (of the group and its fallbacks) is at its
     /// own rpm/tpm limit this minute.
     #[error("No deployments available for model group '{group}': every eligible deployment is at its rpm/tpm limit. Try again in {retry_after} seconds.")]
@@ -477,6 +482,7 @@ impl GatewayError {
             RouteForbidden(_)
             | TeamAccessDenied(_)
             | KeyRouteForbidden { .. }
+            | PassThroughRouteDenied(_)
             | UnpricedBlocked(_)
             | CacheControlDenied(_) => 403,
             AuthUnavailable(_) | Store(_) => 503,
@@ -543,6 +549,7 @@ impl GatewayError {
             | RouteForbidden(_)
             | TeamAccessDenied(_)
             | ManagedForbidden(_)
+            | PassThroughRouteDenied(_)
             | KeyRouteForbidden { .. } => "auth_error",
             KeyExpired(_) => "expired_key",
             ModelAccessDenied { .. } => "key_model_access_denied",
