@@ -274,7 +274,7 @@ pub async fn admit(
             Some(endpoint) if endpoint.auth => auth
                 .authenticate(head, credentials)
                 .await
-                .and_then(|p| granted_pass_through(p, &endpoint.path))
+                .and_then(|p| granted_pass_through(p, head.path()))
                 .map(Some),
             _ => Ok(None),
         },
