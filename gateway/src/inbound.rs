@@ -284,9 +284,12 @@ fn litellm_only_members(body: &[u8]) -> Result<Vec<&str>, GatewayError> {
         ) -> Result<Self::Value, A::Error> {
             let mut found = Vec::new();
             while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-                let value: &'de RawValue = map.next_value()?;
+                // Other values are skipped as the routing view skips them.
                 if is_litellm_only(key.as_bytes()) {
+                    let value: &'de RawValue = map.next_value()?;
                     found.push(value.get());
+                } else {
+                    map.next_value::<serde::de::IgnoredAny>()?;
                 }
             }
             Ok(found)
