@@ -3,7 +3,8 @@
 //! must carry, a top-level name (`user`) or one level down
 //! (`metadata.generation_name`); a request without one is refused with
 //! LiteLLM's message naming it, before any upstream call. Kept in the
-//! key's `metadata`, as LiteLLM keeps them.
+//! key's `metadata`, as LiteLLM keeps them. Also a key's `key_type`, which
+//! LiteLLM turns into the key's `allowed_routes` at `/key/generate`.
 
 use e2e::{assert_error, error_message, Gateway, MASTER_KEY};
 use serde_json::{json, Value};
@@ -101,4 +102,39 @@ fn a_keys_enforced_params_are_required_on_its_requests() {
     let loose = made["key"].as_str().expect("key");
     let resp = gw.post_as(loose, "/v1/chat/completions", &chat(json!({})));
     assert_eq!(resp.status, 200, "{}", resp.text());
+}
+
+/// `key_type` presets the key's `allowed_routes` as LiteLLM's
+/// `handle_key_type`: a `management` key may not call the LLM routes, an
+/// `llm_api` key may; an unknown type is a 400 naming the field.
+#[test]
+fn key_type_presets_the_keys_routes() {
+    let gw = gateway();
+    let key_of = |key_type: &str| {
+        let made = gw
+            .post("/key/generate", &json!({"key_type": key_type}))
+            .expect_status(200)
+            .json();
+        made["key"].as_str().expect("key").to_string()
+    };
+    let llm = key_of("llm_api");
+    let info = gw
+        .get(&format!("/key/info?key={llm}"))
+        .expect_status(200)
+        .json();
+    assert_eq!(
+        info["info"]["allowed_routes"],
+        json!(["llm_api_routes"]),
+        "{info}"
+    );
+    let resp = gw.post_as(&llm, "/v1/chat/completions", &chat(json!({})));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let management = key_of("management");
+    let resp = gw.post_as(&management, "/v1/chat/completions", &chat(json!({})));
+    assert_error(&resp, 403);
+    let plain = key_of("default");
+    let resp = gw.post_as(&plain, "/v1/chat/completions", &chat(json!({})));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let err = assert_error(&gw.post("/key/generate", &json!({"key_type": "root"})), 400);
+    assert_eq!(err["param"], "key_type", "{err:?}");
 }
