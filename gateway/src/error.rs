@@ -201,6 +201,15 @@ pub enum GatewayError {
         /// What is wrong.
         message: String,
     },
+    /// A parameter the key's `enforced_params` requires is not in the
+    /// body (LiteLLM's message; `metadata.x` as `[metadata][x]`).
+    #[error("BadRequest please pass param={shown} in request body. This is a required param")]
+    EnforcedParamMissing {
+        /// The parameter as LiteLLM's message shows it.
+        shown: String,
+        /// The parameter as the key names it (`metadata.x`).
+        param: String,
+    },
     /// An image named by URL that the gateway had to inline and could not
     /// (refused address, too large, not an image, unreachable, too slow).
     #[error("Invalid value for '{param}': {reason}")]
@@ -294,6 +303,9 @@ pub enum GatewayError {
         /// The provider's error code (`context_length_exceeded`,
         /// `content_policy_violation`...), which picks the fallback kind.
         provider_code: Option<String>,
+        /// The provider's `param` (the request field it names), relayed
+        /// in the body as LiteLLM relays it.
+        upstream_param: Option<String>,
         /// The provider's `retry-after`, passed on.
         retry_after: Option<String>,
         /// What kind of failure the provider's answer is, as its provider
@@ -368,6 +380,11 @@ pub enum GatewayError {
         /// The path called.
         route: String,
     },
+    /// A config pass-through endpoint with `auth` that the key's (or its
+    /// team's) `allowed_passthrough_routes` does not grant, or that their
+    /// `denied_passthrough_routes` names: LiteLLM's 403 and message.
+    #[error("{0}")]
+    PassThroughRouteDenied(String),
     /// Every eligible deployment (of the group and its fallbacks) is at its
     /// own rpm/tpm limit this minute.
     #[error("No deployments available for model group '{group}': every eligible deployment is at its rpm/tpm limit. Try again in {retry_after} seconds.")]
@@ -465,6 +482,7 @@ impl GatewayError {
             RouteForbidden(_)
             | TeamAccessDenied(_)
             | KeyRouteForbidden { .. }
+            | PassThroughRouteDenied(_)
             | UnpricedBlocked(_)
             | CacheControlDenied(_) => 403,
             AuthUnavailable(_) | Store(_) => 503,
@@ -487,6 +505,7 @@ impl GatewayError {
             | MalformedJson(_)
             | MissingParam(_)
             | InvalidParam { .. }
+            | EnforcedParamMissing { .. }
             | ImageUrl { .. }
             | GuardrailBlocked { .. }
             | UnknownGuardrail(_)
@@ -530,6 +549,7 @@ impl GatewayError {
             | RouteForbidden(_)
             | TeamAccessDenied(_)
             | ManagedForbidden(_)
+            | PassThroughRouteDenied(_)
             | KeyRouteForbidden { .. } => "auth_error",
             KeyExpired(_) => "expired_key",
             ModelAccessDenied { .. } => "key_model_access_denied",
@@ -571,15 +591,16 @@ impl GatewayError {
             | GatewayError::UnpricedBlocked(_)
             | GatewayError::ModelAccessDenied { .. }
             | GatewayError::MemberModelAccessDenied(_) => Some("model"),
-            GatewayError::BadField { field, .. } | GatewayError::ImageUrl { param: field, .. } => {
-                Some(field)
-            }
+            GatewayError::BadField { field, .. }
+            | GatewayError::ImageUrl { param: field, .. }
+            | GatewayError::EnforcedParamMissing { param: field, .. } => Some(field),
             GatewayError::MissingParam(p)
             | GatewayError::InvalidParam { param: p, .. }
             | GatewayError::CustomerNotFound { param: p, .. } => Some(p),
             GatewayError::CustomerExists(_) => Some("user_id"),
             GatewayError::UnknownGuardrail(_) => Some("guardrails"),
             GatewayError::TraceIdRequired(_) => Some("trace_id"),
+            GatewayError::Upstream { upstream_param, .. } => upstream_param.as_deref(),
             _ => None,
         }
     }
@@ -753,6 +774,7 @@ mod tests {
             message: "slow down".into(),
             error_type: None,
             provider_code: None,
+            upstream_param: None,
             retry_after: Some("7".into()),
             class: ErrorClass::RateLimit,
         };

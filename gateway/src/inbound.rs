@@ -150,6 +150,12 @@ pub struct LlmRequest {
     /// An image edit form's `prompt` field, for the guardrails (a JSON
     /// body's text is read by them directly).
     pub form_prompt: Option<Range<usize>>,
+    /// Whether the body's `metadata` stays out of the upstream call: on
+    /// every endpoint but Messages and Responses (whose APIs define it),
+    /// LiteLLM reads `metadata` for itself and never sends it on (its
+    /// `enable_preview_features` aside). The gateway's own readers (tags,
+    /// trace ids, guardrails) still see it in `body`.
+    pub metadata_stays: bool,
 }
 
 /// The routing fields of a body. The raw members are their JSON text as it
@@ -207,6 +213,91 @@ struct RoutingView<'a> {
     litellm_trace_id: Option<&'a str>,
     #[serde(borrow, default, deserialize_with = "raw_member")]
     litellm_metadata: Option<&'a str>,
+    /// The raw values of the members named in [`LITELLM_ONLY_PARAMS`]
+    /// (filled by [`Fields::read`]).
+    #[serde(skip)]
+    litellm_only: Vec<&'a str>,
+}
+
+/// LiteLLM's own request parameters that its proxy takes out of the body
+/// (`_UNTRUSTED_ROOT_CONTROL_FIELDS`, the per-request pricing fields) or
+/// that `litellm.completion` consumes as its own (`all_litellm_params`), so
+/// that they never reach a provider; the gateway acts on none of them
+/// (those it reads, such as `fallbacks` or `tags`, are cut on their own)
+/// and cuts them from the body too, so that an upstream does not refuse
+/// or act on a name it was never meant to see. `mock_response` is cut
+/// as well (see `proxy::mock_params`).
+pub const LITELLM_ONLY_PARAMS: &[&str] = &[
+    "caching",
+    "ttl",
+    "no-log",
+    "mock_tool_calls",
+    "context_window_fallback_dict",
+    "max_fallbacks",
+    "litellm_session_id",
+    "litellm_call_id",
+    "litellm_disabled_callbacks",
+    "litellm_request_debug",
+    "prompt_id",
+    "prompt_variables",
+    "prompt_version",
+    "prompt_label",
+    "proxy_server_request",
+    "secret_fields",
+    "standard_logging_object",
+    "model_info",
+    "base_model",
+    "input_cost_per_token",
+    "output_cost_per_token",
+    "input_cost_per_second",
+    "output_cost_per_second",
+    "disable_global_guardrails",
+    "enable_prompt_caching",
+    "applied_guardrails",
+    "callbacks",
+    "service_callback",
+    "logger_fn",
+    "weights",
+    "fallback_depth",
+];
+
+/// Whether a member name (as raw JSON text without its quotes) is one of
+/// [`LITELLM_ONLY_PARAMS`].
+fn is_litellm_only(key: &[u8]) -> bool {
+    LITELLM_ONLY_PARAMS.iter().any(|n| n.as_bytes() == key)
+}
+
+/// The raw values of `body`'s top-level members named in
+/// [`LITELLM_ONLY_PARAMS`], duplicates included, read by serde_json (for
+/// bodies the skim leaves to it).
+fn litellm_only_members(body: &[u8]) -> Result<Vec<&str>, GatewayError> {
+    /// The visitor collecting them.
+    struct Members;
+    impl<'de> serde::de::Visitor<'de> for Members {
+        type Value = Vec<&'de str>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut found = Vec::new();
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                // Other values are skipped as the routing view skips them.
+                if is_litellm_only(key.as_bytes()) {
+                    let value: &'de RawValue = map.next_value()?;
+                    found.push(value.get());
+                } else {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+            Ok(found)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_slice(body);
+    serde::Deserializer::deserialize_map(&mut de, Members)
+        .map_err(|e| GatewayError::MalformedJson(e.to_string()))
 }
 
 /// LiteLLM's mock testing request parameters, which its proxy refuses
@@ -327,8 +418,12 @@ impl<'a> Fields<'a> {
         check_depth(body)?;
         let view = match skim::routing_view(body) {
             Some(view) => view,
-            None => serde_json::from_slice(body)
-                .map_err(|e| GatewayError::MalformedJson(e.to_string()))?,
+            None => {
+                let mut view: RoutingView<'_> = serde_json::from_slice(body)
+                    .map_err(|e| GatewayError::MalformedJson(e.to_string()))?;
+                view.litellm_only = litellm_only_members(body)?;
+                view
+            }
         };
         let own = [
             view.fallbacks,
@@ -338,10 +433,12 @@ impl<'a> Fields<'a> {
             view.turn_off_message_logging,
             view.litellm_trace_id,
             view.litellm_metadata,
+            view.mock_response,
         ]
         .into_iter()
         .flatten()
         .chain(view.mock_testing_params().into_iter().map(|(_, raw)| raw))
+        .chain(view.litellm_only.iter().copied())
         .map(|raw| span_in(body, raw))
         .collect();
         Ok(Fields { view, own })
@@ -417,6 +514,7 @@ impl LlmRequest {
         req.num_retries = num_retries;
         req.cache = cache;
         req.mock_testing_params = mock_testing_params;
+        req.mock_response = fields.view.mock_response.map(str::to_string);
         req.message_logging_off = message_logging_off;
         if fields.view.tags.is_some() {
             req.tags = tags;
@@ -579,6 +677,8 @@ impl LlmRequest {
             mock_testing_params: Vec::new(),
             mock_response: view.mock_response.map(str::to_string),
             form_prompt: None,
+            metadata_stays: view.metadata.is_some()
+                && !matches!(endpoint, Endpoint::Messages | Endpoint::Responses),
         })
     }
 
@@ -719,6 +819,7 @@ impl LlmRequest {
             mock_testing_params: Vec::new(),
             mock_response: None,
             form_prompt: form.prompt.clone(),
+            metadata_stays: false,
         })
     }
 
@@ -743,6 +844,7 @@ impl LlmRequest {
             mock_testing_params: self.mock_testing_params.clone(),
             mock_response: self.mock_response.clone(),
             form_prompt: self.form_prompt.clone(),
+            metadata_stays: self.metadata_stays,
         }
     }
 
@@ -765,25 +867,39 @@ impl LlmRequest {
                 self.body.slice(span.end..),
             ];
         }
-        // The body's text reads `new_model` when it is the same bytes with
-        // no escape in them (a valid string holds no bare quote or control
-        // character, so a backslash is the only escape to rule out).
-        let unchanged = !new_model.contains('\\')
-            && self.body[span.clone()]
-                .strip_prefix(b"\"")
-                .and_then(|s| s.strip_suffix(b"\""))
-                == Some(new_model.as_bytes());
-        let quoted = if unchanged {
-            self.body.slice(span.clone())
-        } else {
-            Bytes::from(serde_json::to_vec(new_model).expect("string serializes"))
-        };
-        [
-            self.body.slice(..span.start),
-            quoted,
-            self.body.slice(span.end..),
-        ]
+        if self.metadata_stays {
+            // Rare: the body as sent upstream is a copy without `metadata`.
+            let sent = Fields::read(&self.body).ok().and_then(|f| {
+                let cut = strip_members(&self.body, &[span_in(&self.body, f.view.metadata?)]);
+                let cut = Bytes::from(cut);
+                let model = span_in(&cut, Fields::read(&cut).ok()?.view.model?);
+                Some((cut, model))
+            });
+            if let Some((body, model)) = sent {
+                return with_model(&body, model, new_model);
+            }
+        }
+        with_model(&self.body, span, new_model)
     }
+}
+
+/// `body` with the JSON string at `span` replaced by `new_model`, as three
+/// slices of `body` (the middle one new when the name differs).
+fn with_model(body: &Bytes, span: Range<usize>, new_model: &str) -> [Bytes; 3] {
+    // The body's text reads `new_model` when it is the same bytes with
+    // no escape in them (a valid string holds no bare quote or control
+    // character, so a backslash is the only escape to rule out).
+    let unchanged = !new_model.contains('\\')
+        && body[span.clone()]
+            .strip_prefix(b"\"")
+            .and_then(|s| s.strip_suffix(b"\""))
+            == Some(new_model.as_bytes());
+    let quoted = if unchanged {
+        body.slice(span.clone())
+    } else {
+        Bytes::from(serde_json::to_vec(new_model).expect("string serializes"))
+    };
+    [body.slice(..span.start), quoted, body.slice(span.end..)]
 }
 
 /// Refuses bodies nested deeper than [`MAX_JSON_DEPTH`]: the values the

@@ -1164,8 +1164,8 @@ async fn due_budgets_reset_like_memory() {
         s.insert_user(&due_user).await.unwrap();
         s.insert_user(&user("u-later", now)).await.unwrap();
     }
-    let m = mem.reset_due_budgets(now).await.unwrap();
-    let p = pg.reset_due_budgets(now).await.unwrap();
+    let m = mem.reset_due_budgets(now, None).await.unwrap();
+    let p = pg.reset_due_budgets(now, None).await.unwrap();
     assert_eq!(sorted(m), sorted(p.clone()));
     assert_eq!(p.len(), 4);
     for k in [&due_key, &due_no_period, &not_due] {
@@ -1174,7 +1174,7 @@ async fn due_budgets_reset_like_memory() {
     same!(mem, pg, s => s.list_teams());
     same!(mem, pg, s => s.get_user("u-due"));
     same!(mem, pg, s => s.get_user("u-later"));
-    let again = pg.reset_due_budgets(now).await.unwrap();
+    let again = pg.reset_due_budgets(now, None).await.unwrap();
     assert!(again.is_empty(), "a reset period is not reset twice");
 }
 
@@ -1204,7 +1204,7 @@ async fn rows_settled_before_a_reset_do_not_count_in_the_new_period() {
     // Settled a second before the reset, written after it.
     let before = spend_row("call-before", &key.token, 0.25, now - Duration::seconds(2));
     for s in [&mem as &dyn Store, &pg as &dyn Store] {
-        assert_eq!(s.reset_due_budgets(now).await.unwrap().len(), 3);
+        assert_eq!(s.reset_due_budgets(now, None).await.unwrap().len(), 3);
     }
     let m = mem
         .record_spend(std::slice::from_ref(&before))
@@ -1663,6 +1663,79 @@ async fn an_invalid_stored_row_keeps_the_deployment_it_replaced() {
     assert!(!models.router().registry().has_group("g"));
 }
 
+/// The proxy-wide default end-user budget row
+/// (`litellm_settings.max_end_user_budget_id`) resets the end users riding
+/// it (those linking no row of their own) when its period ends, as
+/// LiteLLM's reset job does; an end user with its own row keeps its spend
+/// until that row's period ends, and another row's period ending resets
+/// no rider.
+#[tokio::test]
+async fn the_default_end_user_budget_row_resets_its_riders() {
+    let db = TestDb::create().await;
+    let (mem, pg) = (MemoryStore::default(), store(&db).await);
+    let t0 = now_ms();
+    let row = |id: &str, at: DateTime<Utc>| gateway::store::BudgetRecord {
+        budget_id: id.into(),
+        max_budget: Some(1.0),
+        budget_duration: Some("1h".into()),
+        budget_reset_at: Some(at),
+        created_at: Some(t0),
+        updated_at: Some(t0),
+        ..Default::default()
+    };
+    let own = EndUserBudget {
+        budget_id: "own".into(),
+        max_budget: Some(5.0),
+        budget_duration: Some("1d".into()),
+        budget_reset_at: Some(t0 + Duration::days(1)),
+        created_at: Some(t0),
+        ..Default::default()
+    };
+    let linked = EndUserRecord {
+        user_id: "linked".into(),
+        ..Default::default()
+    };
+    same!(mem, pg, s => s.insert_budget(&row("default", t0 + Duration::hours(1))));
+    same!(mem, pg, s => s.insert_budget(&row("other", t0 + Duration::minutes(30))));
+    same!(mem, pg, s => s.insert_end_user(&linked, Some(&own)));
+    let mut rows = Vec::new();
+    for (i, user) in ["rider", "linked"].into_iter().enumerate() {
+        let mut r = spend_row(&format!("r-default-{i}"), "tok", 0.75, t0);
+        r.end_user = Some(user.into());
+        rows.push(r);
+    }
+    same!(mem, pg, s => s.record_spend(&rows));
+    // Only "other" is due: nothing of the default's riders moves.
+    let half = t0 + Duration::minutes(45);
+    let m = sorted(mem.reset_due_budgets(half, Some("default")).await.unwrap());
+    let p = sorted(pg.reset_due_budgets(half, Some("default")).await.unwrap());
+    assert_eq!(m, p);
+    assert!(m.is_empty(), "{m:?}");
+    // The default's period ends: its rider is reset, the linked end user
+    // is not, and the row's next reset is announced.
+    let later = t0 + Duration::hours(2);
+    let m = sorted(mem.reset_due_budgets(later, Some("default")).await.unwrap());
+    let p = sorted(pg.reset_due_budgets(later, Some("default")).await.unwrap());
+    assert_eq!(m, p);
+    assert_eq!(m, ["budget:default", "end_user:rider"]);
+    same!(mem, pg, s => s.get_end_user("rider"));
+    let rider = pg.get_end_user("rider").await.unwrap().unwrap();
+    assert_eq!(rider.spend, 0.0);
+    let linked = pg.get_end_user("linked").await.unwrap().unwrap();
+    assert_eq!(linked.spend, 0.75);
+    let next = pg.budgets(Some(&["default".to_string()])).await.unwrap();
+    assert!(
+        next[0].budget_reset_at.is_some_and(|at| at > later),
+        "{next:?}"
+    );
+    // Not reset twice in one period.
+    assert!(pg
+        .reset_due_budgets(later, Some("default"))
+        .await
+        .unwrap()
+        .is_empty());
+}
+
 #[tokio::test]
 async fn end_users_and_their_budget_rows_round_trip_like_memory() {
     let db = TestDb::create().await;
@@ -1760,8 +1833,8 @@ async fn end_users_and_their_budget_rows_round_trip_like_memory() {
 
     // The budget row's period ends: its end users' spend is zeroed.
     let later = t0 + Duration::hours(2);
-    let m = sorted(mem.reset_due_budgets(later).await.unwrap());
-    let p = sorted(pg.reset_due_budgets(later).await.unwrap());
+    let m = sorted(mem.reset_due_budgets(later, None).await.unwrap());
+    let p = sorted(pg.reset_due_budgets(later, None).await.unwrap());
     assert_eq!(m, p);
     assert_eq!(m, ["end_user:plain", "end_user:rich"]);
     same!(mem, pg, s => s.get_end_user("rich"));

@@ -138,3 +138,52 @@ fn a_percentage_out_of_range_stops_start_up_naming_it() {
         );
     }
 }
+
+/// A throttled key's pass-through calls count on its own budget, as its
+/// LLM calls do: once they spend it, the key is held to its throttled
+/// limits there too (before, they were never counted on its budget, so
+/// the key kept its whole rpm limit).
+#[test]
+fn pass_through_spend_brings_a_key_that_opted_in_to_its_throttled_limits() {
+    let mock = e2e::MockServer::start(&["--completion-tokens", "1000"]);
+    let config = json!({
+        "model_list": [],
+        "litellm_settings": {"budget_exceeded_throttle_percentage": 0.01},
+        "general_settings": {"master_key": MASTER_KEY},
+    });
+    let base = format!("http://127.0.0.1:{}", mock.port());
+    let gw = Gateway::start_json(
+        &config,
+        &[
+            ("ANTHROPIC_API_BASE", base.as_str()),
+            ("ANTHROPIC_API_KEY", "sk-ant-upstream"),
+        ],
+    );
+    // One call (1,000 output tokens of claude-haiku-4-5) spends the budget;
+    // 100 rpm throttled to 1.
+    let throttled = key(
+        &gw,
+        json!({"max_budget": 0.001, "rpm_limit": 100, "throttle_on_budget_exceeded": true}),
+    );
+    let body = json!({"model": "claude-haiku-4-5", "max_tokens": 2000,
+        "messages": [{"role": "user", "content": "hi"}]});
+    let call = || {
+        gw.call(
+            "POST",
+            "/anthropic/v1/messages",
+            &[
+                ("x-api-key", throttled.as_str()),
+                ("anthropic-version", "2023-06-01"),
+                ("content-type", "application/json"),
+            ],
+            body.to_string().as_bytes(),
+        )
+        .status
+    };
+    let got: Vec<u16> = (0..6).map(|_| call()).collect();
+    assert_eq!(got[0], 200, "{got:?}");
+    // Past its budget at one request a minute: a 429 within six calls
+    // (even if a minute turns between them), never its budget's 422.
+    assert!(got.contains(&429), "{got:?}");
+    assert!(!got.contains(&422), "{got:?}");
+}

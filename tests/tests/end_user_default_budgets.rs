@@ -276,3 +276,72 @@ fn two_replicas_sharing_redis_keep_a_default_budget_end_user_within_it() {
         "two replicas overshot the default budget: spent {spent} of {budget}"
     );
 }
+
+/// One end user reached through two keys whose default rows differ has
+/// one spend (its `LiteLLM_EndUserTable.spend`), held on each request to
+/// the row of the key it came through, as LiteLLM's
+/// `_apply_default_budget_to_end_user` grafts the key's row on a copy
+/// per request: spend under the generous key counts against the tight
+/// key's row, and the tight key's row never caps the generous key.
+#[test]
+fn an_end_user_under_two_keys_spends_once_against_each_keys_row() {
+    for (store, _db, gw) in gateways(json!({})) {
+        admin(
+            &gw,
+            "/budget/new",
+            json!({"budget_id": "tight", "max_budget": 0.003}),
+        );
+        admin(
+            &gw,
+            "/budget/new",
+            json!({"budget_id": "roomy", "max_budget": 1.0}),
+        );
+        let tight = key(&gw, json!({"end_user_budget_id": "tight"}));
+        let roomy = key(&gw, json!({"end_user_budget_id": "roomy"}));
+        // Served under the roomy row past what the tight row allows.
+        for _ in 0..5 {
+            assert_eq!(chat(&gw, &roomy, "ivan").status, 200, "{store}");
+        }
+        // The same spend is over the tight row.
+        let err = assert_error(&chat(&gw, &tight, "ivan"), 422);
+        assert_end_user_refusal(&err, "ivan", store);
+        // And the roomy key still serves ivan, in turn with the tight one.
+        for _ in 0..2 {
+            assert_eq!(chat(&gw, &roomy, "ivan").status, 200, "{store}");
+            assert_eq!(chat(&gw, &tight, "ivan").status, 422, "{store}");
+        }
+        // Another end user of the tight key has its own spend.
+        assert_eq!(chat(&gw, &tight, "judy").status, 200, "{store}");
+    }
+}
+
+/// The proxy-wide default row's `budget_duration` resets the spend of the
+/// end users riding it when its period ends, as LiteLLM's reset job
+/// resets the end users without a budget row of their own with it.
+#[test]
+fn the_proxy_wide_default_rows_period_resets_its_end_users() {
+    let settings = json!({"max_end_user_budget_id": "daily"});
+    for (store, _db, gw) in gateways(settings) {
+        admin(
+            &gw,
+            "/budget/new",
+            json!({"budget_id": "daily", "max_budget": 0.003, "budget_duration": "5s"}),
+        );
+        let err = spend_until_refused(&gw, MASTER_KEY, "kate", store);
+        assert_end_user_refusal(&err, "kate", store);
+        // Refused until the period ends, then served again.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let resp = chat(&gw, MASTER_KEY, "kate");
+            if resp.status == 200 {
+                break;
+            }
+            assert_error(&resp, 422);
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{store}: kate was never reset"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}

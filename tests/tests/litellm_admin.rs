@@ -72,7 +72,7 @@ fn fields_litellm_accepts_are_accepted_and_typos_and_wrong_types_refused() {
             "key_alias": "ui", "models": ["chat-fast"], "tags": ["prod", "team-a"],
             "guardrails": ["pii"], "allowed_routes": [], "key_type": "default",
             "send_invite_email": false, "object_permission": {"vector_stores": []},
-            "budget_id": null, "tpd_limit": 100, "auto_rotate": false,
+            "budget_id": null, "tpd_limit": null, "auto_rotate": false,
             "end_user_budget_id": null,
             "metadata": {"app": "ui"},
         }),
@@ -118,6 +118,9 @@ fn fields_litellm_accepts_are_accepted_and_typos_and_wrong_types_refused() {
         (json!({"max_budgett": 1}), "max_budgett"),
         (json!({"tags": "prod"}), "tags"),
         (json!({"tpd_limit": "many"}), "tpd_limit"),
+        // LiteLLM charges batch submissions to it; not enforced here, so
+        // refused rather than stored unenforced.
+        (json!({"tpd_limit": 100}), "tpd_limit"),
         (json!({"auto_rotate": 1}), "auto_rotate"),
         // A budget row that does not exist: LiteLLM's 400.
         (json!({"end_user_budget_id": "eu"}), "end_user_budget_id"),

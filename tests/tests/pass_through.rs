@@ -412,6 +412,49 @@ fn custom_pass_through_endpoints_reach_their_target_with_their_headers() {
     let auth = format!("Bearer {key}");
     let resp = post("/keyed/chat/completions", &[("authorization", &auth)]);
     assert_eq!(resp.status, 200, "{}", resp.text());
+    // A `denied_passthrough_routes` entry (the key's or its team's) wins
+    // over a grant, with LiteLLM's message; a team's grant serves its keys
+    // that name none; a proxy admin's key needs no grant.
+    let denied = new_key(
+        &gw,
+        json!({"allowed_passthrough_routes": ["/keyed"], "denied_passthrough_routes": ["/keyed/chat"]}),
+    );
+    let resp = post(
+        "/keyed/chat/completions",
+        &[("authorization", &format!("Bearer {denied}"))],
+    );
+    assert_eq!(resp.status, 403, "{}", resp.text());
+    assert_eq!(
+        resp.json()["error"]["message"],
+        "Key/team denied access to passthrough route /keyed/chat/completions. Matched `/keyed/chat` in `denied_passthrough_routes`.",
+    );
+    let team = gw
+        .post(
+            "/team/new",
+            &json!({"allowed_passthrough_routes": ["/keyed"], "denied_passthrough_routes": ["/keyed/embeddings"]}),
+        )
+        .expect_status(200)
+        .json();
+    let member = new_key(&gw, json!({"team_id": team["team_id"]}));
+    let member_auth = format!("Bearer {member}");
+    let resp = post(
+        "/keyed/chat/completions",
+        &[("authorization", &member_auth)],
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let resp = post("/keyed/embeddings", &[("authorization", &member_auth)]);
+    assert_eq!(resp.status, 403, "{}", resp.text());
+    gw.post(
+        "/user/new",
+        &json!({"user_id": "pt-admin", "user_role": "proxy_admin"}),
+    )
+    .expect_status(200);
+    let admin = new_key(&gw, json!({"user_id": "pt-admin"}));
+    let resp = post(
+        "/keyed/chat/completions",
+        &[("authorization", &format!("Bearer {admin}"))],
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
     // `forward_headers`: the client's headers go too.
     let resp = post(
         "/keyed/chat/completions",

@@ -137,6 +137,31 @@ fn upstream_400_message_passes_through() {
     );
 }
 
+/// An upstream's 400 keeps its `param` in the relayed body, as LiteLLM
+/// relays the OpenAI SDK's `param`; `code` is the status, as in LiteLLM's
+/// `ProxyException` (the provider's own code is not in its body).
+#[test]
+fn upstream_400_keeps_its_param() {
+    let answer = r#"{"error":{"message":"Invalid value for 'temperature' (mock 3e1)","type":"invalid_request_error","param":"temperature","code":"invalid_value"}}"#;
+    let reply = format!(
+        "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
+        answer.len()
+    );
+    let (_raw, gw) = start_raw(reply.as_bytes());
+    let resp = gw.post("/v1/chat/completions", &chat_body("raw"));
+    let err = assert_error(&resp, 400);
+    assert_eq!(
+        (&err["param"], &err["type"], &err["code"]),
+        (
+            &json!("temperature"),
+            &json!("invalid_request_error"),
+            &json!("400")
+        ),
+        "{err:?}"
+    );
+    assert!(error_message(&err).contains("mock 3e1"), "{err:?}");
+}
+
 /// A CA and a server certificate for `localhost` and 127.0.0.1 signed by it:
 /// returns (ca.pem, server cert pem, server key pem) paths.
 fn make_test_pki(dir: &std::path::Path) -> (String, String, String) {
@@ -362,11 +387,15 @@ fn api_base_host_names_resolve() {
     }
 }
 
-/// LiteLLM's proxy-only request fields the gateway reads
-/// (`turn_off_message_logging`, at the top level or in `metadata`;
-/// `litellm_trace_id`; `litellm_metadata`) never reach the provider, on
-/// chat completions, Responses, Messages and embeddings, as LiteLLM keeps
-/// them out of its provider call; the rest of `metadata` is sent on.
+/// LiteLLM's proxy-only request fields (`turn_off_message_logging`, at the
+/// top level or in `metadata`; `litellm_trace_id`; `litellm_metadata`;
+/// `caching`, `ttl`, `litellm_session_id`, `mock_response` from a caller
+/// who may not mock, ...) never reach the provider, on chat completions,
+/// Responses, Messages and embeddings, as LiteLLM keeps them out of its
+/// provider call. `metadata` is LiteLLM's own on chat completions and
+/// embeddings (never sent on without its `enable_preview_features`); the
+/// Responses and Messages APIs define it, and there the rest of it is sent
+/// on.
 #[test]
 fn proxy_only_fields_never_reach_the_upstream() {
     let answer = r#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"upstream-gpt","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#;
@@ -379,6 +408,11 @@ fn proxy_only_fields_never_reach_the_upstream() {
         "turn_off_message_logging": true,
         "litellm_trace_id": "trace-1",
         "litellm_metadata": {"trace_id": "trace-2"},
+        "caching": true,
+        "ttl": 60,
+        "litellm_session_id": "session-1",
+        "mock_response": "canned-answer",
+        "input_cost_per_token": 0,
     });
     let calls = [
         (
@@ -420,11 +454,25 @@ fn proxy_only_fields_never_reach_the_upstream() {
             "turn_off_message_logging",
             "litellm_trace_id",
             "litellm_metadata",
+            "caching",
+            "ttl",
+            "litellm_session_id",
+            "mock_response",
+            "canned-answer",
+            "input_cost_per_token",
         ] {
             assert!(!text.contains(field), "{path} forwarded {field}: {text}");
         }
-        if path != "/v1/messages" && path != "/v1/embeddings" {
-            assert_eq!(sent["metadata"]["note"], "kept-note", "{path}: {text}");
+        match path {
+            "/v1/responses" => {
+                assert_eq!(sent["metadata"]["note"], "kept-note", "{path}: {text}")
+            }
+            // Translated to chat completions for this OpenAI deployment.
+            "/v1/messages" => {}
+            _ => assert!(
+                sent.get("metadata").is_none(),
+                "{path} sent metadata: {text}"
+            ),
         }
     }
 }

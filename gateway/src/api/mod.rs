@@ -187,44 +187,11 @@ fn key_routes(caller: Option<Principal>, path: &str) -> Result<Option<Principal>
     Ok(caller)
 }
 
-/// An `auth: true` custom pass-through endpoint, as LiteLLM gates it: a
-/// virtual key needs an explicit grant, its own or else its team's
-/// `metadata.allowed_passthrough_routes` naming the endpoint's path (or a
-/// prefix of it, `/x` or `/x/*`); the master key needs none.
+/// An `auth: true` custom pass-through endpoint, as LiteLLM gates it
+/// ([`crate::auth::pass_through_grants`]).
 fn granted_pass_through(caller: Principal, path: &str) -> Result<Principal, GatewayError> {
-    let Principal::Key(key) = &caller else {
-        return Ok(caller);
-    };
-    let listed = |meta: &serde_json::Map<String, serde_json::Value>| {
-        meta.get("allowed_passthrough_routes")
-            .and_then(serde_json::Value::as_array)
-            .map(|routes| {
-                routes
-                    .iter()
-                    .filter_map(serde_json::Value::as_str)
-                    .map(str::to_string)
-                    .collect::<Vec<_>>()
-            })
-    };
-    let allowed = listed(&key.record.metadata)
-        .or_else(|| key.team.as_ref().and_then(|t| listed(&t.record.metadata)))
-        .unwrap_or_default();
-    let grants = |route: &str| {
-        let route = route.trim_end_matches('*').trim_end_matches('/');
-        !route.is_empty()
-            && (path == route
-                || path
-                    .strip_prefix(route)
-                    .is_some_and(|rest| rest.starts_with('/')))
-    };
-    if allowed.iter().any(|r| grants(r)) {
-        Ok(caller)
-    } else {
-        Err(GatewayError::KeyRouteForbidden {
-            allowed,
-            route: path.to_string(),
-        })
-    }
+    crate::auth::pass_through_grants::check(&caller, path)?;
+    Ok(caller)
 }
 
 /// What the request head alone decided: the caller, for the routes that
@@ -307,7 +274,7 @@ pub async fn admit(
             Some(endpoint) if endpoint.auth => auth
                 .authenticate(head, credentials)
                 .await
-                .and_then(|p| granted_pass_through(p, &endpoint.path))
+                .and_then(|p| granted_pass_through(p, head.path()))
                 .map(Some),
             _ => Ok(None),
         },

@@ -43,6 +43,11 @@ impl DefaultBudgets {
         let _ = self.proxy_wide.set(budget_id);
     }
 
+    /// The proxy-wide default (`max_end_user_budget_id`), when set.
+    pub fn proxy_wide(&self) -> Option<&str> {
+        self.proxy_wide.get().map(String::as_str)
+    }
+
     /// The ids a request through a key with `key_default` tries, in order.
     pub fn candidates<'a>(&'a self, key_default: Option<&'a str>) -> Vec<&'a str> {
         let proxy = self.proxy_wide.get().map(String::as_str);
@@ -102,6 +107,7 @@ impl DefaultBudgets {
         // A restricted entry sharing the counter may have set its own
         // limits on it since.
         limit(&rider.budget, row);
+        rider.budget.set_period(row.budget_reset_at);
         Some(rider)
     }
 
@@ -129,6 +135,9 @@ impl DefaultBudgets {
             )
         });
         limit(&counter, row);
+        // Its period is the row's: a reset of the row starts a new count
+        // (in Redis too).
+        counter.set_period(row.budget_reset_at);
         record.litellm_budget_table = Some(row.as_ref().clone());
         let entry = Arc::new(EndUserEntry::riding(record, counter));
         let riders = self.riders.pin();

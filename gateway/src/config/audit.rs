@@ -231,6 +231,12 @@ pub fn audit(sections: &Sections<'_>, warnings: &mut Vec<String>) -> Result<(), 
                 problem: "LiteLLM merges the files it names into the config (models, settings, guardrails) and this gateway does not read them; write their sections into this file to start".into(),
             });
         }
+        if matches!(key.as_str(), "policies" | "policy_attachments") && !asks_for_nothing(value) {
+            return Err(Refusal {
+                entry: key.clone(),
+                problem: "LiteLLM's policy engine attaches guardrails to keys, teams and models through it, and this gateway does not run it, so requests would reach the models unchecked; name the guardrails in the top-level `guardrails:` list and on the keys or teams instead".into(),
+            });
+        }
         if !asks_for_nothing(value) {
             warnings.push(format!(
                 "the top-level section {key} of the config is not read by this gateway; it is ignored"
@@ -424,6 +430,17 @@ mod tests {
             audit_top("{include: []}").0.is_ok(),
             "an empty one asks for nothing"
         );
+    }
+
+    /// LiteLLM's policy engine (`policies`, `policy_attachments`) attaches
+    /// guardrails: not run here, so refused.
+    #[test]
+    fn policies_are_refused() {
+        let (result, _) = audit_top("{policies: {strict: {guardrails: {add: [pii]}}}}");
+        assert_eq!(result.unwrap_err().entry, "policies");
+        let (result, _) = audit_top("{policy_attachments: [{policy: strict, scope: '*'}]}");
+        assert_eq!(result.unwrap_err().entry, "policy_attachments");
+        assert!(audit_top("{policies: {}}").0.is_ok());
     }
 
     #[test]

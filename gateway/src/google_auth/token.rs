@@ -83,6 +83,7 @@ impl TokenError {
                 .into(),
             ),
             provider_code: None,
+            upstream_param: None,
             retry_after: None,
             class: if self.status == 401 {
                 ErrorClass::Authentication

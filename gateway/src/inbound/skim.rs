@@ -18,6 +18,13 @@ pub(super) fn routing_view(body: &[u8]) -> Option<RoutingView<'_>> {
     let mut view = RoutingView::default();
     let mut seen = Seen::default();
     r.object(0, |r, key| {
+        if super::is_litellm_only(key) {
+            // Not a field serde_json reads: duplicates are kept, as it
+            // ignores them.
+            let value = raw(r)?;
+            view.litellm_only.push(value);
+            return Some(());
+        }
         let (bit, slot) = match key {
             b"model" => (0, Slot::Raw(&mut view.model)),
             b"messages" => (1, Slot::Raw(&mut view.messages)),
@@ -131,7 +138,9 @@ mod tests {
 
     /// What serde_json reads from `body`, as `Fields::read` used to.
     fn by_serde(body: &[u8]) -> Option<RoutingView<'_>> {
-        serde_json::from_slice(body).ok()
+        let mut view: RoutingView<'_> = serde_json::from_slice(body).ok()?;
+        view.litellm_only = super::super::litellm_only_members(body).ok()?;
+        Some(view)
     }
 
     #[test]
@@ -225,6 +234,8 @@ mod tests {
             Just("mock_testing_fallbacks"),
             Just("turn_off_message_logging"),
             Just("litellm_metadata"),
+            Just("caching"),
+            Just("mock_response"),
             Just("stream"),
             Just("max_tokens"),
             Just("max_completion_tokens"),

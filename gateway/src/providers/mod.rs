@@ -370,7 +370,7 @@ fn with_extra_headers(mut own: Vec<Header>, dep: &Deployment) -> Vec<Header> {
 }
 
 /// The error for an answer in OpenAI's shape
-/// (`{"error":{"message","type","code"}}`, else `message` or `detail`, else
+/// (`{"error":{"message","type","param","code"}}`, else `message` or `detail`, else
 /// the text), classed by its code (context window, content policy) and
 /// status. Shared by every provider speaking OpenAI's API.
 pub fn openai_error(status: u16, body: &[u8], retry_after: Option<String>) -> GatewayError {
@@ -402,6 +402,10 @@ pub fn openai_error(status: u16, body: &[u8], retry_after: Option<String>) -> Ga
         .and_then(|e| e.get("code"))
         .and_then(|c| c.as_str())
         .map(str::to_string);
+    let upstream_param = error
+        .and_then(|e| e.get("param"))
+        .and_then(|p| p.as_str())
+        .map(str::to_string);
     let class = match provider_code.as_deref() {
         Some("context_length_exceeded" | "string_above_max_length") => ErrorClass::ContextWindow,
         Some("content_policy_violation" | "content_filter") => ErrorClass::ContentPolicy,
@@ -412,6 +416,7 @@ pub fn openai_error(status: u16, body: &[u8], retry_after: Option<String>) -> Ga
         message,
         error_type,
         provider_code,
+        upstream_param,
         retry_after,
         class,
     }

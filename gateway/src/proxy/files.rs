@@ -817,16 +817,23 @@ pub(super) async fn charge_batch(
             budget_windows: worker.shared.auth.keys().budget_windows(),
         };
         let budgets = record::budgets_of(caller, &model);
-        if !budgets.is_empty() {
-            let held = Box::pin(crate::budget::Reservation::acquire_shared(
+        let held = if budgets.is_empty() {
+            None
+        } else {
+            Box::pin(crate::budget::Reservation::acquire_shared(
                 &worker.shared.limiter,
                 &budgets,
                 0.0,
                 &batch.id,
             ))
-            .await;
-            record::settle(&worker.shared.alerts, held.ok(), cost, principal);
-        }
+            .await
+            .ok()
+        };
+        // A key that opted in to throttling counts the batch on its own
+        // budget too, as its LLM calls count.
+        let limiter = &worker.shared.limiter;
+        let held = record::count_throttled(limiter, super::key_of(principal), held);
+        record::settle(&worker.shared.alerts, held, cost, principal);
     }
     record::submit(
         worker,

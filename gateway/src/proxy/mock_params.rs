@@ -27,7 +27,8 @@
 //! admission, [`COMPLETION_TOKENS`] completion tokens) and spend at that
 //! deployment's price. LiteLLM honours it for a key or team whose
 //! metadata has `allow_client_mock_response: true`, and this gateway
-//! also while the switch above is on; otherwise it is passed on as before.
+//! also while the switch above is on; otherwise it is dropped (never sent
+//! to the upstream), as LiteLLM's proxy drops it.
 
 use crate::auth::Principal;
 use crate::error::{ErrorClass, GatewayError};
@@ -97,6 +98,7 @@ impl Ask {
             message: format!("This is a mock exception for model={group}, to trigger {what}."),
             error_type: None,
             provider_code: code.map(str::to_string),
+            upstream_param: None,
             retry_after: None,
             class,
         })

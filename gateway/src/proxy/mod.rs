@@ -31,6 +31,7 @@ mod cached;
 mod convert;
 mod count_tokens;
 mod cut_off;
+mod enforced_params;
 mod files;
 mod guard;
 mod guard_api;
@@ -253,7 +254,9 @@ async fn handle_streamed(
     // also kept in this one's state, which every open stream carries.
     let result = match caller {
         Err(err) => Err(err),
-        Ok(principal) => match trace_id::check(&principal, head, Some(&body)) {
+        Ok(principal) => match trace_id::check(&principal, head, Some(&body))
+            .and_then(|()| enforced_params::check(&principal, endpoint, &body))
+        {
             Err(err) => Err(err),
             Ok(()) => {
                 let forward = convert::forward_headers(head, endpoint);
@@ -1405,6 +1408,7 @@ async fn serve_mock(
             message,
             error_type: None,
             provider_code: None,
+            upstream_param: None,
             retry_after: None,
             class: crate::error::ErrorClass::from_status(status),
         }),

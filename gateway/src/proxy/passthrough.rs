@@ -482,11 +482,15 @@ async fn serve(
         Some(_) => spend::worst_case_cost(body.len() as u64, dest.output_bound, price),
         None => 0.0,
     };
-    let reservation = record::hold(&worker.shared.limiter, &budgets, worst, &call.call_id)
-        .await
-        .map_err(|r| {
-            record::refusal(caller, &call.model, r.scope, (r.spend, r.max), Some(worst))
-        })?;
+    let reservation = record::hold_for(
+        &worker.shared.limiter,
+        caller.principal,
+        &budgets,
+        worst,
+        &call.call_id,
+    )
+    .await
+    .map_err(|r| record::refusal(caller, &call.model, r.scope, (r.spend, r.max), Some(worst)))?;
     let upstream_head = request_head(head, &dest, body.len());
     let result = Box::pin(relay(
         worker,

@@ -303,7 +303,7 @@ async fn prepare<'w>(
     // Held between responses: taken with nothing reserved, so it only
     // asks whether the budgets are open; settled with each response's
     // cost.
-    let reservation = record::hold(&shared.limiter, &budgets, 0.0, &session.call_id)
+    let reservation = record::hold_for(&shared.limiter, principal, &budgets, 0.0, &session.call_id)
         .await
         .map_err(|r| record::refusal(caller, &group, r.scope, (r.spend, r.max), None))?;
     // 4. the upstream's WebSocket.
@@ -899,7 +899,7 @@ async fn charge_response<'l>(
     // finishes while a spent session closes is charged too; each under
     // its own id.
     let id = format!("{}:{}", session.call_id, session.responses);
-    let mut next = record::hold(limiter, charge.budgets, 0.0, &id)
+    let mut next = record::hold_for(limiter, charge.principal, charge.budgets, 0.0, &id)
         .await
         .ok()
         .flatten();

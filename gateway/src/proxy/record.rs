@@ -103,11 +103,27 @@ pub(super) async fn admit<'l>(
     Ok(count_throttled(limiter, key, held))
 }
 
+/// [`hold`] for a call of `principal` off the LLM routes (files, batches,
+/// pass-through, realtime): a key that opted in to throttling has its
+/// call's cost counted on its own budget too, as [`admit`] counts it, so
+/// that these calls bring it to its budget (and its throttled limits) as
+/// its LLM calls do.
+pub(super) async fn hold_for<'l>(
+    limiter: &'l Limiter,
+    principal: &Principal,
+    budgets: &[(&'static str, Arc<crate::budget::Budget>)],
+    worst: f64,
+    request_id: &str,
+) -> Result<Option<Reservation<'l>>, crate::budget::Refusal> {
+    let held = hold(limiter, budgets, worst, request_id).await?;
+    Ok(count_throttled(limiter, super::key_of(principal), held))
+}
+
 /// A key that opted in to throttling is never refused by its own budget
 /// (LiteLLM releases its counter rather than blocking; past the budget its
 /// limits are scaled down instead), so room is not held in it
 /// ([`budgets_of`]), but its spend is still counted on it.
-fn count_throttled<'l>(
+pub(super) fn count_throttled<'l>(
     limiter: &'l Limiter,
     key: Option<&crate::auth::KeyEntry>,
     held: Option<Reservation<'l>>,

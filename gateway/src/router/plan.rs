@@ -1264,6 +1264,7 @@ mod tests {
             error_type: None,
             retry_after: Some("2.5".into()),
             provider_code: None,
+            upstream_param: None,
             class: ErrorClass::RateLimit,
         };
         let f = AttemptFailure::from_error(ErrorClass::RateLimit, &err, &pick);

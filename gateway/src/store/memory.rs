@@ -1170,7 +1170,11 @@ impl Store for MemoryStore {
         Ok(self.with(|t| t.daily.spend_since(since)))
     }
 
-    async fn reset_due_budgets(&self, now: DateTime<Utc>) -> Result<Vec<Change>, StoreError> {
+    async fn reset_due_budgets(
+        &self,
+        now: DateTime<Utc>,
+        end_user_default: Option<&str>,
+    ) -> Result<Vec<Change>, StoreError> {
         Ok(self.with(|t| {
             let mut changes = Vec::new();
             for k in t.keys.values_mut() {
@@ -1204,8 +1208,20 @@ impl Store for MemoryStore {
                 };
                 t.periods.insert(scoped, now);
             }
+            let default_due = end_user_default
+                .and_then(|d| t.budgets.get(d))
+                .is_some_and(|b| b.budget_reset_at.is_some_and(|at| at <= now));
             changes.extend(t.end_users.reset_due(now).into_iter().map(Change::EndUser));
             changes.extend(t.reset_member_budgets(now).into_iter().map(Change::Team));
+            // The proxy-wide default row: the end users riding it are reset
+            // with it, and its cached copy learns its next reset.
+            if let (true, Some(d)) = (default_due, end_user_default) {
+                if let Some(b) = t.budgets.get_mut(d) {
+                    b.budget_reset_at = next_reset(b.budget_duration.as_deref(), now);
+                }
+                changes.extend(t.end_users.reset_riders().into_iter().map(Change::EndUser));
+                changes.push(Change::Budget(d.to_string()));
+            }
             changes
         }))
     }

@@ -592,8 +592,15 @@ pub trait Store: Send + Sync {
     /// Zeroes the spend of keys, teams and users whose `budget_reset_at` is
     /// past, and of the end users and team memberships of budget rows
     /// whose `budget_reset_at` is (the team's announced), and schedules the
-    /// next reset; returns what changed.
-    async fn reset_due_budgets(&self, now: DateTime<Utc>) -> Result<Vec<Change>, StoreError>;
+    /// next reset; returns what changed. When `end_user_default` (the
+    /// proxy-wide `litellm_settings.max_end_user_budget_id`) is among the
+    /// rows due, the end users that link no budget row of their own (who
+    /// ride it) are reset with it, as LiteLLM's reset job resets them.
+    async fn reset_due_budgets(
+        &self,
+        now: DateTime<Utc>,
+        end_user_default: Option<&str>,
+    ) -> Result<Vec<Change>, StoreError>;
     /// Announces changes to every replica (Postgres NOTIFY); a no-op in memory.
     async fn announce(&self, changes: &[Change]) -> Result<(), StoreError>;
     /// Whether the store answers now (one round trip), checked before work

@@ -628,8 +628,12 @@ impl Store for PostgresStore {
         with_client!(self, c => spend::global(c, since))
     }
 
-    async fn reset_due_budgets(&self, now: DateTime<Utc>) -> Result<Vec<Change>, StoreError> {
-        with_client!(retry self, c => spend::reset_due(c, now))
+    async fn reset_due_budgets(
+        &self,
+        now: DateTime<Utc>,
+        end_user_default: Option<&str>,
+    ) -> Result<Vec<Change>, StoreError> {
+        with_client!(retry self, c => spend::reset_due(c, now, end_user_default))
     }
 
     /// A no-op: every mutation announced itself in its own transaction.

@@ -173,7 +173,12 @@ async fn budget_resets(ctx: Arc<SyncCtx>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         tick.tick().await;
-        match ctx.store().reset_due_budgets(chrono::Utc::now()).await {
+        let default = ctx.keys.end_users().defaults().proxy_wide();
+        match ctx
+            .store()
+            .reset_due_budgets(chrono::Utc::now(), default)
+            .await
+        {
             Ok(changes) => {
                 if !changes.is_empty() {
                     tracing::info!(count = changes.len(), "budget period ended: spend reset");

@@ -141,6 +141,24 @@ pub(super) const METADATA_FIELDS: [&str; 30] = [
     "denied_passthrough_routes",
 ];
 
+/// Accepted fields LiteLLM acts on that this gateway does not, refused
+/// (400 naming the field) when given a value rather than dropped: ignoring
+/// them would let callers spend what LiteLLM refuses them.
+const REFUSED_WHEN_SET: [(&str, &str); 3] = [
+    (
+        "tpd_limit",
+        "is not enforced by this gateway (LiteLLM charges /v1/batches submissions to it as tokens per day); leave it unset",
+    ),
+    (
+        "enforced_file_expires_after",
+        "is not applied by this gateway (LiteLLM sets it as the expiry of the team's /v1/files uploads); leave it unset",
+    ),
+    (
+        "enforced_batch_output_expires_after",
+        "is not applied by this gateway (LiteLLM sets it as the expiry of the team's /v1/batches outputs); leave it unset",
+    ),
+];
+
 /// Parses like [`parse`], after taking out the fields of `accepted`: fields
 /// LiteLLM's request type declares that this gateway does not enforce. Each
 /// is checked against its [`Kind`] (400 naming it), then dropped, except
@@ -168,6 +186,11 @@ pub fn parse_accepting<T: DeserializeOwned>(
         }
         if *name == "tag_rpm_limit" {
             per_tag_limits(&v)?;
+        }
+        if let Some((_, reason)) = REFUSED_WHEN_SET.iter().find(|(n, _)| n == name) {
+            if !v.is_null() {
+                return Err(bad_field(name, (*reason).to_string()));
+            }
         }
         if !v.is_null() && METADATA_FIELDS.contains(name) {
             for_metadata.insert(name.to_string(), v);
@@ -470,7 +493,7 @@ mod tests {
             ("denied_passthrough_routes", Kind::List),
         ];
         let (p, meta): (Probe, _) = parse_accepting(
-            br#"{"max_budget": 1, "tags": ["a"], "tpd_limit": 5, "denied_passthrough_routes": ["/x"]}"#,
+            br#"{"max_budget": 1, "tags": ["a"], "tpd_limit": null, "denied_passthrough_routes": ["/x"]}"#,
             &accepted,
         )
         .unwrap();
@@ -487,6 +510,7 @@ mod tests {
         for (body, field) in [
             (r#"{"tags": "a"}"#, "tags"),
             (r#"{"tpd_limit": 1.5}"#, "tpd_limit"),
+            (r#"{"tpd_limit": 5}"#, "tpd_limit"),
             (r#"{"tags": [], "max_budgett": 1}"#, "max_budgett"),
             (r#"{"tags": [], "max_budget": "x"}"#, "max_budget"),
         ] {

@@ -409,9 +409,39 @@ fn no_new_key(new_key: &Option<String>) -> Result<(), GatewayError> {
     }
 }
 
+/// The `allowed_routes` a `/key/generate` body's `key_type` presets, as
+/// LiteLLM's `handle_key_type` sets them (over any `allowed_routes`
+/// given): `llm_api` the LLM routes, `management` the management routes,
+/// `read_only` the info routes; `default` (or none) presets nothing.
+fn key_type_routes(body: &[u8]) -> Result<Option<Vec<String>>, GatewayError> {
+    #[derive(serde::Deserialize)]
+    struct KeyType {
+        key_type: Option<String>,
+    }
+    let Ok(KeyType { key_type }) = serde_json::from_slice::<KeyType>(body) else {
+        return Ok(None);
+    };
+    let group = match key_type.as_deref() {
+        None | Some("default") => return Ok(None),
+        Some("llm_api") => "llm_api_routes",
+        Some("management") => "management_routes",
+        Some("read_only") => "info_routes",
+        Some(_) => {
+            return Err(super::body::bad_field(
+                "key_type",
+                "must be one of llm_api, management, read_only, default",
+            ))
+        }
+    };
+    Ok(Some(vec![group.to_string()]))
+}
+
 /// `POST /key/generate`; `admin`: the caller is a proxy admin.
 pub async fn generate(worker: &Worker, body: &[u8], admin: bool) -> Result<Value, GatewayError> {
     let mut req = KeyRequest::read(body)?;
+    if let Some(routes) = key_type_routes(body)? {
+        req.allowed_routes = Patch::Set(routes);
+    }
     let Handles {
         key,
         new_key,

@@ -186,6 +186,7 @@ impl Provider for Anthropic {
             status,
             message,
             provider_code: error_type.clone(),
+            upstream_param: None,
             error_type,
             retry_after,
             class,

@@ -227,6 +227,7 @@ pub fn to_openai(body: &[u8], created: i64) -> Result<Vec<u8>, GatewayError> {
             message: filtered.join("; "),
             error_type: Some("ValidationException".into()),
             provider_code: None,
+            upstream_param: None,
             retry_after: None,
             class: ErrorClass::ContentPolicy,
         });
@@ -240,6 +241,7 @@ pub fn to_openai(body: &[u8], created: i64) -> Result<Vec<u8>, GatewayError> {
             message: reason.to_string(),
             error_type: Some("ValidationException".into()),
             provider_code: None,
+            upstream_param: None,
             retry_after: None,
             class: ErrorClass::ContentPolicy,
         });

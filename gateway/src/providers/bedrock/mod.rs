@@ -261,6 +261,7 @@ impl Provider for Bedrock {
             status,
             message,
             provider_code: error_type.clone(),
+            upstream_param: None,
             error_type,
             retry_after,
             class,
@@ -304,6 +305,7 @@ fn sign(
             message: "no AWS credentials for this bedrock deployment: set aws_access_key_id and aws_secret_access_key (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY); role credentials are not supported yet".into(),
             error_type: Some("authentication_error".into()),
             provider_code: None,
+            upstream_param: None,
             retry_after: None,
             class: ErrorClass::Authentication,
         });

@@ -195,6 +195,7 @@ fn authorization(settings: &VertexSettings) -> Result<Header, GatewayError> {
         message: message.to_string(),
         error_type: Some("authentication_error".into()),
         provider_code: None,
+        upstream_param: None,
         retry_after: None,
         class: ErrorClass::Authentication,
     };

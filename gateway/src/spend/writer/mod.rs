@@ -536,7 +536,10 @@ mod tests {
             due.budget_reset_at = Some(chrono::Utc::now() - chrono::Duration::seconds(1));
             store.update_key(&due).await.unwrap();
             let settled_before = chrono::Utc::now() - chrono::Duration::seconds(1);
-            store.reset_due_budgets(chrono::Utc::now()).await.unwrap();
+            store
+                .reset_due_budgets(chrono::Utc::now(), None)
+                .await
+                .unwrap();
             let mut late = row("late");
             late.api_key = token.as_str().into();
             late.spend = 2.0;

@@ -168,6 +168,19 @@ impl EndUsers {
         u.budget_id.is_some()
     }
 
+    /// Zeroes the spend of the end users that link no budget row of their
+    /// own (the riders of the proxy-wide default row); returns their ids.
+    pub(super) fn reset_riders(&mut self) -> Vec<String> {
+        let mut reset = Vec::new();
+        for u in self.rows.values_mut() {
+            if u.budget_id.is_none() && u.spend > 0.0 {
+                u.spend = 0.0;
+                reset.push(u.user_id.clone());
+            }
+        }
+        reset
+    }
+
     /// Zeroes the spend of the end users of every budget row whose reset
     /// is due and schedules its next; returns their ids.
     pub(super) fn reset_due(&mut self, now: DateTime<Utc>) -> Vec<String> {

@@ -370,19 +370,25 @@ pub async fn add_spend(
 }
 
 /// Advances every budget row whose reset is due and that end users or team
-/// memberships are linked to (locked, in id order) to its next reset;
-/// returns their ids, whose linked spend the caller zeroes.
-pub async fn advance_due(tx: &Transaction<'_>, now: DateTime<Utc>) -> Result<Vec<String>, Error> {
+/// memberships are linked to, or that is `end_user_default` (the end users
+/// without a row of their own ride it), locked in id order, to its next
+/// reset; returns their ids, whose linked spend the caller zeroes.
+pub async fn advance_due(
+    tx: &Transaction<'_>,
+    now: DateTime<Utc>,
+    end_user_default: Option<&str>,
+) -> Result<Vec<String>, Error> {
     let due = tx
         .query(
             r#"SELECT b.budget_id, b.budget_duration FROM "LiteLLM_BudgetTable" b
             WHERE b.budget_reset_at <= $1
-                AND (EXISTS (SELECT 1 FROM "LiteLLM_EndUserTable" e
+                AND (b.budget_id = $2
+                    OR EXISTS (SELECT 1 FROM "LiteLLM_EndUserTable" e
                         WHERE e.budget_id = b.budget_id)
                     OR EXISTS (SELECT 1 FROM "LiteLLM_TeamMembership" m
                         WHERE m.budget_id = b.budget_id))
             ORDER BY b.budget_id FOR UPDATE OF b"#,
-            &[&now.naive_utc()],
+            &[&now.naive_utc(), &end_user_default],
         )
         .await?;
     if due.is_empty() {
@@ -404,20 +410,24 @@ pub async fn advance_due(tx: &Transaction<'_>, now: DateTime<Utc>) -> Result<Vec
     Ok(ids)
 }
 
-/// Zeroes the spend of the end users linked to `budget_ids`; returns their
-/// ids.
+/// Zeroes the spend of the end users linked to `budget_ids`, and of those
+/// linked to none when `end_user_default` is among them (LiteLLM's
+/// `_enduser_reset_where`); returns their ids.
 pub async fn reset_linked(
     tx: &Transaction<'_>,
     budget_ids: &[String],
+    end_user_default: Option<&str>,
 ) -> Result<Vec<String>, Error> {
     if budget_ids.is_empty() {
         return Ok(Vec::new());
     }
+    let riders = end_user_default.is_some_and(|d| budget_ids.iter().any(|b| b == d));
     let rows = tx
         .query(
-            r#"UPDATE "LiteLLM_EndUserTable" SET spend = 0 WHERE budget_id = ANY($1)
+            r#"UPDATE "LiteLLM_EndUserTable" SET spend = 0
+            WHERE budget_id = ANY($1) OR ($2 AND budget_id IS NULL AND spend > 0)
             RETURNING user_id"#,
-            &[&budget_ids],
+            &[&budget_ids, &riders],
         )
         .await?;
     rows.iter().map(|r| r.try_get(0)).collect()

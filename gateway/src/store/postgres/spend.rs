@@ -1096,8 +1096,14 @@ pub async fn global(c: &Client, since: &str) -> Result<f64, Error> {
 }
 
 /// Zeroes the spend of keys, teams and users whose period ended by `now`,
-/// schedules their next reset and announces each, in one transaction.
-pub async fn reset_due(c: &mut Client, now: DateTime<Utc>) -> Result<Vec<Change>, Error> {
+/// schedules their next reset and announces each, in one transaction; the
+/// end users riding `end_user_default` (no budget row of their own) are
+/// reset with that row.
+pub async fn reset_due(
+    c: &mut Client,
+    now: DateTime<Utc>,
+    end_user_default: Option<&str>,
+) -> Result<Vec<Change>, Error> {
     let tx = c.transaction().await?;
     let mut changes = Vec::new();
     for token in reset_table(&tx, r#""LiteLLM_VerificationToken""#, "token", now).await? {
@@ -1113,9 +1119,12 @@ pub async fn reset_due(c: &mut Client, now: DateTime<Utc>) -> Result<Vec<Change>
     start_periods(&tx, &changes, now).await?;
     // Budget rows linked to end users and team memberships (a member's own
     // budget, or its team's member defaults), as LiteLLM's reset cascade.
-    let rows = super::end_users::advance_due(&tx, now).await?;
-    let end_users = super::end_users::reset_linked(&tx, &rows).await?;
+    let rows = super::end_users::advance_due(&tx, now, end_user_default).await?;
+    let end_users = super::end_users::reset_linked(&tx, &rows, end_user_default).await?;
     changes.extend(end_users.into_iter().map(Change::EndUser));
+    // The cached default row learns its next reset.
+    let default = rows.iter().find(|r| Some(r.as_str()) == end_user_default);
+    changes.extend(default.cloned().map(Change::Budget));
     let teams = super::members::reset_linked(&tx, &rows).await?;
     changes.extend(teams.into_iter().map(Change::Team));
     notify(&tx, &changes).await?;
