@@ -281,13 +281,29 @@ fn post_call_masks_whole_answers() {
 /// content comes in `pieces`, one SSE event (and one HTTP chunk) each,
 /// then a usage chunk and `[DONE]`.
 fn streaming_upstream(pieces: &[&str]) -> RawUpstream {
-    let mut events: Vec<String> = pieces
+    let deltas: Vec<(Value, Value)> = pieces
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            let finish = if i + 1 == pieces.len() { json!("stop") } else { Value::Null };
+            let finish = if i + 1 == pieces.len() {
+                json!("stop")
+            } else {
+                Value::Null
+            };
+            (json!({"content": p}), finish)
+        })
+        .collect();
+    sse_upstream(&deltas)
+}
+
+/// An upstream streaming one chat chunk per `(delta, finish_reason)`,
+/// then a usage chunk and `[DONE]`.
+fn sse_upstream(deltas: &[(Value, Value)]) -> RawUpstream {
+    let mut events: Vec<String> = deltas
+        .iter()
+        .map(|(delta, finish)| {
             let chunk = json!({"id": "chatcmpl-s", "object": "chat.completion.chunk", "created": 1,
-                "model": "upstream-gpt", "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": finish}]});
+                "model": "upstream-gpt", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
             format!("data: {chunk}\n\n")
         })
         .collect();
@@ -361,6 +377,49 @@ fn post_call_masks_a_stream_even_when_a_match_is_split_across_chunks() {
         streamed_text(&events(&text)),
         "write to bob@example.com about Project Falcon, bye"
     );
+}
+
+/// OpenAI ends a choice with a chunk of no text (`"delta": {}` and its
+/// `finish_reason`): what the window still holds goes out in that chunk,
+/// masked, whether its delta is empty, has other members or has `content`
+/// as `null`.
+#[test]
+fn post_call_releases_the_held_text_into_a_final_chunk_without_text() {
+    for last in [
+        json!({}),
+        json!({"role": "assistant"}),
+        json!({"content": null}),
+    ] {
+        let raw = sse_upstream(&[
+            (
+                json!({"role": "assistant", "content": "mail bob@exa"}),
+                Value::Null,
+            ),
+            (json!({"content": "mple.com now"}), Value::Null),
+            (last.clone(), json!("stop")),
+        ]);
+        let gw = start(&raw);
+        let body = chat(
+            "hello",
+            json!({"guardrails": ["answer-mask"], "stream": true}),
+        );
+        let resp = call(&gw, MASTER_KEY, "/v1/chat/completions", &body);
+        assert_eq!(resp.status, 200, "{}", resp.text());
+        let text = resp.text();
+        let got = events(&text);
+        assert_eq!(
+            streamed_text(&got),
+            "mail [EMAIL_REDACTED] now",
+            "{last}: {text}"
+        );
+        assert!(!text.contains("bob@"), "{text}");
+        let end = got
+            .iter()
+            .find(|e| e["choices"][0]["finish_reason"] == "stop")
+            .unwrap_or_else(|| panic!("{last}: no finish chunk in {text}"));
+        assert_eq!(end["id"], "chatcmpl-s", "{text}");
+        assert_eq!(got.last(), Some(&json!("[DONE]")), "{text}");
+    }
 }
 
 #[test]

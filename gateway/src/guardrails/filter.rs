@@ -122,6 +122,8 @@ pub struct ContentFilter {
     plain: Vec<Word>,
     /// Keywords with `*`, one regex each.
     wild: Vec<(Regex, Word)>,
+    /// What a stream holds back ([`Self::hold`]), worked out once.
+    hold: usize,
 }
 
 impl std::fmt::Debug for ContentFilter {
@@ -221,6 +223,7 @@ impl ContentFilter {
                     .map_err(|e| format!("blocked_words: {e}"))?,
             )
         };
+        let hold = hold_of(&compiled, &plain, &wild);
         Ok(ContentFilter {
             set,
             patterns: compiled,
@@ -228,6 +231,7 @@ impl ContentFilter {
             words,
             plain,
             wild,
+            hold,
         })
     }
 
@@ -235,7 +239,9 @@ impl ContentFilter {
     /// with the masks applied, or LiteLLM's 400 for a `BLOCK` match.
     pub fn apply<'t>(&self, text: &'t str) -> Result<Cow<'t, str>, GatewayError> {
         let mut spans = Vec::new();
-        self.find(text, &mut spans)?;
+        self.find(text, &mut |start, end, redaction| {
+            spans.push((start, end, redaction))
+        })?;
         if spans.is_empty() {
             return Ok(Cow::Borrowed(text));
         }
@@ -246,59 +252,42 @@ impl ContentFilter {
     /// still whole when it is checked: LiteLLM's holdback (longer for
     /// OpenAI keys), or the longest keyword.
     pub fn hold(&self) -> usize {
-        let patterns = self
-            .patterns
-            .iter()
-            .map(|p| {
-                if p.name == "openai_api_key" {
-                    OPENAI_KEY_HOLD
-                } else {
-                    STREAM_HOLD
-                }
-            })
-            .max()
-            .unwrap_or(0);
-        let words = self
-            .plain
-            .iter()
-            .chain(self.wild.iter().map(|(_, w)| w))
-            .map(|w| w.keyword.len())
-            .max()
-            .unwrap_or(0);
-        patterns.max(words)
+        self.hold
     }
 
     /// The `(start, end)` of every match to mask in `text`, in no order;
     /// LiteLLM's 400 for a `BLOCK` match.
     pub fn spans(&self, text: &str, out: &mut Vec<(usize, usize)>) -> Result<(), GatewayError> {
-        let mut spans = Vec::new();
-        self.find(text, &mut spans)?;
-        out.extend(spans.iter().map(|&(start, end, _)| (start, end)));
-        Ok(())
+        self.find(text, &mut |start, end, _| out.push((start, end)))
     }
 
-    /// Appends `(start, end, redaction)` of every match to mask: patterns
-    /// and words, both on the text as given.
-    fn find<'s>(
-        &'s self,
-        text: &str,
-        spans: &mut Vec<(usize, usize, &'s str)>,
-    ) -> Result<(), GatewayError> {
-        self.find_patterns(text, spans)?;
-        self.find_words(text, spans)
+    /// Gives `found` the `(start, end, redaction)` of every match to mask:
+    /// patterns and words, both on the text as given.
+    fn find<'s>(&'s self, text: &str, found: &mut Found<'_, 's>) -> Result<(), GatewayError> {
+        WINDOWS.with(|windows| match windows.try_borrow_mut() {
+            Ok(mut windows) => {
+                let found = self.find_patterns(text, &mut windows, found);
+                windows.trim();
+                found
+            }
+            // Not reachable (a search never starts another); a fresh
+            // buffer keeps it correct anyway.
+            Err(_) => self.find_patterns(text, &mut Windows::default(), found),
+        })?;
+        self.find_words(text, found)
     }
 
     fn find_patterns<'s>(
         &'s self,
         text: &str,
-        spans: &mut Vec<(usize, usize, &'s str)>,
+        windows: &mut Windows,
+        spans: &mut Found<'_, 's>,
     ) -> Result<(), GatewayError> {
         let bytes = text.as_bytes();
         if self.patterns.is_empty() {
             return Ok(());
         }
-        let mut windows = Windows::default();
-        self.gates.windows(bytes, &mut windows);
+        self.gates.windows(bytes, windows);
         let hits = (windows.total() > WINDOWS_PER_TEXT.saturating_mul(bytes.len()))
             .then(|| self.set.matches(bytes));
         for (i, p) in self.patterns.iter().enumerate() {
@@ -321,25 +310,19 @@ impl ContentFilter {
                         return Err(pattern_blocked(&p.name));
                     }
                 }
-                Action::Mask => {
-                    spans.extend(found.map(|m| (m.start(), m.end(), p.redaction.as_str())))
-                }
+                Action::Mask => found.for_each(|m| spans(m.start(), m.end(), p.redaction.as_str())),
             }
         }
         Ok(())
     }
 
-    fn find_words<'s>(
-        &'s self,
-        text: &str,
-        spans: &mut Vec<(usize, usize, &'s str)>,
-    ) -> Result<(), GatewayError> {
+    fn find_words<'s>(&'s self, text: &str, spans: &mut Found<'_, 's>) -> Result<(), GatewayError> {
         if let Some(ac) = &self.words {
             for m in ac.find_iter(text) {
                 let w = &self.plain[m.pattern().as_usize()];
                 match w.action {
                     Action::Block => return Err(word_blocked(w)),
-                    Action::Mask => spans.push((m.start(), m.end(), KEYWORD_REDACTED)),
+                    Action::Mask => spans(m.start(), m.end(), KEYWORD_REDACTED),
                 }
             }
         }
@@ -350,12 +333,43 @@ impl ContentFilter {
                 }
                 match w.action {
                     Action::Block => return Err(word_blocked(w)),
-                    Action::Mask => spans.push((m.start(), m.end(), KEYWORD_REDACTED)),
+                    Action::Mask => spans(m.start(), m.end(), KEYWORD_REDACTED),
                 }
             }
         }
         Ok(())
     }
+}
+
+/// Takes each match to mask: `(start, end, redaction)`.
+type Found<'f, 's> = dyn FnMut(usize, usize, &'s str) + 'f;
+
+thread_local! {
+    /// The windows of the text being searched, kept for the next search on
+    /// this thread (a request core checks one text at a time).
+    static WINDOWS: std::cell::RefCell<Windows> = std::cell::RefCell::default();
+}
+
+/// Bytes a stream holds back for `patterns` and words `plain` and `wild`.
+fn hold_of(patterns: &[Pattern], plain: &[Word], wild: &[(Regex, Word)]) -> usize {
+    let patterns = patterns
+        .iter()
+        .map(|p| {
+            if p.name == "openai_api_key" {
+                OPENAI_KEY_HOLD
+            } else {
+                STREAM_HOLD
+            }
+        })
+        .max()
+        .unwrap_or(0);
+    let words = plain
+        .iter()
+        .chain(wild.iter().map(|(_, w)| w))
+        .map(|w| w.keyword.len())
+        .max()
+        .unwrap_or(0);
+    patterns.max(words)
 }
 
 /// `text` with each span replaced by its redaction; a span overlapping an

@@ -293,6 +293,9 @@ pub struct Gates {
     gates: Vec<Option<Gate>>,
 }
 
+/// Most windows whose room [`Windows::trim`] keeps for the next text.
+const KEPT_WINDOWS: usize = 4096;
+
 /// Byte ranges of a text, per pattern, where its matches can be.
 #[derive(Default)]
 pub struct Windows {
@@ -312,6 +315,14 @@ impl Windows {
             .iter()
             .take_while(move |s| s.0 == i)
             .map(|s| (s.1, s.2))
+    }
+
+    /// Lets go of the buffers when a long text grew them past what a
+    /// usual one needs (they are kept for the next text).
+    pub fn trim(&mut self) {
+        if self.spans.capacity() > KEPT_WINDOWS {
+            *self = Windows::default();
+        }
     }
 
     /// Bytes covered, over all patterns.

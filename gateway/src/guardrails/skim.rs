@@ -255,6 +255,10 @@ pub struct ChunkText<'a> {
     pub finished: bool,
     /// Its `delta.content` when a string: where the string is, and its text.
     pub content: Option<((usize, usize), Cow<'a, str>)>,
+    /// Where a member can be written into its `delta` (just after its
+    /// `{`) and whether the delta has members already; `None` when its
+    /// `content` is there as `null` (a member cannot be added twice).
+    pub delta: Option<(usize, bool)>,
 }
 
 /// An OpenAI chat chunk's one choice (`Some(None)`: no choice at all);
@@ -290,6 +294,7 @@ fn chunk_choice<'a>(r: &mut Reader<'a>) -> Option<ChunkText<'a>> {
         index: 0,
         finished: false,
         content: None,
+        delta: None,
     };
     let mut seen = Seen::default();
     r.object(2, |r, key| match key {
@@ -313,22 +318,32 @@ fn chunk_choice<'a>(r: &mut Reader<'a>) -> Option<ChunkText<'a>> {
             if r.peek()? != b'{' {
                 return None;
             }
+            let open = r.position() + 1;
+            let (mut members, mut null) = (false, false);
             let mut content_seen = Seen::default();
-            r.object(3, |r, key| match key {
-                b"content" => {
-                    content_seen.first(0)?;
-                    match r.peek()? {
-                        b'"' => {
-                            let t = text(r)?;
-                            c.content = Some((t.span, t.text));
-                            Some(())
+            r.object(3, |r, key| {
+                members = true;
+                match key {
+                    b"content" => {
+                        content_seen.first(0)?;
+                        match r.peek()? {
+                            b'"' => {
+                                let t = text(r)?;
+                                c.content = Some((t.span, t.text));
+                                Some(())
+                            }
+                            b'n' => {
+                                null = true;
+                                r.literal(b"null")
+                            }
+                            _ => None,
                         }
-                        b'n' => r.literal(b"null"),
-                        _ => None,
                     }
+                    _ => r.skip_value(4),
                 }
-                _ => r.skip_value(4),
-            })
+            })?;
+            c.delta = (!null).then_some((open, members));
+            Some(())
         }
         b"text" => None,
         _ => r.skip_value(3),
@@ -483,6 +498,18 @@ mod tests {
         let end = br#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#;
         let c = openai_chunk(end).unwrap().unwrap();
         assert!(c.finished && c.content.is_none());
+        let at = memchr::memmem::find(end, b"{}").unwrap() + 1;
+        assert_eq!(c.delta, Some((at, false)), "an empty delta, just inside it");
+        let role =
+            br#"{"choices":[{"index":0,"delta":{ "role":"assistant"},"finish_reason":"stop"}]}"#;
+        let at = memchr::memmem::find(role, b"{ \"role").unwrap() + 1;
+        assert_eq!(openai_chunk(role).unwrap().unwrap().delta, Some((at, true)));
+        let null = br#"{"choices":[{"index":0,"delta":{"content":null},"finish_reason":"stop"}]}"#;
+        let c = openai_chunk(null).unwrap().unwrap();
+        assert!(
+            c.content.is_none() && c.delta.is_none(),
+            "no second content member"
+        );
         assert!(
             openai_chunk(br#"{"choices":[],"usage":{"total_tokens":3}}"#)
                 .unwrap()

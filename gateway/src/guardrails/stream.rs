@@ -20,6 +20,8 @@ const MAX_HELD: usize = 64 << 10;
 /// How far before the window a cut looks for a space, so the text held
 /// back starts at a word boundary.
 const CUT_SLACK: usize = 64;
+/// Most matches whose room a window keeps between checks.
+const MAX_KEPT_SPANS: usize = 1024;
 
 /// The window of one streamed answer.
 #[derive(Debug)]
@@ -34,6 +36,8 @@ pub struct StreamCheck {
     began: Option<SystemTime>,
     /// Time spent checking, every filter together.
     took: Duration,
+    /// The matches of the last check (kept for its room).
+    spans: Vec<(usize, usize)>,
 }
 
 impl StreamCheck {
@@ -53,6 +57,7 @@ impl StreamCheck {
             choices: Vec::new(),
             began: None,
             took: Duration::ZERO,
+            spans: Vec::new(),
         }
     }
 
@@ -107,10 +112,6 @@ impl StreamCheck {
         }
     }
 
-    /// Checks `held` whole (a `BLOCK` anywhere in it refuses), then takes
-    /// from its front what no match can still grow into: all of it at the
-    /// `end`, else all but the window, cut before any match the cut would
-    /// split and after a space when one is near. Returns that part masked.
     /// Adds one run per content filter of the window to `log`: its
     /// outcome over the whole stream (a mask anywhere makes it masked, a
     /// block blocked); the time is that of every check of the stream, all
@@ -137,11 +138,30 @@ impl StreamCheck {
         released
     }
 
+    /// Checks `held` whole (a `BLOCK` anywhere in it refuses), then takes
+    /// from its front what no match can still grow into: all of it at the
+    /// `end`, else all but the window, cut before any match the cut would
+    /// split and after a space when one is near. Returns that part masked.
     fn checked(&mut self, held: &mut String, end: bool) -> Result<String, GatewayError> {
-        let mut spans = Vec::new();
+        let mut spans = std::mem::take(&mut self.spans);
+        spans.clear();
+        let released = self.checked_with(held, end, &mut spans);
+        if spans.capacity() <= MAX_KEPT_SPANS {
+            self.spans = spans;
+        }
+        released
+    }
+
+    /// [`Self::checked`] with `spans` (empty) to fill.
+    fn checked_with(
+        &mut self,
+        held: &mut String,
+        end: bool,
+        spans: &mut Vec<(usize, usize)>,
+    ) -> Result<String, GatewayError> {
         for (g, outcome) in self.rails.iter().zip(self.outcomes.iter_mut()) {
             let Some(f) = g.filter() else { continue };
-            if let Err(err) = f.spans(held, &mut spans) {
+            if let Err(err) = f.spans(held, spans) {
                 *outcome = Outcome::Blocked;
                 return Err(err);
             }
@@ -149,10 +169,19 @@ impl StreamCheck {
         let cut = if end || held.len() > MAX_HELD {
             held.len()
         } else {
-            cut_point(held, self.hold, &spans)
+            cut_point(held, self.hold, spans)
         };
-        let rest = held.split_off(cut);
-        let mut out = std::mem::replace(held, rest);
+        if cut == 0 {
+            // All of it is still held: nothing to copy or release.
+            return Ok(String::new());
+        }
+        let mut out = if cut == held.len() {
+            std::mem::take(held)
+        } else {
+            let front = held[..cut].to_string();
+            held.drain(..cut);
+            front
+        };
         if !spans.iter().any(|&(start, _)| start < cut) {
             return Ok(out);
         }

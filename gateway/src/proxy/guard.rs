@@ -635,9 +635,11 @@ impl StreamGuard {
         };
         let Some((span, given)) = &choice.content else {
             // A choice's end without text of its own releases what it
-            // holds through the parse.
+            // holds as its `delta.content`, written into the delta (or
+            // through the parse when its `content` is there as `null`).
             if choice.finished {
-                return None;
+                let (at, members) = choice.delta?;
+                return Some(self.release_at_end(name, data, (at, members), choice.index, out));
             }
             if self.last.is_empty() {
                 self.remember(data);
@@ -658,9 +660,43 @@ impl StreamGuard {
             self.closing();
         }
         self.released(&released);
-        write_event(out, name, &spliced(data, *span, &released));
+        write_spliced(out, name, data, *span, (b"", &released, b""));
         self.remember(data);
         Some(Ok(()))
+    }
+
+    /// The end of choice `index` in chunk `data` that has no text: what
+    /// the choice still holds goes out as its `delta.content`, a member
+    /// written just inside the delta (at `at`; `members`: the delta has
+    /// others), the rest of the chunk as it came.
+    fn release_at_end(
+        &mut self,
+        name: &[u8],
+        data: &[u8],
+        (at, members): (usize, bool),
+        index: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<(), GatewayError> {
+        let released = self.check.flush(index)?;
+        self.closing();
+        self.released(&released);
+        if released.is_empty() {
+            if self.last.is_empty() {
+                self.remember(data);
+            }
+            write_event(out, name, data);
+            return Ok(());
+        }
+        let after: &[u8] = if members { b"," } else { b"" };
+        write_spliced(
+            out,
+            name,
+            data,
+            (at, at),
+            (b"\"content\":", &released, after),
+        );
+        self.remember(data);
+        Ok(())
     }
 
     /// [`Self::anthropic_event`] on a `content_block_delta` of text, found
@@ -678,7 +714,7 @@ impl StreamGuard {
             Err(err) => return Some(Err(err)),
         };
         self.released(&released);
-        write_event(out, name, &spliced(data, span, &released));
+        write_spliced(out, name, data, span, (b"", &released, b""));
         Some(Ok(()))
     }
 
@@ -1020,14 +1056,46 @@ fn text_delta(index: u64, text: String) -> Vec<u8> {
     serde_json::to_vec(&event).unwrap_or_default()
 }
 
-/// `event` with `text`, JSON-encoded, in place of the string at `span`.
-fn spliced(event: &[u8], span: (usize, usize), text: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(event.len() + text.len());
+/// Appends the event `data` with `before`, `text` JSON-encoded and
+/// `after` in place of its bytes at `span`: written straight into `out`
+/// when the event is one line (as streams send them), else through
+/// [`write_event`].
+fn write_spliced(
+    out: &mut Vec<u8>,
+    name: &[u8],
+    data: &[u8],
+    span: (usize, usize),
+    text: (&[u8], &str, &[u8]),
+) {
+    if memchr::memchr(b'\n', data).is_some() {
+        let mut event = Vec::with_capacity(data.len() + text.1.len() + 16);
+        splice_into(&mut event, data, span, text);
+        return write_event(out, name, &event);
+    }
+    if !name.is_empty() {
+        out.extend_from_slice(b"event: ");
+        out.extend_from_slice(name);
+        out.push(b'\n');
+    }
+    out.extend_from_slice(b"data: ");
+    splice_into(out, data, span, text);
+    out.extend_from_slice(b"\n\n");
+}
+
+/// Appends `event` with `before`, `text` JSON-encoded and `after` in
+/// place of its bytes at `span`.
+fn splice_into(
+    out: &mut Vec<u8>,
+    event: &[u8],
+    span: (usize, usize),
+    (before, text, after): (&[u8], &str, &[u8]),
+) {
     out.extend_from_slice(&event[..span.0]);
+    out.extend_from_slice(before);
     // Writing a string into a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut out, text);
+    let _ = serde_json::to_writer(&mut *out, text);
+    out.extend_from_slice(after);
     out.extend_from_slice(&event[span.1..]);
-    out
 }
 
 /// Appends one event: its `event:` line when named, a `data:` line per
