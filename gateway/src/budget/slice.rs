@@ -12,17 +12,20 @@
 //! as the budget nears its end, and once less than four requests' worst
 //! case is left (a small budget from the start) requests hold room one by
 //! one as in `redis` mode ([`super::fleet`]), so the last room is never
-//! parked in another replica's slice. A slice serves for `lease_ttl_ms`
-//! (at most half a hold's life) after its grant; the sweep ([`sweep`],
-//! every 250 ms at most) reports the spend settled against each slice,
-//! starts again the life of a slice requests keep taking from, and hands
-//! back the unused room of one whose life ended (the hold shrinks to what
-//! requests in flight still hold); a request that finds its slice short
+//! parked in another replica's slice. A slice serves for twice
+//! `lease_ttl_ms` (at most half a hold's life) after its grant; the sweep
+//! ([`sweep`], every 250 ms at most) reports the spend settled against a
+//! slice every `lease_ttl_ms` (one call a report interval for a busy key,
+//! however many requests it serves), starts again the life of a slice
+//! requests keep taking from in that call, and hands back the unused room
+//! of one whose life ended (the hold shrinks to what requests in flight
+//! still hold); a request that finds its slice short
 //! reports, hands back and asks for more in one call. At shutdown every
 //! slice is handed back ([`return_all`]). A replica killed with a slice
 //! leaves its hold until it lapses (`parallel_slot_ttl_secs`, as a
 //! request's hold): room refused meanwhile, never spent; the spend it
-//! settled since its last report is lost to Redis (not to Postgres).
+//! settled since its last report (at most a report interval and a sweep)
+//! is lost to Redis (not to Postgres).
 //!
 //! Local accounting: `free` (room granted, not reserved), `in_flight`
 //! (reserved by requests here), `unreported` (settled here, not yet told
@@ -434,51 +437,101 @@ pub async fn return_all(limiter: &Limiter, within: Duration) {
 }
 
 /// One slice's turn in a sweep, if it has anything to tell Redis and no
-/// other call about it is out: a slice whose life ended hands its room back
-/// and reports its spend; one still serving reports the spend settled
-/// against it (so a replica that dies loses Redis at most a sweep's worth
-/// of spend), renews its hold while requests are in flight, and, while
-/// requests take from it, starts its life again before it ends (so a busy
-/// slice is not left to end under load, when every request arriving during
-/// the refill would hold room on its own).
+/// other call about it is out (see [`Due::of`]).
 async fn hand_back(limiter: &Limiter, b: &Arc<Budget>, id: u64, now: u64) {
     let slice = &b.slice;
-    let until = slice.serves_until.load(SeqCst);
-    let ended = now >= until;
-    let taken_lately = now.saturating_sub(slice.last_take.load(SeqCst)) < life(limiter);
-    let every = u64::try_from(sweep_every(limiter).as_millis()).unwrap_or(u64::MAX);
-    let extend = !ended && taken_lately && until.saturating_sub(now) <= every.saturating_mul(2);
-    let idle = slice.in_flight.load(SeqCst) == 0;
-    let held = slice.held.load(SeqCst);
-    let renew = u64::try_from(limiter.hold_ttl().as_millis() / 2).unwrap_or(u64::MAX);
-    let news = slice.unreported.load(SeqCst) != 0
-        || b.owed.load(SeqCst) != 0
-        || (ended && (slice.free.load(SeqCst) > 0 || (idle && held)))
-        || (!idle && now.saturating_sub(slice.last_call.load(SeqCst)) >= renew)
-        || extend;
-    if !news {
-        if ended && idle && !held {
+    let due = Due::of(slice, b.owed.load(SeqCst) != 0, now, &Timing::of(limiter));
+    let Some(extend) = due.call else {
+        if due.forget {
             BOOK.live.pin().remove(&id);
         }
         return;
-    }
+    };
     let Some(_turn) = Turn::take(slice) else {
         return;
     };
-    let _ = call(limiter, b, 0, ended, extend).await;
+    let _ = call(limiter, b, 0, due.ended, extend).await;
 }
 
-/// How long a grant serves: `lease_ttl_ms`, but at most half the hold's
-/// life in Redis, so a slice never serves after Redis let its hold lapse.
+/// A slice's clocks, in milliseconds: how often a slice in use reports,
+/// how often a hold with requests in flight is renewed.
+#[derive(Debug, Clone, Copy)]
+struct Timing {
+    report_every: u64,
+    renew: u64,
+}
+
+impl Timing {
+    fn of(limiter: &Limiter) -> Timing {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        Timing {
+            report_every: report_every(limiter),
+            renew: ms(limiter.hold_ttl() / 2),
+        }
+    }
+}
+
+/// What a sweep does about one slice.
+#[derive(Debug, PartialEq, Eq)]
+struct Due {
+    /// A call to make; `Some(true)` also starts the slice's life again.
+    call: Option<bool>,
+    /// The slice's life has ended (its free room goes back).
+    ended: bool,
+    /// Nothing left to tell or hold: forget the slice.
+    forget: bool,
+}
+
+impl Due {
+    /// A slice whose life ended hands its room back and reports its spend
+    /// at once, as does one owing a fallback's spend. One still serving
+    /// reports the spend settled against it once every `report_every` (so
+    /// a replica that dies loses Redis at most that long's spend, and a
+    /// busy key costs Redis one call a report interval, not one a sweep),
+    /// and with that report, while requests keep taking from it, starts its
+    /// life again (twice the interval: a busy slice is never left to end
+    /// under load, when every request arriving during the refill would hold
+    /// room on its own); its hold is renewed while requests are in flight.
+    fn of(slice: &Slice, owed: bool, now: u64, t: &Timing) -> Due {
+        let until = slice.serves_until.load(SeqCst);
+        let ended = now >= until;
+        let idle = slice.in_flight.load(SeqCst) == 0;
+        let held = slice.held.load(SeqCst);
+        let since_call = now.saturating_sub(slice.last_call.load(SeqCst));
+        let report = since_call >= t.report_every;
+        let taken_lately = now.saturating_sub(slice.last_take.load(SeqCst)) < t.report_every;
+        let extend = !ended && taken_lately && report;
+        let news = (report && slice.unreported.load(SeqCst) != 0)
+            || owed
+            || (ended && (slice.free.load(SeqCst) > 0 || (idle && held)))
+            || (!idle && since_call >= t.renew)
+            || extend;
+        Due {
+            call: news.then_some(extend),
+            ended,
+            forget: !news && ended && idle && !held,
+        }
+    }
+}
+
+/// How long a grant serves: twice `lease_ttl_ms` (a slice in use reports
+/// and starts its life again every `lease_ttl_ms`), but at most half the
+/// hold's life in Redis, so a slice never serves after Redis let its hold
+/// lapse.
 fn life(limiter: &Limiter) -> u64 {
-    let lease = limiter.settings().lease.ttl.min(limiter.hold_ttl() / 2);
+    let lease = (limiter.settings().lease.ttl * 2).min(limiter.hold_ttl() / 2);
     u64::try_from(lease.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// How often the sweep runs: every half grant life, at most 250 ms apart
-/// (spend reported promptly).
+/// How often a slice in use reports its spend: every half life.
+fn report_every(limiter: &Limiter) -> u64 {
+    life(limiter) / 2
+}
+
+/// How often the sweep runs: every half report interval, at most 250 ms
+/// apart (an ended slice's room handed back promptly).
 pub fn sweep_every(limiter: &Limiter) -> Duration {
-    Duration::from_millis(life(limiter) / 2)
+    Duration::from_millis(report_every(limiter) / 2)
         .clamp(Duration::from_millis(5), Duration::from_millis(250))
 }
 
@@ -499,6 +552,65 @@ mod tests {
         assert!(
             Turn::take(&slice).is_some(),
             "free again once the holder is done"
+        );
+    }
+
+    /// A slice at `now` = 10 s whose life runs to `until`, last called
+    /// `since_call` ms ago and last taken from `since_take` ms ago.
+    fn slice_at(until: u64, since_call: u64, since_take: u64, unreported: i64) -> Slice {
+        let slice = Slice::new();
+        slice.serves_until.store(until, SeqCst);
+        slice.last_call.store(10_000 - since_call, SeqCst);
+        slice.last_take.store(10_000 - since_take, SeqCst);
+        slice.unreported.store(unreported, SeqCst);
+        slice.held.store(true, SeqCst);
+        slice
+    }
+
+    const TIMING: Timing = Timing {
+        report_every: 1_000,
+        renew: 300_000,
+    };
+
+    fn due(slice: &Slice, owed: bool) -> Due {
+        Due::of(slice, owed, 10_000, &TIMING)
+    }
+
+    #[test]
+    fn a_busy_slice_reports_once_a_report_interval_not_every_sweep() {
+        // Called 250 ms ago (the previous sweep), spend settled since.
+        let busy = slice_at(11_750, 250, 5, 700);
+        assert_eq!(due(&busy, false).call, None, "nothing due yet");
+        // A report interval after its last call: one call reports the
+        // spend and starts its life again.
+        let busy = slice_at(11_000, 1_000, 5, 700);
+        assert_eq!(due(&busy, false).call, Some(true));
+        // Spend a fallback owes is told at once.
+        let owing = slice_at(11_750, 250, 5, 0);
+        assert_eq!(due(&owing, true).call, Some(false));
+    }
+
+    #[test]
+    fn a_slice_no_longer_taken_from_reports_without_a_new_life_and_ends() {
+        let quiet = slice_at(11_000, 1_000, 1_500, 700);
+        assert_eq!(
+            due(&quiet, false).call,
+            Some(false),
+            "reported, not extended"
+        );
+        let ended = slice_at(9_000, 1_000, 1_500, 0);
+        ended.free.store(10, SeqCst);
+        let d = due(&ended, false);
+        assert_eq!((d.call, d.ended), (Some(false), true), "its room goes back");
+        let gone = slice_at(9_000, 1_000, 1_500, 0);
+        gone.held.store(false, SeqCst);
+        assert_eq!(
+            due(&gone, false),
+            Due {
+                call: None,
+                ended: true,
+                forget: true
+            }
         );
     }
 
