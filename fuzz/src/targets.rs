@@ -289,7 +289,7 @@ fn form_streamed(boundary: &str, body: &[u8]) {
     };
     let rest = &body[content_start..];
     let verdict = |step: usize| {
-        let mut scanner = TailScanner::new(boundary, parts);
+        let mut scanner = TailScanner::new(boundary, parts, form::IMAGE_EDIT_DECIDING);
         for piece in rest.chunks(step) {
             scanner.feed(piece)?;
         }
