@@ -218,7 +218,7 @@ async fn serve(
     head: &RequestHead,
     (op, scoped): (FilesOp<'_>, Option<&str>),
     principal: &Principal,
-    (body, mut rest): (Bytes, Option<&mut StreamedBody>),
+    (body, rest): (Bytes, Option<&mut StreamedBody>),
     out: &mut Responder<'_>,
     call_id: &Arc<str>,
 ) -> Result<(), GatewayError> {
@@ -373,7 +373,7 @@ async fn serve(
     let upstream_head = request_head(head.method(), &upstream, &target, &content_type, body_len);
     let deadline = Instant::now() + TIMEOUT;
     let unreachable = |e: UpstreamError| unreachable(&upstream, e);
-    let sent = match rest.as_deref_mut() {
+    let sent = match rest {
         // The file goes as the client sends it.
         Some(rest) => {
             let mut source = rest.source(out.request_stream());
