@@ -14,7 +14,8 @@ to CPU 0 and the load side to CPU 1, then measures:
    a `whisper-1` model field and a 25 MB `file` part), sent over one
    kept-alive connection to the gateway and to nginx in turn: the CPU each
    spends a relayed upload (gateway: the whole process; nginx: master and
-   worker, from /proc);
+   worker, from /proc); the same for a 25 MB `/v1/files` upload (a
+   `purpose` field, then the file; the mock keeps each file);
 3. the memory a 25 MB upload costs: the gateway's (and nginx's worker's)
    peak resident set, reset through /proc/PID/clear_refs, over C uploads
    in flight at once, against its resident set before them;
@@ -30,7 +31,7 @@ Prints one JSON object. Usage (from the workspace root, after
 
     python3 benches/surface/relay.py [--rate 2000] [--duration 5]
         [--rounds 4] [--uploads 12] [--size-mb 25] [--concurrent 4]
-        [--frames 20000] [--skip passthrough,upload,memory,realtime]
+        [--frames 20000] [--skip passthrough,upload,files,memory,realtime]
 """
 
 import argparse
@@ -157,10 +158,15 @@ general_settings:
 """
 
 
-def form(size):
+# The field before a transcription's file, and before a `/v1/files` upload's.
+MODEL_FIELD = ("model", "whisper-1")
+FILE_FIELD = ("purpose", "user_data")
+
+
+def form(size, first=MODEL_FIELD):
     boundary = "benchboundary7MA4YWxkTrZu0gW"
     head = (
-        f"--{boundary}\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nwhisper-1\r\n"
+        f"--{boundary}\r\nContent-Disposition: form-data; name=\"{first[0]}\"\r\n\r\n{first[1]}\r\n"
         f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.wav\"\r\n"
         "Content-Type: audio/wav\r\n\r\n"
     ).encode()
@@ -252,7 +258,7 @@ def main():
     ap.add_argument("--size-mb", type=float, default=25)
     ap.add_argument("--concurrent", type=int, default=4)
     ap.add_argument("--frames", type=int, default=20000)
-    ap.add_argument("--skip", default="", help="comma list: passthrough,upload,memory")
+    ap.add_argument("--skip", default="", help="comma list: passthrough,upload,files,memory,realtime")
     a = ap.parse_args()
     skip = set(a.skip.split(","))
     tmp = tempfile.mkdtemp(prefix="surface-bench-")
@@ -305,13 +311,21 @@ def main():
             report["passthrough_us_per_request"] = rounds
 
         content_type, body = form(int(a.size_mb * 1024 * 1024))
-        if "upload" not in skip:
+        uploads = [("upload", "upload_cpu_ms_per_upload", "/v1/audio/transcriptions",
+                    content_type, body)]
+        if "files" not in skip:
+            file_type, file_body = form(int(a.size_mb * 1024 * 1024), first=FILE_FIELD)
+            uploads.append(("files", "files_upload_cpu_ms_per_upload", "/v1/files",
+                            file_type, file_body))
+        for part, label, path, ctype, payload in uploads:
+            if part in skip:
+                continue
             targets = {"gateway": (gw_port, MASTER_KEY, lambda: cpu_seconds(gw.pid)),
                        "nginx": (nginx_port, MOCK_KEY, lambda: nginx_cpu(nginx.pid))}
             conns = {n: http.client.HTTPConnection("127.0.0.1", p, timeout=60)
                      for n, (p, _, _) in targets.items()}
             for name, (port, key, _) in targets.items():  # warm-up
-                upload(conns[name], "/v1/audio/transcriptions", key, content_type, body)
+                upload(conns[name], path, key, ctype, payload)
             rounds = []
             per_round = max(a.uploads // a.rounds, 1)
             for r in range(a.rounds):
@@ -321,11 +335,11 @@ def main():
                     port, key, cpu = targets[name]
                     before = cpu()
                     for _ in range(per_round):
-                        upload(conns[name], "/v1/audio/transcriptions", key, content_type, body)
+                        upload(conns[name], path, key, ctype, payload)
                     row[name] = round((cpu() - before) * 1e3 / per_round, 2)
                 row["ratio"] = round(row["gateway"] / row["nginx"], 3)
                 rounds.append(row)
-            report["upload_cpu_ms_per_upload"] = rounds
+            report[label] = rounds
 
         if "memory" not in skip:
             mem = {}

@@ -290,7 +290,7 @@ fn form_streamed(boundary: &str, body: &[u8]) {
     let rest = &body[content_start..];
     // Only whether the stream accepts the form is compared.
     let verdict = |step: usize| -> bool {
-        let mut scanner = TailScanner::new(boundary, parts);
+        let mut scanner = TailScanner::new(boundary, parts, form::IMAGE_EDIT_DECIDING);
         rest.chunks(step).all(|piece| scanner.feed(piece).is_ok()) && scanner.finish().is_ok()
     };
     let whole = verdict(rest.len().max(1));

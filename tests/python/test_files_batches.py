@@ -1,7 +1,8 @@
 """OpenAI's Files and Batch APIs through the gateway with the official
 OpenAI Python SDK: an upload (multipart, LiteLLM's custom-llm-provider
 header), retrieve, content, list, a batch created, polled to completion and
-its output read, a completed batch's cancel refused, the file deleted; a
+its output read, a completed batch's cancel refused, the file deleted, a
+3 MB upload streamed through and read back; a
 second virtual key is refused the first key's file and batch (403,
 PermissionDeniedError) and lists none of them.
 
@@ -114,6 +115,16 @@ def test_4_cancel_of_a_completed_batch_and_delete():
         pass
     deleted = ALICE.files.delete(STATE["file"])
     assert deleted.deleted is True, deleted
+
+
+def test_5_a_large_upload_is_streamed_through():
+    # Over the gateway's 256 KiB, with the SDK's field order (purpose, then
+    # the file): relayed as it arrives rather than read whole.
+    content = bytes(range(256)) * (3 << 12)
+    created = ALICE.files.create(file=("big.bin", content), purpose="user_data", extra_headers=PROVIDER)
+    assert created.bytes == len(content), created
+    assert ALICE.files.content(created.id).content == content
+    assert ALICE.files.delete(created.id).deleted is True
 
 
 def main():

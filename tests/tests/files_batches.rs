@@ -574,5 +574,5 @@ fn the_openai_sdk_uploads_batches_and_is_refused_other_keys_objects() {
         .status
         .unwrap_or_else(|| panic!("test_files_batches.py timed out after 120 s:\n{text}"));
     assert!(status.success(), "{text}\n{}", gw.output());
-    assert_eq!(text.matches("PASS ").count(), 4, "{text}");
+    assert_eq!(text.matches("PASS ").count(), 5, "{text}");
 }

@@ -470,3 +470,61 @@ fn custom_pass_through_endpoints_reach_their_target_with_their_headers() {
     assert_eq!(resp.status, 400, "{}", resp.text());
     assert_eq!(post("/open-chat/more", &[]).status, 404);
 }
+
+#[test]
+fn cohere_mistral_and_azure_routes_add_their_provider_keys_and_charge_chat() {
+    let mock = MockServer::start(&[]);
+    let base = format!("http://127.0.0.1:{}", mock.port());
+    let gw = start(
+        &mock,
+        &[
+            ("COHERE_API_BASE", &base),
+            // The mock's Cohere key (`loadgen/src/mock/api/cohere.rs`).
+            ("COHERE_API_KEY", "mock-cohere-api-key"),
+            ("MISTRAL_API_BASE", &base),
+            ("MISTRAL_API_KEY", "sk-mistral-upstream"),
+            ("AZURE_API_BASE", &base),
+            ("AZURE_API_KEY", "az-upstream-key"),
+        ],
+    );
+    let key = new_key(&gw, json!({}));
+    let auth = format!("Bearer {key}");
+    let user = json!([{"role": "user", "content": "hello there"}]);
+    let calls = [
+        (
+            "/cohere/v2/chat",
+            json!({"model": "command-r-08-2024", "messages": user}),
+            "mock-cohere-api-key",
+        ),
+        (
+            "/mistral/v1/chat/completions",
+            json!({"model": "mistral-small-latest", "messages": user}),
+            "sk-mistral-upstream",
+        ),
+        (
+            "/azure/openai/deployments/gpt-4o-mini/chat/completions?api-version=2024-10-21",
+            json!({"messages": user}),
+            "az-upstream-key",
+        ),
+    ];
+    for (path, body, upstream_key) in calls {
+        let resp = gw.call(
+            "POST",
+            path,
+            &[
+                ("authorization", &auth),
+                ("content-type", "application/json"),
+            ],
+            body.to_string().as_bytes(),
+        );
+        assert_eq!(resp.status, 200, "{path}: {}", resp.text());
+        let row = gw.spend_row(resp.header("x-litellm-call-id").unwrap());
+        assert!(
+            row["prompt_tokens"].as_i64().unwrap_or(0) > 0,
+            "{path}: usage read: {row}"
+        );
+        let by_key = served_by_key(&mock);
+        assert!(by_key.get(upstream_key).is_some(), "{path}: {by_key}");
+        assert!(by_key.get(&key).is_none(), "{path}: {by_key}");
+    }
+}

@@ -1,5 +1,5 @@
-//! Large multipart uploads (`/v1/audio/transcriptions`, `/v1/images/edits`)
-//! streamed to the upstream as they arrive: the gateway's memory grows by
+//! Large multipart uploads (`/v1/audio/transcriptions`, `/v1/images/edits`,
+//! `/v1/files`) streamed to the upstream as they arrive: the gateway's memory grows by
 //! a buffer, not by the file; the upstream gets the client's bytes (only
 //! `model` replaced) with a computed `Content-Length`; a tail that is
 //! malformed, or brings a deciding field after the file, is refused and
@@ -270,4 +270,110 @@ fn the_upstream_gets_the_clients_bytes_or_no_whole_request() {
     let err = e2e::assert_error(&upload(&gw, edits, &edit), 400);
     assert_eq!(err["param"], "prompt");
     assert_eq!(raw.requests(), 3);
+}
+
+#[test]
+fn a_large_file_upload_is_streamed_and_bad_forms_never_reach_the_upstream_whole() {
+    let mock = MockServer::start(&[]);
+    let base = format!("http://127.0.0.1:{}", mock.port());
+    let config = json!({
+        "model_list": [
+            {"model_name": "gpt-4o-mini", "litellm_params": {"model": "openai/gpt-4o-mini", "api_key": "sk-up", "api_base": mock.api_base()}},
+        ],
+        "general_settings": {"master_key": MASTER_KEY, "max_request_size_mb": 40},
+    });
+    let env = [
+        ("OPENAI_API_BASE", base.as_str()),
+        ("OPENAI_API_KEY", "sk-up"),
+    ];
+    let gw = Gateway::start(&to_yaml(&config), &env);
+    let path = "/v1/files";
+    let small = form(&[("purpose", "user_data")], 100, &[], &closing());
+    assert_eq!(upload(&gw, path, &small).status, 200);
+
+    // 24 MB, `purpose` and the gateway's own `model` before the file, a
+    // field OpenAI knows after it: the upstream gets the form without
+    // `model` (the mock refuses fields OpenAI does not know) and the file
+    // whole, and the gateway's resident set grows by a buffer.
+    let size = 24_000_000;
+    let before = [("purpose", "user_data"), ("model", "gpt-4o-mini")];
+    let after = [("expires_after[anchor]", "created_at")];
+    let body = form(&before, size, &after, &closing());
+    let pid = gw.pid();
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
+    let rss_before = status_kb(pid, "VmRSS:");
+    let resp = upload(&gw, path, &body);
+    let peak = status_kb(pid, "VmHWM:");
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let grown_kb = peak.saturating_sub(rss_before);
+    assert!(
+        grown_kb < 8 * 1024,
+        "a 24 MB file upload grew the gateway's resident set by {grown_kb} kB"
+    );
+    let file = resp.json();
+    assert_eq!(file["bytes"], size as u64, "{file}");
+    let id = file["id"].as_str().unwrap();
+    let auth = format!("Bearer {MASTER_KEY}");
+    let content = gw.call(
+        "GET",
+        &format!("/v1/files/{id}/content"),
+        &[("Authorization", &auth)],
+        b"",
+    );
+    assert_eq!(content.status, 200);
+    let at = body.windows(4).position(|w| w == b"RIFF").unwrap();
+    assert!(
+        content.body[..] == body[at..at + size],
+        "the stored file differs from the upload"
+    );
+
+    // Refused on the way: the upstream never receives a whole request.
+    let received = || mock.stats()["received"].as_u64().unwrap_or(0);
+    let start = received();
+    let purpose = [("purpose", "user_data")];
+    let cases: Vec<(&str, Vec<u8>, Option<&str>)> = vec![
+        (
+            "model after the file",
+            form(&purpose, 3_000_000, &[("model", "gpt-4o-mini")], &closing()),
+            Some("model"),
+        ),
+        (
+            "custom_llm_provider after the file",
+            form(
+                &purpose,
+                3_000_000,
+                &[("custom_llm_provider", "azure")],
+                &closing(),
+            ),
+            Some("custom_llm_provider"),
+        ),
+        (
+            "no closing delimiter",
+            form(&purpose, 3_000_000, &[], "trailing junk"),
+            None,
+        ),
+        (
+            "a bad delimiter line",
+            form(&purpose, 3_000_000, &[], &format!("--{BOUNDARY}xx\r\n")),
+            None,
+        ),
+    ];
+    for (what, body, param) in cases {
+        let resp = upload(&gw, path, &body);
+        let err = e2e::assert_error(&resp, 400);
+        if let Some(param) = param {
+            assert_eq!(err["param"], param, "{what}: {err:?}");
+            assert!(
+                e2e::error_message(&err).contains("comes after the file"),
+                "{what}: {err:?}"
+            );
+        }
+        assert_eq!(received(), start, "{what} reached the upstream whole");
+    }
+    // A form without `purpose` before its file (some SDKs write the file
+    // first) is read whole and served, in any order.
+    let file_first = form(&[], 1_000_000, &[("purpose", "user_data")], &closing());
+    let resp = upload(&gw, path, &file_first);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(resp.json()["bytes"], 1_000_000);
 }

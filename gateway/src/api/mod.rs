@@ -335,9 +335,10 @@ pub async fn take_over(
 }
 
 /// The length of the request's body when its route streams it to the
-/// upstream as it reads it (a multipart upload larger than
-/// `proxy::STREAM_UPLOADS_ABOVE`, with a `Content-Length` within the body
-/// limit): the connection loop then leaves the body to [`handle_upload`].
+/// upstream as it reads it (a multipart upload, of an LLM endpoint or of
+/// `/v1/files`, larger than `proxy::STREAM_UPLOADS_ABOVE`, with a
+/// `Content-Length` within the body limit): the connection loop then
+/// leaves the body to [`handle_upload`].
 pub fn streamed_body(worker: &Worker, head: &RequestHead) -> Option<u64> {
     let BodyFraming::Length(length) = head.framing else {
         return None;
@@ -346,6 +347,7 @@ pub fn streamed_body(worker: &Worker, head: &RequestHead) -> Option<u64> {
     let large = length > proxy::STREAM_UPLOADS_ABOVE;
     match route(worker, head) {
         Route::Llm(endpoint) if endpoint.takes_form() && fits && large => Some(length),
+        Route::Files(FilesOp::Upload, _) if fits && large => Some(length),
         _ => None,
     }
 }
@@ -361,19 +363,34 @@ pub async fn handle_upload(
     out: &mut Responder<'_>,
     received_at: Instant,
 ) -> bool {
-    let Route::Llm(endpoint) = route(worker, head) else {
-        return false;
-    };
-    proxy::upload(
-        worker,
-        head,
-        endpoint,
-        admission.caller(),
-        body,
-        out,
-        received_at,
-    )
-    .await
+    match route(worker, head) {
+        Route::Llm(endpoint) => {
+            proxy::upload(
+                worker,
+                head,
+                endpoint,
+                admission.caller(),
+                body,
+                out,
+                received_at,
+            )
+            .await
+        }
+        Route::Files(op, provider) => {
+            // Boxed, as the Files API's other requests.
+            Box::pin(proxy::files_upload(
+                worker,
+                head,
+                (op, provider),
+                admission.caller(),
+                body,
+                out,
+                received_at,
+            ))
+            .await
+        }
+        _ => false,
+    }
 }
 
 /// Answers a request whose body could not be read (too large, too slow,

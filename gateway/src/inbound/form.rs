@@ -109,19 +109,17 @@ pub(super) fn disposition(head: &str) -> Option<(&str, Option<&str>)> {
     Some((name?, filename))
 }
 
-/// The non-file fields the gateway routes, admits or bills by: a streamed
-/// upload needs them before its first file part (see [`until_file`]).
-pub const DECIDING_FIELDS: [&str; 9] = [
-    "model",
-    "stream",
-    "user",
-    "prompt",
-    "n",
-    "size",
-    "quality",
-    "purpose",
-    "custom_llm_provider",
-];
+/// The non-file fields an audio transcription or translation is routed,
+/// admitted, guarded or billed by: a streamed upload needs them before its
+/// first file part (see [`until_file`]); any other field may follow it.
+pub const AUDIO_DECIDING: &[&str] = &["model", "stream", "user", "prompt"];
+/// [`AUDIO_DECIDING`] for an image edit (priced by its `n`, `size` and
+/// `quality`).
+pub const IMAGE_EDIT_DECIDING: &[&str] =
+    &["model", "stream", "user", "prompt", "n", "size", "quality"];
+/// [`AUDIO_DECIDING`] for a `/v1/files` upload (its upstream is chosen by
+/// `model` or `custom_llm_provider`; `purpose` is required).
+pub const FILE_UPLOAD_DECIDING: &[&str] = &["model", "custom_llm_provider", "purpose"];
 
 /// Where the walk over a form stopped.
 enum Stop {

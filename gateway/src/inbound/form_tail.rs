@@ -3,11 +3,13 @@
 //! delimiter, fed one read at a time and never held. The same bounds as a
 //! form read whole ([`super::form`]): at most [`MAX_PARTS`] parts,
 //! [`MAX_PART_HEAD`] bytes of headers each, [`MAX_FIELD`] bytes for a field
-//! that is not a file. A field the gateway decides by
-//! ([`DECIDING_FIELDS`]) is refused here: the call was routed, admitted and
-//! priced before the file, so a late one could not change that.
+//! that is not a file. A field the gateway decides this form's call by (the
+//! scanner's `deciding` list, e.g. [`super::form::AUDIO_DECIDING`]) is
+//! refused here: the call was routed, admitted and priced before the file,
+//! so a late one could not change that. Any other field may follow the
+//! file.
 
-use super::form::{DECIDING_FIELDS, HEAD_END, MAX_FIELD, MAX_PARTS, MAX_PART_HEAD};
+use super::form::{HEAD_END, MAX_FIELD, MAX_PARTS, MAX_PART_HEAD};
 use crate::error::GatewayError;
 use memchr::memmem;
 
@@ -41,6 +43,8 @@ pub struct TailScanner {
     parts: usize,
     /// Bytes of the current field's content.
     field_len: usize,
+    /// The fields refused after the file.
+    deciding: &'static [&'static str],
 }
 
 fn bad(message: impl Into<String>) -> GatewayError {
@@ -52,8 +56,9 @@ fn bad(message: impl Into<String>) -> GatewayError {
 
 impl TailScanner {
     /// A scanner starting inside a file part's content, of a form
-    /// delimited by `boundary` whose first `parts` parts were seen.
-    pub fn new(boundary: &str, parts: usize) -> TailScanner {
+    /// delimited by `boundary` whose first `parts` parts were seen, that
+    /// refuses the `deciding` fields.
+    pub fn new(boundary: &str, parts: usize, deciding: &'static [&'static str]) -> TailScanner {
         let delimiter = [b"\r\n--", boundary.as_bytes()].concat();
         let delimiter = memmem::Finder::new(&delimiter).into_owned();
         TailScanner {
@@ -63,6 +68,7 @@ impl TailScanner {
             head: Vec::new(),
             parts,
             field_len: 0,
+            deciding,
         }
     }
 
@@ -203,15 +209,12 @@ impl TailScanner {
         let (name, filename) = super::form::disposition(head)
             .ok_or_else(|| bad("a multipart part needs Content-Disposition: form-data; name=…"))?;
         let field = filename.is_none();
-        if field && DECIDING_FIELDS.contains(&name) {
+        if let Some(param) = self.deciding.iter().find(|f| **f == name).filter(|_| field) {
             return Err(GatewayError::InvalidParam {
-                param: DECIDING_FIELDS
-                    .into_iter()
-                    .find(|f| *f == name)
-                    .unwrap_or("file"),
+                param,
                 message: format!(
                     "the field {name:?} comes after the file: a streamed upload's fields {} must come before its first file part",
-                    DECIDING_FIELDS.join(", ")
+                    self.deciding.join(", ")
                 ),
             });
         }
@@ -225,11 +228,12 @@ impl TailScanner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::inbound::form::AUDIO_DECIDING;
 
     const TAIL: &[u8] = b"RIFF\r\n--\x00data\r\n--XyZ\r\nContent-Disposition: form-data; name=\"language\"\r\n\r\nen\r\n--XyZ\r\ncontent-disposition: form-data; name=\"file2\"; filename=\"b\"\r\n\r\n\r\n--X\r\n--XyZ--\r\nepilogue";
 
     fn scan(tail: &[u8], step: usize) -> Result<(), GatewayError> {
-        let mut s = TailScanner::new("XyZ", 2);
+        let mut s = TailScanner::new("XyZ", 2, AUDIO_DECIDING);
         for piece in tail.chunks(step) {
             s.feed(piece)?;
         }
@@ -278,6 +282,37 @@ mod tests {
         }
         let err = scan(late_model, 5).unwrap_err();
         assert!(err.to_string().contains("comes after the file"), "{err}");
+    }
+
+    #[test]
+    fn only_the_forms_own_deciding_fields_are_refused_after_its_file() {
+        use crate::inbound::form::{FILE_UPLOAD_DECIDING, IMAGE_EDIT_DECIDING};
+        let tail = |name: &str| {
+            format!("RIFF\r\n--XyZ\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\nv\r\n--XyZ--\r\n")
+        };
+        let scan_as = |deciding, name: &str| {
+            let mut s = TailScanner::new("XyZ", 2, deciding);
+            s.feed(tail(name).as_bytes())?;
+            s.finish()
+        };
+        // A transcription's size and purpose, a file's prompt: not theirs.
+        for name in ["size", "n", "purpose", "language", "temperature"] {
+            scan_as(AUDIO_DECIDING, name).unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+        scan_as(FILE_UPLOAD_DECIDING, "prompt").unwrap();
+        scan_as(FILE_UPLOAD_DECIDING, "expires_after[seconds]").unwrap();
+        for (deciding, name) in [
+            (AUDIO_DECIDING, "prompt"),
+            (IMAGE_EDIT_DECIDING, "size"),
+            (FILE_UPLOAD_DECIDING, "purpose"),
+            (FILE_UPLOAD_DECIDING, "custom_llm_provider"),
+        ] {
+            let err = scan_as(deciding, name).unwrap_err();
+            assert!(
+                err.to_string().contains("comes after the file"),
+                "{name}: {err}"
+            );
+        }
     }
 
     #[test]

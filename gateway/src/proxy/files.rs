@@ -15,8 +15,11 @@
 //! with `use_in_pass_through: true`).
 //!
 //! An upload is forwarded as received (the body is held once, never
-//! copied); answers are relayed with the upstream's status, lists filtered
-//! to the caller's objects, file contents streamed. A batch polled as
+//! copied), or, over `upload::STREAM_ABOVE` bytes with its `purpose` (and
+//! any `model` or `custom_llm_provider`) before the file, streamed to the
+//! upstream as it arrives through one buffer ([`upload`]); answers are
+//! relayed with the upstream's status, lists filtered to the caller's
+//! objects, file contents streamed. A batch polled as
 //! `completed` has its output file read (line by line, never whole) and
 //! its usage charged to the creating key once in the fleet, at the price
 //! map's price halved (LiteLLM's batch price when no `*_batches` price is
@@ -31,6 +34,7 @@
 //! open batches hold, does not fit.
 
 use super::relay::relay_as_is;
+use super::upload::{self, StreamedBody};
 use super::{headers, record, Caller};
 use crate::auth::Principal;
 use crate::deployment::ProviderKind;
@@ -79,21 +83,79 @@ pub(super) struct Upstream {
 pub async fn handle(
     worker: &Worker,
     head: &RequestHead,
-    (op, scoped): (FilesOp<'_>, Option<&str>),
+    op: (FilesOp<'_>, Option<&str>),
     caller: Result<Principal, GatewayError>,
     body: Bytes,
     out: &mut Responder<'_>,
     received_at: Instant,
 ) {
+    handle_streamed(worker, head, op, caller, (body, None), out, received_at).await;
+}
+
+/// Serves a `/v1/files` upload whose body (`length` bytes, `early` of them
+/// read with the head) is still on the client's connection: streamed to
+/// the upstream as it is read, or read whole (see `upload`). Returns
+/// whether the whole body was read (else the connection cannot serve
+/// another request).
+pub async fn upload(
+    worker: &Worker,
+    head: &RequestHead,
+    op: (FilesOp<'_>, Option<&str>),
+    caller: Result<Principal, GatewayError>,
+    (early, length): (Vec<u8>, u64),
+    out: &mut Responder<'_>,
+    received_at: Instant,
+) -> bool {
+    let limits = &worker.shared.limits;
+    let plan = upload::Plan::FILE_UPLOAD;
+    let received = upload::receive(out.request_stream(), head, plan, (early, length), limits);
+    match received.await {
+        Err(err) => {
+            // The body was not read: answered, then the connection closes.
+            out.close_after();
+            let body = (Bytes::new(), None);
+            handle_streamed(worker, head, op, Err(err), body, out, received_at).await;
+            false
+        }
+        Ok(upload::Received::Whole(body)) => {
+            handle(worker, head, op, caller, body, out, received_at).await;
+            true
+        }
+        Ok(upload::Received::Streamed(prefix, rest)) => {
+            let read_all = rest.read_all();
+            let body = (prefix, Some(rest));
+            handle_streamed(worker, head, op, caller, body, out, received_at).await;
+            read_all.get()
+        }
+    }
+}
+
+/// [`handle`], for a body that may be a streamed upload's prefix and the
+/// rest to stream.
+async fn handle_streamed(
+    worker: &Worker,
+    head: &RequestHead,
+    (op, scoped): (FilesOp<'_>, Option<&str>),
+    caller: Result<Principal, GatewayError>,
+    (body, mut rest): (Bytes, Option<Box<StreamedBody>>),
+    out: &mut Responder<'_>,
+    received_at: Instant,
+) {
     let call_id = headers::call_id();
+    let read_all = rest.as_deref().map(StreamedBody::read_all);
     let result = match caller {
         Ok(principal) => {
             let op = (op, scoped);
+            let body = (body, rest.as_deref_mut());
             serve(worker, head, op, &principal, body, out, &call_id).await
         }
         Err(e) => Err(e),
     };
     if let Err(err) = &result {
+        // An upload's unread rest stays on the connection: it closes.
+        if read_all.as_ref().is_some_and(|read| !read.get()) {
+            out.close_after();
+        }
         if out.started() {
             out.abort_stream();
         } else {
@@ -156,7 +218,7 @@ async fn serve(
     head: &RequestHead,
     (op, scoped): (FilesOp<'_>, Option<&str>),
     principal: &Principal,
-    body: Bytes,
+    (body, rest): (Bytes, Option<&mut StreamedBody>),
     out: &mut Responder<'_>,
     call_id: &Arc<str>,
 ) -> Result<(), GatewayError> {
@@ -186,7 +248,15 @@ async fn serve(
     match op {
         FilesOp::Upload => {
             let ct = head.header("content-type").unwrap_or("");
-            let form = form::read(&body, form::boundary(ct)?)?;
+            let boundary = form::boundary(ct)?;
+            // A streamed upload's prefix: its fields before the file.
+            let form = match &rest {
+                Some(_) => match form::until_file(&body, boundary)? {
+                    form::Prefix::File { form, .. } => *form,
+                    _ => return Err(GatewayError::Internal("an upload's prefix holds no file")),
+                },
+                None => form::read(&body, boundary)?,
+            };
             let field = |r: &Option<std::ops::Range<usize>>| {
                 r.clone()
                     .map(|r| String::from_utf8_lossy(&body[r]).trim().to_string())
@@ -295,16 +365,38 @@ async fn serve(
         Some(rewritten) => vec![rewritten],
         None => without(&body, &dropped),
     };
-    let body_len = pieces.iter().map(Bytes::len).sum();
+    let streamed = rest.as_deref().map_or(0, StreamedBody::len);
+    let body_len = usize::try_from(streamed)
+        .ok()
+        .and_then(|n| n.checked_add(pieces.iter().map(Bytes::len).sum()))
+        .ok_or(GatewayError::Internal("an upload's length"))?;
     let upstream_head = request_head(head.method(), &upstream, &target, &content_type, body_len);
     let deadline = Instant::now() + TIMEOUT;
     let unreachable = |e: UpstreamError| unreachable(&upstream, e);
-    let sent = Box::pin(
-        worker
-            .upstream
-            .send(&upstream.base, upstream_head, &pieces, deadline),
-    )
-    .await;
+    let sent = match rest {
+        // The file goes as the client sends it.
+        Some(rest) => {
+            let mut source = rest.source(out.request_stream());
+            let send = worker.upstream.send_streamed(
+                &upstream.base,
+                upstream_head,
+                &pieces,
+                &mut source,
+                deadline,
+            );
+            let sent = Box::pin(send).await;
+            if let Some(err) = rest.take_failure() {
+                return Err(err);
+            }
+            sent
+        }
+        None => {
+            let send = worker
+                .upstream
+                .send(&upstream.base, upstream_head, &pieces, deadline);
+            Box::pin(send).await
+        }
+    };
     let mut resp = sent.map_err(unreachable)?;
     let status = resp.head.status;
     let mut h = HeadBuilder::new(status);

@@ -69,7 +69,7 @@ use relay::UsageTap;
 
 pub use batch_poll::run as poll_batches;
 pub use count_tokens::handle as count_tokens;
-pub use files::handle as files;
+pub use files::{handle as files, upload as files_upload};
 pub use passthrough::handle as pass_through;
 pub use passthrough::handle_custom as pass_through_custom;
 pub use realtime::{handle as realtime, KEY_PROTOCOL as REALTIME_KEY_PROTOCOL};
@@ -153,7 +153,7 @@ pub async fn upload(
     let received = upload::receive(
         out.request_stream(),
         head,
-        endpoint,
+        upload::Plan::of(endpoint),
         (early, length),
         limits,
     );

@@ -1,17 +1,24 @@
 //! A multipart upload (audio transcriptions and translations, image
-//! edits) streamed to the upstream as it arrives, so a 25 MB file costs one
-//! buffer of memory rather than the file.
+//! edits, `/v1/files` uploads) streamed to the upstream as it arrives, so a
+//! 25 MB file costs one buffer of memory rather than the file.
 //!
 //! The form's first bytes are read up to its first file part's content
-//! (bounded: [`MAX_PREFIX`]); the fields there (`model`, and an edit's
-//! `prompt`) route, admit and price the call as a form read whole would.
+//! (bounded: [`MAX_PREFIX`]); the fields there (`model`, an edit's
+//! `prompt`, a file upload's `purpose`: the [`Plan`]) route, admit and
+//! price the call as a form read whole would.
 //! The rest (the file and any later parts) goes to the upstream read by
 //! read through one buffer, checked on the way ([`TailScanner`]): a
-//! malformed tail, a field the gateway decides by arriving after the file,
-//! a slow or vanished client each stop the upstream request before its
-//! end, so the upstream never gets a whole request of it. The upstream
-//! request's `Content-Length` is the client's with only the `model`
-//! field's change.
+//! malformed tail, a field the gateway decides by arriving after the file
+//! (the plan's list: other fields may come in any order), a slow or
+//! vanished client each stop the upstream request before its end, so the
+//! upstream never gets a whole request of it. The upstream request's
+//! `Content-Length` is the client's with only the `model` field's change
+//! (a file upload's: without its `model` and `custom_llm_provider` parts).
+//!
+//! A deciding field after the file is a 400 naming the order rather than a
+//! spool: by then the call was routed, admitted and priced, and file bytes
+//! went upstream; holding the file until the form ends to learn it is what
+//! streaming avoids (a disk spool was not built).
 //!
 //! A form whose routing fields come after the file (some clients write the
 //! file first) cannot be routed before the file arrives: it is read whole,
@@ -175,10 +182,40 @@ fn closed_inside() -> GatewayError {
     GatewayError::BadHttp("connection closed inside the request body".into())
 }
 
-/// Whether the fields a form's first bytes hold are enough to route,
-/// admit and price the call before its file arrives.
-fn routable(endpoint: Endpoint, form: &form::Form) -> bool {
-    form.model.is_some() && (endpoint != Endpoint::ImageEdits || form.prompt.is_some())
+/// Which uploads stream and which late fields they refuse: a form streams
+/// once its first bytes hold what routes, admits and prices it.
+#[derive(Clone, Copy)]
+pub(crate) struct Plan {
+    /// Whether the fields before the first file are enough to route, admit
+    /// and price the call before its file arrives.
+    routable: fn(&form::Form) -> bool,
+    /// The fields refused after the file ([`TailScanner`]).
+    deciding: &'static [&'static str],
+}
+
+impl Plan {
+    /// An LLM `endpoint`'s form: `model` before the file (and an edit's
+    /// `prompt`).
+    pub fn of(endpoint: Endpoint) -> Plan {
+        match endpoint {
+            Endpoint::ImageEdits => Plan {
+                routable: |f| f.model.is_some() && f.prompt.is_some(),
+                deciding: form::IMAGE_EDIT_DECIDING,
+            },
+            _ => Plan {
+                routable: |f| f.model.is_some(),
+                deciding: form::AUDIO_DECIDING,
+            },
+        }
+    }
+
+    /// A `/v1/files` upload: its required `purpose` before the file (the
+    /// upstream is then the `model`'s or `custom_llm_provider`'s before
+    /// it, or the path's, header's or default one).
+    pub const FILE_UPLOAD: Plan = Plan {
+        routable: |f| f.purpose.is_some(),
+        deciding: form::FILE_UPLOAD_DECIDING,
+    };
 }
 
 /// Reads the upload `head` announces (`length` bytes, `early` of them
@@ -188,7 +225,7 @@ fn routable(endpoint: Endpoint, form: &form::Form) -> bool {
 pub(crate) async fn receive(
     stream: &mut ClientStream,
     head: &RequestHead,
-    endpoint: Endpoint,
+    plan: Plan,
     (early, length): (Vec<u8>, u64),
     limits: &crate::config::ServerLimits,
 ) -> Result<Received, GatewayError> {
@@ -216,7 +253,7 @@ pub(crate) async fn receive(
                     form,
                     content_start,
                     parts,
-                } if routable(endpoint, &form) => {
+                } if (plan.routable)(&form) => {
                     let remaining = (length - body.len()) as u64;
                     let mut prefix = Bytes::from(body);
                     let pending = prefix.split_off(content_start);
@@ -225,7 +262,7 @@ pub(crate) async fn receive(
                         remaining,
                         deadline,
                         timeout,
-                        scanner: TailScanner::new(&boundary, parts),
+                        scanner: TailScanner::new(&boundary, parts, plan.deciding),
                         started: false,
                         read_all: Rc::new(Cell::new(false)),
                         failure: None,
