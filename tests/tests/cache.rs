@@ -412,8 +412,11 @@ fn redis_entries_are_shared_by_replicas_and_an_outage_is_a_miss() {
         .then_some(())
     });
     redis.command(&["SET", &foreign_key, "{\"timestamp\": 1, \"response\": 5}"]);
-    let r = chat(&mut a.connect(), foreign).expect_status(200);
-    assert!(cache_key(&r).is_none());
+    // A core's near copy goes once Redis's invalidation reached it.
+    eventually("the foreign value a miss", Duration::from_secs(10), || {
+        let r = chat(&mut a.connect(), foreign.clone()).expect_status(200);
+        cache_key(&r).is_none().then_some(())
+    });
 
     // Redis down: served from the upstream, the stored entry included.
     // Each request after the first asks something new: a miss's single
@@ -430,6 +433,147 @@ fn redis_entries_are_shared_by_replicas_and_an_outage_is_a_miss() {
         assert!(cache_key(&r).is_none());
     }
     assert_eq!(upstream_calls(&mock), calls + 3);
+}
+
+/// How many `GET`s Redis has run (`INFO commandstats`).
+fn redis_gets(redis: &PrivateRedis) -> u64 {
+    let e2e::redis::Reply::Bulk(Some(info)) = redis.command(&["INFO", "commandstats"]) else {
+        panic!("INFO commandstats");
+    };
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_get:calls="))
+        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+}
+
+/// Sends `probe` on `conn` until it is a hit that Redis ran no `GET` for
+/// (served from the core's near copy); returns the entry's key.
+fn near_hit(conn: &mut Conn, redis: &PrivateRedis, probe: &Value) -> String {
+    eventually("a hit from the near copy", Duration::from_secs(20), || {
+        let before = redis_gets(redis);
+        let r = chat(conn, probe.clone()).expect_status(200);
+        let key = cache_key(&r)?;
+        (redis_gets(redis) == before).then_some(key)
+    })
+}
+
+/// `type: redis` with each core's near copy (`CLIENT TRACKING`): a hit
+/// repeated on one replica needs no Redis round trip; an entry deleted
+/// through the other replica, or in Redis itself, stops being served at
+/// once; while the tracking connection is down nothing is served from the
+/// near copy, and it serves again once tracking is back.
+#[test]
+fn near_copies_stay_coherent_across_replicas() {
+    let mock = MockServer::start(&[]);
+    let redis = PrivateRedis::start();
+    let params = json!({"type": "redis", "host": "127.0.0.1", "port": redis.port(),
+        "namespace": "near"});
+    let yaml = to_yaml(&config(&mock, params));
+    let a = Gateway::start(&yaml, &[]);
+    let b = Gateway::start(&yaml, &[]);
+    let body = hello(json!({"messages": [{"role": "user", "content": "near"}]}));
+    let mut probe = body.clone();
+    probe["cache"] = json!({"no-store": true});
+    // One keep-alive connection: one core of B serves it all.
+    let mut on_b = b.connect();
+
+    chat(&mut a.connect(), body.clone()).expect_status(200);
+    let key = near_hit(&mut on_b, &redis, &probe);
+    assert!(key.starts_with("near:"), "{key}");
+
+    // Deleted through A: B stops serving it. Redis sends the invalidation
+    // as it deletes, but writes it to B's tracking connection beside the
+    // deleter's reply, not before it: B may serve its copy for the
+    // moments the message is on its way (without it, for ever).
+    let missed = |on_b: &mut Conn, what: &str| {
+        eventually(what, Duration::from_secs(10), || {
+            let r = chat(on_b, probe.clone()).expect_status(200);
+            cache_key(&r).is_none().then_some(())
+        })
+    };
+    let r = a.post("/cache/delete", &json!({"keys": [key]}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let calls = upstream_calls(&mock);
+    missed(&mut on_b, "B's copy of a deleted entry dropped");
+    assert!(upstream_calls(&mock) > calls);
+
+    // Overwritten in Redis by someone else: a foreign value, a miss.
+    chat(&mut a.connect(), body.clone()).expect_status(200);
+    near_hit(&mut on_b, &redis, &probe);
+    redis.command(&["SET", &key, "not an entry"]);
+    missed(&mut on_b, "B's copy of an overwritten entry dropped");
+    redis.command(&["DEL", &key]);
+
+    // The tracking connections lost and kept from coming back (no channel
+    // may be subscribed): B's near copy is emptied, so an entry deleted
+    // meanwhile (its invalidation sent to nobody) is not served ...
+    chat(&mut a.connect(), body.clone()).expect_status(200);
+    near_hit(&mut on_b, &redis, &probe);
+    redis.command(&["ACL", "SETUSER", "default", "resetchannels"]);
+    redis.command(&["CLIENT", "KILL", "TYPE", "pubsub"]);
+    redis.command(&["DEL", &key]);
+    missed(&mut on_b, "B's copies dropped with its tracking");
+    // ... and hits go to Redis while tracking is down.
+    chat(&mut a.connect(), body.clone()).expect_status(200);
+    eventually("the entry in Redis", Duration::from_secs(10), || {
+        let before = redis_gets(&redis);
+        let r = chat(&mut on_b, probe.clone()).expect_status(200);
+        let hit = cache_key(&r).is_some();
+        assert!(
+            redis_gets(&redis) > before,
+            "served from the near copy without tracking"
+        );
+        hit.then_some(())
+    });
+    for _ in 0..3 {
+        let before = redis_gets(&redis);
+        let r = chat(&mut on_b, probe.clone()).expect_status(200);
+        assert!(cache_key(&r).is_some());
+        assert!(
+            redis_gets(&redis) > before,
+            "served from the near copy without tracking"
+        );
+    }
+
+    // Tracking back: the near copy serves again.
+    redis.command(&["ACL", "SETUSER", "default", "allchannels"]);
+    near_hit(&mut on_b, &redis, &probe);
+}
+
+/// A near copy lives no longer than `default_in_memory_ttl`, nor than its
+/// entry's TTL in Redis.
+#[test]
+fn near_copies_expire() {
+    let mock = MockServer::start(&[]);
+    let redis = PrivateRedis::start();
+    let params = json!({"type": "redis", "host": "127.0.0.1", "port": redis.port(),
+        "default_in_memory_ttl": 1});
+    let gw = Gateway::start(&to_yaml(&config(&mock, params)), &[]);
+    let body = hello(json!({"messages": [{"role": "user", "content": "short"}],
+        "cache": {"ttl": 6}}));
+    let mut probe = body.clone();
+    probe["cache"] = json!({"no-store": true});
+    let mut conn = gw.connect();
+    chat(&mut conn, body).expect_status(200);
+    let key = near_hit(&mut conn, &redis, &probe);
+    let e2e::redis::Reply::Int(left) = redis.command(&["PTTL", &key]) else {
+        panic!("PTTL");
+    };
+    assert!((1..=6000).contains(&left), "{left}");
+    // The copy is dropped after a second: a hit read from Redis again.
+    eventually(
+        "a hit read from Redis again",
+        Duration::from_secs(20),
+        || {
+            let before = redis_gets(&redis);
+            let r = chat(&mut conn, probe.clone()).expect_status(200);
+            (cache_key(&r).is_some() && redis_gets(&redis) > before).then_some(())
+        },
+    );
+    // The entry expires in Redis: a miss.
+    eventually("the entry expired", Duration::from_secs(20), || {
+        let r = chat(&mut conn, probe.clone()).expect_status(200);
+        cache_key(&r).is_none().then_some(())
+    });
 }
 
 /// The value of the one series of `name` whose labels include `label`.
@@ -486,8 +630,13 @@ fn a_frozen_redis_is_bypassed_and_the_cache_comes_back_by_itself() {
     });
 
     // Redis stops answering (SIGSTOP): every request is served from the
-    // upstream, none waits for Redis past its deadline or fails.
+    // upstream, none waits for Redis past its deadline or fails (a core's
+    // near copy serves at most a second after Redis's last answer).
     redis.freeze();
+    eventually("the near copy off", Duration::from_secs(10), || {
+        let r = chat(&mut gw.connect(), stored.clone()).expect_status(200);
+        cache_key(&r).is_none().then_some(())
+    });
     let calls = upstream_calls(&mock);
     for _ in 0..8 {
         let r = chat(&mut gw.connect(), stored.clone()).expect_status(200);
@@ -760,11 +909,14 @@ fn cache_routes_on_redis() {
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json(), json!({"status": "success"}));
     assert!(!exists(&redis, &key));
-    let r = chat(
-        &mut gw.connect(),
-        hello(json!({"cache": {"no-store": true}})),
-    );
-    assert!(cache_key(&r.expect_status(200)).is_none());
+    // A core's near copy goes once Redis's invalidation reached it.
+    eventually("the deleted entry a miss", Duration::from_secs(10), || {
+        let r = chat(
+            &mut gw.connect(),
+            hello(json!({"cache": {"no-store": true}})),
+        );
+        cache_key(&r.expect_status(200)).is_none().then_some(())
+    });
     let r = gw.post("/cache/delete", &json!({"keys": "not a list"}));
     let err = assert_error(&r, 400);
     assert_eq!(

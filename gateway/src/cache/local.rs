@@ -146,9 +146,33 @@ impl CoreCache {
         lru.bytes += size;
     }
 
+    /// Forgets the entry under `key`, if any.
+    pub fn remove(&self, key: &[u8]) {
+        let Ok(key) = std::str::from_utf8(key) else {
+            return;
+        };
+        let mut lru = self.inner.borrow_mut();
+        if let Some(&i) = lru.map.get(key) {
+            lru.remove(i);
+        }
+    }
+
+    /// Forgets every entry, keeping the bounds.
+    pub fn clear(&self) {
+        let mut lru = self.inner.borrow_mut();
+        let (entries, bytes) = (lru.max_entries, lru.max_bytes);
+        *lru = Lru::new(entries, bytes);
+    }
+
+    /// Its bounds: most entries and bytes.
+    pub fn bounds(&self) -> (u64, u64) {
+        let lru = self.inner.borrow();
+        (lru.max_entries, lru.max_bytes)
+    }
+
     /// Entries and bytes held.
     #[cfg(test)]
-    fn usage(&self) -> (u64, u64) {
+    pub fn usage(&self) -> (u64, u64) {
         let lru = self.inner.borrow();
         (lru.map.len() as u64, lru.bytes)
     }

@@ -5,7 +5,9 @@
 //! and successful, a streamed one as it was relayed ([`stream`]).
 //!
 //! Entries live per core in this process ([`local`], `type: local`) or in
-//! Redis ([`redis`], `type: redis`, through the limiter's client). The
+//! Redis ([`redis`], `type: redis`, through the limiter's client; each
+//! core keeps a near copy of what it read, coherent through Redis's
+//! `CLIENT TRACKING`: [`near`]). The
 //! body's `cache` object ([`control`]) steers one request. Concurrent
 //! misses for one key on a replica make one upstream call ([`flight`]).
 
@@ -15,11 +17,13 @@ pub mod key;
 mod key_skim;
 pub mod local;
 pub mod messages;
+pub mod near;
 pub mod redis;
 pub mod responses;
 pub mod settings;
 pub mod slot;
 pub mod stream;
+mod tracking;
 
 pub use control::Controls;
 pub use flight::Join;
@@ -78,7 +82,14 @@ impl Cache {
                     "litellm_settings.cache_params: type redis needs a Redis connection \
                      (host and port, url, REDIS_URL / REDIS_HOST or redis_startup_nodes)",
                 )?;
-                Some(redis::RedisStore::new(url, cluster, deadline, breaker)?)
+                let near = settings.near_cache.then_some(near::NearBounds {
+                    max_entries: settings.max_entries,
+                    max_bytes: settings.max_bytes,
+                    ttl: settings.near_ttl,
+                });
+                Some(redis::RedisStore::new(
+                    url, cluster, deadline, breaker, near,
+                )?)
             }
         };
         /// The generation of the next cache built (0 is no cache's).
@@ -173,7 +184,7 @@ impl Cache {
                 self.fit(core);
                 core.get(&plan.key, Instant::now())?
             }
-            Some(redis) => redis.get(&plan.key).await?,
+            Some(redis) => redis.get(&plan.key, core.cores()).await?,
         };
         if let Some(max_age) = plan.max_age {
             let age = unix_ms().saturating_sub(stored.stored_at_ms);

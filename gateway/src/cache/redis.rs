@@ -14,18 +14,25 @@
 //!
 //! Stores built for one Redis (the cache rebuilt from settings read again)
 //! share one link per core and one breaker.
+//!
+//! On one server (not a Cluster) each core also keeps a near copy of the
+//! entries it read ([`super::near`]), coherent through `CLIENT TRACKING`:
+//! the data connection turns tracking on, redirected to the core's
+//! tracking connection ([`super::tracking`]); a lookup reads the entry's
+//! `PTTL` with it, so the copy never outlives the entry.
 
 use super::local::Stored;
+use super::near::{Near, NearBounds};
 use crate::redis::resp::{self, ArgSink};
 use crate::redis::{
     key_slot, Breaker, BreakerSettings, BreakerState, ClusterLink, Commands, Conn, Endpoint,
     MonoioWire, Reply,
 };
 use bytes::Bytes;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, Notify};
 
 /// The name each core's connection gives itself (`CLIENT SETNAME`).
@@ -39,6 +46,8 @@ const MAGIC: &[u8; 4] = b"gwc1";
 /// Where entries live and how long a lookup may wait.
 pub struct RedisStore {
     config: Arc<LinkConfig>,
+    /// Each core's near copy's bounds; `None`: no near copy.
+    near: Option<NearBounds>,
 }
 
 struct LinkConfig {
@@ -52,9 +61,11 @@ struct LinkConfig {
 }
 
 enum Op {
+    /// `GET`, and `PTTL` when `ttl` (for a near copy).
     Get {
         key: String,
-        reply: oneshot::Sender<Option<Vec<u8>>>,
+        ttl: bool,
+        reply: oneshot::Sender<Option<(Vec<u8>, Option<i64>)>>,
     },
     Set {
         key: String,
@@ -67,11 +78,16 @@ enum Op {
         command: Vec<Vec<u8>>,
         reply: oneshot::Sender<Option<Reply>>,
     },
+    /// A `PING` that keeps the near copy serving ([`Near::wants_probe`]).
+    Ping,
 }
 
 struct Link {
     queue: RefCell<Vec<Op>>,
     wake: Notify,
+    near: Rc<Near>,
+    /// Whether its tracking connection was started.
+    tracking: Cell<bool>,
 }
 
 thread_local! {
@@ -85,13 +101,15 @@ static CONFIGS: Mutex<Vec<Arc<LinkConfig>>> = Mutex::new(Vec::new());
 
 impl RedisStore {
     /// A store on `url` (or the Cluster of `cluster`), each round trip
-    /// within `deadline`; `Err` names what cannot be reached from the
+    /// within `deadline`, each core with a near copy bounded by `near`
+    /// (never on a Cluster); `Err` names what cannot be reached from the
     /// cores (a Unix socket, `rediss://...#insecure`).
     pub fn new(
         url: &str,
         cluster: &[String],
         deadline: Duration,
         breaker: BreakerSettings,
+        near: Option<NearBounds>,
     ) -> Result<RedisStore, String> {
         let tls = url
             .starts_with("rediss://")
@@ -122,29 +140,51 @@ impl RedisStore {
                 c
             }
         };
-        Ok(RedisStore { config })
+        let near = near.filter(|_| cluster.is_empty());
+        Ok(RedisStore { config, near })
     }
 
     /// The entry under `key`: `None` on a miss, a foreign value, Redis
-    /// unavailable or slower than the deadline.
-    pub async fn get(&self, key: &str) -> Option<Stored> {
+    /// unavailable or slower than the deadline. With a near copy (on a
+    /// core of `cores`), from it when it has the entry, else read and
+    /// kept there.
+    pub async fn get(&self, key: &str, cores: u64) -> Option<Stored> {
+        let link = self.link();
+        let mut fill = None;
+        if let Some(bounds) = self.near {
+            let near = &link.near;
+            near.fit(bounds, cores);
+            let now = Instant::now();
+            if let Some(stored) = near.get(key, now) {
+                if near.wants_probe(now) && !self.push(&link, Op::Ping) {
+                    near.data_closed();
+                }
+                return Some(stored);
+            }
+            fill = Some(near.ticket(key, now));
+        }
         if !self.config.breaker.allow() {
             return None;
         }
         let (reply, rx) = oneshot::channel();
         let op = Op::Get {
             key: key.to_string(),
+            ttl: fill.is_some(),
             reply,
         };
-        if !self.submit(op) {
+        if !self.push(&link, op) {
             self.abandon_probe();
             return None;
         }
-        let value = monoio::time::timeout(self.config.deadline, rx)
+        let (value, ttl) = monoio::time::timeout(self.config.deadline, rx)
             .await
             .ok()?
             .ok()??;
-        decode(value)
+        let stored = decode(value)?;
+        if let (Some(ticket), Some(ttl)) = (fill, ttl) {
+            link.near.fill(key, ticket, &stored, ttl);
+        }
+        Some(stored)
     }
 
     /// Stores `stored` under `key` for `ttl` (for ever when `None`);
@@ -215,33 +255,51 @@ impl RedisStore {
         }
     }
 
-    /// Queues `op` on this core's link, starting it on first use; `false`
-    /// when the queue is full.
+    /// Queues `op` on this core's link; `false` when the queue is full.
     fn submit(&self, op: Op) -> bool {
-        LINKS.with(|links| {
+        self.push(&self.link(), op)
+    }
+
+    /// Queues `op` on `link`; `false` when the queue is full.
+    fn push(&self, link: &Link, op: Op) -> bool {
+        let mut queue = link.queue.borrow_mut();
+        if queue.len() >= MAX_QUEUED {
+            return false;
+        }
+        queue.push(op);
+        drop(queue);
+        link.wake.notify_one();
+        true
+    }
+
+    /// This core's link, started on first use (with its tracking
+    /// connection when this store keeps near copies).
+    fn link(&self) -> Rc<Link> {
+        let link = LINKS.with(|links| {
             let mut links = links.borrow_mut();
-            let at = match links.iter().position(|(c, _)| Arc::ptr_eq(c, &self.config)) {
-                Some(at) => at,
+            match links.iter().find(|(c, _)| Arc::ptr_eq(c, &self.config)) {
+                Some((_, link)) => link.clone(),
                 None => {
                     let link = Rc::new(Link {
                         queue: RefCell::new(Vec::new()),
                         wake: Notify::new(),
+                        near: Rc::default(),
+                        tracking: Cell::new(false),
                     });
                     monoio::spawn(drive(link.clone(), self.config.clone()));
-                    links.push((self.config.clone(), link));
-                    links.len() - 1
+                    links.push((self.config.clone(), link.clone()));
+                    link
                 }
-            };
-            let link = &links[at].1;
-            let mut queue = link.queue.borrow_mut();
-            if queue.len() >= MAX_QUEUED {
-                return false;
             }
-            queue.push(op);
-            drop(queue);
-            link.wake.notify_one();
-            true
-        })
+        });
+        if self.near.is_some() && !link.tracking.replace(true) {
+            monoio::spawn(super::tracking::track(
+                link.near.clone(),
+                self.config.endpoint.clone(),
+                self.config.deadline,
+            ));
+        }
+        link
     }
 }
 
@@ -265,10 +323,12 @@ async fn drive(link: Rc<Link>, config: Arc<LinkConfig>) {
             link.wake.notified().await;
             continue;
         }
-        let replies = round_trip(&mut upstream, &config, &Batch(&batch)).await;
+        let batch = Batch::new(batch);
+        let replies = round_trip(&mut upstream, &config, &link.near, &batch).await;
         match &replies {
             Ok(_) => {
                 config.breaker.on_success();
+                link.near.answered(Instant::now());
                 complained = false;
             }
             Err(e) => {
@@ -280,12 +340,19 @@ async fn drive(link: Rc<Link>, config: Arc<LinkConfig>) {
             }
         }
         let mut replies = replies.unwrap_or_default().into_iter();
-        for op in batch {
+        for op in batch.ops {
             let reply = replies.next();
             match op {
-                Op::Get { reply: tx, .. } => {
+                Op::Get { reply: tx, ttl, .. } => {
+                    let ttl = match ttl {
+                        true => match replies.next() {
+                            Some(Reply::Int(ms)) => Some(ms),
+                            _ => None,
+                        },
+                        false => None,
+                    };
                     let value = match reply {
-                        Some(Reply::Bulk(Some(v))) => Some(v),
+                        Some(Reply::Bulk(Some(v))) => Some((v, ttl)),
                         _ => None,
                     };
                     let _ = tx.send(value);
@@ -293,24 +360,43 @@ async fn drive(link: Rc<Link>, config: Arc<LinkConfig>) {
                 Op::Admin { reply: tx, .. } => {
                     let _ = tx.send(reply);
                 }
-                Op::Set { .. } => {}
+                Op::Set { .. } | Op::Ping => {}
             }
         }
     }
 }
 
-/// The queued operations, as the commands of one pipeline.
-struct Batch<'a>(&'a [Op]);
+/// The queued operations, as the commands of one pipeline: one each, two
+/// for a lookup that reads its entry's `PTTL` too.
+struct Batch {
+    ops: Vec<Op>,
+    /// Each command's operation, and whether it is the operation's second.
+    commands: Vec<(usize, bool)>,
+}
 
-impl Commands for Batch<'_> {
+impl Batch {
+    fn new(ops: Vec<Op>) -> Batch {
+        let mut commands = Vec::with_capacity(ops.len() + 1);
+        for (i, op) in ops.iter().enumerate() {
+            commands.push((i, false));
+            if let Op::Get { ttl: true, .. } = op {
+                commands.push((i, true));
+            }
+        }
+        Batch { ops, commands }
+    }
+}
+
+impl Commands for Batch {
     fn len(&self) -> usize {
-        self.0.len()
+        self.commands.len()
     }
 
     fn slot(&self, i: usize) -> u16 {
-        match &self.0[i] {
+        match &self.ops[self.commands[i].0] {
             Op::Get { key, .. } | Op::Set { key, .. } => key_slot(key.as_bytes()),
             Op::Admin { command, .. } => command.get(1).map_or(0, |key| key_slot(key)),
+            Op::Ping => 0,
         }
     }
 
@@ -320,7 +406,15 @@ impl Commands for Batch<'_> {
         _clock: Option<&crate::redis::clock::RedisClock>,
         out: &mut Vec<u8>,
     ) {
-        encode_op(&self.0[i], out);
+        let (op, second) = self.commands[i];
+        match (&self.ops[op], second) {
+            (Op::Get { key, .. }, true) => {
+                let mut c = resp::Command::start(out, 2);
+                c.arg(b"PTTL");
+                c.arg(key.as_bytes());
+            }
+            (op, _) => encode_op(op, out),
+        }
     }
 
     fn script(&self, _i: usize) -> Option<&'static str> {
@@ -349,25 +443,44 @@ fn encode_op(op: &Op, out: &mut Vec<u8>) {
             }
         }
         Op::Admin { command, .. } => resp::encode(command, out),
+        Op::Ping => resp::encode(&[b"PING"], out),
     }
 }
 
-/// One pipeline of `commands` within the deadline; one reply each.
+/// One pipeline of `commands` within the deadline; one reply each. A
+/// connection to one server is opened with tracking on, redirected to
+/// `near`'s tracking connection when it has one, and opened again when
+/// that connection changed.
 async fn round_trip(
     upstream: &mut Upstream,
     config: &LinkConfig,
-    commands: &Batch<'_>,
+    near: &Near,
+    commands: &Batch,
 ) -> Result<Vec<Reply>, String> {
     match upstream {
         Upstream::One(conn) => {
+            if conn.is_some()
+                && !near.refused()
+                && near.tracker().is_some()
+                && near.tracked() != near.tracker()
+            {
+                *conn = None;
+                near.data_closed();
+            }
             let exchange = async {
                 let c = match conn {
                     Some(c) => c,
-                    None => conn.insert(
-                        Conn::open(&config.endpoint, &config.endpoint.addr)
+                    None => {
+                        let mut c = Conn::open(&config.endpoint, &config.endpoint.addr)
                             .await
-                            .map_err(|e| e.to_string())?,
-                    ),
+                            .map_err(|e| e.to_string())?;
+                        let tracked = match near.tracker() {
+                            Some(id) => track_reads(&mut c, near, id).await?,
+                            None => None,
+                        };
+                        near.data_opened(tracked);
+                        conn.insert(c)
+                    }
                 };
                 let mut out = c.take_out();
                 for i in 0..commands.len() {
@@ -384,6 +497,7 @@ async fn round_trip(
             if result.is_err() {
                 // A reply may still be on its way: never read it as another's.
                 *conn = None;
+                near.data_closed();
             }
             result
         }
@@ -398,6 +512,30 @@ async fn round_trip(
                 .into_iter()
                 .map(|r| r.unwrap_or(Reply::Bulk(None)))
                 .collect())
+        }
+    }
+}
+
+/// Turns tracking on for what `conn` reads, its invalidations sent to
+/// client `id`: `Some(id)` when Redis agreed, `None` when it refused (a
+/// Redis before 6, an ACL): then no near copy is kept.
+async fn track_reads(
+    conn: &mut Conn<MonoioWire>,
+    near: &Near,
+    id: i64,
+) -> Result<Option<i64>, String> {
+    let id = id.to_string();
+    let command = ["CLIENT", "TRACKING", "on", "REDIRECT", id.as_str()];
+    let replies = conn
+        .exchange([command].iter())
+        .await
+        .map_err(|e| e.to_string())?;
+    match replies.first() {
+        Some(Reply::Status(_)) => Ok(id.parse().ok()),
+        other => {
+            tracing::warn!(reply = ?other, "response cache: Redis refused CLIENT TRACKING; no near cache");
+            near.refuse();
+            Ok(None)
         }
     }
 }
@@ -494,18 +632,43 @@ mod tests {
         let (tx, _rx) = oneshot::channel();
         let get = Op::Get {
             key: "k".into(),
+            ttl: true,
             reply: tx,
         };
         assert_eq!(written(&get), [b"GET".to_vec(), b"k".to_vec()]);
+        // A lookup for a near copy reads the entry's PTTL in the same
+        // pipeline, right after it.
+        let batch = Batch::new(vec![get, Op::Ping]);
+        let mut out = Vec::new();
+        for i in 0..batch.len() {
+            batch.encode(i, None, &mut out);
+        }
+        let mut commands = Vec::new();
+        let mut at = 0;
+        while let Some((reply, used)) = resp::parse(&out[at..]).unwrap() {
+            at += used;
+            commands.push(reply);
+        }
+        let names: Vec<Vec<u8>> = commands
+            .iter()
+            .map(|c| match c {
+                Reply::Array(Some(items)) => match &items[0] {
+                    Reply::Bulk(Some(b)) => b.clone(),
+                    other => panic!("{other:?}"),
+                },
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(names, [&b"GET"[..], b"PTTL", b"PING"]);
     }
 
     #[test]
     fn stores_for_one_redis_share_their_link_and_breaker() {
         let breaker = BreakerSettings::default();
         let deadline = Duration::from_millis(50);
-        let a = RedisStore::new("redis://127.0.0.1:1", &[], deadline, breaker).unwrap();
-        let b = RedisStore::new("redis://127.0.0.1:1", &[], deadline, breaker).unwrap();
-        let c = RedisStore::new("redis://127.0.0.1:2", &[], deadline, breaker).unwrap();
+        let a = RedisStore::new("redis://127.0.0.1:1", &[], deadline, breaker, None).unwrap();
+        let b = RedisStore::new("redis://127.0.0.1:1", &[], deadline, breaker, None).unwrap();
+        let c = RedisStore::new("redis://127.0.0.1:2", &[], deadline, breaker, None).unwrap();
         assert!(Arc::ptr_eq(&a.config, &b.config));
         assert!(!Arc::ptr_eq(&a.config, &c.config));
     }

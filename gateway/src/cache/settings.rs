@@ -76,6 +76,13 @@ pub struct CacheSettings {
     pub follow_wait: Option<Duration>,
     /// Who shares entries.
     pub scope: Scope,
+    /// `type: redis`: each core keeps a near copy of the entries it read
+    /// (this gateway's `near_cache`, on by default), bounded by
+    /// `max_size_in_memory` and `max_memory_mb`.
+    pub near_cache: bool,
+    /// Longest a near copy is kept (`default_in_memory_ttl` with `type:
+    /// redis`); `None`: as long as Redis keeps the entry.
+    pub near_ttl: Option<Duration>,
 }
 
 /// Backends of LiteLLM this gateway does not have.
@@ -110,6 +117,7 @@ const KNOWN: &[&str] = &[
     "redis_startup_nodes",
     "single_flight_timeout",
     "scope",
+    "near_cache",
 ];
 
 impl CacheSettings {
@@ -162,6 +170,15 @@ impl CacheSettings {
             Backend::Local => ttl = memory_ttl.or(ttl).or(Some(LOCAL_DEFAULT_TTL)),
             Backend::Redis => ttl = redis_ttl.or(ttl),
         }
+        let near_ttl = match backend {
+            Backend::Redis => memory_ttl,
+            Backend::Local => None,
+        };
+        let near_cache = match params.get("near_cache") {
+            None | Some(Value::Null) => true,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err(format!("{} must be true or false", name("near_cache"))),
+        };
         let namespace = match params.get("namespace") {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => {
@@ -228,6 +245,8 @@ impl CacheSettings {
             max_entry_bytes,
             follow_wait,
             scope,
+            near_cache,
+            near_ttl,
         }))
     }
 
@@ -336,6 +355,16 @@ mod tests {
         let s = read("litellm_settings: {cache: true, cache_params: {type: redis, ttl: 30, default_in_redis_ttl: 5, default_in_memory_ttl: 9}}")
             .0.unwrap().unwrap();
         assert_eq!(s.ttl, Some(Duration::from_secs(5)));
+        // Redis's near copies: on by default, kept at most the in-memory TTL.
+        assert_eq!(
+            (s.near_cache, s.near_ttl),
+            (true, Some(Duration::from_secs(9)))
+        );
+        let s = read("litellm_settings: {cache: true, cache_params: {near_cache: false}}")
+            .0
+            .unwrap()
+            .unwrap();
+        assert_eq!((s.near_cache, s.near_ttl), (false, None));
         let s = read("litellm_settings: {cache: true, cache_params: {type: local}}")
             .0
             .unwrap()
@@ -386,6 +415,7 @@ mod tests {
             ),
             ("{type: local, max_size_in_memory: 0}", "max_size_in_memory"),
             ("{type: local, scope: user}", "scope"),
+            ("{type: redis, near_cache: sometimes}", "near_cache"),
         ] {
             let err = read(&format!(
                 "litellm_settings: {{cache: true, cache_params: {params}}}"

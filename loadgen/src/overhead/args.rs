@@ -58,7 +58,10 @@ Options:
                             lease-mode limits and budget slices); cache-hit-local /
                             cache-hit-redis (master-key, LiteLLM's response cache on,
                             type local / redis in a private redis-server: every
-                            request after the first is a hit); cache-miss
+                            request after the first is a hit; redis hits from
+                            each core's near copy); cache-hit-redis-far (the
+                            same without the near copy: near_cache: false,
+                            every hit a Redis round trip); cache-miss
                             (master-key, local cache, every request with cache:
                             {{\"no-cache\": true}}: hashed and stored, never served
                             from it); guardrail (master-key with a default-on
@@ -157,8 +160,12 @@ pub enum Variant {
     /// The master key with the response cache on (`type: local`): the
     /// same request every time, so all but the first are hits.
     CacheHitLocal,
-    /// The same with `type: redis` in a private `redis-server`.
+    /// The same with `type: redis` in a private `redis-server` (each core
+    /// serves hits from its near copy, kept coherent by Redis's tracking).
     CacheHitRedis,
+    /// [`Variant::CacheHitRedis`] without the near copy (`near_cache:
+    /// false`): every hit is a Redis round trip.
+    CacheHitRedisFar,
     /// The master key with the local cache on and every request asking
     /// for `no-cache`: each is hashed, relayed and stored (a miss's cost).
     CacheMiss,
@@ -190,10 +197,11 @@ impl Variant {
             "full-pipeline-lease" => Ok(Variant::FullPipelineLease),
             "cache-hit-local" => Ok(Variant::CacheHitLocal),
             "cache-hit-redis" => Ok(Variant::CacheHitRedis),
+            "cache-hit-redis-far" => Ok(Variant::CacheHitRedisFar),
             "cache-miss" => Ok(Variant::CacheMiss),
             "guardrail" => Ok(Variant::Guardrail),
             other => Err(format!(
-                "unknown variant {other:?} (master-key, virtual-key, local-limits, redis-limits, lease-limits, router-group, spend-logging, anthropic, messages, bedrock, vertex, responses, metrics, tracing, full-pipeline, full-pipeline-lease, cache-hit-local, cache-hit-redis, cache-miss, guardrail)"
+                "unknown variant {other:?} (master-key, virtual-key, local-limits, redis-limits, lease-limits, router-group, spend-logging, anthropic, messages, bedrock, vertex, responses, metrics, tracing, full-pipeline, full-pipeline-lease, cache-hit-local, cache-hit-redis, cache-hit-redis-far, cache-miss, guardrail)"
             )),
         }
     }
@@ -219,6 +227,7 @@ impl Variant {
             Variant::FullPipelineLease => "full-pipeline-lease",
             Variant::CacheHitLocal => "cache-hit-local",
             Variant::CacheHitRedis => "cache-hit-redis",
+            Variant::CacheHitRedisFar => "cache-hit-redis-far",
             Variant::CacheMiss => "cache-miss",
             Variant::Guardrail => "guardrail",
         }
@@ -263,7 +272,10 @@ impl Variant {
     pub fn caches(self) -> bool {
         matches!(
             self,
-            Variant::CacheHitLocal | Variant::CacheHitRedis | Variant::CacheMiss
+            Variant::CacheHitLocal
+                | Variant::CacheHitRedis
+                | Variant::CacheHitRedisFar
+                | Variant::CacheMiss
         )
     }
 
@@ -272,7 +284,10 @@ impl Variant {
         self.leases()
             || matches!(
                 self,
-                Variant::RedisLimits | Variant::FullPipeline | Variant::CacheHitRedis
+                Variant::RedisLimits
+                    | Variant::FullPipeline
+                    | Variant::CacheHitRedis
+                    | Variant::CacheHitRedisFar
             )
     }
 

@@ -113,6 +113,7 @@ fn variant_key(variant: Variant, harness: &Harness, owners: &str) -> Result<Stri
         | Variant::Tracing
         | Variant::CacheHitLocal
         | Variant::CacheHitRedis
+        | Variant::CacheHitRedisFar
         | Variant::CacheMiss
         | Variant::Guardrail => Ok(gateway_proc::MASTER_KEY.to_string()),
         Variant::VirtualKey | Variant::SpendLogging => harness.gateway.generate_key(),
@@ -233,6 +234,9 @@ fn harness_spec(o: &OverheadArgs, redis: Option<&RedisTarget>) -> HarnessSpec {
             }
             Variant::CacheHitRedis => {
                 "litellm_settings:\n  cache: true\n  cache_params:\n    type: redis\n".into()
+            }
+            Variant::CacheHitRedisFar => {
+                "litellm_settings:\n  cache: true\n  cache_params:\n    type: redis\n    near_cache: false\n".into()
             }
             Variant::Guardrail => guardrail_config(),
             _ => String::new(),
