@@ -632,11 +632,24 @@ fn a_frozen_redis_is_bypassed_and_the_cache_comes_back_by_itself() {
     // Redis stops answering (SIGSTOP): every request is served from the
     // upstream, none waits for Redis past its deadline or fails (a core's
     // near copy serves at most a second after Redis's last answer).
+    // Each core has its own near copy and its own clock of Redis's last
+    // answer: a miss on one core says nothing of the other, so the test
+    // waits out that bound (1 s) and then for a run of misses long enough
+    // to have reached every core.
     redis.freeze();
-    eventually("the near copy off", Duration::from_secs(10), || {
-        let r = chat(&mut gw.connect(), stored.clone()).expect_status(200);
-        cache_key(&r).is_none().then_some(())
-    });
+    std::thread::sleep(Duration::from_millis(1500));
+    eventually(
+        "every core's near copy off",
+        Duration::from_secs(10),
+        || {
+            (0..8)
+                .all(|_| {
+                    let r = chat(&mut gw.connect(), stored.clone()).expect_status(200);
+                    cache_key(&r).is_none()
+                })
+                .then_some(())
+        },
+    );
     let calls = upstream_calls(&mock);
     for _ in 0..8 {
         let r = chat(&mut gw.connect(), stored.clone()).expect_status(200);
