@@ -59,6 +59,56 @@ impl RawUpstream {
         }
     }
 
+    /// An OpenAI chat upstream answering every request with one completion
+    /// of `model` saying `content` (usage 14 + 12 = 26 tokens).
+    pub fn chat_completion(model: &str, content: &str) -> RawUpstream {
+        let answer = serde_json::json!({"id": "chatcmpl-held", "object": "chat.completion", "created": 1,
+            "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 14, "completion_tokens": 12, "total_tokens": 26}})
+        .to_string();
+        let reply = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
+            answer.len()
+        );
+        RawUpstream::start(reply.into_bytes(), false)
+    }
+
+    /// Runs `sends` at once, each on its own thread, with this upstream's
+    /// answers held until every send has either come back or reached the
+    /// upstream: no request admitted by a limiter ends (and frees what it
+    /// holds) before the last one is decided, however slowly the threads
+    /// run. The results in the order of `sends`.
+    pub fn burst<T: Send>(&self, sends: Vec<Box<dyn FnOnce() -> T + Send + '_>>) -> Vec<T> {
+        let sent = sends.len();
+        let answered = AtomicUsize::new(0);
+        self.gate.hold();
+        let reached_before = self.requests();
+        thread::scope(|s| {
+            let answered = &answered;
+            let handles: Vec<_> = sends
+                .into_iter()
+                .map(|send| {
+                    s.spawn(move || {
+                        let r = send();
+                        answered.fetch_add(1, Ordering::SeqCst);
+                        r
+                    })
+                })
+                .collect();
+            crate::eventually(
+                "every request of the burst answered or held upstream",
+                Duration::from_secs(30),
+                || {
+                    let waiting = self.requests() - reached_before;
+                    (answered.load(Ordering::SeqCst) + waiting >= sent).then_some(())
+                },
+            );
+            self.gate.release();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    }
+
     /// The gate its answers wait at (open unless held): a request is
     /// read and counted at once, its answer waits.
     pub fn gate(&self) -> &Gate {

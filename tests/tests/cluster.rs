@@ -6,11 +6,13 @@
 //! (`MOVED`) and one being migrated (`ASK`); one master killed and started again under load; cooldowns
 //! and allowed-fails counters shared through the Cluster.
 
-use e2e::{chat_body, openai_model, to_yaml, Gateway, MockServer, PrivateCluster, MASTER_KEY};
+use e2e::{
+    chat_body, openai_model, to_yaml, Gateway, MockServer, PrivateCluster, RawUpstream, MASTER_KEY,
+};
 use serde_json::{json, Value};
 use sha2::Digest;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 const REPLY: &str = "one two three four five six seven eight nine ten eleven twelve";
@@ -24,7 +26,7 @@ fn config(keys: Value) -> String {
             "litellm_params": {"model": "mock/m", "mock_response": REPLY},
         }, {
             "model_name": "slow",
-            "litellm_params": {"model": "mock/slow", "mock_response": REPLY, "mock_latency_ms": 400},
+            "litellm_params": {"model": "openai/slow", "api_base": held_upstream().api_base(), "api_key": "sk-held"},
         }, {
             "model_name": "linger",
             "litellm_params": {"model": "mock/linger", "mock_response": REPLY, "mock_latency_ms": 3000},
@@ -35,6 +37,13 @@ fn config(keys: Value) -> String {
             "virtual_keys": keys,
         },
     }))
+}
+
+/// The upstream of model `slow`: its answers are held while a burst
+/// ([`both_held`]) is being decided. One per test process.
+fn held_upstream() -> &'static RawUpstream {
+    static HELD: OnceLock<RawUpstream> = OnceLock::new();
+    HELD.get_or_init(|| RawUpstream::chat_completion("slow", REPLY))
 }
 
 fn replicas(cluster: &PrivateCluster, keys: Value, envs: &[(&str, &str)]) -> (Gateway, Gateway) {
@@ -88,6 +97,26 @@ fn both(
             .collect();
         sends.into_iter().map(|h| h.join().unwrap()).collect()
     })
+}
+
+/// [`both`] for model `slow`: its answers held until every request is
+/// answered or waiting upstream, so no admitted request ends (and frees its
+/// reservation or slot) before the last one is decided.
+fn both_held(
+    a: &Gateway,
+    b: &Gateway,
+    key: &str,
+    body: &Value,
+    to_a: usize,
+    to_b: usize,
+) -> Vec<(u16, Value)> {
+    let sends = (0..to_a + to_b)
+        .map(|i| {
+            let gw = if i < to_a { a } else { b };
+            Box::new(move || chat(gw, key, body)) as Box<dyn FnOnce() -> (u16, Value) + Send>
+        })
+        .collect();
+    held_upstream().burst(sends)
 }
 
 fn served(replies: &[(u16, Value)]) -> usize {
@@ -177,7 +206,7 @@ fn tpm_reservations_and_parallel_slots_hold_across_replicas_on_a_cluster() {
     // Each reserves ~5 prompt + 120 = 125 tokens: one fits in 200, fleet-wide.
     let mut capped = hello("slow");
     capped["max_tokens"] = json!(120);
-    let replies = both(&a, &b, tpm, &capped, 4, 4);
+    let replies = both_held(&a, &b, tpm, &capped, 4, 4);
     assert_eq!(served(&replies), 1, "{replies:?}");
     assert_refused(&replies, "tokens");
     let used = replies
@@ -193,7 +222,7 @@ fn tpm_reservations_and_parallel_slots_hold_across_replicas_on_a_cluster() {
     );
 
     // Two in flight at most, fleet-wide.
-    let replies = both(&a, &b, parallel, &hello("slow"), 4, 4);
+    let replies = both_held(&a, &b, parallel, &hello("slow"), 4, 4);
     assert_eq!(served(&replies), 2, "{replies:?}");
     assert_refused(&replies, "parallel");
     let slots = format!("{{api_key:{}}}:parallel", token(parallel));

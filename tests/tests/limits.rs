@@ -5,7 +5,6 @@
 use e2e::{to_yaml, Gateway, PrivateRedis, RawUpstream, MASTER_KEY};
 use serde_json::{json, Value};
 use sha2::Digest;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -43,17 +42,7 @@ fn config(extra_settings: Value, declared_keys: Option<Value>) -> String {
 /// process (nextest runs each test in its own).
 fn held_upstream() -> &'static RawUpstream {
     static HELD: OnceLock<RawUpstream> = OnceLock::new();
-    HELD.get_or_init(|| {
-        let answer = json!({"id": "chatcmpl-held", "object": "chat.completion", "created": 1, "model": "slow",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": REPLY}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 14, "completion_tokens": 12, "total_tokens": 26}})
-        .to_string();
-        let reply = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
-            answer.len()
-        );
-        RawUpstream::start(reply.into_bytes(), false)
-    })
+    HELD.get_or_init(|| RawUpstream::chat_completion("slow", REPLY))
 }
 
 fn start(extra_settings: Value, redis: Option<&PrivateRedis>, envs: &[(&str, &str)]) -> Gateway {
@@ -136,34 +125,11 @@ fn hello_capped(model: &str, max_tokens: u64) -> Value {
 /// or waiting at that upstream, so no admitted request ends (and frees what
 /// it holds) before the last one is decided, however slowly the threads run.
 fn burst(gw: &Gateway, key: &str, bodies: Vec<Value>) -> Vec<Reply> {
-    let held = held_upstream();
-    let sent = bodies.len();
-    let answered = AtomicUsize::new(0);
-    held.gate().hold();
-    let reached_before = held.requests();
-    std::thread::scope(|s| {
-        let answered = &answered;
-        let handles: Vec<_> = bodies
-            .into_iter()
-            .map(|b| {
-                s.spawn(move || {
-                    let r = chat(gw, key, b);
-                    answered.fetch_add(1, Ordering::SeqCst);
-                    r
-                })
-            })
-            .collect();
-        e2e::eventually(
-            "every request of the burst answered or held upstream",
-            Duration::from_secs(30),
-            || {
-                let waiting = held.requests() - reached_before;
-                (answered.load(Ordering::SeqCst) + waiting >= sent).then_some(())
-            },
-        );
-        held.gate().release();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    })
+    let sends = bodies
+        .into_iter()
+        .map(|b| Box::new(move || chat(gw, key, b)) as Box<dyn FnOnce() -> Reply + Send>)
+        .collect();
+    held_upstream().burst(sends)
 }
 
 fn assert_throttled(r: &Reply, scope: &str, kind: &str) {
