@@ -179,9 +179,19 @@ impl Managed {
     }
 
     /// USD held by `key`'s open batches: the store's, and those this
-    /// replica recorded that are not written yet (a batch another replica
-    /// created a moment ago may be missing).
+    /// replica recorded that are not written yet, each once (a batch
+    /// another replica created a moment ago may be missing).
     pub async fn held_by(&self, key: &str) -> Result<f64, ManagedError> {
+        // Read before the store: an object written after this read is in
+        // it, one written before is in the store's answer (written before
+        // the store read began), so none is missed; by id, none counts twice.
+        let pending: Vec<(String, f64)> = self
+            .unwritten
+            .pin()
+            .values()
+            .filter(|o| o.key == key)
+            .map(|o| (o.id.clone(), o.hold))
+            .collect();
         let owned = key.to_string();
         let stored = self
             .control
@@ -191,13 +201,37 @@ impl Managed {
             .await
             .map_err(|e| ManagedError(e.to_string()))?
             .map_err(|e| ManagedError(e.to_string()))?;
-        let pending: f64 = self
-            .unwritten
-            .pin()
-            .values()
-            .filter(|o| o.key == key)
-            .map(|o| o.hold)
-            .sum();
-        Ok(stored + pending)
+        Ok(held_once(&stored, &pending))
+    }
+}
+
+/// The USD held by the store's open batches and by the objects recorded
+/// here and not yet written (read before the store), each batch once.
+fn held_once(stored: &[(String, f64)], pending: &[(String, f64)]) -> f64 {
+    let stored_sum: f64 = stored.iter().map(|(_, h)| h).sum();
+    let unwritten: f64 = pending
+        .iter()
+        .filter(|(id, _)| !stored.iter().any(|(s, _)| s == id))
+        .map(|(_, h)| h)
+        .sum();
+    stored_sum + unwritten
+}
+
+#[cfg(test)]
+mod tests {
+    use super::held_once;
+
+    #[test]
+    fn a_batch_written_between_the_two_reads_counts_once() {
+        let pending = [("batch_a".to_string(), 0.018)];
+        // Its row landed before the store read: in both, counted once.
+        let stored = [
+            ("batch_a".to_string(), 0.018),
+            ("batch_b".to_string(), 0.02),
+        ];
+        assert!((held_once(&stored, &pending) - 0.038).abs() < 1e-12);
+        // Its row landed after: only in the pending list, still counted.
+        let stored = [("batch_b".to_string(), 0.02)];
+        assert!((held_once(&stored, &pending) - 0.038).abs() < 1e-12);
     }
 }

@@ -1098,15 +1098,15 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn batch_holds(&self, key: &str) -> Result<f64, StoreError> {
+    async fn batch_holds(&self, key: &str) -> Result<Vec<(String, f64)>, StoreError> {
         Ok(self.with(|t| {
             t.batch_polls
                 .keys()
                 .filter(|id| !t.charged_batches.contains(*id))
                 .filter_map(|id| t.managed.get(id))
-                .filter(|o| o.key == key)
-                .map(|o| o.hold)
-                .sum()
+                .filter(|o| o.key == key && o.hold > 0.0)
+                .map(|o| (o.id.clone(), o.hold))
+                .collect()
         }))
     }
 

@@ -558,8 +558,9 @@ pub trait Store: Send + Sync {
     /// Records a poll of batch `id`: its upstream `status`; `last` (a final
     /// status) ends its polls and its hold.
     async fn batch_polled(&self, id: &str, status: &str, last: bool) -> Result<(), StoreError>;
-    /// USD held by `key`'s open batches (not charged, not final).
-    async fn batch_holds(&self, key: &str) -> Result<f64, StoreError>;
+    /// The USD each of `key`'s open batches (not charged, not final) holds,
+    /// by batch id.
+    async fn batch_holds(&self, key: &str) -> Result<Vec<(String, f64)>, StoreError>;
 
     /// Writes spend-log rows idempotently (by `request_id`) and adds the spend
     /// of newly written rows to their key, user, team and end user

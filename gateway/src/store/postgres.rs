@@ -516,7 +516,7 @@ impl Store for PostgresStore {
         with_client!(self, c => managed::polled(c, id, status, last))
     }
 
-    async fn batch_holds(&self, key: &str) -> Result<f64, StoreError> {
+    async fn batch_holds(&self, key: &str) -> Result<Vec<(String, f64)>, StoreError> {
         with_client!(self, c => managed::holds(c, key))
     }
 

@@ -70,8 +70,9 @@ SET status = CASE WHEN batch_processed THEN status ELSE $2::text END,
 WHERE unified_object_id = $1::text AND gateway_key IS NOT NULL"#;
 
 /// `$1` key.
-const HOLDS: &str = r#"SELECT coalesce(sum(gateway_hold), 0)::float8 FROM "LiteLLM_ManagedObjectTable"
-WHERE gateway_key = $1::text AND NOT batch_processed AND gateway_next_poll IS NOT NULL"#;
+const HOLDS: &str = r#"SELECT unified_object_id, gateway_hold FROM "LiteLLM_ManagedObjectTable"
+WHERE gateway_key = $1::text AND NOT batch_processed AND gateway_next_poll IS NOT NULL
+    AND gateway_hold > 0"#;
 
 fn object(row: &Row) -> Result<ManagedObject, Error> {
     let kind: String = row.try_get("kind")?;
@@ -188,7 +189,11 @@ pub async fn polled(c: &Client, id: &str, status: &str, last: bool) -> Result<()
     Ok(())
 }
 
-/// USD held by `key`'s open batches.
-pub async fn holds(c: &Client, key: &str) -> Result<f64, Error> {
-    c.query_one(HOLDS, &[&key]).await?.try_get(0)
+/// The USD each of `key`'s open batches holds, by batch id.
+pub async fn holds(c: &Client, key: &str) -> Result<Vec<(String, f64)>, Error> {
+    c.query(HOLDS, &[&key])
+        .await?
+        .iter()
+        .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+        .collect()
 }
