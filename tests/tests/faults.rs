@@ -116,6 +116,45 @@ fn sigterm_writes_the_rows_of_the_last_requests() {
     );
 }
 
+/// A connection the gateway accepted before SIGTERM whose client sends its
+/// first request only once shutdown has begun is still answered: the
+/// client connected while the gateway served (a request already in the
+/// socket, or one a client sends just after connecting), so closing it
+/// unread would lose a request nobody refused.
+#[test]
+fn a_connection_accepted_before_sigterm_gets_its_first_request_answered() {
+    let config = local_config(json!({}), json!({}));
+    let mut gw = Gateway::start(&to_yaml(&config), &[]);
+    let mut conn = gw.connect();
+    eventually("the connection accepted", Duration::from_secs(10), || {
+        (count_open(&gw) >= 1).then_some(())
+    });
+    gw.signal(libc::SIGTERM);
+    // Shutdown has begun once no core listens any more.
+    eventually("the listeners closed", Duration::from_secs(10), || {
+        e2e::Conn::try_connect(gw.port()).is_err().then_some(())
+    });
+    let auth = format!("Bearer {MASTER_KEY}");
+    conn.send(&request(
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        chat_body("local").to_string().as_bytes(),
+    ));
+    let answer = conn.read_response().expect_status(200);
+    assert!(
+        answer.connection_close(),
+        "an answer during shutdown closes its connection"
+    );
+    let status = gw
+        .wait_exit(Duration::from_secs(20))
+        .unwrap_or_else(|| panic!("gateway still running after SIGTERM\n{}", gw.output()));
+    assert!(status.success(), "exit status {status}\n{}", gw.output());
+}
+
 /// Client connections the gateway holds open, from its `/proc` fd table:
 /// the sockets established with a peer on its port.
 fn count_open(gw: &Gateway) -> usize {

@@ -45,22 +45,19 @@ pub async fn serve(tcp: TcpStream, worker: Rc<Worker>) {
     };
     let mut buf = ReadBuffer::with_capacity(8 * 1024);
     let mut credentials = CredentialMemo::default();
+    let mut fresh = true;
     loop {
         if buf.is_empty() {
-            // Idle between requests: close on keep-alive expiry or shutdown.
-            if worker.shared.is_shutting_down() {
+            let read = if fresh {
+                first_bytes(&mut buf, &mut stream, &worker).await
+            } else {
+                next_bytes(&mut buf, &mut stream, &worker).await
+            };
+            if !read {
                 return;
             }
-            let keepalive = worker.shared.limits.keepalive_timeout;
-            let filled = std::pin::pin!(buf.fill(&mut stream));
-            monoio::select! {
-                read = monoio::time::timeout(keepalive, filled) => match read {
-                    Ok(Ok(n)) if n > 0 => {}
-                    _ => return,
-                },
-                _ = worker.shutdown.wait() => return,
-            }
         }
+        fresh = false;
         let head = match read_head(&mut stream, &mut buf, &worker).await {
             Ok(Some(head)) => head,
             Ok(None) => return,
@@ -372,5 +369,42 @@ async fn read_body(
                 fill(buf).await?;
             }
         }
+    }
+}
+
+/// How long a connection accepted before shutdown began may take to send
+/// its first request once shutdown has begun: its client connected while
+/// the gateway was serving, so the request it sends is answered.
+const FIRST_REQUEST_GRACE: Duration = Duration::from_secs(1);
+
+/// Reads a new connection's first bytes; false when there are none to
+/// serve (the client closed, the keep-alive time passed, or shutdown began
+/// and [`FIRST_REQUEST_GRACE`] passed without a byte).
+async fn first_bytes(buf: &mut ReadBuffer, stream: &mut ClientStream, worker: &Worker) -> bool {
+    let keepalive = worker.shared.limits.keepalive_timeout;
+    let mut filled = std::pin::pin!(buf.fill(stream));
+    let read = if worker.shared.is_shutting_down() {
+        monoio::time::timeout(FIRST_REQUEST_GRACE, filled).await
+    } else {
+        monoio::select! {
+            read = monoio::time::timeout(keepalive, filled.as_mut()) => read,
+            _ = worker.shutdown.wait() => monoio::time::timeout(FIRST_REQUEST_GRACE, filled).await,
+        }
+    };
+    matches!(read, Ok(Ok(n)) if n > 0)
+}
+
+/// Reads the next request's first bytes on a connection idle between
+/// requests; false when it should close (the client closed, the keep-alive
+/// time passed, or shutdown began).
+async fn next_bytes(buf: &mut ReadBuffer, stream: &mut ClientStream, worker: &Worker) -> bool {
+    if worker.shared.is_shutting_down() {
+        return false;
+    }
+    let keepalive = worker.shared.limits.keepalive_timeout;
+    let filled = std::pin::pin!(buf.fill(stream));
+    monoio::select! {
+        read = monoio::time::timeout(keepalive, filled) => matches!(read, Ok(Ok(n)) if n > 0),
+        _ = worker.shutdown.wait() => false,
     }
 }
