@@ -142,7 +142,8 @@ fn missing(
         note,
     };
     let value = members.get(top);
-    if value.is_none() && !(proxy_metadata && top == "metadata" && inner.is_none()) {
+    // The proxy's own `metadata` is there, empty, when the body has none.
+    if value.is_none() && !(proxy_metadata && top == "metadata") {
         return Some(error(top.to_string()));
     }
     let inner = inner?;
@@ -180,6 +181,8 @@ mod tests {
         let empty = Map::new();
         assert!(missing(&empty, "metadata", true, "").is_none());
         assert!(missing(&empty, "metadata", false, "").is_some());
+        let e = missing(&empty, "metadata.x", true, "").unwrap();
+        assert!(e.to_string().contains("param=[metadata][x] "), "{e}");
         assert!(missing(&empty, "a.b.c", true, "").is_none());
         let e = missing(&empty, "user", true, STREAMED_NOTE).unwrap();
         assert!(e.to_string().ends_with("send it before the file)"), "{e}");
