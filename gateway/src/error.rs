@@ -204,7 +204,9 @@ pub enum GatewayError {
     /// A parameter the key's or the config's `enforced_params` requires
     /// is not in the body (LiteLLM's message; `metadata.x` as
     /// `[metadata][x]`).
-    #[error("BadRequest please pass param={shown} in request body. This is a required param{note}")]
+    #[error(
+        "BadRequest please pass param={shown} in request body. This is a required param{note}"
+    )]
     EnforcedParamMissing {
         /// The parameter as LiteLLM's message shows it.
         shown: String,

@@ -492,10 +492,12 @@ impl LlmRequest {
         let message_logging_off = message_logging_flag(&fields.view)?;
         let mut stripped = Bytes::from(strip_members(&body, &fields.own));
         let mut again = Fields::read(&stripped)?;
-        let flagged = again
-            .view
-            .metadata
-            .and_then(|raw| Some((span_in(&stripped, raw), metadata_without_litellm_names(raw)?)));
+        let flagged = again.view.metadata.and_then(|raw| {
+            Some((
+                span_in(&stripped, raw),
+                metadata_without_litellm_names(raw)?,
+            ))
+        });
         if let Some((span, cleaned)) = flagged {
             let mut spliced = Vec::with_capacity(stripped.len());
             spliced.extend_from_slice(&stripped[..span.start]);

@@ -100,7 +100,10 @@ fn a_configs_prompts_stop_start_up_and_prompt_id_is_otherwise_ignored() {
         .expect("the gateway exits");
     assert!(!status.success());
     let out = gw.output();
-    assert!(out.contains("prompts") && out.contains("prompt_id"), "{out}");
+    assert!(
+        out.contains("prompts") && out.contains("prompt_id"),
+        "{out}"
+    );
 
     config.as_object_mut().expect("object").remove("prompts");
     let gw = Gateway::start(&to_yaml(&config), &[]);
@@ -122,17 +125,41 @@ fn fields_litellm_acts_on_are_refused_when_set() {
     });
     let gw = Gateway::start(&to_yaml(&config), &[]);
     let refused = [
-        ("/key/generate", json!({"router_settings": {"num_retries": 3}}), "router_settings"),
-        ("/key/generate", json!({"budget_fallbacks": {"m": ["m2"]}}), "budget_fallbacks"),
-        ("/key/generate", json!({"enable_prompt_caching": true}), "enable_prompt_caching"),
+        (
+            "/key/generate",
+            json!({"router_settings": {"num_retries": 3}}),
+            "router_settings",
+        ),
+        (
+            "/key/generate",
+            json!({"budget_fallbacks": {"m": ["m2"]}}),
+            "budget_fallbacks",
+        ),
+        (
+            "/key/generate",
+            json!({"enable_prompt_caching": true}),
+            "enable_prompt_caching",
+        ),
         (
             "/key/generate",
             json!({"metadata": {"enable_prompt_caching": true}}),
             "metadata.enable_prompt_caching",
         ),
-        ("/key/generate", json!({"config": {"model_list": []}}), "config"),
-        ("/key/generate", json!({"permissions": {"pii_masking": true}}), "permissions"),
-        ("/team/new", json!({"router_settings": {"fallbacks": []}}), "router_settings"),
+        (
+            "/key/generate",
+            json!({"config": {"model_list": []}}),
+            "config",
+        ),
+        (
+            "/key/generate",
+            json!({"permissions": {"pii_masking": true}}),
+            "permissions",
+        ),
+        (
+            "/team/new",
+            json!({"router_settings": {"fallbacks": []}}),
+            "router_settings",
+        ),
         (
             "/team/new",
             json!({"team_member_permissions": ["/key/generate"]}),
@@ -161,10 +188,7 @@ fn fields_litellm_acts_on_are_refused_when_set() {
         let resp = gw.post(path, &body);
         assert_eq!(resp.status, 200, "{path} {body}: {}", resp.text());
     }
-    let made = gw
-        .post("/team/new", &json!({}))
-        .expect_status(200)
-        .json();
+    let made = gw.post("/team/new", &json!({})).expect_status(200).json();
     let team = made["team_id"].as_str().expect("team id");
     let err = assert_error(
         &gw.post(

@@ -170,11 +170,17 @@ fn the_configs_enforced_params_hold_every_caller() {
 
     // A key is held to the config's list and then to its own.
     let made = gw
-        .post("/key/generate", &json!({"enforced_params": ["metadata.app"]}))
+        .post(
+            "/key/generate",
+            &json!({"enforced_params": ["metadata.app"]}),
+        )
         .expect_status(200)
         .json();
     let key = made["key"].as_str().expect("key");
-    let err = assert_error(&gw.post_as(key, "/v1/chat/completions", &chat(json!({}))), 400);
+    let err = assert_error(
+        &gw.post_as(key, "/v1/chat/completions", &chat(json!({}))),
+        400,
+    );
     assert_eq!(err["param"], "user", "{err:?}");
     let err = assert_error(
         &gw.post_as(key, "/v1/chat/completions", &chat(json!({"user": "u"}))),
@@ -234,7 +240,9 @@ const BOUNDARY: &str = "----enforced-7MA4YWxkTrZu0gW";
 /// `after` behind it.
 fn form(fields: &[(&str, &str)], len: usize, after: &[(&str, &str)]) -> Vec<u8> {
     let part = |(name, value): &(&str, &str)| {
-        format!("--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n")
+        format!(
+            "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
+        )
     };
     let mut body: Vec<u8> = fields.iter().flat_map(|f| part(f).into_bytes()).collect();
     body.extend_from_slice(
@@ -281,7 +289,11 @@ fn a_forms_fields_satisfy_enforced_params() {
         )
     };
     let metadata = r#"{"generation_name": "g"}"#;
-    let full = [("model", "whisper"), ("user", "u-1"), ("metadata", metadata)];
+    let full = [
+        ("model", "whisper"),
+        ("user", "u-1"),
+        ("metadata", metadata),
+    ];
     let resp = send(&form(&full, 16_000, &[]));
     assert_eq!(resp.status, 200, "{}", resp.text());
     assert_eq!(resp.json()["text"], "mock transcript of talk.wav");

@@ -453,8 +453,9 @@ mod tests {
     /// LiteLLM ignores a request's `prompt_id`, as the gateway does.
     #[test]
     fn prompts_are_refused() {
-        let (result, _) =
-            audit_top("{prompts: [{prompt_id: greet, litellm_params: {prompt_integration: dotprompt}}]}");
+        let (result, _) = audit_top(
+            "{prompts: [{prompt_id: greet, litellm_params: {prompt_integration: dotprompt}}]}",
+        );
         let refusal = result.unwrap_err();
         assert_eq!(refusal.entry, "prompts");
         assert!(refusal.problem.contains("prompt_id"), "{refusal:?}");

@@ -106,7 +106,10 @@ mod tests {
     fn read(yaml: &str) -> (Result<EnforcedParams, (String, String)>, Vec<String>) {
         let general: BTreeMap<String, Value> = serde_yaml::from_str(yaml).unwrap();
         let mut warnings = Vec::new();
-        (EnforcedParams::from_general(&general, &mut warnings), warnings)
+        (
+            EnforcedParams::from_general(&general, &mut warnings),
+            warnings,
+        )
     }
 
     #[test]
@@ -128,7 +131,10 @@ mod tests {
         let (err, _) = read("{enforced_params: [1]}");
         assert_eq!(err.unwrap_err().0, "general_settings.enforced_params");
         let (err, _) = read("{service_account_settings: [x]}");
-        assert_eq!(err.unwrap_err().0, "general_settings.service_account_settings");
+        assert_eq!(
+            err.unwrap_err().0,
+            "general_settings.service_account_settings"
+        );
         let (err, _) = read("{service_account_settings: {enforced_params: {a: 1}}}");
         assert_eq!(
             err.unwrap_err().0,

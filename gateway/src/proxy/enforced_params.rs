@@ -197,17 +197,32 @@ mod tests {
             form: Some("multipart/form-data; boundary=B"),
             streamed: false,
         };
-        let members = form_members(Endpoint::AudioTranscriptions, "multipart/form-data; boundary=B", &whole).unwrap();
+        let members = form_members(
+            Endpoint::AudioTranscriptions,
+            "multipart/form-data; boundary=B",
+            &whole,
+        )
+        .unwrap();
         assert_eq!(members["user"], "u-1");
         assert_eq!(members["metadata"]["generation_name"], "g");
         assert!(!members.contains_key("file"), "LiteLLM leaves the file out");
-        let edit = form_members(Endpoint::ImageEdits, "multipart/form-data; boundary=B", &whole).unwrap();
+        let edit = form_members(
+            Endpoint::ImageEdits,
+            "multipart/form-data; boundary=B",
+            &whole,
+        )
+        .unwrap();
         assert!(edit.contains_key("file") && edit.contains_key("prompt"));
         let streamed = Body {
             streamed: true,
             ..whole
         };
-        let head = form_members(Endpoint::AudioTranscriptions, "multipart/form-data; boundary=B", &streamed).unwrap();
+        let head = form_members(
+            Endpoint::AudioTranscriptions,
+            "multipart/form-data; boundary=B",
+            &streamed,
+        )
+        .unwrap();
         assert!(head.contains_key("metadata") && !head.contains_key("user"));
     }
 }

@@ -262,7 +262,12 @@ async fn handle_streamed(
                     .then(|| head.header("content-type").unwrap_or("")),
                 streamed: upload.is_some(),
             };
-            enforced_params::check(&worker.shared.enforced_params, &principal, endpoint, checked)
+            enforced_params::check(
+                &worker.shared.enforced_params,
+                &principal,
+                endpoint,
+                checked,
+            )
         }) {
             Err(err) => Err(err),
             Ok(()) => {
