@@ -196,6 +196,11 @@ const GUARDRAIL_CALLBACKS: &[&str] = &[
     "bedrock_guardrails",
 ];
 
+/// LiteLLM callbacks that register a prompt manager (its
+/// `CustomPromptManagement` loggers), which rewrites the requests naming a
+/// `prompt_id`; refused, as the gateway has no prompt management.
+const PROMPT_CALLBACKS: &[&str] = &["dotprompt", "gitlab", "bitbucket"];
+
 /// Logging callbacks the gateway sends to (the rest are reported).
 const CALLBACKS_SERVED: &[&str] = &["prometheus", "otel"];
 
@@ -368,6 +373,14 @@ fn check_callbacks(
                 ),
             });
         }
+        if PROMPT_CALLBACKS.contains(&name) {
+            return Err(Refusal {
+                entry: format!("litellm_settings.{field}"),
+                problem: format!(
+                    "`{name}` is LiteLLM's prompt management: it rewrites the requests that name a prompt_id, and this gateway does not manage prompts; remove it to start"
+                ),
+            });
+        }
         if !CALLBACKS_SERVED.contains(&name) {
             warnings.push(format!(
                 "litellm_settings.{field}: callback `{name}` is not supported by this gateway; nothing is sent to it"
@@ -460,6 +473,10 @@ mod tests {
         assert_eq!(refusal.entry, "prompts");
         assert!(refusal.problem.contains("prompt_id"), "{refusal:?}");
         assert!(audit_top("{prompts: []}").0.is_ok());
+        let (result, _) = run("{callbacks: [prometheus, dotprompt]}", "{}", "{}");
+        let refusal = result.unwrap_err();
+        assert_eq!(refusal.entry, "litellm_settings.callbacks");
+        assert!(refusal.problem.contains("dotprompt"), "{refusal:?}");
     }
 
     #[test]
