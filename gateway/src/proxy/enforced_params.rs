@@ -20,6 +20,9 @@
 //! before its file: a parameter sent after the file is reported missing,
 //! saying so.
 //!
+//! A realtime session is checked against the body LiteLLM's proxy makes
+//! for one ([`check_realtime`]), before the upgrade.
+//!
 //! LiteLLM answers the missing parameter with a 500 (a bare `ValueError`)
 //! and asks for an enterprise licence; the gateway answers 400, naming the
 //! parameter, and asks for none.
@@ -55,6 +58,44 @@ pub(crate) fn check(
     endpoint: Endpoint,
     body: Body<'_>,
 ) -> Result<(), GatewayError> {
+    let Some(names) = required(config, principal) else {
+        return Ok(());
+    };
+    let members = match body.form {
+        Some(content_type) => form_members(endpoint, content_type, &body)?,
+        None => serde_json::from_slice(body.bytes).unwrap_or_default(),
+    };
+    let proxy_metadata = !matches!(endpoint, Endpoint::Messages | Endpoint::Responses);
+    let note = if body.streamed { STREAMED_NOTE } else { "" };
+    verify(names, &members, proxy_metadata, note)
+}
+
+/// [`check`] for a realtime session asking for `model`: LiteLLM checks the
+/// body its proxy makes for one (`model`, `websocket`, `query_params`,
+/// `realtime_mode`, in `_route_realtime_websocket_session`) with its own
+/// `metadata`, so a key that enforces `user` opens no session there.
+pub(crate) fn check_realtime(
+    config: &EnforcedParams,
+    principal: &Principal,
+    model: &str,
+) -> Result<(), GatewayError> {
+    let Some(names) = required(config, principal) else {
+        return Ok(());
+    };
+    let mut members = Map::new();
+    members.insert("model".into(), Value::String(model.to_string()));
+    for made in ["websocket", "query_params", "realtime_mode"] {
+        members.insert(made.into(), Value::Null);
+    }
+    verify(names, &members, true, "")
+}
+
+/// The names the config and the caller's key enforce, in LiteLLM's order;
+/// `None` when there are none.
+fn required<'a>(
+    config: &'a EnforcedParams,
+    principal: &'a Principal,
+) -> Option<impl Iterator<Item = &'a str>> {
     let key_metadata = match principal {
         Principal::Key(key) => Some(&key.record.metadata),
         Principal::Master | Principal::Anonymous => None,
@@ -67,22 +108,29 @@ pub(crate) fn check(
     let config_names = config
         .all
         .iter()
-        .chain(config.service_accounts.iter().filter(|_| service_account))
+        .chain(
+            config
+                .service_accounts
+                .iter()
+                .filter(move |_| service_account),
+        )
         .map(String::as_str);
     let mut names = config_names
         .chain(of_key.iter().filter_map(Value::as_str))
         .peekable();
-    if names.peek().is_none() {
-        return Ok(());
-    }
-    let members = match body.form {
-        Some(content_type) => form_members(endpoint, content_type, &body)?,
-        None => serde_json::from_slice(body.bytes).unwrap_or_default(),
-    };
-    let proxy_metadata = !matches!(endpoint, Endpoint::Messages | Endpoint::Responses);
-    let note = if body.streamed { STREAMED_NOTE } else { "" };
+    names.peek()?;
+    Some(names)
+}
+
+/// The error for the first of `names` that `members` lacks.
+fn verify<'a>(
+    names: impl Iterator<Item = &'a str>,
+    members: &Map<String, Value>,
+    proxy_metadata: bool,
+    note: &'static str,
+) -> Result<(), GatewayError> {
     for name in names {
-        missing(&members, name, proxy_metadata, note).map_or(Ok(()), Err)?;
+        missing(members, name, proxy_metadata, note).map_or(Ok(()), Err)?;
     }
     Ok(())
 }
