@@ -218,7 +218,7 @@ pub fn inbound(data: &[u8]) {
     }
     // LiteLLM's names are taken out of `metadata` (when it is an object).
     if let Some(Value::Object(metadata)) = object.get_mut("metadata") {
-        metadata.retain(|k, _| k != "turn_off_message_logging" && !k.starts_with("user_api_key"));
+        metadata.retain(|k, _| k != "turn_off_message_logging" && !k.starts_with("user_api_key_"));
     }
     let forwarded: Value = serde_json::from_slice(&req.body).unwrap_or_else(|e| {
         panic!(

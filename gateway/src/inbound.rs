@@ -457,7 +457,7 @@ impl LlmRequest {
     /// it. The gateway's own members (`fallbacks`, `num_retries`, `tags`,
     /// `cache`, `turn_off_message_logging`, ...) are cut out of the
     /// forwarded body, and `turn_off_message_logging` and LiteLLM's
-    /// reserved `user_api_key*` names out of its `metadata`.
+    /// reserved `user_api_key_*` names out of its `metadata`.
     pub fn parse(endpoint: Endpoint, body: Bytes) -> Result<LlmRequest, GatewayError> {
         let fields = Fields::read(&body)?;
         let flagged_metadata = fields.view.metadata.is_some_and(may_hold_litellm_names);
@@ -1029,10 +1029,11 @@ fn read_num_retries(raw: Option<&str>) -> Result<Option<u32>, GatewayError> {
 /// LiteLLM's request field that redacts the request's spend-log row.
 const LOGGING_FLAG: &str = "turn_off_message_logging";
 
-/// The prefix of LiteLLM's reserved metadata names (`user_api_key`,
+/// The prefix of LiteLLM's reserved metadata names (`user_api_key_hash`,
 /// `user_api_key_team_id`, ...): LiteLLM's proxy deletes a client's from
-/// `metadata` before it sets its own, so they never reach a provider.
-const RESERVED_PREFIX: &str = "user_api_key";
+/// `metadata` before it sets its own (`add_litellm_data_to_request`), so
+/// they never reach a provider.
+const RESERVED_PREFIX: &str = "user_api_key_";
 
 /// Whether a raw `metadata` value may hold [`LOGGING_FLAG`] or a name
 /// with [`RESERVED_PREFIX`]: it names one, or holds an escape that could
@@ -1349,8 +1350,8 @@ mod tests {
                 None,
             ),
             (
-                r#""metadata":{"user_api_key_team_id":"t","\u0075ser_api_key":"k","user_id":"u","note":"user_api_key"}"#,
-                json!({"metadata": {"user_id": "u", "note": "user_api_key"}}),
+                r#""metadata":{"user_api_key_team_id":"t","\u0075ser_api_key_alias":"k","user_api_key":"kept","note":"user_api_key_"}"#,
+                json!({"metadata": {"user_api_key": "kept", "note": "user_api_key_"}}),
                 None,
             ),
         ];

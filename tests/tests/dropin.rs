@@ -1,5 +1,5 @@
 //! Drop-in gaps of issue 35, each beside what LiteLLM 1.110.2 does:
-//! LiteLLM's reserved `user_api_key*` metadata names never reach a
+//! LiteLLM's reserved `user_api_key_*` metadata names never reach a
 //! Messages or Responses upstream (its proxy deletes a client's before it
 //! sets its own); a config's `prompts` (LiteLLM's prompt management, which
 //! rewrites requests naming a `prompt_id`) stops start-up; key and team
@@ -54,7 +54,7 @@ fn reserved_metadata_names_never_reach_messages_or_responses_upstreams() {
     let gw = Gateway::start(&to_yaml(&config), &[]);
     let metadata = json!({
         "user_id": "u-1",
-        "user_api_key": "sk-spoofed",
+        "user_api_key_hash": "spoofed",
         "user_api_key_team_id": "someone-elses-team",
         "user_api_key_user_id": "admin",
     });
