@@ -216,6 +216,10 @@ pub fn inbound(data: &[u8]) {
     for own in ["fallbacks", "num_retries", "tags", "cache"] {
         object.remove(own);
     }
+    // LiteLLM's names are taken out of `metadata` (when it is an object).
+    if let Some(Value::Object(metadata)) = object.get_mut("metadata") {
+        metadata.retain(|k, _| k != "turn_off_message_logging" && !k.starts_with("user_api_key_"));
+    }
     let forwarded: Value = serde_json::from_slice(&req.body).unwrap_or_else(|e| {
         panic!(
             "forwarded body is not JSON ({e}): {:?}",

@@ -201,14 +201,20 @@ pub enum GatewayError {
         /// What is wrong.
         message: String,
     },
-    /// A parameter the key's `enforced_params` requires is not in the
-    /// body (LiteLLM's message; `metadata.x` as `[metadata][x]`).
-    #[error("BadRequest please pass param={shown} in request body. This is a required param")]
+    /// A parameter the key's or the config's `enforced_params` requires
+    /// is not in the body (LiteLLM's message; `metadata.x` as
+    /// `[metadata][x]`).
+    #[error(
+        "BadRequest please pass param={shown} in request body. This is a required param{note}"
+    )]
     EnforcedParamMissing {
         /// The parameter as LiteLLM's message shows it.
         shown: String,
         /// The parameter as the key names it (`metadata.x`).
         param: String,
+        /// Said after LiteLLM's message: empty, or where a streamed
+        /// upload's form must carry it.
+        note: &'static str,
     },
     /// An image named by URL that the gateway had to inline and could not
     /// (refused address, too large, not an image, unreachable, too slow).

@@ -456,10 +456,11 @@ impl LlmRequest {
     /// gateway reads is type- and range-checked: a wrong one is a 400 naming
     /// it. The gateway's own members (`fallbacks`, `num_retries`, `tags`,
     /// `cache`, `turn_off_message_logging`, ...) are cut out of the
-    /// forwarded body, and `turn_off_message_logging` out of its `metadata`.
+    /// forwarded body, and `turn_off_message_logging` and LiteLLM's
+    /// reserved `user_api_key_*` names out of its `metadata`.
     pub fn parse(endpoint: Endpoint, body: Bytes) -> Result<LlmRequest, GatewayError> {
         let fields = Fields::read(&body)?;
-        let flagged_metadata = fields.view.metadata.is_some_and(may_hold_logging_flag);
+        let flagged_metadata = fields.view.metadata.is_some_and(may_hold_litellm_names);
         if fields.own.is_empty() && !flagged_metadata {
             return Self::checked(endpoint, &fields.view, body.clone());
         }
@@ -491,10 +492,12 @@ impl LlmRequest {
         let message_logging_off = message_logging_flag(&fields.view)?;
         let mut stripped = Bytes::from(strip_members(&body, &fields.own));
         let mut again = Fields::read(&stripped)?;
-        let flagged = again
-            .view
-            .metadata
-            .and_then(|raw| Some((span_in(&stripped, raw), metadata_without_logging_flag(raw)?)));
+        let flagged = again.view.metadata.and_then(|raw| {
+            Some((
+                span_in(&stripped, raw),
+                metadata_without_litellm_names(raw)?,
+            ))
+        });
         if let Some((span, cleaned)) = flagged {
             let mut spliced = Vec::with_capacity(stripped.len());
             spliced.extend_from_slice(&stripped[..span.start]);
@@ -1026,21 +1029,33 @@ fn read_num_retries(raw: Option<&str>) -> Result<Option<u32>, GatewayError> {
 /// LiteLLM's request field that redacts the request's spend-log row.
 const LOGGING_FLAG: &str = "turn_off_message_logging";
 
-/// Whether a raw `metadata` value may hold [`LOGGING_FLAG`]: it names it,
-/// or holds an escape that could spell it.
-fn may_hold_logging_flag(raw: &str) -> bool {
-    memchr::memmem::find(raw.as_bytes(), LOGGING_FLAG.as_bytes()).is_some()
-        || memchr::memmem::find(raw.as_bytes(), b"\\u").is_some()
+/// The prefix of LiteLLM's reserved metadata names (`user_api_key_hash`,
+/// `user_api_key_team_id`, ...): LiteLLM's proxy deletes a client's from
+/// `metadata` before it sets its own (`add_litellm_data_to_request`), so
+/// they never reach a provider.
+const RESERVED_PREFIX: &str = "user_api_key_";
+
+/// Whether a raw `metadata` value may hold [`LOGGING_FLAG`] or a name
+/// with [`RESERVED_PREFIX`]: it names one, or holds an escape that could
+/// spell one.
+fn may_hold_litellm_names(raw: &str) -> bool {
+    let has = |needle: &str| memchr::memmem::find(raw.as_bytes(), needle.as_bytes()).is_some();
+    has(LOGGING_FLAG) || has(RESERVED_PREFIX) || has("\\u")
 }
 
-/// A raw `metadata` object re-written without [`LOGGING_FLAG`], or `None`
-/// when it holds none (or is not an object).
-fn metadata_without_logging_flag(raw: &str) -> Option<Vec<u8>> {
-    if !may_hold_logging_flag(raw) {
+/// A raw `metadata` object re-written without [`LOGGING_FLAG`] and the
+/// names LiteLLM reserves ([`RESERVED_PREFIX`]), or `None` when it holds
+/// none (or is not an object).
+fn metadata_without_litellm_names(raw: &str) -> Option<Vec<u8>> {
+    if !may_hold_litellm_names(raw) {
         return None;
     }
     let mut map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(raw).ok()?;
-    map.remove(LOGGING_FLAG)?;
+    let before = map.len();
+    map.retain(|name, _| name != LOGGING_FLAG && !name.starts_with(RESERVED_PREFIX));
+    if map.len() == before {
+        return None;
+    }
     serde_json::to_vec(&map).ok()
 }
 
@@ -1332,6 +1347,11 @@ mod tests {
             (
                 r#""turn_off_message_logging":null,"metadata":{"note":"turn_off_message_logging"}"#,
                 json!({"metadata": {"note": "turn_off_message_logging"}}),
+                None,
+            ),
+            (
+                r#""metadata":{"user_api_key_team_id":"t","\u0075ser_api_key_alias":"k","user_api_key":"kept","note":"user_api_key_"}"#,
+                json!({"metadata": {"user_api_key": "kept", "note": "user_api_key_"}}),
                 None,
             ),
         ];

@@ -42,6 +42,7 @@ struct Fixed {
     guardrails: String,
     spend_logs: crate::spend::SpendLogs,
     mock_testing_params: bool,
+    enforced_params: crate::config::EnforcedParams,
     end_user_default_budget: Option<String>,
     budget_throttle: Option<f64>,
 }
@@ -76,6 +77,7 @@ impl Fixed {
             guardrails: config.guardrails.source().to_string(),
             spend_logs: config.spend_logs,
             mock_testing_params: config.mock_testing_params,
+            enforced_params: config.enforced_params.clone(),
             end_user_default_budget: config.end_user_default_budget.clone(),
             budget_throttle: config.budget_throttle,
         }
@@ -150,6 +152,10 @@ impl Fixed {
         check(
             self.mock_testing_params != next.mock_testing_params,
             "general_settings.dangerously_allow_mock_testing_request_params",
+        );
+        check(
+            self.enforced_params != next.enforced_params,
+            "general_settings.enforced_params, service_account_settings",
         );
         check(
             self.end_user_default_budget != next.end_user_default_budget,
@@ -291,6 +297,15 @@ mod tests {
         assert_eq!(
             fixed("").changed(&fixed(on)),
             ["general_settings.dangerously_allow_mock_testing_request_params"]
+        );
+    }
+
+    #[test]
+    fn the_enforced_params_are_reported_as_needing_a_restart() {
+        let set = "general_settings: {enforced_params: [user]}\n";
+        assert_eq!(
+            fixed("").changed(&fixed(set)),
+            ["general_settings.enforced_params, service_account_settings"]
         );
     }
 

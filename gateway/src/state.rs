@@ -68,6 +68,8 @@ pub struct Shared {
     pub block_unpriced: bool,
     /// `general_settings.dangerously_allow_mock_testing_request_params`.
     pub mock_testing_params: bool,
+    /// `general_settings.enforced_params` (and the service accounts').
+    pub enforced_params: crate::config::EnforcedParams,
     /// The configured guardrails.
     pub guardrails: Arc<crate::guardrails::Guardrails>,
     /// Which spend-log rows are kept (`disable_spend_logs`,
@@ -113,6 +115,7 @@ impl Shared {
             estimated_output_tokens: config.estimated_output_tokens,
             block_unpriced: config.block_unpriced,
             mock_testing_params: config.mock_testing_params,
+            enforced_params: config.enforced_params.clone(),
             guardrails: config.guardrails.clone(),
             spend_logs: config.spend_logs,
             batch_polling: config.batch_polling,

@@ -138,3 +138,186 @@ fn key_type_presets_the_keys_routes() {
     let err = assert_error(&gw.post("/key/generate", &json!({"key_type": "root"})), 400);
     assert_eq!(err["param"], "key_type", "{err:?}");
 }
+
+/// `general_settings.enforced_params` holds every caller, the master key
+/// included, as LiteLLM's `_enforced_params_check` does (it reads the
+/// config's list before the key's); it used to stop start-up.
+/// `service_account_settings.enforced_params` adds to it for keys whose
+/// metadata names a `service_account_id`.
+#[test]
+fn the_configs_enforced_params_hold_every_caller() {
+    let config = json!({
+        "model_list": [{
+            "model_name": "m",
+            "litellm_params": {"model": "mock/m", "mock_response": "hello"},
+        }],
+        "general_settings": {
+            "master_key": MASTER_KEY,
+            "enforced_params": ["user"],
+            "service_account_settings": {"enforced_params": ["metadata.team"]},
+        },
+    });
+    let gw = Gateway::start_json(&config, &[]);
+    let err = assert_error(&gw.post("/v1/chat/completions", &chat(json!({}))), 400);
+    assert_eq!(
+        error_message(&err),
+        "BadRequest please pass param=user in request body. This is a required param",
+        "{err:?}"
+    );
+    assert_eq!(err["param"], "user", "{err:?}");
+    let resp = gw.post("/v1/chat/completions", &chat(json!({"user": "u-1"})));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+
+    // A key is held to the config's list and then to its own.
+    let made = gw
+        .post(
+            "/key/generate",
+            &json!({"enforced_params": ["metadata.app"]}),
+        )
+        .expect_status(200)
+        .json();
+    let key = made["key"].as_str().expect("key");
+    let err = assert_error(
+        &gw.post_as(key, "/v1/chat/completions", &chat(json!({}))),
+        400,
+    );
+    assert_eq!(err["param"], "user", "{err:?}");
+    let err = assert_error(
+        &gw.post_as(key, "/v1/chat/completions", &chat(json!({"user": "u"}))),
+        400,
+    );
+    assert_eq!(err["param"], "metadata.app", "{err:?}");
+    let both = chat(json!({"user": "u", "metadata": {"app": "a"}}));
+    let resp = gw.post_as(key, "/v1/chat/completions", &both);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+
+    // A service account's key also carries the service accounts' list.
+    let made = gw
+        .post(
+            "/key/generate",
+            &json!({"metadata": {"service_account_id": "billing-bot"}}),
+        )
+        .expect_status(200)
+        .json();
+    let service = made["key"].as_str().expect("key");
+    let err = assert_error(
+        &gw.post_as(service, "/v1/chat/completions", &chat(json!({"user": "u"}))),
+        400,
+    );
+    assert_eq!(
+        error_message(&err),
+        "BadRequest please pass param=[metadata][team] in request body. This is a required param",
+        "{err:?}"
+    );
+    let complete = chat(json!({"user": "u", "metadata": {"team": "t"}}));
+    let resp = gw.post_as(service, "/v1/chat/completions", &complete);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+}
+
+/// A config whose `enforced_params` is not a list of names stops start-up
+/// naming it.
+#[test]
+fn a_malformed_enforced_params_setting_stops_start_up() {
+    let config = json!({
+        "model_list": [{"model_name": "m", "litellm_params": {"model": "mock/m"}}],
+        "general_settings": {"master_key": MASTER_KEY, "enforced_params": "user"},
+    });
+    let mut gw = Gateway::spawn(&e2e::to_yaml(&config), &[], e2e::free_port(), &[]);
+    let status = gw
+        .wait_exit(std::time::Duration::from_secs(20))
+        .expect("the gateway exits");
+    assert!(!status.success());
+    assert!(
+        gw.output().contains("general_settings.enforced_params"),
+        "{}",
+        gw.output()
+    );
+}
+
+const BOUNDARY: &str = "----enforced-7MA4YWxkTrZu0gW";
+
+/// A transcription form: `fields` before the audio file (`len` bytes),
+/// `after` behind it.
+fn form(fields: &[(&str, &str)], len: usize, after: &[(&str, &str)]) -> Vec<u8> {
+    let part = |(name, value): &(&str, &str)| {
+        format!(
+            "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
+        )
+    };
+    let mut body: Vec<u8> = fields.iter().flat_map(|f| part(f).into_bytes()).collect();
+    body.extend_from_slice(
+        format!("--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"talk.wav\"\r\nContent-Type: audio/wav\r\n\r\nRIFF").as_bytes(),
+    );
+    body.extend((4..len).map(|i| (i % 251) as u8));
+    body.extend_from_slice(b"\r\n");
+    body.extend(after.iter().flat_map(|f| part(f).into_bytes()));
+    body.extend_from_slice(format!("--{BOUNDARY}--\r\n").as_bytes());
+    body
+}
+
+/// A key with `enforced_params` on multipart forms: LiteLLM's proxy reads
+/// a transcription's form fields (the file aside) as the request's members
+/// and decodes its `metadata` field's JSON, so `user` and
+/// `metadata.generation_name` sent as fields satisfy it (before, every
+/// form of such a key was refused: the check saw no JSON members), and a
+/// form without them is refused with LiteLLM's message. A form streamed to
+/// the upstream (over 256 KiB) is checked on the fields before its file.
+#[test]
+fn a_forms_fields_satisfy_enforced_params() {
+    let mock = e2e::MockServer::start(&[]);
+    let config = json!({
+        "model_list": [{"model_name": "whisper", "litellm_params": {"model": "openai/whisper-1", "api_key": "sk-up", "api_base": mock.api_base()}}],
+        "general_settings": {"master_key": MASTER_KEY},
+    });
+    let gw = Gateway::start_json(&config, &[]);
+    let made = gw
+        .post(
+            "/key/generate",
+            &json!({"enforced_params": ["user", "metadata.generation_name"]}),
+        )
+        .expect_status(200)
+        .json();
+    let key = made["key"].as_str().expect("key");
+    let send = |body: &[u8]| {
+        let auth = format!("Bearer {key}");
+        let content_type = format!("multipart/form-data; boundary={BOUNDARY}");
+        gw.call(
+            "POST",
+            "/v1/audio/transcriptions",
+            &[("Authorization", &auth), ("Content-Type", &content_type)],
+            body,
+        )
+    };
+    let metadata = r#"{"generation_name": "g"}"#;
+    let full = [
+        ("model", "whisper"),
+        ("user", "u-1"),
+        ("metadata", metadata),
+    ];
+    let resp = send(&form(&full, 16_000, &[]));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(resp.json()["text"], "mock transcript of talk.wav");
+
+    // Fields after the file count too when the form is read whole.
+    let resp = send(&form(&full[..1], 16_000, &full[1..]));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+
+    let err = assert_error(&send(&form(&full[..2], 16_000, &[])), 400);
+    assert_eq!(
+        error_message(&err),
+        "BadRequest please pass param=[metadata][generation_name] in request body. This is a required param",
+        "{err:?}"
+    );
+    let err = assert_error(&send(&form(&[("model", "whisper")], 16_000, &[])), 400);
+    assert_eq!(err["param"], "user", "{err:?}");
+
+    // Streamed (over 256 KiB): the fields before the file are checked.
+    let resp = send(&form(&full, 300_000, &[]));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let err = assert_error(&send(&form(&full[..1], 300_000, &full[1..])), 400);
+    assert_eq!(err["param"], "user", "{err:?}");
+    assert!(
+        error_message(&err).ends_with("send it before the file)"),
+        "{err:?}"
+    );
+}

@@ -269,6 +269,33 @@ fn a_wrong_or_missing_key_is_refused_before_the_upgrade() {
     assert_eq!(resp.status, 426, "{}", resp.text());
 }
 
+/// A key's `enforced_params` hold its realtime sessions as LiteLLM's
+/// proxy holds them: it checks the body it makes for a session (`model`,
+/// `websocket`, `query_params`, `realtime_mode`, its own `metadata`), so
+/// a key enforcing `user` opens none (refused before the upgrade, naming
+/// it) while one enforcing `metadata` does.
+#[test]
+fn enforced_params_are_checked_on_the_session_litellm_makes() {
+    let mock = RealtimeMock::start(UPSTREAM_MODEL, UPSTREAM_KEY);
+    let gw = start(&mock, 1.0, UPSTREAM_KEY);
+    let strict = new_key(&gw, json!({"enforced_params": ["user"]}));
+    let auth = format!("Bearer {strict}");
+    let (status, body) = connect(
+        &gw,
+        "/v1/realtime?model=gpt-rt",
+        &[("authorization", &auth)],
+    )
+    .map(|_| ())
+    .unwrap_err();
+    assert_eq!(status, 400, "{body}");
+    let body: Value = serde_json::from_str(&body).expect("an OpenAI error body");
+    assert_eq!(body["error"]["param"], "user", "{body}");
+    assert!(mock.seen().is_empty(), "{:?}", mock.seen());
+    let loose = new_key(&gw, json!({"enforced_params": ["metadata", "model"]}));
+    let (ws, _) = open(&gw, &loose);
+    close(ws);
+}
+
 #[test]
 fn a_browser_key_in_a_subprotocol_is_accepted_and_never_echoed() {
     let mock = RealtimeMock::start(UPSTREAM_MODEL, UPSTREAM_KEY);

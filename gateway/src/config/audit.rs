@@ -95,6 +95,9 @@ const GENERAL_ACTED_ON: &[&str] = &[
     "encryption_algorithm",
     // The console (`api::ui`).
     "ui_access_mode",
+    // Parameters every LLM request must carry (`config::EnforcedParams`).
+    "enforced_params",
+    "service_account_settings",
     // LiteLLM's mock testing request parameters (`proxy::mock_params`).
     "dangerously_allow_mock_testing_request_params",
     // The spend writer (`spend::SpendLogs`).
@@ -126,10 +129,6 @@ const GENERAL_REFUSED: &[(&str, &str)] = &[
         "requests without `user` would be served",
     ),
     ("allowed_ips", "requests from any address would be served"),
-    (
-        "enforced_params",
-        "requests without the enforced parameters would be served",
-    ),
     (
         "user_header_name",
         "end users named by that header would spend outside their budgets",
@@ -197,6 +196,11 @@ const GUARDRAIL_CALLBACKS: &[&str] = &[
     "bedrock_guardrails",
 ];
 
+/// LiteLLM callbacks that register a prompt manager (its
+/// `CustomPromptManagement` loggers), which rewrites the requests naming a
+/// `prompt_id`; refused, as the gateway has no prompt management.
+const PROMPT_CALLBACKS: &[&str] = &["dotprompt", "gitlab", "bitbucket"];
+
 /// Logging callbacks the gateway sends to (the rest are reported).
 const CALLBACKS_SERVED: &[&str] = &["prometheus", "otel"];
 
@@ -235,6 +239,12 @@ pub fn audit(sections: &Sections<'_>, warnings: &mut Vec<String>) -> Result<(), 
             return Err(Refusal {
                 entry: key.clone(),
                 problem: "LiteLLM's policy engine attaches guardrails to keys, teams and models through it, and this gateway does not run it, so requests would reach the models unchecked; name the guardrails in the top-level `guardrails:` list and on the keys or teams instead".into(),
+            });
+        }
+        if key == "prompts" && !asks_for_nothing(value) {
+            return Err(Refusal {
+                entry: key.clone(),
+                problem: "LiteLLM's prompt management applies the templates it lists to the requests that name them with `prompt_id` (the messages and model that reach the upstream change), and this gateway does not manage prompts, so those requests would reach the model as sent; remove it to start".into(),
             });
         }
         if !asks_for_nothing(value) {
@@ -363,6 +373,14 @@ fn check_callbacks(
                 ),
             });
         }
+        if PROMPT_CALLBACKS.contains(&name) {
+            return Err(Refusal {
+                entry: format!("litellm_settings.{field}"),
+                problem: format!(
+                    "`{name}` is LiteLLM's prompt management: it rewrites the requests that name a prompt_id, and this gateway does not manage prompts; remove it to start"
+                ),
+            });
+        }
         if !CALLBACKS_SERVED.contains(&name) {
             warnings.push(format!(
                 "litellm_settings.{field}: callback `{name}` is not supported by this gateway; nothing is sent to it"
@@ -441,6 +459,24 @@ mod tests {
         let (result, _) = audit_top("{policy_attachments: [{policy: strict, scope: '*'}]}");
         assert_eq!(result.unwrap_err().entry, "policy_attachments");
         assert!(audit_top("{policies: {}}").0.is_ok());
+    }
+
+    /// LiteLLM's `prompts` (prompt management) rewrite the requests that
+    /// name one with `prompt_id`: not served here, so refused; without it
+    /// LiteLLM ignores a request's `prompt_id`, as the gateway does.
+    #[test]
+    fn prompts_are_refused() {
+        let (result, _) = audit_top(
+            "{prompts: [{prompt_id: greet, litellm_params: {prompt_integration: dotprompt}}]}",
+        );
+        let refusal = result.unwrap_err();
+        assert_eq!(refusal.entry, "prompts");
+        assert!(refusal.problem.contains("prompt_id"), "{refusal:?}");
+        assert!(audit_top("{prompts: []}").0.is_ok());
+        let (result, _) = run("{callbacks: [prometheus, dotprompt]}", "{}", "{}");
+        let refusal = result.unwrap_err();
+        assert_eq!(refusal.entry, "litellm_settings.callbacks");
+        assert!(refusal.problem.contains("dotprompt"), "{refusal:?}");
     }
 
     #[test]

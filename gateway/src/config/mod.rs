@@ -2,6 +2,7 @@
 //! immutable [`Config`] the data plane reads.
 
 mod audit;
+mod enforced;
 mod env_refs;
 mod file;
 mod proxy_budget;
@@ -11,6 +12,7 @@ mod team_admin;
 mod team_defaults;
 mod validate;
 
+pub use enforced::EnforcedParams;
 pub use file::{ConfigFile, GatewaySettings, GeneralSettings};
 pub use proxy_budget::ProxyBudget;
 pub use stored::{Applied, CacheChange, FileGeneral, StoredBasis};
@@ -112,6 +114,10 @@ pub struct Config {
     /// of its rpm/tpm limits a key with `throttle_on_budget_exceeded` keeps
     /// past its budget.
     pub budget_throttle: Option<f64>,
+    /// `general_settings.enforced_params` and
+    /// `service_account_settings.enforced_params`: parameters every LLM
+    /// request must carry.
+    pub enforced_params: EnforcedParams,
     /// `general_settings.dangerously_allow_mock_testing_request_params`:
     /// LiteLLM's mock testing request parameters are acted on (else
     /// refused).

@@ -164,6 +164,16 @@ impl StoredBasis {
                         cache_source = Some(format!("LiteLLM_Config row litellm_settings ({key})"));
                     }
                     ("general_settings", "store_model_in_db" | "supported_db_objects") => {}
+                    ("general_settings", "enforced_params" | "service_account_settings")
+                        if !audit::asks_for_nothing(&yaml(value)?) =>
+                    {
+                        return Err(format!(
+                            "LiteLLM_Config row general_settings: {key} is applied by LiteLLM \
+                             (store_model_in_db) and read by this gateway from the config file \
+                             only, so requests without those parameters would be served; copy it \
+                             into the config file's general_settings"
+                        ));
+                    }
                     ("environment_variables", _) => out.warnings.push(format!(
                         "LiteLLM_Config row environment_variables: {key} is not exported by this \
                          gateway (LiteLLM exports it with store_model_in_db); set it in the \
@@ -517,6 +527,13 @@ mod tests {
             err.contains("general_settings") && err.contains("custom_auth"),
             "{err}"
         );
+        // Acted on from the file only: a stored one would go unenforced.
+        let s = stored(
+            &[("general_settings", json!({"enforced_params": ["user"]}))],
+            None,
+        );
+        let err = c.apply_stored(&s, None).unwrap_err();
+        assert!(err.contains("enforced_params"), "{err}");
         // A Redis cache without the limiter's Redis, or on another one.
         let s = stored(
             &[],

@@ -381,6 +381,9 @@ pub(super) fn validate(
             )
         })?,
     };
+    let enforced_params =
+        super::EnforcedParams::from_general(&file.general_settings.other, &mut warnings)
+            .map_err(|(entry, problem)| invalid(entry, problem))?;
     let spend_logs = crate::spend::SpendLogs::parse(&file.general_settings.other, lookup)
         .map_err(|p| invalid("general_settings".into(), p))?
         .with_message_logging(file.litellm_settings.as_ref());
@@ -535,6 +538,7 @@ pub(super) fn validate(
         budget_throttle,
         block_unpriced,
         mock_testing_params,
+        enforced_params,
         proxy_budget,
         spend_logs,
         batch_polling,

@@ -132,10 +132,36 @@ enum Stop {
     More,
 }
 
+/// A part of a form as [`walk`] meets it.
+enum Seen<'a> {
+    /// A part with a file name: its field name and content length (0 for
+    /// the file a prefix stops at).
+    File(&'a str, usize),
+    /// A field: its name, its content, and its whole part (delimiter line
+    /// to the CRLF that begins the next one).
+    Field(&'a str, Range<usize>, Range<usize>),
+}
+
 /// Walks the parts of `body` delimited by `boundary`, recording the fields
 /// the gateway reads in `form`; with `prefix`, stops at the first file
 /// part's content, and bytes that end too early mean "more is coming".
 fn walk(body: &[u8], boundary: &str, prefix: bool, form: &mut Form) -> Result<Stop, GatewayError> {
+    walk_parts(body, boundary, prefix, &mut |seen| match seen {
+        Seen::File(name, len) => {
+            mark_file(form, name, len);
+            Ok(())
+        }
+        Seen::Field(name, content, part) => record_field(form, name, content, part),
+    })
+}
+
+/// [`walk`], handing each part to `visit`.
+fn walk_parts(
+    body: &[u8],
+    boundary: &str,
+    prefix: bool,
+    visit: &mut dyn FnMut(Seen<'_>) -> Result<(), GatewayError>,
+) -> Result<Stop, GatewayError> {
     let delimiter = [b"--", boundary.as_bytes()].concat();
     let next_delimiter = [b"\r\n--", boundary.as_bytes()].concat();
     let finder = memmem::Finder::new(&next_delimiter);
@@ -181,7 +207,7 @@ fn walk(body: &[u8], boundary: &str, prefix: bool, form: &mut Form) -> Result<St
         let (name, filename) = disposition(head)
             .ok_or_else(|| bad("a multipart part needs Content-Disposition: form-data; name=…"))?;
         if prefix && filename.is_some() {
-            mark_file(form, name, 0);
+            visit(Seen::File(name, 0))?;
             return Ok(Stop::File {
                 content_start,
                 parts,
@@ -195,7 +221,7 @@ fn walk(body: &[u8], boundary: &str, prefix: bool, form: &mut Form) -> Result<St
         };
         let content = content_start..content_start + content_len;
         match filename {
-            Some(_) => mark_file(form, name, content_len),
+            Some(_) => visit(Seen::File(name, content_len))?,
             None => {
                 if content_len > MAX_FIELD {
                     return Err(field_too_long(name));
@@ -203,7 +229,7 @@ fn walk(body: &[u8], boundary: &str, prefix: bool, form: &mut Form) -> Result<St
                 // From this part's delimiter through the CRLF that begins
                 // the next one: the rest stays a valid form.
                 let part = at - delimiter.len()..content.end + 2;
-                record_field(form, name, content, part)?;
+                visit(Seen::Field(name, content, part))?;
             }
         }
         at = content_start + content_len + next_delimiter.len();
@@ -262,6 +288,25 @@ pub fn read(body: &[u8], boundary: &str) -> Result<Form, GatewayError> {
     let mut form = Form::default();
     walk(body, boundary, false, &mut form)?;
     Ok(form)
+}
+
+/// A part of a form by name: a field's content, or `None` for a file.
+pub type Member = (String, Option<Range<usize>>);
+
+/// The name of every part of the form in `body` (with `prefix`, those up to
+/// its first file part, that one included, as [`until_file`] reads a
+/// streamed upload's first bytes), each with its content when it is a
+/// field rather than a file: the members LiteLLM's proxy reads from a form.
+pub fn members(body: &[u8], boundary: &str, prefix: bool) -> Result<Vec<Member>, GatewayError> {
+    let mut out = Vec::new();
+    walk_parts(body, boundary, prefix, &mut |seen| {
+        out.push(match seen {
+            Seen::File(name, _) => (name.to_string(), None),
+            Seen::Field(name, content, _) => (name.to_string(), Some(content)),
+        });
+        Ok(())
+    })?;
+    Ok(out)
 }
 
 /// What the first bytes of a form say (see [`until_file`]).
@@ -323,6 +368,18 @@ mod tests {
         assert_eq!(&BODY[form.stream.clone().unwrap()], b"true");
         assert_eq!(form.file_bytes, Some(13));
         assert_eq!(form.user, None);
+    }
+
+    #[test]
+    fn lists_every_part_by_name() {
+        let all = members(BODY, "XyZ", false).unwrap();
+        let names: Vec<&str> = all.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["model", "file", "stream"]);
+        assert_eq!(&BODY[all[0].1.clone().unwrap()], b"whisper");
+        assert_eq!(all[1].1, None, "a file has no field content");
+        let head = members(BODY, "XyZ", true).unwrap();
+        let names: Vec<&str> = head.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["model", "file"], "a prefix stops at the file");
     }
 
     #[test]

@@ -254,9 +254,21 @@ async fn handle_streamed(
     // also kept in this one's state, which every open stream carries.
     let result = match caller {
         Err(err) => Err(err),
-        Ok(principal) => match trace_id::check(&principal, head, Some(&body))
-            .and_then(|()| enforced_params::check(&principal, endpoint, &body))
-        {
+        Ok(principal) => match trace_id::check(&principal, head, Some(&body)).and_then(|()| {
+            let checked = enforced_params::Body {
+                bytes: &body,
+                form: endpoint
+                    .takes_form()
+                    .then(|| head.header("content-type").unwrap_or("")),
+                streamed: upload.is_some(),
+            };
+            enforced_params::check(
+                &worker.shared.enforced_params,
+                &principal,
+                endpoint,
+                checked,
+            )
+        }) {
             Err(err) => Err(err),
             Ok(()) => {
                 let forward = convert::forward_headers(head, endpoint);

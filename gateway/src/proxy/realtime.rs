@@ -228,6 +228,7 @@ async fn prepare<'w>(
     let requested = query.model.ok_or(GatewayError::MissingParam("model"))?;
     let group = authorize_model(worker, principal, &requested)?;
     session.group = group.clone();
+    super::enforced_params::check_realtime(&worker.shared.enforced_params, principal, &requested)?;
     let guard = worker
         .shared
         .guardrails

@@ -201,6 +201,50 @@ pub fn parse_accepting<T: DeserializeOwned>(
     Ok((parse(&rest)?, for_metadata))
 }
 
+/// Refuses a body that sets one of `refused` to a value asking for
+/// something (not `null`, `false`, `{}`, `[]` or a value the entry calls
+/// harmless), at the top level or, for those LiteLLM also reads there, in
+/// its `metadata`: a 400 naming the field and what LiteLLM does with it.
+/// A body that is not a JSON object is left to the typed parse.
+pub fn refuse_when_set(
+    body: &[u8],
+    refused: &[super::accepted::Refused],
+) -> Result<(), GatewayError> {
+    let Ok(Value::Object(fields)) = serde_json::from_slice::<Value>(body) else {
+        return Ok(());
+    };
+    let asks = |v: &Value, entry: &super::accepted::Refused| {
+        let nothing = match v {
+            Value::Null | Value::Bool(false) => true,
+            Value::Object(m) => m.is_empty(),
+            Value::Array(a) => a.is_empty(),
+            _ => false,
+        };
+        !nothing && !(entry.harmless)(v)
+    };
+    let metadata = fields.get("metadata").and_then(Value::as_object);
+    for entry in refused {
+        let top = fields.get(entry.name).filter(|v| asks(v, entry));
+        let inner = metadata
+            .filter(|_| entry.in_metadata)
+            .and_then(|m| m.get(entry.name))
+            .filter(|v| asks(v, entry));
+        let field = match (top, inner) {
+            (Some(_), _) => entry.name.to_string(),
+            (None, Some(_)) => format!("metadata.{}", entry.name),
+            (None, None) => continue,
+        };
+        return Err(bad_field(
+            &field,
+            format!(
+                "is not applied by this gateway: {}; leave it unset",
+                entry.why
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Refuses a `tag_rpm_limit` (enforced on requests) whose limits are not
 /// whole numbers of requests within [`MAX_LIMIT`].
 fn per_tag_limits(v: &Value) -> Result<(), GatewayError> {

@@ -74,6 +74,7 @@ impl KeyRequest {
     /// Parses a body, accepting LiteLLM's fields this gateway does not
     /// enforce ([`accepted::KEY`]).
     pub(super) fn read(body: &[u8]) -> Result<KeyRequest, GatewayError> {
+        super::body::refuse_when_set(body, accepted::KEY_REFUSED)?;
         let (mut req, extra): (KeyRequest, _) = parse_accepting(body, accepted::KEY)?;
         output_estimates(&extra)?;
         let in_metadata = match &req.metadata {

@@ -64,6 +64,7 @@ impl TeamRequest {
     /// Parses a body, accepting LiteLLM's fields this gateway does not
     /// enforce ([`accepted::TEAM`]).
     fn read(body: &[u8]) -> Result<TeamRequest, GatewayError> {
+        super::body::refuse_when_set(body, accepted::TEAM_REFUSED)?;
         let (mut req, extra): (TeamRequest, _) = parse_accepting(body, accepted::TEAM)?;
         // Enforced from `metadata` (LiteLLM's `model_per_team` limits).
         for name in ["model_rpm_limit", "model_tpm_limit"] {
