@@ -209,8 +209,14 @@ mod tests {
         let Join::Follow(follow) = flights.join(&"k".into(), true, true) else {
             panic!("the second follows")
         };
-        assert!(matches!(flights.join(&"k".into(), true, false), Join::Alone));
-        assert!(matches!(flights.join(&"other".into(), false, true), Join::Alone));
+        assert!(matches!(
+            flights.join(&"k".into(), true, false),
+            Join::Alone
+        ));
+        assert!(matches!(
+            flights.join(&"other".into(), false, true),
+            Join::Alone
+        ));
         lead.finish(Some(stored()));
         assert!(flights.is_empty());
         let got = run(follow.wait(Duration::from_secs(5))).unwrap();

@@ -463,7 +463,13 @@ mod tests {
         let digest = [0xabu8; 32];
         let hex = "ab".repeat(32);
         assert_eq!(&*text(None, &digest), hex);
-        for ns in ["", "team-a", &"n".repeat(256), &"m".repeat(257), &"é".repeat(200)] {
+        for ns in [
+            "",
+            "team-a",
+            &"n".repeat(256),
+            &"m".repeat(257),
+            &"é".repeat(200),
+        ] {
             assert_eq!(&*text(Some(ns), &digest), format!("{ns}:{hex}"));
         }
     }
