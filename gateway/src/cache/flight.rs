@@ -82,9 +82,9 @@ pub struct Follow {
 impl Flights {
     /// Joins the flight of `key`: leads when none is in progress and
     /// `may_lead`, follows one in progress when `may_follow`.
-    pub fn join(self: &Arc<Self>, key: &str, may_lead: bool, may_follow: bool) -> Join {
+    pub fn join(self: &Arc<Self>, key: &Arc<str>, may_lead: bool, may_follow: bool) -> Join {
         let map = self.map.pin();
-        if let Some(flight) = map.get(key) {
+        if let Some(flight) = map.get(&**key) {
             return match may_follow {
                 true => Join::Follow(Follow {
                     flight: flight.clone(),
@@ -96,7 +96,7 @@ impl Flights {
             return Join::Alone;
         }
         let mine = Arc::new(Flight::default());
-        let key: Arc<str> = key.into();
+        let key = key.clone();
         match map.try_insert(key.clone(), mine.clone()) {
             Ok(_) => Join::Lead(Lead {
                 flights: self.clone(),
@@ -189,10 +189,7 @@ mod tests {
     use super::*;
 
     fn stored() -> Stored {
-        Stored {
-            body: bytes::Bytes::from_static(b"{}"),
-            stored_at_ms: 1,
-        }
+        Stored::new(bytes::Bytes::from_static(b"{}"), 1)
     }
 
     fn run<F: std::future::Future>(f: F) -> F::Output {
@@ -206,14 +203,20 @@ mod tests {
     #[test]
     fn one_leads_others_follow_and_get_its_answer() {
         let flights = Arc::new(Flights::default());
-        let Join::Lead(lead) = flights.join("k", true, true) else {
+        let Join::Lead(lead) = flights.join(&"k".into(), true, true) else {
             panic!("the first miss leads")
         };
-        let Join::Follow(follow) = flights.join("k", true, true) else {
+        let Join::Follow(follow) = flights.join(&"k".into(), true, true) else {
             panic!("the second follows")
         };
-        assert!(matches!(flights.join("k", true, false), Join::Alone));
-        assert!(matches!(flights.join("other", false, true), Join::Alone));
+        assert!(matches!(
+            flights.join(&"k".into(), true, false),
+            Join::Alone
+        ));
+        assert!(matches!(
+            flights.join(&"other".into(), false, true),
+            Join::Alone
+        ));
         lead.finish(Some(stored()));
         assert!(flights.is_empty());
         let got = run(follow.wait(Duration::from_secs(5))).unwrap();
@@ -223,19 +226,19 @@ mod tests {
     #[test]
     fn a_dropped_or_failed_leader_lets_followers_go() {
         let flights = Arc::new(Flights::default());
-        let Join::Lead(lead) = flights.join("k", true, true) else {
+        let Join::Lead(lead) = flights.join(&"k".into(), true, true) else {
             panic!()
         };
-        let Join::Follow(follow) = flights.join("k", true, true) else {
+        let Join::Follow(follow) = flights.join(&"k".into(), true, true) else {
             panic!()
         };
         drop(lead);
         assert_eq!(flights.len(), 0);
         assert!(run(follow.wait(Duration::from_secs(5))).is_none());
-        let Join::Lead(lead) = flights.join("k", true, true) else {
+        let Join::Lead(lead) = flights.join(&"k".into(), true, true) else {
             panic!("a new miss leads again")
         };
-        let Join::Follow(follow) = flights.join("k", true, true) else {
+        let Join::Follow(follow) = flights.join(&"k".into(), true, true) else {
             panic!()
         };
         lead.finish(None);
@@ -245,10 +248,10 @@ mod tests {
     #[test]
     fn a_follower_waits_no_longer_than_its_bound() {
         let flights = Arc::new(Flights::default());
-        let Join::Lead(_lead) = flights.join("k", true, true) else {
+        let Join::Lead(_lead) = flights.join(&"k".into(), true, true) else {
             panic!()
         };
-        let Join::Follow(follow) = flights.join("k", true, true) else {
+        let Join::Follow(follow) = flights.join(&"k".into(), true, true) else {
             panic!()
         };
         assert!(run(follow.wait(Duration::from_millis(10))).is_none());
@@ -257,10 +260,10 @@ mod tests {
     #[test]
     fn a_follower_on_another_thread_is_woken() {
         let flights = Arc::new(Flights::default());
-        let Join::Lead(lead) = flights.join("k", true, true) else {
+        let Join::Lead(lead) = flights.join(&"k".into(), true, true) else {
             panic!()
         };
-        let Join::Follow(follow) = flights.join("k", true, true) else {
+        let Join::Follow(follow) = flights.join(&"k".into(), true, true) else {
             panic!()
         };
         let waiter = std::thread::spawn(move || run(follow.wait(Duration::from_secs(30))));

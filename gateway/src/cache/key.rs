@@ -18,6 +18,8 @@ use crate::inbound::Endpoint;
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
+use std::cell::Cell;
+use std::sync::Arc;
 
 /// Top-level members left out of the key.
 const EXCLUDED: &[&str] = &[
@@ -75,8 +77,12 @@ pub fn key(
     owner: Owner<'_>,
     body: &[u8],
     namespace: Option<&str>,
-) -> Result<(String, bool), serde_json::Error> {
-    let mut head = Vec::with_capacity(body.len().saturating_add(256));
+) -> Result<(Arc<str>, bool), serde_json::Error> {
+    // The thread's buffer, kept between keys (`take`: nothing else may
+    // borrow it meanwhile).
+    let mut head = HEAD.take();
+    head.clear();
+    head.reserve(body.len().saturating_add(256));
     head.extend_from_slice(endpoint.path_suffix().as_bytes());
     head.push(0);
     head.extend_from_slice(group.as_bytes());
@@ -94,36 +100,61 @@ pub fn key(
         Owner::Master => head.push(b'M'),
     }
     let len = head.len();
-    let (digest, include_usage) = match key_skim::feed_members(body, EXCLUDED, &mut head) {
-        Some(usage) => (Sha256::digest(&head), usage),
-        None => {
-            head.truncate(len);
-            serde_feed(head, body)?
-        }
+    let read = match key_skim::feed_members(body, EXCLUDED, &mut head) {
+        Some(usage) => Ok((Sha256::digest(&head), usage)),
+        None => serde_feed(&head[..len], body),
     };
-    // `[namespace:]hex`, written in one buffer (`hex::encode` collects
-    // its digits one `char` at a time).
-    let mut key = String::with_capacity(namespace.map_or(0, |ns| ns.len() + 1) + 64);
-    if let Some(ns) = namespace {
+    if head.capacity() <= KEPT_HEAD {
+        HEAD.set(head);
+    }
+    let (digest, include_usage) = read?;
+    Ok((text(namespace, &digest), include_usage))
+}
+
+thread_local! {
+    /// What [`key`] hashes, each thread's buffer kept between requests.
+    static HEAD: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
+/// Most bytes of a kept [`HEAD`]: a larger body's buffer is let go.
+const KEPT_HEAD: usize = 64 << 10;
+
+/// `[namespace:]hex` of `digest`, written on the stack (a namespace of up
+/// to 256 bytes, the most a request may name) and shared from its one
+/// allocation: the plan, the spend row, the flight and the entry hold the
+/// same text.
+fn text(namespace: Option<&str>, digest: &[u8]) -> Arc<str> {
+    let mut buf = [0u8; 256 + 1 + 64];
+    let mut len = 0;
+    if let Some(ns) = namespace.filter(|ns| ns.len() <= 256) {
+        buf[..ns.len()].copy_from_slice(ns.as_bytes());
+        buf[ns.len()] = b':';
+        len = ns.len() + 1;
+    } else if let Some(ns) = namespace {
+        // Longer than a request may name (a configured one): on the heap.
+        let mut key = String::with_capacity(ns.len() + 65);
         key.push_str(ns);
         key.push(':');
+        key.push_str(&hex::encode(digest));
+        return key.into();
     }
-    let mut digits = [0u8; 64];
     // Cannot fail: 64 digits for 32 bytes.
-    let _ = hex::encode_to_slice(digest, &mut digits);
-    key.push_str(std::str::from_utf8(&digits).unwrap_or_default());
-    Ok((key, include_usage))
+    let _ = hex::encode_to_slice(digest, &mut buf[len..len + 64]);
+    // Cannot fail: a `str`'s bytes, `:` and hex digits.
+    std::str::from_utf8(&buf[..len + 64])
+        .unwrap_or_default()
+        .into()
 }
 
 /// The digest of `head` and the members of `body` read with serde_json
 /// (what [`key_skim`] leaves), and whether the body asks for usage.
 fn serde_feed(
-    head: Vec<u8>,
+    head: &[u8],
     body: &[u8],
 ) -> Result<(sha2::digest::Output<Sha256>, bool), serde_json::Error> {
     let mut root: Node<'_> = serde_json::from_slice(body)?;
     let mut h = Sha256::new();
-    h.update(&head);
+    h.update(head);
     let mut include_usage = false;
     if let Node::Obj(members) = &mut root {
         sort(members);
@@ -350,6 +381,7 @@ mod tests {
         key(Endpoint::ChatCompletions, group, owner, &bytes, ns)
             .unwrap()
             .0
+            .to_string()
     }
 
     fn k(body: Value) -> String {
@@ -385,6 +417,7 @@ mod tests {
             )
             .unwrap()
             .0
+            .to_string()
         );
     }
 
@@ -411,6 +444,34 @@ mod tests {
             key_of("g", Owner::Everyone, &body, Some("team-a")),
             format!("team-a:{plain}")
         );
+    }
+
+    #[test]
+    fn the_kept_buffer_leaves_nothing_behind() {
+        let small = json!({"messages": [{"role": "user", "content": "hi"}]});
+        let first = k(small.clone());
+        // A body the one-pass reading leaves to serde_json, then one over
+        // the kept buffer's bound, between two keys of the small body.
+        k(json!({"messages": [{"role": "user", "content": "h\u{1}i"}]}));
+        k(json!({"messages": [{"role": "user", "content": "x".repeat(100_000)}]}));
+        assert_eq!(k(small.clone()), first);
+        assert_eq!(first, value_key("gpt-4o", &small));
+    }
+
+    #[test]
+    fn key_text_with_any_namespace() {
+        let digest = [0xabu8; 32];
+        let hex = "ab".repeat(32);
+        assert_eq!(&*text(None, &digest), hex);
+        for ns in [
+            "",
+            "team-a",
+            &"n".repeat(256),
+            &"m".repeat(257),
+            &"é".repeat(200),
+        ] {
+            assert_eq!(&*text(Some(ns), &digest), format!("{ns}:{hex}"));
+        }
     }
 
     #[test]
@@ -509,7 +570,7 @@ mod tests {
                 None,
             )
             .unwrap();
-            assert_eq!(got, value_key("g", &value), "{text}");
+            assert_eq!(*got, value_key("g", &value), "{text}");
         }
     }
 
@@ -603,7 +664,7 @@ mod tests {
                 None,
             )
             .unwrap();
-            assert_eq!(got, value_key("g", &value), "{text}");
+            assert_eq!(*got, value_key("g", &value), "{text}");
         }
     }
 

@@ -7,6 +7,7 @@ use crate::keyed_hash::KeyedHash;
 use bytes::Bytes;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 /// Bytes counted per entry beyond its key and body (slot, map entry).
@@ -21,11 +22,48 @@ pub struct Stored {
     pub body: Bytes,
     /// When it was stored, Unix milliseconds (for `s-maxage`).
     pub stored_at_ms: u64,
+    /// What a hit reports of the body, read by the first hit and shared
+    /// by every clone (the entry, a near copy, a flight's followers).
+    facts: Arc<OnceLock<HitFacts>>,
 }
 
+/// What a hit on a stored answer reports (its spend row, its metrics):
+/// read from the body once, not by every hit.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HitFacts {
+    /// The answer's prompt tokens.
+    pub prompt_tokens: u64,
+    /// The answer's completion tokens.
+    pub completion_tokens: u64,
+    /// What its body counts as its total ([`super::total_tokens`]).
+    pub total_tokens: u64,
+    /// The answer's `id`.
+    pub response_id: Option<Arc<str>>,
+}
+
+impl Stored {
+    /// `body`, stored at `stored_at_ms` (Unix milliseconds).
+    pub fn new(body: Bytes, stored_at_ms: u64) -> Stored {
+        Stored {
+            body,
+            stored_at_ms,
+            facts: Arc::default(),
+        }
+    }
+
+    /// Its [`HitFacts`], `read` from the body by the first caller of any
+    /// clone.
+    pub fn facts(&self, read: impl FnOnce(&[u8]) -> HitFacts) -> &HitFacts {
+        self.facts.get_or_init(|| read(&self.body))
+    }
+}
+
+/// An entry's place in the recency list; a free slot holds no key or
+/// answer.
 struct Slot {
-    key: Box<str>,
-    stored: Stored,
+    /// Shared with the map.
+    key: Option<Arc<str>>,
+    stored: Option<Stored>,
     expires: Option<Instant>,
     prev: usize,
     next: usize,
@@ -43,7 +81,7 @@ pub struct CoreCache {
 struct Lru {
     /// aHash, keyed per map: the keys are digests, SipHash's cost buys
     /// nothing here.
-    map: HashMap<Box<str>, usize, KeyedHash>,
+    map: HashMap<Arc<str>, usize, KeyedHash>,
     slots: Vec<Slot>,
     free: Vec<usize>,
     /// Most recently used.
@@ -102,16 +140,16 @@ impl CoreCache {
         }
         lru.unlink(i);
         lru.push_front(i);
-        Some(lru.slots[i].stored.clone())
+        lru.slots[i].stored.clone()
     }
 
-    /// Stores `stored` under `key` until `expires`, evicting the least
-    /// recently used entries to stay in bounds; an entry larger than the
-    /// whole cache is not stored.
-    pub fn put(&self, key: &str, stored: Stored, expires: Option<Instant>) {
+    /// Stores `stored` under `key` (shared, not copied) until `expires`,
+    /// evicting the least recently used entries to stay in bounds; an
+    /// entry larger than the whole cache is not stored.
+    pub fn put(&self, key: &Arc<str>, stored: Stored, expires: Option<Instant>) {
         let mut lru = self.inner.borrow_mut();
         let size = cost(key, &stored);
-        if let Some(&i) = lru.map.get(key) {
+        if let Some(&i) = lru.map.get(&**key) {
             lru.remove(i);
         }
         if size > lru.max_bytes {
@@ -123,10 +161,9 @@ impl CoreCache {
             let last = lru.tail;
             lru.remove(last);
         }
-        let key: Box<str> = key.into();
         let slot = Slot {
-            key: key.clone(),
-            stored,
+            key: Some(key.clone()),
+            stored: Some(stored),
             expires,
             prev: NIL,
             next: NIL,
@@ -142,7 +179,7 @@ impl CoreCache {
             }
         };
         lru.push_front(i);
-        lru.map.insert(key, i);
+        lru.map.insert(key.clone(), i);
         lru.bytes += size;
     }
 
@@ -223,11 +260,10 @@ impl Lru {
     fn remove(&mut self, i: usize) {
         self.unlink(i);
         let slot = &mut self.slots[i];
-        let size = cost(&slot.key, &slot.stored);
-        self.map.remove(&slot.key);
-        slot.stored.body = Bytes::new();
-        slot.key = "".into();
-        self.bytes -= size;
+        if let (Some(key), Some(stored)) = (slot.key.take(), slot.stored.take()) {
+            self.bytes -= cost(&key, &stored);
+            self.map.remove(&key);
+        }
         self.free.push(i);
     }
 }
@@ -238,20 +274,39 @@ mod tests {
     use std::time::Duration;
 
     fn stored(n: usize) -> Stored {
-        Stored {
-            body: Bytes::from(vec![b'x'; n]),
-            stored_at_ms: 0,
-        }
+        Stored::new(Bytes::from(vec![b'x'; n]), 0)
+    }
+
+    #[test]
+    fn facts_are_read_once_for_every_clone() {
+        let reads = Cell::new(0);
+        let read = |body: &[u8]| {
+            reads.set(reads.get() + 1);
+            HitFacts {
+                total_tokens: body.len() as u64,
+                ..HitFacts::default()
+            }
+        };
+        let s = stored(3);
+        let c = CoreCache::new(2, 1 << 20);
+        c.put(&"a".into(), s.clone(), None);
+        assert_eq!(s.facts(read).total_tokens, 3);
+        let hit = c.get("a", Instant::now()).unwrap();
+        assert_eq!(hit.facts(read).total_tokens, 3);
+        assert_eq!(reads.get(), 1, "the entry's clone shares what was read");
+        // Another answer is read on its own.
+        assert_eq!(stored(5).facts(read).total_tokens, 5);
+        assert_eq!(reads.get(), 2);
     }
 
     #[test]
     fn least_recently_used_goes_first() {
         let c = CoreCache::new(2, 1 << 20);
         let now = Instant::now();
-        c.put("a", stored(1), None);
-        c.put("b", stored(1), None);
+        c.put(&"a".into(), stored(1), None);
+        c.put(&"b".into(), stored(1), None);
         assert!(c.get("a", now).is_some());
-        c.put("c", stored(1), None);
+        c.put(&"c".into(), stored(1), None);
         assert!(c.get("b", now).is_none(), "b was the least recently used");
         assert!(c.get("a", now).is_some() && c.get("c", now).is_some());
         assert_eq!(c.usage().0, 2);
@@ -261,7 +316,7 @@ mod tests {
     fn expired_entries_are_misses() {
         let c = CoreCache::new(10, 1 << 20);
         let now = Instant::now();
-        c.put("a", stored(1), Some(now + Duration::from_secs(1)));
+        c.put(&"a".into(), stored(1), Some(now + Duration::from_secs(1)));
         assert!(c.get("a", now).is_some());
         assert!(c.get("a", now + Duration::from_secs(2)).is_none());
         assert_eq!(c.usage(), (0, 0));
@@ -272,18 +327,18 @@ mod tests {
         let max = 64 * 1024;
         let c = CoreCache::new(1_000_000, max);
         for i in 0..10_000 {
-            c.put(&format!("k{i}"), stored(1000 + i % 3000), None);
+            c.put(&format!("k{i}").into(), stored(1000 + i % 3000), None);
             let (_, bytes) = c.usage();
             assert!(bytes <= max, "{bytes} > {max} after {i}");
         }
         // Too large for the whole cache: not stored, nothing evicted for it.
         let before = c.usage();
-        c.put("huge", stored(max as usize), None);
+        c.put(&"huge".into(), stored(max as usize), None);
         assert!(c.get("huge", Instant::now()).is_none());
         assert_eq!(c.usage(), before);
         // Replacing an entry keeps the count right.
-        c.put("k9999", stored(10), None);
-        c.put("k9999", stored(20), None);
+        c.put(&"k9999".into(), stored(10), None);
+        c.put(&"k9999".into(), stored(20), None);
         assert_eq!(c.get("k9999", Instant::now()).unwrap().body.len(), 20);
     }
 }

@@ -28,7 +28,7 @@ mod tracking;
 pub use control::Controls;
 pub use flight::Join;
 pub use key::Owner;
-pub use local::{CoreCache, Stored};
+pub use local::{CoreCache, HitFacts, Stored};
 pub use settings::{Backend, CacheSettings, Scope};
 pub use slot::CacheSlot;
 
@@ -50,8 +50,9 @@ pub struct Cache {
 /// What the cache does for one request.
 #[derive(Debug, Clone)]
 pub struct Plan {
-    /// The entry's key (`x-litellm-cache-key`).
-    pub key: String,
+    /// The entry's key (`x-litellm-cache-key`), one text shared by the
+    /// spend row, the flight and the entry.
+    pub key: std::sync::Arc<str>,
     /// Whether a stored answer may answer it.
     pub read: bool,
     /// Whether its answer is stored.
@@ -239,10 +240,7 @@ impl Cache {
         if whole.len() as u64 > self.settings.max_entry_bytes {
             return None;
         }
-        let stored = Stored {
-            body: whole.into(),
-            stored_at_ms: unix_ms(),
-        };
+        let stored = Stored::new(whole.into(), unix_ms());
         match &self.redis {
             None => {
                 self.fit(core);

@@ -20,6 +20,7 @@
 
 use super::local::{CoreCache, Stored};
 use std::cell::Cell;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long after the data connection's last answer the near copy serves.
@@ -145,7 +146,7 @@ impl Near {
     /// Keeps `stored`, read under `key` with `ticket`, Redis keeping it
     /// `pttl_ms` more milliseconds (`-1`: no expiry): only when nothing
     /// may have invalidated it since the ticket and tracking still holds.
-    pub fn fill(&self, key: &str, ticket: Ticket, stored: &Stored, pttl_ms: i64) {
+    pub fn fill(&self, key: &Arc<str>, ticket: Ticket, stored: &Stored, pttl_ms: i64) {
         let Some(bounds) = self.fitted.get().map(|(b, _)| b) else {
             return;
         };
@@ -260,10 +261,7 @@ mod tests {
     use bytes::Bytes;
 
     fn stored(n: usize) -> Stored {
-        Stored {
-            body: Bytes::from(vec![b'x'; n]),
-            stored_at_ms: 0,
-        }
+        Stored::new(Bytes::from(vec![b'x'; n]), 0)
     }
 
     fn bounds() -> NearBounds {
@@ -288,7 +286,7 @@ mod tests {
     fn a_fill_is_served_until_invalidated() {
         let n = tracking();
         let t = n.ticket("k", Instant::now());
-        n.fill("k", t, &stored(3), -1);
+        n.fill(&"k".into(), t, &stored(3), -1);
         assert!(n.get("k", Instant::now()).is_some());
         n.invalidate(b"k");
         assert!(n.get("k", Instant::now()).is_none());
@@ -299,15 +297,15 @@ mod tests {
         let n = tracking();
         let t = n.ticket("k", Instant::now());
         n.invalidate(b"k");
-        n.fill("k", t, &stored(3), -1);
+        n.fill(&"k".into(), t, &stored(3), -1);
         assert!(n.get("k", Instant::now()).is_none());
         let t = n.ticket("k", Instant::now());
         n.flush();
-        n.fill("k", t, &stored(3), -1);
+        n.fill(&"k".into(), t, &stored(3), -1);
         assert!(n.get("k", Instant::now()).is_none());
         // A key Redis no longer has (-2) is not kept either.
         let t = n.ticket("k", Instant::now());
-        n.fill("k", t, &stored(3), -2);
+        n.fill(&"k".into(), t, &stored(3), -2);
         assert!(n.get("k", Instant::now()).is_none());
     }
 
@@ -315,12 +313,12 @@ mod tests {
     fn nothing_is_served_or_kept_while_tracking_is_down() {
         let n = tracking();
         let t = n.ticket("k", Instant::now());
-        n.fill("k", t, &stored(3), -1);
+        n.fill(&"k".into(), t, &stored(3), -1);
         n.tracker_down();
         assert!(n.get("k", Instant::now()).is_none());
         assert_eq!(n.usage().0, 0, "a lost tracking connection empties it");
         let t = n.ticket("k", Instant::now());
-        n.fill("k", t, &stored(3), -1);
+        n.fill(&"k".into(), t, &stored(3), -1);
         assert_eq!(n.usage().0, 0);
         // Tracking back on another id: the data connection still redirects
         // to the old one, so nothing serves until it is reopened.
@@ -331,7 +329,7 @@ mod tests {
         assert!(n.serving(Instant::now()));
         // A closed data connection: what it read is no longer tracked.
         let t = n.ticket("k", Instant::now());
-        n.fill("k", t, &stored(3), -1);
+        n.fill(&"k".into(), t, &stored(3), -1);
         n.data_closed();
         assert_eq!(n.usage().0, 0);
         assert!(!n.serving(Instant::now()));
@@ -341,7 +339,7 @@ mod tests {
     fn a_silent_data_connection_stops_it_serving() {
         let n = tracking();
         let t = n.ticket("k", Instant::now());
-        n.fill("k", t, &stored(3), -1);
+        n.fill(&"k".into(), t, &stored(3), -1);
         let later = Instant::now() + FRESH + Duration::from_millis(1);
         assert!(n.get("k", later).is_none());
         // Half way, one probe is asked for, not two.
@@ -357,7 +355,7 @@ mod tests {
         let n = tracking();
         let now = Instant::now();
         let t = n.ticket("a", now);
-        n.fill("a", t, &stored(3), 1000);
+        n.fill(&"a".into(), t, &stored(3), 1000);
         assert!(n.get("a", now + Duration::from_millis(500)).is_some());
         assert!(n.get("a", now + Duration::from_millis(1001)).is_none());
         n.fit(
@@ -370,7 +368,7 @@ mod tests {
         n.answered(Instant::now());
         let now = Instant::now();
         let t = n.ticket("b", now);
-        n.fill("b", t, &stored(3), -1);
+        n.fill(&"b".into(), t, &stored(3), -1);
         assert!(n.get("b", now + Duration::from_millis(50)).is_some());
         assert!(n.get("b", now + Duration::from_millis(101)).is_none());
     }
@@ -392,7 +390,7 @@ mod tests {
         for i in 0..100 {
             let key = format!("k{i}");
             let t = n.ticket(&key, Instant::now());
-            n.fill(&key, t, &stored(500), -1);
+            n.fill(&key.as_str().into(), t, &stored(500), -1);
             let (entries, bytes) = n.usage();
             assert!(entries <= 4 && bytes <= 4 * 1024, "{entries} {bytes}");
         }

@@ -63,12 +63,12 @@ struct LinkConfig {
 enum Op {
     /// `GET`, and `PTTL` when `ttl` (for a near copy).
     Get {
-        key: String,
+        key: Arc<str>,
         ttl: bool,
         reply: oneshot::Sender<Option<(Vec<u8>, Option<i64>)>>,
     },
     Set {
-        key: String,
+        key: Arc<str>,
         stored: Stored,
         ttl: Option<Duration>,
     },
@@ -148,7 +148,7 @@ impl RedisStore {
     /// unavailable or slower than the deadline. With a near copy (on a
     /// core of `cores`), from it when it has the entry, else read and
     /// kept there.
-    pub async fn get(&self, key: &str, cores: u64) -> Option<Stored> {
+    pub async fn get(&self, key: &Arc<str>, cores: u64) -> Option<Stored> {
         let link = self.link();
         let mut fill = None;
         if let Some(bounds) = self.near {
@@ -168,7 +168,7 @@ impl RedisStore {
         }
         let (reply, rx) = oneshot::channel();
         let op = Op::Get {
-            key: key.to_string(),
+            key: key.clone(),
             ttl: fill.is_some(),
             reply,
         };
@@ -189,12 +189,12 @@ impl RedisStore {
 
     /// Stores `stored` under `key` for `ttl` (for ever when `None`);
     /// nobody waits for it.
-    pub fn set(&self, key: &str, stored: &Stored, ttl: Option<Duration>) {
+    pub fn set(&self, key: &Arc<str>, stored: &Stored, ttl: Option<Duration>) {
         if !self.config.breaker.allow() {
             return;
         }
         let op = Op::Set {
-            key: key.to_string(),
+            key: key.clone(),
             stored: stored.clone(),
             ttl,
         };
@@ -555,10 +555,7 @@ fn decode(value: Vec<u8>) -> Option<Stored> {
     }
     let stored_at_ms = u64::from_le_bytes(*at);
     let start = value.len() - body.len();
-    Some(Stored {
-        body: Bytes::from(value).slice(start..),
-        stored_at_ms,
-    })
+    Some(Stored::new(Bytes::from(value).slice(start..), stored_at_ms))
 }
 
 #[cfg(test)]
@@ -585,10 +582,7 @@ mod tests {
 
     #[test]
     fn values_round_trip_and_foreign_ones_are_misses() {
-        let s = Stored {
-            body: Bytes::from_static(b"{\"id\":\"x\"}"),
-            stored_at_ms: 1234,
-        };
+        let s = Stored::new(Bytes::from_static(b"{\"id\":\"x\"}"), 1234);
         let op = Op::Set {
             key: "k".into(),
             stored: s.clone(),
@@ -610,10 +604,7 @@ mod tests {
 
     #[test]
     fn writes_carry_their_ttl_in_milliseconds() {
-        let stored = Stored {
-            body: Bytes::from_static(b"v"),
-            stored_at_ms: 0,
-        };
+        let stored = Stored::new(Bytes::from_static(b"v"), 0);
         let op = Op::Set {
             key: "k".into(),
             stored: stored.clone(),

@@ -139,11 +139,8 @@ mod tests {
         n.data_opened(Some(1));
         n.answered(Instant::now());
         for k in keys {
-            let stored = Stored {
-                body: bytes::Bytes::from_static(b"{}"),
-                stored_at_ms: 0,
-            };
-            n.fill(k, n.ticket(k, Instant::now()), &stored, -1);
+            let stored = Stored::new(bytes::Bytes::from_static(b"{}"), 0);
+            n.fill(&(*k).into(), n.ticket(k, Instant::now()), &stored, -1);
         }
         n
     }

@@ -10,10 +10,10 @@ use bytes::Bytes;
 
 /// A stored answer in the form `plan`'s client asked for: the body, or SSE
 /// for a stream; `None` when it cannot be played back (then a miss).
-pub(super) fn answer_of(plan: &Plan, stored: Stored) -> Option<Bytes> {
+pub(super) fn answer_of(plan: &Plan, stored: &Stored) -> Option<Bytes> {
     match plan.stream {
         true => stream::replay(plan.endpoint, &stored.body, plan.include_usage).map(Bytes::from),
-        false => Some(stored.body),
+        false => Some(stored.body.clone()),
     }
 }
 

@@ -670,7 +670,7 @@ async fn serve(
     };
     outcome.cache_key = match (cache, &cache_plan) {
         (None, _) => Some(crate::cache::off_key()),
-        (Some(_), Some(plan)) => Some(plan.key.as_str().into()),
+        (Some(_), Some(plan)) => Some(plan.key.clone()),
         (Some(_), None) => None,
     };
     let result = match (cache, &cache_plan) {
@@ -693,17 +693,20 @@ async fn serve(
                     crate::cache::Join::Alone => None,
                 },
             };
-            let answer = stored.and_then(|s| {
-                let body = s.body.clone();
-                cached::answer_of(cache_plan, s).map(|answer| (answer, body))
-            });
+            let answer = stored.and_then(|s| Some((cached::answer_of(cache_plan, &s)?, s)));
             match answer {
                 Some((answer, stored)) => {
                     record::refuse_if_exhausted(caller, &model)?;
                     outcome.cache_hit = Some(true);
-                    let tokens = crate::cache::total_tokens(&answer);
+                    // Read from the stored body by its first hit only.
+                    let facts = stored.facts(record::hit_facts);
+                    let tokens = match cache_plan.stream {
+                        true => crate::cache::total_tokens(&answer),
+                        false => facts.total_tokens,
+                    };
                     outcome.telemetry.cache(&model, true, tokens);
-                    outcome.group = Some(model.as_str().into());
+                    let group: Arc<str> = model.as_str().into();
+                    outcome.group = Some(group.clone());
                     let start = chrono::Utc::now();
                     let sent = cached::send(cache_plan, &answer, out, outcome).await;
                     if sent.is_ok() {
@@ -711,18 +714,24 @@ async fn serve(
                             call_id: &outcome.call_id,
                             principal,
                             master_token: worker.shared.auth.master_token(),
-                            group: &model,
+                            group: &group,
                             endpoint: held.req.endpoint,
                             end_user: held.req.end_user.as_deref(),
                             tags: &held.req.tags,
                             key: &cache_plan.key,
-                            stored: &stored,
+                            facts,
                             start,
                         });
                         row.guardrail_information = outcome.guard_log.information().map(Arc::new);
                         let asked = (held.req.endpoint, held.req.message_logging_off);
                         let privacy = (principal, asked, outcome.redaction);
-                        prompt_log::keep_hit(worker, privacy, &mut row, &held.req.body, &stored);
+                        prompt_log::keep_hit(
+                            worker,
+                            privacy,
+                            &mut row,
+                            &held.req.body,
+                            &stored.body,
+                        );
                         record::submit(worker, row);
                     }
                     sent

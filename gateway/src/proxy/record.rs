@@ -7,6 +7,7 @@ use super::Caller;
 use crate::alerts::{Alerts, BudgetAlert, Event};
 use crate::auth::{Principal, WindowOwner};
 use crate::budget::Reservation;
+use crate::cache::HitFacts;
 use crate::deployment::{Deployment, SpendLabels};
 use crate::error::GatewayError;
 use crate::inbound::{Endpoint, LlmRequest};
@@ -545,15 +546,15 @@ pub(super) struct HitInfo<'a> {
     pub call_id: &'a Arc<str>,
     pub principal: &'a Principal,
     pub master_token: Option<&'a str>,
-    pub group: &'a str,
+    pub group: &'a Arc<str>,
     pub endpoint: Endpoint,
     pub end_user: Option<&'a str>,
     /// The request's own `metadata.tags`.
     pub tags: &'a [String],
     /// The entry's key.
-    pub key: &'a str,
-    /// The stored answer (its usage is what the hit served).
-    pub stored: &'a [u8],
+    pub key: &'a Arc<str>,
+    /// What the stored answer reports (its usage is what the hit served).
+    pub facts: &'a HitFacts,
     /// When the stored answer started to go out.
     pub start: DateTime<Utc>,
 }
@@ -563,8 +564,9 @@ pub(super) struct HitInfo<'a> {
 /// tokens, spend 0 (so no budget moves), no deployment.
 pub(super) fn hit_row(info: HitInfo<'_>) -> SpendLogRow {
     let key = super::key_of(info.principal);
-    let usage = spend::from_response_body(info.stored).unwrap_or_default();
-    let group: Arc<str> = info.group.into();
+    let usage = info.facts;
+    let group = info.group.clone();
+    let empty = || EMPTY.clone();
     SpendLogRow {
         request_id: info.call_id.clone(),
         call_id: info.call_id.clone(),
@@ -582,10 +584,10 @@ pub(super) fn hit_row(info: HitInfo<'_>) -> SpendLogRow {
         completion_start_time: Some(info.start),
         end_time: Utc::now(),
         model: group.clone(),
-        model_id: Arc::from(""),
+        model_id: empty(),
         model_group: group,
-        custom_llm_provider: Arc::from(""),
-        api_base: Arc::from(""),
+        custom_llm_provider: empty(),
+        api_base: empty(),
         region: None,
         user: key.and_then(|k| k.record.user_id.clone()),
         team_id: key.and_then(|k| k.record.team_id.clone()),
@@ -594,15 +596,11 @@ pub(super) fn hit_row(info: HitInfo<'_>) -> SpendLogRow {
         error_class: None,
         error_message: None,
         end_user: info.end_user.filter(|e| !e.is_empty()).map(str::to_string),
-        response_id: {
-            // The stored answer's id is the one the client got.
-            let mut id = super::answer_id::AnswerId::default();
-            id.whole(info.stored);
-            id.take()
-        },
+        // The stored answer's id is the one the client got.
+        response_id: info.facts.response_id.clone(),
         proxy_budget: false,
         cache_hit: true,
-        cache_key: Some(info.key.into()),
+        cache_key: Some(info.key.clone()),
         request_tags: Some(super::routing_tags(info.principal, info.tags))
             .filter(|tags| !tags.is_empty())
             .map(Arc::from),
@@ -611,6 +609,24 @@ pub(super) fn hit_row(info: HitInfo<'_>) -> SpendLogRow {
         response: None,
     }
 }
+
+/// What a hit on a stored answer `body` reports, read once an entry
+/// ([`crate::cache::Stored::facts`]): its usage as a spend row reads it,
+/// its total as [`crate::cache::total_tokens`] counts it, and its id.
+pub(super) fn hit_facts(body: &[u8]) -> HitFacts {
+    let usage = spend::from_response_body(body).unwrap_or_default();
+    let mut id = AnswerId::default();
+    id.whole(body);
+    HitFacts {
+        prompt_tokens: usage.prompt_tokens,
+        completion_tokens: usage.completion_tokens,
+        total_tokens: crate::cache::total_tokens(body),
+        response_id: id.take(),
+    }
+}
+
+/// The empty text a hit row's deployment columns share.
+static EMPTY: std::sync::LazyLock<Arc<str>> = std::sync::LazyLock::new(|| Arc::from(""));
 
 fn call_type(endpoint: Endpoint) -> &'static str {
     match endpoint {
@@ -730,16 +746,18 @@ mod tests {
     fn a_hit_row_is_free_and_names_its_entry() {
         let stored =
             br#"{"id":"x","usage":{"prompt_tokens":7,"completion_tokens":5,"total_tokens":12}}"#;
+        let facts = hit_facts(stored);
+        assert_eq!(facts.total_tokens, 12);
         let r = hit_row(HitInfo {
             call_id: &Arc::from("call-9"),
             principal: &Principal::Master,
             master_token: Some("hashed-master"),
-            group: "g",
+            group: &Arc::from("g"),
             endpoint: Endpoint::ChatCompletions,
             end_user: Some("eu-1"),
             tags: &["team-a".to_string()],
-            key: "ns:abc",
-            stored,
+            key: &Arc::from("ns:abc"),
+            facts: &facts,
             start: Utc::now(),
         });
         assert!(r.cache_hit);
