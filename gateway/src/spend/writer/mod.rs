@@ -497,7 +497,7 @@ mod tests {
                 // The batch's first row came FLUSH_EVERY ago: a quiet batch
                 // is due now, a busy one in most of a second.
                 let first = tokio::time::Instant::now() - FLUSH_EVERY;
-                let send_late = async {
+                let send_late = async move {
                     tokio::task::yield_now().await;
                     tx.send(WriterMsg::Rows(vec![row("late")])).await.ok();
                     drop(tx);
