@@ -199,6 +199,11 @@ async fn fill(
 ) -> Option<std::sync::mpsc::Sender<()>> {
     while batch.len() < BATCH {
         let deadline = batch_deadline(first, batch.len());
+        // Rows that came after the deadline are the next batch's, even
+        // when already waiting.
+        if tokio::time::Instant::now() >= deadline {
+            break;
+        }
         match tokio::time::timeout_at(deadline, msgs.recv()).await {
             Ok(Some(WriterMsg::Rows(rows))) => batch.extend(rows),
             Ok(Some(WriterMsg::Drain(done))) => return Some(done),
@@ -480,7 +485,7 @@ mod tests {
     }
 
     /// A batch of a few rows is written once [`FLUSH_EVERY`] has run out,
-    /// and a row that comes after goes to the next batch; one that reached
+    /// and a row that came after goes to the next batch; one that reached
     /// [`BUSY_ROWS`] by then (a high rate) keeps filling, until
     /// [`BUSY_FLUSH_EVERY`] or the channel closes, and takes that row.
     #[test]
@@ -495,22 +500,43 @@ mod tests {
                 let mut batch: Vec<SpendLogRow> =
                     (0..held).map(|i| row(&format!("held{i}"))).collect();
                 // The batch's first row came FLUSH_EVERY ago: a quiet batch
-                // is due now, a busy one in most of a second.
+                // is due, a busy one has most of a second to go.
                 let first = tokio::time::Instant::now() - FLUSH_EVERY;
-                let send_late = async move {
-                    tokio::task::yield_now().await;
-                    tx.send(WriterMsg::Rows(vec![row("late")])).await.ok();
-                    drop(tx);
-                };
-                let (drained, ()) = tokio::join!(fill(&mut batch, &mut rx, first), send_late);
-                assert!(drained.is_none());
+                tx.send(WriterMsg::Rows(vec![row("late")])).await.ok();
+                drop(tx);
+                assert!(fill(&mut batch, &mut rx, first).await.is_none());
                 let has_late = batch.iter().any(|r| &*r.request_id == "late");
                 assert_eq!(has_late, takes_late_row, "{held} rows held");
                 assert_eq!(batch.len(), held + usize::from(takes_late_row));
                 let left = rx.try_recv().ok().map(WriterMsg::into_rows);
-                assert_eq!(left.is_some(), !takes_late_row, "the late row is the next batch's");
+                assert_eq!(
+                    left.is_some(),
+                    !takes_late_row,
+                    "the late row is the next batch's"
+                );
             });
         }
+    }
+
+    /// A drain asked for while a batch fills ends the filling at once, with
+    /// the batch kept for the drain (busy or not).
+    #[test]
+    fn a_drain_ends_the_filling() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let (tx, mut rx) = mpsc::channel(4);
+            let mut batch: Vec<SpendLogRow> =
+                (0..BUSY_ROWS).map(|i| row(&format!("r{i}"))).collect();
+            let (done, _wait) = std::sync::mpsc::channel();
+            tx.send(WriterMsg::Drain(done)).await.ok();
+            tx.send(WriterMsg::Rows(vec![row("after")])).await.ok();
+            let drained = fill(&mut batch, &mut rx, tokio::time::Instant::now()).await;
+            assert!(drained.is_some());
+            assert_eq!(batch.len(), BUSY_ROWS, "rows sent after the drain wait");
+        });
     }
 
     /// With a long queue behind it, a batch is parked in the spool rather
