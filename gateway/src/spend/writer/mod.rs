@@ -34,6 +34,9 @@ const BUSY_ROWS: usize = 64;
 const BUSY_FLUSH_EVERY: Duration = Duration::from_secs(1);
 /// Capacity the batch keeps between two writes (a busy batch's is let go).
 const KEPT_CAPACITY: usize = 1024;
+/// Rows a replay reads from the spool and writes per transaction: fewer
+/// than a live batch may hold, so one write fits in [`REPLAY_SLICE`].
+const REPLAY_BATCH: usize = 1000;
 /// How often a non-empty spool is retried.
 const REPLAY_EVERY: Duration = Duration::from_secs(1);
 /// Longest one replay runs before the writer serves live rows again; a
@@ -382,7 +385,7 @@ async fn replay_spool(ctx: &Writer, spool: &mut Spool) -> Replay {
                 outcome = Replay::Unfinished;
                 break 'files;
             }
-            let batch = match spool.read_batch(&path, BATCH) {
+            let batch = match spool.read_batch(&path, REPLAY_BATCH) {
                 Ok(batch) => batch,
                 Err(e) => {
                     tracing::warn!(file = %path.display(), error = %e, "cannot read the spool; will retry");
@@ -659,7 +662,7 @@ mod tests {
             .path()
             .join(format!("spend-{}.jsonl", std::process::id()));
         let mut file = std::fs::File::create(&live).unwrap();
-        for i in 0..(BATCH + 5) {
+        for i in 0..(REPLAY_BATCH + 5) {
             serde_json::to_writer(&mut file, &row(&format!("r{i}"))).unwrap();
             file.write_all(b"\n").unwrap();
         }
@@ -680,7 +683,7 @@ mod tests {
         let rows = runtime
             .block_on(store.spend_logs(&SpendFilter::default()))
             .unwrap();
-        assert_eq!(rows.len(), BATCH + 5, "every whole row, once");
+        assert_eq!(rows.len(), REPLAY_BATCH + 5, "every whole row, once");
         assert!(!live.exists(), "the replayed spool is removed");
         assert_eq!(spool.lost(), 0);
     }
