@@ -8,6 +8,7 @@ DROP INDEX IF EXISTS gateway_spendlogs_api_key_idx;
 DROP INDEX IF EXISTS "LiteLLM_SpendLogs_api_key_startTime_idx";
 DROP INDEX IF EXISTS "LiteLLM_SpendLogs_litellm_call_id_idx";
 DROP INDEX IF EXISTS gateway_spendlogs_response_id_idx;
+DROP INDEX IF EXISTS gateway_spendlogs_response_id_hash_idx;
 INSERT INTO "LiteLLM_SpendLogs" (request_id, litellm_call_id, call_id, attempt, call_type, api_key,
     spend, total_tokens, prompt_tokens, completion_tokens, "startTime", "endTime", model, model_id,
     model_group, custom_llm_provider, api_base, "user", team_id, status, status_code, error_class,
@@ -27,7 +28,7 @@ SET maintenance_work_mem = '256MB';
 CREATE INDEX "LiteLLM_SpendLogs_startTime_idx" ON "LiteLLM_SpendLogs" ("startTime");
 CREATE INDEX "LiteLLM_SpendLogs_api_key_startTime_idx" ON "LiteLLM_SpendLogs" (api_key, "startTime");
 CREATE INDEX "LiteLLM_SpendLogs_litellm_call_id_idx" ON "LiteLLM_SpendLogs" (litellm_call_id);
-CREATE INDEX gateway_spendlogs_response_id_idx ON "LiteLLM_SpendLogs" (response_id);
+CREATE INDEX gateway_spendlogs_response_id_hash_idx ON "LiteLLM_SpendLogs" USING hash (response_id);
 INSERT INTO "LiteLLM_VerificationToken" (token, key_alias, user_id, team_id, created_at)
 SELECT md5('key-' || i::text) || md5('x' || i::text), 'bench-' || i, 'user-' || (i % 1000),
     'team-' || (i % 100), now() - (i * interval '1 second')

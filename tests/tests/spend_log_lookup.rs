@@ -117,4 +117,20 @@ fn each_answer_finds_its_row_in_memory() {
 fn each_answer_finds_its_row_on_postgres() {
     let db = e2e::TestDb::create();
     each_answer_finds_its_row(Some(db.url()));
+    // The answer's id is indexed by hash (migration 0034: a B-tree of
+    // random ids cost the spend writer the most of any index), and a
+    // lookup by it reads that index.
+    let plan = db.query(
+        r#"SET enable_seqscan = off;
+        EXPLAIN SELECT 1 FROM "LiteLLM_SpendLogs" WHERE response_id = 'chatcmpl-x'"#,
+    );
+    assert!(
+        plan.contains("gateway_spendlogs_response_id_hash_idx"),
+        "{plan}"
+    );
+    let method = db.query(
+        "SELECT am.amname FROM pg_class c JOIN pg_am am ON am.oid = c.relam \
+         WHERE c.relname = 'gateway_spendlogs_response_id_hash_idx'",
+    );
+    assert_eq!(method, "hash");
 }

@@ -31,6 +31,11 @@ use search::StepSearch;
 
 /// Length of the discarded warm-up run per target.
 const WARM_UP: Duration = Duration::from_secs(1);
+/// How long after a gateway round with spend rows in Postgres its CPU
+/// (the gateway's, Redis's and Postgres's) is still counted: the spend
+/// writer holds a batch up to a second under load, and writing a round's
+/// rows is that round's work, not the next round's (nor nobody's).
+const SPEND_SETTLE: Duration = Duration::from_millis(1500);
 /// Probes per target in the max-rate search.
 const SEARCH_STEPS: usize = 12;
 /// Highest rate the search tries.
@@ -431,6 +436,9 @@ impl<'a> Session<'a> {
             let postgres_before = self.postgres.as_ref().map(|p| p.snapshot()).transpose()?;
             let g = self.run(&self.gateway.clone(), o.rate, o.duration)?;
             longest_gateway_run = longest_gateway_run.max(g.sent);
+            if self.postgres.is_some() {
+                std::thread::sleep(SPEND_SETTLE);
+            }
             cpu += procfs::cpu_time(pid)?.saturating_sub(before);
             redis_cpu += redis_time(self.redis)?.saturating_sub(redis_before);
             if let (Some(p), Some(before)) = (&self.postgres, postgres_before) {

@@ -20,9 +20,23 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// Rows written per transaction at most.
-const BATCH: usize = 1000;
-/// Longest a row waits for its batch.
+const BATCH: usize = 8192;
+/// Longest a row waits for its batch while the traffic is light.
 const FLUSH_EVERY: Duration = Duration::from_millis(50);
+/// Rows a batch holds within [`FLUSH_EVERY`] of its first from which the
+/// traffic is heavy (about 1,300 rows a second): the batch then fills
+/// until [`BUSY_FLUSH_EVERY`]. Each transaction costs Postgres a dozen
+/// statements and one update of every key, user, team and daily row it
+/// charges, so at 1,000 keys and 4,000 requests a second a batch of 50 ms
+/// updated nearly one key a row, and one of a second a quarter of one.
+const BUSY_ROWS: usize = 64;
+/// Longest a row waits for its batch while the traffic is heavy.
+const BUSY_FLUSH_EVERY: Duration = Duration::from_secs(1);
+/// Capacity the batch keeps between two writes (a busy batch's is let go).
+const KEPT_CAPACITY: usize = 1024;
+/// Rows a replay reads from the spool and writes per transaction: fewer
+/// than a live batch may hold, so one write fits in [`REPLAY_SLICE`].
+const REPLAY_BATCH: usize = 1000;
 /// How often a non-empty spool is retried.
 const REPLAY_EVERY: Duration = Duration::from_secs(1);
 /// Longest one replay runs before the writer serves live rows again; a
@@ -124,27 +138,20 @@ async fn run(
 ) {
     let ctx = Writer { ctx, logs };
     let mut spool = Spool::open(config);
-    let mut batch: Vec<SpendLogRow> = Vec::with_capacity(BATCH);
+    let mut batch: Vec<SpendLogRow> = Vec::with_capacity(KEPT_CAPACITY);
     let mut next_replay = tokio::time::Instant::now();
     let mut parking = false;
     loop {
         tokio::select! {
             msg = msgs.recv() => {
                 let Some(msg) = msg else { return };
-                let mut drained = None;
-                match msg {
-                    WriterMsg::Rows(rows) => batch.extend(rows),
-                    WriterMsg::Drain(done) => drained = Some(done),
-                }
-                // Let a burst fill the batch before writing it.
-                let deadline = tokio::time::Instant::now() + FLUSH_EVERY;
-                while drained.is_none() && batch.len() < BATCH {
-                    match tokio::time::timeout_at(deadline, msgs.recv()).await {
-                        Ok(Some(WriterMsg::Rows(rows))) => batch.extend(rows),
-                        Ok(Some(WriterMsg::Drain(done))) => drained = Some(done),
-                        Ok(None) | Err(_) => break,
+                let drained = match msg {
+                    WriterMsg::Rows(rows) => {
+                        batch.extend(rows);
+                        fill(&mut batch, &mut msgs, tokio::time::Instant::now()).await
                     }
-                }
+                    WriterMsg::Drain(done) => Some(done),
+                };
                 match drained {
                     Some(done) => {
                         drain(&ctx, std::mem::take(&mut batch), &mut spool).await;
@@ -156,7 +163,7 @@ async fn run(
                         // Emptied in place: the batch keeps its capacity,
                         // but not a burst's.
                         batch.clear();
-                        batch.shrink_to(BATCH);
+                        batch.shrink_to(KEPT_CAPACITY);
                     }
                 }
             }
@@ -169,6 +176,44 @@ async fn run(
             }
         }
     }
+}
+
+/// When a batch whose first row came at `first` and that holds `rows`
+/// rows is written: [`FLUSH_EVERY`] after its first row, or
+/// [`BUSY_FLUSH_EVERY`] once it holds [`BUSY_ROWS`] (larger batches at a
+/// high rate, each row's share of a transaction's fixed cost smaller).
+fn batch_deadline(first: tokio::time::Instant, rows: usize) -> tokio::time::Instant {
+    first
+        + match rows >= BUSY_ROWS {
+            true => BUSY_FLUSH_EVERY,
+            false => FLUSH_EVERY,
+        }
+}
+
+/// Adds the rows that come in to `batch` (whose first row came at
+/// `first`) until its deadline ([`batch_deadline`]: a batch that holds
+/// [`BUSY_ROWS`] before [`FLUSH_EVERY`] ran out keeps filling), until it
+/// holds [`BATCH`] rows or the channel closes; returns a drain request
+/// that came in meanwhile (the batch is then drained with it).
+async fn fill(
+    batch: &mut Vec<SpendLogRow>,
+    msgs: &mut mpsc::Receiver<WriterMsg>,
+    first: tokio::time::Instant,
+) -> Option<std::sync::mpsc::Sender<()>> {
+    while batch.len() < BATCH {
+        let deadline = batch_deadline(first, batch.len());
+        // Rows that came after the deadline are the next batch's, even
+        // when already waiting.
+        if tokio::time::Instant::now() >= deadline {
+            break;
+        }
+        match tokio::time::timeout_at(deadline, msgs.recv()).await {
+            Ok(Some(WriterMsg::Rows(rows))) => batch.extend(rows),
+            Ok(Some(WriterMsg::Drain(done))) => return Some(done),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    None
 }
 
 /// The writer's context: the caches and store, and which rows it keeps.
@@ -340,7 +385,7 @@ async fn replay_spool(ctx: &Writer, spool: &mut Spool) -> Replay {
                 outcome = Replay::Unfinished;
                 break 'files;
             }
-            let batch = match spool.read_batch(&path, BATCH) {
+            let batch = match spool.read_batch(&path, REPLAY_BATCH) {
                 Ok(batch) => batch,
                 Err(e) => {
                     tracing::warn!(file = %path.display(), error = %e, "cannot read the spool; will retry");
@@ -440,6 +485,61 @@ mod tests {
             ctx: caches.on(ControlCtx::for_tests(store)),
             logs,
         }
+    }
+
+    /// A batch of a few rows is written once [`FLUSH_EVERY`] has run out,
+    /// and a row that came after goes to the next batch; one that reached
+    /// [`BUSY_ROWS`] by then (a high rate) keeps filling, until
+    /// [`BUSY_FLUSH_EVERY`] or the channel closes, and takes that row.
+    #[test]
+    fn a_busy_batch_keeps_filling_after_a_quiet_ones_deadline() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        for (held, takes_late_row) in [(1, false), (BUSY_ROWS - 1, false), (BUSY_ROWS, true)] {
+            runtime.block_on(async {
+                let (tx, mut rx) = mpsc::channel(4);
+                let mut batch: Vec<SpendLogRow> =
+                    (0..held).map(|i| row(&format!("held{i}"))).collect();
+                // The batch's first row came FLUSH_EVERY ago: a quiet batch
+                // is due, a busy one has most of a second to go.
+                let first = tokio::time::Instant::now() - FLUSH_EVERY;
+                tx.send(WriterMsg::Rows(vec![row("late")])).await.ok();
+                drop(tx);
+                assert!(fill(&mut batch, &mut rx, first).await.is_none());
+                let has_late = batch.iter().any(|r| &*r.request_id == "late");
+                assert_eq!(has_late, takes_late_row, "{held} rows held");
+                assert_eq!(batch.len(), held + usize::from(takes_late_row));
+                let left = rx.try_recv().ok().map(WriterMsg::into_rows);
+                assert_eq!(
+                    left.is_some(),
+                    !takes_late_row,
+                    "the late row is the next batch's"
+                );
+            });
+        }
+    }
+
+    /// A drain asked for while a batch fills ends the filling at once, with
+    /// the batch kept for the drain (busy or not).
+    #[test]
+    fn a_drain_ends_the_filling() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let (tx, mut rx) = mpsc::channel(4);
+            let mut batch: Vec<SpendLogRow> =
+                (0..BUSY_ROWS).map(|i| row(&format!("r{i}"))).collect();
+            let (done, _wait) = std::sync::mpsc::channel();
+            tx.send(WriterMsg::Drain(done)).await.ok();
+            tx.send(WriterMsg::Rows(vec![row("after")])).await.ok();
+            let drained = fill(&mut batch, &mut rx, tokio::time::Instant::now()).await;
+            assert!(drained.is_some());
+            assert_eq!(batch.len(), BUSY_ROWS, "rows sent after the drain wait");
+        });
     }
 
     /// With a long queue behind it, a batch is parked in the spool rather
@@ -562,7 +662,7 @@ mod tests {
             .path()
             .join(format!("spend-{}.jsonl", std::process::id()));
         let mut file = std::fs::File::create(&live).unwrap();
-        for i in 0..(BATCH + 5) {
+        for i in 0..(REPLAY_BATCH + 5) {
             serde_json::to_writer(&mut file, &row(&format!("r{i}"))).unwrap();
             file.write_all(b"\n").unwrap();
         }
@@ -583,7 +683,7 @@ mod tests {
         let rows = runtime
             .block_on(store.spend_logs(&SpendFilter::default()))
             .unwrap();
-        assert_eq!(rows.len(), BATCH + 5, "every whole row, once");
+        assert_eq!(rows.len(), REPLAY_BATCH + 5, "every whole row, once");
         assert!(!live.exists(), "the replayed spool is removed");
         assert_eq!(spool.lost(), 0);
     }

@@ -96,6 +96,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0032_spend_logs_user_time_index",
         include_str!("../../../../migrations/0032_spend_logs_user_time_index.sql"),
     ),
+    (
+        "0034_spend_logs_response_id_hash",
+        include_str!("../../../../migrations/0034_spend_logs_response_id_hash.sql"),
+    ),
 ];
 
 /// Advisory lock key taken by every migration transaction ("gateway" in

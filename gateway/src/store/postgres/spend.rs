@@ -245,10 +245,14 @@ impl CopyState {
     }
 }
 
-/// Most pieces a batch's COPY is sent in, [`PIECE_PAUSE`] apart.
+/// Most pieces a batch's COPY of up to [`MAX_PIECES`] times
+/// [`MAX_PIECE_ROWS`] rows is sent in, [`PIECE_PAUSE`] apart.
 const MAX_PIECES: usize = 8;
 /// Fewest rows in a piece.
 const MIN_PIECE_ROWS: usize = 16;
+/// Most rows in a piece: a larger batch (the writer's at a high rate)
+/// goes in more pieces, so Postgres's bursts stay as short.
+const MAX_PIECE_ROWS: usize = 64;
 /// The pause between two pieces of a COPY.
 const PIECE_PAUSE: std::time::Duration = std::time::Duration::from_millis(1);
 
@@ -257,11 +261,13 @@ const PIECE_PAUSE: std::time::Duration = std::time::Duration::from_millis(1);
 /// into bursts of a few hundred microseconds instead of one of several
 /// milliseconds: a Postgres on the gateway's own CPUs then delays a core's
 /// wake-up by one burst at most where the kernel does not preempt
-/// (`preempt=none`). At most [`MAX_PIECES`], so a large batch still takes
-/// only a few milliseconds more.
+/// (`preempt=none`). At most [`MAX_PIECES`] for a batch of up to
+/// [`MAX_PIECES`] times [`MAX_PIECE_ROWS`] rows, so it takes only a few
+/// milliseconds more; a larger one in pieces of [`MAX_PIECE_ROWS`] at
+/// most (a millisecond more per 64 rows).
 fn piece_rows(rows: usize) -> usize {
     let pieces = (rows / MIN_PIECE_ROWS).clamp(1, MAX_PIECES);
-    rows.div_ceil(pieces).max(1)
+    rows.div_ceil(pieces).clamp(1, MAX_PIECE_ROWS)
 }
 
 /// Why [`copy_rows`] failed: the COPY itself, or a statement beside it.
@@ -1193,7 +1199,7 @@ async fn reset_table(
 
 #[cfg(test)]
 mod tests {
-    use super::{piece_rows, MAX_PIECES, MIN_PIECE_ROWS};
+    use super::{piece_rows, MAX_PIECES, MAX_PIECE_ROWS, MIN_PIECE_ROWS};
 
     #[test]
     fn a_copy_goes_in_a_few_pieces_of_at_least_a_few_rows() {
@@ -1201,7 +1207,7 @@ mod tests {
         assert_eq!(piece_rows(1), 1);
         assert_eq!(piece_rows(MIN_PIECE_ROWS), MIN_PIECE_ROWS);
         assert_eq!(piece_rows(100), 17, "6 pieces");
-        for rows in [1, 15, 17, 64, 127, 128, 129, 200, 1000, 4096] {
+        for rows in [1, 15, 17, 64, 127, 128, 129, 200, 512] {
             let size = piece_rows(rows);
             let pieces = rows.div_ceil(size);
             assert!(pieces <= MAX_PIECES, "{rows} rows in {pieces} pieces");
@@ -1209,6 +1215,16 @@ mod tests {
                 size >= MIN_PIECE_ROWS.min(rows),
                 "{rows} rows, pieces of {size}"
             );
+        }
+    }
+
+    #[test]
+    fn a_large_copy_goes_in_pieces_no_larger_than_a_small_ones() {
+        assert_eq!(piece_rows(MAX_PIECES * MAX_PIECE_ROWS), MAX_PIECE_ROWS);
+        for rows in [513, 1000, 4096, 8192] {
+            let size = piece_rows(rows);
+            assert_eq!(size, MAX_PIECE_ROWS, "{rows} rows");
+            assert!(rows.div_ceil(size) > MAX_PIECES, "{rows} rows");
         }
     }
 }
