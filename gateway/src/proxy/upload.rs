@@ -49,6 +49,11 @@ pub const STREAM_ABOVE: u64 = 256 << 10;
 /// Most bytes read ahead of a form's first file part; a form whose first
 /// file starts later is read whole (still bounded by the body limit).
 const MAX_PREFIX: usize = 1 << 20;
+/// Most bytes one read of a form's first bytes takes: the fields before
+/// the file are a few hundred bytes, and the file bytes such a read
+/// brings stay allocated with them until the upload ends, beside the
+/// relay's [`STREAMED_CHUNK`] buffer.
+const PREFIX_READ: usize = 64 << 10;
 
 /// A request body as [`receive`] got it.
 pub(crate) enum Received {
@@ -270,7 +275,7 @@ pub(crate) async fn receive(
                     return Ok(Received::Streamed(prefix, rest));
                 }
                 Prefix::More if body.len() < MAX_PREFIX.min(length) => {
-                    let want = (MAX_PREFIX.min(length) - body.len()).min(STREAMED_CHUNK);
+                    let want = (MAX_PREFIX.min(length) - body.len()).min(PREFIX_READ);
                     body = read_more(stream, body, want, (deadline, timeout)).await?;
                 }
                 // Routed by fields after the file, ended early, or a long

@@ -261,12 +261,14 @@ pub trait BodySource {
     ) -> impl std::future::Future<Output = (Result<(), ()>, Vec<u8>)>;
 }
 
-/// The buffer a streamed body goes through, one read at a time: 256 KiB,
-/// a quarter of the reads and writes 64 KiB took for a 25 MB upload; 1 MiB
-/// (nginx's `client_body_buffer_size` in the relay benchmark) measured no
-/// cheaper and holds four times the memory per upload (see
-/// `benches/hand-measured.md`, "Issue 36").
-pub const STREAMED_CHUNK: usize = 256 << 10;
+/// The buffer a streamed body goes through, one read at a time: 1 MiB
+/// (nginx's `client_body_buffer_size` in the relay benchmark). A read
+/// takes what the socket holds, up to this, so a smaller one means more
+/// reads and sends an upload: with 256 KiB the gateway's CPU a 25 MB upload
+/// was 1.41x nginx's (median of 20 rounds) against 1.17x with 1 MiB, in
+/// runs alternated on one machine (see `benches/hand-measured.md`,
+/// "Issue 36: the 1 MiB relay buffer").
+pub const STREAMED_CHUNK: usize = 1 << 20;
 
 async fn write_request(conn: &mut UpstreamConn, req: &Request) -> io::Result<()> {
     let (res, _) = conn.write_all(req.first.clone()).await;
