@@ -179,6 +179,12 @@ impl Guardrails {
         self.list.is_empty()
     }
 
+    /// Whether a guardrail service (not an in-process filter) may run on a
+    /// request before its call (`pre_call`).
+    pub fn has_pre_call_services(&self) -> bool {
+        self.list.iter().any(|g| g.modes.pre && g.is_service())
+    }
+
     /// The `guardrails:` section as written (a reload compares it).
     pub fn source(&self) -> &str {
         &self.source
@@ -804,7 +810,9 @@ mod tests {
 "#,
         );
         let body = |text: &str, names: &str| {
-            format!(r#"{{"model":"m","guardrails":{names},"messages":[{{"role":"user","content":"{text}"}}]}}"#)
+            format!(
+                r#"{{"model":"m","guardrails":{names},"messages":[{{"role":"user","content":"{text}"}}]}}"#
+            )
         };
         let key = |names: Value| {
             let mut m = Map::new();
@@ -822,12 +830,16 @@ mod tests {
         for (scope, names) in scopes.into_iter().zip([r#"["during","pre"]"#, "[]"]) {
             // The body read in place (names on the key) and parsed
             // (names in the body) alike.
-            let names = if scope.key.is_some() { None } else { Some(names) };
+            let names = if scope.key.is_some() {
+                None
+            } else {
+                Some(names)
+            };
             let text = |t: &str| match names {
                 Some(n) => body(t, n),
-                None => format!(
-                    r#"{{"model":"m","messages":[{{"role":"user","content":"{t}"}}]}}"#
-                ),
+                None => {
+                    format!(r#"{{"model":"m","messages":[{{"role":"user","content":"{t}"}}]}}"#)
+                }
             };
             let mut log = log::Log::default();
             let (sent, checked) = g

@@ -394,9 +394,10 @@ pub(super) struct StreamGuard {
     /// error) take numbers too, so the ones after them are renumbered and
     /// every event's number is one more than the last.
     seq: Option<u64>,
-    /// The last OpenAI chunk whose text was checked (or the first one),
-    /// for its `id`, `object`, `created` and `model` in the chunk that
-    /// releases text held at the end.
+    /// The first OpenAI chunk (whose text was checked, when the stream
+    /// has one), for its `id`, `object`, `created` and `model` in the
+    /// chunk that releases text held at the end (every chunk of a stream
+    /// carries the same ones).
     last: Vec<u8>,
     /// The stream ended: refused, or its `[DONE]` sent.
     ended: bool,
@@ -665,7 +666,9 @@ impl StreamGuard {
         }
         self.released(&released);
         write_spliced(out, name, data, *span, (b"", &released, b""));
-        self.remember(data);
+        if self.last.is_empty() {
+            self.remember(data);
+        }
         Some(Ok(()))
     }
 

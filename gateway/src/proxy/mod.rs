@@ -474,12 +474,30 @@ async fn serve(
         None => {
             // LiteLLM answers a model the key may not use and an
             // exhausted budget from its key check, before any guardrail
-            // reads the request.
-            guard::refuse_as_key_check(worker, principal, &body).await?;
-            let checked = guard::checked_body_beside(worker, (principal, endpoint), body, outcome);
-            let (body, during) = checked.await?;
+            // reads the request: made first when a guardrail service
+            // could be called, else only when a content filter refuses
+            // (the answer is the same; a request that passes meets the
+            // same checks below).
+            let early = worker.shared.guardrails.has_pre_call_services();
+            if early {
+                guard::refuse_as_key_check(worker, principal, &body).await?;
+            }
+            let checked =
+                guard::checked_body_beside(worker, (principal, endpoint), body.clone(), outcome);
+            let (checked, during) = match checked.await {
+                Ok(checked) => checked,
+                Err(refusal) => {
+                    if !early {
+                        guard::refuse_as_key_check(worker, principal, &body).await?;
+                    }
+                    return Err(refusal);
+                }
+            };
+            if !early && outcome.deferred_refusal.is_some() {
+                guard::refuse_as_key_check(worker, principal, &body).await?;
+            }
             beside = during;
-            LlmRequest::parse(endpoint, body)?
+            LlmRequest::parse(endpoint, checked)?
         }
     };
     // Generated audio has no text for `post_call` guardrails, and is
