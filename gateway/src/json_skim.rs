@@ -40,22 +40,6 @@ pub(crate) fn decoded_chars(raw: &[u8]) -> Option<u64> {
     (text.chars().count() as u64).checked_sub(escapes)
 }
 
-/// Whether none of the eight bytes of `word` is a quote, a backslash or
-/// a control character (below 0x20), the bytes a string's scan stops at:
-/// each test is exact for "any byte" (a borrow only ever follows a byte
-/// that matched), so a `true` is never wrong.
-fn plain_word(word: &[u8]) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let Ok(bytes) = <[u8; 8]>::try_from(word) else {
-        return false;
-    };
-    let x = u64::from_le_bytes(bytes);
-    let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
-    let below_space = x.wrapping_sub(ONES * 0x20) & !x & HIGHS;
-    (zero(x ^ (ONES * u64::from(b'"'))) | zero(x ^ (ONES * u64::from(b'\\'))) | below_space) == 0
-}
-
 /// A cursor over one JSON text.
 pub(crate) struct Reader<'a> {
     buf: &'a [u8],
@@ -208,21 +192,7 @@ impl<'a> Reader<'a> {
             return self.long_string(start);
         }
         let mut at = start;
-        // Up to where the bytes are known to need no look (eight at a
-        // time, see [`plain_word`]).
-        let mut plain_to = start;
         loop {
-            if at >= plain_to {
-                while let Some(word) = self.buf.get(at..at + 8) {
-                    if !plain_word(word) {
-                        break;
-                    }
-                    at += 8;
-                }
-                // The word that stopped the search is looked at byte by
-                // byte before searching again.
-                plain_to = at + 8;
-            }
             match *self.buf.get(at)? {
                 b'"' => break,
                 b'\\' => match self.buf.get(at + 1)? {
@@ -321,63 +291,6 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A word is plain exactly when no byte is a quote, a backslash or a
-    /// control character: every byte value at every place among plain
-    /// fillers, and words of two odd bytes.
-    #[test]
-    fn a_plain_word_has_no_byte_a_string_stops_at() {
-        let stops = |b: u8| b == b'"' || b == b'\\' || b < 0x20;
-        for filler in [b'a', 0x20, 0x7f, 0x80, 0xff, 0x21, 0x5d] {
-            for place in 0..8 {
-                for b in 0..=255u8 {
-                    let mut w = [filler; 8];
-                    w[place] = b;
-                    assert_eq!(plain_word(&w), !stops(b), "{w:?}");
-                }
-            }
-        }
-        for a in (0..=255u8).step_by(3) {
-            for b in 0..=255u8 {
-                let w = [a, b, a, b, b, a, b, a];
-                assert_eq!(plain_word(&w), !(stops(a) || stops(b)), "{w:?}");
-            }
-        }
-        assert!(!plain_word(b"short"), "fewer than eight bytes");
-    }
-
-    /// The short-string scan finds what the long-string one finds, for
-    /// strings with stops at every offset.
-    #[test]
-    fn short_and_long_string_scans_agree() {
-        let pieces: [&[u8]; 7] = [
-            b"abcdefghij",
-            b"\\n",
-            b"\\\"",
-            b"\x01",
-            b"\\u0041",
-            b"\xc3\xa9",
-            b"12345678",
-        ];
-        let mut seed = 7u64;
-        for _ in 0..5000 {
-            seed = seed.rotate_left(17) ^ 0x9e37_79b9_7f4a_7c15;
-            let mut text = b"\"".to_vec();
-            for _ in 0..(seed % 9) {
-                seed = seed
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                let p = pieces[(seed >> 33) as usize % pieces.len()];
-                text.extend_from_slice(&p[..1 + (seed >> 40) as usize % p.len()]);
-            }
-            if seed & 1 == 0 {
-                text.extend_from_slice(b"\" tail");
-            }
-            let short = Reader::new(&text).string();
-            let long = Reader::with_long_strings(&text).string();
-            assert_eq!(short, long, "{:?}", String::from_utf8_lossy(&text));
-        }
-    }
 
     #[test]
     fn counts_characters_as_decoded() {
