@@ -36,6 +36,9 @@ fn guardrails() -> Value {
             "guardrail": "litellm_content_filter", "mode": "post_call",
             "patterns": [{"pattern_type": "prebuilt", "pattern_name": "email", "action": "MASK"}],
             "blocked_words": [{"keyword": "Project Falcon", "action": "MASK"}]}},
+        {"guardrail_name": "falcon-during", "litellm_params": {
+            "guardrail": "litellm_content_filter", "mode": "during_call",
+            "blocked_words": [{"keyword": "Project Falcon", "action": "BLOCK"}]}},
         {"guardrail_name": "answer-block", "litellm_params": {
             "guardrail": "litellm_content_filter", "mode": "post_call",
             "patterns": [{"pattern_type": "prebuilt", "pattern_name": "us_ssn", "action": "BLOCK"}]}},
@@ -233,6 +236,64 @@ fn an_exhausted_budget_answers_before_a_blocking_guardrail() {
         resp.text()
     );
     assert_eq!(raw.requests(), 0);
+}
+
+/// A key of `fields` (its limits, guardrails, models).
+fn key_with(gw: &Gateway, fields: Value) -> String {
+    let made = gw.post("/key/generate", &fields);
+    assert_eq!(made.status, 200, "{}", made.text());
+    made.json()["key"].as_str().unwrap().to_string()
+}
+
+/// LiteLLM's order: its key check (model access, budgets), then the
+/// `pre_call` hooks (the config's guardrails, then its rate limiter, added
+/// after them at start-up), then the `during_call` hooks beside the call.
+/// A `pre_call` block is not counted toward the key's rpm; a
+/// `during_call` one is, and frees its parallel slot.
+#[test]
+fn a_block_counts_toward_the_limits_as_litellm_orders_its_hooks() {
+    let raw = upstream();
+    let gw = start(&raw);
+    let blocked = chat("project falcon plans", json!({}));
+    let clean = chat("lunch plans", json!({}));
+    let chat_as = |key: &str, body: &Value| call(&gw, key, "/v1/chat/completions", body);
+    // pre_call: the block comes before the limiter, so two clean
+    // requests still fit in rpm_limit 2.
+    let pre = key_with(&gw, json!({"rpm_limit": 2, "guardrails": ["no-secrets"]}));
+    assert_error(&chat_as(&pre, &blocked), 400);
+    for _ in 0..2 {
+        let resp = chat_as(&pre, &clean);
+        assert_eq!(resp.status, 200, "{}", resp.text());
+    }
+    assert_error(&chat_as(&pre, &clean), 429);
+    // during_call: admitted, counted, then refused; its parallel slot
+    // is given back (a limit of 1 lets the next one in).
+    let during = key_with(
+        &gw,
+        json!({"rpm_limit": 2, "max_parallel_requests": 1, "guardrails": ["falcon-during"]}),
+    );
+    let err = assert_error(&chat_as(&during, &blocked), 400);
+    assert_eq!(
+        err["message"],
+        "Content blocked: keyword 'project falcon' detected"
+    );
+    let resp = chat_as(&during, &clean);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_error(&chat_as(&during, &clean), 429);
+    // Over its rpm and blocked during the call: the limiter answers first.
+    assert_error(&chat_as(&during, &blocked), 429);
+    assert_eq!(raw.requests(), 3, "no blocked request reached the upstream");
+    // A model the key may not use: the key check's refusal, not the block.
+    let other = key_with(
+        &gw,
+        json!({"models": ["local-mock"], "guardrails": ["no-secrets"]}),
+    );
+    let refused = chat_as(&other, &clean);
+    assert!(refused.status >= 400, "{}", refused.text());
+    let resp = chat_as(&other, &blocked);
+    assert_eq!(resp.status, refused.status, "{}", resp.text());
+    assert_eq!(resp.json()["error"], refused.json()["error"]);
+    assert_eq!(raw.requests(), 3);
 }
 
 #[test]

@@ -124,6 +124,8 @@ pub struct ContentFilter {
     wild: Vec<(Regex, Word)>,
     /// What a stream holds back ([`Self::hold`]), worked out once.
     hold: usize,
+    /// Whether any pattern or word refuses (`BLOCK`).
+    blocks: bool,
 }
 
 impl std::fmt::Debug for ContentFilter {
@@ -224,6 +226,16 @@ impl ContentFilter {
             )
         };
         let hold = hold_of(&compiled, &plain, &wild);
+        let blocks = compiled
+            .iter()
+            .map(|p| p.action)
+            .chain(
+                plain
+                    .iter()
+                    .chain(wild.iter().map(|(_, w)| w))
+                    .map(|w| w.action),
+            )
+            .any(|a| a == Action::Block);
         Ok(ContentFilter {
             set,
             patterns: compiled,
@@ -232,6 +244,7 @@ impl ContentFilter {
             plain,
             wild,
             hold,
+            blocks,
         })
     }
 
@@ -253,6 +266,12 @@ impl ContentFilter {
     /// OpenAI keys), or the longest keyword.
     pub fn hold(&self) -> usize {
         self.hold
+    }
+
+    /// Whether a match can refuse the text (a `BLOCK` pattern or word):
+    /// a filter that only masks need not look at text it still holds.
+    pub fn blocks(&self) -> bool {
+        self.blocks
     }
 
     /// The `(start, end)` of every match to mask in `text`, in no order;

@@ -135,6 +135,11 @@ pub struct Checked {
     /// Its `during_call` guardrail services (those not also `pre_call`),
     /// in order, to call on the request beside the upstream call.
     pub during: Vec<Service>,
+    /// The refusal of a `during_call` content filter (one not also
+    /// `pre_call`): LiteLLM runs `during_call` hooks after its rate
+    /// limiter admitted the request, so the request is refused only once
+    /// the limiter has admitted it (and counts toward its limits).
+    pub deferred: Option<GatewayError>,
 }
 
 /// Largest number of guardrail names one request may carry.
@@ -174,6 +179,12 @@ impl Guardrails {
         self.list.is_empty()
     }
 
+    /// Whether a guardrail service (not an in-process filter) may run on a
+    /// request before its call (`pre_call`).
+    pub fn has_pre_call_services(&self) -> bool {
+        self.list.iter().any(|g| g.modes.pre && g.is_service())
+    }
+
     /// The `guardrails:` section as written (a reload compares it).
     pub fn source(&self) -> &str {
         &self.source
@@ -208,13 +219,16 @@ impl Guardrails {
             // Nothing to read from the body but its texts: they are found
             // in place and only a masked one is written anew.
             let chosen = self.choose(&[], scope)?;
-            let (before, checked) = plan(&chosen, Map::new());
+            let (before, mut checked) = plan(&chosen, Map::new());
             if before.is_empty() {
                 return Ok((body, checked));
             }
             if let Some(mut texts) = skim::request(&body) {
                 for g in &before {
-                    filter_in_place(g, pre_hook(g), &mut texts, log)?;
+                    let result = filter_in_place(g, pre_hook(g), &mut texts, log);
+                    if defer(g, result, &mut checked)? {
+                        break;
+                    }
                 }
                 return Ok(match skim::rewritten(&body, &texts) {
                     Some(masked) => (Bytes::from(masked), checked),
@@ -243,11 +257,15 @@ impl Guardrails {
         ];
         let chosen = self.choose(&asked, scope)?;
         let mut changed = from_body.is_some();
-        let (before, checked) = plan(&chosen, extra);
+        let (before, mut checked) = plan(&chosen, extra);
         // Each filter over the whole request in turn, as LiteLLM runs each
         // guardrail's hook, so each run has its own outcome and time.
         for g in &before {
-            changed |= logged(g, pre_hook(g), log, |visit| walk::request(&mut doc, visit))?;
+            let result = logged(g, pre_hook(g), log, |visit| walk::request(&mut doc, visit));
+            changed |= result.as_ref().is_ok_and(|&masked| masked);
+            if defer(g, result, &mut checked)? {
+                break;
+            }
         }
         if !changed {
             return Ok((body, checked));
@@ -259,16 +277,18 @@ impl Guardrails {
 }
 
 /// What the guardrails `chosen` for a request do to it: its content
-/// filters to run before it is routed, and the rest ([`Checked`]), with
-/// the request's `extra_body` for each service.
+/// filters to run before it is routed (the `pre_call` ones first, then
+/// the `during_call` ones, as LiteLLM's hooks come one after the other),
+/// and the rest ([`Checked`]), with the request's `extra_body` for each
+/// service.
 fn plan<'g>(
     chosen: &[&'g Arc<Guardrail>],
     extra: Map<String, Value>,
 ) -> (Vec<&'g Arc<Guardrail>>, Checked) {
-    let before: Vec<&Arc<Guardrail>> = chosen
-        .iter()
-        .copied()
-        .filter(|g| (g.modes.pre || g.modes.during) && g.filter().is_some())
+    let filters = || chosen.iter().copied().filter(|g| g.filter().is_some());
+    let before: Vec<&Arc<Guardrail>> = filters()
+        .filter(|g| g.modes.pre)
+        .chain(filters().filter(|g| g.modes.during && !g.modes.pre))
         .collect();
     let services: Vec<Service> = chosen
         .iter()
@@ -290,12 +310,33 @@ fn plan<'g>(
         during,
         post: (!post.is_empty()).then_some(PostCall(post, extra)),
         applied: applied(chosen),
+        deferred: None,
     };
     (before, checked)
 }
 
+/// The outcome of content filter `g` on the request: a `pre_call` one's
+/// refusal is the error; a `during_call` one's is kept in `checked` for
+/// after the limiter's admission, and `true` says no later filter runs
+/// (LiteLLM's `during_call` hooks end with the first refusal).
+fn defer(
+    g: &Guardrail,
+    result: Result<impl Sized, GatewayError>,
+    checked: &mut Checked,
+) -> Result<bool, GatewayError> {
+    match result {
+        Ok(_) => Ok(false),
+        Err(refusal) if pre_hook(g) == log::Hook::During => {
+            checked.deferred = Some(refusal);
+            Ok(true)
+        }
+        Err(refusal) => Err(refusal),
+    }
+}
+
 /// The hook a request's content filter runs in: `pre_call`, else
-/// `during_call` (which runs before the call too).
+/// `during_call` (which runs before the call too; its refusal waits for
+/// the limiter's admission, see [`Checked::deferred`]).
 fn pre_hook(g: &Guardrail) -> log::Hook {
     match g.modes.pre {
         true => log::Hook::Pre,
@@ -753,6 +794,79 @@ mod tests {
             String::from_utf8_lossy(&out),
             r#"{"id": "c", "choices": [{"message": {"role": "assistant", "content": "the [KEYWORD_REDACTED]"}, "index": 0}]}"#
         );
+    }
+
+    #[test]
+    fn a_during_call_filters_block_waits_for_admission_and_a_pre_calls_does_not() {
+        let g = rails(
+            r#"
+- guardrail_name: during
+  litellm_params: {guardrail: litellm_content_filter, mode: during_call,
+    blocked_words: [{keyword: falcon, action: BLOCK}]}
+- guardrail_name: pre
+  litellm_params: {guardrail: litellm_content_filter, mode: pre_call,
+    patterns: [{pattern_type: prebuilt, pattern_name: email, action: MASK}],
+    blocked_words: [{keyword: eagle, action: BLOCK}]}
+"#,
+        );
+        let body = |text: &str, names: &str| {
+            format!(
+                r#"{{"model":"m","guardrails":{names},"messages":[{{"role":"user","content":"{text}"}}]}}"#
+            )
+        };
+        let key = |names: Value| {
+            let mut m = Map::new();
+            m.insert("guardrails".into(), names);
+            m
+        };
+        let stored = key(serde_json::json!(["during", "pre"]));
+        let scopes = [
+            Scope::default(),
+            Scope {
+                key: Some(&stored),
+                team: None,
+            },
+        ];
+        for (scope, names) in scopes.into_iter().zip([r#"["during","pre"]"#, "[]"]) {
+            // The body read in place (names on the key) and parsed
+            // (names in the body) alike.
+            let names = if scope.key.is_some() {
+                None
+            } else {
+                Some(names)
+            };
+            let text = |t: &str| match names {
+                Some(n) => body(t, n),
+                None => {
+                    format!(r#"{{"model":"m","messages":[{{"role":"user","content":"{t}"}}]}}"#)
+                }
+            };
+            let mut log = log::Log::default();
+            let (sent, checked) = g
+                .pre_call(scope, Bytes::from(text("falcon a@b.io")), &mut log)
+                .unwrap();
+            // The pre_call mask ran first and the body goes on; the
+            // during_call refusal is kept for after admission.
+            assert!(
+                String::from_utf8_lossy(&sent).contains("falcon [EMAIL_REDACTED]"),
+                "{sent:?}"
+            );
+            let refusal = checked.deferred.expect("the during_call block is kept");
+            assert_eq!(refusal.status(), 400);
+            let runs = log.information().unwrap();
+            let modes: Vec<_> = runs
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["guardrail_mode"].as_str().unwrap().to_string())
+                .collect();
+            assert_eq!(modes, ["pre_call", "during_call"]);
+            // A pre_call block is the error at once.
+            let err = g
+                .pre_call(scope, Bytes::from(text("eagle falcon")), &mut log)
+                .unwrap_err();
+            assert!(err.to_string().contains("eagle"), "{err}");
+        }
     }
 
     #[test]

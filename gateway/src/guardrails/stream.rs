@@ -28,6 +28,9 @@ const MAX_KEPT_SPANS: usize = 1024;
 pub struct StreamCheck {
     rails: Vec<Arc<Guardrail>>,
     hold: usize,
+    /// Whether a filter of `rails` can refuse: only then is text still
+    /// held back checked as it comes (a mask waits for its release).
+    blocks: bool,
     /// Each choice's index and the text it holds back.
     choices: Vec<(u64, String)>,
     /// What each of `rails` has done so far (in `rails`' order).
@@ -50,7 +53,9 @@ impl StreamCheck {
             .map(|f| f.hold())
             .max()
             .unwrap_or(0);
+        let blocks = rails.iter().filter_map(|g| g.filter()).any(|f| f.blocks());
         StreamCheck {
+            blocks,
             outcomes: vec![Outcome::Passed; rails.len()],
             rails,
             hold,
@@ -159,6 +164,11 @@ impl StreamCheck {
         end: bool,
         spans: &mut Vec<(usize, usize)>,
     ) -> Result<String, GatewayError> {
+        if !end && !self.blocks && held.len() <= self.hold {
+            // Nothing is released yet (the cut would be 0) and no match
+            // can refuse: the held text is checked when it goes out.
+            return Ok(String::new());
+        }
         for (g, outcome) in self.rails.iter().zip(self.outcomes.iter_mut()) {
             let Some(f) = g.filter() else { continue };
             if let Err(err) = f.spans(held, spans) {
@@ -333,6 +343,35 @@ mod tests {
         let err = c.feed(0, "5-6789 ok").unwrap_err();
         assert_eq!(err.to_string(), "Content blocked: us_ssn pattern detected");
         assert_eq!(c.flush(1).unwrap(), "other choice [EMAIL_REDACTED]");
+    }
+
+    #[test]
+    fn a_mask_only_window_checks_held_text_when_it_goes_out() {
+        let mut c = check(
+            r#"
+- guardrail_name: out
+  litellm_params: {guardrail: litellm_content_filter, mode: post_call,
+    patterns: [{pattern_type: prebuilt, pattern_name: email, action: MASK}]}
+"#,
+        );
+        assert!(!c.blocks);
+        // Under the hold nothing goes out, whatever the text holds.
+        assert_eq!(c.feed(0, "mail a@b.io and ").unwrap(), "");
+        // Past it, what goes out is masked; the rest at the end.
+        let mut out = c.feed(0, &"x ".repeat(100)).unwrap();
+        assert!(out.starts_with("mail [EMAIL_REDACTED] and "), "{out}");
+        out.push_str(&c.flush(0).unwrap());
+        assert_eq!(
+            out,
+            format!("mail [EMAIL_REDACTED] and {}", "x ".repeat(100))
+        );
+        let mut log = Log::default();
+        c.log_into(&mut log);
+        assert_eq!(log.information().unwrap()[0]["guardrail_response"], "mask");
+        // With a BLOCK rail, held text is checked as it comes.
+        let mut c = check(MASK);
+        assert!(c.blocks);
+        assert!(c.feed(0, "ssn 123-45-6789").is_err());
     }
 
     #[test]

@@ -71,14 +71,15 @@ pub(super) async fn checked_body_beside(
     Ok((body, Some(beside)))
 }
 
-/// A caller over a budget for the body's model is refused before the
-/// guardrails run, as LiteLLM's key check (budgets of the key, its team,
-/// user and organization, the model's, the end user's, the proxy's)
-/// answers before its `pre_call` hooks: a request both over budget and
-/// blocked by a guardrail gets the budget error. Only with guardrails
-/// configured (otherwise the attempt's own check answers alone); a body
-/// whose `model` is not a plain string is left to that check.
-pub(super) async fn refuse_over_budget(
+/// A caller that may not use the body's model, or is over a budget for
+/// it, is refused before the guardrails run, as LiteLLM's key check
+/// (model access; budgets of the key, its team, user and organization,
+/// the model's, the end user's, the proxy's) answers before its
+/// `pre_call` hooks: a request both refused there and blocked by a
+/// guardrail gets the key check's error. Only with guardrails configured
+/// (otherwise the request's own checks answer alone); a body whose
+/// `model` is not a plain string is left to those checks.
+pub(super) async fn refuse_as_key_check(
     worker: &Worker,
     principal: &Principal,
     body: &[u8],
@@ -89,7 +90,7 @@ pub(super) async fn refuse_over_budget(
     let Some((model, user)) = model_and_user(body) else {
         return Ok(());
     };
-    let group = super::resolve_model(worker, principal, model);
+    let group = super::authorize_model(worker, principal, model)?;
     let end_user = worker
         .shared
         .auth
@@ -184,6 +185,9 @@ fn pre_call(
     }
     outcome.post_call = checked.post;
     outcome.applied_guardrails = checked.applied;
+    if outcome.deferred_refusal.is_none() {
+        outcome.deferred_refusal = checked.deferred;
+    }
     let answer_services = outcome
         .post_call
         .as_ref()
@@ -390,9 +394,10 @@ pub(super) struct StreamGuard {
     /// error) take numbers too, so the ones after them are renumbered and
     /// every event's number is one more than the last.
     seq: Option<u64>,
-    /// The last OpenAI chunk whose text was checked (or the first one),
-    /// for its `id`, `object`, `created` and `model` in the chunk that
-    /// releases text held at the end.
+    /// The first OpenAI chunk (whose text was checked, when the stream
+    /// has one), for its `id`, `object`, `created` and `model` in the
+    /// chunk that releases text held at the end (every chunk of a stream
+    /// carries the same ones).
     last: Vec<u8>,
     /// The stream ended: refused, or its `[DONE]` sent.
     ended: bool,
@@ -661,7 +666,9 @@ impl StreamGuard {
         }
         self.released(&released);
         write_spliced(out, name, data, *span, (b"", &released, b""));
-        self.remember(data);
+        if self.last.is_empty() {
+            self.remember(data);
+        }
         Some(Ok(()))
     }
 

@@ -133,6 +133,10 @@ pub(crate) struct Outcome {
     /// number, and its upstream model when the route made it (a wildcard),
     /// for the row of an attempt a block drops ([`record_dropped`]).
     on_the_wire: Option<(u32, Option<String>)>,
+    /// A `during_call` content filter's refusal, answered once the limiter
+    /// has admitted the request (LiteLLM's `during_call` hooks run after
+    /// its rate limiter, so such a request counts toward the limits).
+    deferred_refusal: Option<GatewayError>,
 }
 
 /// Serves a multipart upload on `endpoint` whose body (`length` bytes,
@@ -244,6 +248,7 @@ async fn handle_streamed(
         guard_log: Default::default(),
         during_call: false,
         on_the_wire: None,
+        deferred_refusal: None,
     };
     if let Ok(caller) = &caller {
         outcome
@@ -479,13 +484,32 @@ async fn serve(
             form
         }
         None => {
-            // LiteLLM answers an exhausted budget from its key check,
-            // before any guardrail reads the request.
-            guard::refuse_over_budget(worker, principal, &body).await?;
-            let checked = guard::checked_body_beside(worker, (principal, endpoint), body, outcome);
-            let (body, during) = checked.await?;
+            // LiteLLM answers a model the key may not use and an
+            // exhausted budget from its key check, before any guardrail
+            // reads the request: made first when a guardrail service
+            // could be called, else only when a content filter refuses
+            // (the answer is the same; a request that passes meets the
+            // same checks below).
+            let early = worker.shared.guardrails.has_pre_call_services();
+            if early {
+                guard::refuse_as_key_check(worker, principal, &body).await?;
+            }
+            let checked =
+                guard::checked_body_beside(worker, (principal, endpoint), body.clone(), outcome);
+            let (checked, during) = match checked.await {
+                Ok(checked) => checked,
+                Err(refusal) => {
+                    if !early {
+                        guard::refuse_as_key_check(worker, principal, &body).await?;
+                    }
+                    return Err(refusal);
+                }
+            };
+            if !early && outcome.deferred_refusal.is_some() {
+                guard::refuse_as_key_check(worker, principal, &body).await?;
+            }
             beside = during;
-            LlmRequest::parse(endpoint, body)?
+            LlmRequest::parse(endpoint, checked)?
         }
     };
     // Generated audio has no text for `post_call` guardrails, and is
@@ -641,6 +665,11 @@ async fn serve(
         .await?
         .map(Box::new);
     outcome.rate = ticket.as_ref().map(|t| *t.headers());
+    // Counted, then refused: the ticket's drop frees its parallel slot
+    // and settles its reserved tokens at none used.
+    if let Some(refusal) = outcome.deferred_refusal.take() {
+        return Err(refusal);
+    }
     let caller = Caller {
         principal,
         end_user: end_user.as_deref(),
