@@ -48,7 +48,9 @@ pub const KEY: &[(&str, Kind)] = &[
 ];
 
 /// A field LiteLLM acts on and this gateway does not, refused (400 naming
-/// it) when it asks for something: see [`super::body::refuse_when_set`].
+/// it) when it asks for something: set through the management API (see
+/// [`super::body::refuse_when_set`]), or found in a row LiteLLM wrote (the
+/// key's requests are refused: `crate::auth` checks it).
 pub struct Refused {
     /// The field.
     pub name: &'static str,
