@@ -101,6 +101,19 @@ pub enum GatewayError {
         /// not exhaust the window.
         reserve: Option<f64>,
     },
+    /// The key's row, or its team's, holds a field LiteLLM acts on and
+    /// this gateway does not (written by LiteLLM): refused rather than
+    /// served as if it were absent (`auth::unapplied`).
+    #[error("{owner} has {field} set in the database, which LiteLLM acts on and this gateway does not apply: {why}. Its requests are refused rather than served without it; clear the field in its row (or keep this key on LiteLLM)")]
+    UnappliedField {
+        /// `key <alias>`, or `team <id> (of key <alias>)`.
+        owner: String,
+        /// The field, as LiteLLM names it (`router_settings`,
+        /// `metadata.enable_prompt_caching`, ...).
+        field: String,
+        /// What LiteLLM does with it.
+        why: &'static str,
+    },
     /// The request's end user (its `user`) is over its budget row's
     /// `max_budget`: LiteLLM's message.
     #[error("ExceededBudget: End User={end_user} over budget. Spend={spend}, Budget={max}{}", .reserve.map(|r| format!("; this request would reserve up to {r} USD (send max_tokens, or set default_estimated_output_tokens on the key, its team or litellm_settings, to reserve less)")).unwrap_or_default())]
@@ -500,7 +513,7 @@ impl GatewayError {
             | WindowBudgetExceeded { .. }
             | MemberBudgetExceeded { .. }
             | MemberModelBudgetExceeded { .. } => 422,
-            EndUserBlocked(_) | TraceIdRequired(_) => 400,
+            EndUserBlocked(_) | TraceIdRequired(_) | UnappliedField { .. } => 400,
             BadField { .. } | ConfigRejected(_) => 400,
             NotFound(_) | CustomerNotFound { .. } => 404,
             CustomerExists(_) => 400,
@@ -606,6 +619,7 @@ impl GatewayError {
             GatewayError::CustomerExists(_) => Some("user_id"),
             GatewayError::UnknownGuardrail(_) => Some("guardrails"),
             GatewayError::TraceIdRequired(_) => Some("trace_id"),
+            GatewayError::UnappliedField { field, .. } => Some(field),
             GatewayError::Upstream { upstream_param, .. } => upstream_param.as_deref(),
             _ => None,
         }

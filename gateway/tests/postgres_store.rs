@@ -146,6 +146,8 @@ fn full_key(plain: &str, created: DateTime<Utc>) -> KeyRecord {
         metadata: map(json!({"owner": "ops", "tags": ["a", "b"]})),
         created_at: Some(created),
         updated_at: Some(created),
+        // Only LiteLLM writes them.
+        litellm_fields: Map::new(),
     }
 }
 
@@ -176,6 +178,7 @@ fn team(id: &str, created: DateTime<Utc>) -> TeamRecord {
         }],
         default_team_member_models: vec!["gpt-4o".into()],
         model_aliases: map(json!({"fast": "gpt-4o"})),
+        litellm_fields: Map::new(),
     }
 }
 

@@ -576,3 +576,83 @@ fn the_openai_sdk_uploads_batches_and_is_refused_other_keys_objects() {
     assert!(status.success(), "{text}\n{}", gw.output());
     assert_eq!(text.matches("PASS ").count(), 5, "{text}");
 }
+
+/// A key's `enforced_params` hold its uploads and batch creations as
+/// LiteLLM 1.110 checks them there (`add_litellm_data_to_request` in
+/// `create_file` and `create_batch`): an upload's form fields are not
+/// members of the body checked (only the `litellm_metadata` the proxy adds
+/// on these routes is), so a key that enforces `user` uploads nothing; a
+/// batch creation's JSON body is checked as sent, `metadata` included.
+#[test]
+fn enforced_params_hold_uploads_and_batch_creations_as_litellm_checks_them() {
+    let mock = MockServer::start(&[]);
+    let gw = start(&mock, &[]);
+    let key = new_key(&gw, json!({}));
+    let input = batch_input();
+    let body = form(&[("purpose", "batch")], Some(("in.jsonl", &input)));
+    // With a `user` field (OpenAI, the mock, would refuse it: never sent).
+    let with_user = form(
+        &[("purpose", "batch"), ("user", "u-1")],
+        Some(("in.jsonl", &input)),
+    );
+    let resp = upload(
+        &gw,
+        &key,
+        "/v1/files",
+        &body,
+        &[("custom-llm-provider", "openai")],
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let file = resp.json()["id"].as_str().unwrap().to_string();
+
+    let enforce = |names: Value| {
+        let resp = gw.post(
+            "/key/update",
+            &json!({"key": key, "enforced_params": names}),
+        );
+        assert_eq!(resp.status, 200, "{}", resp.text());
+    };
+    enforce(json!(["user"]));
+    let uploads = mock.stats()["requests"].clone();
+    let resp = upload(
+        &gw,
+        &key,
+        "/v1/files",
+        &with_user,
+        &[("custom-llm-provider", "openai")],
+    );
+    let err = assert_error(&resp, 400);
+    assert_eq!(
+        error_message(&err),
+        "BadRequest please pass param=user in request body. This is a required param",
+        "{err:?}"
+    );
+    assert_eq!(
+        mock.stats()["requests"],
+        uploads,
+        "nothing reached the upstream"
+    );
+    // What the proxy adds on the files routes is always there.
+    enforce(json!(["litellm_metadata"]));
+    let resp = upload(
+        &gw,
+        &key,
+        "/v1/files",
+        &body,
+        &[("custom-llm-provider", "openai")],
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+
+    // A batch creation: its body as sent.
+    enforce(json!(["metadata.project"]));
+    let create = json!({"input_file_id": file, "endpoint": "/v1/chat/completions",
+        "completion_window": "24h", "custom_llm_provider": "openai"});
+    let err = assert_error(&call(&gw, &key, "POST", "/v1/batches", Some(&create)), 400);
+    assert_eq!(err["param"], "metadata.project", "{err:?}");
+    assert!(error_message(&err).contains("param=metadata "), "{err:?}");
+    let mut tagged = create.clone();
+    tagged["metadata"] = json!({"project": "p-1"});
+    let resp = call(&gw, &key, "POST", "/v1/batches", Some(&tagged));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(resp.json()["metadata"]["project"], "p-1");
+}

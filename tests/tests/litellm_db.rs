@@ -572,3 +572,153 @@ fn a_cache_config_row_saved_while_serving_takes_effect() {
     // first, which misses).
     in_namespace(&gw, "served locally", "after");
 }
+
+/// Rows LiteLLM wrote with fields it acts on and the gateway does not (a
+/// key's `router_settings`, `budget_fallbacks`, `config`, `permissions`
+/// columns or `metadata.enable_prompt_caching`; a team's
+/// `router_settings` or `team_member_permissions` beyond the baseline):
+/// their keys' requests are refused (400 naming the field and the key or
+/// team; one warning per key), never served as if the field were absent.
+/// Empty values and the baseline permissions ask for nothing: served.
+#[test]
+fn rows_litellm_wrote_with_fields_it_acts_on_refuse_their_keys() {
+    let db = TestDb::create();
+    // LiteLLM's schema (its migrations), no settings.
+    harness(&["settings", db.url(), "{}"]);
+    let token = |key: &str| format!("encode(sha256('{key}'::bytea), 'hex')");
+    let key_row = |key: &str, alias: &str, column: &str, value: &str| {
+        db.query(&format!(
+            r#"INSERT INTO "LiteLLM_VerificationToken" (token, key_alias, {column})
+               VALUES ({}, '{alias}', '{value}')"#,
+            token(key)
+        ));
+    };
+    key_row("sk-lite-plain", "plain", "router_settings", "{}");
+    key_row(
+        "sk-lite-routed",
+        "routed",
+        "router_settings",
+        r#"{"num_retries": 3}"#,
+    );
+    key_row(
+        "sk-lite-fallbacks",
+        "fallbacks",
+        "budget_fallbacks",
+        r#"{"gpt-4o": ["local-mock"]}"#,
+    );
+    key_row(
+        "sk-lite-perms",
+        "perms",
+        "permissions",
+        r#"{"get_spend_routes": true}"#,
+    );
+    key_row(
+        "sk-lite-caching",
+        "caching",
+        "metadata",
+        r#"{"enable_prompt_caching": true}"#,
+    );
+    db.query(
+        r#"INSERT INTO "LiteLLM_TeamTable" (team_id, team_member_permissions)
+           VALUES ('t-grants', ARRAY['/key/info', '/key/generate']),
+                  ('t-baseline', ARRAY['/key/info', '/key/health']);
+           INSERT INTO "LiteLLM_TeamTable" (team_id, router_settings)
+           VALUES ('t-routed', '{"fallbacks": [{"local-mock": ["gpt-4o"]}]}')"#,
+    );
+    for (key, team) in [
+        ("sk-lite-grants", "t-grants"),
+        ("sk-lite-baseline", "t-baseline"),
+        ("sk-lite-teamrouted", "t-routed"),
+    ] {
+        db.query(&format!(
+            r#"INSERT INTO "LiteLLM_VerificationToken" (token, key_alias, team_id)
+               VALUES ({}, '{key}', '{team}')"#,
+            token(key)
+        ));
+    }
+    let mock = MockServer::start(&[]);
+    let gw = Gateway::start(
+        &to_yaml(&e2e::base_config(mock.port())),
+        &[("DATABASE_URL", db.url()), ("LITELLM_SALT_KEY", SALT_KEY)],
+    );
+
+    for key in ["sk-lite-plain", "sk-lite-baseline"] {
+        let r = chat(&gw, key, "local-mock");
+        assert_eq!(r.status, 200, "{key}: {}", r.text());
+    }
+    for (key, field, owner) in [
+        ("sk-lite-routed", "router_settings", "key routed"),
+        ("sk-lite-fallbacks", "budget_fallbacks", "key fallbacks"),
+        ("sk-lite-perms", "permissions", "key perms"),
+        (
+            "sk-lite-caching",
+            "metadata.enable_prompt_caching",
+            "key caching",
+        ),
+        ("sk-lite-grants", "team_member_permissions", "team t-grants"),
+        ("sk-lite-teamrouted", "router_settings", "team t-routed"),
+    ] {
+        for _ in 0..2 {
+            let err = assert_error(&chat(&gw, key, "local-mock"), 400);
+            assert_eq!(err["type"], "invalid_request_error", "{key}: {err:?}");
+            assert_eq!(err["param"], field, "{key}: {err:?}");
+            let message = err["message"].as_str().unwrap_or_default();
+            assert!(
+                message.starts_with(&format!("{owner} ")) && message.contains(field),
+                "{key}: {message}"
+            );
+        }
+    }
+    // Warned about once per key, however often it calls (each refusal
+    // is in the access log too).
+    let out = gw.output();
+    let warned = out
+        .matches("WARN gateway::auth::unapplied: key routed has router_settings")
+        .count();
+    assert_eq!(warned, 1, "{out}");
+}
+
+/// Prompts LiteLLM keeps in `LiteLLM_PromptTable` are loaded at its
+/// start with `store_model_in_db` (unless `supported_db_objects` leaves
+/// `prompts` out) and applied to requests naming them: the gateway, which
+/// does not apply them, stops its start naming the table, as it refuses a
+/// config's `prompts:`; where LiteLLM would not load them it starts.
+#[test]
+fn stored_prompts_stop_the_start_where_litellm_loads_them() {
+    let db = TestDb::create();
+    harness(&[
+        "settings",
+        db.url(),
+        &json!({"config": {"general_settings": {"store_model_in_db": true}}}).to_string(),
+    ]);
+    db.query(
+        r#"INSERT INTO "LiteLLM_PromptTable" (id, prompt_id, litellm_params, updated_at)
+           VALUES ('p-1', 'greeter', '{"prompt_id": "greeter", "prompt_integration": "dotprompt"}', now())"#,
+    );
+    let mock = MockServer::start(&[]);
+    let yaml = to_yaml(&e2e::base_config(mock.port()));
+    let envs = [("DATABASE_URL", db.url()), ("LITELLM_SALT_KEY", SALT_KEY)];
+    let mut gw = Gateway::spawn(&yaml, &envs, e2e::free_port(), &[]);
+    let status = gw
+        .wait_exit(Duration::from_secs(30))
+        .unwrap_or_else(|| panic!("started with stored prompts\n{}", gw.output()));
+    assert!(!status.success());
+    let out = gw.output();
+    assert!(
+        out.contains("LiteLLM_PromptTable") && out.contains("greeter"),
+        "{out}"
+    );
+    drop(gw);
+
+    // supported_db_objects without prompts: LiteLLM does not load them.
+    harness(&[
+        "settings",
+        db.url(),
+        &json!({"config": {"general_settings": {"store_model_in_db": true,
+            "supported_db_objects": ["models"]}}})
+        .to_string(),
+    ]);
+    let gw = Gateway::start(&yaml, &envs);
+    let r = chat(&gw, MASTER_KEY, "local-mock");
+    assert_eq!(r.status, 200, "{}", r.text());
+}

@@ -6,7 +6,7 @@
 //! read and before `100 Continue`: the routes that need a credential get
 //! their caller there, so a request without a valid one costs no body.
 
-mod admin;
+pub(crate) mod admin;
 pub use admin::fuzz as admin_fuzz;
 mod cache;
 mod cache_settings;

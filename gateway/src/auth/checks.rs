@@ -53,7 +53,9 @@ fn iso_time(text: &str) -> Option<DateTime<Utc>> {
     .map(|t| t.and_utc())
 }
 
-/// Refuses blocked or expired keys and keys of blocked teams. A key with a
+/// Refuses blocked or expired keys, keys of blocked teams, and keys whose
+/// row or team row holds a field LiteLLM acts on and this gateway does not
+/// ([`super::unapplied`]). A key with a
 /// temporary budget increase has its budget's limit set to what
 /// [`raised_max_budget`] says now (the increase ends at its expiry without
 /// a change of the row), and so has its user's budget in its team when
@@ -94,7 +96,7 @@ pub fn key_usable(entry: &KeyEntry, now: DateTime<Utc>) -> Result<(), GatewayErr
             return Err(GatewayError::KeyExpired(expires.to_rfc3339()));
         }
     }
-    Ok(())
+    super::unapplied::check(entry)
 }
 
 /// Whether `m` is one of LiteLLM's values meaning "every model" rather

@@ -17,6 +17,7 @@ mod end_users;
 mod known;
 pub mod pass_through_grants;
 pub mod routes;
+mod unapplied;
 mod windows;
 
 pub use cache::{

@@ -125,6 +125,7 @@ impl StoredBasis {
             ));
             return Ok((out, None));
         }
+        self.stored_prompts(stored, &mut out)?;
         // The file's litellm_settings, with what the stored row adds.
         let mut litellm = match &self.litellm_settings {
             Some(serde_yaml::Value::Mapping(m)) => m.clone(),
@@ -246,6 +247,42 @@ impl StoredBasis {
         Ok((out, Some(Some(std::sync::Arc::new(cache)))))
     }
 
+    /// Refuses stored prompts (`LiteLLM_PromptTable` rows) that LiteLLM
+    /// loads with `store_model_in_db` (unless `supported_db_objects`, the
+    /// file's else the stored row's, leaves `prompts` out): it applies
+    /// them to requests naming a `prompt_id`, which this gateway would
+    /// serve without them. The config's `prompts:` is refused the same way.
+    fn stored_prompts(&self, stored: &StoredSettings, out: &mut Applied) -> Result<(), String> {
+        if stored.prompt_rows == 0 {
+            return Ok(());
+        }
+        let general = stored.section("general_settings");
+        let loaded = self
+            .file_general
+            .supported_db_objects
+            .clone()
+            .or_else(|| list(general?.get("supported_db_objects")?))
+            .is_none_or(|l| l.iter().any(|o| o == "prompts"));
+        let what = format!(
+            "LiteLLM_PromptTable holds {} prompt row(s) (prompt_id {})",
+            stored.prompt_rows,
+            stored.prompt_ids.join(", ")
+        );
+        if !loaded {
+            out.notes.push(format!(
+                "{what}: not loaded, as general_settings.supported_db_objects leaves prompts out \
+                 (LiteLLM does not load them either)"
+            ));
+            return Ok(());
+        }
+        Err(format!(
+            "{what}, which LiteLLM loads with store_model_in_db and applies to requests naming a \
+             prompt_id; this gateway does not apply stored prompts, so those requests would \
+             reach the model without them. Delete the rows, or set \
+             general_settings.supported_db_objects to a list without prompts"
+        ))
+    }
+
     /// Whether the Redis stored `cache_params` name is the one this
     /// gateway's limiter resolved (the only one its cache uses).
     fn same_redis(&self, params: Option<&serde_yaml::Value>) -> Result<(), String> {
@@ -330,6 +367,9 @@ fn present(stored: &StoredSettings) -> String {
         .collect();
     if stored.cache.is_some() {
         names.push(format!("{CACHE_TABLE} row cache_config"));
+    }
+    if stored.prompt_rows > 0 {
+        names.push("LiteLLM_PromptTable".to_string());
     }
     names.join(", ")
 }
@@ -424,7 +464,50 @@ mod tests {
                 .map(|(s, v)| (s.to_string(), v.as_object().unwrap().clone()))
                 .collect(),
             cache: cache.map(|c| c.as_object().unwrap().clone()),
+            ..Default::default()
         }
+    }
+
+    #[test]
+    fn stored_prompts_stop_the_start_where_litellm_loads_them() {
+        let prompts = StoredSettings {
+            prompt_rows: 2,
+            prompt_ids: vec!["greeter".into()],
+            ..Default::default()
+        };
+        // Not loaded without store_model_in_db.
+        let mut c = config(&format!("{BASE}}}\n"));
+        let out = c.apply_stored(&prompts, None).unwrap();
+        assert!(out.notes[0].contains("LiteLLM_PromptTable"), "{out:?}");
+        let mut on = config(&format!("{BASE}, store_model_in_db: true}}\n"));
+        let err = on.apply_stored(&prompts, None).unwrap_err();
+        assert!(
+            err.contains("LiteLLM_PromptTable") && err.contains("greeter"),
+            "{err}"
+        );
+        let err = c.apply_stored(&prompts, Some("True")).unwrap_err();
+        assert!(err.contains("prompt_id"), "{err}");
+        // Left out by supported_db_objects, the file's or the stored row's.
+        let mut only_models = config(&format!(
+            "{BASE}, store_model_in_db: true, supported_db_objects: [models]}}\n"
+        ));
+        let out = only_models.apply_stored(&prompts, None).unwrap();
+        assert!(
+            out.notes.iter().any(|n| n.contains("not loaded")),
+            "{out:?}"
+        );
+        let row = json!({"store_model_in_db": true, "supported_db_objects": ["models"]});
+        let with_row = StoredSettings {
+            config: vec![("general_settings".into(), row.as_object().unwrap().clone())],
+            ..prompts.clone()
+        };
+        assert!(c.apply_stored(&with_row, None).is_ok());
+        let row = json!({"store_model_in_db": true, "supported_db_objects": ["prompts"]});
+        let with_row = StoredSettings {
+            config: vec![("general_settings".into(), row.as_object().unwrap().clone())],
+            ..prompts
+        };
+        assert!(c.apply_stored(&with_row, None).is_err());
     }
 
     const BASE: &str = "model_list: []\ngeneral_settings: {master_key: sk-1";

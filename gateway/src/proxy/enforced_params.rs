@@ -21,7 +21,8 @@
 //! saying so.
 //!
 //! A realtime session is checked against the body LiteLLM's proxy makes
-//! for one ([`check_realtime`]), before the upgrade.
+//! for one ([`check_realtime`]), before the upgrade; a Files API upload
+//! ([`check_upload`]) and a batch creation ([`check_batch`]) likewise.
 //!
 //! LiteLLM answers the missing parameter with a 500 (a bare `ValueError`)
 //! and asks for an enterprise licence; the gateway answers 400, naming the
@@ -88,6 +89,55 @@ pub(crate) fn check_realtime(
         members.insert(made.into(), Value::Null);
     }
     verify(names, &members, true, "")
+}
+
+/// [`check`] for a Files API upload (`body`, a form): LiteLLM checks the
+/// body its proxy makes for one (`create_file`): none of the form's fields
+/// but its `litellm_metadata[<name>]` ones, gathered in `litellm_metadata`,
+/// which its proxy adds on the files and batches routes (they keep its
+/// metadata there, not in `metadata`). So a key that enforces `user` or
+/// `metadata` uploads no file there.
+pub(crate) fn check_upload(
+    config: &EnforcedParams,
+    principal: &Principal,
+    body: Body<'_>,
+) -> Result<(), GatewayError> {
+    let Some(names) = required(config, principal) else {
+        return Ok(());
+    };
+    let boundary = form::boundary(body.form.unwrap_or_default())?;
+    let mut metadata = Map::new();
+    for (name, content) in form::members(body.bytes, boundary, body.streamed)? {
+        let inner = name
+            .strip_prefix("litellm_metadata[")
+            .and_then(|n| n.strip_suffix(']'));
+        if let (Some(inner), Some(range)) = (inner, content) {
+            let text = String::from_utf8_lossy(&body.bytes[range]).into_owned();
+            metadata.insert(inner.to_string(), Value::String(text));
+        }
+    }
+    let mut members = Map::new();
+    members.insert("litellm_metadata".into(), Value::Object(metadata));
+    let note = if body.streamed { STREAMED_NOTE } else { "" };
+    verify(names, &members, false, note)
+}
+
+/// [`check`] for a batch creation (`body`, its JSON): LiteLLM checks the
+/// body as sent, with the `litellm_metadata` its proxy adds on the batches
+/// route (not `metadata`, which must then be sent).
+pub(crate) fn check_batch(
+    config: &EnforcedParams,
+    principal: &Principal,
+    body: &[u8],
+) -> Result<(), GatewayError> {
+    let Some(names) = required(config, principal) else {
+        return Ok(());
+    };
+    let mut members: Map<String, Value> = serde_json::from_slice(body).unwrap_or_default();
+    members
+        .entry("litellm_metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    verify(names, &members, false, "")
 }
 
 /// The names the config and the caller's key enforce, in LiteLLM's order;
@@ -272,5 +322,31 @@ mod tests {
         )
         .unwrap();
         assert!(head.contains_key("metadata") && !head.contains_key("user"));
+    }
+
+    #[test]
+    fn an_upload_holds_only_its_litellm_metadata_fields() {
+        let config = |names: &[&str]| EnforcedParams {
+            all: names.iter().map(|n| n.to_string()).collect(),
+            service_accounts: Vec::new(),
+        };
+        let upload = b"--B\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n--B\r\nContent-Disposition: form-data; name=\"user\"\r\n\r\nu-1\r\n--B\r\nContent-Disposition: form-data; name=\"litellm_metadata[tag]\"\r\n\r\nt\r\n--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.jsonl\"\r\n\r\n{}\r\n--B--\r\n";
+        let body = || Body {
+            bytes: upload,
+            form: Some("multipart/form-data; boundary=B"),
+            streamed: false,
+        };
+        let check = |names: &[&str]| check_upload(&config(names), &Principal::Master, body());
+        assert!(check(&[]).is_ok());
+        assert!(check(&["litellm_metadata", "litellm_metadata.tag"]).is_ok());
+        for refused in ["user", "purpose", "metadata", "litellm_metadata.other"] {
+            let err = check(&[refused]).unwrap_err();
+            assert_eq!(err.param(), Some(refused), "{err}");
+        }
+        let batch =
+            |names: &[&str], json: &[u8]| check_batch(&config(names), &Principal::Master, json);
+        assert!(batch(&["litellm_metadata"], b"{}").is_ok());
+        assert!(batch(&["metadata"], b"{}").is_err());
+        assert!(batch(&["metadata.p"], br#"{"metadata": {"p": 1}}"#).is_ok());
     }
 }

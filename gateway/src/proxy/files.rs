@@ -248,6 +248,16 @@ async fn serve(
     match op {
         FilesOp::Upload => {
             let ct = head.header("content-type").unwrap_or("");
+            let checked = super::enforced_params::Body {
+                bytes: &body,
+                form: Some(ct),
+                streamed: rest.is_some(),
+            };
+            super::enforced_params::check_upload(
+                &worker.shared.enforced_params,
+                principal,
+                checked,
+            )?;
             let boundary = form::boundary(ct)?;
             // A streamed upload's prefix: its fields before the file.
             let form = match &rest {
@@ -279,6 +289,7 @@ async fn serve(
         FilesOp::CreateBatch => {
             let fields: BatchFields = serde_json::from_slice(&body)
                 .map_err(|e| GatewayError::MalformedJson(e.to_string()))?;
+            super::enforced_params::check_batch(&worker.shared.enforced_params, principal, &body)?;
             // The gateway's own fields are not OpenAI's: left out.
             if fields.model.is_some() || fields.custom_llm_provider.is_some() {
                 let mut object: serde_json::Map<String, serde_json::Value> =

@@ -80,6 +80,12 @@ pub struct KeyRecord {
     pub created_at: Option<DateTime<Utc>>,
     /// Last change.
     pub updated_at: Option<DateTime<Utc>>,
+    /// Columns of its row that LiteLLM acts on and this gateway does not
+    /// (`router_settings`, `budget_fallbacks`, `config`, `permissions`),
+    /// as LiteLLM wrote them, when set: its requests are refused
+    /// (`auth::unapplied`). The gateway never writes them.
+    #[serde(skip)]
+    pub litellm_fields: Map<String, Value>,
 }
 
 /// `LiteLLM_TeamTable`.
@@ -136,6 +142,11 @@ pub struct TeamRecord {
     /// them.
     #[serde(default)]
     pub model_aliases: Map<String, Value>,
+    /// Columns of its row that LiteLLM acts on and this gateway does not
+    /// (`router_settings`, `team_member_permissions`), as LiteLLM wrote
+    /// them, when set: its keys' requests are refused (`auth::unapplied`).
+    #[serde(skip)]
+    pub litellm_fields: Map<String, Value>,
 }
 
 impl KeyRecord {

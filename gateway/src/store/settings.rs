@@ -1,7 +1,7 @@
 //! LiteLLM's settings kept in the database: the `LiteLLM_Config` rows
 //! (`general_settings`, `litellm_settings`, ... as its admin UI saves them
-//! with `store_model_in_db`) and the `LiteLLM_CacheConfig` row (the cache
-//! settings its UI saves), read at start-up (and the rows again while
+//! with `store_model_in_db`), the `LiteLLM_CacheConfig` row (the cache
+//! settings its UI saves) and the prompts of `LiteLLM_PromptTable`, read at start-up (and the rows again while
 //! serving, for the cache: `config::stored_reload`); what applies is the
 //! config's decision (`config::stored`).
 
@@ -24,6 +24,11 @@ pub struct StoredSettings {
     /// `LiteLLM_CacheConfig.cache_settings` of row `cache_config`, every
     /// string opened as LiteLLM's `decrypt_db_variables` opens it.
     pub cache: Option<Map<String, Value>>,
+    /// How many rows `LiteLLM_PromptTable` holds (the prompts LiteLLM
+    /// loads with `store_model_in_db`).
+    pub prompt_rows: i64,
+    /// The first few distinct `prompt_id`s of those rows, to name them.
+    pub prompt_ids: Vec<String>,
 }
 
 impl StoredSettings {

@@ -48,7 +48,9 @@ pub const KEY: &[(&str, Kind)] = &[
 ];
 
 /// A field LiteLLM acts on and this gateway does not, refused (400 naming
-/// it) when it asks for something: see [`super::body::refuse_when_set`].
+/// it) when it asks for something: set through the management API (see
+/// [`super::body::refuse_when_set`]), or found in a row LiteLLM wrote (the
+/// key's requests are refused: `crate::auth` checks it).
 pub struct Refused {
     /// The field.
     pub name: &'static str,
@@ -59,6 +61,31 @@ pub struct Refused {
     /// The values that ask for nothing beyond LiteLLM's default (besides
     /// `null`, `false`, `{}` and `[]`).
     pub harmless: fn(&serde_json::Value) -> bool,
+}
+
+impl Refused {
+    /// Whether `value`, set on this field, asks for something LiteLLM
+    /// would do: not `null`, `false`, `{}`, `[]` nor a
+    /// [`harmless`](Self::harmless) value. A JSON string holding an object
+    /// or a list (as Prisma may store a `Json` column) is read as what it
+    /// holds.
+    pub fn asks(&self, value: &serde_json::Value) -> bool {
+        use serde_json::Value;
+        let held = match value {
+            Value::String(text) if text.starts_with(['{', '[']) => {
+                serde_json::from_str::<Value>(text).ok()
+            }
+            _ => None,
+        };
+        let value = held.as_ref().unwrap_or(value);
+        let nothing = match value {
+            Value::Null | Value::Bool(false) => true,
+            Value::Object(m) => m.is_empty(),
+            Value::Array(a) => a.is_empty(),
+            _ => false,
+        };
+        !nothing && !(self.harmless)(value)
+    }
 }
 
 fn nothing_more(_: &serde_json::Value) -> bool {

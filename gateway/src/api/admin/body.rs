@@ -213,15 +213,7 @@ pub fn refuse_when_set(
     let Ok(Value::Object(fields)) = serde_json::from_slice::<Value>(body) else {
         return Ok(());
     };
-    let asks = |v: &Value, entry: &super::accepted::Refused| {
-        let nothing = match v {
-            Value::Null | Value::Bool(false) => true,
-            Value::Object(m) => m.is_empty(),
-            Value::Array(a) => a.is_empty(),
-            _ => false,
-        };
-        !nothing && !(entry.harmless)(v)
-    };
+    let asks = |v: &Value, entry: &super::accepted::Refused| entry.asks(v);
     let metadata = fields.get("metadata").and_then(Value::as_object);
     for entry in refused {
         let top = fields.get(entry.name).filter(|v| asks(v, entry));

@@ -4,7 +4,7 @@
 //! change is published there, so the key caches of every replica see it
 //! before the answer goes out.
 
-mod accepted;
+pub(crate) mod accepted;
 mod activity;
 mod body;
 mod budgets;

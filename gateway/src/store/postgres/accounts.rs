@@ -20,7 +20,11 @@ const SELECT_TEAM: &str = r#"SELECT team_id, team_alias, organization_id, models
     allowed_model_region, metadata::jsonb AS metadata, created_at::timestamp AS created_at,
     model_max_budget::jsonb AS model_max_budget, model_spend::jsonb AS model_spend,
     budget_limits::jsonb AS budget_limits, default_team_member_models,
-    (SELECT m.aliases::jsonb FROM "LiteLLM_ModelTable" m WHERE m.id = model_id) AS model_aliases
+    (SELECT m.aliases::jsonb FROM "LiteLLM_ModelTable" m WHERE m.id = model_id) AS model_aliases,
+    (SELECT jsonb_object_agg(f.key, f.value) FROM jsonb_each(to_jsonb("LiteLLM_TeamTable")) f
+        WHERE f.key IN ('router_settings', 'team_member_permissions')
+        AND f.value NOT IN ('null'::jsonb, '{}'::jsonb, '[]'::jsonb, '""'::jsonb))
+        AS litellm_fields
 FROM "LiteLLM_TeamTable""#;
 
 /// `$1` id, `$2..$14` fields, `$15` now, `$16` organization, `$17`
@@ -391,6 +395,7 @@ fn team(row: &Row) -> Result<TeamRecord, Error> {
             .try_get::<_, Option<Vec<String>>>("default_team_member_models")?
             .unwrap_or_default(),
         model_aliases: aliases(row.try_get("model_aliases")?),
+        litellm_fields: as_map(row.try_get("litellm_fields")?),
     })
 }
 

@@ -28,7 +28,11 @@ const SELECT: &str = r#"SELECT k.token, k.key_name, k.key_alias, k.spend::float8
     k.allowed_cache_controls, k.allowed_routes, k.metadata::jsonb AS metadata,
     k.budget_limits::jsonb AS budget_limits,
     k.created_at::timestamp AS created_at,
-    k.updated_at::timestamp AS updated_at
+    k.updated_at::timestamp AS updated_at,
+    (SELECT jsonb_object_agg(f.key, f.value) FROM jsonb_each(to_jsonb(k)) f
+        WHERE f.key IN ('router_settings', 'budget_fallbacks', 'config', 'permissions')
+        AND f.value NOT IN ('null'::jsonb, '{}'::jsonb, '[]'::jsonb, '""'::jsonb))
+        AS litellm_fields
 FROM "LiteLLM_VerificationToken" k
 LEFT JOIN "LiteLLM_BudgetTable" b ON b.budget_id = k.budget_id"#;
 
@@ -166,6 +170,7 @@ fn record(row: &Row) -> Result<KeyRecord, Error> {
         metadata,
         created_at: utc(row.try_get("created_at")?),
         updated_at: utc(row.try_get("updated_at")?),
+        litellm_fields: as_map(row.try_get("litellm_fields")?),
     })
 }
 

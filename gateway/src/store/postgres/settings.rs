@@ -1,4 +1,5 @@
-//! LiteLLM's settings rows (`LiteLLM_Config`, `LiteLLM_CacheConfig`), read
+//! LiteLLM's settings rows (`LiteLLM_Config`, `LiteLLM_CacheConfig`, and
+//! how many prompts `LiteLLM_PromptTable` holds), read
 //! when LiteLLM made those tables (the gateway's migrations do not).
 
 use crate::store::cipher::ParamCipher;
@@ -10,7 +11,8 @@ pub async fn read(c: &Client, cipher: &ParamCipher) -> Result<StoredSettings, Er
     let tables = c
         .query_one(
             r#"SELECT to_regclass('"LiteLLM_Config"') IS NOT NULL,
-                      to_regclass('"LiteLLM_CacheConfig"') IS NOT NULL"#,
+                      to_regclass('"LiteLLM_CacheConfig"') IS NOT NULL,
+                      to_regclass('"LiteLLM_PromptTable"') IS NOT NULL"#,
             &[],
         )
         .await?;
@@ -50,5 +52,22 @@ pub async fn read(c: &Client, cipher: &ParamCipher) -> Result<StoredSettings, Er
                 });
         }
     }
+    if tables.try_get::<_, bool>(2)? {
+        let row = c
+            .query_one(
+                r#"SELECT count(*),
+                    (SELECT COALESCE(array_agg(p.prompt_id), ARRAY[]::text[]) FROM
+                        (SELECT DISTINCT prompt_id FROM "LiteLLM_PromptTable"
+                         ORDER BY prompt_id LIMIT $1) p)
+                   FROM "LiteLLM_PromptTable""#,
+                &[&PROMPT_IDS_NAMED],
+            )
+            .await?;
+        stored.prompt_rows = row.try_get(0)?;
+        stored.prompt_ids = row.try_get(1)?;
+    }
     Ok(stored)
 }
+
+/// How many stored prompts a start-up refusal names.
+const PROMPT_IDS_NAMED: i64 = 5;
