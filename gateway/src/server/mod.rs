@@ -114,7 +114,11 @@ async fn serve_core(shared: Arc<Shared>, listener: std::net::TcpListener, worker
         if shared.is_shutting_down() {
             break;
         }
+        // A connection the kernel has already accepted is taken before
+        // shutdown is seen: dropping its finished accept would close it
+        // unread.
         let accepted = monoio::select! {
+            biased;
             a = listener.accept() => a,
             _ = shutdown.changed() => break,
         };
@@ -132,9 +136,13 @@ async fn serve_core(shared: Arc<Shared>, listener: std::net::TcpListener, worker
             }
             continue;
         }
+        // Counted before the task first runs, so a shutdown that begins
+        // meanwhile waits for this connection.
+        worker
+            .open_connections
+            .set(worker.open_connections.get() + 1);
         let w = worker.clone();
         monoio::spawn(async move {
-            w.open_connections.set(w.open_connections.get() + 1);
             if let Err(panic) = CatchPanic::new(conn::serve(stream, w.clone())).await {
                 tracing::error!(panic = %panic, "connection panicked; closed");
             }
