@@ -15,6 +15,7 @@ pub mod dynamic_limits;
 mod end_user_defaults;
 mod end_users;
 mod known;
+pub mod litellm_fields;
 pub mod pass_through_grants;
 pub mod routes;
 mod unapplied;

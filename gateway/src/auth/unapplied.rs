@@ -1,12 +1,12 @@
 //! Keys whose row, or whose team's row, holds a field LiteLLM acts on and
 //! this gateway does not (LiteLLM wrote it: the management API refuses
-//! them, `api::admin::accepted::KEY_REFUSED` and `TEAM_REFUSED`). Serving
+//! them, `litellm_fields::KEY_REFUSED` and `TEAM_REFUSED`). Serving
 //! such a key as if the field were absent would change what reaches the
 //! model, so its requests are refused: a 400 naming the field and the key
 //! or team, and one warning per key in the log.
 
+use super::litellm_fields::{Refused, KEY_REFUSED, TEAM_REFUSED};
 use super::KeyEntry;
-use crate::api::admin::accepted::{Refused, KEY_REFUSED, TEAM_REFUSED};
 use crate::error::GatewayError;
 use serde_json::{Map, Value};
 use std::collections::HashSet;
