@@ -116,9 +116,10 @@ impl<S: AsyncReadRent + AsyncWriteRent> Conn<S> {
         let shared = &worker.shared;
         let keep_alive = req.keep_alive();
         let route = api::route(&req.method, req.path());
-        if route.is_api_call() {
-            shared.stats.record_received(self.worker.index);
-        }
+        // Held until this call's answer is sent (or given up).
+        let _in_flight = route
+            .is_api_call()
+            .then(|| shared.stats.record_received(self.worker.index));
         let mut echo = Echo {
             authorization: req.header("authorization").unwrap_or(""),
             model: "",

@@ -71,6 +71,11 @@ impl MockServer {
         self.shared.stats.snapshot()
     }
 
+    /// Starts [`Snapshot::peak_in_flight`] again from the calls held now.
+    pub fn reset_peak_in_flight(&self) {
+        self.shared.stats.reset_peak();
+    }
+
     /// Blocks until every worker thread exits (normally never).
     pub fn join(self) {
         for t in self.threads {

@@ -4,6 +4,7 @@
 //! path costs a couple of atomic operations); readers merge all shards.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use serde::Serialize;
@@ -69,11 +70,28 @@ pub struct Snapshot {
     pub by_model: BTreeMap<String, Counters>,
     /// Totals per API key (bearer token or `x-api-key`).
     pub by_key: BTreeMap<String, Counters>,
+    /// Most API calls the mock held at one time (received, answer not yet
+    /// sent) since the start or the last reset: what a parallel-request
+    /// limit in front of the mock lets through together.
+    pub peak_in_flight: u64,
 }
 
 /// Counters for all workers of one mock server.
 pub struct Stats {
     shards: Vec<Shard>,
+    /// API calls received and not yet answered, over all workers.
+    in_flight: AtomicU64,
+    /// The most `in_flight` has been since the start or the last reset.
+    peak_in_flight: AtomicU64,
+}
+
+/// One API call the mock holds: counted in flight until dropped.
+pub struct InFlight<'a>(&'a Stats);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Stats {
@@ -81,6 +99,8 @@ impl Stats {
     pub fn new(workers: usize) -> Self {
         Stats {
             shards: (0..workers.max(1)).map(|_| Shard::default()).collect(),
+            in_flight: AtomicU64::new(0),
+            peak_in_flight: AtomicU64::new(0),
         }
     }
 
@@ -107,9 +127,14 @@ impl Stats {
     }
 
     /// Records one API call received on `worker`'s shard, before it is
-    /// checked or answered.
-    pub fn record_received(&self, worker: usize) {
+    /// checked or answered; it counts as in flight until the returned
+    /// guard is dropped (its answer sent, or the connection given up).
+    #[must_use = "the call counts as in flight until the guard is dropped"]
+    pub fn record_received(&self, worker: usize) -> InFlight<'_> {
         self.lock(worker).received += 1;
+        let now = self.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
+        self.peak_in_flight.fetch_max(now, Ordering::AcqRel);
+        InFlight(self)
     }
 
     /// Records one request answered with an injected error on `worker`'s
@@ -139,14 +164,23 @@ impl Stats {
                 snap.by_key.entry(k.clone()).or_default().merge(c);
             }
         }
+        snap.peak_in_flight = self.peak_in_flight.load(Ordering::Acquire);
         snap
     }
 
-    /// Zeroes every counter.
+    /// Zeroes every counter; the peak starts again from the calls in
+    /// flight now.
     pub fn reset(&self) {
         for i in 0..self.shards.len() {
             *self.lock(i) = Table::default();
         }
+        self.reset_peak();
+    }
+
+    /// Starts the peak of calls in flight again from the calls held now.
+    pub fn reset_peak(&self) {
+        let now = self.in_flight.load(Ordering::Acquire);
+        self.peak_in_flight.store(now, Ordering::Release);
     }
 }
 
@@ -171,8 +205,8 @@ mod tests {
         stats.record(0, "a", Some("k1"), 3, 5);
         stats.record(1, "a", Some("k2"), 1, 1);
         stats.record(1, "b", None, 2, 0);
-        stats.record_received(0);
-        stats.record_received(1);
+        drop(stats.record_received(0));
+        drop(stats.record_received(1));
         let snap = stats.snapshot();
         assert_eq!(snap.total.requests, 3);
         assert_eq!(snap.total.prompt_tokens, 6);
@@ -186,5 +220,25 @@ mod tests {
         assert_eq!(json["by_key"]["k1"]["completion_tokens"], 5);
         stats.reset();
         assert_eq!(stats.snapshot(), Snapshot::default());
+    }
+
+    #[test]
+    fn the_peak_counts_calls_held_together_not_calls_in_all() {
+        let stats = Stats::new(2);
+        let (a, b) = (stats.record_received(0), stats.record_received(1));
+        drop(a);
+        let c = stats.record_received(0);
+        drop((b, c));
+        // Four calls, never more than two at once.
+        drop(stats.record_received(1));
+        let snap = stats.snapshot();
+        assert_eq!((snap.received, snap.peak_in_flight), (4, 2));
+        // A reset starts the peak again from the calls still held.
+        let held = stats.record_received(0);
+        stats.reset();
+        assert_eq!(stats.snapshot().peak_in_flight, 1);
+        drop(held);
+        drop(stats.record_received(0));
+        assert_eq!(stats.snapshot().peak_in_flight, 1);
     }
 }
