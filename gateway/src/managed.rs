@@ -2,8 +2,11 @@
 //! only that key reaches it: a lock-free map per process in front of the
 //! store (`LiteLLM_ManagedFileTable`, `LiteLLM_ManagedObjectTable` with
 //! Postgres, memory otherwise). A new object is written to the map at once
-//! and to the store without waiting; an id this replica has not seen is
-//! read through the store once (another replica created it). Charging a
+//! and to the store before its creation is answered (as LiteLLM does), so a
+//! sibling replica asked for it next reads it through the store; a store
+//! slower than [`STORE_TIMEOUT`] does not hold the answer longer (the write
+//! goes on). An id this replica has not seen is read through the store once
+//! (another replica created it). Charging a
 //! completed batch is claimed in the store, so the fleet charges it once;
 //! so is each poll of an open batch by the poller (`due`), and a batch's
 //! budget hold counts in the store until the batch is charged or final.
@@ -14,6 +17,7 @@ use chrono::{DateTime, Utc};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::oneshot;
 
 /// Longest a read-through or claim waits for the store.
 const STORE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -50,8 +54,9 @@ impl Managed {
         }
     }
 
-    /// Records a new object: here at once, in the store without waiting.
-    pub fn record(&self, object: ManagedObject) {
+    /// Records a new object: here at once, then in the store, waiting for
+    /// the write at most [`STORE_TIMEOUT`] (it goes on past that).
+    pub async fn record(&self, object: ManagedObject) {
         let object = Arc::new(object);
         let objects = self.objects.pin();
         if objects.len() < MAX_CACHED {
@@ -63,6 +68,8 @@ impl Managed {
                 .insert(object.id.clone(), object.clone());
         }
         let unwritten = self.unwritten.clone();
+        let (written, wait) = oneshot::channel();
+        let id = object.id.clone();
         let queued = self.control.spawn(move |ctx| async move {
             if let Err(e) = ctx.store().insert_managed(&object).await {
                 tracing::error!(
@@ -73,9 +80,17 @@ impl Managed {
                 );
             }
             unwritten.pin().remove(&object.id);
+            let _ = written.send(());
         });
         if let Err(e) = queued {
             tracing::error!(error = %e, "could not queue the record of a managed file or batch");
+            return;
+        }
+        if monoio::time::timeout(STORE_TIMEOUT, wait).await.is_err() {
+            tracing::warn!(
+                %id,
+                "the store took longer than {STORE_TIMEOUT:?} to record a managed file or batch; answering before it"
+            );
         }
     }
 

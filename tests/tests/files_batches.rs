@@ -488,6 +488,59 @@ fn provider_scoped_paths_are_managed_files_and_batches() {
 }
 
 #[test]
+fn a_batch_is_known_to_the_other_replica_once_its_creation_is_answered() {
+    let db = TestDb::create();
+    let mock = MockServer::start(&[]);
+    let first = start(&mock, &[("DATABASE_URL", db.url())]);
+    let second = start(&mock, &[("DATABASE_URL", db.url())]);
+    let alice = new_key(&first, json!({}));
+    let bob = new_key(&first, json!({}));
+    let body = form(&[("purpose", "batch")], Some(("in.jsonl", &batch_input())));
+    let resp = upload(&first, &alice, "/v1/files", &body, &[]);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let file = resp.json()["id"].as_str().unwrap().to_string();
+
+    // A slow store: inserts into LiteLLM's object table wait 1.5 s (reads
+    // go on), as they would behind a busy Postgres.
+    let url = db.url().to_string();
+    let holder = std::thread::spawn(move || {
+        std::process::Command::new("psql")
+            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", &url, "-c"])
+            .arg(
+                "BEGIN; LOCK TABLE \"LiteLLM_ManagedObjectTable\" IN SHARE MODE; \
+                 SELECT pg_sleep(1.5); COMMIT;",
+            )
+            .output()
+            .expect("psql runs")
+    });
+    e2e::eventually("the insert lock held", Duration::from_secs(5), || {
+        let held = db.query(
+            "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation \
+             WHERE c.relname = 'LiteLLM_ManagedObjectTable' AND l.mode = 'ShareLock' AND l.granted",
+        );
+        (held == "1").then_some(())
+    });
+    let create = json!({"input_file_id": file, "endpoint": "/v1/chat/completions", "completion_window": "24h"});
+    let resp = call(&first, &alice, "POST", "/v1/batches", Some(&create));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let batch = resp.json()["id"].as_str().unwrap().to_string();
+
+    // Asked at once, the other replica knows whose the batch is.
+    let resp = call(&second, &bob, "GET", &format!("/v1/batches/{batch}"), None);
+    assert_error(&resp, 403);
+    let resp = call(
+        &second,
+        &alice,
+        "GET",
+        &format!("/v1/batches/{batch}"),
+        None,
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let held = holder.join().expect("the lock holder");
+    assert!(held.status.success(), "{held:?}");
+}
+
+#[test]
 fn ownership_is_shared_by_replicas_on_one_database() {
     let db = TestDb::create();
     let mock = MockServer::start(&[]);

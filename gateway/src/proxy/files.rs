@@ -461,16 +461,20 @@ async fn serve(
                     reason: "the created object has no valid id".to_string(),
                 });
             };
-            worker.shared.managed.record(ManagedObject {
-                id: id.to_string(),
-                object: object.clone(),
-                hold: if kind == ManagedKind::Batch {
-                    hold
-                } else {
-                    0.0
-                },
-                ..owner()
-            });
+            worker
+                .shared
+                .managed
+                .record(ManagedObject {
+                    id: id.to_string(),
+                    object: object.clone(),
+                    hold: if kind == ManagedKind::Batch {
+                        hold
+                    } else {
+                        0.0
+                    },
+                    ..owner()
+                })
+                .await;
             answer
         }
         FilesOp::RetrieveBatch(_) | FilesOp::CancelBatch(_) => {
@@ -571,17 +575,21 @@ pub(super) async fn after_poll(
             continue;
         };
         if !matches!(worker.shared.managed.lookup(file).await, Ok(Some(_))) {
-            worker.shared.managed.record(ManagedObject {
-                id: file.to_string(),
-                kind: ManagedKind::File,
-                key: object.key.clone(),
-                created_by: object.created_by.clone(),
-                team_id: object.team_id.clone(),
-                route: object.route.clone(),
-                object: serde_json::Value::Null,
-                created_at: Utc::now(),
-                hold: 0.0,
-            });
+            worker
+                .shared
+                .managed
+                .record(ManagedObject {
+                    id: file.to_string(),
+                    kind: ManagedKind::File,
+                    key: object.key.clone(),
+                    created_by: object.created_by.clone(),
+                    team_id: object.team_id.clone(),
+                    route: object.route.clone(),
+                    object: serde_json::Value::Null,
+                    created_at: Utc::now(),
+                    hold: 0.0,
+                })
+                .await;
         }
     }
     let status = batch["status"].as_str().filter(|s| s.len() <= 64)?;
