@@ -6,6 +6,12 @@ use crate::error::GatewayError;
 use crate::http1::{encode_chunk, LAST_CHUNK};
 use std::time::Duration;
 
+/// Room a head starts with: a proxied answer's head with LiteLLM's and the
+/// rate-limit headers (about 700 bytes) and a small body coalesced behind
+/// it fit without growing the buffer (each growth a reallocation and a
+/// copy of the head, twice a request at 512 bytes).
+const HEAD_CAPACITY: usize = 2048;
+
 /// A response head under construction.
 pub struct HeadBuilder {
     buf: Vec<u8>,
@@ -14,7 +20,7 @@ pub struct HeadBuilder {
 impl HeadBuilder {
     /// Starts `HTTP/1.1 <status>`.
     pub fn new(status: u16) -> Self {
-        let mut buf = Vec::with_capacity(512);
+        let mut buf = Vec::with_capacity(HEAD_CAPACITY);
         buf.extend_from_slice(b"HTTP/1.1 ");
         buf.extend_from_slice(itoa::Buffer::new().format(status).as_bytes());
         buf.push(b' ');

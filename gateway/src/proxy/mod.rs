@@ -1201,10 +1201,12 @@ async fn attempt_once(
     };
     // 9. settle and record
     let req = &held.req;
-    let measured = spend::Measured {
+    // Only a media bill reads what the answer reports besides its usage
+    // (a transcription's seconds are a parse of the whole answer).
+    let measured = media.as_ref().map(|_| spend::Measured {
         audio_seconds: tap.audio_seconds(),
         images: tap.images_returned(),
-    };
+    });
     let usage = tap.finish(&held.prompt);
     let billable = result.is_ok() || out.started();
     if result.is_ok() {
@@ -1221,7 +1223,7 @@ async fn attempt_once(
     }
     let cost = match &media {
         _ if !billable => 0.0,
-        Some(media) => media.cost(usage, measured),
+        Some(media) => media.cost(usage, measured.unwrap_or_default()),
         None => spend::cost(usage, price) + spend::time_cost(attempt.elapsed(), price),
     };
     record::settle(&worker.shared.alerts, reservation, cost, principal);

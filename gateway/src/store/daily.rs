@@ -15,6 +15,8 @@
 //! Organizations are their teams'.
 
 use super::SpendLogRow;
+use chrono::NaiveDate;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// One of LiteLLM's daily tables.
@@ -180,60 +182,106 @@ pub struct DailyBatch {
 
 impl DailyBatch {
     /// What `rows` add; `org_of` names a team's organization, if any.
+    ///
+    /// Rows are summed under keys borrowed from them (the day as a date)
+    /// and each distinct key is made into owned text once: a batch is
+    /// mostly rows of a few keys, so a row costs map lookups, not six
+    /// strings and a date format per entity it names.
     pub fn of<'a>(
         rows: impl IntoIterator<Item = &'a SpendLogRow>,
         org_of: impl Fn(&str) -> Option<String>,
     ) -> DailyBatch {
-        let mut batch = DailyBatch::default();
+        let mut sums = BTreeMap::<(DailyScope, RowKey<'a>), RowDelta<'a>>::new();
         for row in rows {
             let counts = DailyCounts::of(row);
-            let user = row.user.clone().unwrap_or_default();
-            batch.add(DailyScope::User, user, row, &counts);
+            let mut add = |scope: DailyScope, entity: Cow<'a, str>| {
+                let key = RowKey::of(entity, row);
+                sums.entry((scope, key))
+                    .or_insert_with(|| RowDelta {
+                        model_group: &row.model_group,
+                        request_id: &row.request_id,
+                        counts: DailyCounts::default(),
+                    })
+                    .counts
+                    .add(&counts);
+            };
+            add(
+                DailyScope::User,
+                Cow::Borrowed(row.user.as_deref().unwrap_or_default()),
+            );
             if let Some(team) = row.team_id.as_deref() {
                 if let Some(org) = org_of(team) {
-                    batch.add(DailyScope::Organization, org, row, &counts);
+                    add(DailyScope::Organization, Cow::Owned(org));
                 }
-                batch.add(DailyScope::Team, team.to_string(), row, &counts);
+                add(DailyScope::Team, Cow::Borrowed(team));
             }
             if let Some(end_user) = row.end_user.as_deref().filter(|e| !e.is_empty()) {
-                batch.add(DailyScope::EndUser, end_user.to_string(), row, &counts);
+                add(DailyScope::EndUser, Cow::Borrowed(end_user));
             }
             let tags = row.request_tags.as_deref().unwrap_or_default();
             for (i, tag) in tags.iter().enumerate() {
                 if !tags[..i].contains(tag) {
-                    batch.add(DailyScope::Tag, tag.clone(), row, &counts);
+                    add(DailyScope::Tag, Cow::Borrowed(tag));
                 }
             }
         }
+        let mut batch = DailyBatch::default();
+        for ((scope, key), delta) in sums {
+            let owned = DailyKey {
+                entity: key.entity.into_owned(),
+                date: key.date.format("%Y-%m-%d").to_string(),
+                api_key: key.api_key.to_string(),
+                model: key.model.to_string(),
+                custom_llm_provider: key.custom_llm_provider.to_string(),
+                endpoint: key.endpoint.to_string(),
+            };
+            let delta = DailyDelta {
+                model_group: delta.model_group.to_string(),
+                request_id: delta.request_id.to_string(),
+                counts: delta.counts,
+            };
+            batch.scopes.entry(scope).or_default().insert(owned, delta);
+        }
         batch
-    }
-
-    fn add(&mut self, scope: DailyScope, entity: String, row: &SpendLogRow, counts: &DailyCounts) {
-        let key = DailyKey {
-            entity,
-            date: row.start_time.format("%Y-%m-%d").to_string(),
-            api_key: row.api_key.to_string(),
-            model: row.model.to_string(),
-            custom_llm_provider: row.custom_llm_provider.to_string(),
-            endpoint: endpoint_of(&row.call_type).to_string(),
-        };
-        let delta = self
-            .scopes
-            .entry(scope)
-            .or_default()
-            .entry(key)
-            .or_insert_with(|| DailyDelta {
-                model_group: row.model_group.to_string(),
-                request_id: row.request_id.to_string(),
-                counts: DailyCounts::default(),
-            });
-        delta.counts.add(counts);
     }
 
     /// Whether no row counts anywhere.
     pub fn is_empty(&self) -> bool {
         self.scopes.values().all(BTreeMap::is_empty)
     }
+}
+
+/// A [`DailyKey`] borrowed from a spend row while a batch is summed, its
+/// day a date (one day, one `YYYY-MM-DD`: the same rows group together).
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct RowKey<'a> {
+    entity: Cow<'a, str>,
+    date: NaiveDate,
+    api_key: &'a str,
+    model: &'a str,
+    custom_llm_provider: &'a str,
+    endpoint: &'static str,
+}
+
+impl<'a> RowKey<'a> {
+    /// The key of `row` under `entity`.
+    fn of(entity: Cow<'a, str>, row: &'a SpendLogRow) -> RowKey<'a> {
+        RowKey {
+            entity,
+            date: row.start_time.date_naive(),
+            api_key: &row.api_key,
+            model: &row.model,
+            custom_llm_provider: &row.custom_llm_provider,
+            endpoint: endpoint_of(&row.call_type),
+        }
+    }
+}
+
+/// A [`DailyDelta`] borrowed from the first row of its key.
+struct RowDelta<'a> {
+    model_group: &'a str,
+    request_id: &'a str,
+    counts: DailyCounts,
 }
 
 /// One stored daily row, as `/*/daily/activity` reads it.
@@ -384,6 +432,76 @@ mod tests {
         assert_eq!(entities(DailyScope::Tag), ["x", "y"]);
         let x = batch.scopes[&DailyScope::Tag].values().next().unwrap();
         assert_eq!(x.counts.api_requests, 1, "a repeated tag counts once");
+    }
+
+    /// Rows of a batch split by day, key and entity, in key order, each
+    /// daily row naming the first of its rows; an organization's rows
+    /// (named by a lookup, not by the row) group as its team's do.
+    #[test]
+    fn a_batch_splits_by_day_key_and_entity_and_keeps_each_rows_first() {
+        let next_day = |mut r: SpendLogRow| {
+            r.start_time += chrono::Duration::seconds(1);
+            r.end_time += chrono::Duration::seconds(1);
+            r
+        };
+        let teamed = |mut r: SpendLogRow, team: &str| {
+            r.team_id = Some(team.into());
+            r
+        };
+        let mut other_key = row("c", "success");
+        other_key.api_key = "other".into();
+        let rows = [
+            teamed(row("a", "success"), "t1"),
+            teamed(next_day(row("b", "success")), "t1"),
+            teamed(other_key, "t2"),
+            teamed(row("d", "failure"), "t2"),
+        ];
+        let batch = DailyBatch::of(&rows, |team| Some(format!("org-{}", &team[1..2])));
+        let of = |scope| -> Vec<(String, String, String, String, i64)> {
+            batch.scopes[&scope]
+                .iter()
+                .map(|(k, d)| {
+                    let key = (k.entity.clone(), k.date.clone(), k.api_key.clone());
+                    (
+                        key.0,
+                        key.1,
+                        key.2,
+                        d.request_id.clone(),
+                        d.counts.api_requests,
+                    )
+                })
+                .collect()
+        };
+        let day = |s: &str| s.to_string();
+        assert_eq!(
+            of(DailyScope::User),
+            [
+                (day(""), day("2026-03-04"), day("hashed"), day("a"), 2),
+                (day(""), day("2026-03-04"), day("other"), day("c"), 1),
+                (day(""), day("2026-03-05"), day("hashed"), day("b"), 1),
+            ]
+        );
+        assert_eq!(
+            of(DailyScope::Team),
+            [
+                (day("t1"), day("2026-03-04"), day("hashed"), day("a"), 1),
+                (day("t1"), day("2026-03-05"), day("hashed"), day("b"), 1),
+                (day("t2"), day("2026-03-04"), day("hashed"), day("d"), 1),
+                (day("t2"), day("2026-03-04"), day("other"), day("c"), 1),
+            ]
+        );
+        assert_eq!(
+            of(DailyScope::Organization),
+            [
+                (day("org-1"), day("2026-03-04"), day("hashed"), day("a"), 1),
+                (day("org-1"), day("2026-03-05"), day("hashed"), day("b"), 1),
+                (day("org-2"), day("2026-03-04"), day("hashed"), day("d"), 1),
+                (day("org-2"), day("2026-03-04"), day("other"), day("c"), 1),
+            ]
+        );
+        let user = &batch.scopes[&DailyScope::User];
+        assert!(user.keys().all(|k| k.endpoint == "/chat/completions"));
+        assert!(user.values().all(|d| d.model_group == "gpt"));
     }
 
     #[test]
