@@ -203,6 +203,17 @@ impl Prepass {
     }
 }
 
+#[cfg(test)]
+impl Prepass {
+    /// The same pass on 16-byte SSSE3 blocks even where AVX2 runs.
+    pub(super) fn without_avx2(&self) -> Prepass {
+        Prepass {
+            avx2: false,
+            ..self.clone()
+        }
+    }
+}
+
 /// Merges the block sets of each kind, two at a time (the pair whose union
 /// lets the fewest more blocks through), until at most `SETS_PER_KIND` of
 /// each kind are left.
