@@ -659,12 +659,16 @@ fn spend_row(request_id: &str, api_key: &str, spend: f64, start: DateTime<Utc>) 
         cache_key: Some("ns:0123abcd".into()),
         request_tags: None,
         // Written into `metadata` and read back by both stores alike.
-        guardrail_information: Some(std::sync::Arc::new(serde_json::json!([{
-            "guardrail_name": "pii", "guardrail_provider": "litellm_content_filter",
-            "guardrail_mode": "pre_call", "guardrail_status": "success",
-            "guardrail_response": "mask", "start_time": 1767225600.25,
-            "end_time": 1767225600.5, "duration": 0.25,
-        }]))),
+        guardrail_information: Some(std::sync::Arc::new(gateway::store::JsonText(
+            serde_json::json!([{
+                "guardrail_name": "pii", "guardrail_provider": "litellm_content_filter",
+                "guardrail_mode": "pre_call", "guardrail_status": "success",
+                "guardrail_response": "mask", "start_time": 1767225600.25,
+                "end_time": 1767225600.5, "duration": 0.25,
+            }])
+            .to_string()
+            .into(),
+        ))),
         proxy_server_request: None,
         response: None,
     }

@@ -18,6 +18,9 @@
 //! whole text finds. A pattern without a selective run (letters only, or
 //! one that can match the empty string) is searched over the whole text.
 
+mod prepass;
+
+use prepass::Prepass;
 use regex_syntax::hir::{Class, Hir, HirKind};
 
 /// A set of bytes.
@@ -291,6 +294,9 @@ pub struct Gates {
     block8: u64,
     /// `None`: the pattern is searched over the whole text.
     gates: Vec<Option<Gate>>,
+    /// The vector pass that skips blocks without an anchor (`None` on a
+    /// CPU without SSSE3: the table pass reads every byte).
+    prepass: Option<Prepass>,
 }
 
 /// Most windows whose room [`Windows::trim`] keeps for the next text.
@@ -346,6 +352,31 @@ impl Gates {
                 if rate > MAX_ANCHOR_RATE {
                     return None;
                 }
+                // The whole match as the run, when an earlier pattern
+                // anchors the same way on its alphabet: its blocks are
+                // read anyway, so it costs the table pass (and the vector
+                // pass) nothing more than this pattern's own run would.
+                let whole = Run {
+                    class: s.alphabet.clone(),
+                    len: s.min,
+                };
+                let (whole_rate, whole_anchor) = cost(&whole);
+                let shared = classes
+                    .iter()
+                    .position(|c| *c == whole.class)
+                    .is_some_and(|i| {
+                        let bits = match whole_anchor {
+                            Anchor::Byte => byte,
+                            Anchor::Block4 => block4,
+                            Anchor::Block8 => block8,
+                        };
+                        bits & 1 << i != 0
+                    });
+                let (run, anchor) = if shared && whole_rate <= MAX_ANCHOR_RATE {
+                    (whole, whole_anchor)
+                } else {
+                    (run, anchor)
+                };
                 let index = match classes.iter().position(|c| *c == run.class) {
                     Some(i) => i,
                     None if classes.len() < 64 => {
@@ -373,19 +404,31 @@ impl Gates {
             });
             gates.push(gate);
         }
+        let mut anchors = Vec::new();
         for (i, class) in classes.iter().enumerate() {
             for b in 0..=255u8 {
                 if class.has(b) {
                     table[usize::from(b)] |= 1 << i;
                 }
             }
+            for (bits, anchor) in [
+                (byte, Anchor::Byte),
+                (block4, Anchor::Block4),
+                (block8, Anchor::Block8),
+            ] {
+                if bits & 1 << i != 0 {
+                    anchors.push((anchor, class));
+                }
+            }
         }
+        let prepass = Prepass::new(&anchors);
         Gates {
             table,
             byte,
             block4,
             block8,
             gates,
+            prepass,
         }
     }
 
@@ -399,19 +442,20 @@ impl Gates {
                 out.spans.push((i, 0, text.len()));
             }
         }
+        // Blocks the vector pass lets through, then what it leaves at the
+        // end, go through the table pass eight bytes at a time.
+        let from = match &self.prepass {
+            Some(p) => p.blocks(text, &mut |at, len| {
+                (at..at + len)
+                    .step_by(8)
+                    .for_each(|at| self.eight(text, at, out))
+            }),
+            None => 0,
+        };
         let t = &*self.table;
-        let mut chunks = text.chunks_exact(8);
-        for (n, c) in chunks.by_ref().enumerate() {
-            let v = |i: usize| t[usize::from(c[i])];
-            let (a0, a1, a2, a3) = (v(0), v(1), v(2), v(3));
-            let (a4, a5, a6, a7) = (v(4), v(5), v(6), v(7));
-            let (lo_all, hi_all) = (a0 & a1 & a2 & a3, a4 & a5 & a6 & a7);
-            let any = a0 | a1 | a2 | a3 | a4 | a5 | a6 | a7;
-            let block4 = (lo_all | hi_all) & self.block4;
-            let block8 = lo_all & hi_all & self.block8;
-            if (any & self.byte) | block4 | block8 != 0 {
-                self.chunk(text, n * 8, 8, [any & self.byte, block4, block8], out);
-            }
+        let mut chunks = text[from..].chunks_exact(8);
+        for (n, _) in chunks.by_ref().enumerate() {
+            self.eight(text, from + n * 8, out);
         }
         let rest = chunks.remainder();
         if !rest.is_empty() {
@@ -427,6 +471,25 @@ impl Gates {
             }
         }
         out.spans.sort_unstable();
+    }
+
+    /// The table pass on the eight bytes at `at`.
+    #[inline(always)]
+    fn eight(&self, text: &[u8], at: usize, out: &mut Windows) {
+        let t = &*self.table;
+        let Some(c) = text[at..].first_chunk::<8>() else {
+            return;
+        };
+        let v = |i: usize| t[usize::from(c[i])];
+        let (a0, a1, a2, a3) = (v(0), v(1), v(2), v(3));
+        let (a4, a5, a6, a7) = (v(4), v(5), v(6), v(7));
+        let (lo_all, hi_all) = (a0 & a1 & a2 & a3, a4 & a5 & a6 & a7);
+        let any = a0 | a1 | a2 | a3 | a4 | a5 | a6 | a7;
+        let block4 = (lo_all | hi_all) & self.block4;
+        let block8 = lo_all & hi_all & self.block8;
+        if (any & self.byte) | block4 | block8 != 0 {
+            self.chunk(text, at, 8, [any & self.byte, block4, block8], out);
+        }
     }
 
     /// The anchors of the chunk `at..at + len` for the patterns whose bits
@@ -569,6 +632,88 @@ mod tests {
         assert_eq!(w[0], vec![(ssn, ssn + 11)]);
         let mail = text.find("jane").unwrap();
         assert_eq!(w[1], vec![(mail, mail + "jane.doe@example.com".len())]);
+    }
+
+    /// Texts mixing prose, digits, separators and key-like runs, long
+    /// enough to cross several vector blocks.
+    fn mixed_text() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        let piece = prop_oneof![
+            Just(&b"the quick brown fox "[..]),
+            Just(&b"internationalization "[..]),
+            Just(&b"123-45-6789"[..]),
+            Just(&b"4111 1111 1111 1111"[..]),
+            Just(&b"jane.doe@example.com"[..]),
+            Just(&b"AKIAABCDEFGHIJKLMNOP"[..]),
+            Just(&b"sk-ant-abcdefghijklmnopqrstuv"[..]),
+            Just(&b"-----BEGIN PRIVATE KEY-----"[..]),
+            Just(&b"192.168.0.1"[..]),
+            Just(&b"    "[..]),
+            Just(&b"\n\t"[..]),
+            Just("héllo wörld ".as_bytes()),
+        ];
+        let byte = any::<u8>().prop_map(|b| vec![b]);
+        proptest::collection::vec(
+            prop_oneof![3 => piece.prop_map(<[u8]>::to_vec), 1 => byte],
+            0..40,
+        )
+        .prop_map(|pieces| pieces.concat())
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_vector_pass_finds_the_windows_the_table_pass_finds(text in mixed_text(), skip in 0usize..16) {
+            // The vector pass as the CPU runs it (AVX2 here), on 16-byte
+            // SSSE3 blocks, and the table pass alone.
+            static ALL: std::sync::OnceLock<[Gates; 3]> = std::sync::OnceLock::new();
+            let [vector, narrow, table] = ALL.get_or_init(|| {
+                let all: Vec<&str> = PREBUILT.iter().map(|p| p.regex).collect();
+                let mut narrow = gates(&all);
+                narrow.prepass = narrow.prepass.as_ref().map(Prepass::without_avx2);
+                let mut table = gates(&all);
+                table.prepass = None;
+                [gates(&all), narrow, table]
+            });
+            let text = &text[skip.min(text.len())..];
+            let mut expected = Windows::default();
+            table.windows(text, &mut expected);
+            for g in [vector, narrow] {
+                let mut w = Windows::default();
+                g.windows(text, &mut w);
+                proptest::prop_assert_eq!(&w.spans, &expected.spans);
+            }
+        }
+    }
+
+    #[test]
+    fn the_vector_pass_skips_most_prose_and_stops_at_anchors() {
+        let all: Vec<&str> = PREBUILT.iter().map(|p| p.regex).collect();
+        let g = gates(&all);
+        let Some(p) = &g.prepass else {
+            return; // No SSSE3: nothing to test.
+        };
+        let prose = "the quick brown fox jumps over the lazy dog while the gateway routes ";
+        let text = prose.repeat(16).into_bytes();
+        let mut hits = Vec::new();
+        let end = p.blocks(&text, &mut |at, len| hits.push((at, len)));
+        assert!(end <= text.len() && text.len() - end < 32 && end % 16 == 0);
+        assert!(hits.len() * 8 <= end / 16, "{hits:?}");
+        let mut text = text;
+        text[70] = b'@';
+        hits.clear();
+        p.blocks(&text, &mut |at, len| hits.push((at, len)));
+        assert!(hits.iter().any(|&(at, len)| (at..at + len).contains(&70)));
+    }
+
+    #[test]
+    fn a_key_pattern_shares_the_block_anchor_of_its_alphabet() {
+        let g = gates(&[r"\b[A-Z]{2}\d{2}[A-Z0-9]{11,30}\b", r"\bAKIA[0-9A-Z]{16}\b"]);
+        let anchors: Vec<Anchor> = g.gates.iter().map(|g| g.as_ref().unwrap().anchor).collect();
+        assert_eq!(anchors, [Anchor::Block8, Anchor::Block8]);
+        let text = "quick kite, AKIAABCDEFGHIJKLMNOP!";
+        let w = windows(&g, text);
+        let key = text.find("AKIA").unwrap();
+        assert_eq!(w[1], vec![(key, key + 20)]);
     }
 
     #[test]

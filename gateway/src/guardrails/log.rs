@@ -7,7 +7,6 @@
 
 use super::{Guardrail, Kind};
 use crate::error::GatewayError;
-use serde_json::{json, Value};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -133,21 +132,40 @@ impl Run {
     }
 
     /// LiteLLM's `StandardLoggingGuardrailInformation` of the run (times
-    /// in seconds since the epoch, `duration` in seconds); never a text
-    /// of the request.
-    pub fn information(&self) -> Value {
-        let start = self.start_unix_ns() as f64 / 1e9;
-        let duration = self.took.as_secs_f64();
-        json!({
-            "guardrail_name": self.guardrail.name,
-            "guardrail_provider": self.guardrail.provider(),
-            "guardrail_mode": self.hook.as_str(),
-            "guardrail_status": self.outcome.status(),
-            "guardrail_response": self.outcome.summary(),
-            "start_time": start,
-            "end_time": start + duration,
-            "duration": duration,
-        })
+    /// in seconds since the epoch, `duration` in seconds; never a text of
+    /// the request) written as JSON text onto `out`, as serde_json writes
+    /// the object (members in name order).
+    fn write_information(&self, out: &mut Vec<u8>) {
+        let (start, duration) = (self.start_secs(), self.took.as_secs_f64());
+        let number = |out: &mut Vec<u8>, x: f64| {
+            // Writing JSON into a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut *out, &x);
+        };
+        let string = |out: &mut Vec<u8>, s: &str| {
+            let _ = serde_json::to_writer(&mut *out, s);
+        };
+        out.extend_from_slice(b"{\"duration\":");
+        number(out, duration);
+        out.extend_from_slice(b",\"end_time\":");
+        number(out, start + duration);
+        out.extend_from_slice(b",\"guardrail_mode\":");
+        string(out, self.hook.as_str());
+        out.extend_from_slice(b",\"guardrail_name\":");
+        string(out, &self.guardrail.name);
+        out.extend_from_slice(b",\"guardrail_provider\":");
+        string(out, self.guardrail.provider());
+        out.extend_from_slice(b",\"guardrail_response\":");
+        string(out, self.outcome.summary());
+        out.extend_from_slice(b",\"guardrail_status\":");
+        string(out, self.outcome.status());
+        out.extend_from_slice(b",\"start_time\":");
+        number(out, start);
+        out.push(b'}');
+    }
+
+    /// Its start in seconds since the epoch.
+    fn start_secs(&self) -> f64 {
+        self.start_unix_ns() as f64 / 1e9
     }
 }
 
@@ -191,11 +209,27 @@ impl Log {
         }
     }
 
-    /// LiteLLM's `guardrail_information`: every run's record, in order;
-    /// `None` when no guardrail ran.
-    pub fn information(&self) -> Option<Value> {
+    /// LiteLLM's `guardrail_information` as JSON text: every run's
+    /// record, in order; `None` when no guardrail ran.
+    /// Written straight from the runs (a spend row per request carries
+    /// it; a `Value` of eight members per run cost more than the guardrail
+    /// check it records).
+    pub fn information(&self) -> Option<Box<str>> {
         let runs = self.0.as_ref()?.borrow();
-        (!runs.is_empty()).then(|| Value::Array(runs.iter().map(Run::information).collect()))
+        if runs.is_empty() {
+            return None;
+        }
+        let mut out = Vec::with_capacity(256 * runs.len());
+        out.push(b'[');
+        for (i, run) in runs.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            run.write_information(&mut out);
+        }
+        out.push(b']');
+        // serde_json writes UTF-8.
+        String::from_utf8(out).ok().map(String::into_boxed_str)
     }
 }
 
@@ -235,6 +269,7 @@ pub fn refusal_outcome(err: &GatewayError) -> Outcome {
 mod tests {
     use super::*;
     use crate::guardrails::Guardrails;
+    use serde_json::Value;
 
     fn guardrail() -> Arc<Guardrail> {
         let yaml = "- guardrail_name: pii\n  litellm_params: {guardrail: litellm_content_filter, mode: pre_call, patterns: [{pattern_type: prebuilt, pattern_name: email, action: MASK}]}";
@@ -259,7 +294,7 @@ mod tests {
             Outcome::Masked,
             Instant::now(),
         ));
-        let info = log.information().unwrap();
+        let info: Value = serde_json::from_str(&log.information().unwrap()).unwrap();
         let runs = info.as_array().unwrap();
         assert_eq!(runs.len(), 2, "the shared handle's run is in the log");
         assert_eq!(runs[0]["guardrail_name"], "pii");
@@ -301,10 +336,41 @@ mod tests {
             Outcome::FailedOpen,
             Instant::now(),
         ));
-        let info = log.information().unwrap();
+        let info: Value = serde_json::from_str(&log.information().unwrap()).unwrap();
         assert_eq!(info[0]["guardrail_status"], "guardrail_failed_to_respond");
         assert_eq!(info[0]["guardrail_response"], "allow");
         assert_eq!(Outcome::FailedOpen.as_str(), "failed_open");
         assert_ne!(Outcome::FailedOpen.as_str(), Outcome::Passed.as_str());
+    }
+
+    #[test]
+    fn the_information_text_is_what_serde_json_writes_of_the_values() {
+        let mut log = Log::default();
+        for (hook, outcome) in [
+            (Hook::Pre, Outcome::Passed),
+            (Hook::During, Outcome::Failed),
+            (Hook::Post, Outcome::Blocked),
+        ] {
+            let mut run = Run::ended(&guardrail(), hook, outcome, Instant::now());
+            run.took = Duration::from_nanos(1_234_567);
+            log.push(run);
+        }
+        // The records as they were built before: a `Value` per run.
+        let mut values = Vec::new();
+        log.each(|r| {
+            let start = r.start_unix_ns() as f64 / 1e9;
+            values.push(serde_json::json!({
+                "guardrail_name": r.guardrail.name,
+                "guardrail_provider": r.guardrail.provider(),
+                "guardrail_mode": r.hook.as_str(),
+                "guardrail_status": r.outcome.status(),
+                "guardrail_response": r.outcome.summary(),
+                "start_time": start,
+                "end_time": start + r.took.as_secs_f64(),
+                "duration": r.took.as_secs_f64(),
+            }))
+        });
+        let text = log.information().unwrap();
+        assert_eq!(&*text, Value::Array(values).to_string());
     }
 }

@@ -853,7 +853,7 @@ mod tests {
             );
             let refusal = checked.deferred.expect("the during_call block is kept");
             assert_eq!(refusal.status(), 400);
-            let runs = log.information().unwrap();
+            let runs: Value = serde_json::from_str(&log.information().unwrap()).unwrap();
             let modes: Vec<_> = runs
                 .as_array()
                 .unwrap()
@@ -911,7 +911,7 @@ mod tests {
         let answer = br#"{"choices":[{"index":0,"message":{"role":"assistant","content":"the Secret is"}}]}"#;
         let mut log = log::Log::default();
         let out = post.answer(answer, &mut log).unwrap();
-        let runs = log.information().unwrap();
+        let runs: Value = serde_json::from_str(&log.information().unwrap()).unwrap();
         assert_eq!(runs[0]["guardrail_name"], "out");
         assert_eq!(runs[0]["guardrail_mode"], "post_call");
         assert_eq!(runs[0]["guardrail_response"], "mask");

@@ -296,7 +296,7 @@ mod tests {
         c.log_into(&mut log);
         assert!(stream(&mut c, &["ssn 123-45-6789 here"]).is_err());
         c.log_into(&mut log);
-        let runs = log.information().unwrap();
+        let runs: serde_json::Value = serde_json::from_str(&log.information().unwrap()).unwrap();
         let statuses: Vec<_> = runs
             .as_array()
             .unwrap()
@@ -367,7 +367,8 @@ mod tests {
         );
         let mut log = Log::default();
         c.log_into(&mut log);
-        assert_eq!(log.information().unwrap()[0]["guardrail_response"], "mask");
+        let runs: serde_json::Value = serde_json::from_str(&log.information().unwrap()).unwrap();
+        assert_eq!(runs[0]["guardrail_response"], "mask");
         // With a BLOCK rail, held text is checked as it comes.
         let mut c = check(MASK);
         assert!(c.blocks);

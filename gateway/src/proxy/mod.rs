@@ -751,7 +751,10 @@ async fn serve(
                             facts,
                             start,
                         });
-                        row.guardrail_information = outcome.guard_log.information().map(Arc::new);
+                        row.guardrail_information = outcome
+                            .guard_log
+                            .information()
+                            .map(|t| Arc::new(crate::store::JsonText(t)));
                         let asked = (held.req.endpoint, held.req.message_logging_off);
                         let privacy = (principal, asked, outcome.redaction);
                         prompt_log::keep_hit(

@@ -982,7 +982,10 @@ fn row(worker: &Worker, principal: &Principal, session: &Session) -> SpendLogRow
         cache_hit: false,
         cache_key: None,
         request_tags: None,
-        guardrail_information: session.guard_log.information().map(Arc::new),
+        guardrail_information: session
+            .guard_log
+            .information()
+            .map(|t| Arc::new(crate::store::JsonText(t))),
         proxy_server_request: None,
         response: None,
     }

@@ -534,7 +534,10 @@ impl Attempt {
             request_tags: Some(super::routing_tags(info.principal, info.tags))
                 .filter(|tags| !tags.is_empty())
                 .map(Arc::from),
-            guardrail_information: info.guardrails.information().map(Arc::new),
+            guardrail_information: info
+                .guardrails
+                .information()
+                .map(|t| Arc::new(crate::store::JsonText(t))),
             proxy_server_request: None,
             response: None,
         }

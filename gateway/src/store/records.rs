@@ -356,9 +356,9 @@ pub struct SpendLogRow {
     pub request_tags: Option<Arc<[String]>>,
     /// What the request's guardrails did, LiteLLM's
     /// `metadata.guardrail_information` (a list: name, provider, mode,
-    /// status, times); none when no guardrail ran.
+    /// status, times) as JSON text; none when no guardrail ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub guardrail_information: Option<Arc<serde_json::Value>>,
+    pub guardrail_information: Option<Arc<JsonText>>,
     /// The request body as `store_prompts_in_spend_logs` keeps it
     /// (LiteLLM's `proxy_server_request` column); none when not kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -445,7 +445,7 @@ impl<'a> Columns<'a> {
             c.guardrails.push(
                 r.guardrail_information
                     .as_ref()
-                    .map(|g| spend_copy::clean_value(g).to_string()),
+                    .map(|g| spend_copy::clean_json(g.as_str()).into_owned()),
             );
         }
         c
@@ -1078,7 +1078,7 @@ pub(super) fn log_row(row: &Row) -> Result<SpendLogRow, Error> {
         guardrail_information: row
             .try_get::<_, Option<serde_json::Value>>("guardrail_information")?
             .filter(|g| !g.is_null())
-            .map(Arc::new),
+            .map(|g| Arc::new(JsonText(g.to_string().into()))),
         proxy_server_request: kept(row, "proxy_server_request")?,
         response: kept(row, "response")?,
     })

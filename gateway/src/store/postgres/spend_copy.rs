@@ -112,9 +112,9 @@ fn metadata(json: &mut Vec<u8>, r: &SpendLogRow) {
     }
     if let Some(guardrails) = &r.guardrail_information {
         json.extend_from_slice(b",\"guardrail_information\":");
-        // Writing JSON into a Vec cannot fail; strings go through
-        // [`json_string`]'s NUL rule so the column takes them.
-        let _ = serde_json::to_writer(&mut *json, &clean_value(guardrails));
+        // Strings go through [`json_string`]'s NUL rule so the column
+        // takes them.
+        json.extend_from_slice(clean_json(guardrails.as_str()).as_bytes());
     }
     json.extend_from_slice(b",\"status\":");
     json_string(json, &r.status);
@@ -131,32 +131,29 @@ fn metadata(json: &mut Vec<u8>, r: &SpendLogRow) {
     json.push(b'}');
 }
 
-/// `v` with NUL characters in its strings replaced as [`clean`] does.
-pub fn clean_value(v: &serde_json::Value) -> std::borrow::Cow<'_, serde_json::Value> {
+/// The JSON text `text` with NUL characters in its strings replaced as
+/// [`clean`] does (serde_json writes them `\u0000`; a text without one is
+/// returned as it is).
+pub fn clean_json(text: &str) -> Cow<'_, str> {
     use serde_json::Value;
-    fn has_nul(v: &Value) -> bool {
+    fn cleaned(v: Value) -> Value {
         match v {
-            Value::String(s) => s.contains('\0'),
-            Value::Array(a) => a.iter().any(has_nul),
-            Value::Object(o) => o.iter().any(|(k, v)| k.contains('\0') || has_nul(v)),
-            _ => false,
-        }
-    }
-    fn cleaned(v: &Value) -> Value {
-        match v {
-            Value::String(s) => Value::String(clean(s).into_owned()),
-            Value::Array(a) => Value::Array(a.iter().map(cleaned).collect()),
+            Value::String(s) => Value::String(clean(&s).into_owned()),
+            Value::Array(a) => Value::Array(a.into_iter().map(cleaned).collect()),
             Value::Object(o) => Value::Object(
-                o.iter()
-                    .map(|(k, v)| (clean(k).into_owned(), cleaned(v)))
+                o.into_iter()
+                    .map(|(k, v)| (clean(&k).into_owned(), cleaned(v)))
                     .collect(),
             ),
-            other => other.clone(),
+            other => other,
         }
     }
-    match has_nul(v) {
-        true => std::borrow::Cow::Owned(cleaned(v)),
-        false => std::borrow::Cow::Borrowed(v),
+    if !text.contains("\\u0000") {
+        return Cow::Borrowed(text);
+    }
+    match serde_json::from_str::<Value>(text) {
+        Ok(v) => Cow::Owned(cleaned(v).to_string()),
+        Err(_) => Cow::Borrowed(text),
     }
 }
 
@@ -411,7 +408,10 @@ mod tests {
             m.insert("error_information".into(), Value::Object(error));
         }
         if let Some(g) = &r.guardrail_information {
-            m.insert("guardrail_information".into(), (**g).clone());
+            m.insert(
+                "guardrail_information".into(),
+                serde_json::from_str(clean_json(g.as_str()).as_ref()).unwrap(),
+            );
         }
         serde_json::to_vec(&Value::Object(m)).unwrap()
     }
@@ -439,10 +439,14 @@ mod tests {
             ..row()
         };
         let guarded = SpendLogRow {
-            guardrail_information: Some(std::sync::Arc::new(serde_json::json!([
-                {"guardrail_name": "pii", "guardrail_mode": "pre_call", "duration": 0.000012,
-                 "guardrail_status": "success", "start_time": 1.7e9}
-            ]))),
+            guardrail_information: Some(std::sync::Arc::new(JsonText(
+                serde_json::json!([
+                    {"guardrail_name": "pii\u{0}", "guardrail_mode": "pre_call", "duration": 0.000012,
+                     "guardrail_status": "success", "start_time": 1.7e9}
+                ])
+                .to_string()
+                .into(),
+            ))),
             ..row()
         };
         for r in [row(), full, bare, no_message, guarded] {
