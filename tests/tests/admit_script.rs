@@ -218,3 +218,95 @@ fn a_batch_of_settlements_that_only_free_slots_reads_no_clock() {
         "no TIME for settlements that only free slots: {info}"
     );
 }
+
+/// An admission of one unit on the rpm counter `key` with `limit`.
+fn rpm_admission(key: &'static str, rid: &str, limit: u64) -> Op {
+    Op {
+        key,
+        letter: b'a',
+        args: vec![
+            rid.into(),
+            b"600000".to_vec(),
+            b"r".to_vec(),
+            packed(&[1.0, 61.0, 600_000.0, 0.0, limit as f64, 1.0, 1.0]),
+            b"1".to_vec(),
+        ],
+    }
+}
+
+/// The counter's fields and values, sorted by field.
+fn fields(redis: &PrivateRedis, key: &str) -> Vec<(String, String)> {
+    let Reply::Array(items) = redis.command(&["HGETALL", key]) else {
+        panic!("HGETALL {key}");
+    };
+    let text = |r: &Reply| match r {
+        Reply::Bulk(Some(s)) => s.clone(),
+        other => panic!("a field: {other:?}"),
+    };
+    let mut out: Vec<(String, String)> = items
+        .chunks(2)
+        .map(|kv| (text(&kv[0]), text(&kv[1])))
+        .collect();
+    out.sort();
+    out
+}
+
+/// Redis's current second.
+fn redis_second(redis: &PrivateRedis) -> i64 {
+    match redis.command(&["TIME"]) {
+        Reply::Array(t) => match &t[0] {
+            Reply::Bulk(Some(s)) => s.parse().expect("seconds"),
+            other => panic!("TIME: {other:?}"),
+        },
+        other => panic!("TIME: {other:?}"),
+    }
+}
+
+#[test]
+fn a_window_that_moved_on_is_written_with_the_charge_and_not_at_all_on_a_refusal() {
+    let redis = PrivateRedis::start();
+    const RPM: &str = "{api_key:t}:requests";
+    // A counter last checked a second ago (61 one-second buckets): a
+    // bucket 61 s old (just out of the window, 2 units) and one a second
+    // old (3 units).
+    let now = redis_second(&redis);
+    let (dead, live) = ((now - 61).to_string(), (now - 1).to_string());
+    redis.command(&[
+        "HSET", RPM, &dead, "2", &live, "3", "-1", "5", "-2", &dead, "-3", &live,
+    ]);
+    redis.command(&["EXPIRE", RPM, "120"]);
+    let before = fields(&redis, RPM);
+    // Refused (3 live units, limit 3): the usage it saw leaves the dead
+    // bucket out, and nothing is written.
+    let refused = batch(&redis, &[rpm_admission(RPM, "r1", 3)]);
+    assert!(
+        matches!(&refused, Reply::Array(items) if items[..3] == [Reply::Int(0), Reply::Int(1), Reply::Int(3)]),
+        "{refused:?}"
+    );
+    assert_eq!(fields(&redis, RPM), before, "a refusal writes nothing");
+    redis.command(&["CONFIG", "RESETSTAT"]);
+    let out = batch(&redis, &[rpm_admission(RPM, "r2", 4)]);
+    // TIME, HMGET of the bookkeeping, HMGET of the buckets that left the
+    // window, HDEL, HINCRBY of the new bucket, its EXPIRE, and one HSET of
+    // the new sum and lowest bucket (the sum's own HSET and HINCRBY were
+    // two commands before).
+    assert_eq!(commands_run(&redis), 7);
+    let Reply::Array(items) = &out else {
+        panic!("{out:?}")
+    };
+    assert_eq!(items[0], Reply::Int(1), "admitted: {out:?}");
+    assert_eq!(items[2], Reply::Int(3), "the usage it saw: {out:?}");
+    let Reply::Int(tick) = items[1] else {
+        panic!("{out:?}")
+    };
+    let oldest = (tick - 60).to_string();
+    let mut expected = vec![
+        ("-1".to_string(), "4".to_string()),
+        ("-2".to_string(), oldest),
+        ("-3".to_string(), live.clone()),
+        (live, "3".to_string()),
+        (tick.to_string(), "1".to_string()),
+    ];
+    expected.sort();
+    assert_eq!(fields(&redis, RPM), expected, "the dead bucket dropped");
+}

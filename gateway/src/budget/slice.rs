@@ -389,26 +389,42 @@ async fn call(
 /// Hands back the room of every slice whose life ended, reports the spend
 /// settled against every slice (one call per slice, none for a slice with
 /// nothing to tell) and forgets slices with nothing left. Run every
-/// [`sweep_every`]. The slices' calls are made together, up to
-/// [`SWEEP_TOGETHER`] at a time, so the limiter's link sends them in one
-/// pipeline: a sweep of many budgets costs Redis one read and one write of
-/// its socket, not a round trip per budget.
+/// [`sweep_every`]. What each slice is due is decided first, without a
+/// future per slice (a replica with a thousand busy keys has a thousand
+/// slices, and one sweep in four finds each with a call due); the calls
+/// are then made together, up to [`SWEEP_TOGETHER`] at a time, so the
+/// limiter's link sends them in one pipeline: a sweep of many budgets
+/// costs Redis one read and one write of its socket, not a round trip per
+/// budget.
 pub async fn sweep(limiter: &Limiter) {
     let now = BOOK.now_ms();
-    let due: Vec<(u64, Weak<Budget>)> = BOOK
-        .live
-        .pin()
-        .iter()
-        .map(|(id, b)| (*id, b.clone()))
-        .collect();
-    for group in due.chunks(SWEEP_TOGETHER) {
-        let turns = group.iter().map(|(id, weak)| async move {
-            match weak.upgrade() {
-                Some(b) => hand_back(limiter, &b, *id, now).await,
-                None => {
-                    BOOK.live.pin().remove(id);
-                }
+    let timing = Timing::of(limiter);
+    let mut due: Vec<(Arc<Budget>, bool, bool)> = Vec::new();
+    {
+        let live = BOOK.live.pin();
+        let mut gone: Vec<u64> = Vec::new();
+        for (id, weak) in live.iter() {
+            let Some(b) = weak.upgrade() else {
+                gone.push(*id);
+                continue;
+            };
+            let d = Due::of(&b.slice, b.owed.load(SeqCst) != 0, now, &timing);
+            match d.call {
+                Some(extend) => due.push((b, extend, d.ended)),
+                None if d.forget => gone.push(*id),
+                None => {}
             }
+        }
+        for id in gone {
+            live.remove(&id);
+        }
+    }
+    for group in due.chunks(SWEEP_TOGETHER) {
+        let turns = group.iter().map(|(b, extend, ended)| async move {
+            let Some(_turn) = Turn::take(&b.slice) else {
+                return;
+            };
+            let _ = call(limiter, b, 0, *ended, *extend).await;
         });
         futures_util::future::join_all(turns).await;
     }
@@ -436,7 +452,7 @@ pub async fn return_all(limiter: &Limiter, within: Duration) {
     }
 }
 
-/// One slice's turn in a sweep, if it has anything to tell Redis and no
+/// One slice's turn at shutdown, if it has anything to tell Redis and no
 /// other call about it is out (see [`Due::of`]).
 async fn hand_back(limiter: &Limiter, b: &Arc<Budget>, id: u64, now: u64) {
     let slice = &b.slice;

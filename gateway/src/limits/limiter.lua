@@ -83,23 +83,30 @@ local function recount(key, tick, oldest)
     end
     return nil
   end
-  redis.call('HSET', key, '-1', sum, '-2', oldest, '-3', tick)
+  redis.call('HSET', key, '-1', string.format('%d', sum), '-2', string.format('%d', oldest),
+    '-3', string.format('%d', tick))
   return sum
 end
 
 -- The units a counter holds in the window; nil when it has none stored.
+-- When buckets left the window since the counter's last check, also the
+-- names of those present: the caller deletes them and writes the new sum
+-- and lowest bucket with its charge, in one HSET (or writes nothing when
+-- the admission is refused: the hash then stays as it was, its old sum
+-- still matching its buckets). Bucket names go to redis.call as decimal
+-- strings: Redis formats a Lua number with snprintf("%.17g").
 local function window_sum(key, tick, oldest, n)
   local f = redis.call('HMGET', key, '-1', '-2', '-3')
   local sum = tonumber(f[1])
   local low = tonumber(f[2])
   local counted = tonumber(f[3])
   if sum == nil or low == nil or counted == nil or tick - counted >= n or oldest - low > n then
-    return recount(key, tick, oldest)
+    return recount(key, tick, oldest), nil
   end
   if low < oldest then
     local gone = {}
     for b = low, oldest - 1 do
-      gone[#gone + 1] = b
+      gone[#gone + 1] = string.format('%d', b)
     end
     local values = redis.call('HMGET', key, unpack(gone))
     local dropped = {}
@@ -109,12 +116,9 @@ local function window_sum(key, tick, oldest, n)
         dropped[#dropped + 1] = gone[j]
       end
     end
-    if #dropped > 0 then
-      redis.call('HDEL', key, unpack(dropped))
-    end
-    redis.call('HSET', key, '-1', sum, '-2', oldest)
+    return sum, dropped
   end
-  return sum
+  return sum, nil
 end
 
 -- The unix second at which a refused counter's oldest unit stops counting.
@@ -168,6 +172,8 @@ local function admit(k0, a0, nk)
   local out = {1, tick}
   local unstored = nil
   local created = nil
+  -- Counters whose window moved on, by key: the buckets to delete.
+  local moved = nil
   for i = 1, nk do
     local key = KEYS[k0 + i]
     local base = 4 + (i - 1) * 3
@@ -185,7 +191,11 @@ local function admit(k0, a0, nk)
         u = redis.call('ZCARD', key)
       end
     else
-      local sum = window_sum(key, tick, oldest, n)
+      local sum, dropped = window_sum(key, tick, oldest, n)
+      if dropped then
+        moved = moved or {}
+        moved[key] = dropped
+      end
       if sum == nil then
         unstored = unstored or {}
         unstored[i] = true
@@ -207,6 +217,7 @@ local function admit(k0, a0, nk)
   -- redis.call. The bucket's name is formatted once; an amount passed as it
   -- came is the caller's decimal integer.
   local tick_name = string.format('%d', tick)
+  local life = nil
   for i = 1, nk do
     local key = KEYS[k0 + i]
     local base = 4 + (i - 1) * 3
@@ -217,20 +228,42 @@ local function admit(k0, a0, nk)
       amount = math.min(amount, num[base + 1] - out[i + 2])
       amount_arg = amount
     end
+    local dropped = moved and moved[key]
     if kind == 'p' then
-      redis.call('ZADD', key, now_ms + ttl, rid)
+      redis.call('ZADD', key, string.format('%d', now_ms + ttl), rid)
       redis.call('PEXPIRE', key, ttl_arg)
+    elseif dropped then
+      -- The window moved on: the buckets that left it go, and the sum
+      -- (less them, plus this charge) and the lowest bucket are written
+      -- in one HSET. A second counter on the same key in this admission
+      -- finds the move written and charges as usual.
+      moved[key] = nil
+      if #dropped > 0 then
+        redis.call('HDEL', key, unpack(dropped))
+      end
+      local sum = out[i + 2]
+      if amount > 0 then
+        if redis.call('HINCRBY', key, tick_name, amount_arg) == amount then
+          life = life or string.format('%d', (n + 1) * g)
+          redis.call('EXPIRE', key, life)
+        end
+        sum = sum + amount
+      end
+      redis.call('HSET', key, '-1', string.format('%d', sum), '-2', string.format('%d', oldest))
     elseif amount > 0 then
       if not (unstored and unstored[i]) or (created and created[key]) then
         -- The key lives while its newest bucket does: its expiry moves only
         -- when a bucket is created.
         if redis.call('HINCRBY', key, tick_name, amount_arg) == amount then
-          redis.call('EXPIRE', key, (n + 1) * g)
+          life = life or string.format('%d', (n + 1) * g)
+          redis.call('EXPIRE', key, life)
         end
         redis.call('HINCRBY', key, '-1', amount_arg)
       else
-        redis.call('HSET', key, tick_name, amount_arg, '-1', amount_arg, '-2', oldest, '-3', tick_name)
-        redis.call('EXPIRE', key, (n + 1) * g)
+        redis.call('HSET', key, tick_name, amount_arg, '-1', amount_arg, '-2',
+          string.format('%d', oldest), '-3', tick_name)
+        life = life or string.format('%d', (n + 1) * g)
+        redis.call('EXPIRE', key, life)
         created = created or {}
         created[key] = true
       end
@@ -247,7 +280,7 @@ local function charge(key, units, g, n)
   local tick = string.format('%d', math.floor(now_s / g))
   local units_arg = string.format('%d', units)
   if redis.call('HINCRBY', key, tick, units_arg) == units then
-    redis.call('EXPIRE', key, (n + 1) * g)
+    redis.call('EXPIRE', key, string.format('%d', (n + 1) * g))
   end
   redis.call('HINCRBY', key, '-1', units_arg)
 end
