@@ -1039,6 +1039,177 @@ async fn a_batch_copied_in_pieces_writes_every_row() {
     );
 }
 
+/// Rows that bend each column: NULLs and empties, unicode and escapes,
+/// big, negative and zero numbers, sub-millisecond times.
+fn bent_rows(prefix: &str, key: &str, t0: DateTime<Utc>) -> Vec<SpendLogRow> {
+    let id = |n: usize| format!("{prefix}-{n}:1");
+    let mut nulls = spend_row(&id(0), key, 0.0, t0 + Duration::microseconds(1_499));
+    nulls.completion_start_time = None;
+    (nulls.region, nulls.user, nulls.team_id) = (None, None, None);
+    (nulls.cache_hit, nulls.cache_key) = (false, None);
+    nulls.guardrail_information = None;
+    let mut unicode = spend_row(&id(1), key, -0.000_125, t0 - Duration::days(9_000));
+    unicode.model = "modèle-😀\t\\N".into();
+    unicode.model_id = String::new().into();
+    unicode.user = Some("ü\u{1}\r\n\\".into());
+    unicode.end_user = Some("end\tuser\\".into());
+    unicode.response_id = Some("chatcmpl-é".into());
+    unicode.status = "failure".into();
+    unicode.status_code = -1;
+    unicode.error_class = Some("api_error".into());
+    unicode.error_message = Some("tab\there \0 nul, \"q\" \\. é".into());
+    unicode.proxy_server_request = Some(JsonText(
+        r#"{"messages":[{"content":"tab\there \\N \"q\" é \u00e9"}]}"#.into(),
+    ));
+    unicode.response = Some(JsonText(r#"[1.5e300,-0,"😀",null,true]"#.into()));
+    let mut big = spend_row(&id(2), key, 123_456_789.123_456_79, t0);
+    (big.total_tokens, big.prompt_tokens, big.completion_tokens) = (i64::MAX, i64::MIN, 0);
+    big.attempt = i32::MAX;
+    big.end_time = t0 + Duration::days(30_000);
+    let tiny = spend_row(&id(3), key, -1e-12, t0 + Duration::microseconds(999_999));
+    vec![nulls, unicode, big, tiny]
+}
+
+/// The spend rows of `prefix`, each as JSON without its ids, in order.
+async fn stored_rows(client: &tokio_postgres::Client, prefix: &str) -> Vec<Value> {
+    let rows = client
+        .query(
+            r#"SELECT to_jsonb(s) - 'request_id' - 'call_id' - 'litellm_call_id'
+                   - 'created_at' - 'updated_at'
+               FROM "LiteLLM_SpendLogs" s WHERE request_id LIKE $1 ORDER BY request_id"#,
+            &[&format!("{prefix}-%")],
+        )
+        .await
+        .unwrap();
+    rows.iter().map(|r| r.get(0)).collect()
+}
+
+/// The gateway's log lines while it lives (this thread's, as text).
+#[derive(Clone, Default)]
+struct Logged(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Logged {
+    /// Captures this thread's log lines until the guard drops.
+    fn capture(&self) -> tracing::subscriber::DefaultGuard {
+        let sink = self.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || sink.clone())
+            .finish();
+        tracing::subscriber::set_default(subscriber)
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl std::io::Write for Logged {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Rows written by binary COPY (every column of a type it encodes) hold
+/// what text COPY writes of the same rows, into a table with a column of
+/// a type binary does not encode (a domain): every column alike.
+#[tokio::test]
+async fn binary_and_text_copies_hold_the_same_values() {
+    let logged = Logged::default();
+    let _capture = logged.capture();
+    let db = TestDb::create().await;
+    let binary = store(&db).await;
+    let t0 = now_ms();
+    let key = full_key("sk-binary", t0);
+    binary.insert_key(&key).await.unwrap();
+    binary
+        .record_spend(&bent_rows("binary", &key.token, t0))
+        .await
+        .unwrap();
+    let log = logged.text();
+    assert!(!log.contains("COPY in text"), "binary COPY: {log}");
+    assert!(!log.contains("refused"), "no fall-back: {log}");
+    let client = db.client().await;
+    client
+        .batch_execute(
+            r#"CREATE DOMAIN region_name AS text;
+               ALTER TABLE "LiteLLM_SpendLogs" ALTER COLUMN region TYPE region_name;"#,
+        )
+        .await
+        .unwrap();
+    let text = store(&db).await;
+    text.record_spend(&bent_rows("text", &key.token, t0))
+        .await
+        .unwrap();
+    let log = logged.text();
+    assert!(
+        log.contains("COPY in text") && log.contains("column region is of type oid"),
+        "{log}"
+    );
+    assert!(!log.contains("refused"), "{log}");
+
+    let (by_binary, by_text) = (
+        stored_rows(&client, "binary").await,
+        stored_rows(&client, "text").await,
+    );
+    assert_eq!(by_binary.len(), 4);
+    for (b, t) in by_binary.iter().zip(&by_text) {
+        assert_eq!(b, t);
+    }
+    let big = &by_binary[2];
+    assert_eq!(big["total_tokens"], json!(i32::MAX));
+    assert_eq!(big["prompt_tokens"], json!(i32::MIN));
+    assert_eq!(big["request_duration_ms"], json!(i32::MAX));
+    assert_eq!(by_binary[1]["model"], "modèle-😀\t\\N");
+    assert_eq!(
+        by_binary[1]["error_message"],
+        "tab\there \u{fffd} nul, \"q\" \\. é"
+    );
+    assert_eq!(by_binary[0]["completionStartTime"], Value::Null);
+    assert_eq!(by_binary[0]["cache_hit"], "False");
+    // Read back by the gateway alike, to the bit.
+    let logs = binary.spend_logs(&SpendFilter::default()).await.unwrap();
+    assert_eq!(logs.len(), 8);
+    let by_id = |id: String| logs.iter().find(|l| *l.request_id == *id).unwrap();
+    for n in 0..4 {
+        let (b, t) = (by_id(format!("binary-{n}:1")), by_id(format!("text-{n}:1")));
+        assert_eq!(b.spend.to_bits(), t.spend.to_bits(), "row {n}");
+        assert_eq!((b.start_time, b.end_time), (t.start_time, t.end_time));
+        assert_eq!(b.completion_start_time, t.completion_start_time);
+        assert_eq!(b.guardrail_information, t.guardrail_information);
+    }
+    assert_eq!(by_id("binary-2:1".into()).spend, 123_456_789.123_456_79);
+}
+
+/// A table whose `spend` is `numeric` (not encoded in binary) still takes
+/// the rows, in text, each once.
+#[tokio::test]
+async fn a_column_of_another_type_takes_the_rows_in_text() {
+    let db = TestDb::create().await;
+    let pg = store(&db).await;
+    let t0 = now_ms();
+    let key = full_key("sk-numeric", t0);
+    pg.insert_key(&key).await.unwrap();
+    let client = db.client().await;
+    client
+        .batch_execute(r#"ALTER TABLE "LiteLLM_SpendLogs" ALTER COLUMN spend TYPE numeric"#)
+        .await
+        .unwrap();
+    let mut rows = bent_rows("numeric", &key.token, t0);
+    // INSERT (the batch below, sent again) clamps token counts above only.
+    rows[2].prompt_tokens = -5;
+    pg.record_spend(&rows[..2]).await.unwrap();
+    pg.record_spend(&rows).await.unwrap();
+    let stored = stored_rows(&client, "numeric").await;
+    assert_eq!(stored.len(), 4);
+    assert_eq!(stored[1]["spend"], json!(-0.000125));
+}
+
 #[tokio::test]
 async fn a_key_update_is_notified_to_listeners() {
     let db = TestDb::create().await;

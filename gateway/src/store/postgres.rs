@@ -28,6 +28,7 @@ mod orgs;
 mod pool;
 mod settings;
 mod spend;
+mod spend_binary;
 mod spend_copy;
 mod tls;
 

@@ -2,9 +2,10 @@
 //! the values [`super::spend`]'s INSERT computes in SQL (token counts
 //! clamped to `INTEGER`, the attempt's duration, the `metadata` object, the
 //! call id copied to `litellm_call_id`) computed here instead, so the
-//! server only parses and stores them. Text rather than binary: each value
-//! goes through its column's input function, so a column whose type
-//! differs a little (a database LiteLLM created) still takes it.
+//! server only parses and stores them. Text is the fall-back of
+//! [`super::spend_binary`]'s binary rows: each value goes through its
+//! column's input function, so a column whose type differs (a database
+//! LiteLLM or a DBA changed) still takes it.
 
 use chrono::{DateTime, Datelike, NaiveDateTime, Timelike, Utc};
 use std::borrow::Cow;
@@ -13,13 +14,26 @@ use std::io::Write;
 use crate::store::records::python_bool;
 use crate::store::{JsonText, SpendLogRow};
 
-/// The COPY statement; [`encode`] writes its rows, columns in this order.
-pub const COPY_LOGS: &str = r#"COPY "LiteLLM_SpendLogs" (request_id, call_id, attempt,
+/// The columns of a spend row's COPY, in the order [`encode`] and
+/// [`super::spend_binary`] write them, as a literal for `concat!`.
+macro_rules! copy_columns {
+    () => {
+        r#"request_id, call_id, attempt,
     call_type, api_key, spend, total_tokens, prompt_tokens, completion_tokens, "startTime",
     "completionStartTime", "endTime", model, model_id, model_group, custom_llm_provider, api_base,
     region, "user", team_id, status, status_code, error_class, error_message, litellm_call_id,
     request_duration_ms, metadata, end_user, response_id, cache_hit, cache_key,
-    proxy_server_request, response) FROM STDIN"#;
+    proxy_server_request, response"#
+    };
+}
+pub(super) use copy_columns;
+
+/// The COPY statement; [`encode`] writes its rows, columns in this order.
+pub const COPY_LOGS: &str = concat!(
+    r#"COPY "LiteLLM_SpendLogs" ("#,
+    copy_columns!(),
+    ") FROM STDIN"
+);
 
 /// Appends `rows` to `out`, one line each, in [`COPY_LOGS`]'s columns.
 pub fn encode(rows: &[SpendLogRow], out: &mut Vec<u8>) {
@@ -93,7 +107,7 @@ pub fn clean(s: &str) -> Cow<'_, str> {
 
 /// LiteLLM's `SpendLogsMetadata` names for a row as a JSON object, nulls
 /// left out, members in name order (as a `serde_json::Map` writes them).
-fn metadata(json: &mut Vec<u8>, r: &SpendLogRow) {
+pub(super) fn metadata(json: &mut Vec<u8>, r: &SpendLogRow) {
     json.extend_from_slice(b"{\"attempt\":");
     json.extend_from_slice(itoa::Buffer::new().format(r.attempt).as_bytes());
     if let Some(class) = &r.error_class {
@@ -164,13 +178,13 @@ fn json_string(json: &mut Vec<u8>, s: &str) {
 }
 
 /// A token count as LiteLLM's `INTEGER` columns hold it.
-fn as_int4(n: i64) -> i32 {
+pub(super) fn as_int4(n: i64) -> i32 {
     i32::try_from(n).unwrap_or(if n < 0 { i32::MIN } else { i32::MAX })
 }
 
 /// The attempt's length in whole milliseconds (half rounds up), within
 /// `0..=i32::MAX`.
-fn duration_ms(start: DateTime<Utc>, end: DateTime<Utc>) -> i32 {
+pub(super) fn duration_ms(start: DateTime<Utc>, end: DateTime<Utc>) -> i32 {
     let micros = (end - start).num_microseconds().unwrap_or(i64::MAX).max(0);
     i32::try_from(micros.saturating_add(500) / 1000).unwrap_or(i32::MAX)
 }
