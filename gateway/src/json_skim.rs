@@ -46,18 +46,12 @@ pub(crate) fn decoded_chars(raw: &[u8]) -> Option<u64> {
     chars.checked_sub(escapes)
 }
 
-/// Bytes of a string a long-strings cursor reads byte for byte before it
-/// turns to memchr: keys and short values end sooner than a vectorised
-/// search takes to set up.
-const SHORT_STRING: usize = 16;
-
 /// A cursor over one JSON text.
 pub(crate) struct Reader<'a> {
     buf: &'a [u8],
     at: usize,
-    /// Strings past their first [`SHORT_STRING`] bytes are searched with
-    /// memchr rather than a byte loop: for texts whose strings run to
-    /// hundreds of bytes (a request's prompt).
+    /// Strings are searched with memchr rather than a byte loop: for
+    /// texts whose strings run to hundreds of bytes (a request's prompt).
     long_strings: bool,
 }
 
@@ -192,18 +186,19 @@ impl<'a> Reader<'a> {
     /// A string's raw bytes between its quotes. Escapes other than `\u`
     /// are stepped over (and left in the bytes); a `\u` escape, a control
     /// character or an unterminated string is the full parse's. A plain
-    /// loop, which a cursor made for long strings leaves after
-    /// [`SHORT_STRING`] bytes for [`long_string`](Self::long_string).
+    /// loop unless the cursor was made for long strings: the strings of a
+    /// chunk are a few bytes each, shorter than a vectorised search takes
+    /// to set up.
     pub(crate) fn string(&mut self) -> Option<&'a [u8]> {
         if self.peek()? != b'"' {
             return None;
         }
         let start = self.at + 1;
+        if self.long_strings {
+            return self.long_string(start);
+        }
         let mut at = start;
         loop {
-            if self.long_strings && at - start >= SHORT_STRING {
-                return self.long_string(start, at);
-            }
             match *self.buf.get(at)? {
                 b'"' => break,
                 b'\\' => match self.buf.get(at + 1)? {
@@ -218,13 +213,12 @@ impl<'a> Reader<'a> {
         Some(&self.buf[start..at])
     }
 
-    /// [`string`] for long strings, read byte for byte from `start` up to
-    /// `from`: from there quotes and backslashes found with memchr,
-    /// control characters with a pass that vectorizes.
+    /// [`string`] for long strings: quotes and backslashes found with
+    /// memchr, control characters with a pass that vectorizes.
     ///
     /// [`string`]: Self::string
-    fn long_string(&mut self, start: usize, from: usize) -> Option<&'a [u8]> {
-        let mut at = from;
+    fn long_string(&mut self, start: usize) -> Option<&'a [u8]> {
+        let mut at = start;
         loop {
             let rest = self.buf.get(at..)?;
             let stop = memchr::memchr2(b'"', b'\\', rest)?;
@@ -322,9 +316,8 @@ mod tests {
         );
     }
 
-    /// The string reader and character count before short strings were
-    /// read byte for byte and ASCII counted by its length: what they must
-    /// still answer.
+    /// The string reader and character count as they were before ASCII
+    /// was counted by its length: what they must still answer.
     mod before {
         pub(super) fn string(buf: &[u8]) -> Option<(&[u8], usize)> {
             if *buf.first()? != b'"' {
