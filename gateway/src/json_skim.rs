@@ -30,14 +30,20 @@ impl Seen {
 /// they are not UTF-8 (the full parse refuses a string it reads then) or
 /// end in a lone backslash (never so from the reader).
 pub(crate) fn decoded_chars(raw: &[u8]) -> Option<u64> {
-    let text = std::str::from_utf8(raw).ok()?;
     let mut escapes = 0u64;
     let mut at = 0;
     while let Some(i) = memchr::memchr(b'\\', raw.get(at..)?) {
         escapes += 1;
         at += i + 2;
     }
-    (text.chars().count() as u64).checked_sub(escapes)
+    // ASCII (a prompt's usual text) is one character a byte: no UTF-8
+    // decoding to check or count characters by.
+    let chars = if raw.is_ascii() {
+        raw.len() as u64
+    } else {
+        std::str::from_utf8(raw).ok()?.chars().count() as u64
+    };
+    chars.checked_sub(escapes)
 }
 
 /// A cursor over one JSON text.
@@ -308,5 +314,77 @@ mod tests {
             None,
             "a lone backslash, not from the reader"
         );
+    }
+
+    /// The string reader and character count as they were before ASCII
+    /// was counted by its length: what they must still answer.
+    mod before {
+        pub(super) fn string(buf: &[u8]) -> Option<(&[u8], usize)> {
+            if *buf.first()? != b'"' {
+                return None;
+            }
+            let mut at = 1;
+            loop {
+                let rest = buf.get(at..)?;
+                let stop = memchr::memchr2(b'"', b'\\', rest)?;
+                if rest[..stop].iter().any(|&b| b < 0x20) {
+                    return None;
+                }
+                at += stop;
+                if buf[at] == b'"' {
+                    break;
+                }
+                match buf.get(at + 1)? {
+                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => at += 2,
+                    _ => return None,
+                }
+            }
+            Some((&buf[1..at], at + 1))
+        }
+
+        pub(super) fn decoded_chars(raw: &[u8]) -> Option<u64> {
+            let text = std::str::from_utf8(raw).ok()?;
+            let mut escapes = 0u64;
+            let mut at = 0;
+            while let Some(i) = memchr::memchr(b'\\', raw.get(at..)?) {
+                escapes += 1;
+                at += i + 2;
+            }
+            (text.chars().count() as u64).checked_sub(escapes)
+        }
+    }
+
+    /// Text of strings short and long, mixing plain bytes with quotes,
+    /// escapes, control bytes, UTF-8 (whole or cut) and stray high bytes.
+    fn text() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        let piece = prop_oneof![
+            6 => "[ -~]{0,40}".prop_map(String::into_bytes),
+            1 => Just(b"\\\"".to_vec()),
+            1 => Just(b"\\n".to_vec()),
+            1 => Just(b"\\u00e9".to_vec()),
+            1 => Just(b"\\".to_vec()),
+            1 => Just(b"\"".to_vec()),
+            1 => Just("é😀".as_bytes().to_vec()),
+            1 => Just(b"\xc3".to_vec()),
+            1 => (0u8..0x20).prop_map(|b| vec![b]),
+            1 => (0x7fu8..=0xff).prop_map(|b| vec![b]),
+        ];
+        proptest::collection::vec(piece, 0..8).prop_map(|pieces| pieces.concat())
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(20_000))]
+        #[test]
+        fn reads_strings_as_before(body in text()) {
+            let quoted = [&b"\""[..], &body].concat();
+            let mut long = Reader::with_long_strings(&quoted);
+            let got = long.string().map(|raw| (raw, long.position()));
+            proptest::prop_assert_eq!(got, before::string(&quoted));
+            let mut short = Reader::new(&quoted);
+            let got = short.string().map(|raw| (raw, short.position()));
+            proptest::prop_assert_eq!(got, before::string(&quoted));
+            proptest::prop_assert_eq!(decoded_chars(&body), before::decoded_chars(&body));
+        }
     }
 }

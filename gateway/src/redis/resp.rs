@@ -192,11 +192,13 @@ fn parse_at_depth(buf: &[u8], depth: usize) -> Result<Option<(Reply, usize)>, St
     }))
 }
 
-/// Where the line starting at `from` ends: the index of its `\r\n`.
+/// Where the line starting at `from` ends: the index of its `\r\n`. A
+/// byte loop, not memchr: a reply's lines (`:1`, `*4`, `$12`) are a few
+/// bytes, shorter than a vectorised search takes to set up.
 fn line_end(buf: &[u8], from: usize) -> Option<usize> {
     let mut at = from;
     loop {
-        let cr = at + memchr::memchr(b'\r', buf.get(at..)?)?;
+        let cr = at + buf.get(at..)?.iter().position(|&b| b == b'\r')?;
         if buf.get(cr + 1) == Some(&b'\n') {
             return Some(cr);
         }
@@ -318,5 +320,24 @@ mod tests {
             Reply::Array(Some(vec![Reply::Int(1), Reply::Int(2)])).integers(),
             Some(vec![1, 2])
         );
+    }
+
+    proptest::proptest! {
+        /// Lines end where memchr, the search before the byte loop, finds
+        /// their `\r\n`: lone `\r`s and `\n`s skipped, a cut line waits.
+        #[test]
+        fn lines_end_where_memchr_finds_them(
+            buf in proptest::collection::vec(proptest::sample::select(b"\r\n:1*$-+x".to_vec()), 0..24),
+            from in 0usize..26,
+        ) {
+            let by_memchr = |mut at: usize| loop {
+                let cr = at + memchr::memchr(b'\r', buf.get(at..)?)?;
+                if buf.get(cr + 1) == Some(&b'\n') {
+                    return Some(cr);
+                }
+                at = cr + 1;
+            };
+            proptest::prop_assert_eq!(line_end(&buf, from), by_memchr(from));
+        }
     }
 }
