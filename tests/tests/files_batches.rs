@@ -487,18 +487,55 @@ fn provider_scoped_paths_are_managed_files_and_batches() {
     assert!(error_message(&err).contains("anthropic"), "{err:?}");
 }
 
+/// Two gateways on one database, two keys made on the first, and a batch
+/// input file alice uploaded through the first. Bind its fields in
+/// declaration order (`db`, `_mock`, then the rest): bindings drop in
+/// reverse, so the gateways stop before the mock and the database go.
+struct Replicas {
+    db: TestDb,
+    _mock: MockServer,
+    first: Gateway,
+    second: Gateway,
+    alice: String,
+    bob: String,
+    file: String,
+}
+
+impl Replicas {
+    fn with_a_batch_file() -> Replicas {
+        let db = TestDb::create();
+        let mock = MockServer::start(&[]);
+        let first = start(&mock, &[("DATABASE_URL", db.url())]);
+        let second = start(&mock, &[("DATABASE_URL", db.url())]);
+        let alice = new_key(&first, json!({}));
+        let bob = new_key(&first, json!({}));
+        let body = form(&[("purpose", "batch")], Some(("in.jsonl", &batch_input())));
+        let resp = upload(&first, &alice, "/v1/files", &body, &[]);
+        assert_eq!(resp.status, 200, "{}", resp.text());
+        let file = resp.json()["id"].as_str().unwrap().to_string();
+        Replicas {
+            db,
+            _mock: mock,
+            first,
+            second,
+            alice,
+            bob,
+            file,
+        }
+    }
+}
+
 #[test]
 fn a_batch_is_known_to_the_other_replica_once_its_creation_is_answered() {
-    let db = TestDb::create();
-    let mock = MockServer::start(&[]);
-    let first = start(&mock, &[("DATABASE_URL", db.url())]);
-    let second = start(&mock, &[("DATABASE_URL", db.url())]);
-    let alice = new_key(&first, json!({}));
-    let bob = new_key(&first, json!({}));
-    let body = form(&[("purpose", "batch")], Some(("in.jsonl", &batch_input())));
-    let resp = upload(&first, &alice, "/v1/files", &body, &[]);
-    assert_eq!(resp.status, 200, "{}", resp.text());
-    let file = resp.json()["id"].as_str().unwrap().to_string();
+    let Replicas {
+        db,
+        _mock,
+        first,
+        second,
+        alice,
+        bob,
+        file,
+    } = Replicas::with_a_batch_file();
 
     // A slow store: inserts into LiteLLM's object table wait 1.5 s (reads
     // go on), as they would behind a busy Postgres.
@@ -542,17 +579,15 @@ fn a_batch_is_known_to_the_other_replica_once_its_creation_is_answered() {
 
 #[test]
 fn ownership_is_shared_by_replicas_on_one_database() {
-    let db = TestDb::create();
-    let mock = MockServer::start(&[]);
-    let first = start(&mock, &[("DATABASE_URL", db.url())]);
-    let second = start(&mock, &[("DATABASE_URL", db.url())]);
-    let alice = new_key(&first, json!({}));
-    let bob = new_key(&first, json!({}));
-
-    let body = form(&[("purpose", "batch")], Some(("in.jsonl", &batch_input())));
-    let resp = upload(&first, &alice, "/v1/files", &body, &[]);
-    assert_eq!(resp.status, 200, "{}", resp.text());
-    let file = resp.json()["id"].as_str().unwrap().to_string();
+    let Replicas {
+        db,
+        _mock,
+        first,
+        second,
+        alice,
+        bob,
+        file,
+    } = Replicas::with_a_batch_file();
     let create = json!({"input_file_id": file, "endpoint": "/v1/chat/completions", "completion_window": "24h"});
     let resp = call(&first, &alice, "POST", "/v1/batches", Some(&create));
     assert_eq!(resp.status, 200, "{}", resp.text());
