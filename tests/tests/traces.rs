@@ -419,8 +419,16 @@ fn a_request_is_one_trace_with_a_span_per_attempt_in_protobuf() {
     let sent = format!("traceparent: 00-{caller_trace}-{}-01", ok.span_id);
     assert!(upstream.contains(&sent), "{sent} upstream:\n{upstream}");
 
-    let ready = gw.get("/health/readiness/details").json();
-    assert_eq!(ready["otel"]["spans_exported"], 3);
+    // The exporter counts a batch once the collector has answered, which
+    // is after the collector has stored it: wait for the count.
+    let ready = e2e::eventually(
+        "the exported spans counted",
+        Duration::from_secs(10),
+        || {
+            let ready = gw.get("/health/readiness/details").json();
+            (ready["otel"]["spans_exported"] == 3).then_some(ready)
+        },
+    );
     assert_eq!(ready["otel"]["spans_dropped"], 0);
 }
 
