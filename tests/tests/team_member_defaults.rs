@@ -135,7 +135,15 @@ fn a_members_spend_in_the_team_is_read_back_from_litellms_membership_row() {
         );
         out.parse::<f64>().ok().filter(|s| *s > 0.003)
     });
-    drop(gw);
+    // The rest of her spend is written at shutdown (a kill could lose the
+    // last batch and leave her room on the restart).
+    let mut gw = gw;
+    gw.signal(libc::SIGTERM);
+    assert!(
+        gw.wait_exit(Duration::from_secs(20)).is_some(),
+        "{}",
+        gw.output()
+    );
     assert!(spent < 0.006, "{spent}");
     // A gateway started afresh reads it: alice is refused at once.
     let gw = Gateway::start(&yaml, &envs);
