@@ -8,7 +8,9 @@ the harness moves (so buckets roll over and windows move on); after each
 batch the replies and every key (fields, members, scores, TTL within
 300 ms) must be equal.
 
-  python3 benches/limiter_ab/diff.py [REFERENCE.lua] CANDIDATE.lua SEED KEYS BATCHES
+  python3 benches/limiter_ab/diff.py [[REFERENCE.lua] CANDIDATE.lua] SEED KEYS BATCHES
+
+(defaults: one_by_one.lua against the shipped limiter.lua).
 """
 import os
 import random
@@ -32,9 +34,10 @@ def load(name):
 
 argv = sys.argv[1:]
 ref = argv.pop(0) if len(argv) > 4 else os.path.join(HERE, "one_by_one.lua")
+cand = argv.pop(0) if len(argv) > 3 else os.path.join(HERE, "../../gateway/src/limits/limiter.lua")
 A = load(ref)
-B = load(argv[0] if argv else os.path.join(HERE, "../../gateway/src/limits/limiter.lua"))
-sys.argv = [sys.argv[0]] + argv
+B = load(cand)
+sys.argv = [sys.argv[0], cand] + argv
 port = free_port()
 proc = subprocess.Popen(["redis-server", "--port", str(port), "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
 time.sleep(0.3)
