@@ -10,7 +10,12 @@ requests per variant. Variants run interleaved (A, B, A, B, ...) so load
 on the machine falls on both alike.
 
   python3 benches/limiter_ab/ab.py [--requests N] [--keys K] [--rounds R]
-      [--per-call M] variant ...
+      [--per-call M] [--lag L] variant ...
+
+`--lag L` settles request i-L (not i-1) with request i's admission: the
+gateway settles a request only after its answer, so a call never carries
+the settlement of an admission in the same call; at c=32, about 32
+requests later.
 
 A variant is a module name in this directory exposing SCRIPT (the Lua
 text) and encode(ops) -> list of bytes args (after EVALSHA sha), where ops
@@ -100,14 +105,14 @@ def cpu(conn):
     return float(f["used_cpu_user"]) + float(f["used_cpu_sys"])
 
 
-def run(conn, mod, sha, requests, keys, per_call, pipeline, seq):
+def run(conn, mod, sha, requests, keys, per_call, pipeline, seq, lag=1):
     """Sends `requests` requests, `per_call` a call; Redis CPU µs/request."""
     # Each request: the previous request's settlement, then its admission;
     # `per_call` requests' operations go in one call.
     tick = int(time.time())
     rid = lambda i: "r%d-%d" % (seq, i)
     per_request = [
-        ([("f", (i - 1) % keys, rid(i - 1), tick)] if i > 0 else [])
+        ([("f", (i - lag) % keys, rid(i - lag), tick)] if i >= lag else [])
         + [("a", i % keys, rid(i), tick)]
         for i in range(requests)
     ]
@@ -129,6 +134,7 @@ def main():
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--per-call", type=int, default=1)
     p.add_argument("--pipeline", type=int, default=50)
+    p.add_argument("--lag", type=int, default=1)
     p.add_argument("--port", type=int, default=0)
     p.add_argument("variants", nargs="+")
     a = p.parse_args()
@@ -154,7 +160,7 @@ def main():
             for v, m in mods:
                 conn.call("FLUSHALL")
                 conn.call("CONFIG", "RESETSTAT")
-                us = run(conn, m, shas[v], a.requests, a.keys, a.per_call, a.pipeline, r)
+                us = run(conn, m, shas[v], a.requests, a.keys, a.per_call, a.pipeline, r, a.lag)
                 results[v].append(us)
         for v, _ in mods:
             print("%-20s %s µs/request" % (v, ", ".join("%.1f" % x for x in results[v])))

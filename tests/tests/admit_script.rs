@@ -3,7 +3,9 @@
 //! dropped only when the set looks full, where they could change the
 //! verdict), and a crashed replica's lapsed slot never refuses a request;
 //! a batch of operations (group commit) runs them in order, each all or
-//! none, with one reply each and one reading of the clock.
+//! none, with one reply each and one reading of the clock; operations in a
+//! row on the same counters run on a copy written once, with the outcomes
+//! and counters of running them one by one.
 
 use e2e::redis::Reply;
 use e2e::PrivateRedis;
@@ -16,9 +18,9 @@ fn packed(numbers: &[f64]) -> Vec<u8> {
     numbers.iter().flat_map(|n| n.to_le_bytes()).collect()
 }
 
-/// One operation of a batch: its key and its arguments.
+/// One operation of a batch: its keys and its arguments.
 struct Op {
-    key: &'static str,
+    keys: Vec<&'static str>,
     args: Vec<Vec<u8>>,
     letter: u8,
 }
@@ -28,7 +30,7 @@ struct Op {
 /// ttl, the deadline in Redis milliseconds or 0, then limit, amount, need).
 fn admission(key: &'static str, kind: &str, rid: &str, limit: u64, deadline_ms: f64) -> Op {
     Op {
-        key,
+        keys: vec![key],
         letter: b'a',
         args: vec![
             rid.into(),
@@ -43,7 +45,7 @@ fn admission(key: &'static str, kind: &str, rid: &str, limit: u64, deadline_ms: 
 /// The settlement of request `rid`'s parallel slot on `key`.
 fn settlement(key: &'static str, rid: &str) -> Op {
     Op {
-        key,
+        keys: vec![key],
         letter: b'f',
         args: vec![
             rid.into(),
@@ -56,10 +58,10 @@ fn settlement(key: &'static str, rid: &str) -> Op {
 
 /// `limiter.lua` run on `ops` as one call.
 fn batch(redis: &PrivateRedis, ops: &[Op]) -> Reply {
-    let count = ops.len().to_string();
+    let count = ops.iter().map(|o| o.keys.len()).sum::<usize>().to_string();
     let letters: Vec<u8> = ops.iter().map(|o| o.letter).collect();
     let mut args: Vec<&[u8]> = vec![b"EVAL", LIMITER.as_bytes(), count.as_bytes()];
-    args.extend(ops.iter().map(|o| o.key.as_bytes()));
+    args.extend(ops.iter().flat_map(|o| o.keys.iter().map(|k| k.as_bytes())));
     args.push(&letters);
     for op in ops {
         args.extend(op.args.iter().map(Vec::as_slice));
@@ -222,7 +224,7 @@ fn a_batch_of_settlements_that_only_free_slots_reads_no_clock() {
 /// An admission of one unit on the rpm counter `key` with `limit`.
 fn rpm_admission(key: &'static str, rid: &str, limit: u64) -> Op {
     Op {
-        key,
+        keys: vec![key],
         letter: b'a',
         args: vec![
             rid.into(),
@@ -309,4 +311,138 @@ fn a_window_that_moved_on_is_written_with_the_charge_and_not_at_all_on_a_refusal
     ];
     expected.sort();
     assert_eq!(fields(&redis, RPM), expected, "the dead bucket dropped");
+}
+
+const TPM: &str = "{api_key:h}:tokens";
+const PAR: &str = "{api_key:h}:parallel";
+
+/// An admission of request `rid` charging `tokens` on [`TPM`] (limit 100)
+/// and a slot on [`PAR`] (limit 3).
+fn tokens_and_slot(rid: &str, tokens: u64) -> Op {
+    Op {
+        keys: vec![TPM, PAR],
+        letter: b'a',
+        args: vec![
+            rid.into(),
+            b"600000".to_vec(),
+            b"tp".to_vec(),
+            packed(&[
+                1.0,
+                61.0,
+                600_000.0,
+                0.0,
+                100.0,
+                tokens as f64,
+                tokens as f64,
+                3.0,
+                1.0,
+                1.0,
+            ]),
+            tokens.to_string().into_bytes(),
+            b"1".to_vec(),
+        ],
+    }
+}
+
+/// The settlement of [`tokens_and_slot`]'s request `rid`, admitted in
+/// `tick` with `reserved` tokens, of which it used `used`.
+fn settle_tokens_and_slot(rid: &str, tick: i64, reserved: u64, used: u64) -> Op {
+    Op {
+        keys: vec![TPM, PAR],
+        letter: b'f',
+        args: vec![
+            rid.into(),
+            tick.to_string().into_bytes(),
+            b"tp".to_vec(),
+            packed(&[1.0, 61.0, used as f64, reserved as f64, 1.0]),
+        ],
+    }
+}
+
+/// The slots' members, sorted.
+fn members(redis: &PrivateRedis, key: &str) -> Vec<String> {
+    let Reply::Array(items) = redis.command(&["ZRANGE", key, "0", "-1"]) else {
+        panic!("ZRANGE {key}");
+    };
+    let mut out: Vec<String> = items
+        .iter()
+        .map(|r| match r {
+            Reply::Bulk(Some(s)) => s.clone(),
+            other => panic!("a member: {other:?}"),
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn a_run_on_one_key_with_a_refusal_in_the_middle_counts_as_one_by_one() {
+    // The settlement names the second r1 is admitted in, read before the
+    // batch runs: tried again on a fresh server when a second began between.
+    let (redis, out) = loop {
+        let redis = PrivateRedis::start();
+        // The counters exist (sum stored, window current): 10 tokens, a slot.
+        assert!(admitted(&batch(&redis, &[tokens_and_slot("w", 10)])));
+        let tick = redis_second(&redis);
+        redis.command(&["CONFIG", "RESETSTAT"]);
+        let out = replies(batch(
+            &redis,
+            &[
+                tokens_and_slot("r1", 50),
+                // 60 + 50 > 100: refused, charges nothing.
+                tokens_and_slot("r2", 50),
+                // A smaller one still fits: 60 + 30.
+                tokens_and_slot("r3", 30),
+                // r1 used 20 of its 50: 30 back, its slot freed.
+                settle_tokens_and_slot("r1", tick, 50, 20),
+                // 60 + 40 = 100, and a slot (w, r3 and r4 of 3).
+                tokens_and_slot("r4", 40),
+                // Full on tokens.
+                tokens_and_slot("r5", 1),
+            ],
+        ));
+        if matches!(&out[0], Reply::Array(items) if items[1] == Reply::Int(tick)) {
+            break (redis, out);
+        }
+    };
+    let run = commands_run(&redis);
+    let used = |i: usize| match &out[i] {
+        Reply::Array(items) => items.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert!(admitted(&out[0]), "{out:?}");
+    assert_eq!(used(0)[2..], [Reply::Int(10), Reply::Int(1)], "{out:?}");
+    assert_eq!(
+        used(1)[..3],
+        [Reply::Int(0), Reply::Int(1), Reply::Int(60)],
+        "refused on tokens with the usage it saw: {out:?}"
+    );
+    assert!(admitted(&out[2]), "{out:?}");
+    assert_eq!(used(2)[2..], [Reply::Int(60), Reply::Int(2)], "{out:?}");
+    assert_eq!(out[3], Reply::Int(1));
+    assert!(admitted(&out[4]), "{out:?}");
+    assert_eq!(used(4)[2..], [Reply::Int(60), Reply::Int(2)], "{out:?}");
+    assert_eq!(
+        used(5)[..3],
+        [Reply::Int(0), Reply::Int(1), Reply::Int(100)],
+        "{out:?}"
+    );
+    // Exact counters: the sum is the buckets' sum, 100, and the slots are
+    // w's, r3's and r4's.
+    let f = fields(&redis, TPM);
+    let sum: i64 = f
+        .iter()
+        .filter(|(k, _)| !k.starts_with('-'))
+        .map(|(_, v)| v.parse::<i64>().unwrap())
+        .sum();
+    assert_eq!(sum, 100, "{f:?}");
+    assert!(f.contains(&("-1".to_string(), "100".to_string())), "{f:?}");
+    assert_eq!(members(&redis, PAR), ["r3", "r4", "w"]);
+    // Each counter is read and written once a run, not once an operation:
+    // TIME; r1 reads both (HMGET, ZCARD); r2's refusal writes the run
+    // (HSET, ZADD, PEXPIRE) and is refused one by one (HMGET, HGETALL);
+    // r3 reads both again; r4 frees r1's slot (ZREM); r5's refusal writes
+    // the run (HSET, ZADD, PEXPIRE) and is refused (HMGET, HGETALL). One
+    // by one, these six operations ran 26 commands.
+    assert_eq!(run, 16);
 }

@@ -2,7 +2,10 @@
 -- all or none on its own. One call carries every admission and settlement
 -- a link has ready (group commit), so what a call costs Redis besides its
 -- operations (dispatch, argument tables, the reply, the clock) is paid
--- once per batch, not once per request.
+-- once per batch, not once per request. Operations in a row on the same
+-- counters (a busy key's batch) run on a copy of those counters read once
+-- and written once (the run path, at the end), with the outcomes, replies
+-- and counters of running them one by one.
 -- ARGV[1]: one letter per operation, 'a' an admission, 'f' a settlement.
 -- Each operation then takes its keys from KEYS in turn (as many as its
 -- kinds argument has letters) and its arguments from ARGV in turn:
@@ -340,22 +343,321 @@ local function finish(k0, a0, nk)
   return 1
 end
 
+-- The run path. A busy key's batch carries many operations on the same
+-- counters; evaluated one by one, each re-reads and re-writes every counter
+-- with its own redis.calls. Instead, counters an admission finds in their
+-- common state (stored sum, window not moved on, no recount due) are read
+-- once into `cache` and later operations on them (admissions, settlements
+-- of 't', 'r' and 'p') change that copy; each counter is written once when
+-- the run ends (`flush`): before an operation that must take the general
+-- path on a cached key, and after the batch. Anything the copy cannot
+-- decide exactly (a refusal, lapsed slots, a lease, another window) ends
+-- the run and takes the general path, so outcomes, replies and counters are
+-- those of evaluating the operations one by one.
+local cache = nil
+local order = nil
+local run_g, run_n, run_tick, run_oldest, run_tn, run_life
+
+local function flush()
+  if cache == nil then
+    return
+  end
+  for j = 1, #order do
+    local key = order[j]
+    local c = cache[key]
+    if c.w then
+      if c.dirty then
+        if c.cur then
+          redis.call('HSET', key, '-1', string.format('%d', c.s), run_tn, string.format('%d', c.cur))
+        else
+          redis.call('HSET', key, '-1', string.format('%d', c.s))
+          if c.had then
+            redis.call('HDEL', key, run_tn)
+          end
+        end
+        if c.created then
+          redis.call('EXPIRE', key, run_life)
+        end
+      end
+    else
+      if c.nrem > 0 then
+        c.z = c.z - redis.call('ZREM', key, unpack(c.rems, 1, c.nrem))
+      end
+      if c.nadd > 0 then
+        -- Slots freed in the run are false: squeezed out.
+        local adds = c.adds
+        local m = 0
+        for x = 1, c.nadd, 2 do
+          if adds[x + 1] then
+            adds[m + 1] = adds[x]
+            adds[m + 2] = adds[x + 1]
+            m = m + 2
+          end
+        end
+        if m > 0 then
+          redis.call('ZADD', key, unpack(adds, 1, m))
+        end
+        -- Each admission moved the expiry; an empty set has no key.
+        if c.ttl and c.z > 0 then
+          redis.call('PEXPIRE', key, c.ttl)
+        end
+      end
+    end
+  end
+  cache = nil
+  order = nil
+end
+
+-- An admission on the run; nil when it must take the general path (having
+-- changed nothing).
+local function admit_run(k0, a0, nk)
+  local kinds = ARGV[a0 + 2]
+  if string.find(kinds, 'l', 1, true) then
+    return nil
+  end
+  local num = numbers(4 + 3 * nk, ARGV[a0 + 3])
+  local g = num[1]
+  local n = num[2]
+  local expire_at = num[4]
+  clock()
+  if expire_at > 0 and now_ms > expire_at then
+    return {2}
+  end
+  if cache == nil then
+    cache = {}
+    order = {}
+    run_g = g
+    run_n = n
+    run_tick = math.floor(now_s / g)
+    run_oldest = run_tick - n + 1
+    run_tn = string.format('%d', run_tick)
+    run_life = string.format('%d', (n + 1) * g)
+  elseif g ~= run_g or n ~= run_n then
+    return nil
+  end
+  local out = {1, run_tick}
+  for i = 1, nk do
+    local key = KEYS[k0 + i]
+    local par = string.byte(kinds, i) == 112
+    local c = cache[key]
+    if c == nil then
+      if par then
+        c = {w = false, z = redis.call('ZCARD', key), nrem = 0, nadd = 0}
+      else
+        -- A window counter joins the run in its common state only.
+        local f = redis.call('HMGET', key, '-1', '-2', '-3', run_tn)
+        local sum = tonumber(f[1])
+        local low = tonumber(f[2])
+        local counted = tonumber(f[3])
+        if sum == nil or low == nil or counted == nil or run_tick - counted >= run_n
+            or low < run_oldest then
+          return nil
+        end
+        local cur = tonumber(f[4])
+        c = {w = true, s = sum, cur = cur, had = cur ~= nil, dirty = false, created = false}
+      end
+      cache[key] = c
+      order[#order + 1] = key
+    elseif par == c.w then
+      return nil
+    end
+    local base = 4 + (i - 1) * 3
+    local need = num[base + 3]
+    if need < 1 then need = 1 end
+    local u
+    if par then
+      -- Its count made exact: the slots freed since are removed first.
+      if c.nrem > 0 then
+        c.z = c.z - redis.call('ZREM', key, unpack(c.rems, 1, c.nrem))
+        c.rems = nil
+        c.nrem = 0
+      end
+      u = c.z
+    else
+      u = c.s
+    end
+    if u + need > num[base + 1] then
+      return nil
+    end
+    out[i + 2] = u
+  end
+  for i = 1, nk do
+    local c = cache[KEYS[k0 + i]]
+    if c.w then
+      local amount = num[4 + (i - 1) * 3 + 2]
+      if amount > 0 then
+        local prev = c.cur
+        if prev == nil then
+          c.created = true
+          c.cur = amount
+        else
+          c.cur = prev + amount
+        end
+        c.s = c.s + amount
+        c.dirty = true
+      end
+    else
+      local adds = c.adds
+      if adds == nil then
+        adds = {}
+        c.adds = adds
+      end
+      adds[c.nadd + 1] = string.format('%d', now_ms + num[3])
+      adds[c.nadd + 2] = ARGV[a0]
+      c.nadd = c.nadd + 2
+      c.z = c.z + 1
+      c.ttl = ARGV[a0 + 1]
+    end
+  end
+  return out
+end
+
+-- A settlement on the run; nil when it must take the general path (having
+-- changed nothing).
+local function finish_run(k0, a0, nk)
+  if cache == nil then
+    return nil
+  end
+  local kinds = ARGV[a0 + 2]
+  for i = 1, nk do
+    local c = cache[KEYS[k0 + i]]
+    local kind = string.byte(kinds, i)
+    if c == nil or kind == 108 or (kind == 112) == c.w then
+      return nil
+    end
+  end
+  local num = numbers(3 + nk, ARGV[a0 + 3])
+  if num[1] ~= run_g or num[2] ~= run_n then
+    return nil
+  end
+  local rid = ARGV[a0]
+  local admitted = ARGV[a0 + 1]
+  local used = num[3]
+  for i = 1, nk do
+    local key = KEYS[k0 + i]
+    local c = cache[key]
+    if not c.w then
+      -- A slot taken in this run is freed in the copy (its last taking:
+      -- ZADD then ZREM leaves nothing); every freed slot also goes to the
+      -- ZREM written before the run's ZADD (a slot held from before the
+      -- run and taken again in it is removed as ZREM would).
+      local adds = c.adds
+      local x = c.nadd
+      while x > 0 and adds[x] ~= rid do
+        x = x - 2
+      end
+      if x > 0 then
+        adds[x] = false
+        c.z = c.z - 1
+      end
+      if c.rems == nil then
+        c.rems = {}
+      end
+      c.nrem = c.nrem + 1
+      c.rems[c.nrem] = rid
+    else
+      local delta = used - num[3 + i]
+      if delta > 0 then
+        local prev = c.cur
+        if prev == nil then
+          c.created = true
+          c.cur = delta
+        else
+          c.cur = prev + delta
+        end
+        c.s = c.s + delta
+        c.dirty = true
+      elseif delta < 0 then
+        local units = -delta
+        if admitted == run_tn then
+          local prev = c.cur
+          if prev ~= nil then
+            if prev <= units then
+              c.s = c.s - prev
+              c.cur = nil
+            else
+              c.cur = prev - units
+              c.s = c.s - units
+            end
+            c.dirty = true
+          end
+        else
+          -- An older bucket: taken back in place, the sum in the copy.
+          local left = redis.call('HINCRBY', key, admitted, string.format('%d', delta))
+          if left == delta then
+            redis.call('HDEL', key, admitted)
+          else
+            if left <= 0 then
+              redis.call('HDEL', key, admitted)
+              units = units + left
+            end
+            c.s = c.s - units
+            c.dirty = true
+          end
+        end
+      end
+    end
+  end
+  return 1
+end
+
+-- Flushes the run when any of the `nk` keys from KEYS[k0 + 1] is in it.
+local function flush_if_cached(k0, nk)
+  if cache ~= nil then
+    for i = 1, nk do
+      if cache[KEYS[k0 + i]] then
+        flush()
+        return
+      end
+    end
+  end
+end
+
 local ops = ARGV[1]
+local nops = #ops
 local replies = {}
 local k = 0
 local a = 2
-for j = 1, #ops do
+for j = 1, nops do
   local nk = #ARGV[a + 2]
   if string.byte(ops, j) == 97 then -- 'a'
-    replies[j] = admit(k, a, nk)
+    -- An admission opens a run (or joins it) when the run holds its first
+    -- key or the next operation shares a key with it.
+    local r = nil
+    local join = cache ~= nil and cache[KEYS[k + 1]] ~= nil
+    if not join and j < nops then
+      local nk2 = #ARGV[a + 6 + nk]
+      for x = k + nk + 1, k + nk + nk2 do
+        local kx = KEYS[x]
+        for i = k + 1, k + nk do
+          if kx == KEYS[i] then
+            join = true
+          end
+        end
+      end
+    end
+    if join then
+      r = admit_run(k, a, nk)
+    end
+    if r == nil then
+      flush_if_cached(k, nk)
+      r = admit(k, a, nk)
+    end
+    replies[j] = r
     a = a + 4 + nk
   else
-    replies[j] = finish(k, a, nk)
+    local r = finish_run(k, a, nk)
+    if r == nil then
+      flush_if_cached(k, nk)
+      r = finish(k, a, nk)
+    end
+    replies[j] = r
     a = a + 4
   end
   k = k + nk
 end
-if #ops == 1 then
+flush()
+if nops == 1 then
   return replies[1]
 end
 return replies
