@@ -147,3 +147,4 @@ for step in range(int(sys.argv[4]) if len(sys.argv) > 4 else 3000):
         mism += 1; break
 print("done, mismatches", mism, "requests", rseq)
 proc.kill()
+sys.exit(1 if mism else 0)

@@ -446,3 +446,30 @@ fn a_run_on_one_key_with_a_refusal_in_the_middle_counts_as_one_by_one() {
     // by one, these six operations ran 26 commands.
     assert_eq!(run, 16);
 }
+
+/// The run path against the script before it (`benches/limiter_ab/
+/// one_by_one.lua`, which runs every operation on its own): random batches
+/// of admissions, leases and settlements on a few keys with small limits,
+/// under a clock `diff.py` moves so windows roll over; after each batch the
+/// replies and every key must be equal (`diff.py`, on its own private
+/// `redis-server`).
+#[test]
+fn the_run_path_gives_the_replies_and_counters_of_one_by_one_on_random_batches() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root");
+    let script = root.join("benches/limiter_ab/diff.py");
+    let scratch = tempfile::tempdir().expect("temp dir");
+    for seed in ["1", "2", "3", "4"] {
+        let mut cmd = std::process::Command::new("python3");
+        cmd.arg(&script)
+            .args([seed, "3", "300"])
+            .current_dir(scratch.path());
+        let run = e2e::python::run_with_deadline(&mut cmd, std::time::Duration::from_secs(120));
+        assert!(
+            run.status.is_some_and(|s| s.success()) && run.output.contains("mismatches 0"),
+            "seed {seed}: {}",
+            run.output
+        );
+    }
+}
