@@ -185,8 +185,6 @@ pub struct Worker {
     pub open_connections: Cell<usize>,
     /// This core's share of `max_connections`.
     pub max_connections: usize,
-    /// Connections accepted on this core so far.
-    pub accepted: Cell<u64>,
     /// Spend rows waiting for room in the control plane's queue.
     pub spend_backlog: std::cell::RefCell<Vec<crate::store::SpendLogRow>>,
     /// Upstream calls running on this core (a cut-off waits for their rows).
@@ -214,7 +212,6 @@ impl Worker {
             },
             shared,
             open_connections: Cell::new(0),
-            accepted: Cell::new(0),
             max_connections,
             spend_backlog: Default::default(),
             attempts_in_flight: Cell::new(0),

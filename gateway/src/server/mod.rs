@@ -26,9 +26,6 @@ pub fn run(
     driver: IoDriver,
 ) -> std::io::Result<()> {
     let workers = listeners.len();
-    // Start-up's garbage (the config and tables parsed once) is on this
-    // thread's heap, which allocates nothing more while it waits below.
-    memory::collect_freed();
     let handles: Vec<_> = listeners
         .into_iter()
         .enumerate()
@@ -48,10 +45,6 @@ pub fn run(
     Ok(())
 }
 
-/// How long after a core starts it releases start-up's pages (see
-/// [`memory`]): the other cores and the control plane have started by then.
-const STARTUP_SETTLE: Duration = Duration::from_secs(1);
-
 /// How often each core hands its spend rows to the control plane and its log
 /// lines to the writer thread.
 const FLUSH_EVERY: Duration = Duration::from_millis(20);
@@ -68,37 +61,16 @@ async fn serve_core(shared: Arc<Shared>, listener: std::net::TcpListener, worker
     let worker = Rc::new(Worker::new(shared.clone(), workers));
     shared.metrics.attach_this_thread();
     shared.tracer.attach_this_thread();
-    spawn_guarded("start-up release", async move {
-        monoio::time::sleep(STARTUP_SETTLE).await;
-        let bytes = memory::release_startup_text();
-        if bytes > 0 {
-            tracing::info!(bytes, "start-up pages released");
-        }
-        memory::collect_freed();
-    });
     let sweeper = worker.clone();
     spawn_guarded("sweeper", async move {
         let mut open_before: usize = 0;
-        let mut accepted_at_collect: u64 = 0;
         loop {
             monoio::time::sleep(Duration::from_secs(10)).await;
             sweeper.upstream.expire_idle();
             sweeper.shared.limiter.sweep();
-            // Idle after serving: give back what the served connections
-            // left (no connection open, so no request pays the faults).
-            let accepted = sweeper.accepted.get();
-            if memory::idle_collect_due(
-                sweeper.open_connections.get(),
-                accepted,
-                accepted_at_collect,
-            ) {
-                memory::collect_freed();
-                accepted_at_collect = accepted;
-            }
             // Many connections closed since the last sweep (thousands of
-            // streams ended) while others stay open: give their memory
-            // back. Not for every close: a forced collect costs the pages
-            // the next requests fault in.
+            // streams ended): give their memory back. Not for every close:
+            // a forced collect costs the pages the next requests fault in.
             let open = sweeper.open_connections.get();
             if open_before.saturating_sub(open) >= memory::COLLECT_AFTER_CLOSED {
                 memory::collect_freed();
@@ -169,7 +141,6 @@ async fn serve_core(shared: Arc<Shared>, listener: std::net::TcpListener, worker
         worker
             .open_connections
             .set(worker.open_connections.get() + 1);
-        worker.accepted.set(worker.accepted.get() + 1);
         let w = worker.clone();
         monoio::spawn(async move {
             if let Err(panic) = CatchPanic::new(conn::serve(stream, w.clone())).await {
