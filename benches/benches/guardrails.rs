@@ -271,8 +271,22 @@ fn request_sizes(c: &mut Criterion) {
 /// The mock's stream of 16 tokens (`loadgen mock`): 17 chunks and `[DONE]`.
 fn mock_stream() -> Vec<u8> {
     const WORDS: [&str; 16] = [
-        "lorem", "ipsum", "dolor", "sit", "amet", "consectetur", "adipiscing", "elit", "sed",
-        "do", "eiusmod", "tempor", "incididunt", "ut", "labore", "et",
+        "lorem",
+        "ipsum",
+        "dolor",
+        "sit",
+        "amet",
+        "consectetur",
+        "adipiscing",
+        "elit",
+        "sed",
+        "do",
+        "eiusmod",
+        "tempor",
+        "incididunt",
+        "ut",
+        "labore",
+        "et",
     ];
     let head = r#"{"id":"chatcmpl-mock-1234","object":"chat.completion.chunk","created":1765000000,"model":"gpt-4o","choices":"#;
     let mut out = String::new();
