@@ -544,6 +544,49 @@ mod tests {
     }
 
     #[test]
+    fn members_in_any_order_give_the_walks_order() {
+        // Every order of a part's four text members (one nested part in
+        // `content`, its members in turn in another order), at the top of
+        // a request and of an answer's choice.
+        let members = [
+            r#""text":"t""#,
+            r#""arguments":"a""#,
+            r#""tool_calls":[{"function":{"arguments":"c1"}},{"function":{"arguments":"c2"}}]"#,
+            r#""content":[{"arguments":"na","text":"nt"},"s"]"#,
+        ];
+        let mut orders = vec![vec![]];
+        for _ in 0..4 {
+            orders = orders
+                .into_iter()
+                .flat_map(|o: Vec<usize>| {
+                    (0..4).filter(move |i| !o.contains(i)).map(move |i| {
+                        let mut o = o.clone();
+                        o.push(i);
+                        o
+                    })
+                })
+                .collect();
+        }
+        assert_eq!(orders.len(), 24);
+        for order in &orders {
+            let part: Vec<&str> = order.iter().map(|&i| members[i]).collect();
+            let part = format!("{{\"role\":\"user\",{}}}", part.join(","));
+            let body = format!(r#"{{"prompt":"p","messages":[{part},{part}],"system":"s0"}}"#);
+            assert_eq!(
+                skimmed(&body, false).as_deref(),
+                Some(&walked(&body, false)[..]),
+                "{body}"
+            );
+            let body = format!(r#"{{"output":"o","choices":[{{"message":{part},"text":"ct"}}]}}"#);
+            assert_eq!(
+                skimmed(&body, true).as_deref(),
+                Some(&walked(&body, true)[..]),
+                "{body}"
+            );
+        }
+    }
+
+    #[test]
     fn what_the_full_parse_must_read_is_left_to_it() {
         for body in [
             r#"{"prompt":"caf\u00e9"}"#,
