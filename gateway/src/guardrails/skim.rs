@@ -554,18 +554,15 @@ mod tests {
             r#""tool_calls":[{"function":{"arguments":"c1"}},{"function":{"arguments":"c2"}}]"#,
             r#""content":[{"arguments":"na","text":"nt"},"s"]"#,
         ];
-        let mut orders = vec![vec![]];
+        let mut orders: Vec<Vec<usize>> = vec![vec![]];
         for _ in 0..4 {
-            orders = orders
-                .into_iter()
-                .flat_map(|o: Vec<usize>| {
-                    (0..4).filter(move |i| !o.contains(i)).map(move |i| {
-                        let mut o = o.clone();
-                        o.push(i);
-                        o
-                    })
-                })
-                .collect();
+            let mut longer = Vec::new();
+            for o in &orders {
+                for i in (0..4).filter(|i| !o.contains(i)) {
+                    longer.push([&o[..], &[i]].concat());
+                }
+            }
+            orders = longer;
         }
         assert_eq!(orders.len(), 24);
         for order in &orders {
