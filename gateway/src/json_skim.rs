@@ -11,10 +11,6 @@
 /// limit is 128).
 pub(crate) const MAX_DEPTH: usize = 64;
 
-/// Bytes of a string a cursor for long strings reads one by one before it
-/// searches with memchr (most keys and ids end within them).
-const SHORT_STRING: usize = 16;
-
 /// The members of one object already read, by bit: the full parse refuses
 /// a duplicate of a member it reads.
 #[derive(Default)]
@@ -231,21 +227,7 @@ impl<'a> Reader<'a> {
     ///
     /// [`string`]: Self::string
     fn long_string(&mut self, start: usize) -> Option<&'a [u8]> {
-        // A short string (a key, an id) ends before memchr's set-up would
-        // pay: its first bytes are looked at one by one. A backslash or a
-        // control byte is left to the search below, which starts there.
         let mut at = start;
-        let short = self.buf.len().min(start + SHORT_STRING);
-        while at < short {
-            match self.buf[at] {
-                b'"' => {
-                    self.at = at + 1;
-                    return Some(&self.buf[start..at]);
-                }
-                b'\\' | 0..0x20 => break,
-                _ => at += 1,
-            }
-        }
         loop {
             let rest = self.buf.get(at..)?;
             let stop = memchr::memchr2(b'"', b'\\', rest)?;
@@ -305,29 +287,9 @@ impl<'a> Reader<'a> {
         Some((&self.buf[start..at], plain))
     }
 
-    /// [`text_string`](Self::text_string) for long strings, its first
-    /// bytes looked at one by one as in [`long_string`](Self::long_string).
     fn long_text(&mut self, start: usize) -> Option<(&'a [u8], Plain)> {
         let mut at = start;
         let (mut high, mut escaped) = (0u8, false);
-        let short = self.buf.len().min(start + SHORT_STRING);
-        while at < short {
-            match self.buf[at] {
-                b'"' => {
-                    self.at = at + 1;
-                    let plain = Plain {
-                        ascii: high < 0x80,
-                        escaped,
-                    };
-                    return Some((&self.buf[start..at], plain));
-                }
-                b'\\' | 0..0x20 => break,
-                b => {
-                    high |= b;
-                    at += 1;
-                }
-            }
-        }
         loop {
             let rest = self.buf.get(at..)?;
             let stop = memchr::memchr2(b'"', b'\\', rest)?;
