@@ -5,7 +5,13 @@
 //! on a streamed answer, per chunk (target: at most 1 µs per chunk); and
 //! its whole path on a 4 KB chat request and answer (the body's texts
 //! found and, when masked, written back) beside the filter alone on the
-//! same texts.
+//! same texts. Then the targets' own measure: `pre_call` on chat
+//! requests of 1, 4, 16 and 64 KB (four user messages of filler prose;
+//! per KB = time / KB, and the slope between sizes) beside the same call
+//! with no guardrail configured; and the mock's 16-token stream (17 chunks
+//! and `[DONE]`) through the relay's usage tap alone and through the tap
+//! and the stream guard as the relay runs them (per chunk = the
+//! difference / 17).
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use gateway::guardrails::filter::{Action, ContentFilter, PatternSpec, WordSpec};
@@ -228,5 +234,114 @@ fn request_path(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, content_filter, stream_filter, request_path);
+/// A chat request of four user messages of `loadgen`'s filler prose,
+/// `size` bytes of text in all.
+fn filler_request(size: usize) -> bytes::Bytes {
+    let words = "the quick brown fox jumps over the lazy dog while the gateway routes ";
+    let filler: String = words.chars().cycle().take(size / 4).collect();
+    let messages: Vec<_> = (0..4)
+        .map(|_| serde_json::json!({"role": "user", "content": filler}))
+        .collect();
+    let body = serde_json::json!({"model": "gpt-4o", "messages": messages, "max_tokens": 16});
+    bytes::Bytes::from(serde_json::to_vec(&body).unwrap())
+}
+
+fn request_sizes(c: &mut Criterion) {
+    let rails = rails();
+    let none = Guardrails::from_config(None).unwrap();
+    let mut g = c.benchmark_group("guardrail_request_kb");
+    for kb in [1usize, 4, 16, 64] {
+        let body = filler_request(kb << 10);
+        g.throughput(Throughput::Bytes(kb as u64 * 1024));
+        for (label, rails) in [("pre_call", &rails), ("no_guardrail", &none)] {
+            g.bench_with_input(BenchmarkId::new(label, kb), &body, |b, body| {
+                b.iter(|| {
+                    let mut log = Default::default();
+                    let (out, _) = rails
+                        .pre_call(Scope::default(), body.clone(), &mut log)
+                        .unwrap();
+                    black_box(out.len())
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+/// The mock's stream of 16 tokens (`loadgen mock`): 17 chunks and `[DONE]`.
+fn mock_stream() -> Vec<u8> {
+    const WORDS: [&str; 16] = [
+        "lorem",
+        "ipsum",
+        "dolor",
+        "sit",
+        "amet",
+        "consectetur",
+        "adipiscing",
+        "elit",
+        "sed",
+        "do",
+        "eiusmod",
+        "tempor",
+        "incididunt",
+        "ut",
+        "labore",
+        "et",
+    ];
+    let head = r#"{"id":"chatcmpl-mock-1234","object":"chat.completion.chunk","created":1765000000,"model":"gpt-4o","choices":"#;
+    let mut out = String::new();
+    for (i, w) in WORDS.iter().enumerate() {
+        let role = if i == 0 { r#""role":"assistant","# } else { "" };
+        let sep = if i + 1 < WORDS.len() { " " } else { "" };
+        out.push_str(&format!(
+            "data: {head}[{{\"index\":0,\"delta\":{{{role}\"content\":\"{w}{sep}\"}},\"finish_reason\":null}}]}}\n\n"
+        ));
+    }
+    out.push_str(&format!(
+        "data: {head}[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"stop\"}}]}}\n\ndata: [DONE]\n\n"
+    ));
+    out.into_bytes()
+}
+
+fn stream_chunks(c: &mut Criterion) {
+    let rails = rails();
+    let (_, checked) = rails
+        .pre_call(
+            Scope::default(),
+            bytes::Bytes::from_static(b"{}"),
+            &mut Default::default(),
+        )
+        .unwrap();
+    let post = checked.post.unwrap();
+    let stream = mock_stream();
+    let mut g = c.benchmark_group("guardrail_stream_chunk");
+    g.throughput(Throughput::Elements(17));
+    g.bench_function("usage_tap_only/17", |b| {
+        b.iter(|| {
+            let mut tap = gateway::spend::StreamUsage::new();
+            tap.feed(&stream);
+            black_box(tap.finish(|| 0).0.completion_tokens)
+        })
+    });
+    g.bench_function("usage_tap_and_guard/17", |b| {
+        b.iter(|| {
+            let mut tap = gateway::spend::StreamUsage::new();
+            tap.feed(&stream);
+            let mut guard = gateway::proxy::bench::StreamGuard::new(&post);
+            let mut out = Vec::with_capacity(stream.len());
+            assert!(guard.feed(&stream, &mut out));
+            black_box((tap.finish(|| 0).0.completion_tokens, out.len()))
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    content_filter,
+    stream_filter,
+    request_path,
+    request_sizes,
+    stream_chunks
+);
 criterion_main!(benches);

@@ -46,6 +46,15 @@ pub(crate) fn decoded_chars(raw: &[u8]) -> Option<u64> {
     chars.checked_sub(escapes)
 }
 
+/// What the raw bytes of a string read by [`Reader::text_string`] hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Plain {
+    /// Every byte is ASCII (so the bytes are UTF-8).
+    pub(crate) ascii: bool,
+    /// It has an escape (a backslash and the byte after it).
+    pub(crate) escaped: bool,
+}
+
 /// A cursor over one JSON text.
 pub(crate) struct Reader<'a> {
     buf: &'a [u8],
@@ -238,6 +247,77 @@ impl<'a> Reader<'a> {
         Some(&self.buf[start..at])
     }
 
+    /// A string's raw bytes (as [`string`](Self::string)) and what they
+    /// hold ([`Plain`]), found as [`long_string`](Self::long_string) finds
+    /// them (with a plain loop in a cursor for short strings): the pass that looks for control characters also tells
+    /// whether every byte is ASCII, so a caller need not check the UTF-8
+    /// of a string again.
+    pub(crate) fn text_string(&mut self) -> Option<(&'a [u8], Plain)> {
+        if self.peek()? != b'"' {
+            return None;
+        }
+        let start = self.at + 1;
+        if self.long_strings {
+            return self.long_text(start);
+        }
+        let mut at = start;
+        let (mut high, mut escaped) = (0u8, false);
+        loop {
+            match *self.buf.get(at)? {
+                b'"' => break,
+                b'\\' => match self.buf.get(at + 1)? {
+                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {
+                        escaped = true;
+                        at += 2;
+                    }
+                    _ => return None,
+                },
+                0..0x20 => return None,
+                b => {
+                    high |= b;
+                    at += 1;
+                }
+            }
+        }
+        self.at = at + 1;
+        let plain = Plain {
+            ascii: high < 0x80,
+            escaped,
+        };
+        Some((&self.buf[start..at], plain))
+    }
+
+    fn long_text(&mut self, start: usize) -> Option<(&'a [u8], Plain)> {
+        let mut at = start;
+        let (mut high, mut escaped) = (0u8, false);
+        loop {
+            let rest = self.buf.get(at..)?;
+            let stop = memchr::memchr2(b'"', b'\\', rest)?;
+            let (control, bits) = rest[..stop]
+                .iter()
+                .fold((false, 0u8), |(c, h), &b| (c | (b < 0x20), h | b));
+            if control {
+                return None;
+            }
+            high |= bits;
+            at += stop;
+            if self.buf[at] == b'"' {
+                break;
+            }
+            match self.buf.get(at + 1)? {
+                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => at += 2,
+                _ => return None,
+            }
+            escaped = true;
+        }
+        self.at = at + 1;
+        let plain = Plain {
+            ascii: high < 0x80,
+            escaped,
+        };
+        Some((&self.buf[start..at], plain))
+    }
+
     /// Exactly `word` (`null`, `true`, `false`).
     pub(crate) fn literal(&mut self, word: &[u8]) -> Option<()> {
         let end = self.at.checked_add(word.len())?;
@@ -385,6 +465,15 @@ mod tests {
             let got = short.string().map(|raw| (raw, short.position()));
             proptest::prop_assert_eq!(got, before::string(&quoted));
             proptest::prop_assert_eq!(decoded_chars(&body), before::decoded_chars(&body));
+            for mut r in [Reader::with_long_strings(&quoted), Reader::new(&quoted)] {
+                let got = r.text_string().map(|(raw, plain)| (raw, r.position(), plain));
+                let want = before::string(&quoted);
+                proptest::prop_assert_eq!(got.map(|(raw, at, _)| (raw, at)), want);
+                if let Some((raw, _, plain)) = got {
+                    proptest::prop_assert_eq!(plain.ascii, raw.is_ascii());
+                    proptest::prop_assert_eq!(plain.escaped, raw.contains(&b'\\'));
+                }
+            }
         }
     }
 }

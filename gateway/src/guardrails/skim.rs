@@ -6,7 +6,7 @@
 //! UTF-8, nesting past 64, bad JSON) gives `None`, and the caller parses
 //! it.
 
-use crate::json_skim::{Reader, Seen};
+use crate::json_skim::{Plain, Reader, Seen};
 use std::borrow::Cow;
 
 /// One text of a body.
@@ -26,19 +26,24 @@ const REQUEST_TEXT: [&[u8]; 5] = [b"messages", b"system", b"input", b"prompt", b
 /// Every text of a request body (as [`walk::request`](super::walk::request)).
 pub fn request(body: &[u8]) -> Option<Vec<Text<'_>>> {
     let mut r = Reader::with_long_strings(body);
-    let mut found: [Vec<Text<'_>>; 5] = Default::default();
+    let mut found = Vec::new();
+    let mut members = Members::new(&found);
     let mut seen = Seen::default();
     r.object(0, |r, key| {
         match REQUEST_TEXT.iter().position(|k| *k == key) {
             Some(i) => {
                 seen.first(i as u8)?;
-                content(r, 1, &mut found[i])
+                let from = found.len();
+                content(r, 1, &mut found)?;
+                members.read(i as u8, from, found.len());
+                Some(())
             }
             None => r.skip_value(1),
         }
     })?;
     r.finished().then_some(())?;
-    Some(found.into_iter().flatten().collect())
+    members.in_order(&mut found);
+    Some(found)
 }
 
 /// Every text of a whole answer (as [`walk::answer`](super::walk::answer)):
@@ -46,7 +51,8 @@ pub fn request(body: &[u8]) -> Option<Vec<Text<'_>>> {
 /// `content`, Responses `output`.
 pub fn answer(body: &[u8]) -> Option<Vec<Text<'_>>> {
     let mut r = Reader::with_long_strings(body);
-    let mut found: [Vec<Text<'_>>; 3] = Default::default();
+    let mut found = Vec::new();
+    let mut members = Members::new(&found);
     let mut seen = Seen::default();
     r.object(0, |r, key| {
         let i = match key {
@@ -56,13 +62,73 @@ pub fn answer(body: &[u8]) -> Option<Vec<Text<'_>>> {
             _ => return r.skip_value(1),
         };
         seen.first(i)?;
+        let from = found.len();
         match i {
-            0 => choices(r, &mut found[0]),
-            _ => content(r, 1, &mut found[usize::from(i)]),
-        }
+            0 => choices(r, &mut found),
+            _ => content(r, 1, &mut found),
+        }?;
+        members.read(i, from, found.len());
+        Some(())
     })?;
     r.finished().then_some(())?;
-    Some(found.into_iter().flatten().collect())
+    members.in_order(&mut found);
+    Some(found)
+}
+
+/// The members of one object that gave texts, as read: each text is
+/// written to the list as its member is read, and put in the walk's order
+/// of members (by their number) at the object's end when they came in
+/// another (no list per member).
+struct Members {
+    /// Where the object's texts start in the list.
+    base: usize,
+    /// Each member's number and the range of its texts in the list.
+    read: [(u8, usize, usize); 5],
+    len: usize,
+    /// Whether a member came before one of a lower number.
+    shuffled: bool,
+}
+
+impl Members {
+    /// For an object whose texts go to the end of `out`.
+    fn new(out: &[Text<'_>]) -> Members {
+        Members {
+            base: out.len(),
+            read: [(0, 0, 0); 5],
+            len: 0,
+            shuffled: false,
+        }
+    }
+
+    /// Member `number` gave the texts `from..to` (each member is read
+    /// once: a duplicate is refused before).
+    fn read(&mut self, number: u8, from: usize, to: usize) {
+        if from == to {
+            return;
+        }
+        if let Some(&(last, ..)) = self.read[..self.len].last() {
+            self.shuffled |= last > number;
+        }
+        self.read[self.len] = (number, from, to);
+        self.len += 1;
+    }
+
+    /// Puts the object's texts of `out` in the order of their members.
+    fn in_order(mut self, out: &mut Vec<Text<'_>>) {
+        if !self.shuffled {
+            return;
+        }
+        let read = &mut self.read[..self.len];
+        read.sort_unstable_by_key(|&(number, ..)| number);
+        let mut texts: Vec<Option<Text<'_>>> = out.drain(self.base..).map(Some).collect();
+        for &(_, from, to) in read.iter() {
+            out.extend(
+                texts[from - self.base..to - self.base]
+                    .iter_mut()
+                    .filter_map(Option::take),
+            );
+        }
+    }
 }
 
 /// An answer's `choices`: each one's `text`, then its `message`.
@@ -74,21 +140,27 @@ fn choices<'a>(r: &mut Reader<'a>, out: &mut Vec<Text<'a>>) -> Option<()> {
         if r.peek()? != b'{' {
             return r.skip_value(2);
         }
-        let (mut text, mut message) = (Vec::new(), Vec::new());
+        let mut members = Members::new(out);
         let mut seen = Seen::default();
-        r.object(2, |r, key| match key {
-            b"text" => {
-                seen.first(0)?;
-                string_or_skip(r, 3, &mut text)
-            }
-            b"message" => {
-                seen.first(1)?;
-                content(r, 3, &mut message)
-            }
-            _ => r.skip_value(3),
+        r.object(2, |r, key| {
+            let from = out.len();
+            let i = match key {
+                b"text" => {
+                    seen.first(0)?;
+                    string_or_skip(r, 3, out)?;
+                    0
+                }
+                b"message" => {
+                    seen.first(1)?;
+                    content(r, 3, out)?;
+                    1
+                }
+                _ => return r.skip_value(3),
+            };
+            members.read(i, from, out.len());
+            Some(())
         })?;
-        out.append(&mut text);
-        out.append(&mut message);
+        members.in_order(out);
         Some(())
     })
 }
@@ -109,7 +181,7 @@ fn content<'a>(r: &mut Reader<'a>, depth: usize, out: &mut Vec<Text<'a>>) -> Opt
 /// A part: its `text`, its `arguments` (a Responses `function_call`), its
 /// tool calls' `function.arguments`, then its nested `content`.
 fn part<'a>(r: &mut Reader<'a>, depth: usize, out: &mut Vec<Text<'a>>) -> Option<()> {
-    let mut found: [Vec<Text<'a>>; 4] = Default::default();
+    let mut members = Members::new(out);
     let mut seen = Seen::default();
     r.object(depth, |r, key| {
         let i = match key {
@@ -120,14 +192,16 @@ fn part<'a>(r: &mut Reader<'a>, depth: usize, out: &mut Vec<Text<'a>>) -> Option
             _ => return r.skip_value(depth + 1),
         };
         seen.first(i)?;
-        let into = &mut found[usize::from(i)];
+        let from = out.len();
         match i {
-            0 | 1 => string_or_skip(r, depth + 1, into),
-            2 => tool_calls(r, depth + 1, into),
-            _ => content(r, depth + 1, into),
-        }
+            0 | 1 => string_or_skip(r, depth + 1, out),
+            2 => tool_calls(r, depth + 1, out),
+            _ => content(r, depth + 1, out),
+        }?;
+        members.read(i, from, out.len());
+        Some(())
     })?;
-    found.into_iter().for_each(|mut f| out.append(&mut f));
+    members.in_order(out);
     Some(())
 }
 
@@ -180,10 +254,21 @@ fn string_or_skip<'a>(r: &mut Reader<'a>, depth: usize, out: &mut Vec<Text<'a>>)
 /// The string at the cursor.
 fn text<'a>(r: &mut Reader<'a>) -> Option<Text<'a>> {
     let start = r.position();
-    let raw = r.string()?;
+    let (raw, plain) = r.text_string()?;
+    let text = match plain {
+        Plain {
+            ascii: true,
+            escaped: false,
+        } => {
+            // SAFETY: every byte is ASCII (the reader's pass saw no high
+            // bit), so the bytes are UTF-8.
+            Cow::Borrowed(unsafe { std::str::from_utf8_unchecked(raw) })
+        }
+        _ => unescape(raw)?,
+    };
     Some(Text {
         span: (start, r.position()),
-        text: unescape(raw)?,
+        text,
         changed: false,
     })
 }
@@ -453,6 +538,46 @@ mod tests {
             assert_eq!(
                 skimmed(body, true).as_deref(),
                 Some(&walked(body, true)[..]),
+                "{body}"
+            );
+        }
+    }
+
+    #[test]
+    fn members_in_any_order_give_the_walks_order() {
+        // Every order of a part's four text members (one nested part in
+        // `content`, its members in turn in another order), at the top of
+        // a request and of an answer's choice.
+        let members = [
+            r#""text":"t""#,
+            r#""arguments":"a""#,
+            r#""tool_calls":[{"function":{"arguments":"c1"}},{"function":{"arguments":"c2"}}]"#,
+            r#""content":[{"arguments":"na","text":"nt"},"s"]"#,
+        ];
+        let mut orders: Vec<Vec<usize>> = vec![vec![]];
+        for _ in 0..4 {
+            let mut longer = Vec::new();
+            for o in &orders {
+                for i in (0..4).filter(|i| !o.contains(i)) {
+                    longer.push([&o[..], &[i]].concat());
+                }
+            }
+            orders = longer;
+        }
+        assert_eq!(orders.len(), 24);
+        for order in &orders {
+            let part: Vec<&str> = order.iter().map(|&i| members[i]).collect();
+            let part = format!("{{\"role\":\"user\",{}}}", part.join(","));
+            let body = format!(r#"{{"prompt":"p","messages":[{part},{part}],"system":"s0"}}"#);
+            assert_eq!(
+                skimmed(&body, false).as_deref(),
+                Some(&walked(&body, false)[..]),
+                "{body}"
+            );
+            let body = format!(r#"{{"output":"o","choices":[{{"message":{part},"text":"ct"}}]}}"#);
+            assert_eq!(
+                skimmed(&body, true).as_deref(),
+                Some(&walked(&body, true)[..]),
                 "{body}"
             );
         }

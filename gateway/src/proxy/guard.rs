@@ -436,18 +436,27 @@ impl StreamGuard {
                 checked: 0,
             })
         });
-        Some(StreamGuard {
-            check: post.stream(),
-            services,
+        let mut guard = StreamGuard::of_window(post.stream(), anthropic, outcome.guard_log.clone());
+        guard.services = services;
+        guard.responses = responses;
+        Some(guard)
+    }
+
+    /// A guard of window `check` alone (no services), for an OpenAI
+    /// (`anthropic`: an Anthropic Messages) stream; its runs go to `log`.
+    pub(super) fn of_window(check: StreamCheck, anthropic: bool, log: Log) -> StreamGuard {
+        StreamGuard {
+            check,
+            services: None,
             reader: EventReader::new(crate::formats::MAX_EVENT_BYTES),
             anthropic,
-            responses,
+            responses: None,
             seq: None,
             last: Vec::new(),
             ended: false,
             blocked: false,
-            log: outcome.guard_log.clone(),
-        })
+            log,
+        }
     }
 
     /// Whether a `BLOCK` ended the stream (nothing more is sent).

@@ -1552,3 +1552,31 @@ fn end_user_default(principal: &Principal) -> Option<&str> {
         .as_str()
         .filter(|id| !id.is_empty())
 }
+
+/// The stream guard alone, for the criterion suites and instruction
+/// counts in `benches/` (not part of the gateway's interface).
+#[doc(hidden)]
+pub mod bench {
+    use crate::guardrails::PostCall;
+
+    /// An OpenAI stream's `post_call` content filters, as the relay runs
+    /// them on the client's bytes.
+    pub struct StreamGuard(super::guard::StreamGuard);
+
+    impl StreamGuard {
+        /// The guard of `post`'s stream window.
+        pub fn new(post: &PostCall) -> StreamGuard {
+            StreamGuard(super::guard::StreamGuard::of_window(
+                post.stream(),
+                false,
+                Default::default(),
+            ))
+        }
+
+        /// Appends to `out` what the client gets of the events `input`
+        /// completes; `false` when the stream could not be read.
+        pub fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> bool {
+            self.0.feed(input, out).is_ok()
+        }
+    }
+}
