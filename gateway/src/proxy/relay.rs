@@ -221,7 +221,8 @@ pub(super) struct Relay<'d> {
     is_stream: bool,
     filter: Option<UsageChunkFilter>,
     translate: Option<Box<dyn StreamTranslator>>,
-    guard: Option<super::guard::StreamGuard>,
+    /// Boxed: 312 B that every open stream would carry, guarded or not.
+    guard: Option<Box<super::guard::StreamGuard>>,
     /// The core, for the guard's calls to guardrail services.
     worker: Option<&'d crate::state::Worker>,
 }
@@ -262,7 +263,7 @@ impl<'d> Relay<'d> {
         guard: Option<super::guard::StreamGuard>,
         worker: &'d crate::state::Worker,
     ) -> Self {
-        self.guard = guard;
+        self.guard = guard.map(Box::new);
         self.worker = Some(worker);
         self
     }
