@@ -427,6 +427,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_relay_keeps_no_stream_guard_inline() {
+        // Every open stream keeps its relay for minutes; the post_call
+        // guard (over 300 B) is on the heap, and only for guarded streams.
+        let guard = std::mem::size_of::<super::super::guard::StreamGuard>();
+        assert!(guard > 128, "the guard is {guard} B");
+        assert!(
+            std::mem::size_of::<Relay<'static>>() < guard,
+            "the relay is {} B",
+            std::mem::size_of::<Relay<'static>>()
+        );
+    }
+
+    #[test]
     fn usage_of_a_body_larger_than_the_tap_is_still_read() {
         let mut tap = UsageTap::new(false, Format::OpenAi);
         tap.feed(br#"{"choices":[{"message":{"content":""#);
