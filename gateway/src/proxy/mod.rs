@@ -136,7 +136,8 @@ pub(crate) struct Outcome {
     /// A `during_call` content filter's refusal, answered once the limiter
     /// has admitted the request (LiteLLM's `during_call` hooks run after
     /// its rate limiter, so such a request counts toward the limits).
-    deferred_refusal: Option<GatewayError>,
+    /// Boxed: rare, and the outcome is kept by every open stream.
+    deferred_refusal: Option<Box<GatewayError>>,
 }
 
 /// Serves a multipart upload on `endpoint` whose body (`length` bytes,
@@ -675,7 +676,7 @@ async fn serve(
     // Counted, then refused: the ticket's drop frees its parallel slot
     // and settles its reserved tokens at none used.
     if let Some(refusal) = outcome.deferred_refusal.take() {
-        return Err(refusal);
+        return Err(*refusal);
     }
     let caller = Caller {
         principal,
