@@ -425,21 +425,58 @@ pub async fn refuse(
 /// Answers one request admitted by [`admit`] (or refused there: the refusal
 /// is answered here, by the handler of its route, with an empty body).
 /// `peer` is the client's address.
-pub async fn handle(
-    worker: &Worker,
-    head: &RequestHead,
+///
+/// Not an `async fn`: an LLM request's future is the proxy's own, without a
+/// routing future around it keeping these arguments beside the proxy's copy
+/// of them (768 B that every open stream carried).
+pub fn handle<'a, 'r>(
+    worker: &'a Worker,
+    head: &'a RequestHead,
     admission: Admission,
     body: Bytes,
+    out: &'a mut Responder<'r>,
+    received_at: Instant,
+    peer: Option<IpAddr>,
+) -> impl std::future::Future<Output = ()> + use<'a, 'r> {
+    use futures_util::future::Either;
+    match route(worker, head) {
+        Route::Llm(endpoint) => {
+            let caller = admission.caller();
+            Either::Left(proxy::handle(
+                worker,
+                head,
+                endpoint,
+                caller,
+                body,
+                out,
+                received_at,
+            ))
+        }
+        route => Either::Right(handle_route(
+            worker,
+            head,
+            route,
+            (admission, body),
+            out,
+            received_at,
+            peer,
+        )),
+    }
+}
+
+/// [`handle`] for the routes other than the LLM endpoints.
+async fn handle_route(
+    worker: &Worker,
+    head: &RequestHead,
+    route: Route<'_>,
+    (admission, body): (Admission, Bytes),
     out: &mut Responder<'_>,
     received_at: Instant,
     peer: Option<IpAddr>,
 ) {
-    let result = match route(worker, head) {
-        Route::Llm(endpoint) => {
-            let caller = admission.caller();
-            proxy::handle(worker, head, endpoint, caller, body, out, received_at).await;
-            return;
-        }
+    let result = match route {
+        // Not awaited here: its future would set this one's size.
+        Route::Llm(_) => unreachable!("`handle` answers the LLM routes"),
         Route::PassThrough(provider, rest) => {
             // Boxed, as the management API below: its state would join
             // every LLM request's.

@@ -451,7 +451,9 @@ impl Limiter {
                 limiter: self,
                 remote,
             };
-            match table.admit(&redis, &descs, &amounts).await {
+            // Boxed: the largest state of an admission, which would
+            // otherwise join every request's (and every open stream's) future.
+            match Box::pin(table.admit(&redis, &descs, &amounts)).await {
                 Leased::Admitted { holds, used } => {
                     let verdict = Verdict::Admitted {
                         tick: 0,

@@ -186,7 +186,7 @@ fn pre_call(
     outcome.post_call = checked.post;
     outcome.applied_guardrails = checked.applied;
     if outcome.deferred_refusal.is_none() {
-        outcome.deferred_refusal = checked.deferred;
+        outcome.deferred_refusal = checked.deferred.map(Box::new);
     }
     let answer_services = outcome
         .post_call

@@ -136,7 +136,8 @@ pub(crate) struct Outcome {
     /// A `during_call` content filter's refusal, answered once the limiter
     /// has admitted the request (LiteLLM's `during_call` hooks run after
     /// its rate limiter, so such a request counts toward the limits).
-    deferred_refusal: Option<GatewayError>,
+    /// Boxed: rare, and the outcome is kept by every open stream.
+    deferred_refusal: Option<Box<GatewayError>>,
 }
 
 /// Serves a multipart upload on `endpoint` whose body (`length` bytes,
@@ -191,15 +192,19 @@ pub async fn upload(
 
 /// Serves one OpenAI-style LLM request on `endpoint`; `caller` is the
 /// result of authenticating its head.
-pub async fn handle(
-    worker: &Worker,
-    head: &RequestHead,
+///
+/// Not an `async fn`: its future is [`handle_streamed`]'s, without a
+/// wrapper keeping a second copy of the arguments for as long as a stream
+/// is open.
+pub fn handle<'a, 'r>(
+    worker: &'a Worker,
+    head: &'a RequestHead,
     endpoint: Endpoint,
     caller: Result<Principal, GatewayError>,
     body: Bytes,
-    out: &mut Responder<'_>,
+    out: &'a mut Responder<'r>,
     received_at: Instant,
-) {
+) -> impl std::future::Future<Output = ()> + use<'a, 'r> {
     handle_streamed(
         worker,
         head,
@@ -209,7 +214,6 @@ pub async fn handle(
         out,
         received_at,
     )
-    .await;
 }
 
 /// [`handle`], for a body that may be a streamed upload's prefix and the
@@ -631,44 +635,48 @@ async fn serve(
     // 5. limit
     // A key past its budget that opted in to throttling is held to a share
     // of its limits; a key's dynamic limits bind only while the group fails.
-    let throttled = principal.key_for_limits(|| router.failures_this_minute(&model));
-    // Boxed: a ticket is large and kept until the answer ends.
-    let mut ticket = worker
-        .shared
-        .limiter
-        .admit(&AdmitInput {
-            key: principal.key_rows_as(throttled.as_ref()),
-            model: &model,
-            end_user: req.end_user.as_deref(),
-            end_user_limits: end_user.as_ref().map(|e| e.limits()),
-            prompt,
-            max_tokens: req.max_tokens,
-            estimated_output: record::estimated_output(
-                key_of(principal),
-                &model,
-                worker.shared.estimated_output_tokens,
-            ),
-            embeddings: matches!(
-                req.endpoint,
-                Endpoint::Embeddings
-                    | Endpoint::Rerank
-                    | Endpoint::Moderations
-                    | Endpoint::ImageGenerations
-                    | Endpoint::AudioSpeech
-                    | Endpoint::AudioTranscriptions
-                    | Endpoint::AudioTranslations
-                    | Endpoint::ImageEdits
-            ),
-            request_id: &outcome.call_id,
-            extra: principal.extra_limits(&model, &req.tags),
-        })
-        .await?
-        .map(Box::new);
+    // Boxed: a ticket is large and kept until the answer ends. The
+    // throttled row (600 B) lives only in this block: bound beside the
+    // call, it stayed in this future's state while a stream was open.
+    let mut ticket = {
+        let throttled = principal.key_for_limits(|| router.failures_this_minute(&model));
+        worker
+            .shared
+            .limiter
+            .admit(&AdmitInput {
+                key: principal.key_rows_as(throttled.as_ref()),
+                model: &model,
+                end_user: req.end_user.as_deref(),
+                end_user_limits: end_user.as_ref().map(|e| e.limits()),
+                prompt,
+                max_tokens: req.max_tokens,
+                estimated_output: record::estimated_output(
+                    key_of(principal),
+                    &model,
+                    worker.shared.estimated_output_tokens,
+                ),
+                embeddings: matches!(
+                    req.endpoint,
+                    Endpoint::Embeddings
+                        | Endpoint::Rerank
+                        | Endpoint::Moderations
+                        | Endpoint::ImageGenerations
+                        | Endpoint::AudioSpeech
+                        | Endpoint::AudioTranscriptions
+                        | Endpoint::AudioTranslations
+                        | Endpoint::ImageEdits
+                ),
+                request_id: &outcome.call_id,
+                extra: principal.extra_limits(&model, &req.tags),
+            })
+            .await?
+            .map(Box::new)
+    };
     outcome.rate = ticket.as_ref().map(|t| *t.headers());
     // Counted, then refused: the ticket's drop frees its parallel slot
     // and settles its reserved tokens at none used.
     if let Some(refusal) = outcome.deferred_refusal.take() {
-        return Err(refusal);
+        return Err(*refusal);
     }
     let caller = Caller {
         principal,
@@ -1385,7 +1393,9 @@ async fn forward(
         if passthrough {
             attempt.answer.whole(&body);
             let answer = (status, headers, content_type.as_str());
-            return guard::send_answer(out, client, (worker, outcome), answer, &body).await;
+            // Boxed: larger than the relay's state, which a stream keeps.
+            let send = guard::send_answer(out, client, (worker, outcome), answer, &body);
+            return Box::pin(send).await;
         }
         let embeddings = endpoint == Endpoint::Embeddings;
         let body = if images {
@@ -1403,7 +1413,9 @@ async fn forward(
         }
         attempt.answer.whole(&body);
         let answer = (status, headers, "application/json");
-        return guard::send_answer(out, client, (worker, outcome), answer, &body).await;
+        // Boxed, as above.
+        let send = guard::send_answer(out, client, (worker, outcome), answer, &body);
+        return Box::pin(send).await;
     }
     let translate = (is_stream && !passthrough)
         .then(|| convert::stream_translator(Some(provider), (client, names), req.include_usage))

@@ -221,7 +221,8 @@ pub(super) struct Relay<'d> {
     is_stream: bool,
     filter: Option<UsageChunkFilter>,
     translate: Option<Box<dyn StreamTranslator>>,
-    guard: Option<super::guard::StreamGuard>,
+    /// Boxed: 312 B that every open stream would carry, guarded or not.
+    guard: Option<Box<super::guard::StreamGuard>>,
     /// The core, for the guard's calls to guardrail services.
     worker: Option<&'d crate::state::Worker>,
 }
@@ -262,7 +263,7 @@ impl<'d> Relay<'d> {
         guard: Option<super::guard::StreamGuard>,
         worker: &'d crate::state::Worker,
     ) -> Self {
-        self.guard = guard;
+        self.guard = guard.map(Box::new);
         self.worker = Some(worker);
         self
     }
@@ -424,6 +425,19 @@ pub(super) async fn relay_as_is(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_relay_keeps_no_stream_guard_inline() {
+        // Every open stream keeps its relay for minutes; the post_call
+        // guard (over 300 B) is on the heap, and only for guarded streams.
+        let guard = std::mem::size_of::<super::super::guard::StreamGuard>();
+        assert!(guard > 128, "the guard is {guard} B");
+        assert!(
+            std::mem::size_of::<Relay<'static>>() < guard,
+            "the relay is {} B",
+            std::mem::size_of::<Relay<'static>>()
+        );
+    }
 
     #[test]
     fn usage_of_a_body_larger_than_the_tap_is_still_read() {

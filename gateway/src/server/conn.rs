@@ -109,7 +109,9 @@ pub async fn serve(tcp: TcpStream, worker: Rc<Worker>) {
                 &mut out,
                 received_at,
             );
-            let served = CatchPanic::new(upload).await;
+            // Boxed: as large as a plain request's handler, and it would
+            // hold this future's size up when that one shrinks.
+            let served = CatchPanic::new(Box::pin(upload)).await;
             let read_all = match served {
                 Ok(read_all) => read_all,
                 Err(panic) => {
