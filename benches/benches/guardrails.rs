@@ -13,6 +13,7 @@
 //! and the stream guard as the relay runs them (per chunk = the
 //! difference / 17).
 
+use benches::guardrail_inputs::{filler_request, mock_stream, post_call, rails};
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use gateway::guardrails::filter::{Action, ContentFilter, PatternSpec, WordSpec};
 use gateway::guardrails::patterns::PREBUILT;
@@ -78,37 +79,10 @@ fn content_filter(c: &mut Criterion) {
     g.finish();
 }
 
-/// A default-on `pre_call` and `post_call` guardrail with every prebuilt
-/// pattern and 1,000 blocked words (all `MASK`).
-fn rails() -> Guardrails {
-    let mut patterns = String::new();
-    for p in PREBUILT {
-        patterns.push_str(&format!(
-            "{{pattern_type: prebuilt, pattern_name: {}, action: MASK}},",
-            p.name
-        ));
-    }
-    let mut words = String::new();
-    for i in 0..1000 {
-        words.push_str(&format!("{{keyword: codename{i:04}x, action: MASK}},"));
-    }
-    let yaml = format!(
-        "- guardrail_name: out\n  litellm_params: {{guardrail: litellm_content_filter, mode: [pre_call, post_call], default_on: true, patterns: [{patterns}], blocked_words: [{words}]}}\n"
-    );
-    Guardrails::from_config(Some(&serde_yaml::from_str(&yaml).unwrap())).unwrap()
-}
-
 /// The stream window of [`rails`]' guardrail, as a request gets it.
 fn stream_window() -> gateway::guardrails::stream::StreamCheck {
     let rails = rails();
-    let (_, checked) = rails
-        .pre_call(
-            Scope::default(),
-            bytes::Bytes::from_static(b"{}"),
-            &mut Default::default(),
-        )
-        .unwrap();
-    checked.post.unwrap().stream()
+    post_call(&rails).stream()
 }
 
 fn stream_filter(c: &mut Criterion) {
@@ -234,18 +208,6 @@ fn request_path(c: &mut Criterion) {
     g.finish();
 }
 
-/// A chat request of four user messages of `loadgen`'s filler prose,
-/// `size` bytes of text in all.
-fn filler_request(size: usize) -> bytes::Bytes {
-    let words = "the quick brown fox jumps over the lazy dog while the gateway routes ";
-    let filler: String = words.chars().cycle().take(size / 4).collect();
-    let messages: Vec<_> = (0..4)
-        .map(|_| serde_json::json!({"role": "user", "content": filler}))
-        .collect();
-    let body = serde_json::json!({"model": "gpt-4o", "messages": messages, "max_tokens": 16});
-    bytes::Bytes::from(serde_json::to_vec(&body).unwrap())
-}
-
 fn request_sizes(c: &mut Criterion) {
     let rails = rails();
     let none = Guardrails::from_config(None).unwrap();
@@ -268,51 +230,9 @@ fn request_sizes(c: &mut Criterion) {
     g.finish();
 }
 
-/// The mock's stream of 16 tokens (`loadgen mock`): 17 chunks and `[DONE]`.
-fn mock_stream() -> Vec<u8> {
-    const WORDS: [&str; 16] = [
-        "lorem",
-        "ipsum",
-        "dolor",
-        "sit",
-        "amet",
-        "consectetur",
-        "adipiscing",
-        "elit",
-        "sed",
-        "do",
-        "eiusmod",
-        "tempor",
-        "incididunt",
-        "ut",
-        "labore",
-        "et",
-    ];
-    let head = r#"{"id":"chatcmpl-mock-1234","object":"chat.completion.chunk","created":1765000000,"model":"gpt-4o","choices":"#;
-    let mut out = String::new();
-    for (i, w) in WORDS.iter().enumerate() {
-        let role = if i == 0 { r#""role":"assistant","# } else { "" };
-        let sep = if i + 1 < WORDS.len() { " " } else { "" };
-        out.push_str(&format!(
-            "data: {head}[{{\"index\":0,\"delta\":{{{role}\"content\":\"{w}{sep}\"}},\"finish_reason\":null}}]}}\n\n"
-        ));
-    }
-    out.push_str(&format!(
-        "data: {head}[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"stop\"}}]}}\n\ndata: [DONE]\n\n"
-    ));
-    out.into_bytes()
-}
-
 fn stream_chunks(c: &mut Criterion) {
     let rails = rails();
-    let (_, checked) = rails
-        .pre_call(
-            Scope::default(),
-            bytes::Bytes::from_static(b"{}"),
-            &mut Default::default(),
-        )
-        .unwrap();
-    let post = checked.post.unwrap();
+    let post = post_call(&rails);
     let stream = mock_stream();
     let mut g = c.benchmark_group("guardrail_stream_chunk");
     g.throughput(Throughput::Elements(17));

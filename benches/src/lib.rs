@@ -1,6 +1,8 @@
 //! Inputs shared by the criterion suites: realistic request heads and chat
 //! bodies of a chosen size.
 
+pub mod guardrail_inputs;
+
 /// A chat-completions request head as the OpenAI Python SDK sends it.
 pub const SDK_REQUEST_HEAD: &[u8] = b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:4000\r\nAccept-Encoding: gzip, deflate\r\nConnection: keep-alive\r\nAccept: application/json\r\nContent-Type: application/json\r\nUser-Agent: OpenAI/Python 1.54.0\r\nX-Stainless-Lang: python\r\nX-Stainless-Package-Version: 1.54.0\r\nX-Stainless-OS: Linux\r\nX-Stainless-Arch: x64\r\nX-Stainless-Runtime: CPython\r\nX-Stainless-Runtime-Version: 3.11.7\r\nAuthorization: Bearer sk-1234567890abcdef\r\nX-Stainless-Async: false\r\nx-stainless-retry-count: 0\r\nContent-Length: 1024\r\n\r\n";
 
