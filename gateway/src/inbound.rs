@@ -74,6 +74,22 @@ impl Endpoint {
         )
     }
 
+    /// Whether its answer has no completion tokens to reserve (embeddings,
+    /// rerank, moderations, images, audio): only the input counts.
+    pub fn writes_no_tokens(self) -> bool {
+        matches!(
+            self,
+            Endpoint::Embeddings
+                | Endpoint::Rerank
+                | Endpoint::Moderations
+                | Endpoint::ImageGenerations
+                | Endpoint::AudioSpeech
+                | Endpoint::AudioTranscriptions
+                | Endpoint::AudioTranslations
+                | Endpoint::ImageEdits
+        )
+    }
+
     /// The format the client speaks on this endpoint.
     pub fn format(self) -> crate::formats::Format {
         match self {

@@ -106,7 +106,8 @@ pub struct AdmitInput<'a> {
     /// LiteLLM's `default_estimated_output_tokens` for this request (key,
     /// team): reserved in place of the heuristic when `max_tokens` is absent.
     pub estimated_output: Option<u64>,
-    /// Embeddings, rerank and moderations produce no output tokens.
+    /// The endpoint writes no output tokens (embeddings, rerank,
+    /// moderations, images, audio): only the input is reserved.
     pub embeddings: bool,
     /// The request id; names its parallel slots.
     pub request_id: &'a str,

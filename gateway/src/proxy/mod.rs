@@ -655,17 +655,7 @@ async fn serve(
                     &model,
                     worker.shared.estimated_output_tokens,
                 ),
-                embeddings: matches!(
-                    req.endpoint,
-                    Endpoint::Embeddings
-                        | Endpoint::Rerank
-                        | Endpoint::Moderations
-                        | Endpoint::ImageGenerations
-                        | Endpoint::AudioSpeech
-                        | Endpoint::AudioTranscriptions
-                        | Endpoint::AudioTranslations
-                        | Endpoint::ImageEdits
-                ),
+                embeddings: req.endpoint.writes_no_tokens(),
                 request_id: &outcome.call_id,
                 extra: principal.extra_limits(&model, &req.tags),
             })

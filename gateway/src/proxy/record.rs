@@ -71,16 +71,10 @@ pub(super) async fn admit<'l>(
             return Err(exceeded(scope, budget.spent_usd(), max, None));
         }
     }
-    let max_output = match req.endpoint {
-        Endpoint::Embeddings
-        | Endpoint::Rerank
-        | Endpoint::Moderations
-        | Endpoint::ImageGenerations
-        | Endpoint::AudioSpeech
-        | Endpoint::AudioTranscriptions
-        | Endpoint::AudioTranslations
-        | Endpoint::ImageEdits => 0,
-        _ => req.max_tokens.unwrap_or_else(|| {
+    let max_output = if req.endpoint.writes_no_tokens() {
+        0
+    } else {
+        req.max_tokens.unwrap_or_else(|| {
             let cap = spend::max_output_tokens(dep, upstream_model);
             match estimated_output(key, group, priced.estimated_output) {
                 // An estimate, not a bound: the real cost is settled after,
@@ -88,7 +82,7 @@ pub(super) async fn admit<'l>(
                 Some(estimate) => cap.map_or(estimate, |c| c.min(estimate)),
                 None => cap.unwrap_or(DEFAULT_MAX_OUTPUT),
             }
-        }),
+        })
     };
     // Exactness needs an upper bound, not an estimate: byte-level BPE spends
     // at least one byte per token, so the body's length bounds the prompt.
