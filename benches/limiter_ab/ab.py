@@ -99,6 +99,33 @@ def free_port():
         return s.getsockname()[1]
 
 
+def private_redis():
+    """A redis-server of our own on a port the kernel gave: (process, port).
+    Another process may take the port between the kernel's answer and the
+    server's bind; then the server exits, or the one answering is not ours
+    (its process id says so), and another port is tried."""
+    for _ in range(20):
+        port = free_port()
+        proc = subprocess.Popen(["redis-server", "--port", str(port), "--save", "",
+                                 "--appendonly", "no", "--dir", tempfile.gettempdir()],
+                                stdout=subprocess.DEVNULL)
+        deadline = time.time() + 10
+        while proc.poll() is None and time.time() < deadline:
+            try:
+                conn = Conn(port)
+            except OSError:
+                time.sleep(0.05)
+                continue
+            info = conn.call("INFO", "server")
+            conn.s.close()
+            if b"process_id:%d\r\n" % proc.pid in info:
+                return proc, port
+            break
+        proc.kill()
+        proc.wait()
+    sys.exit("no redis-server of our own would start")
+
+
 def cpu(conn):
     info = conn.call("INFO", "cpu").decode()
     f = dict(l.split(":", 1) for l in info.splitlines() if ":" in l)
@@ -141,16 +168,7 @@ def main():
     proc = None
     port = a.port
     if not port:
-        port = free_port()
-        proc = subprocess.Popen(["redis-server", "--port", str(port), "--save", "",
-                                 "--appendonly", "no", "--dir", tempfile.gettempdir()],
-                                stdout=subprocess.DEVNULL)
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port)).close()
-                break
-            except OSError:
-                time.sleep(0.05)
+        proc, port = private_redis()
     try:
         conn = Conn(port)
         mods = [(v, importlib.import_module(v)) for v in a.variants]

@@ -15,13 +15,11 @@ batch the replies and every key (fields, members, scores, TTL within
 import os
 import random
 import struct
-import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from ab import Conn, free_port  # noqa: E402
+from ab import Conn, private_redis  # noqa: E402
 
 FAKE = "local t = redis.call('HMGET', 'faketime', 's', 'us')"
 
@@ -38,9 +36,7 @@ cand = argv.pop(0) if len(argv) > 3 else os.path.join(HERE, "../../gateway/src/l
 A = load(ref)
 B = load(cand)
 sys.argv = [sys.argv[0], cand] + argv
-port = free_port()
-proc = subprocess.Popen(["redis-server", "--port", str(port), "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
-time.sleep(0.3)
+proc, port = private_redis()
 c = Conn(port)
 sa = c.call("SCRIPT", "LOAD", A); sb = c.call("SCRIPT", "LOAD", B)
 def snapshot(db):
