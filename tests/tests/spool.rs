@@ -238,10 +238,9 @@ impl Setup {
             let at_kill = sent.load(Ordering::Acquire);
             wait_sent(&sent, &stop, at_kill + PER_PHASE, &self.gw);
             // The outage's rows are on disk before Postgres returns, so the
-            // replay is what brings them back.
-            eventually(Duration::from_secs(5), || {
-                !spool_files(&self.spool_dir).is_empty()
-            });
+            // replay is what brings them back. Rows, not files: a spool file
+            // is seen as soon as it is created, before its first row is in.
+            eventually(Duration::from_secs(5), || spool_lines(&self.spool_dir) > 0);
             spooled = spool_lines(&self.spool_dir);
             phase.store(2, Ordering::Release);
             self.pg.restart();
