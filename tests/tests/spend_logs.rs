@@ -221,3 +221,72 @@ fn disable_error_logs_keeps_no_failure_row_on_postgres() {
     let db = e2e::TestDb::create();
     no_failure_rows_with_disable_error_logs(Some(db.url()));
 }
+
+/// Reports, in one transaction of its own, whether a spend COPY is under
+/// way in this database and, if so, whether the key rows are locked
+/// meanwhile: `idle` (no COPY), `moved` (the COPY seen first ended or
+/// another began during the check), else `free` or `locked`.
+const COPY_PROBE: &str = r#"
+CREATE FUNCTION copy_probe() RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    before text;
+    after text;
+    locked boolean := false;
+BEGIN
+    SELECT string_agg(pid || '@' || query_start, ',') INTO before FROM pg_stat_activity
+        WHERE datname = current_database() AND pid <> pg_backend_pid()
+        AND state = 'active' AND query LIKE 'COPY%LiteLLM_SpendLogs%';
+    IF before IS NULL THEN RETURN 'idle'; END IF;
+    BEGIN
+        PERFORM 1 FROM "LiteLLM_VerificationToken" FOR UPDATE NOWAIT;
+    EXCEPTION WHEN lock_not_available THEN locked := true;
+    END;
+    PERFORM pg_stat_clear_snapshot();
+    SELECT string_agg(pid || '@' || query_start, ',') INTO after FROM pg_stat_activity
+        WHERE datname = current_database() AND pid <> pg_backend_pid()
+        AND state = 'active' AND query LIKE 'COPY%LiteLLM_SpendLogs%';
+    IF after IS DISTINCT FROM before THEN RETURN 'moved'; END IF;
+    RETURN CASE WHEN locked THEN 'locked' ELSE 'free' END;
+END $$;
+"#;
+
+/// A busy batch's rows reach Postgres spread over part of the time the
+/// batch took to fill, and no key row is locked while they trickle in:
+/// the locks come after the COPY, so a long COPY never keeps another
+/// replica's writer (or a key update) waiting on them.
+#[test]
+fn a_spend_copy_under_way_holds_no_key_lock() {
+    let db = e2e::TestDb::create();
+    let gw = start(json!({}), Some(db.url()));
+    let key = generate(&gw);
+    db.query(COPY_PROBE);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let mut free = 0;
+    std::thread::scope(|s| {
+        for _ in 0..16 {
+            s.spawn(|| {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    chat(&gw, &key, "priced");
+                }
+            });
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while free < 3 && Instant::now() < deadline {
+            match db.query("SELECT copy_probe()").as_str() {
+                "free" => free += 1,
+                "locked" => {
+                    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                    panic!("the key row was locked while the spend COPY ran");
+                }
+                _ => std::thread::sleep(Duration::from_millis(2)),
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    assert_eq!(
+        free, 3,
+        "a spend COPY seen under way three times within 60 s"
+    );
+    let rows = db.query(r#"SELECT count(*) FROM "LiteLLM_SpendLogs""#);
+    assert!(rows.parse::<u64>().expect("a count") > 0, "{rows}");
+}

@@ -1110,7 +1110,11 @@ impl Store for MemoryStore {
         }))
     }
 
-    async fn record_spend(&self, rows: &[SpendLogRow]) -> Result<SpendChanges, StoreError> {
+    async fn record_spend(
+        &self,
+        rows: &[SpendLogRow],
+        _spread: std::time::Duration,
+    ) -> Result<SpendChanges, StoreError> {
         Ok(self.with(|t| t.record_spend(rows, true)))
     }
 

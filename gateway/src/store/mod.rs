@@ -565,8 +565,15 @@ pub trait Store: Send + Sync {
     /// Writes spend-log rows idempotently (by `request_id`) and adds the spend
     /// of newly written rows to their key, user, team and end user
     /// (created when missing, as LiteLLM does), atomically.
-    /// Returns what changed, to announce and to refresh here.
-    async fn record_spend(&self, rows: &[SpendLogRow]) -> Result<SpendChanges, StoreError>;
+    /// Returns what changed, to announce and to refresh here. The rows'
+    /// writing may be spread over up to `spread`, so the database meets
+    /// them in short pieces rather than one burst (the live writer's busy
+    /// batches); zero writes them at once.
+    async fn record_spend(
+        &self,
+        rows: &[SpendLogRow],
+        spread: std::time::Duration,
+    ) -> Result<SpendChanges, StoreError>;
     /// Adds the spend of `rows` to their key, user, team and end user as
     /// [`Store::record_spend`] does, without writing the rows (LiteLLM's
     /// `disable_spend_logs`); with no row to find again, a batch counted

@@ -583,11 +583,15 @@ impl Store for PostgresStore {
         with_client!(self, c => end_users::of_budget(c, budget_id))
     }
 
-    async fn record_spend(&self, rows: &[SpendLogRow]) -> Result<SpendChanges, StoreError> {
+    async fn record_spend(
+        &self,
+        rows: &[SpendLogRow],
+        spread: std::time::Duration,
+    ) -> Result<SpendChanges, StoreError> {
         if rows.is_empty() {
             return Ok(SpendChanges::default());
         }
-        with_client!(retry self, c => spend::record(c, &self.spend_copy, rows))
+        with_client!(retry self, c => spend::record(c, &self.spend_copy, rows, spread))
     }
 
     async fn count_spend(&self, rows: &[SpendLogRow]) -> Result<SpendChanges, StoreError> {
