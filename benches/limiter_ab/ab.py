@@ -10,12 +10,17 @@ requests per variant. Variants run interleaved (A, B, A, B, ...) so load
 on the machine falls on both alike.
 
   python3 benches/limiter_ab/ab.py [--requests N] [--keys K] [--rounds R]
-      [--per-call M] [--lag L] variant ...
+      [--per-call M] [--lag L] [--settlements-first] variant ...
 
 `--lag L` settles request i-L (not i-1) with request i's admission: the
 gateway settles a request only after its answer, so a call never carries
 the settlement of an admission in the same call; at c=32, about 32
 requests later.
+
+`--settlements-first` puts a call's settlements ahead of all its
+admissions (as the gateway's link sends them: settlements wait for an
+admission to ride with, and the queue keeps arrival order) rather than
+each before its own request's admission.
 
 A variant is a module name in this directory exposing SCRIPT (the Lua
 text) and encode(ops) -> list of bytes args (after EVALSHA sha), where ops
@@ -132,10 +137,12 @@ def cpu(conn):
     return float(f["used_cpu_user"]) + float(f["used_cpu_sys"])
 
 
-def run(conn, mod, sha, requests, keys, per_call, pipeline, seq, lag=1):
+def run(conn, mod, sha, requests, keys, per_call, pipeline, seq, lag=1,
+        settlements_first=False):
     """Sends `requests` requests, `per_call` a call; Redis CPU µs/request."""
     # Each request: the previous request's settlement, then its admission;
-    # `per_call` requests' operations go in one call.
+    # `per_call` requests' operations go in one call (its settlements
+    # first when `settlements_first`).
     tick = int(time.time())
     rid = lambda i: "r%d-%d" % (seq, i)
     per_request = [
@@ -144,6 +151,9 @@ def run(conn, mod, sha, requests, keys, per_call, pipeline, seq, lag=1):
         for i in range(requests)
     ]
     grouped = [sum(per_request[j:j + per_call], []) for j in range(0, requests, per_call)]
+    if settlements_first:
+        grouped = [[o for o in ops if o[0] == "f"] + [o for o in ops if o[0] == "a"]
+                   for ops in grouped]
     before = cpu(conn)
     for j in range(0, len(grouped), pipeline):
         cmds = [[b"EVALSHA", sha] + mod.encode(ops) for ops in grouped[j:j + pipeline]]
@@ -162,6 +172,7 @@ def main():
     p.add_argument("--per-call", type=int, default=1)
     p.add_argument("--pipeline", type=int, default=50)
     p.add_argument("--lag", type=int, default=1)
+    p.add_argument("--settlements-first", action="store_true")
     p.add_argument("--port", type=int, default=0)
     p.add_argument("variants", nargs="+")
     a = p.parse_args()
@@ -178,7 +189,8 @@ def main():
             for v, m in mods:
                 conn.call("FLUSHALL")
                 conn.call("CONFIG", "RESETSTAT")
-                us = run(conn, m, shas[v], a.requests, a.keys, a.per_call, a.pipeline, r, a.lag)
+                us = run(conn, m, shas[v], a.requests, a.keys, a.per_call, a.pipeline, r, a.lag,
+                          a.settlements_first)
                 results[v].append(us)
         for v, _ in mods:
             print("%-20s %s µs/request" % (v, ", ".join("%.1f" % x for x in results[v])))

@@ -5,7 +5,7 @@ with instrumentation on only around the measured requests (after a warm-up of
 the same work), whole server (the socket reads and writes, dispatch, Lua).
 
   python3 benches/limiter_ab/cg.py [--requests N] [--keys K] [--per-call M]
-      [--lag L] variant ...
+      [--lag L] [--settlements-first] variant ...
 """
 import argparse
 import glob
@@ -21,7 +21,7 @@ sys.path.insert(0, HERE)
 from ab import Conn, free_port, run  # noqa: E402
 
 
-def measure(mod, requests, keys, per_call, lag):
+def measure(mod, requests, keys, per_call, lag, settlements_first):
     port = free_port()
     out_dir = tempfile.mkdtemp(prefix="cg-")
     out = os.path.join(out_dir, "callgrind.out")
@@ -38,10 +38,10 @@ def measure(mod, requests, keys, per_call, lag):
         except OSError:
             time.sleep(0.1)
     sha = conn.call("SCRIPT", "LOAD", mod.SCRIPT)
-    run(conn, mod, sha, requests, keys, per_call, 50, 0, lag)
+    run(conn, mod, sha, requests, keys, per_call, 50, 0, lag, settlements_first)
     subprocess.run(["callgrind_control", "-i", "on", str(proc.pid)], check=True,
                    stdout=subprocess.DEVNULL)
-    run(conn, mod, sha, requests, keys, per_call, 50, 1, lag)
+    run(conn, mod, sha, requests, keys, per_call, 50, 1, lag, settlements_first)
     subprocess.run(["callgrind_control", "-i", "off", str(proc.pid)], check=True,
                    stdout=subprocess.DEVNULL)
     conn.s.sendall(b"*2\r\n$8\r\nSHUTDOWN\r\n$6\r\nNOSAVE\r\n")
@@ -60,10 +60,12 @@ def main():
     p.add_argument("--keys", type=int, default=1)
     p.add_argument("--per-call", type=int, default=1)
     p.add_argument("--lag", type=int, default=1)
+    p.add_argument("--settlements-first", action="store_true")
     p.add_argument("variants", nargs="+")
     a = p.parse_args()
     for v in a.variants:
-        ir = measure(importlib.import_module(v), a.requests, a.keys, a.per_call, a.lag)
+        ir = measure(importlib.import_module(v), a.requests, a.keys, a.per_call, a.lag,
+                     a.settlements_first)
         print("%-20s %s instructions/request" % (v, format(int(ir), ",")))
 
 

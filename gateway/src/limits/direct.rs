@@ -91,14 +91,10 @@ async fn drive(link: Rc<Link>, config: Arc<LinkConfig>) {
             }
             continue;
         }
-        if batch.iter().all(|call| matches!(call, Call::Finish { .. })) {
+        if settlements_only(&batch) {
             // Nobody waits for a settlement: it rides with the next
             // admission's round trip, ahead of it, when one comes soon.
-            monoio::select! {
-                _ = link.wake.notified() => {}
-                _ = monoio::time::sleep(FINISH_HOLD) => {}
-            }
-            batch.append(&mut link.queue.borrow_mut());
+            hold_settlements(&link, &mut batch, FINISH_HOLD).await;
         }
         // An admission whose request already gave up (deadline) and was
         // limited locally is not sent: nothing was charged for it yet.
@@ -113,5 +109,125 @@ async fn drive(link: Rc<Link>, config: Arc<LinkConfig>) {
             .flush(&config, &mut report, &mut releases, batch)
             .await;
         link.queue.borrow_mut().extend(next);
+    }
+}
+
+/// Whether `batch` holds settlements and nothing else.
+fn settlements_only(batch: &[Call]) -> bool {
+    batch.iter().all(|call| matches!(call, Call::Finish { .. }))
+}
+
+/// Takes what is queued on `link` into `batch` (settlements only) until it
+/// holds something else (an admission to ride with) or `hold` has passed.
+/// Other settlements arriving meanwhile, or a wake-up left by calls a
+/// previous flush already took, do not end the wait: each would otherwise
+/// send the settlements in a round trip (and a script call) of their own.
+async fn hold_settlements(link: &Link, batch: &mut Vec<Call>, hold: Duration) {
+    let mut until = std::pin::pin!(monoio::time::sleep(hold));
+    loop {
+        let ended = monoio::select! {
+            _ = link.wake.notified() => false,
+            _ = &mut until => true,
+        };
+        batch.append(&mut link.queue.borrow_mut());
+        if ended || !settlements_only(batch) {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limits::verdict::Verdict;
+    use crate::redis::RemoteError;
+    use tokio::sync::oneshot;
+
+    fn settlement(id: &str) -> Call {
+        Call::Finish {
+            entries: Vec::new(),
+            request_id: id.into(),
+            tick: 0,
+            ticks: Vec::new(),
+            tokens_used: 0,
+        }
+    }
+
+    fn admission(id: &str) -> (Call, oneshot::Receiver<Result<Verdict, RemoteError>>) {
+        let (reply, rx) = oneshot::channel();
+        let call = Call::Admit {
+            entries: Vec::new(),
+            request_id: id.into(),
+            deadline: Instant::now(),
+            reply,
+        };
+        (call, rx)
+    }
+
+    fn ids(batch: &[Call]) -> Vec<&str> {
+        batch
+            .iter()
+            .map(|call| match call {
+                Call::Admit { request_id, .. } | Call::Finish { request_id, .. } => {
+                    request_id.as_str()
+                }
+                Call::Script { .. } => "script",
+            })
+            .collect()
+    }
+
+    /// Queues `call` as `submit` does.
+    fn push(link: &Link, call: Call) {
+        link.queue.borrow_mut().push(call);
+        link.wake.notify_one();
+    }
+
+    #[test]
+    fn settlements_wait_past_other_settlements_for_the_admission_they_ride_with() {
+        monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+            .enable_timer()
+            .build()
+            .expect("runtime")
+            .block_on(async {
+                let link = Rc::new(Link {
+                    queue: RefCell::new(Vec::new()),
+                    wake: Notify::new(),
+                });
+                // A wake-up left by a call the last flush already took.
+                link.wake.notify_one();
+                let mut batch = vec![settlement("f1")];
+                let (a, _rx) = admission("a1");
+                let feeder = {
+                    let link = link.clone();
+                    monoio::spawn(async move {
+                        push(&link, settlement("f2"));
+                        monoio::time::sleep(Duration::from_millis(1)).await;
+                        push(&link, a);
+                    })
+                };
+                // A hold far longer than the feeder takes: only the
+                // admission ends it.
+                hold_settlements(&link, &mut batch, Duration::from_secs(60)).await;
+                feeder.await;
+                assert_eq!(ids(&batch), ["f1", "f2", "a1"]);
+            });
+    }
+
+    #[test]
+    fn settlements_alone_go_when_the_hold_ends() {
+        monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+            .enable_timer()
+            .build()
+            .expect("runtime")
+            .block_on(async {
+                let link = Link {
+                    queue: RefCell::new(Vec::new()),
+                    wake: Notify::new(),
+                };
+                let mut batch = vec![settlement("f1")];
+                push(&link, settlement("f2"));
+                hold_settlements(&link, &mut batch, Duration::from_millis(1)).await;
+                assert_eq!(ids(&batch), ["f1", "f2"]);
+            });
     }
 }
