@@ -258,7 +258,10 @@ END $$;
 fn a_spend_copy_under_way_holds_no_key_lock() {
     let db = e2e::TestDb::create();
     let gw = start(json!({}), Some(db.url()));
-    let key = generate(&gw);
+    // No budget: a fast build spends one before the probe has seen enough.
+    let resp = gw.post("/key/generate", &json!({}));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let key = resp.json()["key"].as_str().expect("key").to_string();
     db.query(COPY_PROBE);
     let stop = std::sync::atomic::AtomicBool::new(false);
     let mut free = 0;
@@ -287,6 +290,9 @@ fn a_spend_copy_under_way_holds_no_key_lock() {
         free, 3,
         "a spend COPY seen under way three times within 60 s"
     );
-    let rows = db.query(r#"SELECT count(*) FROM "LiteLLM_SpendLogs""#);
-    assert!(rows.parse::<u64>().expect("a count") > 0, "{rows}");
+    // The batches seen under way commit.
+    e2e::eventually("spend rows committed", Duration::from_secs(10), || {
+        let rows = db.query(r#"SELECT count(*) FROM "LiteLLM_SpendLogs""#);
+        (rows.parse::<u64>().expect("a count") > 0).then_some(())
+    });
 }
