@@ -10,6 +10,7 @@ use std::ops::Range;
 pub mod form;
 pub mod form_tail;
 mod media;
+pub(crate) mod prompt_chars;
 mod skim;
 
 pub use media::{ImageAsk, MediaAsk};
@@ -172,6 +173,11 @@ pub struct LlmRequest {
     /// `enable_preview_features` aside). The gateway's own readers (tags,
     /// trace ids, guardrails) still see it in `body`.
     pub metadata_stays: bool,
+    /// The characters of `body`'s messages' contents and `system` that
+    /// `spend::estimate_prompt_tokens` counts, when the routing read
+    /// counted them and they are all the estimate reads (a JSON body
+    /// without `prompt` or `input`); `None`: the estimate reads the body.
+    pub prompt_chars: Option<u64>,
 }
 
 /// The routing fields of a body. The raw members are their JSON text as it
@@ -233,6 +239,11 @@ struct RoutingView<'a> {
     /// (filled by [`Fields::read`]).
     #[serde(skip)]
     litellm_only: Vec<&'a str>,
+    /// The characters of the messages' contents and `system` that the
+    /// prompt estimate counts, when [`skim::routing_view`] read them as the
+    /// estimate's own reader would (`None`: the estimate reads the body).
+    #[serde(skip)]
+    prompt_chars: Option<u64>,
 }
 
 /// LiteLLM's own request parameters that its proxy takes out of the body
@@ -698,6 +709,9 @@ impl LlmRequest {
             form_prompt: None,
             metadata_stays: view.metadata.is_some()
                 && !matches!(endpoint, Endpoint::Messages | Endpoint::Responses),
+            prompt_chars: view
+                .prompt_chars
+                .filter(|_| view.prompt.is_none() && view.input.is_none()),
         })
     }
 
@@ -839,6 +853,7 @@ impl LlmRequest {
             mock_response: None,
             form_prompt: form.prompt.clone(),
             metadata_stays: false,
+            prompt_chars: None,
         })
     }
 
@@ -864,6 +879,7 @@ impl LlmRequest {
             mock_response: self.mock_response.clone(),
             form_prompt: self.form_prompt.clone(),
             metadata_stays: self.metadata_stays,
+            prompt_chars: None,
         }
     }
 

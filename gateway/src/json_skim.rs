@@ -55,7 +55,9 @@ pub(crate) struct Plain {
     pub(crate) escaped: bool,
 }
 
-/// A cursor over one JSON text.
+/// A cursor over one JSON text (a copy reads on from the same place: to
+/// try a stricter reading of a value and fall back to this one's).
+#[derive(Clone)]
 pub(crate) struct Reader<'a> {
     buf: &'a [u8],
     at: usize,

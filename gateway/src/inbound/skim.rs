@@ -9,14 +9,20 @@
 //! is not plain, nesting past 64, anything else it does not follow is left to
 //! serde_json, which then accepts or refuses the body as it always did.
 
+use super::prompt_chars::{messages_chars, system_chars};
 use super::RoutingView;
 use crate::json_skim::{Reader, Seen};
 
 /// The routing fields of `body`, or `None` when serde_json must read it.
+/// The same walk counts the characters of the messages' contents and of
+/// `system` for the prompt estimate ([`RoutingView::prompt_chars`]), so
+/// that the estimate needs no pass of its own.
 pub(super) fn routing_view(body: &[u8]) -> Option<RoutingView<'_>> {
     let mut r = Reader::with_long_strings(body);
     let mut view = RoutingView::default();
     let mut seen = Seen::default();
+    let mut chars = Some(0);
+    let mut system = Seen::default();
     r.object(0, |r, key| {
         if super::is_litellm_only(key) {
             // Not a field serde_json reads: duplicates are kept, as it
@@ -25,9 +31,17 @@ pub(super) fn routing_view(body: &[u8]) -> Option<RoutingView<'_>> {
             view.litellm_only.push(value);
             return Some(());
         }
+        if key == b"system" {
+            // Not a routing field; the estimate's reader leaves a
+            // duplicate to the full parse.
+            if system.first(0).is_none() {
+                chars = None;
+            }
+            return counted(r, system_chars, &mut chars);
+        }
         let (bit, slot) = match key {
             b"model" => (0, Slot::Raw(&mut view.model)),
-            b"messages" => (1, Slot::Raw(&mut view.messages)),
+            b"messages" => (1, Slot::Messages(&mut view.messages)),
             b"prompt" => (2, Slot::Raw(&mut view.prompt)),
             b"input" => (3, Slot::Raw(&mut view.input)),
             b"metadata" => (4, Slot::Raw(&mut view.metadata)),
@@ -66,10 +80,41 @@ pub(super) fn routing_view(body: &[u8]) -> Option<RoutingView<'_>> {
             Slot::Raw(out) => *out = raw_or_null(r)?,
             Slot::Member(out) => *out = Some(raw(r)?),
             Slot::Value(out) => *out = plain_value(r)?,
+            Slot::Messages(out) => {
+                let start = r.position();
+                counted(r, messages_chars, &mut chars)?;
+                let text = std::str::from_utf8(r.text_since(start)).ok()?;
+                *out = (text != "null").then_some(text);
+            }
         }
         Some(())
     })?;
+    view.prompt_chars = chars;
     r.finished().then_some(view)
+}
+
+/// Reads the value at the cursor with `count`, the prompt estimate's
+/// reader of it, adding the characters it counts to `chars`. Where that
+/// reader gives up (or `chars` is already unknown), `chars` is unknown and
+/// the value is skipped as any other. The estimate's reader checks all
+/// that skipping checks (and more) and counts nesting no lower, so a value
+/// it reads is one skipping reads too, ending at the same place: the
+/// routing fields are read as they were without the count.
+fn counted<'a>(
+    r: &mut Reader<'a>,
+    count: impl FnOnce(&mut Reader<'a>) -> Option<u64>,
+    chars: &mut Option<u64>,
+) -> Option<()> {
+    if let Some(sum) = *chars {
+        let mut ahead = r.clone();
+        if let Some(n) = count(&mut ahead) {
+            *r = ahead;
+            *chars = Some(sum.saturating_add(n));
+            return Some(());
+        }
+        *chars = None;
+    }
+    r.skip_value(1)
 }
 
 /// Where one routing member goes, by how serde_json reads it.
@@ -80,6 +125,8 @@ enum Slot<'v, 'a> {
     Member(&'v mut Option<&'a str>),
     /// A `serde_json::Value`; `null` is absent.
     Value(&'v mut Option<serde_json::Value>),
+    /// `messages`: as [`Slot::Raw`], its characters counted too.
+    Messages(&'v mut Option<&'a str>),
 }
 
 /// The value at the cursor as raw text, `None` for `null`.
@@ -143,6 +190,14 @@ mod tests {
         Some(view)
     }
 
+    /// The routing fields the skim read from `body`, without the prompt's
+    /// characters (which serde_json's view leaves unknown).
+    fn routing_fields(body: &[u8]) -> Option<RoutingView<'_>> {
+        let mut view = routing_view(body)?;
+        view.prompt_chars = None;
+        Some(view)
+    }
+
     #[test]
     fn reads_an_ordinary_chat_body_as_serde_json_does() {
         let body = br#" {"model":"gpt-4o","messages":[{"role":"user","content":"hi \"there\"\n"}],
@@ -152,7 +207,32 @@ mod tests {
         assert_eq!(view.model, Some("\"gpt-4o\""));
         assert_eq!(view.fallbacks, Some("null"));
         assert_eq!(view.stream, Some(serde_json::Value::Bool(true)));
-        assert_eq!(Some(view), by_serde(body));
+        assert_eq!(view.prompt_chars, Some(11), "hi \"there\" and a newline");
+        assert_eq!(routing_fields(body), by_serde(body));
+    }
+
+    #[test]
+    fn counts_the_prompt_where_the_estimate_would_and_reads_the_same_fields() {
+        let body = "{\"model\":\"m\",\"system\":[{\"type\":\"text\",\"text\":\"sé\"}],\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\\nb\"},{\"type\":\"image_url\",\"image_url\":{}}]},{\"content\":\"模型\"}],\"tools\":[{\"type\":\"function\"}]}";
+        let view = routing_view(body.as_bytes()).unwrap();
+        assert_eq!(view.prompt_chars, Some(2 + 3 + 2));
+        // What the estimate's reader leaves to the full parse: the count is
+        // unknown, the routing fields read as ever.
+        for body in [
+            &br#"{"model":"m","messages":[{"content":7}]}"#[..],
+            br#"{"model":"m","messages":[null]}"#,
+            br#"{"model":"m","system":"a","system":"b","messages":[]}"#,
+            br#"{"model":"m","messages":[],"system":[{"type":"text","text":1e400}]}"#,
+            br#"{"model":"m","messages":[{"content":[{"type":"text","text":"a"},2]}]}"#,
+        ] {
+            let view = routing_view(body).expect("the routing fields read");
+            assert_eq!(view.prompt_chars, None, "{}", String::from_utf8_lossy(body));
+            assert_eq!(routing_fields(body), by_serde(body));
+        }
+        assert_eq!(
+            routing_view(br#"{"model":"m","messages":null}"#).map(|v| (v.messages, v.prompt_chars)),
+            Some((None, Some(0)))
+        );
     }
 
     #[test]
@@ -278,7 +358,7 @@ mod tests {
         /// Whatever the skim answers, serde_json answers the same.
         #[test]
         fn the_skim_reads_as_serde_json_reads(body in body()) {
-            if let Some(view) = routing_view(&body) {
+            if let Some(view) = routing_fields(&body) {
                 prop_assert_eq!(Some(view), by_serde(&body), "{}", String::from_utf8_lossy(&body));
             }
         }
@@ -287,7 +367,7 @@ mod tests {
         /// would not give.
         #[test]
         fn arbitrary_bytes_read_as_serde_json_reads(body in prop::collection::vec(any::<u8>(), 0..64)) {
-            if let Some(view) = routing_view(&body) {
+            if let Some(view) = routing_fields(&body) {
                 prop_assert_eq!(Some(view), by_serde(&body));
             }
         }
@@ -304,7 +384,7 @@ mod tests {
         let (mut read, mut left) = (0, 0);
         for _ in 0..2_000 {
             let body = strategy.new_tree(&mut runner).unwrap().current();
-            match routing_view(&body) {
+            match routing_fields(&body) {
                 Some(view) => {
                     read += 1;
                     assert_eq!(Some(view), by_serde(&body));

@@ -60,6 +60,10 @@ impl Held {
         if req.is_form() {
             prompt.know(0);
         }
+        // Counted when the body was read for routing.
+        if let Some(chars) = req.prompt_chars {
+            prompt.know(spend::estimate_of_read_input(chars, None, None));
+        }
         Held {
             prompt,
             req,

@@ -44,7 +44,7 @@ pub use prices::{
 };
 pub use unpriced::UnpricedModels;
 pub use usage::{
-    estimate_prompt_tokens, from_response_body, from_response_tail, inject_include_usage,
-    inject_include_usage_estimating, tokens_of_chars, PromptEstimate, StreamUsage, Usage,
-    UsageSource,
+    estimate_of_read_input, estimate_prompt_tokens, from_response_body, from_response_tail,
+    inject_include_usage, inject_include_usage_estimating, tokens_of_chars, PromptEstimate,
+    StreamUsage, Usage, UsageSource,
 };

@@ -1,7 +1,8 @@
 //! A one-pass reader of a request's input for the prompt estimate: the
 //! characters of `messages[].content` and `system` (a string, or the `text`
 //! of each `"type": "text"` part) and the raw `prompt` and `input`, found
-//! without building anything.
+//! without building anything (the contents by [`crate::inbound::prompt_chars`],
+//! which the routing read of a request uses too).
 //!
 //! The full parse ([`super::usage`]'s views) costs about 7 instructions a
 //! byte of a chat body, most of it checking and skipping what it ignores.
@@ -11,7 +12,8 @@
 //! anything after the object is left to the full parse, which then
 //! decides as it always did.
 
-use crate::json_skim::{decoded_chars, Reader, Seen};
+use crate::inbound::prompt_chars::{messages_chars, system_chars};
+use crate::json_skim::{Reader, Seen};
 
 /// What the estimate counts: characters of text, and the raw `prompt` and
 /// `input` values (each still to be tallied).
@@ -33,11 +35,13 @@ pub(super) fn prompt_input(body: &[u8]) -> Option<PromptInput<'_>> {
     r.object(0, |r, key| match key {
         b"messages" => {
             seen.first(0)?;
-            r.array_or_null(1, |r| message(r, &mut found.chars))
+            found.chars = found.chars.saturating_add(messages_chars(r)?);
+            Some(())
         }
         b"system" => {
             seen.first(1)?;
-            content(r, &mut found.chars)
+            found.chars = found.chars.saturating_add(system_chars(r)?);
+            Some(())
         }
         b"prompt" => {
             seen.first(2)?;
@@ -60,86 +64,6 @@ fn raw_unless_null<'a>(r: &mut Reader<'a>) -> Option<Option<&'a str>> {
     r.skip_value(1)?;
     let raw = std::str::from_utf8(r.text_since(start)).ok()?;
     Some((raw != "null").then_some(raw))
-}
-
-/// One element of `messages`: an object whose `content` counts.
-fn message(r: &mut Reader<'_>, chars: &mut u64) -> Option<()> {
-    let mut seen = Seen::default();
-    r.object(2, |r, key| match key {
-        b"content" => {
-            seen.first(0)?;
-            content(r, chars)
-        }
-        _ => r.skip_value(3),
-    })
-}
-
-/// A `content` or `system` value: a string's characters, the text parts of
-/// an array; `null`, a literal or an object count nothing.
-fn content(r: &mut Reader<'_>, chars: &mut u64) -> Option<()> {
-    match r.peek()? {
-        b'"' => {
-            *chars = chars.saturating_add(text(r)?);
-            Some(())
-        }
-        b'[' => r.array_or_null(3, |r| part(r, chars)),
-        _ => other_than_a_number(r, 3),
-    }
-}
-
-/// A value the full parse reads as a value (not as one it ignores), which
-/// counts nothing: a number there is the full parse's, as it refuses one
-/// out of `f64`'s range where it would only check an ignored one's grammar.
-fn other_than_a_number(r: &mut Reader<'_>, depth: usize) -> Option<()> {
-    match r.peek()? {
-        b'-' | b'0'..=b'9' => None,
-        _ => r.skip_value(depth),
-    }
-}
-
-/// One element of a content array: an object's `text` counts when its
-/// `type` is `"text"` (the last of each, as the full parse reads
-/// repeats); a string is read as text but counts nothing; anything else
-/// counts nothing.
-fn part(r: &mut Reader<'_>, chars: &mut u64) -> Option<()> {
-    match r.peek()? {
-        b'{' => {
-            let (mut is_text, mut counted) = (false, None);
-            r.object(4, |r, key| match key {
-                b"type" => {
-                    is_text = match r.peek()? {
-                        b'"' => text_bytes(r)? == "text",
-                        _ => other_than_a_number(r, 5).map(|()| false)?,
-                    };
-                    Some(())
-                }
-                b"text" => {
-                    counted = match r.peek()? {
-                        b'"' => Some(text(r)?),
-                        _ => other_than_a_number(r, 5).map(|()| None)?,
-                    };
-                    Some(())
-                }
-                _ => r.skip_value(5),
-            })?;
-            if is_text {
-                *chars = chars.saturating_add(counted.unwrap_or(0));
-            }
-            Some(())
-        }
-        b'"' => text_bytes(r).map(drop),
-        _ => other_than_a_number(r, 4),
-    }
-}
-
-/// A string read as text: its raw text, which must be UTF-8.
-fn text_bytes<'a>(r: &mut Reader<'a>) -> Option<&'a str> {
-    std::str::from_utf8(r.string()?).ok()
-}
-
-/// A string's characters as the full parse decodes it.
-fn text(r: &mut Reader<'_>) -> Option<u64> {
-    decoded_chars(r.string()?)
 }
 
 #[cfg(test)]

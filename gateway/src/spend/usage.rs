@@ -661,11 +661,16 @@ pub fn estimate_prompt_tokens(body: &[u8]) -> u64 {
     let Some(input) = super::prompt_skim::prompt_input(body) else {
         return parsed_estimate(body);
     };
-    let mut tally = Tally {
-        chars: input.chars,
-        tokens: 0,
-    };
-    for raw in [input.prompt, input.input].into_iter().flatten() {
+    estimate_of_read_input(input.chars, input.prompt, input.input)
+}
+
+/// [`estimate_prompt_tokens`] of a body whose input a one-pass reader found
+/// as the estimate's own reader does: `chars` characters of messages'
+/// contents and the system prompt ([`crate::inbound::prompt_chars`]), and
+/// the raw `prompt` and `input` (absent or `null`: `None`).
+pub fn estimate_of_read_input(chars: u64, prompt: Option<&str>, input: Option<&str>) -> u64 {
+    let mut tally = Tally { chars, tokens: 0 };
+    for raw in [prompt, input].into_iter().flatten() {
         tally.text_or_tokens(raw, 0);
     }
     tally.estimate()
@@ -1326,6 +1331,76 @@ mod tests {
                 .prop_map(|(members, tail)| format!(" {{{}}}{tail}", members.join(",")))
         }
 
+        /// A chat request as clients send it: [`request`]'s members, with
+        /// a `model` and `messages` first where it has none, now and then
+        /// `tools` and members the gateway cuts from the body (so the
+        /// body kept is another).
+        fn chat_request() -> impl Strategy<Value = String> {
+            let extra = prop_oneof![
+                4 => Just(None),
+                1 => value(3).prop_map(|t| Some(format!("\"tools\":[{t}]"))),
+                1 => Just(Some("\"fallbacks\":[\"g\"],\"caching\":true".to_string())),
+            ];
+            (request(), extra).prop_map(|(body, extra)| {
+                let Some((head, rest)) = body.split_once('{') else {
+                    return body;
+                };
+                let mut added: Vec<String> = extra.into_iter().collect();
+                if !rest.contains("\"model\":") {
+                    added.insert(0, "\"model\":\"m\"".into());
+                }
+                if !rest.contains("\"messages\":") {
+                    added.push(r#""messages":[{"role":"user","content":"hi"}]"#.into());
+                }
+                if added.is_empty() {
+                    return body;
+                }
+                let comma = if rest.trim_start().starts_with('}') {
+                    ""
+                } else {
+                    ","
+                };
+                format!("{head}{{{}{comma}{rest}", added.join(","))
+            })
+        }
+
+        /// The prompt estimate the routing read counted for `body` (as
+        /// received on `/chat/completions`), when it did; and the body
+        /// the request keeps.
+        fn counted_when_routed(body: &str) -> Option<(Option<u64>, bytes::Bytes)> {
+            let req = crate::inbound::LlmRequest::parse(
+                crate::inbound::Endpoint::ChatCompletions,
+                bytes::Bytes::copy_from_slice(body.as_bytes()),
+            )
+            .ok()?;
+            let tokens = req
+                .prompt_chars
+                .map(|chars| super::super::estimate_of_read_input(chars, None, None));
+            Some((tokens, req.body))
+        }
+
+        /// The chat requests above reach requests whose estimate the
+        /// routing read counted and requests whose estimate it left to the
+        /// body's own pass.
+        #[test]
+        fn the_chat_requests_reach_both_outcomes() {
+            use proptest::strategy::ValueTree;
+            let mut runner = proptest::test_runner::TestRunner::deterministic();
+            let (mut counted, mut left) = (0, 0);
+            for _ in 0..2000 {
+                let body = chat_request().new_tree(&mut runner).unwrap().current();
+                match counted_when_routed(&body) {
+                    Some((Some(_), _)) => counted += 1,
+                    Some((None, _)) => left += 1,
+                    None => {}
+                }
+            }
+            assert!(
+                counted >= 200 && left >= 50,
+                "counted {counted}, left {left}"
+            );
+        }
+
         /// A token count, mostly plain, now and then what the full parse
         /// refuses or reads otherwise.
         fn count() -> impl Strategy<Value = String> {
@@ -1473,6 +1548,16 @@ mod tests {
                     "{}",
                     body
                 );
+            }
+
+            /// What the routing read counted is the estimate of the body
+            /// kept, as its own pass and the full parse find it.
+            #[test]
+            fn the_routing_read_estimates_any_chat_request(body in chat_request()) {
+                if let Some((Some(tokens), kept)) = counted_when_routed(&body) {
+                    prop_assert_eq!(tokens, super::super::estimate_prompt_tokens(&kept), "{}", body);
+                    prop_assert_eq!(tokens, super::super::parsed_estimate(&kept), "{}", body);
+                }
             }
 
             #[test]

@@ -226,10 +226,20 @@ impl DailyBatch {
             }
         }
         let mut batch = DailyBatch::default();
+        // A batch's rows are mostly of one day: its text is formatted once.
+        let mut day: Option<(NaiveDate, String)> = None;
         for ((scope, key), delta) in sums {
+            let date = match &day {
+                Some((date, text)) if *date == key.date => text.clone(),
+                _ => {
+                    let text = key.date.format("%Y-%m-%d").to_string();
+                    day = Some((key.date, text.clone()));
+                    text
+                }
+            };
             let owned = DailyKey {
                 entity: key.entity.into_owned(),
-                date: key.date.format("%Y-%m-%d").to_string(),
+                date,
                 api_key: key.api_key.to_string(),
                 model: key.model.to_string(),
                 custom_llm_provider: key.custom_llm_provider.to_string(),

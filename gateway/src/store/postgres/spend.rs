@@ -366,13 +366,13 @@ enum Refused {
 /// fails), its pieces spread over `spread` ([`piece_pause`]), then locks
 /// the rows they count for and reads their budget periods; all of them are
 /// returned as inserted.
-async fn copy_rows(
+async fn copy_rows<'a>(
     tx: &Transaction<'_>,
-    rows: &[SpendLogRow],
+    rows: &'a [SpendLogRow],
     ids: &Ids<'_>,
     format: Format<'_>,
     spread: Duration,
-) -> Result<(Inserted, Periods), Refused> {
+) -> Result<(Inserted<'a>, Periods), Refused> {
     let statement = tx
         .prepare_typed(format.statement(), &[])
         .await
@@ -410,7 +410,7 @@ async fn copy_rows(
 /// what changed and commits.
 async fn settle(
     tx: Transaction<'_>,
-    inserted: Inserted,
+    inserted: Inserted<'_>,
     periods: Periods,
     daily: &DailyBatch,
 ) -> Result<SpendChanges, Error> {
@@ -435,11 +435,15 @@ async fn settle(
     // counted those rows as unflushed spend, and must read the figure that
     // leaves them out (here too, not only on the other replicas). End users
     // with a budget row are read again everywhere.
-    let mut refresh: Vec<Change> = totals.stale_keys.iter().cloned().map(Change::Key).collect();
-    refresh.extend(totals.stale_users.into_iter().map(Change::User));
-    refresh.extend(totals.stale_teams.into_iter().map(Change::Team));
+    let owned = |ids: &[&str]| ids.iter().map(|id| id.to_string()).collect::<Vec<_>>();
+    let mut refresh: Vec<Change> = owned(&totals.stale_keys)
+        .into_iter()
+        .map(Change::Key)
+        .collect();
+    refresh.extend(owned(&totals.stale_users).into_iter().map(Change::User));
+    refresh.extend(owned(&totals.stale_teams).into_iter().map(Change::Team));
     refresh.extend(end_users.into_iter().map(Change::EndUser));
-    keys.extend(totals.stale_keys);
+    keys.extend(owned(&totals.stale_keys));
     keys.sort();
     keys.dedup();
     let mut announce: Vec<Change> = keys.into_iter().map(Change::Key).collect();
@@ -587,22 +591,24 @@ impl<'a> Columns<'a> {
     }
 }
 
-/// A newly written row with spend: who it counts for and when it settled.
-struct InsertedRow {
-    key: String,
-    user: Option<String>,
-    team: Option<String>,
+/// A newly written row with spend: who it counts for and when it settled,
+/// its text borrowed from the batch's rows (or from what the INSERT
+/// returned) as the table holds it.
+struct InsertedRow<'a> {
+    key: Cow<'a, str>,
+    user: Option<Cow<'a, str>>,
+    team: Option<Cow<'a, str>>,
     spend: f64,
-    group: Option<String>,
+    group: Option<Cow<'a, str>>,
     settled: NaiveDateTime,
-    end_user: Option<String>,
+    end_user: Option<Cow<'a, str>>,
     /// Also counts against the proxy-wide budget ([`PROXY_BUDGET_USER`]).
     proxy: bool,
 }
 
 /// The rows the INSERT wrote that carry spend (zero-spend rows touch
 /// nothing, as in memory).
-struct Inserted(Vec<InsertedRow>);
+struct Inserted<'a>(Vec<InsertedRow<'a>>);
 
 /// The ids a batch touches, sorted, so concurrent writers lock rows in one
 /// order.
@@ -642,10 +648,10 @@ impl<'a> Ids<'a> {
     }
 }
 
-impl Inserted {
+impl<'a> Inserted<'a> {
     /// Reads `api_key, user, team_id, spend, model_group, endTime,
     /// end_user, request_id` rows of the batch `sent`.
-    fn of(rows: &[Row], sent: &[SpendLogRow]) -> Result<Inserted, Error> {
+    fn of(rows: &'a [Row], sent: &[SpendLogRow]) -> Result<Inserted<'a>, Error> {
         let proxy: std::collections::HashSet<&str> = sent
             .iter()
             .filter(|r| r.proxy_budget)
@@ -657,14 +663,17 @@ impl Inserted {
             if spend == 0.0 {
                 continue;
             }
+            let text = |i| -> Result<Option<Cow<'a, str>>, Error> {
+                Ok(row.try_get::<_, Option<&str>>(i)?.map(Cow::Borrowed))
+            };
             out.push(InsertedRow {
-                key: row.try_get(0)?,
-                user: row.try_get(1)?,
-                team: row.try_get(2)?,
+                key: Cow::Borrowed(row.try_get(0)?),
+                user: text(1)?,
+                team: text(2)?,
                 spend,
-                group: row.try_get(4)?,
+                group: text(4)?,
                 settled: row.try_get(5)?,
-                end_user: row.try_get(6)?,
+                end_user: text(6)?,
                 proxy: !proxy.is_empty() && proxy.contains(row.try_get::<_, &str>(7)?),
             });
         }
@@ -673,19 +682,18 @@ impl Inserted {
 
     /// The rows of a batch COPY wrote, all of them new, as the table holds
     /// them (text cleaned, the settle time to the millisecond).
-    fn copied(rows: &[SpendLogRow]) -> Inserted {
-        let text = |s: &str| clean(s).into_owned();
+    fn copied(rows: &'a [SpendLogRow]) -> Inserted<'a> {
         let charged = rows.iter().filter(|r| r.spend != 0.0);
         Inserted(
             charged
                 .map(|r| InsertedRow {
-                    key: text(&r.api_key),
-                    user: r.user.as_deref().map(text),
-                    team: r.team_id.as_deref().map(text),
+                    key: clean(&r.api_key),
+                    user: r.user.as_deref().map(clean),
+                    team: r.team_id.as_deref().map(clean),
                     spend: r.spend,
-                    group: Some(text(&r.model_group)),
+                    group: Some(clean(&r.model_group)),
                     settled: spend_copy::settled(r.end_time),
-                    end_user: r.end_user.as_deref().map(text),
+                    end_user: r.end_user.as_deref().map(clean),
                     proxy: r.proxy_budget,
                 })
                 .collect(),
@@ -697,7 +705,7 @@ impl Inserted {
         let mut totals = BTreeMap::new();
         for r in &self.0 {
             if let Some(id) = &r.end_user {
-                *totals.entry(id.clone()).or_insert(0.0) += r.spend;
+                *totals.entry(id.to_string()).or_insert(0.0) += r.spend;
             }
         }
         totals
@@ -737,10 +745,11 @@ const READ_PERIODS: &str = "SELECT p.scope, p.id, p.started_at FROM gateway_budg
     JOIN unnest($1::text[], $2::text[]) AS v(scope, id) ON p.scope = v.scope AND p.id = v.id";
 
 /// When the current budget period of each key, user and team began (its
-/// last reset); none for those never reset.
+/// last reset); none for those never reset. By scope, then id: looked up
+/// by borrowed text, for each scope of each row of a batch.
 #[derive(Default)]
 struct Periods {
-    started: std::collections::HashMap<(String, String), NaiveDateTime>,
+    started: std::collections::HashMap<String, std::collections::HashMap<String, NaiveDateTime>>,
 }
 
 impl Periods {
@@ -766,9 +775,15 @@ impl Periods {
                 &[(&scopes, Type::TEXT_ARRAY), (&names, Type::TEXT_ARRAY)],
             )
             .await?;
-        let mut started = std::collections::HashMap::with_capacity(rows.len());
+        let mut started =
+            std::collections::HashMap::<String, std::collections::HashMap<_, _>>::new();
         for row in &rows {
-            started.insert((row.try_get(0)?, row.try_get(1)?), row.try_get(2)?);
+            let scope: String = row.try_get(0)?;
+            let at = row.try_get(2)?;
+            started
+                .entry(scope)
+                .or_default()
+                .insert(row.try_get(1)?, at);
         }
         Ok(Periods { started })
     }
@@ -777,63 +792,68 @@ impl Periods {
     /// `scope` `id`.
     fn counts(&self, scope: &str, id: &str, settled: NaiveDateTime) -> bool {
         self.started
-            .get(&(scope.to_string(), id.to_string()))
+            .get(scope)
+            .and_then(|ids| ids.get(id))
             .is_none_or(|start| settled >= *start)
     }
 }
 
+/// Spend per model group of each id, as its JSON object sums it: a sum
+/// that is not a finite number is written as `null` and counts as 0 for
+/// the next row (see [`add_model`]).
+type ModelSpend<'a> = BTreeMap<&'a str, BTreeMap<&'a str, f64>>;
+
 /// Spend of newly written rows per key, user and team, each only for rows
-/// of its current period; and who had rows of an earlier one.
+/// of its current period; and who had rows of an earlier one. Ids and
+/// model groups are borrowed from the rows.
 #[derive(Default)]
-struct Totals {
-    keys: BTreeMap<String, f64>,
-    /// Per key: spend per model group, as a JSON object.
-    key_models: BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
+struct Totals<'a> {
+    keys: BTreeMap<&'a str, f64>,
+    /// Per key: spend per model group.
+    key_models: ModelSpend<'a>,
     /// Per team: spend per model group.
-    team_models: BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
+    team_models: ModelSpend<'a>,
     /// Per user: spend per model group.
-    user_models: BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
-    users: BTreeMap<String, f64>,
-    teams: BTreeMap<String, f64>,
-    stale_keys: Vec<String>,
-    stale_users: Vec<String>,
-    stale_teams: Vec<String>,
+    user_models: ModelSpend<'a>,
+    users: BTreeMap<&'a str, f64>,
+    teams: BTreeMap<&'a str, f64>,
+    stale_keys: Vec<&'a str>,
+    stale_users: Vec<&'a str>,
+    stale_teams: Vec<&'a str>,
 }
 
-impl Totals {
-    fn of(inserted: &Inserted, periods: &Periods) -> Totals {
+impl<'a> Totals<'a> {
+    fn of(inserted: &'a Inserted<'_>, periods: &Periods) -> Totals<'a> {
         let mut totals = Totals::default();
         for row in &inserted.0 {
-            if periods.counts("key", &row.key, row.settled) {
-                add_model(&mut totals.key_models, &row.key, row);
-                *totals.keys.entry(row.key.clone()).or_default() += row.spend;
+            let key = &*row.key;
+            if periods.counts("key", key, row.settled) {
+                add_model(&mut totals.key_models, key, row);
+                *totals.keys.entry(key).or_default() += row.spend;
             } else {
-                totals.stale_keys.push(row.key.clone());
+                totals.stale_keys.push(key);
             }
-            if let Some(user) = &row.user {
+            if let Some(user) = row.user.as_deref() {
                 if periods.counts("user", user, row.settled) {
                     add_model(&mut totals.user_models, user, row);
-                    *totals.users.entry(user.clone()).or_default() += row.spend;
+                    *totals.users.entry(user).or_default() += row.spend;
                 } else {
-                    totals.stale_users.push(user.clone());
+                    totals.stale_users.push(user);
                 }
             }
             if row.proxy {
                 if periods.counts("user", PROXY_BUDGET_USER, row.settled) {
-                    *totals
-                        .users
-                        .entry(PROXY_BUDGET_USER.to_string())
-                        .or_default() += row.spend;
+                    *totals.users.entry(PROXY_BUDGET_USER).or_default() += row.spend;
                 } else {
-                    totals.stale_users.push(PROXY_BUDGET_USER.to_string());
+                    totals.stale_users.push(PROXY_BUDGET_USER);
                 }
             }
-            if let Some(team) = &row.team {
+            if let Some(team) = row.team.as_deref() {
                 if periods.counts("team", team, row.settled) {
                     add_model(&mut totals.team_models, team, row);
-                    *totals.teams.entry(team.clone()).or_default() += row.spend;
+                    *totals.teams.entry(team).or_default() += row.spend;
                 } else {
-                    totals.stale_teams.push(team.clone());
+                    totals.stale_teams.push(team);
                 }
             }
         }
@@ -842,7 +862,7 @@ impl Totals {
             &mut totals.stale_users,
             &mut totals.stale_teams,
         ] {
-            list.sort();
+            list.sort_unstable();
             list.dedup();
         }
         totals
@@ -850,15 +870,13 @@ impl Totals {
 }
 
 /// Adds `row`'s spend to what `id` spent on its model group in `per_id`.
-fn add_model(
-    per_id: &mut BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
-    id: &str,
-    row: &InsertedRow,
-) {
-    if let Some(group) = &row.group {
-        let per_model = per_id.entry(id.to_string()).or_default();
-        let sum = per_model.get(group).and_then(|v| v.as_f64()).unwrap_or(0.0) + row.spend;
-        per_model.insert(group.clone(), sum.into());
+/// The sum so far counts as 0 when it is not a finite number, as the
+/// `null` its JSON object holds then would.
+fn add_model<'a>(per_id: &mut ModelSpend<'a>, id: &'a str, row: &'a InsertedRow<'_>) {
+    if let Some(group) = row.group.as_deref() {
+        let sum = per_id.entry(id).or_default().entry(group).or_insert(0.0);
+        let so_far = if sum.is_finite() { *sum } else { 0.0 };
+        *sum = so_far + row.spend;
     }
 }
 
@@ -914,12 +932,14 @@ const ADD_KEY_SPEND: &str = concat!(
 );
 
 /// Per model group spend of `id` in `models`, as a JSON object (empty when
-/// none).
-fn model_delta(
-    models: &BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
-    id: &str,
-) -> serde_json::Value {
-    serde_json::Value::Object(models.get(id).cloned().unwrap_or_default())
+/// none; a sum that is not a finite number is `null`).
+fn model_delta(models: &ModelSpend<'_>, id: &str) -> serde_json::Value {
+    let groups = models.get(id).into_iter().flatten();
+    serde_json::Value::Object(
+        groups
+            .map(|(group, sum)| (group.to_string(), serde_json::Value::from(*sum)))
+            .collect(),
+    )
 }
 
 /// Adds `amounts` and `models` through `sql`, [`ADD_USER_SPEND`] or
@@ -928,13 +948,13 @@ fn model_delta(
 async fn add_spend(
     tx: &Transaction<'_>,
     sql: &str,
-    amounts: &BTreeMap<String, f64>,
-    models: &BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
+    amounts: &BTreeMap<&str, f64>,
+    models: &ModelSpend<'_>,
 ) -> Result<Vec<String>, Error> {
     if amounts.is_empty() {
         return Ok(Vec::new());
     }
-    let ids: Vec<&String> = amounts.keys().collect();
+    let ids: Vec<&str> = amounts.keys().copied().collect();
     let values: Vec<f64> = amounts.values().copied().collect();
     let deltas: Vec<serde_json::Value> = ids.iter().map(|id| model_delta(models, id)).collect();
     let rows = tx
@@ -955,11 +975,11 @@ async fn add_spend(
 /// statement ([`ADD_KEY_SPEND`]); returns the keys updated, sorted.
 async fn add_key_spend(
     tx: &Transaction<'_>,
-    totals: &Totals,
+    totals: &Totals<'_>,
     lifetime: &Lifetime<'_>,
 ) -> Result<Vec<String>, Error> {
     let mut ids: Vec<&str> = lifetime.keys.keys().copied().collect();
-    ids.extend(totals.keys.keys().map(String::as_str));
+    ids.extend(totals.keys.keys().copied());
     ids.sort_unstable();
     ids.dedup();
     if ids.is_empty() {
@@ -1015,11 +1035,11 @@ const ADD_ORG_SPEND: &str = r#"WITH v AS (
     FROM v, locked WHERE o.organization_id = v.id AND locked.organization_id = v.id"#;
 
 /// Adds the teams' spend to their organizations' ([`ADD_ORG_SPEND`]).
-async fn add_org_spend(tx: &Transaction<'_>, teams: &BTreeMap<String, f64>) -> Result<(), Error> {
+async fn add_org_spend(tx: &Transaction<'_>, teams: &BTreeMap<&str, f64>) -> Result<(), Error> {
     if teams.is_empty() {
         return Ok(());
     }
-    let ids: Vec<&String> = teams.keys().collect();
+    let ids: Vec<&str> = teams.keys().copied().collect();
     let values: Vec<f64> = teams.values().copied().collect();
     tx.execute_typed(
         ADD_ORG_SPEND,
@@ -1053,7 +1073,7 @@ struct Lifetime<'a> {
 }
 
 impl<'a> Lifetime<'a> {
-    fn of(inserted: &'a Inserted) -> Lifetime<'a> {
+    fn of(inserted: &'a Inserted<'_>) -> Lifetime<'a> {
         let mut keys: BTreeMap<&str, f64> = BTreeMap::new();
         let mut members: BTreeMap<(&str, &str), f64> = BTreeMap::new();
         for row in &inserted.0 {
@@ -1338,6 +1358,215 @@ mod tests {
             let size = piece_rows(rows);
             assert_eq!(size, MAX_PIECE_ROWS, "{rows} rows");
             assert!(rows.div_ceil(size) > MAX_PIECES, "{rows} rows");
+        }
+    }
+}
+
+#[cfg(test)]
+mod totals_tests {
+    use super::{model_delta, Inserted, InsertedRow, Periods, Totals, PROXY_BUDGET_USER};
+    use chrono::NaiveDateTime;
+    use proptest::prelude::*;
+    use std::borrow::Cow;
+    use std::collections::{BTreeMap, HashMap};
+
+    /// The totals as they were summed before they borrowed from the rows:
+    /// owned ids, per-group sums kept as JSON numbers (a non-finite sum
+    /// written as `null`, read back as 0), periods looked up by an owned
+    /// `(scope, id)` pair.
+    mod before {
+        use super::*;
+
+        pub(super) type Models = BTreeMap<String, serde_json::Map<String, serde_json::Value>>;
+
+        #[derive(Default)]
+        pub(super) struct Totals {
+            pub keys: BTreeMap<String, f64>,
+            pub key_models: Models,
+            pub team_models: Models,
+            pub user_models: Models,
+            pub users: BTreeMap<String, f64>,
+            pub teams: BTreeMap<String, f64>,
+            pub stale_keys: Vec<String>,
+            pub stale_users: Vec<String>,
+            pub stale_teams: Vec<String>,
+        }
+
+        pub(super) type Row = (
+            String,
+            Option<String>,
+            Option<String>,
+            f64,
+            Option<String>,
+            NaiveDateTime,
+            bool,
+        );
+
+        fn counts(
+            started: &HashMap<(String, String), NaiveDateTime>,
+            scope: &str,
+            id: &str,
+            settled: NaiveDateTime,
+        ) -> bool {
+            started
+                .get(&(scope.to_string(), id.to_string()))
+                .is_none_or(|start| settled >= *start)
+        }
+
+        fn add_model(per_id: &mut Models, id: &str, group: &Option<String>, spend: f64) {
+            if let Some(group) = group {
+                let per_model = per_id.entry(id.to_string()).or_default();
+                let sum = per_model.get(group).and_then(|v| v.as_f64()).unwrap_or(0.0) + spend;
+                per_model.insert(group.clone(), sum.into());
+            }
+        }
+
+        pub(super) fn totals(
+            rows: &[Row],
+            started: &HashMap<(String, String), NaiveDateTime>,
+        ) -> Totals {
+            let mut t = Totals::default();
+            for (key, user, team, spend, group, settled, proxy) in rows {
+                let (spend, settled) = (*spend, *settled);
+                if counts(started, "key", key, settled) {
+                    add_model(&mut t.key_models, key, group, spend);
+                    *t.keys.entry(key.clone()).or_default() += spend;
+                } else {
+                    t.stale_keys.push(key.clone());
+                }
+                if let Some(user) = user {
+                    if counts(started, "user", user, settled) {
+                        add_model(&mut t.user_models, user, group, spend);
+                        *t.users.entry(user.clone()).or_default() += spend;
+                    } else {
+                        t.stale_users.push(user.clone());
+                    }
+                }
+                if *proxy {
+                    if counts(started, "user", PROXY_BUDGET_USER, settled) {
+                        *t.users.entry(PROXY_BUDGET_USER.to_string()).or_default() += spend;
+                    } else {
+                        t.stale_users.push(PROXY_BUDGET_USER.to_string());
+                    }
+                }
+                if let Some(team) = team {
+                    if counts(started, "team", team, settled) {
+                        add_model(&mut t.team_models, team, group, spend);
+                        *t.teams.entry(team.clone()).or_default() += spend;
+                    } else {
+                        t.stale_teams.push(team.clone());
+                    }
+                }
+            }
+            for list in [&mut t.stale_keys, &mut t.stale_users, &mut t.stale_teams] {
+                list.sort();
+                list.dedup();
+            }
+            t
+        }
+
+        pub(super) fn model_delta(models: &Models, id: &str) -> serde_json::Value {
+            serde_json::Value::Object(models.get(id).cloned().unwrap_or_default())
+        }
+    }
+
+    fn at(second: u32) -> NaiveDateTime {
+        chrono::DateTime::from_timestamp(1_780_000_000 + i64::from(second), 0)
+            .unwrap()
+            .naive_utc()
+    }
+
+    /// Rows of a few keys, users, teams and groups, spends of every kind
+    /// (non-finite and negative zero too), settled around the periods'
+    /// starts.
+    fn rows() -> impl Strategy<Value = Vec<before::Row>> {
+        let id = |prefix: &'static str| {
+            prop::option::of((0u8..3).prop_map(move |i| format!("{prefix}{i}")))
+        };
+        let spend = prop_oneof![
+            6 => 0.000_001f64..10.0,
+            1 => prop::sample::select(vec![f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0, 1e308, -2.5]),
+        ];
+        let row = (
+            (0u8..3).prop_map(|i| format!("k{i}")),
+            id("u"),
+            id("t"),
+            spend,
+            id("g"),
+            (0u32..4).prop_map(at),
+            any::<bool>(),
+        );
+        prop::collection::vec(row, 0..24)
+    }
+
+    /// Period starts of some of those keys, users and teams.
+    fn starts() -> impl Strategy<Value = Vec<(&'static str, String, NaiveDateTime)>> {
+        let scope = prop::sample::select(vec!["key", "user", "team"]);
+        let id = prop::sample::select(vec!["k0", "k1", "u0", "u2", "t1", PROXY_BUDGET_USER]);
+        prop::collection::vec(
+            (scope, id.prop_map(str::to_string), (0u32..4).prop_map(at)),
+            0..5,
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(5_000))]
+
+        /// The borrowed totals sum what the owned ones summed, and the
+        /// per-group JSON sent for each id is the same text.
+        #[test]
+        fn totals_are_what_they_were(rows in rows(), starts in starts()) {
+            let old_started: HashMap<_, _> = starts
+                .iter()
+                .map(|(scope, id, t)| ((scope.to_string(), id.clone()), *t))
+                .collect();
+            let mut periods = Periods::default();
+            for (scope, id, t) in &starts {
+                periods.started.entry(scope.to_string()).or_default().insert(id.clone(), *t);
+            }
+            let inserted = Inserted(
+                rows.iter()
+                    .map(|(key, user, team, spend, group, settled, proxy)| InsertedRow {
+                        key: Cow::Borrowed(key.as_str()),
+                        user: user.as_deref().map(Cow::Borrowed),
+                        team: team.as_deref().map(Cow::Borrowed),
+                        spend: *spend,
+                        group: group.as_deref().map(Cow::Borrowed),
+                        settled: *settled,
+                        end_user: None,
+                        proxy: *proxy,
+                    })
+                    .collect(),
+            );
+            let new = Totals::of(&inserted, &periods);
+            let old = before::totals(&rows, &old_started);
+            let bits = |m: &BTreeMap<&str, f64>| -> Vec<(String, u64)> {
+                m.iter().map(|(k, v)| (k.to_string(), v.to_bits())).collect()
+            };
+            let old_bits = |m: &BTreeMap<String, f64>| -> Vec<(String, u64)> {
+                m.iter().map(|(k, v)| (k.clone(), v.to_bits())).collect()
+            };
+            prop_assert_eq!(bits(&new.keys), old_bits(&old.keys));
+            prop_assert_eq!(bits(&new.users), old_bits(&old.users));
+            prop_assert_eq!(bits(&new.teams), old_bits(&old.teams));
+            prop_assert_eq!(&new.stale_keys, &old.stale_keys);
+            prop_assert_eq!(&new.stale_users, &old.stale_users);
+            prop_assert_eq!(&new.stale_teams, &old.stale_teams);
+            for (models, old_models) in [
+                (&new.key_models, &old.key_models),
+                (&new.user_models, &old.user_models),
+                (&new.team_models, &old.team_models),
+            ] {
+                let ids: Vec<&str> = models.keys().copied().collect();
+                let old_ids: Vec<&str> = old_models.keys().map(String::as_str).collect();
+                prop_assert_eq!(&ids, &old_ids);
+                for id in ids.iter().chain(["absent"].iter()) {
+                    prop_assert_eq!(
+                        model_delta(models, id).to_string(),
+                        before::model_delta(old_models, id).to_string()
+                    );
+                }
+            }
         }
     }
 }
