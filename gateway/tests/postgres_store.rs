@@ -279,7 +279,9 @@ async fn calls_written_before_litellm_call_id_are_still_found_by_call_id() {
         .unwrap();
     let pg = store(&db).await;
     let rows = vec![spend_row("new-1", "k", 0.0, now_ms())];
-    pg.record_spend(&rows).await.unwrap();
+    pg.record_spend(&rows, std::time::Duration::ZERO)
+        .await
+        .unwrap();
     for call in ["old-1", "new-1"] {
         let filter = SpendFilter {
             request_id: Some(call.into()),
@@ -511,7 +513,9 @@ async fn runs_on_a_database_litellm_created() {
 
     // Spend rows go into LiteLLM's INTEGER token columns.
     let rows = vec![spend_row("r-lite", &token, 0.5, now_ms())];
-    pg.record_spend(&rows).await.unwrap();
+    pg.record_spend(&rows, std::time::Duration::ZERO)
+        .await
+        .unwrap();
     assert_eq!(pg.get_key(&token).await.unwrap().unwrap().spend, 1.75);
     let deleted = pg.delete_keys(std::slice::from_ref(&token)).await.unwrap();
     assert_eq!(deleted, vec![token]);
@@ -718,8 +722,14 @@ async fn recording_spend_twice_counts_it_once() {
     ];
 
     for _ in 0..2 {
-        let m = mem.record_spend(&rows).await.unwrap();
-        let p = pg.record_spend(&rows).await.unwrap();
+        let m = mem
+            .record_spend(&rows, std::time::Duration::ZERO)
+            .await
+            .unwrap();
+        let p = pg
+            .record_spend(&rows, std::time::Duration::ZERO)
+            .await
+            .unwrap();
         assert_eq!(sorted(m.announce), sorted(p.announce));
         assert_eq!(sorted(m.refresh), sorted(p.refresh.clone()));
         assert!(
@@ -861,8 +871,12 @@ async fn daily_tables_add_up_like_memory() {
         no_owner,
     ];
     for _ in 0..2 {
-        mem.record_spend(&rows).await.unwrap();
-        pg.record_spend(&rows).await.unwrap();
+        mem.record_spend(&rows, std::time::Duration::ZERO)
+            .await
+            .unwrap();
+        pg.record_spend(&rows, std::time::Duration::ZERO)
+            .await
+            .unwrap();
     }
     let mut unlogged = spend_row("call-9", "k1", 1.0, at(9));
     unlogged.request_tags = Some(vec!["eu".to_string()].into());
@@ -951,8 +965,10 @@ async fn copied_and_inserted_rows_hold_the_same_values() {
         r
     };
     let before = [key.spend, user("u1", t0).spend, team("t1", t0).spend];
-    pg.record_spend(&[odd("copied")]).await.unwrap();
-    pg.record_spend(&[odd("inserted"), odd("copied")])
+    pg.record_spend(&[odd("copied")], std::time::Duration::ZERO)
+        .await
+        .unwrap();
+    pg.record_spend(&[odd("inserted"), odd("copied")], std::time::Duration::ZERO)
         .await
         .unwrap();
 
@@ -1021,7 +1037,9 @@ async fn a_batch_copied_in_pieces_writes_every_row() {
     let rows: Vec<SpendLogRow> = (0..300)
         .map(|i| spend_row(&format!("piece-{i:03}"), &key.token, 0.5, t0))
         .collect();
-    pg.record_spend(&rows).await.unwrap();
+    pg.record_spend(&rows, std::time::Duration::ZERO)
+        .await
+        .unwrap();
     let client = db.client().await;
     let stored = client
         .query(
@@ -1128,7 +1146,10 @@ async fn binary_and_text_copies_hold_the_same_values() {
     let key = full_key("sk-binary", t0);
     binary.insert_key(&key).await.unwrap();
     binary
-        .record_spend(&bent_rows("binary", &key.token, t0))
+        .record_spend(
+            &bent_rows("binary", &key.token, t0),
+            std::time::Duration::ZERO,
+        )
         .await
         .unwrap();
     let log = logged.text();
@@ -1143,9 +1164,12 @@ async fn binary_and_text_copies_hold_the_same_values() {
         .await
         .unwrap();
     let text = store(&db).await;
-    text.record_spend(&bent_rows("text", &key.token, t0))
-        .await
-        .unwrap();
+    text.record_spend(
+        &bent_rows("text", &key.token, t0),
+        std::time::Duration::ZERO,
+    )
+    .await
+    .unwrap();
     let log = logged.text();
     assert!(
         log.contains("COPY in text") && log.contains("column region is of type oid"),
@@ -1203,8 +1227,12 @@ async fn a_column_of_another_type_takes_the_rows_in_text() {
     let mut rows = bent_rows("numeric", &key.token, t0);
     // INSERT (the batch below, sent again) clamps token counts above only.
     rows[2].prompt_tokens = -5;
-    pg.record_spend(&rows[..2]).await.unwrap();
-    pg.record_spend(&rows).await.unwrap();
+    pg.record_spend(&rows[..2], std::time::Duration::ZERO)
+        .await
+        .unwrap();
+    pg.record_spend(&rows, std::time::Duration::ZERO)
+        .await
+        .unwrap();
     let stored = stored_rows(&client, "numeric").await;
     assert_eq!(stored.len(), 4);
     assert_eq!(stored[1]["spend"], json!(-0.000125));
@@ -1385,11 +1413,11 @@ async fn rows_settled_before_a_reset_do_not_count_in_the_new_period() {
         assert_eq!(s.reset_due_budgets(now, None).await.unwrap().len(), 3);
     }
     let m = mem
-        .record_spend(std::slice::from_ref(&before))
+        .record_spend(std::slice::from_ref(&before), std::time::Duration::ZERO)
         .await
         .unwrap();
     let p = pg
-        .record_spend(std::slice::from_ref(&before))
+        .record_spend(std::slice::from_ref(&before), std::time::Duration::ZERO)
         .await
         .unwrap();
     assert_eq!(m, p);
@@ -1406,10 +1434,12 @@ async fn rows_settled_before_a_reset_do_not_count_in_the_new_period() {
     assert_eq!(sorted(p.announce), counted);
     // Settled after the reset: counted.
     let after = spend_row("call-after", &key.token, 0.5, now + Duration::seconds(1));
-    mem.record_spend(std::slice::from_ref(&after))
+    mem.record_spend(std::slice::from_ref(&after), std::time::Duration::ZERO)
         .await
         .unwrap();
-    pg.record_spend(std::slice::from_ref(&after)).await.unwrap();
+    pg.record_spend(std::slice::from_ref(&after), std::time::Duration::ZERO)
+        .await
+        .unwrap();
     let stored = pg.get_key(&key.token).await.unwrap().unwrap();
     assert_eq!(stored.spend, 0.5, "only the new period's row counts");
     assert_eq!(stored.model_spent(&after.model_group), 0.5);
@@ -1516,7 +1546,9 @@ async fn a_batch_updates_each_charged_row_once() {
         ],
     )
     .await;
-    pg.record_spend(&rows).await.unwrap();
+    pg.record_spend(&rows, std::time::Duration::ZERO)
+        .await
+        .unwrap();
 
     for (table, charged) in [
         ("LiteLLM_VerificationToken", 3),
@@ -1618,7 +1650,9 @@ async fn charged_rows_are_updated_in_place() {
             })
             .collect()
     };
-    pg.record_spend(&batch(1)).await.unwrap();
+    pg.record_spend(&batch(1), std::time::Duration::ZERO)
+        .await
+        .unwrap();
     let client = db.client().await;
     // Nearly all in place: a row that happens to sit on a page its
     // neighbours filled still moves (one in sixty was seen), where full
@@ -1628,7 +1662,9 @@ async fn charged_rows_are_updated_in_place() {
     let keys = updates_in_place(&client, "LiteLLM_VerificationToken", KEYS as i64).await;
     assert!(mostly_in_place(keys), "keys: (updates, in place) {keys:?}");
     // The first batch made the keys' daily rows; the second updates them.
-    pg.record_spend(&batch(2)).await.unwrap();
+    pg.record_spend(&batch(2), std::time::Duration::ZERO)
+        .await
+        .unwrap();
     let daily = updates_in_place(&client, "LiteLLM_DailyUserSpend", KEYS as i64).await;
     assert!(
         mostly_in_place(daily),
@@ -1882,7 +1918,7 @@ async fn the_default_end_user_budget_row_resets_its_riders() {
         r.end_user = Some(user.into());
         rows.push(r);
     }
-    same!(mem, pg, s => s.record_spend(&rows));
+    same!(mem, pg, s => s.record_spend(&rows, std::time::Duration::ZERO));
     // Only "other" is due: nothing of the default's riders moves.
     let half = t0 + Duration::minutes(45);
     let m = sorted(mem.reset_due_budgets(half, Some("default")).await.unwrap());
@@ -2004,8 +2040,8 @@ async fn end_users_and_their_budget_rows_round_trip_like_memory() {
     let mut second = spend_row("r-eu-2", "tok", 0.5, t0);
     second.end_user = Some("fresh".into());
     let rows = [first, second];
-    same!(mem, pg, s => s.record_spend(&rows));
-    same!(mem, pg, s => s.record_spend(&rows));
+    same!(mem, pg, s => s.record_spend(&rows, std::time::Duration::ZERO));
+    same!(mem, pg, s => s.record_spend(&rows, std::time::Duration::ZERO));
     same!(mem, pg, s => s.get_end_user("rich"));
     same!(mem, pg, s => s.get_end_user("fresh"));
 

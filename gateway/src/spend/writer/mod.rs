@@ -621,6 +621,7 @@ mod tests {
             &ctx,
             &parked,
             PARK_WHEN_QUEUED,
+            Duration::ZERO,
             &mut spool,
             &mut parking,
         ));
@@ -628,7 +629,14 @@ mod tests {
         assert_eq!(logged(&runtime), 0, "parked, not written");
         assert!(!spool.is_empty(), "the rows are in the spool");
         let live: Vec<SpendLogRow> = (0..5).map(|i| row(&format!("l{i}"))).collect();
-        runtime.block_on(write_or_park(&ctx, &live, 0, &mut spool, &mut parking));
+        runtime.block_on(write_or_park(
+            &ctx,
+            &live,
+            0,
+            Duration::ZERO,
+            &mut spool,
+            &mut parking,
+        ));
         assert!(!parking, "the episode ends with the queue");
         assert_eq!(logged(&runtime), 5, "written at once");
         assert!(matches!(
@@ -674,9 +682,14 @@ mod tests {
             let mut charged = row("charged");
             charged.api_key = token.as_str().into();
             charged.spend = 1.5;
-            write(&ctx, std::slice::from_ref(&charged), &mut spool)
-                .await
-                .unwrap();
+            write(
+                &ctx,
+                std::slice::from_ref(&charged),
+                Duration::ZERO,
+                &mut spool,
+            )
+            .await
+            .unwrap();
             let cached = ctx.ctx.keys.get(&hash).unwrap();
             assert!(!cached.record.blocked, "the key was not read back");
             assert_eq!(cached.budget.spent_usd(), 1.5);
@@ -695,9 +708,14 @@ mod tests {
             late.api_key = token.as_str().into();
             late.spend = 2.0;
             late.end_time = settled_before;
-            write(&ctx, std::slice::from_ref(&late), &mut spool)
-                .await
-                .unwrap();
+            write(
+                &ctx,
+                std::slice::from_ref(&late),
+                Duration::ZERO,
+                &mut spool,
+            )
+            .await
+            .unwrap();
             let cached = ctx.ctx.keys.get(&hash).unwrap();
             assert!(cached.record.blocked, "the key was read again");
             assert_eq!(cached.budget.spent_usd(), 0.0);
@@ -799,7 +817,9 @@ mod tests {
                     charged(&token, "failed", "failure", 0.0),
                     charged(&token, "cut", "failure", 0.5),
                 ];
-                write(&writer, &rows, &mut spool).await.unwrap();
+                write(&writer, &rows, Duration::ZERO, &mut spool)
+                    .await
+                    .unwrap();
                 let ids: Vec<String> = store
                     .spend_logs(&SpendFilter::default())
                     .await
@@ -836,7 +856,9 @@ mod tests {
             failed.status = "failure".into();
             let rows = [row("free"), failed];
             runtime.block_on(async {
-                write(&writer, &rows, &mut spool).await.unwrap();
+                write(&writer, &rows, Duration::ZERO, &mut spool)
+                    .await
+                    .unwrap();
                 let day = rows[0].start_time.format("%Y-%m-%d").to_string();
                 let page = store
                     .daily_activity(&crate::store::DailyQuery {
