@@ -33,9 +33,10 @@ use search::StepSearch;
 const WARM_UP: Duration = Duration::from_secs(1);
 /// How long after a gateway round with spend rows in Postgres its CPU
 /// (the gateway's, Redis's and Postgres's) is still counted: the spend
-/// writer holds a batch up to a second under load, and writing a round's
-/// rows is that round's work, not the next round's (nor nobody's).
-const SPEND_SETTLE: Duration = Duration::from_millis(1500);
+/// writer holds a batch up to a second under load and spreads its write
+/// over up to 750 ms more, and writing a round's rows is that round's
+/// work, not the next round's (nor nobody's).
+const SPEND_SETTLE: Duration = Duration::from_millis(2500);
 /// Probes per target in the max-rate search.
 const SEARCH_STEPS: usize = 12;
 /// Highest rate the search tries.
