@@ -422,61 +422,61 @@ pub async fn refuse(
     }
 }
 
-/// Answers one request admitted by [`admit`] (or refused there: the refusal
-/// is answered here, by the handler of its route, with an empty body).
-/// `peer` is the client's address.
+/// The handler of a request admitted by [`admit`] (or refused there: the
+/// refusal is answered by the handler of its route, with an empty body).
 ///
-/// Not an `async fn`: an LLM request's future is the proxy's own, without a
-/// routing future around it keeping these arguments beside the proxy's copy
-/// of them (768 B that every open stream carried).
-pub fn handle<'a, 'r>(
+/// The connection awaits each handler's future on its own: one future
+/// choosing between the two (an `Either`) added 128 B to every open
+/// stream, its tag padded to the handlers' 128-byte alignment, where two
+/// awaits share their room in the connection's state.
+pub enum Handler<'h> {
+    /// An LLM endpoint: [`handle_llm`].
+    Llm(Endpoint),
+    /// Any other route: [`handle_other`].
+    Other(OtherRoute<'h>),
+}
+
+/// A route other than the LLM endpoints, for [`handle_other`].
+pub struct OtherRoute<'h>(Route<'h>);
+
+/// Which handler answers `head`.
+pub fn handler<'h>(worker: &Worker, head: &'h RequestHead) -> Handler<'h> {
+    match route(worker, head) {
+        Route::Llm(endpoint) => Handler::Llm(endpoint),
+        other => Handler::Other(OtherRoute(other)),
+    }
+}
+
+/// Answers a request to an LLM `endpoint`.
+///
+/// Not an `async fn`: its future is the proxy's own, without a routing
+/// future around it keeping these arguments beside the proxy's copy of
+/// them (768 B that every open stream carried).
+pub fn handle_llm<'a, 'r>(
     worker: &'a Worker,
-    head: &'a RequestHead,
+    (head, endpoint): (&'a RequestHead, Endpoint),
     admission: Admission,
     body: Bytes,
     out: &'a mut Responder<'r>,
     received_at: Instant,
-    peer: Option<IpAddr>,
 ) -> impl std::future::Future<Output = ()> + use<'a, 'r> {
-    use futures_util::future::Either;
-    match route(worker, head) {
-        Route::Llm(endpoint) => {
-            let caller = admission.caller();
-            Either::Left(proxy::handle(
-                worker,
-                head,
-                endpoint,
-                caller,
-                body,
-                out,
-                received_at,
-            ))
-        }
-        route => Either::Right(handle_route(
-            worker,
-            head,
-            route,
-            (admission, body),
-            out,
-            received_at,
-            peer,
-        )),
-    }
+    let caller = admission.caller();
+    proxy::handle(worker, head, endpoint, caller, body, out, received_at)
 }
 
-/// [`handle`] for the routes other than the LLM endpoints.
-async fn handle_route(
+/// Answers a request to a route other than the LLM endpoints; `peer` is
+/// the client's address.
+pub async fn handle_other(
     worker: &Worker,
-    head: &RequestHead,
-    route: Route<'_>,
+    (head, route): (&RequestHead, OtherRoute<'_>),
     (admission, body): (Admission, Bytes),
     out: &mut Responder<'_>,
     received_at: Instant,
     peer: Option<IpAddr>,
 ) {
-    let result = match route {
+    let result = match route.0 {
         // Not awaited here: its future would set this one's size.
-        Route::Llm(_) => unreachable!("`handle` answers the LLM routes"),
+        Route::Llm(_) => unreachable!("`handle_llm` answers the LLM routes"),
         Route::PassThrough(provider, rest) => {
             // Boxed, as the management API below: its state would join
             // every LLM request's.

@@ -512,6 +512,10 @@ async fn serve(
             if !early && outcome.deferred_refusal.is_some() {
                 guard::refuse_as_key_check(worker, principal, &body).await?;
             }
+            // The request holds the body from here (`Held::release` lets
+            // it go once a stream's head is out); kept in this future as
+            // well, every open stream held its body until it ended.
+            drop(body);
             beside = during;
             LlmRequest::parse(endpoint, checked)?
         }

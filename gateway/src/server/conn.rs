@@ -19,12 +19,71 @@ use monoio::net::TcpStream;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+/// A connection's task: [`serve`], its panic caught and logged. Its size
+/// is what every open stream keeps on the heap, so nothing is kept beside
+/// `serve`'s own state (a wrapping `async` block kept the socket and the
+/// worker again, 88 B padded to 128).
+pub fn task(
+    tcp: TcpStream,
+    slot: OpenConnection,
+) -> Connection<impl std::future::Future<Output = ()>> {
+    Connection {
+        served: CatchPanic::new(serve(tcp, slot)),
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`task`].
+    pub struct Connection<F> {
+        #[pin]
+        served: CatchPanic<F>,
+    }
+}
+
+impl<F: std::future::Future<Output = ()>> std::future::Future for Connection<F> {
+    type Output = ();
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        self.project().served.poll(cx).map(|served| {
+            if let Err(panic) = served {
+                tracing::error!(panic = %panic, "connection panicked; closed");
+            }
+        })
+    }
+}
+
+/// A connection counted in its core's open connections until it is
+/// dropped: when the connection ends, or while a panic unwinds it.
+pub struct OpenConnection(Rc<Worker>);
+
+impl OpenConnection {
+    /// Counts a connection of `worker`'s (before its task first runs, so a
+    /// shutdown that begins meanwhile waits for it).
+    pub fn count(worker: Rc<Worker>) -> Self {
+        worker
+            .open_connections
+            .set(worker.open_connections.get() + 1);
+        OpenConnection(worker)
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        let open = &self.0.open_connections;
+        open.set(open.get().saturating_sub(1));
+    }
+}
+
 /// Serves `tcp` until the client or the gateway closes it; with client
 /// TLS, after a handshake that must finish within the header timeout.
-pub async fn serve(tcp: TcpStream, worker: Rc<Worker>) {
-    let write_timeout = worker.shared.limits.write_timeout;
-    super::socket::tune(&tcp, write_timeout);
-    let peer = tcp.peer_addr().ok().map(|a| a.ip());
+pub async fn serve(tcp: TcpStream, slot: OpenConnection) {
+    let worker = &*slot.0;
+    // Tuned in a plain call: a socket borrowed here would keep its room in
+    // this future's state after it moved into `stream`.
+    let tcp = tuned(tcp, worker.shared.limits.write_timeout);
     let mut stream = match &worker.shared.client_tls {
         None => ClientStream::Plain(tcp),
         Some(tls) => {
@@ -49,21 +108,21 @@ pub async fn serve(tcp: TcpStream, worker: Rc<Worker>) {
     loop {
         if buf.is_empty() {
             let read = if fresh {
-                first_bytes(&mut buf, &mut stream, &worker).await
+                first_bytes(&mut buf, &mut stream, worker).await
             } else {
-                next_bytes(&mut buf, &mut stream, &worker).await
+                next_bytes(&mut buf, &mut stream, worker).await
             };
             if !read {
                 return;
             }
         }
         fresh = false;
-        let head = match read_head(&mut stream, &mut buf, &worker).await {
+        let head = match read_head(&mut stream, &mut buf, worker).await {
             Ok(Some(head)) => head,
             Ok(None) => return,
             Err(err) => {
                 let mut out = Responder::new(&mut stream, false, false, false)
-                    .with_write_timeout(write_timeout);
+                    .with_write_timeout(worker.shared.limits.write_timeout);
                 let _ = out.send_error(&err, None).await;
                 return;
             }
@@ -74,13 +133,20 @@ pub async fn serve(tcp: TcpStream, worker: Rc<Worker>) {
         // Authenticated from the head: a refused request's body is read (and
         // dropped) only when it is small and already on its way; otherwise
         // it is never read and the connection closes after the answer.
-        let admission = api::admit(&worker, &head, &mut credentials).await;
-        if api::takes_connection(&worker, &head) {
+        // Whether it was refused, read here: an admission borrowed for it
+        // later would keep its room in this future's state while the
+        // request (a stream, for minutes) is answered.
+        let (admission, refused) = {
+            let admission = api::admit(worker, &head, &mut credentials).await;
+            let refused = admission.is_refused();
+            (admission, refused)
+        };
+        if api::takes_connection(worker, &head) {
             // The route keeps the connection (a WebSocket): whatever the
             // client sent after the head is its.
             let leftover = buf.take(buf.len());
             let served = CatchPanic::new(Box::pin(api::take_over(
-                &worker,
+                worker,
                 &head,
                 admission,
                 stream,
@@ -94,15 +160,15 @@ pub async fn serve(tcp: TcpStream, worker: Rc<Worker>) {
             return;
         }
         // A large multipart upload is read as it is sent on.
-        let streamed = api::streamed_body(&worker, &head).filter(|_| !admission.is_refused());
+        let streamed = api::streamed_body(worker, &head).filter(|_| !refused);
         if let Some(length) = streamed {
             let early = buf.take(buf.len().min(length as usize));
             buf.release_if_empty();
             let mut out =
                 Responder::new(&mut stream, keep_alive, head_only, head.minor_version == 0)
-                    .with_write_timeout(write_timeout);
+                    .with_write_timeout(worker.shared.limits.write_timeout);
             let upload = api::handle_upload(
-                &worker,
+                worker,
                 &head,
                 admission,
                 (early, length),
@@ -136,19 +202,19 @@ pub async fn serve(tcp: TcpStream, worker: Rc<Worker>) {
             }
             continue;
         }
-        let skip_body = admission.is_refused() && !cheap_to_discard(&head);
+        let skip_body = refused && !cheap_to_discard(&head);
         let body = if skip_body {
             keep_alive = false;
             Bytes::new()
         } else {
-            match read_body(&mut stream, &mut buf, &head, &worker).await {
+            match read_body(&mut stream, &mut buf, &head, worker).await {
                 Ok(body) => body,
                 Err(err) => {
                     let mut out = Responder::new(&mut stream, false, head_only, false)
-                        .with_write_timeout(write_timeout);
+                        .with_write_timeout(worker.shared.limits.write_timeout);
                     // Boxed: rare, and larger than what an open stream
                     // keeps in this future.
-                    Box::pin(api::refuse(&worker, &head, err, &mut out, received_at)).await;
+                    Box::pin(api::refuse(worker, &head, err, &mut out, received_at)).await;
                     // The rest of the body (one over the size limit) is
                     // drained, so the client still reads the refusal.
                     linger(&mut stream).await;
@@ -159,17 +225,33 @@ pub async fn serve(tcp: TcpStream, worker: Rc<Worker>) {
         // Nothing is read while the request is answered (unless pipelined).
         buf.release_if_empty();
         let mut out = Responder::new(&mut stream, keep_alive, head_only, head.minor_version == 0)
-            .with_write_timeout(write_timeout);
-        let served = CatchPanic::new(api::handle(
-            &worker,
-            &head,
-            admission,
-            body,
-            &mut out,
-            received_at,
-            peer,
-        ))
-        .await;
+            .with_write_timeout(worker.shared.limits.write_timeout);
+        // Each handler awaited on its own (see `api::Handler`).
+        let served = match api::handler(worker, &head) {
+            api::Handler::Llm(endpoint) => {
+                CatchPanic::new(api::handle_llm(
+                    worker,
+                    (&head, endpoint),
+                    admission,
+                    body,
+                    &mut out,
+                    received_at,
+                ))
+                .await
+            }
+            api::Handler::Other(route) => {
+                let peer = peer_of(out.request_stream());
+                CatchPanic::new(api::handle_other(
+                    worker,
+                    (&head, route),
+                    (admission, body),
+                    &mut out,
+                    received_at,
+                    peer,
+                ))
+                .await
+            }
+        };
         if let Err(panic) = served {
             // Whatever the handler held was dropped while unwinding; only
             // this connection pays: a 500 when nothing was sent, then close.
@@ -192,6 +274,22 @@ pub async fn serve(tcp: TcpStream, worker: Rc<Worker>) {
             return;
         }
     }
+}
+
+/// `tcp` with its options set (see `socket::tune`).
+fn tuned(tcp: TcpStream, write_timeout: Duration) -> TcpStream {
+    super::socket::tune(&tcp, write_timeout);
+    tcp
+}
+
+/// The client's address, read when a route asks for it: kept for the
+/// connection's life, it was one more field in the state every open
+/// stream carries.
+fn peer_of(stream: &ClientStream) -> Option<std::net::IpAddr> {
+    // SAFETY: the descriptor belongs to `stream`, which outlives this borrow.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(stream.raw_fd()) };
+    let addr = socket2::SockRef::from(&fd).peer_addr().ok()?;
+    addr.as_socket().map(|a| a.ip())
 }
 
 /// Largest body of a refused request that is read and dropped to keep the
@@ -408,5 +506,28 @@ async fn next_bytes(buf: &mut ReadBuffer, stream: &mut ClientStream, worker: &Wo
     monoio::select! {
         read = monoio::time::timeout(keepalive, filled) => matches!(read, Ok(Ok(n)) if n > 0),
         _ = worker.shutdown.wait() => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The size of the future `f` returns.
+    fn future_size<A, B, F>(_: fn(A, B) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    #[test]
+    fn a_connection_task_fits_the_allocators_7_kib_class() {
+        // Every open stream keeps its connection's task on the heap: the
+        // future, and monoio's header, stage tag and trailer, each padded
+        // to the future's 128-byte alignment. mimalloc's classes there are
+        // 7,168 and 8,192 bytes: 1 KiB a stream between them.
+        let size = future_size(super::task);
+        // Measured, a request of 7,168 bytes takes an 8 KiB block: the
+        // class holds requests of up to 7,040 (multiples of 128 here).
+        assert!(
+            size + 3 * 128 <= 7_040,
+            "the connection's future is {size} B"
+        );
     }
 }

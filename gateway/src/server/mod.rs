@@ -138,16 +138,8 @@ async fn serve_core(shared: Arc<Shared>, listener: std::net::TcpListener, worker
         }
         // Counted before the task first runs, so a shutdown that begins
         // meanwhile waits for this connection.
-        worker
-            .open_connections
-            .set(worker.open_connections.get() + 1);
-        let w = worker.clone();
-        monoio::spawn(async move {
-            if let Err(panic) = CatchPanic::new(conn::serve(stream, w.clone())).await {
-                tracing::error!(panic = %panic, "connection panicked; closed");
-            }
-            w.open_connections.set(w.open_connections.get() - 1);
-        });
+        let slot = conn::OpenConnection::count(worker.clone());
+        monoio::spawn(conn::task(stream, slot));
     }
     drop(listener);
     worker.shutdown.fire();

@@ -26,6 +26,20 @@ use std::collections::{HashMap, HashSet, VecDeque};
 const MAX_SPEND_ROWS: usize = 10_000;
 use std::sync::{Arc, Mutex};
 
+/// Grows the spend log for one more row as a `VecDeque` grows (doubling),
+/// but never past [`MAX_SPEND_ROWS`]: doubled from 8,192, its room was
+/// 16,384 rows of 480 bytes, 3 MB more than the rows it may keep.
+fn keep_room_for_one(log: &mut VecDeque<SpendLogRow>) {
+    if log.len() < log.capacity() {
+        return;
+    }
+    let grown = log
+        .len()
+        .max(4)
+        .min(MAX_SPEND_ROWS.saturating_sub(log.len()));
+    log.reserve_exact(grown.max(1));
+}
+
 #[derive(Default)]
 struct Tables {
     keys: HashMap<String, KeyRecord>,
@@ -114,12 +128,13 @@ impl Tables {
                 if !t.request_ids.insert(row.request_id.clone()) {
                     continue;
                 }
-                t.spend_logs.push_back(row.clone());
-                if t.spend_logs.len() > MAX_SPEND_ROWS {
+                if t.spend_logs.len() >= MAX_SPEND_ROWS {
                     if let Some(old) = t.spend_logs.pop_front() {
                         t.request_ids.remove(&*old.request_id);
                     }
                 }
+                keep_room_for_one(&mut t.spend_logs);
+                t.spend_logs.push_back(row.clone());
             }
             fresh.push(row);
             if row.spend == 0.0 {
@@ -1255,4 +1270,33 @@ fn log_matches(f: &SpendFilter, r: &SpendLogRow) -> bool {
             .as_deref()
             .is_none_or(|m| *r.model_group == *m || *r.model == *m)
         && f.status.as_deref().is_none_or(|s| r.status == s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: usize) -> SpendLogRow {
+        SpendLogRow {
+            request_id: format!("req-{id}").into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_spend_log_keeps_its_last_rows_in_no_more_room_than_they_need() {
+        let mut tables = Tables::default();
+        let rows: Vec<SpendLogRow> = (0..MAX_SPEND_ROWS + 500).map(row).collect();
+        for chunk in rows.chunks(997) {
+            tables.record_spend(chunk, true);
+        }
+        assert_eq!(tables.spend_logs.len(), MAX_SPEND_ROWS);
+        assert_eq!(tables.request_ids.len(), MAX_SPEND_ROWS);
+        assert_eq!(&*tables.spend_logs[0].request_id, "req-500");
+        // Grown by doubling, the log had room for 16,384 rows.
+        assert_eq!(tables.spend_logs.capacity(), MAX_SPEND_ROWS);
+        // A replayed row is not logged twice.
+        tables.record_spend(&rows[MAX_SPEND_ROWS..], true);
+        assert_eq!(&*tables.spend_logs[0].request_id, "req-500");
+    }
 }
