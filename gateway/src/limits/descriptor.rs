@@ -2,6 +2,8 @@
 //! has a limit, named the way LiteLLM's v3 limiter names its Redis keys
 //! (`{api_key:<hash>}:tokens`), hash-tagged on `{scope:value}`.
 
+use std::sync::Arc;
+
 /// The scopes a request belongs to, LiteLLM's descriptor names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scope {
@@ -82,28 +84,19 @@ pub struct Descriptor {
     pub kind: Kind,
     /// The limit per window (or in flight).
     pub limit: u64,
-    /// The counter's name: `{scope:value}:kind`.
-    pub key: String,
+    /// The counter's name: `{scope:value}:kind`, shared with the
+    /// [`CounterNames`] it may come from.
+    pub key: Arc<str>,
 }
 
 impl Descriptor {
     /// A descriptor for `scope`/`value` limited to `limit` per window.
     pub fn new(scope: Scope, value: &str, kind: Kind, limit: u64) -> Descriptor {
-        // Pieces pushed, not `write!`: built for every limit of every
-        // request, and the formatting machinery costs more than the copy.
-        let (scope_name, kind_name) = (scope.as_str(), kind.as_str());
-        let mut key = String::with_capacity(scope_name.len() + value.len() + kind_name.len() + 4);
-        key.push('{');
-        key.push_str(scope_name);
-        key.push(':');
-        key.push_str(value);
-        key.push_str("}:");
-        key.push_str(kind_name);
         Descriptor {
             scope,
             kind,
             limit,
-            key,
+            key: counter_name(scope, value, kind),
         }
     }
 
@@ -111,9 +104,77 @@ impl Descriptor {
     /// it: the part of the counter's name between `{scope:` and `}:kind`
     /// (one string a descriptor, not two).
     pub fn value(&self) -> &str {
-        let start = self.scope.as_str().len() + 2;
-        let end = self.key.len().saturating_sub(self.kind.as_str().len() + 2);
-        self.key.get(start..end).unwrap_or_default()
+        value_in(&self.key, self.scope, self.kind)
+    }
+}
+
+/// The value in `scope`/`kind`'s counter name `key`.
+fn value_in(key: &str, scope: Scope, kind: Kind) -> &str {
+    let start = scope.as_str().len() + 2;
+    let end = key.len().saturating_sub(kind.as_str().len() + 2);
+    key.get(start..end).unwrap_or_default()
+}
+
+/// The counter's name `{scope:value}:kind`, in one allocation: pieces
+/// copied into a stack buffer (built for limits of every request, and the
+/// formatting machinery costs more than the copy), a longer name through a
+/// `String`.
+fn counter_name(scope: Scope, value: &str, kind: Kind) -> Arc<str> {
+    let pieces = ["{", scope.as_str(), ":", value, "}:", kind.as_str()];
+    let len: usize = pieces.iter().map(|p| p.len()).sum();
+    let mut buf = [0u8; 128];
+    if let Some(out) = buf.get_mut(..len) {
+        let mut at = 0;
+        for piece in pieces {
+            out[at..at + piece.len()].copy_from_slice(piece.as_bytes());
+            at += piece.len();
+        }
+        // Whole `str`s end to end: always UTF-8.
+        if let Ok(name) = std::str::from_utf8(out) {
+            return Arc::from(name);
+        }
+    }
+    Arc::from(pieces.concat())
+}
+
+/// The counter names of one scope value, one a kind, made once and shared
+/// by the descriptors of every request counted against them (a cached
+/// key's own: [`ScopeLimits::push_named`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CounterNames {
+    scope: Scope,
+    /// `requests`, `tokens`, `parallel`, in [`Kind`]'s order.
+    names: [Arc<str>; 3],
+}
+
+impl CounterNames {
+    /// The names of `scope`/`value`'s counters.
+    pub fn new(scope: Scope, value: &str) -> CounterNames {
+        CounterNames {
+            scope,
+            names: [Kind::Requests, Kind::Tokens, Kind::Parallel]
+                .map(|kind| counter_name(scope, value, kind)),
+        }
+    }
+
+    /// Whether these are the names of `scope`/`value`'s counters.
+    pub fn are_for(&self, scope: Scope, value: &str) -> bool {
+        self.scope == scope && value_in(&self.names[0], scope, Kind::Requests) == value
+    }
+
+    /// A descriptor of `kind` limited to `limit`, on its shared name.
+    fn descriptor(&self, kind: Kind, limit: u64) -> Descriptor {
+        let name = match kind {
+            Kind::Requests => &self.names[0],
+            Kind::Tokens => &self.names[1],
+            Kind::Parallel => &self.names[2],
+        };
+        Descriptor {
+            scope: self.scope,
+            kind,
+            limit,
+            key: name.clone(),
+        }
     }
 }
 
@@ -157,6 +218,20 @@ impl ScopeLimits {
             }
         }
     }
+
+    /// [`push_into`](Self::push_into) on names made before: the same
+    /// descriptors, their keys shared instead of built.
+    pub fn push_named(&self, names: &CounterNames, out: &mut Vec<Descriptor>) {
+        for (kind, limit) in [
+            (Kind::Requests, self.rpm),
+            (Kind::Tokens, self.tpm),
+            (Kind::Parallel, self.parallel),
+        ] {
+            if let Some(limit) = limit {
+                out.push(names.descriptor(kind, limit));
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -166,13 +241,13 @@ mod tests {
     #[test]
     fn keys_are_hash_tagged_on_scope_and_value() {
         let d = Descriptor::new(Scope::ModelPerKey, "abc:gpt-4o", Kind::Tokens, 200);
-        assert_eq!(d.key, "{model_per_key:abc:gpt-4o}:tokens");
+        assert_eq!(&*d.key, "{model_per_key:abc:gpt-4o}:tokens");
         assert_eq!(d.value(), "abc:gpt-4o");
         let d = Descriptor::new(Scope::ApiKey, "abc", Kind::Parallel, 2);
-        assert_eq!(d.key, "{api_key:abc}:parallel");
+        assert_eq!(&*d.key, "{api_key:abc}:parallel");
         assert_eq!(d.value(), "abc");
         let d = Descriptor::new(Scope::EndUser, "", Kind::Requests, 2);
-        assert_eq!((d.key.as_str(), d.value()), ("{end_user:}:requests", ""));
+        assert_eq!((&*d.key, d.value()), ("{end_user:}:requests", ""));
     }
 
     #[test]
