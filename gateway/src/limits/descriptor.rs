@@ -248,6 +248,11 @@ mod tests {
         assert_eq!(d.value(), "abc");
         let d = Descriptor::new(Scope::EndUser, "", Kind::Requests, 2);
         assert_eq!((&*d.key, d.value()), ("{end_user:}:requests", ""));
+        // Past the stack buffer: the same name, through a `String`.
+        let long = "é".repeat(100);
+        let d = Descriptor::new(Scope::User, &long, Kind::Tokens, 2);
+        assert_eq!(&*d.key, format!("{{user:{long}}}:tokens"));
+        assert_eq!(d.value(), long);
     }
 
     #[test]
@@ -258,5 +263,128 @@ mod tests {
         assert_eq!(out.len(), 1);
         assert_eq!((out[0].kind, out[0].limit), (Kind::Requests, 10));
         assert!(ScopeLimits::from_fields(None, None, Some(0)).is_empty());
+    }
+
+    const SCOPES: [Scope; 11] = [
+        Scope::Server,
+        Scope::ApiKey,
+        Scope::User,
+        Scope::Team,
+        Scope::Organization,
+        Scope::ModelPerKey,
+        Scope::ModelPerTeam,
+        Scope::EndUser,
+        Scope::TagPerKey,
+        Scope::ModelPerOrganization,
+        Scope::TeamMember,
+    ];
+    const KINDS: [Kind; 3] = [Kind::Requests, Kind::Tokens, Kind::Parallel];
+
+    proptest::proptest! {
+        /// Names of any length (past the stack buffer too) and any text
+        /// are the pieces end to end, as `format!` wrote them, and shared
+        /// names make the same descriptors.
+        #[test]
+        fn counter_names_are_the_pieces_end_to_end(
+            scope in proptest::sample::select(SCOPES.to_vec()),
+            kind in proptest::sample::select(KINDS.to_vec()),
+            value in ".{0,140}",
+            limit: u64,
+        ) {
+            let d = Descriptor::new(scope, &value, kind, limit);
+            let old = format!("{{{}:{value}}}:{}", scope.as_str(), kind.as_str());
+            proptest::prop_assert_eq!(&*d.key, old.as_str());
+            proptest::prop_assert_eq!(d.value(), value.as_str());
+            let names = CounterNames::new(scope, &value);
+            proptest::prop_assert!(names.are_for(scope, &value));
+            proptest::prop_assert_eq!(names.descriptor(kind, limit), d);
+        }
+    }
+
+    #[test]
+    fn named_descriptors_are_the_built_ones_sharing_their_names() {
+        let limits = ScopeLimits::from_fields(Some(10), Some(1000), Some(2));
+        let names = CounterNames::new(Scope::ApiKey, "abc");
+        let (mut built, mut named, mut again) = (Vec::new(), Vec::new(), Vec::new());
+        limits.push_into(Scope::ApiKey, "abc", &mut built);
+        limits.push_named(&names, &mut named);
+        limits.push_named(&names, &mut again);
+        assert_eq!(built.len(), 3);
+        assert_eq!(named, built);
+        assert!(named
+            .iter()
+            .zip(&again)
+            .all(|(a, b)| Arc::ptr_eq(&a.key, &b.key)));
+        assert!(!names.are_for(Scope::ApiKey, "abd"));
+        assert!(!names.are_for(Scope::ApiKey, "ab"));
+        assert!(!names.are_for(Scope::User, "abc"));
+    }
+
+    /// `Limiter::descriptors` on a cached key: the same descriptors as
+    /// built each time, their names made once; names kept for another
+    /// token are not used, and a key with no limit of its own makes none.
+    #[test]
+    fn a_cached_keys_requests_share_its_counter_names() {
+        use crate::limits::{AdmitInput, KeyRows, LimitSettings, Limiter};
+        use crate::store::KeyRecord;
+        use std::sync::OnceLock;
+        let (limiter, _) = Limiter::new(LimitSettings::default());
+        let key = KeyRecord {
+            token: "ab".repeat(32),
+            rpm_limit: Some(10),
+            tpm_limit: Some(1000),
+            max_parallel_requests: Some(2),
+            ..Default::default()
+        };
+        let other = KeyRecord {
+            token: "cd".repeat(32),
+            ..key.clone()
+        };
+        let free = KeyRecord {
+            token: "ef".repeat(32),
+            ..Default::default()
+        };
+        let prompt = crate::spend::PromptEstimate::new(bytes::Bytes::new());
+        let descs = |key: &KeyRecord, names: Option<&OnceLock<CounterNames>>| {
+            limiter.descriptors(&AdmitInput {
+                key: Some(KeyRows {
+                    key,
+                    team: None,
+                    user: None,
+                    org: None,
+                    names,
+                }),
+                model: "gpt-4o",
+                end_user: None,
+                end_user_limits: None,
+                prompt: &prompt,
+                max_tokens: None,
+                estimated_output: None,
+                embeddings: false,
+                request_id: "",
+                extra: Vec::new(),
+            })
+        };
+        let kept = OnceLock::new();
+        let built = descs(&key, None);
+        let first = descs(&key, Some(&kept));
+        let second = descs(&key, Some(&kept));
+        assert_eq!(built.len(), 3);
+        assert_eq!(first, built);
+        assert!(first
+            .iter()
+            .zip(&second)
+            .all(|(a, b)| Arc::ptr_eq(&a.key, &b.key)));
+        assert!(first.iter().all(|d| kept
+            .get()
+            .is_some_and(|n| n.are_for(Scope::ApiKey, &key.token))
+            && d.value() == key.token));
+        assert_eq!(descs(&other, Some(&kept)), descs(&other, None));
+        assert!(descs(&other, Some(&kept))
+            .iter()
+            .all(|d| d.value() == other.token));
+        let untouched = OnceLock::new();
+        assert!(descs(&free, Some(&untouched)).is_empty());
+        assert!(untouched.get().is_none());
     }
 }

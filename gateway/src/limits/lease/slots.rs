@@ -24,7 +24,8 @@ impl LeaseTable {
         // Less than one slot's share: lease one at a time, back when idle.
         let prompt = (d.limit as f64 * self.settings.fraction) < 1.0;
         let fresh = SlotLease::new(d.key.to_string(), id, prompt);
-        map.get_or_insert(d.key.to_string(), Arc::new(fresh)).clone()
+        map.get_or_insert(d.key.to_string(), Arc::new(fresh))
+            .clone()
     }
 
     /// The lease life in milliseconds: how long Redis keeps a slot lease's
