@@ -140,6 +140,9 @@ pub struct KeyEntry {
     /// `team_membership.litellm_budget_table`, whose `rpm_limit`,
     /// `tpm_limit`, `allowed_models` and `temp_budget_increase` apply.
     pub member_row: Option<BudgetRecord>,
+    /// The names of the key's own rate-limit counters, made by its first
+    /// request with a limit and shared by the rest.
+    pub counter_names: std::sync::OnceLock<crate::limits::CounterNames>,
 }
 
 impl KeyEntry {
@@ -670,6 +673,7 @@ impl KeyCache {
             member_budget,
             member_model_budgets,
             member_row,
+            counter_names: std::sync::OnceLock::new(),
         });
         self.misses.forget(&hash);
         self.known.insert(&hash);

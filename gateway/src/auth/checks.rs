@@ -203,6 +203,7 @@ mod tests {
             member_budget: None,
             member_model_budgets: Vec::new(),
             member_row: None,
+            counter_names: Default::default(),
         }
     }
 

@@ -116,6 +116,7 @@ impl Principal {
                 .as_ref()
                 .and_then(|t| t.org_limits.as_ref())
                 .map(|(id, limits)| (id.as_str(), limits)),
+            names: Some(&k.counter_names),
         })
     }
 

@@ -30,7 +30,7 @@ impl Entry {
     /// The entry charging `amount` to `d` under `limit`.
     pub fn charge(d: &Descriptor, limit: u64, amount: u64) -> Entry {
         Entry {
-            key: d.key.clone(),
+            key: d.key.to_string(),
             kind: d.kind,
             limit,
             amount,

@@ -124,7 +124,7 @@ pub struct Lease {
 impl Lease {
     fn new(d: &Descriptor, granted: u64, tick: u64, base: u64, expires_ms: u64) -> Lease {
         Lease {
-            key: d.key.clone(),
+            key: d.key.to_string(),
             kind: d.kind,
             limit: d.limit,
             granted,
@@ -318,10 +318,10 @@ impl LeaseTable {
     /// The lease of `d`, an empty expired one when there is none.
     fn current(&self, d: &Descriptor) -> Arc<Lease> {
         let map = self.leases.pin();
-        if let Some(l) = map.get(d.key.as_str()) {
+        if let Some(l) = map.get(&*d.key) {
             return l.clone();
         }
-        map.get_or_insert(d.key.clone(), Arc::new(Lease::new(d, 0, 0, 0, 0)))
+        map.get_or_insert(d.key.to_string(), Arc::new(Lease::new(d, 0, 0, 0, 0)))
             .clone()
     }
 
@@ -372,7 +372,7 @@ impl LeaseTable {
     /// lease it replaces and `old` (the one the refill was for).
     fn install(&self, d: &Descriptor, fresh: Lease, old: &Lease) -> Vec<Call> {
         let map = self.leases.pin();
-        let replaced = map.insert(d.key.clone(), Arc::new(fresh));
+        let replaced = map.insert(d.key.to_string(), Arc::new(fresh));
         let mut calls: Vec<Call> = old.end().into_iter().collect();
         calls.extend(replaced.and_then(|r| r.end()));
         calls
@@ -477,7 +477,7 @@ impl LeaseTable {
     ) -> Refill {
         let need = amount.max(1);
         let entry = Entry {
-            key: d.key.clone(),
+            key: d.key.to_string(),
             kind: d.kind,
             limit: d.limit,
             amount: self.size(d, need),

@@ -161,14 +161,14 @@ impl LocalLimiter {
 
     fn counter(&self, d: &Descriptor) -> Arc<Counter> {
         let map = self.counters.pin();
-        if let Some(c) = map.get(d.key.as_str()) {
+        if let Some(c) = map.get(&*d.key) {
             return c.clone();
         }
         let fresh = Arc::new(match d.kind {
             Kind::Parallel => Counter::Parallel(AtomicU64::new(0)),
             Kind::Requests | Kind::Tokens => Counter::Window(WindowCounter::new(&self.window)),
         });
-        map.get_or_insert(d.key.clone(), fresh).clone()
+        map.get_or_insert(d.key.to_string(), fresh).clone()
     }
 
     /// Checks and charges every descriptor at once: all admitted, or none
@@ -247,7 +247,7 @@ impl LocalLimiter {
                 Kind::Requests => {}
                 Kind::Parallel => {
                     if let Some(Counter::Parallel(n)) =
-                        self.counters.pin().get(d.key.as_str()).map(|c| &**c)
+                        self.counters.pin().get(&*d.key).map(|c| &**c)
                     {
                         let _ = n.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
                             Some(v.saturating_sub(1))
@@ -256,7 +256,7 @@ impl LocalLimiter {
                 }
                 Kind::Tokens => {
                     let map = self.counters.pin();
-                    let Some(Counter::Window(w)) = map.get(d.key.as_str()).map(|c| &**c) else {
+                    let Some(Counter::Window(w)) = map.get(&*d.key).map(|c| &**c) else {
                         continue;
                     };
                     let delta = |d: u64| i64::try_from(d).unwrap_or(i64::MAX);

@@ -50,7 +50,7 @@ mod usage;
 mod verdict;
 mod window;
 
-pub use descriptor::{Descriptor, Kind, Scope, ScopeLimits};
+pub use descriptor::{CounterNames, Descriptor, Kind, Scope, ScopeLimits};
 pub use local::LocalLimiter;
 pub use redis_target::RedisSources;
 pub use settings::{
@@ -83,6 +83,9 @@ pub struct KeyRows<'a> {
     /// The organization of the key's team and its rpm/tpm limits, when it
     /// sets any.
     pub org: Option<(&'a str, &'a ScopeLimits)>,
+    /// Where the key's own counter names are kept once made (the cached
+    /// key's), so its requests share them instead of building them.
+    pub names: Option<&'a std::sync::OnceLock<CounterNames>>,
 }
 
 /// What admission needs to know of a request.
@@ -327,11 +330,16 @@ impl Limiter {
                 ScopeLimits::from_fields(u.rpm_limit, u.tpm_limit, u.max_parallel_requests)
                     .push_into(Scope::User, &u.user_id, &mut out);
             }
-            ScopeLimits::from_fields(r.rpm_limit, r.tpm_limit, r.max_parallel_requests).push_into(
-                Scope::ApiKey,
-                &r.token,
-                &mut out,
-            );
+            let own = ScopeLimits::from_fields(r.rpm_limit, r.tpm_limit, r.max_parallel_requests);
+            let names = rows
+                .names
+                .filter(|_| !own.is_empty())
+                .map(|kept| kept.get_or_init(|| CounterNames::new(Scope::ApiKey, &r.token)))
+                .filter(|names| names.are_for(Scope::ApiKey, &r.token));
+            match names {
+                Some(names) => own.push_named(names, &mut out),
+                None => own.push_into(Scope::ApiKey, &r.token, &mut out),
+            }
             let per_model = |field: &str| r.model_limit(field, input.model);
             let model = ScopeLimits::from_fields(
                 per_model("model_rpm_limit"),

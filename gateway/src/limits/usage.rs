@@ -22,7 +22,7 @@ pub fn usage_call(window: &Window, d: &Descriptor) -> ScriptCall {
     };
     ScriptCall {
         script: &USAGE_LUA,
-        keys: vec![d.key.clone()],
+        keys: vec![d.key.to_string()],
         args,
     }
 }

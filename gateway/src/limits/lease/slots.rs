@@ -16,15 +16,16 @@ impl LeaseTable {
     /// is none.
     pub(super) fn slot_lease(&self, d: &Descriptor) -> Arc<SlotLease> {
         let map = self.slots.pin();
-        if let Some(l) = map.get(d.key.as_str()) {
+        if let Some(l) = map.get(&*d.key) {
             return l.clone();
         }
         let n = self.slot_leases.fetch_add(1, Ordering::Relaxed);
         let id = format!("lease:{}:{n}", self.prefix);
         // Less than one slot's share: lease one at a time, back when idle.
         let prompt = (d.limit as f64 * self.settings.fraction) < 1.0;
-        let fresh = SlotLease::new(d.key.clone(), id, prompt);
-        map.get_or_insert(d.key.clone(), Arc::new(fresh)).clone()
+        let fresh = SlotLease::new(d.key.to_string(), id, prompt);
+        map.get_or_insert(d.key.to_string(), Arc::new(fresh))
+            .clone()
     }
 
     /// The lease life in milliseconds: how long Redis keeps a slot lease's
