@@ -56,6 +56,17 @@ pub use config::{base_config, openai_model, to_yaml, MASTER_KEY};
 pub use http::{request, Conn, Response, SseReader};
 pub use postgres::{PrivatePostgres, TestDb};
 pub use procs::{bin_path, free_port, Gateway, MockServer};
+
+/// A field of `/proc/{pid}/status` in kB (`"VmRSS:"`, `"VmHWM:"`); panics
+/// when the process or the field is missing.
+pub fn status_kb(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.trim().strip_suffix("kB"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"))
+}
 pub use raw_upstream::RawUpstream;
 pub use redis::PrivateRedis;
 pub use redis_cluster::PrivateCluster;

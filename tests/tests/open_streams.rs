@@ -9,15 +9,6 @@ const STREAMS: u64 = 48;
 /// Each one's request body.
 const BODY_KB: u64 = 256;
 
-fn status_kb(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.trim().strip_suffix("kB"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"))
-}
-
 /// Sends a streamed chat request with a body of [`BODY_KB`] on `conn` and
 /// reads its head and first event: the stream is open in the gateway.
 fn open_stream(conn: &mut Conn) {
@@ -62,10 +53,10 @@ fn an_open_stream_keeps_none_of_its_request_body() {
     // are not counted below.
     let mut warm: Vec<Conn> = (0..4).map(|_| Conn::connect(gw.port())).collect();
     warm.iter_mut().for_each(open_stream);
-    let before = status_kb(pid, "VmRSS:");
+    let before = e2e::status_kb(pid, "VmRSS:");
     let mut open: Vec<Conn> = (0..STREAMS).map(|_| Conn::connect(gw.port())).collect();
     open.iter_mut().for_each(open_stream);
-    let during = status_kb(pid, "VmRSS:");
+    let during = e2e::status_kb(pid, "VmRSS:");
     let per_stream = during.saturating_sub(before) / STREAMS;
     eprintln!("open_streams: {STREAMS} streams, {before} -> {during} kB, {per_stream} kB each");
     // Kept, each body alone would be 256 kB a stream.

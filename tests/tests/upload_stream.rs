@@ -69,16 +69,6 @@ fn upload(gw: &Gateway, path: &str, body: &[u8]) -> e2e::Response {
     )
 }
 
-/// A field of `/proc/{pid}/status`, in kB.
-fn status_kb(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.trim().strip_suffix("kB"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"))
-}
-
 #[test]
 fn a_large_upload_costs_a_buffer_not_the_file_and_is_billed() {
     let mock = MockServer::start(&[]);
@@ -106,9 +96,9 @@ fn a_large_upload_costs_a_buffer_not_the_file_and_is_billed() {
     let pid = gw.pid();
     // Resets the peak resident set to the current one.
     std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
-    let before = status_kb(pid, "VmRSS:");
+    let before = e2e::status_kb(pid, "VmRSS:");
     let resp = upload(&gw, path, &body);
-    let peak = status_kb(pid, "VmHWM:");
+    let peak = e2e::status_kb(pid, "VmHWM:");
     assert_eq!(resp.status, 200, "{}", resp.text());
     assert_eq!(resp.json()["duration"], 1500.0);
     let grown_kb = peak.saturating_sub(before);
@@ -301,9 +291,9 @@ fn a_large_file_upload_is_streamed_and_bad_forms_never_reach_the_upstream_whole(
     let body = form(&before, size, &after, &closing());
     let pid = gw.pid();
     std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
-    let rss_before = status_kb(pid, "VmRSS:");
+    let rss_before = e2e::status_kb(pid, "VmRSS:");
     let resp = upload(&gw, path, &body);
-    let peak = status_kb(pid, "VmHWM:");
+    let peak = e2e::status_kb(pid, "VmHWM:");
     assert_eq!(resp.status, 200, "{}", resp.text());
     let grown_kb = peak.saturating_sub(rss_before);
     assert!(
