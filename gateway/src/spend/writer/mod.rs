@@ -195,7 +195,8 @@ async fn run(
 /// takes to fill, so each write ends before the next batch is due.
 fn spread_of(period: Duration) -> Duration {
     let (part, whole) = SPREAD_SHARE;
-    (period * part / whole).min(MAX_SPREAD)
+    // Divided first: a product of a long period could overflow.
+    (period / whole * part).min(MAX_SPREAD)
 }
 
 /// When a batch whose first row came at `first` and that holds `rows`

@@ -436,14 +436,12 @@ async fn settle(
     // leaves them out (here too, not only on the other replicas). End users
     // with a budget row are read again everywhere.
     let owned = |ids: &[&str]| ids.iter().map(|id| id.to_string()).collect::<Vec<_>>();
-    let mut refresh: Vec<Change> = owned(&totals.stale_keys)
-        .into_iter()
-        .map(Change::Key)
-        .collect();
+    let stale_keys = owned(&totals.stale_keys);
+    let mut refresh: Vec<Change> = stale_keys.iter().cloned().map(Change::Key).collect();
     refresh.extend(owned(&totals.stale_users).into_iter().map(Change::User));
     refresh.extend(owned(&totals.stale_teams).into_iter().map(Change::Team));
     refresh.extend(end_users.into_iter().map(Change::EndUser));
-    keys.extend(owned(&totals.stale_keys));
+    keys.extend(stale_keys);
     keys.sort();
     keys.dedup();
     let mut announce: Vec<Change> = keys.into_iter().map(Change::Key).collect();
