@@ -10,7 +10,7 @@
 use super::end_users::EndUserCache;
 use super::known::{prefix, KnownKeys};
 use crate::budget::fleet::Place;
-use crate::budget::{to_nanos, Budget};
+use crate::budget::{to_nanos, Budget, Flushes};
 use crate::keyed_hash::KeyedHash;
 use crate::limits::ScopeLimits;
 use crate::read_through::ReadThroughGuard;
@@ -195,6 +195,8 @@ pub struct KeyCache {
     users: papaya::HashMap<String, Arc<UserEntry>, KeyedHash>,
     budgets: papaya::HashMap<String, Arc<Budget>, KeyedHash>,
     end_users: EndUserCache,
+    /// Spend writes marked flushed, watched by reads of spend.
+    flushes: Arc<Flushes>,
     /// Keys' and teams' budget windows (`budget_limits`).
     windows: super::windows::BudgetWindows,
     /// The proxy-wide budget (`litellm_settings.max_budget`), once set up.
@@ -205,6 +207,7 @@ pub struct KeyCache {
 
 impl Default for KeyCache {
     fn default() -> Self {
+        let flushes = Arc::new(Flushes::default());
         KeyCache {
             keys: TokenMap::default(),
             with_model_budgets: AtomicUsize::new(0),
@@ -213,7 +216,8 @@ impl Default for KeyCache {
             teams: papaya::HashMap::default(),
             users: papaya::HashMap::default(),
             budgets: papaya::HashMap::default(),
-            end_users: EndUserCache::default(),
+            end_users: EndUserCache::watching(flushes.clone()),
+            flushes,
             windows: super::windows::BudgetWindows::default(),
             proxy_budget: std::sync::OnceLock::new(),
             budget_throttle: std::sync::OnceLock::new(),
@@ -591,8 +595,21 @@ impl KeyCache {
         self.proxy_budget.get()
     }
 
-    /// Reads a key with its team and user from `store` and caches them.
+    /// Reads a key with its team and user from `store` and caches them;
+    /// read again when a spend write was marked flushed meanwhile (a
+    /// figure read before that write committed would drop its spend,
+    /// [`Flushes`]).
     pub async fn load(
+        &self,
+        store: &dyn Store,
+        token: &str,
+    ) -> Result<Option<Arc<KeyEntry>>, StoreError> {
+        self.flushes
+            .read_settled(|| self.load_once(store, token))
+            .await
+    }
+
+    async fn load_once(
         &self,
         store: &dyn Store,
         token: &str,
@@ -721,9 +738,14 @@ impl KeyCache {
             }
             Change::Team(id) => self.tokens_where(|e| e.record.team_id.as_deref() == Some(id)),
             Change::User(id) if id == PROXY_BUDGET_USER && self.proxy_budget.get().is_some() => {
-                if let Some(row) = store.get_user(id).await? {
-                    self.install_user(row);
-                }
+                self.flushes
+                    .read_settled(|| async {
+                        if let Some(row) = store.get_user(id).await? {
+                            self.install_user(row);
+                        }
+                        Ok::<_, StoreError>(())
+                    })
+                    .await?;
                 self.tokens_where(|e| e.record.user_id.as_deref() == Some(id))
             }
             Change::User(id) => self.tokens_where(|e| e.record.user_id.as_deref() == Some(id)),
@@ -795,6 +817,7 @@ impl KeyCache {
     /// that count against the same budgets (a batch is mostly such runs),
     /// their amounts summed in nanodollars as each was charged.
     pub fn mark_flushed(&self, rows: &[SpendLogRow]) {
+        self.flushes.begin();
         let mut rest = rows;
         while let Some(first) = rest.first() {
             let run = rest.iter().take_while(|r| same_budgets(first, r)).count();
@@ -1100,6 +1123,44 @@ mod tests {
                 cache.read_again_since(copies),
                 vec![Change::Key(busy.clone())]
             );
+        });
+    }
+
+    /// A refresh that read a key before a spend write committed, and
+    /// would install what it read after the write was marked flushed,
+    /// would drop the write's spend: it reads again instead.
+    #[test]
+    fn a_refresh_racing_a_spend_write_keeps_the_written_spend() {
+        let store = MemoryStore::default();
+        let cache = Arc::new(KeyCache::default());
+        let token = token_hex(&hash_key("sk-race"));
+        block_on(async {
+            let key = KeyRecord {
+                token: token.clone(),
+                max_budget: Some(10.0),
+                ..Default::default()
+            };
+            store.insert_key(&key).await.unwrap();
+            let entry = cache.load(&store, &token).await.unwrap().unwrap();
+            Reservation::acquire(&[("key", entry.budget.clone())], 1.0)
+                .unwrap()
+                .settle(0.5);
+            let rows = vec![SpendLogRow {
+                api_key: token.clone().into(),
+                spend: 0.5,
+                ..Default::default()
+            }];
+            let writer = cache.clone();
+            store.after_next_key_read(move |store| {
+                store.commit_spend(&rows);
+                writer.mark_flushed(&rows);
+            });
+            cache
+                .refresh(&store, &Change::Key(token.clone()))
+                .await
+                .unwrap();
+            assert_eq!(store.get_key(&token).await.unwrap().unwrap().spend, 0.5);
+            assert_eq!(entry.budget.spent_usd(), 0.5);
         });
     }
 

@@ -13,7 +13,7 @@ use super::end_user_defaults::DefaultBudgets;
 use super::known::{prefix, KnownKeys};
 use super::{hash_key, TokenHash};
 use crate::budget::fleet::Place;
-use crate::budget::Budget;
+use crate::budget::{Budget, Flushes};
 use crate::keyed_hash::KeyedHash;
 use crate::limits::ScopeLimits;
 use crate::read_through::ReadThroughGuard;
@@ -122,9 +122,19 @@ pub struct EndUserCache {
     misses: ReadThroughGuard<String>,
     windows: ModelWindows,
     defaults: DefaultBudgets,
+    /// The spend writes marked flushed (shared with the key cache).
+    flushes: Arc<Flushes>,
 }
 
 impl EndUserCache {
+    /// An empty cache whose reads of spend watch `flushes`.
+    pub fn watching(flushes: Arc<Flushes>) -> Self {
+        EndUserCache {
+            flushes,
+            ..EndUserCache::default()
+        }
+    }
+
     /// The cached end user `id`, if any.
     pub fn get(&self, id: &str) -> Option<Arc<EndUserEntry>> {
         self.entries.pin().get(id).cloned()
@@ -174,7 +184,19 @@ impl EndUserCache {
 
     /// Reads end user `id` from `store`: cached when its row restricts it
     /// (its budget counter kept from an earlier copy), dropped otherwise.
+    /// Read again when a spend write was marked flushed meanwhile
+    /// ([`Flushes`]).
     pub async fn load(
+        &self,
+        store: &dyn Store,
+        id: &str,
+    ) -> Result<Option<Arc<EndUserEntry>>, StoreError> {
+        self.flushes
+            .read_settled(|| self.load_once(store, id))
+            .await
+    }
+
+    async fn load_once(
         &self,
         store: &dyn Store,
         id: &str,

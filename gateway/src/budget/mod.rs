@@ -12,7 +12,8 @@ pub mod fleet;
 pub mod slice;
 
 use crate::limits::Limiter;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
 const NANOS_PER_USD: f64 = 1e9;
@@ -255,6 +256,46 @@ impl Budget {
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
                 Some(u.saturating_sub(nanos).max(0))
             });
+    }
+}
+
+/// How many times a reader of spend reads again when spend writes keep
+/// being marked flushed while it reads; the last read stands.
+const SETTLED_READ_ATTEMPTS: usize = 4;
+
+/// Counts spend writes as they are marked flushed, so a reader of spend
+/// from the database can tell whether one landed while it read. A figure
+/// read before a write committed, installed ([`Budget::set_durable`]) after
+/// that write was marked flushed ([`Budget::flushed`]), would drop the
+/// write's spend until the next read: [`Flushes::read_settled`] reads
+/// again instead.
+#[derive(Debug, Default)]
+pub struct Flushes(AtomicU64);
+
+impl Flushes {
+    /// Announces a write's flush: called before its first
+    /// [`Budget::flushed`], so a reader that installs a figure after one
+    /// of them sees the count moved.
+    pub fn begin(&self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Runs `read` (read spend from the database and install it) again
+    /// while a write was marked flushed during it, at most
+    /// [`SETTLED_READ_ATTEMPTS`] times.
+    pub async fn read_settled<T, E, F>(&self, mut read: impl FnMut() -> F) -> Result<T, E>
+    where
+        F: Future<Output = Result<T, E>>,
+    {
+        let mut attempts = 1;
+        loop {
+            let before = self.0.load(Ordering::SeqCst);
+            let value = read().await?;
+            if self.0.load(Ordering::SeqCst) == before || attempts == SETTLED_READ_ATTEMPTS {
+                return Ok(value);
+            }
+            attempts += 1;
+        }
     }
 }
 
@@ -534,6 +575,30 @@ mod tests {
 
     /// Written spend beyond any real figure saturates instead of wrapping
     /// to a negative spend that would admit everything.
+    #[test]
+    fn a_read_during_a_flush_is_read_again_a_bounded_number_of_times() {
+        let run = |flushing_reads: usize| {
+            let flushes = Flushes::default();
+            let reads = std::cell::Cell::new(0);
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            let result = runtime.block_on(flushes.read_settled(|| {
+                let n = reads.get() + 1;
+                reads.set(n);
+                if n <= flushing_reads {
+                    flushes.begin();
+                }
+                async move { Ok::<_, ()>(n) }
+            }));
+            (result.unwrap(), reads.get())
+        };
+        assert_eq!(run(0), (1, 1));
+        assert_eq!(run(1), (2, 2));
+        assert_eq!(run(3), (4, 4));
+        assert_eq!(run(10), (SETTLED_READ_ATTEMPTS, SETTLED_READ_ATTEMPTS));
+    }
+
     #[test]
     fn flushed_spend_saturates() {
         let key = Budget::new(Some(1.0), None, 0.0);

@@ -218,9 +218,29 @@ impl Tables {
 #[derive(Default)]
 pub struct MemoryStore {
     tables: Mutex<Tables>,
+    /// Run once right after the next key read (tests: something happening
+    /// between a read and what the reader does with it).
+    #[cfg(test)]
+    after_key_read: Mutex<Option<ReadHook>>,
 }
 
+/// What a test runs between a read and what the reader does with it.
+#[cfg(test)]
+type ReadHook = Box<dyn FnOnce(&MemoryStore) + Send>;
+
 impl MemoryStore {
+    /// Runs `f` once, right after the next key is read.
+    #[cfg(test)]
+    pub fn after_next_key_read(&self, f: impl FnOnce(&MemoryStore) + Send + 'static) {
+        *self.after_key_read.lock().unwrap() = Some(Box::new(f));
+    }
+
+    /// Adds `rows` as a spend write would (tests).
+    #[cfg(test)]
+    pub fn commit_spend(&self, rows: &[SpendLogRow]) {
+        self.with(|t| t.record_spend(rows, true));
+    }
+
     fn with<T>(&self, f: impl FnOnce(&mut Tables) -> T) -> T {
         let mut guard = self.tables.lock().unwrap_or_else(|p| p.into_inner());
         f(&mut guard)
@@ -286,7 +306,15 @@ fn delete<V>(map: &mut HashMap<String, V>, ids: &[String]) -> Vec<String> {
 #[async_trait]
 impl Store for MemoryStore {
     async fn get_key(&self, token: &str) -> Result<Option<KeyRecord>, StoreError> {
-        Ok(self.with(|t| t.keys.get(token).cloned()))
+        let key = self.with(|t| t.keys.get(token).cloned());
+        #[cfg(test)]
+        {
+            let hook = self.after_key_read.lock().unwrap().take();
+            if let Some(f) = hook {
+                f(self);
+            }
+        }
+        Ok(key)
     }
 
     async fn insert_key(&self, key: &KeyRecord) -> Result<(), StoreError> {
