@@ -44,7 +44,7 @@ use std::sync::{Arc, LazyLock, Weak};
 use std::time::{Duration, Instant};
 
 /// `slice.lua`: take, resize or return a slice and report its spend.
-static SLICE: LuaScript = LuaScript::new(include_str!("slice.lua"));
+static SLICE: LuaScript = LuaScript::batchable(include_str!("slice.lua"));
 /// Index of the deadline among `slice.lua`'s arguments.
 const DEADLINE_ARG: usize = 2;
 /// Slices handed out at most per grant divisor (a fraction under 1/1000

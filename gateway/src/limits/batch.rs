@@ -4,7 +4,8 @@
 //! ([`GroupedCalls`]), or a Cluster's parts, one `EVALSHA` each
 //! ([`ScriptCalls`]).
 
-use super::call::Call;
+use super::call::{Call, LuaScript};
+use super::grouped;
 use super::script;
 use super::split::Part;
 use super::window::Window;
@@ -73,13 +74,14 @@ impl<T: AsCall> Commands for ScriptCalls<'_, T> {
 
 /// A batch to one server, its limiter operations (admissions and
 /// settlements) sent as one `EVALSHA` in their order (group commit), the
-/// other scripts one `EVALSHA` each after it.
+/// other scripts after it: the runs of one batchable script together as
+/// one `EVALSHA` of its batch form ([`grouped`]), any other one each.
 pub struct GroupedCalls<'a> {
     calls: &'a [Call],
     /// The limiter operations, by index in `calls`.
     ops: Vec<usize>,
-    /// The other scripts, by index in `calls`.
-    others: Vec<usize>,
+    /// The other scripts, by index in `calls`: one command each group.
+    others: Vec<SmallVec<[usize; 1]>>,
     window: &'a Window,
     slot_ttl: Duration,
 }
@@ -87,8 +89,29 @@ pub struct GroupedCalls<'a> {
 impl<'a> GroupedCalls<'a> {
     /// Groups `calls`.
     pub fn new(calls: &'a [Call], window: &'a Window, slot_ttl: Duration) -> GroupedCalls<'a> {
-        let (ops, others) =
+        let (ops, scripts): (Vec<usize>, Vec<usize>) =
             (0..calls.len()).partition(|&i| !matches!(calls[i], Call::Script { .. }));
+        let mut others: Vec<SmallVec<[usize; 1]>> = Vec::with_capacity(scripts.len());
+        // The open group of each batchable script (by its batch form).
+        let mut open: SmallVec<[(*const LuaScript, usize); 2]> = SmallVec::new();
+        for i in scripts {
+            let Some(batch) = grouped::batch_of(&calls[i]) else {
+                others.push(SmallVec::from_elem(i, 1));
+                continue;
+            };
+            let batch: *const LuaScript = batch;
+            match open
+                .iter()
+                .find(|(s, g)| *s == batch && others[*g].len() < grouped::MAX_RUNS)
+            {
+                Some(&(_, g)) => others[g].push(i),
+                None => {
+                    open.retain(|(s, _)| *s != batch);
+                    open.push((batch, others.len()));
+                    others.push(SmallVec::from_elem(i, 1));
+                }
+            }
+        }
         GroupedCalls {
             calls,
             ops,
@@ -116,8 +139,10 @@ impl<'a> GroupedCalls<'a> {
                 out[*i] = reply;
             }
         }
-        for (i, reply) in self.others.iter().zip(replies) {
-            out[*i] = reply;
+        for (group, reply) in self.others.iter().zip(replies) {
+            for (i, reply) in group.iter().zip(script::split_batch(reply, group.len())) {
+                out[*i] = reply;
+            }
         }
         out
     }
@@ -137,15 +162,30 @@ impl Commands for GroupedCalls<'_> {
             let ops: SmallVec<[&Call; 16]> = self.ops.iter().map(|&j| &self.calls[j]).collect();
             script::encode_batch(&ops, self.window, self.slot_ttl, clock, out);
         } else {
-            let call = &self.calls[self.others[i - self.lead()]];
-            script::encode_evalsha(call, self.window, self.slot_ttl, clock, out);
+            match self.others[i - self.lead()].as_slice() {
+                [one] => script::encode_evalsha(
+                    &self.calls[*one],
+                    self.window,
+                    self.slot_ttl,
+                    clock,
+                    out,
+                ),
+                group => {
+                    let runs: SmallVec<[&Call; 16]> =
+                        group.iter().map(|&j| &self.calls[j]).collect();
+                    grouped::encode(&runs, clock, out);
+                }
+            }
         }
     }
 
     fn script(&self, i: usize) -> Option<&'static str> {
         match i.checked_sub(self.lead()) {
             None => Some(script::LIMITER_LUA),
-            Some(other) => Some(script_of(&self.calls[*self.others.get(other)?])),
+            Some(other) => match self.others.get(other)?.as_slice() {
+                [one] => Some(script_of(&self.calls[*one])),
+                group => grouped::batch_of(&self.calls[*group.first()?]).map(|b| b.body()),
+            },
         }
     }
 }

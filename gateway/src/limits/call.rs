@@ -95,6 +95,11 @@ pub enum Call {
 pub struct LuaScript {
     body: &'static str,
     sha: std::sync::OnceLock<String>,
+    /// Whether the runs of it one flush carries may go to Redis as one
+    /// `EVALSHA` of its batch form ([`super::grouped`]).
+    batchable: bool,
+    /// The batch form, made on first use.
+    batch: std::sync::OnceLock<&'static LuaScript>,
 }
 
 impl LuaScript {
@@ -103,7 +108,34 @@ impl LuaScript {
         LuaScript {
             body,
             sha: std::sync::OnceLock::new(),
+            batchable: false,
+            batch: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The script `body`, whose runs in one flush go to Redis as one
+    /// `EVALSHA` of its batch form (group commit across keys): every run
+    /// still does exactly what it does alone, in the flush's order, and
+    /// gets its own reply (an error in one run fails that run only). For
+    /// scripts whose reply is an array and that take no lock across
+    /// calls; never on a Cluster, where keys of one call share a slot.
+    pub const fn batchable(body: &'static str) -> LuaScript {
+        LuaScript {
+            body,
+            sha: std::sync::OnceLock::new(),
+            batchable: true,
+            batch: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The batch form of a batchable script, `None` for another.
+    pub fn batch(&'static self) -> Option<&'static LuaScript> {
+        self.batchable.then(|| {
+            *self.batch.get_or_init(|| {
+                let body: &'static str = Box::leak(batch_body(self.body).into_boxed_str());
+                Box::leak(Box::new(LuaScript::new(body)))
+            })
+        })
     }
 
     /// Its text, for `SCRIPT LOAD`.
@@ -116,6 +148,18 @@ impl LuaScript {
         self.sha
             .get_or_init(|| sha1_smol::Sha1::from(self.body).digest().to_string())
     }
+}
+
+/// The batch form of script `body`: the body as a function of its keys
+/// and arguments, run once per call the batch carries, in order, each in
+/// `pcall` so an error fails its own call only. Arguments: the number of
+/// runs, each run's key and argument counts, then every run's arguments in
+/// order (its keys in order in `KEYS`); the reply holds each run's reply.
+fn batch_body(body: &str) -> String {
+    format!(
+        "local function one(KEYS, ARGV)\n{body}\nend\n{}",
+        include_str!("grouped.lua")
+    )
 }
 
 /// One run of a [`LuaScript`]: its keys and arguments.

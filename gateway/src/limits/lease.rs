@@ -18,7 +18,10 @@
 //!
 //! One refill per descriptor is in flight per process: the request that
 //! wins the lease's `refilling` flag asks Redis; the others wait for its
-//! outcome and then take from the new lease (or get its 429). A lease is
+//! outcome and then take from the new lease (or get its 429). A request
+//! that finds several of its leases short (rpm, tpm and parallel slots of
+//! a key used a few times a second all end within a lease life) refills
+//! them together, so their calls share a flush and a round trip. A lease is
 //! refilled once: whatever the outcome, a new lease (an empty one when Redis
 //! refused or did not answer) replaces it, so no waiter reads a stale outcome.
 //! Quota parked in another replica's lease can refuse a request that would
@@ -155,6 +158,16 @@ impl Lease {
             Err(s) if s >= ENDED => Take::Ended,
             Err(_) => Take::Full,
         }
+    }
+
+    /// Whether a take of `amount` now would find too little left (or the
+    /// lease expired or ended): what [`Lease::take`] would fail on, without
+    /// taking.
+    fn short(&self, amount: u64, now_ms: u64) -> bool {
+        let spent = self.spent.load(Ordering::Acquire);
+        spent >= ENDED
+            || now_ms >= self.expires_ms
+            || spent.saturating_add(amount.max(1)) > self.granted
     }
 
     /// Gives back a take (all-or-none across descriptors). After the end,
@@ -392,8 +405,30 @@ impl LeaseTable {
         calls
     }
 
+    /// Why the lease of descriptor `d` could not serve `amount` now, without
+    /// taking from it; `None` when it could.
+    fn short_of(&self, d: &Descriptor, amount: u64, now_ms: u64) -> Option<Short> {
+        if d.kind == Kind::Parallel {
+            let lease = self.slot_lease(d);
+            let why = lease.short(now_ms)?;
+            return Some(Short::Slots(lease, why));
+        }
+        let lease = self.current(d);
+        let why = match lease.short(amount, now_ms) {
+            false => return None,
+            true if lease.is_ended() => Take::Ended,
+            true => Take::Full,
+        };
+        Some(Short::Units(lease, why))
+    }
+
     /// Admits a request from the leases of its descriptors, refilling
-    /// them through Redis as needed.
+    /// them through Redis as needed. The leases a request finds short are
+    /// refilled together (the first one it could not take from and every
+    /// later one that could not serve it either), so their calls leave in
+    /// the same flush: one round trip a key visit, the rpm and tpm grants
+    /// in one `limiter.lua` call, rather than one round trip each, one
+    /// after another.
     pub(super) async fn admit(
         &self,
         redis: &impl LeaseRedis,
@@ -405,37 +440,60 @@ impl LeaseTable {
                 Ok((holds, used)) => return Leased::Admitted { holds, used },
                 Err(failed) => failed,
             };
-            let outcome = match short {
-                Short::Units(lease, why) => {
-                    if why == Take::Ended && !Arc::ptr_eq(&lease, &self.current(&descs[i])) {
-                        continue;
+            let now = self.now_ms();
+            let mut shorts = vec![(i, short)];
+            for (j, d) in descs.iter().enumerate().skip(i + 1) {
+                shorts.extend(self.short_of(d, amounts[j], now).map(|s| (j, s)));
+            }
+            let refills = shorts.into_iter().map(|(j, short)| async move {
+                (j, self.refill_short(redis, descs, amounts, j, short).await)
+            });
+            let mut outcomes = futures_util::future::join_all(refills).await;
+            outcomes.sort_by_key(|(j, _)| *j);
+            // As one refill after another would have ended: at the first
+            // descriptor (in order) Redis refused or did not answer.
+            for (j, outcome) in outcomes {
+                match outcome {
+                    None | Some(Refill::Granted) => {}
+                    Some(Refill::Denied { used, reset_at }) => {
+                        return Leased::Denied(Verdict::Denied {
+                            index: j,
+                            used,
+                            limit: descs[j].limit,
+                            reset_at,
+                        })
                     }
-                    self.refill_units(redis, &descs[i], amounts[i], &lease)
-                        .await
+                    Some(Refill::Failed) => return Leased::Unavailable,
                 }
-                Short::Slots(_, SlotTake::Ended) => continue,
-                Short::Slots(lease, _) => {
-                    match self.grant_slots(redis, &descs[i], &lease).await {
-                        Some(outcome) => outcome,
-                        // Another turn ended: take again.
-                        None => continue,
-                    }
-                }
-            };
-            match outcome {
-                Refill::Granted => continue,
-                Refill::Denied { used, reset_at } => {
-                    return Leased::Denied(Verdict::Denied {
-                        index: i,
-                        used,
-                        limit: descs[i].limit,
-                        reset_at,
-                    })
-                }
-                Refill::Failed => return Leased::Unavailable,
             }
         }
         Leased::Contended
+    }
+
+    /// Refills the lease of descriptor `i` that `short` found short;
+    /// `None` when the table has another lease to take from (take again).
+    async fn refill_short(
+        &self,
+        redis: &impl LeaseRedis,
+        descs: &[Descriptor],
+        amounts: &[u64],
+        i: usize,
+        short: Short,
+    ) -> Option<Refill> {
+        match short {
+            Short::Units(lease, why) => {
+                if why == Take::Ended && !Arc::ptr_eq(&lease, &self.current(&descs[i])) {
+                    return None;
+                }
+                Some(
+                    self.refill_units(redis, &descs[i], amounts[i], &lease)
+                        .await,
+                )
+            }
+            Short::Slots(_, SlotTake::Ended) => None,
+            // `None`: another turn ended: take again.
+            Short::Slots(lease, _) => self.grant_slots(redis, &descs[i], &lease).await,
+        }
     }
 
     /// Refills the rpm/tpm lease `lease` of `d`, or waits for the refill in
@@ -670,6 +728,85 @@ mod tests {
         assert_eq!(between.counts(), (2, 0));
         assert!(!between.is_busy(t.now_ms()));
         assert!(matches!(between.take(t.now_ms()), SlotTake::Taken(0)));
+    }
+
+    /// A Redis that grants every lease and slot asked for, one
+    /// millisecond later, counting the calls out at once.
+    #[derive(Default)]
+    struct Granting {
+        out: std::cell::Cell<usize>,
+        most_out: std::cell::Cell<usize>,
+        calls: std::cell::Cell<usize>,
+    }
+
+    impl Granting {
+        async fn answer(&self) {
+            self.calls.set(self.calls.get() + 1);
+            self.out.set(self.out.get() + 1);
+            self.most_out.set(self.most_out.get().max(self.out.get()));
+            monoio::time::sleep(Duration::from_millis(1)).await;
+            self.out.set(self.out.get() - 1);
+        }
+    }
+
+    impl LeaseRedis for Granting {
+        async fn ask(&self, entries: Vec<Entry>, _what: &str) -> Option<Verdict> {
+            self.answer().await;
+            Some(Verdict::Admitted {
+                tick: 1,
+                used: vec![0; entries.len()],
+                ticks: Vec::new(),
+            })
+        }
+
+        fn send(&self, _call: Call) {}
+
+        async fn eval(
+            &self,
+            _call: ScriptCall,
+            _deadline_arg: Option<usize>,
+            _late: impl FnOnce(&[i64]) -> Option<ScriptCall> + Send + Sync + 'static,
+            _undo: Option<ScriptCall>,
+        ) -> Option<Vec<i64>> {
+            self.answer().await;
+            Some(vec![1, 1024, 0])
+        }
+    }
+
+    /// A key visit that finds its rpm, tpm and parallel leases all spent
+    /// or lapsed refills them together (their calls in the same flush,
+    /// one round trip), not one after another.
+    #[test]
+    fn a_request_refills_every_short_lease_of_its_key_at_once() {
+        monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+            .enable_timer()
+            .build()
+            .expect("runtime")
+            .block_on(async {
+                let t = table();
+                let redis = Granting::default();
+                let descs = [
+                    desc("k", Kind::Requests, 100),
+                    desc("k", Kind::Tokens, 1000),
+                    desc("k", Kind::Parallel, 100),
+                ];
+                let Leased::Admitted { holds, .. } = t.admit(&redis, &descs, &[1, 10, 1]).await
+                else {
+                    panic!("admitted")
+                };
+                assert_eq!(redis.calls.get(), 3, "one grant per lease");
+                assert_eq!(redis.most_out.get(), 3, "the three asked together");
+                let Hold::Slots(slot) = &holds[2] else {
+                    panic!("a slot taken")
+                };
+                slot.release();
+                // Served from the leases now: no call.
+                assert!(matches!(
+                    t.admit(&redis, &descs, &[1, 10, 1]).await,
+                    Leased::Admitted { .. }
+                ));
+                assert_eq!(redis.calls.get(), 3);
+            });
     }
 
     #[test]

@@ -12,10 +12,12 @@
 //!
 //! The cores ([`direct`]) and the control plane ([`remote`]) speak Redis
 //! through the gateway's client ([`crate::redis`]); the limiter's calls
-//! become its commands in [`batch`], and one flush with its deadline,
-//! breaker and reconnection is [`link`]. What a call carries is [`call`],
-//! what a check answers [`verdict`]; the files import one way (checked by
-//! `gateway/tests/layers.rs`), this root above them all.
+//! become its commands in [`batch`] (the runs of a batchable script of
+//! another module grouped into one command by [`grouped`]), and one flush
+//! with its deadline, breaker and reconnection is [`link`]. What a call
+//! carries is [`call`], what a check answers [`verdict`]; the files import
+//! one way (checked by `gateway/tests/layers.rs`), this root above them
+//! all.
 //!
 //! On a Redis Cluster ([`split`]) each request is admitted slot by slot in
 //! one round trip, the slots that admitted being given back when another
@@ -35,6 +37,7 @@ mod batch;
 mod call;
 mod descriptor;
 mod direct;
+mod grouped;
 mod lease;
 mod link;
 mod local;

@@ -33,7 +33,7 @@ pub enum Refill {
 }
 
 /// `slot_lease.lua`: renew, return and grant a lease's slots.
-pub static SLOT_LEASE_LUA: LuaScript = LuaScript::new(include_str!("slot_lease.lua"));
+pub static SLOT_LEASE_LUA: LuaScript = LuaScript::batchable(include_str!("slot_lease.lua"));
 
 /// Set in `state` once the lease is forgotten: no take or grant after it.
 const ENDED: u64 = 1 << 63;
@@ -142,6 +142,21 @@ impl SlotLease {
             }
             Err(s) if s & ENDED != 0 => SlotTake::Ended,
             Err(_) => SlotTake::Full,
+        }
+    }
+
+    /// Why a take now would fail, without taking; `None` when it would
+    /// succeed.
+    pub fn short(&self, now_ms: u64) -> Option<SlotTake> {
+        let state = self.state.load(Ordering::Acquire);
+        if state & ENDED != 0 {
+            Some(SlotTake::Ended)
+        } else if now_ms >= self.valid_until.load(Ordering::Acquire)
+            || state & IN_USE >= granted_of(state)
+        {
+            Some(SlotTake::Full)
+        } else {
+            None
         }
     }
 
