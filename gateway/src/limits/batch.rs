@@ -211,6 +211,7 @@ mod tests {
 
     static MISSING: LuaScript = LuaScript::new("return {7}");
     static CACHED: LuaScript = LuaScript::new("return {1}");
+    static GROUPED: LuaScript = LuaScript::batchable("return {3}");
 
     fn call(script: &'static LuaScript) -> Call {
         Call::Script {
@@ -278,6 +279,59 @@ mod tests {
             "the limiter's at open, then the missing one"
         );
         assert_eq!(loads[1], "SCRIPT LOAD return {7}");
+    }
+
+    /// Group commit across keys: the runs of a batchable script a flush
+    /// carries go as one `EVALSHA` of its batch form (loaded after
+    /// `NOSCRIPT` like any script), each run getting its own reply back;
+    /// other scripts still go one call each.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_flushs_runs_of_a_batchable_script_share_one_evalsha() {
+        let sent = Arc::new(Mutex::new(Vec::<String>::new()));
+        let log = sent.clone();
+        let batch_sha = GROUPED.batch().unwrap().sha();
+        let addr = fake_redis(Arc::new(move |args| {
+            let mut sent = log.lock().unwrap();
+            let loaded = sent
+                .iter()
+                .any(|c| c.starts_with("SCRIPT LOAD local function one"));
+            let command = text(args);
+            sent.push(command.clone());
+            match args[0].as_slice() {
+                b"TIME" => b"*2\r\n$10\r\n1700000000\r\n$1\r\n5\r\n".to_vec(),
+                b"EVALSHA" if command.contains(batch_sha) && !loaded => {
+                    b"-NOSCRIPT No matching script.\r\n".to_vec()
+                }
+                b"EVALSHA" if command.contains(batch_sha) => {
+                    b"*2\r\n*1\r\n:3\r\n-ERR one run failed\r\n".to_vec()
+                }
+                b"EVALSHA" => b"*1\r\n:1\r\n".to_vec(),
+                _ => b"+OK\r\n".to_vec(),
+            }
+        }))
+        .await;
+        let batch = [call(&GROUPED), call(&CACHED), call(&GROUPED)];
+        let window = Window::new(60);
+        let calls = GroupedCalls::new(&batch, &window, Duration::from_secs(1));
+        let mut conn = None;
+        let replies =
+            round_trip::<TokioWire>(&mut conn, &endpoint(&addr), script::LIMITER_SCRIPTS, &calls)
+                .await
+                .unwrap();
+        let one = |n| Reply::Array(Some(vec![Reply::Int(n)]));
+        assert_eq!(
+            calls.replies(replies),
+            [one(3), one(1), Reply::Error("ERR one run failed".into())],
+            "each run its own reply, in the calls' order"
+        );
+        let sent = sent.lock().unwrap();
+        let evals: Vec<&String> = sent.iter().filter(|c| c.starts_with("EVALSHA")).collect();
+        assert_eq!(
+            evals.len(),
+            3,
+            "the two runs together (sent again after NOSCRIPT) and the other script: {evals:?}"
+        );
+        assert!(evals[0].contains(batch_sha) && evals[2].contains(batch_sha));
     }
 
     fn admission(rid: &str) -> Call {
