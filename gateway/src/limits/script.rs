@@ -92,8 +92,9 @@ fn op_entries(call: &Call) -> &[Entry] {
 }
 
 /// Appends `ops` (admissions and settlements only) to `out` as one
-/// `EVALSHA` of [`LIMITER_LUA`], run in order; its reply holds one reply
-/// per operation ([`split_batch`]), or the one reply of a batch of one.
+/// `EVALSHA` of [`LIMITER_LUA`], run in order; its reply is one flat array
+/// of every operation's integers in turn ([`split_batch`] cuts it), which
+/// for a batch of one admission is that admission's reply.
 pub fn encode_batch(
     ops: &[&Call],
     window: &Window,
