@@ -1,5 +1,5 @@
 """Measurement only: the current script's common-path redis.calls, no logic."""
-from current import encode  # noqa: F401
+from shipped import encode  # noqa: F401  (the unpacked protocol it was written for)
 SCRIPT = """
 local t = redis.call('TIME')
 local n = #KEYS

@@ -10,7 +10,10 @@ batch the replies and every key (fields, members, scores, TTL within
 
   python3 benches/limiter_ab/diff.py [[REFERENCE.lua] CANDIDATE.lua] SEED KEYS BATCHES
 
-(defaults: one_by_one.lua against the shipped limiter.lua).
+(defaults: one_by_one.lua against the shipped limiter.lua). CANDIDATE may be
+two scripts, `X.lua+Y.lua`, run by turns on the same counters (batch 1 by X,
+batch 2 by Y, ...): replicas of two versions during a rolling upgrade. Each
+script is sent its own protocol (packed.py tells which).
 """
 import os
 import random
@@ -20,6 +23,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from ab import Conn, private_redis  # noqa: E402
+import packed  # noqa: E402
 
 FAKE = "local t = redis.call('HMGET', 'faketime', 's', 'us')"
 
@@ -34,11 +38,11 @@ argv = sys.argv[1:]
 ref = argv.pop(0) if len(argv) > 4 else os.path.join(HERE, "one_by_one.lua")
 cand = argv.pop(0) if len(argv) > 3 else os.path.join(HERE, "../../gateway/src/limits/limiter.lua")
 A = load(ref)
-B = load(cand)
+Bs = [load(x) for x in cand.split("+")]
 sys.argv = [sys.argv[0], cand] + argv
 proc, port = private_redis()
 c = Conn(port)
-sa = c.call("SCRIPT", "LOAD", A); sb = c.call("SCRIPT", "LOAD", B)
+sa = c.call("SCRIPT", "LOAD", A); sbs = [c.call("SCRIPT", "LOAD", B) for B in Bs]
 def snapshot(db):
     c.call("SELECT", db)
     out = {}
@@ -52,6 +56,12 @@ def snapshot(db):
         ttl = c.call("PTTL", k)
         out[k] += (ttl,)
     return out
+def enc_for(script):
+    """The encoder of `script`'s protocol (packed or the one before)."""
+    return packed.encode_ops if packed.is_packed(script) else enc
+def flat(reply, script, nops):
+    """`script`'s reply to a batch of `nops`, as a flat array."""
+    return reply if packed.is_packed(script) else packed.flatten(reply, nops)
 def enc(ops):
     keys, argv, letters = [], [], b""
     for op in ops:
@@ -109,7 +119,8 @@ for step in range(int(sys.argv[4]) if len(sys.argv) > 4 else 3000):
                 inflight.append((rid, k, None, res, False))
     # admitted ticks come from replies; run A first to get replies
     replies = []
-    for db, sha in ((0, sa), (1, sb)):
+    B, sb = Bs[step % len(Bs)], sbs[step % len(Bs)]
+    for db, sha, script in ((0, sa, A), (1, sb, B)):
         c.call("SELECT", db)
         # fill in admitted ticks
         fixed = []
@@ -117,11 +128,12 @@ for step in range(int(sys.argv[4]) if len(sys.argv) > 4 else 3000):
             if op[0] == 'f' and op[4] is None:
                 op = op[:4] + (now[0] - rng.choice([0]),) + op[5:]
             fixed.append(op)
-        r = c.call("EVALSHA", sha, *enc(fixed))
+        r = c.call("EVALSHA", sha, *enc_for(script)(fixed))
         replies.append(r)
-    if replies[0] != replies[1]:
+    if flat(replies[0], A, len(ops)) != flat(replies[1], B, len(ops)):
         print("reply mismatch step", step, ops, replies); mism += 1; break
     # record admitted ticks for in-flight ones
+    assert not packed.is_packed(A), "the reference speaks the unpacked protocol"
     rs = replies[0] if len(ops) > 1 else [replies[0]]
     for op, r in zip(ops, rs):
         if op[0] == 'a':

@@ -3,7 +3,7 @@ its counters with its own redis.calls): the baseline of the hot_run A/B and
 the reference diff.py compares against."""
 import os
 
-from current import encode  # noqa: F401  (same arguments)
+from shipped import encode  # noqa: F401  (the unpacked protocol)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = open(os.path.join(HERE, "one_by_one.lua")).read()

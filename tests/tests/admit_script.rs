@@ -18,55 +18,96 @@ fn packed(numbers: &[f64]) -> Vec<u8> {
     numbers.iter().flat_map(|n| n.to_le_bytes()).collect()
 }
 
-/// One operation of a batch: its keys and its arguments.
+/// One operation of a batch: its keys, its numbers (in the batch's one
+/// numbers argument) and its other arguments.
 struct Op {
     keys: Vec<&'static str>,
+    numbers: Vec<f64>,
     args: Vec<Vec<u8>>,
     letter: u8,
 }
 
 /// An admission of request `rid` charging one unit of `kind` on `key` with
-/// `limit`, as the gateway sends it (numbers: bucket seconds, buckets, slot
-/// ttl, the deadline in Redis milliseconds or 0, then limit, amount, need).
+/// `limit`, as the gateway sends it (numbers: the deadline in Redis
+/// milliseconds or 0, then limit, amount, need; arguments: the kinds, the
+/// request id, the amount in decimal).
 fn admission(key: &'static str, kind: &str, rid: &str, limit: u64, deadline_ms: f64) -> Op {
     Op {
         keys: vec![key],
         letter: b'a',
-        args: vec![
-            rid.into(),
-            b"600000".to_vec(),
-            kind.into(),
-            packed(&[1.0, 61.0, 600_000.0, deadline_ms, limit as f64, 1.0, 1.0]),
-            b"1".to_vec(),
-        ],
+        numbers: vec![deadline_ms, limit as f64, 1.0, 1.0],
+        args: vec![kind.into(), rid.into(), b"1".to_vec()],
     }
 }
 
-/// The settlement of request `rid`'s parallel slot on `key`.
+/// The settlement of request `rid`'s parallel slot on `key` (numbers: the
+/// tokens used, the slot; arguments: the kinds, the request id, the bucket).
 fn settlement(key: &'static str, rid: &str) -> Op {
     Op {
         keys: vec![key],
         letter: b'f',
-        args: vec![
-            rid.into(),
-            b"0".to_vec(),
-            b"p".to_vec(),
-            packed(&[1.0, 61.0, 0.0, 1.0]),
-        ],
+        numbers: vec![0.0, 1.0],
+        args: vec![b"p".to_vec(), rid.into(), b"0".to_vec()],
     }
 }
 
-/// `limiter.lua` run on `ops` as one call.
+/// `limiter.lua` run on `ops` as one call: the keys, the letters, every
+/// number of the batch in one argument (the window, 61 buckets of a second,
+/// and the slot lifetime, 600 s, first), the slot lifetime in decimal, then
+/// each operation's arguments.
 fn batch(redis: &PrivateRedis, ops: &[Op]) -> Reply {
     let count = ops.iter().map(|o| o.keys.len()).sum::<usize>().to_string();
     let letters: Vec<u8> = ops.iter().map(|o| o.letter).collect();
+    let mut numbers = vec![1.0, 61.0, 600_000.0];
+    numbers.extend(ops.iter().flat_map(|o| o.numbers.iter().copied()));
+    let numbers = packed(&numbers);
     let mut args: Vec<&[u8]> = vec![b"EVAL", LIMITER.as_bytes(), count.as_bytes()];
     args.extend(ops.iter().flat_map(|o| o.keys.iter().map(|k| k.as_bytes())));
     args.push(&letters);
+    args.push(&numbers);
+    args.push(b"600000");
     for op in ops {
         args.extend(op.args.iter().map(Vec::as_slice));
     }
     redis.command_bytes(&args)
+}
+
+/// `limiter.lua` run on `ops` as one call, its reply (one flat array of
+/// integers) split into each operation's as the gateway splits it: an
+/// admission's array (`1, tick, used...`, `0, index, used, reset_at` or
+/// `2`), a settlement's `1`.
+fn run(redis: &PrivateRedis, ops: &[Op]) -> Vec<Reply> {
+    let reply = batch(redis, ops);
+    let Reply::Array(items) = &reply else {
+        panic!("a batch answers an array: {reply:?}");
+    };
+    let int = |r: &Reply| match r {
+        Reply::Int(n) => *n,
+        other => panic!("a flat array of integers: {reply:?} ({other:?})"),
+    };
+    let mut at = 0;
+    let mut out = Vec::new();
+    for op in ops {
+        let len = match (op.letter, int(&items[at])) {
+            (b'f', 1) => {
+                out.push(Reply::Int(1));
+                at += 1;
+                continue;
+            }
+            (b'a', 1) => 2 + op.keys.len(),
+            (b'a', 0) => 4,
+            (b'a', 2) => 1,
+            other => panic!("unexpected reply {other:?} in {reply:?}"),
+        };
+        out.push(Reply::Array(items[at..at + len].to_vec()));
+        at += len;
+    }
+    assert_eq!(
+        at,
+        items.len(),
+        "nothing past the last operation's: {reply:?}"
+    );
+    out
 }
 
 /// An admission of request `rid` on the parallel counter with `limit`, on
@@ -128,20 +169,12 @@ fn a_lapsed_slot_never_refuses_a_request() {
     );
 }
 
-/// What a batch replied for each of its operations.
-fn replies(reply: Reply) -> Vec<Reply> {
-    match reply {
-        Reply::Array(items) => items,
-        other => panic!("a batch answers an array: {other:?}"),
-    }
-}
-
 #[test]
 fn a_batch_runs_its_operations_in_order_each_all_or_none() {
     let redis = PrivateRedis::start();
     const RPM: &str = "{api_key:t}:requests";
     redis.command(&["CONFIG", "RESETSTAT"]);
-    let out = replies(batch(
+    let out = run(
         &redis,
         &[
             admission(COUNTER, "p", "r1", 2, 0.0),
@@ -154,7 +187,7 @@ fn a_batch_runs_its_operations_in_order_each_all_or_none() {
             admission(RPM, "r", "r5", 1, 0.0),
             admission(RPM, "r", "r6", 1, 0.0),
         ],
-    ));
+    );
     assert_eq!(out.len(), 7, "one reply per operation: {out:?}");
     assert!(admitted(&out[0]) && admitted(&out[1]), "{out:?}");
     assert!(
@@ -180,17 +213,88 @@ fn a_batch_runs_its_operations_in_order_each_all_or_none() {
     );
 }
 
+/// The reply is one flat array of integers (no table per operation, which
+/// costs Redis's Lua as much as a few hundred bytecodes): an admitted
+/// request's 1, tick and usages, a refusal's four integers, a settlement's 1.
+#[test]
+fn a_batch_answers_one_flat_array_of_integers() {
+    let redis = PrivateRedis::start();
+    let reply = batch(
+        &redis,
+        &[
+            admission(COUNTER, "p", "r1", 1, 0.0),
+            admission(COUNTER, "p", "r2", 1, 0.0),
+            settlement(COUNTER, "r1"),
+        ],
+    );
+    let Reply::Array(items) = &reply else {
+        panic!("{reply:?}")
+    };
+    assert_eq!(items.len(), 3 + 4 + 1, "{reply:?}");
+    assert!(
+        items.iter().all(|i| matches!(i, Reply::Int(_))),
+        "{reply:?}"
+    );
+    assert_eq!(items[0], Reply::Int(1));
+    assert_eq!(items[2], Reply::Int(0), "r1 saw no slot taken");
+    assert_eq!(
+        items[3..],
+        [
+            Reply::Int(0),
+            Reply::Int(1),
+            Reply::Int(1),
+            items[6].clone(),
+            Reply::Int(1)
+        ],
+        "r2 refused (its counter full), then r1 settled"
+    );
+}
+
+/// A batch whose numbers do not fit Lua's stack in one `struct.unpack`
+/// (about 8,000 values; one unpack of these 8,403 fails with "too many
+/// results") is read in parts, each number where it belongs: 2,100
+/// admissions on one rpm counter, the last with a limit it finds full.
+#[test]
+fn a_long_batch_reads_all_its_numbers() {
+    let redis = PrivateRedis::start();
+    const RPM: &str = "{api_key:long}:requests";
+    let n = 2_100;
+    let ops: Vec<Op> = (0..n)
+        .map(|i| {
+            let limit = if i + 1 == n { n - 1 } else { 1_000_000 };
+            admission(RPM, "r", &format!("r{i}"), limit, 0.0)
+        })
+        .collect();
+    assert!(3 + ops.iter().map(|o| o.numbers.len()).sum::<usize>() > 8_000);
+    let out = run(&redis, &ops);
+    for (i, reply) in out[..n as usize - 1].iter().enumerate() {
+        let Reply::Array(items) = reply else {
+            panic!("{reply:?}")
+        };
+        assert_eq!(items[0], Reply::Int(1), "op {i}: {reply:?}");
+        assert_eq!(items[2], Reply::Int(i as i64), "op {i} saw those before");
+    }
+    let Reply::Array(last) = &out[n as usize - 1] else {
+        panic!("{:?}", out.last())
+    };
+    assert_eq!(
+        last[..3],
+        [Reply::Int(0), Reply::Int(1), Reply::Int(n as i64 - 1)],
+        "the last one's limit, read from the blob's end, refuses it"
+    );
+}
+
 #[test]
 fn an_admission_past_its_deadline_charges_nothing_and_the_batch_goes_on() {
     let redis = PrivateRedis::start();
-    let out = replies(batch(
+    let out = run(
         &redis,
         &[
             // A deadline long past (1 ms after the epoch, in Redis time).
             admission(COUNTER, "p", "late", 5, 1.0),
             admission(COUNTER, "p", "on-time", 5, 0.0),
         ],
-    ));
+    );
     assert_eq!(out[0], Reply::Array(vec![Reply::Int(2)]), "{out:?}");
     assert!(admitted(&out[1]), "{out:?}");
     assert_eq!(
@@ -206,10 +310,10 @@ fn a_batch_of_settlements_that_only_free_slots_reads_no_clock() {
     assert!(admitted(&admit(&redis, "r1", 5)));
     assert!(admitted(&admit(&redis, "r2", 5)));
     redis.command(&["CONFIG", "RESETSTAT"]);
-    let out = replies(batch(
+    let out = run(
         &redis,
         &[settlement(COUNTER, "r1"), settlement(COUNTER, "r2")],
-    ));
+    );
     assert_eq!(out, [Reply::Int(1), Reply::Int(1)]);
     assert_eq!(redis.slots(COUNTER), 0, "both slots freed");
     let Reply::Bulk(Some(info)) = redis.command(&["INFO", "commandstats"]) else {
@@ -223,17 +327,7 @@ fn a_batch_of_settlements_that_only_free_slots_reads_no_clock() {
 
 /// An admission of one unit on the rpm counter `key` with `limit`.
 fn rpm_admission(key: &'static str, rid: &str, limit: u64) -> Op {
-    Op {
-        keys: vec![key],
-        letter: b'a',
-        args: vec![
-            rid.into(),
-            b"600000".to_vec(),
-            b"r".to_vec(),
-            packed(&[1.0, 61.0, 600_000.0, 0.0, limit as f64, 1.0, 1.0]),
-            b"1".to_vec(),
-        ],
-    }
+    admission(key, "r", rid, limit, 0.0)
 }
 
 /// The counter's fields and values, sorted by field.
@@ -322,22 +416,10 @@ fn tokens_and_slot(rid: &str, tokens: u64) -> Op {
     Op {
         keys: vec![TPM, PAR],
         letter: b'a',
+        numbers: vec![0.0, 100.0, tokens as f64, tokens as f64, 3.0, 1.0, 1.0],
         args: vec![
-            rid.into(),
-            b"600000".to_vec(),
             b"tp".to_vec(),
-            packed(&[
-                1.0,
-                61.0,
-                600_000.0,
-                0.0,
-                100.0,
-                tokens as f64,
-                tokens as f64,
-                3.0,
-                1.0,
-                1.0,
-            ]),
+            rid.into(),
             tokens.to_string().into_bytes(),
             b"1".to_vec(),
         ],
@@ -350,12 +432,8 @@ fn settle_tokens_and_slot(rid: &str, tick: i64, reserved: u64, used: u64) -> Op 
     Op {
         keys: vec![TPM, PAR],
         letter: b'f',
-        args: vec![
-            rid.into(),
-            tick.to_string().into_bytes(),
-            b"tp".to_vec(),
-            packed(&[1.0, 61.0, used as f64, reserved as f64, 1.0]),
-        ],
+        numbers: vec![used as f64, reserved as f64, 1.0],
+        args: vec![b"tp".to_vec(), rid.into(), tick.to_string().into_bytes()],
     }
 }
 
@@ -385,7 +463,7 @@ fn a_run_on_one_key_with_a_refusal_in_the_middle_counts_as_one_by_one() {
         assert!(admitted(&batch(&redis, &[tokens_and_slot("w", 10)])));
         let tick = redis_second(&redis);
         redis.command(&["CONFIG", "RESETSTAT"]);
-        let out = replies(batch(
+        let out = run(
             &redis,
             &[
                 tokens_and_slot("r1", 50),
@@ -400,12 +478,12 @@ fn a_run_on_one_key_with_a_refusal_in_the_middle_counts_as_one_by_one() {
                 // Full on tokens.
                 tokens_and_slot("r5", 1),
             ],
-        ));
+        );
         if matches!(&out[0], Reply::Array(items) if items[1] == Reply::Int(tick)) {
             break (redis, out);
         }
     };
-    let run = commands_run(&redis);
+    let commands = commands_run(&redis);
     let used = |i: usize| match &out[i] {
         Reply::Array(items) => items.clone(),
         other => panic!("{other:?}"),
@@ -444,7 +522,7 @@ fn a_run_on_one_key_with_a_refusal_in_the_middle_counts_as_one_by_one() {
     // r3 reads both again; r4 frees r1's slot (ZREM); r5's refusal writes
     // the run (HSET, ZADD, PEXPIRE) and is refused (HMGET, HGETALL). One
     // by one, these six operations ran 26 commands.
-    assert_eq!(run, 16);
+    assert_eq!(commands, 16);
 }
 
 /// The run path against the script before it (`benches/limiter_ab/
@@ -463,6 +541,39 @@ fn the_run_path_gives_the_replies_and_counters_of_one_by_one_on_random_batches()
     for seed in ["1", "2", "3", "4"] {
         let mut cmd = std::process::Command::new("python3");
         cmd.arg(&script)
+            .args([seed, "3", "300"])
+            .current_dir(scratch.path());
+        let run = e2e::python::run_with_deadline(&mut cmd, std::time::Duration::from_secs(120));
+        assert!(
+            run.status.is_some_and(|s| s.success()) && run.output.contains("mismatches 0"),
+            "seed {seed}: {}",
+            run.output
+        );
+    }
+}
+
+/// A rolling upgrade: replicas of the version before the packed protocol
+/// (`benches/limiter_ab/shipped_unpacked.lua`, its own arguments and
+/// replies) and of this one run by turns on the same counters, and every
+/// reply and key is what running all of it one by one gives (`diff.py`
+/// with two candidates).
+#[test]
+fn the_previous_protocols_script_and_this_one_share_counters() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root");
+    let script = root.join("benches/limiter_ab/diff.py");
+    let both = format!(
+        "{}+{}",
+        root.join("benches/limiter_ab/shipped_unpacked.lua")
+            .display(),
+        root.join("gateway/src/limits/limiter.lua").display()
+    );
+    let scratch = tempfile::tempdir().expect("temp dir");
+    for seed in ["1", "2"] {
+        let mut cmd = std::process::Command::new("python3");
+        cmd.arg(&script)
+            .arg(&both)
             .args([seed, "3", "300"])
             .current_dir(scratch.path());
         let run = e2e::python::run_with_deadline(&mut cmd, std::time::Duration::from_secs(120));

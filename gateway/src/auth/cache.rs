@@ -7,7 +7,7 @@
 //! cache stops a key the store just did not have from being asked for again
 //! at once.
 
-use super::end_users::EndUserCache;
+use super::end_users::{EndUserCache, EndUserEntry};
 use super::known::{prefix, KnownKeys};
 use crate::budget::fleet::Place;
 use crate::budget::{to_nanos, Budget, Flushes};
@@ -236,8 +236,12 @@ pub fn token_hex(hash: &TokenHash) -> String {
     hex::encode(hash)
 }
 
-/// The cached copies of some keys at one moment ([`KeyCache::copies_of`]).
-pub struct KeyCopies(Vec<(TokenHash, Option<Arc<KeyEntry>>)>);
+/// The cached copies of some keys and end users at one moment
+/// ([`KeyCache::copies_of`]).
+pub struct KeyCopies {
+    keys: Vec<(TokenHash, Option<Arc<KeyEntry>>)>,
+    end_users: Vec<(String, Option<Arc<EndUserEntry>>)>,
+}
 
 fn parse_token(token: &str) -> Option<TokenHash> {
     let mut out = [0u8; 32];
@@ -768,9 +772,10 @@ impl KeyCache {
             .collect()
     }
 
-    /// The cached copies of the keys `rows` are charged to, taken before a
-    /// spend write so [`KeyCache::read_again_since`] can tell which were
-    /// read again while it ran.
+    /// The cached copies of the keys and restricted end users `rows` are
+    /// charged to, taken before a spend write so
+    /// [`KeyCache::read_again_since`] can tell which were read again while
+    /// it ran.
     pub fn copies_of(&self, rows: &[SpendLogRow]) -> KeyCopies {
         // Rows of one key tend to come in runs (a core's batch): each run's
         // token is decoded once.
@@ -790,18 +795,28 @@ impl KeyCache {
                 (hash, copy)
             })
             .collect();
-        KeyCopies(copies)
+        let mut ids: Vec<&str> = rows.iter().filter_map(|r| r.end_user.as_deref()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let end_users = ids
+            .into_iter()
+            .map(|id| (id.to_string(), self.end_users.get(id)))
+            .collect();
+        KeyCopies {
+            keys: copies,
+            end_users,
+        }
     }
 
-    /// The keys of `before` whose cached copy was replaced since it was
-    /// taken. A copy read while a spend write ran may already hold that
-    /// write's spend in its durable figure, which `mark_flushed` then adds
-    /// a second time: such keys (with their team and user) must be read
-    /// once more after it.
+    /// The keys and end users of `before` whose cached copy was replaced
+    /// since it was taken. A copy read while a spend write ran may already
+    /// hold that write's spend in its durable figure, which `mark_flushed`
+    /// then adds a second time: such keys (with their team and user) and
+    /// end users must be read once more after it.
     pub fn read_again_since(&self, before: KeyCopies) -> Vec<Change> {
         let keys = self.keys.pin();
-        before
-            .0
+        let mut again: Vec<Change> = before
+            .keys
             .into_iter()
             .filter(|(hash, old)| match (old, keys.get(hash)) {
                 (Some(old), Some(now)) => !Arc::ptr_eq(old, now),
@@ -809,7 +824,19 @@ impl KeyCache {
                 (_, None) => false,
             })
             .map(|(hash, _)| Change::Key(token_hex(&hash)))
-            .collect()
+            .collect();
+        again.extend(
+            before
+                .end_users
+                .into_iter()
+                .filter(|(id, old)| match (old, self.end_users.get(id)) {
+                    (Some(old), Some(now)) => !Arc::ptr_eq(old, &now),
+                    (None, Some(_)) => true,
+                    (_, None) => false,
+                })
+                .map(|(id, _)| Change::EndUser(id)),
+        );
+        again
     }
 
     /// Moves written rows' spend from "unflushed" to "durable" on every
@@ -1161,6 +1188,63 @@ mod tests {
                 .unwrap();
             assert_eq!(store.get_key(&token).await.unwrap().unwrap().spend, 0.5);
             assert_eq!(entry.budget.spent_usd(), 0.5);
+        });
+    }
+
+    /// A restricted end user read while a spend write ran may count the
+    /// write's spend already: the writer reads it once more afterwards.
+    #[test]
+    fn end_users_read_again_during_a_spend_write_are_named() {
+        use crate::store::{EndUserBudget, EndUserRecord};
+        let store = MemoryStore::default();
+        let cache = KeyCache::default();
+        let row = |end_user: &str| SpendLogRow {
+            end_user: Some(end_user.into()),
+            ..Default::default()
+        };
+        block_on(async {
+            let budget = EndUserBudget {
+                budget_id: "b1".into(),
+                max_budget: Some(2.0),
+                ..Default::default()
+            };
+            for id in ["busy", "quiet", "late"] {
+                let record = EndUserRecord {
+                    user_id: id.into(),
+                    ..Default::default()
+                };
+                store.insert_end_user(&record, Some(&budget)).await.unwrap();
+            }
+            let plain = EndUserRecord {
+                user_id: "plain".into(),
+                ..Default::default()
+            };
+            store.insert_end_user(&plain, None).await.unwrap();
+            for id in ["busy", "quiet"] {
+                cache.end_users().load(&store, id).await.unwrap().unwrap();
+            }
+            let rows = [
+                row("quiet"),
+                row("busy"),
+                row("quiet"),
+                row("late"),
+                row("plain"),
+            ];
+            let copies = cache.copies_of(&rows);
+            assert!(cache.read_again_since(cache.copies_of(&rows)).is_empty());
+            for id in ["busy", "late", "plain"] {
+                cache
+                    .refresh(&store, &Change::EndUser(id.into()))
+                    .await
+                    .unwrap();
+            }
+            assert_eq!(
+                cache.read_again_since(copies),
+                vec![
+                    Change::EndUser("busy".into()),
+                    Change::EndUser("late".into())
+                ]
+            );
         });
     }
 

@@ -131,16 +131,13 @@ impl<'a> GroupedCalls<'a> {
         let mut out = vec![Reply::Array(None); self.calls.len()];
         let mut replies = replies.into_iter();
         if let Some(batch) = (self.lead() == 1).then(|| replies.next()).flatten() {
-            for (i, reply) in self
-                .ops
-                .iter()
-                .zip(script::split_batch(batch, self.ops.len()))
-            {
+            let ops: SmallVec<[&Call; 16]> = self.ops.iter().map(|&j| &self.calls[j]).collect();
+            for (i, reply) in self.ops.iter().zip(script::split_batch(batch, &ops)) {
                 out[*i] = reply;
             }
         }
         for (group, reply) in self.others.iter().zip(replies) {
-            for (i, reply) in group.iter().zip(script::split_batch(reply, group.len())) {
+            for (i, reply) in group.iter().zip(grouped::split(reply, group.len())) {
                 out[*i] = reply;
             }
         }
@@ -362,7 +359,8 @@ mod tests {
             match args[0].as_slice() {
                 b"TIME" => b"*2\r\n$10\r\n1700000000\r\n$1\r\n5\r\n".to_vec(),
                 b"EVALSHA" if command.contains(script::sha()) => {
-                    b"*2\r\n*3\r\n:1\r\n:7\r\n:0\r\n*4\r\n:0\r\n:1\r\n:10\r\n:60\r\n".to_vec()
+                    // One flat array: r1 admitted, r2 refused.
+                    b"*7\r\n:1\r\n:7\r\n:0\r\n:0\r\n:1\r\n:10\r\n:60\r\n".to_vec()
                 }
                 b"EVALSHA" => b"*1\r\n:9\r\n".to_vec(),
                 _ => b"+OK\r\n".to_vec(),

@@ -8,7 +8,7 @@
 
 use super::call::{Call, LuaScript, ScriptCall};
 use crate::redis::clock::RedisClock;
-use crate::redis::resp::{ArgSink, Command};
+use crate::redis::resp::{ArgSink, Command, Reply};
 
 /// Most runs one batch carries (a batch is one script run in Redis, which
 /// serves no other client meanwhile).
@@ -19,6 +19,20 @@ pub fn batch_of(call: &Call) -> Option<&'static LuaScript> {
     match call {
         Call::Script { call, .. } => call.script.batch(),
         _ => None,
+    }
+}
+
+/// Splits the reply of a command carrying `count` runs into one reply per
+/// run: a lone run's reply is its own; a batch's is an array of them, or
+/// an error that fails every run.
+pub fn split(reply: Reply, count: usize) -> Vec<Reply> {
+    if count == 1 {
+        return vec![reply];
+    }
+    match reply {
+        Reply::Array(Some(items)) if items.len() == count => items,
+        Reply::Error(e) => vec![Reply::Error(e); count],
+        other => vec![Reply::Error(format!("unexpected batch reply {other:?}")); count],
     }
 }
 
@@ -94,6 +108,22 @@ mod tests {
             .body()
             .starts_with("local function one(KEYS, ARGV)\nreturn {tonumber"));
         assert_ne!(batch.sha(), GROUPED.sha());
+    }
+
+    #[test]
+    fn a_batch_reply_splits_into_its_runs_replies() {
+        let ints = |n| Reply::Array(Some(vec![Reply::Int(n)]));
+        assert_eq!(split(ints(1), 1), [ints(1)]);
+        assert_eq!(
+            split(Reply::Array(Some(vec![ints(1), ints(2)])), 2),
+            [ints(1), ints(2)]
+        );
+        let failed = Reply::Error("ERR busy".into());
+        assert_eq!(split(failed.clone(), 2), [failed.clone(), failed]);
+        assert!(matches!(
+            &split(ints(1), 2)[..],
+            [Reply::Error(_), Reply::Error(_)]
+        ));
     }
 
     #[test]

@@ -1,29 +1,33 @@
 -- The limiter's Redis side: a batch of operations in arrival order, each
 -- all or none on its own. One call carries every admission and settlement
 -- a link has ready (group commit), so what a call costs Redis besides its
--- operations (dispatch, argument tables, the reply, the clock) is paid
--- once per batch, not once per request. Operations in a row on the same
--- counters (a busy key's batch) run on a copy of those counters read once
--- and written once (the run path, at the end), with the outcomes, replies
--- and counters of running them one by one.
+-- operations (dispatch, arguments, the reply, the clock) is paid once per
+-- batch, not once per request. Operations in a row on the same counters (a
+-- busy key's batch) run on a copy of those counters read once and written
+-- once (the run path, at the end), with the outcomes, replies and counters
+-- of running them one by one.
+-- The protocol is packed so that an operation costs Redis few arguments and
+-- no table of its own:
 -- ARGV[1]: one letter per operation, 'a' an admission, 'f' a settlement.
+-- ARGV[2]: every number of the batch, little-endian doubles read with one
+--   struct.unpack (Lua's tonumber, strtod, costs more than a redis.call's
+--   overhead here): bucket_secs, buckets, slot_ttl_ms, then per operation
+--   in turn, admission: expire_at_ms (the caller's deadline in Redis time,
+--   0 for none), then per key limit, amount, need (units that must fit);
+--   settlement: tokens_used (units spent, for a lease), then per key
+--   reserved (granted, for a lease).
+-- ARGV[3]: slot_ttl_ms in decimal.
 -- Each operation then takes its keys from KEYS in turn (as many as its
 -- kinds argument has letters) and its arguments from ARGV in turn:
---   admission: request_id; slot_ttl_ms in decimal; the kinds, one letter
---     per key ('r' requests, 't' tokens, 'p' parallel, 'l' a lease of rpm
---     or tpm units); the numbers, little-endian doubles: bucket_secs,
---     buckets, slot_ttl_ms, expire_at_ms (the caller's deadline in Redis
---     time, 0 for none), then per key limit, amount, need (units that must
---     fit); then per key the amount in decimal.
---   settlement: request_id; admitted_tick in decimal; the kinds ('t', 'p'
---     or 'l'); the numbers: bucket_secs, buckets, tokens_used (units spent,
---     for a lease), then per key reserved (granted, for a lease).
--- Numbers come packed because Lua's tonumber (strtod) costs more than a
--- redis.call's overhead here, and each argument costs Redis about as much
--- again; decimals are what redis.call is given (see below).
--- Returns one reply per operation; a batch of one returns that reply alone:
---   admission: {1, tick, used_1, ..., used_n}, {0, index, used, reset_at},
---     or {2} when run after the caller's deadline (a call that waited in a
+--   admission: the kinds, one letter per key ('r' requests, 't' tokens, 'p'
+--     parallel, 'l' a lease of rpm or tpm units); request_id; per key the
+--     amount in decimal (what redis.call is given, see below).
+--   settlement: the kinds ('t', 'p' or 'l'); request_id; admitted_tick in
+--     decimal.
+-- Returns one flat array of integers, each operation's reply in turn (the
+-- caller knows where each ends from its first integer and its keys):
+--   admission: 1, tick, used_1, ..., used_n; 0, index, used, reset_at; or
+--     2 when run after the caller's deadline (a call that waited in a
 --     frozen server or a lost connection): nothing is charged, as nobody
 --     waits for it;
 --   settlement: 1.
@@ -46,6 +50,8 @@
 -- Parallel counters are sorted sets of request ids scored by their expiry,
 -- so a crashed replica's slots lapse: they are dropped when the set looks
 -- full (one ZCARD otherwise, not a ZREMRANGEBYSCORE per admission).
+-- (Key names and fields are those of the unpacked protocol before it, so
+-- replicas running either script share the same counters.)
 -- Redis's clock, read once per batch and only when an operation needs it
 -- (a settlement that only refunds or frees slots does not).
 local now_s = nil
@@ -140,31 +146,53 @@ local function reset_of(key, oldest, n, g)
   return (first + n) * g
 end
 
--- The double formats of the numbers arguments, by how many they hold.
-local formats = {}
-local function numbers(count, arg)
-  local f = formats[count]
-  if f == nil then
-    f = '<' .. string.rep('d', count)
-    formats[count] = f
+-- Every number of the batch (ARGV[2]), read with one struct.unpack when
+-- they fit Lua's stack, in parts otherwise (a long batch).
+local N
+do
+  local blob = ARGV[2]
+  local count = #blob / 8
+  if count <= 4000 then
+    N = {struct.unpack('<' .. string.rep('d', count), blob)}
+  else
+    N = {}
+    local pos = 1
+    local done = 0
+    while done < count do
+      local c = math.min(4000, count - done)
+      local part = {struct.unpack('<' .. string.rep('d', c), blob, pos)}
+      for j = 1, c do
+        N[done + j] = part[j]
+      end
+      pos = part[c + 1]
+      done = done + c
+    end
   end
-  return {struct.unpack(f, arg)}
 end
+-- The window (bucket_secs, buckets) and a parallel slot's lifetime, the
+-- same for every operation of a batch.
+local G = N[1]
+local NB = N[2]
+local TTL = N[3]
+local TTL_ARG = ARGV[3]
+-- The reply: every operation's integers in turn.
+local R = {}
 
 -- Checks and charges the `nk` counters KEYS[k0 + 1 ..] with the arguments
--- from ARGV[a0]; the reply.
-local function admit(k0, a0, nk)
-  local rid = ARGV[a0]
-  local ttl_arg = ARGV[a0 + 1]
-  local kinds = ARGV[a0 + 2]
-  local num = numbers(4 + 3 * nk, ARGV[a0 + 3])
-  local g = num[1]
-  local n = num[2]
-  local ttl = num[3]
-  local expire_at = num[4]
+-- from ARGV[a0] and the numbers from N[d + 4] (d + 1 .. d + 3 standing for
+-- the batch's window and slot lifetime); its reply goes to R after R[r].
+-- Returns the reply's new length.
+local function admit(k0, a0, d, r, nk)
+  local kinds = ARGV[a0]
+  local rid = ARGV[a0 + 1]
+  local g = G
+  local n = NB
+  local ttl = TTL
+  local expire_at = N[d + 4]
   clock()
   if expire_at > 0 and now_ms > expire_at then
-    return {2}
+    R[r + 1] = 2
+    return r + 1
   end
   local tick = math.floor(now_s / g)
   local oldest = tick - n + 1
@@ -172,7 +200,8 @@ local function admit(k0, a0, nk)
   -- of counters found without a stored sum and of counters created here
   -- are made only when needed: each table costs Redis as much as a few
   -- hundred bytecodes.
-  local out = {1, tick}
+  R[r + 1] = 1
+  R[r + 2] = tick
   local unstored = nil
   local created = nil
   -- Counters whose window moved on, by key: the buckets to delete.
@@ -181,8 +210,8 @@ local function admit(k0, a0, nk)
     local key = KEYS[k0 + i]
     local base = 4 + (i - 1) * 3
     local kind = string.sub(kinds, i, i)
-    local limit = num[base + 1]
-    local need = num[base + 3]
+    local limit = N[d + base + 1]
+    local need = N[d + base + 3]
     if need < 1 then need = 1 end
     local u = 0
     if kind == 'p' then
@@ -211,9 +240,13 @@ local function admit(k0, a0, nk)
       if kind ~= 'p' then
         reset = reset_of(key, oldest, n, g)
       end
-      return {0, i, u, reset}
+      R[r + 1] = 0
+      R[r + 2] = i
+      R[r + 3] = u
+      R[r + 4] = reset
+      return r + 4
     end
-    out[i + 2] = u
+    R[r + 2 + i] = u
   end
   -- Arguments go to redis.call as strings where they can: Redis formats a
   -- Lua number with snprintf("%.17g"), which costs about a third of a
@@ -225,16 +258,16 @@ local function admit(k0, a0, nk)
     local key = KEYS[k0 + i]
     local base = 4 + (i - 1) * 3
     local kind = string.sub(kinds, i, i)
-    local amount_arg = ARGV[a0 + 3 + i]
-    local amount = num[base + 2]
+    local amount_arg = ARGV[a0 + 1 + i]
+    local amount = N[d + base + 2]
     if kind == 'l' then
-      amount = math.min(amount, num[base + 1] - out[i + 2])
+      amount = math.min(amount, N[d + base + 1] - R[r + 2 + i])
       amount_arg = amount
     end
     local dropped = moved and moved[key]
     if kind == 'p' then
       redis.call('ZADD', key, string.format('%d', now_ms + ttl), rid)
-      redis.call('PEXPIRE', key, ttl_arg)
+      redis.call('PEXPIRE', key, TTL_ARG)
     elseif dropped then
       -- The window moved on: the buckets that left it go, and the sum
       -- (less them, plus this charge) and the lowest bucket are written
@@ -244,7 +277,7 @@ local function admit(k0, a0, nk)
       if #dropped > 0 then
         redis.call('HDEL', key, unpack(dropped))
       end
-      local sum = out[i + 2]
+      local sum = R[r + 2 + i]
       if amount > 0 then
         if redis.call('HINCRBY', key, tick_name, amount_arg) == amount then
           life = life or string.format('%d', (n + 1) * g)
@@ -272,7 +305,7 @@ local function admit(k0, a0, nk)
       end
     end
   end
-  return out
+  return r + 2 + nk
 end
 
 -- Adds `units` to the current bucket (and the sum) of a counter of a
@@ -311,19 +344,19 @@ local function refund(key, admitted, units)
 end
 
 -- Settles the `nk` counters KEYS[k0 + 1 ..] with the arguments from
--- ARGV[a0]; the reply.
-local function finish(k0, a0, nk)
-  local rid = ARGV[a0]
-  local admitted = ARGV[a0 + 1]
-  local kinds = ARGV[a0 + 2]
-  local num = numbers(3 + nk, ARGV[a0 + 3])
-  local g = num[1]
-  local n = num[2]
-  local used = num[3]
+-- ARGV[a0] and the numbers from N[d + 3] (d + 1, d + 2 standing for the
+-- batch's window).
+local function finish(k0, a0, d, nk)
+  local kinds = ARGV[a0]
+  local rid = ARGV[a0 + 1]
+  local admitted = ARGV[a0 + 2]
+  local g = G
+  local n = NB
+  local used = N[d + 3]
   for i = 1, nk do
     local key = KEYS[k0 + i]
     local kind = string.sub(kinds, i, i)
-    local reserved = num[3 + i]
+    local reserved = N[d + 3 + i]
     if kind == 'p' then
       redis.call('ZREM', key, rid)
     elseif kind == 'l' then
@@ -340,7 +373,6 @@ local function finish(k0, a0, nk)
       end
     end
   end
-  return 1
 end
 
 -- The run path. A busy key's batch carries many operations on the same
@@ -356,7 +388,7 @@ end
 -- those of evaluating the operations one by one.
 local cache = nil
 local order = nil
-local run_g, run_n, run_tick, run_oldest, run_tn, run_life
+local run_tick, run_oldest, run_tn, run_life
 
 local function flush()
   if cache == nil then
@@ -408,34 +440,30 @@ local function flush()
   order = nil
 end
 
--- An admission on the run; nil when it must take the general path (having
--- changed nothing).
-local function admit_run(k0, a0, nk)
-  local kinds = ARGV[a0 + 2]
+-- An admission on the run (its arguments as admit's); the reply's new
+-- length, or nil when it must take the general path (having changed
+-- nothing but R past R[r], which that path writes again).
+local function admit_run(k0, a0, d, r, nk)
+  local kinds = ARGV[a0]
   if string.find(kinds, 'l', 1, true) then
     return nil
   end
-  local num = numbers(4 + 3 * nk, ARGV[a0 + 3])
-  local g = num[1]
-  local n = num[2]
-  local expire_at = num[4]
+  local expire_at = N[d + 4]
   clock()
   if expire_at > 0 and now_ms > expire_at then
-    return {2}
+    R[r + 1] = 2
+    return r + 1
   end
   if cache == nil then
     cache = {}
     order = {}
-    run_g = g
-    run_n = n
-    run_tick = math.floor(now_s / g)
-    run_oldest = run_tick - n + 1
+    run_tick = math.floor(now_s / G)
+    run_oldest = run_tick - NB + 1
     run_tn = string.format('%d', run_tick)
-    run_life = string.format('%d', (n + 1) * g)
-  elseif g ~= run_g or n ~= run_n then
-    return nil
+    run_life = string.format('%d', (NB + 1) * G)
   end
-  local out = {1, run_tick}
+  R[r + 1] = 1
+  R[r + 2] = run_tick
   for i = 1, nk do
     local key = KEYS[k0 + i]
     local par = string.byte(kinds, i) == 112
@@ -449,7 +477,7 @@ local function admit_run(k0, a0, nk)
         local sum = tonumber(f[1])
         local low = tonumber(f[2])
         local counted = tonumber(f[3])
-        if sum == nil or low == nil or counted == nil or run_tick - counted >= run_n
+        if sum == nil or low == nil or counted == nil or run_tick - counted >= NB
             or low < run_oldest then
           return nil
         end
@@ -462,7 +490,7 @@ local function admit_run(k0, a0, nk)
       return nil
     end
     local base = 4 + (i - 1) * 3
-    local need = num[base + 3]
+    local need = N[d + base + 3]
     if need < 1 then need = 1 end
     local u
     if par then
@@ -476,15 +504,15 @@ local function admit_run(k0, a0, nk)
     else
       u = c.s
     end
-    if u + need > num[base + 1] then
+    if u + need > N[d + base + 1] then
       return nil
     end
-    out[i + 2] = u
+    R[r + 2 + i] = u
   end
   for i = 1, nk do
     local c = cache[KEYS[k0 + i]]
     if c.w then
-      local amount = num[4 + (i - 1) * 3 + 2]
+      local amount = N[d + 4 + (i - 1) * 3 + 2]
       if amount > 0 then
         local prev = c.cur
         if prev == nil then
@@ -502,37 +530,33 @@ local function admit_run(k0, a0, nk)
         adds = {}
         c.adds = adds
       end
-      adds[c.nadd + 1] = string.format('%d', now_ms + num[3])
-      adds[c.nadd + 2] = ARGV[a0]
+      adds[c.nadd + 1] = string.format('%d', now_ms + TTL)
+      adds[c.nadd + 2] = ARGV[a0 + 1]
       c.nadd = c.nadd + 2
       c.z = c.z + 1
-      c.ttl = ARGV[a0 + 1]
+      c.ttl = TTL_ARG
     end
   end
-  return out
+  return r + 2 + nk
 end
 
--- A settlement on the run; nil when it must take the general path (having
--- changed nothing).
-local function finish_run(k0, a0, nk)
+-- A settlement on the run (its arguments as finish's); false when it must
+-- take the general path (having changed nothing).
+local function finish_run(k0, a0, d, nk)
   if cache == nil then
-    return nil
+    return false
   end
-  local kinds = ARGV[a0 + 2]
+  local kinds = ARGV[a0]
   for i = 1, nk do
     local c = cache[KEYS[k0 + i]]
     local kind = string.byte(kinds, i)
     if c == nil or kind == 108 or (kind == 112) == c.w then
-      return nil
+      return false
     end
   end
-  local num = numbers(3 + nk, ARGV[a0 + 3])
-  if num[1] ~= run_g or num[2] ~= run_n then
-    return nil
-  end
-  local rid = ARGV[a0]
-  local admitted = ARGV[a0 + 1]
-  local used = num[3]
+  local rid = ARGV[a0 + 1]
+  local admitted = ARGV[a0 + 2]
+  local used = N[d + 3]
   for i = 1, nk do
     local key = KEYS[k0 + i]
     local c = cache[key]
@@ -556,7 +580,7 @@ local function finish_run(k0, a0, nk)
       c.nrem = c.nrem + 1
       c.rems[c.nrem] = rid
     else
-      local delta = used - num[3 + i]
+      local delta = used - N[d + 3 + i]
       if delta > 0 then
         local prev = c.cur
         if prev == nil then
@@ -598,7 +622,7 @@ local function finish_run(k0, a0, nk)
       end
     end
   end
-  return 1
+  return true
 end
 
 -- Flushes the run when any of the `nk` keys from KEYS[k0 + 1] is in it.
@@ -615,18 +639,21 @@ end
 
 local ops = ARGV[1]
 local nops = #ops
-local replies = {}
+local r = 0
 local k = 0
-local a = 2
+local a = 4
+-- The operation's first number is N[p] (the batch's window and slot
+-- lifetime come first, at N[1 .. 3]).
+local p = 4
 for j = 1, nops do
-  local nk = #ARGV[a + 2]
+  local nk = #ARGV[a]
   if string.byte(ops, j) == 97 then -- 'a'
     -- An admission opens a run (or joins it) when the run holds its first
     -- key or the next operation shares a key with it.
-    local r = nil
+    local r2 = nil
     local join = cache ~= nil and cache[KEYS[k + 1]] ~= nil
     if not join and j < nops then
-      local nk2 = #ARGV[a + 6 + nk]
+      local nk2 = #ARGV[a + 2 + nk]
       for x = k + nk + 1, k + nk + nk2 do
         local kx = KEYS[x]
         for i = k + 1, k + nk do
@@ -637,27 +664,29 @@ for j = 1, nops do
       end
     end
     if join then
-      r = admit_run(k, a, nk)
+      r2 = admit_run(k, a, p - 4, r, nk)
     end
-    if r == nil then
+    if r2 == nil then
       flush_if_cached(k, nk)
-      r = admit(k, a, nk)
+      r2 = admit(k, a, p - 4, r, nk)
     end
-    replies[j] = r
-    a = a + 4 + nk
+    r = r2
+    a = a + 2 + nk
+    p = p + 1 + 3 * nk
   else
-    local r = finish_run(k, a, nk)
-    if r == nil then
+    if not finish_run(k, a, p - 3, nk) then
       flush_if_cached(k, nk)
-      r = finish(k, a, nk)
+      finish(k, a, p - 3, nk)
     end
-    replies[j] = r
-    a = a + 4
+    r = r + 1
+    R[r] = 1
+    a = a + 3
+    p = p + 1 + nk
   end
   k = k + nk
 end
 flush()
-if nops == 1 then
-  return replies[1]
-end
-return replies
+-- A refusal or an expired admission may leave integers of its own past
+-- the reply's end (written before it knew); the reply ends at the first nil.
+R[r + 1] = nil
+return R

@@ -45,10 +45,10 @@ fn kinds(entries: &[Entry]) -> SmallVec<[u8; 16]> {
     entries.iter().map(kind_code).collect()
 }
 
-/// The scripts' numbers, sent as one argument of little-endian doubles
-/// ([`ArgSink::doubles`]), which the scripts read with one `struct.unpack`
-/// instead of a `tonumber` (strtod) per number. Integers above 2^53 round,
-/// as `tonumber` rounded them.
+/// A batch's numbers, sent as one argument of little-endian doubles
+/// ([`ArgSink::doubles`]), which the script reads with one `struct.unpack`
+/// a batch instead of a `tonumber` (strtod) per number, or a table per
+/// operation. Integers above 2^53 round, as `tonumber` rounded them.
 #[derive(Default)]
 struct Numbers(SmallVec<[f64; 64]>);
 
@@ -58,10 +58,15 @@ impl Numbers {
     }
 }
 
+/// Arguments of a limiter batch besides its operations': `EVALSHA`, the
+/// digest, the number of keys, the letters, the numbers and the slot
+/// lifetime.
+const BATCH_ARGS: usize = 6;
+
 /// The number of arguments [`evalsha`] gives `call`, `EVALSHA` included.
 pub fn arg_count(call: &Call) -> usize {
     match call {
-        Call::Admit { .. } | Call::Finish { .. } => 4 + op_arg_count(call),
+        Call::Admit { .. } | Call::Finish { .. } => BATCH_ARGS + op_arg_count(call),
         Call::Script {
             call: ScriptCall { keys, args, .. },
             ..
@@ -72,8 +77,8 @@ pub fn arg_count(call: &Call) -> usize {
 /// The keys and arguments a limiter operation adds to a batch.
 fn op_arg_count(call: &Call) -> usize {
     match call {
-        Call::Admit { entries, .. } => entries.len() + 4 + entries.len(),
-        Call::Finish { entries, .. } => entries.len() + 4,
+        Call::Admit { entries, .. } => entries.len() + 2 + entries.len(),
+        Call::Finish { entries, .. } => entries.len() + 3,
         Call::Script { .. } => 0,
     }
 }
@@ -87,8 +92,9 @@ fn op_entries(call: &Call) -> &[Entry] {
 }
 
 /// Appends `ops` (admissions and settlements only) to `out` as one
-/// `EVALSHA` of [`LIMITER_LUA`], run in order; its reply holds one reply
-/// per operation ([`split_batch`]), or the one reply of a batch of one.
+/// `EVALSHA` of [`LIMITER_LUA`], run in order; its reply is one flat array
+/// of every operation's integers in turn ([`split_batch`] cuts it), which
+/// for a batch of one admission is that admission's reply.
 pub fn encode_batch(
     ops: &[&Call],
     window: &Window,
@@ -96,7 +102,7 @@ pub fn encode_batch(
     clock: Option<&RedisClock>,
     out: &mut Vec<u8>,
 ) {
-    let args = 4 + ops.iter().map(|c| op_arg_count(c)).sum::<usize>();
+    let args = BATCH_ARGS + ops.iter().map(|c| op_arg_count(c)).sum::<usize>();
     let mut command = Command::start(out, args);
     write_batch(ops, window, slot_ttl, clock, &mut command);
 }
@@ -125,22 +131,65 @@ fn write_batch(
         })
         .collect();
     out.arg(&letters);
+    let ttl_ms = u64::try_from(slot_ttl.as_millis()).unwrap_or(u64::MAX);
+    let mut numbers = Numbers::default();
+    numbers.push(window.bucket_secs);
+    numbers.push(window.buckets);
+    numbers.push(ttl_ms);
     for op in ops {
-        write_op(op, window, slot_ttl, clock, out);
+        op_numbers(op, clock, &mut numbers);
+    }
+    out.doubles(&numbers.0);
+    out.int(ttl_ms);
+    for op in ops {
+        write_op(op, out);
     }
 }
 
-/// Splits a batch's reply into one reply per operation: `count` of them,
-/// or the batch's error for each.
-pub fn split_batch(reply: Reply, count: usize) -> Vec<Reply> {
-    if count == 1 {
-        return vec![reply];
+/// Splits a batch's reply (one flat array of integers, each operation's in
+/// turn) into one reply per operation of `ops`: an admission's array
+/// (`{1, tick, used...}`, `{0, index, used, reset_at}` or `{2}`), a
+/// settlement's `1`; or the batch's error for each.
+pub fn split_batch(reply: Reply, ops: &[&Call]) -> Vec<Reply> {
+    let count = ops.len();
+    let failed = |e: String| vec![Reply::Error(e); count];
+    let items = match reply {
+        Reply::Array(Some(items)) => items,
+        Reply::Error(e) => return failed(e),
+        other => return failed(format!("unexpected batch reply {other:?}")),
+    };
+    let mut out = Vec::with_capacity(count);
+    let mut items = items.into_iter();
+    for (i, op) in ops.iter().enumerate() {
+        let Some(first) = items.next() else {
+            return failed(format!("batch reply ended before operation {i}"));
+        };
+        let len = match (op, &first) {
+            (Call::Admit { entries, .. }, Reply::Int(1)) => 2 + entries.len(),
+            (Call::Admit { .. }, Reply::Int(0)) => 4,
+            (Call::Admit { .. }, Reply::Int(2)) => 1,
+            (Call::Finish { .. }, Reply::Int(1)) => {
+                out.push(first);
+                continue;
+            }
+            _ => {
+                return failed(format!(
+                    "unexpected batch reply at operation {i}: {first:?}"
+                ))
+            }
+        };
+        let mut reply = Vec::with_capacity(len);
+        reply.push(first);
+        reply.extend(items.by_ref().take(len - 1));
+        if reply.len() < len {
+            return failed(format!("batch reply ended inside operation {i}"));
+        }
+        out.push(Reply::Array(Some(reply)));
     }
-    match reply {
-        Reply::Array(Some(items)) if items.len() == count => items,
-        Reply::Error(e) => vec![Reply::Error(e); count],
-        other => vec![Reply::Error(format!("unexpected batch reply {other:?}")); count],
+    if items.next().is_some() {
+        return failed("batch reply longer than its operations'".into());
     }
+    out
 }
 
 /// `EVALSHA <sha> <numkeys> <keys...> <argv...>` for `call`, each argument
@@ -221,37 +270,48 @@ fn write_evalsha(
     }
 }
 
-/// Writes one limiter operation's arguments (after its keys, which come
-/// first in a batch), as `limiter.lua` reads them.
-fn write_op(
-    call: &Call,
-    window: &Window,
-    slot_ttl: Duration,
-    clock: Option<&RedisClock>,
-    out: &mut impl ArgSink,
-) {
+/// Appends one limiter operation's numbers to its batch's, as
+/// `limiter.lua` reads them: an admission's deadline in Redis time (0
+/// without a clock reading) and per entry its limit, amount and need; a
+/// settlement's tokens used and per entry its amount.
+fn op_numbers(call: &Call, clock: Option<&RedisClock>, numbers: &mut Numbers) {
     match call {
         Call::Admit {
-            entries,
-            request_id,
-            deadline,
-            ..
+            entries, deadline, ..
         } => {
-            let ttl_ms = u64::try_from(slot_ttl.as_millis()).unwrap_or(u64::MAX);
-            out.arg(request_id.as_bytes());
-            out.int(ttl_ms);
-            out.arg(&kinds(entries));
-            let mut numbers = Numbers::default();
-            numbers.push(window.bucket_secs);
-            numbers.push(window.buckets);
-            numbers.push(ttl_ms);
             numbers.push(clock.map_or(0, |c| c.deadline_ms(*deadline)));
             for e in entries {
                 numbers.push(e.limit);
                 numbers.push(e.amount);
                 numbers.push(e.need);
             }
-            out.doubles(&numbers.0);
+        }
+        Call::Finish {
+            entries,
+            tokens_used,
+            ..
+        } => {
+            numbers.push(*tokens_used);
+            for e in entries {
+                numbers.push(e.amount);
+            }
+        }
+        Call::Script { .. } => {}
+    }
+}
+
+/// Writes one limiter operation's arguments (after the batch's keys and
+/// numbers), as `limiter.lua` reads them: an admission's kinds, request id
+/// and amounts in decimal; a settlement's kinds, request id and bucket.
+fn write_op(call: &Call, out: &mut impl ArgSink) {
+    match call {
+        Call::Admit {
+            entries,
+            request_id,
+            ..
+        } => {
+            out.arg(&kinds(entries));
+            out.arg(request_id.as_bytes());
             for e in entries {
                 out.int(e.amount);
             }
@@ -260,20 +320,11 @@ fn write_op(
             entries,
             request_id,
             tick,
-            tokens_used,
             ..
         } => {
+            out.arg(&kinds(entries));
             out.arg(request_id.as_bytes());
             out.int(*tick);
-            out.arg(&kinds(entries));
-            let mut numbers = Numbers::default();
-            numbers.push(window.bucket_secs);
-            numbers.push(window.buckets);
-            numbers.push(*tokens_used);
-            for e in entries {
-                numbers.push(e.amount);
-            }
-            out.doubles(&numbers.0);
         }
         Call::Script { .. } => {}
     }
@@ -392,17 +443,19 @@ mod tests {
             Some(&clock),
         );
         let text = |a: &[u8]| String::from_utf8(a.to_vec()).unwrap();
-        let strings: Vec<String> = args[2..8].iter().map(|a| text(a)).collect();
+        let strings: Vec<String> = args[2..5].iter().map(|a| text(a)).collect();
+        assert_eq!(strings, ["1", "{api_key:k}:tokens", "a"]);
+        assert_eq!(
+            doubles(&args[5]),
+            [1.0, 61.0, 600_000.0, 5100.0, 200.0, 125.0, 125.0],
+            "bucket_secs, buckets, slot ttl, then the deadline, limit, amount, need"
+        );
+        let strings: Vec<String> = args[6..].iter().map(|a| text(a)).collect();
         assert_eq!(
             strings,
-            ["1", "{api_key:k}:tokens", "a", "r1", "600000", "t"]
+            ["600000", "t", "r1", "125"],
+            "the slot ttl, then the kinds, request id and amount in decimal"
         );
-        assert_eq!(
-            doubles(&args[8]),
-            [1.0, 61.0, 600_000.0, 5100.0, 200.0, 125.0, 125.0],
-            "bucket_secs, buckets, slot ttl, deadline, then limit, amount, need"
-        );
-        assert_eq!(text(&args[9]), "125", "the amount in decimal");
         assert_eq!(args.len(), arg_count(&call));
     }
 
@@ -419,21 +472,134 @@ mod tests {
         };
         let args = evalsha(&call, &Window::new(60), Duration::from_secs(600), None);
         let text = |a: &[u8]| String::from_utf8(a.to_vec()).unwrap();
-        let strings: Vec<String> = args[2..9].iter().map(|a| text(a)).collect();
+        let strings: Vec<String> = args[2..6].iter().map(|a| text(a)).collect();
+        assert_eq!(
+            strings,
+            ["2", "{api_key:k}:tokens", "{api_key:k}:parallel", "f"]
+        );
+        assert_eq!(doubles(&args[6]), [1.0, 61.0, 600_000.0, 40.0, 125.0, 1.0]);
+        let strings: Vec<String> = args[7..].iter().map(|a| text(a)).collect();
+        assert_eq!(strings, ["600000", "tp", "r1", "29412166"]);
+        assert_eq!(args.len(), arg_count(&call));
+    }
+
+    /// A batch's operations share one numbers argument: each operation's
+    /// numbers follow the window's and the slot lifetime, in the batch's
+    /// order, and each operation's own arguments follow the slot lifetime.
+    #[test]
+    fn a_batchs_numbers_go_in_one_argument_in_the_operations_order() {
+        let t = Descriptor::new(Scope::ApiKey, "k", Kind::Tokens, 200);
+        let r = Descriptor::new(Scope::ApiKey, "k", Kind::Requests, 9);
+        let (reply, _rx) = tokio::sync::oneshot::channel();
+        let finish = Call::Finish {
+            entries: vec![Entry::charge(&t, 200, 30)],
+            request_id: "r0".into(),
+            tick: 7,
+            ticks: Vec::new(),
+            tokens_used: 12,
+        };
+        let admit = Call::Admit {
+            entries: vec![Entry::charge(&r, 9, 1), Entry::charge(&t, 200, 50)],
+            request_id: "r1".into(),
+            deadline: std::time::Instant::now(),
+            reply,
+        };
+        let mut out = Vec::new();
+        write_batch(
+            &[&finish, &admit],
+            &Window::new(60),
+            Duration::from_secs(2),
+            None,
+            &mut out,
+        );
+        let text = |a: &[u8]| String::from_utf8(a.to_vec()).unwrap();
+        let strings: Vec<String> = out[2..6].iter().map(|a| text(a)).collect();
         assert_eq!(
             strings,
             [
-                "2",
+                "3",
                 "{api_key:k}:tokens",
-                "{api_key:k}:parallel",
-                "f",
-                "r1",
-                "29412166",
-                "tp"
+                "{api_key:k}:requests",
+                "{api_key:k}:tokens"
             ]
         );
-        assert_eq!(doubles(&args[9]), [1.0, 61.0, 40.0, 125.0, 1.0]);
-        assert_eq!(args.len(), arg_count(&call));
+        assert_eq!(text(&out[6]), "fa");
+        assert_eq!(
+            doubles(&out[7]),
+            [1.0, 61.0, 2000.0, 12.0, 30.0, 0.0, 9.0, 1.0, 1.0, 200.0, 50.0, 50.0]
+        );
+        let strings: Vec<String> = out[8..].iter().map(|a| text(a)).collect();
+        assert_eq!(strings, ["2000", "t", "r0", "7", "rt", "r1", "1", "50"]);
+        let mut direct = Vec::new();
+        encode_batch(
+            &[&finish, &admit],
+            &Window::new(60),
+            Duration::from_secs(2),
+            None,
+            &mut direct,
+        );
+        let mut expected = Vec::new();
+        crate::redis::resp::encode(&out, &mut expected);
+        assert_eq!(direct, expected, "the count announced is the count written");
+    }
+
+    fn ints(v: &[i64]) -> Reply {
+        Reply::Array(Some(v.iter().map(|n| Reply::Int(*n)).collect()))
+    }
+
+    /// The script answers one flat array; each operation gets its own
+    /// part, its length told by its first integer and its keys.
+    #[test]
+    fn a_flat_batch_reply_splits_into_each_operations_reply() {
+        let d = |kind| Descriptor::new(Scope::ApiKey, "k", kind, 9);
+        let admit = |n: usize| Call::Admit {
+            entries: vec![Entry::charge(&d(Kind::Requests), 9, 1); n],
+            request_id: "r".into(),
+            deadline: std::time::Instant::now(),
+            reply: tokio::sync::oneshot::channel().0,
+        };
+        let finish = Call::Finish {
+            entries: vec![Entry::charge(&d(Kind::Tokens), 9, 1)],
+            request_id: "r".into(),
+            tick: 7,
+            ticks: Vec::new(),
+            tokens_used: 1,
+        };
+        let (a3, f, a1, a2, a4) = (admit(3), finish, admit(1), admit(2), admit(4));
+        let ops = [&a3, &f, &a1, &a2, &a4];
+        let flat = [
+            1, 70, 5, 6, 7, // admitted, three counters
+            1, // settled
+            0, 1, 9, 99, // refused on its first counter
+            2,  // past its deadline
+            1, 70, 1, 2, 3, 4, // admitted, four counters
+        ];
+        assert_eq!(
+            split_batch(ints(&flat), &ops),
+            [
+                ints(&[1, 70, 5, 6, 7]),
+                Reply::Int(1),
+                ints(&[0, 1, 9, 99]),
+                ints(&[2]),
+                ints(&[1, 70, 1, 2, 3, 4]),
+            ]
+        );
+        // Every operation gets the error (one reply per operation).
+        let failed = |r: &[Reply]| {
+            [1, 5].contains(&r.len()) && r.iter().all(|r| matches!(r, Reply::Error(_)))
+        };
+        assert!(failed(&split_batch(ints(&flat[..15]), &ops)), "short");
+        assert!(
+            failed(&split_batch(ints(&[&flat[..], &[1]].concat()), &ops)),
+            "long"
+        );
+        assert!(failed(&split_batch(ints(&[7]), &ops[..1])), "unknown reply");
+        assert!(failed(&split_batch(Reply::Error("ERR x".into()), &ops)));
+        assert_eq!(
+            split_batch(ints(&[1]), &[&f]),
+            [Reply::Int(1)],
+            "one settlement"
+        );
     }
 
     /// The numbers argument read back as `struct.unpack('<d...')` reads it.

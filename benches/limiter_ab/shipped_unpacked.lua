@@ -1,0 +1,663 @@
+-- The limiter's Redis side: a batch of operations in arrival order, each
+-- all or none on its own. One call carries every admission and settlement
+-- a link has ready (group commit), so what a call costs Redis besides its
+-- operations (dispatch, argument tables, the reply, the clock) is paid
+-- once per batch, not once per request. Operations in a row on the same
+-- counters (a busy key's batch) run on a copy of those counters read once
+-- and written once (the run path, at the end), with the outcomes, replies
+-- and counters of running them one by one.
+-- ARGV[1]: one letter per operation, 'a' an admission, 'f' a settlement.
+-- Each operation then takes its keys from KEYS in turn (as many as its
+-- kinds argument has letters) and its arguments from ARGV in turn:
+--   admission: request_id; slot_ttl_ms in decimal; the kinds, one letter
+--     per key ('r' requests, 't' tokens, 'p' parallel, 'l' a lease of rpm
+--     or tpm units); the numbers, little-endian doubles: bucket_secs,
+--     buckets, slot_ttl_ms, expire_at_ms (the caller's deadline in Redis
+--     time, 0 for none), then per key limit, amount, need (units that must
+--     fit); then per key the amount in decimal.
+--   settlement: request_id; admitted_tick in decimal; the kinds ('t', 'p'
+--     or 'l'); the numbers: bucket_secs, buckets, tokens_used (units spent,
+--     for a lease), then per key reserved (granted, for a lease).
+-- Numbers come packed because Lua's tonumber (strtod) costs more than a
+-- redis.call's overhead here, and each argument costs Redis about as much
+-- again; decimals are what redis.call is given (see below).
+-- Returns one reply per operation; a batch of one returns that reply alone:
+--   admission: {1, tick, used_1, ..., used_n}, {0, index, used, reset_at},
+--     or {2} when run after the caller's deadline (a call that waited in a
+--     frozen server or a lost connection): nothing is charged, as nobody
+--     waits for it;
+--   settlement: 1.
+-- Admission: a lease charges min(amount, limit - used): the whole lease
+-- when it fits, what is left otherwise; the caller computes the same from
+-- `used`.
+-- Settlement: token reservations become the real usage, parallel slots are
+-- freed. It also ends a lease (one key, kind 'l'): its grant leaves the
+-- bucket it was charged in and what was spent of it is charged again now,
+-- so each spent unit stays counted a full window after it was spent.
+-- Time is the Redis server's, read at most once per batch. rpm/tpm counters are
+-- hashes of bucket -> units (the sliding window of window.rs) with three
+-- bookkeeping fields named by negative numbers (no bucket is negative):
+-- '-1' the sum of every bucket present, '-2' the lowest bucket that may
+-- still be present, '-3' the bucket at which the sum was last recomputed
+-- from the buckets. So a check reads two or three fields instead of summing
+-- up to 61 buckets, drops the buckets that left the window as it goes, and
+-- recomputes the sum once a window (or whenever a field is missing), which
+-- heals any drift. Every change to a bucket changes the sum by as much.
+-- Parallel counters are sorted sets of request ids scored by their expiry,
+-- so a crashed replica's slots lapse: they are dropped when the set looks
+-- full (one ZCARD otherwise, not a ZREMRANGEBYSCORE per admission).
+-- Redis's clock, read once per batch and only when an operation needs it
+-- (a settlement that only refunds or frees slots does not).
+local now_s = nil
+local now_ms = nil
+local function clock()
+  if now_s == nil then
+    local t = redis.call('TIME')
+    now_s = tonumber(t[1])
+    now_ms = now_s * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+end
+
+-- Recomputes a counter's sum from its live buckets, deleting the dead ones;
+-- nil when the counter has no bucket (nothing is written then, so no key is
+-- left without an expiry).
+local function recount(key, tick, oldest)
+  local kv = redis.call('HGETALL', key)
+  local sum = 0
+  local buckets = 0
+  local dead = {}
+  for j = 1, #kv, 2 do
+    local b = tonumber(kv[j])
+    if b < 0 then
+      -- A bookkeeping field.
+    elseif b < oldest then
+      dead[#dead + 1] = kv[j]
+    else
+      sum = sum + tonumber(kv[j + 1])
+      buckets = buckets + 1
+    end
+  end
+  if #dead > 0 then
+    redis.call('HDEL', key, unpack(dead))
+  end
+  if buckets == 0 then
+    if #kv > 0 then
+      redis.call('DEL', key)
+    end
+    return nil
+  end
+  redis.call('HSET', key, '-1', string.format('%d', sum), '-2', string.format('%d', oldest),
+    '-3', string.format('%d', tick))
+  return sum
+end
+
+-- The units a counter holds in the window; nil when it has none stored.
+-- When buckets left the window since the counter's last check, also the
+-- names of those present: the caller deletes them and writes the new sum
+-- and lowest bucket with its charge, in one HSET (or writes nothing when
+-- the admission is refused: the hash then stays as it was, its old sum
+-- still matching its buckets). Bucket names go to redis.call as decimal
+-- strings: Redis formats a Lua number with snprintf("%.17g").
+local function window_sum(key, tick, oldest, n)
+  local f = redis.call('HMGET', key, '-1', '-2', '-3')
+  local sum = tonumber(f[1])
+  local low = tonumber(f[2])
+  local counted = tonumber(f[3])
+  if sum == nil or low == nil or counted == nil or tick - counted >= n or oldest - low > n then
+    return recount(key, tick, oldest), nil
+  end
+  if low < oldest then
+    local gone = {}
+    for b = low, oldest - 1 do
+      gone[#gone + 1] = string.format('%d', b)
+    end
+    local values = redis.call('HMGET', key, unpack(gone))
+    local dropped = {}
+    for j = 1, #gone do
+      if values[j] then
+        sum = sum - tonumber(values[j])
+        dropped[#dropped + 1] = gone[j]
+      end
+    end
+    return sum, dropped
+  end
+  return sum, nil
+end
+
+-- The unix second at which a refused counter's oldest unit stops counting.
+local function reset_of(key, oldest, n, g)
+  local kv = redis.call('HGETALL', key)
+  local first = nil
+  for j = 1, #kv, 2 do
+    local b = tonumber(kv[j])
+    if b >= oldest and tonumber(kv[j + 1]) > 0 and (first == nil or b < first) then
+      first = b
+    end
+  end
+  if first == nil then
+    return now_s + 1
+  end
+  return (first + n) * g
+end
+
+-- The double formats of the numbers arguments, by how many they hold.
+local formats = {}
+local function numbers(count, arg)
+  local f = formats[count]
+  if f == nil then
+    f = '<' .. string.rep('d', count)
+    formats[count] = f
+  end
+  return {struct.unpack(f, arg)}
+end
+
+-- Checks and charges the `nk` counters KEYS[k0 + 1 ..] with the arguments
+-- from ARGV[a0]; the reply.
+local function admit(k0, a0, nk)
+  local rid = ARGV[a0]
+  local ttl_arg = ARGV[a0 + 1]
+  local kinds = ARGV[a0 + 2]
+  local num = numbers(4 + 3 * nk, ARGV[a0 + 3])
+  local g = num[1]
+  local n = num[2]
+  local ttl = num[3]
+  local expire_at = num[4]
+  clock()
+  if expire_at > 0 and now_ms > expire_at then
+    return {2}
+  end
+  local tick = math.floor(now_s / g)
+  local oldest = tick - n + 1
+  -- The reply, holding each counter's usage as it is checked. The tables
+  -- of counters found without a stored sum and of counters created here
+  -- are made only when needed: each table costs Redis as much as a few
+  -- hundred bytecodes.
+  local out = {1, tick}
+  local unstored = nil
+  local created = nil
+  -- Counters whose window moved on, by key: the buckets to delete.
+  local moved = nil
+  for i = 1, nk do
+    local key = KEYS[k0 + i]
+    local base = 4 + (i - 1) * 3
+    local kind = string.sub(kinds, i, i)
+    local limit = num[base + 1]
+    local need = num[base + 3]
+    if need < 1 then need = 1 end
+    local u = 0
+    if kind == 'p' then
+      u = redis.call('ZCARD', key)
+      if u + need > limit then
+        -- lapsed slots (a crashed replica's) may be what fills it: they go
+        -- only now, as only then can they change the verdict
+        redis.call('ZREMRANGEBYSCORE', key, '-inf', now_ms)
+        u = redis.call('ZCARD', key)
+      end
+    else
+      local sum, dropped = window_sum(key, tick, oldest, n)
+      if dropped then
+        moved = moved or {}
+        moved[key] = dropped
+      end
+      if sum == nil then
+        unstored = unstored or {}
+        unstored[i] = true
+        sum = 0
+      end
+      u = sum
+    end
+    if u + need > limit then
+      local reset = now_s + 1
+      if kind ~= 'p' then
+        reset = reset_of(key, oldest, n, g)
+      end
+      return {0, i, u, reset}
+    end
+    out[i + 2] = u
+  end
+  -- Arguments go to redis.call as strings where they can: Redis formats a
+  -- Lua number with snprintf("%.17g"), which costs about a third of a
+  -- redis.call. The bucket's name is formatted once; an amount passed as it
+  -- came is the caller's decimal integer.
+  local tick_name = string.format('%d', tick)
+  local life = nil
+  for i = 1, nk do
+    local key = KEYS[k0 + i]
+    local base = 4 + (i - 1) * 3
+    local kind = string.sub(kinds, i, i)
+    local amount_arg = ARGV[a0 + 3 + i]
+    local amount = num[base + 2]
+    if kind == 'l' then
+      amount = math.min(amount, num[base + 1] - out[i + 2])
+      amount_arg = amount
+    end
+    local dropped = moved and moved[key]
+    if kind == 'p' then
+      redis.call('ZADD', key, string.format('%d', now_ms + ttl), rid)
+      redis.call('PEXPIRE', key, ttl_arg)
+    elseif dropped then
+      -- The window moved on: the buckets that left it go, and the sum
+      -- (less them, plus this charge) and the lowest bucket are written
+      -- in one HSET. A second counter on the same key in this admission
+      -- finds the move written and charges as usual.
+      moved[key] = nil
+      if #dropped > 0 then
+        redis.call('HDEL', key, unpack(dropped))
+      end
+      local sum = out[i + 2]
+      if amount > 0 then
+        if redis.call('HINCRBY', key, tick_name, amount_arg) == amount then
+          life = life or string.format('%d', (n + 1) * g)
+          redis.call('EXPIRE', key, life)
+        end
+        sum = sum + amount
+      end
+      redis.call('HSET', key, '-1', string.format('%d', sum), '-2', string.format('%d', oldest))
+    elseif amount > 0 then
+      if not (unstored and unstored[i]) or (created and created[key]) then
+        -- The key lives while its newest bucket does: its expiry moves only
+        -- when a bucket is created.
+        if redis.call('HINCRBY', key, tick_name, amount_arg) == amount then
+          life = life or string.format('%d', (n + 1) * g)
+          redis.call('EXPIRE', key, life)
+        end
+        redis.call('HINCRBY', key, '-1', amount_arg)
+      else
+        redis.call('HSET', key, tick_name, amount_arg, '-1', amount_arg, '-2',
+          string.format('%d', oldest), '-3', tick_name)
+        life = life or string.format('%d', (n + 1) * g)
+        redis.call('EXPIRE', key, life)
+        created = created or {}
+        created[key] = true
+      end
+    end
+  end
+  return out
+end
+
+-- Adds `units` to the current bucket (and the sum) of a counter of a
+-- window of `n` buckets of `g` seconds; the key's expiry moves when the
+-- bucket is new.
+local function charge(key, units, g, n)
+  clock()
+  local tick = string.format('%d', math.floor(now_s / g))
+  local units_arg = string.format('%d', units)
+  if redis.call('HINCRBY', key, tick, units_arg) == units then
+    redis.call('EXPIRE', key, string.format('%d', (n + 1) * g))
+  end
+  redis.call('HINCRBY', key, '-1', units_arg)
+end
+
+-- Takes `units` back from the admission's bucket (and from the sum) while
+-- the bucket is there, deleting it when nothing is left in it. A bucket
+-- present is counted in the sum, live or not yet dropped; one already
+-- dropped has nothing to give back. Buckets never hold 0 or less, so a
+-- result of exactly -units means the bucket was absent.
+local function refund(key, admitted, units)
+  if units <= 0 then
+    return
+  end
+  local down = string.format('%d', -units)
+  local left = redis.call('HINCRBY', key, admitted, down)
+  if left == -units then
+    redis.call('HDEL', key, admitted)
+    return
+  end
+  if left <= 0 then
+    redis.call('HDEL', key, admitted)
+    down = string.format('%d', -(units + left))
+  end
+  redis.call('HINCRBY', key, '-1', down)
+end
+
+-- Settles the `nk` counters KEYS[k0 + 1 ..] with the arguments from
+-- ARGV[a0]; the reply.
+local function finish(k0, a0, nk)
+  local rid = ARGV[a0]
+  local admitted = ARGV[a0 + 1]
+  local kinds = ARGV[a0 + 2]
+  local num = numbers(3 + nk, ARGV[a0 + 3])
+  local g = num[1]
+  local n = num[2]
+  local used = num[3]
+  for i = 1, nk do
+    local key = KEYS[k0 + i]
+    local kind = string.sub(kinds, i, i)
+    local reserved = num[3 + i]
+    if kind == 'p' then
+      redis.call('ZREM', key, rid)
+    elseif kind == 'l' then
+      refund(key, admitted, reserved)
+      if used > 0 then
+        charge(key, used, g, n)
+      end
+    else
+      local delta = used - reserved
+      if delta > 0 then
+        charge(key, delta, g, n)
+      elseif delta < 0 then
+        refund(key, admitted, -delta)
+      end
+    end
+  end
+  return 1
+end
+
+-- The run path. A busy key's batch carries many operations on the same
+-- counters; evaluated one by one, each re-reads and re-writes every counter
+-- with its own redis.calls. Instead, counters an admission finds in their
+-- common state (stored sum, window not moved on, no recount due) are read
+-- once into `cache` and later operations on them (admissions, settlements
+-- of 't', 'r' and 'p') change that copy; each counter is written once when
+-- the run ends (`flush`): before an operation that must take the general
+-- path on a cached key, and after the batch. Anything the copy cannot
+-- decide exactly (a refusal, lapsed slots, a lease, another window) ends
+-- the run and takes the general path, so outcomes, replies and counters are
+-- those of evaluating the operations one by one.
+local cache = nil
+local order = nil
+local run_g, run_n, run_tick, run_oldest, run_tn, run_life
+
+local function flush()
+  if cache == nil then
+    return
+  end
+  for j = 1, #order do
+    local key = order[j]
+    local c = cache[key]
+    if c.w then
+      if c.dirty then
+        if c.cur then
+          redis.call('HSET', key, '-1', string.format('%d', c.s), run_tn, string.format('%d', c.cur))
+        else
+          redis.call('HSET', key, '-1', string.format('%d', c.s))
+          if c.had then
+            redis.call('HDEL', key, run_tn)
+          end
+        end
+        if c.created then
+          redis.call('EXPIRE', key, run_life)
+        end
+      end
+    else
+      if c.nrem > 0 then
+        c.z = c.z - redis.call('ZREM', key, unpack(c.rems, 1, c.nrem))
+      end
+      if c.nadd > 0 then
+        -- Slots freed in the run are false: squeezed out.
+        local adds = c.adds
+        local m = 0
+        for x = 1, c.nadd, 2 do
+          if adds[x + 1] then
+            adds[m + 1] = adds[x]
+            adds[m + 2] = adds[x + 1]
+            m = m + 2
+          end
+        end
+        if m > 0 then
+          redis.call('ZADD', key, unpack(adds, 1, m))
+        end
+        -- Each admission moved the expiry; an empty set has no key.
+        if c.ttl and c.z > 0 then
+          redis.call('PEXPIRE', key, c.ttl)
+        end
+      end
+    end
+  end
+  cache = nil
+  order = nil
+end
+
+-- An admission on the run; nil when it must take the general path (having
+-- changed nothing).
+local function admit_run(k0, a0, nk)
+  local kinds = ARGV[a0 + 2]
+  if string.find(kinds, 'l', 1, true) then
+    return nil
+  end
+  local num = numbers(4 + 3 * nk, ARGV[a0 + 3])
+  local g = num[1]
+  local n = num[2]
+  local expire_at = num[4]
+  clock()
+  if expire_at > 0 and now_ms > expire_at then
+    return {2}
+  end
+  if cache == nil then
+    cache = {}
+    order = {}
+    run_g = g
+    run_n = n
+    run_tick = math.floor(now_s / g)
+    run_oldest = run_tick - n + 1
+    run_tn = string.format('%d', run_tick)
+    run_life = string.format('%d', (n + 1) * g)
+  elseif g ~= run_g or n ~= run_n then
+    return nil
+  end
+  local out = {1, run_tick}
+  for i = 1, nk do
+    local key = KEYS[k0 + i]
+    local par = string.byte(kinds, i) == 112
+    local c = cache[key]
+    if c == nil then
+      if par then
+        c = {w = false, z = redis.call('ZCARD', key), nrem = 0, nadd = 0}
+      else
+        -- A window counter joins the run in its common state only.
+        local f = redis.call('HMGET', key, '-1', '-2', '-3', run_tn)
+        local sum = tonumber(f[1])
+        local low = tonumber(f[2])
+        local counted = tonumber(f[3])
+        if sum == nil or low == nil or counted == nil or run_tick - counted >= run_n
+            or low < run_oldest then
+          return nil
+        end
+        local cur = tonumber(f[4])
+        c = {w = true, s = sum, cur = cur, had = cur ~= nil, dirty = false, created = false}
+      end
+      cache[key] = c
+      order[#order + 1] = key
+    elseif par == c.w then
+      return nil
+    end
+    local base = 4 + (i - 1) * 3
+    local need = num[base + 3]
+    if need < 1 then need = 1 end
+    local u
+    if par then
+      -- Its count made exact: the slots freed since are removed first.
+      if c.nrem > 0 then
+        c.z = c.z - redis.call('ZREM', key, unpack(c.rems, 1, c.nrem))
+        c.rems = nil
+        c.nrem = 0
+      end
+      u = c.z
+    else
+      u = c.s
+    end
+    if u + need > num[base + 1] then
+      return nil
+    end
+    out[i + 2] = u
+  end
+  for i = 1, nk do
+    local c = cache[KEYS[k0 + i]]
+    if c.w then
+      local amount = num[4 + (i - 1) * 3 + 2]
+      if amount > 0 then
+        local prev = c.cur
+        if prev == nil then
+          c.created = true
+          c.cur = amount
+        else
+          c.cur = prev + amount
+        end
+        c.s = c.s + amount
+        c.dirty = true
+      end
+    else
+      local adds = c.adds
+      if adds == nil then
+        adds = {}
+        c.adds = adds
+      end
+      adds[c.nadd + 1] = string.format('%d', now_ms + num[3])
+      adds[c.nadd + 2] = ARGV[a0]
+      c.nadd = c.nadd + 2
+      c.z = c.z + 1
+      c.ttl = ARGV[a0 + 1]
+    end
+  end
+  return out
+end
+
+-- A settlement on the run; nil when it must take the general path (having
+-- changed nothing).
+local function finish_run(k0, a0, nk)
+  if cache == nil then
+    return nil
+  end
+  local kinds = ARGV[a0 + 2]
+  for i = 1, nk do
+    local c = cache[KEYS[k0 + i]]
+    local kind = string.byte(kinds, i)
+    if c == nil or kind == 108 or (kind == 112) == c.w then
+      return nil
+    end
+  end
+  local num = numbers(3 + nk, ARGV[a0 + 3])
+  if num[1] ~= run_g or num[2] ~= run_n then
+    return nil
+  end
+  local rid = ARGV[a0]
+  local admitted = ARGV[a0 + 1]
+  local used = num[3]
+  for i = 1, nk do
+    local key = KEYS[k0 + i]
+    local c = cache[key]
+    if not c.w then
+      -- A slot taken in this run is freed in the copy (its last taking:
+      -- ZADD then ZREM leaves nothing); every freed slot also goes to the
+      -- ZREM written before the run's ZADD (a slot held from before the
+      -- run and taken again in it is removed as ZREM would).
+      local adds = c.adds
+      local x = c.nadd
+      while x > 0 and adds[x] ~= rid do
+        x = x - 2
+      end
+      if x > 0 then
+        adds[x] = false
+        c.z = c.z - 1
+      end
+      if c.rems == nil then
+        c.rems = {}
+      end
+      c.nrem = c.nrem + 1
+      c.rems[c.nrem] = rid
+    else
+      local delta = used - num[3 + i]
+      if delta > 0 then
+        local prev = c.cur
+        if prev == nil then
+          c.created = true
+          c.cur = delta
+        else
+          c.cur = prev + delta
+        end
+        c.s = c.s + delta
+        c.dirty = true
+      elseif delta < 0 then
+        local units = -delta
+        if admitted == run_tn then
+          local prev = c.cur
+          if prev ~= nil then
+            if prev <= units then
+              c.s = c.s - prev
+              c.cur = nil
+            else
+              c.cur = prev - units
+              c.s = c.s - units
+            end
+            c.dirty = true
+          end
+        else
+          -- An older bucket: taken back in place, the sum in the copy.
+          local left = redis.call('HINCRBY', key, admitted, string.format('%d', delta))
+          if left == delta then
+            redis.call('HDEL', key, admitted)
+          else
+            if left <= 0 then
+              redis.call('HDEL', key, admitted)
+              units = units + left
+            end
+            c.s = c.s - units
+            c.dirty = true
+          end
+        end
+      end
+    end
+  end
+  return 1
+end
+
+-- Flushes the run when any of the `nk` keys from KEYS[k0 + 1] is in it.
+local function flush_if_cached(k0, nk)
+  if cache ~= nil then
+    for i = 1, nk do
+      if cache[KEYS[k0 + i]] then
+        flush()
+        return
+      end
+    end
+  end
+end
+
+local ops = ARGV[1]
+local nops = #ops
+local replies = {}
+local k = 0
+local a = 2
+for j = 1, nops do
+  local nk = #ARGV[a + 2]
+  if string.byte(ops, j) == 97 then -- 'a'
+    -- An admission opens a run (or joins it) when the run holds its first
+    -- key or the next operation shares a key with it.
+    local r = nil
+    local join = cache ~= nil and cache[KEYS[k + 1]] ~= nil
+    if not join and j < nops then
+      local nk2 = #ARGV[a + 6 + nk]
+      for x = k + nk + 1, k + nk + nk2 do
+        local kx = KEYS[x]
+        for i = k + 1, k + nk do
+          if kx == KEYS[i] then
+            join = true
+          end
+        end
+      end
+    end
+    if join then
+      r = admit_run(k, a, nk)
+    end
+    if r == nil then
+      flush_if_cached(k, nk)
+      r = admit(k, a, nk)
+    end
+    replies[j] = r
+    a = a + 4 + nk
+  else
+    local r = finish_run(k, a, nk)
+    if r == nil then
+      flush_if_cached(k, nk)
+      r = finish(k, a, nk)
+    end
+    replies[j] = r
+    a = a + 4
+  end
+  k = k + nk
+end
+flush()
+if nops == 1 then
+  return replies[1]
+end
+return replies
