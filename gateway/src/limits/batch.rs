@@ -93,20 +93,19 @@ impl<'a> GroupedCalls<'a> {
             (0..calls.len()).partition(|&i| !matches!(calls[i], Call::Script { .. }));
         let mut others: Vec<SmallVec<[usize; 1]>> = Vec::with_capacity(scripts.len());
         // The open group of each batchable script (by its batch form).
-        let mut open: SmallVec<[(*const LuaScript, usize); 2]> = SmallVec::new();
+        let mut open: SmallVec<[(&LuaScript, usize); 2]> = SmallVec::new();
         for i in scripts {
             let Some(batch) = grouped::batch_of(&calls[i]) else {
                 others.push(SmallVec::from_elem(i, 1));
                 continue;
             };
-            let batch: *const LuaScript = batch;
             match open
                 .iter()
-                .find(|(s, g)| *s == batch && others[*g].len() < grouped::MAX_RUNS)
+                .find(|(s, g)| std::ptr::eq(*s, batch) && others[*g].len() < grouped::MAX_RUNS)
             {
                 Some(&(_, g)) => others[g].push(i),
                 None => {
-                    open.retain(|(s, _)| *s != batch);
+                    open.retain(|(s, _)| !std::ptr::eq(*s, batch));
                     open.push((batch, others.len()));
                     others.push(SmallVec::from_elem(i, 1));
                 }

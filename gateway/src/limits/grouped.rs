@@ -7,6 +7,7 @@
 //! dispatch, the script's entry, the reply's framing).
 
 use super::call::{Call, LuaScript, ScriptCall};
+use super::script;
 use crate::redis::clock::RedisClock;
 use crate::redis::resp::{ArgSink, Command, Reply};
 
@@ -67,14 +68,7 @@ pub fn encode(runs: &[&Call], clock: Option<&RedisClock>, out: &mut Vec<u8>) {
         command.int(c.args.len() as u64);
     }
     for (c, deadline) in &scripts {
-        for (i, a) in c.args.iter().enumerate() {
-            match deadline {
-                Some((at, instant)) if *at == i => {
-                    command.int(clock.map_or(0, |c| c.deadline_ms(*instant)))
-                }
-                _ => command.arg(a.as_bytes()),
-            }
-        }
+        script::write_script_args(&c.args, *deadline, clock, &mut command);
     }
 }
 

@@ -160,14 +160,18 @@ impl Lease {
         }
     }
 
-    /// Whether a take of `amount` now would find too little left (or the
-    /// lease expired or ended): what [`Lease::take`] would fail on, without
-    /// taking.
-    fn short(&self, amount: u64, now_ms: u64) -> bool {
+    /// Why a take of `amount` now would fail (ended, or too little left
+    /// or expired), without taking; `None` when [`Lease::take`] would
+    /// succeed.
+    fn short(&self, amount: u64, now_ms: u64) -> Option<Take> {
         let spent = self.spent.load(Ordering::Acquire);
-        spent >= ENDED
-            || now_ms >= self.expires_ms
-            || spent.saturating_add(amount.max(1)) > self.granted
+        if spent >= ENDED {
+            Some(Take::Ended)
+        } else if now_ms >= self.expires_ms || spent.saturating_add(amount.max(1)) > self.granted {
+            Some(Take::Full)
+        } else {
+            None
+        }
     }
 
     /// Gives back a take (all-or-none across descriptors). After the end,
@@ -414,11 +418,7 @@ impl LeaseTable {
             return Some(Short::Slots(lease, why));
         }
         let lease = self.current(d);
-        let why = match lease.short(amount, now_ms) {
-            false => return None,
-            true if lease.is_ended() => Take::Ended,
-            true => Take::Full,
-        };
+        let why = lease.short(amount, now_ms)?;
         Some(Short::Units(lease, why))
     }
 

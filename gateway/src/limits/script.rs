@@ -258,14 +258,24 @@ fn write_evalsha(
             for k in keys {
                 out.arg(k.as_bytes());
             }
-            for (i, a) in args.iter().enumerate() {
-                match deadline {
-                    Some((at, instant)) if *at == i => {
-                        out.int(clock.map_or(0, |c| c.deadline_ms(*instant)))
-                    }
-                    _ => out.arg(a.as_bytes()),
-                }
-            }
+            write_script_args(args, *deadline, clock, out);
+        }
+    }
+}
+
+/// Writes a script run's arguments in order, the one at the deadline's
+/// place (if any) replaced by the deadline in Redis time (0 without a
+/// clock reading).
+pub fn write_script_args(
+    args: &[String],
+    deadline: Option<(usize, std::time::Instant)>,
+    clock: Option<&RedisClock>,
+    out: &mut impl ArgSink,
+) {
+    for (i, a) in args.iter().enumerate() {
+        match deadline {
+            Some((at, instant)) if at == i => out.int(clock.map_or(0, |c| c.deadline_ms(instant))),
+            _ => out.arg(a.as_bytes()),
         }
     }
 }
