@@ -7,7 +7,7 @@
 //! cache stops a key the store just did not have from being asked for again
 //! at once.
 
-use super::end_users::{EndUserCache, EndUserEntry};
+use super::end_users::EndUserCache;
 use super::known::{prefix, KnownKeys};
 use crate::budget::fleet::Place;
 use crate::budget::{to_nanos, Budget, Flushes};
@@ -240,7 +240,31 @@ pub fn token_hex(hash: &TokenHash) -> String {
 /// ([`KeyCache::copies_of`]).
 pub struct KeyCopies {
     keys: Vec<(TokenHash, Option<Arc<KeyEntry>>)>,
-    end_users: Vec<(String, Option<Arc<EndUserEntry>>)>,
+    /// Each end user's counter (a restricted entry's or a rider's) with
+    /// its installs then.
+    end_users: Vec<(String, Option<Installed>)>,
+    /// The proxy budget's counter with its installs, when a row counts
+    /// against it.
+    proxy_budget: Option<Installed>,
+}
+
+/// A budget counter and how many figures it had installed from the
+/// database ([`Budget::installs`]) at one moment.
+type Installed = (Arc<Budget>, u64);
+
+/// Whether `now` holds a figure installed since `then`: another counter,
+/// or the same one having installed more.
+fn installed_since(then: Option<&Installed>, now: Option<&Arc<Budget>>) -> bool {
+    match (then, now) {
+        (Some((old, count)), Some(now)) => !Arc::ptr_eq(old, now) || now.installs() != *count,
+        (None, Some(_)) => true,
+        (_, None) => false,
+    }
+}
+
+fn installed(budget: Arc<Budget>) -> Installed {
+    let count = budget.installs();
+    (budget, count)
 }
 
 fn parse_token(token: &str) -> Option<TokenHash> {
@@ -800,19 +824,27 @@ impl KeyCache {
         ids.dedup();
         let end_users = ids
             .into_iter()
-            .map(|id| (id.to_string(), self.end_users.get(id)))
+            .map(|id| (id.to_string(), self.end_users.counter(id).map(installed)))
             .collect();
+        let proxy_budget = rows
+            .iter()
+            .any(|r| r.proxy_budget)
+            .then(|| self.proxy_budget.get().cloned().map(installed))
+            .flatten();
         KeyCopies {
             keys: copies,
             end_users,
+            proxy_budget,
         }
     }
 
-    /// The keys and end users of `before` whose cached copy was replaced
-    /// since it was taken. A copy read while a spend write ran may already
-    /// hold that write's spend in its durable figure, which `mark_flushed`
-    /// then adds a second time: such keys (with their team and user) and
-    /// end users must be read once more after it.
+    /// The keys of `before` whose cached copy was replaced since it was
+    /// taken, and the end users (restricted or riding a default budget)
+    /// and proxy budget whose counter installed a figure from the database
+    /// since. A copy read while a spend write ran may already hold that
+    /// write's spend in its durable figure, which `mark_flushed` then adds
+    /// a second time: such keys (with their team and user), end users and
+    /// the proxy budget must be read once more after it.
     pub fn read_again_since(&self, before: KeyCopies) -> Vec<Change> {
         let keys = self.keys.pin();
         let mut again: Vec<Change> = before
@@ -829,13 +861,15 @@ impl KeyCache {
             before
                 .end_users
                 .into_iter()
-                .filter(|(id, old)| match (old, self.end_users.get(id)) {
-                    (Some(old), Some(now)) => !Arc::ptr_eq(old, &now),
-                    (None, Some(_)) => true,
-                    (_, None) => false,
+                .filter(|(id, old)| {
+                    installed_since(old.as_ref(), self.end_users.counter(id).as_ref())
                 })
                 .map(|(id, _)| Change::EndUser(id)),
         );
+        let proxy = before.proxy_budget.as_ref();
+        if proxy.is_some() && installed_since(proxy, self.proxy_budget.get()) {
+            again.push(Change::User(PROXY_BUDGET_USER.to_string()));
+        }
         again
     }
 
@@ -1243,6 +1277,62 @@ mod tests {
                 vec![
                     Change::EndUser("busy".into()),
                     Change::EndUser("late".into())
+                ]
+            );
+        });
+    }
+
+    /// An end user riding a default budget row and the proxy budget keep
+    /// their counters when read again (no entry is replaced), so a read
+    /// during a spend write is told by the counter's installs: both are
+    /// named to be read once more, and nothing else is.
+    #[test]
+    fn riders_and_the_proxy_budget_read_again_during_a_spend_write_are_named() {
+        use crate::store::{EndUserBudget, EndUserRecord};
+        let store = MemoryStore::default();
+        let cache = KeyCache::default();
+        block_on(async {
+            cache.set_up_proxy_budget(&store, 10.0, None).await.unwrap();
+            let default_row = Arc::new(EndUserBudget {
+                budget_id: "default".into(),
+                max_budget: Some(1.0),
+                ..Default::default()
+            });
+            for id in ["rider", "idle"] {
+                let record = EndUserRecord {
+                    user_id: id.into(),
+                    ..Default::default()
+                };
+                store.insert_end_user(&record, None).await.unwrap();
+                cache
+                    .end_users()
+                    .defaults()
+                    .ride(record, &default_row, None);
+            }
+            let rows = [
+                SpendLogRow {
+                    end_user: Some("rider".into()),
+                    proxy_budget: true,
+                    ..Default::default()
+                },
+                SpendLogRow {
+                    end_user: Some("idle".into()),
+                    ..Default::default()
+                },
+            ];
+            assert!(cache.read_again_since(cache.copies_of(&rows)).is_empty());
+            let copies = cache.copies_of(&rows);
+            for change in [
+                Change::EndUser("rider".into()),
+                Change::User(PROXY_BUDGET_USER.into()),
+            ] {
+                cache.refresh(&store, &change).await.unwrap();
+            }
+            assert_eq!(
+                cache.read_again_since(copies),
+                vec![
+                    Change::EndUser("rider".into()),
+                    Change::User(PROXY_BUDGET_USER.into())
                 ]
             );
         });

@@ -140,6 +140,15 @@ impl EndUserCache {
         self.entries.pin().get(id).cloned()
     }
 
+    /// The spend counter end user `id` is charged on here: its restricted
+    /// entry's, else the one it keeps riding a default budget row.
+    pub fn counter(&self, id: &str) -> Option<Arc<Budget>> {
+        match self.entries.pin().get(id) {
+            Some(e) => Some(e.budget.clone()),
+            None => self.defaults.counter(id),
+        }
+    }
+
     /// Whether the store may hold a restricting row for `id` that is not
     /// cached: only then is it worth a read-through.
     pub fn worth_reading(&self, id: &str) -> bool {

@@ -62,6 +62,10 @@ pub struct Budget {
     /// settled here since ([`Budget::fleet_floor`]), so other replicas'
     /// spend is not forgotten for the outage.
     fleet_seen: AtomicI64,
+    /// How many times a figure read from the database replaced `durable`
+    /// ([`Budget::set_durable`]): a spend write compares it before and
+    /// after to learn that a copy read meanwhile may count it twice.
+    installs: AtomicU64,
 }
 
 impl Budget {
@@ -90,6 +94,7 @@ impl Budget {
             owed: AtomicI64::new(0),
             slice: slice::Slice::new(),
             fleet_seen: AtomicI64::new(0),
+            installs: AtomicU64::new(0),
         };
         b.set_limits(max_usd, soft_usd);
         Arc::new(b)
@@ -114,6 +119,9 @@ impl Budget {
     /// re-arms the refusal alert, and the soft alert once under the soft limit.
     pub fn set_durable(&self, spend_usd: f64) {
         let nanos = to_nanos(spend_usd);
+        // Counted before the swap: a flush whose add lands after this swap
+        // synchronizes with it, so its writer then sees the count moved.
+        self.installs.fetch_add(1, Ordering::SeqCst);
         if self.durable.swap(nanos, Ordering::AcqRel) > nanos {
             self.refusal_alerted.store(false, Ordering::Release);
             self.fleet_seen.store(0, Ordering::Release);
@@ -121,6 +129,12 @@ impl Budget {
         if self.spent_nanos() < self.soft.load(Ordering::Acquire) {
             self.soft_alerted.store(false, Ordering::Release);
         }
+    }
+
+    /// How many figures read from the database it has installed
+    /// ([`Budget::set_durable`]) so far.
+    pub fn installs(&self) -> u64 {
+        self.installs.load(Ordering::SeqCst)
     }
 
     /// Sets its budget period (the `budget_reset_at` it was read with), so
