@@ -101,6 +101,7 @@ impl Reading {
             postgres,
             load_side: s(self.load_side, before.load_side),
             machine: s(self.machine.busy, before.machine.busy),
+            irq: s(self.machine.irq, before.machine.irq),
             steal: s(self.machine.steal, before.machine.steal),
         };
         (

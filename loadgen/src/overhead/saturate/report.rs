@@ -28,16 +28,21 @@ pub struct ProcessCpu {
     pub load_side: f64,
     /// The whole machine, every CPU busy time summed (`/proc/stat`).
     pub machine: f64,
+    /// Of `machine`, the time in interrupts (the loopback network's
+    /// receive work, charged to no process).
+    pub irq: f64,
     /// Time the hypervisor gave to others, every CPU summed.
     pub steal: f64,
 }
 
 impl ProcessCpu {
     /// What the machine ran besides the processes of the run (other
-    /// sessions' work): the machine's busy time minus every process
-    /// counted. Clock-tick rounding can make it slightly negative.
+    /// sessions' work): the machine's busy time minus its interrupt time
+    /// and every process counted. Clock-tick rounding can make it slightly
+    /// negative.
     pub fn other(&self) -> f64 {
         self.machine
+            - self.irq
             - self.gateway
             - self.nginx.unwrap_or(0.0)
             - self.redis.unwrap_or(0.0)
@@ -58,6 +63,7 @@ impl ProcessCpu {
             postgres: opt(self.postgres, other.postgres),
             load_side: self.load_side + other.load_side,
             machine: self.machine + other.machine,
+            irq: self.irq + other.irq,
             steal: self.steal + other.steal,
         }
     }
@@ -74,6 +80,7 @@ impl ProcessCpu {
             postgres: self.postgres.map(f),
             load_side: f(self.load_side),
             machine: f(self.machine),
+            irq: f(self.irq),
             steal: f(self.steal),
         }
     }
@@ -356,9 +363,9 @@ impl SaturationReport {
         );
         let _ = writeln!(
             t,
-            "  {:<8} {:>9} {:>6} {:>6} {:>9} {:>9}   {:>7} {:>7} {:>7} {:>8} {:>7} {:>7} {:>8}   {:>6} {:>5} {:>5}",
+            "  {:<8} {:>9} {:>6} {:>6} {:>9} {:>9}   {:>7} {:>7} {:>7} {:>8} {:>7} {:>5} {:>7} {:>8}   {:>6} {:>5} {:>5}",
             "target", "req/s", "valid", "errors", "p50", "p99",
-            "gateway", "nginx", "redis", "postgres", "load", "other", "machine",
+            "gateway", "nginx", "redis", "postgres", "load", "irq", "other", "machine",
             "proxy%", "load%", "busy%"
         );
         let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
@@ -366,7 +373,7 @@ impl SaturationReport {
             let c = &x.cpu_us_per_request;
             let _ = writeln!(
                 t,
-                "  {:<8} {:>9} {:>6} {:>6} {:>9} {:>9}   {:>7.1} {:>7} {:>7} {:>8} {:>7.1} {:>7.1} {:>8.1}   {:>6} {:>5.0} {:>5.0}{}",
+                "  {:<8} {:>9} {:>6} {:>6} {:>9} {:>9}   {:>7.1} {:>7} {:>7} {:>8} {:>7.1} {:>5.1} {:>7.1} {:>8.1}   {:>6} {:>5.0} {:>5.0}{}",
                 x.name,
                 x.requests_per_s.map_or("-".into(), |r| format!("{r:.0}")),
                 format!("{}/{}", x.valid_rounds, x.rounds.len()),
@@ -378,6 +385,7 @@ impl SaturationReport {
                 opt(c.redis),
                 opt(c.postgres),
                 c.load_side,
+                c.irq,
                 c.other(),
                 c.machine,
                 x.proxy_cpu_pct.map_or("-".into(), |p| format!("{p:.0}")),
@@ -388,7 +396,7 @@ impl SaturationReport {
         }
         let _ = writeln!(
             t,
-            "  (CPU columns: µs per 2xx response of each process over the valid rounds; other = the machine's\n   busy time minus every process of the run; proxy% = nginx's or the gateway's use of its pinned CPUs;\n   load% = the load side's use of its CPUs; busy% = the machine's)"
+            "  (CPU columns: µs per 2xx response of each process over the valid rounds; irq = the machine's interrupt\n   time (loopback receive work); other = its busy time minus irq and every process of the run; proxy% = nginx's or the gateway's use of its pinned CPUs;\n   load% = the load side's use of its CPUs; busy% = the machine's)"
         );
         t.push('\n');
         for r in [&self.gateway_to_nginx, &self.gateway_to_direct]
@@ -502,6 +510,7 @@ mod tests {
                 postgres: None,
                 load_side: 4.0,
                 machine: proxy_s * 1.5 + 4.5,
+                irq: 0.25,
                 steal: 0.0,
             },
             load_average: 2.0,
@@ -535,8 +544,9 @@ mod tests {
         assert!((c.gateway - 8.0e6 / 110_000.0).abs() < 1e-9, "{c:?}");
         assert_eq!(c.redis, Some(c.gateway / 2.0));
         assert_eq!(c.postgres, None);
-        // Machine: 2 x (4 x 1.5 + 4.5) s; other = machine - gateway - redis - load side.
-        let other_s = 21.0 - 8.0 - 4.0 - 8.0;
+        // Machine: 2 x (4 x 1.5 + 4.5) s; other = machine - irq - gateway
+        // - redis - load side.
+        let other_s = 21.0 - 0.5 - 8.0 - 4.0 - 8.0;
         assert!((c.other() - other_s * 1e6 / 110_000.0).abs() < 1e-6);
         // The load side used 8 s of its one CPU over 10 s.
         assert!((t.load_cpu_pct - 80.0).abs() < 1e-9);
