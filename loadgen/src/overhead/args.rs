@@ -116,6 +116,11 @@ Options:
                             (and nginx in its rounds) on its CPUs, the load
                             generator + mock on the rest, redis-server and
                             postgres free to run on any CPU
+  --nice N                  run the load generator, the mock, the gateway, nginx and
+                            redis-server at nice N (-20 to 19; negative needs root or
+                            CAP_SYS_NICE), so that other work on a shared machine
+                            (builds at nice 0 or above) takes less from the measured
+                            processes; Postgres keeps its own [default: unchanged]
   --baseline-bin PATH       with --paired: the gateway beside is this binary,
                             configured as the variant (sharing its Redis and
                             database), so two builds are compared on the same path
@@ -376,6 +381,9 @@ pub struct OverheadArgs {
     /// Drive every target closed-loop to saturation instead of the
     /// open-loop rounds and the max-rate search (`saturate/`).
     pub saturate: bool,
+    /// The nice value of this process and every process it starts, when
+    /// asked for.
+    pub nice: Option<i32>,
 }
 
 /// What the command line asked for.
@@ -410,6 +418,7 @@ pub fn parse(args: &mut Args) -> Result<Parsed, String> {
         scopes: 1,
         redis: RedisKind::Single,
         saturate: false,
+        nice: None,
     };
     let mut search = true;
     while let Some(flag) = args.next_flag()? {
@@ -437,6 +446,7 @@ pub fn parse(args: &mut Args) -> Result<Parsed, String> {
             "no-nginx" => o.nginx = false,
             "paired" => o.paired = true,
             "saturate" => o.saturate = true,
+            "nice" => o.nice = Some(args.value(&flag)?),
             "baseline-bin" => o.baseline_bin = Some(args.value(&flag)?),
             "json" => o.json = Some(args.value(&flag)?),
             "database-url" => o.database_url = Some(args.value(&flag)?),
@@ -497,6 +507,9 @@ pub fn parse(args: &mut Args) -> Result<Parsed, String> {
             "--paired compares chat completions with master-key's; --variant {} uses another path",
             o.variant.name()
         ));
+    }
+    if o.nice.is_some_and(|n| !(-20..=19).contains(&n)) {
+        return Err("--nice must be from -20 to 19".into());
     }
     if o.saturate && o.paired {
         return Err("--saturate measures every target closed-loop; --paired compares two gateways open-loop: choose one".into());
@@ -607,6 +620,7 @@ mod tests {
             panic!("expected a run");
         };
         assert!(o.saturate);
+        assert_eq!(o.nice, None);
         assert_eq!((o.connections, o.rounds), (32, 3));
         assert_eq!(o.duration, Duration::from_secs(5));
         assert_eq!(o.search_duration, None, "no max-rate search");
@@ -616,6 +630,9 @@ mod tests {
         assert!(!o.saturate, "open loop unless asked");
         for (bad, why) in [
             ("--saturate --paired", "choose one"),
+            ("--saturate --nice -21", "from -20 to 19"),
+            ("--saturate --nice 20", "from -20 to 19"),
+            ("--saturate --nice x", "--nice"),
             ("--saturate --rounds 0", "at least 1"),
             ("--saturate --connections 0", "at least 1"),
         ] {
@@ -623,6 +640,10 @@ mod tests {
             assert!(err.contains(why), "{bad}: {err}");
         }
         assert!(usage().contains("--saturate"));
+        let Parsed::Run(o) = parse_str("--saturate --nice -10").unwrap() else {
+            panic!("expected a run");
+        };
+        assert_eq!(o.nice, Some(-10));
     }
 
     #[test]

@@ -58,6 +58,10 @@ pub fn main(args: &mut Args) -> Result<(), String> {
             return Ok(());
         }
     };
+    // Before any thread or process is started, so that all inherit it.
+    if let Some(nice) = o.nice {
+        crate::affinity::set_nice(nice)?;
+    }
     // Client sockets, the mock's side of them, and the gateway's two sides.
     fdlimit::raise_to(o.connections as u64 * 4 + 1024)?;
     let redis = match o.variant.needs_redis() {
@@ -221,7 +225,8 @@ fn saturate_main(
         gateway_bin: o.gateway_bin.display().to_string(),
         gateway_workers: o.gateway_workers,
         cpus: harness.cpus.clone(),
-        placement: saturate_placement(harness, nginx.is_some()),
+        placement: saturate_placement(harness, nginx.is_some(), o.nice),
+        nice: o.nice,
         connections: o.connections,
         round_s: o.duration.as_secs_f64(),
         rounds: o.rounds,
@@ -247,15 +252,17 @@ fn saturate_main(
 }
 
 /// Where `--saturate`'s processes run: the harness's split (nginx on the
-/// gateway's CPUs), and Redis and Postgres on whichever CPU is free.
-fn saturate_placement(harness: &Harness, nginx: bool) -> String {
+/// gateway's CPUs), and Redis and Postgres on whichever CPU is free; at
+/// which nice value, when `--nice` set one.
+fn saturate_placement(harness: &Harness, nginx: bool, nice: Option<i32>) -> String {
     format!(
-        "{}{}; redis-server and postgres not pinned (any CPU)",
+        "{}{}; redis-server and postgres not pinned (any CPU){}",
         harness.placement(),
         match (nginx, harness.cpus.is_some()) {
             (true, true) => "; nginx on the gateway's CPUs",
             _ => "",
-        }
+        },
+        nice.map_or(String::new(), |n| format!("; all but postgres at nice {n}"))
     )
 }
 

@@ -292,6 +292,8 @@ pub struct SaturationReport {
     pub cpus: Option<Split>,
     /// Where everything ran, in words.
     pub placement: String,
+    /// The nice value of every process but Postgres's (`--nice`), if set.
+    pub nice: Option<i32>,
     /// Closed-loop connections, each sending its next request when its
     /// last answer came.
     pub connections: usize,
@@ -631,6 +633,7 @@ mod tests {
             gateway_workers: 1,
             cpus: None,
             placement: "here".into(),
+            nice: None,
             connections: 32,
             round_s: 5.0,
             rounds: 2,
