@@ -479,7 +479,7 @@ nginx in its rounds) on CPU 0, load generator and mock on CPU 1,
 \`redis-server\` and Postgres on either. Throughput is the 2xx per second over
 the valid rounds (a round with any error is left out); CPU is per request
 over the same rounds; "other" is what the machine ran besides the run's
-processes and its interrupts (other sessions' work). Targets (#32): the
+processes (other sessions' work). Targets (#32): the
 pipeline >= 0.5x nginx's throughput in \`redis\` mode, >= 0.8x in
 \`lease\` mode; master key >= 0.9x.
 
@@ -498,7 +498,7 @@ for v in master-key full-pipeline full-pipeline-lease; do
       def t($n): [.targets[] | select(.name == $n)] | first;
       def rps: if . == null or .requests_per_s == null then "-" else "\(.requests_per_s | round)" end;
       (t("gateway").cpu_us_per_request) as $g |
-      "| \($v) | \(t("direct") | rps) | \(t("nginx") | rps) | \(t("gateway") | rps) | \(if .gateway_to_nginx then "\(.gateway_to_nginx.overall | r2)x (\(.gateway_to_nginx.round_min | r2)-\(.gateway_to_nginx.round_max | r2))" else "-" end) | \(($g.gateway + ($g.redis // 0) + ($g.postgres // 0)) | r2) µs | \(if $g.redis then "\($g.redis | r2)" else "-" end), \(if $g.postgres then "\($g.postgres | r2)" else "-" end) µs | \(if t("nginx") then "\(t("nginx").cpu_us_per_request.nginx | r2) µs" else "-" end) | \(($g.machine - $g.irq - $g.gateway - ($g.nginx // 0) - ($g.redis // 0) - ($g.postgres // 0) - $g.load_side) | r2) µs | \([.targets[] | "\(.name) \(.valid_rounds)/\(.rounds | length)"] | join(", ")) | \($picture) |"' "$f"
+      "| \($v) | \(t("direct") | rps) | \(t("nginx") | rps) | \(t("gateway") | rps) | \(if .gateway_to_nginx then "\(.gateway_to_nginx.overall | r2)x (\(.gateway_to_nginx.round_min | r2)-\(.gateway_to_nginx.round_max | r2))" else "-" end) | \(($g.gateway + ($g.redis // 0) + ($g.postgres // 0)) | r2) µs | \(if $g.redis then "\($g.redis | r2)" else "-" end), \(if $g.postgres then "\($g.postgres | r2)" else "-" end) µs | \(if t("nginx") then "\(t("nginx").cpu_us_per_request.nginx | r2) µs" else "-" end) | \(($g.machine - $g.gateway - ($g.nginx // 0) - ($g.redis // 0) - ($g.postgres // 0) - $g.load_side) | r2) µs | \([.targets[] | "\(.name) \(.valid_rounds)/\(.rounds | length)"] | join(", ")) | \($picture) |"' "$f"
 done
 cat <<EOF
 
