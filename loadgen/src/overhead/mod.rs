@@ -1,6 +1,8 @@
 //! `loadgen overhead`: what the gateway costs on top of the provider. The
 //! same open-loop load goes straight to the mock and through the gateway,
 //! alternating in rounds within one session so drift affects both alike.
+//! `--saturate` (`saturate/`) drives each target closed-loop instead, for
+//! its throughput; `--paired` (`paired.rs`) compares two gateways.
 
 pub mod args;
 pub mod paired;
