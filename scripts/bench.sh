@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's benchmark command: builds release binaries, measures the
 # gateway's overhead over the mock (loadgen overhead: master-key variant with
-# the max-rate search, virtual-key variant without), a
+# the max-rate search, virtual-key variant without; master-key and the full
+# pipeline in both limiter modes closed-loop to saturation against nginx), a
 # short soak of long-lived streams (loadgen soak) and the criterion suites,
 # then rewrites BENCHMARKS.md from the results. Takes about 15 minutes.
 #
@@ -12,7 +13,9 @@
 # BENCH_SOAK (30s), BENCH_LIMITER_MODES (local,redis,lease), BENCH_VARIANT_ROUNDS
 # (2, for the overhead variants beyond master-key and virtual-key), BENCH_SCALE_KEYS
 # (10,1k,100k,1M), BENCH_SCALE_DEPLOYMENTS (1,10,100,1000), BENCH_LIMIT_KEYS
-# (1,1k,100k: active keys for Redis's cost per request and memory per key). Raw results go to $CARGO_TARGET_DIR/bench-results/.
+# (1,1k,100k: active keys for Redis's cost per request and memory per key),
+# BENCH_SATURATE_ROUND (5s) and BENCH_SATURATE_ROUNDS (3): the closed-loop
+# saturation rounds per target (32 connections). Raw results go to $CARGO_TARGET_DIR/bench-results/.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -29,6 +32,8 @@ paired_rounds=${BENCH_PAIRED_ROUNDS:-16}
 scale_keys=${BENCH_SCALE_KEYS:-10,1k,100k,1M}
 limit_keys=${BENCH_LIMIT_KEYS:-1,1k,100k}
 scale_deployments=${BENCH_SCALE_DEPLOYMENTS:-1,10,100,1000}
+saturate_round=${BENCH_SATURATE_ROUND:-5s}
+saturate_rounds=${BENCH_SATURATE_ROUNDS:-3}
 target=${CARGO_TARGET_DIR:-target}
 out="$target/bench-results/$(date -u +%Y%m%dT%H%M%SZ)"
 
@@ -57,7 +62,7 @@ measure() {
     [ -n "$cpu_model" ] || cpu_model=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n1)
     machine="$(nproc) x ${cpu_model:-unknown CPU}, Linux $(uname -r)"
     load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-    declare -p date_utc commit machine load_before rate round rounds streams soak limiter_modes variant_rounds paired_rate paired_round paired_rounds scale_keys scale_deployments > "$out/meta.sh"
+    declare -p date_utc commit machine load_before rate round rounds streams soak limiter_modes variant_rounds paired_rate paired_round paired_rounds scale_keys scale_deployments saturate_round saturate_rounds > "$out/meta.sh"
 
     log "building release binaries"
     cargo build --release -p gateway -p loadgen
@@ -95,6 +100,11 @@ measure() {
             --duration "$paired_round" --rounds "$paired_rounds" --json "$out/paired-$variant.json" \
             | tee "$out/paired-$variant.txt"
     done
+
+    log "loadgen overhead --saturate (master-key against nginx, closed loop, 32 connections, $saturate_rounds rounds x $saturate_round)"
+    "$loadgen" overhead --gateway-bin "$gateway" --variant master-key --saturate --connections 32 \
+        --duration "$saturate_round" --rounds "$saturate_rounds" --json "$out/saturate-master-key.json" \
+        | tee "$out/saturate-master-key.txt"
 
     log "loadgen overshoot (rate limits: rpm 100, tpm 200 as seed 003, parallel 8; bursts of 1, 4, 64, 256)"
     "$loadgen" overshoot --gateway-bin "$gateway" --rpm 100 --modes "$limiter_modes" \
@@ -149,6 +159,18 @@ measure() {
                     | tee "$out/scopes-$variant-$scopes-$redis.txt"
                 psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE IF EXISTS $full_db WITH (FORCE)"
             done
+        done
+
+        # Issue 32's throughput targets: the full pipeline in both limiter
+        # modes, closed loop to saturation, against nginx.
+        for variant in full-pipeline full-pipeline-lease; do
+            log "loadgen overhead --saturate ($variant against nginx, closed loop, 32 connections, $saturate_rounds rounds x $saturate_round)"
+            psql -h 127.0.0.1 -U postgres -qc "CREATE DATABASE $full_db"
+            "$loadgen" overhead --gateway-bin "$gateway" --variant "$variant" --saturate --connections 32 \
+                --duration "$saturate_round" --rounds "$saturate_rounds" \
+                --database-url "postgres://postgres@127.0.0.1:5432/$full_db" \
+                --json "$out/saturate-$variant.json" | tee "$out/saturate-$variant.txt"
+            psql -h 127.0.0.1 -U postgres -qc "DROP DATABASE IF EXISTS $full_db WITH (FORCE)"
         done
 
         fleet_db="gw_bench_fleet_$$"
@@ -444,6 +466,39 @@ for v in full-pipeline full-pipeline-lease; do
         jq -r --arg v "$v" --arg s "$scopes" --arg r "$redis" "$fmt"'
           "| \($v) | \($s) | \($r) | \(.gateway_cpu_us_per_request | r2) µs | \(if .redis_cpu_us_per_request then "\(.redis_cpu_us_per_request | r2) µs" else "-" end) | \(if .postgres_cpu_us_per_request then "\(.postgres_cpu_us_per_request | r2) µs" else "-" end) | \(if .nginx then "\(((.gateway_cpu_us_per_request + (.redis_cpu_us_per_request // 0) + (.postgres_cpu_us_per_request // 0)) / .nginx.cpu_us_per_request) | r2)x" else "-" end) |"' "$f"
     done
+done
+cat <<EOF
+
+### Throughput at saturation, closed loop
+
+\`loadgen overhead --variant master-key|full-pipeline|full-pipeline-lease --saturate --connections 32 --duration $saturate_round --rounds $saturate_rounds\`
+(the pipeline with a scratch Postgres database): each connection sends its
+next request as soon as its last answer came, against the mock direct, nginx
+and the gateway in turn, the order reversed every other round. Gateway (and
+nginx in its rounds) on CPU 0, load generator and mock on CPU 1,
+\`redis-server\` and Postgres on either. Throughput is the 2xx per second over
+the valid rounds (a round with any error is left out); CPU is per request
+over the same rounds; "other" is what the machine ran besides the run's
+processes (other sessions' work). Targets (#32): the
+pipeline >= 0.5x nginx's throughput in \`redis\` mode, >= 0.8x in
+\`lease\` mode; master key >= 0.9x.
+
+| variant | direct req/s | nginx req/s | gateway req/s | gateway / nginx (per round) | gateway + Redis + Postgres CPU / request | of it Redis, Postgres | nginx CPU / request | other / request (gateway rounds) | valid rounds | picture |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+EOF
+for v in master-key full-pipeline full-pipeline-lease; do
+    f="$out/saturate-$v.json"
+    [ -f "$f" ] || continue
+    picture="n/a"
+    if [ -f "${f%.json}.svg" ]; then
+        cp "${f%.json}.svg" "docs/plots/saturate-$v.svg"
+        picture="[svg](docs/plots/saturate-$v.svg)"
+    fi
+    jq -r --arg v "$v" --arg picture "$picture" "$fmt"'
+      def t($n): [.targets[] | select(.name == $n)] | first;
+      def rps: if . == null or .requests_per_s == null then "-" else "\(.requests_per_s | round)" end;
+      (t("gateway").cpu_us_per_request) as $g |
+      "| \($v) | \(t("direct") | rps) | \(t("nginx") | rps) | \(t("gateway") | rps) | \(if .gateway_to_nginx then "\(.gateway_to_nginx.overall | r2)x (\(.gateway_to_nginx.round_min | r2)-\(.gateway_to_nginx.round_max | r2))" else "-" end) | \(($g.gateway + ($g.redis // 0) + ($g.postgres // 0)) | r2) µs | \(if $g.redis then "\($g.redis | r2)" else "-" end), \(if $g.postgres then "\($g.postgres | r2)" else "-" end) µs | \(if t("nginx") then "\(t("nginx").cpu_us_per_request.nginx | r2) µs" else "-" end) | \(($g.machine - $g.gateway - ($g.nginx // 0) - ($g.redis // 0) - ($g.postgres // 0) - $g.load_side) | r2) µs | \([.targets[] | "\(.name) \(.valid_rounds)/\(.rounds | length)"] | join(", ")) | \($picture) |"' "$f"
 done
 cat <<EOF
 

@@ -54,6 +54,23 @@ pub fn split(cpus: usize, gateway_workers: usize) -> Option<Split> {
     })
 }
 
+/// Sets the nice value of the calling thread to `nice` (-20 to 19; below
+/// the current value needs root or `CAP_SYS_NICE`). Linux keeps it per
+/// thread: threads and processes created by this thread afterwards inherit
+/// it, those already running keep theirs.
+pub fn set_nice(nice: i32) -> Result<(), String> {
+    // SAFETY: setpriority has no memory preconditions; `who` 0 is the
+    // calling thread on Linux.
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) };
+    match rc {
+        0 => Ok(()),
+        _ => Err(format!(
+            "cannot set nice {nice}: {} (a negative value needs root or CAP_SYS_NICE)",
+            io::Error::last_os_error()
+        )),
+    }
+}
+
 /// Number of CPUs this process may run on.
 pub fn available_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -75,6 +92,23 @@ mod tests {
         assert_eq!(split(8, 3).unwrap().load, vec![3, 4, 5, 6, 7]);
         assert_eq!(split(2, 2), None);
         assert_eq!(split(1, 1), None);
+    }
+
+    #[test]
+    fn renices_the_calling_thread_only() {
+        let before = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+        let (set, child) = std::thread::spawn(|| {
+            set_nice(7).unwrap();
+            let set = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+            let child = std::thread::spawn(|| unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) })
+                .join()
+                .unwrap();
+            (set, child)
+        })
+        .join()
+        .unwrap();
+        assert_eq!((set, child), (7, 7), "set, and inherited by a new thread");
+        assert_eq!(unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }, before);
     }
 
     #[test]

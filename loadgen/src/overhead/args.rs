@@ -24,7 +24,9 @@ latency the gateway adds, the highest rate each sustains within a p99
 bound, the gateway's CPU time per request (and beside it the CPU time per
 request of the private redis-server of the variants that use Redis, and of
 the Postgres processes serving --database-url: its backends, the postmaster
-and the cluster's shared writers) and its idle and peak RSS.
+and the cluster's shared writers) and its idle and peak RSS. With
+--saturate, every target is driven closed-loop to its highest throughput
+instead, in alternating rounds (see below).
 
 Options:
   --gateway-bin PATH        gateway binary [default: target/release/gateway]
@@ -98,6 +100,27 @@ Options:
                             runs beside the variant's on the same CPUs, and the same
                             load goes to each in turn (ABBA rounds); not for
                             messages or responses (another path)
+  --saturate                closed loop instead of the open-loop rounds and the
+                            max-rate search: each of --connections connections
+                            sends its next request as soon as its last answer came,
+                            for --duration per target and round, against the mock
+                            direct, nginx and the gateway in turn (the order
+                            reversed every other round: A B C, C B A, ...); reports
+                            per target the 2xx/s, p50/p99, errors (any non-2xx or
+                            failed request makes its round invalid, left out of
+                            every figure), the CPU per request of the gateway,
+                            nginx, redis-server, postgres, the load side and the
+                            machine (what other work took shows as `other`), and
+                            the throughput ratios gateway / nginx and gateway /
+                            direct. Pinned as the open-loop rounds: the gateway
+                            (and nginx in its rounds) on its CPUs, the load
+                            generator + mock on the rest, redis-server and
+                            postgres free to run on any CPU
+  --nice N                  run the load generator, the mock, the gateway, nginx and
+                            redis-server at nice N (-20 to 19; negative needs root or
+                            CAP_SYS_NICE), so that other work on a shared machine
+                            (builds at nice 0 or above) takes less from the measured
+                            processes; Postgres keeps its own [default: unchanged]
   --baseline-bin PATH       with --paired: the gateway beside is this binary,
                             configured as the variant (sharing its Redis and
                             database), so two builds are compared on the same path
@@ -355,6 +378,12 @@ pub struct OverheadArgs {
     pub scopes: usize,
     /// The kind of private Redis of the variants that use one.
     pub redis: RedisKind,
+    /// Drive every target closed-loop to saturation instead of the
+    /// open-loop rounds and the max-rate search (`saturate/`).
+    pub saturate: bool,
+    /// The nice value of this process and every process it starts, when
+    /// asked for.
+    pub nice: Option<i32>,
 }
 
 /// What the command line asked for.
@@ -388,6 +417,8 @@ pub fn parse(args: &mut Args) -> Result<Parsed, String> {
         keys: 1,
         scopes: 1,
         redis: RedisKind::Single,
+        saturate: false,
+        nice: None,
     };
     let mut search = true;
     while let Some(flag) = args.next_flag()? {
@@ -414,6 +445,8 @@ pub fn parse(args: &mut Args) -> Result<Parsed, String> {
             "no-pin" => o.pin = false,
             "no-nginx" => o.nginx = false,
             "paired" => o.paired = true,
+            "saturate" => o.saturate = true,
+            "nice" => o.nice = Some(args.value(&flag)?),
             "baseline-bin" => o.baseline_bin = Some(args.value(&flag)?),
             "json" => o.json = Some(args.value(&flag)?),
             "database-url" => o.database_url = Some(args.value(&flag)?),
@@ -474,6 +507,16 @@ pub fn parse(args: &mut Args) -> Result<Parsed, String> {
             "--paired compares chat completions with master-key's; --variant {} uses another path",
             o.variant.name()
         ));
+    }
+    if o.nice.is_some_and(|n| !(-20..=19).contains(&n)) {
+        return Err("--nice must be from -20 to 19".into());
+    }
+    if o.saturate && o.paired {
+        return Err("--saturate measures every target closed-loop; --paired compares two gateways open-loop: choose one".into());
+    }
+    if o.saturate {
+        // Closed-loop rounds replace the open-loop rounds and the search.
+        o.search_duration = None;
     }
     if o.baseline_bin.is_some() && !o.paired {
         return Err("--baseline-bin compares two builds with --paired".into());
@@ -566,6 +609,41 @@ mod tests {
             let err = parse_str(bad).unwrap_err();
             assert!(err.contains(why), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn saturate_replaces_the_open_loop_rounds_and_the_search() {
+        let Parsed::Run(o) = parse_str(
+            "--saturate --variant full-pipeline-lease --database-url x --connections 32 --duration 5s --rounds 3",
+        )
+        .unwrap() else {
+            panic!("expected a run");
+        };
+        assert!(o.saturate);
+        assert_eq!(o.nice, None);
+        assert_eq!((o.connections, o.rounds), (32, 3));
+        assert_eq!(o.duration, Duration::from_secs(5));
+        assert_eq!(o.search_duration, None, "no max-rate search");
+        let Parsed::Run(o) = parse_str("--variant master-key").unwrap() else {
+            panic!("expected a run");
+        };
+        assert!(!o.saturate, "open loop unless asked");
+        for (bad, why) in [
+            ("--saturate --paired", "choose one"),
+            ("--saturate --nice -21", "from -20 to 19"),
+            ("--saturate --nice 20", "from -20 to 19"),
+            ("--saturate --nice x", "--nice"),
+            ("--saturate --rounds 0", "at least 1"),
+            ("--saturate --connections 0", "at least 1"),
+        ] {
+            let err = parse_str(bad).unwrap_err();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
+        assert!(usage().contains("--saturate"));
+        let Parsed::Run(o) = parse_str("--saturate --nice -10").unwrap() else {
+            panic!("expected a run");
+        };
+        assert_eq!(o.nice, Some(-10));
     }
 
     #[test]

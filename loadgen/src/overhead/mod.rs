@@ -1,11 +1,14 @@
 //! `loadgen overhead`: what the gateway costs on top of the provider. The
 //! same open-loop load goes straight to the mock and through the gateway,
 //! alternating in rounds within one session so drift affects both alike.
+//! `--saturate` (`saturate/`) drives each target closed-loop instead, for
+//! its throughput; `--paired` (`paired.rs`) compares two gateways.
 
 pub mod args;
 pub mod paired;
 pub mod plot;
 pub mod report;
+pub mod saturate;
 pub mod scopes;
 pub mod search;
 
@@ -57,6 +60,10 @@ pub fn main(args: &mut Args) -> Result<(), String> {
             return Ok(());
         }
     };
+    // Before any thread or process is started, so that all inherit it.
+    if let Some(nice) = o.nice {
+        crate::affinity::set_nice(nice)?;
+    }
     // Client sockets, the mock's side of them, and the gateway's two sides.
     fdlimit::raise_to(o.connections as u64 * 4 + 1024)?;
     let redis = match o.variant.needs_redis() {
@@ -90,6 +97,9 @@ pub fn main(args: &mut Args) -> Result<(), String> {
         }
         (false, _) => None,
     };
+    if o.saturate {
+        return saturate_main(&o, &harness, nginx.as_ref(), redis.as_ref(), keys);
+    }
     let report =
         Session::new(&o, &harness, nginx.as_ref(), redis.as_ref(), keys)?.measure(primer)?;
     print!("{}", report.table());
@@ -141,6 +151,137 @@ fn budget_of(variant: Variant) -> &'static str {
         Variant::FullPipeline | Variant::FullPipelineLease => ",\"max_budget\":1000000",
         _ => "",
     }
+}
+
+/// `--saturate`: every target of the run (the mock direct, nginx when
+/// measured, the gateway) driven closed-loop to saturation in alternating
+/// rounds; reports each one's throughput, latency, errors and the CPU of
+/// every process per request, and the throughput ratios.
+fn saturate_main(
+    o: &OverheadArgs,
+    harness: &Harness,
+    nginx: Option<&NginxProcess>,
+    redis: Option<&RedisTarget>,
+    keys: Vec<String>,
+) -> Result<(), String> {
+    let (direct, gateway) = targets(o, harness);
+    let mut contenders = vec![saturate::Contender {
+        name: "direct",
+        target: direct.clone(),
+        settle: Duration::ZERO,
+    }];
+    if let Some(n) = nginx {
+        contenders.push(saturate::Contender {
+            name: "nginx",
+            target: Target {
+                path: direct.path.clone(),
+                ..crate::harness::local_target(n.addr())
+            },
+            settle: Duration::ZERO,
+        });
+    }
+    let postgres = o
+        .database_url
+        .as_deref()
+        .filter(|_| o.variant.needs_database())
+        .map(PostgresProcs::for_url)
+        .transpose()?;
+    contenders.push(saturate::Contender {
+        name: "gateway",
+        target: gateway,
+        settle: match postgres {
+            Some(_) => SPEND_SETTLE,
+            None => Duration::ZERO,
+        },
+    });
+    let session = saturate::Session {
+        contenders,
+        meters: saturate::Meters {
+            gateway: harness.gateway.pid(),
+            nginx,
+            redis,
+            postgres: postgres.as_ref(),
+        },
+        spec: RequestSpec {
+            keys,
+            ..o.spec.clone()
+        },
+        connections: o.connections,
+        cpus: saturate::report::Cpus {
+            proxy: harness
+                .cpus
+                .as_ref()
+                .map_or_else(crate::affinity::available_cpus, |s| s.gateway.len()),
+            load: harness.load_cpus(),
+            machine: procfs::machine_cpu()?.cpus,
+        },
+    };
+    let load_average_before = procfs::load_average()?;
+    let measured = session.measure(o.rounds, o.duration)?;
+    let t = |name| measured.targets.iter().find(|t| t.name == name);
+    let ratio = |of, to| saturate::report::Ratio::between(t(of)?, t(to)?);
+    let report = saturate::report::SaturationReport {
+        variant: o.variant.name(),
+        scopes: o.scopes,
+        redis: o.variant.needs_redis().then(|| o.redis.name()),
+        gateway_bin: o.gateway_bin.display().to_string(),
+        gateway_workers: o.gateway_workers,
+        cpus: harness.cpus.clone(),
+        placement: saturate_placement(harness, nginx.is_some(), o.nice),
+        nice: o.nice,
+        connections: o.connections,
+        round_s: o.duration.as_secs_f64(),
+        rounds: o.rounds,
+        body_bytes: o.spec.body_size,
+        stream: o.spec.stream,
+        gateway_to_nginx: ratio("gateway", "nginx"),
+        gateway_to_direct: ratio("gateway", "direct"),
+        load_average_before,
+        load_average_after: procfs::load_average()?,
+        mock_served: harness.mock.stats().total.requests,
+        loadgen_2xx: measured.ok_total,
+        targets: measured.targets,
+    };
+    print!("{}", report.table());
+    if let Some(path) = &o.json {
+        write_json(path, &report)?;
+        let picture = path.with_extension("svg");
+        std::fs::write(&picture, plot::saturation_svg(&report))
+            .map_err(|e| format!("{}: {e}", picture.display()))?;
+        println!("picture: {}", picture.display());
+    }
+    Ok(())
+}
+
+/// Where `--saturate`'s processes run: the harness's split (nginx on the
+/// gateway's CPUs), and Redis and Postgres on whichever CPU is free; at
+/// which nice value, when `--nice` set one.
+fn saturate_placement(harness: &Harness, nginx: bool, nice: Option<i32>) -> String {
+    format!(
+        "{}{}; redis-server and postgres not pinned (any CPU){}",
+        harness.placement(),
+        match (nginx, harness.cpus.is_some()) {
+            (true, true) => "; nginx on the gateway's CPUs",
+            _ => "",
+        },
+        nice.map_or(String::new(), |n| format!("; all but postgres at nice {n}"))
+    )
+}
+
+/// The mock's and the gateway's targets for `o`'s variant (its path, for
+/// the variants that use another than chat completions).
+fn targets(o: &OverheadArgs, harness: &Harness) -> (Target, Target) {
+    let (mut direct, mut gateway) = (harness.direct(), harness.through_gateway());
+    let path = match o.variant {
+        Variant::Messages => Some(MESSAGES_PATH),
+        Variant::Responses => Some(RESPONSES_PATH),
+        _ => None,
+    };
+    if let Some(path) = path {
+        direct.path = path.to_string();
+        gateway.path = path.to_string();
+    }
+    (direct, gateway)
 }
 
 /// `--paired`: starts a gateway beside the variant's (master-key, or with
@@ -332,15 +473,7 @@ impl<'a> Session<'a> {
         redis: Option<&'a RedisTarget>,
         keys: Vec<String>,
     ) -> Result<Self, String> {
-        let (mut direct, mut gateway) = (harness.direct(), harness.through_gateway());
-        if o.variant == Variant::Messages {
-            direct.path = MESSAGES_PATH.to_string();
-            gateway.path = MESSAGES_PATH.to_string();
-        }
-        if o.variant == Variant::Responses {
-            direct.path = RESPONSES_PATH.to_string();
-            gateway.path = RESPONSES_PATH.to_string();
-        }
+        let (direct, gateway) = targets(o, harness);
         let postgres = o
             .database_url
             .as_deref()

@@ -1,13 +1,16 @@
 //! `loadgen overhead`'s picture: an SVG with the latency percentiles of
 //! each target (log scale) and a stacked bar of the CPU per request of
-//! each process a request touches, written beside the JSON report.
+//! each process a request touches, written beside the JSON report; with
+//! `--saturate`, a third panel with each target's throughput.
 
 use std::fmt::Write as _;
 
 use super::report::OverheadReport;
+use super::saturate::report::SaturationReport;
 
-/// Canvas size, px.
+/// Canvas size, px (wider with the throughput panel).
 const WIDTH: f64 = 960.0;
+const WIDTH_WITH_RATES: f64 = 1300.0;
 const HEIGHT: f64 = 420.0;
 /// The latency panel's plotting area.
 const LAT_X: f64 = 70.0;
@@ -17,6 +20,11 @@ const PLOT_H: f64 = 300.0;
 /// The CPU panel's plotting area.
 const CPU_X: f64 = 600.0;
 const CPU_W: f64 = 300.0;
+/// The throughput panel's plotting area.
+const RATE_X: f64 = 1000.0;
+const RATE_W: f64 = 260.0;
+/// Caption of the latency panel of open-loop runs.
+const OPEN_LOOP_LATENCY: &str = "latency from intended send (log scale)";
 
 /// Colours of the targets and processes.
 const DIRECT: &str = "#7f7f7f";
@@ -36,6 +44,10 @@ struct Series<'a> {
 /// One bar of the CPU panel: (process, colour, µs per request) parts,
 /// stacked from the bottom.
 type Bar<'a> = (&'a str, Vec<(&'a str, &'a str, f64)>);
+
+/// One bar of the throughput panel: target, colour, requests/s, and a note
+/// under its value (its ratio to nginx).
+type Rate<'a> = (&'a str, &'a str, f64, String);
 
 /// The SVG of `report`.
 pub fn svg(report: &OverheadReport) -> String {
@@ -70,23 +82,97 @@ pub fn svg(report: &OverheadReport) -> String {
         gateway.push(("postgres", POSTGRES, us));
     }
     bars.push(("gateway", gateway));
-    render(&title, &series, &bars)
+    render(&title, OPEN_LOOP_LATENCY, &series, &bars, &[])
 }
 
-/// Draws both panels.
-fn render(title: &str, series: &[Series], bars: &[Bar]) -> String {
+/// The SVG of a `--saturate` report: each target's latency, the CPU per
+/// request of nginx and of the gateway with Redis and Postgres, and each
+/// target's throughput with the gateway's ratio to nginx.
+pub fn saturation_svg(report: &SaturationReport) -> String {
+    let title = format!(
+        "loadgen overhead --saturate, variant {}: closed loop, {} connections, {} rounds x {:.0}s per target",
+        report.variant, report.connections, report.rounds, report.round_s
+    );
+    let colour = |name: &str| match name {
+        "nginx" => NGINX,
+        "gateway" => GATEWAY,
+        _ => DIRECT,
+    };
+    let series: Vec<Series> = report
+        .targets
+        .iter()
+        .map(|t| Series {
+            name: t.name,
+            colour: colour(t.name),
+            points: percentiles(&t.latency),
+        })
+        .collect();
+    let mut bars: Vec<Bar> = Vec::new();
+    for t in &report.targets {
+        let c = &t.cpu_us_per_request;
+        match t.name {
+            "nginx" => bars.push(("nginx", vec![("nginx", NGINX, c.nginx.unwrap_or(0.0))])),
+            "gateway" => {
+                let mut parts = vec![("gateway", GATEWAY, c.gateway)];
+                if let Some(us) = c.redis {
+                    parts.push(("redis-server", REDIS, us));
+                }
+                if let Some(us) = c.postgres {
+                    parts.push(("postgres", POSTGRES, us));
+                }
+                bars.push(("gateway", parts));
+            }
+            _ => {}
+        }
+    }
+    let rates: Vec<Rate> = report
+        .targets
+        .iter()
+        .map(|t| {
+            let note = match (t.name, &report.gateway_to_nginx) {
+                ("gateway", Some(r)) => format!("{:.2}x nginx", r.overall),
+                _ if t.valid_rounds < t.rounds.len() => "invalid rounds".to_string(),
+                _ => String::new(),
+            };
+            (
+                t.name,
+                colour(t.name),
+                t.requests_per_s.unwrap_or(0.0),
+                note,
+            )
+        })
+        .collect();
+    render(
+        &title,
+        "latency from the actual send (log scale)",
+        &series,
+        &bars,
+        &rates,
+    )
+}
+
+/// Draws the panels: latency (captioned `caption`), CPU, and throughput
+/// when `rates` has bars.
+fn render(title: &str, caption: &str, series: &[Series], bars: &[Bar], rates: &[Rate]) -> String {
+    let width = match rates.is_empty() {
+        true => WIDTH,
+        false => WIDTH_WITH_RATES,
+    };
     let mut out = String::new();
     let _ = write!(
         out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" font-family="sans-serif" font-size="12">"#
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{HEIGHT}" font-family="sans-serif" font-size="12">"#
     );
     let _ = write!(
         out,
         r#"<rect width="100%" height="100%" fill="white"/><text x="{LAT_X}" y="24" font-size="14">{}</text>"#,
         escape(title)
     );
-    latency_panel(&mut out, series);
+    latency_panel(&mut out, caption, series);
     cpu_panel(&mut out, bars);
+    if !rates.is_empty() {
+        rate_panel(&mut out, rates);
+    }
     out.push_str("</svg>\n");
     out
 }
@@ -98,7 +184,7 @@ fn percentiles(s: &crate::latency::Summary) -> Vec<(&'static str, u64)> {
         .collect()
 }
 
-fn latency_panel(out: &mut String, series: &[Series]) {
+fn latency_panel(out: &mut String, caption: &str, series: &[Series]) {
     let values = series.iter().flat_map(|s| s.points.iter().map(|p| p.1));
     let (lo, hi) = values.fold((u64::MAX, 1), |(lo, hi), v| (lo.min(v.max(1)), hi.max(v)));
     let (lo, hi) = decades(lo.min(hi), hi);
@@ -108,8 +194,9 @@ fn latency_panel(out: &mut String, series: &[Series]) {
     };
     let _ = write!(
         out,
-        r#"<text x="{LAT_X}" y="{}">latency from intended send (log scale)</text>"#,
-        TOP - 8.0
+        r#"<text x="{LAT_X}" y="{}">{}</text>"#,
+        TOP - 8.0,
+        escape(caption)
     );
     axes(out, LAT_X, LAT_W);
     for decade in (lo as i32)..=(hi as i32) {
@@ -209,6 +296,32 @@ fn cpu_panel(out: &mut String, bars: &[Bar]) {
     }
 }
 
+fn rate_panel(out: &mut String, rates: &[Rate]) {
+    let top = rates.iter().map(|r| r.2).fold(1.0, f64::max) * 1.15;
+    let _ = write!(
+        out,
+        r#"<text x="{RATE_X}" y="{}">requests/s, closed loop</text>"#,
+        TOP - 8.0
+    );
+    axes(out, RATE_X, RATE_W);
+    let slot = RATE_W / rates.len() as f64;
+    for (i, (name, colour, rps, note)) in rates.iter().enumerate() {
+        let bx = RATE_X + slot * i as f64 + slot * 0.2;
+        let bw = slot * 0.6;
+        let h = PLOT_H * rps.max(0.0) / top;
+        let y = TOP + PLOT_H - h;
+        let cx = bx + bw / 2.0;
+        let _ = write!(
+            out,
+            r#"<rect x="{bx:.1}" y="{y:.1}" width="{bw:.1}" height="{h:.1}" fill="{colour}"><title>{name} {rps:.0} req/s</title></rect><text x="{cx:.1}" y="{:.1}" text-anchor="middle">{rps:.0}</text><text x="{cx:.1}" y="{}" text-anchor="middle">{name}</text><text x="{cx:.1}" y="{}" text-anchor="middle">{}</text>"#,
+            y - 4.0,
+            TOP + PLOT_H + 16.0,
+            TOP + PLOT_H + 30.0,
+            escape(note)
+        );
+    }
+}
+
 /// The lowest and highest power of ten around `lo..=hi`, as exponents.
 fn decades(lo: u64, hi: u64) -> (f64, f64) {
     let lo = (lo.max(1) as f64).log10().floor();
@@ -294,7 +407,7 @@ mod tests {
                 ],
             ),
         ];
-        let svg = render("t <1>", &series, &bars);
+        let svg = render("t <1>", OPEN_LOOP_LATENCY, &series, &bars, &[]);
         assert!(svg.starts_with("<svg ") && svg.ends_with("</svg>\n"));
         assert!(svg.contains("t &lt;1&gt;"));
         assert_eq!(svg.matches("<polyline").count(), 3);
@@ -310,6 +423,16 @@ mod tests {
         // The gateway bar is labelled with its total.
         assert!(svg.contains(">109.0</text>"));
         assert!(svg.contains("<title>gateway 2.5 ms</title>"));
+        assert!(svg.contains(r#"width="960""#), "no throughput panel");
+        let rates: Vec<Rate> = vec![
+            ("nginx", NGINX, 30_000.0, String::new()),
+            ("gateway", GATEWAY, 12_000.0, "0.40x nginx".into()),
+        ];
+        let svg = render("t", "closed", &series, &bars, &rates);
+        assert!(svg.contains(r#"width="1300""#));
+        assert!(svg.contains("<title>nginx 30000 req/s</title>"));
+        assert!(svg.contains(">0.40x nginx</text>"));
+        assert!(svg.contains(">closed</text>"));
     }
 
     #[test]
