@@ -65,7 +65,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
+mod plan;
 mod slots;
+
+use plan::{plan, Use};
 
 /// Set in `spent` once a lease has ended: no take succeeds after it.
 const ENDED: u64 = 1 << 63;
@@ -118,8 +121,15 @@ pub struct Lease {
     base: u64,
     /// Milliseconds since the table's epoch when the lease stops serving.
     expires_ms: u64,
+    /// When (table clock, ms) it was granted.
+    since_ms: u64,
+    /// What the lease before it used (an empty lease standing in for a
+    /// refused or unanswered refill passes it on).
+    last: Option<Use>,
     /// Units taken (reconciled to real token usage); `ENDED` once ended.
     spent: AtomicU64,
+    /// What was spent when it ended.
+    spent_at_end: AtomicU64,
     refilling: AtomicBool,
     done: watch::Sender<Option<Refill>>,
 }
@@ -134,10 +144,43 @@ impl Lease {
             tick,
             base,
             expires_ms,
+            since_ms: 0,
+            last: None,
             spent: AtomicU64::new(0),
+            spent_at_end: AtomicU64::new(0),
             refilling: AtomicBool::new(false),
             done: watch::Sender::new(None),
         }
+    }
+
+    /// The lease granted at `since_ms` (table clock).
+    fn since(mut self, since_ms: u64) -> Lease {
+        self.since_ms = since_ms;
+        self
+    }
+
+    /// The lease following one that used `last`.
+    fn after(mut self, last: Option<Use>) -> Lease {
+        self.last = last;
+        self
+    }
+
+    /// What this replica used of the lease by `now_ms`, over its life (or
+    /// until now, when it is replaced early); for an empty lease, what the
+    /// lease before it used.
+    fn used(&self, now_ms: u64) -> Option<Use> {
+        if self.granted == 0 {
+            return self.last;
+        }
+        let spent = match self.spent.load(Ordering::Acquire) {
+            s if s >= ENDED => self.spent_at_end.load(Ordering::Acquire),
+            s => s,
+        };
+        let life = self.expires_ms.saturating_sub(self.since_ms);
+        Some(Use {
+            units: spent,
+            ms: now_ms.saturating_sub(self.since_ms).min(life),
+        })
     }
 
     /// Takes `amount` when `max(amount, 1)` fits in what is left.
@@ -201,7 +244,11 @@ impl Lease {
     /// already ended or holds nothing.
     fn end(&self) -> Option<Call> {
         let spent = self.spent.swap(ENDED, Ordering::AcqRel);
-        if spent >= ENDED || (self.granted == 0 && spent == 0) {
+        if spent >= ENDED {
+            return None;
+        }
+        self.spent_at_end.store(spent, Ordering::Release);
+        if self.granted == 0 && spent == 0 {
             return None;
         }
         Some(Call::Finish {
@@ -316,9 +363,19 @@ impl LeaseTable {
         }
     }
 
-    /// The longest life of a lease.
+    /// The life of a busy key's lease (the renewal pass runs every half).
     pub fn ttl(&self) -> Duration {
         self.settings.ttl
+    }
+
+    /// The life of a busy key's lease, milliseconds.
+    fn ttl_ms(&self) -> u64 {
+        self.settings.ttl.as_millis().min(u64::MAX as u128) as u64
+    }
+
+    /// The longest life of a slow key's lease, milliseconds.
+    fn max_ttl_ms(&self) -> u64 {
+        self.settings.max_ttl.as_millis().min(u64::MAX as u128) as u64
     }
 
     fn now_ms(&self) -> u64 {
@@ -395,8 +452,9 @@ impl LeaseTable {
         calls
     }
 
-    /// Ends every expired lease and forgets ended ones; the calls returning
-    /// them to Redis.
+    /// Ends every expired lease and forgets ended ones a longest life after
+    /// they expired (kept until then for what they used, which sizes the
+    /// next lease); the calls returning them to Redis.
     pub fn end_expired(&self) -> Vec<Call> {
         let now = self.now_ms();
         let map = self.leases.pin();
@@ -405,7 +463,12 @@ impl LeaseTable {
             .filter(|(_, l)| now >= l.expires_ms)
             .filter_map(|(_, l)| l.end())
             .collect();
-        map.retain(|_, l| !l.is_ended() || l.refilling.load(Ordering::Acquire));
+        let keep = self.max_ttl_ms();
+        map.retain(|_, l| {
+            !l.is_ended()
+                || l.refilling.load(Ordering::Acquire)
+                || now < l.expires_ms.saturating_add(keep)
+        });
         calls
     }
 
@@ -516,7 +579,7 @@ impl LeaseTable {
         if outcome != Refill::Granted {
             // Refused or unanswered: an empty lease takes this one's
             // place, so each lease has one refill and one outcome.
-            let empty = Lease::new(d, 0, 0, 0, 0);
+            let empty = Lease::new(d, 0, 0, 0, 0).after(lease.used(self.now_ms()));
             for call in self.install(d, empty, lease) {
                 redis.send(call);
             }
@@ -534,11 +597,19 @@ impl LeaseTable {
         old: &Lease,
     ) -> Refill {
         let need = amount.max(1);
+        let last = old.used(self.now_ms());
+        let plan = plan(
+            self.size(d, need),
+            need,
+            last,
+            self.ttl_ms(),
+            self.max_ttl_ms(),
+        );
         let entry = Entry {
             key: d.key.to_string(),
             kind: d.kind,
             limit: d.limit,
-            amount: self.size(d, need),
+            amount: plan.size,
             need,
             lease: true,
         };
@@ -547,8 +618,9 @@ impl LeaseTable {
         match asked {
             Some(Verdict::Admitted { tick, used, .. }) => {
                 let base = used.first().copied().unwrap_or(0);
-                let expires = self.now_ms() + self.settings.ttl.as_millis() as u64;
-                let fresh = Lease::new(d, granted(base), tick, base, expires);
+                let now = self.now_ms();
+                let expires = now.saturating_add(plan.life_ms);
+                let fresh = Lease::new(d, granted(base), tick, base, expires).since(now);
                 for call in self.install(d, fresh, old) {
                     redis.send(call);
                 }
@@ -584,6 +656,7 @@ mod tests {
             LeaseSettings {
                 fraction: 0.1,
                 ttl: Duration::from_secs(60),
+                max_ttl: Duration::from_secs(60),
             },
             Duration::from_millis(100),
         )
@@ -705,7 +778,9 @@ mod tests {
             panic!("a script call")
         };
         assert!((done.0)(Ok(vec![1, 0, 1])).is_none());
-        assert_eq!(t.renew_slots().len(), 1);
+        assert!(!held.is_busy(t.now_ms()));
+        // Every slot in use and valid past the next pass: not renewed yet.
+        assert!(t.renew_slots().is_empty());
     }
 
     #[test]
@@ -737,6 +812,10 @@ mod tests {
         out: std::cell::Cell<usize>,
         most_out: std::cell::Cell<usize>,
         calls: std::cell::Cell<usize>,
+        /// The units each lease asked for.
+        sizes: std::cell::RefCell<Vec<u64>>,
+        /// The life each slot call asked for.
+        lives: std::cell::RefCell<Vec<String>>,
     }
 
     impl Granting {
@@ -751,6 +830,9 @@ mod tests {
 
     impl LeaseRedis for Granting {
         async fn ask(&self, entries: Vec<Entry>, _what: &str) -> Option<Verdict> {
+            self.sizes
+                .borrow_mut()
+                .extend(entries.iter().map(|e| e.amount));
             self.answer().await;
             Some(Verdict::Admitted {
                 tick: 1,
@@ -763,11 +845,12 @@ mod tests {
 
         async fn eval(
             &self,
-            _call: ScriptCall,
+            call: ScriptCall,
             _deadline_arg: Option<usize>,
             _late: impl FnOnce(&[i64]) -> Option<ScriptCall> + Send + Sync + 'static,
             _undo: Option<ScriptCall>,
         ) -> Option<Vec<i64>> {
+            self.lives.borrow_mut().push(call.args[1].clone());
             self.answer().await;
             Some(vec![1, 1024, 0])
         }
@@ -852,8 +935,8 @@ mod tests {
     }
 
     #[test]
-    fn expired_leases_are_ended_and_forgotten() {
-        let t = table();
+    fn expired_leases_are_ended_and_forgotten_a_longest_life_later() {
+        let mut t = table();
         let d = desc("k", Kind::Requests, 100);
         let old = t.current(&d);
         t.install(&d, Lease::new(&d, 10, 3, 0, 0), &old);
@@ -861,7 +944,104 @@ mod tests {
         assert_eq!(lease.take(1, t.now_ms()), Take::Full, "expired");
         let calls: Vec<_> = t.end_expired().into_iter().map(finish_of).collect();
         assert_eq!(calls, vec![(10, 3, 0, true)]);
-        assert!(t.leases.is_empty());
+        // Kept (ended) for what it used, which sizes the next lease.
+        assert!(lease.is_ended() && Arc::ptr_eq(&lease, &t.current(&d)));
         assert!(t.end_expired().is_empty());
+        t.epoch -= Duration::from_secs(60);
+        assert!(t.end_expired().is_empty());
+        assert!(t.leases.is_empty());
+    }
+
+    /// A table with a 1 s base life and an 8 s cap, its clock 10 s on.
+    fn lives_table() -> LeaseTable {
+        let mut t = LeaseTable::new(
+            LeaseSettings {
+                fraction: 0.1,
+                ttl: Duration::from_secs(1),
+                max_ttl: Duration::from_secs(8),
+            },
+            Duration::from_millis(100),
+        );
+        t.epoch -= Duration::from_secs(10);
+        t
+    }
+
+    fn run(f: impl std::future::Future<Output = ()>) {
+        monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+            .enable_timer()
+            .build()
+            .expect("runtime")
+            .block_on(f)
+    }
+
+    /// The lease of `d` after one that served `spent` units over the last
+    /// second and expired (ended by the control plane): what its refill
+    /// asked for and how long the new one lives.
+    async fn refill_after(t: &LeaseTable, d: &Descriptor, spent: u64) -> (Vec<u64>, u64) {
+        let now = t.now_ms();
+        let old = t.current(d);
+        t.install(d, Lease::new(d, 100, 7, 0, now).since(now - 1000), &old);
+        let expired = t.current(d);
+        expired.spent.store(spent, Ordering::Release);
+        assert_eq!(t.end_expired().len(), 1);
+        assert!(Arc::ptr_eq(&expired, &t.current(d)), "kept for its use");
+        let redis = Granting::default();
+        assert_eq!(t.refill(&redis, d, 1, &expired).await, Refill::Granted);
+        let fresh = t.current(d);
+        let sizes = redis.sizes.borrow().clone();
+        (sizes, fresh.expires_ms - fresh.since_ms)
+    }
+
+    #[test]
+    fn a_slow_keys_lease_is_sized_to_its_use_and_lives_longer() {
+        run(async {
+            let t = lives_table();
+            // 4 a second of a 1,000 rpm limit (a share of 100): twice 4 a
+            // second for the longest life.
+            let d = desc("slow", Kind::Requests, 1000);
+            assert_eq!(refill_after(&t, &d, 4).await, (vec![64], 8000));
+            // 60 a second would spend the share within a life: as before.
+            let d = desc("busy", Kind::Requests, 1000);
+            assert_eq!(refill_after(&t, &d, 60).await, (vec![100], 1000));
+        });
+    }
+
+    async fn admit_slot(t: &LeaseTable, redis: &Granting, d: &[Descriptor]) -> Arc<SlotLease> {
+        let Leased::Admitted { holds, .. } = t.admit(redis, d, &[1]).await else {
+            panic!("admitted")
+        };
+        let Hold::Slots(slot) = holds[0].clone() else {
+            panic!("a slot")
+        };
+        slot
+    }
+
+    #[test]
+    fn a_slot_lease_lapsing_with_a_slot_free_is_renewed_for_longer() {
+        run(async {
+            let mut t = lives_table();
+            let redis = Granting::default();
+            let d = [desc("k", Kind::Parallel, 100)];
+            let slot = admit_slot(&t, &redis, &d).await;
+            // Every slot in use, valid past the next pass: no renewal.
+            assert!(t.renew_slots().is_empty());
+            slot.release();
+            // Lapsed with its slot free: renewed for twice the life, then
+            // twice again.
+            t.epoch -= Duration::from_secs(1);
+            admit_slot(&t, &redis, &d).await.release();
+            t.epoch -= Duration::from_secs(2);
+            admit_slot(&t, &redis, &d).await.release();
+            assert_eq!(*redis.lives.borrow(), ["1000", "2000", "4000"]);
+            // Short of slots (both in use): it grows, for half the life.
+            let one = admit_slot(&t, &redis, &d).await;
+            let two = admit_slot(&t, &redis, &d).await;
+            assert_eq!(one.life(), 2000);
+            // Asked for no less than the last call may serve until.
+            let asked: u64 = redis.lives.borrow().last().unwrap().parse().unwrap();
+            assert!((3900..=4000).contains(&asked), "{asked}");
+            one.release();
+            two.release();
+        });
     }
 }
