@@ -1,20 +1,27 @@
 //! Lease mode: this process takes rpm/tpm quota from Redis in leases and
 //! spends it locally with atomics, so most requests make no Redis call.
 //!
-//! A lease is granted by `limiter.lua` (kind `l`): it charges `lease_fraction`
-//! of the limit (at least the request's own amount; what is left in Redis
-//! when the whole lease does not fit; refused only when not even the
-//! request's amount fits) at the Redis tick `T0`. Requests take from it with
+//! A lease is granted by `limiter.lua` (kind `l`): it charges its size
+//! (at least the request's own amount; what is left in Redis when the
+//! whole lease does not fit; refused only when not even the request's
+//! amount fits) at the Redis tick `T0`. Size and life follow the key's use
+//! on this replica ([`plan`]): a key that would spend its share
+//! (`lease_fraction` of the limit) within `lease_ttl_ms` gets the share for
+//! `lease_ttl_ms`; a slower one gets twice what its last lease's rate of
+//! use spends in the new lease's life, living as long as that fits the
+//! share, up to `lease_max_ttl_ms`. Requests take from it with
 //! a compare-and-swap on `spent` (exact: no transient over-add), all-or-none
 //! across a request's descriptors (a later descriptor's failure gives the
-//! earlier ones back). A lease ends when it expires (`lease_ttl_ms`, ended
-//! by the control plane) or is replaced by a refill: `limiter.lua`'s settlement (kind
+//! earlier ones back). A lease ends when it expires (its life, ended by
+//! the control plane's next pass, at most half `lease_ttl_ms` later) or is
+//! replaced by a refill: `limiter.lua`'s settlement (kind
 //! `l`) removes its grant from `T0` and charges what was spent at the
 //! current tick. Every spent unit is therefore counted from `T0` (before it
 //! was spent) until at least a full window after the lease ended (after it
 //! was spent): the fleet never admits more than the limit in any window.
-//! The lease's life is kept under half the window so `T0` is still live
-//! when the lease ends.
+//! Both lives are kept under half the window so `T0` is still live when
+//! the lease ends. An ended lease stays in the table (serving nothing) for
+//! `lease_max_ttl_ms`, so the next one is sized by its use.
 //!
 //! One refill per descriptor is in flight per process: the request that
 //! wins the lease's `refilling` flag asks Redis; the others wait for its
@@ -25,34 +32,46 @@
 //! refilled once: whatever the outcome, a new lease (an empty one when Redis
 //! refused or did not answer) replaces it, so no waiter reads a stale outcome.
 //! Quota parked in another replica's lease can refuse a request that would
-//! fit the fleet's limit (a false rejection); it is returned at most
-//! `lease_ttl_ms` later.
+//! fit the fleet's limit (a false rejection): at most the share, and at
+//! most twice what that replica spent at its last rate over the lease's
+//! life; it is returned when the lease ends, within its life
+//! (`lease_ttl_ms` for a busy key's, at most `lease_max_ttl_ms`) and a
+//! control-plane pass.
 //!
 //! Parallel limits are leased as slots ([`super::slot_lease`]): a replica's
 //! slot lease is members `lease:<process>:<n>:<slot>` of the counter's
 //! sorted set (where `limiter.lua` puts requests' slots), scored by their
-//! expiry, now + `lease_ttl_ms`. Requests take a slot with a CAS on the
+//! expiry, now + the slot lease's life: `lease_ttl_ms` at first, twice the
+//! last (up to `lease_max_ttl_ms`) each time the lease lapsed with a slot
+//! free (its key used less than it held for a whole life), half (down to
+//! `lease_ttl_ms`) each time it grows (every slot in use); a call never
+//! asks for less than what an earlier call may still let it serve. Requests take a slot with a CAS on the
 //! lease's (granted, in use) word and free it when they end, all-or-none
 //! with their other descriptors. When every slot granted is in use, one
 //! request (the others wait for it) asks `slot_lease.lua` for more: twice
 //! the lease, up to `lease_fraction` of the limit (at least one slot, at
 //! most 1,024 per grant), and what is left when that does not fit; refused
-//! with the usual 429 when not one slot is free. Every half lease life the
-//! control plane renews the slots in use and returns (`ZREM`) the others,
-//! except from a lease none of whose slots is in use but one was taken
-//! since the last pass (a key between two requests): that one is left to
-//! serve until it lapses, and the request after renews it, so a key used
-//! a few times a second costs about one call a lease life; a limit whose share is under one slot (`limit x lease_fraction < 1`)
+//! with the usual 429 when not one slot is free. Every half `lease_ttl_ms`
+//! the control plane renews the slots in use and returns (`ZREM`) the
+//! others, except from a lease none of whose slots is in use but one was
+//! taken within the last pass or half its life (a key between two
+//! requests): that one is left to serve until it lapses, and the request
+//! after renews it (for twice the life), so a key used a few times a
+//! second costs about one call a `lease_max_ttl_ms`; and a lease with every
+//! slot in use is renewed only when it would lapse before the next pass
+//! ends; a limit whose share is under one slot (`limit x lease_fraction < 1`)
 //! leases one slot at a time and returns it as soon as none is in use.
 //! So Redis always holds at least the slots a replica uses (exact: the
 //! fleet never has more than the limit in flight), a crashed replica's
-//! slots lapse within `lease_ttl_ms`, and a request makes no Redis call
+//! slots lapse within their lease's life (`lease_ttl_ms` for a lease that
+//! keeps growing, at most `lease_max_ttl_ms`), and a request makes no Redis call
 //! while its replica's lease has a free slot. A lease not renewed in time
 //! (Redis slow or out) stops serving nine tenths of a life after its last
 //! renewal was sent, before Redis's members expire; the next grant renews
 //! it (adding again members that lapsed). False rejections: slots free in
-//! another replica's lease, at most its last growth, for at most a lease
-//! life after they were last used (none for small limits).
+//! another replica's lease, at most its last growth, for at most its life
+//! after they were last used (up to `lease_max_ttl_ms` for a lease that
+//! never had all its slots in use over its lives; none for small limits).
 
 use super::call::{Call, Entry, ScriptCall};
 use super::descriptor::{Descriptor, Kind};

@@ -5,8 +5,10 @@
 //!
 //! In Redis a lease is members `<lease id>:<n>` of the counter's sorted set
 //! (the set `limiter.lua` puts requests' slots in), scored by their expiry
-//! (now + the lease life) and renewed every half life by the control plane:
-//! a crashed replica's slots lapse within one life. `slot_lease.lua` renews
+//! (now + the lease's life: `lease_ttl_ms`, longer while a slot stays free
+//! through whole lives, up to `lease_max_ttl_ms`) and renewed by the
+//! control plane before they lapse while in use: a crashed replica's slots
+//! lapse within one life, at most `lease_max_ttl_ms`. `slot_lease.lua` renews
 //! the members held, removes the ones returned and adds new ones while the
 //! counter has room (refused when not one fits). Locally one word holds the
 //! slots granted and the slots in use, so a take never goes past the grant.
