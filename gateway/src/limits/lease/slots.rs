@@ -136,7 +136,7 @@ impl LeaseTable {
     /// request then renews it (for twice the life), so a key used a few
     /// times a second costs Redis about one call a lease life instead of a
     /// return and a new grant every pass. A lease with every slot in use is
-    /// renewed only when it would lapse before the next pass ends.
+    /// renewed only when it would lapse within two passes and a turn.
     pub fn renew_slots(&self) -> Vec<Call> {
         let now = self.now_ms();
         let until = now.saturating_add(self.turn_ms());
@@ -154,8 +154,11 @@ impl LeaseTable {
             let (granted, in_use) = l.counts();
             let recent = pass.max(l.life() / 2);
             let between = in_use == 0 && granted > 0 && l.taken_within(now, recent);
-            let full_and_valid =
-                in_use > 0 && in_use == granted && l.valid_until() > until.saturating_add(pass);
+            // Valid past the next pass and one more (a pass late still
+            // renews it in time, with a turn to spare).
+            let full_and_valid = in_use > 0
+                && in_use == granted
+                && l.valid_until() > until.saturating_add(pass.saturating_mul(2));
             if !l.prompt && (between || full_and_valid) {
                 l.done_busy(None);
                 return true;
