@@ -324,6 +324,7 @@ fn log_limiter(s: &gateway::limits::LimitSettings) {
             fallback = %s.fallback,
             lease_fraction = s.lease.fraction,
             lease_ttl_ms = s.lease.ttl.as_millis() as u64,
+            lease_max_ttl_ms = s.lease.max_ttl.as_millis() as u64,
             "rate limits are leased from Redis, fleet-wide, and spent in this process"
         ),
         gateway::limits::Mode::Local => tracing::info!(

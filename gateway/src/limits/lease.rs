@@ -1,20 +1,27 @@
 //! Lease mode: this process takes rpm/tpm quota from Redis in leases and
 //! spends it locally with atomics, so most requests make no Redis call.
 //!
-//! A lease is granted by `limiter.lua` (kind `l`): it charges `lease_fraction`
-//! of the limit (at least the request's own amount; what is left in Redis
-//! when the whole lease does not fit; refused only when not even the
-//! request's amount fits) at the Redis tick `T0`. Requests take from it with
+//! A lease is granted by `limiter.lua` (kind `l`): it charges its size
+//! (at least the request's own amount; what is left in Redis when the
+//! whole lease does not fit; refused only when not even the request's
+//! amount fits) at the Redis tick `T0`. Size and life follow the key's use
+//! on this replica ([`plan`]): a key that would spend its share
+//! (`lease_fraction` of the limit) within `lease_ttl_ms` gets the share for
+//! `lease_ttl_ms`; a slower one gets twice what its last lease's rate of
+//! use spends in the new lease's life, living as long as that fits the
+//! share, up to `lease_max_ttl_ms`. Requests take from it with
 //! a compare-and-swap on `spent` (exact: no transient over-add), all-or-none
 //! across a request's descriptors (a later descriptor's failure gives the
-//! earlier ones back). A lease ends when it expires (`lease_ttl_ms`, ended
-//! by the control plane) or is replaced by a refill: `limiter.lua`'s settlement (kind
+//! earlier ones back). A lease ends when it expires (its life, ended by
+//! the control plane's next pass, at most half `lease_ttl_ms` later) or is
+//! replaced by a refill: `limiter.lua`'s settlement (kind
 //! `l`) removes its grant from `T0` and charges what was spent at the
 //! current tick. Every spent unit is therefore counted from `T0` (before it
 //! was spent) until at least a full window after the lease ended (after it
 //! was spent): the fleet never admits more than the limit in any window.
-//! The lease's life is kept under half the window so `T0` is still live
-//! when the lease ends.
+//! Both lives are kept under half the window so `T0` is still live when
+//! the lease ends. An ended lease stays in the table (serving nothing) for
+//! `lease_max_ttl_ms`, so the next one is sized by its use.
 //!
 //! One refill per descriptor is in flight per process: the request that
 //! wins the lease's `refilling` flag asks Redis; the others wait for its
@@ -25,34 +32,46 @@
 //! refilled once: whatever the outcome, a new lease (an empty one when Redis
 //! refused or did not answer) replaces it, so no waiter reads a stale outcome.
 //! Quota parked in another replica's lease can refuse a request that would
-//! fit the fleet's limit (a false rejection); it is returned at most
-//! `lease_ttl_ms` later.
+//! fit the fleet's limit (a false rejection): at most the share, and at
+//! most twice what that replica spent at its last rate over the lease's
+//! life; it is returned when the lease ends, within its life
+//! (`lease_ttl_ms` for a busy key's, at most `lease_max_ttl_ms`) and a
+//! control-plane pass.
 //!
 //! Parallel limits are leased as slots ([`super::slot_lease`]): a replica's
 //! slot lease is members `lease:<process>:<n>:<slot>` of the counter's
 //! sorted set (where `limiter.lua` puts requests' slots), scored by their
-//! expiry, now + `lease_ttl_ms`. Requests take a slot with a CAS on the
+//! expiry, now + the slot lease's life: `lease_ttl_ms` at first, twice the
+//! last (up to `lease_max_ttl_ms`) each time the lease lapsed with a slot
+//! free (its key used less than it held for a whole life), half (down to
+//! `lease_ttl_ms`) each time it grows (every slot in use); a call never
+//! asks for less than what an earlier call may still let it serve. Requests take a slot with a CAS on the
 //! lease's (granted, in use) word and free it when they end, all-or-none
 //! with their other descriptors. When every slot granted is in use, one
 //! request (the others wait for it) asks `slot_lease.lua` for more: twice
 //! the lease, up to `lease_fraction` of the limit (at least one slot, at
 //! most 1,024 per grant), and what is left when that does not fit; refused
-//! with the usual 429 when not one slot is free. Every half lease life the
-//! control plane renews the slots in use and returns (`ZREM`) the others,
-//! except from a lease none of whose slots is in use but one was taken
-//! since the last pass (a key between two requests): that one is left to
-//! serve until it lapses, and the request after renews it, so a key used
-//! a few times a second costs about one call a lease life; a limit whose share is under one slot (`limit x lease_fraction < 1`)
+//! with the usual 429 when not one slot is free. Every half `lease_ttl_ms`
+//! the control plane renews the slots in use and returns (`ZREM`) the
+//! others, except from a lease none of whose slots is in use but one was
+//! taken within the last pass or half its life (a key between two
+//! requests): that one is left to serve until it lapses, and the request
+//! after renews it (for twice the life), so a key used a few times a
+//! second costs about one call a `lease_max_ttl_ms`; and a lease with every
+//! slot in use is renewed only when it would lapse before the next pass
+//! ends; a limit whose share is under one slot (`limit x lease_fraction < 1`)
 //! leases one slot at a time and returns it as soon as none is in use.
 //! So Redis always holds at least the slots a replica uses (exact: the
 //! fleet never has more than the limit in flight), a crashed replica's
-//! slots lapse within `lease_ttl_ms`, and a request makes no Redis call
+//! slots lapse within their lease's life (`lease_ttl_ms` for a lease that
+//! keeps growing, at most `lease_max_ttl_ms`), and a request makes no Redis call
 //! while its replica's lease has a free slot. A lease not renewed in time
 //! (Redis slow or out) stops serving nine tenths of a life after its last
 //! renewal was sent, before Redis's members expire; the next grant renews
 //! it (adding again members that lapsed). False rejections: slots free in
-//! another replica's lease, at most its last growth, for at most a lease
-//! life after they were last used (none for small limits).
+//! another replica's lease, at most its last growth, for at most its life
+//! after they were last used (up to `lease_max_ttl_ms` for a lease that
+//! never had all its slots in use over its lives; none for small limits).
 
 use super::call::{Call, Entry, ScriptCall};
 use super::descriptor::{Descriptor, Kind};
@@ -65,7 +84,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
+mod plan;
 mod slots;
+
+use plan::{plan, Use};
 
 /// Set in `spent` once a lease has ended: no take succeeds after it.
 const ENDED: u64 = 1 << 63;
@@ -118,8 +140,15 @@ pub struct Lease {
     base: u64,
     /// Milliseconds since the table's epoch when the lease stops serving.
     expires_ms: u64,
+    /// When (table clock, ms) it was granted.
+    since_ms: u64,
+    /// What the lease before it used (an empty lease standing in for a
+    /// refused or unanswered refill passes it on).
+    last: Option<Use>,
     /// Units taken (reconciled to real token usage); `ENDED` once ended.
     spent: AtomicU64,
+    /// What was spent when it ended.
+    spent_at_end: AtomicU64,
     refilling: AtomicBool,
     done: watch::Sender<Option<Refill>>,
 }
@@ -134,10 +163,43 @@ impl Lease {
             tick,
             base,
             expires_ms,
+            since_ms: 0,
+            last: None,
             spent: AtomicU64::new(0),
+            spent_at_end: AtomicU64::new(0),
             refilling: AtomicBool::new(false),
             done: watch::Sender::new(None),
         }
+    }
+
+    /// The lease granted at `since_ms` (table clock).
+    fn since(mut self, since_ms: u64) -> Lease {
+        self.since_ms = since_ms;
+        self
+    }
+
+    /// The lease following one that used `last`.
+    fn after(mut self, last: Option<Use>) -> Lease {
+        self.last = last;
+        self
+    }
+
+    /// What this replica used of the lease by `now_ms`, over its life (or
+    /// until now, when it is replaced early); for an empty lease, what the
+    /// lease before it used.
+    fn used(&self, now_ms: u64) -> Option<Use> {
+        if self.granted == 0 {
+            return self.last;
+        }
+        let spent = match self.spent.load(Ordering::Acquire) {
+            s if s >= ENDED => self.spent_at_end.load(Ordering::Acquire),
+            s => s,
+        };
+        let life = self.expires_ms.saturating_sub(self.since_ms);
+        Some(Use {
+            units: spent,
+            ms: now_ms.saturating_sub(self.since_ms).min(life),
+        })
     }
 
     /// Takes `amount` when `max(amount, 1)` fits in what is left.
@@ -201,7 +263,11 @@ impl Lease {
     /// already ended or holds nothing.
     fn end(&self) -> Option<Call> {
         let spent = self.spent.swap(ENDED, Ordering::AcqRel);
-        if spent >= ENDED || (self.granted == 0 && spent == 0) {
+        if spent >= ENDED {
+            return None;
+        }
+        self.spent_at_end.store(spent, Ordering::Release);
+        if self.granted == 0 && spent == 0 {
             return None;
         }
         Some(Call::Finish {
@@ -316,9 +382,19 @@ impl LeaseTable {
         }
     }
 
-    /// The longest life of a lease.
+    /// The life of a busy key's lease (the renewal pass runs every half).
     pub fn ttl(&self) -> Duration {
         self.settings.ttl
+    }
+
+    /// The life of a busy key's lease, milliseconds.
+    fn ttl_ms(&self) -> u64 {
+        self.settings.ttl.as_millis().min(u64::MAX as u128) as u64
+    }
+
+    /// The longest life of a slow key's lease, milliseconds.
+    fn max_ttl_ms(&self) -> u64 {
+        self.settings.max_ttl.as_millis().min(u64::MAX as u128) as u64
     }
 
     fn now_ms(&self) -> u64 {
@@ -395,8 +471,9 @@ impl LeaseTable {
         calls
     }
 
-    /// Ends every expired lease and forgets ended ones; the calls returning
-    /// them to Redis.
+    /// Ends every expired lease and forgets ended ones a longest life after
+    /// they expired (kept until then for what they used, which sizes the
+    /// next lease); the calls returning them to Redis.
     pub fn end_expired(&self) -> Vec<Call> {
         let now = self.now_ms();
         let map = self.leases.pin();
@@ -405,7 +482,12 @@ impl LeaseTable {
             .filter(|(_, l)| now >= l.expires_ms)
             .filter_map(|(_, l)| l.end())
             .collect();
-        map.retain(|_, l| !l.is_ended() || l.refilling.load(Ordering::Acquire));
+        let keep = self.max_ttl_ms();
+        map.retain(|_, l| {
+            !l.is_ended()
+                || l.refilling.load(Ordering::Acquire)
+                || now < l.expires_ms.saturating_add(keep)
+        });
         calls
     }
 
@@ -516,7 +598,7 @@ impl LeaseTable {
         if outcome != Refill::Granted {
             // Refused or unanswered: an empty lease takes this one's
             // place, so each lease has one refill and one outcome.
-            let empty = Lease::new(d, 0, 0, 0, 0);
+            let empty = Lease::new(d, 0, 0, 0, 0).after(lease.used(self.now_ms()));
             for call in self.install(d, empty, lease) {
                 redis.send(call);
             }
@@ -534,11 +616,19 @@ impl LeaseTable {
         old: &Lease,
     ) -> Refill {
         let need = amount.max(1);
+        let last = old.used(self.now_ms());
+        let plan = plan(
+            self.size(d, need),
+            need,
+            last,
+            self.ttl_ms(),
+            self.max_ttl_ms(),
+        );
         let entry = Entry {
             key: d.key.to_string(),
             kind: d.kind,
             limit: d.limit,
-            amount: self.size(d, need),
+            amount: plan.size,
             need,
             lease: true,
         };
@@ -547,8 +637,9 @@ impl LeaseTable {
         match asked {
             Some(Verdict::Admitted { tick, used, .. }) => {
                 let base = used.first().copied().unwrap_or(0);
-                let expires = self.now_ms() + self.settings.ttl.as_millis() as u64;
-                let fresh = Lease::new(d, granted(base), tick, base, expires);
+                let now = self.now_ms();
+                let expires = now.saturating_add(plan.life_ms);
+                let fresh = Lease::new(d, granted(base), tick, base, expires).since(now);
                 for call in self.install(d, fresh, old) {
                     redis.send(call);
                 }
@@ -584,6 +675,7 @@ mod tests {
             LeaseSettings {
                 fraction: 0.1,
                 ttl: Duration::from_secs(60),
+                max_ttl: Duration::from_secs(60),
             },
             Duration::from_millis(100),
         )
@@ -737,6 +829,10 @@ mod tests {
         out: std::cell::Cell<usize>,
         most_out: std::cell::Cell<usize>,
         calls: std::cell::Cell<usize>,
+        /// The units each lease asked for.
+        sizes: std::cell::RefCell<Vec<u64>>,
+        /// The life each slot call asked for.
+        lives: std::cell::RefCell<Vec<String>>,
     }
 
     impl Granting {
@@ -751,6 +847,9 @@ mod tests {
 
     impl LeaseRedis for Granting {
         async fn ask(&self, entries: Vec<Entry>, _what: &str) -> Option<Verdict> {
+            self.sizes
+                .borrow_mut()
+                .extend(entries.iter().map(|e| e.amount));
             self.answer().await;
             Some(Verdict::Admitted {
                 tick: 1,
@@ -763,11 +862,12 @@ mod tests {
 
         async fn eval(
             &self,
-            _call: ScriptCall,
+            call: ScriptCall,
             _deadline_arg: Option<usize>,
             _late: impl FnOnce(&[i64]) -> Option<ScriptCall> + Send + Sync + 'static,
             _undo: Option<ScriptCall>,
         ) -> Option<Vec<i64>> {
+            self.lives.borrow_mut().push(call.args[1].clone());
             self.answer().await;
             Some(vec![1, 1024, 0])
         }
@@ -852,8 +952,8 @@ mod tests {
     }
 
     #[test]
-    fn expired_leases_are_ended_and_forgotten() {
-        let t = table();
+    fn expired_leases_are_ended_and_forgotten_a_longest_life_later() {
+        let mut t = table();
         let d = desc("k", Kind::Requests, 100);
         let old = t.current(&d);
         t.install(&d, Lease::new(&d, 10, 3, 0, 0), &old);
@@ -861,7 +961,112 @@ mod tests {
         assert_eq!(lease.take(1, t.now_ms()), Take::Full, "expired");
         let calls: Vec<_> = t.end_expired().into_iter().map(finish_of).collect();
         assert_eq!(calls, vec![(10, 3, 0, true)]);
-        assert!(t.leases.is_empty());
+        // Kept (ended) for what it used, which sizes the next lease.
+        assert!(lease.is_ended() && Arc::ptr_eq(&lease, &t.current(&d)));
         assert!(t.end_expired().is_empty());
+        t.epoch -= Duration::from_secs(60);
+        assert!(t.end_expired().is_empty());
+        assert!(t.leases.is_empty());
+    }
+
+    /// A table with a 1 s base life and an 8 s cap, its clock 10 s on.
+    fn lives_table() -> LeaseTable {
+        let mut t = LeaseTable::new(
+            LeaseSettings {
+                fraction: 0.1,
+                ttl: Duration::from_secs(1),
+                max_ttl: Duration::from_secs(8),
+            },
+            Duration::from_millis(100),
+        );
+        t.epoch -= Duration::from_secs(10);
+        t
+    }
+
+    fn run(f: impl std::future::Future<Output = ()>) {
+        monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+            .enable_timer()
+            .build()
+            .expect("runtime")
+            .block_on(f)
+    }
+
+    /// The lease of `d` after one that served `spent` units over the last
+    /// second and expired (ended by the control plane): what its refill
+    /// asked for and how long the new one lives.
+    async fn refill_after(t: &LeaseTable, d: &Descriptor, spent: u64) -> (Vec<u64>, u64) {
+        let now = t.now_ms();
+        let old = t.current(d);
+        t.install(d, Lease::new(d, 100, 7, 0, now).since(now - 1000), &old);
+        let expired = t.current(d);
+        expired.spent.store(spent, Ordering::Release);
+        assert_eq!(t.end_expired().len(), 1);
+        assert!(Arc::ptr_eq(&expired, &t.current(d)), "kept for its use");
+        let redis = Granting::default();
+        assert_eq!(t.refill(&redis, d, 1, &expired).await, Refill::Granted);
+        let fresh = t.current(d);
+        let sizes = redis.sizes.borrow().clone();
+        (sizes, fresh.expires_ms - fresh.since_ms)
+    }
+
+    #[test]
+    fn a_slow_keys_lease_is_sized_to_its_use_and_lives_longer() {
+        run(async {
+            let t = lives_table();
+            // 4 a second of a 1,000 rpm limit (a share of 100): twice 4 a
+            // second for the longest life.
+            let d = desc("slow", Kind::Requests, 1000);
+            assert_eq!(refill_after(&t, &d, 4).await, (vec![64], 8000));
+            // 60 a second would spend the share within a life: as before.
+            let d = desc("busy", Kind::Requests, 1000);
+            assert_eq!(refill_after(&t, &d, 60).await, (vec![100], 1000));
+        });
+    }
+
+    async fn admit_slot(t: &LeaseTable, redis: &Granting, d: &[Descriptor]) -> Arc<SlotLease> {
+        let Leased::Admitted { holds, .. } = t.admit(redis, d, &[1]).await else {
+            panic!("admitted")
+        };
+        let Hold::Slots(slot) = holds[0].clone() else {
+            panic!("a slot")
+        };
+        slot
+    }
+
+    #[test]
+    fn a_slot_lease_lapsing_with_a_slot_free_is_renewed_for_longer() {
+        run(async {
+            let mut t = lives_table();
+            let redis = Granting::default();
+            let d = [desc("k", Kind::Parallel, 100)];
+            let slot = admit_slot(&t, &redis, &d).await;
+            // Every slot in use, lapsing within two passes: renewed.
+            let renewal = t.renew_slots();
+            assert_eq!(renewal.len(), 1);
+            let Some(Call::Script { done, .. }) = renewal.into_iter().next() else {
+                panic!("a script call")
+            };
+            assert!((done.0)(Ok(vec![1, 0, 1])).is_none());
+            slot.release();
+            // Lapsed with its slot free: renewed for twice the life, then
+            // twice again.
+            t.epoch -= Duration::from_secs(1);
+            admit_slot(&t, &redis, &d).await.release();
+            t.epoch -= Duration::from_secs(2);
+            let slot = admit_slot(&t, &redis, &d).await;
+            assert_eq!(*redis.lives.borrow(), ["1000", "2000", "4000"]);
+            // Every slot in use, valid past two passes and a turn: left.
+            assert!(t.renew_slots().is_empty());
+            slot.release();
+            // Short of slots (both in use): it grows, for half the life.
+            let one = admit_slot(&t, &redis, &d).await;
+            let two = admit_slot(&t, &redis, &d).await;
+            assert_eq!(one.life(), 2000);
+            // Asked for no less than the last call may serve until.
+            let asked: u64 = redis.lives.borrow().last().unwrap().parse().unwrap();
+            assert!((3900..=4000).contains(&asked), "{asked}");
+            one.release();
+            two.release();
+        });
     }
 }

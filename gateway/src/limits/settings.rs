@@ -32,14 +32,21 @@ impl Mode {
     }
 }
 
+/// `lease_max_ttl_ms` when not set: this many times `lease_ttl_ms`.
+const MAX_TTL_FACTOR: u64 = 8;
+
 /// How quota is leased in [`Mode::Lease`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LeaseSettings {
     /// Share of a limit one lease takes (at least one unit).
     pub fraction: f64,
-    /// Longest life of a lease; kept under half the window so a lease's
-    /// bucket is still live when the lease ends.
+    /// Life of a lease of a busy key (one that would use its whole share
+    /// in it); kept under half the window so a lease's bucket is still live
+    /// when the lease ends.
     pub ttl: Duration,
+    /// Longest life of a lease of a slow key (sized to its use, see
+    /// `lease.rs`): at least `ttl`, kept under half the window.
+    pub max_ttl: Duration,
 }
 
 impl Default for LeaseSettings {
@@ -47,6 +54,7 @@ impl Default for LeaseSettings {
         LeaseSettings {
             fraction: 0.1,
             ttl: Duration::from_millis(1000),
+            max_ttl: Duration::from_millis(1000 * MAX_TTL_FACTOR),
         }
     }
 }
@@ -95,8 +103,11 @@ pub struct RateLimitsFile {
     pub mode: Option<String>,
     /// Lease mode: share of a limit taken per lease (default 0.1).
     pub lease_fraction: Option<f64>,
-    /// Lease mode: longest life of a lease, milliseconds (default 1000).
+    /// Lease mode: life of a busy key's lease, milliseconds (default 1000).
     pub lease_ttl_ms: Option<u64>,
+    /// Lease mode: longest life of a slow key's lease (small, sized to its
+    /// use), milliseconds (default 8 x `lease_ttl_ms`).
+    pub lease_max_ttl_ms: Option<u64>,
     /// Deadline of one limiter call to Redis, milliseconds (default 100).
     pub redis_timeout_ms: Option<u64>,
     /// `full` (default) or `share`.
@@ -251,10 +262,15 @@ impl LimitSettings {
         if let Some(ms) = file.lease_ttl_ms {
             s.lease.ttl = Duration::from_millis(ms.max(1));
         }
+        s.lease.max_ttl = match file.lease_max_ttl_ms {
+            Some(ms) => Duration::from_millis(ms),
+            None => s.lease.ttl.saturating_mul(MAX_TTL_FACTOR as u32),
+        };
         // A lease's units sit in the bucket it was charged at until it ends:
         // it must end while that bucket is live (see lease.rs).
-        let half_window = Duration::from_millis(s.window.secs * 500);
+        let half_window = Duration::from_millis(s.window.secs.saturating_mul(500));
         s.lease.ttl = s.lease.ttl.min(half_window);
+        s.lease.max_ttl = s.lease.max_ttl.clamp(s.lease.ttl, half_window);
         if let Some(ms) = file.redis_timeout_ms {
             s.redis_timeout = Duration::from_millis(ms.max(1));
         }
@@ -502,6 +518,19 @@ mod tests {
         .unwrap();
         assert_eq!(s.lease.fraction, 0.25);
         assert_eq!(s.lease.ttl, Duration::from_millis(300));
+        assert_eq!(s.lease.max_ttl, Duration::from_millis(2400), "8 lives");
+        let s = resolve(
+            &format!("{redis}rate_limits: {{mode: lease, lease_max_ttl_ms: 50000}}"),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(s.lease.max_ttl, Duration::from_secs(30), "half the window");
+        let s = resolve(
+            &format!("{redis}rate_limits: {{mode: lease, lease_max_ttl_ms: 10}}"),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(s.lease.max_ttl, s.lease.ttl, "never under the busy life");
         for bad in ["0", "1.5", "-0.1", ".nan"] {
             let yaml = format!("{redis}rate_limits: {{mode: lease, lease_fraction: {bad}}}");
             assert!(resolve(&yaml, &[]).is_err(), "{bad}");
@@ -512,6 +541,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.lease.ttl, Duration::from_millis(1000));
+        assert_eq!(s.lease.max_ttl, Duration::from_millis(1000));
     }
 
     #[test]

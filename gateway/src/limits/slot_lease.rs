@@ -5,8 +5,10 @@
 //!
 //! In Redis a lease is members `<lease id>:<n>` of the counter's sorted set
 //! (the set `limiter.lua` puts requests' slots in), scored by their expiry
-//! (now + the lease life) and renewed every half life by the control plane:
-//! a crashed replica's slots lapse within one life. `slot_lease.lua` renews
+//! (now + the lease's life: `lease_ttl_ms`, longer while a slot stays free
+//! through whole lives, up to `lease_max_ttl_ms`) and renewed by the
+//! control plane before they lapse while in use: a crashed replica's slots
+//! lapse within one life, at most `lease_max_ttl_ms`. `slot_lease.lua` renews
 //! the members held, removes the ones returned and adds new ones while the
 //! counter has room (refused when not one fits). Locally one word holds the
 //! slots granted and the slots in use, so a take never goes past the grant.
@@ -89,6 +91,12 @@ pub struct SlotLease {
     /// Until when (table clock, ms) a grant, renewal or return holds the
     /// lease: one at a time.
     busy_until: AtomicU64,
+    /// The life (ms) its calls ask Redis to keep its members for.
+    life_ms: AtomicU64,
+    /// The latest (table clock, ms) a call sent may let it serve until: a
+    /// later call's life reaches it, so a shorter life never drops a member
+    /// in Redis while the replica still serves it.
+    promised: AtomicU64,
     /// Only the holder of `busy_until` changes them (the mutex is never
     /// contended on the request path: takes do not touch it).
     members: Mutex<Members>,
@@ -105,8 +113,8 @@ fn granted_of(state: u64) -> u64 {
 }
 
 impl SlotLease {
-    /// An empty lease of `key` named `id`.
-    pub fn new(key: String, id: String, prompt: bool) -> SlotLease {
+    /// An empty lease of `key` named `id`, living `life_ms` at first.
+    pub fn new(key: String, id: String, prompt: bool, life_ms: u64) -> SlotLease {
         SlotLease {
             key,
             id,
@@ -114,6 +122,8 @@ impl SlotLease {
             valid_until: AtomicU64::new(0),
             last_take: AtomicU64::new(0),
             busy_until: AtomicU64::new(0),
+            life_ms: AtomicU64::new(life_ms),
+            promised: AtomicU64::new(0),
             members: Mutex::new(Members::default()),
             done: watch::Sender::new((0, None)),
             prompt,
@@ -182,6 +192,43 @@ impl SlotLease {
             0 => false,
             after => now_ms.saturating_add(1).saturating_sub(after) < ms,
         }
+    }
+
+    /// The life its calls ask for now, milliseconds.
+    pub fn life(&self) -> u64 {
+        self.life_ms.load(Ordering::Relaxed)
+    }
+
+    /// Until when (table clock, ms) it serves without a renewal.
+    pub fn valid_until(&self) -> u64 {
+        self.valid_until.load(Ordering::Acquire)
+    }
+
+    /// Sets the life of its next calls: twice the last (at most `max_ms`)
+    /// when it lapsed with a slot free (its key used less than it held for
+    /// a whole life), half (at least `ttl_ms`) when it grows. The caller
+    /// holds the turn.
+    pub fn next_life(&self, grow: bool, ttl_ms: u64, max_ms: u64) -> u64 {
+        let life = self.life();
+        let next = if grow {
+            life / 2
+        } else {
+            life.saturating_mul(2)
+        };
+        let next = next.clamp(ttl_ms, max_ms.max(ttl_ms));
+        self.life_ms.store(next, Ordering::Relaxed);
+        next
+    }
+
+    /// The life a call sent at `now_ms` asks for: its life, lengthened to
+    /// what earlier calls may let the lease serve until; records what this
+    /// one may. The caller holds the turn.
+    pub fn call_life(&self, now_ms: u64) -> u64 {
+        let promised = self.promised.load(Ordering::Acquire);
+        let life = self.life().max(promised.saturating_sub(now_ms));
+        self.promised
+            .fetch_max(now_ms.saturating_add(life), Ordering::AcqRel);
+        life
     }
 
     /// Whether a take now would fail for want of a renewal only.
@@ -370,7 +417,25 @@ mod tests {
     use super::*;
 
     fn lease() -> SlotLease {
-        SlotLease::new("{api_key:k}:parallel".into(), "L".into(), false)
+        SlotLease::new("{api_key:k}:parallel".into(), "L".into(), false, 1000)
+    }
+
+    #[test]
+    fn a_lease_lapsing_with_a_slot_free_lives_longer_and_one_growing_shorter() {
+        let l = lease();
+        assert_eq!(l.next_life(false, 1000, 8000), 2000);
+        assert_eq!(l.next_life(false, 1000, 8000), 4000);
+        assert_eq!(l.next_life(false, 1000, 8000), 8000);
+        assert_eq!(l.next_life(false, 1000, 8000), 8000, "at most the cap");
+        assert_eq!(l.call_life(0), 8000);
+        assert_eq!(l.next_life(true, 1000, 8000), 4000);
+        // A shorter life still covers what the 8 s call may serve.
+        assert_eq!(l.call_life(1000), 7000);
+        assert_eq!(l.call_life(5000), 4000);
+        assert_eq!(l.next_life(true, 1000, 8000), 2000);
+        assert_eq!(l.next_life(true, 1000, 8000), 1000);
+        assert_eq!(l.next_life(true, 1000, 8000), 1000, "at least the base");
+        assert_eq!(l.call_life(9000), 1000);
     }
 
     #[test]

@@ -23,22 +23,17 @@ impl LeaseTable {
         let id = format!("lease:{}:{n}", self.prefix);
         // Less than one slot's share: lease one at a time, back when idle.
         let prompt = (d.limit as f64 * self.settings.fraction) < 1.0;
-        let fresh = SlotLease::new(d.key.to_string(), id, prompt);
+        let fresh = SlotLease::new(d.key.to_string(), id, prompt, self.ttl_ms());
         map.get_or_insert(d.key.to_string(), Arc::new(fresh))
             .clone()
     }
 
-    /// The lease life in milliseconds: how long Redis keeps a slot lease's
-    /// members after a renewal.
-    fn life_ms(&self) -> u64 {
-        self.settings.ttl.as_millis().min(u64::MAX as u128) as u64
-    }
-
     /// Until when (table clock) a slot lease serves after a renewal or
-    /// grant sent at `sent_ms`: nine tenths of the life, before Redis's own
-    /// expiry, which counts from when the script ran.
-    fn valid_after(&self, sent_ms: u64) -> u64 {
-        sent_ms.saturating_add(self.life_ms() / 10 * 9)
+    /// grant sent at `sent_ms` asking Redis to keep its members `life_ms`:
+    /// nine tenths of the life, before Redis's own expiry, which counts
+    /// from when the script ran.
+    fn valid_after(sent_ms: u64, life_ms: u64) -> u64 {
+        sent_ms.saturating_add(life_ms / 10 * 9)
     }
 
     /// How long a slot lease's turn lasts at most (a call that never
@@ -75,14 +70,18 @@ impl LeaseTable {
             return None;
         }
         let (granted, in_use) = lease.counts();
-        // Double the lease up to its share of the limit; nothing new when
-        // it only lapsed with slots free.
-        let want = if lease.lapsed(now) && granted > in_use {
-            0
-        } else {
+        // Double the lease up to its share of the limit, and halve its
+        // life; nothing new when it only lapsed with slots free, and twice
+        // the life: its key used less than it held for a whole life.
+        let grow = !(lease.lapsed(now) && granted > in_use);
+        let want = if grow {
             granted.max(1).min(self.size(d, 1)).min(MAX_GROW)
+        } else {
+            0
         };
-        let (call, first) = lease.grant_call(want, d.limit, self.life_ms());
+        lease.next_life(grow, self.ttl_ms(), self.max_ttl_ms());
+        let life = lease.call_life(now);
+        let (call, first) = lease.grant_call(want, d.limit, life);
         let undo = (want > 0).then(|| lease.undo_call(first, want));
         let late_lease = lease.clone();
         let late = move |numbers: &[i64]| match slot_lease::reply(numbers) {
@@ -96,11 +95,11 @@ impl LeaseTable {
             Some(Granted::Yes { granted, .. }) => {
                 // Never more than asked for, whatever Redis answered.
                 lease.add(first, granted.min(want));
-                lease.renewed(self.valid_after(now));
+                lease.renewed(Self::valid_after(now, life));
                 Refill::Granted
             }
             Some(Granted::No { used, reset_at }) => {
-                lease.renewed(self.valid_after(now));
+                lease.renewed(Self::valid_after(now, life));
                 Refill::Denied { used, reset_at }
             }
             None => Refill::Failed,
@@ -110,10 +109,9 @@ impl LeaseTable {
     }
 
     /// The control plane's call for `lease` (its turn held): renew the
-    /// slots in use, return the others.
-    fn renewal(&self, lease: Arc<SlotLease>, call: ScriptCall) -> Call {
-        let now = self.now_ms();
-        let valid = self.valid_after(now);
+    /// slots in use for `life_ms` (asked at `now`), return the others.
+    fn renewal(&self, lease: Arc<SlotLease>, call: ScriptCall, now: u64, life_ms: u64) -> Call {
+        let valid = Self::valid_after(now, life_ms);
         let done = ScriptDone(Box::new(move |result| {
             if result.as_deref().ok().and_then(slot_lease::reply).is_some() {
                 lease.renewed(valid);
@@ -130,17 +128,19 @@ impl LeaseTable {
     }
 
     /// Renews every slot lease held and returns its slots not in use;
-    /// forgets idle empty ones. Run every half lease life by the control
-    /// plane: a lease's members live one life in Redis. A lease with no
-    /// slot in use but one taken since the previous pass (idle between two
-    /// requests, not idle) is left as it is: it serves until its members
-    /// would lapse and the next request then renews it, so a key used a
-    /// few times a second costs Redis about one call a lease life instead
-    /// of a return and a new grant every pass.
+    /// forgets idle empty ones. Run every half `lease_ttl_ms` by the
+    /// control plane: a lease's members live one of its lives in Redis. A
+    /// lease with no slot in use but one taken within the last half of its
+    /// life (or the last pass: idle between two requests, not idle) is left
+    /// as it is: it serves until its members would lapse and the next
+    /// request then renews it (for twice the life), so a key used a few
+    /// times a second costs Redis about one call a lease life instead of a
+    /// return and a new grant every pass. A lease with every slot in use is
+    /// renewed only when it would lapse within two passes and a turn.
     pub fn renew_slots(&self) -> Vec<Call> {
         let now = self.now_ms();
         let until = now.saturating_add(self.turn_ms());
-        let pass = self.life_ms() / 2;
+        let pass = self.ttl_ms() / 2;
         let mut calls = Vec::new();
         self.slots.pin().retain(|_, l| {
             // Ended and renewed only with the turn: never under a grant.
@@ -152,12 +152,20 @@ impl LeaseTable {
                 return false;
             }
             let (granted, in_use) = l.counts();
-            if !l.prompt && in_use == 0 && granted > 0 && l.taken_within(now, pass) {
+            let recent = pass.max(l.life() / 2);
+            let between = in_use == 0 && granted > 0 && l.taken_within(now, recent);
+            // Valid past the next pass and one more (a pass late still
+            // renews it in time, with a turn to spare).
+            let full_and_valid = in_use > 0
+                && in_use == granted
+                && l.valid_until() > until.saturating_add(pass.saturating_mul(2));
+            if !l.prompt && (between || full_and_valid) {
                 l.done_busy(None);
                 return true;
             }
-            match l.renew_call(self.life_ms()) {
-                Some(call) => calls.push(self.renewal(l.clone(), call)),
+            let life = l.call_life(now);
+            match l.renew_call(life) {
+                Some(call) => calls.push(self.renewal(l.clone(), call, now, life)),
                 None => l.done_busy(None),
             }
             true
@@ -176,8 +184,9 @@ impl LeaseTable {
         if !lease.try_busy(now, now.saturating_add(self.turn_ms())) {
             return None;
         }
-        match lease.renew_call(self.life_ms()) {
-            Some(call) => Some(self.renewal(lease.clone(), call)),
+        let life = lease.call_life(now);
+        match lease.renew_call(life) {
+            Some(call) => Some(self.renewal(lease.clone(), call, now, life)),
             None => {
                 lease.done_busy(None);
                 None
