@@ -104,11 +104,7 @@ pub fn main(args: &mut Args) -> Result<(), String> {
         Session::new(&o, &harness, nginx.as_ref(), redis.as_ref(), keys)?.measure(primer)?;
     print!("{}", report.table());
     if let Some(path) = &o.json {
-        write_json(path, &report)?;
-        let picture = path.with_extension("svg");
-        std::fs::write(&picture, plot::svg(&report))
-            .map_err(|e| format!("{}: {e}", picture.display()))?;
-        println!("picture: {}", picture.display());
+        write_json_and_picture(path, &report, plot::svg(&report))?;
     }
     Ok(())
 }
@@ -244,11 +240,7 @@ fn saturate_main(
     };
     print!("{}", report.table());
     if let Some(path) = &o.json {
-        write_json(path, &report)?;
-        let picture = path.with_extension("svg");
-        std::fs::write(&picture, plot::saturation_svg(&report))
-            .map_err(|e| format!("{}: {e}", picture.display()))?;
-        println!("picture: {}", picture.display());
+        write_json_and_picture(path, &report, plot::saturation_svg(&report))?;
     }
     Ok(())
 }
@@ -328,6 +320,20 @@ fn paired_main(
     if let Some(path) = &o.json {
         write_json(path, &report)?;
     }
+    Ok(())
+}
+
+/// Writes `report` as JSON to `path` and `svg` beside it (same name,
+/// `.svg`), naming the picture on stdout.
+fn write_json_and_picture(
+    path: &std::path::Path,
+    report: &impl serde::Serialize,
+    svg: String,
+) -> Result<(), String> {
+    write_json(path, report)?;
+    let picture = path.with_extension("svg");
+    std::fs::write(&picture, svg).map_err(|e| format!("{}: {e}", picture.display()))?;
+    println!("picture: {}", picture.display());
     Ok(())
 }
 
