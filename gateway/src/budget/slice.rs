@@ -12,20 +12,23 @@
 //! as the budget nears its end, and once less than four requests' worst
 //! case is left (a small budget from the start) requests hold room one by
 //! one as in `redis` mode ([`super::fleet`]), so the last room is never
-//! parked in another replica's slice. A slice serves for twice
-//! `lease_ttl_ms` (at most half a hold's life) after its grant; the sweep
-//! ([`sweep`], every 250 ms at most) reports the spend settled against a
-//! slice every `lease_ttl_ms` (one call a report interval for a busy key,
-//! however many requests it serves), starts again the life of a slice
-//! requests keep taking from in that call, and hands back the unused room
-//! of one whose life ended (the hold shrinks to what requests in flight
-//! still hold); a request that finds its slice short
+//! parked in another replica's slice. The sweep ([`sweep`], every 250 ms
+//! at most) reports the spend settled against a slice every `lease_ttl_ms`
+//! while that is a quarter of its grant or more (one call a report
+//! interval for a busy key, however many requests it serves), else every
+//! `lease_max_ttl_ms` (a slow key's slice), and each report starts its
+//! life again; a slice ends when left unused for twice its last gap
+//! between takes (twice `lease_ttl_ms` to `lease_max_ttl_ms`, see
+//! `Due::of`) or twice `lease_max_ttl_ms` after its last call, and the
+//! sweep then hands back its unused room (the hold shrinks to what
+//! requests in flight still hold); a request that finds its slice short
 //! reports, hands back and asks for more in one call. At shutdown every
 //! slice is handed back ([`return_all`]). A replica killed with a slice
 //! leaves its hold until it lapses (`parallel_slot_ttl_secs`, as a
 //! request's hold): room refused meanwhile, never spent; the spend it
-//! settled since its last report (at most a report interval and a sweep)
-//! is lost to Redis (not to Postgres).
+//! settled since its last report (at most a quarter of the slice or a
+//! report interval's, whichever is more, and a sweep's) is lost to Redis
+//! (not to Postgres).
 //!
 //! Local accounting: `free` (room granted, not reserved), `in_flight`
 //! (reserved by requests here), `unreported` (settled here, not yet told
