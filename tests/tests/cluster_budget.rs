@@ -53,7 +53,10 @@ impl Fleet {
                     "general_settings": {"master_key": MASTER_KEY},
                     "gateway_settings": {
                         "spool_dir": spool.to_str().expect("utf-8 temp path"),
-                        "rate_limits": {"redis_timeout_ms": 1000},
+                        // A slice reports once a `lease_ttl_ms` however
+                        // slowly it is used (no slow report interval), as
+                        // the outage test's rounds wait for.
+                        "rate_limits": {"redis_timeout_ms": 1000, "lease_max_ttl_ms": 1000},
                     },
                 });
                 let mut all = vec![("DATABASE_URL", db.url()), ("REDIS_CLUSTER_NODES", &nodes)];

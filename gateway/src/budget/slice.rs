@@ -12,20 +12,23 @@
 //! as the budget nears its end, and once less than four requests' worst
 //! case is left (a small budget from the start) requests hold room one by
 //! one as in `redis` mode ([`super::fleet`]), so the last room is never
-//! parked in another replica's slice. A slice serves for twice
-//! `lease_ttl_ms` (at most half a hold's life) after its grant; the sweep
-//! ([`sweep`], every 250 ms at most) reports the spend settled against a
-//! slice every `lease_ttl_ms` (one call a report interval for a busy key,
-//! however many requests it serves), starts again the life of a slice
-//! requests keep taking from in that call, and hands back the unused room
-//! of one whose life ended (the hold shrinks to what requests in flight
-//! still hold); a request that finds its slice short
+//! parked in another replica's slice. The sweep ([`sweep`], every 250 ms
+//! at most) reports the spend settled against a slice every `lease_ttl_ms`
+//! while that is a quarter of its grant or more (one call a report
+//! interval for a busy key, however many requests it serves), else every
+//! `lease_max_ttl_ms` (a slow key's slice), and each report starts its
+//! life again; a slice ends when left unused for twice its last gap
+//! between takes (twice `lease_ttl_ms` to `lease_max_ttl_ms`, see
+//! `Due::of`) or twice `lease_max_ttl_ms` after its last call, and the
+//! sweep then hands back its unused room (the hold shrinks to what
+//! requests in flight still hold); a request that finds its slice short
 //! reports, hands back and asks for more in one call. At shutdown every
 //! slice is handed back ([`return_all`]). A replica killed with a slice
 //! leaves its hold until it lapses (`parallel_slot_ttl_secs`, as a
 //! request's hold): room refused meanwhile, never spent; the spend it
-//! settled since its last report (at most a report interval and a sweep)
-//! is lost to Redis (not to Postgres).
+//! settled since its last report (at most a quarter of the slice or a
+//! report interval's, whichever is more, and a sweep's) is lost to Redis
+//! (not to Postgres).
 //!
 //! Local accounting: `free` (room granted, not reserved), `in_flight`
 //! (reserved by requests here), `unreported` (settled here, not yet told
@@ -53,6 +56,10 @@ const MAX_DIVISOR: f64 = 1000.0;
 /// Slices a sweep calls Redis about at once (the limiter's link drains at
 /// most 512 calls into one pipeline).
 const SWEEP_TOGETHER: usize = 512;
+/// A slice reports once a `lease_ttl_ms` only when at least this fraction
+/// (1 / `REPORT_SHARE`) of its grant was settled since its last call (a
+/// busy key); a slower one reports once a slow report interval.
+const REPORT_SHARE: i64 = 4;
 
 impl Slice {
     /// Settled against the slice, not yet reported to Redis.
@@ -79,6 +86,12 @@ pub(super) struct Slice {
     last_call: AtomicU64,
     /// Milliseconds since the book's epoch of its last take.
     last_take: AtomicU64,
+    /// Milliseconds between its last two takes (in different
+    /// milliseconds): how long it waits unused before it ends.
+    gap: AtomicU64,
+    /// Its last grant (nano-USD): a report is due early once a share of it
+    /// was settled ([`REPORT_SHARE`]).
+    size: AtomicI64,
     /// Successful takes so far: a call sees by it whether a request took
     /// room while it read the slice.
     takes: AtomicU64,
@@ -100,6 +113,8 @@ impl Slice {
             serves_until: AtomicU64::new(0),
             last_call: AtomicU64::new(0),
             last_take: AtomicU64::new(0),
+            gap: AtomicU64::new(0),
+            size: AtomicI64::new(0),
             takes: AtomicU64::new(0),
             held: AtomicBool::new(false),
             busy: AtomicBool::new(false),
@@ -125,8 +140,12 @@ impl Slice {
             return false;
         }
         self.takes.fetch_add(1, SeqCst);
-        if self.last_take.load(SeqCst) != now {
+        let last = self.last_take.load(SeqCst);
+        if last != now {
             self.last_take.store(now, SeqCst);
+            if last != 0 {
+                self.gap.store(now.saturating_sub(last), SeqCst);
+            }
         }
         true
     }
@@ -279,7 +298,8 @@ pub(super) fn settle(budgets: &[(&'static str, Arc<Budget>)], nanos: i64, actual
 /// One `slice.lua` call for `b` (the caller holds its `busy` flag):
 /// reports what was settled, hands back the free room (`give_back`), with
 /// `need` above zero asks for a grant of at least `need`, and with a grant
-/// or `extend` starts the slice's life again.
+/// or `extend` starts the slice's life again (the longest, [`Lives`]: the
+/// sweep ends a slice left unused sooner).
 async fn call(
     limiter: &Limiter,
     b: &Arc<Budget>,
@@ -360,11 +380,12 @@ async fn call(
             } else if *verdict == 1 {
                 if need > 0 {
                     slice.free.fetch_add(*grant, SeqCst);
+                    slice.size.store(*grant, SeqCst);
                 }
                 if need > 0 || extend {
                     slice
                         .serves_until
-                        .store(started.saturating_add(life(limiter)), SeqCst);
+                        .store(started.saturating_add(Lives::of(limiter).most), SeqCst);
                 }
                 Grant::Granted
             } else {
@@ -409,6 +430,11 @@ pub async fn sweep(limiter: &Limiter) {
                 continue;
             };
             let d = Due::of(&b.slice, b.owed.load(SeqCst) != 0, now, &timing);
+            if d.ended {
+                // Left unused: it serves no more (a take racing this gets
+                // its room before the call hands the rest back).
+                b.slice.serves_until.fetch_min(now, SeqCst);
+            }
             match d.call {
                 Some(extend) => due.push((b, extend, d.ended)),
                 None if d.forget => gone.push(*id),
@@ -469,19 +495,55 @@ async fn hand_back(limiter: &Limiter, b: &Arc<Budget>, id: u64, now: u64) {
     let _ = call(limiter, b, 0, due.ended, extend).await;
 }
 
-/// A slice's clocks, in milliseconds: how often a slice in use reports,
-/// how often a hold with requests in flight is renewed.
+/// How long a slice serves, in milliseconds. `busy`: twice `lease_ttl_ms`,
+/// how long a slice waits unused before it ends when requests took from it
+/// closer together (a slower key's waits twice its last gap between takes,
+/// up to `lease_max_ttl_ms`). `most`: a grant's or report's life at most,
+/// twice `lease_max_ttl_ms` (a slow slice reports every half of it),
+/// never under `busy`. Both at most half the hold's life in Redis, which
+/// every call starts again, so a slice never serves after Redis let its
+/// hold lapse.
+#[derive(Debug, Clone, Copy)]
+struct Lives {
+    busy: u64,
+    slow: u64,
+    most: u64,
+}
+
+impl Lives {
+    fn of(limiter: &Limiter) -> Lives {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let half_hold = limiter.hold_ttl() / 2;
+        let lease = &limiter.settings().lease;
+        let busy = ms((lease.ttl * 2).min(half_hold));
+        let slow = ms(lease.max_ttl.min(half_hold)).max(busy);
+        let most = ms((lease.max_ttl * 2).min(half_hold)).max(busy);
+        Lives { busy, slow, most }
+    }
+}
+
+/// A slice's clocks, in milliseconds: how often a busy slice reports, how
+/// often any slice in use reports at least, how long a slice waits unused
+/// at least and at most, how often a hold with requests in flight is
+/// renewed.
 #[derive(Debug, Clone, Copy)]
 struct Timing {
     report_every: u64,
+    slow_every: u64,
+    unused_least: u64,
+    unused_most: u64,
     renew: u64,
 }
 
 impl Timing {
     fn of(limiter: &Limiter) -> Timing {
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let lives = Lives::of(limiter);
         Timing {
-            report_every: report_every(limiter),
+            report_every: lives.busy / 2,
+            slow_every: lives.most / 2,
+            unused_least: lives.busy,
+            unused_most: lives.slow,
             renew: ms(limiter.hold_ttl() / 2),
         }
     }
@@ -499,25 +561,39 @@ struct Due {
 }
 
 impl Due {
-    /// A slice whose life ended hands its room back and reports its spend
-    /// at once, as does one owing a fallback's spend. One still serving
-    /// reports the spend settled against it once every `report_every` (so
-    /// a replica that dies loses Redis at most that long's spend, and a
-    /// busy key costs Redis one call a report interval, not one a sweep),
-    /// and with that report, while requests keep taking from it, starts its
-    /// life again (twice the interval: a busy slice is never left to end
-    /// under load, when every request arriving during the refill would hold
-    /// room on its own); its hold is renewed while requests are in flight.
+    /// A slice ends when its life ran out or it was left unused for twice
+    /// its last gap between takes (between `unused_least`, today's busy
+    /// life, and `unused_most`, `lease_max_ttl_ms`); one that ended hands
+    /// its room back and reports its spend at once, as does one owing a
+    /// fallback's spend. One still serving reports the spend settled
+    /// against it once every `report_every` when that is at least a share
+    /// of its grant ([`REPORT_SHARE`]: a busy key costs Redis one call a
+    /// report interval, not one a sweep) or it has no room left, else once every `slow_every` (a
+    /// slow key's slice: one call per `lease_max_ttl_ms` whatever its
+    /// rate); so a replica that dies loses Redis at most a report
+    /// interval's spend or a share of the slice, whichever is more. That
+    /// report starts its life again if requests took from it since its last
+    /// call; its hold is renewed while requests are in flight.
     fn of(slice: &Slice, owed: bool, now: u64, t: &Timing) -> Due {
-        let until = slice.serves_until.load(SeqCst);
-        let ended = now >= until;
+        let last_call = slice.last_call.load(SeqCst);
+        let last_take = slice.last_take.load(SeqCst);
+        let unused_for = (slice.gap.load(SeqCst).saturating_mul(2))
+            .clamp(t.unused_least, t.unused_most.max(t.unused_least));
+        let ended =
+            now >= slice.serves_until.load(SeqCst) || now.saturating_sub(last_take) >= unused_for;
         let idle = slice.in_flight.load(SeqCst) == 0;
         let held = slice.held.load(SeqCst);
-        let since_call = now.saturating_sub(slice.last_call.load(SeqCst));
-        let report = since_call >= t.report_every;
-        let taken_lately = now.saturating_sub(slice.last_take.load(SeqCst)) < t.report_every;
-        let extend = !ended && taken_lately && report;
-        let news = (report && slice.unreported.load(SeqCst) != 0)
+        let since_call = now.saturating_sub(last_call);
+        let unreported = slice.unreported.load(SeqCst);
+        let share = slice.size.load(SeqCst).max(0) / REPORT_SHARE;
+        // A slice with no room left (used up or handed back to a budget's
+        // last requests) has nothing to wait for either.
+        let spent_out = slice.free.load(SeqCst) <= 0;
+        let busy =
+            since_call >= t.report_every && unreported != 0 && (unreported >= share || spent_out);
+        let report = busy || since_call >= t.slow_every;
+        let extend = !ended && report && last_take >= last_call;
+        let news = (report && unreported != 0)
             || owed
             || (ended && (slice.free.load(SeqCst) > 0 || (idle && held)))
             || (!idle && since_call >= t.renew)
@@ -530,24 +606,10 @@ impl Due {
     }
 }
 
-/// How long a grant serves: twice `lease_ttl_ms` (a slice in use reports
-/// and starts its life again every `lease_ttl_ms`), but at most half the
-/// hold's life in Redis, so a slice never serves after Redis let its hold
-/// lapse.
-fn life(limiter: &Limiter) -> u64 {
-    let lease = (limiter.settings().lease.ttl * 2).min(limiter.hold_ttl() / 2);
-    u64::try_from(lease.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// How often a slice in use reports its spend: every half life.
-fn report_every(limiter: &Limiter) -> u64 {
-    life(limiter) / 2
-}
-
-/// How often the sweep runs: every half report interval, at most 250 ms
-/// apart (an ended slice's room handed back promptly).
+/// How often the sweep runs: every half busy report interval, at most
+/// 250 ms apart (an ended slice's room handed back promptly).
 pub fn sweep_every(limiter: &Limiter) -> Duration {
-    Duration::from_millis(report_every(limiter) / 2)
+    Duration::from_millis(Timing::of(limiter).report_every / 2)
         .clamp(Duration::from_millis(5), Duration::from_millis(250))
 }
 
@@ -585,6 +647,9 @@ mod tests {
 
     const TIMING: Timing = Timing {
         report_every: 1_000,
+        slow_every: 4_000,
+        unused_least: 2_000,
+        unused_most: 4_000,
         renew: 300_000,
     };
 
@@ -604,6 +669,39 @@ mod tests {
         // Spend a fallback owes is told at once.
         let owing = slice_at(11_750, 250, 5, 0);
         assert_eq!(due(&owing, true).call, Some(false));
+    }
+
+    #[test]
+    fn a_slow_slice_reports_once_a_slow_interval_and_lives_on() {
+        // A grant of 100,000 with 700 settled since the last call, its
+        // requests 2 s apart, the last 500 ms ago: under a quarter of the
+        // grant, so no report at a busy report interval...
+        let slow = |since_call, since_take, unreported| {
+            let s = slice_at(30_000, since_call, since_take, unreported);
+            s.size.store(100_000, SeqCst);
+            s.gap.store(2_000, SeqCst);
+            s.free.store(50_000, SeqCst);
+            s
+        };
+        assert_eq!(due(&slow(1_000, 500, 700), false).call, None);
+        // ...nor before the slow interval, though a busy slice would have
+        // ended 2 s after its last take (it waits twice its gap)...
+        assert_eq!(due(&slow(3_900, 2_500, 700), false).call, None);
+        // ...then one call reports it and starts its life again.
+        assert_eq!(due(&slow(4_000, 2_500, 700), false).call, Some(true));
+        // A quarter of the grant settled: reported at once.
+        assert_eq!(due(&slow(1_000, 5, 25_000), false).call, Some(true));
+        // No room left: nothing to wait for, reported at once.
+        let out = slow(1_000, 5, 700);
+        out.free.store(0, SeqCst);
+        assert_eq!(due(&out, false).call, Some(true));
+        // Unused for twice its gap: it ends and hands its room back.
+        let d = due(&slow(4_000, 4_000, 700), false);
+        assert_eq!((d.call, d.ended), (Some(false), true));
+        // A busy slice (takes a millisecond apart) ends after 2 s unused.
+        let busy = slow(1_000, 2_000, 0);
+        busy.gap.store(1, SeqCst);
+        assert!(due(&busy, false).ended);
     }
 
     #[test]
