@@ -512,7 +512,6 @@ struct Lives {
 
 impl Lives {
     fn of(limiter: &Limiter) -> Lives {
-        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         let half_hold = limiter.hold_ttl() / 2;
         let lease = &limiter.settings().lease;
         let busy = ms((lease.ttl * 2).min(half_hold));
@@ -520,6 +519,11 @@ impl Lives {
         let most = ms((lease.max_ttl * 2).min(half_hold)).max(busy);
         Lives { busy, slow, most }
     }
+}
+
+/// `d` in whole milliseconds, saturating.
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// A slice's clocks, in milliseconds: how often a busy slice reports, how
@@ -537,7 +541,6 @@ struct Timing {
 
 impl Timing {
     fn of(limiter: &Limiter) -> Timing {
-        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         let lives = Lives::of(limiter);
         Timing {
             report_every: lives.busy / 2,

@@ -95,6 +95,11 @@ const ENDED: u64 = 1 << 63;
 /// for itself alone.
 const MAX_ROUNDS: usize = 16;
 
+/// `d` in whole milliseconds, saturating.
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// What the lease table asks of the limiter that owns it: its Redis calls.
 /// The limiter implements it, so leases need not know the limiter.
 pub(super) trait LeaseRedis {
@@ -389,12 +394,12 @@ impl LeaseTable {
 
     /// The life of a busy key's lease, milliseconds.
     fn ttl_ms(&self) -> u64 {
-        self.settings.ttl.as_millis().min(u64::MAX as u128) as u64
+        millis(self.settings.ttl)
     }
 
     /// The longest life of a slow key's lease, milliseconds.
     fn max_ttl_ms(&self) -> u64 {
-        self.settings.max_ttl.as_millis().min(u64::MAX as u128) as u64
+        millis(self.settings.max_ttl)
     }
 
     fn now_ms(&self) -> u64 {

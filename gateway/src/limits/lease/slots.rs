@@ -3,7 +3,7 @@
 //! renewal pass (see [`crate::limits::slot_lease`] and the lease module's
 //! doc for the semantics).
 
-use super::{LeaseRedis, LeaseTable};
+use super::{millis, LeaseRedis, LeaseTable};
 use crate::limits::call::{Call, ScriptCall, ScriptDone};
 use crate::limits::descriptor::Descriptor;
 use crate::limits::slot_lease::{self, Granted, Refill, SlotLease, DEADLINE_ARG, MAX_GROW};
@@ -39,7 +39,7 @@ impl LeaseTable {
     /// How long a slot lease's turn lasts at most (a call that never
     /// answers must not hold it forever).
     fn turn_ms(&self) -> u64 {
-        let ms = self.redis_timeout.as_millis().min(u64::MAX as u128) as u64;
+        let ms = millis(self.redis_timeout);
         ms.saturating_mul(2).saturating_add(50)
     }
 
