@@ -382,11 +382,11 @@ fn a_window_that_moved_on_is_written_with_the_charge_and_not_at_all_on_a_refusal
     assert_eq!(fields(&redis, RPM), before, "a refusal writes nothing");
     redis.command(&["CONFIG", "RESETSTAT"]);
     let out = batch(&redis, &[rpm_admission(RPM, "r2", 4)]);
-    // TIME, HMGET of the bookkeeping, HMGET of the buckets that left the
-    // window, HDEL, HINCRBY of the new bucket, its EXPIRE, and one HSET of
-    // the new sum and lowest bucket (the sum's own HSET and HINCRBY were
-    // two commands before).
-    assert_eq!(commands_run(&redis), 7);
+    // TIME, HMGET of the bookkeeping and the current bucket, HMGET of the
+    // buckets that left the window, HDEL, one HSET of the new bucket, the
+    // new sum and lowest bucket, and the new bucket's EXPIRE (the bucket's
+    // HINCRBY and the sum's HSET were two commands before).
+    assert_eq!(commands_run(&redis), 6);
     let Reply::Array(items) = &out else {
         panic!("{out:?}")
     };
@@ -405,6 +405,79 @@ fn a_window_that_moved_on_is_written_with_the_charge_and_not_at_all_on_a_refusal
     ];
     expected.sort();
     assert_eq!(fields(&redis, RPM), expected, "the dead bucket dropped");
+}
+
+#[test]
+fn a_steady_window_admission_writes_its_bucket_and_sum_in_one_command() {
+    let redis = PrivateRedis::start();
+    // A fresh counter per attempt, until a first admission and a second
+    // one fall in the same Redis second (the second's bucket then exists
+    // and the window has not moved).
+    const KEYS: [&str; 5] = [
+        "{api_key:s0}:requests",
+        "{api_key:s1}:requests",
+        "{api_key:s2}:requests",
+        "{api_key:s3}:requests",
+        "{api_key:s4}:requests",
+    ];
+    for key in KEYS {
+        let second = redis_second(&redis);
+        assert!(admitted(&batch(&redis, &[rpm_admission(key, "r1", 100)])));
+        redis.command(&["CONFIG", "RESETSTAT"]);
+        assert!(admitted(&batch(&redis, &[rpm_admission(key, "r2", 100)])));
+        let commands = commands_run(&redis);
+        if redis_second(&redis) != second {
+            continue;
+        }
+        // TIME, HMGET of the bookkeeping and the bucket, one HSET of both
+        // (the bucket's and the sum's HINCRBY were two commands before).
+        assert_eq!(commands, 3);
+        let Reply::Bulk(Some(sum)) = redis.command(&["HGET", key, "-1"]) else {
+            panic!("the sum")
+        };
+        assert_eq!(sum, "2", "both admissions counted");
+        let Reply::Bulk(Some(bucket)) = redis.command(&["HGET", key, &second.to_string()]) else {
+            panic!("the bucket")
+        };
+        assert_eq!(bucket, "2");
+        return;
+    }
+    panic!("no two admissions fell in one second in five attempts");
+}
+
+#[test]
+fn two_counters_of_one_admission_on_the_same_key_both_count() {
+    let redis = PrivateRedis::start();
+    const RPM: &str = "{api_key:d}:requests";
+    assert!(admitted(&batch(&redis, &[rpm_admission(RPM, "r1", 100)])));
+    let twice = Op {
+        keys: vec![RPM, RPM],
+        letter: b'a',
+        numbers: vec![0.0, 100.0, 1.0, 1.0, 100.0, 1.0, 1.0],
+        args: vec![b"rr".to_vec(), b"r2".to_vec(), b"1".to_vec(), b"1".to_vec()],
+    };
+    let out = batch(&redis, &[twice]);
+    let Reply::Array(items) = &out else {
+        panic!("{out:?}")
+    };
+    assert_eq!(items[0], Reply::Int(1), "admitted: {out:?}");
+    let Reply::Int(tick) = items[1] else {
+        panic!("{out:?}")
+    };
+    let values: Vec<(String, String)> = fields(&redis, RPM)
+        .into_iter()
+        .filter(|(f, _)| !f.starts_with('-'))
+        .collect();
+    let total: u64 = values.iter().map(|(_, v)| v.parse::<u64>().unwrap()).sum();
+    assert_eq!(total, 3, "buckets {values:?}");
+    assert!(
+        values.iter().any(|(f, _)| *f == tick.to_string()),
+        "{values:?}"
+    );
+    let Reply::Bulk(Some(sum)) = redis.command(&["HGET", RPM, "-1"]) else {
+        panic!("the sum")
+    };
+    assert_eq!(sum, "3", "the sum counts both");
 }
 
 const TPM: &str = "{api_key:h}:tokens";

@@ -102,16 +102,21 @@ end
 -- names of those present: the caller deletes them and writes the new sum
 -- and lowest bucket with its charge, in one HSET (or writes nothing when
 -- the admission is refused: the hash then stays as it was, its old sum
--- still matching its buckets). Bucket names go to redis.call as decimal
--- strings: Redis formats a Lua number with snprintf("%.17g").
-local function window_sum(key, tick, oldest, n)
-  local f = redis.call('HMGET', key, '-1', '-2', '-3')
+-- still matching its buckets). Third, the units of the current bucket
+-- (`tick_name`), read with the sum so that the caller writes the charged
+-- bucket and the sum in one HSET: nil when the bucket is absent, false
+-- when not read (the counter was recounted). Bucket names go to
+-- redis.call as decimal strings: Redis formats a Lua number with
+-- snprintf("%.17g").
+local function window_sum(key, tick, oldest, n, tick_name)
+  local f = redis.call('HMGET', key, '-1', '-2', '-3', tick_name)
   local sum = tonumber(f[1])
   local low = tonumber(f[2])
   local counted = tonumber(f[3])
   if sum == nil or low == nil or counted == nil or tick - counted >= n or oldest - low > n then
-    return recount(key, tick, oldest), nil
+    return recount(key, tick, oldest), nil, false
   end
+  local cur = tonumber(f[4])
   if low < oldest then
     local gone = {}
     for b = low, oldest - 1 do
@@ -125,9 +130,9 @@ local function window_sum(key, tick, oldest, n)
         dropped[#dropped + 1] = gone[j]
       end
     end
-    return sum, dropped
+    return sum, dropped, cur
   end
-  return sum, nil
+  return sum, nil, cur
 end
 
 -- The unix second at which a refused counter's oldest unit stops counting.
@@ -178,6 +183,22 @@ local TTL_ARG = ARGV[3]
 -- The reply: every operation's integers in turn.
 local R = {}
 
+-- Each window counter's units in the current bucket as its admission read
+-- them (see window_sum), by the counter's place in the admission; reused
+-- by every admission of the batch.
+local CUR = {}
+
+-- Whether KEYS[k0 + i] is also an earlier counter of the same admission.
+local function repeated(k0, i)
+  local key = KEYS[k0 + i]
+  for j = 1, i - 1 do
+    if KEYS[k0 + j] == key then
+      return true
+    end
+  end
+  return false
+end
+
 -- Checks and charges the `nk` counters KEYS[k0 + 1 ..] with the arguments
 -- from ARGV[a0] and the numbers from N[d + 4] (d + 1 .. d + 3 standing for
 -- the batch's window and slot lifetime); its reply goes to R after R[r].
@@ -202,6 +223,7 @@ local function admit(k0, a0, d, r, nk)
   -- hundred bytecodes.
   R[r + 1] = 1
   R[r + 2] = tick
+  local tick_name = string.format('%d', tick)
   local unstored = nil
   local created = nil
   -- Counters whose window moved on, by key: the buckets to delete.
@@ -223,7 +245,8 @@ local function admit(k0, a0, d, r, nk)
         u = redis.call('ZCARD', key)
       end
     else
-      local sum, dropped = window_sum(key, tick, oldest, n)
+      local sum, dropped, cur = window_sum(key, tick, oldest, n, tick_name)
+      CUR[i] = cur
       if dropped then
         moved = moved or {}
         moved[key] = dropped
@@ -251,8 +274,9 @@ local function admit(k0, a0, d, r, nk)
   -- Arguments go to redis.call as strings where they can: Redis formats a
   -- Lua number with snprintf("%.17g"), which costs about a third of a
   -- redis.call. The bucket's name is formatted once; an amount passed as it
-  -- came is the caller's decimal integer.
-  local tick_name = string.format('%d', tick)
+  -- came is the caller's decimal integer. A counter whose bucket was read
+  -- with its sum (CUR) gets both written in one HSET, unless an earlier
+  -- counter of this admission is on the same key (what it read is stale).
   local life = nil
   for i = 1, nk do
     local key = KEYS[k0 + i]
@@ -278,16 +302,36 @@ local function admit(k0, a0, d, r, nk)
         redis.call('HDEL', key, unpack(dropped))
       end
       local sum = R[r + 2 + i]
+      local cur = CUR[i]
       if amount > 0 then
-        if redis.call('HINCRBY', key, tick_name, amount_arg) == amount then
+        sum = sum + amount
+        if cur ~= false then
+          redis.call('HSET', key, tick_name, string.format('%d', (cur or 0) + amount), '-1',
+            string.format('%d', sum), '-2', string.format('%d', oldest))
+          if cur == nil then
+            life = life or string.format('%d', (n + 1) * g)
+            redis.call('EXPIRE', key, life)
+          end
+          cur = true
+        elseif redis.call('HINCRBY', key, tick_name, amount_arg) == amount then
           life = life or string.format('%d', (n + 1) * g)
           redis.call('EXPIRE', key, life)
         end
-        sum = sum + amount
       end
-      redis.call('HSET', key, '-1', string.format('%d', sum), '-2', string.format('%d', oldest))
+      if cur ~= true then
+        redis.call('HSET', key, '-1', string.format('%d', sum), '-2', string.format('%d', oldest))
+      end
     elseif amount > 0 then
-      if not (unstored and unstored[i]) or (created and created[key]) then
+      local cur = CUR[i]
+      if cur ~= false and not (unstored and unstored[i]) and not repeated(k0, i) then
+        -- The common case: bucket and sum as read, plus the charge.
+        redis.call('HSET', key, tick_name, string.format('%d', (cur or 0) + amount), '-1',
+          string.format('%d', R[r + 2 + i] + amount))
+        if cur == nil then
+          life = life or string.format('%d', (n + 1) * g)
+          redis.call('EXPIRE', key, life)
+        end
+      elseif not (unstored and unstored[i]) or (created and created[key]) then
         -- The key lives while its newest bucket does: its expiry moves only
         -- when a bucket is created.
         if redis.call('HINCRBY', key, tick_name, amount_arg) == amount then
