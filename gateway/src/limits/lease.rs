@@ -57,7 +57,11 @@
 //! taken within the last pass or half its life (a key between two
 //! requests): that one is left to serve until it lapses, and the request
 //! after renews it (for twice the life), so a key used a few times a
-//! second costs about one call a `lease_max_ttl_ms`; and a lease with every
+//! second costs about one call a `lease_max_ttl_ms`; a lease emptied by a
+//! pass (its key idle longer than that) and taken from again lives twice
+//! as long too (an empty lease is kept `lease_max_ttl_ms` after its last
+//! take for that), so a key used every few seconds soon keeps its slot
+//! between requests instead of a grant and a return each; and a lease with every
 //! slot in use is renewed only when it would lapse before the next pass
 //! ends; a limit whose share is under one slot (`limit x lease_fraction < 1`)
 //! leases one slot at a time and returns it as soon as none is in use.
@@ -1036,6 +1040,76 @@ mod tests {
             panic!("a slot")
         };
         slot
+    }
+
+    /// Runs the renewal pass of `t` and answers each of its calls as
+    /// `slot_lease.lua` would (nothing granted); how many calls it made.
+    fn pass(t: &LeaseTable) -> usize {
+        let calls = t.renew_slots();
+        let n = calls.len();
+        for call in calls {
+            let Call::Script { done, .. } = call else {
+                panic!("a script call")
+            };
+            assert!((done.0)(Ok(vec![1, 0, 0])).is_none());
+        }
+        n
+    }
+
+    #[test]
+    fn a_slot_lease_emptied_while_its_key_was_idle_lives_longer_when_taken_again() {
+        run(async {
+            let mut t = lives_table();
+            let redis = Granting::default();
+            let d = [desc("k", Kind::Parallel, 100)];
+            admit_slot(&t, &redis, &d).await.release();
+            // A key used every 3 s: each time, a pass a life after its
+            // request returns the free slot, and the next pass keeps the
+            // empty lease (its life remembered), so the next request's
+            // grant asks for twice the life.
+            for idle_before_pass in [1, 2, 4] {
+                t.epoch -= Duration::from_secs(idle_before_pass);
+                assert_eq!(pass(&t), 1, "the free slot returned");
+                assert_eq!(pass(&t), 0, "the empty lease kept, no call");
+                assert_eq!(t.slots.pin().len(), 1);
+                t.epoch -= Duration::from_secs(2);
+                admit_slot(&t, &redis, &d).await.release();
+            }
+            assert_eq!(*redis.lives.borrow(), ["1000", "2000", "4000", "8000"]);
+            // Kept between two requests now: the next one takes locally.
+            t.epoch -= Duration::from_secs(3);
+            assert_eq!(pass(&t), 0);
+            admit_slot(&t, &redis, &d).await.release();
+            assert_eq!(redis.lives.borrow().len(), 4, "no grant");
+            // Idle past its life: returned, then forgotten once no slot was
+            // taken for lease_max_ttl_ms.
+            t.epoch -= Duration::from_secs(8);
+            assert_eq!(pass(&t), 1);
+            t.epoch -= Duration::from_millis(100);
+            assert_eq!(pass(&t), 0);
+            assert_eq!(t.slots.pin().len(), 0, "forgotten");
+        });
+    }
+
+    #[test]
+    fn a_small_limits_slot_lease_taken_again_keeps_its_short_life() {
+        run(async {
+            let mut t = lives_table();
+            let redis = Granting::default();
+            let d = [desc("k", Kind::Parallel, 4)];
+            for _ in 0..3 {
+                let slot = admit_slot(&t, &redis, &d).await;
+                assert!(slot.prompt);
+                // Given back as soon as it is idle.
+                let Some(Call::Script { done, .. }) = t.release_slot(&slot) else {
+                    panic!("the slot returned at once")
+                };
+                assert!((done.0)(Ok(vec![1, 0, 0])).is_none());
+                t.epoch -= Duration::from_secs(2);
+            }
+            // Its life bounds only a crashed replica's slot: not doubled.
+            assert_eq!(*redis.lives.borrow(), ["1000", "1000", "1000"]);
+        });
     }
 
     #[test]

@@ -194,6 +194,11 @@ impl SlotLease {
         }
     }
 
+    /// Whether a slot was ever taken from it.
+    pub fn served(&self) -> bool {
+        self.last_take.load(Ordering::Relaxed) != 0
+    }
+
     /// The life its calls ask for now, milliseconds.
     pub fn life(&self) -> u64 {
         self.life_ms.load(Ordering::Relaxed)

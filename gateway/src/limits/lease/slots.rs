@@ -72,14 +72,22 @@ impl LeaseTable {
         let (granted, in_use) = lease.counts();
         // Double the lease up to its share of the limit, and halve its
         // life; nothing new when it only lapsed with slots free, and twice
-        // the life: its key used less than it held for a whole life.
-        let grow = !(lease.lapsed(now) && granted > in_use);
+        // the life: its key used less than it held for a whole life. A
+        // lease a renewal pass emptied (its key idle for half a life) and
+        // taken from again also lives twice as long: its key comes back
+        // less often than its life, and a longer life keeps its slot
+        // between two requests (not one grant and one return a request).
+        // A prompt lease gives its slot back when idle anyway: its life
+        // only bounds a crashed replica's slot, and stays short.
+        let lapsed_free = lease.lapsed(now) && granted > in_use;
+        let came_back = granted == 0 && lease.served() && !lease.prompt;
+        let grow = !lapsed_free;
         let want = if grow {
             granted.max(1).min(self.size(d, 1)).min(MAX_GROW)
         } else {
             0
         };
-        lease.next_life(grow, self.ttl_ms(), self.max_ttl_ms());
+        lease.next_life(grow && !came_back, self.ttl_ms(), self.max_ttl_ms());
         let life = lease.call_life(now);
         let (call, first) = lease.grant_call(want, d.limit, life);
         let undo = (want > 0).then(|| lease.undo_call(first, want));
@@ -128,7 +136,10 @@ impl LeaseTable {
     }
 
     /// Renews every slot lease held and returns its slots not in use;
-    /// forgets idle empty ones. Run every half `lease_ttl_ms` by the
+    /// forgets empty ones no slot was taken from for `lease_max_ttl_ms`
+    /// (kept until then for their life, which the next grant doubles, as
+    /// an ended rpm/tpm lease is kept to size the next). Run every half
+    /// `lease_ttl_ms` by the
     /// control plane: a lease's members live one of its lives in Redis. A
     /// lease with no slot in use but one taken within the last half of its
     /// life (or the last pass: idle between two requests, not idle) is left
@@ -147,11 +158,16 @@ impl LeaseTable {
             if !l.try_busy(now, until) {
                 return true;
             }
+            let (granted, in_use) = l.counts();
+            if granted == 0 && l.taken_within(now, self.max_ttl_ms()) {
+                // Empty, its life kept for the key's next request.
+                l.done_busy(None);
+                return true;
+            }
             if l.end_if_idle() {
                 l.done_busy(None);
                 return false;
             }
-            let (granted, in_use) = l.counts();
             let recent = pass.max(l.life() / 2);
             let between = in_use == 0 && granted > 0 && l.taken_within(now, recent);
             // Valid past the next pass and one more (a pass late still
