@@ -480,6 +480,69 @@ fn two_counters_of_one_admission_on_the_same_key_both_count() {
     assert_eq!(sum, "3", "the sum counts both");
 }
 
+#[test]
+fn a_leases_end_is_read_once_and_written_once() {
+    let redis = PrivateRedis::start();
+    // Fresh counters until the grant and its end fall in one Redis second.
+    const KEYS: [&str; 5] = [
+        "{api_key:l0}:requests",
+        "{api_key:l1}:requests",
+        "{api_key:l2}:requests",
+        "{api_key:l3}:requests",
+        "{api_key:l4}:requests",
+    ];
+    for key in KEYS {
+        let second = redis_second(&redis);
+        assert!(admitted(&batch(&redis, &[rpm_admission(key, "r1", 100)])));
+        let lease = Op {
+            keys: vec![key],
+            letter: b'a',
+            numbers: vec![0.0, 100.0, 10.0, 1.0],
+            args: vec![b"l".to_vec(), b"lease".to_vec(), b"10".to_vec()],
+        };
+        let granted = batch(&redis, &[lease]);
+        assert!(admitted(&granted), "{granted:?}");
+        let Reply::Array(items) = &granted else {
+            panic!("{granted:?}")
+        };
+        let Reply::Int(tick) = items[1] else {
+            panic!("{granted:?}")
+        };
+        redis.command(&["CONFIG", "RESETSTAT"]);
+        // The lease ends having spent 4 of its 10 units.
+        let end = Op {
+            keys: vec![key],
+            letter: b'f',
+            numbers: vec![4.0, 10.0],
+            args: vec![b"l".to_vec(), Vec::new(), tick.to_string().into_bytes()],
+        };
+        assert_eq!(run(&redis, &[end]), [Reply::Int(1)]);
+        let commands = commands_run(&redis);
+        if redis_second(&redis) != second {
+            continue;
+        }
+        // TIME, one HMGET of the sum and both buckets (here one), one HSET
+        // (a HINCRBY for the grant's bucket, the current one and each
+        // change of the sum before: four).
+        assert_eq!(commands, 3);
+        let bucket = tick.to_string();
+        let values: Vec<(String, String)> = fields(&redis, key)
+            .into_iter()
+            .filter(|(f, _)| *f == bucket || f == "-1")
+            .collect();
+        // The request's unit, the grant gone, the 4 spent charged again.
+        assert_eq!(
+            values,
+            [
+                ("-1".to_string(), "5".to_string()),
+                (bucket, "5".to_string())
+            ]
+        );
+        return;
+    }
+    panic!("no grant and end fell in one second in five attempts");
+}
+
 const TPM: &str = "{api_key:h}:tokens";
 const PAR: &str = "{api_key:h}:parallel";
 
