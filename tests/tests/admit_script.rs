@@ -407,6 +407,27 @@ fn a_window_that_moved_on_is_written_with_the_charge_and_not_at_all_on_a_refusal
     assert_eq!(fields(&redis, RPM), expected, "the dead bucket dropped");
 }
 
+/// Runs `attempt` on the fresh counters `keys` in turn until one attempt
+/// runs within one Redis second (its calls then share a bucket and the
+/// window does not move): that key, the second and what it returned.
+fn within_one_second<T>(
+    redis: &PrivateRedis,
+    keys: &[&'static str],
+    mut attempt: impl FnMut(&'static str) -> T,
+) -> (&'static str, i64, T) {
+    for &key in keys {
+        let second = redis_second(redis);
+        let out = attempt(key);
+        if redis_second(redis) == second {
+            return (key, second, out);
+        }
+    }
+    panic!(
+        "no attempt fell in one Redis second in {} tries",
+        keys.len()
+    );
+}
+
 #[test]
 fn a_steady_window_admission_writes_its_bucket_and_sum_in_one_command() {
     let redis = PrivateRedis::start();
@@ -420,29 +441,23 @@ fn a_steady_window_admission_writes_its_bucket_and_sum_in_one_command() {
         "{api_key:s3}:requests",
         "{api_key:s4}:requests",
     ];
-    for key in KEYS {
-        let second = redis_second(&redis);
+    let (key, second, commands) = within_one_second(&redis, &KEYS, |key| {
         assert!(admitted(&batch(&redis, &[rpm_admission(key, "r1", 100)])));
         redis.command(&["CONFIG", "RESETSTAT"]);
         assert!(admitted(&batch(&redis, &[rpm_admission(key, "r2", 100)])));
-        let commands = commands_run(&redis);
-        if redis_second(&redis) != second {
-            continue;
-        }
-        // TIME, HMGET of the bookkeeping and the bucket, one HSET of both
-        // (the bucket's and the sum's HINCRBY were two commands before).
-        assert_eq!(commands, 3);
-        let Reply::Bulk(Some(sum)) = redis.command(&["HGET", key, "-1"]) else {
-            panic!("the sum")
-        };
-        assert_eq!(sum, "2", "both admissions counted");
-        let Reply::Bulk(Some(bucket)) = redis.command(&["HGET", key, &second.to_string()]) else {
-            panic!("the bucket")
-        };
-        assert_eq!(bucket, "2");
-        return;
-    }
-    panic!("no two admissions fell in one second in five attempts");
+        commands_run(&redis)
+    });
+    // TIME, HMGET of the bookkeeping and the bucket, one HSET of both
+    // (the bucket's and the sum's HINCRBY were two commands before).
+    assert_eq!(commands, 3);
+    let Reply::Bulk(Some(sum)) = redis.command(&["HGET", key, "-1"]) else {
+        panic!("the sum")
+    };
+    assert_eq!(sum, "2", "both admissions counted");
+    let Reply::Bulk(Some(bucket)) = redis.command(&["HGET", key, &second.to_string()]) else {
+        panic!("the bucket")
+    };
+    assert_eq!(bucket, "2");
 }
 
 #[test]
@@ -491,8 +506,7 @@ fn a_leases_end_is_read_once_and_written_once() {
         "{api_key:l3}:requests",
         "{api_key:l4}:requests",
     ];
-    for key in KEYS {
-        let second = redis_second(&redis);
+    let (key, _, (tick, commands)) = within_one_second(&redis, &KEYS, |key| {
         assert!(admitted(&batch(&redis, &[rpm_admission(key, "r1", 100)])));
         let lease = Op {
             keys: vec![key],
@@ -517,30 +531,25 @@ fn a_leases_end_is_read_once_and_written_once() {
             args: vec![b"l".to_vec(), Vec::new(), tick.to_string().into_bytes()],
         };
         assert_eq!(run(&redis, &[end]), [Reply::Int(1)]);
-        let commands = commands_run(&redis);
-        if redis_second(&redis) != second {
-            continue;
-        }
-        // TIME, one HMGET of the sum and both buckets (here one), one HSET
-        // (a HINCRBY for the grant's bucket, the current one and each
-        // change of the sum before: four).
-        assert_eq!(commands, 3);
-        let bucket = tick.to_string();
-        let values: Vec<(String, String)> = fields(&redis, key)
-            .into_iter()
-            .filter(|(f, _)| *f == bucket || f == "-1")
-            .collect();
-        // The request's unit, the grant gone, the 4 spent charged again.
-        assert_eq!(
-            values,
-            [
-                ("-1".to_string(), "5".to_string()),
-                (bucket, "5".to_string())
-            ]
-        );
-        return;
-    }
-    panic!("no grant and end fell in one second in five attempts");
+        (tick, commands_run(&redis))
+    });
+    // TIME, one HMGET of the sum and both buckets (here one), one HSET
+    // (a HINCRBY for the grant's bucket, the current one and each change
+    // of the sum before: four).
+    assert_eq!(commands, 3);
+    let bucket = tick.to_string();
+    let values: Vec<(String, String)> = fields(&redis, key)
+        .into_iter()
+        .filter(|(f, _)| *f == bucket || f == "-1")
+        .collect();
+    // The request's unit, the grant gone, the 4 spent charged again.
+    assert_eq!(
+        values,
+        [
+            ("-1".to_string(), "5".to_string()),
+            (bucket, "5".to_string())
+        ]
+    );
 }
 
 const TPM: &str = "{api_key:h}:tokens";

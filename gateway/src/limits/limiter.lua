@@ -305,20 +305,19 @@ local function admit(k0, a0, d, r, nk)
       local cur = CUR[i]
       if amount > 0 then
         sum = sum + amount
-        if cur ~= false then
-          redis.call('HSET', key, tick_name, string.format('%d', (cur or 0) + amount), '-1',
-            string.format('%d', sum), '-2', string.format('%d', oldest))
-          if cur == nil then
-            life = life or string.format('%d', (n + 1) * g)
-            redis.call('EXPIRE', key, life)
-          end
-          cur = true
-        elseif redis.call('HINCRBY', key, tick_name, amount_arg) == amount then
+      end
+      if amount > 0 and cur ~= false then
+        redis.call('HSET', key, tick_name, string.format('%d', (cur or 0) + amount), '-1',
+          string.format('%d', sum), '-2', string.format('%d', oldest))
+        if cur == nil then
           life = life or string.format('%d', (n + 1) * g)
           redis.call('EXPIRE', key, life)
         end
-      end
-      if cur ~= true then
+      else
+        if amount > 0 and redis.call('HINCRBY', key, tick_name, amount_arg) == amount then
+          life = life or string.format('%d', (n + 1) * g)
+          redis.call('EXPIRE', key, life)
+        end
         redis.call('HSET', key, '-1', string.format('%d', sum), '-2', string.format('%d', oldest))
       end
     elseif amount > 0 then
