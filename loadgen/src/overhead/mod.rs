@@ -176,12 +176,7 @@ fn saturate_main(
             settle: Duration::ZERO,
         });
     }
-    let postgres = o
-        .database_url
-        .as_deref()
-        .filter(|_| o.variant.needs_database())
-        .map(PostgresProcs::for_url)
-        .transpose()?;
+    let postgres = postgres_procs(o)?;
     contenders.push(saturate::Contender {
         name: "gateway",
         target: gateway,
@@ -337,6 +332,16 @@ fn write_json_and_picture(
     Ok(())
 }
 
+/// The Postgres processes serving `--database-url`, for the variants that
+/// use the database.
+fn postgres_procs(o: &OverheadArgs) -> Result<Option<PostgresProcs>, String> {
+    o.database_url
+        .as_deref()
+        .filter(|_| o.variant.needs_database())
+        .map(PostgresProcs::for_url)
+        .transpose()
+}
+
 /// What to start for `o`'s variant: the mock and the gateway configured as
 /// the variant asks, with `redis` (and the database) only for the variants
 /// that use them, so a master-key gateway beside another variant runs as
@@ -480,12 +485,7 @@ impl<'a> Session<'a> {
         keys: Vec<String>,
     ) -> Result<Self, String> {
         let (direct, gateway) = targets(o, harness);
-        let postgres = o
-            .database_url
-            .as_deref()
-            .filter(|_| o.variant.needs_database())
-            .map(PostgresProcs::for_url)
-            .transpose()?;
+        let postgres = postgres_procs(o)?;
         Ok(Session {
             nginx,
             redis,

@@ -74,15 +74,21 @@ pub fn svg(report: &OverheadReport) -> String {
         colour: GATEWAY,
         points: percentiles(&report.gateway.latency),
     });
-    let mut gateway = vec![("gateway", GATEWAY, report.gateway_cpu_us_per_request)];
-    if let Some(us) = report.redis_cpu_us_per_request {
-        gateway.push(("redis-server", REDIS, us));
-    }
-    if let Some(us) = report.postgres_cpu_us_per_request {
-        gateway.push(("postgres", POSTGRES, us));
-    }
-    bars.push(("gateway", gateway));
+    bars.push(gateway_bar(
+        report.gateway_cpu_us_per_request,
+        report.redis_cpu_us_per_request,
+        report.postgres_cpu_us_per_request,
+    ));
     render(&title, OPEN_LOOP_LATENCY, &series, &bars, &[])
+}
+
+/// The gateway's stacked bar: its CPU per request, then Redis's and
+/// Postgres's where they were measured.
+fn gateway_bar(gateway: f64, redis: Option<f64>, postgres: Option<f64>) -> Bar<'static> {
+    let mut parts = vec![("gateway", GATEWAY, gateway)];
+    parts.extend(redis.map(|us| ("redis-server", REDIS, us)));
+    parts.extend(postgres.map(|us| ("postgres", POSTGRES, us)));
+    ("gateway", parts)
 }
 
 /// The SVG of a `--saturate` report: each target's latency, the CPU per
@@ -112,16 +118,7 @@ pub fn saturation_svg(report: &SaturationReport) -> String {
         let c = &t.cpu_us_per_request;
         match t.name {
             "nginx" => bars.push(("nginx", vec![("nginx", NGINX, c.nginx.unwrap_or(0.0))])),
-            "gateway" => {
-                let mut parts = vec![("gateway", GATEWAY, c.gateway)];
-                if let Some(us) = c.redis {
-                    parts.push(("redis-server", REDIS, us));
-                }
-                if let Some(us) = c.postgres {
-                    parts.push(("postgres", POSTGRES, us));
-                }
-                bars.push(("gateway", parts));
-            }
+            "gateway" => bars.push(gateway_bar(c.gateway, c.redis, c.postgres)),
             _ => {}
         }
     }
