@@ -653,6 +653,32 @@ fn lease_mode_returns_unused_units_and_reconciles_tokens() {
 }
 
 #[test]
+fn lease_mode_admits_a_keys_first_request_alone_and_leases_from_the_next() {
+    let redis = PrivateRedis::start();
+    // Leases live 30 s: none ends (and gives units back) while the test
+    // reads the counters.
+    let gw = start(
+        json!({"mode": "lease", "redis_timeout_ms": 1000, "lease_ttl_ms": 30000}),
+        Some(&redis),
+        &[],
+    );
+    let key = generate(&gw, json!({"rpm_limit": 1000, "max_parallel_requests": 10}));
+    let requests = format!("{{api_key:{}}}:requests", token(&key));
+    let parallel = format!("{{api_key:{}}}:parallel", token(&key));
+    assert_eq!(chat(&gw, &key, hello("m")).status, 200);
+    // Charged for itself alone, as in redis mode: a lease would have
+    // charged its share of the limit (100) for one request.
+    assert_eq!(redis.window_total(&requests), 1);
+    // Its slot was its own, freed by its settlement.
+    e2e::eventually("the slot freed", Duration::from_secs(5), || {
+        (redis.slots(&parallel) == 0).then_some(())
+    });
+    // Seen now: the next request leases the share.
+    assert_eq!(chat(&gw, &key, hello("m")).status, 200);
+    assert_eq!(redis.window_total(&requests), 101);
+}
+
+#[test]
 fn lease_mode_makes_well_under_one_redis_call_per_request() {
     let redis = PrivateRedis::start();
     // Leases live 30 s (the most a 60 s window allows), so the count does

@@ -23,6 +23,15 @@
 //! the lease ends. An ended lease stays in the table (serving nothing) for
 //! `lease_max_ttl_ms`, so the next one is sized by its use.
 //!
+//! A request naming an rpm or tpm descriptor this process has not seen
+//! within `lease_max_ttl_ms` (no lease, ended lease or marker in the table)
+//! takes no lease: it is admitted and settled in Redis alone, as in `redis`
+//! mode, on the same counters, and leaves a marker (an empty lease expiring
+//! at once, forgotten `lease_max_ttl_ms` later) so the key's next request
+//! within that time leases. A key used less often than that would otherwise
+//! take a lease for one request and end it after (and so pay a lease's
+//! calls for every request).
+//!
 //! One refill per descriptor is in flight per process: the request that
 //! wins the lease's `refilling` flag asks Redis; the others wait for its
 //! outcome and then take from the new lease (or get its 429). A request
@@ -375,6 +384,10 @@ pub(super) enum Leased {
     /// Other requests kept taking the fresh leases first: ask Redis for
     /// this request alone.
     Contended,
+    /// A descriptor this process has not seen within `lease_max_ttl_ms`:
+    /// ask Redis for this request alone (a lease would be taken and ended
+    /// for one request); the key's next request within that time leases.
+    Unseen,
 }
 
 impl LeaseTable {
@@ -415,6 +428,25 @@ impl LeaseTable {
     fn size(&self, d: &Descriptor, need: u64) -> u64 {
         let share = (d.limit as f64 * self.settings.fraction).ceil() as u64;
         share.max(1).max(need)
+    }
+
+    /// Whether `descs` name an rpm or tpm descriptor with no entry in the
+    /// table (not seen by this process within `lease_max_ttl_ms`: ended
+    /// leases and markers are forgotten that long after they expire). Each
+    /// such descriptor gets a marker, an empty lease expiring now, so only
+    /// the first of concurrent requests finds it unseen and the next one
+    /// within `lease_max_ttl_ms` takes a lease (sized as a new key's).
+    fn unseen(&self, descs: &[Descriptor]) -> bool {
+        let map = self.leases.pin();
+        let now = self.now_ms();
+        let mut unseen = false;
+        for d in descs.iter().filter(|d| d.kind != Kind::Parallel) {
+            if map.get(&*d.key).is_none() {
+                let marker = Lease::new(d, 0, 0, 0, now).since(now);
+                unseen |= map.try_insert(d.key.to_string(), Arc::new(marker)).is_ok();
+            }
+        }
+        unseen
     }
 
     /// The lease of `d`, an empty expired one when there is none.
@@ -526,6 +558,9 @@ impl LeaseTable {
         descs: &[Descriptor],
         amounts: &[u64],
     ) -> Leased {
+        if self.unseen(descs) {
+            return Leased::Unseen;
+        }
         for _ in 0..MAX_ROUNDS {
             let (i, short) = match self.take_all(descs, amounts) {
                 Ok((holds, used)) => return Leased::Admitted { holds, used },
@@ -899,6 +934,8 @@ mod tests {
                     desc("k", Kind::Tokens, 1000),
                     desc("k", Kind::Parallel, 100),
                 ];
+                // Seen before (its first request went to Redis alone).
+                t.unseen(&descs);
                 let Leased::Admitted { holds, .. } = t.admit(&redis, &descs, &[1, 10, 1]).await
                 else {
                     panic!("admitted")
@@ -916,6 +953,55 @@ mod tests {
                 ));
                 assert_eq!(redis.calls.get(), 3);
             });
+    }
+
+    /// A key this process has not seen within the longest lease life goes
+    /// to Redis alone (no lease taken for one request and ended after it);
+    /// the next request within that time leases; once the key's lease and
+    /// marker are forgotten, it goes alone again.
+    #[test]
+    fn a_key_not_seen_within_the_longest_lease_life_is_admitted_alone() {
+        run(async {
+            let mut t = lives_table();
+            let redis = Granting::default();
+            let descs = [
+                desc("k", Kind::Requests, 100),
+                desc("k", Kind::Tokens, 1000),
+            ];
+            assert!(matches!(
+                t.admit(&redis, &descs, &[1, 10]).await,
+                Leased::Unseen
+            ));
+            assert_eq!(redis.calls.get(), 0, "no lease asked for");
+            let Leased::Admitted { used, .. } = t.admit(&redis, &descs, &[1, 10]).await else {
+                panic!("admitted from leases")
+            };
+            assert_eq!(used, vec![0, 0]);
+            assert_eq!(*redis.sizes.borrow(), vec![10, 100], "a new key's shares");
+            // Still leasing while its lease lives...
+            assert!(matches!(
+                t.admit(&redis, &descs, &[1, 10]).await,
+                Leased::Admitted { .. }
+            ));
+            // ...and forgotten the longest life after it expired.
+            t.epoch -= Duration::from_secs(20);
+            assert_eq!(t.end_expired().len(), 2, "both leases returned");
+            assert!(t.leases.pin().is_empty());
+            assert!(matches!(
+                t.admit(&redis, &descs, &[1, 10]).await,
+                Leased::Unseen
+            ));
+            assert_eq!(redis.calls.get(), 2);
+        });
+    }
+
+    /// A parallel limit alone leases its slots from the first request (a
+    /// slot lease of one request returns at the next renewal pass).
+    #[test]
+    fn a_parallel_limit_alone_is_never_unseen() {
+        let t = lives_table();
+        assert!(!t.unseen(&[desc("k", Kind::Parallel, 10)]));
+        assert!(t.leases.pin().is_empty());
     }
 
     #[test]

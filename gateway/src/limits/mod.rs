@@ -478,7 +478,7 @@ impl Limiter {
                 Leased::Denied(verdict) => {
                     return self.conclude(verdict, descs, amounts, Settle::Local, input.request_id)
                 }
-                Leased::Contended => {}
+                Leased::Contended | Leased::Unseen => {}
                 Leased::Unavailable => return self.admit_locally(descs, amounts, input),
             }
         }
