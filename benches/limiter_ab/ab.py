@@ -138,15 +138,17 @@ def cpu(conn):
 
 
 def run(conn, mod, sha, requests, keys, per_call, pipeline, seq, lag=1,
-        settlements_first=False):
-    """Sends `requests` requests, `per_call` a call; Redis CPU µs/request."""
+        settlements_first=False, age=0):
+    """Sends `requests` requests, `per_call` a call; Redis CPU µs/request.
+    Settlements name the bucket `age` seconds before now as their
+    admission's (requests that took that long)."""
     # Each request: the previous request's settlement, then its admission;
     # `per_call` requests' operations go in one call (its settlements
     # first when `settlements_first`).
     tick = int(time.time())
     rid = lambda i: "r%d-%d" % (seq, i)
     per_request = [
-        ([("f", (i - lag) % keys, rid(i - lag), tick)] if i >= lag else [])
+        ([("f", (i - lag) % keys, rid(i - lag), tick - age)] if i >= lag else [])
         + [("a", i % keys, rid(i), tick)]
         for i in range(requests)
     ]

@@ -5,7 +5,12 @@ with instrumentation on only around the measured requests (after a warm-up of
 the same work), whole server (the socket reads and writes, dispatch, Lua).
 
   python3 benches/limiter_ab/cg.py [--requests N] [--keys K] [--per-call M]
-      [--lag L] [--settlements-first] variant ...
+      [--lag L] [--settlements-first] [--age S] [--full-windows] variant ...
+
+`--age S`: settlements name the bucket S seconds old (requests that took S
+seconds, as LLM calls do), so a reservation's refund goes to an older
+bucket. `--full-windows`: the rpm and tpm counters start with all 61
+buckets (a key busy for a minute), as a long-running Redis holds them.
 """
 import argparse
 import glob
@@ -21,7 +26,21 @@ sys.path.insert(0, HERE)
 from ab import Conn, free_port, run  # noqa: E402
 
 
-def measure(mod, requests, keys, per_call, lag, settlements_first):
+def fill_windows(conn, mod, keys):
+    """Gives each key's rpm and tpm counters a full window: 60 past buckets,
+    each holding more tokens than the run refunds."""
+    now = int(time.time())
+    for k in range(keys):
+        rpm, tpm = mod.keys_of(k)[:2]
+        for key, units in ((rpm, 5), (tpm, 500_000)):
+            args = ["HSET", key, "-1", str(60 * units), "-2", str(now - 60), "-3", str(now)]
+            for b in range(now - 60, now):
+                args += [str(b), str(units)]
+            conn.call(*args)
+            conn.call("EXPIRE", key, "600")
+
+
+def measure(mod, requests, keys, per_call, lag, settlements_first, age, full_windows):
     port = free_port()
     out_dir = tempfile.mkdtemp(prefix="cg-")
     out = os.path.join(out_dir, "callgrind.out")
@@ -38,10 +57,12 @@ def measure(mod, requests, keys, per_call, lag, settlements_first):
         except OSError:
             time.sleep(0.1)
     sha = conn.call("SCRIPT", "LOAD", mod.SCRIPT)
-    run(conn, mod, sha, requests, keys, per_call, 50, 0, lag, settlements_first)
+    if full_windows:
+        fill_windows(conn, mod, keys)
+    run(conn, mod, sha, requests, keys, per_call, 50, 0, lag, settlements_first, age)
     subprocess.run(["callgrind_control", "-i", "on", str(proc.pid)], check=True,
                    stdout=subprocess.DEVNULL)
-    run(conn, mod, sha, requests, keys, per_call, 50, 1, lag, settlements_first)
+    run(conn, mod, sha, requests, keys, per_call, 50, 1, lag, settlements_first, age)
     subprocess.run(["callgrind_control", "-i", "off", str(proc.pid)], check=True,
                    stdout=subprocess.DEVNULL)
     conn.s.sendall(b"*2\r\n$8\r\nSHUTDOWN\r\n$6\r\nNOSAVE\r\n")
@@ -61,11 +82,13 @@ def main():
     p.add_argument("--per-call", type=int, default=1)
     p.add_argument("--lag", type=int, default=1)
     p.add_argument("--settlements-first", action="store_true")
+    p.add_argument("--age", type=int, default=0)
+    p.add_argument("--full-windows", action="store_true")
     p.add_argument("variants", nargs="+")
     a = p.parse_args()
     for v in a.variants:
         ir = measure(importlib.import_module(v), a.requests, a.keys, a.per_call, a.lag,
-                     a.settlements_first)
+                     a.settlements_first, a.age, a.full_windows)
         print("%-20s %s instructions/request" % (v, format(int(ir), ",")))
 
 

@@ -83,7 +83,9 @@ rseq = 0
 mism = 0
 for step in range(int(sys.argv[4]) if len(sys.argv) > 4 else 3000):
     if rng.random() < 0.3:
-        now[1] += rng.choice([1000, 200000, 700000])
+        # Whole seconds too: requests settle in later buckets (refunds to
+        # older buckets, in the run path as well).
+        now[1] += rng.choice([1000, 200000, 700000, 1000000, 2500000])
         if rng.random() < 0.05: now[0] += rng.choice([3, 30, 70])
         while now[1] >= 1000000: now[1] -= 1000000; now[0] += 1
     for db in (0, 1):

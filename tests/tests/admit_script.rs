@@ -670,6 +670,68 @@ fn a_run_on_one_key_with_a_refusal_in_the_middle_counts_as_one_by_one() {
     assert_eq!(commands, 16);
 }
 
+/// Calls of one command run inside the script (`hget`, ...), from `INFO
+/// commandstats`.
+fn calls_of(redis: &PrivateRedis, command: &str) -> i64 {
+    let Reply::Bulk(Some(info)) = redis.command(&["INFO", "commandstats"]) else {
+        panic!("INFO commandstats");
+    };
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_runs_refunds_to_an_older_bucket_read_it_once_and_write_it_with_the_run() {
+    let redis = PrivateRedis::start();
+    // The counters exist (sum stored, window current): 10 tokens, a slot;
+    // and 60 tokens of requests admitted five seconds ago, still running.
+    assert!(admitted(&batch(&redis, &[tokens_and_slot("w", 10)])));
+    let old = redis_second(&redis) - 5;
+    redis.command(&["HSET", TPM, &old.to_string(), "60"]);
+    redis.command(&["HINCRBY", TPM, "-1", "60"]);
+    redis.command(&["CONFIG", "RESETSTAT"]);
+    let out = run(
+        &redis,
+        &[
+            tokens_and_slot("a1", 10),
+            // Reserved 50, used 20: 30 back to the older bucket.
+            settle_tokens_and_slot("o1", old, 50, 20),
+            // Used 10 of 50: 40 back, of which only 30 are left there.
+            settle_tokens_and_slot("o2", old, 50, 10),
+            tokens_and_slot("a2", 10),
+        ],
+    );
+    let used = |i: usize| match &out[i] {
+        Reply::Array(items) => items[2].clone(),
+        other => panic!("{other:?}"),
+    };
+    assert!(admitted(&out[0]) && admitted(&out[3]), "{out:?}");
+    assert_eq!(used(0), Reply::Int(70), "w's 10 and the older 60: {out:?}");
+    assert_eq!(
+        used(3),
+        Reply::Int(20),
+        "80 less the 60 given back: {out:?}"
+    );
+    // The emptied bucket is gone, the sum is the buckets' (w's, a1's and
+    // a2's 10 each).
+    let f = fields(&redis, TPM);
+    assert!(f.iter().all(|(k, _)| k != &old.to_string()), "{f:?}");
+    let sum: i64 = f
+        .iter()
+        .filter(|(k, _)| !k.starts_with('-'))
+        .map(|(_, v)| v.parse::<i64>().unwrap())
+        .sum();
+    assert_eq!(sum, 30, "{f:?}");
+    assert!(f.contains(&("-1".to_string(), "30".to_string())), "{f:?}");
+    // The older bucket was read once (HGET) and written with the run's
+    // HSET and HDEL, not a HINCRBY for each refund and each sum change.
+    assert_eq!(calls_of(&redis, "hget"), 1);
+    assert_eq!(calls_of(&redis, "hincrby"), 0);
+}
+
 /// The run path against the script before it (`benches/limiter_ab/
 /// one_by_one.lua`, which runs every operation on its own): random batches
 /// of admissions, leases and settlements on a few keys with small limits,

@@ -24,6 +24,10 @@
 --     amount in decimal (what redis.call is given, see below).
 --   settlement: the kinds ('t', 'p' or 'l'); request_id; admitted_tick in
 --     decimal.
+--   request_id is the request's parallel slots' member, which the gateway
+--   pads past zset-max-listpack-value (64 bytes) so that a set of slots is
+--   a skip list from its first member: a listpack's ZADD and ZREM walk
+--   every member.
 -- Returns one flat array of integers, each operation's reply in turn (the
 -- caller knows where each ends from its first integer and its keys):
 --   admission: 1, tick, used_1, ..., used_n; 0, index, used, reset_at; or
@@ -494,13 +498,32 @@ local function flush()
     local c = cache[key]
     if c.w then
       if c.dirty then
+        local set = {'-1', string.format('%d', c.s)}
+        local gone = nil
         if c.cur then
-          redis.call('HSET', key, '-1', string.format('%d', c.s), run_tn, string.format('%d', c.cur))
-        else
-          redis.call('HSET', key, '-1', string.format('%d', c.s))
-          if c.had then
-            redis.call('HDEL', key, run_tn)
+          set[3] = run_tn
+          set[4] = string.format('%d', c.cur)
+        elseif c.had then
+          gone = {run_tn}
+        end
+        -- Older buckets given back in the run: what is left of each, or
+        -- deleted when emptied.
+        local olds = c.olds
+        if olds then
+          for x = 1, #olds do
+            local v = c.old[olds[x]]
+            if v == 0 then
+              gone = gone or {}
+              gone[#gone + 1] = olds[x]
+            elseif v then
+              set[#set + 1] = olds[x]
+              set[#set + 1] = string.format('%d', v)
+            end
           end
+        end
+        redis.call('HSET', key, unpack(set))
+        if gone then
+          redis.call('HDEL', key, unpack(gone))
         end
         if c.created then
           redis.call('EXPIRE', key, run_life)
@@ -701,15 +724,27 @@ local function finish_run(k0, a0, d, nk)
             c.dirty = true
           end
         else
-          -- An older bucket: taken back in place, the sum in the copy.
-          local left = redis.call('HINCRBY', key, admitted, string.format('%d', delta))
-          if left == delta then
-            redis.call('HDEL', key, admitted)
-          else
-            if left <= 0 then
-              redis.call('HDEL', key, admitted)
-              units = units + left
+          -- An older bucket (a request that took longer than a bucket, as
+          -- most LLM calls do): read once a run into the copy (its units;
+          -- false when absent, 0 once emptied: either has nothing to give
+          -- back), taken back there, written by flush.
+          local old = c.old
+          if old == nil then
+            old = {}
+            c.old = old
+            c.olds = {}
+          end
+          local v = old[admitted]
+          if v == nil then
+            v = tonumber(redis.call('HGET', key, admitted)) or false
+            old[admitted] = v
+            c.olds[#c.olds + 1] = admitted
+          end
+          if v and v > 0 then
+            if v <= units then
+              units = v
             end
+            old[admitted] = v - units
             c.s = c.s - units
             c.dirty = true
           end
