@@ -56,15 +56,25 @@
 -- full (one ZCARD otherwise, not a ZREMRANGEBYSCORE per admission).
 -- (Key names and fields are those of the unpacked protocol before it, so
 -- replicas running either script share the same counters.)
+-- Globals and library functions as locals: naming a global costs a table
+-- look-up each time (two for `string.format`), a local or upvalue none.
+local KEYS, ARGV = KEYS, ARGV
+local call = redis.call
+local format, byte, sub, find = string.format, string.byte, string.sub, string.find
+local floor, min = math.floor, math.min
+local tonumber, unpack = tonumber, unpack
+
 -- Redis's clock, read once per batch and only when an operation needs it
 -- (a settlement that only refunds or frees slots does not).
 local now_s = nil
 local now_ms = nil
 local function clock()
   if now_s == nil then
+    -- redis.call by name: benches/limiter_ab/diff.py swaps this line for
+    -- its fake clock.
     local t = redis.call('TIME')
     now_s = tonumber(t[1])
-    now_ms = now_s * 1000 + math.floor(tonumber(t[2]) / 1000)
+    now_ms = now_s * 1000 + floor(tonumber(t[2]) / 1000)
   end
 end
 
@@ -72,7 +82,7 @@ end
 -- nil when the counter has no bucket (nothing is written then, so no key is
 -- left without an expiry).
 local function recount(key, tick, oldest)
-  local kv = redis.call('HGETALL', key)
+  local kv = call('HGETALL', key)
   local sum = 0
   local buckets = 0
   local dead = {}
@@ -88,16 +98,16 @@ local function recount(key, tick, oldest)
     end
   end
   if #dead > 0 then
-    redis.call('HDEL', key, unpack(dead))
+    call('HDEL', key, unpack(dead))
   end
   if buckets == 0 then
     if #kv > 0 then
-      redis.call('DEL', key)
+      call('DEL', key)
     end
     return nil
   end
-  redis.call('HSET', key, '-1', string.format('%d', sum), '-2', string.format('%d', oldest),
-    '-3', string.format('%d', tick))
+  call('HSET', key, '-1', format('%d', sum), '-2', format('%d', oldest),
+    '-3', format('%d', tick))
   return sum
 end
 
@@ -113,7 +123,7 @@ end
 -- redis.call as decimal strings: Redis formats a Lua number with
 -- snprintf("%.17g").
 local function window_sum(key, tick, oldest, n, tick_name)
-  local f = redis.call('HMGET', key, '-1', '-2', '-3', tick_name)
+  local f = call('HMGET', key, '-1', '-2', '-3', tick_name)
   local sum = tonumber(f[1])
   local low = tonumber(f[2])
   local counted = tonumber(f[3])
@@ -124,9 +134,9 @@ local function window_sum(key, tick, oldest, n, tick_name)
   if low < oldest then
     local gone = {}
     for b = low, oldest - 1 do
-      gone[#gone + 1] = string.format('%d', b)
+      gone[#gone + 1] = format('%d', b)
     end
-    local values = redis.call('HMGET', key, unpack(gone))
+    local values = call('HMGET', key, unpack(gone))
     local dropped = {}
     for j = 1, #gone do
       if values[j] then
@@ -141,7 +151,7 @@ end
 
 -- The unix second at which a refused counter's oldest unit stops counting.
 local function reset_of(key, oldest, n, g)
-  local kv = redis.call('HGETALL', key)
+  local kv = call('HGETALL', key)
   local first = nil
   for j = 1, #kv, 2 do
     local b = tonumber(kv[j])
@@ -168,7 +178,7 @@ do
     local pos = 1
     local done = 0
     while done < count do
-      local c = math.min(4000, count - done)
+      local c = min(4000, count - done)
       local part = {struct.unpack('<' .. string.rep('d', c), blob, pos)}
       for j = 1, c do
         N[done + j] = part[j]
@@ -219,7 +229,7 @@ local function admit(k0, a0, d, r, nk)
     R[r + 1] = 2
     return r + 1
   end
-  local tick = math.floor(now_s / g)
+  local tick = floor(now_s / g)
   local oldest = tick - n + 1
   -- The reply, holding each counter's usage as it is checked. The tables
   -- of counters found without a stored sum and of counters created here
@@ -227,7 +237,7 @@ local function admit(k0, a0, d, r, nk)
   -- hundred bytecodes.
   R[r + 1] = 1
   R[r + 2] = tick
-  local tick_name = string.format('%d', tick)
+  local tick_name = format('%d', tick)
   local unstored = nil
   local created = nil
   -- Counters whose window moved on, by key: the buckets to delete.
@@ -235,18 +245,18 @@ local function admit(k0, a0, d, r, nk)
   for i = 1, nk do
     local key = KEYS[k0 + i]
     local base = 4 + (i - 1) * 3
-    local kind = string.sub(kinds, i, i)
+    local kind = sub(kinds, i, i)
     local limit = N[d + base + 1]
     local need = N[d + base + 3]
     if need < 1 then need = 1 end
     local u = 0
     if kind == 'p' then
-      u = redis.call('ZCARD', key)
+      u = call('ZCARD', key)
       if u + need > limit then
         -- lapsed slots (a crashed replica's) may be what fills it: they go
         -- only now, as only then can they change the verdict
-        redis.call('ZREMRANGEBYSCORE', key, '-inf', now_ms)
-        u = redis.call('ZCARD', key)
+        call('ZREMRANGEBYSCORE', key, '-inf', now_ms)
+        u = call('ZCARD', key)
       end
     else
       local sum, dropped, cur = window_sum(key, tick, oldest, n, tick_name)
@@ -285,17 +295,17 @@ local function admit(k0, a0, d, r, nk)
   for i = 1, nk do
     local key = KEYS[k0 + i]
     local base = 4 + (i - 1) * 3
-    local kind = string.sub(kinds, i, i)
+    local kind = sub(kinds, i, i)
     local amount_arg = ARGV[a0 + 1 + i]
     local amount = N[d + base + 2]
     if kind == 'l' then
-      amount = math.min(amount, N[d + base + 1] - R[r + 2 + i])
+      amount = min(amount, N[d + base + 1] - R[r + 2 + i])
       amount_arg = amount
     end
     local dropped = moved and moved[key]
     if kind == 'p' then
-      redis.call('ZADD', key, string.format('%d', now_ms + ttl), rid)
-      redis.call('PEXPIRE', key, TTL_ARG)
+      call('ZADD', key, format('%d', now_ms + ttl), rid)
+      call('PEXPIRE', key, TTL_ARG)
     elseif dropped then
       -- The window moved on: the buckets that left it go, and the sum
       -- (less them, plus this charge) and the lowest bucket are written
@@ -303,7 +313,7 @@ local function admit(k0, a0, d, r, nk)
       -- finds the move written and charges as usual.
       moved[key] = nil
       if #dropped > 0 then
-        redis.call('HDEL', key, unpack(dropped))
+        call('HDEL', key, unpack(dropped))
       end
       local sum = R[r + 2 + i]
       local cur = CUR[i]
@@ -311,42 +321,42 @@ local function admit(k0, a0, d, r, nk)
         sum = sum + amount
       end
       if amount > 0 and cur ~= false then
-        redis.call('HSET', key, tick_name, string.format('%d', (cur or 0) + amount), '-1',
-          string.format('%d', sum), '-2', string.format('%d', oldest))
+        call('HSET', key, tick_name, format('%d', (cur or 0) + amount), '-1',
+          format('%d', sum), '-2', format('%d', oldest))
         if cur == nil then
-          life = life or string.format('%d', (n + 1) * g)
-          redis.call('EXPIRE', key, life)
+          life = life or format('%d', (n + 1) * g)
+          call('EXPIRE', key, life)
         end
       else
-        if amount > 0 and redis.call('HINCRBY', key, tick_name, amount_arg) == amount then
-          life = life or string.format('%d', (n + 1) * g)
-          redis.call('EXPIRE', key, life)
+        if amount > 0 and call('HINCRBY', key, tick_name, amount_arg) == amount then
+          life = life or format('%d', (n + 1) * g)
+          call('EXPIRE', key, life)
         end
-        redis.call('HSET', key, '-1', string.format('%d', sum), '-2', string.format('%d', oldest))
+        call('HSET', key, '-1', format('%d', sum), '-2', format('%d', oldest))
       end
     elseif amount > 0 then
       local cur = CUR[i]
       if cur ~= false and not (unstored and unstored[i]) and not repeated(k0, i) then
         -- The common case: bucket and sum as read, plus the charge.
-        redis.call('HSET', key, tick_name, string.format('%d', (cur or 0) + amount), '-1',
-          string.format('%d', R[r + 2 + i] + amount))
+        call('HSET', key, tick_name, format('%d', (cur or 0) + amount), '-1',
+          format('%d', R[r + 2 + i] + amount))
         if cur == nil then
-          life = life or string.format('%d', (n + 1) * g)
-          redis.call('EXPIRE', key, life)
+          life = life or format('%d', (n + 1) * g)
+          call('EXPIRE', key, life)
         end
       elseif not (unstored and unstored[i]) or (created and created[key]) then
         -- The key lives while its newest bucket does: its expiry moves only
         -- when a bucket is created.
-        if redis.call('HINCRBY', key, tick_name, amount_arg) == amount then
-          life = life or string.format('%d', (n + 1) * g)
-          redis.call('EXPIRE', key, life)
+        if call('HINCRBY', key, tick_name, amount_arg) == amount then
+          life = life or format('%d', (n + 1) * g)
+          call('EXPIRE', key, life)
         end
-        redis.call('HINCRBY', key, '-1', amount_arg)
+        call('HINCRBY', key, '-1', amount_arg)
       else
-        redis.call('HSET', key, tick_name, amount_arg, '-1', amount_arg, '-2',
-          string.format('%d', oldest), '-3', tick_name)
-        life = life or string.format('%d', (n + 1) * g)
-        redis.call('EXPIRE', key, life)
+        call('HSET', key, tick_name, amount_arg, '-1', amount_arg, '-2',
+          format('%d', oldest), '-3', tick_name)
+        life = life or format('%d', (n + 1) * g)
+        call('EXPIRE', key, life)
         created = created or {}
         created[key] = true
       end
@@ -360,12 +370,12 @@ end
 -- bucket is new.
 local function charge(key, units, g, n)
   clock()
-  local tick = string.format('%d', math.floor(now_s / g))
-  local units_arg = string.format('%d', units)
-  if redis.call('HINCRBY', key, tick, units_arg) == units then
-    redis.call('EXPIRE', key, string.format('%d', (n + 1) * g))
+  local tick = format('%d', floor(now_s / g))
+  local units_arg = format('%d', units)
+  if call('HINCRBY', key, tick, units_arg) == units then
+    call('EXPIRE', key, format('%d', (n + 1) * g))
   end
-  redis.call('HINCRBY', key, '-1', units_arg)
+  call('HINCRBY', key, '-1', units_arg)
 end
 
 -- Takes `units` back from the admission's bucket (and from the sum) while
@@ -377,17 +387,17 @@ local function refund(key, admitted, units)
   if units <= 0 then
     return
   end
-  local down = string.format('%d', -units)
-  local left = redis.call('HINCRBY', key, admitted, down)
+  local down = format('%d', -units)
+  local left = call('HINCRBY', key, admitted, down)
   if left == -units then
-    redis.call('HDEL', key, admitted)
+    call('HDEL', key, admitted)
     return
   end
   if left <= 0 then
-    redis.call('HDEL', key, admitted)
-    down = string.format('%d', -(units + left))
+    call('HDEL', key, admitted)
+    down = format('%d', -(units + left))
   end
-  redis.call('HINCRBY', key, '-1', down)
+  call('HINCRBY', key, '-1', down)
 end
 
 -- Ends a lease on a window counter: its grant (`units`) leaves bucket
@@ -403,8 +413,8 @@ local function end_lease(key, admitted, units, used, g, n)
     return
   end
   clock()
-  local tick = string.format('%d', math.floor(now_s / g))
-  local f = redis.call('HMGET', key, '-1', admitted, tick)
+  local tick = format('%d', floor(now_s / g))
+  local f = call('HMGET', key, '-1', admitted, tick)
   local sum = tonumber(f[1])
   if sum == nil then
     refund(key, admitted, units)
@@ -420,7 +430,7 @@ local function end_lease(key, admitted, units, used, g, n)
       b0 = b0 - units
       sum = sum - units
       writes[1] = admitted
-      writes[2] = string.format('%d', b0)
+      writes[2] = format('%d', b0)
     else
       sum = sum - b0
       b0 = nil
@@ -433,15 +443,15 @@ local function end_lease(key, admitted, units, used, g, n)
   -- The current bucket's pair comes last: when it is the grant's bucket,
   -- HSET keeps the last value given for a field.
   writes[#writes + 1] = tick
-  writes[#writes + 1] = string.format('%d', (cur or 0) + used)
+  writes[#writes + 1] = format('%d', (cur or 0) + used)
   writes[#writes + 1] = '-1'
-  writes[#writes + 1] = string.format('%d', sum + used)
-  redis.call('HSET', key, unpack(writes))
+  writes[#writes + 1] = format('%d', sum + used)
+  call('HSET', key, unpack(writes))
   if emptied and admitted ~= tick then
-    redis.call('HDEL', key, admitted)
+    call('HDEL', key, admitted)
   end
   if cur == nil then
-    redis.call('EXPIRE', key, string.format('%d', (n + 1) * g))
+    call('EXPIRE', key, format('%d', (n + 1) * g))
   end
 end
 
@@ -457,10 +467,10 @@ local function finish(k0, a0, d, nk)
   local used = N[d + 3]
   for i = 1, nk do
     local key = KEYS[k0 + i]
-    local kind = string.sub(kinds, i, i)
+    local kind = sub(kinds, i, i)
     local reserved = N[d + 3 + i]
     if kind == 'p' then
-      redis.call('ZREM', key, rid)
+      call('ZREM', key, rid)
     elseif kind == 'l' then
       end_lease(key, admitted, reserved, used, g, n)
     else
@@ -498,11 +508,11 @@ local function flush()
     local c = cache[key]
     if c.w then
       if c.dirty then
-        local set = {'-1', string.format('%d', c.s)}
+        local set = {'-1', format('%d', c.s)}
         local gone = nil
         if c.cur then
           set[3] = run_tn
-          set[4] = string.format('%d', c.cur)
+          set[4] = format('%d', c.cur)
         elseif c.had then
           gone = {run_tn}
         end
@@ -517,21 +527,21 @@ local function flush()
               gone[#gone + 1] = olds[x]
             elseif v then
               set[#set + 1] = olds[x]
-              set[#set + 1] = string.format('%d', v)
+              set[#set + 1] = format('%d', v)
             end
           end
         end
-        redis.call('HSET', key, unpack(set))
+        call('HSET', key, unpack(set))
         if gone then
-          redis.call('HDEL', key, unpack(gone))
+          call('HDEL', key, unpack(gone))
         end
         if c.created then
-          redis.call('EXPIRE', key, run_life)
+          call('EXPIRE', key, run_life)
         end
       end
     else
       if c.nrem > 0 then
-        c.z = c.z - redis.call('ZREM', key, unpack(c.rems, 1, c.nrem))
+        c.z = c.z - call('ZREM', key, unpack(c.rems, 1, c.nrem))
       end
       if c.nadd > 0 then
         -- Slots freed in the run are false: squeezed out.
@@ -545,11 +555,11 @@ local function flush()
           end
         end
         if m > 0 then
-          redis.call('ZADD', key, unpack(adds, 1, m))
+          call('ZADD', key, unpack(adds, 1, m))
         end
         -- Each admission moved the expiry; an empty set has no key.
         if c.ttl and c.z > 0 then
-          redis.call('PEXPIRE', key, c.ttl)
+          call('PEXPIRE', key, c.ttl)
         end
       end
     end
@@ -563,7 +573,7 @@ end
 -- nothing but R past R[r], which that path writes again).
 local function admit_run(k0, a0, d, r, nk)
   local kinds = ARGV[a0]
-  if string.find(kinds, 'l', 1, true) then
+  if find(kinds, 'l', 1, true) then
     return nil
   end
   local expire_at = N[d + 4]
@@ -575,23 +585,23 @@ local function admit_run(k0, a0, d, r, nk)
   if cache == nil then
     cache = {}
     order = {}
-    run_tick = math.floor(now_s / G)
+    run_tick = floor(now_s / G)
     run_oldest = run_tick - NB + 1
-    run_tn = string.format('%d', run_tick)
-    run_life = string.format('%d', (NB + 1) * G)
+    run_tn = format('%d', run_tick)
+    run_life = format('%d', (NB + 1) * G)
   end
   R[r + 1] = 1
   R[r + 2] = run_tick
   for i = 1, nk do
     local key = KEYS[k0 + i]
-    local par = string.byte(kinds, i) == 112
+    local par = byte(kinds, i) == 112
     local c = cache[key]
     if c == nil then
       if par then
-        c = {w = false, z = redis.call('ZCARD', key), nrem = 0, nadd = 0}
+        c = {w = false, z = call('ZCARD', key), nrem = 0, nadd = 0}
       else
         -- A window counter joins the run in its common state only.
-        local f = redis.call('HMGET', key, '-1', '-2', '-3', run_tn)
+        local f = call('HMGET', key, '-1', '-2', '-3', run_tn)
         local sum = tonumber(f[1])
         local low = tonumber(f[2])
         local counted = tonumber(f[3])
@@ -614,7 +624,7 @@ local function admit_run(k0, a0, d, r, nk)
     if par then
       -- Its count made exact: the slots freed since are removed first.
       if c.nrem > 0 then
-        c.z = c.z - redis.call('ZREM', key, unpack(c.rems, 1, c.nrem))
+        c.z = c.z - call('ZREM', key, unpack(c.rems, 1, c.nrem))
         c.rems = nil
         c.nrem = 0
       end
@@ -648,7 +658,7 @@ local function admit_run(k0, a0, d, r, nk)
         adds = {}
         c.adds = adds
       end
-      adds[c.nadd + 1] = string.format('%d', now_ms + TTL)
+      adds[c.nadd + 1] = format('%d', now_ms + TTL)
       adds[c.nadd + 2] = ARGV[a0 + 1]
       c.nadd = c.nadd + 2
       c.z = c.z + 1
@@ -667,7 +677,7 @@ local function finish_run(k0, a0, d, nk)
   local kinds = ARGV[a0]
   for i = 1, nk do
     local c = cache[KEYS[k0 + i]]
-    local kind = string.byte(kinds, i)
+    local kind = byte(kinds, i)
     if c == nil or kind == 108 or (kind == 112) == c.w then
       return false
     end
@@ -736,7 +746,7 @@ local function finish_run(k0, a0, d, nk)
           end
           local v = old[admitted]
           if v == nil then
-            v = tonumber(redis.call('HGET', key, admitted)) or false
+            v = tonumber(call('HGET', key, admitted)) or false
             old[admitted] = v
             c.olds[#c.olds + 1] = admitted
           end
@@ -777,7 +787,7 @@ local a = 4
 local p = 4
 for j = 1, nops do
   local nk = #ARGV[a]
-  if string.byte(ops, j) == 97 then -- 'a'
+  if byte(ops, j) == 97 then -- 'a'
     -- An admission opens a run (or joins it) when the run holds its first
     -- key or the next operation shares a key with it.
     local r2 = nil
