@@ -26,6 +26,7 @@ from ab import Conn, private_redis  # noqa: E402
 import packed  # noqa: E402
 
 FAKE = "local t = redis.call('HMGET', 'faketime', 's', 'us')"
+PAD = b"|" + b"~" * 64
 
 
 def load(name):
@@ -52,7 +53,11 @@ def snapshot(db):
         if t == 'hash':
             kv = c.call("HGETALL", k); out[k] = ('h', sorted(zip(kv[::2], kv[1::2])))
         else:
-            out[k] = ('z', c.call("ZRANGE", k, 0, -1, "WITHSCORES"))
+            # A slot taken in a big set is its request id padded (limiter.lua's
+            # PAD): compared as the id.
+            zs = c.call("ZRANGE", k, 0, -1, "WITHSCORES")
+            pairs = sorted((float(zs[j + 1]), zs[j].removesuffix(PAD)) for j in range(0, len(zs), 2))
+            out[k] = ('z', pairs)
         ttl = c.call("PTTL", k)
         out[k] += (ttl,)
     return out

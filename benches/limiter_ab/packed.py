@@ -61,20 +61,12 @@ def keys_of(k):
     return ["{key:%d}:rpm" % k, "{key:%d}:tpm" % k, "{key:%d}:par" % k]
 
 
-def member(rid):
-    """A request id as the gateway sends it (script.rs's write_member):
-    padded to 65 bytes, past zset-max-listpack-value, so that the slots'
-    sorted set is a skip list."""
-    rid = rid.encode()
-    return rid if len(rid) >= 65 else rid + b"|" + b"~" * (64 - len(rid))
-
-
 def encode(ops):
     """ab.py's and cg.py's ops (see ab.py) in the packed protocol."""
     out = []
     for op, k, rid, tick in ops:
         r, t, p = keys_of(k)
-        rid = member(rid)
+        rid = rid.encode()
         if op == "a":
             out.append(("a", [r, t, p], b"rtp", rid,
                         [G, N, TTL, 0, RPM, 1, 1, TPM, RESERVED, RESERVED, PAR, 1, 1],

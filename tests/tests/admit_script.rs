@@ -732,6 +732,77 @@ fn a_runs_refunds_to_an_older_bucket_read_it_once_and_write_it_with_the_run() {
     assert_eq!(calls_of(&redis, "hincrby"), 0);
 }
 
+/// `OBJECT ENCODING` of `key`.
+fn encoding(redis: &PrivateRedis, key: &str) -> String {
+    match redis.command(&["OBJECT", "ENCODING", key]) {
+        Reply::Bulk(Some(e)) => e,
+        other => panic!("OBJECT ENCODING {key}: {other:?}"),
+    }
+}
+
+/// A call id as the gateway makes them (36 bytes), the `n`-th.
+fn call_id(n: usize) -> String {
+    format!("0193a4c2-7b1e-7c3d-9f00-{n:012}")
+}
+
+#[test]
+fn a_slot_set_holding_many_slots_becomes_a_skip_list_and_settlements_free_either_form() {
+    let redis = PrivateRedis::start();
+    // 32 slots held: still a listpack, every member the request id.
+    for n in 0..32 {
+        assert!(admitted(&admit(&redis, &call_id(n), 100)));
+    }
+    assert_eq!(encoding(&redis, COUNTER), "listpack");
+    // The 33rd finds 32 held: its member is padded past 64 bytes, and the
+    // set is a skip list from then on.
+    assert!(admitted(&admit(&redis, &call_id(32), 100)));
+    assert_eq!(encoding(&redis, COUNTER), "skiplist");
+    let padded: Vec<String> = members(&redis, COUNTER)
+        .into_iter()
+        .filter(|m| m.len() > 64)
+        .collect();
+    assert_eq!(padded.len(), 1, "{padded:?}");
+    assert!(padded[0].starts_with(&call_id(32)));
+    // Settled one by one: the padded slot and a plain one are freed.
+    run(
+        &redis,
+        &[
+            settlement(COUNTER, &call_id(32)),
+            settlement(COUNTER, &call_id(0)),
+        ],
+    );
+    assert_eq!(redis.slots(COUNTER), 31);
+    // In a run: a slot taken and freed in the same call, one taken before,
+    // and one taken now and kept (32 held before it: padded).
+    let out = run(
+        &redis,
+        &[
+            admission(COUNTER, "p", &call_id(40), 100, 0.0),
+            settlement(COUNTER, &call_id(40)),
+            admission(COUNTER, "p", &call_id(41), 100, 0.0),
+            admission(COUNTER, "p", &call_id(42), 100, 0.0),
+            settlement(COUNTER, &call_id(1)),
+        ],
+    );
+    assert!(
+        admitted(&out[0]) && admitted(&out[2]) && admitted(&out[3]),
+        "{out:?}"
+    );
+    let held = members(&redis, COUNTER);
+    assert_eq!(held.len(), 32, "{held:?}");
+    assert!(
+        !held.iter().any(|m| m.starts_with(&call_id(40))),
+        "{held:?}"
+    );
+    assert!(!held.iter().any(|m| m.starts_with(&call_id(1))), "{held:?}");
+    assert!(held.contains(&call_id(41)), "31 held before it: plain");
+    assert!(
+        held.iter()
+            .any(|m| m.starts_with(&call_id(42)) && m.len() > 64),
+        "32 held before it: padded: {held:?}"
+    );
+}
+
 /// The run path against the script before it (`benches/limiter_ab/
 /// one_by_one.lua`, which runs every operation on its own): random batches
 /// of admissions, leases and settlements on a few keys with small limits,

@@ -24,10 +24,8 @@
 --     amount in decimal (what redis.call is given, see below).
 --   settlement: the kinds ('t', 'p' or 'l'); request_id; admitted_tick in
 --     decimal.
---   request_id is the request's parallel slots' member, which the gateway
---   pads past zset-max-listpack-value (64 bytes) so that a set of slots is
---   a skip list from its first member: a listpack's ZADD and ZREM walk
---   every member.
+--   request_id is the request's parallel slots' member, padded (PAD) when
+--   the set already holds BIG slots, see below.
 -- Returns one flat array of integers, each operation's reply in turn (the
 -- caller knows where each ends from its first integer and its keys):
 --   admission: 1, tick, used_1, ..., used_n; 0, index, used, reset_at; or
@@ -54,6 +52,13 @@
 -- Parallel counters are sorted sets of request ids scored by their expiry,
 -- so a crashed replica's slots lapse: they are dropped when the set looks
 -- full (one ZCARD otherwise, not a ZREMRANGEBYSCORE per admission).
+-- A set of up to 128 members of up to 64 bytes is a listpack, which ZADD
+-- and ZREM walk member by member (23,000 instructions a member added at
+-- 32-80 slots held): a slot taken while the set holds BIG or more is the
+-- request id padded past 64 bytes (PAD), which makes the set a skip list
+-- and a hash table (O(log n) and O(1), about 3,000) until it empties. A
+-- set of a few slots stays a listpack (about 100 bytes a set, against
+-- 1,000 as a skip list). A settlement removes both forms of its id.
 -- (Key names and fields are those of the unpacked protocol before it, so
 -- replicas running either script share the same counters.)
 -- Globals and library functions as locals: naming a global costs a table
@@ -63,6 +68,9 @@ local call = redis.call
 local format, byte, sub, find = string.format, string.byte, string.sub, string.find
 local floor, min = math.floor, math.min
 local tonumber, unpack = tonumber, unpack
+-- See "A set of up to 128 members" above.
+local BIG = 32
+local PAD = '|' .. string.rep('~', 64)
 
 -- Redis's clock, read once per batch and only when an operation needs it
 -- (a settlement that only refunds or frees slots does not).
@@ -304,7 +312,11 @@ local function admit(k0, a0, d, r, nk)
     end
     local dropped = moved and moved[key]
     if kind == 'p' then
-      call('ZADD', key, format('%d', now_ms + ttl), rid)
+      local member = rid
+      if R[r + 2 + i] >= BIG then
+        member = rid .. PAD
+      end
+      call('ZADD', key, format('%d', now_ms + ttl), member)
       call('PEXPIRE', key, TTL_ARG)
     elseif dropped then
       -- The window moved on: the buckets that left it go, and the sum
@@ -470,7 +482,7 @@ local function finish(k0, a0, d, nk)
     local kind = sub(kinds, i, i)
     local reserved = N[d + 3 + i]
     if kind == 'p' then
-      call('ZREM', key, rid)
+      call('ZREM', key, rid, rid .. PAD)
     elseif kind == 'l' then
       end_lease(key, admitted, reserved, used, g, n)
     else
@@ -659,7 +671,11 @@ local function admit_run(k0, a0, d, r, nk)
         c.adds = adds
       end
       adds[c.nadd + 1] = format('%d', now_ms + TTL)
-      adds[c.nadd + 2] = ARGV[a0 + 1]
+      if c.z >= BIG then
+        adds[c.nadd + 2] = ARGV[a0 + 1] .. PAD
+      else
+        adds[c.nadd + 2] = ARGV[a0 + 1]
+      end
       c.nadd = c.nadd + 2
       c.z = c.z + 1
       c.ttl = TTL_ARG
@@ -694,8 +710,9 @@ local function finish_run(k0, a0, d, nk)
       -- ZREM written before the run's ZADD (a slot held from before the
       -- run and taken again in it is removed as ZREM would).
       local adds = c.adds
+      local long = rid .. PAD
       local x = c.nadd
-      while x > 0 and adds[x] ~= rid do
+      while x > 0 and adds[x] ~= rid and adds[x] ~= long do
         x = x - 2
       end
       if x > 0 then
@@ -705,8 +722,9 @@ local function finish_run(k0, a0, d, nk)
       if c.rems == nil then
         c.rems = {}
       end
-      c.nrem = c.nrem + 1
-      c.rems[c.nrem] = rid
+      c.rems[c.nrem + 1] = rid
+      c.rems[c.nrem + 2] = long
+      c.nrem = c.nrem + 2
     else
       local delta = used - N[d + 3 + i]
       if delta > 0 then

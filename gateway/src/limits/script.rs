@@ -29,29 +29,6 @@ pub fn sha() -> &'static str {
     SHA.get_or_init(|| Sha1::from(LIMITER_LUA).digest().to_string())
 }
 
-/// Bytes of a parallel slot's member in Redis: one past Redis's default
-/// `zset-max-listpack-value` (64), so that a set of slots is a skip list
-/// and a hash table from its first member instead of a listpack, whose
-/// `ZADD` and `ZREM` walk (and check) every member: with 32-48 slots held,
-/// a `ZADD` cost Redis about 23,000 instructions a member as a listpack
-/// and 3,000 as a skip list (`benches/limiter_ab`).
-const SLOT_MEMBER_LEN: usize = 65;
-
-/// Writes `request_id` as its parallel slots' member: padded to
-/// [`SLOT_MEMBER_LEN`] bytes with `|` then `~`s when shorter (distinct ids
-/// stay distinct: the `|` marks where the id ends), as it is.
-fn write_member(request_id: &str, out: &mut impl ArgSink) {
-    let id = request_id.as_bytes();
-    if id.len() >= SLOT_MEMBER_LEN {
-        out.arg(id);
-        return;
-    }
-    let mut member = [b'~'; SLOT_MEMBER_LEN];
-    member[..id.len()].copy_from_slice(id);
-    member[id.len()] = b'|';
-    out.arg(&member);
-}
-
 fn kind_code(e: &Entry) -> u8 {
     if e.lease {
         return b'l';
@@ -334,9 +311,8 @@ fn op_numbers(call: &Call, clock: Option<&RedisClock>, numbers: &mut Numbers) {
 }
 
 /// Writes one limiter operation's arguments (after the batch's keys and
-/// numbers), as `limiter.lua` reads them: an admission's kinds, slot member
-/// ([`write_member`]) and amounts in decimal; a settlement's kinds, slot
-/// member and bucket.
+/// numbers), as `limiter.lua` reads them: an admission's kinds, request id
+/// and amounts in decimal; a settlement's kinds, request id and bucket.
 fn write_op(call: &Call, out: &mut impl ArgSink) {
     match call {
         Call::Admit {
@@ -345,7 +321,7 @@ fn write_op(call: &Call, out: &mut impl ArgSink) {
             ..
         } => {
             out.arg(&kinds(entries));
-            write_member(request_id, out);
+            out.arg(request_id.as_bytes());
             for e in entries {
                 out.int(e.amount);
             }
@@ -357,7 +333,7 @@ fn write_op(call: &Call, out: &mut impl ArgSink) {
             ..
         } => {
             out.arg(&kinds(entries));
-            write_member(request_id, out);
+            out.arg(request_id.as_bytes());
             out.int(*tick);
         }
         Call::Script { .. } => {}
@@ -458,26 +434,6 @@ mod tests {
         assert_eq!(sha().len(), 40);
     }
 
-    /// `request_id` as [`write_member`] writes it.
-    fn member(request_id: &str) -> String {
-        let mut out: Vec<Vec<u8>> = Vec::new();
-        write_member(request_id, &mut out);
-        String::from_utf8(out.remove(0)).unwrap()
-    }
-
-    #[test]
-    fn slot_members_pass_the_listpack_limit_and_stay_distinct() {
-        let call_id = "0193a4c2-7b1e-7c3d-9f00-1234567890ab";
-        assert_eq!(member(call_id).len(), SLOT_MEMBER_LEN);
-        assert_eq!(member("r1"), format!("r1|{}", "~".repeat(62)));
-        assert!(member(call_id).starts_with(call_id));
-        // An id that looks like another one's padding stays apart from it.
-        assert_ne!(member("r1"), member("r1|~"));
-        assert_ne!(member("r1"), member("r1~"));
-        let long = "x".repeat(SLOT_MEMBER_LEN + 3);
-        assert_eq!(member(&long), long, "a long id goes as it is");
-    }
-
     #[test]
     fn admit_arguments_follow_the_script() {
         let d = Descriptor::new(Scope::ApiKey, "k", Kind::Tokens, 200);
@@ -507,8 +463,8 @@ mod tests {
         let strings: Vec<String> = args[6..].iter().map(|a| text(a)).collect();
         assert_eq!(
             strings,
-            ["600000", "t", &member("r1"), "125"],
-            "the slot ttl, then the kinds, slot member and amount in decimal"
+            ["600000", "t", "r1", "125"],
+            "the slot ttl, then the kinds, request id and amount in decimal"
         );
         assert_eq!(args.len(), arg_count(&call));
     }
@@ -533,7 +489,7 @@ mod tests {
         );
         assert_eq!(doubles(&args[6]), [1.0, 61.0, 600_000.0, 40.0, 125.0, 1.0]);
         let strings: Vec<String> = args[7..].iter().map(|a| text(a)).collect();
-        assert_eq!(strings, ["600000", "tp", &member("r1"), "29412166"]);
+        assert_eq!(strings, ["600000", "tp", "r1", "29412166"]);
         assert_eq!(args.len(), arg_count(&call));
     }
 
@@ -583,19 +539,7 @@ mod tests {
             [1.0, 61.0, 2000.0, 12.0, 30.0, 0.0, 9.0, 1.0, 1.0, 200.0, 50.0, 50.0]
         );
         let strings: Vec<String> = out[8..].iter().map(|a| text(a)).collect();
-        assert_eq!(
-            strings,
-            [
-                "2000",
-                "t",
-                &member("r0"),
-                "7",
-                "rt",
-                &member("r1"),
-                "1",
-                "50"
-            ]
-        );
+        assert_eq!(strings, ["2000", "t", "r0", "7", "rt", "r1", "1", "50"]);
         let mut direct = Vec::new();
         encode_batch(
             &[&finish, &admit],
