@@ -66,11 +66,10 @@ def encode(ops):
     out = []
     for op, k, rid, tick in ops:
         r, t, p = keys_of(k)
-        rid = rid.encode()
         if op == "a":
-            out.append(("a", [r, t, p], b"rtp", rid,
+            out.append(("a", [r, t, p], b"rtp", rid.encode(),
                         [G, N, TTL, 0, RPM, 1, 1, TPM, RESERVED, RESERVED, PAR, 1, 1],
                         [b"1", b"%d" % RESERVED, b"1"]))
         else:
-            out.append(("f", [t, p], b"tp", rid, tick, [G, N, USED, RESERVED, 1]))
+            out.append(("f", [t, p], b"tp", rid.encode(), tick, [G, N, USED, RESERVED, 1]))
     return encode_ops(out)

@@ -347,6 +347,15 @@ fn fields(redis: &PrivateRedis, key: &str) -> Vec<(String, String)> {
     out
 }
 
+/// The units of a counter's buckets (its fields but the bookkeeping ones).
+fn bucket_sum(fields: &[(String, String)]) -> i64 {
+    fields
+        .iter()
+        .filter(|(k, _)| !k.starts_with('-'))
+        .map(|(_, v)| v.parse::<i64>().unwrap())
+        .sum()
+}
+
 /// Redis's current second.
 fn redis_second(redis: &PrivateRedis) -> i64 {
     match redis.command(&["TIME"]) {
@@ -653,11 +662,7 @@ fn a_run_on_one_key_with_a_refusal_in_the_middle_counts_as_one_by_one() {
     // Exact counters: the sum is the buckets' sum, 100, and the slots are
     // w's, r3's and r4's.
     let f = fields(&redis, TPM);
-    let sum: i64 = f
-        .iter()
-        .filter(|(k, _)| !k.starts_with('-'))
-        .map(|(_, v)| v.parse::<i64>().unwrap())
-        .sum();
+    let sum = bucket_sum(&f);
     assert_eq!(sum, 100, "{f:?}");
     assert!(f.contains(&("-1".to_string(), "100".to_string())), "{f:?}");
     assert_eq!(members(&redis, PAR), ["r3", "r4", "w"]);
@@ -719,11 +724,7 @@ fn a_runs_refunds_to_an_older_bucket_read_it_once_and_write_it_with_the_run() {
     // a2's 10 each).
     let f = fields(&redis, TPM);
     assert!(f.iter().all(|(k, _)| k != &old.to_string()), "{f:?}");
-    let sum: i64 = f
-        .iter()
-        .filter(|(k, _)| !k.starts_with('-'))
-        .map(|(_, v)| v.parse::<i64>().unwrap())
-        .sum();
+    let sum = bucket_sum(&f);
     assert_eq!(sum, 30, "{f:?}");
     assert!(f.contains(&("-1".to_string(), "30".to_string())), "{f:?}");
     // The older bucket was read once (HGET) and written with the run's
