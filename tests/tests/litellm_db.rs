@@ -670,8 +670,17 @@ fn rows_litellm_wrote_with_fields_it_acts_on_refuse_their_keys() {
         }
     }
     // Warned about once per key, however often it calls (each refusal
-    // is in the access log too).
-    let out = gw.output();
+    // is in the access log too). Logs are written off the request path:
+    // read once the twelve refusals' access lines are out (each key's
+    // warning is logged before its access line, by the same writer).
+    let out = e2e::eventually(
+        "the refusals' access lines",
+        Duration::from_secs(10),
+        || {
+            let out = gw.output();
+            (out.matches("status=400").count() >= 12).then_some(out)
+        },
+    );
     let warned = out
         .matches("WARN gateway::auth::unapplied: key routed has router_settings")
         .count();
