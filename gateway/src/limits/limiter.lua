@@ -671,11 +671,11 @@ local function admit_run(k0, a0, d, r, nk)
         c.adds = adds
       end
       adds[c.nadd + 1] = format('%d', now_ms + TTL)
+      local member = ARGV[a0 + 1]
       if c.z >= BIG then
-        adds[c.nadd + 2] = ARGV[a0 + 1] .. PAD
-      else
-        adds[c.nadd + 2] = ARGV[a0 + 1]
+        member = member .. PAD
       end
+      adds[c.nadd + 2] = member
       c.nadd = c.nadd + 2
       c.z = c.z + 1
       c.ttl = TTL_ARG
