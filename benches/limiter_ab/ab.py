@@ -24,7 +24,9 @@ each before its own request's admission.
 
 A variant is a module name in this directory exposing SCRIPT (the Lua
 text) and encode(ops) -> list of bytes args (after EVALSHA sha), where ops
-is a list of ('a'|'f', key_index, request_id, admitted_tick) tuples.
+is a list of ('a'|'f', key_index, request_id, admitted_tick, held) tuples
+(`held`: for a settlement, the slots its set held when its slot was taken,
+as its admission's reply said; None for an admission).
 """
 import argparse
 import importlib
@@ -147,9 +149,13 @@ def run(conn, mod, sha, requests, keys, per_call, pipeline, seq, lag=1,
     # first when `settlements_first`).
     tick = int(time.time())
     rid = lambda i: "r%d-%d" % (seq, i)
+    # The slots request i's set held when it took its slot (its admission's
+    # `used`), which its settlement names: the earlier requests on its key
+    # not settled yet.
+    held = lambda i: sum(1 for j in range(max(0, i - lag + 1), i) if j % keys == i % keys)
     per_request = [
-        ([("f", (i - lag) % keys, rid(i - lag), tick - age)] if i >= lag else [])
-        + [("a", i % keys, rid(i), tick)]
+        ([("f", (i - lag) % keys, rid(i - lag), tick - age, held(i - lag))] if i >= lag else [])
+        + [("a", i % keys, rid(i), tick, None)]
         for i in range(requests)
     ]
     grouped = [sum(per_request[j:j + per_call], []) for j in range(0, requests, per_call)]

@@ -68,7 +68,7 @@ RESERVED, USED = 120, 60
 
 def encode(ops):
     keys, argv, letters = [], [], b""
-    for op, k, rid, tick in ops:
+    for op, k, rid, tick, *_ in ops:
         keys.append(("{key:%d}" % k).encode())
         if op == "a":
             letters += b"a"

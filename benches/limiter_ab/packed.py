@@ -64,12 +64,13 @@ def keys_of(k):
 def encode(ops):
     """ab.py's and cg.py's ops (see ab.py) in the packed protocol."""
     out = []
-    for op, k, rid, tick in ops:
+    for op, k, rid, tick, held in ops:
         r, t, p = keys_of(k)
         if op == "a":
             out.append(("a", [r, t, p], b"rtp", rid.encode(),
                         [G, N, TTL, 0, RPM, 1, 1, TPM, RESERVED, RESERVED, PAR, 1, 1],
                         [b"1", b"%d" % RESERVED, b"1"]))
         else:
-            out.append(("f", [t, p], b"tp", rid.encode(), tick, [G, N, USED, RESERVED, 1]))
+            # The slot's number: the slots its set held when taken, plus one.
+            out.append(("f", [t, p], b"tp", rid.encode(), tick, [G, N, USED, RESERVED, held + 1]))
     return encode_ops(out)

@@ -18,7 +18,7 @@ def keys_of(k):
 
 def encode(ops):
     keys, argv, letters = [], [], b""
-    for op, k, rid, tick in ops:
+    for op, k, rid, tick, *_ in ops:
         r, t, p = keys_of(k)
         if op == "a":
             keys += [r, t, p]

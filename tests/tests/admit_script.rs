@@ -40,14 +40,26 @@ fn admission(key: &'static str, kind: &str, rid: &str, limit: u64, deadline_ms: 
     }
 }
 
-/// The settlement of request `rid`'s parallel slot on `key` (numbers: the
-/// tokens used, the slot; arguments: the kinds, the request id, the bucket).
+/// The settlement of request `rid`'s parallel slot on `key` whose form is
+/// not known (numbers: the tokens used, 0 for the slot; arguments: the
+/// kinds, the request id, the bucket): as after an admission that got no
+/// reply.
 fn settlement(key: &'static str, rid: &str) -> Op {
     Op {
         keys: vec![key],
         letter: b'f',
-        numbers: vec![0.0, 1.0],
+        numbers: vec![0.0, 0.0],
         args: vec![b"p".to_vec(), rid.into(), b"0".to_vec()],
+    }
+}
+
+/// [`settlement`] of a slot taken when its set held `held` slots (its
+/// admission's `used`), as the gateway sends it: the slot's number is
+/// `held + 1`.
+fn settlement_of(key: &'static str, rid: &str, held: u32) -> Op {
+    Op {
+        numbers: vec![0.0, f64::from(held) + 1.0],
+        ..settlement(key, rid)
     }
 }
 
@@ -747,7 +759,7 @@ fn call_id(n: usize) -> String {
 }
 
 #[test]
-fn a_slot_set_holding_many_slots_becomes_a_skip_list_and_settlements_free_either_form() {
+fn a_slot_set_holding_many_slots_becomes_a_skip_list_and_settlements_free_the_form_taken() {
     let redis = PrivateRedis::start();
     // 32 slots held: still a listpack, every member the request id.
     for n in 0..32 {
@@ -764,12 +776,13 @@ fn a_slot_set_holding_many_slots_becomes_a_skip_list_and_settlements_free_either
         .collect();
     assert_eq!(padded.len(), 1, "{padded:?}");
     assert!(padded[0].starts_with(&call_id(32)));
-    // Settled one by one: the padded slot and a plain one are freed.
+    // Settled one by one, each naming the form its admission took (the
+    // slots held then): the padded slot and a plain one are freed.
     run(
         &redis,
         &[
-            settlement(COUNTER, &call_id(32)),
-            settlement(COUNTER, &call_id(0)),
+            settlement_of(COUNTER, &call_id(32), 32),
+            settlement_of(COUNTER, &call_id(0), 0),
         ],
     );
     assert_eq!(redis.slots(COUNTER), 31);
@@ -782,7 +795,7 @@ fn a_slot_set_holding_many_slots_becomes_a_skip_list_and_settlements_free_either
             settlement(COUNTER, &call_id(40)),
             admission(COUNTER, "p", &call_id(41), 100, 0.0),
             admission(COUNTER, "p", &call_id(42), 100, 0.0),
-            settlement(COUNTER, &call_id(1)),
+            settlement_of(COUNTER, &call_id(1), 1),
         ],
     );
     assert!(
@@ -860,6 +873,52 @@ fn the_previous_protocols_script_and_this_one_share_counters() {
             run.status.is_some_and(|s| s.success()) && run.output.contains("mismatches 0"),
             "seed {seed}: {}",
             run.output
+        );
+    }
+}
+
+/// A settlement removes the form of the request id its admission took, as
+/// the slot's number says, and no other (the absent form of a listpack
+/// set is a walk of every member); with no number (0), either form.
+#[test]
+fn a_settlement_removes_the_slot_form_its_admission_took() {
+    let redis = PrivateRedis::start();
+    for n in 0..33 {
+        assert!(admitted(&admit(&redis, &call_id(n), 100)));
+    }
+    let padded = format!("{}|{}", call_id(32), "~".repeat(64));
+    assert!(members(&redis, COUNTER).contains(&padded));
+    // Named plain (taken at 0 held): the padded member is not that slot.
+    for (ops, left) in [
+        (vec![settlement_of(COUNTER, &call_id(32), 0)], 33),
+        (vec![settlement_of(COUNTER, &call_id(32), 32)], 32),
+        // Named padded: the plain member of call 3 is not that slot.
+        (vec![settlement_of(COUNTER, &call_id(3), 40)], 32),
+        (vec![settlement_of(COUNTER, &call_id(3), 3)], 31),
+        // Not known: either form goes, alone and in a run.
+        (vec![settlement(COUNTER, &call_id(4))], 30),
+        (
+            vec![
+                admission(COUNTER, "p", &call_id(50), 100, 0.0),
+                settlement(COUNTER, &call_id(5)),
+                settlement_of(COUNTER, &call_id(6), 40),
+                settlement_of(COUNTER, &call_id(7), 7),
+            ],
+            29,
+        ),
+    ] {
+        run(&redis, &ops);
+        assert_eq!(redis.slots(COUNTER), left, "{:?}", members(&redis, COUNTER));
+    }
+    let held = members(&redis, COUNTER);
+    assert!(
+        held.contains(&call_id(6)),
+        "named padded, held plain: {held:?}"
+    );
+    for gone in [3, 4, 5, 7, 32] {
+        assert!(
+            !held.iter().any(|m| m.starts_with(&call_id(gone))),
+            "{gone}: {held:?}"
         );
     }
 }

@@ -513,6 +513,23 @@ fn parallel_slots_are_released_in_redis_and_expire_after_a_crash() {
     );
 }
 
+/// A key holding more than 32 slots at once in Redis: the slots taken past
+/// 32 are the request id padded (so the set becomes a skip list, see
+/// `limiter.lua`), and each settlement names the form its admission took
+/// (the slots held then, from the admission's reply): every slot is freed.
+#[test]
+fn slots_past_32_held_at_once_in_redis_are_all_freed() {
+    let redis = PrivateRedis::start();
+    let gw = start(Value::Null, Some(&redis), &[]);
+    let key = generate(&gw, json!({"max_parallel_requests": 100}));
+    let counter = format!("{{api_key:{}}}:parallel", token(&key));
+    let replies = burst(&gw, &key, (0..40).map(|_| hello("slow")).collect());
+    assert_eq!(served(&replies), 40);
+    e2e::eventually("every slot freed", Duration::from_secs(5), || {
+        (redis.slots(&counter) == 0).then_some(())
+    });
+}
+
 // ---------------------------------------------------------------- Redis: breaker and outage
 
 #[test]

@@ -39,6 +39,21 @@ impl Entry {
         }
     }
 
+    /// This entry in a settlement: a parallel slot's amount tells
+    /// `limiter.lua` which form of the request id the slot took, as the
+    /// slots its set held when it was taken (`held`: the admission's
+    /// `used`) plus one, or 0 when that is not known (an admission that got
+    /// no reply), and both forms are removed. Other entries are unchanged.
+    pub fn settling(self, held: Option<u64>) -> Entry {
+        match self.kind == Kind::Parallel && !self.lease {
+            true => Entry {
+                amount: held.map_or(0, |h| h.saturating_add(1)),
+                ..self
+            },
+            false => self,
+        }
+    }
+
     /// Units a lease admission charged, given the usage Redis reported:
     /// what `limiter.lua` computes.
     pub fn granted(&self, used: u64) -> u64 {
@@ -196,5 +211,22 @@ impl Call {
             done: ScriptDone(Box::new(|_| None)),
             undo: Some(Box::new(undo)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limits::descriptor::Scope;
+
+    #[test]
+    fn a_settled_slot_names_the_slots_held_when_taken_plus_one_and_0_when_not_known() {
+        let p = Descriptor::new(Scope::ApiKey, "k", Kind::Parallel, 64);
+        let t = Descriptor::new(Scope::ApiKey, "k", Kind::Tokens, 100);
+        assert_eq!(Entry::charge(&p, 64, 1).settling(Some(0)).amount, 1);
+        assert_eq!(Entry::charge(&p, 64, 1).settling(Some(32)).amount, 33);
+        assert_eq!(Entry::charge(&p, 64, 1).settling(None).amount, 0);
+        // Other counters keep their amounts (a reservation to reconcile).
+        assert_eq!(Entry::charge(&t, 100, 40).settling(Some(7)).amount, 40);
     }
 }

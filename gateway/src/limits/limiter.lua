@@ -15,7 +15,10 @@
 --   in turn, admission: expire_at_ms (the caller's deadline in Redis time,
 --   0 for none), then per key limit, amount, need (units that must fit);
 --   settlement: tokens_used (units spent, for a lease), then per key
---   reserved (granted, for a lease).
+--   reserved (granted, for a lease); for a parallel key, the slots its set
+--   held when this slot was taken plus one (the admission's `used` + 1),
+--   which tells the slot's form (see PAD), or 0 when not known (a slot
+--   whose admission got no reply): both forms are removed then.
 -- ARGV[3]: slot_ttl_ms in decimal.
 -- Each operation then takes its keys from KEYS in turn (as many as its
 -- kinds argument has letters) and its arguments from ARGV in turn:
@@ -25,7 +28,8 @@
 --   settlement: the kinds ('t', 'p' or 'l'); request_id; admitted_tick in
 --     decimal.
 --   request_id is the request's parallel slots' member, padded (PAD) when
---   the set already holds BIG slots, see below.
+--   the set already holds BIG slots, see below; the admission's reply
+--   (`used`) tells the caller which form it took.
 -- Returns one flat array of integers, each operation's reply in turn (the
 -- caller knows where each ends from its first integer and its keys):
 --   admission: 1, tick, used_1, ..., used_n; 0, index, used, reset_at; or
@@ -58,7 +62,9 @@
 -- request id padded past 64 bytes (PAD), which makes the set a skip list
 -- and a hash table (O(log n) and O(1), about 3,000) until it empties. A
 -- set of a few slots stays a listpack (about 100 bytes a set, against
--- 1,000 as a skip list). A settlement removes both forms of its id.
+-- 1,000 as a skip list). A settlement removes the form its admission
+-- took (known from the reply's `used`), both when that is not known: a
+-- form absent from a listpack costs a walk of the whole set.
 -- (Key names and fields are those of the unpacked protocol before it, so
 -- replicas running either script share the same counters.)
 -- Globals and library functions as locals: naming a global costs a table
@@ -76,6 +82,9 @@ local PAD = '|' .. string.rep('~', 64)
 -- (a settlement that only refunds or frees slots does not).
 local now_s = nil
 local now_ms = nil
+-- A slot's score (its expiry) in decimal, the same for every slot the
+-- batch takes: formatted once, on first use.
+local slot_score = nil
 local function clock()
   if now_s == nil then
     -- redis.call by name: benches/limiter_ab/diff.py swaps this line for
@@ -173,6 +182,18 @@ local function reset_of(key, oldest, n, g)
   return (first + n) * g
 end
 
+-- The members a settlement removes from a parallel set: the slot's form
+-- its admission took (`seen`: the slots the set held then, plus one), or
+-- both forms when `seen` is 0 (not known).
+local function slot_forms(rid, seen)
+  if seen == 0 then
+    return rid, rid .. PAD
+  elseif seen > BIG then
+    return rid .. PAD
+  end
+  return rid
+end
+
 -- Every number of the batch (ARGV[2]), read with one struct.unpack when
 -- they fit Lua's stack, in parts otherwise (a long batch).
 local N
@@ -202,6 +223,14 @@ local G = N[1]
 local NB = N[2]
 local TTL = N[3]
 local TTL_ARG = ARGV[3]
+
+-- The batch's slot score (slot_score), once the clock is read.
+local function score()
+  if slot_score == nil then
+    slot_score = format('%d', now_ms + TTL)
+  end
+  return slot_score
+end
 -- The reply: every operation's integers in turn.
 local R = {}
 
@@ -230,7 +259,6 @@ local function admit(k0, a0, d, r, nk)
   local rid = ARGV[a0 + 1]
   local g = G
   local n = NB
-  local ttl = TTL
   local expire_at = N[d + 4]
   clock()
   if expire_at > 0 and now_ms > expire_at then
@@ -316,7 +344,7 @@ local function admit(k0, a0, d, r, nk)
       if R[r + 2 + i] >= BIG then
         member = rid .. PAD
       end
-      call('ZADD', key, format('%d', now_ms + ttl), member)
+      call('ZADD', key, score(), member)
       call('PEXPIRE', key, TTL_ARG)
     elseif dropped then
       -- The window moved on: the buckets that left it go, and the sum
@@ -482,7 +510,7 @@ local function finish(k0, a0, d, nk)
     local kind = sub(kinds, i, i)
     local reserved = N[d + 3 + i]
     if kind == 'p' then
-      call('ZREM', key, rid, rid .. PAD)
+      call('ZREM', key, slot_forms(rid, reserved))
     elseif kind == 'l' then
       end_lease(key, admitted, reserved, used, g, n)
     else
@@ -670,7 +698,7 @@ local function admit_run(k0, a0, d, r, nk)
         adds = {}
         c.adds = adds
       end
-      adds[c.nadd + 1] = format('%d', now_ms + TTL)
+      adds[c.nadd + 1] = score()
       local member = ARGV[a0 + 1]
       if c.z >= BIG then
         member = member .. PAD
@@ -709,22 +737,28 @@ local function finish_run(k0, a0, d, nk)
       -- ZADD then ZREM leaves nothing); every freed slot also goes to the
       -- ZREM written before the run's ZADD (a slot held from before the
       -- run and taken again in it is removed as ZREM would).
+      local m1, m2 = slot_forms(rid, N[d + 3 + i])
       local adds = c.adds
-      local long = rid .. PAD
       local x = c.nadd
-      while x > 0 and adds[x] ~= rid and adds[x] ~= long do
+      while x > 0 and adds[x] ~= m1 and adds[x] ~= m2 do
         x = x - 2
       end
       if x > 0 then
         adds[x] = false
         c.z = c.z - 1
       end
-      if c.rems == nil then
-        c.rems = {}
+      local rems = c.rems
+      if rems == nil then
+        rems = {}
+        c.rems = rems
       end
-      c.rems[c.nrem + 1] = rid
-      c.rems[c.nrem + 2] = long
-      c.nrem = c.nrem + 2
+      local nrem = c.nrem + 1
+      rems[nrem] = m1
+      if m2 then
+        nrem = nrem + 1
+        rems[nrem] = m2
+      end
+      c.nrem = nrem
     else
       local delta = used - N[d + 3 + i]
       if delta > 0 then

@@ -697,6 +697,7 @@ impl Limiter {
                     amounts,
                     tick,
                     ticks,
+                    used,
                     settle,
                     request_id: request_id.to_string(),
                     tokens_used: 0,
@@ -775,7 +776,10 @@ impl Limiter {
         let call = Call::Finish {
             entries: settle
                 .iter()
-                .map(|&i| Entry::charge(&t.descs[i], t.descs[i].limit, t.amounts[i]))
+                .map(|&i| {
+                    Entry::charge(&t.descs[i], t.descs[i].limit, t.amounts[i])
+                        .settling(t.used.get(i).copied())
+                })
                 .collect(),
             request_id: t.request_id.clone(),
             tick: t.tick,
@@ -821,6 +825,9 @@ pub struct Ticket<'l> {
     amounts: Vec<u64>,
     tick: u64,
     ticks: Vec<u64>,
+    /// Each counter's use as the admission's verdict reported it (a
+    /// parallel slot's settlement names its form by it).
+    used: Vec<u64>,
     settle: Settle,
     request_id: String,
     tokens_used: u64,

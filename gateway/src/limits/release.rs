@@ -38,18 +38,25 @@ impl Releases {
     pub fn after_failure(&mut self, batch: &[Call]) {
         let now = Instant::now();
         for call in batch {
-            let (entries, request_id, not_before) = match call {
+            // A lost admission's reply told nobody which form its slots
+            // took (both are removed); a settlement's entries say.
+            let (entries, request_id, not_before, form_known) = match call {
                 Call::Admit {
                     entries,
                     request_id,
                     deadline,
                     ..
-                } => (entries, request_id, (*deadline).max(now) + AFTER_DEADLINE),
+                } => (
+                    entries,
+                    request_id,
+                    (*deadline).max(now) + AFTER_DEADLINE,
+                    false,
+                ),
                 Call::Finish {
                     entries,
                     request_id,
                     ..
-                } => (entries, request_id, now + RETRY_AFTER),
+                } => (entries, request_id, now + RETRY_AFTER, true),
                 Call::Script {
                     undo: Some(undo),
                     deadline,
@@ -65,7 +72,10 @@ impl Releases {
             let slots: Vec<_> = entries
                 .iter()
                 .filter(|e| e.kind == Kind::Parallel && !e.lease)
-                .cloned()
+                .map(|e| match form_known {
+                    true => e.clone(),
+                    false => e.clone().settling(None),
+                })
                 .collect();
             if slots.is_empty() {
                 continue;
@@ -130,7 +140,9 @@ mod tests {
         vec![Entry::charge(&p, 2, 1), Entry::charge(&t, 100, 40)]
     }
 
-    fn slots_of(call: &Call) -> (usize, u64, u64) {
+    /// A release's slots, bucket, tokens used and its first slot's number
+    /// (the form the slot took, 0 when not known).
+    fn slots_of(call: &Call) -> (usize, u64, u64, u64) {
         match call {
             Call::Finish {
                 entries,
@@ -139,7 +151,7 @@ mod tests {
                 ..
             } => {
                 assert!(entries.iter().all(|e| e.kind == Kind::Parallel));
-                (entries.len(), *tick, *tokens_used)
+                (entries.len(), *tick, *tokens_used, entries[0].amount)
             }
             _ => panic!("a release is a settlement"),
         }
@@ -161,15 +173,22 @@ mod tests {
         assert!(at >= deadline + AFTER_DEADLINE);
         let due = r.due(at);
         assert_eq!(due.len(), 1);
-        assert_eq!(slots_of(&due[0]), (1, 0, 0), "only the slot, nothing else");
+        assert_eq!(
+            slots_of(&due[0]),
+            (1, 0, 0, 0),
+            "only the slot, nothing else; its form not known (the reply was lost)"
+        );
         assert!(r.next_due().is_none());
     }
 
     #[test]
     fn a_lost_settlement_is_retried_for_its_slots_only() {
         let mut r = Releases::default();
+        // The settlement names the slot's form: taken with 40 held.
+        let mut named = entries();
+        named[0] = named[0].clone().settling(Some(40));
         let finish = Call::Finish {
-            entries: entries(),
+            entries: named,
             request_id: "r2".into(),
             tick: 7,
             ticks: Vec::new(),
@@ -189,7 +208,7 @@ mod tests {
         r.after_failure(&[finish, rpm_only]);
         let due = r.due(Instant::now() + RETRY_AFTER);
         assert_eq!(due.len(), 1, "token refunds are not retried");
-        assert_eq!(slots_of(&due[0]), (1, 0, 0));
+        assert_eq!(slots_of(&due[0]), (1, 0, 0, 41), "the form as named");
         // A release whose own round trip failed is kept again.
         r.after_failure(&due);
         assert_eq!(r.due(Instant::now() + RETRY_AFTER * 2).len(), 1);

@@ -397,16 +397,19 @@ fn undo(
     let mut kept_ticks = Vec::new();
     let entries = entries
         .into_iter()
-        .zip(used.into_iter().chain(std::iter::repeat(0)))
+        .zip(used.into_iter().map(Some).chain(std::iter::repeat(None)))
         .enumerate()
         .filter(|(_, (e, _))| requests_too || e.lease || e.kind != Kind::Requests)
         .map(|(i, (e, used))| {
             if let Some(t) = ticks.get(i) {
                 kept_ticks.push(*t);
             }
-            Entry {
-                amount: if e.lease { e.granted(used) } else { e.amount },
-                ..e
+            match e.lease {
+                true => Entry {
+                    amount: e.granted(used.unwrap_or(0)),
+                    ..e
+                },
+                false => e.settling(used),
             }
         })
         .collect();
