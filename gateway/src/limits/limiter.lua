@@ -224,6 +224,21 @@ local NB = N[2]
 local TTL = N[3]
 local TTL_ARG = ARGV[3]
 
+-- The batch's bucket, its name in decimal, the oldest bucket of the window
+-- and a new counter's lifetime in decimal: the same for every operation of
+-- a batch (one clock reading, one window), worked out once, after the
+-- clock is read.
+local b_tick, b_name, b_oldest, b_life
+local function bucket()
+  if b_tick == nil then
+    b_tick = floor(now_s / G)
+    b_name = format('%d', b_tick)
+    b_oldest = b_tick - NB + 1
+    b_life = format('%d', (NB + 1) * G)
+  end
+  return b_tick, b_name, b_oldest, b_life
+end
+
 -- The batch's slot score (slot_score), once the clock is read.
 local function score()
   if slot_score == nil then
@@ -265,15 +280,13 @@ local function admit(k0, a0, d, r, nk)
     R[r + 1] = 2
     return r + 1
   end
-  local tick = floor(now_s / g)
-  local oldest = tick - n + 1
+  local tick, tick_name, oldest, life = bucket()
   -- The reply, holding each counter's usage as it is checked. The tables
   -- of counters found without a stored sum and of counters created here
   -- are made only when needed: each table costs Redis as much as a few
   -- hundred bytecodes.
   R[r + 1] = 1
   R[r + 2] = tick
-  local tick_name = format('%d', tick)
   local unstored = nil
   local created = nil
   -- Counters whose window moved on, by key: the buckets to delete.
@@ -327,7 +340,6 @@ local function admit(k0, a0, d, r, nk)
   -- came is the caller's decimal integer. A counter whose bucket was read
   -- with its sum (CUR) gets both written in one HSET, unless an earlier
   -- counter of this admission is on the same key (what it read is stale).
-  local life = nil
   for i = 1, nk do
     local key = KEYS[k0 + i]
     local base = 4 + (i - 1) * 3
@@ -364,12 +376,10 @@ local function admit(k0, a0, d, r, nk)
         call('HSET', key, tick_name, format('%d', (cur or 0) + amount), '-1',
           format('%d', sum), '-2', format('%d', oldest))
         if cur == nil then
-          life = life or format('%d', (n + 1) * g)
           call('EXPIRE', key, life)
         end
       else
         if amount > 0 and call('HINCRBY', key, tick_name, amount_arg) == amount then
-          life = life or format('%d', (n + 1) * g)
           call('EXPIRE', key, life)
         end
         call('HSET', key, '-1', format('%d', sum), '-2', format('%d', oldest))
@@ -381,21 +391,18 @@ local function admit(k0, a0, d, r, nk)
         call('HSET', key, tick_name, format('%d', (cur or 0) + amount), '-1',
           format('%d', R[r + 2 + i] + amount))
         if cur == nil then
-          life = life or format('%d', (n + 1) * g)
           call('EXPIRE', key, life)
         end
       elseif not (unstored and unstored[i]) or (created and created[key]) then
         -- The key lives while its newest bucket does: its expiry moves only
         -- when a bucket is created.
         if call('HINCRBY', key, tick_name, amount_arg) == amount then
-          life = life or format('%d', (n + 1) * g)
           call('EXPIRE', key, life)
         end
         call('HINCRBY', key, '-1', amount_arg)
       else
         call('HSET', key, tick_name, amount_arg, '-1', amount_arg, '-2',
           format('%d', oldest), '-3', tick_name)
-        life = life or format('%d', (n + 1) * g)
         call('EXPIRE', key, life)
         created = created or {}
         created[key] = true
@@ -405,15 +412,14 @@ local function admit(k0, a0, d, r, nk)
   return r + 2 + nk
 end
 
--- Adds `units` to the current bucket (and the sum) of a counter of a
--- window of `n` buckets of `g` seconds; the key's expiry moves when the
--- bucket is new.
-local function charge(key, units, g, n)
+-- Adds `units` to the current bucket (and the sum) of a counter; the
+-- key's expiry moves when the bucket is new.
+local function charge(key, units)
   clock()
-  local tick = format('%d', floor(now_s / g))
+  local _, tick, _, life = bucket()
   local units_arg = format('%d', units)
   if call('HINCRBY', key, tick, units_arg) == units then
-    call('EXPIRE', key, format('%d', (n + 1) * g))
+    call('EXPIRE', key, life)
   end
   call('HINCRBY', key, '-1', units_arg)
 end
@@ -447,18 +453,18 @@ end
 -- when the grant's bucket empties, an EXPIRE when the current bucket is
 -- new) instead of a HINCRBY for each bucket and each change of the sum.
 -- A counter without a stored sum takes refund and charge.
-local function end_lease(key, admitted, units, used, g, n)
+local function end_lease(key, admitted, units, used)
   if used <= 0 then
     refund(key, admitted, units)
     return
   end
   clock()
-  local tick = format('%d', floor(now_s / g))
+  local _, tick, _, life = bucket()
   local f = call('HMGET', key, '-1', admitted, tick)
   local sum = tonumber(f[1])
   if sum == nil then
     refund(key, admitted, units)
-    charge(key, used, g, n)
+    charge(key, used)
     return
   end
   local b0 = tonumber(f[2])
@@ -491,7 +497,7 @@ local function end_lease(key, admitted, units, used, g, n)
     call('HDEL', key, admitted)
   end
   if cur == nil then
-    call('EXPIRE', key, format('%d', (n + 1) * g))
+    call('EXPIRE', key, life)
   end
 end
 
@@ -502,8 +508,6 @@ local function finish(k0, a0, d, nk)
   local kinds = ARGV[a0]
   local rid = ARGV[a0 + 1]
   local admitted = ARGV[a0 + 2]
-  local g = G
-  local n = NB
   local used = N[d + 3]
   for i = 1, nk do
     local key = KEYS[k0 + i]
@@ -512,11 +516,11 @@ local function finish(k0, a0, d, nk)
     if kind == 'p' then
       call('ZREM', key, slot_forms(rid, reserved))
     elseif kind == 'l' then
-      end_lease(key, admitted, reserved, used, g, n)
+      end_lease(key, admitted, reserved, used)
     else
       local delta = used - reserved
       if delta > 0 then
-        charge(key, delta, g, n)
+        charge(key, delta)
       elseif delta < 0 then
         refund(key, admitted, -delta)
       end
@@ -625,10 +629,7 @@ local function admit_run(k0, a0, d, r, nk)
   if cache == nil then
     cache = {}
     order = {}
-    run_tick = floor(now_s / G)
-    run_oldest = run_tick - NB + 1
-    run_tn = format('%d', run_tick)
-    run_life = format('%d', (NB + 1) * G)
+    run_tick, run_tn, run_oldest, run_life = bucket()
   end
   R[r + 1] = 1
   R[r + 2] = run_tick
