@@ -110,6 +110,9 @@ pub struct RoundFigures {
     pub p99_us: u64,
     /// CPU time of each process over the window, seconds.
     pub cpu_s: ProcessCpu,
+    /// Script calls (`EVALSHA`, `EVAL`) the private Redis ran over the
+    /// window, every master of a Cluster; none without Redis.
+    pub redis_calls: Option<u64>,
     /// The 1-minute load average when the run ended.
     pub load_average: f64,
 }
@@ -139,6 +142,10 @@ pub struct TargetFigures {
     pub latency: Summary,
     /// CPU per 2xx response of each process over the valid rounds, µs.
     pub cpu_us_per_request: ProcessCpu,
+    /// Redis script calls per 2xx response over the valid rounds (below 1
+    /// when a call carries several requests' operations: the limiter's
+    /// group commit); none without Redis.
+    pub redis_calls_per_request: Option<f64>,
     /// The proxy's CPU use over the valid rounds (nginx's, or the
     /// gateway's alone), % of the CPUs it is pinned to; none for the mock.
     pub proxy_cpu_pct: Option<f64>,
@@ -168,6 +175,7 @@ impl TargetFigures {
         let cpu = valid
             .iter()
             .fold(ProcessCpu::default(), |sum, r| sum.add(&r.cpu_s));
+        let redis_calls: Option<u64> = valid.iter().map(|r| r.redis_calls).sum();
         let pct = |used: f64, cpus: usize| match window > 0.0 {
             true => 100.0 * used / window / cpus.max(1) as f64,
             false => 0.0,
@@ -185,6 +193,9 @@ impl TargetFigures {
             requests_per_s: (elapsed > 0.0).then(|| ok as f64 / elapsed),
             latency,
             cpu_us_per_request: cpu.per_request_us(ok),
+            redis_calls_per_request: redis_calls
+                .filter(|_| ok > 0)
+                .map(|calls| calls as f64 / ok as f64),
             proxy_cpu_pct: proxy.map(|used| pct(used, cpus.proxy)),
             load_cpu_pct,
             machine_busy_pct: pct(cpu.machine, cpus.machine),
@@ -424,6 +435,17 @@ impl SaturationReport {
                 );
             }
         }
+        if let Some(calls) = self
+            .target("gateway")
+            .and_then(|g| g.redis_calls_per_request)
+            .filter(|c| *c > 0.0)
+        {
+            let _ = writeln!(
+                t,
+                "Redis script calls per request (gateway): {calls:.3} (one call a {:.1} requests' operations)",
+                1.0 / calls
+            );
+        }
         if self.targets.iter().any(|x| x.load_bound) {
             let _ = writeln!(
                 t,
@@ -515,6 +537,7 @@ mod tests {
                 irq: 0.25,
                 steal: 0.0,
             },
+            redis_calls: Some((rps * 5.0 / 10.0) as u64),
             load_average: 2.0,
         }
     }
@@ -546,6 +569,8 @@ mod tests {
         assert!((c.gateway - 8.0e6 / 110_000.0).abs() < 1e-9, "{c:?}");
         assert_eq!(c.redis, Some(c.gateway / 2.0));
         assert_eq!(c.postgres, None);
+        // A Redis call a ten requests, over the valid rounds only.
+        assert_eq!(t.redis_calls_per_request, Some(0.1));
         // Machine: 2 x (4 x 1.5 + 4.5) s; other = machine - gateway -
         // redis - load side (interrupt time is mostly inside them).
         let other_s = 21.0 - 8.0 - 4.0 - 8.0;
@@ -663,6 +688,12 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("; matches the load generator's 7 2xx"), "{t}");
+        assert!(
+            t.contains(
+                "Redis script calls per request (gateway): 0.100 (one call a 10.0 requests' operations)"
+            ),
+            "{t}"
+        );
         assert!(!report.all_valid());
         report.targets[1].valid_rounds = 2;
         report.targets[0].valid_rounds = 2;
