@@ -82,9 +82,6 @@ local PAD = '|' .. string.rep('~', 64)
 -- (a settlement that only refunds or frees slots does not).
 local now_s = nil
 local now_ms = nil
--- A slot's score (its expiry) in decimal, the same for every slot the
--- batch takes: formatted once, on first use.
-local slot_score = nil
 local function clock()
   if now_s == nil then
     -- redis.call by name: benches/limiter_ab/diff.py swaps this line for
@@ -182,16 +179,23 @@ local function reset_of(key, oldest, n, g)
   return (first + n) * g
 end
 
--- The members a settlement removes from a parallel set: the slot's form
--- its admission took (`seen`: the slots the set held then, plus one), or
--- both forms when `seen` is 0 (not known).
-local function slot_forms(rid, seen)
-  if seen == 0 then
-    return rid, rid .. PAD
-  elseif seen > BIG then
+-- A slot's member when its set holds `held` slots: the request id, padded
+-- from BIG held (see "A set of up to 128 members" above).
+local function slot_member(rid, held)
+  if held >= BIG then
     return rid .. PAD
   end
   return rid
+end
+
+-- The members a settlement removes from a parallel set: the one its
+-- admission took (`seen`: the slots the set held then, plus one), or both
+-- forms when `seen` is 0 (not known).
+local function slot_forms(rid, seen)
+  if seen == 0 then
+    return rid, rid .. PAD
+  end
+  return slot_member(rid, seen - 1)
 end
 
 -- Every number of the batch (ARGV[2]), read with one struct.unpack when
@@ -239,7 +243,9 @@ local function bucket()
   return b_tick, b_name, b_oldest, b_life
 end
 
--- The batch's slot score (slot_score), once the clock is read.
+-- A slot's score (its expiry) in decimal, the same for every slot the
+-- batch takes: formatted once, on first use, after the clock is read.
+local slot_score = nil
 local function score()
   if slot_score == nil then
     slot_score = format('%d', now_ms + TTL)
@@ -352,11 +358,7 @@ local function admit(k0, a0, d, r, nk)
     end
     local dropped = moved and moved[key]
     if kind == 'p' then
-      local member = rid
-      if R[r + 2 + i] >= BIG then
-        member = rid .. PAD
-      end
-      call('ZADD', key, score(), member)
+      call('ZADD', key, score(), slot_member(rid, R[r + 2 + i]))
       call('PEXPIRE', key, TTL_ARG)
     elseif dropped then
       -- The window moved on: the buckets that left it go, and the sum
@@ -700,11 +702,7 @@ local function admit_run(k0, a0, d, r, nk)
         c.adds = adds
       end
       adds[c.nadd + 1] = score()
-      local member = ARGV[a0 + 1]
-      if c.z >= BIG then
-        member = member .. PAD
-      end
-      adds[c.nadd + 2] = member
+      adds[c.nadd + 2] = slot_member(ARGV[a0 + 1], c.z)
       c.nadd = c.nadd + 2
       c.z = c.z + 1
       c.ttl = TTL_ARG

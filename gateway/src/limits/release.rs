@@ -72,9 +72,10 @@ impl Releases {
             let slots: Vec<_> = entries
                 .iter()
                 .filter(|e| e.kind == Kind::Parallel && !e.lease)
+                .cloned()
                 .map(|e| match form_known {
-                    true => e.clone(),
-                    false => e.clone().settling(None),
+                    true => e,
+                    false => e.settling(None),
                 })
                 .collect();
             if slots.is_empty() {

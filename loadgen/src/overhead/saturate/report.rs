@@ -175,7 +175,9 @@ impl TargetFigures {
         let cpu = valid
             .iter()
             .fold(ProcessCpu::default(), |sum, r| sum.add(&r.cpu_s));
-        let redis_calls: Option<u64> = valid.iter().map(|r| r.redis_calls).sum();
+        let redis_calls = valid
+            .iter()
+            .try_fold(0u64, |sum, r| sum.checked_add(r.redis_calls?));
         let pct = |used: f64, cpus: usize| match window > 0.0 {
             true => 100.0 * used / window / cpus.max(1) as f64,
             false => 0.0,
