@@ -7,6 +7,7 @@
 pub mod affinity;
 pub mod cli;
 pub mod client;
+pub mod command_stats;
 pub mod fdlimit;
 pub mod fleet;
 pub mod fleet_cooldowns;

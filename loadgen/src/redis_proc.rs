@@ -1,7 +1,8 @@
 //! A private `redis-server` for the scenarios that share limits through
-//! Redis, and the two things loadgen asks it: how many scripts ran
-//! (`INFO commandstats`) and to forget everything between runs.
+//! Redis, and the two things loadgen asks it: what it ran (`INFO
+//! commandstats`) and to forget everything between runs.
 
+use crate::command_stats::CommandStats;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -54,10 +55,11 @@ impl RedisProcess {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
-    /// Scripts run so far (`EVALSHA` and `EVAL` calls).
-    pub fn script_calls(&self) -> Result<u64, String> {
-        let info = self.command(&["INFO", "commandstats"])?;
-        Ok(script_calls_in(&info))
+    /// What the server ran so far (`INFO commandstats`).
+    pub fn command_stats(&self) -> Result<CommandStats, String> {
+        Ok(CommandStats::parse(
+            &self.command(&["INFO", "commandstats"])?,
+        ))
     }
 
     /// Bytes the server holds (`used_memory` of `INFO memory`).
@@ -153,31 +155,4 @@ pub(crate) fn used_memory_in(info: &str) -> Result<u64, String> {
         .find_map(|l| l.strip_prefix("used_memory:"))
         .and_then(|v| v.trim().parse().ok())
         .ok_or_else(|| "INFO memory has no used_memory".to_string())
-}
-
-/// Sums `calls=` of `cmdstat_evalsha` and `cmdstat_eval` in `INFO commandstats`.
-pub(crate) fn script_calls_in(info: &str) -> u64 {
-    info.lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn counts_script_calls_from_commandstats() {
-        let info = "# Commandstats\r\ncmdstat_evalsha:calls=41,usec=10,usec_per_call=0.2\r\ncmdstat_eval:calls=1,usec=3\r\ncmdstat_get:calls=9\r\n";
-        assert_eq!(script_calls_in(info), 42);
-        assert_eq!(script_calls_in(""), 0);
-    }
 }

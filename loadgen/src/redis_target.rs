@@ -3,6 +3,7 @@
 //! Redis Cluster ([`ClusterProcess`]), configured on the gateway the way
 //! LiteLLM configures each (`REDIS_URL`, `REDIS_CLUSTER_NODES`).
 
+use crate::command_stats::CommandStats;
 use crate::redis_proc::{self, RedisProcess};
 use std::path::PathBuf;
 use std::process::{Child, Command};
@@ -63,9 +64,14 @@ impl RedisTarget {
 
     /// Scripts run so far, over every master.
     pub fn script_calls(&self) -> Result<u64, String> {
+        Ok(self.command_stats()?.scripts().calls)
+    }
+
+    /// What every master ran so far (`INFO commandstats`), summed.
+    pub fn command_stats(&self) -> Result<CommandStats, String> {
         match self {
-            RedisTarget::Single(r) => r.script_calls(),
-            RedisTarget::Cluster(c) => c.script_calls(),
+            RedisTarget::Single(r) => r.command_stats(),
+            RedisTarget::Cluster(c) => c.command_stats(),
         }
     }
 
@@ -183,12 +189,12 @@ impl ClusterProcess {
         serde_json::Value::Array(nodes).to_string()
     }
 
-    /// Scripts run so far, summed over the masters.
-    pub fn script_calls(&self) -> Result<u64, String> {
-        let mut total = 0;
+    /// What the masters ran so far (`INFO commandstats`), summed.
+    pub fn command_stats(&self) -> Result<CommandStats, String> {
+        let mut total = CommandStats::default();
         for (port, _) in &self.masters {
             let info = redis_proc::command(*port, &["INFO", "commandstats"])?;
-            total += redis_proc::script_calls_in(&info);
+            total.add(&CommandStats::parse(&info));
         }
         Ok(total)
     }

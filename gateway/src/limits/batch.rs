@@ -1,8 +1,8 @@
 //! Limiter calls as Redis commands: a flush to one server as one
 //! `EVALSHA` of `limiter.lua` carrying every admission and settlement in
 //! order (group commit) and one `EVALSHA` per other module's script
-//! ([`GroupedCalls`]), or a Cluster's parts, one `EVALSHA` each
-//! ([`ScriptCalls`]).
+//! ([`GroupedCalls`]), or a Cluster's parts, the limiter operations of one
+//! slot as one `EVALSHA` ([`SlotBatches`]).
 
 use super::call::{Call, LuaScript};
 use super::grouped;
@@ -10,65 +10,120 @@ use super::script;
 use super::split::Part;
 use super::window::Window;
 use crate::redis::clock::RedisClock;
+use crate::redis::cluster::Replies;
 use crate::redis::resp::Reply;
-use crate::redis::Commands;
+use crate::redis::{Commands, RemoteError};
 use smallvec::SmallVec;
+use std::collections::HashMap;
 use std::time::Duration;
 
-/// Something that is sent as one limiter call, on a slot.
-pub trait AsCall: Sync {
-    /// The call.
-    fn call(&self) -> &Call;
-    /// Its slot (unused on one server).
-    fn slot(&self) -> u16;
+/// A Cluster flush's parts ([`super::split::split`]) as commands: the
+/// limiter operations (admission and settlement parts) of one slot as one
+/// `EVALSHA` of the batch, in the parts' order (group commit per slot, as
+/// [`GroupedCalls`] does on one server); another module's script one
+/// `EVALSHA` each.
+pub struct SlotBatches<'a> {
+    parts: &'a [Part],
+    /// Per command, the parts it carries (indices into `parts`).
+    commands: Vec<SmallVec<[usize; 4]>>,
+    window: &'a Window,
+    slot_ttl: Duration,
 }
 
-impl AsCall for Call {
-    fn call(&self) -> &Call {
-        self
+impl<'a> SlotBatches<'a> {
+    /// Groups `parts` by slot.
+    pub fn new(parts: &'a [Part], window: &'a Window, slot_ttl: Duration) -> SlotBatches<'a> {
+        let mut commands: Vec<SmallVec<[usize; 4]>> = Vec::new();
+        // The command of each slot's limiter operations.
+        let mut by_slot: HashMap<u16, usize> = HashMap::new();
+        for (i, part) in parts.iter().enumerate() {
+            if matches!(part.sub, Call::Script { .. }) {
+                commands.push(SmallVec::from_elem(i, 1));
+                continue;
+            }
+            match by_slot.get(&part.slot) {
+                Some(&c) => commands[c].push(i),
+                None => {
+                    by_slot.insert(part.slot, commands.len());
+                    commands.push(SmallVec::from_elem(i, 1));
+                }
+            }
+        }
+        SlotBatches {
+            parts,
+            commands,
+            window,
+            slot_ttl,
+        }
     }
 
-    fn slot(&self) -> u16 {
-        0
+    /// Whether command `i` is another module's script (not a batch).
+    fn is_script(&self, i: usize) -> bool {
+        matches!(
+            self.commands[i].as_slice(),
+            [one] if matches!(self.parts[*one].sub, Call::Script { .. })
+        )
+    }
+
+    /// The limiter operations command `i` carries.
+    fn ops(&self, i: usize) -> SmallVec<[&Call; 16]> {
+        self.commands[i]
+            .iter()
+            .map(|&p| &self.parts[p].sub)
+            .collect()
+    }
+
+    /// One reply per part, in the parts' order, from one reply per
+    /// command: a batch's reply cut into its operations' (its error, or
+    /// the failure to get it, for each of them).
+    pub fn replies(&self, replies: Replies) -> Replies {
+        let mut out: Replies = (0..self.parts.len())
+            .map(|_| Err(RemoteError::Failed("no reply for this part".into())))
+            .collect();
+        for (i, reply) in replies.into_iter().enumerate().take(self.commands.len()) {
+            let group = &self.commands[i];
+            match reply {
+                Ok(reply) if !self.is_script(i) => {
+                    for (&p, r) in group.iter().zip(script::split_batch(reply, &self.ops(i))) {
+                        out[p] = Ok(r);
+                    }
+                }
+                reply => {
+                    for &p in group {
+                        out[p] = reply.clone();
+                    }
+                }
+            }
+        }
+        out
     }
 }
 
-impl AsCall for Part {
-    fn call(&self) -> &Call {
-        &self.sub
-    }
-
-    fn slot(&self) -> u16 {
-        self.slot
-    }
-}
-
-/// Limiter calls (a batch, or a batch's parts by slot), each one
-/// `EVALSHA`.
-pub struct ScriptCalls<'a, T> {
-    /// The calls.
-    pub calls: &'a [T],
-    /// The window the scripts count in.
-    pub window: &'a Window,
-    /// Lifetime of a parallel slot.
-    pub slot_ttl: Duration,
-}
-
-impl<T: AsCall> Commands for ScriptCalls<'_, T> {
+impl Commands for SlotBatches<'_> {
     fn len(&self) -> usize {
-        self.calls.len()
+        self.commands.len()
     }
 
     fn slot(&self, i: usize) -> u16 {
-        self.calls[i].slot()
+        self.commands[i].first().map_or(0, |&p| self.parts[p].slot)
     }
 
     fn encode(&self, i: usize, clock: Option<&RedisClock>, out: &mut Vec<u8>) {
-        script::encode_evalsha(self.calls[i].call(), self.window, self.slot_ttl, clock, out);
+        match self.is_script(i) {
+            true => script::encode_evalsha(
+                &self.parts[self.commands[i][0]].sub,
+                self.window,
+                self.slot_ttl,
+                clock,
+                out,
+            ),
+            false => script::encode_batch(&self.ops(i), self.window, self.slot_ttl, clock, out),
+        }
     }
 
     fn script(&self, i: usize) -> Option<&'static str> {
-        Some(script_of(self.calls[i].call()))
+        let first = *self.commands.get(i)?.first()?;
+        Some(script_of(&self.parts[first].sub))
     }
 }
 
@@ -199,6 +254,8 @@ fn script_of(call: &Call) -> &'static str {
 mod tests {
     use super::*;
     use crate::limits::call::{LuaScript, ScriptCall, ScriptDone};
+    use crate::limits::split;
+    use crate::redis::key_slot;
     use crate::redis::resp::Reply;
     use crate::redis::tokio_wire::tests::{endpoint, fake_redis, text};
     use crate::redis::{round_trip, TokioWire};
@@ -244,11 +301,8 @@ mod tests {
         .await;
         let batch = [call(&CACHED), call(&MISSING)];
         let window = Window::new(60);
-        let calls = ScriptCalls {
-            calls: &batch,
-            window: &window,
-            slot_ttl: Duration::from_secs(1),
-        };
+        let parts = split::split(&batch);
+        let calls = SlotBatches::new(&parts, &window, Duration::from_secs(1));
         let mut conn = None;
         let replies =
             round_trip::<TokioWire>(&mut conn, &endpoint(&addr), script::LIMITER_SCRIPTS, &calls)
@@ -331,9 +385,13 @@ mod tests {
     }
 
     fn admission(rid: &str) -> Call {
+        admission_of("k", rid)
+    }
+
+    fn admission_of(key: &str, rid: &str) -> Call {
         let d = crate::limits::Descriptor::new(
             crate::limits::Scope::ApiKey,
-            "k",
+            key,
             crate::limits::Kind::Requests,
             10,
         );
@@ -388,5 +446,80 @@ mod tests {
             "both admissions in the first: {}",
             evals[0]
         );
+    }
+
+    /// Group commit on a Cluster: a flush's limiter parts on one slot go
+    /// as one `EVALSHA` of the batch (in their order), parts on another
+    /// slot as another, other modules' scripts one each; every part gets
+    /// its own reply back, and a command's failure reaches each of its
+    /// parts.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_cluster_flushs_limiter_parts_of_one_slot_share_one_evalsha() {
+        let batch = [
+            admission_of("k", "r1"),
+            call(&CACHED),
+            admission_of("j", "r2"),
+            admission_of("k", "r3"),
+        ];
+        let parts = split::split(&batch);
+        let slot = |i: usize| parts[i].slot;
+        assert_eq!(slot(0), slot(3));
+        assert_ne!(slot(0), slot(2), "two slots (keys k and j)");
+        assert_eq!(slot(1), key_slot(b"{k}:a"));
+        let window = Window::new(60);
+        let calls = SlotBatches::new(&parts, &window, Duration::from_secs(1));
+        assert_eq!(calls.len(), 3, "k's batch, the script, j's batch");
+        assert_eq!(
+            (calls.slot(0), calls.slot(1), calls.slot(2)),
+            (slot(0), slot(1), slot(2))
+        );
+        let sent = Arc::new(Mutex::new(Vec::<String>::new()));
+        let log = sent.clone();
+        let addr = fake_redis(Arc::new(move |args| {
+            let command = text(args);
+            log.lock().unwrap().push(command.clone());
+            match args[0].as_slice() {
+                b"TIME" => b"*2\r\n$10\r\n1700000000\r\n$1\r\n5\r\n".to_vec(),
+                // r1 admitted, r3 refused.
+                b"EVALSHA" if command.contains(" aa ") => {
+                    b"*7\r\n:1\r\n:7\r\n:0\r\n:0\r\n:1\r\n:10\r\n:60\r\n".to_vec()
+                }
+                b"EVALSHA" if command.contains(script::sha()) => b"-ERR busy\r\n".to_vec(),
+                b"EVALSHA" => b"*1\r\n:9\r\n".to_vec(),
+                _ => b"+OK\r\n".to_vec(),
+            }
+        }))
+        .await;
+        let mut conn = None;
+        let replies =
+            round_trip::<TokioWire>(&mut conn, &endpoint(&addr), script::LIMITER_SCRIPTS, &calls)
+                .await
+                .unwrap();
+        let replies = calls.replies(replies.into_iter().map(Ok).collect());
+        let ints = |v: &[i64]| Reply::Array(Some(v.iter().map(|n| Reply::Int(*n)).collect()));
+        let got: Vec<Reply> = replies.into_iter().map(Result::unwrap).collect();
+        assert_eq!(
+            got,
+            [
+                ints(&[1, 7, 0]),
+                ints(&[9]),
+                Reply::Error("ERR busy".into()),
+                ints(&[0, 1, 10, 60])
+            ],
+            "each part its own reply, in the parts' order"
+        );
+        let sent = sent.lock().unwrap();
+        let evals: Vec<&String> = sent.iter().filter(|c| c.starts_with("EVALSHA")).collect();
+        assert_eq!(evals.len(), 3, "{evals:?}");
+        // A command that got no reply fails every part it carried.
+        let lost = calls.replies(vec![
+            Err(RemoteError::Unreachable("down".into())),
+            Ok(ints(&[9])),
+            Ok(ints(&[1, 7, 0])),
+        ]);
+        assert!(matches!(lost[0], Err(RemoteError::Unreachable(_))));
+        assert!(matches!(lost[3], Err(RemoteError::Unreachable(_))));
+        assert_eq!(lost[1].as_ref().unwrap(), &ints(&[9]));
+        assert_eq!(lost[2].as_ref().unwrap(), &ints(&[1, 7, 0]));
     }
 }

@@ -7,7 +7,7 @@
 //! ([`Releases`]). The one place for deadlines, the breaker and
 //! reconnection, whichever runtime sends.
 
-use super::batch::{GroupedCalls, ScriptCalls};
+use super::batch::{GroupedCalls, SlotBatches};
 use super::call::Call;
 use super::outcome::Reporter;
 use super::release::Releases;
@@ -142,22 +142,21 @@ impl<W: Wire> Upstream<W> {
     }
 }
 
-/// Sends `batch` over a Cluster, each call split by slot, and combines the
-/// replies, within the limiter's deadline.
+/// Sends `batch` over a Cluster, each call split by slot and each slot's
+/// limiter operations as one script call, and combines the replies,
+/// within the limiter's deadline.
 async fn cluster_round_trip<W: Wire>(
     cluster: &mut ClusterLink<W>,
     config: &LinkConfig,
     batch: &[Call],
 ) -> Merged {
     let parts = split::split(batch);
-    let calls = ScriptCalls {
-        calls: &parts,
-        window: &config.window,
-        slot_ttl: config.slot_ttl,
-    };
-    let replies = cluster
-        .exchange(&config.endpoint, config.deadline, &calls)
-        .await;
+    let calls = SlotBatches::new(&parts, &config.window, config.slot_ttl);
+    let replies = calls.replies(
+        cluster
+            .exchange(&config.endpoint, config.deadline, &calls)
+            .await,
+    );
     let outcomes = parts
         .iter()
         .zip(replies)

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::client::{RequestSpec, Target};
+use crate::command_stats::CommandStats;
 use crate::latency::Latencies;
 use crate::load::{self, LoadConfig, LoadResult, Mode};
 use crate::nginx_proc::NginxProcess;
@@ -56,7 +57,7 @@ struct Reading {
     gateway: Duration,
     nginx: Option<Duration>,
     redis: Option<Duration>,
-    redis_calls: Option<u64>,
+    redis_commands: Option<CommandStats>,
     postgres: Option<CpuSnapshot>,
     load_side: Duration,
     machine: MachineCpu,
@@ -75,7 +76,7 @@ impl Meters<'_> {
             None => None,
         };
         Ok(Reading {
-            redis_calls: self.redis.map(RedisTarget::script_calls).transpose()?,
+            redis_commands: self.redis.map(RedisTarget::command_stats).transpose()?,
             gateway: procfs::cpu_time(self.gateway)?,
             nginx: self.nginx.map(NginxProcess::cpu_time).transpose()?,
             redis,
@@ -88,9 +89,9 @@ impl Meters<'_> {
 }
 
 impl Reading {
-    /// Seconds of wall time, each process's CPU and Redis's script calls
-    /// from `before` to `self`.
-    fn since(&self, before: &Reading) -> (f64, ProcessCpu, Option<u64>) {
+    /// Seconds of wall time, each process's CPU and what Redis ran from
+    /// `before` to `self`.
+    fn since(&self, before: &Reading) -> (f64, ProcessCpu, Option<CommandStats>) {
         let s = |a: Duration, b: Duration| a.saturating_sub(b).as_secs_f64();
         let opt = |a: Option<Duration>, b: Option<Duration>| Some(s(a?, b?));
         let postgres = match (&self.postgres, &before.postgres) {
@@ -107,14 +108,14 @@ impl Reading {
             irq: s(self.machine.irq, before.machine.irq),
             steal: s(self.machine.steal, before.machine.steal),
         };
-        let redis_calls = match (self.redis_calls, before.redis_calls) {
-            (Some(a), Some(b)) => Some(a.saturating_sub(b)),
+        let redis_commands = match (&self.redis_commands, &before.redis_commands) {
+            (Some(a), Some(b)) => Some(a.since(b)),
             _ => None,
         };
         (
             self.at.saturating_duration_since(before.at).as_secs_f64(),
             cpu,
-            redis_calls,
+            redis_commands,
         )
     }
 }
@@ -160,7 +161,7 @@ impl Session<'_> {
                 let before = self.meters.read()?;
                 let result = self.run(c, duration)?;
                 std::thread::sleep(c.settle);
-                let (window_s, cpu_s, redis_calls) = self.meters.read()?.since(&before);
+                let (window_s, cpu_s, redis_commands) = self.meters.read()?.since(&before);
                 ok_total += counted(&result);
                 let summary = result.latency.summary();
                 let r = RoundFigures {
@@ -175,7 +176,8 @@ impl Session<'_> {
                     p50_us: summary.p50_us,
                     p99_us: summary.p99_us,
                     cpu_s,
-                    redis_calls,
+                    redis_calls: redis_commands.as_ref().map(|c| c.scripts().calls),
+                    redis_commands,
                     load_average: procfs::load_average()?[0],
                 };
                 if r.valid() {

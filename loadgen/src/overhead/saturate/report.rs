@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::affinity::Split;
+use crate::command_stats::CommandStats;
 use crate::latency::{fmt_us, Summary};
 
 /// Load-side CPU use (in % of its CPUs) from which a target's throughput is
@@ -87,7 +88,7 @@ impl ProcessCpu {
 }
 
 /// One target's run in one round.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RoundFigures {
     /// Round number, from 1.
     pub round: usize,
@@ -113,6 +114,9 @@ pub struct RoundFigures {
     /// Script calls (`EVALSHA`, `EVAL`) the private Redis ran over the
     /// window, every master of a Cluster; none without Redis.
     pub redis_calls: Option<u64>,
+    /// Every command the private Redis ran over the window, with its
+    /// time (`INFO commandstats`, every master); none without Redis.
+    pub redis_commands: Option<CommandStats>,
     /// The 1-minute load average when the run ended.
     pub load_average: f64,
 }
@@ -146,6 +150,9 @@ pub struct TargetFigures {
     /// when a call carries several requests' operations: the limiter's
     /// group commit); none without Redis.
     pub redis_calls_per_request: Option<f64>,
+    /// Where Redis's time went per 2xx response over the valid rounds, as
+    /// Redis clocks its commands; none without Redis.
+    pub redis_time: Option<RedisTime>,
     /// The proxy's CPU use over the valid rounds (nginx's, or the
     /// gateway's alone), % of the CPUs it is pinned to; none for the mock.
     pub proxy_cpu_pct: Option<f64>,
@@ -156,6 +163,41 @@ pub struct TargetFigures {
     /// Whether the load side was near saturation (>= [`LOAD_BOUND_PCT`]):
     /// then the target's throughput is a lower bound, set by the load side.
     pub load_bound: bool,
+}
+
+/// Where Redis's time went per request, as `INFO commandstats` clocks it
+/// (µs). A command a script calls is counted in the script's time and
+/// under its own name: `scripts_us` less the time of the commands they
+/// called is the scripts' own work (Lua, their arguments and replies).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RedisTime {
+    /// Script calls (`EVALSHA`, `EVAL`, `FCALL`), their commands included.
+    pub scripts_us: f64,
+    /// Every other command, inside scripts or sent directly (not the
+    /// measuring side's `INFO` and resets).
+    pub commands_us: f64,
+    /// The commands that took the most time: name, calls and µs per
+    /// request.
+    pub top: Vec<(String, f64, f64)>,
+}
+
+/// Commands [`RedisTime::top`] lists.
+const TOP_COMMANDS: usize = 6;
+
+impl RedisTime {
+    /// `stats` over `requests` requests.
+    fn per_request(stats: &CommandStats, requests: u64) -> RedisTime {
+        let n = requests.max(1) as f64;
+        RedisTime {
+            scripts_us: stats.scripts().usec as f64 / n,
+            commands_us: stats.commands().usec as f64 / n,
+            top: stats
+                .top_commands(TOP_COMMANDS)
+                .into_iter()
+                .map(|(name, t)| (name.to_uppercase(), t.calls as f64 / n, t.usec as f64 / n))
+                .collect(),
+        }
+    }
 }
 
 impl TargetFigures {
@@ -178,6 +220,12 @@ impl TargetFigures {
         let redis_calls = valid
             .iter()
             .try_fold(0u64, |sum, r| sum.checked_add(r.redis_calls?));
+        let redis_commands = valid
+            .iter()
+            .try_fold(CommandStats::default(), |mut sum, r| {
+                sum.add(r.redis_commands.as_ref()?);
+                Some(sum)
+            });
         let pct = |used: f64, cpus: usize| match window > 0.0 {
             true => 100.0 * used / window / cpus.max(1) as f64,
             false => 0.0,
@@ -198,6 +246,9 @@ impl TargetFigures {
             redis_calls_per_request: redis_calls
                 .filter(|_| ok > 0)
                 .map(|calls| calls as f64 / ok as f64),
+            redis_time: redis_commands
+                .filter(|_| ok > 0)
+                .map(|c| RedisTime::per_request(&c, ok)),
             proxy_cpu_pct: proxy.map(|used| pct(used, cpus.proxy)),
             load_cpu_pct,
             machine_busy_pct: pct(cpu.machine, cpus.machine),
@@ -448,6 +499,20 @@ impl SaturationReport {
                 1.0 / calls
             );
         }
+        if let Some(time) = self.target("gateway").and_then(|g| g.redis_time.as_ref()) {
+            let top: Vec<String> = time
+                .top
+                .iter()
+                .map(|(name, calls, us)| format!("{name} {calls:.2} / {us:.2} µs"))
+                .collect();
+            let _ = writeln!(
+                t,
+                "Redis time per request (gateway, INFO commandstats): scripts {:.1} µs; commands {:.1} µs (calls / time: {})",
+                time.scripts_us,
+                time.commands_us,
+                top.join(", ")
+            );
+        }
         if self.targets.iter().any(|x| x.load_bound) {
             let _ = writeln!(
                 t,
@@ -540,8 +605,25 @@ mod tests {
                 steal: 0.0,
             },
             redis_calls: Some((rps * 5.0 / 10.0) as u64),
+            redis_commands: Some(commands(rps * 5.0)),
             load_average: 2.0,
         }
+    }
+
+    /// What Redis ran for `requests` requests: a script call a ten, 20 µs
+    /// each; two HMGETs a request, 1 µs each; a ZADD a call, 3 µs; and
+    /// the measuring side's INFO.
+    fn commands(requests: f64) -> CommandStats {
+        let r = requests as u64;
+        CommandStats::parse(&format!(
+            "cmdstat_evalsha:calls={},usec={}\r\ncmdstat_hmget:calls={},usec={}\r\ncmdstat_zadd:calls={},usec={}\r\ncmdstat_info:calls=5,usec=900\r\n",
+            r / 10,
+            r * 2,
+            r * 2,
+            r * 2,
+            r / 10,
+            r * 3 / 10
+        ))
     }
 
     fn target(name: &'static str, rounds: Vec<RoundFigures>) -> TargetFigures {
@@ -573,6 +655,18 @@ mod tests {
         assert_eq!(c.postgres, None);
         // A Redis call a ten requests, over the valid rounds only.
         assert_eq!(t.redis_calls_per_request, Some(0.1));
+        // Redis's time per request over the valid rounds only: scripts
+        // 2 µs, commands (not INFO) 2.3 µs, HMGET first.
+        let time = t.redis_time.as_ref().unwrap();
+        assert!((time.scripts_us - 2.0).abs() < 1e-9, "{time:?}");
+        assert!((time.commands_us - 2.3).abs() < 1e-9, "{time:?}");
+        assert_eq!(
+            time.top,
+            vec![
+                ("HMGET".to_string(), 2.0, 2.0),
+                ("ZADD".to_string(), 0.1, 0.3)
+            ]
+        );
         // Machine: 2 x (4 x 1.5 + 4.5) s; other = machine - gateway -
         // redis - load side (interrupt time is mostly inside them).
         let other_s = 21.0 - 8.0 - 4.0 - 8.0;
@@ -693,6 +787,12 @@ mod tests {
         assert!(
             t.contains(
                 "Redis script calls per request (gateway): 0.100 (one call a 10.0 requests' operations)"
+            ),
+            "{t}"
+        );
+        assert!(
+            t.contains(
+                "Redis time per request (gateway, INFO commandstats): scripts 2.0 µs; commands 2.3 µs (calls / time: HMGET 2.00 / 2.00 µs, ZADD 0.10 / 0.30 µs)"
             ),
             "{t}"
         );
