@@ -384,6 +384,27 @@ mod tests {
         assert!(evals[0].contains(batch_sha) && evals[2].contains(batch_sha));
     }
 
+    /// A fake Redis that logs every command it gets (as text), answers
+    /// `TIME` with a fixed clock, an `EVALSHA` with what `evalsha` gives
+    /// for its text, and anything else `+OK`.
+    async fn logging_redis(
+        evalsha: impl Fn(&str) -> Vec<u8> + Send + Sync + 'static,
+    ) -> (String, Arc<Mutex<Vec<String>>>) {
+        let sent = Arc::new(Mutex::new(Vec::<String>::new()));
+        let log = sent.clone();
+        let addr = fake_redis(Arc::new(move |args| {
+            let command = text(args);
+            log.lock().unwrap().push(command.clone());
+            match args[0].as_slice() {
+                b"TIME" => b"*2\r\n$10\r\n1700000000\r\n$1\r\n5\r\n".to_vec(),
+                b"EVALSHA" => evalsha(&command),
+                _ => b"+OK\r\n".to_vec(),
+            }
+        }))
+        .await;
+        (addr, sent)
+    }
+
     fn admission(rid: &str) -> Call {
         admission_of("k", rid)
     }
@@ -408,21 +429,11 @@ mod tests {
     /// batch's replies come back to their calls in the calls' order.
     #[tokio::test(flavor = "current_thread")]
     async fn a_flushs_limiter_calls_share_one_evalsha_and_get_their_own_replies() {
-        let sent = Arc::new(Mutex::new(Vec::<String>::new()));
-        let log = sent.clone();
-        let addr = fake_redis(Arc::new(move |args| {
-            let command = text(args);
-            log.lock().unwrap().push(command.clone());
-            match args[0].as_slice() {
-                b"TIME" => b"*2\r\n$10\r\n1700000000\r\n$1\r\n5\r\n".to_vec(),
-                b"EVALSHA" if command.contains(script::sha()) => {
-                    // One flat array: r1 admitted, r2 refused.
-                    b"*7\r\n:1\r\n:7\r\n:0\r\n:0\r\n:1\r\n:10\r\n:60\r\n".to_vec()
-                }
-                b"EVALSHA" => b"*1\r\n:9\r\n".to_vec(),
-                _ => b"+OK\r\n".to_vec(),
-            }
-        }))
+        let (addr, sent) = logging_redis(|command| match command.contains(script::sha()) {
+            // One flat array: r1 admitted, r2 refused.
+            true => b"*7\r\n:1\r\n:7\r\n:0\r\n:0\r\n:1\r\n:10\r\n:60\r\n".to_vec(),
+            false => b"*1\r\n:9\r\n".to_vec(),
+        })
         .await;
         let batch = [admission("r1"), call(&CACHED), admission("r2")];
         let window = Window::new(60);
@@ -473,22 +484,16 @@ mod tests {
             (calls.slot(0), calls.slot(1), calls.slot(2)),
             (slot(0), slot(1), slot(2))
         );
-        let sent = Arc::new(Mutex::new(Vec::<String>::new()));
-        let log = sent.clone();
-        let addr = fake_redis(Arc::new(move |args| {
-            let command = text(args);
-            log.lock().unwrap().push(command.clone());
-            match args[0].as_slice() {
-                b"TIME" => b"*2\r\n$10\r\n1700000000\r\n$1\r\n5\r\n".to_vec(),
+        let (addr, sent) = logging_redis(|command| {
+            if command.contains(" aa ") {
                 // r1 admitted, r3 refused.
-                b"EVALSHA" if command.contains(" aa ") => {
-                    b"*7\r\n:1\r\n:7\r\n:0\r\n:0\r\n:1\r\n:10\r\n:60\r\n".to_vec()
-                }
-                b"EVALSHA" if command.contains(script::sha()) => b"-ERR busy\r\n".to_vec(),
-                b"EVALSHA" => b"*1\r\n:9\r\n".to_vec(),
-                _ => b"+OK\r\n".to_vec(),
+                b"*7\r\n:1\r\n:7\r\n:0\r\n:0\r\n:1\r\n:10\r\n:60\r\n".to_vec()
+            } else if command.contains(script::sha()) {
+                b"-ERR busy\r\n".to_vec()
+            } else {
+                b"*1\r\n:9\r\n".to_vec()
             }
-        }))
+        })
         .await;
         let mut conn = None;
         let replies =
