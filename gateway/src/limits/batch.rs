@@ -526,5 +526,10 @@ mod tests {
         assert!(matches!(lost[3], Err(RemoteError::Unreachable(_))));
         assert_eq!(lost[1].as_ref().unwrap(), &ints(&[9]));
         assert_eq!(lost[2].as_ref().unwrap(), &ints(&[1, 7, 0]));
+        // Fewer replies than commands (a truncated exchange): the parts of
+        // the commands without one fail, none is taken as answered.
+        let short = calls.replies(vec![Ok(ints(&[1, 7, 0, 0, 1, 10, 60]))]);
+        assert_eq!(short[0].as_ref().unwrap(), &ints(&[1, 7, 0]));
+        assert!(short[1].is_err() && short[2].is_err());
     }
 }

@@ -112,7 +112,8 @@ pub struct RoundFigures {
     /// CPU time of each process over the window, seconds.
     pub cpu_s: ProcessCpu,
     /// Script calls (`EVALSHA`, `EVAL`) the private Redis ran over the
-    /// window, every master of a Cluster; none without Redis.
+    /// window, every master of a Cluster (those of `redis_commands`, kept
+    /// apart for the JSON's readers); none without Redis.
     pub redis_calls: Option<u64>,
     /// Every command the private Redis ran over the window, with its
     /// time (`INFO commandstats`, every master); none without Redis.
@@ -217,9 +218,6 @@ impl TargetFigures {
         let cpu = valid
             .iter()
             .fold(ProcessCpu::default(), |sum, r| sum.add(&r.cpu_s));
-        let redis_calls = valid
-            .iter()
-            .try_fold(0u64, |sum, r| sum.checked_add(r.redis_calls?));
         let redis_commands = valid
             .iter()
             .try_fold(CommandStats::default(), |mut sum, r| {
@@ -243,9 +241,10 @@ impl TargetFigures {
             requests_per_s: (elapsed > 0.0).then(|| ok as f64 / elapsed),
             latency,
             cpu_us_per_request: cpu.per_request_us(ok),
-            redis_calls_per_request: redis_calls
+            redis_calls_per_request: redis_commands
+                .as_ref()
                 .filter(|_| ok > 0)
-                .map(|calls| calls as f64 / ok as f64),
+                .map(|c| c.scripts().calls as f64 / ok as f64),
             redis_time: redis_commands
                 .filter(|_| ok > 0)
                 .map(|c| RedisTime::per_request(&c, ok)),
