@@ -4,7 +4,8 @@
 # the max-rate search, virtual-key variant without; master-key and the full
 # pipeline in both limiter modes closed-loop to saturation against nginx), a
 # short soak of long-lived streams (loadgen soak) and the criterion suites,
-# then rewrites BENCHMARKS.md from the results. Takes about 15 minutes.
+# then rewrites BENCHMARKS.md from the results. Takes about an hour on two
+# cores (the variants' overhead rounds about 40 minutes, criterion 15).
 #
 # Usage: scripts/bench.sh              measure everything, then write BENCHMARKS.md
 #        scripts/bench.sh --from DIR   rewrite BENCHMARKS.md from the saved results in DIR
