@@ -15,9 +15,10 @@
 //! Organizations are their teams'.
 
 use super::SpendLogRow;
+use crate::keyed_hash::KeyedHash;
 use chrono::NaiveDate;
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// One of LiteLLM's daily tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -184,14 +185,15 @@ impl DailyBatch {
     /// What `rows` add; `org_of` names a team's organization, if any.
     ///
     /// Rows are summed under keys borrowed from them (the day as a date)
-    /// and each distinct key is made into owned text once: a batch is
-    /// mostly rows of a few keys, so a row costs map lookups, not six
-    /// strings and a date format per entity it names.
+    /// in a hash map, and each distinct key is made into owned text once,
+    /// after the distinct keys are sorted: a row costs one hash lookup per
+    /// entity it names, not six strings and a date format, nor the string
+    /// comparisons of a search among a batch's thousand keys.
     pub fn of<'a>(
         rows: impl IntoIterator<Item = &'a SpendLogRow>,
         org_of: impl Fn(&str) -> Option<String>,
     ) -> DailyBatch {
-        let mut sums = BTreeMap::<(DailyScope, RowKey<'a>), RowDelta<'a>>::new();
+        let mut sums = HashMap::<(DailyScope, RowKey<'a>), RowDelta<'a>, KeyedHash>::default();
         for row in rows {
             let counts = DailyCounts::of(row);
             let mut add = |scope: DailyScope, entity: Cow<'a, str>| {
@@ -225,10 +227,21 @@ impl DailyBatch {
                 }
             }
         }
+        let mut sums: Vec<_> = sums.into_iter().collect();
+        sums.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let mut batch = DailyBatch::default();
+        // Each scope's rows, in key order, built into its map at once.
+        let mut scope_rows = Vec::new();
+        let mut current = None;
         // A batch's rows are mostly of one day: its text is formatted once.
         let mut day: Option<(NaiveDate, String)> = None;
         for ((scope, key), delta) in sums {
+            if current != Some(scope) {
+                if let Some(done) = current {
+                    batch.scopes.insert(done, scope_rows.drain(..).collect());
+                }
+                current = Some(scope);
+            }
             let date = match &day {
                 Some((date, text)) if *date == key.date => text.clone(),
                 _ => {
@@ -250,7 +263,10 @@ impl DailyBatch {
                 request_id: delta.request_id.to_string(),
                 counts: delta.counts,
             };
-            batch.scopes.entry(scope).or_default().insert(owned, delta);
+            scope_rows.push((owned, delta));
+        }
+        if let Some(done) = current {
+            batch.scopes.insert(done, scope_rows.into_iter().collect());
         }
         batch
     }
@@ -263,7 +279,7 @@ impl DailyBatch {
 
 /// A [`DailyKey`] borrowed from a spend row while a batch is summed, its
 /// day a date (one day, one `YYYY-MM-DD`: the same rows group together).
-#[derive(PartialEq, Eq, PartialOrd, Ord)]
+#[derive(PartialEq, Eq, PartialOrd, Ord, Hash)]
 struct RowKey<'a> {
     entity: Cow<'a, str>,
     date: NaiveDate,
@@ -512,6 +528,63 @@ mod tests {
         let user = &batch.scopes[&DailyScope::User];
         assert!(user.keys().all(|k| k.endpoint == "/chat/completions"));
         assert!(user.values().all(|d| d.model_group == "gpt"));
+    }
+
+    /// A batch of many keys' rows interleaved (each key's rows far apart, as
+    /// at a thousand keys) sums each key's rows under it and keeps its
+    /// first row, each scope's keys in order: the same as adding the rows
+    /// one by one into an ordered map.
+    #[test]
+    fn interleaved_rows_of_many_keys_sum_per_key_in_key_order() {
+        let rows: Vec<SpendLogRow> = (0..900)
+            .map(|i| {
+                let mut r = row(
+                    &format!("r{i}"),
+                    if i % 7 == 0 { "failure" } else { "success" },
+                );
+                r.api_key = format!("{:064x}", (i % 300) * 7919).into();
+                r.team_id = (i % 2 == 0).then(|| format!("t{}", i % 3));
+                r.spend = f64::from(i % 5);
+                r
+            })
+            .collect();
+        let batch = DailyBatch::of(&rows, |_| None);
+        for scope in [DailyScope::User, DailyScope::Team] {
+            let mut expected = BTreeMap::<(String, String), (String, i64, i64, f64)>::new();
+            for r in &rows {
+                let entity = match scope {
+                    DailyScope::User => String::new(),
+                    _ => match &r.team_id {
+                        Some(t) => t.clone(),
+                        None => continue,
+                    },
+                };
+                let e = expected
+                    .entry((entity, r.api_key.to_string()))
+                    .or_insert_with(|| (r.request_id.to_string(), 0, 0, 0.0));
+                e.1 += 1;
+                e.2 += i64::from(r.status != "success");
+                e.3 += r.spend;
+            }
+            let got: Vec<_> = batch.scopes[&scope]
+                .iter()
+                .map(|(k, d)| {
+                    let c = &d.counts;
+                    let sums = (
+                        d.request_id.clone(),
+                        c.api_requests,
+                        c.failed_requests,
+                        c.spend,
+                    );
+                    ((k.entity.clone(), k.api_key.clone()), sums)
+                })
+                .collect();
+            let expected: Vec<_> = expected.into_iter().collect();
+            // Every key has its own user row; the even rows' keys their team rows.
+            let keys = if scope == DailyScope::User { 300 } else { 150 };
+            assert_eq!(got.len(), keys, "{scope:?}");
+            assert_eq!(got, expected, "{scope:?}");
+        }
     }
 
     #[test]
